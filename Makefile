@@ -1,0 +1,116 @@
+# vgpu - top-level build.
+MAKEFLAGS += --jobs=$(shell nproc) --output-sync=target
+#
+# Modules are discovered: every folder with a module.mk (common/, pma/, rm/gsp/ ...) adds
+#   MODULES += <name>, <name>_DIR, <name>_DEPS (modules it links, nearest first), <name>_LDLIBS,
+#   and optionally <name>_TSAN_TESTS (test names also run under ThreadSanitizer).
+# A module's <dir>/*.c build lib<name>.a; <dir>/cmd/<prog>.c build bin/<prog>.
+# tests/unit/<name>/test_*.c each build one cmocka binary linked with the module and its deps.
+# tests/bench/<bench>/ (with bench.mk: BENCHES += <bench>, <bench>_DEPS) build bin/<bench>.
+# Everything is built per variant: rel (-O2 -g), asan (ASan+UBSan), tsan.
+
+CC      ?= gcc
+BUILD   ?= build
+Q       := $(if $(V),,@)
+
+CFLAGS_COMMON := -std=gnu11 -Wall -Wextra -Werror -g -pthread -D_GNU_SOURCE \
+		 -Iinclude -I. -MMD -MP
+CFLAGS_rel    := -O2
+CFLAGS_asan   := -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
+		 -fno-sanitize-recover=all
+CFLAGS_tsan   := -O1 -fsanitize=thread
+LDFLAGS_rel   :=
+LDFLAGS_asan  := -fsanitize=address,undefined
+LDFLAGS_tsan  := -fsanitize=thread
+VARIANTS      := rel asan tsan
+
+MODULES :=
+BENCHES :=
+include $(sort $(wildcard */module.mk */*/module.mk))
+include $(sort $(wildcard tests/bench/*/bench.mk))
+
+.PHONY: all deps check bench demo clean
+all: rel
+
+# ---- per-variant rules ---------------------------------------------------------------
+# $(1) = variant
+define variant_rules
+$(BUILD)/$(1)/obj/%.o: %.c
+	@mkdir -p $$(dir $$@)
+	$(Q)$$(CC) $$(CFLAGS_COMMON) $$(CFLAGS_$(1)) $$(EXTRA_CFLAGS) -c $$< -o $$@
+endef
+$(foreach v,$(VARIANTS),$(eval $(call variant_rules,$(v))))
+
+libpath = $(BUILD)/$(1)/lib/lib$(2).a
+modlibs = $(foreach m,$(2) $($(2)_DEPS),$(call libpath,$(1),$(m)))
+modldlibs = $(sort $(foreach m,$(1) $($(1)_DEPS),$($(m)_LDLIBS)))
+
+# $(1) = variant, $(2) = module
+define module_rules
+$(2)_SRCS := $(wildcard $($(2)_DIR)/*.c)
+$(2)_OBJS_$(1) := $$(patsubst %.c,$(BUILD)/$(1)/obj/%.o,$$($(2)_SRCS))
+$(call libpath,$(1),$(2)): $$($(2)_OBJS_$(1))
+	@mkdir -p $$(dir $$@)
+	$(Q)rm -f $$@ && ar rcs $$@ $$^
+-include $$($(2)_OBJS_$(1):.o=.d)
+
+$(2)_PROGS := $(patsubst $($(2)_DIR)/cmd/%.c,%,$(wildcard $($(2)_DIR)/cmd/*.c))
+$(foreach p,$(patsubst $($(2)_DIR)/cmd/%.c,%,$(wildcard $($(2)_DIR)/cmd/*.c)),
+$(BUILD)/$(1)/bin/$(p): $(BUILD)/$(1)/obj/$($(2)_DIR)/cmd/$(p).o $(call modlibs,$(1),$(2))
+	@mkdir -p $$(dir $$@)
+	$(Q)$$(CC) $$(LDFLAGS_$(1)) -pthread -o $$@ $$^ $(call modldlibs,$(2))
+-include $(BUILD)/$(1)/obj/$($(2)_DIR)/cmd/$(p).d
+PROGS_$(1) += $(BUILD)/$(1)/bin/$(p)
+)
+$(foreach t,$(patsubst tests/unit/$(2)/%.c,%,$(wildcard tests/unit/$(2)/test_*.c)),
+$(BUILD)/$(1)/tests/$(2)/$(t): $(BUILD)/$(1)/obj/tests/unit/$(2)/$(t).o $(call modlibs,$(1),$(2))
+	@mkdir -p $$(dir $$@)
+	$(Q)$$(CC) $$(LDFLAGS_$(1)) -pthread -o $$@ $$^ $(call modldlibs,$(2)) -lcmocka
+-include $(BUILD)/$(1)/obj/tests/unit/$(2)/$(t).d
+TESTS_$(1) += $(BUILD)/$(1)/tests/$(2)/$(t)
+)
+endef
+$(foreach v,$(VARIANTS),$(foreach m,$(MODULES),$(eval $(call module_rules,$(v),$(m)))))
+
+# $(1) = variant, $(2) = bench
+define bench_rules
+$(2)_OBJS_$(1) := $(patsubst %.c,$(BUILD)/$(1)/obj/%.o,$(wildcard tests/bench/$(2)/*.c))
+$(BUILD)/$(1)/bin/$(2): $$($(2)_OBJS_$(1)) $(foreach m,$($(2)_DEPS),$(call libpath,$(1),$(m)))
+	@mkdir -p $$(dir $$@)
+	$(Q)$$(CC) $$(LDFLAGS_$(1)) -pthread -o $$@ $$^ $(sort $(foreach m,$($(2)_DEPS),$($(m)_LDLIBS)))
+-include $$($(2)_OBJS_$(1):.o=.d)
+BENCH_BINS_$(1) += $(BUILD)/$(1)/bin/$(2)
+endef
+$(foreach b,$(BENCHES),$(eval $(call bench_rules,rel,$(b))))
+
+TSAN_TESTS := $(foreach m,$(MODULES),$(foreach t,$($(m)_TSAN_TESTS),$(BUILD)/tsan/tests/$(m)/$(t)))
+
+.PHONY: rel asan tsan
+rel:  $(PROGS_rel) $(TESTS_rel) $(BENCH_BINS_rel)
+asan: $(PROGS_asan) $(TESTS_asan)
+tsan: $(TSAN_TESTS)
+
+# ---- top-level targets -----------------------------------------------------------------
+DEB_PACKAGES := build-essential pkg-config libcmocka-dev liburcu-dev libjson-c-dev libinih-dev
+deps:
+	@missing=$$(for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; \
+	else echo "deps: all installed"; fi
+
+# Every suite plain, then under ASan+UBSan, then the thread-heavy ones under TSan;
+# tests/run-suites prints the one summary line.
+check: rel asan tsan
+	$(Q)tests/run-suites \
+		--label rel $(TESTS_rel) \
+		--label asan $(TESTS_asan) \
+		--label tsan $(TSAN_TESTS)
+
+bench: rel
+	$(Q)set -e; for b in $(BENCH_BINS_rel); do echo "== $$b"; $$b; done
+
+demo: rel
+	$(Q)$(BUILD)/rel/bin/pma_demo
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,5 @@
+MODULES += common
+common_DIR := common
+common_DEPS :=
+common_LDLIBS :=
+common_TSAN_TESTS := test_ring

@@ -1,0 +1,25 @@
+/* vgpu/version.h - version of the host/guest ABI (everything under include/vgpu/).
+ *
+ * The guest driver links nothing from the host; what the two share is this directory.
+ * MAJOR changes when a layout or message changes incompatibly (peers must refuse each
+ * other); MINOR grows when something is added that an older peer may ignore. */
+#ifndef VGPU_ABI_VERSION_H
+#define VGPU_ABI_VERSION_H
+
+#include <stdint.h>
+
+#define VGPU_ABI_MAJOR 1
+#define VGPU_ABI_MINOR 0
+
+/* Packed form carried in headers and handshakes: major in the high 16 bits. */
+#define VGPU_ABI_VERSION ((uint32_t)VGPU_ABI_MAJOR << 16 | VGPU_ABI_MINOR)
+#define VGPU_ABI_VERSION_MAJOR(v) ((uint32_t)(v) >> 16)
+#define VGPU_ABI_VERSION_MINOR(v) ((uint32_t)(v) & 0xffffu)
+
+/* A peer speaking @v can talk to us iff the majors match. */
+static inline int vgpu_abi_compatible(uint32_t v)
+{
+	return VGPU_ABI_VERSION_MAJOR(v) == VGPU_ABI_MAJOR;
+}
+
+#endif
