@@ -1,0 +1,963 @@
+/* pma: allocation, fixed allocation, free, pin/unpin, eviction and import. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "pma/pma_internal.h"
+
+#define NONE UINT64_MAX
+#define PMA_ALL_FLAGS (PMA_DONT_EVICT | PMA_PINNED | PMA_MIN_SPEED | PMA_RANGE | PMA_REGION_ID | \
+		       PMA_PREFER_SLOWEST | PMA_CONTIGUOUS | PMA_PERSISTENT | PMA_PROTECTED | \
+		       PMA_FORCE_ALIGNMENT | PMA_NO_ZERO | PMA_ALLOW_PARTIAL | PMA_REVERSE)
+
+/* A validated allocation request, in frames. */
+struct pma_req {
+	size_t count;
+	uint64_t pf;		/* frames per page */
+	uint64_t align;		/* frames, power of two >= pf */
+	uint32_t flags;
+	uint64_t lo, hi;	/* absolute frame range [lo, hi) */
+};
+
+/* --- state changes ---------------------------------------------------------------------- */
+
+enum pma_op { OP_ALLOC, OP_FREE, OP_SCRUBBED, OP_EVICT_SET, OP_EVICT_CLR, OP_PIN, OP_UNPIN };
+
+struct pma_opargs {
+	bool pin, persist;	/* OP_ALLOC */
+	bool scrub;		/* OP_FREE: frames go to SCRUBBING */
+	uint64_t dirty_seen;	/* OP_ALLOC output: some frame was not known zero */
+};
+
+static inline void word_apply(struct pma_region *r, struct pma_word *w, uint64_t m,
+			      enum pma_op op, struct pma_opargs *a)
+{
+	uint64_t s;
+
+	switch (op) {
+	case OP_ALLOC:
+		a->dirty_seen |= w->persist & m;
+		w->alloc |= m;
+		w->pin = a->pin ? w->pin | m : w->pin & ~m;
+		w->persist = a->persist ? w->persist | m : w->persist & ~m;
+		break;
+	case OP_FREE:
+		w->alloc &= ~m;
+		w->pin &= ~m;
+		w->persist |= m;	/* free and dirty until scrubbed */
+		if (a->scrub) {
+			s = m & ~w->scrub & ~w->black;
+			w->scrub |= s;
+			r->scrub_frames += vgpu_popcount(s);
+		}
+		break;
+	case OP_SCRUBBED:
+		s = w->scrub & m;
+		w->scrub &= ~s;
+		w->persist &= ~(s & ~w->alloc);
+		r->scrub_frames -= vgpu_popcount(s);
+		break;
+	case OP_EVICT_SET:
+		w->evict |= m;
+		break;
+	case OP_EVICT_CLR:
+		w->evict &= ~m;
+		break;
+	case OP_PIN:
+		w->pin |= m;
+		break;
+	case OP_UNPIN:
+		w->pin &= ~m;
+		break;
+	}
+}
+
+/* Apply @op to bitmap indexes [s, s + n) of @r and bring the indexes up to date. */
+static void range_apply(struct pma_region *r, uint64_t s, uint64_t n, enum pma_op op,
+			struct pma_opargs *a)
+{
+	uint64_t w0 = s / 64, w1 = (s + n - 1) / 64;
+	uint64_t old = (op == OP_PIN || op == OP_UNPIN) ? 0 : pma_region_count_avail(r, w0, w1);
+
+	for (uint64_t i = s, end = s + n; i < end;) {
+		unsigned int lo = i % 64;
+		uint64_t len = vgpu_min(64 - lo, end - i);
+
+		word_apply(r, &r->words[i / 64], vgpu_mask(lo, (unsigned int)len), op, a);
+		i += len;
+	}
+	/* Pinning changes no availability: nothing to re-derive. */
+	if (op != OP_PIN && op != OP_UNPIN)
+		pma_region_refresh(r, w0, w1, old);
+}
+
+/* Batch of per-word changes: adjacent words are refreshed once as a span. */
+struct pma_batch {
+	struct pma_region *r;
+	uint64_t ws, we, old;
+};
+
+static void batch_flush(struct pma_batch *b)
+{
+	if (b->r)
+		pma_region_refresh(b->r, b->ws, b->we, b->old);
+	b->r = NULL;
+}
+
+static void batch_word(struct pma_batch *b, struct pma_region *r, uint64_t wi, uint64_t m,
+		       enum pma_op op, struct pma_opargs *a)
+{
+	if (b->r != r || (wi != b->we && wi != b->we + 1)) {
+		batch_flush(b);
+		b->r = r;
+		b->ws = b->we = wi;
+		b->old = vgpu_popcount(pma_word_avail(&r->words[wi]));
+	} else if (wi == b->we + 1) {
+		b->we = wi;
+		b->old += vgpu_popcount(pma_word_avail(&r->words[wi]));
+	}
+	word_apply(r, &r->words[wi], m, op, a);
+}
+
+/* Apply @op to page @idx (@pf frames) of @r through the batch. */
+static void batch_page(struct pma_batch *b, struct pma_region *r, uint64_t idx, uint64_t pf,
+		       enum pma_op op, struct pma_opargs *a)
+{
+	if (pf > 64) {
+		batch_flush(b);
+		range_apply(r, idx, pf, op, a);
+		return;
+	}
+	batch_word(b, r, idx / 64, vgpu_mask(idx % 64, (unsigned int)pf), op, a);
+}
+
+/* --- request validation and region order ------------------------------------------------- */
+
+static bool page_size_valid(uint64_t ps)
+{
+	return ps == PMA_PAGE_64K || ps == PMA_PAGE_128K || ps == PMA_PAGE_2M || ps == PMA_PAGE_512M;
+}
+
+static int req_init(struct pma *pma, struct pma_req *q, size_t count, uint64_t page_size,
+		    const struct pma_alloc_opts *o)
+{
+	uint32_t flags = o ? o->flags : 0;
+
+	if (!page_size_valid(page_size) || !count || (flags & ~PMA_ALL_FLAGS))
+		return -EINVAL;
+	if (count > (UINT64_MAX >> PMA_FRAME_SHIFT) / page_size)
+		return -EINVAL;
+	if ((flags & PMA_ALLOW_PARTIAL) && (flags & PMA_CONTIGUOUS))
+		return -EINVAL;
+	q->count = count;
+	q->flags = flags;
+	q->pf = page_size >> PMA_FRAME_SHIFT;
+	q->align = q->pf;
+	q->lo = 0;
+	q->hi = NONE;
+	if (flags & PMA_FORCE_ALIGNMENT) {
+		if (!vgpu_is_pow2(o->alignment) || o->alignment < PMA_FRAME_SIZE)
+			return -EINVAL;
+		/* Discontiguous pages are aligned to their size; more cannot be honoured. */
+		if (!(flags & PMA_CONTIGUOUS) && o->alignment > page_size)
+			return -EINVAL;
+		q->align = vgpu_max(q->pf, o->alignment >> PMA_FRAME_SHIFT);
+	}
+	if (flags & PMA_RANGE) {
+		if (o->range_begin >= o->range_end || (o->range_begin | o->range_end) & (page_size - 1))
+			return -EINVAL;
+		q->lo = o->range_begin >> PMA_FRAME_SHIFT;
+		q->hi = o->range_end >> PMA_FRAME_SHIFT;
+	}
+	if ((flags & PMA_REGION_ID) && o->region_id >= pma->nr_regions)
+		return -EINVAL;
+	return 0;
+}
+
+static bool region_eligible(const struct pma_region *r, const struct pma_req *q,
+			    const struct pma_alloc_opts *o)
+{
+	uint64_t base = r->first + r->lo, end = r->first + r->hi;
+
+	if ((q->flags & PMA_REGION_ID) && r->id != o->region_id)
+		return false;
+	if (!!(q->flags & PMA_PROTECTED) != r->desc.protected_mem)
+		return false;
+	if ((q->flags & PMA_MIN_SPEED) && r->desc.performance < o->min_speed)
+		return false;
+	return q->lo < end && q->hi > base;
+}
+
+/* True if @a should be tried before @b. */
+static bool region_before(const struct pma_region *a, const struct pma_region *b, uint32_t flags)
+{
+	if (flags & PMA_REVERSE)
+		return a->desc.base > b->desc.base;
+	if (a->desc.performance != b->desc.performance)
+		return (flags & PMA_PREFER_SLOWEST) ? a->desc.performance < b->desc.performance
+						    : a->desc.performance > b->desc.performance;
+	return a->desc.base < b->desc.base;
+}
+
+static unsigned int regions_order(struct pma *pma, const struct pma_req *q,
+				  const struct pma_alloc_opts *o, struct pma_region **out)
+{
+	unsigned int n = 0;
+
+	for (unsigned int i = 0; i < pma->nr_regions; i++) {
+		struct pma_region *r = pma->regions[i];
+		unsigned int j = n++;
+
+		if (!region_eligible(r, q, o)) {
+			n--;
+			continue;
+		}
+		while (j > 0 && region_before(r, out[j - 1], q->flags)) {
+			out[j] = out[j - 1];
+			j--;
+		}
+		out[j] = r;
+	}
+	return n;
+}
+
+/* Request range clipped to @r's real frames, as bitmap indexes. */
+static void req_clip(const struct pma_req *q, const struct pma_region *r, uint64_t *lo,
+		     uint64_t *hi)
+{
+	uint64_t base = r->first + r->lo, end = r->first + r->hi;
+
+	*lo = vgpu_max(q->lo, base) - r->first;
+	*hi = vgpu_min(q->hi, end) - r->first;
+}
+
+/* --- searching ----------------------------------------------------------------------------- */
+
+/* First aligned free run of @n frames in [lo, hi) of @r (bitmap indexes); NONE if none. */
+static uint64_t find_contig(const struct pma_region *r, uint64_t n, uint64_t align, uint64_t lo,
+			    uint64_t hi, bool rev)
+{
+	uint64_t phase = r->first % align;
+
+	if (n % PMA_GROUP_FRAMES == 0 && align % PMA_GROUP_FRAMES == 0) {
+		uint64_t glo = (lo + PMA_GROUP_FRAMES - 1) >> PMA_GROUP_SHIFT;
+		uint64_t ghi = hi >> PMA_GROUP_SHIFT, g;
+
+		if (n == PMA_GROUP_FRAMES && align == PMA_GROUP_FRAMES)
+			g = rev ? pma_bits_prev(r->gfull, r->gfull_sum, glo, ghi)
+				: pma_bits_next(r->gfull, r->gfull_sum, glo, ghi);
+		else
+			g = pma_tree_find(&r->gtree, r, glo, ghi, n >> PMA_GROUP_SHIFT,
+					  align >> PMA_GROUP_SHIFT, phase >> PMA_GROUP_SHIFT, rev);
+		return g == NONE ? NONE : g << PMA_GROUP_SHIFT;
+	}
+	return pma_tree_find(&r->ftree, r, lo, hi, n, align, phase, rev);
+}
+
+/* Take up to @need pages of 1 or 2 frames from the groups set in @map within [lo, hi). */
+static size_t take_small(const struct pma_region *r, const uint64_t *map, const uint64_t *sum,
+			 uint64_t pf, size_t need, uint64_t lo, uint64_t hi, bool rev,
+			 uint64_t *out)
+{
+	uint64_t glo = lo >> PMA_GROUP_SHIFT, ghi = (hi + PMA_GROUP_FRAMES - 1) >> PMA_GROUP_SHIFT;
+	size_t got = 0;
+
+	while (got < need && glo < ghi) {
+		uint64_t g = rev ? pma_bits_prev(map, sum, glo, ghi) : pma_bits_next(map, sum, glo, ghi);
+		uint64_t base, m;
+
+		if (g == NONE)
+			break;
+		if (rev)
+			ghi = g;
+		else
+			glo = g + 1;
+		base = g << PMA_GROUP_SHIFT;
+		m = (pma_word_avail(&r->words[base / 64]) >> (base % 64)) & 0xffffffffull;
+		if (base < lo)
+			m &= ~0ull << (lo - base);
+		if (base + PMA_GROUP_FRAMES > hi)
+			m &= (1ull << (hi - base)) - 1;
+		if (pf == 2)
+			m &= (m >> 1) & 0x55555555ull;
+		while (m && got < need) {
+			unsigned int b = rev ? vgpu_fls(m) : vgpu_ctz(m);
+
+			m &= ~VGPU_BIT(b);
+			out[got++] = base + b;
+		}
+	}
+	return got;
+}
+
+/* Find up to @need discontiguous pages in [lo, hi) of @r; bitmap indexes into @out. */
+static size_t find_pages(const struct pma_region *r, const struct pma_req *q, size_t need,
+			 uint64_t lo, uint64_t hi, uint64_t *out)
+{
+	bool rev = q->flags & PMA_REVERSE;
+	size_t got = 0;
+
+	if (q->pf <= 2) {
+		/* Partial groups first: small pages should not break whole 2 MiB groups. */
+		got = take_small(r, r->gpart, r->gpart_sum, q->pf, need, lo, hi, rev, out);
+		if (got < need)
+			got += take_small(r, r->gfull, r->gfull_sum, q->pf, need - got, lo, hi, rev,
+					  out + got);
+		return got;
+	}
+	if (q->pf == PMA_GROUP_FRAMES) {
+		uint64_t glo = (lo + PMA_GROUP_FRAMES - 1) >> PMA_GROUP_SHIFT;
+		uint64_t ghi = hi >> PMA_GROUP_SHIFT;
+
+		while (got < need) {
+			uint64_t g = rev ? pma_bits_prev(r->gfull, r->gfull_sum, glo, ghi)
+					 : pma_bits_next(r->gfull, r->gfull_sum, glo, ghi);
+
+			if (g == NONE)
+				break;
+			out[got++] = g << PMA_GROUP_SHIFT;
+			if (rev)
+				ghi = g;
+			else
+				glo = g + 1;
+		}
+		return got;
+	}
+	while (got < need) {
+		uint64_t s = find_contig(r, q->pf, q->pf, lo, hi, rev);
+
+		if (s == NONE)
+			break;
+		out[got++] = s;
+		if (rev)
+			hi = s;
+		else
+			lo = s + q->pf;
+	}
+	return got;
+}
+
+/* --- allocation ----------------------------------------------------------------------------- */
+
+static uint64_t avail_frames_in(struct pma_region *const *rs, unsigned int n)
+{
+	uint64_t f = 0;
+
+	for (unsigned int i = 0; i < n; i++)
+		f += rs[i]->free_frames;
+	return f;
+}
+
+/* One locked attempt. 0 with *@got pages, or -ENOMEM (nothing allocated). */
+static int alloc_locked(struct pma *pma, const struct pma_req *q, const struct pma_alloc_opts *o,
+			uint64_t *pages, size_t *got, uint32_t *result)
+{
+	struct pma_region *rs[PMA_MAX_REGIONS];
+	struct pma_opargs args = {
+		.pin = q->flags & PMA_PINNED,
+		.persist = q->flags & PMA_PERSISTENT,
+	};
+	unsigned int nr = regions_order(pma, q, o, rs);
+	uint64_t need = q->count * q->pf, lo, hi;
+	size_t n = 0;
+
+	/* Counters first: a request that cannot fit fails without a scan. */
+	if (avail_frames_in(rs, nr) < ((q->flags & PMA_ALLOW_PARTIAL) ? q->pf : need))
+		return -ENOMEM;
+	if (q->flags & PMA_CONTIGUOUS) {
+		for (unsigned int i = 0; i < nr; i++) {
+			struct pma_region *r = rs[i];
+			uint64_t s;
+
+			if (r->free_frames < need)
+				continue;
+			req_clip(q, r, &lo, &hi);
+			s = find_contig(r, need, q->align, lo, hi, q->flags & PMA_REVERSE);
+			if (s == NONE)
+				continue;
+			range_apply(r, s, need, OP_ALLOC, &args);
+			for (size_t p = 0; p < q->count; p++)
+				pages[p] = (r->first + s + p * q->pf) << PMA_FRAME_SHIFT;
+			*got = q->count;
+			*result = args.dirty_seen ? 0 : PMA_RESULT_IS_ZERO;
+			return 0;
+		}
+		return -ENOMEM;
+	}
+	/* Discontiguous: find everything first (indexes in @pages), then commit. */
+	unsigned int used[PMA_MAX_REGIONS];
+	size_t upto[PMA_MAX_REGIONS];
+	unsigned int nused = 0;
+
+	for (unsigned int i = 0; i < nr && n < q->count; i++) {
+		size_t k;
+
+		req_clip(q, rs[i], &lo, &hi);
+		k = find_pages(rs[i], q, q->count - n, lo, hi, pages + n);
+		if (k) {
+			used[nused] = i;
+			upto[nused++] = n + k;
+			n += k;
+		}
+	}
+	if (!n || (n < q->count && !(q->flags & PMA_ALLOW_PARTIAL)))
+		return -ENOMEM;
+
+	struct pma_batch b = { 0 };
+	size_t p = 0;
+
+	for (unsigned int u = 0; u < nused; u++) {
+		struct pma_region *r = rs[used[u]];
+
+		for (; p < upto[u]; p++) {
+			batch_page(&b, r, pages[p], q->pf, OP_ALLOC, &args);
+			pages[p] = (r->first + pages[p]) << PMA_FRAME_SHIFT;
+		}
+	}
+	batch_flush(&b);
+	*got = n;
+	*result = args.dirty_seen ? 0 : PMA_RESULT_IS_ZERO;
+	return 0;
+}
+
+static bool scrub_pending(struct pma *pma)
+{
+	return atomic_load_explicit(&pma->st_scrub, memory_order_relaxed) != 0;
+}
+
+static int evict_for(struct pma *pma, const struct pma_req *q, const struct pma_alloc_opts *o);
+
+int pma_alloc_pages(struct pma *pma, size_t count, uint64_t page_size,
+		    struct pma_alloc_opts *opts, uint64_t *pages_out)
+{
+	struct pma_req q;
+	unsigned int evictions = 0;
+	uint32_t result = 0;
+	size_t got = 0;
+	int ret;
+
+	if (!pma || !pages_out)
+		return -EINVAL;
+	ret = req_init(pma, &q, count, page_size, opts);
+	if (ret)
+		return ret;
+	for (;;) {
+		pma_lock(pma);
+		ret = alloc_locked(pma, &q, opts, pages_out, &got, &result);
+		if (!ret)
+			pma_publish_stats_locked(pma);
+		pma_unlock(pma);
+		if (ret != -ENOMEM)
+			break;
+		/* Short of memory: let pending scrubs finish (unless the caller is the kind that
+		 * must not wait for them), then try eviction, a bounded number of times. */
+		if (scrub_pending(pma) && !(q.flags & PMA_NO_ZERO)) {
+			pma_scrub_wait(pma);
+			continue;
+		}
+		if ((q.flags & PMA_DONT_EVICT) || evictions++ >= pma->cfg.evict_retries)
+			break;
+		if (evict_for(pma, &q, opts))
+			break;
+	}
+	if (opts) {
+		opts->pages_allocated = ret ? 0 : got;
+		opts->result_flags = ret ? 0 : result;
+	}
+	return ret;
+}
+
+/* Check [s, s + n) of @r for a fixed allocation: -EEXIST if allocated, -ENOMEM if otherwise
+ * unavailable (blacklisted, scrubbing, evicting). */
+static int range_claimable(const struct pma_region *r, uint64_t s, uint64_t n)
+{
+	int ret = 0;
+
+	for (uint64_t i = s, end = s + n; i < end;) {
+		unsigned int lo = i % 64;
+		uint64_t len = vgpu_min(64 - lo, end - i);
+		uint64_t m = vgpu_mask(lo, (unsigned int)len);
+		const struct pma_word *w = &r->words[i / 64];
+
+		if (w->alloc & m)
+			return -EEXIST;
+		if ((w->evict | w->scrub | w->black) & m)
+			ret = -ENOMEM;
+		i += len;
+	}
+	return ret;
+}
+
+/* Region holding all of [frame, frame + n), or NULL. */
+static struct pma_region *region_span(struct pma *pma, uint64_t frame, uint64_t n)
+{
+	struct pma_region *r = pma_region_of(pma, frame);
+
+	if (!r || frame + n > r->first + r->hi || frame + n < frame)
+		return NULL;
+	return r;
+}
+
+int pma_alloc_fixed(struct pma *pma, uint64_t addr, uint64_t size, struct pma_alloc_opts *opts)
+{
+	uint32_t flags = opts ? opts->flags : 0;
+	struct pma_opargs args = { .pin = flags & PMA_PINNED, .persist = flags & PMA_PERSISTENT };
+	struct pma_region *r;
+	uint64_t s;
+	int ret;
+
+	if (!pma || !size || (addr | size) & (PMA_FRAME_SIZE - 1) || (flags & ~PMA_ALL_FLAGS))
+		return -EINVAL;
+	pma_lock(pma);
+	r = region_span(pma, addr >> PMA_FRAME_SHIFT, size >> PMA_FRAME_SHIFT);
+	if (!r) {
+		pma_unlock(pma);
+		return -EINVAL;
+	}
+	s = (addr >> PMA_FRAME_SHIFT) - r->first;
+	ret = range_claimable(r, s, size >> PMA_FRAME_SHIFT);
+	if (!ret) {
+		range_apply(r, s, size >> PMA_FRAME_SHIFT, OP_ALLOC, &args);
+		pma_publish_stats_locked(pma);
+	}
+	pma_unlock(pma);
+	if (opts) {
+		opts->pages_allocated = ret ? 0 : 1;
+		opts->result_flags = !ret && !args.dirty_seen ? PMA_RESULT_IS_ZERO : 0;
+	}
+	return ret;
+}
+
+/* --- free, pin, unpin ---------------------------------------------------------------------- */
+
+/* Resolve page @addr to its region and bitmap index; NULL if not wholly inside one. */
+static struct pma_region *page_locate(struct pma *pma, uint64_t addr, uint64_t pf, uint64_t *idx)
+{
+	struct pma_region *r = region_span(pma, addr >> PMA_FRAME_SHIFT, pf);
+
+	if (r)
+		*idx = (addr >> PMA_FRAME_SHIFT) - r->first;
+	return r;
+}
+
+/* Toggle the alloc bits of the first @n pages; used to prove every page is allocated and
+ * listed once (a duplicate finds its bits already clear), then to undo exactly. */
+static int pages_mark(struct pma *pma, const uint64_t *pages, size_t n, uint64_t pf, bool clear,
+		      size_t *done)
+{
+	for (size_t p = 0; p < n; p++) {
+		uint64_t idx = 0;
+		struct pma_region *r = page_locate(pma, pages[p], pf, &idx);
+
+		if (!r)
+			return -EINVAL;
+		for (uint64_t i = idx, end = idx + pf; i < end;) {
+			unsigned int lo = i % 64;
+			uint64_t len = vgpu_min(64 - lo, end - i);
+			uint64_t m = vgpu_mask(lo, (unsigned int)len);
+			struct pma_word *w = &r->words[i / 64];
+
+			if (clear && (w->alloc & m) != m) {
+				/* Put back the part of this page already cleared. */
+				for (uint64_t j = idx; j < i; j += 64 - j % 64)
+					r->words[j / 64].alloc |=
+						vgpu_mask(j % 64, (unsigned int)vgpu_min(64 - j % 64, i - j));
+				return -ENOENT;
+			}
+			w->alloc = clear ? w->alloc & ~m : w->alloc | m;
+			i += len;
+		}
+		*done = p + 1;
+	}
+	return 0;
+}
+
+/* Validate that @pages are allocated, distinct, in regions; nothing changes. */
+static int pages_validate_allocated(struct pma *pma, const uint64_t *pages, size_t count,
+				    uint64_t pf)
+{
+	size_t done = 0, undone;
+	int ret = pages_mark(pma, pages, count, pf, true, &done);
+
+	pages_mark(pma, pages, done, pf, false, &undone);
+	return ret;
+}
+
+static int free_locked(struct pma *pma, const uint64_t *pages, size_t count, uint64_t page_size,
+		       unsigned int flags)
+{
+	uint64_t pf = page_size >> PMA_FRAME_SHIFT;
+	struct pma_opargs args = {
+		.scrub = pma->cfg.scrub_on_free && !(flags & PMA_FREE_SKIP_SCRUB),
+	};
+	struct pma_batch b = { 0 };
+	int ret = pages_validate_allocated(pma, pages, count, pf);
+
+	if (ret)
+		return ret;
+	for (size_t p = 0; p < count;) {
+		uint64_t idx = 0, run = 1;
+		struct pma_region *r = page_locate(pma, pages[p], pf, &idx);
+
+		/* Consecutive pages free as one range. */
+		while (p + run < count && pages[p + run] == pages[p] + run * page_size &&
+		       pages[p + run] >> PMA_FRAME_SHIFT < r->first + r->hi)
+			run++;
+		if (run * pf <= 64 && idx / 64 == (idx + run * pf - 1) / 64) {
+			batch_word(&b, r, idx / 64, vgpu_mask(idx % 64, (unsigned int)(run * pf)),
+				   OP_FREE, &args);
+		} else {
+			batch_flush(&b);
+			range_apply(r, idx, run * pf, OP_FREE, &args);
+		}
+		if (args.scrub)
+			pma_scrub_submit(pma, pages[p], run * page_size);
+		p += run;
+	}
+	batch_flush(&b);
+	pma_publish_stats_locked(pma);
+	return 0;
+}
+
+int pma_free_pages(struct pma *pma, const uint64_t *pages, size_t count, uint64_t page_size,
+		   unsigned int flags)
+{
+	int ret;
+
+	if (!pma || !pages || !count || !page_size_valid(page_size) || (flags & ~PMA_FREE_SKIP_SCRUB))
+		return -EINVAL;
+	for (size_t p = 0; p < count; p++)
+		if (pages[p] & (page_size - 1))
+			return -EINVAL;
+	pma_lock(pma);
+	ret = free_locked(pma, pages, count, page_size, flags);
+	pma_unlock(pma);
+	return ret;
+}
+
+int pma_free_range(struct pma *pma, uint64_t addr, uint64_t size, unsigned int flags)
+{
+	int ret;
+
+	if (!pma || !size || (addr | size) & (PMA_FRAME_SIZE - 1) || (flags & ~PMA_FREE_SKIP_SCRUB))
+		return -EINVAL;
+	pma_lock(pma);
+	/* One "page" of the whole size: validated and freed as a single range. */
+	ret = region_span(pma, addr >> PMA_FRAME_SHIFT, size >> PMA_FRAME_SHIFT) ? 0 : -EINVAL;
+	if (!ret) {
+		uint64_t pages[1] = { addr };
+		uint64_t pf = size >> PMA_FRAME_SHIFT;
+		struct pma_opargs args = {
+			.scrub = pma->cfg.scrub_on_free && !(flags & PMA_FREE_SKIP_SCRUB),
+		};
+		uint64_t idx = 0;
+		struct pma_region *r;
+
+		ret = pages_validate_allocated(pma, pages, 1, pf);
+		if (!ret) {
+			r = page_locate(pma, addr, pf, &idx);
+			range_apply(r, idx, pf, OP_FREE, &args);
+			if (args.scrub)
+				pma_scrub_submit(pma, addr, size);
+			pma_publish_stats_locked(pma);
+		}
+	}
+	pma_unlock(pma);
+	return ret;
+}
+
+/* Check every frame of @pages for a pin transition: -EBUSY if evicting, -EPERM if not in
+ * the state the transition starts from, -ENOENT if free. */
+static int pin_check(struct pma *pma, const uint64_t *pages, size_t count, uint64_t pf, bool pin)
+{
+	int ret = 0;
+
+	for (size_t p = 0; p < count; p++) {
+		uint64_t idx = 0;
+		struct pma_region *r = page_locate(pma, pages[p], pf, &idx);
+
+		if (!r)
+			return -EINVAL;
+		for (uint64_t i = idx, end = idx + pf; i < end;) {
+			unsigned int lo = i % 64;
+			uint64_t len = vgpu_min(64 - lo, end - i);
+			uint64_t m = vgpu_mask(lo, (unsigned int)len);
+			const struct pma_word *w = &r->words[i / 64];
+
+			if (w->evict & m)
+				return -EBUSY;
+			if ((w->alloc & m) != m)
+				ret = ret ? ret : -ENOENT;
+			else if (pin ? (w->pin & m) : (~w->pin & m))
+				ret = ret ? ret : -EPERM;
+			i += len;
+		}
+	}
+	return ret;
+}
+
+static int pin_change(struct pma *pma, const uint64_t *pages, size_t count, uint64_t page_size,
+		      bool pin)
+{
+	uint64_t pf = page_size >> PMA_FRAME_SHIFT;
+	struct pma_opargs args = { 0 };
+	int ret;
+
+	if (!pma || !pages || !count || !page_size_valid(page_size))
+		return -EINVAL;
+	for (size_t p = 0; p < count; p++)
+		if (pages[p] & (page_size - 1))
+			return -EINVAL;
+	pma_lock(pma);
+	ret = pin_check(pma, pages, count, pf, pin);
+	for (size_t p = 0; !ret && p < count; p++) {
+		uint64_t idx = 0;
+		struct pma_region *r = page_locate(pma, pages[p], pf, &idx);
+
+		range_apply(r, idx, pf, pin ? OP_PIN : OP_UNPIN, &args);
+	}
+	pma_unlock(pma);
+	return ret;
+}
+
+int pma_pin_pages(struct pma *pma, const uint64_t *pages, size_t count, uint64_t page_size)
+{
+	return pin_change(pma, pages, count, page_size, true);
+}
+
+int pma_unpin_pages(struct pma *pma, const uint64_t *pages, size_t count, uint64_t page_size)
+{
+	return pin_change(pma, pages, count, page_size, false);
+}
+
+/* --- scrub completion ------------------------------------------------------------------- */
+
+int pma_scrub_complete_locked(struct pma *pma, uint64_t addr, uint64_t size)
+{
+	struct pma_opargs args = { 0 };
+	struct pma_region *r = region_span(pma, addr >> PMA_FRAME_SHIFT, size >> PMA_FRAME_SHIFT);
+
+	if (!r)
+		return -EINVAL;
+	range_apply(r, (addr >> PMA_FRAME_SHIFT) - r->first, size >> PMA_FRAME_SHIFT, OP_SCRUBBED,
+		    &args);
+	pma_publish_stats_locked(pma);
+	return 0;
+}
+
+int pma_scrub_complete(struct pma *pma, uint64_t addr, uint64_t size)
+{
+	int ret;
+
+	if (!pma || !size || (addr | size) & (PMA_FRAME_SIZE - 1))
+		return -EINVAL;
+	pma_lock(pma);
+	ret = pma_scrub_complete_locked(pma, addr, size);
+	pma_unlock(pma);
+	return ret;
+}
+
+/* --- eviction ------------------------------------------------------------------------------ */
+
+int pma_evict_register(struct pma *pma, const struct pma_evict_ops *ops)
+{
+	int ret = 0;
+
+	if (!pma || !ops || !ops->evict_range || !ops->evict_pages)
+		return -EINVAL;
+	pthread_mutex_lock(&pma->wait_lock);
+	if (pma->evict_registered)
+		ret = -EBUSY;
+	else {
+		pma->evict = *ops;
+		pma->evict_registered = true;
+	}
+	pthread_mutex_unlock(&pma->wait_lock);
+	return ret;
+}
+
+void pma_evict_unregister(struct pma *pma)
+{
+	pthread_mutex_lock(&pma->wait_lock);
+	pma->evict_registered = false;
+	while (pma->evictions_in_flight)
+		pthread_cond_wait(&pma->wait_cond, &pma->wait_lock);
+	memset(&pma->evict, 0, sizeof(pma->evict));
+	pthread_mutex_unlock(&pma->wait_lock);
+}
+
+/* Frames that are free, or allocated unpinned and otherwise idle: what eviction can yield. */
+static inline uint64_t word_evictable(const struct pma_word *w)
+{
+	return pma_word_avail(w) | (w->alloc & ~w->pin & ~w->evict & ~w->scrub & ~w->black);
+}
+
+static bool span_evictable(const struct pma_region *r, uint64_t s, uint64_t n)
+{
+	for (uint64_t i = s, end = s + n; i < end;) {
+		unsigned int lo = i % 64;
+		uint64_t len = vgpu_min(64 - lo, end - i);
+		uint64_t m = vgpu_mask(lo, (unsigned int)len);
+
+		if ((word_evictable(&r->words[i / 64]) & m) != m)
+			return false;
+		i += len;
+	}
+	return true;
+}
+
+/* Pick aligned spans of @n frames made of free and evictable frames (at least one allocated)
+ * in [lo, hi); a plain scan: eviction is the slow path. */
+static size_t evict_pick(const struct pma_region *r, uint64_t n, uint64_t align, uint64_t lo,
+			 uint64_t hi, size_t want, uint64_t *out)
+{
+	uint64_t phase = r->first % align;
+	size_t got = 0;
+
+	for (uint64_t s = vgpu_align_up(lo + phase, align) - phase; s + n <= hi && got < want;
+	     s += align) {
+		if (span_evictable(r, s, n)) {
+			bool any_alloc = false;
+
+			for (uint64_t i = s; i < s + n && !any_alloc; i++)
+				any_alloc = r->words[i / 64].alloc >> (i % 64) & 1;
+			if (any_alloc)
+				out[got++] = s;
+		}
+	}
+	return got;
+}
+
+static int evict_for(struct pma *pma, const struct pma_req *q, const struct pma_alloc_opts *o)
+{
+	struct pma_region *rs[PMA_MAX_REGIONS];
+	struct pma_evict_ops ops;
+	struct pma_opargs args = { 0 };
+	bool contig = q->flags & PMA_CONTIGUOUS;
+	uint64_t n = contig ? q->count * q->pf : q->pf, lo, hi;
+	size_t want = contig ? 1 : q->count, got = 0;
+	uint64_t *spans;
+	struct pma_region **owner;
+	int ret;
+
+	spans = calloc(want, sizeof(*spans));
+	owner = calloc(want, sizeof(*owner));
+	if (!spans || !owner) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	pthread_mutex_lock(&pma->wait_lock);
+	if (!pma->evict_registered) {
+		pthread_mutex_unlock(&pma->wait_lock);
+		ret = -ENOMEM;
+		goto out;
+	}
+	ops = pma->evict;
+	pma->evictions_in_flight++;
+	pthread_mutex_unlock(&pma->wait_lock);
+
+	pma_lock(pma);
+	unsigned int nr = regions_order(pma, q, o, rs);
+	for (unsigned int i = 0; i < nr && got < want; i++) {
+		size_t k;
+
+		req_clip(q, rs[i], &lo, &hi);
+		k = evict_pick(rs[i], n, contig ? q->align : q->pf, lo, hi, want - got, spans + got);
+		for (size_t j = got; j < got + k; j++)
+			owner[j] = rs[i];
+		got += k;
+	}
+	/* EVICTING keeps the spans from other allocators and from pinning while unlocked. */
+	for (size_t j = 0; j < got; j++) {
+		range_apply(owner[j], spans[j], n, OP_EVICT_SET, &args);
+		spans[j] = (owner[j]->first + spans[j]) << PMA_FRAME_SHIFT;
+	}
+	pma_publish_stats_locked(pma);
+	pma_unlock(pma);
+
+	ret = -ENOMEM;
+	if (got && contig)
+		ret = ops.evict_range(ops.ctx, spans[0], spans[0] + (n << PMA_FRAME_SHIFT));
+	else if (got)
+		ret = ops.evict_pages(ops.ctx, n << PMA_FRAME_SHIFT, spans, got);
+
+	pma_lock(pma);
+	for (size_t j = 0; j < got; j++)
+		range_apply(owner[j], (spans[j] >> PMA_FRAME_SHIFT) - owner[j]->first, n,
+			    OP_EVICT_CLR, &args);
+	pma_publish_stats_locked(pma);
+	pma_unlock(pma);
+
+	pthread_mutex_lock(&pma->wait_lock);
+	pma->evictions_in_flight--;
+	pthread_cond_broadcast(&pma->wait_cond);
+	pthread_mutex_unlock(&pma->wait_lock);
+	if (ret)
+		vgpu_dbg("pma: eviction of %zu span(s) failed: %s", got, ret == -ENOMEM ?
+			 "nothing evictable" : "callback error");
+out:
+	free(spans);
+	free(owner);
+	return ret;
+}
+
+/* --- import ------------------------------------------------------------------------------- */
+
+static int range_cmp(const void *a, const void *b)
+{
+	const struct pma_range *x = a, *y = b;
+
+	return x->base < y->base ? -1 : x->base > y->base;
+}
+
+int pma_import(struct pma *pma, const struct pma_range *ranges, size_t nr)
+{
+	struct pma_range *sorted;
+	int ret = 0;
+
+	if (!pma || (nr && !ranges))
+		return -EINVAL;
+	if (!nr)
+		return 0;
+	sorted = malloc(nr * sizeof(*sorted));
+	if (!sorted)
+		return -ENOMEM;
+	memcpy(sorted, ranges, nr * sizeof(*sorted));
+	qsort(sorted, nr, sizeof(*sorted), range_cmp);
+	for (size_t i = 0; i < nr && !ret; i++) {
+		const struct pma_range *x = &sorted[i];
+		uint32_t st = x->state & PMA_STATE_MASK;
+
+		if (!x->size || (x->base | x->size) & (PMA_FRAME_SIZE - 1) ||
+		    (st != PMA_STATE_PIN && st != PMA_STATE_UNPIN) ||
+		    (x->state & ~(PMA_STATE_MASK | PMA_ATTR_PERSISTENT)))
+			ret = -EINVAL;
+		else if (i && sorted[i - 1].base + sorted[i - 1].size > x->base)
+			ret = -EEXIST;
+	}
+	pma_lock(pma);
+	for (size_t i = 0; i < nr && !ret; i++) {
+		struct pma_region *r = region_span(pma, sorted[i].base >> PMA_FRAME_SHIFT,
+						   sorted[i].size >> PMA_FRAME_SHIFT);
+
+		ret = r ? range_claimable(r, (sorted[i].base >> PMA_FRAME_SHIFT) - r->first,
+					  sorted[i].size >> PMA_FRAME_SHIFT)
+			: -EINVAL;
+	}
+	for (size_t i = 0; i < nr && !ret; i++) {
+		struct pma_opargs args = {
+			.pin = (sorted[i].state & PMA_STATE_MASK) == PMA_STATE_PIN,
+			.persist = sorted[i].state & PMA_ATTR_PERSISTENT,
+		};
+		struct pma_region *r = region_span(pma, sorted[i].base >> PMA_FRAME_SHIFT,
+						   sorted[i].size >> PMA_FRAME_SHIFT);
+
+		range_apply(r, (sorted[i].base >> PMA_FRAME_SHIFT) - r->first,
+			    sorted[i].size >> PMA_FRAME_SHIFT, OP_ALLOC, &args);
+	}
+	if (!ret)
+		pma_publish_stats_locked(pma);
+	pma_unlock(pma);
+	free(sorted);
+	return ret;
+}

@@ -1,0 +1,181 @@
+/* pma internals: per-region frame state, the 2 MiB group indexes and the extent trees.
+ *
+ * Frame state lives in one struct pma_word per 64 frames (six 64-bit masks, 6 bits a frame).
+ * A frame is *available* (allocatable) iff it is not allocated, not evicting, not scrubbing
+ * and not blacklisted. Two indexes are kept exactly in step with the words, under the lock:
+ *  - 2 MiB groups (32 frames, naturally aligned): gfull (all 32 available) and gpart (some,
+ *    not all), each with a one-bit-per-word summary, so the first full or partial group is
+ *    two ctz away. Small pages come from partial groups first, which keeps full groups whole.
+ *  - extent trees: a segment tree of (prefix, suffix, max) free runs over the frames (leaf =
+ *    256 frames) and one over the groups (leaf = 64 groups). They answer "first run of n" in
+ *    O(log n) and give the largest free extent at the root.
+ * Metadata is 48 bytes per 64 frames plus about 3 % for the indexes: < 16 KiB per GiB. */
+#ifndef VGPU_PMA_INTERNAL_H
+#define VGPU_PMA_INTERNAL_H
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+
+#include "common/bitops.h"
+#include "common/err.h"
+#include "common/compiler.h"
+#include "common/lock.h"
+#include "pma/pma.h"
+
+#define PMA_GROUP_FRAMES	32u		/* frames in a 2 MiB group */
+#define PMA_GROUP_SHIFT		5
+#define PMA_LEAF_WORDS		4u		/* frame-tree leaf: 4 words = 256 frames */
+#define PMA_BIG_FRAMES		8192u		/* frames in a 512 MiB page */
+
+/* State of 64 frames; bit i is frame (word index * 64 + i) of the region's bitmap. */
+struct pma_word {
+	uint64_t alloc;		/* UNPIN or PIN */
+	uint64_t pin;		/* PIN (implies alloc) */
+	uint64_t persist;	/* allocated: PERSISTENT; free: dirty (not known zero) */
+	uint64_t evict;		/* EVICTING */
+	uint64_t scrub;		/* SCRUBBING */
+	uint64_t black;		/* BLACKLIST */
+};
+
+static inline uint64_t pma_word_avail(const struct pma_word *w)
+{
+	return ~(w->alloc | w->evict | w->scrub | w->black);
+}
+
+/* A free-run summary of a subtree, in units (frames or groups). */
+struct pma_tnode {
+	uint32_t pre, suf, max;
+};
+
+enum pma_tree_kind { PMA_TREE_FRAMES, PMA_TREE_GROUPS };
+
+struct pma_region;
+
+struct pma_tree {
+	enum pma_tree_kind kind;
+	uint32_t leaf_units;	/* units per leaf: 256 frames or 64 groups */
+	uint32_t nr_leaves;	/* real leaves; the rest up to size are empty */
+	uint32_t size;		/* leaves rounded up to a power of two */
+	struct pma_tnode *node;	/* heap order: node[1] root, leaves at [size, 2 size) */
+};
+
+/* One region. Bitmap index 0 is absolute frame @first, aligned to 512 MiB so group and big-
+ * page alignment is index arithmetic; frames outside [base, base + size) are padding, held
+ * allocated+pinned forever and never counted. */
+struct pma_region {
+	struct pma_region_desc desc;
+	unsigned int id;
+	uint64_t first;		/* absolute frame of bitmap index 0 */
+	uint64_t lo, hi;	/* real frames: bitmap indexes [lo, hi) */
+	uint64_t nr_words;	/* bitmap words (covers whole groups) */
+	uint64_t nr_groups;
+	struct pma_word *words;
+	uint64_t *gfull, *gpart;	/* one bit per group */
+	uint64_t *gfull_sum, *gpart_sum;	/* one bit per word of the above */
+	struct pma_tree ftree, gtree;
+	/* counters, protected by the pma lock */
+	uint64_t free_frames, free_groups, scrub_frames, black_frames;
+};
+
+struct pma_scrub_req {
+	uint64_t addr, size;
+};
+
+struct pma {
+	/* allocation state: protected by lock (a spinlock: sections are short) */
+	atomic_flag lock;
+	unsigned int nr_regions;
+	struct pma_region *regions[PMA_MAX_REGIONS];
+	unsigned int nr_black;			/* static + dynamic entries */
+	uint64_t black_addrs[PMA_MAX_BLACKLIST];
+
+	struct pma_config cfg;
+	struct pma *parent;			/* child: the range came from here */
+	uint64_t child_base, child_size;
+
+	/* lock-free statistics: written under lock, read without it */
+	_Atomic uint64_t st_total, st_free, st_free_2m, st_largest, st_scrub, st_black;
+
+	/* waits (scrub progress, evictions in flight): protected by wait_lock */
+	pthread_mutex_t wait_lock;
+	pthread_cond_t wait_cond;
+	struct pma_evict_ops evict;		/* set/cleared under wait_lock and lock */
+	bool evict_registered;
+	unsigned int evictions_in_flight;
+
+	/* scrubber worker: queue protected by wait_lock */
+	pthread_t scrub_thread;
+	bool scrub_thread_running, scrub_stop;
+	struct pma_scrub_req *scrub_q;
+	size_t scrub_q_len, scrub_q_cap;
+	unsigned int scrub_busy;		/* requests popped, not completed */
+};
+
+/* Lock: spin briefly, then yield, so a preempted holder does not burn a core. */
+static inline void pma_lock(struct pma *pma)
+{
+	unsigned int spins = 0;
+
+	while (atomic_flag_test_and_set_explicit(&pma->lock, memory_order_acquire)) {
+		if (++spins < 64)
+			vgpu_cpu_relax();
+		else
+			sched_yield();
+	}
+}
+
+static inline void pma_unlock(struct pma *pma)
+{
+	atomic_flag_clear_explicit(&pma->lock, memory_order_release);
+}
+
+/* --- pma_tree.c --- */
+int pma_tree_init(struct pma_tree *t, struct pma_region *r, enum pma_tree_kind kind);
+void pma_tree_fini(struct pma_tree *t);
+/* Recompute leaves covering units [first, last] and their ancestors. */
+void pma_tree_update(struct pma_tree *t, struct pma_region *r, uint64_t first, uint64_t last);
+/* First (or last, @reverse) start s in [lo, hi) of a free run [s, s + n) inside [lo, hi)
+ * with s + @phase a multiple of @align (a power of two). UINT64_MAX if none. */
+uint64_t pma_tree_find(const struct pma_tree *t, const struct pma_region *r, uint64_t lo,
+		       uint64_t hi, uint64_t n, uint64_t align, uint64_t phase, bool reverse);
+/* Largest free run in units. */
+static inline uint64_t pma_tree_largest(const struct pma_tree *t) { return t->node[1].max; }
+/* Compare every node with a fresh computation; 0 or -EIO. */
+int pma_tree_check(const struct pma_tree *t, struct pma_region *r);
+
+/* --- pma_region.c --- */
+struct pma_region *pma_region_new(const struct pma_region_desc *desc, unsigned int id,
+				  bool clean);
+void pma_region_free(struct pma_region *r);
+/* Free-unit test used by the trees: frame or group @u is available. */
+bool pma_region_unit_free(const struct pma_region *r, enum pma_tree_kind kind, uint64_t u);
+/* Available mask of word @wi (padding never available). */
+static inline uint64_t pma_region_avail(const struct pma_region *r, uint64_t wi)
+{
+	return pma_word_avail(&r->words[wi]);
+}
+/* Re-derive group bits, counters and trees after words [w0, w1] changed.
+ * @old_avail: available frames in those words before the change. */
+void pma_region_refresh(struct pma_region *r, uint64_t w0, uint64_t w1, uint64_t old_avail);
+/* Available frames in words [w0, w1]. */
+uint64_t pma_region_count_avail(const struct pma_region *r, uint64_t w0, uint64_t w1);
+/* Next/previous set bit of a two-level bitmap (map + summary) in [lo, hi); UINT64_MAX if none. */
+uint64_t pma_bits_next(const uint64_t *map, const uint64_t *sum, uint64_t lo, uint64_t hi);
+uint64_t pma_bits_prev(const uint64_t *map, const uint64_t *sum, uint64_t lo, uint64_t hi);
+/* Check one region's indexes and counters; 0 or -EIO. */
+int pma_region_check(struct pma_region *r);
+
+/* --- pma_scrub.c --- */
+int pma_scrub_start(struct pma *pma);
+void pma_scrub_stop(struct pma *pma);
+/* Queue [addr, addr + size) for the worker; call without the pma lock. */
+void pma_scrub_submit(struct pma *pma, uint64_t addr, uint64_t size);
+/* Clear SCRUBBING on [addr, addr + size); lock held. */
+int pma_scrub_complete_locked(struct pma *pma, uint64_t addr, uint64_t size);
+
+/* --- pma.c --- */
+void pma_publish_stats_locked(struct pma *pma);
+struct pma_region *pma_region_of(struct pma *pma, uint64_t frame);
+
+#endif

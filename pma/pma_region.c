@@ -1,0 +1,247 @@
+/* Regions: frame words, the 2 MiB group indexes and their upkeep after a state change. */
+#include <stdlib.h>
+
+#include "common/log.h"
+#include "pma/pma_internal.h"
+
+#define NONE UINT64_MAX
+
+static uint64_t group_words(const struct pma_region *r)
+{
+	return VGPU_BITMAP_WORDS(r->nr_groups);
+}
+
+struct pma_region *pma_region_new(const struct pma_region_desc *desc, unsigned int id, bool clean)
+{
+	uint64_t base_frame = desc->base >> PMA_FRAME_SHIFT;
+	uint64_t nr_frames = desc->size >> PMA_FRAME_SHIFT;
+	struct pma_region *r = calloc(1, sizeof(*r));
+	uint64_t gw;
+
+	if (!r)
+		return NULL;
+	r->desc = *desc;
+	r->id = id;
+	r->first = vgpu_align_down(base_frame, PMA_BIG_FRAMES);
+	r->lo = base_frame - r->first;
+	r->hi = r->lo + nr_frames;
+	r->nr_words = VGPU_BITMAP_WORDS(r->hi);
+	r->nr_groups = (r->nr_words * 64) >> PMA_GROUP_SHIFT;
+	gw = group_words(r);
+	r->words = calloc(r->nr_words, sizeof(*r->words));
+	r->gfull = calloc(gw, sizeof(uint64_t));
+	r->gpart = calloc(gw, sizeof(uint64_t));
+	r->gfull_sum = calloc(VGPU_BITMAP_WORDS(gw), sizeof(uint64_t));
+	r->gpart_sum = calloc(VGPU_BITMAP_WORDS(gw), sizeof(uint64_t));
+	if (!r->words || !r->gfull || !r->gpart || !r->gfull_sum || !r->gpart_sum)
+		goto fail;
+
+	/* Padding below and above the real frames is allocated+pinned for good. */
+	for (uint64_t wi = 0; wi < r->nr_words; wi++) {
+		uint64_t lo = wi * 64, real = 0;
+
+		if (lo + 64 > r->lo && lo < r->hi) {
+			uint64_t s = vgpu_max(lo, r->lo), e = vgpu_min(lo + 64, r->hi);
+
+			real = vgpu_mask((unsigned int)(s - lo), (unsigned int)(e - s));
+		}
+		r->words[wi].alloc = r->words[wi].pin = ~real;
+		r->words[wi].persist = clean ? 0 : real;
+	}
+	if (pma_tree_init(&r->ftree, r, PMA_TREE_FRAMES) ||
+	    pma_tree_init(&r->gtree, r, PMA_TREE_GROUPS))
+		goto fail;
+	pma_region_refresh(r, 0, r->nr_words - 1, 0);
+	return r;
+fail:
+	pma_region_free(r);
+	return NULL;
+}
+
+void pma_region_free(struct pma_region *r)
+{
+	if (!r)
+		return;
+	pma_tree_fini(&r->ftree);
+	pma_tree_fini(&r->gtree);
+	free(r->words);
+	free(r->gfull);
+	free(r->gpart);
+	free(r->gfull_sum);
+	free(r->gpart_sum);
+	free(r);
+}
+
+uint64_t pma_region_count_avail(const struct pma_region *r, uint64_t w0, uint64_t w1)
+{
+	uint64_t n = 0;
+
+	for (uint64_t wi = w0; wi <= w1; wi++)
+		n += vgpu_popcount(pma_word_avail(&r->words[wi]));
+	return n;
+}
+
+static inline void sum_update(uint64_t *sum, const uint64_t *map, uint64_t gw)
+{
+	if (map[gw])
+		sum[gw / 64] |= VGPU_BIT(gw % 64);
+	else
+		sum[gw / 64] &= ~VGPU_BIT(gw % 64);
+}
+
+/* Group bits of word @wi (its two groups) from the frames' availability; true if a full
+ * bit changed. */
+static inline bool groups_update(struct pma_region *r, uint64_t wi)
+{
+	uint64_t a = pma_word_avail(&r->words[wi]);
+	uint32_t lo = (uint32_t)a, hi = (uint32_t)(a >> 32);
+	uint64_t full = (uint64_t)(lo == UINT32_MAX) | (uint64_t)(hi == UINT32_MAX) << 1;
+	uint64_t part = (uint64_t)(lo && lo != UINT32_MAX) | (uint64_t)(hi && hi != UINT32_MAX) << 1;
+	uint64_t gw = wi / 32, shift = (wi % 32) * 2;
+	uint64_t of = r->gfull[gw], nf = (of & ~(3ull << shift)) | full << shift;
+	uint64_t op = r->gpart[gw], np = (op & ~(3ull << shift)) | part << shift;
+
+	if (np != op) {
+		r->gpart[gw] = np;
+		sum_update(r->gpart_sum, r->gpart, gw);
+	}
+	if (nf == of)
+		return false;
+	r->gfull[gw] = nf;
+	r->free_groups += (uint64_t)vgpu_popcount(nf) - vgpu_popcount(of);
+	sum_update(r->gfull_sum, r->gfull, gw);
+	return true;
+}
+
+void pma_region_refresh(struct pma_region *r, uint64_t w0, uint64_t w1, uint64_t old_avail)
+{
+	bool full_changed = false;
+
+	r->free_frames += pma_region_count_avail(r, w0, w1) - old_avail;
+	for (uint64_t wi = w0; wi <= w1; wi++)
+		full_changed |= groups_update(r, wi);
+	pma_tree_update(&r->ftree, r, w0 * 64, w1 * 64 + 63);
+	if (full_changed)
+		pma_tree_update(&r->gtree, r, w0 * 2, w1 * 2 + 1);
+}
+
+bool pma_region_unit_free(const struct pma_region *r, enum pma_tree_kind kind, uint64_t u)
+{
+	if (kind == PMA_TREE_FRAMES)
+		return u / 64 < r->nr_words && (pma_word_avail(&r->words[u / 64]) >> (u % 64) & 1);
+	return u < r->nr_groups && vgpu_test_bit(r->gfull, u);
+}
+
+uint64_t pma_bits_next(const uint64_t *map, const uint64_t *sum, uint64_t lo, uint64_t hi)
+{
+	uint64_t wi, w, si, s, nw;
+
+	if (lo >= hi)
+		return NONE;
+	wi = lo / 64;
+	w = map[wi] & (~0ull << (lo % 64));
+	if (!w) {
+		/* The summary says which words have a bit set: skip the empty ones. */
+		nw = VGPU_BITMAP_WORDS(hi);
+		if (wi + 1 >= nw)
+			return NONE;
+		si = (wi + 1) / 64;
+		s = sum[si] & (~0ull << ((wi + 1) % 64));
+		while (!s) {
+			if (++si * 64 >= nw)
+				return NONE;
+			s = sum[si];
+		}
+		wi = si * 64 + vgpu_ctz(s);
+		if (wi >= nw)
+			return NONE;
+		w = map[wi];
+	}
+	lo = wi * 64 + vgpu_ctz(w);
+	return lo < hi ? lo : NONE;
+}
+
+uint64_t pma_bits_prev(const uint64_t *map, const uint64_t *sum, uint64_t lo, uint64_t hi)
+{
+	uint64_t wi, w, si, s, top;
+
+	if (lo >= hi)
+		return NONE;
+	top = hi - 1;
+	wi = top / 64;
+	w = map[wi] & (~0ull >> (63 - top % 64));
+	if (!w) {
+		if (wi == 0)
+			return NONE;
+		top = wi - 1;	/* highest word still to look at */
+		si = top / 64;
+		s = sum[si] & (~0ull >> (63 - top % 64));
+		while (!s) {
+			if (si-- == 0)
+				return NONE;
+			s = sum[si];
+		}
+		wi = si * 64 + vgpu_fls(s);
+		w = map[wi];
+	}
+	top = wi * 64 + vgpu_fls(w);
+	return top >= lo ? top : NONE;
+}
+
+static int region_fail(const struct pma_region *r, const char *what, uint64_t at)
+{
+	vgpu_err("pma_check: region %u: %s at %llu", r->id, what, (unsigned long long)at);
+	return -EIO;
+}
+
+int pma_region_check(struct pma_region *r)
+{
+	uint64_t free_frames = 0, free_groups = 0, scrub = 0, black = 0;
+
+	for (uint64_t wi = 0; wi < r->nr_words; wi++) {
+		const struct pma_word *w = &r->words[wi];
+		uint64_t a = pma_word_avail(w), real = 0, lo = wi * 64;
+
+		if (lo + 64 > r->lo && lo < r->hi) {
+			uint64_t s = vgpu_max(lo, r->lo), e = vgpu_min(lo + 64, r->hi);
+
+			real = vgpu_mask((unsigned int)(s - lo), (unsigned int)(e - s));
+		}
+		if ((w->alloc & ~real) != ~real || (w->pin & ~real) != ~real)
+			return region_fail(r, "padding frame not held", wi);
+		if (w->pin & ~w->alloc)
+			return region_fail(r, "pinned frame not allocated", wi);
+		free_frames += vgpu_popcount(a);
+		scrub += vgpu_popcount(w->scrub & real);
+		black += vgpu_popcount(w->black & real);
+		for (unsigned int h = 0; h < 2; h++) {
+			uint32_t half = (uint32_t)(a >> (32 * h));
+			uint64_t g = wi * 2 + h;
+
+			if (vgpu_test_bit(r->gfull, g) != (half == UINT32_MAX))
+				return region_fail(r, "gfull bit wrong", g);
+			if (vgpu_test_bit(r->gpart, g) != (half && half != UINT32_MAX))
+				return region_fail(r, "gpart bit wrong", g);
+			free_groups += half == UINT32_MAX;
+		}
+	}
+	for (uint64_t gw = 0; gw < group_words(r); gw++) {
+		if (vgpu_test_bit(r->gfull_sum, gw) != !!r->gfull[gw])
+			return region_fail(r, "gfull summary wrong", gw);
+		if (vgpu_test_bit(r->gpart_sum, gw) != !!r->gpart[gw])
+			return region_fail(r, "gpart summary wrong", gw);
+	}
+	if (free_frames != r->free_frames)
+		return region_fail(r, "free frame counter wrong", r->free_frames);
+	if (free_groups != r->free_groups)
+		return region_fail(r, "free group counter wrong", r->free_groups);
+	if (scrub != r->scrub_frames)
+		return region_fail(r, "scrubbing counter wrong", r->scrub_frames);
+	if (black != r->black_frames)
+		return region_fail(r, "blacklist counter wrong", r->black_frames);
+	if (pma_tree_check(&r->ftree, r))
+		return region_fail(r, "frame extent tree wrong", 0);
+	if (pma_tree_check(&r->gtree, r))
+		return region_fail(r, "group extent tree wrong", 0);
+	return 0;
+}
