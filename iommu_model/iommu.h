@@ -321,6 +321,14 @@ struct iommu_ats_result {
  * (not logged: a refused ATS request is a normal answer). */
 int iommu_ats_translate(struct iommu *mmu, unsigned int rid, uint32_t pasid, uint64_t iova,
 			unsigned int access, struct iommu_ats_result *out);
+/* Host: send one Invalidate Request to @rid's ATC without waiting (len 0: all addresses;
+ * @global: all PASIDs). *@itag gets its ITag. -EBUSY while IOMMU_ATS_MAX_ITAGS are
+ * outstanding, -ENODEV if ATS is off. */
+int iommu_ats_invalidate(struct iommu *mmu, unsigned int rid, uint32_t pasid, uint64_t iova,
+			 uint64_t len, bool global, unsigned int *itag);
+/* Host: wait for the completion of @itag. 0, -ETIMEDOUT (logged as an ATS timeout fault;
+ * the request stays outstanding), -EINVAL. */
+int iommu_ats_wait(struct iommu *mmu, unsigned int rid, unsigned int itag, uint64_t timeout_ns);
 /* POLLED devices: process pending invalidation requests, send completions. Count done. */
 int iommu_ats_poll(struct iommu *mmu, unsigned int rid);
 /* Invalidation requests issued to @rid and not yet completed. */

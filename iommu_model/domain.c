@@ -1,0 +1,730 @@
+/* Domains: allocation, attachment to functions and PASIDs, map/unmap/query with the
+ * iommufd contract, strict and lazy (flush-queue) invalidation, dirty tracking. */
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/bitops.h"
+#include "common/log.h"
+#include "iommu_model/iommu_internal.h"
+
+#define IOMMU_FQ_MAX	64	/* lazy unmaps queued before a forced drain */
+
+/* ---- invalidation ------------------------------------------------------------------ */
+
+/* Drop every cached translation of @d in [iova, iova + len) (len 0: all): IOTLB, every
+ * ATC that may hold it, and nested domains built on it. Returns when all are gone. */
+void iommu_domain_inval(struct iommu_domain *d, uint64_t iova, uint64_t len)
+{
+	struct iommu *mmu = d->mmu;
+
+	/* Bump first: a concurrent filler that walked the old table sees the bump and
+	 * withdraws its entry, or our scan below sees the entry (xcache_fill). */
+	atomic_fetch_add_explicit(&d->inval_seq, 1, memory_order_seq_cst);
+	atomic_fetch_add_explicit(&mmu->iotlb_inv, 1, memory_order_relaxed);
+	xcache_inval(&mmu->iotlb, xc_ctx(d->id, 0), false, iova, len);
+	iommu_ats_inval_domain(mmu, d, iova, len);
+	if (!d->nr_children)
+		return;
+	/* A stage-2 change reaches stage-1 translations we cannot name by IOVA. */
+	vgpu_mutex_lock(&mmu->lock);
+	for (struct iommu_domain *c = mmu->domains; c; c = c->next)
+		if (c->parent == d)
+			iommu_domain_inval(c, 0, 0);
+	vgpu_mutex_unlock(&mmu->lock);
+}
+
+int iommu_iotlb_flush_range(struct iommu_domain *d, uint64_t iova, uint64_t length)
+{
+	if (!d || !length || iova + length < iova)
+		return -EINVAL;
+	iommu_domain_inval(d, iova, length);
+	return 0;
+}
+
+void iommu_iotlb_flush_domain(struct iommu_domain *d)
+{
+	iommu_domain_inval(d, 0, 0);
+}
+
+void iommu_iotlb_flush_all(struct iommu *mmu)
+{
+	vgpu_mutex_lock(&mmu->lock);
+	for (struct iommu_domain *d = mmu->domains; d; d = d->next)
+		atomic_fetch_add_explicit(&d->inval_seq, 1, memory_order_seq_cst);
+	vgpu_mutex_unlock(&mmu->lock);
+	atomic_fetch_add(&mmu->iotlb_inv, 1);
+	xcache_inval(&mmu->iotlb, 0, true, 0, 0);
+	for (unsigned int rid = 0; rid < IOMMU_MAX_FUNCS; rid++)
+		iommu_ats_flush_fn(mmu, rid);
+}
+
+/* ---- memobj references --------------------------------------------------------------- */
+
+static int memobj_get(struct iommu *mmu, struct iommu_memobj *mo)
+{
+	int ret = 0;
+
+	vgpu_mutex_lock(&mmu->lock);
+	if (mo->id >= IOMMU_MAX_MEMOBJS || atomic_load(&mmu->memobjs[mo->id]) != mo)
+		ret = -ENOENT;
+	else
+		atomic_fetch_add(&mo->nr_maps, 1);
+	vgpu_mutex_unlock(&mmu->lock);
+	return ret;
+}
+
+static void memobj_put(struct iommu_memobj *mo)
+{
+	atomic_fetch_sub(&mo->nr_maps, 1);
+}
+
+/* ---- domains ------------------------------------------------------------------------- */
+
+static int domain_opts_check(struct iommu *mmu, const struct iommu_domain_opts *o)
+{
+	switch (o->type) {
+	case IOMMU_DOMAIN_PAGING:
+		if (o->flags & ~(IOMMU_DOMAIN_NEST_PARENT | IOMMU_DOMAIN_LAZY |
+				 IOMMU_DOMAIN_NO_DIRTY))
+			return -EINVAL;
+		if (o->iova_bits && (o->iova_bits < 32 || o->iova_bits > IOMMU_IOVA_BITS))
+			return -EINVAL;
+		return 0;
+	case IOMMU_DOMAIN_NESTED:
+		if (o->flags || !o->parent || o->parent->mmu != mmu ||
+		    o->parent->type != IOMMU_DOMAIN_PAGING ||
+		    !(o->parent->flags & IOMMU_DOMAIN_NEST_PARENT) ||
+		    !vgpu_is_aligned(o->s1_root, IOMMU_PAGE_SIZE))
+			return -EINVAL;
+		return 0;
+	case IOMMU_DOMAIN_SVA:
+		if (o->flags || o->pid < 0)
+			return -EINVAL;
+		if (o->pid && kill(o->pid, 0) && errno == ESRCH)
+			return -ESRCH;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+int iommu_domain_alloc(struct iommu *mmu, const struct iommu_domain_opts *opts,
+		       struct iommu_domain **out)
+{
+	struct iommu_domain *d;
+	int ret;
+
+	if (!mmu || !opts || !out)
+		return -EINVAL;
+	ret = domain_opts_check(mmu, opts);
+	if (ret)
+		return ret;
+	d = iommu_zalloc(mmu, sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	d->mmu = mmu;
+	d->type = opts->type;
+	d->flags = opts->flags;
+	vgpu_mutex_init(&d->lock);
+	if (d->type == IOMMU_DOMAIN_PAGING) {
+		d->iova_bits = opts->iova_bits ? opts->iova_bits : IOMMU_IOVA_BITS;
+		d->aperture_last = (1ull << d->iova_bits) - 1;
+		d->root = iommu_pt_alloc(mmu);
+		if (!d->root) {
+			ret = -ENOMEM;
+			goto free_domain;
+		}
+	}
+	d->parent = opts->parent;
+	d->s1_root = opts->s1_root;
+	d->pid = opts->pid ? opts->pid : getpid();
+	vgpu_mutex_lock(&mmu->lock);
+	d->id = mmu->next_domain_id++;
+	if (d->parent)
+		d->parent->nr_children++;
+	d->next = mmu->domains;
+	mmu->domains = d;
+	vgpu_mutex_unlock(&mmu->lock);
+	*out = d;
+	return 0;
+free_domain:
+	vgpu_mutex_destroy(&d->lock);
+	iommu_free(mmu, d);
+	return ret;
+}
+
+static void domain_unlink_locked(struct iommu_domain *d)
+{
+	struct iommu_domain **pp = &d->mmu->domains;
+
+	vgpu_mutex_assert_held(&d->mmu->lock);
+	while (*pp != d)
+		pp = &(*pp)->next;
+	*pp = d->next;
+	if (d->parent)
+		d->parent->nr_children--;
+}
+
+int iommu_domain_free(struct iommu_domain *d)
+{
+	struct iommu *mmu;
+
+	if (!d)
+		return -EINVAL;
+	mmu = d->mmu;
+	vgpu_mutex_lock(&mmu->lock);
+	if (d->attach_count || d->nr_children) {
+		vgpu_mutex_unlock(&mmu->lock);
+		return -EBUSY;
+	}
+	domain_unlink_locked(d);
+	vgpu_mutex_unlock(&mmu->lock);
+
+	vgpu_mutex_lock(&d->lock);
+	iommu_drain_fq_locked(d);
+	for (size_t i = 0; i < d->nr_areas; i++)
+		memobj_put(d->areas[i].mo);
+	vgpu_mutex_unlock(&d->lock);
+	/* Ids are never reused, but the entries would only waste IOTLB space. */
+	atomic_fetch_add(&d->inval_seq, 1);
+	xcache_inval(&mmu->iotlb, xc_ctx(d->id, 0), false, 0, 0);
+	iommu_pt_free_all(mmu, d->root, VGPU_IOPT_LEVELS - 1);
+	iommu_free(mmu, d->areas);
+	iommu_free(mmu, d->fq);
+	iommu_free(mmu, d->allowed);
+	iommu_free(mmu, d->reserved);
+	vgpu_mutex_destroy(&d->lock);
+	iommu_free(mmu, d);
+	return 0;
+}
+
+uint32_t iommu_domain_id(const struct iommu_domain *d)
+{
+	return d->id;
+}
+
+enum iommu_domain_type iommu_domain_type(const struct iommu_domain *d)
+{
+	return d->type;
+}
+
+struct iommu_domain *iommu_domain_lookup(struct iommu *mmu, uint32_t id)
+{
+	struct iommu_domain *d;
+
+	vgpu_mutex_lock(&mmu->lock);
+	for (d = mmu->domains; d && d->id != id; d = d->next)
+		;
+	vgpu_mutex_unlock(&mmu->lock);
+	return d;
+}
+
+/* ---- attachment ------------------------------------------------------------------------ */
+
+static bool rid_ok(struct iommu *mmu, unsigned int rid)
+{
+	return mmu && rid < IOMMU_MAX_FUNCS;
+}
+
+int iommu_attach(struct iommu *mmu, unsigned int rid, struct iommu_domain *d)
+{
+	struct iommu_fn *fn;
+	int ret = 0;
+
+	if (!rid_ok(mmu, rid) || !d || d->mmu != mmu || d->type == IOMMU_DOMAIN_SVA)
+		return -EINVAL;
+	fn = &mmu->fn[rid];
+	vgpu_mutex_lock(&mmu->lock);
+	if (atomic_load(&fn->domain)) {
+		ret = -EBUSY;
+	} else {
+		d->attach_count++;
+		atomic_store_explicit(&fn->domain, d, memory_order_release);
+	}
+	vgpu_mutex_unlock(&mmu->lock);
+	return ret;
+}
+
+/* After the attachment changed: accesses that still use the old domain finish, and the
+ * device forgets translations it cached from it. */
+static void fn_quiesce(struct iommu *mmu, unsigned int rid)
+{
+	iommu_sync_wait();
+	iommu_ats_flush_fn(mmu, rid);
+}
+
+int iommu_replace(struct iommu *mmu, unsigned int rid, struct iommu_domain *d)
+{
+	struct iommu_domain *old;
+
+	if (!rid_ok(mmu, rid) || !d || d->mmu != mmu || d->type == IOMMU_DOMAIN_SVA)
+		return -EINVAL;
+	vgpu_mutex_lock(&mmu->lock);
+	old = atomic_load(&mmu->fn[rid].domain);
+	if (!old) {
+		vgpu_mutex_unlock(&mmu->lock);
+		return -EINVAL;
+	}
+	d->attach_count++;
+	old->attach_count--;
+	atomic_store_explicit(&mmu->fn[rid].domain, d, memory_order_release);
+	vgpu_mutex_unlock(&mmu->lock);
+	if (old != d)
+		fn_quiesce(mmu, rid);
+	return 0;
+}
+
+int iommu_detach(struct iommu *mmu, unsigned int rid)
+{
+	struct iommu_domain *old;
+
+	if (!rid_ok(mmu, rid))
+		return -EINVAL;
+	vgpu_mutex_lock(&mmu->lock);
+	old = atomic_load(&mmu->fn[rid].domain);
+	if (old) {
+		old->attach_count--;
+		atomic_store_explicit(&mmu->fn[rid].domain, NULL, memory_order_release);
+	}
+	vgpu_mutex_unlock(&mmu->lock);
+	if (old)
+		fn_quiesce(mmu, rid);
+	return 0;
+}
+
+struct iommu_domain *iommu_function_domain(struct iommu *mmu, unsigned int rid)
+{
+	if (!rid_ok(mmu, rid))
+		return NULL;
+	return atomic_load_explicit(&mmu->fn[rid].domain, memory_order_acquire);
+}
+
+static struct iommu_pasid_slot *pasid_slot(struct iommu_fn *fn, uint32_t pasid)
+{
+	for (unsigned int i = 0; i < IOMMU_MAX_PASIDS_PER_FUNC; i++)
+		if (atomic_load_explicit(&fn->pasids[i].pasid, memory_order_acquire) == pasid)
+			return &fn->pasids[i];
+	return NULL;
+}
+
+struct iommu_domain *iommu_pasid_domain(struct iommu *mmu, unsigned int rid, uint32_t pasid)
+{
+	struct iommu_pasid_slot *s;
+
+	if (!rid_ok(mmu, rid))
+		return NULL;
+	if (pasid == IOMMU_NO_PASID)
+		return iommu_function_domain(mmu, rid);
+	s = pasid_slot(&mmu->fn[rid], pasid);
+	return s ? atomic_load_explicit(&s->d, memory_order_acquire) : NULL;
+}
+
+static bool pasid_args_ok(struct iommu *mmu, unsigned int rid, uint32_t pasid,
+			  struct iommu_domain *d)
+{
+	return rid_ok(mmu, rid) && pasid != IOMMU_NO_PASID && pasid <= IOMMU_PASID_MAX && d &&
+	       d->mmu == mmu;
+}
+
+int iommu_pasid_attach(struct iommu *mmu, unsigned int rid, uint32_t pasid,
+		       struct iommu_domain *d)
+{
+	struct iommu_fn *fn;
+	struct iommu_pasid_slot *s;
+	int ret = 0;
+
+	if (!pasid_args_ok(mmu, rid, pasid, d))
+		return -EINVAL;
+	fn = &mmu->fn[rid];
+	vgpu_mutex_lock(&mmu->lock);
+	if (!atomic_load(&fn->domain)) {
+		ret = -EINVAL;	/* PASIDs hang off an attached requester id */
+	} else if (pasid_slot(fn, pasid)) {
+		ret = -EBUSY;
+	} else if (!(s = pasid_slot(fn, 0))) {
+		ret = -ENOSPC;
+	} else {
+		d->attach_count++;
+		atomic_store_explicit(&s->d, d, memory_order_relaxed);
+		atomic_store_explicit(&s->pasid, pasid, memory_order_release);
+	}
+	vgpu_mutex_unlock(&mmu->lock);
+	return ret;
+}
+
+int iommu_pasid_replace(struct iommu *mmu, unsigned int rid, uint32_t pasid,
+			struct iommu_domain *d)
+{
+	struct iommu_pasid_slot *s;
+	struct iommu_domain *old;
+
+	if (!pasid_args_ok(mmu, rid, pasid, d))
+		return -EINVAL;
+	vgpu_mutex_lock(&mmu->lock);
+	s = pasid_slot(&mmu->fn[rid], pasid);
+	if (!s) {
+		vgpu_mutex_unlock(&mmu->lock);
+		return -EINVAL;
+	}
+	old = atomic_load(&s->d);
+	d->attach_count++;
+	old->attach_count--;
+	atomic_store_explicit(&s->d, d, memory_order_release);
+	vgpu_mutex_unlock(&mmu->lock);
+	if (old != d)
+		fn_quiesce(mmu, rid);
+	return 0;
+}
+
+int iommu_pasid_detach(struct iommu *mmu, unsigned int rid, uint32_t pasid)
+{
+	struct iommu_pasid_slot *s;
+	struct iommu_domain *old = NULL;
+
+	if (!rid_ok(mmu, rid) || pasid == IOMMU_NO_PASID || pasid > IOMMU_PASID_MAX)
+		return -EINVAL;
+	vgpu_mutex_lock(&mmu->lock);
+	s = pasid_slot(&mmu->fn[rid], pasid);
+	if (s) {
+		old = atomic_load(&s->d);
+		old->attach_count--;
+		atomic_store_explicit(&s->pasid, 0, memory_order_release);
+		atomic_store_explicit(&s->d, NULL, memory_order_release);
+	}
+	vgpu_mutex_unlock(&mmu->lock);
+	if (old)
+		fn_quiesce(mmu, rid);
+	return 0;
+}
+
+/* ---- map / unmap / query ---------------------------------------------------------------- */
+
+static int map_args_check(struct iommu_domain *d, struct iommu_memobj *mo, uint64_t offset,
+			  uint64_t length, unsigned int prot, unsigned int flags, uint64_t *iova)
+{
+	if (!d || d->type != IOMMU_DOMAIN_PAGING || !mo || mo->mmu != d->mmu || !iova)
+		return -EINVAL;
+	if (!prot || (prot & ~(IOMMU_READ | IOMMU_WRITE)) || (flags & ~IOMMU_MAP_FIXED_IOVA))
+		return -EINVAL;
+	if (!length || !vgpu_is_aligned(length | offset, IOMMU_PAGE_SIZE))
+		return -EINVAL;
+	if (offset > mo->size || length > mo->size - offset)
+		return -EINVAL;
+	if ((flags & IOMMU_MAP_FIXED_IOVA) && !vgpu_is_aligned(*iova, IOMMU_PAGE_SIZE))
+		return -EINVAL;
+	return 0;
+}
+
+static int areas_reserve(struct iommu_domain *d)
+{
+	struct iommu_area *na;
+	size_t cap;
+
+	if (d->nr_areas < d->cap_areas)
+		return 0;
+	cap = d->cap_areas ? d->cap_areas * 2 : 16;
+	na = iommu_realloc_array(d->mmu, d->areas, cap, sizeof(*na));
+	if (!na)
+		return -ENOMEM;
+	d->areas = na;
+	d->cap_areas = cap;
+	return 0;
+}
+
+static void area_insert(struct iommu_domain *d, const struct iommu_area *a)
+{
+	size_t i = iommu_area_find(d, a->iova);
+
+	memmove(&d->areas[i + 1], &d->areas[i], (d->nr_areas - i) * sizeof(*a));
+	d->areas[i] = *a;
+	d->nr_areas++;
+}
+
+static int iommu_map_locked(struct iommu_domain *d, struct iommu_memobj *mo, uint64_t offset,
+			    uint64_t length, unsigned int prot, unsigned int flags,
+			    uint64_t *iova)
+{
+	struct iommu_area a = { .length = length, .mo = mo, .offset = offset, .prot = prot };
+	uint64_t done = 0;
+	int ret;
+
+	if (flags & IOMMU_MAP_FIXED_IOVA) {
+		a.iova = *iova;
+		ret = iommu_iova_check_fixed(d, a.iova, length);
+	} else {
+		ret = iommu_iova_alloc(d, length, &a.iova);
+	}
+	if (ret)
+		return ret;
+	ret = areas_reserve(d);
+	if (ret)
+		return ret;
+	ret = memobj_get(d->mmu, mo);
+	if (ret)
+		return ret;
+	ret = iommu_pt_map(d, a.iova, (uint64_t)mo->id << IOMMU_PA_ID_SHIFT | offset, length,
+			   prot, &done);
+	if (ret)
+		goto unwind;
+	area_insert(d, &a);
+	*iova = a.iova;
+	return 0;
+unwind:
+	/* A device may already have cached part of the half-built range. */
+	iommu_pt_unmap(d, a.iova, done);
+	iommu_domain_inval(d, a.iova, length);
+	iommu_sync_wait();
+	memobj_put(mo);
+	return ret;
+}
+
+int iommu_map(struct iommu_domain *d, struct iommu_memobj *mo, uint64_t offset,
+	      uint64_t length, unsigned int prot, unsigned int flags, uint64_t *iova)
+{
+	int ret = map_args_check(d, mo, offset, length, prot, flags, iova);
+
+	if (ret)
+		return ret;
+	vgpu_mutex_lock(&d->lock);
+	ret = iommu_map_locked(d, mo, offset, length, prot, flags, iova);
+	vgpu_mutex_unlock(&d->lock);
+	return ret;
+}
+
+void iommu_drain_fq_locked(struct iommu_domain *d)
+{
+	vgpu_mutex_assert_held(&d->lock);
+	if (!d->nr_fq)
+		return;
+	if (d->nr_fq > 8) {
+		iommu_domain_inval(d, 0, 0);
+	} else {
+		for (size_t i = 0; i < d->nr_fq; i++)
+			iommu_domain_inval(d, d->fq[i].iova, d->fq[i].length);
+	}
+	iommu_sync_wait();
+	for (size_t i = 0; i < d->nr_fq; i++)
+		memobj_put(d->fq[i].mo);
+	d->nr_fq = 0;
+}
+
+void iommu_domain_flush_queue(struct iommu_domain *d)
+{
+	if (!d || d->type != IOMMU_DOMAIN_PAGING)
+		return;
+	vgpu_mutex_lock(&d->lock);
+	iommu_drain_fq_locked(d);
+	vgpu_mutex_unlock(&d->lock);
+}
+
+/* Lazy: park areas [i, j) in the flush queue. False if the queue cannot grow. */
+static bool fq_push(struct iommu_domain *d, size_t i, size_t j)
+{
+	size_t need = d->nr_fq + (j - i);
+
+	if (need > d->cap_fq) {
+		size_t cap = vgpu_max(need, d->cap_fq * 2);
+		struct iommu_area *nf = iommu_realloc_array(d->mmu, d->fq, cap, sizeof(*nf));
+
+		if (!nf)
+			return false;
+		d->fq = nf;
+		d->cap_fq = cap;
+	}
+	memcpy(&d->fq[d->nr_fq], &d->areas[i], (j - i) * sizeof(*d->fq));
+	d->nr_fq = need;
+	return true;
+}
+
+static int iommu_unmap_locked(struct iommu_domain *d, uint64_t iova, uint64_t last,
+			      uint64_t *unmapped)
+{
+	size_t i = iommu_area_find(d, iova), j;
+	uint64_t bytes = 0;
+
+	/* Every area that intersects must lie wholly inside: never split one. */
+	for (j = i; j < d->nr_areas && d->areas[j].iova <= last; j++) {
+		const struct iommu_area *a = &d->areas[j];
+
+		if (a->iova < iova || a->iova + (a->length - 1) > last)
+			return -ENOENT;
+		bytes += a->length;
+	}
+	if (j == i)
+		return -ENOENT;
+	for (size_t k = i; k < j; k++)
+		iommu_pt_unmap(d, d->areas[k].iova, d->areas[k].length);
+	if (!(d->flags & IOMMU_DOMAIN_LAZY) || !fq_push(d, i, j)) {
+		uint64_t lo = d->areas[i].iova;
+		uint64_t hi = d->areas[j - 1].iova + d->areas[j - 1].length;
+
+		iommu_domain_inval(d, lo, hi - lo);
+		iommu_sync_wait();
+		for (size_t k = i; k < j; k++)
+			memobj_put(d->areas[k].mo);
+	}
+	memmove(&d->areas[i], &d->areas[j], (d->nr_areas - j) * sizeof(*d->areas));
+	d->nr_areas -= j - i;
+	if (d->nr_fq >= IOMMU_FQ_MAX)
+		iommu_drain_fq_locked(d);
+	*unmapped = bytes;
+	return 0;
+}
+
+int iommu_unmap(struct iommu_domain *d, uint64_t iova, uint64_t length, uint64_t *unmapped)
+{
+	bool all = iova == 0 && length == UINT64_MAX;
+	uint64_t bytes = 0;
+	int ret;
+
+	if (unmapped)
+		*unmapped = 0;
+	if (!d || d->type != IOMMU_DOMAIN_PAGING || !length)
+		return -EINVAL;
+	if (!all && (!vgpu_is_aligned(iova | length, IOMMU_PAGE_SIZE) || iova + length < iova))
+		return -EINVAL;
+	vgpu_mutex_lock(&d->lock);
+	ret = iommu_unmap_locked(d, iova, all ? UINT64_MAX : iova + length - 1, &bytes);
+	vgpu_mutex_unlock(&d->lock);
+	if (all && ret == -ENOENT)
+		ret = 0;
+	if (unmapped)
+		*unmapped = bytes;
+	return ret;
+}
+
+int iommu_query(struct iommu_domain *d, uint64_t iova, struct iommu_mapping *out)
+{
+	size_t i;
+	int ret = -ENOENT;
+
+	if (!d || !out || d->type != IOMMU_DOMAIN_PAGING)
+		return -EINVAL;
+	vgpu_mutex_lock(&d->lock);
+	i = iommu_area_find(d, iova);
+	if (i < d->nr_areas && d->areas[i].iova <= iova) {
+		const struct iommu_area *a = &d->areas[i];
+
+		*out = (struct iommu_mapping){ a->iova, a->length, a->mo, a->offset, a->prot };
+		ret = 0;
+	}
+	vgpu_mutex_unlock(&d->lock);
+	return ret;
+}
+
+/* ---- dirty tracking ----------------------------------------------------------------------- */
+
+int iommu_set_dirty_tracking(struct iommu_domain *d, bool enable)
+{
+	if (!d || d->type != IOMMU_DOMAIN_PAGING || (d->flags & IOMMU_DOMAIN_NO_DIRTY))
+		return -EOPNOTSUPP;
+	/* Cached entries need no flush: every write looks at this flag and sets the leaf's
+	 * dirty bit through the entry's PTE pointer. */
+	atomic_store(&d->dirty_tracking, enable);
+	return 0;
+}
+
+static void bitmap_put(uint8_t *map, uint64_t bit, bool v)
+{
+	if (v)
+		map[bit / 8] |= (uint8_t)(1u << (bit % 8));
+	else
+		map[bit / 8] &= (uint8_t)~(1u << (bit % 8));
+}
+
+static void dirty_scan_locked(struct iommu_domain *d, uint64_t iova, uint64_t length,
+			      uint64_t page_size, uint8_t *bitmap, bool clear)
+{
+	uint64_t end = iova + length, cur = iova;
+
+	for (uint64_t b = 0; b < length / page_size; b++)
+		bitmap_put(bitmap, b, false);
+	while (cur < end) {
+		uint64_t pte, lb, le, lo, hi;
+		unsigned int level;
+		_Atomic uint64_t *ptep;
+
+		if (iommu_pt_walk(d->root, cur, &pte, &level, &ptep)) {
+			cur = vgpu_align_down(cur, IOMMU_PAGE_SIZE) + IOMMU_PAGE_SIZE;
+			continue;
+		}
+		lb = vgpu_align_down(cur, 1ull << VGPU_IOPT_SHIFT(level));
+		le = lb + (1ull << VGPU_IOPT_SHIFT(level));
+		lo = vgpu_max(lb, iova);
+		hi = vgpu_min(le, end);
+		if (pte & VGPU_IOPTE_D) {
+			for (uint64_t a = vgpu_align_down(lo, page_size); a < hi; a += page_size)
+				bitmap_put(bitmap, (a - iova) / page_size, true);
+			/* A huge leaf only partly inside stays dirty: over-report, never lose. */
+			if (clear && lb >= iova && le <= end)
+				atomic_fetch_and(ptep, ~VGPU_IOPTE_D);
+		}
+		cur = hi;
+	}
+}
+
+int iommu_read_dirty(struct iommu_domain *d, uint64_t iova, uint64_t length,
+		     uint64_t page_size, uint8_t *bitmap, unsigned int flags)
+{
+	if (!d || !bitmap || (flags & ~IOMMU_DIRTY_NO_CLEAR))
+		return -EINVAL;
+	if (d->type != IOMMU_DOMAIN_PAGING || (d->flags & IOMMU_DOMAIN_NO_DIRTY))
+		return -EOPNOTSUPP;
+	if (!vgpu_is_pow2(page_size) || page_size < IOMMU_PAGE_SIZE || !length ||
+	    !vgpu_is_aligned(iova | length, page_size) || iova + length < iova ||
+	    iova + length - 1 > d->aperture_last)
+		return -EINVAL;
+	vgpu_mutex_lock(&d->lock);
+	dirty_scan_locked(d, iova, length, page_size, bitmap, !(flags & IOMMU_DIRTY_NO_CLEAR));
+	vgpu_mutex_unlock(&d->lock);
+	return 0;
+}
+
+/* ---- batched stage-1 invalidation ---------------------------------------------------------- */
+
+static int inv_entry_check(const uint8_t *raw, uint32_t entry_len,
+			   struct iommu_inv_entry *e)
+{
+	memcpy(e, raw, sizeof(*e));
+	/* A newer caller's longer entry is fine if the part we do not know is zero. */
+	for (uint32_t i = sizeof(*e); i < entry_len; i++)
+		if (raw[i])
+			return -E2BIG;
+	if ((e->flags & ~(IOMMU_INV_FLAG_ALL | IOMMU_INV_FLAG_LEAF)) || e->reserved)
+		return -EOPNOTSUPP;
+	if (!(e->flags & IOMMU_INV_FLAG_ALL) &&
+	    (!e->length || e->iova + e->length < e->iova ||
+	     !vgpu_is_aligned(e->iova | e->length, IOMMU_PAGE_SIZE)))
+		return -EINVAL;
+	return 0;
+}
+
+int iommu_invalidate_batch(struct iommu_domain *d, const void *entries, uint32_t entry_len,
+			   uint32_t *num)
+{
+	uint32_t n, done = 0;
+	int ret = 0;
+
+	if (!num)
+		return -EINVAL;
+	n = *num;
+	*num = 0;
+	if (!d || d->type != IOMMU_DOMAIN_NESTED || entry_len < sizeof(struct iommu_inv_entry) ||
+	    entry_len > IOMMU_PAGE_SIZE || n > (1u << 19) || (n && !entries))
+		return -EINVAL;
+	for (; done < n; done++) {
+		struct iommu_inv_entry e;
+
+		ret = inv_entry_check((const uint8_t *)entries + (size_t)done * entry_len, entry_len,
+				      &e);
+		if (ret)
+			break;
+		if (e.flags & IOMMU_INV_FLAG_ALL)
+			iommu_domain_inval(d, 0, 0);
+		else
+			iommu_domain_inval(d, e.iova, e.length);
+	}
+	*num = done;
+	return ret;
+}

@@ -1,0 +1,283 @@
+/* iommu_model/iommu_internal.h - internals shared by the iommu_model files. */
+#ifndef VGPU_IOMMU_MODEL_INTERNAL_H
+#define VGPU_IOMMU_MODEL_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include <vgpu/iommu.h>
+
+#include "common/compiler.h"
+#include "common/lock.h"
+#include "iommu_model/iommu.h"
+
+/* Translated ("physical") addresses: memobj id in bits 51:40, offset below. Id 0 is never
+ * used, so a zero address is never valid. */
+#define IOMMU_PA_ID_SHIFT	40
+#define IOMMU_MAX_MEMOBJS	4096
+#define IOMMU_MEMOBJ_MAX_SIZE	(1ull << IOMMU_PA_ID_SHIFT)
+#define iommu_pa_id(pa)		((uint32_t)((pa) >> IOMMU_PA_ID_SHIFT))
+#define iommu_pa_off(pa)	((pa) & (IOMMU_MEMOBJ_MAX_SIZE - 1))
+
+#define IOPTE_PRESENT(pte)	((pte) & (VGPU_IOPTE_R | VGPU_IOPTE_W))
+#define IOPTE_PERM(pte)		((unsigned int)((pte) & (VGPU_IOPTE_R | VGPU_IOPTE_W)))
+
+/* ---- translation caches (IOTLB and ATC): seqlocked set-associative entries ---------- */
+
+/* Size classes: 0 = 4K, 1 = 2M, 2 = 1G. */
+#define XC_CLASSES		3
+#define XC_CLASS_MASK_ALL	7u
+#define XC_KEY_VALID		(1ull << 0)
+#define XC_KEY_PERM_SHIFT	1	/* bits 1-2: R, W */
+#define XC_KEY_CLASS_SHIFT	3	/* bits 3-4 */
+
+struct xc_entry {
+	_Atomic uint32_t seq;		/* odd while being written */
+	uint32_t pad;
+	_Atomic uint64_t key;		/* page base | class | perm | valid */
+	_Atomic uint64_t ctx;		/* domain id << 32 | pasid (ATC: pasid only, +1) */
+	_Atomic uint64_t pa;		/* translated page base */
+	_Atomic uint64_t host;		/* host address of the page base */
+	_Atomic uint64_t ptep;		/* stage-2 leaf entry, for dirty bits (0: none) */
+};
+
+struct xcache {
+	struct xc_entry *e;
+	unsigned int set_bits;
+	unsigned int ways;
+};
+
+/* A found translation. */
+struct xc_hit {
+	uint64_t base, size, pa, host;
+	_Atomic uint64_t *ptep;
+	unsigned int perm;
+	unsigned int cls;
+};
+
+int xcache_init(struct iommu *mmu, struct xcache *c, unsigned int sets, unsigned int ways);
+void xcache_fini(struct iommu *mmu, struct xcache *c);
+bool xcache_lookup(const struct xcache *c, uint64_t ctx, uint64_t iova, unsigned int classes,
+		   struct xc_hit *out);
+/* Insert @h; then, if *@inval_seq moved away from @seq0, take it back out again. */
+void xcache_fill(struct xcache *c, uint64_t ctx, const struct xc_hit *h,
+		 _Atomic uint64_t *inval_seq, uint64_t seq0);
+/* Drop entries of @ctx (all pasids of its domain if @any_pasid; all contexts if ctx == 0)
+ * that overlap [iova, iova + len); len == 0 means every address. */
+void xcache_inval(struct xcache *c, uint64_t ctx, bool any_pasid, uint64_t iova, uint64_t len);
+
+static inline unsigned int xc_class_of(uint64_t size)
+{
+	return size == IOMMU_PAGE_1G ? 2 : size == IOMMU_PAGE_2M ? 1 : 0;
+}
+
+static inline uint64_t xc_class_size(unsigned int cls)
+{
+	return 1ull << (12 + 9 * cls);
+}
+
+static inline uint64_t xc_ctx(uint32_t did, uint32_t pasid)
+{
+	return (uint64_t)did << 32 | pasid;
+}
+
+/* ---- access sections (sync.c) ------------------------------------------------------- */
+
+/* Wait until every access section that began before this call (in other threads) ended. */
+void iommu_sync_wait(void);
+/* Small per-thread index, for counter shards. */
+unsigned int iommu_thread_index(void);
+
+/* ---- the unit ----------------------------------------------------------------------- */
+
+#define IOMMU_NR_SHARDS		16
+#define IOMMU_FAULT_LOG_LEN	64
+#define IOMMU_PRG_MAX		512
+
+struct iommu_shard {
+	_Atomic uint64_t hits, misses, atc_hits, atc_misses;
+} __attribute__((aligned(VGPU_CACHELINE)));
+
+struct iommu_memobj {
+	struct iommu *mmu;
+	uint32_t id;
+	void *base;
+	size_t size;
+	bool owns_mapping;		/* registered from an fd: we munmap */
+	_Atomic unsigned int nr_maps;	/* areas (live or in a flush queue) using it */
+};
+
+struct iommu_pasid_slot {
+	_Atomic uint32_t pasid;		/* 0: free */
+	_Atomic(struct iommu_domain *) d;
+};
+
+struct iommu_ats_req {
+	bool busy;		/* issued, not completed */
+	bool pending;		/* not yet processed by the device */
+	bool global;		/* GI: all PASIDs */
+	uint32_t pasid;
+	uint32_t gen;		/* bumped at completion: tells ITag reuses apart */
+	uint64_t iova, len;	/* len 0: everything */
+};
+
+struct iommu_ats {
+	struct vgpu_mutex lock;		/* protects the fields below, not the cache */
+	pthread_cond_t cond;		/* completions and freed itags */
+	bool enabled;
+	bool polled;
+	unsigned int outstanding;
+	struct iommu_ats_req req[IOMMU_ATS_MAX_ITAGS];
+	_Atomic bool on;		/* lock-free view of enabled for the DMA path */
+	_Atomic uint64_t inval_seq;	/* bumped by every invalidation the device processes */
+	struct xcache atc;		/* the device-side cache */
+};
+
+enum prg_state { PRG_FREE, PRG_OUTSTANDING, PRG_ANSWERED };
+
+struct iommu_pri {
+	struct vgpu_mutex lock;		/* protects everything here */
+	pthread_cond_t cond;
+	bool enabled, stopped;
+	unsigned int max, outstanding, next;
+	iommu_pri_handler_fn fn;
+	void *ctx;
+	uint8_t state[IOMMU_PRG_MAX];	/* enum prg_state */
+	uint8_t code[IOMMU_PRG_MAX];
+	bool abandoned[IOMMU_PRG_MAX];	/* waiter gave up: free on response */
+};
+
+struct iommu_fn {
+	_Atomic(struct iommu_domain *) domain;	/* RID domain; written under mmu->lock */
+	struct iommu_pasid_slot pasids[IOMMU_MAX_PASIDS_PER_FUNC];
+	struct vgpu_mutex log_lock;	/* fault log: protects log, log_head, log_count, dropped */
+	struct iommu_fault_rec log[IOMMU_FAULT_LOG_LEN];
+	unsigned int log_head, log_count;
+	uint64_t dropped;
+	struct iommu_ats ats;
+	struct iommu_pri pri;
+};
+
+struct iommu {
+	struct iommu_config cfg;
+	struct vgpu_mutex lock;		/* domains list, memobj table, attachments, next ids */
+	struct iommu_domain *domains;
+	uint32_t next_domain_id;
+	_Atomic(struct iommu_memobj *) memobjs[IOMMU_MAX_MEMOBJS];
+	struct xcache iotlb;
+	_Atomic unsigned int fail_nth;
+	_Atomic uint64_t allocs_live, pt_pages;
+	_Atomic uint64_t iotlb_inv, ats_inv_requests, page_requests, faults;
+	struct iommu_shard shard[IOMMU_NR_SHARDS];
+	struct iommu_fn fn[IOMMU_MAX_FUNCS];
+};
+
+/* ---- domains ------------------------------------------------------------------------ */
+
+struct iommu_area {
+	uint64_t iova, length;
+	struct iommu_memobj *mo;
+	uint64_t offset;
+	unsigned int prot;
+};
+
+struct iommu_domain {
+	struct iommu *mmu;
+	struct iommu_domain *next;	/* mmu->domains, under mmu->lock */
+	uint32_t id;
+	enum iommu_domain_type type;
+	unsigned int flags;
+	unsigned int attach_count;	/* RID + PASID attachments, under mmu->lock */
+	unsigned int nr_children;	/* nested domains over this one, under mmu->lock */
+	_Atomic uint64_t inval_seq;	/* bumped before every invalidation scan */
+	_Atomic unsigned int classes;	/* leaf size classes ever used (lookup shortcut) */
+	_Atomic bool dirty_tracking;
+
+	/* PAGING */
+	struct vgpu_mutex lock;		/* table writes, areas, ranges, flush queue */
+	_Atomic uint64_t *root;		/* level-3 table */
+	unsigned int iova_bits;
+	uint64_t aperture_last;
+	struct iommu_area *areas;	/* sorted by iova, non-overlapping */
+	size_t nr_areas, cap_areas;
+	struct iommu_iova_range *allowed, *reserved;
+	size_t nr_allowed, nr_reserved;
+	struct iommu_area *fq;		/* lazy: unmapped, not yet flushed */
+	size_t nr_fq, cap_fq;
+	uint64_t alloc_hint;
+
+	/* NESTED */
+	struct iommu_domain *parent;
+	uint64_t s1_root;
+
+	/* SVA */
+	pid_t pid;
+};
+
+/* core.c */
+/* True if fail-nth says this allocation fails (every allocation path asks once). */
+bool iommu_alloc_should_fail(struct iommu *mmu);
+void *iommu_zalloc(struct iommu *mmu, size_t size);
+void *iommu_realloc_array(struct iommu *mmu, void *p, size_t n, size_t size);
+void iommu_free(struct iommu *mmu, void *p);
+void iommu_count_hit(struct iommu *mmu);
+void iommu_count_miss(struct iommu *mmu);
+void iommu_count_atc(struct iommu *mmu, bool hit);
+static inline struct iommu_memobj *iommu_memobj_of_pa(struct iommu *mmu, uint64_t pa)
+{
+	uint32_t id = iommu_pa_id(pa);
+
+	return id < IOMMU_MAX_MEMOBJS ?
+		atomic_load_explicit(&mmu->memobjs[id], memory_order_acquire) : NULL;
+}
+
+/* pgtable.c: host-owned tables; table writes under d->lock. */
+_Atomic uint64_t *iommu_pt_alloc(struct iommu *mmu);
+void iommu_pt_free_all(struct iommu *mmu, _Atomic uint64_t *root, unsigned int level);
+/* Walk to the leaf for @iova. 0 with *pte, *level, *ptep; -EFAULT if not present. */
+int iommu_pt_walk(_Atomic uint64_t *root, uint64_t iova, uint64_t *pte, unsigned int *level,
+		  _Atomic uint64_t **ptep);
+/* Install leaves mapping [iova, iova + len) -> pa with @prot. On -ENOMEM, *done = bytes
+ * installed (the caller clears them). */
+int iommu_pt_map(struct iommu_domain *d, uint64_t iova, uint64_t pa, uint64_t len,
+		 unsigned int prot, uint64_t *done);
+/* Clear the leaves of [iova, iova + len), all installed by one iommu_pt_map. */
+void iommu_pt_unmap(struct iommu_domain *d, uint64_t iova, uint64_t len);
+
+/* iova.c: under d->lock */
+int iommu_iova_check_fixed(struct iommu_domain *d, uint64_t iova, uint64_t len);
+int iommu_iova_alloc(struct iommu_domain *d, uint64_t len, uint64_t *iova);
+size_t iommu_area_find(const struct iommu_domain *d, uint64_t iova);
+bool iommu_fq_overlaps(const struct iommu_domain *d, uint64_t iova, uint64_t last);
+
+/* domain.c */
+void iommu_domain_inval(struct iommu_domain *d, uint64_t iova, uint64_t len);
+void iommu_drain_fq_locked(struct iommu_domain *d);
+
+/* xlate.c */
+int iommu_xlate(struct iommu_domain *d, uint32_t pasid, uint64_t iova, size_t len,
+		unsigned int access, struct iommu_xlate *out, unsigned int *reason);
+
+/* ats.c */
+void iommu_ats_init(struct iommu_fn *fn);
+void iommu_ats_fini(struct iommu *mmu, struct iommu_fn *fn);
+/* Invalidate, in every function's ATC, what may cache @d (range; len 0 = all). Waits. */
+void iommu_ats_inval_domain(struct iommu *mmu, struct iommu_domain *d, uint64_t iova,
+			    uint64_t len);
+void iommu_ats_flush_fn(struct iommu *mmu, unsigned int rid);
+int iommu_atc_translate(struct iommu *mmu, unsigned int rid, uint32_t pasid,
+			struct iommu_domain *d, uint64_t iova, size_t len, unsigned int access,
+			struct iommu_xlate *out, unsigned int *reason);
+
+/* pri.c (also the helpers shared with ats.c) */
+void iommu_cond_init(pthread_cond_t *c);
+int iommu_cond_wait_until(pthread_cond_t *c, struct vgpu_mutex *mx, uint64_t deadline);
+void iommu_pri_init(struct iommu_fn *fn);
+void iommu_pri_fini(struct iommu_fn *fn);
+void iommu_fault_log(struct iommu *mmu, unsigned int rid, uint32_t pasid, uint64_t iova,
+		     unsigned int access, unsigned int reason);
+/* Raise a page request for a DMA fault and wait: 0 if answered Success. */
+int iommu_pri_fault(struct iommu *mmu, unsigned int rid, uint32_t pasid, uint64_t iova,
+		    unsigned int access);
+
+#endif

@@ -1,0 +1,202 @@
+/* Translation caches: the IOTLB (one per unit, tagged by domain id and PASID) and each
+ * function's ATC use the same set-associative array of seqlocked entries. A lookup is a
+ * handful of loads and never writes; fills and invalidations take an entry by making
+ * its sequence odd. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/bitops.h"
+#include "iommu_model/iommu_internal.h"
+
+int xcache_init(struct iommu *mmu, struct xcache *c, unsigned int sets, unsigned int ways)
+{
+	c->set_bits = vgpu_ilog2(sets);
+	c->ways = ways;
+	c->e = iommu_zalloc(mmu, (size_t)sets * ways * sizeof(*c->e));
+	return c->e ? 0 : -ENOMEM;
+}
+
+void xcache_fini(struct iommu *mmu, struct xcache *c)
+{
+	iommu_free(mmu, c->e);
+	c->e = NULL;
+}
+
+static inline struct xc_entry *xc_set(const struct xcache *c, uint64_t ctx, uint64_t vpn,
+				      unsigned int cls)
+{
+	uint64_t h = (vpn ^ (ctx * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)cls << 61)) *
+		     0xff51afd7ed558ccdull;
+	size_t set = c->set_bits ? (size_t)(h >> (64 - c->set_bits)) : 0;
+
+	return &c->e[set * c->ways];
+}
+
+/* Read one entry consistently; true if it holds @key_want/@ctx. */
+static inline bool xc_read(const struct xc_entry *e, uint64_t base, unsigned int cls,
+			   uint64_t ctx, struct xc_hit *out)
+{
+	uint32_t s = atomic_load_explicit(&e->seq, memory_order_acquire);
+	uint64_t key, pa, host, ptep;
+
+	if (s & 1)
+		return false;
+	key = atomic_load_explicit(&e->key, memory_order_relaxed);
+	if ((key & ~0xfffull) != base || !(key & XC_KEY_VALID) ||
+	    ((key >> XC_KEY_CLASS_SHIFT) & 3) != cls ||
+	    atomic_load_explicit(&e->ctx, memory_order_relaxed) != ctx)
+		return false;
+	pa = atomic_load_explicit(&e->pa, memory_order_relaxed);
+	host = atomic_load_explicit(&e->host, memory_order_relaxed);
+	ptep = atomic_load_explicit(&e->ptep, memory_order_relaxed);
+	atomic_thread_fence(memory_order_acquire);
+	if (atomic_load_explicit(&e->seq, memory_order_relaxed) != s)
+		return false;
+	out->base = base;
+	out->size = xc_class_size(cls);
+	out->pa = pa;
+	out->host = host;
+	out->ptep = (_Atomic uint64_t *)(uintptr_t)ptep;
+	out->perm = (unsigned int)(key >> XC_KEY_PERM_SHIFT) & 3;
+	out->cls = cls;
+	return true;
+}
+
+bool xcache_lookup(const struct xcache *c, uint64_t ctx, uint64_t iova, unsigned int classes,
+		   struct xc_hit *out)
+{
+	for (unsigned int cls = 0; cls < XC_CLASSES; cls++) {
+		unsigned int shift = 12 + 9 * cls;
+		uint64_t base = iova >> shift << shift;
+		const struct xc_entry *set;
+
+		if (!(classes & (1u << cls)))
+			continue;
+		set = xc_set(c, ctx, iova >> shift, cls);
+		for (unsigned int w = 0; w < c->ways; w++)
+			if (xc_read(&set[w], base, cls, ctx, out))
+				return true;
+	}
+	return false;
+}
+
+/* Take @e for writing if its sequence is still @s. */
+static inline bool xc_lock(struct xc_entry *e, uint32_t s)
+{
+	return !(s & 1) && atomic_compare_exchange_strong_explicit(
+				   &e->seq, &s, s + 1, memory_order_acquire, memory_order_relaxed);
+}
+
+static inline void xc_unlock(struct xc_entry *e)
+{
+	atomic_fetch_add_explicit(&e->seq, 1, memory_order_release);
+}
+
+/* Victim choice: a per-thread xorshift, so concurrent fillers rarely pick the same way. */
+static unsigned int xc_victim(unsigned int ways)
+{
+	static __thread uint32_t x = 0x9e3779b9u;
+
+	x ^= x << 13;
+	x ^= x >> 17;
+	x ^= x << 5;
+	return x % ways;
+}
+
+void xcache_fill(struct xcache *c, uint64_t ctx, const struct xc_hit *h,
+		 _Atomic uint64_t *inval_seq, uint64_t seq0)
+{
+	struct xc_entry *set = xc_set(c, ctx, h->base >> (12 + 9 * h->cls), h->cls);
+	struct xc_entry *e = NULL;
+	uint32_t s = 0;
+
+	/* An invalid way first, else a random one; give up if a writer holds it. */
+	for (unsigned int w = 0; w < c->ways; w++) {
+		s = atomic_load_explicit(&set[w].seq, memory_order_relaxed);
+		if (!(atomic_load_explicit(&set[w].key, memory_order_relaxed) & XC_KEY_VALID)) {
+			e = &set[w];
+			break;
+		}
+	}
+	if (!e) {
+		e = &set[xc_victim(c->ways)];
+		s = atomic_load_explicit(&e->seq, memory_order_relaxed);
+	}
+	if (!xc_lock(e, s))
+		return;
+	atomic_store_explicit(&e->ctx, ctx, memory_order_relaxed);
+	atomic_store_explicit(&e->pa, h->pa, memory_order_relaxed);
+	atomic_store_explicit(&e->host, h->host, memory_order_relaxed);
+	atomic_store_explicit(&e->ptep, (uint64_t)(uintptr_t)h->ptep, memory_order_relaxed);
+	atomic_store_explicit(&e->key,
+			      h->base | (uint64_t)h->cls << XC_KEY_CLASS_SHIFT |
+				      (uint64_t)h->perm << XC_KEY_PERM_SHIFT | XC_KEY_VALID,
+			      memory_order_relaxed);
+	xc_unlock(e);
+	/* The walk that produced @h may predate an unmap whose invalidation scan ran before
+	 * this entry was visible. The scan bumps *inval_seq first; seeing it moved, take the
+	 * entry back out (if it is still ours). Fences pair with the invalidator's. */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(inval_seq, memory_order_relaxed) == seq0)
+		return;
+	s += 2;
+	if (!xc_lock(e, s))
+		return;
+	atomic_store_explicit(&e->key, 0, memory_order_relaxed);
+	xc_unlock(e);
+}
+
+/* Drop @e if it matches; waits out a filler that is mid-write. */
+static void xc_inval_entry(struct xc_entry *e, uint64_t ctx, bool any_pasid, uint64_t lo,
+			   uint64_t hi)
+{
+	for (;;) {
+		uint32_t s = atomic_load_explicit(&e->seq, memory_order_acquire);
+		uint64_t key, ectx, base, size;
+
+		if (s & 1) {
+			vgpu_cpu_relax();
+			continue;
+		}
+		key = atomic_load_explicit(&e->key, memory_order_relaxed);
+		ectx = atomic_load_explicit(&e->ctx, memory_order_relaxed);
+		if (!(key & XC_KEY_VALID))
+			return;
+		if (ctx && (any_pasid ? ectx >> 32 != ctx >> 32 : ectx != ctx))
+			return;
+		base = key & ~0xfffull;
+		size = xc_class_size((unsigned int)(key >> XC_KEY_CLASS_SHIFT) & 3);
+		if (hi && (base + size <= lo || base >= hi))
+			return;
+		if (!xc_lock(e, s))
+			continue;
+		atomic_store_explicit(&e->key, 0, memory_order_relaxed);
+		xc_unlock(e);
+		return;
+	}
+}
+
+void xcache_inval(struct xcache *c, uint64_t ctx, bool any_pasid, uint64_t iova, uint64_t len)
+{
+	size_t n = ((size_t)1 << c->set_bits) * c->ways;
+	uint64_t hi = len ? iova + len : 0;
+
+	atomic_thread_fence(memory_order_seq_cst);
+	/* Small exact-context ranges: probe the sets the pages hash to; else scan all. */
+	if (len && !any_pasid && ctx && len / IOMMU_PAGE_SIZE <= 16) {
+		for (unsigned int cls = 0; cls < XC_CLASSES; cls++) {
+			unsigned int shift = 12 + 9 * cls;
+
+			for (uint64_t vpn = iova >> shift; vpn <= (hi - 1) >> shift; vpn++) {
+				struct xc_entry *set = xc_set(c, ctx, vpn, cls);
+
+				for (unsigned int w = 0; w < c->ways; w++)
+					xc_inval_entry(&set[w], ctx, false, iova, hi);
+			}
+		}
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		xc_inval_entry(&c->e[i], ctx, any_pasid, iova, hi);
+}

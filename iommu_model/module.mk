@@ -1,0 +1,5 @@
+MODULES += iommu_model
+iommu_model_DIR := iommu_model
+iommu_model_DEPS := common
+iommu_model_LDLIBS :=
+iommu_model_TSAN_TESTS := test_iommu_mt

@@ -1,0 +1,479 @@
+/* Translation: IOTLB lookup, page walks (host tables, and function-owned stage-1 tables
+ * read through stage-2), dirty bits, and the DMA helpers that devices use. */
+#include <errno.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include "common/bitops.h"
+#include "iommu_model/iommu_internal.h"
+
+static void xlate_from_hit(struct iommu *mmu, const struct xc_hit *h, uint64_t iova, size_t len,
+			   struct iommu_xlate *out)
+{
+	uint64_t in = iova - h->base;
+
+	out->host = (void *)(uintptr_t)(h->host + in);
+	out->len = (size_t)vgpu_min((uint64_t)len, h->size - in);
+	out->memobj = iommu_memobj_of_pa(mmu, h->pa);
+	out->offset = iommu_pa_off(h->pa) + in;
+	out->perm = h->perm;
+	out->page_size = h->size;
+}
+
+/* Writes mark the stage-2 leaf dirty while its domain tracks dirty pages. */
+static inline void xlate_mark_dirty(struct iommu_domain *d, const struct xc_hit *h,
+				    unsigned int access)
+{
+	struct iommu_domain *s2 = d->type == IOMMU_DOMAIN_NESTED ? d->parent : d;
+
+	if (!(access & IOMMU_WRITE) || !h->ptep ||
+	    !atomic_load_explicit(&s2->dirty_tracking, memory_order_relaxed))
+		return;
+	if (!(atomic_load_explicit(h->ptep, memory_order_relaxed) & VGPU_IOPTE_D))
+		atomic_fetch_or_explicit(h->ptep, VGPU_IOPTE_D, memory_order_relaxed);
+}
+
+/* Walk a host-owned table. */
+static int walk_paging(struct iommu_domain *d, uint64_t iova, struct xc_hit *h,
+		       unsigned int *reason)
+{
+	uint64_t pte, size;
+	unsigned int level;
+	_Atomic uint64_t *ptep;
+	struct iommu_memobj *mo;
+
+	if (iova > d->aperture_last || iommu_pt_walk(d->root, iova, &pte, &level, &ptep)) {
+		*reason = IOMMU_FAULT_UNMAPPED;
+		return -EFAULT;
+	}
+	size = 1ull << VGPU_IOPT_SHIFT(level);
+	h->base = vgpu_align_down(iova, size);
+	h->size = size;
+	h->cls = level;
+	h->pa = pte & VGPU_IOPTE_ADDR_MASK & ~(size - 1);
+	h->perm = IOPTE_PERM(pte);
+	h->ptep = ptep;
+	mo = iommu_memobj_of_pa(d->mmu, h->pa);
+	VGPU_ASSERT(mo != NULL);	/* mapped memobjs cannot be unregistered */
+	h->host = (uint64_t)(uintptr_t)mo->base + iommu_pa_off(h->pa);
+	return 0;
+}
+
+static int xlate_paging(struct iommu_domain *d, uint64_t iova, unsigned int access,
+			struct xc_hit *h, unsigned int *reason);
+
+/* Read one stage-1 entry at stage-2 address @ipa. */
+static int s1_read_pte(struct iommu_domain *s2, uint64_t ipa, uint64_t *pte)
+{
+	struct xc_hit h;
+	unsigned int reason;
+
+	if (xlate_paging(s2, ipa, IOMMU_READ, &h, &reason))
+		return -EFAULT;
+	/* The function may be rewriting its table right now: one atomic 8-byte load. */
+	*pte = __atomic_load_n((uint64_t *)(uintptr_t)(h.host + (ipa - h.base)),
+			       __ATOMIC_ACQUIRE);
+	return 0;
+}
+
+static bool s1_pte_malformed(uint64_t pte, unsigned int level, bool leaf)
+{
+	uint64_t size = 1ull << VGPU_IOPT_SHIFT(level);
+
+	if (pte & ~(VGPU_IOPTE_ADDR_MASK | VGPU_IOPTE_FLAGS_MASK))
+		return true;
+	if ((pte & VGPU_IOPTE_PS) && (level == 0 || level == VGPU_IOPT_LEVELS - 1))
+		return true;
+	return leaf && ((pte & VGPU_IOPTE_ADDR_MASK) & (size - 1));
+}
+
+/* Walk the function's stage-1 table (through stage-2) to an IPA. */
+static int walk_s1(struct iommu_domain *c, uint64_t iova, uint64_t *ipa, uint64_t *size,
+		   unsigned int *perm, unsigned int *reason)
+{
+	uint64_t table = c->s1_root;
+
+	if (iova >> IOMMU_IOVA_BITS) {
+		*reason = IOMMU_FAULT_UNMAPPED;
+		return -EFAULT;
+	}
+	for (unsigned int level = VGPU_IOPT_LEVELS - 1;; level--) {
+		unsigned int idx = (unsigned int)(iova >> VGPU_IOPT_SHIFT(level)) & 511;
+		uint64_t pte;
+		bool leaf;
+
+		if (s1_read_pte(c->parent, table + idx * 8ull, &pte)) {
+			*reason = IOMMU_FAULT_STAGE1;
+			return -EFAULT;
+		}
+		if (!IOPTE_PRESENT(pte)) {
+			*reason = IOMMU_FAULT_UNMAPPED;
+			return -EFAULT;
+		}
+		leaf = level == 0 || (pte & VGPU_IOPTE_PS);
+		if (s1_pte_malformed(pte, level, leaf)) {
+			*reason = IOMMU_FAULT_STAGE1;
+			return -EFAULT;
+		}
+		if (!leaf) {
+			table = pte & VGPU_IOPTE_ADDR_MASK;
+			continue;
+		}
+		*size = 1ull << VGPU_IOPT_SHIFT(level);
+		*ipa = (pte & VGPU_IOPTE_ADDR_MASK) | (iova & (*size - 1));
+		*perm = IOPTE_PERM(pte);
+		return 0;
+	}
+}
+
+/* Nested: stage-1 then stage-2; the cached result covers the smaller of the two leaves. */
+static int walk_nested(struct iommu_domain *c, uint64_t iova, unsigned int access,
+		       struct xc_hit *h, unsigned int *reason)
+{
+	uint64_t ipa, s1_size, size;
+	unsigned int s1_perm;
+	struct xc_hit s2;
+	int ret;
+
+	ret = walk_s1(c, iova, &ipa, &s1_size, &s1_perm, reason);
+	if (ret)
+		return ret;
+	if ((access & s1_perm) != (access & (IOMMU_READ | IOMMU_WRITE))) {
+		*reason = IOMMU_FAULT_PERM;
+		return -EACCES;
+	}
+	ret = xlate_paging(c->parent, ipa, access, &s2, reason);
+	if (ret)
+		return ret;
+	size = vgpu_min(s1_size, s2.size);
+	h->base = vgpu_align_down(iova, size);
+	h->size = size;
+	h->cls = xc_class_of(size);
+	h->pa = s2.pa + (vgpu_align_down(ipa, size) - s2.base);
+	h->host = s2.host + (vgpu_align_down(ipa, size) - s2.base);
+	h->perm = s1_perm & s2.perm;
+	h->ptep = s2.ptep;
+	return 0;
+}
+
+static int check_perm(const struct xc_hit *h, unsigned int access, unsigned int *reason)
+{
+	if ((h->perm & access & (IOMMU_READ | IOMMU_WRITE)) !=
+	    (access & (IOMMU_READ | IOMMU_WRITE))) {
+		*reason = IOMMU_FAULT_PERM;
+		return -EACCES;
+	}
+	return 0;
+}
+
+/* IOTLB lookup, else walk and fill. PAGING and NESTED domains. */
+static int xlate_cached(struct iommu_domain *d, uint64_t iova, unsigned int access,
+			struct xc_hit *h, unsigned int *reason)
+{
+	struct iommu *mmu = d->mmu;
+	uint64_t ctx = xc_ctx(d->id, 0), seq0;
+	int ret;
+
+	if (vgpu_likely(!(access & IOMMU_NOCACHE))) {
+		if (xcache_lookup(&mmu->iotlb, ctx, iova,
+				  atomic_load_explicit(&d->classes, memory_order_relaxed), h)) {
+			iommu_count_hit(mmu);
+			return check_perm(h, access, reason);
+		}
+		iommu_count_miss(mmu);
+	}
+	seq0 = atomic_load_explicit(&d->inval_seq, memory_order_acquire);
+	if (d->type == IOMMU_DOMAIN_NESTED)
+		ret = walk_nested(d, iova, access, h, reason);
+	else
+		ret = walk_paging(d, iova, h, reason);
+	if (ret)
+		return ret;
+	if (!(access & IOMMU_NOCACHE)) {
+		if (d->type == IOMMU_DOMAIN_NESTED)
+			atomic_fetch_or_explicit(&d->classes, 1u << h->cls, memory_order_relaxed);
+		xcache_fill(&mmu->iotlb, ctx, h, &d->inval_seq, seq0);
+	}
+	return check_perm(h, access, reason);
+}
+
+static int xlate_paging(struct iommu_domain *d, uint64_t iova, unsigned int access,
+			struct xc_hit *h, unsigned int *reason)
+{
+	int ret = xlate_cached(d, iova, access, h, reason);
+
+	if (!ret)
+		xlate_mark_dirty(d, h, access);
+	return ret;
+}
+
+/* SVA: the process's own addresses; the kernel checks them when the DMA helpers copy. */
+static int xlate_sva(struct iommu_domain *d, uint64_t iova, size_t len,
+		     struct iommu_xlate *out)
+{
+	(void)d;
+	out->host = NULL;
+	out->memobj = NULL;
+	out->offset = iova;
+	out->len = (size_t)vgpu_min((uint64_t)len, IOMMU_PAGE_SIZE - (iova & (IOMMU_PAGE_SIZE - 1)));
+	out->perm = IOMMU_READ | IOMMU_WRITE;
+	out->page_size = IOMMU_PAGE_SIZE;
+	return 0;
+}
+
+int iommu_xlate(struct iommu_domain *d, uint32_t pasid, uint64_t iova, size_t len,
+		unsigned int access, struct iommu_xlate *out, unsigned int *reason)
+{
+	struct xc_hit h;
+	int ret;
+
+	(void)pasid;	/* a domain translates alike for every PASID: entries are shared */
+	if (d->type == IOMMU_DOMAIN_SVA)
+		return xlate_sva(d, iova, len, out);
+	ret = xlate_cached(d, iova, access, &h, reason);
+	if (ret)
+		return ret;
+	xlate_mark_dirty(d, &h, access);
+	xlate_from_hit(d->mmu, &h, iova, len, out);
+	return 0;
+}
+
+int iommu_translate(struct iommu_domain *d, uint64_t iova, size_t len, unsigned int access,
+		    struct iommu_xlate *out)
+{
+	unsigned int reason;
+
+	if (vgpu_unlikely(!d || !out || !len || (access & ~(IOMMU_READ | IOMMU_WRITE |
+							      IOMMU_NOCACHE))))
+		return -EINVAL;
+	return iommu_xlate(d, IOMMU_NO_PASID, iova, len, access, out, &reason);
+}
+
+/* ---- ATC (device side) ------------------------------------------------------------------ */
+
+static inline uint64_t atc_ctx(uint32_t pasid)
+{
+	return xc_ctx(1, pasid);
+}
+
+/* Translation Request: translate through the IOTLB, grant, and let the device cache it. */
+static int ats_request(struct iommu_fn *fn, uint32_t pasid,
+		       struct iommu_domain *d, uint64_t iova, unsigned int access,
+		       struct xc_hit *h, unsigned int *reason)
+{
+	uint64_t seq0 = atomic_load_explicit(&fn->ats.inval_seq, memory_order_acquire);
+	int ret = xlate_paging(d, iova, access & ~IOMMU_NOCACHE, h, reason);
+
+	if (ret)
+		return ret;
+	xcache_fill(&fn->ats.atc, atc_ctx(pasid), h, &fn->ats.inval_seq, seq0);
+	return 0;
+}
+
+int iommu_atc_translate(struct iommu *mmu, unsigned int rid, uint32_t pasid,
+			struct iommu_domain *d, uint64_t iova, size_t len, unsigned int access,
+			struct iommu_xlate *out, unsigned int *reason)
+{
+	struct iommu_fn *fn = &mmu->fn[rid];
+	struct xc_hit h;
+	int ret;
+
+	/* A cached entry without the wanted permission sends a new request, as a device
+	 * would; the IOMMU then grants or refuses it. */
+	if (xcache_lookup(&fn->ats.atc, atc_ctx(pasid), iova, XC_CLASS_MASK_ALL, &h) &&
+	    !check_perm(&h, access, reason)) {
+		iommu_count_atc(mmu, true);
+		xlate_mark_dirty(d, &h, access);
+	} else {
+		iommu_count_atc(mmu, false);
+		ret = ats_request(fn, pasid, d, iova, access, &h, reason);
+		if (ret)
+			return ret;
+	}
+	xlate_from_hit(mmu, &h, iova, len, out);
+	return 0;
+}
+
+int iommu_ats_translate(struct iommu *mmu, unsigned int rid, uint32_t pasid, uint64_t iova,
+			unsigned int access, struct iommu_ats_result *out)
+{
+	struct iommu_domain *d;
+	struct xc_hit h;
+	unsigned int reason;
+	int ret = 0;
+
+	if (!mmu || rid >= IOMMU_MAX_FUNCS || pasid > IOMMU_PASID_MAX || !out ||
+	    !access || (access & ~(IOMMU_READ | IOMMU_WRITE)))
+		return -EINVAL;
+	iommu_access_begin();
+	d = iommu_pasid_domain(mmu, rid, pasid);
+	if (!d) {
+		ret = -EFAULT;
+	} else if (d->type == IOMMU_DOMAIN_SVA) {
+		*out = (struct iommu_ats_result){ vgpu_align_down(iova, IOMMU_PAGE_SIZE),
+						  IOMMU_PAGE_SIZE, access, true };
+	} else if (!atomic_load(&mmu->fn[rid].ats.on)) {
+		ret = -ENODEV;
+	} else {
+		iommu_count_atc(mmu, false);
+		ret = ats_request(&mmu->fn[rid], pasid, d, iova, access, &h, &reason);
+		if (!ret)
+			*out = (struct iommu_ats_result){ h.base, h.size, h.perm, false };
+	}
+	iommu_access_end();
+	return ret;
+}
+
+/* ---- function-level translation ------------------------------------------------------ */
+
+/* One attempt: domain lookup, ATC or IOTLB. Fills *reason on a fault. */
+static int fn_xlate_once(struct iommu *mmu, unsigned int rid, uint32_t pasid, uint64_t iova,
+			 size_t len, unsigned int access, struct iommu_xlate *out,
+			 unsigned int *reason)
+{
+	struct iommu_domain *d = iommu_pasid_domain(mmu, rid, pasid);
+
+	if (!d) {
+		*reason = IOMMU_FAULT_NO_DOMAIN;
+		return -EFAULT;
+	}
+	if (atomic_load_explicit(&mmu->fn[rid].ats.on, memory_order_acquire) &&
+	    d->type != IOMMU_DOMAIN_SVA)
+		return iommu_atc_translate(mmu, rid, pasid, d, iova, len, access, out, reason);
+	return iommu_xlate(d, pasid, iova, len, access, out, reason);
+}
+
+/* Translate, turning an unmapped fault into a page request when PRI is on; logs faults.
+ * Called inside an access section; leaves it while waiting for the page response. */
+static int fn_xlate(struct iommu *mmu, unsigned int rid, uint32_t pasid, uint64_t iova,
+		    size_t len, unsigned int access, struct iommu_xlate *out)
+{
+	unsigned int reason = 0;
+	int ret = fn_xlate_once(mmu, rid, pasid, iova, len, access, out, &reason);
+
+	if (vgpu_likely(!ret))
+		return 0;
+	if (reason == IOMMU_FAULT_UNMAPPED) {
+		int pr;
+
+		iommu_access_end();
+		pr = iommu_pri_fault(mmu, rid, pasid, iova, access);
+		iommu_access_begin();
+		if (pr == 0) {
+			ret = fn_xlate_once(mmu, rid, pasid, iova, len, access, out, &reason);
+			if (!ret)
+				return 0;
+		} else if (pr != -ENODEV) {
+			reason = IOMMU_FAULT_PRI_INVALID;
+		}
+	}
+	iommu_fault_log(mmu, rid, pasid, iova, access, reason);
+	return ret;
+}
+
+int iommu_fn_translate(struct iommu *mmu, unsigned int rid, uint32_t pasid, uint64_t iova,
+		       size_t len, unsigned int access, struct iommu_xlate *out)
+{
+	int ret;
+
+	if (!mmu || rid >= IOMMU_MAX_FUNCS || pasid > IOMMU_PASID_MAX || !out || !len ||
+	    (access & ~(IOMMU_READ | IOMMU_WRITE | IOMMU_NOCACHE)))
+		return -EINVAL;
+	iommu_access_begin();
+	ret = fn_xlate(mmu, rid, pasid, iova, len, access, out);
+	iommu_access_end();
+	return ret;
+}
+
+/* ---- DMA -------------------------------------------------------------------------------- */
+
+/* SVA copy of one page-bounded chunk with process_vm_readv/writev. */
+static int sva_copy(struct iommu_domain *d, uint64_t addr, void *buf, size_t len, bool write)
+{
+	struct iovec local = { buf, len };
+	struct iovec remote = { (void *)(uintptr_t)addr, len };
+	ssize_t n = write ? process_vm_writev(d->pid, &local, 1, &remote, 1, 0)
+			  : process_vm_readv(d->pid, &local, 1, &remote, 1, 0);
+
+	return n == (ssize_t)len ? 0 : -EFAULT;
+}
+
+/* SVA chunk: a failed copy is the unmapped fault of an SVA domain. */
+static int dma_sva_chunk(struct iommu *mmu, unsigned int rid, uint32_t pasid,
+			 struct iommu_domain *d, uint64_t iova, uint8_t *p, size_t n, bool write)
+{
+	int ret = sva_copy(d, iova, p, n, write);
+
+	if (!ret)
+		return 0;
+	iommu_access_end();
+	ret = iommu_pri_fault(mmu, rid, pasid, iova, write ? IOMMU_WRITE : IOMMU_READ);
+	iommu_access_begin();
+	if (!ret && !sva_copy(d, iova, p, n, write))
+		return 0;
+	iommu_fault_log(mmu, rid, pasid, iova, write ? IOMMU_WRITE : IOMMU_READ,
+			ret && ret != -ENODEV ? IOMMU_FAULT_PRI_INVALID : IOMMU_FAULT_UNMAPPED);
+	return -EFAULT;
+}
+
+static int dma_rw(struct iommu *mmu, unsigned int rid, uint32_t pasid, uint64_t iova,
+		  uint8_t *buf, size_t len, bool write)
+{
+	unsigned int access = write ? IOMMU_WRITE : IOMMU_READ;
+	int ret = 0;
+
+	if (!mmu || rid >= IOMMU_MAX_FUNCS || pasid > IOMMU_PASID_MAX || (len && !buf))
+		return -EINVAL;
+	iommu_access_begin();
+	while (len) {
+		struct iommu_xlate x;
+		struct iommu_domain *d;
+
+		if (len - 1 > UINT64_MAX - iova) {
+			ret = -EFAULT;
+			iommu_fault_log(mmu, rid, pasid, iova, access, IOMMU_FAULT_UNMAPPED);
+			break;
+		}
+		ret = fn_xlate(mmu, rid, pasid, iova, len, access, &x);
+		if (ret)
+			break;
+		d = x.host ? NULL : iommu_pasid_domain(mmu, rid, pasid);
+		if (d) {
+			ret = dma_sva_chunk(mmu, rid, pasid, d, iova, buf, x.len, write);
+			if (ret)
+				break;
+		} else if (write) {
+			memcpy(x.host, buf, x.len);
+		} else {
+			memcpy(buf, x.host, x.len);
+		}
+		iova += x.len;
+		buf += x.len;
+		len -= x.len;
+	}
+	iommu_access_end();
+	return ret;
+}
+
+int iommu_dma_read(struct iommu *mmu, unsigned int rid, uint64_t iova, void *buf, size_t len)
+{
+	return dma_rw(mmu, rid, IOMMU_NO_PASID, iova, buf, len, false);
+}
+
+int iommu_dma_write(struct iommu *mmu, unsigned int rid, uint64_t iova, const void *buf,
+		    size_t len)
+{
+	return dma_rw(mmu, rid, IOMMU_NO_PASID, iova, (uint8_t *)(uintptr_t)buf, len, true);
+}
+
+int iommu_dma_read_pasid(struct iommu *mmu, unsigned int rid, uint32_t pasid, uint64_t iova,
+			 void *buf, size_t len)
+{
+	return dma_rw(mmu, rid, pasid, iova, buf, len, false);
+}
+
+int iommu_dma_write_pasid(struct iommu *mmu, unsigned int rid, uint32_t pasid, uint64_t iova,
+			  const void *buf, size_t len)
+{
+	return dma_rw(mmu, rid, pasid, iova, (uint8_t *)(uintptr_t)buf, len, true);
+}
