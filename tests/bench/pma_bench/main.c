@@ -1,0 +1,204 @@
+/* pma_bench: the allocator benchmark of shared/reference/pma-benchmark.md on 80 GiB, the pma
+ * next to a naive first-fit flat bitmap run in the same process.
+ *
+ *   pma_bench [--json] [--quick] [--verify] [--reps N] [--cpu N]
+ *
+ * Exit status: 0, 1 if any verification or workload expectation failed (figures are still
+ * printed), 2 if the generator does not reproduce the reference trace or setup fails. */
+#include <errno.h>
+#include <getopt.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/compiler.h"
+#include "pb.h"
+
+#define PB_DEVICE_BYTES		(80ull << 30)
+#define TIMER_SAMPLES		100000u
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: pma_bench [--json] [--quick] [--verify] [--reps N] [--cpu N]\n"
+		"  --json    print one JSON object on stdout instead of the tables\n"
+		"  --quick   smoke run: one repetition, the baseline on a prefix of the\n"
+		"            mixed trace and of c3 (figures marked as such)\n"
+		"  --verify  shadow-check the throughput runs too, and run the allocator's\n"
+		"            own consistency check every 64 Ki ops\n"
+		"  --reps N  throughput repetitions of the pma, median reported (1..15, default 3)\n"
+		"  --cpu N   pin to CPU N (the reference pins with taskset)\n");
+}
+
+static int parse_opts(int argc, char **argv, struct pb_opts *o)
+{
+	static const struct option lo[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "quick", no_argument, NULL, 'q' },
+		{ "verify", no_argument, NULL, 'v' },
+		{ "reps", required_argument, NULL, 'r' },
+		{ "cpu", required_argument, NULL, 'c' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int ch;
+
+	*o = (struct pb_opts){ .reps = 3, .cpu = -1 };
+	while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+		switch (ch) {
+		case 'j': o->json = true; break;
+		case 'q': o->quick = true; break;
+		case 'v': o->verify = true; break;
+		case 'r': o->reps = (unsigned int)atoi(optarg); break;
+		case 'c': o->cpu = atoi(optarg); break;
+		case 'h': usage(stdout); exit(0);
+		default: return -EINVAL;
+		}
+	}
+	if (optind != argc || o->reps < 1 || o->reps > 15) {
+		fprintf(stderr, "pma_bench: bad arguments (--reps takes 1..15)\n");
+		return -EINVAL;
+	}
+	if (o->quick)
+		o->reps = 1;
+	return 0;
+}
+
+static int pin_cpu(int cpu)
+{
+	cpu_set_t set;
+
+	if (cpu < 0)
+		return 0;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	if (sched_setaffinity(0, sizeof(set), &set)) {
+		fprintf(stderr, "pma_bench: cannot pin to CPU %d: %s\n", cpu, strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
+/* Allocated and touched now, so page faults never land inside a timed segment. */
+static void *prefaulted(struct pb_ctx *c, size_t bytes)
+{
+	void *p = malloc(bytes ? bytes : 1);
+
+	if (p)
+		memset(p, 0, bytes);
+	c->harness_bytes += bytes;
+	return p;
+}
+
+static int ctx_init(struct pb_ctx *c)
+{
+	char why[200];
+	int ret;
+
+	c->nr_frames = PB_DEVICE_BYTES / PB_FRAME_SIZE;
+	ret = pb_trace_generate(&c->trace, PB_SEED, c->nr_frames, PB_MIXED_MAIN_OPS);
+	if (ret) {
+		fprintf(stderr, "pma_bench: trace generation: %s\n", strerror(-ret));
+		return ret;
+	}
+	ret = pb_trace_check(&c->trace, why, sizeof(why));
+	if (ret) {
+		fprintf(stderr, "pma_bench: FAIL: the generator does not reproduce the reference "
+			"trace: %s\n", why);
+		return ret;
+	}
+	c->slot_pages = prefaulted(c, c->trace.nr_slots * PB_MAX_PAGES * sizeof(uint64_t));
+	c->slot_ok = prefaulted(c, c->trace.nr_slots);
+	c->frame_pages = prefaulted(c, c->nr_frames * sizeof(uint64_t));
+	c->odd = prefaulted(c, c->nr_frames / 2 * sizeof(uint64_t));
+	c->d2m_pages = prefaulted(c, c->nr_frames / 2 * sizeof(uint64_t));
+	/* The largest phase: c0 + c1 + c2 + c3 latencies. */
+	ret = pb_lat_arena_init(c->nr_frames * 2 + 4096);
+	c->harness_bytes += (c->nr_frames * 2 + 4096) * sizeof(uint32_t) +
+			    c->trace.nr_ops * sizeof(struct pb_op);
+	if (ret || !c->slot_pages || !c->slot_ok || !c->frame_pages || !c->odd ||
+	    !c->d2m_pages)
+		return -ENOMEM;
+	return pb_shadow_init(&c->shadow, c->nr_frames);
+}
+
+static void ctx_release(struct pb_ctx *c)
+{
+	pb_shadow_release(&c->shadow);
+	pb_lat_arena_release();
+	free(c->d2m_pages);
+	free(c->odd);
+	free(c->frame_pages);
+	free(c->slot_ok);
+	free(c->slot_pages);
+	pb_trace_release(&c->trace);
+}
+
+/* What the clock pair of latency mode costs by itself. */
+static void timer_calibrate(struct pb_ctx *c)
+{
+	struct pb_lat l;
+	struct pb_latstat st;
+
+	pb_lat_arena_reset();
+	pb_lat_carve(&l, TIMER_SAMPLES);
+	for (unsigned int i = 0; i < TIMER_SAMPLES; i++) {
+		uint64_t t0 = vgpu_now_ns();
+
+		pb_lat_add(&l, vgpu_now_ns() - t0);
+	}
+	st = pb_lat_summary(&l);
+	c->timer_p50 = st.p50;
+	c->timer_p99 = st.p99;
+}
+
+static void run_backend(struct pb_ctx *c, struct pb_result *res, const struct pb_backend *be)
+{
+	uint64_t t0 = vgpu_now_ns();
+
+	memset(res, 0, sizeof(*res));
+	res->be = be;
+	res->meta_mixed_peak = res->meta_frag_peak = res->meta_fill = INT64_MIN;
+	pb_run_fill(c, res);
+	if (!c->opt.json)
+		fprintf(stderr, "pma_bench: %s fill done (%.1f s)\n", be->name,
+			pb_secs(t0, vgpu_now_ns()));
+	pb_run_mixed(c, res);
+	if (!c->opt.json)
+		fprintf(stderr, "pma_bench: %s mixed done (%.1f s)\n", be->name,
+			pb_secs(t0, vgpu_now_ns()));
+	pb_run_frag(c, res);
+	if (!c->opt.json)
+		fprintf(stderr, "pma_bench: %s fragmented done (%.1f s)\n", be->name,
+			pb_secs(t0, vgpu_now_ns()));
+}
+
+int main(int argc, char **argv)
+{
+	static struct pb_result pma, naive;
+	struct pb_ctx c = { 0 };
+	int ret;
+
+	if (parse_opts(argc, argv, &c.opt)) {
+		usage(stderr);
+		return 2;
+	}
+	if (pin_cpu(c.opt.cpu))
+		return 2;
+	ret = ctx_init(&c);
+	if (ret) {
+		ctx_release(&c);
+		return 2;
+	}
+	timer_calibrate(&c);
+	run_backend(&c, &pma, &pb_backend_pma);
+	run_backend(&c, &naive, &pb_backend_naive);
+	if (c.opt.json)
+		pb_report_json(&c, &pma, &naive);
+	else
+		pb_report_human(&c, &pma, &naive);
+	ctx_release(&c);
+	return pma.problems || naive.problems ? 1 : 0;
+}
