@@ -1,0 +1,181 @@
+/* Doorbells: the per-function token rings in shared memory (layout in vgpu/gpfifo.h),
+ * token validation against the function's channel table, and the engine sleep/kick
+ * handshake. A token only marks its channel pending; the engine that owns the channel
+ * reads GP_PUT, so channel progress has a single writer. */
+#include <errno.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "common/bitops.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "gpu_model/gpu_internal.h"
+
+/* A producer that claimed a slot but never filled it (a crashed guest) blocks the ring
+ * this long before the slot is skipped; the periodic scan covers what it meant to ring. */
+#define DB_STUCK_NS (1 * VGPU_NSEC_PER_MSEC)
+
+#define DB_ATOMIC(p) ((_Atomic uint32_t *)(p))
+
+struct vgpu_doorbell_page *gpu_doorbell_page(struct gpu *g, unsigned int fn)
+{
+	return fn < g->nr_fns ? (struct vgpu_doorbell_page *)(g->db_pages + (size_t)fn * 4096) : NULL;
+}
+
+int gpu_doorbell_fd(const struct gpu *g)
+{
+	return g->db_fd;
+}
+
+int gpu_doorbell_kick_fd(const struct gpu *g, unsigned int fn)
+{
+	return fn < g->nr_fns ? g->fns[fn].kick_fd : -EINVAL;
+}
+
+void gpu_doorbell_ring(struct gpu *g, unsigned int fn, uint32_t token)
+{
+	uint64_t one = 1;
+
+	if (fn >= g->nr_fns)
+		return;
+	if (vgpu_doorbell_write(g->fns[fn].db, token) &&
+	    write(g->fns[fn].kick_fd, &one, sizeof(one)) < 0)
+		vgpu_dbg("gpu: kick of function %u failed", fn);
+}
+
+void gpu_engine_wake(struct gpu_engine *e)
+{
+	uint64_t one = 1;
+
+	/* poked before asleep is read; the engine sets asleep before it reads poked. */
+	atomic_store(&e->poked, true);
+	if (atomic_load(&e->asleep) && write(e->wake_fd, &one, sizeof(one)) < 0)
+		vgpu_dbg("gpu: wake of engine %u failed", e->id);
+}
+
+/* Validate @token against @f's channel table and mark the channel pending. */
+static void db_token_locked(struct gpu *g, struct gpu_fn *f, uint32_t token)
+{
+	unsigned int rl = token >> 16, chid = token & 0xffff;
+	const struct gpu_priv_chan *pc;
+
+	atomic_fetch_add(&f->dbc.rung, 1);
+	if (rl >= g->nr_engines || chid >= GPU_FN_MAX_CHANNELS) {
+		atomic_fetch_add(&f->dbc.invalid, 1);
+		return;
+	}
+	pc = &f->cfg.chans[chid];
+	if (!(pc->flags & GPU_CHAN_ALLOCATED) || pc->runlist != rl) {
+		atomic_fetch_add(&f->dbc.invalid, 1);
+		return;
+	}
+	if (!(pc->flags & GPU_CHAN_ENABLED)) {
+		atomic_fetch_add(&f->dbc.disabled, 1);
+		return;
+	}
+	atomic_fetch_add(&f->dbc.accepted, 1);
+	/* Non-resident: the bit stays set until the channel is scheduled, so it is not lost. */
+	if (!(f->cfg.runlist[rl] & VGPU_BIT(chid)))
+		atomic_fetch_add(&f->dbc.non_resident, 1);
+	atomic_fetch_or(&f->pending, VGPU_BIT(chid));
+	gpu_engine_wake(&g->engines[rl]);
+}
+
+static void db_drain_fn_locked(struct gpu *g, struct gpu_fn *f)
+{
+	struct vgpu_doorbell_page *db = f->db;
+	uint32_t tail = atomic_load_explicit(DB_ATOMIC(&db->tail), memory_order_relaxed);
+	uint32_t head = atomic_load_explicit(DB_ATOMIC(&db->head), memory_order_acquire);
+	bool seen = false;
+
+	if (head - tail > VGPU_DB_SLOTS) {
+		/* Producers lapped us: the oldest tokens are gone, the scan finds their work. */
+		uint32_t lost = head - tail - VGPU_DB_SLOTS;
+
+		atomic_fetch_add(&f->dbc.overruns, lost);
+		atomic_fetch_add_explicit(DB_ATOMIC(&db->overruns), lost, memory_order_relaxed);
+		tail = head - VGPU_DB_SLOTS;
+	}
+	while (tail != head) {
+		_Atomic uint32_t *slot = DB_ATOMIC(&db->slots[tail % VGPU_DB_SLOTS]);
+		uint32_t v = atomic_load_explicit(slot, memory_order_acquire);
+
+		if (!(v & VGPU_DB_SLOT_FULL)) {
+			uint64_t now = vgpu_now_ns();
+
+			if (f->db_stuck_tail != tail || !f->db_stuck_since) {
+				f->db_stuck_tail = tail;
+				f->db_stuck_since = now;
+				break;
+			}
+			if (now - f->db_stuck_since < DB_STUCK_NS)
+				break;
+			f->db_stuck_since = 0;
+			tail++;
+			continue;
+		}
+		atomic_store_explicit(slot, 0, memory_order_relaxed);
+		tail++;
+		seen = true;
+		db_token_locked(g, f, v & ~VGPU_DB_SLOT_FULL);
+	}
+	if (seen)
+		atomic_store_explicit(&f->db_seen_ns, vgpu_now_ns(), memory_order_relaxed);
+	atomic_store_explicit(DB_ATOMIC(&db->tail), tail, memory_order_release);
+}
+
+void gpu_doorbell_drain_locked(struct gpu *g, struct gpu_engine *self)
+{
+	(void)self;
+	vgpu_mutex_assert_held(&g->lock);
+	for (unsigned int fn = 0; fn < g->nr_fns; fn++) {
+		struct vgpu_doorbell_page *db = g->fns[fn].db;
+
+		if (atomic_load_explicit(DB_ATOMIC(&db->head), memory_order_relaxed) !=
+		    atomic_load_explicit(DB_ATOMIC(&db->tail), memory_order_relaxed))
+			db_drain_fn_locked(g, &g->fns[fn]);
+	}
+}
+
+/* Lock-free check used while spinning: has any function posted a token? */
+bool gpu_doorbell_any(struct gpu *g)
+{
+	for (unsigned int fn = 0; fn < g->nr_fns; fn++) {
+		struct vgpu_doorbell_page *db = g->fns[fn].db;
+
+		if (atomic_load_explicit(DB_ATOMIC(&db->head), memory_order_seq_cst) !=
+		    atomic_load_explicit(DB_ATOMIC(&db->tail), memory_order_relaxed))
+			return true;
+	}
+	return false;
+}
+
+/* Advertise (delta 1) or withdraw (-1) one sleeping engine in every doorbell page. */
+void gpu_doorbell_set_sleeping(struct gpu *g, int delta)
+{
+	for (unsigned int fn = 0; fn < g->nr_fns; fn++)
+		atomic_fetch_add_explicit(DB_ATOMIC(&g->fns[fn].db->sleeping), (uint32_t)delta,
+					  memory_order_seq_cst);
+}
+
+void gpu_db_stats(struct gpu *g, unsigned int fn, struct gpu_db_stats *out)
+{
+	struct gpu_db_counters *c;
+
+	if (fn >= g->nr_fns)
+		return;
+	c = &g->fns[fn].dbc;
+	*out = (struct gpu_db_stats){
+		.rung = atomic_load(&c->rung),
+		.accepted = atomic_load(&c->accepted),
+		.invalid = atomic_load(&c->invalid),
+		.disabled = atomic_load(&c->disabled),
+		.non_resident = atomic_load(&c->non_resident),
+		.spurious = atomic_load(&c->spurious),
+		.bad_put = atomic_load(&c->bad_put),
+		.backwards = atomic_load(&c->backwards),
+		.scan_found = atomic_load(&c->scan_found),
+		.overruns = atomic_load(&c->overruns),
+		.last_seen_ns = atomic_load(&g->fns[fn].db_seen_ns),
+	};
+}

@@ -1,0 +1,246 @@
+/* gpu_model - the emulated physical GPU: VRAM partitioned per function, a GMMU that walks
+ * the page tables functions write, engines that execute GPFIFO work rung through usermode
+ * doorbells, a time-slicing scheduler, per-function interrupts and fault buffers.
+ *
+ * Two kinds of state:
+ *  - privileged state (partition table, channel instance state, runlists, scheduler
+ *    settings) lives in a memfd-backed region with the layout below. Only the GSP writes
+ *    it, through gpu_priv_*(); the device model maps it read-only and takes a consistent
+ *    snapshot whenever its generation changes. Tests call gpu_priv_*() in-process.
+ *  - device state (VRAM contents, channel progress, faults, interrupts, telemetry) is
+ *    owned by the model and read through gpu_*().
+ * Functions: 0 is the PF, 1..nr_vfs the VFs. Channels are per function (virtual ids).
+ * Every call is thread-safe unless it says otherwise. */
+#ifndef VGPU_GPU_MODEL_GPU_H
+#define VGPU_GPU_MODEL_GPU_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <vgpu/gmmu.h>
+#include <vgpu/gpfifo.h>
+
+#define GPU_MAX_FNS		64	/* PF + 63 VFs */
+#define GPU_FN_MAX_CHANNELS	64	/* virtual channel ids 0..63 per function */
+#define GPU_MAX_ENGINES		4	/* engines = worker threads = runlists per function */
+#define GPU_VRAM_ALIGN		(2ull << 20)	/* partition and slice granularity */
+#define GPU_DEFAULT_VRAM	(16ull << 30)
+
+struct gpu;
+struct gpu_priv;
+struct iommu;
+
+/* ==== privileged state: shared-memory layout ================================================
+ * Every field is a 64-bit word so readers in another process can copy it with plain atomic
+ * word loads. Each function's record is guarded by its own sequence counter (odd while
+ * written); gen grows after every completed write. */
+#define GPU_PRIV_MAGIC		0x56495250475056ull	/* "VPGPRIV" */
+#define GPU_PRIV_VERSION	1ull
+
+/* Channel flags. */
+#define GPU_CHAN_ALLOCATED	(1ull << 0)
+#define GPU_CHAN_ENABLED	(1ull << 1)
+#define GPU_CHAN_REPLAYABLE	(1ull << 2)	/* MMU faults stall for replay instead of erroring */
+
+struct gpu_priv_chan {
+	uint64_t flags;		/* GPU_CHAN_* */
+	uint64_t gen;		/* bumped at every allocation: resets the channel's progress */
+	uint64_t runlist;	/* engine that runs it; < nr_engines */
+	uint64_t pdb;		/* VF-physical VRAM address of the level-0 page table */
+	uint64_t gpfifo_va;	/* GPU VA of the GP ring, 8-byte aligned */
+	uint64_t gpfifo_entries;/* power of two, 2..65536 */
+	uint64_t userd_aper;	/* VGPU_APER_VRAM or VGPU_APER_SYS */
+	uint64_t userd_addr;	/* VF-physical VRAM address or IOVA, 64-byte aligned */
+};
+
+/* Scheduling policies (values follow NVIDIA's ctrl2080fifo.h numbering). */
+enum gpu_sched_policy {
+	GPU_SCHED_BEST_EFFORT = 2,	/* round robin over functions with work; idle ones skipped */
+	GPU_SCHED_EQUAL_SHARE = 3,	/* equal slices for every enabled function, reserved */
+	GPU_SCHED_FIXED_SHARE = 4,	/* period * weight/1000 per enabled function, reserved */
+};
+
+struct gpu_priv_sched_fn {
+	uint64_t enabled;		/* takes part in time-slicing */
+	uint64_t quantum_ns;		/* best effort: this function's slice; 0 = 2 ms */
+	uint64_t preempt_timeout_ns;	/* 0 = 100 ms */
+	uint64_t weight;		/* fixed share: per-mille of the period */
+};
+
+struct gpu_priv_fn {
+	uint64_t seq;			/* odd while the GSP writes this record */
+	uint64_t part_base;		/* device VRAM offset of the slice */
+	uint64_t part_size;		/* quota: VF-physical VRAM is [0, part_size); 0 = none */
+	struct gpu_priv_sched_fn sched;
+	uint64_t runlist[GPU_MAX_ENGINES];	/* bitmap of resident channels per engine */
+	struct gpu_priv_chan chans[GPU_FN_MAX_CHANNELS];
+};
+
+struct gpu_priv_shared {
+	uint64_t magic;			/* GPU_PRIV_MAGIC */
+	uint64_t version;		/* GPU_PRIV_VERSION */
+	uint64_t nr_fns;
+	uint64_t nr_engines;
+	uint64_t vram_size;
+	uint64_t gen;			/* bumped after every write */
+	uint64_t sched_seq;		/* guards the three words below */
+	uint64_t sched_policy;		/* enum gpu_sched_policy */
+	uint64_t sched_quantum_ns;	/* equal share slice; 0 = 2 ms */
+	uint64_t sched_period_ns;	/* fixed share period; 0 = 10 ms */
+	uint64_t reserved[6];
+	struct gpu_priv_fn fns[GPU_MAX_FNS];
+};
+
+/* ==== device =================================================================================*/
+struct gpu_config {
+	uint64_t vram_size;		/* bytes, multiple of 2 MiB; 0 = GPU_DEFAULT_VRAM */
+	unsigned int nr_vfs;		/* 0..63 */
+	unsigned int nr_engines;	/* worker threads, 1..GPU_MAX_ENGINES; 0 = 1 */
+	uint64_t spin_ns;		/* idle engines spin this long before sleeping; 0 = 50 us */
+	uint64_t scan_period_ns;	/* GP_PUT vs GP_GET scan of resident channels; 0 = 1 ms */
+	struct iommu *iommu;		/* system aperture (requester id = function number);
+					 * NULL: every system-memory access faults */
+};
+
+/* Create a GPU: reserves the VRAM range, creates the privileged region and doorbell pages
+ * and starts the engine threads. 0, -EINVAL (bad config) or -ENOMEM / -errno. */
+int gpu_create(const struct gpu_config *cfg, struct gpu **out);
+/* Stop the engines and release everything; NULL is a no-op. */
+void gpu_destroy(struct gpu *g);
+
+/* Number of functions (1 + nr_vfs) and engines. */
+unsigned int gpu_nr_fns(const struct gpu *g);
+unsigned int gpu_nr_engines(const struct gpu *g);
+
+/* ---- VRAM ---- */
+/* Device VRAM size in bytes. */
+uint64_t gpu_vram_size(const struct gpu *g);
+/* Host address of device VRAM offset @off (for the host RM and tests); NULL if out of range. */
+void *gpu_vram_ptr(struct gpu *g, uint64_t off, uint64_t len);
+/* Host address of function @fn's VF-physical [pa, pa+len) via the current partition
+ * table; NULL if any byte lies outside the slice. */
+void *gpu_fn_vram_ptr(struct gpu *g, unsigned int fn, uint64_t pa, uint64_t len);
+/* Back device VRAM [off, off+size) with its own memfd (@fd, or a new one if -1) mapped at
+ * that offset, so it can be handed to a guest. 2 MiB aligned; -EEXIST if @fn already has
+ * a slice, -EBUSY if the range overlaps another slice. The model keeps its own fd. */
+int gpu_vram_slice_map(struct gpu *g, unsigned int fn, uint64_t off, uint64_t size, int fd);
+/* Scrub and drop @fn's slice memfd; the range returns to the device memfd. */
+int gpu_vram_slice_unmap(struct gpu *g, unsigned int fn);
+/* The memfd backing @fn's slice (owned by the model: dup it to keep), or -ENOENT. */
+int gpu_vram_slice_fd(struct gpu *g, unsigned int fn);
+/* Zero device VRAM [off, off+size) by punching holes (page aligned): frees host RAM. */
+int gpu_vram_scrub(struct gpu *g, uint64_t off, uint64_t size);
+/* Host RAM in bytes currently backing VRAM (device memfd plus slices). */
+uint64_t gpu_vram_resident(struct gpu *g);
+
+/* ---- privileged state (the GSP's interface) ---- */
+/* memfd of the privileged region (owned by the model; map with mmap). */
+int gpu_priv_fd(const struct gpu *g);
+/* The writer handle for in-process use (tests, an in-process GSP). */
+struct gpu_priv *gpu_priv_get(struct gpu *g);
+/* Map the privileged region @fd for writing (in the GSP process). 0 or -errno. */
+int gpu_priv_open(int fd, struct gpu_priv **out);
+/* Unmap a handle from gpu_priv_open(). */
+void gpu_priv_close(struct gpu_priv *p);
+/* Read-only view of the layout (reads must tolerate concurrent writes: use the seq). */
+const struct gpu_priv_shared *gpu_priv_shared(const struct gpu_priv *p);
+/* Give @fn VF-physical [0, size) at device VRAM @base. 2 MiB aligned, inside VRAM, not
+ * overlapping another function: else -EINVAL / -EBUSY. size 0 clears the partition. */
+int gpu_priv_partition_set(struct gpu_priv *p, unsigned int fn, uint64_t base, uint64_t size);
+/* Allocate channel @chid of @fn with @cfg (flags may hold GPU_CHAN_REPLAYABLE; gen and
+ * ALLOCATED are set here). Disabled and non-resident until enabled / put in a runlist.
+ * -EINVAL on bad geometry, -EEXIST if allocated. */
+int gpu_priv_chan_alloc(struct gpu_priv *p, unsigned int fn, unsigned int chid,
+			const struct gpu_priv_chan *cfg);
+/* Enable or disable an allocated channel. -ENOENT if not allocated. */
+int gpu_priv_chan_enable(struct gpu_priv *p, unsigned int fn, unsigned int chid, bool on);
+/* Free a channel and drop it from its runlist. -ENOENT if not allocated. */
+int gpu_priv_chan_free(struct gpu_priv *p, unsigned int fn, unsigned int chid);
+/* Set the resident channels of @fn's runlist @rl (a bitmap of chids, each allocated on
+ * that runlist, else -EINVAL). */
+int gpu_priv_runlist_set(struct gpu_priv *p, unsigned int fn, unsigned int rl, uint64_t chans);
+/* Device-wide policy and its slice / period (0 = default). -EINVAL on unknown policy. */
+int gpu_priv_sched_set(struct gpu_priv *p, enum gpu_sched_policy policy,
+		       uint64_t quantum_ns, uint64_t period_ns);
+/* Per-function scheduling settings. -EINVAL if weights would exceed 1000 in total. */
+int gpu_priv_sched_fn_set(struct gpu_priv *p, unsigned int fn,
+			  const struct gpu_priv_sched_fn *s);
+
+/* ---- doorbells ---- */
+/* The function's doorbell page (the guest maps the same page of gpu_doorbell_fd()). */
+struct vgpu_doorbell_page *gpu_doorbell_page(struct gpu *g, unsigned int fn);
+/* memfd holding the doorbell pages, page @fn at offset fn * 4096. */
+int gpu_doorbell_fd(const struct gpu *g);
+/* The function's kick eventfd, written by a submitter that saw the engines asleep. */
+int gpu_doorbell_kick_fd(const struct gpu *g, unsigned int fn);
+/* Post @token to @fn's doorbell and kick if needed: the in-process submitter's path. */
+void gpu_doorbell_ring(struct gpu *g, unsigned int fn, uint32_t token);
+
+struct gpu_db_stats {
+	uint64_t rung;		/* tokens consumed */
+	uint64_t accepted;	/* tokens that named a usable channel */
+	uint64_t invalid;	/* bad runlist or chid, free channel, or another runlist */
+	uint64_t disabled;	/* channel allocated but disabled */
+	uint64_t non_resident;	/* accepted while not resident: left pending */
+	uint64_t spurious;	/* GP_PUT unchanged */
+	uint64_t bad_put;	/* GP_PUT beyond the ring */
+	uint64_t backwards;	/* GP_PUT moved backwards */
+	uint64_t scan_found;	/* work found by the periodic scan, not by a doorbell */
+	uint64_t overruns;	/* tokens lost to a lapped doorbell ring */
+	uint64_t last_seen_ns;	/* when the device last consumed a token (vgpu_now_ns) */
+};
+/* Doorbell counters of @fn. */
+void gpu_db_stats(struct gpu *g, unsigned int fn, struct gpu_db_stats *out);
+
+/* ---- channels ---- */
+enum gpu_chan_state {
+	GPU_CHAN_STATE_FREE,
+	GPU_CHAN_STATE_IDLE,		/* allocated, nothing pending */
+	GPU_CHAN_STATE_BUSY,		/* has work (pending, running or waiting on a semaphore) */
+	GPU_CHAN_STATE_FAULTED,		/* stalled on a replayable fault */
+	GPU_CHAN_STATE_ERROR,
+};
+struct gpu_chan_status {
+	enum gpu_chan_state state;
+	enum vgpu_chan_error error;
+	uint32_t gp_get;
+	uint64_t methods;		/* methods executed */
+};
+/* Status of @fn's channel @chid. -EINVAL on bad ids. */
+int gpu_chan_status(struct gpu *g, unsigned int fn, unsigned int chid, struct gpu_chan_status *out);
+
+/* ---- MMU ---- */
+/* Drop @fn's TLB entries overlapping [va, va+size) in every engine (size 0: all). */
+void gpu_tlb_invalidate(struct gpu *g, unsigned int fn, uint64_t va, uint64_t size);
+/* Translate @va for @fn with page directory @pdb as an engine would (no TLB); for tests and
+ * debugging. On success *aper is VGPU_GMMU_APER_*, *addr the device VRAM offset or IOVA,
+ * *page_size the leaf size. Returns 0 or a positive enum vgpu_fault_reason. */
+int gpu_mmu_translate(struct gpu *g, unsigned int fn, uint64_t pdb, uint64_t va, int access,
+		      uint64_t *aper, uint64_t *addr, uint64_t *page_size);
+/* Take the oldest fault entry of @fn. 0, or -EAGAIN if the buffer is empty. */
+int gpu_fault_pop(struct gpu *g, unsigned int fn, struct vgpu_fault_entry *out);
+/* Invalidate @fn's TLBs and resume its channels stalled on replayable faults. */
+void gpu_fault_replay(struct gpu *g, unsigned int fn);
+/* Put a stalled channel into its error state instead (-EINVAL if it is not stalled). */
+int gpu_fault_cancel(struct gpu *g, unsigned int fn, unsigned int chid);
+
+/* ---- interrupts ---- */
+/* eventfd signalled when @fn's interrupt status gains a bit. */
+int gpu_intr_fd(const struct gpu *g, unsigned int fn);
+/* Read and clear @fn's interrupt status bits in @mask (VGPU_INTR_*). */
+uint32_t gpu_intr_ack(struct gpu *g, unsigned int fn, uint32_t mask);
+
+/* ---- scheduler telemetry: the fields of NVIDIA's SW-runlist log, per function ---- */
+struct gpu_sched_stats {
+	uint64_t run_ns;		/* time the function ran on an engine */
+	uint64_t preempt_ns;		/* time from slice expiry to switch-out */
+	uint64_t idle_ns;		/* time in its own reserved slice with nothing to run */
+	uint64_t target_slice_ns;	/* slice it is given now */
+	uint64_t slices;		/* slices granted */
+	uint64_t preempt_timeouts;	/* channels errored for not yielding */
+};
+/* Telemetry of @fn summed over engines. */
+void gpu_sched_stats(struct gpu *g, unsigned int fn, struct gpu_sched_stats *out);
+
+#endif

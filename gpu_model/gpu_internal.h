@@ -1,0 +1,243 @@
+/* gpu_model internals shared by the model's files; not for other modules. */
+#ifndef VGPU_GPU_MODEL_INTERNAL_H
+#define VGPU_GPU_MODEL_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "common/lock.h"
+#include "gpu_model/gpu.h"
+
+#define GPU_TLB_WAYS		128	/* direct-mapped entries per page size */
+#define GPU_INVAL_QUEUE		16
+#define GPU_FAULT_BUF		256
+#define GPU_GP_CACHE		16	/* GP entries fetched at once */
+#define GPU_CHAN_BATCH		256	/* GP entries per turn before re-polling doorbells */
+#define GPU_CHUNK_BYTES		(256u << 10)	/* copy/fill work between preemption checks */
+#define GPU_DEFAULT_QUANTUM	(2 * VGPU_NSEC_PER_MSEC)
+#define GPU_DEFAULT_PERIOD	(10 * VGPU_NSEC_PER_MSEC)
+#define GPU_DEFAULT_PREEMPT_TO	(100 * VGPU_NSEC_PER_MSEC)
+#define GPU_DEFAULT_SEM_TO	VGPU_NSEC_PER_SEC
+#define GPU_ACQ_POLL_NS		(50 * VGPU_NSEC_PER_USEC)
+
+/* ---- privileged region access (priv.c) ---- */
+struct gpu_priv {
+	struct gpu_priv_shared *sh;	/* writable mapping */
+	bool owned;			/* from gpu_priv_open(): unmap on close */
+	struct vgpu_mutex lock;		/* one writer at a time in this process */
+};
+
+/* Consistent copy of function @fn's record; false only if @fn is out of range. */
+bool gpu_priv_snapshot_fn(const struct gpu_priv_shared *sh, unsigned int fn, struct gpu_priv_fn *out);
+/* Consistent copy of the scheduler words. */
+void gpu_priv_snapshot_sched(const struct gpu_priv_shared *sh, uint64_t *policy,
+			     uint64_t *quantum, uint64_t *period);
+/* Write the initial layout into a fresh region. */
+void gpu_priv_format(struct gpu_priv_shared *sh, unsigned int nr_fns, unsigned int nr_engines,
+		     uint64_t vram_size);
+
+/* ---- TLB (mmu.c) ---- */
+struct gpu_tlb_entry {
+	uint64_t va;			/* page-aligned VA; valid iff size != 0 */
+	uint64_t size;
+	uint64_t pdb;
+	uint64_t addr;			/* device VRAM offset or IOVA of the page */
+	uint64_t pte;			/* flags of the leaf */
+	unsigned int fn;
+};
+
+struct gpu_inval {
+	unsigned int fn;
+	uint64_t va, size;		/* size 0: all of fn's entries */
+};
+
+struct gpu_tlb {
+	struct gpu_tlb_entry e[3][GPU_TLB_WAYS];	/* 4K, 64K, 2M */
+	atomic_uint pending;		/* invalidations queued by other threads */
+	struct vgpu_spinlock qlock;	/* protects q[], nq, overflow */
+	struct gpu_inval q[GPU_INVAL_QUEUE];
+	unsigned int nq;
+	bool overflow;
+};
+
+/* ---- channels ---- */
+enum gpu_run_result {
+	GPU_RUN_EMPTY,		/* nothing to do */
+	GPU_RUN_PROGRESS,	/* did work, may have more */
+	GPU_RUN_BLOCKED,	/* waiting on a semaphore */
+	GPU_RUN_STOPPED,	/* faulted or errored */
+};
+
+struct gpu_chan {
+	struct gpu_priv_chan cfg;	/* snapshot taken when the engine picks it */
+	uint64_t cfg_gen;		/* allocation the runtime below belongs to */
+	bool running;			/* an engine executes it (g->lock) */
+	/* runtime, owned by the engine while running */
+	uint32_t gp_get, gp_put;	/* gp_put: last valid GP_PUT seen */
+	uint32_t gp_cache_idx, gp_cache_n;
+	uint64_t gp_cache[GPU_GP_CACHE];
+	bool seg_active;
+	uint64_t seg_va;
+	uint32_t seg_len, seg_off;	/* dwords */
+	uint64_t progress;		/* bytes or elements of the current method done */
+	uint64_t acc;			/* partial result of a resumable reduction */
+	bool acq_waiting;
+	uint64_t acq_deadline;
+	bool userd_dirty;		/* gp_get not yet written back */
+	uint64_t retry_at;		/* blocked on a semaphore: poll again then (g->lock) */
+	/* read by other threads */
+	atomic_int state;		/* enum gpu_chan_state */
+	atomic_int error;		/* enum vgpu_chan_error */
+	atomic_uint_fast64_t methods;
+	atomic_uint pub_gp_get;
+};
+
+struct gpu_db_counters {
+	atomic_uint_fast64_t rung, accepted, invalid, disabled, non_resident, spurious, bad_put,
+		backwards, scan_found, overruns;
+};
+
+struct gpu_fn {
+	unsigned int id;
+	struct gpu_priv_fn cfg;		/* snapshot (g->lock) */
+	uint64_t cfg_seq;
+	struct gpu_chan chans[GPU_FN_MAX_CHANNELS];
+	atomic_uint_fast64_t pending;	/* doorbell pending bitmap of chids */
+	/* doorbell */
+	struct vgpu_doorbell_page *db;
+	int kick_fd;
+	uint32_t db_stuck_tail;		/* empty slot seen at this tail... */
+	uint64_t db_stuck_since;	/* ...since then (0: none) */
+	struct gpu_db_counters dbc;
+	atomic_uint_fast64_t db_seen_ns;	/* when a token was last consumed */
+	/* interrupts */
+	atomic_uint intr;
+	int intr_fd;
+	/* fault buffer */
+	struct vgpu_spinlock fault_lock;	/* protects faults[], fhead, fcount */
+	struct vgpu_fault_entry faults[GPU_FAULT_BUF];
+	unsigned int fhead, fcount;
+	/* VRAM slice backing (vram_lock) */
+	int slice_fd;
+	uint64_t slice_off, slice_size;
+	/* telemetry per engine (g->lock) */
+	struct gpu_sched_stats tel[GPU_MAX_ENGINES];
+	unsigned int next_chan[GPU_MAX_ENGINES];
+};
+
+struct gpu_engine {
+	struct gpu *g;
+	unsigned int id;
+	pthread_t thread;
+	int wake_fd;
+	int epfd;
+	atomic_bool asleep;
+	atomic_bool poked;		/* work was routed here: do not go to sleep */
+	struct gpu_tlb tlb;
+	/* scheduler state (g->lock) */
+	int cur_fn;			/* function owning the slice, -1 none */
+	uint64_t slot_start, slot_end;
+	unsigned int rr_fn;
+	uint64_t next_scan;
+	uint64_t idle_from;		/* idle inside cur_fn's reserved slice since (0: not) */
+};
+
+struct gpu {
+	struct gpu_config cfg;
+	unsigned int nr_fns;
+	/* VRAM: one reserved range; the device memfd, slices overlaid on it */
+	uint8_t *vram;
+	uint64_t vram_size;
+	int vram_fd;
+	struct vgpu_mutex vram_lock;	/* protects the slice fields of fns[] */
+	/* privileged region: model's read-only view, and the in-process writer */
+	int priv_fd;
+	const struct gpu_priv_shared *priv;
+	struct gpu_priv *priv_writer;
+	atomic_uint_fast64_t priv_gen_seen;	/* written under g->lock */
+	uint64_t sched_policy, sched_quantum, sched_period;	/* g->lock */
+	/* doorbell pages */
+	int db_fd;
+	uint8_t *db_pages;
+	struct vgpu_mutex lock;		/* the model lock: snapshots, scheduling, channel picks */
+	atomic_bool stop;
+	struct gpu_engine engines[GPU_MAX_ENGINES];
+	unsigned int nr_engines;
+	struct gpu_fn fns[GPU_MAX_FNS];
+};
+
+/* ---- execution context of one channel turn ---- */
+struct gpu_ctx {
+	struct gpu *g;
+	struct gpu_engine *e;
+	struct gpu_fn *f;
+	struct gpu_chan *c;
+	unsigned int chid;
+	uint64_t part_base, part_size;
+	uint64_t slot_end;
+	/* one-entry translation cache for VRAM pages, valid during this turn */
+	uint64_t mc_va, mc_size, mc_addr, mc_pte;
+	/* last fault */
+	uint64_t fault_va;
+	int fault_reason, fault_access;
+};
+
+/* Result of translating one VA. */
+struct gpu_xlate {
+	uint64_t aper;			/* VGPU_GMMU_APER_VRAM / _SYS */
+	uint64_t addr;			/* device VRAM offset (VRAM) or IOVA (SYS) of va */
+	uint64_t avail;			/* bytes from va to the end of its page */
+	uint64_t pte;
+};
+
+/* priv.c */
+void gpu_priv_sync_locked(struct gpu *g);
+
+/* vram.c */
+int gpu_vram_init(struct gpu *g, uint64_t size);
+void gpu_vram_fini(struct gpu *g);
+
+/* mmu.c */
+int gpu_mmu_walk(struct gpu *g, uint64_t part_base, uint64_t part_size, uint64_t pdb,
+		 uint64_t va, int access, struct gpu_xlate *x, uint64_t *page_size);
+int gpu_ctx_xlate(struct gpu_ctx *ctx, uint64_t va, int access, struct gpu_xlate *x);
+void gpu_tlb_process(struct gpu_ctx *ctx);
+void gpu_fault_record(struct gpu_ctx *ctx, bool replayable);
+void gpu_tlb_invalidate_from(struct gpu_ctx *ctx, uint64_t va, uint64_t size);
+
+/* mem.c: 0 or a positive enum vgpu_fault_reason (fault details left in ctx) */
+int gpu_va_read(struct gpu_ctx *ctx, uint64_t va, void *buf, uint64_t len);
+int gpu_va_write(struct gpu_ctx *ctx, uint64_t va, const void *buf, uint64_t len);
+/* Physical access for USERD: 0 or -EFAULT. */
+int gpu_phys_rw(struct gpu *g, unsigned int fn, uint64_t part_base, uint64_t part_size,
+		uint64_t aper, uint64_t addr, void *buf, uint64_t len, bool write);
+int gpu_sys_rw(struct gpu *g, unsigned int fn, uint64_t iova, void *buf, uint64_t len, bool write);
+/* Atomic 32/64-bit load/store at a VA (semaphores, USERD): 0 or a fault reason. */
+int gpu_va_load(struct gpu_ctx *ctx, uint64_t va, unsigned int size, uint64_t *val);
+int gpu_va_store(struct gpu_ctx *ctx, uint64_t va, unsigned int size, uint64_t val);
+
+/* pbdma.c */
+enum gpu_run_result gpu_chan_run(struct gpu_ctx *ctx);
+void gpu_chan_reset_runtime(struct gpu_chan *c);
+void gpu_chan_set_error(struct gpu *g, struct gpu_fn *f, struct gpu_chan *c,
+			uint64_t part_base, uint64_t part_size, enum vgpu_chan_error err,
+			uint32_t method);
+int gpu_userd_read_put(struct gpu *g, struct gpu_fn *f, struct gpu_chan *c,
+		       uint64_t part_base, uint64_t part_size, uint32_t *put);
+
+/* doorbell.c */
+void gpu_doorbell_drain_locked(struct gpu *g, struct gpu_engine *self);
+bool gpu_doorbell_any(struct gpu *g);
+void gpu_doorbell_set_sleeping(struct gpu *g, int delta);
+void gpu_engine_wake(struct gpu_engine *e);
+
+/* gpu.c */
+void gpu_intr_raise(struct gpu *g, struct gpu_fn *f, uint32_t bits);
+
+/* sched.c */
+void *gpu_engine_main(void *arg);
+
+#endif

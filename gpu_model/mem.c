@@ -1,0 +1,155 @@
+/* Engine memory access: GPU VAs through the GMMU, physical addresses for USERD, and the
+ * system aperture through the function's IOMMU domain. Faults come back as a positive
+ * enum vgpu_fault_reason with the details left in the context. */
+#include <errno.h>
+#include <string.h>
+
+#include "gpu_model/gpu_internal.h"
+#include "iommu_model/iommu.h"
+
+/* The function's requester id is its number (iommu_model: 0 = PF, 1..63 = VFs); the
+ * IOMMU logs the fault in its own per-function log as well. */
+int gpu_sys_rw(struct gpu *g, unsigned int fn, uint64_t iova, void *buf, uint64_t len, bool write)
+{
+	if (!g->cfg.iommu)
+		return -EFAULT;
+	return write ? iommu_dma_write(g->cfg.iommu, fn, iova, buf, len)
+		     : iommu_dma_read(g->cfg.iommu, fn, iova, buf, len);
+}
+
+int gpu_va_read(struct gpu_ctx *ctx, uint64_t va, void *buf, uint64_t len)
+{
+	struct gpu_xlate x;
+	uint8_t *p = buf;
+	int ret;
+
+	while (len) {
+		ret = gpu_ctx_xlate(ctx, va, VGPU_ACCESS_READ, &x);
+		if (ret)
+			return ret;
+		uint64_t n = vgpu_min(len, x.avail);
+
+		if (x.aper == VGPU_GMMU_APER_VRAM)
+			memcpy(p, ctx->g->vram + x.addr, n);
+		else if (gpu_sys_rw(ctx->g, ctx->f->id, x.addr, p, n, false))
+			goto iommu_fault;
+		p += n;
+		va += n;
+		len -= n;
+	}
+	return 0;
+iommu_fault:
+	ctx->fault_va = va;
+	ctx->fault_access = VGPU_ACCESS_READ;
+	ctx->fault_reason = VGPU_FAULT_IOMMU;
+	return VGPU_FAULT_IOMMU;
+}
+
+int gpu_va_write(struct gpu_ctx *ctx, uint64_t va, const void *buf, uint64_t len)
+{
+	const uint8_t *p = buf;
+	struct gpu_xlate x;
+	int ret;
+
+	while (len) {
+		ret = gpu_ctx_xlate(ctx, va, VGPU_ACCESS_WRITE, &x);
+		if (ret)
+			return ret;
+		uint64_t n = vgpu_min(len, x.avail);
+
+		if (x.aper == VGPU_GMMU_APER_VRAM)
+			memcpy(ctx->g->vram + x.addr, p, n);
+		else if (gpu_sys_rw(ctx->g, ctx->f->id, x.addr, (void *)p, n, true))
+			goto iommu_fault;
+		p += n;
+		va += n;
+		len -= n;
+	}
+	return 0;
+iommu_fault:
+	ctx->fault_va = va;
+	ctx->fault_access = VGPU_ACCESS_WRITE;
+	ctx->fault_reason = VGPU_FAULT_IOMMU;
+	return VGPU_FAULT_IOMMU;
+}
+
+/* Semaphores are naturally aligned, so one translation covers them. */
+int gpu_va_load(struct gpu_ctx *ctx, uint64_t va, unsigned int size, uint64_t *val)
+{
+	struct gpu_xlate x;
+	uint32_t v32 = 0;
+	int ret = gpu_ctx_xlate(ctx, va, VGPU_ACCESS_READ, &x);
+
+	if (ret)
+		return ret;
+	if (x.aper == VGPU_GMMU_APER_VRAM) {
+		uint8_t *p = ctx->g->vram + x.addr;
+
+		*val = size == 8 ? __atomic_load_n((uint64_t *)p, __ATOMIC_ACQUIRE)
+				 : __atomic_load_n((uint32_t *)p, __ATOMIC_ACQUIRE);
+		return 0;
+	}
+	*val = 0;
+	if (gpu_sys_rw(ctx->g, ctx->f->id, x.addr, size == 8 ? (void *)val : (void *)&v32, size, false)) {
+		ctx->fault_va = va;
+		ctx->fault_access = VGPU_ACCESS_READ;
+		return ctx->fault_reason = VGPU_FAULT_IOMMU;
+	}
+	if (size == 4)
+		*val = v32;
+	return 0;
+}
+
+int gpu_va_store(struct gpu_ctx *ctx, uint64_t va, unsigned int size, uint64_t val)
+{
+	struct gpu_xlate x;
+	uint32_t v32 = (uint32_t)val;
+	int ret = gpu_ctx_xlate(ctx, va, VGPU_ACCESS_WRITE, &x);
+
+	if (ret)
+		return ret;
+	if (x.aper == VGPU_GMMU_APER_VRAM) {
+		uint8_t *p = ctx->g->vram + x.addr;
+
+		if (size == 8)
+			__atomic_store_n((uint64_t *)p, val, __ATOMIC_RELEASE);
+		else
+			__atomic_store_n((uint32_t *)p, v32, __ATOMIC_RELEASE);
+		return 0;
+	}
+	if (gpu_sys_rw(ctx->g, ctx->f->id, x.addr, size == 8 ? (void *)&val : (void *)&v32, size, true)) {
+		ctx->fault_va = va;
+		ctx->fault_access = VGPU_ACCESS_WRITE;
+		return ctx->fault_reason = VGPU_FAULT_IOMMU;
+	}
+	return 0;
+}
+
+/* USERD words are shared with a submitter polling them: 4/8-byte aligned accesses are atomic. */
+int gpu_phys_rw(struct gpu *g, unsigned int fn, uint64_t part_base, uint64_t part_size,
+		uint64_t aper, uint64_t addr, void *buf, uint64_t len, bool write)
+{
+	uint8_t *p;
+
+	if (aper == VGPU_APER_SYS)
+		return gpu_sys_rw(g, fn, addr, buf, len, write);
+	if (addr > part_size || len > part_size - addr)
+		return -EFAULT;
+	p = g->vram + part_base + addr;
+	if (len == 4 && !(addr % 4)) {
+		if (write)
+			__atomic_store_n((uint32_t *)p, *(uint32_t *)buf, __ATOMIC_RELEASE);
+		else
+			*(uint32_t *)buf = __atomic_load_n((uint32_t *)p, __ATOMIC_ACQUIRE);
+	} else if (len == 8 && !(addr % 8)) {
+		if (write)
+			__atomic_store_n((uint64_t *)p, *(uint64_t *)buf, __ATOMIC_RELEASE);
+		else
+			*(uint64_t *)buf = __atomic_load_n((uint64_t *)p, __ATOMIC_ACQUIRE);
+	} else if (write) {
+		memcpy(p, buf, len);
+	} else {
+		memcpy(buf, p, len);
+	}
+	return 0;
+}

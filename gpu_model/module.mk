@@ -1,0 +1,5 @@
+MODULES += gpu_model
+gpu_model_DIR := gpu_model
+gpu_model_DEPS := iommu_model common
+gpu_model_LDLIBS :=
+gpu_model_TSAN_TESTS := test_gpu_doorbell test_gpu_errors

@@ -1,0 +1,520 @@
+/* Host/PBDMA: fetches GP entries and pushbuffer methods of one channel and executes them
+ * (copy, compute and semaphore engines share this path). Every method is restartable: its
+ * progress lives in the channel, so a preemption or a replayable fault resumes it where
+ * it stopped. */
+#include <errno.h>
+#include <string.h>
+
+#include "common/bitops.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "gpu_model/gpu_internal.h"
+
+enum mres {
+	M_DONE,
+	M_YIELD,	/* slice over mid-method; progress kept */
+	M_BLOCKED,	/* semaphore not yet satisfied */
+	M_FAULT,	/* access fault, details in ctx */
+	M_ERROR,	/* channel error already raised */
+};
+
+static const int method_nargs[VGPU_M_NR] = {
+	[VGPU_M_NOP] = -1,		[VGPU_M_SEM_RELEASE] = 5,	[VGPU_M_SEM_ACQUIRE] = 6,
+	[VGPU_M_COPY] = 6,		[VGPU_M_FILL] = 5,		[VGPU_M_MMU_INVALIDATE] = 5,
+	[VGPU_M_TIMESTAMP] = 2,		[VGPU_M_REDUCE_ADD_U32] = 5,	[VGPU_M_AXPY_F32] = 6,
+};
+
+static uint64_t u64_of(const uint32_t *a)
+{
+	return (uint64_t)a[0] | (uint64_t)a[1] << 32;
+}
+
+void gpu_chan_reset_runtime(struct gpu_chan *c)
+{
+	c->gp_get = c->gp_put = 0;
+	c->gp_cache_idx = c->gp_cache_n = 0;
+	c->seg_active = false;
+	c->progress = c->acc = 0;
+	c->acq_waiting = false;
+	c->userd_dirty = false;
+	atomic_store(&c->state, GPU_CHAN_STATE_IDLE);
+	atomic_store(&c->error, VGPU_CHAN_OK);
+	atomic_store(&c->methods, 0);
+	atomic_store(&c->pub_gp_get, 0);
+}
+
+int gpu_userd_read_put(struct gpu *g, struct gpu_fn *f, struct gpu_chan *c,
+		       uint64_t part_base, uint64_t part_size, uint32_t *put)
+{
+	return gpu_phys_rw(g, f->id, part_base, part_size, c->cfg.userd_aper,
+			   c->cfg.userd_addr + VGPU_USERD_GP_PUT, put, 4, false);
+}
+
+static void userd_write32(struct gpu *g, struct gpu_fn *f, struct gpu_chan *c, uint64_t pb,
+			  uint64_t ps, uint32_t off, uint32_t v)
+{
+	gpu_phys_rw(g, f->id, pb, ps, c->cfg.userd_aper, c->cfg.userd_addr + off, &v, 4, true);
+}
+
+/* Error notifier: the USERD error block (error word last), the interrupt, the state. */
+void gpu_chan_set_error(struct gpu *g, struct gpu_fn *f, struct gpu_chan *c,
+			uint64_t part_base, uint64_t part_size, enum vgpu_chan_error err,
+			uint32_t method)
+{
+	uint64_t now = vgpu_now_ns();
+
+	atomic_store(&c->error, err);
+	atomic_store(&c->state, GPU_CHAN_STATE_ERROR);
+	atomic_fetch_and(&f->pending, ~VGPU_BIT(c - f->chans));
+	userd_write32(g, f, c, part_base, part_size, 0x48, c->gp_get);
+	userd_write32(g, f, c, part_base, part_size, 0x4c, method);
+	userd_write32(g, f, c, part_base, part_size, 0x50, (uint32_t)now);
+	userd_write32(g, f, c, part_base, part_size, 0x54, (uint32_t)(now >> 32));
+	userd_write32(g, f, c, part_base, part_size, VGPU_USERD_ERROR, err);
+	gpu_intr_raise(g, f, VGPU_INTR_CHAN_ERROR);
+	vgpu_info("gpu: function %u channel %td: error %d at GP %u", f->id, c - f->chans, err,
+		  c->gp_get);
+}
+
+static enum mres ctx_error(struct gpu_ctx *ctx, enum vgpu_chan_error err, uint32_t method)
+{
+	gpu_chan_set_error(ctx->g, ctx->f, ctx->c, ctx->part_base, ctx->part_size, err, method);
+	return M_ERROR;
+}
+
+/* A method's access faulted: stall for replay, or error the channel. */
+static enum mres ctx_fault(struct gpu_ctx *ctx, uint32_t method)
+{
+	bool replayable = ctx->c->cfg.flags & GPU_CHAN_REPLAYABLE;
+
+	gpu_fault_record(ctx, replayable);
+	if (replayable) {
+		atomic_store(&ctx->c->state, GPU_CHAN_STATE_FAULTED);
+		return M_FAULT;
+	}
+	return ctx_error(ctx, ctx->fault_reason == VGPU_FAULT_IOMMU ? VGPU_CHAN_ERR_IOMMU_FAULT
+								   : VGPU_CHAN_ERR_MMU_FAULT, method);
+}
+
+static bool slice_over(struct gpu_ctx *ctx)
+{
+	return vgpu_now_ns() >= ctx->slot_end;
+}
+
+/* ---- methods ---- */
+
+static enum mres m_sem_release(struct gpu_ctx *ctx, const uint32_t *a)
+{
+	uint64_t va = u64_of(a), flags = a[4];
+	unsigned int size = flags & VGPU_SEM_64 ? 8 : 4;
+
+	if (va % size || flags & ~(uint64_t)(VGPU_SEM_64 | VGPU_SEM_INTR))
+		return ctx_error(ctx, VGPU_CHAN_ERR_METHOD_ARGS, VGPU_M_SEM_RELEASE);
+	if (gpu_va_store(ctx, va, size, u64_of(a + 2)))
+		return M_FAULT;
+	if (flags & VGPU_SEM_INTR)
+		gpu_intr_raise(ctx->g, ctx->f, VGPU_INTR_SEMAPHORE);
+	return M_DONE;
+}
+
+static enum mres m_sem_acquire(struct gpu_ctx *ctx, const uint32_t *a)
+{
+	struct gpu_chan *c = ctx->c;
+	uint64_t va = u64_of(a), want = u64_of(a + 2), flags = a[4], val;
+	unsigned int size = flags & VGPU_SEM_64 ? 8 : 4;
+	bool ok;
+
+	if (va % size || flags & ~(uint64_t)(VGPU_SEM_64 | VGPU_SEM_EQ))
+		return ctx_error(ctx, VGPU_CHAN_ERR_METHOD_ARGS, VGPU_M_SEM_ACQUIRE);
+	if (!c->acq_waiting) {
+		c->acq_deadline = vgpu_now_ns() + (a[5] ? a[5] * VGPU_NSEC_PER_USEC : GPU_DEFAULT_SEM_TO);
+		c->acq_waiting = true;
+	}
+	if (gpu_va_load(ctx, va, size, &val))
+		return M_FAULT;
+	if (size == 4)
+		want &= 0xffffffffu;
+	ok = flags & VGPU_SEM_EQ ? val == want : val >= want;
+	if (ok) {
+		c->acq_waiting = false;
+		return M_DONE;
+	}
+	if (vgpu_now_ns() >= c->acq_deadline) {
+		c->acq_waiting = false;
+		return ctx_error(ctx, VGPU_CHAN_ERR_SEM_TIMEOUT, VGPU_M_SEM_ACQUIRE);
+	}
+	return M_BLOCKED;
+}
+
+/* One piece of a copy: both sides translated, at most one page of each. */
+static int copy_piece(struct gpu_ctx *ctx, uint64_t src, uint64_t dst, uint64_t *n)
+{
+	struct gpu *g = ctx->g;
+	struct gpu_xlate xs, xd;
+	static _Thread_local uint8_t bounce[64 << 10];
+	int ret;
+
+	ret = gpu_ctx_xlate(ctx, src, VGPU_ACCESS_READ, &xs);
+	if (!ret)
+		ret = gpu_ctx_xlate(ctx, dst, VGPU_ACCESS_WRITE, &xd);
+	if (ret)
+		return ret;
+	*n = vgpu_min(vgpu_min(*n, xs.avail), xd.avail);
+	if (xs.aper == VGPU_GMMU_APER_VRAM && xd.aper == VGPU_GMMU_APER_VRAM) {
+		memcpy(g->vram + xd.addr, g->vram + xs.addr, *n);
+		return 0;
+	}
+	if (xd.aper == VGPU_GMMU_APER_VRAM)
+		ret = gpu_sys_rw(g, ctx->f->id, xs.addr, g->vram + xd.addr, *n, false);
+	else if (xs.aper == VGPU_GMMU_APER_VRAM)
+		ret = gpu_sys_rw(g, ctx->f->id, xd.addr, g->vram + xs.addr, *n, true);
+	else {
+		*n = vgpu_min(*n, sizeof(bounce));
+		ret = gpu_sys_rw(g, ctx->f->id, xs.addr, bounce, *n, false);
+		if (!ret)
+			ret = gpu_sys_rw(g, ctx->f->id, xd.addr, bounce, *n, true);
+	}
+	if (ret) {
+		ctx->fault_va = xd.aper == VGPU_GMMU_APER_VRAM ? src : dst;
+		ctx->fault_access = xd.aper == VGPU_GMMU_APER_VRAM ? VGPU_ACCESS_READ : VGPU_ACCESS_WRITE;
+		return ctx->fault_reason = VGPU_FAULT_IOMMU;
+	}
+	return 0;
+}
+
+static enum mres m_copy(struct gpu_ctx *ctx, const uint32_t *a)
+{
+	struct gpu_chan *c = ctx->c;
+	uint64_t src = u64_of(a), dst = u64_of(a + 2), len = u64_of(a + 4), since = 0;
+
+	while (c->progress < len) {
+		uint64_t n = vgpu_min(len - c->progress, (uint64_t)GPU_CHUNK_BYTES);
+
+		if (copy_piece(ctx, src + c->progress, dst + c->progress, &n))
+			return M_FAULT;
+		c->progress += n;
+		since += n;
+		if (since >= GPU_CHUNK_BYTES && c->progress < len) {
+			since = 0;
+			if (slice_over(ctx))
+				return M_YIELD;
+		}
+	}
+	return M_DONE;
+}
+
+static void fill32(uint8_t *p, uint64_t n, uint32_t v)
+{
+	if (!v) {
+		memset(p, 0, n);
+		return;
+	}
+	for (uint64_t i = 0; i < n / 4; i++)
+		memcpy(p + i * 4, &v, 4);
+}
+
+static enum mres m_fill(struct gpu_ctx *ctx, const uint32_t *a)
+{
+	static _Thread_local uint8_t bounce[16 << 10];
+	struct gpu_chan *c = ctx->c;
+	uint64_t dst = u64_of(a), len = u64_of(a + 2), since = 0;
+	struct gpu_xlate x;
+
+	if (dst % 4 || len % 4)
+		return ctx_error(ctx, VGPU_CHAN_ERR_METHOD_ARGS, VGPU_M_FILL);
+	while (c->progress < len) {
+		uint64_t va = dst + c->progress, n = vgpu_min(len - c->progress, (uint64_t)GPU_CHUNK_BYTES);
+
+		if (gpu_ctx_xlate(ctx, va, VGPU_ACCESS_WRITE, &x))
+			return M_FAULT;
+		n = vgpu_min(n, x.avail);
+		if (x.aper == VGPU_GMMU_APER_VRAM) {
+			fill32(ctx->g->vram + x.addr, n, a[4]);
+		} else {
+			n = vgpu_min(n, sizeof(bounce));
+			fill32(bounce, n, a[4]);
+			if (gpu_va_write(ctx, va, bounce, n))
+				return M_FAULT;
+		}
+		c->progress += n;
+		since += n;
+		if (since >= GPU_CHUNK_BYTES && c->progress < len) {
+			since = 0;
+			if (slice_over(ctx))
+				return M_YIELD;
+		}
+	}
+	return M_DONE;
+}
+
+static enum mres m_invalidate(struct gpu_ctx *ctx, const uint32_t *a)
+{
+	uint64_t va = u64_of(a), size = u64_of(a + 2), flags = a[4];
+
+	if (flags & ~(uint64_t)VGPU_INVAL_ALL || (!(flags & VGPU_INVAL_ALL) && !size))
+		return ctx_error(ctx, VGPU_CHAN_ERR_METHOD_ARGS, VGPU_M_MMU_INVALIDATE);
+	if (flags & VGPU_INVAL_ALL)
+		va = size = 0;
+	gpu_tlb_invalidate_from(ctx, va, size);
+	return M_DONE;
+}
+
+static enum mres m_timestamp(struct gpu_ctx *ctx, const uint32_t *a)
+{
+	uint64_t va = u64_of(a);
+
+	if (va % 8)
+		return ctx_error(ctx, VGPU_CHAN_ERR_METHOD_ARGS, VGPU_M_TIMESTAMP);
+	return gpu_va_store(ctx, va, 8, vgpu_now_ns()) ? M_FAULT : M_DONE;
+}
+
+#define ELEMS_PER_STEP 4096u
+
+static enum mres m_reduce(struct gpu_ctx *ctx, const uint32_t *a)
+{
+	static _Thread_local uint32_t buf[ELEMS_PER_STEP];
+	struct gpu_chan *c = ctx->c;
+	uint64_t src = u64_of(a), count = a[2], dst = u64_of(a + 3);
+
+	if (src % 4 || dst % 8)
+		return ctx_error(ctx, VGPU_CHAN_ERR_METHOD_ARGS, VGPU_M_REDUCE_ADD_U32);
+	if (!c->progress)
+		c->acc = 0;
+	while (c->progress < count) {
+		uint64_t n = vgpu_min(count - c->progress, (uint64_t)ELEMS_PER_STEP);
+
+		if (gpu_va_read(ctx, src + c->progress * 4, buf, n * 4))
+			return M_FAULT;
+		for (uint64_t i = 0; i < n; i++)
+			c->acc += buf[i];
+		c->progress += n;
+		if (c->progress < count && slice_over(ctx))
+			return M_YIELD;
+	}
+	return gpu_va_store(ctx, dst, 8, c->acc) ? M_FAULT : M_DONE;
+}
+
+static enum mres m_axpy(struct gpu_ctx *ctx, const uint32_t *a)
+{
+	static _Thread_local float xb[ELEMS_PER_STEP], yb[ELEMS_PER_STEP];
+	struct gpu_chan *c = ctx->c;
+	uint64_t x = u64_of(a), y = u64_of(a + 2), count = a[4];
+	float alpha;
+
+	memcpy(&alpha, &a[5], 4);
+	if (x % 4 || y % 4)
+		return ctx_error(ctx, VGPU_CHAN_ERR_METHOD_ARGS, VGPU_M_AXPY_F32);
+	while (c->progress < count) {
+		uint64_t n = vgpu_min(count - c->progress, (uint64_t)ELEMS_PER_STEP), off = c->progress * 4;
+
+		if (gpu_va_read(ctx, x + off, xb, n * 4) || gpu_va_read(ctx, y + off, yb, n * 4))
+			return M_FAULT;
+		for (uint64_t i = 0; i < n; i++)
+			yb[i] = alpha * xb[i] + yb[i];
+		if (gpu_va_write(ctx, y + off, yb, n * 4))
+			return M_FAULT;
+		c->progress += n;
+		if (c->progress < count && slice_over(ctx))
+			return M_YIELD;
+	}
+	return M_DONE;
+}
+
+static enum mres method_exec(struct gpu_ctx *ctx, uint32_t id, const uint32_t *a)
+{
+	switch (id) {
+	case VGPU_M_NOP:		return M_DONE;
+	case VGPU_M_SEM_RELEASE:	return m_sem_release(ctx, a);
+	case VGPU_M_SEM_ACQUIRE:	return m_sem_acquire(ctx, a);
+	case VGPU_M_COPY:		return m_copy(ctx, a);
+	case VGPU_M_FILL:		return m_fill(ctx, a);
+	case VGPU_M_MMU_INVALIDATE:	return m_invalidate(ctx, a);
+	case VGPU_M_TIMESTAMP:		return m_timestamp(ctx, a);
+	case VGPU_M_REDUCE_ADD_U32:	return m_reduce(ctx, a);
+	case VGPU_M_AXPY_F32:		return m_axpy(ctx, a);
+	}
+	return ctx_error(ctx, VGPU_CHAN_ERR_METHOD_ILLEGAL, id);
+}
+
+/* Fetch, check and run the method at the segment's current offset. */
+static enum mres method_step(struct gpu_ctx *ctx)
+{
+	struct gpu_chan *c = ctx->c;
+	uint64_t va = c->seg_va + (uint64_t)c->seg_off * 4;
+	uint32_t hdr, args[8], id, nargs;
+	enum mres r;
+
+	if (gpu_va_read(ctx, va, &hdr, 4))
+		goto pb_fault;
+	id = VGPU_MTHD_ID(hdr);
+	nargs = VGPU_MTHD_NARGS(hdr);
+	if (id >= VGPU_M_NR || (uint64_t)c->seg_off + 1 + nargs > c->seg_len)
+		return ctx_error(ctx, VGPU_CHAN_ERR_METHOD_ILLEGAL, id);
+	if (method_nargs[id] >= 0 && nargs != (uint32_t)method_nargs[id])
+		return ctx_error(ctx, VGPU_CHAN_ERR_METHOD_ARGS, id);
+	if (id != VGPU_M_NOP && gpu_va_read(ctx, va + 4, args, nargs * 4))
+		goto pb_fault;
+	r = method_exec(ctx, id, args);
+	if (r == M_FAULT && atomic_load(&c->state) != GPU_CHAN_STATE_ERROR)
+		return ctx_fault(ctx, id);
+	if (r == M_DONE) {
+		c->seg_off += 1 + nargs;
+		c->progress = 0;
+		atomic_fetch_add_explicit(&c->methods, 1, memory_order_relaxed);
+	}
+	return r;
+pb_fault:
+	/* The pushbuffer itself is outside the function's memory: never replayable. */
+	gpu_fault_record(ctx, false);
+	return ctx_error(ctx, VGPU_CHAN_ERR_PB_FAULT, 0xffffffffu);
+}
+
+/* ---- GPFIFO ---- */
+
+static void gp_advance(struct gpu_chan *c)
+{
+	c->gp_get = (c->gp_get + 1) & (uint32_t)(c->cfg.gpfifo_entries - 1);
+	c->gp_cache_idx++;
+	c->userd_dirty = true;
+}
+
+/* Re-read GP_PUT after a doorbell or when the known work ran out; sort out misuse. */
+static int gp_refresh_put(struct gpu_ctx *ctx)
+{
+	struct gpu_chan *c = ctx->c;
+	uint64_t bit = VGPU_BIT(ctx->chid);
+	uint32_t mask = (uint32_t)c->cfg.gpfifo_entries - 1, put;
+	/* Clear before reading: a doorbell racing with the read sets it again. */
+	bool rung = atomic_fetch_and(&ctx->f->pending, ~bit) & bit;
+	struct gpu_db_counters *dbc = &ctx->f->dbc;
+
+	if (gpu_userd_read_put(ctx->g, ctx->f, c, ctx->part_base, ctx->part_size, &put)) {
+		ctx_error(ctx, VGPU_CHAN_ERR_USERD_FAULT, 0xffffffffu);
+		return -EFAULT;
+	}
+	if (put == c->gp_put) {
+		if (rung)
+			atomic_fetch_add(&dbc->spurious, 1);
+	} else if (put > mask) {
+		atomic_fetch_add(&dbc->bad_put, 1);
+	} else if (((put - c->gp_get) & mask) < ((c->gp_put - c->gp_get) & mask)) {
+		atomic_fetch_add(&dbc->backwards, 1);
+	} else {
+		c->gp_put = put;
+	}
+	return 0;
+}
+
+/* Make the next GP entry's segment current. 1: got one, 0: no work, -1: stopped. */
+static int gp_next(struct gpu_ctx *ctx)
+{
+	struct gpu_chan *c = ctx->c;
+	uint32_t mask = (uint32_t)c->cfg.gpfifo_entries - 1;
+
+	for (;;) {
+		if (c->gp_cache_idx >= c->gp_cache_n) {
+			if (c->gp_get == c->gp_put || (atomic_load_explicit(&ctx->f->pending,
+						memory_order_relaxed) & VGPU_BIT(ctx->chid))) {
+				if (gp_refresh_put(ctx))
+					return -1;
+				if (c->gp_get == c->gp_put)
+					return 0;
+			}
+			uint32_t n = vgpu_min((c->gp_put - c->gp_get) & mask, mask + 1 - c->gp_get);
+
+			n = vgpu_min(n, (uint32_t)GPU_GP_CACHE);
+			if (gpu_va_read(ctx, c->cfg.gpfifo_va + (uint64_t)c->gp_get * 8, c->gp_cache, n * 8)) {
+				gpu_fault_record(ctx, false);
+				ctx_error(ctx, VGPU_CHAN_ERR_GPFIFO_FAULT, 0xffffffffu);
+				return -1;
+			}
+			c->gp_cache_idx = 0;
+			c->gp_cache_n = n;
+		}
+		uint64_t e = c->gp_cache[c->gp_cache_idx];
+		uint32_t len = vgpu_gp_len(e);
+
+		if (e & VGPU_GP_RSVD_MASK || (len && (e & 3)) || (!len && (e & ~0xffull))) {
+			ctx_error(ctx, VGPU_CHAN_ERR_GP_MALFORMED, 0xffffffffu);
+			return -1;
+		}
+		if (!len && (e & 0xff) != VGPU_GP_OPCODE_NOP) {
+			ctx_error(ctx, VGPU_CHAN_ERR_GP_ILLEGAL, 0xffffffffu);
+			return -1;
+		}
+		if (!len) {
+			gp_advance(c);
+			continue;
+		}
+		c->seg_active = true;
+		c->seg_va = vgpu_gp_va(e);
+		c->seg_len = len;
+		c->seg_off = 0;
+		return 1;
+	}
+}
+
+static void userd_writeback(struct gpu_ctx *ctx)
+{
+	struct gpu_chan *c = ctx->c;
+
+	if (!c->userd_dirty)
+		return;
+	c->userd_dirty = false;
+	atomic_store_explicit(&c->pub_gp_get, c->gp_get, memory_order_relaxed);
+	userd_write32(ctx->g, ctx->f, c, ctx->part_base, ctx->part_size, VGPU_USERD_GP_GET, c->gp_get);
+}
+
+/* One turn of a channel: up to GPU_CHAN_BATCH GP entries or the end of the slice. */
+static enum gpu_run_result chan_run_locked_out(struct gpu_ctx *ctx)
+{
+	struct gpu_chan *c = ctx->c;
+	unsigned int entries = 0, methods = 0;
+	bool did = false;
+
+	for (;;) {
+		if (!c->seg_active) {
+			if (entries >= GPU_CHAN_BATCH)
+				return GPU_RUN_PROGRESS;
+			int r = gp_next(ctx);
+
+			if (r < 0)
+				return GPU_RUN_STOPPED;
+			if (!r)
+				return did ? GPU_RUN_PROGRESS : GPU_RUN_EMPTY;
+		}
+		switch (method_step(ctx)) {
+		case M_DONE:
+			did = true;
+			if (c->seg_off >= c->seg_len) {
+				c->seg_active = false;
+				gp_advance(c);
+				entries++;
+			}
+			/* Clock reads cost: check the slice every few methods. */
+			if (!(++methods % 16) && slice_over(ctx))
+				return GPU_RUN_PROGRESS;
+			break;
+		case M_YIELD:
+			return GPU_RUN_PROGRESS;
+		case M_BLOCKED:
+			return did ? GPU_RUN_PROGRESS : GPU_RUN_BLOCKED;
+		case M_FAULT:
+		case M_ERROR:
+			return GPU_RUN_STOPPED;
+		}
+	}
+}
+
+enum gpu_run_result gpu_chan_run(struct gpu_ctx *ctx)
+{
+	enum gpu_run_result r = chan_run_locked_out(ctx);
+	struct gpu_chan *c = ctx->c;
+
+	userd_writeback(ctx);
+	if (r == GPU_RUN_EMPTY)
+		atomic_store(&c->state, GPU_CHAN_STATE_IDLE);
+	else if (r != GPU_RUN_STOPPED)
+		atomic_store(&c->state, GPU_CHAN_STATE_BUSY);
+	return r;
+}

@@ -1,0 +1,389 @@
+/* Privileged state: the memfd-backed region only the GSP writes (gpu_priv_*), and the
+ * device model's consistent snapshots of it.
+ *
+ * Each function's record has a sequence counter: the writer makes it odd, stores the
+ * record word by word, makes it even again and bumps gen. Readers (another process) copy
+ * with atomic word loads and retry while the counter is odd or moved. */
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "common/bitops.h"
+#include "common/log.h"
+#include "gpu_model/gpu_internal.h"
+
+#define WORDS(x) (sizeof(x) / sizeof(uint64_t))
+_Static_assert(sizeof(struct gpu_priv_fn) % 8 == 0, "priv fn record is 64-bit words");
+
+static uint64_t ld(const uint64_t *p)
+{
+	return __atomic_load_n(p, __ATOMIC_RELAXED);
+}
+
+static void st(uint64_t *p, uint64_t v)
+{
+	__atomic_store_n(p, v, __ATOMIC_RELAXED);
+}
+
+static void copy_in(uint64_t *dst, const uint64_t *src, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		dst[i] = ld(&src[i]);
+}
+
+static void copy_out(uint64_t *dst, const uint64_t *src, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		st(&dst[i], src[i]);
+}
+
+bool gpu_priv_snapshot_fn(const struct gpu_priv_shared *sh, unsigned int fn, struct gpu_priv_fn *out)
+{
+	const struct gpu_priv_fn *src;
+	uint64_t s1, s2;
+
+	if (fn >= GPU_MAX_FNS)
+		return false;
+	src = &sh->fns[fn];
+	do {
+		while ((s1 = __atomic_load_n(&src->seq, __ATOMIC_ACQUIRE)) & 1)
+			vgpu_cpu_relax();
+		copy_in((uint64_t *)out, (const uint64_t *)src, WORDS(*out));
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		s2 = __atomic_load_n(&src->seq, __ATOMIC_RELAXED);
+	} while (s1 != s2);
+	return true;
+}
+
+void gpu_priv_snapshot_sched(const struct gpu_priv_shared *sh, uint64_t *policy,
+			     uint64_t *quantum, uint64_t *period)
+{
+	uint64_t s1, s2;
+
+	do {
+		while ((s1 = __atomic_load_n(&sh->sched_seq, __ATOMIC_ACQUIRE)) & 1)
+			vgpu_cpu_relax();
+		*policy = ld(&sh->sched_policy);
+		*quantum = ld(&sh->sched_quantum_ns);
+		*period = ld(&sh->sched_period_ns);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		s2 = __atomic_load_n(&sh->sched_seq, __ATOMIC_RELAXED);
+	} while (s1 != s2);
+}
+
+void gpu_priv_format(struct gpu_priv_shared *sh, unsigned int nr_fns, unsigned int nr_engines,
+		     uint64_t vram_size)
+{
+	memset(sh, 0, sizeof(*sh));
+	sh->magic = GPU_PRIV_MAGIC;
+	sh->version = GPU_PRIV_VERSION;
+	sh->nr_fns = nr_fns;
+	sh->nr_engines = nr_engines;
+	sh->vram_size = vram_size;
+	sh->sched_policy = GPU_SCHED_BEST_EFFORT;
+	/* Reset state of the scheduler: every function takes part with default slices,
+	 * so a device is usable before the GSP tunes it. */
+	for (unsigned int f = 0; f < nr_fns; f++)
+		sh->fns[f].sched.enabled = 1;
+}
+
+/* ---- writer side ---- */
+
+/* Publish @rec as function @fn's record. Caller holds p->lock. */
+static void priv_publish_fn(struct gpu_priv *p, unsigned int fn, const struct gpu_priv_fn *rec)
+{
+	struct gpu_priv_fn *dst = &p->sh->fns[fn];
+	uint64_t seq = ld(&dst->seq);
+
+	vgpu_mutex_assert_held(&p->lock);
+	__atomic_store_n(&dst->seq, seq + 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	/* Word 0 is seq itself: copy the rest. */
+	copy_out((uint64_t *)dst + 1, (const uint64_t *)rec + 1, WORDS(*rec) - 1);
+	__atomic_store_n(&dst->seq, seq + 2, __ATOMIC_RELEASE);
+	__atomic_fetch_add(&p->sh->gen, 1, __ATOMIC_SEQ_CST);
+}
+
+static bool priv_fn_ok(const struct gpu_priv *p, unsigned int fn)
+{
+	return fn < ld(&p->sh->nr_fns);
+}
+
+/* Copy @fn's record for modification; the writer is the only one changing it. */
+static void priv_load_fn(struct gpu_priv *p, unsigned int fn, struct gpu_priv_fn *rec)
+{
+	copy_in((uint64_t *)rec, (const uint64_t *)&p->sh->fns[fn], WORDS(*rec));
+}
+
+static int partition_set_locked(struct gpu_priv *p, unsigned int fn, uint64_t base, uint64_t size)
+{
+	uint64_t vram = ld(&p->sh->vram_size);
+	struct gpu_priv_fn rec;
+
+	if (size && (!vgpu_is_aligned(base, GPU_VRAM_ALIGN) || !vgpu_is_aligned(size, GPU_VRAM_ALIGN) ||
+		     base >= vram || size > vram - base))
+		return -EINVAL;
+	for (unsigned int o = 0; size && o < ld(&p->sh->nr_fns); o++) {
+		uint64_t ob = ld(&p->sh->fns[o].part_base), os = ld(&p->sh->fns[o].part_size);
+
+		if (o != fn && os && base < ob + os && ob < base + size)
+			return -EBUSY;
+	}
+	priv_load_fn(p, fn, &rec);
+	rec.part_base = size ? base : 0;
+	rec.part_size = size;
+	priv_publish_fn(p, fn, &rec);
+	return 0;
+}
+
+int gpu_priv_partition_set(struct gpu_priv *p, unsigned int fn, uint64_t base, uint64_t size)
+{
+	int ret;
+
+	if (!priv_fn_ok(p, fn))
+		return -EINVAL;
+	vgpu_mutex_lock(&p->lock);
+	ret = partition_set_locked(p, fn, base, size);
+	vgpu_mutex_unlock(&p->lock);
+	if (ret)
+		vgpu_warn("gpu: partition of function %u [%#llx+%#llx] refused: %s", fn,
+			  (unsigned long long)base, (unsigned long long)size, vgpu_strerror(ret));
+	return ret;
+}
+
+static int chan_cfg_check(const struct gpu_priv *p, const struct gpu_priv_chan *cfg)
+{
+	if (cfg->runlist >= ld(&p->sh->nr_engines))
+		return -EINVAL;
+	if (!vgpu_is_pow2(cfg->gpfifo_entries) || cfg->gpfifo_entries < 2 ||
+	    cfg->gpfifo_entries > 65536 || cfg->gpfifo_va % 8 ||
+	    cfg->gpfifo_va + cfg->gpfifo_entries * 8 > VGPU_GMMU_VA_LIMIT)
+		return -EINVAL;
+	if (cfg->userd_aper > VGPU_APER_SYS || cfg->userd_addr % 64 ||
+	    (cfg->userd_addr % 4096) + sizeof(struct vgpu_userd) > 4096)
+		return -EINVAL;
+	if (cfg->pdb % VGPU_GMMU_TABLE_BYTES || (cfg->flags & ~GPU_CHAN_REPLAYABLE))
+		return -EINVAL;
+	return 0;
+}
+
+static int chan_alloc_locked(struct gpu_priv *p, unsigned int fn, unsigned int chid,
+			     const struct gpu_priv_chan *cfg)
+{
+	struct gpu_priv_fn rec;
+	int ret = chan_cfg_check(p, cfg);
+
+	if (ret)
+		return ret;
+	priv_load_fn(p, fn, &rec);
+	if (rec.chans[chid].flags & GPU_CHAN_ALLOCATED)
+		return -EEXIST;
+	uint64_t gen = rec.chans[chid].gen + 1;
+	rec.chans[chid] = *cfg;
+	rec.chans[chid].gen = gen;
+	rec.chans[chid].flags = (cfg->flags & GPU_CHAN_REPLAYABLE) | GPU_CHAN_ALLOCATED;
+	priv_publish_fn(p, fn, &rec);
+	return 0;
+}
+
+int gpu_priv_chan_alloc(struct gpu_priv *p, unsigned int fn, unsigned int chid,
+			const struct gpu_priv_chan *cfg)
+{
+	int ret;
+
+	if (!priv_fn_ok(p, fn) || chid >= GPU_FN_MAX_CHANNELS || !cfg)
+		return -EINVAL;
+	vgpu_mutex_lock(&p->lock);
+	ret = chan_alloc_locked(p, fn, chid, cfg);
+	vgpu_mutex_unlock(&p->lock);
+	return ret;
+}
+
+/* Apply @set/@clear to an allocated channel's flags; @drop also removes it from runlists. */
+static int chan_update(struct gpu_priv *p, unsigned int fn, unsigned int chid,
+		       uint64_t set, uint64_t clear, bool drop)
+{
+	struct gpu_priv_fn rec;
+	int ret = 0;
+
+	if (!priv_fn_ok(p, fn) || chid >= GPU_FN_MAX_CHANNELS)
+		return -EINVAL;
+	vgpu_mutex_lock(&p->lock);
+	priv_load_fn(p, fn, &rec);
+	if (!(rec.chans[chid].flags & GPU_CHAN_ALLOCATED)) {
+		ret = -ENOENT;
+		goto unlock;
+	}
+	rec.chans[chid].flags = (rec.chans[chid].flags | set) & ~clear;
+	for (unsigned int r = 0; drop && r < GPU_MAX_ENGINES; r++)
+		rec.runlist[r] &= ~VGPU_BIT(chid);
+	priv_publish_fn(p, fn, &rec);
+unlock:
+	vgpu_mutex_unlock(&p->lock);
+	return ret;
+}
+
+int gpu_priv_chan_enable(struct gpu_priv *p, unsigned int fn, unsigned int chid, bool on)
+{
+	return on ? chan_update(p, fn, chid, GPU_CHAN_ENABLED, 0, false)
+		  : chan_update(p, fn, chid, 0, GPU_CHAN_ENABLED, false);
+}
+
+int gpu_priv_chan_free(struct gpu_priv *p, unsigned int fn, unsigned int chid)
+{
+	return chan_update(p, fn, chid, 0, ~0ull, true);
+}
+
+int gpu_priv_runlist_set(struct gpu_priv *p, unsigned int fn, unsigned int rl, uint64_t chans)
+{
+	struct gpu_priv_fn rec;
+	int ret = 0;
+
+	if (!priv_fn_ok(p, fn) || rl >= ld(&p->sh->nr_engines))
+		return -EINVAL;
+	vgpu_mutex_lock(&p->lock);
+	priv_load_fn(p, fn, &rec);
+	for (unsigned int c = 0; c < GPU_FN_MAX_CHANNELS; c++) {
+		if ((chans & VGPU_BIT(c)) && (!(rec.chans[c].flags & GPU_CHAN_ALLOCATED) ||
+					      rec.chans[c].runlist != rl)) {
+			ret = -EINVAL;
+			goto unlock;
+		}
+	}
+	rec.runlist[rl] = chans;
+	priv_publish_fn(p, fn, &rec);
+unlock:
+	vgpu_mutex_unlock(&p->lock);
+	return ret;
+}
+
+int gpu_priv_sched_set(struct gpu_priv *p, enum gpu_sched_policy policy,
+		       uint64_t quantum_ns, uint64_t period_ns)
+{
+	uint64_t seq;
+
+	if (policy != GPU_SCHED_BEST_EFFORT && policy != GPU_SCHED_EQUAL_SHARE &&
+	    policy != GPU_SCHED_FIXED_SHARE)
+		return -EINVAL;
+	vgpu_mutex_lock(&p->lock);
+	seq = ld(&p->sh->sched_seq);
+	__atomic_store_n(&p->sh->sched_seq, seq + 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	st(&p->sh->sched_policy, policy);
+	st(&p->sh->sched_quantum_ns, quantum_ns);
+	st(&p->sh->sched_period_ns, period_ns);
+	__atomic_store_n(&p->sh->sched_seq, seq + 2, __ATOMIC_RELEASE);
+	__atomic_fetch_add(&p->sh->gen, 1, __ATOMIC_SEQ_CST);
+	vgpu_mutex_unlock(&p->lock);
+	return 0;
+}
+
+int gpu_priv_sched_fn_set(struct gpu_priv *p, unsigned int fn, const struct gpu_priv_sched_fn *s)
+{
+	struct gpu_priv_fn rec;
+	uint64_t total = s->weight;
+	int ret = 0;
+
+	if (!priv_fn_ok(p, fn) || s->weight > 1000)
+		return -EINVAL;
+	vgpu_mutex_lock(&p->lock);
+	for (unsigned int o = 0; o < ld(&p->sh->nr_fns); o++)
+		if (o != fn)
+			total += ld(&p->sh->fns[o].sched.weight);
+	if (total > 1000) {
+		ret = -EINVAL;
+		goto unlock;
+	}
+	priv_load_fn(p, fn, &rec);
+	rec.sched = *s;
+	priv_publish_fn(p, fn, &rec);
+unlock:
+	vgpu_mutex_unlock(&p->lock);
+	return ret;
+}
+
+const struct gpu_priv_shared *gpu_priv_shared(const struct gpu_priv *p)
+{
+	return p->sh;
+}
+
+int gpu_priv_open(int fd, struct gpu_priv **out)
+{
+	struct gpu_priv *p = calloc(1, sizeof(*p));
+	int ret;
+
+	if (!p)
+		return -ENOMEM;
+	p->sh = mmap(NULL, sizeof(*p->sh), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p->sh == MAP_FAILED) {
+		ret = -errno;
+		goto free_p;
+	}
+	if (p->sh->magic != GPU_PRIV_MAGIC || p->sh->version != GPU_PRIV_VERSION) {
+		ret = -VGPU_EABI;
+		goto unmap;
+	}
+	p->owned = true;
+	vgpu_mutex_init(&p->lock);
+	*out = p;
+	return 0;
+unmap:
+	munmap(p->sh, sizeof(*p->sh));
+free_p:
+	free(p);
+	return ret;
+}
+
+void gpu_priv_close(struct gpu_priv *p)
+{
+	if (!p || !p->owned)
+		return;
+	munmap(p->sh, sizeof(*p->sh));
+	vgpu_mutex_destroy(&p->lock);
+	free(p);
+}
+
+/* ---- model side: refresh the snapshots when the GSP wrote something ---- */
+
+/* A channel whose allocation changed starts over: new GP_GET 0, no error. */
+static void sync_fn_locked(struct gpu *g, struct gpu_fn *f)
+{
+	struct gpu_priv_fn rec;
+
+	gpu_priv_snapshot_fn(g->priv, f->id, &rec);
+	if (rec.seq == f->cfg_seq)
+		return;
+	f->cfg = rec;
+	f->cfg_seq = rec.seq;
+	for (unsigned int c = 0; c < GPU_FN_MAX_CHANNELS; c++) {
+		struct gpu_chan *ch = &f->chans[c];
+
+		if (!(rec.chans[c].flags & GPU_CHAN_ALLOCATED)) {
+			atomic_store(&ch->state, GPU_CHAN_STATE_FREE);
+			continue;
+		}
+		if (atomic_load(&ch->state) == GPU_CHAN_STATE_FREE ||
+		    ch->cfg_gen != rec.chans[c].gen) {
+			/* New allocation; a running engine re-checks cfg_gen when it releases. */
+			if (!ch->running) {
+				gpu_chan_reset_runtime(ch);
+				ch->cfg_gen = rec.chans[c].gen;
+				ch->cfg = rec.chans[c];
+			}
+		}
+	}
+}
+
+void gpu_priv_sync_locked(struct gpu *g)
+{
+	uint64_t gen = __atomic_load_n(&g->priv->gen, __ATOMIC_ACQUIRE);
+
+	vgpu_mutex_assert_held(&g->lock);
+	if (gen == atomic_load_explicit(&g->priv_gen_seen, memory_order_relaxed))
+		return;
+	atomic_store_explicit(&g->priv_gen_seen, gen, memory_order_relaxed);
+	gpu_priv_snapshot_sched(g->priv, &g->sched_policy, &g->sched_quantum, &g->sched_period);
+	for (unsigned int fn = 0; fn < g->nr_fns; fn++)
+		sync_fn_locked(g, &g->fns[fn]);
+}

@@ -1,0 +1,315 @@
+/* Scheduler and engine workers. Each engine is a thread that time-slices functions
+ * (best effort, equal share, fixed share), runs their resident channels on its runlist,
+ * drains doorbells, scans GP_PUT against GP_GET, and when idle spins briefly and then
+ * sleeps on its eventfds. All scheduling state is under g->lock; a channel's execution
+ * runs outside it. */
+#include <errno.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include "common/bitops.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "gpu_model/gpu_internal.h"
+
+static uint64_t def(uint64_t v, uint64_t d)
+{
+	return v ? v : d;
+}
+
+/* Can channel @chid of @f run on @e now? Refreshes its config snapshot. */
+static bool chan_runnable_locked(struct gpu_engine *e, struct gpu_fn *f, unsigned int chid,
+				 uint64_t now)
+{
+	const struct gpu_priv_chan *pc = &f->cfg.chans[chid];
+	struct gpu_chan *c = &f->chans[chid];
+	int st;
+
+	if (!(f->cfg.runlist[e->id] & VGPU_BIT(chid)) || !(pc->flags & GPU_CHAN_ENABLED) ||
+	    pc->runlist != e->id || c->running)
+		return false;
+	if (c->cfg_gen != pc->gen) {
+		gpu_chan_reset_runtime(c);
+		c->cfg_gen = pc->gen;
+	}
+	c->cfg = *pc;
+	st = atomic_load(&c->state);
+	if (st == GPU_CHAN_STATE_ERROR || st == GPU_CHAN_STATE_FAULTED || st == GPU_CHAN_STATE_FREE)
+		return false;
+	if (c->acq_waiting)
+		return now >= c->retry_at;
+	return c->seg_active || c->gp_get != c->gp_put ||
+	       (atomic_load_explicit(&f->pending, memory_order_relaxed) & VGPU_BIT(chid));
+}
+
+/* Next runnable channel of @f on @e, round robin. */
+static struct gpu_chan *fn_pick_chan_locked(struct gpu_engine *e, struct gpu_fn *f, uint64_t now)
+{
+	uint64_t rl = f->cfg.runlist[e->id];
+
+	if (!rl)
+		return NULL;
+	for (unsigned int i = 0; i < GPU_FN_MAX_CHANNELS; i++) {
+		unsigned int chid = (f->next_chan[e->id] + i) % GPU_FN_MAX_CHANNELS;
+
+		if ((rl & VGPU_BIT(chid)) && chan_runnable_locked(e, f, chid, now)) {
+			f->next_chan[e->id] = chid + 1;
+			return &f->chans[chid];
+		}
+	}
+	return NULL;
+}
+
+static bool fn_has_chans_locked(struct gpu_engine *e, struct gpu_fn *f)
+{
+	for (unsigned int c = 0; c < GPU_FN_MAX_CHANNELS; c++)
+		if ((f->cfg.chans[c].flags & GPU_CHAN_ALLOCATED) && f->cfg.chans[c].runlist == e->id)
+			return true;
+	return false;
+}
+
+/* Length of @f's slice under the current policy; 0 if it takes no part. */
+static uint64_t fn_slice_locked(struct gpu_engine *e, struct gpu_fn *f)
+{
+	struct gpu *g = e->g;
+
+	if (!f->cfg.sched.enabled)
+		return 0;
+	switch (g->sched_policy) {
+	case GPU_SCHED_EQUAL_SHARE:
+		return fn_has_chans_locked(e, f) ? def(g->sched_quantum, GPU_DEFAULT_QUANTUM) : 0;
+	case GPU_SCHED_FIXED_SHARE:
+		return def(g->sched_period, GPU_DEFAULT_PERIOD) * f->cfg.sched.weight / 1000;
+	default:
+		return def(f->cfg.sched.quantum_ns, GPU_DEFAULT_QUANTUM);
+	}
+}
+
+static void idle_account_locked(struct gpu_engine *e, uint64_t now)
+{
+	if (!e->idle_from || e->cur_fn < 0)
+		return;
+	struct gpu_sched_stats *t = &e->g->fns[e->cur_fn].tel[e->id];
+	uint64_t end = vgpu_min(now, e->slot_end);
+
+	if (end > e->idle_from)
+		t->idle_ns += end - e->idle_from;
+	e->idle_from = 0;
+}
+
+static void slot_end_locked(struct gpu_engine *e, uint64_t now)
+{
+	idle_account_locked(e, now);
+	/* Time past the slice's end until the switch is the preemption cost. */
+	if (now > e->slot_end)
+		e->g->fns[e->cur_fn].tel[e->id].preempt_ns += now - e->slot_end;
+	e->cur_fn = -1;
+}
+
+/* Start the next function's slice; best effort skips functions without work. */
+static struct gpu_chan *slot_begin_locked(struct gpu_engine *e, uint64_t now)
+{
+	struct gpu *g = e->g;
+
+	for (unsigned int i = 0; i < g->nr_fns; i++) {
+		unsigned int fn = (e->rr_fn + i) % g->nr_fns;
+		struct gpu_fn *f = &g->fns[fn];
+		uint64_t len = fn_slice_locked(e, f);
+		struct gpu_chan *c = NULL;
+
+		if (!len)
+			continue;
+		if (g->sched_policy == GPU_SCHED_BEST_EFFORT) {
+			c = fn_pick_chan_locked(e, f, now);
+			if (!c)
+				continue;
+		}
+		e->rr_fn = fn + 1;
+		e->cur_fn = (int)fn;
+		e->slot_start = now;
+		e->slot_end = now + len;
+		f->tel[e->id].slices++;
+		f->tel[e->id].target_slice_ns = len;
+		return c ? c : fn_pick_chan_locked(e, f, now);
+	}
+	return NULL;
+}
+
+static struct gpu_chan *sched_pick_locked(struct gpu_engine *e, uint64_t now)
+{
+	struct gpu_chan *c;
+
+	if (e->cur_fn >= 0 && now >= e->slot_end)
+		slot_end_locked(e, now);
+	if (e->cur_fn >= 0) {
+		c = fn_pick_chan_locked(e, &e->g->fns[e->cur_fn], now);
+		if (c || e->g->sched_policy != GPU_SCHED_BEST_EFFORT)
+			return c;
+		/* Work conserving: an idle function gives the rest of its slice away. */
+		slot_end_locked(e, now);
+	}
+	return slot_begin_locked(e, now);
+}
+
+/* Periodic safety net: GP_PUT moved without a doorbell we saw. */
+static void scan_locked(struct gpu_engine *e)
+{
+	struct gpu *g = e->g;
+
+	for (unsigned int fn = 0; fn < g->nr_fns; fn++) {
+		struct gpu_fn *f = &g->fns[fn];
+		uint64_t rl = f->cfg.runlist[e->id];
+
+		for (unsigned int chid = 0; rl && chid < GPU_FN_MAX_CHANNELS; chid++) {
+			struct gpu_chan *c = &f->chans[chid];
+			uint32_t put;
+
+			if (!(rl & VGPU_BIT(chid)) || c->running || c->cfg_gen != f->cfg.chans[chid].gen ||
+			    !(f->cfg.chans[chid].flags & GPU_CHAN_ENABLED) ||
+			    atomic_load(&c->state) != GPU_CHAN_STATE_IDLE ||
+			    (atomic_load(&f->pending) & VGPU_BIT(chid)))
+				continue;
+			if (gpu_userd_read_put(g, f, c, f->cfg.part_base, f->cfg.part_size, &put))
+				continue;
+			if (put != c->gp_put && put < c->cfg.gpfifo_entries) {
+				atomic_fetch_or(&f->pending, VGPU_BIT(chid));
+				atomic_fetch_add(&f->dbc.scan_found, 1);
+			}
+		}
+	}
+}
+
+/* Run @c for one turn with g->lock dropped, then account for it. */
+static void engine_run_locked(struct gpu_engine *e, struct gpu_chan *c, uint64_t start)
+{
+	struct gpu *g = e->g;
+	struct gpu_fn *f = &g->fns[e->cur_fn];
+	struct gpu_ctx ctx = {
+		.g = g, .e = e, .f = f, .c = c, .chid = (unsigned int)(c - f->chans),
+		.part_base = f->cfg.part_base, .part_size = f->cfg.part_size,
+		.slot_end = e->slot_end,
+	};
+	enum gpu_run_result r;
+	uint64_t end, pto = def(f->cfg.sched.preempt_timeout_ns, GPU_DEFAULT_PREEMPT_TO);
+
+	idle_account_locked(e, start);
+	c->running = true;
+	vgpu_mutex_unlock(&g->lock);
+	r = gpu_chan_run(&ctx);
+	vgpu_mutex_lock(&g->lock);
+	c->running = false;
+	end = vgpu_now_ns();
+	f->tel[e->id].run_ns += end - start;
+	if (r == GPU_RUN_BLOCKED)
+		c->retry_at = end + GPU_ACQ_POLL_NS;
+	if (r == GPU_RUN_PROGRESS && end > ctx.slot_end + pto) {
+		f->tel[e->id].preempt_timeouts++;
+		gpu_chan_set_error(g, f, c, ctx.part_base, ctx.part_size,
+				   VGPU_CHAN_ERR_PREEMPT_TIMEOUT, 0xffffffffu);
+	}
+}
+
+/* Earliest time this idle engine must look again without being woken. */
+static uint64_t idle_deadline_locked(struct gpu_engine *e, uint64_t now)
+{
+	struct gpu *g = e->g;
+	uint64_t d = e->next_scan;
+
+	if (e->cur_fn >= 0)
+		d = vgpu_min(d, e->slot_end);
+	for (unsigned int fn = 0; fn < g->nr_fns; fn++) {
+		struct gpu_fn *f = &g->fns[fn];
+		uint64_t rl = f->cfg.runlist[e->id];
+
+		for (unsigned int chid = 0; rl && chid < GPU_FN_MAX_CHANNELS; chid++)
+			if ((rl & VGPU_BIT(chid)) && !f->chans[chid].running && f->chans[chid].acq_waiting)
+				d = vgpu_min(d, vgpu_max(f->chans[chid].retry_at, now));
+	}
+	return d;
+}
+
+static bool engine_has_news(struct gpu_engine *e)
+{
+	struct gpu *g = e->g;
+
+	return atomic_load(&g->stop) || atomic_load(&e->poked) || gpu_doorbell_any(g) ||
+	       __atomic_load_n(&g->priv->gen, __ATOMIC_ACQUIRE) !=
+			atomic_load_explicit(&g->priv_gen_seen, memory_order_relaxed);
+}
+
+static void engine_drain_fds(struct gpu_engine *e, const struct epoll_event *ev, int n)
+{
+	uint64_t v;
+
+	for (int i = 0; i < n; i++)
+		if (read(ev[i].data.fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+			vgpu_dbg("gpu: engine %u: eventfd read: %d", e->id, errno);
+}
+
+/* Nothing to run: spin for spin_ns, then sleep until a kick, a wake or @deadline. */
+static void engine_idle(struct gpu_engine *e, uint64_t now, uint64_t deadline)
+{
+	struct gpu *g = e->g;
+	uint64_t spin_end = vgpu_min(deadline, now + def(g->cfg.spin_ns, 50 * VGPU_NSEC_PER_USEC));
+	struct epoll_event ev[GPU_MAX_FNS + 1];
+	struct timespec ts;
+	int n;
+
+	while (vgpu_now_ns() < spin_end) {
+		if (engine_has_news(e))
+			return;
+		for (int i = 0; i < 32; i++)
+			vgpu_cpu_relax();
+	}
+	now = vgpu_now_ns();
+	if (now >= deadline)
+		return;
+	atomic_store(&e->asleep, true);
+	gpu_doorbell_set_sleeping(g, 1);
+	/* Advertised first, checked second: a submitter either sees us asleep and kicks,
+	 * or its token is already visible here. */
+	if (!engine_has_news(e)) {
+		uint64_t wait = deadline - now;
+
+		ts.tv_sec = (time_t)(wait / VGPU_NSEC_PER_SEC);
+		ts.tv_nsec = (long)(wait % VGPU_NSEC_PER_SEC);
+		n = epoll_pwait2(e->epfd, ev, (int)VGPU_ARRAY_SIZE(ev), &ts, NULL);
+		if (n > 0)
+			engine_drain_fds(e, ev, n);
+	}
+	gpu_doorbell_set_sleeping(g, -1);
+	atomic_store(&e->asleep, false);
+}
+
+void *gpu_engine_main(void *arg)
+{
+	struct gpu_engine *e = arg;
+	struct gpu *g = e->g;
+
+	vgpu_mutex_lock(&g->lock);
+	while (!atomic_load(&g->stop)) {
+		uint64_t now = vgpu_now_ns(), deadline;
+		struct gpu_chan *c;
+
+		atomic_store(&e->poked, false);
+		gpu_priv_sync_locked(g);
+		gpu_doorbell_drain_locked(g, e);
+		if (now >= e->next_scan) {
+			scan_locked(e);
+			e->next_scan = now + def(g->cfg.scan_period_ns, VGPU_NSEC_PER_MSEC);
+		}
+		c = sched_pick_locked(e, now);
+		if (c) {
+			engine_run_locked(e, c, now);
+			continue;
+		}
+		if (e->cur_fn >= 0 && !e->idle_from)
+			e->idle_from = now;
+		deadline = idle_deadline_locked(e, now);
+		vgpu_mutex_unlock(&g->lock);
+		engine_idle(e, now, deadline);
+		vgpu_mutex_lock(&g->lock);
+	}
+	vgpu_mutex_unlock(&g->lock);
+	return NULL;
+}
