@@ -80,3 +80,52 @@ static inline size_t t_faults(struct iommu *mmu, unsigned int rid, unsigned int 
 	} while (0)
 
 #endif
+
+/* ---- stage-1 tables written the way a function's driver would ------------------------ */
+
+#include <vgpu/iommu.h>
+
+/* A function's DMA memory as seen through its stage-2: @mem at IPA @ipa0, tables bumped
+ * from @next_table (an IPA) on. */
+struct t_s1 {
+	uint8_t *mem;
+	uint64_t ipa0;
+	uint64_t root;
+	uint64_t next_table;
+};
+
+static inline uint64_t *t_s1_pte(struct t_s1 *s, uint64_t table_ipa, unsigned int idx)
+{
+	return (uint64_t *)(s->mem + (table_ipa - s->ipa0)) + idx;
+}
+
+static inline void t_s1_init(struct t_s1 *s, uint8_t *mem, uint64_t ipa0, uint64_t root_ipa)
+{
+	s->mem = mem;
+	s->ipa0 = ipa0;
+	s->root = root_ipa;
+	s->next_table = root_ipa + PG;
+	memset(mem + (root_ipa - ipa0), 0, PG);
+}
+
+/* Map one leaf of @size (4K / 2M / 1G) at @iova -> @ipa with R/W @perm. */
+static inline void t_s1_map(struct t_s1 *s, uint64_t iova, uint64_t ipa, uint64_t size,
+			    unsigned int perm)
+{
+	unsigned int leaf = size == IOMMU_PAGE_1G ? 2 : size == IOMMU_PAGE_2M ? 1 : 0;
+	uint64_t table = s->root;
+
+	for (unsigned int level = 3; level > leaf; level--) {
+		uint64_t *pte = t_s1_pte(s, table, (iova >> VGPU_IOPT_SHIFT(level)) & 511);
+
+		if (!(*pte & (VGPU_IOPTE_R | VGPU_IOPTE_W))) {
+			memset(s->mem + (s->next_table - s->ipa0), 0, PG);
+			__atomic_store_n(pte, s->next_table | VGPU_IOPTE_R | VGPU_IOPTE_W,
+					 __ATOMIC_RELEASE);
+			s->next_table += PG;
+		}
+		table = *pte & VGPU_IOPTE_ADDR_MASK;
+	}
+	__atomic_store_n(t_s1_pte(s, table, (iova >> VGPU_IOPT_SHIFT(leaf)) & 511),
+			 ipa | perm | (leaf ? VGPU_IOPTE_PS : 0), __ATOMIC_RELEASE);
+}
