@@ -88,6 +88,9 @@ static void db_drain_fn_locked(struct gpu *g, struct gpu_fn *f)
 	uint32_t head = atomic_load_explicit(DB_ATOMIC(&db->head), memory_order_acquire);
 	bool seen = false;
 
+	/* Tokens are judged against the channel table as it was when they were written: the
+	 * GSP's write that allocated or freed a channel precedes the doorbell that names it. */
+	gpu_priv_sync_locked(g);
 	if (head - tail > VGPU_DB_SLOTS) {
 		/* Producers lapped us: the oldest tokens are gone, the scan finds their work. */
 		uint32_t lost = head - tail - VGPU_DB_SLOTS;

@@ -21,6 +21,7 @@
 #define GPU_DEFAULT_PERIOD	(10 * VGPU_NSEC_PER_MSEC)
 #define GPU_DEFAULT_PREEMPT_TO	(100 * VGPU_NSEC_PER_MSEC)
 #define GPU_DEFAULT_SEM_TO	VGPU_NSEC_PER_SEC
+#define GPU_PRIV_POLL_NS	VGPU_NSEC_PER_MSEC
 #define GPU_ACQ_POLL_NS		(50 * VGPU_NSEC_PER_USEC)
 
 /* ---- privileged region access (priv.c) ---- */

@@ -472,6 +472,11 @@ static enum gpu_run_result chan_run_locked_out(struct gpu_ctx *ctx)
 	unsigned int entries = 0, methods = 0;
 	bool did = false;
 
+	/* A doorbell while mid-segment (e.g. blocked on a semaphore): look at GP_PUT now, so
+	 * misuse is seen and new work is known. */
+	if (c->seg_active && (atomic_load_explicit(&ctx->f->pending, memory_order_relaxed) &
+			      VGPU_BIT(ctx->chid)) && gp_refresh_put(ctx))
+		return GPU_RUN_STOPPED;
 	for (;;) {
 		if (!c->seg_active) {
 			if (entries >= GPU_CHAN_BATCH)

@@ -37,7 +37,8 @@ static bool chan_runnable_locked(struct gpu_engine *e, struct gpu_fn *f, unsigne
 	if (st == GPU_CHAN_STATE_ERROR || st == GPU_CHAN_STATE_FAULTED || st == GPU_CHAN_STATE_FREE)
 		return false;
 	if (c->acq_waiting)
-		return now >= c->retry_at;
+		return now >= c->retry_at ||
+		       (atomic_load_explicit(&f->pending, memory_order_relaxed) & VGPU_BIT(chid));
 	return c->seg_active || c->gp_get != c->gp_put ||
 	       (atomic_load_explicit(&f->pending, memory_order_relaxed) & VGPU_BIT(chid));
 }
@@ -213,7 +214,8 @@ static void engine_run_locked(struct gpu_engine *e, struct gpu_chan *c, uint64_t
 static uint64_t idle_deadline_locked(struct gpu_engine *e, uint64_t now)
 {
 	struct gpu *g = e->g;
-	uint64_t d = e->next_scan;
+	/* The GSP may live in another process and cannot kick us: poll its generation. */
+	uint64_t d = vgpu_min(e->next_scan, now + GPU_PRIV_POLL_NS);
 
 	if (e->cur_fn >= 0)
 		d = vgpu_min(d, e->slot_end);
@@ -287,6 +289,7 @@ void *gpu_engine_main(void *arg)
 	struct gpu *g = e->g;
 
 	vgpu_mutex_lock(&g->lock);
+	e->next_scan = vgpu_now_ns() + def(g->cfg.scan_period_ns, VGPU_NSEC_PER_MSEC);
 	while (!atomic_load(&g->stop)) {
 		uint64_t now = vgpu_now_ns(), deadline;
 		struct gpu_chan *c;

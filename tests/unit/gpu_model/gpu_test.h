@@ -136,14 +136,17 @@ static inline void *tgpu_va(struct tgpu *t, unsigned int fn, uint64_t va, uint64
 	return tgpu_ptr(t, fn, va - T_VA_BASE, len);
 }
 
-/* Device with @nr_vfs VFs, each function owning a @slice_mib slice (PF included). */
-static inline struct tgpu *tgpu_new(unsigned int nr_vfs, unsigned int engines, uint64_t slice_mib)
+/* Device with @nr_vfs VFs, each function owning a @slice_mib slice (PF included);
+ * @scan_ns: GP_PUT scan period (0 = default). */
+static inline struct tgpu *tgpu_new_scan(unsigned int nr_vfs, unsigned int engines,
+					 uint64_t slice_mib, uint64_t scan_ns)
 {
 	struct tgpu *t = calloc(1, sizeof(*t));
 	struct gpu_config cfg = {
 		.vram_size = (nr_vfs + 1) * slice_mib * VGPU_MiB,
 		.nr_vfs = nr_vfs,
 		.nr_engines = engines,
+		.scan_period_ns = scan_ns,
 	};
 
 	assert_non_null(t);
@@ -157,6 +160,11 @@ static inline struct tgpu *tgpu_new(unsigned int nr_vfs, unsigned int engines, u
 		t->pdb[fn] = tgpu_table(t, fn);
 	}
 	return t;
+}
+
+static inline struct tgpu *tgpu_new(unsigned int nr_vfs, unsigned int engines, uint64_t slice_mib)
+{
+	return tgpu_new_scan(nr_vfs, engines, slice_mib, 0);
 }
 
 static inline void tgpu_free(struct tgpu *t)

@@ -1,0 +1,313 @@
+/* Doorbells: the misuse cases of the reference's fault list (case 12) each dropped or
+ * counted without harm, a doorbell to a non-resident channel never lost, and the
+ * spin-then-sleep handshake with its eventfd kick. */
+#include <pthread.h>
+
+#include "gpu_test.h"
+
+#define LONG_SCAN (60 * VGPU_NSEC_PER_SEC)	/* the scan must not hide a lost doorbell */
+
+struct dctx {
+	struct tgpu *t;
+	struct tchan c;			/* function 1, channel 2, runlist 0 */
+	uint64_t sem_va;
+	uint32_t *sem;
+};
+
+static struct dctx *dctx_new(uint64_t scan_ns, bool resident)
+{
+	struct dctx *d = calloc(1, sizeof(*d));
+
+	d->t = tgpu_new_scan(2, 1, 32, scan_ns);
+	tchan_init_flags(d->t, &d->c, 1, 2, 0, 16, 0, resident);
+	d->sem_va = tgpu_vmem(d->t, 1, 4096, VGPU_GMMU_PAGE_4K);
+	d->sem = tgpu_va(d->t, 1, d->sem_va, 4096);
+	return d;
+}
+
+static void dctx_free(struct dctx *d)
+{
+	tgpu_free(d->t);
+	free(d);
+}
+
+static struct gpu_db_stats stats(struct dctx *d, unsigned int fn)
+{
+	struct gpu_db_stats s;
+
+	gpu_db_stats(d->t->g, fn, &s);
+	return s;
+}
+
+/* Wait until @fn's doorbell counters say @n tokens were consumed. */
+static void wait_rung(struct dctx *d, unsigned int fn, uint64_t n)
+{
+	uint64_t dl = vgpu_deadline_ns(T_TIMEOUT);
+
+	while (stats(d, fn).rung < n && !vgpu_deadline_passed(dl))
+		vgpu_sleep_ns(10 * VGPU_NSEC_PER_USEC);
+	assert_true(stats(d, fn).rung >= n);
+}
+
+/* Queue a semaphore release of @v (GP entry written, GP_PUT not yet published). */
+static void queue_release(struct dctx *d, uint32_t v)
+{
+	TM(&d->c, VGPU_M_SEM_RELEASE, lo32(d->sem_va), hi32(d->sem_va), v, 0, 0);
+	tchan_gp(&d->c);
+}
+
+static uint32_t sem(struct dctx *d)
+{
+	return __atomic_load_n(d->sem, __ATOMIC_ACQUIRE);
+}
+
+/* Another function's token written to this function's doorbell names nothing here. */
+static void case_foreign_token(struct dctx *d)
+{
+	struct tchan other;
+
+	tchan_init(d->t, &other, 2, 7, 0, 16);
+	TM(&other, VGPU_M_NOP);
+	tchan_gp(&other);
+	__atomic_store_n(&other.userd->gp_put, other.put, __ATOMIC_RELEASE);
+	gpu_doorbell_ring(d->t->g, 1, vgpu_token(0, 7));	/* fn 1 has no channel 7 */
+	wait_rung(d, 1, 1);
+	assert_int_equal(stats(d, 1).invalid, 1);
+	vgpu_sleep_ns(2 * VGPU_NSEC_PER_MSEC);
+	assert_int_equal(tchan_get(&other), 0);		/* the owner's channel did not run */
+	assert_int_equal(stats(d, 2).rung, 0);
+	gpu_doorbell_ring(d->t->g, 2, vgpu_token(0, 7));	/* its own doorbell works */
+	assert_int_equal(tchan_wait(&other), 0);
+}
+
+static void case_stale_token(struct dctx *d)
+{
+	assert_int_equal(gpu_priv_chan_free(d->t->p, 1, 2), 0);
+	queue_release(d, 1);
+	tchan_kick(d->t, &d->c);
+	wait_rung(d, 1, 1);
+	assert_int_equal(stats(d, 1).invalid, 1);
+	assert_int_equal(stats(d, 1).accepted, 0);
+	/* Wrong runlist and out-of-range ids are invalid too. */
+	gpu_doorbell_ring(d->t->g, 1, vgpu_token(3, 2));
+	gpu_doorbell_ring(d->t->g, 1, vgpu_token(0, 999));
+	wait_rung(d, 1, 3);
+	assert_int_equal(stats(d, 1).invalid, 3);
+	assert_int_equal(sem(d), 0);
+}
+
+static void case_disabled_channel(struct dctx *d)
+{
+	assert_int_equal(gpu_priv_chan_enable(d->t->p, 1, 2, false), 0);
+	queue_release(d, 5);
+	tchan_kick(d->t, &d->c);
+	wait_rung(d, 1, 1);
+	assert_int_equal(stats(d, 1).disabled, 1);
+	vgpu_sleep_ns(2 * VGPU_NSEC_PER_MSEC);
+	assert_int_equal(sem(d), 0);
+	assert_int_equal(gpu_priv_chan_enable(d->t->p, 1, 2, true), 0);
+	tchan_kick(d->t, &d->c);
+	assert_int_equal(tchan_wait(&d->c), 0);
+	assert_int_equal(sem(d), 5);
+}
+
+static void case_put_unchanged(struct dctx *d)
+{
+	queue_release(d, 1);
+	tchan_kick(d->t, &d->c);
+	assert_int_equal(tchan_wait(&d->c), 0);
+	tchan_kick(d->t, &d->c);			/* nothing new */
+	wait_rung(d, 1, 2);
+	assert_int_equal(tchan_wait(&d->c), 0);
+	uint64_t dl = vgpu_deadline_ns(T_TIMEOUT);
+
+	while (stats(d, 1).spurious < 1 && !vgpu_deadline_passed(dl))
+		vgpu_sleep_ns(10 * VGPU_NSEC_PER_USEC);
+	assert_int_equal(stats(d, 1).spurious, 1);
+	assert_int_equal(tchan_err(&d->c), 0);
+}
+
+static void wait_counter(struct dctx *d, size_t off, uint64_t want)
+{
+	uint64_t dl = vgpu_deadline_ns(T_TIMEOUT);
+	struct gpu_db_stats s;
+
+	do {
+		s = stats(d, 1);
+	} while (*(uint64_t *)((char *)&s + off) < want && !vgpu_deadline_passed(dl));
+	assert_int_equal(*(uint64_t *)((char *)&s + off), want);
+}
+
+static void case_put_beyond_ring(struct dctx *d)
+{
+	queue_release(d, 9);
+	__atomic_store_n(&d->c.userd->gp_put, 16 + 3, __ATOMIC_RELEASE);
+	gpu_doorbell_ring(d->t->g, 1, vgpu_token(0, 2));
+	wait_counter(d, offsetof(struct gpu_db_stats, bad_put), 1);
+	assert_int_equal(sem(d), 0);
+	assert_int_equal(tchan_err(&d->c), 0);		/* ignored, channel unharmed */
+	tchan_kick(d->t, &d->c);			/* a correct GP_PUT still works */
+	assert_int_equal(tchan_wait(&d->c), 0);
+	assert_int_equal(sem(d), 9);
+}
+
+static void case_put_backwards(struct dctx *d)
+{
+	uint64_t gate = d->sem_va + 64;
+	uint32_t *gate_p = d->sem + 16;
+
+	/* Entry 0 blocks on a gate, so entries 1..3 stay pending while we misbehave. */
+	TM(&d->c, VGPU_M_SEM_ACQUIRE, lo32(gate), hi32(gate), 1, 0, 0, 5000000);
+	tchan_gp(&d->c);
+	queue_release(d, 1);
+	queue_release(d, 2);
+	queue_release(d, 3);
+	tchan_kick(d->t, &d->c);
+	vgpu_sleep_ns(2 * VGPU_NSEC_PER_MSEC);
+	__atomic_store_n(&d->c.userd->gp_put, 2, __ATOMIC_RELEASE);
+	gpu_doorbell_ring(d->t->g, 1, vgpu_token(0, 2));
+	wait_counter(d, offsetof(struct gpu_db_stats, backwards), 1);
+	__atomic_store_n(&d->c.userd->gp_put, 4, __ATOMIC_RELEASE);
+	__atomic_store_n(gate_p, 1, __ATOMIC_RELEASE);
+	assert_int_equal(tchan_wait(&d->c), 0);
+	assert_int_equal(sem(d), 3);			/* all four ran: the backwards PUT was ignored */
+}
+
+/* Rung while not resident: counted, kept pending, run once it becomes resident. */
+static void case_non_resident(struct dctx *d)
+{
+	queue_release(d, 77);
+	tchan_kick(d->t, &d->c);
+	wait_rung(d, 1, 1);
+	assert_int_equal(stats(d, 1).non_resident, 1);
+	vgpu_sleep_ns(2 * VGPU_NSEC_PER_MSEC);
+	assert_int_equal(sem(d), 0);
+	assert_int_equal(gpu_priv_runlist_set(d->t->p, 1, 0, VGPU_BIT(2)), 0);
+	assert_int_equal(tchan_wait(&d->c), 0);		/* no second doorbell needed */
+	assert_int_equal(sem(d), 77);
+}
+
+/* GP_PUT advanced with no doorbell at all: the periodic scan finds it. */
+static void case_missed_doorbell_scan(struct dctx *d)
+{
+	queue_release(d, 4);
+	__atomic_store_n(&d->c.userd->gp_put, d->c.put, __ATOMIC_RELEASE);
+	assert_int_equal(tchan_wait(&d->c), 0);
+	assert_int_equal(sem(d), 4);
+	assert_true(stats(d, 1).scan_found >= 1);
+}
+
+/* A producer that claimed a slot and died does not block later doorbells for long. */
+static void case_abandoned_slot(struct dctx *d)
+{
+	struct vgpu_doorbell_page *db = gpu_doorbell_page(d->t->g, 1);
+
+	__atomic_fetch_add(&db->head, 1, __ATOMIC_SEQ_CST);
+	queue_release(d, 6);
+	tchan_kick(d->t, &d->c);
+	assert_int_equal(tchan_wait(&d->c), 0);
+	assert_int_equal(sem(d), 6);
+}
+
+/* An idle engine sleeps after spinning; a doorbell then kicks its eventfd. */
+static void case_sleep_and_kick(struct dctx *d)
+{
+	struct vgpu_doorbell_page *db = gpu_doorbell_page(d->t->g, 1);
+	uint64_t dl = vgpu_deadline_ns(T_TIMEOUT);
+
+	while (!__atomic_load_n(&db->sleeping, __ATOMIC_SEQ_CST) && !vgpu_deadline_passed(dl))
+		vgpu_sleep_ns(100 * VGPU_NSEC_PER_USEC);
+	assert_true(__atomic_load_n(&db->sleeping, __ATOMIC_SEQ_CST) > 0);
+	for (uint32_t i = 1; i <= 20; i++) {
+		queue_release(d, i);
+		tchan_kick(d->t, &d->c);
+		assert_int_equal(tchan_wait(&d->c), 0);
+		assert_int_equal(sem(d), i);
+		vgpu_sleep_ns(200 * VGPU_NSEC_PER_USEC);	/* past the spin: asleep again */
+	}
+}
+
+/* Many threads ringing at once through one doorbell page: nothing lost. */
+struct storm_arg {
+	struct dctx *d;
+	struct tchan *c;
+	int failures;		/* cmocka asserts belong to the main thread */
+};
+
+static void *storm_thread(void *arg)
+{
+	struct storm_arg *a = arg;
+	uint64_t sem_va = a->d->sem_va + 128 + a->c->chid * 8;
+
+	for (uint32_t i = 1; i <= 300; i++) {
+		TM(a->c, VGPU_M_SEM_RELEASE, lo32(sem_va), hi32(sem_va), i, 0, 0);
+		tchan_gp(a->c);
+		tchan_kick(a->d->t, a->c);
+		if (i % 8 == 0 && tchan_wait(a->c))
+			a->failures++;
+	}
+	return NULL;
+}
+
+static void case_storm(struct dctx *d)
+{
+	struct tchan cs[3];
+	struct storm_arg a[3];
+	pthread_t th[3];
+	uint64_t mask = 0;
+
+	for (int i = 0; i < 3; i++) {
+		tchan_init(d->t, &cs[i], 1, 10 + i, 0, 64);
+		mask |= VGPU_BIT(10 + i);
+	}
+	for (int i = 0; i < 3; i++) {
+		a[i] = (struct storm_arg){ d, &cs[i], 0 };
+		pthread_create(&th[i], NULL, storm_thread, &a[i]);
+	}
+	for (int i = 0; i < 3; i++)
+		pthread_join(th[i], NULL);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(a[i].failures, 0);
+		assert_int_equal(tchan_wait(&cs[i]), 0);
+		assert_int_equal(d->sem[32 + (10 + i) * 2], 300);
+	}
+	assert_int_equal(stats(d, 1).invalid + stats(d, 1).disabled, 0);
+}
+
+static const struct db_case {
+	const char *name;
+	void (*fn)(struct dctx *d);
+	uint64_t scan_ns;
+	bool resident;
+} db_cases[] = {
+	{ "foreign function's token",	case_foreign_token, LONG_SCAN, true },
+	{ "stale token after free",	case_stale_token, LONG_SCAN, true },
+	{ "token for disabled channel",	case_disabled_channel, LONG_SCAN, true },
+	{ "GP_PUT unchanged",		case_put_unchanged, LONG_SCAN, true },
+	{ "GP_PUT beyond the ring",	case_put_beyond_ring, LONG_SCAN, true },
+	{ "GP_PUT moving backwards",	case_put_backwards, LONG_SCAN, true },
+	{ "non-resident channel",	case_non_resident, LONG_SCAN, false },
+	{ "no doorbell: scan finds it",	case_missed_doorbell_scan, 0, true },
+	{ "abandoned doorbell slot",	case_abandoned_slot, LONG_SCAN, true },
+	{ "engine sleeps, kick wakes",	case_sleep_and_kick, LONG_SCAN, true },
+	{ "three submitters at once",	case_storm, LONG_SCAN, true },
+};
+
+static void test_db_case(void **state)
+{
+	const struct db_case *c = *state;
+	struct dctx *d = dctx_new(c->scan_ns, c->resident);
+
+	c->fn(d);
+	dctx_free(d);
+}
+
+int main(void)
+{
+	struct CMUnitTest tests[VGPU_ARRAY_SIZE(db_cases)];
+
+	for (size_t i = 0; i < VGPU_ARRAY_SIZE(db_cases); i++)
+		tests[i] = (struct CMUnitTest){ .name = db_cases[i].name, .test_func = test_db_case,
+						.initial_state = (void *)&db_cases[i] };
+	return _cmocka_run_group_tests("gpu_doorbell", tests, VGPU_ARRAY_SIZE(db_cases), NULL, NULL);
+}
