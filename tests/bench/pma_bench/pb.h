@@ -194,6 +194,7 @@ enum pb_optype {
 
 struct pb_opts {
 	bool json, quick, verify;
+	bool pma_only;			/* skip the baseline (profiling) */
 	unsigned int reps;		/* throughput repetitions of the pma (median) */
 	int cpu;			/* pin to this CPU, -1: no pinning */
 };

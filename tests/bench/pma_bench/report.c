@@ -177,7 +177,7 @@ static void human_fill(const struct pb_ctx *c, const struct pb_result *p,
 	row("alloc ops/s (throughput)", fmt_rate(pa), fmt_rate(na), fmt_x(ratio(pa, na)));
 	row("alloc p50 / p99", fmt_pct(&pf->alloc), fmt_pct(&nf->alloc),
 	    fmt_x(lat_speedup(&pf->alloc, &nf->alloc)));
-	row("the failing C2M", fmt_ns(pf->fail_ns), fmt_ns(nf->fail_ns),
+	row("the failing C2M", fmt_ns(pf->fail_ns), nf->allocs ? fmt_ns(nf->fail_ns) : "-",
 	    fmt_x(ratio((double)nf->fail_ns, (double)pf->fail_ns)));
 	row("free ops/s (throughput)", fmt_rate(pr), fmt_rate(nr), fmt_x(ratio(pr, nr)));
 	row("free p50 / p99", fmt_pct(&pf->free), fmt_pct(&nf->free),
@@ -260,13 +260,13 @@ static void human_frag(const struct pb_ctx *c, const struct pb_result *p,
 		       (unsigned long long)nf->c3_timed);
 }
 
-static void meta_row(const char *what, int64_t p, int64_t n, double gib)
+static void meta_row(const char *what, int64_t p, int64_t n, double gib, bool no_naive)
 {
 	char b1[48], b2[48];
 
 	snprintf(b1, sizeof(b1), "%lld B (%.0f/GiB)", (long long)p, (double)p / gib);
 	snprintf(b2, sizeof(b2), "%lld B (%.0f/GiB)", (long long)n, (double)n / gib);
-	row(what, b1, b2, "");
+	row(what, b1, no_naive ? "-" : b2, "");
 }
 
 static void human_memory(const struct pb_ctx *c, const struct pb_result *p,
@@ -276,11 +276,13 @@ static void human_memory(const struct pb_ctx *c, const struct pb_result *p,
 	char b[48];
 
 	header("metadata: allocator heap bytes (mallinfo2 delta since create)");
-	meta_row("empty", p->meta_empty, n->meta_empty, gib);
-	meta_row("after (a) fill", p->meta_fill, n->meta_fill, gib);
-	meta_row("peak in (b) mixed", p->meta_mixed_peak, n->meta_mixed_peak, gib);
-	meta_row("peak in (c) fragmented", p->meta_frag_peak, n->meta_frag_peak, gib);
-	meta_row("max", meta_max(p), meta_max(n), gib);
+	bool nn = c->opt.pma_only;
+
+	meta_row("empty", p->meta_empty, n->meta_empty, gib, nn);
+	meta_row("after (a) fill", p->meta_fill, n->meta_fill, gib, nn);
+	meta_row("peak in (b) mixed", p->meta_mixed_peak, n->meta_mixed_peak, gib, nn);
+	meta_row("peak in (c) fragmented", p->meta_frag_peak, n->meta_frag_peak, gib, nn);
+	meta_row("max", meta_max(p), meta_max(n), gib, nn);
 	printf("\npeak RSS (ru_maxrss; includes %.1f MB of harness buffers, all pre-faulted)\n",
 	       (double)c->harness_bytes / 1e6);
 	snprintf(b, sizeof(b), "%.1f MB", (double)p->rss_fill / 1e6);
@@ -308,9 +310,9 @@ static void human_targets(const struct pb_ctx *c, const struct pb_result *p,
 void pb_report_human(const struct pb_ctx *c, const struct pb_result *p,
 		     const struct pb_result *n)
 {
-	printf("pma_bench: %.0f GiB = %llu frames of 64 KiB, seed %llu, single thread%s\n",
+	printf("pma_bench: %.0f GiB = %llu frames of 64 KiB, seed %llu, single thread%s%s\n",
 	       device_gib(c), (unsigned long long)c->nr_frames, (unsigned long long)PB_SEED,
-	       c->opt.quick ? ", --quick" : "");
+	       c->opt.quick ? ", --quick" : "", c->opt.pma_only ? ", --pma-only (no baseline)" : "");
 	printf("generator: %zu ops (%zu prefill), trace hash 0x%016llx: matches the reference "
 	       "(counts, forced frees, occupancy, first ops, hash)\n", c->trace.nr_ops,
 	       c->trace.nr_prefill, (unsigned long long)c->trace.hash);
@@ -465,6 +467,7 @@ void pb_report_json(const struct pb_ctx *c, const struct pb_result *p,
 	jnum(&j, (double)(c->nr_frames * PB_FRAME_SIZE), "device_bytes");
 	jbool(&j, c->opt.quick, "quick");
 	jbool(&j, c->opt.verify, "verify");
+	jbool(&j, c->opt.pma_only, "pma_only");
 	jnum(&j, c->opt.reps, "reps");
 	jnum(&j, (double)c->timer_p50, "timer_pair_p50_ns");
 	jnum(&j, (double)c->timer_p99, "timer_pair_p99_ns");
