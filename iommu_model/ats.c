@@ -184,7 +184,7 @@ void iommu_ats_flush_fn(struct iommu *mmu, unsigned int rid)
 	struct iommu_fn *fn = &mmu->fn[rid];
 
 	vgpu_mutex_lock(&fn->ats.lock);
-	if (fn->ats.enabled) {
+	if (fn->ats.atc.e) {
 		atomic_fetch_add_explicit(&fn->ats.inval_seq, 1, memory_order_seq_cst);
 		xcache_inval(&fn->ats.atc, 0, true, 0, 0);
 	}
@@ -232,8 +232,8 @@ int iommu_ats_disable(struct iommu *mmu, unsigned int rid)
 	iommu_sync_wait();
 	vgpu_mutex_lock(&fn->ats.lock);
 	atomic_fetch_add_explicit(&fn->ats.inval_seq, 1, memory_order_seq_cst);
-	if (fn->ats.atc.e)
-		xcache_inval(&fn->ats.atc, 0, true, 0, 0);
+	if (!fn->ats.enabled)	/* nobody re-enabled it meanwhile */
+		xcache_fini(mmu, &fn->ats.atc);
 	vgpu_mutex_unlock(&fn->ats.lock);
 	return 0;
 }
