@@ -45,8 +45,9 @@ void pma_publish_stats_locked(struct pma *pma)
 	uint64_t total = 0, free_frames = 0, groups = 0, largest = 0, scrub = 0, black = 0;
 
 	for (unsigned int i = 0; i < pma->nr_regions; i++) {
-		const struct pma_region *r = pma->regions[i];
+		struct pma_region *r = pma->regions[i];
 
+		pma_tree_flush(&r->ftree, r);
 		total += r->hi - r->lo;
 		free_frames += r->free_frames;
 		groups += r->free_groups;
@@ -304,8 +305,15 @@ int pma_check(struct pma *pma)
 	if (!pma)
 		return -EINVAL;
 	pma_lock(pma);
-	for (unsigned int i = 0; i < pma->nr_regions && !ret; i++)
-		ret = pma_region_check(pma->regions[i]);
+	for (unsigned int i = 0; i < pma->nr_regions && !ret; i++) {
+		/* Every public call flushes its tree marks before it returns. */
+		if (pma->regions[i]->ftree.nr_dirty || pma->regions[i]->ftree.dirty_all) {
+			vgpu_err("pma_check: region %u: extent tree left unflushed", i);
+			ret = -EIO;
+		}
+		if (!ret)
+			ret = pma_region_check(pma->regions[i]);
+	}
 	if (!ret) {
 		struct pma_stats before, after;
 

@@ -72,63 +72,81 @@ static inline void word_apply(struct pma_region *r, struct pma_word *w, uint64_t
 	}
 }
 
+/* Whole groups [g0, g0 + ng) that are all free (ALLOC) or all allocated and carry no
+ * attribute (FREE without scrub) change as a block: the group bits and counters move by
+ * whole words instead of being re-derived word by word. False if the range does not qualify. */
+static bool groups_apply(struct pma_region *r, uint64_t g0, uint64_t ng, enum pma_op op,
+			 struct pma_opargs *a)
+{
+	uint64_t w0 = g0 / 2, w1 = (g0 + ng - 1) / 2, gw0 = g0 / 64, gw1 = (g0 + ng - 1) / 64;
+
+	if (op == OP_ALLOC) {
+		if (vgpu_bitmap_weight(r->gfull, g0, ng) != ng)
+			return false;
+	} else if (op != OP_FREE || a->scrub) {
+		return false;
+	} else {
+		for (uint64_t wi = w0; wi <= w1; wi++) {
+			const struct pma_word *w = &r->words[wi];
+			uint64_t m = vgpu_mask(wi == w0 ? (g0 % 2) * 32 : 0,
+					       (wi == w1 ? ((g0 + ng - 1) % 2 + 1) * 32 : 64) -
+					       (wi == w0 ? (g0 % 2) * 32 : 0));
+
+			if ((w->alloc & m) != m || ((w->evict | w->scrub | w->black) & m))
+				return false;
+		}
+	}
+	for (uint64_t wi = w0; wi <= w1; wi++) {
+		unsigned int lo = wi == w0 ? (g0 % 2) * 32 : 0;
+		unsigned int hi = wi == w1 ? ((g0 + ng - 1) % 2 + 1) * 32 : 64;
+
+		word_apply(r, &r->words[wi], vgpu_mask(lo, hi - lo), op, a);
+	}
+	if (op == OP_ALLOC) {
+		vgpu_bitmap_clear(r->gfull, g0, ng);
+		r->free_frames -= ng * PMA_GROUP_FRAMES;
+		r->free_groups -= ng;
+	} else {
+		vgpu_bitmap_set(r->gfull, g0, ng);
+		r->free_frames += ng * PMA_GROUP_FRAMES;
+		r->free_groups += ng;
+	}
+	for (uint64_t gw = gw0; gw <= gw1; gw++)
+		pma_sum_update(r->gfull_sum, r->gfull, gw);
+	pma_tree_mark(&r->ftree, g0 * PMA_GROUP_FRAMES, (g0 + ng) * PMA_GROUP_FRAMES - 1);
+	return true;
+}
+
 /* Apply @op to bitmap indexes [s, s + n) of @r and bring the indexes up to date. */
 static void range_apply(struct pma_region *r, uint64_t s, uint64_t n, enum pma_op op,
 			struct pma_opargs *a)
 {
-	uint64_t w0 = s / 64, w1 = (s + n - 1) / 64;
-	uint64_t old = (op == OP_PIN || op == OP_UNPIN) ? 0 : pma_region_count_avail(r, w0, w1);
-
+	if (!(s % PMA_GROUP_FRAMES) && !(n % PMA_GROUP_FRAMES) &&
+	    groups_apply(r, s / PMA_GROUP_FRAMES, n / PMA_GROUP_FRAMES, op, a))
+		return;
 	for (uint64_t i = s, end = s + n; i < end;) {
 		unsigned int lo = i % 64;
-		uint64_t len = vgpu_min(64 - lo, end - i);
+		uint64_t len = vgpu_min(64 - lo, end - i), wi = i / 64;
+		uint64_t old = pma_word_avail(&r->words[wi]);
 
-		word_apply(r, &r->words[i / 64], vgpu_mask(lo, (unsigned int)len), op, a);
+		word_apply(r, &r->words[wi], vgpu_mask(lo, (unsigned int)len), op, a);
+		pma_region_word_update(r, wi, old);
 		i += len;
 	}
-	/* Pinning changes no availability: nothing to re-derive. */
-	if (op != OP_PIN && op != OP_UNPIN)
-		pma_region_refresh(r, w0, w1, old);
 }
 
-/* Batch of per-word changes: adjacent words are refreshed once as a span. */
-struct pma_batch {
-	struct pma_region *r;
-	uint64_t ws, we, old;
-};
-
-static void batch_flush(struct pma_batch *b)
+/* Apply @op to one page of @pf frames at bitmap index @idx. */
+static inline void page_apply(struct pma_region *r, uint64_t idx, uint64_t pf, enum pma_op op,
+			      struct pma_opargs *a)
 {
-	if (b->r)
-		pma_region_refresh(b->r, b->ws, b->we, b->old);
-	b->r = NULL;
-}
+	if (pf < PMA_GROUP_FRAMES && pf <= 64 - idx % 64) {
+		uint64_t wi = idx / 64, old = pma_word_avail(&r->words[wi]);
 
-static void batch_word(struct pma_batch *b, struct pma_region *r, uint64_t wi, uint64_t m,
-		       enum pma_op op, struct pma_opargs *a)
-{
-	if (b->r != r || (wi != b->we && wi != b->we + 1)) {
-		batch_flush(b);
-		b->r = r;
-		b->ws = b->we = wi;
-		b->old = vgpu_popcount(pma_word_avail(&r->words[wi]));
-	} else if (wi == b->we + 1) {
-		b->we = wi;
-		b->old += vgpu_popcount(pma_word_avail(&r->words[wi]));
-	}
-	word_apply(r, &r->words[wi], m, op, a);
-}
-
-/* Apply @op to page @idx (@pf frames) of @r through the batch. */
-static void batch_page(struct pma_batch *b, struct pma_region *r, uint64_t idx, uint64_t pf,
-		       enum pma_op op, struct pma_opargs *a)
-{
-	if (pf > 64) {
-		batch_flush(b);
-		range_apply(r, idx, pf, op, a);
+		word_apply(r, &r->words[wi], vgpu_mask(idx % 64, (unsigned int)pf), op, a);
+		pma_region_word_update(r, wi, old);
 		return;
 	}
-	batch_word(b, r, idx / 64, vgpu_mask(idx % 64, (unsigned int)pf), op, a);
+	range_apply(r, idx, pf, op, a);
 }
 
 /* --- request validation and region order ------------------------------------------------- */
@@ -239,16 +257,13 @@ static uint64_t find_contig(const struct pma_region *r, uint64_t n, uint64_t ali
 {
 	uint64_t phase = r->first % align;
 
-	if (n % PMA_GROUP_FRAMES == 0 && align % PMA_GROUP_FRAMES == 0) {
+	/* One 2 MiB page: the first full group is the answer. */
+	if (n == PMA_GROUP_FRAMES && align == PMA_GROUP_FRAMES) {
 		uint64_t glo = (lo + PMA_GROUP_FRAMES - 1) >> PMA_GROUP_SHIFT;
-		uint64_t ghi = hi >> PMA_GROUP_SHIFT, g;
+		uint64_t ghi = hi >> PMA_GROUP_SHIFT;
+		uint64_t g = rev ? pma_bits_prev(r->gfull, r->gfull_sum, glo, ghi)
+				 : pma_bits_next(r->gfull, r->gfull_sum, glo, ghi);
 
-		if (n == PMA_GROUP_FRAMES && align == PMA_GROUP_FRAMES)
-			g = rev ? pma_bits_prev(r->gfull, r->gfull_sum, glo, ghi)
-				: pma_bits_next(r->gfull, r->gfull_sum, glo, ghi);
-		else
-			g = pma_tree_find(&r->gtree, r, glo, ghi, n >> PMA_GROUP_SHIFT,
-					  align >> PMA_GROUP_SHIFT, phase >> PMA_GROUP_SHIFT, rev);
 		return g == NONE ? NONE : g << PMA_GROUP_SHIFT;
 	}
 	return pma_tree_find(&r->ftree, r, lo, hi, n, align, phase, rev);
@@ -403,18 +418,25 @@ static int alloc_locked(struct pma *pma, const struct pma_req *q, const struct p
 	if (!n || (n < q->count && !(q->flags & PMA_ALLOW_PARTIAL)))
 		return -ENOMEM;
 
-	struct pma_batch b = { 0 };
 	size_t p = 0;
 
 	for (unsigned int u = 0; u < nused; u++) {
 		struct pma_region *r = rs[used[u]];
 
-		for (; p < upto[u]; p++) {
-			batch_page(&b, r, pages[p], q->pf, OP_ALLOC, &args);
-			pages[p] = (r->first + pages[p]) << PMA_FRAME_SHIFT;
+		while (p < upto[u]) {
+			size_t run = 1;
+
+			/* Adjacent pages commit as one range (whole groups move as a block). */
+			while (p + run < upto[u] && pages[p + run] == pages[p] + run * q->pf)
+				run++;
+			if (run == 1)
+				page_apply(r, pages[p], q->pf, OP_ALLOC, &args);
+			else
+				range_apply(r, pages[p], run * q->pf, OP_ALLOC, &args);
+			for (size_t e = p + run; p < e; p++)
+				pages[p] = (r->first + pages[p]) << PMA_FRAME_SHIFT;
 		}
 	}
-	batch_flush(&b);
 	*got = n;
 	*result = args.dirty_seen ? 0 : PMA_RESULT_IS_ZERO;
 	return 0;
@@ -533,7 +555,12 @@ int pma_alloc_fixed(struct pma *pma, uint64_t addr, uint64_t size, struct pma_al
 /* Resolve page @addr to its region and bitmap index; NULL if not wholly inside one. */
 static struct pma_region *page_locate(struct pma *pma, uint64_t addr, uint64_t pf, uint64_t *idx)
 {
-	struct pma_region *r = region_span(pma, addr >> PMA_FRAME_SHIFT, pf);
+	uint64_t f = addr >> PMA_FRAME_SHIFT;
+	struct pma_region *r = pma->nr_regions ? pma->regions[0] : NULL;
+
+	/* Most instances have one region: try it before the search. */
+	if (!r || f < r->first + r->lo || f + pf > r->first + r->hi)
+		r = region_span(pma, f, pf);
 
 	if (r)
 		*idx = (addr >> PMA_FRAME_SHIFT) - r->first;
@@ -541,24 +568,37 @@ static struct pma_region *page_locate(struct pma *pma, uint64_t addr, uint64_t p
 }
 
 /* Toggle the alloc bits of the first @n pages; used to prove every page is allocated and
- * listed once (a duplicate finds its bits already clear), then to undo exactly. */
+ * listed once (a duplicate finds its bits already clear), then to undo exactly. Adjacent
+ * pages are handled as one range. */
 static int pages_mark(struct pma *pma, const uint64_t *pages, size_t n, uint64_t pf, bool clear,
 		      size_t *done)
 {
-	for (size_t p = 0; p < n; p++) {
-		uint64_t idx = 0;
-		struct pma_region *r = page_locate(pma, pages[p], pf, &idx);
+	uint64_t page_size = pf << PMA_FRAME_SHIFT;
 
-		if (!r)
-			return -EINVAL;
-		for (uint64_t i = idx, end = idx + pf; i < end;) {
+	for (size_t p = 0; p < n;) {
+		uint64_t idx, run = 1, len_f;
+		struct pma_region *r;
+
+		while (p + run < n && pages[p + run] == pages[p] + run * page_size)
+			run++;
+		len_f = run * pf;
+		r = page_locate(pma, pages[p], len_f, &idx);
+		if (!r) {
+			/* A run may straddle regions: retry page by page. */
+			run = 1;
+			len_f = pf;
+			r = page_locate(pma, pages[p], pf, &idx);
+			if (!r)
+				return -EINVAL;
+		}
+		for (uint64_t i = idx, end = idx + len_f; i < end;) {
 			unsigned int lo = i % 64;
 			uint64_t len = vgpu_min(64 - lo, end - i);
 			uint64_t m = vgpu_mask(lo, (unsigned int)len);
 			struct pma_word *w = &r->words[i / 64];
 
 			if (clear && (w->alloc & m) != m) {
-				/* Put back the part of this page already cleared. */
+				/* Put back the part of this run already cleared. */
 				for (uint64_t j = idx; j < i; j += 64 - j % 64)
 					r->words[j / 64].alloc |=
 						vgpu_mask(j % 64, (unsigned int)vgpu_min(64 - j % 64, i - j));
@@ -567,7 +607,8 @@ static int pages_mark(struct pma *pma, const uint64_t *pages, size_t n, uint64_t
 			w->alloc = clear ? w->alloc & ~m : w->alloc | m;
 			i += len;
 		}
-		*done = p + 1;
+		p += run;
+		*done = p;
 	}
 	return 0;
 }
@@ -590,7 +631,6 @@ static int free_locked(struct pma *pma, const uint64_t *pages, size_t count, uin
 	struct pma_opargs args = {
 		.scrub = pma->cfg.scrub_on_free && !(flags & PMA_FREE_SKIP_SCRUB),
 	};
-	struct pma_batch b = { 0 };
 	int ret = pages_validate_allocated(pma, pages, count, pf);
 
 	if (ret)
@@ -603,18 +643,11 @@ static int free_locked(struct pma *pma, const uint64_t *pages, size_t count, uin
 		while (p + run < count && pages[p + run] == pages[p] + run * page_size &&
 		       pages[p + run] >> PMA_FRAME_SHIFT < r->first + r->hi)
 			run++;
-		if (run * pf <= 64 && idx / 64 == (idx + run * pf - 1) / 64) {
-			batch_word(&b, r, idx / 64, vgpu_mask(idx % 64, (unsigned int)(run * pf)),
-				   OP_FREE, &args);
-		} else {
-			batch_flush(&b);
-			range_apply(r, idx, run * pf, OP_FREE, &args);
-		}
+		page_apply(r, idx, run * pf, OP_FREE, &args);
 		if (args.scrub)
 			pma_scrub_submit(pma, pages[p], run * page_size);
 		p += run;
 	}
-	batch_flush(&b);
 	pma_publish_stats_locked(pma);
 	return 0;
 }

@@ -6,10 +6,10 @@
  *  - 2 MiB groups (32 frames, naturally aligned): gfull (all 32 available) and gpart (some,
  *    not all), each with a one-bit-per-word summary, so the first full or partial group is
  *    two ctz away. Small pages come from partial groups first, which keeps full groups whole.
- *  - extent trees: a segment tree of (prefix, suffix, max) free runs over the frames (leaf =
- *    256 frames) and one over the groups (leaf = 64 groups). They answer "first run of n" in
- *    O(log n) and give the largest free extent at the root.
- * Metadata is 48 bytes per 64 frames plus about 3 % for the indexes: < 16 KiB per GiB. */
+ *  - an extent tree: a segment tree of (prefix, suffix, max) free runs in frames whose leaves
+ *    are 64 groups, summarised from the group bits. It answers "first run of n frames" in
+ *    O(log n) and holds the exact largest free extent at its root.
+ * Metadata is 48 bytes per 64 frames plus well under 1 % for the indexes: ~12 KiB per GiB. */
 #ifndef VGPU_PMA_INTERNAL_H
 #define VGPU_PMA_INTERNAL_H
 
@@ -25,7 +25,7 @@
 
 #define PMA_GROUP_FRAMES	32u		/* frames in a 2 MiB group */
 #define PMA_GROUP_SHIFT		5
-#define PMA_LEAF_WORDS		4u		/* frame-tree leaf: 4 words = 256 frames */
+#define PMA_LEAF_FRAMES		2048u		/* extent-tree leaf: one word of group bits */
 #define PMA_BIG_FRAMES		8192u		/* frames in a 512 MiB page */
 
 /* State of 64 frames; bit i is frame (word index * 64 + i) of the region's bitmap. */
@@ -48,17 +48,21 @@ struct pma_tnode {
 	uint32_t pre, suf, max;
 };
 
-enum pma_tree_kind { PMA_TREE_FRAMES, PMA_TREE_GROUPS };
-
 struct pma_region;
 
 struct pma_tree {
-	enum pma_tree_kind kind;
-	uint32_t leaf_units;	/* units per leaf: 256 frames or 64 groups */
+	uint32_t leaf_units;	/* frames per leaf */
 	uint32_t nr_leaves;	/* real leaves; the rest up to size are empty */
 	uint32_t size;		/* leaves rounded up to a power of two */
 	struct pma_tnode *node;	/* heap order: node[1] root, leaves at [size, 2 size) */
+	/* Leaves changed since the last flush: an operation marks, and flushes once at its end
+	 * (before anyone searches or reads the root again). */
+	uint32_t *dirty;
+	uint32_t nr_dirty;
+	bool dirty_all;
 };
+
+#define PMA_TREE_DIRTY_MAX 1024
 
 /* One region. Bitmap index 0 is absolute frame @first, aligned to 512 MiB so group and big-
  * page alignment is index arithmetic; frames outside [base, base + size) are padding, held
@@ -73,7 +77,7 @@ struct pma_region {
 	struct pma_word *words;
 	uint64_t *gfull, *gpart;	/* one bit per group */
 	uint64_t *gfull_sum, *gpart_sum;	/* one bit per word of the above */
-	struct pma_tree ftree, gtree;
+	struct pma_tree ftree;
 	/* counters, protected by the pma lock */
 	uint64_t free_frames, free_groups, scrub_frames, black_frames;
 };
@@ -131,10 +135,12 @@ static inline void pma_unlock(struct pma *pma)
 }
 
 /* --- pma_tree.c --- */
-int pma_tree_init(struct pma_tree *t, struct pma_region *r, enum pma_tree_kind kind);
+int pma_tree_init(struct pma_tree *t, struct pma_region *r);
 void pma_tree_fini(struct pma_tree *t);
-/* Recompute leaves covering units [first, last] and their ancestors. */
-void pma_tree_update(struct pma_tree *t, struct pma_region *r, uint64_t first, uint64_t last);
+/* Note that frames [first, last] changed. */
+void pma_tree_mark(struct pma_tree *t, uint64_t first, uint64_t last);
+/* Bring the marked leaves and their ancestors up to date. */
+void pma_tree_flush(struct pma_tree *t, const struct pma_region *r);
 /* First (or last, @reverse) start s in [lo, hi) of a free run [s, s + n) inside [lo, hi)
  * with s + @phase a multiple of @align (a power of two). UINT64_MAX if none. */
 uint64_t pma_tree_find(const struct pma_tree *t, const struct pma_region *r, uint64_t lo,
@@ -142,19 +148,66 @@ uint64_t pma_tree_find(const struct pma_tree *t, const struct pma_region *r, uin
 /* Largest free run in units. */
 static inline uint64_t pma_tree_largest(const struct pma_tree *t) { return t->node[1].max; }
 /* Compare every node with a fresh computation; 0 or -EIO. */
-int pma_tree_check(const struct pma_tree *t, struct pma_region *r);
+int pma_tree_check(const struct pma_tree *t, const struct pma_region *r);
 
 /* --- pma_region.c --- */
 struct pma_region *pma_region_new(const struct pma_region_desc *desc, unsigned int id,
 				  bool clean);
 void pma_region_free(struct pma_region *r);
-/* Free-unit test used by the trees: frame or group @u is available. */
-bool pma_region_unit_free(const struct pma_region *r, enum pma_tree_kind kind, uint64_t u);
 /* Available mask of word @wi (padding never available). */
 static inline uint64_t pma_region_avail(const struct pma_region *r, uint64_t wi)
 {
 	return pma_word_avail(&r->words[wi]);
 }
+void pma_tree_mark(struct pma_tree *t, uint64_t first, uint64_t last);
+
+static inline void pma_sum_update(uint64_t *sum, const uint64_t *map, uint64_t gw)
+{
+	if (map[gw])
+		sum[gw / 64] |= VGPU_BIT(gw % 64);
+	else
+		sum[gw / 64] &= ~VGPU_BIT(gw % 64);
+}
+
+/* Group bits of word @wi (its two groups) from the frames' availability. */
+static inline void pma_region_groups_update(struct pma_region *r, uint64_t wi)
+{
+	uint64_t a = pma_word_avail(&r->words[wi]);
+	uint32_t lo = (uint32_t)a, hi = (uint32_t)(a >> 32);
+	uint64_t full = (uint64_t)(lo == UINT32_MAX) | (uint64_t)(hi == UINT32_MAX) << 1;
+	uint64_t part = (uint64_t)(lo && lo != UINT32_MAX) | (uint64_t)(hi && hi != UINT32_MAX) << 1;
+	uint64_t gw = wi / 32, shift = (wi % 32) * 2;
+	uint64_t of = r->gfull[gw], nf = (of & ~(3ull << shift)) | full << shift;
+	uint64_t op = r->gpart[gw], np = (op & ~(3ull << shift)) | part << shift;
+
+	if (np != op) {
+		r->gpart[gw] = np;
+		pma_sum_update(r->gpart_sum, r->gpart, gw);
+	}
+	if (nf != of) {
+		r->gfull[gw] = nf;
+		r->free_groups += (uint64_t)vgpu_popcount(nf) - vgpu_popcount(of);
+		pma_sum_update(r->gfull_sum, r->gfull, gw);
+	}
+}
+
+/* Word @wi changed; @old_avail was its available mask before. Keeps counters, group bits
+ * and the tree marks in step. */
+static inline void pma_region_word_update(struct pma_region *r, uint64_t wi, uint64_t old_avail)
+{
+	uint64_t now = pma_word_avail(&r->words[wi]);
+	uint32_t leaf = (uint32_t)(wi / (PMA_LEAF_FRAMES / 64));
+	struct pma_tree *t = &r->ftree;
+
+	if (now == old_avail)
+		return;
+	r->free_frames += (uint64_t)vgpu_popcount(now) - vgpu_popcount(old_avail);
+	pma_region_groups_update(r, wi);
+	if (t->nr_dirty && t->dirty[t->nr_dirty - 1] == leaf)
+		return;
+	pma_tree_mark(t, wi * 64, wi * 64);
+}
+
 /* Re-derive group bits, counters and trees after words [w0, w1] changed.
  * @old_avail: available frames in those words before the change. */
 void pma_region_refresh(struct pma_region *r, uint64_t w0, uint64_t w1, uint64_t old_avail);

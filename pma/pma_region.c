@@ -48,10 +48,10 @@ struct pma_region *pma_region_new(const struct pma_region_desc *desc, unsigned i
 		r->words[wi].alloc = r->words[wi].pin = ~real;
 		r->words[wi].persist = clean ? 0 : real;
 	}
-	if (pma_tree_init(&r->ftree, r, PMA_TREE_FRAMES) ||
-	    pma_tree_init(&r->gtree, r, PMA_TREE_GROUPS))
+	if (pma_tree_init(&r->ftree, r))
 		goto fail;
 	pma_region_refresh(r, 0, r->nr_words - 1, 0);
+	pma_tree_flush(&r->ftree, r);
 	return r;
 fail:
 	pma_region_free(r);
@@ -63,7 +63,6 @@ void pma_region_free(struct pma_region *r)
 	if (!r)
 		return;
 	pma_tree_fini(&r->ftree);
-	pma_tree_fini(&r->gtree);
 	free(r->words);
 	free(r->gfull);
 	free(r->gpart);
@@ -81,55 +80,12 @@ uint64_t pma_region_count_avail(const struct pma_region *r, uint64_t w0, uint64_
 	return n;
 }
 
-static inline void sum_update(uint64_t *sum, const uint64_t *map, uint64_t gw)
-{
-	if (map[gw])
-		sum[gw / 64] |= VGPU_BIT(gw % 64);
-	else
-		sum[gw / 64] &= ~VGPU_BIT(gw % 64);
-}
-
-/* Group bits of word @wi (its two groups) from the frames' availability; true if a full
- * bit changed. */
-static inline bool groups_update(struct pma_region *r, uint64_t wi)
-{
-	uint64_t a = pma_word_avail(&r->words[wi]);
-	uint32_t lo = (uint32_t)a, hi = (uint32_t)(a >> 32);
-	uint64_t full = (uint64_t)(lo == UINT32_MAX) | (uint64_t)(hi == UINT32_MAX) << 1;
-	uint64_t part = (uint64_t)(lo && lo != UINT32_MAX) | (uint64_t)(hi && hi != UINT32_MAX) << 1;
-	uint64_t gw = wi / 32, shift = (wi % 32) * 2;
-	uint64_t of = r->gfull[gw], nf = (of & ~(3ull << shift)) | full << shift;
-	uint64_t op = r->gpart[gw], np = (op & ~(3ull << shift)) | part << shift;
-
-	if (np != op) {
-		r->gpart[gw] = np;
-		sum_update(r->gpart_sum, r->gpart, gw);
-	}
-	if (nf == of)
-		return false;
-	r->gfull[gw] = nf;
-	r->free_groups += (uint64_t)vgpu_popcount(nf) - vgpu_popcount(of);
-	sum_update(r->gfull_sum, r->gfull, gw);
-	return true;
-}
-
 void pma_region_refresh(struct pma_region *r, uint64_t w0, uint64_t w1, uint64_t old_avail)
 {
-	bool full_changed = false;
-
 	r->free_frames += pma_region_count_avail(r, w0, w1) - old_avail;
 	for (uint64_t wi = w0; wi <= w1; wi++)
-		full_changed |= groups_update(r, wi);
-	pma_tree_update(&r->ftree, r, w0 * 64, w1 * 64 + 63);
-	if (full_changed)
-		pma_tree_update(&r->gtree, r, w0 * 2, w1 * 2 + 1);
-}
-
-bool pma_region_unit_free(const struct pma_region *r, enum pma_tree_kind kind, uint64_t u)
-{
-	if (kind == PMA_TREE_FRAMES)
-		return u / 64 < r->nr_words && (pma_word_avail(&r->words[u / 64]) >> (u % 64) & 1);
-	return u < r->nr_groups && vgpu_test_bit(r->gfull, u);
+		pma_region_groups_update(r, wi);
+	pma_tree_mark(&r->ftree, w0 * 64, w1 * 64 + 63);
 }
 
 uint64_t pma_bits_next(const uint64_t *map, const uint64_t *sum, uint64_t lo, uint64_t hi)
@@ -240,8 +196,6 @@ int pma_region_check(struct pma_region *r)
 	if (black != r->black_frames)
 		return region_fail(r, "blacklist counter wrong", r->black_frames);
 	if (pma_tree_check(&r->ftree, r))
-		return region_fail(r, "frame extent tree wrong", 0);
-	if (pma_tree_check(&r->gtree, r))
-		return region_fail(r, "group extent tree wrong", 0);
+		return region_fail(r, "extent tree wrong", 0);
 	return 0;
 }

@@ -11,18 +11,10 @@
 
 #define NONE UINT64_MAX
 
-static uint64_t tree_words(const struct pma_tree *t, const struct pma_region *r)
+/* 64 frames starting at frame 64 * @wi, 1 = free; past the end everything is busy. */
+static inline uint64_t tree_unit_word(const struct pma_region *r, uint64_t wi)
 {
-	return t->kind == PMA_TREE_FRAMES ? r->nr_words : VGPU_BITMAP_WORDS(r->nr_groups);
-}
-
-/* 64 units starting at unit 64 * @wi, 1 = free; past the end everything is busy. */
-static inline uint64_t tree_unit_word(const struct pma_tree *t, const struct pma_region *r,
-				      uint64_t wi)
-{
-	if (t->kind == PMA_TREE_FRAMES)
-		return wi < r->nr_words ? pma_word_avail(&r->words[wi]) : 0;
-	return wi < VGPU_BITMAP_WORDS(r->nr_groups) ? r->gfull[wi] : 0;
+	return wi < r->nr_words ? pma_word_avail(&r->words[wi]) : 0;
 }
 
 /* Longest run of ones in @w: one step per run, not per bit. */
@@ -44,47 +36,62 @@ static unsigned int word_max_run(uint64_t w)
 	return best;
 }
 
-static struct pma_tnode leaf_compute(const struct pma_tree *t, const struct pma_region *r,
-				     uint64_t leaf)
+/* Available frames of group @g as the low 32 bits. */
+static inline uint32_t group_avail(const struct pma_region *r, uint64_t g)
 {
-	unsigned int nw = t->leaf_units / 64;
-	uint64_t w[PMA_LEAF_WORDS];
+	return (uint32_t)(pma_word_avail(&r->words[g / 2]) >> (32 * (g % 2)));
+}
+
+/* A leaf is one word of group bits (64 groups, 2048 frames). It is summarised from the group
+ * indexes: whole runs of full groups in one step, and only partial groups looked at frame by
+ * frame, so the cost follows the number of partial groups, not the leaf size. */
+static struct pma_tnode leaf_compute(const struct pma_region *r, uint64_t leaf)
+{
+	uint64_t gw = VGPU_BITMAP_WORDS(r->nr_groups);
+	uint64_t gf = leaf < gw ? r->gfull[leaf] : 0, gp = leaf < gw ? r->gpart[leaf] : 0;
+	uint64_t mask = gf | gp, g0 = leaf * 64;
 	struct pma_tnode n = { 0, 0, 0 };
 	uint32_t cur = 0;
-	unsigned int i;
-	bool all_busy = true;
+	unsigned int g, next = 0;
 
-	for (i = 0; i < nw; i++) {
-		w[i] = tree_unit_word(t, r, leaf * nw + i);
-		all_busy &= !w[i];
-	}
-	if (all_busy)
+	if (!mask)
 		return n;
-	for (i = 0; i < nw && w[i] == ~0ull; i++)
-		n.pre += 64;
-	if (i < nw)
-		n.pre += vgpu_ctz(~w[i]);
-	for (i = nw; i > 0 && w[i - 1] == ~0ull; i--)
-		n.suf += 64;
-	if (i > 0)
-		n.suf += __builtin_clzll(~w[i - 1]);
-	for (i = 0; i < nw; i++) {
-		unsigned int m;
+	if (gf == ~0ull)
+		return (struct pma_tnode){ 2048, 2048, 2048 };
+	g = ~gf ? vgpu_ctz(~gf) : 64;		/* leading full groups */
+	n.pre = 32 * g;
+	if (gp >> g & 1)
+		n.pre += vgpu_ctz(~group_avail(r, g0 + g));
+	g = __builtin_clzll(~gf);		/* trailing full groups */
+	n.suf = 32 * g;
+	if (gp >> (63 - g) & 1)
+		n.suf += __builtin_clz(~group_avail(r, g0 + 63 - g));
+	while (mask) {
+		g = vgpu_ctz(mask);
+		if (g != next)
+			cur = 0;		/* busy groups in between */
+		if (gf >> g & 1) {
+			uint64_t rest = ~(gf >> g);
+			unsigned int run = rest ? vgpu_ctz(rest) : 64 - g;
 
-		if (w[i] == ~0ull) {
-			cur += 64;
-			continue;
+			cur += 32 * run;
+			next = g + run;
+		} else {
+			uint32_t h = group_avail(r, g0 + g);
+			unsigned int m = word_max_run(h);
+
+			cur += vgpu_ctz(~h);
+			if (cur > n.max)
+				n.max = cur;
+			if (m > n.max)
+				n.max = m;
+			cur = __builtin_clz(~h);
+			next = g + 1;
 		}
-		cur += vgpu_ctz(~w[i]);
 		if (cur > n.max)
 			n.max = cur;
-		m = word_max_run(w[i]);
-		if (m > n.max)
-			n.max = m;
-		cur = __builtin_clzll(~w[i]);
+		mask = next < 64 ? mask & (~0ull << next) : 0;
 	}
-	if (cur > n.max)
-		n.max = cur;
 	return n;
 }
 
@@ -106,71 +113,127 @@ static inline bool node_eq(struct pma_tnode a, struct pma_tnode b)
 	return a.pre == b.pre && a.suf == b.suf && a.max == b.max;
 }
 
-int pma_tree_init(struct pma_tree *t, struct pma_region *r, enum pma_tree_kind kind)
+static void tree_rebuild(struct pma_tree *t, const struct pma_region *r)
 {
-	uint64_t units_words;
+	uint64_t len = t->leaf_units;
 
-	t->kind = kind;
-	t->leaf_units = kind == PMA_TREE_FRAMES ? PMA_LEAF_WORDS * 64 : 64;
-	units_words = tree_words(t, r);
-	t->nr_leaves = (uint32_t)((units_words * 64 + t->leaf_units - 1) / t->leaf_units);
+	for (uint64_t l = 0; l < t->nr_leaves; l++)
+		t->node[t->size + l] = leaf_compute(r, l);
+	for (uint64_t lvl = t->size >> 1; lvl >= 1; lvl >>= 1, len <<= 1)
+		for (uint64_t i = lvl; i < 2 * lvl; i++)
+			t->node[i] = node_merge(t->node[2 * i], t->node[2 * i + 1], len);
+}
+
+int pma_tree_init(struct pma_tree *t, struct pma_region *r)
+{
+	t->leaf_units = PMA_LEAF_FRAMES;
+	t->nr_leaves = (uint32_t)VGPU_BITMAP_WORDS(r->nr_groups);
 	if (!t->nr_leaves)
 		t->nr_leaves = 1;
 	t->size = (uint32_t)vgpu_roundup_pow2(t->nr_leaves);
 	t->node = calloc(2 * (size_t)t->size, sizeof(*t->node));
-	if (!t->node)
+	t->dirty = calloc(PMA_TREE_DIRTY_MAX, sizeof(*t->dirty));
+	if (!t->node || !t->dirty)
 		return -ENOMEM;
-	pma_tree_update(t, r, 0, (uint64_t)t->nr_leaves * t->leaf_units - 1);
+	tree_rebuild(t, r);
 	return 0;
 }
 
 void pma_tree_fini(struct pma_tree *t)
 {
 	free(t->node);
+	free(t->dirty);
 	t->node = NULL;
+	t->dirty = NULL;
 }
 
-void pma_tree_update(struct pma_tree *t, struct pma_region *r, uint64_t first, uint64_t last)
+void pma_tree_mark(struct pma_tree *t, uint64_t first, uint64_t last)
 {
 	uint64_t lf = first / t->leaf_units, ll = last / t->leaf_units;
-	uint64_t lo, hi, len = t->leaf_units;
-	bool changed = false;
 
 	if (ll >= t->nr_leaves)
 		ll = t->nr_leaves - 1;
-	for (uint64_t l = lf; l <= ll; l++) {
-		struct pma_tnode n = leaf_compute(t, r, l);
+	if (t->dirty_all)
+		return;
+	if (ll - lf + 1 > PMA_TREE_DIRTY_MAX - t->nr_dirty) {
+		t->dirty_all = true;
+		return;
+	}
+	for (uint64_t l = lf; l <= ll; l++)
+		if (!t->nr_dirty || t->dirty[t->nr_dirty - 1] != l)
+			t->dirty[t->nr_dirty++] = (uint32_t)l;
+}
 
-		if (!node_eq(n, t->node[t->size + l])) {
-			t->node[t->size + l] = n;
-			changed = true;
+/* Sort and de-duplicate the first @n entries of @v; returns the new count. */
+static uint32_t sort_unique(uint32_t *v, uint32_t n)
+{
+	uint32_t out = 0;
+
+	for (uint32_t i = 1; i < n; i++) {
+		uint32_t x = v[i], j = i;
+
+		while (j > 0 && v[j - 1] > x) {
+			v[j] = v[j - 1];
+			j--;
+		}
+		v[j] = x;
+	}
+	for (uint32_t i = 0; i < n; i++)
+		if (!out || v[out - 1] != v[i])
+			v[out++] = v[i];
+	return out;
+}
+
+void pma_tree_flush(struct pma_tree *t, const struct pma_region *r)
+{
+	uint32_t *v = t->dirty, n = 0;
+	uint64_t len = t->leaf_units;
+
+	if (t->dirty_all) {
+		tree_rebuild(t, r);
+		t->dirty_all = false;
+		t->nr_dirty = 0;
+		return;
+	}
+	/* Leaves first, keeping only those that changed; then one level at a time over the
+	 * distinct parents, so leaves that share ancestors pay for them once. */
+	for (uint32_t i = 0, m = sort_unique(v, t->nr_dirty); i < m; i++) {
+		struct pma_tnode nd = leaf_compute(r, v[i]);
+		uint32_t idx = t->size + v[i];
+
+		if (!node_eq(nd, t->node[idx])) {
+			t->node[idx] = nd;
+			v[n++] = idx;
 		}
 	}
-	lo = (t->size + lf) >> 1;
-	hi = (t->size + ll) >> 1;
-	/* An unchanged level means unchanged ancestors: stop climbing. */
-	while (changed && lo >= 1) {
-		changed = false;
-		for (uint64_t i = lo; i <= hi; i++) {
-			struct pma_tnode n = node_merge(t->node[2 * i], t->node[2 * i + 1], len);
+	t->nr_dirty = 0;
+	while (n && v[0] > 1) {
+		uint32_t m = 0, last = 0;
 
-			if (!node_eq(n, t->node[i])) {
-				t->node[i] = n;
-				changed = true;
+		for (uint32_t i = 0; i < n; i++) {
+			uint32_t p = v[i] >> 1;
+			struct pma_tnode nd;
+
+			if (p == last)
+				continue;
+			last = p;
+			nd = node_merge(t->node[2 * p], t->node[2 * p + 1], len);
+			if (!node_eq(nd, t->node[p])) {
+				t->node[p] = nd;
+				v[m++] = p;
 			}
 		}
-		lo >>= 1;
-		hi >>= 1;
+		n = m;
 		len <<= 1;
 	}
 }
 
 /* Unit-level scan of [from, to) continuing @carry; start of the first run of @n or NONE. */
-static uint64_t scan_fwd(const struct pma_tree *t, const struct pma_region *r, uint64_t u,
+static uint64_t scan_fwd(const struct pma_region *r, uint64_t u,
 			 uint64_t to, uint64_t n, uint64_t *carry)
 {
 	while (u < to) {
-		uint64_t w = tree_unit_word(t, r, u / 64) >> (u % 64);
+		uint64_t w = tree_unit_word(r, u / 64) >> (u % 64);
 		uint64_t room = vgpu_min(64 - u % 64, to - u);
 		uint64_t ones = ~w ? vgpu_ctz(~w) : 64, zeros;
 
@@ -193,13 +256,13 @@ static uint64_t scan_fwd(const struct pma_tree *t, const struct pma_region *r, u
 
 /* Mirror of scan_fwd walking down from @u (exclusive) to @to; returns the END of the last
  * run of @n (its start is end - carry, carry >= n). */
-static uint64_t scan_rev(const struct pma_tree *t, const struct pma_region *r, uint64_t u,
+static uint64_t scan_rev(const struct pma_region *r, uint64_t u,
 			 uint64_t to, uint64_t n, uint64_t *carry)
 {
 	while (u > to) {
 		uint64_t top = u - 1;	/* highest unit looked at */
 		uint64_t room = vgpu_min(top % 64 + 1, u - to);
-		uint64_t w = tree_unit_word(t, r, top / 64) << (63 - top % 64);
+		uint64_t w = tree_unit_word(r, top / 64) << (63 - top % 64);
 		uint64_t ones = ~w ? (uint64_t)__builtin_clzll(~w) : 64, zeros;
 
 		ones = vgpu_min(ones, room);
@@ -235,7 +298,7 @@ static uint64_t find_fwd(const struct pma_tree *t, const struct pma_region *r, u
 		}
 	}
 	if (i >= t->size)
-		return scan_fwd(t, r, vgpu_max(nlo, from), nlo + len, n, carry);
+		return scan_fwd(r, vgpu_max(nlo, from), nlo + len, n, carry);
 	uint64_t s = find_fwd(t, r, 2 * i, nlo, len / 2, from, n, carry);
 	if (s != NONE)
 		return s;
@@ -260,7 +323,7 @@ static uint64_t find_rev(const struct pma_tree *t, const struct pma_region *r, u
 		}
 	}
 	if (i >= t->size)
-		return scan_rev(t, r, vgpu_min(nhi, to), nlo, n, carry);
+		return scan_rev(r, vgpu_min(nhi, to), nlo, n, carry);
 	uint64_t e = find_rev(t, r, 2 * i + 1, nlo + len / 2, len / 2, to, n, carry);
 	if (e != NONE)
 		return e;
@@ -268,13 +331,13 @@ static uint64_t find_rev(const struct pma_tree *t, const struct pma_region *r, u
 }
 
 /* Number of free units from @u upward (stopping at @limit). */
-static uint64_t run_len_fwd(const struct pma_tree *t, const struct pma_region *r, uint64_t u,
+static uint64_t run_len_fwd(const struct pma_region *r, uint64_t u,
 			    uint64_t limit)
 {
 	uint64_t start = u;
 
 	while (u < limit) {
-		uint64_t w = tree_unit_word(t, r, u / 64) >> (u % 64);
+		uint64_t w = tree_unit_word(r, u / 64) >> (u % 64);
 		uint64_t room = vgpu_min(64 - u % 64, limit - u);
 		uint64_t ones = vgpu_min(~w ? (uint64_t)vgpu_ctz(~w) : 64, room);
 
@@ -286,7 +349,7 @@ static uint64_t run_len_fwd(const struct pma_tree *t, const struct pma_region *r
 }
 
 /* Number of free units just below @u (down to @limit). */
-static uint64_t run_len_rev(const struct pma_tree *t, const struct pma_region *r, uint64_t u,
+static uint64_t run_len_rev(const struct pma_region *r, uint64_t u,
 			    uint64_t limit)
 {
 	uint64_t end = u;
@@ -294,7 +357,7 @@ static uint64_t run_len_rev(const struct pma_tree *t, const struct pma_region *r
 	while (u > limit) {
 		uint64_t top = u - 1;
 		uint64_t room = vgpu_min(top % 64 + 1, u - limit);
-		uint64_t w = tree_unit_word(t, r, top / 64) << (63 - top % 64);
+		uint64_t w = tree_unit_word(r, top / 64) << (63 - top % 64);
 		uint64_t ones = vgpu_min(~w ? (uint64_t)__builtin_clzll(~w) : 64, room);
 
 		u -= ones;
@@ -322,7 +385,7 @@ uint64_t pma_tree_find(const struct pma_tree *t, const struct pma_region *r, uin
 			a = vgpu_align_up(s + phase, align) - phase;
 			if (a + n > hi)
 				return NONE;
-			have = s + n + run_len_fwd(t, r, s + n, a + n);
+			have = s + n + run_len_fwd(r, s + n, a + n);
 			if (have >= a + n)
 				return a;
 			lo = have + 1;
@@ -341,7 +404,7 @@ uint64_t pma_tree_find(const struct pma_tree *t, const struct pma_region *r, uin
 		a -= phase;
 		if (a < lo)
 			return NONE;
-		low = e - n - run_len_rev(t, r, e - n, a);
+		low = e - n - run_len_rev(r, e - n, a);
 		if (low <= a)
 			return a;
 		if (low == 0)
@@ -351,12 +414,12 @@ uint64_t pma_tree_find(const struct pma_tree *t, const struct pma_region *r, uin
 	return NONE;
 }
 
-int pma_tree_check(const struct pma_tree *t, struct pma_region *r)
+int pma_tree_check(const struct pma_tree *t, const struct pma_region *r)
 {
 	uint64_t len = t->leaf_units;
 
 	for (uint64_t l = 0; l < t->size; l++) {
-		struct pma_tnode want = l < t->nr_leaves ? leaf_compute(t, r, l)
+		struct pma_tnode want = l < t->nr_leaves ? leaf_compute(r, l)
 							 : (struct pma_tnode){ 0, 0, 0 };
 
 		if (!node_eq(want, t->node[t->size + l]))
