@@ -458,6 +458,10 @@ int pma_alloc_pages(struct pma *pma, size_t count, uint64_t page_size,
 	size_t got = 0;
 	int ret;
 
+	if (opts) {
+		opts->pages_allocated = 0;
+		opts->result_flags = 0;
+	}
 	if (!pma || !pages_out)
 		return -EINVAL;
 	ret = req_init(pma, &q, count, page_size, opts);
@@ -477,7 +481,8 @@ int pma_alloc_pages(struct pma *pma, size_t count, uint64_t page_size,
 			pma_scrub_wait(pma);
 			continue;
 		}
-		if ((q.flags & PMA_DONT_EVICT) || evictions++ >= pma->cfg.evict_retries)
+		if ((q.flags & PMA_DONT_EVICT) || evictions++ >= pma->cfg.evict_retries ||
+		    !atomic_load_explicit(&pma->evict_armed, memory_order_relaxed))
 			break;
 		if (evict_for(pma, &q, opts))
 			break;
@@ -528,6 +533,10 @@ int pma_alloc_fixed(struct pma *pma, uint64_t addr, uint64_t size, struct pma_al
 	uint64_t s;
 	int ret;
 
+	if (opts) {
+		opts->pages_allocated = 0;
+		opts->result_flags = 0;
+	}
 	if (!pma || !size || (addr | size) & (PMA_FRAME_SIZE - 1) || (flags & ~PMA_ALL_FLAGS))
 		return -EINVAL;
 	pma_lock(pma);
@@ -804,6 +813,7 @@ int pma_evict_register(struct pma *pma, const struct pma_evict_ops *ops)
 	else {
 		pma->evict = *ops;
 		pma->evict_registered = true;
+		atomic_store_explicit(&pma->evict_armed, true, memory_order_relaxed);
 	}
 	pthread_mutex_unlock(&pma->wait_lock);
 	return ret;
@@ -813,6 +823,7 @@ void pma_evict_unregister(struct pma *pma)
 {
 	pthread_mutex_lock(&pma->wait_lock);
 	pma->evict_registered = false;
+	atomic_store_explicit(&pma->evict_armed, false, memory_order_relaxed);
 	while (pma->evictions_in_flight)
 		pthread_cond_wait(&pma->wait_cond, &pma->wait_lock);
 	memset(&pma->evict, 0, sizeof(pma->evict));

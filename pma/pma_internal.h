@@ -106,6 +106,7 @@ struct pma {
 	pthread_cond_t wait_cond;
 	struct pma_evict_ops evict;		/* set/cleared under wait_lock and lock */
 	bool evict_registered;
+	atomic_bool evict_armed;		/* lock-free copy: skip eviction when unset */
 	unsigned int evictions_in_flight;
 
 	/* scrubber worker: queue protected by wait_lock */
