@@ -23,13 +23,14 @@
 #define DEMO_DEFAULT_OPS	100000ul
 #define DEMO_SEED		20240601ull
 
-enum demo_cls { CLS_A64K, CLS_C2M, CLS_C32M, CLS_D256M };
+enum demo_cls { CLS_A64K, CLS_C2M, CLS_C32M, CLS_D256M, NR_CLS };
 
 /* A request of the workload: @count pages of @page_size. */
 struct demo_req {
 	uint32_t count;
 	uint64_t page_size;
 	bool contig;
+	enum demo_cls cls;
 };
 
 /* A nominal allocation; @pages is NULL if the pma refused it (its free is then skipped). */
@@ -46,7 +47,9 @@ struct demo_slice {
 	struct demo_live *live;		/* swap-with-last array, as the generator keeps it */
 	size_t nlive;
 	uint64_t live_bytes;		/* nominal */
-	uint64_t ops, allocs, frees, fails, frag_fails;
+	uint64_t ops, allocs, frees;
+	uint64_t fails, frag_fails;	/* frag: failed with enough bytes free */
+	uint64_t fails_cls[NR_CLS];
 	double secs;
 };
 
@@ -71,12 +74,13 @@ static struct demo_req demo_draw(struct demo_slice *s)
 	uint64_t u = demo_rnd(s, 100);
 
 	if (u < 40)
-		return (struct demo_req){ (uint32_t)(1 + demo_rnd(s, 16)), PMA_PAGE_64K, false };
+		return (struct demo_req){ (uint32_t)(1 + demo_rnd(s, 16)), PMA_PAGE_64K, false,
+					  CLS_A64K };
 	if (u < 75)
-		return (struct demo_req){ 1, PMA_PAGE_2M, true };
+		return (struct demo_req){ 1, PMA_PAGE_2M, true, CLS_C2M };
 	if (u < 95)
-		return (struct demo_req){ 16, PMA_PAGE_2M, true };
-	return (struct demo_req){ 128, PMA_PAGE_2M, false };
+		return (struct demo_req){ 16, PMA_PAGE_2M, true, CLS_C32M };
+	return (struct demo_req){ 128, PMA_PAGE_2M, false, CLS_D256M };
 }
 
 static uint64_t req_bytes(const struct demo_req *r)
@@ -84,17 +88,11 @@ static uint64_t req_bytes(const struct demo_req *r)
 	return r->count * r->page_size;
 }
 
-/* True if the slice had room for @r although the pma refused it (fragmentation). */
-static bool demo_had_room(struct demo_slice *s, const struct demo_req *r)
+/* A failure with at least as many bytes free as asked is a fragmentation failure (the
+ * free memory is there, not in the shape asked for); otherwise the slice is full. */
+static bool demo_frag_failure(struct demo_slice *s, const struct demo_req *r)
 {
-	struct pma_stats st;
-
-	pma_get_stats(s->pma, &st);
-	if (r->contig)
-		return st.largest_free_bytes >= req_bytes(r);
-	if (r->page_size == PMA_PAGE_2M)
-		return st.free_2m_pages >= r->count;
-	return st.free_bytes >= req_bytes(r);
+	return pma_free_bytes(s->pma) >= req_bytes(r);
 }
 
 static int demo_alloc(struct demo_slice *s, struct demo_req r)
@@ -110,7 +108,8 @@ static int demo_alloc(struct demo_slice *s, struct demo_req r)
 	ret = pma_alloc_pages(s->pma, r.count, r.page_size, &o, l->pages);
 	if (ret == -ENOMEM) {
 		s->fails++;
-		s->frag_fails += demo_had_room(s, &r);
+		s->fails_cls[r.cls]++;
+		s->frag_fails += demo_frag_failure(s, &r);
 		free(l->pages);
 		l->pages = NULL;
 	} else if (ret) {
@@ -213,6 +212,22 @@ static void print_row(const char *name, const struct pma *pma, const struct demo
 		printf("\n");
 }
 
+/* What the failure columns mean, and which requests failed. */
+static void print_legend(const struct demo_slice *vf)
+{
+	uint64_t c[NR_CLS] = { 0 };
+
+	for (unsigned int i = 0; i < DEMO_NR_VFS; i++)
+		for (int k = 0; k < NR_CLS; k++)
+			c[k] += vf[i].fails_cls[k];
+	printf("\nfails: requests the slice refused (-ENOMEM; the workload goes on, as the "
+	       "benchmark's replay does);\nfrag: of those, refused although at least the "
+	       "requested bytes were free (no run or whole 2 MiB pages of that shape).\n"
+	       "refused requests by class, all slices: A64K %llu, C2M %llu, C32M %llu, "
+	       "D256M %llu\n", (unsigned long long)c[CLS_A64K], (unsigned long long)c[CLS_C2M],
+	       (unsigned long long)c[CLS_C32M], (unsigned long long)c[CLS_D256M]);
+}
+
 static void print_table(struct pma *dev, const struct demo_slice *vf)
 {
 	printf("%-6s %8s %8s %8s %8s %8s %8s %8s %8s %6s %5s %9s\n", "", "size", "used",
@@ -227,6 +242,7 @@ static void print_table(struct pma *dev, const struct demo_slice *vf)
 		print_row(name, vf[i].pma, &vf[i]);
 	}
 	print_row("device", dev, NULL);
+	print_legend(vf);
 }
 
 /* The device allocator: one 80 GiB region. */

@@ -130,7 +130,9 @@ struct pb_shadow {
 	char first_violation[200];
 };
 
+/* An empty shadow of @nr_frames; 0 or -ENOMEM. */
 int pb_shadow_init(struct pb_shadow *s, uint64_t nr_frames);
+/* Free the map. */
 void pb_shadow_release(struct pb_shadow *s);
 /* Forget every allocation. */
 void pb_shadow_reset(struct pb_shadow *s);
@@ -141,9 +143,15 @@ bool pb_shadow_alloc(struct pb_shadow *s, const struct pb_req *r, const uint64_t
 bool pb_shadow_free(struct pb_shadow *s, const struct pb_req *r, const uint64_t *pages);
 /* Fully free 2 MiB-aligned groups. */
 uint64_t pb_shadow_free_2m(const struct pb_shadow *s);
-/* True if a failed @r could have been satisfied by the free frames (a fragmentation
- * failure rather than a true out-of-memory). */
+/* True if @r would fit the free frames as they lie (aligned pages, one run if contiguous):
+ * a failure then is the allocator's fault. */
 bool pb_shadow_fits(const struct pb_shadow *s, const struct pb_req *r);
+/* True if at least as many frames as @r covers are free (a failure then is a
+ * fragmentation failure in the sense of pma.md §7.3, not a true out-of-memory). */
+static inline bool pb_shadow_enough(const struct pb_shadow *s, const struct pb_req *r)
+{
+	return s->nr_frames - s->used_frames >= pb_req_frames(r);
+}
 
 /* --- latency statistics (stats.c) ----------------------------------------------------- */
 /* Latencies of one op type, in ns. */
@@ -166,7 +174,9 @@ void pb_lat_carve(struct pb_lat *l, size_t cap);
 void pb_lat_arena_reset(void);
 /* Allocate and pre-fault the arena of @cap entries; 0 or -ENOMEM. */
 int pb_lat_arena_init(size_t cap);
+/* Free the arena. */
 void pb_lat_arena_release(void);
+/* Record one latency (saturating at 4 s; the sum stays exact). */
 static inline void pb_lat_add(struct pb_lat *l, uint64_t ns)
 {
 	if (l->n < l->cap)
@@ -214,8 +224,9 @@ struct pb_mixed_res {
 	double ops_per_s;
 	bool partial;			/* --quick: a prefix of the trace */
 	uint64_t fails;
-	uint64_t frag_fails;		/* discontiguous, although enough pages were free */
-	uint64_t contig_frag_fails;	/* contiguous, although a long enough run was free */
+	uint64_t frag_fails;		/* free frames >= request, yet it failed (§7.3) */
+	uint64_t frag_fails_discontig;	/* the same, discontiguous requests only */
+	uint64_t missed_fits;		/* the shadow shows a fit existed: an allocator bug */
 	uint64_t skipped_frees, free_errors;
 	bool has_lat;
 	struct pb_latstat lat[PB_NR_OPTYPES];
@@ -229,7 +240,8 @@ struct pb_frag_res {
 	bool c3_from_lat;		/* c3_s is the sum of per-op latencies */
 	bool c3_extrapolated;
 	uint64_t c3_timed;
-	uint64_t c0_fails, c2_successes, c3_fails, c3_frag_fails;
+	uint64_t c0_fails, c2_successes, c3_fails;
+	uint64_t c3_frag_fails;		/* free frames >= 32 (always true in c3) */
 	struct pb_latstat c0, c1, c2, c3;
 };
 
@@ -260,13 +272,14 @@ struct pb_ctx {
 	size_t harness_bytes;		/* trace and buffers, for the RSS figure */
 };
 
+/* Run phase (a), (b) or (c) for @res->be in both modes and fill in @res. */
 void pb_run_fill(struct pb_ctx *c, struct pb_result *res);
 void pb_run_mixed(struct pb_ctx *c, struct pb_result *res);
 void pb_run_frag(struct pb_ctx *c, struct pb_result *res);
 /* Record a violation or failed expectation (also on stderr). */
 void pb_problem(struct pb_result *res, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Output (report.c). */
+/* Output (report.c): the tables, or one JSON object and nothing else on stdout. */
 void pb_report_human(const struct pb_ctx *c, const struct pb_result *pma,
 		     const struct pb_result *naive);
 void pb_report_json(const struct pb_ctx *c, const struct pb_result *pma,

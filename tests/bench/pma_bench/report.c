@@ -58,7 +58,7 @@ static unsigned int targets(const struct pb_ctx *c, const struct pb_result *p,
 	double meta = (double)meta_max(p) / device_gib(c);
 	uint64_t c2m = p->mixed.lat[PB_OP_ALLOC + PB_CLS_C2M].p99;
 	uint64_t c32m = p->mixed.lat[PB_OP_ALLOC + PB_CLS_C32M].p99;
-	uint64_t frag = p->mixed.frag_fails + p->frag.c3_frag_fails;
+	uint64_t frag = p->mixed.frag_fails_discontig + p->frag.c3_frag_fails;
 	unsigned int i = 0;
 
 	t[i++] = (struct target){ "mixed_ge_13m", "mixed ops/s >= 13 M", p->mixed.ops_per_s / 1e6,
@@ -201,10 +201,10 @@ static void human_mixed(const struct pb_ctx *c, const struct pb_result *p,
 	row("ops/s (throughput)", fmt_rate(pm->ops_per_s), b1,
 	    fmt_x(ratio(pm->ops_per_s, nm->ops_per_s)));
 	snprintf(b1, sizeof(b1), "%llu / %llu / %llu", (unsigned long long)pm->fails,
-		 (unsigned long long)pm->frag_fails, (unsigned long long)pm->contig_frag_fails);
+		 (unsigned long long)pm->frag_fails, (unsigned long long)pm->missed_fits);
 	snprintf(b2, sizeof(b2), "%llu / %llu / %llu", (unsigned long long)nm->fails,
-		 (unsigned long long)nm->frag_fails, (unsigned long long)nm->contig_frag_fails);
-	row("alloc fails / frag d / frag c", b1, b2, "");
+		 (unsigned long long)nm->frag_fails, (unsigned long long)nm->missed_fits);
+	row("alloc fails / frag / missed fit", b1, b2, "");
 	for (int k = 0; k < PB_NR_OPTYPES; k++) {
 		const struct pb_latstat *ps = &pm->lat[k], *ns = &nm->lat[k];
 		char what[40];
@@ -392,9 +392,12 @@ static void jstr(struct json *j, const char *s, const char *fmt, ...)
 	putchar('"');
 }
 
+/* Latency keys of one op type; none if it was not measured per call. */
 static void json_lat(struct json *j, const char *pre, const char *name,
 		     const struct pb_latstat *s)
 {
+	if (!s->n)
+		return;
 	jnum(j, (double)s->p50, "%s%s_p50_ns", pre, name);
 	jnum(j, (double)s->p99, "%s%s_p99_ns", pre, name);
 	jnum(j, (double)s->max, "%s%s_max_ns", pre, name);
@@ -422,8 +425,9 @@ static void json_backend(struct json *j, const struct pb_ctx *c, const struct pb
 	jnum(j, (double)m->ops, "%smixed_ops", pre);
 	jbool(j, m->partial, "%smixed_partial", pre);
 	jnum(j, (double)m->fails, "%smixed_alloc_failures", pre);
-	jnum(j, (double)m->frag_fails, "%smixed_discontig_frag_failures", pre);
-	jnum(j, (double)m->contig_frag_fails, "%smixed_contig_frag_failures", pre);
+	jnum(j, (double)m->frag_fails, "%smixed_frag_failures", pre);
+	jnum(j, (double)m->frag_fails_discontig, "%smixed_discontig_frag_failures", pre);
+	jnum(j, (double)m->missed_fits, "%smixed_missed_fits", pre);
 	jnum(j, (double)m->skipped_frees, "%smixed_skipped_frees", pre);
 	for (int k = 0; k < PB_NR_OPTYPES && m->has_lat; k++) {
 		snprintf(name, sizeof(name), "%s_%s", cls_name[k % PB_NR_CLS],
