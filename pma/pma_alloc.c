@@ -136,9 +136,40 @@ static void range_apply(struct pma_region *r, uint64_t s, uint64_t n, enum pma_o
 }
 
 /* Apply @op to one page of @pf frames at bitmap index @idx. */
+/* One whole group, allocated from full or freed from plain allocated: the common 2 MiB page.
+ * False if it does not qualify (then the general path runs). */
+static inline bool group_apply(struct pma_region *r, uint64_t idx, enum pma_op op,
+			       struct pma_opargs *a)
+{
+	uint64_t g = idx >> PMA_GROUP_SHIFT, wi = idx / 64;
+	uint64_t m = 0xffffffffull << (idx % 64), gbit = VGPU_BIT(g % 64);
+	struct pma_word *w = &r->words[wi];
+
+	if (op == OP_ALLOC) {
+		if (!(r->gfull[g / 64] & gbit))
+			return false;
+		r->gfull[g / 64] &= ~gbit;
+		r->free_frames -= PMA_GROUP_FRAMES;
+		r->free_groups--;
+	} else if (op == OP_FREE && !a->scrub && (w->alloc & m) == m &&
+		   !((w->evict | w->scrub | w->black) & m)) {
+		r->gfull[g / 64] |= gbit;
+		r->free_frames += PMA_GROUP_FRAMES;
+		r->free_groups++;
+	} else {
+		return false;
+	}
+	word_apply(r, w, m, op, a);
+	pma_sum_update(r->gfull_sum, r->gfull, g / 64);
+	pma_tree_mark(&r->ftree, idx, idx);
+	return true;
+}
+
 static inline void page_apply(struct pma_region *r, uint64_t idx, uint64_t pf, enum pma_op op,
 			      struct pma_opargs *a)
 {
+	if (pf == PMA_GROUP_FRAMES && group_apply(r, idx, op, a))
+		return;
 	if (pf < PMA_GROUP_FRAMES && pf <= 64 - idx % 64) {
 		uint64_t wi = idx / 64, old = pma_word_avail(&r->words[wi]);
 
@@ -266,7 +297,16 @@ static uint64_t find_contig(const struct pma_region *r, uint64_t n, uint64_t ali
 
 		return g == NONE ? NONE : g << PMA_GROUP_SHIFT;
 	}
-	return pma_tree_find(&r->ftree, r, lo, hi, n, align, phase, rev);
+	/* Whole groups: search group runs, so alignment to 2 MiB comes for free. */
+	if (!(n % PMA_GROUP_FRAMES) && !(align % PMA_GROUP_FRAMES)) {
+		uint64_t glo = (lo + PMA_GROUP_FRAMES - 1) >> PMA_GROUP_SHIFT;
+		uint64_t g = pma_tree_find(&r->ftree, r, true, glo, hi >> PMA_GROUP_SHIFT,
+					   n >> PMA_GROUP_SHIFT, align >> PMA_GROUP_SHIFT,
+					   phase >> PMA_GROUP_SHIFT, rev);
+
+		return g == NONE ? NONE : g << PMA_GROUP_SHIFT;
+	}
+	return pma_tree_find(&r->ftree, r, false, lo, hi, n, align, phase, rev);
 }
 
 /* Take up to @need pages of 1 or 2 frames from the groups set in @map within [lo, hi). */
@@ -324,17 +364,42 @@ static size_t find_pages(const struct pma_region *r, const struct pma_req *q, si
 		uint64_t glo = (lo + PMA_GROUP_FRAMES - 1) >> PMA_GROUP_SHIFT;
 		uint64_t ghi = hi >> PMA_GROUP_SHIFT;
 
-		while (got < need) {
+		/* Many 2 MiB pages: one run of whole groups, when there is one, keeps the request
+		 * to a few tree leaves and leaves the scattered groups to smaller requests. */
+		if (need > 1 && need <= UINT32_MAX && pma_tree_largest_groups(&r->ftree) >= need) {
+			uint64_t s = find_contig(r, need * PMA_GROUP_FRAMES, PMA_GROUP_FRAMES, lo, hi,
+						 rev);
+
+			if (s != NONE) {
+				for (size_t i = 0; i < need; i++)
+					out[i] = s + i * PMA_GROUP_FRAMES;
+				return need;
+			}
+		}
+		/* Forward: drain each word of full groups before asking the summary again. */
+		while (!rev && got < need) {
+			uint64_t g = pma_bits_next(r->gfull, r->gfull_sum, glo, ghi), w;
+
+			if (g == NONE)
+				break;
+			w = r->gfull[g / 64] & (~0ull << (g % 64));
+			while (w && got < need) {
+				g = (g & ~63ull) + vgpu_ctz(w);
+				if (g >= ghi)
+					return got;
+				w &= w - 1;
+				out[got++] = g << PMA_GROUP_SHIFT;
+			}
+			glo = (g | 63) + 1;
+		}
+		while (rev && got < need) {
 			uint64_t g = rev ? pma_bits_prev(r->gfull, r->gfull_sum, glo, ghi)
 					 : pma_bits_next(r->gfull, r->gfull_sum, glo, ghi);
 
 			if (g == NONE)
 				break;
 			out[got++] = g << PMA_GROUP_SHIFT;
-			if (rev)
-				ghi = g;
-			else
-				glo = g + 1;
+			ghi = g;
 		}
 		return got;
 	}

@@ -43,9 +43,11 @@ static inline uint64_t pma_word_avail(const struct pma_word *w)
 	return ~(w->alloc | w->evict | w->scrub | w->black);
 }
 
-/* A free-run summary of a subtree, in units (frames or groups). */
+/* A free-run summary of a subtree: runs of free frames, and runs of whole free groups (what
+ * a 2 MiB-aligned contiguous request can use). */
 struct pma_tnode {
-	uint32_t pre, suf, max;
+	uint32_t pre, suf, max;		/* frames */
+	uint32_t gpre, gsuf, gmax;	/* whole 2 MiB groups */
 };
 
 struct pma_region;
@@ -143,11 +145,14 @@ void pma_tree_mark(struct pma_tree *t, uint64_t first, uint64_t last);
 /* Bring the marked leaves and their ancestors up to date. */
 void pma_tree_flush(struct pma_tree *t, const struct pma_region *r);
 /* First (or last, @reverse) start s in [lo, hi) of a free run [s, s + n) inside [lo, hi)
- * with s + @phase a multiple of @align (a power of two). UINT64_MAX if none. */
-uint64_t pma_tree_find(const struct pma_tree *t, const struct pma_region *r, uint64_t lo,
-		       uint64_t hi, uint64_t n, uint64_t align, uint64_t phase, bool reverse);
-/* Largest free run in units. */
+ * with s + @phase a multiple of @align (a power of two). Units are frames, or whole 2 MiB
+ * groups with @groups. UINT64_MAX if none. */
+uint64_t pma_tree_find(const struct pma_tree *t, const struct pma_region *r, bool groups,
+		       uint64_t lo, uint64_t hi, uint64_t n, uint64_t align, uint64_t phase,
+		       bool reverse);
+/* Largest free run in frames, and in whole groups. */
 static inline uint64_t pma_tree_largest(const struct pma_tree *t) { return t->node[1].max; }
+static inline uint64_t pma_tree_largest_groups(const struct pma_tree *t) { return t->node[1].gmax; }
 /* Compare every node with a fresh computation; 0 or -EIO. */
 int pma_tree_check(const struct pma_tree *t, const struct pma_region *r);
 

@@ -12,10 +12,19 @@
 #define NONE UINT64_MAX
 
 /* 64 frames starting at frame 64 * @wi, 1 = free; past the end everything is busy. */
-static inline uint64_t tree_unit_word(const struct pma_region *r, uint64_t wi)
+/* 64 units starting at unit 64 * @wi, 1 = free: frames, or whole 2 MiB groups when @g.
+ * Past the end everything is busy. */
+static inline uint64_t tree_unit_word(const struct pma_region *r, bool g, uint64_t wi)
 {
+	if (g)
+		return wi < VGPU_BITMAP_WORDS(r->nr_groups) ? r->gfull[wi] : 0;
 	return wi < r->nr_words ? pma_word_avail(&r->words[wi]) : 0;
 }
+
+/* Node fields in frames, or in whole groups when @g. */
+#define NPRE(nd, g) ((g) ? (nd)->gpre : (nd)->pre)
+#define NSUF(nd, g) ((g) ? (nd)->gsuf : (nd)->suf)
+#define NMAX(nd, g) ((g) ? (nd)->gmax : (nd)->max)
 
 /* Longest run of ones in @w: one step per run, not per bit. */
 static unsigned int word_max_run(uint64_t w)
@@ -50,14 +59,17 @@ static struct pma_tnode leaf_compute(const struct pma_region *r, uint64_t leaf)
 	uint64_t gw = VGPU_BITMAP_WORDS(r->nr_groups);
 	uint64_t gf = leaf < gw ? r->gfull[leaf] : 0, gp = leaf < gw ? r->gpart[leaf] : 0;
 	uint64_t mask = gf | gp, g0 = leaf * 64;
-	struct pma_tnode n = { 0, 0, 0 };
+	struct pma_tnode n = { 0 };
 	uint32_t cur = 0;
 	unsigned int g, next = 0;
 
 	if (!mask)
 		return n;
 	if (gf == ~0ull)
-		return (struct pma_tnode){ 2048, 2048, 2048 };
+		return (struct pma_tnode){ 2048, 2048, 2048, 64, 64, 64 };
+	n.gpre = vgpu_ctz(~gf);
+	n.gsuf = __builtin_clzll(~gf);
+	n.gmax = word_max_run(gf);
 	g = ~gf ? vgpu_ctz(~gf) : 64;		/* leading full groups */
 	n.pre = 32 * g;
 	if (gp >> g & 1)
@@ -95,22 +107,30 @@ static struct pma_tnode leaf_compute(const struct pma_region *r, uint64_t leaf)
 	return n;
 }
 
+/* Children of @len frames each (len / 32 groups). */
 static inline struct pma_tnode node_merge(struct pma_tnode l, struct pma_tnode r, uint64_t len)
 {
 	struct pma_tnode n;
-	uint32_t mid = l.suf + r.pre;
+	uint32_t glen = (uint32_t)(len / PMA_GROUP_FRAMES);
+	uint32_t mid = l.suf + r.pre, gmid = l.gsuf + r.gpre;
 
 	n.pre = l.pre == len ? (uint32_t)len + r.pre : l.pre;
 	n.suf = r.suf == len ? (uint32_t)len + l.suf : r.suf;
 	n.max = l.max > r.max ? l.max : r.max;
 	if (mid > n.max)
 		n.max = mid;
+	n.gpre = l.gpre == glen ? glen + r.gpre : l.gpre;
+	n.gsuf = r.gsuf == glen ? glen + l.gsuf : r.gsuf;
+	n.gmax = l.gmax > r.gmax ? l.gmax : r.gmax;
+	if (gmid > n.gmax)
+		n.gmax = gmid;
 	return n;
 }
 
 static inline bool node_eq(struct pma_tnode a, struct pma_tnode b)
 {
-	return a.pre == b.pre && a.suf == b.suf && a.max == b.max;
+	return ((a.pre ^ b.pre) | (a.suf ^ b.suf) | (a.max ^ b.max) | (a.gpre ^ b.gpre) |
+		(a.gsuf ^ b.gsuf) | (a.gmax ^ b.gmax)) == 0;
 }
 
 static void tree_rebuild(struct pma_tree *t, const struct pma_region *r)
@@ -153,7 +173,7 @@ void pma_tree_mark(struct pma_tree *t, uint64_t first, uint64_t last)
 
 	if (ll >= t->nr_leaves)
 		ll = t->nr_leaves - 1;
-	if (t->dirty_all)
+	if (t->dirty_all || (lf == ll && t->nr_dirty && t->dirty[t->nr_dirty - 1] == lf))
 		return;
 	if (ll - lf + 1 > PMA_TREE_DIRTY_MAX - t->nr_dirty) {
 		t->dirty_all = true;
@@ -229,11 +249,11 @@ void pma_tree_flush(struct pma_tree *t, const struct pma_region *r)
 }
 
 /* Unit-level scan of [from, to) continuing @carry; start of the first run of @n or NONE. */
-static uint64_t scan_fwd(const struct pma_region *r, uint64_t u,
+static uint64_t scan_fwd(const struct pma_region *r, bool g, uint64_t u,
 			 uint64_t to, uint64_t n, uint64_t *carry)
 {
 	while (u < to) {
-		uint64_t w = tree_unit_word(r, u / 64) >> (u % 64);
+		uint64_t w = tree_unit_word(r, g, u / 64) >> (u % 64);
 		uint64_t room = vgpu_min(64 - u % 64, to - u);
 		uint64_t ones = ~w ? vgpu_ctz(~w) : 64, zeros;
 
@@ -256,13 +276,13 @@ static uint64_t scan_fwd(const struct pma_region *r, uint64_t u,
 
 /* Mirror of scan_fwd walking down from @u (exclusive) to @to; returns the END of the last
  * run of @n (its start is end - carry, carry >= n). */
-static uint64_t scan_rev(const struct pma_region *r, uint64_t u,
+static uint64_t scan_rev(const struct pma_region *r, bool g, uint64_t u,
 			 uint64_t to, uint64_t n, uint64_t *carry)
 {
 	while (u > to) {
 		uint64_t top = u - 1;	/* highest unit looked at */
 		uint64_t room = vgpu_min(top % 64 + 1, u - to);
-		uint64_t w = tree_unit_word(r, top / 64) << (63 - top % 64);
+		uint64_t w = tree_unit_word(r, g, top / 64) << (63 - top % 64);
 		uint64_t ones = ~w ? (uint64_t)__builtin_clzll(~w) : 64, zeros;
 
 		ones = vgpu_min(ones, room);
@@ -282,7 +302,7 @@ static uint64_t scan_rev(const struct pma_region *r, uint64_t u,
 	return NONE;
 }
 
-static uint64_t find_fwd(const struct pma_tree *t, const struct pma_region *r, uint64_t i,
+static uint64_t find_fwd(const struct pma_tree *t, const struct pma_region *r, bool g, uint64_t i,
 			 uint64_t nlo, uint64_t len, uint64_t from, uint64_t n, uint64_t *carry)
 {
 	const struct pma_tnode *nd = &t->node[i];
@@ -290,23 +310,23 @@ static uint64_t find_fwd(const struct pma_tree *t, const struct pma_region *r, u
 	if (nlo + len <= from)
 		return NONE;
 	if (nlo >= from) {
-		if (*carry + nd->pre >= n)
+		if (*carry + NPRE(nd, g) >= n)
 			return nlo - *carry;
-		if (nd->max < n) {
-			*carry = nd->pre == len ? *carry + len : nd->suf;
+		if (NMAX(nd, g) < n) {
+			*carry = NPRE(nd, g) == len ? *carry + len : NSUF(nd, g);
 			return NONE;
 		}
 	}
 	if (i >= t->size)
-		return scan_fwd(r, vgpu_max(nlo, from), nlo + len, n, carry);
-	uint64_t s = find_fwd(t, r, 2 * i, nlo, len / 2, from, n, carry);
+		return scan_fwd(r, g, vgpu_max(nlo, from), nlo + len, n, carry);
+	uint64_t s = find_fwd(t, r, g, 2 * i, nlo, len / 2, from, n, carry);
 	if (s != NONE)
 		return s;
-	return find_fwd(t, r, 2 * i + 1, nlo + len / 2, len / 2, from, n, carry);
+	return find_fwd(t, r, g, 2 * i + 1, nlo + len / 2, len / 2, from, n, carry);
 }
 
 /* Returns the end of the last run of @n ending at or below @to. */
-static uint64_t find_rev(const struct pma_tree *t, const struct pma_region *r, uint64_t i,
+static uint64_t find_rev(const struct pma_tree *t, const struct pma_region *r, bool g, uint64_t i,
 			 uint64_t nlo, uint64_t len, uint64_t to, uint64_t n, uint64_t *carry)
 {
 	const struct pma_tnode *nd = &t->node[i];
@@ -315,29 +335,29 @@ static uint64_t find_rev(const struct pma_tree *t, const struct pma_region *r, u
 	if (nlo >= to)
 		return NONE;
 	if (nhi <= to) {
-		if (*carry + nd->suf >= n)
+		if (*carry + NSUF(nd, g) >= n)
 			return nhi + *carry;
-		if (nd->max < n) {
-			*carry = nd->suf == len ? *carry + len : nd->pre;
+		if (NMAX(nd, g) < n) {
+			*carry = NSUF(nd, g) == len ? *carry + len : NPRE(nd, g);
 			return NONE;
 		}
 	}
 	if (i >= t->size)
-		return scan_rev(r, vgpu_min(nhi, to), nlo, n, carry);
-	uint64_t e = find_rev(t, r, 2 * i + 1, nlo + len / 2, len / 2, to, n, carry);
+		return scan_rev(r, g, vgpu_min(nhi, to), nlo, n, carry);
+	uint64_t e = find_rev(t, r, g, 2 * i + 1, nlo + len / 2, len / 2, to, n, carry);
 	if (e != NONE)
 		return e;
-	return find_rev(t, r, 2 * i, nlo, len / 2, to, n, carry);
+	return find_rev(t, r, g, 2 * i, nlo, len / 2, to, n, carry);
 }
 
 /* Number of free units from @u upward (stopping at @limit). */
-static uint64_t run_len_fwd(const struct pma_region *r, uint64_t u,
+static uint64_t run_len_fwd(const struct pma_region *r, bool g, uint64_t u,
 			    uint64_t limit)
 {
 	uint64_t start = u;
 
 	while (u < limit) {
-		uint64_t w = tree_unit_word(r, u / 64) >> (u % 64);
+		uint64_t w = tree_unit_word(r, g, u / 64) >> (u % 64);
 		uint64_t room = vgpu_min(64 - u % 64, limit - u);
 		uint64_t ones = vgpu_min(~w ? (uint64_t)vgpu_ctz(~w) : 64, room);
 
@@ -349,7 +369,7 @@ static uint64_t run_len_fwd(const struct pma_region *r, uint64_t u,
 }
 
 /* Number of free units just below @u (down to @limit). */
-static uint64_t run_len_rev(const struct pma_region *r, uint64_t u,
+static uint64_t run_len_rev(const struct pma_region *r, bool g, uint64_t u,
 			    uint64_t limit)
 {
 	uint64_t end = u;
@@ -357,7 +377,7 @@ static uint64_t run_len_rev(const struct pma_region *r, uint64_t u,
 	while (u > limit) {
 		uint64_t top = u - 1;
 		uint64_t room = vgpu_min(top % 64 + 1, u - limit);
-		uint64_t w = tree_unit_word(r, top / 64) << (63 - top % 64);
+		uint64_t w = tree_unit_word(r, g, top / 64) << (63 - top % 64);
 		uint64_t ones = vgpu_min(~w ? (uint64_t)__builtin_clzll(~w) : 64, room);
 
 		u -= ones;
@@ -367,25 +387,25 @@ static uint64_t run_len_rev(const struct pma_region *r, uint64_t u,
 	return end - u;
 }
 
-uint64_t pma_tree_find(const struct pma_tree *t, const struct pma_region *r, uint64_t lo,
+uint64_t pma_tree_find(const struct pma_tree *t, const struct pma_region *r, bool g, uint64_t lo,
 		       uint64_t hi, uint64_t n, uint64_t align, uint64_t phase, bool reverse)
 {
-	uint64_t root_len = (uint64_t)t->size * t->leaf_units;
+	uint64_t root_len = (uint64_t)t->size * (g ? 64 : t->leaf_units);
 
-	if (!n || hi <= lo || hi - lo < n || t->node[1].max < n)
+	if (!n || hi <= lo || hi - lo < n || NMAX(&t->node[1], g) < n)
 		return NONE;
 	if (!reverse) {
 		/* Each round either fits an aligned start in the run found or skips the run. */
 		while (hi - lo >= n) {
 			uint64_t carry = 0, s, a, have;
 
-			s = find_fwd(t, r, 1, 0, root_len, lo, n, &carry);
+			s = find_fwd(t, r, g, 1, 0, root_len, lo, n, &carry);
 			if (s == NONE || s + n > hi)
 				return NONE;
 			a = vgpu_align_up(s + phase, align) - phase;
 			if (a + n > hi)
 				return NONE;
-			have = s + n + run_len_fwd(r, s + n, a + n);
+			have = s + n + run_len_fwd(r, g, s + n, a + n);
 			if (have >= a + n)
 				return a;
 			lo = have + 1;
@@ -395,7 +415,7 @@ uint64_t pma_tree_find(const struct pma_tree *t, const struct pma_region *r, uin
 	while (hi - lo >= n) {
 		uint64_t carry = 0, e, a, low;
 
-		e = find_rev(t, r, 1, 0, root_len, hi, n, &carry);
+		e = find_rev(t, r, g, 1, 0, root_len, hi, n, &carry);
 		if (e == NONE || e < lo + n)
 			return NONE;
 		a = vgpu_align_down(e - n + phase, align);
@@ -404,7 +424,7 @@ uint64_t pma_tree_find(const struct pma_tree *t, const struct pma_region *r, uin
 		a -= phase;
 		if (a < lo)
 			return NONE;
-		low = e - n - run_len_rev(r, e - n, a);
+		low = e - n - run_len_rev(r, g, e - n, a);
 		if (low <= a)
 			return a;
 		if (low == 0)
@@ -420,7 +440,7 @@ int pma_tree_check(const struct pma_tree *t, const struct pma_region *r)
 
 	for (uint64_t l = 0; l < t->size; l++) {
 		struct pma_tnode want = l < t->nr_leaves ? leaf_compute(r, l)
-							 : (struct pma_tnode){ 0, 0, 0 };
+							 : (struct pma_tnode){ 0 };
 
 		if (!node_eq(want, t->node[t->size + l]))
 			return -EIO;
