@@ -196,6 +196,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	timer_calibrate(&c);
+	pb_measure_harness(&c);
 	run_backend(&c, &pma, &pb_backend_pma);
 	if (c.opt.pma_only)
 		naive.be = &pb_backend_naive;	/* all figures zero: printed as "-" */

@@ -113,6 +113,7 @@ struct pb_backend {
 
 extern const struct pb_backend pb_backend_pma;
 extern const struct pb_backend pb_backend_naive;
+extern const struct pb_backend pb_backend_null;	/* does nothing: the harness floor */
 
 /* Naive only: take frame @frame directly (the untimed cursor fill of the fragmented
  * phase, which leaves the same bitmap as first fit would). */
@@ -270,12 +271,15 @@ struct pb_ctx {
 	uint64_t *d2m_pages;		/* c3 */
 	uint64_t timer_p50, timer_p99;	/* cost of the clock pair itself */
 	size_t harness_bytes;		/* trace and buffers, for the RSS figure */
+	double harness_ns_per_op;	/* mixed replay through the null backend */
 };
 
 /* Run phase (a), (b) or (c) for @res->be in both modes and fill in @res. */
 void pb_run_fill(struct pb_ctx *c, struct pb_result *res);
 void pb_run_mixed(struct pb_ctx *c, struct pb_result *res);
 void pb_run_frag(struct pb_ctx *c, struct pb_result *res);
+/* Measure the harness's own cost per mixed op (c->harness_ns_per_op). */
+void pb_measure_harness(struct pb_ctx *c);
 /* Record a violation or failed expectation (also on stderr). */
 void pb_problem(struct pb_result *res, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -320,6 +320,8 @@ void pb_report_human(const struct pb_ctx *c, const struct pb_result *p,
 	       "runs, naive: 1); latency = clock_gettime pair per call, which alone costs "
 	       "p50 %llu ns / p99 %llu ns\n", c->opt.reps, (unsigned long long)c->timer_p50,
 	       (unsigned long long)c->timer_p99);
+	printf("harness floor: %.1f ns per mixed op (the trace replayed through a backend that "
+	       "does nothing; included in every ops/s)\n", c->harness_ns_per_op);
 	human_fill(c, p, n);
 	human_mixed(c, p, n);
 	human_frag(c, p, n);
@@ -475,6 +477,7 @@ void pb_report_json(const struct pb_ctx *c, const struct pb_result *p,
 	jnum(&j, c->opt.reps, "reps");
 	jnum(&j, (double)c->timer_p50, "timer_pair_p50_ns");
 	jnum(&j, (double)c->timer_p99, "timer_pair_p99_ns");
+	jnum(&j, c->harness_ns_per_op, "harness_ns_per_op");
 	jnum(&j, (double)p->mixed.lat[PB_OP_ALLOC + PB_CLS_C2M].p99, "c2m_alloc_p99_ns");
 	jnum(&j, (double)p->mixed.lat[PB_OP_ALLOC + PB_CLS_C32M].p99, "c32m_alloc_p99_ns");
 	jnum(&j, ratio(p->mixed.ops_per_s, n->mixed.ops_per_s), "mixed_vs_naive");
