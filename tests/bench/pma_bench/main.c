@@ -2,6 +2,7 @@
  * next to a naive first-fit flat bitmap run in the same process.
  *
  *   pma_bench [--json] [--quick] [--verify] [--reps N] [--cpu N] [--pma-only]
+ *             [--only fill|mixed|frag]
  *
  * Exit status: 0, 1 if any verification or workload expectation failed (figures are still
  * printed), 2 if the generator does not reproduce the reference trace or setup fails. */
@@ -23,6 +24,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: pma_bench [--json] [--quick] [--verify] [--reps N] [--cpu N] [--pma-only]\n"
+		"                 [--only fill|mixed|frag]\n"
 		"  --json    print one JSON object on stdout instead of the tables\n"
 		"  --quick   smoke run: one repetition, the baseline on a prefix of the\n"
 		"            mixed trace and of c3 (figures marked as such)\n"
@@ -30,7 +32,8 @@ static void usage(FILE *f)
 		"            own consistency check every 64 Ki ops\n"
 		"  --reps N  throughput repetitions of the pma, median reported (1..15, default 3)\n"
 		"  --cpu N   pin to CPU N (the reference pins with taskset)\n"
-		"  --pma-only  skip the naive baseline (for profiling; no ratios)\n");
+		"  --pma-only  skip the naive baseline (for profiling; no ratios)\n"
+		"  --only P  run only phase P (for profiling; the other figures stay empty)\n");
 }
 
 static int parse_opts(int argc, char **argv, struct pb_opts *o)
@@ -42,12 +45,13 @@ static int parse_opts(int argc, char **argv, struct pb_opts *o)
 		{ "reps", required_argument, NULL, 'r' },
 		{ "cpu", required_argument, NULL, 'c' },
 		{ "pma-only", no_argument, NULL, 'p' },
+		{ "only", required_argument, NULL, 'o' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int ch;
 
-	*o = (struct pb_opts){ .reps = 3, .cpu = -1 };
+	*o = (struct pb_opts){ .reps = 3, .cpu = -1, .phases = PB_PHASE_ALL };
 	while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (ch) {
 		case 'j': o->json = true; break;
@@ -56,6 +60,13 @@ static int parse_opts(int argc, char **argv, struct pb_opts *o)
 		case 'r': o->reps = (unsigned int)atoi(optarg); break;
 		case 'c': o->cpu = atoi(optarg); break;
 		case 'p': o->pma_only = true; break;
+		case 'o':
+			o->phases = !strcmp(optarg, "fill") ? PB_PHASE_FILL :
+				    !strcmp(optarg, "mixed") ? PB_PHASE_MIXED :
+				    !strcmp(optarg, "frag") ? PB_PHASE_FRAG : 0;
+			if (!o->phases)
+				return -EINVAL;
+			break;
 		case 'h': usage(stdout); exit(0);
 		default: return -EINVAL;
 		}
@@ -164,18 +175,24 @@ static void run_backend(struct pb_ctx *c, struct pb_result *res, const struct pb
 	memset(res, 0, sizeof(*res));
 	res->be = be;
 	res->meta_mixed_peak = res->meta_frag_peak = res->meta_fill = INT64_MIN;
-	pb_run_fill(c, res);
-	if (!c->opt.json)
-		fprintf(stderr, "pma_bench: %s fill done (%.1f s)\n", be->name,
-			pb_secs(t0, vgpu_now_ns()));
-	pb_run_mixed(c, res);
-	if (!c->opt.json)
-		fprintf(stderr, "pma_bench: %s mixed done (%.1f s)\n", be->name,
-			pb_secs(t0, vgpu_now_ns()));
-	pb_run_frag(c, res);
-	if (!c->opt.json)
-		fprintf(stderr, "pma_bench: %s fragmented done (%.1f s)\n", be->name,
-			pb_secs(t0, vgpu_now_ns()));
+	static const struct {
+		unsigned int bit;
+		const char *name;
+		void (*run)(struct pb_ctx *c, struct pb_result *res);
+	} phases[] = {
+		{ PB_PHASE_FILL, "fill", pb_run_fill },
+		{ PB_PHASE_MIXED, "mixed", pb_run_mixed },
+		{ PB_PHASE_FRAG, "fragmented", pb_run_frag },
+	};
+
+	for (size_t i = 0; i < VGPU_ARRAY_SIZE(phases); i++) {
+		if (!(c->opt.phases & phases[i].bit))
+			continue;
+		phases[i].run(c, res);
+		if (!c->opt.json)
+			fprintf(stderr, "pma_bench: %s %s done (%.1f s)\n", be->name,
+				phases[i].name, pb_secs(t0, vgpu_now_ns()));
+	}
 }
 
 int main(int argc, char **argv)

@@ -196,6 +196,8 @@ static inline double pb_secs(uint64_t t0, uint64_t t1)
 uint64_t pb_peak_rss(void);
 
 /* --- phases (phases.c) and their results ---------------------------------------------- */
+enum { PB_PHASE_FILL = 1, PB_PHASE_MIXED = 2, PB_PHASE_FRAG = 4, PB_PHASE_ALL = 7 };
+
 /* Op types of the mixed latency table. */
 enum pb_optype {
 	PB_OP_ALLOC = 0,		/* + class */
@@ -206,6 +208,7 @@ enum pb_optype {
 struct pb_opts {
 	bool json, quick, verify;
 	bool pma_only;			/* skip the baseline (profiling) */
+	unsigned int phases;		/* PB_PHASE_* to run (profiling); all by default */
 	unsigned int reps;		/* throughput repetitions of the pma (median) */
 	int cpu;			/* pin to this CPU, -1: no pinning */
 };
