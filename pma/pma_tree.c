@@ -26,23 +26,28 @@ static inline uint64_t tree_unit_word(const struct pma_region *r, bool g, uint64
 #define NSUF(nd, g) ((g) ? (nd)->gsuf : (nd)->suf)
 #define NMAX(nd, g) ((g) ? (nd)->gmax : (nd)->max)
 
-/* Longest run of ones in @w: one step per run, not per bit. */
+/* Longest run of ones in @w in O(log) steps: bit i of @w keeps meaning "a run of at least
+ * len ones starts at i". Doubling while such runs exist, then adding smaller steps; a step
+ * never exceeds len, so the two runs it combines always touch. */
 static unsigned int word_max_run(uint64_t w)
 {
-	unsigned int best = 0;
+	unsigned int len = 1;
 
-	while (w) {
-		unsigned int r;
-
-		w >>= vgpu_ctz(w);
-		r = ~w ? vgpu_ctz(~w) : 64;
-		if (r > best)
-			best = r;
-		if (r == 64)
-			break;
-		w >>= r;
+	if (!w)
+		return 0;
+	while (len < 64 && (w & (w >> len))) {
+		w &= w >> len;
+		len *= 2;
 	}
-	return best;
+	for (unsigned int s = len / 2; s; s /= 2) {
+		uint64_t y = w & (w >> s);
+
+		if (y) {
+			w = y;
+			len += s;
+		}
+	}
+	return len;
 }
 
 /* Available frames of group @g as the low 32 bits. */
@@ -90,13 +95,17 @@ static struct pma_tnode leaf_compute(const struct pma_region *r, uint64_t leaf)
 			next = g + run;
 		} else {
 			uint32_t h = group_avail(r, g0 + g);
-			unsigned int m = word_max_run(h);
 
 			cur += vgpu_ctz(~h);
 			if (cur > n.max)
 				n.max = cur;
-			if (m > n.max)
-				n.max = m;
+			/* A run inside one group is < 32 frames: only look when it could matter. */
+			if (n.max < PMA_GROUP_FRAMES - 1) {
+				unsigned int m = word_max_run(h);
+
+				if (m > n.max)
+					n.max = m;
+			}
 			cur = __builtin_clz(~h);
 			next = g + 1;
 		}
