@@ -135,7 +135,7 @@ struct pb_shadow {
 int pb_shadow_init(struct pb_shadow *s, uint64_t nr_frames);
 /* Free the map. */
 void pb_shadow_release(struct pb_shadow *s);
-/* Forget every allocation. */
+/* Forget every allocation and every violation (start of a run). */
 void pb_shadow_reset(struct pb_shadow *s);
 /* Check a successful allocation (range, alignment, contiguity, no overlap with live
  * memory) and record it; false and one more violation if it is wrong. */

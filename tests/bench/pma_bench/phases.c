@@ -47,7 +47,6 @@ struct pass {
 	bool shadow;			/* check every call against the shadow */
 	bool verify;			/* and the backend's check now and then */
 	const char *what;		/* phase name for messages */
-	uint64_t violations_before;
 	int64_t *meta_peak;		/* heap samples go here */
 };
 
@@ -59,7 +58,6 @@ static bool pass_begin(struct pass *p, struct pb_ctx *c, struct pb_result *res, 
 		.shadow = lat || c->opt.verify, .verify = c->opt.verify,
 	};
 	pb_shadow_reset(&c->shadow);
-	p->violations_before = c->shadow.violations;
 	p->h = p->be->create(c->nr_frames);
 	if (!p->h) {
 		pb_problem(res, "%s: cannot create the allocator", what);
@@ -98,9 +96,9 @@ static void pass_end(struct pass *p)
 {
 	if (p->shadow)
 		pass_check(p, "end");
-	if (p->c->shadow.violations != p->violations_before)
+	if (p->c->shadow.violations)
 		pb_problem(p->res, "%s: %llu shadow violations, first: %s", p->what,
-			   (unsigned long long)(p->c->shadow.violations - p->violations_before),
+			   (unsigned long long)p->c->shadow.violations,
 			   p->c->shadow.first_violation);
 	p->be->destroy(p->h);
 }
@@ -220,7 +218,7 @@ static void fill_pass(struct pb_ctx *c, struct pb_result *res, bool lat, double 
 void pb_run_fill(struct pb_ctx *c, struct pb_result *res)
 {
 	unsigned int reps = pass_reps(c, res);
-	double a[16], f[16], dummy;
+	double a[16] = { 0 }, f[16] = { 0 }, dummy;
 
 	for (unsigned int i = 0; i < reps; i++)
 		fill_pass(c, res, false, &a[i], &f[i]);
@@ -346,7 +344,7 @@ static void mixed_pass(struct pb_ctx *c, struct pb_result *res, bool lat, double
 void pb_run_mixed(struct pb_ctx *c, struct pb_result *res)
 {
 	unsigned int reps = pass_reps(c, res);
-	double s[16], dummy;
+	double s[16] = { 0 }, dummy;
 
 	for (unsigned int i = 0; i < reps; i++)
 		mixed_pass(c, res, false, &s[i]);
@@ -564,7 +562,7 @@ static void frag_expectations(struct pb_ctx *c, struct pb_result *res)
 
 void pb_run_frag(struct pb_ctx *c, struct pb_result *res)
 {
-	struct frag_times t[16], lt;
+	struct frag_times t[16] = { 0 }, lt = { 0 };
 	double v0[16], v1[16], v3[16];
 	unsigned int reps = c->opt.reps;
 

@@ -30,6 +30,8 @@ void pb_shadow_reset(struct pb_shadow *s)
 {
 	memset(s->map, 0, VGPU_BITMAP_WORDS(s->nr_frames) * sizeof(uint64_t));
 	s->used_frames = 0;
+	s->violations = 0;
+	s->first_violation[0] = '\0';
 }
 
 /* Count a violation; only the first one is described (the rest are usually its echo). */
