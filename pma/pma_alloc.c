@@ -124,14 +124,11 @@ static void range_apply(struct pma_region *r, uint64_t s, uint64_t n, enum pma_o
 	if (!(s % PMA_GROUP_FRAMES) && !(n % PMA_GROUP_FRAMES) &&
 	    groups_apply(r, s / PMA_GROUP_FRAMES, n / PMA_GROUP_FRAMES, op, a))
 		return;
-	for (uint64_t i = s, end = s + n; i < end;) {
-		unsigned int lo = i % 64;
-		uint64_t len = vgpu_min(64 - lo, end - i), wi = i / 64;
+	pma_for_each_word(s, n, wi, m) {
 		uint64_t old = pma_word_avail(&r->words[wi]);
 
-		word_apply(r, &r->words[wi], vgpu_mask(lo, (unsigned int)len), op, a);
+		word_apply(r, &r->words[wi], m, op, a);
 		pma_region_word_update(r, wi, old);
-		i += len;
 	}
 }
 
@@ -565,17 +562,13 @@ static int range_claimable(const struct pma_region *r, uint64_t s, uint64_t n)
 {
 	int ret = 0;
 
-	for (uint64_t i = s, end = s + n; i < end;) {
-		unsigned int lo = i % 64;
-		uint64_t len = vgpu_min(64 - lo, end - i);
-		uint64_t m = vgpu_mask(lo, (unsigned int)len);
-		const struct pma_word *w = &r->words[i / 64];
+	pma_for_each_word(s, n, wi, m) {
+		const struct pma_word *w = &r->words[wi];
 
 		if (w->alloc & m)
 			return -EEXIST;
 		if ((w->evict | w->scrub | w->black) & m)
 			ret = -ENOMEM;
-		i += len;
 	}
 	return ret;
 }
@@ -665,21 +658,16 @@ static int pages_mark(struct pma *pma, const uint64_t *pages, size_t n, uint64_t
 			if (!r)
 				return -EINVAL;
 		}
-		for (uint64_t i = idx, end = idx + len_f; i < end;) {
-			unsigned int lo = i % 64;
-			uint64_t len = vgpu_min(64 - lo, end - i);
-			uint64_t m = vgpu_mask(lo, (unsigned int)len);
-			struct pma_word *w = &r->words[i / 64];
+		pma_for_each_word(idx, len_f, wi, m) {
+			struct pma_word *w = &r->words[wi];
 
 			if (clear && (w->alloc & m) != m) {
 				/* Put back the part of this run already cleared. */
-				for (uint64_t j = idx; j < i; j += 64 - j % 64)
-					r->words[j / 64].alloc |=
-						vgpu_mask(j % 64, (unsigned int)vgpu_min(64 - j % 64, i - j));
+				pma_for_each_word(idx, wi * 64 + vgpu_ctz(m) - idx, wj, mj)
+					r->words[wj].alloc |= mj;
 				return -ENOENT;
 			}
 			w->alloc = clear ? w->alloc & ~m : w->alloc | m;
-			i += len;
 		}
 		p += run;
 		*done = p;
@@ -705,15 +693,9 @@ static int pages_check_sorted(struct pma *pma, const uint64_t *pages, size_t n, 
 			if (!r)
 				return -EINVAL;
 		}
-		for (uint64_t i = idx, end = idx + run * pf; i < end;) {
-			unsigned int lo = i % 64;
-			uint64_t len = vgpu_min(64 - lo, end - i);
-			uint64_t m = vgpu_mask(lo, (unsigned int)len);
-
-			if ((r->words[i / 64].alloc & m) != m)
+		pma_for_each_word(idx, run * pf, wi, m)
+			if ((r->words[wi].alloc & m) != m)
 				return -ENOENT;
-			i += len;
-		}
 		p += run;
 	}
 	return 0;
@@ -824,11 +806,8 @@ static int pin_check(struct pma *pma, const uint64_t *pages, size_t count, uint6
 
 		if (!r)
 			return -EINVAL;
-		for (uint64_t i = idx, end = idx + pf; i < end;) {
-			unsigned int lo = i % 64;
-			uint64_t len = vgpu_min(64 - lo, end - i);
-			uint64_t m = vgpu_mask(lo, (unsigned int)len);
-			const struct pma_word *w = &r->words[i / 64];
+		pma_for_each_word(idx, pf, wi, m) {
+			const struct pma_word *w = &r->words[wi];
 
 			if (w->evict & m)
 				return -EBUSY;
@@ -836,7 +815,6 @@ static int pin_check(struct pma *pma, const uint64_t *pages, size_t count, uint6
 				ret = ret ? ret : -ENOENT;
 			else if (pin ? (w->pin & m) : (~w->pin & m))
 				ret = ret ? ret : -EPERM;
-			i += len;
 		}
 	}
 	return ret;
@@ -942,15 +920,9 @@ static inline uint64_t word_evictable(const struct pma_word *w)
 
 static bool span_evictable(const struct pma_region *r, uint64_t s, uint64_t n)
 {
-	for (uint64_t i = s, end = s + n; i < end;) {
-		unsigned int lo = i % 64;
-		uint64_t len = vgpu_min(64 - lo, end - i);
-		uint64_t m = vgpu_mask(lo, (unsigned int)len);
-
-		if ((word_evictable(&r->words[i / 64]) & m) != m)
+	pma_for_each_word(s, n, wi, m)
+		if ((word_evictable(&r->words[wi]) & m) != m)
 			return false;
-		i += len;
-	}
 	return true;
 }
 
@@ -967,8 +939,8 @@ static size_t evict_pick(const struct pma_region *r, uint64_t n, uint64_t align,
 		if (span_evictable(r, s, n)) {
 			bool any_alloc = false;
 
-			for (uint64_t i = s; i < s + n && !any_alloc; i++)
-				any_alloc = r->words[i / 64].alloc >> (i % 64) & 1;
+			pma_for_each_word(s, n, wi, m)
+				any_alloc |= !!(r->words[wi].alloc & m);
 			if (any_alloc)
 				out[got++] = s;
 		}

@@ -38,6 +38,14 @@ struct pma_word {
 	uint64_t black;		/* BLACKLIST */
 };
 
+/* Visit bitmap indexes [s, s + n) a word at a time: @wi is the word, @m the mask of the
+ * range's frames inside it. */
+#define pma_for_each_word(s, n, wi, m)						\
+	for (uint64_t _pi = (s), _pe = (s) + (n), wi = 0, m = 0;			\
+	     _pi < _pe && ((wi = _pi / 64), (m = vgpu_mask(_pi % 64, (unsigned int)	\
+			  vgpu_min(64 - _pi % 64, _pe - _pi))), 1);			\
+	     _pi += vgpu_popcount(m))
+
 static inline uint64_t pma_word_avail(const struct pma_word *w)
 {
 	return ~(w->alloc | w->evict | w->scrub | w->black);
