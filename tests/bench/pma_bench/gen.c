@@ -173,9 +173,9 @@ static size_t gen_step(struct gen *g, uint64_t lo, uint64_t hi, size_t budget)
 }
 
 /* Emit ops until @main_ops main-loop ops exist; occupancy is sampled after every op. */
-static void gen_main(struct gen *g, uint64_t nr_frames, size_t main_ops)
+static void gen_main(struct gen *g, uint64_t nr_frames, size_t main_ops, unsigned int hi_pct)
 {
-	uint64_t lo = nr_frames / 2, hi = nr_frames * 95 / 100;
+	uint64_t lo = nr_frames / 2, hi = nr_frames * hi_pct / 100;
 	double occ_sum = 0;
 	size_t done = 0;
 
@@ -200,7 +200,8 @@ static void gen_main(struct gen *g, uint64_t nr_frames, size_t main_ops)
 	g->t->end_live = g->nlive;
 }
 
-int pb_trace_generate(struct pb_trace *t, uint64_t seed, uint64_t nr_frames, size_t main_ops)
+int pb_trace_generate(struct pb_trace *t, uint64_t seed, uint64_t nr_frames, size_t main_ops,
+		      unsigned int hi_pct)
 {
 	struct gen g = { .rng = { seed }, .t = t };
 	uint8_t cls, k;
@@ -225,7 +226,7 @@ int pb_trace_generate(struct pb_trace *t, uint64_t seed, uint64_t nr_frames, siz
 		gen_alloc(&g, cls, k);
 	}
 	t->nr_prefill = t->nr_ops;
-	gen_main(&g, nr_frames, main_ops);
+	gen_main(&g, nr_frames, main_ops, hi_pct);
 	free(g.live);
 	free(g.free_slots);
 	return 0;

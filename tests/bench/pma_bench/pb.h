@@ -16,6 +16,12 @@
 #define PB_FRAMES_PER_2M	32u
 #define PB_SEED			20240601ull
 #define PB_MIXED_MAIN_OPS	1000000u
+#define PB_MIXED_HI_PCT		95u	/* nominal occupancy cap of the reference trace */
+/* (d) stress, not in the reference: the same generator capped at 99 % (its §6 suggests a
+ * harder cap to separate allocators by fragmentation failures). */
+#define PB_STRESS_HI_PCT	99u
+#define PB_STRESS_MAIN_OPS	200000u
+#define PB_STRESS_QUICK_OPS	50000u
 #define PB_MAX_PAGES		128u	/* largest page list of one request (D256M) */
 
 /* --- requests ------------------------------------------------------------------------- */
@@ -86,9 +92,10 @@ struct pb_trace {
 	size_t end_live;
 };
 
-/* Build the mixed trace of the reference on @nr_frames frames with @main_ops main-loop ops.
- * 0 or -ENOMEM. */
-int pb_trace_generate(struct pb_trace *t, uint64_t seed, uint64_t nr_frames, size_t main_ops);
+/* Build the mixed trace of the reference on @nr_frames frames with @main_ops main-loop ops
+ * and the nominal live set capped at @hi_pct % (the reference: 95). 0 or -ENOMEM. */
+int pb_trace_generate(struct pb_trace *t, uint64_t seed, uint64_t nr_frames, size_t main_ops,
+		      unsigned int hi_pct);
 /* Compare @t with the reference's figures; 0, or -EPROTO with the first mismatch in @why. */
 int pb_trace_check(const struct pb_trace *t, char *why, size_t len);
 /* Free the op array. */
@@ -196,7 +203,10 @@ static inline double pb_secs(uint64_t t0, uint64_t t1)
 uint64_t pb_peak_rss(void);
 
 /* --- phases (phases.c) and their results ---------------------------------------------- */
-enum { PB_PHASE_FILL = 1, PB_PHASE_MIXED = 2, PB_PHASE_FRAG = 4, PB_PHASE_ALL = 7 };
+enum {
+	PB_PHASE_FILL = 1, PB_PHASE_MIXED = 2, PB_PHASE_FRAG = 4, PB_PHASE_STRESS = 8,
+	PB_PHASE_ALL = 15,
+};
 
 /* Op types of the mixed latency table. */
 enum pb_optype {
@@ -228,6 +238,7 @@ struct pb_mixed_res {
 	double ops_per_s;
 	bool partial;			/* --quick: a prefix of the trace */
 	uint64_t fails;
+	uint64_t fails_cls[PB_NR_CLS];
 	uint64_t frag_fails;		/* free frames >= request, yet it failed (§7.3) */
 	uint64_t frag_fails_discontig;	/* the same, discontiguous requests only */
 	uint64_t missed_fits;		/* the shadow shows a fit existed: an allocator bug */
@@ -254,6 +265,7 @@ struct pb_result {
 	struct pb_fill_res fill;
 	struct pb_mixed_res mixed;
 	struct pb_frag_res frag;
+	struct pb_mixed_res stress;	/* (d): failures only */
 	/* metadata: allocator heap bytes */
 	int64_t meta_empty, meta_fill, meta_mixed_peak, meta_frag_peak;
 	uint64_t rss_fill, rss_mixed, rss_frag;	/* ru_maxrss after each phase */
@@ -266,6 +278,7 @@ struct pb_ctx {
 	struct pb_opts opt;
 	uint64_t nr_frames;
 	struct pb_trace trace;
+	struct pb_trace stress;		/* (d): the same generator, PB_STRESS_HI_PCT cap */
 	struct pb_shadow shadow;
 	uint64_t *slot_pages;		/* trace.nr_slots x PB_MAX_PAGES */
 	uint8_t *slot_ok;		/* allocation in this slot succeeded */
@@ -281,6 +294,7 @@ struct pb_ctx {
 void pb_run_fill(struct pb_ctx *c, struct pb_result *res);
 void pb_run_mixed(struct pb_ctx *c, struct pb_result *res);
 void pb_run_frag(struct pb_ctx *c, struct pb_result *res);
+void pb_run_stress(struct pb_ctx *c, struct pb_result *res);
 /* Measure the harness's own cost per mixed op (c->harness_ns_per_op). */
 void pb_measure_harness(struct pb_ctx *c);
 /* Record a violation or failed expectation (also on stderr). */

@@ -47,6 +47,7 @@ struct pass {
 	bool shadow;			/* check every call against the shadow */
 	bool verify;			/* and the backend's check now and then */
 	const char *what;		/* phase name for messages */
+	const struct pb_trace *trace;	/* what mixed_replay() replays */
 	int64_t *meta_peak;		/* heap samples go here */
 };
 
@@ -55,6 +56,7 @@ static bool pass_begin(struct pass *p, struct pb_ctx *c, struct pb_result *res, 
 {
 	*p = (struct pass){
 		.c = c, .res = res, .be = res->be, .what = what, .meta_peak = meta_peak,
+		.trace = &c->trace,
 		.shadow = lat || c->opt.verify, .verify = c->opt.verify,
 	};
 	pb_shadow_reset(&c->shadow);
@@ -249,7 +251,7 @@ static void mixed_classify(struct pass *p, const struct pb_req *r, struct pb_mix
 static void mixed_replay(struct pass *p, size_t from, size_t to, struct pb_lat *lat,
 			 struct pb_mixed_res *m)
 {
-	const struct pb_op *ops = p->c->trace.ops;
+	const struct pb_op *ops = p->trace->ops;
 	uint64_t ns;
 
 	for (size_t i = from; i < to; i++) {
@@ -263,6 +265,7 @@ static void mixed_replay(struct pass *p, size_t from, size_t to, struct pb_lat *
 			p->c->slot_ok[op->slot] = !ret;
 			if (ret) {
 				m->fails++;
+				m->fails_cls[op->cls]++;
 				if (p->shadow)
 					mixed_classify(p, &r, m);
 			}
@@ -382,6 +385,27 @@ void pb_measure_harness(struct pb_ctx *c)
 			best = pb_secs(t0, t1);
 	}
 	c->harness_ns_per_op = best * 1e9 / (double)(t->nr_ops - t->nr_prefill);
+}
+
+/* --- (d) stress ---------------------------------------------------------------------- */
+
+/* The mixed generator with a higher cap, replayed once with the shadow classifying every
+ * failure: how the allocator resists fragmentation when the device is nearly full. */
+void pb_run_stress(struct pb_ctx *c, struct pb_result *res)
+{
+	struct pb_mixed_res m = { 0 };
+	struct pass p;
+
+	if (!pass_begin(&p, c, res, true, "stress", &res->meta_mixed_peak))
+		return;
+	p.trace = &c->stress;
+	mixed_replay(&p, 0, c->stress.nr_ops, NULL, &m);
+	pass_end(&p);
+	m.ops = c->stress.nr_ops - c->stress.nr_prefill;
+	res->stress = m;
+	if (m.missed_fits)
+		pb_problem(res, "stress: %llu allocations failed although a fit existed",
+			   (unsigned long long)m.missed_fits);
 }
 
 /* --- (c) fragmented ------------------------------------------------------------------- */
