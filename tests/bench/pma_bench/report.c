@@ -143,7 +143,7 @@ static const char *fmt_x(double x)
 
 	if (x <= 0)
 		return "-";
-	snprintf(b, 32, "%.1fx", x);
+	snprintf(b, 32, x < 1 ? "%.2gx" : "%.1fx", x);	/* 0.02x, not 0.0x */
 	return b;
 }
 
