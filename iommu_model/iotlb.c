@@ -47,10 +47,11 @@ static inline bool xc_read(const struct xc_entry *e, uint64_t base, unsigned int
 	    ((key >> XC_KEY_CLASS_SHIFT) & 3) != cls ||
 	    atomic_load_explicit(&e->ctx, memory_order_relaxed) != ctx)
 		return false;
-	pa = atomic_load_explicit(&e->pa, memory_order_relaxed);
-	host = atomic_load_explicit(&e->host, memory_order_relaxed);
-	ptep = atomic_load_explicit(&e->ptep, memory_order_relaxed);
-	atomic_thread_fence(memory_order_acquire);
+	/* Acquire loads keep the sequence re-check below after them (a plain load on x86;
+	 * no fence, which ThreadSanitizer could not follow). */
+	pa = atomic_load_explicit(&e->pa, memory_order_acquire);
+	host = atomic_load_explicit(&e->host, memory_order_acquire);
+	ptep = atomic_load_explicit(&e->ptep, memory_order_acquire);
 	if (atomic_load_explicit(&e->seq, memory_order_relaxed) != s)
 		return false;
 	out->base = base;
@@ -135,10 +136,11 @@ void xcache_fill(struct xcache *c, uint64_t ctx, const struct xc_hit *h,
 			      memory_order_relaxed);
 	xc_unlock(e);
 	/* The walk that produced @h may predate an unmap whose invalidation scan ran before
-	 * this entry was visible. The scan bumps *inval_seq first; seeing it moved, take the
-	 * entry back out (if it is still ours). Fences pair with the invalidator's. */
-	atomic_thread_fence(memory_order_seq_cst);
-	if (atomic_load_explicit(inval_seq, memory_order_relaxed) == seq0)
+	 * this entry was visible. The scan bumps *inval_seq first. Reading it with an RMW
+	 * orders us against that bump: either the bump comes after this read, and then it
+	 * synchronises with our publication so the scan finds the entry; or we see it moved
+	 * and take the entry back out (if it is still ours). */
+	if (atomic_fetch_add_explicit(inval_seq, 0, memory_order_seq_cst) == seq0)
 		return;
 	s += 2;
 	if (!xc_lock(e, s))
@@ -182,7 +184,7 @@ void xcache_inval(struct xcache *c, uint64_t ctx, bool any_pasid, uint64_t iova,
 	size_t n = ((size_t)1 << c->set_bits) * c->ways;
 	uint64_t hi = len ? iova + len : 0;
 
-	atomic_thread_fence(memory_order_seq_cst);
+	/* Callers bumped an inval_seq with a seq_cst RMW just before: later loads stay after. */
 	/* Small exact-context ranges: probe the sets the pages hash to; else scan all. */
 	if (len && !any_pasid && ctx && len / IOMMU_PAGE_SIZE <= 16) {
 		for (unsigned int cls = 0; cls < XC_CLASSES; cls++) {

@@ -92,24 +92,29 @@ void iommu_access_end(void)
 /* Wait for one slot to leave the section it is in now. */
 static void sync_wait_slot(struct sync_slot *s)
 {
-	uint64_t c = atomic_load_explicit(&s->ctr, memory_order_acquire);
+	/* An RMW, not a load: if the reader's entry increment comes after it, that
+	 * increment reads from it and so sees every PTE and cache update we made before;
+	 * if it came before, we see the odd count and wait. */
+	uint64_t c = atomic_fetch_add_explicit(&s->ctr, 0, memory_order_seq_cst);
 	unsigned int spins = 0;
 
 	if (!(c & 1))
 		return;
 	while (atomic_load_explicit(&s->ctr, memory_order_acquire) == c) {
-		if (++spins < 64)
+		if (++spins < 128) {
 			vgpu_cpu_relax();
-		else
+		} else if (spins < 160) {
 			sched_yield();
+		} else {
+			/* The reader was preempted inside its section. Sleeping (not yielding)
+			 * leaves this CPU idle, so the scheduler can run it here. */
+			vgpu_sleep_ns(20 * VGPU_NSEC_PER_USEC);
+		}
 	}
 }
 
 void iommu_sync_wait(void)
 {
-	/* Pairs with the seq_cst add in iommu_access_begin(): either the reader sees our
-	 * earlier PTE and cache updates, or we see its odd counter and wait for it. */
-	atomic_thread_fence(memory_order_seq_cst);
 	for (struct sync_slot *s = atomic_load(&sync_slots); s; s = s->next) {
 		/* Our own section (a PRI handler unmapping) cannot be waited for. */
 		if (s == sync_self)

@@ -1,0 +1,189 @@
+/* Thread-safe translation (also run under ThreadSanitizer): device threads translate and
+ * DMA while the host maps and unmaps. After an unmap completes (strict) or its flush
+ * queue drained (lazy), the host poisons the page it unmapped; a device read that ever
+ * returns poison used a stale translation after the unmap had completed. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "iommu_test.h"
+
+#define NSLOTS	 32
+#define NPAGES	 96
+#define BASE	 (1ull << 36)
+#define POISON	 0xdeaddeaddeaddeadull
+#define HOST_OPS 2000
+
+struct mt {
+	struct iommu *mmu;
+	struct iommu_domain *d;
+	struct iommu_memobj *mo;
+	uint8_t *mem;
+	atomic_bool stop;
+	atomic_ulong reads_ok, bad;
+};
+
+struct dev {
+	struct mt *mt;
+	unsigned int rid, rid2;
+	bool raw;		/* rid2: iommu_translate + own load instead of the DMA helper */
+	bool polls_ats;		/* rid2 has polled ATS */
+	uint64_t seed;
+};
+
+static uint64_t rnd(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+static bool good_stamp(uint64_t v)
+{
+	return v >> 32 == 0x5a5a5a5a;
+}
+
+/* One access through @rid (or raw translate when @raw). */
+static void dev_access(struct dev *dv, unsigned int rid, bool raw)
+{
+	struct mt *mt = dv->mt;
+	uint64_t iova = BASE + (rnd(&dv->seed) % NSLOTS) * PG + 8 * (rnd(&dv->seed) % 4);
+	uint64_t v = 0;
+	int ret;
+
+	if (raw) {
+		struct iommu_xlate x;
+
+		iommu_access_begin();
+		ret = iommu_translate(mt->d, iova, 8, IOMMU_READ, &x);
+		if (!ret)
+			memcpy(&v, x.host, 8);
+		iommu_access_end();
+	} else {
+		ret = iommu_dma_read(mt->mmu, rid, iova, &v, 8);
+	}
+	if (!ret) {
+		atomic_fetch_add_explicit(&mt->reads_ok, 1, memory_order_relaxed);
+		if (!good_stamp(v))
+			atomic_fetch_add(&mt->bad, 1);
+	}
+}
+
+/* Two device threads (the machine has two CPUs and the host needs one too): each
+ * serves two functions in turn. */
+static void *dev_thread(void *arg)
+{
+	struct dev *dv = arg;
+	struct mt *mt = dv->mt;
+
+	while (!atomic_load_explicit(&mt->stop, memory_order_relaxed)) {
+		dev_access(dv, dv->rid, false);
+		dev_access(dv, dv->rid2, dv->raw);
+		if (dv->polls_ats)
+			iommu_ats_poll(mt->mmu, dv->rid2);
+	}
+	return NULL;
+}
+
+static void stamp(struct mt *mt, unsigned int page, uint64_t n)
+{
+	uint64_t v = 0x5a5a5a5a00000000ull | n;
+
+	for (unsigned int k = 0; k < 4; k++)
+		memcpy(mt->mem + page * PG + 8 * k, &v, 8);
+}
+
+static void poison(struct mt *mt, unsigned int page)
+{
+	uint64_t v = POISON;
+
+	for (unsigned int k = 0; k < 4; k++)
+		memcpy(mt->mem + page * PG + 8 * k, &v, 8);
+}
+
+static void host_run(struct mt *mt, bool lazy, uint64_t seed)
+{
+	int slot_page[NSLOTS];
+	bool page_busy[NPAGES] = { false };
+	unsigned int pending[NPAGES], npending = 0;
+
+	for (unsigned int s = 0; s < NSLOTS; s++)
+		slot_page[s] = -1;
+	for (uint64_t op = 0; op < HOST_OPS; op++) {
+		unsigned int s = (unsigned int)(rnd(&seed) % NSLOTS);
+		uint64_t iova = BASE + s * PG;
+
+		if (slot_page[s] >= 0) {
+			assert_int_equal(iommu_unmap(mt->d, iova, PG, NULL), 0);
+			if (lazy) {
+				pending[npending++] = (unsigned int)slot_page[s];
+			} else {
+				poison(mt, (unsigned int)slot_page[s]);
+				page_busy[slot_page[s]] = false;
+			}
+			slot_page[s] = -1;
+		} else {
+			unsigned int p = (unsigned int)(rnd(&seed) % NPAGES);
+
+			while (page_busy[p])
+				p = (p + 1) % NPAGES;
+			page_busy[p] = true;
+			stamp(mt, p, op);
+			assert_int_equal(iommu_map(mt->d, mt->mo, p * PG, PG, IOMMU_READ,
+						   IOMMU_MAP_FIXED_IOVA, &iova), 0);
+			slot_page[s] = (int)p;
+		}
+		if (lazy && (npending >= 16 || rnd(&seed) % 64 == 0)) {
+			iommu_domain_flush_queue(mt->d);
+			for (unsigned int i = 0; i < npending; i++) {
+				poison(mt, pending[i]);
+				page_busy[pending[i]] = false;
+			}
+			npending = 0;
+		}
+	}
+}
+
+static void test_mt(void **state)
+{
+	const bool lazy = *state != NULL;
+	struct mt mt = { 0 };
+	/* rid 1: plain; rid 2: ATS answered inline; rid 3: ATS polled by its device. */
+	struct dev devs[2] = {
+		{ &mt, 1, 0, true, false, 0x1111 },
+		{ &mt, 2, 3, false, true, 0x3333 },
+	};
+	pthread_t th[2];
+
+	mt.mmu = t_iommu();
+	mt.mo = t_memobj(mt.mmu, NPAGES * PG, 0);
+	mt.mem = iommu_memobj_base(mt.mo);
+	for (unsigned int p = 0; p < NPAGES; p++)
+		poison(&mt, p);
+	mt.d = t_paging(mt.mmu, lazy ? IOMMU_DOMAIN_LAZY : 0);
+	for (unsigned int r = 1; r <= 3; r++)
+		assert_int_equal(iommu_attach(mt.mmu, r, mt.d), 0);
+	assert_int_equal(iommu_ats_enable(mt.mmu, 2, 0), 0);
+	assert_int_equal(iommu_ats_enable(mt.mmu, 3, IOMMU_ATS_POLLED), 0);
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, dev_thread, &devs[i]), 0);
+	host_run(&mt, lazy, 0xabcdef + lazy);
+	atomic_store(&mt.stop, true);
+	for (int i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	assert_int_equal(atomic_load(&mt.bad), 0);
+	assert_true(atomic_load(&mt.reads_ok) > 0);
+	iommu_destroy(mt.mmu);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		{ "device threads vs strict unmap: never poison", test_mt, NULL, NULL, NULL },
+		{ "device threads vs lazy unmap + drain: never poison", test_mt, NULL, NULL,
+		  (void *)1 },
+	};
+
+	return cmocka_run_group_tests_name("iommu_mt", tests, NULL, NULL);
+}
