@@ -309,6 +309,7 @@ void gpu_sched_stats(struct gpu *g, unsigned int fn, struct gpu_sched_stats *out
 		out->idle_ns += t->idle_ns;
 		out->slices += t->slices;
 		out->preempt_timeouts += t->preempt_timeouts;
+		out->stall_ns += t->stall_ns;
 		out->target_slice_ns = vgpu_max(out->target_slice_ns, t->target_slice_ns);
 	}
 	vgpu_mutex_unlock(&g->lock);

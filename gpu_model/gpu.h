@@ -57,9 +57,14 @@ struct gpu_priv_chan {
 /* Scheduling policies (values follow NVIDIA's ctrl2080fifo.h numbering). */
 enum gpu_sched_policy {
 	GPU_SCHED_BEST_EFFORT = 2,	/* round robin over functions with work; idle ones skipped */
-	GPU_SCHED_EQUAL_SHARE = 3,	/* equal slices for every enabled function, reserved */
-	GPU_SCHED_FIXED_SHARE = 4,	/* period * weight/1000 per enabled function, reserved */
+	GPU_SCHED_EQUAL_SHARE = 3,	/* equal share for every enabled function with channels,
+					 * reserved even when it is idle */
+	GPU_SCHED_FIXED_SHARE = 4,	/* weight/1000 of the engine per function, reserved */
 };
+/* Slices are picked by virtual time (charged time / weight), so a slice the host stretched
+ * or cut short is made up by the following picks. Best effort: slice = the function's
+ * quantum, weight = quantum, functions without work skipped. Equal and fixed share: slice =
+ * the device quantum; an idle function's slices are spent idle. */
 
 struct gpu_priv_sched_fn {
 	uint64_t enabled;		/* takes part in time-slicing */
@@ -86,8 +91,8 @@ struct gpu_priv_shared {
 	uint64_t gen;			/* bumped after every write */
 	uint64_t sched_seq;		/* guards the three words below */
 	uint64_t sched_policy;		/* enum gpu_sched_policy */
-	uint64_t sched_quantum_ns;	/* equal share slice; 0 = 2 ms */
-	uint64_t sched_period_ns;	/* fixed share period; 0 = 10 ms */
+	uint64_t sched_quantum_ns;	/* equal / fixed share slice; 0 = 2 ms */
+	uint64_t sched_period_ns;	/* reserved (kept for the GSP's interface); 0 */
 	uint64_t reserved[6];
 	struct gpu_priv_fn fns[GPU_MAX_FNS];
 };
@@ -160,7 +165,8 @@ int gpu_priv_chan_free(struct gpu_priv *p, unsigned int fn, unsigned int chid);
 /* Set the resident channels of @fn's runlist @rl (a bitmap of chids, each allocated on
  * that runlist, else -EINVAL). */
 int gpu_priv_runlist_set(struct gpu_priv *p, unsigned int fn, unsigned int rl, uint64_t chans);
-/* Device-wide policy and its slice / period (0 = default). -EINVAL on unknown policy. */
+/* Device-wide policy and its slice (0 = default); @period_ns is recorded but unused.
+ * -EINVAL on unknown policy. */
 int gpu_priv_sched_set(struct gpu_priv *p, enum gpu_sched_policy policy,
 		       uint64_t quantum_ns, uint64_t period_ns);
 /* Per-function scheduling settings. -EINVAL if weights would exceed 1000 in total. */
@@ -239,6 +245,7 @@ struct gpu_sched_stats {
 	uint64_t target_slice_ns;	/* slice it is given now */
 	uint64_t slices;		/* slices granted */
 	uint64_t preempt_timeouts;	/* channels errored for not yielding */
+	uint64_t stall_ns;		/* host took the engine thread away: not charged */
 };
 /* Telemetry of @fn summed over engines. */
 void gpu_sched_stats(struct gpu *g, unsigned int fn, struct gpu_sched_stats *out);

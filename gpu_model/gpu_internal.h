@@ -21,6 +21,7 @@
 #define GPU_DEFAULT_PERIOD	(10 * VGPU_NSEC_PER_MSEC)
 #define GPU_DEFAULT_PREEMPT_TO	(100 * VGPU_NSEC_PER_MSEC)
 #define GPU_DEFAULT_SEM_TO	VGPU_NSEC_PER_SEC
+#define GPU_STALL_NS		(500 * VGPU_NSEC_PER_USEC)	/* see gpu_engine_now() */
 #define GPU_PRIV_POLL_NS	VGPU_NSEC_PER_MSEC
 #define GPU_ACQ_POLL_NS		(50 * VGPU_NSEC_PER_USEC)
 
@@ -86,6 +87,7 @@ struct gpu_chan {
 	uint64_t progress;		/* bytes or elements of the current method done */
 	uint64_t acc;			/* partial result of a resumable reduction */
 	bool acq_waiting;
+	bool last_heavy;		/* the last method moved data: check the slice now */
 	uint64_t acq_deadline;
 	bool userd_dirty;		/* gp_get not yet written back */
 	uint64_t retry_at;		/* blocked on a semaphore: poll again then (g->lock) */
@@ -127,6 +129,7 @@ struct gpu_fn {
 	/* telemetry per engine (g->lock) */
 	struct gpu_sched_stats tel[GPU_MAX_ENGINES];
 	unsigned int next_chan[GPU_MAX_ENGINES];
+	uint64_t vtime[GPU_MAX_ENGINES];	/* charged time / weight (g->lock) */
 };
 
 struct gpu_engine {
@@ -142,8 +145,13 @@ struct gpu_engine {
 	int cur_fn;			/* function owning the slice, -1 none */
 	uint64_t slot_start, slot_end;
 	unsigned int rr_fn;
+	uint64_t vclock;		/* vtime of the last function given a slice */
 	uint64_t next_scan;
 	uint64_t idle_from;		/* idle inside cur_fn's reserved slice since (0: not) */
+	/* host-stall accounting, engine thread only */
+	uint64_t last_tick;		/* last clock read while busy (0: was idle) */
+	uint64_t stolen;		/* total time the host took the thread away */
+	uint64_t slot_stolen0;		/* stolen at the start of the current slice */
 };
 
 struct gpu {
@@ -178,7 +186,6 @@ struct gpu_ctx {
 	struct gpu_chan *c;
 	unsigned int chid;
 	uint64_t part_base, part_size;
-	uint64_t slot_end;
 	/* one-entry translation cache for VRAM pages, valid during this turn */
 	uint64_t mc_va, mc_size, mc_addr, mc_pte;
 	/* last fault */
@@ -240,5 +247,6 @@ void gpu_intr_raise(struct gpu *g, struct gpu_fn *f, uint32_t bits);
 
 /* sched.c */
 void *gpu_engine_main(void *arg);
+uint64_t gpu_engine_now(struct gpu_engine *e);
 
 #endif

@@ -98,7 +98,7 @@ static enum mres ctx_fault(struct gpu_ctx *ctx, uint32_t method)
 
 static bool slice_over(struct gpu_ctx *ctx)
 {
-	return vgpu_now_ns() >= ctx->slot_end;
+	return gpu_engine_now(ctx->e) >= ctx->e->slot_end;
 }
 
 /* ---- methods ---- */
@@ -355,6 +355,7 @@ static enum mres method_step(struct gpu_ctx *ctx)
 	if (id != VGPU_M_NOP && gpu_va_read(ctx, va + 4, args, nargs * 4))
 		goto pb_fault;
 	r = method_exec(ctx, id, args);
+	c->last_heavy = id >= VGPU_M_COPY && id != VGPU_M_TIMESTAMP && id != VGPU_M_MMU_INVALIDATE;
 	if (r == M_FAULT && atomic_load(&c->state) != GPU_CHAN_STATE_ERROR)
 		return ctx_fault(ctx, id);
 	if (r == M_DONE) {
@@ -496,8 +497,8 @@ static enum gpu_run_result chan_run_locked_out(struct gpu_ctx *ctx)
 				gp_advance(c);
 				entries++;
 			}
-			/* Clock reads cost: check the slice every few methods. */
-			if (!(++methods % 16) && slice_over(ctx))
+			/* Clock reads cost: after cheap methods check the slice every 16. */
+			if ((c->last_heavy || !(++methods % 16)) && slice_over(ctx))
 				return GPU_RUN_PROGRESS;
 			break;
 		case M_YIELD:

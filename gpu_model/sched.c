@@ -17,6 +17,23 @@ static uint64_t def(uint64_t v, uint64_t d)
 	return v ? v : d;
 }
 
+/* The engine's clock. A busy engine reads it at least every few tens of microseconds
+ * (each bounded work chunk, each turn); a longer gap means the host descheduled the
+ * thread. That time is not the function's: it is not charged, and the slice is extended
+ * by it, so shares stay right on a loaded host (as a VM's steal time). */
+uint64_t gpu_engine_now(struct gpu_engine *e)
+{
+	uint64_t now = vgpu_now_ns();
+
+	if (e->last_tick && now - e->last_tick > GPU_STALL_NS) {
+		e->stolen += now - e->last_tick;
+		if (e->cur_fn >= 0)
+			e->slot_end += now - e->last_tick;
+	}
+	e->last_tick = now;
+	return now;
+}
+
 /* Can channel @chid of @f run on @e now? Refreshes its config snapshot. */
 static bool chan_runnable_locked(struct gpu_engine *e, struct gpu_fn *f, unsigned int chid,
 				 uint64_t now)
@@ -80,9 +97,25 @@ static uint64_t fn_slice_locked(struct gpu_engine *e, struct gpu_fn *f)
 	case GPU_SCHED_EQUAL_SHARE:
 		return fn_has_chans_locked(e, f) ? def(g->sched_quantum, GPU_DEFAULT_QUANTUM) : 0;
 	case GPU_SCHED_FIXED_SHARE:
-		return def(g->sched_period, GPU_DEFAULT_PERIOD) * f->cfg.sched.weight / 1000;
+		/* Equal slices, handed out in proportion to the weights by virtual time: short
+		 * slices keep every share accurate over short windows. */
+		return f->cfg.sched.weight ? def(g->sched_quantum, GPU_DEFAULT_QUANTUM) : 0;
 	default:
 		return def(f->cfg.sched.quantum_ns, GPU_DEFAULT_QUANTUM);
+	}
+}
+
+/* Weight of @f whose slice is @len: shares are proportional to it. Best effort is round
+ * robin by quantum, so its weight is the quantum; equal share weighs all alike. */
+static uint64_t fn_weight_locked(struct gpu_engine *e, struct gpu_fn *f, uint64_t len)
+{
+	switch (e->g->sched_policy) {
+	case GPU_SCHED_EQUAL_SHARE:
+		return 1000;
+	case GPU_SCHED_FIXED_SHARE:
+		return vgpu_max(f->cfg.sched.weight, 1);
+	default:
+		return vgpu_max(len / 1000, 1);
 	}
 }
 
@@ -98,24 +131,38 @@ static void idle_account_locked(struct gpu_engine *e, uint64_t now)
 	e->idle_from = 0;
 }
 
+/* Close the current slice and charge its real length (overrun included) to the function's
+ * virtual time: the next picks make up for slices the host stretched or cut short. */
 static void slot_end_locked(struct gpu_engine *e, uint64_t now)
 {
+	struct gpu_fn *f = &e->g->fns[e->cur_fn];
+	uint64_t len = fn_slice_locked(e, f);
+
 	idle_account_locked(e, now);
 	/* Time past the slice's end until the switch is the preemption cost. */
+	uint64_t stolen = e->stolen - e->slot_stolen0, used = now - e->slot_start;
+
 	if (now > e->slot_end)
-		e->g->fns[e->cur_fn].tel[e->id].preempt_ns += now - e->slot_end;
+		f->tel[e->id].preempt_ns += now - e->slot_end;
+	f->tel[e->id].stall_ns += stolen;
+	used = used > stolen ? used - stolen : 0;
+	f->vtime[e->id] += used * 1024 / fn_weight_locked(e, f, len);
 	e->cur_fn = -1;
 }
 
-/* Start the next function's slice; best effort skips functions without work. */
+/* Start a slice for the eligible function furthest behind its share (least virtual time);
+ * best effort skips functions without work. */
 static struct gpu_chan *slot_begin_locked(struct gpu_engine *e, uint64_t now)
 {
 	struct gpu *g = e->g;
+	struct gpu_chan *best_c = NULL;
+	struct gpu_fn *best = NULL;
+	uint64_t best_len = 0;
 
 	for (unsigned int i = 0; i < g->nr_fns; i++) {
 		unsigned int fn = (e->rr_fn + i) % g->nr_fns;
 		struct gpu_fn *f = &g->fns[fn];
-		uint64_t len = fn_slice_locked(e, f);
+		uint64_t len = fn_slice_locked(e, f), lag;
 		struct gpu_chan *c = NULL;
 
 		if (!len)
@@ -125,15 +172,33 @@ static struct gpu_chan *slot_begin_locked(struct gpu_engine *e, uint64_t now)
 			if (!c)
 				continue;
 		}
-		e->rr_fn = fn + 1;
-		e->cur_fn = (int)fn;
-		e->slot_start = now;
-		e->slot_end = now + len;
-		f->tel[e->id].slices++;
-		f->tel[e->id].target_slice_ns = len;
-		return c ? c : fn_pick_chan_locked(e, f, now);
+		/* A function back from idle gets at most one slice of credit, not a backlog. */
+		lag = len * 1024 / fn_weight_locked(e, f, len);
+		if (f->vtime[e->id] + lag < e->vclock)
+			f->vtime[e->id] = e->vclock - lag;
+		if (!best || f->vtime[e->id] < best->vtime[e->id]) {
+			if (best_c)
+				best_c->running = false;
+			best = f;
+			best_c = c;
+			best_len = len;
+			if (c)
+				c->running = true;	/* hold it while we look further */
+		}
 	}
-	return NULL;
+	if (!best)
+		return NULL;
+	if (best_c)
+		best_c->running = false;
+	e->rr_fn = best->id + 1;
+	e->vclock = best->vtime[e->id];
+	e->cur_fn = (int)best->id;
+	e->slot_start = now;
+	e->slot_end = now + best_len;
+	e->slot_stolen0 = e->stolen;
+	best->tel[e->id].slices++;
+	best->tel[e->id].target_slice_ns = best_len;
+	return best_c ? best_c : fn_pick_chan_locked(e, best, now);
 }
 
 static struct gpu_chan *sched_pick_locked(struct gpu_engine *e, uint64_t now)
@@ -188,8 +253,8 @@ static void engine_run_locked(struct gpu_engine *e, struct gpu_chan *c, uint64_t
 	struct gpu_ctx ctx = {
 		.g = g, .e = e, .f = f, .c = c, .chid = (unsigned int)(c - f->chans),
 		.part_base = f->cfg.part_base, .part_size = f->cfg.part_size,
-		.slot_end = e->slot_end,
 	};
+	uint64_t stolen0 = e->stolen, stolen;
 	enum gpu_run_result r;
 	uint64_t end, pto = def(f->cfg.sched.preempt_timeout_ns, GPU_DEFAULT_PREEMPT_TO);
 
@@ -199,11 +264,12 @@ static void engine_run_locked(struct gpu_engine *e, struct gpu_chan *c, uint64_t
 	r = gpu_chan_run(&ctx);
 	vgpu_mutex_lock(&g->lock);
 	c->running = false;
-	end = vgpu_now_ns();
-	f->tel[e->id].run_ns += end - start;
+	end = gpu_engine_now(e);
+	stolen = e->stolen - stolen0;
+	f->tel[e->id].run_ns += end - start > stolen ? end - start - stolen : 0;
 	if (r == GPU_RUN_BLOCKED)
 		c->retry_at = end + GPU_ACQ_POLL_NS;
-	if (r == GPU_RUN_PROGRESS && end > ctx.slot_end + pto) {
+	if (r == GPU_RUN_PROGRESS && end > e->slot_end + pto) {
 		f->tel[e->id].preempt_timeouts++;
 		gpu_chan_set_error(g, f, c, ctx.part_base, ctx.part_size,
 				   VGPU_CHAN_ERR_PREEMPT_TIMEOUT, 0xffffffffu);
@@ -291,7 +357,7 @@ void *gpu_engine_main(void *arg)
 	vgpu_mutex_lock(&g->lock);
 	e->next_scan = vgpu_now_ns() + def(g->cfg.scan_period_ns, VGPU_NSEC_PER_MSEC);
 	while (!atomic_load(&g->stop)) {
-		uint64_t now = vgpu_now_ns(), deadline;
+		uint64_t now = gpu_engine_now(e), deadline;
 		struct gpu_chan *c;
 
 		atomic_store(&e->poked, false);
@@ -311,6 +377,8 @@ void *gpu_engine_main(void *arg)
 		deadline = idle_deadline_locked(e, now);
 		vgpu_mutex_unlock(&g->lock);
 		engine_idle(e, now, deadline);
+		/* Idle gaps are not stalls: restart the stall clock. */
+		e->last_tick = 0;
 		vgpu_mutex_lock(&g->lock);
 	}
 	vgpu_mutex_unlock(&g->lock);
