@@ -66,35 +66,16 @@ void iommu_fail_nth(struct iommu *mmu, unsigned int nth)
 
 /* ---- counters ------------------------------------------------------------------------ */
 
-/* Owner-only increments: a plain load + store is enough when each thread has its own
- * shard, and costs far less than a locked add on the translation fast path. Threads
- * that share a shard (more than IOMMU_NR_SHARDS) may lose a count. */
-static inline void shard_inc(_Atomic uint64_t *c)
-{
-	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1,
-			      memory_order_relaxed);
-}
-
 static inline struct iommu_shard *iommu_shard(struct iommu *mmu)
 {
-	return &mmu->shard[iommu_thread_index() % IOMMU_NR_SHARDS];
-}
-
-void iommu_count_hit(struct iommu *mmu)
-{
-	shard_inc(&iommu_shard(mmu)->hits);
-}
-
-void iommu_count_miss(struct iommu *mmu)
-{
-	shard_inc(&iommu_shard(mmu)->misses);
+	return &mmu->shard[iommu_thread_index_fast() % IOMMU_NR_SHARDS];
 }
 
 void iommu_count_atc(struct iommu *mmu, bool hit)
 {
 	struct iommu_shard *s = iommu_shard(mmu);
 
-	shard_inc(hit ? &s->atc_hits : &s->atc_misses);
+	iommu_shard_inc(hit ? &s->atc_hits : &s->atc_misses);
 }
 
 void iommu_get_stats(struct iommu *mmu, struct iommu_stats *out)
@@ -165,7 +146,6 @@ int iommu_create(const struct iommu_config *cfg, struct iommu **out)
 		return -ENOMEM;
 	memset(mmu, 0, sizeof(*mmu));
 	mmu->cfg = c;
-	mmu->next_domain_id = 1;
 	vgpu_mutex_init(&mmu->lock);
 	ret = xcache_init(mmu, &mmu->iotlb, c.iotlb_sets, c.iotlb_ways);
 	if (ret)

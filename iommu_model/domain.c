@@ -11,6 +11,10 @@
 
 #define IOMMU_FQ_MAX	64	/* lazy unmaps queued before a forced drain */
 
+/* Domain ids are unique across units and never reused: per-thread translation caches
+ * and the IOTLB tag entries with them, so a new domain can never match an old entry. */
+static _Atomic uint32_t iommu_next_domain_id = 1;
+
 /* ---- invalidation ------------------------------------------------------------------ */
 
 /* Drop every cached translation of @d in [iova, iova + len) (len 0: all): IOTLB, every
@@ -19,12 +23,11 @@ void iommu_domain_inval(struct iommu_domain *d, uint64_t iova, uint64_t len)
 {
 	struct iommu *mmu = d->mmu;
 
-	/* Bump first: a concurrent filler that walked the old table sees the bump and
-	 * withdraws its entry, or our scan below sees the entry (xcache_fill). */
-	atomic_fetch_add_explicit(&d->inval_seq, 1, memory_order_seq_cst);
+	iommu_inval_begin(d);
 	atomic_fetch_add_explicit(&mmu->iotlb_inv, 1, memory_order_relaxed);
 	xcache_inval(&mmu->iotlb, xc_ctx(d->id, 0), false, iova, len);
 	iommu_ats_inval_domain(mmu, d, iova, len);
+	iommu_inval_end(d);
 	if (!d->nr_children)
 		return;
 	/* A stage-2 change reaches stage-1 translations we cannot name by IOVA. */
@@ -52,12 +55,14 @@ void iommu_iotlb_flush_all(struct iommu *mmu)
 {
 	vgpu_mutex_lock(&mmu->lock);
 	for (struct iommu_domain *d = mmu->domains; d; d = d->next)
-		atomic_fetch_add_explicit(&d->inval_seq, 1, memory_order_seq_cst);
-	vgpu_mutex_unlock(&mmu->lock);
+		iommu_inval_begin(d);
 	atomic_fetch_add(&mmu->iotlb_inv, 1);
 	xcache_inval(&mmu->iotlb, 0, true, 0, 0);
 	for (unsigned int rid = 0; rid < IOMMU_MAX_FUNCS; rid++)
 		iommu_ats_flush_fn(mmu, rid);
+	for (struct iommu_domain *d = mmu->domains; d; d = d->next)
+		iommu_inval_end(d);
+	vgpu_mutex_unlock(&mmu->lock);
 }
 
 /* ---- memobj references --------------------------------------------------------------- */
@@ -124,6 +129,7 @@ int iommu_domain_alloc(struct iommu *mmu, const struct iommu_domain_opts *opts,
 	if (!d)
 		return -ENOMEM;
 	d->mmu = mmu;
+	d->rng = 0x2545f491u;
 	d->type = opts->type;
 	d->flags = opts->flags;
 	vgpu_mutex_init(&d->lock);
@@ -140,7 +146,7 @@ int iommu_domain_alloc(struct iommu *mmu, const struct iommu_domain_opts *opts,
 	d->s1_root = opts->s1_root;
 	d->pid = opts->pid ? opts->pid : getpid();
 	vgpu_mutex_lock(&mmu->lock);
-	d->id = mmu->next_domain_id++;
+	d->id = atomic_fetch_add(&iommu_next_domain_id, 1);
 	if (d->parent)
 		d->parent->nr_children++;
 	d->next = mmu->domains;
@@ -183,14 +189,19 @@ int iommu_domain_free(struct iommu_domain *d)
 
 	vgpu_mutex_lock(&d->lock);
 	iommu_drain_fq_locked(d);
-	for (size_t i = 0; i < d->nr_areas; i++)
-		memobj_put(d->areas[i].mo);
+	while (d->areas) {
+		struct iommu_area *a = d->areas;
+
+		iommu_area_remove(d, a);
+		memobj_put(a->mo);
+		iommu_free(mmu, a);
+	}
 	vgpu_mutex_unlock(&d->lock);
 	/* Ids are never reused, but the entries would only waste IOTLB space. */
-	atomic_fetch_add(&d->inval_seq, 1);
+	iommu_inval_begin(d);
 	xcache_inval(&mmu->iotlb, xc_ctx(d->id, 0), false, 0, 0);
+	iommu_inval_end(d);
 	iommu_pt_free_all(mmu, d->root, VGPU_IOPT_LEVELS - 1);
-	iommu_free(mmu, d->areas);
 	iommu_free(mmu, d->fq);
 	iommu_free(mmu, d->allowed);
 	iommu_free(mmu, d->reserved);
@@ -416,66 +427,45 @@ static int map_args_check(struct iommu_domain *d, struct iommu_memobj *mo, uint6
 	return 0;
 }
 
-static int areas_reserve(struct iommu_domain *d)
-{
-	struct iommu_area *na;
-	size_t cap;
-
-	if (d->nr_areas < d->cap_areas)
-		return 0;
-	cap = d->cap_areas ? d->cap_areas * 2 : 16;
-	na = iommu_realloc_array(d->mmu, d->areas, cap, sizeof(*na));
-	if (!na)
-		return -ENOMEM;
-	d->areas = na;
-	d->cap_areas = cap;
-	return 0;
-}
-
-static void area_insert(struct iommu_domain *d, const struct iommu_area *a)
-{
-	size_t i = iommu_area_find(d, a->iova);
-
-	memmove(&d->areas[i + 1], &d->areas[i], (d->nr_areas - i) * sizeof(*a));
-	d->areas[i] = *a;
-	d->nr_areas++;
-}
-
 static int iommu_map_locked(struct iommu_domain *d, struct iommu_memobj *mo, uint64_t offset,
 			    uint64_t length, unsigned int prot, unsigned int flags,
 			    uint64_t *iova)
 {
-	struct iommu_area a = { .length = length, .mo = mo, .offset = offset, .prot = prot };
-	uint64_t done = 0;
+	struct iommu_area *a;
+	uint64_t done = 0, start;
 	int ret;
 
 	if (flags & IOMMU_MAP_FIXED_IOVA) {
-		a.iova = *iova;
-		ret = iommu_iova_check_fixed(d, a.iova, length);
+		start = *iova;
+		ret = iommu_iova_check_fixed(d, start, length);
 	} else {
-		ret = iommu_iova_alloc(d, length, &a.iova);
+		ret = iommu_iova_alloc(d, length, &start);
 	}
 	if (ret)
 		return ret;
-	ret = areas_reserve(d);
-	if (ret)
-		return ret;
+	a = iommu_zalloc(d->mmu, sizeof(*a));
+	if (!a)
+		return -ENOMEM;
+	*a = (struct iommu_area){ .iova = start, .length = length, .mo = mo, .offset = offset,
+				  .prot = prot };
 	ret = memobj_get(d->mmu, mo);
 	if (ret)
-		return ret;
-	ret = iommu_pt_map(d, a.iova, (uint64_t)mo->id << IOMMU_PA_ID_SHIFT | offset, length,
+		goto free_area;
+	ret = iommu_pt_map(d, start, (uint64_t)mo->id << IOMMU_PA_ID_SHIFT | offset, length,
 			   prot, &done);
 	if (ret)
 		goto unwind;
-	area_insert(d, &a);
-	*iova = a.iova;
+	iommu_area_insert(d, a);
+	*iova = start;
 	return 0;
 unwind:
 	/* A device may already have cached part of the half-built range. */
-	iommu_pt_unmap(d, a.iova, done);
-	iommu_domain_inval(d, a.iova, length);
+	iommu_pt_unmap(d, start, done);
+	iommu_domain_inval(d, start, length);
 	iommu_sync_wait();
 	memobj_put(mo);
+free_area:
+	iommu_free(d->mmu, a);
 	return ret;
 }
 
@@ -518,10 +508,11 @@ void iommu_domain_flush_queue(struct iommu_domain *d)
 	vgpu_mutex_unlock(&d->lock);
 }
 
-/* Lazy: park areas [i, j) in the flush queue. False if the queue cannot grow. */
-static bool fq_push(struct iommu_domain *d, size_t i, size_t j)
+/* Lazy: park copies of the @n areas from @first on in the flush queue. False if the
+ * queue cannot grow (the caller then flushes at once, as strict mode does). */
+static bool fq_push(struct iommu_domain *d, struct iommu_area *first, size_t n)
 {
-	size_t need = d->nr_fq + (j - i);
+	size_t need = d->nr_fq + n;
 
 	if (need > d->cap_fq) {
 		size_t cap = vgpu_max(need, d->cap_fq * 2);
@@ -532,40 +523,45 @@ static bool fq_push(struct iommu_domain *d, size_t i, size_t j)
 		d->fq = nf;
 		d->cap_fq = cap;
 	}
-	memcpy(&d->fq[d->nr_fq], &d->areas[i], (j - i) * sizeof(*d->fq));
-	d->nr_fq = need;
+	for (struct iommu_area *a = first; n--; a = iommu_area_next(d, a))
+		d->fq[d->nr_fq++] = *a;
 	return true;
 }
 
 static int iommu_unmap_locked(struct iommu_domain *d, uint64_t iova, uint64_t last,
 			      uint64_t *unmapped)
 {
-	size_t i = iommu_area_find(d, iova), j;
-	uint64_t bytes = 0;
+	struct iommu_area *first = iommu_area_first_from(d, iova), *a;
+	uint64_t bytes = 0, lo, hi = 0;
+	size_t n = 0;
+	bool queued;
 
 	/* Every area that intersects must lie wholly inside: never split one. */
-	for (j = i; j < d->nr_areas && d->areas[j].iova <= last; j++) {
-		const struct iommu_area *a = &d->areas[j];
-
+	for (a = first; a && a->iova <= last; a = iommu_area_next(d, a)) {
 		if (a->iova < iova || a->iova + (a->length - 1) > last)
 			return -ENOENT;
 		bytes += a->length;
+		hi = a->iova + a->length;
+		n++;
 	}
-	if (j == i)
+	if (!n)
 		return -ENOENT;
-	for (size_t k = i; k < j; k++)
-		iommu_pt_unmap(d, d->areas[k].iova, d->areas[k].length);
-	if (!(d->flags & IOMMU_DOMAIN_LAZY) || !fq_push(d, i, j)) {
-		uint64_t lo = d->areas[i].iova;
-		uint64_t hi = d->areas[j - 1].iova + d->areas[j - 1].length;
-
+	lo = first->iova;
+	a = first;
+	for (size_t k = 0; k < n; k++, a = iommu_area_next(d, a))
+		iommu_pt_unmap(d, a->iova, a->length);
+	queued = (d->flags & IOMMU_DOMAIN_LAZY) && fq_push(d, first, n);
+	if (!queued) {
 		iommu_domain_inval(d, lo, hi - lo);
 		iommu_sync_wait();
-		for (size_t k = i; k < j; k++)
-			memobj_put(d->areas[k].mo);
 	}
-	memmove(&d->areas[i], &d->areas[j], (d->nr_areas - j) * sizeof(*d->areas));
-	d->nr_areas -= j - i;
+	while (n--) {
+		a = iommu_area_first_from(d, lo);
+		iommu_area_remove(d, a);
+		if (!queued)
+			memobj_put(a->mo);
+		iommu_free(d->mmu, a);
+	}
 	if (d->nr_fq >= IOMMU_FQ_MAX)
 		iommu_drain_fq_locked(d);
 	*unmapped = bytes;
@@ -596,16 +592,14 @@ int iommu_unmap(struct iommu_domain *d, uint64_t iova, uint64_t length, uint64_t
 
 int iommu_query(struct iommu_domain *d, uint64_t iova, struct iommu_mapping *out)
 {
-	size_t i;
+	const struct iommu_area *a;
 	int ret = -ENOENT;
 
 	if (!d || !out || d->type != IOMMU_DOMAIN_PAGING)
 		return -EINVAL;
 	vgpu_mutex_lock(&d->lock);
-	i = iommu_area_find(d, iova);
-	if (i < d->nr_areas && d->areas[i].iova <= iova) {
-		const struct iommu_area *a = &d->areas[i];
-
+	a = iommu_area_first_from(d, iova);
+	if (a && a->iova <= iova) {
 		*out = (struct iommu_mapping){ a->iova, a->length, a->mo, a->offset, a->prot };
 		ret = 0;
 	}

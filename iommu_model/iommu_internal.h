@@ -57,8 +57,6 @@ struct xc_hit {
 
 int xcache_init(struct iommu *mmu, struct xcache *c, unsigned int sets, unsigned int ways);
 void xcache_fini(struct iommu *mmu, struct xcache *c);
-bool xcache_lookup(const struct xcache *c, uint64_t ctx, uint64_t iova, unsigned int classes,
-		   struct xc_hit *out);
 /* Insert @h; then, if *@inval_seq moved away from @seq0, take it back out again. */
 void xcache_fill(struct xcache *c, uint64_t ctx, const struct xc_hit *h,
 		 _Atomic uint64_t *inval_seq, uint64_t seq0);
@@ -66,14 +64,75 @@ void xcache_fill(struct xcache *c, uint64_t ctx, const struct xc_hit *h,
  * that overlap [iova, iova + len); len == 0 means every address. */
 void xcache_inval(struct xcache *c, uint64_t ctx, bool any_pasid, uint64_t iova, uint64_t len);
 
-static inline unsigned int xc_class_of(uint64_t size)
-{
-	return size == IOMMU_PAGE_1G ? 2 : size == IOMMU_PAGE_2M ? 1 : 0;
-}
-
 static inline uint64_t xc_class_size(unsigned int cls)
 {
 	return 1ull << (12 + 9 * cls);
+}
+
+/* The lookup is inline: it is the translation fast path. Lock-free, never writes. */
+static inline struct xc_entry *xc_set(const struct xcache *c, uint64_t ctx, uint64_t vpn,
+				      unsigned int cls)
+{
+	/* One multiply: did, pasid, class and page number land in distinct bit ranges. */
+	uint64_t h = (vpn ^ (ctx >> 32) << 36 ^ (ctx & 0xfffff) << 44 ^ (uint64_t)cls << 62) *
+		     0x9e3779b97f4a7c15ull;
+	size_t set = c->set_bits ? (size_t)(h >> (64 - c->set_bits)) : 0;
+
+	return &c->e[set * c->ways];
+}
+
+/* Read one entry consistently; true if it holds the page at @base of class @cls in @ctx. */
+static inline bool xc_read(const struct xc_entry *e, uint64_t base, unsigned int cls,
+			   uint64_t ctx, struct xc_hit *out)
+{
+	uint32_t s = atomic_load_explicit(&e->seq, memory_order_acquire);
+	uint64_t key, pa, host, ptep;
+
+	if (s & 1)
+		return false;
+	key = atomic_load_explicit(&e->key, memory_order_relaxed);
+	if ((key & ~0xfffull) != base || !(key & XC_KEY_VALID) ||
+	    ((key >> XC_KEY_CLASS_SHIFT) & 3) != cls ||
+	    atomic_load_explicit(&e->ctx, memory_order_relaxed) != ctx)
+		return false;
+	/* Acquire loads keep the sequence re-check below after them (a plain load on x86;
+	 * no fence, which ThreadSanitizer could not follow). */
+	pa = atomic_load_explicit(&e->pa, memory_order_acquire);
+	host = atomic_load_explicit(&e->host, memory_order_acquire);
+	ptep = atomic_load_explicit(&e->ptep, memory_order_acquire);
+	if (atomic_load_explicit(&e->seq, memory_order_relaxed) != s)
+		return false;
+	out->base = base;
+	out->size = xc_class_size(cls);
+	out->pa = pa;
+	out->host = host;
+	out->ptep = (_Atomic uint64_t *)(uintptr_t)ptep;
+	out->perm = (unsigned int)(key >> XC_KEY_PERM_SHIFT) & 3;
+	out->cls = cls;
+	return true;
+}
+
+static inline bool xcache_lookup(const struct xcache *c, uint64_t ctx, uint64_t iova,
+				 unsigned int classes, struct xc_hit *out)
+{
+	for (unsigned int cls = 0; cls < XC_CLASSES; cls++) {
+		unsigned int shift = 12 + 9 * cls;
+		uint64_t base = iova >> shift << shift;
+		const struct xc_entry *set;
+
+		if (!(classes & (1u << cls)))
+			continue;
+		set = xc_set(c, ctx, iova >> shift, cls);
+		for (unsigned int w = 0; w < c->ways; w++)
+			if (xc_read(&set[w], base, cls, ctx, out))
+				return true;
+	}
+	return false;
+}
+
+static inline unsigned int xc_class_of(uint64_t size)
+{
+	return size == IOMMU_PAGE_1G ? 2 : size == IOMMU_PAGE_2M ? 1 : 0;
 }
 
 static inline uint64_t xc_ctx(uint32_t did, uint32_t pasid)
@@ -87,6 +146,14 @@ static inline uint64_t xc_ctx(uint32_t did, uint32_t pasid)
 void iommu_sync_wait(void);
 /* Small per-thread index, for counter shards. */
 unsigned int iommu_thread_index(void);
+extern __thread unsigned int iommu_tls_index;	/* index + 1, 0 until first use */
+
+static inline unsigned int iommu_thread_index_fast(void)
+{
+	unsigned int i = iommu_tls_index;
+
+	return vgpu_likely(i) ? i - 1 : iommu_thread_index();
+}
 
 /* ---- the unit ----------------------------------------------------------------------- */
 
@@ -162,7 +229,6 @@ struct iommu {
 	struct iommu_config cfg;
 	struct vgpu_mutex lock;		/* domains list, memobj table, attachments, next ids */
 	struct iommu_domain *domains;
-	uint32_t next_domain_id;
 	_Atomic(struct iommu_memobj *) memobjs[IOMMU_MAX_MEMOBJS];
 	struct xcache iotlb;
 	_Atomic unsigned int fail_nth;
@@ -179,6 +245,8 @@ struct iommu_area {
 	struct iommu_memobj *mo;
 	uint64_t offset;
 	unsigned int prot;
+	uint32_t prio;			/* treap (area.c) */
+	struct iommu_area *left, *right;
 };
 
 struct iommu_domain {
@@ -189,7 +257,7 @@ struct iommu_domain {
 	unsigned int flags;
 	unsigned int attach_count;	/* RID + PASID attachments, under mmu->lock */
 	unsigned int nr_children;	/* nested domains over this one, under mmu->lock */
-	_Atomic uint64_t inval_seq;	/* bumped before every invalidation scan */
+	_Atomic uint64_t inval_seq;	/* odd while an invalidation runs (iommu_inval_begin) */
 	_Atomic unsigned int classes;	/* leaf size classes ever used (lookup shortcut) */
 	_Atomic bool dirty_tracking;
 
@@ -198,11 +266,12 @@ struct iommu_domain {
 	_Atomic uint64_t *root;		/* level-3 table */
 	unsigned int iova_bits;
 	uint64_t aperture_last;
-	struct iommu_area *areas;	/* sorted by iova, non-overlapping */
-	size_t nr_areas, cap_areas;
+	struct iommu_area *areas;	/* treap root, ordered by iova, non-overlapping */
+	size_t nr_areas;
+	uint32_t rng;			/* treap priorities */
 	struct iommu_iova_range *allowed, *reserved;
 	size_t nr_allowed, nr_reserved;
-	struct iommu_area *fq;		/* lazy: unmapped, not yet flushed */
+	struct iommu_area *fq;		/* lazy: copies of unmapped areas, not yet flushed */
 	size_t nr_fq, cap_fq;
 	uint64_t alloc_hint;
 
@@ -220,8 +289,25 @@ bool iommu_alloc_should_fail(struct iommu *mmu);
 void *iommu_zalloc(struct iommu *mmu, size_t size);
 void *iommu_realloc_array(struct iommu *mmu, void *p, size_t n, size_t size);
 void iommu_free(struct iommu *mmu, void *p);
-void iommu_count_hit(struct iommu *mmu);
-void iommu_count_miss(struct iommu *mmu);
+/* Owner-only increments: a plain load + store is enough when each thread has its own
+ * shard, and costs far less than a locked add on the translation fast path. Threads
+ * that share a shard (more than IOMMU_NR_SHARDS) may lose a count. */
+static inline void iommu_shard_inc(_Atomic uint64_t *c)
+{
+	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+}
+
+static inline void iommu_count_hit(struct iommu *mmu)
+{
+	iommu_shard_inc(&mmu->shard[iommu_thread_index_fast() % IOMMU_NR_SHARDS].hits);
+}
+
+static inline void iommu_count_miss(struct iommu *mmu)
+{
+	iommu_shard_inc(&mmu->shard[iommu_thread_index_fast() % IOMMU_NR_SHARDS].misses);
+}
+
 void iommu_count_atc(struct iommu *mmu, bool hit);
 static inline struct iommu_memobj *iommu_memobj_of_pa(struct iommu *mmu, uint64_t pa)
 {
@@ -247,10 +333,29 @@ void iommu_pt_unmap(struct iommu_domain *d, uint64_t iova, uint64_t len);
 /* iova.c: under d->lock */
 int iommu_iova_check_fixed(struct iommu_domain *d, uint64_t iova, uint64_t len);
 int iommu_iova_alloc(struct iommu_domain *d, uint64_t len, uint64_t *iova);
-size_t iommu_area_find(const struct iommu_domain *d, uint64_t iova);
+
+/* area.c: under d->lock */
+/* First area that ends at or after @iova, or NULL. */
+struct iommu_area *iommu_area_first_from(const struct iommu_domain *d, uint64_t iova);
+struct iommu_area *iommu_area_next(const struct iommu_domain *d, const struct iommu_area *a);
+void iommu_area_insert(struct iommu_domain *d, struct iommu_area *a);
+void iommu_area_remove(struct iommu_domain *d, struct iommu_area *a);
 bool iommu_fq_overlaps(const struct iommu_domain *d, uint64_t iova, uint64_t last);
 
 /* domain.c */
+/* Bracket an invalidation of @d's cached translations: the count is odd while it runs
+ * and moves twice, so a cache filled from a state read before either bump (or while
+ * odd) is recognised as possibly stale. */
+static inline void iommu_inval_begin(struct iommu_domain *d)
+{
+	atomic_fetch_add_explicit(&d->inval_seq, 1, memory_order_seq_cst);
+}
+
+static inline void iommu_inval_end(struct iommu_domain *d)
+{
+	atomic_fetch_add_explicit(&d->inval_seq, 1, memory_order_seq_cst);
+}
+
 void iommu_domain_inval(struct iommu_domain *d, uint64_t iova, uint64_t len);
 void iommu_drain_fq_locked(struct iommu_domain *d);
 

@@ -23,65 +23,6 @@ void xcache_fini(struct iommu *mmu, struct xcache *c)
 	c->e = NULL;
 }
 
-static inline struct xc_entry *xc_set(const struct xcache *c, uint64_t ctx, uint64_t vpn,
-				      unsigned int cls)
-{
-	uint64_t h = (vpn ^ (ctx * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)cls << 61)) *
-		     0xff51afd7ed558ccdull;
-	size_t set = c->set_bits ? (size_t)(h >> (64 - c->set_bits)) : 0;
-
-	return &c->e[set * c->ways];
-}
-
-/* Read one entry consistently; true if it holds @key_want/@ctx. */
-static inline bool xc_read(const struct xc_entry *e, uint64_t base, unsigned int cls,
-			   uint64_t ctx, struct xc_hit *out)
-{
-	uint32_t s = atomic_load_explicit(&e->seq, memory_order_acquire);
-	uint64_t key, pa, host, ptep;
-
-	if (s & 1)
-		return false;
-	key = atomic_load_explicit(&e->key, memory_order_relaxed);
-	if ((key & ~0xfffull) != base || !(key & XC_KEY_VALID) ||
-	    ((key >> XC_KEY_CLASS_SHIFT) & 3) != cls ||
-	    atomic_load_explicit(&e->ctx, memory_order_relaxed) != ctx)
-		return false;
-	/* Acquire loads keep the sequence re-check below after them (a plain load on x86;
-	 * no fence, which ThreadSanitizer could not follow). */
-	pa = atomic_load_explicit(&e->pa, memory_order_acquire);
-	host = atomic_load_explicit(&e->host, memory_order_acquire);
-	ptep = atomic_load_explicit(&e->ptep, memory_order_acquire);
-	if (atomic_load_explicit(&e->seq, memory_order_relaxed) != s)
-		return false;
-	out->base = base;
-	out->size = xc_class_size(cls);
-	out->pa = pa;
-	out->host = host;
-	out->ptep = (_Atomic uint64_t *)(uintptr_t)ptep;
-	out->perm = (unsigned int)(key >> XC_KEY_PERM_SHIFT) & 3;
-	out->cls = cls;
-	return true;
-}
-
-bool xcache_lookup(const struct xcache *c, uint64_t ctx, uint64_t iova, unsigned int classes,
-		   struct xc_hit *out)
-{
-	for (unsigned int cls = 0; cls < XC_CLASSES; cls++) {
-		unsigned int shift = 12 + 9 * cls;
-		uint64_t base = iova >> shift << shift;
-		const struct xc_entry *set;
-
-		if (!(classes & (1u << cls)))
-			continue;
-		set = xc_set(c, ctx, iova >> shift, cls);
-		for (unsigned int w = 0; w < c->ways; w++)
-			if (xc_read(&set[w], base, cls, ctx, out))
-				return true;
-	}
-	return false;
-}
-
 /* Take @e for writing if its sequence is still @s. */
 static inline bool xc_lock(struct xc_entry *e, uint32_t s)
 {
@@ -134,18 +75,15 @@ void xcache_fill(struct xcache *c, uint64_t ctx, const struct xc_hit *h,
 			      h->base | (uint64_t)h->cls << XC_KEY_CLASS_SHIFT |
 				      (uint64_t)h->perm << XC_KEY_PERM_SHIFT | XC_KEY_VALID,
 			      memory_order_relaxed);
-	xc_unlock(e);
-	/* The walk that produced @h may predate an unmap whose invalidation scan ran before
-	 * this entry was visible. The scan bumps *inval_seq first. Reading it with an RMW
-	 * orders us against that bump: either the bump comes after this read, and then it
-	 * synchronises with our publication so the scan finds the entry; or we see it moved
-	 * and take the entry back out (if it is still ours). */
-	if (atomic_fetch_add_explicit(inval_seq, 0, memory_order_seq_cst) == seq0)
-		return;
-	s += 2;
-	if (!xc_lock(e, s))
-		return;
-	atomic_store_explicit(&e->key, 0, memory_order_relaxed);
+	/* The walk that produced @h may predate an unmap whose invalidation scan has already
+	 * passed this set. Every scan bumps *inval_seq before it starts and waits for
+	 * entries that are mid-write (odd). Reading the counter with an RMW while we still
+	 * hold the entry orders us against that bump: either the bump comes later, and its
+	 * scan then waits for us and finds the entry; or we see it moved and the entry is
+	 * never made visible. (Taking it back out after publishing would leave a window in
+	 * which another thread could hit it after the unmap returned.) */
+	if (atomic_fetch_add_explicit(inval_seq, 0, memory_order_seq_cst) != seq0)
+		atomic_store_explicit(&e->key, 0, memory_order_relaxed);
 	xc_unlock(e);
 }
 

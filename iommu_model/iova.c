@@ -5,23 +5,6 @@
 #include "common/bitops.h"
 #include "iommu_model/iommu_internal.h"
 
-/* Index of the first area that ends at or after @iova (nr_areas if none). */
-size_t iommu_area_find(const struct iommu_domain *d, uint64_t iova)
-{
-	size_t lo = 0, hi = d->nr_areas;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		const struct iommu_area *a = &d->areas[mid];
-
-		if (a->iova + (a->length - 1) < iova)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
 static bool ranges_overlap(uint64_t a0, uint64_t a1, uint64_t b0, uint64_t b1)
 {
 	return a0 <= b1 && b0 <= a1;
@@ -47,10 +30,10 @@ static bool reserved_overlaps(const struct iommu_domain *d, uint64_t iova, uint6
 static bool iova_busy(const struct iommu_domain *d, uint64_t iova, uint64_t last,
 		      uint64_t *busy_last)
 {
-	size_t i = iommu_area_find(d, iova);
+	const struct iommu_area *a = iommu_area_first_from(d, iova);
 
-	if (i < d->nr_areas && d->areas[i].iova <= last) {
-		*busy_last = d->areas[i].iova + d->areas[i].length - 1;
+	if (a && a->iova <= last) {
+		*busy_last = a->iova + a->length - 1;
 		return true;
 	}
 	for (size_t j = 0; j < d->nr_reserved; j++)
@@ -72,15 +55,15 @@ static bool iova_busy(const struct iommu_domain *d, uint64_t iova, uint64_t last
 int iommu_iova_check_fixed(struct iommu_domain *d, uint64_t iova, uint64_t len)
 {
 	uint64_t last = iova + len - 1;
-	size_t i;
+	const struct iommu_area *a;
 
 	vgpu_mutex_assert_held(&d->lock);
 	if (last < iova || last > d->aperture_last)
 		return -ERANGE;
 	if (reserved_overlaps(d, iova, last))
 		return -EADDRINUSE;
-	i = iommu_area_find(d, iova);
-	if (i < d->nr_areas && d->areas[i].iova <= last)
+	a = iommu_area_first_from(d, iova);
+	if (a && a->iova <= last)
 		return -EEXIST;
 	/* The range is only waiting for its lazy flush: flush now, then it is free. */
 	if (iommu_fq_overlaps(d, iova, last))
@@ -196,19 +179,19 @@ unlock:
 int iommu_reserve_iova(struct iommu_domain *d, uint64_t start, uint64_t last)
 {
 	struct iommu_iova_range *nr;
-	size_t i;
+	const struct iommu_area *a;
 	int ret = 0;
 
 	if (!d || d->type != IOMMU_DOMAIN_PAGING || start > last)
 		return -EINVAL;
 	vgpu_mutex_lock(&d->lock);
-	for (i = 0; i < d->nr_allowed; i++)
+	for (size_t i = 0; i < d->nr_allowed; i++)
 		if (ranges_overlap(start, last, d->allowed[i].start, d->allowed[i].last)) {
 			ret = -EADDRINUSE;
 			goto unlock;
 		}
-	i = iommu_area_find(d, start);
-	if ((i < d->nr_areas && d->areas[i].iova <= last) || iommu_fq_overlaps(d, start, last)) {
+	a = iommu_area_first_from(d, start);
+	if ((a && a->iova <= last) || iommu_fq_overlaps(d, start, last)) {
 		ret = -EADDRINUSE;
 		goto unlock;
 	}

@@ -25,6 +25,7 @@ static pthread_key_t sync_key;
 static pthread_once_t sync_once = PTHREAD_ONCE_INIT;
 static __thread struct sync_slot *sync_self;
 static __thread unsigned int sync_depth;
+__thread unsigned int iommu_tls_index;
 
 /* Thread exit: the slot goes back to the pool (its counter is even by then). */
 static void sync_release(void *p)
@@ -62,6 +63,7 @@ static struct sync_slot *sync_slot_get(void)
 	pthread_mutex_unlock(&sync_reg_lock);
 	pthread_setspecific(sync_key, s);
 	sync_self = s;
+	iommu_tls_index = s->idx + 1;
 	return s;
 }
 

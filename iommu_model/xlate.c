@@ -166,7 +166,53 @@ static int check_perm(const struct xc_hit *h, unsigned int access, unsigned int 
 	return 0;
 }
 
-/* IOTLB lookup, else walk and fill. PAGING and NESTED domains. */
+/* The per-thread front of the IOTLB: a small direct-mapped cache of recent hits, checked
+ * with a handful of loads. An entry is valid only while its domain's invalidation count
+ * still has the (even) value read before the translation it holds was looked up, so
+ * every invalidation of the domain drops them all at once, in every thread, for free. */
+#define UTLB_SLOTS 64
+
+struct utlb_entry {
+	uint32_t did;			/* 0: empty; domain ids are never reused */
+	unsigned int perm;
+	uint64_t gen;			/* d->inval_seq when filled */
+	uint64_t base, size;
+	uint64_t pa, host;
+	_Atomic uint64_t *ptep;
+};
+
+static __thread struct utlb_entry utlb[UTLB_SLOTS];
+
+static inline struct utlb_entry *utlb_slot(uint64_t iova)
+{
+	return &utlb[(iova >> 12) % UTLB_SLOTS];
+}
+
+static inline bool utlb_lookup(struct iommu_domain *d, uint64_t iova, struct xc_hit *h)
+{
+	const struct utlb_entry *e = utlb_slot(iova);
+
+	if (e->did != d->id || iova - e->base >= e->size ||
+	    e->gen != atomic_load_explicit(&d->inval_seq, memory_order_acquire))
+		return false;
+	*h = (struct xc_hit){ .base = e->base, .size = e->size, .pa = e->pa, .host = e->host,
+			      .ptep = e->ptep, .perm = e->perm, .cls = xc_class_of(e->size) };
+	return true;
+}
+
+static inline void utlb_fill(struct iommu_domain *d, uint64_t iova, const struct xc_hit *h,
+			     uint64_t seq0)
+{
+	struct utlb_entry *e = utlb_slot(iova);
+
+	if (seq0 & 1)	/* an invalidation was running: nothing read now may be kept */
+		return;
+	*e = (struct utlb_entry){ .did = d->id, .perm = h->perm, .gen = seq0, .base = h->base,
+				  .size = h->size, .pa = h->pa, .host = h->host, .ptep = h->ptep };
+}
+
+/* IOTLB (per-thread front, then the shared array) else walk and fill. PAGING and NESTED
+ * domains. */
 static int xlate_cached(struct iommu_domain *d, uint64_t iova, unsigned int access,
 			struct xc_hit *h, unsigned int *reason)
 {
@@ -175,14 +221,22 @@ static int xlate_cached(struct iommu_domain *d, uint64_t iova, unsigned int acce
 	int ret;
 
 	if (vgpu_likely(!(access & IOMMU_NOCACHE))) {
-		if (xcache_lookup(&mmu->iotlb, ctx, iova,
-				  atomic_load_explicit(&d->classes, memory_order_relaxed), h)) {
+		if (utlb_lookup(d, iova, h)) {
 			iommu_count_hit(mmu);
 			return check_perm(h, access, reason);
 		}
+		/* Read before the lookup: an entry found now is fresh unless this moves. */
+		seq0 = atomic_load_explicit(&d->inval_seq, memory_order_acquire);
+		if (xcache_lookup(&mmu->iotlb, ctx, iova,
+				  atomic_load_explicit(&d->classes, memory_order_relaxed), h)) {
+			iommu_count_hit(mmu);
+			utlb_fill(d, iova, h, seq0);
+			return check_perm(h, access, reason);
+		}
 		iommu_count_miss(mmu);
+	} else {
+		seq0 = atomic_load_explicit(&d->inval_seq, memory_order_acquire);
 	}
-	seq0 = atomic_load_explicit(&d->inval_seq, memory_order_acquire);
 	if (d->type == IOMMU_DOMAIN_NESTED)
 		ret = walk_nested(d, iova, access, h, reason);
 	else
@@ -193,6 +247,7 @@ static int xlate_cached(struct iommu_domain *d, uint64_t iova, unsigned int acce
 		if (d->type == IOMMU_DOMAIN_NESTED)
 			atomic_fetch_or_explicit(&d->classes, 1u << h->cls, memory_order_relaxed);
 		xcache_fill(&mmu->iotlb, ctx, h, &d->inval_seq, seq0);
+		utlb_fill(d, iova, h, seq0);
 	}
 	return check_perm(h, access, reason);
 }

@@ -1,0 +1,2 @@
+BENCHES += iommu_bench
+iommu_bench_DEPS := iommu_model common
