@@ -388,6 +388,81 @@ int iommu_set_dirty_tracking(struct iommu_domain *d, bool enable);
 int iommu_read_dirty(struct iommu_domain *d, uint64_t iova, uint64_t length,
 		     uint64_t page_size, uint8_t *bitmap, unsigned int flags);
 
+/* ---- command interface ---------------------------------------------------------------- */
+
+/* The same operations as extensible request structs, for callers that pass requests
+ * through from elsewhere (the PF manager's control socket), with the iommufd contract:
+ * every struct starts with its size; a size below the first version is -EINVAL; a larger
+ * size is accepted if the bytes this unit does not know are zero, else -E2BIG; an
+ * unknown op is -ENOTTY; a NULL request -EFAULT; object id 0 or unknown -ENOENT; an
+ * object in use -EBUSY; reserved fields must be zero (-EINVAL). Outputs are written back
+ * within the caller's size. */
+enum iommu_cmd_op {
+	IOMMU_CMD_DESTROY = 0x80,
+	IOMMU_CMD_DOMAIN_ALLOC,
+	IOMMU_CMD_ATTACH,
+	IOMMU_CMD_DETACH,
+	IOMMU_CMD_MAP,
+	IOMMU_CMD_UNMAP,
+	IOMMU_CMD_IOVA_RANGES,
+};
+
+enum iommu_cmd_obj { IOMMU_OBJ_DOMAIN = 1, IOMMU_OBJ_MEMOBJ = 2 };
+
+struct iommu_cmd_destroy {
+	uint32_t size;
+	uint32_t obj;		/* enum iommu_cmd_obj */
+	uint32_t id;
+	uint32_t reserved;
+};
+
+struct iommu_cmd_domain_alloc {
+	uint32_t size;
+	uint32_t type;		/* enum iommu_domain_type */
+	uint32_t flags;		/* IOMMU_DOMAIN_* */
+	uint32_t parent_id;	/* NESTED */
+	uint64_t s1_root;	/* NESTED */
+	uint32_t iova_bits;	/* PAGING, 0 = 48 */
+	uint32_t out_domain_id;
+};
+
+struct iommu_cmd_attach {	/* also IOMMU_CMD_DETACH (domain_id ignored) */
+	uint32_t size;
+	uint32_t rid;
+	uint32_t pasid;		/* IOMMU_NO_PASID: the requester id itself */
+	uint32_t domain_id;
+};
+
+struct iommu_cmd_map {
+	uint32_t size;
+	uint32_t flags;		/* IOMMU_MAP_FIXED_IOVA */
+	uint32_t domain_id;
+	uint32_t memobj_id;
+	uint64_t offset;
+	uint64_t length;
+	uint64_t iova;		/* in with FIXED_IOVA, out always */
+	uint32_t prot;
+	uint32_t reserved;
+};
+
+struct iommu_cmd_unmap {
+	uint32_t size;
+	uint32_t domain_id;
+	uint64_t iova;
+	uint64_t length;	/* in: range; out: bytes unmapped */
+};
+
+struct iommu_cmd_iova_ranges {
+	uint32_t size;
+	uint32_t domain_id;
+	uint32_t num_ranges;	/* in: capacity of ranges; out: count (-EMSGSIZE if short) */
+	uint32_t reserved;
+	uint64_t ranges;	/* struct iommu_iova_range *, as an integer */
+};
+
+/* Run one request; @arg points at the struct for @op. 0 or -errno as above. */
+int iommu_cmd(struct iommu *mmu, unsigned int op, void *arg);
+
 /* ---- fault injection ----------------------------------------------------------------- */
 
 /* Make the @nth allocation from now fail with -ENOMEM (1 = the next one; 0 = off).
