@@ -31,14 +31,13 @@
 #define XC_KEY_PERM_SHIFT	1	/* bits 1-2: R, W */
 #define XC_KEY_CLASS_SHIFT	3	/* bits 3-4 */
 
+/* 32 bytes, two to a cache line: the IOTLB has to stay small in the CPU's own caches. */
 struct xc_entry {
 	_Atomic uint32_t seq;		/* odd while being written */
 	uint32_t pad;
 	_Atomic uint64_t key;		/* page base | class | perm | valid */
-	_Atomic uint64_t ctx;		/* domain id << 32 | pasid (ATC: pasid only, +1) */
-	_Atomic uint64_t pa;		/* translated page base */
-	_Atomic uint64_t host;		/* host address of the page base */
-	_Atomic uint64_t ptep;		/* stage-2 leaf entry, for dirty bits (0: none) */
+	_Atomic uint64_t ctx;		/* domain id << 32 | pasid (ATC: 1 << 32 | pasid) */
+	_Atomic uint64_t pa;		/* translated page base (memobj id | offset) */
 };
 
 struct xcache {
@@ -47,10 +46,12 @@ struct xcache {
 	unsigned int ways;
 };
 
-/* A found translation. */
+/* A found translation. A cache hit knows only @pa; @mo and @ptep are filled by walks
+ * and by the per-thread front (NULL: look them up when needed). */
 struct xc_hit {
-	uint64_t base, size, pa, host;
-	_Atomic uint64_t *ptep;
+	uint64_t base, size, pa;
+	struct iommu_memobj *mo;
+	_Atomic uint64_t *ptep;		/* stage-2 leaf entry, for dirty bits */
 	unsigned int perm;
 	unsigned int cls;
 };
@@ -86,7 +87,7 @@ static inline bool xc_read(const struct xc_entry *e, uint64_t base, unsigned int
 			   uint64_t ctx, struct xc_hit *out)
 {
 	uint32_t s = atomic_load_explicit(&e->seq, memory_order_acquire);
-	uint64_t key, pa, host, ptep;
+	uint64_t key, pa;
 
 	if (s & 1)
 		return false;
@@ -95,18 +96,16 @@ static inline bool xc_read(const struct xc_entry *e, uint64_t base, unsigned int
 	    ((key >> XC_KEY_CLASS_SHIFT) & 3) != cls ||
 	    atomic_load_explicit(&e->ctx, memory_order_relaxed) != ctx)
 		return false;
-	/* Acquire loads keep the sequence re-check below after them (a plain load on x86;
+	/* An acquire load keeps the sequence re-check below after it (a plain load on x86;
 	 * no fence, which ThreadSanitizer could not follow). */
 	pa = atomic_load_explicit(&e->pa, memory_order_acquire);
-	host = atomic_load_explicit(&e->host, memory_order_acquire);
-	ptep = atomic_load_explicit(&e->ptep, memory_order_acquire);
 	if (atomic_load_explicit(&e->seq, memory_order_relaxed) != s)
 		return false;
 	out->base = base;
 	out->size = xc_class_size(cls);
 	out->pa = pa;
-	out->host = host;
-	out->ptep = (_Atomic uint64_t *)(uintptr_t)ptep;
+	out->mo = NULL;
+	out->ptep = NULL;
 	out->perm = (unsigned int)(key >> XC_KEY_PERM_SHIFT) & 3;
 	out->cls = cls;
 	return true;

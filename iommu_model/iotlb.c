@@ -69,8 +69,6 @@ void xcache_fill(struct xcache *c, uint64_t ctx, const struct xc_hit *h,
 		return;
 	atomic_store_explicit(&e->ctx, ctx, memory_order_relaxed);
 	atomic_store_explicit(&e->pa, h->pa, memory_order_relaxed);
-	atomic_store_explicit(&e->host, h->host, memory_order_relaxed);
-	atomic_store_explicit(&e->ptep, (uint64_t)(uintptr_t)h->ptep, memory_order_relaxed);
 	atomic_store_explicit(&e->key,
 			      h->base | (uint64_t)h->cls << XC_KEY_CLASS_SHIFT |
 				      (uint64_t)h->perm << XC_KEY_PERM_SHIFT | XC_KEY_VALID,

@@ -7,30 +7,57 @@
 #include "common/bitops.h"
 #include "iommu_model/iommu_internal.h"
 
+static inline struct iommu_memobj *hit_memobj(struct iommu *mmu, const struct xc_hit *h)
+{
+	struct iommu_memobj *mo = h->mo ? h->mo : iommu_memobj_of_pa(mmu, h->pa);
+
+	VGPU_ASSERT(mo != NULL);	/* mapped memobjs cannot be unregistered */
+	return mo;
+}
+
 static void xlate_from_hit(struct iommu *mmu, const struct xc_hit *h, uint64_t iova, size_t len,
 			   struct iommu_xlate *out)
 {
 	uint64_t in = iova - h->base;
+	struct iommu_memobj *mo = hit_memobj(mmu, h);
 
-	out->host = (void *)(uintptr_t)(h->host + in);
-	out->len = (size_t)vgpu_min((uint64_t)len, h->size - in);
-	out->memobj = iommu_memobj_of_pa(mmu, h->pa);
 	out->offset = iommu_pa_off(h->pa) + in;
+	out->host = (uint8_t *)mo->base + out->offset;
+	out->len = (size_t)vgpu_min((uint64_t)len, h->size - in);
+	out->memobj = mo;
 	out->perm = h->perm;
 	out->page_size = h->size;
 }
 
-/* Writes mark the stage-2 leaf dirty while its domain tracks dirty pages. */
-static inline void xlate_mark_dirty(struct iommu_domain *d, const struct xc_hit *h,
-				    unsigned int access)
+static int walk_nested(struct iommu_domain *c, uint64_t iova, unsigned int access,
+		       struct xc_hit *h, unsigned int *reason);
+
+/* Writes mark the stage-2 leaf dirty while its domain tracks dirty pages. Cache hits do
+ * not carry the leaf's address: while tracking, a write re-walks to find it. */
+static void xlate_mark_dirty(struct iommu_domain *d, const struct xc_hit *h, uint64_t iova,
+			     unsigned int access)
 {
 	struct iommu_domain *s2 = d->type == IOMMU_DOMAIN_NESTED ? d->parent : d;
+	_Atomic uint64_t *ptep = h->ptep;
 
-	if (!(access & IOMMU_WRITE) || !h->ptep ||
-	    !atomic_load_explicit(&s2->dirty_tracking, memory_order_relaxed))
+	if (vgpu_likely(!(access & IOMMU_WRITE) ||
+			!atomic_load_explicit(&s2->dirty_tracking, memory_order_relaxed)))
 		return;
-	if (!(atomic_load_explicit(h->ptep, memory_order_relaxed) & VGPU_IOPTE_D))
-		atomic_fetch_or_explicit(h->ptep, VGPU_IOPTE_D, memory_order_relaxed);
+	if (!ptep) {
+		struct xc_hit w;
+		unsigned int reason, level;
+		uint64_t pte;
+
+		if (d->type == IOMMU_DOMAIN_NESTED) {
+			if (walk_nested(d, iova, access, &w, &reason))
+				return;
+			ptep = w.ptep;
+		} else if (iommu_pt_walk(d->root, iova, &pte, &level, &ptep)) {
+			return;	/* unmapped meanwhile: nothing to mark */
+		}
+	}
+	if (!(atomic_load_explicit(ptep, memory_order_relaxed) & VGPU_IOPTE_D))
+		atomic_fetch_or_explicit(ptep, VGPU_IOPTE_D, memory_order_relaxed);
 }
 
 /* Walk a host-owned table. */
@@ -53,9 +80,10 @@ static int walk_paging(struct iommu_domain *d, uint64_t iova, struct xc_hit *h,
 	h->pa = pte & VGPU_IOPTE_ADDR_MASK & ~(size - 1);
 	h->perm = IOPTE_PERM(pte);
 	h->ptep = ptep;
+	h->mo = NULL;
 	mo = iommu_memobj_of_pa(d->mmu, h->pa);
 	VGPU_ASSERT(mo != NULL);	/* mapped memobjs cannot be unregistered */
-	h->host = (uint64_t)(uintptr_t)mo->base + iommu_pa_off(h->pa);
+	h->mo = mo;
 	return 0;
 }
 
@@ -71,7 +99,8 @@ static int s1_read_pte(struct iommu_domain *s2, uint64_t ipa, uint64_t *pte)
 	if (xlate_paging(s2, ipa, IOMMU_READ, &h, &reason))
 		return -EFAULT;
 	/* The function may be rewriting its table right now: one atomic 8-byte load. */
-	*pte = __atomic_load_n((uint64_t *)(uintptr_t)(h.host + (ipa - h.base)),
+	*pte = __atomic_load_n((uint64_t *)((uint8_t *)hit_memobj(s2->mmu, &h)->base +
+					    iommu_pa_off(h.pa) + (ipa - h.base)),
 			       __ATOMIC_ACQUIRE);
 	return 0;
 }
@@ -150,7 +179,7 @@ static int walk_nested(struct iommu_domain *c, uint64_t iova, unsigned int acces
 	h->size = size;
 	h->cls = xc_class_of(size);
 	h->pa = s2.pa + (vgpu_align_down(ipa, size) - s2.base);
-	h->host = s2.host + (vgpu_align_down(ipa, size) - s2.base);
+	h->mo = s2.mo;
 	h->perm = s1_perm & s2.perm;
 	h->ptep = s2.ptep;
 	return 0;
@@ -177,7 +206,8 @@ struct utlb_entry {
 	unsigned int perm;
 	uint64_t gen;			/* d->inval_seq when filled */
 	uint64_t base, size;
-	uint64_t pa, host;
+	uint64_t pa;
+	struct iommu_memobj *mo;
 	_Atomic uint64_t *ptep;
 };
 
@@ -195,7 +225,7 @@ static inline bool utlb_lookup(struct iommu_domain *d, uint64_t iova, struct xc_
 	if (e->did != d->id || iova - e->base >= e->size ||
 	    e->gen != atomic_load_explicit(&d->inval_seq, memory_order_acquire))
 		return false;
-	*h = (struct xc_hit){ .base = e->base, .size = e->size, .pa = e->pa, .host = e->host,
+	*h = (struct xc_hit){ .base = e->base, .size = e->size, .pa = e->pa, .mo = e->mo,
 			      .ptep = e->ptep, .perm = e->perm, .cls = xc_class_of(e->size) };
 	return true;
 }
@@ -208,7 +238,7 @@ static inline void utlb_fill(struct iommu_domain *d, uint64_t iova, const struct
 	if (seq0 & 1)	/* an invalidation was running: nothing read now may be kept */
 		return;
 	*e = (struct utlb_entry){ .did = d->id, .perm = h->perm, .gen = seq0, .base = h->base,
-				  .size = h->size, .pa = h->pa, .host = h->host, .ptep = h->ptep };
+				  .size = h->size, .pa = h->pa, .mo = h->mo, .ptep = h->ptep };
 }
 
 /* IOTLB (per-thread front, then the shared array) else walk and fill. PAGING and NESTED
@@ -230,6 +260,7 @@ static int xlate_cached(struct iommu_domain *d, uint64_t iova, unsigned int acce
 		if (xcache_lookup(&mmu->iotlb, ctx, iova,
 				  atomic_load_explicit(&d->classes, memory_order_relaxed), h)) {
 			iommu_count_hit(mmu);
+			h->mo = iommu_memobj_of_pa(mmu, h->pa);
 			utlb_fill(d, iova, h, seq0);
 			return check_perm(h, access, reason);
 		}
@@ -258,7 +289,7 @@ static int xlate_paging(struct iommu_domain *d, uint64_t iova, unsigned int acce
 	int ret = xlate_cached(d, iova, access, h, reason);
 
 	if (!ret)
-		xlate_mark_dirty(d, h, access);
+		xlate_mark_dirty(d, h, iova, access);
 	return ret;
 }
 
@@ -288,7 +319,7 @@ int iommu_xlate(struct iommu_domain *d, uint32_t pasid, uint64_t iova, size_t le
 	ret = xlate_cached(d, iova, access, &h, reason);
 	if (ret)
 		return ret;
-	xlate_mark_dirty(d, &h, access);
+	xlate_mark_dirty(d, &h, iova, access);
 	xlate_from_hit(d->mmu, &h, iova, len, out);
 	return 0;
 }
@@ -338,7 +369,7 @@ int iommu_atc_translate(struct iommu *mmu, unsigned int rid, uint32_t pasid,
 	if (xcache_lookup(&fn->ats.atc, atc_ctx(pasid), iova, XC_CLASS_MASK_ALL, &h) &&
 	    !check_perm(&h, access, reason)) {
 		iommu_count_atc(mmu, true);
-		xlate_mark_dirty(d, &h, access);
+		xlate_mark_dirty(d, &h, iova, access);
 	} else {
 		iommu_count_atc(mmu, false);
 		ret = ats_request(fn, pasid, d, iova, access, &h, reason);

@@ -103,7 +103,7 @@ static double xlate_ns(struct iommu_domain *d, uint64_t iova, unsigned int pages
 }
 
 struct results {
-	double hit_ns, walk_ns, hit_misses_per_op;
+	double hit_ns, burst_ns, walk_ns, hit_misses_per_op;
 	double map4k_strict, unmap4k_strict, map4k_lazy, unmap4k_lazy, map2m, unmap2m;
 	uint64_t misses_4k, misses_2m;
 	double gbps_4k, gbps_2m, gbps_memcpy;
@@ -115,7 +115,7 @@ static void bench_xlate(struct results *r)
 	struct iommu_memobj *mo;
 	struct iommu_domain *d;
 	struct iommu_stats st;
-	uint64_t hit[RUNS], walk[RUNS];
+	uint64_t hit[RUNS], burst[RUNS], walk[RUNS];
 
 	if (iommu_create(NULL, &mmu))
 		die("create", -ENOMEM);
@@ -128,11 +128,14 @@ static void bench_xlate(struct results *r)
 	iommu_reset_counters(mmu);
 	for (int i = 0; i < RUNS; i++) {
 		hit[i] = (uint64_t)(1000 * xlate_ns(d, 1ull << 40, HIT_PAGES, IOMMU_READ, 2000000));
+		/* A DMA burst within one page: the per-thread front of the IOTLB. */
+		burst[i] = (uint64_t)(1000 * xlate_ns(d, 1ull << 40, 1, IOMMU_READ, 2000000));
 		walk[i] = (uint64_t)(1000 * xlate_ns(d, 1ull << 40, WALK_PAGES,
 						     IOMMU_READ | IOMMU_NOCACHE, 1000000));
 	}
 	iommu_get_stats(mmu, &st);
-	r->hit_misses_per_op = (double)st.iotlb_misses / (RUNS * 2000000.0);
+	r->hit_misses_per_op = (double)st.iotlb_misses / (RUNS * 4000000.0);
+	r->burst_ns = median(burst, RUNS) / 1000;
 	r->hit_ns = median(hit, RUNS) / 1000;
 	r->walk_ns = median(walk, RUNS) / 1000;
 	iommu_destroy(mmu);
@@ -248,13 +251,14 @@ int main(int argc, char **argv)
 
 	if (json) {
 		printf("{\"iotlb_hit_ns\": %.2f, \"walk_ns\": %.2f, \"stream_misses_4k\": %llu, "
-		       "\"stream_misses_2m\": %llu, \"hit_vs_walk_ratio\": %.3f, "
+		       "\"stream_misses_2m\": %llu, \"iotlb_hit_burst_ns\": %.2f, "
+		       "\"hit_vs_walk_ratio\": %.3f, "
 		       "\"map_4k_strict_per_s\": %.0f, \"unmap_4k_strict_per_s\": %.0f, "
 		       "\"map_4k_lazy_per_s\": %.0f, \"unmap_4k_lazy_per_s\": %.0f, "
 		       "\"map_2m_per_s\": %.0f, \"unmap_2m_per_s\": %.0f, "
 		       "\"stream_4k_gbps\": %.2f, \"stream_2m_gbps\": %.2f, \"memcpy_gbps\": %.2f}\n",
 		       r.hit_ns, r.walk_ns, (unsigned long long)r.misses_4k,
-		       (unsigned long long)r.misses_2m, r.hit_ns / r.walk_ns, r.map4k_strict,
+		       (unsigned long long)r.misses_2m, r.burst_ns, r.hit_ns / r.walk_ns, r.map4k_strict,
 		       r.unmap4k_strict, r.map4k_lazy, r.unmap4k_lazy, r.map2m, r.unmap2m,
 		       r.gbps_4k, r.gbps_2m, r.gbps_memcpy);
 		return 0;
@@ -262,8 +266,11 @@ int main(int argc, char **argv)
 	printf("iommu_bench (median of %d runs where repeated)\n\n", RUNS);
 	printf("%-44s %12s %12s\n", "translation", "ns/op", "vs walk");
 	printf("%-44s %12.2f %12.3f\n", "baseline: plain walk, no IOTLB (4 levels)", r.walk_ns, 1.0);
-	printf("%-44s %12.2f %12.3f   (target <= 20 ns; misses/op %.4f)\n", "IOTLB hit",
-	       r.hit_ns, r.hit_ns / r.walk_ns, r.hit_misses_per_op);
+	printf("%-44s %12.2f %12.3f   (target <= 20 ns; misses/op %.4f)\n",
+	       "IOTLB hit, 256-page working set", r.hit_ns, r.hit_ns / r.walk_ns,
+	       r.hit_misses_per_op);
+	printf("%-44s %12.2f %12.3f\n", "IOTLB hit, burst in one page (per-thread)", r.burst_ns,
+	       r.burst_ns / r.walk_ns);
 	printf("\n%-44s %12s %12s\n", "map / unmap", "map ops/s", "unmap ops/s");
 	printf("%-44s %12.0f %12.0f\n", "4 KiB, strict (unmap waits for flush)", r.map4k_strict,
 	       r.unmap4k_strict);
