@@ -85,7 +85,8 @@ BENCH_BINS_$(1) += $(BUILD)/$(1)/bin/$(2)
 endef
 $(foreach b,$(BENCHES),$(eval $(call bench_rules,rel,$(b))))
 
-TSAN_TESTS := $(foreach m,$(MODULES),$(foreach t,$($(m)_TSAN_TESTS),$(BUILD)/tsan/tests/$(m)/$(t)))
+TSAN_TESTS := $(foreach m,$(MODULES),$(foreach t,$($(m)_TSAN_TESTS),\
+	$(if $(wildcard tests/unit/$(m)/$(t).c),$(BUILD)/tsan/tests/$(m)/$(t))))
 
 .PHONY: rel asan tsan
 rel:  $(PROGS_rel) $(TESTS_rel) $(BENCH_BINS_rel)
