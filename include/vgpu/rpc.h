@@ -1,0 +1,241 @@
+/* vgpu/rpc.h - ABI: the CPU-RM <-> GSP message queues in shared memory, and the RPCs.
+ *
+ * One memfd holds everything (offsets are page multiples, see struct vgpu_rpcq_layout):
+ *   page 0          global header, written by the CPU-RM before the GSP starts
+ *   page 1          GSP page: heartbeat, ready word, event-queue put, GSP counters
+ *   page 2          CPU page: event-queue get, "CPU sleeps on events" word
+ *   per lane L      CPU lane page | GSP lane page | command queue | status queue
+ *   event queue     nr_events records of 64 bytes
+ * Every page has exactly one writer: a reader publishes how far it has read in its own
+ * page (the command queue's get lives in the GSP lane page, the status queue's get in the
+ * CPU lane page), so no cache line bounces between writers.
+ *
+ * A lane is one command queue and one status queue served by one GSP thread; a function
+ * (PF 0, VFs 1..n) uses lane fn % nr_lanes, so a slow RPC of one VF never sits in front of
+ * another VF's. Several RPCs may be in flight per lane; replies are matched by sequence.
+ *
+ * A message is 1..VGPU_RPC_MAX_ELEMS contiguous 4 KiB elements (wrapping around the ring),
+ * starting with struct vgpu_rpc_elem then struct vgpu_rpc_hdr, then the payload. An RPC
+ * whose payload is larger than one message goes out as a first message with the real
+ * function and then VGPU_RPC_FN_CONTINUATION messages, back to back on the same lane, all
+ * with the same RPC sequence; replies are split the same way. Counters are free-running
+ * 32-bit element counts; a queue holds nr_elems (power of two) elements. */
+#ifndef VGPU_ABI_RPC_H
+#define VGPU_ABI_RPC_H
+
+#include <stdint.h>
+
+#include <vgpu/version.h>
+
+#define VGPU_RPCQ_MAGIC		0x51435052475056ull	/* "VGRPCQ" */
+#define VGPU_RPC_ELEM_SIZE	4096u
+#define VGPU_RPC_MAX_ELEMS	16u		/* per message: 64 KiB */
+#define VGPU_RPC_MAX_LANES	16u
+#define VGPU_RPC_MIN_QUEUE	16u		/* elements: one largest message must fit */
+#define VGPU_RPC_MAX_QUEUE	1024u
+#define VGPU_RPC_MAX_PAYLOAD	(16u << 20)	/* one RPC, all continuation records */
+#define VGPU_RPC_SIGNATURE	0x43505256u	/* "VRPC" */
+#define VGPU_RPC_HDR_VERSION	0x01000000u
+
+/* Element header: starts every message. checksum: XOR of the message's 64-bit words from
+ * the start of this header to the end of the payload (padded with zeroes to 8 bytes),
+ * computed with checksum = 0 and folded to 32 bits (hi ^ lo). seq: the transport sequence
+ * of this queue direction, +1 per message. */
+struct vgpu_rpc_elem {
+	uint32_t checksum;
+	uint32_t elem_count;	/* elements in this message, 1..VGPU_RPC_MAX_ELEMS */
+	uint32_t seq;
+	uint32_t reserved;
+};
+
+/* RPC header: follows the element header. */
+struct vgpu_rpc_hdr {
+	uint32_t version;	/* VGPU_RPC_HDR_VERSION */
+	uint32_t signature;	/* VGPU_RPC_SIGNATURE */
+	uint32_t length;	/* payload bytes in this message */
+	uint32_t function;	/* enum vgpu_rpc_fn; CONTINUATION for the later chunks */
+	int32_t result;		/* replies: 0 or -errno; requests: VGPU_RPC_PENDING */
+	uint32_t sequence;	/* RPC sequence: the same for every chunk of one RPC */
+	uint32_t gfid;		/* function the RPC is made for (0 = PF) */
+	uint32_t chunk;		/* 0 for the first message, then 1, 2, ... */
+	uint64_t total_length;	/* payload bytes of the whole RPC (all chunks) */
+	uint64_t reserved;
+};
+
+#define VGPU_RPC_PENDING	((int32_t)0x7fffffff)
+#define VGPU_RPC_MSG_HDR_SIZE	64u
+#define VGPU_RPC_MSG_MAX_PAYLOAD (VGPU_RPC_MAX_ELEMS * VGPU_RPC_ELEM_SIZE - VGPU_RPC_MSG_HDR_SIZE)
+#define VGPU_RPC_ELEM_PAYLOAD	(VGPU_RPC_ELEM_SIZE - VGPU_RPC_MSG_HDR_SIZE)
+
+_Static_assert(sizeof(struct vgpu_rpc_elem) + sizeof(struct vgpu_rpc_hdr) <= VGPU_RPC_MSG_HDR_SIZE,
+	       "message header is ABI");
+
+/* ---- shared pages ---- */
+struct vgpu_rpcq_global {		/* page 0, CPU-written at setup */
+	uint64_t magic;			/* VGPU_RPCQ_MAGIC */
+	uint32_t abi_version;		/* VGPU_ABI_VERSION */
+	uint32_t nr_lanes;		/* 1..VGPU_RPC_MAX_LANES */
+	uint32_t queue_elems;		/* elements per command / status queue, power of two */
+	uint32_t nr_events;		/* event records, power of two */
+	uint32_t nr_fns;		/* functions of the device (PF + VFs) */
+	uint32_t reserved0;
+	uint64_t total_size;		/* bytes of the memfd */
+	uint64_t epoch;			/* bumped at every GSP (re)start */
+	uint64_t gsp_spin_ns;		/* idle lane threads spin this long, then sleep */
+};
+
+struct vgpu_rpcq_gsp_page {		/* page 1, GSP-written */
+	uint64_t ready;			/* the epoch the GSP has attached to; 0 before */
+	uint64_t heartbeat_ns;		/* CLOCK_MONOTONIC of the GSP's last beat */
+	uint64_t pid;
+	uint8_t pad0[40];
+	uint32_t evt_put;		/* event records written (futex word) */
+	uint32_t evt_waiting;		/* GSP sleeps for event space */
+	uint8_t pad1[56];
+	uint64_t evt_dropped;		/* events lost to a full event queue */
+	uint64_t rpcs;			/* RPCs handled */
+	uint64_t bad_msgs;		/* command messages refused (checksum, seq, length) */
+};
+
+struct vgpu_rpcq_cpu_page {		/* page 2, CPU-written */
+	uint32_t evt_get;		/* event records consumed (futex word for the GSP) */
+	uint32_t evt_waiting;		/* the CPU sleeps on evt_put */
+};
+
+struct vgpu_rpcq_lane_cpu {		/* CPU lane page */
+	uint32_t cmd_put;		/* command elements written (futex word for the GSP) */
+	uint32_t cpu_waiting;		/* a CPU thread sleeps on the status put */
+	uint8_t pad0[56];
+	uint32_t stat_get;		/* status elements consumed */
+};
+
+struct vgpu_rpcq_lane_gsp {		/* GSP lane page */
+	uint32_t stat_put;		/* status elements written (futex word for the CPU) */
+	uint32_t gsp_waiting;		/* the GSP lane thread sleeps on cmd_put */
+	uint8_t pad0[56];
+	uint32_t cmd_get;		/* command elements consumed */
+};
+
+/* ---- events: GSP -> CPU notifications, one 64-byte record each ---- */
+enum vgpu_rpc_event_type {
+	VGPU_RPC_EVT_NONE = 0,
+	VGPU_RPC_EVT_INIT_DONE = 0x1001,
+	VGPU_RPC_EVT_MMU_FAULT = 0x1005,
+	VGPU_RPC_EVT_CHAN_ERROR = 0x1004,	/* robust-channel error */
+	VGPU_RPC_EVT_WATCHDOG = 0x1022,		/* GSP watchdog / recovery action */
+	VGPU_RPC_EVT_TEST = 0x10ff,		/* fault injection: storm records */
+};
+
+struct vgpu_rpc_event {
+	uint32_t type;			/* enum vgpu_rpc_event_type */
+	uint32_t gfid;
+	uint64_t seq;			/* per GSP start, +1 per event */
+	uint64_t timestamp_ns;
+	uint64_t data[5];
+};
+_Static_assert(sizeof(struct vgpu_rpc_event) == 64, "event record is ABI");
+
+/* ---- RPC functions (numbers follow NVIDIA's where one exists) ---- */
+enum vgpu_rpc_fn {
+	VGPU_RPC_FN_NOP = 0,			/* empty reply */
+	VGPU_RPC_FN_ECHO = 1,			/* reply = request payload */
+	VGPU_RPC_FN_GET_INFO = 3,		/* -> struct vgpu_rpc_info */
+	VGPU_RPC_FN_CONTINUATION = 71,
+	VGPU_RPC_FN_PARTITION_SET = 200,	/* struct vgpu_rpc_partition */
+	VGPU_RPC_FN_PARTITION_CLEAR = 201,	/* struct vgpu_rpc_fnarg */
+	VGPU_RPC_FN_CHAN_ALLOC = 202,		/* struct vgpu_rpc_chan */
+	VGPU_RPC_FN_CHAN_BIND = 203,		/* struct vgpu_rpc_chan_enable */
+	VGPU_RPC_FN_CHAN_FREE = 204,		/* struct vgpu_rpc_chan */
+	VGPU_RPC_FN_VASPACE_BIND = 205,		/* struct vgpu_rpc_chan (pdb; channel disabled) */
+	VGPU_RPC_FN_RUNLIST_SET = 206,		/* struct vgpu_rpc_runlist */
+	VGPU_RPC_FN_SCHED_SET = 207,		/* struct vgpu_rpc_sched */
+	VGPU_RPC_FN_SCHED_FN_SET = 208,		/* struct vgpu_rpc_sched_fn */
+	VGPU_RPC_FN_VF_RESET = 209,		/* struct vgpu_rpc_fnarg: channels freed, runlists empty */
+	VGPU_RPC_FN_SCRUB = 210,		/* struct vgpu_rpc_scrub */
+	VGPU_RPC_FN_FAULT_REPLAY = 211,		/* struct vgpu_rpc_fnarg */
+	VGPU_RPC_FN_BLOB = 212,			/* struct vgpu_rpc_blob -> @len bytes of pattern */
+	VGPU_RPC_FN_INJECT = 250,		/* struct vgpu_rpc_inject: fault injection */
+	VGPU_RPC_FN_MAX
+};
+
+struct vgpu_rpc_fnarg {
+	uint32_t fn;
+	uint32_t reserved;
+};
+
+struct vgpu_rpc_partition {
+	uint32_t fn;
+	uint32_t reserved;
+	uint64_t base, size;		/* device VRAM, 2 MiB aligned */
+};
+
+struct vgpu_rpc_chan {
+	uint32_t fn, chid;
+	uint64_t flags;			/* GPU_CHAN_REPLAYABLE */
+	uint64_t runlist, pdb, gpfifo_va, gpfifo_entries, userd_aper, userd_addr;
+};
+
+struct vgpu_rpc_chan_enable {
+	uint32_t fn, chid;
+	uint32_t enable, reserved;
+};
+
+struct vgpu_rpc_runlist {
+	uint32_t fn, runlist;
+	uint64_t chans;			/* bitmap of resident chids */
+};
+
+struct vgpu_rpc_sched {
+	uint32_t policy, reserved;
+	uint64_t quantum_ns, period_ns;
+};
+
+struct vgpu_rpc_sched_fn {
+	uint32_t fn, reserved;
+	uint64_t enabled, quantum_ns, preempt_timeout_ns, weight;
+};
+
+struct vgpu_rpc_scrub {
+	uint32_t fn, reserved;
+	uint64_t offset, size;		/* inside the function's slice */
+};
+
+struct vgpu_rpc_blob {
+	uint64_t len;			/* reply bytes */
+	uint32_t seed, reserved;
+};
+
+struct vgpu_rpc_info {
+	uint32_t abi_version, nr_fns;
+	uint64_t pid, epoch, vram_size, rpcs, bad_msgs;
+};
+
+/* Fault injection (handled by the lane thread that receives it, applied to @lane). */
+enum vgpu_rpc_inject_mode {
+	VGPU_INJ_CLEAR = 0,		/* every fault off */
+	VGPU_INJ_HANG = 1,		/* stop every lane and the heartbeat */
+	VGPU_INJ_SLOW = 2,		/* delay every RPC of gfid @fn by @arg ns */
+	VGPU_INJ_LATE = 3,		/* hold the next reply of @lane for @arg ns */
+	VGPU_INJ_CRASH_MID_REPLY = 4,	/* next reply of @lane: publish half its elements, exit */
+	VGPU_INJ_CORRUPT = 5,		/* next reply of @lane: @arg = enum vgpu_rpc_corrupt */
+	VGPU_INJ_STALL = 6,		/* @lane stops reading commands for @arg ns (queue full) */
+	VGPU_INJ_EVENT_STORM = 7,	/* emit @arg TEST events now */
+	VGPU_INJ_CRASH = 8,		/* exit at once */
+};
+
+enum vgpu_rpc_corrupt {
+	VGPU_CORRUPT_PAYLOAD = 1,	/* flip a payload bit after the checksum */
+	VGPU_CORRUPT_LENGTH = 2,	/* impossible length, checksum recomputed */
+	VGPU_CORRUPT_SEQ = 3,		/* transport seq skips ahead, checksum recomputed */
+	VGPU_CORRUPT_REPLAY = 4,	/* send the reply, then the previous message again */
+};
+
+struct vgpu_rpc_inject {
+	uint32_t mode;			/* enum vgpu_rpc_inject_mode */
+	uint32_t lane;
+	uint32_t fn;
+	uint32_t reserved;
+	uint64_t arg;
+};
+
+#endif

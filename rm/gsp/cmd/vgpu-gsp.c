@@ -1,0 +1,40 @@
+/* vgpu-gsp: the emulated GSP firmware as its own process. Started by the device owner
+ * (gsp_start()) with the queue memfd and the privileged-state memfd inherited:
+ *   vgpu-gsp --queues FD [--priv FD] [--ppid PID]
+ * It exits when its parent dies. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rm/gsp/gsp.h"
+
+static int parse_fd(const char *s, int *out)
+{
+	char *end;
+	long v = strtol(s, &end, 10);
+
+	if (*s == '\0' || *end != '\0' || v < -1 || v > 1 << 20)
+		return -1;
+	*out = (int)v;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	int qfd = -1, priv = -1, ppid = 0;
+
+	for (int i = 1; i < argc; i++) {
+		int *dst = !strcmp(argv[i], "--queues") ? &qfd : !strcmp(argv[i], "--priv") ? &priv :
+			   !strcmp(argv[i], "--ppid") ? &ppid : NULL;
+
+		if (!dst || i + 1 >= argc || parse_fd(argv[++i], dst)) {
+			fprintf(stderr, "usage: vgpu-gsp --queues FD [--priv FD] [--ppid PID]\n");
+			return 2;
+		}
+	}
+	if (qfd < 0) {
+		fprintf(stderr, "vgpu-gsp: --queues is required\n");
+		return 2;
+	}
+	return gsp_server_run(qfd, priv, ppid);
+}

@@ -1,0 +1,938 @@
+/* The CPU-RM's end of the GSP queues: starting and restarting the vgpu-gsp process, RPCs
+ * with several in flight per lane, the event worker and the watchdog.
+ *
+ * Waiting: a caller whose reply is not there yet tries to become its lane's drainer (the
+ * rx lock, taken with trylock). The drainer reads the status queue and hands each reply to
+ * the slot its sequence names, waking that slot's thread; the others spin on their own
+ * slot, then sleep on its wake word. When the drainer's own reply has come it leaves and
+ * wakes the rest, one of which takes over. No lock is held while anyone sleeps except the
+ * drainer's own rx lock, so a slow RPC on one lane never touches another lane. */
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <fcntl.h>
+
+#include <vgpu/version.h>
+
+#include "common/clock.h"
+#include "common/compiler.h"
+#include "common/err.h"
+#include "common/log.h"
+#include "rm/gsp/gsp.h"
+#include "rm/gsp/gsp_internal.h"
+
+extern char **environ;
+
+#define GSP_SLOTS	64u	/* RPCs in flight per lane; the low bits of the sequence */
+#define GSP_READY_NS	(10 * VGPU_NSEC_PER_SEC)
+#define GSP_HUNG_NS	(100 * VGPU_NSEC_PER_MSEC)	/* heartbeat older: "unresponsive" */
+#define GSP_PARTIAL_NS	(5 * VGPU_NSEC_PER_MSEC)	/* half-published message: then fatal */
+
+enum slot_state { SLOT_FREE, SLOT_WAITING, SLOT_FILLING, SLOT_DONE };
+enum gsp_state { GSP_RUNNING, GSP_FATAL, GSP_RESETTING, GSP_STOPPED };
+
+struct gsp_slot {
+	uint32_t seq;
+	int state;			/* enum slot_state, under slots_lock */
+	_Atomic int done;		/* state reached DONE: the waiter may read the result */
+	_Atomic uint32_t wake;		/* futex word: bumped at completion and hand-off */
+	int result;
+	uint8_t *buf;
+	size_t cap, len;
+	uint32_t reserve;		/* status elements reserved for the reply */
+};
+
+struct gsp_lane {
+	struct gsp *g;
+	unsigned int idx;
+	struct gsp_q cmd, stat;
+	pthread_mutex_t tx_lock;	/* command writes: cmd, tx */
+	uint8_t *tx;
+	pthread_mutex_t rx_lock;	/* the drainer: stat, msg, the reassembly below */
+	uint8_t *msg;
+	struct gsp_slot *asm_slot;	/* reply being reassembled into this slot */
+	bool asm_drop;			/* continuation records of a dropped reply follow */
+	uint32_t asm_seq, asm_chunk;
+	uint64_t asm_got, asm_total;
+	uint64_t partial_since;
+	pthread_mutex_t slots_lock;	/* slots[].state, seq_hi, reserved, inflight */
+	struct gsp_slot slots[GSP_SLOTS];
+	uint32_t seq_hi, reserved;
+	_Atomic unsigned int inflight;
+	_Atomic bool abort;		/* a reset wants the drainer out */
+};
+
+struct gsp {
+	struct gsp_config cfg;
+	char path[PATH_MAX];
+	struct gsp_layout l;
+	int qfd;
+	uint8_t *base;
+	struct vgpu_rpcq_global *glob;
+	struct vgpu_rpcq_gsp_page *gp;
+	struct vgpu_rpcq_cpu_page *cp;
+	struct vgpu_rpc_event *evts;
+	pid_t pid;			/* under reset_lock */
+	_Atomic int state;		/* enum gsp_state */
+	_Atomic unsigned int strikes;
+	pthread_mutex_t reset_lock;	/* process lifetime, reaping, queue re-format */
+	pthread_mutex_t evt_lock;	/* the event queue's get side */
+	pthread_t evt_th, wd_th;
+	_Atomic bool stop;
+	struct gsp_stats st;		/* updated with __atomic builtins */
+	struct gsp_lane lanes[VGPU_RPC_MAX_LANES];
+};
+
+static __thread struct gsp *tls_replaying;	/* this thread replays after a reset */
+
+#define STAT_INC(g, f) __atomic_fetch_add(&(g)->st.f, 1, __ATOMIC_RELAXED)
+
+static const uint64_t default_deadline[GSP_CLASS_NR] = {
+	2 * VGPU_NSEC_PER_SEC, 4 * VGPU_NSEC_PER_SEC, 10 * VGPU_NSEC_PER_SEC,
+};
+
+enum gsp_class gsp_fn_class(uint32_t function)
+{
+	switch (function) {
+	case VGPU_RPC_FN_PARTITION_SET: case VGPU_RPC_FN_PARTITION_CLEAR:
+	case VGPU_RPC_FN_CHAN_ALLOC: case VGPU_RPC_FN_CHAN_FREE: case VGPU_RPC_FN_VASPACE_BIND:
+	case VGPU_RPC_FN_SCHED_SET: case VGPU_RPC_FN_SCHED_FN_SET:
+		return GSP_CLASS_ALLOC;
+	case VGPU_RPC_FN_VF_RESET: case VGPU_RPC_FN_SCRUB: case VGPU_RPC_FN_BLOB:
+		return GSP_CLASS_SLOW;
+	}
+	return GSP_CLASS_FAST;
+}
+
+const char *gsp_default_path(void)
+{
+	static char buf[PATH_MAX];
+	static const char *const rel[] = { "/vgpu-gsp", "/../../bin/vgpu-gsp", "/../bin/vgpu-gsp" };
+	const char *env = getenv("VGPU_GSP");
+	char exe[PATH_MAX];
+	ssize_t n;
+
+	if (env && access(env, X_OK) == 0)
+		return env;
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return NULL;
+	exe[n] = '\0';
+	*strrchr(exe, '/') = '\0';
+	for (size_t i = 0; i < VGPU_ARRAY_SIZE(rel); i++) {
+		snprintf(buf, sizeof(buf), "%s%s", exe, rel[i]);
+		if (access(buf, X_OK) == 0)
+			return buf;
+	}
+	return NULL;
+}
+
+/* ---- process ---- */
+static void gsp_format(struct gsp *g)
+{
+	memset(g->base + GSP_PAGE, 0, 2 * GSP_PAGE);
+	for (unsigned int i = 0; i < g->l.nr_lanes; i++) {
+		struct gsp_lane *ln = &g->lanes[i];
+
+		memset(g->base + g->l.lane_off + i * g->l.lane_stride, 0, 2 * GSP_PAGE);
+		gsp_q_bind(&ln->cmd, g->base, &g->l, i, 0);
+		gsp_q_bind(&ln->stat, g->base, &g->l, i, 1);
+		ln->asm_slot = NULL;
+		ln->asm_drop = false;
+		ln->partial_since = 0;
+	}
+	g->glob->epoch++;
+}
+
+static int gsp_spawn_locked(struct gsp *g)
+{
+	posix_spawn_file_actions_t fa;
+	char ppid[24];
+	char *argv[] = { g->path, "--queues", "3", "--priv", "4", "--ppid", ppid, NULL };
+	int qd, pd = -1, ret;
+	pid_t pid;
+
+	snprintf(ppid, sizeof(ppid), "%d", (int)getpid());
+	if (g->cfg.priv_fd < 0)
+		argv[3] = NULL;
+	/* Copies far above 4 first, so neither dup2 below clobbers the other's source. */
+	qd = fcntl(g->qfd, F_DUPFD_CLOEXEC, 200);
+	if (g->cfg.priv_fd >= 0)
+		pd = fcntl(g->cfg.priv_fd, F_DUPFD_CLOEXEC, 200);
+	if (qd < 0 || (g->cfg.priv_fd >= 0 && pd < 0)) {
+		ret = -errno;
+		goto close;
+	}
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, qd, 3);
+	if (pd >= 0)
+		posix_spawn_file_actions_adddup2(&fa, pd, 4);
+	ret = -posix_spawn(&pid, g->path, &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	if (!ret)
+		g->pid = pid;
+close:
+	if (qd >= 0)
+		close(qd);
+	if (pd >= 0)
+		close(pd);
+	return ret;
+}
+
+static int gsp_wait_ready_locked(struct gsp *g)
+{
+	uint64_t dl = vgpu_deadline_ns(GSP_READY_NS);
+	int status;
+
+	while (__atomic_load_n(&g->gp->ready, __ATOMIC_ACQUIRE) != g->glob->epoch) {
+		if (waitpid(g->pid, &status, WNOHANG) == g->pid) {
+			g->pid = 0;
+			vgpu_err("gsp: vgpu-gsp exited during start (status %#x)", status);
+			return -ECHILD;
+		}
+		if (vgpu_deadline_passed(dl))
+			return -ETIMEDOUT;
+		vgpu_sleep_ns(100 * VGPU_NSEC_PER_USEC);
+	}
+	return 0;
+}
+
+static void gsp_kill_locked(struct gsp *g)
+{
+	if (g->pid > 0) {
+		kill(g->pid, SIGKILL);
+		waitpid(g->pid, NULL, 0);
+		g->pid = 0;
+	}
+}
+
+/* ---- slots ---- */
+static void slot_complete(struct gsp_lane *ln, struct gsp_slot *s, int result, size_t len)
+{
+	pthread_mutex_lock(&ln->slots_lock);
+	s->result = result;
+	s->len = len;
+	s->state = SLOT_DONE;
+	atomic_store_explicit(&s->done, 1, memory_order_release);
+	atomic_fetch_add(&s->wake, 1);
+	pthread_mutex_unlock(&ln->slots_lock);
+	gsp_futex_wake(&s->wake);
+}
+
+static void slot_release_locked(struct gsp_lane *ln, struct gsp_slot *s)
+{
+	s->state = SLOT_FREE;
+	atomic_store(&s->done, 0);
+	ln->reserved -= s->reserve;
+	atomic_fetch_sub(&ln->inflight, 1);
+}
+
+static bool gsp_call_allowed(struct gsp *g)
+{
+	int st = atomic_load_explicit(&g->state, memory_order_acquire);
+
+	return st == GSP_RUNNING || (st == GSP_RESETTING && tls_replaying == g);
+}
+
+static int slot_get(struct gsp_lane *ln, void *buf, size_t cap, struct gsp_slot **out)
+{
+	struct gsp *g = ln->g;
+	uint32_t need = vgpu_min(gsp_rpc_elems(cap), ln->stat.nr);
+	uint64_t dl = vgpu_deadline_ns(g->cfg.send_wait_ns);
+
+	for (;;) {
+		pthread_mutex_lock(&ln->slots_lock);
+		if (!gsp_call_allowed(g)) {
+			pthread_mutex_unlock(&ln->slots_lock);
+			return -ENOTRECOVERABLE;
+		}
+		if (ln->reserved + need <= ln->stat.nr) {
+			for (uint32_t i = 0; i < GSP_SLOTS; i++) {
+				struct gsp_slot *s = &ln->slots[i];
+
+				if (s->state != SLOT_FREE)
+					continue;
+				s->state = SLOT_WAITING;
+				s->seq = (++ln->seq_hi << 6) | i;
+				s->buf = buf;
+				s->cap = cap;
+				s->len = 0;
+				s->reserve = need;
+				ln->reserved += need;
+				atomic_fetch_add(&ln->inflight, 1);
+				pthread_mutex_unlock(&ln->slots_lock);
+				*out = s;
+				return 0;
+			}
+		}
+		pthread_mutex_unlock(&ln->slots_lock);
+		if (vgpu_deadline_passed(dl)) {
+			STAT_INC(g, queue_full);
+			return -EAGAIN;
+		}
+		vgpu_sleep_ns(20 * VGPU_NSEC_PER_USEC);
+	}
+}
+
+static void slot_put(struct gsp_lane *ln, struct gsp_slot *s)
+{
+	pthread_mutex_lock(&ln->slots_lock);
+	slot_release_locked(ln, s);
+	pthread_mutex_unlock(&ln->slots_lock);
+}
+
+/* ---- send ---- */
+static void gsp_mark_fatal(struct gsp *g, const char *why)
+{
+	int exp = GSP_RUNNING;
+
+	if (atomic_compare_exchange_strong(&g->state, &exp, GSP_FATAL))
+		vgpu_err("gsp: %s: device marked for reset", why);
+}
+
+static int gsp_send(struct gsp_lane *ln, struct gsp_slot *s, uint32_t gfid, uint32_t function,
+		    const uint8_t *req, size_t len, uint64_t deadline)
+{
+	struct gsp *g = ln->g;
+	uint64_t space_dl = vgpu_deadline_ns(g->cfg.send_wait_ns);
+	size_t off = 0;
+	uint32_t chunk = 0;
+	int ret = 0;
+
+	pthread_mutex_lock(&ln->tx_lock);
+	do {
+		size_t n = vgpu_min(len - off, (size_t)VGPU_RPC_MSG_MAX_PAYLOAD);
+		uint32_t elems = gsp_msg_elems(n);
+		struct vgpu_rpc_hdr rh = { .version = VGPU_RPC_HDR_VERSION,
+			.signature = VGPU_RPC_SIGNATURE,
+			.function = chunk ? VGPU_RPC_FN_CONTINUATION : function,
+			.result = VGPU_RPC_PENDING, .sequence = s->seq, .gfid = gfid,
+			.chunk = chunk, .total_length = len };
+
+		while (gsp_q_free(&ln->cmd) < elems) {
+			if (!gsp_call_allowed(g) || atomic_load(&ln->abort)) {
+				ret = -ENOTRECOVERABLE;
+				goto out;
+			}
+			/* Nothing sent yet: give up with EAGAIN. Mid-RPC the GSP holds half a
+			 * request, so only the RPC's own deadline ends the wait, fatally. */
+			if (!chunk && vgpu_deadline_passed(space_dl)) {
+				STAT_INC(g, queue_full);
+				ret = -EAGAIN;
+				goto out;
+			}
+			if (chunk && vgpu_deadline_passed(deadline)) {
+				gsp_mark_fatal(g, "command queue stuck mid-RPC");
+				ret = -ENOTRECOVERABLE;
+				goto out;
+			}
+			vgpu_sleep_ns(5 * VGPU_NSEC_PER_USEC);
+		}
+		if (!gsp_call_allowed(g)) {
+			ret = -ENOTRECOVERABLE;
+			goto out;
+		}
+		size_t bytes = gsp_msg_build(&ln->cmd, ln->tx, &rh, req + off, n);
+		gsp_q_write(&ln->cmd, ln->tx, bytes, elems, elems);
+		off += n;
+		chunk++;
+	} while (off < len);
+out:
+	pthread_mutex_unlock(&ln->tx_lock);
+	return ret;
+}
+
+/* ---- receive (rx_lock held) ---- */
+static void asm_abort(struct gsp_lane *ln, int result)
+{
+	if (ln->asm_slot)
+		slot_complete(ln, ln->asm_slot, result, 0);
+	ln->asm_slot = NULL;
+	ln->asm_drop = false;
+}
+
+static void deliver_first(struct gsp_lane *ln, const struct vgpu_rpc_hdr *rh, const uint8_t *p)
+{
+	struct gsp_slot *s = &ln->slots[rh->sequence & (GSP_SLOTS - 1)];
+	bool mine;
+
+	if (ln->asm_slot || ln->asm_drop) {	/* a split reply was cut short */
+		STAT_INC(ln->g, bad_msgs);
+		asm_abort(ln, -EBADMSG);
+	}
+	pthread_mutex_lock(&ln->slots_lock);
+	mine = s->state == SLOT_WAITING && s->seq == rh->sequence;
+	if (mine)
+		s->state = SLOT_FILLING;
+	pthread_mutex_unlock(&ln->slots_lock);
+	ln->asm_seq = rh->sequence;
+	ln->asm_chunk = 0;
+	ln->asm_total = rh->total_length;
+	ln->asm_got = rh->length;
+	if (!mine) {
+		/* Its waiter gave up (or never was): dropped by sequence, never delivered. */
+		STAT_INC(ln->g, late_replies);
+		ln->asm_drop = rh->length < rh->total_length;
+		return;
+	}
+	if (rh->length > rh->total_length || rh->total_length > s->cap) {
+		slot_complete(ln, s, rh->length > rh->total_length ? -EBADMSG : -EMSGSIZE, 0);
+		ln->asm_drop = rh->length < rh->total_length;
+		return;
+	}
+	if (rh->length)
+		memcpy(s->buf, p, rh->length);
+	if (rh->length == rh->total_length)
+		slot_complete(ln, s, rh->result, rh->length);
+	else
+		ln->asm_slot = s;
+}
+
+static void deliver_cont(struct gsp_lane *ln, const struct vgpu_rpc_hdr *rh, const uint8_t *p)
+{
+	if ((!ln->asm_slot && !ln->asm_drop) || rh->sequence != ln->asm_seq ||
+	    rh->chunk != ln->asm_chunk + 1 || ln->asm_got + rh->length > ln->asm_total) {
+		STAT_INC(ln->g, bad_msgs);
+		asm_abort(ln, -EBADMSG);
+		return;
+	}
+	ln->asm_chunk++;
+	if (ln->asm_slot && rh->length)
+		memcpy(ln->asm_slot->buf + ln->asm_got, p, rh->length);
+	ln->asm_got += rh->length;
+	if (ln->asm_got < ln->asm_total)
+		return;
+	if (ln->asm_slot) {
+		const struct vgpu_rpc_hdr *first = rh;	/* result travels in every chunk */
+		slot_complete(ln, ln->asm_slot, first->result, ln->asm_got);
+	}
+	ln->asm_slot = NULL;
+	ln->asm_drop = false;
+}
+
+/* Read everything published; false if a half-published message has stayed too long. */
+static bool drain(struct gsp_lane *ln)
+{
+	for (;;) {
+		const struct vgpu_rpc_hdr *rh = (void *)(ln->msg + sizeof(struct vgpu_rpc_elem));
+
+		switch (gsp_q_read(&ln->stat, ln->msg)) {
+		case GSP_RX_EMPTY:
+			ln->partial_since = 0;
+			return true;
+		case GSP_RX_PARTIAL:
+			if (!ln->partial_since) {
+				ln->partial_since = vgpu_now_ns();
+				STAT_INC(ln->g, partial_reads);
+			}
+			return vgpu_now_ns() - ln->partial_since < GSP_PARTIAL_NS;
+		case GSP_RX_BAD:
+			STAT_INC(ln->g, bad_msgs);
+			asm_abort(ln, -EBADMSG);
+			break;
+		case GSP_RX_STALE:
+			STAT_INC(ln->g, stale_msgs);
+			break;
+		case GSP_RX_OK:
+			ln->partial_since = 0;
+			if (rh->function == VGPU_RPC_FN_CONTINUATION)
+				deliver_cont(ln, rh, ln->msg + VGPU_RPC_MSG_HDR_SIZE);
+			else
+				deliver_first(ln, rh, ln->msg + VGPU_RPC_MSG_HDR_SIZE);
+			break;
+		}
+	}
+}
+
+/* The drainer's loop: until @s is done (and no split reply is half-assembled), the
+ * deadline passes, or a reset asks it to leave. */
+static void drainer(struct gsp_lane *ln, struct gsp_slot *s, uint64_t deadline, uint64_t spin_until)
+{
+	struct gsp *g = ln->g;
+
+	for (;;) {
+		if (!drain(ln)) {
+			gsp_mark_fatal(g, "reply published in part (GSP died mid-reply?)");
+			asm_abort(ln, -EIO);
+			return;
+		}
+		if (atomic_load(&ln->abort)) {
+			asm_abort(ln, -EIO);
+			return;
+		}
+		if (atomic_load_explicit(&s->done, memory_order_acquire) && !ln->asm_slot)
+			return;
+		uint64_t now = vgpu_now_ns();
+		if (now >= deadline) {
+			if (!ln->asm_slot)
+				return;
+			if (now >= deadline + g->cfg.deadline_ns[GSP_CLASS_FAST]) {
+				gsp_mark_fatal(g, "split reply stalled");
+				asm_abort(ln, -EIO);
+				return;
+			}
+		}
+		if (now < spin_until) {
+			for (int i = 0; i < 8; i++)
+				vgpu_cpu_relax();
+			continue;
+		}
+		uint32_t seen = atomic_load_explicit(ln->stat.put, memory_order_acquire);
+		atomic_store(ln->stat.reader_waiting, 1);
+		atomic_thread_fence(memory_order_seq_cst);
+		if (atomic_load_explicit(ln->stat.put, memory_order_acquire) == seen)
+			gsp_futex_wait(ln->stat.put, seen,
+				       vgpu_min(deadline > now ? deadline - now : 1000000, 5 * VGPU_NSEC_PER_MSEC));
+		atomic_store(ln->stat.reader_waiting, 0);
+	}
+}
+
+/* Wake every other waiter of the lane: one of them becomes the drainer. */
+static void handoff(struct gsp_lane *ln)
+{
+	if (atomic_load(&ln->inflight) <= 1)
+		return;
+	for (uint32_t i = 0; i < GSP_SLOTS; i++) {
+		struct gsp_slot *s = &ln->slots[i];
+
+		if (!atomic_load_explicit(&s->done, memory_order_relaxed)) {
+			atomic_fetch_add(&s->wake, 1);
+			gsp_futex_wake(&s->wake);
+		}
+	}
+}
+
+static void gsp_timeout(struct gsp *g, uint32_t function, uint32_t seq)
+{
+	uint64_t age = gsp_heartbeat_age_ns(g);
+	unsigned int strikes = atomic_fetch_add(&g->strikes, 1) + 1;
+
+	STAT_INC(g, timeouts);
+	if (age > GSP_HUNG_NS)
+		STAT_INC(g, hung_class);
+	else
+		STAT_INC(g, slow_class);
+	vgpu_warn("gsp: RPC %u seq %#x timed out (GSP %s, heartbeat %llu us ago, strike %u)",
+		  function, seq, age > GSP_HUNG_NS ? "unresponsive" : "slow",
+		  (unsigned long long)(age / 1000), strikes);
+	if (strikes >= g->cfg.reset_strikes)
+		gsp_mark_fatal(g, "repeated RPC timeouts");
+}
+
+static int gsp_wait(struct gsp_lane *ln, struct gsp_slot *s, uint32_t function, uint64_t deadline,
+		    size_t *len)
+{
+	struct gsp *g = ln->g;
+	uint64_t spin_until = vgpu_now_ns() + g->cfg.spin_ns;
+	int ret;
+
+	for (;;) {
+		if (atomic_load_explicit(&s->done, memory_order_acquire))
+			break;
+		uint32_t w = atomic_load(&s->wake);
+		if (pthread_mutex_trylock(&ln->rx_lock) == 0) {
+			drainer(ln, s, deadline, spin_until);
+			pthread_mutex_unlock(&ln->rx_lock);
+			handoff(ln);
+			continue;	/* re-check done, then the deadline below */
+		}
+		uint64_t now = vgpu_now_ns();
+		if (now >= deadline) {
+			pthread_mutex_lock(&ln->slots_lock);
+			if (s->state == SLOT_WAITING) {
+				slot_release_locked(ln, s);
+				pthread_mutex_unlock(&ln->slots_lock);
+				gsp_timeout(g, function, s->seq);
+				return -ETIMEDOUT;
+			}
+			pthread_mutex_unlock(&ln->slots_lock);
+		}
+		if (now < spin_until) {
+			vgpu_cpu_relax();
+			continue;
+		}
+		gsp_futex_wait(&s->wake, w, vgpu_min(deadline > now ? deadline - now : 1000000,
+						     2 * VGPU_NSEC_PER_MSEC));
+	}
+	pthread_mutex_lock(&ln->slots_lock);
+	ret = s->result;
+	*len = s->len;
+	slot_release_locked(ln, s);
+	pthread_mutex_unlock(&ln->slots_lock);
+	return ret;
+}
+
+int gsp_call_deadline(struct gsp *g, unsigned int gfid, uint32_t function, const void *req,
+		      size_t req_len, void *reply, size_t reply_cap, size_t *reply_len,
+		      uint64_t deadline_ns)
+{
+	struct gsp_lane *ln;
+	struct gsp_slot *s;
+	uint64_t start, deadline, took;
+	size_t len = 0;
+	int ret;
+
+	if (reply_len)
+		*reply_len = 0;
+	if (!g || (req_len && !req) || req_len > VGPU_RPC_MAX_PAYLOAD || (reply_cap && !reply) ||
+	    reply_cap > VGPU_RPC_MAX_PAYLOAD || gfid >= g->cfg.nr_fns ||
+	    function == VGPU_RPC_FN_CONTINUATION || function >= VGPU_RPC_FN_MAX)
+		return -EINVAL;
+	if (!gsp_call_allowed(g))
+		return -ENOTRECOVERABLE;
+	ln = &g->lanes[gfid % g->l.nr_lanes];
+	start = vgpu_now_ns();
+	deadline = start + (deadline_ns ? deadline_ns : g->cfg.deadline_ns[gsp_fn_class(function)]);
+	ret = slot_get(ln, reply, reply_cap, &s);
+	if (ret)
+		return ret;
+	ret = gsp_send(ln, s, gfid, function, req, req_len, deadline);
+	if (ret) {
+		slot_put(ln, s);
+		return ret;
+	}
+	ret = gsp_wait(ln, s, function, deadline, &len);
+	if (ret == -ETIMEDOUT)
+		return ret;
+	if (reply_len)
+		*reply_len = len;
+	took = vgpu_now_ns() - start;
+	if (ret != -EIO)
+		atomic_store(&g->strikes, 0);
+	STAT_INC(g, rpcs);
+	if (took > g->cfg.slow_ns) {
+		STAT_INC(g, slow);
+		vgpu_warn("gsp: slow RPC %u for fn %u: %llu ms", function, gfid,
+			  (unsigned long long)(took / VGPU_NSEC_PER_MSEC));
+	}
+	return ret;
+}
+
+int gsp_call(struct gsp *g, unsigned int gfid, uint32_t function, const void *req,
+	     size_t req_len, void *reply, size_t reply_cap, size_t *reply_len)
+{
+	return gsp_call_deadline(g, gfid, function, req, req_len, reply, reply_cap, reply_len, 0);
+}
+
+/* ---- events ---- */
+static bool evt_one(struct gsp *g)
+{
+	_Atomic uint32_t *put = (_Atomic uint32_t *)&g->gp->evt_put;
+	_Atomic uint32_t *get = (_Atomic uint32_t *)&g->cp->evt_get;
+	struct vgpu_rpc_event ev;
+	uint32_t gt, pt;
+
+	pthread_mutex_lock(&g->evt_lock);
+	gt = atomic_load_explicit(get, memory_order_relaxed);
+	pt = atomic_load_explicit(put, memory_order_acquire);
+	if (gt == pt || pt - gt > g->l.nr_events) {
+		pthread_mutex_unlock(&g->evt_lock);
+		return false;
+	}
+	ev = g->evts[gt & (g->l.nr_events - 1)];
+	atomic_store_explicit(get, gt + 1, memory_order_release);
+	pthread_mutex_unlock(&g->evt_lock);
+	STAT_INC(g, events);
+	if (g->cfg.event_cb)
+		g->cfg.event_cb(g->cfg.ctx, &ev);
+	return true;
+}
+
+static void *evt_main(void *arg)
+{
+	struct gsp *g = arg;
+	_Atomic uint32_t *put = (_Atomic uint32_t *)&g->gp->evt_put;
+	_Atomic uint32_t *waiting = (_Atomic uint32_t *)&g->cp->evt_waiting;
+
+	while (!atomic_load(&g->stop)) {
+		if (evt_one(g))
+			continue;
+		uint32_t seen = atomic_load_explicit(put, memory_order_acquire);
+		atomic_store(waiting, 1);
+		atomic_thread_fence(memory_order_seq_cst);
+		if (!evt_one(g))
+			gsp_futex_wait(put, seen, 10 * VGPU_NSEC_PER_MSEC);
+		atomic_store(waiting, 0);
+	}
+	return NULL;
+}
+
+/* ---- reset ---- */
+static void gsp_cancel_all(struct gsp *g)
+{
+	for (unsigned int i = 0; i < g->l.nr_lanes; i++) {
+		struct gsp_lane *ln = &g->lanes[i];
+
+		atomic_store(&ln->abort, true);
+		pthread_mutex_lock(&ln->slots_lock);
+		for (uint32_t k = 0; k < GSP_SLOTS; k++) {
+			struct gsp_slot *s = &ln->slots[k];
+
+			if (s->state != SLOT_WAITING)
+				continue;
+			s->result = -EIO;
+			s->state = SLOT_DONE;
+			atomic_store_explicit(&s->done, 1, memory_order_release);
+			atomic_fetch_add(&s->wake, 1);
+			gsp_futex_wake(&s->wake);
+		}
+		pthread_mutex_unlock(&ln->slots_lock);
+		/* Wake a drainer sleeping on the status queue. */
+		gsp_futex_wake(ln->stat.put);
+	}
+}
+
+static int gsp_reset_locked(struct gsp *g)
+{
+	uint64_t t0 = vgpu_now_ns();
+	int ret;
+
+	atomic_store(&g->state, GSP_RESETTING);
+	gsp_cancel_all(g);
+	gsp_kill_locked(g);
+	for (unsigned int i = 0; i < g->l.nr_lanes; i++) {
+		pthread_mutex_lock(&g->lanes[i].rx_lock);
+		pthread_mutex_lock(&g->lanes[i].tx_lock);
+	}
+	pthread_mutex_lock(&g->evt_lock);
+	gsp_format(g);
+	pthread_mutex_unlock(&g->evt_lock);
+	for (unsigned int i = 0; i < g->l.nr_lanes; i++) {
+		atomic_store(&g->lanes[i].abort, false);
+		pthread_mutex_unlock(&g->lanes[i].tx_lock);
+		pthread_mutex_unlock(&g->lanes[i].rx_lock);
+	}
+	ret = gsp_spawn_locked(g);
+	if (!ret)
+		ret = gsp_wait_ready_locked(g);
+	if (ret) {
+		vgpu_err("gsp: restart failed: %s", vgpu_strerror(ret));
+		atomic_store(&g->state, GSP_FATAL);
+		return ret;
+	}
+	atomic_store(&g->strikes, 0);
+	if (g->cfg.reset_cb) {
+		tls_replaying = g;
+		ret = g->cfg.reset_cb(g->cfg.ctx, g);
+		tls_replaying = NULL;
+		if (ret)
+			vgpu_err("gsp: replay after reset failed: %s", vgpu_strerror(ret));
+	}
+	atomic_store(&g->state, GSP_RUNNING);
+	STAT_INC(g, resets);
+	__atomic_store_n(&g->st.last_reset_ns, vgpu_now_ns() - t0, __ATOMIC_RELAXED);
+	vgpu_info("gsp: device reset done in %llu us (GSP pid %d)",
+		  (unsigned long long)((vgpu_now_ns() - t0) / 1000), (int)g->pid);
+	return ret;
+}
+
+int gsp_reset(struct gsp *g)
+{
+	pthread_mutex_lock(&g->reset_lock);
+	int ret = gsp_reset_locked(g);
+	pthread_mutex_unlock(&g->reset_lock);
+	return ret;
+}
+
+static void *wd_main(void *arg)
+{
+	struct gsp *g = arg;
+	int status;
+
+	while (!atomic_load(&g->stop)) {
+		vgpu_sleep_ns(2 * VGPU_NSEC_PER_MSEC);
+		pthread_mutex_lock(&g->reset_lock);
+		if (g->pid > 0 && waitpid(g->pid, &status, WNOHANG) == g->pid) {
+			g->pid = 0;
+			vgpu_err("gsp: vgpu-gsp died (%s %d)", WIFSIGNALED(status) ? "signal" : "exit",
+				 WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+			gsp_mark_fatal(g, "GSP crashed");
+		}
+		if (atomic_load(&g->state) == GSP_FATAL && !g->cfg.no_auto_reset &&
+		    !atomic_load(&g->stop))
+			gsp_reset_locked(g);
+		pthread_mutex_unlock(&g->reset_lock);
+	}
+	return NULL;
+}
+
+/* ---- lifetime ---- */
+static int gsp_cfg_check(struct gsp *g, const struct gsp_config *cfg)
+{
+	const char *path = cfg->path ? cfg->path : gsp_default_path();
+
+	g->cfg = *cfg;
+	if (!path || strlen(path) >= sizeof(g->path) || !cfg->nr_fns || cfg->nr_fns > 64)
+		return -EINVAL;
+	strcpy(g->path, path);
+	if (!g->cfg.nr_lanes)
+		g->cfg.nr_lanes = vgpu_min(cfg->nr_fns, 8u);
+	if (!g->cfg.queue_elems)
+		g->cfg.queue_elems = 64;
+	if (!g->cfg.nr_events)
+		g->cfg.nr_events = 4096;
+	if (!g->cfg.spin_ns)
+		g->cfg.spin_ns = 50 * VGPU_NSEC_PER_USEC;
+	if (!g->cfg.gsp_spin_ns)
+		g->cfg.gsp_spin_ns = 50 * VGPU_NSEC_PER_USEC;
+	for (int c = 0; c < GSP_CLASS_NR; c++)
+		if (!g->cfg.deadline_ns[c])
+			g->cfg.deadline_ns[c] = default_deadline[c];
+	if (!g->cfg.slow_ns)
+		g->cfg.slow_ns = 66 * VGPU_NSEC_PER_MSEC;
+	if (!g->cfg.send_wait_ns)
+		g->cfg.send_wait_ns = VGPU_NSEC_PER_SEC;
+	if (!g->cfg.reset_strikes)
+		g->cfg.reset_strikes = 3;
+	return gsp_layout_compute(g->cfg.nr_lanes, g->cfg.queue_elems, g->cfg.nr_events, &g->l);
+}
+
+static int gsp_map(struct gsp *g)
+{
+	g->qfd = memfd_create("vgpu-gsp-queues", MFD_CLOEXEC);
+	if (g->qfd < 0)
+		return -errno;
+	if (ftruncate(g->qfd, (off_t)g->l.total))
+		return -errno;
+	g->base = mmap(NULL, g->l.total, PROT_READ | PROT_WRITE, MAP_SHARED, g->qfd, 0);
+	if (g->base == MAP_FAILED) {
+		g->base = NULL;
+		return -errno;
+	}
+	g->glob = (void *)g->base;
+	g->gp = (void *)(g->base + GSP_PAGE);
+	g->cp = (void *)(g->base + 2 * GSP_PAGE);
+	g->evts = (void *)(g->base + g->l.evt_off);
+	*g->glob = (struct vgpu_rpcq_global){ .magic = VGPU_RPCQ_MAGIC,
+		.abi_version = VGPU_ABI_VERSION, .nr_lanes = g->l.nr_lanes,
+		.queue_elems = g->l.queue_elems, .nr_events = g->l.nr_events,
+		.nr_fns = g->cfg.nr_fns, .total_size = g->l.total,
+		.gsp_spin_ns = g->cfg.gsp_spin_ns };
+	return 0;
+}
+
+static int gsp_lanes_init(struct gsp *g)
+{
+	for (unsigned int i = 0; i < g->l.nr_lanes; i++) {
+		struct gsp_lane *ln = &g->lanes[i];
+
+		ln->g = g;
+		ln->idx = i;
+		pthread_mutex_init(&ln->tx_lock, NULL);
+		pthread_mutex_init(&ln->rx_lock, NULL);
+		pthread_mutex_init(&ln->slots_lock, NULL);
+		ln->tx = malloc(VGPU_RPC_MAX_ELEMS * VGPU_RPC_ELEM_SIZE);
+		ln->msg = malloc(VGPU_RPC_MAX_ELEMS * VGPU_RPC_ELEM_SIZE);
+		if (!ln->tx || !ln->msg)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+int gsp_start(const struct gsp_config *cfg, struct gsp **out)
+{
+	struct gsp *g = calloc(1, sizeof(*g));
+	int ret;
+
+	if (!g)
+		return -ENOMEM;
+	g->qfd = -1;
+	pthread_mutex_init(&g->reset_lock, NULL);
+	pthread_mutex_init(&g->evt_lock, NULL);
+	ret = gsp_cfg_check(g, cfg);
+	if (ret)
+		goto fail;
+	ret = gsp_map(g);
+	if (ret)
+		goto fail;
+	ret = gsp_lanes_init(g);
+	if (ret)
+		goto fail;
+	gsp_format(g);
+	pthread_mutex_lock(&g->reset_lock);
+	ret = gsp_spawn_locked(g);
+	if (!ret)
+		ret = gsp_wait_ready_locked(g);
+	pthread_mutex_unlock(&g->reset_lock);
+	if (ret)
+		goto fail;
+	if (pthread_create(&g->evt_th, NULL, evt_main, g)) {
+		ret = -EAGAIN;
+		goto fail;
+	}
+	if (pthread_create(&g->wd_th, NULL, wd_main, g)) {
+		atomic_store(&g->stop, true);
+		pthread_join(g->evt_th, NULL);
+		ret = -EAGAIN;
+		goto fail;
+	}
+	*out = g;
+	return 0;
+fail:
+	vgpu_err("gsp: start failed: %s", vgpu_strerror(ret));
+	g->evt_th = g->wd_th = 0;
+	atomic_store(&g->stop, true);
+	gsp_stop(g);
+	return ret;
+}
+
+void gsp_stop(struct gsp *g)
+{
+	if (!g)
+		return;
+	if (g->wd_th) {
+		atomic_store(&g->stop, true);
+		pthread_join(g->wd_th, NULL);
+		pthread_join(g->evt_th, NULL);
+	}
+	pthread_mutex_lock(&g->reset_lock);
+	atomic_store(&g->state, GSP_STOPPED);
+	if (g->base)
+		gsp_cancel_all(g);
+	gsp_kill_locked(g);
+	pthread_mutex_unlock(&g->reset_lock);
+	for (unsigned int i = 0; i < g->l.nr_lanes; i++) {
+		free(g->lanes[i].tx);
+		free(g->lanes[i].msg);
+	}
+	if (g->base)
+		munmap(g->base, g->l.total);
+	if (g->qfd >= 0)
+		close(g->qfd);
+	free(g);
+}
+
+bool gsp_needs_reset(const struct gsp *g)
+{
+	return atomic_load(&((struct gsp *)g)->state) != GSP_RUNNING;
+}
+
+void gsp_get_stats(const struct gsp *g, struct gsp_stats *out)
+{
+	const uint64_t *src = (const uint64_t *)&g->st;
+	uint64_t *dst = (uint64_t *)out;
+
+	for (size_t i = 0; i < sizeof(*out) / sizeof(uint64_t); i++)
+		dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
+	out->events_dropped = __atomic_load_n(&g->gp->evt_dropped, __ATOMIC_RELAXED);
+}
+
+int gsp_pid(const struct gsp *g)
+{
+	return (int)__atomic_load_n(&g->gp->pid, __ATOMIC_RELAXED);
+}
+
+uint64_t gsp_heartbeat_age_ns(const struct gsp *g)
+{
+	uint64_t hb = __atomic_load_n(&g->gp->heartbeat_ns, __ATOMIC_ACQUIRE), now = vgpu_now_ns();
+
+	return now > hb ? now - hb : 0;
+}

@@ -1,0 +1,6 @@
+# rm_gsp: the emulated GSP (program vgpu-gsp) and the CPU-RM side of its message queues.
+MODULES += rm_gsp
+rm_gsp_DIR := rm/gsp
+rm_gsp_DEPS := gpu_model iommu_model common
+rm_gsp_LDLIBS :=
+rm_gsp_TSAN_TESTS :=
