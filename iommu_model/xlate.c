@@ -49,9 +49,9 @@ static void xlate_mark_dirty(struct iommu_domain *d, const struct xc_hit *h, uin
 		uint64_t pte;
 
 		if (d->type == IOMMU_DOMAIN_NESTED) {
-			if (walk_nested(d, iova, access, &w, &reason))
-				return;
-			ptep = w.ptep;
+			/* Its stage-2 translation marks the leaf itself on the way. */
+			walk_nested(d, iova, access, &w, &reason);
+			return;
 		} else if (iommu_pt_walk(d->root, iova, &pte, &level, &ptep)) {
 			return;	/* unmapped meanwhile: nothing to mark */
 		}
@@ -329,8 +329,8 @@ int iommu_translate(struct iommu_domain *d, uint64_t iova, size_t len, unsigned 
 {
 	unsigned int reason;
 
-	if (vgpu_unlikely(!d || !out || !len || (access & ~(IOMMU_READ | IOMMU_WRITE |
-							      IOMMU_NOCACHE))))
+	if (vgpu_unlikely(!d || !out || !len || !(access & (IOMMU_READ | IOMMU_WRITE)) ||
+			  (access & ~(IOMMU_READ | IOMMU_WRITE | IOMMU_NOCACHE))))
 		return -EINVAL;
 	return iommu_xlate(d, IOMMU_NO_PASID, iova, len, access, out, &reason);
 }
@@ -463,6 +463,7 @@ int iommu_fn_translate(struct iommu *mmu, unsigned int rid, uint32_t pasid, uint
 	int ret;
 
 	if (!mmu || rid >= IOMMU_MAX_FUNCS || pasid > IOMMU_PASID_MAX || !out || !len ||
+	    !(access & (IOMMU_READ | IOMMU_WRITE)) ||
 	    (access & ~(IOMMU_READ | IOMMU_WRITE | IOMMU_NOCACHE)))
 		return -EINVAL;
 	iommu_access_begin();

@@ -166,6 +166,19 @@ static void test_nest_basic(void **state)
 	/* Stage-1 read-only: write refused. */
 	assert_int_equal(iommu_dma_write(mmu, RID, 1ull << 40, &b, 1), -EACCES);
 	assert_int_equal(iommu_dma_write(mmu, RID, (1ull << 40) + PG, &b, 1), 0);
+	/* Dirty tracking on the stage-2 sees writes made through stage-1, on a walk and on
+	 * IOTLB hits alike. */
+	assert_int_equal(iommu_set_dirty_tracking(v.s2, true), 0);
+	for (int round = 0; round < 3; round++) {
+		uint8_t bm[8] = { 0 };
+
+		assert_int_equal(iommu_dma_write(mmu, RID, (1ull << 40) + PG + round, &b, 1), 0);
+		assert_int_equal(iommu_read_dirty(v.s2, IPA0, 64 * PG, PG, bm, 0), 0);
+		assert_int_equal(bm[33 / 8], 1 << (33 % 8));	/* only data page 33 */
+		for (int k = 0; k < 8; k++)
+			if (k != 33 / 8)
+				assert_int_equal(bm[k], 0);
+	}
 	/* Host-side rules: nested tables are the function's, parent stays busy. */
 	assert_int_equal(iommu_map(v.s1, v.mo, 0, PG, IOMMU_READ, 0, &iova), -EINVAL);
 	o.parent = v.s1;
