@@ -5,6 +5,7 @@
  *
  *   iommu_bench [--json] */
 #include <errno.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,12 +103,48 @@ static double xlate_ns(struct iommu_domain *d, uint64_t iova, unsigned int pages
 	return (double)t / (double)iters;
 }
 
+static double rate(uint64_t n, uint64_t ns)
+{
+	return (double)n * 1e9 / (double)ns;
+}
+
 struct results {
 	double hit_ns, burst_ns, walk_ns, hit_misses_per_op;
+	double mt_1_mops, mt_2_mops;	/* translations/s, 1 and 2 threads (hits) */
 	double map4k_strict, unmap4k_strict, map4k_lazy, unmap4k_lazy, map2m, unmap2m;
 	uint64_t misses_4k, misses_2m;
 	double gbps_4k, gbps_2m, gbps_memcpy;
 };
+
+struct mt_arg {
+	struct iommu_domain *d;
+	uint64_t iova;
+};
+
+static void *mt_worker(void *p)
+{
+	struct mt_arg *a = p;
+
+	xlate_ns(a->d, a->iova, HIT_PAGES, IOMMU_READ, 4000000);
+	return NULL;
+}
+
+/* Aggregate translations/s with @n threads, each on its own 256 pages of one domain. */
+static double bench_mt(struct iommu_domain *d, int n)
+{
+	pthread_t th[2];
+	struct mt_arg a[2];
+	uint64_t t0 = vgpu_now_ns();
+
+	for (int i = 0; i < n; i++) {
+		a[i] = (struct mt_arg){ d, (1ull << 40) + (uint64_t)i * HIT_PAGES * PG };
+		if (pthread_create(&th[i], NULL, mt_worker, &a[i]))
+			die("pthread_create", -EAGAIN);
+	}
+	for (int i = 0; i < n; i++)
+		pthread_join(th[i], NULL);
+	return rate(4000000ull * (uint64_t)n, vgpu_now_ns() - t0) / 1e6;
+}
 
 static void bench_xlate(struct results *r)
 {
@@ -136,14 +173,11 @@ static void bench_xlate(struct results *r)
 	iommu_get_stats(mmu, &st);
 	r->hit_misses_per_op = (double)st.iotlb_misses / (RUNS * 4000000.0);
 	r->burst_ns = median(burst, RUNS) / 1000;
+	r->mt_1_mops = bench_mt(d, 1);
+	r->mt_2_mops = bench_mt(d, 2);
 	r->hit_ns = median(hit, RUNS) / 1000;
 	r->walk_ns = median(walk, RUNS) / 1000;
 	iommu_destroy(mmu);
-}
-
-static double rate(uint64_t n, uint64_t ns)
-{
-	return (double)n * 1e9 / (double)ns;
 }
 
 /* map then unmap @n mappings of @len: ops/s each way. */
@@ -256,11 +290,12 @@ int main(int argc, char **argv)
 		       "\"map_4k_strict_per_s\": %.0f, \"unmap_4k_strict_per_s\": %.0f, "
 		       "\"map_4k_lazy_per_s\": %.0f, \"unmap_4k_lazy_per_s\": %.0f, "
 		       "\"map_2m_per_s\": %.0f, \"unmap_2m_per_s\": %.0f, "
-		       "\"stream_4k_gbps\": %.2f, \"stream_2m_gbps\": %.2f, \"memcpy_gbps\": %.2f}\n",
+		       "\"stream_4k_gbps\": %.2f, \"stream_2m_gbps\": %.2f, \"memcpy_gbps\": %.2f, "
+		       "\"xlate_1t_mops\": %.1f, \"xlate_2t_mops\": %.1f}\n",
 		       r.hit_ns, r.walk_ns, (unsigned long long)r.misses_4k,
 		       (unsigned long long)r.misses_2m, r.burst_ns, r.hit_ns / r.walk_ns, r.map4k_strict,
 		       r.unmap4k_strict, r.map4k_lazy, r.unmap4k_lazy, r.map2m, r.unmap2m,
-		       r.gbps_4k, r.gbps_2m, r.gbps_memcpy);
+		       r.gbps_4k, r.gbps_2m, r.gbps_memcpy, r.mt_1_mops, r.mt_2_mops);
 		return 0;
 	}
 	printf("iommu_bench (median of %d runs where repeated)\n\n", RUNS);
@@ -271,6 +306,8 @@ int main(int argc, char **argv)
 	       r.hit_misses_per_op);
 	printf("%-44s %12.2f %12.3f\n", "IOTLB hit, burst in one page (per-thread)", r.burst_ns,
 	       r.burst_ns / r.walk_ns);
+	printf("%-44s %12.1f %12.1f   (M translations/s, 1 thread / 2 threads)\n",
+	       "IOTLB hits, threads on one domain", r.mt_1_mops, r.mt_2_mops);
 	printf("\n%-44s %12s %12s\n", "map / unmap", "map ops/s", "unmap ops/s");
 	printf("%-44s %12.0f %12.0f\n", "4 KiB, strict (unmap waits for flush)", r.map4k_strict,
 	       r.unmap4k_strict);
