@@ -1,0 +1,170 @@
+/* vgpu/vf_bar.h - ABI: a VF's BAR2 (the one shared-memory object a guest receives) and the
+ * endpoint protocol that hands it over.
+ *
+ * ENDPOINT. vgpud listens on <runtime-dir>/vf<N>.sock (N = VF number, 1-based) and speaks
+ * QEMU's ivshmem-server protocol, so a local guest process and QEMU's ivshmem-doorbell
+ * device attach the same way. Every message is 8 bytes, a little-endian int64, optionally
+ * carrying one fd (SCM_RIGHTS). On accept, vgpud sends in this order:
+ *   1. 0                     protocol version (VF_EP_PROTO_VERSION), no fd
+ *   2. ID                    the client's peer id (= the VF number), no fd
+ *   3. -1 + BAR2 fd          the shared-memory object described below
+ *   4. 0 x VF_NR_VECTORS     each with one eventfd: "peer 0 (vgpud) connected"; writing
+ *                            8 bytes (value 1) to fd v rings vgpud on vector v
+ *   5. ID x VF_NR_VECTORS    each with one eventfd: the client's own vectors; vgpud writes
+ *                            fd v to interrupt the client on vector v (MSI-X vector v)
+ * Nothing else follows (vgpud never announces other guests: a VF sees only its own
+ * BAR2 and vgpud). A client never writes to the socket; closing it detaches. Only the
+ * slice's owner (root or the slice's owner uid, by SO_PEERCRED) may attach, and only one
+ * client at a time: a refused client sees the socket closed before message 1.
+ * Inside a VM the driver rings vector v by writing (0 << 16) | v to BAR0 + 0x0C.
+ *
+ * BAR2 LAYOUT. The size is a power of two (QEMU needs one). The VRAM aperture starts at
+ * offset 0 so that the very same file backs the device's VRAM slice (vgpud maps file
+ * offset 0 into the device's VRAM at the slice's base): the guest and the device see the
+ * same bytes and the guest sees nothing outside its slice. The control area is the last
+ * VF_BAR_CTRL_SIZE bytes of BAR2; its first page is the header, which gives every other
+ * offset. A driver therefore reads the header at bar_size - VF_BAR_CTRL_SIZE, checks
+ * magic and ABI major, then uses only the offsets it finds there:
+ *
+ *   0                      VRAM aperture: the VF's VRAM slice, vram_size bytes
+ *   ...                    (hole: unbacked, reads as zeros, costs nothing)
+ *   dma_off                DMA-able system memory (GPFIFO rings, pushbuffers, USERD, ...)
+ *   ctrl_off = bar_size - VF_BAR_CTRL_SIZE
+ *     + 0                  header page (struct vf_bar_header)
+ *     + VF_BAR_REQ_OFF     request ring: guest -> vgpud  (struct vgpu_ring_hdr + slots)
+ *     + VF_BAR_RSP_OFF     reply ring:   vgpud -> guest
+ *     + VF_BAR_EVT_OFF     event ring:   vgpud -> guest (struct vf_event, e.g. VF reset)
+ *
+ * MAILBOX. The rings use the SPSC layout of vgpu/ring.h (common/ring.h implements it;
+ * either side treats the other's counters as untrusted). A request is one slot of
+ * VF_MBOX_SLOT_SIZE bytes: struct vf_msg then @length payload bytes. The guest pushes it
+ * and rings VF_VEC_MBOX; vgpud answers every request with one reply slot carrying the same
+ * seq and type (status 0 or -errno) and interrupts VF_VEC_MBOX. VF_MSG_RM carries a guest
+ * RM call as an RM wire message (include/vgpu/rm.h); vgpud runs it against the shared RM
+ * as a client bound to this VF. Events are pushed to the event ring with VF_VEC_EVENT.
+ *
+ * RESET. A VF reset (FLR) stops the VF's channels, frees its RM clients and scrubs its
+ * VRAM aperture to zeros; vgpud then re-formats the three rings, bumps reset_count, sets
+ * state back to VF_STATE_READY and posts VF_EVT_RESET. A guest that sees reset_count
+ * change must re-attach its ring views (vgpu_ring_attach) and rebuild its GPU state. */
+#ifndef VGPU_ABI_VF_BAR_H
+#define VGPU_ABI_VF_BAR_H
+
+#include <stdint.h>
+
+#include <vgpu/ring.h>
+#include <vgpu/version.h>
+
+#define VF_EP_PROTO_VERSION	0		/* ivshmem-server protocol revision */
+
+#define VF_BAR_MAGIC		0x3146564d55504756ull	/* "VGPUMVF1" little-endian */
+#define VF_BAR_HDR_SIZE		4096u
+#define VF_BAR_CTRL_SIZE	(256u << 10)	/* header + rings, at the end of BAR2 */
+#define VF_BAR_REQ_OFF		(64u << 10)	/* offsets inside the control area */
+#define VF_BAR_RSP_OFF		(128u << 10)
+#define VF_BAR_EVT_OFF		(192u << 10)
+#define VF_BAR_RING_REGION	(64u << 10)	/* bytes reserved for each ring */
+#define VF_BAR_DMA_DEFAULT	(4u << 20)	/* default DMA memory size */
+
+#define VF_MBOX_SLOT_SIZE	4096u		/* one request or reply */
+#define VF_MBOX_SLOTS		8u
+#define VF_EVT_SLOT_SIZE	64u
+#define VF_EVT_SLOTS		256u
+
+/* Notification vectors (eventfds in both directions, MSI-X vectors inside a VM). */
+enum vf_vector {
+	VF_VEC_MBOX	= 0,	/* guest->host: request pushed; host->guest: reply pushed */
+	VF_VEC_EVENT	= 1,	/* host->guest: event pushed */
+	VF_NR_VECTORS	= 2,
+};
+
+/* header.state */
+enum vf_state {
+	VF_STATE_READY		= 1,	/* rings formatted, mailbox served */
+	VF_STATE_RESETTING	= 2,	/* an FLR is in progress: do not touch the rings */
+	VF_STATE_STOPPED	= 3,	/* the slice is being stopped: detach */
+};
+
+/* The header page. Written by vgpud only; a guest reads it. */
+struct vf_bar_header {
+	uint64_t magic;			/* VF_BAR_MAGIC */
+	uint32_t abi_version;		/* VGPU_ABI_VERSION (vgpu/version.h) */
+	uint32_t header_size;		/* sizeof(struct vf_bar_header) */
+	uint32_t vf_id;			/* 1..63 */
+	uint32_t state;			/* enum vf_state, accessed atomically */
+	uint32_t reset_count;		/* bumped after each completed reset, atomically */
+	uint32_t nr_vectors;		/* VF_NR_VECTORS */
+	uint64_t bar_size;		/* power of two */
+	uint64_t vram_off, vram_size;	/* the VRAM aperture (vram_off is 0) */
+	uint64_t dma_off, dma_size;	/* DMA memory */
+	uint64_t ctrl_off;		/* bar_size - VF_BAR_CTRL_SIZE */
+	uint64_t req_off, rsp_off, evt_off;	/* ring headers, absolute BAR2 offsets */
+	uint64_t ring_region_size;	/* VF_BAR_RING_REGION */
+	/* what the slice was provisioned with (as vgpuctl reports it) */
+	uint32_t channels;
+	uint32_t doorbells;
+	uint32_t exec_quantum_ms;	/* 0 = unlimited */
+	uint32_t preempt_timeout_us;	/* 0 = unlimited */
+	uint8_t slice_uuid[16];		/* the slice (RFC 4122 byte order) */
+	uint8_t reserved[3952];
+};
+_Static_assert(sizeof(struct vf_bar_header) == VF_BAR_HDR_SIZE, "header page is ABI");
+
+/* Mailbox message types. */
+enum vf_msg_type {
+	VF_MSG_PING	= 1,	/* echo: the reply carries the request's payload back */
+	VF_MSG_GET_INFO	= 2,	/* reply payload: struct vf_msg_info */
+	VF_MSG_RM	= 3,	/* payload: an RM wire message (vgpu/rm.h); reply: its reply */
+};
+
+/* Start of every mailbox slot. */
+struct vf_msg {
+	uint32_t type;		/* enum vf_msg_type */
+	uint32_t seq;		/* chosen by the guest, echoed in the reply */
+	uint32_t length;	/* payload bytes, <= VF_MSG_MAX_PAYLOAD */
+	int32_t status;		/* requests: 0; replies: 0 or -errno (-EOPNOTSUPP: unknown type) */
+	uint32_t flags;		/* 0 (reserved) */
+	uint32_t reserved;
+	/* payload follows */
+};
+#define VF_MSG_MAX_PAYLOAD	(VF_MBOX_SLOT_SIZE - sizeof(struct vf_msg))
+
+/* VF_MSG_GET_INFO reply. */
+struct vf_msg_info {
+	uint32_t vf_id;
+	uint32_t abi_version;
+	uint64_t vram_size;
+	uint32_t channels;
+	uint32_t doorbells;
+	uint32_t reset_count;
+	uint32_t reserved;
+};
+
+/* Event types (event ring). */
+enum vf_event_type {
+	VF_EVT_RESET	= 1,	/* arg0: new reset_count */
+	VF_EVT_STOP	= 2,	/* the slice is being stopped; the BAR will go away */
+};
+
+/* One event slot. */
+struct vf_event {
+	uint32_t type;		/* enum vf_event_type */
+	uint32_t reserved;
+	uint64_t arg0, arg1;
+	uint64_t timestamp_ns;	/* host CLOCK_MONOTONIC */
+	uint8_t pad[32];
+};
+_Static_assert(sizeof(struct vf_event) == VF_EVT_SLOT_SIZE, "event slot is ABI");
+
+/* BAR2 size for a slice with @vram_size bytes of VRAM and @dma_size bytes of DMA memory
+ * (both 2 MiB multiples): the smallest power of two holding all three parts. */
+static inline uint64_t vf_bar_size(uint64_t vram_size, uint64_t dma_size)
+{
+	uint64_t need = vram_size + dma_size + VF_BAR_CTRL_SIZE, s = 1;
+
+	while (s < need)
+		s <<= 1;
+	return s;
+}
+
+#endif

@@ -1,0 +1,132 @@
+/* vgpud - the PF manager daemon of one emulated GPU. See doc/vgpud.8. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "common/log.h"
+#include "pf_manager/pf_manager.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: vgpud [options]\n"
+		"  -c, --config FILE        INI configuration (flags override it)\n"
+		"      --runtime-dir DIR    sockets (default /run/vgpud)\n"
+		"      --state-dir DIR      slice definitions and journal (default /var/lib/vgpud)\n"
+		"      --vram SIZE          device VRAM, e.g. 16G (default 16G)\n"
+		"      --max-vfs N          VFs the device supports, 1..63 (default 63)\n"
+		"      --num-vfs N          VFs enabled on first start (default 0)\n"
+		"      --spare-vram SIZE    VRAM kept for the PF (default 512M)\n"
+		"      --model NAME         GPU model name used in type names (default vgpu)\n"
+		"      --sched-policy P     best-effort | equal-share | fixed-share\n"
+		"      --admin-group GROUP  group allowed to change state besides root\n"
+		"      --socket-mode MODE   control socket mode (default 0660)\n"
+		"      --log-level LEVEL    error | warn | info | debug (default info)\n"
+		"  -h, --help               this text\n"
+		"  -V, --version            print the version\n");
+}
+
+enum { O_RUNTIME = 256, O_STATE, O_VRAM, O_MAXVFS, O_NUMVFS, O_SPARE, O_MODEL, O_POLICY,
+       O_GROUP, O_MODE, O_LOGLEVEL };
+
+static const struct option opts[] = {
+	{ "config", required_argument, NULL, 'c' },
+	{ "runtime-dir", required_argument, NULL, O_RUNTIME },
+	{ "state-dir", required_argument, NULL, O_STATE },
+	{ "vram", required_argument, NULL, O_VRAM },
+	{ "max-vfs", required_argument, NULL, O_MAXVFS },
+	{ "num-vfs", required_argument, NULL, O_NUMVFS },
+	{ "spare-vram", required_argument, NULL, O_SPARE },
+	{ "model", required_argument, NULL, O_MODEL },
+	{ "sched-policy", required_argument, NULL, O_POLICY },
+	{ "admin-group", required_argument, NULL, O_GROUP },
+	{ "socket-mode", required_argument, NULL, O_MODE },
+	{ "log-level", required_argument, NULL, O_LOGLEVEL },
+	{ "help", no_argument, NULL, 'h' },
+	{ "version", no_argument, NULL, 'V' },
+	{ NULL, 0, NULL, 0 },
+};
+
+/* Flag -> (section, key) of the configuration. */
+static const struct { int opt; const char *section, *key; } flag_keys[] = {
+	{ O_RUNTIME, "paths", "runtime_dir" }, { O_STATE, "paths", "state_dir" },
+	{ O_VRAM, "gpu", "vram" }, { O_MAXVFS, "pf", "max_vfs" }, { O_NUMVFS, "pf", "num_vfs" },
+	{ O_SPARE, "pf", "spare_vram" }, { O_MODEL, "gpu", "model" },
+	{ O_POLICY, "sched", "policy" }, { O_GROUP, "control", "admin_group" },
+	{ O_MODE, "control", "socket_mode" },
+};
+
+static int apply_flag(struct pf_config *cfg, int opt, const char *arg)
+{
+	enum vgpu_log_level lvl;
+
+	if (opt == O_LOGLEVEL) {
+		if (vgpu_log_parse_level(arg, &lvl))
+			return -EINVAL;
+		vgpu_log_set_level(lvl);
+		return 0;
+	}
+	for (unsigned int i = 0; i < sizeof(flag_keys) / sizeof(flag_keys[0]); i++)
+		if (flag_keys[i].opt == opt)
+			return pf_config_set(cfg, flag_keys[i].section, flag_keys[i].key, arg);
+	return -EINVAL;
+}
+
+static void ready(void)
+{
+	fflush(stderr);
+}
+
+int main(int argc, char **argv)
+{
+	struct pf_config cfg;
+	struct pf_daemon *d;
+	const char *config = NULL;
+	char err[512];
+	int c, r;
+
+	pf_config_defaults(&cfg);
+	if (!getenv("VGPU_LOG"))
+		vgpu_log_set_level(VGPU_LOG_INFO);
+	/* First pass: only --config, so that flags given anywhere override the file. */
+	while ((c = getopt_long(argc, argv, "c:hV", opts, NULL)) != -1) {
+		if (c == 'c')
+			config = optarg;
+		else if (c == 'h')
+			return usage(stdout), 0;
+		else if (c == 'V')
+			return printf("vgpud 1.0\n"), 0;
+		else if (c == '?')
+			return usage(stderr), 2;
+	}
+	if (optind < argc) {
+		fprintf(stderr, "vgpud: unexpected argument \"%s\"\n", argv[optind]);
+		return 2;
+	}
+	if (config && pf_config_load(&cfg, config, err, sizeof(err))) {
+		fprintf(stderr, "vgpud: %s: %s\n", config, err);
+		return 1;
+	}
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "c:hV", opts, NULL)) != -1) {
+		if (c >= 256 && apply_flag(&cfg, c, optarg)) {
+			fprintf(stderr, "vgpud: bad value \"%s\" for --%s\n", optarg, opts[c - 255].name);
+			return 2;
+		}
+	}
+	if (pf_config_check(&cfg, err, sizeof(err))) {
+		fprintf(stderr, "vgpud: configuration: %s\n", err);
+		return 2;
+	}
+	r = pf_daemon_create(&cfg, &d);
+	if (r) {
+		fprintf(stderr, "vgpud: cannot start: %s\n", vgpu_strerror(r));
+		return 1;
+	}
+	r = pf_daemon_run(d, ready);
+	pf_daemon_destroy(d);
+	return r ? 1 : 0;
+}

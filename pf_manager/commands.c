@@ -1,0 +1,413 @@
+/* Control commands: one handler per "execute" name; queries build their reply from the
+ * live state, mutating commands go through slice.c. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/compiler.h"
+#include "common/err.h"
+#include "common/log.h"
+#include "gpu_model/gpu.h"
+#include "pma/pma.h"
+#include "pf_manager/pf_internal.h"
+
+typedef int (*pf_cmd_fn)(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
+			 struct pf_err *e);
+
+static int cmd_query_types(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
+			   struct pf_err *e)
+{
+	json_object *arr = json_object_new_array();
+
+	(void)args; (void)dry; (void)e;
+	for (unsigned int i = 0; i < d->nr_types; i++) {
+		const struct pf_type *t = &d->types[i];
+		struct pf_err why = { 0 };
+		json_object *o = json_object_new_object();
+		unsigned int running = 0;
+		int r;
+
+		for (unsigned int vf = 1; vf <= PF_MAX_VFS; vf++)
+			running += d->vfs[vf] && !strcmp(d->vfs[vf]->type, t->name);
+		json_object_object_add(o, "name", json_object_new_string(t->name));
+		pf_json_add_u64(o, "vram_bytes", t->q.vram);
+		json_object_object_add(o, "fair_share", json_object_new_boolean(!t->q.vram));
+		json_object_object_add(o, "channels", json_object_new_int((int)t->q.channels));
+		json_object_object_add(o, "doorbells", json_object_new_int((int)t->q.doorbells));
+		json_object_object_add(o, "exec_quantum_ms", json_object_new_int((int)t->q.exec_quantum_ms));
+		json_object_object_add(o, "max_instances", json_object_new_int((int)t->max_instances));
+		json_object_object_add(o, "running", json_object_new_int((int)running));
+		json_object_object_add(o, "supported", json_object_new_boolean(true));
+		r = pf_type_creatable(d, t, &why);
+		json_object_object_add(o, "creatable", json_object_new_boolean(!r));
+		if (r)
+			json_object_object_add(o, "reason", json_object_new_string(why.msg));
+		json_object_put(why.data);
+		json_object_array_add(arr, o);
+	}
+	json_object_object_add(ret, "schema", json_object_new_int(1));
+	json_object_object_add(ret, "parent", json_object_new_string(d->cfg.pf_id));
+	json_object_object_add(ret, "types", arr);
+	return 0;
+}
+
+static int cmd_query_slices(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
+			    struct pf_err *e)
+{
+	json_object *arr = json_object_new_array(), *v;
+	const char *only = NULL;
+	char norm[PF_UUID_STR];
+
+	(void)dry;
+	if (args && json_object_object_get_ex(args, "uuid", &v)) {
+		if (pf_uuid_parse(json_object_get_string(v), norm, NULL)) {
+			json_object_put(arr);
+			return pf_fail(e, -EINVAL, "\"%.64s\" is not a UUID", json_object_get_string(v));
+		}
+		only = norm;
+		if (!pf_slice_find(d, norm)) {
+			json_object_put(arr);
+			return pf_fail(e, -ENOENT, "slice %s not found", norm);
+		}
+	}
+	for (unsigned int i = 0; i < d->nr_slices; i++)
+		if (!only || !strcmp(only, d->slices[i]->uuid))
+			json_object_array_add(arr, pf_slice_json(d, d->slices[i]));
+	json_object_object_add(ret, "schema", json_object_new_int(1));
+	json_object_object_add(ret, "parent", json_object_new_string(d->cfg.pf_id));
+	json_object_object_add(ret, "slices", arr);
+	return 0;
+}
+
+static const char *policy_name(int p)
+{
+	return p == GPU_SCHED_EQUAL_SHARE ? "equal-share" :
+	       p == GPU_SCHED_FIXED_SHARE ? "fixed-share" : "best-effort";
+}
+
+static int cmd_query_status(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
+			    struct pf_err *e)
+{
+	struct pma_stats st;
+	unsigned int running = 0;
+	uint32_t ch, db;
+
+	(void)args; (void)dry; (void)e;
+	pma_get_stats(d->pma, &st);
+	pf_used_counts(d, &ch, &db);
+	for (unsigned int vf = 1; vf <= PF_MAX_VFS; vf++)
+		running += d->vfs[vf] != NULL;
+	json_object_object_add(ret, "schema", json_object_new_int(1));
+	json_object_object_add(ret, "parent", json_object_new_string(d->cfg.pf_id));
+	json_object_object_add(ret, "model", json_object_new_string(d->cfg.model));
+	pf_json_add_u64(ret, "vram_bytes", d->cfg.vram_size);
+	pf_json_add_u64(ret, "spare_vram_bytes", d->cfg.spare_vram);
+	pf_json_add_u64(ret, "usable_vram_bytes", pf_usable_vram(d));
+	pf_json_add_u64(ret, "free_vram_bytes", st.free_bytes);
+	pf_json_add_u64(ret, "largest_free_bytes", st.largest_free_bytes);
+	pf_json_add_u64(ret, "free_vram_bytes_at_start", d->pma_free_at_start);
+	json_object_object_add(ret, "max_vfs", json_object_new_int((int)d->cfg.max_vfs));
+	json_object_object_add(ret, "num_vfs", json_object_new_int((int)d->num_vfs));
+	json_object_object_add(ret, "vfs_in_use", json_object_new_int((int)running));
+	json_object_object_add(ret, "slices_defined", json_object_new_int((int)d->nr_slices));
+	json_object_object_add(ret, "channels_total", json_object_new_int((int)d->cfg.channels));
+	json_object_object_add(ret, "channels_used", json_object_new_int((int)ch));
+	json_object_object_add(ret, "doorbells_total", json_object_new_int((int)d->cfg.doorbells));
+	json_object_object_add(ret, "doorbells_used", json_object_new_int((int)db));
+	json_object_object_add(ret, "sched_policy",
+			       json_object_new_string(policy_name(d->cfg.sched_policy)));
+	json_object_object_add(ret, "runtime_dir", json_object_new_string(d->cfg.runtime_dir));
+	json_object_object_add(ret, "state_dir", json_object_new_string(d->cfg.state_dir));
+	json_object_object_add(ret, "uptime_ms",
+			       json_object_new_int64((int64_t)((vgpu_now_ns() - d->started_ns) / 1000000)));
+	return 0;
+}
+
+static json_object *vf_stats(struct pf_daemon *d, struct pf_slice *s)
+{
+	json_object *o = json_object_new_object(), *sc = json_object_new_object();
+	json_object *db = json_object_new_object(), *rpc = json_object_new_object();
+	struct gpu_sched_stats ss;
+	struct gpu_db_stats ds;
+
+	gpu_sched_stats(d->gpu, s->vf, &ss);
+	gpu_db_stats(d->gpu, s->vf, &ds);
+	json_object_object_add(o, "vf", json_object_new_int((int)s->vf));
+	json_object_object_add(o, "uuid", json_object_new_string(s->uuid));
+	pf_json_add_u64(sc, "run_ns", ss.run_ns);
+	pf_json_add_u64(sc, "preempt_ns", ss.preempt_ns);
+	pf_json_add_u64(sc, "idle_ns", ss.idle_ns);
+	pf_json_add_u64(sc, "target_slice_ns", ss.target_slice_ns);
+	pf_json_add_u64(sc, "slices", ss.slices);
+	pf_json_add_u64(sc, "preempt_timeouts", ss.preempt_timeouts);
+	pf_json_add_u64(sc, "stall_ns", ss.stall_ns);
+	json_object_object_add(o, "sched", sc);
+	pf_json_add_u64(db, "rung", ds.rung);
+	pf_json_add_u64(db, "accepted", ds.accepted);
+	pf_json_add_u64(db, "invalid", ds.invalid);
+	pf_json_add_u64(db, "disabled", ds.disabled);
+	pf_json_add_u64(db, "spurious", ds.spurious);
+	pf_json_add_u64(db, "overruns", ds.overruns);
+	json_object_object_add(o, "doorbell", db);
+	pf_json_add_u64(rpc, "ok", s->rpc_ok);
+	pf_json_add_u64(rpc, "errors", s->rpc_err);
+	pf_json_add_u64(rpc, "kicks", s->mbox_kicks);
+	json_object_object_add(o, "rpc", rpc);
+	pf_json_add_u64(o, "resets", s->resets);
+	pf_json_add_u64(o, "vram_bytes", s->prov.vram);
+	pf_json_add_u64(o, "vram_used_bytes", s->prov.vram - pma_free_bytes(s->child));
+	json_object_object_add(o, "attached", json_object_new_boolean(pf_endpoint_attached(s)));
+	return o;
+}
+
+static int cmd_query_stats(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
+			   struct pf_err *e)
+{
+	json_object *arr = json_object_new_array(), *v;
+	int only = 0;
+
+	(void)dry;
+	if (args && json_object_object_get_ex(args, "vf", &v)) {
+		only = json_object_get_int(v);
+		if (!json_object_is_type(v, json_type_int) || only < 1 || only > PF_MAX_VFS ||
+		    !d->vfs[only]) {
+			json_object_put(arr);
+			return pf_fail(e, -ENOENT, "VF %.16s has no running slice",
+				       json_object_get_string(v));
+		}
+	}
+	for (unsigned int vf = 1; vf <= PF_MAX_VFS; vf++)
+		if (d->vfs[vf] && (!only || (unsigned int)only == vf))
+			json_object_array_add(arr, vf_stats(d, d->vfs[vf]));
+	json_object_object_add(ret, "schema", json_object_new_int(1));
+	json_object_object_add(ret, "vfs", arr);
+	return 0;
+}
+
+static json_object *segment(const char *kind, uint64_t base, uint64_t size)
+{
+	json_object *o = json_object_new_object();
+
+	json_object_object_add(o, "kind", json_object_new_string(kind));
+	pf_json_add_u64(o, "base", base);
+	pf_json_add_u64(o, "size", size);
+	return o;
+}
+
+static json_object *slice_segment(struct pf_slice *s)
+{
+	json_object *o = segment("slice", s->base, s->prov.vram), *al = json_object_new_array();
+	struct pma_range r[256];
+	size_t nr = 0;
+
+	json_object_object_add(o, "uuid", json_object_new_string(s->uuid));
+	json_object_object_add(o, "vf", json_object_new_int((int)s->vf));
+	json_object_object_add(o, "type", json_object_new_string(s->type));
+	pf_json_add_u64(o, "used_bytes", s->prov.vram - pma_free_bytes(s->child));
+	/* The first 256 runs are plenty for a picture; used_bytes has the exact figure. */
+	if (!pma_export(s->child, r, VGPU_ARRAY_SIZE(r), &nr)) {
+		for (size_t i = 0; i < vgpu_min(nr, (size_t)VGPU_ARRAY_SIZE(r)); i++) {
+			json_object *a = json_object_new_array();
+
+			json_object_array_add(a, json_object_new_uint64(r[i].base));
+			json_object_array_add(a, json_object_new_uint64(r[i].size));
+			json_object_array_add(al, a);
+		}
+	}
+	json_object_object_add(o, "allocations", al);
+	return o;
+}
+
+static int cmd_query_vram_map(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
+			      struct pf_err *e)
+{
+	json_object *segs = json_object_new_array();
+	struct pf_slice *order[PF_MAX_VFS];
+	unsigned int n = 0;
+	uint64_t at = d->cfg.spare_vram;
+
+	(void)args; (void)dry; (void)e;
+	for (unsigned int vf = 1; vf <= PF_MAX_VFS; vf++)
+		if (d->vfs[vf])
+			order[n++] = d->vfs[vf];
+	for (unsigned int i = 1; i < n; i++)		/* by base: at most 63 entries */
+		for (unsigned int k = i; k > 0 && order[k - 1]->base > order[k]->base; k--) {
+			struct pf_slice *t = order[k];
+
+			order[k] = order[k - 1];
+			order[k - 1] = t;
+		}
+	if (d->cfg.spare_vram)
+		json_object_array_add(segs, segment("pf-spare", 0, d->cfg.spare_vram));
+	for (unsigned int i = 0; i < n; i++) {
+		if (order[i]->base > at)
+			json_object_array_add(segs, segment("free", at, order[i]->base - at));
+		json_object_array_add(segs, slice_segment(order[i]));
+		at = order[i]->base + order[i]->prov.vram;
+	}
+	if (at < d->cfg.vram_size)
+		json_object_array_add(segs, segment("free", at, d->cfg.vram_size - at));
+	json_object_object_add(ret, "schema", json_object_new_int(1));
+	pf_json_add_u64(ret, "vram_bytes", d->cfg.vram_size);
+	json_object_object_add(ret, "segments", segs);
+	return 0;
+}
+
+static int cmd_query_version(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
+			     struct pf_err *e)
+{
+	(void)d; (void)args; (void)dry; (void)e;
+	json_object_object_add(ret, "package", json_object_new_string("vgpud 1.0"));
+	json_object_object_add(ret, "abi_major", json_object_new_int(VGPU_ABI_MAJOR));
+	json_object_object_add(ret, "abi_minor", json_object_new_int(VGPU_ABI_MINOR));
+	return 0;
+}
+
+static const struct pf_cmd {
+	const char *name;
+	pf_cmd_fn fn;
+	bool mutating;
+} pf_cmds[] = {
+	{ "query-version",	cmd_query_version,	false },
+	{ "query-types",	cmd_query_types,	false },
+	{ "query-slices",	cmd_query_slices,	false },
+	{ "query-status",	cmd_query_status,	false },
+	{ "query-stats",	cmd_query_stats,	false },
+	{ "query-vram-map",	cmd_query_vram_map,	false },
+	{ "define-slice",	pf_slice_define,	true },
+	{ "undefine-slice",	pf_slice_undefine,	true },
+	{ "start-slice",	pf_slice_start_cmd,	true },
+	{ "stop-slice",		pf_slice_stop_cmd,	true },
+	{ "modify-slice",	pf_slice_modify,	true },
+	{ "set-vfs",		pf_set_vfs,		true },
+	{ "reset-vf",		pf_vf_reset_cmd,	true },
+};
+
+static const char *err_class(int code)
+{
+	switch (code) {
+	case -ENOENT:
+		return "NotFound";
+	case -EEXIST:
+	case -EBUSY:
+		return "Conflict";
+	case -ENOSPC:
+	case -ENOMEM:
+		return "InsufficientResources";
+	case -EPERM:
+	case -EACCES:
+		return "PermissionDenied";
+	case -EINVAL:
+	case -ERANGE:
+		return "InvalidArgument";
+	default:
+		return "GenericError";
+	}
+}
+
+static json_object *reply_error(json_object *id, const char *cls, struct pf_err *e)
+{
+	json_object *r = json_object_new_object(), *o = json_object_new_object();
+
+	json_object_object_add(o, "class", json_object_new_string(cls));
+	json_object_object_add(o, "desc", json_object_new_string(e->msg));
+	json_object_object_add(o, "errno", json_object_new_string(vgpu_errname(e->code)));
+	if (e->data)
+		json_object_object_add(o, "data", e->data);
+	e->data = NULL;
+	json_object_object_add(r, "error", o);
+	if (id)
+		json_object_object_add(r, "id", json_object_get(id));
+	return r;
+}
+
+static const struct pf_cmd *cmd_find(const char *name)
+{
+	for (unsigned int i = 0; i < VGPU_ARRAY_SIZE(pf_cmds); i++)
+		if (!strcmp(pf_cmds[i].name, name))
+			return &pf_cmds[i];
+	return NULL;
+}
+
+/* Validate the envelope; NULL if fine, else the error class with @e filled. */
+static const char *envelope_check(struct pf_client *c, json_object *req, const char **name,
+				  json_object **args, bool *dry, struct pf_err *e)
+{
+	json_object *x, *dv;
+
+	*args = NULL;
+	*dry = false;
+	if (!json_object_is_type(req, json_type_object))
+		return pf_fail(e, -EINVAL, "a request must be a JSON object"), "GenericError";
+	json_object_object_foreach(req, key, val) {
+		(void)val;
+		if (strcmp(key, "execute") && strcmp(key, "arguments") && strcmp(key, "id"))
+			return pf_fail(e, -EINVAL, "unknown member \"%.64s\"", key), "GenericError";
+	}
+	if (!json_object_object_get_ex(req, "execute", &x) || !json_object_is_type(x, json_type_string))
+		return pf_fail(e, -EINVAL, "missing \"execute\""), "GenericError";
+	*name = json_object_get_string(x);
+	if (json_object_object_get_ex(req, "arguments", args) &&
+	    !json_object_is_type(*args, json_type_object))
+		return pf_fail(e, -EINVAL, "\"arguments\" must be an object"), "GenericError";
+	if (*args && json_object_object_get_ex(*args, "dry-run", &dv)) {
+		if (!json_object_is_type(dv, json_type_boolean))
+			return pf_fail(e, -EINVAL, "\"dry-run\" must be a boolean"), "GenericError";
+		*dry = json_object_get_boolean(dv);
+	}
+	if (!c->negotiated && strcmp(*name, "qmp_capabilities"))
+		return pf_fail(e, -EPERM, "expecting capabilities negotiation with "
+			       "'qmp_capabilities'"), "CommandNotFound";
+	return NULL;
+}
+
+json_object *pf_command(struct pf_daemon *d, struct pf_client *c, json_object *req)
+{
+	struct pf_err e = { 0 };
+	const struct pf_cmd *cmd;
+	const char *name = NULL, *cls;
+	json_object *args, *id = NULL, *ret, *rep;
+	bool dry;
+	int r;
+
+	if (json_object_is_type(req, json_type_object))
+		json_object_object_get_ex(req, "id", &id);
+	cls = envelope_check(c, req, &name, &args, &dry, &e);
+	if (cls)
+		return reply_error(id, cls, &e);
+	if (!strcmp(name, "qmp_capabilities")) {
+		c->negotiated = true;
+		rep = json_object_new_object();
+		json_object_object_add(rep, "return", json_object_new_object());
+		goto add_id;
+	}
+	cmd = cmd_find(name);
+	if (!cmd) {
+		pf_fail(&e, -ENOENT, "the command %.64s has not been found", name);
+		return reply_error(id, "CommandNotFound", &e);
+	}
+	if (cmd->mutating && !c->admin) {
+		pf_fail(&e, -EPERM, "%s: permission denied: uid %d is neither root nor in the admin "
+			"group", name, (int)c->uid);
+		return reply_error(id, "PermissionDenied", &e);
+	}
+	ret = json_object_new_object();
+	r = cmd->fn(d, args, dry, ret, &e);
+	if (r) {
+		json_object_put(ret);
+		if (!e.msg[0])
+			pf_fail(&e, r, "%s: %s", name, vgpu_strerror(r));
+		if (cmd->mutating)
+			vgpu_info("control: %s refused: %s", name, e.msg);
+		return reply_error(id, err_class(r), &e);
+	}
+	rep = json_object_new_object();
+	json_object_object_add(rep, "return", ret);
+add_id:
+	if (id)
+		json_object_object_add(rep, "id", json_object_get(id));
+	return rep;
+}

@@ -1,0 +1,199 @@
+/* Configuration: defaults, the INI file (inih) and single keys set by flags. */
+#include <errno.h>
+#include <grp.h>
+#include <ini.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "gpu_model/gpu.h"
+#include "pf_manager/pf_internal.h"
+
+void pf_config_defaults(struct pf_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	snprintf(cfg->model, sizeof(cfg->model), "vgpu");
+	snprintf(cfg->pf_id, sizeof(cfg->pf_id), "0000:00:00.0");
+	cfg->vram_size = 16ull << 30;
+	cfg->max_vfs = PF_MAX_VFS;
+	cfg->spare_vram = 512ull << 20;
+	cfg->channels = 4096;
+	cfg->doorbells = 4096;
+	cfg->spare_channels = 64;
+	cfg->spare_doorbells = 64;
+	cfg->sched_policy = GPU_SCHED_BEST_EFFORT;
+	cfg->dma_size = VF_BAR_DMA_DEFAULT;
+	cfg->engines = 1;
+	snprintf(cfg->runtime_dir, sizeof(cfg->runtime_dir), "/run/vgpud");
+	snprintf(cfg->state_dir, sizeof(cfg->state_dir), "/var/lib/vgpud");
+	cfg->socket_mode = 0660;
+	cfg->max_line = 64 * 1024;
+}
+
+static int parse_uint(const char *v, unsigned int max, unsigned int *out)
+{
+	unsigned long x;
+	char *end;
+
+	if (!v || *v < '0' || *v > '9')
+		return -EINVAL;
+	errno = 0;
+	x = strtoul(v, &end, 0);
+	if (errno || *end || x > max)
+		return -ERANGE;
+	*out = (unsigned int)x;
+	return 0;
+}
+
+static int parse_policy(const char *v, int *out)
+{
+	static const struct { const char *name; int policy; } p[] = {
+		{ "best-effort", GPU_SCHED_BEST_EFFORT },
+		{ "equal-share", GPU_SCHED_EQUAL_SHARE },
+		{ "fixed-share", GPU_SCHED_FIXED_SHARE },
+	};
+
+	for (unsigned int i = 0; i < 3; i++) {
+		if (!strcasecmp(v, p[i].name)) {
+			*out = p[i].policy;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+static int set_str(char *dst, size_t len, const char *v)
+{
+	if (strlen(v) >= len)
+		return -ENAMETOOLONG;
+	snprintf(dst, len, "%s", v);
+	return 0;
+}
+
+static int set_gpu(struct pf_config *c, const char *k, const char *v)
+{
+	if (!strcmp(k, "model"))
+		return set_str(c->model, sizeof(c->model), v);
+	if (!strcmp(k, "vram"))
+		return pf_parse_size(v, &c->vram_size);
+	if (!strcmp(k, "engines"))
+		return parse_uint(v, GPU_MAX_ENGINES, &c->engines);
+	if (!strcmp(k, "channels"))
+		return parse_uint(v, 1u << 20, &c->channels);
+	if (!strcmp(k, "doorbells"))
+		return parse_uint(v, 1u << 20, &c->doorbells);
+	return -ENOENT;
+}
+
+static int set_pf(struct pf_config *c, const char *k, const char *v)
+{
+	if (!strcmp(k, "id"))
+		return set_str(c->pf_id, sizeof(c->pf_id), v);
+	if (!strcmp(k, "max_vfs"))
+		return parse_uint(v, PF_MAX_VFS, &c->max_vfs);
+	if (!strcmp(k, "num_vfs"))
+		return parse_uint(v, PF_MAX_VFS, &c->num_vfs);
+	if (!strcmp(k, "spare_vram"))
+		return pf_parse_size(v, &c->spare_vram);
+	if (!strcmp(k, "spare_channels"))
+		return parse_uint(v, 1u << 20, &c->spare_channels);
+	if (!strcmp(k, "spare_doorbells"))
+		return parse_uint(v, 1u << 20, &c->spare_doorbells);
+	if (!strcmp(k, "dma_size"))
+		return pf_parse_size(v, &c->dma_size);
+	return -ENOENT;
+}
+
+int pf_config_set(struct pf_config *c, const char *section, const char *k, const char *v)
+{
+	if (!strcmp(section, "gpu"))
+		return set_gpu(c, k, v);
+	if (!strcmp(section, "pf"))
+		return set_pf(c, k, v);
+	if (!strcmp(section, "sched") && !strcmp(k, "policy"))
+		return parse_policy(v, &c->sched_policy);
+	if (!strcmp(section, "sched") && !strcmp(k, "quantum_ms"))
+		return parse_uint(v, 10000, &c->sched_quantum_ms);
+	if (!strcmp(section, "paths") && !strcmp(k, "runtime_dir"))
+		return set_str(c->runtime_dir, sizeof(c->runtime_dir), v);
+	if (!strcmp(section, "paths") && !strcmp(k, "state_dir"))
+		return set_str(c->state_dir, sizeof(c->state_dir), v);
+	if (!strcmp(section, "control") && !strcmp(k, "admin_group"))
+		return set_str(c->admin_group, sizeof(c->admin_group), v);
+	if (!strcmp(section, "control") && !strcmp(k, "socket_mode"))
+		return parse_uint(v, 0777, &c->socket_mode);
+	if (!strcmp(section, "control") && !strcmp(k, "max_line"))
+		return parse_uint(v, 16u << 20, &c->max_line);
+	return -ENOENT;
+}
+
+struct ini_ctx {
+	struct pf_config cfg;
+	char *err;
+	size_t errlen;
+	int ret;
+};
+
+static int ini_cb(void *user, const char *section, const char *key, const char *value)
+{
+	struct ini_ctx *x = user;
+	int ret = pf_config_set(&x->cfg, section, key, value);
+
+	if (ret) {
+		snprintf(x->err, x->errlen, "[%s] %s = %s: %s", section, key, value,
+			 ret == -ENOENT ? "unknown key" : "bad value");
+		x->ret = -EINVAL;
+		return 0;	/* inih: stop at the first error */
+	}
+	return 1;
+}
+
+int pf_config_load(struct pf_config *cfg, const char *path, char *err, size_t errlen)
+{
+	struct ini_ctx x = { .cfg = *cfg, .err = err, .errlen = errlen, .ret = 0 };
+	int r = ini_parse(path, ini_cb, &x);
+
+	if (r < 0) {
+		snprintf(err, errlen, "cannot open %s", path);
+		return -ENOENT;
+	}
+	if (x.ret)
+		return x.ret;
+	if (r > 0) {
+		snprintf(err, errlen, "%s: line %d: syntax error", path, r);
+		return -EINVAL;
+	}
+	*cfg = x.cfg;
+	return 0;
+}
+
+int pf_config_check(const struct pf_config *c, char *err, size_t errlen)
+{
+	const char *why = NULL;
+
+	if (!c->vram_size || c->vram_size % PF_VRAM_ALIGN)
+		why = "vram must be a non-zero multiple of 2 MiB";
+	else if (c->vram_size > (1ull << 40))
+		why = "vram is larger than 1 TiB";
+	else if (c->spare_vram % PF_VRAM_ALIGN || c->spare_vram >= c->vram_size)
+		why = "spare_vram must be a multiple of 2 MiB below vram";
+	else if (!c->max_vfs || c->max_vfs > PF_MAX_VFS)
+		why = "max_vfs must be 1..63";
+	else if (c->num_vfs > c->max_vfs)
+		why = "num_vfs is above max_vfs";
+	else if (c->spare_channels >= c->channels || c->spare_doorbells >= c->doorbells)
+		why = "the PF spare takes every channel or doorbell";
+	else if (!c->dma_size || c->dma_size % PF_VRAM_ALIGN || c->dma_size > (1ull << 30))
+		why = "dma_size must be a multiple of 2 MiB up to 1 GiB";
+	else if (!c->engines)
+		why = "engines must be 1..4";
+	else if (!c->max_line || c->max_line < 1024)
+		why = "max_line is below 1024";
+	else if (c->admin_group[0] && !getgrnam(c->admin_group))
+		why = "admin_group does not exist";
+	if (!why)
+		return 0;
+	snprintf(err, errlen, "%s", why);
+	return -EINVAL;
+}

@@ -1,0 +1,313 @@
+/* The control socket: newline-delimited JSON in QMP's shape. A client gets a greeting,
+ * must negotiate with qmp_capabilities, then sends {"execute", "arguments", "id"} and gets
+ * {"return"} or {"error": {"class", "desc"}} with the id echoed; events arrive as
+ * {"event", "data", "timestamp"}. Peer credentials decide who may mutate. */
+#include <errno.h>
+#include <grp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "pf_manager/pf_internal.h"
+#include <vgpu/version.h>
+
+#define PF_OUT_MAX	(8u << 20)	/* a client that reads nothing is dropped past this */
+
+int pf_control_open(struct pf_daemon *d)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char path[PF_PATH_MAX + 16];
+	int fd, r;
+
+	r = pf_mkdir_p(d->cfg.runtime_dir, 0755);
+	if (r)
+		return r;
+	snprintf(path, sizeof(path), "%s/control.sock", d->cfg.runtime_dir);
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(sa.sun_path, path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	unlink(path);
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) || listen(fd, 16)) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	if (d->have_admin_gid && chown(path, 0, d->admin_gid))
+		vgpu_warn("cannot give %s to group %s", path, d->cfg.admin_group);
+	chmod(path, d->cfg.socket_mode);
+	d->ctl_fd = fd;
+	return 0;
+}
+
+static void client_free(struct pf_client *c)
+{
+	close(c->fd);
+	free(c->in);
+	free(c->out);
+	free(c);
+}
+
+void pf_control_close(struct pf_daemon *d)
+{
+	char path[PF_PATH_MAX + 16];
+
+	for (unsigned int i = 0; i < PF_MAX_CLIENTS; i++) {
+		if (d->clients[i])
+			client_free(d->clients[i]);
+		d->clients[i] = NULL;
+	}
+	if (d->ctl_fd >= 0) {
+		close(d->ctl_fd);
+		snprintf(path, sizeof(path), "%s/control.sock", d->cfg.runtime_dir);
+		unlink(path);
+	}
+	d->ctl_fd = -1;
+}
+
+/* Whether @pid's supplementary groups (from /proc) contain @gid. */
+static bool pid_in_group(pid_t pid, gid_t gid)
+{
+	char path[64], line[1024];
+	bool found = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f)) {
+		char *tok, *save;
+
+		if (strncmp(line, "Groups:", 7))
+			continue;
+		for (tok = strtok_r(line + 7, " \t\n", &save); tok; tok = strtok_r(NULL, " \t\n", &save))
+			if ((gid_t)strtoul(tok, NULL, 10) == gid)
+				found = true;
+	}
+	fclose(f);
+	return found;
+}
+
+static int client_queue(struct pf_client *c, const char *s, size_t n)
+{
+	if (c->out_len + n > PF_OUT_MAX)
+		return -ENOBUFS;
+	if (c->out_len + n > c->out_cap) {
+		size_t cap = (c->out_len + n) * 2;
+		char *p = realloc(c->out, cap);
+
+		if (!p)
+			return -ENOMEM;
+		c->out = p;
+		c->out_cap = cap;
+	}
+	memcpy(c->out + c->out_len, s, n);
+	c->out_len += n;
+	return 0;
+}
+
+static void client_send(struct pf_client *c, json_object *o)
+{
+	const char *txt = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
+							 JSON_C_TO_STRING_NOSLASHESCAPE);
+
+	if (client_queue(c, txt, strlen(txt)) || client_queue(c, "\n", 1))
+		vgpu_warn("control: client pid %d is not reading; output dropped", (int)c->pid);
+}
+
+static void client_flush(struct pf_client *c)
+{
+	while (c->out_len) {
+		ssize_t n = send(c->fd, c->out, c->out_len, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (n <= 0)
+			return;
+		memmove(c->out, c->out + n, c->out_len - (size_t)n);
+		c->out_len -= (size_t)n;
+	}
+}
+
+void pf_event(struct pf_daemon *d, const char *name, json_object *data)
+{
+	json_object *ev = json_object_new_object();
+
+	json_object_object_add(ev, "event", json_object_new_string(name));
+	json_object_object_add(ev, "data", data);
+	json_object_object_add(ev, "timestamp", pf_json_timestamp());
+	for (unsigned int i = 0; i < PF_MAX_CLIENTS; i++) {
+		struct pf_client *c = d->clients[i];
+
+		if (c && c->negotiated) {
+			client_send(c, ev);
+			client_flush(c);
+		}
+	}
+	d->events_sent++;
+	json_object_put(ev);
+}
+
+static json_object *greeting(void)
+{
+	json_object *g = json_object_new_object(), *v = json_object_new_object();
+	json_object *inner = json_object_new_object(), *abi = json_object_new_object();
+
+	json_object_object_add(abi, "major", json_object_new_int(VGPU_ABI_MAJOR));
+	json_object_object_add(abi, "minor", json_object_new_int(VGPU_ABI_MINOR));
+	json_object_object_add(v, "abi", abi);
+	json_object_object_add(v, "package", json_object_new_string("vgpud 1.0"));
+	json_object_object_add(v, "protocol", json_object_new_int(1));
+	json_object_object_add(inner, "version", v);
+	json_object_object_add(inner, "capabilities", json_object_new_array());
+	json_object_object_add(g, "VGPUD", inner);
+	return g;
+}
+
+void pf_control_accept(struct pf_daemon *d)
+{
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+	struct pf_client *c;
+	unsigned int slot = PF_MAX_CLIENTS;
+	json_object *g;
+	int fd = accept4(d->ctl_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	for (unsigned int i = 0; i < PF_MAX_CLIENTS && slot == PF_MAX_CLIENTS; i++)
+		if (!d->clients[i])
+			slot = i;
+	c = slot < PF_MAX_CLIENTS ? calloc(1, sizeof(*c)) : NULL;
+	if (!c || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len)) {
+		vgpu_warn("control: connection refused (%s)", c ? "no credentials" : "too many clients");
+		free(c);
+		close(fd);
+		return;
+	}
+	c->fd = fd;
+	c->uid = cr.uid;
+	c->gid = cr.gid;
+	c->pid = cr.pid;
+	c->admin = cr.uid == 0 || (d->have_admin_gid &&
+				   (cr.gid == d->admin_gid || pid_in_group(cr.pid, d->admin_gid)));
+	d->clients[slot] = c;
+	g = greeting();
+	client_send(c, g);
+	json_object_put(g);
+	client_flush(c);
+}
+
+static json_object *error_reply(const char *cls, const char *desc, json_object *id)
+{
+	json_object *r = json_object_new_object(), *e = json_object_new_object();
+
+	json_object_object_add(e, "class", json_object_new_string(cls));
+	json_object_object_add(e, "desc", json_object_new_string(desc));
+	json_object_object_add(r, "error", e);
+	if (id)
+		json_object_object_add(r, "id", json_object_get(id));
+	return r;
+}
+
+static void client_line(struct pf_daemon *d, struct pf_client *c, const char *line, size_t len)
+{
+	struct json_tokener *tok;
+	json_object *req, *rep;
+
+	while (len && (line[len - 1] == '\r' || line[len - 1] == ' '))
+		len--;
+	if (!len)
+		return;
+	tok = json_tokener_new();
+	req = json_tokener_parse_ex(tok, line, (int)len);
+	/* One complete value and nothing after it; anything else is malformed. */
+	if (req && json_tokener_get_parse_end(tok) != len) {
+		json_object_put(req);
+		req = NULL;
+	}
+	json_tokener_free(tok);
+	if (!req) {
+		rep = error_reply("GenericError", "malformed JSON", NULL);
+	} else {
+		rep = pf_command(d, c, req);
+		json_object_put(req);
+	}
+	client_send(c, rep);
+	json_object_put(rep);
+}
+
+/* Take complete lines out of the input buffer; an over-long line gets one error and is
+ * skipped up to its newline without being buffered. */
+static void client_parse(struct pf_daemon *d, struct pf_client *c)
+{
+	size_t start = 0;
+
+	for (size_t i = 0; i < c->in_len; i++) {
+		if (c->in[i] != '\n')
+			continue;
+		if (!c->skipping)
+			client_line(d, c, c->in + start, i - start);
+		c->skipping = false;
+		start = i + 1;
+	}
+	memmove(c->in, c->in + start, c->in_len - start);
+	c->in_len -= start;
+	if (c->in_len > d->cfg.max_line) {
+		char msg[96];
+		json_object *rep;
+
+		if (!c->skipping) {
+			snprintf(msg, sizeof(msg), "request too large (limit %u bytes)", d->cfg.max_line);
+			rep = error_reply("GenericError", msg, NULL);
+			client_send(c, rep);
+			json_object_put(rep);
+		}
+		c->skipping = true;
+		c->in_len = 0;
+	}
+}
+
+static void client_drop(struct pf_daemon *d, unsigned int idx)
+{
+	client_free(d->clients[idx]);
+	d->clients[idx] = NULL;
+}
+
+void pf_client_io(struct pf_daemon *d, unsigned int idx, short revents)
+{
+	struct pf_client *c = d->clients[idx];
+	char buf[16384];
+	ssize_t n;
+
+	if (revents & POLLIN) {
+		n = recv(c->fd, buf, sizeof(buf), MSG_DONTWAIT);
+		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+			client_drop(d, idx);
+			return;
+		}
+		if (n > 0) {
+			char *p = realloc(c->in, c->in_len + (size_t)n);
+
+			if (!p) {
+				client_drop(d, idx);
+				return;
+			}
+			c->in = p;
+			memcpy(c->in + c->in_len, buf, (size_t)n);
+			c->in_len += (size_t)n;
+			client_parse(d, c);
+		}
+	} else if (revents & (POLLHUP | POLLERR)) {
+		client_drop(d, idx);
+		return;
+	}
+	client_flush(c);
+}

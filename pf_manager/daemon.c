@@ -1,0 +1,324 @@
+/* The daemon: lifetime, the poll loop, signals, systemd readiness and journal logging.
+ * Everything runs on this one thread; the device model's engines have their own. */
+#include <errno.h>
+#include <grp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "pf_manager/pf_internal.h"
+
+#define PF_POLL_MS	100	/* mailbox sweep even without a kick (a lost eventfd write) */
+#define PF_MAX_POLL	(2 + PF_MAX_CLIENTS + PF_MAX_VFS * (2 + VF_NR_VECTORS))
+
+/* ---- systemd: readiness and the journal, without libsystemd ----------------------------- */
+
+static int sd_send(const char *env, const char *msg, size_t len)
+{
+	const char *path = getenv(env);
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	socklen_t sl;
+	ssize_t n;
+	int fd;
+
+	if (!path || (path[0] != '/' && path[0] != '@') || strlen(path) >= sizeof(sa.sun_path))
+		return -ENOENT;
+	strcpy(sa.sun_path, path);
+	if (path[0] == '@')
+		sa.sun_path[0] = 0;	/* abstract namespace */
+	sl = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + strlen(path));
+	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	n = sendto(fd, msg, len, MSG_NOSIGNAL, (struct sockaddr *)&sa, sl);
+	close(fd);
+	return n == (ssize_t)len ? 0 : -EIO;
+}
+
+static void sd_notify_str(const char *msg)
+{
+	sd_send("NOTIFY_SOCKET", msg, strlen(msg));
+}
+
+/* Copy the first "<prefix><token>" of @msg (token up to a space or colon) into @out. */
+static bool field_from(const char *msg, const char *prefix, char *out, size_t len)
+{
+	const char *p = strstr(msg, prefix);
+	size_t n = 0;
+
+	if (!p)
+		return false;
+	p += strlen(prefix);
+	while (p[n] && p[n] != ' ' && p[n] != ':' && p[n] != ')' && n + 1 < len)
+		n++;
+	memcpy(out, p, n);
+	out[n] = 0;
+	return n > 0;
+}
+
+static void journal_sink(enum vgpu_log_level level, const char *msg, void *ctx)
+{
+	static const int prio[] = { 3, 4, 6, 7 };
+	char buf[2048], vf[16], uuid[40];
+	int n;
+
+	(void)ctx;
+	n = snprintf(buf, sizeof(buf), "SYSLOG_IDENTIFIER=vgpud\nPRIORITY=%d\nMESSAGE=%s\n",
+		     prio[level], msg);
+	/* Structured fields so `journalctl VGPU_VF=3` finds one VF's story. */
+	if (n > 0 && n < (int)sizeof(buf) && field_from(msg, "VF ", vf, sizeof(vf)))
+		n += snprintf(buf + n, sizeof(buf) - (size_t)n, "VGPU_VF=%s\n", vf);
+	if (n > 0 && n < (int)sizeof(buf) && field_from(msg, "slice ", uuid, sizeof(uuid)))
+		n += snprintf(buf + n, sizeof(buf) - (size_t)n, "VGPU_UUID=%s\n", uuid);
+	if (n <= 0 || n >= (int)sizeof(buf) ||
+	    sd_send("VGPUD_JOURNAL_SOCKET", buf, (size_t)n))
+		fprintf(stderr, "<%d>%s\n", prio[level], msg);
+}
+
+static void pf_log_setup(void)
+{
+	/* Under systemd (JOURNAL_STREAM set) log natively with fields, falling back to
+	 * stderr with <N> priority prefixes; elsewhere the plain stderr logger stays. */
+	if (!getenv("JOURNAL_STREAM"))
+		return;
+	if (!getenv("VGPUD_JOURNAL_SOCKET"))
+		setenv("VGPUD_JOURNAL_SOCKET", "/run/systemd/journal/socket", 0);
+	vgpu_log_set_sink(journal_sink, NULL);
+}
+
+/* ---- lifetime ----------------------------------------------------------------------------- */
+
+static void signals_set(sigset_t *set)
+{
+	sigemptyset(set);
+	sigaddset(set, SIGTERM);
+	sigaddset(set, SIGINT);
+	sigaddset(set, SIGHUP);
+}
+
+/* Block the shutdown signals before the device starts its engine threads: they inherit
+ * the mask, so the signals can only reach the signalfd. */
+static int signals_block(void)
+{
+	sigset_t set;
+
+	signals_set(&set);
+	signal(SIGPIPE, SIG_IGN);
+	return pthread_sigmask(SIG_BLOCK, &set, NULL) ? -EINVAL : 0;
+}
+
+static int signals_open(struct pf_daemon *d)
+{
+	sigset_t set;
+
+	signals_set(&set);
+	d->sig_fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+	return d->sig_fd < 0 ? -errno : 0;
+}
+
+static int admin_group_resolve(struct pf_daemon *d)
+{
+	struct group *g;
+
+	if (!d->cfg.admin_group[0])
+		return 0;
+	g = getgrnam(d->cfg.admin_group);
+	if (!g) {
+		vgpu_err("admin group %s does not exist", d->cfg.admin_group);
+		return -ENOENT;
+	}
+	d->admin_gid = g->gr_gid;
+	d->have_admin_gid = true;
+	return 0;
+}
+
+int pf_daemon_create(const struct pf_config *cfg, struct pf_daemon **out)
+{
+	struct pf_daemon *d = calloc(1, sizeof(*d));
+	char err[256];
+	int r;
+
+	if (!d)
+		return -ENOMEM;
+	d->cfg = *cfg;
+	d->ctl_fd = d->sig_fd = -1;
+	d->started_ns = vgpu_now_ns();
+	pf_log_setup();
+	r = pf_config_check(&d->cfg, err, sizeof(err));
+	if (r) {
+		vgpu_err("config: %s", err);
+		goto free_d;
+	}
+	r = admin_group_resolve(d);
+	if (!r)
+		r = signals_block();
+	if (r)
+		goto free_d;
+	r = pf_mkdir_p(d->cfg.state_dir, 0750);
+	if (r) {
+		vgpu_err("cannot create state dir %s: %s", d->cfg.state_dir, vgpu_strerror(r));
+		goto free_d;
+	}
+	r = pf_device_init(d);
+	if (r)
+		goto free_d;
+	d->num_vfs = d->cfg.num_vfs;
+	r = pf_state_load(d);
+	if (r)
+		goto fini_device;
+	r = signals_open(d);
+	if (r)
+		goto destroy;
+	r = pf_control_open(d);
+	if (r) {
+		vgpu_err("cannot listen on %s/control.sock: %s", d->cfg.runtime_dir, vgpu_strerror(r));
+		goto destroy;
+	}
+	pf_autostart(d);
+	pf_state_save_journal(d);
+	*out = d;
+	return 0;
+destroy:
+	pf_daemon_destroy(d);
+	return r;
+fini_device:
+	pf_device_fini(d);
+free_d:
+	free(d);
+	return r;
+}
+
+void pf_daemon_stop(struct pf_daemon *d)
+{
+	d->stopping = 1;
+}
+
+void pf_daemon_destroy(struct pf_daemon *d)
+{
+	if (!d)
+		return;
+	sd_notify_str("STOPPING=1");
+	pf_control_close(d);
+	/* Journal first (it holds the allocations inside each partition), then let go of
+	 * the objects without scrubbing them: the next daemon adopts them. */
+	if (d->pma)
+		pf_state_save_journal(d);
+	for (unsigned int vf = 1; vf <= PF_MAX_VFS; vf++)
+		if (d->vfs[vf])
+			pf_slice_detach(d, d->vfs[vf]);
+	pf_device_fini(d);
+	for (unsigned int i = 0; i < d->nr_slices; i++)
+		pf_slice_free(d->slices[i]);
+	if (d->sig_fd >= 0)
+		close(d->sig_fd);
+	free(d);
+}
+
+/* ---- the loop ------------------------------------------------------------------------------ */
+
+/* What each pollfd belongs to. */
+struct pf_pollref {
+	enum { REF_CTL, REF_SIG, REF_CLIENT, REF_EP } kind;
+	unsigned int idx;		/* client slot or VF number */
+	int first, count;		/* REF_EP: its range in the pollfd array */
+};
+
+static int build_poll(struct pf_daemon *d, struct pollfd *p, struct pf_pollref *ref)
+{
+	int n = 0;
+
+	p[n] = (struct pollfd){ .fd = d->ctl_fd, .events = POLLIN };
+	ref[n++] = (struct pf_pollref){ .kind = REF_CTL };
+	p[n] = (struct pollfd){ .fd = d->sig_fd, .events = POLLIN };
+	ref[n++] = (struct pf_pollref){ .kind = REF_SIG };
+	for (unsigned int i = 0; i < PF_MAX_CLIENTS; i++) {
+		struct pf_client *c = d->clients[i];
+
+		if (!c)
+			continue;
+		p[n] = (struct pollfd){ .fd = c->fd, .events = POLLIN | (c->out_len ? POLLOUT : 0) };
+		ref[n++] = (struct pf_pollref){ .kind = REF_CLIENT, .idx = i };
+	}
+	for (unsigned int vf = 1; vf <= PF_MAX_VFS; vf++) {
+		int k;
+
+		if (!d->vfs[vf])
+			continue;
+		k = pf_endpoint_pollfds(d->vfs[vf], p + n, PF_MAX_POLL - n);
+		for (int j = 0; j < k; j++)
+			ref[n + j] = (struct pf_pollref){ .kind = REF_EP, .idx = vf, .first = n,
+							  .count = k };
+		n += k;
+	}
+	return n;
+}
+
+static void handle_signal(struct pf_daemon *d)
+{
+	struct signalfd_siginfo si;
+
+	while (read(d->sig_fd, &si, sizeof(si)) == sizeof(si)) {
+		vgpu_info("signal %u: shutting down", si.ssi_signo);
+		d->stopping = 1;
+	}
+}
+
+static void dispatch(struct pf_daemon *d, struct pollfd *p, struct pf_pollref *ref, int n)
+{
+	/* Endpoints before clients: a command may stop a slice and close its fds. */
+	for (int i = 0; i < n; i++) {
+		if (ref[i].kind != REF_EP || i != ref[i].first)
+			continue;
+		struct pf_slice *s = d->vfs[ref[i].idx];
+
+		if (s)
+			pf_endpoint_handle(d, s, p + i, ref[i].count);
+	}
+	for (int i = 0; i < n; i++) {
+		if (!p[i].revents)
+			continue;
+		if (ref[i].kind == REF_CLIENT && d->clients[ref[i].idx])
+			pf_client_io(d, ref[i].idx, p[i].revents);
+		else if (ref[i].kind == REF_SIG)
+			handle_signal(d);
+	}
+	if (p[0].revents & POLLIN)
+		pf_control_accept(d);
+}
+
+int pf_daemon_run(struct pf_daemon *d, void (*ready_fn)(void))
+{
+	static struct pollfd p[PF_MAX_POLL];
+	static struct pf_pollref ref[PF_MAX_POLL];
+	char status[PF_PATH_MAX + 64];
+
+	snprintf(status, sizeof(status), "READY=1\nSTATUS=serving %s/control.sock",
+		 d->cfg.runtime_dir);
+	sd_notify_str(status);
+	if (ready_fn)
+		ready_fn();
+	vgpu_info("vgpud ready: %s, %llu MiB VRAM, %u of %u VFs enabled", d->cfg.model,
+		  (unsigned long long)(d->cfg.vram_size >> 20), d->num_vfs, d->cfg.max_vfs);
+	while (!d->stopping) {
+		int n = build_poll(d, p, ref);
+		int r = poll(p, (nfds_t)n, PF_POLL_MS);
+
+		if (r < 0 && errno != EINTR)
+			return -errno;
+		if (r > 0)
+			dispatch(d, p, ref, n);
+		for (unsigned int vf = 1; vf <= PF_MAX_VFS; vf++)
+			if (d->vfs[vf] && pf_endpoint_attached(d->vfs[vf]))
+				pf_mbox_service(d, d->vfs[vf]);
+	}
+	return 0;
+}

@@ -1,0 +1,394 @@
+/* Per-VF endpoints: an ivshmem-server on <runtime>/vf<N>.sock (vgpud is peer 0) handing
+ * out the VF's BAR2 object and two eventfd vectors, and the mailbox behind them. Layout
+ * and protocol are ABI: include/vgpu/vf_bar.h. */
+#include <errno.h>
+#include <poll.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "pf_manager/pf_internal.h"
+
+struct pf_endpoint {
+	int listen_fd;
+	int client_fd;			/* -1 while detached */
+	int to_host[VF_NR_VECTORS];	/* guest rings us: we read */
+	int to_guest[VF_NR_VECTORS];	/* we interrupt the guest: we write */
+	uid_t peer_uid;
+	char path[PF_PATH_MAX + 16];
+};
+
+/* ---- BAR2 control area ------------------------------------------------------------------ */
+
+void pf_bar_format(struct pf_slice *s)
+{
+	struct vf_bar_header *h = s->hdr;
+	uint64_t ctrl = s->bar_size - VF_BAR_CTRL_SIZE;
+
+	atomic_store((_Atomic uint32_t *)&h->state, VF_STATE_RESETTING);
+	h->abi_version = VGPU_ABI_VERSION;
+	h->header_size = sizeof(*h);
+	h->vf_id = s->vf;
+	h->nr_vectors = VF_NR_VECTORS;
+	h->bar_size = s->bar_size;
+	h->vram_off = 0;
+	h->vram_size = s->prov.vram;
+	h->ctrl_off = ctrl;
+	h->dma_size = s->dma_size;
+	h->dma_off = ctrl - s->dma_size;
+	h->req_off = ctrl + VF_BAR_REQ_OFF;
+	h->rsp_off = ctrl + VF_BAR_RSP_OFF;
+	h->evt_off = ctrl + VF_BAR_EVT_OFF;
+	h->ring_region_size = VF_BAR_RING_REGION;
+	h->channels = s->prov.channels;
+	h->doorbells = s->prov.doorbells;
+	h->exec_quantum_ms = s->prov.exec_quantum_ms;
+	h->preempt_timeout_us = s->prov.preempt_timeout_us;
+	memcpy(h->slice_uuid, s->uuid_bytes, 16);
+	vgpu_ring_format(s->bar + VF_BAR_REQ_OFF, VF_BAR_RING_REGION, VF_MBOX_SLOTS, VF_MBOX_SLOT_SIZE);
+	vgpu_ring_format(s->bar + VF_BAR_RSP_OFF, VF_BAR_RING_REGION, VF_MBOX_SLOTS, VF_MBOX_SLOT_SIZE);
+	vgpu_ring_format(s->bar + VF_BAR_EVT_OFF, VF_BAR_RING_REGION, VF_EVT_SLOTS, VF_EVT_SLOT_SIZE);
+	vgpu_ring_attach(&s->req, s->bar + VF_BAR_REQ_OFF, VF_BAR_RING_REGION);
+	vgpu_ring_attach(&s->rsp, s->bar + VF_BAR_RSP_OFF, VF_BAR_RING_REGION);
+	vgpu_ring_attach(&s->evt, s->bar + VF_BAR_EVT_OFF, VF_BAR_RING_REGION);
+	atomic_store((_Atomic uint32_t *)&h->reset_count, (uint32_t)s->resets);
+	/* Magic and READY last: a guest that sees them sees a complete control area. */
+	h->magic = VF_BAR_MAGIC;
+	atomic_store((_Atomic uint32_t *)&h->state, VF_STATE_READY);
+}
+
+int pf_bar_attach(struct pf_slice *s)
+{
+	struct vf_bar_header *h = s->hdr;
+
+	if (h->magic != VF_BAR_MAGIC || h->vf_id != s->vf || h->bar_size != s->bar_size ||
+	    h->vram_size != s->prov.vram)
+		return -EPROTO;
+	if (vgpu_ring_attach(&s->req, s->bar + VF_BAR_REQ_OFF, VF_BAR_RING_REGION) ||
+	    vgpu_ring_attach(&s->rsp, s->bar + VF_BAR_RSP_OFF, VF_BAR_RING_REGION) ||
+	    vgpu_ring_attach(&s->evt, s->bar + VF_BAR_EVT_OFF, VF_BAR_RING_REGION) ||
+	    s->req.elem_size != VF_MBOX_SLOT_SIZE || s->rsp.elem_size != VF_MBOX_SLOT_SIZE ||
+	    s->evt.elem_size != VF_EVT_SLOT_SIZE)
+		return -EPROTO;
+	s->resets = h->reset_count;
+	return 0;
+}
+
+/* ---- notification ---------------------------------------------------------------------- */
+
+static void ep_signal(struct pf_slice *s, unsigned int vec)
+{
+	uint64_t one = 1;
+
+	if (s->ep && s->ep->client_fd >= 0 && write(s->ep->to_guest[vec], &one, sizeof(one)) < 0)
+		vgpu_dbg("VF %u: vector %u not signalled: %s", s->vf, vec, vgpu_strerror(-errno));
+}
+
+void pf_endpoint_event(struct pf_slice *s, uint32_t type, uint64_t arg0)
+{
+	struct vf_event ev = { .type = type, .arg0 = arg0, .timestamp_ns = vgpu_now_ns() };
+
+	/* A full event ring means the guest is not listening; the header still tells. */
+	if (vgpu_ring_push(&s->evt, &ev, sizeof(ev)))
+		vgpu_dbg("VF %u: event %u dropped (ring full)", s->vf, type);
+	ep_signal(s, VF_VEC_EVENT);
+}
+
+/* ---- mailbox ----------------------------------------------------------------------------- */
+
+static void mbox_handle(struct pf_daemon *d, struct pf_slice *s, const struct vf_msg *req,
+			struct vf_msg *rsp)
+{
+	const uint8_t *payload = (const uint8_t *)(req + 1);
+	uint8_t *out = (uint8_t *)(rsp + 1);
+
+	(void)d;
+	rsp->type = req->type;
+	rsp->seq = req->seq;
+	rsp->length = 0;
+	rsp->status = 0;
+	if (req->length > VF_MSG_MAX_PAYLOAD) {
+		rsp->status = -EMSGSIZE;
+		return;
+	}
+	switch (req->type) {
+	case VF_MSG_PING:
+		memcpy(out, payload, req->length);
+		rsp->length = req->length;
+		break;
+	case VF_MSG_GET_INFO: {
+		struct vf_msg_info info = {
+			.vf_id = s->vf, .abi_version = VGPU_ABI_VERSION, .vram_size = s->prov.vram,
+			.channels = s->prov.channels, .doorbells = s->prov.doorbells,
+			.reset_count = s->hdr->reset_count,
+		};
+
+		memcpy(out, &info, sizeof(info));
+		rsp->length = sizeof(info);
+		break;
+	}
+	case VF_MSG_RM:
+		/* The shared RM (rm/rm.h) is not linked yet: refuse rather than pretend. */
+		rsp->status = -ENOSYS;
+		break;
+	default:
+		rsp->status = -EOPNOTSUPP;
+		break;
+	}
+}
+
+void pf_mbox_service(struct pf_daemon *d, struct pf_slice *s)
+{
+	uint8_t req[VF_MBOX_SLOT_SIZE];
+	unsigned int replies = 0;
+
+	if (atomic_load((_Atomic uint32_t *)&s->hdr->state) != VF_STATE_READY)
+		return;
+	for (;;) {
+		int err;
+		const void *slot = vgpu_ring_consume_slot(&s->req, &err);
+		void *out;
+
+		if (!slot) {
+			if (err) {
+				vgpu_warn("VF %u: request ring corrupted by the guest; ignoring it until "
+					  "reset", s->vf);
+				s->rpc_err++;
+			}
+			break;
+		}
+		out = vgpu_ring_produce_slot(&s->rsp);
+		if (!out)
+			break;	/* the guest has not drained its replies: wait for the next kick */
+		/* Copy first: the guest may rewrite the slot while we look at it. */
+		memcpy(req, slot, sizeof(req));
+		vgpu_ring_consume_commit(&s->req);
+		memset(out, 0, VF_MBOX_SLOT_SIZE);
+		mbox_handle(d, s, (const struct vf_msg *)req, out);
+		if (((struct vf_msg *)out)->status)
+			s->rpc_err++;
+		else
+			s->rpc_ok++;
+		vgpu_ring_produce_commit(&s->rsp);
+		replies++;
+	}
+	if (replies)
+		ep_signal(s, VF_VEC_MBOX);
+}
+
+/* ---- the ivshmem server -------------------------------------------------------------------- */
+
+static int send_msg(int sock, int64_t val, int fd)
+{
+	char cbuf[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = { .iov_base = &val, .iov_len = sizeof(val) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	ssize_t n;
+
+	/* The protocol is little-endian int64; so is every host we build for. */
+	if (fd >= 0) {
+		struct cmsghdr *c;
+
+		memset(cbuf, 0, sizeof(cbuf));
+		mh.msg_control = cbuf;
+		mh.msg_controllen = sizeof(cbuf);
+		c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	}
+	do {
+		n = sendmsg(sock, &mh, MSG_NOSIGNAL);
+	} while (n < 0 && errno == EINTR);
+	return n == (ssize_t)sizeof(val) ? 0 : -EIO;
+}
+
+static void ep_drop_vectors(struct pf_endpoint *ep)
+{
+	for (unsigned int v = 0; v < VF_NR_VECTORS; v++) {
+		if (ep->to_host[v] >= 0)
+			close(ep->to_host[v]);
+		if (ep->to_guest[v] >= 0)
+			close(ep->to_guest[v]);
+		ep->to_host[v] = ep->to_guest[v] = -1;
+	}
+}
+
+static void ep_detach(struct pf_slice *s)
+{
+	struct pf_endpoint *ep = s->ep;
+
+	if (ep->client_fd < 0)
+		return;
+	close(ep->client_fd);
+	ep->client_fd = -1;
+	ep_drop_vectors(ep);
+	vgpu_info("VF %u: guest detached", s->vf);
+}
+
+/* Greeting of the ivshmem-server protocol, in QEMU's order (see vgpu/vf_bar.h). */
+static int ep_greet(struct pf_slice *s, int c)
+{
+	struct pf_endpoint *ep = s->ep;
+	int r = 0;
+
+	for (unsigned int v = 0; v < VF_NR_VECTORS; v++) {
+		ep->to_host[v] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		ep->to_guest[v] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		if (ep->to_host[v] < 0 || ep->to_guest[v] < 0)
+			return -errno;
+	}
+	r |= send_msg(c, VF_EP_PROTO_VERSION, -1);
+	r |= send_msg(c, s->vf, -1);
+	r |= send_msg(c, -1, s->bar_fd);
+	for (unsigned int v = 0; !r && v < VF_NR_VECTORS; v++)
+		r |= send_msg(c, 0, ep->to_host[v]);
+	for (unsigned int v = 0; !r && v < VF_NR_VECTORS; v++)
+		r |= send_msg(c, s->vf, ep->to_guest[v]);
+	return r ? -EIO : 0;
+}
+
+static bool ep_peer_allowed(const struct pf_slice *s, uid_t uid)
+{
+	return uid == 0 || (s->owner_uid >= 0 && (uid_t)s->owner_uid == uid);
+}
+
+static void ep_accept(struct pf_slice *s)
+{
+	struct pf_endpoint *ep = s->ep;
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+	int c = accept4(ep->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+
+	if (c < 0)
+		return;
+	if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cr, &len) || !ep_peer_allowed(s, cr.uid)) {
+		vgpu_warn("VF %u: attach refused: uid %d is not the slice's owner", s->vf, (int)cr.uid);
+		close(c);
+		return;
+	}
+	if (ep->client_fd >= 0) {
+		vgpu_warn("VF %u: attach refused: a guest (uid %d) is already attached", s->vf,
+			  (int)ep->peer_uid);
+		close(c);
+		return;
+	}
+	if (ep_greet(s, c)) {
+		vgpu_warn("VF %u: attach failed while sending the greeting", s->vf);
+		ep_drop_vectors(ep);
+		close(c);
+		return;
+	}
+	ep->client_fd = c;
+	ep->peer_uid = cr.uid;
+	vgpu_info("VF %u: guest attached (pid %d, uid %d)", s->vf, (int)cr.pid, (int)cr.uid);
+}
+
+int pf_endpoint_open(struct pf_daemon *d, struct pf_slice *s)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct pf_endpoint *ep = calloc(1, sizeof(*ep));
+	int r;
+
+	if (!ep)
+		return -ENOMEM;
+	ep->client_fd = -1;
+	for (unsigned int v = 0; v < VF_NR_VECTORS; v++)
+		ep->to_host[v] = ep->to_guest[v] = -1;
+	snprintf(ep->path, sizeof(ep->path), "%s/vf%u.sock", d->cfg.runtime_dir, s->vf);
+	if (strlen(ep->path) >= sizeof(sa.sun_path)) {
+		r = -ENAMETOOLONG;
+		goto free_ep;
+	}
+	strcpy(sa.sun_path, ep->path);
+	ep->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (ep->listen_fd < 0) {
+		r = -errno;
+		goto free_ep;
+	}
+	unlink(ep->path);
+	if (bind(ep->listen_fd, (struct sockaddr *)&sa, sizeof(sa)) || listen(ep->listen_fd, 4)) {
+		r = -errno;
+		goto close_fd;
+	}
+	/* The owner (a VMM running as its own user) must be able to connect: group-less
+	 * 0660 with the socket owned by that user; root always can. */
+	if (s->owner_uid >= 0 && chown(ep->path, (uid_t)s->owner_uid, (gid_t)-1))
+		vgpu_warn("VF %u: cannot give %s to uid %ld", s->vf, ep->path, s->owner_uid);
+	chmod(ep->path, 0660);
+	s->ep = ep;
+	return 0;
+close_fd:
+	close(ep->listen_fd);
+free_ep:
+	free(ep);
+	return r;
+}
+
+void pf_endpoint_close(struct pf_daemon *d, struct pf_slice *s)
+{
+	(void)d;
+	if (!s->ep)
+		return;
+	ep_detach(s);
+	close(s->ep->listen_fd);
+	unlink(s->ep->path);
+	free(s->ep);
+	s->ep = NULL;
+}
+
+bool pf_endpoint_attached(const struct pf_slice *s)
+{
+	return s->ep && s->ep->client_fd >= 0;
+}
+
+int pf_endpoint_pollfds(struct pf_slice *s, struct pollfd *p, int max)
+{
+	struct pf_endpoint *ep = s->ep;
+	int n = 0;
+
+	if (!ep || max < 2 + VF_NR_VECTORS)
+		return 0;
+	p[n++] = (struct pollfd){ .fd = ep->listen_fd, .events = POLLIN };
+	if (ep->client_fd < 0)
+		return n;
+	p[n++] = (struct pollfd){ .fd = ep->client_fd, .events = POLLIN };
+	for (unsigned int v = 0; v < VF_NR_VECTORS; v++)
+		p[n++] = (struct pollfd){ .fd = ep->to_host[v], .events = POLLIN };
+	return n;
+}
+
+void pf_endpoint_handle(struct pf_daemon *d, struct pf_slice *s, const struct pollfd *p, int n)
+{
+	struct pf_endpoint *ep = s->ep;
+	uint64_t cnt;
+	char junk[64];
+
+	for (int i = 0; i < n && s->ep; i++) {
+		if (!p[i].revents)
+			continue;
+		if (p[i].fd == ep->listen_fd) {
+			ep_accept(s);
+		} else if (p[i].fd == ep->client_fd) {
+			/* Clients never write; data or hangup both end the attachment. */
+			if (read(ep->client_fd, junk, sizeof(junk)) <= 0 || (p[i].revents & POLLHUP))
+				ep_detach(s);
+			return;
+		} else if (p[i].fd == ep->to_host[VF_VEC_MBOX]) {
+			if (read(p[i].fd, &cnt, sizeof(cnt)) == sizeof(cnt))
+				s->mbox_kicks++;
+			pf_mbox_service(d, s);
+		} else if (read(p[i].fd, &cnt, sizeof(cnt)) < 0) {
+			vgpu_dbg("VF %u: vector read: %s", s->vf, vgpu_strerror(-errno));
+		}
+	}
+}

@@ -1,0 +1,246 @@
+/* pf_manager internals: the daemon state shared by the module's files. */
+#ifndef VGPU_PF_INTERNAL_H
+#define VGPU_PF_INTERNAL_H
+
+#include <stdbool.h>
+#include <poll.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <json-c/json.h>
+
+#include "common/compiler.h"
+#include "common/err.h"
+#include "common/ring.h"
+#include "pf_manager/pf_manager.h"
+#include <vgpu/vf_bar.h>
+
+struct gpu;
+struct pma;
+
+#define PF_MAX_SLICES		1024
+#define PF_MAX_TYPES		16
+#define PF_MAX_CLIENTS		32
+#define PF_VRAM_ALIGN		(2ull << 20)
+#define PF_MIN_TYPE_VRAM	(64ull << 20)
+#define PF_RESET_BATCH		64	/* child allocations freed per batch on reset */
+
+/* A failure as the control socket reports it: errno, a message naming the object, and
+ * optional structured detail. */
+struct pf_err {
+	int code;			/* negative errno */
+	char msg[384];
+	json_object *data;		/* owned; may be NULL */
+};
+
+/* Set @e (if not NULL) and return @code. */
+int pf_fail(struct pf_err *e, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* What a slice gets (or asked for): bytes, counts, ms / us, priority. */
+struct pf_quota {
+	uint64_t vram;
+	uint32_t channels;
+	uint32_t doorbells;
+	uint32_t exec_quantum_ms;
+	uint32_t preempt_timeout_us;
+	enum pf_priority priority;
+};
+
+/* Which quota fields a slice sets itself instead of taking them from its type. */
+enum pf_quota_bits {
+	PF_Q_VRAM = 1u << 0, PF_Q_CHANNELS = 1u << 1, PF_Q_DOORBELLS = 1u << 2,
+	PF_Q_EXEC = 1u << 3, PF_Q_PREEMPT = 1u << 4, PF_Q_PRIO = 1u << 5,
+};
+
+/* A slice type (profile). vram 0 marks the "auto" type: the fair share at start. */
+struct pf_type {
+	char name[PF_NAME_MAX];
+	struct pf_quota q;
+	unsigned int max_instances;
+};
+
+struct pf_endpoint;
+
+/* A declared slice and, while it runs, its VF. */
+struct pf_slice {
+	char uuid[PF_UUID_STR];
+	uint8_t uuid_bytes[16];
+	char type[PF_NAME_MAX];
+	bool autostart;
+	struct pf_quota custom;		/* fields named in custom_bits */
+	unsigned int custom_bits;	/* enum pf_quota_bits */
+	char owner_vm[PF_UUID_STR];	/* "" = no owner token */
+	uint64_t owner_gen;
+	long owner_uid;			/* may attach besides root; -1 = root only */
+	/* running state (vf != 0) */
+	unsigned int vf;
+	struct pf_quota prov;		/* as provisioned (aligned) */
+	uint64_t base;			/* device VRAM offset */
+	struct pma *child;		/* allocations inside the partition */
+	int bar_fd;
+	uint8_t *bar;
+	uint64_t bar_size;
+	uint64_t dma_size;		/* DMA memory, just below the control area */
+	struct vf_bar_header *hdr;
+	struct vgpu_ring req, rsp, evt;	/* host views of the mailbox rings */
+	struct pf_endpoint *ep;
+	uint64_t started_ns;
+	/* counters */
+	uint64_t rpc_ok, rpc_err, mbox_kicks, resets;
+};
+
+/* A control-socket connection. */
+struct pf_client {
+	int fd;
+	uid_t uid;
+	gid_t gid;
+	pid_t pid;
+	bool admin;			/* root or in the admin group */
+	bool negotiated;		/* sent qmp_capabilities */
+	bool skipping;			/* discarding the rest of an oversized line */
+	char *in;			/* partial input line */
+	size_t in_len;
+	char *out;			/* unsent output */
+	size_t out_len, out_cap;
+};
+
+struct pf_daemon {
+	struct pf_config cfg;
+	char shm_prefix[64];		/* per-instance prefix of the VRAM objects */
+	struct gpu *gpu;
+	struct pma *pma;		/* device VRAM */
+	uint64_t pma_free_at_start;
+	unsigned int num_vfs;
+	struct pf_type types[PF_MAX_TYPES];
+	unsigned int nr_types;
+	struct pf_slice *slices[PF_MAX_SLICES];
+	unsigned int nr_slices;
+	struct pf_slice *vfs[PF_MAX_VFS + 1];	/* running slice per VF number */
+	gid_t admin_gid;
+	bool have_admin_gid;
+	int ctl_fd;
+	struct pf_client *clients[PF_MAX_CLIENTS];
+	int sig_fd;
+	volatile int stopping;
+	uint64_t started_ns;
+	uint64_t events_sent;
+};
+
+/* ---- util.c ---- */
+/* Write @data to @path atomically: temp file, fsync, rename, fsync the directory. */
+int pf_write_file_atomic(const char *path, const char *data, size_t len);
+/* mkdir -p with @mode. */
+int pf_mkdir_p(const char *path, mode_t mode);
+/* FNV-1a 64 of @s. */
+uint64_t pf_hash64(const char *s);
+/* Current time as a JSON QMP timestamp object. */
+json_object *pf_json_timestamp(void);
+/* A size both as bytes and as text. */
+void pf_json_add_u64(json_object *o, const char *key, uint64_t v);
+
+/* ---- device.c ---- */
+/* Create the device and allocators for @d->cfg. */
+int pf_device_init(struct pf_daemon *d);
+/* Release them (running slices' VRAM objects are kept). */
+void pf_device_fini(struct pf_daemon *d);
+/* Usable VRAM (total minus PF spare). */
+uint64_t pf_usable_vram(const struct pf_daemon *d);
+/* Recompute the type table. */
+void pf_types_build(struct pf_daemon *d);
+/* Type by name, or NULL. */
+const struct pf_type *pf_type_find(const struct pf_daemon *d, const char *name);
+/* Whether one more instance of @t could be started now: 0, or -errno with the reason. */
+int pf_type_creatable(struct pf_daemon *d, const struct pf_type *t, struct pf_err *e);
+/* The quota @s would get at start (type, fair share, custom fields; aligned). */
+int pf_slice_quota(struct pf_daemon *d, const struct pf_slice *s, struct pf_quota *q,
+		   struct pf_err *e);
+/* Find a place for @vram bytes of contiguous VRAM; 0 with *base, or -ENOSPC with the
+ * message naming free and largest extent. Changes nothing. */
+int pf_place(struct pf_daemon *d, uint64_t vram, uint64_t *base, struct pf_err *e);
+/* Channels / doorbells in use by running slices. */
+void pf_used_counts(const struct pf_daemon *d, uint32_t *channels, uint32_t *doorbells);
+
+/* ---- slice.c ---- */
+struct pf_slice *pf_slice_find(struct pf_daemon *d, const char *uuid);
+/* Lowest enabled VF without a slice, or 0. */
+unsigned int pf_free_vf(const struct pf_daemon *d);
+/* Define from a JSON spec (arguments of define-slice). */
+int pf_slice_define(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
+		    struct pf_err *e);
+int pf_slice_undefine(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
+		      struct pf_err *e);
+int pf_slice_start_cmd(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
+		       struct pf_err *e);
+int pf_slice_stop_cmd(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
+		      struct pf_err *e);
+int pf_slice_modify(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
+		    struct pf_err *e);
+int pf_set_vfs(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
+	       struct pf_err *e);
+int pf_vf_reset_cmd(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
+		    struct pf_err *e);
+/* Start @s on a free VF (from a restore: at @base on @vf with an existing object). */
+int pf_slice_start(struct pf_daemon *d, struct pf_slice *s, struct pf_err *e);
+/* Stop: reset the VF, release partition and objects. */
+void pf_slice_stop(struct pf_daemon *d, struct pf_slice *s);
+/* FLR of a running slice's VF. */
+int pf_vf_reset(struct pf_daemon *d, struct pf_slice *s);
+/* Drop the daemon's view of a running slice without touching its persistent objects. */
+void pf_slice_detach(struct pf_daemon *d, struct pf_slice *s);
+/* Bring up the BAR2 object for @s on @vf at @base; @adopt: the object must exist. */
+int pf_slice_bring_up(struct pf_daemon *d, struct pf_slice *s, unsigned int vf, uint64_t base,
+		      bool adopt, struct pf_err *e);
+/* JSON description of @s (list, state file). */
+json_object *pf_slice_json(const struct pf_daemon *d, const struct pf_slice *s);
+/* Autostart every auto slice that is not running (logs what cannot start). */
+void pf_autostart(struct pf_daemon *d);
+void pf_slice_free(struct pf_slice *s);
+
+/* ---- state.c ---- */
+/* Persist @s's definition (<state>/slices/<uuid>.json) or remove it. */
+int pf_state_save_slice(struct pf_daemon *d, const struct pf_slice *s);
+int pf_state_remove_slice(struct pf_daemon *d, const struct pf_slice *s);
+/* Rewrite the allocation journal (running slices, their partitions and allocations). */
+int pf_state_save_journal(struct pf_daemon *d);
+/* Load definitions and the journal; all or nothing. */
+int pf_state_load(struct pf_daemon *d);
+/* Name of @vf's VRAM object for this instance. */
+void pf_shm_name(const struct pf_daemon *d, unsigned int vf, char *buf, size_t len);
+/* Parse a slice definition (the on-disk / define-slice shape) into @s. */
+int pf_slice_from_json(struct pf_daemon *d, json_object *o, struct pf_slice *s,
+		       struct pf_err *e);
+/* The on-disk definition of @s. */
+json_object *pf_slice_def_json(const struct pf_slice *s);
+
+/* ---- endpoint.c ---- */
+/* Listen on vf<N>.sock for @s. */
+int pf_endpoint_open(struct pf_daemon *d, struct pf_slice *s);
+void pf_endpoint_close(struct pf_daemon *d, struct pf_slice *s);
+/* Whether a guest is attached. */
+bool pf_endpoint_attached(const struct pf_slice *s);
+/* poll() set contribution and dispatch. */
+int pf_endpoint_pollfds(struct pf_slice *s, struct pollfd *p, int max);
+void pf_endpoint_handle(struct pf_daemon *d, struct pf_slice *s, const struct pollfd *p, int n);
+/* Format the header and rings of @s's BAR2 (fresh or after a reset). */
+void pf_bar_format(struct pf_slice *s);
+/* Attach host ring views to an existing BAR2 (restore). -EPROTO if broken. */
+int pf_bar_attach(struct pf_slice *s);
+/* Post an event to the guest. */
+void pf_endpoint_event(struct pf_slice *s, uint32_t type, uint64_t arg0);
+/* Serve pending mailbox requests of @s. */
+void pf_mbox_service(struct pf_daemon *d, struct pf_slice *s);
+
+/* ---- control.c ---- */
+int pf_control_open(struct pf_daemon *d);
+void pf_control_close(struct pf_daemon *d);
+/* Broadcast an event to negotiated clients. */
+void pf_event(struct pf_daemon *d, const char *name, json_object *data);
+void pf_control_accept(struct pf_daemon *d);
+void pf_client_io(struct pf_daemon *d, unsigned int idx, short revents);
+
+/* ---- commands.c ---- */
+/* Run one parsed request; returns the reply object (owned by the caller). */
+json_object *pf_command(struct pf_daemon *d, struct pf_client *c, json_object *req);
+
+#endif

@@ -1,0 +1,96 @@
+/* pf_manager - vgpud's core: the PF manager of one emulated GPU. It owns the device
+ * (gpu_model), the device-wide VRAM allocator (pma) and one child allocator per running
+ * slice, enables VFs with sriov_numvfs semantics, defines/starts/stops slices (VF
+ * partitions with quotas), serves the QMP-shaped control socket and one ivshmem-server
+ * endpoint per VF, and keeps the state in files so a restarted daemon (even after kill -9)
+ * brings every slice back at the same VRAM offsets with its contents.
+ *
+ * Single-threaded: every pf_* call below runs on the daemon's thread (the device model has
+ * its own engine threads behind gpu_model's API). Calls return 0 or a negative errno. */
+#ifndef VGPU_PF_MANAGER_H
+#define VGPU_PF_MANAGER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define PF_NAME_MAX		40
+#define PF_PATH_MAX		512
+#define PF_UUID_STR		37	/* 36 characters and the NUL */
+#define PF_MAX_VFS		63
+
+/* Scheduling priority of a slice (xe's sched_priority; high is for the PF only). */
+enum pf_priority {
+	PF_PRIO_LOW,
+	PF_PRIO_NORMAL,
+	PF_PRIO_HIGH,
+};
+
+/* Daemon configuration: from defaults, then the INI file, then command-line flags. */
+struct pf_config {
+	char model[PF_NAME_MAX];	/* GPU model name, used in type names */
+	char pf_id[PF_NAME_MAX];	/* the parent name vgpuctl -p matches */
+	uint64_t vram_size;		/* bytes, 2 MiB multiple */
+	unsigned int max_vfs;		/* 1..63 */
+	unsigned int num_vfs;		/* VFs enabled at first start (state wins later) */
+	uint64_t spare_vram;		/* PF spare: VRAM kept from every VF */
+	unsigned int channels;		/* device-wide channel budget */
+	unsigned int doorbells;		/* device-wide doorbell budget */
+	unsigned int spare_channels, spare_doorbells;
+	int sched_policy;		/* enum gpu_sched_policy */
+	unsigned int sched_quantum_ms;	/* device slice for equal/fixed share; 0 = default */
+	uint64_t dma_size;		/* DMA memory in each VF's BAR2 */
+	unsigned int engines;		/* device engine threads */
+	char runtime_dir[PF_PATH_MAX];
+	char state_dir[PF_PATH_MAX];
+	char admin_group[PF_NAME_MAX];	/* may run mutating commands besides root ("" = root) */
+	unsigned int socket_mode;	/* control socket mode, default 0660 */
+	unsigned int max_line;		/* largest control request in bytes */
+};
+
+/* Fill @cfg with the built-in defaults. */
+void pf_config_defaults(struct pf_config *cfg);
+/* Apply the INI file @path ([gpu], [pf], [sched], [paths], [control] sections). 0, or
+ * -EINVAL with @err (size @errlen) naming the line and key; @cfg is unchanged on error. */
+int pf_config_load(struct pf_config *cfg, const char *path, char *err, size_t errlen);
+/* Apply one key of section @section; the INI loader and the flags use it. */
+int pf_config_set(struct pf_config *cfg, const char *section, const char *key,
+		  const char *value);
+/* Check the whole configuration; -EINVAL with a message in @err. */
+int pf_config_check(const struct pf_config *cfg, char *err, size_t errlen);
+
+/* Parse a size: bytes, or a number with K/M/G/T (IEC, optional "iB"/"B"). Rejects empty,
+ * negative, fractional, trailing garbage and overflow with -EINVAL / -ERANGE. */
+int pf_parse_size(const char *s, uint64_t *out);
+/* Format @bytes as IEC ("4 GiB", "1.5 GiB", "512 MiB", "100 B") into @buf. */
+const char *pf_format_size(uint64_t bytes, char *buf, size_t len);
+/* Parse and normalise (lower case) a UUID "8-4-4-4-12"; -EINVAL if malformed. */
+int pf_uuid_parse(const char *s, char out[PF_UUID_STR], uint8_t bytes[16]);
+/* A new random (version 4) UUID. */
+void pf_uuid_generate(char out[PF_UUID_STR]);
+/* Parse "low" / "normal" / "high". */
+int pf_priority_parse(const char *s, enum pf_priority *out);
+/* Name of @p. */
+const char *pf_priority_name(enum pf_priority p);
+
+/* xe-style fair share: the VRAM each of @nr_vfs VFs gets from @usable bytes (power of two,
+ * at least 2 MiB), or 0 if even 2 MiB each does not fit. */
+uint64_t pf_fair_vram(uint64_t usable, unsigned int nr_vfs);
+
+struct pf_daemon;
+
+/* Create the daemon from @cfg: device, allocator, state (restored from the state dir),
+ * control socket and endpoints. A corrupt or foreign state file fails with -EINVAL /
+ * -EBADMSG and a logged message naming it, and nothing is applied. */
+int pf_daemon_create(const struct pf_config *cfg, struct pf_daemon **out);
+/* Serve until pf_daemon_stop() or SIGTERM/SIGINT; @ready_fn (may be NULL) is called once
+ * the sockets are listening. 0 or -errno. */
+int pf_daemon_run(struct pf_daemon *d, void (*ready_fn)(void));
+/* Ask the loop to return (async-signal-safe). */
+void pf_daemon_stop(struct pf_daemon *d);
+/* Close everything; running slices keep their VRAM objects and journal entries so the next
+ * daemon brings them back. NULL is a no-op. */
+void pf_daemon_destroy(struct pf_daemon *d);
+
+#endif

@@ -1,0 +1,814 @@
+/* Slices: define, undefine, start, stop, modify, VF reset, and the number of VFs.
+ * Each verb validates everything first and only then changes state, so a failing request
+ * leaves nothing behind; with dry-run it stops after validation and reports the plan. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "gpu_model/gpu.h"
+#include "pma/pma.h"
+#include "pf_manager/pf_internal.h"
+
+struct pf_slice *pf_slice_find(struct pf_daemon *d, const char *uuid)
+{
+	for (unsigned int i = 0; i < d->nr_slices; i++)
+		if (!strcmp(d->slices[i]->uuid, uuid))
+			return d->slices[i];
+	return NULL;
+}
+
+unsigned int pf_free_vf(const struct pf_daemon *d)
+{
+	for (unsigned int vf = 1; vf <= d->num_vfs; vf++)
+		if (!d->vfs[vf])
+			return vf;
+	return 0;
+}
+
+void pf_slice_free(struct pf_slice *s)
+{
+	free(s);
+}
+
+static const char *arg_str(json_object *args, const char *key)
+{
+	json_object *v;
+
+	if (!args || !json_object_object_get_ex(args, key, &v) ||
+	    !json_object_is_type(v, json_type_string))
+		return NULL;
+	return json_object_get_string(v);
+}
+
+/* The slice named by args.uuid: -EINVAL if missing or malformed, -ENOENT if unknown. */
+static int slice_from_args(struct pf_daemon *d, json_object *args, struct pf_slice **out,
+			   struct pf_err *e)
+{
+	const char *u = arg_str(args, "uuid");
+	char norm[PF_UUID_STR];
+
+	if (!u)
+		return pf_fail(e, -EINVAL, "missing \"uuid\"");
+	if (pf_uuid_parse(u, norm, NULL))
+		return pf_fail(e, -EINVAL, "\"%.64s\" is not a UUID", u);
+	*out = pf_slice_find(d, norm);
+	if (!*out)
+		return pf_fail(e, -ENOENT, "slice %s not found", norm);
+	return 0;
+}
+
+static void add_result(json_object *ret, const struct pf_slice *s, const char *result, bool dry)
+{
+	if (s)
+		json_object_object_add(ret, "uuid", json_object_new_string(s->uuid));
+	json_object_object_add(ret, "result", json_object_new_string(result));
+	json_object_object_add(ret, "dry_run", json_object_new_boolean(dry));
+}
+
+static json_object *quota_json(const struct pf_quota *q)
+{
+	json_object *o = json_object_new_object();
+
+	pf_json_add_u64(o, "vram_bytes", q->vram);
+	json_object_object_add(o, "channels", json_object_new_int(q->channels));
+	json_object_object_add(o, "doorbells", json_object_new_int(q->doorbells));
+	json_object_object_add(o, "exec_quantum_ms", json_object_new_int(q->exec_quantum_ms));
+	json_object_object_add(o, "preempt_timeout_us", json_object_new_int(q->preempt_timeout_us));
+	json_object_object_add(o, "priority", json_object_new_string(pf_priority_name(q->priority)));
+	return o;
+}
+
+json_object *pf_slice_json(const struct pf_daemon *d, const struct pf_slice *s)
+{
+	json_object *o = pf_slice_def_json(s);
+	char path[PF_PATH_MAX + 16];
+
+	json_object_object_add(o, "parent", json_object_new_string(d->cfg.pf_id));
+	json_object_object_add(o, "state", json_object_new_string(s->vf ? "running" : "defined"));
+	json_object_object_add(o, "vf", json_object_new_int((int)s->vf));
+	if (s->vf) {
+		json_object *p = quota_json(&s->prov);
+
+		pf_json_add_u64(p, "vram_base", s->base);
+		pf_json_add_u64(p, "bar_bytes", s->bar_size);
+		json_object_object_add(o, "provisioned", p);
+		snprintf(path, sizeof(path), "%s/vf%u.sock", d->cfg.runtime_dir, s->vf);
+		json_object_object_add(o, "endpoint", json_object_new_string(path));
+		json_object_object_add(o, "attached", json_object_new_boolean(pf_endpoint_attached(s)));
+		json_object_object_add(o, "reset_count",
+				       json_object_new_int((int)s->hdr->reset_count));
+	}
+	return o;
+}
+
+/* ---- define / undefine ---------------------------------------------------------------- */
+
+static bool quota_equal(const struct pf_slice *a, const struct pf_slice *b)
+{
+	const struct pf_quota *x = &a->custom, *y = &b->custom;
+	unsigned int m = a->custom_bits;
+
+	if (a->custom_bits != b->custom_bits)
+		return false;
+	return (!(m & PF_Q_VRAM) || x->vram == y->vram) &&
+	       (!(m & PF_Q_CHANNELS) || x->channels == y->channels) &&
+	       (!(m & PF_Q_DOORBELLS) || x->doorbells == y->doorbells) &&
+	       (!(m & PF_Q_EXEC) || x->exec_quantum_ms == y->exec_quantum_ms) &&
+	       (!(m & PF_Q_PREEMPT) || x->preempt_timeout_us == y->preempt_timeout_us) &&
+	       (!(m & PF_Q_PRIO) || x->priority == y->priority);
+}
+
+static void diff_add(json_object *diff, const char *field, json_object *cur, json_object *req)
+{
+	json_object *o = json_object_new_object();
+
+	json_object_object_add(o, "field", json_object_new_string(field));
+	json_object_object_add(o, "current", cur);
+	json_object_object_add(o, "requested", req);
+	json_object_array_add(diff, o);
+}
+
+/* Differences between two definitions as [{field, current, requested}]. */
+static json_object *slice_diff(const struct pf_slice *a, const struct pf_slice *b)
+{
+	json_object *diff = json_object_new_array();
+	json_object *ja = pf_slice_def_json(a), *jb = pf_slice_def_json(b);
+
+	json_object_object_foreach(ja, key, va) {
+		json_object *vb = NULL;
+
+		json_object_object_get_ex(jb, key, &vb);
+		if (!vb || !json_object_equal(va, vb))
+			diff_add(diff, key, json_object_get(va), vb ? json_object_get(vb) : NULL);
+	}
+	json_object_object_foreach(jb, key2, vb2) {
+		if (!json_object_object_get_ex(ja, key2, NULL))
+			diff_add(diff, key2, NULL, json_object_get(vb2));
+	}
+	json_object_put(ja);
+	json_object_put(jb);
+	return diff;
+}
+
+static bool slice_same_spec(const struct pf_slice *a, const struct pf_slice *b)
+{
+	return !strcmp(a->type, b->type) && a->autostart == b->autostart && quota_equal(a, b) &&
+	       !strcmp(a->owner_vm, b->owner_vm) && a->owner_gen == b->owner_gen &&
+	       a->owner_uid == b->owner_uid;
+}
+
+static int conflict(struct pf_slice *cur, struct pf_slice *req, struct pf_err *e)
+{
+	json_object *diff = slice_diff(cur, req);
+	char buf[256] = "";
+	size_t n = json_object_array_length(diff);
+
+	for (size_t i = 0; i < n && strlen(buf) < 200; i++) {
+		json_object *f = NULL, *it = json_object_array_get_idx(diff, i);
+
+		json_object_object_get_ex(it, "field", &f);
+		snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), "%s%s", i ? ", " : "",
+			 json_object_get_string(f));
+	}
+	pf_fail(e, -EEXIST, "slice %s is already defined with a different spec (differs in: %s)",
+		cur->uuid, buf);
+	if (e) {
+		e->data = json_object_new_object();
+		json_object_object_add(e->data, "diff", diff);
+	} else {
+		json_object_put(diff);
+	}
+	return -EEXIST;
+}
+
+int pf_slice_define(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
+		    struct pf_err *e)
+{
+	struct pf_slice *s = calloc(1, sizeof(*s)), *cur;
+	char path[PF_PATH_MAX + 64];
+	int r;
+
+	if (!s)
+		return pf_fail(e, -ENOMEM, "out of memory");
+	r = pf_slice_from_json(d, args, s, e);
+	if (r)
+		goto free_s;
+	cur = pf_slice_find(d, s->uuid);
+	if (cur) {
+		r = slice_same_spec(cur, s) ? 0 : conflict(cur, s, e);
+		if (!r)
+			add_result(ret, cur, "unchanged", dry);
+		goto free_s;
+	}
+	if (d->nr_slices >= PF_MAX_SLICES) {
+		r = pf_fail(e, -ENOSPC, "too many slices defined (%u)", PF_MAX_SLICES);
+		goto free_s;
+	}
+	add_result(ret, s, dry ? "would define" : "defined", dry);
+	if (dry) {
+		snprintf(path, sizeof(path), "%s/slices/%s.json", d->cfg.state_dir, s->uuid);
+		json_object_object_add(ret, "file", json_object_new_string(path));
+		json_object_object_add(ret, "definition", pf_slice_def_json(s));
+		goto free_s;
+	}
+	r = pf_state_save_slice(d, s);
+	if (r) {
+		pf_fail(e, r, "slice %s: cannot write its definition: %s", s->uuid, vgpu_strerror(r));
+		goto free_s;
+	}
+	d->slices[d->nr_slices++] = s;
+	vgpu_info("slice %s defined (type %s, %s)", s->uuid, s->type, s->autostart ? "auto" : "manual");
+	pf_event(d, "SLICE_DEFINED", pf_slice_def_json(s));
+	return 0;
+free_s:
+	free(s);
+	return r;
+}
+
+static void slice_remove(struct pf_daemon *d, struct pf_slice *s)
+{
+	for (unsigned int i = 0; i < d->nr_slices; i++) {
+		if (d->slices[i] == s) {
+			d->slices[i] = d->slices[--d->nr_slices];
+			break;
+		}
+	}
+	pf_slice_free(s);
+}
+
+/* The caller's owner token (args.owner) must match the slice's when both exist. */
+static int owner_check(const struct pf_slice *s, json_object *args, struct pf_err *e)
+{
+	json_object *o, *vm, *gen;
+	int64_t g;
+
+	if (!json_object_object_get_ex(args, "owner", &o))
+		return 0;
+	if (!json_object_object_get_ex(o, "vm", &vm) || !json_object_is_type(vm, json_type_string))
+		return pf_fail(e, -EINVAL, "owner.vm missing");
+	g = json_object_object_get_ex(o, "generation", &gen) ? json_object_get_int64(gen) : 0;
+	if (!s->owner_vm[0])
+		return 0;
+	if (strcasecmp(json_object_get_string(vm), s->owner_vm) || (uint64_t)g != s->owner_gen)
+		return pf_fail(e, -EBUSY,
+			       "slice %s is owned by VM %s generation %" PRIu64
+			       "; the request's owner token does not match", s->uuid, s->owner_vm,
+			       s->owner_gen);
+	return 0;
+}
+
+int pf_slice_undefine(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
+		      struct pf_err *e)
+{
+	struct pf_slice *s;
+	int r = slice_from_args(d, args, &s, e);
+
+	if (r)
+		return r;
+	r = owner_check(s, args, e);
+	if (r)
+		return r;
+	if (s->vf)
+		return pf_fail(e, -EBUSY, "slice %s is running on VF %u; stop it first", s->uuid, s->vf);
+	add_result(ret, s, dry ? "would undefine" : "undefined", dry);
+	if (dry)
+		return 0;
+	r = pf_state_remove_slice(d, s);
+	if (r && r != -ENOENT)
+		return pf_fail(e, r, "slice %s: cannot remove its definition: %s", s->uuid,
+			       vgpu_strerror(r));
+	vgpu_info("slice %s undefined", s->uuid);
+	pf_event(d, "SLICE_UNDEFINED", pf_slice_def_json(s));
+	slice_remove(d, s);
+	return 0;
+}
+
+/* ---- start / stop ---------------------------------------------------------------------- */
+
+static void sched_apply(struct pf_daemon *d, const struct pf_slice *s)
+{
+	struct gpu_priv_sched_fn sf = {
+		.enabled = 1,
+		.quantum_ns = (uint64_t)s->prov.exec_quantum_ms * 1000000ull,
+		.preempt_timeout_ns = (uint64_t)s->prov.preempt_timeout_us * 1000ull,
+		/* Fixed share: a VF's share follows its share of the usable VRAM. */
+		.weight = s->prov.vram * 1000 / pf_usable_vram(d),
+	};
+
+	if (gpu_priv_sched_fn_set(gpu_priv_get(d->gpu), s->vf, &sf))
+		vgpu_warn("VF %u: scheduler settings refused", s->vf);
+}
+
+static int bar_object_open(struct pf_daemon *d, struct pf_slice *s, unsigned int vf, bool adopt,
+			   struct pf_err *e)
+{
+	char name[96];
+	struct stat sb;
+	int fd;
+
+	pf_shm_name(d, vf, name, sizeof(name));
+	if (adopt) {
+		fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
+		if (fd < 0)
+			return pf_fail(e, -errno, "VF %u: VRAM object %s is gone: %s", vf, name,
+				       vgpu_strerror(-errno));
+		if (fstat(fd, &sb) || (uint64_t)sb.st_size != s->bar_size) {
+			close(fd);
+			return pf_fail(e, -EBADMSG, "VF %u: VRAM object %s has the wrong size", vf, name);
+		}
+	} else {
+		/* A leftover of this instance that the journal did not name: stale, drop it. */
+		shm_unlink(name);
+		fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		if (fd < 0)
+			return pf_fail(e, -errno, "VF %u: cannot create %s: %s", vf, name,
+				       vgpu_strerror(-errno));
+		/* The owner's VMM opens the BAR through the endpoint's fd, never by name. */
+		if (s->owner_uid >= 0 && fchown(fd, (uid_t)s->owner_uid, (gid_t)-1))
+			vgpu_warn("VF %u: cannot give %s to uid %ld", vf, name, s->owner_uid);
+		if (ftruncate(fd, (off_t)s->bar_size)) {
+			int r = -errno;
+
+			close(fd);
+			shm_unlink(name);
+			return pf_fail(e, r, "VF %u: cannot size %s: %s", vf, name, vgpu_strerror(r));
+		}
+	}
+	s->bar_fd = fd;
+	return 0;
+}
+
+static void bar_object_close(struct pf_daemon *d, struct pf_slice *s, bool unlink_it)
+{
+	char name[96];
+
+	if (s->bar)
+		munmap(s->bar, VF_BAR_CTRL_SIZE);
+	s->bar = NULL;
+	s->hdr = NULL;
+	if (s->bar_fd >= 0)
+		close(s->bar_fd);
+	s->bar_fd = -1;
+	if (unlink_it) {
+		pf_shm_name(d, s->vf, name, sizeof(name));
+		shm_unlink(name);
+	}
+}
+
+int pf_slice_bring_up(struct pf_daemon *d, struct pf_slice *s, unsigned int vf, uint64_t base,
+		      bool adopt, struct pf_err *e)
+{
+	struct gpu_priv *priv = gpu_priv_get(d->gpu);
+	int r;
+
+	s->bar_size = vf_bar_size(s->prov.vram, d->cfg.dma_size);
+	s->dma_size = d->cfg.dma_size;
+	s->bar_fd = -1;
+	r = bar_object_open(d, s, vf, adopt, e);
+	if (r)
+		return r;
+	/* The daemon maps only the control area: the VRAM part is the device's business
+	 * and the DMA part the guest's. */
+	s->bar = mmap(NULL, VF_BAR_CTRL_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, s->bar_fd,
+		      (off_t)(s->bar_size - VF_BAR_CTRL_SIZE));
+	if (s->bar == MAP_FAILED) {
+		s->bar = NULL;
+		r = pf_fail(e, -errno, "VF %u: cannot map its BAR: %s", vf, vgpu_strerror(-errno));
+		goto close_bar;
+	}
+	s->hdr = (struct vf_bar_header *)s->bar;
+	s->child = pma_child_create(d->pma, base, s->prov.vram, NULL, &r);
+	if (!s->child) {
+		pf_fail(e, r, "VF %u: cannot take VRAM [%#" PRIx64 ", +%#" PRIx64 "): %s", vf, base,
+			s->prov.vram, vgpu_strerror(r));
+		goto close_bar;
+	}
+	r = gpu_vram_slice_map(d->gpu, vf, base, s->prov.vram, s->bar_fd);
+	if (r) {
+		pf_fail(e, r, "VF %u: cannot map VRAM into the device: %s", vf, vgpu_strerror(r));
+		goto destroy_child;
+	}
+	r = gpu_priv_partition_set(priv, vf, base, s->prov.vram);
+	if (r) {
+		pf_fail(e, r, "VF %u: partition refused: %s", vf, vgpu_strerror(r));
+		goto unmap_vram;
+	}
+	s->vf = vf;
+	s->base = base;
+	d->vfs[vf] = s;
+	if (!adopt || pf_bar_attach(s))
+		pf_bar_format(s);
+	sched_apply(d, s);
+	r = pf_endpoint_open(d, s);
+	if (r) {
+		pf_fail(e, r, "VF %u: cannot open its endpoint: %s", vf, vgpu_strerror(r));
+		goto clear_partition;
+	}
+	s->started_ns = vgpu_now_ns();
+	return 0;
+clear_partition:
+	d->vfs[vf] = NULL;
+	s->vf = 0;
+	gpu_priv_partition_set(priv, vf, 0, 0);
+unmap_vram:
+	/* Unmapping scrubs: only right for an object we created. */
+	if (!adopt)
+		gpu_vram_slice_unmap(d->gpu, vf);
+destroy_child:
+	pma_child_destroy(s->child);
+	s->child = NULL;
+close_bar:
+	s->vf = vf;
+	bar_object_close(d, s, !adopt);
+	s->vf = 0;
+	return r;
+}
+
+int pf_slice_start(struct pf_daemon *d, struct pf_slice *s, struct pf_err *e)
+{
+	unsigned int vf = pf_free_vf(d);
+	uint64_t base;
+	int r;
+
+	if (!vf)
+		return pf_fail(e, -ENOSPC, "slice %s: no free VF: %u of %u enabled VFs in use%s",
+			       s->uuid, d->num_vfs, d->num_vfs, d->num_vfs ? "" : " (set-vfs first)");
+	r = pf_slice_quota(d, s, &s->prov, e);
+	if (r)
+		return r;
+	r = pf_place(d, s->prov.vram, &base, e);
+	if (r)
+		return r;
+	r = pf_slice_bring_up(d, s, vf, base, false, e);
+	if (r)
+		return r;
+	r = pf_state_save_journal(d);
+	if (r)
+		vgpu_warn("slice %s: journal not written: %s", s->uuid, vgpu_strerror(r));
+	vgpu_info("slice %s started on VF %u: %" PRIu64 " MiB VRAM at %#" PRIx64, s->uuid, vf,
+		  s->prov.vram >> 20, base);
+	pf_event(d, "SLICE_STARTED", pf_slice_json(d, s));
+	return 0;
+}
+
+static json_object *plan_json(struct pf_daemon *d, const struct pf_slice *s, unsigned int vf,
+			      const struct pf_quota *q, uint64_t base)
+{
+	json_object *p = quota_json(q);
+	char name[96];
+
+	json_object_object_add(p, "vf", json_object_new_int((int)vf));
+	pf_json_add_u64(p, "vram_base", base);
+	pf_json_add_u64(p, "bar_bytes", vf_bar_size(q->vram, d->cfg.dma_size));
+	pf_shm_name(d, vf, name, sizeof(name));
+	json_object_object_add(p, "vram_object", json_object_new_string(name));
+	(void)s;
+	return p;
+}
+
+int pf_slice_start_cmd(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
+		       struct pf_err *e)
+{
+	struct pf_slice *s;
+	struct pf_quota q;
+	unsigned int vf;
+	uint64_t base;
+	int r = slice_from_args(d, args, &s, e);
+
+	if (r)
+		return r;
+	r = owner_check(s, args, e);
+	if (r)
+		return r;
+	if (s->vf) {
+		add_result(ret, s, "unchanged", dry);
+		json_object_object_add(ret, "vf", json_object_new_int((int)s->vf));
+		return 0;
+	}
+	if (dry) {
+		vf = pf_free_vf(d);
+		if (!vf)
+			return pf_fail(e, -ENOSPC, "slice %s: no free VF: %u of %u enabled VFs in use",
+				       s->uuid, d->num_vfs, d->num_vfs);
+		r = pf_slice_quota(d, s, &q, e);
+		if (!r)
+			r = pf_place(d, q.vram, &base, e);
+		if (r)
+			return r;
+		add_result(ret, s, "would start", true);
+		json_object_object_add(ret, "plan", plan_json(d, s, vf, &q, base));
+		return 0;
+	}
+	r = pf_slice_start(d, s, e);
+	if (r)
+		return r;
+	add_result(ret, s, "started", false);
+	json_object_object_add(ret, "vf", json_object_new_int((int)s->vf));
+	json_object_object_add(ret, "provisioned", quota_json(&s->prov));
+	return 0;
+}
+
+/* Stop every channel of @vf: disable, then free (which drops it from its runlist). */
+static void vf_channels_stop(struct pf_daemon *d, unsigned int vf)
+{
+	struct gpu_priv *priv = gpu_priv_get(d->gpu);
+	struct gpu_chan_status st;
+
+	for (unsigned int ch = 0; ch < GPU_FN_MAX_CHANNELS; ch++) {
+		if (gpu_chan_status(d->gpu, vf, ch, &st) || st.state == GPU_CHAN_STATE_FREE)
+			continue;
+		gpu_priv_chan_enable(priv, vf, ch, false);
+		gpu_priv_chan_free(priv, vf, ch);
+	}
+}
+
+/* Give every allocation inside the partition back, PF_RESET_BATCH ranges at a time, so
+ * a VF with many small allocations never holds the allocator lock for long. */
+static void vf_free_allocations(struct pma *child)
+{
+	struct pma_range r[PF_RESET_BATCH];
+	size_t nr;
+
+	for (;;) {
+		if (pma_export(child, r, PF_RESET_BATCH, &nr) || !nr)
+			return;
+		for (size_t i = 0; i < vgpu_min(nr, (size_t)PF_RESET_BATCH); i++)
+			pma_free_range(child, r[i].base, r[i].size, PMA_FREE_SKIP_SCRUB);
+	}
+}
+
+int pf_vf_reset(struct pf_daemon *d, struct pf_slice *s)
+{
+	int r;
+
+	atomic_store((_Atomic uint32_t *)&s->hdr->state, VF_STATE_RESETTING);
+	/* RM clients of the VF go first so nothing re-arms a channel behind our back. */
+	vf_channels_stop(d, s->vf);
+	r = gpu_vram_scrub(d->gpu, s->base, s->prov.vram);
+	vf_free_allocations(s->child);
+	gpu_tlb_invalidate(d->gpu, s->vf, 0, 0);
+	s->resets++;
+	pf_bar_format(s);
+	pf_endpoint_event(s, VF_EVT_RESET, s->hdr->reset_count);
+	return r;
+}
+
+int pf_vf_reset_cmd(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
+		    struct pf_err *e)
+{
+	struct pf_slice *s = NULL;
+	json_object *v;
+	uint64_t t0;
+	int r;
+
+	if (json_object_object_get_ex(args, "vf", &v)) {
+		int vf = json_object_get_int(v);
+
+		if (!json_object_is_type(v, json_type_int) || vf < 1 || vf > PF_MAX_VFS)
+			return pf_fail(e, -EINVAL, "\"vf\" must be 1..%d", PF_MAX_VFS);
+		s = d->vfs[vf];
+		if (!s)
+			return pf_fail(e, -ENOENT, "VF %d has no running slice", vf);
+	} else {
+		r = slice_from_args(d, args, &s, e);
+		if (r)
+			return r;
+		if (!s->vf)
+			return pf_fail(e, -ENOENT, "slice %s is not running", s->uuid);
+	}
+	add_result(ret, s, dry ? "would reset" : "reset", dry);
+	json_object_object_add(ret, "vf", json_object_new_int((int)s->vf));
+	if (dry)
+		return 0;
+	t0 = vgpu_now_ns();
+	r = pf_vf_reset(d, s);
+	if (r)
+		return pf_fail(e, r, "VF %u: reset failed: %s", s->vf, vgpu_strerror(r));
+	json_object_object_add(ret, "duration_us",
+			       json_object_new_int64((int64_t)((vgpu_now_ns() - t0) / 1000)));
+	pf_state_save_journal(d);
+	vgpu_info("VF %u (slice %s) reset", s->vf, s->uuid);
+	v = json_object_new_object();
+	json_object_object_add(v, "vf", json_object_new_int((int)s->vf));
+	json_object_object_add(v, "uuid", json_object_new_string(s->uuid));
+	json_object_object_add(v, "reset_count", json_object_new_int((int)s->hdr->reset_count));
+	pf_event(d, "VF_RESET", v);
+	return 0;
+}
+
+void pf_slice_stop(struct pf_daemon *d, struct pf_slice *s)
+{
+	unsigned int vf = s->vf;
+	struct gpu_priv_sched_fn off = { 0 };
+
+	atomic_store((_Atomic uint32_t *)&s->hdr->state, VF_STATE_STOPPED);
+	pf_endpoint_event(s, VF_EVT_STOP, 0);
+	pf_endpoint_close(d, s);
+	vf_channels_stop(d, vf);
+	gpu_priv_sched_fn_set(gpu_priv_get(d->gpu), vf, &off);
+	gpu_priv_partition_set(gpu_priv_get(d->gpu), vf, 0, 0);
+	/* Unmapping scrubs the object before its range can reach another tenant. */
+	gpu_vram_slice_unmap(d->gpu, vf);
+	vf_free_allocations(s->child);
+	pma_child_destroy(s->child);
+	s->child = NULL;
+	bar_object_close(d, s, true);
+	d->vfs[vf] = NULL;
+	s->vf = 0;
+	s->base = 0;
+}
+
+void pf_slice_detach(struct pf_daemon *d, struct pf_slice *s)
+{
+	pf_endpoint_close(d, s);
+	bar_object_close(d, s, false);
+	d->vfs[s->vf] = NULL;
+}
+
+int pf_slice_stop_cmd(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
+		      struct pf_err *e)
+{
+	struct pf_slice *s;
+	unsigned int vf;
+	int r = slice_from_args(d, args, &s, e);
+
+	if (r)
+		return r;
+	r = owner_check(s, args, e);
+	if (r)
+		return r;
+	if (!s->vf) {
+		add_result(ret, s, "unchanged", dry);
+		return 0;
+	}
+	vf = s->vf;
+	add_result(ret, s, dry ? "would stop" : "stopped", dry);
+	json_object_object_add(ret, "vf", json_object_new_int((int)vf));
+	if (dry) {
+		pf_json_add_u64(ret, "releases_vram_bytes", s->prov.vram);
+		pf_json_add_u64(ret, "vram_base", s->base);
+		return 0;
+	}
+	pf_slice_stop(d, s);
+	pf_state_save_journal(d);
+	vgpu_info("slice %s stopped (VF %u released)", s->uuid, vf);
+	pf_event(d, "SLICE_STOPPED", pf_slice_json(d, s));
+	return 0;
+}
+
+void pf_autostart(struct pf_daemon *d)
+{
+	for (unsigned int i = 0; i < d->nr_slices; i++) {
+		struct pf_slice *s = d->slices[i];
+		struct pf_err e = { 0 };
+
+		if (!s->autostart || s->vf)
+			continue;
+		if (pf_slice_start(d, s, &e))
+			vgpu_warn("autostart of slice %s: %s", s->uuid, e.msg);
+		json_object_put(e.data);
+	}
+}
+
+/* ---- modify ---------------------------------------------------------------------------- */
+
+int pf_slice_modify(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
+		    struct pf_err *e)
+{
+	struct pf_slice *s, *n;
+	json_object *spec;
+	int r = slice_from_args(d, args, &s, e);
+
+	if (r)
+		return r;
+	r = owner_check(s, args, e);
+	if (r)
+		return r;
+	n = calloc(1, sizeof(*n));
+	if (!n)
+		return pf_fail(e, -ENOMEM, "out of memory");
+	/* The new spec is the old one with the request's fields laid over it. */
+	spec = pf_slice_def_json(s);
+	json_object_object_foreach(args, key, val) {
+		if (!strcmp(key, "attrs")) {
+			json_object *old = NULL;
+
+			json_object_object_get_ex(spec, "attrs", &old);
+			for (size_t i = 0; i < json_object_array_length(val); i++)
+				json_object_array_add(old, json_object_get(json_object_array_get_idx(val, i)));
+		} else if (strcmp(key, "dry-run")) {
+			json_object_object_add(spec, key, json_object_get(val));
+		}
+	}
+	r = pf_slice_from_json(d, spec, n, e);
+	json_object_put(spec);
+	if (r)
+		goto free_n;
+	if (slice_same_spec(s, n)) {
+		add_result(ret, s, "unchanged", dry);
+		goto free_n;
+	}
+	if (s->vf && pf_endpoint_attached(s)) {
+		r = pf_fail(e, -EBUSY, "slice %s is in use (a guest is attached to VF %u); quotas "
+			    "change only while it is idle", s->uuid, s->vf);
+		goto free_n;
+	}
+	if (s->vf) {
+		struct pf_quota q;
+
+		r = pf_slice_quota(d, n, &q, NULL);
+		if (strcmp(n->type, s->type) || (r == 0 && q.vram != s->prov.vram) ||
+		    (n->custom_bits & PF_Q_VRAM) != (s->custom_bits & PF_Q_VRAM) ||
+		    ((n->custom_bits & PF_Q_VRAM) && n->custom.vram != s->custom.vram)) {
+			r = pf_fail(e, -EBUSY, "slice %s is running on VF %u; stop it to change its "
+				    "type or VRAM", s->uuid, s->vf);
+			goto free_n;
+		}
+	}
+	add_result(ret, s, dry ? "would modify" : "modified", dry);
+	json_object_object_add(ret, "diff", slice_diff(s, n));
+	if (dry)
+		goto free_n;
+	r = pf_state_save_slice(d, n);
+	if (r) {
+		pf_fail(e, r, "slice %s: cannot write its definition: %s", s->uuid, vgpu_strerror(r));
+		goto free_n;
+	}
+	memcpy(s->type, n->type, sizeof(s->type));
+	s->autostart = n->autostart;
+	s->custom = n->custom;
+	s->custom_bits = n->custom_bits;
+	memcpy(s->owner_vm, n->owner_vm, sizeof(s->owner_vm));
+	s->owner_gen = n->owner_gen;
+	s->owner_uid = n->owner_uid;
+	if (s->vf) {
+		uint64_t vram = s->prov.vram;
+
+		/* Idle and running: the new scheduling and count quotas apply now. The budget
+		 * check above counted this slice twice, so it is advisory only. */
+		pf_slice_quota(d, s, &s->prov, NULL);
+		s->prov.vram = vram;
+		s->hdr->channels = s->prov.channels;
+		s->hdr->doorbells = s->prov.doorbells;
+		s->hdr->exec_quantum_ms = s->prov.exec_quantum_ms;
+		s->hdr->preempt_timeout_us = s->prov.preempt_timeout_us;
+		sched_apply(d, s);
+	}
+	r = 0;
+	pf_event(d, "SLICE_MODIFIED", pf_slice_json(d, s));
+free_n:
+	free(n);
+	return r;
+}
+
+/* ---- number of VFs --------------------------------------------------------------------- */
+
+int pf_set_vfs(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
+	       struct pf_err *e)
+{
+	json_object *v;
+	int64_t n;
+	unsigned int running = 0;
+
+	if (!json_object_object_get_ex(args, "num_vfs", &v) || !json_object_is_type(v, json_type_int))
+		return pf_fail(e, -EINVAL, "missing integer \"num_vfs\"");
+	n = json_object_get_int64(v);
+	if (n < 0 || n > d->cfg.max_vfs)
+		return pf_fail(e, -ERANGE, "%" PRId64 " VFs requested; the maximum is %u", n,
+			       d->cfg.max_vfs);
+	json_object_object_add(ret, "num_vfs", json_object_new_int((int)n));
+	json_object_object_add(ret, "dry_run", json_object_new_boolean(dry));
+	if ((unsigned int)n == d->num_vfs) {
+		json_object_object_add(ret, "result", json_object_new_string("unchanged"));
+		return 0;
+	}
+	if (n && d->num_vfs)
+		return pf_fail(e, -EBUSY, "%u VFs already enabled. Disable before enabling %" PRId64
+			       " VFs", d->num_vfs, n);
+	for (unsigned int vf = 1; vf <= PF_MAX_VFS; vf++)
+		running += d->vfs[vf] != NULL;
+	if (!n && running)
+		return pf_fail(e, -EBUSY, "%u slices are running on VFs; stop them first", running);
+	json_object_object_add(ret, "result", json_object_new_string(dry ? "would set" : "set"));
+	if (n)
+		pf_json_add_u64(ret, "fair_vram_bytes", pf_fair_vram(pf_usable_vram(d), (unsigned int)n));
+	if (dry)
+		return 0;
+	d->num_vfs = (unsigned int)n;
+	pf_state_save_journal(d);
+	vgpu_info("%u VFs enabled", d->num_vfs);
+	v = json_object_new_object();
+	json_object_object_add(v, "num_vfs", json_object_new_int((int)n));
+	pf_event(d, "VFS_CHANGED", v);
+	pf_autostart(d);
+	return 0;
+}

@@ -1,0 +1,673 @@
+/* Persistence. Declared slices: one JSON file each, <state>/slices/<uuid>.json, in
+ * mdevctl's shape. Running slices: the allocation journal <state>/journal.json (VF, VRAM
+ * partition, provisioned quota and the allocations inside it), rewritten atomically after
+ * every change. VRAM contents live in one shm object per VF named from the state dir, so a
+ * restarted daemon (even after kill -9) maps the same bytes at the same offsets.
+ * Loading validates everything before applying anything. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/bitops.h"
+#include "common/log.h"
+#include "pma/pma.h"
+#include "pf_manager/pf_internal.h"
+
+#define PF_JOURNAL_KIND		"vgpud-journal"
+#define PF_JOURNAL_SCHEMA	1
+#define PF_MAX_FILE		(1u << 20)
+
+void pf_shm_name(const struct pf_daemon *d, unsigned int vf, char *buf, size_t len)
+{
+	snprintf(buf, len, "/%s-vf%u", d->shm_prefix, vf);
+}
+
+/* ---- slice definitions ------------------------------------------------------------------ */
+
+static void attr_add(json_object *attrs, const char *key, json_object *v)
+{
+	json_object *o = json_object_new_object();
+
+	json_object_object_add(o, key, v);
+	json_object_array_add(attrs, o);
+}
+
+json_object *pf_slice_def_json(const struct pf_slice *s)
+{
+	json_object *o = json_object_new_object(), *attrs = json_object_new_array();
+	char buf[32];
+
+	json_object_object_add(o, "uuid", json_object_new_string(s->uuid));
+	json_object_object_add(o, "mdev_type", json_object_new_string(s->type));
+	json_object_object_add(o, "start", json_object_new_string(s->autostart ? "auto" : "manual"));
+	if (s->custom_bits & PF_Q_VRAM) {
+		snprintf(buf, sizeof(buf), "%" PRIu64, s->custom.vram);
+		attr_add(attrs, "vram_bytes", json_object_new_string(buf));
+	}
+	if (s->custom_bits & PF_Q_CHANNELS)
+		attr_add(attrs, "channels", json_object_new_int((int)s->custom.channels));
+	if (s->custom_bits & PF_Q_DOORBELLS)
+		attr_add(attrs, "doorbells", json_object_new_int((int)s->custom.doorbells));
+	if (s->custom_bits & PF_Q_EXEC)
+		attr_add(attrs, "exec_quantum_ms", json_object_new_int((int)s->custom.exec_quantum_ms));
+	if (s->custom_bits & PF_Q_PREEMPT)
+		attr_add(attrs, "preempt_timeout_us",
+			 json_object_new_int((int)s->custom.preempt_timeout_us));
+	if (s->custom_bits & PF_Q_PRIO)
+		attr_add(attrs, "priority", json_object_new_string(pf_priority_name(s->custom.priority)));
+	json_object_object_add(o, "attrs", attrs);
+	if (s->owner_vm[0]) {
+		json_object *own = json_object_new_object();
+
+		json_object_object_add(own, "vm", json_object_new_string(s->owner_vm));
+		json_object_object_add(own, "generation", json_object_new_uint64(s->owner_gen));
+		json_object_object_add(o, "owner", own);
+	}
+	if (s->owner_uid >= 0)
+		json_object_object_add(o, "owner_uid", json_object_new_int64(s->owner_uid));
+	return o;
+}
+
+/* An unsigned attribute given as a JSON integer or a decimal string, up to @max. */
+static int attr_uint(json_object *v, uint64_t max, uint64_t *out)
+{
+	char *end;
+	int64_t i;
+
+	if (json_object_is_type(v, json_type_int)) {
+		i = json_object_get_int64(v);
+		if (i < 0 || (uint64_t)i > max)
+			return -ERANGE;
+		*out = (uint64_t)i;
+		return 0;
+	}
+	if (!json_object_is_type(v, json_type_string))
+		return -EINVAL;
+	const char *s = json_object_get_string(v);
+
+	if (*s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	*out = strtoull(s, &end, 10);
+	if (errno || *end)
+		return -EINVAL;
+	return *out > max ? -ERANGE : 0;
+}
+
+static int parse_attr(struct pf_daemon *d, struct pf_slice *s, const char *key, json_object *v,
+		      struct pf_err *e)
+{
+	uint64_t x = 0;
+	int r;
+
+	if (!strcmp(key, "vram_bytes") || !strcmp(key, "vram")) {
+		if (json_object_is_type(v, json_type_string))
+			r = pf_parse_size(json_object_get_string(v), &x);
+		else
+			r = attr_uint(v, UINT64_MAX >> 1, &x);
+		if (r || x < PF_VRAM_ALIGN || vgpu_align_up(x, PF_VRAM_ALIGN) > pf_usable_vram(d))
+			return pf_fail(e, -EINVAL, "bad VRAM size \"%s\": need 2 MiB .. %" PRIu64
+				       " MiB (the usable VRAM)", json_object_get_string(v),
+				       pf_usable_vram(d) >> 20);
+		s->custom.vram = x;
+		s->custom_bits |= PF_Q_VRAM;
+	} else if (!strcmp(key, "channels")) {
+		if (attr_uint(v, 64, &x) || !x)
+			return pf_fail(e, -EINVAL, "bad channels \"%s\": need 1..64", json_object_get_string(v));
+		s->custom.channels = (uint32_t)x;
+		s->custom_bits |= PF_Q_CHANNELS;
+	} else if (!strcmp(key, "doorbells")) {
+		if (attr_uint(v, 1024, &x) || !x)
+			return pf_fail(e, -EINVAL, "bad doorbells \"%s\": need 1..1024",
+				       json_object_get_string(v));
+		s->custom.doorbells = (uint32_t)x;
+		s->custom_bits |= PF_Q_DOORBELLS;
+	} else if (!strcmp(key, "exec_quantum_ms")) {
+		if (attr_uint(v, 100000, &x))
+			return pf_fail(e, -EINVAL, "bad exec_quantum_ms: need 0..100000");
+		s->custom.exec_quantum_ms = (uint32_t)x;
+		s->custom_bits |= PF_Q_EXEC;
+	} else if (!strcmp(key, "preempt_timeout_us")) {
+		if (attr_uint(v, 10000000, &x))
+			return pf_fail(e, -EINVAL, "bad preempt_timeout_us: need 0..10000000");
+		s->custom.preempt_timeout_us = (uint32_t)x;
+		s->custom_bits |= PF_Q_PREEMPT;
+	} else if (!strcmp(key, "priority")) {
+		enum pf_priority p;
+
+		if (pf_priority_parse(json_object_get_string(v), &p) || p == PF_PRIO_HIGH)
+			return pf_fail(e, -EINVAL, "bad priority \"%s\": low or normal (high is the "
+				       "PF's)", json_object_get_string(v));
+		s->custom.priority = p;
+		s->custom_bits |= PF_Q_PRIO;
+	} else {
+		return pf_fail(e, -EINVAL, "unknown attribute \"%.64s\"", key);
+	}
+	return 0;
+}
+
+static int parse_attrs(struct pf_daemon *d, struct pf_slice *s, json_object *attrs,
+		       struct pf_err *e)
+{
+	if (!json_object_is_type(attrs, json_type_array))
+		return pf_fail(e, -EINVAL, "\"attrs\" must be an array of {name: value}");
+	for (size_t i = 0; i < json_object_array_length(attrs); i++) {
+		json_object *a = json_object_array_get_idx(attrs, i);
+
+		if (!json_object_is_type(a, json_type_object))
+			return pf_fail(e, -EINVAL, "attrs[%zu] is not an object", i);
+		json_object_object_foreach(a, key, v) {
+			int r = parse_attr(d, s, key, v, e);
+
+			if (r)
+				return r;
+		}
+	}
+	return 0;
+}
+
+static int parse_owner(struct pf_slice *s, json_object *o, struct pf_err *e)
+{
+	json_object *vm, *gen;
+
+	if (!json_object_is_type(o, json_type_object) || !json_object_object_get_ex(o, "vm", &vm) ||
+	    pf_uuid_parse(json_object_get_string(vm), s->owner_vm, NULL))
+		return pf_fail(e, -EINVAL, "\"owner\" must be {\"vm\": UUID, \"generation\": N}");
+	if (json_object_object_get_ex(o, "generation", &gen)) {
+		if (!json_object_is_type(gen, json_type_int) || json_object_get_int64(gen) < 0)
+			return pf_fail(e, -EINVAL, "owner.generation must be a non-negative integer");
+		s->owner_gen = (uint64_t)json_object_get_int64(gen);
+	}
+	return 0;
+}
+
+static int parse_key(struct pf_daemon *d, struct pf_slice *s, const char *key, json_object *v,
+		     struct pf_err *e)
+{
+	const char *str = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+
+	if (!strcmp(key, "uuid")) {
+		if (!str || pf_uuid_parse(str, s->uuid, s->uuid_bytes))
+			return pf_fail(e, -EINVAL, "\"%.64s\" is not a UUID", json_object_get_string(v));
+	} else if (!strcmp(key, "mdev_type") || !strcmp(key, "type")) {
+		if (!str || !pf_type_find(d, str))
+			return pf_fail(e, -EINVAL, "type \"%.64s\" is not supported (see types)",
+				       json_object_get_string(v));
+		snprintf(s->type, sizeof(s->type), "%s", str);
+	} else if (!strcmp(key, "start")) {
+		if (!str || (strcmp(str, "auto") && strcmp(str, "manual")))
+			return pf_fail(e, -EINVAL, "\"start\" must be \"auto\" or \"manual\"");
+		s->autostart = !strcmp(str, "auto");
+	} else if (!strcmp(key, "attrs")) {
+		return parse_attrs(d, s, v, e);
+	} else if (!strcmp(key, "owner")) {
+		return parse_owner(s, v, e);
+	} else if (!strcmp(key, "owner_uid")) {
+		if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < -1 ||
+		    json_object_get_int64(v) > INT32_MAX)
+			return pf_fail(e, -EINVAL, "\"owner_uid\" must be a uid");
+		s->owner_uid = (long)json_object_get_int64(v);
+	} else if (strcmp(key, "parent") && strcmp(key, "dry-run")) {
+		return pf_fail(e, -EINVAL, "unknown key \"%.64s\"", key);
+	}
+	return 0;
+}
+
+int pf_slice_from_json(struct pf_daemon *d, json_object *o, struct pf_slice *s, struct pf_err *e)
+{
+	memset(s, 0, sizeof(*s));
+	s->owner_uid = -1;
+	s->bar_fd = -1;
+	if (!o || !json_object_is_type(o, json_type_object))
+		return pf_fail(e, -EINVAL, "a slice spec must be a JSON object");
+	json_object_object_foreach(o, key, v) {
+		int r = parse_key(d, s, key, v, e);
+
+		if (r)
+			return r;
+	}
+	if (!s->type[0])
+		return pf_fail(e, -EINVAL, "missing \"type\"");
+	if (!s->uuid[0]) {
+		pf_uuid_generate(s->uuid);
+		pf_uuid_parse(s->uuid, NULL, s->uuid_bytes);
+	}
+	return 0;
+}
+
+static void slice_path(const struct pf_daemon *d, const char *uuid, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/slices/%s.json", d->cfg.state_dir, uuid);
+}
+
+static int write_json(const char *path, json_object *o)
+{
+	const char *txt = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
+							 JSON_C_TO_STRING_NOSLASHESCAPE);
+	char *buf;
+	int r;
+
+	if (asprintf(&buf, "%s\n", txt) < 0)
+		return -ENOMEM;
+	r = pf_write_file_atomic(path, buf, strlen(buf));
+	free(buf);
+	return r;
+}
+
+int pf_state_save_slice(struct pf_daemon *d, const struct pf_slice *s)
+{
+	char path[PF_PATH_MAX + 64];
+	json_object *o = pf_slice_def_json(s);
+	int r;
+
+	slice_path(d, s->uuid, path, sizeof(path));
+	r = write_json(path, o);
+	json_object_put(o);
+	return r;
+}
+
+int pf_state_remove_slice(struct pf_daemon *d, const struct pf_slice *s)
+{
+	char path[PF_PATH_MAX + 64];
+
+	slice_path(d, s->uuid, path, sizeof(path));
+	return unlink(path) ? -errno : 0;
+}
+
+/* ---- journal ------------------------------------------------------------------------------ */
+
+static json_object *journal_entry(const struct pf_slice *s)
+{
+	json_object *o = json_object_new_object(), *allocs = json_object_new_array();
+	struct pma_range *r = NULL;
+	size_t nr = 0;
+
+	json_object_object_add(o, "uuid", json_object_new_string(s->uuid));
+	json_object_object_add(o, "vf", json_object_new_int((int)s->vf));
+	pf_json_add_u64(o, "vram_base", s->base);
+	pf_json_add_u64(o, "vram_bytes", s->prov.vram);
+	json_object_object_add(o, "channels", json_object_new_int((int)s->prov.channels));
+	json_object_object_add(o, "doorbells", json_object_new_int((int)s->prov.doorbells));
+	json_object_object_add(o, "exec_quantum_ms", json_object_new_int((int)s->prov.exec_quantum_ms));
+	json_object_object_add(o, "preempt_timeout_us",
+			       json_object_new_int((int)s->prov.preempt_timeout_us));
+	json_object_object_add(o, "priority", json_object_new_int((int)s->prov.priority));
+	if (!pma_export(s->child, NULL, 0, &nr) && nr) {
+		r = calloc(nr, sizeof(*r));
+		if (r && !pma_export(s->child, r, nr, &nr)) {
+			for (size_t i = 0; i < nr; i++) {
+				json_object *a = json_object_new_array();
+
+				json_object_array_add(a, json_object_new_uint64(r[i].base));
+				json_object_array_add(a, json_object_new_uint64(r[i].size));
+				json_object_array_add(a, json_object_new_int((int)r[i].state));
+				json_object_array_add(allocs, a);
+			}
+		}
+		free(r);
+	}
+	json_object_object_add(o, "allocations", allocs);
+	return o;
+}
+
+int pf_state_save_journal(struct pf_daemon *d)
+{
+	json_object *o = json_object_new_object(), *arr = json_object_new_array();
+	char path[PF_PATH_MAX + 32];
+	int r;
+
+	json_object_object_add(o, "kind", json_object_new_string(PF_JOURNAL_KIND));
+	json_object_object_add(o, "schema", json_object_new_int(PF_JOURNAL_SCHEMA));
+	json_object_object_add(o, "instance", json_object_new_string(d->shm_prefix));
+	json_object_object_add(o, "parent", json_object_new_string(d->cfg.pf_id));
+	pf_json_add_u64(o, "vram_size", d->cfg.vram_size);
+	pf_json_add_u64(o, "spare_vram", d->cfg.spare_vram);
+	pf_json_add_u64(o, "dma_size", d->cfg.dma_size);
+	json_object_object_add(o, "num_vfs", json_object_new_int((int)d->num_vfs));
+	for (unsigned int vf = 1; vf <= PF_MAX_VFS; vf++)
+		if (d->vfs[vf])
+			json_object_array_add(arr, journal_entry(d->vfs[vf]));
+	json_object_object_add(o, "slices", arr);
+	snprintf(path, sizeof(path), "%s/journal.json", d->cfg.state_dir);
+	r = write_json(path, o);
+	json_object_put(o);
+	if (r)
+		vgpu_err("cannot write %s: %s", path, vgpu_strerror(r));
+	return r;
+}
+
+/* ---- loading ------------------------------------------------------------------------------ */
+
+/* Read and parse a JSON file; -ENOENT if absent, -EBADMSG if not JSON. */
+static int read_json(const char *path, json_object **out)
+{
+	char *buf;
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat sb;
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &sb) || sb.st_size > PF_MAX_FILE) {
+		close(fd);
+		return -EFBIG;
+	}
+	buf = malloc((size_t)sb.st_size + 1);
+	if (!buf) {
+		close(fd);
+		return -ENOMEM;
+	}
+	n = read(fd, buf, (size_t)sb.st_size);
+	close(fd);
+	if (n != sb.st_size) {
+		free(buf);
+		return -EIO;
+	}
+	buf[n] = 0;
+	*out = json_tokener_parse(buf);
+	free(buf);
+	return *out ? 0 : -EBADMSG;
+}
+
+static int load_slice_file(struct pf_daemon *d, const char *dir, const char *name)
+{
+	char path[PF_PATH_MAX + 300], want[PF_UUID_STR + 8];
+	struct pf_err e = { 0 };
+	struct pf_slice *s;
+	json_object *o;
+	int r;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	r = read_json(path, &o);
+	if (r) {
+		vgpu_err("state: %s: %s; refusing the state (fix or remove the file)", path,
+			 r == -EBADMSG ? "not valid JSON" : vgpu_strerror(r));
+		return -EBADMSG;
+	}
+	s = calloc(1, sizeof(*s));
+	r = s ? pf_slice_from_json(d, o, s, &e) : -ENOMEM;
+	json_object_put(o);
+	json_object_put(e.data);
+	if (!r) {
+		snprintf(want, sizeof(want), "%s.json", s->uuid);
+		if (strcmp(want, name)) {
+			e.code = r = -EINVAL;
+			snprintf(e.msg, sizeof(e.msg), "its uuid %s does not match the file name", s->uuid);
+		}
+	}
+	if (!r && pf_slice_find(d, s->uuid))
+		r = -EEXIST;
+	if (!r && d->nr_slices >= PF_MAX_SLICES)
+		r = -ENOSPC;
+	if (r) {
+		vgpu_err("state: %s: %s; refusing the state (fix or remove the file)", path,
+			 e.msg[0] ? e.msg : vgpu_strerror(r));
+		free(s);
+		return -EBADMSG;
+	}
+	d->slices[d->nr_slices++] = s;
+	return 0;
+}
+
+static int load_slices(struct pf_daemon *d)
+{
+	char dir[PF_PATH_MAX + 16];
+	struct dirent *de;
+	DIR *dp;
+	int r = 0;
+
+	snprintf(dir, sizeof(dir), "%s/slices", d->cfg.state_dir);
+	dp = opendir(dir);
+	if (!dp)
+		return errno == ENOENT ? 0 : -errno;
+	while (!r && (de = readdir(dp))) {
+		size_t n = strlen(de->d_name);
+
+		if (n < 6 || strcmp(de->d_name + n - 5, ".json"))
+			continue;
+		r = load_slice_file(d, dir, de->d_name);
+	}
+	closedir(dp);
+	return r;
+}
+
+static uint64_t jget_u64(json_object *o, const char *key, bool *ok)
+{
+	json_object *v;
+
+	if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_int) ||
+	    json_object_get_int64(v) < 0) {
+		*ok = false;
+		return 0;
+	}
+	return json_object_get_uint64(v);
+}
+
+/* One journal entry checked against the definitions, the device and the entries before it. */
+struct jent {
+	struct pf_slice *s;
+	unsigned int vf;
+	uint64_t base;
+	struct pf_quota q;
+	json_object *allocs;
+};
+
+static int check_entry(struct pf_daemon *d, json_object *o, struct jent *je, unsigned int num_vfs,
+		       const struct jent *prev, size_t nprev, char *why, size_t wlen)
+{
+	json_object *u;
+	bool ok = true;
+	char norm[PF_UUID_STR];
+
+	if (!json_object_object_get_ex(o, "uuid", &u) ||
+	    pf_uuid_parse(json_object_get_string(u), norm, NULL))
+		return snprintf(why, wlen, "an entry has no valid uuid"), -EBADMSG;
+	je->s = pf_slice_find(d, norm);
+	if (!je->s)
+		return snprintf(why, wlen, "slice %s has no definition", norm), -EBADMSG;
+	je->vf = (unsigned int)jget_u64(o, "vf", &ok);
+	je->base = jget_u64(o, "vram_base", &ok);
+	je->q.vram = jget_u64(o, "vram_bytes", &ok);
+	je->q.channels = (uint32_t)jget_u64(o, "channels", &ok);
+	je->q.doorbells = (uint32_t)jget_u64(o, "doorbells", &ok);
+	je->q.exec_quantum_ms = (uint32_t)jget_u64(o, "exec_quantum_ms", &ok);
+	je->q.preempt_timeout_us = (uint32_t)jget_u64(o, "preempt_timeout_us", &ok);
+	je->q.priority = (enum pf_priority)jget_u64(o, "priority", &ok);
+	if (!ok || !json_object_object_get_ex(o, "allocations", &je->allocs) ||
+	    !json_object_is_type(je->allocs, json_type_array))
+		return snprintf(why, wlen, "slice %s: missing or malformed fields", norm), -EBADMSG;
+	if (!je->vf || je->vf > num_vfs || je->q.priority > PF_PRIO_HIGH)
+		return snprintf(why, wlen, "slice %s: VF %u is not enabled", norm, je->vf), -EBADMSG;
+	if (!je->q.vram || je->base % PF_VRAM_ALIGN || je->q.vram % PF_VRAM_ALIGN ||
+	    je->base < d->cfg.spare_vram || je->base > d->cfg.vram_size ||
+	    je->q.vram > d->cfg.vram_size - je->base)
+		return snprintf(why, wlen, "slice %s: partition outside usable VRAM", norm), -EBADMSG;
+	for (size_t i = 0; i < nprev; i++) {
+		if (prev[i].vf == je->vf || prev[i].s == je->s ||
+		    (je->base < prev[i].base + prev[i].q.vram && prev[i].base < je->base + je->q.vram))
+			return snprintf(why, wlen, "slice %s: VF or VRAM used twice", norm), -EBADMSG;
+	}
+	return 0;
+}
+
+static int check_object(struct pf_daemon *d, const struct jent *je, char *why, size_t wlen)
+{
+	char name[96];
+	struct stat sb;
+	int fd;
+
+	pf_shm_name(d, je->vf, name, sizeof(name));
+	fd = shm_open(name, O_RDONLY | O_CLOEXEC, 0);
+	if (fd < 0)
+		return snprintf(why, wlen, "VRAM object %s of slice %s is missing", name, je->s->uuid),
+		       -EBADMSG;
+	if (fstat(fd, &sb) || (uint64_t)sb.st_size != vf_bar_size(je->q.vram, d->cfg.dma_size)) {
+		close(fd);
+		return snprintf(why, wlen, "VRAM object %s has the wrong size", name), -EBADMSG;
+	}
+	close(fd);
+	return 0;
+}
+
+static int parse_allocs(const struct jent *je, struct pma_range **out, size_t *nr)
+{
+	size_t n = json_object_array_length(je->allocs);
+	struct pma_range *r = calloc(n ? n : 1, sizeof(*r));
+
+	if (!r)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		json_object *a = json_object_array_get_idx(je->allocs, i);
+
+		if (!json_object_is_type(a, json_type_array) || json_object_array_length(a) != 3) {
+			free(r);
+			return -EBADMSG;
+		}
+		r[i].base = json_object_get_uint64(json_object_array_get_idx(a, 0));
+		r[i].size = json_object_get_uint64(json_object_array_get_idx(a, 1));
+		r[i].state = (uint32_t)json_object_get_int(json_object_array_get_idx(a, 2));
+		if (r[i].base < je->base || r[i].size > je->q.vram ||
+		    r[i].base - je->base > je->q.vram - r[i].size) {
+			free(r);
+			return -EBADMSG;
+		}
+	}
+	*out = r;
+	*nr = n;
+	return 0;
+}
+
+static int apply_entry(struct pf_daemon *d, struct jent *je)
+{
+	struct pf_err e = { 0 };
+	struct pma_range *r = NULL;
+	size_t nr = 0;
+	int ret;
+
+	ret = parse_allocs(je, &r, &nr);
+	if (ret)
+		return ret;
+	je->s->prov = je->q;
+	ret = pf_slice_bring_up(d, je->s, je->vf, je->base, true, &e);
+	if (!ret && nr)
+		ret = pma_import(je->s->child, r, nr);
+	if (ret)
+		vgpu_err("state: slice %s: %s", je->s->uuid, e.msg[0] ? e.msg : vgpu_strerror(ret));
+	json_object_put(e.data);
+	free(r);
+	return ret;
+}
+
+static int journal_header_check(struct pf_daemon *d, json_object *j, char *why, size_t wlen)
+{
+	json_object *v;
+	bool ok = true;
+
+	if (!json_object_object_get_ex(j, "kind", &v) ||
+	    strcmp(json_object_get_string(v), PF_JOURNAL_KIND) ||
+	    jget_u64(j, "schema", &ok) != PF_JOURNAL_SCHEMA || !ok)
+		return snprintf(why, wlen, "not a vgpud journal of schema %d", PF_JOURNAL_SCHEMA), -EBADMSG;
+	if (!json_object_object_get_ex(j, "instance", &v) ||
+	    strcmp(json_object_get_string(v), d->shm_prefix))
+		return snprintf(why, wlen, "written by another instance (%s)", json_object_get_string(v)),
+		       -EBADMSG;
+	if (jget_u64(j, "vram_size", &ok) != d->cfg.vram_size ||
+	    jget_u64(j, "spare_vram", &ok) != d->cfg.spare_vram ||
+	    jget_u64(j, "dma_size", &ok) != d->cfg.dma_size || !ok)
+		return snprintf(why, wlen, "written for another VRAM size, PF spare or DMA size"), -EBADMSG;
+	if (jget_u64(j, "num_vfs", &ok) > d->cfg.max_vfs || !ok)
+		return snprintf(why, wlen, "num_vfs above max_vfs"), -EBADMSG;
+	return 0;
+}
+
+static int load_journal(struct pf_daemon *d)
+{
+	char path[PF_PATH_MAX + 32], why[256] = "";
+	struct jent je[PF_MAX_VFS];
+	json_object *j, *arr;
+	size_t n = 0;
+	unsigned int num_vfs;
+	bool ok = true;
+	int r;
+
+	snprintf(path, sizeof(path), "%s/journal.json", d->cfg.state_dir);
+	r = read_json(path, &j);
+	if (r == -ENOENT)
+		return 0;
+	if (r) {
+		vgpu_err("state: %s: %s; refusing the state", path,
+			 r == -EBADMSG ? "not valid JSON" : vgpu_strerror(r));
+		return -EBADMSG;
+	}
+	r = journal_header_check(d, j, why, sizeof(why));
+	num_vfs = (unsigned int)jget_u64(j, "num_vfs", &ok);
+	if (!r && (!json_object_object_get_ex(j, "slices", &arr) ||
+		   !json_object_is_type(arr, json_type_array) ||
+		   json_object_array_length(arr) > PF_MAX_VFS)) {
+		snprintf(why, sizeof(why), "no valid \"slices\" array");
+		r = -EBADMSG;
+	}
+	for (size_t i = 0; !r && i < json_object_array_length(arr); i++, n++) {
+		r = check_entry(d, json_object_array_get_idx(arr, i), &je[n], num_vfs, je, n, why,
+				sizeof(why));
+		if (!r)
+			r = check_object(d, &je[n], why, sizeof(why));
+	}
+	if (r) {
+		vgpu_err("state: %s: %s; refusing the state (nothing was applied)", path, why);
+		goto put;
+	}
+	/* Everything checked: apply. A failure now is the system's (memory, mmap), and
+	 * what was brought up is dropped again without touching the objects. */
+	d->num_vfs = num_vfs;
+	for (size_t i = 0; i < n; i++) {
+		r = apply_entry(d, &je[i]);
+		if (r) {
+			for (size_t k = 0; k <= i; k++)
+				if (je[k].s->vf)
+					pf_slice_detach(d, je[k].s);
+			d->num_vfs = 0;
+			break;
+		}
+	}
+	if (!r)
+		vgpu_info("state: restored %zu running slices, %u VFs", n, num_vfs);
+put:
+	json_object_put(j);
+	return r;
+}
+
+int pf_state_load(struct pf_daemon *d)
+{
+	char dir[PF_PATH_MAX + 16], real[PATH_MAX];
+	int r;
+
+	snprintf(dir, sizeof(dir), "%s/slices", d->cfg.state_dir);
+	r = pf_mkdir_p(dir, 0750);
+	if (r) {
+		vgpu_err("state: cannot create %s: %s", dir, vgpu_strerror(r));
+		return r;
+	}
+	if (!realpath(d->cfg.state_dir, real))
+		return -errno;
+	/* One prefix per state dir: two daemons with separate state never share objects. */
+	snprintf(d->shm_prefix, sizeof(d->shm_prefix), "vgpud-%016" PRIx64, pf_hash64(real));
+	r = load_slices(d);
+	if (!r)
+		r = load_journal(d);
+	if (r) {
+		for (unsigned int i = 0; i < d->nr_slices; i++)
+			pf_slice_free(d->slices[i]);
+		d->nr_slices = 0;
+	}
+	return r;
+}
