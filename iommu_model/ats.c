@@ -58,7 +58,8 @@ static void ats_process_locked(struct iommu_fn *fn, unsigned int i)
 
 	vgpu_mutex_assert_held(&fn->ats.lock);
 	atomic_fetch_add_explicit(&fn->ats.inval_seq, 1, memory_order_seq_cst);
-	xcache_inval(&fn->ats.atc, atc_ctx(r->global ? 0 : r->pasid), r->global, r->iova, r->len);
+	xcache_inval(&fn->ats.atc, atc_ctx(r->global ? 0 : r->pasid), r->global, r->iova, r->len,
+		     XC_CLASS_MASK_ALL);
 	r->pending = false;
 	r->busy = false;
 	r->gen++;
@@ -130,7 +131,7 @@ static void ats_stuck_locked(struct iommu *mmu, unsigned int rid, uint32_t pasid
 	vgpu_warn("iommu: function %u: no ITag completed in time, ATC dropped", rid);
 	iommu_fault_log(mmu, rid, pasid, iova, 0, IOMMU_FAULT_ATS_TIMEOUT);
 	atomic_fetch_add_explicit(&fn->ats.inval_seq, 1, memory_order_seq_cst);
-	xcache_inval(&fn->ats.atc, 0, true, 0, 0);
+	xcache_inval(&fn->ats.atc, 0, true, 0, 0, XC_CLASS_MASK_ALL);
 }
 
 /* Post an invalidation for one (rid, pasid) user of a domain, or drop the whole ATC. */
@@ -186,7 +187,7 @@ void iommu_ats_flush_fn(struct iommu *mmu, unsigned int rid)
 	vgpu_mutex_lock(&fn->ats.lock);
 	if (fn->ats.atc.e) {
 		atomic_fetch_add_explicit(&fn->ats.inval_seq, 1, memory_order_seq_cst);
-		xcache_inval(&fn->ats.atc, 0, true, 0, 0);
+		xcache_inval(&fn->ats.atc, 0, true, 0, 0, XC_CLASS_MASK_ALL);
 	}
 	vgpu_mutex_unlock(&fn->ats.lock);
 }

@@ -62,8 +62,10 @@ void xcache_fini(struct iommu *mmu, struct xcache *c);
 void xcache_fill(struct xcache *c, uint64_t ctx, const struct xc_hit *h,
 		 _Atomic uint64_t *inval_seq, uint64_t seq0);
 /* Drop entries of @ctx (all pasids of its domain if @any_pasid; all contexts if ctx == 0)
- * that overlap [iova, iova + len); len == 0 means every address. */
-void xcache_inval(struct xcache *c, uint64_t ctx, bool any_pasid, uint64_t iova, uint64_t len);
+ * that overlap [iova, iova + len); len == 0 means every address. @classes: the leaf size
+ * classes that may be cached for @ctx (XC_CLASS_MASK_ALL if unknown). */
+void xcache_inval(struct xcache *c, uint64_t ctx, bool any_pasid, uint64_t iova, uint64_t len,
+		  unsigned int classes);
 
 static inline uint64_t xc_class_size(unsigned int cls)
 {

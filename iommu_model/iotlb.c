@@ -115,17 +115,37 @@ static void xc_inval_entry(struct xc_entry *e, uint64_t ctx, bool any_pasid, uin
 	}
 }
 
-void xcache_inval(struct xcache *c, uint64_t ctx, bool any_pasid, uint64_t iova, uint64_t len)
+/* Entries a probe of [iova, iova + len) would look at, over the classes in @classes. */
+static uint64_t xc_probe_cost(const struct xcache *c, uint64_t iova, uint64_t len,
+			      unsigned int classes)
+{
+	uint64_t n = 0;
+
+	for (unsigned int cls = 0; cls < XC_CLASSES; cls++) {
+		unsigned int shift = 12 + 9 * cls;
+
+		if (classes & (1u << cls))
+			n += (((iova + len - 1) >> shift) - (iova >> shift) + 1) * c->ways;
+	}
+	return n;
+}
+
+void xcache_inval(struct xcache *c, uint64_t ctx, bool any_pasid, uint64_t iova, uint64_t len,
+		  unsigned int classes)
 {
 	size_t n = ((size_t)1 << c->set_bits) * c->ways;
 	uint64_t hi = len ? iova + len : 0;
 
-	/* Callers bumped an inval_seq with a seq_cst RMW just before: later loads stay after. */
-	/* Small exact-context ranges: probe the sets the pages hash to; else scan all. */
-	if (len && !any_pasid && ctx && len / IOMMU_PAGE_SIZE <= 16) {
+	/* Callers bumped an inval_seq with a seq_cst RMW just before: later loads stay after.
+	 * An exact context and a range: probe the sets its pages hash to, for the leaf sizes
+	 * the domain uses, when that touches fewer entries than a full scan. */
+	if (len && hi > iova && !any_pasid && ctx &&
+	    xc_probe_cost(c, iova, len, classes) < n) {
 		for (unsigned int cls = 0; cls < XC_CLASSES; cls++) {
 			unsigned int shift = 12 + 9 * cls;
 
+			if (!(classes & (1u << cls)))
+				continue;
 			for (uint64_t vpn = iova >> shift; vpn <= (hi - 1) >> shift; vpn++) {
 				struct xc_entry *set = xc_set(c, ctx, vpn, cls);
 

@@ -152,8 +152,9 @@ int iommu_pt_map(struct iommu_domain *d, uint64_t iova, uint64_t pa, uint64_t le
 			return -ENOMEM;
 		}
 		VGPU_ASSERT(!IOPTE_PRESENT(atomic_load_explicit(ptep, memory_order_relaxed)));
+		/* The size class first: a walker that sees the leaf may cache it at once. */
+		atomic_fetch_or_explicit(&d->classes, 1u << level, memory_order_release);
 		atomic_store_explicit(ptep, pte, memory_order_release);
-		atomic_fetch_or(&d->classes, 1u << level);
 		off += sz;
 	}
 	*done = off;

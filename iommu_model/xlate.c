@@ -275,8 +275,10 @@ static int xlate_cached(struct iommu_domain *d, uint64_t iova, unsigned int acce
 	if (ret)
 		return ret;
 	if (!(access & IOMMU_NOCACHE)) {
+		/* Nested leaf sizes are only known here. Release, before the fill: an
+		 * invalidation that misses the entry's class would miss the entry. */
 		if (d->type == IOMMU_DOMAIN_NESTED)
-			atomic_fetch_or_explicit(&d->classes, 1u << h->cls, memory_order_relaxed);
+			atomic_fetch_or_explicit(&d->classes, 1u << h->cls, memory_order_release);
 		xcache_fill(&mmu->iotlb, ctx, h, &d->inval_seq, seq0);
 		utlb_fill(d, iova, h, seq0);
 	}
