@@ -77,8 +77,9 @@ int iommu_memobj_register_fd(struct iommu *mmu, int fd, uint64_t offset, size_t 
 			     struct iommu_memobj **out);
 /* Unregister. -EBUSY while any domain maps it (including unmaps still in a lazy flush queue). */
 int iommu_memobj_unregister(struct iommu_memobj *mo);
-/* Host address and size of @mo. */
+/* Host address of @mo (where DMA through it lands). */
 void *iommu_memobj_base(const struct iommu_memobj *mo);
+/* Size of @mo in bytes. */
 size_t iommu_memobj_size(const struct iommu_memobj *mo);
 /* Stable id (1..4095) used in the command ABI and translated addresses. */
 uint32_t iommu_memobj_id(const struct iommu_memobj *mo);
@@ -116,6 +117,7 @@ int iommu_domain_alloc(struct iommu *mmu, const struct iommu_domain_opts *opts,
 int iommu_domain_free(struct iommu_domain *d);
 /* Stable non-zero id (IOTLB tag, command ABI). */
 uint32_t iommu_domain_id(const struct iommu_domain *d);
+/* PAGING, NESTED or SVA. */
 enum iommu_domain_type iommu_domain_type(const struct iommu_domain *d);
 /* Domain by id, or NULL. */
 struct iommu_domain *iommu_domain_lookup(struct iommu *mmu, uint32_t id);
@@ -220,18 +222,21 @@ int iommu_fn_translate(struct iommu *mmu, unsigned int rid, uint32_t pasid, uint
  * 0, or the fault of the first page that failed (-EFAULT / -EACCES, logged); bytes before
  * it were transferred. */
 int iommu_dma_read(struct iommu *mmu, unsigned int rid, uint64_t iova, void *buf, size_t len);
+/* The write direction of iommu_dma_read(): needs IOMMU_WRITE, marks pages dirty. */
 int iommu_dma_write(struct iommu *mmu, unsigned int rid, uint64_t iova, const void *buf,
 		    size_t len);
 /* Same with a PASID (SVA or any PASID-attached domain). */
 int iommu_dma_read_pasid(struct iommu *mmu, unsigned int rid, uint32_t pasid, uint64_t iova,
 			 void *buf, size_t len);
+/* iommu_dma_write() with a PASID. */
 int iommu_dma_write_pasid(struct iommu *mmu, unsigned int rid, uint32_t pasid, uint64_t iova,
 			  const void *buf, size_t len);
 
 /* Bracket translate + use of the host pointer when the host may unmap concurrently;
  * strict unmap, replace and detach wait for brackets begun before them. Nestable,
- * per thread, cheap (one atomic). */
+ * per thread, cheap (one atomic). Do not block on other threads' progress inside one. */
 void iommu_access_begin(void);
+/* End the bracket begun by iommu_access_begin(). */
 void iommu_access_end(void);
 
 /* ---- IOTLB ------------------------------------------------------------------------ */
@@ -239,7 +244,9 @@ void iommu_access_end(void);
 /* Invalidate @d's IOTLB entries (and every ATC that may cache them) for a range / the whole
  * domain; every domain on the unit. Returns when done. Range: -EINVAL if it wraps. */
 int iommu_iotlb_flush_range(struct iommu_domain *d, uint64_t iova, uint64_t length);
+/* Everything @d may have cached (domain-selective). */
 void iommu_iotlb_flush_domain(struct iommu_domain *d);
+/* Every domain of the unit (global), and every function's ATC. */
 void iommu_iotlb_flush_all(struct iommu *mmu);
 
 /* Batched invalidation of a NESTED domain's stage-1 translations, as a function's driver
@@ -273,6 +280,7 @@ struct iommu_stats {
 };
 /* Counters summed over threads; exact when one thread translates at a time. */
 void iommu_get_stats(struct iommu *mmu, struct iommu_stats *out);
+/* Zero the event counters (not allocs_live / pt_pages). Call with no translation running. */
 void iommu_reset_counters(struct iommu *mmu);
 
 /* ---- fault log ------------------------------------------------------------------ */
