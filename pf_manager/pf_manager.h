@@ -93,4 +93,7 @@ void pf_daemon_stop(struct pf_daemon *d);
  * daemon brings them back. NULL is a no-op. */
 void pf_daemon_destroy(struct pf_daemon *d);
 
+/* vgpuctl: run the admin CLI with @argc/@argv; returns its exit code (doc/vgpuctl.8). */
+int vgpuctl_main(int argc, char **argv);
+
 #endif

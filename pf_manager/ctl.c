@@ -1,0 +1,686 @@
+/* vgpuctl - the admin CLI: one verb per run, one request to vgpud's control socket.
+ * Human output by default, the daemon's versioned JSON with --json. See doc/vgpuctl.8. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pf_manager/ctl_internal.h"
+#include "pf_manager/pf_manager.h"
+
+struct ctl_opts {
+	const char *socket;
+	const char *parent;
+	const char *uuid;
+	const char *type;
+	const char *svg;
+	int start;			/* 1 auto, 0 manual, -1 unset */
+	bool json, dry, color, verbose;
+	json_object *attrs;		/* quota flags, mdevctl attrs shape */
+	const char *owner;		/* VMUUID[:GEN] */
+	long owner_uid;
+	bool have_owner_uid;
+	const char *verb;
+	char **args;			/* positional arguments after the verb */
+	int nargs;
+};
+
+struct ctl_verb {
+	const char *name;
+	int (*fn)(struct ctl *c, struct ctl_opts *o);
+	const char *help;
+};
+
+static int usage_error(const char *fmt, const char *arg)
+{
+	fprintf(stderr, "vgpuctl: ");
+	fprintf(stderr, fmt, arg);
+	fprintf(stderr, "\nTry 'vgpuctl --help'.\n");
+	return CTL_USAGE;
+}
+
+static int class_exit(const char *cls)
+{
+	static const struct { const char *cls; int code; } map[] = {
+		{ "NotFound", CTL_NOTFOUND }, { "Conflict", CTL_CONFLICT },
+		{ "InsufficientResources", CTL_NOSPACE }, { "PermissionDenied", CTL_DENIED },
+		{ "InvalidArgument", CTL_USAGE },
+	};
+
+	for (unsigned int i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+		if (!strcmp(cls, map[i].cls))
+			return map[i].code;
+	return CTL_FAIL;
+}
+
+static const char *jstr(json_object *o, const char *key)
+{
+	json_object *v;
+
+	return o && json_object_object_get_ex(o, key, &v) ? json_object_get_string(v) : "";
+}
+
+static uint64_t jnum(json_object *o, const char *key)
+{
+	json_object *v;
+
+	return o && json_object_object_get_ex(o, key, &v) ? json_object_get_uint64(v) : 0;
+}
+
+static json_object *jobj(json_object *o, const char *key)
+{
+	json_object *v = NULL;
+
+	if (o)
+		json_object_object_get_ex(o, key, &v);
+	return v;
+}
+
+static void print_json(json_object *o)
+{
+	puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
+					    JSON_C_TO_STRING_NOSLASHESCAPE));
+}
+
+/* Report an error reply; print a conflict's differences. Returns the exit code. */
+static int report_error(struct ctl_opts *o, json_object *rep)
+{
+	json_object *e = jobj(rep, "error"), *diff = jobj(jobj(e, "data"), "diff");
+
+	if (o->json)
+		print_json(rep);
+	fprintf(stderr, "vgpuctl: %s\n", jstr(e, "desc"));
+	for (size_t i = 0; diff && i < json_object_array_length(diff); i++) {
+		json_object *d = json_object_array_get_idx(diff, i);
+
+		fprintf(stderr, "  %s: current %s, requested %s\n", jstr(d, "field"),
+			json_object_to_json_string(jobj(d, "current")),
+			json_object_to_json_string(jobj(d, "requested")));
+	}
+	return class_exit(jstr(e, "class"));
+}
+
+/* Run @cmd; on success *@ret is the "return" object (owned by *@rep). */
+static int run(struct ctl *c, struct ctl_opts *o, const char *cmd, json_object *args,
+	       json_object **rep, json_object **ret)
+{
+	if (args && o->dry)
+		json_object_object_add(args, "dry-run", json_object_new_boolean(true));
+	*rep = ctl_execute(c, cmd, args);
+	if (!*rep) {
+		fprintf(stderr, "vgpuctl: the daemon closed the connection\n");
+		return CTL_UNREACHABLE;
+	}
+	*ret = jobj(*rep, "return");
+	if (!*ret) {
+		int code = report_error(o, *rep);
+
+		json_object_put(*rep);
+		*rep = NULL;
+		return code;
+	}
+	return 0;
+}
+
+static json_object *uuid_args(struct ctl_opts *o)
+{
+	json_object *a = json_object_new_object();
+
+	json_object_object_add(a, "uuid", json_object_new_string(o->uuid));
+	return a;
+}
+
+static int need_uuid(struct ctl_opts *o)
+{
+	char norm[PF_UUID_STR];
+
+	if (!o->uuid)
+		return usage_error("%s needs -u/--uuid", o->verb);
+	if (pf_uuid_parse(o->uuid, norm, NULL))
+		return usage_error("\"%s\" is not a UUID", o->uuid);
+	return 0;
+}
+
+static int parent_check(struct ctl *c, struct ctl_opts *o)
+{
+	json_object *rep, *ret;
+	int r;
+
+	if (!o->parent)
+		return 0;
+	r = run(c, o, "query-status", NULL, &rep, &ret);
+	if (r)
+		return r;
+	if (strcmp(jstr(ret, "parent"), o->parent)) {
+		fprintf(stderr, "vgpuctl: parent \"%s\" not found (this daemon serves %s)\n", o->parent,
+			jstr(ret, "parent"));
+		r = CTL_NOTFOUND;
+	}
+	json_object_put(rep);
+	return r;
+}
+
+/* Print a mutating verb's result: "unchanged", a dry-run plan, or what happened. */
+static void print_result(struct ctl_opts *o, json_object *ret)
+{
+	const char *res = jstr(ret, "result");
+	json_object *plan = jobj(ret, "plan");
+	char a[32];
+
+	if (o->json) {
+		print_json(ret);
+		return;
+	}
+	printf("%s%s%s%s\n", o->dry ? "dry run: " : "", jstr(ret, "uuid"),
+	       jobj(ret, "uuid") ? " " : "", res);
+	if (plan)
+		printf("  plan: VF %d, %s VRAM at %#" PRIx64 ", BAR2 %s, %d channels, %d doorbells, "
+		       "object %s\n", (int)jnum(plan, "vf"),
+		       pf_format_size(jnum(plan, "vram_bytes"), a, sizeof(a)), jnum(plan, "vram_base"),
+		       pf_format_size(jnum(plan, "bar_bytes"), a + 16, 16), (int)jnum(plan, "channels"),
+		       (int)jnum(plan, "doorbells"), jstr(plan, "vram_object"));
+	if (jobj(ret, "provisioned")) {
+		json_object *p = jobj(ret, "provisioned");
+
+		printf("  VF %d: %s VRAM, %d channels, %d doorbells, exec quantum %d ms, preempt "
+		       "timeout %d us, priority %s\n", (int)jnum(ret, "vf"),
+		       pf_format_size(jnum(p, "vram_bytes"), a, sizeof(a)), (int)jnum(p, "channels"),
+		       (int)jnum(p, "doorbells"), (int)jnum(p, "exec_quantum_ms"),
+		       (int)jnum(p, "preempt_timeout_us"), jstr(p, "priority"));
+	}
+	if (jobj(ret, "num_vfs"))
+		printf("  %d VFs%s%s\n", (int)jnum(ret, "num_vfs"), jobj(ret, "fair_vram_bytes") ?
+		       ", fair share " : "", jobj(ret, "fair_vram_bytes") ?
+		       pf_format_size(jnum(ret, "fair_vram_bytes"), a, sizeof(a)) : "");
+	if (jobj(ret, "file"))
+		printf("  would write %s\n", jstr(ret, "file"));
+	if (jobj(ret, "diff")) {
+		json_object *diff = jobj(ret, "diff");
+
+		for (size_t i = 0; i < json_object_array_length(diff); i++) {
+			json_object *d = json_object_array_get_idx(diff, i);
+
+			printf("  %s: %s -> %s\n", jstr(d, "field"),
+			       json_object_to_json_string(jobj(d, "current")),
+			       json_object_to_json_string(jobj(d, "requested")));
+		}
+	}
+	if (jobj(ret, "duration_us"))
+		printf("  reset took %" PRIu64 " us\n", jnum(ret, "duration_us"));
+}
+
+static int simple(struct ctl *c, struct ctl_opts *o, const char *cmd, json_object *args)
+{
+	json_object *rep, *ret;
+	int r = run(c, o, cmd, args, &rep, &ret);
+
+	if (r)
+		return r;
+	print_result(o, ret);
+	json_object_put(rep);
+	return 0;
+}
+
+/* ---- verbs ----------------------------------------------------------------------------- */
+
+static int cmd_types(struct ctl *c, struct ctl_opts *o)
+{
+	json_object *rep, *ret, *types;
+	char a[32];
+	int r = parent_check(c, o);
+
+	if (!r)
+		r = run(c, o, "query-types", NULL, &rep, &ret);
+	if (r)
+		return r;
+	if (o->json)
+		print_json(ret);
+	else {
+		types = jobj(ret, "types");
+		printf("%s\n", jstr(ret, "parent"));
+		for (size_t i = 0; i < json_object_array_length(types); i++) {
+			json_object *t = json_object_array_get_idx(types, i);
+			bool ok = json_object_get_boolean(jobj(t, "creatable"));
+
+			printf("  %s\n    VRAM: %s\n    Channels: %d\n    Doorbells: %d\n"
+			       "    Max instances: %d\n    Running: %d\n    Creatable: %s%s%s\n",
+			       jstr(t, "name"), json_object_get_boolean(jobj(t, "fair_share")) ?
+			       "fair share of the enabled VFs" :
+			       pf_format_size(jnum(t, "vram_bytes"), a, sizeof(a)),
+			       (int)jnum(t, "channels"), (int)jnum(t, "doorbells"),
+			       (int)jnum(t, "max_instances"), (int)jnum(t, "running"), ok ? "yes" : "no",
+			       ok ? "" : " - ", ok ? "" : jstr(t, "reason"));
+		}
+	}
+	json_object_put(rep);
+	return 0;
+}
+
+static int cmd_list(struct ctl *c, struct ctl_opts *o)
+{
+	json_object *rep, *ret, *arr, *args = NULL;
+	char a[32];
+	int r;
+
+	if (o->uuid) {
+		r = need_uuid(o);
+		if (r)
+			return r;
+		args = uuid_args(o);
+	}
+	r = parent_check(c, o);
+	if (!r)
+		r = run(c, o, "query-slices", args, &rep, &ret);
+	else
+		json_object_put(args);
+	if (r)
+		return r;
+	if (o->json) {
+		print_json(ret);
+		json_object_put(rep);
+		return 0;
+	}
+	arr = jobj(ret, "slices");
+	for (size_t i = 0; i < json_object_array_length(arr); i++) {
+		json_object *s = json_object_array_get_idx(arr, i), *p = jobj(s, "provisioned");
+
+		printf("%s %s %s %s %s", jstr(s, "uuid"), jstr(s, "parent"), jstr(s, "mdev_type"),
+		       jstr(s, "start"), jstr(s, "state"));
+		if (p)
+			printf(" vf%d %s%s", (int)jnum(s, "vf"),
+			       pf_format_size(jnum(p, "vram_bytes"), a, sizeof(a)),
+			       json_object_get_boolean(jobj(s, "attached")) ? " attached" : "");
+		putchar('\n');
+		if (o->verbose && p)
+			printf("  base %#" PRIx64 ", %d channels, %d doorbells, endpoint %s\n",
+			       jnum(p, "vram_base"), (int)jnum(p, "channels"), (int)jnum(p, "doorbells"),
+			       jstr(s, "endpoint"));
+	}
+	json_object_put(rep);
+	return 0;
+}
+
+static int cmd_define(struct ctl *c, struct ctl_opts *o)
+{
+	json_object *a = json_object_new_object();
+	int r;
+
+	if (!o->type) {
+		json_object_put(a);
+		return usage_error("%s needs -t/--type", o->verb);
+	}
+	if (o->uuid && (r = need_uuid(o))) {
+		json_object_put(a);
+		return r;
+	}
+	if (o->uuid)
+		json_object_object_add(a, "uuid", json_object_new_string(o->uuid));
+	json_object_object_add(a, "type", json_object_new_string(o->type));
+	json_object_object_add(a, "start", json_object_new_string(o->start == 1 ? "auto" : "manual"));
+	json_object_object_add(a, "attrs", json_object_get(o->attrs));
+	if (o->owner) {
+		json_object *own = json_object_new_object();
+		char vm[64];
+		const char *colon = strchr(o->owner, ':');
+
+		snprintf(vm, sizeof(vm), "%.*s", colon ? (int)(colon - o->owner) : 63, o->owner);
+		json_object_object_add(own, "vm", json_object_new_string(vm));
+		json_object_object_add(own, "generation",
+				       json_object_new_int64(colon ? strtoll(colon + 1, NULL, 10) : 0));
+		json_object_object_add(a, "owner", own);
+	}
+	if (o->have_owner_uid)
+		json_object_object_add(a, "owner_uid", json_object_new_int64(o->owner_uid));
+	r = parent_check(c, o);
+	if (r) {
+		json_object_put(a);
+		return r;
+	}
+	return simple(c, o, "define-slice", a);
+}
+
+static int uuid_verb(struct ctl *c, struct ctl_opts *o, const char *cmd)
+{
+	int r = need_uuid(o);
+
+	if (!r)
+		r = parent_check(c, o);
+	return r ? r : simple(c, o, cmd, uuid_args(o));
+}
+
+static int cmd_undefine(struct ctl *c, struct ctl_opts *o) { return uuid_verb(c, o, "undefine-slice"); }
+static int cmd_start(struct ctl *c, struct ctl_opts *o) { return uuid_verb(c, o, "start-slice"); }
+static int cmd_stop(struct ctl *c, struct ctl_opts *o) { return uuid_verb(c, o, "stop-slice"); }
+
+static int cmd_modify(struct ctl *c, struct ctl_opts *o)
+{
+	json_object *a;
+	int r = need_uuid(o);
+
+	if (r)
+		return r;
+	a = uuid_args(o);
+	if (o->type)
+		json_object_object_add(a, "type", json_object_new_string(o->type));
+	if (o->start >= 0)
+		json_object_object_add(a, "start", json_object_new_string(o->start ? "auto" : "manual"));
+	if (json_object_array_length(o->attrs))
+		json_object_object_add(a, "attrs", json_object_get(o->attrs));
+	return simple(c, o, "modify-slice", a);
+}
+
+static int parse_count(const char *s, long max, long *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtol(s, &end, 10);
+	return !*s || *end || errno || *out < 0 || *out > max ? -EINVAL : 0;
+}
+
+static int cmd_set_vfs(struct ctl *c, struct ctl_opts *o)
+{
+	json_object *a;
+	long n;
+
+	if (o->nargs != 1 || parse_count(o->args[0], 1000, &n))
+		return usage_error("%s needs one number of VFs", o->verb);
+	a = json_object_new_object();
+	json_object_object_add(a, "num_vfs", json_object_new_int((int)n));
+	return simple(c, o, "set-vfs", a);
+}
+
+static int cmd_reset(struct ctl *c, struct ctl_opts *o)
+{
+	json_object *a;
+	long vf;
+
+	if (o->uuid)
+		return uuid_verb(c, o, "reset-vf");
+	if (o->nargs != 1 || parse_count(o->args[0], 63, &vf) || !vf)
+		return usage_error("%s needs -u UUID or a VF number (1..63)", o->verb);
+	a = json_object_new_object();
+	json_object_object_add(a, "vf", json_object_new_int((int)vf));
+	return simple(c, o, "reset-vf", a);
+}
+
+static int cmd_status(struct ctl *c, struct ctl_opts *o)
+{
+	json_object *rep, *ret;
+	char a[32], b[32], d[32], e[32];
+	int r = run(c, o, "query-status", NULL, &rep, &ret);
+
+	if (r)
+		return r;
+	if (o->json)
+		print_json(ret);
+	else
+		printf("Parent: %s\nModel: %s\nVRAM: %s (PF spare %s, free %s, largest free extent %s)\n"
+		       "VFs: %d enabled of %d, %d in use\nSlices defined: %d\nChannels: %d of %d used\n"
+		       "Doorbells: %d of %d used\nScheduler: %s\nRuntime dir: %s\nState dir: %s\n",
+		       jstr(ret, "parent"), jstr(ret, "model"),
+		       pf_format_size(jnum(ret, "vram_bytes"), a, sizeof(a)),
+		       pf_format_size(jnum(ret, "spare_vram_bytes"), b, sizeof(b)),
+		       pf_format_size(jnum(ret, "free_vram_bytes"), d, sizeof(d)),
+		       pf_format_size(jnum(ret, "largest_free_bytes"), e, sizeof(e)),
+		       (int)jnum(ret, "num_vfs"), (int)jnum(ret, "max_vfs"), (int)jnum(ret, "vfs_in_use"),
+		       (int)jnum(ret, "slices_defined"), (int)jnum(ret, "channels_used"),
+		       (int)jnum(ret, "channels_total"), (int)jnum(ret, "doorbells_used"),
+		       (int)jnum(ret, "doorbells_total"), jstr(ret, "sched_policy"),
+		       jstr(ret, "runtime_dir"), jstr(ret, "state_dir"));
+	json_object_put(rep);
+	return 0;
+}
+
+static int cmd_stats(struct ctl *c, struct ctl_opts *o)
+{
+	json_object *rep, *ret, *arr, *a = NULL;
+	char u[32];
+	long vf;
+	int r;
+
+	if (o->nargs == 1) {
+		if (parse_count(o->args[0], 63, &vf) || !vf)
+			return usage_error("\"%s\" is not a VF number (1..63)", o->args[0]);
+		a = json_object_new_object();
+		json_object_object_add(a, "vf", json_object_new_int((int)vf));
+	}
+	r = run(c, o, "query-stats", a, &rep, &ret);
+	if (r)
+		return r;
+	if (o->json) {
+		print_json(ret);
+		json_object_put(rep);
+		return 0;
+	}
+	printf("%-3s %-36s %10s %8s %8s %8s %8s %7s %7s %6s %10s\n", "VF", "UUID", "RUN_MS", "SLICES",
+	       "PREEMPT", "DB_RUNG", "DB_BAD", "RPC_OK", "RPC_ERR", "RESETS", "VRAM_USED");
+	arr = jobj(ret, "vfs");
+	for (size_t i = 0; i < json_object_array_length(arr); i++) {
+		json_object *s = json_object_array_get_idx(arr, i), *sc = jobj(s, "sched");
+		json_object *db = jobj(s, "doorbell"), *rpc = jobj(s, "rpc");
+
+		printf("%-3d %-36s %10.1f %8" PRIu64 " %8" PRIu64 " %8" PRIu64 " %8" PRIu64 " %7" PRIu64
+		       " %7" PRIu64 " %6" PRIu64 " %10s\n", (int)jnum(s, "vf"), jstr(s, "uuid"),
+		       (double)jnum(sc, "run_ns") / 1e6, jnum(sc, "slices"), jnum(sc, "preempt_timeouts"),
+		       jnum(db, "rung"), jnum(db, "invalid") + jnum(db, "disabled"), jnum(rpc, "ok"),
+		       jnum(rpc, "errors"), jnum(s, "resets"),
+		       pf_format_size(jnum(s, "vram_used_bytes"), u, sizeof(u)));
+	}
+	json_object_put(rep);
+	return 0;
+}
+
+static int cmd_vram_map(struct ctl *c, struct ctl_opts *o)
+{
+	json_object *rep, *ret;
+	int r = run(c, o, "query-vram-map", NULL, &rep, &ret);
+
+	if (r)
+		return r;
+	if (o->json)
+		print_json(ret);
+	r = ctl_vram_map_draw(ret, o->json ? stderr : stdout, o->color, o->svg);
+	if (r)
+		fprintf(stderr, "vgpuctl: cannot draw the map%s%s: %s\n", o->svg ? " to " : "",
+			o->svg ? o->svg : "", strerror(-r));
+	else if (o->svg && !o->json)
+		printf("SVG written to %s\n", o->svg);
+	json_object_put(rep);
+	return r ? CTL_FAIL : 0;
+}
+
+static const struct ctl_verb verbs[] = {
+	{ "types",	cmd_types,	"slice types: supported, and creatable now (or why not)" },
+	{ "list",	cmd_list,	"slices: defined and running [-u UUID] [-v]" },
+	{ "define",	cmd_define,	"-t TYPE [-u UUID] [--auto|--manual] [quota flags] [--owner VM[:GEN]]" },
+	{ "undefine",	cmd_undefine,	"-u UUID" },
+	{ "start",	cmd_start,	"-u UUID: give the slice a VF, its VRAM partition and endpoint" },
+	{ "stop",	cmd_stop,	"-u UUID: reset the VF and release the partition" },
+	{ "modify",	cmd_modify,	"-u UUID [-t TYPE] [--auto|--manual] [quota flags]" },
+	{ "set-vfs",	cmd_set_vfs,	"N: enable N VFs (sriov_numvfs semantics)" },
+	{ "status",	cmd_status,	"the device: VRAM, VFs, budgets" },
+	{ "reset",	cmd_reset,	"VF | -u UUID: function-level reset of one VF" },
+	{ "stats",	cmd_stats,	"[VF]: scheduler, doorbell and RPC counters per VF" },
+	{ "vram-map",	cmd_vram_map,	"[--svg FILE] [--no-color]: the VRAM layout" },
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: vgpuctl [options] VERB [args]\n\nverbs:\n");
+	for (unsigned int i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
+		fprintf(f, "  %-9s %s\n", verbs[i].name, verbs[i].help);
+	fprintf(f, "\noptions:\n"
+		"  -p, --parent PF        the PF the daemon serves (checked)\n"
+		"  -t, --type TYPE        slice type\n"
+		"  -u, --uuid UUID        slice UUID\n"
+		"  -a, --auto / -m, --manual   start with the daemon, or only when asked\n"
+		"      --vram SIZE  --channels N  --doorbells N  --exec-quantum-ms N\n"
+		"      --preempt-timeout-us N  --priority low|normal   custom quotas\n"
+		"      --owner VMUUID[:GEN]  --owner-uid UID   owner token, uid that may attach\n"
+		"      --json             versioned JSON output (sizes in bytes)\n"
+		"      --dry-run          print the plan, change nothing, same exit code\n"
+		"      --socket PATH      control socket (default $VGPUD_SOCKET or "
+		"/run/vgpud/control.sock)\n"
+		"      --svg FILE         vram-map: also write an SVG picture\n"
+		"      --no-color         vram-map: no ANSI colours\n"
+		"  -v, --verbose          more detail\n"
+		"\nexit: 0 ok, 1 failure, 2 usage, 3 not found, 4 conflict/busy, 5 insufficient\n"
+		"resources, 6 daemon unreachable, 7 permission denied\n");
+}
+
+enum { O_JSON = 256, O_DRY, O_SOCKET, O_SVG, O_NOCOLOR, O_VRAM, O_CHANNELS, O_DOORBELLS,
+       O_EXEC, O_PREEMPT, O_PRIO, O_OWNER, O_OWNER_UID };
+
+static const struct option long_opts[] = {
+	{ "parent", required_argument, NULL, 'p' }, { "type", required_argument, NULL, 't' },
+	{ "uuid", required_argument, NULL, 'u' }, { "auto", no_argument, NULL, 'a' },
+	{ "manual", no_argument, NULL, 'm' }, { "verbose", no_argument, NULL, 'v' },
+	{ "help", no_argument, NULL, 'h' }, { "json", no_argument, NULL, O_JSON },
+	{ "dumpjson", no_argument, NULL, O_JSON }, { "dry-run", no_argument, NULL, O_DRY },
+	{ "socket", required_argument, NULL, O_SOCKET }, { "svg", required_argument, NULL, O_SVG },
+	{ "no-color", no_argument, NULL, O_NOCOLOR }, { "vram", required_argument, NULL, O_VRAM },
+	{ "channels", required_argument, NULL, O_CHANNELS },
+	{ "doorbells", required_argument, NULL, O_DOORBELLS },
+	{ "exec-quantum-ms", required_argument, NULL, O_EXEC },
+	{ "preempt-timeout-us", required_argument, NULL, O_PREEMPT },
+	{ "priority", required_argument, NULL, O_PRIO }, { "owner", required_argument, NULL, O_OWNER },
+	{ "owner-uid", required_argument, NULL, O_OWNER_UID }, { NULL, 0, NULL, 0 },
+};
+
+static int add_attr(struct ctl_opts *o, const char *key, json_object *v)
+{
+	json_object *a = json_object_new_object();
+
+	json_object_object_add(a, key, v);
+	json_object_array_add(o->attrs, a);
+	return 0;
+}
+
+static int quota_flag(struct ctl_opts *o, int opt, const char *arg)
+{
+	static const struct { int opt; const char *key; long max; } nums[] = {
+		{ O_CHANNELS, "channels", 64 }, { O_DOORBELLS, "doorbells", 1024 },
+		{ O_EXEC, "exec_quantum_ms", 100000 }, { O_PREEMPT, "preempt_timeout_us", 10000000 },
+	};
+	uint64_t size;
+	enum pf_priority p;
+	long n;
+	char buf[32];
+
+	if (opt == O_VRAM) {
+		if (pf_parse_size(arg, &size) || size < (2u << 20))
+			return usage_error("bad size \"%s\" (bytes or K/M/G/T, at least 2M)", arg);
+		snprintf(buf, sizeof(buf), "%" PRIu64, size);
+		return add_attr(o, "vram_bytes", json_object_new_string(buf));
+	}
+	if (opt == O_PRIO) {
+		if (pf_priority_parse(arg, &p))
+			return usage_error("bad priority \"%s\" (low, normal)", arg);
+		return add_attr(o, "priority", json_object_new_string(pf_priority_name(p)));
+	}
+	for (unsigned int i = 0; i < sizeof(nums) / sizeof(nums[0]); i++) {
+		if (nums[i].opt != opt)
+			continue;
+		if (parse_count(arg, nums[i].max, &n))
+			return usage_error("bad number \"%s\"", arg);
+		return add_attr(o, nums[i].key, json_object_new_int((int)n));
+	}
+	return CTL_USAGE;
+}
+
+static int parse_args(int argc, char **argv, struct ctl_opts *o)
+{
+	int c, r;
+
+	static char *pos[64];
+
+	o->args = pos;
+	while ((c = getopt_long(argc, argv, "+p:t:u:amvh", long_opts, NULL)) != -1 ||
+	       optind < argc) {
+		if (c == -1) {			/* the verb or an argument; options may follow */
+			if (!o->verb)
+				o->verb = argv[optind++];
+			else if (o->nargs < 64)
+				pos[o->nargs++] = argv[optind++];
+			else
+				return usage_error("%s", "too many arguments");
+			continue;
+		}
+		switch (c) {
+		case 'p': o->parent = optarg; break;
+		case 't': o->type = optarg; break;
+		case 'u': o->uuid = optarg; break;
+		case 'a': o->start = 1; break;
+		case 'm': o->start = 0; break;
+		case 'v': o->verbose = true; break;
+		case 'h': usage(stdout); exit(0);
+		case O_JSON: o->json = true; break;
+		case O_DRY: o->dry = true; break;
+		case O_SOCKET: o->socket = optarg; break;
+		case O_SVG: o->svg = optarg; break;
+		case O_NOCOLOR: o->color = false; break;
+		case O_OWNER: o->owner = optarg; break;
+		case O_OWNER_UID:
+			o->have_owner_uid = true;
+			if (parse_count(optarg, 2147483647L, &o->owner_uid))
+				return usage_error("bad uid \"%s\"", optarg);
+			break;
+		case '?': return CTL_USAGE;
+		default:
+			r = quota_flag(o, c, optarg);
+			if (r)
+				return r;
+		}
+	}
+	return o->verb ? 0 : usage_error("%s", "no verb given");
+}
+
+static int connect_daemon(struct ctl *c, const char *path)
+{
+	int r = ctl_connect(c, path);
+
+	if (r == -EACCES || r == -EPERM) {
+		fprintf(stderr, "vgpuctl: %s: permission denied\n", path);
+		return CTL_DENIED;
+	}
+	if (!r)
+		r = ctl_handshake(c);
+	if (r) {
+		fprintf(stderr, "vgpuctl: cannot reach vgpud at %s: %s\n", path,
+			r == -EPROTO ? "not a vgpud control socket" : strerror(-r));
+		ctl_close(c);
+		return CTL_UNREACHABLE;
+	}
+	return 0;
+}
+
+int vgpuctl_main(int argc, char **argv)
+{
+	struct ctl_opts o = { .start = -1, .color = isatty(STDOUT_FILENO) };
+	const struct ctl_verb *v = NULL;
+	struct ctl c;
+	int r;
+
+	o.attrs = json_object_new_array();
+	o.socket = getenv("VGPUD_SOCKET") ? getenv("VGPUD_SOCKET") : "/run/vgpud/control.sock";
+	r = parse_args(argc, argv, &o);
+	for (unsigned int i = 0; !r && i < sizeof(verbs) / sizeof(verbs[0]); i++)
+		if (!strcmp(verbs[i].name, o.verb))
+			v = &verbs[i];
+	if (!r && !v)
+		r = usage_error("unknown verb \"%s\"", o.verb);
+	if (!r && o.nargs && v->fn != cmd_set_vfs && v->fn != cmd_reset && v->fn != cmd_stats)
+		r = usage_error("unexpected argument \"%s\"", o.args[0]);
+	if (!r)
+		r = connect_daemon(&c, o.socket);
+	if (!r) {
+		r = v->fn(&c, &o);
+		ctl_close(&c);
+	}
+	json_object_put(o.attrs);
+	return r;
+}
