@@ -1,0 +1,166 @@
+/* hmm/cpufault.c - the one "migrate back" hook every CPU-fault backend calls (the
+ * kernel's migrate_to_ram): claim the device pages of the fault granule, tell the
+ * mirrors, copy them into the missing CPU pages with UFFDIO_COPY, free the device pages.
+ * Async-signal-safe: atomics, system calls and the notifier callbacks only. */
+#include <errno.h>
+
+#include "common/bitops.h"
+#include "hmm/hmm_internal.h"
+
+/* Claim every PS_DEVICE page of [start, end) for the trip back; returns how many. */
+static size_t claim_device_pages(struct hmm_region *r, uintptr_t start, uintptr_t end,
+				 uint64_t *words, uintptr_t *first, uintptr_t *last)
+{
+	size_t n = 0;
+
+	for (uintptr_t a = start; a < end; a += HMM_PAGE_SIZE) {
+		_Atomic uint64_t *w = hmm_region_word(r, a);
+		uint64_t old = atomic_load(w);
+		size_t i = (a - start) >> HMM_PAGE_SHIFT;
+
+		words[i] = 0;
+		while (ps_state(old) == PS_DEVICE) {
+			uint64_t claimed = (old & ~PS_STATE_MASK) | PS_TO_SYSTEM;
+
+			if (atomic_compare_exchange_weak(w, &old, claimed)) {
+				words[i] = old;
+				if (!n)
+					*first = a;
+				*last = a + HMM_PAGE_SIZE;
+				n++;
+				break;
+			}
+		}
+	}
+	return n;
+}
+
+/* Copy a run of claimed pages [a, a + npages) whose device pages are contiguous. */
+static void copy_back_run(struct hmm_mm *mm, uintptr_t a, uint64_t w, size_t npages)
+{
+	struct hmm_devmem *dm = atomic_load(&hmm_devmems[ps_dm(w)]);
+	long ret = hmm_uffd_copy(mm->uffd, a, hmm_devmem_page_ptr(dm, ps_page(w)),
+				 npages << HMM_PAGE_SHIFT, false);
+
+	/* -EEXIST: the application mapped something there meanwhile (it wins); anything
+	 * else cannot be fixed from here and leaves the pages as they are */
+	(void)ret;
+}
+
+/* Process one batch of at most 2 MiB. */
+static long fault_back_batch(struct hmm_mm *mm, struct hmm_region *r, uintptr_t start,
+			     uintptr_t end, bool blockable)
+{
+	uint64_t words[HMM_BLOCK_PAGES];
+	uintptr_t first = 0, last = 0;
+	size_t n = claim_device_pages(r, start, end, words, &first, &last);
+	struct hmm_notify_range nr = { .start = first, .end = last, .event = HMM_EVENT_MIGRATE,
+				       .flags = blockable ? HMM_NOTIFY_BLOCKABLE : 0 };
+	uint64_t now;
+
+	if (!n)
+		return 0;
+	/* owner NULL: every mirror, the owning device included, drops its mapping before
+	 * the data moves */
+	hmm_notify_invalidate(mm, &nr);
+	for (uintptr_t a = first; a < last;) {
+		size_t i = (a - start) >> HMM_PAGE_SHIFT, k = 1;
+
+		if (!words[i]) {
+			a += HMM_PAGE_SIZE;
+			continue;
+		}
+		while (a + (k << HMM_PAGE_SHIFT) < last && words[i + k] &&
+		       ps_dm(words[i + k]) == ps_dm(words[i]) &&
+		       ps_page(words[i + k]) == ps_page(words[i]) + k)
+			k++;
+		copy_back_run(mm, a, words[i], k);
+		a += k << HMM_PAGE_SHIFT;
+	}
+	now = hmm_mm_now(mm);
+	for (uintptr_t a = first; a < last; a += HMM_PAGE_SIZE) {
+		size_t i = (a - start) >> HMM_PAGE_SHIFT;
+
+		if (!words[i])
+			continue;
+		atomic_store(&r->back_ns[(a - r->start) >> HMM_PAGE_SHIFT], now);
+		atomic_store_explicit(hmm_region_word(r, a), PS_SYSTEM, memory_order_release);
+		hmm_devmem_free_deferred(atomic_load(&hmm_devmems[ps_dm(words[i])]),
+					 ps_page(words[i]));
+	}
+	atomic_fetch_add_explicit(&mm->c_to_sys, n, memory_order_relaxed);
+	return (long)n;
+}
+
+long hmm_fault_back_range(struct hmm_mm *mm, struct hmm_region *r, uintptr_t start,
+			  uintptr_t end, bool blockable)
+{
+	long total = 0;
+
+	for (uintptr_t a = start; a < end;) {
+		uintptr_t e = vgpu_min(vgpu_align_down(a, HMM_BLOCK_SIZE) + HMM_BLOCK_SIZE, end);
+
+		total += fault_back_batch(mm, r, a, e, blockable);
+		a = e;
+	}
+	return total;
+}
+
+/* Wait until the page at @w is neither collected nor on its way back. A page collected
+ * for the device is marked "CPU wins": the migration leaves it in system memory. */
+static uint64_t wait_page_settled(struct hmm_mm *mm, _Atomic uint64_t *w)
+{
+	unsigned int spins = 0;
+	bool won = false;
+
+	for (;;) {
+		uint64_t old = atomic_load(w);
+
+		switch (ps_state(old)) {
+		case PS_TO_DEVICE:
+			if (!(old & PS_CPU_WON)) {
+				atomic_fetch_or(w, PS_CPU_WON);
+				if (!won)
+					atomic_fetch_add_explicit(&mm->c_cpu_won, 1,
+								  memory_order_relaxed);
+				won = true;
+			}
+			hmm_relax(&spins);
+			break;
+		case PS_TO_SYSTEM:
+			hmm_relax(&spins);
+			break;
+		default:
+			return old;
+		}
+	}
+}
+
+int hmm_cpu_fault(struct hmm_mm *mm, struct hmm_region *r, uintptr_t addr, bool blockable,
+		  bool wake)
+{
+	uint64_t g = mm->opts.granule;
+	uintptr_t gs = vgpu_max(vgpu_align_down(addr, g), r->start);
+	uintptr_t ge = vgpu_min(vgpu_align_down(addr, g) + g, r->end);
+	uint64_t w = wait_page_settled(mm, hmm_region_word(r, addr));
+	int ret = 0;
+
+	if (ps_state(w) == PS_SYSTEM) {
+		/* missing and not on a device: never touched, or dropped, or brought back by
+		 * someone else in the meantime (then -EEXIST and only a wake is needed) */
+		ret = hmm_uffd_zeropage(mm->uffd, addr, HMM_PAGE_SIZE, wake);
+		if (!ret)
+			atomic_fetch_add_explicit(&mm->c_zero_fills, 1, memory_order_relaxed);
+		else if (ret == -EEXIST)
+			ret = 0;
+	} else {
+		long n = hmm_fault_back_range(mm, r, gs, ge, blockable);
+
+		atomic_fetch_add_explicit(&mm->c_cpu_faults, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&mm->c_cpu_fault_pages, (uint64_t)(n > 0 ? n : 0),
+					  memory_order_relaxed);
+	}
+	if (wake)
+		hmm_uffd_wake(mm->uffd, addr, HMM_PAGE_SIZE);
+	return ret;
+}

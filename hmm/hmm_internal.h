@@ -1,0 +1,149 @@
+/* hmm/hmm_internal.h - state shared by the files of hmm/: the per-page state words of
+ * managed regions, the process-wide region and pool tables the fault handlers read
+ * lock-free, and the userfaultfd plumbing. */
+#ifndef VGPU_HMM_INTERNAL_H
+#define VGPU_HMM_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "common/lock.h"
+#include "hmm/hmm.h"
+
+#define HMM_MAX_MMS		4
+#define HMM_MAX_REGIONS		64
+#define HMM_MAX_DEVMEMS		32
+#define HMM_MAX_NOTIFIERS	64
+#define HMM_NR_STAGING		2
+
+/* Page state word of a managed page (one _Atomic uint64_t each):
+ *   bits 0-2  state, bit 3 device copy writable, bit 4 a CPU access raced a migration,
+ *   bits 8-15 devmem id, bits 32-63 device page index. */
+enum hmm_pstate {
+	PS_SYSTEM = 0,		/* in system memory (present or never touched) */
+	PS_TO_DEVICE,		/* collected by a migration to a device */
+	PS_DEVICE,		/* only on the device: the CPU page is missing */
+	PS_TO_SYSTEM,		/* coming back (CPU fault or migration) */
+};
+#define PS_STATE_MASK	0x7ull
+#define PS_DEV_WRITE	(1ull << 3)
+#define PS_CPU_WON	(1ull << 4)
+#define PS_DM_SHIFT	8
+#define PS_PAGE_SHIFT	32
+
+static inline unsigned int ps_state(uint64_t w) { return (unsigned int)(w & PS_STATE_MASK); }
+static inline unsigned int ps_dm(uint64_t w) { return (unsigned int)((w >> PS_DM_SHIFT) & 0xff); }
+static inline uint64_t ps_page(uint64_t w) { return w >> PS_PAGE_SHIFT; }
+static inline uint64_t ps_make_device(unsigned int dm, uint64_t page, bool write)
+{
+	return PS_DEVICE | (write ? PS_DEV_WRITE : 0) | ((uint64_t)dm << PS_DM_SHIFT) |
+	       (page << PS_PAGE_SHIFT);
+}
+
+struct hmm_region {
+	uintptr_t start, end;
+	struct hmm_mm *mm;
+	_Atomic uint64_t *st;		/* one state word per page */
+	_Atomic uint64_t *back_ns;	/* last migration back to the CPU (thrashing) */
+};
+
+struct hmm_staging {
+	struct vgpu_mutex lock;		/* one migration batch at a time */
+	char *in;			/* 4 MiB, registered with uffd_stage: MOVE target */
+	char *out;			/* 4 MiB plain anon: filled by memcpy, MOVE source */
+	bool in_dirty;			/* @in holds pages to drop */
+};
+
+struct hmm_mm {
+	struct hmm_mm_opts opts;
+	int uffd;			/* managed regions are registered here */
+	int uffd_stage;			/* the staging "in" areas are registered here */
+	int pagemap_fd, kpageflags_fd, maps_fd;
+	uint64_t zero_pfn;		/* 0 if PFNs are hidden */
+	bool has_move;
+	int stop_fd;			/* eventfd that stops the handler thread */
+	pthread_t thread;
+	bool thread_started;
+	struct vgpu_mutex lock;		/* protects regions (add/remove) and notifier slots */
+	/* notifiers: readers walk the slots lock-free, counted in @walkers */
+	struct hmm_interval_notifier *_Atomic subs[HMM_MAX_NOTIFIERS];
+	atomic_uint walkers;
+	_Atomic uint64_t seq;
+	struct hmm_staging staging[HMM_NR_STAGING];
+	struct hmm_thrash *thrash;
+	/* counters */
+	_Atomic uint64_t c_cpu_faults, c_cpu_fault_pages, c_zero_fills, c_cpu_won;
+	_Atomic uint64_t c_to_dev, c_to_sys, c_inval, c_unmap, c_remap, c_fork;
+};
+
+/* process-wide tables read by fault handlers */
+extern struct hmm_region *_Atomic hmm_regions[HMM_MAX_REGIONS];
+extern struct hmm_devmem *_Atomic hmm_devmems[HMM_MAX_DEVMEMS];
+extern atomic_uint hmm_handlers_inflight;
+
+/* Region covering @addr, or NULL. Signal context safe; hold hmm_handlers_inflight. */
+struct hmm_region *hmm_region_find(uintptr_t addr);
+/* State word of @addr in @r. */
+static inline _Atomic uint64_t *hmm_region_word(struct hmm_region *r, uintptr_t addr)
+{
+	return &r->st[(addr - r->start) >> HMM_PAGE_SHIFT];
+}
+
+/* Run the invalidation of @r over @mm's notifiers; retries non-blockable refusals. */
+void hmm_notify_invalidate(struct hmm_mm *mm, const struct hmm_notify_range *r);
+
+/* devmem internals */
+unsigned int hmm_devmem_id(const struct hmm_devmem *dm);
+/* Free from any context (a fault handler): reclaimed at the next allocation. */
+void hmm_devmem_free_deferred(struct hmm_devmem *dm, uint64_t page);
+int hmm_devmem_copy(struct hmm_devmem *dm, enum hmm_copy_dir dir, void *sys,
+		    uint64_t page, size_t npages);
+
+/* CPU fault service: bring the granule around @addr of @r back to system memory (or
+ * zero-fill a missing page). @blockable: thread context. 0 or -errno. */
+int hmm_cpu_fault(struct hmm_mm *mm, struct hmm_region *r, uintptr_t addr, bool blockable,
+		  bool wake);
+/* Bring device pages of [start, end) in @r back; returns pages brought back. */
+long hmm_fault_back_range(struct hmm_mm *mm, struct hmm_region *r, uintptr_t start,
+			  uintptr_t end, bool blockable);
+
+/* userfaultfd plumbing (uffd.c) */
+int hmm_uffd_open(struct hmm_mm *mm);
+void hmm_uffd_close(struct hmm_mm *mm);
+int hmm_uffd_register(int uffd, uintptr_t start, size_t len);
+int hmm_uffd_unregister(int uffd, uintptr_t start, size_t len);
+/* UFFDIO_MOVE of @len from @src to @dst through @uffd; returns bytes moved or -errno. */
+long hmm_uffd_move(int uffd, uintptr_t dst, uintptr_t src, size_t len, bool allow_holes);
+/* UFFDIO_COPY; returns bytes copied or -errno. */
+long hmm_uffd_copy(int uffd, uintptr_t dst, const void *src, size_t len, bool wake);
+int hmm_uffd_zeropage(int uffd, uintptr_t dst, size_t len, bool wake);
+void hmm_uffd_wake(int uffd, uintptr_t start, size_t len);
+
+/* VMA lookup (vma.c) */
+struct hmm_vma {
+	uintptr_t start, end;
+	bool read, write, shared, special;
+};
+/* VMA covering @addr, or the next one above it (@covering false); -ENOENT if none. */
+int hmm_vma_find(struct hmm_mm *mm, uintptr_t addr, struct hmm_vma *vma);
+/* Read pagemap words for [start, start + n pages). 0 or -errno. */
+int hmm_pagemap_read(struct hmm_mm *mm, uintptr_t start, size_t n, uint64_t *out);
+#define PM_PRESENT	(1ull << 63)
+#define PM_SWAP		(1ull << 62)
+#define PM_FILE		(1ull << 61)
+#define PM_EXCLUSIVE	(1ull << 56)
+#define PM_PFN_MASK	((1ull << 55) - 1)
+/* True if the present page with pagemap word @pm is part of a THP. */
+bool hmm_pfn_is_thp(struct hmm_mm *mm, uint64_t pm);
+
+/* Time source of @mm. */
+static inline uint64_t hmm_mm_now(struct hmm_mm *mm)
+{
+	return mm->opts.clock_ns ? mm->opts.clock_ns() : vgpu_now_ns();
+}
+
+/* Thread yield usable in signal context. */
+void hmm_relax(unsigned int *spins);
+
+#endif

@@ -1,0 +1,645 @@
+/* hmm/migrate.c - three-phase migration (setup, copy by the caller, pages + finalize).
+ *
+ * To the device: collected pages of writable mappings are taken out of the process with
+ * UFFDIO_MOVE into a staging area, atomically, so no CPU write can slip in between the
+ * copy and the unmap (the kernel installs migration entries for the same reason); the
+ * CPU now faults on them and waits. Read-only pages cannot change under the copy and are
+ * copied in place, then dropped. What does not migrate (no device memory, a racing CPU
+ * access) is moved back. To the system: the caller copies into a staging area and the
+ * pages are moved into the holes the device pages left. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "common/bitops.h"
+#include "common/log.h"
+#include "hmm/hmm_internal.h"
+
+enum src_kind { K_NONE, K_STAGED, K_HOLE, K_INPLACE, K_INPLACE_ZERO, K_DEVICE };
+
+struct migrate_priv {
+	struct hmm_staging *stg;
+	uintptr_t base;			/* start rounded down to 2 MiB: staging offset 0 */
+	uint8_t kind[HMM_MIGRATE_MAX_PAGES];
+	bool vma_write[HMM_MIGRATE_MAX_PAGES];
+	struct hmm_region *reg[HMM_MIGRATE_MAX_PAGES];
+	uint64_t old[HMM_MIGRATE_MAX_PAGES];	/* state words before collection */
+};
+
+static uintptr_t page_addr(const struct hmm_migrate *m, size_t i)
+{
+	return m->start + (i << HMM_PAGE_SHIFT);
+}
+
+static char *stage_in(const struct hmm_migrate *m, const struct migrate_priv *p, size_t i)
+{
+	return p->stg->in + (page_addr(m, i) - p->base);
+}
+
+static char *stage_out(const struct hmm_migrate *m, const struct migrate_priv *p, size_t i)
+{
+	return p->stg->out + (page_addr(m, i) - p->base);
+}
+
+static struct hmm_staging *staging_get(struct hmm_mm *mm)
+{
+	for (unsigned int i = 0; i < HMM_NR_STAGING; i++) {
+		if (!pthread_mutex_trylock(&mm->staging[i].lock.m)) {
+			atomic_store(&mm->staging[i].lock.owner, pthread_self());
+			return &mm->staging[i];
+		}
+	}
+	vgpu_mutex_lock(&mm->staging[0].lock);
+	return &mm->staging[0];
+}
+
+static void staging_put(struct hmm_staging *s)
+{
+	vgpu_mutex_unlock(&s->lock);
+}
+
+/* Every page needs a readable, non-special VMA (dmirror's -EINVAL rules). */
+static int migrate_check_vmas(struct hmm_migrate *m, struct migrate_priv *p, bool *shared)
+{
+	for (uintptr_t a = m->start; a < m->end;) {
+		struct hmm_vma v;
+
+		if (hmm_vma_find(m->mm, a, &v) || v.start > a || !v.read || v.special)
+			return -EINVAL;
+		for (; a < vgpu_min(v.end, m->end); a += HMM_PAGE_SIZE) {
+			size_t i = (a - m->start) >> HMM_PAGE_SHIFT;
+
+			p->vma_write[i] = v.write;
+			shared[i] = v.shared;
+		}
+	}
+	return 0;
+}
+
+/* Collect page @i: a state transition only, undone by uncollect(). */
+static bool collect(struct hmm_migrate *m, struct migrate_priv *p, size_t i)
+{
+	struct hmm_region *r = p->reg[i];
+	_Atomic uint64_t *w = hmm_region_word(r, page_addr(m, i));
+	uint64_t old = atomic_load(w);
+
+	if (m->flags & HMM_MIGRATE_SELECT_SYSTEM) {
+		if (old != PS_SYSTEM || !atomic_compare_exchange_strong(w, &old, PS_TO_DEVICE))
+			return false;
+	} else {
+		if (ps_state(old) != PS_DEVICE || ps_dm(old) != hmm_devmem_id(m->devmem))
+			return false;
+		if (!atomic_compare_exchange_strong(w, &old, (old & ~PS_STATE_MASK) | PS_TO_SYSTEM))
+			return false;
+	}
+	p->old[i] = old;
+	return true;
+}
+
+static void uncollect(struct hmm_migrate *m, struct migrate_priv *p, size_t i)
+{
+	atomic_store(hmm_region_word(p->reg[i], page_addr(m, i)), p->old[i]);
+	hmm_uffd_wake(m->mm->uffd, page_addr(m, i), HMM_PAGE_SIZE);
+	m->src[i] = 0;
+	p->kind[i] = K_NONE;
+	m->cpages--;
+}
+
+/* Move a run of collected writable pages into staging; pages MOVE refuses (shared with a
+ * fork child, pinned) are not collected after all. */
+static void isolate_run(struct hmm_migrate *m, struct migrate_priv *p, size_t i, size_t n)
+{
+	bool retried = false;
+
+	while (n) {
+		long moved = hmm_uffd_move(m->mm->uffd, (uintptr_t)stage_in(m, p, i),
+					   page_addr(m, i), n << HMM_PAGE_SHIFT, true);
+		size_t done = moved > 0 ? (size_t)moved >> HMM_PAGE_SHIFT : 0;
+
+		for (size_t k = 0; k < done; k++)
+			p->kind[i + k] = K_STAGED;
+		i += done;
+		n -= done;
+		if (!n)
+			break;
+		if (done) {		/* progress: try the rest first */
+			retried = false;
+			continue;
+		}
+		/* MOVE takes exclusive anonymous pages only; a page that was shared with a
+		 * fork child stays "maybe shared" until written. A write fault that changes
+		 * nothing (MADV_POPULATE_WRITE) makes it exclusive again. */
+		if (!retried && moved == -EBUSY &&
+		    !madvise((void *)page_addr(m, i), HMM_PAGE_SIZE, MADV_POPULATE_WRITE)) {
+			retried = true;
+			continue;
+		}
+		uncollect(m, p, i);
+		retried = false;
+		i++;
+		n--;
+	}
+}
+
+/* Fill src[] of the SYSTEM direction from where the data now is. */
+static int describe_system_sources(struct hmm_migrate *m, struct migrate_priv *p)
+{
+	uint64_t pm_in[HMM_MIGRATE_MAX_PAGES], pm_at[HMM_MIGRATE_MAX_PAGES];
+	size_t n = m->npages;
+	int ret;
+
+	ret = hmm_pagemap_read(m->mm, (uintptr_t)stage_in(m, p, 0), n, pm_in);
+	if (!ret)
+		ret = hmm_pagemap_read(m->mm, m->start, n, pm_at);
+	if (ret)
+		return ret;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t wr = p->vma_write[i] ? HMM_MIGRATE_PFN_WRITE : 0;
+		uint64_t pm = p->kind[i] == K_STAGED ? pm_in[i] : pm_at[i];
+		bool present = (pm & PM_PRESENT) &&
+			       !(m->mm->zero_pfn && (pm & PM_PFN_MASK) == m->mm->zero_pfn);
+
+		switch (p->kind[i]) {
+		case K_STAGED:
+			if (!present)
+				p->kind[i] = K_HOLE;
+			break;
+		case K_INPLACE:
+			if (!present)
+				p->kind[i] = K_INPLACE_ZERO;
+			break;
+		default:
+			continue;
+		}
+		m->src[i] = HMM_MIGRATE_PFN_MIGRATE | wr |
+			    (present ? HMM_MIGRATE_PFN_VALID : 0);
+	}
+	return 0;
+}
+
+static int setup_system(struct hmm_migrate *m, struct migrate_priv *p)
+{
+	for (size_t i = 0; i < m->npages;) {
+		size_t k = 0;
+
+		if (p->kind[i] != K_INPLACE || !p->vma_write[i]) {
+			i++;
+			continue;
+		}
+		while (i + k < m->npages && p->kind[i + k] == K_INPLACE && p->vma_write[i + k])
+			k++;
+		isolate_run(m, p, i, k);
+		i += k;
+	}
+	p->stg->in_dirty = true;
+	return describe_system_sources(m, p);
+}
+
+static void setup_device(struct hmm_migrate *m, struct migrate_priv *p)
+{
+	for (size_t i = 0; i < m->npages; i++) {
+		if (p->kind[i] != K_DEVICE)
+			continue;
+		m->src[i] = hmm_migrate_pfn(ps_page(p->old[i])) | HMM_MIGRATE_PFN_MIGRATE |
+			    HMM_MIGRATE_PFN_DEVICE |
+			    ((p->old[i] & PS_DEV_WRITE) ? HMM_MIGRATE_PFN_WRITE : 0);
+	}
+}
+
+static int migrate_args_check(const struct hmm_migrate *m)
+{
+	if (!m || !m->mm || !m->src || !m->dst || !m->devmem || m->start >= m->end ||
+	    !vgpu_is_aligned(m->start, HMM_PAGE_SIZE) || !vgpu_is_aligned(m->end, HMM_PAGE_SIZE))
+		return -EINVAL;
+	if ((m->end - m->start) >> HMM_PAGE_SHIFT > HMM_MIGRATE_MAX_PAGES)
+		return -EINVAL;
+	if (m->flags != HMM_MIGRATE_SELECT_SYSTEM && m->flags != HMM_MIGRATE_SELECT_DEVICE_PRIVATE)
+		return -EINVAL;
+	return 0;
+}
+
+int hmm_migrate_setup(struct hmm_migrate *m)
+{
+	bool shared[HMM_MIGRATE_MAX_PAGES];
+	struct migrate_priv *p;
+	int ret = migrate_args_check(m);
+
+	if (ret)
+		return ret;
+	m->npages = (m->end - m->start) >> HMM_PAGE_SHIFT;
+	m->cpages = 0;
+	memset(m->src, 0, m->npages * sizeof(*m->src));
+	memset(m->dst, 0, m->npages * sizeof(*m->dst));
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	ret = migrate_check_vmas(m, p, shared);
+	if (ret)
+		goto free_priv;
+
+	struct hmm_notify_range nr = {
+		.start = m->start, .end = m->end, .event = HMM_EVENT_MIGRATE,
+		.owner = m->flags & HMM_MIGRATE_SELECT_SYSTEM ? hmm_devmem_owner(m->devmem) : NULL,
+		.flags = HMM_NOTIFY_BLOCKABLE,
+	};
+	hmm_notify_invalidate(m->mm, &nr);
+
+	p->base = vgpu_align_down(m->start, HMM_BLOCK_SIZE);
+	p->stg = staging_get(m->mm);
+	m->priv = p;
+	for (size_t i = 0; i < m->npages; i++) {
+		struct hmm_region *r = hmm_region_find(page_addr(m, i));
+
+		if (!r || r->mm != m->mm || shared[i])
+			continue;
+		p->reg[i] = r;
+		if (!collect(m, p, i))
+			continue;
+		p->kind[i] = m->flags & HMM_MIGRATE_SELECT_SYSTEM ? K_INPLACE : K_DEVICE;
+		m->cpages++;
+	}
+	if (m->flags & HMM_MIGRATE_SELECT_SYSTEM) {
+		ret = setup_system(m, p);
+		if (ret) {
+			hmm_migrate_finalize(m);	/* puts everything back */
+			return ret;
+		}
+	} else {
+		setup_device(m, p);
+	}
+	return 0;
+free_priv:
+	free(p);
+	return ret;
+}
+
+void *hmm_migrate_src_ptr(struct hmm_migrate *m, size_t i)
+{
+	struct migrate_priv *p = m->priv;
+
+	switch (p->kind[i]) {
+	case K_STAGED:
+		return stage_in(m, p, i);
+	case K_INPLACE:
+		return (void *)page_addr(m, i);
+	case K_DEVICE:
+		return hmm_devmem_page_ptr(m->devmem, hmm_migrate_pfn_page(m->src[i]));
+	default:
+		return NULL;
+	}
+}
+
+void *hmm_migrate_dst_ptr(struct hmm_migrate *m, size_t i)
+{
+	return stage_out(m, m->priv, i);
+}
+
+/* Put system pages [i, i+n) from staging "out" into their (missing) places. */
+static void install_system_run(struct hmm_migrate *m, struct migrate_priv *p, size_t i,
+			       size_t n)
+{
+	long moved = 0;
+
+	if (p->vma_write[i])
+		moved = hmm_uffd_move(m->mm->uffd, page_addr(m, i), (uintptr_t)stage_out(m, p, i),
+				      n << HMM_PAGE_SHIFT, false);
+	if (moved < 0)
+		moved = 0;
+	/* read-only mappings cannot be MOVE targets: copy the rest */
+	size_t done = (size_t)moved >> HMM_PAGE_SHIFT;
+
+	if (done < n)
+		hmm_uffd_copy(m->mm->uffd, page_addr(m, i + done), stage_out(m, p, i + done),
+			      (n - done) << HMM_PAGE_SHIFT, false);
+}
+
+void hmm_migrate_pages(struct hmm_migrate *m)
+{
+	struct migrate_priv *p = m->priv;
+
+	for (size_t i = 0; i < m->npages; i++) {
+		if (!(m->src[i] & HMM_MIGRATE_PFN_MIGRATE))
+			continue;
+		if (!(m->dst[i] & HMM_MIGRATE_PFN_VALID)) {
+			m->src[i] &= ~HMM_MIGRATE_PFN_MIGRATE;
+			continue;
+		}
+		if (m->flags & HMM_MIGRATE_SELECT_SYSTEM) {
+			uint64_t w = atomic_load(hmm_region_word(p->reg[i], page_addr(m, i)));
+
+			if (w & PS_CPU_WON)	/* the CPU wins a race with the device */
+				m->src[i] &= ~HMM_MIGRATE_PFN_MIGRATE;
+		}
+	}
+	if (m->flags & HMM_MIGRATE_SELECT_SYSTEM)
+		return;
+	for (size_t i = 0; i < m->npages;) {
+		size_t k = 0;
+
+		while (i + k < m->npages && (m->src[i + k] & HMM_MIGRATE_PFN_MIGRATE) &&
+		       p->vma_write[i + k] == p->vma_write[i])
+			k++;
+		if (k)
+			install_system_run(m, p, i, k);
+		i += k ? k : 1;
+	}
+}
+
+/* Drop the CPU copies of committed read-only pages; they must be gone before the
+ * device state is published, or a fault back would find them and be lost to the zap. */
+static void zap_inplace(struct hmm_migrate *m, struct migrate_priv *p)
+{
+	for (size_t i = 0; i < m->npages; i++) {
+		if ((m->src[i] & HMM_MIGRATE_PFN_MIGRATE) &&
+		    (p->kind[i] == K_INPLACE || p->kind[i] == K_INPLACE_ZERO))
+			madvise((void *)page_addr(m, i), HMM_PAGE_SIZE, MADV_DONTNEED);
+	}
+}
+
+static void finalize_system(struct hmm_migrate *m, struct migrate_priv *p)
+{
+	unsigned int dm_id = hmm_devmem_id(m->devmem);
+	size_t done = 0;
+
+	zap_inplace(m, p);
+	for (size_t i = 0; i < m->npages; i++) {
+		_Atomic uint64_t *w;
+
+		if (p->kind[i] == K_NONE)
+			continue;
+		w = hmm_region_word(p->reg[i], page_addr(m, i));
+		if (m->src[i] & HMM_MIGRATE_PFN_MIGRATE) {
+			atomic_store(w, ps_make_device(dm_id, hmm_migrate_pfn_page(m->dst[i]),
+						       p->vma_write[i]));
+			done++;
+			continue;
+		}
+		if (p->kind[i] == K_STAGED)
+			hmm_uffd_move(m->mm->uffd, page_addr(m, i), (uintptr_t)stage_in(m, p, i),
+				      HMM_PAGE_SIZE, false);
+		if (m->dst[i] & HMM_MIGRATE_PFN_VALID) {
+			uint64_t pg = hmm_migrate_pfn_page(m->dst[i]);
+
+			hmm_devmem_free(m->devmem, &pg, 1);
+			m->dst[i] = 0;
+		}
+		atomic_store(w, PS_SYSTEM);
+	}
+	if (p->stg->in_dirty) {
+		madvise(p->stg->in, 2 * HMM_BLOCK_SIZE, MADV_DONTNEED);
+		p->stg->in_dirty = false;
+	}
+	atomic_fetch_add_explicit(&m->mm->c_to_dev, done, memory_order_relaxed);
+}
+
+static void finalize_device(struct hmm_migrate *m, struct migrate_priv *p)
+{
+	size_t done = 0;
+
+	for (size_t i = 0; i < m->npages; i++) {
+		_Atomic uint64_t *w;
+
+		if (p->kind[i] != K_DEVICE)
+			continue;
+		w = hmm_region_word(p->reg[i], page_addr(m, i));
+		if (m->src[i] & HMM_MIGRATE_PFN_MIGRATE) {
+			uint64_t pg = ps_page(p->old[i]);
+
+			atomic_store(w, PS_SYSTEM);
+			hmm_devmem_free(m->devmem, &pg, 1);
+			done++;
+		} else {
+			atomic_store(w, p->old[i]);
+		}
+	}
+	/* what the caller filled but did not install */
+	madvise(p->stg->out, 2 * HMM_BLOCK_SIZE, MADV_DONTNEED);
+	atomic_fetch_add_explicit(&m->mm->c_to_sys, done, memory_order_relaxed);
+}
+
+void hmm_migrate_finalize(struct hmm_migrate *m)
+{
+	struct migrate_priv *p = m->priv;
+
+	if (!p)
+		return;
+	if (m->flags & HMM_MIGRATE_SELECT_SYSTEM)
+		finalize_system(m, p);
+	else
+		finalize_device(m, p);
+	/* CPU accesses that waited on collected pages retry now */
+	hmm_uffd_wake(m->mm->uffd, m->start, m->end - m->start);
+	staging_put(p->stg);
+	free(p);
+	m->priv = NULL;
+}
+
+/* ---- batched helpers ------------------------------------------------------------------ */
+
+static const char zero_page[HMM_PAGE_SIZE];
+
+/* Device pages for the collected entries: one chunk for a whole 2 MiB batch, else single
+ * pages, as many as the pool gives. Returns pages allocated. */
+static size_t alloc_dst(struct hmm_migrate *m, struct hmm_migrate_result *res)
+{
+	uint64_t pages[HMM_MIGRATE_MAX_PAGES];
+	size_t want = m->cpages, got = 0;
+	bool chunk = want == HMM_BLOCK_PAGES;
+
+	if (!want)
+		return 0;
+	if (chunk && !hmm_devmem_alloc(m->devmem, want, true, pages)) {
+		got = want;
+		res->chunks++;
+	} else if (!hmm_devmem_alloc(m->devmem, want, false, pages)) {
+		got = want;
+		chunk = false;
+	} else {
+		chunk = false;
+		while (got < want && !hmm_devmem_alloc(m->devmem, 1, false, &pages[got]))
+			got++;
+	}
+	for (size_t i = 0, k = 0; i < m->npages && k < got; i++) {
+		if (!(m->src[i] & HMM_MIGRATE_PFN_MIGRATE))
+			continue;
+		m->dst[i] = hmm_migrate_pfn(pages[k++]) | (m->src[i] & HMM_MIGRATE_PFN_WRITE) |
+			    (chunk ? HMM_MIGRATE_PFN_COMPOUND : 0);
+	}
+	res->alloc_failed += want - got;
+	return got;
+}
+
+/* Copy collected sources to their device pages, runs of contiguous pages at once. */
+static void copy_to_device(struct hmm_migrate *m)
+{
+	for (size_t i = 0; i < m->npages;) {
+		char *src = hmm_migrate_src_ptr(m, i);
+		uint64_t pg = hmm_migrate_pfn_page(m->dst[i]);
+		size_t k = 1;
+
+		if (!(m->dst[i] & HMM_MIGRATE_PFN_VALID)) {
+			i++;
+			continue;
+		}
+		if (!src) {	/* an empty page: clear instead of copying */
+			hmm_devmem_copy(m->devmem, HMM_COPY_TO_DEVICE, (void *)zero_page, pg, 1);
+			i++;
+			continue;
+		}
+		while (i + k < m->npages && (m->dst[i + k] & HMM_MIGRATE_PFN_VALID) &&
+		       hmm_migrate_pfn_page(m->dst[i + k]) == pg + k &&
+		       hmm_migrate_src_ptr(m, i + k) == src + (k << HMM_PAGE_SHIFT))
+			k++;
+		hmm_devmem_copy(m->devmem, HMM_COPY_TO_DEVICE, src, pg, k);
+		i += k;
+	}
+}
+
+static void count_result(const struct hmm_migrate *m, struct hmm_migrate_result *res)
+{
+	res->cpages += m->cpages;
+	for (size_t i = 0; i < m->npages; i++) {
+		if (m->src[i] & HMM_MIGRATE_PFN_MIGRATE)
+			res->migrated++;
+		else if (m->dst[i] & HMM_MIGRATE_PFN_VALID)
+			res->cpu_won++;
+	}
+}
+
+static int range_args_check(struct hmm_mm *mm, struct hmm_devmem *dm, void *addr, size_t len,
+			    struct hmm_migrate_result *res)
+{
+	if (!mm || !dm || !res || !len || !vgpu_is_aligned((uintptr_t)addr, HMM_PAGE_SIZE) ||
+	    !vgpu_is_aligned(len, HMM_PAGE_SIZE))
+		return -EINVAL;
+	memset(res, 0, sizeof(*res));
+	res->npages = len >> HMM_PAGE_SHIFT;
+	return 0;
+}
+
+static int migrate_batch_to_device(struct hmm_mm *mm, struct hmm_devmem *dm, uintptr_t a,
+				   uintptr_t e, struct hmm_migrate_result *res)
+{
+	uint64_t src[HMM_MIGRATE_MAX_PAGES], dst[HMM_MIGRATE_MAX_PAGES];
+	struct hmm_migrate m = { .mm = mm, .start = a, .end = e, .src = src, .dst = dst,
+				 .devmem = dm, .flags = HMM_MIGRATE_SELECT_SYSTEM };
+	int ret = hmm_migrate_setup(&m);
+
+	if (ret)
+		return ret;
+	alloc_dst(&m, res);
+	copy_to_device(&m);
+	hmm_migrate_pages(&m);
+	count_result(&m, res);
+	hmm_migrate_finalize(&m);
+	return 0;
+}
+
+int hmm_migrate_to_device(struct hmm_mm *mm, struct hmm_devmem *dm, void *addr, size_t len,
+			  struct hmm_migrate_result *res)
+{
+	uintptr_t start = (uintptr_t)addr, end = start + len;
+	int ret = range_args_check(mm, dm, addr, len, res);
+
+	for (uintptr_t a = start; !ret && a < end;) {
+		uintptr_t e = vgpu_min(vgpu_align_down(a, HMM_BLOCK_SIZE) + HMM_BLOCK_SIZE, end);
+
+		ret = migrate_batch_to_device(mm, dm, a, e, res);
+		a = e;
+	}
+	if (!ret && res->cpages && res->alloc_failed == res->cpages)
+		ret = -ENOMEM;
+	return ret;
+}
+
+static void copy_to_system(struct hmm_migrate *m)
+{
+	for (size_t i = 0; i < m->npages;) {
+		size_t k = 1;
+		uint64_t pg = hmm_migrate_pfn_page(m->src[i]);
+
+		if (!(m->src[i] & HMM_MIGRATE_PFN_MIGRATE)) {
+			i++;
+			continue;
+		}
+		while (i + k < m->npages && (m->src[i + k] & HMM_MIGRATE_PFN_MIGRATE) &&
+		       hmm_migrate_pfn_page(m->src[i + k]) == pg + k)
+			k++;
+		hmm_devmem_copy(m->devmem, HMM_COPY_TO_SYSTEM, hmm_migrate_dst_ptr(m, i), pg, k);
+		for (size_t j = i; j < i + k; j++)
+			m->dst[j] = HMM_MIGRATE_PFN_VALID;
+		i += k;
+	}
+}
+
+static int migrate_batch_to_system(struct hmm_mm *mm, struct hmm_devmem *dm, uintptr_t a,
+				   uintptr_t e, struct hmm_migrate_result *res)
+{
+	uint64_t src[HMM_MIGRATE_MAX_PAGES], dst[HMM_MIGRATE_MAX_PAGES];
+	struct hmm_migrate m = { .mm = mm, .start = a, .end = e, .src = src, .dst = dst,
+				 .devmem = dm, .flags = HMM_MIGRATE_SELECT_DEVICE_PRIVATE };
+	int ret = hmm_migrate_setup(&m);
+
+	if (ret)
+		return ret;
+	copy_to_system(&m);
+	hmm_migrate_pages(&m);
+	count_result(&m, res);
+	hmm_migrate_finalize(&m);
+	return 0;
+}
+
+int hmm_migrate_to_system(struct hmm_mm *mm, struct hmm_devmem *dm, void *addr, size_t len,
+			  struct hmm_migrate_result *res)
+{
+	uintptr_t start = (uintptr_t)addr, end = start + len;
+	int ret = range_args_check(mm, dm, addr, len, res);
+
+	for (uintptr_t a = start; !ret && a < end;) {
+		uintptr_t e = vgpu_min(vgpu_align_down(a, HMM_BLOCK_SIZE) + HMM_BLOCK_SIZE, end);
+
+		ret = migrate_batch_to_system(mm, dm, a, e, res);
+		a = e;
+	}
+	return ret;
+}
+
+/* True if a page of [a, e) in @r lives on @dm. */
+static bool batch_has_pages_of(struct hmm_region *r, uintptr_t a, uintptr_t e, unsigned int id)
+{
+	for (; a < e; a += HMM_PAGE_SIZE) {
+		uint64_t w = atomic_load(hmm_region_word(r, a));
+
+		if (ps_state(w) == PS_DEVICE && ps_dm(w) == id)
+			return true;
+	}
+	return false;
+}
+
+long hmm_devmem_evict_all(struct hmm_mm *mm, struct hmm_devmem *dm)
+{
+	unsigned int id = hmm_devmem_id(dm);
+	long total = 0;
+
+	for (unsigned int i = 0; i < HMM_MAX_REGIONS; i++) {
+		struct hmm_region *r = atomic_load(&hmm_regions[i]);
+
+		if (!r || r->mm != mm)
+			continue;
+		for (uintptr_t a = r->start; a < r->end;) {
+			uintptr_t e = vgpu_min(vgpu_align_down(a, HMM_BLOCK_SIZE) + HMM_BLOCK_SIZE,
+					       r->end);
+			struct hmm_migrate_result res = { 0 };
+
+			/* retried until nothing of @dm is left: device memory is never pinned */
+			while (batch_has_pages_of(r, a, e, id)) {
+				if (migrate_batch_to_system(mm, dm, a, e, &res))
+					total += hmm_fault_back_range(mm, r, a, e, true);
+			}
+			total += (long)res.migrated;
+			a = e;
+		}
+	}
+	return total;
+}

@@ -1,0 +1,666 @@
+/* hmm/mm.c - the process object: managed regions, interval notifiers and their
+ * sequence numbers, events from userfaultfd and from the application, fork handling. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "common/bitops.h"
+#include "common/log.h"
+#include "hmm/hmm_internal.h"
+
+#define STAGING_SIZE	(2 * HMM_BLOCK_SIZE)	/* a batch of <= 2 MiB at any offset */
+
+struct hmm_region *_Atomic hmm_regions[HMM_MAX_REGIONS];
+atomic_uint hmm_handlers_inflight;
+
+static struct hmm_mm *_Atomic mms[HMM_MAX_MMS];
+static struct vgpu_mutex mms_lock = { PTHREAD_MUTEX_INITIALIZER, 0 };
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+void hmm_relax(unsigned int *spins)
+{
+	if (++*spins < 64)
+		vgpu_cpu_relax();
+	else
+		sched_yield();
+}
+
+struct hmm_region *hmm_region_find(uintptr_t addr)
+{
+	for (unsigned int i = 0; i < HMM_MAX_REGIONS; i++) {
+		struct hmm_region *r = atomic_load_explicit(&hmm_regions[i], memory_order_acquire);
+
+		if (r && addr >= r->start && addr < r->end)
+			return r;
+	}
+	return NULL;
+}
+
+/* Wait until no fault handler can still be looking at an unpublished region. */
+static void handlers_drain(void)
+{
+	unsigned int spins = 0;
+
+	while (atomic_load(&hmm_handlers_inflight))
+		hmm_relax(&spins);
+}
+
+/* ---- notifiers ------------------------------------------------------------------------ */
+
+int hmm_interval_notifier_insert(struct hmm_interval_notifier *sub, struct hmm_mm *mm,
+				 uintptr_t start, size_t len, const void *owner,
+				 const struct hmm_interval_notifier_ops *ops)
+{
+	int ret = -ENOSPC;
+
+	if (!sub || !mm || !ops || !ops->invalidate || !len || start + len < start)
+		return -EINVAL;
+	sub->mm = mm;
+	sub->start = start;
+	sub->end = start + len;
+	sub->ops = ops;
+	sub->owner = owner;
+	atomic_init(&sub->invalidate_seq, atomic_load(&mm->seq));
+	atomic_init(&sub->busy, 0);
+	vgpu_mutex_lock(&mm->lock);
+	for (int i = 0; i < HMM_MAX_NOTIFIERS; i++) {
+		if (!atomic_load(&mm->subs[i])) {
+			sub->slot = i;
+			atomic_store_explicit(&mm->subs[i], sub, memory_order_release);
+			ret = 0;
+			break;
+		}
+	}
+	vgpu_mutex_unlock(&mm->lock);
+	return ret;
+}
+
+void hmm_interval_notifier_remove(struct hmm_interval_notifier *sub)
+{
+	struct hmm_mm *mm = sub->mm;
+	unsigned int spins = 0;
+
+	vgpu_mutex_lock(&mm->lock);
+	VGPU_ASSERT(atomic_load(&mm->subs[sub->slot]) == sub);
+	atomic_store(&mm->subs[sub->slot], NULL);
+	vgpu_mutex_unlock(&mm->lock);
+	/* a walker may have loaded @sub before it was unpublished */
+	while (atomic_load(&mm->walkers) || atomic_load(&sub->busy))
+		hmm_relax(&spins);
+}
+
+uint64_t hmm_interval_read_begin(struct hmm_interval_notifier *sub)
+{
+	unsigned int spins = 0;
+
+	while (atomic_load_explicit(&sub->busy, memory_order_acquire))
+		hmm_relax(&spins);
+	return atomic_load_explicit(&sub->invalidate_seq, memory_order_acquire);
+}
+
+bool hmm_interval_read_retry(struct hmm_interval_notifier *sub, uint64_t seq)
+{
+	return atomic_load_explicit(&sub->invalidate_seq, memory_order_acquire) != seq;
+}
+
+bool hmm_interval_check_retry(struct hmm_interval_notifier *sub, uint64_t seq)
+{
+	return atomic_load_explicit(&sub->invalidate_seq, memory_order_relaxed) != seq ||
+	       atomic_load_explicit(&sub->busy, memory_order_relaxed);
+}
+
+void hmm_interval_set_seq(struct hmm_interval_notifier *sub, uint64_t cur_seq)
+{
+	atomic_store_explicit(&sub->invalidate_seq, cur_seq, memory_order_release);
+}
+
+static bool notifier_wants(const struct hmm_interval_notifier *sub,
+			   const struct hmm_notify_range *r)
+{
+	if (r->end <= sub->start || r->start >= sub->end)
+		return false;
+	if (sub->events && !(sub->events & HMM_EVENT_BIT(r->event)))
+		return false;
+	/* the migrating device updates its own mappings */
+	return !(r->event == HMM_EVENT_MIGRATE && r->owner && r->owner == sub->owner);
+}
+
+void hmm_notify_invalidate(struct hmm_mm *mm, const struct hmm_notify_range *r)
+{
+	uint64_t cur = atomic_fetch_add(&mm->seq, 1) + 1;
+
+	atomic_fetch_add(&mm->walkers, 1);
+	for (unsigned int i = 0; i < HMM_MAX_NOTIFIERS; i++) {
+		struct hmm_interval_notifier *sub = atomic_load_explicit(&mm->subs[i],
+									 memory_order_acquire);
+		unsigned int spins = 0;
+
+		if (!sub || !notifier_wants(sub, r))
+			continue;
+		atomic_fetch_add(&sub->busy, 1);
+		/* a non-blockable callback refuses on contention: retry, as the OOM reaper does */
+		while (!sub->ops->invalidate(sub, r, cur))
+			hmm_relax(&spins);
+		atomic_fetch_sub(&sub->busy, 1);
+		atomic_fetch_add_explicit(&mm->c_inval, 1, memory_order_relaxed);
+	}
+	atomic_fetch_sub(&mm->walkers, 1);
+}
+
+/* Drop the device copies of [start, end) in every region of @mm (unmap, clear). */
+static void drop_device_pages(struct hmm_mm *mm, uintptr_t start, uintptr_t end)
+{
+	for (unsigned int i = 0; i < HMM_MAX_REGIONS; i++) {
+		struct hmm_region *r = atomic_load(&hmm_regions[i]);
+
+		if (!r || r->mm != mm || end <= r->start || start >= r->end)
+			continue;
+		for (uintptr_t a = vgpu_max(start, r->start); a < vgpu_min(end, r->end);
+		     a += HMM_PAGE_SIZE) {
+			_Atomic uint64_t *w = hmm_region_word(r, a);
+			uint64_t old = atomic_load(w);
+			unsigned int spins = 0;
+
+			for (;;) {
+				if (ps_state(old) == PS_TO_DEVICE || ps_state(old) == PS_TO_SYSTEM) {
+					hmm_relax(&spins);
+					old = atomic_load(w);
+					continue;
+				}
+				if (atomic_compare_exchange_weak(w, &old, PS_SYSTEM))
+					break;
+			}
+			if (ps_state(old) == PS_DEVICE)
+				hmm_devmem_free_deferred(atomic_load(&hmm_devmems[ps_dm(old)]),
+							 ps_page(old));
+		}
+	}
+}
+
+int hmm_mm_notify(struct hmm_mm *mm, enum hmm_event event, uintptr_t start, uintptr_t end)
+{
+	struct hmm_notify_range r = { .start = start, .end = end, .event = event,
+				      .flags = HMM_NOTIFY_BLOCKABLE };
+
+	if (!mm || start >= end || (unsigned int)event >= HMM_EVENT_NR)
+		return -EINVAL;
+	hmm_notify_invalidate(mm, &r);
+	if (event == HMM_EVENT_CLEAR || event == HMM_EVENT_UNMAP)
+		drop_device_pages(mm, start, end);
+	return 0;
+}
+
+/* ---- regions -------------------------------------------------------------------------- */
+
+static void region_free(struct hmm_region *r)
+{
+	free((void *)r->st);
+	free((void *)r->back_ns);
+	free(r);
+}
+
+static struct hmm_region *region_new(struct hmm_mm *mm, uintptr_t start, uintptr_t end)
+{
+	struct hmm_region *r = calloc(1, sizeof(*r));
+	size_t n = (end - start) >> HMM_PAGE_SHIFT;
+
+	if (!r)
+		return NULL;
+	r->start = start;
+	r->end = end;
+	r->mm = mm;
+	r->st = calloc(n, sizeof(*r->st));
+	r->back_ns = calloc(n, sizeof(*r->back_ns));
+	if (!r->st || !r->back_ns) {
+		region_free(r);
+		return NULL;
+	}
+	return r;
+}
+
+/* Publish @r in a free slot; caller holds mm->lock. */
+static int region_publish_locked(struct hmm_mm *mm, struct hmm_region *r)
+{
+	vgpu_mutex_assert_held(&mm->lock);
+	for (unsigned int i = 0; i < HMM_MAX_REGIONS; i++) {
+		struct hmm_region *o = atomic_load(&hmm_regions[i]);
+
+		if (o && r->start < o->end && o->start < r->end)
+			return -EEXIST;
+	}
+	for (unsigned int i = 0; i < HMM_MAX_REGIONS; i++) {
+		struct hmm_region *expected = NULL;
+
+		if (atomic_compare_exchange_strong(&hmm_regions[i], &expected, r))
+			return 0;
+	}
+	return -ENOSPC;
+}
+
+/* The range must be private, anonymous-like and writable all the way. */
+static int region_check_vmas(struct hmm_mm *mm, uintptr_t start, uintptr_t end)
+{
+	for (uintptr_t a = start; a < end;) {
+		struct hmm_vma v;
+
+		if (hmm_vma_find(mm, a, &v) || v.start > a)
+			return -EINVAL;
+		if (!v.read || !v.write || v.shared || v.special)
+			return -EINVAL;
+		a = v.end;
+	}
+	return 0;
+}
+
+int hmm_region_add(struct hmm_mm *mm, void *addr, size_t len)
+{
+	uintptr_t start = (uintptr_t)addr, end = start + len;
+	struct hmm_region *r;
+	int ret;
+
+	if (!mm || !len || !vgpu_is_aligned(start, HMM_PAGE_SIZE) ||
+	    !vgpu_is_aligned(len, HMM_PAGE_SIZE) || end < start)
+		return -EINVAL;
+	ret = region_check_vmas(mm, start, end);
+	if (ret)
+		return ret;
+	r = region_new(mm, start, end);
+	if (!r)
+		return -ENOMEM;
+	vgpu_mutex_lock(&mm->lock);
+	ret = hmm_uffd_register(mm->uffd, start, len);
+	if (ret)
+		goto unlock;
+	ret = region_publish_locked(mm, r);
+	if (ret)
+		goto unregister;
+	vgpu_mutex_unlock(&mm->lock);
+	return 0;
+unregister:
+	hmm_uffd_unregister(mm->uffd, start, len);
+unlock:
+	vgpu_mutex_unlock(&mm->lock);
+	region_free(r);
+	return ret;
+}
+
+/* Unpublish, bring everything back, unregister and free @r. */
+static void region_teardown(struct hmm_mm *mm, struct hmm_region *r)
+{
+	hmm_fault_back_range(mm, r, r->start, r->end, true);
+	vgpu_mutex_lock(&mm->lock);
+	for (unsigned int i = 0; i < HMM_MAX_REGIONS; i++) {
+		struct hmm_region *expected = r;
+
+		atomic_compare_exchange_strong(&hmm_regions[i], &expected, NULL);
+	}
+	/* the VMA may be gone (unmapped, remapped): nothing to unregister then */
+	hmm_uffd_unregister(mm->uffd, r->start, r->end - r->start);
+	vgpu_mutex_unlock(&mm->lock);
+	handlers_drain();
+	region_free(r);
+}
+
+int hmm_region_remove(struct hmm_mm *mm, void *addr)
+{
+	struct hmm_region *r = NULL;
+
+	if (!mm)
+		return -EINVAL;
+	for (unsigned int i = 0; i < HMM_MAX_REGIONS && !r; i++) {
+		struct hmm_region *o = atomic_load(&hmm_regions[i]);
+
+		if (o && o->mm == mm && o->start == (uintptr_t)addr)
+			r = o;
+	}
+	if (!r)
+		return -ENOENT;
+	region_teardown(mm, r);
+	return 0;
+}
+
+long hmm_mm_make_resident(struct hmm_mm *mm, void *addr, size_t len)
+{
+	uintptr_t start = vgpu_align_down((uintptr_t)addr, HMM_PAGE_SIZE);
+	uintptr_t end = vgpu_align_up((uintptr_t)addr + len, HMM_PAGE_SIZE);
+	long total = 0;
+
+	if (!mm || end < start)
+		return -EINVAL;
+	for (unsigned int i = 0; i < HMM_MAX_REGIONS; i++) {
+		struct hmm_region *r = atomic_load(&hmm_regions[i]);
+
+		if (!r || r->mm != mm || end <= r->start || start >= r->end)
+			continue;
+		total += hmm_fault_back_range(mm, r, vgpu_max(start, r->start),
+					      vgpu_min(end, r->end), true);
+	}
+	return total;
+}
+
+enum hmm_page_where hmm_mm_page_where(struct hmm_mm *mm, const void *addr,
+				      struct hmm_devmem **dm_out, uint64_t *page_out)
+{
+	struct hmm_region *r = hmm_region_find((uintptr_t)addr);
+	uint64_t w;
+
+	if (!r || r->mm != mm)
+		return HMM_PAGE_NONE;
+	w = atomic_load(hmm_region_word(r, (uintptr_t)addr));
+	switch (ps_state(w)) {
+	case PS_SYSTEM:
+		return HMM_PAGE_SYSTEM;
+	case PS_DEVICE:
+		if (dm_out)
+			*dm_out = atomic_load(&hmm_devmems[ps_dm(w)]);
+		if (page_out)
+			*page_out = ps_page(w);
+		return HMM_PAGE_DEVICE;
+	default:
+		return HMM_PAGE_BUSY;
+	}
+}
+
+void hmm_mm_get_stats(struct hmm_mm *mm, struct hmm_mm_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->cpu_faults = atomic_load_explicit(&mm->c_cpu_faults, memory_order_relaxed);
+	st->cpu_fault_pages = atomic_load_explicit(&mm->c_cpu_fault_pages, memory_order_relaxed);
+	st->zero_fills = atomic_load_explicit(&mm->c_zero_fills, memory_order_relaxed);
+	st->cpu_won = atomic_load_explicit(&mm->c_cpu_won, memory_order_relaxed);
+	st->migrated_to_device = atomic_load_explicit(&mm->c_to_dev, memory_order_relaxed);
+	st->migrated_to_system = atomic_load_explicit(&mm->c_to_sys, memory_order_relaxed);
+	st->invalidations = atomic_load_explicit(&mm->c_inval, memory_order_relaxed);
+	st->events_unmap = atomic_load_explicit(&mm->c_unmap, memory_order_relaxed);
+	st->events_remap = atomic_load_explicit(&mm->c_remap, memory_order_relaxed);
+	st->events_fork = atomic_load_explicit(&mm->c_fork, memory_order_relaxed);
+}
+
+/* ---- userfaultfd events (handler thread) ---------------------------------------------- */
+
+void hmm_uffd_event_unmap(struct hmm_mm *mm, uintptr_t start, uintptr_t end)
+{
+	atomic_fetch_add(&mm->c_unmap, 1);
+	hmm_mm_notify(mm, HMM_EVENT_UNMAP, start, end);
+}
+
+/* Region that covers all of [start, end), a new one over it if none overlaps, or NULL. */
+static struct hmm_region *remap_target(struct hmm_mm *mm, uintptr_t start, uintptr_t end)
+{
+	struct hmm_region *r = hmm_region_find(start);
+
+	if (r)
+		return end <= r->end ? r : NULL;
+	r = region_new(mm, start, end);
+	if (!r)
+		return NULL;
+	vgpu_mutex_lock(&mm->lock);
+	if (region_publish_locked(mm, r)) {
+		vgpu_mutex_unlock(&mm->lock);
+		region_free(r);
+		return NULL;
+	}
+	vgpu_mutex_unlock(&mm->lock);
+	return r;
+}
+
+/* mremap moved [from, from+len) to @to: device pages move with it, as device-private
+ * swap entries move with their page tables in the kernel. */
+void hmm_uffd_event_remap(struct hmm_mm *mm, uintptr_t from, uintptr_t to, size_t len)
+{
+	struct hmm_notify_range unmap = { .start = from, .end = from + len,
+					  .event = HMM_EVENT_UNMAP, .flags = HMM_NOTIFY_BLOCKABLE };
+	struct hmm_region *dst = NULL;
+	bool any = false;
+
+	atomic_fetch_add(&mm->c_remap, 1);
+	hmm_notify_invalidate(mm, &unmap);
+	for (uintptr_t off = 0; off < len; off += HMM_PAGE_SIZE) {
+		struct hmm_region *src = hmm_region_find(from + off);
+		uint64_t w;
+
+		if (!src || src->mm != mm)
+			continue;
+		w = atomic_load(hmm_region_word(src, from + off));
+		if (ps_state(w) != PS_DEVICE)
+			continue;
+		if (!any) {
+			dst = remap_target(mm, to, to + len);
+			any = true;
+		}
+		atomic_store(hmm_region_word(src, from + off), PS_SYSTEM);
+		if (dst) {
+			atomic_store(hmm_region_word(dst, to + off), w);
+		} else {
+			vgpu_warn("hmm: mremap to %#lx straddles a region: page dropped",
+				  (unsigned long)(to + off));
+			hmm_devmem_free_deferred(atomic_load(&hmm_devmems[ps_dm(w)]), ps_page(w));
+		}
+	}
+}
+
+void hmm_uffd_event_fork(struct hmm_mm *mm)
+{
+	struct hmm_notify_range r = { .start = 0, .end = UINTPTR_MAX, .event = HMM_EVENT_FORK,
+				      .flags = HMM_NOTIFY_BLOCKABLE };
+
+	atomic_fetch_add(&mm->c_fork, 1);
+	hmm_notify_invalidate(mm, &r);
+}
+
+/* ---- fork ----------------------------------------------------------------------------- */
+
+/* Before fork: everything back in system memory, so the child gets a private COW copy
+ * of each page, device-resident or not. */
+static void atfork_prepare(void)
+{
+	for (unsigned int i = 0; i < HMM_MAX_MMS; i++) {
+		struct hmm_mm *mm = atomic_load(&mms[i]);
+
+		if (mm)
+			hmm_mm_make_resident(mm, NULL, UINTPTR_MAX - HMM_PAGE_SIZE);
+	}
+}
+
+/* In the child: the parent's regions, descriptors and thread are not ours. */
+static void atfork_child(void)
+{
+	for (unsigned int i = 0; i < HMM_MAX_REGIONS; i++)
+		atomic_store(&hmm_regions[i], NULL);
+	for (unsigned int i = 0; i < HMM_MAX_MMS; i++)
+		atomic_store(&mms[i], NULL);
+	atomic_store(&hmm_handlers_inflight, 0);
+}
+
+static void atfork_register(void)
+{
+	pthread_atfork(atfork_prepare, NULL, atfork_child);
+}
+
+/* ---- create / destroy ----------------------------------------------------------------- */
+
+static void *map_aligned(size_t len)
+{
+	char *p = mmap(NULL, len + HMM_BLOCK_SIZE, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	char *a;
+
+	if (p == MAP_FAILED)
+		return NULL;
+	a = (char *)vgpu_align_up((uintptr_t)p, HMM_BLOCK_SIZE);
+	if (a > p)
+		munmap(p, a - p);
+	munmap(a + len, (p + len + HMM_BLOCK_SIZE) - (a + len));
+	madvise(a, len, MADV_HUGEPAGE);
+	return a;
+}
+
+static int staging_init(struct hmm_mm *mm)
+{
+	for (unsigned int i = 0; i < HMM_NR_STAGING; i++) {
+		struct hmm_staging *s = &mm->staging[i];
+
+		vgpu_mutex_init(&s->lock);
+		s->in = map_aligned(STAGING_SIZE);
+		s->out = map_aligned(STAGING_SIZE);
+		if (!s->in || !s->out)
+			return -ENOMEM;
+		int ret = hmm_uffd_register(mm->uffd, (uintptr_t)s->in, STAGING_SIZE);
+
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+static void staging_fini(struct hmm_mm *mm)
+{
+	for (unsigned int i = 0; i < HMM_NR_STAGING; i++) {
+		struct hmm_staging *s = &mm->staging[i];
+
+		if (s->in)
+			munmap(s->in, STAGING_SIZE);
+		if (s->out)
+			munmap(s->out, STAGING_SIZE);
+		vgpu_mutex_destroy(&s->lock);
+	}
+}
+
+/* PFN of the shared zero page, 0 if pagemap hides PFNs from us. */
+static uint64_t probe_zero_pfn(struct hmm_mm *mm)
+{
+	volatile char *p = mmap(NULL, HMM_PAGE_SIZE, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS,
+				-1, 0);
+	uint64_t pm = 0;
+
+	if (p == MAP_FAILED)
+		return 0;
+	(void)p[0];
+	if (hmm_pagemap_read(mm, (uintptr_t)p, 1, &pm))
+		pm = 0;
+	munmap((void *)p, HMM_PAGE_SIZE);
+	return (pm & PM_PRESENT) ? (pm & PM_PFN_MASK) : 0;
+}
+
+static int mm_publish(struct hmm_mm *mm)
+{
+	int ret = -ENOSPC;
+
+	vgpu_mutex_lock(&mms_lock);
+	for (unsigned int i = 0; i < HMM_MAX_MMS; i++) {
+		if (!atomic_load(&mms[i])) {
+			atomic_store(&mms[i], mm);
+			ret = 0;
+			break;
+		}
+	}
+	vgpu_mutex_unlock(&mms_lock);
+	return ret;
+}
+
+static void mm_unpublish(struct hmm_mm *mm)
+{
+	vgpu_mutex_lock(&mms_lock);
+	for (unsigned int i = 0; i < HMM_MAX_MMS; i++) {
+		if (atomic_load(&mms[i]) == mm)
+			atomic_store(&mms[i], NULL);
+	}
+	vgpu_mutex_unlock(&mms_lock);
+}
+
+static int opts_check(const struct hmm_mm_opts *o)
+{
+	if (o->backend != HMM_BACKEND_UFFD_THREAD && o->backend != HMM_BACKEND_UFFD_SIGBUS)
+		return -EINVAL;
+	if (o->granule != 4 * VGPU_KiB && o->granule != 64 * VGPU_KiB &&
+	    o->granule != 2 * VGPU_MiB)
+		return -EINVAL;
+	return 0;
+}
+
+static void mm_close_fds(struct hmm_mm *mm)
+{
+	if (mm->pagemap_fd >= 0)
+		close(mm->pagemap_fd);
+	if (mm->kpageflags_fd >= 0)
+		close(mm->kpageflags_fd);
+	if (mm->maps_fd >= 0)
+		close(mm->maps_fd);
+}
+
+int hmm_mm_create(const struct hmm_mm_opts *opts, struct hmm_mm **out)
+{
+	struct hmm_mm *mm;
+	int ret;
+
+	if (!out)
+		return -EINVAL;
+	mm = calloc(1, sizeof(*mm));
+	if (!mm)
+		return -ENOMEM;
+	if (opts)
+		mm->opts = *opts;
+	if (!mm->opts.granule)
+		mm->opts.granule = HMM_PAGE_SIZE;
+	ret = opts_check(&mm->opts);
+	if (ret)
+		goto free_mm;
+	vgpu_mutex_init(&mm->lock);
+	mm->uffd = mm->stop_fd = -1;
+	mm->pagemap_fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+	mm->kpageflags_fd = open("/proc/kpageflags", O_RDONLY | O_CLOEXEC);
+	mm->maps_fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	if (mm->pagemap_fd < 0 || mm->maps_fd < 0) {
+		ret = -errno;
+		goto close_fds;
+	}
+	mm->zero_pfn = probe_zero_pfn(mm);
+	ret = hmm_uffd_open(mm);
+	if (ret)
+		goto close_fds;
+	ret = staging_init(mm);
+	if (ret)
+		goto close_staging;
+	ret = mm_publish(mm);
+	if (ret)
+		goto close_staging;
+	pthread_once(&atfork_once, atfork_register);
+	*out = mm;
+	return 0;
+close_staging:
+	hmm_uffd_close(mm);
+	staging_fini(mm);
+close_fds:
+	mm_close_fds(mm);
+free_mm:
+	free(mm);
+	return ret;
+}
+
+void hmm_mm_destroy(struct hmm_mm *mm)
+{
+	struct hmm_notify_range rel = { .start = 0, .end = UINTPTR_MAX,
+					.event = HMM_EVENT_RELEASE,
+					.flags = HMM_NOTIFY_BLOCKABLE };
+
+	if (!mm)
+		return;
+	mm_unpublish(mm);
+	for (unsigned int i = 0; i < HMM_MAX_REGIONS; i++) {
+		struct hmm_region *r = atomic_load(&hmm_regions[i]);
+
+		if (r && r->mm == mm)
+			region_teardown(mm, r);
+	}
+	hmm_notify_invalidate(mm, &rel);
+	hmm_uffd_close(mm);
+	staging_fini(mm);
+	mm_close_fds(mm);
+	vgpu_mutex_destroy(&mm->lock);
+	free(mm);
+}

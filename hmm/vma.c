@@ -1,0 +1,123 @@
+/* hmm/vma.c - what the kernel's page walk knows and user space has to ask for: the VMA
+ * at an address (PROCMAP_QUERY on /proc/self/maps, Linux 6.11+, else a parse of the
+ * file) and the page-table state of a range (/proc/self/pagemap, /proc/kpageflags). */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include "hmm/hmm_internal.h"
+
+/* Debian 12's headers predate PROCMAP_QUERY. */
+struct hmm_procmap_query {
+	uint64_t size, query_flags, query_addr;
+	uint64_t vma_start, vma_end, vma_flags, vma_page_size, vma_offset, inode;
+	uint32_t dev_major, dev_minor, vma_name_size, build_id_size;
+	uint64_t vma_name_addr, build_id_addr;
+};
+#define HMM_PROCMAP_QUERY	_IOWR('f', 17, struct hmm_procmap_query)
+#define PMQ_READ		0x01
+#define PMQ_WRITE		0x02
+#define PMQ_SHARED		0x08
+#define PMQ_COVERING_OR_NEXT	0x10
+
+static int vma_from_query(struct hmm_mm *mm, uintptr_t addr, struct hmm_vma *v)
+{
+	char name[32] = "";
+	struct hmm_procmap_query q = {
+		.size = sizeof(q), .query_flags = PMQ_COVERING_OR_NEXT, .query_addr = addr,
+		.vma_name_size = sizeof(name), .vma_name_addr = (uintptr_t)name,
+	};
+
+	if (ioctl(mm->maps_fd, HMM_PROCMAP_QUERY, &q))
+		return -errno;
+	v->start = q.vma_start;
+	v->end = q.vma_end;
+	v->read = q.vma_flags & PMQ_READ;
+	v->write = q.vma_flags & PMQ_WRITE;
+	v->shared = q.vma_flags & PMQ_SHARED;
+	/* [vvar], [vsyscall] and friends are PFNMAP/IO-like: nothing to mirror */
+	v->special = name[0] == '[' && strncmp(name, "[heap]", 6) && strncmp(name, "[stack", 6);
+	return 0;
+}
+
+/* Slow path: scan /proc/self/maps for the first VMA ending above @addr. */
+static int vma_from_maps(uintptr_t addr, struct hmm_vma *v)
+{
+	FILE *f = fopen("/proc/self/maps", "re");
+	char line[512];
+	int ret = -ENOENT;
+
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		uintptr_t s, e;
+		char perms[5], name[64] = "";
+
+		if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR " %4s %*s %*s %*s %63s", &s, &e,
+			   perms, name) < 3)
+			continue;
+		if (e <= addr)
+			continue;
+		v->start = s;
+		v->end = e;
+		v->read = perms[0] == 'r';
+		v->write = perms[1] == 'w';
+		v->shared = perms[3] == 's';
+		v->special = name[0] == '[' && strncmp(name, "[heap]", 6) &&
+			     strncmp(name, "[stack", 6);
+		ret = 0;
+		break;
+	}
+	fclose(f);
+	return ret;
+}
+
+int hmm_vma_find(struct hmm_mm *mm, uintptr_t addr, struct hmm_vma *v)
+{
+	int ret = vma_from_query(mm, addr, v);
+
+	if (ret == -ENOTTY || ret == -EINVAL)
+		ret = vma_from_maps(addr, v);
+	return ret;
+}
+
+int hmm_pagemap_read(struct hmm_mm *mm, uintptr_t start, size_t n, uint64_t *out)
+{
+	off_t off = (off_t)(start >> HMM_PAGE_SHIFT) * 8;
+	size_t len = n * 8;
+	char *p = (char *)out;
+
+	while (len) {
+		ssize_t got = pread(mm->pagemap_fd, p, len, off);
+
+		if (got < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (got == 0)
+			return -EIO;
+		p += got;
+		len -= (size_t)got;
+		off += got;
+	}
+	return 0;
+}
+
+#define KPF_THP		22
+
+bool hmm_pfn_is_thp(struct hmm_mm *mm, uint64_t pm)
+{
+	uint64_t flags = 0;
+	uint64_t pfn = pm & PM_PFN_MASK;
+
+	if (mm->kpageflags_fd < 0 || !pfn)
+		return false;
+	if (pread(mm->kpageflags_fd, &flags, sizeof(flags), (off_t)pfn * 8) != sizeof(flags))
+		return false;
+	return flags & (1ull << KPF_THP);
+}
