@@ -46,11 +46,6 @@ void iommu_ats_fini(struct iommu *mmu, struct iommu_fn *fn)
 	vgpu_mutex_destroy(&fn->ats.lock);
 }
 
-static inline uint64_t atc_ctx(uint32_t pasid)
-{
-	return xc_ctx(1, pasid);
-}
-
 /* The device drops what request @i names and completes it. */
 static void ats_process_locked(struct iommu_fn *fn, unsigned int i)
 {
@@ -58,8 +53,7 @@ static void ats_process_locked(struct iommu_fn *fn, unsigned int i)
 
 	vgpu_mutex_assert_held(&fn->ats.lock);
 	atomic_fetch_add_explicit(&fn->ats.inval_seq, 1, memory_order_seq_cst);
-	xcache_inval(&fn->ats.atc, atc_ctx(r->global ? 0 : r->pasid), r->global, r->iova, r->len,
-		     XC_CLASS_MASK_ALL);
+	xcache_inval(&fn->ats.atc, r->ctx, r->match, r->iova, r->len, XC_CLASS_MASK_ALL);
 	r->pending = false;
 	r->busy = false;
 	r->gen++;
@@ -67,10 +61,11 @@ static void ats_process_locked(struct iommu_fn *fn, unsigned int i)
 	pthread_cond_broadcast(&fn->ats.cond);
 }
 
-/* Post a request; blocks for a free ITag if @block (until the timeout), else -EBUSY. */
-static int ats_post_locked(struct iommu *mmu, unsigned int rid, uint32_t pasid, uint64_t iova,
-			   uint64_t len, bool global, bool block, unsigned int *itag,
-			   uint32_t *gen)
+/* Post a request naming the entries @match selects by @ctx; blocks for a free ITag if
+ * @block (until the timeout), else -EBUSY. */
+static int ats_post_locked(struct iommu *mmu, unsigned int rid, uint64_t ctx,
+			   enum xc_match match, uint64_t iova, uint64_t len, bool block,
+			   unsigned int *itag, uint32_t *gen)
 {
 	struct iommu_fn *fn = &mmu->fn[rid];
 	uint64_t deadline = vgpu_deadline_ns(mmu->cfg.ats_timeout_ns);
@@ -86,8 +81,9 @@ static int ats_post_locked(struct iommu *mmu, unsigned int rid, uint32_t pasid, 
 	}
 	for (i = 0; fn->ats.req[i].busy; i++)
 		;
-	fn->ats.req[i] = (struct iommu_ats_req){ .busy = true, .pending = true, .global = global,
-						 .pasid = pasid, .iova = iova, .len = len,
+	fn->ats.req[i] = (struct iommu_ats_req){ .busy = true, .pending = true,
+						 .match = (uint8_t)match, .ctx = ctx,
+						 .pasid = (uint32_t)ctx, .iova = iova, .len = len,
 						 .gen = fn->ats.req[i].gen };
 	fn->ats.outstanding++;
 	atomic_fetch_add(&mmu->ats_inv_requests, 1);
@@ -131,15 +127,16 @@ static void ats_stuck_locked(struct iommu *mmu, unsigned int rid, uint32_t pasid
 	vgpu_warn("iommu: function %u: no ITag completed in time, ATC dropped", rid);
 	iommu_fault_log(mmu, rid, pasid, iova, 0, IOMMU_FAULT_ATS_TIMEOUT);
 	atomic_fetch_add_explicit(&fn->ats.inval_seq, 1, memory_order_seq_cst);
-	xcache_inval(&fn->ats.atc, 0, true, 0, 0, XC_CLASS_MASK_ALL);
+	xcache_inval(&fn->ats.atc, 0, XC_MATCH_ALL, 0, 0, XC_CLASS_MASK_ALL);
 }
 
-/* Post an invalidation for one (rid, pasid) user of a domain, or drop the whole ATC. */
-static void ats_post_or_drop(struct iommu *mmu, unsigned int rid, uint32_t pasid,
-			     uint64_t iova, uint64_t len, unsigned int *tags, uint32_t *gens,
-			     unsigned int *n)
+/* Post an invalidation for one (rid, pasid) user of @d, or drop the whole ATC. */
+static void ats_post_or_drop(struct iommu *mmu, unsigned int rid, struct iommu_domain *d,
+			     uint32_t pasid, uint64_t iova, uint64_t len, unsigned int *tags,
+			     uint32_t *gens, unsigned int *n)
 {
-	if (!ats_post_locked(mmu, rid, pasid, iova, len, false, true, &tags[*n], &gens[*n]))
+	if (!ats_post_locked(mmu, rid, iommu_atc_ctx(d, pasid), XC_MATCH_CTX, iova, len, true,
+			     &tags[*n], &gens[*n]))
 		(*n)++;
 	else
 		ats_stuck_locked(mmu, rid, pasid, iova);
@@ -158,12 +155,12 @@ static void ats_inval_fn(struct iommu *mmu, unsigned int rid, struct iommu_domai
 	if (!fn->ats.enabled)
 		goto unlock;
 	if (atomic_load(&fn->domain) == d)
-		ats_post_or_drop(mmu, rid, IOMMU_NO_PASID, iova, len, tags, gens, &n);
+		ats_post_or_drop(mmu, rid, d, IOMMU_NO_PASID, iova, len, tags, gens, &n);
 	for (unsigned int i = 0; i < IOMMU_MAX_PASIDS_PER_FUNC; i++) {
 		uint32_t pasid = atomic_load(&fn->pasids[i].pasid);
 
 		if (pasid && atomic_load(&fn->pasids[i].d) == d)
-			ats_post_or_drop(mmu, rid, pasid, iova, len, tags, gens, &n);
+			ats_post_or_drop(mmu, rid, d, pasid, iova, len, tags, gens, &n);
 	}
 	for (unsigned int k = 0; k < n; k++)
 		if (ats_wait_locked(mmu, rid, tags[k], gens[k], mmu->cfg.ats_timeout_ns))
@@ -187,7 +184,7 @@ void iommu_ats_flush_fn(struct iommu *mmu, unsigned int rid)
 	vgpu_mutex_lock(&fn->ats.lock);
 	if (fn->ats.atc.e) {
 		atomic_fetch_add_explicit(&fn->ats.inval_seq, 1, memory_order_seq_cst);
-		xcache_inval(&fn->ats.atc, 0, true, 0, 0, XC_CLASS_MASK_ALL);
+		xcache_inval(&fn->ats.atc, 0, XC_MATCH_ALL, 0, 0, XC_CLASS_MASK_ALL);
 	}
 	vgpu_mutex_unlock(&fn->ats.lock);
 }
@@ -251,8 +248,10 @@ int iommu_ats_invalidate(struct iommu *mmu, unsigned int rid, uint32_t pasid, ui
 		return -EINVAL;
 	fn = &mmu->fn[rid];
 	vgpu_mutex_lock(&fn->ats.lock);
-	ret = fn->ats.enabled ? ats_post_locked(mmu, rid, pasid, iova, len, global, false, itag,
-						&gen)
+	/* The host names a PASID (or all of them), not a domain. */
+	ret = fn->ats.enabled ? ats_post_locked(mmu, rid, pasid,
+						global ? XC_MATCH_ALL : XC_MATCH_PASID, iova, len,
+						false, itag, &gen)
 			      : -ENODEV;
 	vgpu_mutex_unlock(&fn->ats.lock);
 	return ret;

@@ -26,7 +26,7 @@ void iommu_domain_inval(struct iommu_domain *d, uint64_t iova, uint64_t len)
 	iommu_inval_begin(d);
 	atomic_fetch_add_explicit(&mmu->iotlb_inv, 1, memory_order_relaxed);
 	/* Acquire: pairs with the release that published a new size class before a fill. */
-	xcache_inval(&mmu->iotlb, xc_ctx(d->id, 0), false, iova, len,
+	xcache_inval(&mmu->iotlb, xc_ctx(d->id, 0), XC_MATCH_DID, iova, len,
 		     atomic_load_explicit(&d->classes, memory_order_acquire));
 	iommu_ats_inval_domain(mmu, d, iova, len);
 	iommu_inval_end(d);
@@ -59,7 +59,7 @@ void iommu_iotlb_flush_all(struct iommu *mmu)
 	for (struct iommu_domain *d = mmu->domains; d; d = d->next)
 		iommu_inval_begin(d);
 	atomic_fetch_add(&mmu->iotlb_inv, 1);
-	xcache_inval(&mmu->iotlb, 0, true, 0, 0, XC_CLASS_MASK_ALL);
+	xcache_inval(&mmu->iotlb, 0, XC_MATCH_ALL, 0, 0, XC_CLASS_MASK_ALL);
 	for (unsigned int rid = 0; rid < IOMMU_MAX_FUNCS; rid++)
 		iommu_ats_flush_fn(mmu, rid);
 	for (struct iommu_domain *d = mmu->domains; d; d = d->next)
@@ -201,7 +201,7 @@ int iommu_domain_free(struct iommu_domain *d)
 	vgpu_mutex_unlock(&d->lock);
 	/* Ids are never reused, but the entries would only waste IOTLB space. */
 	iommu_inval_begin(d);
-	xcache_inval(&mmu->iotlb, xc_ctx(d->id, 0), false, 0, 0, XC_CLASS_MASK_ALL);
+	xcache_inval(&mmu->iotlb, xc_ctx(d->id, 0), XC_MATCH_DID, 0, 0, XC_CLASS_MASK_ALL);
 	iommu_inval_end(d);
 	iommu_pt_free_all(mmu, d->root, VGPU_IOPT_LEVELS - 1);
 	iommu_free(mmu, d->fq);

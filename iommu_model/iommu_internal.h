@@ -36,7 +36,7 @@ struct xc_entry {
 	_Atomic uint32_t seq;		/* odd while being written */
 	uint32_t pad;
 	_Atomic uint64_t key;		/* page base | class | perm | valid */
-	_Atomic uint64_t ctx;		/* domain id << 32 | pasid (ATC: 1 << 32 | pasid) */
+	_Atomic uint64_t ctx;		/* domain id << 32 | pasid */
 	_Atomic uint64_t pa;		/* translated page base (memobj id | offset) */
 };
 
@@ -61,11 +61,19 @@ void xcache_fini(struct iommu *mmu, struct xcache *c);
 /* Insert @h; then, if *@inval_seq moved away from @seq0, take it back out again. */
 void xcache_fill(struct xcache *c, uint64_t ctx, const struct xc_hit *h,
 		 _Atomic uint64_t *inval_seq, uint64_t seq0);
-/* Drop entries of @ctx (all pasids of its domain if @any_pasid; all contexts if ctx == 0)
- * that overlap [iova, iova + len); len == 0 means every address. @classes: the leaf size
- * classes that may be cached for @ctx (XC_CLASS_MASK_ALL if unknown). */
-void xcache_inval(struct xcache *c, uint64_t ctx, bool any_pasid, uint64_t iova, uint64_t len,
-		  unsigned int classes);
+/* Which entries an invalidation names, by their context (domain id << 32 | pasid). */
+enum xc_match {
+	XC_MATCH_CTX,		/* exactly @ctx */
+	XC_MATCH_DID,		/* @ctx's domain, any PASID */
+	XC_MATCH_PASID,		/* @ctx's PASID, any domain (ATC: PASID-selective request) */
+	XC_MATCH_ALL,		/* everything (global) */
+};
+
+/* Drop the entries @match names that overlap [iova, iova + len); len == 0 means every
+ * address. @classes: the leaf size classes that may be cached for @ctx
+ * (XC_CLASS_MASK_ALL if unknown). */
+void xcache_inval(struct xcache *c, uint64_t ctx, enum xc_match match, uint64_t iova,
+		  uint64_t len, unsigned int classes);
 
 static inline uint64_t xc_class_size(unsigned int cls)
 {
@@ -183,7 +191,8 @@ struct iommu_pasid_slot {
 struct iommu_ats_req {
 	bool busy;		/* issued, not completed */
 	bool pending;		/* not yet processed by the device */
-	bool global;		/* GI: all PASIDs */
+	uint8_t match;		/* enum xc_match: what the request names */
+	uint64_t ctx;		/* domain id << 32 | pasid */
 	uint32_t pasid;
 	uint32_t gen;		/* bumped at completion: tells ITag reuses apart */
 	uint64_t iova, len;	/* len 0: everything */
@@ -371,6 +380,12 @@ void iommu_ats_fini(struct iommu *mmu, struct iommu_fn *fn);
 void iommu_ats_inval_domain(struct iommu *mmu, struct iommu_domain *d, uint64_t iova,
 			    uint64_t len);
 void iommu_ats_flush_fn(struct iommu *mmu, unsigned int rid);
+/* ATC entries carry the domain id as well as the PASID: after a replace, translations of
+ * the old domain can never answer a lookup made for the new one. */
+static inline uint64_t iommu_atc_ctx(const struct iommu_domain *d, uint32_t pasid)
+{
+	return xc_ctx(d->id, pasid);
+}
 int iommu_atc_translate(struct iommu *mmu, unsigned int rid, uint32_t pasid,
 			struct iommu_domain *d, uint64_t iova, size_t len, unsigned int access,
 			struct iommu_xlate *out, unsigned int *reason);

@@ -85,23 +85,36 @@ void xcache_fill(struct xcache *c, uint64_t ctx, const struct xc_hit *h,
 	xc_unlock(e);
 }
 
+static bool xc_ctx_matches(uint64_t ectx, uint64_t ctx, enum xc_match match)
+{
+	switch (match) {
+	case XC_MATCH_CTX:
+		return ectx == ctx;
+	case XC_MATCH_DID:
+		return ectx >> 32 == ctx >> 32;
+	case XC_MATCH_PASID:
+		return (uint32_t)ectx == (uint32_t)ctx;
+	case XC_MATCH_ALL:
+		break;
+	}
+	return true;
+}
+
 /* Drop @e if it matches; waits out a filler that is mid-write. */
-static void xc_inval_entry(struct xc_entry *e, uint64_t ctx, bool any_pasid, uint64_t lo,
+static void xc_inval_entry(struct xc_entry *e, uint64_t ctx, enum xc_match match, uint64_t lo,
 			   uint64_t hi)
 {
 	for (;;) {
 		uint32_t s = atomic_load_explicit(&e->seq, memory_order_acquire);
-		uint64_t key, ectx, base, size;
+		uint64_t key, base, size;
 
 		if (s & 1) {
 			vgpu_cpu_relax();
 			continue;
 		}
 		key = atomic_load_explicit(&e->key, memory_order_relaxed);
-		ectx = atomic_load_explicit(&e->ctx, memory_order_relaxed);
-		if (!(key & XC_KEY_VALID))
-			return;
-		if (ctx && (any_pasid ? ectx >> 32 != ctx >> 32 : ectx != ctx))
+		if (!(key & XC_KEY_VALID) ||
+		    !xc_ctx_matches(atomic_load_explicit(&e->ctx, memory_order_relaxed), ctx, match))
 			return;
 		base = key & ~0xfffull;
 		size = xc_class_size((unsigned int)(key >> XC_KEY_CLASS_SHIFT) & 3);
@@ -130,8 +143,8 @@ static uint64_t xc_probe_cost(const struct xcache *c, uint64_t iova, uint64_t le
 	return n;
 }
 
-void xcache_inval(struct xcache *c, uint64_t ctx, bool any_pasid, uint64_t iova, uint64_t len,
-		  unsigned int classes)
+void xcache_inval(struct xcache *c, uint64_t ctx, enum xc_match match, uint64_t iova,
+		  uint64_t len, unsigned int classes)
 {
 	size_t n = ((size_t)1 << c->set_bits) * c->ways;
 	uint64_t hi = len ? iova + len : 0;
@@ -139,8 +152,7 @@ void xcache_inval(struct xcache *c, uint64_t ctx, bool any_pasid, uint64_t iova,
 	/* Callers bumped an inval_seq with a seq_cst RMW just before: later loads stay after.
 	 * An exact context and a range: probe the sets its pages hash to, for the leaf sizes
 	 * the domain uses, when that touches fewer entries than a full scan. */
-	if (len && hi > iova && !any_pasid && ctx &&
-	    xc_probe_cost(c, iova, len, classes) < n) {
+	if (len && hi > iova && match == XC_MATCH_CTX && xc_probe_cost(c, iova, len, classes) < n) {
 		for (unsigned int cls = 0; cls < XC_CLASSES; cls++) {
 			unsigned int shift = 12 + 9 * cls;
 
@@ -150,11 +162,11 @@ void xcache_inval(struct xcache *c, uint64_t ctx, bool any_pasid, uint64_t iova,
 				struct xc_entry *set = xc_set(c, ctx, vpn, cls);
 
 				for (unsigned int w = 0; w < c->ways; w++)
-					xc_inval_entry(&set[w], ctx, false, iova, hi);
+					xc_inval_entry(&set[w], ctx, match, iova, hi);
 			}
 		}
 		return;
 	}
 	for (size_t i = 0; i < n; i++)
-		xc_inval_entry(&c->e[i], ctx, any_pasid, iova, hi);
+		xc_inval_entry(&c->e[i], ctx, match, iova, hi);
 }

@@ -339,11 +339,6 @@ int iommu_translate(struct iommu_domain *d, uint64_t iova, size_t len, unsigned 
 
 /* ---- ATC (device side) ------------------------------------------------------------------ */
 
-static inline uint64_t atc_ctx(uint32_t pasid)
-{
-	return xc_ctx(1, pasid);
-}
-
 /* Translation Request: translate through the IOTLB, grant, and let the device cache it. */
 static int ats_request(struct iommu_fn *fn, uint32_t pasid,
 		       struct iommu_domain *d, uint64_t iova, unsigned int access,
@@ -354,7 +349,7 @@ static int ats_request(struct iommu_fn *fn, uint32_t pasid,
 
 	if (ret)
 		return ret;
-	xcache_fill(&fn->ats.atc, atc_ctx(pasid), h, &fn->ats.inval_seq, seq0);
+	xcache_fill(&fn->ats.atc, iommu_atc_ctx(d, pasid), h, &fn->ats.inval_seq, seq0);
 	return 0;
 }
 
@@ -368,7 +363,7 @@ int iommu_atc_translate(struct iommu *mmu, unsigned int rid, uint32_t pasid,
 
 	/* A cached entry without the wanted permission sends a new request, as a device
 	 * would; the IOMMU then grants or refuses it. */
-	if (xcache_lookup(&fn->ats.atc, atc_ctx(pasid), iova, XC_CLASS_MASK_ALL, &h) &&
+	if (xcache_lookup(&fn->ats.atc, iommu_atc_ctx(d, pasid), iova, XC_CLASS_MASK_ALL, &h) &&
 	    !check_perm(&h, access, reason)) {
 		iommu_count_atc(mmu, true);
 		xlate_mark_dirty(d, &h, iova, access);

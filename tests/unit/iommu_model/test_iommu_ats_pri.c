@@ -97,6 +97,31 @@ static void test_unmap_waits_for_atc(void **state)
 	iommu_destroy(f.mmu);
 }
 
+/* After a replace the ATC never answers with the old domain's translation. */
+static void test_atc_replace(void **state)
+{
+	struct fx f;
+	struct iommu_domain *d2;
+	struct iommu_ats_result r;
+	uint8_t b;
+
+	(void)state;
+	fx_setup(&f, NULL);
+	d2 = t_paging(f.mmu, 0);
+	t_map_fixed(d2, f.mo, 40 * PG, PG, IOMMU_READ, IOVA0);
+	assert_int_equal(iommu_ats_enable(f.mmu, RID, IOMMU_ATS_POLLED), 0);
+	for (int round = 0; round < 2; round++) {
+		assert_int_equal(iommu_ats_translate(f.mmu, RID, 0, IOVA0, IOMMU_READ, &r), 0);
+		assert_int_equal(iommu_dma_read(f.mmu, RID, IOVA0, &b, 1), 0);
+		assert_int_equal(b, 0x10);		/* page 0 of f.d */
+		assert_int_equal(iommu_replace(f.mmu, RID, d2), 0);
+		assert_int_equal(iommu_dma_read(f.mmu, RID, IOVA0, &b, 1), 0);
+		assert_int_equal(b, 0x10 + 40);	/* d2's page */
+		assert_int_equal(iommu_replace(f.mmu, RID, f.d), 0);
+	}
+	iommu_destroy(f.mmu);
+}
+
 static void test_itag_limit(void **state)
 {
 	struct fx f;
@@ -428,6 +453,8 @@ int main(void)
 					  NULL, NULL, NULL };
 	tests[n++] = (struct CMUnitTest){ "IOMMU-09 unmap waits for ATC completion",
 					  test_unmap_waits_for_atc, NULL, NULL, NULL };
+	tests[n++] = (struct CMUnitTest){ "IOMMU-09 ATC after replace", test_atc_replace, NULL,
+					  NULL, NULL };
 	tests[n++] = (struct CMUnitTest){ "IOMMU-09 32 ITags outstanding, then EBUSY",
 					  test_itag_limit, NULL, NULL, NULL };
 	T_CASES(tests, n, gi_cases, test_gi);
