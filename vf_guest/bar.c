@@ -1,0 +1,140 @@
+/* BAR2: find and check the header page, then the rings and pages it points to.
+ *
+ * The header is written by the host, but the driver treats it as input all the same: every
+ * offset it follows is checked to lie inside the mapped BAR2 and in its own part of it, so
+ * a broken or hostile header gives -EPROTO instead of a wild pointer. */
+#include <errno.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "vf_guest/vf_internal.h"
+
+static bool in_bar(const struct vgpu_vf *vf, uint64_t off, uint64_t len)
+{
+	return off <= vf->bar_size && len <= vf->bar_size - off;
+}
+
+/* [a, a+alen) and [b, b+blen) do not overlap. */
+static bool disjoint(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen)
+{
+	return a + alen <= b || b + blen <= a;
+}
+
+static int check_layout(struct vgpu_vf *vf, const struct vf_bar_header *h)
+{
+	uint64_t ctrl = vf->bar_size - VF_BAR_CTRL_SIZE;
+
+	if (h->bar_size != vf->bar_size || h->ctrl_off != ctrl)
+		return vf_error(vf, -EPROTO, "BAR2 header: size %llu / control area %llu do not "
+				"match the %llu-byte BAR", (unsigned long long)h->bar_size,
+				(unsigned long long)h->ctrl_off, (unsigned long long)vf->bar_size);
+	if (!in_bar(vf, h->vram_off, h->vram_size) || !in_bar(vf, h->dma_off, h->dma_size) ||
+	    !disjoint(h->vram_off, h->vram_size, ctrl, VF_BAR_CTRL_SIZE) ||
+	    !disjoint(h->dma_off, h->dma_size, ctrl, VF_BAR_CTRL_SIZE) ||
+	    !disjoint(h->vram_off, h->vram_size, h->dma_off, h->dma_size) ||
+	    h->dma_off % VF_DMA_PAGE || h->vram_off % VF_DMA_PAGE)
+		return vf_error(vf, -EPROTO, "BAR2 header: VRAM or DMA region out of place");
+	if (h->ring_region_size < sizeof(struct vgpu_ring_hdr) ||
+	    h->ring_region_size > VF_BAR_CTRL_SIZE)
+		return vf_error(vf, -EPROTO, "BAR2 header: bad ring region size");
+	for (int i = 0; i < 3; i++) {
+		uint64_t off = i == 0 ? h->req_off : i == 1 ? h->rsp_off : h->evt_off;
+
+		if (off < ctrl + VF_BAR_HDR_SIZE || !in_bar(vf, off, h->ring_region_size))
+			return vf_error(vf, -EPROTO, "BAR2 header: ring %d outside the control area", i);
+	}
+	return 0;
+}
+
+/* An extension page (doorbell, interrupt) must be a whole page of the control area that no
+ * ring uses. */
+static bool ext_page_ok(const struct vgpu_vf *vf, const struct vf_bar_header *h, uint64_t off)
+{
+	uint64_t ctrl = vf->bar_size - VF_BAR_CTRL_SIZE;
+
+	return off % 4096 == 0 && off >= ctrl + VF_BAR_HDR_SIZE && in_bar(vf, off, 4096) &&
+	       disjoint(off, 4096, h->req_off, h->ring_region_size) &&
+	       disjoint(off, 4096, h->rsp_off, h->ring_region_size) &&
+	       disjoint(off, 4096, h->evt_off, h->ring_region_size);
+}
+
+static int parse_ext(struct vgpu_vf *vf, const struct vf_bar_header *h)
+{
+	vf_shim_hdr_ext(h, &vf->ext);
+	vf->db = NULL;
+	vf->intr = NULL;
+	if (vf->ext.db_off) {
+		if (!ext_page_ok(vf, h, vf->ext.db_off))
+			return vf_error(vf, -EPROTO, "BAR2 header: doorbell page out of place");
+		vf->db = (struct vgpu_doorbell_page *)(vf->bar + vf->ext.db_off);
+	}
+	if (vf->ext.intr_off) {
+		if (!ext_page_ok(vf, h, vf->ext.intr_off) || vf->ext.intr_off == vf->ext.db_off)
+			return vf_error(vf, -EPROTO, "BAR2 header: interrupt page out of place");
+		vf->intr = (struct vf_shim_intr_page *)(vf->bar + vf->ext.intr_off);
+	}
+	return 0;
+}
+
+int vf_bar_parse(struct vgpu_vf *vf)
+{
+	const struct vf_bar_header *h;
+	uint32_t state;
+	int ret;
+
+	if (vf->bar_size < VF_BAR_CTRL_SIZE || (vf->bar_size & (vf->bar_size - 1)))
+		return vf_error(vf, -EPROTO, "BAR2 of %llu bytes is not a power of two above %u",
+				(unsigned long long)vf->bar_size, VF_BAR_CTRL_SIZE);
+	h = (const struct vf_bar_header *)(vf->bar + vf->bar_size - VF_BAR_CTRL_SIZE);
+	if (h->magic != VF_BAR_MAGIC)
+		return vf_error(vf, -EPROTO, "BAR2 header: bad magic %#llx",
+				(unsigned long long)h->magic);
+	if (!vgpu_abi_compatible(h->abi_version))
+		return vf_error(vf, -VGPU_EABI, "host speaks vGPU ABI %u.%u, this driver %u.%u: "
+				"refusing to attach", VGPU_ABI_VERSION_MAJOR(h->abi_version),
+				VGPU_ABI_VERSION_MINOR(h->abi_version), VGPU_ABI_MAJOR,
+				VGPU_ABI_MINOR);
+	if (h->header_size != VF_BAR_HDR_SIZE)
+		return vf_error(vf, -EPROTO, "BAR2 header: size %u", h->header_size);
+	ret = check_layout(vf, h);
+	if (ret)
+		return ret;
+	state = atomic_load_explicit((_Atomic uint32_t *)&h->state, memory_order_acquire);
+	if (state != VF_STATE_READY)
+		return vf_error(vf, -EAGAIN, "VF is not ready (state %u)", state);
+	ret = parse_ext(vf, h);
+	if (ret)
+		return ret;
+	vf->hdr = h;
+	vf->info.vf_id = h->vf_id;
+	vf->info.abi_version = h->abi_version;
+	vf->info.vram_size = h->vram_size;
+	vf->info.dma_size = h->dma_size;
+	vf->info.bar_size = h->bar_size;
+	vf->info.channels = h->channels;
+	vf->info.doorbells = h->doorbells;
+	vf->info.reset_count = atomic_load_explicit((_Atomic uint32_t *)&h->reset_count,
+						    memory_order_acquire);
+	vf->info.nr_runlists = vf->ext.nr_runlists ? vf->ext.nr_runlists : 1;
+	vf->info.usermode_submit = vf->db != NULL && vf->ext.dma_iova != 0;
+	return 0;
+}
+
+int vf_bar_rings(struct vgpu_vf *vf)
+{
+	const struct vf_bar_header *h = vf->hdr;
+	size_t len = h->ring_region_size;
+
+	if (vgpu_ring_attach(&vf->req, vf->bar + h->req_off, len) ||
+	    vgpu_ring_attach(&vf->rsp, vf->bar + h->rsp_off, len) ||
+	    vgpu_ring_attach(&vf->evt, vf->bar + h->evt_off, len))
+		return vf_error(vf, -EPROTO, "BAR2 mailbox rings are not formatted");
+	if (vf->req.elem_size < sizeof(struct vf_msg) || vf->rsp.elem_size < sizeof(struct vf_msg) ||
+	    vf->evt.elem_size < sizeof(struct vf_event))
+		return vf_error(vf, -EPROTO, "BAR2 mailbox slots too small");
+	/* The reply ring may hold replies to requests of a previous attach: skip them. */
+	vf->rsp.cached_tail = vf->rsp.cached_head;
+	atomic_store_explicit(vgpu_ring_tail_(vf->rsp.hdr), vf->rsp.cached_tail,
+			      memory_order_release);
+	return 0;
+}

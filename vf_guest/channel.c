@@ -1,0 +1,294 @@
+/* Channels and usermode submission.
+ *
+ * A channel's memory is one DMA block: GPFIFO ring | pushbuffer ring | one page holding USERD
+ * (offset 0) and the channel's 64-bit semaphore (offset 256). Every submission copies its
+ * methods into the pushbuffer ring, appends a release of the semaphore with the next sequence
+ * number (the fence), writes one GP entry, publishes GP_PUT and rings the doorbell.
+ * Pushbuffer space comes back when the semaphore says the submission that used it is done;
+ * GP entries come back when the device's GP_GET has passed them. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <vgpu/gmmu.h>
+
+#include "common/clock.h"
+#include "vf_guest/vf_internal.h"
+
+#define CH_DEFAULT_ENTRIES	256u
+#define CH_DEFAULT_PB		(16u << 10)
+#define CH_SEM_OFF		256u
+#define CH_FENCE_DW		6u	/* SEM_RELEASE header and 5 arguments */
+#define CH_SLEEP_SLICE_NS	(1000ull * 1000)
+
+static uint64_t ch_sem_load(const struct vgpu_channel *ch)
+{
+	return __atomic_load_n(ch->sem, __ATOMIC_ACQUIRE);
+}
+
+static uint32_t ch_error_load(const struct vgpu_channel *ch)
+{
+	return __atomic_load_n(&ch->userd->error, __ATOMIC_ACQUIRE);
+}
+
+static int ch_layout(struct vgpu_channel *ch, const struct vgpu_channel_opts *o)
+{
+	uint32_t entries = o->gpfifo_entries ? o->gpfifo_entries : CH_DEFAULT_ENTRIES;
+	uint32_t pb = o->pushbuf_bytes ? o->pushbuf_bytes : CH_DEFAULT_PB;
+
+	if (entries < 2 || entries > 65536 || (entries & (entries - 1)) || pb % VF_DMA_PAGE ||
+	    pb < VF_DMA_PAGE || pb > (64u << 20))
+		return -EINVAL;
+	ch->entries = entries;
+	ch->pb_size = pb;
+	ch->dma_bytes = ((uint64_t)entries * 8 + VF_DMA_PAGE - 1) / VF_DMA_PAGE * VF_DMA_PAGE +
+			pb + VF_DMA_PAGE;
+	return 0;
+}
+
+static void ch_place(struct vgpu_channel *ch)
+{
+	struct vgpu_vf *vf = ch->vf;
+	uint64_t gp_bytes = ch->dma_bytes - ch->pb_size - VF_DMA_PAGE;
+	uint8_t *base = vf->dma.cpu + ch->dma_off;
+	uint64_t va = VF_DMA_VA_BASE + ch->dma_off;
+
+	memset(base, 0, ch->dma_bytes);
+	ch->gpfifo = (uint64_t *)base;
+	ch->gpfifo_va = va;
+	ch->pb = base + gp_bytes;
+	ch->pb_va = va + gp_bytes;
+	ch->userd = (struct vgpu_userd *)(ch->pb + ch->pb_size);
+	ch->sem = (uint64_t *)((uint8_t *)ch->userd + CH_SEM_OFF);
+	ch->sem_va = ch->pb_va + ch->pb_size + CH_SEM_OFF;
+}
+
+int vgpu_channel_create(struct vgpu_vf *vf, struct vgpu_vaspace *as,
+			const struct vgpu_channel_opts *opts, struct vgpu_channel **out)
+{
+	static const struct vgpu_channel_opts defaults;
+	const struct vgpu_channel_opts *o = opts ? opts : &defaults;
+	struct vf_rm_chan_args a;
+	struct vgpu_channel *ch;
+	int ret;
+
+	if (!as || as->vf != vf || o->runlist >= vf->info.nr_runlists)
+		return -EINVAL;
+	if (as->lost || atomic_load(&vf->reset_pending))
+		return -ENOLINK;
+	if (!vf->ext.dma_iova)
+		return vf_error(vf, -EOPNOTSUPP, "the host does not say where DMA memory sits in "
+				"the IOMMU domain (BAR2 ABI minor < 1): no channels");
+	ch = calloc(1, sizeof(*ch));
+	if (!ch)
+		return -ENOMEM;
+	ch->vf = vf;
+	ch->as = as;
+	ch->runlist = o->runlist;
+	ret = ch_layout(ch, o);
+	if (ret)
+		goto free_ch;
+	ch->recs = calloc(ch->entries, sizeof(*ch->recs));
+	if (!ch->recs) {
+		ret = -ENOMEM;
+		goto free_ch;
+	}
+	ret = vf_dma_alloc(&vf->dma, ch->dma_bytes, VF_DMA_PAGE, &ch->dma_off);
+	if (ret)
+		goto free_recs;
+	ch_place(ch);
+	a = (struct vf_rm_chan_args){
+		.vaspace = as->handle, .pdb = vgpu_vaspace_pdb(as), .runlist = o->runlist,
+		.gpfifo_va = ch->gpfifo_va, .entries = ch->entries, .userd_aper = VGPU_APER_SYS,
+		.userd_addr = vf->ext.dma_iova + (ch->sem_va - CH_SEM_OFF - VF_DMA_VA_BASE),
+		.replayable = o->replayable,
+	};
+	ret = vf_rm_channel_alloc(vf, &a, &ch->handle, &ch->chid, &ch->token);
+	if (ret)
+		goto free_dma;
+	ch->rpc_submit = o->rpc_submit || !vf->db;
+	ch->sem_flags = VGPU_SEM_64 | (o->no_intr ? 0 : VGPU_SEM_INTR);
+	pthread_mutex_lock(&vf->obj_lock);
+	vf_list_add(&vf->channels, &ch->node);
+	pthread_mutex_unlock(&vf->obj_lock);
+	*out = ch;
+	return 0;
+free_dma:
+	vf_dma_free(&vf->dma, ch->dma_off, ch->dma_bytes);
+free_recs:
+	free(ch->recs);
+free_ch:
+	free(ch);
+	return ret;
+}
+
+void vgpu_channel_destroy(struct vgpu_channel *ch)
+{
+	struct vgpu_vf *vf;
+
+	if (!ch)
+		return;
+	vf = ch->vf;
+	if (!ch->lost) {
+		vf_rm_free(vf, ch->handle);
+		vf_dma_free(&vf->dma, ch->dma_off, ch->dma_bytes);
+	}
+	pthread_mutex_lock(&vf->obj_lock);
+	vf_list_del(&ch->node);
+	pthread_mutex_unlock(&vf->obj_lock);
+	free(ch->recs);
+	free(ch);
+}
+
+/* Give back the pushbuffer space of completed submissions. */
+static void ch_reclaim(struct vgpu_channel *ch)
+{
+	uint64_t done = ch_sem_load(ch);
+
+	while (ch->rec_tail != ch->rec_head) {
+		const struct vf_sub_rec *r = &ch->recs[ch->rec_tail % ch->entries];
+
+		if (r->seq > done)
+			break;
+		ch->pb_tail = r->pb_end;
+		ch->rec_tail++;
+	}
+}
+
+static bool ch_gp_full(const struct vgpu_channel *ch)
+{
+	uint32_t get = __atomic_load_n(&ch->userd->gp_get, __ATOMIC_ACQUIRE);
+
+	return (ch->put + 1) % ch->entries == get % ch->entries ||
+	       ch->rec_head - ch->rec_tail >= ch->entries - 1;
+}
+
+/* Entries, then GP_PUT with release: the engine reads GP_PUT and then the entries without a
+ * lock; only this order keeps it from a half-written one. Then the doorbell. */
+static int ch_publish(struct vgpu_channel *ch, uint64_t gp)
+{
+	struct vgpu_vf *vf = ch->vf;
+
+	ch->gpfifo[ch->put] = gp;
+	ch->put = (ch->put + 1) % ch->entries;
+	if (ch->rpc_submit)
+		return vf_rm_channel_submit(vf, ch->handle, ch->put);
+	__atomic_store_n(&ch->userd->gp_put, ch->put, __ATOMIC_RELEASE);
+	if (vgpu_doorbell_write(vf->db, ch->token))
+		return vf->t->ops->notify(vf->t, VF_SHIM_VEC_GPU);
+	return 0;
+}
+
+static int ch_usable(struct vgpu_channel *ch)
+{
+	if (ch->lost || atomic_load(&ch->vf->reset_pending))
+		return -ENOLINK;
+	if (ch_error_load(ch))
+		return -VGPU_ECHANERR;
+	return 0;
+}
+
+int vgpu_submit(struct vgpu_channel *ch, const uint32_t *methods, uint32_t ndw,
+		struct vgpu_fence *fence)
+{
+	uint32_t total = ndw + CH_FENCE_DW, bytes = total * 4, pos, pad;
+	struct vgpu_pb pb;
+	uint64_t seq;
+	int ret = ch_usable(ch);
+
+	if (ret)
+		return ret;
+	if (total > VGPU_GP_LEN_MAX || bytes > ch->pb_size / 2 || (ndw && !methods))
+		return -EINVAL;
+	ch_reclaim(ch);
+	pos = (uint32_t)(ch->pb_head % ch->pb_size);
+	pad = pos + bytes > ch->pb_size ? ch->pb_size - pos : 0;	/* no segment wraps */
+	if (ch_gp_full(ch) || ch->pb_head + pad + bytes - ch->pb_tail > ch->pb_size)
+		return -EAGAIN;
+	pos = (uint32_t)((ch->pb_head + pad) % ch->pb_size);
+	seq = ++ch->seq;
+	vgpu_pb_init(&pb, (uint32_t *)(ch->pb + pos), total);
+	if (ndw)
+		memcpy(pb.dw, methods, (size_t)ndw * 4);
+	pb.len = ndw;
+	vgpu_pb_sem_release(&pb, ch->sem_va, seq, ch->sem_flags);
+	ch->pb_head += pad + bytes;
+	ch->recs[ch->rec_head++ % ch->entries] = (struct vf_sub_rec){ seq, ch->pb_head };
+	ret = ch_publish(ch, vgpu_gp_entry(ch->pb_va + pos, total));
+	if (fence)
+		*fence = (struct vgpu_fence){ .ch = ch, .value = seq };
+	return ret;
+}
+
+int vgpu_submit_gp_raw(struct vgpu_channel *ch, uint64_t gp_entry)
+{
+	int ret = ch_usable(ch);
+
+	if (ret)
+		return ret;
+	if (ch_gp_full(ch))
+		return -EAGAIN;
+	return ch_publish(ch, gp_entry);
+}
+
+bool vgpu_fence_done(const struct vgpu_fence *f)
+{
+	return !f->ch->lost && ch_sem_load(f->ch) >= f->value;
+}
+
+static void ch_sleep(struct vgpu_vf *vf)
+{
+	struct timespec ts = { 0, 50 * 1000 };
+
+	if (vf->t->ops->nr_vectors(vf->t) > VF_SHIM_VEC_GPU)
+		vf->t->ops->wait(vf->t, VF_SHIM_VEC_GPU, CH_SLEEP_SLICE_NS);
+	else
+		nanosleep(&ts, NULL);	/* no GPU interrupt from this host: poll gently */
+}
+
+int vgpu_fence_wait(const struct vgpu_fence *f, uint64_t timeout_ns)
+{
+	struct vgpu_channel *ch = f->ch;
+	struct vgpu_vf *vf = ch->vf;
+	uint64_t deadline = vgpu_deadline_ns(timeout_ns ? timeout_ns : VF_DEFAULT_FENCE_TIMEOUT);
+	uint64_t spin_end = vgpu_deadline_ns(vf->opts.spin_ns);
+	int ret;
+
+	for (;;) {
+		if (ch->lost)
+			return -ENOLINK;
+		if (ch_sem_load(ch) >= f->value)
+			return 0;
+		ret = ch_usable(ch);
+		if (ret)
+			return ret;
+		if (vgpu_deadline_passed(deadline))
+			return -ETIMEDOUT;
+		if (!vgpu_deadline_passed(spin_end)) {
+			vgpu_cpu_relax();
+			continue;
+		}
+		vf_events_poll(vf);
+		ch_sleep(vf);
+	}
+}
+
+int vgpu_channel_error(struct vgpu_channel *ch, uint32_t *code, uint64_t *fault_va)
+{
+	uint32_t e;
+
+	if (ch->lost)
+		return -ENOLINK;
+	vf_events_poll(ch->vf);
+	e = ch_error_load(ch);
+	if (code)
+		*code = e;
+	if (fault_va)
+		*fault_va = ch->fault_reason ? ch->fault_va : 0;
+	return e ? -VGPU_ECHANERR : 0;
+}
+
+uint32_t vgpu_channel_id(const struct vgpu_channel *ch) { return ch->chid; }
+uint32_t vgpu_channel_token(const struct vgpu_channel *ch) { return ch->token; }
+uint64_t vgpu_channel_sem_va(const struct vgpu_channel *ch) { return ch->sem_va; }

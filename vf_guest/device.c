@@ -1,0 +1,291 @@
+/* Attach, handshake, detach and recovery of one VF.
+ *
+ * Attaching is: transport attach (BAR2 mapped), header checks (magic, ABI major, layout),
+ * ring views, then a GET_INFO round trip through the mailbox that must agree with the header.
+ * Recovery does the same again after a reset or a lost endpoint; every object made before is
+ * kept as a tombstone (marked lost, its host handle forgotten) until its owner frees it, so a
+ * program holding pointers never touches freed memory. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "vf_guest/vf_internal.h"
+
+#define VF_READY_TIMEOUT_NS	(10ull * 1000 * 1000 * 1000)
+
+static pthread_mutex_t vf_err_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int vf_error(struct vgpu_vf *vf, int err, const char *fmt, ...)
+{
+	char buf[sizeof(vf->last_error)];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	pthread_mutex_lock(&vf_err_lock);
+	memcpy(vf->last_error, buf, sizeof(buf));
+	pthread_mutex_unlock(&vf_err_lock);
+	if (!vf->opts.quiet)
+		fprintf(stderr, "vgpu-vf: %s (%s)\n", buf, vgpu_vf_strerror(err));
+	return err;
+}
+
+const char *vgpu_vf_last_error(const struct vgpu_vf *vf)
+{
+	return vf->last_error;
+}
+
+const char *vgpu_vf_strerror(int err)
+{
+	static const char *const names[] = {
+		[VGPU_EFOREIGN - VGPU_ERR_BASE] = "object belongs to another function",
+		[VGPU_EQUOTA - VGPU_ERR_BASE] = "over the function's quota",
+		[VGPU_EPROTO_SEQ - VGPU_ERR_BASE] = "sequence number mismatch",
+		[VGPU_ECHECKSUM - VGPU_ERR_BASE] = "checksum mismatch",
+		[VGPU_EABI - VGPU_ERR_BASE] = "incompatible vGPU ABI version",
+		[VGPU_ECHANERR - VGPU_ERR_BASE] = "channel is in its error state",
+	};
+	int e = -err;
+
+	if (err == 0)
+		return "success";
+	if (e >= VGPU_ERR_BASE && e < VGPU_ERR_END)
+		return names[e - VGPU_ERR_BASE];
+	if (e > 0 && e < VGPU_ERR_BASE)
+		return strerror(e);
+	return "unknown error";
+}
+
+void vgpu_vf_get_info(const struct vgpu_vf *vf, struct vgpu_vf_info *out)
+{
+	*out = vf->info;
+}
+
+/* GET_INFO must describe the slice the header describes. */
+static int vf_handshake(struct vgpu_vf *vf)
+{
+	struct vf_msg_info mi;
+	size_t len = sizeof(mi);
+	int ret;
+
+	memset(&mi, 0, sizeof(mi));
+	ret = vgpu_vf_mbox_call(vf, VF_MSG_GET_INFO, NULL, 0, &mi, &len);
+	if (ret)
+		return vf_error(vf, ret, "GET_INFO handshake failed");
+	if (len < sizeof(mi))
+		return vf_error(vf, -EPROTO, "GET_INFO reply is %zu bytes", len);
+	if (!vgpu_abi_compatible(mi.abi_version))
+		return vf_error(vf, -VGPU_EABI, "host speaks vGPU ABI %u.%u, this driver %u.%u: "
+				"refusing to attach", VGPU_ABI_VERSION_MAJOR(mi.abi_version),
+				VGPU_ABI_VERSION_MINOR(mi.abi_version), VGPU_ABI_MAJOR,
+				VGPU_ABI_MINOR);
+	if (mi.vf_id != vf->info.vf_id || mi.vram_size != vf->info.vram_size)
+		return vf_error(vf, -EPROTO, "GET_INFO (VF %u, %llu bytes) disagrees with BAR2 "
+				"(VF %u, %llu bytes)", mi.vf_id, (unsigned long long)mi.vram_size,
+				vf->info.vf_id, (unsigned long long)vf->info.vram_size);
+	vf->info.reset_count = mi.reset_count;
+	vf->seen_reset_count = mi.reset_count;
+	return 0;
+}
+
+/* Map, check and handshake; on failure the transport is detached again. */
+static int vf_attach(struct vgpu_vf *vf)
+{
+	void *bar;
+	int ret;
+
+	ret = vf->t->ops->attach(vf->t, &bar, &vf->bar_size);
+	if (ret)
+		return vf_error(vf, ret, "cannot attach through the %s transport", vf->t->ops->name);
+	vf->bar = bar;
+	ret = vf_bar_parse(vf);
+	if (ret)
+		goto detach;
+	if (vf->hdr->nr_vectors < VF_NR_VECTORS ||
+	    vf->t->ops->nr_vectors(vf->t) < vf->hdr->nr_vectors) {
+		ret = vf_error(vf, -EPROTO, "the endpoint handed over %u vectors, BAR2 says %u",
+			       vf->t->ops->nr_vectors(vf->t), vf->hdr->nr_vectors);
+		goto detach;
+	}
+	ret = vf_bar_rings(vf);
+	if (ret)
+		goto detach;
+	ret = vf_dma_init(&vf->dma, vf->bar + vf->hdr->dma_off, vf->hdr->dma_size,
+			  vf->ext.dma_iova);
+	if (ret)
+		goto detach;
+	atomic_store(&vf->reset_pending, false);
+	ret = vf_handshake(vf);
+	if (ret)
+		goto fini_dma;
+	return 0;
+fini_dma:
+	vf_dma_fini(&vf->dma);
+detach:
+	vf->t->ops->detach(vf->t);
+	vf->bar = NULL;
+	vf->hdr = NULL;
+	return ret;
+}
+
+int vgpu_vf_open(const struct vgpu_vf_opts *opts, struct vgpu_vf **out)
+{
+	struct vgpu_vf *vf;
+	int ret;
+
+	if (!opts || (!opts->transport && !opts->socket))
+		return -EINVAL;
+	vf = calloc(1, sizeof(*vf));
+	if (!vf)
+		return -ENOMEM;
+	vf->opts = *opts;
+	if (!vf->opts.spin_ns)
+		vf->opts.spin_ns = VF_DEFAULT_SPIN_NS;
+	if (!vf->opts.rm_timeout_ns)
+		vf->opts.rm_timeout_ns = VF_DEFAULT_RM_TIMEOUT;
+	pthread_mutex_init(&vf->mbox_lock, NULL);
+	pthread_mutex_init(&vf->obj_lock, NULL);
+	vf_list_init(&vf->mems);
+	vf_list_init(&vf->vaspaces);
+	vf_list_init(&vf->channels);
+	if (opts->transport) {
+		vf->t = opts->transport;
+	} else {
+		ret = vgpu_vf_transport_local(opts->socket, &vf->t);
+		if (ret)
+			goto free_vf;
+	}
+	ret = vf_attach(vf);
+	if (ret)
+		goto destroy_transport;
+	*out = vf;
+	return 0;
+destroy_transport:
+	if (!opts->transport)
+		vf->t->ops->destroy(vf->t);
+free_vf:
+	pthread_mutex_destroy(&vf->obj_lock);
+	pthread_mutex_destroy(&vf->mbox_lock);
+	free(vf);
+	return ret;
+}
+
+void vgpu_vf_close(struct vgpu_vf *vf)
+{
+	if (!vf)
+		return;
+	while (!vf_list_empty(&vf->channels))
+		vgpu_channel_destroy(vgpu_container_of(vf->channels.next, struct vgpu_channel, node));
+	while (!vf_list_empty(&vf->vaspaces))
+		vgpu_vaspace_destroy(vgpu_container_of(vf->vaspaces.next, struct vgpu_vaspace, node));
+	while (!vf_list_empty(&vf->mems)) {
+		struct vgpu_mem *m = vgpu_container_of(vf->mems.next, struct vgpu_mem, node);
+
+		atomic_store(&m->maps, 0);	/* their address spaces are gone */
+		vgpu_mem_free(m);
+	}
+	if (vf->bar)
+		vf_dma_fini(&vf->dma);
+	vf->t->ops->destroy(vf->t);
+	pthread_mutex_destroy(&vf->obj_lock);
+	pthread_mutex_destroy(&vf->mbox_lock);
+	free(vf);
+}
+
+bool vgpu_vf_reset_pending(struct vgpu_vf *vf)
+{
+	if (!vf->bar || !vf->t->ops->alive(vf->t))
+		return true;
+	vf_events_poll(vf);
+	if (atomic_load_explicit((_Atomic uint32_t *)&vf->hdr->reset_count, memory_order_acquire) !=
+	    vf->seen_reset_count)
+		atomic_store(&vf->reset_pending, true);
+	return atomic_load(&vf->reset_pending);
+}
+
+/* Turn every object into a tombstone and count it. */
+static void vf_mark_lost(struct vgpu_vf *vf, struct vgpu_vf_lost *lost)
+{
+	struct vf_list *n;
+
+	pthread_mutex_lock(&vf->obj_lock);
+	for (n = vf->channels.next; n != &vf->channels; n = n->next) {
+		struct vgpu_channel *ch = vgpu_container_of(n, struct vgpu_channel, node);
+
+		lost->channels += !ch->lost;
+		ch->lost = true;
+	}
+	for (n = vf->vaspaces.next; n != &vf->vaspaces; n = n->next) {
+		struct vgpu_vaspace *as = vgpu_container_of(n, struct vgpu_vaspace, node);
+
+		lost->vaspaces += !as->lost;
+		as->lost = true;
+	}
+	for (n = vf->mems.next; n != &vf->mems; n = n->next) {
+		struct vgpu_mem *m = vgpu_container_of(n, struct vgpu_mem, node);
+
+		lost->vram_objects += !m->lost && m->kind == VGPU_MEM_VRAM;
+		m->lost = true;
+	}
+	pthread_mutex_unlock(&vf->obj_lock);
+}
+
+static int vf_wait_ready(struct vgpu_vf *vf)
+{
+	uint64_t deadline = vgpu_deadline_ns(VF_READY_TIMEOUT_NS);
+
+	while (atomic_load_explicit((_Atomic uint32_t *)&vf->hdr->state, memory_order_acquire) !=
+	       VF_STATE_READY) {
+		if (vgpu_deadline_passed(deadline) || !vf->t->ops->alive(vf->t))
+			return -EAGAIN;
+		vf->t->ops->wait(vf->t, VF_VEC_EVENT, 1000 * 1000);
+	}
+	return 0;
+}
+
+int vgpu_vf_recover(struct vgpu_vf *vf, struct vgpu_vf_lost *lost)
+{
+	bool alive = vf->bar && vf->t->ops->alive(vf->t);
+	int ret;
+
+	memset(lost, 0, sizeof(*lost));
+	if (alive && !vgpu_vf_reset_pending(vf))
+		return 0;
+	vf_mark_lost(vf, lost);
+	pthread_mutex_lock(&vf->mbox_lock);
+	if (vf->bar) {
+		uint32_t rc = atomic_load_explicit((_Atomic uint32_t *)&vf->hdr->reset_count,
+						   memory_order_acquire);
+
+		lost->resets = rc - vf->seen_reset_count;
+		vf_dma_fini(&vf->dma);
+	}
+	if (alive && vf_wait_ready(vf) == 0) {
+		/* Same BAR2: re-read the header (re-formatted rings) and handshake again. */
+		ret = vf_bar_parse(vf);
+		if (!ret)
+			ret = vf_bar_rings(vf);
+		if (!ret)
+			ret = vf_dma_init(&vf->dma, vf->bar + vf->hdr->dma_off, vf->hdr->dma_size,
+					  vf->ext.dma_iova);
+		pthread_mutex_unlock(&vf->mbox_lock);
+		if (ret)
+			return ret;
+		atomic_store(&vf->reset_pending, false);
+		return vf_handshake(vf);
+	}
+	/* The endpoint went away (vgpud restarted): attach from scratch. */
+	if (vf->bar)
+		vf->t->ops->detach(vf->t);
+	vf->bar = NULL;
+	vf->hdr = NULL;
+	pthread_mutex_unlock(&vf->mbox_lock);
+	ret = vf_attach(vf);
+	if (!ret && !lost->resets)
+		lost->resets = 1;
+	return ret;
+}

@@ -1,0 +1,227 @@
+/* vf_guest internals: the driver's state, shared by the module's files. */
+#ifndef VGPU_VF_INTERNAL_H
+#define VGPU_VF_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/compiler.h"
+#include "common/err.h"
+#include "common/ring.h"
+#include "vf_guest/include/vgpu_vf.h"
+#include "vf_guest/vf_abi_shim.h"
+#include <vgpu/gpfifo.h>
+#include <vgpu/vf_bar.h>
+
+#define VF_DEFAULT_SPIN_NS	(20ull * 1000)
+#define VF_DEFAULT_RM_TIMEOUT	(5ull * 1000 * 1000 * 1000)
+#define VF_DEFAULT_FENCE_TIMEOUT (10ull * 1000 * 1000 * 1000)
+#define VF_DMA_PAGE		4096u
+#define VF_PT_CHUNK		(64u << 10)	/* VRAM fetched from the RM per page-table chunk */
+/* Every address space maps the whole DMA memory here, so GPFIFO rings, pushbuffers, USERD
+ * and semaphores have one GPU VA each, the same in every address space. */
+#define VF_DMA_VA_BASE		(1ull << 44)
+
+/* ---- intrusive list ---- */
+struct vf_list {
+	struct vf_list *prev, *next;
+};
+
+static inline void vf_list_init(struct vf_list *l) { l->prev = l->next = l; }
+static inline bool vf_list_empty(const struct vf_list *l) { return l->next == l; }
+static inline void vf_list_add(struct vf_list *head, struct vf_list *n)
+{
+	n->next = head->next;
+	n->prev = head;
+	head->next->prev = n;
+	head->next = n;
+}
+static inline void vf_list_del(struct vf_list *n)
+{
+	n->prev->next = n->next;
+	n->next->prev = n->prev;
+	vf_list_init(n);
+}
+
+/* ---- page tables (gmmu.c): independent of the VF so unit tests can drive them ---- */
+struct vf_pt;
+
+/* Where 4 KiB tables come from: VF-physical addresses inside the VRAM aperture. */
+struct vf_pt_ops {
+	int (*alloc)(void *ctx, uint64_t *pa);
+	void (*free)(void *ctx, uint64_t pa);
+};
+
+struct vf_gmmu {
+	uint8_t *vram;			/* CPU view of VF-physical VRAM [0, vram_size) */
+	uint64_t vram_size;
+	const struct vf_pt_ops *ops;
+	void *ctx;
+	struct vf_pt *root;		/* level 0 */
+	uint64_t tables;		/* tables allocated (root included) */
+};
+
+/* Allocate the root table. */
+int vf_gmmu_init(struct vf_gmmu *g, uint8_t *vram, uint64_t vram_size,
+		 const struct vf_pt_ops *ops, void *ctx);
+/* Free every table (the root last); entries are cleared first. */
+void vf_gmmu_fini(struct vf_gmmu *g);
+/* Forget every table without touching VRAM (it was scrubbed by a reset). */
+void vf_gmmu_forget(struct vf_gmmu *g);
+/* Map [va, va+size) to @addr in aperture @aper (VGPU_GMMU_APER_*) with @page_size pages and
+ * PTE flags @pte_flags (VGPU_GMMU_RO / VOLATILE). All or nothing. */
+int vf_gmmu_map(struct vf_gmmu *g, uint64_t va, uint64_t aper, uint64_t addr, uint64_t size,
+		uint64_t page_size, uint64_t pte_flags);
+/* Unmap exactly what a map of [va, va+size) produced; -ENOENT (nothing changes) if any page
+ * in the range is unmapped. Empty tables are freed. */
+int vf_gmmu_unmap(struct vf_gmmu *g, uint64_t va, uint64_t size);
+/* Walk the software tree (the tables it mirrors). 0 or -ENOENT. */
+int vf_gmmu_lookup(const struct vf_gmmu *g, uint64_t va, uint64_t *aper, uint64_t *addr,
+		   uint64_t *page_size, uint64_t *pte);
+/* VF-physical address of the root. */
+uint64_t vf_gmmu_pdb(const struct vf_gmmu *g);
+
+/* ---- DMA memory (dma.c): 4 KiB pages of BAR2's DMA region, first fit ---- */
+struct vf_dma {
+	uint8_t *cpu;
+	uint64_t size;
+	uint64_t iova;
+	uint32_t npages;
+	uint64_t *bitmap;		/* set = in use */
+	pthread_mutex_t lock;		/* protects bitmap */
+};
+
+int vf_dma_init(struct vf_dma *d, uint8_t *cpu, uint64_t size, uint64_t iova);
+void vf_dma_fini(struct vf_dma *d);
+/* @size bytes aligned to @align (power of two >= 4 KiB): offset, or -ENOMEM. */
+int vf_dma_alloc(struct vf_dma *d, uint64_t size, uint64_t align, uint64_t *off);
+void vf_dma_free(struct vf_dma *d, uint64_t off, uint64_t size);
+
+/* ---- objects ---- */
+struct vgpu_mem {
+	struct vgpu_vf *vf;
+	struct vf_list node;		/* vf->mems */
+	enum vgpu_mem_kind kind;
+	uint64_t addr;			/* VF-physical VRAM or IOVA */
+	uint64_t dma_off;		/* SYSMEM: offset in DMA memory */
+	uint64_t size, page_size;
+	uint32_t handle;		/* VRAM: the RM's handle */
+	atomic_uint maps;		/* live vgpu_va_map()s */
+	bool lost;			/* freed by a reset: the handle is gone */
+};
+
+struct vf_pt_chunk {
+	struct vgpu_mem *mem;
+	uint32_t used;			/* bitmap of its 16 tables */
+};
+
+struct vgpu_vaspace {
+	struct vgpu_vf *vf;
+	struct vf_list node;		/* vf->vaspaces */
+	pthread_mutex_t lock;		/* protects gmmu and chunks */
+	struct vf_gmmu gmmu;
+	struct vf_pt_chunk *chunks;
+	uint32_t nr_chunks, cap_chunks;
+	uint32_t handle;		/* RM VASPACE object, 0 if the RM has none */
+	bool lost;
+};
+
+/* Per submission still in flight: where its pushbuffer segment ends. */
+struct vf_sub_rec {
+	uint64_t seq;			/* fence value */
+	uint64_t pb_end;		/* pushbuffer bytes produced up to this submission */
+};
+
+struct vgpu_channel {
+	struct vgpu_vf *vf;
+	struct vgpu_vaspace *as;
+	struct vf_list node;		/* vf->channels */
+	uint32_t handle, chid, token, runlist;
+	/* DMA memory: one block, laid out GPFIFO | pushbuffer | USERD page (USERD, semaphore) */
+	uint64_t dma_off, dma_bytes;
+	uint64_t *gpfifo;
+	uint32_t entries, put;
+	uint8_t *pb;
+	uint32_t pb_size;
+	uint64_t pb_head, pb_tail;	/* bytes produced / known free (monotonic) */
+	struct vgpu_userd *userd;
+	uint64_t *sem;
+	uint64_t gpfifo_va, pb_va, sem_va;
+	uint64_t seq;			/* last fence value handed out */
+	struct vf_sub_rec *recs;	/* ring of entries slots */
+	uint32_t rec_head, rec_tail;
+	uint32_t fault_reason;		/* from VF_EVT_MMU_FAULT, 0 if none */
+	uint64_t fault_va;
+	uint32_t sem_flags;		/* of the fence release */
+	bool rpc_submit;		/* ring through the mailbox instead of the doorbell */
+	bool lost;
+};
+
+struct vgpu_vf {
+	struct vgpu_vf_opts opts;
+	struct vgpu_vf_transport *t;
+	uint8_t *bar;
+	uint64_t bar_size;
+	const struct vf_bar_header *hdr;
+	struct vf_shim_hdr_ext ext;
+	struct vgpu_doorbell_page *db;	/* NULL: the host has no doorbell page in BAR2 */
+	struct vf_shim_intr_page *intr;
+	struct vgpu_vf_info info;
+	struct vf_dma dma;
+
+	pthread_mutex_t mbox_lock;	/* protects the rings and seq below */
+	struct vgpu_ring req, rsp, evt;
+	uint32_t seq;
+	uint64_t late_replies;		/* replies with a stale seq, dropped */
+
+	pthread_mutex_t obj_lock;	/* protects the lists */
+	struct vf_list mems, vaspaces, channels;
+
+	uint32_t seen_reset_count;
+	atomic_bool reset_pending;
+	char last_error[256];
+};
+
+/* Record a message for vgpu_vf_last_error() (and stderr unless quiet); returns @err. */
+int vf_error(struct vgpu_vf *vf, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* ---- bar.c ---- */
+/* Validate the header of the BAR2 at vf->bar and fill vf->hdr, ext, info, db, intr. */
+int vf_bar_parse(struct vgpu_vf *vf);
+/* Attach the three rings of the current BAR2. */
+int vf_bar_rings(struct vgpu_vf *vf);
+
+/* ---- mbox.c ---- */
+int vf_mbox_call_locked(struct vgpu_vf *vf, uint32_t type, const void *req, size_t req_len,
+			void *rsp, size_t *rsp_len);
+/* Drain the event ring: resets and per-channel faults/errors. */
+void vf_events_poll(struct vgpu_vf *vf);
+
+/* ---- rm_client.c: RM calls over VF_MSG_RM (wire format: include/vgpu/rm.h) ---- */
+struct vf_rm_chan_args {
+	uint32_t vaspace;		/* RM VASPACE handle */
+	uint64_t pdb;			/* VF-physical address of the level-0 table */
+	uint32_t runlist;
+	uint64_t gpfifo_va;
+	uint32_t entries;
+	uint32_t userd_aper;		/* VGPU_APER_* */
+	uint64_t userd_addr;
+	bool replayable;
+};
+/* Whether this build speaks the RM wire protocol at all. */
+bool vf_rm_available(void);
+int vf_rm_vidmem_alloc(struct vgpu_vf *vf, uint64_t size, uint64_t page_size,
+		       uint32_t *handle, uint64_t *pa);
+int vf_rm_free(struct vgpu_vf *vf, uint32_t handle);
+int vf_rm_vaspace_alloc(struct vgpu_vf *vf, uint64_t pdb, uint32_t *handle);
+int vf_rm_channel_alloc(struct vgpu_vf *vf, const struct vf_rm_chan_args *a,
+			uint32_t *handle, uint32_t *chid, uint32_t *token);
+/* The kernel-mediated submit: the host stores GP_PUT and rings for us. */
+int vf_rm_channel_submit(struct vgpu_vf *vf, uint32_t handle, uint32_t gp_put);
+/* A raw RM call with a caller-built wire message (tests: forged handles). */
+int vf_rm_raw(struct vgpu_vf *vf, const void *req, size_t len, void *rsp, size_t *rsp_len);
+
+#endif

@@ -1,0 +1,683 @@
+/* The guest suite (vgpu-vf-test): a table of cases run against one attached VF.
+ *
+ * Each case says what it needs from the host (the RM wire protocol, usermode submission);
+ * what the host does not offer is reported as "# SKIP" with the reason, never as a pass.
+ * GPU results are checked against a CPU reference computed here. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <vgpu/gmmu.h>
+#include <vgpu/gpfifo.h>
+#include <vgpu/vf_bar.h>
+
+#include "vf_guest/vf_internal.h"
+#include "vf_guest/vft.h"
+
+#define NEED_RM		(1u << 0)	/* VRAM, address spaces */
+#define NEED_GPU	(1u << 1)	/* channels and submission */
+#define VFT_SKIP	(-1)
+#define VFT_VA_BASE	(1ull << 32)
+
+struct vft {
+	const struct vft_opts *o;
+	FILE *out;
+	struct vgpu_vf *vf;
+	struct vgpu_vf_info info;
+	bool rm_ok, gpu_ok;
+	const char *rm_why, *gpu_why;
+	char skip_why[160];
+	/* per case */
+	struct vgpu_vaspace *as;
+	struct vgpu_channel *ch;
+	uint64_t next_va;
+};
+
+static void diag(struct vft *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void diag(struct vft *t, const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("# ", t->out);
+	va_start(ap, fmt);
+	vfprintf(t->out, fmt, ap);
+	va_end(ap);
+	fputc('\n', t->out);
+}
+
+#define CHECK(t, cond, ...)							\
+	do {									\
+		if (!(cond)) {							\
+			diag(t, "%s:%d: check '%s' failed", __func__, __LINE__, #cond); \
+			diag(t, __VA_ARGS__);					\
+			return 1;						\
+		}								\
+	} while (0)
+#define CHECK_RET(t, expr, want)						\
+	do {									\
+		int r_ = (expr);						\
+		CHECK(t, r_ == (want), "%s returned %d (%s), expected %d (%s)", #expr, \
+		      r_, vgpu_vf_strerror(r_), (int)(want), vgpu_vf_strerror(want)); \
+	} while (0)
+
+/* ---- helpers ---- */
+
+/* A fresh GPU VA range aligned to 2 MiB. */
+static uint64_t va_get(struct vft *t, uint64_t size)
+{
+	uint64_t va = t->next_va;
+
+	t->next_va += (size + VGPU_GMMU_PAGE_2M - 1) & ~(VGPU_GMMU_PAGE_2M - 1);
+	t->next_va += VGPU_GMMU_PAGE_2M;	/* a guard gap */
+	return va;
+}
+
+static int gpu_setup(struct vft *t)
+{
+	int ret = vgpu_vaspace_create(t->vf, &t->as);
+
+	if (ret)
+		return ret;
+	return vgpu_channel_create(t->vf, t->as, NULL, &t->ch);
+}
+
+/* Submit @pb on @ch and wait for it. */
+static int run_pb(struct vgpu_channel *ch, const struct vgpu_pb *pb)
+{
+	struct vgpu_fence f;
+	int ret;
+
+	if (pb->err)
+		return pb->err;
+	ret = vgpu_submit(ch, pb->dw, pb->len, &f);
+	return ret ? ret : vgpu_fence_wait(&f, 0);
+}
+
+/* Allocate @size bytes of @kind and map them at a fresh VA with @ps pages. */
+static int buf_new(struct vft *t, enum vgpu_mem_kind kind, uint64_t size, uint64_t ps,
+		   struct vgpu_mem **m, uint64_t *va)
+{
+	int ret = vgpu_mem_alloc(t->vf, kind, size, ps, m);
+
+	if (ret)
+		return ret;
+	*va = va_get(t, vgpu_mem_size(*m));
+	ret = vgpu_va_map(t->as, *va, *m, 0, vgpu_mem_size(*m), ps, 0);
+	if (ret) {
+		vgpu_mem_free(*m);
+		*m = NULL;
+	}
+	return ret;
+}
+
+static void buf_del(struct vft *t, struct vgpu_mem *m, uint64_t va)
+{
+	if (!m)
+		return;
+	vgpu_va_unmap(t->as, va, vgpu_mem_size(m));
+	vgpu_mem_free(m);
+}
+
+/* xorshift: reproducible test data. */
+static uint32_t rnd(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return (uint32_t)*s;
+}
+
+/* ---- cases: attach and mailbox ---- */
+
+static int t_attach(struct vft *t)
+{
+	CHECK(t, t->info.vf_id >= 1 && t->info.vf_id <= 63, "vf id %u", t->info.vf_id);
+	CHECK(t, t->info.vram_size > 0, "no VRAM");
+	CHECK(t, VGPU_ABI_VERSION_MAJOR(t->info.abi_version) == VGPU_ABI_MAJOR, "abi %#x",
+	      t->info.abi_version);
+	diag(t, "VF %u: %llu MiB VRAM, %llu KiB DMA, %u channels, ABI %u.%u, usermode "
+	     "submission %s", t->info.vf_id, (unsigned long long)(t->info.vram_size >> 20),
+	     (unsigned long long)(t->info.dma_size >> 10), t->info.channels,
+	     VGPU_ABI_VERSION_MAJOR(t->info.abi_version), VGPU_ABI_VERSION_MINOR(t->info.abi_version),
+	     t->info.usermode_submit ? "yes" : "no");
+	return 0;
+}
+
+static int t_ping(struct vft *t)
+{
+	static const size_t sizes[] = { 0, 1, 64, 1000, VF_MSG_MAX_PAYLOAD };
+	static uint8_t buf[VF_MSG_MAX_PAYLOAD];
+	uint64_t s = 42;
+
+	for (size_t i = 0; i < sizeof(buf); i++)
+		buf[i] = (uint8_t)rnd(&s);
+	for (size_t i = 0; i < VGPU_ARRAY_SIZE(sizes); i++)
+		CHECK_RET(t, vgpu_vf_ping(t->vf, buf, sizes[i]), 0);
+	return 0;
+}
+
+static int t_ping_many(struct vft *t)
+{
+	for (uint32_t i = 0; i < 2000; i++)
+		CHECK_RET(t, vgpu_vf_ping(t->vf, &i, sizeof(i)), 0);
+	return 0;
+}
+
+static int t_mbox_bad(struct vft *t)
+{
+	static uint8_t big[VF_MSG_MAX_PAYLOAD + 1];
+	size_t len = 0;
+
+	/* The host's answer to an unknown type is surfaced as it is. */
+	CHECK_RET(t, vgpu_vf_mbox_call(t->vf, 0x7777, NULL, 0, NULL, &len), -EOPNOTSUPP);
+	CHECK_RET(t, vgpu_vf_ping(t->vf, big, sizeof(big)), -EMSGSIZE);
+	CHECK_RET(t, vgpu_vf_ping(t->vf, "still here", 10), 0);
+	return 0;
+}
+
+/* ---- DMA memory (driver-managed) ---- */
+
+static int t_dma(struct vft *t)
+{
+	struct vgpu_mem *m[4096];
+	uint32_t n = 0;
+	int ret;
+
+	CHECK(t, t->info.dma_size >= 4096, "no DMA memory");
+	while (n < VGPU_ARRAY_SIZE(m) &&
+	       (ret = vgpu_mem_alloc(t->vf, VGPU_MEM_SYSMEM, 64 << 10, 0, &m[n])) == 0) {
+		memset(vgpu_mem_cpu(m[n]), (int)n, 64 << 10);
+		n++;
+	}
+	CHECK(t, n == VGPU_ARRAY_SIZE(m) || ret == -ENOMEM, "stopped with %d", ret);
+	CHECK(t, (uint64_t)n * (64 << 10) <= t->info.dma_size, "%u blocks", n);
+	for (uint32_t i = 0; i < n; i++) {
+		const uint8_t *p = vgpu_mem_cpu(m[i]);
+
+		CHECK(t, p[0] == (uint8_t)i && p[(64 << 10) - 1] == (uint8_t)i, "block %u overlaps", i);
+	}
+	for (uint32_t i = 0; i < n; i++)
+		CHECK_RET(t, vgpu_mem_free(m[i]), 0);
+	CHECK_RET(t, vgpu_mem_alloc(t->vf, VGPU_MEM_SYSMEM, 64 << 10, 0, &m[0]), 0);
+	vgpu_mem_free(m[0]);
+	return 0;
+}
+
+/* ---- VRAM and page tables ---- */
+
+static int t_vram_quota(struct vft *t)
+{
+	struct vgpu_mem **m;
+	uint64_t total = 0, step = 32 << 20;
+	uint32_t n = 0, cap = (uint32_t)(t->info.vram_size / (2 << 20)) + 1;
+	int ret;
+
+	m = calloc(cap, sizeof(*m));
+	CHECK(t, m, "no memory");
+	/* Big steps, then 2 MiB ones to the last byte the quota allows. */
+	for (;;) {
+		ret = n < cap ? vgpu_mem_alloc(t->vf, VGPU_MEM_VRAM, step, VGPU_GMMU_PAGE_2M, &m[n])
+			      : -E2BIG;
+		if (!ret) {
+			total += vgpu_mem_size(m[n++]);
+			continue;
+		}
+		if (step == (2 << 20) || ret == -E2BIG)
+			break;
+		step = 2 << 20;
+	}
+	for (uint32_t i = 0; i < n; i++)
+		vgpu_mem_free(m[i]);
+	free(m);
+	diag(t, "allocated %llu MiB of %llu MiB before the quota error",
+	     (unsigned long long)(total >> 20), (unsigned long long)(t->info.vram_size >> 20));
+	CHECK(t, total + (32 << 20) > t->info.vram_size / 2, "only %llu bytes",
+	      (unsigned long long)total);
+	CHECK(t, total <= t->info.vram_size, "more than the slice");
+	CHECK(t, ret == -VGPU_EQUOTA || ret == -ENOMEM || ret == -ENOSPC, "past the quota: %d (%s)",
+	      ret, vgpu_vf_strerror(ret));
+	/* Everything came back: the whole first step fits again. */
+	struct vgpu_mem *one = NULL;
+
+	CHECK_RET(t, vgpu_mem_alloc(t->vf, VGPU_MEM_VRAM, 32 << 20, VGPU_GMMU_PAGE_2M, &one), 0);
+	vgpu_mem_free(one);
+	return 0;
+}
+
+static int map_case(struct vft *t, enum vgpu_mem_kind kind, uint64_t ps)
+{
+	struct vgpu_mem *m;
+	uint64_t va, size = ps * 4, addr, got_ps;
+	enum vgpu_mem_kind got_kind;
+	struct vgpu_pb pb;
+	uint32_t dw[64];
+	int ret;
+
+	if (kind == VGPU_MEM_SYSMEM && size > t->info.dma_size / 4)
+		size = ps;
+	ret = buf_new(t, kind, size, ps, &m, &va);
+	CHECK(t, ret == 0, "alloc+map %llu bytes: %s", (unsigned long long)size, vgpu_vf_strerror(ret));
+	CHECK_RET(t, vgpu_va_lookup(t->as, va + size - 1, &got_kind, &addr, &got_ps), 0);
+	CHECK(t, got_kind == kind && got_ps == ps && addr == vgpu_mem_addr(m) + size - 1,
+	      "lookup: kind %d ps %llu", got_kind, (unsigned long long)got_ps);
+	/* Mapping the same VA twice is refused and changes nothing. */
+	CHECK_RET(t, vgpu_va_map(t->as, va, m, 0, ps, ps, 0), -EEXIST);
+	vgpu_pb_init(&pb, dw, 64);
+	vgpu_pb_fill(&pb, va, size, 0x5a5a0000u | (uint32_t)(ps >> 12));
+	CHECK_RET(t, run_pb(t->ch, &pb), 0);
+	const uint32_t *p = vgpu_mem_cpu(m);
+	for (uint64_t i = 0; i < size / 4; i += 997)
+		CHECK(t, p[i] == (0x5a5a0000u | (uint32_t)(ps >> 12)), "word %llu = %#x",
+		      (unsigned long long)i, p[i]);
+	/* Unmap, invalidate: the VA now faults in the channel that uses it. */
+	CHECK_RET(t, vgpu_va_unmap(t->as, va, size), 0);
+	CHECK_RET(t, vgpu_va_lookup(t->as, va, NULL, NULL, NULL), -ENOENT);
+	CHECK_RET(t, vgpu_mem_free(m), 0);
+	vgpu_pb_init(&pb, dw, 64);
+	vgpu_pb_invalidate(&pb, va, size);
+	CHECK_RET(t, run_pb(t->ch, &pb), 0);
+	return 0;
+}
+
+static int t_map_vram(struct vft *t)
+{
+	static const uint64_t ps[] = { VGPU_GMMU_PAGE_4K, VGPU_GMMU_PAGE_64K, VGPU_GMMU_PAGE_2M };
+
+	for (size_t i = 0; i < VGPU_ARRAY_SIZE(ps); i++)
+		if (map_case(t, VGPU_MEM_VRAM, ps[i]))
+			return 1;
+	return 0;
+}
+
+static int t_map_sysmem(struct vft *t)
+{
+	static const uint64_t ps[] = { VGPU_GMMU_PAGE_4K, VGPU_GMMU_PAGE_64K, VGPU_GMMU_PAGE_2M };
+
+	for (size_t i = 0; i < VGPU_ARRAY_SIZE(ps); i++) {
+		if (ps[i] > t->info.dma_size / 2) {
+			diag(t, "DMA memory too small for %llu KiB pages", (unsigned long long)(ps[i] >> 10));
+			continue;
+		}
+		if (map_case(t, VGPU_MEM_SYSMEM, ps[i]))
+			return 1;
+	}
+	return 0;
+}
+
+/* ---- engines against a CPU reference ---- */
+
+static int fill_copy_case(struct vft *t, uint64_t size)
+{
+	struct vgpu_mem *m;
+	uint64_t va, half = size / 2, s = size;
+	struct vgpu_pb pb;
+	uint32_t dw[64], *p;
+	int ret;
+
+	ret = buf_new(t, VGPU_MEM_VRAM, size, VGPU_GMMU_PAGE_2M, &m, &va);
+	CHECK(t, ret == 0, "%llu MiB: %s", (unsigned long long)(size >> 20), vgpu_vf_strerror(ret));
+	p = vgpu_mem_cpu(m);
+	for (uint64_t i = 0; i < half / 4; i++)
+		p[i] = rnd(&s);
+	vgpu_pb_init(&pb, dw, 64);
+	vgpu_pb_fill(&pb, va + half, half, 0xdeadbeef);
+	CHECK_RET(t, run_pb(t->ch, &pb), 0);
+	for (uint64_t i = half / 4; i < size / 4; i += 4093)
+		CHECK(t, p[i] == 0xdeadbeef, "fill: word %llu", (unsigned long long)i);
+	/* COPY an odd-sized, odd-aligned range: the engine takes any alignment. */
+	vgpu_pb_init(&pb, dw, 64);
+	vgpu_pb_copy(&pb, va + 1, va + half + 3, half - 5);
+	CHECK_RET(t, run_pb(t->ch, &pb), 0);
+	CHECK(t, memcmp((uint8_t *)p + 1, (uint8_t *)p + half + 3, half - 5) == 0, "copy differs");
+	CHECK(t, ((uint8_t *)p)[half + 2] == 0xde, "copy wrote before its destination");
+	buf_del(t, m, va);
+	return 0;
+}
+
+static int t_fill_copy(struct vft *t)
+{
+	uint64_t max = t->o->big ? 256ull << 20 : 16ull << 20;
+
+	for (uint64_t size = 2 << 20; size <= max; size *= 8)
+		if (fill_copy_case(t, size))
+			return 1;
+	return t->o->big ? fill_copy_case(t, 256ull << 20) : 0;
+}
+
+static int t_compute(struct vft *t)
+{
+	enum { N = 1 << 20 };
+	struct vgpu_mem *m;
+	uint64_t va, s = 7, want = 0, *sum;
+	uint32_t *u, dw[64];
+	float *x, *y, *yref;
+	struct vgpu_pb pb;
+	int ret;
+
+	ret = buf_new(t, VGPU_MEM_VRAM, 3 * (uint64_t)N * 4 + 4096, VGPU_GMMU_PAGE_64K, &m, &va);
+	CHECK(t, ret == 0, "%s", vgpu_vf_strerror(ret));
+	u = vgpu_mem_cpu(m);
+	x = (float *)(u + N);
+	y = x + N;
+	sum = (uint64_t *)(y + N);
+	yref = malloc((size_t)N * sizeof(float));
+	CHECK(t, yref, "no memory");
+	for (uint32_t i = 0; i < N; i++) {
+		u[i] = rnd(&s);
+		want += u[i];
+		x[i] = (float)(rnd(&s) % 2000) / 7.0f - 100.0f;
+		y[i] = yref[i] = (float)(rnd(&s) % 1000) / 3.0f;
+		yref[i] = 1.75f * x[i] + yref[i];
+	}
+	vgpu_pb_init(&pb, dw, 64);
+	vgpu_pb_reduce_add_u32(&pb, va, N, va + 3ull * N * 4);
+	vgpu_pb_axpy_f32(&pb, va + (uint64_t)N * 4, va + 2ull * N * 4, N, 1.75f);
+	ret = run_pb(t->ch, &pb);
+	if (!ret && *sum != want)
+		ret = -EBADMSG;
+	for (uint32_t i = 0; !ret && i < N; i++)
+		if (memcmp(&y[i], &yref[i], sizeof(float)))
+			ret = -EDOM;
+	free(yref);
+	buf_del(t, m, va);
+	CHECK_RET(t, ret, 0);
+	return 0;
+}
+
+/* ---- synchronisation ---- */
+
+static int t_sem_across(struct vft *t)
+{
+	struct vgpu_channel *b;
+	struct vgpu_mem *m;
+	struct vgpu_fence fa, fb;
+	struct vgpu_pb pb;
+	uint32_t dw[64], *p;
+	uint64_t va;
+
+	CHECK_RET(t, vgpu_channel_create(t->vf, t->as, NULL, &b), 0);
+	CHECK_RET(t, buf_new(t, VGPU_MEM_VRAM, 64 << 10, VGPU_GMMU_PAGE_64K, &m, &va), 0);
+	p = vgpu_mem_cpu(m);
+	/* A waits for B's semaphore to reach 1, then copies what B wrote. */
+	vgpu_pb_init(&pb, dw, 64);
+	vgpu_pb_sem_acquire(&pb, vgpu_channel_sem_va(b), 1, VGPU_SEM_64, 0);
+	vgpu_pb_copy(&pb, va, va + 4096, 4096);
+	CHECK_RET(t, vgpu_submit(t->ch, pb.dw, pb.len, &fa), 0);
+	CHECK(t, !vgpu_fence_done(&fa), "A ran before B released");
+	vgpu_pb_init(&pb, dw, 64);
+	vgpu_pb_fill(&pb, va, 4096, 0x600dcafe);
+	CHECK_RET(t, vgpu_submit(b, pb.dw, pb.len, &fb), 0);
+	CHECK_RET(t, vgpu_fence_wait(&fa, 0), 0);
+	CHECK(t, vgpu_fence_done(&fb), "A finished before B");
+	CHECK(t, p[1024] == 0x600dcafe && p[2047] == 0x600dcafe, "A copied before B filled");
+	buf_del(t, m, va);
+	vgpu_channel_destroy(b);
+	return 0;
+}
+
+static int t_64_channels(struct vft *t)
+{
+	uint32_t n = vgpu_min(64u, t->info.channels ? t->info.channels - 1 : 64u);
+	struct vgpu_channel **ch = calloc(n, sizeof(*ch));
+	struct vgpu_fence *f = calloc(n, sizeof(*f));
+	struct vgpu_mem *m = NULL;
+	uint32_t made = 0, dw[64], *p;
+	struct vgpu_pb pb;
+	uint64_t va = 0;
+	int ret = 0;
+
+	CHECK(t, ch && f, "no memory");
+	ret = buf_new(t, VGPU_MEM_VRAM, (uint64_t)n * 64 * 1024, VGPU_GMMU_PAGE_64K, &m, &va);
+	for (; !ret && made < n; made++)
+		ret = vgpu_channel_create(t->vf, t->as, NULL, &ch[made]);
+	if (ret)
+		made--;
+	for (uint32_t r = 0; !ret && r < 8; r++) {
+		for (uint32_t i = 0; !ret && i < n; i++) {
+			vgpu_pb_init(&pb, dw, 64);
+			vgpu_pb_fill(&pb, va + (uint64_t)i * 65536 + r * 8192, 8192, i << 8 | r);
+			ret = vgpu_submit(ch[i], pb.dw, pb.len, &f[i]);
+		}
+	}
+	for (uint32_t i = 0; !ret && i < n; i++)
+		ret = vgpu_fence_wait(&f[i], 0);
+	p = m ? vgpu_mem_cpu(m) : NULL;
+	for (uint32_t i = 0; !ret && i < n; i++)
+		for (uint32_t r = 0; r < 8; r++)
+			if (p[(i * 65536 + r * 8192) / 4 + 7] != (i << 8 | r))
+				ret = -EBADMSG;
+	for (uint32_t i = 0; i < made; i++)
+		vgpu_channel_destroy(ch[i]);
+	buf_del(t, m, va);
+	free(ch);
+	free(f);
+	diag(t, "%u channels x 8 submissions", made);
+	CHECK_RET(t, ret, 0);
+	return 0;
+}
+
+/* ---- isolation: each attack must fail on its own channel, and the VF must keep working ---- */
+
+/* Run @pb on a fresh channel and expect the channel error @want; then prove the VF still works. */
+static int attack(struct vft *t, const struct vgpu_pb *pb, uint64_t raw_gp, uint32_t want)
+{
+	struct vgpu_channel *bad;
+	struct vgpu_fence f;
+	uint32_t code = 0;
+	int ret;
+
+	CHECK_RET(t, vgpu_channel_create(t->vf, t->as, NULL, &bad), 0);
+	if (pb) {
+		CHECK_RET(t, vgpu_submit(bad, pb->dw, pb->len, &f), 0);
+		ret = vgpu_fence_wait(&f, 2ull * 1000 * 1000 * 1000);
+	} else {
+		CHECK_RET(t, vgpu_submit_gp_raw(bad, raw_gp), 0);
+		CHECK_RET(t, vgpu_submit(bad, NULL, 0, &f), 0);
+		ret = vgpu_fence_wait(&f, 2ull * 1000 * 1000 * 1000);
+	}
+	CHECK(t, ret == -VGPU_ECHANERR, "the attack ran: %d (%s)", ret, vgpu_vf_strerror(ret));
+	CHECK_RET(t, vgpu_channel_error(bad, &code, NULL), -VGPU_ECHANERR);
+	CHECK(t, code == want, "channel error %u, expected %u", code, want);
+	vgpu_channel_destroy(bad);
+	/* The other channel of this VF is untouched. */
+	CHECK_RET(t, vgpu_channel_error(t->ch, NULL, NULL), 0);
+	struct vgpu_pb ok;
+	uint32_t dw[8];
+	vgpu_pb_init(&ok, dw, 8);
+	vgpu_pb_nop(&ok);
+	CHECK_RET(t, run_pb(t->ch, &ok), 0);
+	return 0;
+}
+
+static int t_pte_past_slice(struct vft *t)
+{
+	uint64_t va = va_get(t, VGPU_GMMU_PAGE_2M);
+	struct vgpu_pb pb;
+	uint32_t dw[16];
+
+	/* The driver writes the PTE (it trusts its caller); the device must refuse it. */
+	CHECK_RET(t, vgpu_va_map_raw(t->as, va, VGPU_MEM_VRAM, t->info.vram_size,
+				     VGPU_GMMU_PAGE_2M, VGPU_GMMU_PAGE_2M, 0), 0);
+	vgpu_pb_init(&pb, dw, 16);
+	vgpu_pb_fill(&pb, va, 4096, 0xbad);
+	if (attack(t, &pb, 0, VGPU_CHAN_ERR_MMU_FAULT))
+		return 1;
+	CHECK_RET(t, vgpu_va_unmap(t->as, va, VGPU_GMMU_PAGE_2M), 0);
+	return 0;
+}
+
+static int t_iova_outside(struct vft *t)
+{
+	uint64_t va = va_get(t, 4096);
+	struct vgpu_pb pb;
+	uint32_t dw[16];
+
+	/* IOVA 0 is below the DMA window: not mapped in the VF's IOMMU domain. */
+	CHECK_RET(t, vgpu_va_map_raw(t->as, va, VGPU_MEM_SYSMEM, 0, 4096, 4096, 0), 0);
+	vgpu_pb_init(&pb, dw, 16);
+	vgpu_pb_fill(&pb, va, 4096, 0xbad);
+	if (attack(t, &pb, 0, VGPU_CHAN_ERR_IOMMU_FAULT))
+		return 1;
+	CHECK_RET(t, vgpu_va_unmap(t->as, va, 4096), 0);
+	return 0;
+}
+
+static int t_gp_outside(struct vft *t)
+{
+	/* A pushbuffer at a VA nothing maps. */
+	return attack(t, NULL, vgpu_gp_entry(VGPU_GMMU_VA_LIMIT - (1ull << 30), 16),
+		      VGPU_CHAN_ERR_PB_FAULT);
+}
+
+static int t_foreign_token(struct vft *t)
+{
+	struct vgpu_vf *vf = t->vf;
+	struct vgpu_pb pb;
+	uint32_t dw[8];
+
+	CHECK(t, vf->db, "no doorbell page");
+	/* Tokens of channels this VF does not own are dropped by the device. */
+	for (uint32_t chid = 0; chid < 64; chid++)
+		if (chid != vgpu_channel_id(t->ch))
+			vgpu_doorbell_write(vf->db, vgpu_token(0, chid));
+	vgpu_doorbell_write(vf->db, vgpu_token(0x7fff, vgpu_channel_id(t->ch)));
+	vgpu_doorbell_write(vf->db, 0xffffu);
+	vgpu_pb_init(&pb, dw, 8);
+	vgpu_pb_nop(&pb);
+	CHECK_RET(t, run_pb(t->ch, &pb), 0);
+	CHECK_RET(t, vgpu_channel_error(t->ch, NULL, NULL), 0);
+	return 0;
+}
+
+static int t_forged_handle(struct vft *t)
+{
+	(void)t;
+	snprintf(t->skip_why, sizeof(t->skip_why), "needs the RM handle layout of include/vgpu/rm.h");
+	return VFT_SKIP;
+}
+
+/* ---- the table ---- */
+
+static const struct vft_case {
+	const char *name;
+	int (*fn)(struct vft *t);
+	unsigned int needs;
+	bool gpu_ctx;		/* gets t->as and t->ch */
+} cases[] = {
+	{ "attach and handshake", t_attach, 0, false },
+	{ "mailbox ping 0..4072 bytes", t_ping, 0, false },
+	{ "mailbox 2000 round trips", t_ping_many, 0, false },
+	{ "mailbox unknown type and oversized request", t_mbox_bad, 0, false },
+	{ "DMA memory alloc/free to exhaustion", t_dma, 0, false },
+	{ "VRAM alloc/free up to the quota", t_vram_quota, NEED_RM, false },
+	{ "map/unmap VRAM 4K/64K/2M", t_map_vram, NEED_RM | NEED_GPU, true },
+	{ "map/unmap sysmem 4K/64K/2M", t_map_sysmem, NEED_RM | NEED_GPU, true },
+	{ "FILL and COPY vs CPU", t_fill_copy, NEED_RM | NEED_GPU, true },
+	{ "REDUCE_ADD_U32 and AXPY_F32 vs CPU", t_compute, NEED_RM | NEED_GPU, true },
+	{ "semaphore across channels", t_sem_across, NEED_RM | NEED_GPU, true },
+	{ "64 channels submitting at once", t_64_channels, NEED_RM | NEED_GPU, true },
+	{ "attack: PTE past the slice", t_pte_past_slice, NEED_RM | NEED_GPU, true },
+	{ "attack: IOVA outside the domain", t_iova_outside, NEED_RM | NEED_GPU, true },
+	{ "attack: GP entry outside the DMA memory", t_gp_outside, NEED_RM | NEED_GPU, true },
+	{ "attack: foreign work-submit tokens", t_foreign_token, NEED_RM | NEED_GPU, true },
+	{ "attack: forged RM handle of another VF", t_forged_handle, NEED_RM, false },
+};
+
+void vft_list(FILE *out)
+{
+	for (size_t i = 0; i < VGPU_ARRAY_SIZE(cases); i++)
+		fprintf(out, "%s\n", cases[i].name);
+}
+
+static const char *why_not(struct vft *t, unsigned int needs)
+{
+	if ((needs & NEED_RM) && !t->rm_ok)
+		return t->rm_why;
+	if ((needs & NEED_GPU) && !t->gpu_ok)
+		return t->gpu_why;
+	return NULL;
+}
+
+static int run_case(struct vft *t, const struct vft_case *c)
+{
+	int ret;
+
+	t->as = NULL;
+	t->ch = NULL;
+	t->next_va = VFT_VA_BASE;
+	if (c->gpu_ctx) {
+		ret = gpu_setup(t);
+		if (ret) {
+			diag(t, "address space and channel: %s (%s)", vgpu_vf_strerror(ret),
+			     vgpu_vf_last_error(t->vf));
+			ret = 1;
+			goto out;
+		}
+	}
+	ret = c->fn(t);
+out:
+	vgpu_channel_destroy(t->ch);
+	vgpu_vaspace_destroy(t->as);
+	return ret;
+}
+
+static void probe_host(struct vft *t)
+{
+	t->rm_ok = vf_rm_available();
+	t->rm_why = "this build has no RM wire protocol (include/vgpu/rm.h)";
+	t->gpu_ok = t->info.usermode_submit;
+	t->gpu_why = "the host's BAR2 has no doorbell page / DMA IOVA (vf_bar.h ABI minor 0)";
+}
+
+int vft_run(const struct vft_opts *o, FILE *out)
+{
+	struct vgpu_vf_opts vo = { .socket = o->socket, .quiet = !o->verbose };
+	struct vft t = { .o = o, .out = out };
+	unsigned int pass = 0, fail = 0, skip = 0, n = 0;
+	int ret;
+
+	for (size_t i = 0; i < VGPU_ARRAY_SIZE(cases); i++)
+		n += !o->only || strstr(cases[i].name, o->only);
+	fprintf(out, "1..%u\n", n);
+	ret = vgpu_vf_open(&vo, &t.vf);
+	if (ret) {
+		fprintf(out, "not ok 1 - attach: %s\n# %s\n0 passed, %u failed\n",
+			vgpu_vf_strerror(ret), o->socket, n);
+		return (int)n;
+	}
+	vgpu_vf_get_info(t.vf, &t.info);
+	probe_host(&t);
+	n = 0;
+	for (size_t i = 0; i < VGPU_ARRAY_SIZE(cases); i++) {
+		const struct vft_case *c = &cases[i];
+		const char *why;
+
+		if (o->only && !strstr(c->name, o->only))
+			continue;
+		n++;
+		why = why_not(&t, c->needs);
+		t.skip_why[0] = 0;
+		ret = why ? VFT_SKIP : run_case(&t, c);
+		if (ret == VFT_SKIP) {
+			fprintf(out, "ok %u - %s # SKIP %s\n", n, c->name, why ? why : t.skip_why);
+			skip++;
+		} else if (ret) {
+			fprintf(out, "not ok %u - %s\n", n, c->name);
+			if (vgpu_vf_last_error(t.vf)[0])
+				diag(&t, "driver: %s", vgpu_vf_last_error(t.vf));
+			fail++;
+		} else {
+			fprintf(out, "ok %u - %s\n", n, c->name);
+			pass++;
+		}
+		fflush(out);
+	}
+	vgpu_vf_close(t.vf);
+	if (skip)
+		fprintf(out, "%u passed, %u failed, %u skipped\n", pass, fail, skip);
+	else
+		fprintf(out, "%u passed, %u failed\n", pass, fail);
+	return (int)fail;
+}

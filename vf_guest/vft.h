@@ -1,0 +1,22 @@
+/* vft - the guest suite behind vgpu-vf-test, kept in the library so the test runner, the unit
+ * tests and a VM image all run the same cases. */
+#ifndef VGPU_VF_VFT_H
+#define VGPU_VF_VFT_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+struct vft_opts {
+	const char *socket;	/* VF endpoint socket */
+	const char *only;	/* run only cases whose name contains this (NULL: all) */
+	bool big;		/* buffers up to 256 MiB */
+	bool verbose;		/* driver messages on stderr */
+};
+
+/* Run the suite, TAP on @out, ending in "N passed, N failed[, N skipped]". Returns the number
+ * of failures (an attach failure counts as one). */
+int vft_run(const struct vft_opts *o, FILE *out);
+/* Print the case names. */
+void vft_list(FILE *out);
+
+#endif
