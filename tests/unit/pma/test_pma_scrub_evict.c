@@ -130,6 +130,7 @@ static void test_scrub_held(void **state)
 	uint64_t p;
 
 	(void)state;
+	alarm(60);	/* a hang here is a failure, not a stuck suite */
 	scrubber_init(&s, -EIO, 128);
 	pma = scrub_pma(&s, 8 * MiB, true);
 	assert_int_equal(pma_alloc_fixed(pma, 0, 8 * MiB, NULL), 0);
@@ -179,6 +180,7 @@ static void test_scrub_held(void **state)
 	tp_verify(pma);
 	pma_destroy(pma);
 	scrubber_fini(&s);
+	alarm(0);
 }
 
 /* The default scrubber zeroes freed memory in the backing buffer and nothing else;
