@@ -98,6 +98,9 @@ static void db_drain_fn_locked(struct gpu *g, struct gpu_fn *f)
 		atomic_fetch_add(&f->dbc.overruns, lost);
 		atomic_fetch_add_explicit(DB_ATOMIC(&db->overruns), lost, memory_order_relaxed);
 		tail = head - VGPU_DB_SLOTS;
+		/* Do not wait for the period: every engine scans on its next pass. */
+		for (unsigned int i = 0; i < g->nr_engines; i++)
+			g->engines[i].next_scan = 0;
 	}
 	while (tail != head) {
 		_Atomic uint32_t *slot = DB_ATOMIC(&db->slots[tail % VGPU_DB_SLOTS]);

@@ -17,6 +17,32 @@ int gpu_sys_rw(struct gpu *g, unsigned int fn, uint64_t iova, void *buf, uint64_
 		     : iommu_dma_read(g->cfg.iommu, fn, iova, buf, len);
 }
 
+/* Copy between system memory at @iova and a host buffer with one IOMMU translation and
+ * one memcpy for as much as is contiguous (a 2 MiB IO page at best); *n shrinks to what
+ * was done. The bracket keeps a concurrent strict unmap from freeing the pages under us. */
+int gpu_sys_copy(struct gpu *g, unsigned int fn, uint64_t iova, void *buf, uint64_t *n, bool write)
+{
+	struct iommu_xlate x;
+	int ret;
+
+	if (!g->cfg.iommu)
+		return -EFAULT;
+	iommu_access_begin();
+	ret = iommu_fn_translate(g->cfg.iommu, fn, IOMMU_NO_PASID, iova, *n,
+				 write ? IOMMU_WRITE : IOMMU_READ, &x);
+	if (!ret && x.host) {
+		*n = vgpu_min(*n, (uint64_t)x.len);
+		if (write)
+			memcpy(x.host, buf, *n);
+		else
+			memcpy(buf, x.host, *n);
+	} else if (!ret) {
+		ret = -EFAULT;
+	}
+	iommu_access_end();
+	return ret;
+}
+
 int gpu_va_read(struct gpu_ctx *ctx, uint64_t va, void *buf, uint64_t len)
 {
 	struct gpu_xlate x;

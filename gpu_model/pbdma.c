@@ -165,9 +165,9 @@ static int copy_piece(struct gpu_ctx *ctx, uint64_t src, uint64_t dst, uint64_t 
 		return 0;
 	}
 	if (xd.aper == VGPU_GMMU_APER_VRAM)
-		ret = gpu_sys_rw(g, ctx->f->id, xs.addr, g->vram + xd.addr, *n, false);
+		ret = gpu_sys_copy(g, ctx->f->id, xs.addr, g->vram + xd.addr, n, false);
 	else if (xs.aper == VGPU_GMMU_APER_VRAM)
-		ret = gpu_sys_rw(g, ctx->f->id, xd.addr, g->vram + xs.addr, *n, true);
+		ret = gpu_sys_copy(g, ctx->f->id, xd.addr, g->vram + xs.addr, n, true);
 	else {
 		*n = vgpu_min(*n, sizeof(bounce));
 		ret = gpu_sys_rw(g, ctx->f->id, xs.addr, bounce, *n, false);

@@ -230,9 +230,13 @@ static void scan_locked(struct gpu_engine *e)
 			struct gpu_chan *c = &f->chans[chid];
 			uint32_t put;
 
+			int st = atomic_load(&c->state);
+
+			/* Any state that would run it when pending: a BUSY channel whose turn ended
+			 * at the batch limit needs the scan as much as an IDLE one. */
 			if (!(rl & VGPU_BIT(chid)) || c->running || c->cfg_gen != f->cfg.chans[chid].gen ||
-			    !(f->cfg.chans[chid].flags & GPU_CHAN_ENABLED) ||
-			    atomic_load(&c->state) != GPU_CHAN_STATE_IDLE ||
+			    !(f->cfg.chans[chid].flags & GPU_CHAN_ENABLED) || st == GPU_CHAN_STATE_ERROR ||
+			    st == GPU_CHAN_STATE_FAULTED || st == GPU_CHAN_STATE_FREE ||
 			    (atomic_load(&f->pending) & VGPU_BIT(chid)))
 				continue;
 			if (gpu_userd_read_put(g, f, c, f->cfg.part_base, f->cfg.part_size, &put))
