@@ -58,7 +58,8 @@ static int mbox_take(struct vgpu_vf *vf, uint32_t seq, uint32_t type, void *rsp,
 	} else {
 		*status = m->status;
 		if (rsp_len) {
-			memcpy(rsp, m + 1, m->length);
+			if (m->length)
+				memcpy(rsp, m + 1, m->length);
 			*rsp_len = m->length;
 		}
 	}
