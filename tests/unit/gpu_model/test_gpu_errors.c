@@ -150,9 +150,9 @@ static void test_error(void **state)
 	int bad_err;
 
 	x.t = tgpu_new(2, 2, 32);
-	tchan_init(x.t, &x.bad, 1, 0, 0, 16);
-	tchan_init(x.t, &x.same_fn, 1, 1, 0, 16);
-	tchan_init(x.t, &x.other_fn, 2, 0, 1, 16);
+	tchan_init(x.t, &x.bad, 1, 0, 0, 64);
+	tchan_init(x.t, &x.same_fn, 1, 1, 0, 64);
+	tchan_init(x.t, &x.other_fn, 2, 0, 1, 64);
 	x.buf_va = tgpu_vmem(x.t, 1, 4096, VGPU_GMMU_PAGE_4K);
 	x.buf2_va = tgpu_vmem(x.t, 2, 4096, VGPU_GMMU_PAGE_4K);
 	sem1 = tgpu_va(x.t, 1, x.buf_va, 4096);
