@@ -147,5 +147,5 @@ int main(void)
 						  .initial_state = (void *)&priv_cases[i] };
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_priv_by_fd);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_bad_config);
-	return _cmocka_run_group_tests("gpu_priv", tests, n, false, NULL);
+	return _cmocka_run_group_tests("gpu_priv", tests, n, NULL, NULL);
 }
