@@ -78,7 +78,8 @@ struct vgpu_rpcq_global {		/* page 0, CPU-written at setup */
 	uint32_t queue_elems;		/* elements per command / status queue, power of two */
 	uint32_t nr_events;		/* event records, power of two */
 	uint32_t nr_fns;		/* functions of the device (PF + VFs) */
-	uint32_t reserved0;
+	uint32_t wipe_hw;		/* a device reset: the GSP clears the hardware state
+					 * at start, the CPU-RM replays it from its records */
 	uint64_t total_size;		/* bytes of the memfd */
 	uint64_t epoch;			/* bumped at every GSP (re)start */
 	uint64_t gsp_spin_ns;		/* idle lane threads spin this long, then sleep */

@@ -150,6 +150,7 @@ static void gsp_format(struct gsp *g)
 		ln->partial_since = 0;
 	}
 	g->glob->epoch++;
+	g->glob->wipe_hw = g->glob->epoch > 1;
 }
 
 static int gsp_spawn_locked(struct gsp *g)
@@ -441,6 +442,9 @@ static bool drain(struct gsp_lane *ln)
 		case GSP_RX_STALE:
 			STAT_INC(ln->g, stale_msgs);
 			break;
+		case GSP_RX_GAP:
+			STAT_INC(ln->g, bad_msgs);
+			/* fall through */
 		case GSP_RX_OK:
 			ln->partial_since = 0;
 			if (rh->function == VGPU_RPC_FN_CONTINUATION)
@@ -538,12 +542,6 @@ static int gsp_wait(struct gsp_lane *ln, struct gsp_slot *s, uint32_t function, 
 		if (atomic_load_explicit(&s->done, memory_order_acquire))
 			break;
 		uint32_t w = atomic_load(&s->wake);
-		if (pthread_mutex_trylock(&ln->rx_lock) == 0) {
-			drainer(ln, s, deadline, spin_until);
-			pthread_mutex_unlock(&ln->rx_lock);
-			handoff(ln);
-			continue;	/* re-check done, then the deadline below */
-		}
 		uint64_t now = vgpu_now_ns();
 		if (now >= deadline) {
 			pthread_mutex_lock(&ln->slots_lock);
@@ -553,7 +551,14 @@ static int gsp_wait(struct gsp_lane *ln, struct gsp_slot *s, uint32_t function, 
 				gsp_timeout(g, function, s->seq);
 				return -ETIMEDOUT;
 			}
+			/* FILLING: a drainer is copying the reply in; it completes or aborts. */
 			pthread_mutex_unlock(&ln->slots_lock);
+		}
+		if (pthread_mutex_trylock(&ln->rx_lock) == 0) {
+			drainer(ln, s, deadline, spin_until);
+			pthread_mutex_unlock(&ln->rx_lock);
+			handoff(ln);
+			continue;	/* re-check done, then the deadline */
 		}
 		if (now < spin_until) {
 			vgpu_cpu_relax();

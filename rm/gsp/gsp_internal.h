@@ -77,11 +77,12 @@ enum gsp_rx {
 	GSP_RX_PARTIAL = 2,		/* fewer elements published than the message has */
 	GSP_RX_BAD = 3,			/* malformed; consumed and counted */
 	GSP_RX_STALE = 4,		/* older transport seq (a replay): consumed */
+	GSP_RX_GAP = 5,			/* valid, but seqs were skipped: resynchronised */
 };
 
 /* Reader: copy the next message into @buf (VGPU_RPC_MAX_ELEMS elements) and validate
  * count, length, checksum, signature and transport seq. Consumes it unless EMPTY or
- * PARTIAL. On a seq gap the expected seq resynchronises past it (returns BAD). */
+ * PARTIAL. On a seq gap the expected seq resynchronises past it (returns GAP). */
 enum gsp_rx gsp_q_read(struct gsp_q *q, void *buf);
 
 /* Wait while *@addr == @val, at most @timeout_ns (shared futex). */

@@ -523,6 +523,9 @@ static void *srv_lane_main(void *arg)
 			continue;
 		}
 		switch (gsp_q_read(&ln->cmd, ln->msg)) {
+		case GSP_RX_GAP:
+			__atomic_fetch_add(&s->gp->bad_msgs, 1, __ATOMIC_RELAXED);
+			/* fall through */
 		case GSP_RX_OK:
 			srv_message(ln);
 			break;
@@ -543,6 +546,15 @@ static void *srv_lane_main(void *arg)
 }
 
 /* ---- setup ---- */
+/* A device reset loses what the hardware held: every channel, runlist and partition. */
+static void srv_wipe(struct srv *s)
+{
+	for (unsigned int fn = 0; fn < s->glob->nr_fns; fn++) {
+		srv_vf_reset(s, fn);
+		gpu_priv_partition_set(s->priv, fn, 0, 0);
+	}
+}
+
 static int srv_attach(struct srv *s, int qfd)
 {
 	struct stat st;
@@ -608,6 +620,8 @@ int gsp_server_run(int qfd, int priv_fd, int ppid)
 			return 1;
 		}
 	}
+	if (s.priv && s.glob->wipe_hw)
+		srv_wipe(&s);
 	s.gp->pid = (uint64_t)getpid();
 	__atomic_store_n(&s.gp->heartbeat_ns, vgpu_now_ns(), __ATOMIC_RELEASE);
 	ret = srv_lanes_start(&s);

@@ -161,7 +161,9 @@ enum gsp_rx gsp_q_read(struct gsp_q *q, void *buf)
 	if (gap < 0)
 		return GSP_RX_STALE;
 	q->seq = e->seq + 1;
-	return gap ? GSP_RX_BAD : GSP_RX_OK;
+	/* A gap means messages were lost (or the seq was hit): resynchronise and say so, but
+	 * the message itself passed its checksum and is delivered. */
+	return gap ? GSP_RX_GAP : GSP_RX_OK;
 bad_one:
 	count = 1;
 bad:
