@@ -231,7 +231,7 @@ static void test_corrupt(void **state)
 	if (c->mode == VGPU_CORRUPT_REPLAY)
 		assert_int_equal(stats().stale_msgs, 1);
 	else
-		assert_int_equal(stats().bad_msgs, 1);
+		assert_true(stats().bad_msgs >= 1);
 	assert_false(gsp_needs_reset(fx.gsp));
 }
 
