@@ -699,6 +699,36 @@ out:
 	pma_destroy(pma);
 }
 
+/* Consecutive pages are freed as one range: runs of every length from every offset
+ * (crossing 64-frame words and 2 MiB groups, aligned or not) free exactly their frames. */
+static void test_free_runs(void **state)
+{
+	struct pma *pma = tp_new1(0, 16 * MiB);
+	uint64_t pages[72];
+	struct tp_snap s;
+
+	(void)state;
+	tp_snap_take(pma, &s);
+	for (uint64_t page = K64; page <= K128; page *= 2)
+		for (uint64_t off = 0; off < 72 * FR; off += page)
+			for (size_t n = 1; n * page <= 72 * FR; n += n < 8 ? 1 : 3) {
+				uint64_t base = 2 * MiB + off;
+
+				for (size_t i = 0; i < n; i++)
+					pages[i] = base + i * page;
+				assert_int_equal(pma_alloc_fixed(pma, base, n * page, NULL), 0);
+				assert_int_equal(pma_free_pages(pma, pages, n, page, 0), 0);
+				if (pma_check(pma) || pma_free_bytes(pma) != 16 * MiB)
+					fail_msg("%zu x 0x%llx from 0x%llx", n, (unsigned long long)page,
+						 (unsigned long long)base);
+				assert_int_equal(pma_alloc_fixed(pma, base, n * page, NULL), 0);
+				assert_int_equal(pma_free_range(pma, base, n * page, 0), 0);
+			}
+	tp_snap_assert_same(pma, &s);
+	tp_snap_free(&s);
+	pma_destroy(pma);
+}
+
 /* ---- statistics ---------------------------------------------------------------------- */
 
 /* Random fixed allocations, frees, pins and blacklisting; after each the statistics must
@@ -812,6 +842,7 @@ int main(void)
 	TP_TABLE_TESTS(tests, n, fixed_cases, test_fixed_case);
 	TP_TEST(tests, n, test_fixed_null_opts);
 	TP_TABLE_TESTS(tests, n, state_cases, test_state_case);
+	TP_TEST(tests, n, test_free_runs);
 	TP_TEST(tests, n, test_stats_random);
 	TP_TEST(tests, n, test_stats_known);
 	return _cmocka_run_group_tests("pma_alloc", tests, n, NULL, NULL);

@@ -447,7 +447,7 @@ static void after_free(struct model *m)
 
 static void op_free_pages(struct model *m)
 {
-	uint64_t at = pick_allocated(m), page = pick_page_size(m), pages[4];
+	uint64_t at = pick_allocated(m), page = pick_page_size(m), pages[48];
 	unsigned int flags = chance(m, 30) ? PMA_FREE_SKIP_SCRUB : 0;
 	bool fr, un, pi;
 	size_t n;
@@ -455,7 +455,8 @@ static void op_free_pages(struct model *m)
 
 	if (at == UINT64_MAX)
 		return;
-	n = page_run(m, at, page, 1 + rnd(m, 4), pages);
+	/* long runs of small pages too: consecutive pages are freed as one range */
+	n = page_run(m, at, page, 1 + rnd(m, page == M2 ? 4 : chance(m, 30) ? 48 : 4), pages);
 	if (!n)
 		return;
 	snprintf(m->desc, sizeof(m->desc), "free %zu x 0x%llx from 0x%llx flags 0x%x", n,

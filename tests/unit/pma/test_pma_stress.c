@@ -1,0 +1,321 @@
+/* pma: multi-threaded stress. Four threads allocate, free, pin and unpin at once (each
+ * only its own memory, so every result is predictable), a fifth reads the lock-free
+ * statistics and runs pma_check() meanwhile. A shared per-frame owner table catches any
+ * frame handed to two threads. At the end everything is freed and the statistics are
+ * back to where they started. Runs plain and with scrub-on-free (the default scrubber's
+ * worker thread racing with everything else); also built under ThreadSanitizer. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <unistd.h>
+
+#include "pma_test.h"
+
+#if defined(__SANITIZE_THREAD__)
+#define OPS_PER_THREAD	1500
+#elif defined(__SANITIZE_ADDRESS__)
+#define OPS_PER_THREAD	6000
+#else
+#define OPS_PER_THREAD	25000
+#endif
+#define NR_THREADS	4
+#define MAX_HELD	64
+
+static const struct tp_region stress_regions[] = {
+	{ 0, 64 * MiB, 10, false },
+	{ 1 * GiB, 32 * MiB, 20, false },
+};
+#define NFRAMES_R0 (64 * MiB / FR)
+#define NFRAMES (NFRAMES_R0 + 32 * MiB / FR)
+
+struct held {
+	uint64_t pages[16];
+	size_t n;
+	uint64_t page;
+	bool pinned;
+};
+
+struct stress {
+	struct pma *pma;
+	_Atomic uint8_t owner[NFRAMES];	/* 0 free, else thread id + 1 */
+	atomic_bool stop;
+	atomic_int errors;
+	char first_error[256];
+	pthread_mutex_t err_lock;
+	struct pma_stats start;
+	unsigned long reads, checks;
+};
+
+struct worker {
+	struct stress *s;
+	unsigned int id;
+	uint64_t seed;
+	struct held held[MAX_HELD];
+	size_t nheld;
+	unsigned long allocs, frees, pins;
+};
+
+static void __attribute__((format(printf, 2, 3))) report(struct stress *s, const char *fmt, ...)
+{
+	va_list ap;
+
+	pthread_mutex_lock(&s->err_lock);
+	if (atomic_fetch_add(&s->errors, 1) == 0) {
+		va_start(ap, fmt);
+		vsnprintf(s->first_error, sizeof(s->first_error), fmt, ap);
+		va_end(ap);
+	}
+	pthread_mutex_unlock(&s->err_lock);
+}
+
+static long frame_of(uint64_t addr)
+{
+	if (addr < 64 * MiB)
+		return (long)(addr / FR);
+	if (addr >= 1 * GiB && addr < 1 * GiB + 32 * MiB)
+		return (long)(NFRAMES_R0 + (addr - 1 * GiB) / FR);
+	return -1;
+}
+
+/* Mark [addr, addr + size) as ours; a frame someone else holds is a double allocation. */
+static void claim(struct worker *w, uint64_t addr, uint64_t size)
+{
+	for (uint64_t a = addr; a < addr + size; a += FR) {
+		long f = frame_of(a);
+		uint8_t expect = 0;
+
+		if (f < 0) {
+			report(w->s, "thread %u got 0x%llx, outside every region", w->id,
+			       (unsigned long long)a);
+			return;
+		}
+		if (!atomic_compare_exchange_strong(&w->s->owner[f], &expect, (uint8_t)(w->id + 1)))
+			report(w->s, "frame 0x%llx handed to thread %u while thread %u holds it",
+			       (unsigned long long)a, w->id, expect - 1);
+	}
+}
+
+static void unclaim(struct worker *w, uint64_t addr, uint64_t size)
+{
+	for (uint64_t a = addr; a < addr + size; a += FR)
+		atomic_store(&w->s->owner[frame_of(a)], 0);
+}
+
+static void do_alloc(struct worker *w)
+{
+	static const uint64_t sizes[] = { K64, K64, K128, M2 };
+	struct held *h = &w->held[w->nheld];
+	struct pma_alloc_opts o = { .flags = PMA_DONT_EVICT };
+	int ret;
+
+	h->page = sizes[tp_randn(&w->seed, 4)];
+	h->n = 1 + tp_randn(&w->seed, h->page == M2 ? 3 : 16);
+	if (tp_randn(&w->seed, 3) == 0)
+		o.flags |= PMA_CONTIGUOUS;
+	else if (tp_randn(&w->seed, 4) == 0)
+		o.flags |= PMA_ALLOW_PARTIAL;
+	if (tp_randn(&w->seed, 2))
+		o.flags |= PMA_PINNED;
+	if (tp_randn(&w->seed, 4) == 0)
+		o.flags |= PMA_REVERSE;
+	if (tp_randn(&w->seed, 5) == 0) {
+		o.flags |= PMA_RANGE;
+		o.range_begin = w->id * 16 * MiB;
+		o.range_end = o.range_begin + 16 * MiB;
+	}
+	ret = pma_alloc_pages(w->s->pma, h->n, h->page, &o, h->pages);
+	if (ret == -ENOMEM)
+		return;
+	if (ret) {
+		report(w->s, "thread %u: alloc returned %d", w->id, ret);
+		return;
+	}
+	h->n = o.pages_allocated;
+	h->pinned = o.flags & PMA_PINNED;
+	for (size_t i = 0; i < h->n; i++)
+		claim(w, h->pages[i], h->page);
+	for (size_t i = 0; i < h->n; i++) {
+		uint32_t st = 0;
+
+		if (pma_query(w->s->pma, h->pages[i], &st) ||
+		    (st & PMA_STATE_MASK) != (h->pinned ? PMA_STATE_PIN : PMA_STATE_UNPIN))
+			report(w->s, "thread %u: fresh page 0x%llx reads 0x%x", w->id,
+			       (unsigned long long)h->pages[i], st);
+	}
+	w->nheld++;
+	w->allocs++;
+}
+
+static void do_fixed(struct worker *w)
+{
+	struct held *h = &w->held[w->nheld];
+	uint64_t addr = tp_randn(&w->seed, NFRAMES_R0 - 32) * FR;
+	int ret = pma_alloc_fixed(w->s->pma, addr, 16 * FR, NULL);
+
+	if (ret == -EEXIST || ret == -ENOMEM)
+		return;
+	if (ret) {
+		report(w->s, "thread %u: fixed alloc returned %d", w->id, ret);
+		return;
+	}
+	claim(w, addr, 16 * FR);
+	h->page = K64;
+	h->n = 16;
+	h->pinned = false;
+	for (size_t i = 0; i < 16; i++)
+		h->pages[i] = addr + i * FR;
+	w->nheld++;
+	w->allocs++;
+}
+
+static void do_free(struct worker *w, size_t k)
+{
+	struct held *h = &w->held[k];
+	unsigned int flags = tp_randn(&w->seed, 4) == 0 ? PMA_FREE_SKIP_SCRUB : 0;
+	int ret;
+
+	for (size_t i = 0; i < h->n; i++)
+		unclaim(w, h->pages[i], h->page);
+	ret = pma_free_pages(w->s->pma, h->pages, h->n, h->page, flags);
+	if (ret)
+		report(w->s, "thread %u: free returned %d", w->id, ret);
+	w->held[k] = w->held[--w->nheld];
+	w->frees++;
+}
+
+static void do_pin(struct worker *w, size_t k)
+{
+	struct held *h = &w->held[k];
+	bool pin = tp_randn(&w->seed, 2);
+	int want = pin == h->pinned ? -EPERM : 0;
+	int ret = pin ? pma_pin_pages(w->s->pma, h->pages, h->n, h->page) :
+			pma_unpin_pages(w->s->pma, h->pages, h->n, h->page);
+
+	if (ret != want)
+		report(w->s, "thread %u: %s of its %s pages returned %d, want %d", w->id,
+		       pin ? "pin" : "unpin", h->pinned ? "pinned" : "unpinned", ret, want);
+	if (!ret)
+		h->pinned = pin;
+	w->pins++;
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+
+	for (int op = 0; op < OPS_PER_THREAD && !atomic_load(&w->s->errors); op++) {
+		uint64_t dice = tp_randn(&w->seed, 100);
+
+		if (w->nheld < MAX_HELD && (dice < 40 || !w->nheld)) {
+			if (dice < 4)
+				do_fixed(w);
+			else
+				do_alloc(w);
+		} else if (dice < 75) {
+			do_free(w, tp_randn(&w->seed, w->nheld));
+		} else {
+			do_pin(w, tp_randn(&w->seed, w->nheld));
+		}
+	}
+	while (w->nheld)
+		do_free(w, w->nheld - 1);
+	return NULL;
+}
+
+/* Reads the statistics without any lock while the workers run; every field must stay
+ * within bounds (fields may be a step apart from each other, never out of range). */
+static void *reader_main(void *arg)
+{
+	struct stress *s = arg;
+
+	while (!atomic_load(&s->stop)) {
+		struct pma_stats st;
+
+		pma_get_stats(s->pma, &st);
+		if (st.total_bytes != s->start.total_bytes || st.free_bytes > st.total_bytes ||
+		    st.largest_free_bytes > st.total_bytes || st.free_2m_pages * M2 > st.total_bytes ||
+		    st.scrubbing_bytes > st.total_bytes || st.blacklisted_bytes ||
+		    pma_free_bytes(s->pma) > st.total_bytes ||
+		    pma_largest_free(s->pma) > st.total_bytes)
+			report(s, "statistics out of range: total %llu free %llu largest %llu 2m %llu "
+			       "scrubbing %llu", (unsigned long long)st.total_bytes,
+			       (unsigned long long)st.free_bytes,
+			       (unsigned long long)st.largest_free_bytes,
+			       (unsigned long long)st.free_2m_pages,
+			       (unsigned long long)st.scrubbing_bytes);
+		if (++s->reads % 256 == 0) {
+			int ret = pma_check(s->pma);
+
+			if (ret)
+				report(s, "pma_check() returned %d mid-run", ret);
+			s->checks++;
+		}
+	}
+	return NULL;
+}
+
+static void run_stress(bool scrub)
+{
+	struct pma_config cfg = { .scrub_on_free = scrub };
+	struct stress *s = calloc(1, sizeof(*s));
+	struct worker *w = calloc(NR_THREADS, sizeof(*w));
+	pthread_t tw[NR_THREADS], tr;
+	struct pma_stats end;
+
+	assert_non_null(s);
+	assert_non_null(w);
+	alarm(300);		/* a deadlock fails the test */
+	pthread_mutex_init(&s->err_lock, NULL);
+	s->pma = tp_new(&cfg, stress_regions, VGPU_ARRAY_SIZE(stress_regions));
+	pma_get_stats(s->pma, &s->start);
+	assert_int_equal(pthread_create(&tr, NULL, reader_main, s), 0);
+	for (unsigned int i = 0; i < NR_THREADS; i++) {
+		w[i] = (struct worker){ .s = s, .id = i, .seed = 0x1234567ull * (i + 1) + scrub };
+		assert_int_equal(pthread_create(&tw[i], NULL, worker_main, &w[i]), 0);
+	}
+	for (unsigned int i = 0; i < NR_THREADS; i++)
+		pthread_join(tw[i], NULL);
+	atomic_store(&s->stop, true);
+	pthread_join(tr, NULL);
+	alarm(0);
+	if (atomic_load(&s->errors))
+		fail_msg("%d errors; first: %s", atomic_load(&s->errors), s->first_error);
+	unsigned long allocs = 0;
+
+	for (unsigned int i = 0; i < NR_THREADS; i++)
+		allocs += w[i].allocs;
+	print_message("%lu allocations, %lu stats reads, %lu mid-run checks\n", allocs, s->reads,
+		      s->checks);
+	assert_true(allocs > NR_THREADS * OPS_PER_THREAD / 10);
+	pma_scrub_wait(s->pma);
+	pma_get_stats(s->pma, &end);
+	tp_assert_stats_equal(&end, &s->start);
+	for (size_t f = 0; f < NFRAMES; f++)
+		assert_int_equal(atomic_load(&s->owner[f]), 0);
+	tp_verify(s->pma);
+	pma_destroy(s->pma);
+	pthread_mutex_destroy(&s->err_lock);
+	free(s);
+	free(w);
+}
+
+static void test_stress_plain(void **state)
+{
+	(void)state;
+	run_stress(false);
+}
+
+static void test_stress_scrub(void **state)
+{
+	(void)state;
+	run_stress(true);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_stress_plain),
+		cmocka_unit_test(test_stress_scrub),
+	};
+
+	return cmocka_run_group_tests_name("pma_stress", tests, NULL, NULL);
+}
