@@ -11,11 +11,11 @@
 #include "pma_test.h"
 
 #if defined(__SANITIZE_THREAD__)
-#define OPS_PER_THREAD	1500
-#elif defined(__SANITIZE_ADDRESS__)
 #define OPS_PER_THREAD	6000
+#elif defined(__SANITIZE_ADDRESS__)
+#define OPS_PER_THREAD	20000
 #else
-#define OPS_PER_THREAD	25000
+#define OPS_PER_THREAD	100000
 #endif
 #define NR_THREADS	4
 #define MAX_HELD	64
@@ -310,11 +310,69 @@ static void test_stress_scrub(void **state)
 	run_stress(true);
 }
 
+/* A big allocation or free is one state change: a lock-free reader sees free_bytes and
+ * free_2m_pages either before or after it, never a frame-by-frame value in between. */
+struct step_ctx {
+	struct pma *pma;
+	atomic_bool stop;
+	unsigned long reads, odd;
+	uint64_t odd_free;
+};
+
+static void *step_reader(void *arg)
+{
+	struct step_ctx *c = arg;
+
+	while (!atomic_load(&c->stop)) {
+		uint64_t f = pma_free_bytes(c->pma);
+		struct pma_stats st;
+
+		pma_get_stats(c->pma, &st);
+		if ((f != 64 * MiB && f != 32 * MiB) ||
+		    (st.free_2m_pages != 32 && st.free_2m_pages != 16)) {
+			c->odd++;
+			c->odd_free = f;
+		}
+		c->reads++;
+	}
+	return NULL;
+}
+
+static void test_free_is_one_step(void **state)
+{
+	struct step_ctx c = { .pma = tp_new1(0, 64 * MiB) };
+	uint64_t *pages = calloc(512, sizeof(*pages));
+	pthread_t t;
+
+	(void)state;
+	for (size_t i = 0; i < 512; i++)
+		pages[i] = 16 * MiB + i * K64;
+	alarm(300);
+	assert_int_equal(pthread_create(&t, NULL, step_reader, &c), 0);
+	for (int i = 0; i < OPS_PER_THREAD / 50; i++) {
+		assert_int_equal(pma_alloc_fixed(c.pma, 16 * MiB, 32 * MiB, NULL), 0);
+		if (i % 2)
+			assert_int_equal(pma_free_range(c.pma, 16 * MiB, 32 * MiB, 0), 0);
+		else
+			assert_int_equal(pma_free_pages(c.pma, pages, 512, K64, 0), 0);
+	}
+	atomic_store(&c.stop, true);
+	pthread_join(t, NULL);
+	alarm(0);
+	if (c.odd)
+		fail_msg("%lu of %lu reads saw an in-between value (e.g. free %llu)", c.odd, c.reads,
+			 (unsigned long long)c.odd_free);
+	tp_verify(c.pma);
+	free(pages);
+	pma_destroy(c.pma);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_stress_plain),
 		cmocka_unit_test(test_stress_scrub),
+		cmocka_unit_test(test_free_is_one_step),
 	};
 
 	return cmocka_run_group_tests_name("pma_stress", tests, NULL, NULL);
