@@ -211,8 +211,8 @@ struct vf_rm_chan_args {
 	uint64_t userd_addr;
 	bool replayable;
 };
-/* Whether this build speaks the RM wire protocol at all. */
-bool vf_rm_available(void);
+/* Whether the host speaks an RM wire protocol this driver knows. */
+bool vf_rm_available(const struct vgpu_vf *vf);
 int vf_rm_vidmem_alloc(struct vgpu_vf *vf, uint64_t size, uint64_t page_size,
 		       uint32_t *handle, uint64_t *pa);
 int vf_rm_free(struct vgpu_vf *vf, uint32_t handle);

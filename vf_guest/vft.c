@@ -74,15 +74,6 @@ static uint64_t va_get(struct vft *t, uint64_t size)
 	return va;
 }
 
-static int gpu_setup(struct vft *t)
-{
-	int ret = vgpu_vaspace_create(t->vf, &t->as);
-
-	if (ret)
-		return ret;
-	return vgpu_channel_create(t->vf, t->as, NULL, &t->ch);
-}
-
 /* Submit @pb on @ch and wait for it. */
 static int run_pb(struct vgpu_channel *ch, const struct vgpu_pb *pb)
 {
@@ -93,6 +84,27 @@ static int run_pb(struct vgpu_channel *ch, const struct vgpu_pb *pb)
 		return pb->err;
 	ret = vgpu_submit(ch, pb->dw, pb->len, &f);
 	return ret ? ret : vgpu_fence_wait(&f, 0);
+}
+
+/* Drop the function's TLB entries for [va, va+size) (size 0: all). Engine TLBs are per
+ * function, so translations cached under an earlier case's address space would survive. */
+static int tlb_flush(struct vft *t, uint64_t va, uint64_t size)
+{
+	struct vgpu_pb pb;
+	uint32_t dw[8];
+
+	vgpu_pb_init(&pb, dw, 8);
+	vgpu_pb_invalidate(&pb, va, size);
+	return run_pb(t->ch, &pb);
+}
+
+static int gpu_setup(struct vft *t)
+{
+	int ret = vgpu_vaspace_create(t->vf, &t->as);
+
+	if (!ret)
+		ret = vgpu_channel_create(t->vf, t->as, NULL, &t->ch);
+	return ret ? ret : tlb_flush(t, 0, 0);
 }
 
 /* Allocate @size bytes of @kind and map them at a fresh VA with @ps pages. */
@@ -117,6 +129,7 @@ static void buf_del(struct vft *t, struct vgpu_mem *m, uint64_t va)
 	if (!m)
 		return;
 	vgpu_va_unmap(t->as, va, vgpu_mem_size(m));
+	tlb_flush(t, va, vgpu_mem_size(m));
 	vgpu_mem_free(m);
 }
 
@@ -331,7 +344,7 @@ static int fill_copy_case(struct vft *t, uint64_t size)
 	vgpu_pb_copy(&pb, va + 1, va + half + 3, half - 5);
 	CHECK_RET(t, run_pb(t->ch, &pb), 0);
 	CHECK(t, memcmp((uint8_t *)p + 1, (uint8_t *)p + half + 3, half - 5) == 0, "copy differs");
-	CHECK(t, ((uint8_t *)p)[half + 2] == 0xde, "copy wrote before its destination");
+	CHECK(t, ((uint8_t *)p)[half + 2] == 0xad, "copy wrote before its destination");
 	buf_del(t, m, va);
 	return 0;
 }
@@ -419,6 +432,7 @@ static int t_sem_across(struct vft *t)
 
 static int t_64_channels(struct vft *t)
 {
+	/* 64, or all the slice has besides the case's own channel. */
 	uint32_t n = vgpu_min(64u, t->info.channels ? t->info.channels - 1 : 64u);
 	struct vgpu_channel **ch = calloc(n, sizeof(*ch));
 	struct vgpu_fence *f = calloc(n, sizeof(*f));
@@ -625,15 +639,16 @@ out:
 
 static void probe_host(struct vft *t)
 {
-	t->rm_ok = vf_rm_available();
-	t->rm_why = "this build has no RM wire protocol (include/vgpu/rm.h)";
+	t->rm_ok = vf_rm_available(t->vf);
+	t->rm_why = "no RM wire protocol shared with this host (include/vgpu/rm.h missing)";
 	t->gpu_ok = t->info.usermode_submit;
 	t->gpu_why = "the host's BAR2 has no doorbell page / DMA IOVA (vf_bar.h ABI minor 0)";
 }
 
 int vft_run(const struct vft_opts *o, FILE *out)
 {
-	struct vgpu_vf_opts vo = { .socket = o->socket, .quiet = !o->verbose };
+	struct vgpu_vf_opts vo = { .socket = o->socket, .transport = o->transport,
+				   .quiet = !o->verbose };
 	struct vft t = { .o = o, .out = out };
 	unsigned int pass = 0, fail = 0, skip = 0, n = 0;
 	int ret;
@@ -644,7 +659,7 @@ int vft_run(const struct vft_opts *o, FILE *out)
 	ret = vgpu_vf_open(&vo, &t.vf);
 	if (ret) {
 		fprintf(out, "not ok 1 - attach: %s\n# %s\n0 passed, %u failed\n",
-			vgpu_vf_strerror(ret), o->socket, n);
+			vgpu_vf_strerror(ret), o->socket ? o->socket : "(transport)", n);
 		return (int)n;
 	}
 	vgpu_vf_get_info(t.vf, &t.info);

@@ -6,8 +6,11 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+struct vgpu_vf_transport;
+
 struct vft_opts {
 	const char *socket;	/* VF endpoint socket */
+	struct vgpu_vf_transport *transport;	/* or this transport (then socket is a label) */
 	const char *only;	/* run only cases whose name contains this (NULL: all) */
 	bool big;		/* buffers up to 256 MiB */
 	bool verbose;		/* driver messages on stderr */
