@@ -48,6 +48,7 @@ static int priv_init(struct gpu *g)
 		goto fail;
 	}
 	g->priv_writer->sh = rw;
+	g->priv_writer->g = g;
 	vgpu_mutex_init(&g->priv_writer->lock);
 	g->priv = ro;
 	gpu_priv_format(rw, g->nr_fns, g->nr_engines, g->vram_size);

@@ -29,6 +29,7 @@
 struct gpu_priv {
 	struct gpu_priv_shared *sh;	/* writable mapping */
 	bool owned;			/* from gpu_priv_open(): unmap on close */
+	struct gpu *g;			/* in-process writer: wake the engines after a write */
 	struct vgpu_mutex lock;		/* one writer at a time in this process */
 };
 

@@ -91,6 +91,16 @@ void gpu_priv_format(struct gpu_priv_shared *sh, unsigned int nr_fns, unsigned i
 
 /* ---- writer side ---- */
 
+/* An in-process writer wakes sleeping engines; a GSP in another process relies on their
+ * 1 ms poll of gen. */
+static void priv_notify(struct gpu_priv *p)
+{
+	if (!p->g)
+		return;
+	for (unsigned int i = 0; i < p->g->nr_engines; i++)
+		gpu_engine_wake(&p->g->engines[i]);
+}
+
 /* Publish @rec as function @fn's record. Caller holds p->lock. */
 static void priv_publish_fn(struct gpu_priv *p, unsigned int fn, const struct gpu_priv_fn *rec)
 {
@@ -103,6 +113,7 @@ static void priv_publish_fn(struct gpu_priv *p, unsigned int fn, const struct gp
 	copy_out((uint64_t *)dst + 1, (const uint64_t *)rec + 1, WORDS(*rec) - 1);
 	__atomic_store_n(&dst->seq, seq + 2, __ATOMIC_RELEASE);
 	__atomic_fetch_add(&p->sh->gen, 1, __ATOMIC_SEQ_CST);
+	priv_notify(p);
 }
 
 static bool priv_fn_ok(const struct gpu_priv *p, unsigned int fn)
@@ -274,6 +285,7 @@ int gpu_priv_sched_set(struct gpu_priv *p, enum gpu_sched_policy policy,
 	st(&p->sh->sched_period_ns, period_ns);
 	__atomic_store_n(&p->sh->sched_seq, seq + 2, __ATOMIC_RELEASE);
 	__atomic_fetch_add(&p->sh->gen, 1, __ATOMIC_SEQ_CST);
+	priv_notify(p);
 	vgpu_mutex_unlock(&p->lock);
 	return 0;
 }

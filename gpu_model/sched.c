@@ -124,10 +124,11 @@ static void idle_account_locked(struct gpu_engine *e, uint64_t now)
 	if (!e->idle_from || e->cur_fn < 0)
 		return;
 	struct gpu_sched_stats *t = &e->g->fns[e->cur_fn].tel[e->id];
-	uint64_t end = vgpu_min(now, e->slot_end);
 
-	if (end > e->idle_from)
-		t->idle_ns += end - e->idle_from;
+	/* Not clipped at the slice end: an engine that overslept its wakeup was still idle
+	 * on this function's behalf, and the slice is charged for it. */
+	if (now > e->idle_from)
+		t->idle_ns += now - e->idle_from;
 	e->idle_from = 0;
 }
 
