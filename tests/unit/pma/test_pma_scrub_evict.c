@@ -118,6 +118,46 @@ static void test_scrub_on_free(void **state)
 	scrubber_fini(&s);
 }
 
+/* pma_alloc_pages() on another thread, given @secs to return: a hang fails this test
+ * (the stuck thread and its instance are abandoned) instead of stalling the suite. */
+struct bounded_alloc {
+	struct pma *pma;
+	size_t count;
+	uint64_t page;
+	struct pma_alloc_opts *o;
+	uint64_t *pages;
+	int ret;
+};
+
+static void *bounded_alloc_main(void *arg)
+{
+	struct bounded_alloc *b = arg;
+
+	b->ret = pma_alloc_pages(b->pma, b->count, b->page, b->o, b->pages);
+	return NULL;
+}
+
+static bool alloc_bounded(struct pma *pma, size_t count, uint64_t page,
+			  struct pma_alloc_opts *o, uint64_t *pages, int *ret)
+{
+	struct bounded_alloc *b = malloc(sizeof(*b));
+	struct timespec deadline;
+	pthread_t t;
+
+	assert_non_null(b);
+	*b = (struct bounded_alloc){ pma, count, page, o, pages, 1 };
+	assert_int_equal(pthread_create(&t, NULL, bounded_alloc_main, b), 0);
+	clock_gettime(CLOCK_REALTIME, &deadline);
+	deadline.tv_sec += 20;
+	if (pthread_timedjoin_np(t, NULL, &deadline)) {
+		pthread_detach(t);
+		return false;		/* b, o, pages stay with the stuck thread */
+	}
+	*ret = b->ret;
+	free(b);
+	return true;
+}
+
 /* A scrubber that fails keeps frames SCRUBBING: not allocatable, not free, not part of
  * any free extent, until pma_scrub_complete() says they are clean. */
 static void test_scrub_held(void **state)
@@ -130,7 +170,6 @@ static void test_scrub_held(void **state)
 	uint64_t p;
 
 	(void)state;
-	alarm(60);	/* a hang here is a failure, not a stuck suite */
 	scrubber_init(&s, -EIO, 128);
 	pma = scrub_pma(&s, 8 * MiB, true);
 	assert_int_equal(pma_alloc_fixed(pma, 0, 8 * MiB, NULL), 0);
@@ -148,7 +187,14 @@ static void test_scrub_held(void **state)
 	assert_int_equal(st.largest_free_bytes, 0);
 	tp_verify(pma);
 	tp_snap_take(pma, &snap);
-	assert_int_equal(pma_alloc_pages(pma, 1, K64, &o, &p), -ENOMEM);
+	static struct pma_alloc_opts held_o;	/* static: a stuck thread may keep using it */
+	static uint64_t held_p;
+	int ret;
+
+	if (!alloc_bounded(pma, 1, K64, &held_o, &held_p, &ret))
+		fail_msg("pma_alloc_pages() did not return in 20 s while only SCRUBBING frames "
+			 "(whose scrub failed) were left");
+	assert_int_equal(ret, -ENOMEM);
 	o.flags = PMA_NO_ZERO;
 	assert_int_equal(pma_alloc_pages(pma, 1, K64, &o, &p), -ENOMEM);
 	assert_int_equal(pma_alloc_fixed(pma, 0, K64, NULL), -ENOMEM);
@@ -180,7 +226,6 @@ static void test_scrub_held(void **state)
 	tp_verify(pma);
 	pma_destroy(pma);
 	scrubber_fini(&s);
-	alarm(0);
 }
 
 /* The default scrubber zeroes freed memory in the backing buffer and nothing else;
