@@ -1,0 +1,226 @@
+/* pf_manager unit tests: size and UUID parsing, fair-share provisioning, configuration. */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "pf_manager/pf_manager.h"
+
+#define MiB (1ull << 20)
+#define GiB (1ull << 30)
+
+/* ---- sizes ---- */
+static const struct size_case {
+	const char *name, *in;
+	int want;
+	uint64_t bytes;
+} size_cases[] = {
+	{ "plain bytes", "4096", 0, 4096 },
+	{ "G", "4G", 0, 4 * GiB },
+	{ "GiB", "4GiB", 0, 4 * GiB },
+	{ "GB is IEC too", "4GB", 0, 4 * GiB },
+	{ "lower-case m", "512m", 0, 512 * MiB },
+	{ "T", "1T", 0, 1024 * GiB },
+	{ "space before unit", "16 G", 0, 16 * GiB },
+	{ "zero", "0", 0, 0 },
+	{ "empty", "", -EINVAL, 0 },
+	{ "negative", "-1G", -EINVAL, 0 },
+	{ "fraction", "1.5G", -EINVAL, 0 },
+	{ "unknown unit", "12X", -EINVAL, 0 },
+	{ "trailing garbage", "4Gx", -EINVAL, 0 },
+	{ "unit only", "G", -EINVAL, 0 },
+	{ "overflow in unit", "99999999999T", -ERANGE, 0 },
+	{ "overflow in digits", "999999999999999999999999", -ERANGE, 0 },
+};
+
+static void test_size(void **state)
+{
+	const struct size_case *c = *state;
+	uint64_t v = 0xdead;
+
+	assert_int_equal(pf_parse_size(c->in, &v), c->want);
+	if (!c->want)
+		assert_true(v == c->bytes);
+	else
+		assert_true(v == 0xdead);	/* untouched on error */
+}
+
+static void test_format_size(void **state)
+{
+	char b[32];
+
+	(void)state;
+	assert_string_equal(pf_format_size(4 * GiB, b, sizeof(b)), "4 GiB");
+	assert_string_equal(pf_format_size(512 * MiB, b, sizeof(b)), "512 MiB");
+	assert_string_equal(pf_format_size(GiB + GiB / 2, b, sizeof(b)), "1.5 GiB");
+	assert_string_equal(pf_format_size(100, b, sizeof(b)), "100 B");
+}
+
+/* ---- UUIDs ---- */
+static const struct uuid_case {
+	const char *name, *in;
+	int want;
+	const char *norm;
+} uuid_cases[] = {
+	{ "lower", "c2177883-f1bb-47f0-914d-32a22e3a8804", 0, "c2177883-f1bb-47f0-914d-32a22e3a8804" },
+	{ "upper normalised", "C2177883-F1BB-47F0-914D-32A22E3A8804", 0,
+	  "c2177883-f1bb-47f0-914d-32a22e3a8804" },
+	{ "short", "c2177883-f1bb-47f0-914d-32a22e3a880", -EINVAL, NULL },
+	{ "long", "c2177883-f1bb-47f0-914d-32a22e3a88041", -EINVAL, NULL },
+	{ "bad hex", "g2177883-f1bb-47f0-914d-32a22e3a8804", -EINVAL, NULL },
+	{ "dash misplaced", "c2177883f-1bb-47f0-914d-32a22e3a8804", -EINVAL, NULL },
+	{ "empty", "", -EINVAL, NULL },
+};
+
+static void test_uuid(void **state)
+{
+	const struct uuid_case *c = *state;
+	char out[PF_UUID_STR] = "";
+	uint8_t b[16];
+
+	assert_int_equal(pf_uuid_parse(c->in, out, b), c->want);
+	if (!c->want) {
+		assert_string_equal(out, c->norm);
+		assert_int_equal(b[0], 0xc2);
+		assert_int_equal(b[15], 0x04);
+	}
+}
+
+static void test_uuid_generate(void **state)
+{
+	char a[PF_UUID_STR], b[PF_UUID_STR];
+
+	(void)state;
+	pf_uuid_generate(a);
+	pf_uuid_generate(b);
+	assert_int_equal(pf_uuid_parse(a, NULL, NULL), 0);
+	assert_string_not_equal(a, b);
+	assert_int_equal(a[14], '4');		/* version 4 */
+	assert_non_null(strchr("89ab", a[19]));	/* RFC 4122 variant */
+}
+
+/* ---- fair share (xe's auto-provisioning), over 1..63 VFs ---- */
+static void test_fair_vram(void **state)
+{
+	uint64_t usable = 16 * GiB - 512 * MiB;
+
+	(void)state;
+	for (unsigned int n = 1; n <= 63; n++) {
+		uint64_t each = pf_fair_vram(usable, n);
+
+		assert_true(each && !(each & (each - 1)));	/* power of two */
+		assert_true(each % (2 * MiB) == 0);		/* 2 MiB aligned */
+		assert_true(each * n <= usable);		/* PF spare kept */
+		assert_true(each * 2 * n > usable);		/* and not more than halved */
+	}
+	assert_true(pf_fair_vram(usable, 1) == 8 * GiB);
+	assert_true(pf_fair_vram(usable, 63) == 128 * MiB);
+	assert_true(pf_fair_vram(4 * MiB, 4) == 0);		/* below 2 MiB each */
+	assert_true(pf_fair_vram(usable, 0) == 0);
+}
+
+/* ---- configuration ---- */
+static const struct ini_case {
+	const char *name, *text;
+	int want;
+	uint64_t vram;
+	unsigned int max_vfs;
+} ini_cases[] = {
+	{ "full file",
+	  "[gpu]\nmodel = a100\nvram = 8G\n[pf]\nmax_vfs = 7\nspare_vram = 256M\n"
+	  "[sched]\npolicy = equal-share\n[paths]\nruntime_dir = /tmp/r\n", 0, 8 * GiB, 7 },
+	{ "empty file", "", 0, 16 * GiB, 63 },
+	{ "unknown key", "[gpu]\ncolour = red\n", -EINVAL, 0, 0 },
+	{ "bad size", "[gpu]\nvram = lots\n", -EINVAL, 0, 0 },
+	{ "max_vfs too big", "[pf]\nmax_vfs = 64\n", -EINVAL, 0, 0 },
+	{ "unknown policy", "[sched]\npolicy = lottery\n", -EINVAL, 0, 0 },
+	{ "syntax error", "[gpu\nvram = 4G\n", -EINVAL, 0, 0 },
+};
+
+static void test_ini(void **state)
+{
+	const struct ini_case *c = *state;
+	char path[] = "/tmp/pf-ini-XXXXXX", err[256] = "";
+	struct pf_config cfg, before;
+	int fd = mkstemp(path);
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, c->text, strlen(c->text)), (ssize_t)strlen(c->text));
+	close(fd);
+	pf_config_defaults(&cfg);
+	before = cfg;
+	assert_int_equal(pf_config_load(&cfg, path, err, sizeof(err)), c->want);
+	unlink(path);
+	if (c->want) {
+		assert_true(err[0]);				/* says what is wrong */
+		assert_memory_equal(&cfg, &before, sizeof(cfg));	/* and changed nothing */
+		return;
+	}
+	assert_true(cfg.vram_size == c->vram);
+	assert_int_equal(cfg.max_vfs, c->max_vfs);
+}
+
+static void test_ini_missing(void **state)
+{
+	struct pf_config cfg;
+	char err[256];
+
+	(void)state;
+	pf_config_defaults(&cfg);
+	assert_int_equal(pf_config_load(&cfg, "/nonexistent/vgpud.conf", err, sizeof(err)), -ENOENT);
+}
+
+static const struct check_case {
+	const char *name, *section, *key, *value;
+	int want;
+} check_cases[] = {
+	{ "defaults", NULL, NULL, NULL, 0 },
+	{ "vram not 2M aligned", "gpu", "vram", "3M", -EINVAL },
+	{ "spare above vram", "pf", "spare_vram", "32G", -EINVAL },
+	{ "num_vfs above max", "pf", "num_vfs", "63", 0 },
+	{ "no such admin group", "control", "admin_group", "no-such-group-xyz", -EINVAL },
+	{ "dma not aligned", "pf", "dma_size", "1M", -EINVAL },
+};
+
+static void test_check(void **state)
+{
+	const struct check_case *c = *state;
+	struct pf_config cfg;
+	char err[256] = "";
+
+	pf_config_defaults(&cfg);
+	if (c->section)
+		assert_int_equal(pf_config_set(&cfg, c->section, c->key, c->value), 0);
+	assert_int_equal(pf_config_check(&cfg, err, sizeof(err)), c->want);
+	if (c->want)
+		assert_true(err[0]);
+}
+
+#define CASE(fn, arr, i) { arr[i].name, fn, NULL, NULL, (void *)&arr[i] }
+
+int main(void)
+{
+	struct CMUnitTest t[64];
+	size_t n = 0;
+
+	for (size_t i = 0; i < sizeof(size_cases) / sizeof(size_cases[0]); i++)
+		t[n++] = (struct CMUnitTest)CASE(test_size, size_cases, i);
+	for (size_t i = 0; i < sizeof(uuid_cases) / sizeof(uuid_cases[0]); i++)
+		t[n++] = (struct CMUnitTest)CASE(test_uuid, uuid_cases, i);
+	for (size_t i = 0; i < sizeof(ini_cases) / sizeof(ini_cases[0]); i++)
+		t[n++] = (struct CMUnitTest)CASE(test_ini, ini_cases, i);
+	for (size_t i = 0; i < sizeof(check_cases) / sizeof(check_cases[0]); i++)
+		t[n++] = (struct CMUnitTest)CASE(test_check, check_cases, i);
+	t[n++] = (struct CMUnitTest)cmocka_unit_test(test_format_size);
+	t[n++] = (struct CMUnitTest)cmocka_unit_test(test_uuid_generate);
+	t[n++] = (struct CMUnitTest)cmocka_unit_test(test_fair_vram);
+	t[n++] = (struct CMUnitTest)cmocka_unit_test(test_ini_missing);
+	return _cmocka_run_group_tests("pf_units", t, n, NULL, NULL);
+}

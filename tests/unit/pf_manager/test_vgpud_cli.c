@@ -1,0 +1,420 @@
+/* vgpud + vgpuctl integration: every verb, idempotence, dry-run, permissions, bad input
+ * and state files, against a real daemon in a temporary runtime/state dir. */
+#include "pf_test.h"
+
+#define U1 "11111111-1111-4111-8111-111111111111"
+#define U2 "22222222-2222-4222-8222-222222222222"
+#define U3 "33333333-3333-4333-8333-333333333333"
+
+static int setup(void **state)
+{
+	struct tdaemon *d = t_daemon_new();
+
+	*state = d;
+	return t_daemon_start(d, "--vram", "4G", "--max-vfs", "8", "--spare-vram", "512M", NULL);
+}
+
+static int teardown(void **state)
+{
+	return t_teardown(state);
+}
+
+/* Every verb once, in a lifecycle, with its exit code and what it printed. */
+static void test_every_verb(void **state)
+{
+	struct tdaemon *d = *state;
+	char svg[256];
+	json_object *o, *v;
+
+	assert_int_equal(T_CTL(d, "status"), 0);
+	assert_non_null(strstr(t_out.out, "VRAM: 4 GiB"));
+	assert_int_equal(T_CTL(d, "types"), 0);
+	assert_non_null(strstr(t_out.out, "vgpu-1G"));
+	assert_non_null(strstr(t_out.out, "no VFs enabled"));	/* not creatable, with why */
+	assert_int_equal(T_CTL(d, "set-vfs", "4"), 0);
+	assert_int_equal(T_CTL(d, "define", "-t", "vgpu-1G", "-u", U1, "--manual"), 0);
+	assert_non_null(strstr(t_out.out, "defined"));
+	assert_int_equal(T_CTL(d, "list"), 0);
+	assert_non_null(strstr(t_out.out, U1 " 0000:00:00.0 vgpu-1G manual defined"));
+	assert_int_equal(T_CTL(d, "start", "-u", U1), 0);
+	assert_non_null(strstr(t_out.out, "VF 1: 1 GiB VRAM"));
+	assert_int_equal(T_CTL(d, "modify", "-u", U1, "--exec-quantum-ms", "5"), 0);
+	assert_non_null(strstr(t_out.out, "modified"));
+	assert_int_equal(T_CTL(d, "stats", "--json"), 0);
+	o = t_out_json();
+	assert_true(json_object_object_get_ex(o, "vfs", &v));
+	assert_int_equal(json_object_array_length(v), 1);
+	json_object_put(o);
+	assert_int_equal(T_CTL(d, "stats"), 0);
+	assert_non_null(strstr(t_out.out, "RPC_OK"));
+	assert_int_equal(T_CTL(d, "reset", "1"), 0);
+	assert_non_null(strstr(t_out.out, "reset"));
+	snprintf(svg, sizeof(svg), "%s/map.svg", d->root);
+	assert_int_equal(T_CTL(d, "vram-map", "--svg", svg, "--no-color"), 0);
+	assert_non_null(strstr(t_out.out, "VRAM 4 GiB: [########1111"));
+	assert_int_equal(access(svg, R_OK), 0);
+	assert_int_equal(T_CTL(d, "stop", "-u", U1), 0);
+	assert_int_equal(T_CTL(d, "undefine", "-u", U1), 0);
+	assert_int_equal(T_CTL(d, "list", "--json"), 0);
+	o = t_out_json();
+	assert_true(json_object_object_get_ex(o, "slices", &v));
+	assert_int_equal(json_object_array_length(v), 0);
+	assert_true(json_object_object_get_ex(o, "schema", &v));
+	json_object_put(o);
+}
+
+/* JSON output: versioned, sizes in bytes, quota read back as provisioned (aligned). */
+static void test_json_and_alignment(void **state)
+{
+	struct tdaemon *d = *state;
+	json_object *o, *arr, *s, *p;
+
+	assert_int_equal(T_CTL(d, "set-vfs", "2"), 0);
+	assert_int_equal(T_CTL(d, "define", "-t", "vgpu-1G", "-u", U1, "--vram", "1001M",
+			       "--channels", "8"), 0);
+	assert_int_equal(T_CTL(d, "start", "-u", U1, "--json"), 0);
+	assert_int_equal(T_CTL(d, "list", "-u", U1, "--json"), 0);
+	o = t_out_json();
+	assert_true(json_object_object_get_ex(o, "slices", &arr));
+	s = json_object_array_get_idx(arr, 0);
+	assert_true(json_object_object_get_ex(s, "provisioned", &p));
+	assert_true(t_get_u64(p, "vram_bytes") == 1002ull << 20);	/* 2 MiB aligned up */
+	assert_int_equal(t_get_u64(p, "channels"), 8);
+	json_object_put(o);
+}
+
+/* define/start of an identical slice: success, "unchanged"; a different spec: conflict. */
+static void test_idempotence(void **state)
+{
+	struct tdaemon *d = *state;
+
+	assert_int_equal(T_CTL(d, "set-vfs", "2"), 0);
+	assert_int_equal(T_CTL(d, "set-vfs", "2"), 0);			/* same value: no-op */
+	assert_non_null(strstr(t_out.out, "unchanged"));
+	assert_int_equal(T_CTL(d, "set-vfs", "3"), 4);			/* N -> M: busy */
+	assert_int_equal(T_CTL(d, "set-vfs", "9"), 5 - 3);		/* over max: range (usage) */
+	assert_int_equal(T_CTL(d, "define", "-t", "vgpu-1G", "-u", U1, "--auto"), 0);
+	assert_int_equal(T_CTL(d, "define", "-t", "vgpu-1G", "-u", U1, "--auto"), 0);
+	assert_non_null(strstr(t_out.out, "unchanged"));
+	assert_int_equal(T_CTL(d, "define", "-t", "vgpu-512M", "-u", U1, "--auto"), 4);
+	assert_non_null(strstr(t_out.err, "mdev_type: current \"vgpu-1G\", requested \"vgpu-512M\""));
+	assert_int_equal(T_CTL(d, "start", "-u", U1), 0);
+	assert_int_equal(T_CTL(d, "start", "-u", U1), 0);
+	assert_non_null(strstr(t_out.out, "unchanged"));
+	assert_int_equal(T_CTL(d, "undefine", "-u", U1), 4);		/* running: busy */
+	assert_int_equal(T_CTL(d, "set-vfs", "0"), 4);			/* slices running */
+	assert_int_equal(T_CTL(d, "modify", "-u", U1, "--vram", "2G"), 4);	/* running */
+	assert_int_equal(T_CTL(d, "stop", "-u", U1), 0);
+	assert_int_equal(T_CTL(d, "stop", "-u", U1), 0);
+	assert_non_null(strstr(t_out.out, "unchanged"));
+}
+
+/* --dry-run on every mutating verb: same exit code as the real run, nothing changes. */
+static const struct dry_case {
+	const char *name;
+	const char *argv[8];
+	int want;
+} dry_cases[] = {
+	{ "define new", { "define", "-t", "vgpu-1G", "-u", U3 }, 0 },
+	{ "define conflict", { "define", "-t", "vgpu-512M", "-u", U1 }, 4 },
+	{ "undefine stopped", { "undefine", "-u", U2 }, 0 },
+	{ "undefine running", { "undefine", "-u", U1 }, 4 },
+	{ "start stopped", { "start", "-u", U2 }, 0 },
+	{ "start unknown", { "start", "-u", U3 }, 3 },
+	{ "stop running", { "stop", "-u", U1 }, 0 },
+	{ "modify running vram", { "modify", "-u", U1, "--vram", "512M" }, 4 },
+	{ "modify stopped", { "modify", "-u", U2, "--vram", "512M" }, 0 },
+	{ "set-vfs busy", { "set-vfs", "3" }, 4 },
+	{ "reset running", { "reset", "1" }, 0 },
+	{ "reset idle VF", { "reset", "2" }, 3 },
+	{ "start no space", { "start", "-u", U2 }, 5 },
+};
+
+static void test_dry_run(void **state)
+{
+	const struct dry_case *c = *state;
+	struct tdaemon *d = t_daemon_new();
+	struct tclient *cl;
+	char *before, *after, *argv[12];
+	int n = 0;
+
+	assert_int_equal(t_daemon_start(d, "--vram", "4G", "--max-vfs", "4", NULL), 0);
+	assert_int_equal(T_CTL(d, "set-vfs", "2"), 0);
+	assert_int_equal(T_CTL(d, "define", "-t", "vgpu-2G", "-u", U1), 0);
+	assert_int_equal(T_CTL(d, "define", "-t", strcmp(c->name, "start no space") ? "vgpu-1G" :
+			       "vgpu-2G", "-u", U2), 0);
+	assert_int_equal(T_CTL(d, "start", "-u", U1), 0);
+	cl = t_client(d, true);
+	before = t_snapshot(cl);
+	for (int i = 0; c->argv[i]; i++)
+		argv[n++] = (char *)c->argv[i];
+	argv[n++] = "--dry-run";
+	argv[n] = NULL;
+	assert_int_equal(t_ctl_argv(d, &t_out, 0, argv), c->want);
+	after = t_snapshot(cl);
+	assert_string_equal(before, after);
+	if (!c->want)
+		assert_non_null(strstr(t_out.out, "dry run"));
+	if (c->want == 5)
+		assert_non_null(strstr(t_out.err, "largest free extent"));
+	free(before);
+	free(after);
+	t_client_free(cl);
+	/* and the real run agrees */
+	n--;
+	argv[n] = NULL;
+	assert_int_equal(t_ctl_argv(d, &t_out, 0, argv), c->want);
+	t_daemon_free(d);
+}
+
+/* Errors name the exhausted resource and the largest free extent. */
+static void test_insufficient(void **state)
+{
+	struct tdaemon *d = *state;
+
+	assert_int_equal(T_CTL(d, "set-vfs", "4"), 0);
+	assert_int_equal(T_CTL(d, "define", "-t", "vgpu-2G", "-u", U1), 0);
+	assert_int_equal(T_CTL(d, "define", "-t", "vgpu-2G", "-u", U2), 0);
+	assert_int_equal(T_CTL(d, "start", "-u", U1), 0);
+	assert_int_equal(T_CTL(d, "start", "-u", U2), 5);
+	assert_non_null(strstr(t_out.err, "needs 2 GiB contiguous VRAM; 1.5 GiB free, largest free "
+			       "extent 1.5 GiB"));
+	assert_int_equal(T_CTL(d, "types"), 0);
+	assert_non_null(strstr(t_out.out, "Creatable: no - max instances (1) reached"));
+}
+
+/* A non-admin user may query but not mutate; with the default mode it cannot connect. */
+static void test_permissions(void **state)
+{
+	struct tdaemon *d = t_daemon_new();
+	struct tclient *cl;
+	char *before, *after;
+
+	(void)state;
+	assert_int_equal(t_daemon_start(d, "--vram", "2G", "--max-vfs", "2", "--socket-mode", "0666",
+					NULL), 0);
+	cl = t_client(d, true);
+	before = t_snapshot(cl);
+	assert_int_equal(T_CTL_AS(d, 65534, "status"), 0);
+	assert_int_equal(T_CTL_AS(d, 65534, "list"), 0);
+	assert_int_equal(T_CTL_AS(d, 65534, "set-vfs", "2"), 7);
+	assert_non_null(strstr(t_out.err, "permission denied"));
+	assert_int_equal(T_CTL_AS(d, 65534, "define", "-t", "vgpu-1G", "-u", U1), 7);
+	assert_int_equal(T_CTL_AS(d, 65534, "define", "-t", "vgpu-1G", "-u", U1, "--dry-run"), 7);
+	after = t_snapshot(cl);
+	assert_string_equal(before, after);
+	free(before);
+	free(after);
+	t_client_free(cl);
+	t_daemon_stop(d, SIGTERM);
+	/* default 0660 root-owned socket: nobody cannot even connect */
+	assert_int_equal(t_daemon_start(d, "--vram", "2G", "--max-vfs", "2", NULL), 0);
+	assert_int_equal(T_CTL_AS(d, 65534, "status"), 7);
+	t_daemon_free(d);
+}
+
+/* Raw protocol: each bad request gets an error reply and changes nothing. */
+static const struct raw_case {
+	const char *name;
+	const char *line;
+	const char *cls;
+} raw_cases[] = {
+	{ "malformed JSON", "{\"execute\": ", "GenericError" },
+	{ "not an object", "[1,2,3]", "GenericError" },
+	{ "trailing garbage", "{\"execute\":\"query-status\"} x", "GenericError" },
+	{ "unknown command", "{\"execute\":\"format-disk\"}", "CommandNotFound" },
+	{ "unknown member", "{\"execute\":\"query-status\",\"bogus\":1}", "GenericError" },
+	{ "arguments not object", "{\"execute\":\"set-vfs\",\"arguments\":3}", "GenericError" },
+	{ "bad vram size", "{\"execute\":\"define-slice\",\"arguments\":{\"type\":\"vgpu-1G\","
+	  "\"attrs\":[{\"vram_bytes\":\"12X\"}]}}", "InvalidArgument" },
+	{ "vram too big", "{\"execute\":\"define-slice\",\"arguments\":{\"type\":\"vgpu-1G\","
+	  "\"attrs\":[{\"vram_bytes\":\"64G\"}]}}", "InvalidArgument" },
+	{ "bad uuid", "{\"execute\":\"define-slice\",\"arguments\":{\"type\":\"vgpu-1G\","
+	  "\"uuid\":\"not-a-uuid\"}}", "InvalidArgument" },
+	{ "unknown type", "{\"execute\":\"define-slice\",\"arguments\":{\"type\":\"h100\"}}",
+	  "InvalidArgument" },
+	{ "unknown attribute", "{\"execute\":\"define-slice\",\"arguments\":{\"type\":\"vgpu-1G\","
+	  "\"attrs\":[{\"colour\":\"red\"}]}}", "InvalidArgument" },
+	{ "priority high", "{\"execute\":\"define-slice\",\"arguments\":{\"type\":\"vgpu-1G\","
+	  "\"attrs\":[{\"priority\":\"high\"}]}}", "InvalidArgument" },
+	{ "set-vfs negative", "{\"execute\":\"set-vfs\",\"arguments\":{\"num_vfs\":-1}}",
+	  "InvalidArgument" },
+	{ "set-vfs string", "{\"execute\":\"set-vfs\",\"arguments\":{\"num_vfs\":\"2\"}}",
+	  "InvalidArgument" },
+	{ "dry-run not bool", "{\"execute\":\"set-vfs\",\"arguments\":{\"num_vfs\":2,"
+	  "\"dry-run\":1}}", "GenericError" },
+	{ "stop unknown slice", "{\"execute\":\"stop-slice\",\"arguments\":{\"uuid\":\"" U3 "\"}}",
+	  "NotFound" },
+	{ "reset VF 0", "{\"execute\":\"reset-vf\",\"arguments\":{\"vf\":0}}", "InvalidArgument" },
+};
+
+static void test_bad_input(void **state)
+{
+	const struct raw_case *c = *state;
+	struct tdaemon *d = t_daemon_new();
+	struct tclient *cl;
+	json_object *rep;
+	char *before, *after;
+
+	assert_int_equal(t_daemon_start(d, "--vram", "2G", "--max-vfs", "2", NULL), 0);
+	cl = t_client(d, true);
+	before = t_snapshot(cl);
+	t_send_raw(cl, c->line, strlen(c->line));
+	t_send_raw(cl, "\n", 1);
+	rep = t_reply(cl);
+	assert_non_null(rep);
+	assert_string_equal(t_err_class(rep), c->cls);
+	json_object_put(rep);
+	after = t_snapshot(cl);		/* and the connection still works */
+	assert_string_equal(before, after);
+	free(before);
+	free(after);
+	t_client_free(cl);
+	t_daemon_free(d);
+}
+
+/* Before qmp_capabilities only negotiation is accepted; a huge line gets one error. */
+static void test_protocol_edges(void **state)
+{
+	struct tdaemon *d = *state;
+	struct tclient *cl = t_client(d, false);
+	json_object *rep;
+	size_t big = 200 * 1024;
+	char *line = malloc(big + 1);
+
+	rep = t_exec(cl, "query-status", NULL);
+	assert_string_equal(t_err_class(rep), "CommandNotFound");
+	json_object_put(rep);
+	rep = t_exec(cl, "qmp_capabilities", NULL);
+	assert_non_null(t_ret(rep));
+	json_object_put(rep);
+	memset(line, 'x', big);
+	line[0] = '{';
+	line[big] = '\n';
+	t_send_raw(cl, line, big + 1);
+	free(line);
+	rep = t_reply(cl);
+	assert_string_equal(t_err_class(rep), "GenericError");
+	json_object_put(rep);
+	rep = t_exec(cl, "query-version", NULL);	/* still in sync */
+	assert_non_null(t_ret(rep));
+	json_object_put(rep);
+	/* ids are echoed */
+	t_send_raw(cl, "{\"execute\":\"query-version\",\"id\":\"abc\"}\n", 40);
+	rep = t_reply(cl);
+	assert_true(json_object_object_get_ex(rep, "id", NULL));
+	json_object_put(rep);
+	t_client_free(cl);
+	/* vgpuctl-side validation: usage errors */
+	assert_int_equal(T_CTL(d, "define", "-t", "vgpu-1G", "--vram", "12X"), 2);
+	assert_int_equal(T_CTL(d, "start", "-u", "nope"), 2);
+	assert_int_equal(T_CTL(d, "frobnicate"), 2);
+	assert_int_equal(T_CTL(d, "set-vfs", "two"), 2);
+	assert_int_equal(T_CTL(d, "start", "-u", U3), 3);
+	assert_int_equal(T_CTL(d, "types", "-p", "0000:99:00.0"), 3);
+}
+
+/* Events: a second client sees SLICE_STARTED and VF_RESET. */
+static void test_events(void **state)
+{
+	struct tdaemon *d = *state;
+	struct tclient *watch = t_client(d, true);
+	const char *want[] = { "VFS_CHANGED", "SLICE_DEFINED", "SLICE_STARTED", "VF_RESET",
+			       "SLICE_STOPPED" };
+	json_object *ev, *name;
+
+	assert_int_equal(T_CTL(d, "set-vfs", "1"), 0);
+	assert_int_equal(T_CTL(d, "define", "-t", "vgpu-512M", "-u", U1), 0);
+	assert_int_equal(T_CTL(d, "start", "-u", U1), 0);
+	assert_int_equal(T_CTL(d, "reset", "-u", U1), 0);
+	assert_int_equal(T_CTL(d, "stop", "-u", U1), 0);
+	for (unsigned int i = 0; i < 5; i++) {
+		ev = t_read_json(watch, 10000);
+		assert_non_null(ev);
+		assert_true(json_object_object_get_ex(ev, "event", &name));
+		assert_string_equal(json_object_get_string(name), want[i]);
+		assert_true(json_object_object_get_ex(ev, "timestamp", NULL));
+		json_object_put(ev);
+	}
+	t_client_free(watch);
+}
+
+/* A corrupt or foreign state file is reported and refused; nothing is half-applied. */
+static const struct corrupt_case {
+	const char *name;
+	const char *file;	/* under the state dir */
+	const char *text;
+} corrupt_cases[] = {
+	{ "slice file not JSON", "slices/" U2 ".json", "{\"mdev_type\": \"vgpu-1G\"" },
+	{ "slice file unknown type", "slices/" U2 ".json",
+	  "{\"uuid\":\"" U2 "\",\"mdev_type\":\"h100\",\"start\":\"auto\",\"attrs\":[]}" },
+	{ "slice file name mismatch", "slices/" U3 ".json",
+	  "{\"uuid\":\"" U2 "\",\"mdev_type\":\"vgpu-1G\",\"start\":\"auto\",\"attrs\":[]}" },
+	{ "journal not JSON", "journal.json", "\x01\x02garbage" },
+	{ "journal foreign", "journal.json",
+	  "{\"kind\":\"vgpud-journal\",\"schema\":1,\"instance\":\"vgpud-0000000000000000\","
+	  "\"vram_size\":2147483648,\"spare_vram\":536870912,\"dma_size\":4194304,\"num_vfs\":1,"
+	  "\"slices\":[]}" },
+	{ "journal other kind", "journal.json", "{\"kind\":\"something-else\",\"schema\":1}" },
+};
+
+static void test_corrupt_state(void **state)
+{
+	const struct corrupt_case *c = *state;
+	struct tdaemon *d = t_daemon_new();
+	char path[256], before[4096], after[4096];
+	FILE *f;
+	int rc;
+
+	assert_int_equal(t_daemon_start(d, "--vram", "2G", "--max-vfs", "2", NULL), 0);
+	assert_int_equal(T_CTL(d, "set-vfs", "1"), 0);
+	assert_int_equal(T_CTL(d, "define", "-t", "vgpu-512M", "-u", U1, "--auto"), 0);
+	assert_int_equal(T_CTL(d, "start", "-u", U1), 0);
+	assert_int_equal(t_daemon_stop(d, SIGTERM), 0);
+	snprintf(path, sizeof(path), "%s/%s", d->state, c->file);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(c->text, f);
+	fclose(f);
+	snprintf(path, sizeof(path), "ls -lR %s | md5sum", d->state);
+	f = popen(path, "r");
+	assert_non_null(fgets(before, sizeof(before), f));
+	pclose(f);
+	rc = t_daemon_start(d, "--vram", "2G", "--max-vfs", "2", NULL);
+	assert_int_equal(rc, 1000 + 1);		/* refused to start, exit 1 */
+	f = popen(path, "r");
+	assert_non_null(fgets(after, sizeof(after), f));
+	pclose(f);
+	assert_string_equal(before, after);	/* and touched nothing */
+	t_daemon_free(d);
+}
+
+/* SIGTERM: exit 0; the control socket is removed. */
+static void test_sigterm(void **state)
+{
+	struct tdaemon *d = *state;
+
+	assert_int_equal(t_daemon_stop(d, SIGTERM), 0);
+	assert_int_equal(access(d->sock, F_OK), -1);
+}
+
+#define FIX(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+#define ROW(fn, arr, i) { arr[i].name, fn, NULL, t_teardown, (void *)&arr[i] }
+
+int main(void)
+{
+	struct CMUnitTest t[64] = {
+		FIX(test_every_verb), FIX(test_json_and_alignment), FIX(test_idempotence),
+		FIX(test_insufficient), cmocka_unit_test_teardown(test_permissions, t_teardown), FIX(test_protocol_edges),
+		FIX(test_events), FIX(test_sigterm),
+	};
+	size_t n = 8;
+
+	for (size_t i = 0; i < sizeof(dry_cases) / sizeof(dry_cases[0]); i++)
+		t[n++] = (struct CMUnitTest)ROW(test_dry_run, dry_cases, i);
+	for (size_t i = 0; i < sizeof(raw_cases) / sizeof(raw_cases[0]); i++)
+		t[n++] = (struct CMUnitTest)ROW(test_bad_input, raw_cases, i);
+	for (size_t i = 0; i < sizeof(corrupt_cases) / sizeof(corrupt_cases[0]); i++)
+		t[n++] = (struct CMUnitTest)ROW(test_corrupt_state, corrupt_cases, i);
+	return _cmocka_run_group_tests("vgpud_cli", t, n, NULL, NULL);
+}
