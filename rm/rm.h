@@ -1,0 +1,140 @@
+/* rm - the shared resource manager (CPU-RM) of the device owner: a resource server with
+ * clients and per-client resource trees (classes and controls in include/vgpu/rm.h),
+ * handles whose prefix names the owning function, per-function quotas and memory (VRAM
+ * through the function's PMA, system memory through its IOMMU domain), and the GSP, which
+ * it starts and talks to only by RPC (rm/gsp/gsp.h). A device reset (GSP crash or hang)
+ * is replayed from the RM's own records; no partition and no VRAM is lost.
+ *
+ * Functions: 0 is the PF, 1..nr_vfs the VFs. Calls made "as function @fn" may only name
+ * that function's clients: another function's handle gives -VGPU_EFOREIGN.
+ *
+ * Locking (checked by a lock-order validator; a violation is reported and aborts unless
+ * rm_lockdep_set_handler() installed a handler): API lock (read for calls on one client,
+ * write for partition changes and VF disable) -> client locks in ascending handle order ->
+ * device lock. No API or device lock is held while waiting for the GSP. Client lookup is
+ * lock-free (RCU hash table). Every call is thread-safe.
+ *
+ * Errors: 0 or negative: -EINVAL (malformed), -ENOENT (no such handle), -VGPU_EFOREIGN,
+ * -EACCES (no share right), -ENOSPC (handle range exhausted), -VGPU_EQUOTA (over quota),
+ * -ENOMEM (no space), -EBUSY, -EEXIST, -EOPNOTSUPP, and the GSP's (rm/gsp/gsp.h). */
+#ifndef VGPU_RM_RM_H
+#define VGPU_RM_RM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rm/gsp/gsp.h"
+
+struct rm;
+struct gpu;
+struct iommu;
+struct iommu_domain;
+struct iommu_memobj;
+struct pma;
+
+/* Per-function limits; 0 means "no limit beyond the partition". */
+struct rm_quota {
+	uint64_t vram;			/* bytes of VRAM */
+	uint64_t sysmem;		/* bytes of DMA memory mapped for the GPU */
+	uint32_t channels;
+	uint32_t clients;
+};
+
+/* What the RM tells the owner (vgpud) about a function. */
+enum rm_notify {
+	RM_NOTIFY_DEVICE_RESET = 1,	/* the GSP was restarted; hardware state replayed */
+	RM_NOTIFY_VF_RESET = 2,		/* rm_vf_reset() finished */
+};
+
+struct rm_config {
+	struct gpu *gpu;		/* the device; its privileged region goes to the GSP */
+	struct pma *pma;		/* device VRAM allocator (the PF's; VF slices are children) */
+	struct iommu *iommu;		/* may be NULL: no system memory objects */
+	struct gsp_config gsp;		/* GSP settings; priv_fd, nr_fns and callbacks are set here */
+	unsigned int max_clients;	/* per function; 0: 1024, at most 0xfffff */
+	unsigned int max_objects;	/* per client; 0: 4096, at most VGPU_RM_HANDLE_RANGE */
+	unsigned int free_batch;	/* objects freed per batch in VF teardown; 0: 64 */
+	void (*notify)(void *ctx, unsigned int fn, enum rm_notify what);
+	void *notify_ctx;
+};
+
+/* A VF partition: its VRAM slice, quotas and DMA memory. */
+struct rm_partition {
+	uint64_t base, size;		/* device VRAM, 2 MiB aligned */
+	struct rm_quota quota;
+	struct iommu_domain *dma_domain;	/* the function's IOMMU domain (may be NULL) */
+	struct iommu_memobj *dma;	/* its DMA-able memory to carve system memory from */
+};
+
+/* ---- device ---- */
+/* Start the GSP and create the RM. 0 or -errno. */
+int rm_device_create(const struct rm_config *cfg, struct rm **out);
+/* Free every client, stop the GSP. NULL is a no-op. */
+void rm_device_destroy(struct rm *rm);
+/* The GSP connection (for its statistics and fault injection in tests). */
+struct gsp *rm_gsp(struct rm *rm);
+
+/* ---- partitions (the PF manager's calls) ---- */
+/* Give VF @fn (1..nr_vfs) its slice: a child PMA over it, programmed by the GSP. -EEXIST
+ * if it has one, -EINVAL/-EBUSY from the hardware, -ENOMEM. */
+int rm_vf_partition_set(struct rm *rm, unsigned int fn, const struct rm_partition *p);
+/* Take the slice back: -EBUSY while the function has clients (reset it first). */
+int rm_vf_partition_clear(struct rm *rm, unsigned int fn);
+/* Change @fn's quotas (not below what is in use: -EBUSY). */
+int rm_quota_set(struct rm *rm, unsigned int fn, const struct rm_quota *q);
+/* VF reset / guest gone: disable every client of @fn (no new calls), reset its channels
+ * in the GSP, free its objects in bounded batches, scrub its VRAM. The partition stays. */
+int rm_vf_reset(struct rm *rm, unsigned int fn);
+/* Phase 1 alone: disable @fn's clients and revoke their channels and doorbells. */
+int rm_vf_disable(struct rm *rm, unsigned int fn);
+/* Phase 2: free at most @budget objects of disabled clients; -EINPROGRESS if more remain. */
+int rm_vf_free_disabled(struct rm *rm, unsigned int fn, unsigned int budget);
+
+/* ---- RM calls as function @fn ---- */
+/* New client of @fn; its handle in *@h_client. -ENOSPC when the range is full. */
+int rm_client_alloc(struct rm *rm, unsigned int fn, uint32_t *h_client);
+/* Free a client and everything under it. */
+int rm_client_free(struct rm *rm, unsigned int fn, uint32_t h_client);
+/* Allocate an object of @h_class under @h_parent. *@h_object: wanted handle or 0 (picked
+ * here, returned). @params (@len bytes, the class's struct from include/vgpu/rm.h) are
+ * read and their out fields written. */
+int rm_alloc(struct rm *rm, unsigned int fn, uint32_t h_client, uint32_t h_parent,
+	     uint32_t *h_object, uint32_t h_class, void *params, size_t len);
+/* Free an object, its children and its dependants first (dependency order, iteratively). */
+int rm_free(struct rm *rm, unsigned int fn, uint32_t h_client, uint32_t h_object);
+/* Run control @cmd on an object; @params is in/out: *@len bytes in, out size back, at most
+ * @cap. */
+int rm_control(struct rm *rm, unsigned int fn, uint32_t h_client, uint32_t h_object,
+	       uint32_t cmd, void *params, size_t *len, size_t cap);
+/* Share object with @h_target (0: every client of @fn) with @access (VGPU_RM_ACCESS_*). */
+int rm_share(struct rm *rm, unsigned int fn, uint32_t h_client, uint32_t h_object,
+	     uint32_t h_target, uint32_t access);
+/* Duplicate memory object (@h_src_client, @h_src) under @h_parent of @h_client; both
+ * clients belong to @fn and the source was shared with DUP right (or is the same client). */
+int rm_dup(struct rm *rm, unsigned int fn, uint32_t h_client, uint32_t h_parent,
+	   uint32_t *h_object, uint32_t h_src_client, uint32_t h_src);
+/* Where a memory object lives for the GPU. */
+int rm_map(struct rm *rm, unsigned int fn, uint32_t h_client, uint32_t h_object, uint64_t *addr,
+	   uint64_t *size, uint32_t *aperture);
+
+/* Guest-facing entry: run the RM call in @req (@len bytes, a wire message of
+ * include/vgpu/rm.h) as function @fn and write the reply to @reply (capacity *@reply_len,
+ * at least sizeof(struct vgpu_rm_reply) + VGPU_RM_MAX_PARAMS is always enough); the
+ * reply's status carries the call's result. Returns 0 if a reply was written, -EINVAL if
+ * @reply is too small. */
+int rm_dispatch(struct rm *rm, unsigned int fn, const void *req, size_t len, void *reply,
+		size_t *reply_len);
+
+/* ---- introspection ---- */
+/* Clients plus objects @fn holds now (the leak check). */
+uint64_t rm_object_count(struct rm *rm, unsigned int fn);
+/* Install @fn to be called on a lock-order violation instead of aborting (NULL: abort). */
+void rm_lockdep_set_handler(void (*fn)(const char *what));
+/* Lock ranks, for tests of the validator. */
+enum rm_lock_rank { RM_RANK_API = 1, RM_RANK_CLIENT = 2, RM_RANK_DEVICE = 3 };
+/* Record taking / dropping a lock of @rank (@key orders locks of one rank). */
+void rm_lockdep_acquire(enum rm_lock_rank rank, uint32_t key);
+void rm_lockdep_release(enum rm_lock_rank rank, uint32_t key);
+
+#endif

@@ -1,0 +1,250 @@
+/* Clients: handles with the function in their prefix, lock-free lookup through an RCU hash
+ * table, object-handle generation per client. A client handle is reused only after it was
+ * freed, and the generator walks on from where it stopped, so a fresh handle is the one
+ * freed longest ago, never one still in use. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/bitops.h"
+#include "common/err.h"
+#include "common/log.h"
+#include "rm/rm_internal.h"
+
+static unsigned long rm_hash(uint64_t key)
+{
+	key ^= key >> 33;
+	key *= 0xff51afd7ed558ccdull;
+	key ^= key >> 33;
+	return (unsigned long)key;
+}
+
+uint64_t rm_obj_key(uint32_t h_client, uint32_t h)
+{
+	return (uint64_t)h_client << 32 | h;
+}
+
+static int client_match(struct cds_lfht_node *node, const void *key)
+{
+	return vgpu_container_of(node, struct rm_client, node)->handle == *(const uint32_t *)key;
+}
+
+/* Find a clear bit in @map of @nbits from @start on, wrapping once; -1 if none. */
+static long bit_find_from(const uint64_t *map, uint32_t nbits, uint32_t start)
+{
+	for (uint32_t n = 0; n < nbits; n++) {
+		uint32_t i = (start + n) % nbits;
+
+		if (!(map[i / 64] & (1ull << (i % 64))))
+			return i;
+	}
+	return -1;
+}
+
+int rm_handle_take(struct rm_client *c, uint32_t *h)
+{
+	uint32_t max = c->rm->cfg.max_objects, idx;
+	long got;
+
+	if (*h) {
+		if (*h < VGPU_RM_HANDLE_BASE || *h - VGPU_RM_HANDLE_BASE >= max)
+			return -EINVAL;
+		idx = *h - VGPU_RM_HANDLE_BASE;
+		if (c->hmap[idx / 64] & (1ull << (idx % 64)))
+			return -EEXIST;
+	} else {
+		got = bit_find_from(c->hmap, max, c->cursor);
+		if (got < 0)
+			return -ENOSPC;
+		idx = (uint32_t)got;
+		c->cursor = (idx + 1) % max;
+		*h = VGPU_RM_HANDLE_BASE + idx;
+	}
+	c->hmap[idx / 64] |= 1ull << (idx % 64);
+	return 0;
+}
+
+void rm_handle_drop(struct rm_client *c, uint32_t h)
+{
+	uint32_t idx = h - VGPU_RM_HANDLE_BASE;
+
+	c->hmap[idx / 64] &= ~(1ull << (idx % 64));
+}
+
+int rm_client_get(struct rm *rm, unsigned int fn, uint32_t h, struct rm_client **out)
+{
+	struct cds_lfht_iter it;
+	struct cds_lfht_node *node;
+	struct rm_client *c = NULL;
+
+	if (!VGPU_RM_IS_CLIENT(h))
+		return -ENOENT;
+	if (VGPU_RM_CLIENT_FN(h) != fn)
+		return -VGPU_EFOREIGN;	/* O(1): the prefix names the owner */
+	urcu_memb_read_lock();
+	cds_lfht_lookup(rm->clients, rm_hash(h), client_match, &h, &it);
+	node = cds_lfht_iter_get_node(&it);
+	if (node) {
+		struct rm_client *cand = vgpu_container_of(node, struct rm_client, node);
+		int r = atomic_load(&cand->refs);
+
+		/* Only a client still holding its own reference can be revived. */
+		while (r > 0 && !atomic_compare_exchange_weak(&cand->refs, &r, r + 1))
+			;
+		if (r > 0)
+			c = cand;
+	}
+	urcu_memb_read_unlock();
+	if (!c)
+		return -ENOENT;
+	*out = c;
+	return 0;
+}
+
+static void client_free_rcu(struct rcu_head *head)
+{
+	struct rm_client *c = vgpu_container_of(head, struct rm_client, rcu);
+
+	vgpu_mutex_destroy(&c->lock);
+	free(c->hmap);
+	free(c);
+}
+
+void rm_client_put(struct rm_client *c)
+{
+	if (atomic_fetch_sub(&c->refs, 1) == 1)
+		urcu_memb_call_rcu(&c->rcu, client_free_rcu);
+}
+
+static int client_index_take(struct rm *rm, struct rm_fn *f, uint32_t *idx)
+{
+	uint32_t max = rm->cfg.max_clients;
+	long got;
+
+	if (f->quota.clients && f->nr_clients >= f->quota.clients)
+		return -VGPU_EQUOTA;
+	got = bit_find_from(f->client_map, max, f->client_cursor);
+	if (got < 0)
+		return -ENOSPC;
+	f->client_cursor = ((uint32_t)got + 1) % max;
+	f->client_map[got / 64] |= 1ull << (got % 64);
+	f->nr_clients++;
+	*idx = (uint32_t)got + 1;	/* index 0 is never a client: handle != range base */
+	return 0;
+}
+
+static struct rm_client *client_new(struct rm *rm, unsigned int fn, uint32_t h)
+{
+	struct rm_client *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->hmap = calloc((rm->cfg.max_objects + 63) / 64, sizeof(uint64_t));
+	if (!c->hmap) {
+		free(c);
+		return NULL;
+	}
+	c->handle = h;
+	c->fn = fn;
+	c->rm = rm;
+	vgpu_mutex_init(&c->lock);
+	atomic_init(&c->refs, 1);
+	c->root.handle = h;
+	c->root.h_class = VGPU_RM_CLASS_CLIENT;
+	c->root.client = c;
+	rm_list_init(&c->root.children);
+	rm_list_init(&c->root.sibling);
+	rm_list_init(&c->root.dependants);
+	rm_list_init(&c->root.dep_link);
+	cds_lfht_node_init(&c->node);
+	return c;
+}
+
+int rm_client_alloc(struct rm *rm, unsigned int fn, uint32_t *h_client)
+{
+	struct rm_fn *f;
+	struct rm_client *c;
+	uint32_t idx;
+	int ret;
+
+	if (!rm || fn >= rm->nr_fns || !h_client)
+		return -EINVAL;
+	rm_rcu_enter();
+	rm_api_read(rm);
+	f = &rm->fns[fn];
+	rm_dev_lock(rm);
+	ret = f->active ? client_index_take(rm, f, &idx) : -ENODEV;
+	rm_dev_unlock(rm);
+	if (ret)
+		goto out;
+	c = client_new(rm, fn, VGPU_RM_CLIENT_HANDLE(fn, idx));
+	if (!c) {
+		rm_dev_lock(rm);
+		f->client_map[(idx - 1) / 64] &= ~(1ull << ((idx - 1) % 64));
+		f->nr_clients--;
+		rm_dev_unlock(rm);
+		ret = -ENOMEM;
+		goto out;
+	}
+	urcu_memb_read_lock();
+	cds_lfht_add(rm->clients, rm_hash(c->handle), &c->node);
+	urcu_memb_read_unlock();
+	rm_dev_lock(rm);
+	rm_list_add(&f->clients, &c->fn_link);
+	rm_dev_unlock(rm);
+	atomic_fetch_add(&f->nr_objects, 1);
+	*h_client = c->handle;
+out:
+	rm_api_unlock(rm);
+	if (ret)
+		vgpu_dbg("rm: client alloc for fn %u: %s", fn, vgpu_strerror(ret));
+	return ret;
+}
+
+/* The client's own end: out of the table and the function's list; lock held, dropped. */
+void rm_client_destroy_locked(struct rm_client *c)
+{
+	struct rm *rm = c->rm;
+	struct rm_fn *f = &rm->fns[c->fn];
+	uint32_t idx = VGPU_RM_CLIENT_IDX(c->handle) - 1;
+
+	c->dead = true;
+	urcu_memb_read_lock();
+	cds_lfht_del(rm->clients, &c->node);
+	urcu_memb_read_unlock();
+	rm_dev_lock(rm);
+	rm_list_del(&c->fn_link);
+	f->client_map[idx / 64] &= ~(1ull << (idx % 64));
+	f->nr_clients--;
+	rm_dev_unlock(rm);
+	atomic_fetch_sub(&f->nr_objects, 1);
+	rm_client_unlock(c);
+	rm_client_put(c);	/* the table's reference */
+}
+
+int rm_client_free(struct rm *rm, unsigned int fn, uint32_t h_client)
+{
+	struct rm_client *c;
+	bool done;
+	int ret;
+
+	if (!rm || fn >= rm->nr_fns)
+		return -EINVAL;
+	rm_rcu_enter();
+	rm_api_read(rm);
+	ret = rm_client_get(rm, fn, h_client, &c);
+	if (ret)
+		goto out;
+	rm_client_lock(c);
+	if (c->dead) {
+		rm_client_unlock(c);
+		ret = -ENOENT;
+	} else {
+		rm_res_free_tree(c, &c->root, 0, &done);
+		rm_client_destroy_locked(c);	/* unlocks */
+	}
+	rm_client_put(c);
+out:
+	rm_api_unlock(rm);
+	return ret;
+}

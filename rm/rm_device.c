@@ -1,0 +1,527 @@
+/* The device: creating the RM and its GSP, VF partitions and quotas, the hardware records
+ * (channels, runlists, partitions) that a device reset replays, and VF reset. Every RPC
+ * here is made without the API or device lock held: records are read or reserved under
+ * the device lock, which is dropped before the GSP is asked. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/compiler.h"
+#include "common/err.h"
+#include "common/log.h"
+#include "gpu_model/gpu.h"
+#include "pma/pma.h"
+#include "iommu_model/iommu.h"
+#include "rm/rm_internal.h"
+
+static int rpc(struct rm *rm, unsigned int fn, uint32_t function, const void *req, size_t len)
+{
+	return gsp_call(rm->gsp, fn, function, req, len, NULL, 0, NULL);
+}
+
+/* ---- channels ---- */
+int rm_chan_reserve(struct rm *rm, unsigned int fn, uint32_t runlist, uint32_t *chid)
+{
+	struct rm_fn *f = &rm->fns[fn];
+	int ret = -ENOSPC;
+
+	(void)runlist;
+	rm_dev_lock(rm);
+	if (f->quota.channels && f->chans_used >= f->quota.channels) {
+		ret = -VGPU_EQUOTA;
+	} else {
+		for (uint32_t i = 0; i < GPU_FN_MAX_CHANNELS; i++) {
+			if (f->chans[i].used)
+				continue;
+			f->chans[i] = (struct rm_chan_rec){ .used = true };
+			f->chans_used++;
+			*chid = i;
+			ret = 0;
+			break;
+		}
+	}
+	rm_dev_unlock(rm);
+	return ret;
+}
+
+static void chan_unreserve(struct rm *rm, unsigned int fn, uint32_t chid)
+{
+	struct rm_fn *f = &rm->fns[fn];
+
+	rm_dev_lock(rm);
+	for (unsigned int rl = 0; rl < VGPU_ARRAY_SIZE(f->runlist); rl++)
+		f->runlist[rl] &= ~(1ull << chid);
+	f->chans[chid] = (struct rm_chan_rec){ 0 };
+	f->chans_used--;
+	rm_dev_unlock(rm);
+}
+
+int rm_chan_program(struct rm *rm, unsigned int fn, const struct vgpu_rpc_chan *cfg)
+{
+	int ret = rpc(rm, fn, VGPU_RPC_FN_CHAN_ALLOC, cfg, sizeof(*cfg));
+
+	if (ret) {
+		chan_unreserve(rm, fn, cfg->chid);
+		return ret;
+	}
+	rm_dev_lock(rm);
+	rm->fns[fn].chans[cfg->chid].cfg = *cfg;
+	rm->fns[fn].chans[cfg->chid].live = true;
+	rm_dev_unlock(rm);
+	return 0;
+}
+
+/* Put @chid on or off its runlist and record it; the new bitmap goes to the GSP. */
+static int runlist_update(struct rm *rm, unsigned int fn, uint32_t chid, bool on)
+{
+	struct rm_fn *f = &rm->fns[fn];
+	struct vgpu_rpc_runlist rl = { .fn = fn };
+
+	rm_dev_lock(rm);
+	rl.runlist = (uint32_t)f->chans[chid].cfg.runlist;
+	if (on)
+		f->runlist[rl.runlist] |= 1ull << chid;
+	else
+		f->runlist[rl.runlist] &= ~(1ull << chid);
+	rl.chans = f->runlist[rl.runlist];
+	f->chans[chid].enabled = on;
+	rm_dev_unlock(rm);
+	return rpc(rm, fn, VGPU_RPC_FN_RUNLIST_SET, &rl, sizeof(rl));
+}
+
+int rm_chan_enable(struct rm *rm, unsigned int fn, uint32_t chid, bool on)
+{
+	struct vgpu_rpc_chan_enable en = { .fn = fn, .chid = chid, .enable = on };
+	int ret;
+
+	if (!on) {	/* off the runlist first: the scheduler must not pick a disabled channel */
+		ret = runlist_update(rm, fn, chid, false);
+		return ret ? ret : rpc(rm, fn, VGPU_RPC_FN_CHAN_BIND, &en, sizeof(en));
+	}
+	ret = rpc(rm, fn, VGPU_RPC_FN_CHAN_BIND, &en, sizeof(en));
+	return ret ? ret : runlist_update(rm, fn, chid, true);
+}
+
+void rm_chan_release(struct rm *rm, unsigned int fn, uint32_t chid)
+{
+	struct vgpu_rpc_chan ch = { .fn = fn, .chid = chid };
+	bool live;
+	int ret;
+
+	rm_dev_lock(rm);
+	live = rm->fns[fn].chans[chid].live;
+	rm_dev_unlock(rm);
+	/* Freeing drops it from its runlist in the hardware too. A failed RPC (the GSP is
+	 * being reset) is fine: the record goes, so the replay does not bring it back. */
+	if (live) {
+		ret = rpc(rm, fn, VGPU_RPC_FN_CHAN_FREE, &ch, sizeof(ch));
+		if (ret)
+			vgpu_warn("rm: fn %u channel %u free: %s", fn, chid, vgpu_strerror(ret));
+	}
+	chan_unreserve(rm, fn, chid);
+}
+
+/* ---- device reset: replay the hardware state from the records ---- */
+struct replay_snap {
+	bool active[RM_MAX_FNS];
+	uint64_t base[RM_MAX_FNS], size[RM_MAX_FNS];
+	struct rm_chan_rec chans[RM_MAX_FNS][64];
+	uint64_t runlist[RM_MAX_FNS][4];
+};
+
+static int rm_replay(void *ctx, struct gsp *g)
+{
+	struct rm *rm = ctx;
+	struct replay_snap *s = malloc(sizeof(*s));
+	int ret = 0, r;
+
+	if (!s)
+		return -ENOMEM;
+	rm_dev_lock(rm);
+	for (unsigned int fn = 0; fn < rm->nr_fns; fn++) {
+		s->active[fn] = rm->fns[fn].active && fn;
+		s->base[fn] = rm->fns[fn].base;
+		s->size[fn] = rm->fns[fn].size;
+		memcpy(s->chans[fn], rm->fns[fn].chans, sizeof(s->chans[fn]));
+		memcpy(s->runlist[fn], rm->fns[fn].runlist, sizeof(s->runlist[fn]));
+	}
+	rm_dev_unlock(rm);
+	for (unsigned int fn = 0; fn < rm->nr_fns; fn++) {
+		if (s->active[fn]) {
+			struct vgpu_rpc_partition pt = { .fn = fn, .base = s->base[fn], .size = s->size[fn] };
+			r = gsp_call(g, 0, VGPU_RPC_FN_PARTITION_SET, &pt, sizeof(pt), NULL, 0, NULL);
+			ret = ret ? ret : r;
+		}
+		for (unsigned int ch = 0; ch < 64; ch++) {
+			struct rm_chan_rec *c = &s->chans[fn][ch];
+			struct vgpu_rpc_chan_enable en = { .fn = fn, .chid = ch, .enable = 1 };
+			if (!c->live)
+				continue;
+			r = gsp_call(g, 0, VGPU_RPC_FN_CHAN_ALLOC, &c->cfg, sizeof(c->cfg), NULL, 0, NULL);
+			if (!r && c->enabled)
+				r = gsp_call(g, 0, VGPU_RPC_FN_CHAN_BIND, &en, sizeof(en), NULL, 0, NULL);
+			ret = ret ? ret : r;
+		}
+		for (unsigned int rl = 0; rl < rm->nr_engines && rl < 4; rl++) {
+			struct vgpu_rpc_runlist l = { .fn = fn, .runlist = rl, .chans = s->runlist[fn][rl] };
+			if (!l.chans)
+				continue;
+			r = gsp_call(g, 0, VGPU_RPC_FN_RUNLIST_SET, &l, sizeof(l), NULL, 0, NULL);
+			ret = ret ? ret : r;
+		}
+	}
+	free(s);
+	atomic_fetch_add(&rm->gsp_resets, 1);
+	if (rm->cfg.notify)
+		for (unsigned int fn = 0; fn < rm->nr_fns; fn++)
+			if (fn == 0 || rm->fns[fn].active)
+				rm->cfg.notify(rm->cfg.notify_ctx, fn, RM_NOTIFY_DEVICE_RESET);
+	return ret;
+}
+
+static void rm_gsp_event(void *ctx, const struct vgpu_rpc_event *ev)
+{
+	struct rm *rm = ctx;
+
+	if (rm->cfg.gsp.event_cb)
+		rm->cfg.gsp.event_cb(rm->cfg.gsp.ctx, ev);
+}
+
+/* ---- partitions and quotas ---- */
+static int partition_check(struct rm *rm, unsigned int fn, const struct rm_partition *p)
+{
+	if (!rm || !p || !fn || fn >= rm->nr_fns || !p->size || (p->base | p->size) % GPU_VRAM_ALIGN ||
+	    p->base + p->size > gpu_vram_size(rm->gpu) || p->base + p->size < p->base ||
+	    (p->quota.vram && p->quota.vram > p->size) || (!p->dma) != (!p->dma_domain))
+		return -EINVAL;
+	return 0;
+}
+
+int rm_vf_partition_set(struct rm *rm, unsigned int fn, const struct rm_partition *p)
+{
+	struct vgpu_rpc_partition pt;
+	struct rm_fn *f;
+	struct pma *child;
+	uint64_t *sys_map = NULL;
+	size_t chunks = 0;
+	int ret = partition_check(rm, fn, p);
+
+	if (ret)
+		return ret;
+	f = &rm->fns[fn];
+	rm_rcu_enter();
+	rm_dev_lock(rm);
+	ret = f->active ? -EEXIST : f->busy ? -EBUSY : 0;
+	f->busy = !ret;
+	rm_dev_unlock(rm);
+	if (ret)
+		return ret;
+	child = pma_child_create(rm->cfg.pma, p->base, p->size, NULL, &ret);
+	if (!child)
+		goto unbusy;
+	if (p->dma) {
+		chunks = iommu_memobj_size(p->dma) / (64 << 10);
+		sys_map = calloc((chunks + 63) / 64 + 1, sizeof(uint64_t));
+		if (!sys_map) {
+			ret = -ENOMEM;
+			goto destroy_child;
+		}
+	}
+	pt = (struct vgpu_rpc_partition){ .fn = fn, .base = p->base, .size = p->size };
+	ret = rpc(rm, 0, VGPU_RPC_FN_PARTITION_SET, &pt, sizeof(pt));
+	if (ret)
+		goto free_map;
+	rm_dev_lock(rm);
+	f->base = p->base;
+	f->size = p->size;
+	f->pma = child;
+	f->quota = p->quota;
+	f->dma = p->dma;
+	f->dma_domain = p->dma_domain;
+	f->sys_map = sys_map;
+	f->sys_chunks = chunks;
+	f->active = true;
+	f->busy = false;
+	rm_dev_unlock(rm);
+	return 0;
+free_map:
+	free(sys_map);
+destroy_child:
+	pma_child_destroy(child);
+unbusy:
+	rm_dev_lock(rm);
+	f->busy = false;
+	rm_dev_unlock(rm);
+	vgpu_err("rm: partition of fn %u: %s", fn, vgpu_strerror(ret));
+	return ret;
+}
+
+int rm_vf_partition_clear(struct rm *rm, unsigned int fn)
+{
+	struct vgpu_rpc_fnarg fa = { .fn = fn };
+	struct rm_fn *f;
+	int ret;
+
+	if (!rm || !fn || fn >= rm->nr_fns)
+		return -EINVAL;
+	f = &rm->fns[fn];
+	rm_dev_lock(rm);
+	ret = !f->active ? -ENOENT : f->busy || f->nr_clients ? -EBUSY : 0;
+	if (!ret) {
+		f->busy = true;
+		f->active = false;
+	}
+	rm_dev_unlock(rm);
+	if (ret)
+		return ret;
+	ret = rpc(rm, 0, VGPU_RPC_FN_PARTITION_CLEAR, &fa, sizeof(fa));
+	if (ret)
+		vgpu_warn("rm: clearing fn %u's partition in the GSP: %s", fn, vgpu_strerror(ret));
+	pma_child_destroy(f->pma);
+	free(f->sys_map);
+	rm_dev_lock(rm);
+	f->pma = NULL;
+	f->sys_map = NULL;
+	f->dma = NULL;
+	f->dma_domain = NULL;
+	f->base = f->size = 0;
+	f->busy = false;
+	rm_dev_unlock(rm);
+	return 0;
+}
+
+int rm_quota_set(struct rm *rm, unsigned int fn, const struct rm_quota *q)
+{
+	struct rm_fn *f;
+	int ret = 0;
+
+	if (!rm || !q || fn >= rm->nr_fns)
+		return -EINVAL;
+	f = &rm->fns[fn];
+	rm_dev_lock(rm);
+	if ((q->vram && q->vram < f->vram_used) || (q->sysmem && q->sysmem < f->sysmem_used) ||
+	    (q->channels && q->channels < f->chans_used) || (q->clients && q->clients < f->nr_clients))
+		ret = -EBUSY;
+	else if (fn && q->vram > f->size)
+		ret = -EINVAL;
+	else
+		f->quota = *q;
+	rm_dev_unlock(rm);
+	return ret;
+}
+
+/* ---- VF reset: two-phase teardown ---- */
+int rm_vf_disable(struct rm *rm, unsigned int fn)
+{
+	struct vgpu_rpc_fnarg fa = { .fn = fn };
+	struct rm_client **list = NULL;
+	struct rm_fn *f;
+	size_t n = 0;
+	int ret;
+
+	if (!rm || fn >= rm->nr_fns)
+		return -EINVAL;
+	f = &rm->fns[fn];
+	rm_rcu_enter();
+	rm_api_write(rm);
+	rm_dev_lock(rm);
+	list = calloc(f->nr_clients + 1, sizeof(*list));
+	if (list)
+		for (struct rm_list *l = f->clients.next; l != &f->clients; l = l->next) {
+			list[n] = vgpu_container_of(l, struct rm_client, fn_link);
+			atomic_fetch_add(&list[n++]->refs, 1);
+		}
+	rm_dev_unlock(rm);
+	/* Under the API write lock no call is between lookup and client lock; taking each
+	 * client's lock waits for the calls that already hold one. */
+	for (size_t i = 0; i < n; i++) {
+		rm_client_lock(list[i]);
+		list[i]->disabled = true;
+		rm_client_unlock(list[i]);
+		rm_client_put(list[i]);
+	}
+	rm_api_unlock(rm);
+	free(list);
+	if (!list)
+		return -ENOMEM;
+	/* The GSP drops every channel and runlist entry: doorbells of the VF now name no
+	 * channel and are counted as invalid by the device. */
+	ret = fn ? rpc(rm, 0, VGPU_RPC_FN_VF_RESET, &fa, sizeof(fa)) : 0;
+	rm_dev_lock(rm);
+	for (unsigned int i = 0; i < 64 && fn; i++) {
+		f->chans[i].live = false;
+		f->chans[i].enabled = false;
+	}
+	if (fn)
+		memset(f->runlist, 0, sizeof(f->runlist));
+	rm_dev_unlock(rm);
+	return ret;
+}
+
+static struct rm_client *first_disabled(struct rm *rm, struct rm_fn *f)
+{
+	struct rm_client *c = NULL;
+
+	rm_dev_lock(rm);
+	for (struct rm_list *l = f->clients.next; l != &f->clients; l = l->next) {
+		struct rm_client *x = vgpu_container_of(l, struct rm_client, fn_link);
+		if (x->disabled) {
+			c = x;
+			atomic_fetch_add(&c->refs, 1);
+			break;
+		}
+	}
+	rm_dev_unlock(rm);
+	return c;
+}
+
+int rm_vf_free_disabled(struct rm *rm, unsigned int fn, unsigned int budget)
+{
+	unsigned int freed = 0;
+	struct rm_client *c;
+	bool done;
+
+	if (!rm || fn >= rm->nr_fns || !budget)
+		return -EINVAL;
+	rm_rcu_enter();
+	rm_api_read(rm);
+	while (freed < budget && (c = first_disabled(rm, &rm->fns[fn]))) {
+		rm_client_lock(c);
+		if (c->dead) {
+			rm_client_unlock(c);
+		} else {
+			freed += rm_res_free_tree(c, &c->root, budget - freed, &done);
+			if (done)
+				rm_client_destroy_locked(c);
+			else
+				rm_client_unlock(c);
+		}
+		rm_client_put(c);
+	}
+	c = first_disabled(rm, &rm->fns[fn]);
+	rm_api_unlock(rm);
+	if (c) {
+		rm_client_put(c);
+		return -EINPROGRESS;
+	}
+	return 0;
+}
+
+int rm_vf_reset(struct rm *rm, unsigned int fn)
+{
+	int ret = rm_vf_disable(rm, fn), r;
+
+	if (ret && ret != -ENOTRECOVERABLE && ret != -EIO && ret != -ETIMEDOUT)
+		return ret;
+	while ((r = rm_vf_free_disabled(rm, fn, rm->cfg.free_batch)) == -EINPROGRESS)
+		;
+	if (fn && rm->fns[fn].active)
+		gpu_vram_scrub(rm->gpu, rm->fns[fn].base, rm->fns[fn].size);
+	if (rm->cfg.notify)
+		rm->cfg.notify(rm->cfg.notify_ctx, fn, RM_NOTIFY_VF_RESET);
+	return ret ? ret : r;
+}
+
+/* ---- lifetime ---- */
+static int rm_cfg_fill(struct rm *rm, const struct rm_config *cfg)
+{
+	if (!cfg || !cfg->gpu || !cfg->pma)
+		return -EINVAL;
+	rm->cfg = *cfg;
+	if (!rm->cfg.max_clients)
+		rm->cfg.max_clients = 1024;
+	if (!rm->cfg.max_objects)
+		rm->cfg.max_objects = 4096;
+	if (!rm->cfg.free_batch)
+		rm->cfg.free_batch = 64;
+	if (rm->cfg.max_clients >= 0xfffff || rm->cfg.max_objects > VGPU_RM_HANDLE_RANGE)
+		return -EINVAL;
+	rm->gpu = cfg->gpu;
+	rm->nr_fns = gpu_nr_fns(cfg->gpu);
+	rm->nr_engines = gpu_nr_engines(cfg->gpu);
+	return 0;
+}
+
+int rm_device_create(const struct rm_config *cfg, struct rm **out)
+{
+	struct rm *rm = calloc(1, sizeof(*rm));
+	struct gsp_config gc;
+	int ret;
+
+	if (!rm)
+		return -ENOMEM;
+	ret = rm_cfg_fill(rm, cfg);
+	if (ret)
+		goto free_rm;
+	rm_rcu_enter();
+	pthread_rwlock_init(&rm->api_lock, NULL);
+	vgpu_mutex_init(&rm->dev_lock);
+	rm->clients = cds_lfht_new_flavor(256, 256, 0, CDS_LFHT_AUTO_RESIZE | CDS_LFHT_ACCOUNTING,
+					  &urcu_memb_flavor, NULL);
+	rm->objects = cds_lfht_new_flavor(1024, 1024, 0, CDS_LFHT_AUTO_RESIZE | CDS_LFHT_ACCOUNTING,
+					  &urcu_memb_flavor, NULL);
+	ret = rm->clients && rm->objects ? 0 : -ENOMEM;
+	for (unsigned int fn = 0; fn < rm->nr_fns && !ret; fn++) {
+		rm_list_init(&rm->fns[fn].clients);
+		rm->fns[fn].client_map = calloc((rm->cfg.max_clients + 63) / 64, sizeof(uint64_t));
+		ret = rm->fns[fn].client_map ? 0 : -ENOMEM;
+	}
+	if (ret)
+		goto free_tables;
+	rm->fns[0].active = true;
+	rm->fns[0].size = gpu_vram_size(rm->gpu);
+	rm->fns[0].pma = cfg->pma;
+	gc = cfg->gsp;
+	gc.priv_fd = gpu_priv_fd(rm->gpu);
+	gc.nr_fns = rm->nr_fns;
+	gc.event_cb = rm_gsp_event;
+	gc.reset_cb = rm_replay;
+	gc.ctx = rm;
+	ret = gsp_start(&gc, &rm->gsp);
+	if (ret)
+		goto free_tables;
+	*out = rm;
+	return 0;
+free_tables:
+	for (unsigned int fn = 0; fn < rm->nr_fns; fn++)
+		free(rm->fns[fn].client_map);
+	if (rm->clients)
+		cds_lfht_destroy(rm->clients, NULL);
+	if (rm->objects)
+		cds_lfht_destroy(rm->objects, NULL);
+free_rm:
+	free(rm);
+	return ret;
+}
+
+void rm_device_destroy(struct rm *rm)
+{
+	if (!rm)
+		return;
+	for (unsigned int fn = 0; fn < rm->nr_fns; fn++) {
+		rm_vf_disable(rm, fn);
+		while (rm_vf_free_disabled(rm, fn, 1u << 30) == -EINPROGRESS)
+			;
+		if (fn && rm->fns[fn].active)
+			rm_vf_partition_clear(rm, fn);
+	}
+	gsp_stop(rm->gsp);
+	urcu_memb_barrier();	/* every deferred free has run */
+	cds_lfht_destroy(rm->clients, NULL);
+	cds_lfht_destroy(rm->objects, NULL);
+	for (unsigned int fn = 0; fn < rm->nr_fns; fn++)
+		free(rm->fns[fn].client_map);
+	vgpu_mutex_destroy(&rm->dev_lock);
+	pthread_rwlock_destroy(&rm->api_lock);
+	free(rm);
+}
+
+struct gsp *rm_gsp(struct rm *rm)
+{
+	return rm->gsp;
+}
+
+uint64_t rm_object_count(struct rm *rm, unsigned int fn)
+{
+	return fn < rm->nr_fns ? atomic_load(&rm->fns[fn].nr_objects) : 0;
+}

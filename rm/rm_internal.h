@@ -1,0 +1,183 @@
+/* rm internals: the server, functions, clients, resources; lock helpers. */
+#ifndef VGPU_RM_RM_INTERNAL_H
+#define VGPU_RM_RM_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <urcu/urcu-memb.h>
+#include <urcu/rculfhash.h>
+
+#include <vgpu/rm.h>
+#include <vgpu/rpc.h>
+
+#include "common/lock.h"
+#include "rm/rm.h"
+
+#define RM_MAX_FNS	64
+#define RM_MAX_DEPTH	6	/* client -> device -> ... as in resserv */
+
+struct rm_list {
+	struct rm_list *prev, *next;
+};
+
+static inline void rm_list_init(struct rm_list *l)
+{
+	l->prev = l->next = l;
+}
+
+static inline void rm_list_add(struct rm_list *head, struct rm_list *n)
+{
+	n->next = head->next;
+	n->prev = head;
+	head->next->prev = n;
+	head->next = n;
+}
+
+static inline void rm_list_del(struct rm_list *n)
+{
+	n->prev->next = n->next;
+	n->next->prev = n->prev;
+	rm_list_init(n);
+}
+
+static inline bool rm_list_empty(const struct rm_list *l)
+{
+	return l->next == l;
+}
+
+struct rm_client;
+
+/* A memory object; shared by every dup of it (refs). */
+struct rm_mem {
+	unsigned int fn;
+	uint32_t aper;			/* VGPU_APER_VRAM / VGPU_APER_SYS */
+	uint64_t addr;			/* VRAM: device address of the first page; SYS: IOVA */
+	uint64_t size, page_size;
+	uint64_t *pages;		/* VRAM: every page (device addresses) */
+	size_t nr_pages;
+	uint64_t sys_off;		/* SYS: offset in the function's DMA memobj */
+	unsigned int refs;		/* under the device lock */
+};
+
+struct rm_res {
+	struct cds_lfht_node node;	/* rm->objects, key (client handle, handle) */
+	struct rcu_head rcu;
+	uint32_t handle, h_class;
+	struct rm_client *client;
+	struct rm_res *parent;
+	struct rm_list children, sibling;
+	struct rm_res *depends_on;	/* channel -> its VA space */
+	struct rm_list dependants, dep_link;
+	unsigned int depth;
+	bool visit;			/* on the pending-free list */
+	uint32_t share_target, share_access;
+	union {
+		struct rm_mem *mem;
+		struct { uint32_t chid, token; } chan;
+		struct { uint64_t pdb; } vas;
+		struct { uint32_t notify_index; } evt;
+	} u;
+};
+
+struct rm_client {
+	struct cds_lfht_node node;	/* rm->clients, key handle */
+	struct rcu_head rcu;
+	uint32_t handle;
+	unsigned int fn;
+	struct rm *rm;
+	struct vgpu_mutex lock;		/* rank CLIENT: everything below and the tree */
+	_Atomic int refs;		/* lookups in flight + 1 while alive */
+	bool disabled;			/* VF reset: no new calls; freed in batches */
+	bool dead;			/* removed from the table */
+	struct rm_res root;		/* class CLIENT */
+	struct rm_res *device;
+	uint64_t *hmap;			/* object handle bitmap, max_objects bits */
+	uint32_t cursor;
+	unsigned int nr_objects;	/* not counting root */
+	struct rm_list fn_link;		/* rm_fn.clients, under the device lock */
+};
+
+/* Hardware records: what the GSP was told, replayed after a device reset. */
+struct rm_chan_rec {
+	bool used, live, enabled;	/* used: reserved or allocated; live: the GSP has it */
+	struct vgpu_rpc_chan cfg;
+};
+
+struct rm_fn {
+	bool active;			/* has a partition (the PF always) */
+	bool busy;			/* a partition change is in progress */
+	uint64_t base, size;
+	struct pma *pma;		/* VF: a child over the slice; PF: the device pma */
+	struct rm_quota quota;
+	uint64_t vram_used, sysmem_used;
+	unsigned int chans_used, nr_clients;
+	uint64_t *client_map;		/* client index bitmap */
+	uint32_t client_cursor;
+	struct rm_list clients;
+	struct iommu_domain *dma_domain;
+	struct iommu_memobj *dma;
+	uint64_t *sys_map;		/* 64 KiB chunks of @dma in use */
+	size_t sys_chunks;
+	struct rm_chan_rec chans[64];
+	uint64_t runlist[4];
+	_Atomic uint64_t nr_objects;	/* clients + objects: the leak check */
+};
+
+struct rm {
+	struct rm_config cfg;
+	struct gpu *gpu;
+	struct gsp *gsp;
+	unsigned int nr_fns, nr_engines;
+	pthread_rwlock_t api_lock;	/* rank API */
+	struct vgpu_mutex dev_lock;	/* rank DEVICE: fns[] bookkeeping and records */
+	struct cds_lfht *clients;	/* handle -> rm_client, lock-free lookup */
+	struct cds_lfht *objects;	/* (client, handle) -> rm_res */
+	struct rm_fn fns[RM_MAX_FNS];
+	_Atomic uint64_t gsp_resets;
+};
+
+/* ---- rm_lock.c ---- */
+void rm_rcu_enter(void);
+void rm_api_read(struct rm *rm);
+void rm_api_write(struct rm *rm);
+void rm_api_unlock(struct rm *rm);
+void rm_client_lock(struct rm_client *c);
+void rm_client_unlock(struct rm_client *c);
+void rm_dev_lock(struct rm *rm);
+void rm_dev_unlock(struct rm *rm);
+
+/* ---- rm_client.c ---- */
+/* Look @h up as function @fn and take a reference: 0, -ENOENT, -VGPU_EFOREIGN. */
+int rm_client_get(struct rm *rm, unsigned int fn, uint32_t h, struct rm_client **out);
+void rm_client_put(struct rm_client *c);
+/* Free one client whose lock is held and that is marked dead; unlocks. */
+void rm_client_destroy_locked(struct rm_client *c);
+int rm_handle_take(struct rm_client *c, uint32_t *h);
+void rm_handle_drop(struct rm_client *c, uint32_t h);
+uint64_t rm_obj_key(uint32_t h_client, uint32_t h);
+
+/* ---- rm_res.c ---- */
+struct rm_res *rm_res_lookup(struct rm_client *c, uint32_t h);
+/* Free up to @budget objects of the tree under @r (all if 0), dependants and children
+ * first; returns the number freed, and whether @r itself went in *@done. */
+unsigned int rm_res_free_tree(struct rm_client *c, struct rm_res *r, unsigned int budget, bool *done);
+
+/* ---- rm_mem.c ---- */
+int rm_mem_vram_alloc(struct rm *rm, unsigned int fn, struct vgpu_rm_vidmem_params *p,
+		      struct rm_mem **out);
+int rm_mem_sys_alloc(struct rm *rm, unsigned int fn, struct vgpu_rm_sysmem_params *p,
+		     struct rm_mem **out);
+/* Drop one reference; the last frees the memory and returns quota. Device lock not held. */
+void rm_mem_put(struct rm *rm, struct rm_mem *m);
+void rm_mem_get(struct rm *rm, struct rm_mem *m);
+
+/* ---- rm_device.c ---- */
+int rm_chan_program(struct rm *rm, unsigned int fn, const struct vgpu_rpc_chan *cfg);
+int rm_chan_enable(struct rm *rm, unsigned int fn, uint32_t chid, bool on);
+void rm_chan_release(struct rm *rm, unsigned int fn, uint32_t chid);
+int rm_chan_reserve(struct rm *rm, unsigned int fn, uint32_t runlist, uint32_t *chid);
+
+#endif

@@ -1,0 +1,136 @@
+/* Lock helpers with a lock-order validator, and lazy RCU reader registration.
+ *
+ * The validator keeps, per thread, the locks held in the order taken. Taking a lock of a
+ * lower rank than one held, or a client lock whose handle is not above every client lock
+ * held, is a violation: the ABBA deadlocks it stands for may never show in a test run, so
+ * the order itself is checked on every acquisition. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "common/log.h"
+#include "rm/rm_internal.h"
+
+#define RM_LOCKDEP_DEPTH 16
+
+static __thread struct { enum rm_lock_rank rank; uint32_t key; } held[RM_LOCKDEP_DEPTH];
+static __thread unsigned int nr_held;
+static void (*_Atomic lockdep_handler)(const char *what);
+
+void rm_lockdep_set_handler(void (*fn)(const char *what))
+{
+	atomic_store(&lockdep_handler, fn);
+}
+
+static void lockdep_report(const char *what)
+{
+	void (*h)(const char *) = atomic_load(&lockdep_handler);
+
+	if (h) {
+		h(what);
+		return;
+	}
+	vgpu_err("rm: lock order violation: %s", what);
+	abort();
+}
+
+void rm_lockdep_acquire(enum rm_lock_rank rank, uint32_t key)
+{
+	for (unsigned int i = 0; i < nr_held; i++) {
+		if (held[i].rank > rank)
+			lockdep_report(rank == RM_RANK_API ? "API lock after a client or device lock" :
+				       "client lock after the device lock");
+		else if (held[i].rank == rank && (rank != RM_RANK_CLIENT || held[i].key >= key))
+			lockdep_report(rank == RM_RANK_CLIENT ? "client locks out of handle order" :
+				       "lock taken twice");
+	}
+	if (nr_held < RM_LOCKDEP_DEPTH) {
+		held[nr_held].rank = rank;
+		held[nr_held].key = key;
+	}
+	nr_held++;
+}
+
+void rm_lockdep_release(enum rm_lock_rank rank, uint32_t key)
+{
+	unsigned int n = vgpu_min(nr_held, (unsigned int)RM_LOCKDEP_DEPTH);
+
+	for (unsigned int i = n; i-- > 0;) {
+		if (held[i].rank == rank && held[i].key == key) {
+			for (unsigned int k = i; k + 1 < n; k++)
+				held[k] = held[k + 1];
+			nr_held--;
+			return;
+		}
+	}
+	lockdep_report("release of a lock not held");
+}
+
+/* ---- RCU: every thread that enters the RM becomes a reader once ---- */
+static pthread_key_t rcu_key;
+static pthread_once_t rcu_once = PTHREAD_ONCE_INIT;
+static __thread bool rcu_registered;
+
+static void rcu_thread_exit(void *arg)
+{
+	(void)arg;
+	urcu_memb_unregister_thread();
+}
+
+static void rcu_key_init(void)
+{
+	pthread_key_create(&rcu_key, rcu_thread_exit);
+}
+
+void rm_rcu_enter(void)
+{
+	if (rcu_registered)
+		return;
+	pthread_once(&rcu_once, rcu_key_init);
+	urcu_memb_register_thread();
+	pthread_setspecific(rcu_key, (void *)1);
+	rcu_registered = true;
+}
+
+/* ---- locks ---- */
+void rm_api_read(struct rm *rm)
+{
+	rm_lockdep_acquire(RM_RANK_API, 0);
+	pthread_rwlock_rdlock(&rm->api_lock);
+}
+
+void rm_api_write(struct rm *rm)
+{
+	rm_lockdep_acquire(RM_RANK_API, 0);
+	pthread_rwlock_wrlock(&rm->api_lock);
+}
+
+void rm_api_unlock(struct rm *rm)
+{
+	pthread_rwlock_unlock(&rm->api_lock);
+	rm_lockdep_release(RM_RANK_API, 0);
+}
+
+void rm_client_lock(struct rm_client *c)
+{
+	rm_lockdep_acquire(RM_RANK_CLIENT, c->handle);
+	vgpu_mutex_lock(&c->lock);
+}
+
+void rm_client_unlock(struct rm_client *c)
+{
+	vgpu_mutex_unlock(&c->lock);
+	rm_lockdep_release(RM_RANK_CLIENT, c->handle);
+}
+
+void rm_dev_lock(struct rm *rm)
+{
+	rm_lockdep_acquire(RM_RANK_DEVICE, 0);
+	vgpu_mutex_lock(&rm->dev_lock);
+}
+
+void rm_dev_unlock(struct rm *rm)
+{
+	vgpu_mutex_unlock(&rm->dev_lock);
+	rm_lockdep_release(RM_RANK_DEVICE, 0);
+}

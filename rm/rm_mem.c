@@ -1,0 +1,192 @@
+/* Memory descriptors: VRAM from the function's PMA (page size, contiguity, alignment) and
+ * system memory carved from the function's DMA memory and mapped through its IOMMU
+ * domain. Quotas are checked before the allocator is asked, so "over quota" (the function
+ * may not have more) and "no space" (the memory is not there) stay distinct errors. */
+#include <errno.h>
+#include <stdlib.h>
+
+#include <vgpu/gpfifo.h>
+
+#include "common/compiler.h"
+#include "common/err.h"
+#include "iommu_model/iommu.h"
+#include "pma/pma.h"
+#include "rm/rm_internal.h"
+
+#define SYS_CHUNK (64ull << 10)
+
+/* Charge @bytes to the VRAM or sysmem quota of @fn; -VGPU_EQUOTA if it would exceed it. */
+static int quota_charge(struct rm *rm, unsigned int fn, bool vram, uint64_t bytes)
+{
+	struct rm_fn *f = &rm->fns[fn];
+	uint64_t *used = vram ? &f->vram_used : &f->sysmem_used;
+	uint64_t lim = vram ? f->quota.vram : f->quota.sysmem;
+	int ret = 0;
+
+	rm_dev_lock(rm);
+	if (lim && (*used + bytes > lim || *used + bytes < *used))
+		ret = -VGPU_EQUOTA;
+	else
+		*used += bytes;
+	rm_dev_unlock(rm);
+	return ret;
+}
+
+static void quota_uncharge(struct rm *rm, unsigned int fn, bool vram, uint64_t bytes)
+{
+	struct rm_fn *f = &rm->fns[fn];
+
+	rm_dev_lock(rm);
+	*(vram ? &f->vram_used : &f->sysmem_used) -= bytes;
+	rm_dev_unlock(rm);
+}
+
+int rm_mem_vram_alloc(struct rm *rm, unsigned int fn, struct vgpu_rm_vidmem_params *p,
+		      struct rm_mem **out)
+{
+	uint64_t ps = p->page_size ? p->page_size : PMA_PAGE_64K;
+	struct pma_alloc_opts o = { .flags = PMA_PINNED };
+	struct rm_mem *m;
+	int ret;
+
+	if ((ps != PMA_PAGE_64K && ps != PMA_PAGE_2M) || !p->size || p->size % ps ||
+	    p->size > (1ull << 40) || (p->flags & ~VGPU_RM_MEM_CONTIGUOUS) ||
+	    (p->alignment && ((p->alignment & (p->alignment - 1)) || p->alignment < ps)))
+		return -EINVAL;
+	if (!rm->fns[fn].pma)
+		return -ENODEV;
+	if (p->flags & VGPU_RM_MEM_CONTIGUOUS)
+		o.flags |= PMA_CONTIGUOUS;
+	if (p->alignment > ps) {
+		o.flags |= PMA_FORCE_ALIGNMENT;
+		o.alignment = p->alignment;
+	}
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	m->nr_pages = p->size / ps;
+	m->pages = calloc(m->nr_pages, sizeof(uint64_t));
+	if (!m->pages) {
+		ret = -ENOMEM;
+		goto free_m;
+	}
+	ret = quota_charge(rm, fn, true, p->size);
+	if (ret)
+		goto free_pages;
+	ret = pma_alloc_pages(rm->fns[fn].pma, m->nr_pages, ps, &o, m->pages);
+	if (ret)
+		goto uncharge;
+	m->fn = fn;
+	m->aper = VGPU_APER_VRAM;
+	m->addr = m->pages[0];
+	m->size = p->size;
+	m->page_size = ps;
+	m->refs = 1;
+	p->addr = m->addr - rm->fns[fn].base;
+	*out = m;
+	return 0;
+uncharge:
+	quota_uncharge(rm, fn, true, p->size);
+free_pages:
+	free(m->pages);
+free_m:
+	free(m);
+	return ret;
+}
+
+/* First run of @n free chunks in the function's DMA memory; -ENOMEM if none. */
+static int sys_take(struct rm_fn *f, size_t n, size_t *first)
+{
+	size_t run = 0;
+
+	for (size_t i = 0; i < f->sys_chunks; i++) {
+		run = f->sys_map[i / 64] & (1ull << (i % 64)) ? 0 : run + 1;
+		if (run == n) {
+			*first = i + 1 - n;
+			for (size_t k = *first; k <= i; k++)
+				f->sys_map[k / 64] |= 1ull << (k % 64);
+			return 0;
+		}
+	}
+	return -ENOMEM;
+}
+
+static void sys_drop(struct rm_fn *f, size_t first, size_t n)
+{
+	for (size_t k = first; k < first + n; k++)
+		f->sys_map[k / 64] &= ~(1ull << (k % 64));
+}
+
+int rm_mem_sys_alloc(struct rm *rm, unsigned int fn, struct vgpu_rm_sysmem_params *p,
+		     struct rm_mem **out)
+{
+	struct rm_fn *f = &rm->fns[fn];
+	size_t n = p->size / SYS_CHUNK, first;
+	struct rm_mem *m;
+	uint64_t iova;
+	int ret;
+
+	if (!p->size || p->size % SYS_CHUNK)
+		return -EINVAL;
+	if (!f->dma || !f->dma_domain)
+		return -ENODEV;
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	ret = quota_charge(rm, fn, false, p->size);
+	if (ret)
+		goto free_m;
+	rm_dev_lock(rm);
+	ret = sys_take(f, n, &first);
+	rm_dev_unlock(rm);
+	if (ret)
+		goto uncharge;
+	ret = iommu_map(f->dma_domain, f->dma, first * SYS_CHUNK, p->size, IOMMU_READ | IOMMU_WRITE,
+			0, &iova);
+	if (ret)
+		goto drop;
+	*m = (struct rm_mem){ .fn = fn, .aper = VGPU_APER_SYS, .addr = iova, .size = p->size,
+			      .page_size = SYS_CHUNK, .sys_off = first * SYS_CHUNK, .refs = 1 };
+	p->iova = iova;
+	*out = m;
+	return 0;
+drop:
+	rm_dev_lock(rm);
+	sys_drop(f, first, n);
+	rm_dev_unlock(rm);
+uncharge:
+	quota_uncharge(rm, fn, false, p->size);
+free_m:
+	free(m);
+	return ret;
+}
+
+void rm_mem_get(struct rm *rm, struct rm_mem *m)
+{
+	rm_dev_lock(rm);
+	m->refs++;
+	rm_dev_unlock(rm);
+}
+
+void rm_mem_put(struct rm *rm, struct rm_mem *m)
+{
+	struct rm_fn *f = &rm->fns[m->fn];
+	unsigned int left;
+
+	rm_dev_lock(rm);
+	left = --m->refs;
+	rm_dev_unlock(rm);
+	if (left)
+		return;
+	if (m->aper == VGPU_APER_VRAM) {
+		pma_free_pages(f->pma, m->pages, m->nr_pages, m->page_size, 0);
+		free(m->pages);
+	} else {
+		iommu_unmap(f->dma_domain, m->addr, m->size, NULL);
+		rm_dev_lock(rm);
+		sys_drop(f, m->sys_off / SYS_CHUNK, m->size / SYS_CHUNK);
+		rm_dev_unlock(rm);
+	}
+	quota_uncharge(rm, m->fn, m->aper == VGPU_APER_VRAM, m->size);
+	free(m);
+}

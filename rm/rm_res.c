@@ -1,0 +1,596 @@
+/* Resources: the per-client tree, the class table (who may be whose parent, constructor,
+ * destructor), controls, share/dup and the dependency-ordered free.
+ *
+ * Every call finds its client lock-free, locks it under the API read lock and then drops
+ * the API lock: work on one client (which may wait for the GSP) holds only that client's
+ * lock, and structural changes (VF disable) take the API lock for writing and then each
+ * client's lock, so they wait for calls in progress and no call starts on a disabled one. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <vgpu/gpfifo.h>
+
+#include "common/compiler.h"
+#include "common/err.h"
+#include "common/log.h"
+#include "gpu_model/gpu.h"
+#include "rm/rm_internal.h"
+
+static unsigned long obj_hash(uint64_t key)
+{
+	key ^= key >> 33;
+	key *= 0xc4ceb9fe1a85ec53ull;
+	key ^= key >> 33;
+	return (unsigned long)key;
+}
+
+static int obj_match(struct cds_lfht_node *node, const void *key)
+{
+	const struct rm_res *r = vgpu_container_of(node, struct rm_res, node);
+
+	return rm_obj_key(r->client->handle, r->handle) == *(const uint64_t *)key;
+}
+
+struct rm_res *rm_res_lookup(struct rm_client *c, uint32_t h)
+{
+	uint64_t key = rm_obj_key(c->handle, h);
+	struct cds_lfht_iter it;
+	struct cds_lfht_node *node;
+
+	vgpu_mutex_assert_held(&c->lock);
+	if (h == c->handle)
+		return &c->root;
+	urcu_memb_read_lock();
+	cds_lfht_lookup(c->rm->objects, obj_hash(key), obj_match, &key, &it);
+	node = cds_lfht_iter_get_node(&it);
+	urcu_memb_read_unlock();
+	/* Stable after the read section: objects are only freed under the client lock. */
+	return node ? vgpu_container_of(node, struct rm_res, node) : NULL;
+}
+
+/* ---- entering a client ---- */
+static int rm_enter(struct rm *rm, unsigned int fn, uint32_t h_client, struct rm_client **out)
+{
+	struct rm_client *c;
+	int ret;
+
+	if (!rm || fn >= rm->nr_fns)
+		return -EINVAL;
+	rm_rcu_enter();
+	rm_api_read(rm);
+	ret = rm_client_get(rm, fn, h_client, &c);
+	if (!ret) {
+		rm_client_lock(c);
+		if (c->dead || c->disabled) {
+			ret = c->dead ? -ENOENT : -EBUSY;
+			rm_client_unlock(c);
+			rm_client_put(c);
+		}
+	}
+	rm_api_unlock(rm);
+	if (!ret)
+		*out = c;
+	return ret;
+}
+
+static void rm_exit(struct rm_client *c)
+{
+	rm_client_unlock(c);
+	rm_client_put(c);
+}
+
+/* ---- class table ---- */
+static bool is_mem(uint32_t cls)
+{
+	return cls == VGPU_RM_CLASS_MEMORY_VIDMEM || cls == VGPU_RM_CLASS_MEMORY_SYSMEM;
+}
+
+static int parent_ok(uint32_t cls, const struct rm_res *parent)
+{
+	switch (cls) {
+	case VGPU_RM_CLASS_DEVICE:
+		return parent->h_class == VGPU_RM_CLASS_CLIENT;
+	case VGPU_RM_CLASS_EVENT:
+		return parent->h_class != VGPU_RM_CLASS_CLIENT;
+	case VGPU_RM_CLASS_SUBDEVICE: case VGPU_RM_CLASS_VASPACE: case VGPU_RM_CLASS_USERMODE:
+	case VGPU_RM_CLASS_MEMORY_VIDMEM: case VGPU_RM_CLASS_MEMORY_SYSMEM:
+	case VGPU_RM_CLASS_CHANNEL_GPFIFO:
+		return parent->h_class == VGPU_RM_CLASS_DEVICE;
+	}
+	return -1;
+}
+
+static size_t params_size(uint32_t cls)
+{
+	switch (cls) {
+	case VGPU_RM_CLASS_VASPACE: return sizeof(struct vgpu_rm_vaspace_params);
+	case VGPU_RM_CLASS_MEMORY_VIDMEM: return sizeof(struct vgpu_rm_vidmem_params);
+	case VGPU_RM_CLASS_MEMORY_SYSMEM: return sizeof(struct vgpu_rm_sysmem_params);
+	case VGPU_RM_CLASS_CHANNEL_GPFIFO: return sizeof(struct vgpu_rm_channel_params);
+	case VGPU_RM_CLASS_USERMODE: return sizeof(struct vgpu_rm_usermode_params);
+	case VGPU_RM_CLASS_EVENT: return sizeof(struct vgpu_rm_event_params);
+	}
+	return 0;
+}
+
+static int chan_ctor(struct rm_client *c, struct rm_res *r, struct vgpu_rm_channel_params *p)
+{
+	struct rm *rm = c->rm;
+	struct rm_res *vas = p->h_vaspace ? rm_res_lookup(c, p->h_vaspace) : NULL;
+	struct vgpu_rpc_chan cfg;
+	uint32_t chid;
+	int ret;
+
+	if (!vas || vas->h_class != VGPU_RM_CLASS_VASPACE)
+		return p->h_vaspace && !vas ? -ENOENT : -EINVAL;
+	if (p->runlist >= rm->nr_engines || p->gpfifo_entries < 2 || p->gpfifo_entries > 65536 ||
+	    (p->gpfifo_entries & (p->gpfifo_entries - 1)) || p->userd_aper > VGPU_APER_SYS ||
+	    (p->flags & ~VGPU_RM_CHAN_REPLAYABLE) || (p->gpfifo_va & 7) || (p->userd_addr & 63))
+		return -EINVAL;
+	ret = rm_chan_reserve(rm, c->fn, p->runlist, &chid);
+	if (ret)
+		return ret;
+	cfg = (struct vgpu_rpc_chan){ .fn = c->fn, .chid = chid,
+		.flags = p->flags & VGPU_RM_CHAN_REPLAYABLE ? GPU_CHAN_REPLAYABLE : 0,
+		.runlist = p->runlist, .pdb = vas->u.vas.pdb, .gpfifo_va = p->gpfifo_va,
+		.gpfifo_entries = p->gpfifo_entries, .userd_aper = p->userd_aper,
+		.userd_addr = p->userd_addr };
+	ret = rm_chan_program(rm, c->fn, &cfg);
+	if (ret)
+		return ret;
+	r->u.chan.chid = p->chid = chid;
+	r->u.chan.token = p->token = vgpu_token(p->runlist, chid);
+	r->depends_on = vas;
+	rm_list_add(&vas->dependants, &r->dep_link);
+	return 0;
+}
+
+static int class_ctor(struct rm_client *c, struct rm_res *r, void *params)
+{
+	struct rm *rm = c->rm;
+	struct rm_fn *f = &rm->fns[c->fn];
+
+	switch (r->h_class) {
+	case VGPU_RM_CLASS_DEVICE:
+		if (c->device)
+			return -EBUSY;
+		c->device = r;
+		return 0;
+	case VGPU_RM_CLASS_SUBDEVICE:
+		return 0;
+	case VGPU_RM_CLASS_VASPACE: {
+		struct vgpu_rm_vaspace_params *p = params;
+		if ((p->pdb & 4095) || p->pdb >= f->size || p->flags)
+			return -EINVAL;
+		r->u.vas.pdb = p->pdb;
+		return 0;
+	}
+	case VGPU_RM_CLASS_MEMORY_VIDMEM:
+		return rm_mem_vram_alloc(rm, c->fn, params, &r->u.mem);
+	case VGPU_RM_CLASS_MEMORY_SYSMEM:
+		return rm_mem_sys_alloc(rm, c->fn, params, &r->u.mem);
+	case VGPU_RM_CLASS_CHANNEL_GPFIFO:
+		return chan_ctor(c, r, params);
+	case VGPU_RM_CLASS_USERMODE:
+		((struct vgpu_rm_usermode_params *)params)->doorbell_offset = (uint64_t)c->fn * 4096;
+		return 0;
+	case VGPU_RM_CLASS_EVENT:
+		r->u.evt.notify_index = ((struct vgpu_rm_event_params *)params)->notify_index;
+		return 0;
+	}
+	return -EOPNOTSUPP;
+}
+
+static void class_dtor(struct rm_client *c, struct rm_res *r)
+{
+	switch (r->h_class) {
+	case VGPU_RM_CLASS_DEVICE:
+		c->device = NULL;
+		break;
+	case VGPU_RM_CLASS_MEMORY_VIDMEM: case VGPU_RM_CLASS_MEMORY_SYSMEM:
+		rm_mem_put(c->rm, r->u.mem);
+		break;
+	case VGPU_RM_CLASS_CHANNEL_GPFIFO:
+		rm_chan_release(c->rm, c->fn, r->u.chan.chid);
+		break;
+	}
+}
+
+static void res_free_rcu(struct rcu_head *head)
+{
+	free(vgpu_container_of(head, struct rm_res, rcu));
+}
+
+static struct rm_res *res_new(struct rm_client *c, struct rm_res *parent, uint32_t h, uint32_t cls)
+{
+	struct rm_res *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return NULL;
+	r->handle = h;
+	r->h_class = cls;
+	r->client = c;
+	r->parent = parent;
+	r->depth = parent->depth + 1;
+	rm_list_init(&r->children);
+	rm_list_init(&r->sibling);
+	rm_list_init(&r->dependants);
+	rm_list_init(&r->dep_link);
+	cds_lfht_node_init(&r->node);
+	return r;
+}
+
+static void res_insert(struct rm_client *c, struct rm_res *r)
+{
+	uint64_t key = rm_obj_key(c->handle, r->handle);
+
+	rm_list_add(&r->parent->children, &r->sibling);
+	urcu_memb_read_lock();
+	cds_lfht_add(c->rm->objects, obj_hash(key), &r->node);
+	urcu_memb_read_unlock();
+	c->nr_objects++;
+	atomic_fetch_add(&c->rm->fns[c->fn].nr_objects, 1);
+}
+
+static void res_destroy(struct rm_client *c, struct rm_res *r)
+{
+	class_dtor(c, r);
+	rm_list_del(&r->sibling);
+	if (r->depends_on)
+		rm_list_del(&r->dep_link);
+	urcu_memb_read_lock();
+	cds_lfht_del(c->rm->objects, &r->node);
+	urcu_memb_read_unlock();
+	rm_handle_drop(c, r->handle);
+	c->nr_objects--;
+	atomic_fetch_sub(&c->rm->fns[c->fn].nr_objects, 1);
+	urcu_memb_call_rcu(&r->rcu, res_free_rcu);
+}
+
+/* A child or dependant of @r not yet on the pending-free list. */
+static struct rm_res *next_unvisited(struct rm_res *r)
+{
+	for (struct rm_list *l = r->children.next; l != &r->children; l = l->next) {
+		struct rm_res *ch = vgpu_container_of(l, struct rm_res, sibling);
+		if (!ch->visit)
+			return ch;
+	}
+	for (struct rm_list *l = r->dependants.next; l != &r->dependants; l = l->next) {
+		struct rm_res *d = vgpu_container_of(l, struct rm_res, dep_link);
+		if (!d->visit)
+			return d;
+	}
+	return NULL;
+}
+
+unsigned int rm_res_free_tree(struct rm_client *c, struct rm_res *r, unsigned int budget, bool *done)
+{
+	struct rm_res **stack = NULL;
+	size_t n = 0, cap = 0;
+	unsigned int freed = 0;
+
+	vgpu_mutex_assert_held(&c->lock);
+	*done = false;
+	/* Post-order walk with an explicit stack (no recursion): an object is freed only
+	 * after its children and the objects that depend on it, the target last. */
+	r->visit = true;
+	for (;;) {
+		if (n == cap) {
+			cap = cap ? 2 * cap : 16;
+			struct rm_res **ns = realloc(stack, cap * sizeof(*ns));
+			VGPU_ASSERT(ns);	/* out of memory mid-free: nothing sane to do */
+			stack = ns;
+		}
+		if (!n)
+			stack[n++] = r;
+		struct rm_res *top = stack[n - 1], *next = next_unvisited(top);
+		if (next) {
+			next->visit = true;
+			stack[n++] = next;
+			continue;
+		}
+		if (budget && freed >= budget) {
+			for (size_t i = 0; i < n; i++)
+				stack[i]->visit = false;
+			break;
+		}
+		n--;
+		if (top == &c->root) {
+			top->visit = false;
+			*done = true;
+			break;
+		}
+		res_destroy(c, top);
+		freed++;
+		if (top == r) {
+			*done = true;
+			break;
+		}
+	}
+	free(stack);
+	return freed;
+}
+
+/* ---- public calls ---- */
+int rm_alloc(struct rm *rm, unsigned int fn, uint32_t h_client, uint32_t h_parent,
+	     uint32_t *h_object, uint32_t h_class, void *params, size_t len)
+{
+	struct rm_client *c;
+	struct rm_res *parent, *r;
+	uint32_t h;
+	int ret, ok;
+
+	if (!h_object || len != params_size(h_class) || (len && !params))
+		return -EINVAL;
+	h = *h_object;
+	ret = rm_enter(rm, fn, h_client, &c);
+	if (ret)
+		return ret;
+	parent = rm_res_lookup(c, h_parent);
+	ok = parent ? parent_ok(h_class, parent) : 0;
+	ret = !parent ? -ENOENT : ok < 0 ? -EOPNOTSUPP : !ok ? -EINVAL :
+	      parent->depth + 1 > RM_MAX_DEPTH ? -EINVAL : 0;
+	if (ret)
+		goto out;
+	ret = rm_handle_take(c, &h);
+	if (ret)
+		goto out;
+	r = res_new(c, parent, h, h_class);
+	if (!r) {
+		ret = -ENOMEM;
+		goto drop_handle;
+	}
+	ret = class_ctor(c, r, params);
+	if (ret)
+		goto free_res;
+	res_insert(c, r);
+	*h_object = h;
+	rm_exit(c);
+	return 0;
+free_res:
+	free(r);
+drop_handle:
+	rm_handle_drop(c, h);
+out:
+	rm_exit(c);
+	return ret;
+}
+
+int rm_free(struct rm *rm, unsigned int fn, uint32_t h_client, uint32_t h_object)
+{
+	struct rm_client *c;
+	struct rm_res *r;
+	bool done;
+	int ret;
+
+	if (h_object == h_client)
+		return rm_client_free(rm, fn, h_client);
+	ret = rm_enter(rm, fn, h_client, &c);
+	if (ret)
+		return ret;
+	r = rm_res_lookup(c, h_object);
+	if (r)
+		rm_res_free_tree(c, r, 0, &done);
+	rm_exit(c);
+	return r ? 0 : -ENOENT;
+}
+
+static int ctrl_quota(struct rm *rm, unsigned int fn, struct vgpu_rm_quota_info *q)
+{
+	struct rm_fn *f = &rm->fns[fn];
+
+	rm_dev_lock(rm);
+	*q = (struct vgpu_rm_quota_info){ .vram_limit = f->quota.vram, .vram_used = f->vram_used,
+		.sysmem_limit = f->quota.sysmem, .sysmem_used = f->sysmem_used,
+		.chan_limit = f->quota.channels, .chan_used = f->chans_used,
+		.client_limit = f->quota.clients, .client_used = f->nr_clients };
+	rm_dev_unlock(rm);
+	return 0;
+}
+
+static int control_locked(struct rm_client *c, struct rm_res *r, uint32_t cmd, void *params,
+			  size_t *len, size_t cap)
+{
+	struct rm *rm = c->rm;
+	size_t in = *len;
+	int ret;
+
+#define OUT(type) do { if (cap < sizeof(type)) return -EINVAL; *len = sizeof(type); } while (0)
+	switch (cmd) {
+	case VGPU_RM_CTRL_GET_INFO:
+		if (r->h_class != VGPU_RM_CLASS_SUBDEVICE && r->h_class != VGPU_RM_CLASS_DEVICE)
+			return -EINVAL;
+		OUT(struct vgpu_rm_info);
+		*(struct vgpu_rm_info *)params = (struct vgpu_rm_info){ .fn = c->fn,
+			.nr_engines = rm->nr_engines, .vram_size = rm->fns[c->fn].size,
+			.gsp_resets = atomic_load(&rm->gsp_resets) };
+		return 0;
+	case VGPU_RM_CTRL_GET_QUOTA:
+		if (r->h_class != VGPU_RM_CLASS_SUBDEVICE)
+			return -EINVAL;
+		OUT(struct vgpu_rm_quota_info);
+		return ctrl_quota(rm, c->fn, params);
+	case VGPU_RM_CTRL_GSP_ECHO:
+		if (r->h_class != VGPU_RM_CLASS_SUBDEVICE || in > cap)
+			return -EINVAL;
+		ret = gsp_call(rm->gsp, c->fn, VGPU_RPC_FN_ECHO, params, in, params, cap, len);
+		return ret;
+	case VGPU_RM_CTRL_GET_WORK_SUBMIT_TOKEN:
+		if (r->h_class != VGPU_RM_CLASS_CHANNEL_GPFIFO)
+			return -EINVAL;
+		OUT(struct vgpu_rm_token_params);
+		*(struct vgpu_rm_token_params *)params =
+			(struct vgpu_rm_token_params){ .token = r->u.chan.token };
+		return 0;
+	case VGPU_RM_CTRL_CHANNEL_ENABLE:
+		if (r->h_class != VGPU_RM_CLASS_CHANNEL_GPFIFO ||
+		    in != sizeof(struct vgpu_rm_enable_params))
+			return -EINVAL;
+		*len = 0;
+		return rm_chan_enable(rm, c->fn, r->u.chan.chid,
+				      ((struct vgpu_rm_enable_params *)params)->enable != 0);
+	case VGPU_RM_CTRL_CHANNEL_RESET:
+		if (r->h_class != VGPU_RM_CLASS_CHANNEL_GPFIFO || in)
+			return -EINVAL;
+		ret = rm_chan_enable(rm, c->fn, r->u.chan.chid, false);
+		return ret ? ret : rm_chan_enable(rm, c->fn, r->u.chan.chid, true);
+	}
+#undef OUT
+	return -EOPNOTSUPP;
+}
+
+int rm_control(struct rm *rm, unsigned int fn, uint32_t h_client, uint32_t h_object,
+	       uint32_t cmd, void *params, size_t *len, size_t cap)
+{
+	struct rm_client *c;
+	struct rm_res *r;
+	int ret;
+
+	if (!len || *len > cap || (cap && !params) || cap > VGPU_RPC_MAX_PAYLOAD)
+		return -EINVAL;
+	ret = rm_enter(rm, fn, h_client, &c);
+	if (ret)
+		return ret;
+	r = rm_res_lookup(c, h_object);
+	ret = r ? control_locked(c, r, cmd, params, len, cap) : -ENOENT;
+	rm_exit(c);
+	return ret;
+}
+
+int rm_share(struct rm *rm, unsigned int fn, uint32_t h_client, uint32_t h_object,
+	     uint32_t h_target, uint32_t access)
+{
+	struct rm_client *c;
+	struct rm_res *r;
+	int ret;
+
+	if (access & ~VGPU_RM_ACCESS_DUP)
+		return -EINVAL;
+	if (h_target && VGPU_RM_IS_CLIENT(h_target) && VGPU_RM_CLIENT_FN(h_target) != fn)
+		return -VGPU_EFOREIGN;
+	ret = rm_enter(rm, fn, h_client, &c);
+	if (ret)
+		return ret;
+	r = rm_res_lookup(c, h_object);
+	ret = !r ? -ENOENT : !is_mem(r->h_class) ? -EINVAL : 0;
+	if (!ret) {
+		r->share_target = h_target;
+		r->share_access = access;
+	}
+	rm_exit(c);
+	return ret;
+}
+
+/* Lock two clients in handle order (the validator checks it). */
+static int enter_two(struct rm *rm, unsigned int fn, uint32_t ha, uint32_t hb,
+		     struct rm_client **a, struct rm_client **b)
+{
+	struct rm_client *lo, *hi;
+	int ret;
+
+	rm_rcu_enter();
+	rm_api_read(rm);
+	ret = rm_client_get(rm, fn, ha, a);
+	if (ret)
+		goto out;
+	ret = rm_client_get(rm, fn, hb, b);
+	if (ret) {
+		rm_client_put(*a);
+		goto out;
+	}
+	lo = ha < hb ? *a : *b;
+	hi = ha < hb ? *b : *a;
+	rm_client_lock(lo);
+	rm_client_lock(hi);
+	if ((*a)->dead || (*b)->dead || (*a)->disabled || (*b)->disabled) {
+		ret = (*a)->dead || (*b)->dead ? -ENOENT : -EBUSY;
+		rm_client_unlock(hi);
+		rm_client_unlock(lo);
+		rm_client_put(*a);
+		rm_client_put(*b);
+	}
+out:
+	rm_api_unlock(rm);
+	return ret;
+}
+
+static int dup_locked(struct rm_client *dst, struct rm_client *src, uint32_t h_parent,
+		      uint32_t *h_object, uint32_t h_src)
+{
+	struct rm_res *s = rm_res_lookup(src, h_src), *parent = rm_res_lookup(dst, h_parent), *r;
+	uint32_t h = *h_object;
+	int ret;
+
+	if (!s || !parent)
+		return -ENOENT;
+	if (!is_mem(s->h_class) || parent->h_class != VGPU_RM_CLASS_DEVICE)
+		return -EINVAL;
+	if (src != dst && (!(s->share_access & VGPU_RM_ACCESS_DUP) ||
+			   (s->share_target && s->share_target != dst->handle)))
+		return -EACCES;
+	ret = rm_handle_take(dst, &h);
+	if (ret)
+		return ret;
+	r = res_new(dst, parent, h, s->h_class);
+	if (!r) {
+		rm_handle_drop(dst, h);
+		return -ENOMEM;
+	}
+	r->u.mem = s->u.mem;
+	rm_mem_get(dst->rm, r->u.mem);
+	res_insert(dst, r);
+	*h_object = h;
+	return 0;
+}
+
+int rm_dup(struct rm *rm, unsigned int fn, uint32_t h_client, uint32_t h_parent,
+	   uint32_t *h_object, uint32_t h_src_client, uint32_t h_src)
+{
+	struct rm_client *dst, *src;
+	int ret;
+
+	if (!rm || fn >= rm->nr_fns || !h_object)
+		return -EINVAL;
+	if (h_src_client == h_client) {
+		ret = rm_enter(rm, fn, h_client, &dst);
+		if (ret)
+			return ret;
+		ret = dup_locked(dst, dst, h_parent, h_object, h_src);
+		rm_exit(dst);
+		return ret;
+	}
+	ret = enter_two(rm, fn, h_client, h_src_client, &dst, &src);
+	if (ret)
+		return ret;
+	ret = dup_locked(dst, src, h_parent, h_object, h_src);
+	rm_client_unlock(h_client < h_src_client ? src : dst);
+	rm_client_unlock(h_client < h_src_client ? dst : src);
+	rm_client_put(dst);
+	rm_client_put(src);
+	return ret;
+}
+
+int rm_map(struct rm *rm, unsigned int fn, uint32_t h_client, uint32_t h_object, uint64_t *addr,
+	   uint64_t *size, uint32_t *aperture)
+{
+	struct rm_client *c;
+	struct rm_res *r;
+	int ret;
+
+	if (!addr || !size || !aperture)
+		return -EINVAL;
+	ret = rm_enter(rm, fn, h_client, &c);
+	if (ret)
+		return ret;
+	r = rm_res_lookup(c, h_object);
+	ret = !r ? -ENOENT : !is_mem(r->h_class) ? -EINVAL : 0;
+	if (!ret) {
+		struct rm_mem *m = r->u.mem;
+		*aperture = m->aper;
+		*addr = m->aper == VGPU_APER_VRAM ? m->addr - rm->fns[fn].base : m->addr;
+		*size = m->size;
+	}
+	rm_exit(c);
+	return ret;
+}

@@ -1,0 +1,373 @@
+/* Resource server: lifecycle of every class, dependency-ordered free, sharing and access
+ * rights, cross-VF handles, handle exhaustion without aliasing, quotas, VF reset / guest
+ * gone by handle range, and the lock-order validator. Runs against the real vgpu-gsp. */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "common/compiler.h"
+#include "common/err.h"
+#include "rm_test.h"
+
+static struct rm_fixture fx;
+
+static int setup(void **state)
+{
+	(void)state;
+	return rm_fixture_up(&fx, NULL);
+}
+
+static int setup_small(void **state)
+{
+	struct rm_config c = { .max_clients = 8, .max_objects = 16 };
+
+	(void)state;
+	return rm_fixture_up(&fx, &c);
+}
+
+static int teardown(void **state)
+{
+	int leak = (int)(rm_object_count(fx.rm, 1) + rm_object_count(fx.rm, 2));
+
+	(void)state;
+	rm_fixture_down(&fx);
+	return leak ? -1 : 0;	/* every test frees what it made */
+}
+
+/* Every class: allocate, use, free; the function's object count returns to zero. */
+static void test_lifecycle(void **state)
+{
+	const struct gpu_priv_shared *sh = gpu_priv_shared(gpu_priv_get(fx.gpu));
+	struct vgpu_rm_vaspace_params vp = { .pdb = 0x10000 };
+	struct vgpu_rm_sysmem_params sp = { .size = 128 << 10 };
+	struct vgpu_rm_usermode_params up = { 0 };
+	struct vgpu_rm_event_params ep = { .notify_index = 3 };
+	struct vgpu_rm_channel_params cp;
+	struct vgpu_rm_enable_params en = { .enable = 1 };
+	struct vgpu_rm_token_params tok;
+	struct vgpu_rm_info info;
+	uint32_t hc, hd, hs, hv = 0, hm, hsys = 0, hu = 0, he = 0, hch;
+	uint64_t addr, size;
+	uint32_t aper;
+	size_t len;
+
+	(void)state;
+	assert_int_equal(rm_t_client(fx.rm, 1, &hc, &hd, &hs), 0);
+	assert_int_equal(VGPU_RM_CLIENT_FN(hc), 1);
+	assert_int_equal(rm_alloc(fx.rm, 1, hc, hd, &hv, VGPU_RM_CLASS_VASPACE, &vp, sizeof(vp)), 0);
+	assert_int_equal(rm_t_vidmem(fx.rm, 1, hc, hd, 1 << 20, &hm), 0);
+	assert_int_equal(rm_map(fx.rm, 1, hc, hm, &addr, &size, &aper), 0);
+	assert_true(addr + size <= T_SLICE);	/* VF-physical: inside its own slice */
+	assert_int_equal(aper, VGPU_APER_VRAM);
+	assert_int_equal(rm_alloc(fx.rm, 1, hc, hd, &hsys, VGPU_RM_CLASS_MEMORY_SYSMEM, &sp, sizeof(sp)), 0);
+	assert_int_equal(rm_alloc(fx.rm, 1, hc, hd, &hu, VGPU_RM_CLASS_USERMODE, &up, sizeof(up)), 0);
+	assert_int_equal(up.doorbell_offset, 4096);
+	assert_int_equal(rm_t_channel(fx.rm, 1, hc, hd, hv, &hch, &cp), 0);
+	assert_int_equal(rm_alloc(fx.rm, 1, hc, hch, &he, VGPU_RM_CLASS_EVENT, &ep, sizeof(ep)), 0);
+	assert_true(sh->fns[1].chans[cp.chid].flags & GPU_CHAN_ALLOCATED);
+	assert_int_equal(sh->fns[1].chans[cp.chid].pdb, 0x10000);
+	len = sizeof(en);
+	assert_int_equal(rm_control(fx.rm, 1, hc, hch, VGPU_RM_CTRL_CHANNEL_ENABLE, &en, &len, sizeof(en)), 0);
+	assert_true(sh->fns[1].runlist[0] & (1ull << cp.chid));
+	len = 0;
+	assert_int_equal(rm_control(fx.rm, 1, hc, hch, VGPU_RM_CTRL_GET_WORK_SUBMIT_TOKEN, &tok, &len, sizeof(tok)), 0);
+	assert_int_equal(tok.token, cp.token);
+	len = 0;
+	assert_int_equal(rm_control(fx.rm, 1, hc, hs, VGPU_RM_CTRL_GET_INFO, &info, &len, sizeof(info)), 0);
+	assert_int_equal(info.fn, 1);
+	assert_int_equal(info.vram_size, T_SLICE);
+	assert_int_equal(rm_object_count(fx.rm, 1), 9);
+	assert_int_equal(rm_client_free(fx.rm, 1, hc), 0);
+	assert_int_equal(rm_object_count(fx.rm, 1), 0);
+	assert_false(sh->fns[1].chans[cp.chid].flags & GPU_CHAN_ALLOCATED);
+	assert_int_equal(sh->fns[1].runlist[0], 0);
+	assert_int_equal(rm_free(fx.rm, 1, hc, hd), -ENOENT);
+}
+
+/* Freeing a VA space frees the channel that depends on it first, and a device its
+ * whole subtree, iteratively; the parent itself last. */
+static void test_dependency_free(void **state)
+{
+	const struct gpu_priv_shared *sh = gpu_priv_shared(gpu_priv_get(fx.gpu));
+	struct vgpu_rm_vaspace_params vp = { .pdb = 0 };
+	struct vgpu_rm_channel_params cp;
+	uint32_t hc, hd, hs, hv = 0, hch, hm;
+	size_t len = 0;
+	struct vgpu_rm_token_params tok;
+
+	(void)state;
+	assert_int_equal(rm_t_client(fx.rm, 2, &hc, &hd, &hs), 0);
+	assert_int_equal(rm_alloc(fx.rm, 2, hc, hd, &hv, VGPU_RM_CLASS_VASPACE, &vp, sizeof(vp)), 0);
+	assert_int_equal(rm_t_channel(fx.rm, 2, hc, hd, hv, &hch, &cp), 0);
+	assert_int_equal(rm_t_vidmem(fx.rm, 2, hc, hd, 2 << 20, &hm), 0);
+	assert_int_equal(rm_free(fx.rm, 2, hc, hv), 0);
+	assert_int_equal(rm_control(fx.rm, 2, hc, hch, VGPU_RM_CTRL_GET_WORK_SUBMIT_TOKEN, &tok, &len,
+				    sizeof(tok)), -ENOENT);
+	assert_false(sh->fns[2].chans[cp.chid].flags & GPU_CHAN_ALLOCATED);
+	assert_int_equal(rm_object_count(fx.rm, 2), 4);	/* client, device, subdevice, memory */
+	assert_int_equal(rm_free(fx.rm, 2, hc, hd), 0);
+	assert_int_equal(rm_object_count(fx.rm, 2), 1);
+	assert_int_equal(rm_free(fx.rm, 2, hc, hm), -ENOENT);
+	assert_int_equal(rm_free(fx.rm, 2, hc, hc), 0);
+}
+
+/* Wrong parents, sizes and params are refused and change nothing. */
+static const struct bad_alloc {
+	const char *name;
+	uint32_t cls;
+	int parent;		/* 0 client, 1 device, 2 subdevice */
+	uint64_t size, page;
+	int want;
+} bad_allocs[] = {
+	{ "memory under the client", VGPU_RM_CLASS_MEMORY_VIDMEM, 0, 1 << 20, 64 << 10, -EINVAL },
+	{ "device under a device", VGPU_RM_CLASS_DEVICE, 1, 0, 0, -EINVAL },
+	{ "unknown class", 0x1234, 1, 0, 0, -EOPNOTSUPP },
+	{ "size not a page multiple", VGPU_RM_CLASS_MEMORY_VIDMEM, 1, 100, 64 << 10, -EINVAL },
+	{ "page size 4 KiB", VGPU_RM_CLASS_MEMORY_VIDMEM, 1, 1 << 20, 4096, -EINVAL },
+	{ "larger than the slice", VGPU_RM_CLASS_MEMORY_VIDMEM, 1, 32 << 20, 64 << 10, -ENOMEM },
+};
+
+static void test_bad_alloc(void **state)
+{
+	const struct bad_alloc *c = *state;
+	struct vgpu_rm_vidmem_params p = { .size = c->size, .page_size = c->page };
+	uint32_t hc, hd, hs, h = 0, parents[3];
+
+	assert_int_equal(rm_t_client(fx.rm, 1, &hc, &hd, &hs), 0);
+	parents[0] = hc;
+	parents[1] = hd;
+	parents[2] = hs;
+	assert_int_equal(rm_alloc(fx.rm, 1, hc, parents[c->parent], &h, c->cls,
+				  c->cls == VGPU_RM_CLASS_MEMORY_VIDMEM ? &p : NULL,
+				  c->cls == VGPU_RM_CLASS_MEMORY_VIDMEM ? sizeof(p) : 0), c->want);
+	assert_int_equal(rm_object_count(fx.rm, 1), 3);
+	assert_int_equal(rm_client_free(fx.rm, 1, hc), 0);
+}
+
+/* Another function's handles give their own error; sharing gates dup. */
+static void test_share_and_foreign(void **state)
+{
+	uint32_t a, ad, as, b, bd, bs, v, v2, vs, m = 0, d = 0;
+	uint64_t addr, size;
+	uint32_t aper;
+
+	(void)state;
+	assert_int_equal(rm_t_client(fx.rm, 1, &a, &ad, &as), 0);
+	assert_int_equal(rm_t_client(fx.rm, 1, &b, &bd, &bs), 0);
+	assert_int_equal(rm_t_client(fx.rm, 2, &v, &v2, &vs), 0);
+	assert_int_equal(rm_t_vidmem(fx.rm, 1, a, ad, 1 << 20, &m), 0);
+	/* foreign: VF 2 naming VF 1's client, in every call */
+	assert_int_equal(rm_free(fx.rm, 2, a, m), -VGPU_EFOREIGN);
+	assert_int_equal(rm_map(fx.rm, 2, a, m, &addr, &size, &aper), -VGPU_EFOREIGN);
+	assert_int_equal(rm_dup(fx.rm, 2, v, v2, &d, a, m), -VGPU_EFOREIGN);
+	assert_int_equal(rm_share(fx.rm, 1, a, m, v, VGPU_RM_ACCESS_DUP), -VGPU_EFOREIGN);
+	/* not shared yet */
+	assert_int_equal(rm_dup(fx.rm, 1, b, bd, &d, a, m), -EACCES);
+	/* shared with another client only */
+	assert_int_equal(rm_share(fx.rm, 1, a, m, a, VGPU_RM_ACCESS_DUP), 0);
+	assert_int_equal(rm_dup(fx.rm, 1, b, bd, &d, a, m), -EACCES);
+	/* shared with b */
+	assert_int_equal(rm_share(fx.rm, 1, a, m, b, VGPU_RM_ACCESS_DUP), 0);
+	assert_int_equal(rm_dup(fx.rm, 1, b, bd, &d, a, m), 0);
+	assert_int_equal(rm_map(fx.rm, 1, b, d, &addr, &size, &aper), 0);
+	assert_int_equal(size, 1 << 20);
+	/* the memory lives while any dup does */
+	assert_int_equal(rm_client_free(fx.rm, 1, a), 0);
+	assert_int_equal(rm_map(fx.rm, 1, b, d, &addr, &size, &aper), 0);
+	assert_int_equal(rm_client_free(fx.rm, 1, b), 0);
+	assert_int_equal(rm_client_free(fx.rm, 2, v), 0);
+}
+
+/* 18: ranges full give -ENOSPC; handles come back only after their free, never aliased. */
+static void test_handle_exhaustion(void **state)
+{
+	uint32_t hc[9], hd, h[16], extra = 0, again = 0;
+	int n = 0;
+
+	(void)state;
+	for (n = 0; n < 8; n++)
+		assert_int_equal(rm_client_alloc(fx.rm, 1, &hc[n]), 0);
+	assert_int_equal(rm_client_alloc(fx.rm, 1, &hc[8]), -ENOSPC);
+	for (int i = 0; i < 8; i++)
+		for (int k = i + 1; k < 8; k++)
+			assert_int_not_equal(hc[i], hc[k]);
+	assert_int_equal(rm_client_free(fx.rm, 1, hc[3]), 0);
+	assert_int_equal(rm_client_alloc(fx.rm, 1, &hc[8]), 0);
+	assert_int_equal(hc[8], hc[3]);	/* the only free one: reused after its free */
+	hd = 0;
+	assert_int_equal(rm_alloc(fx.rm, 1, hc[0], hc[0], &hd, VGPU_RM_CLASS_DEVICE, NULL, 0), 0);
+	for (n = 0; n < 15; n++) {
+		h[n] = 0;
+		assert_int_equal(rm_alloc(fx.rm, 1, hc[0], hd, &h[n], VGPU_RM_CLASS_SUBDEVICE, NULL, 0), 0);
+	}
+	assert_int_equal(rm_alloc(fx.rm, 1, hc[0], hd, &extra, VGPU_RM_CLASS_SUBDEVICE, NULL, 0), -ENOSPC);
+	/* a caller-chosen handle in use, and one outside the range */
+	extra = h[2];
+	assert_int_equal(rm_alloc(fx.rm, 1, hc[0], hd, &extra, VGPU_RM_CLASS_SUBDEVICE, NULL, 0), -EEXIST);
+	extra = VGPU_RM_HANDLE_BASE + 16;
+	assert_int_equal(rm_alloc(fx.rm, 1, hc[0], hd, &extra, VGPU_RM_CLASS_SUBDEVICE, NULL, 0), -EINVAL);
+	assert_int_equal(rm_free(fx.rm, 1, hc[0], h[7]), 0);
+	assert_int_equal(rm_alloc(fx.rm, 1, hc[0], hd, &again, VGPU_RM_CLASS_SUBDEVICE, NULL, 0), 0);
+	assert_int_equal(again, h[7]);
+	for (n = 0; n < 8; n++)
+		assert_int_equal(rm_client_free(fx.rm, 1, n == 3 ? hc[8] : hc[n]), 0);
+}
+
+/* Quota errors are not out-of-space errors. */
+static void test_quotas(void **state)
+{
+	struct rm_quota q = { .vram = 4 << 20, .channels = 1, .clients = 2 };
+	struct vgpu_rm_vaspace_params vp = { 0 };
+	struct vgpu_rm_quota_info qi;
+	uint32_t hc, hd, hs, h1, h2, hv = 0, c1, c2, x;
+	size_t len = 0;
+
+	(void)state;
+	assert_int_equal(rm_quota_set(fx.rm, 1, &q), 0);
+	assert_int_equal(rm_t_client(fx.rm, 1, &hc, &hd, &hs), 0);
+	assert_int_equal(rm_t_vidmem(fx.rm, 1, hc, hd, 3 << 20, &h1), 0);
+	assert_int_equal(rm_t_vidmem(fx.rm, 1, hc, hd, 2 << 20, &h2), -VGPU_EQUOTA);
+	assert_int_equal(rm_t_vidmem(fx.rm, 1, hc, hd, 1 << 20, &h2), 0);
+	assert_int_equal(rm_alloc(fx.rm, 1, hc, hd, &hv, VGPU_RM_CLASS_VASPACE, &vp, sizeof(vp)), 0);
+	assert_int_equal(rm_t_channel(fx.rm, 1, hc, hd, hv, &c1, NULL), 0);
+	assert_int_equal(rm_t_channel(fx.rm, 1, hc, hd, hv, &c2, NULL), -VGPU_EQUOTA);
+	assert_int_equal(rm_client_alloc(fx.rm, 1, &x), 0);
+	assert_int_equal(rm_client_alloc(fx.rm, 1, &c2), -VGPU_EQUOTA);
+	assert_int_equal(rm_control(fx.rm, 1, hc, hs, VGPU_RM_CTRL_GET_QUOTA, &qi, &len, sizeof(qi)), 0);
+	assert_int_equal(qi.vram_used, 4 << 20);
+	assert_int_equal(qi.chan_used, 1);
+	q.vram = 1 << 20;
+	assert_int_equal(rm_quota_set(fx.rm, 1, &q), -EBUSY);
+	assert_int_equal(rm_client_free(fx.rm, 1, x), 0);
+	assert_int_equal(rm_client_free(fx.rm, 1, hc), 0);
+	q = (struct rm_quota){ 0 };
+	assert_int_equal(rm_quota_set(fx.rm, 1, &q), 0);
+	/* without a quota the slice itself is the limit: out of space, not over quota */
+	assert_int_equal(rm_t_client(fx.rm, 1, &hc, &hd, &hs), 0);
+	assert_int_equal(rm_t_vidmem(fx.rm, 1, hc, hd, 32 << 20, &h1), -ENOMEM);
+	assert_int_equal(rm_client_free(fx.rm, 1, hc), 0);
+}
+
+/* 10/11: VF reset (guest gone): every client of the VF by range, in batches; other VFs
+ * untouched; channels revoked in the hardware; the count back at zero. */
+static void test_vf_reset(void **state)
+{
+	const struct gpu_priv_shared *sh = gpu_priv_shared(gpu_priv_get(fx.gpu));
+	struct vgpu_rm_vaspace_params vp = { 0 };
+	struct vgpu_rm_channel_params cp;
+	uint32_t hc[5], hd, hs, hv, hm, hch, other, od, os;
+	uint64_t before2;
+
+	(void)state;
+	assert_int_equal(rm_t_client(fx.rm, 2, &other, &od, &os), 0);
+	before2 = rm_object_count(fx.rm, 2);
+	for (int i = 0; i < 5; i++) {
+		assert_int_equal(rm_t_client(fx.rm, 1, &hc[i], &hd, &hs), 0);
+		for (int k = 0; k < 8; k++)
+			assert_int_equal(rm_t_vidmem(fx.rm, 1, hc[i], hd, 64 << 10, &hm), 0);
+		hv = 0;
+		assert_int_equal(rm_alloc(fx.rm, 1, hc[i], hd, &hv, VGPU_RM_CLASS_VASPACE, &vp, sizeof(vp)), 0);
+		assert_int_equal(rm_t_channel(fx.rm, 1, hc[i], hd, hv, &hch, &cp), 0);
+	}
+	assert_int_equal(rm_vf_disable(fx.rm, 1), 0);
+	assert_int_equal(rm_t_vidmem(fx.rm, 1, hc[0], hd, 64 << 10, &hm), -EBUSY);
+	for (int ch = 0; ch < 64; ch++)
+		assert_false(sh->fns[1].chans[ch].flags & GPU_CHAN_ALLOCATED);
+	assert_int_equal(rm_vf_free_disabled(fx.rm, 1, 10), -EINPROGRESS);
+	assert_true(rm_object_count(fx.rm, 1) > 0);
+	assert_int_equal(rm_vf_reset(fx.rm, 1), 0);
+	assert_int_equal(rm_object_count(fx.rm, 1), 0);
+	assert_int_equal(rm_object_count(fx.rm, 2), before2);
+	assert_int_equal(rm_free(fx.rm, 1, hc[0], hc[0]), -ENOENT);
+	/* the VF is usable again */
+	assert_int_equal(rm_t_client(fx.rm, 1, &hc[0], &hd, &hs), 0);
+	assert_int_equal(rm_t_vidmem(fx.rm, 1, hc[0], hd, 8 << 20, &hm), 0);
+	assert_int_equal(rm_client_free(fx.rm, 1, hc[0]), 0);
+	assert_int_equal(rm_client_free(fx.rm, 2, other), 0);
+	assert_int_equal(rm_vf_partition_clear(fx.rm, 2), 0);
+	assert_int_equal(rm_vf_partition_clear(fx.rm, 2), -ENOENT);
+}
+
+/* 16: the validator catches each kind of misordering. */
+static char lockdep_msg[128];
+static void on_violation(const char *what)
+{
+	snprintf(lockdep_msg, sizeof(lockdep_msg), "%s", what);
+}
+
+static const struct order_case {
+	const char *name;
+	enum rm_lock_rank first;
+	uint32_t k1;
+	enum rm_lock_rank second;
+	uint32_t k2;
+	bool bad;
+} order_cases[] = {
+	{ "API, client, device", RM_RANK_API, 0, RM_RANK_CLIENT, 5, false },
+	{ "client then API", RM_RANK_CLIENT, 5, RM_RANK_API, 0, true },
+	{ "device then client", RM_RANK_DEVICE, 0, RM_RANK_CLIENT, 5, true },
+	{ "clients ascending", RM_RANK_CLIENT, 5, RM_RANK_CLIENT, 9, false },
+	{ "clients descending", RM_RANK_CLIENT, 9, RM_RANK_CLIENT, 5, true },
+	{ "device twice", RM_RANK_DEVICE, 0, RM_RANK_DEVICE, 0, true },
+};
+
+static void test_lock_order(void **state)
+{
+	const struct order_case *c = *state;
+
+	lockdep_msg[0] = '\0';
+	rm_lockdep_set_handler(on_violation);
+	rm_lockdep_acquire(c->first, c->k1);
+	rm_lockdep_acquire(c->second, c->k2);
+	rm_lockdep_release(c->second, c->k2);
+	rm_lockdep_release(c->first, c->k1);
+	rm_lockdep_set_handler(NULL);
+	assert_int_equal(lockdep_msg[0] != '\0', c->bad);
+}
+
+/* The validator also watches the real paths: a dup takes two client locks in order. */
+static void test_lock_order_real(void **state)
+{
+	uint32_t a, ad, as, b, bd, bs, m, d = 0;
+
+	(void)state;
+	lockdep_msg[0] = '\0';
+	rm_lockdep_set_handler(on_violation);
+	assert_int_equal(rm_t_client(fx.rm, 1, &a, &ad, &as), 0);
+	assert_int_equal(rm_t_client(fx.rm, 1, &b, &bd, &bs), 0);
+	assert_int_equal(rm_t_vidmem(fx.rm, 1, b, bd, 1 << 20, &m), 0);
+	assert_int_equal(rm_share(fx.rm, 1, b, m, 0, VGPU_RM_ACCESS_DUP), 0);
+	assert_int_equal(rm_dup(fx.rm, 1, a, ad, &d, b, m), 0);	/* higher src handle */
+	assert_int_equal(rm_client_free(fx.rm, 1, b), 0);
+	assert_int_equal(rm_client_free(fx.rm, 1, a), 0);
+	rm_lockdep_set_handler(NULL);
+	assert_string_equal(lockdep_msg, "");
+}
+
+int main(void)
+{
+	struct CMUnitTest t[32] = {
+		cmocka_unit_test_setup_teardown(test_lifecycle, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_dependency_free, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_share_and_foreign, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_handle_exhaustion, setup_small, teardown),
+		cmocka_unit_test_setup_teardown(test_quotas, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_vf_reset, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lock_order_real, setup, teardown),
+	};
+	size_t n = 7;
+
+	for (size_t i = 0; i < VGPU_ARRAY_SIZE(bad_allocs); i++)
+		t[n++] = (struct CMUnitTest){ bad_allocs[i].name, test_bad_alloc, setup, teardown,
+					      (void *)&bad_allocs[i] };
+	for (size_t i = 0; i < VGPU_ARRAY_SIZE(order_cases); i++)
+		t[n++] = (struct CMUnitTest){ order_cases[i].name, test_lock_order, NULL, NULL,
+					      (void *)&order_cases[i] };
+	return _cmocka_run_group_tests("rm_resources", t, n, NULL, NULL);
+}
