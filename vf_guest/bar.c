@@ -132,9 +132,13 @@ int vf_bar_rings(struct vgpu_vf *vf)
 	if (vf->req.elem_size < sizeof(struct vf_msg) || vf->rsp.elem_size < sizeof(struct vf_msg) ||
 	    vf->evt.elem_size < sizeof(struct vf_event))
 		return vf_error(vf, -EPROTO, "BAR2 mailbox slots too small");
-	/* The reply ring may hold replies to requests of a previous attach: skip them. */
+	/* Replies and events still queued were meant for an earlier attach (an old reset's
+	 * event would look like a new one): skip them. */
 	vf->rsp.cached_tail = vf->rsp.cached_head;
 	atomic_store_explicit(vgpu_ring_tail_(vf->rsp.hdr), vf->rsp.cached_tail,
+			      memory_order_release);
+	vf->evt.cached_tail = vf->evt.cached_head;
+	atomic_store_explicit(vgpu_ring_tail_(vf->evt.hdr), vf->evt.cached_tail,
 			      memory_order_release);
 	return 0;
 }

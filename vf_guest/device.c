@@ -247,21 +247,20 @@ static int vf_wait_ready(struct vgpu_vf *vf)
 	return 0;
 }
 
-int vgpu_vf_recover(struct vgpu_vf *vf, struct vgpu_vf_lost *lost)
+/* Recover in place (same BAR2) or from scratch (the endpoint died); 0 or -errno. What was
+ * lost is added to vf->lost as it is found, so a failed attempt loses nothing of the tally. */
+static int vf_recover(struct vgpu_vf *vf, bool alive)
 {
-	bool alive = vf->bar && vf->t->ops->alive(vf->t);
 	int ret;
 
-	memset(lost, 0, sizeof(*lost));
-	if (alive && !vgpu_vf_reset_pending(vf))
-		return 0;
-	vf_mark_lost(vf, lost);
+	vf_mark_lost(vf, &vf->lost);
 	pthread_mutex_lock(&vf->mbox_lock);
 	if (vf->bar) {
 		uint32_t rc = atomic_load_explicit((_Atomic uint32_t *)&vf->hdr->reset_count,
 						   memory_order_acquire);
 
-		lost->resets = rc - vf->seen_reset_count;
+		vf->lost.resets += rc - vf->seen_reset_count;
+		vf->seen_reset_count = rc;
 		vf_dma_fini(&vf->dma);
 	}
 	if (alive && vf_wait_ready(vf) == 0) {
@@ -279,13 +278,28 @@ int vgpu_vf_recover(struct vgpu_vf *vf, struct vgpu_vf_lost *lost)
 		return vf_handshake(vf);
 	}
 	/* The endpoint went away (vgpud restarted): attach from scratch. */
-	if (vf->bar)
+	if (vf->bar) {
 		vf->t->ops->detach(vf->t);
+		vf->lost.resets += 1;	/* the daemon's restart counts as one */
+	}
 	vf->bar = NULL;
 	vf->hdr = NULL;
 	pthread_mutex_unlock(&vf->mbox_lock);
-	ret = vf_attach(vf);
-	if (!ret && !lost->resets)
-		lost->resets = 1;
-	return ret;
+	return vf_attach(vf);
+}
+
+int vgpu_vf_recover(struct vgpu_vf *vf, struct vgpu_vf_lost *lost)
+{
+	bool alive = vf->bar && vf->t->ops->alive(vf->t);
+	int ret;
+
+	memset(lost, 0, sizeof(*lost));
+	if (alive && !vgpu_vf_reset_pending(vf))
+		return 0;
+	ret = vf_recover(vf, alive);
+	if (ret)
+		return ret;
+	*lost = vf->lost;
+	memset(&vf->lost, 0, sizeof(vf->lost));
+	return 0;
 }

@@ -181,6 +181,7 @@ struct vgpu_vf {
 
 	uint32_t seen_reset_count;
 	atomic_bool reset_pending;
+	struct vgpu_vf_lost lost;	/* found lost since the last successful recovery */
 	char last_error[256];
 };
 

@@ -8,11 +8,13 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <vgpu/gmmu.h>
 #include <vgpu/gpfifo.h>
 #include <vgpu/vf_bar.h>
 
+#include "common/clock.h"
 #include "vf_guest/vf_internal.h"
 #include "vf_guest/vft.h"
 
@@ -572,6 +574,54 @@ static int t_forged_handle(struct vft *t)
 	return VFT_SKIP;
 }
 
+static void sleep_ms(unsigned int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
+
+	nanosleep(&ts, NULL);
+}
+
+/* ---- reset recovery (the reset comes from outside: vgpuctl reset, or a vgpud restart) ---- */
+
+static int t_reset(struct vft *t)
+{
+	uint64_t deadline = vgpu_deadline_ns(t->o->reset_wait_s * VGPU_NSEC_PER_SEC);
+	struct vgpu_mem *sys, *vram = NULL, *again;
+	struct vgpu_vf_info after;
+	struct vgpu_vf_lost lost;
+	int ret;
+
+	CHECK_RET(t, vgpu_mem_alloc(t->vf, VGPU_MEM_SYSMEM, 64 << 10, 0, &sys), 0);
+	memset(vgpu_mem_cpu(sys), 0x77, 64 << 10);
+	if (t->rm_ok)
+		CHECK_RET(t, vgpu_mem_alloc(t->vf, VGPU_MEM_VRAM, 2 << 20, VGPU_GMMU_PAGE_2M, &vram), 0);
+	diag(t, "ready for reset");
+	fflush(t->out);
+	while (!vgpu_vf_reset_pending(t->vf)) {
+		CHECK(t, !vgpu_deadline_passed(deadline), "no reset within %u s", t->o->reset_wait_s);
+		sleep_ms(1);
+	}
+	/* A restarting vgpud refuses connections for a moment: retry until it is back. */
+	while ((ret = vgpu_vf_recover(t->vf, &lost)) != 0) {
+		CHECK(t, !vgpu_deadline_passed(deadline), "no recovery: %d (%s): %s", ret,
+		      vgpu_vf_strerror(ret), vgpu_vf_last_error(t->vf));
+		sleep_ms(20);
+	}
+	diag(t, "recovered after %u reset(s): lost %u VRAM objects, %u address spaces, %u channels",
+	     lost.resets, lost.vram_objects, lost.vaspaces, lost.channels);
+	CHECK(t, lost.resets >= 1, "no reset reported");
+	CHECK(t, lost.vram_objects == (vram ? 1u : 0u), "lost %u VRAM objects", lost.vram_objects);
+	CHECK(t, vgpu_mem_cpu(sys) == NULL, "a lost object still has memory");
+	CHECK_RET(t, vgpu_mem_free(sys), 0);
+	CHECK_RET(t, vgpu_mem_free(vram), 0);
+	vgpu_vf_get_info(t->vf, &after);
+	CHECK(t, after.vf_id == t->info.vf_id, "came back as VF %u", after.vf_id);
+	CHECK_RET(t, vgpu_vf_ping(t->vf, "after reset", 11), 0);
+	CHECK_RET(t, vgpu_mem_alloc(t->vf, VGPU_MEM_SYSMEM, 64 << 10, 0, &again), 0);
+	CHECK_RET(t, vgpu_mem_free(again), 0);
+	return 0;
+}
+
 /* ---- the table ---- */
 
 static const struct vft_case {
@@ -579,30 +629,37 @@ static const struct vft_case {
 	int (*fn)(struct vft *t);
 	unsigned int needs;
 	bool gpu_ctx;		/* gets t->as and t->ch */
+	bool external;		/* needs someone outside to act: only with --reset-wait */
 } cases[] = {
-	{ "attach and handshake", t_attach, 0, false },
-	{ "mailbox ping 0..4072 bytes", t_ping, 0, false },
-	{ "mailbox 2000 round trips", t_ping_many, 0, false },
-	{ "mailbox unknown type and oversized request", t_mbox_bad, 0, false },
-	{ "DMA memory alloc/free to exhaustion", t_dma, 0, false },
-	{ "VRAM alloc/free up to the quota", t_vram_quota, NEED_RM, false },
-	{ "map/unmap VRAM 4K/64K/2M", t_map_vram, NEED_RM | NEED_GPU, true },
-	{ "map/unmap sysmem 4K/64K/2M", t_map_sysmem, NEED_RM | NEED_GPU, true },
-	{ "FILL and COPY vs CPU", t_fill_copy, NEED_RM | NEED_GPU, true },
-	{ "REDUCE_ADD_U32 and AXPY_F32 vs CPU", t_compute, NEED_RM | NEED_GPU, true },
-	{ "semaphore across channels", t_sem_across, NEED_RM | NEED_GPU, true },
-	{ "64 channels submitting at once", t_64_channels, NEED_RM | NEED_GPU, true },
-	{ "attack: PTE past the slice", t_pte_past_slice, NEED_RM | NEED_GPU, true },
-	{ "attack: IOVA outside the domain", t_iova_outside, NEED_RM | NEED_GPU, true },
-	{ "attack: GP entry outside the DMA memory", t_gp_outside, NEED_RM | NEED_GPU, true },
-	{ "attack: foreign work-submit tokens", t_foreign_token, NEED_RM | NEED_GPU, true },
-	{ "attack: forged RM handle of another VF", t_forged_handle, NEED_RM, false },
+	{ "attach and handshake", t_attach, 0, false, false },
+	{ "mailbox ping 0..4072 bytes", t_ping, 0, false, false },
+	{ "mailbox 2000 round trips", t_ping_many, 0, false, false },
+	{ "mailbox unknown type and oversized request", t_mbox_bad, 0, false, false },
+	{ "DMA memory alloc/free to exhaustion", t_dma, 0, false, false },
+	{ "VRAM alloc/free up to the quota", t_vram_quota, NEED_RM, false, false },
+	{ "map/unmap VRAM 4K/64K/2M", t_map_vram, NEED_RM | NEED_GPU, true, false },
+	{ "map/unmap sysmem 4K/64K/2M", t_map_sysmem, NEED_RM | NEED_GPU, true, false },
+	{ "FILL and COPY vs CPU", t_fill_copy, NEED_RM | NEED_GPU, true, false },
+	{ "REDUCE_ADD_U32 and AXPY_F32 vs CPU", t_compute, NEED_RM | NEED_GPU, true, false },
+	{ "semaphore across channels", t_sem_across, NEED_RM | NEED_GPU, true, false },
+	{ "64 channels submitting at once", t_64_channels, NEED_RM | NEED_GPU, true, false },
+	{ "attack: PTE past the slice", t_pte_past_slice, NEED_RM | NEED_GPU, true, false },
+	{ "attack: IOVA outside the domain", t_iova_outside, NEED_RM | NEED_GPU, true, false },
+	{ "attack: GP entry outside the DMA memory", t_gp_outside, NEED_RM | NEED_GPU, true, false },
+	{ "attack: foreign work-submit tokens", t_foreign_token, NEED_RM | NEED_GPU, true, false },
+	{ "attack: forged RM handle of another VF", t_forged_handle, NEED_RM, false, false },
+	{ "reset recovery", t_reset, 0, false, true },
 };
 
 void vft_list(FILE *out)
 {
 	for (size_t i = 0; i < VGPU_ARRAY_SIZE(cases); i++)
 		fprintf(out, "%s\n", cases[i].name);
+}
+
+static bool case_selected(const struct vft_opts *o, const struct vft_case *c)
+{
+	return (!o->only || strstr(c->name, o->only)) && (!c->external || o->reset_wait_s);
 }
 
 static const char *why_not(struct vft *t, unsigned int needs)
@@ -654,7 +711,7 @@ int vft_run(const struct vft_opts *o, FILE *out)
 	int ret;
 
 	for (size_t i = 0; i < VGPU_ARRAY_SIZE(cases); i++)
-		n += !o->only || strstr(cases[i].name, o->only);
+		n += case_selected(o, &cases[i]);
 	fprintf(out, "1..%u\n", n);
 	ret = vgpu_vf_open(&vo, &t.vf);
 	if (ret) {
@@ -669,7 +726,7 @@ int vft_run(const struct vft_opts *o, FILE *out)
 		const struct vft_case *c = &cases[i];
 		const char *why;
 
-		if (o->only && !strstr(c->name, o->only))
+		if (!case_selected(o, c))
 			continue;
 		n++;
 		why = why_not(&t, c->needs);

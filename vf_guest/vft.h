@@ -14,6 +14,9 @@ struct vft_opts {
 	const char *only;	/* run only cases whose name contains this (NULL: all) */
 	bool big;		/* buffers up to 256 MiB */
 	bool verbose;		/* driver messages on stderr */
+	unsigned int reset_wait_s;	/* > 0: also run "reset recovery", which waits this long
+					 * for someone (the harness) to reset the VF or restart
+					 * vgpud after it printed "# ready for reset" */
 };
 
 /* Run the suite, TAP on @out, ending in "N passed, N failed[, N skipped]". Returns the number

@@ -1,6 +1,6 @@
 /* vgpu-vf-test - the guest suite: proves that a vGPU slice works, from inside the tenant.
  *
- *   vgpu-vf-test --socket <runtime>/vf<N>.sock [--only NAME] [--list] [--big]
+ *   vgpu-vf-test --socket <runtime>/vf<N>.sock [--only NAME] [--list] [--big] [--reset-wait S]
  *
  * Prints TAP (one test point per case, "# SKIP reason" for what the host does not offer yet)
  * and ends with one "N passed, N failed" line (", N skipped" appended when some were). Exit
@@ -21,6 +21,9 @@ static void usage(FILE *f)
 		   "  --only NAME    run the cases whose name contains NAME\n"
 		   "  --list         print the case names and exit\n"
 		   "  --big          buffers up to 256 MiB (default up to 16 MiB)\n"
+		   "  --reset-wait S also run \"reset recovery\": after printing \"# ready for\n"
+		   "                 reset\" wait up to S seconds for the VF to be reset (vgpuctl\n"
+		   "                 reset) or vgpud to restart, then recover\n"
 		   "  -v             print the driver's messages\n");
 }
 
@@ -31,6 +34,7 @@ int main(int argc, char **argv)
 		{ "only", required_argument, NULL, 'o' },
 		{ "list", no_argument, NULL, 'l' },
 		{ "big", no_argument, NULL, 'b' },
+		{ "reset-wait", required_argument, NULL, 'r' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -44,6 +48,7 @@ int main(int argc, char **argv)
 		case 'o': o.only = optarg; break;
 		case 'l': list = true; break;
 		case 'b': o.big = true; break;
+		case 'r': o.reset_wait_s = (unsigned int)strtoul(optarg, NULL, 0); break;
 		case 'v': o.verbose = true; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;

@@ -1,6 +1,8 @@
 /* Four local guests at once: starts a real vgpud (../../bin/vgpud next to this binary) in a
  * temporary runtime/state dir, defines and starts 4 slices with vgpuctl, runs vgpu-vf-test on
- * each VF's endpoint in parallel, and reports one TAP point per guest plus their sum.
+ * each VF's endpoint in parallel, and reports one TAP point per guest plus their sum. Then
+ * reset recovery twice: a guest waits while the VF is reset with vgpuctl, and while vgpud is
+ * killed (-9) and restarted; each must re-attach, re-handshake and report what it lost.
  * Everything is cleaned up (daemon killed, directories removed) whatever happens. */
 #include <errno.h>
 #include <fcntl.h>
@@ -18,6 +20,7 @@
 #include <unistd.h>
 
 #define NR_GUESTS	4
+#define NR_POINTS	(NR_GUESTS + 3)
 #define GUEST_TIMEOUT_S	240
 
 static char bindir[PATH_MAX], tmpdir[64], rundir[PATH_MAX], statedir[PATH_MAX];
@@ -186,9 +189,70 @@ static void parse_log(const char *log, struct guest_result *r)
 
 static void skip_all(const char *why)
 {
-	printf("1..%d\n", NR_GUESTS + 1);
-	for (int i = 1; i <= NR_GUESTS + 1; i++)
-		printf("ok %d - guest %d # SKIP %s\n", i, i, why);
+	printf("1..%d\n", NR_POINTS);
+	for (int i = 1; i <= NR_POINTS; i++)
+		printf("ok %d - point %d # SKIP %s\n", i, i, why);
+}
+
+/* Wait until @log has the guest's "ready for reset" line. */
+static bool wait_ready(const char *log, pid_t pid)
+{
+	char line[256];
+
+	for (int i = 0; i < 1000; i++) {
+		FILE *f = fopen(log, "r");
+		bool ready = false;
+
+		while (f && fgets(line, sizeof(line), f))
+			ready |= strstr(line, "# ready for reset") != NULL;
+		if (f)
+			fclose(f);
+		if (ready)
+			return true;
+		if (waitpid(pid, NULL, WNOHANG) == pid)
+			return false;
+		usleep(10 * 1000);
+	}
+	return false;
+}
+
+/* Reset point @n on VF @vf: a guest waits, @how resets it ("flr" or "restart"). */
+static void reset_point(int n, int vf, const char *how, const char *uuid)
+{
+	char prog[PATH_MAX], sock[PATH_MAX], log[PATH_MAX], name[32];
+	char *argv[] = { prog, "--socket", sock, "--only", "reset recovery", "--reset-wait", "20",
+			 NULL };
+	struct guest_result r = { 0 };
+	bool ok, ready;
+	pid_t pid;
+
+	path_of(prog, sizeof(prog), bindir, "vgpu-vf-test");
+	snprintf(name, sizeof(name), "vf%d.sock", vf);
+	path_of(sock, sizeof(sock), rundir, name);
+	snprintf(name, sizeof(name), "reset-%s.log", how);
+	path_of(log, sizeof(log), tmpdir, name);
+	pid = spawn(argv, log);
+	ready = wait_ready(log, pid);
+	if (ready && !strcmp(how, "flr")) {
+		if (ctl("reset", uuid, NULL))
+			printf("# vgpuctl reset failed (see vgpuctl.log)\n");
+	} else if (ready) {
+		char ctlsock[PATH_MAX];
+
+		kill(daemon_pid, SIGKILL);
+		waitpid(daemon_pid, NULL, 0);
+		daemon_pid = -1;
+		path_of(ctlsock, sizeof(ctlsock), rundir, "control.sock");
+		unlink(ctlsock);	/* so start_daemon() waits for the new one */
+		if (start_daemon())
+			printf("# vgpud did not come back\n");
+	}
+	r.status = wait_exit(pid, 60);
+	parse_log(log, &r);
+	ok = ready && r.status == 0 && r.summary && r.pass == 1 && r.fail == 0;
+	printf("%s %d - vf%d recovers after %s: %u passed, %u failed (exit %d)\n", ok ? "ok" : "not ok",
+	       n, vf, !strcmp(how, "flr") ? "a VF reset (vgpuctl reset)" : "vgpud kill -9 + restart",
+	       r.pass, r.fail, r.status);
 }
 
 int main(void)
@@ -219,11 +283,11 @@ int main(void)
 	mkdir(rundir, 0700);
 	mkdir(statedir, 0700);
 	atexit(cleanup);
-	printf("1..%d\n", NR_GUESTS + 1);
+	printf("1..%d\n", NR_POINTS);
 	if (start_daemon()) {
 		printf("# vgpud did not come up (log in %s/vgpud.log)\n", tmpdir);
-		for (int i = 1; i <= NR_GUESTS + 1; i++)
-			printf("not ok %d - guest %d\n", i, i);
+		for (int i = 1; i <= NR_POINTS; i++)
+			printf("not ok %d - point %d\n", i, i);
 		return 1;
 	}
 	for (int i = 0; i < NR_GUESTS; i++) {
@@ -261,5 +325,8 @@ int main(void)
 	       failed ? "not ok" : "ok", NR_GUESTS + 1, sum_p, sum_f, sum_s);
 	if (sum_s)
 		printf("# cases skipped inside the guests wait for the host (doc/vf_guest.md)\n");
+	snprintf(uuid, sizeof(uuid), "7e570000-0000-4000-8000-0000000000%02d", 1);
+	reset_point(NR_GUESTS + 2, 1, "flr", uuid);
+	reset_point(NR_GUESTS + 3, 2, "restart", NULL);
 	return failed ? 1 : 0;
 }
