@@ -1,0 +1,313 @@
+/* vgpud VF plane: guests attach through the ivshmem-protocol endpoint and make calls
+ * through the mailbox; VF reset isolation; kill -9 and restart with VRAM contents; 63 VFs
+ * created and destroyed in a loop with the allocator back where it started. */
+#include <dirent.h>
+
+#include "pf_test.h"
+
+static char U1[] = "11111111-1111-4111-8111-111111111111";
+static char U2[] = "22222222-2222-4222-8222-222222222222";
+#define MiB (1ull << 20)
+
+static int setup(void **state)
+{
+	struct tdaemon *d = t_daemon_new();
+
+	*state = d;
+	if (t_daemon_start(d, "--vram", "2G", "--max-vfs", "4", "--spare-vram", "256M", NULL))
+		return -1;
+	if (T_CTL(d, "set-vfs", "2") || T_CTL(d, "define", "-t", "vgpu-512M", "-u", U1) ||
+	    T_CTL(d, "define", "-t", "vgpu-512M", "-u", U2, "--owner-uid", "65534") ||
+	    T_CTL(d, "start", "-u", U1) || T_CTL(d, "start", "-u", U2))
+		return -1;
+	return 0;
+}
+
+static void vf_sock(struct tdaemon *d, unsigned int vf, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/vf%u.sock", d->run, vf);
+}
+
+/* Fill a few spread-out places of a VRAM aperture with @seed-derived bytes. */
+static void pattern_write(uint8_t *vram, uint64_t size, uint8_t seed)
+{
+	for (uint64_t off = 0; off < size; off += size / 8)
+		memset(vram + off, seed ^ (uint8_t)(off >> 20), 4096);
+	vram[size - 1] = seed;
+}
+
+static bool pattern_check(const uint8_t *vram, uint64_t size, uint8_t seed)
+{
+	for (uint64_t off = 0; off < size; off += size / 8)
+		for (unsigned int i = 0; i < 4096; i++)
+			if (vram[off + i] != (uint8_t)(seed ^ (uint8_t)(off >> 20)))
+				return false;
+	return vram[size - 1] == seed;
+}
+
+static bool all_zero(const uint8_t *p, uint64_t size)
+{
+	for (uint64_t off = 0; off < size; off += size / 8)
+		for (unsigned int i = 0; i < 4096; i++)
+			if (p[off + i])
+				return false;
+	return !p[size - 1];
+}
+
+/* The ivshmem greeting, BAR2 layout, and mailbox calls. */
+static void test_attach_and_mailbox(void **state)
+{
+	struct tdaemon *d = *state;
+	struct tguest g, g2;
+	struct vf_msg_info info;
+	char path[256], echo[64], back[64];
+	uint32_t got;
+
+	vf_sock(d, 1, path, sizeof(path));
+	assert_int_equal(t_guest_attach(path, &g), 0);
+	assert_int_equal(g.id, 1);
+	assert_true(g.bar_size == vf_bar_size(512 * MiB, VF_BAR_DMA_DEFAULT));
+	assert_true(g.hdr->vram_off == 0 && g.hdr->vram_size == 512 * MiB);
+	assert_true(g.hdr->dma_off + g.hdr->dma_size == g.hdr->ctrl_off);
+	assert_true(g.hdr->dma_off >= g.hdr->vram_size);
+	assert_true(g.hdr->ctrl_off == g.bar_size - VF_BAR_CTRL_SIZE);
+	snprintf(echo, sizeof(echo), "hello from VF 1");
+	assert_int_equal(t_guest_call(&g, VF_MSG_PING, echo, sizeof(echo), back, sizeof(back), &got), 0);
+	assert_int_equal(got, sizeof(echo));
+	assert_string_equal(back, echo);
+	assert_int_equal(t_guest_call(&g, VF_MSG_GET_INFO, NULL, 0, &info, sizeof(info), &got), 0);
+	assert_int_equal(info.vf_id, 1);
+	assert_true(info.vram_size == 512 * MiB);
+	assert_int_equal(t_guest_call(&g, 0x7777, NULL, 0, NULL, 0, NULL), -EOPNOTSUPP);
+	assert_int_equal(t_guest_call(&g, VF_MSG_PING, echo, VF_MBOX_SLOT_SIZE, NULL, 0, NULL),
+			 -EMSGSIZE);
+	/* RM calls reach the dispatcher; without the RM linked it says so */
+	assert_int_equal(t_guest_call(&g, VF_MSG_RM, NULL, 0, NULL, 0, NULL), -ENOSYS);
+	/* a second attach while one is active is refused */
+	assert_int_equal(t_guest_attach(path, &g2), -1);
+	/* stats count the calls */
+	assert_int_equal(T_CTL(d, "stats", "1", "--json"), 0);
+	assert_non_null(strstr(t_out.out, "\"ok\": 2"));
+	assert_non_null(strstr(t_out.out, "\"errors\": 3"));
+	assert_int_equal(T_CTL(d, "list", "-u", U1), 0);
+	assert_non_null(strstr(t_out.out, "attached"));
+	/* quota changes only while idle */
+	assert_int_equal(T_CTL(d, "modify", "-u", U1, "--exec-quantum-ms", "3"), 4);
+	t_guest_detach(&g);
+	for (int i = 0; i < 100 && !T_CTL(d, "list", "-u", U1) && strstr(t_out.out, "attached"); i++)
+		usleep(10000);
+	assert_int_equal(T_CTL(d, "modify", "-u", U1, "--exec-quantum-ms", "3"), 0);
+	/* and after detaching, a new attach works */
+	assert_int_equal(t_guest_attach(path, &g), 0);
+	t_guest_detach(&g);
+}
+
+/* Only root or the slice's owner uid may attach. */
+static void test_attach_owner(void **state)
+{
+	struct tdaemon *d = *state;
+	char p1[256], p2[256];
+	int st;
+	pid_t pid;
+
+	vf_sock(d, 1, p1, sizeof(p1));
+	vf_sock(d, 2, p2, sizeof(p2));
+	pid = fork();
+	assert_true(pid >= 0);
+	if (!pid) {
+		struct tguest g;
+		int bad, good;
+
+		if (setgroups(0, NULL) || setgid(65534) || setuid(65534))
+			_exit(90);
+		bad = t_guest_attach(p1, &g);		/* VF 1: root only */
+		if (!bad)
+			_exit(91);
+		good = t_guest_attach(p2, &g);		/* VF 2: owner_uid 65534 */
+		_exit(good ? 92 : 0);
+	}
+	waitpid(pid, &st, 0);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+}
+
+/* A VF reset scrubs that VF's VRAM, re-formats its mailbox and tells its guest; the other
+ * VF's VRAM, mailbox and guest are untouched. */
+static void test_reset_isolation(void **state)
+{
+	struct tdaemon *d = *state;
+	struct tguest g1, g2;
+	struct vf_event ev;
+	char p1[256], p2[256], msg[16] = "still here";
+
+	vf_sock(d, 1, p1, sizeof(p1));
+	vf_sock(d, 2, p2, sizeof(p2));
+	assert_int_equal(t_guest_attach(p1, &g1), 0);
+	assert_int_equal(t_guest_attach(p2, &g2), 0);
+	pattern_write(g1.bar, g1.hdr->vram_size, 0x5a);
+	pattern_write(g2.bar, g2.hdr->vram_size, 0xa5);
+	memset(g1.bar + g1.hdr->dma_off, 0x11, 4096);
+	assert_int_equal(T_CTL(d, "reset", "1"), 0);
+	/* VF 1: event + interrupt, new reset count, VRAM zero, mailbox usable again */
+	assert_int_equal(t_guest_wait(&g1, VF_VEC_EVENT), 0);
+	assert_int_equal(vgpu_ring_attach(&g1.evt, g1.bar + g1.hdr->evt_off, VF_BAR_RING_REGION), 0);
+	assert_int_equal(vgpu_ring_pop(&g1.evt, &ev), 0);
+	assert_int_equal(ev.type, VF_EVT_RESET);
+	assert_int_equal(ev.arg0, 1);
+	assert_int_equal(g1.hdr->reset_count, 1);
+	assert_int_equal(g1.hdr->state, VF_STATE_READY);
+	assert_true(all_zero(g1.bar, g1.hdr->vram_size));
+	assert_int_equal(vgpu_ring_attach(&g1.req, g1.bar + g1.hdr->req_off, VF_BAR_RING_REGION), 0);
+	assert_int_equal(vgpu_ring_attach(&g1.rsp, g1.bar + g1.hdr->rsp_off, VF_BAR_RING_REGION), 0);
+	assert_int_equal(t_guest_call(&g1, VF_MSG_PING, msg, sizeof(msg), NULL, 0, NULL), 0);
+	/* VF 2: nothing happened */
+	assert_true(pattern_check(g2.bar, g2.hdr->vram_size, 0xa5));
+	assert_int_equal(g2.hdr->reset_count, 0);
+	assert_int_equal(vgpu_ring_count(&g2.evt), 0);
+	assert_int_equal(t_guest_call(&g2, VF_MSG_PING, msg, sizeof(msg), NULL, 0, NULL), 0);
+	t_guest_detach(&g1);
+	t_guest_detach(&g2);
+}
+
+static uint64_t slice_base(struct tdaemon *d, char *uuid)
+{
+	json_object *o, *arr, *p;
+	uint64_t base;
+
+	assert_int_equal(T_CTL(d, "list", "-u", uuid, "--json"), 0);
+	o = t_out_json();
+	assert_true(json_object_object_get_ex(o, "slices", &arr));
+	assert_true(json_object_object_get_ex(json_object_array_get_idx(arr, 0), "provisioned", &p));
+	base = t_get_u64(p, "vram_base");
+	json_object_put(o);
+	return base;
+}
+
+/* kill -9, restart: every slice back at the same offset with its VRAM; guests reconnect.
+ * Then the same through a clean SIGTERM. */
+static void test_kill9_recovery(void **state)
+{
+	struct tdaemon *d = *state;
+	struct tguest g1, g2;
+	char p1[256], p2[256];
+	uint64_t b1 = slice_base(d, U1), b2 = slice_base(d, U2);
+	const int sigs[] = { SIGKILL, SIGTERM };
+
+	vf_sock(d, 1, p1, sizeof(p1));
+	vf_sock(d, 2, p2, sizeof(p2));
+	assert_int_equal(t_guest_attach(p1, &g1), 0);
+	pattern_write(g1.bar, g1.hdr->vram_size, 0x3c);
+	t_guest_detach(&g1);
+	assert_int_equal(T_CTL(d, "reset", "2"), 0);
+	for (unsigned int round = 0; round < 2; round++) {
+		int st = t_daemon_stop(d, sigs[round]);
+
+		assert_int_equal(st, round ? 0 : 128 + SIGKILL);
+		assert_int_equal(t_daemon_start(d, "--vram", "2G", "--max-vfs", "4", "--spare-vram",
+						"256M", NULL), 0);
+		assert_true(slice_base(d, U1) == b1);
+		assert_true(slice_base(d, U2) == b2);
+		assert_int_equal(t_guest_attach(p1, &g1), 0);
+		assert_true(pattern_check(g1.bar, g1.hdr->vram_size, 0x3c));
+		assert_int_equal(t_guest_call(&g1, VF_MSG_PING, "x", 1, NULL, 0, NULL), 0);
+		t_guest_detach(&g1);
+		assert_int_equal(t_guest_attach(p2, &g2), 0);
+		assert_int_equal(g2.hdr->reset_count, 1);	/* the reset count survives too */
+		t_guest_detach(&g2);
+	}
+	/* a stopped slice gives its VRAM back and is not resurrected */
+	assert_int_equal(T_CTL(d, "stop", "-u", U2), 0);
+	t_daemon_stop(d, SIGKILL);
+	assert_int_equal(t_daemon_start(d, "--vram", "2G", "--max-vfs", "4", "--spare-vram", "256M",
+					NULL), 0);
+	assert_int_equal(T_CTL(d, "list", "-u", U2), 0);
+	assert_non_null(strstr(t_out.out, "manual defined"));
+}
+
+static unsigned int shm_count(struct tdaemon *d)
+{
+	char path[256], inst[64] = "";
+	unsigned int n = 0;
+	struct dirent *de;
+	FILE *f;
+	DIR *dp;
+
+	snprintf(path, sizeof(path), "sed -n 's/.*\"instance\":\"\\([^\"]*\\)\".*/\\1/p' %s/journal.json",
+		 d->state);
+	f = popen(path, "r");
+	assert_non_null(fgets(inst, sizeof(inst), f));
+	pclose(f);
+	inst[strcspn(inst, "\n")] = 0;
+	dp = opendir("/dev/shm");
+	while ((de = readdir(dp)))
+		n += !strncmp(de->d_name, inst, strlen(inst));
+	closedir(dp);
+	return n;
+}
+
+/* 63 VFs created and destroyed in a loop; the device allocator's free count ends where it
+ * started and no VRAM object is left behind. */
+static void test_63_vfs_loop(void **state)
+{
+	struct tdaemon *d = t_daemon_new();
+	struct tclient *c;
+	char uuids[64][37];
+	uint64_t free0;
+	json_object *r, *a;
+
+	(void)state;
+	assert_int_equal(t_daemon_start(d, "--vram", "4G", "--max-vfs", "63", "--spare-vram", "256M",
+					NULL), 0);
+	c = t_client(d, true);
+	a = json_object_new_object();
+	json_object_object_add(a, "num_vfs", json_object_new_int(63));
+	json_object_put(t_exec(c, "set-vfs", a));
+	free0 = t_status_u64(c, "free_vram_bytes");
+	assert_true(free0 == t_status_u64(c, "free_vram_bytes_at_start"));
+	for (unsigned int round = 0; round < 3; round++) {
+		for (unsigned int i = 0; i < 64; i++) {
+			a = t_args("type", "vgpu-auto");
+			r = t_exec(c, "define-slice", a);
+			assert_non_null(t_ret(r));
+			snprintf(uuids[i], 37, "%s",
+				 json_object_get_string(json_object_object_get(t_ret(r), "uuid")));
+			json_object_put(r);
+			r = t_exec(c, "start-slice", t_args("uuid", uuids[i]));
+			if (i < 63)
+				assert_non_null(t_ret(r));
+			else	/* the 64th: no VF left */
+				assert_string_equal(t_err_class(r), "InsufficientResources");
+			json_object_put(r);
+		}
+		assert_int_equal(t_status_u64(c, "vfs_in_use"), 63);
+		assert_true(t_status_u64(c, "free_vram_bytes") == free0 - 63 * (32 * MiB));
+		assert_int_equal(shm_count(d), 63);
+		for (unsigned int i = 0; i < 64; i++) {
+			r = t_exec(c, "stop-slice", t_args("uuid", uuids[i]));
+			assert_non_null(t_ret(r));
+			json_object_put(r);
+			r = t_exec(c, "undefine-slice", t_args("uuid", uuids[i]));
+			assert_non_null(t_ret(r));
+			json_object_put(r);
+		}
+		assert_true(t_status_u64(c, "free_vram_bytes") == free0);
+		assert_true(t_status_u64(c, "largest_free_bytes") == free0);
+		assert_int_equal(t_status_u64(c, "vfs_in_use"), 0);
+		assert_int_equal(shm_count(d), 0);
+	}
+	t_client_free(c);
+	t_daemon_free(d);
+}
+
+int main(void)
+{
+	const struct CMUnitTest t[] = {
+		cmocka_unit_test_setup_teardown(test_attach_and_mailbox, setup, t_teardown),
+		cmocka_unit_test_setup_teardown(test_attach_owner, setup, t_teardown),
+		cmocka_unit_test_setup_teardown(test_reset_isolation, setup, t_teardown),
+		cmocka_unit_test_setup_teardown(test_kill9_recovery, setup, t_teardown),
+		cmocka_unit_test_teardown(test_63_vfs_loop, t_teardown),
+	};
+
+	return cmocka_run_group_tests_name("vgpud_vf", t, NULL, NULL);
+}
