@@ -25,7 +25,8 @@ static int do_alloc(struct rm *rm, unsigned int fn, struct dispatch_ctx *d)
 	if (d->len < sizeof(*a) || a->params_len > VGPU_RM_MAX_PARAMS ||
 	    d->len != sizeof(*a) + a->params_len || a->reserved)
 		return -EBADMSG;
-	memcpy(d->params, a + 1, a->params_len);
+	if (a->params_len)
+		memcpy(d->params, a + 1, a->params_len);
 	d->handle = a->h_object;
 	d->out_len = a->params_len;
 	return rm_alloc(rm, fn, a->h_client, a->h_parent, &d->handle, a->h_class,
@@ -39,7 +40,8 @@ static int do_control(struct rm *rm, unsigned int fn, struct dispatch_ctx *d)
 	if (d->len < sizeof(*c) || c->params_len > VGPU_RM_MAX_PARAMS ||
 	    d->len != sizeof(*c) + c->params_len)
 		return -EBADMSG;
-	memcpy(d->params, c + 1, c->params_len);
+	if (c->params_len)
+		memcpy(d->params, c + 1, c->params_len);
 	d->out_len = c->params_len;
 	return rm_control(rm, fn, c->h_client, c->h_object, c->cmd, d->params, &d->out_len,
 			  sizeof(d->params));
@@ -122,7 +124,8 @@ int rm_dispatch(struct rm *rm, unsigned int fn, const void *req, size_t len, voi
 		.abi_version = VGPU_ABI_VERSION, .op = h.op,
 		.length = (uint32_t)(sizeof(*rp) + d.out_len), .cookie = h.cookie, .status = ret,
 		.handle = ret ? 0 : d.handle, .params_len = (uint32_t)d.out_len };
-	memcpy(rp + 1, d.params, d.out_len);
+	if (d.out_len)
+		memcpy(rp + 1, d.params, d.out_len);
 	*reply_len = sizeof(*rp) + d.out_len;
 	return 0;
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <vgpu/gpfifo.h>
 #include <vgpu/rm.h>
 
 #include "common/clock.h"
