@@ -25,8 +25,9 @@ void iommu_domain_inval(struct iommu_domain *d, uint64_t iova, uint64_t len)
 
 	iommu_inval_begin(d);
 	atomic_fetch_add_explicit(&mmu->iotlb_inv, 1, memory_order_relaxed);
-	/* Acquire: pairs with the release that published a new size class before a fill. */
-	xcache_inval(&mmu->iotlb, xc_ctx(d->id, 0), XC_MATCH_DID, iova, len,
+	/* IOTLB entries always carry PASID 0, so the exact context names all of @d's.
+	 * Acquire: pairs with the release that published a new size class before a fill. */
+	xcache_inval(&mmu->iotlb, xc_ctx(d->id, 0), XC_MATCH_CTX, iova, len,
 		     atomic_load_explicit(&d->classes, memory_order_acquire));
 	iommu_ats_inval_domain(mmu, d, iova, len);
 	iommu_inval_end(d);
