@@ -4,6 +4,7 @@
  * sleeps on its eventfds. All scheduling state is under g->lock; a channel's execution
  * runs outside it. */
 #include <errno.h>
+#include <sched.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
@@ -328,11 +329,19 @@ static void engine_idle(struct gpu_engine *e, uint64_t now, uint64_t deadline)
 	struct timespec ts;
 	int n;
 
-	while (vgpu_now_ns() < spin_end) {
+	uint64_t next_yield = now + GPU_SPIN_YIELD_NS, t;
+
+	while ((t = vgpu_now_ns()) < spin_end) {
 		if (engine_has_news(e))
 			return;
 		for (int i = 0; i < 32; i++)
 			vgpu_cpu_relax();
+		/* On an oversubscribed host the submitter may be queued behind us on this
+		 * very core: give it the CPU now and then instead of spinning it out. */
+		if (t >= next_yield) {
+			sched_yield();
+			next_yield = t + GPU_SPIN_YIELD_NS;
+		}
 	}
 	now = vgpu_now_ns();
 	if (now >= deadline)
