@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -72,16 +73,27 @@ static __attribute__((unused)) void t_rm_rf(const char *path)
 		fprintf(stderr, "# cannot remove %s\n", path);
 }
 
-/* Remove this instance's VRAM objects (their names come from the state dir). */
+/* The prefix of this instance's VRAM objects: vgpud names them "vgpud-<FNV-1a 64 of the
+ * state dir's real path>-vf<N>" (see doc/pf_manager.md), so a test can find them even when
+ * it has just corrupted the journal. */
+static __attribute__((unused)) void t_shm_prefix(struct tdaemon *d, char *buf, size_t len)
+{
+	char real[PATH_MAX];
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	if (!realpath(d->state, real))
+		snprintf(real, sizeof(real), "%s", d->state);
+	for (const char *p = real; *p; p++)
+		h = (h ^ (uint8_t)*p) * 0x100000001b3ull;
+	snprintf(buf, len, "vgpud-%016llx-vf", (unsigned long long)h);
+}
+
 static __attribute__((unused)) void t_shm_cleanup(struct tdaemon *d)
 {
-	char cmd[512];
+	char cmd[128], prefix[64];
 
-	/* The daemon names objects from a hash of the state dir; a test dir is unique, so
-	 * anything the journal names is ours. */
-	snprintf(cmd, sizeof(cmd), "f='%s/journal.json'; [ -f \"$f\" ] && "
-		 "i=$(sed -n 's/.*\"instance\":\"\\([^\"]*\\)\".*/\\1/p' \"$f\" | head -1) && "
-		 "[ -n \"$i\" ] && rm -f /dev/shm/$i-vf*; true", d->state);
+	t_shm_prefix(d, prefix, sizeof(prefix));
+	snprintf(cmd, sizeof(cmd), "rm -f /dev/shm/%s*", prefix);
 	if (system(cmd) != 0)
 		fprintf(stderr, "# shm cleanup failed\n");
 }
@@ -119,6 +131,8 @@ static __attribute__((unused)) int t_daemon_start_argv(struct tdaemon *d, char *
 	d->pid = fork();
 	assert_true(d->pid >= 0);
 	if (!d->pid) {
+		/* A test that dies (sanitizer abort, timeout) takes its daemon with it. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		execv(argv[0], argv);
 		_exit(127);
 	}
@@ -569,7 +583,7 @@ static __attribute__((unused)) int t_guest_call(struct tguest *g, uint32_t type,
 	m->type = type;
 	m->seq = ++g->seq;
 	m->length = len;
-	if (len <= VF_MSG_MAX_PAYLOAD)
+	if (payload && len <= VF_MSG_MAX_PAYLOAD)
 		memcpy(m + 1, payload, len);
 	assert_int_equal(vgpu_ring_push(&g->req, slot, sizeof(slot)), 0);
 	assert_int_equal(write(g->to_host[VF_VEC_MBOX], &one, sizeof(one)), (ssize_t)sizeof(one));

@@ -226,22 +226,16 @@ static void test_kill9_recovery(void **state)
 
 static unsigned int shm_count(struct tdaemon *d)
 {
-	char path[256], inst[64] = "";
+	char prefix[64];
 	unsigned int n = 0;
 	struct dirent *de;
-	FILE *f;
-	DIR *dp;
+	DIR *dp = opendir("/dev/shm");
 
-	snprintf(path, sizeof(path), "sed -n 's/.*\"instance\":\"\\([^\"]*\\)\".*/\\1/p' %s/journal.json",
-		 d->state);
-	f = popen(path, "r");
-	assert_non_null(fgets(inst, sizeof(inst), f));
-	pclose(f);
-	inst[strcspn(inst, "\n")] = 0;
-	dp = opendir("/dev/shm");
-	while ((de = readdir(dp)))
-		n += !strncmp(de->d_name, inst, strlen(inst));
-	closedir(dp);
+	t_shm_prefix(d, prefix, sizeof(prefix));
+	while (dp && (de = readdir(dp)))
+		n += !strncmp(de->d_name, prefix, strlen(prefix));
+	if (dp)
+		closedir(dp);
 	return n;
 }
 
