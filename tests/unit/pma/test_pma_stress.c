@@ -367,12 +367,263 @@ static void test_free_is_one_step(void **state)
 	pma_destroy(c.pma);
 }
 
+/* ---- eviction under load --------------------------------------------------------------
+ * One thread plays UVM: it owns unpinned memory (allocated with DONT_EVICT), frees and
+ * pins some of it, and answers eviction callbacks. Two threads play RM: pinned
+ * allocations without DONT_EVICT, which evict the owner's memory when VRAM runs short. */
+
+#define EV_MAX 256
+
+struct ev_owner {
+	struct stress *s;
+	pthread_mutex_t lock;		/* protects the arrays and counters below */
+	uint64_t addr[EV_MAX], size[EV_MAX];
+	bool pinned[EV_MAX];
+	size_t n;
+	unsigned long evicted, evict_calls;
+};
+
+static void ev_remove(struct ev_owner *c, size_t i)
+{
+	c->addr[i] = c->addr[c->n - 1];
+	c->size[i] = c->size[c->n - 1];
+	c->pinned[i] = c->pinned[c->n - 1];
+	c->n--;
+}
+
+/* Free what the owner holds in [b, e); called with c->lock held. Every unpinned frame
+ * there must be the owner's: nobody else allocates unpinned memory. */
+static void ev_evict_locked(struct ev_owner *c, uint64_t b, uint64_t e)
+{
+	struct worker fake = { .s = c->s, .id = NR_THREADS };
+
+	for (uint64_t a = b; a < e; a += FR) {
+		uint32_t st = 0;
+		bool ours = false;
+
+		if (pma_query(c->s->pma, a, &st) || (st & PMA_STATE_MASK) != PMA_STATE_UNPIN)
+			continue;
+		for (size_t i = 0; i < c->n && !ours; i++)
+			ours = a >= c->addr[i] && a < c->addr[i] + c->size[i];
+		if (!ours)
+			report(c->s, "eviction of [0x%llx, 0x%llx): frame 0x%llx is UNPIN (0x%x) but "
+			       "nobody owns it", (unsigned long long)b, (unsigned long long)e,
+			       (unsigned long long)a, st);
+	}
+
+	for (size_t i = 0; i < c->n;) {
+		if (c->addr[i] + c->size[i] <= b || c->addr[i] >= e) {
+			i++;
+			continue;
+		}
+		if (c->pinned[i])
+			report(c->s, "asked to evict pinned memory at 0x%llx",
+			       (unsigned long long)c->addr[i]);
+		unclaim(&fake, c->addr[i], c->size[i]);
+		int ret = pma_free_range(c->s->pma, c->addr[i], c->size[i], 0);
+
+		if (ret)
+			report(c->s, "eviction: free of 0x%llx returned %d",
+			       (unsigned long long)c->addr[i], ret);
+		ev_remove(c, i);
+		c->evicted++;
+	}
+}
+
+static int ev_range_cb(void *ctx, uint64_t begin, uint64_t end)
+{
+	struct ev_owner *c = ctx;
+
+	pthread_mutex_lock(&c->lock);
+	c->evict_calls++;
+	ev_evict_locked(c, begin, end);
+	pthread_mutex_unlock(&c->lock);
+	return 0;
+}
+
+static int ev_pages_cb(void *ctx, uint64_t page_size, const uint64_t *pages, size_t count)
+{
+	struct ev_owner *c = ctx;
+
+	pthread_mutex_lock(&c->lock);
+	c->evict_calls++;
+	for (size_t i = 0; i < count; i++)
+		ev_evict_locked(c, pages[i], pages[i] + page_size);
+	pthread_mutex_unlock(&c->lock);
+	return 0;
+}
+
+struct ev_args {
+	struct ev_owner *c;
+	struct worker w;
+};
+
+static void *ev_owner_main(void *arg)
+{
+	struct ev_args *a = arg;
+	struct ev_owner *c = a->c;
+	struct worker *w = &a->w;
+
+	for (int op = 0; op < OPS_PER_THREAD / 2 && !atomic_load(&w->s->errors); op++) {
+		uint64_t dice = tp_randn(&w->seed, 100);
+
+		if (dice < 50) {
+			uint64_t page = tp_randn(&w->seed, 2) ? K64 : M2, p;
+			struct pma_alloc_opts o = { .flags = PMA_DONT_EVICT };
+
+			/* Allocate and record under the owner's lock, so a callback never sees
+			 * memory of ours it does not know about. DONT_EVICT: no callback from
+			 * this call, so holding the lock cannot deadlock. */
+			pthread_mutex_lock(&c->lock);
+			int ret = c->n < EV_MAX ? pma_alloc_pages(w->s->pma, 1, page, &o, &p) : -ENOMEM;
+
+			if (ret && ret != -ENOMEM)
+				report(w->s, "owner: alloc returned %d", ret);
+			if (!ret) {
+				claim(w, p, page);
+				c->addr[c->n] = p;
+				c->size[c->n] = page;
+				c->pinned[c->n++] = false;
+			}
+			pthread_mutex_unlock(&c->lock);
+			continue;
+		}
+		pthread_mutex_lock(&c->lock);
+		if (c->n) {
+			size_t i = tp_randn(&w->seed, c->n);
+
+			if (dice < 80) {
+				unclaim(w, c->addr[i], c->size[i]);
+				int ret = pma_free_range(w->s->pma, c->addr[i], c->size[i], 0);
+
+				if (ret)
+					report(w->s, "owner: free returned %d", ret);
+				ev_remove(c, i);
+			} else {
+				int ret = c->pinned[i] ?
+					pma_unpin_pages(w->s->pma, &c->addr[i], 1, c->size[i]) :
+					pma_pin_pages(w->s->pma, &c->addr[i], 1, c->size[i]);
+
+				if (ret && ret != -EBUSY)
+					report(w->s, "owner: (un)pin returned %d", ret);
+				if (!ret)
+					c->pinned[i] = !c->pinned[i];
+			}
+		}
+		pthread_mutex_unlock(&c->lock);
+	}
+	return NULL;
+}
+
+static void *ev_rm_main(void *arg)
+{
+	struct worker *w = arg;
+	uint64_t held[8][4];
+	uint64_t held_page[8];
+	size_t held_n[8], nheld = 0;
+
+	for (int op = 0; op < OPS_PER_THREAD / 2 && !atomic_load(&w->s->errors); op++) {
+		if (nheld < 8 && tp_randn(&w->seed, 100) < 55) {
+			struct pma_alloc_opts o = { .flags = PMA_PINNED };
+			uint64_t page = tp_randn(&w->seed, 2) ? K128 : M2;
+			size_t n = 1 + tp_randn(&w->seed, 4);
+
+			if (tp_randn(&w->seed, 2))
+				o.flags |= PMA_CONTIGUOUS;
+			int ret = pma_alloc_pages(w->s->pma, n, page, &o, held[nheld]);
+
+			if (ret && ret != -ENOMEM)
+				report(w->s, "rm %u: alloc returned %d", w->id, ret);
+			if (ret)
+				continue;
+			for (size_t i = 0; i < n; i++)
+				claim(w, held[nheld][i], page);
+			held_page[nheld] = page;
+			held_n[nheld++] = n;
+		} else if (nheld) {
+			nheld--;
+			for (size_t i = 0; i < held_n[nheld]; i++)
+				unclaim(w, held[nheld][i], held_page[nheld]);
+			int ret = pma_free_pages(w->s->pma, held[nheld], held_n[nheld],
+						 held_page[nheld], 0);
+
+			if (ret)
+				report(w->s, "rm %u: free returned %d", w->id, ret);
+		}
+	}
+	while (nheld--) {
+		for (size_t i = 0; i < held_n[nheld]; i++)
+			unclaim(w, held[nheld][i], held_page[nheld]);
+		pma_free_pages(w->s->pma, held[nheld], held_n[nheld], held_page[nheld], 0);
+	}
+	return NULL;
+}
+
+static void test_stress_evict(void **state)
+{
+	static const struct tp_region r = { 0, 32 * MiB, 0, false };
+	struct stress *s = calloc(1, sizeof(*s));
+	struct ev_owner *c = calloc(1, sizeof(*c));
+	struct ev_args oa;
+	struct worker rm[2];
+	pthread_t to, trm[2], tr;
+	struct pma_evict_ops ops;
+
+	(void)state;
+	assert_non_null(s);
+	assert_non_null(c);
+	alarm(300);
+	pthread_mutex_init(&s->err_lock, NULL);
+	pthread_mutex_init(&c->lock, NULL);
+	s->pma = tp_new(NULL, &r, 1);
+	pma_get_stats(s->pma, &s->start);
+	c->s = s;
+	ops = (struct pma_evict_ops){ ev_range_cb, ev_pages_cb, c };
+	assert_int_equal(pma_evict_register(s->pma, &ops), 0);
+	oa = (struct ev_args){ .c = c, .w = { .s = s, .id = 0, .seed = 0xe71c7ull } };
+	assert_int_equal(pthread_create(&tr, NULL, reader_main, s), 0);
+	assert_int_equal(pthread_create(&to, NULL, ev_owner_main, &oa), 0);
+	for (unsigned int i = 0; i < 2; i++) {
+		rm[i] = (struct worker){ .s = s, .id = i + 1, .seed = 0xa11ull * (i + 3) };
+		assert_int_equal(pthread_create(&trm[i], NULL, ev_rm_main, &rm[i]), 0);
+	}
+	for (unsigned int i = 0; i < 2; i++)
+		pthread_join(trm[i], NULL);
+	pthread_join(to, NULL);
+	pma_evict_unregister(s->pma);
+	atomic_store(&s->stop, true);
+	pthread_join(tr, NULL);
+	alarm(0);
+	if (atomic_load(&s->errors))
+		fail_msg("%d errors; first: %s", atomic_load(&s->errors), s->first_error);
+	print_message("%lu eviction calls, %lu owner allocations evicted\n", c->evict_calls,
+		      c->evicted);
+	assert_true(c->evict_calls > 0);
+	/* the owner lets go of the rest */
+	for (size_t i = 0; i < c->n; i++) {
+		if (c->pinned[i])
+			assert_int_equal(pma_unpin_pages(s->pma, &c->addr[i], 1, c->size[i]), 0);
+		assert_int_equal(pma_free_range(s->pma, c->addr[i], c->size[i], 0), 0);
+	}
+	struct pma_stats end;
+
+	pma_get_stats(s->pma, &end);
+	tp_assert_stats_equal(&end, &s->start);
+	tp_verify(s->pma);
+	pma_destroy(s->pma);
+	pthread_mutex_destroy(&c->lock);
+	pthread_mutex_destroy(&s->err_lock);
+	free(c);
+	free(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_stress_plain),
 		cmocka_unit_test(test_stress_scrub),
 		cmocka_unit_test(test_free_is_one_step),
+		cmocka_unit_test(test_stress_evict),
 	};
 
 	return cmocka_run_group_tests_name("pma_stress", tests, NULL, NULL);
