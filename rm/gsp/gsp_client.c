@@ -349,6 +349,7 @@ static int gsp_send(struct gsp_lane *ln, struct gsp_slot *s, uint32_t gfid, uint
 			goto out;
 		}
 		size_t bytes = gsp_msg_build(&ln->cmd, ln->tx, &rh, req + off, n);
+		GSP_HB_RELEASE(s);	/* the request buffer was read before the GSP saw it */
 		gsp_q_write(&ln->cmd, ln->tx, bytes, elems, elems);
 		off += n;
 		chunk++;
@@ -381,6 +382,7 @@ static void deliver_first(struct gsp_lane *ln, const struct vgpu_rpc_hdr *rh, co
 	if (mine)
 		s->state = SLOT_FILLING;
 	pthread_mutex_unlock(&ln->slots_lock);
+	GSP_HB_ACQUIRE(s);	/* the reply follows the request through the GSP */
 	ln->asm_seq = rh->sequence;
 	ln->asm_chunk = 0;
 	ln->asm_total = rh->total_length;
@@ -497,9 +499,8 @@ static void drainer(struct gsp_lane *ln, struct gsp_slot *s, uint64_t deadline, 
 			continue;
 		}
 		uint32_t seen = atomic_load_explicit(ln->stat.put, memory_order_acquire);
-		atomic_store(ln->stat.reader_waiting, 1);
-		atomic_thread_fence(memory_order_seq_cst);
-		if (atomic_load_explicit(ln->stat.put, memory_order_acquire) == seen)
+		atomic_store(ln->stat.reader_waiting, 1);	/* seq_cst: see gsp_q_write() */
+		if (atomic_load_explicit(ln->stat.put, memory_order_seq_cst) == seen)
 			gsp_futex_wait(ln->stat.put, seen,
 				       vgpu_min(deadline > now ? deadline - now : 1000000, 5 * VGPU_NSEC_PER_MSEC));
 		atomic_store(ln->stat.reader_waiting, 0);
@@ -644,7 +645,7 @@ static bool evt_one(struct gsp *g)
 
 	pthread_mutex_lock(&g->evt_lock);
 	gt = atomic_load_explicit(get, memory_order_relaxed);
-	pt = atomic_load_explicit(put, memory_order_acquire);
+	pt = atomic_load_explicit(put, memory_order_seq_cst);
 	if (gt == pt || pt - gt > g->l.nr_events) {
 		pthread_mutex_unlock(&g->evt_lock);
 		return false;
@@ -668,8 +669,7 @@ static void *evt_main(void *arg)
 		if (evt_one(g))
 			continue;
 		uint32_t seen = atomic_load_explicit(put, memory_order_acquire);
-		atomic_store(waiting, 1);
-		atomic_thread_fence(memory_order_seq_cst);
+		atomic_store(waiting, 1);	/* seq_cst, and evt_one() loads put seq_cst */
 		if (!evt_one(g))
 			gsp_futex_wait(put, seen, 10 * VGPU_NSEC_PER_MSEC);
 		atomic_store(waiting, 0);

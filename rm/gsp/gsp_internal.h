@@ -13,6 +13,18 @@
 #define GSP_PAGE		4096u
 #define GSP_EVT_PAGE_BYTES(n)	(((size_t)(n) * sizeof(struct vgpu_rpc_event) + GSP_PAGE - 1) & ~(size_t)(GSP_PAGE - 1))
 
+/* Happens-before that travels through the other process (a request sent, its reply read
+ * by another thread): invisible to ThreadSanitizer, so it is told. */
+#if defined(__SANITIZE_THREAD__)
+void __tsan_acquire(void *addr);
+void __tsan_release(void *addr);
+#define GSP_HB_RELEASE(p) __tsan_release(p)
+#define GSP_HB_ACQUIRE(p) __tsan_acquire(p)
+#else
+#define GSP_HB_RELEASE(p) ((void)(p))
+#define GSP_HB_ACQUIRE(p) ((void)(p))
+#endif
+
 /* Byte offsets inside the queue memfd. */
 struct gsp_layout {
 	uint32_t nr_lanes, queue_elems, nr_events;

@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <vgpu/version.h>
@@ -61,6 +62,14 @@ struct srv {
 	struct srv_lane lanes[VGPU_RPC_MAX_LANES];
 };
 
+/* Die at once, as firmware does: no atexit handlers, no sanitizer epilogue that could
+ * wait for locks other threads hold. */
+static _Noreturn void srv_die(int code)
+{
+	for (;;)
+		syscall(SYS_exit_group, code);
+}
+
 /* ---- events ---- */
 static void srv_event(struct srv *s, uint32_t type, uint32_t gfid, uint64_t d0)
 {
@@ -85,9 +94,8 @@ static void srv_event(struct srv *s, uint32_t type, uint32_t gfid, uint64_t d0)
 		.type = type, .gfid = gfid, .seq = ++s->evt_seq,
 		.timestamp_ns = vgpu_now_ns(), .data = { d0 },
 	};
-	atomic_store_explicit(put, p + 1, memory_order_release);
-	atomic_thread_fence(memory_order_seq_cst);
-	if (__atomic_load_n(&s->cp->evt_waiting, __ATOMIC_RELAXED))
+	atomic_store_explicit(put, p + 1, memory_order_seq_cst);
+	if (__atomic_load_n(&s->cp->evt_waiting, __ATOMIC_SEQ_CST))
 		gsp_futex_wake(put);
 	pthread_mutex_unlock(&s->evt_lock);
 }
@@ -176,7 +184,7 @@ static int srv_inject(struct srv_lane *ln, const struct vgpu_rpc_inject *in)
 		pthread_detach(th);
 		return 0;
 	case VGPU_INJ_CRASH:
-		_exit(2);
+		srv_die(2);
 	}
 	return -EINVAL;
 }
@@ -416,7 +424,7 @@ static void srv_reply(struct srv_lane *ln, uint32_t fn, uint32_t seq, uint32_t g
 		if (crash) {
 			/* Half the message visible, then die: what a GSP crashing mid-copy leaves. */
 			gsp_q_write(&ln->stat, ln->tx, bytes, elems, elems / 2);
-			_exit(3);
+			srv_die(3);
 		}
 		if (corrupt && corrupt != VGPU_CORRUPT_REPLAY)
 			srv_corrupt(ln, ln->tx, bytes, corrupt);
@@ -512,9 +520,8 @@ static void srv_idle(struct srv_lane *ln)
 		for (int i = 0; i < 16; i++)
 			vgpu_cpu_relax();
 	}
-	atomic_store(ln->cmd.reader_waiting, 1);
-	atomic_thread_fence(memory_order_seq_cst);
-	if (atomic_load_explicit(ln->cmd.put, memory_order_acquire) == seen)
+	atomic_store(ln->cmd.reader_waiting, 1);	/* seq_cst: see gsp_q_write() */
+	if (atomic_load_explicit(ln->cmd.put, memory_order_seq_cst) == seen)
 		gsp_futex_wait(ln->cmd.put, seen, 50 * VGPU_NSEC_PER_MSEC);
 	atomic_store(ln->cmd.reader_waiting, 0);
 }

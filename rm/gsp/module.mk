@@ -3,4 +3,4 @@ MODULES += rm_gsp
 rm_gsp_DIR := rm/gsp
 rm_gsp_DEPS := gpu_model iommu_model common
 rm_gsp_LDLIBS :=
-rm_gsp_TSAN_TESTS :=
+rm_gsp_TSAN_TESTS := test_gsp_rpc test_gsp_faults

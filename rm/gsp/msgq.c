@@ -116,11 +116,10 @@ void gsp_q_write(struct gsp_q *q, const void *msg, size_t bytes, uint32_t elems,
 	(void)elems;
 	/* Elements first, then put with release: the reader loads put with acquire and only
 	 * then copies, so it never sees a half-written message it was told is there. */
-	atomic_store_explicit(q->put, put + publish, memory_order_release);
-	/* Pairs with the reader's fence between setting reader_waiting and re-reading put:
-	 * one of the two sides sees the other's store, so no wakeup is lost. */
-	atomic_thread_fence(memory_order_seq_cst);
-	if (atomic_load_explicit(q->reader_waiting, memory_order_relaxed))
+	atomic_store_explicit(q->put, put + publish, memory_order_seq_cst);
+	/* seq_cst store then load, as the reader stores reader_waiting then loads put: one
+	 * of the two sides sees the other's store, so no wakeup is lost. */
+	if (atomic_load_explicit(q->reader_waiting, memory_order_seq_cst))
 		gsp_futex_wake(q->put);
 }
 
