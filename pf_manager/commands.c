@@ -121,6 +121,7 @@ static int cmd_query_status(struct pf_daemon *d, json_object *args, bool dry, js
 			       json_object_new_string(policy_name(d->cfg.sched_policy)));
 	json_object_object_add(ret, "runtime_dir", json_object_new_string(d->cfg.runtime_dir));
 	json_object_object_add(ret, "state_dir", json_object_new_string(d->cfg.state_dir));
+	pf_json_add_u64(ret, "device_resets", d->device_resets_seen);
 	json_object_object_add(ret, "uptime_ms",
 			       json_object_new_int64((int64_t)((vgpu_now_ns() - d->started_ns) / 1000000)));
 	return 0;
@@ -155,10 +156,11 @@ static json_object *vf_stats(struct pf_daemon *d, struct pf_slice *s)
 	pf_json_add_u64(rpc, "ok", s->rpc_ok);
 	pf_json_add_u64(rpc, "errors", s->rpc_err);
 	pf_json_add_u64(rpc, "kicks", s->mbox_kicks);
+	pf_json_add_u64(rpc, "rm_objects", pf_rm_objects(d, s->vf));
 	json_object_object_add(o, "rpc", rpc);
 	pf_json_add_u64(o, "resets", s->resets);
 	pf_json_add_u64(o, "vram_bytes", s->prov.vram);
-	pf_json_add_u64(o, "vram_used_bytes", s->prov.vram - pma_free_bytes(s->child));
+	pf_json_add_u64(o, "vram_used_bytes", s->child ? s->prov.vram - pma_free_bytes(s->child) : 0);
 	json_object_object_add(o, "attached", json_object_new_boolean(pf_endpoint_attached(s)));
 	return o;
 }
@@ -206,9 +208,9 @@ static json_object *slice_segment(struct pf_slice *s)
 	json_object_object_add(o, "uuid", json_object_new_string(s->uuid));
 	json_object_object_add(o, "vf", json_object_new_int((int)s->vf));
 	json_object_object_add(o, "type", json_object_new_string(s->type));
-	pf_json_add_u64(o, "used_bytes", s->prov.vram - pma_free_bytes(s->child));
+	pf_json_add_u64(o, "used_bytes", s->child ? s->prov.vram - pma_free_bytes(s->child) : 0);
 	/* The first 256 runs are plenty for a picture; used_bytes has the exact figure. */
-	if (!pma_export(s->child, r, VGPU_ARRAY_SIZE(r), &nr)) {
+	if (s->child && !pma_export(s->child, r, VGPU_ARRAY_SIZE(r), &nr)) {
 		for (size_t i = 0; i < vgpu_min(nr, (size_t)VGPU_ARRAY_SIZE(r)); i++) {
 			json_object *a = json_object_new_array();
 

@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -295,6 +296,20 @@ static void dispatch(struct pf_daemon *d, struct pollfd *p, struct pf_pollref *r
 		pf_control_accept(d);
 }
 
+/* GSP restarts are noticed on an RM thread; report them from here. */
+static void device_reset_events(struct pf_daemon *d)
+{
+	uint64_t n = atomic_load((_Atomic uint64_t *)&d->device_resets);
+
+	if (n == d->device_resets_seen)
+		return;
+	d->device_resets_seen = n;
+	json_object *o = json_object_new_object();
+
+	json_object_object_add(o, "count", json_object_new_uint64(n));
+	pf_event(d, "DEVICE_RESET", o);
+}
+
 int pf_daemon_run(struct pf_daemon *d, void (*ready_fn)(void))
 {
 	static struct pollfd p[PF_MAX_POLL];
@@ -319,6 +334,7 @@ int pf_daemon_run(struct pf_daemon *d, void (*ready_fn)(void))
 		for (unsigned int vf = 1; vf <= PF_MAX_VFS; vf++)
 			if (d->vfs[vf] && pf_endpoint_attached(d->vfs[vf]))
 				pf_mbox_service(d, d->vfs[vf]);
+		device_reset_events(d);
 	}
 	return 0;
 }

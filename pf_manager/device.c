@@ -68,8 +68,14 @@ int pf_device_init(struct pf_daemon *d)
 	ret = pf_pma_init(d);
 	if (ret)
 		goto destroy_gpu;
+	ret = pf_rm_init(d);
+	if (ret)
+		goto destroy_pma;
 	pf_types_build(d);
 	return 0;
+destroy_pma:
+	pma_destroy(d->pma);
+	d->pma = NULL;
 destroy_gpu:
 	gpu_destroy(d->gpu);
 	d->gpu = NULL;
@@ -78,13 +84,12 @@ destroy_gpu:
 
 void pf_device_fini(struct pf_daemon *d)
 {
-	/* Children first: each gives its range back to the device allocator. */
-	for (unsigned int i = 0; i < d->nr_slices; i++) {
-		if (d->slices[i]->child) {
-			pma_child_destroy(d->slices[i]->child);
-			d->slices[i]->child = NULL;
-		}
-	}
+	/* The RM first: it frees its clients and takes every partition (and its child
+	 * allocator) back; none of that touches VRAM contents, which the next daemon adopts. */
+	if (d->rm)
+		pf_rm_fini(d);
+	for (unsigned int i = 0; i < d->nr_slices; i++)
+		d->slices[i]->child = NULL;
 	if (d->pma)
 		pma_destroy(d->pma);
 	d->pma = NULL;

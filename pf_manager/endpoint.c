@@ -16,6 +16,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "pf_manager/pf_internal.h"
+#include <vgpu/rm.h>
 
 struct pf_endpoint {
 	int listen_fd;
@@ -104,20 +105,20 @@ void pf_endpoint_event(struct pf_slice *s, uint32_t type, uint64_t arg0)
 
 /* ---- mailbox ----------------------------------------------------------------------------- */
 
-static void mbox_handle(struct pf_daemon *d, struct pf_slice *s, const struct vf_msg *req,
+/* Answer one request into @rsp; true if the call failed (for the counters). */
+static bool mbox_handle(struct pf_daemon *d, struct pf_slice *s, const struct vf_msg *req,
 			struct vf_msg *rsp)
 {
 	const uint8_t *payload = (const uint8_t *)(req + 1);
 	uint8_t *out = (uint8_t *)(rsp + 1);
 
-	(void)d;
 	rsp->type = req->type;
 	rsp->seq = req->seq;
 	rsp->length = 0;
 	rsp->status = 0;
 	if (req->length > VF_MSG_MAX_PAYLOAD) {
 		rsp->status = -EMSGSIZE;
-		return;
+		return true;
 	}
 	switch (req->type) {
 	case VF_MSG_PING:
@@ -135,14 +136,23 @@ static void mbox_handle(struct pf_daemon *d, struct pf_slice *s, const struct vf
 		rsp->length = sizeof(info);
 		break;
 	}
-	case VF_MSG_RM:
-		/* The shared RM (rm/rm.h) is not linked yet: refuse rather than pretend. */
-		rsp->status = -ENOSYS;
-		break;
+	case VF_MSG_RM: {
+		size_t out_len = VF_MSG_MAX_PAYLOAD;
+
+		/* The RM validates every field of the wire message itself. */
+		rsp->status = pf_rm_call(d, s->vf, payload, req->length, out, &out_len);
+		if (rsp->status)
+			return true;
+		rsp->length = (uint32_t)out_len;
+		/* A refused call is still a reply: count it by the RM's status. */
+		return out_len >= sizeof(struct vgpu_rm_reply) &&
+		       ((struct vgpu_rm_reply *)out)->status;
+	}
 	default:
 		rsp->status = -EOPNOTSUPP;
 		break;
 	}
+	return rsp->status != 0;
 }
 
 void pf_mbox_service(struct pf_daemon *d, struct pf_slice *s)
@@ -172,8 +182,7 @@ void pf_mbox_service(struct pf_daemon *d, struct pf_slice *s)
 		memcpy(req, slot, sizeof(req));
 		vgpu_ring_consume_commit(&s->req);
 		memset(out, 0, VF_MBOX_SLOT_SIZE);
-		mbox_handle(d, s, (const struct vf_msg *)req, out);
-		if (((struct vf_msg *)out)->status)
+		if (mbox_handle(d, s, (const struct vf_msg *)req, out))
 			s->rpc_err++;
 		else
 			s->rpc_ok++;
@@ -223,7 +232,7 @@ static void ep_drop_vectors(struct pf_endpoint *ep)
 	}
 }
 
-static void ep_detach(struct pf_slice *s)
+static void ep_detach(struct pf_daemon *d, struct pf_slice *s)
 {
 	struct pf_endpoint *ep = s->ep;
 
@@ -232,6 +241,8 @@ static void ep_detach(struct pf_slice *s)
 	close(ep->client_fd);
 	ep->client_fd = -1;
 	ep_drop_vectors(ep);
+	if (d)
+		pf_rm_guest_gone(d, s->vf);
 	vgpu_info("VF %u: guest detached", s->vf);
 }
 
@@ -336,10 +347,12 @@ free_ep:
 
 void pf_endpoint_close(struct pf_daemon *d, struct pf_slice *s)
 {
-	(void)d;
 	if (!s->ep)
 		return;
-	ep_detach(s);
+	/* Closing (stop, shutdown) is not a guest leaving: the RM side is handled by the
+	 * caller (reset and release, or left to the next daemon). */
+	ep_detach(NULL, s);
+	(void)d;
 	close(s->ep->listen_fd);
 	unlink(s->ep->path);
 	free(s->ep);
@@ -381,7 +394,7 @@ void pf_endpoint_handle(struct pf_daemon *d, struct pf_slice *s, const struct po
 		} else if (p[i].fd == ep->client_fd) {
 			/* Clients never write; data or hangup both end the attachment. */
 			if (read(ep->client_fd, junk, sizeof(junk)) <= 0 || (p[i].revents & POLLHUP))
-				ep_detach(s);
+				ep_detach(d, s);
 			return;
 		} else if (p[i].fd == ep->to_host[VF_VEC_MBOX]) {
 			if (read(p[i].fd, &cnt, sizeof(cnt)) == sizeof(cnt))

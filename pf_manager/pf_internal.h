@@ -17,6 +17,7 @@
 
 struct gpu;
 struct pma;
+struct rm;
 
 #define PF_MAX_SLICES		1024
 #define PF_MAX_TYPES		16
@@ -110,6 +111,9 @@ struct pf_daemon {
 	char shm_prefix[64];		/* per-instance prefix of the VRAM objects */
 	struct gpu *gpu;
 	struct pma *pma;		/* device VRAM */
+	struct rm *rm;			/* the shared RM (and through it the GSP) */
+	uint64_t device_resets;		/* GSP restarts seen (atomic: set by an RM thread) */
+	uint64_t device_resets_seen;	/* ... of which reported as events */
 	uint64_t pma_free_at_start;
 	unsigned int num_vfs;
 	struct pf_type types[PF_MAX_TYPES];
@@ -230,6 +234,25 @@ int pf_bar_attach(struct pf_slice *s);
 void pf_endpoint_event(struct pf_slice *s, uint32_t type, uint64_t arg0);
 /* Serve pending mailbox requests of @s. */
 void pf_mbox_service(struct pf_daemon *d, struct pf_slice *s);
+
+/* ---- rm_glue.c ---- */
+int pf_rm_init(struct pf_daemon *d);
+void pf_rm_fini(struct pf_daemon *d);
+/* Program @vf's partition at @base with @s's provisioned quota. */
+int pf_rm_partition_set(struct pf_daemon *d, struct pf_slice *s, unsigned int vf, uint64_t base);
+/* Reset @vf's RM state and take its partition back. */
+int pf_rm_partition_clear(struct pf_daemon *d, unsigned int vf);
+/* The RM's child allocator of @vf's partition, or NULL. */
+struct pma *pf_rm_vf_pma(struct pf_daemon *d, unsigned int vf);
+/* FLR: clients disabled, channels reset, objects freed in batches, VRAM scrubbed. */
+int pf_rm_vf_reset(struct pf_daemon *d, unsigned int vf);
+/* The guest detached: free its RM clients, keep VRAM. */
+void pf_rm_guest_gone(struct pf_daemon *d, unsigned int vf);
+/* A guest's RM call (wire message of vgpu/rm.h) as function @vf. */
+int pf_rm_call(struct pf_daemon *d, unsigned int vf, const void *req, size_t len, void *reply,
+	       size_t *reply_len);
+/* RM clients plus objects of @vf. */
+uint64_t pf_rm_objects(struct pf_daemon *d, unsigned int vf);
 
 /* ---- control.c ---- */
 int pf_control_open(struct pf_daemon *d);

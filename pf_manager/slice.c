@@ -367,7 +367,6 @@ static void bar_object_close(struct pf_daemon *d, struct pf_slice *s, bool unlin
 int pf_slice_bring_up(struct pf_daemon *d, struct pf_slice *s, unsigned int vf, uint64_t base,
 		      bool adopt, struct pf_err *e)
 {
-	struct gpu_priv *priv = gpu_priv_get(d->gpu);
 	int r;
 
 	s->bar_size = vf_bar_size(s->prov.vram, d->cfg.dma_size);
@@ -386,22 +385,20 @@ int pf_slice_bring_up(struct pf_daemon *d, struct pf_slice *s, unsigned int vf, 
 		goto close_bar;
 	}
 	s->hdr = (struct vf_bar_header *)s->bar;
-	s->child = pma_child_create(d->pma, base, s->prov.vram, NULL, &r);
-	if (!s->child) {
-		pf_fail(e, r, "VF %u: cannot take VRAM [%#" PRIx64 ", +%#" PRIx64 "): %s", vf, base,
-			s->prov.vram, vgpu_strerror(r));
-		goto close_bar;
-	}
+	/* Back the device's VRAM range with the object first, so the GSP programs a
+	 * partition over memory the guest already shares. */
 	r = gpu_vram_slice_map(d->gpu, vf, base, s->prov.vram, s->bar_fd);
 	if (r) {
 		pf_fail(e, r, "VF %u: cannot map VRAM into the device: %s", vf, vgpu_strerror(r));
-		goto destroy_child;
+		goto close_bar;
 	}
-	r = gpu_priv_partition_set(priv, vf, base, s->prov.vram);
+	r = pf_rm_partition_set(d, s, vf, base);
 	if (r) {
-		pf_fail(e, r, "VF %u: partition refused: %s", vf, vgpu_strerror(r));
+		pf_fail(e, r, "VF %u: partition [%#" PRIx64 ", +%#" PRIx64 ") refused: %s", vf, base,
+			s->prov.vram, vgpu_strerror(r));
 		goto unmap_vram;
 	}
+	s->child = pf_rm_vf_pma(d, vf);
 	s->vf = vf;
 	s->base = base;
 	d->vfs[vf] = s;
@@ -418,14 +415,12 @@ int pf_slice_bring_up(struct pf_daemon *d, struct pf_slice *s, unsigned int vf, 
 clear_partition:
 	d->vfs[vf] = NULL;
 	s->vf = 0;
-	gpu_priv_partition_set(priv, vf, 0, 0);
+	s->child = NULL;
+	pf_rm_partition_clear(d, vf);
 unmap_vram:
 	/* Unmapping scrubs: only right for an object we created. */
 	if (!adopt)
 		gpu_vram_slice_unmap(d->gpu, vf);
-destroy_child:
-	pma_child_destroy(s->child);
-	s->child = NULL;
 close_bar:
 	s->vf = vf;
 	bar_object_close(d, s, !adopt);
@@ -517,44 +512,14 @@ int pf_slice_start_cmd(struct pf_daemon *d, json_object *args, bool dry, json_ob
 	return 0;
 }
 
-/* Stop every channel of @vf: disable, then free (which drops it from its runlist). */
-static void vf_channels_stop(struct pf_daemon *d, unsigned int vf)
-{
-	struct gpu_priv *priv = gpu_priv_get(d->gpu);
-	struct gpu_chan_status st;
-
-	for (unsigned int ch = 0; ch < GPU_FN_MAX_CHANNELS; ch++) {
-		if (gpu_chan_status(d->gpu, vf, ch, &st) || st.state == GPU_CHAN_STATE_FREE)
-			continue;
-		gpu_priv_chan_enable(priv, vf, ch, false);
-		gpu_priv_chan_free(priv, vf, ch);
-	}
-}
-
-/* Give every allocation inside the partition back, PF_RESET_BATCH ranges at a time, so
- * a VF with many small allocations never holds the allocator lock for long. */
-static void vf_free_allocations(struct pma *child)
-{
-	struct pma_range r[PF_RESET_BATCH];
-	size_t nr;
-
-	for (;;) {
-		if (pma_export(child, r, PF_RESET_BATCH, &nr) || !nr)
-			return;
-		for (size_t i = 0; i < vgpu_min(nr, (size_t)PF_RESET_BATCH); i++)
-			pma_free_range(child, r[i].base, r[i].size, PMA_FREE_SKIP_SCRUB);
-	}
-}
-
 int pf_vf_reset(struct pf_daemon *d, struct pf_slice *s)
 {
 	int r;
 
 	atomic_store((_Atomic uint32_t *)&s->hdr->state, VF_STATE_RESETTING);
-	/* RM clients of the VF go first so nothing re-arms a channel behind our back. */
-	vf_channels_stop(d, s->vf);
-	r = gpu_vram_scrub(d->gpu, s->base, s->prov.vram);
-	vf_free_allocations(s->child);
+	/* The RM disables the VF's clients (no new calls), resets its channels through the
+	 * GSP, frees its objects in bounded batches and scrubs its VRAM. */
+	r = pf_rm_vf_reset(d, s->vf);
 	gpu_tlb_invalidate(d->gpu, s->vf, 0, 0);
 	s->resets++;
 	pf_bar_format(s);
@@ -613,14 +578,11 @@ void pf_slice_stop(struct pf_daemon *d, struct pf_slice *s)
 	atomic_store((_Atomic uint32_t *)&s->hdr->state, VF_STATE_STOPPED);
 	pf_endpoint_event(s, VF_EVT_STOP, 0);
 	pf_endpoint_close(d, s);
-	vf_channels_stop(d, vf);
 	gpu_priv_sched_fn_set(gpu_priv_get(d->gpu), vf, &off);
-	gpu_priv_partition_set(gpu_priv_get(d->gpu), vf, 0, 0);
+	pf_rm_partition_clear(d, vf);
+	s->child = NULL;
 	/* Unmapping scrubs the object before its range can reach another tenant. */
 	gpu_vram_slice_unmap(d->gpu, vf);
-	vf_free_allocations(s->child);
-	pma_child_destroy(s->child);
-	s->child = NULL;
 	bar_object_close(d, s, true);
 	d->vfs[vf] = NULL;
 	s->vf = 0;

@@ -301,7 +301,7 @@ static json_object *journal_entry(const struct pf_slice *s)
 	json_object_object_add(o, "preempt_timeout_us",
 			       json_object_new_int((int)s->prov.preempt_timeout_us));
 	json_object_object_add(o, "priority", json_object_new_int((int)s->prov.priority));
-	if (!pma_export(s->child, NULL, 0, &nr) && nr) {
+	if (s->child && !pma_export(s->child, NULL, 0, &nr) && nr) {
 		r = calloc(nr, sizeof(*r));
 		if (r && !pma_export(s->child, r, nr, &nr)) {
 			for (size_t i = 0; i < nr; i++) {
@@ -557,9 +557,9 @@ static int apply_entry(struct pf_daemon *d, struct jent *je)
 	if (ret)
 		return ret;
 	je->s->prov = je->q;
+	/* The allocations are checked but not re-created: the RM objects that owned them
+	 * died with the old process, and the guest rebuilds its objects when it reconnects. */
 	ret = pf_slice_bring_up(d, je->s, je->vf, je->base, true, &e);
-	if (!ret && nr)
-		ret = pma_import(je->s->child, r, nr);
 	if (ret)
 		vgpu_err("state: slice %s: %s", je->s->uuid, e.msg[0] ? e.msg : vgpu_strerror(ret));
 	json_object_put(e.data);

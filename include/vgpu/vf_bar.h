@@ -59,14 +59,14 @@
 
 #define VF_BAR_MAGIC		0x3146564d55504756ull	/* "VGPUMVF1" little-endian */
 #define VF_BAR_HDR_SIZE		4096u
-#define VF_BAR_CTRL_SIZE	(256u << 10)	/* header + rings, at the end of BAR2 */
+#define VF_BAR_CTRL_SIZE	(512u << 10)	/* header + rings, at the end of BAR2 */
 #define VF_BAR_REQ_OFF		(64u << 10)	/* offsets inside the control area */
-#define VF_BAR_RSP_OFF		(128u << 10)
-#define VF_BAR_EVT_OFF		(192u << 10)
-#define VF_BAR_RING_REGION	(64u << 10)	/* bytes reserved for each ring */
+#define VF_BAR_RSP_OFF		(192u << 10)
+#define VF_BAR_EVT_OFF		(320u << 10)
+#define VF_BAR_RING_REGION	(128u << 10)	/* bytes reserved for each ring */
 #define VF_BAR_DMA_DEFAULT	(4u << 20)	/* default DMA memory size */
 
-#define VF_MBOX_SLOT_SIZE	4096u		/* one request or reply */
+#define VF_MBOX_SLOT_SIZE	8192u		/* one request or reply: fits any RM message */
 #define VF_MBOX_SLOTS		8u
 #define VF_EVT_SLOT_SIZE	64u
 #define VF_EVT_SLOTS		256u

@@ -4,6 +4,7 @@
 #include <dirent.h>
 
 #include "pf_test.h"
+#include <vgpu/rm.h>
 
 static char U1[] = "11111111-1111-4111-8111-111111111111";
 static char U2[] = "22222222-2222-4222-8222-222222222222";
@@ -54,12 +55,28 @@ static bool all_zero(const uint8_t *p, uint64_t size)
 	return !p[size - 1];
 }
 
+/* One RM call: allocate a client (a @cookie of 0xbad also spoils the magic). */
+static int rm_call_client(struct tguest *g, uint64_t cookie, struct vgpu_rm_reply *rp)
+{
+	struct vgpu_rm_msg m = {
+		.magic = cookie == 0xbad ? 0 : (uint32_t)VGPU_RM_MSG_MAGIC,
+		.abi_version = VGPU_ABI_VERSION, .op = VGPU_RM_OP_ALLOC_CLIENT,
+		.length = sizeof(m), .cookie = cookie,
+	};
+	uint32_t got = 0;
+	int r = t_guest_call(g, VF_MSG_RM, &m, sizeof(m), rp, sizeof(*rp), &got);
+
+	assert_true(r || got >= sizeof(*rp));
+	return r;
+}
+
 /* The ivshmem greeting, BAR2 layout, and mailbox calls. */
 static void test_attach_and_mailbox(void **state)
 {
 	struct tdaemon *d = *state;
 	struct tguest g, g2;
 	struct vf_msg_info info;
+	struct vgpu_rm_reply rp;
 	char path[256], echo[64], back[64];
 	uint32_t got;
 
@@ -81,14 +98,21 @@ static void test_attach_and_mailbox(void **state)
 	assert_int_equal(t_guest_call(&g, 0x7777, NULL, 0, NULL, 0, NULL), -EOPNOTSUPP);
 	assert_int_equal(t_guest_call(&g, VF_MSG_PING, echo, VF_MBOX_SLOT_SIZE, NULL, 0, NULL),
 			 -EMSGSIZE);
-	/* RM calls reach the dispatcher; without the RM linked it says so */
-	assert_int_equal(t_guest_call(&g, VF_MSG_RM, NULL, 0, NULL, 0, NULL), -ENOSYS);
+	/* RM calls go to the shared RM as a client bound to this VF */
+	assert_int_equal(rm_call_client(&g, 42, &rp), 0);
+	assert_int_equal(rp.status, 0);
+	assert_true(rp.cookie == 42);
+	assert_true(VGPU_RM_IS_CLIENT(rp.handle));
+	assert_int_equal(VGPU_RM_CLIENT_FN(rp.handle), 1);
+	assert_int_equal(rm_call_client(&g, 0xbad, &rp), 0);	/* bad magic: refused by the RM */
+	assert_true(rp.status < 0);
 	/* a second attach while one is active is refused */
 	assert_int_equal(t_guest_attach(path, &g2), -1);
 	/* stats count the calls */
 	assert_int_equal(T_CTL(d, "stats", "1", "--json"), 0);
-	assert_non_null(strstr(t_out.out, "\"ok\": 2"));
+	assert_non_null(strstr(t_out.out, "\"ok\": 3"));
 	assert_non_null(strstr(t_out.out, "\"errors\": 3"));
+	assert_non_null(strstr(t_out.out, "\"rm_objects\": 1"));
 	assert_int_equal(T_CTL(d, "list", "-u", U1), 0);
 	assert_non_null(strstr(t_out.out, "attached"));
 	/* quota changes only while idle */
@@ -97,6 +121,9 @@ static void test_attach_and_mailbox(void **state)
 	for (int i = 0; i < 100 && !T_CTL(d, "list", "-u", U1) && strstr(t_out.out, "attached"); i++)
 		usleep(10000);
 	assert_int_equal(T_CTL(d, "modify", "-u", U1, "--exec-quantum-ms", "3"), 0);
+	/* the guest's RM client went with it */
+	assert_int_equal(T_CTL(d, "stats", "1", "--json"), 0);
+	assert_non_null(strstr(t_out.out, "\"rm_objects\": 0"));
 	/* and after detaching, a new attach works */
 	assert_int_equal(t_guest_attach(path, &g), 0);
 	t_guest_detach(&g);

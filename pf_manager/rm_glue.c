@@ -1,0 +1,101 @@
+/* The PF manager's side of the shared RM: device creation (which starts the GSP process),
+ * VF partitions, VF reset, guests' RM calls from the mailbox, and RM notifications. */
+#include <errno.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "gpu_model/gpu.h"
+#include "rm/rm.h"
+#include "rm/rm_internal.h"	/* only for pf_rm_vf_pma(), see there */
+#include "pf_manager/pf_internal.h"
+
+/* Runs on the RM's GSP watchdog or event thread: only flag it for the daemon's loop. */
+static void pf_rm_notify(void *ctx, unsigned int fn, enum rm_notify what)
+{
+	struct pf_daemon *d = ctx;
+
+	if (what == RM_NOTIFY_DEVICE_RESET) {
+		vgpu_warn("rm: device reset (GSP restarted); VF %u state replayed", fn);
+		atomic_fetch_add((_Atomic uint64_t *)&d->device_resets, 1);
+	}
+}
+
+int pf_rm_init(struct pf_daemon *d)
+{
+	struct rm_config rc = {
+		.gpu = d->gpu,
+		.pma = d->pma,
+		.notify = pf_rm_notify,
+		.notify_ctx = d,
+	};
+	int r = rm_device_create(&rc, &d->rm);
+
+	if (r)
+		vgpu_err("cannot start the RM and its GSP (vgpu-gsp next to vgpud, or $VGPU_GSP): %s",
+			 vgpu_strerror(r));
+	return r;
+}
+
+void pf_rm_fini(struct pf_daemon *d)
+{
+	rm_device_destroy(d->rm);
+	d->rm = NULL;
+}
+
+int pf_rm_partition_set(struct pf_daemon *d, struct pf_slice *s, unsigned int vf, uint64_t base)
+{
+	struct rm_partition p = {
+		.base = base,
+		.size = s->prov.vram,
+		.quota = { .vram = s->prov.vram, .channels = s->prov.channels },
+	};
+
+	return rm_vf_partition_set(d->rm, vf, &p);
+}
+
+int pf_rm_partition_clear(struct pf_daemon *d, unsigned int vf)
+{
+	int r = rm_vf_reset(d->rm, vf);
+
+	if (r)
+		vgpu_warn("VF %u: RM reset before release: %s", vf, vgpu_strerror(r));
+	return rm_vf_partition_clear(d->rm, vf);
+}
+
+/* The child allocator the RM created over the VF's partition (for the VRAM map and
+ * statistics). rm.h has no accessor yet, so this one function reads the RM's record;
+ * the pointer is stable while the partition exists, and only this thread changes
+ * partitions. */
+struct pma *pf_rm_vf_pma(struct pf_daemon *d, unsigned int vf)
+{
+	return vf < RM_MAX_FNS ? d->rm->fns[vf].pma : NULL;
+}
+
+int pf_rm_vf_reset(struct pf_daemon *d, unsigned int vf)
+{
+	return rm_vf_reset(d->rm, vf);
+}
+
+void pf_rm_guest_gone(struct pf_daemon *d, unsigned int vf)
+{
+	int r = rm_vf_disable(d->rm, vf);
+
+	/* The guest's clients go with it; its VRAM stays (a reconnecting guest of the same
+	 * owner finds it), so no scrub here: that is what a reset is for. */
+	while (rm_vf_free_disabled(d->rm, vf, 64) == -EINPROGRESS)
+		;
+	if (r)
+		vgpu_warn("VF %u: disabling its RM clients: %s", vf, vgpu_strerror(r));
+}
+
+int pf_rm_call(struct pf_daemon *d, unsigned int vf, const void *req, size_t len, void *reply,
+	       size_t *reply_len)
+{
+	return rm_dispatch(d->rm, vf, req, len, reply, reply_len);
+}
+
+uint64_t pf_rm_objects(struct pf_daemon *d, unsigned int vf)
+{
+	return rm_object_count(d->rm, vf);
+}
