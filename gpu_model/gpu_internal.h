@@ -225,6 +225,8 @@ int gpu_va_write(struct gpu_ctx *ctx, uint64_t va, const void *buf, uint64_t len
 int gpu_phys_rw(struct gpu *g, unsigned int fn, uint64_t part_base, uint64_t part_size,
 		uint64_t aper, uint64_t addr, void *buf, uint64_t len, bool write);
 int gpu_sys_rw(struct gpu *g, unsigned int fn, uint64_t iova, void *buf, uint64_t len, bool write);
+int gpu_sys_atomic(struct gpu *g, unsigned int fn, uint64_t iova, unsigned int size,
+		   uint64_t *val, bool write);
 int gpu_sys_copy(struct gpu *g, unsigned int fn, uint64_t iova, void *buf, uint64_t *n, bool write);
 /* Atomic 32/64-bit load/store at a VA (semaphores, USERD): 0 or a fault reason. */
 int gpu_va_load(struct gpu_ctx *ctx, uint64_t va, unsigned int size, uint64_t *val);

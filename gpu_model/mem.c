@@ -43,6 +43,36 @@ int gpu_sys_copy(struct gpu *g, unsigned int fn, uint64_t iova, void *buf, uint6
 	return ret;
 }
 
+/* A naturally aligned 4/8-byte access to system memory as one atomic load (acquire) or
+ * store (release): USERD words and semaphores are shared with a CPU polling them. */
+int gpu_sys_atomic(struct gpu *g, unsigned int fn, uint64_t iova, unsigned int size,
+		   uint64_t *val, bool write)
+{
+	struct iommu_xlate x;
+	int ret;
+
+	if (!g->cfg.iommu)
+		return -EFAULT;
+	iommu_access_begin();
+	ret = iommu_fn_translate(g->cfg.iommu, fn, IOMMU_NO_PASID, iova, size,
+				 write ? IOMMU_WRITE : IOMMU_READ, &x);
+	if (!ret && (!x.host || x.len < size))
+		ret = -EFAULT;
+	if (!ret && size == 8) {
+		if (write)
+			__atomic_store_n((uint64_t *)x.host, *val, __ATOMIC_RELEASE);
+		else
+			*val = __atomic_load_n((uint64_t *)x.host, __ATOMIC_ACQUIRE);
+	} else if (!ret) {
+		if (write)
+			__atomic_store_n((uint32_t *)x.host, (uint32_t)*val, __ATOMIC_RELEASE);
+		else
+			*val = __atomic_load_n((uint32_t *)x.host, __ATOMIC_ACQUIRE);
+	}
+	iommu_access_end();
+	return ret;
+}
+
 int gpu_va_read(struct gpu_ctx *ctx, uint64_t va, void *buf, uint64_t len)
 {
 	struct gpu_xlate x;
@@ -115,14 +145,12 @@ int gpu_va_load(struct gpu_ctx *ctx, uint64_t va, unsigned int size, uint64_t *v
 				 : __atomic_load_n((uint32_t *)p, __ATOMIC_ACQUIRE);
 		return 0;
 	}
-	*val = 0;
-	if (gpu_sys_rw(ctx->g, ctx->f->id, x.addr, size == 8 ? (void *)val : (void *)&v32, size, false)) {
+	(void)v32;
+	if (gpu_sys_atomic(ctx->g, ctx->f->id, x.addr, size, val, false)) {
 		ctx->fault_va = va;
 		ctx->fault_access = VGPU_ACCESS_READ;
 		return ctx->fault_reason = VGPU_FAULT_IOMMU;
 	}
-	if (size == 4)
-		*val = v32;
 	return 0;
 }
 
@@ -143,7 +171,8 @@ int gpu_va_store(struct gpu_ctx *ctx, uint64_t va, unsigned int size, uint64_t v
 			__atomic_store_n((uint32_t *)p, v32, __ATOMIC_RELEASE);
 		return 0;
 	}
-	if (gpu_sys_rw(ctx->g, ctx->f->id, x.addr, size == 8 ? (void *)&val : (void *)&v32, size, true)) {
+	(void)v32;
+	if (gpu_sys_atomic(ctx->g, ctx->f->id, x.addr, size, &val, true)) {
 		ctx->fault_va = va;
 		ctx->fault_access = VGPU_ACCESS_WRITE;
 		return ctx->fault_reason = VGPU_FAULT_IOMMU;
@@ -157,6 +186,16 @@ int gpu_phys_rw(struct gpu *g, unsigned int fn, uint64_t part_base, uint64_t par
 {
 	uint8_t *p;
 
+	if (aper == VGPU_APER_SYS && (len == 4 || len == 8) && !(addr % len)) {
+		uint64_t v = len == 8 ? *(uint64_t *)buf : *(uint32_t *)buf;
+		int ret = gpu_sys_atomic(g, fn, addr, (unsigned int)len, &v, write);
+
+		if (!ret && !write && len == 8)
+			*(uint64_t *)buf = v;
+		else if (!ret && !write)
+			*(uint32_t *)buf = (uint32_t)v;
+		return ret;
+	}
 	if (aper == VGPU_APER_SYS)
 		return gpu_sys_rw(g, fn, addr, buf, len, write);
 	if (addr > part_size || len > part_size - addr)

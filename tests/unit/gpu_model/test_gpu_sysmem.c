@@ -1,0 +1,180 @@
+/* The system aperture: a channel living entirely in the guest's DMA memory (USERD by IOVA,
+ * GPFIFO and pushbuffer mapped through SYS PTEs) reached through the function's IOMMU
+ * domain; copies between system memory and VRAM; IOMMU faults confined to the channel. */
+#include <stdlib.h>
+
+#include "gpu_test.h"
+#include "iommu_model/iommu.h"
+
+#define SYS_BYTES	(4u << 20)
+#define IOVA		0x40000000ull		/* 1 GiB, 2 MiB aligned */
+#define SYS_VA		0x3000000000ull
+
+struct sctx {
+	struct tgpu *t;
+	struct iommu *mmu;
+	struct iommu_domain *dom;
+	struct iommu_memobj *mo;
+	uint8_t *host;			/* the "guest DMA memory" */
+};
+
+static struct sctx *sctx_new(void)
+{
+	struct sctx *s = calloc(1, sizeof(*s));
+	struct iommu_domain_opts o = { .type = IOMMU_DOMAIN_PAGING };
+	struct gpu_config cfg = { .vram_size = 3 * 64 * VGPU_MiB, .nr_vfs = 2, .nr_engines = 1 };
+	uint64_t iova = IOVA;
+
+	assert_int_equal(iommu_create(NULL, &s->mmu), 0);
+	assert_int_equal(iommu_domain_alloc(s->mmu, &o, &s->dom), 0);
+	assert_int_equal(iommu_attach(s->mmu, 1, s->dom), 0);
+	s->host = aligned_alloc(2u << 20, SYS_BYTES);
+	memset(s->host, 0, SYS_BYTES);
+	assert_int_equal(iommu_memobj_register(s->mmu, s->host, SYS_BYTES, &s->mo), 0);
+	/* Only the first 3 MiB are mapped: the last MiB of IOVA space faults. */
+	assert_int_equal(iommu_map(s->dom, s->mo, 0, 3u << 20, IOMMU_READ | IOMMU_WRITE,
+				   IOMMU_MAP_FIXED_IOVA, &iova), 0);
+	/* Build the device by hand to pass the IOMMU. */
+	s->t = calloc(1, sizeof(*s->t));
+	cfg.iommu = s->mmu;
+	assert_int_equal(gpu_create(&cfg, &s->t->g), 0);
+	s->t->p = gpu_priv_get(s->t->g);
+	s->t->nr_fns = 3;
+	s->t->slice = 64 * VGPU_MiB;
+	for (unsigned int fn = 0; fn < 3; fn++) {
+		assert_int_equal(gpu_priv_partition_set(s->t->p, fn, fn * s->t->slice, s->t->slice), 0);
+		s->t->next_data[fn] = T_TABLES;
+		s->t->pdb[fn] = tgpu_table(s->t, fn);
+	}
+	/* GPU VA SYS_VA.. maps IOVA.. with 4 KiB system pages, all 4 MiB of it. */
+	tgpu_map(s->t, 1, SYS_VA, IOVA, SYS_BYTES, VGPU_GMMU_PAGE_4K, VGPU_GMMU_APER_SYS);
+	return s;
+}
+
+static void sctx_free(struct sctx *s)
+{
+	tgpu_free(s->t);
+	iommu_unmap(s->dom, 0, UINT64_MAX, NULL);
+	iommu_detach(s->mmu, 1);
+	iommu_domain_free(s->dom);
+	iommu_memobj_unregister(s->mo);
+	iommu_destroy(s->mmu);
+	free(s->host);
+	free(s);
+}
+
+/* A channel in system memory: USERD at IOVA, GP ring at +4 KiB, pushbuffer at +64 KiB. */
+struct schan {
+	struct vgpu_userd *userd;
+	uint64_t *gp;
+	uint32_t *pb;
+	uint32_t put, pb_off;
+};
+
+static void schan_init(struct sctx *s, struct schan *c, unsigned int chid, uint64_t base)
+{
+	struct gpu_priv_chan cfg = {
+		.runlist = 0, .pdb = s->t->pdb[1], .gpfifo_va = SYS_VA + base + 4096,
+		.gpfifo_entries = 64, .userd_aper = VGPU_APER_SYS, .userd_addr = IOVA + base,
+	};
+
+	c->userd = (struct vgpu_userd *)(s->host + base);
+	c->gp = (uint64_t *)(s->host + base + 4096);
+	c->pb = (uint32_t *)(s->host + base + 65536);
+	c->put = c->pb_off = 0;
+	assert_int_equal(gpu_priv_chan_alloc(s->t->p, 1, chid, &cfg), 0);
+	assert_int_equal(gpu_priv_chan_enable(s->t->p, 1, chid, true), 0);
+	uint64_t rl = gpu_priv_shared(s->t->p)->fns[1].runlist[0];
+
+	assert_int_equal(gpu_priv_runlist_set(s->t->p, 1, 0, rl | VGPU_BIT(chid)), 0);
+}
+
+static void schan_submit(struct sctx *s, struct schan *c, unsigned int chid, uint64_t base,
+			 const uint32_t *dw, uint32_t n)
+{
+	uint64_t pb_va = SYS_VA + base + 65536 + c->pb_off * 4ull;
+
+	memcpy(c->pb + c->pb_off, dw, n * 4);
+	c->pb_off += n;
+	c->gp[c->put] = vgpu_gp_entry(pb_va, n);
+	c->put = (c->put + 1) % 64;
+	__atomic_store_n(&c->userd->gp_put, c->put, __ATOMIC_RELEASE);
+	gpu_doorbell_ring(s->t->g, 1, vgpu_token(0, chid));
+}
+
+static int schan_wait(struct schan *c)
+{
+	uint64_t dl = vgpu_deadline_ns(T_TIMEOUT);
+
+	while (!vgpu_deadline_passed(dl)) {
+		uint32_t err = __atomic_load_n(&c->userd->error, __ATOMIC_ACQUIRE);
+
+		if (err)
+			return (int)err;
+		if (__atomic_load_n(&c->userd->gp_get, __ATOMIC_ACQUIRE) == c->put)
+			return 0;
+		vgpu_sleep_ns(20 * VGPU_NSEC_PER_USEC);
+	}
+	return -ETIMEDOUT;
+}
+
+/* Copies both ways between guest memory and VRAM, and a semaphore in guest memory. */
+static void test_sys_channel(void **state)
+{
+	struct sctx *s = sctx_new();
+	struct schan c;
+	uint64_t vram = tgpu_vmem(s->t, 1, 1u << 20, VGPU_GMMU_PAGE_64K);
+	uint64_t src = SYS_VA + (1u << 20), back = SYS_VA + (2u << 20), sem = SYS_VA + 8192;
+	uint32_t n = 300000;
+
+	(void)state;
+	for (uint32_t i = 0; i < n; i++)
+		s->host[(1u << 20) + i] = (uint8_t)(i * 7 + 1);
+	schan_init(s, &c, 0, 0);
+	uint32_t dw[] = {
+		VGPU_MTHD(VGPU_M_COPY, 6), lo32(src), hi32(src), lo32(vram), hi32(vram), n, 0,
+		VGPU_MTHD(VGPU_M_COPY, 6), lo32(vram), hi32(vram), lo32(back + 3), hi32(back), n, 0,
+		VGPU_MTHD(VGPU_M_SEM_RELEASE, 5), lo32(sem), hi32(sem), 42, 0, 0,
+	};
+	schan_submit(s, &c, 0, 0, dw, VGPU_ARRAY_SIZE(dw));
+	assert_int_equal(schan_wait(&c), 0);
+	assert_memory_equal(tgpu_va(s->t, 1, vram, n), s->host + (1u << 20), n);
+	assert_memory_equal(s->host + (2u << 20) + 3, s->host + (1u << 20), n);
+	assert_int_equal(*(uint32_t *)(s->host + 8192), 42);
+	sctx_free(s);
+}
+
+/* A page the IOMMU does not map: an IOMMU fault, only this channel errors. */
+static void test_iommu_unmapped(void **state)
+{
+	struct sctx *s = sctx_new();
+	struct schan bad, good;
+	struct vgpu_fault_entry fe;
+	uint64_t unmapped = SYS_VA + (3u << 20) + 64, sem = SYS_VA + 8192;
+
+	(void)state;
+	schan_init(s, &bad, 0, 0);
+	schan_init(s, &good, 1, 256u << 10);
+	uint32_t dw_bad[] = { VGPU_MTHD(VGPU_M_TIMESTAMP, 2), lo32(unmapped), hi32(unmapped) };
+	uint32_t dw_good[] = { VGPU_MTHD(VGPU_M_SEM_RELEASE, 5), lo32(sem), hi32(sem), 7, 0, 0 };
+
+	schan_submit(s, &bad, 0, 0, dw_bad, VGPU_ARRAY_SIZE(dw_bad));
+	assert_int_equal(schan_wait(&bad), VGPU_CHAN_ERR_IOMMU_FAULT);
+	assert_int_equal(gpu_fault_pop(s->t->g, 1, &fe), 0);
+	assert_int_equal(fe.reason, VGPU_FAULT_IOMMU);
+	assert_true(fe.va == unmapped);
+	schan_submit(s, &good, 1, 256u << 10, dw_good, VGPU_ARRAY_SIZE(dw_good));
+	assert_int_equal(schan_wait(&good), 0);
+	assert_int_equal(*(uint32_t *)(s->host + 8192), 7);
+	sctx_free(s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_sys_channel),
+		cmocka_unit_test(test_iommu_unmapped),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
