@@ -340,7 +340,7 @@ static int gsp_send(struct gsp_lane *ln, struct gsp_slot *s, uint32_t gfid, uint
 			/* The GSP is draining (a split RPC larger than the queue): spin first,
 			 * a sleep costs tens of microseconds of timer slack per element. */
 			if (vgpu_now_ns() - wait_start < g->cfg.spin_ns)
-				vgpu_cpu_relax();
+				gsp_spin_step(wait_start);
 			else
 				vgpu_sleep_ns(5 * VGPU_NSEC_PER_USEC);
 		}
@@ -494,8 +494,7 @@ static void drainer(struct gsp_lane *ln, struct gsp_slot *s, uint64_t deadline, 
 			}
 		}
 		if (now < spin_until) {
-			for (int i = 0; i < 8; i++)
-				vgpu_cpu_relax();
+			gsp_spin_step(spin_until - g->cfg.spin_ns);
 			continue;
 		}
 		uint32_t seen = atomic_load_explicit(ln->stat.put, memory_order_acquire);
@@ -569,7 +568,7 @@ static int gsp_wait(struct gsp_lane *ln, struct gsp_slot *s, uint32_t function, 
 			continue;	/* re-check done, then the deadline */
 		}
 		if (now < spin_until) {
-			vgpu_cpu_relax();
+			gsp_spin_step(spin_until - g->cfg.spin_ns);
 			continue;
 		}
 		gsp_futex_wait(&s->wake, w, vgpu_min(deadline > now ? deadline - now : 1000000,

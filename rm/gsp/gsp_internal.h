@@ -10,6 +10,10 @@
 
 #include <vgpu/rpc.h>
 
+#include <sched.h>
+
+#include "common/clock.h"
+
 #define GSP_PAGE		4096u
 #define GSP_EVT_PAGE_BYTES(n)	(((size_t)(n) * sizeof(struct vgpu_rpc_event) + GSP_PAGE - 1) & ~(size_t)(GSP_PAGE - 1))
 
@@ -24,6 +28,21 @@ void __tsan_release(void *addr);
 #define GSP_HB_RELEASE(p) ((void)(p))
 #define GSP_HB_ACQUIRE(p) ((void)(p))
 #endif
+
+#define GSP_YIELD_AFTER_NS 20000ull
+
+/* One step of a spin wait begun at @start: a pause at first, then a yield, so that on an
+ * oversubscribed machine the peer we wait for, if it was preempted, gets the CPU instead
+ * of being spun at for a whole time slice. */
+static inline void gsp_spin_step(uint64_t start)
+{
+	if (vgpu_now_ns() - start < GSP_YIELD_AFTER_NS) {
+		for (int i = 0; i < 8; i++)
+			vgpu_cpu_relax();
+	} else {
+		sched_yield();
+	}
+}
 
 /* Byte offsets inside the queue memfd. */
 struct gsp_layout {

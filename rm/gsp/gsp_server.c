@@ -370,7 +370,7 @@ static void srv_wait_space(struct srv_lane *ln, uint32_t elems)
 	 * lane would, then back off to short sleeps. */
 	while (gsp_q_free(&ln->stat) < elems) {
 		if (vgpu_now_ns() - start < ln->s->spin_ns)
-			vgpu_cpu_relax();
+			gsp_spin_step(start);
 		else
 			vgpu_sleep_ns(5 * VGPU_NSEC_PER_USEC);
 	}
@@ -517,8 +517,7 @@ static void srv_idle(struct srv_lane *ln)
 	while (vgpu_now_ns() < until) {
 		if (atomic_load_explicit(ln->cmd.put, memory_order_acquire) != seen)
 			return;
-		for (int i = 0; i < 16; i++)
-			vgpu_cpu_relax();
+		gsp_spin_step(until - ln->s->spin_ns);
 	}
 	atomic_store(ln->cmd.reader_waiting, 1);	/* seq_cst: see gsp_q_write() */
 	if (atomic_load_explicit(ln->cmd.put, memory_order_seq_cst) == seen)
