@@ -416,6 +416,16 @@ static int control_locked(struct rm_client *c, struct rm_res *r, uint32_t cmd, v
 			return -EINVAL;
 		ret = gsp_call(rm->gsp, c->fn, VGPU_RPC_FN_ECHO, params, in, params, cap, len);
 		return ret;
+	case VGPU_RM_CTRL_FAULT_REPLAY: {
+		struct vgpu_rpc_fnarg fa = { .fn = c->fn };
+		if (r->h_class != VGPU_RM_CLASS_SUBDEVICE || in)
+			return -EINVAL;
+		*len = 0;
+		ret = gsp_call(rm->gsp, c->fn, VGPU_RPC_FN_FAULT_REPLAY, &fa, sizeof(fa), NULL, 0, NULL);
+		if (!ret)	/* the GSP logged it; the device model owns the fault state */
+			gpu_fault_replay(rm->gpu, c->fn);
+		return ret;
+	}
 	case VGPU_RM_CTRL_GET_WORK_SUBMIT_TOKEN:
 		if (r->h_class != VGPU_RM_CLASS_CHANNEL_GPFIFO)
 			return -EINVAL;

@@ -164,6 +164,7 @@ enum vgpu_rm_ctrl {
 	VGPU_RM_CTRL_GET_INFO = 0x20800101,	/* SUBDEVICE -> vgpu_rm_info */
 	VGPU_RM_CTRL_GET_QUOTA = 0x20800102,	/* SUBDEVICE -> vgpu_rm_quota_info */
 	VGPU_RM_CTRL_GSP_ECHO = 0x20800103,	/* SUBDEVICE: params go to the GSP and back */
+	VGPU_RM_CTRL_FAULT_REPLAY = 0x20800104,	/* SUBDEVICE: resume channels stalled on faults */
 	VGPU_RM_CTRL_CHANNEL_ENABLE = 0xc36f0101,	/* CHANNEL: vgpu_rm_enable_params */
 	VGPU_RM_CTRL_CHANNEL_RESET = 0xc36f0102,	/* CHANNEL: disable, re-program, enable */
 	VGPU_RM_CTRL_GET_WORK_SUBMIT_TOKEN = 0xc36f0108,	/* CHANNEL -> vgpu_rm_token_params */

@@ -82,6 +82,9 @@ static void test_lifecycle(void **state)
 	assert_int_equal(rm_control(fx.rm, 1, hc, hs, VGPU_RM_CTRL_GET_INFO, &info, &len, sizeof(info)), 0);
 	assert_int_equal(info.fn, 1);
 	assert_int_equal(info.vram_size, T_SLICE);
+	len = 0;
+	assert_int_equal(rm_control(fx.rm, 1, hc, hs, VGPU_RM_CTRL_FAULT_REPLAY, NULL, &len, 0), 0);
+	assert_int_equal(rm_control(fx.rm, 1, hc, hch, VGPU_RM_CTRL_FAULT_REPLAY, NULL, &len, 0), -EINVAL);
 	assert_int_equal(rm_object_count(fx.rm, 1), 9);
 	assert_int_equal(rm_client_free(fx.rm, 1, hc), 0);
 	assert_int_equal(rm_object_count(fx.rm, 1), 0);
