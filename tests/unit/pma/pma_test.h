@@ -441,73 +441,98 @@ static inline void tp_check_state(struct pma *pma, const struct pma_alloc_opts *
 }
 
 /* Region ids ordered as the contract ranks them: fastest first, or slowest first with
- * PREFER_SLOWEST; ties by id. */
+ * PREFER_SLOWEST; with REVERSE (top-down) the highest region first. rank[] gives each
+ * region's place; regions of equal speed share a place (their order is not specified). */
 static inline void tp_region_order(const struct tp_view *v, const struct pma_alloc_opts *o,
-				   unsigned int *ord)
+				   unsigned int *ord, unsigned int *rank)
 {
-	bool slow = o && (o->flags & PMA_PREFER_SLOWEST);
+	bool slow = o && (o->flags & PMA_PREFER_SLOWEST), rev = o && (o->flags & PMA_REVERSE);
 
 	for (unsigned int i = 0; i < v->nr_regions; i++)
 		ord[i] = i;
 	for (unsigned int i = 1; i < v->nr_regions; i++)
 		for (unsigned int j = i; j > 0; j--) {
-			uint32_t a = v->reg[ord[j - 1]].performance, b = v->reg[ord[j]].performance;
+			const struct pma_region_desc *a = &v->reg[ord[j - 1]], *b = &v->reg[ord[j]];
+			bool keep = rev ? a->base > b->base :
+				    slow ? a->performance <= b->performance :
+					   a->performance >= b->performance;
 
-			if (slow ? a <= b : a >= b)
+			if (keep)
 				break;
 			unsigned int t = ord[j];
 
 			ord[j] = ord[j - 1];
 			ord[j - 1] = t;
 		}
+	for (unsigned int k = 0; k < v->nr_regions; k++) {
+		bool tie = k && !rev &&
+			   v->reg[ord[k]].performance == v->reg[ord[k - 1]].performance;
+
+		rank[ord[k]] = tie ? rank[ord[k - 1]] : k;
+	}
+}
+
+/* Highest address in region @i where a contiguous request fits, or UINT64_MAX. */
+static inline uint64_t tp_contig_fit_top(const struct tp_view *v, unsigned int i,
+					 const struct pma_alloc_opts *o, uint64_t page, size_t count)
+{
+	uint64_t lo, hi, align = tp_align(o, page), size = page * count;
+
+	tp_window(v, i, o, &lo, &hi);
+	if (hi - lo < size)
+		return UINT64_MAX;
+	for (uint64_t a = vgpu_align_down(hi - size, align); a >= lo; a -= align) {
+		if (tp_view_run_free(v, a, size))
+			return a;
+		if (a < align)
+			break;
+	}
+	return UINT64_MAX;
 }
 
 /* Region preference: a contiguous run lands in the first ranked region that could hold
  * it; discontiguous pages come from a lower-ranked region only once every higher-ranked
- * one had no page left. Checked against the view from before the call. */
+ * one had no page left. A REVERSE contiguous run is the highest fit in its region.
+ * Checked against the view from before the call. */
 static inline void tp_check_priority(const struct tp_view *before, const struct pma_alloc_opts *o,
 				     uint64_t page, size_t count, const uint64_t *pages, size_t n)
 {
-	unsigned int ord[PMA_MAX_REGIONS];
+	unsigned int ord[PMA_MAX_REGIONS], rank[PMA_MAX_REGIONS];
 	uint64_t m = tp_eligible(before, o);
 	uint32_t fl = o ? o->flags : 0;
 
 	if (!n)
 		return;
-	tp_region_order(before, o, ord);
+	tp_region_order(before, o, ord, rank);
 	if (fl & PMA_CONTIGUOUS) {
 		int got = tp_view_region(before, pages[0]);
 
-		for (unsigned int k = 0; k < before->nr_regions; k++) {
-			unsigned int r = ord[k];
-
-			if (!(m >> r & 1))
-				continue;
-			if (before->reg[r].performance == before->reg[got].performance)
-				return;
-			if (tp_contig_fit_in(before, r, o, page, count) != UINT64_MAX)
+		for (unsigned int r = 0; r < before->nr_regions; r++)
+			if ((m >> r & 1) && rank[r] < rank[got] &&
+			    tp_contig_fit_in(before, r, o, page, count) != UINT64_MAX)
 				fail_msg("contiguous run went to region %d though region %u "
-					 "(faster in this order) had room", got, r);
-		}
+					 "(ahead in this order) had room", got, r);
+		if ((fl & PMA_REVERSE) &&
+		    pages[0] != tp_contig_fit_top(before, (unsigned int)got, o, page, count))
+			fail_msg("REVERSE run at 0x%llx, but 0x%llx is the highest fit",
+				 (unsigned long long)pages[0],
+				 (unsigned long long)tp_contig_fit_top(before, (unsigned int)got, o,
+								       page, count));
 		return;
 	}
-	/* Pages used per region, then: a region used while a better one still had pages
+	/* Pages used per region; a region used while one ranked ahead of it still had pages
 	 * left over after the call is a violation. */
 	uint64_t used[PMA_MAX_REGIONS] = { 0 };
 
 	for (size_t i = 0; i < n; i++)
 		used[tp_view_region(before, pages[i])]++;
-	for (unsigned int k = 0; k < before->nr_regions; k++) {
-		unsigned int r = ord[k];
-
+	for (unsigned int r = 0; r < before->nr_regions; r++) {
 		if (!(m >> r & 1) || used[r] >= tp_pages_in(before, r, o, page))
 			continue;
-		/* r was not exhausted: no strictly worse region may have been used. */
-		for (unsigned int l = k + 1; l < before->nr_regions; l++)
-			if (used[ord[l]] &&
-			    before->reg[ord[l]].performance != before->reg[r].performance)
+		for (unsigned int l = 0; l < before->nr_regions; l++)
+			if (used[l] && rank[l] > rank[r])
 				fail_msg("pages taken from region %u while region %u still had "
-					 "free pages", ord[l], r);
+					 "free pages", l, r);
 	}
 }
 

@@ -130,6 +130,10 @@ static const struct alloc_case {
 	{ "REVERSE: 2M x2 discontiguous at the top of R0", 2, M2,
 	  { .flags = PMA_REGION_ID | PMA_REVERSE, .region_id = 0 }, 0, NOALT, RG(0),
 	  AT(60 * MiB), AT(62 * MiB) },
+	{ "REVERSE alone: top of the highest region", 1, K64, { .flags = PMA_REVERSE }, 0, NOALT,
+	  RG(4), AT(3 * GiB - K64), AT(3 * GiB - K64) },
+	{ "REVERSE + PREFER_SLOWEST: still top-down", 1, K64,
+	  { .flags = PMA_REVERSE | PMA_PREFER_SLOWEST }, 0, NOALT, RG(4), AT(3 * GiB - K64) },
 	{ "REVERSE inside a RANGE", 1, K128, { .flags = PMA_RANGE | PMA_REVERSE,
 	  .range_begin = 4 * MiB, .range_end = 6 * MiB }, 0, NOALT, RG(0),
 	  AT(6 * MiB - K128), AT(6 * MiB - K128) },
@@ -216,8 +220,7 @@ static void test_alloc_case(void **state)
 
 	assert_int_equal(n, c->npages ? c->npages : c->count);
 	tp_check_pages(&before.view, &o, c->page, pages, n);
-	if (!(o.flags & PMA_REVERSE))
-		tp_check_priority(&before.view, &o, c->page, c->count, pages, n);
+	tp_check_priority(&before.view, &o, c->page, c->count, pages, n);
 	tp_check_state(pma, &o, c->page, pages, n);
 	for (size_t i = 0; i < n; i++) {
 		lo = vgpu_min(lo, pages[i]);

@@ -356,8 +356,7 @@ static void op_alloc(struct model *m)
 	if (o.pages_allocated != npages)
 		MFAIL(m, "pages_allocated %zu, model says %zu", o.pages_allocated, npages);
 	tp_check_pages(&m->v, &o, page, pages, npages);
-	if (!(o.flags & PMA_REVERSE))
-		tp_check_priority(&m->v, &o, page, count, pages, npages);
+	tp_check_priority(&m->v, &o, page, count, pages, npages);
 	bool clean = true;
 
 	for (size_t i = 0; i < npages; i++)
