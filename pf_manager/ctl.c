@@ -125,11 +125,28 @@ static int run(struct ctl *c, struct ctl_opts *o, const char *cmd, json_object *
 	return 0;
 }
 
+/* --owner VMUUID[:GEN] as the protocol's owner object. */
+static json_object *owner_json(const char *owner)
+{
+	json_object *own = json_object_new_object();
+	const char *colon = strchr(owner, ':');
+	char vm[64];
+
+	snprintf(vm, sizeof(vm), "%.*s", colon ? (int)(colon - owner) : 63, owner);
+	json_object_object_add(own, "vm", json_object_new_string(vm));
+	json_object_object_add(own, "generation",
+			       json_object_new_int64(colon ? strtoll(colon + 1, NULL, 10) : 0));
+	return own;
+}
+
+/* {"uuid"} plus the owner token if one was given (stop, start, modify, undefine). */
 static json_object *uuid_args(struct ctl_opts *o)
 {
 	json_object *a = json_object_new_object();
 
 	json_object_object_add(a, "uuid", json_object_new_string(o->uuid));
+	if (o->owner && strcmp(o->verb, "list") && strcmp(o->verb, "reset"))
+		json_object_object_add(a, "owner", owner_json(o->owner));
 	return a;
 }
 
@@ -321,17 +338,8 @@ static int cmd_define(struct ctl *c, struct ctl_opts *o)
 	json_object_object_add(a, "type", json_object_new_string(o->type));
 	json_object_object_add(a, "start", json_object_new_string(o->start == 1 ? "auto" : "manual"));
 	json_object_object_add(a, "attrs", json_object_get(o->attrs));
-	if (o->owner) {
-		json_object *own = json_object_new_object();
-		char vm[64];
-		const char *colon = strchr(o->owner, ':');
-
-		snprintf(vm, sizeof(vm), "%.*s", colon ? (int)(colon - o->owner) : 63, o->owner);
-		json_object_object_add(own, "vm", json_object_new_string(vm));
-		json_object_object_add(own, "generation",
-				       json_object_new_int64(colon ? strtoll(colon + 1, NULL, 10) : 0));
-		json_object_object_add(a, "owner", own);
-	}
+	if (o->owner)
+		json_object_object_add(a, "owner", owner_json(o->owner));
 	if (o->have_owner_uid)
 		json_object_object_add(a, "owner_uid", json_object_new_int64(o->owner_uid));
 	r = parent_check(c, o);

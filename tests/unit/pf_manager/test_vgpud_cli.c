@@ -53,6 +53,15 @@ static void test_every_verb(void **state)
 	assert_int_equal(T_CTL(d, "vram-map", "--svg", svg, "--no-color"), 0);
 	assert_non_null(strstr(t_out.out, "VRAM 4 GiB: [########1111"));
 	assert_int_equal(access(svg, R_OK), 0);
+	{
+		FILE *f = fopen(svg, "r");
+		char head[256] = "";
+
+		assert_non_null(f);
+		assert_true(fread(head, 1, sizeof(head) - 1, f) > 0);
+		fclose(f);
+		assert_non_null(strstr(head, "<svg xmlns='http://www.w3.org/2000/svg'"));
+	}
 	assert_int_equal(T_CTL(d, "stop", "-u", U1), 0);
 	assert_int_equal(T_CTL(d, "undefine", "-u", U1), 0);
 	assert_int_equal(T_CTL(d, "list", "--json"), 0);
@@ -389,6 +398,81 @@ static void test_corrupt_state(void **state)
 	t_daemon_free(d);
 }
 
+/* Auto slices start when VFs are enabled; the owner token guards stop and undefine. */
+static void test_autostart_owner(void **state)
+{
+	struct tdaemon *d = *state;
+
+	assert_int_equal(T_CTL(d, "define", "-t", "vgpu-512M", "-u", U1, "--auto", "--owner",
+			       "c2177883-f1bb-47f0-914d-32a22e3a8804:3"), 0);
+	assert_int_equal(T_CTL(d, "define", "-t", "vgpu-512M", "-u", U2, "--manual"), 0);
+	assert_int_equal(T_CTL(d, "set-vfs", "2"), 0);
+	assert_int_equal(T_CTL(d, "list", "-u", U1), 0);
+	assert_non_null(strstr(t_out.out, "auto running vf1"));
+	assert_int_equal(T_CTL(d, "list", "-u", U2), 0);
+	assert_non_null(strstr(t_out.out, "manual defined"));
+	/* a stale generation must not release the next owner's slice */
+	assert_int_equal(T_CTL(d, "stop", "-u", U1, "--owner",
+			       "c2177883-f1bb-47f0-914d-32a22e3a8804:2"), 4);
+	assert_non_null(strstr(t_out.err, "owner token does not match"));
+	assert_int_equal(T_CTL(d, "stop", "-u", U1, "--owner",
+			       "c2177883-f1bb-47f0-914d-32a22e3a8804:3"), 0);
+	assert_int_equal(T_CTL(d, "undefine", "-u", U1, "--owner",
+			       "00000000-f1bb-47f0-914d-32a22e3a8804:3"), 4);
+	assert_int_equal(T_CTL(d, "undefine", "-u", U1), 0);	/* root without a token */
+}
+
+/* Under systemd: READY=1 on $NOTIFY_SOCKET once listening, journal entries with the VF. */
+static void test_systemd(void **state)
+{
+	struct tdaemon *d = t_daemon_new();
+	struct sockaddr_un n = { .sun_family = AF_UNIX }, j = { .sun_family = AF_UNIX };
+	int nfd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	int jfd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	char buf[4096];
+	bool ready = false, vf_field = false;
+	ssize_t len;
+
+	(void)state;
+	snprintf(n.sun_path, sizeof(n.sun_path), "%s/notify", d->root);
+	snprintf(j.sun_path, sizeof(j.sun_path), "%s/journal", d->root);
+	assert_int_equal(bind(nfd, (struct sockaddr *)&n, sizeof(n)), 0);
+	assert_int_equal(bind(jfd, (struct sockaddr *)&j, sizeof(j)), 0);
+	setenv("NOTIFY_SOCKET", n.sun_path, 1);
+	setenv("JOURNAL_STREAM", "8:1234", 1);
+	setenv("VGPUD_JOURNAL_SOCKET", j.sun_path, 1);
+	assert_int_equal(t_daemon_start(d, "--vram", "2G", "--max-vfs", "2", "--log-level", "info",
+					NULL), 0);
+	unsetenv("NOTIFY_SOCKET");
+	unsetenv("JOURNAL_STREAM");
+	unsetenv("VGPUD_JOURNAL_SOCKET");
+	for (int i = 0; i < 50 && !ready; i++) {
+		struct pollfd p = { .fd = nfd, .events = POLLIN };
+
+		if (poll(&p, 1, 100) == 1 && (len = recv(nfd, buf, sizeof(buf) - 1, 0)) > 0) {
+			buf[len] = 0;
+			ready = strstr(buf, "READY=1") != NULL;
+		}
+	}
+	assert_true(ready);
+	assert_int_equal(T_CTL(d, "set-vfs", "1"), 0);
+	assert_int_equal(T_CTL(d, "define", "-t", "vgpu-512M", "-u", U1), 0);
+	assert_int_equal(T_CTL(d, "start", "-u", U1), 0);
+	for (int i = 0; i < 200 && !vf_field; i++) {
+		struct pollfd p = { .fd = jfd, .events = POLLIN };
+
+		if (poll(&p, 1, 100) == 1 && (len = recv(jfd, buf, sizeof(buf) - 1, 0)) > 0) {
+			buf[len] = 0;
+			vf_field = strstr(buf, "VGPU_VF=1\n") && strstr(buf, "VGPU_UUID=" U1) &&
+				   strstr(buf, "SYSLOG_IDENTIFIER=vgpud\n");
+		}
+	}
+	assert_true(vf_field);
+	close(nfd);
+	close(jfd);
+	t_daemon_free(d);
+}
+
 /* SIGTERM: exit 0; the control socket is removed. */
 static void test_sigterm(void **state)
 {
@@ -406,9 +490,10 @@ int main(void)
 	struct CMUnitTest t[64] = {
 		FIX(test_every_verb), FIX(test_json_and_alignment), FIX(test_idempotence),
 		FIX(test_insufficient), cmocka_unit_test_teardown(test_permissions, t_teardown), FIX(test_protocol_edges),
-		FIX(test_events), FIX(test_sigterm),
+		FIX(test_events), FIX(test_sigterm), FIX(test_autostart_owner),
+		cmocka_unit_test_teardown(test_systemd, t_teardown),
 	};
-	size_t n = 8;
+	size_t n = 10;
 
 	for (size_t i = 0; i < sizeof(dry_cases) / sizeof(dry_cases[0]); i++)
 		t[n++] = (struct CMUnitTest)ROW(test_dry_run, dry_cases, i);
