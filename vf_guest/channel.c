@@ -21,6 +21,9 @@
 #define CH_SEM_OFF		256u
 #define CH_FENCE_DW		6u	/* SEM_RELEASE header and 5 arguments */
 #define CH_SLEEP_SLICE_NS	(1000ull * 1000)
+/* Channels placed in VRAM (hosts without a DMA IOVA window) are mapped at this VA plus
+ * their VF-physical address, so they never collide with each other. */
+#define CH_VRAM_VA_BASE		(1ull << 45)
 
 static uint64_t ch_sem_load(const struct vgpu_channel *ch)
 {
@@ -47,12 +50,10 @@ static int ch_layout(struct vgpu_channel *ch, const struct vgpu_channel_opts *o)
 	return 0;
 }
 
-static void ch_place(struct vgpu_channel *ch)
+/* Lay the channel out in its block: CPU view @base, GPU VA @va, USERD physical @phys. */
+static void ch_place(struct vgpu_channel *ch, uint8_t *base, uint64_t va, uint64_t phys)
 {
-	struct vgpu_vf *vf = ch->vf;
 	uint64_t gp_bytes = ch->dma_bytes - ch->pb_size - VF_DMA_PAGE;
-	uint8_t *base = vf->dma.cpu + ch->dma_off;
-	uint64_t va = VF_DMA_VA_BASE + ch->dma_off;
 
 	memset(base, 0, ch->dma_bytes);
 	ch->gpfifo = (uint64_t *)base;
@@ -60,8 +61,87 @@ static void ch_place(struct vgpu_channel *ch)
 	ch->pb = base + gp_bytes;
 	ch->pb_va = va + gp_bytes;
 	ch->userd = (struct vgpu_userd *)(ch->pb + ch->pb_size);
+	ch->userd_phys = phys + gp_bytes + ch->pb_size;
 	ch->sem = (uint64_t *)((uint8_t *)ch->userd + CH_SEM_OFF);
 	ch->sem_va = ch->pb_va + ch->pb_size + CH_SEM_OFF;
+}
+
+/* VRAM of channels freed within the grace period (see vf_dma_free_deferred()). */
+static void ch_vram_reclaim(struct vgpu_vf *vf, bool all)
+{
+	uint64_t now = vgpu_now_ns();
+	uint32_t j = 0;
+
+	pthread_mutex_lock(&vf->obj_lock);
+	for (uint32_t i = 0; i < vf->nr_vq; i++) {
+		if (all || now - vf->vq[i].since_ns >= VF_DMA_GRACE_NS) {
+			struct vgpu_mem *m = vf->vq[i].mem;
+
+			pthread_mutex_unlock(&vf->obj_lock);
+			vgpu_mem_free(m);
+			pthread_mutex_lock(&vf->obj_lock);
+		} else {
+			vf->vq[j++] = vf->vq[i];
+		}
+	}
+	vf->nr_vq = j;
+	pthread_mutex_unlock(&vf->obj_lock);
+}
+
+void vf_channel_quarantine_flush(struct vgpu_vf *vf)
+{
+	ch_vram_reclaim(vf, true);
+}
+
+/* The block in DMA memory (hosts with a DMA IOVA window) or else in VRAM. */
+static int ch_get_memory(struct vgpu_channel *ch)
+{
+	struct vgpu_vf *vf = ch->vf;
+	uint64_t size;
+	int ret;
+
+	if (vf->ext.dma_iova) {
+		ret = vf_dma_alloc(&vf->dma, ch->dma_bytes, VF_DMA_PAGE, &ch->dma_off);
+		if (ret)
+			return ret;
+		ch->userd_aper = VGPU_APER_SYS;
+		ch_place(ch, vf->dma.cpu + ch->dma_off, VF_DMA_VA_BASE + ch->dma_off,
+			 vf->ext.dma_iova + ch->dma_off);
+		return 0;
+	}
+	ch_vram_reclaim(vf, false);
+	size = (ch->dma_bytes + (64u << 10) - 1) & ~((64ull << 10) - 1);
+	ret = vgpu_mem_alloc(vf, VGPU_MEM_VRAM, size, VGPU_GMMU_PAGE_64K, &ch->mem);
+	if (ret)
+		return ret;
+	ch->mem_va = CH_VRAM_VA_BASE + vgpu_mem_addr(ch->mem);
+	ret = vgpu_va_map(ch->as, ch->mem_va, ch->mem, 0, size, VGPU_GMMU_PAGE_64K, 0);
+	if (ret) {
+		vgpu_mem_free(ch->mem);
+		ch->mem = NULL;
+		return ret;
+	}
+	ch->userd_aper = VGPU_APER_VRAM;
+	ch_place(ch, vgpu_mem_cpu(ch->mem), ch->mem_va, vgpu_mem_addr(ch->mem));
+	return 0;
+}
+
+/* The RM's free may return before every engine has let go of the channel (seen with
+ * gpu_model): its rings must not be rewritten by the next channel at once. */
+static void ch_put_memory(struct vgpu_channel *ch)
+{
+	struct vgpu_vf *vf = ch->vf;
+
+	if (!ch->mem) {
+		vf_dma_free_deferred(&vf->dma, ch->dma_off, ch->dma_bytes);
+		return;
+	}
+	vgpu_va_unmap(ch->as, ch->mem_va, vgpu_mem_size(ch->mem));
+	if (vf->nr_vq == VF_DMA_QUARANTINE)
+		ch_vram_reclaim(vf, true);
+	pthread_mutex_lock(&vf->obj_lock);
+	vf->vq[vf->nr_vq++] = (struct vf_vram_quarantined){ ch->mem, vgpu_now_ns() };
+	pthread_mutex_unlock(&vf->obj_lock);
 }
 
 int vgpu_channel_create(struct vgpu_vf *vf, struct vgpu_vaspace *as,
@@ -77,9 +157,6 @@ int vgpu_channel_create(struct vgpu_vf *vf, struct vgpu_vaspace *as,
 		return -EINVAL;
 	if (as->lost || atomic_load(&vf->reset_pending))
 		return -ENOLINK;
-	if (!vf->ext.dma_iova)
-		return vf_error(vf, -EOPNOTSUPP, "the host does not say where DMA memory sits in "
-				"the IOMMU domain (BAR2 ABI minor < 1): no channels");
 	ch = calloc(1, sizeof(*ch));
 	if (!ch)
 		return -ENOMEM;
@@ -94,28 +171,26 @@ int vgpu_channel_create(struct vgpu_vf *vf, struct vgpu_vaspace *as,
 		ret = -ENOMEM;
 		goto free_ch;
 	}
-	ret = vf_dma_alloc(&vf->dma, ch->dma_bytes, VF_DMA_PAGE, &ch->dma_off);
+	ret = ch_get_memory(ch);
 	if (ret)
 		goto free_recs;
-	ch_place(ch);
 	a = (struct vf_rm_chan_args){
 		.vaspace = as->handle, .pdb = vgpu_vaspace_pdb(as), .runlist = o->runlist,
-		.gpfifo_va = ch->gpfifo_va, .entries = ch->entries, .userd_aper = VGPU_APER_SYS,
-		.userd_addr = vf->ext.dma_iova + (ch->sem_va - CH_SEM_OFF - VF_DMA_VA_BASE),
-		.replayable = o->replayable,
+		.gpfifo_va = ch->gpfifo_va, .entries = ch->entries, .userd_aper = ch->userd_aper,
+		.userd_addr = ch->userd_phys, .replayable = o->replayable,
 	};
 	ret = vf_rm_channel_alloc(vf, &a, &ch->handle, &ch->chid, &ch->token);
 	if (ret)
-		goto free_dma;
-	ch->rpc_submit = o->rpc_submit || !vf->db;
+		goto free_mem;
+	ch->rpc_submit = o->rpc_submit;
 	ch->sem_flags = VGPU_SEM_64 | (o->no_intr ? 0 : VGPU_SEM_INTR);
 	pthread_mutex_lock(&vf->obj_lock);
 	vf_list_add(&vf->channels, &ch->node);
 	pthread_mutex_unlock(&vf->obj_lock);
 	*out = ch;
 	return 0;
-free_dma:
-	vf_dma_free(&vf->dma, ch->dma_off, ch->dma_bytes);
+free_mem:
+	ch_put_memory(ch);
 free_recs:
 	free(ch->recs);
 free_ch:
@@ -132,7 +207,7 @@ void vgpu_channel_destroy(struct vgpu_channel *ch)
 	vf = ch->vf;
 	if (!ch->lost) {
 		vf_rm_free(vf, ch->handle);
-		vf_dma_free(&vf->dma, ch->dma_off, ch->dma_bytes);
+		ch_put_memory(ch);
 	}
 	pthread_mutex_lock(&vf->obj_lock);
 	vf_list_del(&ch->node);
@@ -175,7 +250,8 @@ static int ch_publish(struct vgpu_channel *ch, uint64_t gp)
 	if (ch->rpc_submit)
 		return vf_rm_channel_submit(vf, ch->handle, ch->put);
 	__atomic_store_n(&ch->userd->gp_put, ch->put, __ATOMIC_RELEASE);
-	if (vgpu_doorbell_write(vf->db, ch->token))
+	/* Without a doorbell page in BAR2 the device's periodic GP_PUT scan finds the work. */
+	if (vf->db && vgpu_doorbell_write(vf->db, ch->token))
 		return vf->t->ops->notify(vf->t, VF_SHIM_VEC_GPU);
 	return 0;
 }

@@ -122,6 +122,7 @@ static int vf_attach(struct vgpu_vf *vf)
 	ret = vf_handshake(vf);
 	if (ret)
 		goto fini_dma;
+	vf_rm_setup(vf);	/* without an RM the VF still attaches; rm_why says why */
 	return 0;
 fini_dma:
 	vf_dma_fini(&vf->dma);
@@ -180,6 +181,7 @@ void vgpu_vf_close(struct vgpu_vf *vf)
 		return;
 	while (!vf_list_empty(&vf->channels))
 		vgpu_channel_destroy(vgpu_container_of(vf->channels.next, struct vgpu_channel, node));
+	vf_channel_quarantine_flush(vf);
 	while (!vf_list_empty(&vf->vaspaces))
 		vgpu_vaspace_destroy(vgpu_container_of(vf->vaspaces.next, struct vgpu_vaspace, node));
 	while (!vf_list_empty(&vf->mems)) {
@@ -188,6 +190,8 @@ void vgpu_vf_close(struct vgpu_vf *vf)
 		atomic_store(&m->maps, 0);	/* their address spaces are gone */
 		vgpu_mem_free(m);
 	}
+	if (vf->bar && !atomic_load(&vf->reset_pending))
+		vf_rm_teardown(vf);
 	if (vf->bar)
 		vf_dma_fini(&vf->dma);
 	vf->t->ops->destroy(vf->t);
@@ -212,6 +216,7 @@ static void vf_mark_lost(struct vgpu_vf *vf, struct vgpu_vf_lost *lost)
 {
 	struct vf_list *n;
 
+	vf->rm_ok = false;	/* the host freed our client with the reset */
 	pthread_mutex_lock(&vf->obj_lock);
 	for (n = vf->channels.next; n != &vf->channels; n = n->next) {
 		struct vgpu_channel *ch = vgpu_container_of(n, struct vgpu_channel, node);
@@ -275,7 +280,10 @@ static int vf_recover(struct vgpu_vf *vf, bool alive)
 		if (ret)
 			return ret;
 		atomic_store(&vf->reset_pending, false);
-		return vf_handshake(vf);
+		ret = vf_handshake(vf);
+		if (!ret)
+			vf_rm_setup(vf);	/* the reset freed our client */
+		return ret;
 	}
 	/* The endpoint went away (vgpud restarted): attach from scratch. */
 	if (vf->bar) {

@@ -5,7 +5,9 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "common/clock.h"
 #include "vf_guest/vf_internal.h"
 
 static bool bit_test(const uint64_t *bm, uint32_t i) { return bm[i / 64] >> (i % 64) & 1; }
@@ -30,6 +32,7 @@ void vf_dma_fini(struct vf_dma *d)
 {
 	if (!d->bitmap)
 		return;
+	d->nq = 0;
 	free(d->bitmap);
 	d->bitmap = NULL;
 	pthread_mutex_destroy(&d->lock);
@@ -43,40 +46,87 @@ static bool run_free(const struct vf_dma *d, uint32_t first, uint32_t n)
 	return true;
 }
 
+static void free_locked(struct vf_dma *d, uint64_t off, uint64_t size)
+{
+	uint32_t first = (uint32_t)(off / VF_DMA_PAGE);
+	uint32_t n = (uint32_t)((size + VF_DMA_PAGE - 1) / VF_DMA_PAGE);
+
+	VGPU_ASSERT(off % VF_DMA_PAGE == 0 && first + n <= d->npages);
+	for (uint32_t i = first; i < first + n; i++) {
+		VGPU_ASSERT(bit_test(d->bitmap, i));
+		bit_clear(d->bitmap, i);
+	}
+}
+
+/* Release quarantined blocks older than the grace period (all of them if @all). */
+static void reclaim_locked(struct vf_dma *d, bool all)
+{
+	uint64_t now = vgpu_now_ns();
+	uint32_t j = 0;
+
+	for (uint32_t i = 0; i < d->nq; i++) {
+		if (all || now - d->q[i].since_ns >= VF_DMA_GRACE_NS)
+			free_locked(d, d->q[i].off, d->q[i].size);
+		else
+			d->q[j++] = d->q[i];
+	}
+	d->nq = j;
+}
+
+static int alloc_locked(struct vf_dma *d, uint32_t n, uint32_t step, uint64_t *off)
+{
+	for (uint32_t i = 0; i + n <= d->npages; i += step) {
+		if (!run_free(d, i, n))
+			continue;
+		for (uint32_t j = i; j < i + n; j++)
+			bit_set(d->bitmap, j);
+		*off = (uint64_t)i * VF_DMA_PAGE;
+		return 0;
+	}
+	return -ENOMEM;
+}
+
 int vf_dma_alloc(struct vf_dma *d, uint64_t size, uint64_t align, uint64_t *off)
 {
 	uint64_t n64 = (size + VF_DMA_PAGE - 1) / VF_DMA_PAGE;
-	uint32_t n, step, i;
-	int ret = -ENOMEM;
+	uint64_t off64 = 0;
+	uint32_t n, step;
+	int ret;
 
 	if (!size || align < VF_DMA_PAGE || (align & (align - 1)) || n64 > d->npages)
 		return size && n64 > d->npages ? -ENOMEM : -EINVAL;
 	n = (uint32_t)n64;
 	step = (uint32_t)vgpu_min(align / VF_DMA_PAGE, (uint64_t)d->npages);
 	pthread_mutex_lock(&d->lock);
-	for (i = 0; i + n <= d->npages; i += step) {
-		if (!run_free(d, i, n))
-			continue;
-		for (uint32_t j = i; j < i + n; j++)
-			bit_set(d->bitmap, j);
-		*off = (uint64_t)i * VF_DMA_PAGE;
-		ret = 0;
-		break;
+	reclaim_locked(d, false);
+	ret = alloc_locked(d, n, step, &off64);
+	if (ret && d->nq) {
+		/* Out of memory with blocks in quarantine: let their grace run out. */
+		pthread_mutex_unlock(&d->lock);
+		struct timespec ts = { 0, (long)VF_DMA_GRACE_NS };
+		nanosleep(&ts, NULL);
+		pthread_mutex_lock(&d->lock);
+		reclaim_locked(d, true);
+		ret = alloc_locked(d, n, step, &off64);
 	}
 	pthread_mutex_unlock(&d->lock);
+	if (!ret)
+		*off = off64;
 	return ret;
+}
+
+void vf_dma_free_deferred(struct vf_dma *d, uint64_t off, uint64_t size)
+{
+	pthread_mutex_lock(&d->lock);
+	if (d->nq == VF_DMA_QUARANTINE)
+		reclaim_locked(d, true);	/* full: the oldest have had the most time */
+	d->q[d->nq++] = (struct vf_dma_quarantined){ off, size, vgpu_now_ns() };
+	pthread_mutex_unlock(&d->lock);
 }
 
 void vf_dma_free(struct vf_dma *d, uint64_t off, uint64_t size)
 {
-	uint32_t first = (uint32_t)(off / VF_DMA_PAGE);
-	uint32_t n = (uint32_t)((size + VF_DMA_PAGE - 1) / VF_DMA_PAGE);
-
-	VGPU_ASSERT(off % VF_DMA_PAGE == 0 && first + n <= d->npages);
 	pthread_mutex_lock(&d->lock);
-	for (uint32_t i = first; i < first + n; i++) {
-		VGPU_ASSERT(bit_test(d->bitmap, i));
-		bit_clear(d->bitmap, i);
-	}
+	free_locked(d, off, size);
 	pthread_mutex_unlock(&d->lock);
 }

@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -17,7 +18,7 @@
 #include "tests/bench/submit_bench/bench_host.h"
 #include "vf_guest/include/vgpu_vf.h"
 #include "vf_guest/vf_abi_shim.h"
-#include "vf_guest/vf_rm_shim.h"
+#include <vgpu/rm.h>
 #include <vgpu/vf_bar.h>
 
 #define BH_FN		1u
@@ -25,12 +26,13 @@
 #define BH_DMA_IOVA	(1ull << 32)
 #define BH_MAX_OBJS	1024u
 
-enum bh_kind { BH_FREE, BH_VIDMEM, BH_VASPACE, BH_CHANNEL };
+enum bh_kind { BH_FREE, BH_DEVICE, BH_VIDMEM, BH_VASPACE, BH_CHANNEL };
 
 struct bh_obj {
 	enum bh_kind kind;
-	uint64_t addr, size;		/* vidmem */
+	uint64_t addr, size;		/* vidmem; vaspace: addr = pdb */
 	uint32_t chid, runlist;		/* channel */
+	uint32_t userd_aper;
 	uint64_t userd_addr;
 };
 
@@ -52,6 +54,7 @@ struct bench_host {
 	/* touched by the mailbox thread only */
 	struct bh_obj objs[BH_MAX_OBJS];
 	uint64_t chans;			/* allocated chids */
+	uint32_t last_chid;
 	uint64_t runlist[GPU_MAX_ENGINES];
 	_Atomic uint64_t requests;
 };
@@ -62,7 +65,9 @@ struct bh_transport {
 	uint8_t *map;
 };
 
-/* ---- RM (the provisional calls of vf_rm_shim.h) ---- */
+/* ---- RM: the calls of vgpu/rm.h the driver makes, on a flat object table ---- */
+
+#define BH_CLIENT	VGPU_RM_CLIENT_HANDLE(BH_FN, 1)
 
 static int bh_new_obj(struct bench_host *h, enum bh_kind k, uint32_t *handle)
 {
@@ -70,7 +75,7 @@ static int bh_new_obj(struct bench_host *h, enum bh_kind k, uint32_t *handle)
 		if (h->objs[i].kind == BH_FREE) {
 			memset(&h->objs[i], 0, sizeof(h->objs[i]));
 			h->objs[i].kind = k;
-			*handle = 0xcaf00000u | i;
+			*handle = VGPU_RM_HANDLE_BASE | i;
 			return 0;
 		}
 	}
@@ -79,10 +84,10 @@ static int bh_new_obj(struct bench_host *h, enum bh_kind k, uint32_t *handle)
 
 static struct bh_obj *bh_obj(struct bench_host *h, uint32_t handle, enum bh_kind k)
 {
-	uint32_t i = handle & 0xfffff;
+	uint32_t i = handle - VGPU_RM_HANDLE_BASE;
 
-	if ((handle & 0xfff00000u) != 0xcaf00000u || i == 0 || i >= BH_MAX_OBJS ||
-	    (k != BH_FREE && h->objs[i].kind != k) || h->objs[i].kind == BH_FREE)
+	if (handle < VGPU_RM_HANDLE_BASE || i == 0 || i >= BH_MAX_OBJS ||
+	    h->objs[i].kind == BH_FREE || (k != BH_FREE && h->objs[i].kind != k))
 		return NULL;
 	return &h->objs[i];
 }
@@ -101,15 +106,16 @@ static bool bh_vram_free(struct bench_host *h, uint64_t at, uint64_t size)
 }
 
 /* First fit: at 0 or right after an allocation, aligned to the page size. */
-static int bh_vidmem(struct bench_host *h, const struct vf_shim_rm_req *q, struct vf_shim_rm_rsp *r)
+static int bh_vidmem(struct bench_host *h, struct vgpu_rm_vidmem_params *p, uint32_t *handle)
 {
-	uint64_t ps = q->a[1] ? q->a[1] : 4096, size = q->a[0], at = 0;
-	bool found = bh_vram_free(h, 0, size);
+	uint64_t ps = p->page_size ? p->page_size : 64 << 10, size = p->size, at = 0;
+	bool found;
 	struct bh_obj *o;
 	int ret;
 
-	if (!size || (ps & (ps - 1)) || size > h->vram)
-		return size > h->vram ? -VGPU_EQUOTA : -EINVAL;
+	if (!size || (ps & (ps - 1)) || size % ps)
+		return -EINVAL;
+	found = bh_vram_free(h, 0, size);
 	for (uint32_t i = 1; !found && i < BH_MAX_OBJS; i++) {
 		if (h->objs[i].kind != BH_VIDMEM)
 			continue;
@@ -118,110 +124,235 @@ static int bh_vidmem(struct bench_host *h, const struct vf_shim_rm_req *q, struc
 	}
 	if (!found)
 		return -VGPU_EQUOTA;
-	ret = bh_new_obj(h, BH_VIDMEM, &r->handle);
+	ret = bh_new_obj(h, BH_VIDMEM, handle);
 	if (ret)
 		return ret;
-	o = bh_obj(h, r->handle, BH_VIDMEM);
-	o->addr = at;
+	o = bh_obj(h, *handle, BH_VIDMEM);
+	o->addr = p->addr = at;
 	o->size = size;
-	r->o[0] = at;
 	return 0;
 }
 
-static int bh_channel(struct bench_host *h, const struct vf_shim_rm_req *q, struct vf_shim_rm_rsp *r)
+/* Channel ids round robin, not lowest-free: a just-freed id is the one most likely to be
+ * still held by an engine. */
+static uint32_t bh_next_chid(struct bench_host *h)
 {
-	struct gpu_priv_chan cfg = {
-		.flags = q->a[7] ? GPU_CHAN_REPLAYABLE : 0, .runlist = q->a[2], .pdb = q->a[1],
-		.gpfifo_va = q->a[3], .gpfifo_entries = q->a[4], .userd_aper = q->a[5],
-		.userd_addr = q->a[6],
-	};
-	uint32_t chid = (uint32_t)__builtin_ctzll(~h->chans);
-	struct bh_obj *o;
+	for (uint32_t i = 0; i < GPU_FN_MAX_CHANNELS; i++) {
+		uint32_t c = (h->last_chid + 1 + i) % GPU_FN_MAX_CHANNELS;
+
+		if (!(h->chans & (1ull << c))) {
+			h->last_chid = c;
+			return c;
+		}
+	}
+	return GPU_FN_MAX_CHANNELS;
+}
+
+static int bh_channel(struct bench_host *h, struct vgpu_rm_channel_params *p, uint32_t *handle)
+{
+	struct bh_obj *vas = bh_obj(h, p->h_vaspace, BH_VASPACE), *o;
+	struct gpu_priv_chan cfg;
+	uint32_t chid;
 	int ret;
 
-	if (!bh_obj(h, (uint32_t)q->a[0], BH_VASPACE) || q->a[2] >= gpu_nr_engines(h->g))
+	if (!vas || p->runlist >= gpu_nr_engines(h->g))
 		return -EINVAL;
+	chid = bh_next_chid(h);
 	if (chid >= GPU_FN_MAX_CHANNELS)
 		return -VGPU_EQUOTA;
+	cfg = (struct gpu_priv_chan){
+		.flags = p->flags & VGPU_RM_CHAN_REPLAYABLE ? GPU_CHAN_REPLAYABLE : 0,
+		.runlist = p->runlist, .pdb = vas->addr, .gpfifo_va = p->gpfifo_va,
+		.gpfifo_entries = p->gpfifo_entries, .userd_aper = p->userd_aper,
+		.userd_addr = p->userd_addr,
+	};
 	ret = gpu_priv_chan_alloc(h->p, BH_FN, chid, &cfg);
 	if (ret)
 		return ret;
-	ret = bh_new_obj(h, BH_CHANNEL, &r->handle);
-	if (ret)
-		goto free_chan;
-	gpu_priv_chan_enable(h->p, BH_FN, chid, true);
-	h->runlist[q->a[2]] |= 1ull << chid;
-	gpu_priv_runlist_set(h->p, BH_FN, (unsigned int)q->a[2], h->runlist[q->a[2]]);
+	ret = bh_new_obj(h, BH_CHANNEL, handle);
+	if (ret) {
+		gpu_priv_chan_free(h->p, BH_FN, chid);
+		return ret;
+	}
 	h->chans |= 1ull << chid;
-	o = bh_obj(h, r->handle, BH_CHANNEL);
-	o->chid = chid;
-	o->runlist = (uint32_t)q->a[2];
-	o->userd_addr = q->a[6];
-	r->o[0] = chid;
-	r->o[1] = vgpu_token(o->runlist, chid);
+	o = bh_obj(h, *handle, BH_CHANNEL);
+	o->chid = p->chid = chid;
+	o->runlist = p->runlist;
+	o->userd_aper = p->userd_aper;
+	o->userd_addr = p->userd_addr;
+	p->token = vgpu_token(p->runlist, chid);
 	return 0;
-free_chan:
-	gpu_priv_chan_free(h->p, BH_FN, chid);
-	return ret;
 }
 
-static int bh_free(struct bench_host *h, uint32_t handle)
+static void bh_chan_enable(struct bench_host *h, struct bh_obj *o, bool on)
 {
-	struct bh_obj *o = bh_obj(h, handle, BH_FREE);
-
-	if (!o)
-		return -ENOENT;
-	if (o->kind == BH_CHANNEL) {
+	gpu_priv_chan_enable(h->p, BH_FN, o->chid, on);
+	if (on)
+		h->runlist[o->runlist] |= 1ull << o->chid;
+	else
 		h->runlist[o->runlist] &= ~(1ull << o->chid);
-		gpu_priv_runlist_set(h->p, BH_FN, o->runlist, h->runlist[o->runlist]);
+	gpu_priv_runlist_set(h->p, BH_FN, o->runlist, h->runlist[o->runlist]);
+}
+
+static void bh_free_obj(struct bench_host *h, struct bh_obj *o)
+{
+	if (o->kind == BH_CHANNEL) {
+		bh_chan_enable(h, o, false);
 		gpu_priv_chan_free(h->p, BH_FN, o->chid);
 		h->chans &= ~(1ull << o->chid);
 	}
 	o->kind = BH_FREE;
+}
+
+static int bh_free(struct bench_host *h, const struct vgpu_rm_free *f)
+{
+	struct bh_obj *o;
+
+	if (VGPU_RM_IS_CLIENT(f->h_client) && VGPU_RM_CLIENT_FN(f->h_client) != BH_FN)
+		return -VGPU_EFOREIGN;
+	if (f->h_client != BH_CLIENT)
+		return -ENOENT;
+	if (f->h_object == BH_CLIENT) {
+		for (uint32_t i = 1; i < BH_MAX_OBJS; i++)
+			if (h->objs[i].kind != BH_FREE)
+				bh_free_obj(h, &h->objs[i]);
+		return 0;
+	}
+	o = bh_obj(h, f->h_object, BH_FREE);
+	if (!o)
+		return -ENOENT;
+	bh_free_obj(h, o);
 	return 0;
 }
 
 /* The kernel-mediated path: store GP_PUT in the channel's USERD and ring for the guest. */
-static int bh_submit(struct bench_host *h, uint32_t handle, uint64_t put)
+static int bh_submit(struct bench_host *h, struct bh_obj *o, uint32_t put)
 {
-	struct bh_obj *o = bh_obj(h, handle, BH_CHANNEL);
+	struct vgpu_userd *u;
 	uint64_t off;
 
-	if (!o)
-		return -ENOENT;
-	off = o->userd_addr - BH_DMA_IOVA;
-	if (o->userd_addr < BH_DMA_IOVA || off > h->dma - sizeof(struct vgpu_userd))
-		return -EFAULT;
-	__atomic_store_n(&((struct vgpu_userd *)(h->bar + h->dma_off + off))->gp_put,
-			 (uint32_t)put, __ATOMIC_RELEASE);
+	if (o->userd_aper == VGPU_APER_SYS) {
+		off = o->userd_addr - BH_DMA_IOVA;
+		if (o->userd_addr < BH_DMA_IOVA || off > h->dma - sizeof(*u))
+			return -EFAULT;
+		u = (struct vgpu_userd *)(h->bar + h->dma_off + off);
+	} else {
+		if (o->userd_addr > h->vram - sizeof(*u))
+			return -EFAULT;
+		u = (struct vgpu_userd *)(h->bar + o->userd_addr);
+	}
+	__atomic_store_n(&u->gp_put, put, __ATOMIC_RELEASE);
 	gpu_doorbell_ring(h->g, BH_FN, vgpu_token(o->runlist, o->chid));
 	return 0;
 }
 
-static int bh_rm(struct bench_host *h, const struct vf_msg *m, struct vf_shim_rm_rsp *r)
+static int bh_control(struct bench_host *h, const struct vgpu_rm_control *c, void *params,
+		      size_t *out_len)
 {
-	const struct vf_shim_rm_req *q = (const void *)(m + 1);
+	struct bh_obj *o = bh_obj(h, c->h_object, BH_FREE);
+	const uint32_t *in = (const uint32_t *)(c + 1);
 
-	if (m->length < sizeof(*q) || q->magic != VF_SHIM_RM_MAGIC)
-		return -EBADMSG;
-	r->magic = VF_SHIM_RM_MAGIC;
-	r->op = q->op;
-	switch (q->op) {
-	case VF_SHIM_RM_VIDMEM_ALLOC:
-		return bh_vidmem(h, q, r);
-	case VF_SHIM_RM_FREE:
-		return bh_free(h, q->handle);
-	case VF_SHIM_RM_VASPACE_ALLOC:
-		if (q->a[0] >= h->vram)
+	*out_len = 0;
+	if (c->h_client != BH_CLIENT || !o)
+		return -ENOENT;
+	switch (c->cmd) {
+	case VGPU_RM_CTRL_CHANNEL_ENABLE:
+		if (o->kind != BH_CHANNEL || c->params_len < 8)
 			return -EINVAL;
-		return bh_new_obj(h, BH_VASPACE, &r->handle);
-	case VF_SHIM_RM_CHANNEL_ALLOC:
-		return bh_channel(h, q, r);
-	case VF_SHIM_RM_CHANNEL_SUBMIT:
-		return bh_submit(h, q->handle, q->a[0]);
+		bh_chan_enable(h, o, in[0] != 0);
+		*out_len = 8;
+		memcpy(params, in, 8);
+		return 0;
+	case VGPU_RM_CTRL_GET_WORK_SUBMIT_TOKEN: {
+		struct vgpu_rm_token_params t = { .token = vgpu_token(o->runlist, o->chid) };
+
+		if (o->kind != BH_CHANNEL)
+			return -EINVAL;
+		*out_len = sizeof(t);
+		memcpy(params, &t, sizeof(t));
+		return 0;
+	}
+	case 0xc36f01f0u:	/* VF_RM_CTRL_CHANNEL_SUBMIT (the bench's baseline) */
+		if (o->kind != BH_CHANNEL || c->params_len < 8)
+			return -EINVAL;
+		*out_len = 8;
+		memcpy(params, in, 8);
+		return bh_submit(h, o, in[0]);
 	default:
 		return -EOPNOTSUPP;
 	}
+}
+
+static int bh_alloc(struct bench_host *h, const struct vgpu_rm_alloc *a, void *params,
+		    size_t *out_len, uint32_t *handle)
+{
+	*out_len = a->params_len;
+	memcpy(params, a + 1, a->params_len);
+	if (a->h_client != BH_CLIENT)
+		return VGPU_RM_IS_CLIENT(a->h_client) && VGPU_RM_CLIENT_FN(a->h_client) != BH_FN ?
+		       -VGPU_EFOREIGN : -ENOENT;
+	switch (a->h_class) {
+	case VGPU_RM_CLASS_DEVICE:
+		return bh_new_obj(h, BH_DEVICE, handle);
+	case VGPU_RM_CLASS_SUBDEVICE:
+		return bh_new_obj(h, BH_DEVICE, handle);
+	case VGPU_RM_CLASS_MEMORY_VIDMEM:
+		if (a->params_len != sizeof(struct vgpu_rm_vidmem_params))
+			return -EINVAL;
+		return bh_vidmem(h, params, handle);
+	case VGPU_RM_CLASS_VASPACE: {
+		struct vgpu_rm_vaspace_params *p = params;
+		int ret;
+
+		if (a->params_len != sizeof(*p) || p->pdb >= h->vram)
+			return -EINVAL;
+		ret = bh_new_obj(h, BH_VASPACE, handle);
+		if (!ret)
+			bh_obj(h, *handle, BH_VASPACE)->addr = p->pdb;
+		return ret;
+	}
+	case VGPU_RM_CLASS_CHANNEL_GPFIFO:
+		if (a->params_len != sizeof(struct vgpu_rm_channel_params))
+			return -EINVAL;
+		return bh_channel(h, params, handle);
+	default:
+		return -EOPNOTSUPP;
+	}
+}
+
+/* One RM message in, one reply out (as rm_dispatch() frames it). */
+static size_t bh_rm(struct bench_host *h, const void *req, size_t len, void *out)
+{
+	const struct vgpu_rm_msg *m = req;
+	struct vgpu_rm_reply *r = out;
+	void *params = r + 1;
+	size_t plen = 0;
+	uint32_t handle = 0;
+	int st;
+
+	if (len < sizeof(*m) || m->magic != (uint32_t)VGPU_RM_MSG_MAGIC || m->length != len)
+		st = -EBADMSG;
+	else if (m->op == VGPU_RM_OP_ALLOC_CLIENT)
+		st = (handle = BH_CLIENT, 0);
+	else if (m->op == VGPU_RM_OP_ALLOC && len >= sizeof(struct vgpu_rm_alloc) &&
+		 len == sizeof(struct vgpu_rm_alloc) + ((const struct vgpu_rm_alloc *)m)->params_len &&
+		 ((const struct vgpu_rm_alloc *)m)->params_len <= 256)
+		st = bh_alloc(h, req, params, &plen, &handle);
+	else if (m->op == VGPU_RM_OP_FREE && len == sizeof(struct vgpu_rm_free))
+		st = bh_free(h, req);
+	else if (m->op == VGPU_RM_OP_CONTROL && len >= sizeof(struct vgpu_rm_control) &&
+		 len == sizeof(struct vgpu_rm_control) + ((const struct vgpu_rm_control *)m)->params_len &&
+		 ((const struct vgpu_rm_control *)m)->params_len <= 256)
+		st = bh_control(h, req, params, &plen);
+	else
+		st = -EOPNOTSUPP;
+	if (st)
+		plen = 0;
+	*r = (struct vgpu_rm_reply){ .magic = (uint32_t)VGPU_RM_MSG_MAGIC,
+		.abi_version = VGPU_ABI_VERSION, .op = len >= sizeof(*m) ? m->op : 0,
+		.length = (uint32_t)(sizeof(*r) + plen), .cookie = len >= sizeof(*m) ? m->cookie : 0,
+		.status = st, .handle = st ? 0 : handle, .params_len = (uint32_t)plen };
+	return sizeof(*r) + plen;
 }
 
 /* ---- mailbox thread ---- */
@@ -248,8 +379,7 @@ static void bh_serve(struct bench_host *h, const struct vf_msg *m)
 		break;
 	}
 	case VF_MSG_RM:
-		r->status = bh_rm(h, m, (struct vf_shim_rm_rsp *)(r + 1));
-		r->length = sizeof(struct vf_shim_rm_rsp);
+		r->length = (uint32_t)bh_rm(h, m + 1, m->length, r + 1);
 		break;
 	default:
 		r->status = -EOPNOTSUPP;
@@ -267,6 +397,13 @@ static void bh_forward_intr(struct bench_host *h)
 
 	if (!bits)
 		return;
+	if (getenv("BH_DEBUG")) {
+		struct vgpu_fault_entry f;
+
+		while (gpu_fault_pop(h->g, BH_FN, &f) == 0)
+			fprintf(stderr, "fault va %#llx chid %u reason %u access %u\n",
+				(unsigned long long)f.va, f.chid, f.reason, f.access);
+	}
 	__atomic_fetch_or(&h->intr->status, bits, __ATOMIC_RELEASE);
 	__atomic_fetch_add(&h->intr->count, 1, __ATOMIC_RELEASE);
 	if (write(h->to_guest[VF_SHIM_VEC_GPU], &one, sizeof(one)) < 0)

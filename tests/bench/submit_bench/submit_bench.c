@@ -4,7 +4,7 @@
  * same run, the same work submitted the kernel-mediated way: one mailbox RPC per submission
  * (the host stores GP_PUT and rings), as pre-Volta GPUs needed an ioctl.
  *
- *   submit_bench [--json] [--iters N] [--seconds S] [--selftest]
+ *   submit_bench [--json] [--iters N] [--seconds S] [--selftest [--only NAME]]
  *
  * --selftest runs the guest suite (vgpu-vf-test's cases) against the same in-process host.
  * The host is bench_host.c: the real gpu_model and iommu_model behind one VF, because vgpud
@@ -160,6 +160,7 @@ int main(int argc, char **argv)
 	static const struct option lo[] = {
 		{ "json", no_argument, NULL, 'j' }, { "iters", required_argument, NULL, 'n' },
 		{ "seconds", required_argument, NULL, 's' }, { "selftest", no_argument, NULL, 't' },
+		{ "only", required_argument, NULL, 'o' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct vgpu_vf_opts vo = { 0 };
@@ -168,6 +169,7 @@ int main(int argc, char **argv)
 	struct vgpu_vaspace *as;
 	struct vgpu_vf *vf;
 	bool json = false, selftest = false;
+	const char *only = NULL;
 	size_t iters = 20000;
 	double seconds = 1.0;
 	int c, ret;
@@ -178,9 +180,10 @@ int main(int argc, char **argv)
 		case 'n': iters = strtoul(optarg, NULL, 0); break;
 		case 's': seconds = strtod(optarg, NULL); break;
 		case 't': selftest = true; break;
+		case 'o': only = optarg; break;
 		default:
 			fprintf(stderr, "usage: submit_bench [--json] [--iters N] [--seconds S] "
-				"[--selftest]\n");
+				"[--selftest [--only NAME]]\n");
 			return 2;
 		}
 	}
@@ -195,7 +198,8 @@ int main(int argc, char **argv)
 	if (ret)
 		goto host;
 	if (selftest) {
-		struct vft_opts to = { .socket = "bench-host", .transport = vo.transport };
+		struct vft_opts to = { .socket = "bench-host", .transport = vo.transport,
+				       .only = only };
 
 		ret = vft_run(&to, stdout);
 		bench_host_destroy(h);

@@ -23,7 +23,7 @@
 #include "vf_guest/vf_internal.h"
 #include <vgpu/vf_bar.h>
 
-#define BAR_SIZE	(1u << 20)
+#define BAR_SIZE	(2u << 20)
 #define VRAM_SIZE	(512u << 10)
 #define DMA_OFF		(512u << 10)
 #define DMA_SIZE	(256u << 10)
