@@ -16,7 +16,9 @@
 
 struct mt {
 	struct iommu *mmu;
-	struct iommu_domain *d;
+	struct iommu_domain *d;		/* what the devices use */
+	struct iommu_domain *host_d;	/* what the host maps into (d, or d's stage-2) */
+	uint64_t host_base;		/* host-side address of slot 0 */
 	struct iommu_memobj *mo;
 	uint8_t *mem;
 	atomic_bool stop;
@@ -112,10 +114,10 @@ static void host_run(struct mt *mt, bool lazy, uint64_t seed)
 		slot_page[s] = -1;
 	for (uint64_t op = 0; op < HOST_OPS; op++) {
 		unsigned int s = (unsigned int)(rnd(&seed) % NSLOTS);
-		uint64_t iova = BASE + s * PG;
+		uint64_t iova = mt->host_base + s * PG;
 
 		if (slot_page[s] >= 0) {
-			assert_int_equal(iommu_unmap(mt->d, iova, PG, NULL), 0);
+			assert_int_equal(iommu_unmap(mt->host_d, iova, PG, NULL), 0);
 			if (lazy) {
 				pending[npending++] = (unsigned int)slot_page[s];
 			} else {
@@ -130,12 +132,12 @@ static void host_run(struct mt *mt, bool lazy, uint64_t seed)
 				p = (p + 1) % NPAGES;
 			page_busy[p] = true;
 			stamp(mt, p, op);
-			assert_int_equal(iommu_map(mt->d, mt->mo, p * PG, PG, IOMMU_READ,
+			assert_int_equal(iommu_map(mt->host_d, mt->mo, p * PG, PG, IOMMU_READ,
 						   IOMMU_MAP_FIXED_IOVA, &iova), 0);
 			slot_page[s] = (int)p;
 		}
 		if (lazy && (npending >= 16 || rnd(&seed) % 64 == 0)) {
-			iommu_domain_flush_queue(mt->d);
+			iommu_domain_flush_queue(mt->host_d);
 			for (unsigned int i = 0; i < npending; i++) {
 				poison(mt, pending[i]);
 				page_busy[pending[i]] = false;
@@ -145,9 +147,33 @@ static void host_run(struct mt *mt, bool lazy, uint64_t seed)
 	}
 }
 
+#define IPA_T (1ull << 30)	/* stage-1 tables, in the function's stage-2 */
+#define IPA_D (2ull << 30)	/* data slots, mapped and unmapped by the host */
+
+/* Nested: a fixed stage-1 maps slot s to IPA_D + s pages; the host maps and unmaps the
+ * stage-2 behind it, so every staleness check goes through stage-2 invalidation reaching
+ * the nested domain's cached translations. */
+static void nested_setup(struct mt *mt)
+{
+	struct iommu_memobj *tmo = t_memobj(mt->mmu, 8 * PG, 0);
+	struct iommu_domain_opts o = { .type = IOMMU_DOMAIN_NESTED, .s1_root = IPA_T };
+	struct t_s1 tbl;
+
+	mt->host_d = t_paging(mt->mmu, IOMMU_DOMAIN_NEST_PARENT);
+	t_map_fixed(mt->host_d, tmo, 0, 8 * PG, IOMMU_READ, IPA_T);
+	t_s1_init(&tbl, iommu_memobj_base(tmo), IPA_T, IPA_T);
+	for (unsigned int s = 0; s < NSLOTS; s++)
+		t_s1_map(&tbl, BASE + s * PG, IPA_D + s * PG, PG, IOMMU_READ | IOMMU_WRITE);
+	o.parent = mt->host_d;
+	assert_int_equal(iommu_domain_alloc(mt->mmu, &o, &mt->d), 0);
+	mt->host_base = IPA_D;
+}
+
+enum mt_mode { MT_STRICT, MT_LAZY, MT_NESTED };
+
 static void test_mt(void **state)
 {
-	const bool lazy = *state != NULL;
+	const enum mt_mode mode = (enum mt_mode)(uintptr_t)*state;
 	struct mt mt = { 0 };
 	/* rid 1: plain; rid 2: ATS answered inline; rid 3: ATS polled by its device. */
 	struct dev devs[2] = {
@@ -161,14 +187,19 @@ static void test_mt(void **state)
 	mt.mem = iommu_memobj_base(mt.mo);
 	for (unsigned int p = 0; p < NPAGES; p++)
 		poison(&mt, p);
-	mt.d = t_paging(mt.mmu, lazy ? IOMMU_DOMAIN_LAZY : 0);
+	if (mode == MT_NESTED) {
+		nested_setup(&mt);
+	} else {
+		mt.d = mt.host_d = t_paging(mt.mmu, mode == MT_LAZY ? IOMMU_DOMAIN_LAZY : 0);
+		mt.host_base = BASE;
+	}
 	for (unsigned int r = 1; r <= 3; r++)
 		assert_int_equal(iommu_attach(mt.mmu, r, mt.d), 0);
 	assert_int_equal(iommu_ats_enable(mt.mmu, 2, 0), 0);
 	assert_int_equal(iommu_ats_enable(mt.mmu, 3, IOMMU_ATS_POLLED), 0);
 	for (int i = 0; i < 2; i++)
 		assert_int_equal(pthread_create(&th[i], NULL, dev_thread, &devs[i]), 0);
-	host_run(&mt, lazy, 0xabcdef + lazy);
+	host_run(&mt, mode == MT_LAZY, 0xabcdef + mode);
 	atomic_store(&mt.stop, true);
 	for (int i = 0; i < 2; i++)
 		pthread_join(th[i], NULL);
@@ -180,9 +211,12 @@ static void test_mt(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		{ "device threads vs strict unmap: never poison", test_mt, NULL, NULL, NULL },
+		{ "device threads vs strict unmap: never poison", test_mt, NULL, NULL,
+		  (void *)MT_STRICT },
 		{ "device threads vs lazy unmap + drain: never poison", test_mt, NULL, NULL,
-		  (void *)1 },
+		  (void *)MT_LAZY },
+		{ "nested: device threads vs stage-2 unmap: never poison", test_mt, NULL, NULL,
+		  (void *)MT_NESTED },
 	};
 
 	return cmocka_run_group_tests_name("iommu_mt", tests, NULL, NULL);
