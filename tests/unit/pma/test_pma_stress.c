@@ -198,6 +198,38 @@ static void do_pin(struct worker *w, size_t k)
 	w->pins++;
 }
 
+/* A VF comes and goes: a child over a random 4 MiB slice, used a little, destroyed. */
+static void do_child(struct worker *w)
+{
+	uint64_t base = tp_randn(&w->seed, NFRAMES_R0 - 64) * FR, pages[8];
+	struct pma_alloc_opts o = { .flags = PMA_CONTIGUOUS };
+	struct pma *child;
+	struct pma_range r[4];
+	size_t nr = 0;
+	int err = 0, ret;
+
+	child = pma_child_create(w->s->pma, base, 4 * MiB, NULL, &err);
+	if (!child) {
+		if (err != -EEXIST && err != -ENOMEM)
+			report(w->s, "thread %u: child at 0x%llx: error %d", w->id,
+			       (unsigned long long)base, err);
+		return;
+	}
+	claim(w, base, 4 * MiB);
+	ret = pma_alloc_pages(child, 8, K128, &o, pages);
+	if (ret || pages[0] < base || pages[7] + K128 > base + 4 * MiB)
+		report(w->s, "thread %u: child alloc returned %d at 0x%llx", w->id, ret,
+		       (unsigned long long)pages[0]);
+	ret = pma_export(child, r, 4, &nr);
+	if (ret || nr != 1 || r[0].base != pages[0] || r[0].size != 1 * MiB)
+		report(w->s, "thread %u: child export %d, %zu ranges", w->id, ret, nr);
+	if (pma_check(child))
+		report(w->s, "thread %u: pma_check(child) failed", w->id);
+	unclaim(w, base, 4 * MiB);
+	pma_child_destroy(child);
+	w->allocs++;
+}
+
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
@@ -208,6 +240,8 @@ static void *worker_main(void *arg)
 		if (w->nheld < MAX_HELD && (dice < 40 || !w->nheld)) {
 			if (dice < 4)
 				do_fixed(w);
+			else if (dice < 6)
+				do_child(w);
 			else
 				do_alloc(w);
 		} else if (dice < 75) {
@@ -244,10 +278,20 @@ static void *reader_main(void *arg)
 			       (unsigned long long)st.scrubbing_bytes);
 		if (++s->reads % 256 == 0) {
 			int ret = pma_check(s->pma);
+			struct pma_range r[64];
+			size_t nr = 0;
 
 			if (ret)
 				report(s, "pma_check() returned %d mid-run", ret);
 			s->checks++;
+			/* the export list is sorted and never overlaps, whatever runs meanwhile */
+			ret = pma_export(s->pma, r, 64, &nr);
+			for (size_t i = 1; !ret && i < vgpu_min(nr, (size_t)64); i++)
+				if (r[i - 1].base + r[i - 1].size > r[i].base)
+					report(s, "export entries %zu and %zu overlap or are unsorted",
+					       i - 1, i);
+			if (ret)
+				report(s, "pma_export() returned %d mid-run", ret);
 		}
 	}
 	return NULL;
