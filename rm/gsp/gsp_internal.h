@@ -29,7 +29,7 @@ void __tsan_release(void *addr);
 #define GSP_HB_ACQUIRE(p) ((void)(p))
 #endif
 
-#define GSP_YIELD_AFTER_NS 20000ull
+#define GSP_YIELD_AFTER_NS 200000ull
 
 /* One step of a spin wait begun at @start: a pause at first, then a yield, so that on an
  * oversubscribed machine the peer we wait for, if it was preempted, gets the CPU instead
