@@ -26,9 +26,15 @@ static int priv_init(struct gpu *g)
 	void *rw, *ro;
 	int ret;
 
-	g->priv_fd = memfd_create("vgpu-priv", MFD_CLOEXEC);
-	if (g->priv_fd < 0)
+	g->priv_kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (g->priv_kick_fd < 0)
 		return -errno;
+	g->priv_fd = memfd_create("vgpu-priv", MFD_CLOEXEC);
+	if (g->priv_fd < 0) {
+		ret = -errno;
+		close(g->priv_kick_fd);
+		return ret;
+	}
 	if (ftruncate(g->priv_fd, (off_t)PRIV_BYTES))
 		goto fail;
 	rw = mmap(NULL, PRIV_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, g->priv_fd, 0);
@@ -49,6 +55,7 @@ static int priv_init(struct gpu *g)
 	}
 	g->priv_writer->sh = rw;
 	g->priv_writer->g = g;
+	g->priv_writer->kick_fd = -1;
 	vgpu_mutex_init(&g->priv_writer->lock);
 	g->priv = ro;
 	gpu_priv_format(rw, g->nr_fns, g->nr_engines, g->vram_size);
@@ -56,6 +63,7 @@ static int priv_init(struct gpu *g)
 fail:
 	ret = -errno;
 	close(g->priv_fd);
+	close(g->priv_kick_fd);
 	g->priv_fd = -1;
 	return ret;
 }
@@ -69,6 +77,7 @@ static void priv_fini(struct gpu *g)
 	vgpu_mutex_destroy(&g->priv_writer->lock);
 	free(g->priv_writer);
 	close(g->priv_fd);
+	close(g->priv_kick_fd);
 }
 
 static int fns_init(struct gpu *g)
@@ -131,6 +140,8 @@ static int engine_init(struct gpu *g, struct gpu_engine *e, unsigned int id)
 	if (e->wake_fd < 0 || e->epfd < 0)
 		return -errno;
 	ret = epoll_add(e->epfd, e->wake_fd);
+	if (!ret)
+		ret = epoll_add(e->epfd, g->priv_kick_fd);
 	for (unsigned int fn = 0; !ret && fn < g->nr_fns; fn++)
 		ret = epoll_add(e->epfd, g->fns[fn].kick_fd);
 	return ret;
@@ -245,6 +256,11 @@ unsigned int gpu_nr_engines(const struct gpu *g)
 int gpu_priv_fd(const struct gpu *g)
 {
 	return g->priv_fd;
+}
+
+int gpu_priv_kick_fd(const struct gpu *g)
+{
+	return g->priv_kick_fd;
 }
 
 struct gpu_priv *gpu_priv_get(struct gpu *g)

@@ -146,6 +146,12 @@ int gpu_priv_fd(const struct gpu *g);
 struct gpu_priv *gpu_priv_get(struct gpu *g);
 /* Map the privileged region @fd for writing (in the GSP process). 0 or -errno. */
 int gpu_priv_open(int fd, struct gpu_priv **out);
+/* Have @p write 1 to @fd (the device's gpu_priv_kick_fd(), passed to the GSP process)
+ * after every write, so sleeping engines see it at once rather than at their 1 ms poll.
+ * -1 turns it off. */
+void gpu_priv_set_kick_fd(struct gpu_priv *p, int fd);
+/* The device's eventfd for gpu_priv_set_kick_fd() (owned by the model). */
+int gpu_priv_kick_fd(const struct gpu *g);
 /* Unmap a handle from gpu_priv_open(). */
 void gpu_priv_close(struct gpu_priv *p);
 /* Read-only view of the layout (reads must tolerate concurrent writes: use the seq). */

@@ -31,6 +31,7 @@ struct gpu_priv {
 	struct gpu_priv_shared *sh;	/* writable mapping */
 	bool owned;			/* from gpu_priv_open(): unmap on close */
 	struct gpu *g;			/* in-process writer: wake the engines after a write */
+	int kick_fd;			/* other process: eventfd to write after a write, or -1 */
 	struct vgpu_mutex lock;		/* one writer at a time in this process */
 };
 
@@ -166,6 +167,7 @@ struct gpu {
 	struct vgpu_mutex vram_lock;	/* protects the slice fields of fns[] */
 	/* privileged region: model's read-only view, and the in-process writer */
 	int priv_fd;
+	int priv_kick_fd;		/* eventfd a GSP in another process writes */
 	const struct gpu_priv_shared *priv;
 	struct gpu_priv *priv_writer;
 	atomic_uint_fast64_t priv_gen_seen;	/* written under g->lock */

@@ -467,7 +467,7 @@ static void userd_writeback(struct gpu_ctx *ctx)
 }
 
 /* One turn of a channel: up to GPU_CHAN_BATCH GP entries or the end of the slice. */
-static enum gpu_run_result chan_run_locked_out(struct gpu_ctx *ctx)
+static enum gpu_run_result chan_turn(struct gpu_ctx *ctx)
 {
 	struct gpu_chan *c = ctx->c;
 	unsigned int entries = 0, methods = 0;
@@ -514,7 +514,7 @@ static enum gpu_run_result chan_run_locked_out(struct gpu_ctx *ctx)
 
 enum gpu_run_result gpu_chan_run(struct gpu_ctx *ctx)
 {
-	enum gpu_run_result r = chan_run_locked_out(ctx);
+	enum gpu_run_result r = chan_turn(ctx);
 	struct gpu_chan *c = ctx->c;
 
 	userd_writeback(ctx);

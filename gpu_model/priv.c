@@ -91,14 +91,25 @@ void gpu_priv_format(struct gpu_priv_shared *sh, unsigned int nr_fns, unsigned i
 
 /* ---- writer side ---- */
 
-/* An in-process writer wakes sleeping engines; a GSP in another process relies on their
- * 1 ms poll of gen. */
+/* An in-process writer wakes sleeping engines; a GSP in another process kicks the
+ * device's eventfd if it was given one, else the engines see gen at their 1 ms poll. */
 static void priv_notify(struct gpu_priv *p)
 {
-	if (!p->g)
-		return;
-	for (unsigned int i = 0; i < p->g->nr_engines; i++)
-		gpu_engine_wake(&p->g->engines[i]);
+	uint64_t one = 1;
+
+	if (p->g) {
+		for (unsigned int i = 0; i < p->g->nr_engines; i++)
+			gpu_engine_wake(&p->g->engines[i]);
+	} else if (p->kick_fd >= 0 && write(p->kick_fd, &one, sizeof(one)) < 0) {
+		vgpu_dbg("gpu: privileged-state kick failed: %d", errno);
+	}
+}
+
+void gpu_priv_set_kick_fd(struct gpu_priv *p, int fd)
+{
+	vgpu_mutex_lock(&p->lock);
+	p->kick_fd = fd;
+	vgpu_mutex_unlock(&p->lock);
 }
 
 /* Publish @rec as function @fn's record. Caller holds p->lock. */
@@ -336,6 +347,7 @@ int gpu_priv_open(int fd, struct gpu_priv **out)
 		goto unmap;
 	}
 	p->owned = true;
+	p->kick_fd = -1;
 	vgpu_mutex_init(&p->lock);
 	*out = p;
 	return 0;

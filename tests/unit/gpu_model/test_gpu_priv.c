@@ -104,6 +104,7 @@ static void test_priv_by_fd(void **state)
 
 	(void)state;
 	assert_int_equal(gpu_priv_open(gpu_priv_fd(g), &p), 0);
+	gpu_priv_set_kick_fd(p, gpu_priv_kick_fd(g));	/* as the GSP process would */
 	assert_int_equal(gpu_priv_partition_set(p, 3, 32 * VGPU_MiB, 4 * VGPU_MiB), 0);
 	assert_non_null(gpu_fn_vram_ptr(g, 3, 4 * VGPU_MiB - 1, 1));
 	assert_null(gpu_fn_vram_ptr(g, 3, 4 * VGPU_MiB, 1));
