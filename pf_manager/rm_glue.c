@@ -29,8 +29,13 @@ int pf_rm_init(struct pf_daemon *d)
 		.notify = pf_rm_notify,
 		.notify_ctx = d,
 	};
-	int r = rm_device_create(&rc, &d->rm);
+	int r;
 
+	if (!gsp_default_path()) {
+		vgpu_err("cannot find vgpu-gsp (next to vgpud, or named by $VGPU_GSP)");
+		return -ENOENT;
+	}
+	r = rm_device_create(&rc, &d->rm);
 	if (r)
 		vgpu_err("cannot start the RM and its GSP (vgpu-gsp next to vgpud, or $VGPU_GSP): %s",
 			 vgpu_strerror(r));

@@ -41,8 +41,7 @@ struct tdaemon {
 	pid_t pid;
 	char root[64];			/* mkdtemp */
 	char run[128], state[128], sock[160];
-	char *extra[16];		/* extra vgpud flags of the last start */
-	int nextra;
+	char *const *wrap;		/* command to run vgpud under (valgrind ...), or NULL */
 };
 
 static char t_bindir[PATH_MAX];
@@ -118,6 +117,8 @@ static __attribute__((unused)) int t_daemon_start_argv(struct tdaemon *d, char *
 	char *argv[T_MAX_ARGS];
 	int n = 0, st;
 
+	for (int i = 0; d->wrap && d->wrap[i]; i++)
+		argv[n++] = d->wrap[i];
 	argv[n++] = (char *)t_bin("vgpud");
 	argv[n++] = "--runtime-dir";
 	argv[n++] = d->run;
@@ -133,10 +134,10 @@ static __attribute__((unused)) int t_daemon_start_argv(struct tdaemon *d, char *
 	if (!d->pid) {
 		/* A test that dies (sanitizer abort, timeout) takes its daemon with it. */
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		execv(argv[0], argv);
+		execvp(argv[0], argv);
 		_exit(127);
 	}
-	for (int i = 0; i < 3000; i++) {	/* up to 30 s under sanitizers */
+	for (int i = 0; i < 6000; i++) {	/* up to 60 s under sanitizers or valgrind */
 		int fd = t_connect(d->sock);
 
 		if (fd >= 0) {

@@ -320,6 +320,36 @@ static void test_63_vfs_loop(void **state)
 	t_daemon_free(d);
 }
 
+/* The shutdown path frees everything: vgpud under valgrind, with a running slice and an
+ * attached guest, exits 0 on SIGTERM with no leak and no error. */
+static void test_valgrind_shutdown(void **state)
+{
+	static char *const wrap[] = { "valgrind", "--quiet", "--leak-check=full",
+				      "--errors-for-leak-kinds=definite,indirect",
+				      "--error-exitcode=9", NULL };
+	struct tdaemon *d;
+	struct tguest g;
+	char path[256];
+
+	(void)state;
+	if (strstr(t_bin("vgpud"), "/asan/") || strstr(t_bin("vgpud"), "/tsan/"))
+		skip();		/* sanitizer builds cannot run under valgrind */
+	if (system("valgrind --version >/dev/null 2>&1") != 0)
+		skip();
+	d = t_daemon_new();
+	d->wrap = wrap;
+	assert_int_equal(t_daemon_start(d, "--vram", "1G", "--max-vfs", "2", "--spare-vram", "256M",
+					"--num-vfs", "1", NULL), 0);
+	assert_int_equal(T_CTL(d, "define", "-t", "vgpu-256M", "-u", U1), 0);
+	assert_int_equal(T_CTL(d, "start", "-u", U1), 0);
+	vf_sock(d, 1, path, sizeof(path));
+	assert_int_equal(t_guest_attach(path, &g), 0);
+	assert_int_equal(t_guest_call(&g, VF_MSG_PING, "x", 1, NULL, 0, NULL), 0);
+	assert_int_equal(t_daemon_stop(d, SIGTERM), 0);
+	t_guest_detach(&g);
+	t_daemon_free(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest t[] = {
@@ -328,6 +358,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_reset_isolation, setup, t_teardown),
 		cmocka_unit_test_setup_teardown(test_kill9_recovery, setup, t_teardown),
 		cmocka_unit_test_teardown(test_63_vfs_loop, t_teardown),
+		cmocka_unit_test_teardown(test_valgrind_shutdown, t_teardown),
 	};
 
 	return cmocka_run_group_tests_name("vgpud_vf", t, NULL, NULL);
