@@ -112,7 +112,7 @@ static int run_mode(struct vgpu_vf *vf, struct vgpu_vaspace *as, bool rpc, size_
 		    double seconds, struct result *r)
 {
 	struct vgpu_channel_opts o = { .gpfifo_entries = 1024, .pushbuf_bytes = 64 << 10,
-				       .rpc_submit = rpc };
+				       .rpc_submit = rpc, .no_intr = true };
 	struct vgpu_channel *ch;
 	int ret = vgpu_channel_create(vf, as, &o, &ch);
 
