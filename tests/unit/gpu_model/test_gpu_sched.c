@@ -181,9 +181,41 @@ static void test_best_effort_conserves(void **state)
 	reserve_case(GPU_SCHED_BEST_EFFORT);
 }
 
+/* A function whose channel does not yield within its preemption timeout (here 1 ns, so
+ * any overrun of its slice counts) has that channel put in error; the other keeps going. */
+static void test_preempt_timeout(void **state)
+{
+	struct tgpu *t = tgpu_new(2, 1, 16);
+	struct gpu_priv_sched_fn strict = { .enabled = 1, .quantum_ns = VGPU_NSEC_PER_MSEC,
+					    .preempt_timeout_ns = 1 };
+	struct gpu_priv_sched_fn normal = { .enabled = 1, .quantum_ns = VGPU_NSEC_PER_MSEC };
+	struct gpu_sched_stats st;
+	struct gpu_chan_status cs;
+	struct busy b[2];
+
+	(void)state;
+	assert_int_equal(gpu_priv_sched_fn_set(t->p, 1, &strict), 0);
+	assert_int_equal(gpu_priv_sched_fn_set(t->p, 2, &normal), 0);
+	busy_init(t, &b[0], 1);
+	busy_init(t, &b[1], 2);
+	run_for(t, b, 2, 50 * VGPU_NSEC_PER_MSEC);
+	assert_int_equal(tchan_wait_state(t, &b[0].c, GPU_CHAN_STATE_ERROR), 0);
+	assert_int_equal(tchan_err(&b[0].c), VGPU_CHAN_ERR_PREEMPT_TIMEOUT);
+	gpu_sched_stats(t->g, 1, &st);
+	assert_true(st.preempt_timeouts >= 1);
+	assert_int_equal(gpu_chan_status(t->g, 2, 0, &cs), 0);
+	assert_int_equal(cs.state == GPU_CHAN_STATE_ERROR, 0);
+	uint64_t m0 = cs.methods;
+
+	run_for(t, b + 1, 1, 20 * VGPU_NSEC_PER_MSEC);
+	assert_int_equal(gpu_chan_status(t->g, 2, 0, &cs), 0);
+	assert_true(cs.methods > m0);
+	tgpu_free(t);
+}
+
 int main(void)
 {
-	struct CMUnitTest tests[VGPU_ARRAY_SIZE(share_cases) + 2];
+	struct CMUnitTest tests[VGPU_ARRAY_SIZE(share_cases) + 3];
 	size_t n = 0;
 
 	for (size_t i = 0; i < VGPU_ARRAY_SIZE(share_cases); i++)
@@ -191,5 +223,6 @@ int main(void)
 						  .initial_state = (void *)&share_cases[i] };
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_fixed_share_reserves);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_best_effort_conserves);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_preempt_timeout);
 	return _cmocka_run_group_tests("gpu_sched", tests, n, NULL, NULL);
 }
