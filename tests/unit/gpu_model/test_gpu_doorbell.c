@@ -156,14 +156,20 @@ static void case_put_backwards(struct dctx *d)
 	uint64_t gate = d->sem_va + 64;
 	uint32_t *gate_p = d->sem + 16;
 
-	/* Entry 0 blocks on a gate, so entries 1..3 stay pending while we misbehave. */
+	uint64_t dl = vgpu_deadline_ns(T_TIMEOUT);
+
+	/* Entry 0 marks that it started (so GP_PUT 4 was read), then blocks on a gate, so
+	 * entries 1..3 stay pending while we misbehave. */
+	TM(&d->c, VGPU_M_SEM_RELEASE, lo32(gate + 4), hi32(gate), 1, 0, 0);
 	TM(&d->c, VGPU_M_SEM_ACQUIRE, lo32(gate), hi32(gate), 1, 0, 0, 5000000);
 	tchan_gp(&d->c);
 	queue_release(d, 1);
 	queue_release(d, 2);
 	queue_release(d, 3);
 	tchan_kick(d->t, &d->c);
-	vgpu_sleep_ns(2 * VGPU_NSEC_PER_MSEC);
+	while (!__atomic_load_n(gate_p + 1, __ATOMIC_ACQUIRE) && !vgpu_deadline_passed(dl))
+		vgpu_sleep_ns(10 * VGPU_NSEC_PER_USEC);
+	assert_int_equal(__atomic_load_n(gate_p + 1, __ATOMIC_ACQUIRE), 1);
 	__atomic_store_n(&d->c.userd->gp_put, 2, __ATOMIC_RELEASE);
 	gpu_doorbell_ring(d->t->g, 1, vgpu_token(0, 2));
 	wait_counter(d, offsetof(struct gpu_db_stats, backwards), 1);
