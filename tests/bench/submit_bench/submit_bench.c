@@ -163,7 +163,9 @@ int main(int argc, char **argv)
 		{ "only", required_argument, NULL, 'o' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct vgpu_vf_opts vo = { 0 };
+	/* Waits spin up to 1 ms in both modes: the figures are the submission paths', not
+	 * the sleep/wake policy's (fence releases raise no interrupt: see run_mode()). */
+	struct vgpu_vf_opts vo = { .spin_ns = 1000 * 1000 };
 	struct result u = { 0 }, k = { 0 };
 	struct bench_host *h;
 	struct vgpu_vaspace *as;
