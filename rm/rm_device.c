@@ -473,6 +473,7 @@ int rm_device_create(const struct rm_config *cfg, struct rm **out)
 	rm->fns[0].pma = cfg->pma;
 	gc = cfg->gsp;
 	gc.priv_fd = gpu_priv_fd(rm->gpu);
+	gc.kick_fd = gpu_priv_kick_fd(rm->gpu);
 	gc.nr_fns = rm->nr_fns;
 	gc.event_cb = rm_gsp_event;
 	gc.reset_cb = rm_replay;

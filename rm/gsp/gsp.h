@@ -42,6 +42,8 @@ enum gsp_class {
 struct gsp_config {
 	const char *path;		/* the vgpu-gsp program; NULL: gsp_default_path() */
 	int priv_fd;			/* gpu_priv_fd() of the device; -1: no hardware RPCs */
+	int kick_fd;			/* gpu_priv_kick_fd(): the GSP writes it after every
+					 * privileged write so sleeping engines see it; <= 0: none */
 	unsigned int nr_fns;		/* PF + VFs, 1..64 */
 	unsigned int nr_lanes;		/* 0: min(nr_fns, 8) */
 	unsigned int queue_elems;	/* per queue, power of two >= 16; 0: 64 (256 KiB) */
@@ -103,6 +105,8 @@ int gsp_reset(struct gsp *g);
 bool gsp_needs_reset(const struct gsp *g);
 /* Counters. */
 void gsp_get_stats(const struct gsp *g, struct gsp_stats *out);
+/* RPCs in flight (reserved, sent or being answered) on the lane of function @gfid. */
+unsigned int gsp_inflight(const struct gsp *g, unsigned int gfid);
 /* pid of the running GSP process. */
 int gsp_pid(const struct gsp *g);
 /* Nanoseconds since the GSP's last heartbeat. */
@@ -111,8 +115,9 @@ uint64_t gsp_heartbeat_age_ns(const struct gsp *g);
 enum gsp_class gsp_fn_class(uint32_t function);
 
 /* ---- the GSP program's side (vgpu-gsp; also usable in-process for debugging) ---- */
-/* Serve the queues in memfd @qfd and program privileged region @priv_fd (-1: none) until
- * the parent @ppid dies or the process is killed. Returns an exit status. */
-int gsp_server_run(int qfd, int priv_fd, int ppid);
+/* Serve the queues in memfd @qfd and program privileged region @priv_fd (-1: none),
+ * kicking the device's eventfd @kick_fd (-1: none) after each write, until the parent
+ * @ppid dies or the process is killed. Returns an exit status. */
+int gsp_server_run(int qfd, int priv_fd, int kick_fd, int ppid);
 
 #endif

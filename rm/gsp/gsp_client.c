@@ -157,25 +157,35 @@ static int gsp_spawn_locked(struct gsp *g)
 {
 	posix_spawn_file_actions_t fa;
 	char ppid[24];
-	char *argv[] = { g->path, "--queues", "3", "--priv", "4", "--ppid", ppid, NULL };
-	int qd, pd = -1, ret;
+	char *argv[10] = { g->path, "--ppid", ppid, "--queues", "3" };
+	int qd, pd = -1, kd = -1, n = 5, ret;
 	pid_t pid;
 
 	snprintf(ppid, sizeof(ppid), "%d", (int)getpid());
-	if (g->cfg.priv_fd < 0)
-		argv[3] = NULL;
-	/* Copies far above 4 first, so neither dup2 below clobbers the other's source. */
+	/* Copies far above 5 first, so no dup2 below clobbers another's source. */
 	qd = fcntl(g->qfd, F_DUPFD_CLOEXEC, 200);
 	if (g->cfg.priv_fd >= 0)
 		pd = fcntl(g->cfg.priv_fd, F_DUPFD_CLOEXEC, 200);
-	if (qd < 0 || (g->cfg.priv_fd >= 0 && pd < 0)) {
+	if (g->cfg.priv_fd >= 0 && g->cfg.kick_fd > 0)
+		kd = fcntl(g->cfg.kick_fd, F_DUPFD_CLOEXEC, 200);
+	if (qd < 0 || (g->cfg.priv_fd >= 0 && pd < 0) ||
+	    (g->cfg.priv_fd >= 0 && g->cfg.kick_fd > 0 && kd < 0)) {
 		ret = -errno;
 		goto close;
 	}
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, qd, 3);
-	if (pd >= 0)
+	if (pd >= 0) {
 		posix_spawn_file_actions_adddup2(&fa, pd, 4);
+		argv[n++] = "--priv";
+		argv[n++] = "4";
+	}
+	if (kd >= 0) {
+		posix_spawn_file_actions_adddup2(&fa, kd, 5);
+		argv[n++] = "--kick";
+		argv[n++] = "5";
+	}
+	argv[n] = NULL;
 	ret = -posix_spawn(&pid, g->path, &fa, NULL, argv, environ);
 	posix_spawn_file_actions_destroy(&fa);
 	if (!ret)
@@ -185,6 +195,8 @@ close:
 		close(qd);
 	if (pd >= 0)
 		close(pd);
+	if (kd >= 0)
+		close(kd);
 	return ret;
 }
 
@@ -934,6 +946,13 @@ void gsp_get_stats(const struct gsp *g, struct gsp_stats *out)
 	for (size_t i = 0; i < sizeof(*out) / sizeof(uint64_t); i++)
 		dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
 	out->events_dropped = __atomic_load_n(&g->gp->evt_dropped, __ATOMIC_RELAXED);
+}
+
+unsigned int gsp_inflight(const struct gsp *g, unsigned int gfid)
+{
+	if (gfid >= g->cfg.nr_fns)
+		return 0;
+	return atomic_load(&((struct gsp *)g)->lanes[gfid % g->l.nr_lanes].inflight);
 }
 
 int gsp_pid(const struct gsp *g)

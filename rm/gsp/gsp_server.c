@@ -613,7 +613,7 @@ static int srv_lanes_start(struct srv *s)
 	return 0;
 }
 
-int gsp_server_run(int qfd, int priv_fd, int ppid)
+int gsp_server_run(int qfd, int priv_fd, int kick_fd, int ppid)
 {
 	static struct srv s;	/* lives as long as the process */
 	int ret;
@@ -633,6 +633,8 @@ int gsp_server_run(int qfd, int priv_fd, int ppid)
 			vgpu_err("vgpu-gsp: privileged region: %s", vgpu_strerror(ret));
 			return 1;
 		}
+		if (kick_fd >= 0)
+			gpu_priv_set_kick_fd(s.priv, kick_fd);
 	}
 	if (s.priv && s.glob->wipe_hw)
 		srv_wipe(&s);

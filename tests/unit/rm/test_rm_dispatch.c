@@ -31,7 +31,7 @@ static int setup(void **state)
 
 	(void)state;
 	atomic_store(&resets_seen, 0);
-	c.gsp.deadline_ns[GSP_CLASS_FAST] = 100 * VGPU_NSEC_PER_MSEC;
+	c.gsp.deadline_ns[GSP_CLASS_FAST] = 300 * VGPU_NSEC_PER_MSEC;
 	return rm_fixture_up(&fx, &c);
 }
 

@@ -25,6 +25,7 @@ static inline int gsp_fixture_up(struct gsp_fixture *f, const struct gsp_config 
 	if (tweak)
 		f->cfg = *tweak;
 	f->cfg.priv_fd = gpu_priv_fd(f->gpu);
+	f->cfg.kick_fd = gpu_priv_kick_fd(f->gpu);
 	f->cfg.nr_fns = 4;
 	for (int c = 0; c < GSP_CLASS_NR; c++)
 		if (!f->cfg.deadline_ns[c])

@@ -55,7 +55,7 @@ static int setup_cfg(struct gsp_config *c)
 	atomic_store(&test_events, 0);
 	c->event_cb = on_event;
 	c->reset_cb = replay;
-	c->deadline_ns[GSP_CLASS_FAST] = c->deadline_ns[GSP_CLASS_FAST] ? : 100 * MS;
+	c->deadline_ns[GSP_CLASS_FAST] = c->deadline_ns[GSP_CLASS_FAST] ? : 300 * MS;
 	c->deadline_ns[GSP_CLASS_ALLOC] = 1000 * MS;
 	c->deadline_ns[GSP_CLASS_SLOW] = 2000 * MS;
 	c->slow_ns = 50 * MS;
@@ -180,10 +180,10 @@ static void test_late(void **state)
 	size_t got;
 
 	(void)state;
-	assert_int_equal(gsp_inject(fx.gsp, 0, VGPU_INJ_LATE, 1, 0, 250 * MS), 0);
+	assert_int_equal(gsp_inject(fx.gsp, 0, VGPU_INJ_LATE, 1, 0, 700 * MS), 0);
 	assert_int_equal(gsp_call(fx.gsp, 1, VGPU_RPC_FN_NOP, NULL, 0, NULL, 0, NULL), -ETIMEDOUT);
 	assert_int_equal(gsp_call_deadline(fx.gsp, 1, VGPU_RPC_FN_ECHO, &v, sizeof(v), &r, sizeof(r),
-					   &got, 1000 * MS), 0);
+					   &got, 2000 * MS), 0);
 	assert_int_equal(r, 0x1234);
 	assert_int_equal(stats().late_replies, 1);
 	assert_false(gsp_needs_reset(fx.gsp));
@@ -246,11 +246,11 @@ static void test_queue_full(void **state)
 
 	(void)state;
 	assert_int_equal(gsp_inject(fx.gsp, 2, VGPU_INJ_STALL, 1, 0, 500 * MS), 0);
-	/* 15 + 1 elements fill the 16-element lane; the pauses only order the senders. */
+	/* 15 + 1 elements of reply space fill the 16-element lane. */
 	pthread_create(&ta, NULL, bg_main, &a);
-	vgpu_sleep_ns(30 * MS);
 	pthread_create(&tb, NULL, bg_main, &b);
-	vgpu_sleep_ns(30 * MS);
+	while (gsp_inflight(fx.gsp, 1) < 2)
+		vgpu_sleep_ns(MS);
 	assert_int_equal(gsp_call(fx.gsp, 1, VGPU_RPC_FN_ECHO, buf, sizeof(buf), buf, sizeof(buf), NULL),
 			 -EAGAIN);
 	assert_int_equal(stats().queue_full, 1);
