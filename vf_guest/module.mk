@@ -4,4 +4,4 @@ MODULES += vf_guest
 vf_guest_DIR := vf_guest
 vf_guest_DEPS :=
 vf_guest_LDLIBS :=
-vf_guest_TSAN_TESTS :=
+vf_guest_TSAN_TESTS := test_vf_transport

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -55,7 +56,7 @@ struct host {
 	int to_host[VF_NR_VECTORS], to_guest[VF_NR_VECTORS];
 	struct vgpu_ring req, rsp, evt;
 	pthread_t thr;
-	volatile int stop;
+	atomic_int stop;
 	uint32_t requests;
 	uint32_t push_failed;	/* replies that did not fit: checked by the test thread */
 };
@@ -149,7 +150,8 @@ static void serve(struct host *h, const struct vf_msg *q)
 	case VF_MSG_GET_INFO: {
 		struct vf_msg_info mi = { .vf_id = h->c->info_vf ? h->c->info_vf : TEST_VF,
 					  .abi_version = VGPU_ABI_VERSION, .vram_size = VRAM_SIZE,
-					  .reset_count = hdr(h)->reset_count };
+					  .reset_count = __atomic_load_n(&hdr(h)->reset_count,
+									 __ATOMIC_ACQUIRE) };
 
 		r->length = sizeof(mi);
 		memcpy(r + 1, &mi, sizeof(mi));
@@ -194,7 +196,7 @@ static void *host_thread(void *arg)
 	for (int v = 0; v < VF_NR_VECTORS; v++)
 		if (!send_msg(h->conn, TEST_VF, h->to_guest[v]))
 			return NULL;
-	while (!h->stop) {
+	while (!atomic_load(&h->stop)) {
 		struct pollfd p = { .fd = h->to_host[VF_VEC_MBOX], .events = POLLIN };
 		const struct vf_msg *q;
 		int err;
@@ -248,7 +250,7 @@ static int host_teardown(void **state)
 {
 	struct host *h = *state;
 
-	h->stop = 1;
+	atomic_store(&h->stop, 1);
 	shutdown(h->lsock, SHUT_RDWR);
 	pthread_join(h->thr, NULL);
 	assert_int_equal(h->push_failed, 0);
@@ -398,11 +400,43 @@ static void test_reset(void **state)
 	vgpu_vf_close(vf);
 }
 
+/* Mailbox calls from several threads at once: serialised inside, each gets its own answer. */
+static void *ping_thread(void *arg)
+{
+	struct vgpu_vf *vf = arg;
+	uintptr_t bad = 0;
+
+	for (uint32_t i = 0; i < 200; i++) {
+		uint64_t v = (uint64_t)(uintptr_t)&i << 16 | i;
+
+		bad += vgpu_vf_ping(vf, &v, sizeof(v)) != 0;
+	}
+	return (void *)bad;
+}
+
+static void test_mbox_threads(void **state)
+{
+	struct host *h = *state;
+	pthread_t thr[4];
+	struct vgpu_vf *vf;
+	void *bad;
+
+	assert_int_equal(open_vf(h, &vf), 0);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(pthread_create(&thr[i], NULL, ping_thread, vf), 0);
+	for (int i = 0; i < 4; i++) {
+		assert_int_equal(pthread_join(thr[i], &bad), 0);
+		assert_null(bad);
+	}
+	assert_int_equal(vf->late_replies, 0);
+	vgpu_vf_close(vf);
+}
+
 #define HOST_TEST(fn, c) { (c)->name, fn, host_setup, host_teardown, (void *)(c) }
 
 int main(void)
 {
-	struct CMUnitTest t[VGPU_ARRAY_SIZE(attach_cases) + 6];
+	struct CMUnitTest t[VGPU_ARRAY_SIZE(attach_cases) + 7];
 	size_t n = 0;
 
 	for (size_t i = 0; i < VGPU_ARRAY_SIZE(attach_cases); i++)
@@ -415,6 +449,8 @@ int main(void)
 				      host_setup, host_teardown, (void *)&mbox_late };
 	t[n++] = (struct CMUnitTest){ "silent host: bounded wait", test_mbox_timeout,
 				      host_setup, host_teardown, (void *)&mbox_silent };
+	t[n++] = (struct CMUnitTest){ "4 threads calling at once", test_mbox_threads,
+				      host_setup, host_teardown, (void *)&mbox_normal };
 	t[n++] = (struct CMUnitTest){ "VF reset: detect, recover, report", test_reset,
 				      host_setup, host_teardown, (void *)&mbox_normal };
 	return _cmocka_run_group_tests("vf_transport", t, n, NULL, NULL);
