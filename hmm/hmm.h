@@ -80,6 +80,10 @@ int hmm_region_remove(struct hmm_mm *mm, void *addr);
  * of a long-term GUP). Returns the number of pages brought back or -errno. */
 long hmm_mm_make_resident(struct hmm_mm *mm, void *addr, size_t len);
 
+/* Unmap, remap and fork events are read by the handler thread: the thread that caused
+ * one resumes when it has been read, not handled. Wait until those read are handled. */
+void hmm_mm_sync_events(struct hmm_mm *mm);
+
 /* Userfaultfd facts of this machine, for tests deciding what to skip. */
 struct hmm_uffd_caps {
 	bool available;			/* userfaultfd(2) works for this process */

@@ -11,7 +11,7 @@
 #include "common/lock.h"
 #include "hmm/hmm.h"
 
-#define HMM_MAX_MMS		4
+#define HMM_MAX_MMS		16
 #define HMM_MAX_REGIONS		64
 #define HMM_MAX_DEVMEMS		32
 #define HMM_MAX_NOTIFIERS	64
@@ -65,6 +65,7 @@ struct hmm_mm {
 	int stop_fd;			/* eventfd that stops the handler thread */
 	pthread_t thread;
 	bool thread_started;
+	atomic_bool monitor_busy;	/* between reading uffd messages and handling them */
 	struct vgpu_mutex lock;		/* protects regions (add/remove) and notifier slots */
 	/* notifiers: readers walk the slots lock-free, counted in @walkers */
 	struct hmm_interval_notifier *_Atomic subs[HMM_MAX_NOTIFIERS];
@@ -142,6 +143,9 @@ static inline uint64_t hmm_mm_now(struct hmm_mm *mm)
 {
 	return mm->opts.clock_ns ? mm->opts.clock_ns() : vgpu_now_ns();
 }
+
+/* True while a monitor thread handles userfaultfd messages it has read. Signal safe. */
+bool hmm_events_pending(void);
 
 /* Thread yield usable in signal context. */
 void hmm_relax(unsigned int *spins);

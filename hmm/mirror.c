@@ -288,6 +288,28 @@ static int block_map(struct hmm_mirror *m, struct block_work *bw, unsigned int l
 	}
 }
 
+/* Prefetch only what a fault there could map: pages of readable, ordinary VMAs. */
+static void prefetch_clip(struct hmm_mirror *m, struct block_work *bw)
+{
+	uint64_t keep[HMM_BLOCK_WORDS] = { 0 };
+	uintptr_t end = bw->block + HMM_BLOCK_SIZE;
+
+	for (uintptr_t a = bw->block; a < end;) {
+		struct hmm_vma v;
+
+		if (hmm_vma_find(m->mm, a, &v) || v.start >= end)
+			break;
+		uintptr_t s = vgpu_max(v.start, bw->block), e = vgpu_min(v.end, end);
+
+		if (v.read && !v.special)
+			vgpu_bitmap_set(keep, (s - bw->block) >> HMM_PAGE_SHIFT,
+					(e - s) >> HMM_PAGE_SHIFT);
+		a = e;
+	}
+	for (unsigned int w = 0; w < HMM_BLOCK_WORDS; w++)
+		bw->prefetch[w] &= keep[w];
+}
+
 /* Service one block; per-fault errors go to @status through @refs. */
 static void block_service(struct hmm_mirror *m, struct block_work *bw,
 			  const struct fault_ref *refs, size_t nrefs, int *status)
@@ -306,8 +328,11 @@ static void block_service(struct hmm_mirror *m, struct block_work *bw,
 	vgpu_mutex_unlock(&m->update);
 	for (unsigned int w = 0; w < HMM_BLOCK_WORDS; w++)
 		bw->faulted[w] &= ~bw->skip[w];
-	m->stats.prefetched += hmm_prefetch_compute(&m->opts.prefetch, resident, bw->faulted,
-						    bw->pinned, bw->prefetch);
+	if (hmm_prefetch_compute(&m->opts.prefetch, resident, bw->faulted, bw->pinned,
+				 bw->prefetch)) {
+		prefetch_clip(m, bw);
+		m->stats.prefetched += vgpu_bitmap_weight(bw->prefetch, 0, HMM_BLOCK_PAGES);
+	}
 	for (unsigned int w = 0; w < HMM_BLOCK_WORDS; w++)
 		want[w] = bw->faulted[w] | bw->prefetch[w];
 	for (unsigned int pg = 0; pg < HMM_BLOCK_PAGES; pg++) {

@@ -385,8 +385,8 @@ void hmm_mm_get_stats(struct hmm_mm *mm, struct hmm_mm_stats *st)
 
 void hmm_uffd_event_unmap(struct hmm_mm *mm, uintptr_t start, uintptr_t end)
 {
-	atomic_fetch_add(&mm->c_unmap, 1);
 	hmm_mm_notify(mm, HMM_EVENT_UNMAP, start, end);
+	atomic_fetch_add(&mm->c_unmap, 1);
 }
 
 /* Region that covers all of [start, end), a new one over it if none overlaps, or NULL. */
@@ -451,6 +451,25 @@ void hmm_uffd_event_fork(struct hmm_mm *mm)
 
 	atomic_fetch_add(&mm->c_fork, 1);
 	hmm_notify_invalidate(mm, &r);
+}
+
+bool hmm_events_pending(void)
+{
+	for (unsigned int i = 0; i < HMM_MAX_MMS; i++) {
+		struct hmm_mm *mm = atomic_load(&mms[i]);
+
+		if (mm && atomic_load(&mm->monitor_busy))
+			return true;
+	}
+	return false;
+}
+
+void hmm_mm_sync_events(struct hmm_mm *mm)
+{
+	unsigned int spins = 0;
+
+	while (atomic_load(&mm->monitor_busy))
+		hmm_relax(&spins);
 }
 
 /* ---- fork ----------------------------------------------------------------------------- */

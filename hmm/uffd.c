@@ -223,6 +223,11 @@ static void hmm_sigbus(int sig, siginfo_t *si, void *uc)
 		return;
 	}
 	atomic_fetch_sub(&hmm_handlers_inflight, 1);
+	/* an address an mremap just moved: its region appears once the event is handled */
+	if (!r && si->si_code == BUS_ADRERR && hmm_events_pending()) {
+		errno = saved_errno;
+		return;		/* retry the access */
+	}
 	errno = saved_errno;
 	sigbus_chain(sig, si, uc);
 }
@@ -312,9 +317,13 @@ static void *uffd_thread(void *arg)
 		}
 		if (pfd[1].revents)
 			break;
+		/* Busy from before the read: the thread that caused an event resumes once it
+		 * is read, and must find it handled or being handled (hmm_mm_sync_events). */
+		atomic_store(&mm->monitor_busy, true);
 		ssize_t n = read(mm->uffd, msgs, sizeof(msgs));
 
 		if (n < 0) {
+			atomic_store(&mm->monitor_busy, false);
 			if (errno == EAGAIN || errno == EINTR)
 				continue;
 			vgpu_err("hmm: uffd read: %s", strerror(errno));
@@ -322,6 +331,7 @@ static void *uffd_thread(void *arg)
 		}
 		for (size_t i = 0; i < (size_t)n / sizeof(msgs[0]); i++)
 			uffd_dispatch(mm, &msgs[i]);
+		atomic_store(&mm->monitor_busy, false);
 	}
 	return NULL;
 }

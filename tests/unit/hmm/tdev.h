@@ -79,19 +79,22 @@ static inline struct tdev_pte *tdev_pte(struct tdev *d, uintptr_t va, bool creat
 	return &d->pt[s];
 }
 
-/* Remove [start, end) by rehashing what stays (tests are small). */
+/* Invalidate [start, end): entries stay in the table with pfn 0 (= missing). */
 static inline void tdev_pt_clear(struct tdev *d, uintptr_t start, uintptr_t end)
 {
-	struct tdev_pte *old = d->pt;
-	size_t cap = d->pt_cap;
+	if ((end - start) / PG < d->pt_cap / 4) {
+		for (uintptr_t a = start; a < end; a += PG) {
+			struct tdev_pte *e = tdev_pte(d, a, false);
 
-	d->pt = calloc(cap, sizeof(*old));
-	VGPU_ASSERT(d->pt);
-	for (size_t i = 0; i < cap; i++) {
-		if (old[i].va && (old[i].va < start || old[i].va >= end))
-			*tdev_pte(d, old[i].va, true) = old[i];
+			if (e)
+				e->pfn = 0;
+		}
+		return;
 	}
-	free(old);
+	for (size_t i = 0; i < d->pt_cap; i++) {
+		if (d->pt[i].va >= start && d->pt[i].va < end)
+			d->pt[i].pfn = 0;
+	}
 }
 
 static inline void tdev_invalidate(struct hmm_mirror *m, const struct hmm_notify_range *r)
@@ -131,7 +134,7 @@ static inline struct tdev *tdev_new(struct hmm_mm *mm, uint64_t vram_bytes,
 	assert_non_null(d);
 	desc.owner = d;
 	d->mm = mm;
-	d->pt_cap = 1 << 17;
+	d->pt_cap = 1 << 16;
 	d->pt = calloc(d->pt_cap, sizeof(*d->pt));
 	assert_non_null(d->pt);
 	assert_int_equal(hmm_devmem_create(&desc, &d->dm), 0);
@@ -155,7 +158,7 @@ static inline int tdev_access(struct tdev *d, uintptr_t va, void *buf, bool writ
 	struct tdev_pte *e = tdev_pte(d, va, false);
 	void *p;
 
-	if (!e || (write && !(e->pfn & HMM_PFN_WRITE)))
+	if (!e || !e->pfn || (write && !(e->pfn & HMM_PFN_WRITE)))
 		return 1;
 	if (e->pfn & HMM_PFN_DEVICE)
 		p = hmm_devmem_page_ptr(d->dm, e->pfn & HMM_PFN_VALUE_MASK);
@@ -209,7 +212,7 @@ static inline int tdev_rw(struct tdev *d, void *addr, size_t npages, void *buf, 
 		for (size_t i = *cpages + 1; miss && i < npages; i++) {
 			struct tdev_pte *e = tdev_pte(d, start + i * PG, false);
 
-			if (!e || (write && !(e->pfn & HMM_PFN_WRITE)))
+			if (!e || !e->pfn || (write && !(e->pfn & HMM_PFN_WRITE)))
 				f[miss++] = (struct hmm_dev_fault){ start + i * PG, write };
 		}
 		vgpu_mutex_unlock(&d->mirror.update);
@@ -256,6 +259,11 @@ static inline int tdev_migrate(struct tdev *d, void *addr, size_t npages, void *
 	ret = hmm_migrate_to_device(d->mm, d->dm, addr, npages * PG, res);
 	if (ret)
 		return ret;
+	/* our own MIGRATE event is filtered out: like dmirror, the migrating device drops
+	 * its stale entries for the old system pages itself */
+	vgpu_mutex_lock(&d->mirror.update);
+	tdev_pt_clear(d, (uintptr_t)addr, (uintptr_t)addr + npages * PG);
+	vgpu_mutex_unlock(&d->mirror.update);
 	if (buf) {
 		ret = tdev_read(d, addr, npages, buf, &cpages);
 		if (ret)

@@ -141,7 +141,7 @@ static int child_device_write(char *buf)
 	struct hmm_devmem_desc desc = { .owner = d, .size = 8 * M2 };
 
 	d->mm = mm;
-	d->pt_cap = 1 << 17;
+	d->pt_cap = 1 << 16;
 	d->pt = calloc(d->pt_cap, sizeof(*d->pt));
 	if (hmm_devmem_create(&desc, &d->dm) ||
 	    hmm_mirror_init(&d->mirror, mm, d->dm, &tdev_ops, NULL))
