@@ -91,6 +91,15 @@ int rm_vf_disable(struct rm *rm, unsigned int fn);
 /* Phase 2: free at most @budget objects of disabled clients; -EINPROGRESS if more remain. */
 int rm_vf_free_disabled(struct rm *rm, unsigned int fn, unsigned int budget);
 
+/* ---- scheduler (recorded, replayed after a device reset) ---- */
+/* Device-wide policy (enum gpu_sched_policy values 2..4) and slice (0: default). */
+int rm_sched_set(struct rm *rm, uint32_t policy, uint64_t quantum_ns);
+/* Per-function settings: @enabled takes part in time-slicing, @quantum_ns its best-effort
+ * slice, @preempt_timeout_ns, @weight per mille (fixed share). -EINVAL from the hardware
+ * if the weights would pass 1000. */
+int rm_fn_sched_set(struct rm *rm, unsigned int fn, bool enabled, uint64_t quantum_ns,
+		    uint64_t preempt_timeout_ns, uint64_t weight);
+
 /* ---- RM calls as function @fn ---- */
 /* New client of @fn; its handle in *@h_client. -ENOSPC when the range is full. */
 int rm_client_alloc(struct rm *rm, unsigned int fn, uint32_t *h_client);

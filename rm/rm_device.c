@@ -121,8 +121,50 @@ void rm_chan_release(struct rm *rm, unsigned int fn, uint32_t chid)
 	chan_unreserve(rm, fn, chid);
 }
 
+/* ---- scheduler ---- */
+int rm_sched_set(struct rm *rm, uint32_t policy, uint64_t quantum_ns)
+{
+	struct vgpu_rpc_sched s = { .policy = policy, .quantum_ns = quantum_ns };
+	int ret;
+
+	if (!rm || policy < GPU_SCHED_BEST_EFFORT || policy > GPU_SCHED_FIXED_SHARE)
+		return -EINVAL;
+	rm_rcu_enter();
+	ret = rpc(rm, 0, VGPU_RPC_FN_SCHED_SET, &s, sizeof(s));
+	if (ret)
+		return ret;
+	rm_dev_lock(rm);
+	rm->sched = s;
+	rm->sched_set = true;
+	rm_dev_unlock(rm);
+	return 0;
+}
+
+int rm_fn_sched_set(struct rm *rm, unsigned int fn, bool enabled, uint64_t quantum_ns,
+		    uint64_t preempt_timeout_ns, uint64_t weight)
+{
+	struct vgpu_rpc_sched_fn s = { .fn = fn, .enabled = enabled, .quantum_ns = quantum_ns,
+		.preempt_timeout_ns = preempt_timeout_ns, .weight = weight };
+	int ret;
+
+	if (!rm || fn >= rm->nr_fns || weight > 1000)
+		return -EINVAL;
+	rm_rcu_enter();
+	ret = rpc(rm, 0, VGPU_RPC_FN_SCHED_FN_SET, &s, sizeof(s));
+	if (ret)
+		return ret;
+	rm_dev_lock(rm);
+	rm->fns[fn].sched = s;
+	rm->fns[fn].sched_set = true;
+	rm_dev_unlock(rm);
+	return 0;
+}
+
 /* ---- device reset: replay the hardware state from the records ---- */
 struct replay_snap {
+	bool sched_set, fn_sched_set[RM_MAX_FNS];
+	struct vgpu_rpc_sched sched;
+	struct vgpu_rpc_sched_fn fn_sched[RM_MAX_FNS];
 	bool active[RM_MAX_FNS];
 	uint64_t base[RM_MAX_FNS], size[RM_MAX_FNS];
 	struct rm_chan_rec chans[RM_MAX_FNS][64];
@@ -138,7 +180,11 @@ static int rm_replay(void *ctx, struct gsp *g)
 	if (!s)
 		return -ENOMEM;
 	rm_dev_lock(rm);
+	s->sched_set = rm->sched_set;
+	s->sched = rm->sched;
 	for (unsigned int fn = 0; fn < rm->nr_fns; fn++) {
+		s->fn_sched_set[fn] = rm->fns[fn].sched_set;
+		s->fn_sched[fn] = rm->fns[fn].sched;
 		s->active[fn] = rm->fns[fn].active && fn;
 		s->base[fn] = rm->fns[fn].base;
 		s->size[fn] = rm->fns[fn].size;
@@ -146,7 +192,14 @@ static int rm_replay(void *ctx, struct gsp *g)
 		memcpy(s->runlist[fn], rm->fns[fn].runlist, sizeof(s->runlist[fn]));
 	}
 	rm_dev_unlock(rm);
+	if (s->sched_set)
+		ret = gsp_call(g, 0, VGPU_RPC_FN_SCHED_SET, &s->sched, sizeof(s->sched), NULL, 0, NULL);
 	for (unsigned int fn = 0; fn < rm->nr_fns; fn++) {
+		if (s->fn_sched_set[fn]) {
+			r = gsp_call(g, 0, VGPU_RPC_FN_SCHED_FN_SET, &s->fn_sched[fn],
+				     sizeof(s->fn_sched[fn]), NULL, 0, NULL);
+			ret = ret ? ret : r;
+		}
 		if (s->active[fn]) {
 			struct vgpu_rpc_partition pt = { .fn = fn, .base = s->base[fn], .size = s->size[fn] };
 			r = gsp_call(g, 0, VGPU_RPC_FN_PARTITION_SET, &pt, sizeof(pt), NULL, 0, NULL);

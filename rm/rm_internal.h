@@ -123,6 +123,8 @@ struct rm_fn {
 	size_t sys_chunks;
 	struct rm_chan_rec chans[64];
 	uint64_t runlist[4];
+	bool sched_set;			/* sched holds what the GSP was told */
+	struct vgpu_rpc_sched_fn sched;
 	_Atomic uint64_t nr_objects;	/* clients + objects: the leak check */
 };
 
@@ -136,6 +138,8 @@ struct rm {
 	struct cds_lfht *clients;	/* handle -> rm_client, lock-free lookup */
 	struct cds_lfht *objects;	/* (client, handle) -> rm_res */
 	struct rm_fn fns[RM_MAX_FNS];
+	bool sched_set;			/* under dev_lock: the device-wide policy record */
+	struct vgpu_rpc_sched sched;
 	_Atomic uint64_t gsp_resets;
 };
 

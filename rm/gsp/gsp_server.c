@@ -560,12 +560,17 @@ static void *srv_lane_main(void *arg)
 }
 
 /* ---- setup ---- */
-/* A device reset loses what the hardware held: every channel, runlist and partition. */
+/* A device reset loses what the hardware held: every channel, runlist and partition, and
+ * the scheduler goes back to its reset state (best effort, every function enabled). */
 static void srv_wipe(struct srv *s)
 {
+	struct gpu_priv_sched_fn def = { .enabled = 1 };
+
+	gpu_priv_sched_set(s->priv, GPU_SCHED_BEST_EFFORT, 0, 0);
 	for (unsigned int fn = 0; fn < s->glob->nr_fns; fn++) {
 		srv_vf_reset(s, fn);
 		gpu_priv_partition_set(s->priv, fn, 0, 0);
+		gpu_priv_sched_fn_set(s->priv, fn, &def);
 	}
 }
 

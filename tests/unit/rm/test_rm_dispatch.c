@@ -269,10 +269,21 @@ static void test_gsp_crash(void **state)
 
 	(void)state;
 	build_state(&hc, &cp);
+	assert_int_equal(rm_sched_set(fx.rm, GPU_SCHED_FIXED_SHARE, 3000000), 0);
+	assert_int_equal(rm_fn_sched_set(fx.rm, 1, true, 0, 0, 400), 0);
+	assert_int_equal(rm_fn_sched_set(fx.rm, 2, true, 0, 0, 700), -EINVAL);	/* 1100 per mille */
+	assert_int_equal(rm_sched_set(fx.rm, 9, 0), -EINVAL);
 	before = rm_object_count(fx.rm, 1);
 	assert_int_equal(gsp_call(rm_gsp(fx.rm), 0, VGPU_RPC_FN_INJECT, &in, sizeof(in), NULL, 0, NULL), -EIO);
 	assert_int_equal(wait_working(), 0);
 	check_replayed(&cp);
+	{
+		const struct gpu_priv_shared *sh = gpu_priv_shared(gpu_priv_get(fx.gpu));
+		assert_int_equal(sh->sched_policy, GPU_SCHED_FIXED_SHARE);
+		assert_int_equal(sh->sched_quantum_ns, 3000000);
+		assert_int_equal(sh->fns[1].sched.weight, 400);
+		assert_int_equal(sh->fns[1].sched.enabled, 1);
+	}
 	assert_int_equal(rm_object_count(fx.rm, 1), before);
 	assert_int_equal(rm_client_free(fx.rm, 1, hc), 0);
 }
