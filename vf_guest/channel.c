@@ -66,26 +66,46 @@ static void ch_place(struct vgpu_channel *ch, uint8_t *base, uint64_t va, uint64
 	ch->sem_va = ch->pb_va + ch->pb_size + CH_SEM_OFF;
 }
 
-/* VRAM of channels freed within the grace period (see vf_dma_free_deferred()). */
+/* VRAM of channels freed within the grace period (see vf_dma_free_deferred()): the expired
+ * entries (all if @all) are taken out under the lock and freed after it, so two threads never
+ * free one entry. */
 static void ch_vram_reclaim(struct vgpu_vf *vf, bool all)
 {
+	struct vgpu_mem *done[VF_DMA_QUARANTINE];
 	uint64_t now = vgpu_now_ns();
-	uint32_t j = 0;
+	uint32_t j = 0, n = 0;
 
 	pthread_mutex_lock(&vf->obj_lock);
 	for (uint32_t i = 0; i < vf->nr_vq; i++) {
-		if (all || now - vf->vq[i].since_ns >= VF_DMA_GRACE_NS) {
-			struct vgpu_mem *m = vf->vq[i].mem;
-
-			pthread_mutex_unlock(&vf->obj_lock);
-			vgpu_mem_free(m);
-			pthread_mutex_lock(&vf->obj_lock);
-		} else {
+		if (all || now - vf->vq[i].since_ns >= VF_DMA_GRACE_NS)
+			done[n++] = vf->vq[i].mem;
+		else
 			vf->vq[j++] = vf->vq[i];
-		}
 	}
 	vf->nr_vq = j;
 	pthread_mutex_unlock(&vf->obj_lock);
+	for (uint32_t i = 0; i < n; i++)
+		vgpu_mem_free(done[i]);
+}
+
+/* Park @m; if the list is full, the oldest half is freed at once. */
+static void ch_vram_quarantine(struct vgpu_vf *vf, struct vgpu_mem *m)
+{
+	struct vgpu_mem *done[VF_DMA_QUARANTINE];
+	uint32_t n = 0;
+
+	pthread_mutex_lock(&vf->obj_lock);
+	if (vf->nr_vq == VF_DMA_QUARANTINE) {
+		n = VF_DMA_QUARANTINE / 2;
+		for (uint32_t i = 0; i < n; i++)
+			done[i] = vf->vq[i].mem;
+		memmove(vf->vq, vf->vq + n, (vf->nr_vq - n) * sizeof(vf->vq[0]));
+		vf->nr_vq -= n;
+	}
+	vf->vq[vf->nr_vq++] = (struct vf_vram_quarantined){ m, vgpu_now_ns() };
+	pthread_mutex_unlock(&vf->obj_lock);
+	for (uint32_t i = 0; i < n; i++)
+		vgpu_mem_free(done[i]);
 }
 
 void vf_channel_quarantine_flush(struct vgpu_vf *vf)
@@ -137,11 +157,7 @@ static void ch_put_memory(struct vgpu_channel *ch)
 		return;
 	}
 	vgpu_va_unmap(ch->as, ch->mem_va, vgpu_mem_size(ch->mem));
-	if (vf->nr_vq == VF_DMA_QUARANTINE)
-		ch_vram_reclaim(vf, true);
-	pthread_mutex_lock(&vf->obj_lock);
-	vf->vq[vf->nr_vq++] = (struct vf_vram_quarantined){ ch->mem, vgpu_now_ns() };
-	pthread_mutex_unlock(&vf->obj_lock);
+	ch_vram_quarantine(vf, ch->mem);
 }
 
 int vgpu_channel_create(struct vgpu_vf *vf, struct vgpu_vaspace *as,

@@ -4,6 +4,7 @@
  * what the host does not offer is reported as "# SKIP" with the reason, never as a pass.
  * GPU results are checked against a CPU reference computed here. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -482,6 +483,62 @@ static int t_64_channels(struct vft *t)
 	return 0;
 }
 
+/* Four threads, each with its own channel and buffer in the shared address space. */
+struct thr_arg {
+	struct vft *t;
+	uint64_t va;
+	int ret;
+};
+
+static void *thr_work(void *p)
+{
+	struct thr_arg *a = p;
+	struct vgpu_channel *ch = NULL;
+	struct vgpu_mem *m = NULL;
+	struct vgpu_fence f;
+	struct vgpu_pb pb;
+	uint32_t dw[32], *cpu;
+
+	a->ret = vgpu_channel_create(a->t->vf, a->t->as, NULL, &ch);
+	if (!a->ret)
+		a->ret = vgpu_mem_alloc(a->t->vf, VGPU_MEM_VRAM, 2 << 20, VGPU_GMMU_PAGE_2M, &m);
+	if (!a->ret)
+		a->ret = vgpu_va_map(a->t->as, a->va, m, 0, 2 << 20, VGPU_GMMU_PAGE_2M, 0);
+	for (uint32_t r = 0; !a->ret && r < 20; r++) {
+		vgpu_pb_init(&pb, dw, 32);
+		vgpu_pb_fill(&pb, a->va, 2 << 20, (uint32_t)a->va ^ r);
+		a->ret = vgpu_submit(ch, pb.dw, pb.len, &f);
+		if (!a->ret)
+			a->ret = vgpu_fence_wait(&f, 0);
+		cpu = a->ret ? NULL : vgpu_mem_cpu(m);
+		if (cpu && (cpu[0] != ((uint32_t)a->va ^ r) || cpu[(1 << 19) - 1] != ((uint32_t)a->va ^ r)))
+			a->ret = -EBADMSG;
+	}
+	if (m) {
+		vgpu_va_unmap(a->t->as, a->va, 2 << 20);
+		vgpu_mem_free(m);
+	}
+	vgpu_channel_destroy(ch);
+	return NULL;
+}
+
+static int t_threads(struct vft *t)
+{
+	struct thr_arg a[4];
+	pthread_t thr[4];
+
+	for (int i = 0; i < 4; i++) {
+		a[i] = (struct thr_arg){ .t = t, .va = va_get(t, 2 << 20) };
+		CHECK_RET(t, pthread_create(&thr[i], NULL, thr_work, &a[i]), 0);
+	}
+	for (int i = 0; i < 4; i++)
+		pthread_join(thr[i], NULL);
+	for (int i = 0; i < 4; i++)
+		CHECK(t, a[i].ret == 0, "thread %d: %d (%s)", i, a[i].ret, vgpu_vf_strerror(a[i].ret));
+	/* The VAs are reused by no one: flush so no later case sees their translations. */
+	return tlb_flush(t, 0, 0);
+}
+
 /* ---- isolation: each attack must fail on its own channel, and the VF must keep working ---- */
 
 /* Run @pb on a fresh channel and expect the channel error @want; then prove the VF still works. */
@@ -661,6 +718,7 @@ static const struct vft_case {
 	{ "REDUCE_ADD_U32 and AXPY_F32 vs CPU", t_compute, NEED_RM | NEED_GPU, true, false },
 	{ "semaphore across channels", t_sem_across, NEED_RM | NEED_GPU, true, false },
 	{ "64 channels submitting at once", t_64_channels, NEED_RM | NEED_GPU, true, false },
+	{ "4 threads, a channel each", t_threads, NEED_RM | NEED_GPU, true, false },
 	{ "attack: PTE past the slice", t_pte_past_slice, NEED_RM | NEED_GPU, true, false },
 	{ "attack: IOVA outside the domain", t_iova_outside, NEED_RM | NEED_GPU, true, false },
 	{ "attack: GP entry outside the DMA memory", t_gp_outside, NEED_RM | NEED_GPU, true, false },
