@@ -102,6 +102,25 @@ int rm_chan_enable(struct rm *rm, unsigned int fn, uint32_t chid, bool on)
 	return ret ? ret : runlist_update(rm, fn, chid, true);
 }
 
+int rm_chan_bind_vaspace(struct rm *rm, unsigned int fn, uint32_t chid, uint64_t pdb)
+{
+	struct vgpu_rpc_chan ch = { .fn = fn, .chid = chid, .pdb = pdb };
+	int ret;
+
+	rm_dev_lock(rm);
+	ret = rm->fns[fn].chans[chid].enabled ? -EBUSY : 0;
+	rm_dev_unlock(rm);
+	if (ret)
+		return ret;
+	ret = rpc(rm, fn, VGPU_RPC_FN_VASPACE_BIND, &ch, sizeof(ch));
+	if (ret)
+		return ret;
+	rm_dev_lock(rm);
+	rm->fns[fn].chans[chid].cfg.pdb = pdb;
+	rm_dev_unlock(rm);
+	return 0;
+}
+
 void rm_chan_release(struct rm *rm, unsigned int fn, uint32_t chid)
 {
 	struct vgpu_rpc_chan ch = { .fn = fn, .chid = chid };

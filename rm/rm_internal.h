@@ -181,6 +181,7 @@ void rm_mem_get(struct rm *rm, struct rm_mem *m);
 /* ---- rm_device.c ---- */
 int rm_chan_program(struct rm *rm, unsigned int fn, const struct vgpu_rpc_chan *cfg);
 int rm_chan_enable(struct rm *rm, unsigned int fn, uint32_t chid, bool on);
+int rm_chan_bind_vaspace(struct rm *rm, unsigned int fn, uint32_t chid, uint64_t pdb);
 void rm_chan_release(struct rm *rm, unsigned int fn, uint32_t chid);
 int rm_chan_reserve(struct rm *rm, unsigned int fn, uint32_t runlist, uint32_t *chid);
 

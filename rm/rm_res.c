@@ -440,6 +440,26 @@ static int control_locked(struct rm_client *c, struct rm_res *r, uint32_t cmd, v
 		*len = 0;
 		return rm_chan_enable(rm, c->fn, r->u.chan.chid,
 				      ((struct vgpu_rm_enable_params *)params)->enable != 0);
+	case VGPU_RM_CTRL_CHANNEL_BIND_VASPACE: {
+		const struct vgpu_rm_bind_params *b = params;
+		struct rm_res *vas;
+		if (r->h_class != VGPU_RM_CLASS_CHANNEL_GPFIFO || in != sizeof(*b) || b->reserved)
+			return -EINVAL;
+		vas = rm_res_lookup(c, b->h_vaspace);
+		if (!vas)
+			return -ENOENT;
+		if (vas->h_class != VGPU_RM_CLASS_VASPACE)
+			return -EINVAL;
+		*len = 0;
+		ret = rm_chan_bind_vaspace(rm, c->fn, r->u.chan.chid, vas->u.vas.pdb);
+		if (ret)
+			return ret;
+		/* The channel now depends on the new VA space: freeing it frees the channel. */
+		rm_list_del(&r->dep_link);
+		r->depends_on = vas;
+		rm_list_add(&vas->dependants, &r->dep_link);
+		return 0;
+	}
 	case VGPU_RM_CTRL_CHANNEL_RESET:
 		if (r->h_class != VGPU_RM_CLASS_CHANNEL_GPFIFO || in)
 			return -EINVAL;

@@ -167,6 +167,7 @@ enum vgpu_rm_ctrl {
 	VGPU_RM_CTRL_FAULT_REPLAY = 0x20800104,	/* SUBDEVICE: resume channels stalled on faults */
 	VGPU_RM_CTRL_CHANNEL_ENABLE = 0xc36f0101,	/* CHANNEL: vgpu_rm_enable_params */
 	VGPU_RM_CTRL_CHANNEL_RESET = 0xc36f0102,	/* CHANNEL: disable, re-program, enable */
+	VGPU_RM_CTRL_CHANNEL_BIND_VASPACE = 0xc36f0103,	/* CHANNEL (disabled): vgpu_rm_bind_params */
 	VGPU_RM_CTRL_GET_WORK_SUBMIT_TOKEN = 0xc36f0108,	/* CHANNEL -> vgpu_rm_token_params */
 };
 
@@ -185,6 +186,10 @@ struct vgpu_rm_quota_info {
 
 struct vgpu_rm_enable_params {
 	uint32_t enable, reserved;
+};
+
+struct vgpu_rm_bind_params {
+	uint32_t h_vaspace, reserved;	/* a VASPACE of the same client */
 };
 
 struct vgpu_rm_token_params {

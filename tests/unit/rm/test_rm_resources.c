@@ -109,6 +109,29 @@ static void test_dependency_free(void **state)
 	assert_int_equal(rm_alloc(fx.rm, 2, hc, hd, &hv, VGPU_RM_CLASS_VASPACE, &vp, sizeof(vp)), 0);
 	assert_int_equal(rm_t_channel(fx.rm, 2, hc, hd, hv, &hch, &cp), 0);
 	assert_int_equal(rm_t_vidmem(fx.rm, 2, hc, hd, 2 << 20, &hm), 0);
+	/* rebind to a second VA space: the dependency moves with it */
+	{
+		struct vgpu_rm_vaspace_params vp2 = { .pdb = 0x40000 };
+		struct vgpu_rm_bind_params b = { 0 };
+		struct vgpu_rm_enable_params en = { .enable = 1 };
+		uint32_t hv2 = 0;
+		size_t l;
+
+		assert_int_equal(rm_alloc(fx.rm, 2, hc, hd, &hv2, VGPU_RM_CLASS_VASPACE, &vp2, sizeof(vp2)), 0);
+		b.h_vaspace = hv2;
+		l = sizeof(b);
+		assert_int_equal(rm_control(fx.rm, 2, hc, hch, VGPU_RM_CTRL_CHANNEL_BIND_VASPACE, &b, &l, sizeof(b)), 0);
+		assert_int_equal(sh->fns[2].chans[cp.chid].pdb, 0x40000);
+		l = sizeof(en);
+		assert_int_equal(rm_control(fx.rm, 2, hc, hch, VGPU_RM_CTRL_CHANNEL_ENABLE, &en, &l, sizeof(en)), 0);
+		b.h_vaspace = hv;
+		l = sizeof(b);
+		assert_int_equal(rm_control(fx.rm, 2, hc, hch, VGPU_RM_CTRL_CHANNEL_BIND_VASPACE, &b, &l, sizeof(b)), -EBUSY);
+		assert_int_equal(rm_free(fx.rm, 2, hc, hv), 0);	/* the old one: channel stays */
+		l = 0;
+		assert_int_equal(rm_control(fx.rm, 2, hc, hch, VGPU_RM_CTRL_GET_WORK_SUBMIT_TOKEN, &tok, &l, sizeof(tok)), 0);
+		hv = hv2;
+	}
 	assert_int_equal(rm_free(fx.rm, 2, hc, hv), 0);
 	assert_int_equal(rm_control(fx.rm, 2, hc, hch, VGPU_RM_CTRL_GET_WORK_SUBMIT_TOKEN, &tok, &len,
 				    sizeof(tok)), -ENOENT);
