@@ -268,6 +268,13 @@ static int ep_greet(struct pf_slice *s, int c)
 	return r ? -EIO : 0;
 }
 
+/* Say no in a way every client notices: a version nobody speaks, then close. */
+static void ep_refuse(int c)
+{
+	send_msg(c, VF_EP_REFUSED, -1);
+	close(c);
+}
+
 static bool ep_peer_allowed(const struct pf_slice *s, uid_t uid)
 {
 	return uid == 0 || (s->owner_uid >= 0 && (uid_t)s->owner_uid == uid);
@@ -284,13 +291,13 @@ static void ep_accept(struct pf_slice *s)
 		return;
 	if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cr, &len) || !ep_peer_allowed(s, cr.uid)) {
 		vgpu_warn("VF %u: attach refused: uid %d is not the slice's owner", s->vf, (int)cr.uid);
-		close(c);
+		ep_refuse(c);
 		return;
 	}
 	if (ep->client_fd >= 0) {
 		vgpu_warn("VF %u: attach refused: a guest (uid %d) is already attached", s->vf,
 			  (int)ep->peer_uid);
-		close(c);
+		ep_refuse(c);
 		return;
 	}
 	if (ep_greet(s, c)) {

@@ -15,7 +15,9 @@
  * Nothing else follows (vgpud never announces other guests: a VF sees only its own
  * BAR2 and vgpud). A client never writes to the socket; closing it detaches. Only the
  * slice's owner (root or the slice's owner uid, by SO_PEERCRED) may attach, and only one
- * client at a time: a refused client sees the socket closed before message 1.
+ * client at a time: a refused client gets VF_EP_REFUSED in place of message 1 and the
+ * socket is closed (QEMU then fails the device with "server sent version -2"; merely
+ * closing would leave QEMU waiting).
  * Inside a VM the driver rings vector v by writing (0 << 16) | v to BAR0 + 0x0C.
  *
  * BAR2 LAYOUT. The size is a power of two (QEMU needs one). The VRAM aperture starts at
@@ -56,6 +58,7 @@
 #include <vgpu/version.h>
 
 #define VF_EP_PROTO_VERSION	0		/* ivshmem-server protocol revision */
+#define VF_EP_REFUSED		(-2)		/* sent instead of the version: refused */
 
 #define VF_BAR_MAGIC		0x3146564d55504756ull	/* "VGPUMVF1" little-endian */
 #define VF_BAR_HDR_SIZE		4096u

@@ -497,8 +497,8 @@ static __attribute__((unused)) int t_recv_msg(int sock, int64_t *val, int *fd)
 	return 0;
 }
 
-/* Attach to @path as @uid (0: as we are). 0 with @g filled, -1 if refused (socket
- * closed before the greeting), or fails the test on a protocol violation. */
+/* Attach to @path. 0 with @g filled, -1 if refused (VF_EP_REFUSED or the socket closed
+ * before the greeting), or fails the test on a protocol violation. */
 static __attribute__((unused)) int t_guest_attach(const char *path, struct tguest *g)
 {
 	struct stat sb;
@@ -509,7 +509,7 @@ static __attribute__((unused)) int t_guest_attach(const char *path, struct tgues
 	g->sock = t_connect(path);
 	if (g->sock < 0)
 		return -1;
-	if (t_recv_msg(g->sock, &v, &fd)) {
+	if (t_recv_msg(g->sock, &v, &fd) || v == VF_EP_REFUSED) {
 		close(g->sock);
 		return -1;
 	}

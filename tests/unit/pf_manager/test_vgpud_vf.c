@@ -106,7 +106,17 @@ static void test_attach_and_mailbox(void **state)
 	assert_int_equal(VGPU_RM_CLIENT_FN(rp.handle), 1);
 	assert_int_equal(rm_call_client(&g, 0xbad, &rp), 0);	/* bad magic: refused by the RM */
 	assert_true(rp.status < 0);
-	/* a second attach while one is active is refused */
+	/* a second attach while one is active is refused, explicitly */
+	{
+		int fd = t_connect(path), rfd;
+		int64_t v;
+
+		assert_true(fd >= 0);
+		assert_int_equal(t_recv_msg(fd, &v, &rfd), 0);
+		assert_int_equal(v, VF_EP_REFUSED);
+		assert_int_equal(rfd, -1);
+		close(fd);
+	}
 	assert_int_equal(t_guest_attach(path, &g2), -1);
 	/* stats count the calls */
 	assert_int_equal(T_CTL(d, "stats", "1", "--json"), 0);
@@ -350,6 +360,65 @@ static void test_valgrind_shutdown(void **state)
 	t_daemon_free(d);
 }
 
+static pid_t qemu_start(const char *sock)
+{
+	char chardev[320];
+	pid_t pid;
+
+	snprintf(chardev, sizeof(chardev), "socket,path=%s,id=vf", sock);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (!pid) {
+		int null = open("/dev/null", O_RDWR);
+
+		dup2(null, 0);
+		dup2(null, 1);
+		dup2(null, 2);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		/* -S: devices are realized (QEMU reads our greeting then) but no CPU runs. */
+		execlp("qemu-system-x86_64", "qemu-system-x86_64", "-S", "-accel", "tcg", "-M", "q35",
+		       "-m", "64", "-nographic", "-nodefaults", "-display", "none", "-monitor", "none",
+		       "-serial", "none", "-chardev", chardev, "-device",
+		       "ivshmem-doorbell,chardev=vf,vectors=2", (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+static bool attached(struct tdaemon *d, char *uuid)
+{
+	return !T_CTL(d, "list", "-u", uuid) && strstr(t_out.out, " attached");
+}
+
+/* QEMU's own ivshmem-doorbell device attaches to the endpoint exactly as our test guest
+ * does: it accepts the greeting and the BAR2 object during realize, and a second VM for
+ * the same VF is refused. */
+static void test_qemu_attach(void **state)
+{
+	struct tdaemon *d = *state;
+	char path[256];
+	pid_t q1, q2;
+	int st, i;
+
+	if (system("qemu-system-x86_64 --version >/dev/null 2>&1") != 0)
+		skip();		/* Debian package qemu-system-x86 */
+	vf_sock(d, 1, path, sizeof(path));
+	q1 = qemu_start(path);
+	for (i = 0; i < 300 && !attached(d, U1); i++)
+		usleep(20000);
+	assert_true(attached(d, U1));
+	usleep(300000);
+	assert_int_equal(waitpid(q1, &st, WNOHANG), 0);	/* realize went through */
+	q2 = qemu_start(path);
+	assert_int_equal(waitpid(q2, &st, 0), q2);		/* the second VM gives up */
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) != 0);
+	kill(q1, SIGTERM);
+	waitpid(q1, &st, 0);
+	for (i = 0; i < 300 && attached(d, U1); i++)
+		usleep(20000);
+	assert_false(attached(d, U1));
+}
+
 int main(void)
 {
 	const struct CMUnitTest t[] = {
@@ -359,6 +428,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_kill9_recovery, setup, t_teardown),
 		cmocka_unit_test_teardown(test_63_vfs_loop, t_teardown),
 		cmocka_unit_test_teardown(test_valgrind_shutdown, t_teardown),
+		cmocka_unit_test_setup_teardown(test_qemu_attach, setup, t_teardown),
 	};
 
 	return cmocka_run_group_tests_name("vgpud_vf", t, NULL, NULL);
