@@ -70,6 +70,90 @@ static int rm_call_client(struct tguest *g, uint64_t cookie, struct vgpu_rm_repl
 	return r;
 }
 
+/* RM_OP_ALLOC of @cls under @parent with @params (in/out); the reply's status. */
+static int rm_alloc_obj(struct tguest *g, uint32_t hc, uint32_t parent, uint32_t cls,
+			void *params, uint32_t plen, uint32_t *handle)
+{
+	uint8_t req[sizeof(struct vgpu_rm_alloc) + 256], rep[sizeof(struct vgpu_rm_reply) + 256];
+	struct vgpu_rm_alloc *a = (struct vgpu_rm_alloc *)req;
+	struct vgpu_rm_reply *rp = (struct vgpu_rm_reply *)rep;
+	uint32_t got = 0;
+
+	memset(req, 0, sizeof(req));
+	a->hdr = (struct vgpu_rm_msg){ .magic = (uint32_t)VGPU_RM_MSG_MAGIC,
+				       .abi_version = VGPU_ABI_VERSION, .op = VGPU_RM_OP_ALLOC,
+				       .length = (uint32_t)sizeof(*a) + plen, .cookie = cls };
+	a->h_client = hc;
+	a->h_parent = parent;
+	a->h_class = cls;
+	a->params_len = plen;
+	if (plen)
+		memcpy(a + 1, params, plen);
+	assert_int_equal(t_guest_call(g, VF_MSG_RM, req, a->hdr.length, rep, sizeof(rep), &got), 0);
+	assert_true(got >= sizeof(*rp));
+	if (!rp->status && plen && rp->params_len == plen)
+		memcpy(params, rp + 1, plen);
+	*handle = rp->handle;
+	return rp->status;
+}
+
+static uint64_t vf_vram_used(struct tdaemon *d, int vf)
+{
+	json_object *o, *segs, *v;
+	uint64_t used = UINT64_MAX;
+
+	assert_int_equal(T_CTL(d, "vram-map", "--json", "--no-color"), 0);
+	o = t_out_json();
+	assert_true(json_object_object_get_ex(o, "segments", &segs));
+	for (size_t i = 0; i < json_object_array_length(segs); i++) {
+		json_object *sg = json_object_array_get_idx(segs, i);
+
+		if (json_object_object_get_ex(sg, "vf", &v) && json_object_get_int(v) == vf)
+			used = t_get_u64(sg, "used_bytes");
+	}
+	json_object_put(o);
+	return used;
+}
+
+/* A guest's RM allocations land in its partition's child allocator: the VRAM map shows
+ * them, and a reset or a detach gives them back. */
+static void test_rm_allocations(void **state)
+{
+	struct tdaemon *d = *state;
+	struct vgpu_rm_vidmem_params vm = { .size = 64 * MiB, .page_size = 2 * MiB,
+					    .flags = VGPU_RM_MEM_CONTIGUOUS };
+	struct vgpu_rm_reply rp;
+	uint32_t hc, hdev, hmem;
+	struct tguest g;
+	char path[256];
+
+	vf_sock(d, 1, path, sizeof(path));
+	for (int round = 0; round < 2; round++) {
+		assert_int_equal(t_guest_attach(path, &g), 0);
+		assert_int_equal(rm_call_client(&g, 7, &rp), 0);
+		assert_int_equal(rp.status, 0);
+		hc = rp.handle;
+		assert_int_equal(rm_alloc_obj(&g, hc, hc, VGPU_RM_CLASS_DEVICE, NULL, 0, &hdev), 0);
+		assert_int_equal(rm_alloc_obj(&g, hc, hdev, VGPU_RM_CLASS_MEMORY_VIDMEM, &vm, sizeof(vm),
+					      &hmem), 0);
+		assert_true(vm.addr + vm.size <= 512 * MiB);	/* VF-physical: inside the slice */
+		assert_true(vf_vram_used(d, 1) == 64 * MiB);
+		assert_true(vf_vram_used(d, 2) == 0);
+		assert_int_equal(T_CTL(d, "stats", "1", "--json"), 0);
+		assert_non_null(strstr(t_out.out, "\"vram_used_bytes\": 67108864"));
+		if (round == 0) {	/* a reset frees them */
+			assert_int_equal(T_CTL(d, "reset", "1"), 0);
+			assert_true(vf_vram_used(d, 1) == 0);
+			t_guest_detach(&g);
+		} else {		/* and so does the guest leaving */
+			t_guest_detach(&g);
+			for (int i = 0; i < 100 && vf_vram_used(d, 1); i++)
+				usleep(10000);
+			assert_true(vf_vram_used(d, 1) == 0);
+		}
+	}
+}
+
 /* The ivshmem greeting, BAR2 layout, and mailbox calls. */
 static void test_attach_and_mailbox(void **state)
 {
@@ -425,6 +509,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_attach_and_mailbox, setup, t_teardown),
 		cmocka_unit_test_setup_teardown(test_attach_owner, setup, t_teardown),
 		cmocka_unit_test_setup_teardown(test_reset_isolation, setup, t_teardown),
+		cmocka_unit_test_setup_teardown(test_rm_allocations, setup, t_teardown),
 		cmocka_unit_test_setup_teardown(test_kill9_recovery, setup, t_teardown),
 		cmocka_unit_test_teardown(test_63_vfs_loop, t_teardown),
 		cmocka_unit_test_teardown(test_valgrind_shutdown, t_teardown),
