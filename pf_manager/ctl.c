@@ -535,7 +535,9 @@ static void usage(FILE *f)
 		"/run/vgpud/control.sock)\n"
 		"      --svg FILE         vram-map: also write an SVG picture\n"
 		"      --no-color         vram-map: no ANSI colours\n"
+		"  -d, --defined          list: accepted for mdevctl habits (all are listed)\n"
 		"  -v, --verbose          more detail\n"
+		"  -V, --version          print the version\n"
 		"\nexit: 0 ok, 1 failure, 2 usage, 3 not found, 4 conflict/busy, 5 insufficient\n"
 		"resources, 6 daemon unreachable, 7 permission denied\n");
 }
@@ -548,6 +550,7 @@ static const struct option long_opts[] = {
 	{ "uuid", required_argument, NULL, 'u' }, { "auto", no_argument, NULL, 'a' },
 	{ "manual", no_argument, NULL, 'm' }, { "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' }, { "json", no_argument, NULL, O_JSON },
+	{ "defined", no_argument, NULL, 'd' }, { "version", no_argument, NULL, 'V' },
 	{ "dumpjson", no_argument, NULL, O_JSON }, { "dry-run", no_argument, NULL, O_DRY },
 	{ "socket", required_argument, NULL, O_SOCKET }, { "svg", required_argument, NULL, O_SVG },
 	{ "no-color", no_argument, NULL, O_NOCOLOR }, { "vram", required_argument, NULL, O_VRAM },
@@ -607,7 +610,7 @@ static int parse_args(int argc, char **argv, struct ctl_opts *o)
 	static char *pos[64];
 
 	o->args = pos;
-	while ((c = getopt_long(argc, argv, "+p:t:u:amvh", long_opts, NULL)) != -1 ||
+	while ((c = getopt_long(argc, argv, "+p:t:u:amvhdV", long_opts, NULL)) != -1 ||
 	       optind < argc) {
 		if (c == -1) {			/* the verb or an argument; options may follow */
 			if (!o->verb)
@@ -626,6 +629,8 @@ static int parse_args(int argc, char **argv, struct ctl_opts *o)
 		case 'm': o->start = 0; break;
 		case 'v': o->verbose = true; break;
 		case 'h': usage(stdout); exit(0);
+		case 'V': puts("vgpuctl 1.0"); exit(0);
+		case 'd': break;	/* mdevctl's list -d: every slice is listed with its state */
 		case O_JSON: o->json = true; break;
 		case O_DRY: o->dry = true; break;
 		case O_SOCKET: o->socket = optarg; break;
