@@ -64,7 +64,7 @@ struct thrash_page {
 	uint64_t last_ns;		/* last migration */
 	uint64_t throttle_until, pin_until;
 	unsigned int last_proc, events, throttles;
-	bool pinned;
+	bool seen, pinned;
 };
 
 struct hmm_thrash {
@@ -181,9 +181,9 @@ enum hmm_thrash_hint hmm_thrash_record(struct hmm_thrash *t, uintptr_t addr,
 	if (!pg)
 		goto unlock;
 	h = hint_locked(t, pg, now);
-	if (pg->last_ns && now - pg->last_ns > t->p.epoch_ns)
+	if (pg->seen && now - pg->last_ns > t->p.epoch_ns)
 		pg->events = pg->throttles = 0;		/* a quiet epoch: start over */
-	if (pg->last_ns && pg->last_proc != proc && now - pg->last_ns < t->p.lapse_ns) {
+	if (pg->seen && pg->last_proc != proc && now - pg->last_ns < t->p.lapse_ns) {
 		pg->events++;
 		t->st.events++;
 		if (pg->events >= t->p.threshold) {
@@ -201,6 +201,7 @@ enum hmm_thrash_hint hmm_thrash_record(struct hmm_thrash *t, uintptr_t addr,
 		pg->pin_until = now + t->p.pin_ns;	/* each event extends the pin */
 		h = HMM_THRASH_PIN;
 	}
+	pg->seen = true;
 	pg->last_ns = now;
 	pg->last_proc = proc;
 unlock:

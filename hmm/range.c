@@ -208,11 +208,11 @@ static int walk_segment(struct walk *w, uintptr_t a, uintptr_t e, const struct h
 			}
 			r->hmm_pfns[i] = out;
 		}
-		if (need && !run_n)
-			run = x;
-		if (need) {
+		bool wr = req & HMM_PFN_REQ_WRITE;
+
+		/* a run is faulted one way: read faults must not turn into write faults */
+		if (need && run_n && wr == run_write) {
 			run_n++;
-			run_write |= req & HMM_PFN_REQ_WRITE;
 			continue;
 		}
 		if (run_n) {
@@ -220,7 +220,11 @@ static int walk_segment(struct walk *w, uintptr_t a, uintptr_t e, const struct h
 			if (ret)
 				return ret;
 			run_n = 0;
-			run_write = false;
+		}
+		if (need) {
+			run = x;
+			run_n = 1;
+			run_write = wr;
 		}
 	}
 	mark_thp(w, a, e, pm);
