@@ -61,18 +61,23 @@ int pf_device_init(struct pf_daemon *d)
 			 d->cfg.max_vfs, vgpu_strerror(ret));
 		return ret;
 	}
-	ret = gpu_priv_sched_set(gpu_priv_get(d->gpu), (enum gpu_sched_policy)d->cfg.sched_policy,
-				 (uint64_t)d->cfg.sched_quantum_ms * 1000000ull, 0);
-	if (ret)
-		goto destroy_gpu;
 	ret = pf_pma_init(d);
 	if (ret)
 		goto destroy_gpu;
 	ret = pf_rm_init(d);
 	if (ret)
 		goto destroy_pma;
+	/* Privileged state is the GSP's to write: the policy goes through the RM, which
+	 * also replays it after a device reset. */
+	ret = pf_rm_sched_set(d, d->cfg.sched_policy, (uint64_t)d->cfg.sched_quantum_ms * 1000000ull);
+	if (ret) {
+		vgpu_err("scheduler policy refused: %s", vgpu_strerror(ret));
+		goto fini_rm;
+	}
 	pf_types_build(d);
 	return 0;
+fini_rm:
+	pf_rm_fini(d);
 destroy_pma:
 	pma_destroy(d->pma);
 	d->pma = NULL;

@@ -251,6 +251,13 @@ void pf_rm_guest_gone(struct pf_daemon *d, unsigned int vf);
 /* A guest's RM call (wire message of vgpu/rm.h) as function @vf. */
 int pf_rm_call(struct pf_daemon *d, unsigned int vf, const void *req, size_t len, void *reply,
 	       size_t *reply_len);
+/* Device scheduling policy (enum gpu_sched_policy) and slice, through the GSP. */
+int pf_rm_sched_set(struct pf_daemon *d, int policy, uint64_t quantum_ns);
+/* @vf's scheduling settings, through the GSP. */
+int pf_rm_fn_sched_set(struct pf_daemon *d, unsigned int vf, bool enabled, uint64_t quantum_ns,
+		       uint64_t preempt_timeout_ns, uint64_t weight);
+/* @s's provisioned quota as the RM's limits for its VF. */
+int pf_rm_quota_set(struct pf_daemon *d, const struct pf_slice *s);
 /* RM clients plus objects of @vf. */
 uint64_t pf_rm_objects(struct pf_daemon *d, unsigned int vf);
 

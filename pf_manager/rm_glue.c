@@ -104,3 +104,21 @@ uint64_t pf_rm_objects(struct pf_daemon *d, unsigned int vf)
 {
 	return rm_object_count(d->rm, vf);
 }
+
+int pf_rm_sched_set(struct pf_daemon *d, int policy, uint64_t quantum_ns)
+{
+	return rm_sched_set(d->rm, (uint32_t)policy, quantum_ns);
+}
+
+int pf_rm_fn_sched_set(struct pf_daemon *d, unsigned int vf, bool enabled, uint64_t quantum_ns,
+		       uint64_t preempt_timeout_ns, uint64_t weight)
+{
+	return rm_fn_sched_set(d->rm, vf, enabled, quantum_ns, preempt_timeout_ns, weight);
+}
+
+int pf_rm_quota_set(struct pf_daemon *d, const struct pf_slice *s)
+{
+	struct rm_quota q = { .vram = s->prov.vram, .channels = s->prov.channels };
+
+	return rm_quota_set(d->rm, s->vf, &q);
+}

@@ -296,16 +296,13 @@ int pf_slice_undefine(struct pf_daemon *d, json_object *args, bool dry, json_obj
 
 static void sched_apply(struct pf_daemon *d, const struct pf_slice *s)
 {
-	struct gpu_priv_sched_fn sf = {
-		.enabled = 1,
-		.quantum_ns = (uint64_t)s->prov.exec_quantum_ms * 1000000ull,
-		.preempt_timeout_ns = (uint64_t)s->prov.preempt_timeout_us * 1000ull,
-		/* Fixed share: a VF's share follows its share of the usable VRAM. */
-		.weight = s->prov.vram * 1000 / pf_usable_vram(d),
-	};
+	/* Fixed share: a VF's share follows its share of the usable VRAM. */
+	uint64_t weight = s->prov.vram * 1000 / pf_usable_vram(d);
+	int r = pf_rm_fn_sched_set(d, s->vf, true, (uint64_t)s->prov.exec_quantum_ms * 1000000ull,
+				   (uint64_t)s->prov.preempt_timeout_us * 1000ull, weight);
 
-	if (gpu_priv_sched_fn_set(gpu_priv_get(d->gpu), s->vf, &sf))
-		vgpu_warn("VF %u: scheduler settings refused", s->vf);
+	if (r)
+		vgpu_warn("VF %u: scheduler settings refused: %s", s->vf, vgpu_strerror(r));
 }
 
 static int bar_object_open(struct pf_daemon *d, struct pf_slice *s, unsigned int vf, bool adopt,
@@ -573,12 +570,11 @@ int pf_vf_reset_cmd(struct pf_daemon *d, json_object *args, bool dry, json_objec
 void pf_slice_stop(struct pf_daemon *d, struct pf_slice *s)
 {
 	unsigned int vf = s->vf;
-	struct gpu_priv_sched_fn off = { 0 };
 
 	atomic_store((_Atomic uint32_t *)&s->hdr->state, VF_STATE_STOPPED);
 	pf_endpoint_event(s, VF_EVT_STOP, 0);
 	pf_endpoint_close(d, s);
-	gpu_priv_sched_fn_set(gpu_priv_get(d->gpu), vf, &off);
+	pf_rm_fn_sched_set(d, vf, false, 0, 0, 0);
 	pf_rm_partition_clear(d, vf);
 	s->child = NULL;
 	/* Unmapping scrubs the object before its range can reach another tenant. */
@@ -700,6 +696,19 @@ int pf_slice_modify(struct pf_daemon *d, json_object *args, bool dry, json_objec
 	json_object_object_add(ret, "diff", slice_diff(s, n));
 	if (dry)
 		goto free_n;
+	if (s->vf) {
+		/* The RM refuses limits below what the VF uses: ask before changing anything. */
+		struct pf_slice tmp = *s;
+
+		pf_slice_quota(d, n, &tmp.prov, NULL);
+		tmp.prov.vram = s->prov.vram;
+		r = pf_rm_quota_set(d, &tmp);
+		if (r) {
+			pf_fail(e, r, "slice %s: the RM refused the new quota: %s", s->uuid,
+				vgpu_strerror(r));
+			goto free_n;
+		}
+	}
 	r = pf_state_save_slice(d, n);
 	if (r) {
 		pf_fail(e, r, "slice %s: cannot write its definition: %s", s->uuid, vgpu_strerror(r));

@@ -145,6 +145,10 @@ static void test_rm_allocations(void **state)
 			assert_int_equal(T_CTL(d, "reset", "1"), 0);
 			assert_true(vf_vram_used(d, 1) == 0);
 			t_guest_detach(&g);
+			/* the daemon sees the hangup on its next poll */
+			for (int i = 0; i < 200 && !T_CTL(d, "list", "-u", U1) &&
+			     strstr(t_out.out, " attached"); i++)
+				usleep(10000);
 		} else {		/* and so does the guest leaving */
 			t_guest_detach(&g);
 			for (int i = 0; i < 100 && vf_vram_used(d, 1); i++)
