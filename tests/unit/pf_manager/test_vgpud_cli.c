@@ -222,6 +222,24 @@ static void test_permissions(void **state)
 	t_daemon_free(d);
 }
 
+/* The admin group owns the socket and may mutate: nobody's primary group is nogroup. */
+static void test_admin_group(void **state)
+{
+	struct tdaemon *d = t_daemon_new();
+	struct stat sb;
+
+	(void)state;
+	assert_int_equal(t_daemon_start(d, "--vram", "2G", "--max-vfs", "2", "--admin-group",
+					"nogroup", NULL), 0);
+	assert_int_equal(stat(d->sock, &sb), 0);
+	assert_int_equal(sb.st_gid, 65534);
+	assert_int_equal(sb.st_mode & 0777, 0660);
+	assert_int_equal(T_CTL_AS(d, 65534, "set-vfs", "1"), 0);
+	assert_int_equal(T_CTL_AS(d, 65534, "define", "-t", "vgpu-512M", "-u", U1), 0);
+	assert_int_equal(T_CTL(d, "list", "-u", U1), 0);
+	t_daemon_free(d);
+}
+
 /* Raw protocol: each bad request gets an error reply and changes nothing. */
 static const struct raw_case {
 	const char *name;
@@ -492,8 +510,9 @@ int main(void)
 		FIX(test_insufficient), cmocka_unit_test_teardown(test_permissions, t_teardown), FIX(test_protocol_edges),
 		FIX(test_events), FIX(test_sigterm), FIX(test_autostart_owner),
 		cmocka_unit_test_teardown(test_systemd, t_teardown),
+		cmocka_unit_test_teardown(test_admin_group, t_teardown),
 	};
-	size_t n = 10;
+	size_t n = 11;
 
 	for (size_t i = 0; i < sizeof(dry_cases) / sizeof(dry_cases[0]); i++)
 		t[n++] = (struct CMUnitTest)ROW(test_dry_run, dry_cases, i);
