@@ -1,0 +1,178 @@
+/* The pushbuffer builder against the method encoding of vgpu/gpfifo.h, and the driver's DMA
+ * page allocator (alignment, exhaustion, the quarantine of freed channel memory). */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <vgpu/gpfifo.h>
+
+#include "common/clock.h"
+#include "vf_guest/vf_internal.h"
+
+/* ---- pushbuffer: each helper's exact dwords ---- */
+static const struct pb_case {
+	const char *name;
+	int which;
+	uint32_t want[8];
+	uint32_t n;
+} pb_cases[] = {
+	{ "NOP", 0, { VGPU_MTHD(VGPU_M_NOP, 0) }, 1 },
+	{ "SEM_RELEASE 64-bit", 1, { VGPU_MTHD(VGPU_M_SEM_RELEASE, 5), 0x89abcdef, 0x1234567,
+				     0x2, 0x1, VGPU_SEM_64 | VGPU_SEM_INTR }, 6 },
+	{ "SEM_ACQUIRE ==", 2, { VGPU_MTHD(VGPU_M_SEM_ACQUIRE, 6), 0x1000, 0x1, 7, 0, VGPU_SEM_EQ,
+				 500 }, 7 },
+	{ "COPY", 3, { VGPU_MTHD(VGPU_M_COPY, 6), 0x10, 0x2, 0x20, 0x3, 0x40000001, 0x1 }, 7 },
+	{ "FILL", 4, { VGPU_MTHD(VGPU_M_FILL, 5), 0x3000, 0, 0x1000, 0, 0xdeadbeef }, 6 },
+	{ "MMU_INVALIDATE range", 5, { VGPU_MTHD(VGPU_M_MMU_INVALIDATE, 5), 0x200000, 0, 0x200000,
+				       0, 0 }, 6 },
+	{ "MMU_INVALIDATE all", 6, { VGPU_MTHD(VGPU_M_MMU_INVALIDATE, 5), 0, 0, 0, 0,
+				     VGPU_INVAL_ALL }, 6 },
+	{ "REDUCE_ADD_U32", 7, { VGPU_MTHD(VGPU_M_REDUCE_ADD_U32, 5), 0x8000, 0x1, 1024, 0x9000,
+				 0x1 }, 6 },
+	{ "AXPY_F32 a=1.5", 8, { VGPU_MTHD(VGPU_M_AXPY_F32, 6), 0x100, 0, 0x200, 0, 64,
+				 0x3fc00000 }, 7 },
+};
+
+static void test_pb(void **state)
+{
+	const struct pb_case *c = *state;
+	struct vgpu_pb pb;
+	uint32_t buf[16];
+
+	vgpu_pb_init(&pb, buf, 16);
+	switch (c->which) {
+	case 0: vgpu_pb_nop(&pb); break;
+	case 1: vgpu_pb_sem_release(&pb, 0x0123456789abcdefull, 0x100000002ull,
+				    VGPU_SEM_64 | VGPU_SEM_INTR); break;
+	case 2: vgpu_pb_sem_acquire(&pb, 0x100001000ull, 7, VGPU_SEM_EQ, 500); break;
+	case 3: vgpu_pb_copy(&pb, 0x200000010ull, 0x300000020ull, 0x140000001ull); break;
+	case 4: vgpu_pb_fill(&pb, 0x3000, 0x1000, 0xdeadbeef); break;
+	case 5: vgpu_pb_invalidate(&pb, 0x200000, 0x200000); break;
+	case 6: vgpu_pb_invalidate(&pb, 0, 0); break;
+	case 7: vgpu_pb_reduce_add_u32(&pb, 0x100008000ull, 1024, 0x100009000ull); break;
+	case 8: vgpu_pb_axpy_f32(&pb, 0x100, 0x200, 64, 1.5f); break;
+	}
+	assert_int_equal(pb.err, 0);
+	assert_int_equal(pb.len, c->n);
+	assert_memory_equal(buf, c->want, c->n * 4);
+}
+
+/* A method that does not fit is dropped whole; what was built stays. */
+static void test_pb_full(void **state)
+{
+	struct vgpu_pb pb;
+	uint32_t buf[8];
+
+	(void)state;
+	vgpu_pb_init(&pb, buf, 8);
+	vgpu_pb_fill(&pb, 0, 4, 1);		/* 6 dwords */
+	vgpu_pb_copy(&pb, 0, 8, 4);		/* 7 more: no room */
+	assert_int_equal(pb.err, -ENOSPC);
+	assert_int_equal(pb.len, 6);
+	assert_int_equal(buf[0], VGPU_MTHD(VGPU_M_FILL, 5));
+	vgpu_pb_nop(&pb);			/* still fits */
+	assert_int_equal(pb.len, 7);
+}
+
+/* ---- DMA allocator ---- */
+#define DMA_BYTES	(1u << 20)
+
+struct dma_fix {
+	uint8_t *mem;
+	struct vf_dma d;
+};
+
+static int dma_setup(void **state)
+{
+	struct dma_fix *f = calloc(1, sizeof(*f));
+
+	assert_non_null(f);
+	f->mem = aligned_alloc(4096, DMA_BYTES);
+	assert_non_null(f->mem);
+	assert_int_equal(vf_dma_init(&f->d, f->mem, DMA_BYTES, 1ull << 32), 0);
+	*state = f;
+	return 0;
+}
+
+static int dma_teardown(void **state)
+{
+	struct dma_fix *f = *state;
+
+	vf_dma_fini(&f->d);
+	free(f->mem);
+	free(f);
+	return 0;
+}
+
+static void test_dma_align(void **state)
+{
+	struct dma_fix *f = *state;
+	uint64_t a, b, c;
+
+	assert_int_equal(vf_dma_alloc(&f->d, 4096, 4096, &a), 0);
+	assert_int_equal(vf_dma_alloc(&f->d, 1, 64 << 10, &b), 0);	/* rounds up to a page */
+	assert_int_equal(b % (64 << 10), 0);
+	assert_int_not_equal(a, b);
+	assert_int_equal(vf_dma_alloc(&f->d, 8192, 4096, &c), 0);
+	assert_true(c >= a + 4096 && (c + 8192 <= b || c >= b + 4096));
+	assert_int_equal(vf_dma_alloc(&f->d, 0, 4096, &c), -EINVAL);
+	assert_int_equal(vf_dma_alloc(&f->d, 4096, 3000, &c), -EINVAL);
+	assert_int_equal(vf_dma_alloc(&f->d, DMA_BYTES + 4096, 4096, &c), -ENOMEM);
+}
+
+static void test_dma_exhaust(void **state)
+{
+	struct dma_fix *f = *state;
+	uint64_t off[256 + 1];
+	unsigned int n = 0;
+
+	while (n <= 256 && vf_dma_alloc(&f->d, 4096, 4096, &off[n]) == 0)
+		n++;
+	assert_int_equal(n, DMA_BYTES / 4096);
+	vf_dma_free(&f->d, off[17], 4096);
+	assert_int_equal(vf_dma_alloc(&f->d, 4096, 4096, &off[256]), 0);
+	assert_int_equal(off[256], off[17]);
+}
+
+/* Freed channel memory comes back only after the grace period (or when nothing else fits). */
+static void test_dma_quarantine(void **state)
+{
+	struct dma_fix *f = *state;
+	uint64_t a, b;
+
+	assert_int_equal(vf_dma_alloc(&f->d, 64 << 10, 4096, &a), 0);
+	vf_dma_free_deferred(&f->d, a, 64 << 10);
+	assert_int_equal(vf_dma_alloc(&f->d, 64 << 10, 4096, &b), 0);
+	assert_int_not_equal(a, b);			/* not handed out again at once */
+	vf_dma_free(&f->d, b, 64 << 10);
+	/* Fill everything else: the quarantined block is the last memory left. */
+	assert_int_equal(vf_dma_alloc(&f->d, DMA_BYTES - (64 << 10), 4096, &b), 0);
+	assert_int_equal(vf_dma_alloc(&f->d, 64 << 10, 4096, &b), 0);	/* waits out the grace */
+	assert_int_equal(b, a);
+}
+
+#define PB_TEST(c) { (c)->name, test_pb, NULL, NULL, (void *)(c) }
+
+int main(void)
+{
+	struct CMUnitTest t[VGPU_ARRAY_SIZE(pb_cases) + 4];
+	size_t n = 0;
+
+	for (size_t i = 0; i < VGPU_ARRAY_SIZE(pb_cases); i++)
+		t[n++] = (struct CMUnitTest)PB_TEST(&pb_cases[i]);
+	t[n++] = (struct CMUnitTest){ "pushbuffer full: method dropped whole", test_pb_full,
+				      NULL, NULL, NULL };
+	t[n++] = (struct CMUnitTest){ "DMA alignment and bad sizes", test_dma_align, dma_setup,
+				      dma_teardown, NULL };
+	t[n++] = (struct CMUnitTest){ "DMA exhaustion and reuse", test_dma_exhaust, dma_setup,
+				      dma_teardown, NULL };
+	t[n++] = (struct CMUnitTest){ "DMA quarantine of freed channel memory",
+				      test_dma_quarantine, dma_setup, dma_teardown, NULL };
+	return _cmocka_run_group_tests("vf_pb_dma", t, n, NULL, NULL);
+}
