@@ -452,8 +452,8 @@ int pf_slice_start(struct pf_daemon *d, struct pf_slice *s, struct pf_err *e)
 	return 0;
 }
 
-static json_object *plan_json(struct pf_daemon *d, const struct pf_slice *s, unsigned int vf,
-			      const struct pf_quota *q, uint64_t base)
+static json_object *plan_json(struct pf_daemon *d, unsigned int vf, const struct pf_quota *q,
+			      uint64_t base)
 {
 	json_object *p = quota_json(q);
 	char name[96];
@@ -463,7 +463,6 @@ static json_object *plan_json(struct pf_daemon *d, const struct pf_slice *s, uns
 	pf_json_add_u64(p, "bar_bytes", vf_bar_size(q->vram, d->cfg.dma_size));
 	pf_shm_name(d, vf, name, sizeof(name));
 	json_object_object_add(p, "vram_object", json_object_new_string(name));
-	(void)s;
 	return p;
 }
 
@@ -497,7 +496,7 @@ int pf_slice_start_cmd(struct pf_daemon *d, json_object *args, bool dry, json_ob
 		if (r)
 			return r;
 		add_result(ret, s, "would start", true);
-		json_object_object_add(ret, "plan", plan_json(d, s, vf, &q, base));
+		json_object_object_add(ret, "plan", plan_json(d, vf, &q, base));
 		return 0;
 	}
 	r = pf_slice_start(d, s, e);
@@ -639,81 +638,74 @@ void pf_autostart(struct pf_daemon *d)
 
 /* ---- modify ---------------------------------------------------------------------------- */
 
-int pf_slice_modify(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
-		    struct pf_err *e)
+/* The new spec @n: @s's definition with the request's fields laid over it (attrs are
+ * appended, so a later value of the same attribute wins). */
+static int modify_spec(struct pf_daemon *d, struct pf_slice *s, json_object *args,
+		       struct pf_slice *n, struct pf_err *e)
 {
-	struct pf_slice *s, *n;
-	json_object *spec;
-	int r = slice_from_args(d, args, &s, e);
+	json_object *spec = pf_slice_def_json(s), *attrs = NULL;
+	int r;
 
-	if (r)
-		return r;
-	r = owner_check(s, args, e);
-	if (r)
-		return r;
-	n = calloc(1, sizeof(*n));
-	if (!n)
-		return pf_fail(e, -ENOMEM, "out of memory");
-	/* The new spec is the old one with the request's fields laid over it. */
-	spec = pf_slice_def_json(s);
+	json_object_object_get_ex(spec, "attrs", &attrs);
 	json_object_object_foreach(args, key, val) {
-		if (!strcmp(key, "attrs")) {
-			json_object *old = NULL;
-
-			json_object_object_get_ex(spec, "attrs", &old);
-			for (size_t i = 0; i < json_object_array_length(val); i++)
-				json_object_array_add(old, json_object_get(json_object_array_get_idx(val, i)));
-		} else if (strcmp(key, "dry-run")) {
+		if (!strcmp(key, "dry-run"))
+			continue;
+		if (strcmp(key, "attrs")) {
 			json_object_object_add(spec, key, json_object_get(val));
+			continue;
 		}
+		if (!json_object_is_type(val, json_type_array)) {
+			json_object_put(spec);
+			return pf_fail(e, -EINVAL, "\"attrs\" must be an array of {name: value}");
+		}
+		for (size_t i = 0; i < json_object_array_length(val); i++)
+			json_object_array_add(attrs, json_object_get(json_object_array_get_idx(val, i)));
 	}
 	r = pf_slice_from_json(d, spec, n, e);
 	json_object_put(spec);
-	if (r)
-		goto free_n;
-	if (slice_same_spec(s, n)) {
-		add_result(ret, s, "unchanged", dry);
-		goto free_n;
-	}
-	if (s->vf && pf_endpoint_attached(s)) {
-		r = pf_fail(e, -EBUSY, "slice %s is in use (a guest is attached to VF %u); quotas "
-			    "change only while it is idle", s->uuid, s->vf);
-		goto free_n;
-	}
-	if (s->vf) {
-		struct pf_quota q;
+	return r;
+}
 
-		r = pf_slice_quota(d, n, &q, NULL);
-		if (strcmp(n->type, s->type) || (r == 0 && q.vram != s->prov.vram) ||
-		    (n->custom_bits & PF_Q_VRAM) != (s->custom_bits & PF_Q_VRAM) ||
-		    ((n->custom_bits & PF_Q_VRAM) && n->custom.vram != s->custom.vram)) {
-			r = pf_fail(e, -EBUSY, "slice %s is running on VF %u; stop it to change its "
-				    "type or VRAM", s->uuid, s->vf);
-			goto free_n;
-		}
-	}
-	add_result(ret, s, dry ? "would modify" : "modified", dry);
-	json_object_object_add(ret, "diff", slice_diff(s, n));
-	if (dry)
-		goto free_n;
-	if (s->vf) {
-		/* The RM refuses limits below what the VF uses: ask before changing anything. */
-		struct pf_slice tmp = *s;
+/* A running slice takes new quotas only while idle, and never a new type or VRAM. */
+static int modify_running_check(struct pf_daemon *d, struct pf_slice *s, struct pf_slice *n,
+				struct pf_err *e)
+{
+	struct pf_quota q;
+	int r;
 
+	if (pf_endpoint_attached(s))
+		return pf_fail(e, -EBUSY, "slice %s is in use (a guest is attached to VF %u); quotas "
+			       "change only while it is idle", s->uuid, s->vf);
+	r = pf_slice_quota(d, n, &q, NULL);
+	if (strcmp(n->type, s->type) || (!r && q.vram != s->prov.vram) ||
+	    (n->custom_bits & PF_Q_VRAM) != (s->custom_bits & PF_Q_VRAM) ||
+	    ((n->custom_bits & PF_Q_VRAM) && n->custom.vram != s->custom.vram))
+		return pf_fail(e, -EBUSY, "slice %s is running on VF %u; stop it to change its type "
+			       "or VRAM", s->uuid, s->vf);
+	return 0;
+}
+
+/* Apply a checked spec: the RM's limits first (it refuses limits below use), then the
+ * definition file, then the live settings. */
+static int modify_commit(struct pf_daemon *d, struct pf_slice *s, struct pf_slice *n,
+			 struct pf_err *e)
+{
+	struct pf_slice tmp;
+	int r;
+
+	if (s->vf) {
+		tmp = *s;
 		pf_slice_quota(d, n, &tmp.prov, NULL);
 		tmp.prov.vram = s->prov.vram;
 		r = pf_rm_quota_set(d, &tmp);
-		if (r) {
-			pf_fail(e, r, "slice %s: the RM refused the new quota: %s", s->uuid,
-				vgpu_strerror(r));
-			goto free_n;
-		}
+		if (r)
+			return pf_fail(e, r, "slice %s: the RM refused the new quota: %s", s->uuid,
+				       vgpu_strerror(r));
 	}
 	r = pf_state_save_slice(d, n);
-	if (r) {
-		pf_fail(e, r, "slice %s: cannot write its definition: %s", s->uuid, vgpu_strerror(r));
-		goto free_n;
-	}
+	if (r)
+		return pf_fail(e, r, "slice %s: cannot write its definition: %s", s->uuid,
+			       vgpu_strerror(r));
 	memcpy(s->type, n->type, sizeof(s->type));
 	s->autostart = n->autostart;
 	s->custom = n->custom;
@@ -722,20 +714,44 @@ int pf_slice_modify(struct pf_daemon *d, json_object *args, bool dry, json_objec
 	s->owner_gen = n->owner_gen;
 	s->owner_uid = n->owner_uid;
 	if (s->vf) {
-		uint64_t vram = s->prov.vram;
-
-		/* Idle and running: the new scheduling and count quotas apply now. The budget
-		 * check above counted this slice twice, so it is advisory only. */
-		pf_slice_quota(d, s, &s->prov, NULL);
-		s->prov.vram = vram;
+		s->prov = tmp.prov;
 		s->hdr->channels = s->prov.channels;
 		s->hdr->doorbells = s->prov.doorbells;
 		s->hdr->exec_quantum_ms = s->prov.exec_quantum_ms;
 		s->hdr->preempt_timeout_us = s->prov.preempt_timeout_us;
 		sched_apply(d, s);
 	}
-	r = 0;
-	pf_event(d, "SLICE_MODIFIED", pf_slice_json(d, s));
+	return 0;
+}
+
+int pf_slice_modify(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
+		    struct pf_err *e)
+{
+	struct pf_slice *s, *n;
+	int r = slice_from_args(d, args, &s, e);
+
+	if (!r)
+		r = owner_check(s, args, e);
+	if (r)
+		return r;
+	n = calloc(1, sizeof(*n));
+	if (!n)
+		return pf_fail(e, -ENOMEM, "out of memory");
+	r = modify_spec(d, s, args, n, e);
+	if (!r && slice_same_spec(s, n)) {
+		add_result(ret, s, "unchanged", dry);
+		goto free_n;
+	}
+	if (!r && s->vf)
+		r = modify_running_check(d, s, n, e);
+	if (r)
+		goto free_n;
+	add_result(ret, s, dry ? "would modify" : "modified", dry);
+	json_object_object_add(ret, "diff", slice_diff(s, n));
+	if (!dry)
+		r = modify_commit(d, s, n, e);
+	if (!r && !dry)
+		pf_event(d, "SLICE_MODIFIED", pf_slice_json(d, s));
 free_n:
 	free(n);
 	return r;

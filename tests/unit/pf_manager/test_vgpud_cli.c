@@ -116,6 +116,28 @@ static void test_idempotence(void **state)
 	assert_int_equal(T_CTL(d, "stop", "-u", U1), 0);
 	assert_int_equal(T_CTL(d, "stop", "-u", U1), 0);
 	assert_non_null(strstr(t_out.out, "unchanged"));
+	/* modify: same values are "unchanged"; a malformed attrs is refused, daemon alive */
+	assert_int_equal(T_CTL(d, "modify", "-u", U1, "--auto"), 0);
+	assert_non_null(strstr(t_out.out, "unchanged"));
+	{
+		struct tclient *c = t_client(d, true);
+		json_object *a = t_args("uuid", U1), *rep;
+
+		json_object_object_add(a, "attrs", json_object_new_int(5));
+		rep = t_exec(c, "modify-slice", a);
+		assert_string_equal(t_err_class(rep), "InvalidArgument");
+		json_object_put(rep);
+		a = t_args("uuid", U1);
+		json_object_object_add(a, "start", json_object_new_int(5));
+		rep = t_exec(c, "modify-slice", a);
+		assert_string_equal(t_err_class(rep), "InvalidArgument");
+		json_object_put(rep);
+		t_client_free(c);
+	}
+	assert_int_equal(T_CTL(d, "modify", "-u", U1, "--manual", "--channels", "4"), 0);
+	assert_non_null(strstr(t_out.out, "modified"));
+	assert_int_equal(T_CTL(d, "list", "-u", U1), 0);
+	assert_non_null(strstr(t_out.out, "manual defined"));
 }
 
 /* --dry-run on every mutating verb: same exit code as the real run, nothing changes. */
