@@ -136,6 +136,9 @@ int rm_dispatch(struct rm *rm, unsigned int fn, const void *req, size_t len, voi
 		size_t *reply_len);
 
 /* ---- introspection ---- */
+/* The PMA of @fn's partition (a child over the slice; the device PMA for the PF), or NULL
+ * without a partition. Stable until rm_vf_partition_clear(). */
+struct pma *rm_vf_pma(struct rm *rm, unsigned int fn);
 /* Clients plus objects @fn holds now (the leak check). */
 uint64_t rm_object_count(struct rm *rm, unsigned int fn);
 /* Install @fn to be called on a lock-order violation instead of aborting (NULL: abort). */

@@ -140,6 +140,28 @@ void rm_chan_release(struct rm *rm, unsigned int fn, uint32_t chid)
 	chan_unreserve(rm, fn, chid);
 }
 
+/* ---- VRAM slices: the GSP maps and scrubs them ---- */
+/* Give the GSP @fn's slice memfd if the owner backed the slice with one. */
+static void slice_send(struct rm *rm, struct gsp *g, unsigned int fn, uint64_t size)
+{
+	int fd = gpu_vram_slice_fd(rm->gpu, fn), ret;
+
+	if (fd < 0)
+		return;		/* no slice memfd: VRAM stays in the device memfd, the RM scrubs */
+	ret = gsp_slice_send(g, fn, fd, size);
+	if (ret)
+		vgpu_warn("rm: fn %u's VRAM slice to the GSP: %s", fn, vgpu_strerror(ret));
+}
+
+/* Scrub @fn's slice: by the GSP where it holds the slice, else through the device model. */
+static void slice_scrub(struct rm *rm, unsigned int fn)
+{
+	struct vgpu_rpc_scrub sc = { .fn = fn, .offset = 0, .size = rm->fns[fn].size };
+
+	if (rpc(rm, fn, VGPU_RPC_FN_SCRUB, &sc, sizeof(sc)))
+		gpu_vram_scrub(rm->gpu, rm->fns[fn].base, rm->fns[fn].size);
+}
+
 /* ---- scheduler ---- */
 int rm_sched_set(struct rm *rm, uint32_t policy, uint64_t quantum_ns)
 {
@@ -223,6 +245,7 @@ static int rm_replay(void *ctx, struct gsp *g)
 			struct vgpu_rpc_partition pt = { .fn = fn, .base = s->base[fn], .size = s->size[fn] };
 			r = gsp_call(g, 0, VGPU_RPC_FN_PARTITION_SET, &pt, sizeof(pt), NULL, 0, NULL);
 			ret = ret ? ret : r;
+			slice_send(rm, g, fn, s->size[fn]);
 		}
 		for (unsigned int ch = 0; ch < 64; ch++) {
 			struct rm_chan_rec *c = &s->chans[fn][ch];
@@ -315,6 +338,7 @@ int rm_vf_partition_set(struct rm *rm, unsigned int fn, const struct rm_partitio
 	f->active = true;
 	f->busy = false;
 	rm_dev_unlock(rm);
+	slice_send(rm, rm->gsp, fn, p->size);
 	return 0;
 free_map:
 	free(sys_map);
@@ -346,6 +370,7 @@ int rm_vf_partition_clear(struct rm *rm, unsigned int fn)
 	rm_dev_unlock(rm);
 	if (ret)
 		return ret;
+	gsp_slice_send(rm->gsp, fn, -1, 0);
 	ret = rpc(rm, 0, VGPU_RPC_FN_PARTITION_CLEAR, &fa, sizeof(fa));
 	if (ret)
 		vgpu_warn("rm: clearing fn %u's partition in the GSP: %s", fn, vgpu_strerror(ret));
@@ -488,7 +513,7 @@ int rm_vf_reset(struct rm *rm, unsigned int fn)
 	while ((r = rm_vf_free_disabled(rm, fn, rm->cfg.free_batch)) == -EINPROGRESS)
 		;
 	if (fn && rm->fns[fn].active)
-		gpu_vram_scrub(rm->gpu, rm->fns[fn].base, rm->fns[fn].size);
+		slice_scrub(rm, fn);
 	if (rm->cfg.notify)
 		rm->cfg.notify(rm->cfg.notify_ctx, fn, RM_NOTIFY_VF_RESET);
 	return ret ? ret : r;
@@ -592,6 +617,19 @@ void rm_device_destroy(struct rm *rm)
 struct gsp *rm_gsp(struct rm *rm)
 {
 	return rm->gsp;
+}
+
+struct pma *rm_vf_pma(struct rm *rm, unsigned int fn)
+{
+	struct pma *p = NULL;
+
+	if (!rm || fn >= rm->nr_fns)
+		return NULL;
+	rm_dev_lock(rm);
+	if (rm->fns[fn].active)
+		p = rm->fns[fn].pma;
+	rm_dev_unlock(rm);
+	return p;
 }
 
 uint64_t rm_object_count(struct rm *rm, unsigned int fn)

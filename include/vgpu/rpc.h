@@ -152,7 +152,7 @@ enum vgpu_rpc_fn {
 	VGPU_RPC_FN_SCHED_SET = 207,		/* struct vgpu_rpc_sched */
 	VGPU_RPC_FN_SCHED_FN_SET = 208,		/* struct vgpu_rpc_sched_fn */
 	VGPU_RPC_FN_VF_RESET = 209,		/* struct vgpu_rpc_fnarg: channels freed, runlists empty */
-	VGPU_RPC_FN_SCRUB = 210,		/* struct vgpu_rpc_scrub */
+	VGPU_RPC_FN_SCRUB = 210,		/* struct vgpu_rpc_scrub; -EOPNOTSUPP without a slice */
 	VGPU_RPC_FN_FAULT_REPLAY = 211,		/* struct vgpu_rpc_fnarg */
 	VGPU_RPC_FN_BLOB = 212,			/* struct vgpu_rpc_blob -> @len bytes of pattern */
 	VGPU_RPC_FN_INJECT = 250,		/* struct vgpu_rpc_inject: fault injection */
@@ -209,6 +209,16 @@ struct vgpu_rpc_blob {
 struct vgpu_rpc_info {
 	uint32_t abi_version, nr_fns;
 	uint64_t pid, epoch, vram_size, rpcs, bad_msgs;
+	uint64_t scrubs;		/* SCRUB RPCs done on a mapped slice */
+	uint64_t slices;		/* functions whose VRAM slice the GSP holds */
+};
+
+/* VRAM slices reach the GSP over the fd socket (fd 6 of vgpu-gsp): one SOCK_SEQPACKET
+ * message of this struct with the slice memfd attached (SCM_RIGHTS). fd -1 (no
+ * attachment) drops the function's slice. */
+struct vgpu_rpc_slice_msg {
+	uint32_t fn, reserved;
+	uint64_t size;
 };
 
 /* Fault injection (handled by the lane thread that receives it, applied to @lane). */

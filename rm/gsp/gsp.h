@@ -99,6 +99,11 @@ int gsp_call_deadline(struct gsp *g, unsigned int gfid, uint32_t function, const
 		      size_t req_len, void *reply, size_t reply_cap, size_t *reply_len,
 		      uint64_t deadline_ns);
 
+/* Hand function @fn's VRAM slice memfd (@fd, @size bytes; -1 drops it) to the GSP, which
+ * maps it and scrubs it on VGPU_RPC_FN_SCRUB. Ordered before any later RPC. Lost with a
+ * GSP restart: the owner sends it again from its reset_cb. 0 or -errno. */
+int gsp_slice_send(struct gsp *g, unsigned int fn, int fd, uint64_t size);
+
 /* Reset the device now (see above). 0 or -errno (the GSP could not be restarted). */
 int gsp_reset(struct gsp *g);
 /* True while the GSP is marked for reset or resetting. */
@@ -118,6 +123,6 @@ enum gsp_class gsp_fn_class(uint32_t function);
 /* Serve the queues in memfd @qfd and program privileged region @priv_fd (-1: none),
  * kicking the device's eventfd @kick_fd (-1: none) after each write, until the parent
  * @ppid dies or the process is killed. Returns an exit status. */
-int gsp_server_run(int qfd, int priv_fd, int kick_fd, int ppid);
+int gsp_server_run(int qfd, int priv_fd, int kick_fd, int fd_sock, int ppid);
 
 #endif

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <fcntl.h>
@@ -81,6 +82,8 @@ struct gsp {
 	struct vgpu_rpcq_cpu_page *cp;
 	struct vgpu_rpc_event *evts;
 	pid_t pid;			/* under reset_lock */
+	pthread_mutex_t sock_lock;	/* protects sock: slice fds to the GSP */
+	int sock;			/* our end of the fd socket; -1 before a start */
 	_Atomic int state;		/* enum gsp_state */
 	_Atomic unsigned int strikes;
 	pthread_mutex_t reset_lock;	/* process lifetime, reaping, queue re-format */
@@ -157,24 +160,34 @@ static int gsp_spawn_locked(struct gsp *g)
 {
 	posix_spawn_file_actions_t fa;
 	char ppid[24];
-	char *argv[10] = { g->path, "--ppid", ppid, "--queues", "3" };
-	int qd, pd = -1, kd = -1, n = 5, ret;
+	char *argv[12] = { g->path, "--ppid", ppid, "--queues", "3", "--fdsock", "6" };
+	int qd, pd = -1, kd = -1, sd, sv[2] = { -1, -1 }, n = 7, ret;
 	pid_t pid;
 
 	snprintf(ppid, sizeof(ppid), "%d", (int)getpid());
-	/* Copies far above 5 first, so no dup2 below clobbers another's source. */
+	/* A fresh fd socket per GSP: whatever the last one had queued died with it. */
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv))
+		return -errno;
+	pthread_mutex_lock(&g->sock_lock);
+	if (g->sock >= 0)
+		close(g->sock);
+	g->sock = sv[0];
+	pthread_mutex_unlock(&g->sock_lock);
+	/* Copies far above 6 first, so no dup2 below clobbers another's source. */
+	sd = fcntl(sv[1], F_DUPFD_CLOEXEC, 200);
 	qd = fcntl(g->qfd, F_DUPFD_CLOEXEC, 200);
 	if (g->cfg.priv_fd >= 0)
 		pd = fcntl(g->cfg.priv_fd, F_DUPFD_CLOEXEC, 200);
 	if (g->cfg.priv_fd >= 0 && g->cfg.kick_fd > 0)
 		kd = fcntl(g->cfg.kick_fd, F_DUPFD_CLOEXEC, 200);
-	if (qd < 0 || (g->cfg.priv_fd >= 0 && pd < 0) ||
+	if (qd < 0 || sd < 0 || (g->cfg.priv_fd >= 0 && pd < 0) ||
 	    (g->cfg.priv_fd >= 0 && g->cfg.kick_fd > 0 && kd < 0)) {
 		ret = -errno;
 		goto close;
 	}
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, qd, 3);
+	posix_spawn_file_actions_adddup2(&fa, sd, 6);
 	if (pd >= 0) {
 		posix_spawn_file_actions_adddup2(&fa, pd, 4);
 		argv[n++] = "--priv";
@@ -197,6 +210,9 @@ close:
 		close(pd);
 	if (kd >= 0)
 		close(kd);
+	if (sd >= 0)
+		close(sd);
+	close(sv[1]);
 	return ret;
 }
 
@@ -688,6 +704,34 @@ static void *evt_main(void *arg)
 	return NULL;
 }
 
+/* ---- VRAM slices ---- */
+int gsp_slice_send(struct gsp *g, unsigned int fn, int fd, uint64_t size)
+{
+	struct vgpu_rpc_slice_msg m = { .fn = fn, .size = size };
+	char cbuf[CMSG_SPACE(sizeof(int))] = { 0 };
+	struct iovec iov = { &m, sizeof(m) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	ssize_t n;
+
+	if (!g || fn >= g->cfg.nr_fns || (fd >= 0 && !size))
+		return -EINVAL;
+	if (fd >= 0) {
+		struct cmsghdr *cm;
+
+		mh.msg_control = cbuf;
+		mh.msg_controllen = sizeof(cbuf);
+		cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &fd, sizeof(fd));
+	}
+	pthread_mutex_lock(&g->sock_lock);
+	n = g->sock >= 0 ? sendmsg(g->sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) : -1;
+	pthread_mutex_unlock(&g->sock_lock);
+	return n == (ssize_t)sizeof(m) ? 0 : -errno;
+}
+
 /* ---- reset ---- */
 static void gsp_cancel_all(struct gsp *g)
 {
@@ -868,6 +912,8 @@ int gsp_start(const struct gsp_config *cfg, struct gsp **out)
 	if (!g)
 		return -ENOMEM;
 	g->qfd = -1;
+	g->sock = -1;
+	pthread_mutex_init(&g->sock_lock, NULL);
 	pthread_mutex_init(&g->reset_lock, NULL);
 	pthread_mutex_init(&g->evt_lock, NULL);
 	ret = gsp_cfg_check(g, cfg);
@@ -930,6 +976,8 @@ void gsp_stop(struct gsp *g)
 		munmap(g->base, g->l.total);
 	if (g->qfd >= 0)
 		close(g->qfd);
+	if (g->sock >= 0)
+		close(g->sock);
 	free(g);
 }
 

@@ -3,6 +3,7 @@
  * the heartbeat. Fault injection (VGPU_RPC_FN_INJECT) lives here, so tests can make the
  * real process hang, crawl, answer late, die mid-reply, corrupt a reply or flood events. */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -10,8 +11,10 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include <linux/falloc.h>
 
 #include <vgpu/version.h>
 
@@ -59,6 +62,10 @@ struct srv {
 	_Atomic uint64_t slow_ns[64];	/* per gfid */
 	pthread_mutex_t evt_lock;	/* protects evt_seq and the event put */
 	uint64_t evt_seq;
+	int fd_sock;			/* VRAM slices arrive here (SCM_RIGHTS); -1: none */
+	pthread_mutex_t slice_lock;	/* protects slices[] and the socket's reads */
+	struct { int fd; uint64_t size; void *map; } slices[64];
+	_Atomic uint64_t scrubs;
 	struct srv_lane lanes[VGPU_RPC_MAX_LANES];
 };
 
@@ -114,6 +121,94 @@ static void *storm_main(void *arg)
 		srv_event(st->s, VGPU_RPC_EVT_TEST, st->gfid, i);
 	free(st);
 	return NULL;
+}
+
+/* ---- VRAM slices ---- */
+static void slice_drop_locked(struct srv *s, unsigned int fn)
+{
+	if (s->slices[fn].map)
+		munmap(s->slices[fn].map, s->slices[fn].size);
+	if (s->slices[fn].fd >= 0)
+		close(s->slices[fn].fd);
+	s->slices[fn].fd = -1;
+	s->slices[fn].map = NULL;
+	s->slices[fn].size = 0;
+}
+
+/* Take every slice message waiting on the socket: the sender's message went out before
+ * the RPC that needs it, so draining here is enough to see it. */
+static void srv_slices_poll(struct srv *s)
+{
+	struct vgpu_rpc_slice_msg m;
+	char cbuf[CMSG_SPACE(sizeof(int))];
+
+	if (s->fd_sock < 0)
+		return;
+	pthread_mutex_lock(&s->slice_lock);
+	for (;;) {
+		struct iovec iov = { &m, sizeof(m) };
+		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+				     .msg_controllen = sizeof(cbuf) };
+		struct cmsghdr *cm;
+		int fd = -1;
+		ssize_t n = recvmsg(s->fd_sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+
+		if (n < 0)
+			break;
+		cm = CMSG_FIRSTHDR(&mh);
+		if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
+			memcpy(&fd, CMSG_DATA(cm), sizeof(fd));
+		if (n != sizeof(m) || m.fn >= s->glob->nr_fns || m.fn >= 64) {
+			if (fd >= 0)
+				close(fd);
+			continue;
+		}
+		slice_drop_locked(s, m.fn);
+		if (fd < 0)
+			continue;
+		s->slices[m.fn].fd = fd;
+		s->slices[m.fn].size = m.size;
+		/* The GSP maps the slice read-write, as it would its VRAM aperture. */
+		s->slices[m.fn].map = mmap(NULL, m.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		if (s->slices[m.fn].map == MAP_FAILED)
+			s->slices[m.fn].map = NULL;
+	}
+	pthread_mutex_unlock(&s->slice_lock);
+}
+
+static int srv_scrub(struct srv *s, const struct vgpu_rpc_scrub *sc)
+{
+	int ret;
+
+	if (sc->fn >= s->glob->nr_fns || (sc->offset | sc->size) & 4095 || !sc->size)
+		return -EINVAL;
+	srv_slices_poll(s);
+	pthread_mutex_lock(&s->slice_lock);
+	if (s->slices[sc->fn].fd < 0)
+		ret = -EOPNOTSUPP;
+	else if (sc->offset + sc->size > s->slices[sc->fn].size || sc->offset + sc->size < sc->offset)
+		ret = -EINVAL;
+	else if (fallocate(s->slices[sc->fn].fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+			   (off_t)sc->offset, (off_t)sc->size))
+		ret = -errno;
+	else
+		ret = 0;
+	pthread_mutex_unlock(&s->slice_lock);
+	if (!ret)
+		atomic_fetch_add(&s->scrubs, 1);
+	return ret;
+}
+
+static uint64_t srv_nr_slices(struct srv *s)
+{
+	uint64_t n = 0;
+
+	srv_slices_poll(s);
+	pthread_mutex_lock(&s->slice_lock);
+	for (unsigned int i = 0; i < 64; i++)
+		n += s->slices[i].fd >= 0;
+	pthread_mutex_unlock(&s->slice_lock);
+	return n;
 }
 
 /* ---- RPC handlers ---- */
@@ -329,7 +424,8 @@ static int srv_handle(struct srv_lane *ln, uint32_t fn, uint32_t gfid, const uin
 			.nr_fns = s->glob->nr_fns, .pid = (uint64_t)getpid(), .epoch = s->glob->epoch,
 			.vram_size = s->priv ? gpu_priv_shared(s->priv)->vram_size : 0,
 			.rpcs = __atomic_load_n(&s->gp->rpcs, __ATOMIC_RELAXED),
-			.bad_msgs = __atomic_load_n(&s->gp->bad_msgs, __ATOMIC_RELAXED) };
+			.bad_msgs = __atomic_load_n(&s->gp->bad_msgs, __ATOMIC_RELAXED),
+			.scrubs = atomic_load(&s->scrubs), .slices = srv_nr_slices(s) };
 		ret = srv_reserve_reply(ln, sizeof(info));
 		if (ret)
 			return ret;
@@ -355,8 +451,8 @@ static int srv_handle(struct srv_lane *ln, uint32_t fn, uint32_t gfid, const uin
 		NEED(len, struct vgpu_rpc_inject);
 		return srv_inject(ln, req);
 	case VGPU_RPC_FN_SCRUB:
-		/* VRAM scrubbing runs where the VRAM memfds are: the RM's device model. */
-		return -EOPNOTSUPP;
+		NEED(len, struct vgpu_rpc_scrub);
+		return srv_scrub(s, req);
 	}
 	return srv_hw(s, fn, req, len);
 }
@@ -618,11 +714,15 @@ static int srv_lanes_start(struct srv *s)
 	return 0;
 }
 
-int gsp_server_run(int qfd, int priv_fd, int kick_fd, int ppid)
+int gsp_server_run(int qfd, int priv_fd, int kick_fd, int fd_sock, int ppid)
 {
 	static struct srv s;	/* lives as long as the process */
 	int ret;
 
+	s.fd_sock = fd_sock;
+	pthread_mutex_init(&s.slice_lock, NULL);
+	for (unsigned int i = 0; i < 64; i++)
+		s.slices[i].fd = -1;
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (ppid > 0 && getppid() != ppid)
 		return 1;

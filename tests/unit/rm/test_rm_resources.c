@@ -320,6 +320,40 @@ static void test_vf_reset(void **state)
 	assert_int_equal(rm_vf_partition_clear(fx.rm, 2), -ENOENT);
 }
 
+/* A VF whose slice has its own memfd is scrubbed by the GSP at reset; the others through
+ * the device model. Either way the VF's VRAM reads zero afterwards. */
+static void test_vf_reset_scrub(void **state)
+{
+	struct rm_partition p = { .base = 3 * T_SLICE, .size = T_SLICE };
+	struct vgpu_rpc_info info;
+	uint32_t hc, hd, hs, hm;
+	uint8_t *v3, *v1;
+
+	(void)state;
+	assert_int_equal(gpu_vram_slice_map(fx.gpu, 3, p.base, p.size, -1), 0);
+	assert_int_equal(rm_vf_partition_set(fx.rm, 3, &p), 0);
+	assert_int_equal(rm_t_client(fx.rm, 3, &hc, &hd, &hs), 0);
+	assert_int_equal(rm_t_vidmem(fx.rm, 3, hc, hd, 1 << 20, &hm), 0);
+	v3 = gpu_vram_ptr(fx.gpu, p.base, p.size);
+	v1 = gpu_vram_ptr(fx.gpu, T_SLICE, T_SLICE);
+	memset(v3, 0x5a, p.size);
+	memset(v1, 0x5a, T_SLICE);
+	assert_int_equal(rm_vf_reset(fx.rm, 3), 0);
+	assert_int_equal(rm_vf_reset(fx.rm, 1), 0);
+	assert_int_equal(v3[0], 0);
+	assert_int_equal(v3[p.size - 1], 0);
+	assert_int_equal(v1[0], 0);
+	assert_int_equal(v1[T_SLICE - 1], 0);
+	assert_int_equal(gsp_call(rm_gsp(fx.rm), 0, VGPU_RPC_FN_GET_INFO, NULL, 0, &info, sizeof(info), NULL), 0);
+	assert_int_equal(info.scrubs, 1);	/* VF 3's; VF 1 has no slice memfd */
+	assert_int_equal(rm_object_count(fx.rm, 3), 0);
+	assert_non_null(rm_vf_pma(fx.rm, 3));
+	assert_int_equal(rm_vf_partition_clear(fx.rm, 3), 0);
+	assert_null(rm_vf_pma(fx.rm, 3));
+	assert_ptr_equal(rm_vf_pma(fx.rm, 0), fx.pma);
+	assert_int_equal(gpu_vram_slice_unmap(fx.gpu, 3), 0);
+}
+
 /* 16: the validator catches each kind of misordering. */
 static char lockdep_msg[128];
 static void on_violation(const char *what)
@@ -385,9 +419,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_handle_exhaustion, setup_small, teardown),
 		cmocka_unit_test_setup_teardown(test_quotas, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_vf_reset, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_vf_reset_scrub, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lock_order_real, setup, teardown),
 	};
-	size_t n = 7;
+	size_t n = 8;
 
 	for (size_t i = 0; i < VGPU_ARRAY_SIZE(bad_allocs); i++)
 		t[n++] = (struct CMUnitTest){ bad_allocs[i].name, test_bad_alloc, setup, teardown,

@@ -126,7 +126,7 @@ static const struct arg_case {
 	{ "NULL reply with capacity", 0, VGPU_RPC_FN_NOP, 0, 8, false, true, -EINVAL },
 	{ "unhandled function", 0, 150, 8, 0, false, false, -EOPNOTSUPP },
 	{ "partition: short payload", 0, VGPU_RPC_FN_PARTITION_SET, 4, 0, false, false, -EINVAL },
-	{ "scrub is the model's", 0, VGPU_RPC_FN_SCRUB, 24, 0, false, false, -EOPNOTSUPP },
+	{ "scrub of nothing", 0, VGPU_RPC_FN_SCRUB, 24, 0, false, false, -EINVAL },
 };
 
 static void test_args(void **state)
@@ -167,6 +167,38 @@ static void test_hw_programming(void **state)
 	assert_int_equal(sh->fns[2].runlist[0], 0);
 	assert_int_equal(gsp_call(fx.gsp, 0, VGPU_RPC_FN_PARTITION_CLEAR, &fa, sizeof(fa), NULL, 0, NULL), 0);
 	assert_int_equal(sh->fns[2].part_size, 0);
+}
+
+/* A VRAM slice handed over the fd socket: the GSP maps it and scrubs it. */
+static void test_slice_scrub(void **state)
+{
+	struct vgpu_rpc_scrub sc = { .fn = 3, .offset = 64 << 10, .size = 1 << 20 };
+	struct vgpu_rpc_info info;
+	uint64_t base = 48ull << 20, size = 8ull << 20;
+	uint8_t *v;
+
+	(void)state;
+	assert_int_equal(gsp_call(fx.gsp, 3, VGPU_RPC_FN_SCRUB, &sc, sizeof(sc), NULL, 0, NULL), -EOPNOTSUPP);
+	assert_int_equal(gpu_vram_slice_map(fx.gpu, 3, base, size, -1), 0);
+	v = gpu_vram_ptr(fx.gpu, base, size);
+	assert_non_null(v);
+	memset(v, 0xa5, size);
+	assert_int_equal(gsp_slice_send(fx.gsp, 3, gpu_vram_slice_fd(fx.gpu, 3), size), 0);
+	assert_int_equal(gsp_call(fx.gsp, 3, VGPU_RPC_FN_SCRUB, &sc, sizeof(sc), NULL, 0, NULL), 0);
+	assert_int_equal(v[(64 << 10) - 1], 0xa5);		/* before the range */
+	assert_int_equal(v[64 << 10], 0);
+	assert_int_equal(v[(64 << 10) + (1 << 20) - 1], 0);
+	assert_int_equal(v[(64 << 10) + (1 << 20)], 0xa5);	/* after it */
+	sc.offset = size;
+	assert_int_equal(gsp_call(fx.gsp, 3, VGPU_RPC_FN_SCRUB, &sc, sizeof(sc), NULL, 0, NULL), -EINVAL);
+	assert_int_equal(gsp_call(fx.gsp, 0, VGPU_RPC_FN_GET_INFO, NULL, 0, &info, sizeof(info), NULL), 0);
+	assert_int_equal(info.scrubs, 1);
+	assert_int_equal(info.slices, 1);
+	assert_int_equal(gsp_slice_send(fx.gsp, 3, -1, 0), 0);
+	sc.offset = 0;
+	assert_int_equal(gsp_call(fx.gsp, 3, VGPU_RPC_FN_SCRUB, &sc, sizeof(sc), NULL, 0, NULL), -EOPNOTSUPP);
+	assert_int_equal(gsp_slice_send(fx.gsp, 9, -1, 0), -EINVAL);
+	assert_int_equal(gpu_vram_slice_unmap(fx.gpu, 3), 0);
 }
 
 struct mt_arg {
@@ -229,6 +261,7 @@ int main(void)
 	CASES(test_args, arg_cases);
 	t[n++] = (struct CMUnitTest)cmocka_unit_test(test_reply_too_big);
 	t[n++] = (struct CMUnitTest)cmocka_unit_test(test_hw_programming);
+	t[n++] = (struct CMUnitTest)cmocka_unit_test(test_slice_scrub);
 	t[n++] = (struct CMUnitTest)cmocka_unit_test(test_concurrent);
 	return _cmocka_run_group_tests("gsp_rpc", t, n, group_up, group_down);
 }
