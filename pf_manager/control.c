@@ -56,6 +56,19 @@ static void client_free(struct pf_client *c)
 	free(c);
 }
 
+static void client_drop(struct pf_daemon *d, unsigned int idx)
+{
+	client_free(d->clients[idx]);
+	d->clients[idx] = NULL;
+}
+
+void pf_control_sweep(struct pf_daemon *d)
+{
+	for (unsigned int i = 0; i < PF_MAX_CLIENTS; i++)
+		if (d->clients[i] && d->clients[i]->broken)
+			client_drop(d, i);
+}
+
 void pf_control_close(struct pf_daemon *d)
 {
 	char path[PF_PATH_MAX + 16];
@@ -120,8 +133,13 @@ static void client_send(struct pf_client *c, json_object *o)
 	const char *txt = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
 							 JSON_C_TO_STRING_NOSLASHESCAPE);
 
-	if (client_queue(c, txt, strlen(txt)) || client_queue(c, "\n", 1))
-		vgpu_warn("control: client pid %d is not reading; output dropped", (int)c->pid);
+	/* A client that reads nothing would make us buffer without end, and skipping a
+	 * message would desynchronise it: it is disconnected instead. */
+	if (!c->broken && (client_queue(c, txt, strlen(txt)) || client_queue(c, "\n", 1))) {
+		vgpu_warn("control: client pid %d is not reading its replies; disconnecting it",
+			  (int)c->pid);
+		c->broken = true;
+	}
 }
 
 static void client_flush(struct pf_client *c)
@@ -148,7 +166,7 @@ void pf_event(struct pf_daemon *d, const char *name, json_object *data)
 
 		if (c && c->negotiated) {
 			client_send(c, ev);
-			client_flush(c);
+			client_flush(c);	/* a broken one is dropped by pf_control_sweep() */
 		}
 	}
 	d->events_sent++;
@@ -275,12 +293,6 @@ static void client_parse(struct pf_daemon *d, struct pf_client *c)
 	}
 }
 
-static void client_drop(struct pf_daemon *d, unsigned int idx)
-{
-	client_free(d->clients[idx]);
-	d->clients[idx] = NULL;
-}
-
 void pf_client_io(struct pf_daemon *d, unsigned int idx, short revents)
 {
 	struct pf_client *c = d->clients[idx];
@@ -310,4 +322,6 @@ void pf_client_io(struct pf_daemon *d, unsigned int idx, short revents)
 		return;
 	}
 	client_flush(c);
+	if (c->broken)
+		client_drop(d, idx);
 }

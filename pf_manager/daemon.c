@@ -331,6 +331,7 @@ int pf_daemon_run(struct pf_daemon *d, void (*ready_fn)(void))
 			return -errno;
 		if (r > 0)
 			dispatch(d, p, ref, n);
+		pf_control_sweep(d);
 		for (unsigned int vf = 1; vf <= PF_MAX_VFS; vf++)
 			if (d->vfs[vf] && pf_endpoint_attached(d->vfs[vf]))
 				pf_mbox_service(d, d->vfs[vf]);

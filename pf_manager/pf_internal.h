@@ -100,6 +100,7 @@ struct pf_client {
 	bool admin;			/* root or in the admin group */
 	bool negotiated;		/* sent qmp_capabilities */
 	bool skipping;			/* discarding the rest of an oversized line */
+	bool broken;			/* output overflowed: dropped at the next chance */
 	char *in;			/* partial input line */
 	size_t in_len;
 	char *out;			/* unsent output */
@@ -267,6 +268,8 @@ void pf_control_close(struct pf_daemon *d);
 /* Broadcast an event to negotiated clients. */
 void pf_event(struct pf_daemon *d, const char *name, json_object *data);
 void pf_control_accept(struct pf_daemon *d);
+/* Disconnect clients whose output overflowed (outside any client's processing). */
+void pf_control_sweep(struct pf_daemon *d);
 void pf_client_io(struct pf_daemon *d, unsigned int idx, short revents);
 
 /* ---- commands.c ---- */
