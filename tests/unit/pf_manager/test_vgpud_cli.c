@@ -322,6 +322,58 @@ static void test_bad_input(void **state)
 	t_daemon_free(d);
 }
 
+/* Garbage of every shape (random bytes, truncated and type-confused requests for every
+ * command) from a fixed seed: every line is answered, nothing changes, the daemon lives. */
+static void test_fuzz_control(void **state)
+{
+	static const char *const cmds[] = { "define-slice", "undefine-slice", "start-slice",
+		"stop-slice", "modify-slice", "set-vfs", "reset-vf", "query-slices", "query-stats" };
+	static const char *const vals[] = { "1", "-1", "\"x\"", "[]", "{}", "null", "true",
+		"1e99", "\"" U1 "x\"", "[{\"vram_bytes\":{}}]", "99999999999999999999" };
+	static const char *const keys[] = { "uuid", "type", "attrs", "num_vfs", "vf", "start",
+		"owner", "owner_uid", "dry-run", "zzz" };
+	struct tdaemon *d = *state;
+	struct tclient *c;
+	unsigned int seed = 12345;
+	char line[512], *before, *after;
+	json_object *rep;
+
+	assert_int_equal(T_CTL(d, "set-vfs", "2"), 0);
+	assert_int_equal(T_CTL(d, "define", "-t", "vgpu-1G", "-u", U1), 0);
+	c = t_client(d, true);
+	before = t_snapshot(c);
+	for (int i = 0; i < 400; i++) {
+		int n = 0, kind = rand_r(&seed) % 3;
+
+		if (kind == 0) {		/* random bytes */
+			int len = 1 + rand_r(&seed) % 200;
+
+			for (; n < len; n++) {
+				line[n] = (char)(1 + rand_r(&seed) % 255);
+				if (line[n] == '\n')
+					line[n] = ' ';
+			}
+		} else {			/* a request with one confused argument */
+			n = snprintf(line, sizeof(line), "{\"execute\":\"%s\",\"arguments\":{\"%s\":%s}}",
+				     cmds[rand_r(&seed) % 9], keys[rand_r(&seed) % 10],
+				     vals[rand_r(&seed) % 11]);
+			if (kind == 2)		/* truncated */
+				n = 1 + rand_r(&seed) % n;
+		}
+		t_send_raw(c, line, (size_t)n);
+		t_send_raw(c, "\n", 1);
+		rep = t_reply(c);
+		assert_non_null(rep);	/* every line is answered */
+		json_object_put(rep);
+	}
+	/* no value above is valid for a mutating command, so nothing may have changed */
+	after = t_snapshot(c);
+	assert_string_equal(before, after);
+	free(before);
+	free(after);
+	t_client_free(c);
+}
+
 /* Before qmp_capabilities only negotiation is accepted; a huge line gets one error. */
 static void test_protocol_edges(void **state)
 {
@@ -530,11 +582,11 @@ int main(void)
 	struct CMUnitTest t[64] = {
 		FIX(test_every_verb), FIX(test_json_and_alignment), FIX(test_idempotence),
 		FIX(test_insufficient), cmocka_unit_test_teardown(test_permissions, t_teardown), FIX(test_protocol_edges),
-		FIX(test_events), FIX(test_sigterm), FIX(test_autostart_owner),
+		FIX(test_events), FIX(test_sigterm), FIX(test_autostart_owner), FIX(test_fuzz_control),
 		cmocka_unit_test_teardown(test_systemd, t_teardown),
 		cmocka_unit_test_teardown(test_admin_group, t_teardown),
 	};
-	size_t n = 11;
+	size_t n = 12;
 
 	for (size_t i = 0; i < sizeof(dry_cases) / sizeof(dry_cases[0]); i++)
 		t[n++] = (struct CMUnitTest)ROW(test_dry_run, dry_cases, i);
