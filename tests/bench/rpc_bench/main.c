@@ -264,7 +264,7 @@ static struct pct bench_victim(struct gsp *g, unsigned int flooders, uint64_t *f
 		a[i] = (struct flood_arg){ .g = g, .fn = 2, .stop = &stop };
 		pthread_create(&th[i], NULL, flood_main, &a[i]);
 	}
-	p = bench_rpc(g, 1, 256, quick ? 1000 : 5000);
+	p = bench_rpc(g, 1, 256, quick ? 2000 : 20000);
 	atomic_store(&stop, true);
 	for (unsigned int i = 0; i < flooders; i++) {
 		pthread_join(th[i], NULL);
