@@ -28,6 +28,10 @@ struct pf_endpoint {
 };
 
 /* ---- BAR2 control area ------------------------------------------------------------------ */
+/* The whole BAR is shared with the guest, header included: vgpud writes the header but
+ * never believes it afterwards (its own copies of the geometry, the reset count and the
+ * ring views are what count), except the guest's own state word, which can only stop
+ * the guest's own mailbox. */
 
 void pf_bar_format(struct pf_slice *s)
 {
@@ -60,6 +64,7 @@ void pf_bar_format(struct pf_slice *s)
 	vgpu_ring_attach(&s->req, s->bar + VF_BAR_REQ_OFF, VF_BAR_RING_REGION);
 	vgpu_ring_attach(&s->rsp, s->bar + VF_BAR_RSP_OFF, VF_BAR_RING_REGION);
 	vgpu_ring_attach(&s->evt, s->bar + VF_BAR_EVT_OFF, VF_BAR_RING_REGION);
+	s->mbox_broken = false;
 	atomic_store((_Atomic uint32_t *)&h->reset_count, (uint32_t)s->resets);
 	/* Magic and READY last: a guest that sees them sees a complete control area. */
 	h->magic = VF_BAR_MAGIC;
@@ -129,7 +134,7 @@ static bool mbox_handle(struct pf_daemon *d, struct pf_slice *s, const struct vf
 		struct vf_msg_info info = {
 			.vf_id = s->vf, .abi_version = VGPU_ABI_VERSION, .vram_size = s->prov.vram,
 			.channels = s->prov.channels, .doorbells = s->prov.doorbells,
-			.reset_count = s->hdr->reset_count,
+			.reset_count = (uint32_t)s->resets,
 		};
 
 		memcpy(out, &info, sizeof(info));
@@ -160,7 +165,7 @@ void pf_mbox_service(struct pf_daemon *d, struct pf_slice *s)
 	uint8_t req[VF_MBOX_SLOT_SIZE];
 	unsigned int replies = 0;
 
-	if (atomic_load((_Atomic uint32_t *)&s->hdr->state) != VF_STATE_READY)
+	if (s->mbox_broken || atomic_load((_Atomic uint32_t *)&s->hdr->state) != VF_STATE_READY)
 		return;
 	for (;;) {
 		int err;
@@ -172,6 +177,7 @@ void pf_mbox_service(struct pf_daemon *d, struct pf_slice *s)
 				vgpu_warn("VF %u: request ring corrupted by the guest; ignoring it until "
 					  "reset", s->vf);
 				s->rpc_err++;
+				s->mbox_broken = true;
 			}
 			break;
 		}

@@ -85,6 +85,7 @@ struct pf_slice {
 	uint64_t dma_size;		/* DMA memory, just below the control area */
 	struct vf_bar_header *hdr;
 	struct vgpu_ring req, rsp, evt;	/* host views of the mailbox rings */
+	bool mbox_broken;		/* the guest corrupted its request ring: until reset */
 	struct pf_endpoint *ep;
 	uint64_t started_ns;
 	/* counters */

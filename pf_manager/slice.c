@@ -105,7 +105,7 @@ json_object *pf_slice_json(const struct pf_daemon *d, const struct pf_slice *s)
 		json_object_object_add(o, "endpoint", json_object_new_string(path));
 		json_object_object_add(o, "attached", json_object_new_boolean(pf_endpoint_attached(s)));
 		json_object_object_add(o, "reset_count",
-				       json_object_new_int((int)s->hdr->reset_count));
+				       json_object_new_int((int)s->resets));
 	}
 	return o;
 }
@@ -519,7 +519,7 @@ int pf_vf_reset(struct pf_daemon *d, struct pf_slice *s)
 	gpu_tlb_invalidate(d->gpu, s->vf, 0, 0);
 	s->resets++;
 	pf_bar_format(s);
-	pf_endpoint_event(s, VF_EVT_RESET, s->hdr->reset_count);
+	pf_endpoint_event(s, VF_EVT_RESET, s->resets);
 	return r;
 }
 
@@ -561,7 +561,7 @@ int pf_vf_reset_cmd(struct pf_daemon *d, json_object *args, bool dry, json_objec
 	v = json_object_new_object();
 	json_object_object_add(v, "vf", json_object_new_int((int)s->vf));
 	json_object_object_add(v, "uuid", json_object_new_string(s->uuid));
-	json_object_object_add(v, "reset_count", json_object_new_int((int)s->hdr->reset_count));
+	json_object_object_add(v, "reset_count", json_object_new_int((int)s->resets));
 	pf_event(d, "VF_RESET", v);
 	return 0;
 }

@@ -294,6 +294,38 @@ static void test_reset_isolation(void **state)
 	t_guest_detach(&g2);
 }
 
+/* A hostile guest scribbles over its ring headers and counters: vgpud ignores the ring
+ * until a reset, serves the other VF as before, and a reset makes the VF usable again. */
+static void test_hostile_guest(void **state)
+{
+	struct tdaemon *d = *state;
+	struct tguest g1, g2;
+	char p1[256], p2[256];
+	uint64_t one = 1;
+
+	vf_sock(d, 1, p1, sizeof(p1));
+	vf_sock(d, 2, p2, sizeof(p2));
+	assert_int_equal(t_guest_attach(p1, &g1), 0);
+	assert_int_equal(t_guest_attach(p2, &g2), 0);
+	/* head far ahead of tail, geometry rewritten, then a kick */
+	__atomic_store_n(&g1.req.hdr->head, g1.req.hdr->tail + 100000, __ATOMIC_RELEASE);
+	g1.req.hdr->nr_elems = 1u << 30;
+	g1.req.hdr->elem_size = 3;
+	g1.rsp.hdr->tail = 0xdeadbeef;
+	assert_int_equal(write(g1.to_host[VF_VEC_MBOX], &one, sizeof(one)), (ssize_t)sizeof(one));
+	memset(g1.bar + g1.hdr->evt_off, 0xff, 256);
+	assert_int_equal(t_guest_call(&g2, VF_MSG_PING, "ok", 2, NULL, 0, NULL), 0);
+	assert_int_equal(T_CTL(d, "stats", "1", "--json"), 0);
+	assert_non_null(strstr(t_out.out, "\"errors\": 1"));	/* the broken ring, counted */
+	assert_int_equal(T_CTL(d, "reset", "1"), 0);
+	assert_int_equal(vgpu_ring_attach(&g1.req, g1.bar + g1.hdr->req_off, VF_BAR_RING_REGION), 0);
+	assert_int_equal(vgpu_ring_attach(&g1.rsp, g1.bar + g1.hdr->rsp_off, VF_BAR_RING_REGION), 0);
+	/* drain the reset's kick on the mailbox vector if one is pending, then call */
+	assert_int_equal(t_guest_call(&g1, VF_MSG_PING, "ok", 2, NULL, 0, NULL), 0);
+	t_guest_detach(&g1);
+	t_guest_detach(&g2);
+}
+
 static uint64_t slice_base(struct tdaemon *d, char *uuid)
 {
 	json_object *o, *arr, *p;
@@ -514,6 +546,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_attach_owner, setup, t_teardown),
 		cmocka_unit_test_setup_teardown(test_reset_isolation, setup, t_teardown),
 		cmocka_unit_test_setup_teardown(test_rm_allocations, setup, t_teardown),
+		cmocka_unit_test_setup_teardown(test_hostile_guest, setup, t_teardown),
 		cmocka_unit_test_setup_teardown(test_kill9_recovery, setup, t_teardown),
 		cmocka_unit_test_teardown(test_63_vfs_loop, t_teardown),
 		cmocka_unit_test_teardown(test_valgrind_shutdown, t_teardown),
