@@ -301,6 +301,7 @@ static json_object *journal_entry(const struct pf_slice *s)
 	json_object_object_add(o, "preempt_timeout_us",
 			       json_object_new_int((int)s->prov.preempt_timeout_us));
 	json_object_object_add(o, "priority", json_object_new_int((int)s->prov.priority));
+	pf_json_add_u64(o, "resets", s->resets);
 	if (s->child && !pma_export(s->child, NULL, 0, &nr) && nr) {
 		r = calloc(nr, sizeof(*r));
 		if (r && !pma_export(s->child, r, nr, &nr)) {
@@ -458,6 +459,7 @@ struct jent {
 	unsigned int vf;
 	uint64_t base;
 	struct pf_quota q;
+	uint64_t resets;
 	json_object *allocs;
 };
 
@@ -482,6 +484,7 @@ static int check_entry(struct pf_daemon *d, json_object *o, struct jent *je, uns
 	je->q.exec_quantum_ms = (uint32_t)jget_u64(o, "exec_quantum_ms", &ok);
 	je->q.preempt_timeout_us = (uint32_t)jget_u64(o, "preempt_timeout_us", &ok);
 	je->q.priority = (enum pf_priority)jget_u64(o, "priority", &ok);
+	je->resets = jget_u64(o, "resets", &ok);
 	if (!ok || !json_object_object_get_ex(o, "allocations", &je->allocs) ||
 	    !json_object_is_type(je->allocs, json_type_array))
 		return snprintf(why, wlen, "slice %s: missing or malformed fields", norm), -EBADMSG;
@@ -560,6 +563,11 @@ static int apply_entry(struct pf_daemon *d, struct jent *je)
 	/* The allocations are checked but not re-created: the RM objects that owned them
 	 * died with the old process, and the guest rebuilds its objects when it reconnects. */
 	ret = pf_slice_bring_up(d, je->s, je->vf, je->base, true, &e);
+	if (!ret) {
+		/* The journal's count, not the header's: the guest can write the header. */
+		je->s->resets = je->resets;
+		je->s->hdr->reset_count = (uint32_t)je->resets;
+	}
 	if (ret)
 		vgpu_err("state: slice %s: %s", je->s->uuid, e.msg[0] ? e.msg : vgpu_strerror(ret));
 	json_object_put(e.data);
