@@ -40,7 +40,7 @@ ctl start -u 00000000-0000-4000-8000-000000000005 || echo "(exit $?: as expected
 ctl list -v
 ctl stats
 ctl reset 2
-ctl vram-map --svg "${VGPU_DEMO_SVG:-vgpu-vram-map.svg}"
+ctl vram-map --svg "${VGPU_DEMO_SVG:-${TMPDIR:-/tmp}/vgpu-vram-map.svg}"
 ctl status
 kill -TERM "$pid"
 wait "$pid" && echo "vgpud stopped cleanly (exit 0)"
