@@ -261,14 +261,22 @@ static void test_attach_owner(void **state)
 static void test_reset_isolation(void **state)
 {
 	struct tdaemon *d = *state;
+	struct vgpu_rm_vidmem_params vm = { .size = 32 * MiB, .page_size = 2 * MiB };
 	struct tguest g1, g2;
 	struct vf_event ev;
+	struct vgpu_rm_reply rp;
+	uint32_t h;
 	char p1[256], p2[256], msg[16] = "still here";
 
 	vf_sock(d, 1, p1, sizeof(p1));
 	vf_sock(d, 2, p2, sizeof(p2));
 	assert_int_equal(t_guest_attach(p1, &g1), 0);
 	assert_int_equal(t_guest_attach(p2, &g2), 0);
+	/* VF 2 also holds RM objects: a client, its device and 32 MiB of VRAM */
+	assert_int_equal(rm_call_client(&g2, 9, &rp), 0);
+	assert_int_equal(rm_alloc_obj(&g2, rp.handle, rp.handle, VGPU_RM_CLASS_DEVICE, NULL, 0, &h), 0);
+	assert_int_equal(rm_alloc_obj(&g2, rp.handle, h, VGPU_RM_CLASS_MEMORY_VIDMEM, &vm, sizeof(vm),
+				      &h), 0);
 	pattern_write(g1.bar, g1.hdr->vram_size, 0x5a);
 	pattern_write(g2.bar, g2.hdr->vram_size, 0xa5);
 	memset(g1.bar + g1.hdr->dma_off, 0x11, 4096);
@@ -290,6 +298,9 @@ static void test_reset_isolation(void **state)
 	assert_int_equal(g2.hdr->reset_count, 0);
 	assert_int_equal(vgpu_ring_count(&g2.evt), 0);
 	assert_int_equal(t_guest_call(&g2, VF_MSG_PING, msg, sizeof(msg), NULL, 0, NULL), 0);
+	assert_true(vf_vram_used(d, 2) == 32 * MiB);
+	assert_int_equal(T_CTL(d, "stats", "2", "--json"), 0);
+	assert_non_null(strstr(t_out.out, "\"rm_objects\": 3"));
 	t_guest_detach(&g1);
 	t_guest_detach(&g2);
 }
