@@ -239,6 +239,7 @@ enum vgpu_rpc_corrupt {
 	VGPU_CORRUPT_LENGTH = 2,	/* impossible length, checksum recomputed */
 	VGPU_CORRUPT_SEQ = 3,		/* transport seq skips ahead, checksum recomputed */
 	VGPU_CORRUPT_REPLAY = 4,	/* send the reply, then the previous message again */
+	VGPU_CORRUPT_COUNTER = 5,	/* send the reply, then make the status put impossible */
 };
 
 struct vgpu_rpc_inject {

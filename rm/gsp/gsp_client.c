@@ -466,6 +466,9 @@ static bool drain(struct gsp_lane *ln)
 		case GSP_RX_EMPTY:
 			ln->partial_since = 0;
 			return true;
+		case GSP_RX_CORRUPT:
+			STAT_INC(ln->g, bad_msgs);
+			return false;	/* fatal: only a reset re-formats the queue */
 		case GSP_RX_PARTIAL:
 			if (!ln->partial_since) {
 				ln->partial_since = vgpu_now_ns();
@@ -501,7 +504,7 @@ static void drainer(struct gsp_lane *ln, struct gsp_slot *s, uint64_t deadline, 
 
 	for (;;) {
 		if (!drain(ln)) {
-			gsp_mark_fatal(g, "reply published in part (GSP died mid-reply?)");
+			gsp_mark_fatal(g, "status queue corrupt or a reply published in part");
 			asm_abort(ln, -EIO);
 			return;
 		}

@@ -109,6 +109,7 @@ enum gsp_rx {
 	GSP_RX_BAD = 3,			/* malformed; consumed and counted */
 	GSP_RX_STALE = 4,		/* older transport seq (a replay): consumed */
 	GSP_RX_GAP = 5,			/* valid, but seqs were skipped: resynchronised */
+	GSP_RX_CORRUPT = 6,		/* the writer's counter is impossible: nothing to resync on */
 };
 
 /* Reader: copy the next message into @buf (VGPU_RPC_MAX_ELEMS elements) and validate

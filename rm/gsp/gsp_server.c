@@ -260,7 +260,7 @@ static int srv_inject(struct srv_lane *ln, const struct vgpu_rpc_inject *in)
 		atomic_store(&t->crash_mid, 1);
 		return 0;
 	case VGPU_INJ_CORRUPT:
-		if (in->arg < VGPU_CORRUPT_PAYLOAD || in->arg > VGPU_CORRUPT_REPLAY)
+		if (in->arg < VGPU_CORRUPT_PAYLOAD || in->arg > VGPU_CORRUPT_COUNTER)
 			return -EINVAL;
 		atomic_store(&t->corrupt, (uint32_t)in->arg);
 		return 0;
@@ -522,7 +522,7 @@ static void srv_reply(struct srv_lane *ln, uint32_t fn, uint32_t seq, uint32_t g
 			gsp_q_write(&ln->stat, ln->tx, bytes, elems, elems / 2);
 			srv_die(3);
 		}
-		if (corrupt && corrupt != VGPU_CORRUPT_REPLAY)
+		if (corrupt && corrupt < VGPU_CORRUPT_REPLAY)
 			srv_corrupt(ln, ln->tx, bytes, corrupt);
 		gsp_q_write(&ln->stat, ln->tx, bytes, elems, elems);
 		if (corrupt == VGPU_CORRUPT_REPLAY) {
@@ -530,6 +530,8 @@ static void srv_reply(struct srv_lane *ln, uint32_t fn, uint32_t seq, uint32_t g
 			srv_wait_space(ln, elems);
 			gsp_q_write(&ln->stat, ln->tx, bytes, elems, elems);
 		}
+		if (corrupt == VGPU_CORRUPT_COUNTER)	/* a wild write over our own counter */
+			atomic_fetch_add(ln->stat.put, 10 * ln->stat.nr);
 		corrupt = 0;
 		off += n;
 		chunk++;
@@ -644,6 +646,10 @@ static void *srv_lane_main(void *arg)
 			break;
 		case GSP_RX_PARTIAL:
 			vgpu_cpu_relax();
+			break;
+		case GSP_RX_CORRUPT:	/* the CPU-RM will reset us; do not spin on it */
+			srv_bad(ln);
+			vgpu_sleep_ns(VGPU_NSEC_PER_MSEC);
 			break;
 		case GSP_RX_BAD:
 			srv_bad(ln);

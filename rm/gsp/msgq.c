@@ -136,7 +136,7 @@ enum gsp_rx gsp_q_read(struct gsp_q *q, void *buf)
 	if (!avail)
 		return GSP_RX_EMPTY;
 	if (avail > q->nr)		/* the peer's counter is garbage: skip nothing, fail */
-		return GSP_RX_BAD;
+		return GSP_RX_CORRUPT;
 	ring_copy(q, get, buf, VGPU_RPC_MSG_HDR_SIZE, false);
 	count = e->elem_count;
 	if (!count || count > VGPU_RPC_MAX_ELEMS)

@@ -235,6 +235,24 @@ static void test_corrupt(void **state)
 	assert_false(gsp_needs_reset(fx.gsp));
 }
 
+/* 5, continued: a wild status counter cannot be resynchronised on: the device is reset. */
+static void test_corrupt_counter(void **state)
+{
+	uint64_t v = 3, r;
+	int ret;
+
+	(void)state;
+	assert_int_equal(gsp_inject(fx.gsp, 0, VGPU_INJ_CORRUPT, 1, 0, VGPU_CORRUPT_COUNTER), 0);
+	ret = gsp_call(fx.gsp, 1, VGPU_RPC_FN_ECHO, &v, sizeof(v), &r, sizeof(r), NULL);
+	assert_true(ret == 0 || ret == -EIO || ret == -ENOTRECOVERABLE);
+	/* the next call on that lane meets the counter, whichever way the race went */
+	ret = gsp_call(fx.gsp, 1, VGPU_RPC_FN_ECHO, &v, sizeof(v), &r, sizeof(r), NULL);
+	assert_true(ret == -EIO || ret == -ENOTRECOVERABLE || ret == 0);
+	assert_int_equal(gsp_wait_working(fx.gsp, 3 * VGPU_NSEC_PER_SEC), 0);
+	assert_true(stats().bad_msgs >= 1);
+	assert_int_equal(stats().resets, 1);
+}
+
 /* 6: queue full. The consumer stalls: a bounded wait, then EAGAIN with nothing sent; the
  * RPCs already queued still get their replies (their space was reserved). */
 static void test_queue_full(void **state)
@@ -314,8 +332,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_event_storm, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_event_handler_rpc, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_crash, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_corrupt_counter, setup, teardown),
 	};
-	size_t n = 8;
+	size_t n = 9;
 
 	for (size_t i = 0; i < VGPU_ARRAY_SIZE(corrupt_cases); i++)
 		t[n++] = (struct CMUnitTest){ corrupt_cases[i].name, test_corrupt, setup, teardown,
