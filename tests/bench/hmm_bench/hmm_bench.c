@@ -1,0 +1,513 @@
+/* hmm_bench - PERF-01..05 of shared/reference/hmm-iommu.md next to their baselines
+ * measured in the same run: glibc memcpy (the copy ceiling) and the raw userfaultfd fault
+ * mechanisms with no library around them.
+ *
+ *   hmm_bench [--json] [--quick]
+ *
+ * Each figure is the median of 5 runs (each run: its own median for latencies, its own
+ * total for throughputs). --json prints one object with the keys of issue 8. */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "common/bitops.h"
+#include "common/clock.h"
+#include "common/compiler.h"
+#include "hmm/hmm.h"
+
+#define PG	HMM_PAGE_SIZE
+#define M2	HMM_BLOCK_SIZE
+#define RUNS	5
+
+static unsigned int fault_samples = 2000;
+static size_t migrate_bytes = 128 * VGPU_MiB;
+static size_t memcpy_pool = 256 * VGPU_MiB;
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double median(double *v, size_t n)
+{
+	qsort(v, n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static double now_us(void)
+{
+	return (double)vgpu_now_ns() / 1000.0;
+}
+
+static void *map_aligned(size_t len, bool thp)
+{
+	char *p = mmap(NULL, len + M2, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	char *a;
+
+	if (p == MAP_FAILED) {
+		perror("mmap");
+		exit(1);
+	}
+	a = (char *)vgpu_align_up((uintptr_t)p, M2);
+	if (a > p)
+		munmap(p, a - p);
+	munmap(a + len, (p + len + M2) - (a + len));
+	madvise(a, len, thp ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+	return a;
+}
+
+static void pin_to(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	sched_setaffinity(0, sizeof(set), &set);
+}
+
+static void unpin(void)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	for (int i = 0; i < CPU_SETSIZE && i < 64; i++)
+		CPU_SET(i, &set);
+	sched_setaffinity(0, sizeof(set), &set);
+}
+
+/* ---- memcpy baseline: 2 MiB chunks walked through pools much larger than the LLC ---- */
+
+static double bench_memcpy(void)
+{
+	char *src = map_aligned(memcpy_pool, true), *dst = map_aligned(memcpy_pool, true);
+	double runs[RUNS];
+
+	memset(src, 1, memcpy_pool);
+	memset(dst, 2, memcpy_pool);
+	for (int r = 0; r < RUNS; r++) {
+		double t0 = now_us();
+
+		for (size_t off = 0; off < memcpy_pool; off += M2)
+			memcpy(dst + off, src + off, M2);
+		runs[r] = (double)memcpy_pool / ((now_us() - t0) * 1000.0);
+	}
+	munmap(src, memcpy_pool);
+	munmap(dst, memcpy_pool);
+	return median(runs, RUNS);
+}
+
+/* ---- raw mechanisms: a bare userfaultfd, nothing of hmm/ --------------------------------- */
+
+static int raw_uffd = -1;
+static char *raw_src;
+
+static void raw_sigbus(int sig, siginfo_t *si, void *uc)
+{
+	struct uffdio_copy cp = {
+		.dst = (uintptr_t)si->si_addr & ~(PG - 1), .src = (uintptr_t)raw_src, .len = PG,
+		.mode = UFFDIO_COPY_MODE_DONTWAKE,
+	};
+
+	(void)sig;
+	(void)uc;
+	ioctl(raw_uffd, UFFDIO_COPY, &cp);
+}
+
+static int raw_open(bool sigbus, char *area, size_t len)
+{
+	struct uffdio_api api = { .api = UFFD_API, .features = sigbus ? UFFD_FEATURE_SIGBUS : 0 };
+	struct uffdio_register reg = { .range = { (uintptr_t)area, len },
+				       .mode = UFFDIO_REGISTER_MODE_MISSING };
+	int fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC);
+
+	if (fd < 0 || ioctl(fd, UFFDIO_API, &api) || ioctl(fd, UFFDIO_REGISTER, &reg)) {
+		perror("userfaultfd");
+		exit(1);
+	}
+	return fd;
+}
+
+static atomic_bool raw_stop;
+
+static void *raw_thread(void *arg)
+{
+	(void)arg;
+	while (!atomic_load(&raw_stop)) {
+		struct pollfd pfd = { .fd = raw_uffd, .events = POLLIN };
+		struct uffd_msg msg;
+
+		if (poll(&pfd, 1, 50) <= 0)
+			continue;
+		if (read(raw_uffd, &msg, sizeof(msg)) != sizeof(msg) ||
+		    msg.event != UFFD_EVENT_PAGEFAULT)
+			continue;
+		struct uffdio_copy cp = { .dst = msg.arg.pagefault.address & ~(PG - 1),
+					  .src = (uintptr_t)raw_src, .len = PG };
+
+		ioctl(raw_uffd, UFFDIO_COPY, &cp);
+	}
+	return NULL;
+}
+
+/* Median 4 KiB fault + copy of the raw mechanism, µs. */
+static double bench_raw(bool sigbus)
+{
+	size_t len = (size_t)fault_samples * PG;
+	double runs[RUNS], *s = malloc(fault_samples * sizeof(double));
+	struct sigaction sa = { .sa_sigaction = raw_sigbus, .sa_flags = SA_SIGINFO }, old;
+	pthread_t t;
+
+	raw_src = map_aligned(M2, false);
+	memset(raw_src, 3, PG);
+	if (sigbus)
+		sigaction(SIGBUS, &sa, &old);
+	for (int r = 0; r < RUNS; r++) {
+		volatile char *area = map_aligned(len, false);
+
+		raw_uffd = raw_open(sigbus, (char *)area, len);
+		atomic_store(&raw_stop, false);
+		if (!sigbus)
+			pthread_create(&t, NULL, raw_thread, NULL);
+		for (unsigned int i = 0; i < fault_samples; i++) {
+			double t0 = now_us();
+
+			area[i * PG] = 1;
+			s[i] = now_us() - t0;
+		}
+		runs[r] = median(s, fault_samples);
+		if (!sigbus) {
+			atomic_store(&raw_stop, true);
+			pthread_join(t, NULL);
+		}
+		close(raw_uffd);
+		munmap((void *)area, len);
+	}
+	if (sigbus)
+		sigaction(SIGBUS, &old, NULL);
+	munmap(raw_src, M2);
+	free(s);
+	return median(runs, RUNS);
+}
+
+/* ---- PERF-01/02/03: CPU fault-back through hmm ----------------------------------------- */
+
+struct fault_result {
+	double us;		/* median per fault */
+	double gbps;		/* granule / us */
+};
+
+static struct hmm_mm *mm_new(enum hmm_backend be, uint64_t granule)
+{
+	struct hmm_mm_opts o = { .backend = be, .granule = granule };
+	struct hmm_mm *mm;
+	int ret = hmm_mm_create(&o, &mm);
+
+	if (ret) {
+		fprintf(stderr, "hmm_mm_create: %s\n", strerror(-ret));
+		exit(1);
+	}
+	return mm;
+}
+
+static struct hmm_devmem *devmem_new(uint64_t size)
+{
+	struct hmm_devmem_desc d = { .owner = &d, .size = size };
+	struct hmm_devmem *dm;
+
+	if (hmm_devmem_create(&d, &dm)) {
+		fprintf(stderr, "hmm_devmem_create failed\n");
+		exit(1);
+	}
+	return dm;
+}
+
+/* Migrate @samples granules away, then time one store per granule (the first store
+ * faults the whole granule back; the other pages of it are touched untimed). */
+static struct fault_result bench_fault_back(enum hmm_backend be, uint64_t granule,
+					    unsigned int samples, int handler_cpu)
+{
+	size_t len = (size_t)samples * granule;
+	double runs[RUNS], *s = malloc(samples * sizeof(double));
+	struct fault_result res;
+
+	if (handler_cpu >= 0)
+		pin_to(handler_cpu);		/* the handler thread inherits this */
+	struct hmm_mm *mm = mm_new(be, granule);
+	struct hmm_devmem *dm = devmem_new(vgpu_align_up(len, M2));
+
+	if (handler_cpu >= 0)
+		pin_to(0);
+	for (int r = 0; r < RUNS; r++) {
+		volatile char *p = map_aligned(len, granule == M2);
+		struct hmm_migrate_result mr;
+
+		memset((void *)p, 5, len);
+		hmm_region_add(mm, (void *)p, len);
+		hmm_migrate_to_device(mm, dm, (void *)p, len, &mr);
+		if (mr.migrated != len / PG) {
+			fprintf(stderr, "fault bench: migrated %zu of %zu\n", mr.migrated, (size_t)(len / PG));
+			exit(1);
+		}
+		for (unsigned int i = 0; i < samples; i++) {
+			volatile char *g = p + (size_t)i * granule;
+			double t0 = now_us();
+
+			g[0] = 1;
+			s[i] = now_us() - t0;
+			for (uint64_t off = PG; off < granule; off += PG)
+				g[off] = 1;
+		}
+		runs[r] = median(s, samples);
+		hmm_region_remove(mm, (void *)p);
+		munmap((void *)p, len);
+	}
+	unpin();
+	hmm_devmem_destroy(dm);
+	hmm_mm_destroy(mm);
+	free(s);
+	res.us = median(runs, RUNS);
+	res.gbps = (double)granule / (res.us * 1000.0);
+	return res;
+}
+
+/* ---- PERF-04: bulk migration in 2 MiB chunks ------------------------------------------- */
+
+struct mig_job {
+	struct hmm_mm *mm;
+	struct hmm_devmem *dm;
+	char *buf;
+	size_t len;
+	double to_dev_us, to_sys_us;
+};
+
+static void *mig_job_run(void *arg)
+{
+	struct mig_job *j = arg;
+	struct hmm_migrate_result r;
+	double t0 = now_us();
+
+	hmm_migrate_to_device(j->mm, j->dm, j->buf, j->len, &r);
+	j->to_dev_us = now_us() - t0;
+	if (r.migrated != j->len / PG)
+		fprintf(stderr, "migrate: %zu of %zu pages\n", r.migrated, (size_t)(j->len / PG));
+	t0 = now_us();
+	hmm_migrate_to_system(j->mm, j->dm, j->buf, j->len, &r);
+	j->to_sys_us = now_us() - t0;
+	return NULL;
+}
+
+/* GB/s per direction; @threads jobs on separate buffers, aggregate throughput. */
+static void bench_migrate(unsigned int threads, double *to_dev, double *to_sys)
+{
+	struct hmm_mm *mm = mm_new(HMM_BACKEND_UFFD_THREAD, PG);
+	struct hmm_devmem *dm = devmem_new(migrate_bytes);
+	size_t len = migrate_bytes / threads;
+	struct mig_job jobs[2];
+	double rd[RUNS], rs[RUNS];
+
+	for (unsigned int t = 0; t < threads; t++) {
+		jobs[t] = (struct mig_job){ .mm = mm, .dm = dm, .len = len,
+					    .buf = map_aligned(len, true) };
+		memset(jobs[t].buf, 7, len);
+		hmm_region_add(mm, jobs[t].buf, len);
+	}
+	mig_job_run(&jobs[0]);	/* warm-up: staging areas populated, pool faulted in */
+	for (int r = 0; r < RUNS; r++) {
+		pthread_t th[2];
+		double dev = 0, sys = 0;
+
+		for (unsigned int t = 0; t < threads; t++)
+			pthread_create(&th[t], NULL, mig_job_run, &jobs[t]);
+		for (unsigned int t = 0; t < threads; t++) {
+			pthread_join(th[t], NULL);
+			dev = vgpu_max(dev, jobs[t].to_dev_us);
+			sys = vgpu_max(sys, jobs[t].to_sys_us);
+		}
+		rd[r] = (double)migrate_bytes / (dev * 1000.0);
+		rs[r] = (double)migrate_bytes / (sys * 1000.0);
+	}
+	for (unsigned int t = 0; t < threads; t++) {
+		if (((volatile char *)jobs[t].buf)[len - 1] != 7)
+			fprintf(stderr, "migrate: data lost\n");
+		hmm_region_remove(mm, jobs[t].buf);
+		munmap(jobs[t].buf, len);
+	}
+	hmm_devmem_destroy(dm);
+	hmm_mm_destroy(mm);
+	*to_dev = median(rd, RUNS);
+	*to_sys = median(rs, RUNS);
+}
+
+/* ---- PERF-05: device fault service on populated system pages ----------------------------- */
+
+static uint64_t *ptes;
+static uintptr_t pte_base;
+
+static int bench_map(struct hmm_mirror *m, uintptr_t start, uintptr_t end, const uint64_t *pfns)
+{
+	(void)m;
+	for (uintptr_t a = start; a < end; a += PG) {
+		if (pfns[(a - start) / PG] & HMM_PFN_VALID)
+			ptes[(a - pte_base) / PG] = pfns[(a - start) / PG];
+	}
+	return 0;
+}
+
+static void bench_invalidate(struct hmm_mirror *m, const struct hmm_notify_range *r)
+{
+	(void)m;
+	(void)r;
+}
+
+static const struct hmm_mirror_ops bench_ops = { .invalidate = bench_invalidate,
+						 .map = bench_map };
+
+/* Faults per second with batches of @batch random pages; *single_us = one-fault batch. */
+static double bench_device_faults(unsigned int batch, double *single_us)
+{
+	const size_t len = 64 * VGPU_MiB;
+	struct hmm_mirror_opts o = { .prefetch = { .enable = false },
+				     .thrash = HMM_THRASH_DEFAULTS };
+	struct hmm_mm *mm = mm_new(HMM_BACKEND_UFFD_THREAD, PG);
+	struct hmm_mirror m;
+	char *buf = map_aligned(len, true);
+	struct hmm_dev_fault *f = malloc(batch * sizeof(*f));
+	int *st = malloc(batch * sizeof(int));
+	double runs[RUNS], lat[RUNS];
+	unsigned int seed = 7;
+	const unsigned int nbatches = 200;
+
+	memset(buf, 1, len);
+	ptes = calloc(len / PG, sizeof(*ptes));
+	pte_base = (uintptr_t)buf;
+	if (hmm_mirror_init(&m, mm, NULL, &bench_ops, &o)) {
+		fprintf(stderr, "hmm_mirror_init failed\n");
+		exit(1);
+	}
+	for (int r = 0; r < RUNS; r++) {
+		double t0 = now_us(), s[64];
+
+		for (unsigned int b = 0; b < nbatches; b++) {
+			for (unsigned int i = 0; i < batch; i++)
+				f[i] = (struct hmm_dev_fault){
+					(uintptr_t)buf + (size_t)(rand_r(&seed) % (len / PG)) * PG,
+					false };
+			hmm_mirror_service_faults(&m, f, batch, st);
+		}
+		runs[r] = (double)nbatches * batch / ((now_us() - t0) / 1e6);
+		for (int i = 0; i < 64; i++) {
+			f[0] = (struct hmm_dev_fault){
+				(uintptr_t)buf + (size_t)(rand_r(&seed) % (len / PG)) * PG, false };
+			double t1 = now_us();
+
+			hmm_mirror_service_faults(&m, f, 1, st);
+			s[i] = now_us() - t1;
+		}
+		lat[r] = median(s, 64);
+	}
+	if (m.stats.errors)
+		fprintf(stderr, "device faults: %lu errors\n", (unsigned long)m.stats.errors);
+	hmm_mirror_fini(&m);
+	hmm_mm_destroy(mm);
+	munmap(buf, len);
+	free(ptes);
+	free(f);
+	free(st);
+	*single_us = median(lat, RUNS);
+	return median(runs, RUNS);
+}
+
+int main(int argc, char **argv)
+{
+	bool json = false;
+	struct hmm_uffd_caps caps;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--json")) {
+			json = true;
+		} else if (!strcmp(argv[i], "--quick")) {
+			fault_samples = 200;
+			migrate_bytes = 32 * VGPU_MiB;
+			memcpy_pool = 64 * VGPU_MiB;
+		} else {
+			fprintf(stderr, "usage: %s [--json] [--quick]\n", argv[0]);
+			return 2;
+		}
+	}
+	hmm_uffd_probe(&caps);
+	if (!caps.available || !caps.move || !caps.sigbus) {
+		fprintf(stderr, "hmm_bench: %s\n", caps.why);
+		return 1;
+	}
+
+	double memcpy_gbps = bench_memcpy();
+	double raw_sigbus = bench_raw(true), raw_thread = bench_raw(false);
+	struct fault_result f1 = bench_fault_back(HMM_BACKEND_UFFD_SIGBUS, PG, fault_samples, -1);
+	struct fault_result f2s = bench_fault_back(HMM_BACKEND_UFFD_THREAD, PG, fault_samples, 0);
+	struct fault_result f2x = bench_fault_back(HMM_BACKEND_UFFD_THREAD, PG, fault_samples, 1);
+	struct fault_result f3 = bench_fault_back(HMM_BACKEND_UFFD_SIGBUS, 64 * VGPU_KiB,
+						  fault_samples / 4, -1);
+	struct fault_result f3m = bench_fault_back(HMM_BACKEND_UFFD_SIGBUS, M2, 16, -1);
+	double to_dev, to_sys, to_dev2, to_sys2, single_us, single_b1;
+
+	bench_migrate(1, &to_dev, &to_sys);
+	bench_migrate(2, &to_dev2, &to_sys2);
+	double fps = bench_device_faults(256, &single_us);
+	double fps1 = bench_device_faults(1, &single_b1);
+
+	if (json) {
+		printf("{\"cpu_fault_4k_us\": %.2f, \"migrate_2m_to_vram_gbps\": %.2f, "
+		       "\"migrate_2m_to_sys_gbps\": %.2f, \"memcpy_gbps\": %.2f, "
+		       "\"device_faults_per_s\": %.0f, \"cpu_fault_4k_thread_us\": %.2f, "
+		       "\"cpu_fault_4k_thread_xcpu_us\": %.2f, \"cpu_fault_64k_gbps\": %.2f, "
+		       "\"raw_sigbus_4k_us\": %.2f, \"raw_thread_4k_us\": %.2f, "
+		       "\"migrate_2m_2threads_to_vram_gbps\": %.2f, "
+		       "\"migrate_2m_2threads_to_sys_gbps\": %.2f, \"device_fault_1_us\": %.2f}\n",
+		       f1.us, to_dev, to_sys, memcpy_gbps, fps, f2s.us, f2x.us, f3.gbps,
+		       raw_sigbus, raw_thread, to_dev2, to_sys2, single_b1);
+		return 0;
+	}
+	printf("hmm_bench: median of %d runs\n\n", RUNS);
+	printf("%-52s %12s %12s %8s\n", "figure", "value", "baseline", "ratio");
+	printf("%-52s %9.2f us %9.2f us %8.2f\n", "PERF-01 CPU fault-back 4K, SIGBUS (vs raw SIGBUS)",
+	       f1.us, raw_sigbus, f1.us / raw_sigbus);
+	printf("%-52s %9.2f us %9.2f us %8.2f\n", "PERF-02 CPU fault-back 4K, thread, same vCPU",
+	       f2s.us, raw_thread, f2s.us / raw_thread);
+	printf("%-52s %9.2f us %9.2f us %8.2f\n", "PERF-02 CPU fault-back 4K, thread, other vCPU",
+	       f2x.us, raw_thread, f2x.us / raw_thread);
+	printf("%-52s %7.2f GB/s %7.2f GB/s %8.2f\n", "PERF-03 fault-back 64K granule (vs memcpy)",
+	       f3.gbps, memcpy_gbps, f3.gbps / memcpy_gbps);
+	printf("%-52s %7.2f GB/s %7.2f GB/s %8.2f\n", "        fault-back 2M granule (vs memcpy)",
+	       f3m.gbps, memcpy_gbps, f3m.gbps / memcpy_gbps);
+	printf("%-52s %7.2f GB/s %7.2f GB/s %8.2f\n", "PERF-04 migrate 2M chunks to VRAM, 1 thread",
+	       to_dev, memcpy_gbps, to_dev / memcpy_gbps);
+	printf("%-52s %7.2f GB/s %7.2f GB/s %8.2f\n", "PERF-04 migrate 2M chunks to system, 1 thread",
+	       to_sys, memcpy_gbps, to_sys / memcpy_gbps);
+	printf("%-52s %7.2f GB/s %7.2f GB/s %8.2f\n", "PERF-04 migrate to VRAM, 2 threads (aggregate)",
+	       to_dev2, memcpy_gbps, to_dev2 / memcpy_gbps);
+	printf("%-52s %7.2f GB/s %7.2f GB/s %8.2f\n", "PERF-04 migrate to system, 2 threads (aggr.)",
+	       to_sys2, memcpy_gbps, to_sys2 / memcpy_gbps);
+	printf("%-52s %8.0f k/s %10s %8s\n", "PERF-05 device faults, batches of 256", fps / 1000,
+	       "-", "-");
+	printf("%-52s %8.0f k/s %10s %8s\n", "        device faults, batches of 1", fps1 / 1000,
+	       "-", "-");
+	printf("%-52s %9.2f us %10s %8s\n", "PERF-05 device fault service, batch of 1", single_b1,
+	       "-", "-");
+	printf("\nbaselines: memcpy 2 MiB cold %.2f GB/s; raw uffd SIGBUS+COPY 4K %.2f us; "
+	       "raw uffd thread+COPY 4K %.2f us\n", memcpy_gbps, raw_sigbus, raw_thread);
+	(void)single_us;
+	return 0;
+}
