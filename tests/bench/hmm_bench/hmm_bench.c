@@ -131,7 +131,7 @@ static int raw_open(bool sigbus, char *area, size_t len)
 	struct uffdio_api api = { .api = UFFD_API, .features = sigbus ? UFFD_FEATURE_SIGBUS : 0 };
 	struct uffdio_register reg = { .range = { (uintptr_t)area, len },
 				       .mode = UFFDIO_REGISTER_MODE_MISSING };
-	int fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC);
+	int fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
 
 	if (fd < 0 || ioctl(fd, UFFDIO_API, &api) || ioctl(fd, UFFDIO_REGISTER, &reg)) {
 		perror("userfaultfd");
