@@ -182,6 +182,7 @@ int hmm_mm_notify(struct hmm_mm *mm, enum hmm_event event, uintptr_t start, uint
 #define HMM_PFN_REQ_FAULT	HMM_PFN_VALID
 #define HMM_PFN_REQ_WRITE	HMM_PFN_WRITE
 
+/* Map order of an output word: 0 for a 4 KiB mapping, 9 for 2 MiB. */
 static inline unsigned int hmm_pfn_to_map_order(uint64_t pfn)
 {
 	return (unsigned int)((pfn & HMM_PFN_ORDER_MASK) >> HMM_PFN_ORDER_SHIFT);
@@ -375,6 +376,7 @@ struct hmm_thrash_stats {
 struct hmm_thrash;
 /* A tracker of per-page migration history. 0, -EINVAL, -ENOMEM. */
 int hmm_thrash_create(const struct hmm_thrash_params *p, struct hmm_thrash **out);
+/* Free @t (NULL is fine). */
 void hmm_thrash_destroy(struct hmm_thrash *t);
 /* Record that page @addr migrated at @now_ns (by processor @proc: 0 = CPU, others =
  * devices) and return what to do with the next migration request for it. */
