@@ -96,11 +96,13 @@ struct pma_evict_ops {
 
 /* Instance options (pma_create). */
 struct pma_config {
-	bool scrub_on_free;		/* freed frames are scrubbed before reuse */
+	bool scrub_on_free;		/* freed frames are scrubbed before reuse; memory never
+					 * allocated counts as zero */
 	pma_scrub_fn scrub;		/* NULL: memset() over .backing, or nothing if no backing */
 	void *scrub_ctx;
 	void *backing;			/* optional host view of the device memory (base = address 0) */
-	unsigned int evict_retries;	/* eviction attempts per allocation; 0 means 3 */
+	unsigned int evict_retries;	/* eviction attempts per allocation, failed callbacks
+					 * included; 0 means 3 */
 };
 
 /* Statistics; each field is updated atomically with its state change. */
@@ -153,10 +155,11 @@ int pma_free_pages(struct pma *pma, const uint64_t *pages, size_t count, uint64_
 		   unsigned int flags);
 /* Free [addr, addr + size) as one state change. */
 int pma_free_range(struct pma *pma, uint64_t addr, uint64_t size, unsigned int flags);
-/* UNPIN -> PIN for every page; -EBUSY if any frame is evicting, -EPERM if any is not UNPIN;
- * nothing changes on error. */
+/* UNPIN -> PIN for every page; -EBUSY if any frame is evicting, -ENOENT if any is free,
+ * -EPERM if any is already pinned; nothing changes on error. */
 int pma_pin_pages(struct pma *pma, const uint64_t *pages, size_t count, uint64_t page_size);
-/* PIN -> UNPIN for every page; -EPERM if any is not PIN; nothing changes on error. */
+/* PIN -> UNPIN for every page; -ENOENT if any is free, -EPERM if any is not pinned;
+ * nothing changes on error. */
 int pma_unpin_pages(struct pma *pma, const uint64_t *pages, size_t count, uint64_t page_size);
 
 /* --- scrubbing, eviction, bad pages ------------------------------------------------------ */

@@ -165,7 +165,7 @@ static inline bool group_apply(struct pma_region *r, uint64_t idx, enum pma_op o
 static inline void page_apply(struct pma_region *r, uint64_t idx, uint64_t pf, enum pma_op op,
 			      struct pma_opargs *a)
 {
-	if (pf == PMA_GROUP_FRAMES && group_apply(r, idx, op, a))
+	if (pf == PMA_GROUP_FRAMES && !(idx % PMA_GROUP_FRAMES) && group_apply(r, idx, op, a))
 		return;
 	if (pf < PMA_GROUP_FRAMES && pf <= 64 - idx % 64) {
 		uint64_t wi = idx / 64, old = pma_word_avail(&r->words[wi]);
@@ -504,9 +504,18 @@ static int alloc_locked(struct pma *pma, const struct pma_req *q, const struct p
 	return 0;
 }
 
+/* True while the scrubber has work queued or in hand: waiting for it can free frames.
+ * (Frames whose scrub failed stay SCRUBBING with nothing queued: waiting cannot help.) */
 static bool scrub_pending(struct pma *pma)
 {
-	return atomic_load_explicit(&pma->st_scrub, memory_order_relaxed) != 0;
+	bool busy;
+
+	if (!pma->scrub_thread_running)
+		return false;
+	pthread_mutex_lock(&pma->wait_lock);
+	busy = pma->scrub_q_len || pma->scrub_busy;
+	pthread_mutex_unlock(&pma->wait_lock);
+	return busy;
 }
 
 static int evict_for(struct pma *pma, const struct pma_req *q, const struct pma_alloc_opts *o);
@@ -546,7 +555,9 @@ int pma_alloc_pages(struct pma *pma, size_t count, uint64_t page_size,
 		if ((q.flags & PMA_DONT_EVICT) || evictions++ >= pma->cfg.evict_retries ||
 		    !atomic_load_explicit(&pma->evict_armed, memory_order_relaxed))
 			break;
-		if (evict_for(pma, &q, opts))
+		/* A callback error counts as an attempt and is retried within the budget;
+		 * nothing evictable at all ends the allocation. */
+		if (evict_for(pma, &q, opts) == -ENOMEM)
 			break;
 	}
 	if (opts) {
@@ -1000,6 +1011,8 @@ static int evict_for(struct pma *pma, const struct pma_req *q, const struct pma_
 		ret = ops.evict_range(ops.ctx, spans[0], spans[0] + (n << PMA_FRAME_SHIFT));
 	else if (got)
 		ret = ops.evict_pages(ops.ctx, n << PMA_FRAME_SHIFT, spans, got);
+	if (got && ret == -ENOMEM)
+		ret = -EAGAIN;	/* the callback failed: retryable, unlike "nothing evictable" */
 
 	pma_lock(pma);
 	for (size_t j = 0; j < got; j++)
