@@ -85,20 +85,25 @@ BENCH_BINS_$(1) += $(BUILD)/$(1)/bin/$(2)
 endef
 $(foreach b,$(BENCHES),$(eval $(call bench_rules,rel,$(b))))
 
+# Extra rules a module keeps beside its module.mk (vf_guest's static test binary).
+STATIC_BINS :=
+include $(sort $(wildcard */static.mk))
+
 TSAN_TESTS := $(foreach m,$(MODULES),$(foreach t,$($(m)_TSAN_TESTS),\
 	$(if $(wildcard tests/unit/$(m)/$(t).c),$(BUILD)/tsan/tests/$(m)/$(t))))
 
 .PHONY: rel asan tsan
-rel:  $(PROGS_rel) $(TESTS_rel) $(BENCH_BINS_rel)
+rel:  $(PROGS_rel) $(TESTS_rel) $(BENCH_BINS_rel) $(STATIC_BINS)
 asan: $(PROGS_asan) $(TESTS_asan)
 tsan: $(TSAN_TESTS)
 
 # ---- top-level targets -----------------------------------------------------------------
-DEB_PACKAGES := build-essential pkg-config libcmocka-dev liburcu-dev libjson-c-dev libinih-dev
+DEB_PACKAGES := build-essential pkg-config libcmocka-dev liburcu-dev libjson-c-dev libinih-dev \
+		valgrind qemu-system-x86
 deps:
 	@missing=$$(for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
-		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing; \
 	else echo "deps: all installed"; fi
 
 # Every suite plain, then under ASan+UBSan, then the thread-heavy ones under TSan;
@@ -114,6 +119,7 @@ bench: rel
 
 demo: rel
 	$(Q)$(BUILD)/rel/bin/pma_demo
+	$(Q)pf_manager/demo.sh $(BUILD)/rel/bin
 
 clean:
 	rm -rf $(BUILD)
