@@ -75,6 +75,18 @@ struct pma_region *pma_region_of(struct pma *pma, uint64_t frame)
 	return NULL;
 }
 
+/* Take the lock and find the region of @frame; on NULL the lock is not held. */
+static struct pma_region *region_lock(struct pma *pma, uint64_t frame)
+{
+	struct pma_region *r;
+
+	pma_lock(pma);
+	r = pma_region_of(pma, frame);
+	if (!r)
+		pma_unlock(pma);
+	return r;
+}
+
 /* Mark frame index @idx of @r blacklisted; lock held. */
 static void region_blacklist_locked(struct pma_region *r, uint64_t idx)
 {
@@ -163,12 +175,9 @@ int pma_blacklist_add(struct pma *pma, uint64_t addr)
 
 	if (!pma)
 		return -EINVAL;
-	pma_lock(pma);
-	r = pma_region_of(pma, frame);
-	if (!r) {
-		pma_unlock(pma);
+	r = region_lock(pma, frame);
+	if (!r)
 		return -EINVAL;
-	}
 	ret = blacklist_note_locked(pma, frame);
 	if (ret > 0) {
 		region_blacklist_locked(r, frame - r->first);
@@ -208,12 +217,9 @@ int pma_query(struct pma *pma, uint64_t addr, uint32_t *state_out)
 
 	if (!pma || !state_out)
 		return -EINVAL;
-	pma_lock(pma);
-	r = pma_region_of(pma, frame);
-	if (!r) {
-		pma_unlock(pma);
+	r = region_lock(pma, frame);
+	if (!r)
 		return -EINVAL;
-	}
 	idx = frame - r->first;
 	w = &r->words[idx / 64];
 	m = VGPU_BIT(idx % 64);
