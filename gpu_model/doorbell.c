@@ -3,7 +3,9 @@
  * handshake. A token only marks its channel pending; the engine that owns the channel
  * reads GP_PUT, so channel progress has a single writer. */
 #include <errno.h>
+#include <string.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "common/bitops.h"
@@ -30,6 +32,49 @@ int gpu_doorbell_fd(const struct gpu *g)
 int gpu_doorbell_kick_fd(const struct gpu *g, unsigned int fn)
 {
 	return fn < g->nr_fns ? g->fns[fn].kick_fd : -EINVAL;
+}
+
+int gpu_doorbell_page_back(struct gpu *g, unsigned int fn, int fd, uint64_t off)
+{
+	uint8_t *page;
+	void *tmp;
+	uint32_t sleeping;
+	int r = 0;
+
+	if (fn >= g->nr_fns || (off & 4095))
+		return -EINVAL;
+	if (fd < 0) {
+		fd = g->db_fd;
+		off = (uint64_t)fn * 4096;
+	}
+	page = g->db_pages + (size_t)fn * 4096;
+	/* g->lock keeps drains off the page; db_lock keeps the sleeping count exact. */
+	vgpu_mutex_lock(&g->lock);
+	vgpu_mutex_lock(&g->db_lock);
+	/* Map the new backing aside first: a failure leaves the old page in place. */
+	tmp = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)off);
+	if (tmp == MAP_FAILED) {
+		r = -errno;
+		goto unlock;
+	}
+	sleeping = atomic_load(DB_ATOMIC(&((struct vgpu_doorbell_page *)page)->sleeping));
+	memset(tmp, 0, 4096);
+	((struct vgpu_doorbell_page *)tmp)->sleeping = sleeping;
+	munmap(tmp, 4096);
+	/* MAP_FIXED swaps the page atomically: lock-free readers always see one or the other. */
+	if (mmap(page, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, (off_t)off) ==
+	    MAP_FAILED) {
+		r = -errno;
+		/* The old mapping may be gone: fall back to the default page. */
+		if (mmap(page, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, g->db_fd,
+			 (off_t)fn * 4096) == MAP_FAILED)
+			vgpu_err("gpu: function %u doorbell page lost: %s", fn, vgpu_strerror(r));
+	}
+	g->fns[fn].db_stuck_since = 0;
+unlock:
+	vgpu_mutex_unlock(&g->db_lock);
+	vgpu_mutex_unlock(&g->lock);
+	return r;
 }
 
 void gpu_doorbell_ring(struct gpu *g, unsigned int fn, uint32_t token)
@@ -159,9 +204,11 @@ bool gpu_doorbell_any(struct gpu *g)
 /* Advertise (delta 1) or withdraw (-1) one sleeping engine in every doorbell page. */
 void gpu_doorbell_set_sleeping(struct gpu *g, int delta)
 {
+	vgpu_mutex_lock(&g->db_lock);
 	for (unsigned int fn = 0; fn < g->nr_fns; fn++)
 		atomic_fetch_add_explicit(DB_ATOMIC(&g->fns[fn].db->sleeping), (uint32_t)delta,
 					  memory_order_seq_cst);
+	vgpu_mutex_unlock(&g->db_lock);
 }
 
 void gpu_db_stats(struct gpu *g, unsigned int fn, struct gpu_db_stats *out)

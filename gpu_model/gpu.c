@@ -202,6 +202,7 @@ int gpu_create(const struct gpu_config *cfg, struct gpu **out)
 	g->nr_fns = 1 + cfg->nr_vfs;
 	g->nr_engines = cfg->nr_engines ? cfg->nr_engines : 1;
 	vgpu_mutex_init(&g->lock);
+	vgpu_mutex_init(&g->db_lock);
 	ret = gpu_vram_init(g, cfg->vram_size ? cfg->vram_size : GPU_DEFAULT_VRAM);
 	if (ret)
 		goto free_g;
@@ -225,6 +226,7 @@ fns_fini:
 vram_fini:
 	gpu_vram_fini(g);
 free_g:
+	vgpu_mutex_destroy(&g->db_lock);
 	vgpu_mutex_destroy(&g->lock);
 	free(g);
 	vgpu_err("gpu: cannot create the device: %s", vgpu_strerror(ret));
@@ -239,6 +241,7 @@ void gpu_destroy(struct gpu *g)
 	fns_fini(g);
 	priv_fini(g);
 	gpu_vram_fini(g);
+	vgpu_mutex_destroy(&g->db_lock);
 	vgpu_mutex_destroy(&g->lock);
 	free(g);
 }

@@ -186,6 +186,12 @@ struct vgpu_doorbell_page *gpu_doorbell_page(struct gpu *g, unsigned int fn);
 int gpu_doorbell_fd(const struct gpu *g);
 /* The function's kick eventfd, written by a submitter that saw the engines asleep. */
 int gpu_doorbell_kick_fd(const struct gpu *g, unsigned int fn);
+/* Back @fn's doorbell page with the 4 KiB at (@fd, @off) (page aligned), e.g. a page of the
+ * VF's BAR2, so a guest that maps only that object rings the device with no hop; the page is
+ * initialised (empty ring, current sleeping count). @fd < 0 restores the default page of
+ * gpu_doorbell_fd(). Tokens still queued in the old page are left to the periodic scan.
+ * 0, -EINVAL (bad fn/offset) or -errno from mmap (the old backing is then kept). */
+int gpu_doorbell_page_back(struct gpu *g, unsigned int fn, int fd, uint64_t off);
 /* Post @token to @fn's doorbell and kick if needed: the in-process submitter's path. */
 void gpu_doorbell_ring(struct gpu *g, unsigned int fn, uint32_t token);
 

@@ -175,6 +175,9 @@ struct gpu {
 	/* doorbell pages */
 	int db_fd;
 	uint8_t *db_pages;
+	/* Orders sleeping-count updates against a page being re-backed (so no update is
+	 * lost in the copy); taken after g->lock, never held while sleeping. */
+	struct vgpu_mutex db_lock;
 	struct vgpu_mutex lock;		/* the model lock: snapshots, scheduling, channel picks */
 	atomic_bool stop;
 	struct gpu_engine engines[GPU_MAX_ENGINES];

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -58,6 +59,11 @@ void pf_bar_format(struct pf_slice *s)
 	h->exec_quantum_ms = s->prov.exec_quantum_ms;
 	h->preempt_timeout_us = s->prov.preempt_timeout_us;
 	memcpy(h->slice_uuid, s->uuid_bytes, 16);
+	/* The doorbell page is the device's (gpu_doorbell_page_back at bring-up): not touched. */
+	h->db_off = ctrl + VF_BAR_DB_OFF;
+	h->dma_iova = s->dma_iova;
+	h->intr_off = 0;
+	h->nr_runlists = s->nr_runlists;
 	vgpu_ring_format(s->bar + VF_BAR_REQ_OFF, VF_BAR_RING_REGION, VF_MBOX_SLOTS, VF_MBOX_SLOT_SIZE);
 	vgpu_ring_format(s->bar + VF_BAR_RSP_OFF, VF_BAR_RING_REGION, VF_MBOX_SLOTS, VF_MBOX_SLOT_SIZE);
 	vgpu_ring_format(s->bar + VF_BAR_EVT_OFF, VF_BAR_RING_REGION, VF_EVT_SLOTS, VF_EVT_SLOT_SIZE);
@@ -259,7 +265,10 @@ static int ep_greet(struct pf_slice *s, int c)
 	int r = 0;
 
 	for (unsigned int v = 0; v < VF_NR_VECTORS; v++) {
-		ep->to_host[v] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		/* The kick vector is the device's own eventfd: a guest's kick wakes the
+		 * engines directly, with no hop through this daemon. */
+		ep->to_host[v] = v == VF_VEC_GPU ? fcntl(s->kick_fd, F_DUPFD_CLOEXEC, 0) :
+			eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 		ep->to_guest[v] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 		if (ep->to_host[v] < 0 || ep->to_guest[v] < 0)
 			return -errno;
@@ -388,8 +397,10 @@ int pf_endpoint_pollfds(struct pf_slice *s, struct pollfd *p, int max)
 	if (ep->client_fd < 0)
 		return n;
 	p[n++] = (struct pollfd){ .fd = ep->client_fd, .events = POLLIN };
+	/* Not the kick vector: that one is the device's to read. */
 	for (unsigned int v = 0; v < VF_NR_VECTORS; v++)
-		p[n++] = (struct pollfd){ .fd = ep->to_host[v], .events = POLLIN };
+		if (v != VF_VEC_GPU)
+			p[n++] = (struct pollfd){ .fd = ep->to_host[v], .events = POLLIN };
 	return n;
 }
 

@@ -83,6 +83,9 @@ struct pf_slice {
 	uint8_t *bar;
 	uint64_t bar_size;
 	uint64_t dma_size;		/* DMA memory, just below the control area */
+	uint64_t dma_iova;		/* where the device sees it (VF's IOMMU domain); 0: nowhere */
+	uint32_t nr_runlists;		/* the device's runlists (= engines) */
+	int kick_fd;			/* the device's kick eventfd of the VF (not ours) */
 	struct vf_bar_header *hdr;
 	struct vgpu_ring req, rsp, evt;	/* host views of the mailbox rings */
 	bool mbox_broken;		/* the guest corrupted its request ring: until reset */

@@ -348,6 +348,9 @@ static void bar_object_close(struct pf_daemon *d, struct pf_slice *s, bool unlin
 {
 	char name[96];
 
+	/* Give the device its own doorbell page back before the BAR object goes. */
+	if (s->bar && gpu_doorbell_page_back(d->gpu, s->vf, -1, 0))
+		vgpu_warn("VF %u: doorbell page not restored", s->vf);
 	if (s->bar)
 		munmap(s->bar, VF_BAR_CTRL_SIZE);
 	s->bar = NULL;
@@ -382,6 +385,15 @@ int pf_slice_bring_up(struct pf_daemon *d, struct pf_slice *s, unsigned int vf, 
 		goto close_bar;
 	}
 	s->hdr = (struct vf_bar_header *)s->bar;
+	s->nr_runlists = gpu_nr_engines(d->gpu);
+	s->kick_fd = gpu_doorbell_kick_fd(d->gpu, vf);
+	/* The device's doorbell page of this VF becomes a page of the BAR: the guest's token
+	 * writes reach the engines with no hop. */
+	r = gpu_doorbell_page_back(d->gpu, vf, s->bar_fd, s->bar_size - VF_BAR_CTRL_SIZE + VF_BAR_DB_OFF);
+	if (r) {
+		pf_fail(e, r, "VF %u: cannot place its doorbell page: %s", vf, vgpu_strerror(r));
+		goto close_bar;
+	}
 	/* Back the device's VRAM range with the object first, so the GSP programs a
 	 * partition over memory the guest already shares. */
 	r = gpu_vram_slice_map(d->gpu, vf, base, s->prov.vram, s->bar_fd);

@@ -1,9 +1,8 @@
-/* vf_abi_shim.h - the parts of the BAR2 ABI the driver needs for usermode submission that
- * include/vgpu/vf_bar.h does not have yet, as proposed in /work/briefs/abi-requests.md
- * ("From vf_guest"). They are read from the header's reserved bytes only when the host
- * announces ABI minor >= 1; with a minor-0 host every getter says "absent" and the driver
- * runs without usermode submission. When vf_bar.h gains the fields, each getter becomes a
- * one-line read of the named field (and VF_SHIM_* become the vf_bar.h names). */
+/* vf_abi_shim.h - the BAR2 ABI extensions the driver needs for usermode submission. The
+ * header fields (db_off, dma_iova, intr_off, nr_runlists) and page offsets are in
+ * include/vgpu/vf_bar.h since ABI minor 1 and are read from there; with a minor-0 host
+ * every field reads as "absent" and the driver runs without usermode submission. The
+ * vector and event numbers not yet in vf_bar.h stay as proposed in the ABI requests. */
 #ifndef VGPU_VF_ABI_SHIM_H
 #define VGPU_VF_ABI_SHIM_H
 
@@ -14,13 +13,13 @@
 #include <vgpu/vf_bar.h>
 #include <vgpu/version.h>
 
-#define VF_SHIM_DB_OFF		(4u << 10)	/* proposed VF_BAR_DB_OFF */
-#define VF_SHIM_INTR_OFF	(8u << 10)	/* proposed VF_BAR_INTR_OFF */
-#define VF_SHIM_VEC_GPU		2u		/* proposed VF_VEC_GPU (kick / GPU interrupt) */
+#define VF_SHIM_DB_OFF		VF_BAR_DB_OFF
+#define VF_SHIM_INTR_OFF	VF_BAR_INTR_OFF
+#define VF_SHIM_VEC_GPU		VF_VEC_GPU	/* kick / GPU interrupt */
 #define VF_SHIM_EVT_MMU_FAULT	3u		/* proposed VF_EVT_MMU_FAULT */
 #define VF_SHIM_EVT_CHAN_ERROR	4u		/* proposed VF_EVT_CHAN_ERROR */
 
-/* Proposed fields, in order, at the start of vf_bar_header.reserved[]. */
+/* The minor-1 header fields the driver uses. */
 struct vf_shim_hdr_ext {
 	uint64_t db_off;	/* doorbell page (struct vgpu_doorbell_page) */
 	uint64_t dma_iova;	/* IOVA of DMA memory offset 0 in the VF's IOMMU domain */
@@ -40,8 +39,12 @@ struct vf_shim_intr_page {
 static inline void vf_shim_hdr_ext(const struct vf_bar_header *h, struct vf_shim_hdr_ext *out)
 {
 	memset(out, 0, sizeof(*out));
-	if (VGPU_ABI_VERSION_MINOR(h->abi_version) >= 1)
-		memcpy(out, h->reserved, sizeof(*out));
+	if (VGPU_ABI_VERSION_MINOR(h->abi_version) < 1)
+		return;
+	out->db_off = h->db_off;
+	out->dma_iova = h->dma_iova;
+	out->intr_off = h->intr_off;
+	out->nr_runlists = h->nr_runlists;
 }
 
 #endif

@@ -33,6 +33,10 @@
  *   dma_off                DMA-able system memory (GPFIFO rings, pushbuffers, USERD, ...)
  *   ctrl_off = bar_size - VF_BAR_CTRL_SIZE
  *     + 0                  header page (struct vf_bar_header)
+ *     + VF_BAR_DB_OFF      the function's doorbell page (struct vgpu_doorbell_page of
+ *                          vgpu/gpfifo.h): the device's own doorbell page, the same bytes
+ *     + VF_BAR_INTR_OFF    interrupt page (reserved for struct vf_intr_page; intr_off 0
+ *                          until the host provides it)
  *     + VF_BAR_REQ_OFF     request ring: guest -> vgpud  (struct vgpu_ring_hdr + slots)
  *     + VF_BAR_RSP_OFF     reply ring:   vgpud -> guest
  *     + VF_BAR_EVT_OFF     event ring:   vgpud -> guest (struct vf_event, e.g. VF reset)
@@ -63,7 +67,9 @@
 #define VF_BAR_MAGIC		0x3146564d55504756ull	/* "VGPUMVF1" little-endian */
 #define VF_BAR_HDR_SIZE		4096u
 #define VF_BAR_CTRL_SIZE	(512u << 10)	/* header + rings, at the end of BAR2 */
-#define VF_BAR_REQ_OFF		(64u << 10)	/* offsets inside the control area */
+#define VF_BAR_DB_OFF		(4u << 10)	/* offsets inside the control area */
+#define VF_BAR_INTR_OFF		(8u << 10)
+#define VF_BAR_REQ_OFF		(64u << 10)
 #define VF_BAR_RSP_OFF		(192u << 10)
 #define VF_BAR_EVT_OFF		(320u << 10)
 #define VF_BAR_RING_REGION	(128u << 10)	/* bytes reserved for each ring */
@@ -78,7 +84,11 @@
 enum vf_vector {
 	VF_VEC_MBOX	= 0,	/* guest->host: request pushed; host->guest: reply pushed */
 	VF_VEC_EVENT	= 1,	/* host->guest: event pushed */
-	VF_NR_VECTORS	= 2,
+	VF_VEC_GPU	= 2,	/* guest->device: kick (the fd vgpud sends is the device's own
+				 * kick eventfd of the function: write it when
+				 * vgpu_doorbell_write() says the engines sleep);
+				 * host->guest: GPU interrupt (ABI minor 1) */
+	VF_NR_VECTORS	= 3,
 };
 
 /* header.state */
@@ -109,7 +119,15 @@ struct vf_bar_header {
 	uint32_t exec_quantum_ms;	/* 0 = unlimited */
 	uint32_t preempt_timeout_us;	/* 0 = unlimited */
 	uint8_t slice_uuid[16];		/* the slice (RFC 4122 byte order) */
-	uint8_t reserved[3952];
+	/* ABI minor 1. A field that is 0 means the host does not provide it. */
+	uint64_t db_off;		/* doorbell page, absolute (ctrl_off + VF_BAR_DB_OFF) */
+	uint64_t dma_iova;		/* DMA memory [dma_off, +dma_size) is mapped read/write in
+					 * the VF's IOMMU domain at [dma_iova, +dma_size); every
+					 * other IOVA faults */
+	uint64_t intr_off;		/* interrupt page, absolute (ctrl_off + VF_BAR_INTR_OFF) */
+	uint32_t nr_runlists;		/* runlist ids for channels and tokens are 0..n-1 */
+	uint32_t reserved1;
+	uint8_t reserved[3920];
 };
 _Static_assert(sizeof(struct vf_bar_header) == VF_BAR_HDR_SIZE, "header page is ABI");
 

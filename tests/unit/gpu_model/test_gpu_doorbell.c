@@ -2,6 +2,8 @@
  * counted without harm, a doorbell to a non-resident channel never lost, and the
  * spin-then-sleep handshake with its eventfd kick. */
 #include <pthread.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "gpu_test.h"
 
@@ -233,6 +235,53 @@ static void case_sleep_and_kick(struct dctx *d)
 	}
 }
 
+/* Function 1's doorbell page re-backed by a page of another object (as vgpud does with the
+ * VF's BAR2): a producer that maps only that object rings the device; bad arguments change
+ * nothing; restoring the default page keeps doorbells working. */
+static void case_page_back(struct dctx *d)
+{
+	int fd = memfd_create("t-bar", MFD_CLOEXEC);
+	struct vgpu_doorbell_page *bar_db;
+	uint64_t one = 1;
+	uint8_t *p;
+
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, 4 * 4096), 0);
+	p = mmap(NULL, 4 * 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	assert_true(p != MAP_FAILED);
+	memset(p, 0xa5, 4 * 4096);	/* whatever a guest left there */
+	assert_int_equal(gpu_doorbell_page_back(d->t->g, 99, fd, 8192), -EINVAL);
+	assert_int_equal(gpu_doorbell_page_back(d->t->g, 1, fd, 100), -EINVAL);
+	assert_int_equal(gpu_doorbell_page_back(d->t->g, 1, 1000, 8192), -EBADF);
+	queue_release(d, 1);
+	tchan_kick(d->t, &d->c);	/* the default page still works */
+	assert_int_equal(tchan_wait(&d->c), 0);
+	assert_int_equal(sem(d), 1);
+	assert_int_equal(gpu_doorbell_page_back(d->t->g, 1, fd, 8192), 0);
+	bar_db = (struct vgpu_doorbell_page *)(p + 8192);
+	assert_true(gpu_doorbell_page(d->t->g, 1)->head == 0 && bar_db->head == 0);
+	assert_int_equal(bar_db->tail, 0);
+	assert_int_equal(bar_db->slots[7], 0);
+	for (uint32_t i = 2; i <= 6; i++) {
+		queue_release(d, i);
+		__atomic_store_n(&d->c.userd->gp_put, d->c.put, __ATOMIC_RELEASE);
+		if (vgpu_doorbell_write(bar_db, vgpu_token(d->c.rl, d->c.chid)))
+			assert_int_equal(write(gpu_doorbell_kick_fd(d->t->g, 1), &one, 8), 8);
+		assert_int_equal(tchan_wait(&d->c), 0);
+		assert_int_equal(sem(d), i);
+	}
+	assert_true(stats(d, 1).accepted >= 6);
+	assert_int_equal(stats(d, 1).scan_found, 0);
+	assert_int_equal(gpu_doorbell_page_back(d->t->g, 1, -1, 0), 0);
+	queue_release(d, 7);
+	tchan_kick(d->t, &d->c);
+	assert_int_equal(tchan_wait(&d->c), 0);
+	assert_int_equal(sem(d), 7);
+	assert_int_equal(bar_db->head, 5);	/* the old page is the object's again, untouched */
+	munmap(p, 4 * 4096);
+	close(fd);
+}
+
 /* Many threads ringing at once through one doorbell page: nothing lost. */
 struct storm_arg {
 	struct dctx *d;
@@ -297,6 +346,7 @@ static const struct db_case {
 	{ "abandoned doorbell slot",	case_abandoned_slot, LONG_SCAN, true },
 	{ "engine sleeps, kick wakes",	case_sleep_and_kick, LONG_SCAN, true },
 	{ "three submitters at once",	case_storm, LONG_SCAN, true },
+	{ "page backed by another object", case_page_back, LONG_SCAN, true },
 };
 
 static void test_db_case(void **state)

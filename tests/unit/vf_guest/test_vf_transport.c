@@ -89,10 +89,9 @@ static void bar_format(struct host *h)
 	x->ring_region_size = VF_BAR_RING_REGION;
 	x->channels = 8;
 	if (c->db_off) {
-		struct vf_shim_hdr_ext ext = { .db_off = c->db_off, .dma_iova = 1ull << 32,
-					       .nr_runlists = 2 };
-
-		memcpy(x->reserved, &ext, sizeof(ext));
+		x->db_off = c->db_off;
+		x->dma_iova = 1ull << 32;
+		x->nr_runlists = 2;
 	}
 	assert_int_equal(vgpu_ring_format(h->bar + CTRL_OFF + VF_BAR_REQ_OFF, VF_BAR_RING_REGION,
 					  VF_MBOX_SLOTS, VF_MBOX_SLOT_SIZE), 0);
