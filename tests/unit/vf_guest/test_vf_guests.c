@@ -156,6 +156,15 @@ static void cleanup(void)
 			fprintf(stdout, "# vgpud did not stop on SIGTERM\n");
 	}
 	if (tmpdir[0] && !getenv("VGPU_KEEP_TMP")) {
+		/* The slices' BAR2 objects outlive a clean vgpud stop on purpose (persistence);
+		 * this instance's are named in its journal. */
+		char shm[2 * PATH_MAX];
+
+		snprintf(shm, sizeof(shm),
+			 "p=$(sed -n 's/.*\"instance\":\"\\([^\"]*\\)\".*/\\1/p' '%s/journal.json' "
+			 "2>/dev/null | head -1); [ -z \"$p\" ] || rm -f /dev/shm/\"$p\"-vf*", statedir);
+		if (system(shm))
+			fprintf(stdout, "# could not remove the slices' shm objects\n");
 		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
 		if (system(cmd))
 			fprintf(stdout, "# could not remove %s\n", tmpdir);
