@@ -8,6 +8,7 @@
 #include "common/bitops.h"
 #include "common/log.h"
 #include "gpu_model/gpu.h"
+#include "iommu_model/iommu.h"
 #include "pma/pma.h"
 #include "pf_manager/pf_internal.h"
 
@@ -55,11 +56,18 @@ int pf_device_init(struct pf_daemon *d)
 	};
 	int ret;
 
+	/* The device's system aperture: each VF's DMA memory is mapped in its own domain. */
+	ret = iommu_create(NULL, &d->iommu);
+	if (ret) {
+		vgpu_err("vgpud: cannot create the IOMMU: %s", vgpu_strerror(ret));
+		return ret;
+	}
+	gc.iommu = d->iommu;
 	ret = gpu_create(&gc, &d->gpu);
 	if (ret) {
 		vgpu_err("vgpud: cannot create the GPU (%s VRAM, %u VFs): %s", d->cfg.model,
 			 d->cfg.max_vfs, vgpu_strerror(ret));
-		return ret;
+		goto destroy_iommu;
 	}
 	ret = pf_pma_init(d);
 	if (ret)
@@ -84,6 +92,9 @@ destroy_pma:
 destroy_gpu:
 	gpu_destroy(d->gpu);
 	d->gpu = NULL;
+destroy_iommu:
+	iommu_destroy(d->iommu);
+	d->iommu = NULL;
 	return ret;
 }
 
@@ -100,6 +111,10 @@ void pf_device_fini(struct pf_daemon *d)
 	d->pma = NULL;
 	gpu_destroy(d->gpu);
 	d->gpu = NULL;
+	/* Last: the engines are stopped, nothing translates through it any more. */
+	if (d->iommu)
+		iommu_destroy(d->iommu);
+	d->iommu = NULL;
 }
 
 static void type_counts(const struct pf_daemon *d, unsigned int inst, struct pf_quota *q)

@@ -13,6 +13,8 @@
 #include "common/err.h"
 #include "common/ring.h"
 #include "pf_manager/pf_manager.h"
+struct iommu_domain;
+struct iommu_memobj;
 #include <vgpu/vf_bar.h>
 
 struct gpu;
@@ -86,6 +88,8 @@ struct pf_slice {
 	uint64_t dma_iova;		/* where the device sees it (VF's IOMMU domain); 0: nowhere */
 	uint32_t nr_runlists;		/* the device's runlists (= engines) */
 	int kick_fd;			/* the device's kick eventfd of the VF (not ours) */
+	struct iommu_domain *dma_domain;	/* the VF's IOMMU domain (requester id = VF) */
+	struct iommu_memobj *dma_mo;	/* BAR2's DMA memory, mapped there at dma_iova */
 	struct vf_bar_header *hdr;
 	struct vgpu_ring req, rsp, evt;	/* host views of the mailbox rings */
 	bool mbox_broken;		/* the guest corrupted its request ring: until reset */
@@ -117,6 +121,7 @@ struct pf_daemon {
 	struct gpu *gpu;
 	struct pma *pma;		/* device VRAM */
 	struct rm *rm;			/* the shared RM (and through it the GSP) */
+	struct iommu *iommu;		/* the device's IOMMU: VFs reach system memory through it */
 	uint64_t device_resets;		/* GSP restarts seen (atomic: set by an RM thread) */
 	uint64_t device_resets_seen;	/* ... of which reported as events */
 	uint64_t pma_free_at_start;

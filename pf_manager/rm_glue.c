@@ -26,6 +26,7 @@ int pf_rm_init(struct pf_daemon *d)
 	struct rm_config rc = {
 		.gpu = d->gpu,
 		.pma = d->pma,
+		.iommu = d->iommu,
 		.notify = pf_rm_notify,
 		.notify_ctx = d,
 	};
@@ -54,6 +55,8 @@ int pf_rm_partition_set(struct pf_daemon *d, struct pf_slice *s, unsigned int vf
 		.base = base,
 		.size = s->prov.vram,
 		.quota = { .vram = s->prov.vram, .channels = s->prov.channels },
+		.dma_domain = s->dma_domain,
+		.dma = s->dma_mo,
 	};
 
 	return rm_vf_partition_set(d->rm, vf, &p);

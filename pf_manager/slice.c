@@ -15,6 +15,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "gpu_model/gpu.h"
+#include "iommu_model/iommu.h"
 #include "pma/pma.h"
 #include "pf_manager/pf_internal.h"
 
@@ -344,10 +345,65 @@ static int bar_object_open(struct pf_daemon *d, struct pf_slice *s, unsigned int
 	return 0;
 }
 
+/* IOVAs below this stay unmapped in every VF's domain (0 and small integers fault). */
+#define PF_DMA_IOVA	(1ull << 32)
+
+/* The VF's IOMMU domain, with BAR2's DMA memory mapped read/write at PF_DMA_IOVA; the RM
+ * carves MEMORY_SYSMEM from the same memory at IOVAs above it. */
+static int dma_domain_open(struct pf_daemon *d, struct pf_slice *s, unsigned int vf)
+{
+	struct iommu_domain_opts o = { .type = IOMMU_DOMAIN_PAGING };
+	struct iommu_iova_range auto_r = { .start = PF_DMA_IOVA + s->dma_size,
+					   .last = (1ull << IOMMU_IOVA_BITS) - 1 };
+	uint64_t iova = PF_DMA_IOVA;
+	int r;
+
+	r = iommu_memobj_register_fd(d->iommu, s->bar_fd, s->bar_size - VF_BAR_CTRL_SIZE - s->dma_size,
+				     s->dma_size, &s->dma_mo);
+	if (r)
+		return r;
+	r = iommu_domain_alloc(d->iommu, &o, &s->dma_domain);
+	if (r)
+		goto unregister;
+	r = iommu_allow_iovas(s->dma_domain, &auto_r, 1);
+	if (!r)
+		r = iommu_map(s->dma_domain, s->dma_mo, 0, s->dma_size, IOMMU_READ | IOMMU_WRITE,
+			      IOMMU_MAP_FIXED_IOVA, &iova);
+	if (!r)
+		r = iommu_attach(d->iommu, vf, s->dma_domain);
+	if (r)
+		goto free_domain;
+	s->dma_iova = PF_DMA_IOVA;
+	return 0;
+free_domain:
+	iommu_domain_free(s->dma_domain);
+	s->dma_domain = NULL;
+unregister:
+	iommu_memobj_unregister(s->dma_mo);
+	s->dma_mo = NULL;
+	return r;
+}
+
+static void dma_domain_close(struct pf_daemon *d, struct pf_slice *s)
+{
+	if (s->dma_domain) {
+		iommu_detach(d->iommu, s->vf);
+		iommu_unmap(s->dma_domain, 0, UINT64_MAX, NULL);
+		if (iommu_domain_free(s->dma_domain))
+			vgpu_warn("VF %u: IOMMU domain still busy", s->vf);
+	}
+	if (s->dma_mo && iommu_memobj_unregister(s->dma_mo))
+		vgpu_warn("VF %u: DMA memory object still mapped", s->vf);
+	s->dma_domain = NULL;
+	s->dma_mo = NULL;
+	s->dma_iova = 0;
+}
+
 static void bar_object_close(struct pf_daemon *d, struct pf_slice *s, bool unlink_it)
 {
 	char name[96];
 
+	dma_domain_close(d, s);
 	/* Give the device its own doorbell page back before the BAR object goes. */
 	if (s->bar && gpu_doorbell_page_back(d->gpu, s->vf, -1, 0))
 		vgpu_warn("VF %u: doorbell page not restored", s->vf);
@@ -392,6 +448,12 @@ int pf_slice_bring_up(struct pf_daemon *d, struct pf_slice *s, unsigned int vf, 
 	r = gpu_doorbell_page_back(d->gpu, vf, s->bar_fd, s->bar_size - VF_BAR_CTRL_SIZE + VF_BAR_DB_OFF);
 	if (r) {
 		pf_fail(e, r, "VF %u: cannot place its doorbell page: %s", vf, vgpu_strerror(r));
+		goto close_bar;
+	}
+	r = dma_domain_open(d, s, vf);
+	if (r) {
+		pf_fail(e, r, "VF %u: cannot map its DMA memory in its IOMMU domain: %s", vf,
+			vgpu_strerror(r));
 		goto close_bar;
 	}
 	/* Back the device's VRAM range with the object first, so the GSP programs a

@@ -176,6 +176,13 @@ static void test_attach_and_mailbox(void **state)
 	assert_true(g.hdr->dma_off + g.hdr->dma_size == g.hdr->ctrl_off);
 	assert_true(g.hdr->dma_off >= g.hdr->vram_size);
 	assert_true(g.hdr->ctrl_off == g.bar_size - VF_BAR_CTRL_SIZE);
+	/* ABI minor 1: doorbell page in the control area, DMA memory's IOVA, runlists. */
+	assert_int_equal(g.hdr->abi_version, VGPU_ABI_VERSION);
+	assert_int_equal(g.hdr->nr_vectors, VF_NR_VECTORS);
+	assert_true(g.hdr->db_off == g.hdr->ctrl_off + VF_BAR_DB_OFF);
+	assert_true(g.hdr->dma_iova == 1ull << 32);
+	assert_true(g.hdr->nr_runlists >= 1);
+	assert_int_equal(g.hdr->intr_off, 0);
 	snprintf(echo, sizeof(echo), "hello from VF 1");
 	assert_int_equal(t_guest_call(&g, VF_MSG_PING, echo, sizeof(echo), back, sizeof(back), &got), 0);
 	assert_int_equal(got, sizeof(echo));
