@@ -313,7 +313,10 @@ int pma_check(struct pma *pma)
 	pma_lock(pma);
 	for (unsigned int i = 0; i < pma->nr_regions && !ret; i++) {
 		/* Every public call flushes its tree marks before it returns. */
-		if (pma->regions[i]->ftree.nr_dirty || pma->regions[i]->ftree.dirty_all) {
+		const struct pma_tree *t = &pma->regions[i]->ftree;
+
+		if (t->layer[0].nr_dirty || t->layer[0].dirty_all || t->layer[1].nr_dirty ||
+		    t->layer[1].dirty_all) {
 			vgpu_err("pma_check: region %u: extent tree left unflushed", i);
 			ret = -EIO;
 		}

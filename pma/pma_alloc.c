@@ -113,7 +113,7 @@ static bool groups_apply(struct pma_region *r, uint64_t g0, uint64_t ng, enum pm
 	}
 	for (uint64_t gw = gw0; gw <= gw1; gw++)
 		pma_sum_update(r->gfull_sum, r->gfull, gw);
-	pma_tree_mark(&r->ftree, g0 * PMA_GROUP_FRAMES, (g0 + ng) * PMA_GROUP_FRAMES - 1);
+	pma_tree_mark(&r->ftree, g0 * PMA_GROUP_FRAMES, (g0 + ng) * PMA_GROUP_FRAMES - 1, true);
 	return true;
 }
 
@@ -158,7 +158,7 @@ static inline bool group_apply(struct pma_region *r, uint64_t idx, enum pma_op o
 	}
 	word_apply(r, w, m, op, a);
 	pma_sum_update(r->gfull_sum, r->gfull, g / 64);
-	pma_tree_mark(&r->ftree, idx, idx);
+	pma_tree_mark(&r->ftree, idx, idx, true);
 	return true;
 }
 

@@ -51,11 +51,18 @@ static inline uint64_t pma_word_avail(const struct pma_word *w)
 	return ~(w->alloc | w->evict | w->scrub | w->black);
 }
 
-/* A free-run summary of a subtree: runs of free frames, and runs of whole free groups (what
- * a 2 MiB-aligned contiguous request can use). */
+/* A free-run summary of a subtree: the run touching its left edge, its right edge, and the
+ * longest inside; in frames (frame layer) or whole 2 MiB groups (group layer). */
 struct pma_tnode {
-	uint32_t pre, suf, max;		/* frames */
-	uint32_t gpre, gsuf, gmax;	/* whole 2 MiB groups */
+	uint32_t pre, suf, max;
+};
+
+/* One layer of the tree, with the leaves changed since its last flush. */
+struct pma_tlayer {
+	struct pma_tnode *node;	/* heap order: node[1] root, leaves at [size, 2 size) */
+	uint32_t *dirty;
+	uint32_t nr_dirty;
+	bool dirty_all;
 };
 
 struct pma_region;
@@ -64,12 +71,9 @@ struct pma_tree {
 	uint32_t leaf_units;	/* frames per leaf */
 	uint32_t nr_leaves;	/* real leaves; the rest up to size are empty */
 	uint32_t size;		/* leaves rounded up to a power of two */
-	struct pma_tnode *node;	/* heap order: node[1] root, leaves at [size, 2 size) */
-	/* Leaves changed since the last flush: an operation marks, and flushes once at its end
-	 * (before anyone searches or reads the root again). */
-	uint32_t *dirty;
-	uint32_t nr_dirty;
-	bool dirty_all;
+	/* [0] runs of free frames, [1] runs of whole free groups. An operation marks leaves
+	 * and flushes once at its end, before anyone searches or reads a root again. */
+	struct pma_tlayer layer[2];
 };
 
 #define PMA_TREE_DIRTY_MAX 1024
@@ -148,8 +152,8 @@ static inline void pma_unlock(struct pma *pma)
 /* --- pma_tree.c --- */
 int pma_tree_init(struct pma_tree *t, struct pma_region *r);
 void pma_tree_fini(struct pma_tree *t);
-/* Note that frames [first, last] changed. */
-void pma_tree_mark(struct pma_tree *t, uint64_t first, uint64_t last);
+/* Note that frames [first, last] changed (@groups: and which groups are wholly free). */
+void pma_tree_mark(struct pma_tree *t, uint64_t first, uint64_t last, bool groups);
 /* Bring the marked leaves and their ancestors up to date. */
 void pma_tree_flush(struct pma_tree *t, const struct pma_region *r);
 /* First (or last, @reverse) start s in [lo, hi) of a free run [s, s + n) inside [lo, hi)
@@ -159,8 +163,11 @@ uint64_t pma_tree_find(const struct pma_tree *t, const struct pma_region *r, boo
 		       uint64_t lo, uint64_t hi, uint64_t n, uint64_t align, uint64_t phase,
 		       bool reverse);
 /* Largest free run in frames, and in whole groups. */
-static inline uint64_t pma_tree_largest(const struct pma_tree *t) { return t->node[1].max; }
-static inline uint64_t pma_tree_largest_groups(const struct pma_tree *t) { return t->node[1].gmax; }
+static inline uint64_t pma_tree_largest(const struct pma_tree *t) { return t->layer[0].node[1].max; }
+static inline uint64_t pma_tree_largest_groups(const struct pma_tree *t)
+{
+	return t->layer[1].node[1].max;
+}
 /* Compare every node with a fresh computation; 0 or -EIO. */
 int pma_tree_check(const struct pma_tree *t, const struct pma_region *r);
 
@@ -173,7 +180,7 @@ static inline uint64_t pma_region_avail(const struct pma_region *r, uint64_t wi)
 {
 	return pma_word_avail(&r->words[wi]);
 }
-void pma_tree_mark(struct pma_tree *t, uint64_t first, uint64_t last);
+void pma_tree_mark(struct pma_tree *t, uint64_t first, uint64_t last, bool groups);
 
 static inline void pma_sum_update(uint64_t *sum, const uint64_t *map, uint64_t gw)
 {
@@ -183,8 +190,9 @@ static inline void pma_sum_update(uint64_t *sum, const uint64_t *map, uint64_t g
 		sum[gw / 64] &= ~VGPU_BIT(gw % 64);
 }
 
-/* Group bits of word @wi (its two groups) from the frames' availability. */
-static inline void pma_region_groups_update(struct pma_region *r, uint64_t wi)
+/* Group bits of word @wi (its two groups) from the frames' availability; true if a group
+ * became or stopped being wholly free. */
+static inline bool pma_region_groups_update(struct pma_region *r, uint64_t wi)
 {
 	uint64_t a = pma_word_avail(&r->words[wi]);
 	uint32_t lo = (uint32_t)a, hi = (uint32_t)(a >> 32);
@@ -198,11 +206,12 @@ static inline void pma_region_groups_update(struct pma_region *r, uint64_t wi)
 		r->gpart[gw] = np;
 		pma_sum_update(r->gpart_sum, r->gpart, gw);
 	}
-	if (nf != of) {
-		r->gfull[gw] = nf;
-		r->free_groups += (uint64_t)vgpu_popcount(nf) - vgpu_popcount(of);
-		pma_sum_update(r->gfull_sum, r->gfull, gw);
-	}
+	if (nf == of)
+		return false;
+	r->gfull[gw] = nf;
+	r->free_groups += (uint64_t)vgpu_popcount(nf) - vgpu_popcount(of);
+	pma_sum_update(r->gfull_sum, r->gfull, gw);
+	return true;
 }
 
 /* Word @wi changed; @old_avail was its available mask before. Keeps counters, group bits
@@ -211,15 +220,16 @@ static inline void pma_region_word_update(struct pma_region *r, uint64_t wi, uin
 {
 	uint64_t now = pma_word_avail(&r->words[wi]);
 	uint32_t leaf = (uint32_t)(wi / (PMA_LEAF_FRAMES / 64));
-	struct pma_tree *t = &r->ftree;
+	struct pma_tlayer *ly = &r->ftree.layer[0];
+	bool groups;
 
 	if (now == old_avail)
 		return;
 	r->free_frames += (uint64_t)vgpu_popcount(now) - vgpu_popcount(old_avail);
-	pma_region_groups_update(r, wi);
-	if (t->nr_dirty && t->dirty[t->nr_dirty - 1] == leaf)
+	groups = pma_region_groups_update(r, wi);
+	if (!groups && ly->nr_dirty && ly->dirty[ly->nr_dirty - 1] == leaf)
 		return;
-	pma_tree_mark(t, wi * 64, wi * 64);
+	pma_tree_mark(&r->ftree, wi * 64, wi * 64, groups);
 }
 
 /* Re-derive group bits, counters and trees after words [w0, w1] changed.

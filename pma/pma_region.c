@@ -85,7 +85,7 @@ void pma_region_refresh(struct pma_region *r, uint64_t w0, uint64_t w1, uint64_t
 	r->free_frames += pma_region_count_avail(r, w0, w1) - old_avail;
 	for (uint64_t wi = w0; wi <= w1; wi++)
 		pma_region_groups_update(r, wi);
-	pma_tree_mark(&r->ftree, w0 * 64, w1 * 64 + 63);
+	pma_tree_mark(&r->ftree, w0 * 64, w1 * 64 + 63, true);
 }
 
 uint64_t pma_bits_next(const uint64_t *map, const uint64_t *sum, uint64_t lo, uint64_t hi)

@@ -1,4 +1,7 @@
-/* Extent trees: a segment tree of free-run summaries over frames or 2 MiB groups.
+/* Extent tree: segment trees of free-run summaries over one region, in two layers over the
+ * same leaves (64 groups each): runs of free frames, and runs of whole free 2 MiB groups.
+ * The group layer only changes when a group becomes wholly free or stops being so, which is
+ * rare next to frame changes, so it keeps its own dirty list and climbs on its own.
  *
  * Each node keeps the free run touching its left edge (pre), its right edge (suf) and the
  * longest inside (max). A state change recomputes the touched leaves and climbs while a
@@ -11,7 +14,6 @@
 
 #define NONE UINT64_MAX
 
-/* 64 frames starting at frame 64 * @wi, 1 = free; past the end everything is busy. */
 /* 64 units starting at unit 64 * @wi, 1 = free: frames, or whole 2 MiB groups when @g.
  * Past the end everything is busy. */
 static inline uint64_t tree_unit_word(const struct pma_region *r, bool g, uint64_t wi)
@@ -21,10 +23,9 @@ static inline uint64_t tree_unit_word(const struct pma_region *r, bool g, uint64
 	return wi < r->nr_words ? pma_word_avail(&r->words[wi]) : 0;
 }
 
-/* Node fields in frames, or in whole groups when @g. */
-#define NPRE(nd, g) ((g) ? (nd)->gpre : (nd)->pre)
-#define NSUF(nd, g) ((g) ? (nd)->gsuf : (nd)->suf)
-#define NMAX(nd, g) ((g) ? (nd)->gmax : (nd)->max)
+#define NPRE(nd, g) ((nd)->pre)
+#define NSUF(nd, g) ((nd)->suf)
+#define NMAX(nd, g) ((nd)->max)
 
 /* Longest run of ones in @w in O(log) steps: bit i of @w keeps meaning "a run of at least
  * len ones starts at i". Doubling while such runs exist, then adding smaller steps; a step
@@ -71,10 +72,7 @@ static struct pma_tnode leaf_compute(const struct pma_region *r, uint64_t leaf)
 	if (!mask)
 		return n;
 	if (gf == ~0ull)
-		return (struct pma_tnode){ 2048, 2048, 2048, 64, 64, 64 };
-	n.gpre = vgpu_ctz(~gf);
-	n.gsuf = __builtin_clzll(~gf);
-	n.gmax = word_max_run(gf);
+		return (struct pma_tnode){ 2048, 2048, 2048 };
 	g = ~gf ? vgpu_ctz(~gf) : 64;		/* leading full groups */
 	n.pre = 32 * g;
 	if (gp >> g & 1)
@@ -116,41 +114,54 @@ static struct pma_tnode leaf_compute(const struct pma_region *r, uint64_t leaf)
 	return n;
 }
 
-/* Children of @len frames each (len / 32 groups). */
-static inline struct pma_tnode node_merge(struct pma_tnode l, struct pma_tnode r, uint64_t len)
+/* The group layer's leaf: runs of whole free groups in one word of group bits. */
+static struct pma_tnode gleaf_compute(const struct pma_region *r, uint64_t leaf)
 {
-	struct pma_tnode n;
-	uint32_t glen = (uint32_t)(len / PMA_GROUP_FRAMES);
-	uint32_t mid = l.suf + r.pre, gmid = l.gsuf + r.gpre;
+	uint64_t gf = leaf < VGPU_BITMAP_WORDS(r->nr_groups) ? r->gfull[leaf] : 0;
 
-	n.pre = l.pre == len ? (uint32_t)len + r.pre : l.pre;
-	n.suf = r.suf == len ? (uint32_t)len + l.suf : r.suf;
-	n.max = l.max > r.max ? l.max : r.max;
-	if (mid > n.max)
-		n.max = mid;
-	n.gpre = l.gpre == glen ? glen + r.gpre : l.gpre;
-	n.gsuf = r.gsuf == glen ? glen + l.gsuf : r.gsuf;
-	n.gmax = l.gmax > r.gmax ? l.gmax : r.gmax;
-	if (gmid > n.gmax)
-		n.gmax = gmid;
-	return n;
+	if (!gf || gf == ~0ull)
+		return gf ? (struct pma_tnode){ 64, 64, 64 } : (struct pma_tnode){ 0 };
+	return (struct pma_tnode){ vgpu_ctz(~gf), (uint32_t)__builtin_clzll(~gf), word_max_run(gf) };
 }
 
-static inline bool node_eq(struct pma_tnode a, struct pma_tnode b)
+static inline struct pma_tnode layer_leaf(const struct pma_region *r, unsigned int layer,
+					  uint64_t leaf)
 {
-	return ((a.pre ^ b.pre) | (a.suf ^ b.suf) | (a.max ^ b.max) | (a.gpre ^ b.gpre) |
-		(a.gsuf ^ b.gsuf) | (a.gmax ^ b.gmax)) == 0;
+	return layer ? gleaf_compute(r, leaf) : leaf_compute(r, leaf);
 }
 
-static void tree_rebuild(struct pma_tree *t, const struct pma_region *r)
+/* Parent of two children of @len units each. */
+static inline void node_merge(struct pma_tnode *n, const struct pma_tnode *l,
+			      const struct pma_tnode *r, uint32_t len)
 {
-	uint64_t len = t->leaf_units;
+	uint32_t mid = l->suf + r->pre, max = l->max > r->max ? l->max : r->max;
 
-	for (uint64_t l = 0; l < t->nr_leaves; l++)
-		t->node[t->size + l] = leaf_compute(r, l);
+	n->pre = l->pre == len ? len + r->pre : l->pre;
+	n->suf = r->suf == len ? len + l->suf : r->suf;
+	n->max = mid > max ? mid : max;
+}
+
+static inline bool node_eq(const struct pma_tnode *a, const struct pma_tnode *b)
+{
+	return ((a->pre ^ b->pre) | (a->suf ^ b->suf) | (a->max ^ b->max)) == 0;
+}
+
+/* Units in one leaf of @layer: frames, or groups. */
+static inline uint32_t layer_leaf_len(const struct pma_tree *t, unsigned int layer)
+{
+	return layer ? t->leaf_units / PMA_GROUP_FRAMES : t->leaf_units;
+}
+
+static void layer_rebuild(struct pma_tree *t, const struct pma_region *r, unsigned int layer)
+{
+	struct pma_tnode *nd = t->layer[layer].node;
+	uint32_t len = layer_leaf_len(t, layer);
+
+	for (uint64_t l = 0; l < t->size; l++)
+		nd[t->size + l] = l < t->nr_leaves ? layer_leaf(r, layer, l) : (struct pma_tnode){ 0 };
 	for (uint64_t lvl = t->size >> 1; lvl >= 1; lvl >>= 1, len <<= 1)
 		for (uint64_t i = lvl; i < 2 * lvl; i++)
-			t->node[i] = node_merge(t->node[2 * i], t->node[2 * i + 1], len);
+			node_merge(&nd[i], &nd[2 * i], &nd[2 * i + 1], len);
 }
 
 int pma_tree_init(struct pma_tree *t, struct pma_region *r)
@@ -160,37 +171,50 @@ int pma_tree_init(struct pma_tree *t, struct pma_region *r)
 	if (!t->nr_leaves)
 		t->nr_leaves = 1;
 	t->size = (uint32_t)vgpu_roundup_pow2(t->nr_leaves);
-	t->node = calloc(2 * (size_t)t->size, sizeof(*t->node));
-	t->dirty = calloc(PMA_TREE_DIRTY_MAX, sizeof(*t->dirty));
-	if (!t->node || !t->dirty)
-		return -ENOMEM;
-	tree_rebuild(t, r);
+	for (unsigned int k = 0; k < 2; k++) {
+		struct pma_tlayer *ly = &t->layer[k];
+
+		ly->node = calloc(2 * (size_t)t->size, sizeof(*ly->node));
+		ly->dirty = calloc(PMA_TREE_DIRTY_MAX, sizeof(*ly->dirty));
+		if (!ly->node || !ly->dirty)
+			return -ENOMEM;
+		layer_rebuild(t, r, k);
+	}
 	return 0;
 }
 
 void pma_tree_fini(struct pma_tree *t)
 {
-	free(t->node);
-	free(t->dirty);
-	t->node = NULL;
-	t->dirty = NULL;
+	for (unsigned int k = 0; k < 2; k++) {
+		free(t->layer[k].node);
+		free(t->layer[k].dirty);
+		t->layer[k].node = NULL;
+		t->layer[k].dirty = NULL;
+	}
 }
 
-void pma_tree_mark(struct pma_tree *t, uint64_t first, uint64_t last)
+static void layer_mark(struct pma_tree *t, struct pma_tlayer *ly, uint64_t first, uint64_t last)
 {
 	uint64_t lf = first / t->leaf_units, ll = last / t->leaf_units;
 
 	if (ll >= t->nr_leaves)
 		ll = t->nr_leaves - 1;
-	if (t->dirty_all || (lf == ll && t->nr_dirty && t->dirty[t->nr_dirty - 1] == lf))
+	if (ly->dirty_all || (lf == ll && ly->nr_dirty && ly->dirty[ly->nr_dirty - 1] == lf))
 		return;
-	if (ll - lf + 1 > PMA_TREE_DIRTY_MAX - t->nr_dirty) {
-		t->dirty_all = true;
+	if (ll - lf + 1 > PMA_TREE_DIRTY_MAX - ly->nr_dirty) {
+		ly->dirty_all = true;
 		return;
 	}
 	for (uint64_t l = lf; l <= ll; l++)
-		if (!t->nr_dirty || t->dirty[t->nr_dirty - 1] != l)
-			t->dirty[t->nr_dirty++] = (uint32_t)l;
+		if (!ly->nr_dirty || ly->dirty[ly->nr_dirty - 1] != l)
+			ly->dirty[ly->nr_dirty++] = (uint32_t)l;
+}
+
+void pma_tree_mark(struct pma_tree *t, uint64_t first, uint64_t last, bool groups)
+{
+	layer_mark(t, &t->layer[0], first, last);
+	if (groups)
+		layer_mark(t, &t->layer[1], first, last);
 }
 
 /* Sort and de-duplicate the first @n entries of @v; returns the new count. */
@@ -213,48 +237,74 @@ static uint32_t sort_unique(uint32_t *v, uint32_t n)
 	return out;
 }
 
-void pma_tree_flush(struct pma_tree *t, const struct pma_region *r)
+static void layer_flush(struct pma_tree *t, const struct pma_region *r, unsigned int layer)
 {
-	uint32_t *v = t->dirty, n = 0;
-	uint64_t len = t->leaf_units;
+	struct pma_tlayer *ly = &t->layer[layer];
+	struct pma_tnode *nd = ly->node;
+	uint32_t *v = ly->dirty, n = 0, len = layer_leaf_len(t, layer);
 
-	if (t->dirty_all) {
-		tree_rebuild(t, r);
-		t->dirty_all = false;
-		t->nr_dirty = 0;
+	if (ly->dirty_all) {
+		layer_rebuild(t, r, layer);
+		ly->dirty_all = false;
+		ly->nr_dirty = 0;
+		return;
+	}
+	if (ly->nr_dirty == 1) {
+		/* The common case: one leaf, one path, stop when a level is unchanged. */
+		uint32_t i = t->size + v[0];
+		struct pma_tnode c = layer_leaf(r, layer, v[0]), p;
+
+		ly->nr_dirty = 0;
+		if (node_eq(&c, &nd[i]))
+			return;
+		nd[i] = c;
+		for (i >>= 1; i >= 1; i >>= 1, len <<= 1) {
+			node_merge(&p, &nd[2 * i], &nd[2 * i + 1], len);
+			if (node_eq(&p, &nd[i]))
+				return;
+			nd[i] = p;
+		}
 		return;
 	}
 	/* Leaves first, keeping only those that changed; then one level at a time over the
 	 * distinct parents, so leaves that share ancestors pay for them once. */
-	for (uint32_t i = 0, m = sort_unique(v, t->nr_dirty); i < m; i++) {
-		struct pma_tnode nd = leaf_compute(r, v[i]);
+	for (uint32_t i = 0, m = sort_unique(v, ly->nr_dirty); i < m; i++) {
+		struct pma_tnode c = layer_leaf(r, layer, v[i]);
 		uint32_t idx = t->size + v[i];
 
-		if (!node_eq(nd, t->node[idx])) {
-			t->node[idx] = nd;
+		if (!node_eq(&c, &nd[idx])) {
+			nd[idx] = c;
 			v[n++] = idx;
 		}
 	}
-	t->nr_dirty = 0;
+	ly->nr_dirty = 0;
 	while (n && v[0] > 1) {
 		uint32_t m = 0, last = 0;
 
 		for (uint32_t i = 0; i < n; i++) {
 			uint32_t p = v[i] >> 1;
-			struct pma_tnode nd;
+			struct pma_tnode c;
 
 			if (p == last)
 				continue;
 			last = p;
-			nd = node_merge(t->node[2 * p], t->node[2 * p + 1], len);
-			if (!node_eq(nd, t->node[p])) {
-				t->node[p] = nd;
+			node_merge(&c, &nd[2 * p], &nd[2 * p + 1], len);
+			if (!node_eq(&c, &nd[p])) {
+				nd[p] = c;
 				v[m++] = p;
 			}
 		}
 		n = m;
 		len <<= 1;
 	}
+}
+
+void pma_tree_flush(struct pma_tree *t, const struct pma_region *r)
+{
+	if (t->layer[0].nr_dirty || t->layer[0].dirty_all)
+		layer_flush(t, r, 0);
+	if (t->layer[1].nr_dirty || t->layer[1].dirty_all)
+		layer_flush(t, r, 1);
 }
 
 /* Unit-level scan of [from, to) continuing @carry; start of the first run of @n or NONE. */
@@ -314,7 +364,7 @@ static uint64_t scan_rev(const struct pma_region *r, bool g, uint64_t u,
 static uint64_t find_fwd(const struct pma_tree *t, const struct pma_region *r, bool g, uint64_t i,
 			 uint64_t nlo, uint64_t len, uint64_t from, uint64_t n, uint64_t *carry)
 {
-	const struct pma_tnode *nd = &t->node[i];
+	const struct pma_tnode *nd = &t->layer[g].node[i];
 
 	if (nlo + len <= from)
 		return NONE;
@@ -338,7 +388,7 @@ static uint64_t find_fwd(const struct pma_tree *t, const struct pma_region *r, b
 static uint64_t find_rev(const struct pma_tree *t, const struct pma_region *r, bool g, uint64_t i,
 			 uint64_t nlo, uint64_t len, uint64_t to, uint64_t n, uint64_t *carry)
 {
-	const struct pma_tnode *nd = &t->node[i];
+	const struct pma_tnode *nd = &t->layer[g].node[i];
 	uint64_t nhi = nlo + len;
 
 	if (nlo >= to)
@@ -401,7 +451,7 @@ uint64_t pma_tree_find(const struct pma_tree *t, const struct pma_region *r, boo
 {
 	uint64_t root_len = (uint64_t)t->size * (g ? 64 : t->leaf_units);
 
-	if (!n || hi <= lo || hi - lo < n || NMAX(&t->node[1], g) < n)
+	if (!n || hi <= lo || hi - lo < n || NMAX(&t->layer[g].node[1], g) < n)
 		return NONE;
 	if (!reverse) {
 		/* Each round either fits an aligned start in the run found or skips the run. */
@@ -445,18 +495,25 @@ uint64_t pma_tree_find(const struct pma_tree *t, const struct pma_region *r, boo
 
 int pma_tree_check(const struct pma_tree *t, const struct pma_region *r)
 {
-	uint64_t len = t->leaf_units;
+	for (unsigned int k = 0; k < 2; k++) {
+		const struct pma_tnode *nd = t->layer[k].node;
+		uint32_t len = layer_leaf_len(t, k);
 
-	for (uint64_t l = 0; l < t->size; l++) {
-		struct pma_tnode want = l < t->nr_leaves ? leaf_compute(r, l)
-							 : (struct pma_tnode){ 0 };
+		for (uint64_t l = 0; l < t->size; l++) {
+			struct pma_tnode want = l < t->nr_leaves ? layer_leaf(r, k, l)
+								 : (struct pma_tnode){ 0 };
 
-		if (!node_eq(want, t->node[t->size + l]))
-			return -EIO;
-	}
-	for (uint64_t lvl = t->size >> 1; lvl >= 1; lvl >>= 1, len <<= 1)
-		for (uint64_t i = lvl; i < 2 * lvl; i++)
-			if (!node_eq(node_merge(t->node[2 * i], t->node[2 * i + 1], len), t->node[i]))
+			if (!node_eq(&want, &nd[t->size + l]))
 				return -EIO;
+		}
+		for (uint64_t lvl = t->size >> 1; lvl >= 1; lvl >>= 1, len <<= 1)
+			for (uint64_t i = lvl; i < 2 * lvl; i++) {
+				struct pma_tnode want;
+
+				node_merge(&want, &nd[2 * i], &nd[2 * i + 1], len);
+				if (!node_eq(&want, &nd[i]))
+					return -EIO;
+			}
+	}
 	return 0;
 }
