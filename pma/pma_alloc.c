@@ -250,6 +250,10 @@ static unsigned int regions_order(struct pma *pma, const struct pma_req *q,
 {
 	unsigned int n = 0;
 
+	if (pma->nr_regions == 1) {
+		out[0] = pma->regions[0];
+		return region_eligible(out[0], q, o);
+	}
 	for (unsigned int i = 0; i < pma->nr_regions; i++) {
 		struct pma_region *r = pma->regions[i];
 		unsigned int j = n++;
