@@ -97,8 +97,9 @@ static struct pma_tnode leaf_compute(const struct pma_region *r, uint64_t leaf)
 			cur += vgpu_ctz(~h);
 			if (cur > n.max)
 				n.max = cur;
-			/* A run inside one group is < 32 frames: only look when it could matter. */
-			if (n.max < PMA_GROUP_FRAMES - 1) {
+			/* A run inside one group is < 32 frames: only look when it could matter (a
+			 * leaf with a whole free group has a run of at least 32). */
+			if (!gf && n.max < PMA_GROUP_FRAMES - 1) {
 				unsigned int m = word_max_run(h);
 
 				if (m > n.max)
