@@ -16,7 +16,9 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "gpu_model/gpu.h"
 #include "pf_manager/pf_internal.h"
+#include <vgpu/gmmu.h>
 #include <vgpu/rm.h>
 
 struct pf_endpoint {
@@ -62,7 +64,8 @@ void pf_bar_format(struct pf_slice *s)
 	/* The doorbell page is the device's (gpu_doorbell_page_back at bring-up): not touched. */
 	h->db_off = ctrl + VF_BAR_DB_OFF;
 	h->dma_iova = s->dma_iova;
-	h->intr_off = 0;
+	memset(s->bar + VF_BAR_INTR_OFF, 0, sizeof(struct vf_intr_page));
+	h->intr_off = ctrl + VF_BAR_INTR_OFF;
 	h->nr_runlists = s->nr_runlists;
 	vgpu_ring_format(s->bar + VF_BAR_REQ_OFF, VF_BAR_RING_REGION, VF_MBOX_SLOTS, VF_MBOX_SLOT_SIZE);
 	vgpu_ring_format(s->bar + VF_BAR_RSP_OFF, VF_BAR_RING_REGION, VF_MBOX_SLOTS, VF_MBOX_SLOT_SIZE);
@@ -102,6 +105,37 @@ static void ep_signal(struct pf_slice *s, unsigned int vec)
 
 	if (s->ep && s->ep->client_fd >= 0 && write(s->ep->to_guest[vec], &one, sizeof(one)) < 0)
 		vgpu_dbg("VF %u: vector %u not signalled: %s", s->vf, vec, vgpu_strerror(-errno));
+}
+
+/* The device interrupted the VF: forward the status bits to the interrupt page and the
+ * fault buffer's entries to the event ring, then interrupt the guest on VF_VEC_GPU. */
+static void ep_forward_intr(struct pf_daemon *d, struct pf_slice *s)
+{
+	struct vf_intr_page *ip = (struct vf_intr_page *)(s->bar + VF_BAR_INTR_OFF);
+	struct vgpu_fault_entry f;
+	uint32_t st = gpu_intr_ack(d->gpu, s->vf, ~0u);
+	uint64_t cnt;
+
+	if (read(s->intr_fd, &cnt, sizeof(cnt)) < 0 && errno != EAGAIN)
+		vgpu_dbg("VF %u: interrupt read: %s", s->vf, vgpu_strerror(-errno));
+	/* Bits raised after the ack signal the eventfd again: nothing is lost. */
+	st |= gpu_intr_ack(d->gpu, s->vf, ~0u);
+	while (gpu_fault_pop(d->gpu, s->vf, &f) == 0) {
+		struct vf_event ev = { .type = VF_EVT_MMU_FAULT, .arg0 = f.chid, .arg1 = f.reason,
+				       .timestamp_ns = vgpu_now_ns() };
+
+		memcpy(ev.pad, &f, sizeof(f));
+		if (vgpu_ring_push(&s->evt, &ev, sizeof(ev)))
+			vgpu_dbg("VF %u: fault event dropped (ring full)", s->vf);
+		s->faults++;
+		ep_signal(s, VF_VEC_EVENT);
+	}
+	if (!st)
+		return;
+	atomic_fetch_or((_Atomic uint32_t *)&ip->status, st);
+	atomic_fetch_add((_Atomic uint64_t *)&ip->count, 1);
+	s->intrs++;
+	ep_signal(s, VF_VEC_GPU);
 }
 
 void pf_endpoint_event(struct pf_slice *s, uint32_t type, uint64_t arg0)
@@ -394,6 +428,8 @@ int pf_endpoint_pollfds(struct pf_slice *s, struct pollfd *p, int max)
 	if (!ep || max < 2 + VF_NR_VECTORS)
 		return 0;
 	p[n++] = (struct pollfd){ .fd = ep->listen_fd, .events = POLLIN };
+	/* Interrupts are acknowledged even with no guest, so the eventfd does not stay hot. */
+	p[n++] = (struct pollfd){ .fd = s->intr_fd, .events = POLLIN };
 	if (ep->client_fd < 0)
 		return n;
 	p[n++] = (struct pollfd){ .fd = ep->client_fd, .events = POLLIN };
@@ -415,6 +451,8 @@ void pf_endpoint_handle(struct pf_daemon *d, struct pf_slice *s, const struct po
 			continue;
 		if (p[i].fd == ep->listen_fd) {
 			ep_accept(s);
+		} else if (p[i].fd == s->intr_fd) {
+			ep_forward_intr(d, s);
 		} else if (p[i].fd == ep->client_fd) {
 			/* Clients never write; data or hangup both end the attachment. */
 			if (read(ep->client_fd, junk, sizeof(junk)) <= 0 || (p[i].revents & POLLHUP))

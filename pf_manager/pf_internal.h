@@ -88,6 +88,8 @@ struct pf_slice {
 	uint64_t dma_iova;		/* where the device sees it (VF's IOMMU domain); 0: nowhere */
 	uint32_t nr_runlists;		/* the device's runlists (= engines) */
 	int kick_fd;			/* the device's kick eventfd of the VF (not ours) */
+	int intr_fd;			/* the device's interrupt eventfd of the VF (not ours) */
+	uint64_t intrs, faults;		/* interrupts and fault events forwarded */
 	struct iommu_domain *dma_domain;	/* the VF's IOMMU domain (requester id = VF) */
 	struct iommu_memobj *dma_mo;	/* BAR2's DMA memory, mapped there at dma_iova */
 	struct vf_bar_header *hdr;

@@ -107,6 +107,8 @@ json_object *pf_slice_json(const struct pf_daemon *d, const struct pf_slice *s)
 		json_object_object_add(o, "attached", json_object_new_boolean(pf_endpoint_attached(s)));
 		json_object_object_add(o, "reset_count",
 				       json_object_new_int((int)s->resets));
+		pf_json_add_u64(o, "interrupts_forwarded", s->intrs);
+		pf_json_add_u64(o, "fault_events", s->faults);
 	}
 	return o;
 }
@@ -443,6 +445,7 @@ int pf_slice_bring_up(struct pf_daemon *d, struct pf_slice *s, unsigned int vf, 
 	s->hdr = (struct vf_bar_header *)s->bar;
 	s->nr_runlists = gpu_nr_engines(d->gpu);
 	s->kick_fd = gpu_doorbell_kick_fd(d->gpu, vf);
+	s->intr_fd = gpu_intr_fd(d->gpu, vf);
 	/* The device's doorbell page of this VF becomes a page of the BAR: the guest's token
 	 * writes reach the engines with no hop. */
 	r = gpu_doorbell_page_back(d->gpu, vf, s->bar_fd, s->bar_size - VF_BAR_CTRL_SIZE + VF_BAR_DB_OFF);

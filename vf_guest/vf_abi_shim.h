@@ -16,8 +16,8 @@
 #define VF_SHIM_DB_OFF		VF_BAR_DB_OFF
 #define VF_SHIM_INTR_OFF	VF_BAR_INTR_OFF
 #define VF_SHIM_VEC_GPU		VF_VEC_GPU	/* kick / GPU interrupt */
-#define VF_SHIM_EVT_MMU_FAULT	3u		/* proposed VF_EVT_MMU_FAULT */
-#define VF_SHIM_EVT_CHAN_ERROR	4u		/* proposed VF_EVT_CHAN_ERROR */
+#define VF_SHIM_EVT_MMU_FAULT	VF_EVT_MMU_FAULT
+#define VF_SHIM_EVT_CHAN_ERROR	VF_EVT_CHAN_ERROR
 
 /* The minor-1 header fields the driver uses. */
 struct vf_shim_hdr_ext {
@@ -28,12 +28,8 @@ struct vf_shim_hdr_ext {
 	uint32_t reserved;
 };
 
-/* Proposed interrupt page: vgpud ORs VGPU_INTR_* into status, the guest clears them. */
-struct vf_shim_intr_page {
-	uint32_t status;
-	uint32_t reserved0[15];
-	uint64_t count;
-};
+/* The interrupt page is vf_bar.h's (same layout as proposed). */
+#define vf_shim_intr_page vf_intr_page
 
 /* The extension fields if the host has them (minor >= 1), else zeros. */
 static inline void vf_shim_hdr_ext(const struct vf_bar_header *h, struct vf_shim_hdr_ext *out)

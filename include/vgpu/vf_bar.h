@@ -35,8 +35,7 @@
  *     + 0                  header page (struct vf_bar_header)
  *     + VF_BAR_DB_OFF      the function's doorbell page (struct vgpu_doorbell_page of
  *                          vgpu/gpfifo.h): the device's own doorbell page, the same bytes
- *     + VF_BAR_INTR_OFF    interrupt page (reserved for struct vf_intr_page; intr_off 0
- *                          until the host provides it)
+ *     + VF_BAR_INTR_OFF    interrupt page (struct vf_intr_page)
  *     + VF_BAR_REQ_OFF     request ring: guest -> vgpud  (struct vgpu_ring_hdr + slots)
  *     + VF_BAR_RSP_OFF     reply ring:   vgpud -> guest
  *     + VF_BAR_EVT_OFF     event ring:   vgpud -> guest (struct vf_event, e.g. VF reset)
@@ -90,6 +89,17 @@ enum vf_vector {
 				 * host->guest: GPU interrupt (ABI minor 1) */
 	VF_NR_VECTORS	= 3,
 };
+
+/* The interrupt page (ABI minor 1). vgpud ORs the function's VGPU_INTR_* bits (vgpu/gpfifo.h)
+ * into status, bumps count and interrupts VF_VEC_GPU; the guest clears the bits it handled
+ * (atomic fetch_and). A reset clears the page. */
+struct vf_intr_page {
+	uint32_t status;	/* VGPU_INTR_*, accessed atomically */
+	uint32_t reserved0[15];
+	uint64_t count;		/* interrupts forwarded (monotonic), accessed atomically */
+	uint8_t reserved[4096 - 72];
+};
+_Static_assert(sizeof(struct vf_intr_page) == 4096, "interrupt page is ABI");
 
 /* header.state */
 enum vf_state {
@@ -165,6 +175,12 @@ struct vf_msg_info {
 enum vf_event_type {
 	VF_EVT_RESET	= 1,	/* arg0: new reset_count */
 	VF_EVT_STOP	= 2,	/* the slice is being stopped; the BAR will go away */
+	VF_EVT_MMU_FAULT = 3,	/* minor 1: arg0 chid, arg1 enum vgpu_fault_reason;
+				 * pad holds the struct vgpu_fault_entry (vgpu/gmmu.h) */
+	VF_EVT_CHAN_ERROR = 4,	/* minor 1, reserved: arg0 chid, arg1 enum vgpu_chan_error;
+				 * not posted yet (the device does not name the channel):
+				 * VGPU_INTR_CHAN_ERROR in the interrupt page and USERD.error
+				 * tell instead */
 };
 
 /* One event slot. */
