@@ -36,6 +36,18 @@ struct pf_endpoint {
  * ring views are what count), except the guest's own state word, which can only stop
  * the guest's own mailbox. */
 
+/* The ABI minor 1 fields: what this daemon placed in BAR2 and the IOMMU. */
+static void bar_minor1_fields(struct pf_slice *s)
+{
+	struct vf_bar_header *h = s->hdr;
+	uint64_t ctrl = s->bar_size - VF_BAR_CTRL_SIZE;
+
+	h->db_off = ctrl + VF_BAR_DB_OFF;
+	h->dma_iova = s->dma_iova;
+	h->intr_off = ctrl + VF_BAR_INTR_OFF;
+	h->nr_runlists = s->nr_runlists;
+}
+
 void pf_bar_format(struct pf_slice *s)
 {
 	struct vf_bar_header *h = s->hdr;
@@ -62,11 +74,8 @@ void pf_bar_format(struct pf_slice *s)
 	h->preempt_timeout_us = s->prov.preempt_timeout_us;
 	memcpy(h->slice_uuid, s->uuid_bytes, 16);
 	/* The doorbell page is the device's (gpu_doorbell_page_back at bring-up): not touched. */
-	h->db_off = ctrl + VF_BAR_DB_OFF;
-	h->dma_iova = s->dma_iova;
 	memset(s->bar + VF_BAR_INTR_OFF, 0, sizeof(struct vf_intr_page));
-	h->intr_off = ctrl + VF_BAR_INTR_OFF;
-	h->nr_runlists = s->nr_runlists;
+	bar_minor1_fields(s);
 	vgpu_ring_format(s->bar + VF_BAR_REQ_OFF, VF_BAR_RING_REGION, VF_MBOX_SLOTS, VF_MBOX_SLOT_SIZE);
 	vgpu_ring_format(s->bar + VF_BAR_RSP_OFF, VF_BAR_RING_REGION, VF_MBOX_SLOTS, VF_MBOX_SLOT_SIZE);
 	vgpu_ring_format(s->bar + VF_BAR_EVT_OFF, VF_BAR_RING_REGION, VF_EVT_SLOTS, VF_EVT_SLOT_SIZE);
@@ -94,6 +103,11 @@ int pf_bar_attach(struct pf_slice *s)
 	    s->evt.elem_size != VF_EVT_SLOT_SIZE)
 		return -EPROTO;
 	s->resets = h->reset_count;
+	/* An adopted BAR may come from an older daemon: newly attaching guests see what this
+	 * one provides (additive fields only, the attached guest keeps its view). */
+	bar_minor1_fields(s);
+	h->nr_vectors = VF_NR_VECTORS;	/* what the greeting hands over */
+	h->abi_version = VGPU_ABI_VERSION;
 	return 0;
 }
 
