@@ -469,7 +469,11 @@ static void bh_format(struct bench_host *h)
 	x->evt_off = h->ctrl + VF_BAR_EVT_OFF;
 	x->ring_region_size = VF_BAR_RING_REGION;
 	x->channels = GPU_FN_MAX_CHANNELS;
-	memcpy(x->reserved, &ext, sizeof(ext));
+	/* ABI minor 1 fields (vgpu/vf_bar.h) */
+	x->db_off = ext.db_off;
+	x->dma_iova = ext.dma_iova;
+	x->intr_off = ext.intr_off;
+	x->nr_runlists = ext.nr_runlists;
 	vgpu_ring_format(h->bar + x->req_off, VF_BAR_RING_REGION, VF_MBOX_SLOTS, VF_MBOX_SLOT_SIZE);
 	vgpu_ring_format(h->bar + x->rsp_off, VF_BAR_RING_REGION, VF_MBOX_SLOTS, VF_MBOX_SLOT_SIZE);
 	vgpu_ring_format(h->bar + x->evt_off, VF_BAR_RING_REGION, VF_EVT_SLOTS, VF_EVT_SLOT_SIZE);
