@@ -15,6 +15,7 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "gpu_model/gpu.h"
+#include "iommu_model/iommu.h"
 #include "rm/rm_internal.h"
 
 static unsigned long obj_hash(uint64_t key)
@@ -141,6 +142,9 @@ static int chan_ctor(struct rm_client *c, struct rm_res *r, struct vgpu_rm_chann
 		return ret;
 	r->u.chan.chid = p->chid = chid;
 	r->u.chan.token = p->token = vgpu_token(p->runlist, chid);
+	r->u.chan.entries = p->gpfifo_entries;
+	r->u.chan.userd_aper = p->userd_aper;
+	r->u.chan.userd_addr = p->userd_addr;
 	r->depends_on = vas;
 	rm_list_add(&vas->dependants, &r->dep_link);
 	return 0;
@@ -389,6 +393,33 @@ static int ctrl_quota(struct rm *rm, unsigned int fn, struct vgpu_rm_quota_info 
 	return 0;
 }
 
+/* Store @gp_put in the channel's USERD as the guest would, then ring its doorbell. */
+static int chan_submit(struct rm *rm, unsigned int fn, struct rm_res *r, uint32_t gp_put)
+{
+	const struct rm_fn *f = &rm->fns[fn];
+	uint64_t addr = r->u.chan.userd_addr + VGPU_USERD_GP_PUT;
+	uint32_t *p;
+	int ret;
+
+	if (r->u.chan.userd_aper == VGPU_APER_SYS) {
+		if (!rm->cfg.iommu)
+			return -ENODEV;
+		/* Through the VF's own IOMMU domain, as the device would reach it. */
+		ret = iommu_dma_write(rm->cfg.iommu, fn, addr, &gp_put, sizeof(gp_put));
+		if (ret)
+			return ret;
+	} else {
+		if (addr + sizeof(gp_put) > f->size)
+			return -EFAULT;
+		p = gpu_vram_ptr(rm->gpu, f->base + addr, sizeof(gp_put));
+		if (!p)
+			return -EFAULT;
+		__atomic_store_n(p, gp_put, __ATOMIC_RELEASE);
+	}
+	gpu_doorbell_ring(rm->gpu, fn, r->u.chan.token);
+	return 0;
+}
+
 static int control_locked(struct rm_client *c, struct rm_res *r, uint32_t cmd, void *params,
 			  size_t *len, size_t cap)
 {
@@ -459,6 +490,14 @@ static int control_locked(struct rm_client *c, struct rm_res *r, uint32_t cmd, v
 		r->depends_on = vas;
 		rm_list_add(&vas->dependants, &r->dep_link);
 		return 0;
+	}
+	case RM_CTRL_CHANNEL_SUBMIT: {
+		const struct rm_submit_params *sp = params;
+		if (r->h_class != VGPU_RM_CLASS_CHANNEL_GPFIFO || in != sizeof(*sp) || sp->reserved ||
+		    sp->gp_put >= r->u.chan.entries)
+			return -EINVAL;
+		*len = 0;
+		return chan_submit(rm, c->fn, r, sp->gp_put);
 	}
 	case VGPU_RM_CTRL_CHANNEL_RESET:
 		if (r->h_class != VGPU_RM_CLASS_CHANNEL_GPFIFO || in)

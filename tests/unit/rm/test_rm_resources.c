@@ -14,6 +14,7 @@
 #include "common/compiler.h"
 #include "common/err.h"
 #include "rm_test.h"
+#include "rm/rm_internal.h"	/* RM_CTRL_CHANNEL_SUBMIT (not yet in vgpu/rm.h) */
 
 static struct rm_fixture fx;
 
@@ -91,6 +92,44 @@ static void test_lifecycle(void **state)
 	assert_false(sh->fns[1].chans[cp.chid].flags & GPU_CHAN_ALLOCATED);
 	assert_int_equal(sh->fns[1].runlist[0], 0);
 	assert_int_equal(rm_free(fx.rm, 1, hc, hd), -ENOENT);
+}
+
+/* CHANNEL_SUBMIT (the kernel-mediated baseline): GP_PUT lands in the channel's USERD and its
+ * doorbell is rung; a GP_PUT past the ring, a non-zero reserved word or a non-channel handle
+ * change nothing. */
+static void test_channel_submit(void **state)
+{
+	struct vgpu_rm_vaspace_params vp = { .pdb = 0 };
+	struct rm_submit_params sp = { .gp_put = 5 };
+	struct vgpu_rm_channel_params cp;
+	uint32_t hc, hd, hs, hv = 0, hch, *userd, head;
+	size_t len = sizeof(sp);
+
+	(void)state;
+	assert_int_equal(rm_t_client(fx.rm, 1, &hc, &hd, &hs), 0);
+	assert_int_equal(rm_alloc(fx.rm, 1, hc, hd, &hv, VGPU_RM_CLASS_VASPACE, &vp, sizeof(vp)), 0);
+	assert_int_equal(rm_t_channel(fx.rm, 1, hc, hd, hv, &hch, &cp), 0);
+	userd = gpu_vram_ptr(fx.gpu, 1 * T_SLICE + cp.userd_addr, 128);
+	assert_non_null(userd);
+	head = __atomic_load_n(&gpu_doorbell_page(fx.gpu, 1)->head, __ATOMIC_SEQ_CST);
+	assert_int_equal(rm_control(fx.rm, 1, hc, hch, RM_CTRL_CHANNEL_SUBMIT, &sp, &len, sizeof(sp)), 0);
+	assert_int_equal(userd[0], 5);
+	/* Rung: one token posted to the function's doorbell page. */
+	assert_int_equal(__atomic_load_n(&gpu_doorbell_page(fx.gpu, 1)->head, __ATOMIC_SEQ_CST),
+			 head + 1);
+	sp.gp_put = cp.gpfifo_entries;
+	len = sizeof(sp);
+	assert_int_equal(rm_control(fx.rm, 1, hc, hch, RM_CTRL_CHANNEL_SUBMIT, &sp, &len, sizeof(sp)), -EINVAL);
+	sp = (struct rm_submit_params){ .gp_put = 1, .reserved = 1 };
+	len = sizeof(sp);
+	assert_int_equal(rm_control(fx.rm, 1, hc, hch, RM_CTRL_CHANNEL_SUBMIT, &sp, &len, sizeof(sp)), -EINVAL);
+	sp.reserved = 0;
+	len = sizeof(sp);
+	assert_int_equal(rm_control(fx.rm, 1, hc, hv, RM_CTRL_CHANNEL_SUBMIT, &sp, &len, sizeof(sp)), -EINVAL);
+	assert_int_equal(userd[0], 5);
+	assert_int_equal(__atomic_load_n(&gpu_doorbell_page(fx.gpu, 1)->head, __ATOMIC_SEQ_CST),
+			 head + 1);
+	assert_int_equal(rm_client_free(fx.rm, 1, hc), 0);
 }
 
 /* Freeing a VA space frees the channel that depends on it first, and a device its
@@ -415,6 +454,7 @@ int main(void)
 	struct CMUnitTest t[32] = {
 		cmocka_unit_test_setup_teardown(test_lifecycle, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dependency_free, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_channel_submit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_share_and_foreign, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_handle_exhaustion, setup_small, teardown),
 		cmocka_unit_test_setup_teardown(test_quotas, setup, teardown),
