@@ -236,6 +236,10 @@ void gpu_tlb_invalidate(struct gpu *g, unsigned int fn, uint64_t va, uint64_t si
  * *page_size the leaf size. Returns 0 or a positive enum vgpu_fault_reason. */
 int gpu_mmu_translate(struct gpu *g, unsigned int fn, uint64_t pdb, uint64_t va, int access,
 		      uint64_t *aper, uint64_t *addr, uint64_t *page_size);
+/* Wait until no engine executes @fn's channel @chid (call after freeing or disabling it in
+ * the privileged region): afterwards no engine touches its GPFIFO, USERD or pushbuffers, so
+ * their memory may be reused. 0, -EINVAL (bad ids) or -ETIMEDOUT after @timeout_ns. */
+int gpu_chan_quiesce(struct gpu *g, unsigned int fn, unsigned int chid, uint64_t timeout_ns);
 /* Take the oldest fault entry of @fn. 0, or -EAGAIN if the buffer is empty. */
 int gpu_fault_pop(struct gpu *g, unsigned int fn, struct vgpu_fault_entry *out);
 /* Invalidate @fn's TLBs and resume its channels stalled on replayable faults. */

@@ -398,3 +398,25 @@ void *gpu_engine_main(void *arg)
 	vgpu_mutex_unlock(&g->lock);
 	return NULL;
 }
+
+int gpu_chan_quiesce(struct gpu *g, unsigned int fn, unsigned int chid, uint64_t timeout_ns)
+{
+	uint64_t dl = vgpu_deadline_ns(timeout_ns);
+	bool busy;
+
+	if (fn >= g->nr_fns || chid >= GPU_FN_MAX_CHANNELS)
+		return -EINVAL;
+	for (;;) {
+		vgpu_mutex_lock(&g->lock);
+		/* See the table as the caller left it (a free or disable just written), so
+		 * an engine that releases the channel does not pick it again. */
+		gpu_priv_sync_locked(g);
+		busy = g->fns[fn].chans[chid].running;
+		vgpu_mutex_unlock(&g->lock);
+		if (!busy)
+			return 0;
+		if (vgpu_deadline_passed(dl))
+			return -ETIMEDOUT;
+		vgpu_sleep_ns(20 * VGPU_NSEC_PER_USEC);
+	}
+}

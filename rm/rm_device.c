@@ -136,6 +136,12 @@ void rm_chan_release(struct rm *rm, unsigned int fn, uint32_t chid)
 		ret = rpc(rm, fn, VGPU_RPC_FN_CHAN_FREE, &ch, sizeof(ch));
 		if (ret)
 			vgpu_warn("rm: fn %u channel %u free: %s", fn, chid, vgpu_strerror(ret));
+		/* As real RMs do (preempt + wait): the free returns once no engine can touch
+		 * the channel, so the guest may reuse its memory at once. */
+		ret = gpu_chan_quiesce(rm->gpu, fn, chid, VGPU_NSEC_PER_SEC);
+		if (ret)
+			vgpu_warn("rm: fn %u channel %u still running after free: %s", fn, chid,
+				  vgpu_strerror(ret));
 	}
 	chan_unreserve(rm, fn, chid);
 }

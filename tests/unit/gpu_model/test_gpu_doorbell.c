@@ -282,6 +282,21 @@ static void case_page_back(struct dctx *d)
 	close(fd);
 }
 
+/* Quiesce: returns once no engine runs the channel (at once for one that finished its
+ * work); bad ids are refused. */
+static void case_quiesce(struct dctx *d)
+{
+	queue_release(d, 9);
+	tchan_kick(d->t, &d->c);
+	assert_int_equal(gpu_chan_quiesce(d->t->g, 1, d->c.chid, VGPU_NSEC_PER_SEC), 0);
+	assert_int_equal(tchan_wait(&d->c), 0);
+	assert_int_equal(sem(d), 9);
+	assert_int_equal(gpu_chan_quiesce(d->t->g, 1, d->c.chid, VGPU_NSEC_PER_SEC), 0);
+	assert_int_equal(gpu_chan_quiesce(d->t->g, 99, 0, VGPU_NSEC_PER_SEC), -EINVAL);
+	assert_int_equal(gpu_chan_quiesce(d->t->g, 1, GPU_FN_MAX_CHANNELS, VGPU_NSEC_PER_SEC),
+			 -EINVAL);
+}
+
 /* Many threads ringing at once through one doorbell page: nothing lost. */
 struct storm_arg {
 	struct dctx *d;
@@ -347,6 +362,7 @@ static const struct db_case {
 	{ "engine sleeps, kick wakes",	case_sleep_and_kick, LONG_SCAN, true },
 	{ "three submitters at once",	case_storm, LONG_SCAN, true },
 	{ "page backed by another object", case_page_back, LONG_SCAN, true },
+	{ "quiesce a channel",		case_quiesce, LONG_SCAN, true },
 };
 
 static void test_db_case(void **state)
