@@ -75,6 +75,7 @@ void pf_bar_format(struct pf_slice *s)
 	memcpy(h->slice_uuid, s->uuid_bytes, 16);
 	/* The doorbell page is the device's (gpu_doorbell_page_back at bring-up): not touched. */
 	memset(s->bar + VF_BAR_INTR_OFF, 0, sizeof(struct vf_intr_page));
+	s->chan_err_seen = 0;
 	bar_minor1_fields(s);
 	vgpu_ring_format(s->bar + VF_BAR_REQ_OFF, VF_BAR_RING_REGION, VF_MBOX_SLOTS, VF_MBOX_SLOT_SIZE);
 	vgpu_ring_format(s->bar + VF_BAR_RSP_OFF, VF_BAR_RING_REGION, VF_MBOX_SLOTS, VF_MBOX_SLOT_SIZE);
@@ -121,6 +122,27 @@ static void ep_signal(struct pf_slice *s, unsigned int vec)
 		vgpu_dbg("VF %u: vector %u not signalled: %s", s->vf, vec, vgpu_strerror(-errno));
 }
 
+/* A channel error interrupt does not say which channel: post VF_EVT_CHAN_ERROR for every
+ * channel found in error that was not posted since it was last seen out of error. */
+static void ep_post_chan_errors(struct pf_daemon *d, struct pf_slice *s)
+{
+	struct gpu_chan_status cs;
+
+	for (unsigned int chid = 0; chid < GPU_FN_MAX_CHANNELS; chid++) {
+		uint64_t bit = 1ull << chid;
+
+		if (gpu_chan_status(d->gpu, s->vf, chid, &cs) || cs.state != GPU_CHAN_STATE_ERROR) {
+			s->chan_err_seen &= ~bit;
+			continue;
+		}
+		if (s->chan_err_seen & bit)
+			continue;
+		s->chan_err_seen |= bit;
+		s->chan_errors++;
+		pf_endpoint_event2(s, VF_EVT_CHAN_ERROR, chid, cs.error);
+	}
+}
+
 /* The device interrupted the VF: forward the status bits to the interrupt page and the
  * fault buffer's entries to the event ring, then interrupt the guest on VF_VEC_GPU. */
 static void ep_forward_intr(struct pf_daemon *d, struct pf_slice *s)
@@ -146,6 +168,8 @@ static void ep_forward_intr(struct pf_daemon *d, struct pf_slice *s)
 	}
 	if (!st)
 		return;
+	if (st & VGPU_INTR_CHAN_ERROR)
+		ep_post_chan_errors(d, s);
 	atomic_fetch_or((_Atomic uint32_t *)&ip->status, st);
 	atomic_fetch_add((_Atomic uint64_t *)&ip->count, 1);
 	s->intrs++;
@@ -154,7 +178,13 @@ static void ep_forward_intr(struct pf_daemon *d, struct pf_slice *s)
 
 void pf_endpoint_event(struct pf_slice *s, uint32_t type, uint64_t arg0)
 {
-	struct vf_event ev = { .type = type, .arg0 = arg0, .timestamp_ns = vgpu_now_ns() };
+	pf_endpoint_event2(s, type, arg0, 0);
+}
+
+void pf_endpoint_event2(struct pf_slice *s, uint32_t type, uint64_t arg0, uint64_t arg1)
+{
+	struct vf_event ev = { .type = type, .arg0 = arg0, .arg1 = arg1,
+			       .timestamp_ns = vgpu_now_ns() };
 
 	/* A full event ring means the guest is not listening; the header still tells. */
 	if (vgpu_ring_push(&s->evt, &ev, sizeof(ev)))
@@ -200,6 +230,10 @@ static bool mbox_handle(struct pf_daemon *d, struct pf_slice *s, const struct vf
 
 		/* The RM validates every field of the wire message itself. */
 		rsp->status = pf_rm_call(d, s->vf, payload, req->length, out, &out_len);
+		/* A free, reset or new channel may reuse a channel id: channels still in error
+		 * are posted again at the next channel-error scan (a hint may repeat, never
+		 * be lost to a reused id). */
+		s->chan_err_seen = 0;
 		if (rsp->status)
 			return true;
 		rsp->length = (uint32_t)out_len;

@@ -90,6 +90,8 @@ struct pf_slice {
 	int kick_fd;			/* the device's kick eventfd of the VF (not ours) */
 	int intr_fd;			/* the device's interrupt eventfd of the VF (not ours) */
 	uint64_t intrs, faults;		/* interrupts and fault events forwarded */
+	uint64_t chan_errors;		/* channel-error events posted */
+	uint64_t chan_err_seen;		/* channels in error already posted (bit = chid) */
 	struct iommu_domain *dma_domain;	/* the VF's IOMMU domain (requester id = VF) */
 	struct iommu_memobj *dma_mo;	/* BAR2's DMA memory, mapped there at dma_iova */
 	struct vf_bar_header *hdr;
@@ -244,6 +246,8 @@ void pf_bar_format(struct pf_slice *s);
 int pf_bar_attach(struct pf_slice *s);
 /* Post an event to the guest. */
 void pf_endpoint_event(struct pf_slice *s, uint32_t type, uint64_t arg0);
+/* The same with arg1. */
+void pf_endpoint_event2(struct pf_slice *s, uint32_t type, uint64_t arg0, uint64_t arg1);
 /* Serve pending mailbox requests of @s. */
 void pf_mbox_service(struct pf_daemon *d, struct pf_slice *s);
 

@@ -109,6 +109,7 @@ json_object *pf_slice_json(const struct pf_daemon *d, const struct pf_slice *s)
 				       json_object_new_int((int)s->resets));
 		pf_json_add_u64(o, "interrupts_forwarded", s->intrs);
 		pf_json_add_u64(o, "fault_events", s->faults);
+		pf_json_add_u64(o, "chan_error_events", s->chan_errors);
 	}
 	return o;
 }

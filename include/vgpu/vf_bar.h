@@ -177,10 +177,8 @@ enum vf_event_type {
 	VF_EVT_STOP	= 2,	/* the slice is being stopped; the BAR will go away */
 	VF_EVT_MMU_FAULT = 3,	/* minor 1: arg0 chid, arg1 enum vgpu_fault_reason;
 				 * pad holds the struct vgpu_fault_entry (vgpu/gmmu.h) */
-	VF_EVT_CHAN_ERROR = 4,	/* minor 1, reserved: arg0 chid, arg1 enum vgpu_chan_error;
-				 * not posted yet (the device does not name the channel):
-				 * VGPU_INTR_CHAN_ERROR in the interrupt page and USERD.error
-				 * tell instead */
+	VF_EVT_CHAN_ERROR = 4,	/* minor 1: arg0 chid, arg1 enum vgpu_chan_error; a wake-up
+				 * hint that may repeat (USERD.error is the truth) */
 };
 
 /* One event slot. */
