@@ -73,60 +73,46 @@ int gpu_sys_atomic(struct gpu *g, unsigned int fn, uint64_t iova, unsigned int s
 	return ret;
 }
 
-int gpu_va_read(struct gpu_ctx *ctx, uint64_t va, void *buf, uint64_t len)
+/* Copy @len bytes between GPU VA @va and @buf, a translation per contiguous piece; an IOMMU
+ * fault is recorded in @ctx like an MMU fault. */
+static int gpu_va_copy(struct gpu_ctx *ctx, uint64_t va, uint8_t *p, uint64_t len, bool write)
 {
+	unsigned int access = write ? VGPU_ACCESS_WRITE : VGPU_ACCESS_READ;
 	struct gpu_xlate x;
-	uint8_t *p = buf;
 	int ret;
 
 	while (len) {
-		ret = gpu_ctx_xlate(ctx, va, VGPU_ACCESS_READ, &x);
+		ret = gpu_ctx_xlate(ctx, va, access, &x);
 		if (ret)
 			return ret;
 		uint64_t n = vgpu_min(len, x.avail);
 
-		if (x.aper == VGPU_GMMU_APER_VRAM)
-			memcpy(p, ctx->g->vram + x.addr, n);
-		else if (gpu_sys_rw(ctx->g, ctx->f->id, x.addr, p, n, false))
-			goto iommu_fault;
+		if (x.aper == VGPU_GMMU_APER_VRAM) {
+			if (write)
+				memcpy(ctx->g->vram + x.addr, p, n);
+			else
+				memcpy(p, ctx->g->vram + x.addr, n);
+		} else if (gpu_sys_rw(ctx->g, ctx->f->id, x.addr, p, n, write)) {
+			ctx->fault_va = va;
+			ctx->fault_access = access;
+			ctx->fault_reason = VGPU_FAULT_IOMMU;
+			return VGPU_FAULT_IOMMU;
+		}
 		p += n;
 		va += n;
 		len -= n;
 	}
 	return 0;
-iommu_fault:
-	ctx->fault_va = va;
-	ctx->fault_access = VGPU_ACCESS_READ;
-	ctx->fault_reason = VGPU_FAULT_IOMMU;
-	return VGPU_FAULT_IOMMU;
+}
+
+int gpu_va_read(struct gpu_ctx *ctx, uint64_t va, void *buf, uint64_t len)
+{
+	return gpu_va_copy(ctx, va, buf, len, false);
 }
 
 int gpu_va_write(struct gpu_ctx *ctx, uint64_t va, const void *buf, uint64_t len)
 {
-	const uint8_t *p = buf;
-	struct gpu_xlate x;
-	int ret;
-
-	while (len) {
-		ret = gpu_ctx_xlate(ctx, va, VGPU_ACCESS_WRITE, &x);
-		if (ret)
-			return ret;
-		uint64_t n = vgpu_min(len, x.avail);
-
-		if (x.aper == VGPU_GMMU_APER_VRAM)
-			memcpy(ctx->g->vram + x.addr, p, n);
-		else if (gpu_sys_rw(ctx->g, ctx->f->id, x.addr, (void *)p, n, true))
-			goto iommu_fault;
-		p += n;
-		va += n;
-		len -= n;
-	}
-	return 0;
-iommu_fault:
-	ctx->fault_va = va;
-	ctx->fault_access = VGPU_ACCESS_WRITE;
-	ctx->fault_reason = VGPU_FAULT_IOMMU;
-	return VGPU_FAULT_IOMMU;
+	return gpu_va_copy(ctx, va, (uint8_t *)buf, len, true);
 }
 
 /* Semaphores are naturally aligned, so one translation covers them. */
