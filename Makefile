@@ -99,20 +99,28 @@ tsan: $(TSAN_TESTS)
 
 # ---- top-level targets -----------------------------------------------------------------
 DEB_PACKAGES := build-essential pkg-config libcmocka-dev liburcu-dev libjson-c-dev libinih-dev \
-		valgrind qemu-system-x86
+		valgrind qemu-system-x86 busybox-static cpio xz-utils libxml2-utils \
+		libvirt-dev libvirt-daemon-system libvirt-daemon-driver-qemu libvirt-clients
 deps:
 	@missing=$$(for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing; \
 	else echo "deps: all installed"; fi
 
-# Every suite plain, then under ASan+UBSan, then the thread-heavy ones under TSan;
-# tests/run-suites prints the one summary line.
-check: rel asan tsan
+# VM tier (vmm_glue/vm.mk): VM_SUITES are TAP-speaking programs that boot guests,
+# VM_DEPS what they need built first (guest image, static guest binaries).
+VM_SUITES :=
+VM_DEPS :=
+-include vmm_glue/vm.mk
+
+# Every suite plain, then under ASan+UBSan, then the thread-heavy ones under TSan, then
+# the VM tier; tests/run-suites prints the one summary line.
+check: rel asan tsan $(VM_DEPS)
 	$(Q)tests/run-suites \
 		--label rel $(TESTS_rel) \
 		--label asan $(TESTS_asan) \
-		--label tsan $(TSAN_TESTS)
+		--label tsan $(TSAN_TESTS) \
+		$(if $(strip $(VM_SUITES)),--label vm $(VM_SUITES))
 
 bench: rel
 	$(Q)set -e; for b in $(BENCH_BINS_rel); do echo "== $$b"; $$b; done
