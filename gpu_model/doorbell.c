@@ -98,32 +98,33 @@ void gpu_engine_wake(struct gpu_engine *e)
 		vgpu_dbg("gpu: wake of engine %u failed", e->id);
 }
 
-/* Validate @token against @f's channel table and mark the channel pending. */
-static void db_token_locked(struct gpu *g, struct gpu_fn *f, uint32_t token)
+/* Judge @token against @f's channel table: the verdict counter it bumps. */
+static atomic_uint_fast64_t *db_judge_locked(struct gpu *g, struct gpu_fn *f, uint32_t token)
 {
 	unsigned int rl = token >> 16, chid = token & 0xffff;
 	const struct gpu_priv_chan *pc;
 
-	atomic_fetch_add(&f->dbc.rung, 1);
-	if (rl >= g->nr_engines || chid >= GPU_FN_MAX_CHANNELS) {
-		atomic_fetch_add(&f->dbc.invalid, 1);
-		return;
-	}
+	if (rl >= g->nr_engines || chid >= GPU_FN_MAX_CHANNELS)
+		return &f->dbc.invalid;
 	pc = &f->cfg.chans[chid];
-	if (!(pc->flags & GPU_CHAN_ALLOCATED) || pc->runlist != rl) {
-		atomic_fetch_add(&f->dbc.invalid, 1);
-		return;
-	}
-	if (!(pc->flags & GPU_CHAN_ENABLED)) {
-		atomic_fetch_add(&f->dbc.disabled, 1);
-		return;
-	}
-	atomic_fetch_add(&f->dbc.accepted, 1);
+	if (!(pc->flags & GPU_CHAN_ALLOCATED) || pc->runlist != rl)
+		return &f->dbc.invalid;
+	if (!(pc->flags & GPU_CHAN_ENABLED))
+		return &f->dbc.disabled;
 	/* Non-resident: the bit stays set until the channel is scheduled, so it is not lost. */
 	if (!(f->cfg.runlist[rl] & VGPU_BIT(chid)))
 		atomic_fetch_add(&f->dbc.non_resident, 1);
 	atomic_fetch_or(&f->pending, VGPU_BIT(chid));
 	gpu_engine_wake(&g->engines[rl]);
+	return &f->dbc.accepted;
+}
+
+/* Validate @token and mark its channel pending. rung is counted after the verdict, so
+ * whoever sees a token counted as rung also sees how it was judged. */
+static void db_token_locked(struct gpu *g, struct gpu_fn *f, uint32_t token)
+{
+	atomic_fetch_add(db_judge_locked(g, f, token), 1);
+	atomic_fetch_add(&f->dbc.rung, 1);
 }
 
 static void db_drain_fn_locked(struct gpu *g, struct gpu_fn *f)
