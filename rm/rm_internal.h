@@ -185,14 +185,6 @@ void rm_mem_get(struct rm *rm, struct rm_mem *m);
 int rm_chan_program(struct rm *rm, unsigned int fn, const struct vgpu_rpc_chan *cfg);
 int rm_chan_enable(struct rm *rm, unsigned int fn, uint32_t chid, bool on);
 
-/* CHANNEL control: the host stores GP_PUT in the channel's USERD and rings its doorbell on
- * the guest's behalf (the "kernel-mediated" baseline of tests/bench/submit_bench, one RPC per
- * submission). Params { u32 gp_put (< entries), u32 reserved (0) }. The number is the one
- * the guest driver uses (vf_guest/vf_internal.h); it belongs in include/vgpu/rm.h. */
-#define RM_CTRL_CHANNEL_SUBMIT	0xc36f01f0u
-struct rm_submit_params {
-	uint32_t gp_put, reserved;
-};
 int rm_chan_bind_vaspace(struct rm *rm, unsigned int fn, uint32_t chid, uint64_t pdb);
 void rm_chan_release(struct rm *rm, unsigned int fn, uint32_t chid);
 int rm_chan_reserve(struct rm *rm, unsigned int fn, uint32_t runlist, uint32_t *chid);

@@ -491,8 +491,8 @@ static int control_locked(struct rm_client *c, struct rm_res *r, uint32_t cmd, v
 		rm_list_add(&vas->dependants, &r->dep_link);
 		return 0;
 	}
-	case RM_CTRL_CHANNEL_SUBMIT: {
-		const struct rm_submit_params *sp = params;
+	case VGPU_RM_CTRL_CHANNEL_SUBMIT: {
+		const struct vgpu_rm_submit_params *sp = params;
 		if (r->h_class != VGPU_RM_CLASS_CHANNEL_GPFIFO || in != sizeof(*sp) || sp->reserved ||
 		    sp->gp_put >= r->u.chan.entries)
 			return -EINVAL;

@@ -188,7 +188,7 @@ int vf_rm_channel_submit(struct vgpu_vf *vf, uint32_t handle, uint32_t gp_put)
 {
 	struct { uint32_t gp_put, reserved; } p = { gp_put, 0 };
 
-	return rm_control(vf, handle, VF_RM_CTRL_CHANNEL_SUBMIT, &p, sizeof(p), 0);
+	return rm_control(vf, handle, VGPU_RM_CTRL_CHANNEL_SUBMIT, &p, sizeof(p), 0);
 }
 
 int vf_rm_raw(struct vgpu_vf *vf, const void *req, size_t len, void *rsp, size_t *rsp_len)

@@ -234,9 +234,6 @@ int vf_mbox_call_locked(struct vgpu_vf *vf, uint32_t type, const void *req, size
 void vf_events_poll(struct vgpu_vf *vf);
 
 /* ---- rm_client.c: RM calls over VF_MSG_RM (wire format: include/vgpu/rm.h) ---- */
-/* Not in rm.h (requested in abi-requests.md): the kernel-mediated submit of submit_bench's
- * baseline, a CHANNEL control with { u32 gp_put, u32 reserved }. */
-#define VF_RM_CTRL_CHANNEL_SUBMIT	0xc36f01f0u
 struct vf_rm_chan_args {
 	uint32_t vaspace;		/* RM VASPACE handle */
 	uint64_t pdb;			/* VF-physical address of the level-0 table */

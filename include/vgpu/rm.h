@@ -169,6 +169,7 @@ enum vgpu_rm_ctrl {
 	VGPU_RM_CTRL_CHANNEL_RESET = 0xc36f0102,	/* CHANNEL: disable, re-program, enable */
 	VGPU_RM_CTRL_CHANNEL_BIND_VASPACE = 0xc36f0103,	/* CHANNEL (disabled): vgpu_rm_bind_params */
 	VGPU_RM_CTRL_GET_WORK_SUBMIT_TOKEN = 0xc36f0108,	/* CHANNEL -> vgpu_rm_token_params */
+	VGPU_RM_CTRL_CHANNEL_SUBMIT = 0xc36f01f0,	/* CHANNEL: vgpu_rm_submit_params */
 };
 
 struct vgpu_rm_info {
@@ -194,6 +195,15 @@ struct vgpu_rm_bind_params {
 
 struct vgpu_rm_token_params {
 	uint32_t token, reserved;
+};
+
+/* CHANNEL_SUBMIT: the kernel-mediated submission path (one RM call per submission, the
+ * baseline the usermode doorbell is measured against). The host stores @gp_put in the
+ * channel's USERD (VRAM through the function's partition, system memory through its IOMMU
+ * domain), then rings the channel's doorbell. In: gp_put < the channel's GPFIFO entries,
+ * reserved 0 (else VGPU_RM_ERR_INVALID); out: nothing (params_len 0). */
+struct vgpu_rm_submit_params {
+	uint32_t gp_put, reserved;
 };
 
 struct vgpu_rm_map_info {

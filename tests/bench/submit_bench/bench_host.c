@@ -272,7 +272,7 @@ static int bh_control(struct bench_host *h, const struct vgpu_rm_control *c, voi
 		memcpy(params, &t, sizeof(t));
 		return 0;
 	}
-	case 0xc36f01f0u:	/* VF_RM_CTRL_CHANNEL_SUBMIT (the bench's baseline) */
+	case VGPU_RM_CTRL_CHANNEL_SUBMIT:	/* the bench's baseline */
 		if (o->kind != BH_CHANNEL || c->params_len < 8)
 			return -EINVAL;
 		*out_len = 8;

@@ -14,7 +14,6 @@
 #include "common/compiler.h"
 #include "common/err.h"
 #include "rm_test.h"
-#include "rm/rm_internal.h"	/* RM_CTRL_CHANNEL_SUBMIT (not yet in vgpu/rm.h) */
 
 static struct rm_fixture fx;
 
@@ -100,7 +99,7 @@ static void test_lifecycle(void **state)
 static void test_channel_submit(void **state)
 {
 	struct vgpu_rm_vaspace_params vp = { .pdb = 0 };
-	struct rm_submit_params sp = { .gp_put = 5 };
+	struct vgpu_rm_submit_params sp = { .gp_put = 5 };
 	struct vgpu_rm_channel_params cp;
 	uint32_t hc, hd, hs, hv = 0, hch, *userd, head;
 	size_t len = sizeof(sp);
@@ -112,20 +111,20 @@ static void test_channel_submit(void **state)
 	userd = gpu_vram_ptr(fx.gpu, 1 * T_SLICE + cp.userd_addr, 128);
 	assert_non_null(userd);
 	head = __atomic_load_n(&gpu_doorbell_page(fx.gpu, 1)->head, __ATOMIC_SEQ_CST);
-	assert_int_equal(rm_control(fx.rm, 1, hc, hch, RM_CTRL_CHANNEL_SUBMIT, &sp, &len, sizeof(sp)), 0);
+	assert_int_equal(rm_control(fx.rm, 1, hc, hch, VGPU_RM_CTRL_CHANNEL_SUBMIT, &sp, &len, sizeof(sp)), 0);
 	assert_int_equal(userd[0], 5);
 	/* Rung: one token posted to the function's doorbell page. */
 	assert_int_equal(__atomic_load_n(&gpu_doorbell_page(fx.gpu, 1)->head, __ATOMIC_SEQ_CST),
 			 head + 1);
 	sp.gp_put = cp.gpfifo_entries;
 	len = sizeof(sp);
-	assert_int_equal(rm_control(fx.rm, 1, hc, hch, RM_CTRL_CHANNEL_SUBMIT, &sp, &len, sizeof(sp)), -EINVAL);
-	sp = (struct rm_submit_params){ .gp_put = 1, .reserved = 1 };
+	assert_int_equal(rm_control(fx.rm, 1, hc, hch, VGPU_RM_CTRL_CHANNEL_SUBMIT, &sp, &len, sizeof(sp)), -EINVAL);
+	sp = (struct vgpu_rm_submit_params){ .gp_put = 1, .reserved = 1 };
 	len = sizeof(sp);
-	assert_int_equal(rm_control(fx.rm, 1, hc, hch, RM_CTRL_CHANNEL_SUBMIT, &sp, &len, sizeof(sp)), -EINVAL);
+	assert_int_equal(rm_control(fx.rm, 1, hc, hch, VGPU_RM_CTRL_CHANNEL_SUBMIT, &sp, &len, sizeof(sp)), -EINVAL);
 	sp.reserved = 0;
 	len = sizeof(sp);
-	assert_int_equal(rm_control(fx.rm, 1, hc, hv, RM_CTRL_CHANNEL_SUBMIT, &sp, &len, sizeof(sp)), -EINVAL);
+	assert_int_equal(rm_control(fx.rm, 1, hc, hv, VGPU_RM_CTRL_CHANNEL_SUBMIT, &sp, &len, sizeof(sp)), -EINVAL);
 	assert_int_equal(userd[0], 5);
 	assert_int_equal(__atomic_load_n(&gpu_doorbell_page(fx.gpu, 1)->head, __ATOMIC_SEQ_CST),
 			 head + 1);
