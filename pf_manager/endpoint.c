@@ -48,11 +48,25 @@ static void bar_minor1_fields(struct pf_slice *s)
 	h->nr_runlists = s->nr_runlists;
 }
 
+/* The control area's first page, where an ABI 1 driver looks for the header: magic and
+ * version only, so that such a driver refuses the version by name instead of a bad magic. */
+static void bar_legacy_stub(struct pf_slice *s)
+{
+	struct vf_bar_header *old = (struct vf_bar_header *)s->bar;
+
+	memset(old, 0, sizeof(*old));
+	old->abi_version = VGPU_ABI_VERSION;
+	old->header_size = sizeof(*old);
+	old->magic = VF_BAR_MAGIC;
+}
+
 void pf_bar_format(struct pf_slice *s)
 {
 	struct vf_bar_header *h = s->hdr;
 	uint64_t ctrl = s->bar_size - VF_BAR_CTRL_SIZE;
 
+	VGPU_ASSERT((uint8_t *)h == s->bar + VF_BAR_HDR_CTRL_OFF);
+	bar_legacy_stub(s);
 	atomic_store((_Atomic uint32_t *)&h->state, VF_STATE_RESETTING);
 	h->abi_version = VGPU_ABI_VERSION;
 	h->header_size = sizeof(*h);
@@ -94,8 +108,8 @@ int pf_bar_attach(struct pf_slice *s)
 {
 	struct vf_bar_header *h = s->hdr;
 
-	if (h->magic != VF_BAR_MAGIC || h->vf_id != s->vf || h->bar_size != s->bar_size ||
-	    h->vram_size != s->prov.vram)
+	if (h->magic != VF_BAR_MAGIC || !vgpu_abi_compatible(h->abi_version) ||
+	    h->vf_id != s->vf || h->bar_size != s->bar_size || h->vram_size != s->prov.vram)
 		return -EPROTO;
 	if (vgpu_ring_attach(&s->req, s->bar + VF_BAR_REQ_OFF, VF_BAR_RING_REGION) ||
 	    vgpu_ring_attach(&s->rsp, s->bar + VF_BAR_RSP_OFF, VF_BAR_RING_REGION) ||
@@ -104,6 +118,7 @@ int pf_bar_attach(struct pf_slice *s)
 	    s->evt.elem_size != VF_EVT_SLOT_SIZE)
 		return -EPROTO;
 	s->resets = h->reset_count;
+	bar_legacy_stub(s);
 	/* An adopted BAR may come from an older daemon: newly attaching guests see what this
 	 * one provides (additive fields only, the attached guest keeps its view). */
 	bar_minor1_fields(s);

@@ -443,7 +443,7 @@ int pf_slice_bring_up(struct pf_daemon *d, struct pf_slice *s, unsigned int vf, 
 		r = pf_fail(e, -errno, "VF %u: cannot map its BAR: %s", vf, vgpu_strerror(-errno));
 		goto close_bar;
 	}
-	s->hdr = (struct vf_bar_header *)s->bar;
+	s->hdr = (struct vf_bar_header *)(s->bar + VF_BAR_HDR_CTRL_OFF);	/* BAR2's last page */
 	s->nr_runlists = gpu_nr_engines(d->gpu);
 	s->kick_fd = gpu_doorbell_kick_fd(d->gpu, vf);
 	s->intr_fd = gpu_intr_fd(d->gpu, vf);

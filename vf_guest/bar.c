@@ -20,39 +20,45 @@ static bool disjoint(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen)
 	return a + alen <= b || b + blen <= a;
 }
 
+/* The control area as the header gives it: [ctrl_off, header page). Its size is the host's
+ * business (ABI 2: only the header's place is fixed). */
 static int check_layout(struct vgpu_vf *vf, const struct vf_bar_header *h)
 {
-	uint64_t ctrl = vf->bar_size - VF_BAR_CTRL_SIZE;
+	uint64_t hdr_off = vf_bar_header_off(vf->bar_size), ctrl = h->ctrl_off;
 
-	if (h->bar_size != vf->bar_size || h->ctrl_off != ctrl)
+	if (h->bar_size != vf->bar_size || ctrl > hdr_off || ctrl % VF_DMA_PAGE)
 		return vf_error(vf, -EPROTO, "BAR2 header: size %llu / control area %llu do not "
 				"match the %llu-byte BAR", (unsigned long long)h->bar_size,
-				(unsigned long long)h->ctrl_off, (unsigned long long)vf->bar_size);
+				(unsigned long long)ctrl, (unsigned long long)vf->bar_size);
 	if (!in_bar(vf, h->vram_off, h->vram_size) || !in_bar(vf, h->dma_off, h->dma_size) ||
-	    !disjoint(h->vram_off, h->vram_size, ctrl, VF_BAR_CTRL_SIZE) ||
-	    !disjoint(h->dma_off, h->dma_size, ctrl, VF_BAR_CTRL_SIZE) ||
+	    !disjoint(h->vram_off, h->vram_size, ctrl, vf->bar_size - ctrl) ||
+	    !disjoint(h->dma_off, h->dma_size, ctrl, vf->bar_size - ctrl) ||
 	    !disjoint(h->vram_off, h->vram_size, h->dma_off, h->dma_size) ||
 	    h->dma_off % VF_DMA_PAGE || h->vram_off % VF_DMA_PAGE)
 		return vf_error(vf, -EPROTO, "BAR2 header: VRAM or DMA region out of place");
 	if (h->ring_region_size < sizeof(struct vgpu_ring_hdr) ||
-	    h->ring_region_size > VF_BAR_CTRL_SIZE)
+	    h->ring_region_size > hdr_off - ctrl)
 		return vf_error(vf, -EPROTO, "BAR2 header: bad ring region size");
 	for (int i = 0; i < 3; i++) {
 		uint64_t off = i == 0 ? h->req_off : i == 1 ? h->rsp_off : h->evt_off;
 
-		if (off < ctrl + VF_BAR_HDR_SIZE || !in_bar(vf, off, h->ring_region_size))
+		if (off < ctrl || off > hdr_off || h->ring_region_size > hdr_off - off)
 			return vf_error(vf, -EPROTO, "BAR2 header: ring %d outside the control area", i);
 	}
+	if (!disjoint(h->req_off, h->ring_region_size, h->rsp_off, h->ring_region_size) ||
+	    !disjoint(h->req_off, h->ring_region_size, h->evt_off, h->ring_region_size) ||
+	    !disjoint(h->rsp_off, h->ring_region_size, h->evt_off, h->ring_region_size))
+		return vf_error(vf, -EPROTO, "BAR2 header: rings overlap");
 	return 0;
 }
 
 /* An extension page (doorbell, interrupt) must be a whole page of the control area that no
- * ring uses. */
+ * ring uses (the header page is above the control area). */
 static bool ext_page_ok(const struct vgpu_vf *vf, const struct vf_bar_header *h, uint64_t off)
 {
-	uint64_t ctrl = vf->bar_size - VF_BAR_CTRL_SIZE;
+	uint64_t hdr_off = vf_bar_header_off(vf->bar_size);
 
-	return off % 4096 == 0 && off >= ctrl + VF_BAR_HDR_SIZE && in_bar(vf, off, 4096) &&
+	return off % 4096 == 0 && off >= h->ctrl_off && off < hdr_off &&
 	       disjoint(off, 4096, h->req_off, h->ring_region_size) &&
 	       disjoint(off, 4096, h->rsp_off, h->ring_region_size) &&
 	       disjoint(off, 4096, h->evt_off, h->ring_region_size);
@@ -82,10 +88,12 @@ int vf_bar_parse(struct vgpu_vf *vf)
 	uint32_t state;
 	int ret;
 
-	if (vf->bar_size < VF_BAR_CTRL_SIZE || (vf->bar_size & (vf->bar_size - 1)))
+	if (vf->bar_size < 2 * VF_BAR_HDR_SIZE || (vf->bar_size & (vf->bar_size - 1)))
 		return vf_error(vf, -EPROTO, "BAR2 of %llu bytes is not a power of two above %u",
-				(unsigned long long)vf->bar_size, VF_BAR_CTRL_SIZE);
-	h = (const struct vf_bar_header *)(vf->bar + vf->bar_size - VF_BAR_CTRL_SIZE);
+				(unsigned long long)vf->bar_size, VF_BAR_HDR_SIZE);
+	/* ABI 2: the header is the last page whatever the layout, so a host of another major
+	 * is refused by name below, not by a bad magic. */
+	h = (const struct vf_bar_header *)(vf->bar + vf_bar_header_off(vf->bar_size));
 	if (h->magic != VF_BAR_MAGIC)
 		return vf_error(vf, -EPROTO, "BAR2 header: bad magic %#llx",
 				(unsigned long long)h->magic);

@@ -105,7 +105,7 @@ static int vf_attach(struct vgpu_vf *vf)
 	ret = vf_bar_parse(vf);
 	if (ret)
 		goto detach;
-	/* A minor-0 host has only the mailbox and event vectors: no kick, no GPU interrupt. */
+	/* A host may offer only the mailbox and event vectors: no kick, no GPU interrupt. */
 	if (vf->hdr->nr_vectors < VF_VEC_EVENT + 1 ||
 	    vf->t->ops->nr_vectors(vf->t) < vf->hdr->nr_vectors) {
 		ret = vf_error(vf, -EPROTO, "the endpoint handed over %u vectors, BAR2 says %u",

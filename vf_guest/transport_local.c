@@ -161,7 +161,7 @@ static int local_recv_bar(struct local_transport *lt)
 	if (fstat(lt->bar_fd, &st) < 0)
 		return -errno;
 	lt->bar_size = (uint64_t)st.st_size;
-	if (lt->bar_size < VF_BAR_CTRL_SIZE || (lt->bar_size & (lt->bar_size - 1)))
+	if (lt->bar_size < 2 * VF_BAR_HDR_SIZE || (lt->bar_size & (lt->bar_size - 1)))
 		return -EPROTO;
 	lt->bar = mmap(NULL, lt->bar_size, PROT_READ | PROT_WRITE, MAP_SHARED, lt->bar_fd, 0);
 	if (lt->bar == MAP_FAILED) {
@@ -174,8 +174,8 @@ static int local_recv_bar(struct local_transport *lt)
 /* Messages 4-5: the vectors; their count comes from the header just mapped. */
 static int local_recv_vectors(struct local_transport *lt)
 {
-	const struct vf_bar_header *h = (const void *)((uint8_t *)lt->bar + lt->bar_size -
-						       VF_BAR_CTRL_SIZE);
+	const struct vf_bar_header *h = (const void *)((uint8_t *)lt->bar +
+						       vf_bar_header_off(lt->bar_size));
 	uint32_t n = h->nr_vectors;
 	int ret;
 

@@ -1,8 +1,7 @@
 /* vf_abi_shim.h - the BAR2 ABI extensions the driver needs for usermode submission. The
- * header fields (db_off, dma_iova, intr_off, nr_runlists) and page offsets are in
- * include/vgpu/vf_bar.h since ABI minor 1 and are read from there; with a minor-0 host
- * every field reads as "absent" and the driver runs without usermode submission. The
- * vector and event numbers not yet in vf_bar.h stay as proposed in the ABI requests. */
+ * header fields (db_off, dma_iova, intr_off, nr_runlists) came with ABI 1.1 and are part of
+ * ABI 2.0 (include/vgpu/vf_bar.h); a field that is 0 means the host does not provide it and
+ * the driver then runs without usermode submission. */
 #ifndef VGPU_VF_ABI_SHIM_H
 #define VGPU_VF_ABI_SHIM_H
 
@@ -31,12 +30,11 @@ struct vf_shim_hdr_ext {
 /* The interrupt page is vf_bar.h's (same layout as proposed). */
 #define vf_shim_intr_page vf_intr_page
 
-/* The extension fields if the host has them (minor >= 1), else zeros. */
+/* The extension fields (0 where the host does not provide one). Called only once the
+ * major has been checked: every ABI 2 header has the fields. */
 static inline void vf_shim_hdr_ext(const struct vf_bar_header *h, struct vf_shim_hdr_ext *out)
 {
 	memset(out, 0, sizeof(*out));
-	if (VGPU_ABI_VERSION_MINOR(h->abi_version) < 1)
-		return;
 	out->db_off = h->db_off;
 	out->dma_iova = h->dma_iova;
 	out->intr_off = h->intr_off;

@@ -8,8 +8,8 @@
 
 #include <stdint.h>
 
-#define VGPU_ABI_MAJOR 1
-#define VGPU_ABI_MINOR 1
+#define VGPU_ABI_MAJOR 2
+#define VGPU_ABI_MINOR 0
 
 /* Packed form carried in headers and handshakes: major in the high 16 bits. */
 #define VGPU_ABI_VERSION ((uint32_t)VGPU_ABI_MAJOR << 16 | VGPU_ABI_MINOR)

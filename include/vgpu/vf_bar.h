@@ -23,22 +23,27 @@
  * BAR2 LAYOUT. The size is a power of two (QEMU needs one). The VRAM aperture starts at
  * offset 0 so that the very same file backs the device's VRAM slice (vgpud maps file
  * offset 0 into the device's VRAM at the slice's base): the guest and the device see the
- * same bytes and the guest sees nothing outside its slice. The control area is the last
- * VF_BAR_CTRL_SIZE bytes of BAR2; its first page is the header, which gives every other
- * offset. A driver therefore reads the header at bar_size - VF_BAR_CTRL_SIZE, checks
- * magic and ABI major, then uses only the offsets it finds there:
+ * same bytes and the guest sees nothing outside its slice. The header is the LAST 4 KiB
+ * page of BAR2, at vf_bar_header_off(bar_size) = bar_size - VF_BAR_HDR_SIZE, a place that
+ * never moves whatever else changes (ABI 2; in ABI 1 it sat at bar_size - VF_BAR_CTRL_SIZE
+ * and a change of the control area's size moved it). A driver reads the header there,
+ * checks magic and ABI major, then uses only the offsets it finds in it: nothing below is a
+ * fixed place for a guest, only how today's vgpud lays it out:
  *
  *   0                      VRAM aperture: the VF's VRAM slice, vram_size bytes
  *   ...                    (hole: unbacked, reads as zeros, costs nothing)
  *   dma_off                DMA-able system memory (GPFIFO rings, pushbuffers, USERD, ...)
  *   ctrl_off = bar_size - VF_BAR_CTRL_SIZE
- *     + 0                  header page (struct vf_bar_header)
+ *     + 0                  legacy page: magic and abi_version only (struct vf_bar_header
+ *                          with every other field 0), so that an ABI 1 driver, which looks
+ *                          here, refuses the version by name instead of "bad magic"
  *     + VF_BAR_DB_OFF      the function's doorbell page (struct vgpu_doorbell_page of
  *                          vgpu/gpfifo.h): the device's own doorbell page, the same bytes
  *     + VF_BAR_INTR_OFF    interrupt page (struct vf_intr_page)
  *     + VF_BAR_REQ_OFF     request ring: guest -> vgpud  (struct vgpu_ring_hdr + slots)
  *     + VF_BAR_RSP_OFF     reply ring:   vgpud -> guest
  *     + VF_BAR_EVT_OFF     event ring:   vgpud -> guest (struct vf_event, e.g. VF reset)
+ *     + VF_BAR_HDR_CTRL_OFF  header page (struct vf_bar_header), = bar_size - 4096
  *
  * MAILBOX. The rings use the SPSC layout of vgpu/ring.h (common/ring.h implements it;
  * either side treats the other's counters as untrusted). A request is one slot of
@@ -72,6 +77,7 @@
 #define VF_BAR_RSP_OFF		(192u << 10)
 #define VF_BAR_EVT_OFF		(320u << 10)
 #define VF_BAR_RING_REGION	(128u << 10)	/* bytes reserved for each ring */
+#define VF_BAR_HDR_CTRL_OFF	(VF_BAR_CTRL_SIZE - VF_BAR_HDR_SIZE)	/* the header: last page */
 #define VF_BAR_DMA_DEFAULT	(4u << 20)	/* default DMA memory size */
 
 #define VF_MBOX_SLOT_SIZE	8192u		/* one request or reply: fits any RM message */
@@ -120,7 +126,7 @@ struct vf_bar_header {
 	uint64_t bar_size;		/* power of two */
 	uint64_t vram_off, vram_size;	/* the VRAM aperture (vram_off is 0) */
 	uint64_t dma_off, dma_size;	/* DMA memory */
-	uint64_t ctrl_off;		/* bar_size - VF_BAR_CTRL_SIZE */
+	uint64_t ctrl_off;		/* start of the control area (rings, pages, header) */
 	uint64_t req_off, rsp_off, evt_off;	/* ring headers, absolute BAR2 offsets */
 	uint64_t ring_region_size;	/* VF_BAR_RING_REGION */
 	/* what the slice was provisioned with (as vgpuctl reports it) */
@@ -190,6 +196,13 @@ struct vf_event {
 	uint8_t pad[32];
 };
 _Static_assert(sizeof(struct vf_event) == VF_EVT_SLOT_SIZE, "event slot is ABI");
+
+/* Where the header page of a BAR2 of @bar_size bytes is: its last 4 KiB page, in every
+ * ABI from 2 on (a driver recognises the device by the magic there). */
+static inline uint64_t vf_bar_header_off(uint64_t bar_size)
+{
+	return bar_size - VF_BAR_HDR_SIZE;
+}
 
 /* BAR2 size for a slice with @vram_size bytes of VRAM and @dma_size bytes of DMA memory
  * (both 2 MiB multiples): the smallest power of two holding all three parts. */

@@ -455,7 +455,7 @@ static void bh_format(struct bench_host *h)
 	struct vf_bar_header *x = h->hdr;
 
 	x->magic = VF_BAR_MAGIC;
-	x->abi_version = VGPU_ABI_MAJOR << 16 | 1;
+	x->abi_version = VGPU_ABI_VERSION;
 	x->header_size = VF_BAR_HDR_SIZE;
 	x->vf_id = BH_FN;
 	x->nr_vectors = BH_NVEC;
@@ -520,7 +520,7 @@ int bench_host_create(uint64_t vram, uint64_t dma, struct bench_host **out)
 	h->bar = mmap(NULL, h->bar_size, PROT_READ | PROT_WRITE, MAP_SHARED, h->bar_fd, 0);
 	if (h->bar == MAP_FAILED)
 		goto fail;
-	h->hdr = (struct vf_bar_header *)(h->bar + h->ctrl);
+	h->hdr = (struct vf_bar_header *)(h->bar + vf_bar_header_off(h->bar_size));
 	ret = iommu_create(NULL, &h->mmu);
 	if (ret)
 		goto fail;

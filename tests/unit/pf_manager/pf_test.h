@@ -536,7 +536,7 @@ static __attribute__((unused)) int t_guest_attach(const char *path, struct tgues
 	g->bar = mmap(NULL, g->bar_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE,
 		      g->bar_fd, 0);
 	assert_true(g->bar != MAP_FAILED);
-	g->hdr = (struct vf_bar_header *)(g->bar + g->bar_size - VF_BAR_CTRL_SIZE);
+	g->hdr = (struct vf_bar_header *)(g->bar + vf_bar_header_off(g->bar_size));
 	assert_true(g->hdr->magic == VF_BAR_MAGIC);
 	assert_true(vgpu_abi_compatible(g->hdr->abi_version));
 	assert_int_equal(g->hdr->vf_id, (uint32_t)g->id);

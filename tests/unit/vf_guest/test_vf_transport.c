@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -29,6 +30,7 @@
 #define DMA_OFF		(512u << 10)
 #define DMA_SIZE	(256u << 10)
 #define CTRL_OFF	(BAR_SIZE - VF_BAR_CTRL_SIZE)
+#define HDR_OFF		(BAR_SIZE - VF_BAR_HDR_SIZE)	/* ABI 2: BAR2's last page */
 #define TEST_VF		3u
 
 enum rsp_mode { RSP_NORMAL, RSP_LATE_FIRST, RSP_SILENT };
@@ -42,6 +44,7 @@ struct host_case {
 	bool no_bar_fd;
 	bool refuse;			/* close before message 1 */
 	bool ring_outside;		/* req ring in the header page */
+	uint64_t ctrl_off;		/* control area start (0: CTRL_OFF): a host may size it */
 	uint32_t info_vf;		/* GET_INFO vf id (0: TEST_VF) */
 	enum rsp_mode mode;
 	uint64_t db_off;		/* minor-1 extension: doorbell page (0: none) */
@@ -63,7 +66,7 @@ struct host {
 
 static struct vf_bar_header *hdr(struct host *h)
 {
-	return (struct vf_bar_header *)(h->bar + CTRL_OFF);
+	return (struct vf_bar_header *)(h->bar + HDR_OFF);
 }
 
 static void bar_format(struct host *h)
@@ -82,8 +85,8 @@ static void bar_format(struct host *h)
 	x->vram_size = VRAM_SIZE;
 	x->dma_off = DMA_OFF;
 	x->dma_size = DMA_SIZE;
-	x->ctrl_off = CTRL_OFF;
-	x->req_off = c->ring_outside ? CTRL_OFF : CTRL_OFF + VF_BAR_REQ_OFF;
+	x->ctrl_off = c->ctrl_off ? c->ctrl_off : CTRL_OFF;
+	x->req_off = c->ring_outside ? HDR_OFF : CTRL_OFF + VF_BAR_REQ_OFF;
 	x->rsp_off = CTRL_OFF + VF_BAR_RSP_OFF;
 	x->evt_off = CTRL_OFF + VF_BAR_EVT_OFF;
 	x->ring_region_size = VF_BAR_RING_REGION;
@@ -278,10 +281,16 @@ static int open_vf(struct host *h, struct vgpu_vf **vf)
 
 static const struct host_case attach_cases[] = {
 	{ .name = "good host", .want = 0 },
-	{ .name = "good host with the minor-1 extension", .abi = VGPU_ABI_MAJOR << 16 | 1,
+	{ .name = "good host with the doorbell page", .abi = VGPU_ABI_MAJOR << 16 | 1,
 	  .db_off = CTRL_OFF + 4096, .want = 0 },
+	{ .name = "larger control area: the header stays in the last page",
+	  .ctrl_off = CTRL_OFF - (256u << 10), .want = 0 },
+	{ .name = "control area over the DMA memory", .ctrl_off = DMA_OFF, .want = -EPROTO },
+	{ .name = "control area above the header", .ctrl_off = BAR_SIZE, .want = -EPROTO },
 	{ .name = "endpoint protocol 1", .proto = 1, .want = -VGPU_EABI },
-	{ .name = "ABI major 2 in the header", .abi = 2u << 16, .want = -VGPU_EABI },
+	{ .name = "ABI major 1 in the header", .abi = 1u << 16 | 1, .want = -VGPU_EABI },
+	{ .name = "next ABI major in the header", .abi = (VGPU_ABI_MAJOR + 1u) << 16,
+	  .want = -VGPU_EABI },
 	{ .name = "bad magic", .magic = 0x1234, .want = -EPROTO },
 	{ .name = "BAR2 not a power of two", .truncate_to = BAR_SIZE - 4096, .want = -EPROTO },
 	{ .name = "BAR2 message without an fd", .no_bar_fd = true, .want = -EPROTO },
@@ -313,26 +322,41 @@ static void test_attach(void **state)
 	vgpu_vf_close(vf);
 }
 
-/* The message for a version mismatch names both versions. */
+/* The message for a version mismatch names both versions (read from stderr: the VF is not
+ * returned on failure, so its last_error is gone). */
 static void test_abi_message(void **state)
 {
 	struct host *h = *state;
-	struct vgpu_vf_opts o = { .socket = h->path, .quiet = true };
+	struct vgpu_vf_opts o = { .socket = h->path, .quiet = false };
 	struct vgpu_vf *vf = NULL;
-	int ret;
+	char msg[4096], want[128];
+	int cap = memfd_create("stderr", MFD_CLOEXEC), saved = dup(STDERR_FILENO);
+	ssize_t n;
 
-	/* vf is not returned on failure, so read the message through a transport we keep. */
-	ret = vgpu_vf_transport_local(h->path, &o.transport);
-	assert_int_equal(ret, 0);
-	assert_int_equal(vgpu_vf_open(&o, &vf), -VGPU_EABI);
-	o.transport->ops->destroy(o.transport);
+	assert_true(cap >= 0 && saved >= 0);
+	fflush(stderr);
+	assert_int_equal(dup2(cap, STDERR_FILENO), STDERR_FILENO);
+	int ret = vgpu_vf_open(&o, &vf);
+	fflush(stderr);
+	dup2(saved, STDERR_FILENO);
+	close(saved);
+	assert_int_equal(ret, -VGPU_EABI);
+	assert_null(vf);
+	n = pread(cap, msg, sizeof(msg) - 1, 0);
+	close(cap);
+	assert_true(n > 0);
+	msg[n] = 0;
+	snprintf(want, sizeof(want), "host speaks vGPU ABI 1.1, this driver %u.%u: refusing",
+		 VGPU_ABI_MAJOR, VGPU_ABI_MINOR);
+	if (!strstr(msg, want))
+		fail_msg("message \"%s\" lacks \"%s\"", msg, want);
 	assert_string_equal(vgpu_vf_strerror(-VGPU_EABI), "incompatible vGPU ABI version");
 }
 
 static const struct host_case mbox_normal = { .name = "mailbox", .mode = RSP_NORMAL };
 static const struct host_case mbox_late = { .name = "late reply", .mode = RSP_LATE_FIRST };
 static const struct host_case mbox_silent = { .name = "silent host", .mode = RSP_SILENT };
-static const struct host_case abi2 = { .name = "ABI message", .abi = 2u << 16 };
+static const struct host_case abi_old = { .name = "ABI message", .abi = 1u << 16 | 1 };
 
 static void test_mbox_status(void **state)
 {
@@ -441,7 +465,7 @@ int main(void)
 	for (size_t i = 0; i < VGPU_ARRAY_SIZE(attach_cases); i++)
 		t[n++] = (struct CMUnitTest)HOST_TEST(test_attach, &attach_cases[i]);
 	t[n++] = (struct CMUnitTest){ "ABI mismatch names both versions", test_abi_message,
-				      host_setup, host_teardown, (void *)&abi2 };
+				      host_setup, host_teardown, (void *)&abi_old };
 	t[n++] = (struct CMUnitTest){ "host status passed up unchanged", test_mbox_status,
 				      host_setup, host_teardown, (void *)&mbox_normal };
 	t[n++] = (struct CMUnitTest){ "stale-seq replies dropped and counted", test_mbox_late,
