@@ -40,28 +40,71 @@ void pma_destroy(struct pma *pma)
 	free(pma);
 }
 
-void pma_publish_stats_locked(struct pma *pma)
+/* Largest free extent over every region in frames, flushing their frame layers; lock held. */
+static uint64_t largest_locked(struct pma *pma)
 {
-	uint64_t total = 0, free_frames = 0, groups = 0, largest = 0, scrub = 0, black = 0;
+	uint64_t largest = 0;
 
 	for (unsigned int i = 0; i < pma->nr_regions; i++) {
 		struct pma_region *r = pma->regions[i];
 
-		pma_tree_flush(&r->ftree, r);
+		largest = vgpu_max(largest, pma_tree_largest(&r->ftree, r));
+	}
+	return largest;
+}
+
+/* Publish the exact largest extent; the release pairs with a reader's acquire of the flag. */
+static void largest_publish_locked(struct pma *pma)
+{
+	uint64_t largest = largest_locked(pma);
+
+	atomic_store_explicit(&pma->st_largest, largest << PMA_FRAME_SHIFT, memory_order_relaxed);
+	atomic_store_explicit(&pma->st_largest_stale, false, memory_order_release);
+}
+
+void pma_publish_stats_locked(struct pma *pma)
+{
+	uint64_t total = 0, free_frames = 0, groups = 0, scrub = 0, black = 0;
+	bool stale = false;
+
+	for (unsigned int i = 0; i < pma->nr_regions; i++) {
+		struct pma_region *r = pma->regions[i];
+
 		total += r->hi - r->lo;
 		free_frames += r->free_frames;
 		groups += r->free_groups;
 		scrub += r->scrub_frames;
 		black += r->black_frames;
-		if (pma_tree_largest(&r->ftree) > largest)
-			largest = pma_tree_largest(&r->ftree);
+		stale |= pma_tlayer_dirty(&r->ftree.layer[0]);
 	}
 	atomic_store_explicit(&pma->st_total, total << PMA_FRAME_SHIFT, memory_order_relaxed);
 	atomic_store_explicit(&pma->st_free, free_frames << PMA_FRAME_SHIFT, memory_order_relaxed);
 	atomic_store_explicit(&pma->st_free_2m, groups, memory_order_relaxed);
-	atomic_store_explicit(&pma->st_largest, largest << PMA_FRAME_SHIFT, memory_order_relaxed);
 	atomic_store_explicit(&pma->st_scrub, scrub << PMA_FRAME_SHIFT, memory_order_relaxed);
 	atomic_store_explicit(&pma->st_black, black << PMA_FRAME_SHIFT, memory_order_relaxed);
+	/* The largest extent needs the frame layer climbed, which most operations never need
+	 * otherwise: leave that to the next reader. A clean layer's root is already exact. */
+	if (stale)
+		atomic_store_explicit(&pma->st_largest_stale, true, memory_order_relaxed);
+	else
+		largest_publish_locked(pma);
+}
+
+/* The largest free extent in bytes, exact at the time of the call: lock-free while no
+ * operation changed the frame layers since the last read, else one locked flush. The lock
+ * and the cached figure are not part of the instance's logical state, so a const caller may
+ * bring them up to date. */
+static uint64_t largest_read(const struct pma *cpma)
+{
+	struct pma *pma = (struct pma *)cpma;
+
+	if (atomic_load_explicit(&pma->st_largest_stale, memory_order_acquire)) {
+		pma_lock(pma);
+		if (atomic_load_explicit(&pma->st_largest_stale, memory_order_relaxed))
+			largest_publish_locked(pma);
+		pma_unlock(pma);
+	}
+	return atomic_load_explicit(&pma->st_largest, memory_order_relaxed);
 }
 
 struct pma_region *pma_region_of(struct pma *pma, uint64_t frame)
@@ -192,7 +235,7 @@ void pma_get_stats(const struct pma *pma, struct pma_stats *out)
 	out->total_bytes = atomic_load_explicit(&pma->st_total, memory_order_relaxed);
 	out->free_bytes = atomic_load_explicit(&pma->st_free, memory_order_relaxed);
 	out->free_2m_pages = atomic_load_explicit(&pma->st_free_2m, memory_order_relaxed);
-	out->largest_free_bytes = atomic_load_explicit(&pma->st_largest, memory_order_relaxed);
+	out->largest_free_bytes = largest_read(pma);
 	out->scrubbing_bytes = atomic_load_explicit(&pma->st_scrub, memory_order_relaxed);
 	out->blacklisted_bytes = atomic_load_explicit(&pma->st_black, memory_order_relaxed);
 }
@@ -204,7 +247,7 @@ uint64_t pma_free_bytes(const struct pma *pma)
 
 uint64_t pma_largest_free(const struct pma *pma)
 {
-	return atomic_load_explicit(&pma->st_largest, memory_order_relaxed);
+	return largest_read(pma);
 }
 
 int pma_query(struct pma *pma, uint64_t addr, uint32_t *state_out)
@@ -304,32 +347,44 @@ int pma_export(struct pma *pma, struct pma_range *out, size_t max, size_t *nr)
 	return 0;
 }
 
+/* The published counters as they stand (lock held, so no reader flush is involved). */
+static void stats_snapshot_locked(const struct pma *pma, struct pma_stats *out, bool *stale)
+{
+	out->total_bytes = atomic_load_explicit(&pma->st_total, memory_order_relaxed);
+	out->free_bytes = atomic_load_explicit(&pma->st_free, memory_order_relaxed);
+	out->free_2m_pages = atomic_load_explicit(&pma->st_free_2m, memory_order_relaxed);
+	out->largest_free_bytes = atomic_load_explicit(&pma->st_largest, memory_order_relaxed);
+	out->scrubbing_bytes = atomic_load_explicit(&pma->st_scrub, memory_order_relaxed);
+	out->blacklisted_bytes = atomic_load_explicit(&pma->st_black, memory_order_relaxed);
+	*stale = atomic_load_explicit(&pma->st_largest_stale, memory_order_relaxed);
+}
+
 int pma_check(struct pma *pma)
 {
+	struct pma_stats before, after;
+	bool stale, stale_after, dirty = false;
 	int ret = 0;
 
 	if (!pma)
 		return -EINVAL;
 	pma_lock(pma);
-	for (unsigned int i = 0; i < pma->nr_regions && !ret; i++) {
-		/* Every public call flushes its tree marks before it returns. */
-		const struct pma_tree *t = &pma->regions[i]->ftree;
-
-		if (t->layer[0].nr_dirty || t->layer[0].dirty_all || t->layer[1].nr_dirty ||
-		    t->layer[1].dirty_all) {
-			vgpu_err("pma_check: region %u: extent tree left unflushed", i);
-			ret = -EIO;
-		}
-		if (!ret)
-			ret = pma_region_check(pma->regions[i]);
+	stats_snapshot_locked(pma, &before, &stale);
+	for (unsigned int i = 0; i < pma->nr_regions; i++)
+		dirty |= pma_tlayer_dirty(&pma->regions[i]->ftree.layer[0]);
+	/* Marks left in a frame layer must have made the published figure stale. */
+	if (dirty && !stale) {
+		vgpu_err("pma_check: extent tree marked but the largest-free figure is not stale");
+		ret = -EIO;
 	}
+	/* Each region check verifies that every unmarked leaf is exact, then flushes. */
+	for (unsigned int i = 0; i < pma->nr_regions && !ret; i++)
+		ret = pma_region_check(pma->regions[i]);
 	if (!ret) {
-		struct pma_stats before, after;
-
-		pma_get_stats(pma, &before);
 		pma_publish_stats_locked(pma);
-		pma_get_stats(pma, &after);
-		if (memcmp(&before, &after, sizeof(before))) {
+		stats_snapshot_locked(pma, &after, &stale_after);
+		if (stale)
+			before.largest_free_bytes = after.largest_free_bytes;
+		if (stale_after || memcmp(&before, &after, sizeof(before))) {
 			vgpu_err("pma_check: published statistics are stale");
 			ret = -EIO;
 		}

@@ -284,7 +284,7 @@ static void req_clip(const struct pma_req *q, const struct pma_region *r, uint64
 /* --- searching ----------------------------------------------------------------------------- */
 
 /* First aligned free run of @n frames in [lo, hi) of @r (bitmap indexes); NONE if none. */
-static uint64_t find_contig(const struct pma_region *r, uint64_t n, uint64_t align, uint64_t lo,
+static uint64_t find_contig(struct pma_region *r, uint64_t n, uint64_t align, uint64_t lo,
 			    uint64_t hi, bool rev)
 {
 	uint64_t phase = r->first % align;
@@ -347,7 +347,7 @@ static size_t take_small(const struct pma_region *r, const uint64_t *map, const 
 }
 
 /* Find up to @need discontiguous pages in [lo, hi) of @r; bitmap indexes into @out. */
-static size_t find_pages(const struct pma_region *r, const struct pma_req *q, size_t need,
+static size_t find_pages(struct pma_region *r, const struct pma_req *q, size_t need,
 			 uint64_t lo, uint64_t hi, uint64_t *out)
 {
 	bool rev = q->flags & PMA_REVERSE;
@@ -367,7 +367,7 @@ static size_t find_pages(const struct pma_region *r, const struct pma_req *q, si
 
 		/* Many 2 MiB pages: one run of whole groups, when there is one, keeps the request
 		 * to a few tree leaves and leaves the scattered groups to smaller requests. */
-		if (need > 1 && need <= UINT32_MAX && pma_tree_largest_groups(&r->ftree) >= need) {
+		if (need > 1 && need <= UINT32_MAX && pma_tree_largest_groups(&r->ftree, r) >= need) {
 			uint64_t s = find_contig(r, need * PMA_GROUP_FRAMES, PMA_GROUP_FRAMES, lo, hi,
 						 rev);
 

@@ -57,26 +57,42 @@ struct pma_tnode {
 	uint32_t pre, suf, max;
 };
 
-/* One layer of the tree, with the leaves changed since its last flush. */
+/* One layer of the tree, with the leaves changed since its last flush: a bitmap, so a mark
+ * is one OR whatever was marked before, and a flush visits the leaves in order. */
 struct pma_tlayer {
 	struct pma_tnode *node;	/* heap order: node[1] root, leaves at [size, 2 size) */
-	uint32_t *dirty;
-	uint32_t nr_dirty;
-	bool dirty_all;
+	uint64_t *dirty;	/* one bit per leaf */
+	uint32_t dlo, dhi;	/* marked leaves lie in [dlo, dhi]; dlo > dhi: none */
 };
 
 struct pma_region;
 
+/* The layers are brought up to date lazily: a state change only marks leaves, and a layer
+ * is flushed when something reads it (a search in it, the largest-free statistic, a check).
+ * Most operations never read the frame layer at all, so they never pay its climb. */
 struct pma_tree {
 	uint32_t leaf_units;	/* frames per leaf */
 	uint32_t nr_leaves;	/* real leaves; the rest up to size are empty */
 	uint32_t size;		/* leaves rounded up to a power of two */
-	/* [0] runs of free frames, [1] runs of whole free groups. An operation marks leaves
-	 * and flushes once at its end, before anyone searches or reads a root again. */
+	uint32_t *scratch;	/* flush work list: size entries */
+	/* [0] runs of free frames, [1] runs of whole free groups */
 	struct pma_tlayer layer[2];
 };
 
-#define PMA_TREE_DIRTY_MAX 1024
+/* Mark leaf @leaf of @ly changed. */
+static inline void pma_tlayer_mark(struct pma_tlayer *ly, uint32_t leaf)
+{
+	ly->dirty[leaf / 64] |= VGPU_BIT(leaf % 64);
+	if (leaf < ly->dlo)
+		ly->dlo = leaf;
+	if (leaf > ly->dhi)
+		ly->dhi = leaf;
+}
+
+static inline bool pma_tlayer_dirty(const struct pma_tlayer *ly)
+{
+	return ly->dlo <= ly->dhi;
+}
 
 /* One region. Bitmap index 0 is absolute frame @first, aligned to 512 MiB so group and big-
  * page alignment is index arithmetic; frames outside [base, base + size) are padding, held
@@ -114,6 +130,9 @@ struct pma {
 
 	/* lock-free statistics: written under lock, read without it */
 	_Atomic uint64_t st_total, st_free, st_free_2m, st_largest, st_scrub, st_black;
+	/* st_largest is computed when read: set while the frame layers have marks that a reader
+	 * must flush first (under the lock) */
+	atomic_bool st_largest_stale;
 
 	/* waits (scrub progress, evictions in flight): protected by wait_lock */
 	pthread_mutex_t wait_lock;
@@ -154,22 +173,33 @@ int pma_tree_init(struct pma_tree *t, struct pma_region *r);
 void pma_tree_fini(struct pma_tree *t);
 /* Note that frames [first, last] changed (@groups: and which groups are wholly free). */
 void pma_tree_mark(struct pma_tree *t, uint64_t first, uint64_t last, bool groups);
-/* Bring the marked leaves and their ancestors up to date. */
-void pma_tree_flush(struct pma_tree *t, const struct pma_region *r);
+/* Bring layer @layer's marked leaves and their ancestors up to date. */
+void pma_tree_flush_layer(struct pma_tree *t, const struct pma_region *r, unsigned int layer);
+static inline void pma_tree_flush(struct pma_tree *t, const struct pma_region *r)
+{
+	pma_tree_flush_layer(t, r, 0);
+	pma_tree_flush_layer(t, r, 1);
+}
 /* First (or last, @reverse) start s in [lo, hi) of a free run [s, s + n) inside [lo, hi)
  * with s + @phase a multiple of @align (a power of two). Units are frames, or whole 2 MiB
- * groups with @groups. UINT64_MAX if none. */
-uint64_t pma_tree_find(const struct pma_tree *t, const struct pma_region *r, bool groups,
+ * groups with @groups. Flushes the layer it searches. UINT64_MAX if none. */
+uint64_t pma_tree_find(struct pma_tree *t, const struct pma_region *r, bool groups,
 		       uint64_t lo, uint64_t hi, uint64_t n, uint64_t align, uint64_t phase,
 		       bool reverse);
-/* Largest free run in frames, and in whole groups. */
-static inline uint64_t pma_tree_largest(const struct pma_tree *t) { return t->layer[0].node[1].max; }
-static inline uint64_t pma_tree_largest_groups(const struct pma_tree *t)
+/* Largest free run in frames, and in whole groups (each flushes its layer first). */
+static inline uint64_t pma_tree_largest(struct pma_tree *t, const struct pma_region *r)
 {
+	pma_tree_flush_layer(t, r, 0);
+	return t->layer[0].node[1].max;
+}
+static inline uint64_t pma_tree_largest_groups(struct pma_tree *t, const struct pma_region *r)
+{
+	pma_tree_flush_layer(t, r, 1);
 	return t->layer[1].node[1].max;
 }
-/* Compare every node with a fresh computation; 0 or -EIO. */
-int pma_tree_check(const struct pma_tree *t, const struct pma_region *r);
+/* Every leaf not marked must match a fresh computation (a change that was not marked is a
+ * bug); then flush and compare every node. 0 or -EIO. */
+int pma_tree_check(struct pma_tree *t, const struct pma_region *r);
 
 /* --- pma_region.c --- */
 struct pma_region *pma_region_new(const struct pma_region_desc *desc, unsigned int id,
@@ -180,7 +210,6 @@ static inline uint64_t pma_region_avail(const struct pma_region *r, uint64_t wi)
 {
 	return pma_word_avail(&r->words[wi]);
 }
-void pma_tree_mark(struct pma_tree *t, uint64_t first, uint64_t last, bool groups);
 
 static inline void pma_sum_update(uint64_t *sum, const uint64_t *map, uint64_t gw)
 {
@@ -220,16 +249,13 @@ static inline void pma_region_word_update(struct pma_region *r, uint64_t wi, uin
 {
 	uint64_t now = pma_word_avail(&r->words[wi]);
 	uint32_t leaf = (uint32_t)(wi / (PMA_LEAF_FRAMES / 64));
-	struct pma_tlayer *ly = &r->ftree.layer[0];
-	bool groups;
 
 	if (now == old_avail)
 		return;
 	r->free_frames += (uint64_t)vgpu_popcount(now) - vgpu_popcount(old_avail);
-	groups = pma_region_groups_update(r, wi);
-	if (!groups && ly->nr_dirty && ly->dirty[ly->nr_dirty - 1] == leaf)
-		return;
-	pma_tree_mark(&r->ftree, wi * 64, wi * 64, groups);
+	if (pma_region_groups_update(r, wi))
+		pma_tlayer_mark(&r->ftree.layer[1], leaf);
+	pma_tlayer_mark(&r->ftree.layer[0], leaf);
 }
 
 /* Re-derive group bits, counters and trees after words [w0, w1] changed.

@@ -165,6 +165,12 @@ static void layer_rebuild(struct pma_tree *t, const struct pma_region *r, unsign
 			node_merge(&nd[i], &nd[2 * i], &nd[2 * i + 1], len);
 }
 
+static void layer_clean(struct pma_tlayer *ly)
+{
+	ly->dlo = UINT32_MAX;
+	ly->dhi = 0;
+}
+
 int pma_tree_init(struct pma_tree *t, struct pma_region *r)
 {
 	t->leaf_units = PMA_LEAF_FRAMES;
@@ -172,13 +178,17 @@ int pma_tree_init(struct pma_tree *t, struct pma_region *r)
 	if (!t->nr_leaves)
 		t->nr_leaves = 1;
 	t->size = (uint32_t)vgpu_roundup_pow2(t->nr_leaves);
+	t->scratch = calloc(t->size, sizeof(*t->scratch));
+	if (!t->scratch)
+		return -ENOMEM;
 	for (unsigned int k = 0; k < 2; k++) {
 		struct pma_tlayer *ly = &t->layer[k];
 
 		ly->node = calloc(2 * (size_t)t->size, sizeof(*ly->node));
-		ly->dirty = calloc(PMA_TREE_DIRTY_MAX, sizeof(*ly->dirty));
+		ly->dirty = calloc(VGPU_BITMAP_WORDS(t->nr_leaves), sizeof(*ly->dirty));
 		if (!ly->node || !ly->dirty)
 			return -ENOMEM;
+		layer_clean(ly);
 		layer_rebuild(t, r, k);
 	}
 	return 0;
@@ -186,6 +196,8 @@ int pma_tree_init(struct pma_tree *t, struct pma_region *r)
 
 void pma_tree_fini(struct pma_tree *t)
 {
+	free(t->scratch);
+	t->scratch = NULL;
 	for (unsigned int k = 0; k < 2; k++) {
 		free(t->layer[k].node);
 		free(t->layer[k].dirty);
@@ -200,15 +212,8 @@ static void layer_mark(struct pma_tree *t, struct pma_tlayer *ly, uint64_t first
 
 	if (ll >= t->nr_leaves)
 		ll = t->nr_leaves - 1;
-	if (ly->dirty_all || (lf == ll && ly->nr_dirty && ly->dirty[ly->nr_dirty - 1] == lf))
-		return;
-	if (ll - lf + 1 > PMA_TREE_DIRTY_MAX - ly->nr_dirty) {
-		ly->dirty_all = true;
-		return;
-	}
 	for (uint64_t l = lf; l <= ll; l++)
-		if (!ly->nr_dirty || ly->dirty[ly->nr_dirty - 1] != l)
-			ly->dirty[ly->nr_dirty++] = (uint32_t)l;
+		pma_tlayer_mark(ly, (uint32_t)l);
 }
 
 void pma_tree_mark(struct pma_tree *t, uint64_t first, uint64_t last, bool groups)
@@ -218,48 +223,44 @@ void pma_tree_mark(struct pma_tree *t, uint64_t first, uint64_t last, bool group
 		layer_mark(t, &t->layer[1], first, last);
 }
 
-/* Sort and de-duplicate the first @n entries of @v; returns the new count. */
-static uint32_t sort_unique(uint32_t *v, uint32_t n)
+/* Recompute leaf @l; true (and its heap index appended to @v) if it changed. */
+static inline bool leaf_refresh(struct pma_tree *t, const struct pma_region *r,
+				unsigned int layer, uint32_t l, uint32_t *v, uint32_t *n)
 {
-	uint32_t out = 0;
+	struct pma_tnode c = layer_leaf(r, layer, l);
+	struct pma_tnode *nd = &t->layer[layer].node[t->size + l];
 
-	for (uint32_t i = 1; i < n; i++) {
-		uint32_t x = v[i], j = i;
-
-		while (j > 0 && v[j - 1] > x) {
-			v[j] = v[j - 1];
-			j--;
-		}
-		v[j] = x;
-	}
-	for (uint32_t i = 0; i < n; i++)
-		if (!out || v[out - 1] != v[i])
-			v[out++] = v[i];
-	return out;
+	if (node_eq(&c, nd))
+		return false;
+	*nd = c;
+	v[(*n)++] = t->size + l;
+	return true;
 }
 
-static void layer_flush(struct pma_tree *t, const struct pma_region *r, unsigned int layer)
+void pma_tree_flush_layer(struct pma_tree *t, const struct pma_region *r, unsigned int layer)
 {
 	struct pma_tlayer *ly = &t->layer[layer];
 	struct pma_tnode *nd = ly->node;
-	uint32_t *v = ly->dirty, n = 0, len = layer_leaf_len(t, layer);
+	uint32_t *v = t->scratch, n = 0, len = layer_leaf_len(t, layer);
 
-	if (ly->dirty_all) {
-		layer_rebuild(t, r, layer);
-		ly->dirty_all = false;
-		ly->nr_dirty = 0;
+	if (!pma_tlayer_dirty(ly))
 		return;
-	}
-	if (ly->nr_dirty == 1) {
-		/* The common case: one leaf, one path, stop when a level is unchanged. */
-		uint32_t i = t->size + v[0];
-		struct pma_tnode c = layer_leaf(r, layer, v[0]), p;
+	/* The marked leaves in order, keeping only those that changed... */
+	for (uint32_t wi = ly->dlo / 64; wi <= ly->dhi / 64; wi++) {
+		uint64_t w = ly->dirty[wi];
 
-		ly->nr_dirty = 0;
-		if (node_eq(&c, &nd[i]))
-			return;
-		nd[i] = c;
-		for (i >>= 1; i >= 1; i >>= 1, len <<= 1) {
+		ly->dirty[wi] = 0;
+		while (w) {
+			leaf_refresh(t, r, layer, wi * 64 + vgpu_ctz(w), v, &n);
+			w &= w - 1;
+		}
+	}
+	layer_clean(ly);
+	if (n == 1) {
+		/* The common case: one path, stop when a level is unchanged. */
+		struct pma_tnode p;
+
+		for (uint32_t i = v[0] >> 1; i >= 1; i >>= 1, len <<= 1) {
 			node_merge(&p, &nd[2 * i], &nd[2 * i + 1], len);
 			if (node_eq(&p, &nd[i]))
 				return;
@@ -267,18 +268,8 @@ static void layer_flush(struct pma_tree *t, const struct pma_region *r, unsigned
 		}
 		return;
 	}
-	/* Leaves first, keeping only those that changed; then one level at a time over the
-	 * distinct parents, so leaves that share ancestors pay for them once. */
-	for (uint32_t i = 0, m = sort_unique(v, ly->nr_dirty); i < m; i++) {
-		struct pma_tnode c = layer_leaf(r, layer, v[i]);
-		uint32_t idx = t->size + v[i];
-
-		if (!node_eq(&c, &nd[idx])) {
-			nd[idx] = c;
-			v[n++] = idx;
-		}
-	}
-	ly->nr_dirty = 0;
+	/* ...then one level at a time over the distinct parents, so leaves that share
+	 * ancestors pay for them once. */
 	while (n && v[0] > 1) {
 		uint32_t m = 0, last = 0;
 
@@ -298,14 +289,6 @@ static void layer_flush(struct pma_tree *t, const struct pma_region *r, unsigned
 		n = m;
 		len <<= 1;
 	}
-}
-
-void pma_tree_flush(struct pma_tree *t, const struct pma_region *r)
-{
-	if (t->layer[0].nr_dirty || t->layer[0].dirty_all)
-		layer_flush(t, r, 0);
-	if (t->layer[1].nr_dirty || t->layer[1].dirty_all)
-		layer_flush(t, r, 1);
 }
 
 /* Unit-level scan of [from, to) continuing @carry; start of the first run of @n or NONE. */
@@ -447,10 +430,12 @@ static uint64_t run_len_rev(const struct pma_region *r, bool g, uint64_t u,
 	return end - u;
 }
 
-uint64_t pma_tree_find(const struct pma_tree *t, const struct pma_region *r, bool g, uint64_t lo,
+uint64_t pma_tree_find(struct pma_tree *t, const struct pma_region *r, bool g, uint64_t lo,
 		       uint64_t hi, uint64_t n, uint64_t align, uint64_t phase, bool reverse)
 {
 	uint64_t root_len = (uint64_t)t->size * (g ? 64 : t->leaf_units);
+
+	pma_tree_flush_layer(t, r, g);
 
 	if (!n || hi <= lo || hi - lo < n || NMAX(&t->layer[g].node[1], g) < n)
 		return NONE;
@@ -494,8 +479,24 @@ uint64_t pma_tree_find(const struct pma_tree *t, const struct pma_region *r, boo
 	return NONE;
 }
 
-int pma_tree_check(const struct pma_tree *t, const struct pma_region *r)
+int pma_tree_check(struct pma_tree *t, const struct pma_region *r)
 {
+	for (unsigned int k = 0; k < 2; k++) {
+		const struct pma_tlayer *ly = &t->layer[k];
+
+		for (uint32_t l = 0; l < t->nr_leaves; l++) {
+			struct pma_tnode want = layer_leaf(r, k, l);
+
+			if (!vgpu_test_bit(ly->dirty, l) && !node_eq(&want, &ly->node[t->size + l]))
+				return -EIO;	/* changed but never marked */
+		}
+		if (pma_tlayer_dirty(ly) && (ly->dlo >= t->nr_leaves || ly->dhi >= t->nr_leaves))
+			return -EIO;
+		for (uint32_t l = 0; l < t->nr_leaves; l++)
+			if (vgpu_test_bit(ly->dirty, l) && (l < ly->dlo || l > ly->dhi))
+				return -EIO;	/* a mark the flush would not visit */
+	}
+	pma_tree_flush(t, r);
 	for (unsigned int k = 0; k < 2; k++) {
 		const struct pma_tnode *nd = t->layer[k].node;
 		uint32_t len = layer_leaf_len(t, k);
