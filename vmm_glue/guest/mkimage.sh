@@ -1,0 +1,115 @@
+#!/bin/sh
+# mkimage.sh - build the guest image of the VM tier: an uncompressed PVH kernel and a busybox
+# initramfs that runs vgpu-vf-test (see README in this folder for the conventions).
+#
+#   vmm_glue/guest/mkimage.sh OUTDIR STATIC_VGPU_VF_TEST
+#
+# Produces OUTDIR/vmlinux and OUTDIR/initramfs.cpio.gz, incrementally:
+#  - the Debian kernel package is resolved from linux-image-amd64's dependency (never a
+#    pinned ABI number) and fetched once with `apt-get download` into OUTDIR;
+#  - only the kernel and the vfio modules are taken out of it (not the 391 MB tree);
+#  - vmlinux is the XZ payload of vmlinuz: QEMU boots it through PVH, which saves the
+#    ~2.5 s XZ decompression costs per boot under TCG.
+# If the kernel cannot be had (no network, no apt), OUTDIR/unavailable holds the reason and
+# the script exits 0: the VM suites then report themselves skipped with that reason.
+# Every output is written to a temporary name and renamed, so concurrent builds are safe.
+set -eu
+
+out=${1:?usage: mkimage.sh OUTDIR STATIC_VGPU_VF_TEST}
+bin=${2:?usage: mkimage.sh OUTDIR STATIC_VGPU_VF_TEST}
+here=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
+# The modules of the vfio tiers (the type1 IOMMU backend is no symbol dependency of
+# vfio-pci, so it is named); their dependencies come from modules.dep.
+MODS="vfio_iommu_type1 vfio-pci"
+
+unavailable() {
+	echo "mkimage: $*" >&2
+	echo "$*" >"$out/unavailable.tmp.$$" && mv -f "$out/unavailable.tmp.$$" "$out/unavailable"
+	exit 0
+}
+
+# ---- the kernel package -------------------------------------------------------------------
+find_deb() {
+	ls -t "$out"/linux-image-[0-9]*-amd64_*.deb 2>/dev/null | head -1
+}
+deb=$(find_deb)
+if [ -z "$deb" ]; then
+	command -v apt-cache >/dev/null || unavailable "no apt-cache: cannot resolve the guest kernel"
+	pkg=$(apt-cache depends linux-image-amd64 2>/dev/null |
+	      awk '/Depends: linux-image-[0-9]/ { print $2; exit }')
+	[ -n "$pkg" ] || unavailable "apt-cache knows no linux-image-amd64 dependency (run apt-get update)"
+	tmp=$(mktemp -d "$out/dl.XXXXXX")
+	if ! (cd "$tmp" && apt-get download "$pkg" >/dev/null 2>"$tmp/err"); then
+		why=$(tail -1 "$tmp/err")
+		rm -rf "$tmp"
+		unavailable "apt-get download $pkg failed: $why"
+	fi
+	mv -f "$tmp"/*.deb "$out/" && rm -rf "$tmp"
+	deb=$(find_deb)
+fi
+rm -f "$out/unavailable"
+
+# ---- kernel and modules out of the package (only when the package is newer) ---------------
+kroot=$out/kroot
+if [ ! -f "$kroot/stamp" ] || [ "$deb" -nt "$kroot/stamp" ]; then
+	tmp=$(mktemp -d "$out/kroot.XXXXXX")
+	dpkg-deb --fsys-tarfile "$deb" |
+		tar -x -C "$tmp" --wildcards './boot/vmlinuz-*' \
+		    './lib/modules/*/kernel/drivers/vfio/*' './lib/modules/*/kernel/virt/lib/*'
+	# The package has no modules.dep (depmod runs at install): make one for these modules.
+	v=$(ls "$tmp/lib/modules")
+	/bin/busybox depmod -b "$tmp" "$v"
+	basename "$deb" >"$tmp/stamp"
+	rm -rf "$kroot" && mv "$tmp" "$kroot"
+fi
+vmlinuz=$(ls "$kroot"/boot/vmlinuz-* | head -1)
+kver=${vmlinuz##*/vmlinuz-}
+
+if [ ! -f "$out/vmlinux" ] || [ "$vmlinuz" -nt "$out/vmlinux" ]; then
+	off=$(LC_ALL=C grep -obUaP '\xfd7zXZ\x00' "$vmlinuz" | head -1 | cut -d: -f1)
+	[ -n "$off" ] || { echo "mkimage: no XZ payload in $vmlinuz" >&2; exit 1; }
+	# xz stops with an error at the bytes after the stream; the kernel before them is whole.
+	tail -c +$((off + 1)) "$vmlinuz" | xz -dc >"$out/vmlinux.tmp.$$" 2>/dev/null || true
+	readelf -h "$out/vmlinux.tmp.$$" >/dev/null 2>&1 ||
+		{ rm -f "$out/vmlinux.tmp.$$"; echo "mkimage: extracted vmlinux is no ELF" >&2; exit 1; }
+	mv -f "$out/vmlinux.tmp.$$" "$out/vmlinux"
+fi
+
+# ---- initramfs ----------------------------------------------------------------------------
+img=$out/initramfs.cpio.gz
+need=0
+for f in "$bin" "$here/init" "$0" "$kroot/stamp" /bin/busybox; do
+	[ -f "$img" ] && [ ! "$f" -nt "$img" ] || need=1
+done
+[ $need -eq 1 ] || exit 0
+
+root=$(mktemp -d "$out/root.XXXXXX")
+trap 'rm -rf "$root"' EXIT
+mkdir -p "$root/bin" "$root/proc" "$root/sys" "$root/dev" "$root/tmp" "$root/etc" \
+	 "$root/lib/modules"
+cp /bin/busybox "$root/bin/busybox"
+cp "$bin" "$root/bin/vgpu-vf-test"
+cp "$here/init" "$root/init"
+chmod 755 "$root/init" "$root/bin/vgpu-vf-test"
+# modules.dep lists a module's dependencies so that the first depends on the later ones:
+# load them last to first, then the module itself.
+dep=$kroot/lib/modules/$kver/modules.dep
+: >"$root/etc/modules"
+for m in $MODS; do
+	line=$(grep -E "/$m\.ko(\.xz)?:" "$dep") ||
+		{ echo "mkimage: $m not in $dep" >&2; exit 1; }
+	list=$(echo "$line" | awk -F': *' '{ n = split($2, d, " "); for (i = n; i >= 1; i--) print d[i]; print $1 }')
+	for k in $list; do
+		grep -qx "/lib/modules/$k" "$root/etc/modules" && continue
+		mkdir -p "$root/lib/modules/$(dirname "$k")"
+		cp "$kroot/lib/modules/$kver/$k" "$root/lib/modules/$k"
+		echo "/lib/modules/$k" >>"$root/etc/modules"
+	done
+done
+echo "$kver" >"$root/etc/kernel-release"
+(cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) >"$img.tmp.$$"
+mv -f "$img.tmp.$$" "$img"
+echo "mkimage: $img ($(du -k "$img" | cut -f1) KiB, kernel $kver)"

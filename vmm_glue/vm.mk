@@ -1,0 +1,30 @@
+# vmm_glue/vm.mk - the VM tier: the guest image and `make vm-check` (included by the
+# top-level Makefile, which runs $(VM_SUITES) in `make check` after building $(VM_DEPS)).
+#
+#   make guest-image   build/guest/vmlinux (PVH ELF) + build/guest/initramfs.cpio.gz, from the
+#                      Debian kernel package (fetched once into build/guest/, never pinned to an
+#                      ABI number) and this build's static vgpu-vf-test; see vmm_glue/guest/README
+#   make vm-check      only the VM suites (each prints TAP; tests/run-suites folds them)
+#
+# The suites find the binaries and the image through VGPU_BIN and VGPU_GUEST (tests/vm/lib.sh).
+# The guest image lives in build/guest/ whatever BUILD is: it is the same for every variant.
+GUEST_DIR     := build/guest
+VM_GUEST_BIN  := $(BUILD)/rel/bin/vgpu-vf-test-static
+VM_HOST_BINS  := $(BUILD)/rel/bin/vgpud $(BUILD)/rel/bin/vgpuctl $(BUILD)/rel/bin/vgpu-gsp
+
+export VGPU_BIN   := $(abspath $(BUILD)/rel/bin)
+export VGPU_GUEST := $(abspath $(GUEST_DIR))
+
+.PHONY: guest-image vm-check
+# Always runs the builder: it is incremental itself (and fetches the kernel only once).
+guest-image: $(VM_GUEST_BIN)
+	$(Q)vmm_glue/guest/mkimage.sh $(GUEST_DIR) $(VM_GUEST_BIN)
+
+VM_SUITES += $(sort $(wildcard tests/vm/qemu-*.sh))
+VM_DEPS   += guest-image $(VM_HOST_BINS)
+
+# Part B's libvirt tier appends its own suites and deps.
+-include vmm_glue/vm-libvirt.mk
+
+vm-check: $(VM_DEPS)
+	$(Q)tests/run-suites --label vm $(VM_SUITES)
