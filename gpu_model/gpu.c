@@ -80,9 +80,37 @@ static void priv_fini(struct gpu *g)
 	close(g->priv_kick_fd);
 }
 
+#define STATUS_BYTES vgpu_align_up(sizeof(struct gpu_status_shared), 4096)
+
+/* The status region: a memfd so the GSP, another process, can map it read-only. */
+static int status_init(struct gpu *g)
+{
+	void *m;
+
+	g->status_fd = memfd_create("vgpu-status", MFD_CLOEXEC);
+	if (g->status_fd < 0)
+		return -errno;
+	if (ftruncate(g->status_fd, (off_t)STATUS_BYTES))
+		return -errno;
+	m = mmap(NULL, STATUS_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, g->status_fd, 0);
+	if (m == MAP_FAILED)
+		return -errno;
+	g->status = m;
+	g->status->magic = GPU_STATUS_MAGIC;
+	g->status->nr_fns = g->nr_fns;
+	for (unsigned int fn = 0; fn < g->nr_fns; fn++)
+		for (unsigned int c = 0; c < GPU_FN_MAX_CHANNELS; c++)
+			g->fns[fn].chans[c].st = &g->status->fns[fn].chans[c];
+	return 0;
+}
+
 static int fns_init(struct gpu *g)
 {
 	size_t bytes = (size_t)g->nr_fns * 4096;
+	int ret = status_init(g);
+
+	if (ret)
+		return ret;
 
 	g->db_fd = memfd_create("vgpu-doorbells", MFD_CLOEXEC);
 	if (g->db_fd < 0)
@@ -115,6 +143,10 @@ static void fns_fini(struct gpu *g)
 		if (g->fns[fn].intr_fd > 0)
 			close(g->fns[fn].intr_fd);
 	}
+	if (g->status)
+		munmap(g->status, STATUS_BYTES);
+	if (g->status_fd > 0)
+		close(g->status_fd);
 	if (g->db_pages)
 		munmap(g->db_pages, (size_t)g->nr_fns * 4096);
 	if (g->db_fd > 0)
@@ -282,6 +314,41 @@ void gpu_intr_raise(struct gpu *g, struct gpu_fn *f, uint32_t bits)
 	/* Signal only new bits: the handler reads the status, so one wakeup covers many. */
 	if ((old & bits) != bits && write(f->intr_fd, &one, sizeof(one)) < 0)
 		vgpu_dbg("gpu: interrupt eventfd of function %u: %d", f->id, errno);
+}
+
+int gpu_status_fd(const struct gpu *g)
+{
+	return g->status_fd;
+}
+
+const struct gpu_status_shared *gpu_status_get(const struct gpu *g)
+{
+	return g->status;
+}
+
+int gpu_chan_error(struct gpu *g, unsigned int fn, unsigned int chid, enum vgpu_chan_error err)
+{
+	struct gpu_fn *f;
+	struct gpu_chan *c;
+	int ret = 0;
+
+	if (fn >= g->nr_fns || chid >= GPU_FN_MAX_CHANNELS || err <= VGPU_CHAN_OK ||
+	    err >= VGPU_CHAN_ERR_NR)
+		return -EINVAL;
+	f = &g->fns[fn];
+	c = &f->chans[chid];
+	vgpu_mutex_lock(&g->lock);
+	gpu_priv_sync_locked(g);
+	if (atomic_load(&c->state) == GPU_CHAN_STATE_FREE)
+		ret = -ENOENT;
+	else if (c->running)	/* its engine owns the runtime: the caller did not quiesce */
+		ret = -EBUSY;
+	else if (atomic_load(&c->state) == GPU_CHAN_STATE_ERROR)
+		ret = -EALREADY;
+	else
+		gpu_chan_set_error(g, f, c, f->cfg.part_base, f->cfg.part_size, err, 0xffffffffu);
+	vgpu_mutex_unlock(&g->lock);
+	return ret;
 }
 
 int gpu_intr_fd(const struct gpu *g, unsigned int fn)

@@ -97,6 +97,35 @@ struct gpu_priv_shared {
 	struct gpu_priv_fn fns[GPU_MAX_FNS];
 };
 
+/* ==== device status: what the GSP reads ======================================================
+ * A memfd written by the device model and mapped read-only by the GSP (another process),
+ * which services the device's errors as GSP-RM does on real hardware: per function the
+ * MMU-fault count and the last fault, per channel its error count, last error and GP
+ * progress. Every field is a 64-bit word written with atomic stores; a count is bumped with
+ * release after the fields it describes, so a reader that loads it with acquire sees them. */
+#define GPU_STATUS_MAGIC	0x5354415447505600ull	/* "\0VPGTATS" */
+
+struct gpu_status_chan {
+	uint64_t errors;	/* errors raised on the channel so far (never goes back) */
+	uint64_t error;		/* enum vgpu_chan_error of the last one; 0 again at reallocation */
+	uint64_t gp_get;	/* GP entries consumed, as written back to USERD */
+	uint64_t gp_put;	/* GP_PUT the device last accepted; gp_get != gp_put: work pending */
+};
+
+struct gpu_status_fn {
+	uint64_t faults;		/* MMU faults recorded (also those that overflowed) */
+	uint64_t fault_chid, fault_reason, fault_va;	/* the last one */
+	struct gpu_status_chan chans[GPU_FN_MAX_CHANNELS];
+};
+
+struct gpu_status_shared {
+	uint64_t magic;			/* GPU_STATUS_MAGIC */
+	uint64_t nr_fns;
+	uint64_t events;		/* bumped after every channel error and fault */
+	uint64_t reserved[5];
+	struct gpu_status_fn fns[GPU_MAX_FNS];
+};
+
 /* ==== device =================================================================================*/
 struct gpu_config {
 	uint64_t vram_size;		/* bytes, multiple of 2 MiB; 0 = GPU_DEFAULT_VRAM */
@@ -227,6 +256,19 @@ struct gpu_chan_status {
 };
 /* Status of @fn's channel @chid. -EINVAL on bad ids. */
 int gpu_chan_status(struct gpu *g, unsigned int fn, unsigned int chid, struct gpu_chan_status *out);
+
+/* Robust-channel recovery (the RM's watchdog): stop @fn's channel @chid with error @err as
+ * the device does on its own errors (USERD error notifier, VGPU_INTR_CHAN_ERROR, status
+ * region). Call with the channel disabled and quiesced (gpu_chan_quiesce()). 0, -EINVAL
+ * (bad ids or @err), -ENOENT (free channel), -EBUSY (an engine runs it), -EALREADY (in
+ * error already). */
+int gpu_chan_error(struct gpu *g, unsigned int fn, unsigned int chid, enum vgpu_chan_error err);
+
+/* ---- device status (the GSP's view, layout above) ---- */
+/* memfd of the status region (owned by the model; map it read-only). */
+int gpu_status_fd(const struct gpu *g);
+/* The model's own mapping, for in-process readers and tests. */
+const struct gpu_status_shared *gpu_status_get(const struct gpu *g);
 
 /* ---- MMU ---- */
 /* Drop @fn's TLB entries overlapping [va, va+size) in every engine (size 0: all). */

@@ -99,6 +99,7 @@ struct gpu_chan {
 	atomic_int error;		/* enum vgpu_chan_error */
 	atomic_uint_fast64_t methods;
 	atomic_uint pub_gp_get;
+	struct gpu_status_chan *st;	/* this channel's words in the status region */
 };
 
 struct gpu_db_counters {
@@ -165,6 +166,9 @@ struct gpu {
 	uint64_t vram_size;
 	int vram_fd;
 	struct vgpu_mutex vram_lock;	/* protects the slice fields of fns[] */
+	/* status region: written here, read by the GSP */
+	int status_fd;
+	struct gpu_status_shared *status;
 	/* privileged region: model's read-only view, and the in-process writer */
 	int priv_fd;
 	int priv_kick_fd;		/* eventfd a GSP in another process writes */
@@ -254,6 +258,20 @@ void gpu_engine_wake(struct gpu_engine *e);
 
 /* gpu.c */
 void gpu_intr_raise(struct gpu *g, struct gpu_fn *f, uint32_t bits);
+
+/* Status-region words: plain atomic stores (the GSP copies them with atomic loads). */
+static inline void gpu_status_put(uint64_t *w, uint64_t v)
+{
+	__atomic_store_n(w, v, __ATOMIC_RELAXED);
+}
+
+/* Bump a status count after the words it describes: release, so a reader that loads the
+ * count with acquire sees them; then the region's event count the GSP polls. */
+static inline void gpu_status_bump(struct gpu *g, uint64_t *count)
+{
+	__atomic_fetch_add(count, 1, __ATOMIC_RELEASE);
+	__atomic_fetch_add(&g->status->events, 1, __ATOMIC_RELEASE);
+}
 
 /* sched.c */
 void *gpu_engine_main(void *arg);

@@ -268,6 +268,18 @@ int gpu_ctx_xlate(struct gpu_ctx *ctx, uint64_t va, int access, struct gpu_xlate
 
 /* ---- fault buffer ---- */
 
+/* The GSP learns of faults from the status region (it cannot pop the buffer: that is the
+ * owner's), so even a fault that overflowed the buffer is counted there. */
+static void fault_status(struct gpu *g, unsigned int fn, const struct vgpu_fault_entry *e)
+{
+	struct gpu_status_fn *sf = &g->status->fns[fn];
+
+	gpu_status_put(&sf->fault_chid, e->chid);
+	gpu_status_put(&sf->fault_reason, e->reason);
+	gpu_status_put(&sf->fault_va, e->va);
+	gpu_status_bump(g, &sf->faults);
+}
+
 void gpu_fault_record(struct gpu_ctx *ctx, bool replayable)
 {
 	struct gpu_fn *f = ctx->f;
@@ -287,6 +299,7 @@ void gpu_fault_record(struct gpu_ctx *ctx, bool replayable)
 	if (!full)
 		f->faults[(f->fhead + f->fcount++) % GPU_FAULT_BUF] = ent;
 	vgpu_spin_unlock(&f->fault_lock);
+	fault_status(ctx->g, f->id, &ent);
 	gpu_intr_raise(ctx->g, f, full ? VGPU_INTR_FAULT_OVERFLOW : VGPU_INTR_FAULT);
 }
 

@@ -41,6 +41,11 @@ void gpu_chan_reset_runtime(struct gpu_chan *c)
 	atomic_store(&c->error, VGPU_CHAN_OK);
 	atomic_store(&c->methods, 0);
 	atomic_store(&c->pub_gp_get, 0);
+	if (c->st) {	/* a new allocation: no error, no progress */
+		gpu_status_put(&c->st->error, VGPU_CHAN_OK);
+		gpu_status_put(&c->st->gp_get, 0);
+		gpu_status_put(&c->st->gp_put, 0);
+	}
 }
 
 int gpu_userd_read_put(struct gpu *g, struct gpu_fn *f, struct gpu_chan *c,
@@ -71,6 +76,9 @@ void gpu_chan_set_error(struct gpu *g, struct gpu_fn *f, struct gpu_chan *c,
 	userd_write32(g, f, c, part_base, part_size, 0x50, (uint32_t)now);
 	userd_write32(g, f, c, part_base, part_size, 0x54, (uint32_t)(now >> 32));
 	userd_write32(g, f, c, part_base, part_size, VGPU_USERD_ERROR, err);
+	gpu_status_put(&c->st->error, (uint64_t)err);
+	gpu_status_put(&c->st->gp_get, c->gp_get);
+	gpu_status_bump(g, &c->st->errors);
 	gpu_intr_raise(g, f, VGPU_INTR_CHAN_ERROR);
 	vgpu_info("gpu: function %u channel %td: error %d at GP %u", f->id, c - f->chans, err,
 		  c->gp_get);
@@ -402,6 +410,7 @@ static int gp_refresh_put(struct gpu_ctx *ctx)
 		atomic_fetch_add(&dbc->backwards, 1);
 	} else {
 		c->gp_put = put;
+		gpu_status_put(&c->st->gp_put, put);
 	}
 	return 0;
 }
@@ -463,6 +472,7 @@ static void userd_writeback(struct gpu_ctx *ctx)
 		return;
 	c->userd_dirty = false;
 	atomic_store_explicit(&c->pub_gp_get, c->gp_get, memory_order_relaxed);
+	gpu_status_put(&c->st->gp_get, c->gp_get);
 	userd_write32(ctx->g, ctx->f, c, ctx->part_base, ctx->part_size, VGPU_USERD_GP_GET, c->gp_get);
 }
 
