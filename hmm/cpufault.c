@@ -1,6 +1,7 @@
 /* hmm/cpufault.c - the one "migrate back" hook every CPU-fault backend calls (the
  * kernel's migrate_to_ram): claim the device pages of the fault granule, tell the
- * mirrors, copy them into the missing CPU pages with UFFDIO_COPY, free the device pages.
+ * mirrors, copy them into the missing CPU pages with UFFDIO_COPY (or, mprotect backend,
+ * through the write view, then unprotect), free the device pages.
  * Async-signal-safe: atomics, system calls and the notifier callbacks only. */
 #include <errno.h>
 
@@ -36,12 +37,20 @@ static size_t claim_device_pages(struct hmm_region *r, uintptr_t start, uintptr_
 }
 
 /* Copy a run of claimed pages [a, a + npages) whose device pages are contiguous. */
-static void copy_back_run(struct hmm_mm *mm, uintptr_t a, uint64_t w, size_t npages)
+static void copy_back_run(struct hmm_mm *mm, struct hmm_region *r, uintptr_t a, uint64_t w,
+			  size_t npages)
 {
 	struct hmm_devmem *dm = atomic_load(&hmm_devmems[ps_dm(w)]);
-	long ret = hmm_uffd_copy(mm->uffd, a, hmm_devmem_page_ptr(dm, ps_page(w)),
-				 npages << HMM_PAGE_SHIFT, false);
+	size_t len = npages << HMM_PAGE_SHIFT;
+	long ret;
 
+	if (r->prot) {
+		/* data first, through the write view; only then may the page be read */
+		if (!hmm_prot_write(mm, r, a, hmm_devmem_page_ptr(dm, ps_page(w)), len))
+			hmm_prot_set(a, len, true);
+		return;
+	}
+	ret = hmm_uffd_copy(mm->uffd, a, hmm_devmem_page_ptr(dm, ps_page(w)), len, false);
 	/* -EEXIST: the application mapped something there meanwhile (it wins); anything
 	 * else cannot be fixed from here and leaves the pages as they are */
 	(void)ret;
@@ -74,7 +83,7 @@ static long fault_back_batch(struct hmm_mm *mm, struct hmm_region *r, uintptr_t 
 		       ps_dm(words[i + k]) == ps_dm(words[i]) &&
 		       ps_page(words[i + k]) == ps_page(words[i]) + k)
 			k++;
-		copy_back_run(mm, a, words[i], k);
+		copy_back_run(mm, r, a, words[i], k);
 		a += k << HMM_PAGE_SHIFT;
 	}
 	now = hmm_mm_now(mm);
@@ -145,7 +154,9 @@ int hmm_cpu_fault(struct hmm_mm *mm, struct hmm_region *r, uintptr_t addr, bool 
 	uint64_t w = wait_page_settled(mm, hmm_region_word(r, addr));
 	int ret = 0;
 
-	if (ps_state(w) == PS_SYSTEM) {
+	if (ps_state(w) == PS_SYSTEM && r->prot) {
+		/* brought back by another thread (or a migration lost to us): just retry */
+	} else if (ps_state(w) == PS_SYSTEM) {
 		/* missing and not on a device: never touched, or dropped, or brought back by
 		 * someone else in the meantime (then -EEXIST and only a wake is needed) */
 		ret = hmm_uffd_zeropage(mm->uffd, addr, HMM_PAGE_SIZE, wake);
@@ -160,7 +171,7 @@ int hmm_cpu_fault(struct hmm_mm *mm, struct hmm_region *r, uintptr_t addr, bool 
 		atomic_fetch_add_explicit(&mm->c_cpu_fault_pages, (uint64_t)(n > 0 ? n : 0),
 					  memory_order_relaxed);
 	}
-	if (wake)
+	if (wake && !r->prot)
 		hmm_uffd_wake(mm->uffd, addr, HMM_PAGE_SIZE);
 	return ret;
 }

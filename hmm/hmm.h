@@ -51,6 +51,14 @@ enum hmm_backend {
 	 * in its own SIGBUS handler (fast). A system call that touches a device-resident
 	 * page fails with EFAULT: call hmm_mm_make_resident() before such calls. */
 	HMM_BACKEND_UFFD_SIGBUS,
+	/* No userfaultfd: a device-resident page keeps its system page, made PROT_NONE, and
+	 * the faulting thread migrates it back in its own SIGSEGV handler (fast). Works on
+	 * memory userfaultfd cannot register: MAP_SHARED memfd or device (BAR) mappings,
+	 * given a second writable view (hmm_region_add_alias()). The library owns the
+	 * protection of managed pages: the application must not mprotect them. munmap of a
+	 * managed range must be reported first (hmm_mm_notify(HMM_EVENT_UNMAP)); mremap of
+	 * one is not supported. System calls get EFAULT as with the SIGBUS backend. */
+	HMM_BACKEND_MPROTECT,
 };
 
 struct hmm_mm_opts {
@@ -59,8 +67,8 @@ struct hmm_mm_opts {
 	uint64_t (*clock_ns)(void);	/* time source for the policies; NULL = monotonic */
 };
 
-/* Create the mm of the calling process. -ENOSYS if userfaultfd is unavailable,
- * -EOPNOTSUPP if a feature the backend needs is missing (see hmm_uffd_probe()),
+/* Create the mm of the calling process. -ENOSYS if userfaultfd is unavailable (the
+ * userfaultfd backends), -EOPNOTSUPP if a feature the backend needs is missing (see hmm_uffd_probe()),
  * -EINVAL for a bad option. At most HMM_MAX_MMS live at once. */
 int hmm_mm_create(const struct hmm_mm_opts *opts, struct hmm_mm **out);
 /* Migrate every device page back, send HMM_EVENT_RELEASE to every notifier, tear down.
@@ -71,6 +79,14 @@ void hmm_mm_destroy(struct hmm_mm *mm);
  * served by the backend. Page aligned, private anonymous, writable and not overlapping
  * another region. 0, -EINVAL, -EEXIST (overlap), -ENOSPC (region table full). */
 int hmm_region_add(struct hmm_mm *mm, void *addr, size_t len);
+/* HMM_BACKEND_MPROTECT only: make the shared mapping [addr, addr+len) a managed region.
+ * @alias is a second MAP_SHARED, writable view of the same memory (the same memfd or
+ * BAR mapped again): data coming back from the device is written there before the page
+ * becomes accessible again, so no thread ever reads a page before its data is back.
+ * Private regions of this backend need no alias (hmm_region_add(): the write goes
+ * through /proc/self/mem). 0, -EINVAL (not shared, not writable, wrong backend),
+ * -EEXIST, -ENOSPC. */
+int hmm_region_add_alias(struct hmm_mm *mm, void *addr, size_t len, void *alias);
 /* Migrate the region's device pages back and stop managing it. -ENOENT if no region
  * starts at @addr. */
 int hmm_region_remove(struct hmm_mm *mm, void *addr);

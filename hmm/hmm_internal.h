@@ -46,6 +46,8 @@ struct hmm_region {
 	struct hmm_mm *mm;
 	_Atomic uint64_t *st;		/* one state word per page */
 	_Atomic uint64_t *back_ns;	/* last migration back to the CPU (thrashing) */
+	bool prot;			/* HMM_BACKEND_MPROTECT: device pages are PROT_NONE */
+	char *alias;			/* prot, shared: writable second view; NULL = private */
 };
 
 struct hmm_staging {
@@ -60,6 +62,7 @@ struct hmm_mm {
 	int uffd;			/* managed regions are registered here */
 	int uffd_stage;			/* the staging "in" areas are registered here */
 	int pagemap_fd, kpageflags_fd, maps_fd;
+	int mem_fd;			/* /proc/self/mem: the write view of private prot pages */
 	uint64_t zero_pfn;		/* 0 if PFNs are hidden */
 	bool has_move;
 	int stop_fd;			/* eventfd that stops the handler thread */
@@ -137,6 +140,22 @@ int hmm_pagemap_read(struct hmm_mm *mm, uintptr_t start, size_t n, uint64_t *out
 #define PM_PFN_MASK	((1ull << 55) - 1)
 /* True if the present page with pagemap word @pm is part of a THP. */
 bool hmm_pfn_is_thp(struct hmm_mm *mm, uint64_t pm);
+
+/* mprotect backend (mprotect.c) */
+static inline bool hmm_mm_prot(const struct hmm_mm *mm)
+{
+	return mm->opts.backend == HMM_BACKEND_MPROTECT;
+}
+/* Install the SIGSEGV handler (once; again if someone replaced it). 0 or -errno. */
+int hmm_prot_install(void);
+/* Write @len bytes from @src to the managed page(s) at @dst of prot region @r through its
+ * write view (alias or /proc/self/mem), whatever the protection. Signal context safe. */
+int hmm_prot_write(struct hmm_mm *mm, struct hmm_region *r, uintptr_t dst, const void *src,
+		   size_t len);
+/* mprotect() of [start, start+len): PROT_NONE (@access false) or read-write. */
+int hmm_prot_set(uintptr_t start, size_t len, bool access);
+/* ... or read-only: pages collected for a device (writes wait, reads proceed). */
+int hmm_prot_readonly(uintptr_t start, size_t len);
 
 /* Time source of @mm. */
 static inline uint64_t hmm_mm_now(struct hmm_mm *mm)

@@ -16,7 +16,8 @@
 #include "common/log.h"
 #include "hmm/hmm_internal.h"
 
-enum src_kind { K_NONE, K_STAGED, K_HOLE, K_INPLACE, K_INPLACE_ZERO, K_DEVICE };
+/* K_PROT: mprotect backend, collected in place and made read-only (writes wait). */
+enum src_kind { K_NONE, K_STAGED, K_HOLE, K_INPLACE, K_INPLACE_ZERO, K_DEVICE, K_PROT };
 
 struct migrate_priv {
 	struct hmm_staging *stg;
@@ -59,18 +60,33 @@ static void staging_put(struct hmm_staging *s)
 	vgpu_mutex_unlock(&s->lock);
 }
 
+/* mprotect backend: a page of a region whose protection is the library's (on a device
+ * or on the way) counts as read-write whatever its VMA says now. */
+static bool prot_page_busy(struct hmm_mm *mm, uintptr_t a)
+{
+	struct hmm_region *r = hmm_region_find(a);
+
+	return r && r->mm == mm && r->prot &&
+	       ps_state(atomic_load(hmm_region_word(r, a))) != PS_SYSTEM;
+}
+
 /* Every page needs a readable, non-special VMA (dmirror's -EINVAL rules). */
 static int migrate_check_vmas(struct hmm_migrate *m, struct migrate_priv *p, bool *shared)
 {
+	bool prot = hmm_mm_prot(m->mm);
+
 	for (uintptr_t a = m->start; a < m->end;) {
 		struct hmm_vma v;
 
-		if (hmm_vma_find(m->mm, a, &v) || v.start > a || !v.read || v.special)
+		if (hmm_vma_find(m->mm, a, &v) || v.start > a || v.special)
 			return -EINVAL;
 		for (; a < vgpu_min(v.end, m->end); a += HMM_PAGE_SIZE) {
 			size_t i = (a - m->start) >> HMM_PAGE_SHIFT;
+			bool ours = prot && prot_page_busy(m->mm, a);
 
-			p->vma_write[i] = v.write;
+			if (!v.read && !ours)
+				return -EINVAL;
+			p->vma_write[i] = v.write || ours;
 			shared[i] = v.shared;
 		}
 	}
@@ -196,6 +212,37 @@ static int setup_system(struct hmm_migrate *m, struct migrate_priv *p)
 	return describe_system_sources(m, p);
 }
 
+/* Length of the run of pages from @i with kind @k and MIGRATE set or not as @mig. */
+static size_t run_len(const struct hmm_migrate *m, const struct migrate_priv *p, size_t i,
+		      uint8_t k, bool mig)
+{
+	size_t n = 0;
+
+	while (i + n < m->npages && p->kind[i + n] == k &&
+	       !!(m->src[i + n] & HMM_MIGRATE_PFN_MIGRATE) == mig)
+		n++;
+	return n;
+}
+
+/* mprotect backend: collected pages become read-only, so a CPU write waits (and wins)
+ * while reads go on; the data is copied from the page itself. */
+static void setup_system_prot(struct hmm_migrate *m, struct migrate_priv *p)
+{
+	for (size_t i = 0; i < m->npages; i++) {
+		if (p->kind[i] != K_INPLACE)
+			continue;
+		p->kind[i] = K_PROT;
+		m->src[i] = HMM_MIGRATE_PFN_MIGRATE | HMM_MIGRATE_PFN_VALID | HMM_MIGRATE_PFN_WRITE;
+	}
+	for (size_t i = 0; i < m->npages;) {
+		size_t k = run_len(m, p, i, K_PROT, true);
+
+		if (k)
+			hmm_prot_readonly(page_addr(m, i), k << HMM_PAGE_SHIFT);
+		i += k ? k : 1;
+	}
+}
+
 static void setup_device(struct hmm_migrate *m, struct migrate_priv *p)
 {
 	for (size_t i = 0; i < m->npages; i++) {
@@ -251,7 +298,7 @@ int hmm_migrate_setup(struct hmm_migrate *m)
 	for (size_t i = 0; i < m->npages; i++) {
 		struct hmm_region *r = hmm_region_find(page_addr(m, i));
 
-		if (!r || r->mm != m->mm || shared[i])
+		if (!r || r->mm != m->mm || (shared[i] && !r->alias))
 			continue;
 		p->reg[i] = r;
 		if (!collect(m, p, i))
@@ -259,7 +306,9 @@ int hmm_migrate_setup(struct hmm_migrate *m)
 		p->kind[i] = m->flags & HMM_MIGRATE_SELECT_SYSTEM ? K_INPLACE : K_DEVICE;
 		m->cpages++;
 	}
-	if (m->flags & HMM_MIGRATE_SELECT_SYSTEM) {
+	if ((m->flags & HMM_MIGRATE_SELECT_SYSTEM) && hmm_mm_prot(m->mm)) {
+		setup_system_prot(m, p);
+	} else if (m->flags & HMM_MIGRATE_SELECT_SYSTEM) {
 		ret = setup_system(m, p);
 		if (ret) {
 			hmm_migrate_finalize(m);	/* puts everything back */
@@ -282,6 +331,7 @@ void *hmm_migrate_src_ptr(struct hmm_migrate *m, size_t i)
 	case K_STAGED:
 		return stage_in(m, p, i);
 	case K_INPLACE:
+	case K_PROT:
 		return (void *)page_addr(m, i);
 	case K_DEVICE:
 		return hmm_devmem_page_ptr(m->devmem, hmm_migrate_pfn_page(m->src[i]));
@@ -301,6 +351,14 @@ static void install_system_run(struct hmm_migrate *m, struct migrate_priv *p, si
 {
 	long moved = 0;
 
+	if (p->reg[i]->prot) {
+		/* data through the write view first, then the page is accessible */
+		size_t len = n << HMM_PAGE_SHIFT;
+
+		if (!hmm_prot_write(m->mm, p->reg[i], page_addr(m, i), stage_out(m, p, i), len))
+			hmm_prot_set(page_addr(m, i), len, true);
+		return;
+	}
 	if (p->vma_write[i])
 		moved = hmm_uffd_move(m->mm->uffd, page_addr(m, i), (uintptr_t)stage_out(m, p, i),
 				      n << HMM_PAGE_SHIFT, false);
@@ -338,7 +396,7 @@ void hmm_migrate_pages(struct hmm_migrate *m)
 		size_t k = 0;
 
 		while (i + k < m->npages && (m->src[i + k] & HMM_MIGRATE_PFN_MIGRATE) &&
-		       p->vma_write[i + k] == p->vma_write[i])
+		       p->vma_write[i + k] == p->vma_write[i] && p->reg[i + k] == p->reg[i])
 			k++;
 		if (k)
 			install_system_run(m, p, i, k);
@@ -357,12 +415,28 @@ static void zap_inplace(struct hmm_migrate *m, struct migrate_priv *p)
 	}
 }
 
+/* mprotect backend: migrated pages lose all access before their state says "device"
+ * (a CPU access in between waits and then faults them back); the others get it back
+ * before their state says "system" (an access waiting on them then proceeds). */
+static void protect_collected(struct hmm_migrate *m, struct migrate_priv *p)
+{
+	for (size_t i = 0; i < m->npages;) {
+		bool mig = m->src[i] & HMM_MIGRATE_PFN_MIGRATE;
+		size_t k = run_len(m, p, i, K_PROT, mig);
+
+		if (k)
+			hmm_prot_set(page_addr(m, i), k << HMM_PAGE_SHIFT, !mig);
+		i += k ? k : 1;
+	}
+}
+
 static void finalize_system(struct hmm_migrate *m, struct migrate_priv *p)
 {
 	unsigned int dm_id = hmm_devmem_id(m->devmem);
 	size_t done = 0;
 
 	zap_inplace(m, p);
+	protect_collected(m, p);
 	for (size_t i = 0; i < m->npages; i++) {
 		_Atomic uint64_t *w;
 

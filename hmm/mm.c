@@ -152,6 +152,16 @@ void hmm_notify_invalidate(struct hmm_mm *mm, const struct hmm_notify_range *r)
 	atomic_fetch_sub(&mm->walkers, 1);
 }
 
+/* mprotect backend: a dropped device page reads as zero, like a zapped one, and is
+ * accessible again. Before an unmap this is wasted but harmless. */
+static void prot_drop_page(struct hmm_mm *mm, struct hmm_region *r, uintptr_t a)
+{
+	static const char zero[HMM_PAGE_SIZE];
+
+	hmm_prot_write(mm, r, a, zero, HMM_PAGE_SIZE);
+	hmm_prot_set(a, HMM_PAGE_SIZE, true);
+}
+
 /* Drop the device copies of [start, end) in every region of @mm (unmap, clear). */
 static void drop_device_pages(struct hmm_mm *mm, uintptr_t start, uintptr_t end)
 {
@@ -175,9 +185,12 @@ static void drop_device_pages(struct hmm_mm *mm, uintptr_t start, uintptr_t end)
 				if (atomic_compare_exchange_weak(w, &old, PS_SYSTEM))
 					break;
 			}
-			if (ps_state(old) == PS_DEVICE)
-				hmm_devmem_free_deferred(atomic_load(&hmm_devmems[ps_dm(old)]),
-							 ps_page(old));
+			if (ps_state(old) != PS_DEVICE)
+				continue;
+			hmm_devmem_free_deferred(atomic_load(&hmm_devmems[ps_dm(old)]),
+						 ps_page(old));
+			if (r->prot)
+				prot_drop_page(mm, r, a);
 		}
 	}
 }
@@ -242,50 +255,78 @@ static int region_publish_locked(struct hmm_mm *mm, struct hmm_region *r)
 	return -ENOSPC;
 }
 
-/* The range must be private, anonymous-like and writable all the way. */
-static int region_check_vmas(struct hmm_mm *mm, uintptr_t start, uintptr_t end)
+/* The range must be readable, writable and not special all the way, and private (or
+ * shared all the way when @shared: an aliased region of the mprotect backend). */
+static int region_check_vmas(struct hmm_mm *mm, uintptr_t start, uintptr_t end, bool shared)
 {
 	for (uintptr_t a = start; a < end;) {
 		struct hmm_vma v;
 
 		if (hmm_vma_find(mm, a, &v) || v.start > a)
 			return -EINVAL;
-		if (!v.read || !v.write || v.shared || v.special)
+		if (!v.read || !v.write || v.shared != shared || v.special)
 			return -EINVAL;
 		a = v.end;
 	}
 	return 0;
 }
 
-int hmm_region_add(struct hmm_mm *mm, void *addr, size_t len)
+static int region_add(struct hmm_mm *mm, uintptr_t start, size_t len, char *alias)
 {
-	uintptr_t start = (uintptr_t)addr, end = start + len;
+	uintptr_t end = start + len;
 	struct hmm_region *r;
 	int ret;
 
 	if (!mm || !len || !vgpu_is_aligned(start, HMM_PAGE_SIZE) ||
 	    !vgpu_is_aligned(len, HMM_PAGE_SIZE) || end < start)
 		return -EINVAL;
-	ret = region_check_vmas(mm, start, end);
+	ret = region_check_vmas(mm, start, end, alias != NULL);
+	if (!ret && alias)
+		ret = region_check_vmas(mm, (uintptr_t)alias, (uintptr_t)alias + len, true);
 	if (ret)
 		return ret;
 	r = region_new(mm, start, end);
 	if (!r)
 		return -ENOMEM;
+	r->prot = hmm_mm_prot(mm);
+	r->alias = alias;
 	vgpu_mutex_lock(&mm->lock);
-	ret = hmm_uffd_register(mm->uffd, start, len);
-	if (ret)
-		goto unlock;
+	if (!r->prot) {
+		ret = hmm_uffd_register(mm->uffd, start, len);
+		if (ret)
+			goto unlock;
+	}
 	ret = region_publish_locked(mm, r);
 	if (ret)
 		goto unregister;
 	vgpu_mutex_unlock(&mm->lock);
 	return 0;
 unregister:
-	hmm_uffd_unregister(mm->uffd, start, len);
+	if (!r->prot)
+		hmm_uffd_unregister(mm->uffd, start, len);
 unlock:
 	vgpu_mutex_unlock(&mm->lock);
 	region_free(r);
+	return ret;
+}
+
+int hmm_region_add(struct hmm_mm *mm, void *addr, size_t len)
+{
+	return region_add(mm, (uintptr_t)addr, len, NULL);
+}
+
+int hmm_region_add_alias(struct hmm_mm *mm, void *addr, size_t len, void *alias)
+{
+	int ret;
+
+	if (!mm || !hmm_mm_prot(mm) || !alias || alias == addr ||
+	    !vgpu_is_aligned((uintptr_t)alias, HMM_PAGE_SIZE))
+		return -EINVAL;
+	ret = region_add(mm, (uintptr_t)addr, len, alias);
+	/* map the write view in now: the fault path then copies without faulting itself
+	 * (512 page faults would triple the cost of a 2 MiB granule) */
+	if (!ret)
+		madvise(alias, len, MADV_POPULATE_WRITE);
 	return ret;
 }
 
@@ -300,7 +341,8 @@ static void region_teardown(struct hmm_mm *mm, struct hmm_region *r)
 		atomic_compare_exchange_strong(&hmm_regions[i], &expected, NULL);
 	}
 	/* the VMA may be gone (unmapped, remapped): nothing to unregister then */
-	hmm_uffd_unregister(mm->uffd, r->start, r->end - r->start);
+	if (!r->prot)
+		hmm_uffd_unregister(mm->uffd, r->start, r->end - r->start);
 	vgpu_mutex_unlock(&mm->lock);
 	handlers_drain();
 	region_free(r);
@@ -529,6 +571,8 @@ static int staging_init(struct hmm_mm *mm)
 		s->out = map_aligned(STAGING_SIZE);
 		if (!s->in || !s->out)
 			return -ENOMEM;
+		if (mm->uffd < 0)	/* mprotect backend: "in" is never a MOVE target */
+			continue;
 		int ret = hmm_uffd_register(mm->uffd, (uintptr_t)s->in, STAGING_SIZE);
 
 		if (ret)
@@ -594,7 +638,8 @@ static void mm_unpublish(struct hmm_mm *mm)
 
 static int opts_check(const struct hmm_mm_opts *o)
 {
-	if (o->backend != HMM_BACKEND_UFFD_THREAD && o->backend != HMM_BACKEND_UFFD_SIGBUS)
+	if (o->backend != HMM_BACKEND_UFFD_THREAD && o->backend != HMM_BACKEND_UFFD_SIGBUS &&
+	    o->backend != HMM_BACKEND_MPROTECT)
 		return -EINVAL;
 	if (o->granule != 4 * VGPU_KiB && o->granule != 64 * VGPU_KiB &&
 	    o->granule != 2 * VGPU_MiB)
@@ -610,6 +655,20 @@ static void mm_close_fds(struct hmm_mm *mm)
 		close(mm->kpageflags_fd);
 	if (mm->maps_fd >= 0)
 		close(mm->maps_fd);
+	if (mm->mem_fd >= 0)
+		close(mm->mem_fd);
+}
+
+/* The CPU-fault backend: a userfaultfd and its thread, or the SIGSEGV handler and the
+ * /proc/self/mem write view of the mprotect backend. */
+static int backend_open(struct hmm_mm *mm)
+{
+	if (!hmm_mm_prot(mm))
+		return hmm_uffd_open(mm);
+	mm->mem_fd = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
+	if (mm->mem_fd < 0)
+		return -errno;
+	return hmm_prot_install();
 }
 
 int hmm_mm_create(const struct hmm_mm_opts *opts, struct hmm_mm **out)
@@ -630,7 +689,7 @@ int hmm_mm_create(const struct hmm_mm_opts *opts, struct hmm_mm **out)
 	if (ret)
 		goto free_mm;
 	vgpu_mutex_init(&mm->lock);
-	mm->uffd = mm->stop_fd = -1;
+	mm->uffd = mm->stop_fd = mm->mem_fd = -1;
 	mm->pagemap_fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
 	mm->kpageflags_fd = open("/proc/kpageflags", O_RDONLY | O_CLOEXEC);
 	mm->maps_fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
@@ -639,7 +698,7 @@ int hmm_mm_create(const struct hmm_mm_opts *opts, struct hmm_mm **out)
 		goto close_fds;
 	}
 	mm->zero_pfn = probe_zero_pfn(mm);
-	ret = hmm_uffd_open(mm);
+	ret = backend_open(mm);
 	if (ret)
 		goto close_fds;
 	ret = staging_init(mm);

@@ -97,7 +97,8 @@ static int walk_managed(struct walk *w, struct hmm_region *reg, uintptr_t a, uin
 	default:
 		break;
 	}
-	if (present || !(req & HMM_PFN_REQ_FAULT))
+	/* mprotect backend: a missing page is an ordinary one (no userfaultfd behind it) */
+	if (present || !(req & HMM_PFN_REQ_FAULT) || reg->prot)
 		return 1;	/* an ordinary page */
 	/* missing, never touched: fill it as the fault would */
 	if (req & HMM_PFN_REQ_WRITE)
@@ -231,6 +232,20 @@ static int walk_segment(struct walk *w, uintptr_t a, uintptr_t e, const struct h
 	return 0;
 }
 
+/* mprotect backend: [a, e) lies in a region whose PROT_NONE is the library's (a device
+ * page or one on its way), not the application's. */
+static bool prot_vma_is_ours(struct hmm_mm *mm, uintptr_t a, uintptr_t e)
+{
+	for (; a < e; a += HMM_PAGE_SIZE) {
+		struct hmm_region *r = hmm_region_find(a);
+
+		if (r && r->mm == mm && r->prot &&
+		    ps_state(atomic_load(hmm_region_word(r, a))) != PS_SYSTEM)
+			return true;
+	}
+	return false;
+}
+
 /* Walk from @a up to the end of its VMA (or of the hole before the next one); sets *next. */
 static int walk_one(struct walk *w, uintptr_t a, uintptr_t *next)
 {
@@ -249,6 +264,8 @@ static int walk_one(struct walk *w, uintptr_t a, uintptr_t *next)
 		return walk_error(w, a, v.start);
 	}
 	*next = vgpu_min(vgpu_min(v.end, r->end), vgpu_align_down(a, HMM_BLOCK_SIZE) + HMM_BLOCK_SIZE);
+	if (!v.read && !v.special && prot_vma_is_ours(w->mm, a, *next))
+		v.read = v.write = true;	/* device pages of the mprotect backend */
 	if (!v.read || v.special)
 		return walk_error(w, a, *next);
 	return walk_segment(w, a, *next, &v);

@@ -202,6 +202,48 @@ static double bench_raw(bool sigbus)
 	return median(runs, RUNS);
 }
 
+/* The raw mprotect mechanism: SIGSEGV, unprotect the page, copy 4 KiB into it. */
+static void raw_sigsegv(int sig, siginfo_t *si, void *uc)
+{
+	char *a = (char *)((uintptr_t)si->si_addr & ~(PG - 1));
+
+	(void)sig;
+	(void)uc;
+	mprotect(a, PG, PROT_READ | PROT_WRITE);
+	memcpy(a, raw_src, PG);
+}
+
+/* Median 4 KiB fault + unprotect + copy, µs (every other page, so that a fault never
+ * merges with the previous page's VMA: the library pays the same splits). */
+static double bench_raw_mprotect(void)
+{
+	size_t len = (size_t)fault_samples * 2 * PG;
+	double runs[RUNS], *s = malloc(fault_samples * sizeof(double));
+	struct sigaction sa = { .sa_sigaction = raw_sigsegv, .sa_flags = SA_SIGINFO }, old;
+
+	raw_src = map_aligned(M2, false);
+	memset(raw_src, 3, PG);
+	sigaction(SIGSEGV, &sa, &old);
+	for (int r = 0; r < RUNS; r++) {
+		volatile char *area = map_aligned(len, false);
+
+		memset((void *)area, 1, len);
+		mprotect((void *)area, len, PROT_NONE);
+		for (unsigned int i = 0; i < fault_samples; i++) {
+			double t0 = now_us();
+
+			area[i * 2 * PG] = 1;
+			s[i] = now_us() - t0;
+		}
+		runs[r] = median(s, fault_samples);
+		munmap((void *)area, len);
+	}
+	sigaction(SIGSEGV, &old, NULL);
+	munmap(raw_src, M2);
+	free(s);
+	return median(runs, RUNS);
+}
+
 /* ---- PERF-01/02/03: CPU fault-back through hmm ----------------------------------------- */
 
 struct fault_result {
@@ -234,10 +276,40 @@ static struct hmm_devmem *devmem_new(uint64_t size)
 	return dm;
 }
 
+/* A 2 MiB aligned managed area: private anonymous, or (@shared, mprotect backend) a
+ * memfd mapped twice, the second view being the library's write view. */
+static volatile char *fault_area(struct hmm_mm *mm, size_t len, bool thp, bool shared,
+				 char **alias)
+{
+	char *p = map_aligned(len, thp);
+	int fd;
+
+	*alias = NULL;
+	if (!shared) {
+		memset(p, 5, len);
+		hmm_region_add(mm, p, len);
+		return p;
+	}
+	fd = memfd_create("hmm_bench", MFD_CLOEXEC);
+	if (fd < 0 || ftruncate(fd, (off_t)len) ||
+	    mmap(p, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED ||
+	    (*alias = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED) {
+		perror("memfd");
+		exit(1);
+	}
+	close(fd);
+	memset(p, 5, len);
+	if (hmm_region_add_alias(mm, p, len, *alias)) {
+		fprintf(stderr, "hmm_region_add_alias failed\n");
+		exit(1);
+	}
+	return p;
+}
+
 /* Migrate @samples granules away, then time one store per granule (the first store
  * faults the whole granule back; the other pages of it are touched untimed). */
-static struct fault_result bench_fault_back(enum hmm_backend be, uint64_t granule,
-					    unsigned int samples, int handler_cpu)
+static struct fault_result bench_fault_back_in(enum hmm_backend be, uint64_t granule,
+					       unsigned int samples, int handler_cpu, bool shared)
 {
 	size_t len = (size_t)samples * granule;
 	double runs[RUNS], *s = malloc(samples * sizeof(double));
@@ -251,11 +323,10 @@ static struct fault_result bench_fault_back(enum hmm_backend be, uint64_t granul
 	if (handler_cpu >= 0)
 		pin_to(0);
 	for (int r = 0; r < RUNS; r++) {
-		volatile char *p = map_aligned(len, granule == M2);
+		char *alias;
+		volatile char *p = fault_area(mm, len, granule == M2, shared, &alias);
 		struct hmm_migrate_result mr;
 
-		memset((void *)p, 5, len);
-		hmm_region_add(mm, (void *)p, len);
 		hmm_migrate_to_device(mm, dm, (void *)p, len, &mr);
 		if (mr.migrated != len / PG) {
 			fprintf(stderr, "fault bench: migrated %zu of %zu\n", mr.migrated, (size_t)(len / PG));
@@ -273,6 +344,8 @@ static struct fault_result bench_fault_back(enum hmm_backend be, uint64_t granul
 		runs[r] = median(s, samples);
 		hmm_region_remove(mm, (void *)p);
 		munmap((void *)p, len);
+		if (alias)
+			munmap(alias, len);
 	}
 	unpin();
 	hmm_devmem_destroy(dm);
@@ -281,6 +354,12 @@ static struct fault_result bench_fault_back(enum hmm_backend be, uint64_t granul
 	res.us = median(runs, RUNS);
 	res.gbps = (double)granule / (res.us * 1000.0);
 	return res;
+}
+
+static struct fault_result bench_fault_back(enum hmm_backend be, uint64_t granule,
+					    unsigned int samples, int handler_cpu)
+{
+	return bench_fault_back_in(be, granule, samples, handler_cpu, false);
 }
 
 /* ---- PERF-04: bulk migration in 2 MiB chunks ------------------------------------------- */
@@ -461,6 +540,13 @@ int main(int argc, char **argv)
 	struct fault_result f3 = bench_fault_back(HMM_BACKEND_UFFD_SIGBUS, 64 * VGPU_KiB,
 						  fault_samples / 4, -1);
 	struct fault_result f3m = bench_fault_back(HMM_BACKEND_UFFD_SIGBUS, M2, 16, -1);
+	double raw_mprot = bench_raw_mprotect();
+	struct fault_result fp = bench_fault_back(HMM_BACKEND_MPROTECT, PG, fault_samples, -1);
+	struct fault_result fps_ = bench_fault_back_in(HMM_BACKEND_MPROTECT, PG, fault_samples,
+						       -1, true);
+	struct fault_result fp64 = bench_fault_back(HMM_BACKEND_MPROTECT, 64 * VGPU_KiB,
+						    fault_samples / 4, -1);
+	struct fault_result fp2m = bench_fault_back_in(HMM_BACKEND_MPROTECT, M2, 16, -1, true);
 	double to_dev, to_sys, to_dev2, to_sys2, single_us, single_b1;
 
 	bench_migrate(1, &to_dev, &to_sys);
@@ -475,9 +561,14 @@ int main(int argc, char **argv)
 		       "\"cpu_fault_4k_thread_xcpu_us\": %.2f, \"cpu_fault_64k_gbps\": %.2f, "
 		       "\"raw_sigbus_4k_us\": %.2f, \"raw_thread_4k_us\": %.2f, "
 		       "\"migrate_2m_2threads_to_vram_gbps\": %.2f, "
-		       "\"migrate_2m_2threads_to_sys_gbps\": %.2f, \"device_fault_1_us\": %.2f}\n",
+		       "\"migrate_2m_2threads_to_sys_gbps\": %.2f, \"device_fault_1_us\": %.2f, "
+		       "\"cpu_fault_4k_mprotect_us\": %.2f, "
+		       "\"cpu_fault_4k_mprotect_shared_us\": %.2f, "
+		       "\"cpu_fault_64k_mprotect_gbps\": %.2f, "
+		       "\"cpu_fault_2m_mprotect_shared_gbps\": %.2f, \"raw_mprotect_4k_us\": %.2f}\n",
 		       f1.us, to_dev, to_sys, memcpy_gbps, fps, f2s.us, f2x.us, f3.gbps,
-		       raw_sigbus, raw_thread, to_dev2, to_sys2, single_b1);
+		       raw_sigbus, raw_thread, to_dev2, to_sys2, single_b1, fp.us, fps_.us,
+		       fp64.gbps, fp2m.gbps, raw_mprot);
 		return 0;
 	}
 	printf("hmm_bench: median of %d runs\n\n", RUNS);
@@ -488,6 +579,14 @@ int main(int argc, char **argv)
 	       f2s.us, raw_thread, f2s.us / raw_thread);
 	printf("%-52s %9.2f us %9.2f us %8.2f\n", "PERF-02 CPU fault-back 4K, thread, other vCPU",
 	       f2x.us, raw_thread, f2x.us / raw_thread);
+	printf("%-52s %9.2f us %9.2f us %8.2f\n", "PERF-01 CPU fault-back 4K, mprotect, private",
+	       fp.us, raw_mprot, fp.us / raw_mprot);
+	printf("%-52s %9.2f us %9.2f us %8.2f\n", "        CPU fault-back 4K, mprotect, memfd+alias",
+	       fps_.us, raw_mprot, fps_.us / raw_mprot);
+	printf("%-52s %7.2f GB/s %7.2f GB/s %8.2f\n", "        fault-back 64K, mprotect, private",
+	       fp64.gbps, memcpy_gbps, fp64.gbps / memcpy_gbps);
+	printf("%-52s %7.2f GB/s %7.2f GB/s %8.2f\n", "        fault-back 2M, mprotect, memfd+alias",
+	       fp2m.gbps, memcpy_gbps, fp2m.gbps / memcpy_gbps);
 	printf("%-52s %7.2f GB/s %7.2f GB/s %8.2f\n", "PERF-03 fault-back 64K granule (vs memcpy)",
 	       f3.gbps, memcpy_gbps, f3.gbps / memcpy_gbps);
 	printf("%-52s %7.2f GB/s %7.2f GB/s %8.2f\n", "        fault-back 2M granule (vs memcpy)",
@@ -507,7 +606,8 @@ int main(int argc, char **argv)
 	printf("%-52s %9.2f us %10s %8s\n", "PERF-05 device fault service, batch of 1", single_b1,
 	       "-", "-");
 	printf("\nbaselines: memcpy 2 MiB cold %.2f GB/s; raw uffd SIGBUS+COPY 4K %.2f us; "
-	       "raw uffd thread+COPY 4K %.2f us\n", memcpy_gbps, raw_sigbus, raw_thread);
+	       "raw uffd thread+COPY 4K %.2f us;\n           raw SIGSEGV+mprotect+memcpy 4K %.2f us\n",
+	       memcpy_gbps, raw_sigbus, raw_thread, raw_mprot);
 	(void)single_us;
 	return 0;
 }

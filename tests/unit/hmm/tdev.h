@@ -351,7 +351,7 @@ static inline void check_ints(const void *buf, size_t bytes, int bias)
 }
 
 /* A mm with @backend and @granule (0 = 4 KiB); skips the test when userfaultfd or a
- * feature is missing, with the reason. */
+ * feature a userfaultfd backend needs is missing, with the reason. */
 static inline struct hmm_mm *tmm_new(enum hmm_backend backend, uint64_t granule)
 {
 	struct hmm_uffd_caps caps;
@@ -359,7 +359,9 @@ static inline struct hmm_mm *tmm_new(enum hmm_backend backend, uint64_t granule)
 	struct hmm_mm *mm = NULL;
 
 	hmm_uffd_probe(&caps);
-	if (!caps.available || !caps.move || !caps.events ||
+	if (backend == HMM_BACKEND_MPROTECT)
+		;	/* needs no userfaultfd */
+	else if (!caps.available || !caps.move || !caps.events ||
 	    (backend == HMM_BACKEND_UFFD_SIGBUS && !caps.sigbus)) {
 		print_message("skip: %s\n", caps.why);
 		skip();

@@ -3,6 +3,8 @@
  * backend and fault granule) and by eviction. Each case checks data, per-page placement,
  * counters, and that no device page leaks. */
 #include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <sys/wait.h>
 
 #include "tdev.h"
@@ -536,8 +538,150 @@ static void test_quota(void **state)
 	fx_fini(&f);
 }
 
+/* ---- mprotect backend only ----------------------------------------------------------- */
+
+/* A MAP_SHARED memfd region with a second view (the in-VM layout: DMA memory is a shared
+ * mapping of BAR2): migrate, the device sees the data, CPU faults bring it back through
+ * the alias at the case's granule, both views agree, nothing leaks. */
+static void test_prot_shared(void **state)
+{
+	const struct mcase *c = *state;
+	struct hmm_mm *mm = tmm_new(c->backend, c->granule);
+	struct tdev *d = tdev_new(mm, 8 * M2, NULL);
+	int fd = memfd_create("hmm-prot", MFD_CLOEXEC);
+	char *p, *alias;
+	int *mirror = malloc(SZ);
+	struct hmm_migrate_result res;
+	struct hmm_mm_stats st;
+
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, SZ), 0);
+	/* 2 MiB aligned, so that the fault granules do not straddle the region's start */
+	p = mmap(tbuf_new(SZ, false), SZ, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
+	alias = mmap(NULL, SZ, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	assert_true(p != MAP_FAILED && alias != MAP_FAILED);
+	fill_ints(p, SZ, 5);
+	/* a shared region needs its alias, and the alias must be shared too */
+	assert_int_equal(hmm_region_add(mm, p, SZ), -EINVAL);
+	assert_int_equal(hmm_region_add_alias(mm, p, SZ, mirror), -EINVAL);
+	assert_int_equal(hmm_region_add_alias(mm, p, SZ, alias), 0);
+	assert_int_equal(tdev_migrate(d, p, NPAGES, mirror, &res), 0);
+	assert_int_equal(res.migrated, NPAGES);
+	check_ints(mirror, SZ, 5);
+	assert_int_equal(count_where(mm, p, NPAGES, HMM_PAGE_DEVICE), NPAGES);
+	/* the device owns the data now: a write through the alias is lost when the page
+	 * comes back, which is what the alias is for (the library's write view) */
+	check_ints(p, SZ, 5);
+	hmm_mm_get_stats(mm, &st);
+	assert_int_equal(st.cpu_fault_pages, NPAGES);
+	assert_int_equal(st.cpu_faults, NPAGES / (c->granule ? c->granule / PG : 1));
+	assert_int_equal(hmm_devmem_used_pages(d->dm), 0);
+	((int *)p)[7] = -7;			/* both views are one memory again */
+	assert_int_equal(((int *)alias)[7], -7);
+	assert_int_equal(hmm_region_remove(mm, p), 0);
+	munmap(p, SZ);
+	munmap(alias, SZ);
+	close(fd);
+	free(mirror);
+	tdev_free(d);
+	hmm_mm_destroy(mm);
+}
+
+/* A system call on a device-resident page of the in-thread backends fails with EFAULT
+ * (the kernel's access does not raise a signal); after hmm_mm_make_resident it works. */
+static void test_prot_kernel_access(void **state)
+{
+	struct fx f;
+	int pfd[2];
+	int back[4 * PG / sizeof(int)];
+
+	fx_init(&f, *state, 2 * M2, 4 * PG);
+	assert_int_equal(tdev_migrate(f.d, f.buf, 4, NULL, NULL), 0);
+	assert_int_equal(pipe(pfd), 0);
+	assert_int_equal(write(pfd[1], f.buf, sizeof(back)), -1);
+	assert_int_equal(errno, EFAULT);
+	assert_int_equal(count_where(f.mm, f.buf, 4, HMM_PAGE_DEVICE), 4);
+	assert_int_equal(hmm_mm_make_resident(f.mm, f.buf, sizeof(back)), 4);
+	assert_int_equal(write(pfd[1], f.buf, sizeof(back)), (ssize_t)sizeof(back));
+	assert_int_equal(read(pfd[0], back, sizeof(back)), (ssize_t)sizeof(back));
+	check_ints(back, sizeof(back), 0);
+	close(pfd[0]);
+	close(pfd[1]);
+	fx_fini(&f);
+}
+
+/* HMM-33 for the mprotect backend: the application reports the unmap first (no
+ * userfaultfd event exists here); the hole's device pages are freed, the rest reads. */
+static void test_prot_unmap_reported(void **state)
+{
+	const struct mcase *c = *state;
+	struct fx f;
+	size_t off = c->offset * (M2 / 4), hole = M2 / 4;
+
+	fx_init(&f, c, 4 * M2, M2);
+	assert_int_equal(tdev_migrate(f.d, f.buf, M2 / PG, NULL, NULL), 0);
+	assert_int_equal(hmm_mm_notify(f.mm, HMM_EVENT_UNMAP, (uintptr_t)f.buf + off,
+				       (uintptr_t)f.buf + off + hole), 0);
+	assert_int_equal(munmap(f.buf + off, hole), 0);
+	assert_int_equal(hmm_devmem_used_pages(f.d->dm), (M2 - hole) / PG);
+	for (size_t i = 0; i < M2 / sizeof(int); i++) {
+		size_t b = i * sizeof(int);
+
+		if (b >= off && b < off + hole)
+			continue;
+		if (((int *)f.buf)[i] != (int)i)
+			fail_msg("int %zu: %d", i, ((int *)f.buf)[i]);
+	}
+	assert_int_equal(hmm_devmem_used_pages(f.d->dm), 0);
+	fx_fini(&f);
+}
+
+static sigjmp_buf chain_jmp;
+static volatile sig_atomic_t chain_hits;
+
+static void chain_handler(int sig, siginfo_t *si, void *uc)
+{
+	(void)sig;
+	(void)si;
+	(void)uc;
+	chain_hits++;
+	siglongjmp(chain_jmp, 1);
+}
+
+/* A SIGSEGV that is not a device page goes to whoever had SIGSEGV before: outside any
+ * region at once, and inside a region whose page the application protected itself
+ * after the handler sees it keep faulting on a system page. */
+static void test_prot_chain(void **state)
+{
+	const struct mcase *c = *state;
+	struct sigaction sa = { .sa_sigaction = chain_handler, .sa_flags = SA_SIGINFO }, old;
+	struct hmm_mm *mm;
+	char *plain = mmap(NULL, PG, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	char *p = tbuf_new(4 * PG, false);
+
+	sigemptyset(&sa.sa_mask);
+	assert_int_equal(sigaction(SIGSEGV, &sa, &old), 0);
+	mm = tmm_new(c->backend, 0);
+	chain_hits = 0;
+	if (!sigsetjmp(chain_jmp, 1))
+		(void)((volatile char *)plain)[0];
+	assert_int_equal(chain_hits, 1);
+	assert_int_equal(hmm_region_add(mm, p, 4 * PG), 0);
+	assert_int_equal(mprotect(p + PG, PG, PROT_NONE), 0);
+	if (!sigsetjmp(chain_jmp, 1))
+		((volatile char *)p)[PG] = 1;
+	assert_int_equal(chain_hits, 2);
+	assert_int_equal(mprotect(p + PG, PG, PROT_READ | PROT_WRITE), 0);
+	assert_int_equal(hmm_region_remove(mm, p), 0);
+	hmm_mm_destroy(mm);
+	sigaction(SIGSEGV, &old, NULL);
+	munmap(plain, PG);
+	munmap(p, 4 * PG);
+}
+
 #define T	HMM_BACKEND_UFFD_THREAD
 #define S	HMM_BACKEND_UFFD_SIGBUS
+#define P	HMM_BACKEND_MPROTECT
 #define CASE(fn, nm, be, ...) \
 	{ "HMM-" nm " " #fn " [" #be "]", fn, NULL, NULL, \
 	  &(struct mcase){ .name = nm, .backend = be, __VA_ARGS__ } }
@@ -586,6 +730,26 @@ int main(void)
 		CASE(test_alloc_fallback, "35", T, .thp = true),
 		CASE(test_alloc_fallback, "36 zero", S, .thp = true, .offset = 1),
 		CASE(test_quota, "38", T),
+		/* the mprotect+SIGSEGV backend */
+		CASE(test_migrate, "11", P),
+		CASE(test_migrate, "11 64K", P, .granule = 64 * 1024),
+		CASE(test_migrate, "11 2M thp", P, .granule = M2, .thp = true),
+		CASE(test_migrate_fault, "13", P),
+		CASE(test_migrate_release, "14/39", P),
+		CASE(test_migrate_mixed, "16", P),
+		CASE(test_migrate_multiple, "17 thp", P, .thp = true),
+		CASE(test_double_map, "23", P),
+		CASE(test_pin_longterm, "27", P),
+		CASE(test_prot_kernel_access, "27 kernel access EFAULT", P),
+		CASE(test_cow_in_device, "28", P),
+		CASE(test_prot_unmap_reported, "33 off 1/4", P, .offset = 1),
+		CASE(test_alloc_fallback, "35", P, .thp = true),
+		CASE(test_alloc_fallback, "36 zero", P, .thp = true, .offset = 1),
+		CASE(test_quota, "38", P),
+		CASE(test_prot_shared, "15 memfd+alias", P),
+		CASE(test_prot_shared, "15 memfd+alias 64K", P, .granule = 64 * 1024),
+		CASE(test_prot_shared, "15 memfd+alias 2M", P, .granule = M2),
+		CASE(test_prot_chain, "not ours: chained", P),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -497,6 +497,7 @@ static void test_uffd_third_party(void **state)
 
 #define T	HMM_BACKEND_UFFD_THREAD
 #define S	HMM_BACKEND_UFFD_SIGBUS
+#define P	HMM_BACKEND_MPROTECT
 #define CASE(fn, nm, be, ...) \
 	{ "HMM-" nm " " #fn " [" #be "]", fn, NULL, NULL, \
 	  &(struct mcase){ .name = nm, .backend = be, __VA_ARGS__ } }
@@ -509,6 +510,10 @@ int main(void)
 		CASE(test_anon_read_prot, "02", T),
 		CASE(test_anon_write, "03", T),
 		CASE(test_anon_write, "03", S),
+		CASE(test_anon_read, "01", P),
+		CASE(test_anon_write, "03", P),
+		CASE(test_snapshot, "20", P),
+		CASE(test_read_multiple, "18", P),
 		CASE(test_anon_write_prot, "04", T),
 		CASE(test_write_child, "05/28", T),
 		CASE(test_write_child, "05/28 thp", T, .thp = true),

@@ -161,6 +161,7 @@ static void test_parallel_fault_back(void **state)
 {
 	const struct { enum hmm_backend be; uint64_t granule; } variants[] = {
 		{ HMM_BACKEND_UFFD_THREAD, 0 }, { HMM_BACKEND_UFFD_THREAD, 64 * 1024 },
+		{ HMM_BACKEND_MPROTECT, 0 }, { HMM_BACKEND_MPROTECT, 64 * 1024 },
 	};
 
 	(void)state;

@@ -1,0 +1,125 @@
+/* hmm/mprotect.c - the mprotect+SIGSEGV backend: a device-resident page keeps its system
+ * page, made PROT_NONE; the thread that touches it takes SIGSEGV and runs the one
+ * migrate-back hook (hmm_cpu_fault) in its own handler. No userfaultfd is involved, so
+ * this works on shared memfd and device (BAR) mappings, which is what a guest inside a VM
+ * has. The data coming back is written through a second view (an alias mapping, or
+ * /proc/self/mem for private pages, whose FOLL_FORCE write ignores PROT_NONE) before the
+ * page is made accessible: no other thread can read the page before its data is there.
+ * Everything on the fault path is async-signal-safe: atomics and system calls. */
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "hmm/hmm_internal.h"
+
+/* A fault on a page in system state that repeats this often on one address is not ours
+ * (the application's own PROT_NONE, a bug): hand it on instead of looping. */
+#define PROT_REFAULT_LIMIT	64
+
+static struct sigaction old_sigsegv;
+static struct vgpu_mutex sigsegv_lock = { PTHREAD_MUTEX_INITIALIZER, 0 };
+static __thread uintptr_t last_fault;
+static __thread unsigned int same_faults;
+
+int hmm_prot_set(uintptr_t start, size_t len, bool access)
+{
+	return mprotect((void *)start, len, access ? PROT_READ | PROT_WRITE : PROT_NONE) ?
+	       -errno : 0;
+}
+
+int hmm_prot_readonly(uintptr_t start, size_t len)
+{
+	return mprotect((void *)start, len, PROT_READ) ? -errno : 0;
+}
+
+int hmm_prot_write(struct hmm_mm *mm, struct hmm_region *r, uintptr_t dst, const void *src,
+		   size_t len)
+{
+	size_t done = 0;
+
+	if (r->alias) {
+		memcpy(r->alias + (dst - r->start), src, len);
+		return 0;
+	}
+	while (done < len) {
+		ssize_t n = pwrite(mm->mem_fd, (const char *)src + done, len - done,
+				   (off_t)(dst + done));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+/* Hand a SIGSEGV that is not ours to the previous disposition. */
+static void sigsegv_chain(int sig, siginfo_t *si, void *uc)
+{
+	if (old_sigsegv.sa_flags & SA_SIGINFO) {
+		old_sigsegv.sa_sigaction(sig, si, uc);
+		return;
+	}
+	if (old_sigsegv.sa_handler == SIG_DFL || old_sigsegv.sa_handler == SIG_IGN) {
+		/* the access is retried on return and dies with the default action */
+		struct sigaction dfl = { .sa_handler = SIG_DFL };
+
+		sigaction(sig, &dfl, NULL);
+		return;
+	}
+	old_sigsegv.sa_handler(sig);
+}
+
+/* True if this thread keeps faulting on a system page at @addr: not a device page. */
+static bool refault_loop(uintptr_t addr, uint64_t w)
+{
+	if (ps_state(w) != PS_SYSTEM || addr != last_fault) {
+		last_fault = addr;
+		same_faults = 0;
+		return false;
+	}
+	return ++same_faults >= PROT_REFAULT_LIMIT;
+}
+
+static void hmm_sigsegv(int sig, siginfo_t *si, void *uc)
+{
+	int saved_errno = errno;
+	uintptr_t addr = (uintptr_t)si->si_addr & ~(HMM_PAGE_SIZE - 1);
+	struct hmm_region *r;
+
+	atomic_fetch_add(&hmm_handlers_inflight, 1);
+	r = si->si_code == SEGV_ACCERR ? hmm_region_find(addr) : NULL;
+	if (r && r->prot && !refault_loop(addr, atomic_load(hmm_region_word(r, addr)))) {
+		/* resolved or not, returning retries the access */
+		hmm_cpu_fault(r->mm, r, addr, false, false);
+		atomic_fetch_sub(&hmm_handlers_inflight, 1);
+		errno = saved_errno;
+		return;
+	}
+	atomic_fetch_sub(&hmm_handlers_inflight, 1);
+	last_fault = 0;
+	errno = saved_errno;
+	sigsegv_chain(sig, si, uc);
+}
+
+int hmm_prot_install(void)
+{
+	struct sigaction sa = { .sa_sigaction = hmm_sigsegv,
+				.sa_flags = SA_SIGINFO | SA_RESTART | SA_NODEFER };
+	struct sigaction cur;
+	int ret = 0;
+
+	vgpu_mutex_lock(&sigsegv_lock);
+	/* someone (ASan, a test harness) may have replaced ours since: chain to them */
+	if (sigaction(SIGSEGV, NULL, &cur) == 0 &&
+	    (!(cur.sa_flags & SA_SIGINFO) || cur.sa_sigaction != hmm_sigsegv)) {
+		sigemptyset(&sa.sa_mask);
+		if (sigaction(SIGSEGV, &sa, &old_sigsegv))
+			ret = -errno;
+	}
+	vgpu_mutex_unlock(&sigsegv_lock);
+	return ret;
+}
