@@ -429,6 +429,62 @@ static uint64_t avail_frames_in(struct pma_region *const *rs, unsigned int n)
 	return f;
 }
 
+/* Commit the frames @sel of word @wi as allocated (one OR per mask, whatever their number). */
+static inline void word_alloc(struct pma_region *r, uint64_t wi, uint64_t sel,
+			      struct pma_opargs *a)
+{
+	struct pma_word *w = &r->words[wi];
+	uint64_t old = pma_word_avail(w);
+
+	word_apply(r, w, sel, OP_ALLOC, a);
+	pma_region_word_update(r, wi, old);
+}
+
+/* Take @need 64 KiB pages from the groups set in @map, ascending, committing each group's
+ * pages with one word update as soon as they are chosen. The caller has proved that the
+ * request fits, so nothing ever has to be undone. Returns the pages taken. */
+static size_t take_commit_64k(struct pma_region *r, const uint64_t *map, const uint64_t *sum,
+			      size_t need, struct pma_opargs *a, uint64_t *out)
+{
+	uint64_t g = 0, nr_groups = r->nr_groups;
+	size_t got = 0;
+
+	while (got < need && (g = pma_bits_next(map, sum, g, nr_groups)) != NONE) {
+		uint64_t base = g << PMA_GROUP_SHIFT, sel = 0;
+		uint64_t m = (pma_word_avail(&r->words[base / 64]) >> (base % 64)) & 0xffffffffull;
+		uint64_t addr0 = (r->first + base) << PMA_FRAME_SHIFT;
+
+		while (m && got < need) {
+			unsigned int b = vgpu_ctz(m);
+
+			m &= m - 1;
+			sel |= VGPU_BIT(b);
+			out[got++] = addr0 + ((uint64_t)b << PMA_FRAME_SHIFT);
+		}
+		word_alloc(r, base / 64, sel << (base % 64), a);
+		g++;
+	}
+	return got;
+}
+
+/* The common small request: 64 KiB pages from the only eligible region, anywhere in it,
+ * bottom-up. The free-frame counter proves it fits (every available frame lies in a full or
+ * a partial group), so it commits while it searches: partial groups first, as find_pages()
+ * would, then whole groups. Same pages as the general path, a fraction of the work. */
+static bool alloc_64k_fast(struct pma_region *r, const struct pma_req *q, struct pma_opargs *a,
+			   uint64_t *pages)
+{
+	size_t got;
+
+	if (q->pf != 1 || (q->flags & (PMA_RANGE | PMA_REVERSE)) || r->free_frames < q->count)
+		return false;
+	got = take_commit_64k(r, r->gpart, r->gpart_sum, q->count, a, pages);
+	if (got < q->count)
+		got += take_commit_64k(r, r->gfull, r->gfull_sum, q->count - got, a, pages + got);
+	VGPU_ASSERT(got == q->count);
+	return true;
+}
+
 /* One locked attempt. 0 with *@got pages, or -ENOMEM (nothing allocated). */
 static int alloc_locked(struct pma *pma, const struct pma_req *q, const struct pma_alloc_opts *o,
 			uint64_t *pages, size_t *got, uint32_t *result)
@@ -464,6 +520,11 @@ static int alloc_locked(struct pma *pma, const struct pma_req *q, const struct p
 			return 0;
 		}
 		return -ENOMEM;
+	}
+	if (nr == 1 && alloc_64k_fast(rs[0], q, &args, pages)) {
+		*got = q->count;
+		*result = args.dirty_seen ? 0 : PMA_RESULT_IS_ZERO;
+		return 0;
 	}
 	/* Discontiguous: find everything first (indexes in @pages), then commit. */
 	unsigned int used[PMA_MAX_REGIONS];
@@ -734,6 +795,59 @@ static int pages_validate_allocated(struct pma *pma, const uint64_t *pages, size
 	return ret;
 }
 
+/* Frames of the ascending @pages of @pf (<= 32) frames, one word at a time: calls @fn with
+ * each word's mask; stops at the first nonzero return. */
+#define pages_for_each_word(r, pages, count, pf, wi, m, body)				\
+	do {										\
+		uint64_t wi = NONE, m = 0;						\
+		for (size_t _p = 0; _p <= (count); _p++) {				\
+			uint64_t _i = _p < (count) ? ((pages)[_p] >> PMA_FRAME_SHIFT) -	\
+						     (r)->first : NONE;			\
+			if (_i / 64 != wi) {						\
+				if (m) { body }						\
+				wi = _i / 64;						\
+				m = 0;							\
+			}								\
+			if (_p < (count))						\
+				m |= vgpu_mask((unsigned int)(_i % 64), (unsigned int)(pf)); \
+		}									\
+	} while (0)
+
+/* The common free: an ascending list of pages of at most 2 MiB, all inside the first region,
+ * no scrub. Checked and then freed a word at a time. 1 if not applicable (the general path
+ * runs), else 0 or -ENOENT. */
+static int free_fast_locked(struct pma *pma, const uint64_t *pages, size_t count, uint64_t pf,
+			    bool scrub)
+{
+	struct pma_region *r = pma->nr_regions ? pma->regions[0] : NULL;
+	struct pma_opargs args = { 0 };
+	uint64_t f0 = pages[0] >> PMA_FRAME_SHIFT, fl = pages[count - 1] >> PMA_FRAME_SHIFT;
+	int ret = 0;
+
+	if (scrub || pf > PMA_GROUP_FRAMES || !r || f0 < r->first + r->lo ||
+	    fl + pf > r->first + r->hi || fl < f0)
+		return 1;
+	/* Ascending proves the pages distinct and (pages being aligned to their size inside
+	 * a region aligned to 512 MiB) never straddling a word. */
+	for (size_t p = 1; p < count; p++)
+		if (pages[p] <= pages[p - 1])
+			return 1;
+	pages_for_each_word(r, pages, count, pf, wi, m, {
+		if ((r->words[wi].alloc & m) != m)
+			ret = -ENOENT;
+	});
+	if (ret)
+		return ret;
+	pages_for_each_word(r, pages, count, pf, wi, m, {
+		struct pma_word *w = &r->words[wi];
+		uint64_t old = pma_word_avail(w);
+
+		word_apply(r, w, m, OP_FREE, &args);
+		pma_region_word_update(r, wi, old);
+	});
+	return 0;
+}
+
 static int free_locked(struct pma *pma, const uint64_t *pages, size_t count, uint64_t page_size,
 		       unsigned int flags)
 {
@@ -741,8 +855,14 @@ static int free_locked(struct pma *pma, const uint64_t *pages, size_t count, uin
 	struct pma_opargs args = {
 		.scrub = pma->cfg.scrub_on_free && !(flags & PMA_FREE_SKIP_SCRUB),
 	};
-	int ret = pages_validate_allocated(pma, pages, count, pf);
+	int ret = free_fast_locked(pma, pages, count, pf, args.scrub);
 
+	if (ret <= 0) {
+		if (!ret)
+			pma_publish_stats_locked(pma);
+		return ret;
+	}
+	ret = pages_validate_allocated(pma, pages, count, pf);
 	if (ret)
 		return ret;
 	for (size_t p = 0; p < count;) {
