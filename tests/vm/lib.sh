@@ -241,7 +241,7 @@ vm_qemu() {
 	vf=${sock##*/vf}
 	vf=${vf%.sock}
 	: >"$log"
-	qemu-system-x86_64 -accel "$VGPU_ACCEL" "${dev[@]}" -m "$VM_MEM" -smp 1 \
+	qemu-system-x86_64 -accel "$VGPU_ACCEL" -cpu max "${dev[@]}" -m "$VM_MEM" -smp 1 \
 		-display none -monitor none -nodefaults -no-reboot -serial "file:$log" \
 		-kernel "$VGPU_GUEST/vmlinux" -initrd "$VGPU_GUEST/initramfs.cpio.gz" \
 		-append "$(vm_cmdline "$machine" "$mode" "$@")" \

@@ -1,6 +1,8 @@
 /* vgpu-vf-test - the guest suite: proves that a vGPU slice works, from inside the tenant.
  *
  *   vgpu-vf-test --socket <runtime>/vf<N>.sock [--only NAME] [--list] [--big] [--reset-wait S]
+ *   vgpu-vf-test --vfio[=BDF] | --sysfs[=BDF] [same options]     inside a VM
+ *   vgpu-vf-test --attack[=BDF]                                     inside a VM: isolation
  *
  * Prints TAP (one test point per case, "# SKIP reason" for what the host does not offer yet)
  * and ends with one "N passed, N failed" line (", N skipped" appended when some were). Exit
@@ -13,11 +15,20 @@
 
 #include "vf_guest/include/vgpu_vf.h"
 #include "vf_guest/vft.h"
+#include "vf_guest/vft_vm.h"
+
+enum { T_LOCAL, T_VFIO, T_SYSFS, T_ATTACK };
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: vgpu-vf-test --socket PATH [--only NAME] [--list] [--big] [-v]\n"
+	fprintf(f, "usage: vgpu-vf-test --socket PATH | --vfio[=BDF] | --sysfs[=BDF] [--only NAME]\n"
+		   "                    [--list] [--big] [--reset-wait S] [-v]\n"
+		   "       vgpu-vf-test --attack[=BDF] [-v]\n"
 		   "  --socket PATH  the VF's endpoint socket (<runtime-dir>/vf<N>.sock)\n"
+		   "  --vfio[=BDF]   in a VM: the VF's PCI device through vfio-pci (needs a vIOMMU);\n"
+		   "                 BDF like 0000:00:03.0, default the first with the VF magic\n"
+		   "  --sysfs[=BDF]  in a VM: the same device through sysfs, polling (no vIOMMU)\n"
+		   "  --attack[=BDF] in a VM (vfio): the isolation attacks instead of the suite\n"
 		   "  --only NAME    run the cases whose name contains NAME\n"
 		   "  --list         print the case names and exit\n"
 		   "  --big          buffers up to 256 MiB (default up to 16 MiB)\n"
@@ -27,10 +38,36 @@ static void usage(FILE *f)
 		   "  -v             print the driver's messages\n");
 }
 
+/* One transport choice only; a second is a usage error. */
+static int pick(int *kind, int want, const char **bdf, const char *arg)
+{
+	if (*kind != T_LOCAL)
+		return -1;
+	*kind = want;
+	*bdf = arg;
+	return 0;
+}
+
+/* The in-VM transports; a failure here prints the TAP an attach failure would. */
+static int vm_transport(int kind, const char *bdf, struct vgpu_vf_transport **t)
+{
+	int ret = kind == T_VFIO ? vgpu_vf_transport_vfio(bdf, t) : vgpu_vf_transport_sysfs(bdf, t);
+
+	if (ret) {
+		printf("1..1\nnot ok 1 - attach: no VF device%s%s: %s\n0 passed, 1 failed\n",
+		       bdf ? " at " : "", bdf ? bdf : "", vgpu_vf_strerror(ret));
+		return ret;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option lo[] = {
 		{ "socket", required_argument, NULL, 's' },
+		{ "vfio", optional_argument, NULL, 'V' },
+		{ "sysfs", optional_argument, NULL, 'S' },
+		{ "attack", optional_argument, NULL, 'A' },
 		{ "only", required_argument, NULL, 'o' },
 		{ "list", no_argument, NULL, 'l' },
 		{ "big", no_argument, NULL, 'b' },
@@ -39,12 +76,16 @@ int main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct vft_opts o = { 0 };
+	const char *bdf = NULL;
+	int c, kind = T_LOCAL, bad = 0, ret;
 	bool list = false;
-	int c;
 
 	while ((c = getopt_long(argc, argv, "s:o:lbvh", lo, NULL)) != -1) {
 		switch (c) {
 		case 's': o.socket = optarg; break;
+		case 'V': bad |= pick(&kind, T_VFIO, &bdf, optarg); break;
+		case 'S': bad |= pick(&kind, T_SYSFS, &bdf, optarg); break;
+		case 'A': bad |= pick(&kind, T_ATTACK, &bdf, optarg); break;
 		case 'o': o.only = optarg; break;
 		case 'l': list = true; break;
 		case 'b': o.big = true; break;
@@ -58,9 +99,20 @@ int main(int argc, char **argv)
 		vft_list(stdout);
 		return 0;
 	}
-	if (!o.socket || optind != argc) {
+	if (bad || optind != argc || !!o.socket == (kind != T_LOCAL)) {
 		usage(stderr);
 		return 2;
+	}
+	if (kind == T_ATTACK) {
+		struct vft_vm_opts vo = { .bdf = bdf, .verbose = o.verbose };
+
+		return vft_vm_attack(&vo, stdout) ? 1 : 0;
+	}
+	if (kind != T_LOCAL) {
+		ret = vm_transport(kind, bdf, &o.transport);
+		if (ret)
+			return 1;
+		o.socket = kind == T_VFIO ? "vfio" : "sysfs";	/* a label for messages */
 	}
 	return vft_run(&o, stdout) ? 1 : 0;
 }

@@ -253,5 +253,14 @@ struct vgpu_vf_transport {
 /* A local transport: connects to the endpoint socket @path as an ivshmem peer (protocol in
  * vgpu/vf_bar.h) and maps the BAR2 it is handed. Nothing is connected until attach. */
 int vgpu_vf_transport_local(const char *path, struct vgpu_vf_transport **out);
+/* Inside a VM, through vfio-pci: the ivshmem PCI device (1af4:1110 with the VF magic in its
+ * BAR2 header) at @bdf ("0000:00:03.0"), or the first such device if @bdf is NULL. attach
+ * binds it to vfio-pci, maps BAR2, sets bus-master and takes the MSI-X vectors as eventfds;
+ * notify writes BAR0's doorbell register. Needs a vIOMMU (q35 + intel-iommu, guest
+ * intel_iommu=on) and root. -ENODEV if no such device. */
+int vgpu_vf_transport_vfio(const char *bdf, struct vgpu_vf_transport **out);
+/* Inside a VM without a vIOMMU: the same device through sysfs (resource2 mapped, doorbell
+ * through resource0), no interrupts: waits poll. Needs root. -ENODEV if no such device. */
+int vgpu_vf_transport_sysfs(const char *bdf, struct vgpu_vf_transport **out);
 
 #endif
