@@ -72,48 +72,64 @@ static inline void word_apply(struct pma_region *r, struct pma_word *w, uint64_t
 	}
 }
 
+/* Bits of groups [g0, g0 + ng) that lie in group word @gw. */
+static inline uint64_t gword_mask(uint64_t g0, uint64_t ng, uint64_t gw)
+{
+	uint64_t lo = vgpu_max(g0, gw * 64), hi = vgpu_min(g0 + ng, gw * 64 + 64);
+
+	return vgpu_mask((unsigned int)(lo - gw * 64), (unsigned int)(hi - lo));
+}
+
+/* Whole groups changed their wholeness in group word @gw: summary and both tree layers (a
+ * leaf is one group word). */
+static inline void gword_changed(struct pma_region *r, uint64_t gw)
+{
+	pma_sum_update(r->gfull_sum, r->gfull, gw);
+	pma_tlayer_mark(&r->ftree.layer[0], (uint32_t)gw);
+	pma_tlayer_mark(&r->ftree.layer[1], (uint32_t)gw);
+}
+
 /* Whole groups [g0, g0 + ng) that are all free (ALLOC) or all allocated and carry no
  * attribute (FREE without scrub) change as a block: the group bits and counters move by
- * whole words instead of being re-derived word by word. False if the range does not qualify. */
+ * whole words instead of being re-derived word by word (a group that is wholly allocated or
+ * wholly free is never partial, so gpart does not move). False if the range does not
+ * qualify. */
 static bool groups_apply(struct pma_region *r, uint64_t g0, uint64_t ng, enum pma_op op,
 			 struct pma_opargs *a)
 {
-	uint64_t w0 = g0 / 2, w1 = (g0 + ng - 1) / 2, gw0 = g0 / 64, gw1 = (g0 + ng - 1) / 64;
+	uint64_t gw0 = g0 / 64, gw1 = (g0 + ng - 1) / 64;
+	uint64_t f0 = g0 * PMA_GROUP_FRAMES, nf = ng * PMA_GROUP_FRAMES;
 
 	if (op == OP_ALLOC) {
-		if (vgpu_bitmap_weight(r->gfull, g0, ng) != ng)
-			return false;
+		for (uint64_t gw = gw0; gw <= gw1; gw++) {
+			uint64_t gm = gword_mask(g0, ng, gw);
+
+			if ((r->gfull[gw] & gm) != gm)
+				return false;
+		}
 	} else if (op != OP_FREE || a->scrub) {
 		return false;
 	} else {
-		for (uint64_t wi = w0; wi <= w1; wi++) {
+		pma_for_each_word(f0, nf, wi, m) {
 			const struct pma_word *w = &r->words[wi];
-			uint64_t m = vgpu_mask(wi == w0 ? (g0 % 2) * 32 : 0,
-					       (wi == w1 ? ((g0 + ng - 1) % 2 + 1) * 32 : 64) -
-					       (wi == w0 ? (g0 % 2) * 32 : 0));
 
 			if ((w->alloc & m) != m || ((w->evict | w->scrub | w->black) & m))
 				return false;
 		}
 	}
-	for (uint64_t wi = w0; wi <= w1; wi++) {
-		unsigned int lo = wi == w0 ? (g0 % 2) * 32 : 0;
-		unsigned int hi = wi == w1 ? ((g0 + ng - 1) % 2 + 1) * 32 : 64;
-
-		word_apply(r, &r->words[wi], vgpu_mask(lo, hi - lo), op, a);
+	pma_for_each_word(f0, nf, wi, m)
+		word_apply(r, &r->words[wi], m, op, a);
+	for (uint64_t gw = gw0; gw <= gw1; gw++) {
+		r->gfull[gw] ^= gword_mask(g0, ng, gw);	/* all set (ALLOC) or all clear (FREE) */
+		gword_changed(r, gw);
 	}
 	if (op == OP_ALLOC) {
-		vgpu_bitmap_clear(r->gfull, g0, ng);
-		r->free_frames -= ng * PMA_GROUP_FRAMES;
+		r->free_frames -= nf;
 		r->free_groups -= ng;
 	} else {
-		vgpu_bitmap_set(r->gfull, g0, ng);
-		r->free_frames += ng * PMA_GROUP_FRAMES;
+		r->free_frames += nf;
 		r->free_groups += ng;
 	}
-	for (uint64_t gw = gw0; gw <= gw1; gw++)
-		pma_sum_update(r->gfull_sum, r->gfull, gw);
-	pma_tree_mark(&r->ftree, g0 * PMA_GROUP_FRAMES, (g0 + ng) * PMA_GROUP_FRAMES - 1, true);
 	return true;
 }
 
@@ -157,8 +173,7 @@ static inline bool group_apply(struct pma_region *r, uint64_t idx, enum pma_op o
 		return false;
 	}
 	word_apply(r, w, m, op, a);
-	pma_sum_update(r->gfull_sum, r->gfull, g / 64);
-	pma_tree_mark(&r->ftree, idx, idx, true);
+	gword_changed(r, g / 64);
 	return true;
 }
 
@@ -485,6 +500,45 @@ static bool alloc_64k_fast(struct pma_region *r, const struct pma_req *q, struct
 	return true;
 }
 
+/* Many 2 MiB pages from the only eligible region, anywhere, bottom-up, when no single run of
+ * whole groups holds them all (find_pages() would take such a run): whole groups are taken a
+ * group word at a time, in the order find_pages() drains them. The free-group counter proves
+ * the request fits. */
+static bool alloc_2m_fast(struct pma_region *r, const struct pma_req *q, struct pma_opargs *a,
+			  uint64_t *pages)
+{
+	uint64_t g = 0;
+	size_t got = 0;
+
+	if (q->pf != PMA_GROUP_FRAMES || (q->flags & (PMA_RANGE | PMA_REVERSE)) ||
+	    r->free_groups < q->count ||
+	    (q->count > 1 && pma_tree_largest_groups(&r->ftree, r) >= q->count))
+		return false;
+	while (got < q->count) {
+		uint64_t gw, take;
+
+		g = pma_bits_next(r->gfull, r->gfull_sum, g, r->nr_groups);
+		VGPU_ASSERT(g != NONE);
+		gw = g / 64;
+		take = r->gfull[gw] & (~0ull << (g % 64));
+		/* Keep the lowest groups that are still needed. */
+		while ((size_t)vgpu_popcount(take) > q->count - got)
+			take &= ~VGPU_BIT(vgpu_fls(take));
+		r->gfull[gw] &= ~take;
+		r->free_groups -= vgpu_popcount(take);
+		r->free_frames -= (uint64_t)vgpu_popcount(take) * PMA_GROUP_FRAMES;
+		gword_changed(r, gw);
+		for (uint64_t t = take; t; t &= t - 1) {
+			uint64_t gi = gw * 64 + vgpu_ctz(t);
+
+			word_apply(r, &r->words[gi / 2], 0xffffffffull << (gi % 2 * 32), OP_ALLOC, a);
+			pages[got++] = (r->first + (gi << PMA_GROUP_SHIFT)) << PMA_FRAME_SHIFT;
+		}
+		g = gw * 64 + 64;
+	}
+	return true;
+}
+
 /* One locked attempt. 0 with *@got pages, or -ENOMEM (nothing allocated). */
 static int alloc_locked(struct pma *pma, const struct pma_req *q, const struct pma_alloc_opts *o,
 			uint64_t *pages, size_t *got, uint32_t *result)
@@ -521,7 +575,8 @@ static int alloc_locked(struct pma *pma, const struct pma_req *q, const struct p
 		}
 		return -ENOMEM;
 	}
-	if (nr == 1 && alloc_64k_fast(rs[0], q, &args, pages)) {
+	if (nr == 1 && (alloc_64k_fast(rs[0], q, &args, pages) ||
+			alloc_2m_fast(rs[0], q, &args, pages))) {
 		*got = q->count;
 		*result = args.dirty_seen ? 0 : PMA_RESULT_IS_ZERO;
 		return 0;
@@ -813,6 +868,56 @@ static int pages_validate_allocated(struct pma *pma, const uint64_t *pages, size
 		}									\
 	} while (0)
 
+/* Add the groups @gbits of group word @gw to gfull (they were wholly allocated: in neither
+ * gfull nor gpart) and count them. */
+static inline void gword_add_full(struct pma_region *r, uint64_t gw, uint64_t gbits)
+{
+	if (!gbits)
+		return;
+	r->gfull[gw] |= gbits;
+	r->free_groups += vgpu_popcount(gbits);
+	r->free_frames += (uint64_t)vgpu_popcount(gbits) * PMA_GROUP_FRAMES;
+	gword_changed(r, gw);
+}
+
+/* Free ascending 2 MiB pages, checked allocated: a page with no attribute becomes a whole
+ * free group directly; the groups of one group word are published together. */
+static void groups_free_fast(struct pma_region *r, const uint64_t *pages, size_t count)
+{
+	struct pma_opargs args = { 0 };
+	uint64_t cur = NONE, acc = 0;
+
+	for (size_t p = 0; p < count; p++) {
+		uint64_t g = ((pages[p] >> PMA_FRAME_SHIFT) - r->first) >> PMA_GROUP_SHIFT;
+		uint64_t wi = g / 2, m = 0xffffffffull << (g % 2 * 32);
+		struct pma_word *w = &r->words[wi];
+
+		if (g / 64 != cur) {
+			if (cur != NONE)
+				gword_add_full(r, cur, acc);
+			cur = g / 64;
+			acc = 0;
+		}
+		if ((w->evict | w->scrub | w->black) & m) {
+			/* Not going to be whole: the general update (after the pending groups,
+			 * which it would otherwise count again). */
+			uint64_t old = pma_word_avail(w);
+
+			gword_add_full(r, cur, acc);
+			acc = 0;
+			word_apply(r, w, m, OP_FREE, &args);
+			pma_region_word_update(r, wi, old);
+			continue;
+		}
+		w->alloc &= ~m;
+		w->pin &= ~m;
+		w->persist |= m;	/* free and dirty until scrubbed */
+		acc |= VGPU_BIT(g % 64);
+	}
+	if (cur != NONE)
+		gword_add_full(r, cur, acc);
+}
+
 /* The common free: an ascending list of pages of at most 2 MiB, all inside the first region,
  * no scrub. Checked and then freed a word at a time. 1 if not applicable (the general path
  * runs), else 0 or -ENOENT. */
@@ -838,13 +943,16 @@ static int free_fast_locked(struct pma *pma, const uint64_t *pages, size_t count
 	});
 	if (ret)
 		return ret;
-	pages_for_each_word(r, pages, count, pf, wi, m, {
-		struct pma_word *w = &r->words[wi];
-		uint64_t old = pma_word_avail(w);
+	if (pf == PMA_GROUP_FRAMES)
+		groups_free_fast(r, pages, count);
+	else
+		pages_for_each_word(r, pages, count, pf, wi, m, {
+			struct pma_word *w = &r->words[wi];
+			uint64_t old = pma_word_avail(w);
 
-		word_apply(r, w, m, OP_FREE, &args);
-		pma_region_word_update(r, wi, old);
-	});
+			word_apply(r, w, m, OP_FREE, &args);
+			pma_region_word_update(r, wi, old);
+		});
 	return 0;
 }
 
