@@ -22,6 +22,9 @@
 #    "not ok N - case", "# ..." diagnostics, "# ready for reset" when the reset case waits),
 #    then one "VGPU-VM-RESULT: N passed, N failed[, N skipped]", then the guest powers off.
 #    Boot with -no-reboot (libvirt: on_poweroff/on_reboot/on_crash destroy, <acpi/>).
+#  - QEMU: -cpu max (the binaries are built for x86-64-v2; TCG's default CPU lacks it; libvirt:
+#    <cpu mode='maximum'/>), 1 vCPU, VM_MEM MiB, ivshmem-doorbell with vectors=3 (the driver
+#    wants as many vectors as the BAR2 header announces).
 #  - Accelerator: VGPU_ACCEL, default tcg. /dev/kvm exists on these machines but does not
 #    run ordinary guests (kvm_pvm), so kvm is used only when asked for.
 #  - Binaries: $VGPU_BIN (default build/rel/bin; vm.mk exports the right one).

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# VM tier, direct QEMU, the polling tier: a plain pc guest without a vIOMMU (no vfio there)
+# runs the full vgpu-vf-test over sysfs resource2 with --big buffers: rings through BAR0,
+# no interrupts, every wait polls. Prints TAP (conventions in tests/vm/lib.sh).
+. "$(dirname "$0")/lib.sh"
+
+vm_init qemu-sysfs
+vm_require_qemu
+vm_vgpud_start
+vm_slice a vgpu-512M || { vm_point fail "qemu-sysfs: slice a"; vm_finish; }
+
+vm_qemu sysfs pc "${VM_SOCK[a]}" sysfs --big
+vm_wait sysfs
+vm_report sysfs
+vm_finish
