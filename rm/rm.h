@@ -47,6 +47,29 @@ enum rm_notify {
 	RM_NOTIFY_VF_RESET = 2,		/* rm_vf_reset() finished */
 };
 
+/* A device event: the GSP observed it (include/vgpu/rpc.h, VGPU_RPC_EVT_*) and the RM
+ * checked it and, for a hung channel, recovered. */
+enum rm_event_kind {
+	RM_EVENT_CHAN_ERROR = 1,	/* a channel stopped with an error; USERD.error has it */
+	RM_EVENT_MMU_FAULT = 2,		/* MMU faults of the function (entries: the fault buffer) */
+	RM_EVENT_WATCHDOG = 3,		/* the GSP's watchdog fired */
+};
+
+struct rm_event {
+	enum rm_event_kind kind;
+	unsigned int fn;
+	uint32_t chid;
+	uint32_t code;		/* CHAN_ERROR: enum vgpu_chan_error; MMU_FAULT: enum
+				 * vgpu_fault_reason; WATCHDOG: enum vgpu_rpc_wd_reason */
+	uint32_t gp_get;	/* CHAN_ERROR, WATCHDOG: where the channel stopped */
+	uint64_t count;		/* CHAN_ERROR, MMU_FAULT: occurrences folded in (>= 1) */
+	uint64_t va;		/* MMU_FAULT: the last faulting VA */
+	uint64_t stall_ns;	/* WATCHDOG (HUNG): how long GP_GET did not move */
+	int recovery;		/* WATCHDOG (HUNG): 0 if the RM stopped the channel (a
+				 * CHAN_ERROR event follows), else -errno (-ENOENT: freed
+				 * or disabled meanwhile) */
+};
+
 struct rm_config {
 	struct gpu *gpu;		/* the device; its privileged region goes to the GSP */
 	struct pma *pma;		/* device VRAM allocator (the PF's; VF slices are children) */
@@ -56,6 +79,9 @@ struct rm_config {
 	unsigned int max_objects;	/* per client; 0: 4096, at most VGPU_RM_HANDLE_RANGE */
 	unsigned int free_batch;	/* objects freed per batch in VF teardown; 0: 64 */
 	void (*notify)(void *ctx, unsigned int fn, enum rm_notify what);
+	/* Device events (may be NULL), on the GSP's event worker: never inside an RPC wait,
+	 * so it may call the RM; one at a time, in the GSP's order. Gets notify_ctx. */
+	void (*event)(void *ctx, const struct rm_event *ev);
 	void *notify_ctx;
 };
 
@@ -99,6 +125,12 @@ int rm_sched_set(struct rm *rm, uint32_t policy, uint64_t quantum_ns);
  * if the weights would pass 1000. */
 int rm_fn_sched_set(struct rm *rm, unsigned int fn, bool enabled, uint64_t quantum_ns,
 		    uint64_t preempt_timeout_ns, uint64_t weight);
+
+/* Watchdog timeout of @fn (recorded, replayed after a device reset): an enabled, resident
+ * channel with pending work whose GP_GET does not move for @timeout_ns is stopped with
+ * VGPU_CHAN_ERR_SEM_TIMEOUT (disabled first, through the CHANNEL_ENABLE path) and reported
+ * (RM_EVENT_WATCHDOG, then RM_EVENT_CHAN_ERROR). 0: the default, 5 s; else >= 10 ms. */
+int rm_fn_watchdog_set(struct rm *rm, unsigned int fn, uint64_t timeout_ns);
 
 /* ---- RM calls as function @fn ---- */
 /* New client of @fn; its handle in *@h_client. -ENOSPC when the range is full. */

@@ -210,6 +210,7 @@ int rm_fn_sched_set(struct rm *rm, unsigned int fn, bool enabled, uint64_t quant
 /* ---- device reset: replay the hardware state from the records ---- */
 struct replay_snap {
 	bool sched_set, fn_sched_set[RM_MAX_FNS];
+	uint64_t wd_ns[RM_MAX_FNS];
 	struct vgpu_rpc_sched sched;
 	struct vgpu_rpc_sched_fn fn_sched[RM_MAX_FNS];
 	bool active[RM_MAX_FNS];
@@ -232,6 +233,7 @@ static int rm_replay(void *ctx, struct gsp *g)
 	for (unsigned int fn = 0; fn < rm->nr_fns; fn++) {
 		s->fn_sched_set[fn] = rm->fns[fn].sched_set;
 		s->fn_sched[fn] = rm->fns[fn].sched;
+		s->wd_ns[fn] = rm->fns[fn].wd_ns;
 		s->active[fn] = rm->fns[fn].active && fn;
 		s->base[fn] = rm->fns[fn].base;
 		s->size[fn] = rm->fns[fn].size;
@@ -245,6 +247,12 @@ static int rm_replay(void *ctx, struct gsp *g)
 		if (s->fn_sched_set[fn]) {
 			r = gsp_call(g, 0, VGPU_RPC_FN_SCHED_FN_SET, &s->fn_sched[fn],
 				     sizeof(s->fn_sched[fn]), NULL, 0, NULL);
+			ret = ret ? ret : r;
+		}
+		if (s->wd_ns[fn]) {
+			struct vgpu_rpc_watchdog w = { .fn = fn, .timeout_ns = s->wd_ns[fn] };
+
+			r = gsp_call(g, 0, VGPU_RPC_FN_WATCHDOG_SET, &w, sizeof(w), NULL, 0, NULL);
 			ret = ret ? ret : r;
 		}
 		if (s->active[fn]) {
@@ -278,14 +286,6 @@ static int rm_replay(void *ctx, struct gsp *g)
 			if (fn == 0 || rm->fns[fn].active)
 				rm->cfg.notify(rm->cfg.notify_ctx, fn, RM_NOTIFY_DEVICE_RESET);
 	return ret;
-}
-
-static void rm_gsp_event(void *ctx, const struct vgpu_rpc_event *ev)
-{
-	struct rm *rm = ctx;
-
-	if (rm->cfg.gsp.event_cb)
-		rm->cfg.gsp.event_cb(rm->cfg.gsp.ctx, ev);
 }
 
 /* ---- partitions and quotas ---- */
@@ -577,6 +577,7 @@ int rm_device_create(const struct rm_config *cfg, struct rm **out)
 	gc = cfg->gsp;
 	gc.priv_fd = gpu_priv_fd(rm->gpu);
 	gc.kick_fd = gpu_priv_kick_fd(rm->gpu);
+	gc.status_fd = gpu_status_fd(rm->gpu);
 	gc.nr_fns = rm->nr_fns;
 	gc.event_cb = rm_gsp_event;
 	gc.reset_cb = rm_replay;

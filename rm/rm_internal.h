@@ -129,6 +129,7 @@ struct rm_fn {
 	bool sched_set;			/* sched holds what the GSP was told */
 	struct vgpu_rpc_sched_fn sched;
 	_Atomic uint64_t nr_objects;	/* clients + objects: the leak check */
+	uint64_t wd_ns;			/* watchdog timeout told to the GSP; 0: its default */
 };
 
 struct rm {
@@ -144,6 +145,7 @@ struct rm {
 	bool sched_set;			/* under dev_lock: the device-wide policy record */
 	struct vgpu_rpc_sched sched;
 	_Atomic uint64_t gsp_resets;
+	_Atomic uint64_t events_bad;	/* GSP event records that failed the checks */
 };
 
 /* ---- rm_lock.c ---- */
@@ -180,6 +182,10 @@ int rm_mem_sys_alloc(struct rm *rm, unsigned int fn, struct vgpu_rm_sysmem_param
 /* Drop one reference; the last frees the memory and returns quota. Device lock not held. */
 void rm_mem_put(struct rm *rm, struct rm_mem *m);
 void rm_mem_get(struct rm *rm, struct rm_mem *m);
+
+/* ---- rm_event.c ---- */
+/* The GSP's event callback (gsp_config.event_cb, ctx = the rm). */
+void rm_gsp_event(void *ctx, const struct vgpu_rpc_event *ev);
 
 /* ---- rm_device.c ---- */
 int rm_chan_program(struct rm *rm, unsigned int fn, const struct vgpu_rpc_chan *cfg);

@@ -89,7 +89,9 @@ struct vgpu_rpcq_gsp_page {		/* page 1, GSP-written */
 	uint64_t ready;			/* the epoch the GSP has attached to; 0 before */
 	uint64_t heartbeat_ns;		/* CLOCK_MONOTONIC of the GSP's last beat */
 	uint64_t pid;
-	uint8_t pad0[40];
+	uint64_t evt_deferred;		/* device-error records held back by a full queue
+					 * (posted at a later poll, folded; never lost) */
+	uint8_t pad0[32];
 	uint32_t evt_put;		/* event records written (futex word) */
 	uint32_t evt_waiting;		/* GSP sleeps for event space */
 	uint8_t pad1[56];
@@ -117,7 +119,20 @@ struct vgpu_rpcq_lane_gsp {		/* GSP lane page */
 	uint32_t cmd_get;		/* command elements consumed */
 };
 
-/* ---- events: GSP -> CPU notifications, one 64-byte record each ---- */
+/* ---- events: GSP -> CPU notifications, one 64-byte record each ----
+ * The GSP services the device's errors (it reads the device model's status region, see
+ * gpu_model/gpu.h) and posts, for function gfid:
+ *   INIT_DONE   data[0] epoch
+ *   CHAN_ERROR  data[0] chid, [1] enum vgpu_chan_error, [2] GP_GET at the error,
+ *               [3] errors folded into this record (>= 1: several between two polls)
+ *   MMU_FAULT   data[0] chid, [1] enum vgpu_fault_reason, [2] faulting VA, [3] faults folded
+ *               (>= 1), [4] 0; a FAULT_REPLAY RPC's record has [4] = VGPU_RPC_FAULT_REPLAYED
+ *   WATCHDOG    data[0] chid, [1] enum vgpu_rpc_wd_reason, [2] GP_GET,
+ *               [3] nanoseconds without progress (HUNG) or 0
+ * Records are folded per channel and poll, so a storm of errors costs at most one record
+ * per channel per poll. A device-error record that finds the queue full is not dropped: it
+ * stays in the device's counters and goes out, folded, at a later poll (evt_deferred
+ * counts these); other records wait 10 ms for space, then are dropped (evt_dropped). */
 enum vgpu_rpc_event_type {
 	VGPU_RPC_EVT_NONE = 0,
 	VGPU_RPC_EVT_INIT_DONE = 0x1001,
@@ -125,6 +140,19 @@ enum vgpu_rpc_event_type {
 	VGPU_RPC_EVT_CHAN_ERROR = 0x1004,	/* robust-channel error */
 	VGPU_RPC_EVT_WATCHDOG = 0x1022,		/* GSP watchdog / recovery action */
 	VGPU_RPC_EVT_TEST = 0x10ff,		/* fault injection: storm records */
+};
+
+#define VGPU_RPC_FAULT_REPLAYED	1u
+
+/* Why the watchdog fired. */
+enum vgpu_rpc_wd_reason {
+	/* An enabled, resident channel with work pending (GP_GET != GP_PUT) whose GP_GET did
+	 * not move for its function's watchdog timeout: the CPU-RM recovers it (disable,
+	 * quiesce, stop it with an error the guest sees). Posted once per stall. */
+	VGPU_RPC_WD_HUNG = 1,
+	/* The engine had to take a channel off because it did not yield within the
+	 * preemption timeout (the device already stopped it: VGPU_CHAN_ERR_PREEMPT_TIMEOUT). */
+	VGPU_RPC_WD_PREEMPT_TIMEOUT = 2,
 };
 
 struct vgpu_rpc_event {
@@ -155,6 +183,7 @@ enum vgpu_rpc_fn {
 	VGPU_RPC_FN_SCRUB = 210,		/* struct vgpu_rpc_scrub; -EOPNOTSUPP without a slice */
 	VGPU_RPC_FN_FAULT_REPLAY = 211,		/* struct vgpu_rpc_fnarg */
 	VGPU_RPC_FN_BLOB = 212,			/* struct vgpu_rpc_blob -> @len bytes of pattern */
+	VGPU_RPC_FN_WATCHDOG_SET = 213,		/* struct vgpu_rpc_watchdog */
 	VGPU_RPC_FN_INJECT = 250,		/* struct vgpu_rpc_inject: fault injection */
 	VGPU_RPC_FN_MAX
 };
@@ -195,6 +224,16 @@ struct vgpu_rpc_sched_fn {
 	uint32_t fn, reserved;
 	uint64_t enabled, quantum_ns, preempt_timeout_ns, weight;
 };
+
+/* The watchdog timeout of function @fn: a channel with pending work whose GP_GET does not
+ * move for @timeout_ns is reported (VGPU_RPC_WD_HUNG). 0: the default (5 s); at least
+ * 10 ms (-EINVAL below). */
+struct vgpu_rpc_watchdog {
+	uint32_t fn, reserved;
+	uint64_t timeout_ns;
+};
+#define VGPU_RPC_WD_DEFAULT_NS	5000000000ull
+#define VGPU_RPC_WD_MIN_NS	10000000ull
 
 struct vgpu_rpc_scrub {
 	uint32_t fn, reserved;

@@ -44,6 +44,9 @@ struct gsp_config {
 	int priv_fd;			/* gpu_priv_fd() of the device; -1: no hardware RPCs */
 	int kick_fd;			/* gpu_priv_kick_fd(): the GSP writes it after every
 					 * privileged write so sleeping engines see it; <= 0: none */
+	int status_fd;			/* gpu_status_fd(): the GSP maps it read-only, posts the
+					 * device's channel errors and faults as events and runs
+					 * the channel watchdog; <= 0: none */
 	unsigned int nr_fns;		/* PF + VFs, 1..64 */
 	unsigned int nr_lanes;		/* 0: min(nr_fns, 8) */
 	unsigned int queue_elems;	/* per queue, power of two >= 16; 0: 64 (256 KiB) */
@@ -74,6 +77,8 @@ struct gsp_stats {
 	uint64_t partial_reads;		/* messages seen half published */
 	uint64_t events;		/* delivered to event_cb */
 	uint64_t events_dropped;	/* the GSP found the event queue full */
+	uint64_t events_deferred;	/* device-error records held back by a full queue, sent
+					 * folded later */
 	uint64_t resets;
 	uint64_t last_reset_ns;		/* duration of the last reset, replay included */
 	uint64_t hung_class;		/* timeouts with a stale heartbeat ("unresponsive") */
@@ -121,8 +126,9 @@ enum gsp_class gsp_fn_class(uint32_t function);
 
 /* ---- the GSP program's side (vgpu-gsp; also usable in-process for debugging) ---- */
 /* Serve the queues in memfd @qfd and program privileged region @priv_fd (-1: none),
- * kicking the device's eventfd @kick_fd (-1: none) after each write, until the parent
- * @ppid dies or the process is killed. Returns an exit status. */
-int gsp_server_run(int qfd, int priv_fd, int kick_fd, int fd_sock, int ppid);
+ * kicking the device's eventfd @kick_fd (-1: none) after each write; watch the device's
+ * status region @status_fd (-1: none) for errors, faults and hung channels; until the
+ * parent @ppid dies or the process is killed. Returns an exit status. */
+int gsp_server_run(int qfd, int priv_fd, int kick_fd, int status_fd, int fd_sock, int ppid);
 
 #endif

@@ -160,8 +160,8 @@ static int gsp_spawn_locked(struct gsp *g)
 {
 	posix_spawn_file_actions_t fa;
 	char ppid[24];
-	char *argv[12] = { g->path, "--ppid", ppid, "--queues", "3", "--fdsock", "6" };
-	int qd, pd = -1, kd = -1, sd, sv[2] = { -1, -1 }, n = 7, ret;
+	char *argv[14] = { g->path, "--ppid", ppid, "--queues", "3", "--fdsock", "6" };
+	int qd, pd = -1, kd = -1, td = -1, sd, sv[2] = { -1, -1 }, n = 7, ret;
 	pid_t pid;
 
 	snprintf(ppid, sizeof(ppid), "%d", (int)getpid());
@@ -180,8 +180,10 @@ static int gsp_spawn_locked(struct gsp *g)
 		pd = fcntl(g->cfg.priv_fd, F_DUPFD_CLOEXEC, 200);
 	if (g->cfg.priv_fd >= 0 && g->cfg.kick_fd > 0)
 		kd = fcntl(g->cfg.kick_fd, F_DUPFD_CLOEXEC, 200);
+	if (g->cfg.status_fd > 0)
+		td = fcntl(g->cfg.status_fd, F_DUPFD_CLOEXEC, 200);
 	if (qd < 0 || sd < 0 || (g->cfg.priv_fd >= 0 && pd < 0) ||
-	    (g->cfg.priv_fd >= 0 && g->cfg.kick_fd > 0 && kd < 0)) {
+	    (g->cfg.priv_fd >= 0 && g->cfg.kick_fd > 0 && kd < 0) || (g->cfg.status_fd > 0 && td < 0)) {
 		ret = -errno;
 		goto close;
 	}
@@ -198,6 +200,11 @@ static int gsp_spawn_locked(struct gsp *g)
 		argv[n++] = "--kick";
 		argv[n++] = "5";
 	}
+	if (td >= 0) {
+		posix_spawn_file_actions_adddup2(&fa, td, 7);
+		argv[n++] = "--status";
+		argv[n++] = "7";
+	}
 	argv[n] = NULL;
 	ret = -posix_spawn(&pid, g->path, &fa, NULL, argv, environ);
 	posix_spawn_file_actions_destroy(&fa);
@@ -210,6 +217,8 @@ close:
 		close(pd);
 	if (kd >= 0)
 		close(kd);
+	if (td >= 0)
+		close(td);
 	if (sd >= 0)
 		close(sd);
 	close(sv[1]);
@@ -997,6 +1006,7 @@ void gsp_get_stats(const struct gsp *g, struct gsp_stats *out)
 	for (size_t i = 0; i < sizeof(*out) / sizeof(uint64_t); i++)
 		dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
 	out->events_dropped = __atomic_load_n(&g->gp->evt_dropped, __ATOMIC_RELAXED);
+	out->events_deferred = __atomic_load_n(&g->gp->evt_deferred, __ATOMIC_RELAXED);
 }
 
 unsigned int gsp_inflight(const struct gsp *g, unsigned int gfid)

@@ -49,6 +49,14 @@ struct srv_lane {
 	pthread_t th;
 };
 
+/* The watchdog's view of one channel. */
+struct srv_wd {
+	uint64_t gen;			/* the allocation watched (priv gen) */
+	uint64_t gp_get;		/* GP_GET at the last change */
+	uint64_t since;			/* pending and unmoved since then; 0: nothing pending */
+	bool fired;			/* reported for this stall */
+};
+
 struct srv {
 	uint8_t *base;
 	struct gsp_layout l;
@@ -67,6 +75,13 @@ struct srv {
 	struct { int fd; uint64_t size; void *map; } slices[64];
 	_Atomic uint64_t scrubs;
 	struct srv_lane lanes[VGPU_RPC_MAX_LANES];
+	/* the device's errors (status region); only the main thread touches these */
+	const struct gpu_status_shared *st;	/* NULL: started without one */
+	uint64_t st_events;		/* the region's event count at the last scan */
+	uint64_t seen_faults[GPU_MAX_FNS];
+	uint64_t seen_errors[GPU_MAX_FNS][GPU_FN_MAX_CHANNELS];
+	struct srv_wd wd[GPU_MAX_FNS][GPU_FN_MAX_CHANNELS];
+	_Atomic uint64_t wd_ns[GPU_MAX_FNS];	/* per function watchdog timeout; 0: default */
 };
 
 /* Die at once, as firmware does: no atexit handlers, no sanitizer epilogue that could
@@ -78,33 +93,59 @@ static _Noreturn void srv_die(int code)
 }
 
 /* ---- events ---- */
-static void srv_event(struct srv *s, uint32_t type, uint32_t gfid, uint64_t d0)
+/* Post one record, waiting up to @wait_ns for space. False if the queue stayed full. */
+static bool srv_event_wait(struct srv *s, uint32_t type, uint32_t gfid, const uint64_t d[5],
+			   uint64_t wait_ns)
 {
 	_Atomic uint32_t *put = (_Atomic uint32_t *)&s->gp->evt_put;
 	_Atomic uint32_t *get = (_Atomic uint32_t *)&s->cp->evt_get;
-	uint64_t give_up = vgpu_deadline_ns(10 * VGPU_NSEC_PER_MSEC);
+	uint64_t give_up = vgpu_deadline_ns(wait_ns);
 	uint32_t p;
 
 	pthread_mutex_lock(&s->evt_lock);
 	p = atomic_load_explicit(put, memory_order_relaxed);
-	/* A full queue waits a little for the CPU's worker, then drops: an event storm must
-	 * never stall the lanes that carry RPC replies. */
 	while (p - atomic_load_explicit(get, memory_order_acquire) >= s->l.nr_events) {
 		if (vgpu_deadline_passed(give_up)) {
-			__atomic_fetch_add(&s->gp->evt_dropped, 1, __ATOMIC_RELAXED);
 			pthread_mutex_unlock(&s->evt_lock);
-			return;
+			return false;
 		}
 		vgpu_sleep_ns(20 * VGPU_NSEC_PER_USEC);
 	}
 	s->evts[p & (s->l.nr_events - 1)] = (struct vgpu_rpc_event){
 		.type = type, .gfid = gfid, .seq = ++s->evt_seq,
-		.timestamp_ns = vgpu_now_ns(), .data = { d0 },
+		.timestamp_ns = vgpu_now_ns(), .data = { d[0], d[1], d[2], d[3], d[4] },
 	};
 	atomic_store_explicit(put, p + 1, memory_order_seq_cst);
 	if (__atomic_load_n(&s->cp->evt_waiting, __ATOMIC_SEQ_CST))
 		gsp_futex_wake(put);
 	pthread_mutex_unlock(&s->evt_lock);
+	return true;
+}
+
+/* A full queue waits a little for the CPU's worker, then drops: an event storm must never
+ * stall the lanes that carry RPC replies. */
+static void srv_event_data(struct srv *s, uint32_t type, uint32_t gfid, const uint64_t d[5])
+{
+	if (!srv_event_wait(s, type, gfid, d, 10 * VGPU_NSEC_PER_MSEC))
+		__atomic_fetch_add(&s->gp->evt_dropped, 1, __ATOMIC_RELAXED);
+}
+
+/* A device-error record: never waits (the heartbeat thread posts it) and is never lost; if
+ * the queue is full it is counted as deferred and false tells the caller to keep the
+ * device's count unseen, so the next poll posts it, folded with whatever came since. */
+static bool srv_event_dev(struct srv *s, uint32_t type, uint32_t gfid, const uint64_t d[5])
+{
+	if (srv_event_wait(s, type, gfid, d, 0))
+		return true;
+	__atomic_fetch_add(&s->gp->evt_deferred, 1, __ATOMIC_RELAXED);
+	return false;
+}
+
+static void srv_event(struct srv *s, uint32_t type, uint32_t gfid, uint64_t d0)
+{
+	const uint64_t d[5] = { d0 };
+
+	srv_event_data(s, type, gfid, d);
 }
 
 struct storm {
@@ -391,8 +432,18 @@ static int srv_hw(struct srv *s, uint32_t fn, const void *req, size_t len)
 		NEED(len, *fa);
 		/* Faults are replayed by the device model (the RM calls it after this RPC);
 		 * the GSP's part is the record, kept as an event for the owner's log. */
-		srv_event(s, VGPU_RPC_EVT_MMU_FAULT, fa->fn, 0);
+		srv_event_data(s, VGPU_RPC_EVT_MMU_FAULT, fa->fn,
+			       (const uint64_t[5]){ [4] = VGPU_RPC_FAULT_REPLAYED });
 		return 0;
+	case VGPU_RPC_FN_WATCHDOG_SET: {
+		const struct vgpu_rpc_watchdog *w = req;
+
+		NEED(len, *w);
+		if (w->reserved || (w->timeout_ns && w->timeout_ns < VGPU_RPC_WD_MIN_NS))
+			return -EINVAL;
+		atomic_store(&s->wd_ns[w->fn], w->timeout_ns);
+		return 0;
+	}
 	}
 	return -EOPNOTSUPP;
 }
@@ -661,6 +712,149 @@ static void *srv_lane_main(void *arg)
 	return NULL;
 }
 
+/* ---- the device's errors ------------------------------------------------------------------
+ * As GSP-RM services the GPU's interrupts, the GSP reads the device model's status region
+ * (gpu_model/gpu.h) every heartbeat and posts what changed: per channel one CHAN_ERROR
+ * record with the number of errors since the last look, per function one MMU_FAULT record
+ * likewise, so an error storm costs at most one record per channel per poll. */
+static uint64_t st_load(const uint64_t *w)
+{
+	return __atomic_load_n(w, __ATOMIC_ACQUIRE);
+}
+
+/* Post @fn's new channel errors; false if the queue filled up (the rest waits). */
+static bool srv_chan_errors(struct srv *s, unsigned int fn)
+{
+	for (unsigned int ch = 0; ch < GPU_FN_MAX_CHANNELS; ch++) {
+		const struct gpu_status_chan *sc = &s->st->fns[fn].chans[ch];
+		uint64_t n = st_load(&sc->errors), seen = s->seen_errors[fn][ch];
+
+		if (n == seen)
+			continue;
+		uint64_t err = st_load(&sc->error), get = st_load(&sc->gp_get);
+
+		if (!srv_event_dev(s, VGPU_RPC_EVT_CHAN_ERROR, fn,
+				   (const uint64_t[5]){ ch, err, get, n - seen }))
+			return false;
+		s->seen_errors[fn][ch] = n;
+		/* The engine took the channel off for not yielding: the watchdog's other half,
+		 * the recovery already done by the device. A hint only: not retried. */
+		if (err == VGPU_CHAN_ERR_PREEMPT_TIMEOUT)
+			srv_event_dev(s, VGPU_RPC_EVT_WATCHDOG, fn,
+				      (const uint64_t[5]){ ch, VGPU_RPC_WD_PREEMPT_TIMEOUT, get });
+	}
+	return true;
+}
+
+/* Post @fn's new faults (one folded record); false if the queue is full. */
+static bool srv_faults(struct srv *s, unsigned int fn)
+{
+	const struct gpu_status_fn *sf = &s->st->fns[fn];
+	uint64_t n = st_load(&sf->faults), seen = s->seen_faults[fn];
+
+	if (n == seen)
+		return true;
+	if (!srv_event_dev(s, VGPU_RPC_EVT_MMU_FAULT, fn, (const uint64_t[5]){
+			st_load(&sf->fault_chid), st_load(&sf->fault_reason),
+			st_load(&sf->fault_va), n - seen }))
+		return false;
+	s->seen_faults[fn] = n;
+	return true;
+}
+
+static void srv_errors_scan(struct srv *s)
+{
+	uint64_t ev = st_load(&s->st->events);
+
+	if (ev == s->st_events)
+		return;
+	for (unsigned int fn = 0; fn < s->glob->nr_fns; fn++)
+		if (!srv_faults(s, fn) || !srv_chan_errors(s, fn))
+			return;	/* queue full: st_events stays old, so the next poll rescans */
+	s->st_events = ev;
+}
+
+/* Could the device run @fn's channel @ch now (allocated, enabled, on its runlist, the
+ * function scheduled)? Only such a channel can be hung: others wait for the owner. */
+static bool srv_chan_schedulable(const struct gpu_priv_fn *pf, unsigned int ch)
+{
+	const struct gpu_priv_chan *pc = &pf->chans[ch];
+	uint64_t fl = st_load(&pc->flags), rl = st_load(&pc->runlist);
+
+	return (fl & GPU_CHAN_ALLOCATED) && (fl & GPU_CHAN_ENABLED) && rl < GPU_MAX_ENGINES &&
+	       (st_load(&pf->runlist[rl]) >> ch & 1) && st_load(&pf->sched.enabled) &&
+	       st_load(&pf->part_size);
+}
+
+/* One channel's watchdog step: a stall starts when work is pending and GP_GET stops; it is
+ * reported once, after the function's timeout, and ends when GP_GET moves, the work is
+ * done, the channel errors or is reallocated. */
+static void srv_wd_chan(struct srv *s, unsigned int fn, unsigned int ch, uint64_t now,
+			uint64_t timeout)
+{
+	const struct gpu_priv_fn *pf = &gpu_priv_shared(s->priv)->fns[fn];
+	const struct gpu_status_chan *sc = &s->st->fns[fn].chans[ch];
+	struct srv_wd *w = &s->wd[fn][ch];
+	uint64_t gen = st_load(&pf->chans[ch].gen), get = st_load(&sc->gp_get);
+	bool pending = get != st_load(&sc->gp_put) && !st_load(&sc->error);
+
+	if (!pending || !srv_chan_schedulable(pf, ch) || gen != w->gen || get != w->gp_get) {
+		*w = (struct srv_wd){ .gen = gen, .gp_get = get, .since = pending ? now : 0 };
+		return;
+	}
+	if (!w->since)
+		w->since = now;
+	if (w->fired || now - w->since < timeout)
+		return;
+	/* Full queue: not fired yet, so the next poll tries again. */
+	if (!srv_event_dev(s, VGPU_RPC_EVT_WATCHDOG, fn,
+			   (const uint64_t[5]){ ch, VGPU_RPC_WD_HUNG, get, now - w->since }))
+		return;
+	w->fired = true;
+	vgpu_warn("vgpu-gsp: watchdog: function %u channel %u made no progress for %llu ms at GP %llu",
+		  fn, ch, (unsigned long long)((now - w->since) / VGPU_NSEC_PER_MSEC),
+		  (unsigned long long)get);
+}
+
+static void srv_watchdog(struct srv *s)
+{
+	uint64_t now = vgpu_now_ns();
+
+	for (unsigned int fn = 0; fn < s->glob->nr_fns; fn++) {
+		uint64_t t = atomic_load_explicit(&s->wd_ns[fn], memory_order_relaxed);
+
+		for (unsigned int ch = 0; ch < GPU_FN_MAX_CHANNELS; ch++)
+			srv_wd_chan(s, fn, ch, now, t ? t : VGPU_RPC_WD_DEFAULT_NS);
+	}
+}
+
+/* Map the status region; what it already counts happened before this GSP (a restart):
+ * it is not posted again. */
+static int srv_status_open(struct srv *s, int fd)
+{
+	size_t bytes = (sizeof(struct gpu_status_shared) + GSP_PAGE - 1) & ~(size_t)(GSP_PAGE - 1);
+	const struct gpu_status_shared *st;
+	struct stat sb;
+
+	if (fstat(fd, &sb) || (size_t)sb.st_size < bytes)
+		return -EINVAL;
+	st = mmap(NULL, bytes, PROT_READ, MAP_SHARED, fd, 0);
+	if (st == MAP_FAILED)
+		return -errno;
+	if (st->magic != GPU_STATUS_MAGIC || st->nr_fns < s->glob->nr_fns) {
+		munmap((void *)st, bytes);
+		return -EPROTO;
+	}
+	s->st = st;
+	s->st_events = st_load(&st->events);
+	for (unsigned int fn = 0; fn < s->glob->nr_fns; fn++) {
+		s->seen_faults[fn] = st_load(&st->fns[fn].faults);
+		for (unsigned int ch = 0; ch < GPU_FN_MAX_CHANNELS; ch++)
+			s->seen_errors[fn][ch] = st_load(&st->fns[fn].chans[ch].errors);
+	}
+	return 0;
+}
+
 /* ---- setup ---- */
 /* A device reset loses what the hardware held: every channel, runlist and partition, and
  * the scheduler goes back to its reset state (best effort, every function enabled). */
@@ -720,7 +914,7 @@ static int srv_lanes_start(struct srv *s)
 	return 0;
 }
 
-int gsp_server_run(int qfd, int priv_fd, int kick_fd, int fd_sock, int ppid)
+int gsp_server_run(int qfd, int priv_fd, int kick_fd, int status_fd, int fd_sock, int ppid)
 {
 	static struct srv s;	/* lives as long as the process */
 	int ret;
@@ -747,6 +941,13 @@ int gsp_server_run(int qfd, int priv_fd, int kick_fd, int fd_sock, int ppid)
 		if (kick_fd >= 0)
 			gpu_priv_set_kick_fd(s.priv, kick_fd);
 	}
+	if (s.priv && status_fd >= 0) {
+		ret = srv_status_open(&s, status_fd);
+		if (ret) {
+			vgpu_err("vgpu-gsp: status region: %s", vgpu_strerror(ret));
+			return 1;
+		}
+	}
 	if (s.priv && s.glob->wipe_hw)
 		srv_wipe(&s);
 	s.gp->pid = (uint64_t)getpid();
@@ -757,8 +958,13 @@ int gsp_server_run(int qfd, int priv_fd, int kick_fd, int fd_sock, int ppid)
 	__atomic_store_n(&s.gp->ready, s.glob->epoch, __ATOMIC_RELEASE);
 	srv_event(&s, VGPU_RPC_EVT_INIT_DONE, 0, s.glob->epoch);
 	for (;;) {
-		if (!atomic_load_explicit(&s.hang, memory_order_relaxed))
+		if (!atomic_load_explicit(&s.hang, memory_order_relaxed)) {
 			__atomic_store_n(&s.gp->heartbeat_ns, vgpu_now_ns(), __ATOMIC_RELEASE);
+			if (s.st) {
+				srv_errors_scan(&s);
+				srv_watchdog(&s);
+			}
+		}
 		if (ppid > 0 && getppid() != ppid)
 			return 0;
 		vgpu_sleep_ns(2 * VGPU_NSEC_PER_MSEC);

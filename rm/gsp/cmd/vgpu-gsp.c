@@ -1,6 +1,6 @@
 /* vgpu-gsp: the emulated GSP firmware as its own process. Started by the device owner
  * (gsp_start()) with the queue memfd and the privileged-state memfd inherited:
- *   vgpu-gsp --queues FD [--priv FD] [--kick FD] [--fdsock FD] [--ppid PID]
+ *   vgpu-gsp --queues FD [--priv FD] [--kick FD] [--status FD] [--fdsock FD] [--ppid PID]
  * It exits when its parent dies. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,15 +21,16 @@ static int parse_fd(const char *s, int *out)
 
 int main(int argc, char **argv)
 {
-	int qfd = -1, priv = -1, kick = -1, sock = -1, ppid = 0;
+	int qfd = -1, priv = -1, kick = -1, status = -1, sock = -1, ppid = 0;
 
 	for (int i = 1; i < argc; i++) {
 		int *dst = !strcmp(argv[i], "--queues") ? &qfd : !strcmp(argv[i], "--priv") ? &priv :
-			   !strcmp(argv[i], "--kick") ? &kick : !strcmp(argv[i], "--fdsock") ? &sock :
+			   !strcmp(argv[i], "--kick") ? &kick : !strcmp(argv[i], "--status") ? &status :
+			   !strcmp(argv[i], "--fdsock") ? &sock :
 			   !strcmp(argv[i], "--ppid") ? &ppid : NULL;
 
 		if (!dst || i + 1 >= argc || parse_fd(argv[++i], dst)) {
-			fprintf(stderr, "usage: vgpu-gsp --queues FD [--priv FD] [--kick FD] [--fdsock FD] [--ppid PID]\n");
+			fprintf(stderr, "usage: vgpu-gsp --queues FD [--priv FD] [--kick FD] [--status FD] [--fdsock FD] [--ppid PID]\n");
 			return 2;
 		}
 	}
@@ -37,5 +38,5 @@ int main(int argc, char **argv)
 		fprintf(stderr, "vgpu-gsp: --queues is required\n");
 		return 2;
 	}
-	return gsp_server_run(qfd, priv, kick, sock, ppid);
+	return gsp_server_run(qfd, priv, kick, status, sock, ppid);
 }

@@ -1,0 +1,114 @@
+/* Device events from the GSP: channel errors, MMU faults and the watchdog. The GSP observes
+ * them (it reads the device's status region); the RM checks each record, recovers a hung
+ * channel through the normal channel-enable path, and hands the owner an rm_event. Runs on
+ * the GSP's event worker, which is never inside an RPC wait, so recovery may make RPCs. */
+#include <errno.h>
+
+#include "common/clock.h"
+#include "common/err.h"
+#include "common/log.h"
+#include "gpu_model/gpu.h"
+#include "rm/rm_internal.h"
+
+/* The error a recovered channel shows its guest in USERD. The device stalls a channel that
+ * long only in a semaphore acquire, so the acquire's own timeout code is the truthful one
+ * until vgpu/gpfifo.h has a watchdog code. */
+#define RM_WD_CHAN_ERROR	VGPU_CHAN_ERR_SEM_TIMEOUT
+
+/* Stop a hung channel: off its runlist and disabled as CHANNEL_ENABLE(0) does (the records
+ * follow, so a device reset does not bring it back enabled), then, once no engine runs it,
+ * in the error state: USERD tells the guest, and the GSP posts the CHAN_ERROR. */
+static int rm_chan_recover(struct rm *rm, unsigned int fn, uint32_t chid)
+{
+	bool on;
+	int ret;
+
+	rm_dev_lock(rm);
+	on = rm->fns[fn].chans[chid].live && rm->fns[fn].chans[chid].enabled;
+	rm_dev_unlock(rm);
+	if (!on)	/* freed or disabled since the GSP looked: nothing to recover */
+		return -ENOENT;
+	ret = rm_chan_enable(rm, fn, chid, false);
+	if (!ret)
+		ret = gpu_chan_quiesce(rm->gpu, fn, chid, VGPU_NSEC_PER_SEC);
+	if (!ret)
+		ret = gpu_chan_error(rm->gpu, fn, chid, RM_WD_CHAN_ERROR);
+	if (ret == -EALREADY)	/* it errored on its own meanwhile: stopped all the same */
+		ret = 0;
+	return ret;
+}
+
+/* Fill @out from a GSP record; false if the record is not believable (the GSP may lie). */
+static bool rm_event_parse(struct rm *rm, const struct vgpu_rpc_event *ev, struct rm_event *out)
+{
+	*out = (struct rm_event){ .fn = ev->gfid, .chid = (uint32_t)ev->data[0],
+				  .code = (uint32_t)ev->data[1] };
+	if (ev->gfid >= rm->nr_fns || ev->data[0] >= GPU_FN_MAX_CHANNELS)
+		return false;
+	switch (ev->type) {
+	case VGPU_RPC_EVT_CHAN_ERROR:
+		out->kind = RM_EVENT_CHAN_ERROR;
+		out->gp_get = (uint32_t)ev->data[2];
+		out->count = ev->data[3];
+		return ev->data[1] < VGPU_CHAN_ERR_NR && ev->data[3];
+	case VGPU_RPC_EVT_MMU_FAULT:
+		out->kind = RM_EVENT_MMU_FAULT;
+		out->va = ev->data[2];
+		out->count = ev->data[3];
+		return ev->data[3] != 0;
+	case VGPU_RPC_EVT_WATCHDOG:
+		out->kind = RM_EVENT_WATCHDOG;
+		out->gp_get = (uint32_t)ev->data[2];
+		out->stall_ns = ev->data[3];
+		return ev->data[1] == VGPU_RPC_WD_HUNG || ev->data[1] == VGPU_RPC_WD_PREEMPT_TIMEOUT;
+	}
+	return false;
+}
+
+void rm_gsp_event(void *ctx, const struct vgpu_rpc_event *ev)
+{
+	struct rm *rm = ctx;
+	struct rm_event e;
+
+	if (rm->cfg.gsp.event_cb)
+		rm->cfg.gsp.event_cb(rm->cfg.gsp.ctx, ev);
+	switch (ev->type) {
+	case VGPU_RPC_EVT_INIT_DONE:
+	case VGPU_RPC_EVT_TEST:
+		return;
+	case VGPU_RPC_EVT_MMU_FAULT:
+		if (ev->data[4] == VGPU_RPC_FAULT_REPLAYED)	/* the RM's own replay, logged */
+			return;
+		break;
+	}
+	if (!rm_event_parse(rm, ev, &e)) {
+		if (atomic_fetch_add(&rm->events_bad, 1) < 8)
+			vgpu_warn("rm: GSP event %#x for function %u ignored (bad record)", ev->type,
+				  ev->gfid);
+		return;
+	}
+	if (e.kind == RM_EVENT_WATCHDOG && e.code == VGPU_RPC_WD_HUNG) {
+		e.recovery = rm_chan_recover(rm, e.fn, e.chid);
+		vgpu_warn("rm: watchdog: function %u channel %u stuck at GP %u for %llu ms: %s",
+			  e.fn, e.chid, e.gp_get, (unsigned long long)(e.stall_ns / VGPU_NSEC_PER_MSEC),
+			  e.recovery ? vgpu_strerror(e.recovery) : "stopped");
+	}
+	if (rm->cfg.event)
+		rm->cfg.event(rm->cfg.notify_ctx, &e);
+}
+
+int rm_fn_watchdog_set(struct rm *rm, unsigned int fn, uint64_t timeout_ns)
+{
+	struct vgpu_rpc_watchdog w = { .fn = fn, .timeout_ns = timeout_ns };
+	int ret;
+
+	if (!rm || fn >= rm->nr_fns || (timeout_ns && timeout_ns < VGPU_RPC_WD_MIN_NS))
+		return -EINVAL;
+	ret = gsp_call(rm->gsp, 0, VGPU_RPC_FN_WATCHDOG_SET, &w, sizeof(w), NULL, 0, NULL);
+	if (ret)
+		return ret;
+	rm_dev_lock(rm);
+	rm->fns[fn].wd_ns = timeout_ns;
+	rm_dev_unlock(rm);
+	return 0;
+}

@@ -1,0 +1,432 @@
+/* Device events through the real vgpu-gsp: the GSP reads the device's status region and
+ * posts channel errors, faults and watchdog records; the RM checks them, recovers a hung
+ * channel and calls the owner's event callback. Each case: a fresh device, RM and GSP. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <vgpu/gmmu.h>
+
+#include "common/compiler.h"
+#include "rm_test.h"
+
+#define T_VA		0x40000000ull	/* 2 MiB page mapped to the test's VRAM block */
+#define T_WAIT		(5 * VGPU_NSEC_PER_SEC)
+#define T_MAX_EVENTS	1024
+
+static struct rm_fixture fx;
+
+/* Every event the RM handed out, in order. */
+static struct {
+	pthread_mutex_t lock;
+	struct rm_event ev[T_MAX_EVENTS];
+	unsigned int n;
+	uint64_t delay_ns;		/* the handler is this slow (storm cases) */
+} rec = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static void on_event(void *ctx, const struct rm_event *ev)
+{
+	(void)ctx;
+	pthread_mutex_lock(&rec.lock);
+	if (rec.n < T_MAX_EVENTS)
+		rec.ev[rec.n++] = *ev;
+	pthread_mutex_unlock(&rec.lock);
+	if (rec.delay_ns)
+		vgpu_sleep_ns(rec.delay_ns);
+}
+
+/* Events of @kind for (@fn, @chid) so far; their counts summed in *@count (may be NULL). */
+static unsigned int rec_find(enum rm_event_kind kind, unsigned int fn, uint32_t chid,
+			     struct rm_event *last, uint64_t *count)
+{
+	unsigned int hits = 0;
+
+	if (count)
+		*count = 0;
+	pthread_mutex_lock(&rec.lock);
+	for (unsigned int i = 0; i < rec.n; i++) {
+		const struct rm_event *e = &rec.ev[i];
+
+		if (e->kind != kind || e->fn != fn || e->chid != chid)
+			continue;
+		hits++;
+		if (last)
+			*last = *e;
+		if (count)
+			*count += e->count;
+	}
+	pthread_mutex_unlock(&rec.lock);
+	return hits;
+}
+
+/* Wait until an event of @kind for (@fn, @chid) arrived; 0 or -ETIMEDOUT. */
+static int rec_wait(enum rm_event_kind kind, unsigned int fn, uint32_t chid, struct rm_event *out)
+{
+	uint64_t dl = vgpu_deadline_ns(T_WAIT);
+
+	while (!rec_find(kind, fn, chid, out, NULL)) {
+		if (vgpu_deadline_passed(dl))
+			return -ETIMEDOUT;
+		vgpu_sleep_ns(VGPU_NSEC_PER_MSEC);
+	}
+	return 0;
+}
+
+static int setup_cfg(unsigned int nr_events, uint64_t delay_ns)
+{
+	struct rm_config c = { .event = on_event, .gsp = { .nr_events = nr_events } };
+
+	pthread_mutex_lock(&rec.lock);
+	rec.n = 0;
+	rec.delay_ns = delay_ns;
+	pthread_mutex_unlock(&rec.lock);
+	return rm_fixture_up(&fx, &c);
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	return setup_cfg(0, 0);
+}
+
+/* A 16-entry event queue and a handler that takes 2 ms per event: the queue fills. */
+static int setup_storm(void **state)
+{
+	(void)state;
+	return setup_cfg(16, 2 * VGPU_NSEC_PER_MSEC);
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	rm_fixture_down(&fx);
+	rec.delay_ns = 0;
+	return 0;
+}
+
+/* A guest's view of one function: a client, a 2 MiB VRAM block mapped at T_VA (page
+ * tables in its first pages), a VA space over it. */
+struct guest {
+	unsigned int fn;
+	uint32_t hc, hd, hs, hv, hmem;
+	uint64_t pa;			/* VF-physical address of the block */
+	uint8_t *host;			/* host view of it */
+};
+
+static void guest_up(struct guest *g, unsigned int fn)
+{
+	struct vgpu_rm_vidmem_params mp = { .size = VGPU_GMMU_PAGE_2M, .page_size = VGPU_GMMU_PAGE_2M,
+					    .flags = VGPU_RM_MEM_CONTIGUOUS };
+	uint64_t *l0, *l1, *l2;
+
+	memset(g, 0, sizeof(*g));
+	g->fn = fn;
+	assert_int_equal(rm_t_client(fx.rm, fn, &g->hc, &g->hd, &g->hs), 0);
+	assert_int_equal(rm_alloc(fx.rm, fn, g->hc, g->hd, &g->hmem, VGPU_RM_CLASS_MEMORY_VIDMEM,
+				  &mp, sizeof(mp)), 0);
+	g->pa = mp.addr;
+	g->host = gpu_fn_vram_ptr(fx.gpu, fn, g->pa, VGPU_GMMU_PAGE_2M);
+	assert_non_null(g->host);
+	memset(g->host, 0, 0xc0000);
+	/* L0 at +0, L1 at +4K, L2 at +8K; one 2 MiB leaf: T_VA -> the block itself. */
+	l0 = (uint64_t *)g->host;
+	l1 = (uint64_t *)(g->host + 0x1000);
+	l2 = (uint64_t *)(g->host + 0x2000);
+	l0[(T_VA >> VGPU_GMMU_L0_SHIFT) & 511] = vgpu_gmmu_pde(g->pa + 0x1000);
+	l1[(T_VA >> VGPU_GMMU_L1_SHIFT) & 511] = vgpu_gmmu_pde(g->pa + 0x2000);
+	l2[(T_VA >> VGPU_GMMU_L2_SHIFT) & 511] = vgpu_gmmu_pte2m(g->pa, 0);
+	struct vgpu_rm_vaspace_params vp = { .pdb = g->pa };
+
+	assert_int_equal(rm_alloc(fx.rm, fn, g->hc, g->hd, &g->hv, VGPU_RM_CLASS_VASPACE, &vp,
+				  sizeof(vp)), 0);
+}
+
+/* A channel of the guest; slot @k (< 64) picks its USERD (+0x3000 + k * 128), GPFIFO
+ * (+0x40000 + k * 4K) and pushbuffer (+0x80000 + k * 4K) inside the block; semaphores live
+ * at +0x30000. */
+struct chan {
+	uint32_t h, chid, k;
+	uint64_t *gp;
+	uint32_t *pb;
+	struct vgpu_userd *userd;
+	uint32_t put, pb_off;
+};
+
+static void chan_up(struct guest *g, struct chan *c, uint32_t k, uint32_t h_vaspace)
+{
+	struct vgpu_rm_channel_params p = { .h_vaspace = h_vaspace, .gpfifo_va = T_VA + 0x40000 + k * 0x1000ull,
+		.gpfifo_entries = 64, .userd_aper = VGPU_APER_VRAM, .userd_addr = g->pa + 0x3000 + k * 128ull };
+	struct vgpu_rm_enable_params en = { .enable = 1 };
+	size_t len = sizeof(en);
+
+	memset(c, 0, sizeof(*c));
+	c->k = k;
+	c->gp = (uint64_t *)(g->host + 0x40000 + k * 0x1000);
+	c->pb = (uint32_t *)(g->host + 0x80000 + k * 0x1000);
+	c->userd = (struct vgpu_userd *)(g->host + 0x3000 + k * 128);
+	assert_int_equal(rm_alloc(fx.rm, g->fn, g->hc, g->hd, &c->h, VGPU_RM_CLASS_CHANNEL_GPFIFO,
+				  &p, sizeof(p)), 0);
+	c->chid = p.chid;
+	assert_int_equal(rm_control(fx.rm, g->fn, g->hc, c->h, VGPU_RM_CTRL_CHANNEL_ENABLE, &en, &len,
+				    sizeof(en)), 0);
+}
+
+/* Append a method and close it into one GP entry. */
+static void chan_method(struct chan *c, uint32_t id, const uint32_t *args, uint32_t n)
+{
+	uint32_t start = c->pb_off;
+
+	c->pb[c->pb_off++] = VGPU_MTHD(id, n);
+	for (uint32_t i = 0; i < n; i++)
+		c->pb[c->pb_off++] = args[i];
+	c->gp[c->put++] = vgpu_gp_entry(T_VA + 0x80000 + c->k * 0x1000ull + start * 4ull, n + 1);
+}
+
+/* Submit through the RM (CHANNEL_SUBMIT: USERD GP_PUT, then the doorbell). */
+static void chan_submit(struct guest *g, struct chan *c)
+{
+	struct vgpu_rm_submit_params sp = { .gp_put = c->put };
+	size_t len = sizeof(sp);
+
+	assert_int_equal(rm_control(fx.rm, g->fn, g->hc, c->h, VGPU_RM_CTRL_CHANNEL_SUBMIT, &sp, &len,
+				    sizeof(sp)), 0);
+}
+
+static int chan_wait_get(struct chan *c, uint32_t want)
+{
+	uint64_t dl = vgpu_deadline_ns(T_WAIT);
+
+	while (__atomic_load_n(&c->userd->gp_get, __ATOMIC_ACQUIRE) != want) {
+		if (vgpu_deadline_passed(dl))
+			return -ETIMEDOUT;
+		vgpu_sleep_ns(100 * VGPU_NSEC_PER_USEC);
+	}
+	return 0;
+}
+
+/* Release a 32-bit semaphore at block offset @off with @val. */
+static void m_release(struct chan *c, uint32_t off, uint32_t val)
+{
+	uint64_t va = T_VA + off;
+	const uint32_t a[] = { (uint32_t)va, (uint32_t)(va >> 32), val, 0, 0 };
+
+	chan_method(c, VGPU_M_SEM_RELEASE, a, VGPU_ARRAY_SIZE(a));
+}
+
+/* A GP entry the device refuses (ILLEGAL opcode): an error, no fault. */
+static void m_illegal(struct chan *c)
+{
+	c->gp[c->put++] = VGPU_GP_OPCODE_ILLEGAL;
+}
+
+/* Channel error: one CHAN_ERROR event with the function, channel, error code and GP_GET;
+ * nothing for the other channel of the function or for another function. */
+static void test_chan_error(void **state)
+{
+	struct guest g, g2;
+	struct chan bad, good, other;
+	struct rm_event e;
+
+	(void)state;
+	guest_up(&g, 1);
+	guest_up(&g2, 2);
+	chan_up(&g, &good, 0, g.hv);
+	chan_up(&g, &bad, 1, g.hv);
+	chan_up(&g2, &other, 0, g2.hv);
+	m_release(&good, 0x30000, 1);
+	m_release(&bad, 0x30040, 1);
+	m_illegal(&bad);
+	chan_submit(&g, &bad);
+	chan_submit(&g, &good);
+	assert_int_equal(rec_wait(RM_EVENT_CHAN_ERROR, 1, bad.chid, &e), 0);
+	assert_int_equal(e.code, VGPU_CHAN_ERR_GP_ILLEGAL);
+	assert_int_equal(e.gp_get, 1);		/* the release ran; the second entry failed */
+	assert_int_equal(e.count, 1);
+	assert_int_equal(bad.userd->error, VGPU_CHAN_ERR_GP_ILLEGAL);
+	assert_int_equal(chan_wait_get(&good, 1), 0);
+	m_release(&other, 0x30080, 2);
+	chan_submit(&g2, &other);
+	assert_int_equal(chan_wait_get(&other, 1), 0);
+	vgpu_sleep_ns(20 * VGPU_NSEC_PER_MSEC);		/* several GSP polls */
+	assert_int_equal(rec_find(RM_EVENT_CHAN_ERROR, 1, good.chid, NULL, NULL), 0);
+	assert_int_equal(rec_find(RM_EVENT_CHAN_ERROR, 2, other.chid, NULL, NULL), 0);
+	assert_int_equal(rec_find(RM_EVENT_CHAN_ERROR, 1, bad.chid, NULL, NULL), 1);
+	assert_int_equal(rm_client_free(fx.rm, 1, g.hc), 0);
+	assert_int_equal(rm_client_free(fx.rm, 2, g2.hc), 0);
+}
+
+/* MMU fault: a release to an unmapped VA; the fault (function, channel, VA) and the
+ * channel's MMU_FAULT error both arrive. */
+static void test_mmu_fault(void **state)
+{
+	const uint64_t va = 0x7000000000ull;
+	const uint32_t a[] = { (uint32_t)va, (uint32_t)(va >> 32), 1, 0, 0 };
+	struct guest g;
+	struct chan c;
+	struct rm_event e;
+
+	(void)state;
+	guest_up(&g, 2);
+	chan_up(&g, &c, 0, g.hv);
+	chan_method(&c, VGPU_M_SEM_RELEASE, a, VGPU_ARRAY_SIZE(a));
+	chan_submit(&g, &c);
+	assert_int_equal(rec_wait(RM_EVENT_MMU_FAULT, 2, c.chid, &e), 0);
+	assert_int_equal(e.va & ~0xfffull, va);
+	assert_true(e.code != 0);
+	assert_int_equal(e.count, 1);
+	assert_int_equal(rec_wait(RM_EVENT_CHAN_ERROR, 2, c.chid, &e), 0);
+	assert_int_equal(e.code, VGPU_CHAN_ERR_MMU_FAULT);
+	assert_int_equal(rm_client_free(fx.rm, 2, g.hc), 0);
+}
+
+/* Watchdog: a channel stuck in a 60 s SEM_ACQUIRE with a 50 ms watchdog is reported,
+ * disabled through the RM's path (runlist bit gone, record disabled), stopped with an
+ * error its guest sees in USERD, and the CHAN_ERROR follows; another channel of the same
+ * function then runs work, and the hung one can be freed. */
+static void test_watchdog_hung(void **state)
+{
+	const struct gpu_priv_shared *sh = gpu_priv_shared(gpu_priv_get(fx.gpu));
+	const uint64_t sem = T_VA + 0x30000;
+	const uint32_t acq[] = { (uint32_t)sem, (uint32_t)(sem >> 32), 1, 0, 0, 60000000 };
+	struct guest g;
+	struct chan hung, next;
+	struct rm_event e;
+
+	(void)state;
+	assert_int_equal(rm_fn_watchdog_set(fx.rm, 1, 50 * VGPU_NSEC_PER_MSEC), 0);
+	guest_up(&g, 1);
+	chan_up(&g, &hung, 0, g.hv);
+	chan_method(&hung, VGPU_M_SEM_ACQUIRE, acq, VGPU_ARRAY_SIZE(acq));
+	chan_submit(&g, &hung);
+	assert_int_equal(rec_wait(RM_EVENT_WATCHDOG, 1, hung.chid, &e), 0);
+	assert_int_equal(e.code, VGPU_RPC_WD_HUNG);
+	assert_int_equal(e.recovery, 0);
+	assert_int_equal(e.gp_get, 0);
+	assert_true(e.stall_ns >= 50 * VGPU_NSEC_PER_MSEC);
+	assert_int_equal(hung.userd->error, VGPU_CHAN_ERR_SEM_TIMEOUT);
+	assert_false(sh->fns[1].runlist[0] & (1ull << hung.chid));
+	assert_false(sh->fns[1].chans[hung.chid].flags & GPU_CHAN_ENABLED);
+	assert_int_equal(rec_wait(RM_EVENT_CHAN_ERROR, 1, hung.chid, &e), 0);
+	assert_int_equal(e.code, VGPU_CHAN_ERR_SEM_TIMEOUT);
+	/* Reported once per stall. */
+	vgpu_sleep_ns(150 * VGPU_NSEC_PER_MSEC);
+	assert_int_equal(rec_find(RM_EVENT_WATCHDOG, 1, hung.chid, NULL, NULL), 1);
+	/* The device keeps working. */
+	chan_up(&g, &next, 1, g.hv);
+	m_release(&next, 0x30100, 7);
+	chan_submit(&g, &next);
+	assert_int_equal(chan_wait_get(&next, 1), 0);
+	assert_int_equal(*(uint32_t *)(g.host + 0x30100), 7);
+	assert_int_equal(rm_free(fx.rm, 1, g.hc, hung.h), 0);
+	assert_int_equal(rm_client_free(fx.rm, 1, g.hc), 0);
+}
+
+/* Watchdog argument checks change nothing. */
+static void test_watchdog_args(void **state)
+{
+	(void)state;
+	assert_int_equal(rm_fn_watchdog_set(fx.rm, 9, 0), -EINVAL);
+	assert_int_equal(rm_fn_watchdog_set(fx.rm, 1, VGPU_NSEC_PER_MSEC), -EINVAL);
+	assert_int_equal(rm_fn_watchdog_set(fx.rm, 1, 0), 0);
+	assert_int_equal(rm_fn_watchdog_set(fx.rm, 1, VGPU_RPC_WD_MIN_NS), 0);
+}
+
+/* Work that waits but then moves is not hung: with a 300 ms watchdog, an acquire released
+ * after 100 ms completes and no WATCHDOG event comes. */
+static void test_watchdog_slow_not_hung(void **state)
+{
+	const uint64_t sem = T_VA + 0x30000;
+	const uint32_t acq[] = { (uint32_t)sem, (uint32_t)(sem >> 32), 1, 0, 0, 10000000 };
+	struct guest g;
+	struct chan c;
+
+	(void)state;
+	assert_int_equal(rm_fn_watchdog_set(fx.rm, 1, 300 * VGPU_NSEC_PER_MSEC), 0);
+	guest_up(&g, 1);
+	chan_up(&g, &c, 0, g.hv);
+	chan_method(&c, VGPU_M_SEM_ACQUIRE, acq, VGPU_ARRAY_SIZE(acq));
+	chan_submit(&g, &c);
+	vgpu_sleep_ns(100 * VGPU_NSEC_PER_MSEC);
+	__atomic_store_n((uint32_t *)(g.host + 0x30000), 1, __ATOMIC_RELEASE);
+	assert_int_equal(chan_wait_get(&c, 1), 0);
+	vgpu_sleep_ns(400 * VGPU_NSEC_PER_MSEC);
+	assert_int_equal(rec_find(RM_EVENT_WATCHDOG, 1, c.chid, NULL, NULL), 0);
+	assert_int_equal(c.userd->error, 0);
+	assert_int_equal(rm_client_free(fx.rm, 1, g.hc), 0);
+}
+
+/* Storm: 24 channels error at once, then one channel errors 40 times (freed and
+ * reallocated), with a 16-record queue and a slow handler. The queue never holds more than
+ * it can, nothing is lost (each channel's counts add up to its errors), records are folded
+ * (fewer than errors), deferrals are counted, and RPCs keep completing meanwhile. */
+static void test_storm(void **state)
+{
+	enum { WIDE = 24, DEEP = 40 };
+	struct guest g;
+	struct chan c[WIDE], d;
+	struct gsp_stats st;
+	uint64_t count, deep_chid;
+	unsigned int deep_events;
+
+	(void)state;
+	guest_up(&g, 1);
+	for (unsigned int i = 0; i < WIDE; i++) {
+		chan_up(&g, &c[i], i, g.hv);
+		m_illegal(&c[i]);
+	}
+	for (unsigned int i = 0; i < WIDE; i++)
+		chan_submit(&g, &c[i]);
+	for (unsigned int i = 0; i < DEEP; i++) {
+		chan_up(&g, &d, WIDE, g.hv);
+		m_illegal(&d);
+		chan_submit(&g, &d);
+		uint64_t dl = vgpu_deadline_ns(T_WAIT);
+
+		while (!__atomic_load_n(&d.userd->error, __ATOMIC_ACQUIRE) && !vgpu_deadline_passed(dl))
+			vgpu_sleep_ns(50 * VGPU_NSEC_PER_USEC);
+		assert_int_equal(d.userd->error, VGPU_CHAN_ERR_GP_ILLEGAL);
+		d.userd->error = 0;	/* the next allocation's USERD starts clean */
+		/* An RPC in the middle of the storm is answered. */
+		assert_int_equal(rm_control(fx.rm, 1, g.hc, d.h, VGPU_RM_CTRL_GET_WORK_SUBMIT_TOKEN,
+					    &(struct vgpu_rm_token_params){ 0 }, &(size_t){ 0 },
+					    sizeof(struct vgpu_rm_token_params)), 0);
+		deep_chid = d.chid;
+		assert_int_equal(rm_free(fx.rm, 1, g.hc, d.h), 0);
+	}
+	/* Everything arrives: the wide channels once each, the deep one's counts sum to 40. */
+	uint64_t dl = vgpu_deadline_ns(4 * T_WAIT);
+
+	for (;;) {
+		unsigned int done = 0;
+
+		for (unsigned int i = 0; i < WIDE; i++)
+			done += rec_find(RM_EVENT_CHAN_ERROR, 1, c[i].chid, NULL, NULL) == 1;
+		deep_events = rec_find(RM_EVENT_CHAN_ERROR, 1, (uint32_t)deep_chid, NULL, &count);
+		if (done == WIDE && count == DEEP)
+			break;
+		assert_false(vgpu_deadline_passed(dl));
+		vgpu_sleep_ns(5 * VGPU_NSEC_PER_MSEC);
+	}
+	gsp_get_stats(rm_gsp(fx.rm), &st);
+	assert_true(deep_events <= DEEP);
+	assert_true(st.events_deferred > 0);	/* the queue did fill */
+	assert_int_equal(st.timeouts, 0);
+	assert_int_equal(rm_client_free(fx.rm, 1, g.hc), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_chan_error, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_mmu_fault, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_watchdog_hung, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_watchdog_args, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_watchdog_slow_not_hung, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_storm, setup_storm, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
