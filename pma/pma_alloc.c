@@ -133,22 +133,6 @@ static bool groups_apply(struct pma_region *r, uint64_t g0, uint64_t ng, enum pm
 	return true;
 }
 
-/* Apply @op to bitmap indexes [s, s + n) of @r and bring the indexes up to date. */
-static void range_apply(struct pma_region *r, uint64_t s, uint64_t n, enum pma_op op,
-			struct pma_opargs *a)
-{
-	if (!(s % PMA_GROUP_FRAMES) && !(n % PMA_GROUP_FRAMES) &&
-	    groups_apply(r, s / PMA_GROUP_FRAMES, n / PMA_GROUP_FRAMES, op, a))
-		return;
-	pma_for_each_word(s, n, wi, m) {
-		uint64_t old = pma_word_avail(&r->words[wi]);
-
-		word_apply(r, &r->words[wi], m, op, a);
-		pma_region_word_update(r, wi, old);
-	}
-}
-
-/* Apply @op to one page of @pf frames at bitmap index @idx. */
 /* One whole group, allocated from full or freed from plain allocated: the common 2 MiB page.
  * False if it does not qualify (then the general path runs). */
 static inline bool group_apply(struct pma_region *r, uint64_t idx, enum pma_op op,
@@ -177,6 +161,23 @@ static inline bool group_apply(struct pma_region *r, uint64_t idx, enum pma_op o
 	return true;
 }
 
+/* Apply @op to bitmap indexes [s, s + n) of @r and bring the indexes up to date. */
+static void range_apply(struct pma_region *r, uint64_t s, uint64_t n, enum pma_op op,
+			struct pma_opargs *a)
+{
+	if (!(s % PMA_GROUP_FRAMES) && !(n % PMA_GROUP_FRAMES) &&
+	    (n == PMA_GROUP_FRAMES ? group_apply(r, s, op, a)
+				   : groups_apply(r, s / PMA_GROUP_FRAMES, n / PMA_GROUP_FRAMES, op, a)))
+		return;
+	pma_for_each_word(s, n, wi, m) {
+		uint64_t old = pma_word_avail(&r->words[wi]);
+
+		word_apply(r, &r->words[wi], m, op, a);
+		pma_region_word_update(r, wi, old);
+	}
+}
+
+/* Apply @op to one page of @pf frames at bitmap index @idx. */
 static inline void page_apply(struct pma_region *r, uint64_t idx, uint64_t pf, enum pma_op op,
 			      struct pma_opargs *a)
 {
@@ -1008,31 +1009,33 @@ int pma_free_pages(struct pma *pma, const uint64_t *pages, size_t count, uint64_
 
 int pma_free_range(struct pma *pma, uint64_t addr, uint64_t size, unsigned int flags)
 {
-	int ret;
+	uint64_t n = size >> PMA_FRAME_SHIFT, s;
+	struct pma_opargs args = { 0 };
+	struct pma_region *r;
+	int ret = 0;
 
 	if (!pma || !size || (addr | size) & (PMA_FRAME_SIZE - 1) || (flags & ~PMA_FREE_SKIP_SCRUB))
 		return -EINVAL;
 	pma_lock(pma);
-	/* One "page" of the whole size: validated and freed as a single range. */
-	ret = region_span(pma, addr >> PMA_FRAME_SHIFT, size >> PMA_FRAME_SHIFT) ? 0 : -EINVAL;
-	if (!ret) {
-		uint64_t pages[1] = { addr };
-		uint64_t pf = size >> PMA_FRAME_SHIFT;
-		struct pma_opargs args = {
-			.scrub = pma->cfg.scrub_on_free && !(flags & PMA_FREE_SKIP_SCRUB),
-		};
-		uint64_t idx = 0;
-		struct pma_region *r;
-
-		ret = pages_validate_allocated(pma, pages, 1, pf);
-		if (!ret) {
-			r = page_locate(pma, addr, pf, &idx);
-			range_apply(r, idx, pf, OP_FREE, &args);
-			if (args.scrub)
-				pma_scrub_submit(pma, addr, size);
-			pma_publish_stats_locked(pma);
+	/* One state change for the whole range, once every frame is known allocated. */
+	r = region_span(pma, addr >> PMA_FRAME_SHIFT, n);
+	if (!r) {
+		ret = -EINVAL;
+		goto unlock;
+	}
+	s = (addr >> PMA_FRAME_SHIFT) - r->first;
+	pma_for_each_word(s, n, wi, m) {
+		if ((r->words[wi].alloc & m) != m) {
+			ret = -ENOENT;
+			goto unlock;
 		}
 	}
+	args.scrub = pma->cfg.scrub_on_free && !(flags & PMA_FREE_SKIP_SCRUB);
+	range_apply(r, s, n, OP_FREE, &args);
+	if (args.scrub)
+		pma_scrub_submit(pma, addr, size);
+	pma_publish_stats_locked(pma);
+unlock:
 	pma_unlock(pma);
 	return ret;
 }

@@ -430,15 +430,45 @@ static uint64_t run_len_rev(const struct pma_region *r, bool g, uint64_t u,
 	return end - u;
 }
 
+/* First run of @n units anywhere in layer @g, with no bound and no alignment: the classic
+ * descent (left child, else the run across the middle, else right), one step per level and
+ * one scan of the leaf it ends in. The caller has checked that the root holds such a run. */
+static uint64_t find_first(const struct pma_tree *t, const struct pma_region *r, bool g,
+			   uint64_t n, uint64_t len)
+{
+	const struct pma_tnode *nd = t->layer[g].node;
+	uint64_t i = 1, nlo = 0, carry = 0;
+
+	while (i < t->size) {
+		const struct pma_tnode *l = &nd[2 * i], *rt = &nd[2 * i + 1];
+
+		len /= 2;
+		if (l->max >= n) {
+			i = 2 * i;
+		} else if ((uint64_t)l->suf + rt->pre >= n) {
+			return nlo + len - l->suf;
+		} else {
+			i = 2 * i + 1;
+			nlo += len;
+		}
+	}
+	return scan_fwd(r, g, nlo, nlo + len, n, &carry);
+}
+
 uint64_t pma_tree_find(struct pma_tree *t, const struct pma_region *r, bool g, uint64_t lo,
 		       uint64_t hi, uint64_t n, uint64_t align, uint64_t phase, bool reverse)
 {
 	uint64_t root_len = (uint64_t)t->size * (g ? 64 : t->leaf_units);
 
 	pma_tree_flush_layer(t, r, g);
-
 	if (!n || hi <= lo || hi - lo < n || NMAX(&t->layer[g].node[1], g) < n)
 		return NONE;
+	/* Bounds that take in every real unit (padding is never free) and no alignment: the
+	 * first run anywhere is the answer. */
+	if (!reverse && align == 1 &&
+	    lo <= (g ? (r->lo + PMA_GROUP_FRAMES - 1) >> PMA_GROUP_SHIFT : r->lo) &&
+	    hi >= (g ? r->hi >> PMA_GROUP_SHIFT : r->hi))
+		return find_first(t, r, g, n, root_len);
 	if (!reverse) {
 		/* Each round either fits an aligned start in the run found or skips the run. */
 		while (hi - lo >= n) {
