@@ -851,24 +851,6 @@ static int pages_validate_allocated(struct pma *pma, const uint64_t *pages, size
 	return ret;
 }
 
-/* Frames of the ascending @pages of @pf (<= 32) frames, one word at a time: calls @fn with
- * each word's mask; stops at the first nonzero return. */
-#define pages_for_each_word(r, pages, count, pf, wi, m, body)				\
-	do {										\
-		uint64_t wi = NONE, m = 0;						\
-		for (size_t _p = 0; _p <= (count); _p++) {				\
-			uint64_t _i = _p < (count) ? ((pages)[_p] >> PMA_FRAME_SHIFT) -	\
-						     (r)->first : NONE;			\
-			if (_i / 64 != wi) {						\
-				if (m) { body }						\
-				wi = _i / 64;						\
-				m = 0;							\
-			}								\
-			if (_p < (count))						\
-				m |= vgpu_mask((unsigned int)(_i % 64), (unsigned int)(pf)); \
-		}									\
-	} while (0)
-
 /* Add the groups @gbits of group word @gw to gfull (they were wholly allocated: in neither
  * gfull nor gpart) and count them. */
 static inline void gword_add_full(struct pma_region *r, uint64_t gw, uint64_t gbits)
@@ -919,16 +901,58 @@ static void groups_free_fast(struct pma_region *r, const uint64_t *pages, size_t
 		gword_add_full(r, cur, acc);
 }
 
+#define PMA_FAST_WORDS 32
+
+/* Masks per word of the ascending @pages of @pf (<= 32) frames into @wv / @mv, checking that
+ * every frame is allocated. The number of words, -ENOENT, or 0 when there are more than
+ * PMA_FAST_WORDS words. */
+static int pages_collect(const struct pma_region *r, const uint64_t *pages, size_t count,
+			 uint64_t pf, uint64_t *wv, uint64_t *mv)
+{
+	uint64_t pmask = vgpu_mask(0, (unsigned int)pf);
+	int nw = 0;
+
+	for (size_t p = 0; p < count; p++) {
+		uint64_t i = (pages[p] >> PMA_FRAME_SHIFT) - r->first;
+
+		if (!nw || wv[nw - 1] != i / 64) {
+			if (nw == PMA_FAST_WORDS)
+				return 0;
+			wv[nw] = i / 64;
+			mv[nw++] = 0;
+		}
+		mv[nw - 1] |= pmask << (i % 64);
+	}
+	for (int k = 0; k < nw; k++)
+		if ((r->words[wv[k]].alloc & mv[k]) != mv[k])
+			return -ENOENT;
+	return nw;
+}
+
+/* Read-only check that the ascending 2 MiB @pages are allocated. */
+static bool groups_allocated(const struct pma_region *r, const uint64_t *pages, size_t count)
+{
+	for (size_t p = 0; p < count; p++) {
+		uint64_t i = (pages[p] >> PMA_FRAME_SHIFT) - r->first;
+
+		if ((r->words[i / 64].alloc & (0xffffffffull << (i % 64))) !=
+		    0xffffffffull << (i % 64))
+			return false;
+	}
+	return true;
+}
+
 /* The common free: an ascending list of pages of at most 2 MiB, all inside the first region,
- * no scrub. Checked and then freed a word at a time. 1 if not applicable (the general path
- * runs), else 0 or -ENOENT. */
+ * no scrub; checked, then freed a word (small pages) or a group word (2 MiB) at a time.
+ * 1 if not applicable (the general path runs), else 0 or -ENOENT. */
 static int free_fast_locked(struct pma *pma, const uint64_t *pages, size_t count, uint64_t pf,
 			    bool scrub)
 {
 	struct pma_region *r = pma->nr_regions ? pma->regions[0] : NULL;
-	struct pma_opargs args = { 0 };
 	uint64_t f0 = pages[0] >> PMA_FRAME_SHIFT, fl = pages[count - 1] >> PMA_FRAME_SHIFT;
-	int ret = 0;
+	uint64_t wv[PMA_FAST_WORDS], mv[PMA_FAST_WORDS];
+	struct pma_opargs args = { 0 };
+	int nw;
 
 	if (scrub || pf > PMA_GROUP_FRAMES || !r || f0 < r->first + r->lo ||
 	    fl + pf > r->first + r->hi || fl < f0)
@@ -938,22 +962,22 @@ static int free_fast_locked(struct pma *pma, const uint64_t *pages, size_t count
 	for (size_t p = 1; p < count; p++)
 		if (pages[p] <= pages[p - 1])
 			return 1;
-	pages_for_each_word(r, pages, count, pf, wi, m, {
-		if ((r->words[wi].alloc & m) != m)
-			ret = -ENOENT;
-	});
-	if (ret)
-		return ret;
-	if (pf == PMA_GROUP_FRAMES)
+	if (pf == PMA_GROUP_FRAMES) {
+		if (!groups_allocated(r, pages, count))
+			return -ENOENT;
 		groups_free_fast(r, pages, count);
-	else
-		pages_for_each_word(r, pages, count, pf, wi, m, {
-			struct pma_word *w = &r->words[wi];
-			uint64_t old = pma_word_avail(w);
+		return 0;
+	}
+	nw = pages_collect(r, pages, count, pf, wv, mv);
+	if (nw <= 0)
+		return nw ? nw : 1;
+	for (int k = 0; k < nw; k++) {
+		struct pma_word *w = &r->words[wv[k]];
+		uint64_t old = pma_word_avail(w);
 
-			word_apply(r, w, m, OP_FREE, &args);
-			pma_region_word_update(r, wi, old);
-		});
+		word_apply(r, w, mv[k], OP_FREE, &args);
+		pma_region_word_update(r, wv[k], old);
+	}
 	return 0;
 }
 

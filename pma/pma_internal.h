@@ -38,13 +38,24 @@ struct pma_word {
 	uint64_t black;		/* BLACKLIST */
 };
 
+/* Mask of the frames of [s, e) (e > s) inside word @wi, which must overlap it. */
+static inline uint64_t pma_word_mask(uint64_t s, uint64_t e, uint64_t wi)
+{
+	uint64_t m = ~0ull;
+
+	if (wi == s / 64)
+		m &= ~0ull << (s % 64);
+	if (wi == (e - 1) / 64)
+		m &= ~0ull >> (63 - (e - 1) % 64);
+	return m;
+}
+
 /* Visit bitmap indexes [s, s + n) a word at a time: @wi is the word, @m the mask of the
- * range's frames inside it. */
+ * range's frames inside it. Only the two end words need a partial mask. */
 #define pma_for_each_word(s, n, wi, m)						\
-	for (uint64_t _pi = (s), _pe = (s) + (n), wi = 0, m = 0;			\
-	     _pi < _pe && ((wi = _pi / 64), (m = vgpu_mask(_pi % 64, (unsigned int)	\
-			  vgpu_min(64 - _pi % 64, _pe - _pi))), 1);			\
-	     _pi += vgpu_popcount(m))
+	for (uint64_t _ps = (s), _pe = _ps + (n), wi = _ps / 64, m = 0;		\
+	     _ps < _pe && wi <= (_pe - 1) / 64 && ((m = pma_word_mask(_ps, _pe, wi)), 1);	\
+	     wi++)
 
 static inline uint64_t pma_word_avail(const struct pma_word *w)
 {
