@@ -137,27 +137,6 @@ static void ep_signal(struct pf_slice *s, unsigned int vec)
 		vgpu_dbg("VF %u: vector %u not signalled: %s", s->vf, vec, vgpu_strerror(-errno));
 }
 
-/* A channel error interrupt does not say which channel: post VF_EVT_CHAN_ERROR for every
- * channel found in error that was not posted since it was last seen out of error. */
-static void ep_post_chan_errors(struct pf_daemon *d, struct pf_slice *s)
-{
-	struct gpu_chan_status cs;
-
-	for (unsigned int chid = 0; chid < GPU_FN_MAX_CHANNELS; chid++) {
-		uint64_t bit = 1ull << chid;
-
-		if (gpu_chan_status(d->gpu, s->vf, chid, &cs) || cs.state != GPU_CHAN_STATE_ERROR) {
-			s->chan_err_seen &= ~bit;
-			continue;
-		}
-		if (s->chan_err_seen & bit)
-			continue;
-		s->chan_err_seen |= bit;
-		s->chan_errors++;
-		pf_endpoint_event2(s, VF_EVT_CHAN_ERROR, chid, cs.error);
-	}
-}
-
 /* The device interrupted the VF: forward the status bits to the interrupt page and the
  * fault buffer's entries to the event ring, then interrupt the guest on VF_VEC_GPU. */
 static void ep_forward_intr(struct pf_daemon *d, struct pf_slice *s)
@@ -182,9 +161,9 @@ static void ep_forward_intr(struct pf_daemon *d, struct pf_slice *s)
 		ep_signal(s, VF_VEC_EVENT);
 	}
 	if (!st)
+	/* Channel errors come from the GSP through the RM, whose event wakes this eventfd. */
+	pf_rm_chan_events(d, s);
 		return;
-	if (st & VGPU_INTR_CHAN_ERROR)
-		ep_post_chan_errors(d, s);
 	atomic_fetch_or((_Atomic uint32_t *)&ip->status, st);
 	atomic_fetch_add((_Atomic uint64_t *)&ip->count, 1);
 	s->intrs++;

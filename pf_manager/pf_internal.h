@@ -276,6 +276,8 @@ int pf_rm_fn_sched_set(struct pf_daemon *d, unsigned int vf, bool enabled, uint6
 int pf_rm_quota_set(struct pf_daemon *d, const struct pf_slice *s);
 /* RM clients plus objects of @vf. */
 uint64_t pf_rm_objects(struct pf_daemon *d, unsigned int vf);
+/* Post the channel errors the GSP reported for @s's VF as VF_EVT_CHAN_ERROR (loop thread). */
+void pf_rm_chan_events(struct pf_daemon *d, struct pf_slice *s);
 
 /* ---- control.c ---- */
 int pf_control_open(struct pf_daemon *d);

@@ -1,14 +1,97 @@
 /* The PF manager's side of the shared RM: device creation (which starts the GSP process),
- * VF partitions, VF reset, guests' RM calls from the mailbox, and RM notifications. */
+ * VF partitions, VF reset, guests' RM calls from the mailbox, and RM notifications and
+ * device events (channel errors the GSP observed, forwarded to the VF). */
 #include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "gpu_model/gpu.h"
 #include "rm/rm.h"
 #include "rm/rm_internal.h"	/* only for pf_rm_vf_pma(), see there */
 #include "pf_manager/pf_internal.h"
+
+/* Channel errors on their way from the RM's event worker to the daemon's loop, which alone
+ * writes a VF's event ring (single producer). Per VF a small ring; when it is full the
+ * oldest is dropped and counted: the event is only a wake-up hint, USERD.error is the
+ * truth. One daemon per process, so one table. */
+#define GLUE_QUEUE	64
+
+struct glue_chan_err {
+	uint32_t chid, error;
+};
+
+static struct {
+	pthread_mutex_t lock;		/* protects everything below */
+	struct glue_chan_err q[PF_MAX_VFS + 1][GLUE_QUEUE];
+	unsigned int head[PF_MAX_VFS + 1], count[PF_MAX_VFS + 1];
+	uint64_t dropped;
+} glue = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static void glue_push(unsigned int vf, uint32_t chid, uint32_t error)
+{
+	pthread_mutex_lock(&glue.lock);
+	if (glue.count[vf] == GLUE_QUEUE) {
+		glue.head[vf] = (glue.head[vf] + 1) % GLUE_QUEUE;
+		glue.count[vf]--;
+		glue.dropped++;
+	}
+	glue.q[vf][(glue.head[vf] + glue.count[vf]++) % GLUE_QUEUE] =
+		(struct glue_chan_err){ .chid = chid, .error = error };
+	pthread_mutex_unlock(&glue.lock);
+}
+
+static bool glue_pop(unsigned int vf, struct glue_chan_err *out)
+{
+	bool got;
+
+	pthread_mutex_lock(&glue.lock);
+	got = glue.count[vf] != 0;
+	if (got) {
+		*out = glue.q[vf][glue.head[vf]];
+		glue.head[vf] = (glue.head[vf] + 1) % GLUE_QUEUE;
+		glue.count[vf]--;
+	}
+	pthread_mutex_unlock(&glue.lock);
+	return got;
+}
+
+/* A new partition's VF starts with nothing queued from its previous life. */
+static void glue_clear(unsigned int vf)
+{
+	pthread_mutex_lock(&glue.lock);
+	glue.count[vf] = glue.head[vf] = 0;
+	pthread_mutex_unlock(&glue.lock);
+}
+
+/* Runs on the RM's event worker: queue a VF's channel error and wake the daemon's loop
+ * through the VF's interrupt eventfd, which it polls and answers with ep_forward_intr().
+ * Faults need nothing here: the loop forwards the device's fault buffer itself. */
+static void pf_rm_event(void *ctx, const struct rm_event *ev)
+{
+	struct pf_daemon *d = ctx;
+	uint64_t one = 1;
+
+	if (ev->kind != RM_EVENT_CHAN_ERROR || ev->fn == 0 || ev->fn > PF_MAX_VFS)
+		return;
+	glue_push(ev->fn, ev->chid, ev->code);
+	if (write(gpu_intr_fd(d->gpu, ev->fn), &one, sizeof(one)) < 0)
+		vgpu_dbg("VF %u: waking the loop for a channel error: %s", ev->fn,
+			 vgpu_strerror(-errno));
+}
+
+void pf_rm_chan_events(struct pf_daemon *d, struct pf_slice *s)
+{
+	struct glue_chan_err e;
+
+	(void)d;
+	while (glue_pop(s->vf, &e)) {
+		s->chan_errors++;
+		pf_endpoint_event2(s, VF_EVT_CHAN_ERROR, e.chid, e.error);
+	}
+}
 
 /* Runs on the RM's GSP watchdog or event thread: only flag it for the daemon's loop. */
 static void pf_rm_notify(void *ctx, unsigned int fn, enum rm_notify what)
@@ -28,6 +111,7 @@ int pf_rm_init(struct pf_daemon *d)
 		.pma = d->pma,
 		.iommu = d->iommu,
 		.notify = pf_rm_notify,
+		.event = pf_rm_event,
 		.notify_ctx = d,
 	};
 	int r;
@@ -59,6 +143,7 @@ int pf_rm_partition_set(struct pf_daemon *d, struct pf_slice *s, unsigned int vf
 		.dma = s->dma_mo,
 	};
 
+	glue_clear(vf);
 	return rm_vf_partition_set(d->rm, vf, &p);
 }
 
