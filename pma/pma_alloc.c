@@ -465,7 +465,7 @@ static size_t take_commit_64k(struct pma_region *r, const uint64_t *map, const u
 	uint64_t g = 0, nr_groups = r->nr_groups;
 	size_t got = 0;
 
-	while (got < need && (g = pma_bits_next(map, sum, g, nr_groups)) != NONE) {
+	while (got < need && (g = pma_bits_next_inl(map, sum, g, nr_groups)) != NONE) {
 		uint64_t base = g << PMA_GROUP_SHIFT, sel = 0;
 		uint64_t m = (pma_word_avail(&r->words[base / 64]) >> (base % 64)) & 0xffffffffull;
 		uint64_t addr0 = (r->first + base) << PMA_FRAME_SHIFT;

@@ -277,6 +277,21 @@ uint64_t pma_region_count_avail(const struct pma_region *r, uint64_t w0, uint64_
 /* Next/previous set bit of a two-level bitmap (map + summary) in [lo, hi); UINT64_MAX if none. */
 uint64_t pma_bits_next(const uint64_t *map, const uint64_t *sum, uint64_t lo, uint64_t hi);
 uint64_t pma_bits_prev(const uint64_t *map, const uint64_t *sum, uint64_t lo, uint64_t hi);
+/* pma_bits_next() with the answer in @lo's own word found inline. */
+static inline uint64_t pma_bits_next_inl(const uint64_t *map, const uint64_t *sum, uint64_t lo,
+					 uint64_t hi)
+{
+	if (lo < hi) {
+		uint64_t w = map[lo / 64] & (~0ull << (lo % 64));
+
+		if (w) {
+			uint64_t b = (lo & ~63ull) + vgpu_ctz(w);
+
+			return b < hi ? b : UINT64_MAX;
+		}
+	}
+	return pma_bits_next(map, sum, lo, hi);
+}
 /* Check one region's indexes and counters; 0 or -EIO. */
 int pma_region_check(struct pma_region *r);
 
