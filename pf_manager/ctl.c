@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,7 @@ struct ctl_opts {
 	bool json, dry, color, verbose;
 	json_object *attrs;		/* quota flags, mdevctl attrs shape */
 	const char *owner;		/* VMUUID[:GEN] */
+	const char *release_owner;	/* VMUUID[:GEN] whose token modify clears */
 	long owner_uid;
 	bool have_owner_uid;
 	const char *verb;
@@ -377,6 +379,10 @@ static int cmd_modify(struct ctl *c, struct ctl_opts *o)
 		json_object_object_add(a, "start", json_object_new_string(o->start ? "auto" : "manual"));
 	if (json_object_array_length(o->attrs))
 		json_object_object_add(a, "attrs", json_object_get(o->attrs));
+	if (o->have_owner_uid)
+		json_object_object_add(a, "owner_uid", json_object_new_int64(o->owner_uid));
+	if (o->release_owner)
+		json_object_object_add(a, "release-owner", owner_json(o->release_owner));
 	return simple(c, o, "modify-slice", a);
 }
 
@@ -508,7 +514,7 @@ static const struct ctl_verb verbs[] = {
 	{ "undefine",	cmd_undefine,	"-u UUID" },
 	{ "start",	cmd_start,	"-u UUID: give the slice a VF, its VRAM partition and endpoint" },
 	{ "stop",	cmd_stop,	"-u UUID: reset the VF and release the partition" },
-	{ "modify",	cmd_modify,	"-u UUID [-t TYPE] [--auto|--manual] [quota flags]" },
+	{ "modify",	cmd_modify,	"-u UUID [-t TYPE] [--auto|--manual] [quota flags] [--owner-uid U] [--release-owner VM[:GEN]]" },
 	{ "set-vfs",	cmd_set_vfs,	"N: enable N VFs (sriov_numvfs semantics)" },
 	{ "status",	cmd_status,	"the device: VRAM, VFs, budgets" },
 	{ "reset",	cmd_reset,	"VF | -u UUID: function-level reset of one VF" },
@@ -528,7 +534,7 @@ static void usage(FILE *f)
 		"  -a, --auto / -m, --manual   start with the daemon, or only when asked\n"
 		"      --vram SIZE  --channels N  --doorbells N  --exec-quantum-ms N\n"
 		"      --preempt-timeout-us N  --priority low|normal   custom quotas\n"
-		"      --owner VMUUID[:GEN]  --owner-uid UID   owner token, uid that may attach\n"
+		"      --owner VMUUID[:GEN]  --owner-uid USER|UID  owner token, user that may attach\n"
 		"      --json             versioned JSON output (sizes in bytes)\n"
 		"      --dry-run          print the plan, change nothing, same exit code\n"
 		"      --socket PATH      control socket (default $VGPUD_SOCKET or "
@@ -543,7 +549,7 @@ static void usage(FILE *f)
 }
 
 enum { O_JSON = 256, O_DRY, O_SOCKET, O_SVG, O_NOCOLOR, O_VRAM, O_CHANNELS, O_DOORBELLS,
-       O_EXEC, O_PREEMPT, O_PRIO, O_OWNER, O_OWNER_UID };
+       O_EXEC, O_PREEMPT, O_PRIO, O_OWNER, O_OWNER_UID, O_RELEASE_OWNER };
 
 static const struct option long_opts[] = {
 	{ "parent", required_argument, NULL, 'p' }, { "type", required_argument, NULL, 't' },
@@ -559,8 +565,23 @@ static const struct option long_opts[] = {
 	{ "exec-quantum-ms", required_argument, NULL, O_EXEC },
 	{ "preempt-timeout-us", required_argument, NULL, O_PREEMPT },
 	{ "priority", required_argument, NULL, O_PRIO }, { "owner", required_argument, NULL, O_OWNER },
-	{ "owner-uid", required_argument, NULL, O_OWNER_UID }, { NULL, 0, NULL, 0 },
+	{ "owner-uid", required_argument, NULL, O_OWNER_UID },
+	{ "release-owner", required_argument, NULL, O_RELEASE_OWNER }, { NULL, 0, NULL, 0 },
 };
+
+/* --owner-uid takes a user name (libvirt-qemu) or a number. */
+static int parse_owner_uid(const char *arg, long *uid)
+{
+	struct passwd pw, *res = NULL;
+	char buf[4096];
+
+	if (!parse_count(arg, 2147483647L, uid))
+		return 0;
+	if (getpwnam_r(arg, &pw, buf, sizeof(buf), &res) || !res)
+		return -EINVAL;
+	*uid = (long)pw.pw_uid;
+	return 0;
+}
 
 static int add_attr(struct ctl_opts *o, const char *key, json_object *v)
 {
@@ -637,10 +658,12 @@ static int parse_args(int argc, char **argv, struct ctl_opts *o)
 		case O_SVG: o->svg = optarg; break;
 		case O_NOCOLOR: o->color = false; break;
 		case O_OWNER: o->owner = optarg; break;
+		case O_RELEASE_OWNER: o->release_owner = optarg; break;
 		case O_OWNER_UID:
 			o->have_owner_uid = true;
-			if (parse_count(optarg, 2147483647L, &o->owner_uid))
-				return usage_error("bad uid \"%s\"", optarg);
+			if (parse_owner_uid(optarg, &o->owner_uid))
+				return usage_error("bad --owner-uid \"%s\" (a user name or a uid)",
+						   optarg);
 			break;
 		case '?': return CTL_USAGE;
 		default:

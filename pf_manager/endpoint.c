@@ -3,6 +3,7 @@
  * and protocol are ABI: include/vgpu/vf_bar.h. */
 #include <errno.h>
 #include <poll.h>
+#include <pwd.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -160,9 +161,9 @@ static void ep_forward_intr(struct pf_daemon *d, struct pf_slice *s)
 		s->faults++;
 		ep_signal(s, VF_VEC_EVENT);
 	}
-	if (!st)
 	/* Channel errors come from the GSP through the RM, whose event wakes this eventfd. */
 	pf_rm_chan_events(d, s);
+	if (!st)
 		return;
 	atomic_fetch_or((_Atomic uint32_t *)&ip->status, st);
 	atomic_fetch_add((_Atomic uint64_t *)&ip->count, 1);
@@ -429,10 +430,23 @@ int pf_endpoint_open(struct pf_daemon *d, struct pf_slice *s)
 		r = -errno;
 		goto close_fd;
 	}
-	/* The owner (a VMM running as its own user) must be able to connect: group-less
-	 * 0660 with the socket owned by that user; root always can. */
-	if (s->owner_uid >= 0 && chown(ep->path, (uid_t)s->owner_uid, (gid_t)-1))
-		vgpu_warn("VF %u: cannot give %s to uid %ld", s->vf, ep->path, s->owner_uid);
+	/* The owner (a VMM running as its own user, libvirt's QEMU as libvirt-qemu:kvm) must
+	 * be able to connect: 0660, owned by that user and its primary group, in a runtime
+	 * dir it can traverse; root always can. */
+	if (s->owner_uid >= 0) {
+		struct passwd pw, *pwr = NULL;
+		char pwbuf[4096];
+		struct stat sb;
+
+		if (getpwuid_r((uid_t)s->owner_uid, &pw, pwbuf, sizeof(pwbuf), &pwr))
+			pwr = NULL;
+		if (chown(ep->path, (uid_t)s->owner_uid, pwr ? pw.pw_gid : (gid_t)-1))
+			vgpu_warn("VF %u: cannot give %s to uid %ld", s->vf, ep->path, s->owner_uid);
+		if (!stat(d->cfg.runtime_dir, &sb) && !(sb.st_mode & S_IXOTH) &&
+		    chmod(d->cfg.runtime_dir, (sb.st_mode & 07777) | S_IXOTH))
+			vgpu_warn("VF %u: uid %ld cannot reach %s: %s is not searchable", s->vf,
+				  s->owner_uid, ep->path, d->cfg.runtime_dir);
+	}
 	chmod(ep->path, 0660);
 	s->ep = ep;
 	return 0;

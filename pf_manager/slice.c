@@ -4,10 +4,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pwd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -161,6 +163,17 @@ static json_object *slice_diff(const struct pf_slice *a, const struct pf_slice *
 	json_object_put(ja);
 	json_object_put(jb);
 	return diff;
+}
+
+/* The primary group of @uid (kvm for libvirt-qemu), or -1 to leave the group alone. */
+static gid_t pf_owner_gid(long uid)
+{
+	struct passwd pw, *res = NULL;
+	char buf[4096];
+
+	if (uid < 0 || getpwuid_r((uid_t)uid, &pw, buf, sizeof(buf), &res) || !res)
+		return (gid_t)-1;
+	return pw.pw_gid;
 }
 
 static bool slice_same_spec(const struct pf_slice *a, const struct pf_slice *b)
@@ -333,8 +346,11 @@ static int bar_object_open(struct pf_daemon *d, struct pf_slice *s, unsigned int
 		if (fd < 0)
 			return pf_fail(e, -errno, "VF %u: cannot create %s: %s", vf, name,
 				       vgpu_strerror(-errno));
-		/* The owner's VMM opens the BAR through the endpoint's fd, never by name. */
-		if (s->owner_uid >= 0 && fchown(fd, (uid_t)s->owner_uid, (gid_t)-1))
+		/* The owner's VMM opens the BAR through the endpoint's fd, never by name; the
+		 * object still belongs to it and its primary group (libvirt-qemu:kvm), as
+		 * libvirt's DAC model expects of what its QEMU uses. */
+		if (s->owner_uid >= 0 && (fchown(fd, (uid_t)s->owner_uid,
+						 pf_owner_gid(s->owner_uid)) || fchmod(fd, 0660)))
 			vgpu_warn("VF %u: cannot give %s to uid %ld", vf, name, s->owner_uid);
 		if (ftruncate(fd, (off_t)s->bar_size)) {
 			int r = -errno;
@@ -726,7 +742,7 @@ static int modify_spec(struct pf_daemon *d, struct pf_slice *s, json_object *arg
 
 	json_object_object_get_ex(spec, "attrs", &attrs);
 	json_object_object_foreach(args, key, val) {
-		if (!strcmp(key, "dry-run"))
+		if (!strcmp(key, "dry-run") || !strcmp(key, "release-owner"))
 			continue;
 		if (strcmp(key, "attrs")) {
 			json_object_object_add(spec, key, json_object_get(val));
@@ -744,13 +760,57 @@ static int modify_spec(struct pf_daemon *d, struct pf_slice *s, json_object *arg
 	return r;
 }
 
-/* A running slice takes new quotas only while idle, and never a new type or VRAM. */
+/* "release-owner": {vm, generation}: clear the owner token in @n if, and only if, it is
+ * that token; releasing an unowned slice is a no-op. Two releasers (libvirt's hook and
+ * vgpu-vm) so cannot take the slice away from the VM that owns it next. */
+static int modify_release_owner(const struct pf_slice *s, json_object *args,
+				struct pf_slice *n, struct pf_err *e)
+{
+	json_object *o, *vm, *gen;
+	int64_t g = 0;
+
+	if (!json_object_object_get_ex(args, "release-owner", &o))
+		return 0;
+	if (!json_object_is_type(o, json_type_object) || !json_object_object_get_ex(o, "vm", &vm) ||
+	    !json_object_is_type(vm, json_type_string))
+		return pf_fail(e, -EINVAL, "\"release-owner\" must be {\"vm\": UUID, "
+			       "\"generation\": N}");
+	if (json_object_object_get_ex(o, "generation", &gen)) {
+		if (!json_object_is_type(gen, json_type_int) || json_object_get_int64(gen) < 0)
+			return pf_fail(e, -EINVAL, "release-owner.generation must be a "
+				       "non-negative integer");
+		g = json_object_get_int64(gen);
+	}
+	if (json_object_object_get_ex(args, "owner", NULL))
+		return pf_fail(e, -EINVAL, "give either \"owner\" or \"release-owner\"");
+	if (!s->owner_vm[0])
+		return 0;
+	if (strcasecmp(json_object_get_string(vm), s->owner_vm) || (uint64_t)g != s->owner_gen)
+		return pf_fail(e, -EBUSY, "slice %s is owned by VM %s generation %" PRIu64
+			       ", not by VM %.40s generation %" PRId64 "; not released", s->uuid,
+			       s->owner_vm, s->owner_gen, json_object_get_string(vm), g);
+	n->owner_vm[0] = 0;
+	n->owner_gen = 0;
+	return 0;
+}
+
+/* Only the owner token or owner uid differ: who may use the slice, not what it is. */
+static bool modify_owner_only(const struct pf_slice *s, const struct pf_slice *n)
+{
+	return !strcmp(n->type, s->type) && n->autostart == s->autostart && quota_equal(s, n);
+}
+
+/* A running slice takes new quotas only while idle, and never a new type or VRAM; its
+ * ownership may change any time (a VMM takes it before its guest attaches and gives it
+ * back when the guest is gone, whether or not vgpud has seen the detach yet). */
 static int modify_running_check(struct pf_daemon *d, struct pf_slice *s, struct pf_slice *n,
 				struct pf_err *e)
 {
 	struct pf_quota q;
 	int r;
 
+	if (modify_owner_only(s, n))
+		return 0;
 	if (pf_endpoint_attached(s))
 		return pf_fail(e, -EBUSY, "slice %s is in use (a guest is attached to VF %u); quotas "
 			       "change only while it is idle", s->uuid, s->vf);
@@ -761,6 +821,20 @@ static int modify_running_check(struct pf_daemon *d, struct pf_slice *s, struct 
 		return pf_fail(e, -EBUSY, "slice %s is running on VF %u; stop it to change its type "
 			       "or VRAM", s->uuid, s->vf);
 	return 0;
+}
+
+/* A running slice's endpoint socket and BAR object change hands with its owner uid (-1:
+ * back to root), so a new owner uid takes effect without a restart of the slice. */
+static void slice_give_to(struct pf_daemon *d, struct pf_slice *s, long uid)
+{
+	char path[PATH_MAX];
+	uid_t u = uid >= 0 ? (uid_t)uid : 0;
+	gid_t g = uid >= 0 ? pf_owner_gid(uid) : 0;
+
+	snprintf(path, sizeof(path), "%s/vf%u.sock", d->cfg.runtime_dir, s->vf);
+	if (chown(path, u, g) || (s->bar_fd >= 0 && fchown(s->bar_fd, u, g)))
+		vgpu_warn("VF %u: cannot give its endpoint and BAR to uid %ld: %s", s->vf, uid,
+			  vgpu_strerror(-errno));
 }
 
 /* Apply a checked spec: the RM's limits first (it refuses limits below use), then the
@@ -790,6 +864,8 @@ static int modify_commit(struct pf_daemon *d, struct pf_slice *s, struct pf_slic
 	s->custom_bits = n->custom_bits;
 	memcpy(s->owner_vm, n->owner_vm, sizeof(s->owner_vm));
 	s->owner_gen = n->owner_gen;
+	if (s->vf && s->owner_uid != n->owner_uid)
+		slice_give_to(d, s, n->owner_uid);
 	s->owner_uid = n->owner_uid;
 	if (s->vf) {
 		s->prov = tmp.prov;
@@ -816,6 +892,8 @@ int pf_slice_modify(struct pf_daemon *d, json_object *args, bool dry, json_objec
 	if (!n)
 		return pf_fail(e, -ENOMEM, "out of memory");
 	r = modify_spec(d, s, args, n, e);
+	if (!r)
+		r = modify_release_owner(s, args, n, e);
 	if (!r && slice_same_spec(s, n)) {
 		add_result(ret, s, "unchanged", dry);
 		goto free_n;

@@ -1,0 +1,746 @@
+/* vgpu-vm - launch, stop, list and describe libvirt VMs with vGPU slices, and the libvirt
+ * qemu hook. One verb per run; human output by default, one JSON object with --json.
+ * Exit codes as vgpuctl's (doc/vgpu-vm.1). */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <limits.h>
+#include <grp.h>
+#include <pwd.h>
+#include <sys/stat.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+#include "common/clock.h"
+#include "vmm_glue/vmm_internal.h"
+
+#define HOOK_MAX_XML	(4u << 20)
+#define VM_MAX_ARGS	8
+
+struct vm_opts {
+	const char *verb;
+	char *args[VM_MAX_ARGS];	/* positional arguments after the verb */
+	int nargs;
+	const char *slice, *name, *uuid, *uri, *socket, *qemu_user;
+	const char *kernel, *initrd, *cmdline, *disk, *console_log;
+	unsigned int memory_mib, vcpus, timeout_s;
+	uint64_t generation;
+	enum vmm_accel accel;
+	bool persistent, wait, dry, json, mdev, undefine;
+	/* absolute forms of the paths, filled by resolve_paths() */
+	char kernel_abs[PATH_MAX], initrd_abs[PATH_MAX], disk_abs[PATH_MAX], log_abs[PATH_MAX];
+};
+
+static int usage(const char *fmt, const char *arg)
+{
+	fprintf(stderr, "vgpu-vm: ");
+	fprintf(stderr, fmt, arg);
+	fprintf(stderr, "\nTry 'vgpu-vm --help'.\n");
+	return VMM_EXIT_USAGE;
+}
+
+/* Print @e's message and return its exit code. */
+static int report(const struct vmm_err *e)
+{
+	fprintf(stderr, "vgpu-vm: %s\n", e->msg);
+	return vmm_exit_code(e->err);
+}
+
+static void help(void)
+{
+	printf("usage: vgpu-vm [options] VERB [args]\n\n"
+	       "verbs:\n"
+	       "  launch --slice UUID (--kernel F [--initrd F] [--cmdline S] | --disk IMG)\n"
+	       "         [--name N] [--uuid U] [--memory MIB] [--vcpus N] [--accel tcg|kvm]\n"
+	       "         [--console-log F] [--persistent] [--wait [--timeout S]] [--dry-run]\n"
+	       "  xml    the same options: print the validated domain XML (--mdev: hostdev form)\n"
+	       "  stop NAME|UUID [--undefine]\n"
+	       "  list\n"
+	       "  hook NAME OP SUBOP [EXTRA]   libvirt's qemu hook, domain XML on stdin\n\n"
+	       "options:\n"
+	       "  -c, --connect URI    libvirt URI (default %s)\n"
+	       "      --socket PATH    vgpud's control socket (default $VGPUD_SOCKET or %s)\n"
+	       "      --qemu-user USER the user libvirt runs QEMU as (default %s)\n"
+	       "      --generation N   owner token generation (default 0)\n"
+	       "      --json           one JSON object on stdout\n"
+	       "exit: 0 ok, 1 failure, 2 usage, 3 not found, 4 conflict, 5 resources,\n"
+	       "      6 vgpud or libvirtd unreachable, 7 permission denied\n",
+	       VMM_DEFAULT_URI, VMM_DEFAULT_SOCKET, VMM_DEFAULT_QEMU_USER);
+}
+
+/* ---- argument parsing ------------------------------------------------------------------ */
+
+static int parse_uint(const char *s, unsigned long max, unsigned long *out)
+{
+	char *end;
+
+	errno = 0;
+	if (!s[0] || s[0] == '-' || s[0] == '+')
+		return -EINVAL;
+	*out = strtoul(s, &end, 10);
+	return errno || *end || *out > max ? -EINVAL : 0;
+}
+
+/* MiB: "512", "512M", "512MiB", "2G", "2GiB". */
+static int parse_memory(const char *s, unsigned int *mib)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	if (!s[0] || s[0] == '-' || s[0] == '+')
+		return -EINVAL;
+	v = strtoul(s, &end, 10);
+	if (errno || end == s)
+		return -EINVAL;
+	if (!strcmp(end, "G") || !strcmp(end, "GiB"))
+		v = v > (1ul << 20) ? 0 : v * 1024;
+	else if (*end && strcmp(end, "M") && strcmp(end, "MiB"))
+		return -EINVAL;
+	if (v < 64 || v > 1048576)
+		return -ERANGE;
+	*mib = (unsigned int)v;
+	return 0;
+}
+
+enum { O_SLICE = 256, O_NAME, O_UUID, O_KERNEL, O_INITRD, O_CMDLINE, O_DISK, O_MEMORY,
+       O_VCPUS, O_ACCEL, O_LOG, O_PERSIST, O_WAIT, O_TIMEOUT, O_DRY, O_JSON, O_SOCKET,
+       O_QEMU_USER, O_GEN, O_MDEV, O_UNDEFINE };
+
+static const struct option long_opts[] = {
+	{ "slice", required_argument, NULL, O_SLICE }, { "name", required_argument, NULL, O_NAME },
+	{ "uuid", required_argument, NULL, O_UUID }, { "kernel", required_argument, NULL, O_KERNEL },
+	{ "initrd", required_argument, NULL, O_INITRD },
+	{ "cmdline", required_argument, NULL, O_CMDLINE },
+	{ "disk", required_argument, NULL, O_DISK }, { "memory", required_argument, NULL, O_MEMORY },
+	{ "vcpus", required_argument, NULL, O_VCPUS }, { "accel", required_argument, NULL, O_ACCEL },
+	{ "console-log", required_argument, NULL, O_LOG },
+	{ "persistent", no_argument, NULL, O_PERSIST }, { "wait", no_argument, NULL, O_WAIT },
+	{ "timeout", required_argument, NULL, O_TIMEOUT }, { "dry-run", no_argument, NULL, O_DRY },
+	{ "json", no_argument, NULL, O_JSON }, { "connect", required_argument, NULL, 'c' },
+	{ "socket", required_argument, NULL, O_SOCKET },
+	{ "qemu-user", required_argument, NULL, O_QEMU_USER },
+	{ "generation", required_argument, NULL, O_GEN }, { "mdev", no_argument, NULL, O_MDEV },
+	{ "undefine", no_argument, NULL, O_UNDEFINE }, { "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 },
+};
+
+static int parse_value(struct vm_opts *o, int c, const char *arg)
+{
+	unsigned long v;
+
+	switch (c) {
+	case O_MEMORY:
+		return parse_memory(arg, &o->memory_mib) ?
+			usage("bad --memory \"%s\" (MiB, 64..1048576; or with M/G)", arg) : 0;
+	case O_VCPUS:
+		if (parse_uint(arg, 64, &v) || !v)
+			return usage("bad --vcpus \"%s\" (1..64)", arg);
+		o->vcpus = (unsigned int)v;
+		return 0;
+	case O_TIMEOUT:
+		if (parse_uint(arg, 86400, &v) || !v)
+			return usage("bad --timeout \"%s\" (seconds, 1..86400)", arg);
+		o->timeout_s = (unsigned int)v;
+		return 0;
+	case O_GEN:
+		if (parse_uint(arg, UINT32_MAX, &v))
+			return usage("bad --generation \"%s\"", arg);
+		o->generation = v;
+		return 0;
+	case O_ACCEL:
+		if (strcmp(arg, "tcg") && strcmp(arg, "kvm"))
+			return usage("bad --accel \"%s\" (tcg or kvm)", arg);
+		o->accel = strcmp(arg, "kvm") ? VMM_ACCEL_TCG : VMM_ACCEL_KVM;
+		return 0;
+	}
+	return 0;
+}
+
+static int parse_opt(struct vm_opts *o, int c, const char *arg)
+{
+	switch (c) {
+	case O_SLICE: o->slice = arg; break;
+	case O_NAME: o->name = arg; break;
+	case O_UUID: o->uuid = arg; break;
+	case O_KERNEL: o->kernel = arg; break;
+	case O_INITRD: o->initrd = arg; break;
+	case O_CMDLINE: o->cmdline = arg; break;
+	case O_DISK: o->disk = arg; break;
+	case O_LOG: o->console_log = arg; break;
+	case O_PERSIST: o->persistent = true; break;
+	case O_WAIT: o->wait = true; break;
+	case O_DRY: o->dry = true; break;
+	case O_JSON: o->json = true; break;
+	case 'c': o->uri = arg; break;
+	case O_SOCKET: o->socket = arg; break;
+	case O_QEMU_USER: o->qemu_user = arg; break;
+	case O_MDEV: o->mdev = true; break;
+	case O_UNDEFINE: o->undefine = true; break;
+	default: return parse_value(o, c, arg);
+	}
+	return 0;
+}
+
+static int parse_args(int argc, char **argv, struct vm_opts *o)
+{
+	int c, r;
+
+	memset(o, 0, sizeof(*o));
+	o->memory_mib = 256;
+	o->vcpus = 1;
+	o->uri = VMM_DEFAULT_URI;
+	o->socket = getenv("VGPUD_SOCKET") ? getenv("VGPUD_SOCKET") : VMM_DEFAULT_SOCKET;
+	o->qemu_user = VMM_DEFAULT_QEMU_USER;
+	optind = 1;
+	opterr = 1;
+	while ((c = getopt_long(argc, argv, "+c:h", long_opts, NULL)) != -1) {
+		if (c == 'h') {
+			help();
+			return -1;
+		}
+		if (c == '?')
+			return VMM_EXIT_USAGE;
+		r = parse_opt(o, c, optarg);
+		if (r)
+			return r;
+	}
+	if (optind >= argc)
+		return usage("%s", "no verb given");
+	o->verb = argv[optind++];
+	/* Options may also follow the verb, before, between or after its arguments. */
+	while (optind < argc) {
+		c = getopt_long(argc, argv, "+c:h", long_opts, NULL);
+		if (c == -1) {
+			if (o->nargs == VM_MAX_ARGS)
+				return usage("too many arguments (\"%s\")", argv[optind]);
+			o->args[o->nargs++] = argv[optind++];
+			continue;
+		}
+		if (c == 'h') {
+			help();
+			return -1;
+		}
+		if (c == '?')
+			return VMM_EXIT_USAGE;
+		r = parse_opt(o, c, optarg);
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
+/* ---- launch and xml -------------------------------------------------------------------- */
+
+/* @path made absolute into @out; an existing file unless @dir_only (then its directory). */
+static int resolve(const char *what, const char *path, bool dir_only, char *out,
+		   struct vmm_err *e)
+{
+	char tmp[PATH_MAX], dir[PATH_MAX];
+
+	if (strlen(path) >= PATH_MAX - 1)
+		return vmm_fail(e, -ENAMETOOLONG, "%s path is too long", what);
+	if (!dir_only) {
+		if (!realpath(path, out))
+			return vmm_fail(e, -errno, "%s %s: %s", what, path, strerror(errno));
+		if (access(out, R_OK))
+			return vmm_fail(e, -errno, "%s %s: %s", what, path, strerror(errno));
+		return 0;
+	}
+	snprintf(tmp, sizeof(tmp), "%s", path);
+	if (!realpath(dirname(tmp), dir))
+		return vmm_fail(e, -errno, "%s %s: its directory: %s", what, path, strerror(errno));
+	snprintf(tmp, sizeof(tmp), "%s", path);
+	if (snprintf(out, PATH_MAX, "%s/%s", dir, basename(tmp)) >= PATH_MAX)
+		return vmm_fail(e, -ENAMETOOLONG, "%s path is too long", what);
+	return 0;
+}
+
+static int resolve_paths(struct vm_opts *o, struct vmm_err *e)
+{
+	int r = 0;
+
+	if (o->kernel)
+		r = resolve("kernel", o->kernel, false, o->kernel_abs, e);
+	if (!r && o->initrd)
+		r = resolve("initrd", o->initrd, false, o->initrd_abs, e);
+	if (!r && o->disk)
+		r = resolve("disk", o->disk, false, o->disk_abs, e);
+	if (!r && o->console_log)
+		r = resolve("console log", o->console_log, true, o->log_abs, e);
+	return r;
+}
+
+/* "qcow2" when the image starts with QCOW's magic, else "raw". */
+static const char *disk_format(const char *path)
+{
+	unsigned char m[4] = { 0 };
+	FILE *f = fopen(path, "rb");
+
+	if (f) {
+		if (fread(m, 1, 4, f) != 4)
+			m[0] = 0;
+		fclose(f);
+	}
+	return m[0] == 'Q' && m[1] == 'F' && m[2] == 'I' && m[3] == 0xfb ? "qcow2" : "raw";
+}
+
+/* Can @pw (QEMU's user, with its groups) search every directory above @path? The first
+ * one it cannot is in @bad. libvirt's DAC driver labels the files it is given, never the
+ * directories on their way. */
+static bool qemu_can_reach(const char *path, const struct passwd *pw, char *bad, size_t len)
+{
+	gid_t groups[64];
+	int ng = 64;
+	char dir[PATH_MAX];
+	struct stat sb;
+
+	if (getgrouplist(pw->pw_name, pw->pw_gid, groups, &ng) < 0)
+		ng = 0;
+	snprintf(dir, sizeof(dir), "%s", path);
+	for (char *slash = strrchr(dir, '/'); slash && slash != dir; slash = strrchr(dir, '/')) {
+		bool ok;
+
+		*slash = 0;
+		if (stat(dir, &sb))
+			continue;
+		ok = sb.st_mode & S_IXOTH;
+		if (sb.st_uid == pw->pw_uid)
+			ok = sb.st_mode & S_IXUSR;
+		for (int i = 0; !ok && sb.st_uid != pw->pw_uid && i < ng; i++)
+			ok = groups[i] == sb.st_gid && (sb.st_mode & S_IXGRP);
+		if (!ok) {
+			snprintf(bad, len, "%s", dir);
+			return false;
+		}
+	}
+	return true;
+}
+
+/* The files QEMU opens itself (as @pw) must be reachable. */
+static int qemu_paths_check(const struct vm_opts *o, const struct vmm_slice *s,
+			    const struct passwd *pw, struct vmm_err *e)
+{
+	const char *paths[] = { s->endpoint, o->kernel ? o->kernel_abs : NULL,
+				o->initrd ? o->initrd_abs : NULL, o->disk ? o->disk_abs : NULL,
+				o->console_log ? o->log_abs : NULL };
+	char bad[PATH_MAX];
+
+	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
+		if (paths[i] && paths[i][0] && !qemu_can_reach(paths[i], pw, bad, sizeof(bad)))
+			return vmm_fail(e, -EACCES, "libvirt runs QEMU as %s, which cannot reach %s: "
+					"directory %s is not searchable by it (chmod o+x %s)",
+					pw->pw_name, paths[i], bad, bad);
+	return 0;
+}
+
+/* Launch's checks on the slice, all before libvirt is touched. */
+static int slice_usable(const struct vm_opts *o, const struct vmm_slice *s, const char *dom,
+			struct vmm_err *e)
+{
+	struct passwd *pw;
+
+	if (!s->running)
+		return vmm_fail(e, -EBUSY, "slice %s is defined but not running; start it first "
+				"(vgpuctl start -u %s)", s->uuid, s->uuid);
+	if (s->owner_vm[0] && (strcasecmp(s->owner_vm, dom) || s->owner_gen != o->generation))
+		return vmm_fail(e, -EBUSY, "slice %s is owned by VM %s generation %" PRIu64
+				"; stop that VM first (vgpu-vm stop %s)", s->uuid, s->owner_vm,
+				s->owner_gen, s->owner_vm);
+	if (s->attached)
+		return vmm_fail(e, -EBUSY, "slice %s is in use: a guest is attached to VF %u",
+				s->uuid, s->vf);
+	/* The endpoint admits root and the slice's owner uid: QEMU must be one of them. */
+	pw = strstr(o->uri, "system") ? getpwnam(o->qemu_user) : NULL;
+	if (pw && pw->pw_uid != 0 && (long)pw->pw_uid != s->owner_uid)
+		return vmm_fail(e, -EACCES, "slice %s admits %s%ld to its endpoint, but libvirt runs "
+				"QEMU as %s (uid %u): vgpuctl modify -u %s --owner-uid %s",
+				s->uuid, s->owner_uid < 0 ? "only root, not uid " : "uid ",
+				s->owner_uid, o->qemu_user, (unsigned int)pw->pw_uid, s->uuid,
+				o->qemu_user);
+	return pw && pw->pw_uid != 0 ? qemu_paths_check(o, s, pw, e) : 0;
+}
+
+static void domain_spec(struct vm_opts *o, const struct vmm_slice *s, struct vmm_domain *d,
+			char *name_buf, size_t name_len)
+{
+	memset(d, 0, sizeof(*d));
+	if (o->name) {
+		d->name = o->name;
+	} else {
+		snprintf(name_buf, name_len, "vgpu-%.8s", s->uuid);
+		d->name = name_buf;
+	}
+	if (o->uuid)
+		snprintf(d->uuid, sizeof(d->uuid), "%.36s", o->uuid);
+	else if (s->owner_vm[0] && o->generation == s->owner_gen)
+		snprintf(d->uuid, sizeof(d->uuid), "%s", s->owner_vm);	/* its VM again */
+	else
+		vmm_uuid_generate(d->uuid);
+	d->memory_mib = o->memory_mib;
+	d->vcpus = o->vcpus;
+	d->accel = o->accel;
+	d->form = o->mdev ? VMM_FORM_MDEV : VMM_FORM_SHMEM;
+	d->kernel = o->kernel ? o->kernel_abs : NULL;
+	d->initrd = o->initrd ? o->initrd_abs : NULL;
+	d->cmdline = o->cmdline ? o->cmdline :
+		(o->kernel ? "console=ttyS0 panic=-1 intel_iommu=on" : NULL);
+	d->disk = o->disk ? o->disk_abs : NULL;
+	d->disk_format = o->disk ? disk_format(o->disk_abs) : NULL;
+	d->console_log = o->console_log ? o->log_abs : NULL;
+	d->endpoint = s->endpoint[0] ? s->endpoint : NULL;
+	snprintf(d->meta.slice, sizeof(d->meta.slice), "%s", s->uuid);
+	snprintf(d->meta.socket, sizeof(d->meta.socket), "%s", o->socket);
+	snprintf(d->meta.vm, sizeof(d->meta.vm), "%s", d->uuid);
+	d->meta.generation = o->generation;
+}
+
+/* Everything launch and xml share: arguments, the slice, the XML, its validation. */
+static int prepare_xml(struct vm_opts *o, struct vmm_ctl **c, struct vmm_slice *s,
+		       struct vmm_domain *d, char *name_buf, size_t name_len, char **xml,
+		       struct vmm_err *e)
+{
+	char sock_abs[PATH_MAX];
+	int r;
+
+	*xml = NULL;
+	if (!o->slice)
+		return vmm_fail(e, -EINVAL, "%s needs --slice UUID", o->verb);
+	if (!vmm_uuid_valid(o->slice))
+		return vmm_fail(e, -EINVAL, "\"%.64s\" is not a slice UUID", o->slice);
+	if (o->uuid && !vmm_uuid_valid(o->uuid))
+		return vmm_fail(e, -EINVAL, "--uuid \"%.64s\" is not a UUID", o->uuid);
+	if (o->nargs)
+		return vmm_fail(e, -EINVAL, "%s takes no positional argument (\"%.64s\")", o->verb,
+				o->args[0]);
+	/* The metadata carries the socket for the hook, which runs elsewhere: absolute. */
+	if (o->socket[0] != '/' && realpath(o->socket, sock_abs))
+		o->socket = strdup(sock_abs);
+	r = resolve_paths(o, e);
+	if (r)
+		return r;
+	r = vmm_ctl_open(o->socket, c, e);
+	if (!r)
+		r = vmm_slice_query(*c, o->slice, s, e);
+	if (r)
+		return r;
+	domain_spec(o, s, d, name_buf, name_len);
+	if (!strcmp(o->verb, "launch") || !o->mdev) {
+		r = slice_usable(o, s, d->uuid, e);
+		if (r)
+			return r;
+	}
+	r = vmm_xml_build(d, xml, e);
+	if (!r)
+		r = vmm_xml_validate(*xml, e);
+	return r;
+}
+
+static void print_launch(const struct vm_opts *o, const struct vmm_domain *d,
+			 const struct vmm_slice *s, const char *xml, const char *result,
+			 int64_t ran_ms)
+{
+	json_object *j;
+
+	if (!o->json) {
+		printf("%s domain %s (%s) with slice %s on VF %u (%s, %s)\n", result, d->name,
+		       d->uuid, s->uuid, s->vf, o->persistent ? "persistent" : "transient",
+		       o->accel == VMM_ACCEL_KVM ? "kvm" : "tcg");
+		if (ran_ms >= 0)
+			printf("domain %s ended after %.1f s\n", d->name, (double)ran_ms / 1000);
+		return;
+	}
+	j = json_object_new_object();
+	json_object_object_add(j, "schema", json_object_new_int(1));
+	json_object_object_add(j, "result", json_object_new_string(result));
+	json_object_object_add(j, "dry_run", json_object_new_boolean(o->dry));
+	json_object_object_add(j, "name", json_object_new_string(d->name));
+	json_object_object_add(j, "uuid", json_object_new_string(d->uuid));
+	json_object_object_add(j, "slice", json_object_new_string(s->uuid));
+	json_object_object_add(j, "vf", json_object_new_int((int)s->vf));
+	json_object_object_add(j, "endpoint", json_object_new_string(s->endpoint));
+	json_object_object_add(j, "persistent", json_object_new_boolean(o->persistent));
+	json_object_object_add(j, "accel", json_object_new_string(o->accel == VMM_ACCEL_KVM ?
+								   "kvm" : "tcg"));
+	json_object_object_add(j, "validated", json_object_new_boolean(true));
+	if (ran_ms >= 0)
+		json_object_object_add(j, "ran_ms", json_object_new_int64(ran_ms));
+	if (o->dry)
+		json_object_object_add(j, "xml", json_object_new_string(xml));
+	printf("%s\n", json_object_to_json_string_ext(j, JSON_C_TO_STRING_PRETTY |
+						       JSON_C_TO_STRING_NOSLASHESCAPE));
+	json_object_put(j);
+}
+
+/* Owner token first (the hook, if installed, checks it on "prepare begin"), then the
+ * domain; a domain libvirt refuses gives the token back. */
+static int launch_start(struct vm_opts *o, struct vmm_ctl *c, const struct vmm_domain *d,
+			const char *xml, struct vmm_virt *v, struct vmm_err *e)
+{
+	struct vmm_err ignore;
+	int r = vmm_slice_set_owner(c, d->meta.slice, d->uuid, o->generation, e);
+
+	if (r)
+		return r;
+	r = vmm_virt_launch(v, xml, o->persistent, e);
+	if (r)
+		vmm_slice_release(c, d->meta.slice, d->uuid, o->generation, &ignore);
+	return r;
+}
+
+static int cmd_launch(struct vm_opts *o)
+{
+	struct vmm_err e = { 0 }, ignore;
+	struct vmm_ctl *c = NULL;
+	struct vmm_virt *v = NULL;
+	struct vmm_slice s;
+	struct vmm_domain d;
+	char name[64], *xml = NULL;
+	uint64_t t0;
+	int64_t ran_ms = -1;
+	int r;
+
+	if (o->mdev)
+		return usage("%s", "launch cannot start the mdev form here (see vgpu-vm xml --mdev)");
+	if (!o->wait && o->timeout_s)
+		return usage("%s", "--timeout goes with --wait");
+	r = prepare_xml(o, &c, &s, &d, name, sizeof(name), &xml, &e);
+	if (r || o->dry)
+		goto out;
+	r = vmm_virt_open(o->uri, &v, &e);
+	if (!r)
+		r = launch_start(o, c, &d, xml, v, &e);
+	if (r || !o->wait)
+		goto out;
+	t0 = vgpu_now_ns();
+	r = vmm_virt_wait(v, d.uuid, o->timeout_s, &e);
+	ran_ms = (int64_t)((vgpu_now_ns() - t0) / 1000000);
+	/* A transient domain is gone: its slice is free for the next VM (the hook, when
+	 * installed, has done this already; the token check makes it harmless twice). */
+	if (!o->persistent)
+		vmm_slice_release(c, d.meta.slice, d.uuid, o->generation, &ignore);
+out:
+	if (!r || (o->wait && ran_ms >= 0))
+		print_launch(o, &d, &s, xml, o->dry ? "would launch" : "launched", ran_ms);
+	free(xml);
+	vmm_virt_close(v);
+	vmm_ctl_close(c);
+	return r ? report(&e) : 0;
+}
+
+static int cmd_xml(struct vm_opts *o)
+{
+	struct vmm_err e = { 0 };
+	struct vmm_ctl *c = NULL;
+	struct vmm_slice s;
+	struct vmm_domain d;
+	char name[64], *xml = NULL;
+	int r;
+
+	if (o->persistent || o->wait || o->timeout_s || o->dry)
+		return usage("%s", "xml only prints: --persistent, --wait, --timeout and --dry-run "
+			     "go with launch");
+	r = prepare_xml(o, &c, &s, &d, name, sizeof(name), &xml, &e);
+	if (!r && o->json) {
+		json_object *j = json_object_new_object();
+
+		json_object_object_add(j, "schema", json_object_new_int(1));
+		json_object_object_add(j, "form", json_object_new_string(o->mdev ? "mdev" : "shmem"));
+		json_object_object_add(j, "validated", json_object_new_boolean(true));
+		json_object_object_add(j, "xml", json_object_new_string(xml));
+		printf("%s\n", json_object_to_json_string_ext(j, JSON_C_TO_STRING_PRETTY |
+							       JSON_C_TO_STRING_NOSLASHESCAPE));
+		json_object_put(j);
+	} else if (!r) {
+		fputs(xml, stdout);
+	}
+	free(xml);
+	vmm_ctl_close(c);
+	return r ? report(&e) : 0;
+}
+
+/* ---- stop, list ------------------------------------------------------------------------- */
+
+static int cmd_stop(struct vm_opts *o)
+{
+	struct vmm_err e = { 0 }, ignore;
+	struct vmm_virt *v = NULL;
+	struct vmm_vm_info info;
+	struct vmm_ctl *c;
+	int r;
+
+	if (o->nargs != 1)
+		return usage("%s", "stop needs one domain name or UUID");
+	r = vmm_virt_open(o->uri, &v, &e);
+	if (!r)
+		r = vmm_virt_lookup(v, o->args[0], &info, &e);
+	if (!r && o->dry)
+		goto out;
+	if (!r)
+		r = vmm_virt_stop(v, info.uuid, o->undefine, &e);
+	/* The hook releases the slice on "release end"; without it, this does. */
+	if (!r && info.has_meta &&
+	    !vmm_ctl_open(getenv("VGPUD_SOCKET") ? o->socket : info.meta.socket, &c, &ignore)) {
+		vmm_slice_release(c, info.meta.slice, info.meta.vm, info.meta.generation, &ignore);
+		vmm_ctl_close(c);
+	}
+out:
+	if (!r && o->json)
+		printf("{\"schema\": 1, \"result\": \"%s\", \"name\": \"%s\", \"uuid\": \"%s\", "
+		       "\"dry_run\": %s}\n", o->dry ? "would stop" : "stopped", info.name, info.uuid,
+		       o->dry ? "true" : "false");
+	else if (!r)
+		printf("%s domain %s (%s)%s\n", o->dry ? "would stop" : "stopped", info.name,
+		       info.uuid, o->undefine && info.persistent && !o->dry ? ", undefined" : "");
+	vmm_virt_close(v);
+	return r ? report(&e) : 0;
+}
+
+/* The slice of a listed domain, as its vgpud sees it now. */
+static json_object *list_entry(const struct vmm_vm_info *i, struct vmm_slice *s, bool *known)
+{
+	json_object *j = json_object_new_object(), *own = json_object_new_object();
+	struct vmm_ctl *c;
+
+	*known = !vmm_ctl_open(i->meta.socket, &c, NULL);
+	if (*known) {
+		*known = !vmm_slice_query(c, i->meta.slice, s, NULL);
+		vmm_ctl_close(c);
+	}
+	json_object_object_add(j, "name", json_object_new_string(i->name));
+	json_object_object_add(j, "uuid", json_object_new_string(i->uuid));
+	json_object_object_add(j, "state", json_object_new_string(i->state));
+	json_object_object_add(j, "persistent", json_object_new_boolean(i->persistent));
+	json_object_object_add(j, "slice", json_object_new_string(i->meta.slice));
+	json_object_object_add(j, "socket", json_object_new_string(i->meta.socket));
+	json_object_object_add(own, "vm", json_object_new_string(i->meta.vm));
+	json_object_object_add(own, "generation", json_object_new_uint64(i->meta.generation));
+	json_object_object_add(j, "owner", own);
+	json_object_object_add(j, "slice_state", json_object_new_string(!*known ? "unknown" :
+								s->running ? "running" : "defined"));
+	json_object_object_add(j, "vf", json_object_new_int(*known ? (int)s->vf : 0));
+	json_object_object_add(j, "attached", json_object_new_boolean(*known && s->attached));
+	json_object_object_add(j, "owned", json_object_new_boolean(*known &&
+					!strcasecmp(s->owner_vm, i->meta.vm)));
+	return j;
+}
+
+static int cmd_list(struct vm_opts *o)
+{
+	struct vmm_err e = { 0 };
+	struct vmm_virt *v = NULL;
+	struct vmm_vm_info *vms = NULL;
+	json_object *arr = json_object_new_array(), *top;
+	size_t n = 0;
+	int r;
+
+	if (o->nargs)
+		return usage("list takes no argument (\"%s\")", o->args[0]);
+	r = vmm_virt_open(o->uri, &v, &e);
+	if (!r)
+		r = vmm_virt_list(v, &vms, &n, &e);
+	for (size_t i = 0; !r && i < n; i++) {
+		struct vmm_slice s;
+		bool known;
+		json_object *j;
+
+		if (!vms[i].has_meta)
+			continue;
+		j = list_entry(&vms[i], &s, &known);
+		json_object_array_add(arr, j);
+		if (!o->json)
+			printf("%-20s %s %-9s slice %s %s%s\n", vms[i].name, vms[i].uuid, vms[i].state,
+			       vms[i].meta.slice, !known ? "(vgpud unreachable or slice unknown)" :
+			       s.running ? "VF " : "not running", known && s.running ?
+			       (s.attached ? "attached" : "detached") : "");
+	}
+	if (!r && o->json) {
+		top = json_object_new_object();
+		json_object_object_add(top, "schema", json_object_new_int(1));
+		json_object_object_add(top, "domains", json_object_get(arr));
+		printf("%s\n", json_object_to_json_string_ext(top, JSON_C_TO_STRING_PRETTY |
+							       JSON_C_TO_STRING_NOSLASHESCAPE));
+		json_object_put(top);
+	}
+	json_object_put(arr);
+	free(vms);
+	vmm_virt_close(v);
+	return r ? report(&e) : 0;
+}
+
+/* ---- hook -------------------------------------------------------------------------------- */
+
+static char *read_stdin(void)
+{
+	size_t len = 0, cap = 65536;
+	char *buf = malloc(cap + 1), *n;
+	ssize_t got;
+
+	while (buf && (got = read(0, buf + len, cap - len)) > 0) {
+		len += (size_t)got;
+		if (len == cap) {
+			if (cap >= HOOK_MAX_XML) {
+				free(buf);
+				return NULL;
+			}
+			cap *= 2;
+			n = realloc(buf, cap + 1);
+			if (!n)
+				free(buf);
+			buf = n;
+		}
+	}
+	if (buf)
+		buf[len] = 0;
+	return buf;
+}
+
+static int cmd_hook(struct vm_opts *o)
+{
+	struct vmm_err e = { 0 };
+	const char *sock = getenv("VGPUD_SOCKET") ? o->socket : NULL;
+	char *xml;
+	int r;
+
+	if (o->nargs < 3 || o->nargs > 4)
+		return usage("%s", "hook needs NAME OP SUBOP [EXTRA] (libvirt's qemu hook arguments)");
+	xml = read_stdin();
+	if (!xml) {
+		fprintf(stderr, "vgpu hook: domain %s: cannot read the domain XML on stdin\n",
+			o->args[0]);
+		return VMM_EXIT_FAIL;
+	}
+	r = vmm_hook_run(o->args[0], o->args[1], o->args[2], xml, sock, &e);
+	free(xml);
+	if (r) {
+		fprintf(stderr, "vgpu hook: domain %s: %s\n", o->args[0], e.msg);
+		return vmm_exit_code(r);
+	}
+	return 0;
+}
+
+int vmm_vm_main(int argc, char **argv)
+{
+	static const struct { const char *name; int (*fn)(struct vm_opts *o); } verbs[] = {
+		{ "launch", cmd_launch }, { "xml", cmd_xml }, { "stop", cmd_stop },
+		{ "list", cmd_list }, { "hook", cmd_hook },
+	};
+	struct vm_opts o;
+	int r = parse_args(argc, argv, &o);
+
+	if (r)
+		return r < 0 ? 0 : r;
+	if (!strcmp(o.verb, "help")) {
+		help();
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
+		if (!strcmp(o.verb, verbs[i].name))
+			return verbs[i].fn(&o);
+	return usage("unknown verb \"%s\"", o.verb);
+}

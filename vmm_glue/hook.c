@@ -1,0 +1,72 @@
+/* The libvirt qemu hook: libvirtd runs "qemu NAME OP SUBOP EXTRA" with the domain XML on
+ * stdin. On "prepare begin" the slice named in our metadata must end up started and owned
+ * by this domain, or the start fails here, early, with a message libvirt shows the user; on
+ * "release end" the domain's owner token is released. The hook talks only to vgpud: calling
+ * back into libvirt from a hook deadlocks libvirtd. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "vmm_glue/vmm_internal.h"
+
+/* The slice must be running, owned by @m's token (taken here if unowned) and free. */
+static int hook_prepare(struct vmm_ctl *c, const char *name, const struct vmm_meta *m,
+			struct vmm_err *e)
+{
+	struct vmm_slice s;
+	int r = vmm_slice_query(c, m->slice, &s, e);
+
+	if (r)
+		return r;
+	if (s.owner_vm[0] && (strcasecmp(s.owner_vm, m->vm) || s.owner_gen != m->generation))
+		return vmm_fail(e, -EBUSY, "slice %s is owned by VM %s generation %" PRIu64 ", not "
+				"by domain %s (%s generation %" PRIu64 ")", s.uuid, s.owner_vm,
+				s.owner_gen, name, m->vm, m->generation);
+	if (!s.running) {
+		r = vmm_slice_start(c, m->slice, e);
+		if (r)
+			return r;
+		r = vmm_slice_query(c, m->slice, &s, e);
+		if (r)
+			return r;
+	}
+	if (s.attached)
+		return vmm_fail(e, -EBUSY, "slice %s is in use: a guest is attached to VF %u",
+				s.uuid, s.vf);
+	if (!s.owner_vm[0])
+		return vmm_slice_set_owner(c, m->slice, m->vm, m->generation, e);
+	return 0;
+}
+
+int vmm_hook_run(const char *name, const char *op, const char *subop, const char *xml,
+		 const char *socket_override, struct vmm_err *e)
+{
+	bool prepare = !strcmp(op, "prepare") && !strcmp(subop, "begin");
+	bool release = !strcmp(op, "release") && !strcmp(subop, "end");
+	char dom_uuid[VMM_UUID_LEN];
+	struct vmm_meta m;
+	struct vmm_ctl *c;
+	int r;
+
+	if (!prepare && !release)
+		return 0;
+	r = vmm_meta_parse(xml, &m, dom_uuid, e);
+	if (r == -ENOENT)
+		return 0;	/* not a vGPU domain: none of our business */
+	if (r)
+		return prepare ? r : 0;
+	if (prepare && strcasecmp(dom_uuid, m.vm))
+		return vmm_fail(e, -EINVAL, "domain %s (UUID %s) carries the owner token of VM %s: "
+				"its vGPU metadata belongs to another domain (regenerate it with "
+				"vgpu-vm xml)", name, dom_uuid, m.vm);
+	r = vmm_ctl_open(socket_override ? socket_override : m.socket, &c, e);
+	if (r)
+		return r;
+	if (prepare)
+		r = hook_prepare(c, name, &m, e);
+	else
+		r = vmm_slice_release(c, m.slice, m.vm, m.generation, e);
+	vmm_ctl_close(c);
+	return r;
+}

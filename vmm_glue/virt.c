@@ -1,0 +1,236 @@
+/* The libvirt side of vgpu-vm: connect, start (transient or persistent), wait, look up,
+ * stop, list. libvirt's own error printing is silenced; every failure is returned with
+ * libvirt's message in the vmm_err. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <libvirt/libvirt.h>
+#include <libvirt/virterror.h>
+
+#include "common/clock.h"
+#include "vmm_glue/vmm_internal.h"
+
+struct vmm_virt {
+	virConnectPtr conn;
+	char uri[256];
+};
+
+static void quiet(void *opaque, virErrorPtr err)
+{
+	(void)opaque;
+	(void)err;
+}
+
+/* The errno for libvirt's last error, and its message into @e. */
+static int virt_fail(struct vmm_err *e, const char *what)
+{
+	virErrorPtr v = virGetLastError();
+	int code = v ? v->code : VIR_ERR_INTERNAL_ERROR, r;
+
+	switch (code) {
+	case VIR_ERR_NO_DOMAIN:
+		r = -ENOENT;
+		break;
+	case VIR_ERR_DOM_EXIST: case VIR_ERR_OPERATION_INVALID:
+		r = -EEXIST;
+		break;
+	case VIR_ERR_XML_ERROR: case VIR_ERR_XML_DETAIL: case VIR_ERR_CONFIG_UNSUPPORTED:
+	case VIR_ERR_INVALID_ARG:
+		r = -EINVAL;
+		break;
+	case VIR_ERR_AUTH_FAILED: case VIR_ERR_ACCESS_DENIED: case VIR_ERR_AUTH_CANCELLED:
+		r = -EACCES;
+		break;
+	case VIR_ERR_NO_CONNECT: case VIR_ERR_SYSTEM_ERROR:
+		r = strstr(what, "connect") ? -ECONNREFUSED : -EIO;
+		break;
+	default:
+		r = -EIO;
+		break;
+	}
+	return vmm_fail(e, r, "%s: %s", what, virGetLastErrorMessage());
+}
+
+int vmm_virt_open(const char *uri, struct vmm_virt **out, struct vmm_err *e)
+{
+	struct vmm_virt *v = calloc(1, sizeof(*v));
+	char what[320];
+
+	*out = NULL;
+	if (!v)
+		return vmm_fail(e, -ENOMEM, "out of memory");
+	virSetErrorFunc(NULL, quiet);
+	snprintf(v->uri, sizeof(v->uri), "%s", uri);
+	v->conn = virConnectOpen(uri);
+	if (!v->conn) {
+		snprintf(what, sizeof(what), "cannot connect to libvirt at %s (is libvirtd "
+			 "running? without systemd: virtlogd -d && libvirtd -d)", uri);
+		virt_fail(e, what);
+		e->err = -ECONNREFUSED;
+		free(v);
+		return -ECONNREFUSED;
+	}
+	*out = v;
+	return 0;
+}
+
+void vmm_virt_close(struct vmm_virt *v)
+{
+	if (!v)
+		return;
+	if (v->conn)
+		virConnectClose(v->conn);
+	free(v);
+}
+
+int vmm_virt_launch(struct vmm_virt *v, const char *xml, bool persistent, struct vmm_err *e)
+{
+	virDomainPtr dom;
+	int r = 0;
+
+	if (!persistent) {
+		dom = virDomainCreateXML(v->conn, xml, VIR_DOMAIN_START_VALIDATE);
+		if (!dom)
+			return virt_fail(e, "libvirt did not start the domain");
+		virDomainFree(dom);
+		return 0;
+	}
+	dom = virDomainDefineXMLFlags(v->conn, xml, VIR_DOMAIN_DEFINE_VALIDATE);
+	if (!dom)
+		return virt_fail(e, "libvirt did not define the domain");
+	if (virDomainCreate(dom)) {
+		r = virt_fail(e, "libvirt did not start the domain");
+		/* Define and start are one step for the user: a start that fails leaves no
+		 * definition behind. */
+		virDomainUndefine(dom);
+	}
+	virDomainFree(dom);
+	return r;
+}
+
+/* Gone (a transient domain after shutoff) or shut off. */
+static bool virt_ended(struct vmm_virt *v, const char *uuid)
+{
+	virDomainPtr dom = virDomainLookupByUUIDString(v->conn, uuid);
+	int state = VIR_DOMAIN_NOSTATE, reason;
+	bool ended;
+
+	if (!dom)
+		return true;
+	ended = virDomainGetState(dom, &state, &reason, 0) < 0 || state == VIR_DOMAIN_SHUTOFF;
+	virDomainFree(dom);
+	return ended;
+}
+
+int vmm_virt_wait(struct vmm_virt *v, const char *uuid, unsigned int timeout_s,
+		  struct vmm_err *e)
+{
+	uint64_t deadline = vgpu_now_ns() + (uint64_t)timeout_s * 1000000000ull;
+
+	while (!virt_ended(v, uuid)) {
+		if (timeout_s && vgpu_now_ns() >= deadline) {
+			vmm_virt_stop(v, uuid, false, NULL);
+			return vmm_fail(e, -ETIMEDOUT, "domain %s still ran after %u s; destroyed it",
+					uuid, timeout_s);
+		}
+		usleep(100000);
+	}
+	return 0;
+}
+
+static const char *state_name(int s)
+{
+	switch (s) {
+	case VIR_DOMAIN_RUNNING: return "running";
+	case VIR_DOMAIN_BLOCKED: return "blocked";
+	case VIR_DOMAIN_PAUSED: return "paused";
+	case VIR_DOMAIN_SHUTDOWN: return "shutting down";
+	case VIR_DOMAIN_SHUTOFF: return "shut off";
+	case VIR_DOMAIN_CRASHED: return "crashed";
+	case VIR_DOMAIN_PMSUSPENDED: return "suspended";
+	default: return "unknown";
+	}
+}
+
+static void info_fill(virDomainPtr dom, struct vmm_vm_info *info)
+{
+	int state = VIR_DOMAIN_NOSTATE, reason;
+	char *xml;
+
+	memset(info, 0, sizeof(*info));
+	snprintf(info->name, sizeof(info->name), "%s", virDomainGetName(dom));
+	virDomainGetUUIDString(dom, info->uuid);
+	virDomainGetState(dom, &state, &reason, 0);
+	info->state = state_name(state);
+	info->persistent = virDomainIsPersistent(dom) == 1;
+	xml = virDomainGetXMLDesc(dom, 0);
+	info->has_meta = xml && !vmm_meta_parse(xml, &info->meta, NULL, NULL);
+	free(xml);
+}
+
+static virDomainPtr virt_find(struct vmm_virt *v, const char *name_or_uuid)
+{
+	virDomainPtr dom = NULL;
+
+	if (vmm_uuid_valid(name_or_uuid))
+		dom = virDomainLookupByUUIDString(v->conn, name_or_uuid);
+	return dom ? dom : virDomainLookupByName(v->conn, name_or_uuid);
+}
+
+int vmm_virt_lookup(struct vmm_virt *v, const char *name_or_uuid, struct vmm_vm_info *info,
+		    struct vmm_err *e)
+{
+	virDomainPtr dom = virt_find(v, name_or_uuid);
+
+	if (!dom)
+		return vmm_fail(e, -ENOENT, "no domain \"%.100s\" on %s", name_or_uuid, v->uri);
+	info_fill(dom, info);
+	virDomainFree(dom);
+	return 0;
+}
+
+int vmm_virt_stop(struct vmm_virt *v, const char *uuid, bool undefine, struct vmm_err *e)
+{
+	virDomainPtr dom = virDomainLookupByUUIDString(v->conn, uuid);
+	int r = 0;
+
+	if (!dom)
+		return 0;	/* a transient domain that has already ended */
+	if (virDomainIsActive(dom) == 1 && virDomainDestroy(dom) &&
+	    virDomainIsActive(dom) == 1)
+		r = virt_fail(e, "libvirt did not destroy the domain");
+	if (!r && undefine && virDomainIsPersistent(dom) == 1 &&
+	    virDomainUndefineFlags(dom, VIR_DOMAIN_UNDEFINE_NVRAM))
+		r = virt_fail(e, "libvirt did not undefine the domain");
+	virDomainFree(dom);
+	return r;
+}
+
+int vmm_virt_list(struct vmm_virt *v, struct vmm_vm_info **out, size_t *n, struct vmm_err *e)
+{
+	virDomainPtr *doms = NULL;
+	int cnt = virConnectListAllDomains(v->conn, &doms, 0);
+
+	*out = NULL;
+	*n = 0;
+	if (cnt < 0)
+		return virt_fail(e, "libvirt did not list the domains");
+	*out = calloc((size_t)cnt + 1, sizeof(**out));
+	if (!*out) {
+		for (int i = 0; i < cnt; i++)
+			virDomainFree(doms[i]);
+		free(doms);
+		return vmm_fail(e, -ENOMEM, "out of memory");
+	}
+	for (int i = 0; i < cnt; i++) {
+		info_fill(doms[i], &(*out)[i]);
+		virDomainFree(doms[i]);
+	}
+	free(doms);
+	*n = (size_t)cnt;
+	return 0;
+}

@@ -1,0 +1,186 @@
+/* vmm_glue - VMs with vGPU slices through libvirt.
+ *
+ * The pieces the vgpu-vm tool and the libvirt qemu hook are made of: a small client of
+ * vgpud's control socket (QMP-shaped JSON, doc/pf_manager.md) that queries a slice and sets
+ * or releases its owner token; the domain XML for a slice (q35, an emulated Intel IOMMU,
+ * ACPI, the slice's ivshmem-doorbell <shmem> on its endpoint socket, and a <metadata>
+ * element binding the slice, vgpud's control socket and the owner token), also in the
+ * mdev <hostdev> form for hosts with a kernel mdev driver; the parser of that metadata;
+ * and validation through virt-xml-validate. Nothing here includes pf_manager internals:
+ * vgpud is reached only through its socket.
+ *
+ * Every call returns 0 or a negative errno and, where it takes a struct vmm_err, leaves one
+ * message there that names the object. vmm_exit_code() maps an errno to vgpuctl's exit
+ * codes (vgpuctl(8)). */
+#ifndef VGPU_VMM_GLUE_H
+#define VGPU_VMM_GLUE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct json_object;
+struct vmm_ctl;
+
+#define VMM_UUID_LEN		37			/* 36 characters and the NUL */
+#define VMM_PATH_MAX		108			/* a UNIX socket path with its NUL */
+#define VMM_NS_URI		"urn:vgpu:vm:1"		/* our <metadata> element's namespace */
+#define VMM_NS_PREFIX		"vgpu"
+#define VMM_DEFAULT_SOCKET	"/run/vgpud/control.sock"
+#define VMM_DEFAULT_URI		"qemu:///system"
+#define VMM_DEFAULT_QEMU_USER	"libvirt-qemu"		/* Debian's qemu.conf default */
+#define VMM_EMULATOR		"/usr/bin/qemu-system-x86_64"
+#define VMM_SHMEM_VECTORS	3			/* VF_NR_VECTORS of vgpu/vf_bar.h */
+
+/* Exit codes, as vgpuctl(8) uses them. */
+enum vmm_exit {
+	VMM_EXIT_OK		= 0,
+	VMM_EXIT_FAIL		= 1,
+	VMM_EXIT_USAGE		= 2,	/* usage error or invalid argument */
+	VMM_EXIT_NOT_FOUND	= 3,	/* slice, domain, file */
+	VMM_EXIT_CONFLICT	= 4,	/* not running, owned by another VM, in use */
+	VMM_EXIT_RESOURCES	= 5,
+	VMM_EXIT_UNREACHABLE	= 6,	/* vgpud or libvirtd */
+	VMM_EXIT_PERM		= 7,
+};
+
+/* One error: the errno and the message for the user. */
+struct vmm_err {
+	int err;
+	char msg[768];
+};
+
+/* Record @err with a printf-style message in @e (which may be NULL); returns @err. */
+int vmm_fail(struct vmm_err *e, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* The exit code for a negative errno (0 -> 0): EINVAL 2, ENOENT 3, EBUSY/EEXIST 4,
+ * ENOSPC 5, ECONNREFUSED/EHOSTUNREACH 6, EACCES/EPERM 7, anything else 1. */
+int vmm_exit_code(int err);
+
+/* ---- vgpud's control socket ----------------------------------------------------------- */
+
+/* A slice as query-slices reports it. */
+struct vmm_slice {
+	char uuid[VMM_UUID_LEN];
+	char type[64];
+	bool running;
+	bool attached;			/* a guest holds the endpoint */
+	unsigned int vf;		/* 0 when not running */
+	char endpoint[VMM_PATH_MAX];	/* <runtime>/vf<N>.sock when running */
+	uint64_t vram_bytes;		/* provisioned, when running */
+	uint64_t bar_bytes;		/* BAR2 size (a power of two), when running */
+	char owner_vm[VMM_UUID_LEN];	/* owner token's VM UUID, "" when unowned */
+	uint64_t owner_gen;
+	long owner_uid;			/* may attach besides root; -1 = root only */
+};
+
+/* Connect to vgpud's control socket @path and negotiate. -ENOENT/-ECONNREFUSED (no
+ * daemon), -EACCES (socket permissions) or -EPROTO (not vgpud), each with a message. */
+int vmm_ctl_open(const char *path, struct vmm_ctl **out, struct vmm_err *e);
+
+/* Close the connection (NULL is fine). */
+void vmm_ctl_close(struct vmm_ctl *c);
+
+/* Run @cmd with @args (ownership taken; NULL for none). On success *ret (if not NULL)
+ * gets the "return" object, a reference the caller puts. An error reply becomes its errno
+ * (from the error's "errno" member, else its class) and its "desc" as the message. */
+int vmm_ctl_exec(struct vmm_ctl *c, const char *cmd, struct json_object *args,
+		 struct json_object **ret, struct vmm_err *e);
+
+/* Fill @s from query-slices. -ENOENT "slice ... is not defined" when vgpud has no such slice. */
+int vmm_slice_query(struct vmm_ctl *c, const char *uuid, struct vmm_slice *s,
+		    struct vmm_err *e);
+
+/* Start a defined slice (start-slice; a running one is "unchanged"). */
+int vmm_slice_start(struct vmm_ctl *c, const char *uuid, struct vmm_err *e);
+
+/* Make VM @vm (generation @gen) the slice's owner: modify-slice with the owner token.
+ * vgpud refuses with -EBUSY when another VM owns it. */
+int vmm_slice_set_owner(struct vmm_ctl *c, const char *uuid, const char *vm, uint64_t gen,
+			struct vmm_err *e);
+
+/* Clear the owner token if, and only if, VM @vm generation @gen holds it: 0 also when the
+ * slice is unowned; -EBUSY when another VM owns it (nothing changes then). */
+int vmm_slice_release(struct vmm_ctl *c, const char *uuid, const char *vm, uint64_t gen,
+		      struct vmm_err *e);
+
+/* ---- domain XML -------------------------------------------------------------------------- */
+
+/* Our <metadata> element: which slice, on which vgpud, owned by which VM. */
+struct vmm_meta {
+	char slice[VMM_UUID_LEN];
+	char socket[VMM_PATH_MAX];		/* vgpud's control socket */
+	char vm[VMM_UUID_LEN];			/* owner token: the domain's UUID ... */
+	uint64_t generation;			/* ... and its generation */
+};
+
+enum vmm_form {
+	VMM_FORM_SHMEM,		/* ivshmem-doorbell <shmem> on the slice's endpoint: runs here */
+	VMM_FORM_MDEV,		/* <hostdev type='mdev'>: for hosts with a kernel mdev driver */
+};
+
+enum vmm_accel {
+	VMM_ACCEL_TCG,		/* domain type 'qemu': the default, and the only one that works here */
+	VMM_ACCEL_KVM,
+};
+
+/* What to put in a domain. Strings are copied into the XML, escaped; paths must be
+ * absolute. Either @kernel (with optional @initrd and @cmdline) or @disk. */
+struct vmm_domain {
+	const char *name;
+	char uuid[VMM_UUID_LEN];
+	unsigned int memory_mib;
+	unsigned int vcpus;
+	enum vmm_accel accel;
+	enum vmm_form form;
+	const char *kernel, *initrd, *cmdline;
+	const char *disk;
+	const char *disk_format;		/* "raw" or "qcow2"; NULL: raw */
+	const char *console_log;		/* serial to this file; NULL: a pty */
+	const char *endpoint;			/* the slice's vf<N>.sock (shmem form) */
+	struct vmm_meta meta;
+};
+
+/* Check @d: a name libvirt and a shell both take ([A-Za-z0-9._-], 1..64, not starting
+ * with '-' or '.'), UUIDs, memory 64..1048576 MiB, 1..64 vCPUs, absolute paths, kernel xor
+ * disk, an endpoint for the shmem form. -EINVAL with the offending field named. */
+int vmm_domain_check(const struct vmm_domain *d, struct vmm_err *e);
+
+/* The domain XML for @d in *xml (malloc'd, the caller frees). Checks @d first. */
+int vmm_xml_build(const struct vmm_domain *d, char **xml, struct vmm_err *e);
+
+/* Find our metadata in a domain XML. -ENOENT when the domain has none (not a vGPU
+ * domain), -EINVAL when the XML or our element is malformed. When @dom_uuid is not NULL
+ * it gets the domain's <uuid> ("" if absent). */
+int vmm_meta_parse(const char *xml, struct vmm_meta *m, char *dom_uuid, struct vmm_err *e);
+
+/* The <metadata> child element for @m (malloc'd), as vmm_xml_build() writes it. */
+char *vmm_meta_xml(const struct vmm_meta *m);
+
+/* Validate @xml against libvirt's domain schema with virt-xml-validate. 0, -EINVAL with
+ * the validator's first complaint, or -ENOENT when virt-xml-validate is not installed. */
+int vmm_xml_validate(const char *xml, struct vmm_err *e);
+
+/* ---- helpers ----------------------------------------------------------------------------- */
+
+/* True if @s is a UUID in 8-4-4-4-12 hex form. */
+bool vmm_uuid_valid(const char *s);
+
+/* A random version-4 UUID (lower case) into @out. */
+void vmm_uuid_generate(char out[VMM_UUID_LEN]);
+
+/* ---- libvirt qemu hook ------------------------------------------------------------------- */
+
+/* The hook's work for libvirt's "qemu NAME OP SUBOP EXTRA" with the domain XML @xml:
+ * "prepare begin" makes sure the slice in the metadata is started and owned by the domain
+ * (failing the start with a message otherwise); "release end" releases the owner token;
+ * anything else, and a domain without our metadata, is 0. @socket_override (NULL: the
+ * metadata's) names vgpud's socket. Never calls libvirt. */
+int vmm_hook_run(const char *name, const char *op, const char *subop, const char *xml,
+		 const char *socket_override, struct vmm_err *e);
+
+/* The vgpu-vm tool (vmm_glue/cmd/vgpu-vm.c, man page doc/vgpu-vm.1). */
+int vmm_vm_main(int argc, char **argv);
+
+#endif

@@ -1,0 +1,57 @@
+/* vmm_glue internals shared by its files: a growable string, the libvirt side of the tool. */
+#ifndef VGPU_VMM_INTERNAL_H
+#define VGPU_VMM_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "vmm_glue/vmm_glue.h"
+
+struct json_object;
+
+/* A malloc'd string that grows; @oom set once an allocation failed (later appends no-op). */
+struct vmm_buf {
+	char *s;
+	size_t len, cap;
+	bool oom;
+};
+
+void vmm_buf_printf(struct vmm_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Append @s with the five XML special characters escaped. */
+void vmm_buf_xml(struct vmm_buf *b, const char *s);
+
+/* Fill @s from one element of query-slices' "slices". */
+void vmm_slice_from_json(struct json_object *o, struct vmm_slice *s);
+
+/* ---- virt.c: the libvirt calls of the tool ---- */
+struct vmm_virt;
+
+/* A domain as vm list shows it. */
+struct vmm_vm_info {
+	char name[128];
+	char uuid[VMM_UUID_LEN];
+	const char *state;		/* "running", "shut off", ... */
+	bool persistent;
+	bool has_meta;
+	struct vmm_meta meta;
+};
+
+int vmm_virt_open(const char *uri, struct vmm_virt **out, struct vmm_err *e);
+void vmm_virt_close(struct vmm_virt *v);
+/* Start @xml transient (virDomainCreateXML) or define it and start it (@persistent), with
+ * libvirt's own schema validation. */
+int vmm_virt_launch(struct vmm_virt *v, const char *xml, bool persistent, struct vmm_err *e);
+/* Wait until the domain @uuid is gone or shut off; destroy it after @timeout_s (0: never).
+ * 0 when it ended by itself, -ETIMEDOUT when it had to be destroyed. */
+int vmm_virt_wait(struct vmm_virt *v, const char *uuid, unsigned int timeout_s,
+		  struct vmm_err *e);
+/* Look a domain up by name or UUID and fill @info (with its metadata if it has ours). */
+int vmm_virt_lookup(struct vmm_virt *v, const char *name_or_uuid, struct vmm_vm_info *info,
+		    struct vmm_err *e);
+/* Destroy it if running and undefine it if @undefine and persistent. */
+int vmm_virt_stop(struct vmm_virt *v, const char *uuid, bool undefine, struct vmm_err *e);
+/* Every domain (active and defined); *out malloc'd, the caller frees. */
+int vmm_virt_list(struct vmm_virt *v, struct vmm_vm_info **out, size_t *n, struct vmm_err *e);
+
+#endif
