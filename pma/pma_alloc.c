@@ -445,6 +445,24 @@ static uint64_t avail_frames_in(struct pma_region *const *rs, unsigned int n)
 	return f;
 }
 
+#define PMA_FAST_WORDS 32
+
+/* Frame mask of word @k of a group word from its two group bits in @gbits. */
+static inline uint64_t gpair_frames(uint64_t gbits, unsigned int k)
+{
+	uint64_t two = gbits >> (2 * k);
+
+	return ((0 - (two & 1)) & 0xffffffffull) | ((0 - ((two >> 1) & 1)) << 32);
+}
+
+/* Visit the frame words of the groups set in @gbits (group word @gw): @wi the word, @m its
+ * frames among those groups. */
+#define gbits_for_each_word(gbits, gw, wi, m)						\
+	for (uint64_t _t = (gbits), wi = 0, m = 0;					\
+	     _t && ((wi = (gw) * 32 + vgpu_ctz(_t) / 2),				\
+		    (m = gpair_frames((gbits), vgpu_ctz(_t) / 2)), 1);			\
+	     _t &= ~(3ull << (vgpu_ctz(_t) & ~1u)))
+
 /* Commit the frames @sel of word @wi as allocated (one OR per mask, whatever their number). */
 static inline void word_alloc(struct pma_region *r, uint64_t wi, uint64_t sel,
 			      struct pma_opargs *a)
@@ -508,7 +526,7 @@ static bool alloc_64k_fast(struct pma_region *r, const struct pma_req *q, struct
 static bool alloc_2m_fast(struct pma_region *r, const struct pma_req *q, struct pma_opargs *a,
 			  uint64_t *pages)
 {
-	uint64_t g = 0;
+	uint64_t g = 0, pin = a->pin ? ~0ull : 0, persist = a->persist ? ~0ull : 0;
 	size_t got = 0;
 
 	if (q->pf != PMA_GROUP_FRAMES || (q->flags & (PMA_RANGE | PMA_REVERSE)) ||
@@ -529,12 +547,17 @@ static bool alloc_2m_fast(struct pma_region *r, const struct pma_req *q, struct 
 		r->free_groups -= vgpu_popcount(take);
 		r->free_frames -= (uint64_t)vgpu_popcount(take) * PMA_GROUP_FRAMES;
 		gword_changed(r, gw);
-		for (uint64_t t = take; t; t &= t - 1) {
-			uint64_t gi = gw * 64 + vgpu_ctz(t);
+		gbits_for_each_word(take, gw, wi, m) {
+			struct pma_word *w = &r->words[wi];
 
-			word_apply(r, &r->words[gi / 2], 0xffffffffull << (gi % 2 * 32), OP_ALLOC, a);
-			pages[got++] = (r->first + (gi << PMA_GROUP_SHIFT)) << PMA_FRAME_SHIFT;
+			a->dirty_seen |= w->persist & m;
+			w->alloc |= m;
+			w->pin = (w->pin & ~m) | (pin & m);
+			w->persist = (w->persist & ~m) | (persist & m);
 		}
+		for (uint64_t t = take; t; t &= t - 1)
+			pages[got++] = (r->first + ((gw * 64 + vgpu_ctz(t)) << PMA_GROUP_SHIFT))
+				       << PMA_FRAME_SHIFT;
 		g = gw * 64 + 64;
 	}
 	return true;
@@ -851,70 +874,23 @@ static int pages_validate_allocated(struct pma *pma, const uint64_t *pages, size
 	return ret;
 }
 
-/* Add the groups @gbits of group word @gw to gfull (they were wholly allocated: in neither
- * gfull nor gpart) and count them. */
-static inline void gword_add_full(struct pma_region *r, uint64_t gw, uint64_t gbits)
-{
-	if (!gbits)
-		return;
-	r->gfull[gw] |= gbits;
-	r->free_groups += vgpu_popcount(gbits);
-	r->free_frames += (uint64_t)vgpu_popcount(gbits) * PMA_GROUP_FRAMES;
-	gword_changed(r, gw);
-}
-
-/* Free ascending 2 MiB pages, checked allocated: a page with no attribute becomes a whole
- * free group directly; the groups of one group word are published together. */
-static void groups_free_fast(struct pma_region *r, const uint64_t *pages, size_t count)
-{
-	struct pma_opargs args = { 0 };
-	uint64_t cur = NONE, acc = 0;
-
-	for (size_t p = 0; p < count; p++) {
-		uint64_t g = ((pages[p] >> PMA_FRAME_SHIFT) - r->first) >> PMA_GROUP_SHIFT;
-		uint64_t wi = g / 2, m = 0xffffffffull << (g % 2 * 32);
-		struct pma_word *w = &r->words[wi];
-
-		if (g / 64 != cur) {
-			if (cur != NONE)
-				gword_add_full(r, cur, acc);
-			cur = g / 64;
-			acc = 0;
-		}
-		if ((w->evict | w->scrub | w->black) & m) {
-			/* Not going to be whole: the general update (after the pending groups,
-			 * which it would otherwise count again). */
-			uint64_t old = pma_word_avail(w);
-
-			gword_add_full(r, cur, acc);
-			acc = 0;
-			word_apply(r, w, m, OP_FREE, &args);
-			pma_region_word_update(r, wi, old);
-			continue;
-		}
-		w->alloc &= ~m;
-		w->pin &= ~m;
-		w->persist |= m;	/* free and dirty until scrubbed */
-		acc |= VGPU_BIT(g % 64);
-	}
-	if (cur != NONE)
-		gword_add_full(r, cur, acc);
-}
-
-#define PMA_FAST_WORDS 32
-
-/* Masks per word of the ascending @pages of @pf (<= 32) frames into @wv / @mv, checking that
- * every frame is allocated. The number of words, -ENOENT, or 0 when there are more than
- * PMA_FAST_WORDS words. */
+/* Masks per word (@pf <= 2: frames) or per group word (@pf 32: groups) of ascending @pages of
+ * @r into @wv / @mv. The number of words, or 0 when the list is not strictly ascending or
+ * needs more than PMA_FAST_WORDS words (the general path takes it). */
 static int pages_collect(const struct pma_region *r, const uint64_t *pages, size_t count,
 			 uint64_t pf, uint64_t *wv, uint64_t *mv)
 {
-	uint64_t pmask = vgpu_mask(0, (unsigned int)pf);
+	unsigned int shift = pf == PMA_GROUP_FRAMES ? PMA_GROUP_SHIFT : 0;
+	uint64_t pmask = pf == PMA_GROUP_FRAMES ? 1 : vgpu_mask(0, (unsigned int)pf);
+	uint64_t prev = 0;
 	int nw = 0;
 
 	for (size_t p = 0; p < count; p++) {
-		uint64_t i = (pages[p] >> PMA_FRAME_SHIFT) - r->first;
+		uint64_t i = ((pages[p] >> PMA_FRAME_SHIFT) - r->first) >> shift;
 
+		if (p && pages[p] <= prev)
+			return 0;
+		prev = pages[p];
 		if (!nw || wv[nw - 1] != i / 64) {
 			if (nw == PMA_FAST_WORDS)
 				return 0;
@@ -923,23 +899,31 @@ static int pages_collect(const struct pma_region *r, const uint64_t *pages, size
 		}
 		mv[nw - 1] |= pmask << (i % 64);
 	}
-	for (int k = 0; k < nw; k++)
-		if ((r->words[wv[k]].alloc & mv[k]) != mv[k])
-			return -ENOENT;
 	return nw;
 }
 
-/* Read-only check that the ascending 2 MiB @pages are allocated. */
-static bool groups_allocated(const struct pma_region *r, const uint64_t *pages, size_t count)
+/* Free the 2 MiB pages given as group bits per group word. Every page is allocated with no
+ * attribute (checked), so each becomes a whole free group: gfull and the counters move by
+ * group words, and gpart does not move (a group wholly allocated or wholly free is never
+ * partial). */
+static void groups_free_words(struct pma_region *r, const uint64_t *gwv, const uint64_t *gbv,
+			      int nw)
 {
-	for (size_t p = 0; p < count; p++) {
-		uint64_t i = (pages[p] >> PMA_FRAME_SHIFT) - r->first;
+	for (int k = 0; k < nw; k++) {
+		unsigned int ng = vgpu_popcount(gbv[k]);
 
-		if ((r->words[i / 64].alloc & (0xffffffffull << (i % 64))) !=
-		    0xffffffffull << (i % 64))
-			return false;
+		gbits_for_each_word(gbv[k], gwv[k], wi, m) {
+			struct pma_word *w = &r->words[wi];
+
+			w->alloc &= ~m;
+			w->pin &= ~m;
+			w->persist |= m;	/* free and dirty until scrubbed */
+		}
+		r->gfull[gwv[k]] |= gbv[k];
+		r->free_groups += ng;
+		r->free_frames += (uint64_t)ng * PMA_GROUP_FRAMES;
+		gword_changed(r, gwv[k]);
 	}
-	return true;
 }
 
 /* The common free: an ascending list of pages of at most 2 MiB, all inside the first region,
@@ -952,25 +936,35 @@ static int free_fast_locked(struct pma *pma, const uint64_t *pages, size_t count
 	uint64_t f0 = pages[0] >> PMA_FRAME_SHIFT, fl = pages[count - 1] >> PMA_FRAME_SHIFT;
 	uint64_t wv[PMA_FAST_WORDS], mv[PMA_FAST_WORDS];
 	struct pma_opargs args = { 0 };
+	bool attrs = false;
 	int nw;
 
 	if (scrub || pf > PMA_GROUP_FRAMES || !r || f0 < r->first + r->lo ||
-	    fl + pf > r->first + r->hi || fl < f0)
+	    fl + pf > r->first + r->hi)
 		return 1;
-	/* Ascending proves the pages distinct and (pages being aligned to their size inside
-	 * a region aligned to 512 MiB) never straddling a word. */
-	for (size_t p = 1; p < count; p++)
-		if (pages[p] <= pages[p - 1])
-			return 1;
+	/* Ascending (checked) proves the pages distinct and, pages being aligned to their size
+	 * in a region aligned to 512 MiB, never straddling a word; first and last inside the
+	 * region then put every page there. */
+	nw = pages_collect(r, pages, count, pf, wv, mv);
+	if (!nw)
+		return 1;
 	if (pf == PMA_GROUP_FRAMES) {
-		if (!groups_allocated(r, pages, count))
-			return -ENOENT;
-		groups_free_fast(r, pages, count);
+		for (int k = 0; k < nw; k++)
+			gbits_for_each_word(mv[k], wv[k], wi, m) {
+				const struct pma_word *w = &r->words[wi];
+
+				if ((w->alloc & m) != m)
+					return -ENOENT;
+				attrs |= !!((w->evict | w->scrub | w->black) & m);
+			}
+		if (attrs)
+			return 1;	/* such groups do not become whole: the general path */
+		groups_free_words(r, wv, mv, nw);
 		return 0;
 	}
-	nw = pages_collect(r, pages, count, pf, wv, mv);
-	if (nw <= 0)
-		return nw ? nw : 1;
+	for (int k = 0; k < nw; k++)
+		if ((r->words[wv[k]].alloc & mv[k]) != mv[k])
+			return -ENOENT;
 	for (int k = 0; k < nw; k++) {
 		struct pma_word *w = &r->words[wv[k]];
 		uint64_t old = pma_word_avail(w);
