@@ -10,7 +10,11 @@
  *  - device state (VRAM contents, channel progress, faults, interrupts, telemetry) is
  *    owned by the model and read through gpu_*().
  * Functions: 0 is the PF, 1..nr_vfs the VFs. Channels are per function (virtual ids).
- * Every call is thread-safe unless it says otherwise. */
+ * Every call is thread-safe unless it says otherwise. Under ThreadSanitizer, an owner whose
+ * GSP runs in another process releases the struct gpu (__tsan_release) before each GSP
+ * request and acquires it on each device event the GSP reports; the model does the other
+ * halves (so guest memory written before a request is seen as ordered before the device's
+ * use of it). */
 #ifndef VGPU_GPU_MODEL_GPU_H
 #define VGPU_GPU_MODEL_GPU_H
 

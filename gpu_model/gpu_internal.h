@@ -259,6 +259,22 @@ void gpu_engine_wake(struct gpu_engine *e);
 /* gpu.c */
 void gpu_intr_raise(struct gpu *g, struct gpu_fn *f, uint32_t bits);
 
+/* ThreadSanitizer cannot follow causality through the GSP, another process: an owner's
+ * request (made after it wrote guest memory) changes the privileged region there, and the
+ * device's errors reach the owner's event handler only through it. The owner releases the
+ * struct gpu before each GSP request and acquires it on each device event (rm/); the model
+ * acquires it when it sees a new privileged generation and releases it when it counts an
+ * error or fault in the status region. No-ops in other builds. */
+#if defined(__SANITIZE_THREAD__)
+void __tsan_acquire(void *addr);
+void __tsan_release(void *addr);
+#define GPU_TSAN_ACQUIRE(p) __tsan_acquire((void *)(p))
+#define GPU_TSAN_RELEASE(p) __tsan_release((void *)(p))
+#else
+#define GPU_TSAN_ACQUIRE(p) ((void)(p))
+#define GPU_TSAN_RELEASE(p) ((void)(p))
+#endif
+
 /* Status-region words: plain atomic stores (the GSP copies them with atomic loads). */
 static inline void gpu_status_put(uint64_t *w, uint64_t v)
 {
@@ -269,6 +285,7 @@ static inline void gpu_status_put(uint64_t *w, uint64_t v)
  * count with acquire sees them; then the region's event count the GSP polls. */
 static inline void gpu_status_bump(struct gpu *g, uint64_t *count)
 {
+	GPU_TSAN_RELEASE(g);
 	__atomic_fetch_add(count, 1, __ATOMIC_RELEASE);
 	__atomic_fetch_add(&g->status->events, 1, __ATOMIC_RELEASE);
 }

@@ -406,6 +406,7 @@ void gpu_priv_sync_locked(struct gpu *g)
 	if (gen == atomic_load_explicit(&g->priv_gen_seen, memory_order_relaxed))
 		return;
 	atomic_store_explicit(&g->priv_gen_seen, gen, memory_order_relaxed);
+	GPU_TSAN_ACQUIRE(g);	/* the owner's requests that led to it, see gpu_internal.h */
 	gpu_priv_snapshot_sched(g->priv, &g->sched_policy, &g->sched_quantum, &g->sched_period);
 	for (unsigned int fn = 0; fn < g->nr_fns; fn++)
 		sync_fn_locked(g, &g->fns[fn]);

@@ -3,4 +3,7 @@ MODULES += rm
 rm_DIR := rm
 rm_DEPS := rm_gsp pma gpu_model iommu_model common
 rm_LDLIBS := -lurcu-memb -lurcu-cds -lurcu-common
-rm_TSAN_TESTS :=
+# Under TSan with tests/tsan.supp (liburcu's own allocations) and the urcu edges annotated
+# in rm/rm_internal.h. They start the TSan build of vgpu-gsp, so it is made with them.
+rm_TSAN_TESTS := test_rm_mt test_rm_dispatch test_rm_resources test_rm_events
+$(foreach t,$(rm_TSAN_TESTS),$(BUILD)/tsan/tests/rm/$(t)): | $(BUILD)/tsan/bin/vgpu-gsp

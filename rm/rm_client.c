@@ -26,6 +26,7 @@ uint64_t rm_obj_key(uint32_t h_client, uint32_t h)
 
 static int client_match(struct cds_lfht_node *node, const void *key)
 {
+	RM_TSAN_ACQUIRE(node);	/* released before cds_lfht_add() */
 	return vgpu_container_of(node, struct rm_client, node)->handle == *(const uint32_t *)key;
 }
 
@@ -81,7 +82,7 @@ int rm_client_get(struct rm *rm, unsigned int fn, uint32_t h, struct rm_client *
 		return -ENOENT;
 	if (VGPU_RM_CLIENT_FN(h) != fn)
 		return -VGPU_EFOREIGN;	/* O(1): the prefix names the owner */
-	urcu_memb_read_lock();
+	rm_rcu_read_lock();
 	cds_lfht_lookup(rm->clients, rm_hash(h), client_match, &h, &it);
 	node = cds_lfht_iter_get_node(&it);
 	if (node) {
@@ -94,7 +95,7 @@ int rm_client_get(struct rm *rm, unsigned int fn, uint32_t h, struct rm_client *
 		if (r > 0)
 			c = cand;
 	}
-	urcu_memb_read_unlock();
+	rm_rcu_read_unlock();
 	if (!c)
 		return -ENOENT;
 	*out = c;
@@ -105,6 +106,7 @@ static void client_free_rcu(struct rcu_head *head)
 {
 	struct rm_client *c = vgpu_container_of(head, struct rm_client, rcu);
 
+	rm_rcu_cb_enter(head);
 	vgpu_mutex_destroy(&c->lock);
 	free(c->hmap);
 	free(c);
@@ -113,7 +115,7 @@ static void client_free_rcu(struct rcu_head *head)
 void rm_client_put(struct rm_client *c)
 {
 	if (atomic_fetch_sub(&c->refs, 1) == 1)
-		urcu_memb_call_rcu(&c->rcu, client_free_rcu);
+		rm_call_rcu(&c->rcu, client_free_rcu);
 }
 
 static int client_index_take(struct rm *rm, struct rm_fn *f, uint32_t *idx)
@@ -186,9 +188,10 @@ int rm_client_alloc(struct rm *rm, unsigned int fn, uint32_t *h_client)
 		ret = -ENOMEM;
 		goto out;
 	}
-	urcu_memb_read_lock();
+	RM_TSAN_RELEASE(&c->node);
+	rm_rcu_read_lock();
 	cds_lfht_add(rm->clients, rm_hash(c->handle), &c->node);
-	urcu_memb_read_unlock();
+	rm_rcu_read_unlock();
 	rm_dev_lock(rm);
 	rm_list_add(&f->clients, &c->fn_link);
 	rm_dev_unlock(rm);
@@ -209,9 +212,9 @@ void rm_client_destroy_locked(struct rm_client *c)
 	uint32_t idx = VGPU_RM_CLIENT_IDX(c->handle) - 1;
 
 	c->dead = true;
-	urcu_memb_read_lock();
+	rm_rcu_read_lock();
 	cds_lfht_del(rm->clients, &c->node);
-	urcu_memb_read_unlock();
+	rm_rcu_read_unlock();
 	rm_dev_lock(rm);
 	rm_list_del(&c->fn_link);
 	f->client_map[idx / 64] &= ~(1ull << (idx % 64));

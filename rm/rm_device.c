@@ -16,6 +16,7 @@
 
 static int rpc(struct rm *rm, unsigned int fn, uint32_t function, const void *req, size_t len)
 {
+	RM_TSAN_RELEASE(rm->gpu);	/* see gpu_model/gpu.h: the GSP is another process */
 	return gsp_call(rm->gsp, fn, function, req, len, NULL, 0, NULL);
 }
 

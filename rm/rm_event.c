@@ -81,6 +81,7 @@ void rm_gsp_event(void *ctx, const struct vgpu_rpc_event *ev)
 			return;
 		break;
 	}
+	RM_TSAN_ACQUIRE(rm->gpu);	/* the device's side, through the GSP: gpu_model/gpu.h */
 	if (!rm_event_parse(rm, ev, &e)) {
 		if (atomic_fetch_add(&rm->events_bad, 1) < 8)
 			vgpu_warn("rm: GSP event %#x for function %u ignored (bad record)", ev->type,

@@ -16,6 +16,53 @@
 #include "common/lock.h"
 #include "rm/rm.h"
 
+/* ---- liburcu under ThreadSanitizer ----
+ * liburcu is not instrumented, so TSan sees neither the publication of a node through an
+ * rculfhash (add, then another thread's lookup) nor the grace period before a call_rcu
+ * callback, and reports our own writes racing with the reader or the callback's free. The
+ * wrappers below tell it exactly those edges: release an object before it is published or
+ * handed to call_rcu, acquire it where a lookup matches it and in the callback; every
+ * read-side section releases rm_rcu_gp at its end and every callback acquires it (a grace
+ * period orders all earlier readers before the callback). No-ops in other builds. */
+#if defined(__SANITIZE_THREAD__)
+void __tsan_acquire(void *addr);
+void __tsan_release(void *addr);
+extern char rm_rcu_gp;
+#define RM_TSAN_RELEASE(p) __tsan_release((void *)(p))
+#define RM_TSAN_ACQUIRE(p) __tsan_acquire((void *)(p))
+#else
+#define RM_TSAN_RELEASE(p) ((void)(p))
+#define RM_TSAN_ACQUIRE(p) ((void)(p))
+#endif
+
+static inline void rm_rcu_read_lock(void)
+{
+	urcu_memb_read_lock();
+}
+
+static inline void rm_rcu_read_unlock(void)
+{
+#if defined(__SANITIZE_THREAD__)
+	RM_TSAN_RELEASE(&rm_rcu_gp);
+#endif
+	urcu_memb_read_unlock();
+}
+
+/* call_rcu for an object whose callback starts with rm_rcu_cb_enter(). */
+static inline void rm_call_rcu(struct rcu_head *head, void (*fn)(struct rcu_head *))
+{
+	RM_TSAN_RELEASE(head);
+	urcu_memb_call_rcu(head, fn);
+}
+
+static inline void rm_rcu_cb_enter(struct rcu_head *head)
+{
+#if defined(__SANITIZE_THREAD__)
+	RM_TSAN_ACQUIRE(&rm_rcu_gp);
+#endif
+	RM_TSAN_ACQUIRE(head);
+}
+
 #define RM_MAX_FNS	64
 #define RM_MAX_DEPTH	6	/* client -> device -> ... as in resserv */
 

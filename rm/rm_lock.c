@@ -82,6 +82,10 @@ static void rcu_key_init(void)
 	pthread_key_create(&rcu_key, rcu_thread_exit);
 }
 
+#if defined(__SANITIZE_THREAD__)
+char rm_rcu_gp;		/* the grace-period sync object of rm_rcu_read_unlock() */
+#endif
+
 void rm_rcu_enter(void)
 {
 	if (rcu_registered)

@@ -30,6 +30,7 @@ static int obj_match(struct cds_lfht_node *node, const void *key)
 {
 	const struct rm_res *r = vgpu_container_of(node, struct rm_res, node);
 
+	RM_TSAN_ACQUIRE(node);	/* released before cds_lfht_add() */
 	return rm_obj_key(r->client->handle, r->handle) == *(const uint64_t *)key;
 }
 
@@ -42,10 +43,10 @@ struct rm_res *rm_res_lookup(struct rm_client *c, uint32_t h)
 	vgpu_mutex_assert_held(&c->lock);
 	if (h == c->handle)
 		return &c->root;
-	urcu_memb_read_lock();
+	rm_rcu_read_lock();
 	cds_lfht_lookup(c->rm->objects, obj_hash(key), obj_match, &key, &it);
 	node = cds_lfht_iter_get_node(&it);
-	urcu_memb_read_unlock();
+	rm_rcu_read_unlock();
 	/* Stable after the read section: objects are only freed under the client lock. */
 	return node ? vgpu_container_of(node, struct rm_res, node) : NULL;
 }
@@ -203,6 +204,7 @@ static void class_dtor(struct rm_client *c, struct rm_res *r)
 
 static void res_free_rcu(struct rcu_head *head)
 {
+	rm_rcu_cb_enter(head);
 	free(vgpu_container_of(head, struct rm_res, rcu));
 }
 
@@ -230,9 +232,10 @@ static void res_insert(struct rm_client *c, struct rm_res *r)
 	uint64_t key = rm_obj_key(c->handle, r->handle);
 
 	rm_list_add(&r->parent->children, &r->sibling);
-	urcu_memb_read_lock();
+	RM_TSAN_RELEASE(&r->node);
+	rm_rcu_read_lock();
 	cds_lfht_add(c->rm->objects, obj_hash(key), &r->node);
-	urcu_memb_read_unlock();
+	rm_rcu_read_unlock();
 	c->nr_objects++;
 	atomic_fetch_add(&c->rm->fns[c->fn].nr_objects, 1);
 }
@@ -243,13 +246,13 @@ static void res_destroy(struct rm_client *c, struct rm_res *r)
 	rm_list_del(&r->sibling);
 	if (r->depends_on)
 		rm_list_del(&r->dep_link);
-	urcu_memb_read_lock();
+	rm_rcu_read_lock();
 	cds_lfht_del(c->rm->objects, &r->node);
-	urcu_memb_read_unlock();
+	rm_rcu_read_unlock();
 	rm_handle_drop(c, r->handle);
 	c->nr_objects--;
 	atomic_fetch_sub(&c->rm->fns[c->fn].nr_objects, 1);
-	urcu_memb_call_rcu(&r->rcu, res_free_rcu);
+	rm_call_rcu(&r->rcu, res_free_rcu);
 }
 
 /* A child or dependant of @r not yet on the pending-free list. */

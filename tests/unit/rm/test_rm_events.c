@@ -167,6 +167,10 @@ static void chan_up(struct guest *g, struct chan *c, uint32_t k, uint32_t h_vasp
 	c->gp = (uint64_t *)(g->host + 0x40000 + k * 0x1000);
 	c->pb = (uint32_t *)(g->host + 0x80000 + k * 0x1000);
 	c->userd = (struct vgpu_userd *)(g->host + 0x3000 + k * 128);
+	/* A fresh channel starts from a clean USERD and ring, as a guest driver makes it: a
+	 * stale GP_PUT would have the device run the previous channel's entries. */
+	memset(c->userd, 0, sizeof(*c->userd));
+	memset(c->gp, 0, 0x1000);
 	assert_int_equal(rm_alloc(fx.rm, g->fn, g->hc, g->hd, &c->h, VGPU_RM_CLASS_CHANNEL_GPFIFO,
 				  &p, sizeof(p)), 0);
 	c->chid = p.chid;
@@ -193,6 +197,12 @@ static void chan_submit(struct guest *g, struct chan *c)
 
 	assert_int_equal(rm_control(fx.rm, g->fn, g->hc, c->h, VGPU_RM_CTRL_CHANNEL_SUBMIT, &sp, &len,
 				    sizeof(sp)), 0);
+}
+
+/* USERD words the device writes are read atomically, as the device writes them. */
+static uint32_t userd_error(struct chan *c)
+{
+	return __atomic_load_n(&c->userd->error, __ATOMIC_ACQUIRE);
 }
 
 static int chan_wait_get(struct chan *c, uint32_t want)
@@ -245,7 +255,7 @@ static void test_chan_error(void **state)
 	assert_int_equal(e.code, VGPU_CHAN_ERR_GP_ILLEGAL);
 	assert_int_equal(e.gp_get, 1);		/* the release ran; the second entry failed */
 	assert_int_equal(e.count, 1);
-	assert_int_equal(bad.userd->error, VGPU_CHAN_ERR_GP_ILLEGAL);
+	assert_int_equal(userd_error(&bad), VGPU_CHAN_ERR_GP_ILLEGAL);
 	assert_int_equal(chan_wait_get(&good, 1), 0);
 	m_release(&other, 0x30080, 2);
 	chan_submit(&g2, &other);
@@ -306,7 +316,7 @@ static void test_watchdog_hung(void **state)
 	assert_int_equal(e.recovery, 0);
 	assert_int_equal(e.gp_get, 0);
 	assert_true(e.stall_ns >= 50 * VGPU_NSEC_PER_MSEC);
-	assert_int_equal(hung.userd->error, VGPU_CHAN_ERR_SEM_TIMEOUT);
+	assert_int_equal(userd_error(&hung), VGPU_CHAN_ERR_SEM_TIMEOUT);
 	assert_false(sh->fns[1].runlist[0] & (1ull << hung.chid));
 	assert_false(sh->fns[1].chans[hung.chid].flags & GPU_CHAN_ENABLED);
 	assert_int_equal(rec_wait(RM_EVENT_CHAN_ERROR, 1, hung.chid, &e), 0);
@@ -319,7 +329,7 @@ static void test_watchdog_hung(void **state)
 	m_release(&next, 0x30100, 7);
 	chan_submit(&g, &next);
 	assert_int_equal(chan_wait_get(&next, 1), 0);
-	assert_int_equal(*(uint32_t *)(g.host + 0x30100), 7);
+	assert_int_equal(__atomic_load_n((uint32_t *)(g.host + 0x30100), __ATOMIC_ACQUIRE), 7);
 	assert_int_equal(rm_free(fx.rm, 1, g.hc, hung.h), 0);
 	assert_int_equal(rm_client_free(fx.rm, 1, g.hc), 0);
 }
@@ -354,7 +364,7 @@ static void test_watchdog_slow_not_hung(void **state)
 	assert_int_equal(chan_wait_get(&c, 1), 0);
 	vgpu_sleep_ns(400 * VGPU_NSEC_PER_MSEC);
 	assert_int_equal(rec_find(RM_EVENT_WATCHDOG, 1, c.chid, NULL, NULL), 0);
-	assert_int_equal(c.userd->error, 0);
+	assert_int_equal(userd_error(&c), 0);
 	assert_int_equal(rm_client_free(fx.rm, 1, g.hc), 0);
 }
 
@@ -385,10 +395,9 @@ static void test_storm(void **state)
 		chan_submit(&g, &d);
 		uint64_t dl = vgpu_deadline_ns(T_WAIT);
 
-		while (!__atomic_load_n(&d.userd->error, __ATOMIC_ACQUIRE) && !vgpu_deadline_passed(dl))
+		while (!userd_error(&d) && !vgpu_deadline_passed(dl))
 			vgpu_sleep_ns(50 * VGPU_NSEC_PER_USEC);
-		assert_int_equal(d.userd->error, VGPU_CHAN_ERR_GP_ILLEGAL);
-		d.userd->error = 0;	/* the next allocation's USERD starts clean */
+		assert_int_equal(userd_error(&d), VGPU_CHAN_ERR_GP_ILLEGAL);
 		/* An RPC in the middle of the storm is answered. */
 		assert_int_equal(rm_control(fx.rm, 1, g.hc, d.h, VGPU_RM_CTRL_GET_WORK_SUBMIT_TOKEN,
 					    &(struct vgpu_rm_token_params){ 0 }, &(size_t){ 0 },

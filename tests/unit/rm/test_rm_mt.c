@@ -103,6 +103,12 @@ static void test_concurrent_reset_and_crash(void **state)
 	vgpu_sleep_ns(100 * VGPU_NSEC_PER_MSEC);
 	gsp_call(rm_gsp(fx.rm), 0, VGPU_RPC_FN_INJECT, &crash, sizeof(crash), NULL, 0, NULL);
 	vgpu_sleep_ns(200 * VGPU_NSEC_PER_MSEC);
+	/* The restart takes longer under TSan or a loaded machine: the reset below needs the
+	 * GSP back, so wait for it (the workers keep going meanwhile). */
+	uint64_t back = vgpu_deadline_ns(10 * VGPU_NSEC_PER_SEC);
+
+	while (gsp_needs_reset(rm_gsp(fx.rm)) && !vgpu_deadline_passed(back))
+		vgpu_sleep_ns(VGPU_NSEC_PER_MSEC);
 	assert_int_equal(rm_vf_reset(fx.rm, 1), 0);
 	vgpu_sleep_ns(100 * VGPU_NSEC_PER_MSEC);
 	atomic_store(&stop, true);
