@@ -43,7 +43,7 @@
 VGPU_BIN=${VGPU_BIN:-build/rel/bin}
 VGPU_GUEST=${VGPU_GUEST:-build/guest}
 VGPU_ACCEL=${VGPU_ACCEL:-tcg}
-VM_TIMEOUT=${VM_TIMEOUT:-300}	# seconds per vm_wait
+VM_TIMEOUT=${VM_TIMEOUT:-120}	# seconds per vm_wait (a suite takes 5-10 s; the reset case waits up to 60)
 VM_MEM=${VM_MEM:-256}		# guest RAM, MiB
 
 declare -A VM_VF VM_SOCK VM_UUID VM_PID VM_CONSOLE VM_T0 VM_SECS VM_VFOF VM_STATUS VM_RESET_DONE
