@@ -63,7 +63,9 @@ if [ ! -f "$kroot/stamp" ] || [ "$deb" -nt "$kroot/stamp" ]; then
 	v=$(ls "$tmp/lib/modules")
 	/bin/busybox depmod -b "$tmp" "$v"
 	basename "$deb" >"$tmp/stamp"
-	rm -rf "$kroot" && mv "$tmp" "$kroot"
+	# A concurrent build may have put its own copy there first: keep whichever landed.
+	rm -rf "$kroot"
+	mv -T "$tmp" "$kroot" 2>/dev/null || rm -rf "$tmp"
 fi
 vmlinuz=$(ls "$kroot"/boot/vmlinuz-* | head -1)
 kver=${vmlinuz##*/vmlinuz-}
