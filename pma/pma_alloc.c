@@ -236,7 +236,7 @@ static int req_init(struct pma *pma, struct pma_req *q, size_t count, uint64_t p
 	return 0;
 }
 
-static bool region_eligible(const struct pma_region *r, const struct pma_req *q,
+static inline bool region_eligible(const struct pma_region *r, const struct pma_req *q,
 			    const struct pma_alloc_opts *o)
 {
 	uint64_t base = r->first + r->lo, end = r->first + r->hi;
@@ -261,7 +261,7 @@ static bool region_before(const struct pma_region *a, const struct pma_region *b
 	return a->desc.base < b->desc.base;
 }
 
-static unsigned int regions_order(struct pma *pma, const struct pma_req *q,
+static inline unsigned int regions_order(struct pma *pma, const struct pma_req *q,
 				  const struct pma_alloc_opts *o, struct pma_region **out)
 {
 	unsigned int n = 0;
@@ -875,22 +875,23 @@ static int pages_validate_allocated(struct pma *pma, const uint64_t *pages, size
 }
 
 /* Masks per word (@pf <= 2: frames) or per group word (@pf 32: groups) of ascending @pages of
- * @r into @wv / @mv. The number of words, or 0 when the list is not strictly ascending or
- * needs more than PMA_FAST_WORDS words (the general path takes it). */
-static int pages_collect(const struct pma_region *r, const uint64_t *pages, size_t count,
-			 uint64_t pf, uint64_t *wv, uint64_t *mv)
+ * @r into @wv / @mv. The number of words; 0 when the list is not strictly ascending or needs
+ * more than PMA_FAST_WORDS words (the general path takes it); -EINVAL if a page is not
+ * aligned to its size. */
+static inline int pages_collect_shift(const struct pma_region *r, const uint64_t *pages,
+				      size_t count, unsigned int shift, uint64_t pmask,
+				      uint64_t page_size, uint64_t *wv, uint64_t *mv)
 {
-	unsigned int shift = pf == PMA_GROUP_FRAMES ? PMA_GROUP_SHIFT : 0;
-	uint64_t pmask = pf == PMA_GROUP_FRAMES ? 1 : vgpu_mask(0, (unsigned int)pf);
-	uint64_t prev = 0;
+	uint64_t prev = pages[0], any = 0, base = r->first << PMA_FRAME_SHIFT;
 	int nw = 0;
 
 	for (size_t p = 0; p < count; p++) {
-		uint64_t i = ((pages[p] >> PMA_FRAME_SHIFT) - r->first) >> shift;
+		uint64_t i = (pages[p] - base) >> (PMA_FRAME_SHIFT + shift);
 
 		if (p && pages[p] <= prev)
 			return 0;
 		prev = pages[p];
+		any |= pages[p];
 		if (!nw || wv[nw - 1] != i / 64) {
 			if (nw == PMA_FAST_WORDS)
 				return 0;
@@ -899,7 +900,21 @@ static int pages_collect(const struct pma_region *r, const uint64_t *pages, size
 		}
 		mv[nw - 1] |= pmask << (i % 64);
 	}
-	return nw;
+	return any & (page_size - 1) ? -EINVAL : nw;
+}
+
+static int pages_collect(const struct pma_region *r, const uint64_t *pages, size_t count,
+			 uint64_t pf, uint64_t *wv, uint64_t *mv)
+{
+	uint64_t page_size = pf << PMA_FRAME_SHIFT;
+
+	/* Constant shifts for the two common sizes. */
+	if (pf == PMA_GROUP_FRAMES)
+		return pages_collect_shift(r, pages, count, PMA_GROUP_SHIFT, 1, page_size, wv, mv);
+	if (pf == 1)
+		return pages_collect_shift(r, pages, count, 0, 1, page_size, wv, mv);
+	return pages_collect_shift(r, pages, count, 0, vgpu_mask(0, (unsigned int)pf), page_size,
+				   wv, mv);
 }
 
 /* Free the 2 MiB pages given as group bits per group word. Every page is allocated with no
@@ -946,8 +961,8 @@ static int free_fast_locked(struct pma *pma, const uint64_t *pages, size_t count
 	 * in a region aligned to 512 MiB, never straddling a word; first and last inside the
 	 * region then put every page there. */
 	nw = pages_collect(r, pages, count, pf, wv, mv);
-	if (!nw)
-		return 1;
+	if (nw <= 0)
+		return nw ? nw : 1;
 	if (pf == PMA_GROUP_FRAMES) {
 		for (int k = 0; k < nw; k++)
 			gbits_for_each_word(mv[k], wv[k], wi, m) {
@@ -989,6 +1004,9 @@ static int free_locked(struct pma *pma, const uint64_t *pages, size_t count, uin
 			pma_publish_stats_locked(pma);
 		return ret;
 	}
+	for (size_t p = 0; p < count; p++)
+		if (pages[p] & (page_size - 1))
+			return -EINVAL;
 	ret = pages_validate_allocated(pma, pages, count, pf);
 	if (ret)
 		return ret;
@@ -1016,9 +1034,6 @@ int pma_free_pages(struct pma *pma, const uint64_t *pages, size_t count, uint64_
 
 	if (!pma || !pages || !count || !page_size_valid(page_size) || (flags & ~PMA_FREE_SKIP_SCRUB))
 		return -EINVAL;
-	for (size_t p = 0; p < count; p++)
-		if (pages[p] & (page_size - 1))
-			return -EINVAL;
 	pma_lock(pma);
 	ret = free_locked(pma, pages, count, page_size, flags);
 	pma_unlock(pma);

@@ -85,7 +85,6 @@ struct pma_tree {
 	uint32_t leaf_units;	/* frames per leaf */
 	uint32_t nr_leaves;	/* real leaves; the rest up to size are empty */
 	uint32_t size;		/* leaves rounded up to a power of two */
-	uint32_t *scratch;	/* flush work list: size entries */
 	/* [0] runs of free frames, [1] runs of whole free groups */
 	struct pma_tlayer layer[2];
 };
@@ -232,9 +231,8 @@ static inline void pma_sum_update(uint64_t *sum, const uint64_t *map, uint64_t g
 
 /* Group bits of word @wi (its two groups) from the frames' availability; true if a group
  * became or stopped being wholly free. */
-static inline bool pma_region_groups_update(struct pma_region *r, uint64_t wi)
+static inline bool pma_region_groups_update_avail(struct pma_region *r, uint64_t wi, uint64_t a)
 {
-	uint64_t a = pma_word_avail(&r->words[wi]);
 	uint32_t lo = (uint32_t)a, hi = (uint32_t)(a >> 32);
 	uint64_t full = (uint64_t)(lo == UINT32_MAX) | (uint64_t)(hi == UINT32_MAX) << 1;
 	uint64_t part = (uint64_t)(lo && lo != UINT32_MAX) | (uint64_t)(hi && hi != UINT32_MAX) << 1;
@@ -254,6 +252,11 @@ static inline bool pma_region_groups_update(struct pma_region *r, uint64_t wi)
 	return true;
 }
 
+static inline bool pma_region_groups_update(struct pma_region *r, uint64_t wi)
+{
+	return pma_region_groups_update_avail(r, wi, pma_word_avail(&r->words[wi]));
+}
+
 /* Word @wi changed; @old_avail was its available mask before. Keeps counters, group bits
  * and the tree marks in step. */
 static inline void pma_region_word_update(struct pma_region *r, uint64_t wi, uint64_t old_avail)
@@ -264,7 +267,7 @@ static inline void pma_region_word_update(struct pma_region *r, uint64_t wi, uin
 	if (now == old_avail)
 		return;
 	r->free_frames += (uint64_t)vgpu_popcount(now) - vgpu_popcount(old_avail);
-	if (pma_region_groups_update(r, wi))
+	if (pma_region_groups_update_avail(r, wi, now))
 		pma_tlayer_mark(&r->ftree.layer[1], leaf);
 	pma_tlayer_mark(&r->ftree.layer[0], leaf);
 }

@@ -178,9 +178,6 @@ int pma_tree_init(struct pma_tree *t, struct pma_region *r)
 	if (!t->nr_leaves)
 		t->nr_leaves = 1;
 	t->size = (uint32_t)vgpu_roundup_pow2(t->nr_leaves);
-	t->scratch = calloc(t->size, sizeof(*t->scratch));
-	if (!t->scratch)
-		return -ENOMEM;
 	for (unsigned int k = 0; k < 2; k++) {
 		struct pma_tlayer *ly = &t->layer[k];
 
@@ -196,8 +193,6 @@ int pma_tree_init(struct pma_tree *t, struct pma_region *r)
 
 void pma_tree_fini(struct pma_tree *t)
 {
-	free(t->scratch);
-	t->scratch = NULL;
 	for (unsigned int k = 0; k < 2; k++) {
 		free(t->layer[k].node);
 		free(t->layer[k].dirty);
@@ -223,72 +218,40 @@ void pma_tree_mark(struct pma_tree *t, uint64_t first, uint64_t last, bool group
 		layer_mark(t, &t->layer[1], first, last);
 }
 
-/* Recompute leaf @l; true (and its heap index appended to @v) if it changed. */
-static inline bool leaf_refresh(struct pma_tree *t, const struct pma_region *r,
-				unsigned int layer, uint32_t l, uint32_t *v, uint32_t *n)
+/* Recompute leaf @l and climb while a level changes. Leaves are taken one at a time, each
+ * leaving every node consistent with its children, so stopping at an unchanged node is exact
+ * even when several leaves under it changed: the next one climbs through it again. */
+static void leaf_update(struct pma_tree *t, const struct pma_region *r, unsigned int layer,
+			uint32_t l)
 {
-	struct pma_tnode c = layer_leaf(r, layer, l);
-	struct pma_tnode *nd = &t->layer[layer].node[t->size + l];
+	struct pma_tnode *nd = t->layer[layer].node, c = layer_leaf(r, layer, l);
+	uint32_t len = layer_leaf_len(t, layer), i = t->size + l;
 
-	if (node_eq(&c, nd))
-		return false;
-	*nd = c;
-	v[(*n)++] = t->size + l;
-	return true;
+	if (node_eq(&c, &nd[i]))
+		return;
+	nd[i] = c;
+	for (i >>= 1; i >= 1; i >>= 1, len <<= 1) {
+		node_merge(&c, &nd[2 * i], &nd[2 * i + 1], len);
+		if (node_eq(&c, &nd[i]))
+			return;
+		nd[i] = c;
+	}
 }
 
 void pma_tree_flush_layer(struct pma_tree *t, const struct pma_region *r, unsigned int layer)
 {
 	struct pma_tlayer *ly = &t->layer[layer];
-	struct pma_tnode *nd = ly->node;
-	uint32_t *v = t->scratch, n = 0, len = layer_leaf_len(t, layer);
 
 	if (!pma_tlayer_dirty(ly))
 		return;
-	/* The marked leaves in order, keeping only those that changed... */
 	for (uint32_t wi = ly->dlo / 64; wi <= ly->dhi / 64; wi++) {
 		uint64_t w = ly->dirty[wi];
 
 		ly->dirty[wi] = 0;
-		while (w) {
-			leaf_refresh(t, r, layer, wi * 64 + vgpu_ctz(w), v, &n);
-			w &= w - 1;
-		}
+		for (; w; w &= w - 1)
+			leaf_update(t, r, layer, wi * 64 + vgpu_ctz(w));
 	}
 	layer_clean(ly);
-	if (n == 1) {
-		/* The common case: one path, stop when a level is unchanged. */
-		struct pma_tnode p;
-
-		for (uint32_t i = v[0] >> 1; i >= 1; i >>= 1, len <<= 1) {
-			node_merge(&p, &nd[2 * i], &nd[2 * i + 1], len);
-			if (node_eq(&p, &nd[i]))
-				return;
-			nd[i] = p;
-		}
-		return;
-	}
-	/* ...then one level at a time over the distinct parents, so leaves that share
-	 * ancestors pay for them once. */
-	while (n && v[0] > 1) {
-		uint32_t m = 0, last = 0;
-
-		for (uint32_t i = 0; i < n; i++) {
-			uint32_t p = v[i] >> 1;
-			struct pma_tnode c;
-
-			if (p == last)
-				continue;
-			last = p;
-			node_merge(&c, &nd[2 * p], &nd[2 * p + 1], len);
-			if (!node_eq(&c, &nd[p])) {
-				nd[p] = c;
-				v[m++] = p;
-			}
-		}
-		n = m;
-		len <<= 1;
-	}
 }
 
 /* Unit-level scan of [from, to) continuing @carry; start of the first run of @n or NONE. */
