@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# VM tier through libvirt: two q35 + intel-iommu domains at once, launched by vgpu-vm (real
+# libvirtd and virtlogd, no systemd), each with its own slice of a private vgpud and running
+# the full vgpu-vf-test over vfio-pci in the guest. Each VM's TAP points, its result line,
+# and host-side checks: the owner token is the domain's while it runs and released after;
+# `vgpu-vm list` shows the domains with their slices. Conventions: tests/vm/libvirt-lib.sh.
+. "$(dirname "$0")/libvirt-lib.sh"
+
+lv_init libvirt-vfio
+lv_require
+lv_start
+vm_vgpud_start
+lv_slice a || { vm_point fail "libvirt-vfio: slice a"; vm_finish; }
+lv_slice b || { vm_point fail "libvirt-vfio: slice b"; vm_finish; }
+
+lv_launch vm1 a vfio --big
+lv_launch vm2 b vfio
+
+# While they run: each slice owned by its domain, both listed with their slices.
+for i in $(seq 100); do
+	[ -n "$(lv_owner a)" ] && [ -n "$(lv_owner b)" ] && break
+	sleep 0.1
+done
+dom1=$(virsh -c "$LV_URI" domuuid "${LV_DOM[vm1]}" 2>/dev/null | head -1)
+dom2=$(virsh -c "$LV_URI" domuuid "${LV_DOM[vm2]}" 2>/dev/null | head -1)
+if [ -n "$dom1" ] && [ "$(lv_owner a)" = "$dom1" ] && [ "$(lv_owner b)" = "$dom2" ]; then
+	vm_point ok "host: each slice is owned by its running domain"
+else
+	vm_point fail "host: each slice is owned by its running domain" \
+		"a: $(lv_owner a) (domain $dom1), b: $(lv_owner b) (domain $dom2)"
+fi
+listed=$(lv_vm --json list 2>&1 | tr -d ' \n')
+if [[ $listed == *"\"name\":\"${LV_DOM[vm1]}\""*"\"slice\":\"${VM_UUID[a]}\""* ||
+      $listed == *"\"slice\":\"${VM_UUID[a]}\""*"\"name\":\"${LV_DOM[vm1]}\""* ]] &&
+   [[ $listed == *"\"slice\":\"${VM_UUID[b]}\""* ]]; then
+	vm_point ok "host: vgpu-vm list shows both domains with their slices"
+else
+	vm_point fail "host: vgpu-vm list shows both domains with their slices" "${listed:0:300}"
+fi
+
+vm_wait vm1 vm2
+vm_report vm1
+vm_report vm2
+for s in a b; do
+	if [ -z "$(lv_owner $s)" ]; then
+		vm_point ok "host: slice $s released after its domain ended"
+	else
+		vm_point fail "host: slice $s released after its domain ended" "owner $(lv_owner $s)"
+	fi
+done
+vm_finish

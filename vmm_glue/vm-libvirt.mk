@@ -1,0 +1,27 @@
+# vmm_glue/vm-libvirt.mk - the libvirt tier of `make vm-check` (included by vmm_glue/vm.mk)
+# and `make install-hook`.
+#
+#   make install-hook   vgpu-vm into $(PREFIX)/bin and the qemu hook into
+#                       $(LIBVIRT_HOOK_DIR)/vgpu (restart libvirtd after the first install)
+#   make uninstall-hook removes both
+#
+# The suites (tests/vm/libvirt-*.sh, helpers in tests/vm/libvirt-lib.sh) start virtlogd and
+# libvirtd only if they are not running, and stop only what they started.
+PREFIX           ?= /usr/local
+LIBVIRT_HOOK_DIR ?= /etc/libvirt/hooks/qemu.d
+
+VM_SUITES += tests/vm/libvirt-vfio.sh tests/vm/libvirt-attack.sh tests/vm/libvirt-hook.sh
+VM_DEPS   += $(BUILD)/rel/bin/vgpu-vm
+
+.PHONY: install-hook uninstall-hook
+install-hook: $(BUILD)/rel/bin/vgpu-vm
+	install -D -m 0755 $(BUILD)/rel/bin/vgpu-vm $(DESTDIR)$(PREFIX)/bin/vgpu-vm
+	@mkdir -p $(DESTDIR)$(LIBVIRT_HOOK_DIR)
+	sed 's|@VGPU_VM@|$(PREFIX)/bin/vgpu-vm|' vmm_glue/hook/qemu-hook.in \
+		>$(DESTDIR)$(LIBVIRT_HOOK_DIR)/.vgpu.tmp
+	chmod 0755 $(DESTDIR)$(LIBVIRT_HOOK_DIR)/.vgpu.tmp
+	mv -f $(DESTDIR)$(LIBVIRT_HOOK_DIR)/.vgpu.tmp $(DESTDIR)$(LIBVIRT_HOOK_DIR)/vgpu
+	@echo "installed $(LIBVIRT_HOOK_DIR)/vgpu; restart libvirtd if it ran without hooks"
+
+uninstall-hook:
+	rm -f $(DESTDIR)$(LIBVIRT_HOOK_DIR)/vgpu $(DESTDIR)$(PREFIX)/bin/vgpu-vm
