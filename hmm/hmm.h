@@ -119,6 +119,7 @@ enum hmm_event {
 	HMM_EVENT_MIGRATE,	/* pages migrate; owner = the memory they migrate to/from */
 	HMM_EVENT_RELEASE,	/* the mm is going away */
 	HMM_EVENT_FORK,		/* fork: mirrors drop write access (COW) */
+	HMM_EVENT_EXCLUSIVE,	/* a device takes (owner = it) or loses exclusive access */
 	HMM_EVENT_NR,
 };
 #define HMM_EVENT_BIT(e)	(1u << (e))
@@ -148,7 +149,8 @@ struct hmm_interval_notifier {
 	struct hmm_mm *mm;
 	uintptr_t start, end;
 	const struct hmm_interval_notifier_ops *ops;
-	const void *owner;		/* MIGRATE events with this owner are not delivered */
+	const void *owner;		/* MIGRATE, EXCLUSIVE events with this owner are not
+					 * delivered */
 	unsigned int events;		/* HMM_EVENT_BIT mask delivered; 0 = all */
 	_Atomic uint64_t invalidate_seq;
 	atomic_uint busy;		/* invalidations in progress on this notifier */
@@ -262,6 +264,27 @@ void hmm_devmem_free(struct hmm_devmem *dm, const uint64_t *pages, size_t n);
 long hmm_devmem_evict_all(struct hmm_mm *mm, struct hmm_devmem *dm);
 
 /* ------------------------------------------------------------------------------------
+ * Device-exclusive access (make_device_exclusive): a device that wants atomics on system
+ * pages takes them away from the CPU without moving them. The pages stay where they are,
+ * made inaccessible (PROT_NONE) with every backend; the first CPU access to one gives it
+ * back and fires HMM_EVENT_EXCLUSIVE (owner NULL) on it, so the device drops its atomic
+ * mapping. A system call that touches such a page gets EFAULT: hmm_mm_make_resident()
+ * gives the CPU its access back first (and fork does so itself). An mprotect of such a
+ * page must be reported with hmm_mm_notify(HMM_EVENT_PROTECTION): exclusivity ends.
+ */
+
+/* Make the pages of [addr, addr+len) exclusive to the device @owner: device pages come
+ * back first, the pages are faulted in writable (COW broken), the other mirrors get
+ * HMM_EVENT_EXCLUSIVE (owner = @owner, which they see and @owner's own notifier skips),
+ * then the CPU loses access. @pfns (len / 4 KiB words) gets hmm_range_fault words
+ * (VALID|WRITE|page number) for the device to map; do it under the update lock after a
+ * hmm_interval_read_retry() check, as after a range fault. Pages must lie in managed
+ * regions of @mm. 0, -EINVAL (bad range, not managed), -EFAULT (no VMA), -EPERM (not
+ * writable). */
+int hmm_make_exclusive(struct hmm_mm *mm, void *addr, size_t len, const void *owner,
+		       uint64_t *pfns);
+
+/* ------------------------------------------------------------------------------------
  * Three-phase migration (migrate_vma_setup / _pages / _finalize)
  */
 #define HMM_MIGRATE_PFN_VALID		(1ull << 0)	/* entry names a page */
@@ -340,12 +363,15 @@ struct hmm_mm_stats {
 	uint64_t migrated_to_device, migrated_to_system;	/* pages */
 	uint64_t invalidations;		/* notifier callbacks run */
 	uint64_t events_unmap, events_remap, events_fork;	/* from userfaultfd */
+	uint64_t exclusive;		/* pages made device-exclusive */
+	uint64_t exclusive_revoked;	/* ... and given back to the CPU */
 };
 /* Snapshot of @mm's counters (relaxed reads). */
 void hmm_mm_get_stats(struct hmm_mm *mm, struct hmm_mm_stats *st);
 
 /* Per-page state of a managed page, for tests and debugging. */
-enum hmm_page_where { HMM_PAGE_NONE, HMM_PAGE_SYSTEM, HMM_PAGE_DEVICE, HMM_PAGE_BUSY };
+enum hmm_page_where { HMM_PAGE_NONE, HMM_PAGE_SYSTEM, HMM_PAGE_DEVICE, HMM_PAGE_BUSY,
+		      HMM_PAGE_EXCLUSIVE };
 /* Where the page at @addr lives; @dm_out/@page_out set for HMM_PAGE_DEVICE. */
 enum hmm_page_where hmm_mm_page_where(struct hmm_mm *mm, const void *addr,
 				      struct hmm_devmem **dm_out, uint64_t *page_out);

@@ -25,6 +25,7 @@ enum hmm_pstate {
 	PS_TO_DEVICE,		/* collected by a migration to a device */
 	PS_DEVICE,		/* only on the device: the CPU page is missing */
 	PS_TO_SYSTEM,		/* coming back (CPU fault or migration) */
+	PS_EXCLUSIVE,		/* in system memory, PROT_NONE: exclusive to a device */
 };
 #define PS_STATE_MASK	0x7ull
 #define PS_DEV_WRITE	(1ull << 3)
@@ -79,6 +80,7 @@ struct hmm_mm {
 	/* counters */
 	_Atomic uint64_t c_cpu_faults, c_cpu_fault_pages, c_zero_fills, c_cpu_won;
 	_Atomic uint64_t c_to_dev, c_to_sys, c_inval, c_unmap, c_remap, c_fork;
+	_Atomic uint64_t c_excl, c_excl_revoked;
 };
 
 /* process-wide tables read by fault handlers */
@@ -156,6 +158,28 @@ int hmm_prot_write(struct hmm_mm *mm, struct hmm_region *r, uintptr_t dst, const
 int hmm_prot_set(uintptr_t start, size_t len, bool access);
 /* ... or read-only: pages collected for a device (writes wait, reads proceed). */
 int hmm_prot_readonly(uintptr_t start, size_t len);
+
+/* True if the PROT_NONE of the page at @a is the library's: a device page of the
+ * mprotect backend (or one on its way), or a device-exclusive page of any backend. */
+static inline bool hmm_page_prot_ours(struct hmm_mm *mm, uintptr_t a)
+{
+	struct hmm_region *r = hmm_region_find(a);
+	unsigned int st;
+
+	if (!r || r->mm != mm)
+		return false;
+	st = ps_state(atomic_load(hmm_region_word(r, a)));
+	return st == PS_EXCLUSIVE || (r->prot && st != PS_SYSTEM);
+}
+
+/* device-exclusive (exclusive.c) */
+/* Give the CPU back the exclusive page at @a of @r (a CPU access, a range fault, fork).
+ * @blockable: thread context. Signal context safe otherwise. */
+void hmm_exclusive_revoke(struct hmm_mm *mm, struct hmm_region *r, uintptr_t a,
+			  bool blockable);
+/* ... every exclusive page of [start, end) in @r; returns how many. */
+long hmm_exclusive_revoke_range(struct hmm_mm *mm, struct hmm_region *r, uintptr_t start,
+				uintptr_t end);
 
 /* Time source of @mm. */
 static inline uint64_t hmm_mm_now(struct hmm_mm *mm)

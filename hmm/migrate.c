@@ -60,21 +60,9 @@ static void staging_put(struct hmm_staging *s)
 	vgpu_mutex_unlock(&s->lock);
 }
 
-/* mprotect backend: a page of a region whose protection is the library's (on a device
- * or on the way) counts as read-write whatever its VMA says now. */
-static bool prot_page_busy(struct hmm_mm *mm, uintptr_t a)
-{
-	struct hmm_region *r = hmm_region_find(a);
-
-	return r && r->mm == mm && r->prot &&
-	       ps_state(atomic_load(hmm_region_word(r, a))) != PS_SYSTEM;
-}
-
 /* Every page needs a readable, non-special VMA (dmirror's -EINVAL rules). */
 static int migrate_check_vmas(struct hmm_migrate *m, struct migrate_priv *p, bool *shared)
 {
-	bool prot = hmm_mm_prot(m->mm);
-
 	for (uintptr_t a = m->start; a < m->end;) {
 		struct hmm_vma v;
 
@@ -82,7 +70,9 @@ static int migrate_check_vmas(struct hmm_migrate *m, struct migrate_priv *p, boo
 			return -EINVAL;
 		for (; a < vgpu_min(v.end, m->end); a += HMM_PAGE_SIZE) {
 			size_t i = (a - m->start) >> HMM_PAGE_SHIFT;
-			bool ours = prot && prot_page_busy(m->mm, a);
+			/* a page whose protection is the library's (a device page of the
+			 * mprotect backend, an exclusive page) counts as read-write */
+			bool ours = hmm_page_prot_ours(m->mm, a);
 
 			if (!v.read && !ours)
 				return -EINVAL;

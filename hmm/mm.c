@@ -126,8 +126,10 @@ static bool notifier_wants(const struct hmm_interval_notifier *sub,
 		return false;
 	if (sub->events && !(sub->events & HMM_EVENT_BIT(r->event)))
 		return false;
-	/* the migrating device updates its own mappings */
-	return !(r->event == HMM_EVENT_MIGRATE && r->owner && r->owner == sub->owner);
+	/* the migrating device, or the one taking exclusive access, updates its own
+	 * mappings (nouveau skips its own MMU_NOTIFY_EXCLUSIVE the same way) */
+	return !((r->event == HMM_EVENT_MIGRATE || r->event == HMM_EVENT_EXCLUSIVE) &&
+		 r->owner && r->owner == sub->owner);
 }
 
 void hmm_notify_invalidate(struct hmm_mm *mm, const struct hmm_notify_range *r)
@@ -185,12 +187,33 @@ static void drop_device_pages(struct hmm_mm *mm, uintptr_t start, uintptr_t end)
 				if (atomic_compare_exchange_weak(w, &old, PS_SYSTEM))
 					break;
 			}
+			if (ps_state(old) == PS_EXCLUSIVE)	/* its access back */
+				hmm_prot_set(a, HMM_PAGE_SIZE, true);
 			if (ps_state(old) != PS_DEVICE)
 				continue;
 			hmm_devmem_free_deferred(atomic_load(&hmm_devmems[ps_dm(old)]),
 						 ps_page(old));
 			if (r->prot)
 				prot_drop_page(mm, r, a);
+		}
+	}
+}
+
+/* The application changed the protection of [start, end): exclusive pages there are
+ * the CPU's again, with the protection the application chose. */
+static void exclusive_forget(struct hmm_mm *mm, uintptr_t start, uintptr_t end)
+{
+	for (unsigned int i = 0; i < HMM_MAX_REGIONS; i++) {
+		struct hmm_region *r = atomic_load(&hmm_regions[i]);
+
+		if (!r || r->mm != mm || end <= r->start || start >= r->end)
+			continue;
+		for (uintptr_t a = vgpu_max(start, r->start); a < vgpu_min(end, r->end);
+		     a += HMM_PAGE_SIZE) {
+			uint64_t old = PS_EXCLUSIVE;
+
+			if (atomic_compare_exchange_strong(hmm_region_word(r, a), &old, PS_SYSTEM))
+				atomic_fetch_add(&mm->c_excl_revoked, 1);
 		}
 	}
 }
@@ -205,6 +228,8 @@ int hmm_mm_notify(struct hmm_mm *mm, enum hmm_event event, uintptr_t start, uint
 	hmm_notify_invalidate(mm, &r);
 	if (event == HMM_EVENT_CLEAR || event == HMM_EVENT_UNMAP)
 		drop_device_pages(mm, start, end);
+	if (event == HMM_EVENT_PROTECTION)
+		exclusive_forget(mm, start, end);
 	return 0;
 }
 
@@ -334,6 +359,7 @@ int hmm_region_add_alias(struct hmm_mm *mm, void *addr, size_t len, void *alias)
 static void region_teardown(struct hmm_mm *mm, struct hmm_region *r)
 {
 	hmm_fault_back_range(mm, r, r->start, r->end, true);
+	hmm_exclusive_revoke_range(mm, r, r->start, r->end);
 	vgpu_mutex_lock(&mm->lock);
 	for (unsigned int i = 0; i < HMM_MAX_REGIONS; i++) {
 		struct hmm_region *expected = r;
@@ -381,6 +407,8 @@ long hmm_mm_make_resident(struct hmm_mm *mm, void *addr, size_t len)
 			continue;
 		total += hmm_fault_back_range(mm, r, vgpu_max(start, r->start),
 					      vgpu_min(end, r->end), true);
+		total += hmm_exclusive_revoke_range(mm, r, vgpu_max(start, r->start),
+						    vgpu_min(end, r->end));
 	}
 	return total;
 }
@@ -403,6 +431,8 @@ enum hmm_page_where hmm_mm_page_where(struct hmm_mm *mm, const void *addr,
 		if (page_out)
 			*page_out = ps_page(w);
 		return HMM_PAGE_DEVICE;
+	case PS_EXCLUSIVE:
+		return HMM_PAGE_EXCLUSIVE;
 	default:
 		return HMM_PAGE_BUSY;
 	}
@@ -421,6 +451,8 @@ void hmm_mm_get_stats(struct hmm_mm *mm, struct hmm_mm_stats *st)
 	st->events_unmap = atomic_load_explicit(&mm->c_unmap, memory_order_relaxed);
 	st->events_remap = atomic_load_explicit(&mm->c_remap, memory_order_relaxed);
 	st->events_fork = atomic_load_explicit(&mm->c_fork, memory_order_relaxed);
+	st->exclusive = atomic_load_explicit(&mm->c_excl, memory_order_relaxed);
+	st->exclusive_revoked = atomic_load_explicit(&mm->c_excl_revoked, memory_order_relaxed);
 }
 
 /* ---- userfaultfd events (handler thread) ---------------------------------------------- */

@@ -1,6 +1,7 @@
 /* hmm/mprotect.c - the mprotect+SIGSEGV backend: a device-resident page keeps its system
  * page, made PROT_NONE; the thread that touches it takes SIGSEGV and runs the one
- * migrate-back hook (hmm_cpu_fault) in its own handler. No userfaultfd is involved, so
+ * migrate-back hook (hmm_cpu_fault) in its own handler. The same handler gives back
+ * device-exclusive pages (hmm/exclusive.c) with every backend. No userfaultfd is involved, so
  * this works on shared memfd and device (BAR) mappings, which is what a guest inside a VM
  * has. The data coming back is written through a second view (an alias mapping, or
  * /proc/self/mem for private pages, whose FOLL_FORCE write ignores PROT_NONE) before the
@@ -73,7 +74,7 @@ static void sigsegv_chain(int sig, siginfo_t *si, void *uc)
 	old_sigsegv.sa_handler(sig);
 }
 
-/* True if this thread keeps faulting on a system page at @addr: not a device page. */
+/* True if this thread keeps faulting on a system page at @addr: not ours. */
 static bool refault_loop(uintptr_t addr, uint64_t w)
 {
 	if (ps_state(w) != PS_SYSTEM || addr != last_fault) {
@@ -84,6 +85,35 @@ static bool refault_loop(uintptr_t addr, uint64_t w)
 	return ++same_faults >= PROT_REFAULT_LIMIT;
 }
 
+/* Serve a fault on page @addr of @r; false if it is not ours to serve. */
+static bool sigsegv_serve(struct hmm_region *r, uintptr_t addr)
+{
+	uint64_t w = atomic_load(hmm_region_word(r, addr));
+
+	if (refault_loop(addr, w))
+		return false;
+	switch (ps_state(w)) {
+	case PS_EXCLUSIVE:
+		hmm_exclusive_revoke(r->mm, r, addr, false);
+		return true;
+	case PS_SYSTEM:
+		return true;	/* given back between the fault and now: retry */
+	case PS_TO_DEVICE:
+	case PS_TO_SYSTEM:
+		if (!r->prot)
+			return true;	/* an exclusive page on its way back: retry */
+		hmm_cpu_fault(r->mm, r, addr, false, false);
+		return true;
+	default:
+		/* a device page: ours with this backend; with userfaultfd it is missing, not
+		 * protected, so the application protected it itself */
+		if (!r->prot)
+			return false;
+		hmm_cpu_fault(r->mm, r, addr, false, false);
+		return true;
+	}
+}
+
 static void hmm_sigsegv(int sig, siginfo_t *si, void *uc)
 {
 	int saved_errno = errno;
@@ -92,9 +122,8 @@ static void hmm_sigsegv(int sig, siginfo_t *si, void *uc)
 
 	atomic_fetch_add(&hmm_handlers_inflight, 1);
 	r = si->si_code == SEGV_ACCERR ? hmm_region_find(addr) : NULL;
-	if (r && r->prot && !refault_loop(addr, atomic_load(hmm_region_word(r, addr)))) {
+	if (r && sigsegv_serve(r, addr)) {
 		/* resolved or not, returning retries the access */
-		hmm_cpu_fault(r->mm, r, addr, false, false);
 		atomic_fetch_sub(&hmm_handlers_inflight, 1);
 		errno = saved_errno;
 		return;

@@ -79,6 +79,15 @@ static int walk_managed(struct walk *w, struct hmm_region *reg, uintptr_t a, uin
 	case PS_TO_SYSTEM:
 		w->refault = true;	/* a migration entry: wait for it */
 		return 0;
+	case PS_EXCLUSIVE:
+		/* a device-exclusive entry is faulted (given back) whoever asks, the owner
+		 * included, or reported as not present */
+		if (!(req & HMM_PFN_REQ_FAULT))
+			return 0;
+		hmm_exclusive_revoke(w->mm, reg, a, true);
+		r->faulted++;
+		w->refault = true;
+		return 0;
 	case PS_DEVICE: {
 		struct hmm_devmem *dm = atomic_load(&hmm_devmems[ps_dm(st)]);
 
@@ -232,15 +241,12 @@ static int walk_segment(struct walk *w, uintptr_t a, uintptr_t e, const struct h
 	return 0;
 }
 
-/* mprotect backend: [a, e) lies in a region whose PROT_NONE is the library's (a device
- * page or one on its way), not the application's. */
+/* [a, e) is PROT_NONE by the library's doing (a device page of the mprotect backend, a
+ * device-exclusive page), not the application's. */
 static bool prot_vma_is_ours(struct hmm_mm *mm, uintptr_t a, uintptr_t e)
 {
 	for (; a < e; a += HMM_PAGE_SIZE) {
-		struct hmm_region *r = hmm_region_find(a);
-
-		if (r && r->mm == mm && r->prot &&
-		    ps_state(atomic_load(hmm_region_word(r, a))) != PS_SYSTEM)
+		if (hmm_page_prot_ours(mm, a))
 			return true;
 	}
 	return false;

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -44,6 +45,7 @@
 struct tdev_pte {
 	uintptr_t va;			/* 0 = empty */
 	uint64_t pfn;			/* hmm_range_fault word */
+	bool atomic;			/* dmirror's ATOMIC tag: a device-exclusive mapping */
 };
 
 struct tdev {
@@ -86,14 +88,18 @@ static inline void tdev_pt_clear(struct tdev *d, uintptr_t start, uintptr_t end)
 		for (uintptr_t a = start; a < end; a += PG) {
 			struct tdev_pte *e = tdev_pte(d, a, false);
 
-			if (e)
+			if (e) {
 				e->pfn = 0;
+				e->atomic = false;
+			}
 		}
 		return;
 	}
 	for (size_t i = 0; i < d->pt_cap; i++) {
-		if (d->pt[i].va >= start && d->pt[i].va < end)
+		if (d->pt[i].va >= start && d->pt[i].va < end) {
 			d->pt[i].pfn = 0;
+			d->pt[i].atomic = false;
+		}
 	}
 }
 
@@ -164,6 +170,18 @@ static inline int tdev_access(struct tdev *d, uintptr_t va, void *buf, bool writ
 		p = hmm_devmem_page_ptr(d->dm, e->pfn & HMM_PFN_VALUE_MASK);
 	else
 		p = (void *)((e->pfn & HMM_PFN_VALUE_MASK) << HMM_PAGE_SHIFT);
+	if (e->atomic) {
+		/* the CPU has no access to an exclusive page: the device reaches the memory
+		 * itself, as /proc/self/mem does (FOLL_FORCE ignores PROT_NONE) */
+		static int mem_fd = -1;
+		ssize_t n;
+
+		if (mem_fd < 0)
+			mem_fd = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
+		n = write ? pwrite(mem_fd, buf, PG, (off_t)(uintptr_t)p)
+			  : pread(mem_fd, buf, PG, (off_t)(uintptr_t)p);
+		return n == (ssize_t)PG ? 0 : -EFAULT;
+	}
 	if (d->safe_dma && !(e->pfn & HMM_PFN_DEVICE)) {
 		struct iovec l = { buf, PG }, r = { p, PG };
 		ssize_t n = write ? process_vm_writev(getpid(), &l, 1, &r, 1, 0)
@@ -277,6 +295,57 @@ static inline int tdev_migrate(struct tdev *d, void *addr, size_t npages, void *
 			return -ENOENT;
 	}
 	return 0;
+}
+
+/* dmirror EXCLUSIVE: make every page exclusive to the device, map it ATOMIC, read it
+ * back through the device into @buf (may be NULL). */
+static inline int tdev_exclusive(struct tdev *d, void *addr, size_t npages, void *buf)
+{
+	uint64_t *pfns = calloc(npages, sizeof(*pfns));
+	size_t cpages;
+	int ret;
+
+	assert_non_null(pfns);
+	for (;;) {
+		uint64_t seq = hmm_interval_read_begin(&d->mirror.notifier);
+
+		ret = hmm_make_exclusive(d->mm, addr, npages * PG, d, pfns);
+		if (ret)
+			break;
+		vgpu_mutex_lock(&d->mirror.update);
+		if (hmm_interval_read_retry(&d->mirror.notifier, seq)) {
+			vgpu_mutex_unlock(&d->mirror.update);
+			continue;
+		}
+		for (size_t i = 0; i < npages; i++) {
+			struct tdev_pte *e = tdev_pte(d, (uintptr_t)addr + i * PG, true);
+
+			e->pfn = pfns[i];
+			e->atomic = true;
+		}
+		vgpu_mutex_unlock(&d->mirror.update);
+		break;
+	}
+	free(pfns);
+	if (!ret && buf)
+		ret = tdev_read(d, addr, npages, buf, &cpages);
+	return ret;
+}
+
+/* dmirror CHECK_EXCLUSIVE: -EPERM while a page still has its ATOMIC mapping. */
+static inline int tdev_check_exclusive(struct tdev *d, void *addr, size_t npages)
+{
+	int ret = 0;
+
+	vgpu_mutex_lock(&d->mirror.update);
+	for (size_t i = 0; i < npages && !ret; i++) {
+		struct tdev_pte *e = tdev_pte(d, (uintptr_t)addr + i * PG, false);
+
+		if (e && e->pfn && e->atomic)
+			ret = -EPERM;
+	}
+	vgpu_mutex_unlock(&d->mirror.update);
+	return ret;
 }
 
 /* dmirror SNAPSHOT: one code byte per page. */

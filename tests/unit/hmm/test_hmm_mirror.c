@@ -1,6 +1,6 @@
-/* Mirroring scenarios (hmm-iommu.md HMM-01..10, 18, 20..22, 37): a test device reads and
- * writes process memory through hmm_range_fault and its own page table, on both
- * CPU-fault backends. Data and counters are checked in every case. */
+/* Mirroring scenarios (hmm-iommu.md HMM-01..10, 18, 20..22, 24..26, 37): a test device
+ * reads and writes process memory through hmm_range_fault and its own page table (and
+ * device-exclusive mappings), on the CPU-fault backends. Data and counters are checked in every case. */
 #include <fcntl.h>
 #include <linux/userfaultfd.h>
 #include <poll.h>
@@ -495,6 +495,145 @@ static void test_uffd_third_party(void **state)
 	hmm_mm_destroy(mm);
 }
 
+/* ---- device-exclusive access (HMM-24..26) ---------------------------------------------- */
+
+/* A managed buffer with data i and a device; the fixture of the exclusive cases. */
+static void excl_setup(void **state, struct hmm_mm **mm, struct tdev **d, char **buf)
+{
+	*mm = MM(*state);
+	*d = tdev_new(*mm, 2 * M2, NULL);
+	*buf = tbuf_new(SZ, false);
+	fill_ints(*buf, SZ, 0);
+	assert_int_equal(hmm_region_add(*mm, *buf, SZ), 0);
+}
+
+static void excl_teardown(struct hmm_mm *mm, struct tdev *d, char *buf)
+{
+	assert_int_equal(hmm_region_remove(mm, buf), 0);
+	munmap(buf, SZ);
+	tdev_free(d);
+	hmm_mm_destroy(mm);
+}
+
+static size_t count_exclusive(struct hmm_mm *mm, char *p, size_t npages)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < npages; i++)
+		n += hmm_mm_page_where(mm, p + i * PG, NULL, NULL) == HMM_PAGE_EXCLUSIVE;
+	return n;
+}
+
+/* HMM-24: the device reads i through its atomic mapping; the CPU reads and increments
+ * every int, which takes each page back and drops the device's atomic mapping. */
+static void test_exclusive(void **state)
+{
+	struct hmm_mm *mm;
+	struct tdev *d;
+	char *buf;
+	int *mirror = malloc(SZ);
+	struct hmm_mm_stats st;
+
+	excl_setup(state, &mm, &d, &buf);
+	assert_int_equal(tdev_exclusive(d, buf, NPAGES, mirror), 0);
+	check_ints(mirror, SZ, 0);
+	assert_int_equal(count_exclusive(mm, buf, NPAGES), NPAGES);
+	assert_int_equal(tdev_check_exclusive(d, buf, NPAGES), -EPERM);
+	for (size_t i = 0; i < SZ / sizeof(int); i++) {
+		if (((int *)buf)[i] != (int)i)
+			fail_msg("int %zu: %d", i, ((int *)buf)[i]);
+		((int *)buf)[i]++;
+	}
+	check_ints(buf, SZ, 1);
+	assert_int_equal(tdev_check_exclusive(d, buf, NPAGES), 0);
+	assert_int_equal(count_exclusive(mm, buf, NPAGES), 0);
+	hmm_mm_get_stats(mm, &st);
+	assert_int_equal(st.exclusive, NPAGES);
+	assert_int_equal(st.exclusive_revoked, NPAGES);
+	free(mirror);
+	excl_teardown(mm, d, buf);
+}
+
+/* HMM-25: exclusive, then the application makes it read-only (and says so): a device
+ * write is refused with EPERM and the memory is unchanged. */
+static void test_exclusive_mprotect(void **state)
+{
+	struct hmm_mm *mm;
+	struct tdev *d;
+	char *buf;
+	int *mirror = malloc(SZ);
+	size_t cpages;
+
+	excl_setup(state, &mm, &d, &buf);
+	assert_int_equal(tdev_exclusive(d, buf, NPAGES, mirror), 0);
+	assert_int_equal(mprotect(buf, SZ, PROT_READ), 0);
+	assert_int_equal(hmm_mm_notify(mm, HMM_EVENT_PROTECTION, (uintptr_t)buf,
+				       (uintptr_t)buf + SZ), 0);
+	fill_ints(mirror, SZ, -5);
+	assert_int_equal(tdev_write(d, buf, NPAGES, mirror, &cpages), -EPERM);
+	assert_int_equal(cpages, 0);
+	check_ints(buf, SZ, 0);
+	assert_int_equal(tdev_check_exclusive(d, buf, NPAGES), 0);
+	assert_int_equal(mprotect(buf, SZ, PROT_READ | PROT_WRITE), 0);
+	free(mirror);
+	excl_teardown(mm, d, buf);
+}
+
+/* HMM-26: exclusive, fork; parent and child each increment every int and each sees
+ * i + 1: the pages came back before the fork and were copied on write. */
+static void test_exclusive_cow(void **state)
+{
+	struct hmm_mm *mm;
+	struct tdev *d;
+	char *buf;
+	pid_t pid;
+	int status;
+
+	excl_setup(state, &mm, &d, &buf);
+	assert_int_equal(tdev_exclusive(d, buf, NPAGES, NULL), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (!pid) {
+		for (size_t i = 0; i < SZ / sizeof(int); i++)
+			((int *)buf)[i]++;
+		for (size_t i = 0; i < SZ / sizeof(int); i++)
+			if (((int *)buf)[i] != (int)i + 1)
+				_exit(1);
+		_exit(0);
+	}
+	for (size_t i = 0; i < SZ / sizeof(int); i++)
+		((int *)buf)[i]++;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	check_ints(buf, SZ, 1);
+	assert_int_equal(tdev_check_exclusive(d, buf, NPAGES), 0);
+	excl_teardown(mm, d, buf);
+}
+
+/* hmm_make_exclusive refuses what it cannot do and changes nothing: unmanaged memory,
+ * a read-only mapping, misaligned or empty ranges. */
+static void test_exclusive_errors(void **state)
+{
+	struct hmm_mm *mm;
+	struct tdev *d;
+	char *buf;
+	char *plain = tbuf_new(M2, false);
+	uint64_t pfns[4];
+
+	excl_setup(state, &mm, &d, &buf);
+	assert_int_equal(hmm_make_exclusive(mm, plain, 4 * PG, d, pfns), -EINVAL);
+	assert_int_equal(hmm_make_exclusive(mm, buf + 1, PG, d, pfns), -EINVAL);
+	assert_int_equal(hmm_make_exclusive(mm, buf, 0, d, pfns), -EINVAL);
+	assert_int_equal(hmm_make_exclusive(mm, buf, PG, d, NULL), -EINVAL);
+	assert_int_equal(mprotect(buf, 4 * PG, PROT_READ), 0);
+	assert_int_equal(hmm_make_exclusive(mm, buf, 4 * PG, d, pfns), -EPERM);
+	assert_int_equal(count_exclusive(mm, buf, NPAGES), 0);
+	check_ints(buf, SZ, 0);
+	assert_int_equal(mprotect(buf, 4 * PG, PROT_READ | PROT_WRITE), 0);
+	munmap(plain, M2);
+	excl_teardown(mm, d, buf);
+}
+
 #define T	HMM_BACKEND_UFFD_THREAD
 #define S	HMM_BACKEND_UFFD_SIGBUS
 #define P	HMM_BACKEND_MPROTECT
@@ -529,6 +668,16 @@ int main(void)
 		CASE(test_mixedmap, "21", T),
 		CASE(test_compound, "22", T),
 		CASE(test_uffd_third_party, "37", T),
+		CASE(test_exclusive, "24", T),
+		CASE(test_exclusive, "24", S),
+		CASE(test_exclusive, "24", P),
+		CASE(test_exclusive_mprotect, "25", T),
+		CASE(test_exclusive_mprotect, "25", P),
+		CASE(test_exclusive_cow, "26", T),
+		CASE(test_exclusive_cow, "26", S),
+		CASE(test_exclusive_cow, "26", P),
+		CASE(test_exclusive_errors, "24 errors", T),
+		CASE(test_exclusive_errors, "24 errors", P),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
