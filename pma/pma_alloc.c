@@ -117,8 +117,26 @@ static bool groups_apply(struct pma_region *r, uint64_t g0, uint64_t ng, enum pm
 				return false;
 		}
 	}
-	pma_for_each_word(f0, nf, wi, m)
-		word_apply(r, &r->words[wi], m, op, a);
+	if (op == OP_ALLOC) {
+		uint64_t pin = a->pin ? ~0ull : 0, persist = a->persist ? ~0ull : 0;
+
+		pma_for_each_word(f0, nf, wi, m) {
+			struct pma_word *w = &r->words[wi];
+
+			a->dirty_seen |= w->persist & m;
+			w->alloc |= m;
+			w->pin = (w->pin & ~m) | (pin & m);
+			w->persist = (w->persist & ~m) | (persist & m);
+		}
+	} else {
+		pma_for_each_word(f0, nf, wi, m) {
+			struct pma_word *w = &r->words[wi];
+
+			w->alloc &= ~m;
+			w->pin &= ~m;
+			w->persist |= m;	/* free and dirty until scrubbed */
+		}
+	}
 	for (uint64_t gw = gw0; gw <= gw1; gw++) {
 		r->gfull[gw] ^= gword_mask(g0, ng, gw);	/* all set (ALLOC) or all clear (FREE) */
 		gword_changed(r, gw);
@@ -883,8 +901,10 @@ static inline int pages_collect_shift(const struct pma_region *r, const uint64_t
 				      uint64_t page_size, uint64_t *wv, uint64_t *mv)
 {
 	uint64_t prev = pages[0], any = 0, base = r->first << PMA_FRAME_SHIFT;
+	uint64_t cw = ((pages[0] - base) >> (PMA_FRAME_SHIFT + shift)) / 64, cm = 0;
 	int nw = 0;
 
+	/* The word being filled stays in registers; it is stored when the next one starts. */
 	for (size_t p = 0; p < count; p++) {
 		uint64_t i = (pages[p] - base) >> (PMA_FRAME_SHIFT + shift);
 
@@ -892,14 +912,18 @@ static inline int pages_collect_shift(const struct pma_region *r, const uint64_t
 			return 0;
 		prev = pages[p];
 		any |= pages[p];
-		if (!nw || wv[nw - 1] != i / 64) {
-			if (nw == PMA_FAST_WORDS)
+		if (i / 64 != cw) {
+			if (nw == PMA_FAST_WORDS - 1)
 				return 0;
-			wv[nw] = i / 64;
-			mv[nw++] = 0;
+			wv[nw] = cw;
+			mv[nw++] = cm;
+			cw = i / 64;
+			cm = 0;
 		}
-		mv[nw - 1] |= pmask << (i % 64);
+		cm |= pmask << (i % 64);
 	}
+	wv[nw] = cw;
+	mv[nw++] = cm;
 	return any & (page_size - 1) ? -EINVAL : nw;
 }
 

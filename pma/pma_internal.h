@@ -38,24 +38,13 @@ struct pma_word {
 	uint64_t black;		/* BLACKLIST */
 };
 
-/* Mask of the frames of [s, e) (e > s) inside word @wi, which must overlap it. */
-static inline uint64_t pma_word_mask(uint64_t s, uint64_t e, uint64_t wi)
-{
-	uint64_t m = ~0ull;
-
-	if (wi == s / 64)
-		m &= ~0ull << (s % 64);
-	if (wi == (e - 1) / 64)
-		m &= ~0ull >> (63 - (e - 1) % 64);
-	return m;
-}
-
 /* Visit bitmap indexes [s, s + n) a word at a time: @wi is the word, @m the mask of the
- * range's frames inside it. Only the two end words need a partial mask. */
-#define pma_for_each_word(s, n, wi, m)						\
-	for (uint64_t _ps = (s), _pe = _ps + (n), wi = _ps / 64, m = 0;		\
-	     _ps < _pe && wi <= (_pe - 1) / 64 && ((m = pma_word_mask(_ps, _pe, wi)), 1);	\
-	     wi++)
+ * range's frames inside it. Only the two end words get a partial mask, both computed once. */
+#define pma_for_each_word(s, n, wi, m)							\
+	for (uint64_t _ps = (s), _pe = _ps + (n), wi = _ps / 64, _wl = (_pe - 1) / 64,	\
+	     _ml = ~0ull >> (63 - (_pe - 1) % 64), m = ~0ull << (_ps % 64);		\
+	     _ps < _pe && wi <= _wl && ((m &= wi == _wl ? _ml : ~0ull), 1);		\
+	     wi++, m = ~0ull)
 
 static inline uint64_t pma_word_avail(const struct pma_word *w)
 {
