@@ -21,6 +21,8 @@
 
 #define HOOK_MAX_XML	(4u << 20)
 #define VM_MAX_ARGS	8
+#define JSON_OUT	(JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED | \
+			 JSON_C_TO_STRING_NOSLASHESCAPE)
 
 struct vm_opts {
 	const char *verb;
@@ -472,8 +474,7 @@ static void print_launch(const struct vm_opts *o, const struct vmm_domain *d,
 		json_object_object_add(j, "ran_ms", json_object_new_int64(ran_ms));
 	if (o->dry)
 		json_object_object_add(j, "xml", json_object_new_string(xml));
-	printf("%s\n", json_object_to_json_string_ext(j, JSON_C_TO_STRING_PRETTY |
-						       JSON_C_TO_STRING_NOSLASHESCAPE));
+	printf("%s\n", json_object_to_json_string_ext(j, JSON_OUT));
 	json_object_put(j);
 }
 
@@ -553,8 +554,7 @@ static int cmd_xml(struct vm_opts *o)
 		json_object_object_add(j, "form", json_object_new_string(o->mdev ? "mdev" : "shmem"));
 		json_object_object_add(j, "validated", json_object_new_boolean(true));
 		json_object_object_add(j, "xml", json_object_new_string(xml));
-		printf("%s\n", json_object_to_json_string_ext(j, JSON_C_TO_STRING_PRETTY |
-							       JSON_C_TO_STRING_NOSLASHESCAPE));
+		printf("%s\n", json_object_to_json_string_ext(j, JSON_OUT));
 		json_object_put(j);
 	} else if (!r) {
 		fputs(xml, stdout);
@@ -663,8 +663,7 @@ static int cmd_list(struct vm_opts *o)
 		top = json_object_new_object();
 		json_object_object_add(top, "schema", json_object_new_int(1));
 		json_object_object_add(top, "domains", json_object_get(arr));
-		printf("%s\n", json_object_to_json_string_ext(top, JSON_C_TO_STRING_PRETTY |
-							       JSON_C_TO_STRING_NOSLASHESCAPE));
+		printf("%s\n", json_object_to_json_string_ext(top, JSON_OUT));
 		json_object_put(top);
 	}
 	json_object_put(arr);

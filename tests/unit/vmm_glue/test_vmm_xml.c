@@ -74,7 +74,9 @@ static const char golden_kernel[] =
 "      <server path='/run/vgpud/vf1.sock'/>\n"
 "      <msi vectors='3' ioeventfd='on'/>\n"
 "    </shmem>\n"
-"    <iommu model='intel'/>\n"
+"    <iommu model='intel'>\n"
+"      <driver intremap='off'/>\n"
+"    </iommu>\n"
 "    <controller type='usb' model='none'/>\n"
 "    <memballoon model='none'/>\n"
 "  </devices>\n"
@@ -121,7 +123,9 @@ static const char golden_disk_kvm[] =
 "      <server path='/run/vgpud/vf1.sock'/>\n"
 "      <msi vectors='3' ioeventfd='on'/>\n"
 "    </shmem>\n"
-"    <iommu model='intel'/>\n"
+"    <iommu model='intel'>\n"
+"      <driver intremap='off'/>\n"
+"    </iommu>\n"
 "    <controller type='usb' model='none'/>\n"
 "    <memballoon model='none'/>\n"
 "  </devices>\n"
@@ -195,7 +199,7 @@ static void test_golden_mdev(void **state)
 	assert_int_equal(vmm_xml_build(&d, &xml, &e), 0);
 	assert_non_null(strstr(xml, golden_mdev_dev));
 	assert_null(strstr(xml, "<shmem"));
-	assert_non_null(strstr(xml, "<iommu model='intel'/>"));
+	assert_non_null(strstr(xml, "<iommu model='intel'>"));
 	free(xml);
 }
 
@@ -239,7 +243,8 @@ static void check_mutate(size_t i, struct vmm_domain *d)
 	case 2: d->name = "-vm"; break;
 	case 3: d->name = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"; break;
 	case 4: snprintf(d->uuid, sizeof(d->uuid), "not-a-uuid"); break;
-	case 5: snprintf(d->meta.slice, sizeof(d->meta.slice), "6a3c9dd2-0001-4b6e-9f1e-6f0c2f2b9d7"); break;
+	case 5: snprintf(d->meta.slice, sizeof(d->meta.slice), "%s", "6a3c9dd2-0001-4b6e");
+		break;
 	case 6: snprintf(d->meta.vm, sizeof(d->meta.vm), SLICE); break;
 	case 7: d->memory_mib = 32; break;
 	case 8: d->vcpus = 0; break;
@@ -497,6 +502,7 @@ static void test_domxml_to_native(void **state)
 	assert_non_null(strstr(argv, "q35"));
 	assert_non_null(strstr(argv, "-cpu max"));
 	assert_non_null(strstr(argv, "\"driver\":\"intel-iommu\""));
+	assert_non_null(strstr(argv, "\"intremap\":\"off\""));
 	assert_non_null(strstr(argv, "\"driver\":\"ivshmem-doorbell\""));
 	assert_non_null(strstr(argv, "\"vectors\":3"));
 	assert_non_null(strstr(argv, "socket,id=charshmem0,path=/run/vgpud/vf1.sock"));

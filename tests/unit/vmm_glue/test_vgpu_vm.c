@@ -1,0 +1,371 @@
+/* The vgpu-vm tool against a real vgpud (started in a private dir by pf_test.h): every bad
+ * argument or unusable slice gives a clear message and its exit code and changes nothing
+ * (vgpud's slice list is compared before and after); dry-run and xml; and the libvirt hook
+ * fed domain XML on stdin: it starts and takes a slice on "prepare begin", gives it back
+ * on "release end", refuses a slice another VM owns, and leaves other domains alone. */
+/* pf_test.h copies paths it made itself into sun_path; gcc cannot see their length. */
+#pragma GCC diagnostic ignored "-Wformat-truncation"
+#include "../pf_manager/pf_test.h"
+
+#include "vmm_glue/vmm_glue.h"
+
+#define NOSLICE	"00000000-1111-4222-8333-444444444444"
+#define OTHERVM	"aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee"
+
+/* Slices of the shared daemon. */
+enum { S_RUN, S_DEF, S_OWNED, S_ROOT, S_NR };
+static const char *slice_uuid[S_NR] = {
+	"6a3c9dd2-0001-4b6e-9f1e-6f0c2f2b9d70",	/* running, owner uid libvirt-qemu */
+	"6a3c9dd2-0002-4b6e-9f1e-6f0c2f2b9d70",	/* defined, not running */
+	"6a3c9dd2-0003-4b6e-9f1e-6f0c2f2b9d70",	/* running, owned by OTHERVM */
+	"6a3c9dd2-0004-4b6e-9f1e-6f0c2f2b9d70",	/* running, root only */
+};
+
+static struct tdaemon *dmn;
+static char kernel[PATH_MAX];	/* any readable file QEMU's user can reach */
+
+struct run {
+	int rc;
+	char out[65536], err[16384];
+};
+static struct run res;
+
+/* vgpu-vm with @argv (after the program name), @in on stdin; the result in res. */
+static void run_vm(char *const *argv, const char *in)
+{
+	int po[2], pe[2], pi[2], st;
+	char *args[48];
+	int n = 0;
+	pid_t pid;
+
+	args[n++] = (char *)t_bin("vgpu-vm");
+	for (int i = 0; argv[i] && n < 47; i++)
+		args[n++] = argv[i];
+	args[n] = NULL;
+	assert_int_equal(pipe(po), 0);
+	assert_int_equal(pipe(pe), 0);
+	assert_int_equal(pipe(pi), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (!pid) {
+		dup2(pi[0], 0);
+		dup2(po[1], 1);
+		dup2(pe[1], 2);
+		close(pi[1]);
+		close(po[0]);
+		close(pe[0]);
+		setenv("VGPUD_SOCKET", dmn->sock, 1);
+		execv(args[0], args);
+		_exit(127);
+	}
+	close(pi[0]);
+	close(po[1]);
+	close(pe[1]);
+	if (in && write(pi[1], in, strlen(in)) < 0)
+		fprintf(stderr, "# stdin: %s\n", strerror(errno));
+	close(pi[1]);
+	t_read_all(po[0], res.out, sizeof(res.out));
+	t_read_all(pe[0], res.err, sizeof(res.err));
+	close(po[0]);
+	close(pe[0]);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	res.rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+#define VM(...) run_vm((char *const[]){ __VA_ARGS__, NULL }, NULL)
+
+/* vgpud's view of every slice, for "changes nothing". */
+static char *slices_snapshot(void)
+{
+	assert_int_equal(T_CTL(dmn, "--json", "list"), 0);
+	return strdup(t_out.out);
+}
+
+static char *slice_owner(int s)
+{
+	static char vm[64];
+	char *p;
+
+	assert_int_equal(T_CTL(dmn, "--json", "list", "-u", (char *)slice_uuid[s]), 0);
+	vm[0] = 0;
+	p = strstr(t_out.out, "\"owner\"");
+	if (p && (p = strstr(p, "\"vm\": \"")))
+		snprintf(vm, sizeof(vm), "%.36s", p + 7);
+	return vm;
+}
+
+static int group_setup(void **state)
+{
+	(void)state;
+	dmn = t_daemon_new();
+	if (t_daemon_start(dmn, "--vram", "4G", "--max-vfs", "4", "--num-vfs", "4",
+			   "--spare-vram", "256M", NULL))
+		return -1;
+	for (int s = 0; s < S_NR; s++) {
+		char *uid = s == S_ROOT ? "0" : "libvirt-qemu";
+
+		if (T_CTL(dmn, "define", "-t", "vgpu-512M", "-u", (char *)slice_uuid[s],
+			  "--owner-uid", getpwnam("libvirt-qemu") ? uid : "0"))
+			return -1;
+		if (s != S_DEF && T_CTL(dmn, "start", "-u", (char *)slice_uuid[s]))
+			return -1;
+	}
+	if (T_CTL(dmn, "modify", "-u", (char *)slice_uuid[S_OWNED], "--owner", OTHERVM ":2"))
+		return -1;
+	snprintf(kernel, sizeof(kernel), "/bin/sh");
+	return 0;
+}
+
+static int group_teardown(void **state)
+{
+	t_daemon_free(dmn);
+	return t_teardown(state);
+}
+
+/* ---- bad arguments and unusable slices ---------------------------------------------------- */
+
+#define A(...) { __VA_ARGS__, NULL }
+static const struct bad_case {
+	const char *name;
+	const char *argv[24];
+	int rc;
+	const char *msg;		/* in stderr */
+} bad_cases[] = {
+	{ "no verb", A("--json"), 2, "no verb given" },
+	{ "unknown verb", A("boot"), 2, "unknown verb \"boot\"" },
+	{ "unknown option", A("launch", "--frobnicate"), 2, "unrecognized option" },
+	{ "launch without a slice", A("launch", "--kernel", "/bin/sh"), 2, "needs --slice" },
+	{ "slice not a UUID", A("launch", "--slice", "vm1", "--kernel", "/bin/sh"), 2,
+	  "\"vm1\" is not a slice UUID" },
+	{ "memory too small", A("launch", "--memory", "10"), 2, "bad --memory \"10\"" },
+	{ "memory with a unit of its own", A("launch", "--memory", "1T"), 2, "bad --memory" },
+	{ "no vCPU", A("launch", "--vcpus", "0"), 2, "bad --vcpus" },
+	{ "unknown accelerator", A("launch", "--accel", "xen"), 2, "bad --accel \"xen\"" },
+	{ "negative timeout", A("launch", "--wait", "--timeout", "-5"), 2, "bad --timeout" },
+	{ "timeout without wait", A("launch", "--timeout", "5"), 2, "--timeout goes with --wait" },
+	{ "launch the mdev form", A("launch", "--mdev"), 2, "cannot start the mdev form" },
+	{ "xml --persistent", A("xml", "--persistent"), 2, "xml only prints" },
+	{ "bad domain UUID", A("launch", "--slice", "6a3c9dd2-0001-4b6e-9f1e-6f0c2f2b9d70",
+			       "--uuid", "x", "--kernel", "/bin/sh"), 2, "--uuid \"x\" is not a UUID" },
+	{ "bad domain name", A("launch", "--slice", "6a3c9dd2-0001-4b6e-9f1e-6f0c2f2b9d70",
+			       "--name", "a/b", "--kernel", "/bin/sh"), 2, "domain name \"a/b\"" },
+	{ "neither kernel nor disk", A("launch", "--slice", "6a3c9dd2-0001-4b6e-9f1e-6f0c2f2b9d70"),
+	  2, "either a kernel" },
+	{ "kernel and disk", A("launch", "--slice", "6a3c9dd2-0001-4b6e-9f1e-6f0c2f2b9d70",
+			       "--kernel", "/bin/sh", "--disk", "/bin/sh"), 2, "either a kernel" },
+	{ "kernel missing", A("launch", "--slice", "6a3c9dd2-0001-4b6e-9f1e-6f0c2f2b9d70",
+			      "--kernel", "/nonexistent/vmlinux"), 3, "No such file" },
+	{ "console log directory missing", A("launch", "--slice",
+					     "6a3c9dd2-0001-4b6e-9f1e-6f0c2f2b9d70", "--kernel",
+					     "/bin/sh", "--console-log", "/nonexistent/c.log"), 3,
+	  "its directory" },
+	{ "positional argument", A("launch", "--slice", "6a3c9dd2-0001-4b6e-9f1e-6f0c2f2b9d70",
+				   "--kernel", "/bin/sh", "vm1"), 2, "no positional argument" },
+	{ "unknown slice", A("launch", "--slice", NOSLICE, "--kernel", "/bin/sh"), 3,
+	  "slice " NOSLICE " is not defined" },
+	{ "slice not running", A("launch", "--slice", "6a3c9dd2-0002-4b6e-9f1e-6f0c2f2b9d70",
+				 "--kernel", "/bin/sh"), 4, "defined but not running" },
+	{ "slice owned by another VM", A("launch", "--slice",
+					 "6a3c9dd2-0003-4b6e-9f1e-6f0c2f2b9d70", "--kernel", "/bin/sh"),
+	  4, "is owned by VM " OTHERVM },
+	{ "slice admits only root", A("launch", "--slice", "6a3c9dd2-0004-4b6e-9f1e-6f0c2f2b9d70",
+				      "--kernel", "/bin/sh"), 7, "but libvirt runs QEMU as libvirt-qemu" },
+	{ "vgpud unreachable", A("--socket", "/nonexistent/control.sock", "launch", "--slice",
+				 "6a3c9dd2-0001-4b6e-9f1e-6f0c2f2b9d70", "--kernel", "/bin/sh"), 6,
+	  "vgpud is not reachable at /nonexistent/control.sock" },
+	{ "libvirt unreachable", A("--connect", "qemu+unix:///system?socket=/nonexistent/sock",
+				   "launch", "--slice", "6a3c9dd2-0001-4b6e-9f1e-6f0c2f2b9d70",
+				   "--kernel", "/bin/sh"), 6, "cannot connect to libvirt" },
+	{ "cmdline with a disk", A("launch", "--slice", "6a3c9dd2-0001-4b6e-9f1e-6f0c2f2b9d70",
+				   "--disk", "/bin/sh", "--cmdline", "x"), 2, "go with --kernel" },
+	{ "stop without a domain", A("stop"), 2, "stop needs one domain" },
+	{ "stop an unknown domain", A("--connect", "test:///default", "stop", "no-such-vm"), 3,
+	  "no domain \"no-such-vm\"" },
+	{ "list with an argument", A("--connect", "test:///default", "list", "x"), 2,
+	  "list takes no argument" },
+	{ "hook with two arguments", A("hook", "vm1", "prepare"), 2, "hook needs NAME OP SUBOP" },
+};
+
+static void test_bad(void **state)
+{
+	const struct bad_case *c = *state;
+	char *before = slices_snapshot(), *after;
+
+	if (!getpwnam("libvirt-qemu") && c->rc == 7)
+		skip();
+	run_vm((char *const *)c->argv, NULL);
+	after = slices_snapshot();
+	if (res.rc != c->rc || !strstr(res.err, c->msg))
+		fail_msg("%s: exit %d (want %d), stderr: %s", c->name, res.rc, c->rc, res.err);
+	assert_string_equal(before, after);
+	assert_int_equal(res.out[0], 0);	/* nothing on stdout */
+	free(before);
+	free(after);
+}
+
+/* ---- what works without libvirt ----------------------------------------------------------- */
+
+static void test_xml_validated(void **state)
+{
+	(void)state;
+	VM("xml", "--slice", (char *)slice_uuid[S_RUN], "--kernel", kernel, "--name", "vm-a",
+	   "--cmdline", "console=ttyS0 vgpu_test=vfio");
+	if (res.rc == 2 && strstr(res.err, "virt-xml-validate is not installed"))
+		skip();
+	assert_int_equal(res.rc, 0);
+	assert_non_null(strstr(res.out, "<name>vm-a</name>"));
+	assert_non_null(strstr(res.out, "<model type='ivshmem-doorbell'/>"));
+	assert_non_null(strstr(res.out, "/vf1.sock'/>"));
+	assert_non_null(strstr(res.out, "<vgpu:slice uuid='6a3c9dd2-0001-4b6e-9f1e-6f0c2f2b9d70'"));
+	assert_string_equal(slice_owner(S_RUN), "");
+}
+
+static void test_xml_mdev_of_stopped_slice(void **state)
+{
+	(void)state;
+	VM("xml", "--mdev", "--json", "--slice", (char *)slice_uuid[S_DEF], "--kernel", kernel);
+	if (res.rc == 2 && strstr(res.err, "virt-xml-validate is not installed"))
+		skip();
+	assert_int_equal(res.rc, 0);
+	assert_non_null(strstr(res.out, "\"form\": \"mdev\""));
+	assert_non_null(strstr(res.out, "type='mdev'"));
+	assert_null(strstr(res.out, "<shmem"));
+}
+
+static void test_launch_dry_run(void **state)
+{
+	char *before = slices_snapshot(), *after;
+
+	(void)state;
+	VM("--json", "launch", "--dry-run", "--slice", (char *)slice_uuid[S_RUN], "--kernel",
+	   kernel, "--connect", "qemu+unix:///system?socket=/nonexistent/sock");
+	after = slices_snapshot();
+	if (res.rc == 2 && strstr(res.err, "virt-xml-validate is not installed"))
+		skip();
+	assert_int_equal(res.rc, 0);
+	assert_non_null(strstr(res.out, "\"result\": \"would launch\""));
+	assert_non_null(strstr(res.out, "\"dry_run\": true"));
+	assert_non_null(strstr(res.out, "\"vf\": 1"));
+	assert_string_equal(before, after);	/* libvirt not touched, no owner set */
+	free(before);
+	free(after);
+}
+
+/* ---- the hook ----------------------------------------------------------------------------- */
+
+static char *hook_xml(const char *slice, const char *dom, const char *owner_vm)
+{
+	static char xml[2048];
+
+	snprintf(xml, sizeof(xml),
+		 "<domain type='qemu'><name>hooked</name><uuid>%s</uuid><metadata>"
+		 "<vgpu:vm xmlns:vgpu='urn:vgpu:vm:1'><vgpu:slice uuid='%s' socket='%s'/>"
+		 "<vgpu:owner vm='%s' generation='1'/></vgpu:vm></metadata></domain>",
+		 dom, slice, dmn->sock, owner_vm);
+	return xml;
+}
+
+#define DOMA	"11111111-2222-4333-8444-555555555555"
+
+static void hook(const char *op, const char *subop, const char *xml)
+{
+	run_vm((char *const[]){ "hook", "hooked", (char *)op, (char *)subop, "-", NULL }, xml);
+}
+
+/* prepare begin on a stopped slice starts it and takes it; release end gives it back. */
+static void test_hook_prepare_release(void **state)
+{
+	char *xml = hook_xml(slice_uuid[S_DEF], DOMA, DOMA);
+
+	(void)state;
+	hook("prepare", "begin", xml);
+	if (res.rc)
+		fail_msg("prepare: exit %d: %s", res.rc, res.err);
+	assert_int_equal(T_CTL(dmn, "--json", "list", "-u", (char *)slice_uuid[S_DEF]), 0);
+	assert_non_null(strstr(t_out.out, "\"state\": \"running\""));
+	assert_string_equal(slice_owner(S_DEF), DOMA);
+	hook("prepare", "begin", xml);			/* libvirt retries: idempotent */
+	assert_int_equal(res.rc, 0);
+	hook("release", "end", xml);
+	assert_int_equal(res.rc, 0);
+	assert_string_equal(slice_owner(S_DEF), "");
+	assert_int_equal(T_CTL(dmn, "stop", "-u", (char *)slice_uuid[S_DEF]), 0);
+}
+
+static const struct hook_case {
+	const char *name, *op, *subop;
+	int slice;			/* -1: NOSLICE */
+	const char *dom, *owner;
+	int rc;
+	const char *msg;
+} hook_cases[] = {
+	{ "prepare: slice owned by another VM", "prepare", "begin", S_OWNED, DOMA, DOMA, 4,
+	  "is owned by VM " OTHERVM " generation 2, not by domain hooked" },
+	{ "prepare: unknown slice", "prepare", "begin", -1, DOMA, DOMA, 3, "is not defined" },
+	{ "prepare: metadata of another domain", "prepare", "begin", S_RUN, DOMA, OTHERVM, 2,
+	  "carries the owner token of VM " OTHERVM },
+	{ "release: another VM's slice stays its", "release", "end", S_OWNED, DOMA, DOMA, 4,
+	  "not released" },
+	{ "start begin: not the hook's business", "start", "begin", S_OWNED, DOMA, DOMA, 0, "" },
+	{ "migrate begin: not the hook's business", "migrate", "begin", -1, DOMA, DOMA, 0, "" },
+};
+
+static void test_hook_case(void **state)
+{
+	const struct hook_case *c = *state;
+	char *before = slices_snapshot(), *after;
+
+	hook(c->op, c->subop, hook_xml(c->slice < 0 ? NOSLICE : slice_uuid[c->slice], c->dom,
+				       c->owner));
+	after = slices_snapshot();
+	if (res.rc != c->rc || !strstr(res.err, c->msg))
+		fail_msg("%s: exit %d (want %d), stderr: %s", c->name, res.rc, c->rc, res.err);
+	if (res.rc)
+		assert_non_null(strstr(res.err, "vgpu hook: domain hooked: "));
+	assert_string_equal(before, after);
+	free(before);
+	free(after);
+}
+
+static void test_hook_foreign_domain(void **state)
+{
+	char *before = slices_snapshot(), *after;
+
+	(void)state;
+	hook("prepare", "begin", "<domain type='kvm'><name>other</name><devices/></domain>");
+	assert_int_equal(res.rc, 0);
+	hook("prepare", "begin", "");	/* not even XML: libvirt's business, not ours */
+	assert_int_equal(res.rc, 2);
+	assert_non_null(strstr(res.err, "not well-formed"));
+	after = slices_snapshot();
+	assert_string_equal(before, after);
+	free(before);
+	free(after);
+}
+
+#define ROWS(fn, table) ({ \
+	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) { \
+		tests[n].name = table[i].name; \
+		tests[n].test_func = fn; \
+		tests[n].initial_state = (void *)&table[i]; \
+		n++; \
+	} })
+
+int main(void)
+{
+	static const struct CMUnitTest fixed[] = {
+		cmocka_unit_test(test_xml_validated),
+		cmocka_unit_test(test_xml_mdev_of_stopped_slice),
+		cmocka_unit_test(test_launch_dry_run),
+		cmocka_unit_test(test_hook_prepare_release),
+		cmocka_unit_test(test_hook_foreign_domain),
+	};
+	static struct CMUnitTest tests[64];
+	size_t n = 0;
+
+	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
+		tests[n++] = fixed[i];
+	ROWS(test_bad, bad_cases);
+	ROWS(test_hook_case, hook_cases);
+	return _cmocka_run_group_tests("vgpu_vm", tests, n, group_setup, group_teardown);
+}
