@@ -4,7 +4,7 @@
  *   (b) RM alloc/free/control ops/s with 1..16 client threads;
  *   (c) a victim VF's p99 alone and while another VF floods;
  *   (d) GSP crash to a working device (replay included).
- * Usage: rpc_bench [--json] [--quick] */
+ * Usage: rpc_bench [--json] [--quick] [--victim (only (c), as JSON)] */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -264,7 +264,7 @@ static struct pct bench_victim(struct gsp *g, unsigned int flooders, uint64_t *f
 		a[i] = (struct flood_arg){ .g = g, .fn = 2, .stop = &stop };
 		pthread_create(&th[i], NULL, flood_main, &a[i]);
 	}
-	p = bench_rpc(g, 1, 256, quick ? 2000 : 20000);
+	p = bench_rpc(g, 1, 256, quick ? 2000 : 10000);
 	atomic_store(&stop, true);
 	for (unsigned int i = 0; i < flooders; i++) {
 		pthread_join(th[i], NULL);
@@ -273,28 +273,46 @@ static struct pct bench_victim(struct gsp *g, unsigned int flooders, uint64_t *f
 	return p;
 }
 
-/* Solo and flooded alternately, three times; the run with the median ratio is kept, so
- * one unlucky preemption on this 2-CPU machine does not decide the figure. */
-static void victim_runs(struct gsp *g, struct pct *solo, struct pct *flood, uint64_t *rpcs)
-{
-	struct pct s[3], f[3];
-	uint64_t n[3];
-	int order[3] = { 0, 1, 2 };
+/* Solo and flooded alternately, VICTIM_RUNS times; the run with the median ratio is kept,
+ * so one unlucky preemption on this 2-CPU machine does not decide the figure, and the
+ * spread (lowest and highest ratio) is reported beside it. */
+#define VICTIM_RUNS 5
 
-	for (int i = 0; i < 3; i++) {
+struct victim {
+	struct pct solo, flood;
+	uint64_t flood_rpcs;
+	double ratio_min, ratio_max;
+};
+
+static double victim_ratio(const struct pct *f, const struct pct *s)
+{
+	return f->p99 / s->p99;
+}
+
+static void victim_runs(struct gsp *g, struct victim *out)
+{
+	struct pct s[VICTIM_RUNS], f[VICTIM_RUNS];
+	uint64_t n[VICTIM_RUNS];
+	int order[VICTIM_RUNS];
+
+	for (int i = 0; i < VICTIM_RUNS; i++) {
+		order[i] = i;
 		s[i] = bench_victim(g, 0, &n[i]);
 		f[i] = bench_victim(g, FLOODERS, &n[i]);
 	}
-	for (int i = 0; i < 3; i++)
-		for (int k = i + 1; k < 3; k++)
-			if (f[order[k]].p99 / s[order[k]].p99 < f[order[i]].p99 / s[order[i]].p99) {
+	for (int i = 0; i < VICTIM_RUNS; i++)
+		for (int k = i + 1; k < VICTIM_RUNS; k++)
+			if (victim_ratio(&f[order[k]], &s[order[k]]) <
+			    victim_ratio(&f[order[i]], &s[order[i]])) {
 				int t = order[i];
 				order[i] = order[k];
 				order[k] = t;
 			}
-	*solo = s[order[1]];
-	*flood = f[order[1]];
-	*rpcs = n[order[1]];
+	out->solo = s[order[VICTIM_RUNS / 2]];
+	out->flood = f[order[VICTIM_RUNS / 2]];
+	out->flood_rpcs = n[order[VICTIM_RUNS / 2]];
+	out->ratio_min = victim_ratio(&f[order[0]], &s[order[0]]);
+	out->ratio_max = victim_ratio(&f[order[VICTIM_RUNS - 1]], &s[order[VICTIM_RUNS - 1]]);
 }
 
 /* ---- (d) crash to working ---- */
@@ -343,10 +361,11 @@ static void machine(void)
 int main(int argc, char **argv)
 {
 	bool json = false;
-	struct pct bare, spin[VGPU_ARRAY_SIZE(sizes)], block[VGPU_ARRAY_SIZE(sizes)], solo, flood;
+	struct pct bare, spin[VGPU_ARRAY_SIZE(sizes)], block[VGPU_ARRAY_SIZE(sizes)];
+	struct victim v;
+	bool victim_only = false;
 	static const unsigned int thr[] = { 1, 2, 4, 8, 16 };
 	double ops[VGPU_ARRAY_SIZE(thr)], crash_ms;
-	uint64_t flood_rpcs;
 	struct dev d;
 
 	for (int i = 1; i < argc; i++) {
@@ -354,12 +373,26 @@ int main(int argc, char **argv)
 			json = true;
 		else if (!strcmp(argv[i], "--quick"))
 			quick = true;
+		else if (!strcmp(argv[i], "--victim"))
+			victim_only = true;
 		else {
-			fprintf(stderr, "usage: rpc_bench [--json] [--quick]\n");
+			fprintf(stderr, "usage: rpc_bench [--json] [--quick] [--victim]\n");
 			return 2;
 		}
 	}
 	vgpu_log_set_level(VGPU_LOG_ERR);
+	if (victim_only) {	/* (c) alone, for repeated measurements */
+		if (dev_up(&d, 1, 1))
+			return 1;
+		victim_runs(rm_gsp(d.rm), &v);
+		dev_down(&d);
+		printf("{\"victim_p99_ratio\": %.2f, \"victim_p99_ratio_min\": %.2f, "
+		       "\"victim_p99_ratio_max\": %.2f, \"victim_solo_p99_us\": %.2f, "
+		       "\"victim_flood_p99_us\": %.2f, \"victim_flood_p50_us\": %.2f}\n",
+		       victim_ratio(&v.flood, &v.solo), v.ratio_min, v.ratio_max, v.solo.p99,
+		       v.flood.p99, v.flood.p50);
+		return 0;
+	}
 	bare = bench_bare(quick ? 20000 : 200000);
 	/* spinning: callers and GSP lanes spin 1 ms before sleeping */
 	if (dev_up(&d, VGPU_NSEC_PER_MSEC, VGPU_NSEC_PER_MSEC)) {
@@ -377,16 +410,17 @@ int main(int argc, char **argv)
 		return 1;
 	for (size_t i = 0; i < VGPU_ARRAY_SIZE(sizes); i++)
 		block[i] = bench_rpc(rm_gsp(d.rm), 1, sizes[i], iters_for(sizes[i], false));
-	victim_runs(rm_gsp(d.rm), &solo, &flood, &flood_rpcs);
+	victim_runs(rm_gsp(d.rm), &v);
 	dev_down(&d);
 
 	if (json) {
 		printf("{\"rpc_256b_p50_us\": %.2f, \"bare_ring_256b_p50_us\": %.2f, "
 		       "\"victim_p99_ratio\": %.2f, \"gsp_crash_recovery_ms\": %.1f, "
 		       "\"rpc_256b_p99_us\": %.2f, \"rpc_256b_block_p50_us\": %.2f, "
-		       "\"rm_ops_per_s_1t\": %.0f, \"rm_ops_per_s_16t\": %.0f}\n",
-		       spin[1].p50, bare.p50, flood.p99 / solo.p99, crash_ms, spin[1].p99,
-		       block[1].p50, ops[0], ops[VGPU_ARRAY_SIZE(thr) - 1]);
+		       "\"rm_ops_per_s_1t\": %.0f, \"rm_ops_per_s_16t\": %.0f, "
+		       "\"victim_p99_ratio_min\": %.2f, \"victim_p99_ratio_max\": %.2f}\n",
+		       spin[1].p50, bare.p50, victim_ratio(&v.flood, &v.solo), crash_ms, spin[1].p99,
+		       block[1].p50, ops[0], ops[VGPU_ARRAY_SIZE(thr) - 1], v.ratio_min, v.ratio_max);
 		return 0;
 	}
 	machine();
@@ -409,10 +443,11 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < VGPU_ARRAY_SIZE(thr); i++)
 		printf("  %2u threads: %10.0f ops/s  (%.2f x 1 thread)\n", thr[i], ops[i], ops[i] / ops[0]);
 	printf("\n(c) victim VF 1 (256 B ECHO, blocking) while VF 2 floods (%d thread, 4 KiB ECHO "
-	       "back to back), median of 3\n", FLOODERS);
-	printf("  solo : p50 %.2f  p99 %.2f us\n", solo.p50, solo.p99);
-	printf("  flood: p50 %.2f  p99 %.2f us   ratio p99 %.2f (target <= 2), flood RPCs %llu\n",
-	       flood.p50, flood.p99, flood.p99 / solo.p99, (unsigned long long)flood_rpcs);
+	       "back to back), median of %d\n", FLOODERS, VICTIM_RUNS);
+	printf("  solo : p50 %.2f  p99 %.2f us\n", v.solo.p50, v.solo.p99);
+	printf("  flood: p50 %.2f  p99 %.2f us   ratio p99 %.2f (target <= 2; spread %.2f .. %.2f), "
+	       "flood RPCs %llu\n", v.flood.p50, v.flood.p99, victim_ratio(&v.flood, &v.solo),
+	       v.ratio_min, v.ratio_max, (unsigned long long)v.flood_rpcs);
 	printf("\n(d) GSP crash to working device (restart + replay + first RM control), worst of 3: "
 	       "%.1f ms (target <= 1000)\n", crash_ms);
 	printf("\ntargets: 256 B spin p50 <= 5 us: %.2f us\n", spin[1].p50);
