@@ -548,9 +548,21 @@ static bool alloc_2m_fast(struct pma_region *r, const struct pma_req *q, struct 
 	size_t got = 0;
 
 	if (q->pf != PMA_GROUP_FRAMES || (q->flags & (PMA_RANGE | PMA_REVERSE)) ||
-	    r->free_groups < q->count ||
-	    (q->count > 1 && pma_tree_largest_groups(&r->ftree, r) >= q->count))
+	    r->free_groups < q->count)
 		return false;
+	if (q->count > 1 && q->count <= UINT32_MAX &&
+	    pma_tree_largest_groups(&r->ftree, r) >= q->count) {
+		/* One run holds them all: find_pages() would take the first such run. */
+		bool whole;
+
+		g = pma_tree_find(&r->ftree, r, true, 0, r->nr_groups, q->count, 1, 0, false);
+		VGPU_ASSERT(g != NONE);
+		whole = groups_apply(r, g, q->count, OP_ALLOC, a);
+		VGPU_ASSERT(whole);
+		for (size_t i = 0; i < q->count; i++)
+			pages[i] = (r->first + ((g + i) << PMA_GROUP_SHIFT)) << PMA_FRAME_SHIFT;
+		return true;
+	}
 	while (got < q->count) {
 		uint64_t gw, take;
 
