@@ -148,6 +148,7 @@ int rm_mem_sys_alloc(struct rm *rm, unsigned int fn, struct vgpu_rm_sysmem_param
 	*m = (struct rm_mem){ .fn = fn, .aper = VGPU_APER_SYS, .addr = iova, .size = p->size,
 			      .page_size = SYS_CHUNK, .sys_off = first * SYS_CHUNK, .refs = 1 };
 	p->iova = iova;
+	p->dma_offset = m->sys_off;
 	*out = m;
 	return 0;
 drop:

@@ -92,6 +92,27 @@ static int vf_handshake(struct vgpu_vf *vf)
 	return 0;
 }
 
+/* Backing of the DMA allocator: MEMORY_SYSMEM from the RM, the one owner of DMA memory. A
+ * chunk lives until it is empty again or our client goes (close, reset). */
+static int vf_dma_grow(void *ctx, uint64_t size, uint64_t *off, uint32_t *handle)
+{
+	uint64_t iova;
+
+	return vf_rm_sysmem_alloc(ctx, size, handle, &iova, off);
+}
+
+static void vf_dma_put(void *ctx, uint32_t handle)
+{
+	vf_rm_free(ctx, handle);	/* a failure (reset, host gone) frees it anyway */
+}
+
+/* The RM context, and with it the DMA allocator's backing. */
+static void vf_rm_start(struct vgpu_vf *vf)
+{
+	if (vf_rm_setup(vf) == 0)
+		vf_dma_set_backing(&vf->dma, vf_dma_grow, vf_dma_put, vf);
+}
+
 /* Map, check and handshake; on failure the transport is detached again. */
 static int vf_attach(struct vgpu_vf *vf)
 {
@@ -123,7 +144,7 @@ static int vf_attach(struct vgpu_vf *vf)
 	ret = vf_handshake(vf);
 	if (ret)
 		goto fini_dma;
-	vf_rm_setup(vf);	/* without an RM the VF still attaches; rm_why says why */
+	vf_rm_start(vf);	/* without an RM the VF still attaches; rm_why says why */
 	return 0;
 fini_dma:
 	vf_dma_fini(&vf->dma);
@@ -180,6 +201,8 @@ void vgpu_vf_close(struct vgpu_vf *vf)
 {
 	if (!vf)
 		return;
+	if (vf->managed.close)
+		vf->managed.close(vf);
 	while (!vf_list_empty(&vf->channels))
 		vgpu_channel_destroy(vgpu_container_of(vf->channels.next, struct vgpu_channel, node));
 	vf_channel_quarantine_flush(vf);
@@ -283,7 +306,7 @@ static int vf_recover(struct vgpu_vf *vf, bool alive)
 		atomic_store(&vf->reset_pending, false);
 		ret = vf_handshake(vf);
 		if (!ret)
-			vf_rm_setup(vf);	/* the reset freed our client */
+			vf_rm_start(vf);	/* the reset freed our client */
 		return ret;
 	}
 	/* The endpoint went away (vgpud restarted): attach from scratch. */

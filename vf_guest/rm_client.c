@@ -137,6 +137,29 @@ int vf_rm_vidmem_alloc(struct vgpu_vf *vf, uint64_t size, uint64_t page_size,
 	return ret;
 }
 
+int vf_rm_sysmem_alloc(struct vgpu_vf *vf, uint64_t size, uint32_t *handle, uint64_t *iova,
+		       uint64_t *dma_offset)
+{
+	struct vgpu_rm_sysmem_params p = { .size = size };
+	uint64_t dma_size = vf->hdr->dma_size;
+	int ret = rm_need(vf, "system memory alloc");
+
+	if (!ret)
+		ret = rm_alloc(vf, vf->h_device, VGPU_RM_CLASS_MEMORY_SYSMEM, &p, sizeof(p), handle);
+	if (ret)
+		return ret;
+	/* Host input: the driver will write through BAR2 + dma_off + dma_offset. */
+	if (p.dma_offset % VF_DMA_PAGE || p.dma_offset > dma_size || size > dma_size - p.dma_offset) {
+		vf_rm_free(vf, *handle);
+		return vf_error(vf, -EPROTO, "the RM placed %llu bytes of system memory at %#llx, "
+				"outside the %llu-byte DMA memory", (unsigned long long)size,
+				(unsigned long long)p.dma_offset, (unsigned long long)dma_size);
+	}
+	*iova = p.iova;
+	*dma_offset = p.dma_offset;
+	return 0;
+}
+
 int vf_rm_free(struct vgpu_vf *vf, uint32_t handle)
 {
 	struct vgpu_rm_free f = { .h_client = vf->h_client, .h_object = handle };

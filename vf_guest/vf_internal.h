@@ -86,9 +86,24 @@ uint64_t vf_gmmu_pdb(const struct vf_gmmu *g);
 /* ---- DMA memory (dma.c): 4 KiB pages of BAR2's DMA region, first fit ---- */
 #define VF_DMA_QUARANTINE	32
 #define VF_DMA_GRACE_NS		(20ull * 1000 * 1000)
+#define VF_DMA_CHUNK		(2ull << 20)	/* backing asked of the RM at a time */
 
 struct vf_dma_quarantined {
 	uint64_t off, size, since_ns;
+};
+
+#define VF_DMA_MAX_CHUNKS	64
+
+/* Backing for the allocator: @size bytes (a 64 KiB multiple) of DMA memory that are now the
+ * driver's; 0 with their offset in *@off and a handle for giving them back, or -errno
+ * (-ENOMEM: none left, -VGPU_EQUOTA: over the function's quota). Called without the
+ * allocator's lock, as is the put that gives a chunk back. */
+typedef int (*vf_dma_grow_fn)(void *ctx, uint64_t size, uint64_t *off, uint32_t *handle);
+typedef void (*vf_dma_put_fn)(void *ctx, uint32_t handle);
+
+struct vf_dma_chunk {
+	uint64_t off, size;
+	uint32_t handle;
 };
 
 struct vf_dma {
@@ -97,19 +112,40 @@ struct vf_dma {
 	uint64_t iova;
 	uint32_t npages;
 	uint64_t *bitmap;		/* set = in use */
+	uint64_t *owned;		/* set = the driver's (given by the RM), may be handed out */
+	vf_dma_grow_fn grow;		/* NULL: the whole memory is the driver's */
+	vf_dma_put_fn put;
+	void *grow_ctx;
+	uint64_t owned_bytes;
+	struct vf_dma_chunk chunks[VF_DMA_MAX_CHUNKS];	/* what the backing gave */
+	uint32_t nr_chunks;
 	struct vf_dma_quarantined q[VF_DMA_QUARANTINE];
 	uint32_t nq;
-	pthread_mutex_t lock;		/* protects bitmap and q */
+	pthread_mutex_t lock;		/* protects everything above but cpu, size, iova, npages */
 };
 
 int vf_dma_init(struct vf_dma *d, uint8_t *cpu, uint64_t size, uint64_t iova);
+/* From now on hand out only memory @grow gave (nothing yet): the RM owns the DMA memory. */
+void vf_dma_set_backing(struct vf_dma *d, vf_dma_grow_fn grow, vf_dma_put_fn put, void *ctx);
 void vf_dma_fini(struct vf_dma *d);
-/* @size bytes aligned to @align (power of two >= 4 KiB): offset, or -ENOMEM. */
+/* @size bytes aligned to @align (power of two >= 4 KiB): offset, or -ENOMEM (or the backing's
+ * error, e.g. -VGPU_EQUOTA). */
 int vf_dma_alloc(struct vf_dma *d, uint64_t size, uint64_t align, uint64_t *off);
 void vf_dma_free(struct vf_dma *d, uint64_t off, uint64_t size);
 /* Free memory the device may still touch for a moment (a freed channel's rings): it returns
  * to the allocator after VF_DMA_GRACE_NS. */
 void vf_dma_free_deferred(struct vf_dma *d, uint64_t off, uint64_t size);
+
+/* ---- managed memory (managed.c) hooks into the driver ---- */
+struct vgpu_fault_entry;
+struct vf_managed_hooks {
+	/* Every MMU-fault event, from vf_events_poll() with mbox_lock held: queue, never block
+	 * or make a mailbox call. */
+	void (*fault)(void *ctx, const struct vgpu_fault_entry *f);
+	/* First thing in vgpu_vf_close(): bring managed pages back, free what it holds. */
+	void (*close)(struct vgpu_vf *vf);
+	void *ctx;			/* managed.c's state */
+};
 
 /* ---- objects ---- */
 struct vgpu_mem {
@@ -211,6 +247,7 @@ struct vgpu_vf {
 	uint64_t rm_cookie;
 	char rm_why[160];
 	char last_error[256];
+	struct vf_managed_hooks managed;	/* all NULL until managed memory starts */
 };
 
 /* Record a message for vgpu_vf_last_error() (and stderr unless quiet); returns @err. */
@@ -255,6 +292,10 @@ int vf_rm_free_as(struct vgpu_vf *vf, uint32_t client, uint32_t handle);
 int vf_rm_vidmem_alloc(struct vgpu_vf *vf, uint64_t size, uint64_t page_size,
 		       uint32_t *handle, uint64_t *pa);
 int vf_rm_free(struct vgpu_vf *vf, uint32_t handle);
+/* MEMORY_SYSMEM of @size bytes: its handle, IOVA and offset in DMA memory (checked to lie
+ * inside it). */
+int vf_rm_sysmem_alloc(struct vgpu_vf *vf, uint64_t size, uint32_t *handle, uint64_t *iova,
+		       uint64_t *dma_offset);
 int vf_rm_vaspace_alloc(struct vgpu_vf *vf, uint64_t pdb, uint32_t *handle);
 int vf_rm_channel_alloc(struct vgpu_vf *vf, const struct vf_rm_chan_args *a,
 			uint32_t *handle, uint32_t *chid, uint32_t *token);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <vgpu/gmmu.h>
 #include <vgpu/gpfifo.h>
@@ -201,7 +202,7 @@ static int t_mbox_bad(struct vft *t)
 	return 0;
 }
 
-/* ---- DMA memory (driver-managed) ---- */
+/* ---- DMA memory (the RM's, sub-allocated by the driver) ---- */
 
 static int t_dma(struct vft *t)
 {
@@ -215,7 +216,8 @@ static int t_dma(struct vft *t)
 		memset(vgpu_mem_cpu(m[n]), (int)n, 64 << 10);
 		n++;
 	}
-	CHECK(t, n == VGPU_ARRAY_SIZE(m) || ret == -ENOMEM, "stopped with %d", ret);
+	CHECK(t, n == VGPU_ARRAY_SIZE(m) || ret == -ENOMEM || ret == -VGPU_EQUOTA, "stopped with %d",
+	      ret);
 	CHECK(t, (uint64_t)n * (64 << 10) <= t->info.dma_size, "%u blocks", n);
 	for (uint32_t i = 0; i < n; i++) {
 		const uint8_t *p = vgpu_mem_cpu(m[i]);
@@ -227,6 +229,94 @@ static int t_dma(struct vft *t)
 	CHECK_RET(t, vgpu_mem_alloc(t->vf, VGPU_MEM_SYSMEM, 64 << 10, 0, &m[0]), 0);
 	vgpu_mem_free(m[0]);
 	return 0;
+}
+
+/* One piece of DMA memory somebody holds. */
+struct dma_piece {
+	uint64_t off, size;
+	const char *who;
+	bool device_writes;	/* a channel's rings: no CPU pattern there */
+};
+
+/* Every piece inside DMA memory and no two overlapping. */
+static int pieces_disjoint(struct vft *t, const struct dma_piece *p, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		CHECK(t, p[i].off + p[i].size <= t->info.dma_size, "%s at %#llx+%#llx is outside",
+		      p[i].who, (unsigned long long)p[i].off, (unsigned long long)p[i].size);
+		for (uint32_t j = 0; j < i; j++)
+			CHECK(t, p[i].off + p[i].size <= p[j].off || p[j].off + p[j].size <= p[i].off,
+			      "%s at %#llx+%#llx overlaps %s at %#llx+%#llx", p[i].who,
+			      (unsigned long long)p[i].off, (unsigned long long)p[i].size, p[j].who,
+			      (unsigned long long)p[j].off, (unsigned long long)p[j].size);
+	}
+	return 0;
+}
+
+/* MEMORY_SYSMEM straight from the RM, the driver's buffers and channels, interleaved: each
+ * byte of DMA memory has one owner, and a pattern written into each piece survives the rest. */
+static int t_dma_owner(struct vft *t)
+{
+	enum { ROUNDS = 4 };
+	struct dma_piece p[3 * ROUNDS];
+	struct vgpu_channel *ch[ROUNDS] = { 0 };
+	struct vgpu_mem *m[ROUNDS] = { 0 };
+	uint32_t h[ROUNDS] = { 0 }, n = 0;
+	uint64_t iova;
+	int ret = 0, bad = 0;
+
+	for (int i = 0; i < ROUNDS && !ret; i++) {
+		ret = vf_rm_sysmem_alloc(t->vf, 64 << 10, &h[i], &iova, &p[n].off);
+		if (ret == -EOPNOTSUPP && i == 0) {
+			snprintf(t->skip_why, sizeof(t->skip_why), "the host RM has no MEMORY_SYSMEM");
+			return VFT_SKIP;
+		}
+		if (ret)
+			break;
+		p[n].size = 64 << 10;
+		p[n].device_writes = false;
+		p[n++].who = "RM MEMORY_SYSMEM";
+		ret = vgpu_mem_alloc(t->vf, VGPU_MEM_SYSMEM, 64 << 10, 0, &m[i]);
+		if (ret)
+			break;
+		p[n++] = (struct dma_piece){ m[i]->dma_off, m[i]->size, "a SYSMEM buffer", false };
+		ret = vgpu_channel_create(t->vf, t->as, NULL, &ch[i]);
+		if (ret)
+			break;
+		p[n++] = (struct dma_piece){ ch[i]->dma_off, ch[i]->dma_bytes, "a channel", true };
+	}
+	if (!ret)
+		bad = pieces_disjoint(t, p, n);
+	/* The channels' pieces are written by the device: the patterns go into the others. */
+	for (uint32_t i = 0; !ret && !bad && i < n; i++)
+		if (!p[i].device_writes)
+			memset(t->vf->dma.cpu + p[i].off, 0x40 + (int)i, p[i].size);
+	for (int i = 0; !ret && !bad && i < ROUNDS; i++) {
+		struct vgpu_pb pb;
+		uint32_t dw[8];
+
+		vgpu_pb_init(&pb, dw, 8);
+		vgpu_pb_nop(&pb);
+		ret = run_pb(ch[i], &pb);
+	}
+	for (uint32_t i = 0; !ret && !bad && i < n; i++) {
+		const uint8_t *b = t->vf->dma.cpu + p[i].off;
+
+		if (p[i].device_writes)
+			continue;
+		for (uint64_t k = 0; k < p[i].size && !bad; k += 4093)
+			bad = b[k] != 0x40 + i;
+		if (bad)
+			diag(t, "%s at %#llx lost its pattern", p[i].who, (unsigned long long)p[i].off);
+	}
+	for (int i = 0; i < ROUNDS; i++) {
+		vgpu_channel_destroy(ch[i]);
+		vgpu_mem_free(m[i]);
+		if (h[i])
+			vf_rm_free(t->vf, h[i]);
+	}
+	CHECK_RET(t, ret, 0);
+	return bad;
 }
 
 /* ---- VRAM and page tables ---- */
@@ -541,6 +631,18 @@ static int t_threads(struct vft *t)
 
 /* ---- isolation: each attack must fail on its own channel, and the VF must keep working ---- */
 
+/* Wait, bounded, for @ch to enter its error state: -VGPU_ECHANERR, or -ETIMEDOUT. */
+static int chan_error_wait(struct vgpu_channel *ch, uint64_t timeout_ns)
+{
+	uint64_t deadline = vgpu_deadline_ns(timeout_ns);
+	struct timespec ts = { 0, 100 * 1000 };
+	int ret;
+
+	while ((ret = vgpu_channel_error(ch, NULL, NULL)) == 0 && !vgpu_deadline_passed(deadline))
+		nanosleep(&ts, NULL);
+	return ret ? ret : -ETIMEDOUT;
+}
+
 /* Run @pb on a fresh channel and expect the channel error @want; then prove the VF still works. */
 static int attack(struct vft *t, const struct vgpu_pb *pb, uint64_t raw_gp, uint32_t want)
 {
@@ -554,9 +656,10 @@ static int attack(struct vft *t, const struct vgpu_pb *pb, uint64_t raw_gp, uint
 		CHECK_RET(t, vgpu_submit(bad, pb->dw, pb->len, &f), 0);
 		ret = vgpu_fence_wait(&f, 2ull * 1000 * 1000 * 1000);
 	} else {
+		/* The raw entry alone: the device may reach it at once (doorbell) and put the
+		 * channel in its error state before any further submission, so wait on that. */
 		CHECK_RET(t, vgpu_submit_gp_raw(bad, raw_gp), 0);
-		CHECK_RET(t, vgpu_submit(bad, NULL, 0, &f), 0);
-		ret = vgpu_fence_wait(&f, 2ull * 1000 * 1000 * 1000);
+		ret = chan_error_wait(bad, 2ull * 1000 * 1000 * 1000);
 	}
 	CHECK(t, ret == -VGPU_ECHANERR, "the attack ran: %d (%s)", ret, vgpu_vf_strerror(ret));
 	CHECK_RET(t, vgpu_channel_error(bad, &code, NULL), -VGPU_ECHANERR);
@@ -711,6 +814,8 @@ static const struct vft_case {
 	{ "mailbox 2000 round trips", t_ping_many, 0, false, false },
 	{ "mailbox unknown type and oversized request", t_mbox_bad, 0, false, false },
 	{ "DMA memory alloc/free to exhaustion", t_dma, 0, false, false },
+	{ "DMA memory has one owner (RM, buffers, channels)", t_dma_owner,
+	  NEED_RM | NEED_GPU | NEED_IOVA, true, false },
 	{ "VRAM alloc/free up to the quota", t_vram_quota, NEED_RM, false, false },
 	{ "map/unmap VRAM 4K/64K/2M", t_map_vram, NEED_RM | NEED_GPU, true, false },
 	{ "map/unmap sysmem 4K/64K/2M", t_map_sysmem, NEED_RM | NEED_GPU | NEED_IOVA, true, false },
@@ -789,6 +894,80 @@ static void probe_host(struct vft *t)
 	t->gpu_why = t->vf->rm_why;
 }
 
+/* ---- the watchdog: a hang is never silent ---- */
+
+/* Every wait in the driver and the suite is bounded, but a bug may still stall a case (a
+ * missing bound, a device that stops). The watchdog turns that into a TAP failure naming the
+ * case and then ends the process: a case cannot be torn out of its thread, and a runner
+ * waiting forever is what must not happen. */
+struct vft_dog {
+	pthread_mutex_t lock;		/* protects everything below */
+	pthread_cond_t cond;
+	FILE *out;
+	const struct vft *t;
+	unsigned int n;			/* TAP number of the running case, 0: none */
+	const char *name;
+	uint64_t deadline_ns, limit_s;
+	bool stop;
+};
+
+static void *dog_main(void *arg)
+{
+	struct vft_dog *d = arg;
+
+	pthread_mutex_lock(&d->lock);
+	while (!d->stop) {
+		if (d->n && vgpu_now_ns() >= d->deadline_ns) {
+			fprintf(d->out, "not ok %u - %s # no result after %llu s: hung\n", d->n,
+				d->name, (unsigned long long)d->limit_s);
+			fprintf(d->out, "# driver: %s\n", vgpu_vf_last_error(d->t->vf));
+			fprintf(d->out, "Bail out! case \"%s\" hung\n", d->name);
+			fflush(d->out);
+			_exit(124);
+		}
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 1;
+		pthread_cond_timedwait(&d->cond, &d->lock, &ts);
+	}
+	pthread_mutex_unlock(&d->lock);
+	return NULL;
+}
+
+static unsigned int dog_limit_s(const struct vft_opts *o, const struct vft_case *c)
+{
+	const char *env = getenv("VGPU_VFT_CASE_TIMEOUT");
+	unsigned int s = o->case_timeout_s;
+
+	if (!s && env)
+		s = (unsigned int)strtoul(env, NULL, 10);
+	if (!s)
+		s = o->big ? 600 : 120;
+	return c->external ? s + o->reset_wait_s : s;
+}
+
+static void dog_arm(struct vft_dog *d, unsigned int n, const char *name, unsigned int limit_s)
+{
+	pthread_mutex_lock(&d->lock);
+	d->n = n;
+	d->name = name;
+	d->limit_s = limit_s;
+	d->deadline_ns = vgpu_now_ns() + (uint64_t)limit_s * VGPU_NSEC_PER_SEC;
+	pthread_mutex_unlock(&d->lock);
+}
+
+static void dog_stop(struct vft_dog *d, pthread_t thr)
+{
+	pthread_mutex_lock(&d->lock);
+	d->stop = true;
+	pthread_cond_signal(&d->cond);
+	pthread_mutex_unlock(&d->lock);
+	pthread_join(thr, NULL);
+	pthread_cond_destroy(&d->cond);
+	pthread_mutex_destroy(&d->lock);
+}
+
 int vft_run(const struct vft_opts *o, FILE *out)
 {
 	struct vgpu_vf_opts vo = { .socket = o->socket, .transport = o->transport,
@@ -808,6 +987,11 @@ int vft_run(const struct vft_opts *o, FILE *out)
 	}
 	vgpu_vf_get_info(t.vf, &t.info);
 	probe_host(&t);
+	struct vft_dog dog = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER,
+			       .out = out, .t = &t };
+	pthread_t dog_thr;
+	bool dog_on = pthread_create(&dog_thr, NULL, dog_main, &dog) == 0;
+
 	t.next_va = VFT_VA_BASE;
 	n = 0;
 	for (size_t i = 0; i < VGPU_ARRAY_SIZE(cases); i++) {
@@ -819,7 +1003,9 @@ int vft_run(const struct vft_opts *o, FILE *out)
 		n++;
 		why = why_not(&t, c->needs);
 		t.skip_why[0] = 0;
+		dog_arm(&dog, n, c->name, dog_limit_s(o, c));
 		ret = why ? VFT_SKIP : run_case(&t, c);
+		dog_arm(&dog, 0, NULL, 0);
 		if (ret == VFT_SKIP) {
 			fprintf(out, "ok %u - %s # SKIP %s\n", n, c->name, why ? why : t.skip_why);
 			skip++;
@@ -834,6 +1020,8 @@ int vft_run(const struct vft_opts *o, FILE *out)
 		}
 		fflush(out);
 	}
+	if (dog_on)
+		dog_stop(&dog, dog_thr);
 	vgpu_vaspace_destroy(t.as);
 	vgpu_vf_close(t.vf);
 	if (skip)

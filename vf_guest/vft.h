@@ -17,6 +17,9 @@ struct vft_opts {
 	unsigned int reset_wait_s;	/* > 0: also run "reset recovery", which waits this long
 					 * for someone (the harness) to reset the VF or restart
 					 * vgpud after it printed "# ready for reset" */
+	unsigned int case_timeout_s;	/* a case with no result after this long is reported
+					 * "not ok ... hung" and the run bails out (exit 124);
+					 * 0: $VGPU_VFT_CASE_TIMEOUT, else 120 s (600 with big) */
 };
 
 /* Run the suite, TAP on @out, ending in "N passed, N failed[, N skipped]". Returns the number

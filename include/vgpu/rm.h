@@ -135,9 +135,14 @@ struct vgpu_rm_vidmem_params {
 	uint64_t addr;			/* out: VF-physical address of the first page */
 };
 
+/* MEMORY_SYSMEM: a piece of the function's DMA memory (BAR2's DMA part), mapped in its IOMMU
+ * domain. The RM is the only allocator of that memory (ABI 2): a guest driver takes its own
+ * rings and buffers from allocations like this one, so every byte has one owner. */
 struct vgpu_rm_sysmem_params {
 	uint64_t size;			/* bytes, multiple of 64 KiB */
 	uint64_t iova;			/* out: where the function's IOMMU domain maps it */
+	uint64_t dma_offset;		/* out: offset of the allocation inside BAR2's DMA memory
+					 * (the guest's CPU view: BAR2 + dma_off + dma_offset) */
 };
 
 struct vgpu_rm_channel_params {

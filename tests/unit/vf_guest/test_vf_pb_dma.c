@@ -159,9 +159,158 @@ static void test_dma_quarantine(void **state)
 
 #define PB_TEST(c) { (c)->name, test_pb, NULL, NULL, (void *)(c) }
 
+/* ---- DMA allocator over a fake RM (the one owner of DMA memory) ---- */
+#define FAKE_BYTES	(8u << 20)
+#define FAKE_GRAIN	(64u << 10)
+#define FAKE_GRAINS	(FAKE_BYTES / FAKE_GRAIN)
+
+enum fake_mode { FAKE_OK, FAKE_NO_SYSMEM };
+
+struct fake_rm {
+	enum fake_mode mode;
+	uint64_t quota;			/* bytes the driver may hold (0: no limit) */
+	uint8_t owner[FAKE_GRAINS];	/* 0 free, 1 someone else, 2 + handle: the driver */
+	uint64_t held;
+	uint32_t calls, puts;
+	uint8_t *mem;
+	struct vf_dma d;
+};
+
+static int fake_grow(void *ctx, uint64_t size, uint64_t *off, uint32_t *handle)
+{
+	struct fake_rm *r = ctx;
+	uint32_t n = (uint32_t)(size / FAKE_GRAIN), run = 0;
+
+	r->calls++;
+	if (r->mode == FAKE_NO_SYSMEM)
+		return -EOPNOTSUPP;
+	if (size % FAKE_GRAIN)
+		return -EINVAL;
+	if (r->quota && r->held + size > r->quota)
+		return -VGPU_EQUOTA;
+	for (uint32_t i = 0; i < FAKE_GRAINS; i++) {
+		run = r->owner[i] ? 0 : run + 1;
+		if (run == n) {
+			*off = (uint64_t)(i + 1 - n) * FAKE_GRAIN;
+			*handle = 2 + r->calls;
+			for (uint32_t k = i + 1 - n; k <= i; k++)
+				r->owner[k] = (uint8_t)*handle;
+			r->held += size;
+			return 0;
+		}
+	}
+	return -ENOMEM;
+}
+
+static void fake_put(void *ctx, uint32_t handle)
+{
+	struct fake_rm *r = ctx;
+
+	r->puts++;
+	for (uint32_t i = 0; i < FAKE_GRAINS; i++) {
+		if (r->owner[i] == handle) {
+			r->owner[i] = 0;
+			r->held -= FAKE_GRAIN;
+		}
+	}
+}
+
+static struct fake_rm *fake_new(enum fake_mode mode, uint64_t quota)
+{
+	struct fake_rm *r = calloc(1, sizeof(*r));
+
+	assert_non_null(r);
+	r->mode = mode;
+	r->quota = quota;
+	r->mem = aligned_alloc(4096, FAKE_BYTES);
+	assert_non_null(r->mem);
+	assert_int_equal(vf_dma_init(&r->d, r->mem, FAKE_BYTES, 1ull << 32), 0);
+	vf_dma_set_backing(&r->d, fake_grow, fake_put, r);
+	return r;
+}
+
+static void fake_del(struct fake_rm *r)
+{
+	vf_dma_fini(&r->d);
+	free(r->mem);
+	free(r);
+}
+
+/* Every page handed out lies in a grain the RM gave the driver, and none twice. */
+static void test_dma_backed_owner(void **state)
+{
+	struct fake_rm *r = fake_new(FAKE_OK, 0);
+	static uint8_t used[FAKE_BYTES / 4096];
+	uint64_t off, total = 0;
+	int ret;
+
+	(void)state;
+	memset(used, 0, sizeof(used));
+	/* Someone else's MEMORY_SYSMEM (another client of the VF) before and between. */
+	r->owner[0] = r->owner[40] = r->owner[100] = 1;
+	while ((ret = vf_dma_alloc(&r->d, 4096, 4096, &off)) == 0) {
+		assert_true(off % 4096 == 0 && off < FAKE_BYTES);
+		assert_true(r->owner[off / FAKE_GRAIN] >= 2);
+		assert_false(used[off / 4096]);
+		used[off / 4096] = 1;
+		total += 4096;
+	}
+	assert_int_equal(ret, -ENOMEM);
+	assert_true(total == FAKE_BYTES - 3 * FAKE_GRAIN);	/* a 2 MiB chunk, then smaller */
+	fake_del(r);
+}
+
+/* "Over quota" from the RM is not "no space". */
+static void test_dma_backed_quota(void **state)
+{
+	struct fake_rm *r = fake_new(FAKE_OK, 3 * FAKE_GRAIN);
+	uint64_t off;
+	uint32_t n = 0;
+	int ret;
+
+	(void)state;
+	while ((ret = vf_dma_alloc(&r->d, 4096, 4096, &off)) == 0)
+		n++;
+	assert_int_equal(ret, -VGPU_EQUOTA);
+	assert_int_equal(n, 3 * FAKE_GRAIN / 4096);
+	fake_del(r);
+}
+
+/* Empty chunks go back to the RM, but one. */
+static void test_dma_backed_release(void **state)
+{
+	struct fake_rm *r = fake_new(FAKE_OK, 0);
+	uint64_t off[3];
+
+	(void)state;
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(vf_dma_alloc(&r->d, 2u << 20, 4096, &off[i]), 0);
+	assert_true(r->held == 6u << 20);
+	for (int i = 0; i < 3; i++)
+		vf_dma_free(&r->d, off[i], 2u << 20);
+	assert_true(r->held == 2u << 20);
+	assert_int_equal(r->puts, 2);
+	assert_int_equal(vf_dma_alloc(&r->d, 4096, 4096, &off[0]), 0);
+	assert_int_equal(r->calls, 3);	/* served from the chunk kept */
+	fake_del(r);
+}
+
+/* A host RM without MEMORY_SYSMEM: nobody else hands the memory out, the driver takes it all. */
+static void test_dma_backed_none(void **state)
+{
+	struct fake_rm *r = fake_new(FAKE_NO_SYSMEM, 0);
+	uint64_t off;
+
+	(void)state;
+	assert_int_equal(vf_dma_alloc(&r->d, FAKE_BYTES, 4096, &off), 0);
+	assert_true(off == 0);
+	assert_int_equal(r->calls, 1);
+	fake_del(r);
+}
+
 int main(void)
 {
-	struct CMUnitTest t[VGPU_ARRAY_SIZE(pb_cases) + 4];
+	struct CMUnitTest t[VGPU_ARRAY_SIZE(pb_cases) + 8];
 	size_t n = 0;
 
 	for (size_t i = 0; i < VGPU_ARRAY_SIZE(pb_cases); i++)
@@ -174,5 +323,13 @@ int main(void)
 				      dma_teardown, NULL };
 	t[n++] = (struct CMUnitTest){ "DMA quarantine of freed channel memory",
 				      test_dma_quarantine, dma_setup, dma_teardown, NULL };
+	t[n++] = (struct CMUnitTest){ "RM-backed DMA: each page from the RM's, once",
+				      test_dma_backed_owner, NULL, NULL, NULL };
+	t[n++] = (struct CMUnitTest){ "RM-backed DMA: quota error stays distinct",
+				      test_dma_backed_quota, NULL, NULL, NULL };
+	t[n++] = (struct CMUnitTest){ "RM-backed DMA: empty chunks returned but one",
+				      test_dma_backed_release, NULL, NULL, NULL };
+	t[n++] = (struct CMUnitTest){ "RM without MEMORY_SYSMEM: the driver owns it all",
+				      test_dma_backed_none, NULL, NULL, NULL };
 	return _cmocka_run_group_tests("vf_pb_dma", t, n, NULL, NULL);
 }

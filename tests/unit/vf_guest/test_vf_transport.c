@@ -17,12 +17,14 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "common/ring.h"
 #include "vf_guest/vf_internal.h"
+#include "vf_guest/vft.h"
 #include <vgpu/vf_bar.h>
 
 #define BAR_SIZE	(2u << 20)
@@ -395,6 +397,41 @@ static void test_mbox_timeout(void **state)
 	vgpu_vf_close(vf);
 }
 
+/* A case that stalls is reported and ends the run: the suite never hangs silently. The
+ * silent host makes "mailbox ping" wait its full (bounded, 5 s) RM timeout, far past a 1 s
+ * case limit; the suite runs in a child because the watchdog ends the process. */
+static void test_suite_hang(void **state)
+{
+	struct host *h = *state;
+	struct vft_opts o = { .socket = h->path, .only = "mailbox ping", .case_timeout_s = 1 };
+	int out = memfd_create("tap", MFD_CLOEXEC), st = 0;
+	char tap[4096];
+	ssize_t n;
+	pid_t pid;
+
+#if defined(__SANITIZE_THREAD__)
+	skip();		/* fork() of a threaded process under TSan: not meaningful */
+#endif
+	assert_true(out >= 0);
+	fflush(NULL);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		FILE *f = fdopen(out, "w");
+
+		_exit(f ? vft_run(&o, f) : 99);
+	}
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	n = pread(out, tap, sizeof(tap) - 1, 0);
+	close(out);
+	assert_true(n > 0);
+	tap[n] = 0;
+	assert_true(WIFEXITED(st));
+	if (WEXITSTATUS(st) != 124 || !strstr(tap, "not ok 1 - mailbox ping") ||
+	    !strstr(tap, "hung") || !strstr(tap, "Bail out!"))
+		fail_msg("exit %d, TAP:\n%s", WEXITSTATUS(st), tap);
+}
+
 /* A VF reset: the host bumps reset_count, re-formats the rings and posts an event; the
  * driver notices, recovers, and reports what was lost. */
 static void test_reset(void **state)
@@ -459,7 +496,7 @@ static void test_mbox_threads(void **state)
 
 int main(void)
 {
-	struct CMUnitTest t[VGPU_ARRAY_SIZE(attach_cases) + 7];
+	struct CMUnitTest t[VGPU_ARRAY_SIZE(attach_cases) + 8];
 	size_t n = 0;
 
 	for (size_t i = 0; i < VGPU_ARRAY_SIZE(attach_cases); i++)
@@ -471,6 +508,8 @@ int main(void)
 	t[n++] = (struct CMUnitTest){ "stale-seq replies dropped and counted", test_mbox_late,
 				      host_setup, host_teardown, (void *)&mbox_late };
 	t[n++] = (struct CMUnitTest){ "silent host: bounded wait", test_mbox_timeout,
+				      host_setup, host_teardown, (void *)&mbox_silent };
+	t[n++] = (struct CMUnitTest){ "a stalled suite case: reported, run ends", test_suite_hang,
 				      host_setup, host_teardown, (void *)&mbox_silent };
 	t[n++] = (struct CMUnitTest){ "4 threads calling at once", test_mbox_threads,
 				      host_setup, host_teardown, (void *)&mbox_normal };
