@@ -482,14 +482,16 @@ static inline uint64_t gpair_frames(uint64_t gbits, unsigned int k)
 	     _t &= ~(3ull << (vgpu_ctz(_t) & ~1u)))
 
 /* Commit the frames @sel of word @wi as allocated (one OR per mask, whatever their number). */
-static inline void word_alloc(struct pma_region *r, uint64_t wi, uint64_t sel,
+static inline void word_alloc(struct pma_region *r, uint64_t wi, uint64_t sel, uint64_t avail,
 			      struct pma_opargs *a)
 {
 	struct pma_word *w = &r->words[wi];
-	uint64_t old = pma_word_avail(w);
 
-	word_apply(r, w, sel, OP_ALLOC, a);
-	pma_region_word_update(r, wi, old);
+	a->dirty_seen |= w->persist & sel;
+	w->alloc |= sel;
+	w->pin = a->pin ? w->pin | sel : w->pin & ~sel;
+	w->persist = a->persist ? w->persist | sel : w->persist & ~sel;
+	pma_region_word_moved(r, wi, avail, avail & ~sel);	/* @sel was available */
 }
 
 /* Take @need 64 KiB pages from the groups set in @map, ascending, committing each group's
@@ -503,7 +505,8 @@ static size_t take_commit_64k(struct pma_region *r, const uint64_t *map, const u
 
 	while (got < need && (g = pma_bits_next_inl(map, sum, g, nr_groups)) != NONE) {
 		uint64_t base = g << PMA_GROUP_SHIFT, sel = 0;
-		uint64_t m = (pma_word_avail(&r->words[base / 64]) >> (base % 64)) & 0xffffffffull;
+		uint64_t avail = pma_word_avail(&r->words[base / 64]);
+		uint64_t m = (avail >> (base % 64)) & 0xffffffffull;
 		uint64_t addr0 = (r->first + base) << PMA_FRAME_SHIFT;
 
 		while (m && got < need) {
@@ -513,7 +516,7 @@ static size_t take_commit_64k(struct pma_region *r, const uint64_t *map, const u
 			sel |= VGPU_BIT(b);
 			out[got++] = addr0 + ((uint64_t)b << PMA_FRAME_SHIFT);
 		}
-		word_alloc(r, base / 64, sel << (base % 64), a);
+		word_alloc(r, base / 64, sel << (base % 64), avail, a);
 		g++;
 	}
 	return got;

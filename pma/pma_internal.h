@@ -246,11 +246,11 @@ static inline bool pma_region_groups_update(struct pma_region *r, uint64_t wi)
 	return pma_region_groups_update_avail(r, wi, pma_word_avail(&r->words[wi]));
 }
 
-/* Word @wi changed; @old_avail was its available mask before. Keeps counters, group bits
- * and the tree marks in step. */
-static inline void pma_region_word_update(struct pma_region *r, uint64_t wi, uint64_t old_avail)
+/* Word @wi's available mask went from @old_avail to @now: counters, group bits and tree
+ * marks follow. */
+static inline void pma_region_word_moved(struct pma_region *r, uint64_t wi, uint64_t old_avail,
+					 uint64_t now)
 {
-	uint64_t now = pma_word_avail(&r->words[wi]);
 	uint32_t leaf = (uint32_t)(wi / (PMA_LEAF_FRAMES / 64));
 
 	if (now == old_avail)
@@ -259,6 +259,13 @@ static inline void pma_region_word_update(struct pma_region *r, uint64_t wi, uin
 	if (pma_region_groups_update_avail(r, wi, now))
 		pma_tlayer_mark(&r->ftree.layer[1], leaf);
 	pma_tlayer_mark(&r->ftree.layer[0], leaf);
+}
+
+/* Word @wi changed; @old_avail was its available mask before. Keeps counters, group bits
+ * and the tree marks in step. */
+static inline void pma_region_word_update(struct pma_region *r, uint64_t wi, uint64_t old_avail)
+{
+	pma_region_word_moved(r, wi, old_avail, pma_word_avail(&r->words[wi]));
 }
 
 /* Re-derive group bits, counters and trees after words [w0, w1] changed.
