@@ -222,11 +222,10 @@ static void xml_devices(struct vmm_buf *b, const struct vmm_domain *d)
 		xml_shmem(b, d);
 	else
 		xml_mdev(b, d);
-	/* vfio-pci in the guest needs an IOMMU group for the VF, hence the emulated VT-d;
-	 * without interrupt remapping, which MSI-X of an emulated device does not need and
-	 * whose IO-APIC timer check panics a guest kernel on a loaded TCG host. */
-	vmm_buf_printf(b, "    <iommu model='intel'>\n      <driver intremap='off'/>\n"
-		       "    </iommu>\n    <controller type='usb' model='none'/>\n"
+	/* vfio-pci in the guest needs an IOMMU group for the VF, hence the emulated VT-d (with
+	 * interrupt remapping, QEMU's default on q35: vfio's type1 IOMMU refuses to work
+	 * without it unless told allow_unsafe_interrupts). */
+	vmm_buf_printf(b, "    <iommu model='intel'/>\n    <controller type='usb' model='none'/>\n"
 		       "    <memballoon model='none'/>\n  </devices>\n");
 }
 

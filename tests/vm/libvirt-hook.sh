@@ -17,7 +17,7 @@ lv_slice h || { vm_point fail "libvirt-hook: slice h"; vm_finish; }
 dom=vgpu-t$$-hook
 LV_DOM[hook]=$dom
 if ! lv_vm xml --slice "${VM_UUID[h]}" --name "$dom" --kernel "$VM_TMP/vmlinux" \
-	--initrd "$VM_TMP/initramfs.cpio.gz" --cmdline "$(vm_cmdline q35 vfio)" \
+	--initrd "$VM_TMP/initramfs.cpio.gz" --cmdline "$(vm_cmdline q35 vfio) no_timer_check" \
 	--memory "$VM_MEM" --accel "$VGPU_ACCEL" --console-log "$VM_TMP/hook.console" \
 	>"$VM_TMP/hook.xml" 2>"$VM_TMP/xml.err"; then
 	vm_point fail "libvirt-hook: vgpu-vm xml" "$(cat "$VM_TMP/xml.err")"

@@ -74,9 +74,7 @@ static const char golden_kernel[] =
 "      <server path='/run/vgpud/vf1.sock'/>\n"
 "      <msi vectors='3' ioeventfd='on'/>\n"
 "    </shmem>\n"
-"    <iommu model='intel'>\n"
-"      <driver intremap='off'/>\n"
-"    </iommu>\n"
+"    <iommu model='intel'/>\n"
 "    <controller type='usb' model='none'/>\n"
 "    <memballoon model='none'/>\n"
 "  </devices>\n"
@@ -123,9 +121,7 @@ static const char golden_disk_kvm[] =
 "      <server path='/run/vgpud/vf1.sock'/>\n"
 "      <msi vectors='3' ioeventfd='on'/>\n"
 "    </shmem>\n"
-"    <iommu model='intel'>\n"
-"      <driver intremap='off'/>\n"
-"    </iommu>\n"
+"    <iommu model='intel'/>\n"
 "    <controller type='usb' model='none'/>\n"
 "    <memballoon model='none'/>\n"
 "  </devices>\n"
@@ -199,7 +195,7 @@ static void test_golden_mdev(void **state)
 	assert_int_equal(vmm_xml_build(&d, &xml, &e), 0);
 	assert_non_null(strstr(xml, golden_mdev_dev));
 	assert_null(strstr(xml, "<shmem"));
-	assert_non_null(strstr(xml, "<iommu model='intel'>"));
+	assert_non_null(strstr(xml, "<iommu model='intel'/>"));
 	free(xml);
 }
 
@@ -502,7 +498,6 @@ static void test_domxml_to_native(void **state)
 	assert_non_null(strstr(argv, "q35"));
 	assert_non_null(strstr(argv, "-cpu max"));
 	assert_non_null(strstr(argv, "\"driver\":\"intel-iommu\""));
-	assert_non_null(strstr(argv, "\"intremap\":\"off\""));
 	assert_non_null(strstr(argv, "\"driver\":\"ivshmem-doorbell\""));
 	assert_non_null(strstr(argv, "\"vectors\":3"));
 	assert_non_null(strstr(argv, "socket,id=charshmem0,path=/run/vgpud/vf1.sock"));
