@@ -359,12 +359,16 @@ static int slice_usable(const struct vm_opts *o, const struct vmm_slice *s, cons
 				s->uuid, s->vf);
 	/* The endpoint admits root and the slice's owner uid: QEMU must be one of them. */
 	pw = strstr(o->uri, "system") ? getpwnam(o->qemu_user) : NULL;
-	if (pw && pw->pw_uid != 0 && (long)pw->pw_uid != s->owner_uid)
-		return vmm_fail(e, -EACCES, "slice %s admits %s%ld to its endpoint, but libvirt runs "
+	if (pw && pw->pw_uid != 0 && (long)pw->pw_uid != s->owner_uid) {
+		char who[32] = "only root";
+
+		if (s->owner_uid >= 0)
+			snprintf(who, sizeof(who), "uid %ld", s->owner_uid);
+		return vmm_fail(e, -EACCES, "slice %s admits %s to its endpoint, but libvirt runs "
 				"QEMU as %s (uid %u): vgpuctl modify -u %s --owner-uid %s",
-				s->uuid, s->owner_uid < 0 ? "only root, not uid " : "uid ",
-				s->owner_uid, o->qemu_user, (unsigned int)pw->pw_uid, s->uuid,
+				s->uuid, who, o->qemu_user, (unsigned int)pw->pw_uid, s->uuid,
 				o->qemu_user);
+	}
 	return pw && pw->pw_uid != 0 ? qemu_paths_check(o, s, pw, e) : 0;
 }
 
@@ -407,7 +411,7 @@ static int prepare_xml(struct vm_opts *o, struct vmm_ctl **c, struct vmm_slice *
 		       struct vmm_domain *d, char *name_buf, size_t name_len, char **xml,
 		       struct vmm_err *e)
 {
-	char sock_abs[PATH_MAX];
+	static char sock_abs[PATH_MAX];	/* outlives the call: o->socket points here */
 	int r;
 
 	*xml = NULL;
@@ -422,7 +426,7 @@ static int prepare_xml(struct vm_opts *o, struct vmm_ctl **c, struct vmm_slice *
 				o->args[0]);
 	/* The metadata carries the socket for the hook, which runs elsewhere: absolute. */
 	if (o->socket[0] != '/' && realpath(o->socket, sock_abs))
-		o->socket = strdup(sock_abs);
+		o->socket = sock_abs;
 	r = resolve_paths(o, e);
 	if (r)
 		return r;
@@ -635,12 +639,13 @@ static int cmd_list(struct vm_opts *o)
 	struct vmm_err e = { 0 };
 	struct vmm_virt *v = NULL;
 	struct vmm_vm_info *vms = NULL;
-	json_object *arr = json_object_new_array(), *top;
+	json_object *arr, *top;
 	size_t n = 0;
 	int r;
 
 	if (o->nargs)
 		return usage("list takes no argument (\"%s\")", o->args[0]);
+	arr = json_object_new_array();
 	r = vmm_virt_open(o->uri, &v, &e);
 	if (!r)
 		r = vmm_virt_list(v, &vms, &n, &e);

@@ -127,6 +127,7 @@ static void test_greeting(void **state)
 
 static void test_bar_size(void **state)
 {
+	json_object *o, *sl;
 	struct tguest g;
 
 	(void)state;
@@ -134,9 +135,11 @@ static void test_bar_size(void **state)
 	assert_true(g.bar_size && !(g.bar_size & (g.bar_size - 1)));	/* a power of two */
 	assert_int_equal(g.hdr->bar_size, g.bar_size);
 	assert_int_equal(T_CTL(dmn, "--json", "list", "-u", SLICE), 0);
-	assert_true(t_get_u64(json_object_object_get(json_object_array_get_idx(
-		json_object_object_get(t_out_json(), "slices"), 0), "provisioned"),
-		"bar_bytes") == g.bar_size);
+	o = t_out_json();
+	sl = json_object_array_get_idx(json_object_object_get(o, "slices"), 0);
+	assert_int_equal(t_get_u64(json_object_object_get(sl, "provisioned"), "bar_bytes"),
+			 g.bar_size);
+	json_object_put(o);
 	t_guest_detach(&g);
 }
 
@@ -157,15 +160,17 @@ static bool readable_becomes(int fd, bool want)
 
 static uint64_t mbox_kicks(void)
 {
-	json_object *o;
+	json_object *top, *o;
+	uint64_t kicks;
 
 	assert_int_equal(T_CTL(dmn, "--json", "stats", "1"), 0);
-	o = t_out_json();
-	assert_non_null(o);
+	top = o = t_out_json();
 	/* {"vfs":[{... "rpc":{"kicks":N}}]} or the VF's object itself */
 	if (json_object_object_get(o, "vfs"))
 		o = json_object_array_get_idx(json_object_object_get(o, "vfs"), 0);
-	return t_get_u64(json_object_object_get(o, "rpc"), "kicks");
+	kicks = t_get_u64(json_object_object_get(o, "rpc"), "kicks");
+	json_object_put(top);
+	return kicks;
 }
 
 static const struct vec_case {
