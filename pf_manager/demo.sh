@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# vgpud demo: a 16 GiB GPU, four slices created with vgpuctl, then list, stats and the VRAM
-# map, and a clean stop. Runs in a temporary runtime/state dir; needs `make rel` first.
+# vgpud demo: a 16 GiB GPU, four slices created with vgpuctl, four local guests doing real
+# work on them at once (vf_work: COPY, REDUCE_ADD, FILL, AXPY each round, checked against the
+# CPU, one progress line per round), then list, stats and the VRAM map, and a clean stop.
+# Runs in a temporary runtime/state dir; needs `make rel` first.
 #   pf_manager/demo.sh [BINDIR]      (default build/rel/bin)
 set -euo pipefail
 bin=${1:-build/rel/bin}
@@ -37,6 +39,14 @@ ctl start -u 00000000-0000-4000-8000-000000000003 --dry-run
 for i in 1 2 3 4; do ctl start -u 00000000-0000-4000-8000-00000000000$i; done
 ctl define -u 00000000-0000-4000-8000-000000000005 -t demo-8G
 ctl start -u 00000000-0000-4000-8000-000000000005 || echo "(exit $?: as expected)"
+echo "\$ vf_work on every slice at once (rounds of COPY, REDUCE_ADD_U32, FILL, AXPY_F32 vs the CPU)"
+guests=()
+for i in 1 2 3 4; do
+	# bounded: a guest that stalls fails the demo instead of hanging it
+	timeout 60 "$bin/vf_work" "$dir/run/vf$i.sock" --label "slice $i" --rounds 6 --mib 8 &
+	guests+=($!)
+done
+for g in "${guests[@]}"; do wait "$g"; done	# the guests only, not vgpud; set -e: a failure ends it
 ctl list -v
 ctl stats
 ctl reset 2

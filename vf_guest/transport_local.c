@@ -146,6 +146,8 @@ static int local_recv_bar(struct local_transport *lt)
 		return ret;
 	if (fd >= 0)
 		close(fd);
+	if (v == VF_EP_REFUSED)
+		return -EBUSY;		/* another client is attached, or we are not the owner */
 	if (v != VF_EP_PROTO_VERSION)
 		return -VGPU_EABI;
 	ret = local_recv(lt->sock, &lt->peer_id, &fd);

@@ -290,6 +290,8 @@ static const struct host_case attach_cases[] = {
 	{ .name = "control area over the DMA memory", .ctrl_off = DMA_OFF, .want = -EPROTO },
 	{ .name = "control area above the header", .ctrl_off = BAR_SIZE, .want = -EPROTO },
 	{ .name = "endpoint protocol 1", .proto = 1, .want = -VGPU_EABI },
+	{ .name = "endpoint refuses (VF_EP_REFUSED): busy, not an ABI mismatch",
+	  .proto = VF_EP_REFUSED, .want = -EBUSY },
 	{ .name = "ABI major 1 in the header", .abi = 1u << 16 | 1, .want = -VGPU_EABI },
 	{ .name = "next ABI major in the header", .abi = (VGPU_ABI_MAJOR + 1u) << 16,
 	  .want = -VGPU_EABI },
