@@ -251,6 +251,54 @@ static void test_launch_dry_run(void **state)
 	free(after);
 }
 
+/* libvirt's test driver (in the tool's process, no QEMU) runs the whole launch: the owner
+ * token is the domain's afterwards, transient or persistent. */
+static const struct launch_case {
+	const char *name;
+	bool persistent;
+} launch_cases[] = {
+	{ "launch on libvirt's test driver: the slice is the domain's", false },
+	{ "persistent launch on libvirt's test driver", true },
+};
+
+#define DOMB	"22222222-3333-4444-8555-666666666666"
+
+static void test_launch_test_driver(void **state)
+{
+	const struct launch_case *c = *state;
+
+	run_vm((char *const[]){ "--json", "--connect", "test:///default", "launch", "--slice",
+				(char *)slice_uuid[S_RUN], "--kernel", kernel, "--uuid", DOMB,
+				"--name", "vm-b", c->persistent ? "--persistent" : "--json",
+				NULL }, NULL);
+	if (res.rc == 2 && strstr(res.err, "virt-xml-validate is not installed"))
+		skip();
+	if (res.rc)
+		fail_msg("exit %d: %s", res.rc, res.err);
+	assert_non_null(strstr(res.out, "\"result\": \"launched\""));
+	assert_non_null(strstr(res.out, c->persistent ? "\"persistent\": true" :
+			       "\"persistent\": false"));
+	assert_string_equal(slice_owner(S_RUN), DOMB);
+	assert_int_equal(T_CTL(dmn, "modify", "-u", (char *)slice_uuid[S_RUN], "--release-owner",
+			       DOMB), 0);
+	assert_string_equal(slice_owner(S_RUN), "");
+}
+
+/* A domain libvirt refuses (the test driver already has one named "test") gives the owner
+ * token back. */
+static void test_launch_refused(void **state)
+{
+	(void)state;
+	VM("--connect", "test:///default", "launch", "--slice", (char *)slice_uuid[S_RUN],
+	   "--kernel", kernel, "--name", "test");
+	if (res.rc == 2 && strstr(res.err, "virt-xml-validate is not installed"))
+		skip();
+	assert_int_equal(res.rc, 1);	/* libvirt refused: a failure, not ours to classify */
+	assert_non_null(strstr(res.err, "libvirt did not start the domain"));
+	assert_non_null(strstr(res.err, "already exists"));
+	assert_string_equal(slice_owner(S_RUN), "");
+}
+
 /* ---- the hook ----------------------------------------------------------------------------- */
 
 static char *hook_xml(const char *slice, const char *dom, const char *owner_vm)
@@ -357,6 +405,7 @@ int main(void)
 		cmocka_unit_test(test_xml_validated),
 		cmocka_unit_test(test_xml_mdev_of_stopped_slice),
 		cmocka_unit_test(test_launch_dry_run),
+		cmocka_unit_test(test_launch_refused),
 		cmocka_unit_test(test_hook_prepare_release),
 		cmocka_unit_test(test_hook_foreign_domain),
 	};
@@ -367,5 +416,6 @@ int main(void)
 		tests[n++] = fixed[i];
 	ROWS(test_bad, bad_cases);
 	ROWS(test_hook_case, hook_cases);
+	ROWS(test_launch_test_driver, launch_cases);
 	return _cmocka_run_group_tests("vgpu_vm", tests, n, group_setup, group_teardown);
 }
