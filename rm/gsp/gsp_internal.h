@@ -31,23 +31,6 @@ void __tsan_release(void *addr);
 
 #define GSP_YIELD_AFTER_NS 200000ull
 
-/* struct sched_attr of sched_setattr(2) (glibc 2.36 has no wrapper, and
- * <linux/sched/types.h> clashes with <sched.h>). */
-struct gsp_sched_attr {
-	uint32_t size, sched_policy;
-	uint64_t sched_flags;
-	int32_t sched_nice;
-	uint32_t sched_priority;
-	uint64_t sched_runtime, sched_deadline, sched_period;
-};
-
-/* Ask the scheduler for a @slice_ns slice for the calling thread (SCHED_OTHER, nice kept).
- * On EEVDF (Linux >= 6.12) a waking task with a shorter slice may preempt one running with
- * a longer slice, so a thread that sleeps on an RPC handoff is not left waiting behind a
- * CPU-bound task's whole slice on a busy machine. Older kernels ignore it or refuse
- * (returned, -errno); nothing else changes. */
-int gsp_latency_hint(uint64_t slice_ns);
-
 /* One step of a spin wait begun at @start: a pause at first, then a yield, so that on an
  * oversubscribed machine the peer we wait for, if it was preempted, gets the CPU instead
  * of being spun at for a whole time slice. */

@@ -657,11 +657,6 @@ static void srv_message(struct srv_lane *ln)
 	srv_reply(ln, ln->asm_fn, ln->asm_seq, ln->asm_gfid, ret, rep, rep_len);
 }
 
-/* Lane threads serve RPCs that callers wait for, a few microseconds of work each: a short
- * scheduler slice lets one just woken for a request preempt a CPU-bound task instead of
- * waiting out its slice (see gsp_latency_hint()). */
-#define GSP_LANE_SLICE_NS	(100 * VGPU_NSEC_PER_USEC)
-
 /* Spin a while for the next command, then sleep on the command put. */
 static void srv_idle(struct srv_lane *ln)
 {
@@ -683,12 +678,6 @@ static void *srv_lane_main(void *arg)
 {
 	struct srv_lane *ln = arg;
 	struct srv *s = ln->s;
-
-	int r = gsp_latency_hint(GSP_LANE_SLICE_NS);
-
-	if (r)
-		vgpu_dbg("vgpu-gsp: lane %u keeps the default scheduler slice: %s", ln->idx,
-			 vgpu_strerror(r));
 
 	for (;;) {
 		if (atomic_load_explicit(&s->hang, memory_order_relaxed) ||

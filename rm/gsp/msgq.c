@@ -3,9 +3,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
-#include <sched.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -188,13 +186,4 @@ void gsp_futex_wait(_Atomic uint32_t *addr, uint32_t val, uint64_t timeout_ns)
 void gsp_futex_wake(_Atomic uint32_t *addr)
 {
 	syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-}
-
-int gsp_latency_hint(uint64_t slice_ns)
-{
-	struct gsp_sched_attr a = { .size = sizeof(a), .sched_policy = SCHED_OTHER,
-				    .sched_nice = getpriority(PRIO_PROCESS, 0),
-				    .sched_runtime = slice_ns };
-
-	return syscall(SYS_sched_setattr, 0, &a, 0) ? -errno : 0;
 }
