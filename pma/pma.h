@@ -3,7 +3,8 @@
  * regions ranked by speed). One instance per device and one per VF slice (a child).
  *
  * Addresses are absolute device addresses (bytes). Every call takes the instance lock
- * unless its name ends in _locked; the statistics calls never take it.
+ * unless its name ends in _locked; the statistics calls take it only to bring the largest
+ * free extent up to date (see pma_largest_free()).
  * All calls return 0 or a negative errno:
  *   -EINVAL   malformed request (bad page size, alignment, range, flags, unknown region)
  *   -ENOMEM   not enough allocatable memory for the request
@@ -105,7 +106,8 @@ struct pma_config {
 					 * included; 0 means 3 */
 };
 
-/* Statistics; each field is updated atomically with its state change. */
+/* Statistics; each field is exact at its last state change (largest_free_bytes: at the
+ * time it is read). */
 struct pma_stats {
 	uint64_t total_bytes;		/* all regions, blacklisted frames included */
 	uint64_t free_bytes;		/* allocatable now (not scrubbing, not blacklisted) */
@@ -175,11 +177,16 @@ void pma_evict_unregister(struct pma *pma);
 int pma_blacklist_add(struct pma *pma, uint64_t addr);
 
 /* --- queries ------------------------------------------------------------------------------ */
-/* Snapshot of the statistics; lock-free, each field current to its last state change. */
+/* Snapshot of the statistics: each field current to its last state change; the largest
+ * free extent as pma_largest_free() gives it. */
 void pma_get_stats(const struct pma *pma, struct pma_stats *out);
-/* Free bytes (allocatable now); lock-free. */
+/* Free bytes (allocatable now); lock-free, O(1). */
 uint64_t pma_free_bytes(const struct pma *pma);
-/* Largest free contiguous extent in bytes; lock-free, may lag one operation behind. */
+/* Largest free contiguous extent in bytes, exact when read. Lock-free and O(1) when no
+ * operation changed the free extents since the last read; otherwise it takes the lock once
+ * and brings the extent tree up to date (work in proportion to the tree leaves changed
+ * since, so allocations never pay for a figure nobody reads). Do not call it with the
+ * instance lock held, i.e. from inside the allocator. */
 uint64_t pma_largest_free(const struct pma *pma);
 /* State and attributes of the frame holding @addr; -EINVAL if outside every region. */
 int pma_query(struct pma *pma, uint64_t addr, uint32_t *state_out);

@@ -911,9 +911,10 @@ static int pages_validate_allocated(struct pma *pma, const uint64_t *pages, size
  * @r into @wv / @mv. The number of words; 0 when the list is not strictly ascending or needs
  * more than PMA_FAST_WORDS words (the general path takes it); -EINVAL if a page is not
  * aligned to its size. */
-static inline int pages_collect_shift(const struct pma_region *r, const uint64_t *pages,
-				      size_t count, unsigned int shift, uint64_t pmask,
-				      uint64_t page_size, uint64_t *wv, uint64_t *mv)
+static inline __attribute__((always_inline)) int
+pages_collect_shift(const struct pma_region *r, const uint64_t *pages, size_t count,
+		    unsigned int shift, uint64_t pmask, uint64_t page_size, uint64_t *wv,
+		    uint64_t *mv)
 {
 	uint64_t prev = pages[0], any = 0, base = r->first << PMA_FRAME_SHIFT;
 	uint64_t cw = ((pages[0] - base) >> (PMA_FRAME_SHIFT + shift)) / 64, cm = 0;

@@ -6,9 +6,11 @@
  *  - 2 MiB groups (32 frames, naturally aligned): gfull (all 32 available) and gpart (some,
  *    not all), each with a one-bit-per-word summary, so the first full or partial group is
  *    two ctz away. Small pages come from partial groups first, which keeps full groups whole.
- *  - an extent tree: a segment tree of (prefix, suffix, max) free runs in frames whose leaves
- *    are 64 groups, summarised from the group bits. It answers "first run of n frames" in
- *    O(log n) and holds the exact largest free extent at its root.
+ *  - an extent tree: segment trees of (prefix, suffix, max) free runs whose leaves are 64
+ *    groups, in two layers (runs of free frames, runs of whole free groups), summarised from
+ *    the group bits. It answers "first run of n units" in O(log n) and holds the largest
+ *    free extent at its roots. State changes only mark leaves (a bitmap per layer); a layer
+ *    is flushed when it is read: by a search in it, the largest-free statistic or a check.
  * Metadata is 48 bytes per 64 frames plus well under 1 % for the indexes: ~12 KiB per GiB. */
 #ifndef VGPU_PMA_INTERNAL_H
 #define VGPU_PMA_INTERNAL_H
@@ -297,7 +299,7 @@ int pma_region_check(struct pma_region *r);
 /* --- pma_scrub.c --- */
 int pma_scrub_start(struct pma *pma);
 void pma_scrub_stop(struct pma *pma);
-/* Queue [addr, addr + size) for the worker; call without the pma lock. */
+/* Queue [addr, addr + size) for the worker (takes wait_lock: may be called under the lock). */
 void pma_scrub_submit(struct pma *pma, uint64_t addr, uint64_t size);
 /* Clear SCRUBBING on [addr, addr + size); lock held. */
 int pma_scrub_complete_locked(struct pma *pma, uint64_t addr, uint64_t size);
