@@ -34,6 +34,7 @@ struct vm_opts {
 	uint64_t generation;
 	enum vmm_accel accel;
 	bool persistent, wait, dry, json, mdev, undefine;
+	bool socket_given;		/* --socket or $VGPUD_SOCKET: overrides the metadata's */
 	/* absolute forms of the paths, filled by resolve_paths() */
 	char kernel_abs[PATH_MAX], initrd_abs[PATH_MAX], disk_abs[PATH_MAX], log_abs[PATH_MAX];
 };
@@ -180,7 +181,7 @@ static int parse_opt(struct vm_opts *o, int c, const char *arg)
 	case O_DRY: o->dry = true; break;
 	case O_JSON: o->json = true; break;
 	case 'c': o->uri = arg; break;
-	case O_SOCKET: o->socket = arg; break;
+	case O_SOCKET: o->socket = arg; o->socket_given = true; break;
 	case O_QEMU_USER: o->qemu_user = arg; break;
 	case O_MDEV: o->mdev = true; break;
 	case O_UNDEFINE: o->undefine = true; break;
@@ -197,7 +198,8 @@ static int parse_args(int argc, char **argv, struct vm_opts *o)
 	o->memory_mib = 256;
 	o->vcpus = 1;
 	o->uri = VMM_DEFAULT_URI;
-	o->socket = getenv("VGPUD_SOCKET") ? getenv("VGPUD_SOCKET") : VMM_DEFAULT_SOCKET;
+	o->socket_given = getenv("VGPUD_SOCKET") != NULL;
+	o->socket = o->socket_given ? getenv("VGPUD_SOCKET") : VMM_DEFAULT_SOCKET;
 	o->qemu_user = VMM_DEFAULT_QEMU_USER;
 	optind = 1;
 	opterr = 1;
@@ -589,7 +591,7 @@ static int cmd_stop(struct vm_opts *o)
 		r = vmm_virt_stop(v, info.uuid, o->undefine, &e);
 	/* The hook releases the slice on "release end"; without it, this does. */
 	if (!r && info.has_meta &&
-	    !vmm_ctl_open(getenv("VGPUD_SOCKET") ? o->socket : info.meta.socket, &c, &ignore)) {
+	    !vmm_ctl_open(o->socket_given ? o->socket : info.meta.socket, &c, &ignore)) {
 		vmm_slice_release(c, info.meta.slice, info.meta.vm, info.meta.generation, &ignore);
 		vmm_ctl_close(c);
 	}
@@ -707,7 +709,7 @@ static char *read_stdin(void)
 static int cmd_hook(struct vm_opts *o)
 {
 	struct vmm_err e = { 0 };
-	const char *sock = getenv("VGPUD_SOCKET") ? o->socket : NULL;
+	const char *sock = o->socket_given ? o->socket : NULL;
 	char *xml;
 	int r;
 
