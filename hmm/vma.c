@@ -32,8 +32,16 @@ static int vma_from_query(struct hmm_mm *mm, uintptr_t addr, struct hmm_vma *v)
 		.vma_name_size = sizeof(name), .vma_name_addr = (uintptr_t)name,
 	};
 
-	if (ioctl(mm->maps_fd, HMM_PROCMAP_QUERY, &q))
-		return -errno;
+	if (ioctl(mm->maps_fd, HMM_PROCMAP_QUERY, &q)) {
+		if (errno != ENAMETOOLONG)
+			return -errno;
+		/* a long file name (a BAR object in /dev/shm): only "[...]" names matter */
+		q.vma_name_size = 0;
+		q.vma_name_addr = 0;
+		name[0] = 0;
+		if (ioctl(mm->maps_fd, HMM_PROCMAP_QUERY, &q))
+			return -errno;
+	}
 	v->start = q.vma_start;
 	v->end = q.vma_end;
 	v->read = q.vma_flags & PMQ_READ;
