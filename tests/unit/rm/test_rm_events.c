@@ -3,6 +3,7 @@
  * channel and calls the owner's event callback. Each case: a fresh device, RM and GSP. */
 #include <pthread.h>
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -24,7 +25,7 @@ static struct {
 	pthread_mutex_t lock;
 	struct rm_event ev[T_MAX_EVENTS];
 	unsigned int n;
-	uint64_t delay_ns;		/* the handler is this slow (storm cases) */
+	_Atomic bool gate_closed;	/* the handler blocks while set (storm case) */
 } rec = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static void on_event(void *ctx, const struct rm_event *ev)
@@ -34,8 +35,8 @@ static void on_event(void *ctx, const struct rm_event *ev)
 	if (rec.n < T_MAX_EVENTS)
 		rec.ev[rec.n++] = *ev;
 	pthread_mutex_unlock(&rec.lock);
-	if (rec.delay_ns)
-		vgpu_sleep_ns(rec.delay_ns);
+	while (atomic_load(&rec.gate_closed))
+		vgpu_sleep_ns(VGPU_NSEC_PER_MSEC);
 }
 
 /* Events of @kind for (@fn, @chid) so far; their counts summed in *@count (may be NULL). */
@@ -75,35 +76,35 @@ static int rec_wait(enum rm_event_kind kind, unsigned int fn, uint32_t chid, str
 	return 0;
 }
 
-static int setup_cfg(unsigned int nr_events, uint64_t delay_ns)
+static int setup_cfg(unsigned int nr_events, bool gate_closed)
 {
 	struct rm_config c = { .event = on_event, .gsp = { .nr_events = nr_events } };
 
 	pthread_mutex_lock(&rec.lock);
 	rec.n = 0;
-	rec.delay_ns = delay_ns;
 	pthread_mutex_unlock(&rec.lock);
+	atomic_store(&rec.gate_closed, gate_closed);
 	return rm_fixture_up(&fx, &c);
 }
 
 static int setup(void **state)
 {
 	(void)state;
-	return setup_cfg(0, 0);
+	return setup_cfg(0, false);
 }
 
-/* A 16-entry event queue and a handler that takes 2 ms per event: the queue fills. */
+/* A 16-record event queue and a handler held at its gate: the queue fills for sure. */
 static int setup_storm(void **state)
 {
 	(void)state;
-	return setup_cfg(16, 2 * VGPU_NSEC_PER_MSEC);
+	return setup_cfg(16, true);
 }
 
 static int teardown(void **state)
 {
 	(void)state;
+	atomic_store(&rec.gate_closed, false);
 	rm_fixture_down(&fx);
-	rec.delay_ns = 0;
 	return 0;
 }
 
@@ -344,34 +345,43 @@ static void test_watchdog_args(void **state)
 	assert_int_equal(rm_fn_watchdog_set(fx.rm, 1, VGPU_RPC_WD_MIN_NS), 0);
 }
 
-/* Work that waits but then moves is not hung: with a 300 ms watchdog, an acquire released
- * after 100 ms completes and no WATCHDOG event comes. */
+/* Work that waits but moves is not hung: with a 600 ms watchdog, two acquires released
+ * 350 ms apart (700 ms pending in all, never 600 ms without GP_GET moving) complete with
+ * no WATCHDOG event. */
 static void test_watchdog_slow_not_hung(void **state)
 {
 	const uint64_t sem = T_VA + 0x30000;
-	const uint32_t acq[] = { (uint32_t)sem, (uint32_t)(sem >> 32), 1, 0, 0, 10000000 };
+	const uint32_t acq1[] = { (uint32_t)sem, (uint32_t)(sem >> 32), 1, 0, 0, 10000000 };
+	const uint32_t acq2[] = { (uint32_t)sem, (uint32_t)(sem >> 32), 2, 0, 0, 10000000 };
+	uint32_t *val;
 	struct guest g;
 	struct chan c;
 
 	(void)state;
-	assert_int_equal(rm_fn_watchdog_set(fx.rm, 1, 300 * VGPU_NSEC_PER_MSEC), 0);
+	assert_int_equal(rm_fn_watchdog_set(fx.rm, 1, 600 * VGPU_NSEC_PER_MSEC), 0);
 	guest_up(&g, 1);
+	val = (uint32_t *)(g.host + 0x30000);
 	chan_up(&g, &c, 0, g.hv);
-	chan_method(&c, VGPU_M_SEM_ACQUIRE, acq, VGPU_ARRAY_SIZE(acq));
+	chan_method(&c, VGPU_M_SEM_ACQUIRE, acq1, VGPU_ARRAY_SIZE(acq1));
+	chan_method(&c, VGPU_M_SEM_ACQUIRE, acq2, VGPU_ARRAY_SIZE(acq2));
 	chan_submit(&g, &c);
-	vgpu_sleep_ns(100 * VGPU_NSEC_PER_MSEC);
-	__atomic_store_n((uint32_t *)(g.host + 0x30000), 1, __ATOMIC_RELEASE);
+	vgpu_sleep_ns(350 * VGPU_NSEC_PER_MSEC);
+	__atomic_store_n(val, 1, __ATOMIC_RELEASE);
 	assert_int_equal(chan_wait_get(&c, 1), 0);
-	vgpu_sleep_ns(400 * VGPU_NSEC_PER_MSEC);
+	vgpu_sleep_ns(350 * VGPU_NSEC_PER_MSEC);
+	__atomic_store_n(val, 2, __ATOMIC_RELEASE);
+	assert_int_equal(chan_wait_get(&c, 2), 0);
+	vgpu_sleep_ns(20 * VGPU_NSEC_PER_MSEC);	/* several GSP polls */
 	assert_int_equal(rec_find(RM_EVENT_WATCHDOG, 1, c.chid, NULL, NULL), 0);
 	assert_int_equal(userd_error(&c), 0);
 	assert_int_equal(rm_client_free(fx.rm, 1, g.hc), 0);
 }
 
 /* Storm: 24 channels error at once, then one channel errors 40 times (freed and
- * reallocated), with a 16-record queue and a slow handler. The queue never holds more than
- * it can, nothing is lost (each channel's counts add up to its errors), records are folded
- * (fewer than errors), deferrals are counted, and RPCs keep completing meanwhile. */
+ * reallocated), while the handler is held and the queue has 16 records: the GSP defers
+ * what does not fit (counted) instead of losing it, RPCs keep completing, and once the
+ * handler runs again every channel's counts add up to its errors, in fewer records than
+ * errors for the channel that errored 40 times. */
 static void test_storm(void **state)
 {
 	enum { WIDE = 24, DEEP = 40 };
@@ -389,12 +399,18 @@ static void test_storm(void **state)
 	}
 	for (unsigned int i = 0; i < WIDE; i++)
 		chan_submit(&g, &c[i]);
+	uint64_t dl = vgpu_deadline_ns(T_WAIT);
+
+	do {	/* 24 records for a 16-record queue whose reader is held: the rest waits */
+		gsp_get_stats(rm_gsp(fx.rm), &st);
+		assert_false(vgpu_deadline_passed(dl));
+		vgpu_sleep_ns(VGPU_NSEC_PER_MSEC);
+	} while (!st.events_deferred);
 	for (unsigned int i = 0; i < DEEP; i++) {
 		chan_up(&g, &d, WIDE, g.hv);
 		m_illegal(&d);
 		chan_submit(&g, &d);
-		uint64_t dl = vgpu_deadline_ns(T_WAIT);
-
+		dl = vgpu_deadline_ns(T_WAIT);
 		while (!userd_error(&d) && !vgpu_deadline_passed(dl))
 			vgpu_sleep_ns(50 * VGPU_NSEC_PER_USEC);
 		assert_int_equal(userd_error(&d), VGPU_CHAN_ERR_GP_ILLEGAL);
@@ -405,8 +421,10 @@ static void test_storm(void **state)
 		deep_chid = d.chid;
 		assert_int_equal(rm_free(fx.rm, 1, g.hc, d.h), 0);
 	}
+	assert_int_equal(st.events_dropped, 0);
+	atomic_store(&rec.gate_closed, false);
 	/* Everything arrives: the wide channels once each, the deep one's counts sum to 40. */
-	uint64_t dl = vgpu_deadline_ns(4 * T_WAIT);
+	dl = vgpu_deadline_ns(4 * T_WAIT);
 
 	for (;;) {
 		unsigned int done = 0;
@@ -420,8 +438,8 @@ static void test_storm(void **state)
 		vgpu_sleep_ns(5 * VGPU_NSEC_PER_MSEC);
 	}
 	gsp_get_stats(rm_gsp(fx.rm), &st);
-	assert_true(deep_events <= DEEP);
-	assert_true(st.events_deferred > 0);	/* the queue did fill */
+	assert_true(deep_events < DEEP);	/* folded while the queue was full */
+	assert_int_equal(st.events_dropped, 0);
 	assert_int_equal(st.timeouts, 0);
 	assert_int_equal(rm_client_free(fx.rm, 1, g.hc), 0);
 }
