@@ -191,6 +191,10 @@ void vf_events_poll(struct vgpu_vf *vf)
 			atomic_store(&vf->reset_pending, true);
 			break;
 		case VF_SHIM_EVT_MMU_FAULT:
+			if (vf->managed.fault)
+				vf->managed.fault(vf->managed.ctx, (const void *)e.pad);
+			event_on_channel(vf, &e);
+			break;
 		case VF_SHIM_EVT_CHAN_ERROR:
 			event_on_channel(vf, &e);
 			break;

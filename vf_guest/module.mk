@@ -1,7 +1,8 @@
 # vf_guest: libvgpu-vf, the guest VF driver, and vgpu-vf-test. It links nothing from the host:
-# only the ABI headers in include/vgpu/ and the header-only common/ring.h.
+# only the ABI headers in include/vgpu/, the header-only common/ring.h, and the guest-side
+# libraries hmm (managed memory) and common.
 MODULES += vf_guest
 vf_guest_DIR := vf_guest
-vf_guest_DEPS :=
+vf_guest_DEPS := hmm common
 vf_guest_LDLIBS :=
 vf_guest_TSAN_TESTS := test_vf_transport

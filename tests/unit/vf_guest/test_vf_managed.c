@@ -1,0 +1,594 @@
+/* Managed memory of the VF driver against a real vgpud (../../bin/vgpud next to this
+ * binary, in a private runtime/state dir, one 512 MiB slice with 32 MiB of DMA memory):
+ * the HMM scenarios that apply to managed VF memory. Each case opens the VF, checks the
+ * data the GPU and the CPU see and the counters, and closes it. Skipped with the reason
+ * when vgpud is not built. */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "common/clock.h"
+#include "vf_guest/include/vgpu_vf.h"
+#include "vf_guest/include/vgpu_vf_managed.h"
+
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
+#define UUID		"7e570000-0000-4000-8000-00000000aa01"
+#define MVA		(1ull << 40)
+#define M2		(2ull << 20)
+#define PG		4096ull
+#define WAIT_NS		(30ull * 1000 * 1000 * 1000)
+
+static char bindir[PATH_MAX], tmpdir[64], rundir[128], statedir[128];
+static char sock[PATH_MAX + 16], skip_why[PATH_MAX + 64];
+static pid_t daemon_pid = -1;
+
+/* ---- the daemon ---------------------------------------------------------------------- */
+
+static pid_t spawn(char *const argv[], const char *log)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);	/* nothing outlives the test */
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+			close(fd);
+		}
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+static int wait_exit(pid_t pid, int timeout_s)
+{
+	for (int i = 0; i < timeout_s * 50; i++) {
+		int st;
+
+		if (waitpid(pid, &st, WNOHANG) == pid)
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		usleep(20 * 1000);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	return -ETIMEDOUT;
+}
+
+static int ctl(const char *verb, bool define)
+{
+	char prog[PATH_MAX + 16], csock[PATH_MAX + 16], log[PATH_MAX + 16];
+	char *argv[] = { prog, "--socket", csock, (char *)verb, "-u", UUID, NULL, NULL, NULL, NULL };
+
+	snprintf(prog, sizeof(prog), "%s/vgpuctl", bindir);
+	snprintf(csock, sizeof(csock), "%s/control.sock", rundir);
+	snprintf(log, sizeof(log), "%s/vgpuctl.log", tmpdir);
+	if (define) {
+		argv[4] = "-t";
+		argv[5] = "vgpu-512M";
+		argv[6] = "--manual";
+		argv[7] = "-u";
+		argv[8] = UUID;
+	}
+	return wait_exit(spawn(argv, log), 30);
+}
+
+static int daemon_start(void)
+{
+	char prog[PATH_MAX + 16], conf[PATH_MAX + 16], log[PATH_MAX + 16], csock[PATH_MAX + 16];
+	char *argv[] = { prog, "--config", conf, "--runtime-dir", rundir, "--state-dir", statedir,
+			 "--vram", "2G", "--max-vfs", "2", "--num-vfs", "1", "--spare-vram", "256M",
+			 "--log-level", getenv("VGPU_TEST_LOG") ? getenv("VGPU_TEST_LOG") : "warn", NULL };
+	struct stat st;
+	FILE *f;
+
+	snprintf(prog, sizeof(prog), "%s/vgpud", bindir);
+	snprintf(conf, sizeof(conf), "%s/vgpud.conf", tmpdir);
+	snprintf(log, sizeof(log), "%s/vgpud.log", tmpdir);
+	snprintf(csock, sizeof(csock), "%s/control.sock", rundir);
+	f = fopen(conf, "w");
+	if (!f)
+		return -errno;
+	fprintf(f, "[pf]\ndma_size = 32M\n");
+	fclose(f);
+	daemon_pid = spawn(argv, log);
+	for (int i = 0; i < 500; i++) {
+		if (!stat(csock, &st))
+			return 0;
+		if (waitpid(daemon_pid, NULL, WNOHANG) == daemon_pid) {
+			daemon_pid = -1;
+			return -ECHILD;
+		}
+		usleep(20 * 1000);
+	}
+	return -ETIMEDOUT;
+}
+
+static int group_setup(void **state)
+{
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	char prog[PATH_MAX + 16];
+
+	(void)state;
+	if (n < 0)
+		return -1;
+	exe[n] = 0;
+	snprintf(bindir, sizeof(bindir), "%s/../../bin", dirname(exe));
+	snprintf(prog, sizeof(prog), "%s/vgpud", bindir);
+	if (access(prog, X_OK)) {
+		snprintf(skip_why, sizeof(skip_why), "vgpud is not built (%s)", prog);
+		return 0;
+	}
+	strcpy(tmpdir, "/tmp/vgpu-managed-XXXXXX");
+	if (!mkdtemp(tmpdir))
+		return -1;
+	snprintf(rundir, sizeof(rundir), "%s/run", tmpdir);
+	snprintf(statedir, sizeof(statedir), "%s/state", tmpdir);
+	snprintf(sock, sizeof(sock), "%s/vf1.sock", rundir);
+	mkdir(rundir, 0700);
+	mkdir(statedir, 0700);
+	if (daemon_start() || ctl("define", true) || ctl("start", false)) {
+		snprintf(skip_why, sizeof(skip_why), "vgpud or the slice did not come up (%s)",
+			 tmpdir);
+		return -1;
+	}
+	return 0;
+}
+
+static int group_teardown(void **state)
+{
+	char cmd[2 * PATH_MAX];
+
+	(void)state;
+	if (daemon_pid > 0) {
+		kill(daemon_pid, SIGTERM);
+		wait_exit(daemon_pid, 10);
+	}
+	if (tmpdir[0] && !getenv("VGPU_KEEP_TMP")) {
+		/* the slice's BAR2 object outlives vgpud on purpose; this instance's is named in
+		 * its journal */
+		snprintf(cmd, sizeof(cmd),
+			 "p=$(sed -n 's/.*\"instance\":\"\\([^\"]*\\)\".*/\\1/p' '%s/journal.json' "
+			 "2>/dev/null | head -1); [ -z \"$p\" ] || rm -f /dev/shm/\"$p\"-vf*; "
+			 "rm -rf '%s'", statedir, tmpdir);
+		if (system(cmd))
+			print_message("could not clean %s\n", tmpdir);
+	}
+	return 0;
+}
+
+/* ---- per-case fixture ------------------------------------------------------------------ */
+
+struct fx {
+	struct vgpu_vf *vf;
+	struct vgpu_vaspace *as;
+	struct vgpu_channel *ch[2];
+	struct vgpu_managed *m;
+	uint32_t *p;
+	uint64_t size;
+};
+
+static struct vgpu_vf *open_vf;	/* closed by the teardown if a case failed */
+
+static int case_teardown(void **state)
+{
+	(void)state;
+	vgpu_vf_close(open_vf);
+	open_vf = NULL;
+	return 0;
+}
+
+static uint32_t word(size_t i, uint32_t bias)
+{
+	return (uint32_t)i * 2654435761u + bias;
+}
+
+static void fill(uint32_t *p, size_t from, size_t n, uint32_t bias)
+{
+	for (size_t i = from; i < from + n; i++)
+		p[i] = word(i - from, bias);
+}
+
+static void check(const uint32_t *p, size_t from, size_t n, uint32_t bias)
+{
+	for (size_t i = from; i < from + n; i++)
+		if (p[i] != word(i - from, bias))
+			fail_msg("word %zu: %#x, want %#x", i, p[i], word(i - from, bias));
+}
+
+/* Open the VF, start managed memory with @o, an address space, two replayable channels
+ * and a managed allocation of @size. */
+static void fx_open(struct fx *f, const struct vgpu_managed_opts *o, uint64_t size)
+{
+	struct vgpu_vf_opts vo = { .socket = sock, .quiet = true };
+	struct vgpu_channel_opts co = { .replayable = true };
+	int ret;
+
+	if (skip_why[0]) {
+		print_message("skip: %s\n", skip_why);
+		skip();
+	}
+	memset(f, 0, sizeof(*f));
+	/* the previous case's detach may still be on its way through vgpud */
+	for (int i = 0; i < 500 && (ret = vgpu_vf_open(&vo, &f->vf)) == -EBUSY; i++)
+		usleep(10 * 1000);
+	assert_int_equal(ret, 0);
+	open_vf = f->vf;
+	assert_int_equal(vgpu_managed_init(f->vf, o), 0);
+	assert_int_equal(vgpu_vaspace_create(f->vf, &f->as), 0);
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(vgpu_channel_create(f->vf, f->as, &co, &f->ch[i]), 0);
+	ret = vgpu_mem_alloc_managed(f->as, MVA, size, &f->m);
+	if (ret)
+		fail_msg("managed allocation: %s (%s)", vgpu_vf_strerror(ret),
+			 vgpu_vf_last_error(f->vf));
+	f->p = vgpu_managed_cpu(f->m);
+	f->size = size;
+}
+
+static void fx_close(struct fx *f)
+{
+	vgpu_vf_close(f->vf);	/* managed memory goes first (its close hook) */
+	open_vf = NULL;
+}
+
+/* Submit @pb's methods on channel @c; the fence to @fe. */
+static void submit(struct fx *f, int c, const struct vgpu_pb *pb, struct vgpu_fence *fe)
+{
+	assert_int_equal(pb->err, 0);
+	assert_int_equal(vgpu_submit(f->ch[c], pb->dw, pb->len, fe), 0);
+}
+
+/* Wait for @fe; a failure names the channel's error and fault address. */
+static void fence_ok(struct fx *f, int c, const struct vgpu_fence *fe)
+{
+	int ret = vgpu_fence_wait(fe, WAIT_NS);
+	uint32_t code = 0;
+	uint64_t va = 0;
+
+	if (!ret)
+		return;
+	vgpu_channel_error(f->ch[c], &code, &va);
+	fail_msg("fence: %s (channel error %u, fault VA %#llx; %s)", vgpu_vf_strerror(ret),
+		 code, (unsigned long long)va, vgpu_vf_last_error(f->vf));
+}
+
+static void gpu_copy(struct fx *f, uint64_t src_off, uint64_t dst_off, uint64_t len)
+{
+	uint32_t dw[32];
+	struct vgpu_pb pb;
+	struct vgpu_fence fe;
+
+	vgpu_pb_init(&pb, dw, 32);
+	vgpu_pb_copy(&pb, MVA + src_off, MVA + dst_off, len);
+	submit(f, 0, &pb, &fe);
+	fence_ok(f, 0, &fe);
+}
+
+static void gpu_fill(struct fx *f, int c, uint64_t off, uint64_t len, uint32_t v,
+		     struct vgpu_fence *fe)
+{
+	uint32_t dw[32];
+	struct vgpu_pb pb;
+
+	vgpu_pb_init(&pb, dw, 32);
+	vgpu_pb_fill(&pb, MVA + off, len, v);
+	submit(f, c, &pb, fe);
+}
+
+/* ---- cases ---------------------------------------------------------------------------- */
+
+/* HMM-11/13 on a VF: the GPU reads CPU data through faults (migrated to VRAM, replayed),
+ * the CPU reads the GPU's result back through its own faults. */
+static void test_fault_migrate_replay(void **state)
+{
+	struct fx f;
+	struct vgpu_managed_stats st;
+	size_t words = M2 / 4;
+
+	(void)state;
+	fx_open(&f, NULL, 2 * M2);
+	fill(f.p, 0, words, 1);
+	gpu_copy(&f, 0, M2, M2);
+	vgpu_managed_get_stats(f.vf, &st);
+	assert_true(st.fault_entries > 0);
+	assert_true(st.replays > 0);
+	assert_true(st.migrated_to_device >= M2 / PG);	/* the source, then the destination */
+	assert_int_equal(vgpu_managed_resident(f.m, 0, 2 * M2), 2 * M2 / PG);
+	check(f.p, words, words, 1);		/* CPU faults bring the copy back */
+	check(f.p, 0, words, 1);
+	vgpu_managed_get_stats(f.vf, &st);
+	assert_true(st.cpu_faults > 0);
+	assert_int_equal(st.migrated_to_cpu, 2 * M2 / PG);
+	assert_int_equal(vgpu_managed_resident(f.m, 0, 2 * M2), 0);
+	assert_int_equal(st.pool_used, 0);
+	assert_int_equal(st.unserviced, 0);
+	fx_close(&f);
+}
+
+/* CPU fault-back at a 64 KiB granule: one CPU fault per granule. */
+static void test_cpu_fault_back(void **state)
+{
+	struct vgpu_managed_opts o = { .granule = 64 << 10 };
+	struct vgpu_prefetch_result r;
+	struct vgpu_managed_stats st;
+	struct fx f;
+
+	(void)state;
+	fx_open(&f, &o, M2);
+	fill(f.p, 0, M2 / 4, 7);
+	assert_int_equal(vgpu_mem_prefetch(f.m, 0, M2, VGPU_LOC_DEVICE, &r), 0);
+	assert_int_equal(r.moved, M2 / PG);
+	assert_int_equal(vgpu_managed_resident(f.m, 0, M2), M2 / PG);
+	check(f.p, 0, M2 / 4, 7);
+	vgpu_managed_get_stats(f.vf, &st);
+	/* one per granule, and one more when DMA memory is not 64 KiB aligned in the BAR */
+	assert_in_range(st.cpu_faults, M2 / (64 << 10), M2 / (64 << 10) + 1);
+	assert_int_equal(vgpu_managed_resident(f.m, 0, M2), 0);
+	fx_close(&f);
+}
+
+/* Prefetch: whole range to VRAM and mapped, so the GPU runs without a single fault. */
+static void test_prefetch(void **state)
+{
+	struct vgpu_prefetch_result r;
+	struct vgpu_managed_stats st;
+	struct fx f;
+
+	(void)state;
+	fx_open(&f, NULL, 2 * M2);
+	fill(f.p, 0, M2 / 4, 3);
+	assert_int_equal(vgpu_mem_prefetch(f.m, 0, 2 * M2, VGPU_LOC_DEVICE, &r), 0);
+	assert_int_equal(r.pages, 2 * M2 / PG);
+	assert_int_equal(r.moved, 2 * M2 / PG);
+	assert_int_equal(r.no_room, 0);
+	gpu_copy(&f, 0, M2, M2);
+	vgpu_managed_get_stats(f.vf, &st);
+	assert_int_equal(st.fault_entries, 0);
+	assert_int_equal(vgpu_mem_prefetch(f.m, 0, 2 * M2, VGPU_LOC_CPU, &r), 0);
+	assert_int_equal(r.moved, 2 * M2 / PG);
+	vgpu_managed_get_stats(f.vf, &st);
+	assert_int_equal(st.cpu_faults, 0);	/* brought back explicitly */
+	check(f.p, M2 / 4, M2 / 4, 3);
+	fx_close(&f);
+}
+
+/* Advice: PREFER_CPU pages are mapped remote for the GPU (nothing migrates). */
+static void test_advise_remote(void **state)
+{
+	struct vgpu_managed_stats st;
+	struct fx f;
+
+	(void)state;
+	fx_open(&f, NULL, 2 * M2);
+	fill(f.p, 0, M2 / 4, 9);
+	assert_int_equal(vgpu_mem_advise(f.m, 0, 2 * M2, VGPU_ADVISE_PREFER_CPU), 0);
+	assert_int_equal(vgpu_mem_advise(f.m, 1, PG, VGPU_ADVISE_PREFER_CPU), -EINVAL);
+	gpu_copy(&f, 0, M2, M2);
+	vgpu_managed_get_stats(f.vf, &st);
+	assert_true(st.fault_entries > 0);
+	assert_true(st.mapped_remote > 0);
+	assert_int_equal(st.migrated_to_device, 0);
+	assert_int_equal(vgpu_managed_resident(f.m, 0, 2 * M2), 0);
+	check(f.p, M2 / 4, M2 / 4, 9);
+	fx_close(&f);
+}
+
+/* Batch dedup: two channels fault on the same block; one service pass takes both
+ * entries, services the block once and replays once. */
+static void test_batch_dedup(void **state)
+{
+	struct vgpu_managed_opts o = { .no_thread = true };
+	struct vgpu_managed_stats st;
+	struct vgpu_fence fe[2];
+	uint64_t end;
+	struct fx f;
+	int n = 0;
+
+	(void)state;
+	fx_open(&f, &o, M2);
+	gpu_fill(&f, 0, 0, PG, 0x11111111, &fe[0]);
+	gpu_fill(&f, 1, 0, PG, 0x11111111, &fe[1]);
+	end = vgpu_deadline_ns(WAIT_NS);
+	while ((n = vgpu_managed_pending(f.vf)) < 2 && !vgpu_deadline_passed(end))
+		usleep(1000);
+	assert_int_equal(n, 2);
+	assert_int_equal(vgpu_managed_service(f.vf, 0), 2);
+	vgpu_managed_get_stats(f.vf, &st);
+	assert_int_equal(st.fault_entries, 2);
+	assert_int_equal(st.batches, 1);
+	assert_int_equal(st.blocks, 1);
+	assert_int_equal(st.dedup, 1);
+	assert_int_equal(st.replays, 1);
+	end = vgpu_deadline_ns(WAIT_NS);
+	while (!(vgpu_fence_done(&fe[0]) && vgpu_fence_done(&fe[1])) &&
+	       !vgpu_deadline_passed(end))
+		vgpu_managed_service(f.vf, 1000 * 1000);
+	assert_true(vgpu_fence_done(&fe[0]) && vgpu_fence_done(&fe[1]));
+	assert_int_equal(f.p[0], 0x11111111);
+	assert_int_equal(f.p[PG / 4 - 1], 0x11111111);
+	fx_close(&f);
+}
+
+/* A policy clock 20 times slower than real time: GPU and CPU taking turns on one page
+ * a few milliseconds apart are "within 500 us" for the thrashing policy. */
+static uint64_t slow_clock(void)
+{
+	return vgpu_now_ns() / 20;
+}
+
+/* HMM-40 on a VF: the GPU and the CPU write one page in turns; the thrashing counters
+ * move, and the data is always the last writer's. */
+static void test_thrashing(void **state)
+{
+	struct vgpu_managed_opts o = { .clock_ns = slow_clock, .no_prefetch = true };
+	struct vgpu_managed_stats st;
+	struct fx f;
+
+	(void)state;
+	fx_open(&f, &o, M2);
+	for (uint32_t round = 0; round < 8; round++) {
+		struct vgpu_fence fe;
+
+		gpu_fill(&f, 0, 0, PG, 0xa0000000u + round, &fe);
+		fence_ok(&f, 0, &fe);
+		assert_int_equal(f.p[5], 0xa0000000u + round);	/* the CPU takes it back */
+		f.p[6] = round;
+	}
+	vgpu_managed_get_stats(f.vf, &st);
+	assert_true(st.thrash_events >= 3);
+	assert_true(st.throttled + st.pinned > 0);
+	assert_int_equal(f.p[6], 7);
+	fx_close(&f);
+}
+
+/* HMM-39 on a VF: eviction before a reset brings everything back; after the reset (VRAM
+ * scrubbed) and recovery the data is intact in system memory. */
+static void test_evict_before_reset(void **state)
+{
+	struct vgpu_vf_lost lost;
+	struct fx f;
+	int ret;
+
+	(void)state;
+	fx_open(&f, NULL, 2 * M2);
+	fill(f.p, 0, 2 * M2 / 4, 5);
+	assert_int_equal(vgpu_mem_prefetch(f.m, 0, 2 * M2, VGPU_LOC_DEVICE, NULL), 0);
+	gpu_copy(&f, 0, M2, M2 / 2);	/* the device changes data only it holds */
+	assert_int_equal(vgpu_managed_evict_all(f.vf), 2 * M2 / PG);
+	assert_int_equal(vgpu_managed_resident(f.m, 0, 2 * M2), 0);
+	vgpu_managed_fini(f.vf);
+	assert_int_equal(ctl("reset", false), 0);
+	for (int i = 0; i < 500 && (ret = vgpu_vf_recover(f.vf, &lost)); i++)
+		usleep(10 * 1000);
+	assert_int_equal(ret, 0);
+	/* the DMA memory survived the reset: the evicted data is there */
+	check(f.p, M2 / 4, M2 / 8, 5);
+	check(f.p, 0, M2 / 4, 5);
+	fx_close(&f);
+}
+
+/* vgpu_vf_close brings device-resident pages back first: a second view of the DMA memory,
+ * kept past the close, sees what only the device had written. */
+static void test_close_migrates_back(void **state)
+{
+	struct vgpu_fence fe;
+	uint32_t *view;
+	struct fx f;
+
+	(void)state;
+	fx_open(&f, NULL, M2);
+	fill(f.p, 0, M2 / 4, 2);
+	assert_int_equal(vgpu_mem_prefetch(f.m, 0, M2, VGPU_LOC_DEVICE, NULL), 0);
+	gpu_fill(&f, 0, 0, M2, 0x5a5a5a5a, &fe);
+	fence_ok(&f, 0, &fe);
+	view = mremap(f.p, 0, M2, MREMAP_MAYMOVE);
+	assert_true(view != MAP_FAILED);
+	/* the copy inherits the device pages' PROT_NONE */
+	assert_int_equal(mprotect(view, M2, PROT_READ), 0);
+	assert_int_not_equal(view[0], 0x5a5a5a5a);	/* still only in VRAM */
+	fx_close(&f);
+	for (size_t i = 0; i < M2 / 4; i += 997)
+		assert_int_equal(view[i], 0x5a5a5a5a);
+	munmap(view, M2);
+}
+
+/* HMM-38 on a VF: a 2 MiB pool and a 4 MiB prefetch: half moves, the rest stays and the
+ * call says so; everything reads right. */
+static void test_quota_partial(void **state)
+{
+	struct vgpu_managed_opts o = { .pool_bytes = M2 };
+	struct vgpu_prefetch_result r;
+	struct vgpu_managed_stats st;
+	struct fx f;
+
+	(void)state;
+	fx_open(&f, &o, 2 * M2);
+	fill(f.p, 0, 2 * M2 / 4, 4);
+	assert_int_equal(vgpu_mem_prefetch(f.m, 0, 2 * M2, VGPU_LOC_DEVICE, &r), 0);
+	assert_int_equal(r.moved, M2 / PG);
+	assert_int_equal(r.no_room, M2 / PG);
+	assert_non_null(strstr(vgpu_vf_last_error(f.vf), "pool is full"));
+	vgpu_managed_get_stats(f.vf, &st);
+	assert_int_equal(st.pool_pages, M2 / PG);
+	assert_int_equal(st.pool_used, M2 / PG);
+	check(f.p, 0, 2 * M2 / 4, 4);
+	fx_close(&f);
+}
+
+/* Bad input changes nothing. */
+static void test_errors(void **state)
+{
+	struct vgpu_managed *m;
+	struct fx f;
+
+	(void)state;
+	fx_open(&f, NULL, M2);
+	assert_int_equal(vgpu_managed_init(f.vf, NULL), -EEXIST);
+	assert_int_equal(vgpu_mem_alloc_managed(f.as, MVA + 4096, M2, &m), -EINVAL);
+	assert_int_equal(vgpu_mem_alloc_managed(f.as, MVA, M2, &m), -EEXIST);
+	assert_int_equal(vgpu_mem_prefetch(f.m, 0, 2 * M2, VGPU_LOC_DEVICE, NULL), -EINVAL);
+	assert_int_equal(vgpu_mem_prefetch(f.m, 0, M2, 7, NULL), -EINVAL);
+	assert_int_equal(vgpu_managed_resident(f.m, 0, M2), 0);
+	fx_close(&f);
+}
+
+/* The guest-suite case (vft_managed_case) passes here too. */
+static void test_vft_case(void **state)
+{
+	struct vgpu_vf_opts vo = { .socket = sock, .quiet = true };
+	struct vgpu_vf *vf;
+	char why[160] = "";
+	int ret;
+
+	(void)state;
+	if (skip_why[0]) {
+		print_message("skip: %s\n", skip_why);
+		skip();
+	}
+	for (int i = 0; i < 500 && (ret = vgpu_vf_open(&vo, &vf)) == -EBUSY; i++)
+		usleep(10 * 1000);
+	assert_int_equal(ret, 0);
+	open_vf = vf;
+	if (vft_managed_case(vf, why, sizeof(why)))
+		fail_msg("%s", why);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_fault_migrate_replay, case_teardown),
+		cmocka_unit_test_teardown(test_cpu_fault_back, case_teardown),
+		cmocka_unit_test_teardown(test_prefetch, case_teardown),
+		cmocka_unit_test_teardown(test_advise_remote, case_teardown),
+		cmocka_unit_test_teardown(test_batch_dedup, case_teardown),
+		cmocka_unit_test_teardown(test_thrashing, case_teardown),
+		cmocka_unit_test_teardown(test_evict_before_reset, case_teardown),
+		cmocka_unit_test_teardown(test_close_migrates_back, case_teardown),
+		cmocka_unit_test_teardown(test_quota_partial, case_teardown),
+		cmocka_unit_test_teardown(test_errors, case_teardown),
+		cmocka_unit_test_teardown(test_vft_case, case_teardown),
+	};
+
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

@@ -1,0 +1,292 @@
+/* Managed allocations (vgpu_vf_managed.h): DMA memory registered with the VF's hmm mm,
+ * mapped for the GPU with every PTE remembered; prefetch and advice. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "common/bitops.h"
+#include "vf_guest/managed_internal.h"
+
+/* The CPU address of the level-3 entry of @va (managed.c's walk, repeated here to keep
+ * the allocation path in one file): NULL if the walk does not reach a 4 KiB table. */
+static _Atomic uint64_t *pte_find(struct vgpu_vf *vf, uint64_t pdb, uint64_t va)
+{
+	static const unsigned int shift[3] = { VGPU_GMMU_L0_SHIFT, VGPU_GMMU_L1_SHIFT,
+					       VGPU_GMMU_L2_SHIFT };
+	uint8_t *vram = vf->bar + vf->hdr->vram_off;
+	uint64_t table = pdb;
+
+	for (int l = 0; l < 3; l++) {
+		uint64_t e = ((const uint64_t *)(vram + table))[(va >> shift[l]) & 511];
+
+		if (!(e & VGPU_GMMU_VALID) || (e & (VGPU_GMMU_LEAF | VGPU_GMMU_PT64K)))
+			return NULL;
+		table = e & VGPU_GMMU_ADDR_MASK;
+		if (table + VGPU_GMMU_TABLE_BYTES > vf->info.vram_size)
+			return NULL;
+	}
+	return (_Atomic uint64_t *)(vram + table) + ((va >> VGPU_GMMU_L3_4K_SHIFT) & 511);
+}
+
+static int slot_get(struct vf_managed *st, struct vgpu_managed *m)
+{
+	int ret = -ENOSPC;
+
+	pthread_mutex_lock(&st->alloc_lock);
+	for (unsigned int i = 0; i < MANAGED_MAX_ALLOCS; i++) {
+		if (!atomic_load(&st->allocs[i])) {
+			m->slot = i;
+			atomic_store_explicit(&st->allocs[i], m, memory_order_release);
+			ret = 0;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&st->alloc_lock);
+	return ret;
+}
+
+static void slot_put(struct vf_managed *st, struct vgpu_managed *m)
+{
+	pthread_mutex_lock(&st->alloc_lock);
+	atomic_store(&st->allocs[m->slot], NULL);
+	pthread_mutex_unlock(&st->alloc_lock);
+}
+
+/* Map the range for the GPU in system memory, find every PTE, then make them invalid:
+ * the GPU's first access faults. */
+static int gpu_map(struct vgpu_managed *m)
+{
+	struct vgpu_vf *vf = m->st->vf;
+	size_t n = m->size >> HMM_PAGE_SHIFT;
+	int ret = vgpu_va_map_raw(m->as, m->va, VGPU_MEM_SYSMEM, m->iova, m->size,
+				  VGPU_GMMU_PAGE_4K, VGPU_MAP_VOLATILE);
+
+	if (ret)
+		return ret;
+	for (size_t i = 0; i < n; i++) {
+		m->ptes[i] = pte_find(vf, vgpu_vaspace_pdb(m->as), m->va + (i << HMM_PAGE_SHIFT));
+		if (!m->ptes[i]) {
+			vgpu_va_unmap(m->as, m->va, m->size);
+			return vf_error(vf, -EPROTO, "managed memory: no PTE for VA %#llx",
+					(unsigned long long)(m->va + (i << HMM_PAGE_SHIFT)));
+		}
+		m->sys_pte[i] = atomic_load(m->ptes[i]);
+	}
+	for (size_t i = 0; i < n; i++)
+		atomic_store(m->ptes[i], 0);
+	return 0;
+}
+
+/* The PTEs back as the mapping made them, so the driver's unmap finds what it mapped. */
+static void gpu_unmap(struct vgpu_managed *m)
+{
+	for (size_t i = 0; i < m->size >> HMM_PAGE_SHIFT; i++)
+		atomic_store(m->ptes[i], m->sys_pte[i]);
+	vgpu_va_unmap(m->as, m->va, m->size);
+}
+
+static void managed_free_arrays(struct vgpu_managed *m)
+{
+	free(m->ptes);
+	free(m->sys_pte);
+	free(m->advice);
+	free(m);
+}
+
+static struct vgpu_managed *managed_new(struct vf_managed *st, struct vgpu_vaspace *as,
+					uint64_t va, uint64_t size)
+{
+	struct vgpu_managed *m = calloc(1, sizeof(*m));
+	size_t n = size >> HMM_PAGE_SHIFT;
+
+	if (!m)
+		return NULL;
+	m->st = st;
+	m->as = as;
+	m->va = va;
+	m->size = size;
+	m->ptes = calloc(n, sizeof(*m->ptes));
+	m->sys_pte = calloc(n, sizeof(*m->sys_pte));
+	m->advice = calloc(n, 1);
+	if (!m->ptes || !m->sys_pte || !m->advice) {
+		managed_free_arrays(m);
+		return NULL;
+	}
+	return m;
+}
+
+/* DMA memory for @m and its second view. */
+static int dma_get(struct vgpu_managed *m)
+{
+	struct vgpu_vf *vf = m->st->vf;
+	int ret = vgpu_mem_alloc(vf, VGPU_MEM_SYSMEM, m->size, VGPU_GMMU_PAGE_2M, &m->mem);
+	void *alias;
+
+	if (ret)
+		return ret;
+	m->cpu = vgpu_mem_cpu(m->mem);
+	m->iova = vgpu_mem_addr(m->mem);
+	/* old size 0 on a shared mapping: a second mapping of the same pages */
+	alias = mremap(m->cpu, 0, m->size, MREMAP_MAYMOVE);
+	if (alias == MAP_FAILED) {
+		ret = -errno;
+		vgpu_mem_free(m->mem);
+		return vf_error(vf, ret, "managed memory: no second view of DMA memory: %s",
+				vgpu_vf_strerror(ret));
+	}
+	m->alias = alias;
+	return 0;
+}
+
+static void dma_put(struct vgpu_managed *m)
+{
+	munmap(m->alias, m->size);
+	vgpu_mem_free(m->mem);
+}
+
+int vgpu_mem_alloc_managed(struct vgpu_vaspace *as, uint64_t va, uint64_t size,
+			   struct vgpu_managed **out)
+{
+	struct vf_managed *st;
+	struct vgpu_managed *m;
+	int ret;
+
+	if (!as || !out || !size || va % HMM_BLOCK_SIZE || size > (1ull << 40))
+		return -EINVAL;
+	size = vgpu_align_up(size, HMM_BLOCK_SIZE);
+	if (!as->vf->managed.ctx) {
+		ret = vgpu_managed_init(as->vf, NULL);
+		if (ret)
+			return ret;
+	}
+	st = as->vf->managed.ctx;
+	/* the driver sees invalidated PTEs as free VA: refuse overlaps here */
+	for (unsigned int i = 0; i < MANAGED_MAX_ALLOCS; i++) {
+		struct vgpu_managed *o = atomic_load(&st->allocs[i]);
+
+		if (o && o->as == as && va < o->va + o->size && o->va < va + size)
+			return -EEXIST;
+	}
+	m = managed_new(st, as, va, size);
+	if (!m)
+		return -ENOMEM;
+	ret = dma_get(m);
+	if (ret)
+		goto free_m;
+	ret = gpu_map(m);
+	if (ret)
+		goto put_dma;
+	ret = slot_get(st, m);
+	if (ret)
+		goto unmap;
+	ret = hmm_region_add_alias(st->mm, m->cpu, m->size, m->alias);
+	if (ret) {
+		vf_error(st->vf, ret, "managed memory: DMA memory at %p cannot be a managed "
+			 "region: %s", (void *)m->cpu, vgpu_vf_strerror(ret));
+		goto put_slot;
+	}
+	*out = m;
+	return 0;
+put_slot:
+	slot_put(st, m);
+unmap:
+	gpu_unmap(m);
+put_dma:
+	dma_put(m);
+free_m:
+	managed_free_arrays(m);
+	return ret;
+}
+
+int vgpu_mem_free_managed(struct vgpu_managed *m)
+{
+	struct vf_managed *st;
+
+	if (!m)
+		return 0;
+	st = m->st;
+	/* every page back first: the region's end waits for fault handlers too */
+	hmm_region_remove(st->mm, m->cpu);
+	slot_put(st, m);
+	gpu_unmap(m);
+	dma_put(m);
+	managed_free_arrays(m);
+	return 0;
+}
+
+void *vgpu_managed_cpu(const struct vgpu_managed *m) { return m->cpu; }
+uint64_t vgpu_managed_va(const struct vgpu_managed *m) { return m->va; }
+uint64_t vgpu_managed_size(const struct vgpu_managed *m) { return m->size; }
+
+static int range_check(const struct vgpu_managed *m, uint64_t off, uint64_t len)
+{
+	if (!m || !len || off % HMM_PAGE_SIZE || len % HMM_PAGE_SIZE || off > m->size ||
+	    len > m->size - off)
+		return -EINVAL;
+	return 0;
+}
+
+int vgpu_mem_prefetch(struct vgpu_managed *m, uint64_t off, uint64_t len, enum vgpu_mem_loc to,
+		      struct vgpu_prefetch_result *res)
+{
+	struct vgpu_prefetch_result local;
+	struct hmm_migrate_result r;
+	struct vf_managed *st;
+	int ret = range_check(m, off, len);
+
+	if (ret || (to != VGPU_LOC_CPU && to != VGPU_LOC_DEVICE))
+		return ret ? ret : -EINVAL;
+	st = m->st;
+	res = res ? res : &local;
+	memset(res, 0, sizeof(*res));
+	if (to == VGPU_LOC_CPU)
+		ret = hmm_migrate_to_system(st->mm, st->devmem, m->cpu + off, len, &r);
+	else
+		ret = hmm_migrate_to_device(st->mm, st->devmem, m->cpu + off, len, &r);
+	if (ret && ret != -ENOMEM)
+		return ret;
+	res->pages = len >> HMM_PAGE_SHIFT;
+	res->moved = r.migrated;
+	res->no_room = r.alloc_failed;
+	res->busy = r.cpu_won;
+	if (to == VGPU_LOC_DEVICE) {
+		/* our own migration is not notified to us: map what is now in VRAM */
+		ret = vf_managed_map_present(st, (uintptr_t)m->cpu + off, len);
+		if (ret)
+			return ret;
+	}
+	if (res->no_room)
+		vf_error(st->vf, -ENOSPC, "managed memory: %llu of %llu pages left in system "
+			 "memory: the %llu KiB VRAM pool is full",
+			 (unsigned long long)res->no_room, (unsigned long long)res->pages,
+			 (unsigned long long)(vgpu_mem_size(st->pool) >> 10));
+	return 0;
+}
+
+int vgpu_mem_advise(struct vgpu_managed *m, uint64_t off, uint64_t len,
+		    enum vgpu_mem_advice advice)
+{
+	int ret = range_check(m, off, len);
+
+	if (ret || (advice != VGPU_ADVISE_PREFER_DEVICE && advice != VGPU_ADVISE_PREFER_CPU))
+		return ret ? ret : -EINVAL;
+	memset(m->advice + (off >> HMM_PAGE_SHIFT), advice, len >> HMM_PAGE_SHIFT);
+	if (advice == VGPU_ADVISE_PREFER_CPU) {
+		struct hmm_migrate_result r;
+
+		hmm_migrate_to_system(m->st->mm, m->st->devmem, m->cpu + off, len, &r);
+	}
+	return 0;
+}
+
+uint64_t vgpu_managed_resident(struct vgpu_managed *m, uint64_t off, uint64_t len)
+{
+	uint64_t n = 0;
+
+	if (range_check(m, off, len))
+		return 0;
+	for (uint64_t o = off; o < off + len; o += HMM_PAGE_SIZE)
+		n += hmm_mm_page_where(m->st->mm, m->cpu + o, NULL, NULL) == HMM_PAGE_DEVICE;
+	return n;
+}

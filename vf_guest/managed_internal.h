@@ -1,0 +1,59 @@
+/* vf_guest/managed_internal.h - state of managed memory shared by managed*.c. */
+#ifndef VGPU_VF_MANAGED_INTERNAL_H
+#define VGPU_VF_MANAGED_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include <vgpu/gmmu.h>
+
+#include "hmm/hmm.h"
+#include "vf_guest/include/vgpu_vf_managed.h"
+#include "vf_guest/vf_internal.h"
+
+#define MANAGED_MAX_ALLOCS	32
+
+struct vgpu_managed {
+	struct vf_managed *st;
+	struct vgpu_vaspace *as;
+	struct vgpu_mem *mem;		/* the DMA memory holding the pages */
+	char *cpu;			/* its CPU view (the managed region) */
+	char *alias;			/* a second view: hmm's write view */
+	uint64_t va, size, iova;
+	_Atomic uint64_t **ptes;	/* CPU address of each page's level-3 PTE in VRAM */
+	uint64_t *sys_pte;		/* the PTE words the mapping was made with */
+	uint8_t *advice;		/* enum vgpu_mem_advice per page */
+	unsigned int slot;
+};
+
+struct vf_managed {
+	struct vgpu_vf *vf;
+	struct vgpu_managed_opts opts;
+	struct hmm_mm *mm;
+	struct hmm_devmem *devmem;	/* over @pool, owner = this state */
+	struct vgpu_mem *pool;		/* VRAM */
+	uint64_t pool_pa;		/* its VF-physical address */
+	struct hmm_mirror mirror;	/* priv = this state */
+	/* allocations: published for lock-free readers (fault handlers, callbacks) */
+	struct vgpu_managed *_Atomic allocs[MANAGED_MAX_ALLOCS];
+	pthread_mutex_t alloc_lock;	/* serialises changes to allocs[] */
+	/* fault queue, filled by the driver's hook */
+	pthread_mutex_t qlock;		/* protects queue, qn, dropped */
+	pthread_cond_t qcond;
+	struct vgpu_fault_entry queue[1024];
+	size_t qn;
+	uint64_t dropped;
+	/* service: one pass at a time */
+	pthread_mutex_t svc_lock;	/* protects the counters below and mirror.opts */
+	uint64_t fault_entries, batches, replays, unserviced, mapped_remote;
+	unsigned int late_replays;	/* replays still due after the last batch */
+	pthread_t thread;
+	bool thread_started;
+	atomic_bool stop;
+};
+
+/* Map what is present of [addr, addr+len) for the GPU: a snapshot range fault with the
+ * seq check, then the PTEs (managed.c). */
+int vf_managed_map_present(struct vf_managed *st, uintptr_t addr, size_t len);
+
+#endif
