@@ -206,9 +206,12 @@ int vgpu_mem_free_managed(struct vgpu_managed *m)
 	if (!m)
 		return 0;
 	st = m->st;
-	/* every page back first: the region's end waits for fault handlers too */
+	/* not while a service pass may hold @m; every page back first (the region's end
+	 * waits for fault handlers too) */
+	pthread_mutex_lock(&st->svc_lock);
 	hmm_region_remove(st->mm, m->cpu);
 	slot_put(st, m);
+	pthread_mutex_unlock(&st->svc_lock);
 	gpu_unmap(m);
 	dma_put(m);
 	managed_free_arrays(m);
