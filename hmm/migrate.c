@@ -72,7 +72,7 @@ static int migrate_check_vmas(struct hmm_migrate *m, struct migrate_priv *p, boo
 			size_t i = (a - m->start) >> HMM_PAGE_SHIFT;
 			/* a page whose protection is the library's (a device page of the
 			 * mprotect backend, an exclusive page) counts as read-write */
-			bool ours = hmm_page_prot_ours(m->mm, a);
+			bool ours = (!v.read || !v.write) && hmm_page_prot_ours(m->mm, a);
 
 			if (!v.read && !ours)
 				return -EINVAL;
