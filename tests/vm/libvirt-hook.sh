@@ -5,8 +5,9 @@
 #  - a slice another VM owns: the start fails early with the hook's message, nothing runs;
 #  - a stopped slice: the hook starts it and takes it for the domain on "prepare begin",
 #    the guest runs the vfio suite on it, "release end" gives it back;
-# and the mdev form of the XML: libvirt defines it, and refuses to start it on a host
-# without a kernel mdev driver. Conventions: tests/vm/libvirt-lib.sh.
+# a persistent domain stopped by `vgpu-vm stop --undefine` (gone, slice released); and the
+# mdev form of the XML: libvirt defines it, and refuses to start it on a host without a
+# kernel mdev driver. Conventions: tests/vm/libvirt-lib.sh.
 . "$(dirname "$0")/libvirt-lib.sh"
 
 lv_init libvirt-hook
@@ -73,7 +74,29 @@ else
 		"$(head -3 "$VM_TMP/create2.out")"
 fi
 
-# 3. The mdev form: valid for libvirt, not startable without a kernel mdev driver.
+# 3. A persistent domain (its guest waits in a shell) stopped and undefined by vgpu-vm.
+pdom=vgpu-t$$-persist
+LV_DOM[persist]=$pdom
+if lv_vm launch --persistent --slice "${VM_UUID[h]}" --name "$pdom" --kernel "$VM_TMP/vmlinux" \
+	--initrd "$VM_TMP/initramfs.cpio.gz" --cmdline "$(vm_cmdline q35 shell) no_timer_check" \
+	--memory "$VM_MEM" --accel "$VGPU_ACCEL" --console-log "$VM_TMP/persist.console" \
+	>"$VM_TMP/persist.out" 2>&1 &&
+   [ "$(virsh -c "$LV_URI" dominfo "$pdom" 2>/dev/null | awk '/^Persistent:/ {print $2}')" = yes ] &&
+   [ -n "$(lv_owner h)" ]; then
+	vm_point ok "vgpu-vm launch --persistent: defined, running, the slice owned"
+else
+	vm_point fail "vgpu-vm launch --persistent: defined, running, the slice owned" \
+		"$(head -3 "$VM_TMP/persist.out")"
+fi
+if lv_vm stop --undefine "$pdom" >"$VM_TMP/stop.out" 2>&1 &&
+   ! virsh -c "$LV_URI" dominfo "$pdom" >/dev/null 2>&1 && [ -z "$(lv_owner h)" ]; then
+	vm_point ok "vgpu-vm stop --undefine: domain gone, slice released"
+else
+	vm_point fail "vgpu-vm stop --undefine: domain gone, slice released" \
+		"$(cat "$VM_TMP/stop.out") owner $(lv_owner h)"
+fi
+
+# 4. The mdev form: valid for libvirt, not startable without a kernel mdev driver.
 mdom=vgpu-t$$-mdev
 LV_DOM[mdev]=$mdom
 if lv_vm xml --mdev --slice "${VM_UUID[h]}" --name "$mdom" --kernel "$VM_TMP/vmlinux" \
