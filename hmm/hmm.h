@@ -1,7 +1,7 @@
 /* hmm - HMM-style address-space mirroring and page migration, in user space.
  *
- * The Linux HMM model re-built over userfaultfd: a process ("mm") registers managed
- * regions of its own anonymous memory; devices mirror the address space through interval
+ * The Linux HMM model re-built over userfaultfd (or mprotect+SIGSEGV): a process ("mm")
+ * registers managed regions of its own memory; devices mirror the address space through interval
  * notifiers and a range-fault call with sequence-number retry; pages migrate in three
  * phases (setup, copy, finalize) between system memory and device memory (an abstract
  * page pool), and a CPU access to a device-resident page pulls it back ("migrate back")
