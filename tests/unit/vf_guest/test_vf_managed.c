@@ -134,6 +134,8 @@ static int group_setup(void **state)
 		return -1;
 	exe[n] = 0;
 	snprintf(bindir, sizeof(bindir), "%s/../../bin", dirname(exe));
+	if (getenv("VGPU_TEST_BINDIR"))	/* e.g. a TSan build of this test, rel daemons */
+		snprintf(bindir, sizeof(bindir), "%s", getenv("VGPU_TEST_BINDIR"));
 	snprintf(prog, sizeof(prog), "%s/vgpud", bindir);
 	if (access(prog, X_OK)) {
 		snprintf(skip_why, sizeof(skip_why), "vgpud is not built (%s)", prog);
