@@ -66,7 +66,15 @@ lv_kvm_fix() {
 }
 
 lv_hook_install() {
+	local f pid
+
 	mkdir -p "$LV_HOOK_DIR" || return 1
+	# A run that was killed leaves its hook behind; its pid is gone.
+	for f in "$LV_HOOK_DIR"/vgpu-test-*; do
+		[ -e "$f" ] || continue
+		pid=${f##*-}
+		kill -0 "${pid%.tmp}" 2>/dev/null || rm -f "$f"
+	done
 	LV_HOOK_FILE=$LV_HOOK_DIR/vgpu-test-$$
 	sed "s|@VGPU_VM@|$VGPU_BIN/vgpu-vm|" "$(dirname "$0")/../../vmm_glue/hook/qemu-hook.in" \
 		>"$LV_HOOK_FILE.tmp" && chmod 0755 "$LV_HOOK_FILE.tmp" &&
