@@ -117,7 +117,20 @@ static bool groups_apply(struct pma_region *r, uint64_t g0, uint64_t ng, enum pm
 				return false;
 		}
 	}
-	if (op == OP_ALLOC) {
+	if (op == OP_ALLOC && a->pin && !a->persist) {
+		uint64_t dirty = 0;
+
+		/* The common pinned allocation, without the per-word blends. */
+		pma_for_each_word(f0, nf, wi, m) {
+			struct pma_word *w = &r->words[wi];
+
+			dirty |= w->persist & m;
+			w->alloc |= m;
+			w->pin |= m;
+			w->persist &= ~m;
+		}
+		a->dirty_seen |= dirty;
+	} else if (op == OP_ALLOC) {
 		uint64_t pin = a->pin ? ~0ull : 0, persist = a->persist ? ~0ull : 0;
 
 		pma_for_each_word(f0, nf, wi, m) {
