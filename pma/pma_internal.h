@@ -9,8 +9,9 @@
  *  - an extent tree: segment trees of (prefix, suffix, max) free runs whose leaves are 64
  *    groups, in two layers (runs of free frames, runs of whole free groups), summarised from
  *    the group bits. It answers "first run of n units" in O(log n) and holds the largest
- *    free extent at its roots. State changes only mark leaves (a bitmap per layer); a layer
- *    is flushed when it is read: by a search in it, the largest-free statistic or a check.
+ *    free extent at its roots. State changes only mark leaves (a bitmap per layer). The
+ *    group layer is flushed at the end of each operation that marked it; the frame layer
+ *    only when it is read: by a search in it, the largest-free statistic or a check.
  * Metadata is 48 bytes per 64 frames plus well under 1 % for the indexes: ~12 KiB per GiB. */
 #ifndef VGPU_PMA_INTERNAL_H
 #define VGPU_PMA_INTERNAL_H
@@ -69,9 +70,10 @@ struct pma_tlayer {
 
 struct pma_region;
 
-/* The layers are brought up to date lazily: a state change only marks leaves, and a layer
- * is flushed when something reads it (a search in it, the largest-free statistic, a check).
- * Most operations never read the frame layer at all, so they never pay its climb. */
+/* A state change only marks leaves. The frame layer is flushed when something reads it (a
+ * search in it, the largest-free statistic, a check): most operations never read it, so they
+ * never pay its climb. The group layer is flushed at the end of the operation that marked it
+ * (pma_publish_stats_locked), which keeps a 32 MiB search from paying for many operations. */
 struct pma_tree {
 	uint32_t leaf_units;	/* frames per leaf */
 	uint32_t nr_leaves;	/* real leaves; the rest up to size are empty */
