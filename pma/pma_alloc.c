@@ -994,6 +994,30 @@ static void groups_free_words(struct pma_region *r, const uint64_t *gwv, const u
 	}
 }
 
+/* True if @pages are one run of consecutive, aligned pages of @page_size. */
+static bool pages_consecutive(const uint64_t *pages, size_t count, uint64_t page_size)
+{
+	if (pages[0] & (page_size - 1))
+		return false;
+	for (size_t p = 1; p < count; p++)
+		if (pages[p] != pages[0] + p * page_size)
+			return false;
+	return true;
+}
+
+/* Free @ng whole groups from bitmap index @s, checked allocated, as one whole-group change
+ * (a run of 2 MiB pages, as a 256 MiB request usually gets). 0, -ENOENT, or 1 when a frame
+ * carries an attribute (the general path takes it). */
+static int groups_free_run(struct pma_region *r, uint64_t s, size_t ng)
+{
+	struct pma_opargs args = { 0 };
+
+	pma_for_each_word(s, ng * PMA_GROUP_FRAMES, wi, m)
+		if ((r->words[wi].alloc & m) != m)
+			return -ENOENT;
+	return groups_apply(r, s >> PMA_GROUP_SHIFT, ng, OP_FREE, &args) ? 0 : 1;
+}
+
 /* The common free: an ascending list of pages of at most 2 MiB, all inside the first region,
  * no scrub; checked, then freed a word (small pages) or a group word (2 MiB) at a time.
  * 1 if not applicable (the general path runs), else 0 or -ENOENT. */
@@ -1010,6 +1034,8 @@ static int free_fast_locked(struct pma *pma, const uint64_t *pages, size_t count
 	if (scrub || pf > PMA_GROUP_FRAMES || !r || f0 < r->first + r->lo ||
 	    fl + pf > r->first + r->hi)
 		return 1;
+	if (pf == PMA_GROUP_FRAMES && pages_consecutive(pages, count, pf << PMA_FRAME_SHIFT))
+		return groups_free_run(r, f0 - r->first, count);
 	/* Ascending (checked) proves the pages distinct and, pages being aligned to their size
 	 * in a region aligned to 512 MiB, never straddling a word; first and last inside the
 	 * region then put every page there. */
