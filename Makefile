@@ -26,6 +26,9 @@ LDFLAGS_asan  := -fsanitize=address,undefined
 LDFLAGS_tsan  := -fsanitize=thread
 VARIANTS      := rel asan tsan
 
+# module.mk files may add rules (ordering prerequisites); `make` alone still builds all.
+.DEFAULT_GOAL := all
+
 MODULES :=
 BENCHES :=
 include $(sort $(wildcard */module.mk */*/module.mk))
