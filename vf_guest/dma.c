@@ -2,8 +2,8 @@
  * semaphores and the user's system-memory buffers. The host RM is the only allocator of
  * that memory (ABI 2: MEMORY_SYSMEM says where in it an allocation lives), so this one
  * sub-allocates only what the RM gave it: 2 MiB chunks taken on demand (a smaller one when
- * no 2 MiB run is left) and kept until the VF is closed or reset. Without a backing (a host
- * without an RM, or the unit tests) the whole memory is the driver's. A first-fit bitmap is
+ * no 2 MiB run is left), given back when empty (but one). Without a backing (a host without
+ * an RM, or the unit tests) the whole memory is the driver's. A first-fit bitmap is
  * plenty for a few MiB handed out at channel creation. */
 #include <errno.h>
 #include <stdlib.h>
@@ -120,6 +120,7 @@ static int alloc_locked(struct vf_dma *d, uint32_t n, uint32_t step, uint64_t *o
 static int grow(struct vf_dma *d, uint64_t size)
 {
 	vf_dma_grow_fn fn;
+	vf_dma_put_fn put;
 	void *ctx;
 	uint64_t off;
 	uint32_t handle;
@@ -127,6 +128,7 @@ static int grow(struct vf_dma *d, uint64_t size)
 
 	pthread_mutex_lock(&d->lock);
 	fn = d->nr_chunks < VF_DMA_MAX_CHUNKS ? d->grow : NULL;
+	put = d->put;
 	ctx = d->grow_ctx;
 	ret = d->grow ? 0 : 1;
 	pthread_mutex_unlock(&d->lock);
@@ -138,11 +140,20 @@ static int grow(struct vf_dma *d, uint64_t size)
 	if (ret)
 		return ret;
 	pthread_mutex_lock(&d->lock);
-	for (uint64_t i = off / VF_DMA_PAGE; i < (off + size) / VF_DMA_PAGE; i++) {
-		/* The RM hands each byte out once: a page we own already is a host bug. */
-		VGPU_ASSERT(!bit_test(d->owned, (uint32_t)i));
-		bit_set(d->owned, (uint32_t)i);
+	/* Host input: the RM hands each byte out once, inside the memory. A piece that is not
+	 * (or that we own already) goes back unused. */
+	bool bad = off % VF_DMA_PAGE || off > d->size || size > d->size - off;
+
+	for (uint64_t i = off / VF_DMA_PAGE; !bad && i < (off + size) / VF_DMA_PAGE; i++)
+		bad = bit_test(d->owned, (uint32_t)i);
+	if (bad) {
+		pthread_mutex_unlock(&d->lock);
+		if (put)
+			put(ctx, handle);
+		return -EPROTO;
 	}
+	for (uint64_t i = off / VF_DMA_PAGE; i < (off + size) / VF_DMA_PAGE; i++)
+		bit_set(d->owned, (uint32_t)i);
 	d->owned_bytes += size;
 	d->chunks[d->nr_chunks++] = (struct vf_dma_chunk){ off, size, handle };
 	pthread_mutex_unlock(&d->lock);

@@ -164,7 +164,7 @@ static void test_dma_quarantine(void **state)
 #define FAKE_GRAIN	(64u << 10)
 #define FAKE_GRAINS	(FAKE_BYTES / FAKE_GRAIN)
 
-enum fake_mode { FAKE_OK, FAKE_NO_SYSMEM };
+enum fake_mode { FAKE_OK, FAKE_NO_SYSMEM, FAKE_TWICE, FAKE_OUTSIDE };
 
 struct fake_rm {
 	enum fake_mode mode;
@@ -184,6 +184,13 @@ static int fake_grow(void *ctx, uint64_t size, uint64_t *off, uint32_t *handle)
 	r->calls++;
 	if (r->mode == FAKE_NO_SYSMEM)
 		return -EOPNOTSUPP;
+	if ((r->mode == FAKE_TWICE && r->calls > 1) || r->mode == FAKE_OUTSIDE) {
+		/* a broken host: the same piece again, or one past the memory */
+		*off = r->mode == FAKE_TWICE ? 0 : FAKE_BYTES - FAKE_GRAIN;
+		*handle = 2 + r->calls;
+		r->held += size;
+		return 0;
+	}
 	if (size % FAKE_GRAIN)
 		return -EINVAL;
 	if (r->quota && r->held + size > r->quota)
@@ -207,6 +214,8 @@ static void fake_put(void *ctx, uint32_t handle)
 	struct fake_rm *r = ctx;
 
 	r->puts++;
+	if (r->mode == FAKE_TWICE || r->mode == FAKE_OUTSIDE)
+		return;		/* its pieces are not in owner[] */
 	for (uint32_t i = 0; i < FAKE_GRAINS; i++) {
 		if (r->owner[i] == handle) {
 			r->owner[i] = 0;
@@ -295,6 +304,26 @@ static void test_dma_backed_release(void **state)
 	fake_del(r);
 }
 
+/* A host that hands a piece out twice, or one past the memory: refused, given back, and
+ * nothing of it is handed out. */
+static void test_dma_backed_broken(void **state)
+{
+	static const enum fake_mode modes[] = { FAKE_TWICE, FAKE_OUTSIDE };
+
+	(void)state;
+	for (size_t i = 0; i < VGPU_ARRAY_SIZE(modes); i++) {
+		struct fake_rm *r = fake_new(modes[i], 0);
+		uint64_t off, off2;
+
+		if (modes[i] == FAKE_TWICE)
+			assert_int_equal(vf_dma_alloc(&r->d, 4096, 4096, &off), 0);
+		assert_int_equal(vf_dma_alloc(&r->d, VF_DMA_CHUNK, 4096, &off2), -EPROTO);
+		assert_true(r->puts >= 1);
+		assert_true(r->d.nr_chunks == (modes[i] == FAKE_TWICE ? 1u : 0u));
+		fake_del(r);
+	}
+}
+
 /* A host RM without MEMORY_SYSMEM: nobody else hands the memory out, the driver takes it all. */
 static void test_dma_backed_none(void **state)
 {
@@ -310,7 +339,7 @@ static void test_dma_backed_none(void **state)
 
 int main(void)
 {
-	struct CMUnitTest t[VGPU_ARRAY_SIZE(pb_cases) + 8];
+	struct CMUnitTest t[VGPU_ARRAY_SIZE(pb_cases) + 9];
 	size_t n = 0;
 
 	for (size_t i = 0; i < VGPU_ARRAY_SIZE(pb_cases); i++)
@@ -329,6 +358,8 @@ int main(void)
 				      test_dma_backed_quota, NULL, NULL, NULL };
 	t[n++] = (struct CMUnitTest){ "RM-backed DMA: empty chunks returned but one",
 				      test_dma_backed_release, NULL, NULL, NULL };
+	t[n++] = (struct CMUnitTest){ "RM-backed DMA: a broken host's piece is refused",
+				      test_dma_backed_broken, NULL, NULL, NULL };
 	t[n++] = (struct CMUnitTest){ "RM without MEMORY_SYSMEM: the driver owns it all",
 				      test_dma_backed_none, NULL, NULL, NULL };
 	return _cmocka_run_group_tests("vf_pb_dma", t, n, NULL, NULL);
