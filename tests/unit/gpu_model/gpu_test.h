@@ -282,6 +282,19 @@ static inline int tchan_wait(struct tchan *c)
 	return -ETIMEDOUT;
 }
 
+/* Acknowledge @bits of function @fn, waiting for them to be raised: the model raises the
+ * interrupt after it writes the notifier, so a test that saw the notifier may be early.
+ * Returns the bits acknowledged (0 if none was raised in time). */
+static inline uint32_t tgpu_wait_intr(struct tgpu *t, unsigned int fn, uint32_t bits)
+{
+	uint64_t dl = vgpu_deadline_ns(T_TIMEOUT);
+	uint32_t got;
+
+	while (!(got = gpu_intr_ack(t->g, fn, bits)) && !vgpu_deadline_passed(dl))
+		vgpu_sleep_ns(20 * VGPU_NSEC_PER_USEC);
+	return got;
+}
+
 /* Wait for the channel's state to become @st. */
 static inline int tchan_wait_state(struct tgpu *t, struct tchan *c, enum gpu_chan_state st)
 {

@@ -186,7 +186,7 @@ static void test_error(void **state)
 	assert_int_equal(sem1[16], 20);
 	assert_int_equal(sem2[16], 20);
 	assert_int_equal(sem1[32], 0);			/* nothing after the error ran */
-	assert_true(gpu_intr_ack(x.t->g, 1, VGPU_INTR_CHAN_ERROR) & VGPU_INTR_CHAN_ERROR);
+	assert_true(tgpu_wait_intr(x.t, 1, VGPU_INTR_CHAN_ERROR) & VGPU_INTR_CHAN_ERROR);
 	assert_int_equal(gpu_intr_ack(x.t->g, 2, VGPU_INTR_CHAN_ERROR), 0);
 
 	/* More doorbells on the dead channel do nothing; the others still work. */
