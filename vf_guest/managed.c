@@ -250,8 +250,13 @@ static size_t service_entries(struct vf_managed *st, const struct vgpu_fault_ent
 		hmm_mirror_service_faults(&st->mirror, f, k, status);
 		for (size_t i = 0; i < k; i++)
 			ok += !status[i] || status[i] == -EAGAIN;
-		for (size_t i = 0; i < k; i++)
-			st->unserviced += status[i] && status[i] != -EAGAIN;
+		for (size_t i = 0; i < k; i++) {
+			if (!status[i] || status[i] == -EAGAIN)
+				continue;
+			st->unserviced++;
+			vf_error(st->vf, status[i], "managed memory: GPU fault on CPU address %p "
+				 "not serviced: %s", (void *)f[i].addr, vgpu_vf_strerror(status[i]));
+		}
 	}
 	free(f);
 	free(status);

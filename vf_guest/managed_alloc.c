@@ -7,6 +7,7 @@
 
 #include "common/bitops.h"
 #include "vf_guest/managed_internal.h"
+#include "vf_guest/vf_pci.h"
 
 /* The CPU address of the level-3 entry of @va (managed.c's walk, repeated here to keep
  * the allocation path in one file): NULL if the walk does not reach a 4 KiB table. */
@@ -116,32 +117,108 @@ static struct vgpu_managed *managed_new(struct vf_managed *st, struct vgpu_vaspa
 	return m;
 }
 
-/* DMA memory for @m and its second view. */
+/* Map the DMA memory @src (in the driver's BAR2 mapping) again, @len bytes, at @at (an
+ * address range we own) or anywhere (NULL). The local transport's BAR2 is a memfd
+ * mapping, which mremap with old size 0 duplicates; in a VM BAR2 is a device mapping
+ * (PFNMAP: sysfs resource2, the vfio region), which mremap refuses (-EFAULT), so the
+ * transport maps those bytes of its BAR2 again. */
+static int bar_view(struct vgpu_vf *vf, void *src, uint64_t len, void *at, void **out,
+		    const char **how)
+{
+	uint64_t off = (uint64_t)((uint8_t *)src - vf->bar);
+	void *p;
+
+	if (vf_vfio_is(vf->t)) {
+		*how = "mmap of the vfio BAR2 region";
+		return vf_vfio_bar2_view(vf->t, off, len, at, out);
+	}
+	if (vf_sysfs_is(vf->t)) {
+		*how = "mmap of sysfs resource2";
+		return vf_sysfs_bar2_view(vf->t, off, len, at, out);
+	}
+	*how = "mremap of the BAR2 memfd mapping";
+	p = at ? mremap(src, 0, len, MREMAP_MAYMOVE | MREMAP_FIXED, at)
+	       : mremap(src, 0, len, MREMAP_MAYMOVE);
+	if (p == MAP_FAILED)
+		return -errno;
+	*out = p;
+	return 0;
+}
+
+/* @size bytes of address space at a 2 MiB boundary, reserved (PROT_NONE) for a view. */
+static void *aligned_hole(uint64_t size)
+{
+	uint64_t span = size + HMM_BLOCK_SIZE;
+	uint8_t *p = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+			  -1, 0);
+	uint8_t *a;
+
+	if (p == MAP_FAILED)
+		return NULL;
+	a = (uint8_t *)vgpu_align_up((uintptr_t)p, HMM_BLOCK_SIZE);
+	if (a > p)
+		munmap(p, (size_t)(a - p));
+	munmap(a + size, (size_t)(p + span - (a + size)));
+	return a;
+}
+
+/* The two views of @m's DMA memory hmm needs: the managed region (@m->cpu) and its write
+ * view (@m->alias). Locally the region is the DMA memory in the driver's BAR2 mapping.
+ * In a VM it is a mapping of its own at a 2 MiB boundary: hmm services GPU faults and
+ * prefetches per 2 MiB block of CPU addresses, and a block reaching past the region into
+ * the rest of BAR2 range-faults pages that are no region's, which in a PFNMAP mapping
+ * /proc/self/pagemap reports as holes that cannot be populated: the whole block fails.
+ * (Locally those pages are ordinary shared memory and merely get mapped for the GPU.) */
+static int views_get(struct vgpu_vf *vf, struct vgpu_managed *m, void *dma)
+{
+	void *hole, *cpu = dma, *alias = NULL;
+	int ret;
+
+	m->own_cpu = vf_vfio_is(vf->t) || vf_sysfs_is(vf->t);
+	if (m->own_cpu) {
+		hole = aligned_hole(m->size);
+		if (!hole)
+			return -ENOMEM;
+		ret = bar_view(vf, dma, m->size, hole, &cpu, &m->view);
+		if (ret) {
+			munmap(hole, m->size);
+			return ret;
+		}
+	}
+	ret = bar_view(vf, dma, m->size, NULL, &alias, &m->view);
+	if (ret) {
+		if (m->own_cpu)
+			munmap(cpu, m->size);
+		return ret;
+	}
+	m->cpu = cpu;
+	m->alias = alias;
+	return 0;
+}
+
+/* DMA memory for @m and its views. */
 static int dma_get(struct vgpu_managed *m)
 {
 	struct vgpu_vf *vf = m->st->vf;
 	int ret = vgpu_mem_alloc(vf, VGPU_MEM_SYSMEM, m->size, VGPU_GMMU_PAGE_2M, &m->mem);
-	void *alias;
 
 	if (ret)
 		return ret;
-	m->cpu = vgpu_mem_cpu(m->mem);
 	m->iova = vgpu_mem_addr(m->mem);
-	/* old size 0 on a shared mapping: a second mapping of the same pages */
-	alias = mremap(m->cpu, 0, m->size, MREMAP_MAYMOVE);
-	if (alias == MAP_FAILED) {
-		ret = -errno;
+	ret = views_get(vf, m, vgpu_mem_cpu(m->mem));
+	if (ret) {
 		vgpu_mem_free(m->mem);
-		return vf_error(vf, ret, "managed memory: no second view of DMA memory: %s",
-				vgpu_vf_strerror(ret));
+		return vf_error(vf, ret, "managed memory: no second view of DMA memory (%s): %s",
+				m->view ? m->view : "address space", vgpu_vf_strerror(ret));
 	}
-	m->alias = alias;
 	return 0;
 }
 
 static void dma_put(struct vgpu_managed *m)
 {
 	munmap(m->alias, m->size);
+	if (m->own_cpu)
+		munmap(m->cpu, m->size);
 	vgpu_mem_free(m->mem);
 }
 

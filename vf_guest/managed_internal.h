@@ -19,6 +19,9 @@ struct vgpu_managed {
 	struct vgpu_mem *mem;		/* the DMA memory holding the pages */
 	char *cpu;			/* its CPU view (the managed region) */
 	char *alias;			/* a second view: hmm's write view */
+	const char *view;		/* how the views were made (the suite prints it) */
+	bool own_cpu;			/* @cpu is a mapping of its own (in a VM), not
+					 * the driver's BAR2 mapping */
 	uint64_t va, size, iova;
 	_Atomic uint64_t **ptes;	/* CPU address of each page's level-3 PTE in VRAM */
 	uint64_t *sys_pte;		/* the PTE words the mapping was made with */

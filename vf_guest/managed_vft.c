@@ -1,7 +1,10 @@
 /* The managed-memory case of the guest suite, usable wherever the suite runs (a local
  * process or inside a VM): a replayable channel copies between two halves of a managed
  * allocation the CPU filled; its faults are serviced by migrating the source into VRAM;
- * the CPU then reads the destination back out of VRAM; eviction empties the pool. */
+ * the CPU then reads the destination back out of VRAM; eviction empties the pool. On a
+ * pass the reason buffer holds what was seen (the counters and how the second view of
+ * DMA memory was made), for the suite to print: in a VM that is the evidence that the
+ * GPU- and CPU-fault paths ran there. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -11,6 +14,7 @@
 
 #include "vf_guest/include/vgpu_vf.h"
 #include "vf_guest/include/vgpu_vf_managed.h"
+#include "vf_guest/managed_internal.h"
 
 #define VFT_MANAGED_VA		(1ull << 40)
 #define VFT_MANAGED_SIZE	(2ull << 20)
@@ -59,9 +63,19 @@ static int managed_run(struct mcase *c)
 	for (size_t i = 0; i < words; i++)
 		p[i] = (uint32_t)i * 2654435761u;
 	ret = gpu_copy_halves(c);
-	if (ret)
-		return why(c, -1, "copy on a replayable channel: %s", vgpu_vf_strerror(ret));
 	vgpu_managed_get_stats(c->vf, &st);
+	if (ret) {
+		uint32_t code = 0;
+		uint64_t fva = 0;
+
+		vgpu_channel_error(c->ch, &code, &fva);
+		return why(c, -1, "copy on a replayable channel: %s (channel error %u at VA %#llx; "
+			   "%llu fault entries, %llu replays, %llu migrated, %llu unserviced)",
+			   vgpu_vf_strerror(ret), code, (unsigned long long)fva,
+			   (unsigned long long)st.fault_entries, (unsigned long long)st.replays,
+			   (unsigned long long)st.migrated_to_device,
+			   (unsigned long long)st.unserviced);
+	}
 	if (!st.fault_entries || !st.replays || !st.migrated_to_device)
 		return why(c, -1, "no fault serviced (%llu entries, %llu replays, %llu migrated)",
 			   (unsigned long long)st.fault_entries, (unsigned long long)st.replays,
@@ -74,7 +88,14 @@ static int managed_run(struct mcase *c)
 		return why(c, -1, "the CPU read device-resident pages without a fault");
 	if (vgpu_managed_evict_all(c->vf) < 0 || vgpu_managed_resident(c->m, 0, VFT_MANAGED_SIZE))
 		return why(c, -1, "eviction left pages in VRAM");
-	return 0;
+	vgpu_managed_get_stats(c->vf, &st);
+	return why(c, 0, "%llu KiB checked; GPU faults: %llu entries, %llu batches, %llu replays, "
+		   "%llu pages to VRAM; CPU faults: %llu, %llu pages back; write view: %s",
+		   (unsigned long long)(VFT_MANAGED_SIZE >> 10),
+		   (unsigned long long)st.fault_entries, (unsigned long long)st.batches,
+		   (unsigned long long)st.replays, (unsigned long long)st.migrated_to_device,
+		   (unsigned long long)st.cpu_faults, (unsigned long long)st.migrated_to_cpu,
+		   c->m->view);
 }
 
 int vft_managed_case(struct vgpu_vf *vf, char *whybuf, size_t len)

@@ -244,3 +244,29 @@ int vgpu_vf_transport_sysfs(const char *bdf, struct vgpu_vf_transport **out)
 {
 	return vf_sysfs_transport_at(VF_PCI_SYSFS, bdf, out);
 }
+
+bool vf_sysfs_is(const struct vgpu_vf_transport *t)
+{
+	return t && t->ops == &sysfs_ops;
+}
+
+/* resource2 is mapped with io_remap_pfn_range (a PFNMAP VMA, which mremap refuses to
+ * duplicate): a second view is a second mmap of the file we still hold open. */
+int vf_sysfs_bar2_view(struct vgpu_vf_transport *t, uint64_t off, uint64_t len, void *at,
+		       void **out)
+{
+	struct sysfs_transport *st;
+	void *p;
+
+	if (!vf_sysfs_is(t) || to_sysfs(t)->bar2_fd < 0)
+		return -EINVAL;
+	st = to_sysfs(t);
+	if (!len || off % (uint64_t)sysconf(_SC_PAGESIZE) || off > st->bar2_size ||
+	    len > st->bar2_size - off)
+		return -EINVAL;
+	p = mmap(at, len, PROT_READ | PROT_WRITE, MAP_SHARED | (at ? MAP_FIXED : 0), st->bar2_fd, (off_t)off);
+	if (p == MAP_FAILED)
+		return -errno;
+	*out = p;
+	return 0;
+}

@@ -494,6 +494,25 @@ int vf_vfio_region_mmap(struct vgpu_vf_transport *t, unsigned int index, uint64_
 	return 0;
 }
 
+/* BAR2 is a PFNMAP mapping of the device fd (mremap cannot duplicate it): a second view is
+ * a second mmap of the region. */
+int vf_vfio_bar2_view(struct vgpu_vf_transport *t, uint64_t off, uint64_t len, void *at,
+		       void **out)
+{
+	struct vfio_transport *vt = attached_vfio(t);
+	void *p;
+
+	if (!vt || !len || off % (uint64_t)sysconf(_SC_PAGESIZE) || off > vt->bar2_info.size ||
+	    len > vt->bar2_info.size - off)
+		return -EINVAL;
+	p = mmap(at, len, PROT_READ | PROT_WRITE, MAP_SHARED | (at ? MAP_FIXED : 0), vt->device,
+		 (off_t)(vt->bar2_info.offset + off));
+	if (p == MAP_FAILED)
+		return -errno;
+	*out = p;
+	return 0;
+}
+
 uint64_t vf_vfio_bar2_size(struct vgpu_vf_transport *t)
 {
 	struct vfio_transport *vt = attached_vfio(t);

@@ -63,4 +63,17 @@ int vf_vfio_region_mmap(struct vgpu_vf_transport *t, unsigned int index, uint64_
 /* BAR2's size as vfio reports it. */
 uint64_t vf_vfio_bar2_size(struct vgpu_vf_transport *t);
 
+/* Another MAP_SHARED, writable mapping of BAR2 bytes [off, off+len) (@off page aligned),
+ * at @at (MAP_FIXED: an address range the caller owns) or anywhere (NULL), for managed
+ * memory's views: mremap cannot duplicate these PFNMAP mappings. 0 with *@out set,
+ * -EINVAL (not this transport, not attached, range outside BAR2) or mmap's -errno. The
+ * caller munmaps it. */
+int vf_vfio_bar2_view(struct vgpu_vf_transport *t, uint64_t off, uint64_t len, void *at,
+		      void **out);
+/* True if @t is the sysfs (polling) transport. */
+bool vf_sysfs_is(const struct vgpu_vf_transport *t);
+/* The same second view of BAR2, through the sysfs transport's resource2. */
+int vf_sysfs_bar2_view(struct vgpu_vf_transport *t, uint64_t off, uint64_t len, void *at,
+		       void **out);
+
 #endif

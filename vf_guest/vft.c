@@ -18,6 +18,7 @@
 #include <vgpu/vf_bar.h>
 
 #include "common/clock.h"
+#include "vf_guest/include/vgpu_vf_managed.h"
 #include "vf_guest/vf_internal.h"
 #include "vf_guest/vft.h"
 
@@ -35,7 +36,7 @@ struct vft {
 	struct vgpu_vf_info info;
 	bool rm_ok, gpu_ok;
 	const char *rm_why, *gpu_why;
-	char skip_why[160];
+	char skip_why[320];
 	/* per case */
 	struct vgpu_vaspace *as;
 	struct vgpu_channel *ch;
@@ -629,6 +630,21 @@ static int t_threads(struct vft *t)
 	return tlb_flush(t, 0, 0);
 }
 
+/* ---- managed memory (managed_vft.c: its own address space and replayable channel) ---- */
+
+static int t_managed(struct vft *t)
+{
+	char why[320] = "";
+	int ret = vft_managed_case(t->vf, why, sizeof(why));
+
+	if (ret > 0) {
+		snprintf(t->skip_why, sizeof(t->skip_why), "%s", why);
+		return VFT_SKIP;
+	}
+	diag(t, "managed: %s", why);
+	return ret ? 1 : 0;
+}
+
 /* ---- isolation: each attack must fail on its own channel, and the VF must keep working ---- */
 
 /* Wait, bounded, for @ch to enter its error state: -VGPU_ECHANERR, or -ETIMEDOUT. */
@@ -824,6 +840,8 @@ static const struct vft_case {
 	{ "semaphore across channels", t_sem_across, NEED_RM | NEED_GPU, true, false },
 	{ "64 channels submitting at once", t_64_channels, NEED_RM | NEED_GPU, true, false },
 	{ "4 threads, a channel each", t_threads, NEED_RM | NEED_GPU, true, false },
+	{ "managed memory: GPU and CPU faults migrate pages", t_managed,
+	  NEED_RM | NEED_GPU | NEED_IOVA, false, false },
 	{ "attack: PTE past the slice", t_pte_past_slice, NEED_RM | NEED_GPU, true, false },
 	{ "attack: IOVA outside the domain", t_iova_outside, NEED_RM | NEED_GPU, true, false },
 	{ "attack: GP entry outside the DMA memory", t_gp_outside, NEED_RM | NEED_GPU, true, false },
