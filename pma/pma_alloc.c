@@ -86,7 +86,7 @@ static inline void gword_changed(struct pma_region *r, uint64_t gw)
 {
 	pma_sum_update(r->gfull_sum, r->gfull, gw);
 	pma_tlayer_mark(&r->ftree.layer[0], (uint32_t)gw);
-	pma_tlayer_mark(&r->ftree.layer[1], (uint32_t)gw);
+	pma_group_mark(r, (uint32_t)gw);
 }
 
 /* Whole groups [g0, g0 + ng) that are all free (ALLOC) or all allocated and carry no
@@ -348,9 +348,18 @@ static uint64_t find_contig(struct pma_region *r, uint64_t n, uint64_t align, ui
 	/* Whole groups: search group runs, so alignment to 2 MiB comes for free. */
 	if (!(n % PMA_GROUP_FRAMES) && !(align % PMA_GROUP_FRAMES)) {
 		uint64_t glo = (lo + PMA_GROUP_FRAMES - 1) >> PMA_GROUP_SHIFT;
-		uint64_t g = pma_tree_find(&r->ftree, r, true, glo, hi >> PMA_GROUP_SHIFT,
-					   n >> PMA_GROUP_SHIFT, align >> PMA_GROUP_SHIFT,
-					   phase >> PMA_GROUP_SHIFT, rev);
+		uint64_t ghi = hi >> PMA_GROUP_SHIFT, g;
+
+		/* The first run anywhere, 2 MiB aligned, of up to PMA_RUN_CAP groups: the run
+		 * index answers (bounds that take in every real group are no bound: padding is
+		 * never free). Anything else searches the tree's group layer. */
+		if (!rev && align == PMA_GROUP_FRAMES && n >> PMA_GROUP_SHIFT <= PMA_RUN_CAP &&
+		    glo <= (r->lo + PMA_GROUP_FRAMES - 1) >> PMA_GROUP_SHIFT &&
+		    ghi >= r->hi >> PMA_GROUP_SHIFT)
+			g = pma_runs_find(r, n >> PMA_GROUP_SHIFT);
+		else
+			g = pma_tree_find(&r->ftree, r, true, glo, ghi, n >> PMA_GROUP_SHIFT,
+					  align >> PMA_GROUP_SHIFT, phase >> PMA_GROUP_SHIFT, rev);
 
 		return g == NONE ? NONE : g << PMA_GROUP_SHIFT;
 	}
@@ -414,7 +423,8 @@ static size_t find_pages(struct pma_region *r, const struct pma_req *q, size_t n
 
 		/* Many 2 MiB pages: one run of whole groups, when there is one, keeps the request
 		 * to a few tree leaves and leaves the scattered groups to smaller requests. */
-		if (need > 1 && need <= UINT32_MAX && pma_tree_largest_groups(&r->ftree, r) >= need) {
+		if (need > 1 && need <= UINT32_MAX &&
+		    (need <= PMA_RUN_CAP || pma_tree_largest_groups(&r->ftree, r) >= need)) {
 			uint64_t s = find_contig(r, need * PMA_GROUP_FRAMES, PMA_GROUP_FRAMES, lo, hi,
 						 rev);
 
@@ -566,19 +576,24 @@ static bool alloc_2m_fast(struct pma_region *r, const struct pma_req *q, struct 
 	if (q->pf != PMA_GROUP_FRAMES || (q->flags & (PMA_RANGE | PMA_REVERSE)) ||
 	    r->free_groups < q->count)
 		return false;
-	if (q->count > 1 && q->count <= UINT32_MAX &&
-	    pma_tree_largest_groups(&r->ftree, r) >= q->count) {
+	if (q->count > 1 && q->count <= PMA_RUN_CAP)
+		g = pma_runs_find(r, q->count);
+	else if (q->count > 1 && q->count <= UINT32_MAX &&
+		 pma_tree_largest_groups(&r->ftree, r) >= q->count)
+		g = pma_tree_find(&r->ftree, r, true, 0, r->nr_groups, q->count, 1, 0, false);
+	else
+		g = NONE;
+	if (g != NONE) {
 		/* One run holds them all: find_pages() would take the first such run. */
 		bool whole;
 
-		g = pma_tree_find(&r->ftree, r, true, 0, r->nr_groups, q->count, 1, 0, false);
-		VGPU_ASSERT(g != NONE);
 		whole = groups_apply(r, g, q->count, OP_ALLOC, a);
 		VGPU_ASSERT(whole);
 		for (size_t i = 0; i < q->count; i++)
 			pages[i] = (r->first + ((g + i) << PMA_GROUP_SHIFT)) << PMA_FRAME_SHIFT;
 		return true;
 	}
+	g = 0;
 	while (got < q->count) {
 		uint64_t gw, take;
 

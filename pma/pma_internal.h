@@ -68,6 +68,45 @@ struct pma_tlayer {
 	uint32_t dlo, dhi;	/* marked leaves lie in [dlo, dhi]; dlo > dhi: none */
 };
 
+/* The group run index (pma_runs.c): per word of group bits, the longest run of whole free
+ * groups starting in it, capped; per block of PMA_RUN_BLOCK words, the maximum. Changed
+ * words are marked, and the marks are flushed at the end of each operation (and before a
+ * search), so a 32 MiB search pays only for its own operation. */
+#define PMA_RUN_CAP	255u		/* runs are counted up to this many groups */
+#define PMA_RUN_BLOCK	16u		/* words per block maximum */
+
+struct pma_runs {
+	uint8_t *len;		/* per group word, padded to whole blocks */
+	uint8_t *bmax;		/* per block, padded to 16 bytes */
+	uint64_t *dirty;	/* one bit per group word changed since the last flush */
+	uint32_t dlo, dhi;	/* marked words lie in [dlo, dhi]; dlo > dhi: none */
+	uint32_t nr_words, nr_blocks;
+};
+
+/* Longest run of ones in @w in O(log) steps: bit i of @w keeps meaning "a run of at least
+ * len ones starts at i". Doubling while such runs exist, then adding smaller steps; a step
+ * never exceeds len, so the two runs it combines always touch. */
+static inline unsigned int pma_word_max_run(uint64_t w)
+{
+	unsigned int len = 1;
+
+	if (!w)
+		return 0;
+	while (len < 64 && (w & (w >> len))) {
+		w &= w >> len;
+		len *= 2;
+	}
+	for (unsigned int s = len / 2; s; s /= 2) {
+		uint64_t y = w & (w >> s);
+
+		if (y) {
+			w = y;
+			len += s;
+		}
+	}
+	return len;
+}
+
 struct pma_region;
 
 /* A state change only marks leaves. The frame layer is flushed when something reads it (a
@@ -111,6 +150,7 @@ struct pma_region {
 	uint64_t *gfull, *gpart;	/* one bit per group */
 	uint64_t *gfull_sum, *gpart_sum;	/* one bit per word of the above */
 	struct pma_tree ftree;
+	struct pma_runs runs;
 	/* counters, protected by the pma lock */
 	uint64_t free_frames, free_groups, scrub_frames, black_frames;
 };
@@ -204,6 +244,36 @@ static inline uint64_t pma_tree_largest_groups(struct pma_tree *t, const struct 
  * bug); then flush and compare every node. 0 or -EIO. */
 int pma_tree_check(struct pma_tree *t, const struct pma_region *r);
 
+/* --- pma_runs.c --- */
+int pma_runs_init(struct pma_runs *x, uint64_t nr_words);
+void pma_runs_fini(struct pma_runs *x);
+/* Bring the entries of the marked words (and of the words whose runs reach them) up to date. */
+void pma_runs_flush_dirty(struct pma_region *r);
+static inline void pma_runs_flush(struct pma_region *r)
+{
+	if (r->runs.dlo <= r->runs.dhi)
+		pma_runs_flush_dirty(r);
+}
+/* First group g with groups [g, g + @n) all whole and free, 1 <= @n <= PMA_RUN_CAP; flushes
+ * first. UINT64_MAX if none. */
+uint64_t pma_runs_find(struct pma_region *r, uint64_t n);
+/* Flush, then compare every entry with a fresh computation; 0 or -EIO. */
+int pma_runs_check(struct pma_region *r);
+
+/* Group word @gw changed which groups are whole and free: the tree's group layer and the run
+ * index both need it. */
+static inline void pma_group_mark(struct pma_region *r, uint32_t gw)
+{
+	struct pma_runs *x = &r->runs;
+
+	pma_tlayer_mark(&r->ftree.layer[1], gw);
+	x->dirty[gw / 64] |= VGPU_BIT(gw % 64);
+	if (gw < x->dlo)
+		x->dlo = gw;
+	if (gw > x->dhi)
+		x->dhi = gw;
+}
+
 /* --- pma_region.c --- */
 struct pma_region *pma_region_new(const struct pma_region_desc *desc, unsigned int id,
 				  bool clean);
@@ -261,7 +331,7 @@ static inline void pma_region_word_moved(struct pma_region *r, uint64_t wi, uint
 		return;
 	r->free_frames += (uint64_t)vgpu_popcount(now) - vgpu_popcount(old_avail);
 	if (pma_region_groups_update_avail(r, wi, now))
-		pma_tlayer_mark(&r->ftree.layer[1], leaf);
+		pma_group_mark(r, leaf);
 	pma_tlayer_mark(&r->ftree.layer[0], leaf);
 }
 

@@ -48,10 +48,11 @@ struct pma_region *pma_region_new(const struct pma_region_desc *desc, unsigned i
 		r->words[wi].alloc = r->words[wi].pin = ~real;
 		r->words[wi].persist = clean ? 0 : real;
 	}
-	if (pma_tree_init(&r->ftree, r))
+	if (pma_tree_init(&r->ftree, r) || pma_runs_init(&r->runs, gw))
 		goto fail;
 	pma_region_refresh(r, 0, r->nr_words - 1, 0);
 	pma_tree_flush(&r->ftree, r);
+	pma_runs_flush(r);
 	return r;
 fail:
 	pma_region_free(r);
@@ -63,6 +64,7 @@ void pma_region_free(struct pma_region *r)
 	if (!r)
 		return;
 	pma_tree_fini(&r->ftree);
+	pma_runs_fini(&r->runs);
 	free(r->words);
 	free(r->gfull);
 	free(r->gpart);
@@ -85,7 +87,9 @@ void pma_region_refresh(struct pma_region *r, uint64_t w0, uint64_t w1, uint64_t
 	r->free_frames += pma_region_count_avail(r, w0, w1) - old_avail;
 	for (uint64_t wi = w0; wi <= w1; wi++)
 		pma_region_groups_update(r, wi);
-	pma_tree_mark(&r->ftree, w0 * 64, w1 * 64 + 63, true);
+	pma_tree_mark(&r->ftree, w0 * 64, w1 * 64 + 63, false);
+	for (uint64_t gw = w0 / 32; gw <= w1 / 32; gw++)
+		pma_group_mark(r, (uint32_t)gw);
 }
 
 uint64_t pma_bits_next(const uint64_t *map, const uint64_t *sum, uint64_t lo, uint64_t hi)
@@ -197,5 +201,7 @@ int pma_region_check(struct pma_region *r)
 		return region_fail(r, "blacklist counter wrong", r->black_frames);
 	if (pma_tree_check(&r->ftree, r))
 		return region_fail(r, "extent tree wrong", 0);
+	if (pma_runs_check(r))
+		return region_fail(r, "group run index wrong", 0);
 	return 0;
 }

@@ -27,30 +27,6 @@ static inline uint64_t tree_unit_word(const struct pma_region *r, bool g, uint64
 #define NSUF(nd, g) ((nd)->suf)
 #define NMAX(nd, g) ((nd)->max)
 
-/* Longest run of ones in @w in O(log) steps: bit i of @w keeps meaning "a run of at least
- * len ones starts at i". Doubling while such runs exist, then adding smaller steps; a step
- * never exceeds len, so the two runs it combines always touch. */
-static unsigned int word_max_run(uint64_t w)
-{
-	unsigned int len = 1;
-
-	if (!w)
-		return 0;
-	while (len < 64 && (w & (w >> len))) {
-		w &= w >> len;
-		len *= 2;
-	}
-	for (unsigned int s = len / 2; s; s /= 2) {
-		uint64_t y = w & (w >> s);
-
-		if (y) {
-			w = y;
-			len += s;
-		}
-	}
-	return len;
-}
-
 /* Available frames of group @g as the low 32 bits. */
 static inline uint32_t group_avail(const struct pma_region *r, uint64_t g)
 {
@@ -100,7 +76,7 @@ static struct pma_tnode leaf_compute(const struct pma_region *r, uint64_t leaf)
 			/* A run inside one group is < 32 frames: only look when it could matter (a
 			 * leaf with a whole free group has a run of at least 32). */
 			if (!gf && n.max < PMA_GROUP_FRAMES - 1) {
-				unsigned int m = word_max_run(h);
+				unsigned int m = pma_word_max_run(h);
 
 				if (m > n.max)
 					n.max = m;
@@ -122,7 +98,7 @@ static struct pma_tnode gleaf_compute(const struct pma_region *r, uint64_t leaf)
 
 	if (!gf || gf == ~0ull)
 		return gf ? (struct pma_tnode){ 64, 64, 64 } : (struct pma_tnode){ 0 };
-	return (struct pma_tnode){ vgpu_ctz(~gf), (uint32_t)__builtin_clzll(~gf), word_max_run(gf) };
+	return (struct pma_tnode){ vgpu_ctz(~gf), (uint32_t)__builtin_clzll(~gf), pma_word_max_run(gf) };
 }
 
 static inline struct pma_tnode layer_leaf(const struct pma_region *r, unsigned int layer,

@@ -249,14 +249,143 @@ static void test_marked_leaf_is_recomputed(void **state)
 	pma_destroy(pma);
 }
 
+/* White box: the group run index (what 32 MiB and 256 MiB requests search) answers "first
+ * run of n whole free groups" exactly as a plain scan of the group bits and as the tree's
+ * group layer, over runs that cross words and blocks, in a region with padding on both
+ * sides; and pma_check() notices an entry that is wrong. */
+struct lz_runs_case {
+	const char *name;
+	uint64_t base, size, seed;
+};
+
+static const struct lz_runs_case runs_cases[] = {
+	{ "4 GiB, aligned base", 0, 4 * GiB, 0x77 },
+	{ "3 GiB + 6 MiB, unaligned base", 100 * MiB, 3 * GiB + 6 * MiB, 0x78 },
+};
+
+/* First g with groups [g, g + n) whole and free, by looking at every bit. */
+static uint64_t lz_runs_brute(const struct pma_region *r, uint64_t n)
+{
+	uint64_t run = 0;
+
+	for (uint64_t g = 0; g < r->nr_groups; g++) {
+		run = vgpu_test_bit(r->gfull, g) ? run + 1 : 0;
+		if (run == n)
+			return g + 1 - n;
+	}
+	return UINT64_MAX;
+}
+
+static void lz_runs_compare(struct pma *pma)
+{
+	static const uint64_t ns[] = { 1, 2, 3, 15, 16, 17, 63, 64, 65, 100, 128, 129, 192, 193,
+				       194, 200, 224, 240, 250, 254, 255 };
+	struct pma_region *r = pma->regions[0];
+
+	for (size_t i = 0; i < VGPU_ARRAY_SIZE(ns); i++) {
+		uint64_t want = lz_runs_brute(r, ns[i]);
+
+		assert_int_equal(pma_runs_find(r, ns[i]), want);
+		assert_int_equal(pma_tree_find(&r->ftree, r, true, 0, r->nr_groups, ns[i], 1, 0,
+					       false), want);
+	}
+}
+
+static void test_runs_case(void **state)
+{
+	const struct lz_runs_case *c = *state;
+	struct pma *pma = tp_new1(c->base, c->size);
+	struct pma_alloc_opts co = { .flags = PMA_CONTIGUOUS };
+	struct { uint64_t addr, size; } live[256];
+	uint64_t seed = c->seed, p[300];
+	size_t nlive = 0;
+
+	lz_runs_compare(pma);
+	for (unsigned int op = 0; op < 3000; op++) {
+		if (nlive == VGPU_ARRAY_SIZE(live) || (nlive && tp_randn(&seed, 100) < 40)) {
+			size_t i = tp_randn(&seed, nlive);
+
+			assert_int_equal(pma_free_range(pma, live[i].addr, live[i].size, 0), 0);
+			live[i] = live[--nlive];
+		} else if (tp_randn(&seed, 100) < 20) {
+			/* A 64 KiB page breaks a whole group. */
+			if (!pma_alloc_pages(pma, 1, K64, NULL, p)) {
+				live[nlive].addr = p[0];
+				live[nlive++].size = K64;
+			}
+		} else {
+			size_t n = 1 + tp_randn(&seed, tp_randn(&seed, 4) ? 40 : 300);
+
+			if (!pma_alloc_pages(pma, n, M2, &co, p)) {
+				live[nlive].addr = p[0];
+				live[nlive++].size = n * M2;
+			}
+		}
+		lz_runs_compare(pma);
+		if (op % 101 == 0)
+			assert_int_equal(pma_check(pma), 0);
+	}
+	assert_int_equal(pma_check(pma), 0);
+	pma_destroy(pma);
+}
+
+/* A run that starts at the top of one word and crosses three whole words changes length
+ * when the fifth word changes: the entries of all five words must follow. */
+static void test_runs_reach(void **state)
+{
+	struct pma *pma = tp_new1(0, 4 * GiB);
+
+	(void)state;
+	assert_int_equal(pma_alloc_fixed(pma, 0, 63 * M2, NULL), 0);	/* group 63 starts a run */
+	lz_runs_compare(pma);
+	for (uint64_t k = 0; k < 64; k += 3) {
+		assert_int_equal(pma_alloc_fixed(pma, (4 * 64 + k) * M2, M2, NULL), 0);
+		lz_runs_compare(pma);
+		assert_int_equal(pma_check(pma), 0);
+		assert_int_equal(pma_free_range(pma, (4 * 64 + k) * M2, M2, 0), 0);
+		lz_runs_compare(pma);
+	}
+	/* From the other side: the run's start word changes. */
+	assert_int_equal(pma_alloc_fixed(pma, (4 * 64 + 10) * M2, M2, NULL), 0);
+	for (uint64_t g = 63; g > 40; g -= 5) {
+		assert_int_equal(pma_free_range(pma, (g - 4) * M2, 4 * M2, 0), 0);
+		lz_runs_compare(pma);
+		assert_int_equal(pma_alloc_fixed(pma, (g - 4) * M2, 4 * M2, NULL), 0);
+		lz_runs_compare(pma);
+	}
+	assert_int_equal(pma_check(pma), 0);
+	pma_destroy(pma);
+}
+
+static void test_runs_corrupt(void **state)
+{
+	struct pma *pma = tp_new1(0, 4 * GiB);
+	struct pma_runs *x = &pma->regions[0]->runs;
+
+	(void)state;
+	assert_int_equal(pma_check(pma), 0);
+	x->len[5] ^= 1;
+	assert_int_equal(pma_check(pma), -EIO);
+	x->len[5] ^= 1;
+	x->bmax[1] ^= 2;
+	assert_int_equal(pma_check(pma), -EIO);
+	x->bmax[1] ^= 2;
+	assert_int_equal(pma_check(pma), 0);
+	pma_destroy(pma);
+}
+
 int main(void)
 {
-	struct CMUnitTest tests[VGPU_ARRAY_SIZE(lz_cases) + VGPU_ARRAY_SIZE(corrupt_cases) + 4];
+	struct CMUnitTest tests[VGPU_ARRAY_SIZE(lz_cases) + VGPU_ARRAY_SIZE(corrupt_cases) +
+				VGPU_ARRAY_SIZE(runs_cases) + 6];
 	size_t n = 0;
 
 	TP_TABLE_TESTS(tests, n, lz_cases, test_lazy_case);
 	TP_TEST(tests, n, test_largest_each_op);
 	TP_TABLE_TESTS(tests, n, corrupt_cases, test_corrupt_case);
 	TP_TEST(tests, n, test_marked_leaf_is_recomputed);
+	TP_TABLE_TESTS(tests, n, runs_cases, test_runs_case);
+	TP_TEST(tests, n, test_runs_reach);
+	TP_TEST(tests, n, test_runs_corrupt);
 	return _cmocka_run_group_tests("pma_lazy", tests, n, NULL, NULL);
 }

@@ -1,0 +1,204 @@
+/* The group run index: for every word of group bits (64 groups, 128 MiB), the longest run
+ * of whole free 2 MiB groups that starts at one of its groups (continuing into the words
+ * after it), capped at PMA_RUN_CAP groups; and the maximum of those over each block of 16
+ * words. "First run of n whole groups" (a 32 MiB contiguous page, a 256 MiB page list) is
+ * then a byte scan of the block maxima, a byte scan of one block and a few bit operations on
+ * one word; a change of one word of group bits recomputes that word's entry and those of at
+ * most four words before it (the runs that reach into it), and one block maximum.
+ *
+ * This replaces, for those searches, the group layer of the extent tree, whose climb cost
+ * ~265 instructions per changed leaf and had to be paid at the end of every operation (a
+ * 32 MiB search cannot wait for the marks of many operations). The tree's group layer stays
+ * for bounded, reverse, over-aligned and longer searches, flushed when one of those reads it. */
+#include <stdlib.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
+#include "pma/pma_internal.h"
+
+#define NONE UINT64_MAX
+#define BLOCK PMA_RUN_BLOCK
+
+/* Whole free groups from the start of word @gw + 1 on, counted up to PMA_RUN_CAP. */
+static uint32_t runs_after(const struct pma_region *r, uint64_t gw)
+{
+	uint32_t n = 0;
+
+	for (uint64_t k = gw + 1; k < r->runs.nr_words && n < PMA_RUN_CAP; k++) {
+		uint64_t x = r->gfull[k];
+
+		if (x != ~0ull)
+			return n + vgpu_ctz(~x);
+		n += 64;
+	}
+	return n;
+}
+
+/* Longest run of whole free groups starting inside word @gw, capped. */
+static uint8_t runs_word_len(const struct pma_region *r, uint64_t gw)
+{
+	uint64_t w = r->gfull[gw];
+	uint32_t suf, len;
+
+	if (!w)
+		return 0;
+	if (w == ~0ull)
+		len = 64 + runs_after(r, gw);
+	else {
+		/* The run at the top may go on into the next words; any other lies inside the
+		 * 63 - suf bits below it, so it only matters when it could be longer. */
+		suf = (uint32_t)__builtin_clzll(~w);
+		len = suf ? suf + runs_after(r, gw) : 0;
+		if (len < 63 - suf) {
+			uint32_t m = pma_word_max_run(w);
+
+			len = m > len ? m : len;
+		}
+	}
+	return (uint8_t)(len < PMA_RUN_CAP ? len : PMA_RUN_CAP);
+}
+
+static uint8_t block_max(const struct pma_runs *x, uint64_t b)
+{
+	uint8_t m = 0;
+
+	for (unsigned int i = 0; i < BLOCK; i++)
+		m = x->len[b * BLOCK + i] > m ? x->len[b * BLOCK + i] : m;
+	return m;
+}
+
+static void runs_set(struct pma_runs *x, uint64_t gw, uint8_t v)
+{
+	uint8_t old = x->len[gw], *bm = &x->bmax[gw / BLOCK];
+
+	if (v == old)
+		return;
+	x->len[gw] = v;
+	if (v > *bm)
+		*bm = v;
+	else if (old == *bm)
+		*bm = block_max(x, gw / BLOCK);
+}
+
+/* Word @gw's group bits changed: its entry, and those of the words before it whose top run
+ * reaches into it (a run that already counts PMA_RUN_CAP groups before it is not changed). */
+static void runs_word_changed(struct pma_region *r, uint64_t gw)
+{
+	struct pma_runs *x = &r->runs;
+	uint64_t j = gw;
+
+	runs_set(x, gw, runs_word_len(r, gw));
+	while (j > 0 && gw - j < 4) {
+		j--;
+		if (!(r->gfull[j] >> 63))
+			break;
+		runs_set(x, j, runs_word_len(r, j));
+		if (r->gfull[j] != ~0ull)
+			break;
+	}
+}
+
+int pma_runs_init(struct pma_runs *x, uint64_t nr_words)
+{
+	x->nr_words = (uint32_t)nr_words;
+	x->nr_blocks = (uint32_t)((nr_words + BLOCK - 1) / BLOCK);
+	/* Both arrays padded with zeros to whole 16-byte vectors. */
+	x->len = calloc((size_t)x->nr_blocks * BLOCK, 1);
+	x->bmax = calloc(vgpu_align_up(x->nr_blocks, 16), 1);
+	x->dirty = calloc(VGPU_BITMAP_WORDS(nr_words), sizeof(*x->dirty));
+	x->dlo = UINT32_MAX;
+	x->dhi = 0;
+	return x->len && x->bmax && x->dirty ? 0 : -ENOMEM;
+}
+
+void pma_runs_fini(struct pma_runs *x)
+{
+	free(x->len);
+	free(x->bmax);
+	free(x->dirty);
+	x->len = x->bmax = NULL;
+	x->dirty = NULL;
+}
+
+void pma_runs_flush_dirty(struct pma_region *r)
+{
+	struct pma_runs *x = &r->runs;
+
+	for (uint32_t wi = x->dlo / 64; wi <= x->dhi / 64; wi++) {
+		uint64_t w = x->dirty[wi];
+
+		x->dirty[wi] = 0;
+		for (; w; w &= w - 1)
+			runs_word_changed(r, (uint64_t)wi * 64 + vgpu_ctz(w));
+	}
+	x->dlo = UINT32_MAX;
+	x->dhi = 0;
+}
+
+/* Index of the first of @cnt bytes (a multiple of 16) that is >= @n, or -1. */
+static int64_t bytes_first_ge(const uint8_t *a, size_t cnt, uint8_t n)
+{
+#ifdef __SSE2__
+	__m128i t = _mm_set1_epi8((char)n);
+
+	for (size_t i = 0; i < cnt; i += 16) {
+		__m128i v = _mm_loadu_si128((const __m128i *)(a + i));
+		unsigned int m = (unsigned int)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_max_epu8(v, t), v));
+
+		if (m)
+			return (int64_t)(i + (unsigned int)__builtin_ctz(m));
+	}
+#else
+	for (size_t i = 0; i < cnt; i++)
+		if (a[i] >= n)
+			return (int64_t)i;
+#endif
+	return -1;
+}
+
+uint64_t pma_runs_find(struct pma_region *r, uint64_t n)
+{
+	struct pma_runs *x = &r->runs;
+	int64_t b, i;
+	uint64_t gw, w;
+
+	if (!n || n > PMA_RUN_CAP)
+		return NONE;
+	pma_runs_flush(r);
+	b = bytes_first_ge(x->bmax, vgpu_align_up(x->nr_blocks, 16), (uint8_t)n);
+	if (b < 0)
+		return NONE;
+	i = bytes_first_ge(x->len + b * BLOCK, BLOCK, (uint8_t)n);
+	gw = (uint64_t)b * BLOCK + (uint64_t)i;
+	w = r->gfull[gw];
+	if (n <= 64) {
+		/* Bit p of y: groups p .. p + n - 1 of the word are all whole and free. */
+		uint64_t y = w, have = 1;
+
+		while (have * 2 <= n) {
+			y &= y >> have;
+			have *= 2;
+		}
+		if (have < n)
+			y &= y >> (n - have);
+		if (y)
+			return gw * 64 + vgpu_ctz(y);
+	}
+	/* Only the run at the top of the word goes on into the next: it is the one. */
+	return w == ~0ull ? gw * 64 : gw * 64 + 64 - (uint64_t)__builtin_clzll(~w);
+}
+
+int pma_runs_check(struct pma_region *r)
+{
+	struct pma_runs *x = &r->runs;
+
+	pma_runs_flush(r);
+	for (uint64_t gw = 0; gw < (uint64_t)x->nr_blocks * BLOCK; gw++)
+		if (x->len[gw] != (gw < x->nr_words ? runs_word_len(r, gw) : 0))
+			return -EIO;
+	for (uint64_t b = 0; b < vgpu_align_up(x->nr_blocks, 16); b++)
+		if (x->bmax[b] != (b < x->nr_blocks ? block_max(x, b) : 0))
+			return -EIO;
+	return 0;
+}
