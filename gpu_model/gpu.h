@@ -278,7 +278,7 @@ const struct gpu_status_shared *gpu_status_get(const struct gpu *g);
 /* Drop @fn's TLB entries overlapping [va, va+size) in every engine (size 0: all). */
 void gpu_tlb_invalidate(struct gpu *g, unsigned int fn, uint64_t va, uint64_t size);
 /* Translate @va for @fn with page directory @pdb as an engine would (no TLB); for tests and
- * debugging. On success *aper is VGPU_GMMU_APER_*, *addr the device VRAM offset or IOVA,
+ * debugging. On success *aper is VGPU_GMMU_APER_*, *addr the device VRAM offset, IOVA or SVA address,
  * *page_size the leaf size. Returns 0 or a positive enum vgpu_fault_reason. */
 int gpu_mmu_translate(struct gpu *g, unsigned int fn, uint64_t pdb, uint64_t va, int access,
 		      uint64_t *aper, uint64_t *addr, uint64_t *page_size);

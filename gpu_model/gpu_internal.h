@@ -206,8 +206,9 @@ struct gpu_ctx {
 
 /* Result of translating one VA. */
 struct gpu_xlate {
-	uint64_t aper;			/* VGPU_GMMU_APER_VRAM / _SYS */
-	uint64_t addr;			/* device VRAM offset (VRAM) or IOVA (SYS) of va */
+	uint64_t aper;			/* VGPU_GMMU_APER_VRAM / _SYS / _SVA */
+	uint64_t addr;			/* device VRAM offset (VRAM), IOVA (SYS) or process
+					 * virtual address (SVA) of va */
 	uint64_t avail;			/* bytes from va to the end of its page */
 	uint64_t pte;
 };
@@ -234,6 +235,10 @@ int gpu_va_write(struct gpu_ctx *ctx, uint64_t va, const void *buf, uint64_t len
 int gpu_phys_rw(struct gpu *g, unsigned int fn, uint64_t part_base, uint64_t part_size,
 		uint64_t aper, uint64_t addr, void *buf, uint64_t len, bool write);
 int gpu_sys_rw(struct gpu *g, unsigned int fn, uint64_t iova, void *buf, uint64_t len, bool write);
+/* Copy to/from a non-VRAM aperture (SYS: IOVA; SVA: address of the process bound at the
+ * function's SVA PASID): 0 or -EFAULT / -EACCES (logged by the IOMMU). */
+int gpu_aper_rw(struct gpu *g, unsigned int fn, uint64_t aper, uint64_t addr, void *buf,
+		uint64_t len, bool write);
 int gpu_sys_atomic(struct gpu *g, unsigned int fn, uint64_t iova, unsigned int size,
 		   uint64_t *val, bool write);
 int gpu_sys_copy(struct gpu *g, unsigned int fn, uint64_t iova, void *buf, uint64_t *n, bool write);

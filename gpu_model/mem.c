@@ -6,6 +6,7 @@
 
 #include "gpu_model/gpu_internal.h"
 #include "iommu_model/iommu.h"
+#include <vgpu/sva.h>
 
 /* The function's requester id is its number (iommu_model: 0 = PF, 1..63 = VFs); the
  * IOMMU logs the fault in its own per-function log as well. */
@@ -15,6 +16,20 @@ int gpu_sys_rw(struct gpu *g, unsigned int fn, uint64_t iova, void *buf, uint64_
 		return -EFAULT;
 	return write ? iommu_dma_write(g->cfg.iommu, fn, iova, buf, len)
 		     : iommu_dma_read(g->cfg.iommu, fn, iova, buf, len);
+}
+
+/* SVA goes through the PASID the host bound the guest process at: the IOMMU copies with
+ * process_vm_readv/writev, so the process's own page tables (COW, mprotect, munmap) decide,
+ * and no PASID bound means a fault, never another process. */
+int gpu_aper_rw(struct gpu *g, unsigned int fn, uint64_t aper, uint64_t addr, void *buf,
+		uint64_t len, bool write)
+{
+	if (aper != VGPU_GMMU_APER_SVA)
+		return gpu_sys_rw(g, fn, addr, buf, len, write);
+	if (!g->cfg.iommu)
+		return -EFAULT;
+	return write ? iommu_dma_write_pasid(g->cfg.iommu, fn, VGPU_SVA_PASID, addr, buf, len)
+		     : iommu_dma_read_pasid(g->cfg.iommu, fn, VGPU_SVA_PASID, addr, buf, len);
 }
 
 /* Copy between system memory at @iova and a host buffer with one IOMMU translation and
@@ -73,6 +88,20 @@ int gpu_sys_atomic(struct gpu *g, unsigned int fn, uint64_t iova, unsigned int s
 	return ret;
 }
 
+/* A 4/8-byte semaphore word in SVA memory. process_vm_readv/writev copy it in one piece but
+ * not as one atomic access: a CPU polling it sees it whole on x86 only because an aligned
+ * word never splits a page (documented in doc/vf_guest.md). Little-endian: the low bytes. */
+static int sva_word(struct gpu *g, unsigned int fn, uint64_t addr, unsigned int size,
+		    uint64_t *val, bool write)
+{
+	uint64_t v = write ? *val : 0;
+	int ret = gpu_aper_rw(g, fn, VGPU_GMMU_APER_SVA, addr, &v, size, write);
+
+	if (!ret && !write)
+		*val = v;
+	return ret;
+}
+
 /* Copy @len bytes between GPU VA @va and @buf, a translation per contiguous piece; an IOMMU
  * fault is recorded in @ctx like an MMU fault. */
 static int gpu_va_copy(struct gpu_ctx *ctx, uint64_t va, uint8_t *p, uint64_t len, bool write)
@@ -92,7 +121,7 @@ static int gpu_va_copy(struct gpu_ctx *ctx, uint64_t va, uint8_t *p, uint64_t le
 				memcpy(ctx->g->vram + x.addr, p, n);
 			else
 				memcpy(p, ctx->g->vram + x.addr, n);
-		} else if (gpu_sys_rw(ctx->g, ctx->f->id, x.addr, p, n, write)) {
+		} else if (gpu_aper_rw(ctx->g, ctx->f->id, x.aper, x.addr, p, n, write)) {
 			ctx->fault_va = va;
 			ctx->fault_access = access;
 			ctx->fault_reason = VGPU_FAULT_IOMMU;
@@ -132,7 +161,8 @@ int gpu_va_load(struct gpu_ctx *ctx, uint64_t va, unsigned int size, uint64_t *v
 		return 0;
 	}
 	(void)v32;
-	if (gpu_sys_atomic(ctx->g, ctx->f->id, x.addr, size, val, false)) {
+	if (x.aper == VGPU_GMMU_APER_SVA ? sva_word(ctx->g, ctx->f->id, x.addr, size, val, false)
+	    : gpu_sys_atomic(ctx->g, ctx->f->id, x.addr, size, val, false)) {
 		ctx->fault_va = va;
 		ctx->fault_access = VGPU_ACCESS_READ;
 		return ctx->fault_reason = VGPU_FAULT_IOMMU;
@@ -158,7 +188,8 @@ int gpu_va_store(struct gpu_ctx *ctx, uint64_t va, unsigned int size, uint64_t v
 		return 0;
 	}
 	(void)v32;
-	if (gpu_sys_atomic(ctx->g, ctx->f->id, x.addr, size, &val, true)) {
+	if (x.aper == VGPU_GMMU_APER_SVA ? sva_word(ctx->g, ctx->f->id, x.addr, size, &val, true)
+	    : gpu_sys_atomic(ctx->g, ctx->f->id, x.addr, size, &val, true)) {
 		ctx->fault_va = va;
 		ctx->fault_access = VGPU_ACCESS_WRITE;
 		return ctx->fault_reason = VGPU_FAULT_IOMMU;

@@ -28,7 +28,8 @@ static int walk_leaf(uint64_t part_base, uint64_t part_size, uint64_t pte, uint6
 	uint64_t off = va & (size - 1);
 
 	if (pte & VGPU_GMMU_RSVD_MASK || !vgpu_is_aligned(addr, size) ||
-	    (aper != VGPU_GMMU_APER_VRAM && aper != VGPU_GMMU_APER_SYS))
+	    (aper != VGPU_GMMU_APER_VRAM && aper != VGPU_GMMU_APER_SYS &&
+	     aper != VGPU_GMMU_APER_SVA))
 		return VGPU_FAULT_BAD_ENTRY;
 	if (access == VGPU_ACCESS_WRITE && (pte & VGPU_GMMU_RO))
 		return VGPU_FAULT_READ_ONLY;

@@ -160,6 +160,7 @@ static int copy_piece(struct gpu_ctx *ctx, uint64_t src, uint64_t dst, uint64_t 
 	struct gpu *g = ctx->g;
 	struct gpu_xlate xs, xd;
 	static _Thread_local uint8_t bounce[64 << 10];
+	bool read_failed = false;
 	int ret;
 
 	ret = gpu_ctx_xlate(ctx, src, VGPU_ACCESS_READ, &xs);
@@ -172,19 +173,25 @@ static int copy_piece(struct gpu_ctx *ctx, uint64_t src, uint64_t dst, uint64_t 
 		memcpy(g->vram + xd.addr, g->vram + xs.addr, *n);
 		return 0;
 	}
-	if (xd.aper == VGPU_GMMU_APER_VRAM)
+	if (xd.aper == VGPU_GMMU_APER_VRAM && xs.aper == VGPU_GMMU_APER_SYS)
 		ret = gpu_sys_copy(g, ctx->f->id, xs.addr, g->vram + xd.addr, n, false);
-	else if (xs.aper == VGPU_GMMU_APER_VRAM)
+	else if (xs.aper == VGPU_GMMU_APER_VRAM && xd.aper == VGPU_GMMU_APER_SYS)
 		ret = gpu_sys_copy(g, ctx->f->id, xd.addr, g->vram + xs.addr, n, true);
+	else if (xd.aper == VGPU_GMMU_APER_VRAM)	/* SVA -> VRAM: no bounce */
+		ret = gpu_aper_rw(g, ctx->f->id, xs.aper, xs.addr, g->vram + xd.addr, *n, false);
+	else if (xs.aper == VGPU_GMMU_APER_VRAM)	/* VRAM -> SVA */
+		ret = gpu_aper_rw(g, ctx->f->id, xd.aper, xd.addr, g->vram + xs.addr, *n, true);
 	else {
 		*n = vgpu_min(*n, sizeof(bounce));
-		ret = gpu_sys_rw(g, ctx->f->id, xs.addr, bounce, *n, false);
+		ret = gpu_aper_rw(g, ctx->f->id, xs.aper, xs.addr, bounce, *n, false);
+		read_failed = ret != 0;
 		if (!ret)
-			ret = gpu_sys_rw(g, ctx->f->id, xd.addr, bounce, *n, true);
+			ret = gpu_aper_rw(g, ctx->f->id, xd.aper, xd.addr, bounce, *n, true);
 	}
 	if (ret) {
-		ctx->fault_va = xd.aper == VGPU_GMMU_APER_VRAM ? src : dst;
-		ctx->fault_access = xd.aper == VGPU_GMMU_APER_VRAM ? VGPU_ACCESS_READ : VGPU_ACCESS_WRITE;
+		read_failed = read_failed || xd.aper == VGPU_GMMU_APER_VRAM;
+		ctx->fault_va = read_failed ? src : dst;
+		ctx->fault_access = read_failed ? VGPU_ACCESS_READ : VGPU_ACCESS_WRITE;
 		return ctx->fault_reason = VGPU_FAULT_IOMMU;
 	}
 	return 0;

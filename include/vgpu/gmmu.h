@@ -18,7 +18,10 @@
  *   1      LEAF     level 2 only: this entry maps a 2 MiB page
  *   2      PT64K    level-2 PDE only: the child table maps 64 KiB pages
  *   4:3    APERTURE PTE only: 0 VRAM (VF-physical address), 1 SYSMEM (an IOVA in the
- *                   function's IOMMU domain); 2 and 3 are reserved. PDEs are always VRAM.
+ *                   function's IOMMU domain), 2 SVA (ABI 2.1: a virtual address of the
+ *                   local guest process the host bound to the function's SVA PASID, see
+ *                   vgpu/sva.h; unbound, unmapped or a write to a read-only page faults
+ *                   with VGPU_FAULT_IOMMU); 3 is reserved. PDEs are always VRAM.
  *   5      RO       PTE only: writes fault with VGPU_FAULT_READ_ONLY
  *   6      VOLATILE PTE only: the translation is never cached in an engine TLB, so a
  *                   change to the PTE is seen by the next access without an invalidate
@@ -61,6 +64,7 @@
 #define VGPU_GMMU_APER_MASK	(3ull << VGPU_GMMU_APER_SHIFT)
 #define VGPU_GMMU_APER_VRAM	(0ull << VGPU_GMMU_APER_SHIFT)
 #define VGPU_GMMU_APER_SYS	(1ull << VGPU_GMMU_APER_SHIFT)
+#define VGPU_GMMU_APER_SVA	(2ull << VGPU_GMMU_APER_SHIFT)	/* ABI 2.1 */
 #define VGPU_GMMU_RO		(1ull << 5)
 #define VGPU_GMMU_VOLATILE	(1ull << 6)
 #define VGPU_GMMU_ADDR_MASK	0x00fffffffffff000ull
@@ -98,7 +102,7 @@ enum vgpu_fault_reason {
 	VGPU_FAULT_BAD_ENTRY,	/* reserved bits, misaligned address, bad aperture */
 	VGPU_FAULT_READ_ONLY,	/* write to a RO page */
 	VGPU_FAULT_OUT_OF_SLICE,/* a table or page lies past the function's VRAM slice */
-	VGPU_FAULT_IOMMU,	/* the system-aperture IOVA did not translate */
+	VGPU_FAULT_IOMMU,	/* the system-aperture IOVA (or SVA address) did not translate */
 	VGPU_FAULT_VA_RANGE,	/* VA at or above VGPU_GMMU_VA_LIMIT */
 	VGPU_FAULT_NR,
 };

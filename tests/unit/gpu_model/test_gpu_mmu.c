@@ -10,7 +10,7 @@
 /* ---- walks and fault reasons, through gpu_mmu_translate() ---- */
 
 enum setup_kind { S_4K, S_64K, S_2M, S_SYS, S_RO, S_NONE, S_PTE_RSVD, S_PTE_MISALIGNED,
-		  S_L0_LEAF, S_BAD_APER, S_PAST_SLICE, S_TABLE_PAST_SLICE, S_PTE_INVALID_4K };
+		  S_L0_LEAF, S_BAD_APER, S_SVA, S_PAST_SLICE, S_TABLE_PAST_SLICE, S_PTE_INVALID_4K };
 
 static const struct walk_case {
 	const char *name;
@@ -26,6 +26,7 @@ static const struct walk_case {
 	{ "64K page",			S_64K, 0x2abcd, VGPU_ACCESS_WRITE, 0, VGPU_GMMU_PAGE_64K, VGPU_GMMU_APER_VRAM },
 	{ "2M page",			S_2M, 0x1fffff, VGPU_ACCESS_READ, 0, VGPU_GMMU_PAGE_2M, VGPU_GMMU_APER_VRAM },
 	{ "system aperture",		S_SYS, 0x10, VGPU_ACCESS_READ, 0, VGPU_GMMU_PAGE_4K, VGPU_GMMU_APER_SYS },
+	{ "SVA aperture (ABI 2.1)",	S_SVA, 0x18, VGPU_ACCESS_WRITE, 0, VGPU_GMMU_PAGE_4K, VGPU_GMMU_APER_SVA },
 	{ "RO read ok",			S_RO, 0x8, VGPU_ACCESS_READ, 0, VGPU_GMMU_PAGE_4K, VGPU_GMMU_APER_VRAM },
 	{ "RO write faults",		S_RO, 0x8, VGPU_ACCESS_WRITE, VGPU_FAULT_READ_ONLY, 0, 0 },
 	{ "no PDE",			S_NONE, 0, VGPU_ACCESS_READ, VGPU_FAULT_PDE_INVALID, 0, 0 },
@@ -57,6 +58,10 @@ static uint64_t walk_setup(struct tgpu *t, enum setup_kind k, uint64_t *pa)
 		*pa = 0x7000;	/* an IOVA */
 		tgpu_map(t, 1, VA, *pa, 0x1000, VGPU_GMMU_PAGE_4K, VGPU_GMMU_APER_SYS);
 		break;
+	case S_SVA:
+		*pa = 0x7f0012345000ull;	/* a process virtual address */
+		tgpu_map(t, 1, VA, *pa, 0x1000, VGPU_GMMU_PAGE_4K, VGPU_GMMU_APER_SVA);
+		break;
 	case S_RO:
 		tgpu_map(t, 1, VA, *pa, 0x1000, VGPU_GMMU_PAGE_4K, VGPU_GMMU_RO);
 		break;
@@ -73,7 +78,7 @@ static uint64_t walk_setup(struct tgpu *t, enum setup_kind k, uint64_t *pa)
 			vgpu_gmmu_pte(*pa, 0) | VGPU_GMMU_LEAF;
 		break;
 	case S_BAD_APER:
-		*tgpu_pte(t, 1, VA, VGPU_GMMU_PAGE_4K) = vgpu_gmmu_pte(*pa, 2ull << VGPU_GMMU_APER_SHIFT);
+		*tgpu_pte(t, 1, VA, VGPU_GMMU_PAGE_4K) = vgpu_gmmu_pte(*pa, 3ull << VGPU_GMMU_APER_SHIFT);
 		break;
 	case S_PAST_SLICE:
 		/* The slice is 64 MiB: this is the first page of function 2's slice. */

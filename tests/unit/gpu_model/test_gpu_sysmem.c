@@ -2,9 +2,11 @@
  * GPFIFO and pushbuffer mapped through SYS PTEs) reached through the function's IOMMU
  * domain; copies between system memory and VRAM; IOMMU faults confined to the channel. */
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #include "gpu_test.h"
 #include "iommu_model/iommu.h"
+#include <vgpu/sva.h>
 
 #define SYS_BYTES	(4u << 20)
 #define IOVA		0x40000000ull		/* 1 GiB, 2 MiB aligned */
@@ -169,11 +171,92 @@ static void test_iommu_unmapped(void **state)
 	sctx_free(s);
 }
 
+#define SVA_VA		0x5000000000ull
+
+/* Aperture 2 (ABI 2.1): PTEs holding this process's own virtual addresses, reached through
+ * an SVA domain at the function's SVA PASID. Copies both ways and a semaphore in ordinary
+ * mmap memory; a read-only page faults on write, an unmapped page on read, and once the
+ * PASID is detached every access faults. */
+static void test_sva_aperture(void **state)
+{
+	struct sctx *s = sctx_new();
+	struct iommu_domain_opts o = { .type = IOMMU_DOMAIN_SVA };
+	struct iommu_domain *sva;
+	struct vgpu_fault_entry fe;
+	struct schan c;
+	const uint64_t len = 64u << 10;
+	uint8_t *mem = mmap(NULL, 4 * len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+			    -1, 0);
+	uint64_t vram = tgpu_vmem(s->t, 1, len, VGPU_GMMU_PAGE_64K);
+	uint64_t src = SVA_VA, dst = SVA_VA + len, ro = SVA_VA + 2 * len, gone = SVA_VA + 3 * len;
+
+	(void)state;
+	assert_true(mem != MAP_FAILED);
+	assert_int_equal(iommu_domain_alloc(s->mmu, &o, &sva), 0);
+	assert_int_equal(iommu_pasid_attach(s->mmu, 1, VGPU_SVA_PASID, sva), 0);
+	tgpu_map(s->t, 1, SVA_VA, (uint64_t)(uintptr_t)mem, 4 * len, VGPU_GMMU_PAGE_4K,
+		 VGPU_GMMU_APER_SVA);
+	for (uint64_t i = 0; i < len; i++)
+		mem[i] = (uint8_t)(i * 13 + 5);
+	memset(mem + 2 * len, 0x5a, len);
+	assert_int_equal(mprotect(mem + 2 * len, len, PROT_READ), 0);
+	assert_int_equal(munmap(mem + 3 * len, len), 0);
+	schan_init(s, &c, 0, 0);
+	uint32_t dw[] = {
+		VGPU_MTHD(VGPU_M_COPY, 6), lo32(src), hi32(src), lo32(vram), hi32(vram), len, 0,
+		VGPU_MTHD(VGPU_M_COPY, 6), lo32(vram), hi32(vram), lo32(dst), hi32(dst), len, 0,
+		VGPU_MTHD(VGPU_M_SEM_RELEASE, 5), lo32(dst + 8), hi32(dst + 8), 77, 0, 0,
+		VGPU_MTHD(VGPU_M_COPY, 6), lo32(ro), hi32(ro), lo32(vram), hi32(vram), 4096, 0,
+	};
+	schan_submit(s, &c, 0, 0, dw, VGPU_ARRAY_SIZE(dw));
+	assert_int_equal(schan_wait(&c), 0);
+	assert_memory_equal(tgpu_va(s->t, 1, vram, 4096), mem + 2 * len, 4096);
+	assert_memory_equal(mem + len + 16, mem + 16, len - 16);
+	assert_int_equal(*(uint32_t *)(mem + len + 8), 77);
+	gpu_priv_chan_free(s->t->p, 1, 0);
+
+	/* GPU write into the read-only page: a fault, the page unchanged. */
+	schan_init(s, &c, 1, 256u << 10);
+	uint32_t dw_ro[] = { VGPU_MTHD(VGPU_M_FILL, 5), lo32(ro), hi32(ro), 4096, 0, 0x11111111 };
+
+	schan_submit(s, &c, 1, 256u << 10, dw_ro, VGPU_ARRAY_SIZE(dw_ro));
+	assert_int_equal(schan_wait(&c), VGPU_CHAN_ERR_IOMMU_FAULT);
+	assert_int_equal(gpu_fault_pop(s->t->g, 1, &fe), 0);
+	assert_int_equal(fe.reason, VGPU_FAULT_IOMMU);
+	assert_true(fe.va == ro && fe.access == VGPU_ACCESS_WRITE);
+	assert_int_equal(mem[2 * len], 0x5a);
+	gpu_priv_chan_free(s->t->p, 1, 1);
+
+	/* GPU read of the unmapped range: a fault at its VA. */
+	schan_init(s, &c, 2, 512u << 10);
+	uint32_t dw_gone[] = { VGPU_MTHD(VGPU_M_COPY, 6), lo32(gone), hi32(gone), lo32(vram),
+			       hi32(vram), 4096, 0 };
+
+	schan_submit(s, &c, 2, 512u << 10, dw_gone, VGPU_ARRAY_SIZE(dw_gone));
+	assert_int_equal(schan_wait(&c), VGPU_CHAN_ERR_IOMMU_FAULT);
+	assert_int_equal(gpu_fault_pop(s->t->g, 1, &fe), 0);
+	assert_true(fe.va == gone && fe.access == VGPU_ACCESS_READ);
+	gpu_priv_chan_free(s->t->p, 1, 2);
+
+	/* No PASID bound: the same good copy faults. */
+	assert_int_equal(iommu_pasid_detach(s->mmu, 1, VGPU_SVA_PASID), 0);
+	schan_init(s, &c, 3, 768u << 10);
+	schan_submit(s, &c, 3, 768u << 10, dw, 7);
+	assert_int_equal(schan_wait(&c), VGPU_CHAN_ERR_IOMMU_FAULT);
+	assert_int_equal(gpu_fault_pop(s->t->g, 1, &fe), 0);
+	assert_true(fe.va == src);
+	gpu_priv_chan_free(s->t->p, 1, 3);
+	assert_int_equal(iommu_domain_free(sva), 0);
+	munmap(mem, 3 * len);
+	sctx_free(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sys_channel),
 		cmocka_unit_test(test_iommu_unmapped),
+		cmocka_unit_test(test_sva_aperture),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,60 @@
+/* vgpu/sva.h - ABI 2.1: shared virtual addressing for LOCAL guest processes.
+ *
+ * A local guest process may ask vgpud to bind its own address space to its VF, the way a
+ * PASID/SVA-capable device is bound to a process (Linux iommu_sva_bind_device): vgpud
+ * creates an IOMMU SVA domain for the process and attaches it at the function's SVA PASID
+ * (VGPU_SVA_PASID). GMMU PTEs with aperture 2 (VGPU_GMMU_APER_SVA, vgpu/gmmu.h) then carry
+ * virtual addresses of that process: the device reads and writes ordinary malloc/mmap
+ * memory, with the process's own page tables (COW after fork, mprotect, munmap) deciding
+ * what is reachable. What is not becomes an MMU fault (VGPU_FAULT_IOMMU).
+ *
+ * WHO MAY BIND. Only the process attached to the VF's endpoint (vgpu/vf_bar.h), proven by
+ * the kernel: the bind request travels on a SECOND connection to the same endpoint socket,
+ * and vgpud accepts it only if its SO_PEERCRED pid is the attached guest's. QEMU never
+ * opens one, and a VM guest cannot make it, so a VM guest never reaches QEMU's memory; a
+ * guest can only ever bind its own process. The domain is for that pid, nothing else.
+ *
+ * PROTOCOL. The guest connects to <runtime-dir>/vf<N>.sock while attached. vgpud answers
+ * with one 8-byte little-endian int64: VGPU_SVA_HELLO (an SVA connection), or
+ * VF_EP_REFUSED and a close (not the attached process, or an SVA connection is already
+ * open). Then, any number of times: the guest writes one struct vgpu_sva_req, vgpud writes
+ * one struct vgpu_sva_reply. The binding lives until UNBIND, until the SVA connection
+ * closes (so it dies with the process), until the guest detaches, or until a VF reset
+ * (the guest then binds again). Malformed requests get a non-zero status and @why names
+ * the field; nothing changes. */
+#ifndef VGPU_ABI_SVA_H
+#define VGPU_ABI_SVA_H
+
+#include <stdint.h>
+
+#include <vgpu/version.h>
+
+#define VGPU_SVA_HELLO		0x5356410201ll	/* "SVA" 2.1: sent instead of the version */
+#define VGPU_SVA_MAGIC		0x41565356u	/* "VSVA" */
+#define VGPU_SVA_PASID		1u		/* the function's PASID for its bound process */
+
+enum vgpu_sva_op {
+	VGPU_SVA_OP_BIND = 1,		/* bind the caller's address space (again: -EBUSY) */
+	VGPU_SVA_OP_UNBIND = 2,		/* drop it (not bound: -ENOENT) */
+};
+
+struct vgpu_sva_req {
+	uint32_t magic;			/* VGPU_SVA_MAGIC */
+	uint32_t abi_version;		/* VGPU_ABI_VERSION; major must match */
+	uint32_t op;			/* enum vgpu_sva_op */
+	uint32_t flags;			/* must be 0 */
+	uint64_t reserved;		/* must be 0 */
+};
+
+struct vgpu_sva_reply {
+	uint32_t magic;			/* VGPU_SVA_MAGIC */
+	int32_t status;			/* 0 or -errno */
+	uint32_t pasid;			/* BIND: the PASID the process is bound at */
+	uint32_t reserved;
+	char why[112];			/* status != 0: what was wrong, NUL-terminated */
+};
+
+_Static_assert(sizeof(struct vgpu_sva_req) == 24, "SVA request is ABI");
+_Static_assert(sizeof(struct vgpu_sva_reply) == 128, "SVA reply is ABI");
+
+#endif
