@@ -9,6 +9,7 @@
 #	vm_qemu g1 q35 "${VM_SOCK[a]}" vfio --big	# boot the guest image in the background
 #	vm_wait g1			# until its result line, its exit or VM_TIMEOUT
 #	vm_report g1			# its TAP points as "ok N - g1: <case>"
+#	vm_managed_point g1		# its managed-memory case ran, faults counted
 #	vm_finish			# plan line, exit status
 #
 # CONVENTIONS (the guest side is vmm_glue/guest/README and the comment of vmm_glue/guest/init)
@@ -317,6 +318,35 @@ vm_wait() {
 		VM_PID[$name]=
 	done
 	return 0
+}
+
+# vm_managed_point NAME: one point for the managed-memory case of guest NAME (issue 8:
+# managed memory inside a VM), from the guest's "# managed: ..." line: ok, with the
+# counters, if the case passed with GPU faults serviced and CPU faults taken (both > 0);
+# skipped with the guest's reason if the guest skipped the case; not ok otherwise (a
+# case that did not run, failed or counted nothing). Returns 1 if not ok.
+vm_managed_point() {
+	local name=$1 log=${VM_CONSOLE[$1]} res line gpu cpu
+
+	res=$(tr -d '\r' <"$log" 2>/dev/null | grep -a -m1 '^\(not \)\?ok [0-9]* - managed memory')
+	line=$(tr -d '\r' <"$log" 2>/dev/null | grep -a -m1 '^# managed: ')
+	line=${line#\# }
+	case "$res" in
+	*"# SKIP"*)
+		vm_point skip "$name: managed memory in the VM" "${res#*# SKIP }"
+		return 0 ;;
+	"ok "*)
+		gpu=$(echo "$line" | sed -n 's/.*GPU faults: \([0-9]*\) entries.*/\1/p')
+		cpu=$(echo "$line" | sed -n 's/.*CPU faults: \([0-9]*\),.*/\1/p')
+		if [ "${gpu:-0}" -gt 0 ] && [ "${cpu:-0}" -gt 0 ]; then
+			vm_point ok "$name: managed memory in the VM ($gpu GPU fault entries, $cpu CPU faults)"
+			return 0
+		fi
+		vm_point fail "$name: managed memory in the VM" "no faults counted: ${line:-no # managed: line}" ;;
+	"")	vm_point fail "$name: managed memory in the VM" "the guest never reported the case" ;;
+	*)	vm_point fail "$name: managed memory in the VM" "${line:-the case failed}" ;;
+	esac
+	return 1
 }
 
 # vm_report NAME: the guest's TAP points as this suite's points ("ok N - NAME: case"), a

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # VM tier, direct QEMU, vfio: two q35 + intel-iommu guests at once, each with its own slice of
 # a private vgpud, both driving their VF through vfio-pci with MSI-X interrupts:
-#   vfio        the full vgpu-vf-test with --big buffers
+#   vfio        the full vgpu-vf-test with --big buffers, and one point that its
+#               managed-memory case ran with GPU and CPU faults counted (second views of
+#               the vfio BAR2 region)
 #   vfio-reset  "reset recovery": the guest waits, this script resets its VF (vgpuctl
 #               reset) when it prints "# ready for reset", the guest must recover
 # Prints TAP: one point per guest test ("ok N - vfio: <case>"), launch -> result times as
@@ -19,5 +21,6 @@ vm_qemu vfio q35 "${VM_SOCK[a]}" vfio --big
 vm_qemu vfio-reset q35 "${VM_SOCK[b]}" vfio --only reset --reset-wait 60
 vm_wait vfio vfio-reset
 vm_report vfio
+vm_managed_point vfio
 vm_report vfio-reset
 vm_finish
