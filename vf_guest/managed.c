@@ -3,7 +3,7 @@
  *
  * The pieces: one hmm mm per VF on the mprotect backend (DMA memory is a shared mapping
  * userfaultfd cannot serve inside a VM; the library writes returning data through a second
- * view of the same pages, made here with mremap(old_size 0)); an hmm_devmem over a VRAM
+ * view of the same pages, made by managed_alloc.c); an hmm_devmem over a VRAM
  * allocation seen through the VRAM aperture; an hmm_mirror whose "device page table" is
  * the GPU's own: at allocation the range is mapped with 4 KiB volatile PTEs (so every
  * table exists from then on) and the CPU address of each leaf PTE is remembered; the
@@ -116,6 +116,49 @@ static const struct hmm_mirror_ops mirror_ops = {
 	.invalidate = mirror_invalidate,
 	.map = mirror_map,
 };
+
+/* The mapping word hmm's range fault would give page @a, from its page state alone; 0 if
+ * it is moving (the replay makes the GPU fault on it again). */
+static uint64_t word_by_state(struct vf_managed *st, uintptr_t a)
+{
+	struct hmm_devmem *dm = NULL;
+	uint64_t page = 0;
+
+	switch (hmm_mm_page_where(st->mm, (void *)a, &dm, &page)) {
+	case HMM_PAGE_SYSTEM:
+		return HMM_PFN_VALID | HMM_PFN_WRITE | (a >> HMM_PAGE_SHIFT);
+	case HMM_PAGE_DEVICE:
+		return dm == st->devmem ? HMM_PFN_VALID | HMM_PFN_WRITE | HMM_PFN_DEVICE | page : 0;
+	default:
+		return 0;
+	}
+}
+
+/* In a VM the managed region is a PFNMAP mapping of BAR2, which /proc/self/pagemap shows
+ * as holes that MADV_POPULATE refuses: hmm's range fault fails (-EFAULT) every fault of a
+ * block holding a page that stays in system memory (advised PREFER_CPU, pinned by the
+ * thrashing policy, no room left in the pool). Those pages are device memory, always
+ * present and writable: map the failed faults of such regions from hmm's page states.
+ * The states are read under the mirror's update lock, which every invalidation takes
+ * before it clears PTEs: a page that starts moving afterwards loses its PTE again. */
+static void map_by_state(struct vf_managed *st, const struct hmm_dev_fault *f, size_t n,
+			 int *status)
+{
+	hmm_interval_read_begin(&st->mirror.notifier);	/* no invalidation half done */
+	vgpu_mutex_lock(&st->mirror.update);
+	for (size_t i = 0; i < n; i++) {
+		struct vgpu_managed *m = alloc_of_cpu(st, f[i].addr);
+		uint64_t w;
+
+		if (status[i] != -EFAULT || !m || !m->own_cpu)
+			continue;
+		w = word_by_state(st, f[i].addr);
+		if (w)
+			mirror_map(&st->mirror, f[i].addr, f[i].addr + HMM_PAGE_SIZE, &w);
+		status[i] = w ? 0 : -EAGAIN;
+	}
+	vgpu_mutex_unlock(&st->mirror.update);
+}
 
 /* Map what is present of [addr, addr+len) for the GPU (after a prefetch): a snapshot
  * range fault with the seq check, then the PTEs. */
@@ -248,6 +291,7 @@ static size_t service_entries(struct vf_managed *st, const struct vgpu_fault_ent
 		 * counters are ours under svc_lock */
 		st->mirror.opts.migrate_on_fault = !prefer_cpu;
 		hmm_mirror_service_faults(&st->mirror, f, k, status);
+		map_by_state(st, f, k, status);
 		for (size_t i = 0; i < k; i++)
 			ok += !status[i] || status[i] == -EAGAIN;
 		for (size_t i = 0; i < k; i++) {

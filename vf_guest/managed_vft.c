@@ -1,12 +1,14 @@
 /* The managed-memory case of the guest suite, usable wherever the suite runs (a local
  * process or inside a VM): a replayable channel copies between two halves of a managed
  * allocation the CPU filled; its faults are serviced by migrating the source into VRAM;
- * the CPU then reads the destination back out of VRAM; eviction empties the pool. On a
+ * the CPU then reads the destination back out of VRAM; eviction empties the pool; then,
+ * advised PREFER_CPU, half of it is filled by the GPU where it is, in system memory. On a
  * pass the reason buffer holds what was seen (the counters and how the second view of
  * DMA memory was made), for the suite to print: in a VM that is the evidence that the
  * GPU- and CPU-fault paths ran there. */
 #include <errno.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -38,8 +40,11 @@ static int why(struct mcase *c, int ret, const char *fmt, ...)
 	return ret;
 }
 
-/* Copy the first half of the allocation onto the second on the GPU and wait. */
-static int gpu_copy_halves(struct mcase *c)
+#define VFT_REMOTE_FILL	0x5eed5eedu
+
+/* Copy the first half of the allocation onto the second on the GPU (or, @fill, fill the
+ * second half with VFT_REMOTE_FILL) and wait. */
+static int gpu_halves(struct mcase *c, bool fill)
 {
 	uint64_t half = VFT_MANAGED_SIZE / 2, va = vgpu_managed_va(c->m);
 	uint32_t dw[32];
@@ -48,9 +53,56 @@ static int gpu_copy_halves(struct mcase *c)
 	int ret;
 
 	vgpu_pb_init(&pb, dw, 32);
-	vgpu_pb_copy(&pb, va, va + half, half);
+	if (fill)
+		vgpu_pb_fill(&pb, va + half, half, VFT_REMOTE_FILL);
+	else
+		vgpu_pb_copy(&pb, va, va + half, half);
 	ret = vgpu_submit(c->ch, pb.dw, pb.len, &f);
 	return ret ? ret : vgpu_fence_wait(&f, 30ull * 1000 * 1000 * 1000);
+}
+
+/* Why @c's GPU work failed: the channel's error and the service's counters. */
+static int gpu_failed(struct mcase *c, int ret, const char *what)
+{
+	struct vgpu_managed_stats st;
+	uint32_t code = 0;
+	uint64_t fva = 0;
+
+	vgpu_managed_get_stats(c->vf, &st);
+	vgpu_channel_error(c->ch, &code, &fva);
+	return why(c, -1, "%s on a replayable channel: %s (channel error %u at VA %#llx; "
+		   "%llu fault entries, %llu replays, %llu migrated, %llu unserviced)", what,
+		   vgpu_vf_strerror(ret), code, (unsigned long long)fva,
+		   (unsigned long long)st.fault_entries, (unsigned long long)st.replays,
+		   (unsigned long long)st.migrated_to_device, (unsigned long long)st.unserviced);
+}
+
+/* Advised PREFER_CPU, the second half stays in system memory: the GPU's faults map it
+ * there (remote), nothing migrates, and the CPU reads the GPU's writes without a fault. */
+static int remote_run(struct mcase *c)
+{
+	uint32_t *p = vgpu_managed_cpu(c->m);
+	size_t words = VFT_MANAGED_SIZE / 8;
+	struct vgpu_managed_stats a, b;
+	int ret;
+
+	vgpu_managed_get_stats(c->vf, &a);
+	ret = vgpu_mem_advise(c->m, VFT_MANAGED_SIZE / 2, VFT_MANAGED_SIZE / 2,
+			      VGPU_ADVISE_PREFER_CPU);
+	if (ret)
+		return why(c, -1, "advise PREFER_CPU: %s", vgpu_vf_strerror(ret));
+	ret = gpu_halves(c, true);
+	if (ret)
+		return gpu_failed(c, ret, "a fill of PREFER_CPU pages");
+	vgpu_managed_get_stats(c->vf, &b);
+	if (b.mapped_remote == a.mapped_remote || b.migrated_to_device != a.migrated_to_device)
+		return why(c, -1, "PREFER_CPU pages: %llu mapped remote, %llu migrated",
+			   (unsigned long long)(b.mapped_remote - a.mapped_remote),
+			   (unsigned long long)(b.migrated_to_device - a.migrated_to_device));
+	for (size_t i = 0; i < words; i++)
+		if (p[words + i] != VFT_REMOTE_FILL)
+			return why(c, -1, "remote word %zu is %#x after the fill", i, p[words + i]);
+	return 0;
 }
 
 static int managed_run(struct mcase *c)
@@ -62,20 +114,10 @@ static int managed_run(struct mcase *c)
 
 	for (size_t i = 0; i < words; i++)
 		p[i] = (uint32_t)i * 2654435761u;
-	ret = gpu_copy_halves(c);
+	ret = gpu_halves(c, false);
+	if (ret)
+		return gpu_failed(c, ret, "a copy");
 	vgpu_managed_get_stats(c->vf, &st);
-	if (ret) {
-		uint32_t code = 0;
-		uint64_t fva = 0;
-
-		vgpu_channel_error(c->ch, &code, &fva);
-		return why(c, -1, "copy on a replayable channel: %s (channel error %u at VA %#llx; "
-			   "%llu fault entries, %llu replays, %llu migrated, %llu unserviced)",
-			   vgpu_vf_strerror(ret), code, (unsigned long long)fva,
-			   (unsigned long long)st.fault_entries, (unsigned long long)st.replays,
-			   (unsigned long long)st.migrated_to_device,
-			   (unsigned long long)st.unserviced);
-	}
 	if (!st.fault_entries || !st.replays || !st.migrated_to_device)
 		return why(c, -1, "no fault serviced (%llu entries, %llu replays, %llu migrated)",
 			   (unsigned long long)st.fault_entries, (unsigned long long)st.replays,
@@ -88,14 +130,17 @@ static int managed_run(struct mcase *c)
 		return why(c, -1, "the CPU read device-resident pages without a fault");
 	if (vgpu_managed_evict_all(c->vf) < 0 || vgpu_managed_resident(c->m, 0, VFT_MANAGED_SIZE))
 		return why(c, -1, "eviction left pages in VRAM");
+	ret = remote_run(c);
+	if (ret)
+		return ret;
 	vgpu_managed_get_stats(c->vf, &st);
 	return why(c, 0, "%llu KiB checked; GPU faults: %llu entries, %llu batches, %llu replays, "
-		   "%llu pages to VRAM; CPU faults: %llu, %llu pages back; write view: %s",
-		   (unsigned long long)(VFT_MANAGED_SIZE >> 10),
+		   "%llu pages to VRAM, %llu mapped remote; CPU faults: %llu, %llu pages back; "
+		   "views: %s", (unsigned long long)(VFT_MANAGED_SIZE >> 10),
 		   (unsigned long long)st.fault_entries, (unsigned long long)st.batches,
 		   (unsigned long long)st.replays, (unsigned long long)st.migrated_to_device,
-		   (unsigned long long)st.cpu_faults, (unsigned long long)st.migrated_to_cpu,
-		   c->m->view);
+		   (unsigned long long)st.mapped_remote, (unsigned long long)st.cpu_faults,
+		   (unsigned long long)st.migrated_to_cpu, c->m->view);
 }
 
 int vft_managed_case(struct vgpu_vf *vf, char *whybuf, size_t len)
