@@ -504,42 +504,66 @@ static inline uint64_t gpair_frames(uint64_t gbits, unsigned int k)
 		    (m = gpair_frames((gbits), vgpu_ctz(_t) / 2)), 1);			\
 	     _t &= ~(3ull << (vgpu_ctz(_t) & ~1u)))
 
-/* Commit the frames @sel of word @wi as allocated (one OR per mask, whatever their number). */
-static inline void word_alloc(struct pma_region *r, uint64_t wi, uint64_t sel, uint64_t avail,
-			      struct pma_opargs *a)
+/* The lowest @k set bits of @m (@k < popcount(@m)). */
+static inline uint64_t low_bits(uint64_t m, size_t k)
 {
-	struct pma_word *w = &r->words[wi];
+	uint64_t sel = 0;
 
-	a->dirty_seen |= w->persist & sel;
-	w->alloc |= sel;
-	w->pin = a->pin ? w->pin | sel : w->pin & ~sel;
-	w->persist = a->persist ? w->persist | sel : w->persist & ~sel;
-	pma_region_word_moved(r, wi, avail, avail & ~sel);	/* @sel was available */
+	while (k--) {
+		sel |= m & (0 - m);
+		m &= m - 1;
+	}
+	return sel;
 }
 
-/* Take @need 64 KiB pages from the groups set in @map, ascending, committing each group's
- * pages with one word update as soon as they are chosen. The caller has proved that the
- * request fits, so nothing ever has to be undone. Returns the pages taken. */
-static size_t take_commit_64k(struct pma_region *r, const uint64_t *map, const uint64_t *sum,
-			      size_t need, struct pma_opargs *a, uint64_t *out)
+/* Take @need 64 KiB pages from the partial (@partial) or the whole free groups, ascending,
+ * committing each group's pages with one word update as soon as they are chosen. The caller
+ * has proved that the request fits, so nothing ever has to be undone. Which group bits move
+ * is known from where the group came from: a partial group stays partial or becomes empty
+ * (never whole), a whole group stops being whole. Returns the pages taken. */
+static size_t take_commit_64k(struct pma_region *r, bool partial, size_t need,
+			      struct pma_opargs *a, uint64_t *out)
 {
+	uint64_t *map = partial ? r->gpart : r->gfull, *sum = partial ? r->gpart_sum : r->gfull_sum;
 	uint64_t g = 0, nr_groups = r->nr_groups;
+	uint64_t pin = a->pin ? ~0ull : 0, persist = a->persist ? ~0ull : 0;
 	size_t got = 0;
 
 	while (got < need && (g = pma_bits_next_inl(map, sum, g, nr_groups)) != NONE) {
-		uint64_t base = g << PMA_GROUP_SHIFT, sel = 0;
-		uint64_t avail = pma_word_avail(&r->words[base / 64]);
-		uint64_t m = (avail >> (base % 64)) & 0xffffffffull;
+		uint64_t base = g << PMA_GROUP_SHIFT, sh = base % 64, gw = g / 64;
+		uint64_t gbit = VGPU_BIT(g % 64);
+		struct pma_word *w = &r->words[base / 64];
+		uint64_t m = (pma_word_avail(w) >> sh) & 0xffffffffull, fm;
 		uint64_t addr0 = (r->first + base) << PMA_FRAME_SHIFT;
+		size_t left = need - got, nm = vgpu_popcount(m);
+		uint64_t sel = nm <= left ? m : low_bits(m, left);
 
-		while (m && got < need) {
-			unsigned int b = vgpu_ctz(m);
-
-			m &= m - 1;
-			sel |= VGPU_BIT(b);
-			out[got++] = addr0 + ((uint64_t)b << PMA_FRAME_SHIFT);
+		for (uint64_t t = sel; t; t &= t - 1)
+			out[got++] = addr0 + ((uint64_t)vgpu_ctz(t) << PMA_FRAME_SHIFT);
+		fm = sel << sh;
+		a->dirty_seen |= w->persist & fm;
+		w->alloc |= fm;
+		w->pin = (w->pin & ~fm) | (pin & fm);
+		w->persist = (w->persist & ~fm) | (persist & fm);
+		r->free_frames -= vgpu_popcount(sel);
+		if (partial) {
+			if (sel == m) {		/* nothing of the group is left */
+				r->gpart[gw] &= ~gbit;
+				if (!r->gpart[gw])
+					r->gpart_sum[gw / 64] &= ~VGPU_BIT(gw % 64);
+			}
+		} else {
+			r->gfull[gw] &= ~gbit;
+			r->free_groups--;
+			if (!r->gfull[gw])
+				r->gfull_sum[gw / 64] &= ~VGPU_BIT(gw % 64);
+			if (sel != m) {		/* part of it is left */
+				r->gpart[gw] |= gbit;
+				r->gpart_sum[gw / 64] |= VGPU_BIT(gw % 64);
+			}
+			pma_group_mark(r, (uint32_t)gw);
 		}
-		word_alloc(r, base / 64, sel << (base % 64), avail, a);
+		pma_tlayer_mark(&r->ftree.layer[0], (uint32_t)gw);
 		g++;
 	}
 	return got;
@@ -556,9 +580,9 @@ static bool alloc_64k_fast(struct pma_region *r, const struct pma_req *q, struct
 
 	if (q->pf != 1 || (q->flags & (PMA_RANGE | PMA_REVERSE)) || r->free_frames < q->count)
 		return false;
-	got = take_commit_64k(r, r->gpart, r->gpart_sum, q->count, a, pages);
+	got = take_commit_64k(r, true, q->count, a, pages);
 	if (got < q->count)
-		got += take_commit_64k(r, r->gfull, r->gfull_sum, q->count - got, a, pages + got);
+		got += take_commit_64k(r, false, q->count - got, a, pages + got);
 	VGPU_ASSERT(got == q->count);
 	return true;
 }
