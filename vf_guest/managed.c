@@ -160,6 +160,27 @@ static void map_by_state(struct vf_managed *st, const struct hmm_dev_fault *f, s
 	vgpu_mutex_unlock(&st->mirror.update);
 }
 
+/* Move the faults of VM regions to the end of @f; returns how many others come first.
+ * Remote faults there would only fail in hmm (map_by_state() maps them), and slowly: a
+ * failed block is retried page by page, each walk parsing /proc/self/maps (seconds for a
+ * 2 MiB block under TCG). */
+static size_t vm_faults_last(struct vf_managed *st, struct hmm_dev_fault *f, size_t n)
+{
+	size_t h = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		struct vgpu_managed *m = alloc_of_cpu(st, f[i].addr);
+
+		if (m && m->own_cpu)
+			continue;
+		struct hmm_dev_fault t = f[h];
+
+		f[h++] = f[i];
+		f[i] = t;
+	}
+	return h;
+}
+
 /* Map what is present of [addr, addr+len) for the GPU (after a prefetch): a snapshot
  * range fault with the seq check, then the PTEs. */
 int vf_managed_map_present(struct vf_managed *st, uintptr_t addr, size_t len)
@@ -290,7 +311,12 @@ static size_t service_entries(struct vf_managed *st, const struct vgpu_fault_ent
 		/* one service pass at a time (the thread or a caller): the mirror's opts and
 		 * counters are ours under svc_lock */
 		st->mirror.opts.migrate_on_fault = !prefer_cpu;
-		hmm_mirror_service_faults(&st->mirror, f, k, status);
+		size_t h = prefer_cpu ? vm_faults_last(st, f, k) : k;
+
+		if (h)
+			hmm_mirror_service_faults(&st->mirror, f, h, status);
+		for (size_t i = h; i < k; i++)
+			status[i] = -EFAULT;	/* what hmm would say, after a slow walk */
 		map_by_state(st, f, k, status);
 		for (size_t i = 0; i < k; i++)
 			ok += !status[i] || status[i] == -EAGAIN;
