@@ -7,8 +7,10 @@
 #   make vm-check      only the VM suites (each prints TAP; tests/run-suites folds them)
 #
 # The suites find the binaries and the image through VGPU_BIN and VGPU_GUEST (tests/vm/lib.sh).
-# The guest image lives in build/guest/ whatever BUILD is: it is the same for every variant.
-GUEST_DIR     := build/guest
+# The guest image lives in build/guest/ whatever BUILD is (it is the same for every variant);
+# GUEST_DIR puts it elsewhere, e.g. a private build: make BUILD=build/me
+# GUEST_DIR=build/me/guest guest-image vm-check (the kernel package is fetched there once).
+GUEST_DIR     ?= build/guest
 VM_GUEST_BIN  := $(BUILD)/rel/bin/vgpu-vf-test-static
 VM_HOST_BINS  := $(BUILD)/rel/bin/vgpud $(BUILD)/rel/bin/vgpuctl $(BUILD)/rel/bin/vgpu-gsp
 
