@@ -70,10 +70,7 @@ void pma_publish_stats_locked(struct pma *pma)
 	for (unsigned int i = 0; i < pma->nr_regions; i++) {
 		struct pma_region *r = pma->regions[i];
 
-		/* The group run index is brought up to date by the operation that changed it:
-		 * left to the next 32 MiB search, the work of many operations would land on one
-		 * allocation. Both tree layers wait for a reader. */
-		pma_runs_flush(r);
+		/* Both tree layers wait for a reader (the group run index is always exact). */
 		total += r->hi - r->lo;
 		free_frames += r->free_frames;
 		groups += r->free_groups;

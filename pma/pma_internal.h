@@ -69,17 +69,14 @@ struct pma_tlayer {
 };
 
 /* The group run index (pma_runs.c): per word of group bits, the longest run of whole free
- * groups starting in it, capped; per block of PMA_RUN_BLOCK words, the maximum. Changed
- * words are marked, and the marks are flushed at the end of each operation (and before a
- * search), so a 32 MiB search pays only for its own operation. */
+ * groups starting in it, capped; per block of PMA_RUN_BLOCK words, the maximum. It is
+ * updated when a word of group bits changes, so a 32 MiB search pays for nothing else. */
 #define PMA_RUN_CAP	255u		/* runs are counted up to this many groups */
 #define PMA_RUN_BLOCK	16u		/* words per block maximum */
 
 struct pma_runs {
 	uint8_t *len;		/* per group word, padded to whole blocks */
 	uint8_t *bmax;		/* per block, padded to 16 bytes */
-	uint64_t *dirty;	/* one bit per group word changed since the last flush */
-	uint32_t dlo, dhi;	/* marked words lie in [dlo, dhi]; dlo > dhi: none */
 	uint32_t nr_words, nr_blocks;
 };
 
@@ -247,31 +244,20 @@ int pma_tree_check(struct pma_tree *t, const struct pma_region *r);
 /* --- pma_runs.c --- */
 int pma_runs_init(struct pma_runs *x, uint64_t nr_words);
 void pma_runs_fini(struct pma_runs *x);
-/* Bring the entries of the marked words (and of the words whose runs reach them) up to date. */
-void pma_runs_flush_dirty(struct pma_region *r);
-static inline void pma_runs_flush(struct pma_region *r)
-{
-	if (r->runs.dlo <= r->runs.dhi)
-		pma_runs_flush_dirty(r);
-}
-/* First group g with groups [g, g + @n) all whole and free, 1 <= @n <= PMA_RUN_CAP; flushes
- * first. UINT64_MAX if none. */
+/* Word @gw of the group bits changed: its entry and those of the words whose runs reach it. */
+void pma_runs_word_changed(struct pma_region *r, uint64_t gw);
+/* First group g with groups [g, g + @n) all whole and free, 1 <= @n <= PMA_RUN_CAP;
+ * UINT64_MAX if none. */
 uint64_t pma_runs_find(struct pma_region *r, uint64_t n);
-/* Flush, then compare every entry with a fresh computation; 0 or -EIO. */
+/* Compare every entry with a fresh computation; 0 or -EIO. */
 int pma_runs_check(struct pma_region *r);
 
-/* Group word @gw changed which groups are whole and free: the tree's group layer and the run
- * index both need it. */
+/* Group word @gw changed which groups are whole and free: the tree's group layer is marked,
+ * the run index follows at once. */
 static inline void pma_group_mark(struct pma_region *r, uint32_t gw)
 {
-	struct pma_runs *x = &r->runs;
-
 	pma_tlayer_mark(&r->ftree.layer[1], gw);
-	x->dirty[gw / 64] |= VGPU_BIT(gw % 64);
-	if (gw < x->dlo)
-		x->dlo = gw;
-	if (gw > x->dhi)
-		x->dhi = gw;
+	pma_runs_word_changed(r, gw);
 }
 
 /* --- pma_region.c --- */

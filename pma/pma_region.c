@@ -52,7 +52,6 @@ struct pma_region *pma_region_new(const struct pma_region_desc *desc, unsigned i
 		goto fail;
 	pma_region_refresh(r, 0, r->nr_words - 1, 0);
 	pma_tree_flush(&r->ftree, r);
-	pma_runs_flush(r);
 	return r;
 fail:
 	pma_region_free(r);

@@ -3,8 +3,10 @@
  * after it), capped at PMA_RUN_CAP groups; and the maximum of those over each block of 16
  * words. "First run of n whole groups" (a 32 MiB contiguous page, a 256 MiB page list) is
  * then a byte scan of the block maxima, a byte scan of one block and a few bit operations on
- * one word; a change of one word of group bits recomputes that word's entry and those of at
- * most four words before it (the runs that reach into it), and one block maximum.
+ * one word; a change of one word of group bits recomputes, there and then, that word's
+ * entry and those of at most four words before it (the runs that reach into it), and a
+ * block maximum. Each update leaves every entry exact for the group bits as they are, so
+ * the index is exact between any two changes, inside an operation too.
  *
  * This replaces, for those searches, the group layer of the extent tree, whose climb cost
  * ~265 instructions per changed leaf and had to be paid at the end of every operation (a
@@ -68,27 +70,52 @@ static uint8_t block_max(const struct pma_runs *x, uint64_t b)
 	return m;
 }
 
+/* Maximum of block @b with entry @gw replaced by @v, read before @gw is written: a vector
+ * load right after the byte store would wait for the store to retire. */
+static uint8_t block_max_with(const struct pma_runs *x, uint64_t gw, uint8_t v)
+{
+#ifdef __SSE2__
+	const __m128i iota = _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+	__m128i blk = _mm_loadu_si128((const __m128i *)(x->len + gw / BLOCK * BLOCK));
+	__m128i lane = _mm_cmpeq_epi8(iota, _mm_set1_epi8((char)(gw % BLOCK)));
+
+	blk = _mm_or_si128(_mm_andnot_si128(lane, blk), _mm_and_si128(lane, _mm_set1_epi8((char)v)));
+	blk = _mm_max_epu8(blk, _mm_srli_si128(blk, 8));
+	blk = _mm_max_epu8(blk, _mm_srli_si128(blk, 4));
+	blk = _mm_max_epu8(blk, _mm_srli_si128(blk, 2));
+	blk = _mm_max_epu8(blk, _mm_srli_si128(blk, 1));
+	return (uint8_t)_mm_cvtsi128_si32(blk);
+#else
+	uint8_t m = v;
+
+	for (uint64_t i = gw / BLOCK * BLOCK; i < gw / BLOCK * BLOCK + BLOCK; i++)
+		if (i != gw && x->len[i] > m)
+			m = x->len[i];
+	return m;
+#endif
+}
+
 static void runs_set(struct pma_runs *x, uint64_t gw, uint8_t v)
 {
 	uint8_t old = x->len[gw], *bm = &x->bmax[gw / BLOCK];
 
 	if (v == old)
 		return;
-	x->len[gw] = v;
 	if (v > *bm)
 		*bm = v;
 	else if (old == *bm)
-		*bm = block_max(x, gw / BLOCK);
+		*bm = block_max_with(x, gw, v);
+	x->len[gw] = v;
 }
 
-/* Word @gw's group bits changed: its entry, and those of the words before it whose top run
- * reaches into it (a run that already counts PMA_RUN_CAP groups before it is not changed). */
-static void runs_word_changed(struct pma_region *r, uint64_t gw)
+void pma_runs_word_changed(struct pma_region *r, uint64_t gw)
 {
 	struct pma_runs *x = &r->runs;
 	uint64_t j = gw;
 
 	runs_set(x, gw, runs_word_len(r, gw));
+	/* The words before it whose top run reaches into it (a run that already counts
+	 * PMA_RUN_CAP groups before it does not change). */
 	while (j > 0 && gw - j < 4) {
 		j--;
 		if (!(r->gfull[j] >> 63))
@@ -106,34 +133,14 @@ int pma_runs_init(struct pma_runs *x, uint64_t nr_words)
 	/* Both arrays padded with zeros to whole 16-byte vectors. */
 	x->len = calloc((size_t)x->nr_blocks * BLOCK, 1);
 	x->bmax = calloc(vgpu_align_up(x->nr_blocks, 16), 1);
-	x->dirty = calloc(VGPU_BITMAP_WORDS(nr_words), sizeof(*x->dirty));
-	x->dlo = UINT32_MAX;
-	x->dhi = 0;
-	return x->len && x->bmax && x->dirty ? 0 : -ENOMEM;
+	return x->len && x->bmax ? 0 : -ENOMEM;
 }
 
 void pma_runs_fini(struct pma_runs *x)
 {
 	free(x->len);
 	free(x->bmax);
-	free(x->dirty);
 	x->len = x->bmax = NULL;
-	x->dirty = NULL;
-}
-
-void pma_runs_flush_dirty(struct pma_region *r)
-{
-	struct pma_runs *x = &r->runs;
-
-	for (uint32_t wi = x->dlo / 64; wi <= x->dhi / 64; wi++) {
-		uint64_t w = x->dirty[wi];
-
-		x->dirty[wi] = 0;
-		for (; w; w &= w - 1)
-			runs_word_changed(r, (uint64_t)wi * 64 + vgpu_ctz(w));
-	}
-	x->dlo = UINT32_MAX;
-	x->dhi = 0;
 }
 
 /* Index of the first of @cnt bytes (a multiple of 16) that is >= @n, or -1. */
@@ -165,7 +172,6 @@ uint64_t pma_runs_find(struct pma_region *r, uint64_t n)
 
 	if (!n || n > PMA_RUN_CAP)
 		return NONE;
-	pma_runs_flush(r);
 	b = bytes_first_ge(x->bmax, vgpu_align_up(x->nr_blocks, 16), (uint8_t)n);
 	if (b < 0)
 		return NONE;
@@ -193,7 +199,6 @@ int pma_runs_check(struct pma_region *r)
 {
 	struct pma_runs *x = &r->runs;
 
-	pma_runs_flush(r);
 	for (uint64_t gw = 0; gw < (uint64_t)x->nr_blocks * BLOCK; gw++)
 		if (x->len[gw] != (gw < x->nr_words ? runs_word_len(r, gw) : 0))
 			return -EIO;
