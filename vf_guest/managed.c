@@ -320,13 +320,18 @@ static size_t service_entries(struct vf_managed *st, const struct vgpu_fault_ent
 		map_by_state(st, f, k, status);
 		for (size_t i = 0; i < k; i++)
 			ok += !status[i] || status[i] == -EAGAIN;
+		size_t bad = 0, first = 0;
+
 		for (size_t i = 0; i < k; i++) {
 			if (!status[i] || status[i] == -EAGAIN)
 				continue;
-			st->unserviced++;
-			vf_error(st->vf, status[i], "managed memory: GPU fault on CPU address %p "
-				 "not serviced: %s", (void *)f[i].addr, vgpu_vf_strerror(status[i]));
+			first = bad++ ? first : i;
 		}
+		st->unserviced += bad;
+		if (bad)
+			vf_error(st->vf, status[first], "managed memory: %zu GPU fault(s) not "
+				 "serviced, the first on CPU address %p: %s", bad,
+				 (void *)f[first].addr, vgpu_vf_strerror(status[first]));
 	}
 	free(f);
 	free(status);
