@@ -139,8 +139,9 @@ static int bar_view(struct vgpu_vf *vf, void *src, uint64_t len, void *at, void 
 	*how = "mremap of the BAR2 memfd mapping";
 	p = at ? mremap(src, 0, len, MREMAP_MAYMOVE | MREMAP_FIXED, at)
 	       : mremap(src, 0, len, MREMAP_MAYMOVE);
+	/* EFAULT, EINVAL: a transport of the caller's whose BAR2 mremap cannot duplicate */
 	if (p == MAP_FAILED)
-		return -errno;
+		return errno == EFAULT || errno == EINVAL ? -EOPNOTSUPP : -errno;
 	*out = p;
 	return 0;
 }
