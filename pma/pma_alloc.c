@@ -89,6 +89,72 @@ static inline void gword_changed(struct pma_region *r, uint64_t gw)
 	pma_group_mark(r, (uint32_t)gw);
 }
 
+/* The frame words of whole groups [g0, g0 + ng) are [w0, w1]; a word holds two groups, so
+ * only the two end words may hold just one of the range's (their masks m0, m1). */
+struct gwords {
+	uint64_t w0, w1, m0, m1;
+};
+
+static inline struct gwords gwords_of(uint64_t g0, uint64_t ng)
+{
+	struct gwords x = {
+		.w0 = g0 / 2, .w1 = (g0 + ng - 1) / 2,
+		.m0 = g0 % 2 ? 0xffffffff00000000ull : ~0ull,
+		.m1 = (g0 + ng) % 2 ? 0xffffffffull : ~0ull,
+	};
+
+	if (x.w0 == x.w1)
+		x.m0 = x.m1 = x.m0 & x.m1;
+	return x;
+}
+
+/* Run @body(word, mask) over the frame words of @x: the end words with their masks, the
+ * words between with a constant full mask (which the compiler folds into plain stores). */
+#define gwords_each(x, body)								do {											body(&r->words[(x).w0], (x).m0);						for (uint64_t _wi = (x).w0 + 1; _wi < (x).w1; _wi++)					body(&r->words[_wi], ~0ull);						if ((x).w1 > (x).w0)									body(&r->words[(x).w1], (x).m1);				} while (0)
+
+/* Frames of the range that are not allocated, and that carry an attribute (accumulated). */
+#define GW_CHECK(w, m)									do {											notalloc |= ~(w)->alloc & (m);							attrs |= ((w)->evict | (w)->scrub | (w)->black) & (m);			} while (0)
+#define GW_ALLOC_PINNED(w, m)								do {											dirty |= (w)->persist & (m);							(w)->alloc |= (m);								(w)->pin |= (m);								(w)->persist &= ~(m);							} while (0)
+#define GW_FREE(w, m)									do {											(w)->alloc &= ~(m);								(w)->pin &= ~(m);								(w)->persist |= (m);	/* free and dirty until scrubbed */		} while (0)
+
+/* Check whole groups [g0, g0 + ng) for a plain free: -ENOENT if a frame is not allocated,
+ * 1 if a frame carries an attribute (such groups do not become whole: the general path),
+ * 0 if they can be freed as a block. */
+static int groups_free_check(const struct pma_region *r, uint64_t g0, uint64_t ng)
+{
+	struct gwords x = gwords_of(g0, ng);
+	uint64_t notalloc = 0, attrs = 0;
+
+	gwords_each(x, GW_CHECK);
+	return notalloc ? -ENOENT : attrs ? 1 : 0;
+}
+
+/* Move gfull and the counters for whole groups [g0, g0 + ng) that became allocated (all
+ * their bits were set) or free (all clear). */
+static void groups_flip(struct pma_region *r, uint64_t g0, uint64_t ng, bool alloc)
+{
+	for (uint64_t gw = g0 / 64; gw <= (g0 + ng - 1) / 64; gw++) {
+		r->gfull[gw] ^= gword_mask(g0, ng, gw);
+		gword_changed(r, gw);
+	}
+	if (alloc) {
+		r->free_frames -= ng * PMA_GROUP_FRAMES;
+		r->free_groups -= ng;
+	} else {
+		r->free_frames += ng * PMA_GROUP_FRAMES;
+		r->free_groups += ng;
+	}
+}
+
+/* Free whole groups [g0, g0 + ng) that groups_free_check() passed: a block change. */
+static void groups_free_checked(struct pma_region *r, uint64_t g0, uint64_t ng)
+{
+	struct gwords x = gwords_of(g0, ng);
+
+	gwords_each(x, GW_FREE);
+	groups_flip(r, g0, ng, false);
+}
+
 /* Whole groups [g0, g0 + ng) that are all free (ALLOC) or all allocated and carry no
  * attribute (FREE without scrub) change as a block: the group bits and counters move by
  * whole words instead of being re-derived word by word (a group that is wholly allocated or
@@ -97,43 +163,32 @@ static inline void gword_changed(struct pma_region *r, uint64_t gw)
 static bool groups_apply(struct pma_region *r, uint64_t g0, uint64_t ng, enum pma_op op,
 			 struct pma_opargs *a)
 {
-	uint64_t gw0 = g0 / 64, gw1 = (g0 + ng - 1) / 64;
-	uint64_t f0 = g0 * PMA_GROUP_FRAMES, nf = ng * PMA_GROUP_FRAMES;
+	struct gwords x = gwords_of(g0, ng);
 
-	if (op == OP_ALLOC) {
-		for (uint64_t gw = gw0; gw <= gw1; gw++) {
-			uint64_t gm = gword_mask(g0, ng, gw);
-
-			if ((r->gfull[gw] & gm) != gm)
-				return false;
-		}
-	} else if (op != OP_FREE || a->scrub) {
-		return false;
-	} else {
-		pma_for_each_word(f0, nf, wi, m) {
-			const struct pma_word *w = &r->words[wi];
-
-			if ((w->alloc & m) != m || ((w->evict | w->scrub | w->black) & m))
-				return false;
-		}
+	if (op == OP_FREE) {
+		if (a->scrub || groups_free_check(r, g0, ng))
+			return false;
+		groups_free_checked(r, g0, ng);
+		return true;
 	}
-	if (op == OP_ALLOC && a->pin && !a->persist) {
+	if (op != OP_ALLOC)
+		return false;
+	for (uint64_t gw = g0 / 64; gw <= (g0 + ng - 1) / 64; gw++) {
+		uint64_t gm = gword_mask(g0, ng, gw);
+
+		if ((r->gfull[gw] & gm) != gm)
+			return false;
+	}
+	if (a->pin && !a->persist) {
 		uint64_t dirty = 0;
 
 		/* The common pinned allocation, without the per-word blends. */
-		pma_for_each_word(f0, nf, wi, m) {
-			struct pma_word *w = &r->words[wi];
-
-			dirty |= w->persist & m;
-			w->alloc |= m;
-			w->pin |= m;
-			w->persist &= ~m;
-		}
+		gwords_each(x, GW_ALLOC_PINNED);
 		a->dirty_seen |= dirty;
-	} else if (op == OP_ALLOC) {
+	} else {
 		uint64_t pin = a->pin ? ~0ull : 0, persist = a->persist ? ~0ull : 0;
 
-		pma_for_each_word(f0, nf, wi, m) {
+		pma_for_each_word(g0 * PMA_GROUP_FRAMES, ng * PMA_GROUP_FRAMES, wi, m) {
 			struct pma_word *w = &r->words[wi];
 
 			a->dirty_seen |= w->persist & m;
@@ -141,26 +196,8 @@ static bool groups_apply(struct pma_region *r, uint64_t g0, uint64_t ng, enum pm
 			w->pin = (w->pin & ~m) | (pin & m);
 			w->persist = (w->persist & ~m) | (persist & m);
 		}
-	} else {
-		pma_for_each_word(f0, nf, wi, m) {
-			struct pma_word *w = &r->words[wi];
-
-			w->alloc &= ~m;
-			w->pin &= ~m;
-			w->persist |= m;	/* free and dirty until scrubbed */
-		}
 	}
-	for (uint64_t gw = gw0; gw <= gw1; gw++) {
-		r->gfull[gw] ^= gword_mask(g0, ng, gw);	/* all set (ALLOC) or all clear (FREE) */
-		gword_changed(r, gw);
-	}
-	if (op == OP_ALLOC) {
-		r->free_frames -= nf;
-		r->free_groups -= ng;
-	} else {
-		r->free_frames += nf;
-		r->free_groups += ng;
-	}
+	groups_flip(r, g0, ng, true);
 	return true;
 }
 
@@ -1049,12 +1086,11 @@ static bool pages_consecutive(const uint64_t *pages, size_t count, uint64_t page
  * carries an attribute (the general path takes it). */
 static int groups_free_run(struct pma_region *r, uint64_t s, size_t ng)
 {
-	struct pma_opargs args = { 0 };
+	int ret = groups_free_check(r, s >> PMA_GROUP_SHIFT, ng);
 
-	pma_for_each_word(s, ng * PMA_GROUP_FRAMES, wi, m)
-		if ((r->words[wi].alloc & m) != m)
-			return -ENOENT;
-	return groups_apply(r, s >> PMA_GROUP_SHIFT, ng, OP_FREE, &args) ? 0 : 1;
+	if (!ret)
+		groups_free_checked(r, s >> PMA_GROUP_SHIFT, ng);
+	return ret;
 }
 
 /* The common free: an ascending list of pages of at most 2 MiB, all inside the first region,
@@ -1175,16 +1211,30 @@ int pma_free_range(struct pma *pma, uint64_t addr, uint64_t size, unsigned int f
 		goto unlock;
 	}
 	s = (addr >> PMA_FRAME_SHIFT) - r->first;
+	args.scrub = pma->cfg.scrub_on_free && !(flags & PMA_FREE_SKIP_SCRUB);
+	/* Several whole groups without scrub: checked and freed as a block, one pass each
+	 * (one group takes group_apply()). */
+	if (!args.scrub && !(s % PMA_GROUP_FRAMES) && !(n % PMA_GROUP_FRAMES) &&
+	    n > PMA_GROUP_FRAMES) {
+		ret = groups_free_check(r, s >> PMA_GROUP_SHIFT, n >> PMA_GROUP_SHIFT);
+		if (ret < 0)
+			goto unlock;
+		if (!ret) {
+			groups_free_checked(r, s >> PMA_GROUP_SHIFT, n >> PMA_GROUP_SHIFT);
+			goto publish;
+		}
+		ret = 0;
+	}
 	pma_for_each_word(s, n, wi, m) {
 		if ((r->words[wi].alloc & m) != m) {
 			ret = -ENOENT;
 			goto unlock;
 		}
 	}
-	args.scrub = pma->cfg.scrub_on_free && !(flags & PMA_FREE_SKIP_SCRUB);
 	range_apply(r, s, n, OP_FREE, &args);
 	if (args.scrub)
 		pma_scrub_submit(pma, addr, size);
+publish:
 	pma_publish_stats_locked(pma);
 unlock:
 	pma_unlock(pma);
