@@ -319,14 +319,17 @@ static void test_gsp_hang(void **state)
 
 int main(void)
 {
-	struct CMUnitTest t[32] = {
+	static const struct CMUnitTest fixed[] = {
 		cmocka_unit_test_setup_teardown(test_session, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reply_too_small, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_gsp_crash, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_gsp_hang, setup, teardown),
 	};
-	size_t n = 4;
+	/* Sized and counted from the tables, so no case is overwritten or left out. */
+	struct CMUnitTest t[VGPU_ARRAY_SIZE(fixed) + VGPU_ARRAY_SIZE(wire_cases)];
+	size_t n = VGPU_ARRAY_SIZE(fixed);
 
+	memcpy(t, fixed, sizeof(fixed));
 	for (size_t i = 0; i < VGPU_ARRAY_SIZE(wire_cases); i++)
 		t[n++] = (struct CMUnitTest){ wire_cases[i].name, test_wire, setup, teardown,
 					      (void *)&wire_cases[i] };

@@ -450,7 +450,7 @@ static void test_lock_order_real(void **state)
 
 int main(void)
 {
-	struct CMUnitTest t[32] = {
+	static const struct CMUnitTest fixed[] = {
 		cmocka_unit_test_setup_teardown(test_lifecycle, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dependency_free, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_channel_submit, setup, teardown),
@@ -461,8 +461,12 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_vf_reset_scrub, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lock_order_real, setup, teardown),
 	};
-	size_t n = 8;
+	/* Sized and counted from the tables, so no case is overwritten or left out. */
+	struct CMUnitTest t[VGPU_ARRAY_SIZE(fixed) + VGPU_ARRAY_SIZE(bad_allocs) +
+			    VGPU_ARRAY_SIZE(order_cases)];
+	size_t n = VGPU_ARRAY_SIZE(fixed);
 
+	memcpy(t, fixed, sizeof(fixed));
 	for (size_t i = 0; i < VGPU_ARRAY_SIZE(bad_allocs); i++)
 		t[n++] = (struct CMUnitTest){ bad_allocs[i].name, test_bad_alloc, setup, teardown,
 					      (void *)&bad_allocs[i] };

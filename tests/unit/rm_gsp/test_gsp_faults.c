@@ -323,7 +323,7 @@ static void test_crash(void **state)
 
 int main(void)
 {
-	struct CMUnitTest t[32] = {
+	static const struct CMUnitTest fixed[] = {
 		cmocka_unit_test_setup_teardown(test_hang, setup_manual_reset, teardown),
 		cmocka_unit_test_setup_teardown(test_slow, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_late, setup, teardown),
@@ -334,8 +334,11 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_crash, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_corrupt_counter, setup, teardown),
 	};
-	size_t n = 9;
+	/* Sized and counted from the tables, so no case is overwritten or left out. */
+	struct CMUnitTest t[VGPU_ARRAY_SIZE(fixed) + VGPU_ARRAY_SIZE(corrupt_cases)];
+	size_t n = VGPU_ARRAY_SIZE(fixed);
 
+	memcpy(t, fixed, sizeof(fixed));
 	for (size_t i = 0; i < VGPU_ARRAY_SIZE(corrupt_cases); i++)
 		t[n++] = (struct CMUnitTest){ corrupt_cases[i].name, test_corrupt, setup, teardown,
 					      (void *)&corrupt_cases[i] };

@@ -246,7 +246,8 @@ static void test_concurrent(void **state)
 
 int main(void)
 {
-	struct CMUnitTest t[64];
+	/* Sized from the tables (3 per split case, the argument cases, 4 more). */
+	struct CMUnitTest t[3 * VGPU_ARRAY_SIZE(split_cases) + VGPU_ARRAY_SIZE(arg_cases) + 4];
 	size_t n = 0;
 	static char names[3][VGPU_ARRAY_SIZE(split_cases)][64];
 
@@ -263,5 +264,9 @@ int main(void)
 	t[n++] = (struct CMUnitTest)cmocka_unit_test(test_hw_programming);
 	t[n++] = (struct CMUnitTest)cmocka_unit_test(test_slice_scrub);
 	t[n++] = (struct CMUnitTest)cmocka_unit_test(test_concurrent);
+	if (n != VGPU_ARRAY_SIZE(t)) {
+		fprintf(stderr, "gsp_rpc: %zu cases for a table of %zu\n", n, VGPU_ARRAY_SIZE(t));
+		return 1;
+	}
 	return _cmocka_run_group_tests("gsp_rpc", t, n, group_up, group_down);
 }
