@@ -54,7 +54,7 @@ static uint64_t largest_locked(struct pma *pma)
 }
 
 /* Publish the exact largest extent; the release pairs with a reader's acquire of the flag. */
-static void largest_publish_locked(struct pma *pma)
+void pma_largest_publish_locked(struct pma *pma)
 {
 	uint64_t largest = largest_locked(pma);
 
@@ -62,7 +62,7 @@ static void largest_publish_locked(struct pma *pma)
 	atomic_store_explicit(&pma->st_largest_stale, false, memory_order_release);
 }
 
-void pma_publish_stats_locked(struct pma *pma)
+void pma_publish_stats_all_locked(struct pma *pma)
 {
 	uint64_t total = 0, free_frames = 0, groups = 0, scrub = 0, black = 0;
 	bool stale = false;
@@ -88,7 +88,7 @@ void pma_publish_stats_locked(struct pma *pma)
 	if (stale)
 		atomic_store_explicit(&pma->st_largest_stale, true, memory_order_relaxed);
 	else
-		largest_publish_locked(pma);
+		pma_largest_publish_locked(pma);
 }
 
 /* The largest free extent in bytes, exact at the time of the call: lock-free while no
@@ -102,7 +102,7 @@ static uint64_t largest_read(const struct pma *cpma)
 	if (atomic_load_explicit(&pma->st_largest_stale, memory_order_acquire)) {
 		pma_lock(pma);
 		if (atomic_load_explicit(&pma->st_largest_stale, memory_order_relaxed))
-			largest_publish_locked(pma);
+			pma_largest_publish_locked(pma);
 		pma_unlock(pma);
 	}
 	return atomic_load_explicit(&pma->st_largest, memory_order_relaxed);

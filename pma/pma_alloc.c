@@ -275,7 +275,7 @@ static int req_init(struct pma *pma, struct pma_req *q, size_t count, uint64_t p
 
 	if (!page_size_valid(page_size) || !count || (flags & ~PMA_ALL_FLAGS))
 		return -EINVAL;
-	if (count > (UINT64_MAX >> PMA_FRAME_SHIFT) / page_size)
+	if (count > (UINT64_MAX >> PMA_FRAME_SHIFT) >> vgpu_ctz(page_size))	/* no division */
 		return -EINVAL;
 	if ((flags & PMA_ALLOW_PARTIAL) && (flags & PMA_CONTIGUOUS))
 		return -EINVAL;
@@ -309,6 +309,9 @@ static inline bool region_eligible(const struct pma_region *r, const struct pma_
 {
 	uint64_t base = r->first + r->lo, end = r->first + r->hi;
 
+	/* The common request names no region, speed or range: any unprotected region. */
+	if (!(q->flags & (PMA_REGION_ID | PMA_PROTECTED | PMA_MIN_SPEED | PMA_RANGE)))
+		return !r->desc.protected_mem;
 	if ((q->flags & PMA_REGION_ID) && r->id != o->region_id)
 		return false;
 	if (!!(q->flags & PMA_PROTECTED) != r->desc.protected_mem)

@@ -363,7 +363,33 @@ void pma_scrub_submit(struct pma *pma, uint64_t addr, uint64_t size);
 int pma_scrub_complete_locked(struct pma *pma, uint64_t addr, uint64_t size);
 
 /* --- pma.c --- */
-void pma_publish_stats_locked(struct pma *pma);
+/* Publish the statistics of every region (any number of them). */
+void pma_publish_stats_all_locked(struct pma *pma);
+/* Publish the exact largest free extent (flushing the frame layers). */
+void pma_largest_publish_locked(struct pma *pma);
+
+/* Publish the statistics at the end of an operation. The common instance has one region
+ * whose frame layer the operation marked: five stores and the stale flag, inline. */
+static inline void pma_publish_stats_locked(struct pma *pma)
+{
+	const struct pma_region *r = pma->regions[0];
+
+	if (pma->nr_regions != 1 || !pma_tlayer_dirty(&r->ftree.layer[0])) {
+		pma_publish_stats_all_locked(pma);
+		return;
+	}
+	atomic_store_explicit(&pma->st_total, (r->hi - r->lo) << PMA_FRAME_SHIFT,
+			      memory_order_relaxed);
+	atomic_store_explicit(&pma->st_free, r->free_frames << PMA_FRAME_SHIFT,
+			      memory_order_relaxed);
+	atomic_store_explicit(&pma->st_free_2m, r->free_groups, memory_order_relaxed);
+	atomic_store_explicit(&pma->st_scrub, r->scrub_frames << PMA_FRAME_SHIFT,
+			      memory_order_relaxed);
+	atomic_store_explicit(&pma->st_black, r->black_frames << PMA_FRAME_SHIFT,
+			      memory_order_relaxed);
+	/* The largest extent is left to the next reader (see pma_publish_stats_all_locked). */
+	atomic_store_explicit(&pma->st_largest_stale, true, memory_order_relaxed);
+}
 struct pma_region *pma_region_of(struct pma *pma, uint64_t frame);
 
 #endif
