@@ -70,12 +70,8 @@ fail:
 
 static void priv_fini(struct gpu *g)
 {
-	if (!g->priv_writer)
-		return;
-	munmap(g->priv_writer->sh, PRIV_BYTES);
+	gpu_priv_drop_writer(g);
 	munmap((void *)g->priv, PRIV_BYTES);
-	vgpu_mutex_destroy(&g->priv_writer->lock);
-	free(g->priv_writer);
 	close(g->priv_fd);
 	close(g->priv_kick_fd);
 }
@@ -301,6 +297,25 @@ int gpu_priv_kick_fd(const struct gpu *g)
 struct gpu_priv *gpu_priv_get(struct gpu *g)
 {
 	return g->priv_writer;
+}
+
+/* Only the GSP may write once it runs: the owner keeps the fd (to start a new GSP) and
+ * its read-only view, and nothing in this process can store to the region any more. */
+void gpu_priv_drop_writer(struct gpu *g)
+{
+	struct gpu_priv *w = g->priv_writer;
+
+	if (!w)
+		return;
+	g->priv_writer = NULL;
+	munmap(w->sh, PRIV_BYTES);
+	vgpu_mutex_destroy(&w->lock);
+	free(w);
+}
+
+const struct gpu_priv_shared *gpu_priv_view(const struct gpu *g)
+{
+	return g->priv;
 }
 
 /* ---- interrupts ---- */

@@ -175,8 +175,14 @@ uint64_t gpu_vram_resident(struct gpu *g);
 /* ---- privileged state (the GSP's interface) ---- */
 /* memfd of the privileged region (owned by the model; map with mmap). */
 int gpu_priv_fd(const struct gpu *g);
-/* The writer handle for in-process use (tests, an in-process GSP). */
+/* The writer handle for in-process use (tests, an in-process GSP); NULL once dropped. */
 struct gpu_priv *gpu_priv_get(struct gpu *g);
+/* Unmap the in-process writer for good (the device owner, once its GSP runs): from then on
+ * the process maps the region only read-only; a GSP maps it from gpu_priv_fd() itself.
+ * Idempotent; no gpu_priv_get() handle may be in use. */
+void gpu_priv_drop_writer(struct gpu *g);
+/* The device's read-only view of the privileged region (mapped PROT_READ). */
+const struct gpu_priv_shared *gpu_priv_view(const struct gpu *g);
 /* Map the privileged region @fd for writing (in the GSP process). 0 or -errno. */
 int gpu_priv_open(int fd, struct gpu_priv **out);
 /* Have @p write 1 to @fd (the device's gpu_priv_kick_fd(), passed to the GSP process)

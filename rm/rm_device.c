@@ -586,6 +586,9 @@ int rm_device_create(const struct rm_config *cfg, struct rm **out)
 	ret = gsp_start(&gc, &rm->gsp);
 	if (ret)
 		goto free_tables;
+	/* Only the GSP programs the hardware: this process keeps a read-only view. A GSP
+	 * restart maps the region from the memfd again, so nothing here needs the writer. */
+	gpu_priv_drop_writer(rm->gpu);
 	*out = rm;
 	return 0;
 free_tables:

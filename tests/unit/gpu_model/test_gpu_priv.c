@@ -124,6 +124,29 @@ static void test_priv_by_fd(void **state)
 	gpu_destroy(g);
 }
 
+/* The owner drops its writer once a GSP runs: the handle is gone, its read-only view
+ * stays, and a writer opened by fd (the GSP's) still programs the device. */
+static void test_drop_writer(void **state)
+{
+	struct gpu *g = dev();
+	const struct gpu_priv_shared *view = gpu_priv_view(g);
+	struct gpu_priv *p;
+
+	(void)state;
+	assert_non_null(gpu_priv_get(g));
+	assert_ptr_not_equal(gpu_priv_shared(gpu_priv_get(g)), view);
+	gpu_priv_drop_writer(g);
+	gpu_priv_drop_writer(g);	/* idempotent */
+	assert_null(gpu_priv_get(g));
+	assert_true(view->magic == GPU_PRIV_MAGIC);
+	assert_int_equal(gpu_priv_open(gpu_priv_fd(g), &p), 0);
+	assert_int_equal(gpu_priv_partition_set(p, 2, 8 * VGPU_MiB, 2 * VGPU_MiB), 0);
+	assert_true(view->fns[2].part_size == 2 * VGPU_MiB);
+	assert_non_null(gpu_fn_vram_ptr(g, 2, 2 * VGPU_MiB - 1, 1));
+	gpu_priv_close(p);
+	gpu_destroy(g);
+}
+
 static void test_bad_config(void **state)
 {
 	struct gpu_config cfg = { .vram_size = 3 * VGPU_MiB };
@@ -140,13 +163,14 @@ static void test_bad_config(void **state)
 
 int main(void)
 {
-	struct CMUnitTest tests[VGPU_ARRAY_SIZE(priv_cases) + 2];
+	struct CMUnitTest tests[VGPU_ARRAY_SIZE(priv_cases) + 3];
 	size_t n = 0;
 
 	for (size_t i = 0; i < VGPU_ARRAY_SIZE(priv_cases); i++)
 		tests[n++] = (struct CMUnitTest){ .name = priv_cases[i].name, .test_func = test_priv,
 						  .initial_state = (void *)&priv_cases[i] };
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_priv_by_fd);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_drop_writer);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_bad_config);
 	return _cmocka_run_group_tests("gpu_priv", tests, n, NULL, NULL);
 }

@@ -235,7 +235,7 @@ static void build_state(uint32_t *hc, struct vgpu_rm_channel_params *cp)
 
 static void check_replayed(const struct vgpu_rm_channel_params *cp)
 {
-	const struct gpu_priv_shared *sh = gpu_priv_shared(gpu_priv_get(fx.gpu));
+	const struct gpu_priv_shared *sh = gpu_priv_view(fx.gpu);
 
 	assert_int_equal(sh->fns[1].part_base, T_SLICE);
 	assert_int_equal(sh->fns[1].part_size, T_SLICE);
@@ -278,7 +278,7 @@ static void test_gsp_crash(void **state)
 	assert_int_equal(wait_working(), 0);
 	check_replayed(&cp);
 	{
-		const struct gpu_priv_shared *sh = gpu_priv_shared(gpu_priv_get(fx.gpu));
+		const struct gpu_priv_shared *sh = gpu_priv_view(fx.gpu);
 		assert_int_equal(sh->sched_policy, GPU_SCHED_FIXED_SHARE);
 		assert_int_equal(sh->sched_quantum_ns, 3000000);
 		assert_int_equal(sh->fns[1].sched.weight, 400);

@@ -299,7 +299,7 @@ static void test_mmu_fault(void **state)
  * function then runs work, and the hung one can be freed. */
 static void test_watchdog_hung(void **state)
 {
-	const struct gpu_priv_shared *sh = gpu_priv_shared(gpu_priv_get(fx.gpu));
+	const struct gpu_priv_shared *sh = gpu_priv_view(fx.gpu);
 	const uint64_t sem = T_VA + 0x30000;
 	const uint32_t acq[] = { (uint32_t)sem, (uint32_t)(sem >> 32), 1, 0, 0, 60000000 };
 	struct guest g;

@@ -4,11 +4,15 @@
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "common/compiler.h"
@@ -43,7 +47,7 @@ static int teardown(void **state)
 /* Every class: allocate, use, free; the function's object count returns to zero. */
 static void test_lifecycle(void **state)
 {
-	const struct gpu_priv_shared *sh = gpu_priv_shared(gpu_priv_get(fx.gpu));
+	const struct gpu_priv_shared *sh = gpu_priv_view(fx.gpu);
 	struct vgpu_rm_vaspace_params vp = { .pdb = 0x10000 };
 	struct vgpu_rm_sysmem_params sp = { .size = 128 << 10 };
 	struct vgpu_rm_usermode_params up = { 0 };
@@ -135,7 +139,7 @@ static void test_channel_submit(void **state)
  * whole subtree, iteratively; the parent itself last. */
 static void test_dependency_free(void **state)
 {
-	const struct gpu_priv_shared *sh = gpu_priv_shared(gpu_priv_get(fx.gpu));
+	const struct gpu_priv_shared *sh = gpu_priv_view(fx.gpu);
 	struct vgpu_rm_vaspace_params vp = { .pdb = 0 };
 	struct vgpu_rm_channel_params cp;
 	uint32_t hc, hd, hs, hv = 0, hch, hm;
@@ -322,7 +326,7 @@ static void test_quotas(void **state)
  * untouched; channels revoked in the hardware; the count back at zero. */
 static void test_vf_reset(void **state)
 {
-	const struct gpu_priv_shared *sh = gpu_priv_shared(gpu_priv_get(fx.gpu));
+	const struct gpu_priv_shared *sh = gpu_priv_view(fx.gpu);
 	struct vgpu_rm_vaspace_params vp = { 0 };
 	struct vgpu_rm_channel_params cp;
 	uint32_t hc[5], hd, hs, hv, hm, hch, other, od, os;
@@ -390,6 +394,94 @@ static void test_vf_reset_scrub(void **state)
 	assert_null(rm_vf_pma(fx.rm, 3));
 	assert_ptr_equal(rm_vf_pma(fx.rm, 0), fx.pma);
 	assert_int_equal(gpu_vram_slice_unmap(fx.gpu, 3), 0);
+}
+
+/* The owner's mappings of the privileged region, from /proc/self/maps: how many there
+ * are, how many are writable, and the permissions of the one holding @addr. */
+static int priv_maps(const void *addr, int *writable, char perms[5])
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[512];
+	int n = 0;
+
+	*writable = 0;
+	perms[0] = '\0';
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi;
+		char pm[5];
+
+		if (!strstr(line, "memfd:vgpu-priv") ||
+		    sscanf(line, "%lx-%lx %4s", &lo, &hi, pm) != 3)
+			continue;
+		n++;
+		*writable += pm[1] == 'w';
+		if ((uintptr_t)addr >= lo && (uintptr_t)addr < hi)
+			memcpy(perms, pm, 5);
+	}
+	fclose(f);
+	return n;
+}
+
+static void on_segv(int sig)
+{
+	(void)sig;
+	_exit(42);
+}
+
+/* A child stores through the owner's view: 42 if it faulted, 0 if the store went through. */
+static int child_store(const struct gpu_priv_shared *sh)
+{
+	struct sigaction sa = { .sa_handler = on_segv };
+	int status;
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		sigaction(SIGSEGV, &sa, NULL);
+		sigaction(SIGBUS, &sa, NULL);
+		*(volatile uint64_t *)&sh->reserved[0] = 1;
+		_exit(0);
+	}
+	assert_true(pid > 0);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* Only the GSP programs the hardware: once the RM runs, this process has no writable
+ * mapping of the privileged region (a store through its view faults), and the GSP, also
+ * a restarted one, still programs it. */
+static void test_priv_read_only(void **state)
+{
+	const struct gpu_priv_shared *sh = gpu_priv_view(fx.gpu);
+	struct rm_partition p = { .base = 3 * T_SLICE, .size = T_SLICE };
+	struct vgpu_rpc_inject in = { .mode = VGPU_INJ_CRASH };
+	uint64_t dl = vgpu_deadline_ns(5 * VGPU_NSEC_PER_SEC);
+	int writable, pid = gsp_pid(rm_gsp(fx.rm));
+	char perms[5];
+
+	(void)state;
+	assert_null(gpu_priv_get(fx.gpu));
+	assert_int_equal(priv_maps(sh, &writable, perms), 1);
+	assert_int_equal(writable, 0);
+	assert_string_equal(perms, "r--s");
+	assert_int_equal(child_store(sh), 42);
+	assert_int_equal(sh->reserved[0], 0);
+	/* programmed by the GSP after the writer was dropped (the fixture's partitions) */
+	assert_int_equal(sh->fns[1].part_base, T_SLICE);
+	assert_int_equal(sh->fns[2].part_size, T_SLICE);
+	assert_int_equal(rm_vf_partition_set(fx.rm, 3, &p), 0);
+	assert_int_equal(sh->fns[3].part_base, 3 * T_SLICE);
+	/* a restarted GSP maps the region from the memfd itself and replays into it */
+	assert_int_equal(gsp_call(rm_gsp(fx.rm), 0, VGPU_RPC_FN_INJECT, &in, sizeof(in), NULL, 0, NULL), -EIO);
+	while ((gsp_needs_reset(rm_gsp(fx.rm)) || gsp_pid(rm_gsp(fx.rm)) == pid) &&
+	       !vgpu_deadline_passed(dl))
+		vgpu_sleep_ns(VGPU_NSEC_PER_MSEC);
+	assert_false(gsp_needs_reset(rm_gsp(fx.rm)));
+	assert_int_equal(sh->fns[3].part_size, T_SLICE);
+	assert_int_equal(rm_vf_partition_clear(fx.rm, 3), 0);
+	assert_int_equal(sh->fns[3].part_size, 0);
+	assert_int_equal(priv_maps(sh, &writable, perms), 1);
+	assert_int_equal(writable, 0);
 }
 
 /* 16: the validator catches each kind of misordering. */
@@ -460,6 +552,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_vf_reset, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_vf_reset_scrub, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lock_order_real, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_priv_read_only, setup, teardown),
 	};
 	/* Sized and counted from the tables, so no case is overwritten or left out. */
 	struct CMUnitTest t[VGPU_ARRAY_SIZE(fixed) + VGPU_ARRAY_SIZE(bad_allocs) +

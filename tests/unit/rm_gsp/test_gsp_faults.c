@@ -92,7 +92,7 @@ static int setup_small_queue(void **state)
 /* Every scenario ends here: the device answers and holds the state the RM replays. */
 static int teardown(void **state)
 {
-	const struct gpu_priv_shared *sh = gpu_priv_shared(gpu_priv_get(fx.gpu));
+	const struct gpu_priv_shared *sh = gpu_priv_view(fx.gpu);
 	uint64_t v[4] = { 1, 2, 3, 4 }, r[4];
 	size_t got;
 	int ok;

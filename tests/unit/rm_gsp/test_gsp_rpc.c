@@ -144,7 +144,7 @@ static void test_args(void **state)
 /* Hardware RPCs land in the privileged region the device model reads. */
 static void test_hw_programming(void **state)
 {
-	const struct gpu_priv_shared *sh = gpu_priv_shared(gpu_priv_get(fx.gpu));
+	const struct gpu_priv_shared *sh = gpu_priv_view(fx.gpu);
 	struct vgpu_rpc_partition pt = { .fn = 2, .base = 8 << 20, .size = 8 << 20 };
 	struct vgpu_rpc_chan ch = { .fn = 2, .chid = 5, .pdb = 0, .gpfifo_va = 0x10000,
 		.gpfifo_entries = 64, .userd_aper = 0, .userd_addr = 0x2000 };
