@@ -85,6 +85,16 @@ static inline void rm_fixture_down(struct rm_fixture *f)
 	iommu_destroy(f->iommu);
 }
 
+/* RPCs in flight on the lanes of every function (0 at rest: nothing leaked a slot). */
+static inline unsigned int rm_t_inflight(struct rm_fixture *f)
+{
+	unsigned int n = 0;
+
+	for (unsigned int fn = 0; fn < gpu_nr_fns(f->gpu); fn++)
+		n += gsp_inflight(rm_gsp(f->rm), fn);
+	return n;
+}
+
 /* A client with a device and a subdevice; handles out. */
 static inline int rm_t_client(struct rm *rm, unsigned int fn, uint32_t *hc, uint32_t *hd, uint32_t *hs)
 {

@@ -37,7 +37,8 @@ static int setup_small(void **state)
 
 static int teardown(void **state)
 {
-	int leak = (int)(rm_object_count(fx.rm, 1) + rm_object_count(fx.rm, 2));
+	int leak = (int)(rm_object_count(fx.rm, 1) + rm_object_count(fx.rm, 2) +
+			 rm_t_inflight(&fx));
 
 	(void)state;
 	rm_fixture_down(&fx);

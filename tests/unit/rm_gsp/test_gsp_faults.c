@@ -89,10 +89,38 @@ static int setup_small_queue(void **state)
 	return setup_cfg(&c);
 }
 
-/* Every scenario ends here: the device answers and holds the state the RM replays. */
-static int teardown(void **state)
+/* What the GSP holds at rest: nothing in flight on any function's lane, and in the
+ * hardware only the partition the fixture set (no channel, runlist or other partition). */
+static bool at_baseline(void)
 {
 	const struct gpu_priv_shared *sh = gpu_priv_view(fx.gpu);
+	bool ok = true;
+
+	for (unsigned int fn = 0; fn < fx.cfg.nr_fns; fn++) {
+		const struct gpu_priv_fn *f = &sh->fns[fn];
+
+		if (gsp_inflight(fx.gsp, fn)) {
+			print_error("fn %u: %u RPCs still in flight\n", fn, gsp_inflight(fx.gsp, fn));
+			ok = false;
+		}
+		if (f->part_size != (fn == 1 ? 8u << 20 : 0) ||
+		    f->part_base != (fn == 1 ? 16u << 20 : 0)) {
+			print_error("fn %u: partition %#llx+%#llx\n", fn,
+				    (unsigned long long)f->part_base, (unsigned long long)f->part_size);
+			ok = false;
+		}
+		for (unsigned int e = 0; e < GPU_MAX_ENGINES; e++)
+			ok &= f->runlist[e] == 0;
+		for (unsigned int c = 0; c < GPU_FN_MAX_CHANNELS; c++)
+			ok &= !(f->chans[c].flags & GPU_CHAN_ALLOCATED);
+	}
+	return ok;
+}
+
+/* Every scenario ends here: the device answers, holds the state the RM replays, and
+ * every resource (in-flight RPCs, hardware objects) is back at its baseline. */
+static int teardown(void **state)
+{
 	uint64_t v[4] = { 1, 2, 3, 4 }, r[4];
 	size_t got;
 	int ok;
@@ -101,8 +129,7 @@ static int teardown(void **state)
 	ok = gsp_wait_working(fx.gsp, 3 * VGPU_NSEC_PER_SEC) == 0 &&
 	     gsp_inject(fx.gsp, 0, VGPU_INJ_CLEAR, 0, 0, 0) == 0 &&
 	     gsp_call(fx.gsp, 1, VGPU_RPC_FN_ECHO, v, sizeof(v), r, sizeof(r), &got) == 0 &&
-	     got == sizeof(v) && !memcmp(v, r, sizeof(v)) &&
-	     sh->fns[1].part_base == 16 << 20 && sh->fns[1].part_size == 8 << 20;
+	     got == sizeof(v) && !memcmp(v, r, sizeof(v)) && at_baseline();
 	gsp_fixture_down(&fx);
 	return ok ? 0 : -1;
 }
