@@ -19,7 +19,7 @@
 #include "pf_manager/pf_internal.h"
 
 #define PF_POLL_MS	100	/* mailbox sweep even without a kick (a lost eventfd write) */
-#define PF_MAX_POLL	(2 + PF_MAX_CLIENTS + PF_MAX_VFS * (2 + VF_NR_VECTORS))
+#define PF_MAX_POLL	(2 + PF_MAX_CLIENTS + PF_MAX_VFS * PF_EP_MAX_POLLFDS)
 
 /* ---- systemd: readiness and the journal, without libsystemd ----------------------------- */
 

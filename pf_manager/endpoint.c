@@ -18,9 +18,11 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "gpu_model/gpu.h"
+#include "iommu_model/iommu.h"
 #include "pf_manager/pf_internal.h"
 #include <vgpu/gmmu.h>
 #include <vgpu/rm.h>
+#include <vgpu/sva.h>
 
 struct pf_endpoint {
 	int listen_fd;
@@ -28,6 +30,10 @@ struct pf_endpoint {
 	int to_host[VF_NR_VECTORS];	/* guest rings us: we read */
 	int to_guest[VF_NR_VECTORS];	/* we interrupt the guest: we write */
 	uid_t peer_uid;
+	pid_t peer_pid;			/* SO_PEERCRED of the attached guest (QEMU for a VM) */
+	int sva_fd;			/* the guest's SVA connection (vgpu/sva.h), or -1 */
+	struct iommu *sva_mmu;		/* set while the guest's address space is bound */
+	struct iommu_domain *sva_dom;
 	char path[PF_PATH_MAX + 16];
 };
 
@@ -321,10 +327,144 @@ static void ep_drop_vectors(struct pf_endpoint *ep)
 	}
 }
 
+/* ---- SVA (vgpu/sva.h): the attached local guest's own address space at a PASID -------- */
+
+void pf_endpoint_sva_unbind(struct pf_slice *s, const char *why)
+{
+	struct pf_endpoint *ep = s->ep;
+	int r;
+
+	if (!ep || !ep->sva_dom)
+		return;
+	/* Detach waits for accesses in flight: once it returns the device reaches nothing of
+	 * the process, so the domain can go. */
+	r = iommu_pasid_detach(ep->sva_mmu, s->vf, VGPU_SVA_PASID);
+	if (!r)
+		r = iommu_domain_free(ep->sva_dom);
+	if (r)
+		vgpu_warn("VF %u: SVA unbind: %s", s->vf, vgpu_strerror(r));
+	vgpu_info("VF %u: SVA: pid %d unbound (%s)", s->vf, (int)ep->peer_pid, why);
+	ep->sva_dom = NULL;
+	ep->sva_mmu = NULL;
+}
+
+static void ep_sva_close(struct pf_slice *s, const char *why)
+{
+	struct pf_endpoint *ep = s->ep;
+
+	pf_endpoint_sva_unbind(s, why);
+	if (ep->sva_fd >= 0)
+		close(ep->sva_fd);
+	ep->sva_fd = -1;
+}
+
+/* Bind the attached guest's pid, nothing else: the request came on a connection whose
+ * SO_PEERCRED pid was checked against it at accept. */
+static int ep_sva_bind(struct pf_daemon *d, struct pf_slice *s, char *why, size_t wlen)
+{
+	struct pf_endpoint *ep = s->ep;
+	struct iommu_domain_opts o = { .type = IOMMU_DOMAIN_SVA, .pid = ep->peer_pid };
+	struct iommu_domain *dom;
+	int r;
+
+	if (ep->sva_dom) {
+		snprintf(why, wlen, "already bound (pid %d at PASID %u)", (int)ep->peer_pid,
+			 VGPU_SVA_PASID);
+		return -EBUSY;
+	}
+	if (!d->iommu) {
+		snprintf(why, wlen, "this device has no IOMMU");
+		return -ENODEV;
+	}
+	r = iommu_domain_alloc(d->iommu, &o, &dom);
+	if (r) {
+		snprintf(why, wlen, "SVA domain for pid %d: %s", (int)ep->peer_pid, vgpu_strerror(r));
+		return r;
+	}
+	r = iommu_pasid_attach(d->iommu, s->vf, VGPU_SVA_PASID, dom);
+	if (r) {
+		iommu_domain_free(dom);
+		snprintf(why, wlen, "attach at PASID %u: %s", VGPU_SVA_PASID, vgpu_strerror(r));
+		return r;
+	}
+	ep->sva_mmu = d->iommu;
+	ep->sva_dom = dom;
+	vgpu_info("VF %u: SVA: pid %d bound at PASID %u", s->vf, (int)ep->peer_pid, VGPU_SVA_PASID);
+	return 0;
+}
+
+/* Check one request field by field; the first wrong one is named and nothing changes. */
+static int ep_sva_check(const struct vgpu_sva_req *rq, ssize_t n, char *why, size_t wlen)
+{
+	if (n != (ssize_t)sizeof(*rq))
+		return snprintf(why, wlen, "request is %zd bytes, not %zu", n, sizeof(*rq)), -EBADMSG;
+	if (rq->magic != VGPU_SVA_MAGIC)
+		return snprintf(why, wlen, "magic 0x%08x is not VGPU_SVA_MAGIC", rq->magic), -EBADMSG;
+	if (!vgpu_abi_compatible(rq->abi_version))
+		return snprintf(why, wlen, "abi_version %u.%u: this vgpud speaks %u.%u",
+				VGPU_ABI_VERSION_MAJOR(rq->abi_version),
+				VGPU_ABI_VERSION_MINOR(rq->abi_version), VGPU_ABI_MAJOR,
+				VGPU_ABI_MINOR), -EPROTO;
+	if (rq->flags)
+		return snprintf(why, wlen, "flags 0x%x: none are defined", rq->flags), -EINVAL;
+	if (rq->reserved)
+		return snprintf(why, wlen, "reserved is not 0"), -EINVAL;
+	if (rq->op != VGPU_SVA_OP_BIND && rq->op != VGPU_SVA_OP_UNBIND)
+		return snprintf(why, wlen, "op %u is neither BIND (1) nor UNBIND (2)", rq->op),
+		       -EINVAL;
+	return 0;
+}
+
+/* One request on the SVA connection, one reply; EOF or an error closes it (and unbinds). */
+static void ep_sva_request(struct pf_daemon *d, struct pf_slice *s)
+{
+	struct pf_endpoint *ep = s->ep;
+	struct vgpu_sva_req rq;
+	struct vgpu_sva_reply rp = { .magic = VGPU_SVA_MAGIC };
+	ssize_t n = recv(ep->sva_fd, &rq, sizeof(rq), MSG_DONTWAIT);
+
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) {
+		ep_sva_close(s, "SVA connection closed");
+		return;
+	}
+	rp.status = ep_sva_check(&rq, n, rp.why, sizeof(rp.why));
+	if (!rp.status && rq.op == VGPU_SVA_OP_BIND) {
+		rp.status = ep_sva_bind(d, s, rp.why, sizeof(rp.why));
+		rp.pasid = rp.status ? 0 : VGPU_SVA_PASID;
+	} else if (!rp.status && !ep->sva_dom) {
+		rp.status = -ENOENT;
+		snprintf(rp.why, sizeof(rp.why), "UNBIND: not bound");
+	} else if (!rp.status) {
+		pf_endpoint_sva_unbind(s, "guest request");
+	}
+	if (rp.status)
+		vgpu_warn("VF %u: SVA request refused: %s", s->vf, rp.why);
+	if (send(ep->sva_fd, &rp, sizeof(rp), MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof(rp))
+		ep_sva_close(s, "reply not delivered");
+}
+
+/* A second connection from the attached process itself: its SVA connection. */
+static void ep_sva_accept(struct pf_slice *s, int c)
+{
+	struct pf_endpoint *ep = s->ep;
+
+	if (send_msg(c, VGPU_SVA_HELLO, -1)) {
+		close(c);
+		return;
+	}
+	ep->sva_fd = c;
+	vgpu_info("VF %u: SVA connection from the guest (pid %d)", s->vf, (int)ep->peer_pid);
+}
+
 static void ep_detach(struct pf_daemon *d, struct pf_slice *s)
 {
 	struct pf_endpoint *ep = s->ep;
 
+	/* First of all: the device must not reach the process (or a process that reuses its
+	 * pid) once the guest is gone. */
+	ep_sva_close(s, "guest detached");
 	if (ep->client_fd < 0)
 		return;
 	close(ep->client_fd);
@@ -386,6 +526,12 @@ static void ep_accept(struct pf_slice *s)
 		ep_refuse(c);
 		return;
 	}
+	/* Only the attached process itself can open a second connection with its pid: QEMU
+	 * never does, and nothing inside a VM can make it. */
+	if (ep->client_fd >= 0 && cr.pid == ep->peer_pid && ep->sva_fd < 0) {
+		ep_sva_accept(s, c);
+		return;
+	}
 	if (ep->client_fd >= 0) {
 		vgpu_warn("VF %u: attach refused: a guest (uid %d) is already attached", s->vf,
 			  (int)ep->peer_uid);
@@ -400,6 +546,7 @@ static void ep_accept(struct pf_slice *s)
 	}
 	ep->client_fd = c;
 	ep->peer_uid = cr.uid;
+	ep->peer_pid = cr.pid;
 	vgpu_info("VF %u: guest attached (pid %d, uid %d)", s->vf, (int)cr.pid, (int)cr.uid);
 }
 
@@ -412,6 +559,7 @@ int pf_endpoint_open(struct pf_daemon *d, struct pf_slice *s)
 	if (!ep)
 		return -ENOMEM;
 	ep->client_fd = -1;
+	ep->sva_fd = -1;
 	for (unsigned int v = 0; v < VF_NR_VECTORS; v++)
 		ep->to_host[v] = ep->to_guest[v] = -1;
 	snprintf(ep->path, sizeof(ep->path), "%s/vf%u.sock", d->cfg.runtime_dir, s->vf);
@@ -481,7 +629,7 @@ int pf_endpoint_pollfds(struct pf_slice *s, struct pollfd *p, int max)
 	struct pf_endpoint *ep = s->ep;
 	int n = 0;
 
-	if (!ep || max < 2 + VF_NR_VECTORS)
+	if (!ep || max < PF_EP_MAX_POLLFDS)
 		return 0;
 	p[n++] = (struct pollfd){ .fd = ep->listen_fd, .events = POLLIN };
 	/* Interrupts are acknowledged even with no guest, so the eventfd does not stay hot. */
@@ -489,6 +637,8 @@ int pf_endpoint_pollfds(struct pf_slice *s, struct pollfd *p, int max)
 	if (ep->client_fd < 0)
 		return n;
 	p[n++] = (struct pollfd){ .fd = ep->client_fd, .events = POLLIN };
+	if (ep->sva_fd >= 0)
+		p[n++] = (struct pollfd){ .fd = ep->sva_fd, .events = POLLIN };
 	/* Not the kick vector: that one is the device's to read. */
 	for (unsigned int v = 0; v < VF_NR_VECTORS; v++)
 		if (v != VF_VEC_GPU)
@@ -514,6 +664,8 @@ void pf_endpoint_handle(struct pf_daemon *d, struct pf_slice *s, const struct po
 			if (read(ep->client_fd, junk, sizeof(junk)) <= 0 || (p[i].revents & POLLHUP))
 				ep_detach(d, s);
 			return;
+		} else if (p[i].fd == ep->sva_fd) {
+			ep_sva_request(d, s);
 		} else if (p[i].fd == ep->to_host[VF_VEC_MBOX]) {
 			if (read(p[i].fd, &cnt, sizeof(cnt)) == sizeof(cnt))
 				s->mbox_kicks++;

@@ -167,6 +167,10 @@ struct pma *pf_rm_vf_pma(struct pf_daemon *d, unsigned int vf)
 
 int pf_rm_vf_reset(struct pf_daemon *d, unsigned int vf)
 {
+	/* A reset takes away everything the function could reach, the process too: the
+	 * guest binds again when it rebuilds its state. */
+	if (vf <= PF_MAX_VFS && d->vfs[vf])
+		pf_endpoint_sva_unbind(d->vfs[vf], "VF reset");
 	return rm_vf_reset(d->rm, vf);
 }
 

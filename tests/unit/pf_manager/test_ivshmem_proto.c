@@ -5,6 +5,7 @@
  * client, a uid that is not the owner), ownership of the socket and the BAR object, and
  * cleanup on disconnect (detached, attachable again, no fd left in vgpud). */
 #include "pf_test.h"
+#include <vgpu/sva.h>
 
 #define SLICE	"7b4d0ee3-0001-4c7f-8a2f-7f1d3c3e0e81"
 #define NOBODY	65534
@@ -225,15 +226,25 @@ static void test_from_host_event(void **state)
 
 /* ---- refusals and ownership ---------------------------------------------------------------- */
 
+static int64_t attach_as(uid_t uid, gid_t gid);
+
+/* Another process is refused while a guest is attached; the attached process itself gets
+ * its SVA connection (vgpu/sva.h), one at a time. */
 static void test_second_client(void **state)
 {
 	struct tguest g;
-	int sock, fd;
+	int sock, sva, fd;
 	int64_t v;
 	char c;
 
 	(void)state;
 	attach(&g);
+	assert_int_equal(attach_as(getuid(), getgid()), VF_EP_REFUSED);
+	sva = t_connect(ep_path);
+	assert_true(sva >= 0);
+	assert_int_equal(t_recv_msg(sva, &v, &fd), 0);
+	assert_true(v == VGPU_SVA_HELLO);
+	assert_int_equal(fd, -1);
 	sock = t_connect(ep_path);
 	assert_true(sock >= 0);
 	assert_int_equal(t_recv_msg(sock, &v, &fd), 0);
@@ -241,6 +252,7 @@ static void test_second_client(void **state)
 	assert_int_equal(fd, -1);
 	assert_int_equal(read(sock, &c, 1), 0);		/* and closed */
 	close(sock);
+	close(sva);
 	assert_true(attached());			/* the first one is untouched */
 	t_guest_detach(&g);
 }
