@@ -11,7 +11,7 @@ PREFIX           ?= /usr/local
 LIBVIRT_HOOK_DIR ?= /etc/libvirt/hooks/qemu.d
 
 VM_SUITES += tests/vm/libvirt-vfio.sh tests/vm/libvirt-attack.sh tests/vm/libvirt-hook.sh
-VM_DEPS   += $(BUILD)/rel/bin/vgpu-vm
+VM_DEPS   += $(BUILD)/rel/bin/vgpu-vm $(BUILD)/rel/tests/vmm_glue/test_vmm_xml
 
 .PHONY: install-hook uninstall-hook
 install-hook: $(BUILD)/rel/bin/vgpu-vm

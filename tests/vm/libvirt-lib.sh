@@ -9,12 +9,14 @@
 #	lv_launch g1 a vfio [ARGS]	# vgpu-vm launch --wait in the background
 #	vm_wait g1; vm_report g1; vm_finish
 #
-# libvirtd and virtlogd are started only when not running (their pid files /run/libvirtd.pid,
-# /run/virtlogd.pid name a live process otherwise) and stopped at exit only if started here,
-# by the pid recorded at start. Domains are named vgpu-t<pid>-<vm> so that concurrent runs
-# never meet. The hook goes to /etc/libvirt/hooks/qemu.d/vgpu-test-<pid>, pointing at this
-# build's vgpu-vm, and is removed at exit; libvirtd reads hooks only when it starts, so a
-# libvirtd that was already running may not run it (LV_HOOK says: yes, or unknown).
+# libvirtd and virtlogd are shared by every run on the machine (several engineers' `make
+# check` at once): a run starts them only when they are not running, and the last run of
+# this tier to leave stops them, and only if a run of this tier started them (by the pid it
+# recorded). The bookkeeping is in $LV_STATE (users/<pid>, libvirtd.pid, virtlogd.pid,
+# kvm.mode) under a flock. Domains are named vgpu-t<pid>-<vm> so that runs never meet. The
+# hook goes to /etc/libvirt/hooks/qemu.d/vgpu-test-<pid>, pointing at this build's vgpu-vm,
+# and is removed at exit; libvirtd finds hooks only if one existed when it started, so a
+# libvirtd started outside this tier may not run it (LV_HOOK says: yes, or unknown).
 . "$(dirname "$0")/lib.sh"
 
 LV_URI=qemu:///system
@@ -22,8 +24,7 @@ LV_HOOK_DIR=${LV_HOOK_DIR:-/etc/libvirt/hooks/qemu.d}
 LV_HOOK_FILE=
 LV_HOOK=unknown
 LV_LIBVIRTD_PID=
-LV_VIRTLOGD_PID=
-LV_KVM_MODE=
+LV_STATE=${LV_STATE:-/run/vgpu-libvirt-tier}
 declare -A LV_DOM
 
 lv_init() {
@@ -48,21 +49,59 @@ lv_require() {
 		{ vm_point fail "$VM_NAME: copy the guest image"; vm_finish; }
 }
 
+# lv_alive PID [NAME]: a live (not zombie: PID 1 here may not reap) process, NAME if given.
+lv_alive() {
+	local st comm
+
+	[ -n "$1" ] && st=$(awk '/^State:/ {print $2}' "/proc/$1/status" 2>/dev/null) &&
+		[ -n "$st" ] && [ "$st" != Z ] || return 1
+	[ -z "${2:-}" ] && return 0
+	comm=$(cat "/proc/$1/comm" 2>/dev/null)
+	[ "$comm" = "$2" ]
+}
+
+# lv_pid_alive PIDFILE NAME: the pid file names a live NAME.
 lv_pid_alive() {
 	local p
 
-	[ -s "$1" ] && p=$(cat "$1" 2>/dev/null) && [ -n "$p" ] && kill -0 "$p" 2>/dev/null
+	[ -s "$1" ] && p=$(cat "$1" 2>/dev/null) && lv_alive "$p" "$2"
 }
 
 # libvirt caches QEMU's capabilities only while /dev/kvm's accessibility for libvirt-qemu
 # matches what the probe saw; a root-only /dev/kvm (no udev here) makes it re-probe QEMU
-# (~4 s) several times per domain start. udev's Debian default is root:kvm 0660.
+# (~4 s) several times per domain start. udev's Debian default is root:kvm 0660; the last
+# run to leave puts the old mode back. Called with the lock held.
 lv_kvm_fix() {
 	[ -c /dev/kvm ] || return 0
 	[ "$(stat -c '%a %G' /dev/kvm)" = "600 root" ] || return 0
-	LV_KVM_MODE=600
+	echo 600 >"$LV_STATE/kvm.mode"
 	chgrp kvm /dev/kvm && chmod 0660 /dev/kvm &&
-		vm_diag "set /dev/kvm to Debian's default root:kvm 0660 (libvirt re-probes QEMU otherwise); restored at exit"
+		vm_diag "set /dev/kvm to Debian's default root:kvm 0660 (libvirt re-probes QEMU otherwise); restored by the last run"
+}
+
+# lv_locked CMD...: run CMD under the tier's lock.
+# The daemons started under it must not inherit the lock's fd (LV_LOCK_FD): a flock belongs to
+# the open file, and a daemon holding it would block every later run.
+lv_locked() {
+	local rc
+
+	mkdir -p "$LV_STATE/users"
+	exec {LV_LOCK_FD}>"$LV_STATE/lock"
+	flock "$LV_LOCK_FD"
+	"$@"
+	rc=$?
+	exec {LV_LOCK_FD}>&-
+	return $rc
+}
+
+# Forget users whose run has gone (killed): their pid is dead.
+lv_prune_users() {
+	local f
+
+	for f in "$LV_STATE"/users/*; do
+		[ -e "$f" ] || continue
+		lv_alive "${f##*/}" || rm -f "$f"
+	done
 }
 
 lv_hook_install() {
@@ -81,24 +120,45 @@ lv_hook_install() {
 		mv -f "$LV_HOOK_FILE.tmp" "$LV_HOOK_FILE"
 }
 
-# lv_start: virtlogd and libvirtd running and answering, or the suite fails.
-lv_start() {
-	local i t0
+# Start the daemons that are not running (with the lock held); a started one's pid is
+# recorded in $LV_STATE so that the last run stops it.
+lv_start_daemons() {
+	local i
 
+	touch "$LV_STATE/users/$$"
+	lv_prune_users
 	lv_kvm_fix
 	lv_hook_install || vm_diag "cannot install the hook in $LV_HOOK_DIR"
-	if ! lv_pid_alive /run/virtlogd.pid; then
-		virtlogd -d || { vm_point fail "$VM_NAME: virtlogd starts"; vm_finish; }
-		for i in $(seq 100); do lv_pid_alive /run/virtlogd.pid && break; sleep 0.05; done
-		LV_VIRTLOGD_PID=$(cat /run/virtlogd.pid 2>/dev/null)
+	if ! lv_pid_alive /run/virtlogd.pid virtlogd; then
+		virtlogd -d {LV_LOCK_FD}>&- || return 1
+		for i in $(seq 100); do lv_pid_alive /run/virtlogd.pid virtlogd && break; sleep 0.05; done
+		cp /run/virtlogd.pid "$LV_STATE/virtlogd.pid"
 	fi
-	t0=$(date +%s.%N)
-	if ! lv_pid_alive /run/libvirtd.pid; then
-		libvirtd -d || { vm_point fail "$VM_NAME: libvirtd starts"; vm_finish; }
-		for i in $(seq 100); do lv_pid_alive /run/libvirtd.pid && break; sleep 0.05; done
-		LV_LIBVIRTD_PID=$(cat /run/libvirtd.pid 2>/dev/null)
+	if ! lv_pid_alive /run/libvirtd.pid libvirtd; then
+		libvirtd -d {LV_LOCK_FD}>&- || return 2
+		for i in $(seq 100); do lv_pid_alive /run/libvirtd.pid libvirtd && break; sleep 0.05; done
+		cp /run/libvirtd.pid "$LV_STATE/libvirtd.pid"
+		LV_LIBVIRTD_PID=$(cat /run/libvirtd.pid)
+	fi
+	# A libvirtd this tier started had a hook installed before it started: it runs ours.
+	if [ -s "$LV_STATE/libvirtd.pid" ] &&
+	   [ "$(cat "$LV_STATE/libvirtd.pid")" = "$(cat /run/libvirtd.pid 2>/dev/null)" ]; then
 		LV_HOOK=yes
 	fi
+	return 0
+}
+
+# lv_start: virtlogd and libvirtd running and answering, or the suite fails.
+lv_start() {
+	local i t0 rc
+
+	t0=$(date +%s.%N)
+	lv_locked lv_start_daemons
+	rc=$?
+	[ $rc -eq 1 ] && { vm_point fail "$VM_NAME: virtlogd starts"; vm_finish; }
+	[ $rc -eq 2 ] && { vm_point fail "$VM_NAME: libvirtd starts"; vm_finish; }
+	LV_LIBVIRTD_PID=$(cat /run/libvirtd.pid 2>/dev/null)
+	[ "$LV_HOOK" = yes ] || LV_LIBVIRTD_PID=
 	for i in $(seq 600); do
 		virsh -c "$LV_URI" version >/dev/null 2>&1 && break
 		sleep 0.1
@@ -107,16 +167,39 @@ lv_start() {
 		vm_point fail "$VM_NAME: libvirtd answers on $LV_URI" "no answer within 60 s"
 		vm_finish
 	fi
-	vm_diag "libvirtd ${LV_LIBVIRTD_PID:+started (pid $LV_LIBVIRTD_PID) and }ready after $(vm_elapsed "$t0" "$(date +%s.%N)") s"
+	vm_diag "libvirtd ${LV_LIBVIRTD_PID:+(pid $LV_LIBVIRTD_PID, started by this tier) }ready after $(vm_elapsed "$t0" "$(date +%s.%N)") s"
 }
 
+# lv_stop_pid PID NAME: SIGTERM (then SIGKILL) the process if it still is NAME.
 lv_stop_pid() {
 	local pid=$1 i
 
-	[ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 0
+	lv_alive "$pid" "$2" || return 0
 	kill -TERM "$pid"
-	for i in $(seq 100); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.05; done
+	for i in $(seq 100); do lv_alive "$pid" || return 0; sleep 0.05; done
 	kill -KILL "$pid" 2>/dev/null
+}
+
+# The last run of the tier to leave stops the daemons a run of the tier started and puts
+# /dev/kvm's mode back (with the lock held).
+lv_leave() {
+	rm -f "$LV_STATE/users/$$"
+	lv_prune_users
+	[ -n "$LV_HOOK_FILE" ] && rm -f "$LV_HOOK_FILE" "$LV_HOOK_FILE.tmp"
+	[ -z "$(ls -A "$LV_STATE/users" 2>/dev/null)" ] || return 0
+	if [ -s "$LV_STATE/libvirtd.pid" ]; then
+		lv_stop_pid "$(cat "$LV_STATE/libvirtd.pid")" libvirtd
+		rm -f "$LV_STATE/libvirtd.pid"
+	fi
+	if [ -s "$LV_STATE/virtlogd.pid" ]; then
+		lv_stop_pid "$(cat "$LV_STATE/virtlogd.pid")" virtlogd
+		rm -f "$LV_STATE/virtlogd.pid"
+	fi
+	if [ -s "$LV_STATE/kvm.mode" ]; then
+		chmod "$(cat "$LV_STATE/kvm.mode")" /dev/kvm && chgrp root /dev/kvm
+		rm -f "$LV_STATE/kvm.mode"
+	fi
+	return 0
 }
 
 lv_cleanup() {
@@ -126,12 +209,7 @@ lv_cleanup() {
 		virsh -c "$LV_URI" destroy "${LV_DOM[$name]}" >/dev/null 2>&1
 		virsh -c "$LV_URI" undefine "${LV_DOM[$name]}" >/dev/null 2>&1
 	done
-	lv_stop_pid "$LV_LIBVIRTD_PID"
-	lv_stop_pid "$LV_VIRTLOGD_PID"
-	[ -n "$LV_HOOK_FILE" ] && rm -f "$LV_HOOK_FILE" "$LV_HOOK_FILE.tmp"
-	if [ -n "$LV_KVM_MODE" ]; then
-		chmod "$LV_KVM_MODE" /dev/kvm && chgrp root /dev/kvm
-	fi
+	[ -d "$LV_STATE/users" ] && lv_locked lv_leave
 	return 0
 }
 

@@ -13,6 +13,18 @@ vm_vgpud_start
 lv_slice a || { vm_point fail "libvirt-vfio: slice a"; vm_finish; }
 lv_slice b || { vm_point fail "libvirt-vfio: slice b"; vm_finish; }
 
+# test_vmm_xml's domxml-to-native case skips in the unit tier (no libvirtd runs there); here
+# one does, so it must run and pass: libvirt itself turns vgpu-vm's XML into QEMU arguments.
+xml_test=$VGPU_BIN/../tests/vmm_glue/test_vmm_xml
+if [ -x "$xml_test" ] &&
+   CMOCKA_MESSAGE_OUTPUT=TAP "$xml_test" >"$VM_TMP/xml.tap" 2>&1 &&
+   grep -q "^ok [0-9]* - test_domxml_to_native$" "$VM_TMP/xml.tap"; then
+	vm_point ok "host: libvirt turns vgpu-vm's XML into QEMU arguments (test_domxml_to_native)"
+else
+	vm_point fail "host: libvirt turns vgpu-vm's XML into QEMU arguments (test_domxml_to_native)" \
+		"$(grep -E "domxml|^#" "$VM_TMP/xml.tap" 2>/dev/null | head -5)"
+fi
+
 lv_launch vm1 a vfio --big
 lv_launch vm2 b vfio
 
