@@ -560,52 +560,60 @@ static inline uint64_t low_bits(uint64_t m, size_t k)
  * committing each group's pages with one word update as soon as they are chosen. The caller
  * has proved that the request fits, so nothing ever has to be undone. Which group bits move
  * is known from where the group came from: a partial group stays partial or becomes empty
- * (never whole), a whole group stops being whole. Returns the pages taken. */
-static size_t take_commit_64k(struct pma_region *r, bool partial, size_t need,
-			      struct pma_opargs *a, uint64_t *out)
+ * (never whole), a whole group (all 32 frames available) stops being whole. The group bits,
+ * their summaries and the tree marks move once per word of group bits, the counters once.
+ * Returns the pages taken. */
+static inline __attribute__((always_inline)) size_t
+take_commit_64k(struct pma_region *r, bool partial, size_t need, struct pma_opargs *a,
+		uint64_t *out)
 {
 	uint64_t *map = partial ? r->gpart : r->gfull, *sum = partial ? r->gpart_sum : r->gfull_sum;
-	uint64_t g = 0, nr_groups = r->nr_groups;
 	uint64_t pin = a->pin ? ~0ull : 0, persist = a->persist ? ~0ull : 0;
+	uint64_t g = pma_bits_next_inl(map, sum, 0, r->nr_groups), dirty = 0, taken = 0;
 	size_t got = 0;
 
-	while (got < need && (g = pma_bits_next_inl(map, sum, g, nr_groups)) != NONE) {
-		uint64_t base = g << PMA_GROUP_SHIFT, sh = base % 64, gw = g / 64;
-		uint64_t gbit = VGPU_BIT(g % 64);
-		struct pma_word *w = &r->words[base / 64];
-		uint64_t m = (pma_word_avail(w) >> sh) & 0xffffffffull, fm;
-		uint64_t addr0 = (r->first + base) << PMA_FRAME_SHIFT;
-		size_t left = need - got, nm = vgpu_popcount(m);
-		uint64_t sel = nm <= left ? m : low_bits(m, left);
+	while (got < need && g != NONE) {
+		uint64_t gw = g / 64, bits = map[gw] & (~0ull << (g % 64)), gone = 0, broken = 0;
 
-		for (uint64_t t = sel; t; t &= t - 1)
-			out[got++] = addr0 + ((uint64_t)vgpu_ctz(t) << PMA_FRAME_SHIFT);
-		fm = sel << sh;
-		a->dirty_seen |= w->persist & fm;
-		w->alloc |= fm;
-		w->pin = (w->pin & ~fm) | (pin & fm);
-		w->persist = (w->persist & ~fm) | (persist & fm);
-		r->free_frames -= vgpu_popcount(sel);
-		if (partial) {
-			if (sel == m) {		/* nothing of the group is left */
-				r->gpart[gw] &= ~gbit;
-				if (!r->gpart[gw])
-					r->gpart_sum[gw / 64] &= ~VGPU_BIT(gw % 64);
-			}
-		} else {
-			r->gfull[gw] &= ~gbit;
-			r->free_groups--;
-			if (!r->gfull[gw])
-				r->gfull_sum[gw / 64] &= ~VGPU_BIT(gw % 64);
-			if (sel != m) {		/* part of it is left */
-				r->gpart[gw] |= gbit;
+		for (; bits && got < need; bits &= bits - 1) {
+			unsigned int gb = vgpu_ctz(bits);
+			uint64_t base = (gw * 64 + gb) << PMA_GROUP_SHIFT, sh = base % 64;
+			struct pma_word *w = &r->words[base / 64];
+			uint64_t m = partial ? (pma_word_avail(w) >> sh) & 0xffffffffull : 0xffffffffull;
+			uint64_t addr0 = (r->first + base) << PMA_FRAME_SHIFT, fm;
+			size_t left = need - got, nm = vgpu_popcount(m);
+			uint64_t sel = nm <= left ? m : low_bits(m, left);
+
+			for (uint64_t t = sel; t; t &= t - 1)
+				out[got++] = addr0 + ((uint64_t)vgpu_ctz(t) << PMA_FRAME_SHIFT);
+			fm = sel << sh;
+			dirty |= w->persist & fm;
+			w->alloc |= fm;
+			w->pin = (w->pin & ~fm) | (pin & fm);
+			w->persist = (w->persist & ~fm) | (persist & fm);
+			taken += nm <= left ? nm : left;
+			if (!partial || sel == m)	/* not whole any more / nothing left */
+				gone |= VGPU_BIT(gb);
+			if (!partial && sel != m)	/* a broken whole group is partial */
+				broken |= VGPU_BIT(gb);
+		}
+		map[gw] &= ~gone;
+		if (!map[gw])
+			sum[gw / 64] &= ~VGPU_BIT(gw % 64);
+		if (!partial) {
+			r->free_groups -= vgpu_popcount(gone);
+			if (broken) {
+				r->gpart[gw] |= broken;
 				r->gpart_sum[gw / 64] |= VGPU_BIT(gw % 64);
 			}
 			pma_group_mark(r, (uint32_t)gw);
 		}
 		pma_tlayer_mark(&r->ftree.layer[0], (uint32_t)gw);
-		g++;
+		if (got < need)
+			g = pma_bits_next(map, sum, (gw + 1) * 64, r->nr_groups);
 	}
+	r->free_frames -= taken;
+	a->dirty_seen |= dirty;
 	return got;
 }
 
