@@ -575,14 +575,15 @@ static void srv_reply(struct srv_lane *ln, uint32_t fn, uint32_t seq, uint32_t g
 		}
 		if (corrupt && corrupt < VGPU_CORRUPT_REPLAY)
 			srv_corrupt(ln, ln->tx, bytes, corrupt);
-		gsp_q_write(&ln->stat, ln->tx, bytes, elems, elems);
+		/* A wild write over our own counter, in the same store that publishes the
+		 * reply: the reader can never take the reply first, so the outcome is fixed. */
+		gsp_q_write(&ln->stat, ln->tx, bytes, elems,
+			    corrupt == VGPU_CORRUPT_COUNTER ? elems + 10 * ln->stat.nr : elems);
 		if (corrupt == VGPU_CORRUPT_REPLAY) {
 			/* The same message again: its transport seq is now in the past. */
 			srv_wait_space(ln, elems);
 			gsp_q_write(&ln->stat, ln->tx, bytes, elems, elems);
 		}
-		if (corrupt == VGPU_CORRUPT_COUNTER)	/* a wild write over our own counter */
-			atomic_fetch_add(ln->stat.put, 10 * ln->stat.nr);
 		corrupt = 0;
 		off += n;
 		chunk++;
