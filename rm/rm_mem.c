@@ -9,6 +9,7 @@
 
 #include "common/compiler.h"
 #include "common/err.h"
+#include "common/log.h"
 #include "iommu_model/iommu.h"
 #include "pma/pma.h"
 #include "rm/rm_internal.h"
@@ -41,6 +42,76 @@ static void quota_uncharge(struct rm *rm, unsigned int fn, bool vram, uint64_t b
 	rm_dev_unlock(rm);
 }
 
+/* Check a VRAM request; -EINVAL naming the field that is wrong (guest input: debug log). */
+static int vram_check(unsigned int fn, const struct vgpu_rm_vidmem_params *p, uint64_t ps)
+{
+	const char *why = NULL;
+
+	if (ps != PMA_PAGE_64K && ps != PMA_PAGE_2M)
+		why = "page size is neither 64 KiB nor 2 MiB";
+	else if (!p->size || p->size % ps || p->size > (1ull << 40))
+		why = "size is not a multiple of the page size in (0, 1 TiB]";
+	else if (p->flags & ~VGPU_RM_MEM_CONTIGUOUS)
+		why = "unknown flags";
+	else if (p->alignment && (p->alignment & (p->alignment - 1)))
+		why = "alignment is not a power of two";
+	else if (p->alignment && p->alignment < ps)
+		why = "alignment is below the page size";
+	else if (p->alignment > (1ull << 40))
+		why = "alignment is above 1 TiB";
+	if (!why)
+		return 0;
+	vgpu_dbg("rm: fn %u VRAM alloc refused: %s (size %#llx, page %#llx, alignment %#llx)",
+		 fn, why, (unsigned long long)p->size, (unsigned long long)ps,
+		 (unsigned long long)p->alignment);
+	return -EINVAL;
+}
+
+/* Alignment is of the VF-physical address; a slice base is only 2 MiB aligned, so when it
+ * is not aligned to @align the PMA's (absolute) alignment does not apply. Try each aligned
+ * VF-physical address in turn: the whole run there if contiguous, else the first page
+ * there and the rest anywhere. */
+static int vram_take_rel(struct rm_fn *f, struct rm_mem *m, uint64_t ps, uint64_t align,
+			 struct pma_alloc_opts *o)
+{
+	struct pma_alloc_opts fo = { .flags = PMA_PINNED };
+	bool contig = o->flags & PMA_CONTIGUOUS;
+	uint64_t first = contig ? m->nr_pages * ps : ps;
+	int ret;
+
+	for (uint64_t off = 0; off + first <= f->size; off += align) {
+		ret = pma_alloc_fixed(f->pma, f->base + off, first, &fo);
+		if (ret == -EEXIST || ret == -ENOMEM)
+			continue;
+		if (ret)
+			return ret;
+		for (size_t i = 0; i < (contig ? m->nr_pages : 1); i++)
+			m->pages[i] = f->base + off + i * ps;
+		if (contig || m->nr_pages == 1)
+			return 0;
+		ret = pma_alloc_pages(f->pma, m->nr_pages - 1, ps, o, m->pages + 1);
+		if (ret)
+			pma_free_range(f->pma, f->base + off, ps, 0);
+		return ret;
+	}
+	return -ENOMEM;
+}
+
+/* Take the pages of @m from the function's PMA, the first one aligned to @align in the
+ * function's VF-physical space. The PMA aligns only contiguous runs beyond their page
+ * size, so scattered pages take the first-page path too. */
+static int vram_take(struct rm_fn *f, struct rm_mem *m, uint64_t ps, uint64_t align,
+		     struct pma_alloc_opts *o)
+{
+	if (align > ps && ((f->base & (align - 1)) || !(o->flags & PMA_CONTIGUOUS)))
+		return vram_take_rel(f, m, ps, align, o);
+	if (align > ps) {	/* the base is aligned too: absolute alignment is the same */
+		o->flags |= PMA_FORCE_ALIGNMENT;
+		o->alignment = align;
+	}
+	return pma_alloc_pages(f->pma, m->nr_pages, ps, o, m->pages);
+}
+
 int rm_mem_vram_alloc(struct rm *rm, unsigned int fn, struct vgpu_rm_vidmem_params *p,
 		      struct rm_mem **out)
 {
@@ -49,18 +120,13 @@ int rm_mem_vram_alloc(struct rm *rm, unsigned int fn, struct vgpu_rm_vidmem_para
 	struct rm_mem *m;
 	int ret;
 
-	if ((ps != PMA_PAGE_64K && ps != PMA_PAGE_2M) || !p->size || p->size % ps ||
-	    p->size > (1ull << 40) || (p->flags & ~VGPU_RM_MEM_CONTIGUOUS) ||
-	    (p->alignment && ((p->alignment & (p->alignment - 1)) || p->alignment < ps)))
-		return -EINVAL;
+	ret = vram_check(fn, p, ps);
+	if (ret)
+		return ret;
 	if (!rm->fns[fn].pma)
 		return -ENODEV;
 	if (p->flags & VGPU_RM_MEM_CONTIGUOUS)
 		o.flags |= PMA_CONTIGUOUS;
-	if (p->alignment > ps) {
-		o.flags |= PMA_FORCE_ALIGNMENT;
-		o.alignment = p->alignment;
-	}
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		return -ENOMEM;
@@ -73,7 +139,7 @@ int rm_mem_vram_alloc(struct rm *rm, unsigned int fn, struct vgpu_rm_vidmem_para
 	ret = quota_charge(rm, fn, true, p->size);
 	if (ret)
 		goto free_pages;
-	ret = pma_alloc_pages(rm->fns[fn].pma, m->nr_pages, ps, &o, m->pages);
+	ret = vram_take(&rm->fns[fn], m, ps, p->alignment, &o);
 	if (ret)
 		goto uncharge;
 	m->fn = fn;

@@ -17,6 +17,7 @@
 
 #include "common/compiler.h"
 #include "common/err.h"
+#include "common/log.h"
 #include "rm_test.h"
 
 static struct rm_fixture fx;
@@ -186,6 +187,82 @@ static void test_dependency_free(void **state)
 	assert_int_equal(rm_free(fx.rm, 2, hc, hc), 0);
 }
 
+/* VRAM bytes function @fn has charged (GET_QUOTA through subdevice @hs of client @hc). */
+static uint64_t vram_used(unsigned int fn, uint32_t hc, uint32_t hs)
+{
+	struct vgpu_rm_quota_info qi;
+	size_t len = 0;
+
+	assert_int_equal(rm_control(fx.rm, fn, hc, hs, VGPU_RM_CTRL_GET_QUOTA, &qi, &len, sizeof(qi)), 0);
+	return qi.vram_used;
+}
+
+/* Alignment is of the VF-physical address the allocation returns, whatever the slice's
+ * device offset: VF 1 sits at 16 MiB, VF 3 at 50 MiB (2 MiB but not 4 MiB aligned). A
+ * blocker taken first keeps VF-physical 0 from satisfying every alignment. */
+static const struct align_case {
+	const char *name;
+	unsigned int fn;
+	uint64_t blocker;		/* bytes taken first at VF-physical 0 (64 KiB pages) */
+	uint64_t size, page, align;
+	bool contig;
+	uint64_t want;			/* expected VF-physical address */
+} align_cases[] = {
+	{ "align 64 KiB", 1, 64 << 10, 64 << 10, 64 << 10, 64 << 10, false, 64 << 10 },
+	{ "align 1 MiB, 64 KiB pages", 1, 64 << 10, 192 << 10, 64 << 10, 1 << 20, true, 1 << 20 },
+	{ "align 1 MiB, scattered", 1, 64 << 10, 192 << 10, 64 << 10, 1 << 20, false, 1 << 20 },
+	{ "align 4 MiB, 2 MiB pages", 1, 2 << 20, 4 << 20, 2 << 20, 4 << 20, true, 4 << 20 },
+	{ "align 8 MiB", 1, 64 << 10, 2 << 20, 64 << 10, 8 << 20, true, 8 << 20 },
+	{ "align 32 MiB (above the slice)", 1, 0, 2 << 20, 2 << 20, 32 << 20, true, 0 },
+	{ "align 4 MiB, base 2 MiB odd", 3, 2 << 20, 4 << 20, 2 << 20, 4 << 20, true, 4 << 20 },
+	{ "align 4 MiB scattered, base odd", 3, 64 << 10, 4 << 20, 64 << 10, 4 << 20, false, 4 << 20 },
+	{ "align 8 MiB, base odd, no room", 3, 64 << 10, 8 << 20, 2 << 20, 8 << 20, true, ~0ull },
+};
+
+static void test_vram_alignment(void **state)
+{
+	const struct align_case *c = *state;
+	struct rm_partition part = { .base = 50ull << 20, .size = 14ull << 20 };
+	struct vgpu_rm_vidmem_params p = { .size = c->size, .page_size = c->page,
+					   .alignment = c->align,
+					   .flags = c->contig ? VGPU_RM_MEM_CONTIGUOUS : 0 };
+	uint32_t hc, hd, hs, hb = 0, hm = 0;
+	uint64_t size, addr;
+	uint32_t aper;
+
+	if (c->fn == 3)
+		assert_int_equal(rm_vf_partition_set(fx.rm, 3, &part), 0);
+	assert_int_equal(rm_t_client(fx.rm, c->fn, &hc, &hd, &hs), 0);
+	if (c->blocker) {
+		assert_int_equal(rm_t_vidmem(fx.rm, c->fn, hc, hd, c->blocker, &hb), 0);
+		assert_int_equal(rm_map(fx.rm, c->fn, hc, hb, &addr, &size, &aper), 0);
+		assert_int_equal(addr, 0);
+	}
+	if (c->want == ~0ull) {
+		assert_int_equal(rm_alloc(fx.rm, c->fn, hc, hd, &hm, VGPU_RM_CLASS_MEMORY_VIDMEM,
+					  &p, sizeof(p)), -ENOMEM);
+		assert_int_equal(vram_used(c->fn, hc, hs), c->blocker);
+	} else {
+		assert_int_equal(rm_alloc(fx.rm, c->fn, hc, hd, &hm, VGPU_RM_CLASS_MEMORY_VIDMEM,
+					  &p, sizeof(p)), 0);
+		assert_int_equal(p.addr, c->want);
+		assert_int_equal(p.addr % c->align, 0);
+		assert_int_equal(vram_used(c->fn, hc, hs), c->blocker + c->size);
+		assert_int_equal(rm_free(fx.rm, c->fn, hc, hm), 0);
+	}
+	if (hb)
+		assert_int_equal(rm_free(fx.rm, c->fn, hc, hb), 0);
+	/* everything went back to the PMA: the whole slice fits in one piece again */
+	p = (struct vgpu_rm_vidmem_params){ .size = c->fn == 3 ? part.size : T_SLICE,
+					    .page_size = 2 << 20, .flags = VGPU_RM_MEM_CONTIGUOUS };
+	hm = 0;
+	assert_int_equal(rm_alloc(fx.rm, c->fn, hc, hd, &hm, VGPU_RM_CLASS_MEMORY_VIDMEM, &p, sizeof(p)), 0);
+	assert_int_equal(p.addr, 0);
+	assert_int_equal(rm_client_free(fx.rm, c->fn, hc), 0);
+	if (c->fn == 3)
+		assert_int_equal(rm_vf_partition_clear(fx.rm, 3), 0);
+}
+
 /* Wrong parents, sizes and params are refused and change nothing. */
 static const struct bad_alloc {
 	const char *name;
@@ -193,29 +270,62 @@ static const struct bad_alloc {
 	int parent;		/* 0 client, 1 device, 2 subdevice */
 	uint64_t size, page;
 	int want;
+	uint64_t align;
+	const char *why;	/* the debug log names the problem */
 } bad_allocs[] = {
-	{ "memory under the client", VGPU_RM_CLASS_MEMORY_VIDMEM, 0, 1 << 20, 64 << 10, -EINVAL },
-	{ "device under a device", VGPU_RM_CLASS_DEVICE, 1, 0, 0, -EINVAL },
-	{ "unknown class", 0x1234, 1, 0, 0, -EOPNOTSUPP },
-	{ "size not a page multiple", VGPU_RM_CLASS_MEMORY_VIDMEM, 1, 100, 64 << 10, -EINVAL },
-	{ "page size 4 KiB", VGPU_RM_CLASS_MEMORY_VIDMEM, 1, 1 << 20, 4096, -EINVAL },
-	{ "larger than the slice", VGPU_RM_CLASS_MEMORY_VIDMEM, 1, 32 << 20, 64 << 10, -ENOMEM },
+	{ "memory under the client", VGPU_RM_CLASS_MEMORY_VIDMEM, 0, 1 << 20, 64 << 10, -EINVAL, 0, NULL },
+	{ "device under a device", VGPU_RM_CLASS_DEVICE, 1, 0, 0, -EINVAL, 0, NULL },
+	{ "unknown class", 0x1234, 1, 0, 0, -EOPNOTSUPP, 0, NULL },
+	{ "size not a page multiple", VGPU_RM_CLASS_MEMORY_VIDMEM, 1, 100, 64 << 10, -EINVAL, 0,
+	  "size is not a multiple of the page size" },
+	{ "page size 4 KiB", VGPU_RM_CLASS_MEMORY_VIDMEM, 1, 1 << 20, 4096, -EINVAL, 0,
+	  "page size is neither" },
+	{ "larger than the slice", VGPU_RM_CLASS_MEMORY_VIDMEM, 1, 32 << 20, 64 << 10, -ENOMEM, 0,
+	  NULL },
+	{ "alignment not a power of two", VGPU_RM_CLASS_MEMORY_VIDMEM, 1, 1 << 20, 64 << 10,
+	  -EINVAL, 3 << 16, "alignment is not a power of two" },
+	{ "alignment below the page size", VGPU_RM_CLASS_MEMORY_VIDMEM, 1, 2 << 20, 2 << 20,
+	  -EINVAL, 1 << 20, "alignment is below the page size" },
+	{ "alignment above 1 TiB", VGPU_RM_CLASS_MEMORY_VIDMEM, 1, 1 << 20, 64 << 10,
+	  -EINVAL, 1ull << 41, "alignment is above 1 TiB" },
+	{ "alignment with a bad page size", VGPU_RM_CLASS_MEMORY_VIDMEM, 1, 1 << 20, 4096,
+	  -EINVAL, 1 << 20, "page size" },
 };
+
+static char last_log[256];
+static void log_sink(enum vgpu_log_level level, const char *msg, void *ctx)
+{
+	(void)level;
+	(void)ctx;
+	snprintf(last_log, sizeof(last_log), "%s", msg);
+}
 
 static void test_bad_alloc(void **state)
 {
 	const struct bad_alloc *c = *state;
-	struct vgpu_rm_vidmem_params p = { .size = c->size, .page_size = c->page };
+	struct vgpu_rm_vidmem_params p = { .size = c->size, .page_size = c->page,
+					   .alignment = c->align };
+	enum vgpu_log_level lvl = vgpu_log_get_level();
 	uint32_t hc, hd, hs, h = 0, parents[3];
 
 	assert_int_equal(rm_t_client(fx.rm, 1, &hc, &hd, &hs), 0);
 	parents[0] = hc;
 	parents[1] = hd;
 	parents[2] = hs;
+	last_log[0] = '\0';
+	vgpu_log_set_level(VGPU_LOG_DEBUG);
+	vgpu_log_set_sink(log_sink, NULL);
 	assert_int_equal(rm_alloc(fx.rm, 1, hc, parents[c->parent], &h, c->cls,
 				  c->cls == VGPU_RM_CLASS_MEMORY_VIDMEM ? &p : NULL,
 				  c->cls == VGPU_RM_CLASS_MEMORY_VIDMEM ? sizeof(p) : 0), c->want);
+	vgpu_log_set_sink(NULL, NULL);
+	vgpu_log_set_level(lvl);
+	if (c->why && !strstr(last_log, c->why))
+		fail_msg("log \"%s\" does not say \"%s\"", last_log, c->why);
 	assert_int_equal(rm_object_count(fx.rm, 1), 3);
+	assert_int_equal(h, 0);
+	assert_int_equal(p.addr, 0);
+	assert_int_equal(vram_used(1, hc, hs), 0);
 	assert_int_equal(rm_client_free(fx.rm, 1, hc), 0);
 }
 
@@ -557,13 +667,16 @@ int main(void)
 	};
 	/* Sized and counted from the tables, so no case is overwritten or left out. */
 	struct CMUnitTest t[VGPU_ARRAY_SIZE(fixed) + VGPU_ARRAY_SIZE(bad_allocs) +
-			    VGPU_ARRAY_SIZE(order_cases)];
+			    VGPU_ARRAY_SIZE(align_cases) + VGPU_ARRAY_SIZE(order_cases)];
 	size_t n = VGPU_ARRAY_SIZE(fixed);
 
 	memcpy(t, fixed, sizeof(fixed));
 	for (size_t i = 0; i < VGPU_ARRAY_SIZE(bad_allocs); i++)
 		t[n++] = (struct CMUnitTest){ bad_allocs[i].name, test_bad_alloc, setup, teardown,
 					      (void *)&bad_allocs[i] };
+	for (size_t i = 0; i < VGPU_ARRAY_SIZE(align_cases); i++)
+		t[n++] = (struct CMUnitTest){ align_cases[i].name, test_vram_alignment, setup,
+					      teardown, (void *)&align_cases[i] };
 	for (size_t i = 0; i < VGPU_ARRAY_SIZE(order_cases); i++)
 		t[n++] = (struct CMUnitTest){ order_cases[i].name, test_lock_order, NULL, NULL,
 					      (void *)&order_cases[i] };
