@@ -5,11 +5,14 @@
  *   2. GP entries per second for 1 channel, 8 channels, 8 functions, with one doorbell per
  *      entry and per batch of 16;
  *   3. copy-engine GB/s VRAM->VRAM and system->VRAM (through the IOMMU) next to memcpy of
- *      the same size in the same run.
+ *      the same size in the same run; and 2 MiB copies from SVA memory (GMMU aperture 2:
+ *      this process's own pages through an SVA domain, process_vm_readv underneath) next
+ *      to one process_vm_readv of 2 MiB, the raw mechanism.
  *
  *   gpu_bench [--json] */
 #include <sched.h>
 #include <stdio.h>
+#include <sys/uio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -19,6 +22,7 @@
 #include "common/compiler.h"
 #include "iommu_model/iommu.h"
 #include "setup.h"
+#include <vgpu/sva.h>
 
 #define LAT_SAMPLES	20000
 #define LAT_SLOW	1000		/* samples for the slower paths */
@@ -222,17 +226,22 @@ static double rate_run(const struct rate_case *rc)
 
 struct copy_result {
 	double vram, sys, memcpy_gbps;
+	double sva_2m, pvm_2m;		/* COPY SVA -> VRAM, and process_vm_readv, 2 MiB each */
 };
+
+#define SVA_BYTES	(2ull << 20)
+#define SVA_ITERS	32
 
 static double gbps(uint64_t bytes, uint64_t ns)
 {
 	return (double)bytes / (double)ns;
 }
 
-static double copy_once(struct bgpu *b, struct bchan *c, uint64_t src, uint64_t dst)
+static double copy_bytes(struct bgpu *b, struct bchan *c, uint64_t src, uint64_t dst,
+			 uint64_t bytes)
 {
 	uint32_t off = bchan_method(c, VGPU_M_COPY, (uint32_t[]){ lo(src), hi(src), lo(dst), hi(dst),
-				    lo(COPY_BYTES), hi(COPY_BYTES) }, 6);
+				    lo(bytes), hi(bytes) }, 6);
 	uint64_t t0;
 
 	bchan_gp(c, off, 7);
@@ -244,7 +253,46 @@ static double copy_once(struct bgpu *b, struct bchan *c, uint64_t src, uint64_t 
 	if (c->userd->error)
 		fprintf(stderr, "gpu_bench: copy failed\n");
 	c->pb_off = 0;
-	return gbps(COPY_BYTES, vgpu_now_ns() - t0);
+	return gbps(bytes, vgpu_now_ns() - t0);
+}
+
+static double copy_once(struct bgpu *b, struct bchan *c, uint64_t src, uint64_t dst)
+{
+	return copy_bytes(b, c, src, dst, COPY_BYTES);
+}
+
+/* 2 MiB COPYs from SVA memory into VRAM (median of SVA_ITERS), and process_vm_readv of the
+ * same 2 MiB on this process into VRAM, the mechanism underneath, in the same run. */
+static void sva_run(struct bgpu *b, struct bchan *c, struct iommu *mmu, void *host,
+		    uint64_t dst, struct copy_result *r)
+{
+	const uint64_t sva_va = 0x6000000000ull;
+	struct iommu_domain *sva;
+	double g[SVA_ITERS], p[SVA_ITERS];
+
+	if (iommu_domain_alloc(mmu, &(struct iommu_domain_opts){ .type = IOMMU_DOMAIN_SVA }, &sva) ||
+	    iommu_pasid_attach(mmu, 1, VGPU_SVA_PASID, sva)) {
+		fprintf(stderr, "gpu_bench: SVA setup failed\n");
+		exit(1);
+	}
+	bgpu_map(b, 1, sva_va, (uint64_t)(uintptr_t)host, SVA_BYTES, VGPU_GMMU_PAGE_2M,
+		 VGPU_GMMU_APER_SVA);
+	copy_bytes(b, c, sva_va, dst, SVA_BYTES);	/* warm */
+	for (int i = 0; i < SVA_ITERS; i++) {
+		struct iovec l = { bgpu_va(b, 1, dst), SVA_BYTES }, rm = { host, SVA_BYTES };
+		uint64_t t0 = vgpu_now_ns();
+
+		if (process_vm_readv(getpid(), &l, 1, &rm, 1, 0) != (ssize_t)SVA_BYTES)
+			fprintf(stderr, "gpu_bench: process_vm_readv failed\n");
+		p[i] = gbps(SVA_BYTES, vgpu_now_ns() - t0);
+		g[i] = copy_bytes(b, c, sva_va, dst, SVA_BYTES);
+	}
+	if (memcmp(bgpu_va(b, 1, dst), host, SVA_BYTES))
+		fprintf(stderr, "gpu_bench: SVA->VRAM copy mismatch\n");
+	r->sva_2m = median(g, SVA_ITERS);
+	r->pvm_2m = median(p, SVA_ITERS);
+	iommu_pasid_detach(mmu, 1, VGPU_SVA_PASID);
+	iommu_domain_free(sva);
 }
 
 static void copy_run(struct copy_result *r)
@@ -294,6 +342,7 @@ static void copy_run(struct copy_result *r)
 	r->vram = median(v, COPY_REPS);
 	r->sys = median(s, COPY_REPS);
 	r->memcpy_gbps = median(m, COPY_REPS);
+	sva_run(b, &c, mmu, host, dst, r);
 	bgpu_free(b);
 	iommu_unmap(dom, 0, UINT64_MAX, NULL);
 	iommu_detach(mmu, 1);
@@ -335,10 +384,11 @@ int main(int argc, char **argv)
 		printf("{\"doorbell_first_method_p50_us\": %.3f, \"gp_entries_per_s_batched\": %.0f, "
 		       "\"copy_vram_gbps\": %.2f, \"copy_sys_to_vram_gbps\": %.2f, \"memcpy_gbps\": %.2f, "
 		       "\"doorbell_observe_p50_us\": %.3f, \"doorbell_first_method_p99_us\": %.3f, "
-		       "\"doorbell_complete_p50_us\": %.3f, \"gp_entries_per_s_per_entry\": %.0f}\n",
+		       "\"doorbell_complete_p50_us\": %.3f, \"gp_entries_per_s_per_entry\": %.0f, "
+		       "\"sva_copy_2m_gbps\": %.2f, \"process_vm_readv_2m_gbps\": %.2f}\n",
 		       lat[LAT_IDLE_SPIN].p50[1], rate[1], cp.vram, cp.sys, cp.memcpy_gbps,
 		       lat[LAT_IDLE_SPIN].p50[0], lat[LAT_IDLE_SPIN].p99[1], lat[LAT_IDLE_SPIN].p50[2],
-		       rate[0]);
+		       rate[0], cp.sva_2m, cp.pvm_2m);
 		return 0;
 	}
 	double load[3] = { 0 };
@@ -369,5 +419,9 @@ int main(int argc, char **argv)
 	       cp.sys / cp.memcpy_gbps * 100);
 	printf("  target: copy >= 70 %% of memcpy: %s\n",
 	       cp.vram >= 0.7 * cp.memcpy_gbps && cp.sys >= 0.7 * cp.memcpy_gbps ? "met" : "NOT met");
+	printf("\nSVA (GMMU aperture 2), 2 MiB per copy, median of %d (GB/s)\n", SVA_ITERS);
+	printf("  %-32s %8.2f  (the mechanism)\n", "process_vm_readv 2 MiB", cp.pvm_2m);
+	printf("  %-32s %8.2f  %5.0f %% of process_vm_readv\n", "COPY SVA -> VRAM", cp.sva_2m,
+	       cp.sva_2m / cp.pvm_2m * 100);
 	return 0;
 }
