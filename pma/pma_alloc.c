@@ -696,6 +696,50 @@ static bool alloc_2m_fast(struct pma_region *r, const struct pma_req *q, struct 
 	return true;
 }
 
+/* Contiguous 2 MiB pages anywhere in @r: the first whole free group (one page, two ctz
+ * away) or the first run of them (the run index), as find_contig() finds them. 0, -ENOMEM,
+ * or 1 when the run is longer than the index counts (the general path takes it). */
+static int alloc_contig_groups(struct pma_region *r, const struct pma_req *q,
+			       struct pma_opargs *a, uint64_t *pages)
+{
+	uint64_t ng = q->count, g, addr;
+	bool whole;
+
+	if (ng > PMA_RUN_CAP)
+		return 1;
+	if (r->free_groups < ng)
+		return -ENOMEM;
+	g = ng == 1 ? pma_bits_next(r->gfull, r->gfull_sum, 0, r->nr_groups) : pma_runs_find(r, ng);
+	if (g == NONE)
+		return -ENOMEM;
+	whole = ng == 1 ? group_apply(r, g << PMA_GROUP_SHIFT, OP_ALLOC, a)
+			: groups_apply(r, g, ng, OP_ALLOC, a);
+	VGPU_ASSERT(whole);
+	addr = (r->first + (g << PMA_GROUP_SHIFT)) << PMA_FRAME_SHIFT;
+	for (size_t p = 0; p < ng; p++)
+		pages[p] = addr + p * PMA_PAGE_2M;
+	return 0;
+}
+
+/* Flags of the requests the one-region fast lane takes: no range, region, speed, alignment,
+ * order or partial result to honour. */
+#define PMA_SIMPLE_FLAGS (PMA_PINNED | PMA_PERSISTENT | PMA_CONTIGUOUS | PMA_DONT_EVICT | \
+			  PMA_NO_ZERO)
+
+/* The common requests on a one-region instance, without region ordering and clipping: the
+ * same pages as the general path. 0, -ENOMEM, or 1 (not taken: the general path runs). */
+static int alloc_simple(struct pma *pma, const struct pma_req *q, struct pma_opargs *a,
+			uint64_t *pages)
+{
+	struct pma_region *r = pma->regions[0];
+
+	if (pma->nr_regions != 1 || (q->flags & ~PMA_SIMPLE_FLAGS) || r->desc.protected_mem)
+		return 1;
+	if (!(q->flags & PMA_CONTIGUOUS))
+		return alloc_64k_fast(r, q, a, pages) || alloc_2m_fast(r, q, a, pages) ? 0 : 1;
+	return q->pf == PMA_GROUP_FRAMES ? alloc_contig_groups(r, q, a, pages) : 1;
+}
+
 /* One locked attempt. 0 with *@got pages, or -ENOMEM (nothing allocated). */
 static int alloc_locked(struct pma *pma, const struct pma_req *q, const struct pma_alloc_opts *o,
 			uint64_t *pages, size_t *got, uint32_t *result)
@@ -705,9 +749,17 @@ static int alloc_locked(struct pma *pma, const struct pma_req *q, const struct p
 		.pin = q->flags & PMA_PINNED,
 		.persist = q->flags & PMA_PERSISTENT,
 	};
-	unsigned int nr = regions_order(pma, q, o, rs);
+	int ret = alloc_simple(pma, q, &args, pages);
+	unsigned int nr;
 	uint64_t need = q->count * q->pf, lo, hi;
 	size_t n = 0;
+
+	if (ret <= 0) {
+		*got = ret ? 0 : q->count;
+		*result = args.dirty_seen ? 0 : PMA_RESULT_IS_ZERO;
+		return ret;
+	}
+	nr = regions_order(pma, q, o, rs);
 
 	/* Counters first: a request that cannot fit fails without a scan. */
 	if (avail_frames_in(rs, nr) < ((q->flags & PMA_ALLOW_PARTIAL) ? q->pf : need))
