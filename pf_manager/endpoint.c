@@ -512,7 +512,21 @@ static bool ep_peer_allowed(const struct pf_slice *s, uid_t uid)
 	return uid == 0 || (s->owner_uid >= 0 && (uid_t)s->owner_uid == uid);
 }
 
-static void ep_accept(struct pf_slice *s)
+/* Whether the attached guest's connection has been closed by its end (the loop may not
+ * have seen the hangup yet when the same process connects again). */
+static bool ep_client_closed(const struct pf_endpoint *ep)
+{
+	struct pollfd p = { .fd = ep->client_fd, .events = POLLIN };
+	char c;
+
+	if (poll(&p, 1, 0) <= 0)
+		return false;
+	if (p.revents & (POLLHUP | POLLERR))
+		return true;
+	return (p.revents & POLLIN) && recv(ep->client_fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
+static void ep_accept(struct pf_daemon *d, struct pf_slice *s)
 {
 	struct pf_endpoint *ep = s->ep;
 	struct ucred cr;
@@ -526,6 +540,10 @@ static void ep_accept(struct pf_slice *s)
 		ep_refuse(c);
 		return;
 	}
+	/* A guest that closed and reconnects (the same pid) is a new attach, not an SVA
+	 * connection: finish the old attachment first. */
+	if (ep->client_fd >= 0 && ep_client_closed(ep))
+		ep_detach(d, s);
 	/* Only the attached process itself can open a second connection with its pid: QEMU
 	 * never does, and nothing inside a VM can make it. */
 	if (ep->client_fd >= 0 && cr.pid == ep->peer_pid && ep->sva_fd < 0) {
@@ -656,7 +674,10 @@ void pf_endpoint_handle(struct pf_daemon *d, struct pf_slice *s, const struct po
 		if (!p[i].revents)
 			continue;
 		if (p[i].fd == ep->listen_fd) {
-			ep_accept(s);
+			ep_accept(d, s);
+			/* The accept may have replaced the attachment: the other entries are
+			 * stale (fd numbers reused); poll is level-triggered, they come again. */
+			return;
 		} else if (p[i].fd == s->intr_fd) {
 			ep_forward_intr(d, s);
 		} else if (p[i].fd == ep->client_fd) {

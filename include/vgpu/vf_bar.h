@@ -15,8 +15,9 @@
  * Nothing else follows (vgpud never announces other guests: a VF sees only its own
  * BAR2 and vgpud). A client never writes to the socket; closing it detaches. Only the
  * slice's owner (root or the slice's owner uid, by SO_PEERCRED) may attach, and only one
- * client at a time: a refused client gets VF_EP_REFUSED in place of message 1 and the
- * socket is closed (QEMU then fails the device with "server sent version -2"; merely
+ * client at a time (ABI 2.1: a second connection by the attached process itself is its
+ * SVA connection instead, vgpu/sva.h): a refused client gets VF_EP_REFUSED in place of
+ * message 1 and the socket is closed (QEMU then fails the device with "server sent version -2"; merely
  * closing would leave QEMU waiting).
  * Inside a VM the driver rings vector v by writing (0 << 16) | v to BAR0 + 0x0C.
  *
