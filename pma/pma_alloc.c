@@ -916,8 +916,11 @@ static int range_claimable(const struct pma_region *r, uint64_t s, uint64_t n)
 /* Region holding all of [frame, frame + n), or NULL. */
 static struct pma_region *region_span(struct pma *pma, uint64_t frame, uint64_t n)
 {
-	struct pma_region *r = pma_region_of(pma, frame);
+	struct pma_region *r = pma->nr_regions ? pma->regions[0] : NULL;
 
+	/* Most instances have one region: try it before the search. */
+	if (!r || frame < r->first + r->lo || frame >= r->first + r->hi)
+		r = pma_region_of(pma, frame);
 	if (!r || frame + n > r->first + r->hi || frame + n < frame)
 		return NULL;
 	return r;
@@ -1165,7 +1168,6 @@ static int free_fast_locked(struct pma *pma, const uint64_t *pages, size_t count
 	struct pma_region *r = pma->nr_regions ? pma->regions[0] : NULL;
 	uint64_t f0 = pages[0] >> PMA_FRAME_SHIFT, fl = pages[count - 1] >> PMA_FRAME_SHIFT;
 	uint64_t wv[PMA_FAST_WORDS], mv[PMA_FAST_WORDS];
-	struct pma_opargs args = { 0 };
 	bool attrs = false;
 	int nw;
 
@@ -1199,10 +1201,12 @@ static int free_fast_locked(struct pma *pma, const uint64_t *pages, size_t count
 			return -ENOENT;
 	for (int k = 0; k < nw; k++) {
 		struct pma_word *w = &r->words[wv[k]];
-		uint64_t old = pma_word_avail(w);
+		uint64_t attrs = w->evict | w->scrub | w->black, old = ~(w->alloc | attrs);
 
-		word_apply(r, w, mv[k], OP_FREE, &args);
-		pma_region_word_update(r, wv[k], old);
+		w->alloc &= ~mv[k];
+		w->pin &= ~mv[k];
+		w->persist |= mv[k];	/* free and dirty until scrubbed */
+		pma_region_word_moved(r, wv[k], old, old | (mv[k] & ~attrs));
 	}
 	return 0;
 }
@@ -1275,8 +1279,11 @@ int pma_free_range(struct pma *pma, uint64_t addr, uint64_t size, unsigned int f
 	}
 	s = (addr >> PMA_FRAME_SHIFT) - r->first;
 	args.scrub = pma->cfg.scrub_on_free && !(flags & PMA_FREE_SKIP_SCRUB);
-	/* Several whole groups without scrub: checked and freed as a block, one pass each
-	 * (one group takes group_apply()). */
+	/* One whole group, plainly allocated: group_apply() checks and frees it (else the
+	 * checks below say why not). Several whole groups without scrub: checked and freed as
+	 * a block, one pass each. */
+	if (n == PMA_GROUP_FRAMES && !(s % PMA_GROUP_FRAMES) && group_apply(r, s, OP_FREE, &args))
+		goto publish;
 	if (!args.scrub && !(s % PMA_GROUP_FRAMES) && !(n % PMA_GROUP_FRAMES) &&
 	    n > PMA_GROUP_FRAMES) {
 		ret = groups_free_check(r, s >> PMA_GROUP_SHIFT, n >> PMA_GROUP_SHIFT);

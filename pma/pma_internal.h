@@ -308,8 +308,8 @@ static inline bool pma_region_groups_update(struct pma_region *r, uint64_t wi)
 
 /* Word @wi's available mask went from @old_avail to @now: counters, group bits and tree
  * marks follow. */
-static inline void pma_region_word_moved(struct pma_region *r, uint64_t wi, uint64_t old_avail,
-					 uint64_t now)
+static inline __attribute__((always_inline)) void
+pma_region_word_moved(struct pma_region *r, uint64_t wi, uint64_t old_avail, uint64_t now)
 {
 	uint32_t leaf = (uint32_t)(wi / (PMA_LEAF_FRAMES / 64));
 
