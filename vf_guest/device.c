@@ -166,6 +166,7 @@ int vgpu_vf_open(const struct vgpu_vf_opts *opts, struct vgpu_vf **out)
 	if (!vf)
 		return -ENOMEM;
 	vf->opts = *opts;
+	vf->sva_fd = -1;
 	if (!vf->opts.spin_ns)
 		vf->opts.spin_ns = VF_DEFAULT_SPIN_NS;
 	if (!vf->opts.rm_timeout_ns)
@@ -218,6 +219,7 @@ void vgpu_vf_close(struct vgpu_vf *vf)
 		vf_rm_teardown(vf);
 	if (vf->bar)
 		vf_dma_fini(&vf->dma);
+	vf_sva_close(vf);	/* after the channels: no work of ours reaches the process now */
 	vf->t->ops->destroy(vf->t);
 	pthread_mutex_destroy(&vf->obj_lock);
 	pthread_mutex_destroy(&vf->mbox_lock);

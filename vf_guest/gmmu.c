@@ -260,7 +260,8 @@ int vf_gmmu_map(struct vf_gmmu *g, uint64_t va, uint64_t aper, uint64_t addr, ui
 
 	if (err)
 		return err;
-	if ((aper != VGPU_GMMU_APER_VRAM && aper != VGPU_GMMU_APER_SYS) ||
+	if ((aper != VGPU_GMMU_APER_VRAM && aper != VGPU_GMMU_APER_SYS &&
+	     aper != VGPU_GMMU_APER_SVA) ||
 	    pte_flags & ~(VGPU_GMMU_RO | VGPU_GMMU_VOLATILE))
 		return -EINVAL;
 	for (off = 0; off < size; off += page_size) {

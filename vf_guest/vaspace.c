@@ -230,18 +230,37 @@ int vgpu_va_map(struct vgpu_vaspace *as, uint64_t va, struct vgpu_mem *mem, uint
 	return ret;
 }
 
-int vgpu_va_map_raw(struct vgpu_vaspace *as, uint64_t va, enum vgpu_mem_kind kind,
-		    uint64_t addr, uint64_t size, uint64_t page_size, unsigned int flags)
+/* GMMU aperture of a memory kind (0 if there is none). */
+static uint64_t kind_aper(enum vgpu_mem_kind kind)
 {
-	uint64_t aper = kind == VGPU_MEM_VRAM ? VGPU_GMMU_APER_VRAM : VGPU_GMMU_APER_SYS;
+	switch (kind) {
+	case VGPU_MEM_VRAM:
+		return VGPU_GMMU_APER_VRAM;
+	case VGPU_MEM_SYSMEM:
+		return VGPU_GMMU_APER_SYS;
+	case VGPU_MEM_SVA:
+		return VGPU_GMMU_APER_SVA;
+	}
+	return 0;
+}
+
+int vf_va_map_aper(struct vgpu_vaspace *as, uint64_t va, uint64_t aper, uint64_t addr,
+		   uint64_t size, uint64_t page_size, unsigned int flags)
+{
 	int ret;
 
-	if (kind != VGPU_MEM_VRAM && kind != VGPU_MEM_SYSMEM)
-		return -EINVAL;
 	pthread_mutex_lock(&as->lock);
 	ret = as_map_locked(as, va, aper, addr, size, page_size, flags, NULL);
 	pthread_mutex_unlock(&as->lock);
 	return ret;
+}
+
+int vgpu_va_map_raw(struct vgpu_vaspace *as, uint64_t va, enum vgpu_mem_kind kind,
+		    uint64_t addr, uint64_t size, uint64_t page_size, unsigned int flags)
+{
+	if (kind != VGPU_MEM_VRAM && kind != VGPU_MEM_SYSMEM && kind != VGPU_MEM_SVA)
+		return -EINVAL;
+	return vf_va_map_aper(as, va, kind_aper(kind), addr, size, page_size, flags);
 }
 
 int vgpu_va_unmap(struct vgpu_vaspace *as, uint64_t va, uint64_t size)
@@ -277,7 +296,8 @@ int vgpu_va_lookup(struct vgpu_vaspace *as, uint64_t va, enum vgpu_mem_kind *kin
 	ret = as->lost ? -ENOLINK : vf_gmmu_lookup(&as->gmmu, va, &aper, addr, page_size, NULL);
 	pthread_mutex_unlock(&as->lock);
 	if (!ret && kind)
-		*kind = aper == VGPU_GMMU_APER_VRAM ? VGPU_MEM_VRAM : VGPU_MEM_SYSMEM;
+		*kind = aper == VGPU_GMMU_APER_VRAM ? VGPU_MEM_VRAM :
+			aper == VGPU_GMMU_APER_SVA ? VGPU_MEM_SVA : VGPU_MEM_SYSMEM;
 	return ret;
 }
 

@@ -248,11 +248,22 @@ struct vgpu_vf {
 	char rm_why[160];
 	char last_error[256];
 	struct vf_managed_hooks managed;	/* all NULL until managed memory starts */
+	int sva_fd;			/* SVA connection to vgpud (vgpu/sva.h), -1 if none */
+	uint32_t sva_pasid;		/* bound at this PASID; 0 while not bound */
 };
 
 /* Record a message for vgpu_vf_last_error() (and stderr unless quiet); returns @err. */
 int vf_error(struct vgpu_vf *vf, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+
+/* ---- sva.c ---- */
+/* Close the SVA connection (vgpud unbinds). */
+void vf_sva_close(struct vgpu_vf *vf);
+
+/* ---- vaspace.c ---- */
+/* Map raw @aper (VGPU_GMMU_APER_*) addresses with no memory object. */
+int vf_va_map_aper(struct vgpu_vaspace *as, uint64_t va, uint64_t aper, uint64_t addr,
+		   uint64_t size, uint64_t page_size, unsigned int flags);
 
 /* ---- channel.c ---- */
 /* Free the VRAM of destroyed channels now (at close). */

@@ -30,6 +30,7 @@ struct vgpu_mem;
 struct vgpu_vaspace;
 struct vgpu_channel;
 struct vgpu_vf_transport;
+struct vgpu_sva_reply;		/* vgpu/sva.h */
 
 /* ==== attach ================================================================================ */
 
@@ -83,6 +84,8 @@ int vgpu_vf_mbox_call(struct vgpu_vf *vf, uint32_t type, const void *req, size_t
 enum vgpu_mem_kind {
 	VGPU_MEM_VRAM = 0,	/* the slice's VRAM, allocated by the host RM (counts to the quota) */
 	VGPU_MEM_SYSMEM = 1,	/* the VF's DMA memory, managed by the driver itself */
+	VGPU_MEM_SVA = 2,	/* a virtual address of this process (ABI 2.1, vgpu_sva_bind()):
+				 * mappings only (vgpu_va_map_sva), never vgpu_mem_alloc */
 };
 
 /* Allocate @size bytes (rounded up to @page_size: 4 KiB, 64 KiB or 2 MiB; 0 = 4 KiB) of @kind,
@@ -114,8 +117,9 @@ void vgpu_vaspace_destroy(struct vgpu_vaspace *as);
  * page is already mapped (nothing changes), -EINVAL for bad alignment or range. */
 int vgpu_va_map(struct vgpu_vaspace *as, uint64_t va, struct vgpu_mem *mem, uint64_t off,
 		uint64_t size, uint64_t page_size, unsigned int flags);
-/* Map raw addresses (aperture VGPU_MEM_VRAM: VF-physical, VGPU_MEM_SYSMEM: IOVA) with no
- * memory object: for tests that want the device to refuse a mapping the driver allows. */
+/* Map raw addresses (aperture VGPU_MEM_VRAM: VF-physical, VGPU_MEM_SYSMEM: IOVA,
+ * VGPU_MEM_SVA: process virtual address) with no memory object: for tests that want the
+ * device to refuse a mapping the driver allows. */
 int vgpu_va_map_raw(struct vgpu_vaspace *as, uint64_t va, enum vgpu_mem_kind aper,
 		    uint64_t addr, uint64_t size, uint64_t page_size, unsigned int flags);
 /* Unmap [va, va+size) (exactly what was mapped, page by page; -ENOENT if a page is not
@@ -128,6 +132,32 @@ int vgpu_va_lookup(struct vgpu_vaspace *as, uint64_t va, enum vgpu_mem_kind *ape
 uint64_t vgpu_vaspace_pdb(const struct vgpu_vaspace *as);
 /* Page-table bytes in use (VRAM). */
 uint64_t vgpu_vaspace_table_bytes(const struct vgpu_vaspace *as);
+
+/* ==== shared virtual addressing (local guests, ABI 2.1, vgpu/sva.h) ======================== */
+
+/* Bind this process's address space to the VF: a second connection to the endpoint socket
+ * proves to vgpud that the caller is the attached process, which then attaches an SVA IOMMU
+ * domain for it at the function's SVA PASID. Afterwards GPU work reaches ordinary
+ * malloc/mmap memory mapped with vgpu_va_map_sva(); what the process has not mapped, or a
+ * write to a read-only page, is an MMU fault (VGPU_FAULT_IOMMU). 0, -EOPNOTSUPP (not the
+ * local transport: a VM guest reaches only its DMA memory), -EBUSY (already bound), -EPERM
+ * (vgpud refused the connection), or the host's status; vgpu_vf_last_error() says why.
+ * A VF reset unbinds: bind again after vgpu_vf_recover(). */
+int vgpu_sva_bind(struct vgpu_vf *vf);
+/* Drop the binding (the SVA connection stays open for a later bind). 0 or -ENOENT. */
+int vgpu_sva_unbind(struct vgpu_vf *vf);
+/* Map CPU range [cpu, cpu+size) of this process at GPU VA @va (pass (uintptr_t)cpu to have
+ * GPU VA == CPU VA) with pages of @page_size (4 KiB, 64 KiB, 2 MiB; cpu, va and size aligned
+ * to it), VGPU_MAP_RO / VGPU_MAP_VOLATILE flags. Nothing is pinned or checked against the
+ * process's mappings: the device resolves each access when it happens, so later munmap,
+ * mprotect or fork (COW) apply to the GPU as to the CPU. Unmap with vgpu_va_unmap(). */
+int vgpu_va_map_sva(struct vgpu_vaspace *as, uint64_t va, const void *cpu, uint64_t size,
+		    uint64_t page_size, unsigned int flags);
+/* Send @len raw bytes as one SVA request and read the reply into *@reply (tests of the
+ * host's checks). Opens the SVA connection if needed. 0 if a reply came (its status in
+ * reply->status), else -errno. */
+int vgpu_sva_call_raw(struct vgpu_vf *vf, const void *req, size_t len,
+		      struct vgpu_sva_reply *reply);
 
 /* ==== pushbuffers =========================================================================== */
 

@@ -207,7 +207,7 @@ static const struct bad_case {
 	{ "page size 8K", 0, VGPU_GMMU_APER_VRAM, 0, 0x2000, 0x2000, 0, -EINVAL },
 	{ "zero size", 0, VGPU_GMMU_APER_VRAM, 0, 0, K4, 0, -EINVAL },
 	{ "past the VA limit", VGPU_GMMU_VA_LIMIT - K4, VGPU_GMMU_APER_VRAM, 0, 2 * K4, K4, 0, -EINVAL },
-	{ "reserved aperture", 0, 2ull << VGPU_GMMU_APER_SHIFT, 0, K4, K4, 0, -EINVAL },
+	{ "reserved aperture", 0, 3ull << VGPU_GMMU_APER_SHIFT, 0, K4, K4, 0, -EINVAL },
 	{ "unknown PTE flag", 0, VGPU_GMMU_APER_VRAM, 0, K4, K4, 1ull << 8, -EINVAL },
 	{ "address past 56 bits", 0, VGPU_GMMU_APER_SYS, 1ull << 56, K4, K4, 0, -EINVAL },
 };
