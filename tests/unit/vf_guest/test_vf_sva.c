@@ -680,6 +680,49 @@ static void test_other_process(void **state)
 	munmap(out, len);
 }
 
+/* A guest that dies bound leaves nothing behind: vgpud unbinds at its detach, so the next
+ * guest binds (not -EBUSY) and reaches its own memory. */
+static void test_guest_death(void **state)
+{
+	const uint64_t len = 16 << 10;
+	uint8_t *p = anon(len, MAP_PRIVATE);
+	int go[2], st;
+	pid_t pid;
+	struct fx f;
+
+	(void)state;
+	if (skip_why[0]) {
+		print_message("skip: %s\n", skip_why);
+		skip();
+	}
+	assert_int_equal(pipe(go), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (!pid) {
+		struct vgpu_vf_opts vo = { .socket = sock, .quiet = true };
+		struct vgpu_vf *vf;
+		int ret = -EBUSY;
+
+		for (int i = 0; i < 500 && (ret = vgpu_vf_open(&vo, &vf)) == -EBUSY; i++)
+			usleep(10 * 1000);
+		if (ret || vgpu_sva_bind(vf))
+			_exit(1);
+		child_say(go[1]);
+		pause();			/* bound, until killed */
+		_exit(2);
+	}
+	child_wait(go[0]);
+	kill(pid, SIGKILL);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFSIGNALED(st));
+	fx_open(&f, true);			/* fails on -EBUSY if the binding had survived */
+	map_same(&f, p, len, PG, 0);
+	assert_int_equal(gpu_fill(&f, p, len, 0x09090909u, NULL), 0);
+	assert_true(all_bytes(p, len, 9));
+	fx_close(&f);
+	munmap(p, len);
+}
+
 /* Bad input: each malformed request is refused with the field named and changes nothing;
  * mapping calls check their arguments. */
 static void test_bad_input(void **state)
@@ -781,6 +824,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_mprotect, case_teardown),
 		cmocka_unit_test_teardown(test_unbind_reset, case_teardown),
 		cmocka_unit_test_teardown(test_other_process, case_teardown),
+		cmocka_unit_test_teardown(test_guest_death, case_teardown),
 		cmocka_unit_test_teardown(test_bad_input, case_teardown),
 		cmocka_unit_test_teardown(test_vm_transport_refused, case_teardown),
 	};
