@@ -1168,6 +1168,7 @@ static int free_fast_locked(struct pma *pma, const uint64_t *pages, size_t count
 	struct pma_region *r = pma->nr_regions ? pma->regions[0] : NULL;
 	uint64_t f0 = pages[0] >> PMA_FRAME_SHIFT, fl = pages[count - 1] >> PMA_FRAME_SHIFT;
 	uint64_t wv[PMA_FAST_WORDS], mv[PMA_FAST_WORDS];
+	struct pma_opargs args = { 0 };
 	bool attrs = false;
 	int nw;
 
@@ -1201,12 +1202,10 @@ static int free_fast_locked(struct pma *pma, const uint64_t *pages, size_t count
 			return -ENOENT;
 	for (int k = 0; k < nw; k++) {
 		struct pma_word *w = &r->words[wv[k]];
-		uint64_t attrs = w->evict | w->scrub | w->black, old = ~(w->alloc | attrs);
+		uint64_t old = pma_word_avail(w);
 
-		w->alloc &= ~mv[k];
-		w->pin &= ~mv[k];
-		w->persist |= mv[k];	/* free and dirty until scrubbed */
-		pma_region_word_moved(r, wv[k], old, old | (mv[k] & ~attrs));
+		word_apply(r, w, mv[k], OP_FREE, &args);
+		pma_region_word_update(r, wv[k], old);
 	}
 	return 0;
 }
