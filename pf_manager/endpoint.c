@@ -12,6 +12,7 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -358,6 +359,25 @@ static void ep_sva_close(struct pf_slice *s, const char *why)
 	ep->sva_fd = -1;
 }
 
+/* Whether this daemon may reach @pid's memory at all (the ptrace access rules of
+ * process_vm_readv): one byte at address 0 is -EFAULT when it may, -EPERM when it may not,
+ * so a bind that could only ever fault is refused with the reason instead. */
+static int ep_sva_probe(pid_t pid, char *why, size_t wlen)
+{
+	char c;
+	struct iovec l = { &c, 1 }, r = { NULL, 1 };
+
+	if (process_vm_readv(pid, &l, 1, &r, 1, 0) >= 0 || errno == EFAULT)
+		return 0;
+	if (errno == ESRCH) {
+		snprintf(why, wlen, "pid %d is gone", (int)pid);
+		return -ESRCH;
+	}
+	snprintf(why, wlen, "vgpud may not access pid %d's memory (%s): run it as root or as "
+		 "the guest's user", (int)pid, vgpu_strerror(-errno));
+	return -EPERM;
+}
+
 /* Bind the attached guest's pid, nothing else: the request came on a connection whose
  * SO_PEERCRED pid was checked against it at accept. */
 static int ep_sva_bind(struct pf_daemon *d, struct pf_slice *s, char *why, size_t wlen)
@@ -376,6 +396,9 @@ static int ep_sva_bind(struct pf_daemon *d, struct pf_slice *s, char *why, size_
 		snprintf(why, wlen, "this device has no IOMMU");
 		return -ENODEV;
 	}
+	r = ep_sva_probe(ep->peer_pid, why, wlen);
+	if (r)
+		return r;
 	r = iommu_domain_alloc(d->iommu, &o, &dom);
 	if (r) {
 		snprintf(why, wlen, "SVA domain for pid %d: %s", (int)ep->peer_pid, vgpu_strerror(r));
