@@ -526,7 +526,7 @@ static uint64_t avail_frames_in(struct pma_region *const *rs, unsigned int n)
 	return f;
 }
 
-#define PMA_FAST_WORDS 32
+#define PMA_FAST_WORDS 64
 
 /* Frame mask of word @k of a group word from its two group bits in @gbits. */
 static inline uint64_t gpair_frames(uint64_t gbits, unsigned int k)

@@ -38,7 +38,8 @@ static uint32_t runs_after(const struct pma_region *r, uint64_t gw)
 }
 
 /* Longest run of whole free groups starting inside word @gw, capped. */
-static uint8_t runs_word_len(const struct pma_region *r, uint64_t gw)
+static inline __attribute__((always_inline)) uint8_t runs_word_len(const struct pma_region *r,
+								    uint64_t gw)
 {
 	uint64_t w = r->gfull[gw];
 	uint32_t suf, len;
@@ -95,7 +96,8 @@ static uint8_t block_max_with(const struct pma_runs *x, uint64_t gw, uint8_t v)
 #endif
 }
 
-static void runs_set(struct pma_runs *x, uint64_t gw, uint8_t v)
+static inline __attribute__((always_inline)) void runs_set(struct pma_runs *x, uint64_t gw,
+							    uint8_t v)
 {
 	uint8_t old = x->len[gw], *bm = &x->bmax[gw / BLOCK];
 
