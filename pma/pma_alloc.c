@@ -565,10 +565,9 @@ static inline uint64_t low_bits(uint64_t m, size_t k)
  * Returns the pages taken. */
 static inline __attribute__((always_inline)) size_t
 take_commit_64k(struct pma_region *r, bool partial, size_t need, struct pma_opargs *a,
-		uint64_t *out)
+		uint64_t pin, uint64_t persist, uint64_t *out)
 {
 	uint64_t *map = partial ? r->gpart : r->gfull, *sum = partial ? r->gpart_sum : r->gfull_sum;
-	uint64_t pin = a->pin ? ~0ull : 0, persist = a->persist ? ~0ull : 0;
 	uint64_t g = pma_bits_next_inl(map, sum, 0, r->nr_groups), dirty = 0, taken = 0;
 	size_t got = 0;
 
@@ -617,6 +616,19 @@ take_commit_64k(struct pma_region *r, bool partial, size_t need, struct pma_opar
 	return got;
 }
 
+/* Partial groups first, then whole ones; @pin and @persist are the masks the pages get
+ * (constants in the common pinned case, so the blends fold away). */
+static inline __attribute__((always_inline)) void
+take_commit_64k_all(struct pma_region *r, size_t count, struct pma_opargs *a, uint64_t pin,
+		    uint64_t persist, uint64_t *pages)
+{
+	size_t got = take_commit_64k(r, true, count, a, pin, persist, pages);
+
+	if (got < count)
+		got += take_commit_64k(r, false, count - got, a, pin, persist, pages + got);
+	VGPU_ASSERT(got == count);
+}
+
 /* The common small request: 64 KiB pages from the only eligible region, anywhere in it,
  * bottom-up. The free-frame counter proves it fits (every available frame lies in a full or
  * a partial group), so it commits while it searches: partial groups first, as find_pages()
@@ -624,14 +636,12 @@ take_commit_64k(struct pma_region *r, bool partial, size_t need, struct pma_opar
 static bool alloc_64k_fast(struct pma_region *r, const struct pma_req *q, struct pma_opargs *a,
 			   uint64_t *pages)
 {
-	size_t got;
-
 	if (q->pf != 1 || (q->flags & (PMA_RANGE | PMA_REVERSE)) || r->free_frames < q->count)
 		return false;
-	got = take_commit_64k(r, true, q->count, a, pages);
-	if (got < q->count)
-		got += take_commit_64k(r, false, q->count - got, a, pages + got);
-	VGPU_ASSERT(got == q->count);
+	if (a->pin && !a->persist)
+		take_commit_64k_all(r, q->count, a, ~0ull, 0, pages);
+	else
+		take_commit_64k_all(r, q->count, a, a->pin ? ~0ull : 0, a->persist ? ~0ull : 0, pages);
 	return true;
 }
 
