@@ -116,33 +116,58 @@ long hmm_fault_back_range(struct hmm_mm *mm, struct hmm_region *r, uintptr_t sta
 }
 
 /* Wait until the page at @w is neither collected nor on its way back. A page collected
- * for the device is marked "CPU wins": the migration leaves it in system memory. */
+ * for the device is marked "CPU wins": the migration leaves it in system memory. The mark
+ * is set by compare-and-swap on the collected word itself: an OR after the migration has
+ * finished would leave the bit on a settled word, and collect() would skip that page for
+ * good. */
 static uint64_t wait_page_settled(struct hmm_mm *mm, _Atomic uint64_t *w)
 {
 	unsigned int spins = 0;
 	bool won = false;
+	uint64_t old = atomic_load(w);
 
 	for (;;) {
-		uint64_t old = atomic_load(w);
-
 		switch (ps_state(old)) {
 		case PS_TO_DEVICE:
-			if (!(old & PS_CPU_WON)) {
-				atomic_fetch_or(w, PS_CPU_WON);
-				if (!won)
-					atomic_fetch_add_explicit(&mm->c_cpu_won, 1,
-								  memory_order_relaxed);
-				won = true;
-			}
-			hmm_relax(&spins);
+			if (old & PS_CPU_WON)
+				break;
+			if (!atomic_compare_exchange_weak(w, &old, old | PS_CPU_WON))
+				continue;	/* @old is the new word: look again */
+			if (!won)
+				atomic_fetch_add_explicit(&mm->c_cpu_won, 1, memory_order_relaxed);
+			won = true;
 			break;
 		case PS_TO_SYSTEM:
-			hmm_relax(&spins);
 			break;
 		default:
 			return old;
 		}
+		hmm_relax(&spins);
+		old = atomic_load(w);
 	}
+}
+
+/* Zero-fill the missing page @addr whose word @pw read @w, a system-memory state (never
+ * touched, or dropped; -EEXIST from the kernel: present meanwhile, nothing to do). The
+ * page is claimed for the fill as a device page is for its trip back: without the claim
+ * a migration could collect it between our look at @w and UFFDIO_ZEROPAGE and move its
+ * data out, the zero page would then take its place and every write the page had seen
+ * was lost (test_hmm_race "zero fill against migrations"). The faulting thread is woken
+ * by the caller once the claim is released, so that it never sees its own page busy.
+ * -EAGAIN: the word changed, look again. */
+static int zero_fill_claimed(struct hmm_mm *mm, _Atomic uint64_t *pw, uint64_t w,
+			     uintptr_t addr)
+{
+	int ret;
+
+	hmm_race_window(HMM_RACE_ZERO_FILL, addr);
+	if (!atomic_compare_exchange_strong(pw, &w, (w & ~PS_STATE_MASK) | PS_TO_SYSTEM))
+		return -EAGAIN;
+	ret = hmm_uffd_zeropage(mm->uffd, addr, HMM_PAGE_SIZE, false);
+	atomic_store_explicit(pw, PS_SYSTEM, memory_order_release);
+	if (!ret)
+		atomic_fetch_add_explicit(&mm->c_zero_fills, 1, memory_order_relaxed);
+	return ret == -EEXIST ? 0 : ret;
 }
 
 int hmm_cpu_fault(struct hmm_mm *mm, struct hmm_region *r, uintptr_t addr, bool blockable,
@@ -151,19 +176,19 @@ int hmm_cpu_fault(struct hmm_mm *mm, struct hmm_region *r, uintptr_t addr, bool 
 	uint64_t g = mm->opts.granule;
 	uintptr_t gs = vgpu_max(vgpu_align_down(addr, g), r->start);
 	uintptr_t ge = vgpu_min(vgpu_align_down(addr, g) + g, r->end);
-	uint64_t w = wait_page_settled(mm, hmm_region_word(r, addr));
+	_Atomic uint64_t *pw = hmm_region_word(r, addr);
+	uint64_t w;
 	int ret = 0;
 
-	if (ps_state(w) == PS_SYSTEM && r->prot) {
-		/* brought back by another thread (or a migration lost to us): just retry */
-	} else if (ps_state(w) == PS_SYSTEM) {
-		/* missing and not on a device: never touched, or dropped, or brought back by
-		 * someone else in the meantime (then -EEXIST and only a wake is needed) */
-		ret = hmm_uffd_zeropage(mm->uffd, addr, HMM_PAGE_SIZE, wake);
-		if (!ret)
-			atomic_fetch_add_explicit(&mm->c_zero_fills, 1, memory_order_relaxed);
-		else if (ret == -EEXIST)
-			ret = 0;
+	do {
+		w = wait_page_settled(mm, pw);
+		if (ps_state(w) != PS_SYSTEM || r->prot)
+			break;
+		/* missing and not on a device (or brought back by someone else meanwhile) */
+		ret = zero_fill_claimed(mm, pw, w, addr);
+	} while (ret == -EAGAIN);
+	if (ps_state(w) == PS_SYSTEM) {
+		/* filled, present, or (prot) brought back by another thread: just retry */
 	} else {
 		long n = hmm_fault_back_range(mm, r, gs, ge, blockable);
 

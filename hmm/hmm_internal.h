@@ -190,6 +190,23 @@ static inline uint64_t hmm_mm_now(struct hmm_mm *mm)
 /* True while a monitor thread handles userfaultfd messages it has read. Signal safe. */
 bool hmm_events_pending(void);
 
+/* Race windows a test may widen (test_hmm_race): each is a point where another thread
+ * may change the page, so that the code after it must re-check what it saw before. */
+enum hmm_race_window {
+	HMM_RACE_ZERO_FILL,	/* a CPU fault found its page in system memory, before the fill */
+};
+/* Test only: called at each window when set (NULL in normal use: one relaxed load). It
+ * runs in the fault handler's context, a signal handler included. */
+extern void (*_Atomic hmm_race_hook)(enum hmm_race_window win, uintptr_t addr);
+static inline void hmm_race_window(enum hmm_race_window win, uintptr_t addr)
+{
+	void (*fn)(enum hmm_race_window, uintptr_t) =
+		atomic_load_explicit(&hmm_race_hook, memory_order_relaxed);
+
+	if (fn)
+		fn(win, addr);
+}
+
 /* Thread yield usable in signal context. */
 void hmm_relax(unsigned int *spins);
 

@@ -22,6 +22,8 @@ static struct hmm_mm *_Atomic mms[HMM_MAX_MMS];
 static struct vgpu_mutex mms_lock = { PTHREAD_MUTEX_INITIALIZER, 0 };
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
+void (*_Atomic hmm_race_hook)(enum hmm_race_window win, uintptr_t addr);
+
 void hmm_relax(unsigned int *spins)
 {
 	if (++*spins < 64)

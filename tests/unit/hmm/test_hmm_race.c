@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "tdev.h"
+#include "hmm/hmm_internal.h"	/* hmm_race_hook */
 
 #define SZ	(NPAGES * PG)
 
@@ -138,6 +139,144 @@ static void test_cpu_wins(void **state)
 	hmm_mm_destroy(mm);
 }
 
+/* The zero-fill window widened (hmm_race_hook): a CPU fault that finds its page in
+ * system memory sleeps before filling it, long enough for the next migration to collect
+ * the page and move its data out. */
+static atomic_uint zero_fill_windows;
+
+static void zero_fill_delay(enum hmm_race_window win, uintptr_t addr)
+{
+	struct timespec ts = { 0, 200 * 1000 };
+
+	(void)addr;
+	if (win != HMM_RACE_ZERO_FILL)
+		return;
+	atomic_fetch_add(&zero_fill_windows, 1);
+	nanosleep(&ts, NULL);	/* async-signal-safe (SIGBUS backend) */
+}
+
+/* Device copies that take a while: the pages a migration collected stay missing long
+ * enough for the writer to fault on them and win. */
+static int slow_copy(void *ctx, enum hmm_copy_dir dir, void *sys, uint64_t page, size_t n)
+{
+	struct hmm_devmem **dm = ctx;
+	char *dev = hmm_devmem_page_ptr(*dm, page);
+	struct timespec ts = { 0, 50 * 1000 };
+
+	if (dir == HMM_COPY_TO_DEVICE)
+		memcpy(dev, sys, n * PG);
+	else
+		memcpy(sys, dev, n * PG);
+	nanosleep(&ts, NULL);
+	return 0;
+}
+
+#define HAMMER_PAGES	2
+
+/* A writer that increments a few pages over and over until told to stop, counting its
+ * own increments: each page must end up holding its count. */
+struct hammer {
+	volatile int *pages;
+	atomic_bool stop;
+	int count[HAMMER_PAGES];
+};
+
+static void *hammer_thread(void *arg)
+{
+	struct hammer *h = arg;
+
+	while (!atomic_load(&h->stop)) {
+		for (size_t i = 0; i < HAMMER_PAGES; i++) {
+			__atomic_fetch_add(&h->pages[i * PG / sizeof(int)], 1, __ATOMIC_RELAXED);
+			h->count[i]++;
+		}
+	}
+	return NULL;
+}
+
+struct hammer_run {
+	size_t lost;			/* pages whose value is not the writer's count */
+	uint64_t cpu_won;
+	unsigned int windows;		/* zero fills the hook delayed */
+};
+
+/* The hammer against 200 migrations of just its pages, one slow device copy each, so
+ * the CPU wins often and each win ends in a delayed zero-fill decision. */
+static void hammer_run(enum hmm_backend be, struct hammer_run *out)
+{
+	struct hmm_mm *mm = tmm_new(be, 0);
+	struct hmm_devmem *dm = NULL;
+	struct hmm_devmem_desc desc = { .owner = &dm, .size = M2, .copy = slow_copy, .ctx = &dm };
+	char *p = tbuf_new(M2, false);
+	struct hammer h = { .pages = (volatile int *)p };
+	struct hmm_migrate_result res;
+	struct hmm_mm_stats st;
+	pthread_t t;
+
+	assert_int_equal(hmm_devmem_create(&desc, &dm), 0);
+	memset(p, 0, M2);
+	atomic_store(&zero_fill_windows, 0);
+	assert_int_equal(hmm_region_add(mm, p, M2), 0);
+	assert_int_equal(pthread_create(&t, NULL, hammer_thread, &h), 0);
+	for (int i = 0; i < 200; i++) {
+		/* a pause shorter than the widened window: the CPU that won the last round
+		 * sees its page settle (and enters the window) before the next one */
+		struct timespec gap = { 0, 20 * 1000 };
+
+		assert_int_equal(hmm_migrate_to_device(mm, dm, p, HAMMER_PAGES * PG, &res), 0);
+		nanosleep(&gap, NULL);
+	}
+	atomic_store(&h.stop, true);
+	pthread_join(t, NULL);
+	for (size_t i = 0; i < HAMMER_PAGES; i++)
+		out->lost += ((int *)p)[i * PG / sizeof(int)] != h.count[i];
+	hmm_mm_get_stats(mm, &st);
+	out->cpu_won += st.cpu_won;
+	out->windows += atomic_load(&zero_fill_windows);
+	assert_int_equal(hmm_region_remove(mm, p), 0);
+	assert_int_equal(hmm_devmem_used_pages(dm), 0);
+	assert_int_equal(hmm_devmem_destroy(dm), 0);
+	munmap(p, M2);
+	hmm_mm_destroy(mm);
+}
+
+/* CI once saw a page end at 1 after 40 increments (test_cpu_wins): a CPU fault decided
+ * to zero-fill its page (found in system memory after the CPU won a migration), the
+ * next migration collected the page and moved its data to staging, then UFFDIO_ZEROPAGE
+ * filled the hole: the page restarted from 0 and the device copy was orphaned. The fill
+ * now claims the page first, so a migration takes it before (the fault then waits and
+ * wins) or after the fill. Widened by the hook, the unclaimed fill lost writes in every
+ * run tried; the case runs until 32 windows were widened (one run is ~100, at most 8 runs
+ * per backend) and needs at least one. */
+static void test_zero_fill_race(void **state)
+{
+	const enum hmm_backend backends[] = { HMM_BACKEND_UFFD_THREAD, HMM_BACKEND_UFFD_SIGBUS };
+
+	(void)state;
+	atomic_store(&hmm_race_hook, zero_fill_delay);
+	for (size_t b = 0; b < VGPU_ARRAY_SIZE(backends); b++) {
+		struct hammer_run r = { 0 };
+		int runs = 0;
+
+		while (runs < 8 && r.windows < 32) {
+			hammer_run(backends[b], &r);
+			runs++;
+		}
+		print_message("backend %d: %d runs, %lu CPU wins, %u zero fills delayed, "
+			      "%zu pages lost writes\n", (int)backends[b], runs,
+			      (unsigned long)r.cpu_won, r.windows, r.lost);
+		assert_int_equal(r.lost, 0);
+		assert_true(r.windows > 0);
+	}
+}
+
+static int race_hook_reset(void **state)
+{
+	(void)state;
+	atomic_store(&hmm_race_hook, NULL);
+	return 0;
+}
+
 struct reader {
 	const int *p;
 	size_t bytes;
@@ -204,6 +343,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		{ "HMM-19 teardown race", test_teardown, NULL, NULL, NULL },
 		{ "CPU wins against migrations", test_cpu_wins, NULL, NULL, NULL },
+		{ "zero fill against migrations", test_zero_fill_race, NULL, race_hook_reset, NULL },
 		{ "parallel fault back (4K, 64K)", test_parallel_fault_back, NULL, NULL, NULL },
 	};
 
