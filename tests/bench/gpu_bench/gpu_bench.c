@@ -231,20 +231,27 @@ struct copy_result {
 
 #define SVA_BYTES	(2ull << 20)
 #define SVA_ITERS	32
+#define SVA_BATCH	8
 
 static double gbps(uint64_t bytes, uint64_t ns)
 {
 	return (double)bytes / (double)ns;
 }
 
-static double copy_bytes(struct bgpu *b, struct bchan *c, uint64_t src, uint64_t dst,
-			 uint64_t bytes)
+/* @reps COPYs of @bytes in one GP entry; GB/s over all of them. */
+static double copy_batch(struct bgpu *b, struct bchan *c, uint64_t src, uint64_t dst,
+			 uint64_t bytes, unsigned int reps)
 {
-	uint32_t off = bchan_method(c, VGPU_M_COPY, (uint32_t[]){ lo(src), hi(src), lo(dst), hi(dst),
-				    lo(bytes), hi(bytes) }, 6);
+	uint32_t off = 0;
 	uint64_t t0;
 
-	bchan_gp(c, off, 7);
+	for (unsigned int i = 0; i < reps; i++) {
+		uint32_t o = bchan_method(c, VGPU_M_COPY, (uint32_t[]){ lo(src), hi(src), lo(dst),
+					  hi(dst), lo(bytes), hi(bytes) }, 6);
+
+		off = i ? off : o;
+	}
+	bchan_gp(c, off, 7 * reps);
 	t0 = vgpu_now_ns();
 	bchan_kick(b, c);
 	/* Sleep-poll: on 2 cores a spinning waiter would compete with the engine. */
@@ -253,7 +260,13 @@ static double copy_bytes(struct bgpu *b, struct bchan *c, uint64_t src, uint64_t
 	if (c->userd->error)
 		fprintf(stderr, "gpu_bench: copy failed\n");
 	c->pb_off = 0;
-	return gbps(bytes, vgpu_now_ns() - t0);
+	return gbps(bytes * reps, vgpu_now_ns() - t0);
+}
+
+static double copy_bytes(struct bgpu *b, struct bchan *c, uint64_t src, uint64_t dst,
+			 uint64_t bytes)
+{
+	return copy_batch(b, c, src, dst, bytes, 1);
 }
 
 static double copy_once(struct bgpu *b, struct bchan *c, uint64_t src, uint64_t dst)
@@ -285,7 +298,9 @@ static void sva_run(struct bgpu *b, struct bchan *c, struct iommu *mmu, void *ho
 		if (process_vm_readv(getpid(), &l, 1, &rm, 1, 0) != (ssize_t)SVA_BYTES)
 			fprintf(stderr, "gpu_bench: process_vm_readv failed\n");
 		p[i] = gbps(SVA_BYTES, vgpu_now_ns() - t0);
-		g[i] = copy_bytes(b, c, sva_va, dst, SVA_BYTES);
+		/* 2 MiB per COPY, SVA_BATCH of them per submission: the engine's rate, not
+		 * the submitter's wake-up granularity */
+		g[i] = copy_batch(b, c, sva_va, dst, SVA_BYTES, SVA_BATCH);
 	}
 	if (memcmp(bgpu_va(b, 1, dst), host, SVA_BYTES))
 		fprintf(stderr, "gpu_bench: SVA->VRAM copy mismatch\n");
@@ -419,7 +434,8 @@ int main(int argc, char **argv)
 	       cp.sys / cp.memcpy_gbps * 100);
 	printf("  target: copy >= 70 %% of memcpy: %s\n",
 	       cp.vram >= 0.7 * cp.memcpy_gbps && cp.sys >= 0.7 * cp.memcpy_gbps ? "met" : "NOT met");
-	printf("\nSVA (GMMU aperture 2), 2 MiB per copy, median of %d (GB/s)\n", SVA_ITERS);
+	printf("\nSVA (GMMU aperture 2), 2 MiB per COPY, %d per submission, median of %d (GB/s)\n",
+	       SVA_BATCH, SVA_ITERS);
 	printf("  %-32s %8.2f  (the mechanism)\n", "process_vm_readv 2 MiB", cp.pvm_2m);
 	printf("  %-32s %8.2f  %5.0f %% of process_vm_readv\n", "COPY SVA -> VRAM", cp.sva_2m,
 	       cp.sva_2m / cp.pvm_2m * 100);
