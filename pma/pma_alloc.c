@@ -667,37 +667,49 @@ static bool alloc_2m_fast(struct pma_region *r, const struct pma_req *q, struct 
 		g = NONE;
 	if (g != NONE) {
 		/* One run holds them all: find_pages() would take the first such run. */
+		uint64_t addr = (r->first + (g << PMA_GROUP_SHIFT)) << PMA_FRAME_SHIFT;
 		bool whole;
 
 		whole = groups_apply(r, g, q->count, OP_ALLOC, a);
 		VGPU_ASSERT(whole);
 		for (size_t i = 0; i < q->count; i++)
-			pages[i] = (r->first + ((g + i) << PMA_GROUP_SHIFT)) << PMA_FRAME_SHIFT;
+			pages[i] = addr + i * PMA_PAGE_2M;
 		return true;
 	}
 	g = 0;
 	while (got < q->count) {
-		uint64_t gw, take;
+		uint64_t gw, take, dirty = 0;
+		size_t have, want = q->count - got;
 
 		g = pma_bits_next(r->gfull, r->gfull_sum, g, r->nr_groups);
 		VGPU_ASSERT(g != NONE);
 		gw = g / 64;
 		take = r->gfull[gw] & (~0ull << (g % 64));
-		/* Keep the lowest groups that are still needed. */
-		while ((size_t)vgpu_popcount(take) > q->count - got)
-			take &= ~VGPU_BIT(vgpu_fls(take));
+		have = vgpu_popcount(take);
+		/* Keep the lowest groups that are still needed (whichever end is shorter to walk). */
+		if (have > want && want <= have - want)
+			take = low_bits(take, want);
+		else
+			for (; have > want; have--)
+				take &= ~VGPU_BIT(vgpu_fls(take));
 		r->gfull[gw] &= ~take;
 		r->free_groups -= vgpu_popcount(take);
 		r->free_frames -= (uint64_t)vgpu_popcount(take) * PMA_GROUP_FRAMES;
 		gword_changed(r, gw);
-		gbits_for_each_word(take, gw, wi, m) {
-			struct pma_word *w = &r->words[wi];
+		if (a->pin && !a->persist) {
+			gbits_for_each_word(take, gw, wi, m)
+				GW_ALLOC_PINNED(&r->words[wi], m);
+		} else {
+			gbits_for_each_word(take, gw, wi, m) {
+				struct pma_word *w = &r->words[wi];
 
-			a->dirty_seen |= w->persist & m;
-			w->alloc |= m;
-			w->pin = (w->pin & ~m) | (pin & m);
-			w->persist = (w->persist & ~m) | (persist & m);
+				dirty |= w->persist & m;
+				w->alloc |= m;
+				w->pin = (w->pin & ~m) | (pin & m);
+				w->persist = (w->persist & ~m) | (persist & m);
+			}
 		}
+		a->dirty_seen |= dirty;
 		for (uint64_t t = take; t; t &= t - 1)
 			pages[got++] = (r->first + ((gw * 64 + vgpu_ctz(t)) << PMA_GROUP_SHIFT))
 				       << PMA_FRAME_SHIFT;
