@@ -32,7 +32,11 @@
 #define MANAGED_DEFAULT_POOL	(8ull << 20)
 #define MANAGED_QUEUE		VGPU_ARRAY_SIZE(((struct vf_managed *)0)->queue)
 #define MANAGED_WAIT_NS		(2ull * 1000 * 1000)
-#define MANAGED_LATE_REPLAYS	3
+/* Late replays (replay_late()): the first one MANAGED_WAIT_NS after a serviced batch, each
+ * gap twice the one before up to MANAGED_LATE_GAP_MAX_NS, none later than
+ * MANAGED_LATE_WINDOW_NS after the batch (about a dozen per quiet spell). */
+#define MANAGED_LATE_GAP_MAX_NS	(250ull * 1000 * 1000)
+#define MANAGED_LATE_WINDOW_NS	(2000ull * 1000 * 1000)
 
 /* ---- GPU page-table entries ----------------------------------------------------------- */
 
@@ -273,9 +277,20 @@ static size_t fault_expand(struct vgpu_managed *m, size_t pg, bool write, bool r
 	return k;
 }
 
+/* A fault with this status is serviced, or worth a replay: the GPU faults again and the
+ * next pass finds the page settled. -EAGAIN: throttled or moving; -EBUSY: hmm's range fault
+ * gave up after its deadline (invalidations kept racing with it, or a walk on a loaded VM
+ * took that long); -ENOMEM, -EINTR: a resource or a signal, not the page. Anything else
+ * (-EFAULT outside a VM region, -EPERM, -EINVAL) would fail the same way again. */
+static bool status_retryable(int status)
+{
+	return !status || status == -EAGAIN || status == -EBUSY || status == -ENOMEM ||
+	       status == -EINTR;
+}
+
 /* Service @n entries: translate GPU VAs to CPU addresses, split by advice, hand each part
  * to the mirror (dedup per block, prefetch, migrate or map remote, PTEs). Returns how
- * many were serviceable. */
+ * many were serviced or are worth a replay (status_retryable()). */
 static size_t service_entries(struct vf_managed *st, const struct vgpu_fault_entry *e, size_t n)
 {
 	/* room for a whole block per entry: remote faults map their 2 MiB block at once */
@@ -319,11 +334,11 @@ static size_t service_entries(struct vf_managed *st, const struct vgpu_fault_ent
 			status[i] = -EFAULT;	/* what hmm would say, after a slow walk */
 		map_by_state(st, f, k, status);
 		for (size_t i = 0; i < k; i++)
-			ok += !status[i] || status[i] == -EAGAIN;
+			ok += status_retryable(status[i]);
 		size_t bad = 0, first = 0;
 
 		for (size_t i = 0; i < k; i++) {
-			if (!status[i] || status[i] == -EAGAIN)
+			if (status_retryable(status[i]))
 				continue;
 			first = bad++ ? first : i;
 		}
@@ -362,22 +377,36 @@ static int service_queue(struct vf_managed *st)
 		ret = fault_replay(st->vf);
 		if (!ret)
 			st->replays++;
-		st->late_replays = MANAGED_LATE_REPLAYS;
+		st->last_serviced_ns = vgpu_now_ns();
+		st->late_gap_ns = MANAGED_WAIT_NS;
+		st->late_next_ns = st->last_serviced_ns + st->late_gap_ns;
 	}
 	return ret ? ret : (int)n;
 }
 
 /* The device model reports a fault before it marks the channel stalled: a replay that
- * overtakes the stall finds nothing to resume and the channel would wait forever. So a
- * few more replays follow a serviced batch while no new fault arrives (harmless: a replay
- * with no stalled channel only invalidates TLBs). */
+ * overtakes the stall finds nothing to resume and the channel would wait forever (until
+ * the RM watchdog stops it, 5 s after its GP_GET last moved). So more replays follow a
+ * serviced batch while no new fault arrives, at growing gaps for up to
+ * MANAGED_LATE_WINDOW_NS: the window between the report and the stall is a few
+ * instructions, but on a loaded host (two TCG guests and a test run on two cores) the
+ * device's thread can be preempted inside it for tens of milliseconds, far longer than the
+ * three replays 2 ms apart this once made. A replay with no stalled channel only
+ * invalidates TLBs. */
 static void replay_late(struct vf_managed *st)
 {
-	if (!st->late_replays)
+	uint64_t now = vgpu_now_ns();
+
+	if (!st->late_next_ns || now < st->late_next_ns)
 		return;
-	st->late_replays--;
+	if (now - st->last_serviced_ns > MANAGED_LATE_WINDOW_NS) {
+		st->late_next_ns = 0;
+		return;
+	}
 	if (!fault_replay(st->vf))
 		st->replays++;
+	st->late_gap_ns = vgpu_min(st->late_gap_ns * 2, MANAGED_LATE_GAP_MAX_NS);
+	st->late_next_ns = now + st->late_gap_ns;
 }
 
 static int service_once(struct vf_managed *st, uint64_t wait_ns)

@@ -49,7 +49,9 @@ struct vf_managed {
 	/* service: one pass at a time */
 	pthread_mutex_t svc_lock;	/* protects the counters below and mirror.opts */
 	uint64_t fault_entries, batches, replays, unserviced, mapped_remote;
-	unsigned int late_replays;	/* replays still due after the last batch */
+	uint64_t last_serviced_ns;	/* when a batch last had something serviced */
+	uint64_t late_next_ns;		/* next late replay due (0: none) */
+	uint64_t late_gap_ns;		/* its distance from the previous one */
 	pthread_t thread;
 	bool thread_started;
 	atomic_bool stop;

@@ -7,6 +7,7 @@
  * DMA memory was made), for the suite to print: in a VM that is the evidence that the
  * GPU- and CPU-fault paths ran there. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -14,6 +15,7 @@
 
 #include <vgpu/gmmu.h>
 
+#include "common/clock.h"
 #include "vf_guest/include/vgpu_vf.h"
 #include "vf_guest/include/vgpu_vf_managed.h"
 #include "vf_guest/managed_internal.h"
@@ -28,6 +30,7 @@ struct mcase {
 	struct vgpu_managed *m;
 	char *why;
 	size_t len;
+	uint64_t t0;		/* when the GPU work was submitted */
 };
 
 static int why(struct mcase *c, int ret, const char *fmt, ...)
@@ -57,13 +60,30 @@ static int gpu_halves(struct mcase *c, bool fill)
 		vgpu_pb_fill(&pb, va + half, half, VFT_REMOTE_FILL);
 	else
 		vgpu_pb_copy(&pb, va, va + half, half);
+	c->t0 = vgpu_now_ns();
 	ret = vgpu_submit(c->ch, pb.dw, pb.len, &f);
 	return ret ? ret : vgpu_fence_wait(&f, 30ull * 1000 * 1000 * 1000);
 }
 
-/* Why @c's GPU work failed: the channel's error and the service's counters. */
+/* Milliseconds from when the service last had a batch to replay for, to @now (-1: never). */
+static long long last_serviced_ms(struct mcase *c, uint64_t now)
+{
+	struct vf_managed *ms = c->vf->managed.ctx;
+	uint64_t t;
+
+	pthread_mutex_lock(&ms->svc_lock);
+	t = ms->last_serviced_ns;
+	pthread_mutex_unlock(&ms->svc_lock);
+	return t ? (long long)((now - t) / 1000000) : -1;
+}
+
+/* Why @c's GPU work failed: the channel's error, the service's counters, the timing (a
+ * channel still faulting when it was stopped was slow; one whose last fault was serviced
+ * long before was never resumed) and the driver's last message (which names the first
+ * fault it could not service, and why). */
 static int gpu_failed(struct mcase *c, int ret, const char *what)
 {
+	uint64_t now = vgpu_now_ns();
 	struct vgpu_managed_stats st;
 	uint32_t code = 0;
 	uint64_t fva = 0;
@@ -71,10 +91,13 @@ static int gpu_failed(struct mcase *c, int ret, const char *what)
 	vgpu_managed_get_stats(c->vf, &st);
 	vgpu_channel_error(c->ch, &code, &fva);
 	return why(c, -1, "%s on a replayable channel: %s (channel error %u at VA %#llx; "
-		   "%llu fault entries, %llu replays, %llu migrated, %llu unserviced)", what,
-		   vgpu_vf_strerror(ret), code, (unsigned long long)fva,
+		   "%llu fault entries, %llu replays, %llu migrated, %llu unserviced; the work "
+		   "ran %llu ms, a fault was last serviced %lld ms before its end; driver: %s)",
+		   what, vgpu_vf_strerror(ret), code, (unsigned long long)fva,
 		   (unsigned long long)st.fault_entries, (unsigned long long)st.replays,
-		   (unsigned long long)st.migrated_to_device, (unsigned long long)st.unserviced);
+		   (unsigned long long)st.migrated_to_device, (unsigned long long)st.unserviced,
+		   (unsigned long long)((now - c->t0) / 1000000), last_serviced_ms(c, now),
+		   vgpu_vf_last_error(c->vf));
 }
 
 /* Advised PREFER_CPU, the second half stays in system memory: the GPU's faults map it
@@ -135,11 +158,12 @@ static int managed_run(struct mcase *c)
 		return ret;
 	vgpu_managed_get_stats(c->vf, &st);
 	return why(c, 0, "%llu KiB checked; GPU faults: %llu entries, %llu batches, %llu replays, "
-		   "%llu pages to VRAM, %llu mapped remote; CPU faults: %llu, %llu pages back; "
-		   "views: %s", (unsigned long long)(VFT_MANAGED_SIZE >> 10),
+		   "%llu pages to VRAM, %llu mapped remote, %llu unserviced; CPU faults: %llu, %llu "
+		   "pages back; views: %s", (unsigned long long)(VFT_MANAGED_SIZE >> 10),
 		   (unsigned long long)st.fault_entries, (unsigned long long)st.batches,
 		   (unsigned long long)st.replays, (unsigned long long)st.migrated_to_device,
-		   (unsigned long long)st.mapped_remote, (unsigned long long)st.cpu_faults,
+		   (unsigned long long)st.mapped_remote, (unsigned long long)st.unserviced,
+		   (unsigned long long)st.cpu_faults,
 		   (unsigned long long)st.migrated_to_cpu, c->m->view);
 }
 

@@ -648,7 +648,7 @@ static int t_threads(struct vft *t)
 
 static int t_managed(struct vft *t)
 {
-	char why[320] = "";
+	char why[640] = "";
 	int ret = vft_managed_case(t->vf, why, sizeof(why));
 
 	if (ret > 0) {
