@@ -4,19 +4,27 @@
  * same run, the same work submitted the kernel-mediated way: one mailbox RPC per submission
  * (the host stores GP_PUT and rings), as pre-Volta GPUs needed an ioctl.
  *
- *   submit_bench [--json] [--iters N] [--seconds S] [--intr] [--selftest [--only NAME]]
+ *   submit_bench [--json] [--iters N] [--seconds S] [--intr] [--host vgpud|inproc]
+ *                [--bindir DIR] [--selftest [--only NAME]]
  *
- * --selftest runs the guest suite (vgpu-vf-test's cases) against the same in-process host.
- * The host is bench_host.c: the real gpu_model and iommu_model behind one VF, because vgpud
- * cannot serve usermode submission yet (doc/bench/submit_bench.md). */
+ * --host vgpud (the default): a real vgpud (and its vgpu-gsp) started from the directory of
+ * this program (or --bindir) with one slice made by vgpuctl; the guest opens the VF through
+ * its endpoint socket with the local transport, the RPCs are VGPU_RM_CTRL_CHANNEL_SUBMIT
+ * calls served by vgpud's RM. --host inproc: bench_host.c, the real gpu_model and iommu_model
+ * behind one VF in this process with a minimal RPC handler (the best case for the RPC path).
+ * --selftest runs the guest suite (vgpu-vf-test's cases) against the in-process host. */
 #include <errno.h>
 #include <getopt.h>
+#include <libgen.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/clock.h"
 #include "tests/bench/submit_bench/bench_host.h"
+#include "tests/bench/submit_bench/vgpud_host.h"
 #include "vf_guest/include/vgpu_vf.h"
 #include "vf_guest/vft.h"
 
@@ -131,6 +139,8 @@ static int measure_rate(struct vgpu_channel *ch, double seconds, struct result *
 }
 
 static bool intr;	/* --intr: fence releases raise the GPU interrupt */
+static const char *host_name = "vgpud";	/* --host: "vgpud" or "inproc" */
+static const char *ext_socket;		/* --socket: a running vgpud's VF endpoint */
 
 /* By default fence releases raise no interrupt, so the host's mailbox thread has nothing
  * but the RPCs to do: the kernel-mediated path at its best. With --intr every release makes
@@ -157,7 +167,8 @@ static int run_mode(struct vgpu_vf *vf, struct vgpu_vaspace *as, const struct st
 static void print_table(const struct result *u, const struct result *k, size_t iters)
 {
 	printf("submit_bench: %zu submissions each (TIMESTAMP + fence release), 1 engine, "
-	       "fence interrupts %s\n\n", iters, intr ? "on (--intr)" : "off");
+	       "fence interrupts %s, host %s\n\n", iters, intr ? "on (--intr)" : "off",
+	       strcmp(host_name, "vgpud") ? "in-process (bench_host)" : "vgpud (whole stack)");
 	printf("%-34s %14s %14s %8s\n", "", "usermode", "RPC (mailbox)", "ratio");
 	printf("%-34s %14.2f %14.2f %7.1fx\n", "submit to execution, p50 (us)", u->exec_p50,
 	       k->exec_p50, k->exec_p50 / u->exec_p50);
@@ -180,14 +191,113 @@ static void print_table(const struct result *u, const struct result *k, size_t i
 /* usermode/rpc_submit_*: submit to execution; *_roundtrip_*: to the fence seen done. */
 static void print_json(const struct result *u, const struct result *k)
 {
-	printf("{\"usermode_submit_p50_us\": %.3f, \"rpc_submit_p50_us\": %.3f, "
+	printf("{\"host\": \"%s\", \"usermode_submit_p50_us\": %.3f, \"rpc_submit_p50_us\": %.3f, "
 	       "\"gp_entries_per_s\": %.0f, \"usermode_submit_p99_us\": %.3f, "
 	       "\"rpc_submit_p99_us\": %.3f, \"usermode_call_p50_us\": %.3f, "
 	       "\"rpc_call_p50_us\": %.3f, \"usermode_roundtrip_p50_us\": %.3f, "
 	       "\"rpc_roundtrip_p50_us\": %.3f, \"rpc_gp_entries_per_s\": %.0f, "
-	       "\"latency_ratio\": %.2f}\n", u->exec_p50, k->exec_p50, u->entries_per_s,
+	       "\"latency_ratio\": %.2f}\n", host_name, u->exec_p50, k->exec_p50, u->entries_per_s,
 	       u->exec_p99, k->exec_p99, u->call_p50, k->call_p50, u->rt_p50, k->rt_p50,
 	       k->entries_per_s, k->exec_p50 / u->exec_p50);
+}
+
+/* The directory this program lives in (vgpud, vgpuctl and vgpu-gsp are built next to it). */
+static int self_dir(char *out, size_t len)
+{
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+	if (n < 0)
+		return -errno;
+	exe[n] = 0;
+	snprintf(out, len, "%s", dirname(exe));
+	return 0;
+}
+
+/* The host the guest attaches to: vo->transport (in-process, *@h) or vo->socket (vgpud). */
+static int host_open(const char *bindir, struct bench_host **h, struct vgpu_vf_opts *vo,
+		     char *sock, size_t len)
+{
+	char dir[PATH_MAX], why[PATH_MAX + 128];
+	int ret;
+
+	if (strcmp(host_name, "vgpud")) {
+		ret = bench_host_create(VRAM, DMA, h);
+		if (ret) {
+			fprintf(stderr, "submit_bench: in-process host: %s\n", vgpu_vf_strerror(ret));
+			return ret;
+		}
+		ret = bench_host_transport(*h, &vo->transport);
+		if (ret) {
+			fprintf(stderr, "submit_bench: in-process host transport: %s\n",
+				vgpu_vf_strerror(ret));
+			bench_host_destroy(*h);
+			*h = NULL;
+		}
+		return ret;
+	}
+	if (ext_socket) {	/* a vgpud someone else runs */
+		vo->socket = ext_socket;
+		return 0;
+	}
+	if (!bindir) {
+		ret = self_dir(dir, sizeof(dir));
+		if (ret) {
+			fprintf(stderr, "submit_bench: cannot find this program's directory: %s "
+				"(use --bindir)\n", strerror(-ret));
+			return ret;
+		}
+		bindir = dir;
+	}
+	ret = vgpud_host_start(bindir, "vgpu-512M", sock, len, why, sizeof(why));
+	if (ret)
+		fprintf(stderr, "submit_bench: --host vgpud: %s\n", why);
+	vo->socket = sock;
+	return ret;
+}
+
+static void host_close(struct bench_host *h)
+{
+	if (h)
+		bench_host_destroy(h);
+	else if (!ext_socket)
+		vgpud_host_stop();
+}
+
+/* Both modes on one VF: a VA space, the TIMESTAMP target, then usermode and RPC. */
+static int run_both(const struct vgpu_vf_opts *vo, size_t iters, double seconds,
+		    struct result *u, struct result *k)
+{
+	struct stamp st = { .va = 0x300000000ull };
+	struct vgpu_vaspace *as;
+	struct vgpu_vf *vf;
+	int ret = vgpu_vf_open(vo, &vf);
+
+	if (ret) {
+		fprintf(stderr, "submit_bench: cannot open the VF: %s\n", vgpu_vf_strerror(ret));
+		return ret;
+	}
+	ret = vgpu_vaspace_create(vf, &as);
+	if (!ret)
+		ret = vgpu_mem_alloc(vf, VGPU_MEM_VRAM, 64 << 10, 64 << 10, &st.mem);
+	if (!ret)
+		ret = vgpu_va_map(as, st.va, st.mem, 0, 64 << 10, 64 << 10, 0);
+	st.cpu = ret ? NULL : vgpu_mem_cpu(st.mem);
+	if (!ret)
+		ret = run_mode(vf, as, &st, false, iters, seconds, u);
+	if (!ret)
+		ret = run_mode(vf, as, &st, true, iters, seconds, k);
+	if (ret)
+		fprintf(stderr, "submit_bench: %s (%s)\n", vgpu_vf_strerror(ret),
+			vgpu_vf_last_error(vf));
+	vgpu_vf_close(vf);
+	return ret;
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: submit_bench [--json] [--iters N] [--seconds S] [--intr] "
+		"[--host vgpud|inproc] [--bindir DIR | --socket PATH] [--selftest [--only NAME]]\n");
 }
 
 int main(int argc, char **argv)
@@ -196,19 +306,18 @@ int main(int argc, char **argv)
 		{ "json", no_argument, NULL, 'j' }, { "iters", required_argument, NULL, 'n' },
 		{ "seconds", required_argument, NULL, 's' }, { "selftest", no_argument, NULL, 't' },
 		{ "only", required_argument, NULL, 'o' },
-		{ "intr", no_argument, NULL, 'i' },
+		{ "intr", no_argument, NULL, 'i' }, { "host", required_argument, NULL, 'H' },
+		{ "bindir", required_argument, NULL, 'b' }, { "socket", required_argument, NULL, 'S' },
 		{ NULL, 0, NULL, 0 },
 	};
 	/* Waits spin up to 1 ms in both modes: the figures are the submission paths', not
 	 * the sleep/wake policy's (fence releases raise no interrupt: see run_mode()). */
 	struct vgpu_vf_opts vo = { .spin_ns = 1000 * 1000 };
 	struct result u = { 0 }, k = { 0 };
-	struct bench_host *h;
-	struct stamp st = { .va = 0x300000000ull };
-	struct vgpu_vaspace *as;
-	struct vgpu_vf *vf;
+	struct bench_host *h = NULL;
 	bool json = false, selftest = false;
-	const char *only = NULL;
+	const char *only = NULL, *bindir = NULL;
+	char sock[PATH_MAX];
 	size_t iters = 20000;
 	double seconds = 1.0;
 	int c, ret;
@@ -221,53 +330,52 @@ int main(int argc, char **argv)
 		case 't': selftest = true; break;
 		case 'o': only = optarg; break;
 		case 'i': intr = true; break;
+		case 'b': bindir = optarg; break;
+		case 'S': ext_socket = optarg; break;
+		case 'H':
+			if (strcmp(optarg, "vgpud") && strcmp(optarg, "inproc")) {
+				fprintf(stderr, "submit_bench: --host %s: must be vgpud or inproc\n",
+					optarg);
+				return 2;
+			}
+			host_name = optarg;
+			break;
 		default:
-			fprintf(stderr, "usage: submit_bench [--json] [--iters N] [--seconds S] "
-				"[--intr] [--selftest [--only NAME]]\n");
+			usage();
 			return 2;
 		}
 	}
+	if (optind < argc) {
+		fprintf(stderr, "submit_bench: unexpected argument '%s'\n", argv[optind]);
+		usage();
+		return 2;
+	}
+	if (ext_socket && (strcmp(host_name, "vgpud") || bindir || selftest)) {
+		fprintf(stderr, "submit_bench: --socket names a running vgpud: not with --host "
+			"inproc, --bindir or --selftest\n");
+		return 2;
+	}
 	if (iters < 100)
 		iters = 100;
-	ret = bench_host_create(VRAM, DMA, &h);
-	if (ret) {
-		fprintf(stderr, "submit_bench: host: %s\n", vgpu_vf_strerror(ret));
+	if (selftest)
+		host_name = "inproc";	/* vgpud's guests run the suite in test_vf_guests */
+	if (host_open(bindir, &h, &vo, sock, sizeof(sock)))
 		return 1;
-	}
-	ret = bench_host_transport(h, &vo.transport);
-	if (ret)
-		goto host;
 	if (selftest) {
 		struct vft_opts to = { .socket = "bench-host", .transport = vo.transport,
 				       .only = only };
 
 		ret = vft_run(&to, stdout);
-		bench_host_destroy(h);
+		host_close(h);
 		return ret ? 1 : 0;
 	}
-	ret = vgpu_vf_open(&vo, &vf);
+	ret = run_both(&vo, iters, seconds, &u, &k);
+	host_close(h);
 	if (ret)
-		goto host;
-	ret = vgpu_vaspace_create(vf, &as);
-	if (!ret)
-		ret = vgpu_mem_alloc(vf, VGPU_MEM_VRAM, 64 << 10, 64 << 10, &st.mem);
-	if (!ret)
-		ret = vgpu_va_map(as, st.va, st.mem, 0, 64 << 10, 64 << 10, 0);
-	st.cpu = ret ? NULL : vgpu_mem_cpu(st.mem);
-	if (!ret)
-		ret = run_mode(vf, as, &st, false, iters, seconds, &u);
-	if (!ret)
-		ret = run_mode(vf, as, &st, true, iters, seconds, &k);
-	vgpu_vf_close(vf);
-	if (!ret) {
-		if (json)
-			print_json(&u, &k);
-		else
-			print_table(&u, &k, iters);
-	}
-host:
-	bench_host_destroy(h);
-	if (ret)
-		fprintf(stderr, "submit_bench: %s\n", vgpu_vf_strerror(ret));
-	return ret ? 1 : 0;
+		return 1;
+	if (json)
+		print_json(&u, &k);
+	else
+		print_table(&u, &k, iters);
+	return 0;
 }
