@@ -5,6 +5,7 @@
  * back to where they started. Runs plain and with scrub-on-free (the default scrubber's
  * worker thread racing with everything else); also built under ThreadSanitizer. */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <unistd.h>
 
@@ -43,6 +44,7 @@ struct stress {
 	pthread_mutex_t err_lock;
 	struct pma_stats start;
 	unsigned long reads, checks;
+	atomic_bool ev_go;		/* eviction test: the owner holds memory, go */
 };
 
 struct worker {
@@ -418,6 +420,8 @@ static void test_free_is_one_step(void **state)
 
 #define EV_MAX 256
 
+#define EV_GATE 16	/* owner allocations held before the others start */
+
 struct ev_owner {
 	struct stress *s;
 	pthread_mutex_t lock;		/* protects the arrays and counters below */
@@ -528,6 +532,8 @@ static void *ev_owner_main(void *arg)
 				c->addr[c->n] = p;
 				c->size[c->n] = page;
 				c->pinned[c->n++] = false;
+				if (c->n >= EV_GATE)
+					atomic_store(&w->s->ev_go, true);
 			}
 			pthread_mutex_unlock(&c->lock);
 			continue;
@@ -556,6 +562,7 @@ static void *ev_owner_main(void *arg)
 		}
 		pthread_mutex_unlock(&c->lock);
 	}
+	atomic_store(&w->s->ev_go, true);
 	return NULL;
 }
 
@@ -565,6 +572,11 @@ static void *ev_rm_main(void *arg)
 	uint64_t held[8][4];
 	uint64_t held_page[8];
 	size_t held_n[8], nheld = 0;
+
+	/* Start once the owner holds some memory: a fast allocator could otherwise run all
+	 * of its operations before the owner is in the way, and nothing would be evicted. */
+	while (!atomic_load(&w->s->ev_go) && !atomic_load(&w->s->errors))
+		sched_yield();
 
 	for (int op = 0; op < OPS_PER_THREAD / 2 && !atomic_load(&w->s->errors); op++) {
 		if (nheld < 8 && tp_randn(&w->seed, 100) < 55) {
