@@ -6,12 +6,16 @@
  *  - 2 MiB groups (32 frames, naturally aligned): gfull (all 32 available) and gpart (some,
  *    not all), each with a one-bit-per-word summary, so the first full or partial group is
  *    two ctz away. Small pages come from partial groups first, which keeps full groups whole.
+ *  - a group run index (pma_runs.c): per word of group bits, the longest run of whole free
+ *    groups starting in it (capped at 255), and a maximum per 16 words; it answers "first
+ *    run of n whole groups" (32 MiB, 256 MiB requests) with two byte scans and a few bit
+ *    operations, and is updated when a word of group bits changes.
  *  - an extent tree: segment trees of (prefix, suffix, max) free runs whose leaves are 64
  *    groups, in two layers (runs of free frames, runs of whole free groups), summarised from
- *    the group bits. It answers "first run of n units" in O(log n) and holds the largest
- *    free extent at its roots. State changes only mark leaves (a bitmap per layer). The
- *    group layer is flushed at the end of each operation that marked it; the frame layer
- *    only when it is read: by a search in it, the largest-free statistic or a check.
+ *    the group bits. It answers "first run of n units" in O(log n) with bounds, alignment
+ *    and direction, and holds the largest free extent at its roots. State changes only mark
+ *    leaves (a bitmap per layer); a layer is flushed only when it is read: by a search in
+ *    it, the largest-free statistic or a check.
  * Metadata is 48 bytes per 64 frames plus well under 1 % for the indexes: ~12 KiB per GiB. */
 #ifndef VGPU_PMA_INTERNAL_H
 #define VGPU_PMA_INTERNAL_H
@@ -106,10 +110,11 @@ static inline unsigned int pma_word_max_run(uint64_t w)
 
 struct pma_region;
 
-/* A state change only marks leaves. The frame layer is flushed when something reads it (a
- * search in it, the largest-free statistic, a check): most operations never read it, so they
- * never pay its climb. The group layer is flushed at the end of the operation that marked it
- * (pma_publish_stats_locked), which keeps a 32 MiB search from paying for many operations. */
+/* A state change only marks leaves. A layer is flushed when something reads it (a search in
+ * it, the largest-free statistic, a check): most operations never read either layer, so they
+ * never pay a climb. The searches the common requests make (whole groups from the start of
+ * the region) go to the group run index instead, which is always exact, so no operation
+ * inherits the marks of many others. */
 struct pma_tree {
 	uint32_t leaf_units;	/* frames per leaf */
 	uint32_t nr_leaves;	/* real leaves; the rest up to size are empty */
