@@ -65,7 +65,8 @@ static int gpu_halves(struct mcase *c, bool fill)
 	return ret ? ret : vgpu_fence_wait(&f, 30ull * 1000 * 1000 * 1000);
 }
 
-/* Milliseconds from when the service last had a batch to replay for, to @now (-1: never). */
+/* Milliseconds from when the service last had a batch to replay for, to @now: -1 if never
+ * since @c's work began, 0 if after @now (the service thread is still at it). */
 static long long last_serviced_ms(struct mcase *c, uint64_t now)
 {
 	struct vf_managed *ms = c->vf->managed.ctx;
@@ -74,7 +75,9 @@ static long long last_serviced_ms(struct mcase *c, uint64_t now)
 	pthread_mutex_lock(&ms->svc_lock);
 	t = ms->last_serviced_ns;
 	pthread_mutex_unlock(&ms->svc_lock);
-	return t ? (long long)((now - t) / 1000000) : -1;
+	if (t < c->t0)
+		return -1;
+	return t < now ? (long long)((now - t) / 1000000) : 0;
 }
 
 /* Why @c's GPU work failed: the channel's error, the service's counters, the timing (a
