@@ -544,6 +544,19 @@ static inline uint64_t gpair_frames(uint64_t gbits, unsigned int k)
 		    (m = gpair_frames((gbits), vgpu_ctz(_t) / 2)), 1);			\
 	     _t &= ~(3ull << (vgpu_ctz(_t) & ~1u)))
 
+/* @pages[p] = @addr + p * @step for p < @n, two at a time. */
+static inline void pages_fill(uint64_t *pages, uint64_t addr, size_t n, uint64_t step)
+{
+	size_t p = 0;
+
+	for (; p + 2 <= n; p += 2) {
+		pages[p] = addr + p * step;
+		pages[p + 1] = addr + (p + 1) * step;
+	}
+	if (p < n)
+		pages[p] = addr + p * step;
+}
+
 /* The lowest @k set bits of @m (@k < popcount(@m)). */
 static inline uint64_t low_bits(uint64_t m, size_t k)
 {
@@ -672,8 +685,7 @@ static bool alloc_2m_fast(struct pma_region *r, const struct pma_req *q, struct 
 
 		whole = groups_apply(r, g, q->count, OP_ALLOC, a);
 		VGPU_ASSERT(whole);
-		for (size_t i = 0; i < q->count; i++)
-			pages[i] = addr + i * PMA_PAGE_2M;
+		pages_fill(pages, addr, q->count, PMA_PAGE_2M);
 		return true;
 	}
 	g = 0;
@@ -738,8 +750,7 @@ static int alloc_contig_groups(struct pma_region *r, const struct pma_req *q,
 			: groups_apply(r, g, ng, OP_ALLOC, a);
 	VGPU_ASSERT(whole);
 	addr = (r->first + (g << PMA_GROUP_SHIFT)) << PMA_FRAME_SHIFT;
-	for (size_t p = 0; p < ng; p++)
-		pages[p] = addr + p * PMA_PAGE_2M;
+	pages_fill(pages, addr, ng, PMA_PAGE_2M);
 	return 0;
 }
 
