@@ -31,6 +31,7 @@ struct mcase {
 	char *why;
 	size_t len;
 	uint64_t t0;		/* when the GPU work was submitted */
+	uint64_t ms[2];		/* how long the copy [0] and the remote fill [1] took */
 };
 
 static int why(struct mcase *c, int ret, const char *fmt, ...)
@@ -62,7 +63,11 @@ static int gpu_halves(struct mcase *c, bool fill)
 		vgpu_pb_copy(&pb, va, va + half, half);
 	c->t0 = vgpu_now_ns();
 	ret = vgpu_submit(c->ch, pb.dw, pb.len, &f);
-	return ret ? ret : vgpu_fence_wait(&f, 30ull * 1000 * 1000 * 1000);
+	if (!ret)
+		ret = vgpu_fence_wait(&f, 30ull * 1000 * 1000 * 1000);
+	/* one GP entry: the RM watchdog stops it if it takes 5 s, faults and all */
+	c->ms[fill] = (vgpu_now_ns() - c->t0) / 1000000;
+	return ret;
 }
 
 /* Milliseconds from when the service last had a batch to replay for, to @now: -1 if never
@@ -162,12 +167,14 @@ static int managed_run(struct mcase *c)
 	vgpu_managed_get_stats(c->vf, &st);
 	return why(c, 0, "%llu KiB checked; GPU faults: %llu entries, %llu batches, %llu replays, "
 		   "%llu pages to VRAM, %llu mapped remote, %llu unserviced; CPU faults: %llu, %llu "
-		   "pages back; views: %s", (unsigned long long)(VFT_MANAGED_SIZE >> 10),
+		   "pages back; views: %s; GPU work: copy %llu ms, fill %llu ms",
+		   (unsigned long long)(VFT_MANAGED_SIZE >> 10),
 		   (unsigned long long)st.fault_entries, (unsigned long long)st.batches,
 		   (unsigned long long)st.replays, (unsigned long long)st.migrated_to_device,
 		   (unsigned long long)st.mapped_remote, (unsigned long long)st.unserviced,
 		   (unsigned long long)st.cpu_faults,
-		   (unsigned long long)st.migrated_to_cpu, c->m->view);
+		   (unsigned long long)st.migrated_to_cpu, c->m->view,
+		   (unsigned long long)c->ms[0], (unsigned long long)c->ms[1]);
 }
 
 int vft_managed_case(struct vgpu_vf *vf, char *whybuf, size_t len)
