@@ -1169,6 +1169,48 @@ static void groups_free_words(struct pma_region *r, const uint64_t *gwv, const u
 	}
 }
 
+/* Free the frames @mv[k] of ascending words @wv[k] (checked allocated), without scrub. The
+ * group bits of all the words under one word of group bits are re-derived in registers and
+ * stored once, with one summary update, one run-index update and one tree mark. */
+static void small_free_words(struct pma_region *r, const uint64_t *wv, const uint64_t *mv,
+			     int nw)
+{
+	uint64_t freed = 0;
+
+	for (int k = 0; k < nw;) {
+		uint64_t gw = wv[k] / 32, of = r->gfull[gw], op = r->gpart[gw], nf = of, np = op;
+
+		for (; k < nw && wv[k] / 32 == gw; k++) {
+			struct pma_word *w = &r->words[wv[k]];
+			uint64_t attrs = w->evict | w->scrub | w->black, a0 = ~(w->alloc | attrs);
+			uint64_t a1 = a0 | (mv[k] & ~attrs), sh = (wv[k] % 32) * 2;
+			uint32_t lo = (uint32_t)a1, hi = (uint32_t)(a1 >> 32);
+
+			w->alloc &= ~mv[k];
+			w->pin &= ~mv[k];
+			w->persist |= mv[k];	/* free and dirty until scrubbed */
+			freed += vgpu_popcount(a1 & ~a0);
+			nf = (nf & ~(3ull << sh)) |
+			     ((uint64_t)(lo == UINT32_MAX) | (uint64_t)(hi == UINT32_MAX) << 1) << sh;
+			np = (np & ~(3ull << sh)) |
+			     ((uint64_t)(lo && lo != UINT32_MAX) |
+			      (uint64_t)(hi && hi != UINT32_MAX) << 1) << sh;
+		}
+		if (np != op) {
+			r->gpart[gw] = np;
+			pma_sum_update(r->gpart_sum, r->gpart, gw);
+		}
+		if (nf != of) {
+			r->gfull[gw] = nf;
+			r->free_groups += (uint64_t)vgpu_popcount(nf) - vgpu_popcount(of);
+			pma_sum_update(r->gfull_sum, r->gfull, gw);
+			pma_group_mark(r, (uint32_t)gw);
+		}
+		pma_tlayer_mark(&r->ftree.layer[0], (uint32_t)gw);
+	}
+	r->free_frames += freed;
+}
+
 /* True if @pages are one run of consecutive, aligned pages of @page_size. */
 static bool pages_consecutive(const uint64_t *pages, size_t count, uint64_t page_size)
 {
@@ -1201,7 +1243,6 @@ static int free_fast_locked(struct pma *pma, const uint64_t *pages, size_t count
 	struct pma_region *r = pma->nr_regions ? pma->regions[0] : NULL;
 	uint64_t f0 = pages[0] >> PMA_FRAME_SHIFT, fl = pages[count - 1] >> PMA_FRAME_SHIFT;
 	uint64_t wv[PMA_FAST_WORDS], mv[PMA_FAST_WORDS];
-	struct pma_opargs args = { 0 };
 	bool attrs = false;
 	int nw;
 
@@ -1233,13 +1274,7 @@ static int free_fast_locked(struct pma *pma, const uint64_t *pages, size_t count
 	for (int k = 0; k < nw; k++)
 		if ((r->words[wv[k]].alloc & mv[k]) != mv[k])
 			return -ENOENT;
-	for (int k = 0; k < nw; k++) {
-		struct pma_word *w = &r->words[wv[k]];
-		uint64_t old = pma_word_avail(w);
-
-		word_apply(r, w, mv[k], OP_FREE, &args);
-		pma_region_word_update(r, wv[k], old);
-	}
+	small_free_words(r, wv, mv, nw);
 	return 0;
 }
 
