@@ -232,7 +232,7 @@ struct copy_result {
 
 #define SVA_BYTES	(2ull << 20)
 #define SVA_ITERS	32
-#define SVA_BATCH	1	/* 8 per submission measured slower for SVA, not for VRAM: doc/bench/gpu_bench.md */
+#define SVA_BATCH	1	/* COPYs per submission */
 
 static double gbps(uint64_t bytes, uint64_t ns)
 {
