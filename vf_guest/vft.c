@@ -652,7 +652,9 @@ static int t_managed(struct vft *t)
 	int ret = vft_managed_case(t->vf, why, sizeof(why));
 
 	if (ret > 0) {
-		snprintf(t->skip_why, sizeof(t->skip_why), "%s", why);
+		/* a skip reason is short; a failure (below) may name much more */
+		snprintf(t->skip_why, sizeof(t->skip_why), "%.*s", (int)sizeof(t->skip_why) - 1,
+			 why);
 		return VFT_SKIP;
 	}
 	diag(t, "managed: %s", why);
