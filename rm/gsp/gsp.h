@@ -58,6 +58,10 @@ struct gsp_config {
 	uint64_t send_wait_ns;		/* wait for queue space; 0: 1 s */
 	unsigned int reset_strikes;	/* consecutive timeouts before reset; 0: 3 */
 	bool no_auto_reset;		/* the watchdog only marks; the owner calls gsp_reset() */
+	/* Fair dispatch (gsp_client.c): while several functions are busy, one carrying more
+	 * than 1.25 fair shares of the RPC bytes makes its RPCs at nice 19 whenever another
+	 * function has one in flight. true turns it off. */
+	bool no_fair;
 	/* Called on the event worker for every GSP event. */
 	void (*event_cb)(void *ctx, const struct vgpu_rpc_event *ev);
 	/* Called on the resetting thread after a restart; replay hardware state with gsp_call(). */
@@ -83,6 +87,7 @@ struct gsp_stats {
 	uint64_t last_reset_ns;		/* duration of the last reset, replay included */
 	uint64_t hung_class;		/* timeouts with a stale heartbeat ("unresponsive") */
 	uint64_t slow_class;		/* timeouts with a fresh heartbeat ("slow") */
+	uint64_t fair_waits;		/* RPCs a function over its share made at low priority */
 };
 
 /* The program next to the running executable: $VGPU_GSP, <exe dir>/vgpu-gsp or

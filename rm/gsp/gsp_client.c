@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -69,6 +70,18 @@ struct gsp_lane {
 	uint32_t seq_hi, reserved;
 	_Atomic unsigned int inflight;
 	_Atomic bool abort;		/* a reset wants the drainer out */
+	/* fair dispatch (gsp_fair_tick()) */
+	_Atomic uint64_t bytes;		/* request and reply bytes of completed RPCs */
+	uint64_t bytes_seen;		/* watchdog thread: bytes at the last tick */
+	_Atomic bool hot;		/* over its share: pauses while others are in flight */
+};
+
+/* A caller running an RPC at GSP_FAIR_NICE (on its stack, listed while it lasts). */
+struct gsp_fair_ent {
+	int tid, old_nice;
+	uint64_t since;
+	bool restored;			/* the watchdog gave the thread its nice back */
+	struct gsp_fair_ent *next;
 };
 
 struct gsp {
@@ -90,6 +103,9 @@ struct gsp {
 	pthread_mutex_t evt_lock;	/* the event queue's get side */
 	pthread_t evt_th, wd_th;
 	_Atomic bool stop;
+	uint64_t fair_at;		/* watchdog thread: start of the fairness window */
+	pthread_mutex_t fair_lock;	/* fair_list */
+	struct gsp_fair_ent *fair_list;	/* callers running at GSP_FAIR_NICE */
 	struct gsp_stats st;		/* updated with __atomic builtins */
 	struct gsp_lane lanes[VGPU_RPC_MAX_LANES];
 };
@@ -622,25 +638,138 @@ static int gsp_wait(struct gsp_lane *ln, struct gsp_slot *s, uint32_t function, 
 	return ret;
 }
 
-int gsp_call_deadline(struct gsp *g, unsigned int gfid, uint32_t function, const void *req,
-		      size_t req_len, void *reply, size_t reply_cap, size_t *reply_len,
-		      uint64_t deadline_ns)
+/* ---- fair dispatch ----
+ * A real GSP is one processor that serves every function's RPCs in turn; here each lane
+ * has its own GSP thread and the CPU-RM's callers their own threads, so what one
+ * function's flood takes from another is host CPU time: on a small, loaded machine a
+ * light function's thread, woken by its reply, waits behind (or is preempted by) the
+ * flood's threads. On every watchdog tick the bytes each lane carried are compared: while
+ * at least two lanes are busy, a lane carrying more than GSP_FAIR_HI of a fair share is
+ * "hot" (until it falls under GSP_FAIR_LO of one). A hot function's caller runs each RPC
+ * at nice GSP_FAIR_NICE while another function has one in flight: its wake-ups no longer
+ * preempt the other function's threads, and under contention it gets the CPU last (the
+ * watchdog gives back the nice of a caller held that way for GSP_FAIR_MAX_NS, so a flood
+ * is slowed, never starved toward its deadline). Alone, next to idle functions, or on an
+ * idle CPU it runs as before (nice weighs only contended time). Measured in
+ * doc/bench/rpc_bench.md. Needs the right to restore the caller's nice
+ * (CAP_SYS_NICE, e.g. root, or RLIMIT_NICE); without it fair dispatch stays off. */
+#define GSP_FAIR_ACTIVE_BPS	(1ull << 20)	/* a lane moving more bytes/s is busy */
+#define GSP_FAIR_HI		1250		/* per mille of a fair share */
+#define GSP_FAIR_LO		1000
+
+static void gsp_fair_tick(struct gsp *g)
 {
-	struct gsp_lane *ln;
+	uint64_t now = vgpu_now_ns(), win = now - g->fair_at, d[VGPU_RPC_MAX_LANES], total = 0;
+	unsigned int active = 0;
+
+	if (g->cfg.no_fair || win < VGPU_NSEC_PER_MSEC)
+		return;
+	g->fair_at = now;
+	for (unsigned int i = 0; i < g->l.nr_lanes; i++) {
+		struct gsp_lane *ln = &g->lanes[i];
+		uint64_t b = atomic_load_explicit(&ln->bytes, memory_order_relaxed);
+
+		d[i] = b - ln->bytes_seen;
+		ln->bytes_seen = b;
+		if (d[i] * VGPU_NSEC_PER_SEC > win * GSP_FAIR_ACTIVE_BPS) {
+			active++;
+			total += d[i];
+		}
+	}
+	for (unsigned int i = 0; i < g->l.nr_lanes; i++) {
+		struct gsp_lane *ln = &g->lanes[i];
+		uint64_t share = total ? d[i] * active * 1000 / total : 0;	/* 1000: fair */
+		bool hot = active >= 2 &&
+			   (share > GSP_FAIR_HI || (atomic_load(&ln->hot) && share > GSP_FAIR_LO));
+
+		atomic_store_explicit(&ln->hot, hot, memory_order_relaxed);
+	}
+}
+
+/* Whether a thread may go back to nice 0 after GSP_FAIR_NICE. */
+static bool gsp_fair_allowed(void)
+{
+	struct rlimit rl;
+
+	return geteuid() == 0 || (!getrlimit(RLIMIT_NICE, &rl) && rl.rlim_cur >= 20);
+}
+
+/* A hot function's caller runs its RPC at nice GSP_FAIR_NICE while another function has
+ * one in flight: its wake-ups then do not preempt the other function's threads, and under
+ * contention it gets the CPU last. @e is listed so that the watchdog can give the thread
+ * its nice back if the RPC outlasts GSP_FAIR_MAX_NS (a thread starved of the CPU cannot do
+ * it itself). False if the caller was left alone. */
+#define GSP_FAIR_NICE	19
+#define GSP_FAIR_MAX_NS	(10 * VGPU_NSEC_PER_MSEC)
+
+static bool gsp_fair_enter(struct gsp *g, struct gsp_lane *ln, struct gsp_fair_ent *e)
+{
+	if (!atomic_load_explicit(&ln->hot, memory_order_relaxed) || tls_replaying == g)
+		return false;
+	for (unsigned int i = 0; i < g->l.nr_lanes; i++) {
+		if (i == ln->idx || !atomic_load_explicit(&g->lanes[i].inflight, memory_order_relaxed))
+			continue;
+		errno = 0;
+		e->old_nice = getpriority(PRIO_PROCESS, 0);	/* this thread (Linux: per thread) */
+		if ((e->old_nice == -1 && errno) || e->old_nice >= GSP_FAIR_NICE ||
+		    setpriority(PRIO_PROCESS, 0, GSP_FAIR_NICE))
+			return false;
+		e->tid = (int)gettid();
+		e->since = vgpu_now_ns();
+		e->restored = false;
+		pthread_mutex_lock(&g->fair_lock);
+		e->next = g->fair_list;
+		g->fair_list = e;
+		pthread_mutex_unlock(&g->fair_lock);
+		STAT_INC(g, fair_waits);
+		return true;
+	}
+	return false;
+}
+
+/* Unlist @e and go back to the caller's own nice, unless the watchdog already did. */
+static void gsp_fair_leave(struct gsp *g, struct gsp_fair_ent *e)
+{
+	bool restored;
+
+	pthread_mutex_lock(&g->fair_lock);
+	for (struct gsp_fair_ent **p = &g->fair_list; *p; p = &(*p)->next) {
+		if (*p == e) {
+			*p = e->next;
+			break;
+		}
+	}
+	restored = e->restored;
+	pthread_mutex_unlock(&g->fair_lock);
+	if (!restored)
+		setpriority(PRIO_PROCESS, 0, e->old_nice);
+}
+
+/* Watchdog: callers at GSP_FAIR_NICE for longer than GSP_FAIR_MAX_NS get their nice back. */
+static void gsp_fair_unstarve(struct gsp *g)
+{
+	uint64_t now = vgpu_now_ns();
+
+	pthread_mutex_lock(&g->fair_lock);
+	for (struct gsp_fair_ent *e = g->fair_list; e; e = e->next) {
+		if (!e->restored && now - e->since > GSP_FAIR_MAX_NS) {
+			setpriority(PRIO_PROCESS, (id_t)e->tid, e->old_nice);
+			e->restored = true;
+		}
+	}
+	pthread_mutex_unlock(&g->fair_lock);
+}
+
+/* One RPC on lane @ln, arguments checked. */
+static int gsp_call_lane(struct gsp *g, struct gsp_lane *ln, unsigned int gfid, uint32_t function,
+			 const void *req, size_t req_len, void *reply, size_t reply_cap,
+			 size_t *reply_len, uint64_t deadline_ns)
+{
 	struct gsp_slot *s;
 	uint64_t start, deadline, took;
 	size_t len = 0;
 	int ret;
 
-	if (reply_len)
-		*reply_len = 0;
-	if (!g || (req_len && !req) || req_len > VGPU_RPC_MAX_PAYLOAD || (reply_cap && !reply) ||
-	    reply_cap > VGPU_RPC_MAX_PAYLOAD || gfid >= g->cfg.nr_fns ||
-	    function == VGPU_RPC_FN_CONTINUATION || function >= VGPU_RPC_FN_MAX)
-		return -EINVAL;
-	if (!gsp_call_allowed(g))
-		return -ENOTRECOVERABLE;
-	ln = &g->lanes[gfid % g->l.nr_lanes];
 	start = vgpu_now_ns();
 	deadline = start + (deadline_ns ? deadline_ns : g->cfg.deadline_ns[gsp_fn_class(function)]);
 	ret = slot_get(ln, reply, reply_cap, &s);
@@ -654,6 +783,8 @@ int gsp_call_deadline(struct gsp *g, unsigned int gfid, uint32_t function, const
 	ret = gsp_wait(ln, s, function, deadline, &len);
 	if (ret == -ETIMEDOUT)
 		return ret;
+	atomic_fetch_add_explicit(&ln->bytes, req_len + len + 2 * VGPU_RPC_MSG_HDR_SIZE,
+				  memory_order_relaxed);
 	if (reply_len)
 		*reply_len = len;
 	took = vgpu_now_ns() - start;
@@ -665,6 +796,32 @@ int gsp_call_deadline(struct gsp *g, unsigned int gfid, uint32_t function, const
 		vgpu_warn("gsp: slow RPC %u for fn %u: %llu ms", function, gfid,
 			  (unsigned long long)(took / VGPU_NSEC_PER_MSEC));
 	}
+	return ret;
+}
+
+int gsp_call_deadline(struct gsp *g, unsigned int gfid, uint32_t function, const void *req,
+		      size_t req_len, void *reply, size_t reply_cap, size_t *reply_len,
+		      uint64_t deadline_ns)
+{
+	struct gsp_fair_ent fe;
+	struct gsp_lane *ln;
+	bool fair;
+	int ret;
+
+	if (reply_len)
+		*reply_len = 0;
+	if (!g || (req_len && !req) || req_len > VGPU_RPC_MAX_PAYLOAD || (reply_cap && !reply) ||
+	    reply_cap > VGPU_RPC_MAX_PAYLOAD || gfid >= g->cfg.nr_fns ||
+	    function == VGPU_RPC_FN_CONTINUATION || function >= VGPU_RPC_FN_MAX)
+		return -EINVAL;
+	if (!gsp_call_allowed(g))
+		return -ENOTRECOVERABLE;
+	ln = &g->lanes[gfid % g->l.nr_lanes];
+	fair = gsp_fair_enter(g, ln, &fe);
+	ret = gsp_call_lane(g, ln, gfid, function, req, req_len, reply, reply_cap, reply_len,
+			    deadline_ns);
+	if (fair)
+		gsp_fair_leave(g, &fe);
 	return ret;
 }
 
@@ -828,6 +985,8 @@ static void *wd_main(void *arg)
 
 	while (!atomic_load(&g->stop)) {
 		vgpu_sleep_ns(2 * VGPU_NSEC_PER_MSEC);
+		gsp_fair_tick(g);
+		gsp_fair_unstarve(g);
 		pthread_mutex_lock(&g->reset_lock);
 		if (g->pid > 0 && waitpid(g->pid, &status, WNOHANG) == g->pid) {
 			g->pid = 0;
@@ -867,6 +1026,10 @@ static int gsp_cfg_check(struct gsp *g, const struct gsp_config *cfg)
 			g->cfg.deadline_ns[c] = default_deadline[c];
 	if (!g->cfg.slow_ns)
 		g->cfg.slow_ns = 66 * VGPU_NSEC_PER_MSEC;
+	if (!g->cfg.no_fair && !gsp_fair_allowed()) {
+		vgpu_info("gsp: fair dispatch off: no right to restore a thread's nice");
+		g->cfg.no_fair = true;
+	}
 	if (!g->cfg.send_wait_ns)
 		g->cfg.send_wait_ns = VGPU_NSEC_PER_SEC;
 	if (!g->cfg.reset_strikes)
@@ -927,6 +1090,7 @@ int gsp_start(const struct gsp_config *cfg, struct gsp **out)
 	g->sock = -1;
 	pthread_mutex_init(&g->sock_lock, NULL);
 	pthread_mutex_init(&g->reset_lock, NULL);
+	pthread_mutex_init(&g->fair_lock, NULL);
 	pthread_mutex_init(&g->evt_lock, NULL);
 	ret = gsp_cfg_check(g, cfg);
 	if (ret)

@@ -2,9 +2,11 @@
  *   (a) round trip CPU-RM -> GSP -> reply for 0 B .. 256 KiB, spinning and blocking, with
  *       a bare two-thread SPSC ring ping-pong of 256 B in the same run as the floor;
  *   (b) RM alloc/free/control ops/s with 1..16 client threads;
- *   (c) a victim VF's p99 alone and while another VF floods;
+ *   (c) a victim VF's p99 alone and while another VF floods (interleaved, and as
+ *       alternating solo/flood pairs);
  *   (d) GSP crash to a working device (replay included).
- * Usage: rpc_bench [--json] [--quick] [--victim (only (c), as JSON)] */
+ * Usage: rpc_bench [--json] [--quick] [--victim (only (c), as JSON)]
+ *                  [--no-fair (the GSP client's fair dispatch off, for A/B runs)] */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -27,6 +29,7 @@
 #define FLOODERS 1	/* threads of the flooding VF */
 
 static bool quick;
+static bool no_fair;	/* --no-fair: the GSP client's fair dispatch off (for A/B runs) */
 
 struct pct {
 	double p50, p99, p999, max;	/* microseconds */
@@ -111,7 +114,8 @@ static int dev_up(struct dev *d, uint64_t spin_ns, uint64_t gsp_spin_ns)
 {
 	struct gpu_config gc = { .vram_size = 256ull << 20, .nr_vfs = 3, .nr_engines = 1 };
 	struct pma_region_desc rd = { .base = 0, .size = 256ull << 20, .performance = 1 };
-	struct rm_config rc = { .gsp = { .spin_ns = spin_ns, .gsp_spin_ns = gsp_spin_ns } };
+	struct rm_config rc = { .gsp = { .spin_ns = spin_ns, .gsp_spin_ns = gsp_spin_ns,
+					 .no_fair = no_fair } };
 	int ret;
 
 	if ((ret = gpu_create(&gc, &d->gpu)))
@@ -315,6 +319,90 @@ static void victim_runs(struct gsp *g, struct victim *out)
 	out->ratio_max = victim_ratio(&f[order[VICTIM_RUNS - 1]], &s[order[VICTIM_RUNS - 1]]);
 }
 
+/* Interleaved: the flooder stays up and is switched on and off every VICTIM_BLOCK victim
+ * samples, solo and flooded blocks alternating; all solo samples are pooled, all flooded
+ * ones too. Both then see the same outside load (on a shared machine it changes faster
+ * than the 100 ms phases above), so the ratio is the flood's own effect. The first
+ * VICTIM_SETTLE samples after each switch are dropped (the flooder starting or draining). */
+#define VICTIM_BLOCK	500
+#define VICTIM_SETTLE	25
+
+struct gated_flood {
+	struct gsp *g;
+	pthread_mutex_t lock;
+	pthread_cond_t cv;
+	bool on, stop;
+	uint64_t n;
+};
+
+static void *gated_flood_main(void *p)
+{
+	struct gated_flood *f = p;
+	uint8_t buf[4096] = { 0 };
+
+	pthread_mutex_lock(&f->lock);
+	while (!f->stop) {
+		if (!f->on) {
+			pthread_cond_wait(&f->cv, &f->lock);
+			continue;
+		}
+		pthread_mutex_unlock(&f->lock);
+		gsp_call(f->g, 2, VGPU_RPC_FN_ECHO, buf, sizeof(buf), buf, sizeof(buf), NULL);
+		pthread_mutex_lock(&f->lock);
+		f->n++;
+	}
+	pthread_mutex_unlock(&f->lock);
+	return NULL;
+}
+
+static void gate(struct gated_flood *f, bool on, bool stop)
+{
+	pthread_mutex_lock(&f->lock);
+	f->on = on;
+	f->stop = stop;
+	pthread_cond_broadcast(&f->cv);
+	pthread_mutex_unlock(&f->lock);
+}
+
+static void victim_interleaved(struct gsp *g, struct victim *out)
+{
+	size_t per = quick ? 5000 : 20000, ns = 0, nf = 0;
+	uint64_t *solo = malloc(per * sizeof(*solo)), *flood = malloc(per * sizeof(*flood));
+	struct gated_flood f = { .g = g };
+	uint8_t buf[256] = { 0 };
+	pthread_t th;
+	size_t got;
+
+	pthread_mutex_init(&f.lock, NULL);
+	pthread_cond_init(&f.cv, NULL);
+	pthread_create(&th, NULL, gated_flood_main, &f);
+	for (unsigned int blk = 0; ns < per || nf < per; blk++) {
+		bool on = blk & 1;
+
+		gate(&f, on, false);
+		for (size_t i = 0; i < VICTIM_SETTLE + VICTIM_BLOCK; i++) {
+			uint64_t t0 = vgpu_now_ns();
+
+			if (gsp_call(g, 1, VGPU_RPC_FN_ECHO, buf, sizeof(buf), buf, sizeof(buf), &got))
+				fprintf(stderr, "rpc_bench: victim RPC failed\n");
+			t0 = vgpu_now_ns() - t0;
+			if (i < VICTIM_SETTLE)
+				continue;
+			if (on && nf < per)
+				flood[nf++] = t0;
+			else if (!on && ns < per)
+				solo[ns++] = t0;
+		}
+	}
+	gate(&f, false, true);
+	pthread_join(th, NULL);
+	out->solo = percentiles(solo, per);
+	out->flood = percentiles(flood, per);
+	out->flood_rpcs = f.n;
+	free(solo);
+	free(flood);
+}
+
 /* ---- (d) crash to working ---- */
 static double bench_crash(struct dev *d)
 {
@@ -362,7 +450,7 @@ int main(int argc, char **argv)
 {
 	bool json = false;
 	struct pct bare, spin[VGPU_ARRAY_SIZE(sizes)], block[VGPU_ARRAY_SIZE(sizes)];
-	struct victim v;
+	struct victim v, vi;
 	bool victim_only = false;
 	static const unsigned int thr[] = { 1, 2, 4, 8, 16 };
 	double ops[VGPU_ARRAY_SIZE(thr)], crash_ms;
@@ -375,8 +463,10 @@ int main(int argc, char **argv)
 			quick = true;
 		else if (!strcmp(argv[i], "--victim"))
 			victim_only = true;
+		else if (!strcmp(argv[i], "--no-fair"))
+			no_fair = true;
 		else {
-			fprintf(stderr, "usage: rpc_bench [--json] [--quick] [--victim]\n");
+			fprintf(stderr, "usage: rpc_bench [--json] [--quick] [--victim] [--no-fair]\n");
 			return 2;
 		}
 	}
@@ -384,13 +474,15 @@ int main(int argc, char **argv)
 	if (victim_only) {	/* (c) alone, for repeated measurements */
 		if (dev_up(&d, 1, 1))
 			return 1;
+		victim_interleaved(rm_gsp(d.rm), &vi);
 		victim_runs(rm_gsp(d.rm), &v);
 		dev_down(&d);
-		printf("{\"victim_p99_ratio\": %.2f, \"victim_p99_ratio_min\": %.2f, "
-		       "\"victim_p99_ratio_max\": %.2f, \"victim_solo_p99_us\": %.2f, "
-		       "\"victim_flood_p99_us\": %.2f, \"victim_flood_p50_us\": %.2f}\n",
-		       victim_ratio(&v.flood, &v.solo), v.ratio_min, v.ratio_max, v.solo.p99,
-		       v.flood.p99, v.flood.p50);
+		printf("{\"victim_p99_ratio\": %.2f, \"victim_solo_p99_us\": %.2f, "
+		       "\"victim_flood_p99_us\": %.2f, \"victim_flood_p50_us\": %.2f, "
+		       "\"victim_p99_ratio_pairs\": %.2f, \"victim_p99_ratio_pairs_min\": %.2f, "
+		       "\"victim_p99_ratio_pairs_max\": %.2f}\n",
+		       victim_ratio(&vi.flood, &vi.solo), vi.solo.p99, vi.flood.p99, vi.flood.p50,
+		       victim_ratio(&v.flood, &v.solo), v.ratio_min, v.ratio_max);
 		return 0;
 	}
 	bare = bench_bare(quick ? 20000 : 200000);
@@ -410,6 +502,7 @@ int main(int argc, char **argv)
 		return 1;
 	for (size_t i = 0; i < VGPU_ARRAY_SIZE(sizes); i++)
 		block[i] = bench_rpc(rm_gsp(d.rm), 1, sizes[i], iters_for(sizes[i], false));
+	victim_interleaved(rm_gsp(d.rm), &vi);
 	victim_runs(rm_gsp(d.rm), &v);
 	dev_down(&d);
 
@@ -418,9 +511,11 @@ int main(int argc, char **argv)
 		       "\"victim_p99_ratio\": %.2f, \"gsp_crash_recovery_ms\": %.1f, "
 		       "\"rpc_256b_p99_us\": %.2f, \"rpc_256b_block_p50_us\": %.2f, "
 		       "\"rm_ops_per_s_1t\": %.0f, \"rm_ops_per_s_16t\": %.0f, "
-		       "\"victim_p99_ratio_min\": %.2f, \"victim_p99_ratio_max\": %.2f}\n",
-		       spin[1].p50, bare.p50, victim_ratio(&v.flood, &v.solo), crash_ms, spin[1].p99,
-		       block[1].p50, ops[0], ops[VGPU_ARRAY_SIZE(thr) - 1], v.ratio_min, v.ratio_max);
+		       "\"victim_p99_ratio_pairs\": %.2f, \"victim_p99_ratio_pairs_min\": %.2f, "
+		       "\"victim_p99_ratio_pairs_max\": %.2f}\n",
+		       spin[1].p50, bare.p50, victim_ratio(&vi.flood, &vi.solo), crash_ms, spin[1].p99,
+		       block[1].p50, ops[0], ops[VGPU_ARRAY_SIZE(thr) - 1], victim_ratio(&v.flood, &v.solo),
+		       v.ratio_min, v.ratio_max);
 		return 0;
 	}
 	machine();
@@ -443,9 +538,15 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < VGPU_ARRAY_SIZE(thr); i++)
 		printf("  %2u threads: %10.0f ops/s  (%.2f x 1 thread)\n", thr[i], ops[i], ops[i] / ops[0]);
 	printf("\n(c) victim VF 1 (256 B ECHO, blocking) while VF 2 floods (%d thread, 4 KiB ECHO "
-	       "back to back), median of %d\n", FLOODERS, VICTIM_RUNS);
+	       "back to back), fair dispatch %s\n", FLOODERS, no_fair ? "off" : "on");
+	printf("  interleaved (%d-sample blocks, pooled):\n", VICTIM_BLOCK);
+	printf("  solo : p50 %.2f  p99 %.2f us\n", vi.solo.p50, vi.solo.p99);
+	printf("  flood: p50 %.2f  p99 %.2f us   ratio p99 %.2f (target <= 2), flood RPCs %llu\n",
+	       vi.flood.p50, vi.flood.p99, victim_ratio(&vi.flood, &vi.solo),
+	       (unsigned long long)vi.flood_rpcs);
+	printf("  alternating solo/flood phases, median of %d pairs:\n", VICTIM_RUNS);
 	printf("  solo : p50 %.2f  p99 %.2f us\n", v.solo.p50, v.solo.p99);
-	printf("  flood: p50 %.2f  p99 %.2f us   ratio p99 %.2f (target <= 2; spread %.2f .. %.2f), "
+	printf("  flood: p50 %.2f  p99 %.2f us   ratio p99 %.2f (spread %.2f .. %.2f), "
 	       "flood RPCs %llu\n", v.flood.p50, v.flood.p99, victim_ratio(&v.flood, &v.solo),
 	       v.ratio_min, v.ratio_max, (unsigned long long)v.flood_rpcs);
 	printf("\n(d) GSP crash to working device (restart + replay + first RM control), worst of 3: "

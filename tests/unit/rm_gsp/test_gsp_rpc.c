@@ -4,12 +4,16 @@
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "common/compiler.h"
@@ -238,6 +242,72 @@ static void test_concurrent(void **state)
 	}
 }
 
+/* Fair dispatch: a function flooding 4 KiB ECHOs next to one making 256 B ECHOs carries far
+ * more than its share, so it makes RPCs at low priority while the other has one in flight
+ * (counted in fair_waits) and its thread's nice is back where it was after each call;
+ * alone, or with no_fair, it never does. */
+struct fair_arg {
+	struct gsp *g;
+	unsigned int fn;
+	size_t len;
+	_Atomic bool *stop;
+	int fails, nice_after;
+};
+
+static void *fair_main(void *p)
+{
+	struct fair_arg *a = p;
+	uint8_t buf[4096] = { 0 };
+
+	while (!atomic_load(a->stop))
+		a->fails += gsp_call(a->g, a->fn, VGPU_RPC_FN_ECHO, buf, a->len, buf, a->len, NULL) != 0;
+	a->nice_after = getpriority(PRIO_PROCESS, 0);
+	return NULL;
+}
+
+/* Run the flood (and the small caller if @both) until fair_waits moves or @ns pass. */
+static uint64_t fair_run(struct gsp *g, bool both, uint64_t ns)
+{
+	_Atomic bool stop = false;
+	struct fair_arg a[2] = { { g, 2, 4096, &stop, 0, -1 }, { g, 1, 256, &stop, 0, -1 } };
+	uint64_t dl = vgpu_deadline_ns(ns), before;
+	struct gsp_stats st;
+	pthread_t th[2];
+
+	gsp_get_stats(g, &st);
+	before = st.fair_waits;
+	for (int i = 0; i < 1 + both; i++)
+		pthread_create(&th[i], NULL, fair_main, &a[i]);
+	do {
+		vgpu_sleep_ns(5 * VGPU_NSEC_PER_MSEC);
+		gsp_get_stats(g, &st);
+	} while (st.fair_waits == before && !vgpu_deadline_passed(dl));
+	atomic_store(&stop, true);
+	for (int i = 0; i < 1 + both; i++) {
+		pthread_join(th[i], NULL);
+		assert_int_equal(a[i].fails, 0);
+		assert_int_equal(a[i].nice_after, 0);
+	}
+	return st.fair_waits - before;
+}
+
+static void test_fair_dispatch(void **state)
+{
+	struct gsp_config off = { .no_fair = true };
+	struct gsp_fixture f2;
+	struct rlimit rl;
+
+	(void)state;
+	if (geteuid() != 0 && (getrlimit(RLIMIT_NICE, &rl) || rl.rlim_cur < 20))
+		skip();	/* fair dispatch needs the right to restore a thread's nice */
+	assert_int_equal(getpriority(PRIO_PROCESS, 0), 0);
+	assert_int_equal(fair_run(fx.gsp, false, 100 * VGPU_NSEC_PER_MSEC), 0);
+	assert_true(fair_run(fx.gsp, true, 10 * VGPU_NSEC_PER_SEC) > 0);
+	assert_int_equal(gsp_fixture_up(&f2, &off), 0);
+	assert_int_equal(fair_run(f2.gsp, true, 200 * VGPU_NSEC_PER_MSEC), 0);
+	gsp_fixture_down(&f2);
+}
+
 #define CASES(fn, tab) do { \
 	for (size_t i = 0; i < VGPU_ARRAY_SIZE(tab); i++) \
 		t[n++] = (struct CMUnitTest){ .name = tab[i].name, .test_func = fn, \
@@ -246,8 +316,8 @@ static void test_concurrent(void **state)
 
 int main(void)
 {
-	/* Sized from the tables (3 per split case, the argument cases, 4 more). */
-	struct CMUnitTest t[3 * VGPU_ARRAY_SIZE(split_cases) + VGPU_ARRAY_SIZE(arg_cases) + 4];
+	/* Sized from the tables (3 per split case, the argument cases, 5 more). */
+	struct CMUnitTest t[3 * VGPU_ARRAY_SIZE(split_cases) + VGPU_ARRAY_SIZE(arg_cases) + 5];
 	size_t n = 0;
 	static char names[3][VGPU_ARRAY_SIZE(split_cases)][64];
 
@@ -264,6 +334,7 @@ int main(void)
 	t[n++] = (struct CMUnitTest)cmocka_unit_test(test_hw_programming);
 	t[n++] = (struct CMUnitTest)cmocka_unit_test(test_slice_scrub);
 	t[n++] = (struct CMUnitTest)cmocka_unit_test(test_concurrent);
+	t[n++] = (struct CMUnitTest)cmocka_unit_test(test_fair_dispatch);
 	if (n != VGPU_ARRAY_SIZE(t)) {
 		fprintf(stderr, "gsp_rpc: %zu cases for a table of %zu\n", n, VGPU_ARRAY_SIZE(t));
 		return 1;
