@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <pthread.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -550,6 +551,102 @@ static void test_munmap_fault(void **state)
 	munmap(dst, len);
 }
 
+struct unmapper {
+	void *addr;
+	size_t len;
+	uint64_t delay_us;
+};
+
+static void *unmap_later(void *arg)
+{
+	struct unmapper *u = arg;
+
+	usleep((useconds_t)u->delay_us);
+	munmap(u->addr, u->len);
+	return NULL;
+}
+
+/* HMM-19 on SVA: the CPU unmaps half the source while the GPU copies it - the copy either
+ * completes with the right data or faults inside the unmapped half; what it wrote before
+ * the fault is right and nothing else is garbage. Never a hang or a crash. Delays from 0
+ * to 100 ms, so both outcomes occur on an idle host (on a loaded one any mix is right). */
+static void test_unmap_race(void **state)
+{
+	const size_t len = 8 << 20, half = len / 2;
+	uint8_t *dst = anon(len, MAP_PRIVATE);
+	unsigned int ok = 0, faulted = 0;
+	struct fx f;
+
+	(void)state;
+	fx_open(&f, true);
+	map_same(&f, dst, len, PG, 0);
+
+	static const uint64_t delays_us[] = { 0, 1000, 4000, 16000, 100000 };
+
+	for (size_t k = 0; k < sizeof(delays_us) / sizeof(delays_us[0]); k++) {
+		uint64_t delay = delays_us[k];
+		uint8_t *src = anon(len, MAP_PRIVATE);
+		struct unmapper u = { src + half, half, delay };
+		pthread_t th;
+		uint64_t fva = 0;
+		uint32_t code;
+
+		pat_fill(src, len, 8);
+		memset(dst, 0, len);
+		map_same(&f, src, len, PG, 0);
+		assert_int_equal(pthread_create(&th, NULL, unmap_later, &u), 0);
+		code = gpu_copy(&f, src, dst, len, &fva);
+		pthread_join(th, NULL);
+		if (!code) {
+			ok++;
+			assert_true(pat_ok(dst, len, 8));
+		} else {
+			faulted++;
+			assert_int_equal(code, VGPU_CHAN_ERR_IOMMU_FAULT);
+			assert_true(fva >= (uintptr_t)(src + half) && fva < (uintptr_t)(src + len));
+			assert_true(pat_ok(dst, fva - (uintptr_t)src, 8));
+			for (size_t i = fva - (uintptr_t)src; i < len; i++)
+				if (dst[i] && dst[i] != pat(i, 8))
+					fail_msg("byte %zu after the fault is %#x", i, dst[i]);
+			fx_new_channel(&f);
+		}
+		assert_int_equal(vgpu_va_unmap(f.as, (uintptr_t)src, len), 0);
+		munmap(src, half);
+	}
+	print_message("unmap race: %u copies completed, %u faulted\n", ok, faulted);
+	fx_close(&f);
+	munmap(dst, len);
+}
+
+/* HMM-34 on SVA: after mremap moves a buffer, the old address faults for the GPU as for the
+ * CPU, and the new one (mapped again) has the data. */
+static void test_mremap(void **state)
+{
+	const size_t len = 64 << 10;
+	uint8_t *p = anon(len, MAP_PRIVATE), *out = anon(len, MAP_PRIVATE), *q;
+	uint8_t *hole = anon(len, MAP_PRIVATE);
+	uint64_t fva = 0;
+	struct fx f;
+
+	(void)state;
+	fx_open(&f, true);
+	map_same(&f, p, len, PG, 0);
+	map_same(&f, out, len, PG, 0);
+	pat_fill(p, len, 11);
+	assert_int_equal(munmap(hole, len), 0);
+	q = mremap(p, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, hole);
+	assert_true(q == hole);
+	assert_int_equal(gpu_copy(&f, p, out, len, &fva), VGPU_CHAN_ERR_IOMMU_FAULT);
+	assert_true(fva == (uintptr_t)p);
+	fx_new_channel(&f);
+	map_same(&f, q, len, PG, 0);
+	assert_int_equal(gpu_copy(&f, q, out, len, NULL), 0);
+	assert_true(pat_ok(out, len, 11));
+	fx_close(&f);
+	munmap(q, len);
+	munmap(out, len);
+}
+
 /* HMM-02/04 on SVA: PROT_READ - a GPU write faults and changes nothing, a GPU read works;
  * after mprotect RW the write succeeds. PROT_NONE - a read faults too. */
 static void test_mprotect(void **state)
@@ -821,6 +918,8 @@ int main(void)
 		cmocka_unit_test_teardown(test_file_mapping, case_teardown),
 		cmocka_unit_test_teardown(test_fork_cow, case_teardown),
 		cmocka_unit_test_teardown(test_munmap_fault, case_teardown),
+		cmocka_unit_test_teardown(test_unmap_race, case_teardown),
+		cmocka_unit_test_teardown(test_mremap, case_teardown),
 		cmocka_unit_test_teardown(test_mprotect, case_teardown),
 		cmocka_unit_test_teardown(test_unbind_reset, case_teardown),
 		cmocka_unit_test_teardown(test_other_process, case_teardown),
