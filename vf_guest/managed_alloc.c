@@ -352,7 +352,10 @@ int vgpu_mem_advise(struct vgpu_managed *m, uint64_t off, uint64_t len,
 
 	if (ret || (advice != VGPU_ADVISE_PREFER_DEVICE && advice != VGPU_ADVISE_PREFER_CPU))
 		return ret ? ret : -EINVAL;
+	/* the service reads the advice under svc_lock (a pass splits its faults by it) */
+	pthread_mutex_lock(&m->st->svc_lock);
 	memset(m->advice + (off >> HMM_PAGE_SHIFT), advice, len >> HMM_PAGE_SHIFT);
+	pthread_mutex_unlock(&m->st->svc_lock);
 	if (advice == VGPU_ADVISE_PREFER_CPU) {
 		struct hmm_migrate_result r;
 
