@@ -528,21 +528,17 @@ static uint64_t avail_frames_in(struct pma_region *const *rs, unsigned int n)
 
 #define PMA_FAST_WORDS 64
 
-/* Frame mask of word @k of a group word from its two group bits in @gbits. */
-static inline uint64_t gpair_frames(uint64_t gbits, unsigned int k)
-{
-	uint64_t two = gbits >> (2 * k);
-
-	return ((0 - (two & 1)) & 0xffffffffull) | ((0 - ((two >> 1) & 1)) << 32);
-}
+/* Frame mask of a word from its two group bits (bit 0: low group, bit 1: high group). */
+static const uint64_t gpair_mask[4] = { 0, 0xffffffffull, 0xffffffff00000000ull, ~0ull };
 
 /* Visit the frame words of the groups set in @gbits (group word @gw): @wi the word, @m its
- * frames among those groups. */
+ * frames among those groups. One bit per frame word (the even bit of its pair) drives the
+ * loop; the pair picks the mask. */
 #define gbits_for_each_word(gbits, gw, wi, m)						\
-	for (uint64_t _t = (gbits), wi = 0, m = 0;					\
+	for (uint64_t _t = ((gbits) | (gbits) >> 1) & 0x5555555555555555ull, wi = 0, m = 0;	\
 	     _t && ((wi = (gw) * 32 + vgpu_ctz(_t) / 2),				\
-		    (m = gpair_frames((gbits), vgpu_ctz(_t) / 2)), 1);			\
-	     _t &= ~(3ull << (vgpu_ctz(_t) & ~1u)))
+		    (m = gpair_mask[((gbits) >> vgpu_ctz(_t)) & 3]), 1);		\
+	     _t &= _t - 1)
 
 /* @pages[p] = @addr + p * @step for p < @n, two at a time. */
 static inline void pages_fill(uint64_t *pages, uint64_t addr, size_t n, uint64_t step)
