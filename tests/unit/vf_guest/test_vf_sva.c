@@ -16,7 +16,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/userfaultfd.h>
+#include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -647,6 +651,78 @@ static void test_mremap(void **state)
 	munmap(out, len);
 }
 
+struct uffd_server {
+	int fd;
+	uint8_t *base;
+	size_t len;
+	unsigned int served;
+	volatile bool stop;
+};
+
+/* Serve missing-page faults of the region with pattern pages (bias 12), as a third-party
+ * userfaultfd handler would. */
+static void *uffd_serve(void *arg)
+{
+	struct uffd_server *u = arg;
+	static uint8_t page[4096];
+
+	while (!u->stop) {
+		struct pollfd p = { .fd = u->fd, .events = POLLIN };
+		struct uffd_msg m;
+
+		if (poll(&p, 1, 10) <= 0 || read(u->fd, &m, sizeof(m)) != sizeof(m) ||
+		    m.event != UFFD_EVENT_PAGEFAULT)
+			continue;
+		uint64_t at = m.arg.pagefault.address & ~(PG - 1);
+		struct uffdio_copy c = { .dst = at, .src = (uintptr_t)page, .len = PG };
+
+		for (size_t i = 0; i < PG; i++)
+			page[i] = pat(at - (uintptr_t)u->base + i, 12);
+		if (!ioctl(u->fd, UFFDIO_COPY, &c))
+			u->served++;
+	}
+	return NULL;
+}
+
+/* HMM-37 on SVA: a range whose CPU faults a userfaultfd handler of the process serves - the
+ * device's access (process_vm_readv in vgpud) raises those faults and waits for the handler,
+ * then reads what it placed. */
+static void test_uffd_region(void **state)
+{
+	const size_t len = 64 << 10;
+	struct uffd_server u = { .len = len };
+	struct uffdio_api api = { .api = UFFD_API };
+	uint8_t *out = anon(len, MAP_PRIVATE);
+	pthread_t th;
+	struct fx f;
+
+	(void)state;
+	u.base = anon(len, MAP_PRIVATE);
+	u.fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+	if (u.fd < 0) {
+		print_message("skip: userfaultfd: %s\n", strerror(errno));
+		skip();
+	}
+	assert_int_equal(ioctl(u.fd, UFFDIO_API, &api), 0);
+	struct uffdio_register reg = { .range = { (uintptr_t)u.base, len },
+				       .mode = UFFDIO_REGISTER_MODE_MISSING };
+
+	assert_int_equal(ioctl(u.fd, UFFDIO_REGISTER, &reg), 0);
+	assert_int_equal(pthread_create(&th, NULL, uffd_serve, &u), 0);
+	fx_open(&f, true);
+	map_same(&f, u.base, len, PG, 0);
+	map_same(&f, out, len, PG, 0);
+	assert_int_equal(gpu_copy(&f, u.base, out, len, NULL), 0);
+	assert_true(pat_ok(out, len, 12));
+	u.stop = true;
+	pthread_join(th, NULL);
+	assert_int_equal(u.served, len / PG);		/* every page through the handler */
+	fx_close(&f);
+	close(u.fd);
+	munmap(u.base, len);
+	munmap(out, len);
+}
+
 /* HMM-02/04 on SVA: PROT_READ - a GPU write faults and changes nothing, a GPU read works;
  * after mprotect RW the write succeeds. PROT_NONE - a read faults too. */
 static void test_mprotect(void **state)
@@ -921,6 +997,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_unmap_race, case_teardown),
 		cmocka_unit_test_teardown(test_mremap, case_teardown),
 		cmocka_unit_test_teardown(test_mprotect, case_teardown),
+		cmocka_unit_test_teardown(test_uffd_region, case_teardown),
 		cmocka_unit_test_teardown(test_unbind_reset, case_teardown),
 		cmocka_unit_test_teardown(test_other_process, case_teardown),
 		cmocka_unit_test_teardown(test_guest_death, case_teardown),
