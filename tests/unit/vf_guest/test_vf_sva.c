@@ -519,6 +519,50 @@ static void test_fork_cow(void **state)
 	munmap(out, len);
 }
 
+/* HMM-05 on SVA as written: fork, then the CHILD attaches, binds and device-writes its
+ * (COW) copy - it sees the write, the parent's memory is unchanged. */
+static void test_child_device_write(void **state)
+{
+	const uint64_t len = 64 << 10;
+	uint8_t *p = anon(len, MAP_PRIVATE);
+	pid_t pid;
+
+	(void)state;
+	if (skip_why[0]) {
+		print_message("skip: %s\n", skip_why);
+		skip();
+	}
+	pat_fill(p, len, 13);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (!pid) {
+		struct fx f;
+		struct vgpu_vf_opts vo = { .socket = sock, .quiet = true };
+		struct vgpu_channel_opts co = { 0 };
+		int ret = -EBUSY;
+
+		for (int i = 0; i < 500 && (ret = vgpu_vf_open(&vo, &f.vf)) == -EBUSY; i++)
+			usleep(10 * 1000);
+		if (ret || vgpu_sva_bind(f.vf) || vgpu_vaspace_create(f.vf, &f.as) ||
+		    vgpu_channel_create(f.vf, f.as, &co, &f.ch) ||
+		    vgpu_va_map_sva(f.as, (uintptr_t)p, p, len, PG, 0))
+			_exit(1);
+		uint32_t dw[32];
+		struct vgpu_pb pb;
+		struct vgpu_fence fe;
+
+		vgpu_pb_init(&pb, dw, 32);
+		vgpu_pb_fill(&pb, (uintptr_t)p, len, 0x66666666u);
+		if (vgpu_submit(f.ch, pb.dw, pb.len, &fe) || vgpu_fence_wait(&fe, WAIT_NS))
+			_exit(2);
+		vgpu_vf_close(f.vf);
+		_exit(all_bytes(p, len, 0x66) ? 0 : 3);
+	}
+	assert_int_equal(child_exit(pid), 0);	/* the child saw its device write */
+	assert_true(pat_ok(p, len, 13));		/* the parent's copy is untouched */
+	munmap(p, len);
+}
+
 /* HMM-33 on SVA (partial unmap): a munmap'd range is an MMU fault at its address, for reads and writes;
  * nothing is written (a new mapping there is zeros) and the destination of the failed
  * copy is untouched. */
@@ -993,6 +1037,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_malloc_rw, case_teardown),
 		cmocka_unit_test_teardown(test_file_mapping, case_teardown),
 		cmocka_unit_test_teardown(test_fork_cow, case_teardown),
+		cmocka_unit_test_teardown(test_child_device_write, case_teardown),
 		cmocka_unit_test_teardown(test_munmap_fault, case_teardown),
 		cmocka_unit_test_teardown(test_unmap_race, case_teardown),
 		cmocka_unit_test_teardown(test_mremap, case_teardown),
