@@ -400,6 +400,57 @@ static void test_malloc_rw(void **state)
 	free(b);
 }
 
+/* AnonHugePages (kB) of the mapping that contains @p, from /proc/self/smaps; -1 if absent. */
+static long anon_huge_kb(const void *p)
+{
+	FILE *f = fopen("/proc/self/smaps", "r");
+	char line[256];
+	bool in = false;
+	long kb = -1;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi;
+
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' '))
+			in = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+		else if (in && sscanf(line, "AnonHugePages: %ld kB", &kb) == 1)
+			break;
+	}
+	fclose(f);
+	return kb;
+}
+
+/* HMM-07 on SVA: a transparent huge page (MADV_HUGEPAGE, 2 MiB GMMU page over it) takes
+ * the GPU's write whole and stays huge. Skipped when THP is off. */
+static void test_write_huge(void **state)
+{
+	uint8_t *big = anon(2 * M2, MAP_PRIVATE);
+	uint8_t *h = (uint8_t *)(((uintptr_t)big + M2 - 1) & ~(M2 - 1));
+	struct fx f;
+
+	(void)state;
+	if (madvise(h, M2, MADV_HUGEPAGE)) {
+		print_message("skip: MADV_HUGEPAGE: %s\n", strerror(errno));
+		skip();
+	}
+	h[0] = 1;				/* fault in: a huge page if the kernel has one */
+	if (anon_huge_kb(h) < 2048) {
+		munmap(big, 2 * M2);
+		print_message("skip: no transparent huge page here (AnonHugePages %ld kB)\n",
+			      anon_huge_kb(h));
+		skip();
+	}
+	fx_open(&f, true);
+	map_same(&f, h, M2, M2, 0);
+	assert_int_equal(gpu_fill(&f, h, M2, 0x3c3c3c3cu, NULL), 0);
+	assert_true(all_bytes(h, M2, 0x3c));
+	assert_true(anon_huge_kb(h) >= 2048);	/* written in place, not split */
+	fx_close(&f);
+	munmap(big, 2 * M2);
+}
+
 /* HMM-09/10 on SVA: a shared file mapping - the GPU reads the file's bytes and its write
  * reaches the file (pread shows it); a private file mapping takes the GPU's write as a COW
  * copy and the file keeps its data. */
@@ -1035,6 +1086,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_malloc_rw, case_teardown),
+		cmocka_unit_test_teardown(test_write_huge, case_teardown),
 		cmocka_unit_test_teardown(test_file_mapping, case_teardown),
 		cmocka_unit_test_teardown(test_fork_cow, case_teardown),
 		cmocka_unit_test_teardown(test_child_device_write, case_teardown),
