@@ -387,6 +387,27 @@ static void test_malloc_rw(void **state)
 	pat_fill(m2, M2, 9);				/* CPU writes, GPU copies them */
 	assert_int_equal(gpu_copy(&f, m2 + 5, b, n, NULL), 0);
 	assert_memory_equal(b, m2 + 5, n);
+	/* semaphores in malloc'd memory: a 64-bit release the CPU sees, and an acquire that
+	 * waits for the CPU's value */
+	uint64_t *sem = malloc(2 * sizeof(uint64_t));
+	uint32_t dw[32];
+	struct vgpu_pb pb;
+	struct vgpu_fence fe;
+
+	assert_non_null(sem);
+	sem[0] = 0;
+	sem[1] = 0;
+	map_same(&f, sem, 2 * sizeof(uint64_t), PG, 0);
+	vgpu_pb_init(&pb, dw, 32);
+	vgpu_pb_sem_acquire(&pb, (uintptr_t)&sem[1], 5, VGPU_SEM_64, 10000000);
+	vgpu_pb_sem_release(&pb, (uintptr_t)&sem[0], 0x1122334455667788ull, VGPU_SEM_64);
+	assert_int_equal(vgpu_submit(f.ch, pb.dw, pb.len, &fe), 0);
+	usleep(20 * 1000);
+	assert_true(__atomic_load_n(&sem[0], __ATOMIC_ACQUIRE) == 0);	/* still waiting */
+	__atomic_store_n(&sem[1], 5, __ATOMIC_RELEASE);
+	assert_int_equal(vgpu_fence_wait(&fe, WAIT_NS), 0);
+	assert_true(__atomic_load_n(&sem[0], __ATOMIC_ACQUIRE) == 0x1122334455667788ull);
+	free(sem);
 	/* never-touched memory reads as zeros (the zero page), and stays untouched */
 	uint8_t *fresh = anon(16 * PG, MAP_PRIVATE);
 
