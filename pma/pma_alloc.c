@@ -769,26 +769,41 @@ static int alloc_simple(struct pma *pma, const struct pma_req *q, struct pma_opa
 	return q->pf == PMA_GROUP_FRAMES ? alloc_contig_groups(r, q, a, pages) : 1;
 }
 
+static int alloc_general(struct pma *pma, const struct pma_req *q,
+			 const struct pma_alloc_opts *o, uint64_t *pages, size_t *got,
+			 uint32_t *result);
+
 /* One locked attempt. 0 with *@got pages, or -ENOMEM (nothing allocated). */
 static int alloc_locked(struct pma *pma, const struct pma_req *q, const struct pma_alloc_opts *o,
 			uint64_t *pages, size_t *got, uint32_t *result)
+{
+	struct pma_opargs args = {
+		.pin = q->flags & PMA_PINNED,
+		.persist = q->flags & PMA_PERSISTENT,
+	};
+	int ret = alloc_simple(pma, q, &args, pages);
+
+	if (ret > 0)
+		return alloc_general(pma, q, o, pages, got, result);
+	*got = ret ? 0 : q->count;
+	*result = args.dirty_seen ? 0 : PMA_RESULT_IS_ZERO;
+	return ret;
+}
+
+/* The general path: every region in order, clipped to the request. Kept out of line so the
+ * fast lane does not pay for its frame. */
+static __attribute__((noinline)) int alloc_general(struct pma *pma, const struct pma_req *q,
+						   const struct pma_alloc_opts *o,
+						   uint64_t *pages, size_t *got, uint32_t *result)
 {
 	struct pma_region *rs[PMA_MAX_REGIONS];
 	struct pma_opargs args = {
 		.pin = q->flags & PMA_PINNED,
 		.persist = q->flags & PMA_PERSISTENT,
 	};
-	int ret = alloc_simple(pma, q, &args, pages);
-	unsigned int nr;
+	unsigned int nr = regions_order(pma, q, o, rs);
 	uint64_t need = q->count * q->pf, lo, hi;
 	size_t n = 0;
-
-	if (ret <= 0) {
-		*got = ret ? 0 : q->count;
-		*result = args.dirty_seen ? 0 : PMA_RESULT_IS_ZERO;
-		return ret;
-	}
-	nr = regions_order(pma, q, o, rs);
 
 	/* Counters first: a request that cannot fit fails without a scan. */
 	if (avail_frames_in(rs, nr) < ((q->flags & PMA_ALLOW_PARTIAL) ? q->pf : need))
