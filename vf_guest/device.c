@@ -330,6 +330,9 @@ int vgpu_vf_recover(struct vgpu_vf *vf, struct vgpu_vf_lost *lost)
 	memset(lost, 0, sizeof(*lost));
 	if (alive && !vgpu_vf_reset_pending(vf))
 		return 0;
+	/* A reset unbound SVA and a restarted vgpud never knew the connection: the next
+	 * vgpu_sva_bind() starts on a fresh one. */
+	vf_sva_close(vf);
 	ret = vf_recover(vf, alive);
 	if (ret)
 		return ret;

@@ -1012,6 +1012,48 @@ static void test_guest_death(void **state)
 	munmap(p, len);
 }
 
+/* vgpud killed (-9) and restarted while a guest is bound: the new daemon knows no binding,
+ * the guest recovers, binds again on a fresh SVA connection and reaches its memory. Runs
+ * last but one: it replaces the daemon. */
+static void test_daemon_restart(void **state)
+{
+	const uint64_t len = 16 << 10;
+	uint8_t *p = anon(len, MAP_PRIVATE);
+	struct vgpu_channel_opts co = { 0 };
+	struct vgpu_vf_lost lost;
+	char csock[PATH_MAX + 16];
+	struct fx f;
+	int ret = -1;
+
+	(void)state;
+	fx_open(&f, true);
+	map_same(&f, p, len, PG, 0);
+	assert_int_equal(gpu_fill(&f, p, len, 0x0a0a0a0au, NULL), 0);
+	kill(daemon_pid, SIGKILL);
+	waitpid(daemon_pid, NULL, 0);
+	daemon_pid = -1;
+	snprintf(csock, sizeof(csock), "%s/control.sock", rundir);
+	unlink(csock);			/* so daemon_start() waits for the new one */
+	assert_int_equal(daemon_start(), 0);
+	for (int i = 0; i < 1000 && (ret = vgpu_vf_recover(f.vf, &lost)); i++)
+		usleep(10 * 1000);
+	assert_int_equal(ret, 0);
+	assert_int_equal(vgpu_vaspace_create(f.vf, &f.as), 0);
+	assert_int_equal(vgpu_channel_create(f.vf, f.as, &co, &f.ch), 0);
+	map_same(&f, p, len, PG, 0);
+	assert_int_equal(gpu_fill(&f, p, len, 0x0b0b0b0bu, NULL), VGPU_CHAN_ERR_IOMMU_FAULT);
+	assert_true(all_bytes(p, len, 0x0a));
+	fx_new_channel(&f);
+	ret = vgpu_sva_bind(f.vf);
+	if (ret)
+		fail_msg("bind after restart: %s (%s)", vgpu_vf_strerror(ret),
+			 vgpu_vf_last_error(f.vf));
+	assert_int_equal(gpu_fill(&f, p, len, 0x0c0c0c0cu, NULL), 0);
+	assert_true(all_bytes(p, len, 0x0c));
+	fx_close(&f);
+	munmap(p, len);
+}
+
 /* Bad input: each malformed request is refused with the field named and changes nothing;
  * mapping calls check their arguments. */
 static void test_bad_input(void **state)
@@ -1121,6 +1163,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_guest_death, case_teardown),
 		cmocka_unit_test_teardown(test_bad_input, case_teardown),
 		cmocka_unit_test_teardown(test_vm_transport_refused, case_teardown),
+		cmocka_unit_test_teardown(test_daemon_restart, case_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
