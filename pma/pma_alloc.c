@@ -1289,20 +1289,15 @@ static int free_fast_locked(struct pma *pma, const uint64_t *pages, size_t count
 	return 0;
 }
 
-static int free_locked(struct pma *pma, const uint64_t *pages, size_t count, uint64_t page_size,
-		       unsigned int flags)
+/* The general free: any regions, scrub, any order (duplicates detected). Out of line so the
+ * fast path does not pay for its frame. */
+static __attribute__((noinline)) int free_general(struct pma *pma, const uint64_t *pages,
+						  size_t count, uint64_t page_size, bool scrub)
 {
 	uint64_t pf = page_size >> PMA_FRAME_SHIFT;
-	struct pma_opargs args = {
-		.scrub = pma->cfg.scrub_on_free && !(flags & PMA_FREE_SKIP_SCRUB),
-	};
-	int ret = free_fast_locked(pma, pages, count, pf, args.scrub);
+	struct pma_opargs args = { .scrub = scrub };
+	int ret;
 
-	if (ret <= 0) {
-		if (!ret)
-			pma_publish_stats_locked(pma);
-		return ret;
-	}
 	for (size_t p = 0; p < count; p++)
 		if (pages[p] & (page_size - 1))
 			return -EINVAL;
@@ -1324,6 +1319,19 @@ static int free_locked(struct pma *pma, const uint64_t *pages, size_t count, uin
 	}
 	pma_publish_stats_locked(pma);
 	return 0;
+}
+
+static int free_locked(struct pma *pma, const uint64_t *pages, size_t count, uint64_t page_size,
+		       unsigned int flags)
+{
+	bool scrub = pma->cfg.scrub_on_free && !(flags & PMA_FREE_SKIP_SCRUB);
+	int ret = free_fast_locked(pma, pages, count, page_size >> PMA_FRAME_SHIFT, scrub);
+
+	if (ret > 0)
+		return free_general(pma, pages, count, page_size, scrub);
+	if (!ret)
+		pma_publish_stats_locked(pma);
+	return ret;
 }
 
 int pma_free_pages(struct pma *pma, const uint64_t *pages, size_t count, uint64_t page_size,
