@@ -142,7 +142,7 @@ uint64_t vgpu_vaspace_table_bytes(const struct vgpu_vaspace *as);
  * write to a read-only page, is an MMU fault (VGPU_FAULT_IOMMU). 0, -EOPNOTSUPP (not the
  * local transport: a VM guest reaches only its DMA memory), -EBUSY (already bound), -EPERM
  * (vgpud refused the connection), or the host's status; vgpu_vf_last_error() says why.
- * A VF reset unbinds: bind again after vgpu_vf_recover(). */
+ * A VF reset or a vgpud restart unbinds: bind again after vgpu_vf_recover(). */
 int vgpu_sva_bind(struct vgpu_vf *vf);
 /* Drop the binding (the SVA connection stays open for a later bind). 0 or -ENOENT. */
 int vgpu_sva_unbind(struct vgpu_vf *vf);
