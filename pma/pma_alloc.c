@@ -1347,12 +1347,29 @@ int pma_free_pages(struct pma *pma, const uint64_t *pages, size_t count, uint64_
 	return ret;
 }
 
+/* The general range free: every frame checked allocated, then one state change (frames
+ * with attributes, scrub-on-free, partial groups). Out of line: the common frees are whole
+ * groups. */
+static __attribute__((noinline)) int free_range_general(struct pma *pma, struct pma_region *r,
+							uint64_t s, uint64_t n, bool scrub)
+{
+	struct pma_opargs args = { .scrub = scrub };
+
+	pma_for_each_word(s, n, wi, m)
+		if ((r->words[wi].alloc & m) != m)
+			return -ENOENT;
+	range_apply(r, s, n, OP_FREE, &args);
+	if (scrub)
+		pma_scrub_submit(pma, (r->first + s) << PMA_FRAME_SHIFT, n << PMA_FRAME_SHIFT);
+	return 0;
+}
+
 int pma_free_range(struct pma *pma, uint64_t addr, uint64_t size, unsigned int flags)
 {
 	uint64_t n = size >> PMA_FRAME_SHIFT, s;
 	struct pma_opargs args = { 0 };
 	struct pma_region *r;
-	int ret = 0;
+	int ret;
 
 	if (!pma || !size || (addr | size) & (PMA_FRAME_SIZE - 1) || (flags & ~PMA_FREE_SKIP_SCRUB))
 		return -EINVAL;
@@ -1360,39 +1377,26 @@ int pma_free_range(struct pma *pma, uint64_t addr, uint64_t size, unsigned int f
 	/* One state change for the whole range, once every frame is known allocated. */
 	r = region_span(pma, addr >> PMA_FRAME_SHIFT, n);
 	if (!r) {
-		ret = -EINVAL;
-		goto unlock;
+		pma_unlock(pma);
+		return -EINVAL;
 	}
 	s = (addr >> PMA_FRAME_SHIFT) - r->first;
 	args.scrub = pma->cfg.scrub_on_free && !(flags & PMA_FREE_SKIP_SCRUB);
-	/* One whole group, plainly allocated: group_apply() checks and frees it (else the
-	 * checks below say why not). Several whole groups without scrub: checked and freed as
-	 * a block, one pass each. */
+	/* One whole group, plainly allocated: group_apply() checks and frees it. Several whole
+	 * groups without scrub: checked and freed as a block, one pass each. Anything else (or
+	 * a frame with an attribute): the general path, which also says what is wrong. */
 	if (n == PMA_GROUP_FRAMES && !(s % PMA_GROUP_FRAMES) && group_apply(r, s, OP_FREE, &args))
-		goto publish;
-	if (!args.scrub && !(s % PMA_GROUP_FRAMES) && !(n % PMA_GROUP_FRAMES) &&
-	    n > PMA_GROUP_FRAMES) {
-		ret = groups_free_check(r, s >> PMA_GROUP_SHIFT, n >> PMA_GROUP_SHIFT);
-		if (ret < 0)
-			goto unlock;
-		if (!ret) {
-			groups_free_checked(r, s >> PMA_GROUP_SHIFT, n >> PMA_GROUP_SHIFT);
-			goto publish;
-		}
 		ret = 0;
+	else if (!args.scrub && !(s % PMA_GROUP_FRAMES) && !(n % PMA_GROUP_FRAMES) &&
+		 n > PMA_GROUP_FRAMES &&
+		 (ret = groups_free_check(r, s >> PMA_GROUP_SHIFT, n >> PMA_GROUP_SHIFT)) <= 0) {
+		if (!ret)
+			groups_free_checked(r, s >> PMA_GROUP_SHIFT, n >> PMA_GROUP_SHIFT);
+	} else {
+		ret = free_range_general(pma, r, s, n, args.scrub);
 	}
-	pma_for_each_word(s, n, wi, m) {
-		if ((r->words[wi].alloc & m) != m) {
-			ret = -ENOENT;
-			goto unlock;
-		}
-	}
-	range_apply(r, s, n, OP_FREE, &args);
-	if (args.scrub)
-		pma_scrub_submit(pma, addr, size);
-publish:
-	pma_publish_stats_locked(pma);
-unlock:
+	if (!ret)
+		pma_publish_stats_locked(pma);
 	pma_unlock(pma);
 	return ret;
 }
