@@ -33,9 +33,9 @@
 #define MANAGED_QUEUE		VGPU_ARRAY_SIZE(((struct vf_managed *)0)->queue)
 #define MANAGED_WAIT_NS		(2ull * 1000 * 1000)
 /* Late replays (replay_late()): the first one MANAGED_WAIT_NS after a serviced batch, each
- * gap twice the one before up to MANAGED_LATE_GAP_MAX_NS, none later than
- * MANAGED_LATE_WINDOW_NS after the batch (about a dozen per quiet spell). */
-#define MANAGED_LATE_GAP_MAX_NS	(250ull * 1000 * 1000)
+ * gap twice the one before up to MANAGED_LATE_GAP_MAX_NS, only while a channel has work
+ * pending and none later than MANAGED_LATE_WINDOW_NS after the batch. */
+#define MANAGED_LATE_GAP_MAX_NS	(32ull * 1000 * 1000)
 #define MANAGED_LATE_WINDOW_NS	(2000ull * 1000 * 1000)
 
 /* ---- GPU page-table entries ----------------------------------------------------------- */
@@ -384,22 +384,43 @@ static int service_queue(struct vf_managed *st)
 	return ret ? ret : (int)n;
 }
 
+/* True if a channel of @vf has work the device has not finished: GP_GET behind GP_PUT in
+ * its USERD (the device advances GP_GET past an entry when the entry is done, so a channel
+ * stalled on a fault shows as pending). Under obj_lock, as event_on_channel() reads them;
+ * a channel being destroyed may show stale words, which costs at most a replay. */
+static bool work_pending(struct vgpu_vf *vf)
+{
+	bool pending = false;
+
+	pthread_mutex_lock(&vf->obj_lock);
+	for (struct vf_list *n = vf->channels.next; n != &vf->channels && !pending; n = n->next) {
+		struct vgpu_channel *ch = vgpu_container_of(n, struct vgpu_channel, node);
+
+		if (ch->lost || !ch->userd)
+			continue;
+		pending = __atomic_load_n(&ch->userd->gp_get, __ATOMIC_ACQUIRE) !=
+			  __atomic_load_n(&ch->userd->gp_put, __ATOMIC_RELAXED);
+	}
+	pthread_mutex_unlock(&vf->obj_lock);
+	return pending;
+}
+
 /* The device model reports a fault before it marks the channel stalled: a replay that
  * overtakes the stall finds nothing to resume and the channel would wait forever (until
  * the RM watchdog stops it, 5 s after its GP_GET last moved). So more replays follow a
- * serviced batch while no new fault arrives, at growing gaps for up to
- * MANAGED_LATE_WINDOW_NS: the window between the report and the stall is a few
+ * serviced batch while no new fault arrives and a channel still has work, at growing gaps,
+ * for up to MANAGED_LATE_WINDOW_NS: the window between the report and the stall is a few
  * instructions, but on a loaded host (two TCG guests and a test run on two cores) the
- * device's thread can be preempted inside it for tens of milliseconds, far longer than the
- * three replays 2 ms apart this once made. A replay with no stalled channel only
- * invalidates TLBs. */
+ * device's thread can be preempted inside it for tens or hundreds of milliseconds, far
+ * longer than the three replays 2 ms apart this once made. A replay with no stalled
+ * channel only invalidates TLBs. */
 static void replay_late(struct vf_managed *st)
 {
 	uint64_t now = vgpu_now_ns();
 
 	if (!st->late_next_ns || now < st->late_next_ns)
 		return;
-	if (now - st->last_serviced_ns > MANAGED_LATE_WINDOW_NS) {
+	if (now - st->last_serviced_ns > MANAGED_LATE_WINDOW_NS || !work_pending(st->vf)) {
 		st->late_next_ns = 0;
 		return;
 	}
