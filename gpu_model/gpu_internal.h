@@ -239,6 +239,10 @@ int gpu_sys_rw(struct gpu *g, unsigned int fn, uint64_t iova, void *buf, uint64_
  * function's SVA PASID): 0 or -EFAULT / -EACCES (logged by the IOMMU). */
 int gpu_aper_rw(struct gpu *g, unsigned int fn, uint64_t aper, uint64_t addr, void *buf,
 		uint64_t len, bool write);
+/* gpu_aper_rw(), and on a fault *@bad_off = offset of the first failing 4 KiB page (SVA;
+ * 0 for SYS), so a fault inside a large GMMU page names its page. */
+int gpu_aper_rw_at(struct gpu *g, unsigned int fn, uint64_t aper, uint64_t addr, void *buf,
+		   uint64_t len, bool write, uint64_t *bad_off);
 int gpu_sys_atomic(struct gpu *g, unsigned int fn, uint64_t iova, unsigned int size,
 		   uint64_t *val, bool write);
 int gpu_sys_copy(struct gpu *g, unsigned int fn, uint64_t iova, void *buf, uint64_t *n, bool write);

@@ -32,6 +32,31 @@ int gpu_aper_rw(struct gpu *g, unsigned int fn, uint64_t aper, uint64_t addr, vo
 		     : iommu_dma_read_pasid(g->cfg.iommu, fn, VGPU_SVA_PASID, addr, buf, len);
 }
 
+int gpu_aper_rw_at(struct gpu *g, unsigned int fn, uint64_t aper, uint64_t addr, void *buf,
+		   uint64_t len, bool write, uint64_t *bad_off)
+{
+	uint8_t *p = buf;
+	uint64_t off = 0;
+	int ret = gpu_aper_rw(g, fn, aper, addr, buf, len, write);
+
+	*bad_off = 0;
+	if (!ret || aper != VGPU_GMMU_APER_SVA || len <= VGPU_GMMU_PAGE_4K)
+		return ret;
+	/* The IOMMU already moved the bytes before the failing page; moving them again is
+	 * harmless, and this runs only on a fault. */
+	while (off < len) {
+		uint64_t k = vgpu_min(len - off, VGPU_GMMU_PAGE_4K - ((addr + off) & 4095));
+
+		ret = gpu_aper_rw(g, fn, aper, addr + off, p + off, k, write);
+		if (ret) {
+			*bad_off = off;
+			return ret;
+		}
+		off += k;
+	}
+	return 0;	/* the page came back meanwhile: the access is complete */
+}
+
 /* Copy between system memory at @iova and a host buffer with one IOMMU translation and
  * one memcpy for as much as is contiguous (a 2 MiB IO page at best); *n shrinks to what
  * was done. The bracket keeps a concurrent strict unmap from freeing the pages under us. */
@@ -108,6 +133,7 @@ static int gpu_va_copy(struct gpu_ctx *ctx, uint64_t va, uint8_t *p, uint64_t le
 {
 	unsigned int access = write ? VGPU_ACCESS_WRITE : VGPU_ACCESS_READ;
 	struct gpu_xlate x;
+	uint64_t bad;
 	int ret;
 
 	while (len) {
@@ -121,8 +147,8 @@ static int gpu_va_copy(struct gpu_ctx *ctx, uint64_t va, uint8_t *p, uint64_t le
 				memcpy(ctx->g->vram + x.addr, p, n);
 			else
 				memcpy(p, ctx->g->vram + x.addr, n);
-		} else if (gpu_aper_rw(ctx->g, ctx->f->id, x.aper, x.addr, p, n, write)) {
-			ctx->fault_va = va;
+		} else if (gpu_aper_rw_at(ctx->g, ctx->f->id, x.aper, x.addr, p, n, write, &bad)) {
+			ctx->fault_va = va + bad;
 			ctx->fault_access = access;
 			ctx->fault_reason = VGPU_FAULT_IOMMU;
 			return VGPU_FAULT_IOMMU;

@@ -161,6 +161,7 @@ static int copy_piece(struct gpu_ctx *ctx, uint64_t src, uint64_t dst, uint64_t 
 	struct gpu_xlate xs, xd;
 	static _Thread_local uint8_t bounce[64 << 10];
 	bool read_failed = false;
+	uint64_t bad = 0;	/* offset of the failing page in the piece */
 	int ret;
 
 	ret = gpu_ctx_xlate(ctx, src, VGPU_ACCESS_READ, &xs);
@@ -178,19 +179,21 @@ static int copy_piece(struct gpu_ctx *ctx, uint64_t src, uint64_t dst, uint64_t 
 	else if (xs.aper == VGPU_GMMU_APER_VRAM && xd.aper == VGPU_GMMU_APER_SYS)
 		ret = gpu_sys_copy(g, ctx->f->id, xd.addr, g->vram + xs.addr, n, true);
 	else if (xd.aper == VGPU_GMMU_APER_VRAM)	/* SVA -> VRAM: no bounce */
-		ret = gpu_aper_rw(g, ctx->f->id, xs.aper, xs.addr, g->vram + xd.addr, *n, false);
+		ret = gpu_aper_rw_at(g, ctx->f->id, xs.aper, xs.addr, g->vram + xd.addr, *n, false,
+				     &bad);
 	else if (xs.aper == VGPU_GMMU_APER_VRAM)	/* VRAM -> SVA */
-		ret = gpu_aper_rw(g, ctx->f->id, xd.aper, xd.addr, g->vram + xs.addr, *n, true);
+		ret = gpu_aper_rw_at(g, ctx->f->id, xd.aper, xd.addr, g->vram + xs.addr, *n, true,
+				     &bad);
 	else {
 		*n = vgpu_min(*n, sizeof(bounce));
-		ret = gpu_aper_rw(g, ctx->f->id, xs.aper, xs.addr, bounce, *n, false);
+		ret = gpu_aper_rw_at(g, ctx->f->id, xs.aper, xs.addr, bounce, *n, false, &bad);
 		read_failed = ret != 0;
 		if (!ret)
-			ret = gpu_aper_rw(g, ctx->f->id, xd.aper, xd.addr, bounce, *n, true);
+			ret = gpu_aper_rw_at(g, ctx->f->id, xd.aper, xd.addr, bounce, *n, true, &bad);
 	}
 	if (ret) {
 		read_failed = read_failed || xd.aper == VGPU_GMMU_APER_VRAM;
-		ctx->fault_va = read_failed ? src : dst;
+		ctx->fault_va = (read_failed ? src : dst) + bad;
 		ctx->fault_access = read_failed ? VGPU_ACCESS_READ : VGPU_ACCESS_WRITE;
 		return ctx->fault_reason = VGPU_FAULT_IOMMU;
 	}

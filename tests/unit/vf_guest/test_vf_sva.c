@@ -666,7 +666,19 @@ static void test_munmap_fault(void **state)
 	fx_new_channel(&f);
 	assert_int_equal(gpu_copy(&f, p, p + len, len, NULL), 0);
 	assert_true(all_bytes(p + len, len, 1));
+	/* a hole inside a 2 MiB GMMU page: the fault names the hole's page, not the piece */
+	uint8_t *big = anon(2 * M2, MAP_PRIVATE);
+	uint8_t *h = (uint8_t *)(((uintptr_t)big + M2 - 1) & ~(M2 - 1));
+
+	memset(h, 2, M2);
+	map_same(&f, h, M2, M2, 0);
+	assert_int_equal(munmap(h + M2 / 2 + 3 * PG, PG), 0);
+	fva = 0;
+	assert_int_equal(gpu_copy_va(&f, (uintptr_t)h, f.vram_va, M2, &fva),
+			 VGPU_CHAN_ERR_IOMMU_FAULT);
+	assert_true(fva == (uintptr_t)(h + M2 / 2 + 3 * PG));
 	fx_close(&f);
+	munmap(big, 2 * M2);
 	munmap(p, 2 * len);
 	munmap(dst, len);
 }
