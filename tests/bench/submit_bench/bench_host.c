@@ -157,11 +157,15 @@ static int bh_channel(struct bench_host *h, struct vgpu_rm_channel_params *p, ui
 
 	if (!vas || p->runlist >= gpu_nr_engines(h->g))
 		return -EINVAL;
+	/* Replayable faults need MMU-fault events and FAULT_REPLAY, which this host does not
+	 * serve: refused, so the guest suite's managed-memory case skips instead of waiting
+	 * for a replay that never comes. */
+	if (p->flags & VGPU_RM_CHAN_REPLAYABLE)
+		return -EOPNOTSUPP;
 	chid = bh_next_chid(h);
 	if (chid >= GPU_FN_MAX_CHANNELS)
 		return -VGPU_EQUOTA;
 	cfg = (struct gpu_priv_chan){
-		.flags = p->flags & VGPU_RM_CHAN_REPLAYABLE ? GPU_CHAN_REPLAYABLE : 0,
 		.runlist = p->runlist, .pdb = vas->addr, .gpfifo_va = p->gpfifo_va,
 		.gpfifo_entries = p->gpfifo_entries, .userd_aper = p->userd_aper,
 		.userd_addr = p->userd_addr,
