@@ -247,12 +247,36 @@ static void ch_reclaim(struct vgpu_channel *ch)
 	}
 }
 
-static bool ch_gp_full(const struct vgpu_channel *ch)
+/* With GP_GET read now; also what ch_fits() then knows (every advance of put is checked
+ * against a GP_GET read since the previous one, so put never laps gp_get_seen). */
+static bool ch_gp_full(struct vgpu_channel *ch)
 {
 	uint32_t get = __atomic_load_n(&ch->userd->gp_get, __ATOMIC_ACQUIRE);
 
+	ch->gp_get_seen = get;
 	return (ch->put + 1) % ch->entries == get % ch->entries ||
 	       ch->rec_head - ch->rec_tail >= ch->entries - 1;
+}
+
+/* Room for @bytes after @pad in the pushbuffer, a record and a GP slot, judged from what
+ * this side already knows: the tail it last reclaimed to and the GP_GET it last read, both
+ * behind the device (so never room that is not there). */
+static bool ch_fits(const struct vgpu_channel *ch, uint32_t pad, uint32_t bytes)
+{
+	return ch->pb_head + pad + bytes - ch->pb_tail <= ch->pb_size &&
+	       ch->rec_head - ch->rec_tail < ch->entries - 1 &&
+	       (ch->put + 1) % ch->entries != ch->gp_get_seen % ch->entries;
+}
+
+/* The semaphore and GP_GET are lines the engine writes: reading them on every submission
+ * puts a cross-core transfer before the doorbell. They are read only when what is known
+ * does not leave room. */
+static bool ch_room(struct vgpu_channel *ch, uint32_t pad, uint32_t bytes)
+{
+	if (ch_fits(ch, pad, bytes))
+		return true;
+	ch_reclaim(ch);
+	return !ch_gp_full(ch) && ch_fits(ch, pad, bytes);
 }
 
 /* Entries, then GP_PUT with release: the engine reads GP_PUT and then the entries without a
@@ -293,10 +317,9 @@ int vgpu_submit(struct vgpu_channel *ch, const uint32_t *methods, uint32_t ndw,
 		return ret;
 	if (total > VGPU_GP_LEN_MAX || bytes > ch->pb_size / 2 || (ndw && !methods))
 		return -EINVAL;
-	ch_reclaim(ch);
 	pos = (uint32_t)(ch->pb_head % ch->pb_size);
 	pad = pos + bytes > ch->pb_size ? ch->pb_size - pos : 0;	/* no segment wraps */
-	if (ch_gp_full(ch) || ch->pb_head + pad + bytes - ch->pb_tail > ch->pb_size)
+	if (!ch_room(ch, pad, bytes))
 		return -EAGAIN;
 	pos = (uint32_t)((ch->pb_head + pad) % ch->pb_size);
 	seq = ++ch->seq;
@@ -345,22 +368,29 @@ int vgpu_fence_wait(const struct vgpu_fence *f, uint64_t timeout_ns)
 	struct vgpu_vf *vf = ch->vf;
 	uint64_t deadline = vgpu_deadline_ns(timeout_ns ? timeout_ns : VF_DEFAULT_FENCE_TIMEOUT);
 	uint64_t spin_end = vgpu_deadline_ns(vf->opts.spin_ns);
+	bool spinning = true;
 	int ret;
 
-	for (;;) {
+	for (uint32_t turn = 0;; turn++) {
 		if (ch->lost)
 			return -ENOLINK;
 		if (ch_sem_load(ch) >= f->value)
 			return 0;
+		/* While spinning, the error notifier and the clock only every 32nd turn: the
+		 * notifier shares its line with GP_GET, which the engine writes as it fetches
+		 * the very entry waited for, and a clock read per turn slows the reaction. */
+		if (spinning && turn % 32) {
+			vgpu_cpu_relax();
+			continue;
+		}
 		ret = ch_usable(ch);
 		if (ret)
 			return ret;
 		if (vgpu_deadline_passed(deadline))
 			return -ETIMEDOUT;
-		if (!vgpu_deadline_passed(spin_end)) {
-			vgpu_cpu_relax();
+		if (spinning && !vgpu_deadline_passed(spin_end))
 			continue;
-		}
+		spinning = false;
 		vf_events_poll(vf);
 		ch_sleep(vf);
 	}

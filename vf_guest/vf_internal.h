@@ -191,6 +191,7 @@ struct vgpu_channel {
 	uint64_t dma_off, dma_bytes;
 	uint64_t *gpfifo;
 	uint32_t entries, put;
+	uint32_t gp_get_seen;		/* the device's GP_GET when last read (behind or equal) */
 	uint8_t *pb;
 	uint32_t pb_size;
 	uint64_t pb_head, pb_tail;	/* bytes produced / known free (monotonic) */
