@@ -95,11 +95,14 @@ static enum mres ctx_fault(struct gpu_ctx *ctx, uint32_t method)
 {
 	bool replayable = ctx->c->cfg.flags & GPU_CHAN_REPLAYABLE;
 
-	gpu_fault_record(ctx, replayable);
 	if (replayable) {
+		/* Stalled before the fault is visible: a replay sent by a handler that saw the
+		 * entry always finds the channel to resume. */
 		atomic_store(&ctx->c->state, GPU_CHAN_STATE_FAULTED);
+		gpu_fault_record(ctx, true);
 		return M_FAULT;
 	}
+	gpu_fault_record(ctx, false);
 	return ctx_error(ctx, ctx->fault_reason == VGPU_FAULT_IOMMU ? VGPU_CHAN_ERR_IOMMU_FAULT
 								   : VGPU_CHAN_ERR_MMU_FAULT, method);
 }

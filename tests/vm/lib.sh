@@ -213,14 +213,17 @@ vm_vf_stats() {
 
 # ---- guests ---------------------------------------------------------------------------------
 
-# vm_cmdline MACHINE MODE [SUITE-ARGS...]: the guest kernel command line.
+# vm_cmdline MACHINE MODE [SUITE-ARGS...]: the guest kernel command line. no_timer_check: on
+# a loaded 2-core host a TCG guest's early IO-APIC timer check can miss its tick and, with the
+# interrupt remapping vfio needs, panic ("timer doesn't work through Interrupt-remapped
+# IO-APIC").
 vm_cmdline() {
 	local machine=$1 mode=$2 args iommu=
 	shift 2
 
 	args=$(IFS=,; echo "$*")
 	[ "$machine" = q35 ] && iommu=" intel_iommu=on"
-	echo "console=ttyS0 panic=-1 quiet$iommu vgpu_test=$mode${args:+ vgpu_args=$args}"
+	echo "console=ttyS0 panic=-1 quiet no_timer_check$iommu vgpu_test=$mode${args:+ vgpu_args=$args}"
 }
 
 # vm_register NAME CONSOLE-LOG [PID] [VF]: follow a VM started elsewhere (e.g. libvirt).

@@ -18,7 +18,7 @@ lv_slice h || { vm_point fail "libvirt-hook: slice h"; vm_finish; }
 dom=vgpu-t$$-hook
 LV_DOM[hook]=$dom
 if ! lv_vm xml --slice "${VM_UUID[h]}" --name "$dom" --kernel "$VM_TMP/vmlinux" \
-	--initrd "$VM_TMP/initramfs.cpio.gz" --cmdline "$(vm_cmdline q35 vfio) no_timer_check" \
+	--initrd "$VM_TMP/initramfs.cpio.gz" --cmdline "$(vm_cmdline q35 vfio)" \
 	--memory "$VM_MEM" --accel "$VGPU_ACCEL" --console-log "$VM_TMP/hook.console" \
 	>"$VM_TMP/hook.xml" 2>"$VM_TMP/xml.err"; then
 	vm_point fail "libvirt-hook: vgpu-vm xml" "$(cat "$VM_TMP/xml.err")"
@@ -78,7 +78,7 @@ fi
 pdom=vgpu-t$$-persist
 LV_DOM[persist]=$pdom
 if lv_vm launch --persistent --slice "${VM_UUID[h]}" --name "$pdom" --kernel "$VM_TMP/vmlinux" \
-	--initrd "$VM_TMP/initramfs.cpio.gz" --cmdline "$(vm_cmdline q35 shell) no_timer_check" \
+	--initrd "$VM_TMP/initramfs.cpio.gz" --cmdline "$(vm_cmdline q35 shell)" \
 	--memory "$VM_MEM" --accel "$VGPU_ACCEL" --console-log "$VM_TMP/persist.console" \
 	>"$VM_TMP/persist.out" 2>&1 &&
    [ "$(virsh -c "$LV_URI" dominfo "$pdom" 2>/dev/null | awk '/^Persistent:/ {print $2}')" = yes ] &&

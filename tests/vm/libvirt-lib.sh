@@ -225,9 +225,7 @@ lv_slice() {
 
 # lv_launch NAME SLICE MODE [SUITE-ARGS...]: boot the guest image through libvirt with
 # `vgpu-vm launch --wait` in the background (a transient domain), console to
-# $VM_TMP/NAME.console; vm_wait/vm_report follow it. no_timer_check: on a loaded 2-core
-# host a TCG guest's early IO-APIC timer check can miss its tick and, with the interrupt
-# remapping vfio needs, panic ("timer doesn't work through Interrupt-remapped IO-APIC").
+# $VM_TMP/NAME.console; vm_wait/vm_report follow it.
 lv_launch() {
 	local name=$1 slice=$2 mode=$3 log=$VM_TMP/$1.console dom=vgpu-t$$-$1
 	shift 3
@@ -236,7 +234,7 @@ lv_launch() {
 	LV_DOM[$name]=$dom
 	lv_vm --json launch --slice "${VM_UUID[$slice]}" --name "$dom" \
 		--kernel "$VM_TMP/vmlinux" --initrd "$VM_TMP/initramfs.cpio.gz" \
-		--cmdline "$(vm_cmdline q35 "$mode" "$@") no_timer_check" --memory "$VM_MEM" \
+		--cmdline "$(vm_cmdline q35 "$mode" "$@")" --memory "$VM_MEM" \
 		--accel "$VGPU_ACCEL" --console-log "$log" --wait --timeout "$VM_TIMEOUT" \
 		>"$VM_TMP/$name.launch.json" 2>"$VM_TMP/$name.qemu.log" &
 	vm_register "$name" "$log" $! "${VM_VF[$slice]}"
