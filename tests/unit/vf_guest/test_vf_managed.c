@@ -26,6 +26,7 @@
 #include "common/clock.h"
 #include "vf_guest/include/vgpu_vf.h"
 #include "vf_guest/include/vgpu_vf_managed.h"
+#include "tests/unit/vf_guest/vgpud_fixture.h"
 
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 
@@ -34,150 +35,6 @@
 #define M2		(2ull << 20)
 #define PG		4096ull
 #define WAIT_NS		(30ull * 1000 * 1000 * 1000)
-
-static char bindir[PATH_MAX], tmpdir[64], rundir[128], statedir[128];
-static char sock[PATH_MAX + 16], skip_why[PATH_MAX + 64];
-static pid_t daemon_pid = -1;
-
-/* ---- the daemon ---------------------------------------------------------------------- */
-
-static pid_t spawn(char *const argv[], const char *log)
-{
-	pid_t pid = fork();
-
-	if (pid == 0) {
-		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-
-		prctl(PR_SET_PDEATHSIG, SIGKILL);	/* nothing outlives the test */
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-			close(fd);
-		}
-		execv(argv[0], argv);
-		_exit(127);
-	}
-	return pid;
-}
-
-static int wait_exit(pid_t pid, int timeout_s)
-{
-	for (int i = 0; i < timeout_s * 50; i++) {
-		int st;
-
-		if (waitpid(pid, &st, WNOHANG) == pid)
-			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-		usleep(20 * 1000);
-	}
-	kill(pid, SIGKILL);
-	waitpid(pid, NULL, 0);
-	return -ETIMEDOUT;
-}
-
-static int ctl(const char *verb, bool define)
-{
-	char prog[PATH_MAX + 16], csock[PATH_MAX + 16], log[PATH_MAX + 16];
-	char *argv[] = { prog, "--socket", csock, (char *)verb, "-u", UUID, NULL, NULL, NULL, NULL };
-
-	snprintf(prog, sizeof(prog), "%s/vgpuctl", bindir);
-	snprintf(csock, sizeof(csock), "%s/control.sock", rundir);
-	snprintf(log, sizeof(log), "%s/vgpuctl.log", tmpdir);
-	if (define) {
-		argv[4] = "-t";
-		argv[5] = "vgpu-512M";
-		argv[6] = "--manual";
-		argv[7] = "-u";
-		argv[8] = UUID;
-	}
-	return wait_exit(spawn(argv, log), 30);
-}
-
-static int daemon_start(void)
-{
-	char prog[PATH_MAX + 16], conf[PATH_MAX + 16], log[PATH_MAX + 16], csock[PATH_MAX + 16];
-	char *argv[] = { prog, "--config", conf, "--runtime-dir", rundir, "--state-dir", statedir,
-			 "--vram", "2G", "--max-vfs", "2", "--num-vfs", "1", "--spare-vram", "256M",
-			 "--log-level", getenv("VGPU_TEST_LOG") ? getenv("VGPU_TEST_LOG") : "warn", NULL };
-	struct stat st;
-	FILE *f;
-
-	snprintf(prog, sizeof(prog), "%s/vgpud", bindir);
-	snprintf(conf, sizeof(conf), "%s/vgpud.conf", tmpdir);
-	snprintf(log, sizeof(log), "%s/vgpud.log", tmpdir);
-	snprintf(csock, sizeof(csock), "%s/control.sock", rundir);
-	f = fopen(conf, "w");
-	if (!f)
-		return -errno;
-	fprintf(f, "[pf]\ndma_size = 32M\n");
-	fclose(f);
-	daemon_pid = spawn(argv, log);
-	for (int i = 0; i < 500; i++) {
-		if (!stat(csock, &st))
-			return 0;
-		if (waitpid(daemon_pid, NULL, WNOHANG) == daemon_pid) {
-			daemon_pid = -1;
-			return -ECHILD;
-		}
-		usleep(20 * 1000);
-	}
-	return -ETIMEDOUT;
-}
-
-static int group_setup(void **state)
-{
-	char exe[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	char prog[PATH_MAX + 16];
-
-	(void)state;
-	if (n < 0)
-		return -1;
-	exe[n] = 0;
-	snprintf(bindir, sizeof(bindir), "%s/../../bin", dirname(exe));
-	if (getenv("VGPU_TEST_BINDIR"))	/* e.g. a TSan build of this test, rel daemons */
-		snprintf(bindir, sizeof(bindir), "%s", getenv("VGPU_TEST_BINDIR"));
-	snprintf(prog, sizeof(prog), "%s/vgpud", bindir);
-	if (access(prog, X_OK)) {
-		snprintf(skip_why, sizeof(skip_why), "vgpud is not built (%s)", prog);
-		return 0;
-	}
-	strcpy(tmpdir, "/tmp/vgpu-managed-XXXXXX");
-	if (!mkdtemp(tmpdir))
-		return -1;
-	snprintf(rundir, sizeof(rundir), "%s/run", tmpdir);
-	snprintf(statedir, sizeof(statedir), "%s/state", tmpdir);
-	snprintf(sock, sizeof(sock), "%s/vf1.sock", rundir);
-	mkdir(rundir, 0700);
-	mkdir(statedir, 0700);
-	if (daemon_start() || ctl("define", true) || ctl("start", false)) {
-		snprintf(skip_why, sizeof(skip_why), "vgpud or the slice did not come up (%s)",
-			 tmpdir);
-		return -1;
-	}
-	return 0;
-}
-
-static int group_teardown(void **state)
-{
-	char cmd[2 * PATH_MAX];
-
-	(void)state;
-	if (daemon_pid > 0) {
-		kill(daemon_pid, SIGTERM);
-		wait_exit(daemon_pid, 10);
-	}
-	if (tmpdir[0] && !getenv("VGPU_KEEP_TMP")) {
-		/* the slice's BAR2 object outlives vgpud on purpose; this instance's is named in
-		 * its journal */
-		snprintf(cmd, sizeof(cmd),
-			 "p=$(sed -n 's/.*\"instance\":\"\\([^\"]*\\)\".*/\\1/p' '%s/journal.json' "
-			 "2>/dev/null | head -1); [ -z \"$p\" ] || rm -f /dev/shm/\"$p\"-vf*; "
-			 "rm -rf '%s'", statedir, tmpdir);
-		if (system(cmd))
-			print_message("could not clean %s\n", tmpdir);
-	}
-	return 0;
-}
 
 /* ---- per-case fixture ------------------------------------------------------------------ */
 
@@ -189,16 +46,6 @@ struct fx {
 	uint32_t *p;
 	uint64_t size;
 };
-
-static struct vgpu_vf *open_vf;	/* closed by the teardown if a case failed */
-
-static int case_teardown(void **state)
-{
-	(void)state;
-	vgpu_vf_close(open_vf);
-	open_vf = NULL;
-	return 0;
-}
 
 static uint32_t word(size_t i, uint32_t bias)
 {
@@ -222,20 +69,13 @@ static void check(const uint32_t *p, size_t from, size_t n, uint32_t bias)
  * and a managed allocation of @size. */
 static void fx_open(struct fx *f, const struct vgpu_managed_opts *o, uint64_t size)
 {
-	struct vgpu_vf_opts vo = { .socket = sock, .quiet = true };
+	struct vgpu_vf_opts vo = { .socket = vfx_group.sock, .quiet = true };
 	struct vgpu_channel_opts co = { .replayable = true };
 	int ret;
 
-	if (skip_why[0]) {
-		print_message("skip: %s\n", skip_why);
-		skip();
-	}
+	vfx_skip_if_down();
 	memset(f, 0, sizeof(*f));
-	/* the previous case's detach may still be on its way through vgpud */
-	for (int i = 0; i < 500 && (ret = vgpu_vf_open(&vo, &f->vf)) == -EBUSY; i++)
-		usleep(10 * 1000);
-	assert_int_equal(ret, 0);
-	open_vf = f->vf;
+	assert_int_equal(vfx_vf_open(&vo, &f->vf), 0);
 	assert_int_equal(vgpu_managed_init(f->vf, o), 0);
 	assert_int_equal(vgpu_vaspace_create(f->vf, &f->as), 0);
 	for (int i = 0; i < 2; i++)
@@ -250,8 +90,7 @@ static void fx_open(struct fx *f, const struct vgpu_managed_opts *o, uint64_t si
 
 static void fx_close(struct fx *f)
 {
-	vgpu_vf_close(f->vf);	/* managed memory goes first (its close hook) */
-	open_vf = NULL;
+	vfx_vf_close(f->vf);	/* managed memory goes first (its close hook) */
 }
 
 /* Submit @pb's methods on channel @c; the fence to @fe. */
@@ -486,7 +325,7 @@ static void test_evict_before_reset(void **state)
 	assert_int_equal(vgpu_managed_evict_all(f.vf), 2 * M2 / PG);
 	assert_int_equal(vgpu_managed_resident(f.m, 0, 2 * M2), 0);
 	vgpu_managed_fini(f.vf);
-	assert_int_equal(ctl("reset", false), 0);
+	assert_int_equal(vfx_ctl(&vfx_group.fx, "reset", UUID, NULL), 0);
 	for (int i = 0; i < 500 && (ret = vgpu_vf_recover(f.vf, &lost)); i++)
 		usleep(10 * 1000);
 	assert_int_equal(ret, 0);
@@ -564,20 +403,13 @@ static void test_errors(void **state)
 /* The guest-suite case (vft_managed_case) passes here too. */
 static void test_vft_case(void **state)
 {
-	struct vgpu_vf_opts vo = { .socket = sock, .quiet = true };
+	struct vgpu_vf_opts vo = { .socket = vfx_group.sock, .quiet = true };
 	struct vgpu_vf *vf;
 	char why[160] = "";
-	int ret;
 
 	(void)state;
-	if (skip_why[0]) {
-		print_message("skip: %s\n", skip_why);
-		skip();
-	}
-	for (int i = 0; i < 500 && (ret = vgpu_vf_open(&vo, &vf)) == -EBUSY; i++)
-		usleep(10 * 1000);
-	assert_int_equal(ret, 0);
-	open_vf = vf;
+	vfx_skip_if_down();
+	assert_int_equal(vfx_vf_open(&vo, &vf), 0);
 	if (vft_managed_case(vf, why, sizeof(why)))
 		fail_msg("%s", why);
 }
@@ -585,18 +417,19 @@ static void test_vft_case(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_teardown(test_fault_migrate_replay, case_teardown),
-		cmocka_unit_test_teardown(test_cpu_fault_back, case_teardown),
-		cmocka_unit_test_teardown(test_prefetch, case_teardown),
-		cmocka_unit_test_teardown(test_advise_remote, case_teardown),
-		cmocka_unit_test_teardown(test_batch_dedup, case_teardown),
-		cmocka_unit_test_teardown(test_thrashing, case_teardown),
-		cmocka_unit_test_teardown(test_evict_before_reset, case_teardown),
-		cmocka_unit_test_teardown(test_close_migrates_back, case_teardown),
-		cmocka_unit_test_teardown(test_quota_partial, case_teardown),
-		cmocka_unit_test_teardown(test_errors, case_teardown),
-		cmocka_unit_test_teardown(test_vft_case, case_teardown),
+		cmocka_unit_test_teardown(test_fault_migrate_replay, vfx_case_teardown),
+		cmocka_unit_test_teardown(test_cpu_fault_back, vfx_case_teardown),
+		cmocka_unit_test_teardown(test_prefetch, vfx_case_teardown),
+		cmocka_unit_test_teardown(test_advise_remote, vfx_case_teardown),
+		cmocka_unit_test_teardown(test_batch_dedup, vfx_case_teardown),
+		cmocka_unit_test_teardown(test_thrashing, vfx_case_teardown),
+		cmocka_unit_test_teardown(test_evict_before_reset, vfx_case_teardown),
+		cmocka_unit_test_teardown(test_close_migrates_back, vfx_case_teardown),
+		cmocka_unit_test_teardown(test_quota_partial, vfx_case_teardown),
+		cmocka_unit_test_teardown(test_errors, vfx_case_teardown),
+		cmocka_unit_test_teardown(test_vft_case, vfx_case_teardown),
 	};
 
-	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+	vfx_group_init(VFX_ONE_VF("32M"), "/tmp/vgpu-managed", UUID, "vgpu-512M");
+	return cmocka_run_group_tests(tests, vfx_group_setup, vfx_group_teardown);
 }

@@ -34,6 +34,7 @@
 #include "vf_guest/include/vgpu_vf.h"
 #include <vgpu/gpfifo.h>
 #include <vgpu/sva.h>
+#include "tests/unit/vf_guest/vgpud_fixture.h"
 
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 
@@ -41,150 +42,7 @@
 #define M2		(2ull << 20)
 #define PG		4096ull
 #define WAIT_NS		(30ull * 1000 * 1000 * 1000)
-
-static char bindir[PATH_MAX], tmpdir[64], rundir[128], statedir[128];
-static char sock[PATH_MAX + 16], skip_why[PATH_MAX + 64];
-static pid_t daemon_pid = -1;
-
-/* ---- the daemon (as test_vf_managed.c) ------------------------------------------------- */
-
-static pid_t spawn(char *const argv[], const char *log)
-{
-	pid_t pid = fork();
-
-	if (pid == 0) {
-		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-
-		prctl(PR_SET_PDEATHSIG, SIGKILL);	/* nothing outlives the test */
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-			close(fd);
-		}
-		execv(argv[0], argv);
-		_exit(127);
-	}
-	return pid;
-}
-
-static int wait_exit(pid_t pid, int timeout_s)
-{
-	for (int i = 0; i < timeout_s * 50; i++) {
-		int st;
-
-		if (waitpid(pid, &st, WNOHANG) == pid)
-			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-		usleep(20 * 1000);
-	}
-	kill(pid, SIGKILL);
-	waitpid(pid, NULL, 0);
-	return -ETIMEDOUT;
-}
-
-static int ctl(const char *verb, bool define)
-{
-	char prog[PATH_MAX + 16], csock[PATH_MAX + 16], log[PATH_MAX + 16];
-	char *argv[] = { prog, "--socket", csock, (char *)verb, "-u", UUID, NULL, NULL, NULL, NULL };
-
-	snprintf(prog, sizeof(prog), "%s/vgpuctl", bindir);
-	snprintf(csock, sizeof(csock), "%s/control.sock", rundir);
-	snprintf(log, sizeof(log), "%s/vgpuctl.log", tmpdir);
-	if (define) {
-		argv[4] = "-t";
-		argv[5] = "vgpu-512M";
-		argv[6] = "--manual";
-		argv[7] = "-u";
-		argv[8] = UUID;
-	}
-	return wait_exit(spawn(argv, log), 30);
-}
-
-static int daemon_start(void)
-{
-	char prog[PATH_MAX + 16], conf[PATH_MAX + 16], log[PATH_MAX + 16], csock[PATH_MAX + 16];
-	char *argv[] = { prog, "--config", conf, "--runtime-dir", rundir, "--state-dir", statedir,
-			 "--vram", "2G", "--max-vfs", "2", "--num-vfs", "1", "--spare-vram", "256M",
-			 "--log-level", getenv("VGPU_TEST_LOG") ? getenv("VGPU_TEST_LOG") : "warn", NULL };
-	struct stat st;
-	FILE *f;
-
-	snprintf(prog, sizeof(prog), "%s/vgpud", bindir);
-	snprintf(conf, sizeof(conf), "%s/vgpud.conf", tmpdir);
-	snprintf(log, sizeof(log), "%s/vgpud.log", tmpdir);
-	snprintf(csock, sizeof(csock), "%s/control.sock", rundir);
-	f = fopen(conf, "w");
-	if (!f)
-		return -errno;
-	fprintf(f, "[pf]\ndma_size = 32M\n");
-	fclose(f);
-	daemon_pid = spawn(argv, log);
-	for (int i = 0; i < 500; i++) {
-		if (!stat(csock, &st))
-			return 0;
-		if (waitpid(daemon_pid, NULL, WNOHANG) == daemon_pid) {
-			daemon_pid = -1;
-			return -ECHILD;
-		}
-		usleep(20 * 1000);
-	}
-	return -ETIMEDOUT;
-}
-
-static int group_setup(void **state)
-{
-	char exe[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	char prog[PATH_MAX + 16];
-
-	(void)state;
-	if (n < 0)
-		return -1;
-	exe[n] = 0;
-	snprintf(bindir, sizeof(bindir), "%s/../../bin", dirname(exe));
-	if (getenv("VGPU_TEST_BINDIR"))	/* e.g. a TSan build of this test, rel daemons */
-		snprintf(bindir, sizeof(bindir), "%s", getenv("VGPU_TEST_BINDIR"));
-	snprintf(prog, sizeof(prog), "%s/vgpud", bindir);
-	if (access(prog, X_OK)) {
-		snprintf(skip_why, sizeof(skip_why), "vgpud is not built (%s)", prog);
-		return 0;
-	}
-	strcpy(tmpdir, "/tmp/vgpu-sva-XXXXXX");
-	if (!mkdtemp(tmpdir))
-		return -1;
-	snprintf(rundir, sizeof(rundir), "%s/run", tmpdir);
-	snprintf(statedir, sizeof(statedir), "%s/state", tmpdir);
-	snprintf(sock, sizeof(sock), "%s/vf1.sock", rundir);
-	mkdir(rundir, 0700);
-	mkdir(statedir, 0700);
-	if (daemon_start() || ctl("define", true) || ctl("start", false)) {
-		snprintf(skip_why, sizeof(skip_why), "vgpud or the slice did not come up (%s)",
-			 tmpdir);
-		return -1;
-	}
-	return 0;
-}
-
-static int group_teardown(void **state)
-{
-	char cmd[2 * PATH_MAX];
-
-	(void)state;
-	if (daemon_pid > 0) {
-		kill(daemon_pid, SIGTERM);
-		wait_exit(daemon_pid, 10);
-	}
-	if (tmpdir[0] && !getenv("VGPU_KEEP_TMP")) {
-		/* the slice's BAR2 object outlives vgpud on purpose; this instance's is named in
-		 * its journal */
-		snprintf(cmd, sizeof(cmd),
-			 "p=$(sed -n 's/.*\"instance\":\"\\([^\"]*\\)\".*/\\1/p' '%s/journal.json' "
-			 "2>/dev/null | head -1); [ -z \"$p\" ] || rm -f /dev/shm/\"$p\"-vf*; "
-			 "rm -rf '%s'", statedir, tmpdir);
-		if (system(cmd))
-			print_message("could not clean %s\n", tmpdir);
-	}
-	return 0;
-}
+#define VRAM_VA		(1ull << 42)	/* fx_open() maps 2 MiB of VRAM here */
 
 /* ---- per-case fixture ------------------------------------------------------------------ */
 
@@ -195,37 +53,18 @@ struct fx {
 	uint64_t vram_va;		/* 2 MiB of VRAM mapped here */
 };
 
-static struct vgpu_vf *open_vf;	/* closed by the teardown if a case failed */
-
-static int case_teardown(void **state)
-{
-	(void)state;
-	vgpu_vf_close(open_vf);
-	open_vf = NULL;
-	return 0;
-}
-
-#define VRAM_VA		(1ull << 42)
-
 /* Open the VF, an address space with 2 MiB of VRAM at VRAM_VA, one (non-replayable)
  * channel; bind SVA if @bind. */
 static void fx_open(struct fx *f, bool bind)
 {
-	struct vgpu_vf_opts vo = { .socket = sock, .quiet = true };
+	struct vgpu_vf_opts vo = { .socket = vfx_group.sock, .quiet = true };
 	struct vgpu_channel_opts co = { 0 };
 	struct vgpu_mem *vram;
 	int ret;
 
-	if (skip_why[0]) {
-		print_message("skip: %s\n", skip_why);
-		skip();
-	}
+	vfx_skip_if_down();
 	memset(f, 0, sizeof(*f));
-	/* the previous case's detach may still be on its way through vgpud */
-	for (int i = 0; i < 500 && (ret = vgpu_vf_open(&vo, &f->vf)) == -EBUSY; i++)
-		usleep(10 * 1000);
-	assert_int_equal(ret, 0);
-	open_vf = f->vf;
+	assert_int_equal(vfx_vf_open(&vo, &f->vf), 0);
 	assert_int_equal(vgpu_vaspace_create(f->vf, &f->as), 0);
 	assert_int_equal(vgpu_channel_create(f->vf, f->as, &co, &f->ch), 0);
 	assert_int_equal(vgpu_mem_alloc(f->vf, VGPU_MEM_VRAM, M2, M2, &vram), 0);
@@ -240,8 +79,7 @@ static void fx_open(struct fx *f, bool bind)
 
 static void fx_close(struct fx *f)
 {
-	vgpu_vf_close(f->vf);
-	open_vf = NULL;
+	vfx_vf_close(f->vf);
 }
 
 /* A fresh channel after one went into error. */
@@ -356,6 +194,40 @@ static bool all_bytes(const uint8_t *p, size_t n, uint8_t v)
 	return true;
 }
 
+/* The GPU fills [p, p+len) with byte @b and the CPU sees it. */
+static void fill_sees(struct fx *f, uint8_t *p, uint64_t len, uint8_t b)
+{
+	assert_int_equal(gpu_fill(f, p, len, 0x01010101u * b, NULL), 0);
+	assert_true(all_bytes(p, len, b));
+}
+
+/* Without a binding the GPU's fill of [p, p+len) faults and leaves byte @old; the channel
+ * that went into error is replaced. */
+static void fill_faults(struct fx *f, uint8_t *p, uint64_t len, uint8_t b, uint8_t old)
+{
+	assert_int_equal(gpu_fill(f, p, len, 0x01010101u * b, NULL), VGPU_CHAN_ERR_IOMMU_FAULT);
+	assert_true(all_bytes(p, len, old));
+	fx_new_channel(f);
+}
+
+/* After a VF reset or a vgpud restart: recover (up to @tries polls), a new VA space and
+ * channel, [p, p+len) mapped again; unbound, so a fill faults and leaves byte @old. */
+static void reattach_unbound(struct fx *f, int tries, uint8_t *p, uint64_t len, uint8_t b,
+			     uint8_t old)
+{
+	struct vgpu_channel_opts co = { 0 };
+	struct vgpu_vf_lost lost;
+	int ret = -1;
+
+	for (int i = 0; i < tries && (ret = vgpu_vf_recover(f->vf, &lost)); i++)
+		usleep(10 * 1000);
+	assert_int_equal(ret, 0);
+	assert_int_equal(vgpu_vaspace_create(f->vf, &f->as), 0);
+	assert_int_equal(vgpu_channel_create(f->vf, f->as, &co, &f->ch), 0);
+	map_same(f, p, len, PG, 0);
+	fill_faults(f, p, len, b, old);
+}
+
 /* ---- cases ---------------------------------------------------------------------------- */
 
 /* HMM-01/03 on SVA: the GPU reads malloc'd data (unaligned, 4 KiB pages) into VRAM and back
@@ -382,8 +254,7 @@ static void test_malloc_rw(void **state)
 	/* 2 MiB pages over a 2 MiB aligned part of a fresh mapping nobody touched yet */
 	m2 = (uint8_t *)(((uintptr_t)big + M2 - 1) & ~(M2 - 1));
 	map_same(&f, m2, M2, M2, 0);
-	assert_int_equal(gpu_fill(&f, m2, M2, 0xa5a5a5a5u, NULL), 0);
-	assert_true(all_bytes(m2, M2, 0xa5));
+	fill_sees(&f, m2, M2, 0xa5);
 	pat_fill(m2, M2, 9);				/* CPU writes, GPU copies them */
 	assert_int_equal(gpu_copy(&f, m2 + 5, b, n, NULL), 0);
 	assert_memory_equal(b, m2 + 5, n);
@@ -465,8 +336,7 @@ static void test_write_huge(void **state)
 	}
 	fx_open(&f, true);
 	map_same(&f, h, M2, M2, 0);
-	assert_int_equal(gpu_fill(&f, h, M2, 0x3c3c3c3cu, NULL), 0);
-	assert_true(all_bytes(h, M2, 0x3c));
+	fill_sees(&f, h, M2, 0x3c);
 	assert_true(anon_huge_kb(h) >= 2048);	/* written in place, not split */
 	fx_close(&f);
 	munmap(big, 2 * M2);
@@ -501,8 +371,7 @@ static void test_file_mapping(void **state)
 	assert_int_equal(gpu_fill(&f, shr, len, 0x10101010u, NULL), 0);	/* HMM-10 */
 	assert_int_equal(pread(fd, buf, len, 0), (ssize_t)len);
 	assert_true(all_bytes(buf, len, 0x10));
-	assert_int_equal(gpu_fill(&f, prv, len, 0x20202020u, NULL), 0);
-	assert_true(all_bytes(prv, len, 0x20));
+	fill_sees(&f, prv, len, 0x20);
 	assert_int_equal(pread(fd, buf, len, 0), (ssize_t)len);
 	assert_true(all_bytes(buf, len, 0x10));			/* the file did not change */
 	fx_close(&f);
@@ -600,21 +469,16 @@ static void test_child_device_write(void **state)
 	pid_t pid;
 
 	(void)state;
-	if (skip_why[0]) {
-		print_message("skip: %s\n", skip_why);
-		skip();
-	}
+	vfx_skip_if_down();
 	pat_fill(p, len, 13);
 	pid = fork();
 	assert_true(pid >= 0);
 	if (!pid) {
 		struct fx f;
-		struct vgpu_vf_opts vo = { .socket = sock, .quiet = true };
+		struct vgpu_vf_opts vo = { .socket = vfx_group.sock, .quiet = true };
 		struct vgpu_channel_opts co = { 0 };
-		int ret = -EBUSY;
+		int ret = vfx_vf_open(&vo, &f.vf);
 
-		for (int i = 0; i < 500 && (ret = vgpu_vf_open(&vo, &f.vf)) == -EBUSY; i++)
-			usleep(10 * 1000);
 		if (ret || vgpu_sva_bind(f.vf) || vgpu_vaspace_create(f.vf, &f.as) ||
 		    vgpu_channel_create(f.vf, f.as, &co, &f.ch) ||
 		    vgpu_va_map_sva(f.as, (uintptr_t)p, p, len, PG, 0))
@@ -873,8 +737,7 @@ static void test_mprotect(void **state)
 	assert_int_equal(gpu_copy(&f, p, out, len, NULL), 0);
 	assert_true(pat_ok(out, len, 4));
 	assert_int_equal(mprotect(p, len, PROT_READ | PROT_WRITE), 0);
-	assert_int_equal(gpu_fill(&f, p, len, 0x01010101u, NULL), 0);
-	assert_true(all_bytes(p, len, 1));
+	fill_sees(&f, p, len, 0x01);
 	assert_int_equal(mprotect(p, len, PROT_NONE), 0);
 	assert_int_equal(gpu_copy(&f, p, out, PG, &fva), VGPU_CHAN_ERR_IOMMU_FAULT);
 	assert_true(fva == (uintptr_t)p);
@@ -890,44 +753,25 @@ static void test_unbind_reset(void **state)
 {
 	const uint64_t len = 16 << 10;
 	uint8_t *p = anon(len, MAP_PRIVATE);
-	struct vgpu_vf_lost lost;
 	struct fx f;
-	int ret;
 
 	(void)state;
 	fx_open(&f, false);
 	map_same(&f, p, len, PG, 0);
 	memset(p, 0, len);
-	assert_int_equal(gpu_fill(&f, p, len, 0x02020202u, NULL), VGPU_CHAN_ERR_IOMMU_FAULT);
-	assert_true(all_bytes(p, len, 0));
-	fx_new_channel(&f);
+	fill_faults(&f, p, len, 0x02, 0);
 	assert_int_equal(vgpu_sva_unbind(f.vf), -ENOENT);
 	assert_int_equal(vgpu_sva_bind(f.vf), 0);
-	assert_int_equal(gpu_fill(&f, p, len, 0x03030303u, NULL), 0);
-	assert_true(all_bytes(p, len, 3));
+	fill_sees(&f, p, len, 0x03);
 	assert_int_equal(vgpu_sva_unbind(f.vf), 0);
-	assert_int_equal(gpu_fill(&f, p, len, 0x04040404u, NULL), VGPU_CHAN_ERR_IOMMU_FAULT);
-	assert_true(all_bytes(p, len, 3));
-	fx_new_channel(&f);
+	fill_faults(&f, p, len, 0x04, 3);
 	assert_int_equal(vgpu_sva_bind(f.vf), 0);
-	assert_int_equal(gpu_fill(&f, p, len, 0x05050505u, NULL), 0);
-	assert_true(all_bytes(p, len, 5));
+	fill_sees(&f, p, len, 0x05);
 	/* a VF reset unbinds: after recovery, a new VA space faults until the next bind */
-	assert_int_equal(ctl("reset", false), 0);
-	for (int i = 0; i < 500 && (ret = vgpu_vf_recover(f.vf, &lost)); i++)
-		usleep(10 * 1000);
-	assert_int_equal(ret, 0);
-	struct vgpu_channel_opts co = { 0 };
-
-	assert_int_equal(vgpu_vaspace_create(f.vf, &f.as), 0);
-	assert_int_equal(vgpu_channel_create(f.vf, f.as, &co, &f.ch), 0);
-	map_same(&f, p, len, PG, 0);
-	assert_int_equal(gpu_fill(&f, p, len, 0x06060606u, NULL), VGPU_CHAN_ERR_IOMMU_FAULT);
-	assert_true(all_bytes(p, len, 5));
-	fx_new_channel(&f);
+	assert_int_equal(vfx_ctl(&vfx_group.fx, "reset", UUID, NULL), 0);
+	reattach_unbound(&f, 500, p, len, 0x06, 5);
 	assert_int_equal(vgpu_sva_bind(f.vf), 0);
-	assert_int_equal(gpu_fill(&f, p, len, 0x07070707u, NULL), 0);
-	assert_true(all_bytes(p, len, 7));
+	fill_sees(&f, p, len, 0x07);
 	fx_close(&f);
 	munmap(p, len);
 }
@@ -992,20 +836,15 @@ static void test_guest_death(void **state)
 	struct fx f;
 
 	(void)state;
-	if (skip_why[0]) {
-		print_message("skip: %s\n", skip_why);
-		skip();
-	}
+	vfx_skip_if_down();
 	assert_int_equal(pipe(go), 0);
 	pid = fork();
 	assert_true(pid >= 0);
 	if (!pid) {
-		struct vgpu_vf_opts vo = { .socket = sock, .quiet = true };
+		struct vgpu_vf_opts vo = { .socket = vfx_group.sock, .quiet = true };
 		struct vgpu_vf *vf;
-		int ret = -EBUSY;
+		int ret = vfx_vf_open(&vo, &vf);
 
-		for (int i = 0; i < 500 && (ret = vgpu_vf_open(&vo, &vf)) == -EBUSY; i++)
-			usleep(10 * 1000);
 		if (ret || vgpu_sva_bind(vf))
 			_exit(1);
 		child_say(go[1]);
@@ -1018,8 +857,7 @@ static void test_guest_death(void **state)
 	assert_true(WIFSIGNALED(st));
 	fx_open(&f, true);			/* fails on -EBUSY if the binding had survived */
 	map_same(&f, p, len, PG, 0);
-	assert_int_equal(gpu_fill(&f, p, len, 0x09090909u, NULL), 0);
-	assert_true(all_bytes(p, len, 9));
+	fill_sees(&f, p, len, 0x09);
 	fx_close(&f);
 	munmap(p, len);
 }
@@ -1031,37 +869,20 @@ static void test_daemon_restart(void **state)
 {
 	const uint64_t len = 16 << 10;
 	uint8_t *p = anon(len, MAP_PRIVATE);
-	struct vgpu_channel_opts co = { 0 };
-	struct vgpu_vf_lost lost;
-	char csock[PATH_MAX + 16];
 	struct fx f;
-	int ret = -1;
+	int ret;
 
 	(void)state;
 	fx_open(&f, true);
 	map_same(&f, p, len, PG, 0);
 	assert_int_equal(gpu_fill(&f, p, len, 0x0a0a0a0au, NULL), 0);
-	kill(daemon_pid, SIGKILL);
-	waitpid(daemon_pid, NULL, 0);
-	daemon_pid = -1;
-	snprintf(csock, sizeof(csock), "%s/control.sock", rundir);
-	unlink(csock);			/* so daemon_start() waits for the new one */
-	assert_int_equal(daemon_start(), 0);
-	for (int i = 0; i < 1000 && (ret = vgpu_vf_recover(f.vf, &lost)); i++)
-		usleep(10 * 1000);
-	assert_int_equal(ret, 0);
-	assert_int_equal(vgpu_vaspace_create(f.vf, &f.as), 0);
-	assert_int_equal(vgpu_channel_create(f.vf, f.as, &co, &f.ch), 0);
-	map_same(&f, p, len, PG, 0);
-	assert_int_equal(gpu_fill(&f, p, len, 0x0b0b0b0bu, NULL), VGPU_CHAN_ERR_IOMMU_FAULT);
-	assert_true(all_bytes(p, len, 0x0a));
-	fx_new_channel(&f);
+	assert_int_equal(vfx_daemon_restart(&vfx_group.fx), 0);
+	reattach_unbound(&f, 1000, p, len, 0x0b, 0x0a);
 	ret = vgpu_sva_bind(f.vf);
 	if (ret)
 		fail_msg("bind after restart: %s (%s)", vgpu_vf_strerror(ret),
 			 vgpu_vf_last_error(f.vf));
-	assert_int_equal(gpu_fill(&f, p, len, 0x0c0c0c0cu, NULL), 0);
-	assert_true(all_bytes(p, len, 0x0c));
+	fill_sees(&f, p, len, 0x0c);
 	fx_close(&f);
 	munmap(p, len);
 }
@@ -1070,46 +891,38 @@ static void test_daemon_restart(void **state)
  * mapping calls check their arguments. */
 static void test_bad_input(void **state)
 {
-	struct vgpu_sva_req good = { VGPU_SVA_MAGIC, VGPU_ABI_VERSION, VGPU_SVA_OP_BIND, 0, 0 };
-	struct vgpu_sva_req r;
+#define REQ(magic, abi, op, flags, reserved) { magic, abi, op, flags, reserved }
+#define GOOD_BUT(...) REQ(VGPU_SVA_MAGIC, VGPU_ABI_VERSION, __VA_ARGS__)
+	/* one thing wrong in each; the last is well formed but unbinds what none bound */
+	static const struct {
+		struct vgpu_sva_req r;
+		size_t len;
+		int32_t status;
+		const char *why;
+	} bad[] = {
+		{ GOOD_BUT(VGPU_SVA_OP_BIND, 0, 0), 10, -EBADMSG, "10 bytes" },
+		{ REQ(0x1234, VGPU_ABI_VERSION, VGPU_SVA_OP_BIND, 0, 0), 24, -EBADMSG, "magic" },
+		{ REQ(VGPU_SVA_MAGIC, 1u << 16, VGPU_SVA_OP_BIND, 0, 0), 24, -EPROTO, "abi_version 1.0" },
+		{ GOOD_BUT(VGPU_SVA_OP_BIND, 4, 0), 24, -EINVAL, "flags" },
+		{ GOOD_BUT(VGPU_SVA_OP_BIND, 0, 1), 24, -EINVAL, "reserved" },
+		{ GOOD_BUT(7, 0, 0), 24, -EINVAL, "op 7" },
+		{ GOOD_BUT(VGPU_SVA_OP_UNBIND, 0, 0), 24, -ENOENT, "not bound" },
+	};
+#undef GOOD_BUT
+#undef REQ
 	struct vgpu_sva_reply rp;
 	uint8_t *p = anon(M2, MAP_PRIVATE);
 	struct fx f;
 
 	(void)state;
 	fx_open(&f, false);
-	assert_int_equal(vgpu_sva_call_raw(f.vf, &good, 10, &rp), 0);
-	assert_int_equal(rp.status, -EBADMSG);
-	assert_non_null(strstr(rp.why, "10 bytes"));
-	r = good;
-	r.magic = 0x1234;
-	assert_int_equal(vgpu_sva_call_raw(f.vf, &r, sizeof(r), &rp), 0);
-	assert_int_equal(rp.status, -EBADMSG);
-	assert_non_null(strstr(rp.why, "magic"));
-	r = good;
-	r.abi_version = 1u << 16;
-	assert_int_equal(vgpu_sva_call_raw(f.vf, &r, sizeof(r), &rp), 0);
-	assert_int_equal(rp.status, -EPROTO);
-	assert_non_null(strstr(rp.why, "abi_version 1.0"));
-	r = good;
-	r.flags = 4;
-	assert_int_equal(vgpu_sva_call_raw(f.vf, &r, sizeof(r), &rp), 0);
-	assert_int_equal(rp.status, -EINVAL);
-	assert_non_null(strstr(rp.why, "flags"));
-	r = good;
-	r.reserved = 1;
-	assert_int_equal(vgpu_sva_call_raw(f.vf, &r, sizeof(r), &rp), 0);
-	assert_int_equal(rp.status, -EINVAL);
-	assert_non_null(strstr(rp.why, "reserved"));
-	r = good;
-	r.op = 7;
-	assert_int_equal(vgpu_sva_call_raw(f.vf, &r, sizeof(r), &rp), 0);
-	assert_int_equal(rp.status, -EINVAL);
-	assert_non_null(strstr(rp.why, "op 7"));
-	r.op = VGPU_SVA_OP_UNBIND;
-	assert_int_equal(vgpu_sva_call_raw(f.vf, &r, sizeof(r), &rp), 0);
-	assert_int_equal(rp.status, -ENOENT);		/* none of the above bound anything */
-	assert_non_null(strstr(rp.why, "not bound"));
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(vgpu_sva_call_raw(f.vf, &bad[i].r, bad[i].len, &rp), 0);
+		assert_int_equal(rp.status, bad[i].status);
+		if (!strstr(rp.why, bad[i].why))
+			fail_msg("request %zu: reason \"%s\" does not name \"%s\"", i, rp.why,
+				 bad[i].why);
+	}
 	assert_int_equal(vgpu_sva_bind(f.vf), 0);
 	assert_int_equal(vgpu_sva_bind(f.vf), -EBUSY);
 	assert_non_null(strstr(vgpu_vf_last_error(f.vf), "already bound"));
@@ -1138,45 +951,38 @@ static void test_vm_transport_refused(void **state)
 	struct vgpu_vf_transport *t;
 	struct vgpu_vf_opts vo = { .quiet = true };
 	struct vgpu_vf *vf;
-	int ret;
 
 	(void)state;
-	if (skip_why[0]) {
-		print_message("skip: %s\n", skip_why);
-		skip();
-	}
-	assert_int_equal(vgpu_vf_transport_local(sock, &t), 0);
+	vfx_skip_if_down();
+	assert_int_equal(vgpu_vf_transport_local(vfx_group.sock, &t), 0);
 	vo.transport = t;
-	for (int i = 0; i < 500 && (ret = vgpu_vf_open(&vo, &vf)) == -EBUSY; i++)
-		usleep(10 * 1000);
-	assert_int_equal(ret, 0);
-	open_vf = vf;
+	assert_int_equal(vfx_vf_open(&vo, &vf), 0);
 	assert_int_equal(vgpu_sva_bind(vf), -EOPNOTSUPP);
 	assert_non_null(strstr(vgpu_vf_last_error(vf), "VM guest"));
-	vgpu_vf_close(vf);
-	open_vf = NULL;
+	vfx_vf_close(vf);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_teardown(test_malloc_rw, case_teardown),
-		cmocka_unit_test_teardown(test_write_huge, case_teardown),
-		cmocka_unit_test_teardown(test_file_mapping, case_teardown),
-		cmocka_unit_test_teardown(test_fork_cow, case_teardown),
-		cmocka_unit_test_teardown(test_child_device_write, case_teardown),
-		cmocka_unit_test_teardown(test_munmap_fault, case_teardown),
-		cmocka_unit_test_teardown(test_unmap_race, case_teardown),
-		cmocka_unit_test_teardown(test_mremap, case_teardown),
-		cmocka_unit_test_teardown(test_mprotect, case_teardown),
-		cmocka_unit_test_teardown(test_uffd_region, case_teardown),
-		cmocka_unit_test_teardown(test_unbind_reset, case_teardown),
-		cmocka_unit_test_teardown(test_other_process, case_teardown),
-		cmocka_unit_test_teardown(test_guest_death, case_teardown),
-		cmocka_unit_test_teardown(test_bad_input, case_teardown),
-		cmocka_unit_test_teardown(test_vm_transport_refused, case_teardown),
-		cmocka_unit_test_teardown(test_daemon_restart, case_teardown),
+		cmocka_unit_test_teardown(test_malloc_rw, vfx_case_teardown),
+		cmocka_unit_test_teardown(test_write_huge, vfx_case_teardown),
+		cmocka_unit_test_teardown(test_file_mapping, vfx_case_teardown),
+		cmocka_unit_test_teardown(test_fork_cow, vfx_case_teardown),
+		cmocka_unit_test_teardown(test_child_device_write, vfx_case_teardown),
+		cmocka_unit_test_teardown(test_munmap_fault, vfx_case_teardown),
+		cmocka_unit_test_teardown(test_unmap_race, vfx_case_teardown),
+		cmocka_unit_test_teardown(test_mremap, vfx_case_teardown),
+		cmocka_unit_test_teardown(test_mprotect, vfx_case_teardown),
+		cmocka_unit_test_teardown(test_uffd_region, vfx_case_teardown),
+		cmocka_unit_test_teardown(test_unbind_reset, vfx_case_teardown),
+		cmocka_unit_test_teardown(test_other_process, vfx_case_teardown),
+		cmocka_unit_test_teardown(test_guest_death, vfx_case_teardown),
+		cmocka_unit_test_teardown(test_bad_input, vfx_case_teardown),
+		cmocka_unit_test_teardown(test_vm_transport_refused, vfx_case_teardown),
+		cmocka_unit_test_teardown(test_daemon_restart, vfx_case_teardown),
 	};
 
-	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+	vfx_group_init(VFX_ONE_VF("32M"), "/tmp/vgpu-sva", UUID, "vgpu-512M");
+	return cmocka_run_group_tests(tests, vfx_group_setup, vfx_group_teardown);
 }
