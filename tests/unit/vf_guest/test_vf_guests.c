@@ -20,12 +20,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tests/unit/vf_guest/vgpud_fixture.h"
+
 #define NR_GUESTS	4
 #define NR_POINTS	(NR_GUESTS + 4)
 #define GUEST_TIMEOUT_S	240
 
-static char bindir[PATH_MAX], tmpdir[64], rundir[PATH_MAX], statedir[PATH_MAX];
-static pid_t daemon_pid = -1;
+/* 4 GiB, 4 VFs enabled, one 512 MiB slice each */
+static struct vfx vfx = { .vram = "4G", .max_vfs = "4", .num_vfs = "4" };
 
 /* @dir/@name into @out (paths here are short: a truncated one just fails to open). */
 static void path_of(char *out, size_t len, const char *dir, const char *name)
@@ -41,134 +43,13 @@ static void path_of(char *out, size_t len, const char *dir, const char *name)
 	}
 }
 
-static int find_bindir(void)
-{
-	char exe[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-
-	if (n < 0)
-		return -errno;
-	exe[n] = 0;
-	snprintf(bindir, sizeof(bindir), "%s/../../bin", dirname(exe));
-	return 0;
-}
-
-/* Run @argv with stdout/stderr to @log (or inherited if NULL); returns the pid. */
-static pid_t spawn(char *const argv[], const char *log)
-{
-	pid_t pid = fork();
-
-	if (pid == 0) {
-		/* Nothing outlives the harness, even if it is killed before its cleanup. */
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (log) {
-			int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-
-			if (fd >= 0) {
-				dup2(fd, 1);
-				dup2(fd, 2);
-				close(fd);
-			}
-		}
-		execv(argv[0], argv);
-		_exit(127);
-	}
-	return pid;
-}
-
-static int wait_exit(pid_t pid, int timeout_s)
-{
-	time_t end = time(NULL) + timeout_s;
-	int st;
-
-	for (;;) {
-		pid_t r = waitpid(pid, &st, WNOHANG);
-
-		if (r == pid)
-			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-		if (r < 0)
-			return -1;
-		if (time(NULL) >= end) {
-			kill(pid, SIGKILL);
-			waitpid(pid, &st, 0);
-			return -ETIMEDOUT;
-		}
-		usleep(20 * 1000);
-	}
-}
-
-/* vgpuctl with the test's control socket; 0 on exit status 0. */
-static int ctl(const char *verb, const char *uuid, const char *type)
-{
-	char prog[PATH_MAX], sock[PATH_MAX], log[PATH_MAX];
-	char *argv[12];
-	int n = 0;
-
-	path_of(prog, sizeof(prog), bindir, "vgpuctl");
-	path_of(sock, sizeof(sock), rundir, "control.sock");
-	path_of(log, sizeof(log), tmpdir, "vgpuctl.log");
-	argv[n++] = prog;
-	argv[n++] = "--socket";
-	argv[n++] = sock;
-	argv[n++] = (char *)verb;
-	if (type) {
-		argv[n++] = "-t";
-		argv[n++] = (char *)type;
-		argv[n++] = "--manual";
-	}
-	argv[n++] = "-u";
-	argv[n++] = (char *)uuid;
-	argv[n] = NULL;
-	return wait_exit(spawn(argv, log), 30);
-}
-
-static int start_daemon(void)
-{
-	char prog[PATH_MAX], log[PATH_MAX], sock[PATH_MAX];
-	char *argv[] = { prog, "--runtime-dir", rundir, "--state-dir", statedir, "--vram", "4G",
-			 "--max-vfs", "4", "--num-vfs", "4", "--spare-vram", "256M",
-			 "--log-level", "warn", NULL };
-	struct stat st;
-
-	path_of(prog, sizeof(prog), bindir, "vgpud");
-	path_of(log, sizeof(log), tmpdir, "vgpud.log");
-	path_of(sock, sizeof(sock), rundir, "control.sock");
-	daemon_pid = spawn(argv, log);
-	for (int i = 0; i < 500; i++) {
-		if (stat(sock, &st) == 0)
-			return 0;
-		if (waitpid(daemon_pid, NULL, WNOHANG) == daemon_pid) {
-			daemon_pid = -1;
-			return -ECHILD;
-		}
-		usleep(20 * 1000);
-	}
-	return -ETIMEDOUT;
-}
-
+/* atexit: vgpud stopped, its shm objects and the directory removed whatever happened. */
 static void cleanup(void)
 {
-	char cmd[PATH_MAX + 16];
-
-	if (daemon_pid > 0) {
-		kill(daemon_pid, SIGTERM);
-		if (wait_exit(daemon_pid, 10) == -ETIMEDOUT)
-			fprintf(stdout, "# vgpud did not stop on SIGTERM\n");
-	}
-	if (tmpdir[0] && !getenv("VGPU_KEEP_TMP")) {
-		/* The slices' BAR2 objects outlive a clean vgpud stop on purpose (persistence);
-		 * this instance's are named in its journal. */
-		char shm[2 * PATH_MAX];
-
-		snprintf(shm, sizeof(shm),
-			 "p=$(sed -n 's/.*\"instance\":\"\\([^\"]*\\)\".*/\\1/p' '%s/journal.json' "
-			 "2>/dev/null | head -1); [ -z \"$p\" ] || rm -f /dev/shm/\"$p\"-vf*", statedir);
-		if (system(shm))
-			fprintf(stdout, "# could not remove the slices' shm objects\n");
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-		if (system(cmd))
-			fprintf(stdout, "# could not remove %s\n", tmpdir);
-	}
+	if (vfx_stop(&vfx) == -ETIMEDOUT)
+		fprintf(stdout, "# vgpud did not stop on SIGTERM\n");
+	if (vfx_clean(&vfx))
+		fprintf(stdout, "# could not remove the slices' shm objects or %s\n", vfx.tmpdir);
 }
 
 struct guest_result {
@@ -284,11 +165,11 @@ static bool events_point(int n)
 	size_t len = 0;
 	FILE *f;
 
-	path_of(prog, sizeof(prog), bindir, "vgpuctl");
-	path_of(sock, sizeof(sock), rundir, "control.sock");
-	path_of(log, sizeof(log), tmpdir, "list.json");
+	path_of(prog, sizeof(prog), vfx.bindir, "vgpuctl");
+	path_of(sock, sizeof(sock), vfx.rundir, "control.sock");
+	path_of(log, sizeof(log), vfx.tmpdir, "list.json");
 	buf[0] = 0;
-	if (!wait_exit(spawn(argv, log), 30) && (f = fopen(log, "r"))) {
+	if (!vfx_wait(vfx_spawn(argv, log), 30) && (f = fopen(log, "r"))) {
 		len = fread(buf, 1, sizeof(buf) - 1, f);
 		fclose(f);
 	}
@@ -311,28 +192,20 @@ static void reset_point(int n, int vf, const char *how, const char *uuid)
 	bool ok, ready;
 	pid_t pid;
 
-	path_of(prog, sizeof(prog), bindir, "vgpu-vf-test");
+	path_of(prog, sizeof(prog), vfx.bindir, "vgpu-vf-test");
 	snprintf(name, sizeof(name), "vf%d.sock", vf);
-	path_of(sock, sizeof(sock), rundir, name);
+	path_of(sock, sizeof(sock), vfx.rundir, name);
 	snprintf(name, sizeof(name), "reset-%s.log", how);
-	path_of(log, sizeof(log), tmpdir, name);
-	pid = spawn(argv, log);
+	path_of(log, sizeof(log), vfx.tmpdir, name);
+	pid = vfx_spawn(argv, log);
 	ready = wait_ready(log, pid);
 	if (ready && !strcmp(how, "flr")) {
-		if (ctl("reset", uuid, NULL))
+		if (vfx_ctl(&vfx, "reset", uuid, NULL))
 			printf("# vgpuctl reset failed (see vgpuctl.log)\n");
-	} else if (ready) {
-		char ctlsock[PATH_MAX];
-
-		kill(daemon_pid, SIGKILL);
-		waitpid(daemon_pid, NULL, 0);
-		daemon_pid = -1;
-		path_of(ctlsock, sizeof(ctlsock), rundir, "control.sock");
-		unlink(ctlsock);	/* so start_daemon() waits for the new one */
-		if (start_daemon())
-			printf("# vgpud did not come back\n");
+	} else if (ready && vfx_daemon_restart(&vfx)) {
+		printf("# vgpud did not come back\n");
 	}
-	r.status = wait_exit(pid, 60);
+	r.status = vfx_wait(pid, 60);
 	parse_log(log, &r);
 	ok = ready && r.status == 0 && r.summary && r.pass == 1 && r.fail == 0;
 	printf("%s %d - vf%d recovers after %s: %u passed, %u failed (exit %d)\n", ok ? "ok" : "not ok",
@@ -346,54 +219,48 @@ int main(void)
 	struct guest_result res[NR_GUESTS] = { 0 };
 	pid_t pid[NR_GUESTS];
 	unsigned int sum_p = 0, sum_f = 0, sum_s = 0;
-	int failed = 0, skipped = 0;
+	int failed = 0, skipped = 0, ret;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	signal(SIGPIPE, SIG_IGN);	/* a closed reader must not skip the cleanup */
-	if (find_bindir()) {
+	if (vfx_find_bindir(&vfx)) {
 		skip_all("cannot find this program's directory");
 		return 0;
 	}
-	path_of(prog, sizeof(prog), bindir, "vgpud");
-	if (access(prog, X_OK)) {
+	if (!vfx_built(&vfx, prog, sizeof(prog))) {
 		skip_all("vgpud is not built");
 		return 0;
 	}
-	strcpy(tmpdir, "/tmp/vgpu-vfguests-XXXXXX");
-	if (!mkdtemp(tmpdir)) {
-		printf("1..1\nnot ok 1 - mkdtemp: %s\n", strerror(errno));
+	ret = vfx_mkdirs(&vfx, "/tmp/vgpu-vfguests");
+	if (ret) {
+		printf("1..1\nnot ok 1 - mkdtemp: %s\n", strerror(-ret));
 		return 1;
 	}
-	path_of(rundir, sizeof(rundir), tmpdir, "run");
-	path_of(statedir, sizeof(statedir), tmpdir, "state");
-	mkdir(rundir, 0700);
-	mkdir(statedir, 0700);
 	atexit(cleanup);
 	printf("1..%d\n", NR_POINTS);
-	if (start_daemon()) {
-		printf("# vgpud did not come up (log in %s/vgpud.log)\n", tmpdir);
+	if (vfx_daemon_start(&vfx)) {
+		printf("# vgpud did not come up (log in %s/vgpud.log)\n", vfx.tmpdir);
 		for (int i = 1; i <= NR_POINTS; i++)
 			printf("not ok %d - point %d\n", i, i);
 		return 1;
 	}
 	for (int i = 0; i < NR_GUESTS; i++) {
 		snprintf(uuid, sizeof(uuid), "7e570000-0000-4000-8000-0000000000%02d", i + 1);
-		if (ctl("define", uuid, "vgpu-512M") || ctl("start", uuid, NULL))
+		if (vfx_slice_up(&vfx, uuid, "vgpu-512M"))
 			printf("# could not define/start slice %d (see vgpuctl.log)\n", i + 1);
 	}
-	path_of(prog, sizeof(prog), bindir, "vgpu-vf-test");
+	path_of(prog, sizeof(prog), vfx.bindir, "vgpu-vf-test");
 	for (int i = 0; i < NR_GUESTS; i++) {
 		char name[32];
 		char *argv[] = { prog, "--socket", sock[i], NULL };
 
-		snprintf(name, sizeof(name), "vf%d.sock", i + 1);
-		path_of(sock[i], sizeof(sock[i]), rundir, name);
+		vfx_endpoint(&vfx, i + 1, sock[i], sizeof(sock[i]));
 		snprintf(name, sizeof(name), "guest%d.log", i + 1);
-		path_of(log[i], sizeof(log[i]), tmpdir, name);
-		pid[i] = spawn(argv, log[i]);
+		path_of(log[i], sizeof(log[i]), vfx.tmpdir, name);
+		pid[i] = vfx_spawn(argv, log[i]);
 	}
 	for (int i = 0; i < NR_GUESTS; i++) {
-		res[i].status = wait_exit(pid[i], GUEST_TIMEOUT_S);
+		res[i].status = vfx_wait(pid[i], GUEST_TIMEOUT_S);
 		parse_log(log[i], &res[i]);
 	}
 	for (int i = 0; i < NR_GUESTS; i++) {

@@ -103,7 +103,8 @@ static inline int vfx_find_bindir(struct vfx *fx)
 /* Whether bindir has an executable vgpud; its path goes to @prog either way. */
 static inline bool vfx_built(const struct vfx *fx, char *prog, size_t len)
 {
-	snprintf(prog, len, "%s/vgpud", fx->bindir);
+	if (snprintf(prog, len, "%s/vgpud", fx->bindir) >= (int)len)
+		return false;		/* cut short: not a path to run */
 	return !access(prog, X_OK);
 }
 
