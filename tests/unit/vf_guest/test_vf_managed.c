@@ -430,6 +430,5 @@ int main(void)
 		cmocka_unit_test_teardown(test_vft_case, vfx_case_teardown),
 	};
 
-	vfx_group_init(VFX_ONE_VF("32M"), "/tmp/vgpu-managed", UUID, "vgpu-512M");
-	return cmocka_run_group_tests(tests, vfx_group_setup, vfx_group_teardown);
+	return vfx_run_group(tests, VFX_ONE_VF("32M"), "/tmp/vgpu-managed", UUID, "vgpu-512M");
 }

@@ -43,6 +43,7 @@
 #define PG		4096ull
 #define WAIT_NS		(30ull * 1000 * 1000 * 1000)
 #define VRAM_VA		(1ull << 42)	/* fx_open() maps 2 MiB of VRAM here */
+#define BIND_LEN	(16u << 10)	/* the binding cases' buffer */
 
 /* ---- per-case fixture ------------------------------------------------------------------ */
 
@@ -194,11 +195,43 @@ static bool all_bytes(const uint8_t *p, size_t n, uint8_t v)
 	return true;
 }
 
+/* fx_open() and a fresh BIND_LEN buffer mapped at GPU VA == CPU VA, for the binding cases. */
+static uint8_t *fx_open_buf(struct fx *f, bool bind)
+{
+	uint8_t *p;
+
+	fx_open(f, bind);
+	p = anon(BIND_LEN, MAP_PRIVATE);
+	map_same(f, p, BIND_LEN, PG, 0);
+	return p;
+}
+
+/* fx_open() bound, @src and @dst (@len each) mapped at GPU VA == CPU VA, @src holding the
+ * pattern @bias: the start of a case that copies between two buffers. */
+static void fx_open_copy(struct fx *f, uint8_t *src, uint8_t *dst, uint64_t len,
+			 unsigned int bias)
+{
+	fx_open(f, true);
+	map_same(f, src, len, PG, 0);
+	map_same(f, dst, len, PG, 0);
+	pat_fill(src, len, bias);
+}
+
 /* The GPU fills [p, p+len) with byte @b and the CPU sees it. */
 static void fill_sees(struct fx *f, uint8_t *p, uint64_t len, uint8_t b)
 {
 	assert_int_equal(gpu_fill(f, p, len, 0x01010101u * b, NULL), 0);
 	assert_true(all_bytes(p, len, b));
+}
+
+/* Binding brings the memory back: bind, then the GPU fills [p, p+len) with byte @b. */
+static void bind_fill_sees(struct fx *f, uint8_t *p, uint64_t len, uint8_t b)
+{
+	int ret = vgpu_sva_bind(f->vf);
+
+	if (ret)
+		fail_msg("bind: %s (%s)", vgpu_vf_strerror(ret), vgpu_vf_last_error(f->vf));
+	fill_sees(f, p, len, b);
 }
 
 /* Without a binding the GPU's fill of [p, p+len) faults and leaves byte @old; the channel
@@ -625,10 +658,7 @@ static void test_mremap(void **state)
 	struct fx f;
 
 	(void)state;
-	fx_open(&f, true);
-	map_same(&f, p, len, PG, 0);
-	map_same(&f, out, len, PG, 0);
-	pat_fill(p, len, 11);
+	fx_open_copy(&f, p, out, len, 11);
 	assert_int_equal(munmap(hole, len), 0);
 	q = mremap(p, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, hole);
 	assert_true(q == hole);
@@ -725,10 +755,7 @@ static void test_mprotect(void **state)
 	struct fx f;
 
 	(void)state;
-	fx_open(&f, true);
-	map_same(&f, p, len, PG, 0);
-	map_same(&f, out, len, PG, 0);
-	pat_fill(p, len, 4);
+	fx_open_copy(&f, p, out, len, 4);
 	assert_int_equal(mprotect(p, len, PROT_READ), 0);
 	assert_int_equal(gpu_fill(&f, p + PG, PG, 0xdeadbeefu, &fva), VGPU_CHAN_ERR_IOMMU_FAULT);
 	assert_true(fva == (uintptr_t)(p + PG));
@@ -751,29 +778,23 @@ static void test_mprotect(void **state)
  * again brings them back. */
 static void test_unbind_reset(void **state)
 {
-	const uint64_t len = 16 << 10;
-	uint8_t *p = anon(len, MAP_PRIVATE);
 	struct fx f;
+	uint8_t *p = fx_open_buf(&f, false);
 
 	(void)state;
-	fx_open(&f, false);
-	map_same(&f, p, len, PG, 0);
-	memset(p, 0, len);
-	fill_faults(&f, p, len, 0x02, 0);
+	memset(p, 0, BIND_LEN);
+	fill_faults(&f, p, BIND_LEN, 0x02, 0);
 	assert_int_equal(vgpu_sva_unbind(f.vf), -ENOENT);
-	assert_int_equal(vgpu_sva_bind(f.vf), 0);
-	fill_sees(&f, p, len, 0x03);
+	bind_fill_sees(&f, p, BIND_LEN, 0x03);
 	assert_int_equal(vgpu_sva_unbind(f.vf), 0);
-	fill_faults(&f, p, len, 0x04, 3);
-	assert_int_equal(vgpu_sva_bind(f.vf), 0);
-	fill_sees(&f, p, len, 0x05);
+	fill_faults(&f, p, BIND_LEN, 0x04, 3);
+	bind_fill_sees(&f, p, BIND_LEN, 0x05);
 	/* a VF reset unbinds: after recovery, a new VA space faults until the next bind */
 	assert_int_equal(vfx_ctl(&vfx_group.fx, "reset", UUID, NULL), 0);
-	reattach_unbound(&f, 500, p, len, 0x06, 5);
-	assert_int_equal(vgpu_sva_bind(f.vf), 0);
-	fill_sees(&f, p, len, 0x07);
+	reattach_unbound(&f, 500, p, BIND_LEN, 0x06, 5);
+	bind_fill_sees(&f, p, BIND_LEN, 0x07);
 	fx_close(&f);
-	munmap(p, len);
+	munmap(p, BIND_LEN);
 }
 
 /* Another process's memory is unreachable: an address mapped only in a child faults for
@@ -829,8 +850,7 @@ static void test_other_process(void **state)
  * guest binds (not -EBUSY) and reaches its own memory. */
 static void test_guest_death(void **state)
 {
-	const uint64_t len = 16 << 10;
-	uint8_t *p = anon(len, MAP_PRIVATE);
+	uint8_t *p;
 	int go[2], st;
 	pid_t pid;
 	struct fx f;
@@ -855,11 +875,10 @@ static void test_guest_death(void **state)
 	kill(pid, SIGKILL);
 	assert_int_equal(waitpid(pid, &st, 0), pid);
 	assert_true(WIFSIGNALED(st));
-	fx_open(&f, true);			/* fails on -EBUSY if the binding had survived */
-	map_same(&f, p, len, PG, 0);
-	fill_sees(&f, p, len, 0x09);
+	p = fx_open_buf(&f, true);		/* fails on -EBUSY if the binding had survived */
+	fill_sees(&f, p, BIND_LEN, 0x09);
 	fx_close(&f);
-	munmap(p, len);
+	munmap(p, BIND_LEN);
 }
 
 /* vgpud killed (-9) and restarted while a guest is bound: the new daemon knows no binding,
@@ -867,24 +886,16 @@ static void test_guest_death(void **state)
  * last but one: it replaces the daemon. */
 static void test_daemon_restart(void **state)
 {
-	const uint64_t len = 16 << 10;
-	uint8_t *p = anon(len, MAP_PRIVATE);
 	struct fx f;
-	int ret;
+	uint8_t *p = fx_open_buf(&f, true);
 
 	(void)state;
-	fx_open(&f, true);
-	map_same(&f, p, len, PG, 0);
-	assert_int_equal(gpu_fill(&f, p, len, 0x0a0a0a0au, NULL), 0);
+	assert_int_equal(gpu_fill(&f, p, BIND_LEN, 0x0a0a0a0au, NULL), 0);
 	assert_int_equal(vfx_daemon_restart(&vfx_group.fx), 0);
-	reattach_unbound(&f, 1000, p, len, 0x0b, 0x0a);
-	ret = vgpu_sva_bind(f.vf);
-	if (ret)
-		fail_msg("bind after restart: %s (%s)", vgpu_vf_strerror(ret),
-			 vgpu_vf_last_error(f.vf));
-	fill_sees(&f, p, len, 0x0c);
+	reattach_unbound(&f, 1000, p, BIND_LEN, 0x0b, 0x0a);
+	bind_fill_sees(&f, p, BIND_LEN, 0x0c);
 	fx_close(&f);
-	munmap(p, len);
+	munmap(p, BIND_LEN);
 }
 
 /* Bad input: each malformed request is refused with the field named and changes nothing;
@@ -983,6 +994,5 @@ int main(void)
 		cmocka_unit_test_teardown(test_daemon_restart, vfx_case_teardown),
 	};
 
-	vfx_group_init(VFX_ONE_VF("32M"), "/tmp/vgpu-sva", UUID, "vgpu-512M");
-	return cmocka_run_group_tests(tests, vfx_group_setup, vfx_group_teardown);
+	return vfx_run_group(tests, VFX_ONE_VF("32M"), "/tmp/vgpu-sva", UUID, "vgpu-512M");
 }

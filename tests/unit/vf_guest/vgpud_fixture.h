@@ -304,7 +304,7 @@ struct vfx_group {
 
 static struct vfx_group vfx_group;		/* the one of this test program */
 
-/* Before cmocka_run_group_tests(tests, vfx_group_setup, vfx_group_teardown). */
+/* The group's daemon (@cfg, in @prefix-XXXXXX) and its slice @uuid of @type. */
 static inline void vfx_group_init(struct vfx cfg, const char *prefix, const char *uuid,
 				  const char *type)
 {
@@ -337,6 +337,11 @@ static inline int vfx_group_teardown(void **state)
 		print_message("could not clean %s\n", vfx_group.fx.tmpdir);
 	return 0;
 }
+
+/* main()'s end: @tests (an array) as one group against the daemon vfx_group_init() names. */
+#define vfx_run_group(tests, cfg, prefix, uuid, type)					\
+	(vfx_group_init(cfg, prefix, uuid, type),					\
+	 cmocka_run_group_tests(tests, vfx_group_setup, vfx_group_teardown))
 
 /* A case's start: skipped, with the reason, when the group has no daemon. */
 static inline void vfx_skip_if_down(void)
