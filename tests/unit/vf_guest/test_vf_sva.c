@@ -913,7 +913,8 @@ static void test_bad_input(void **state)
 	} bad[] = {
 		{ GOOD_BUT(VGPU_SVA_OP_BIND, 0, 0), 10, -EBADMSG, "10 bytes" },
 		{ REQ(0x1234, VGPU_ABI_VERSION, VGPU_SVA_OP_BIND, 0, 0), 24, -EBADMSG, "magic" },
-		{ REQ(VGPU_SVA_MAGIC, 1u << 16, VGPU_SVA_OP_BIND, 0, 0), 24, -EPROTO, "abi_version 1.0" },
+		{ REQ(VGPU_SVA_MAGIC, 1u << 16, VGPU_SVA_OP_BIND, 0, 0), 24, -EPROTO,
+		  "abi_version 1.0" },
 		{ GOOD_BUT(VGPU_SVA_OP_BIND, 4, 0), 24, -EINVAL, "flags" },
 		{ GOOD_BUT(VGPU_SVA_OP_BIND, 0, 1), 24, -EINVAL, "reserved" },
 		{ GOOD_BUT(7, 0, 0), 24, -EINVAL, "op 7" },

@@ -19,7 +19,6 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 struct vfx {
@@ -61,23 +60,17 @@ static inline pid_t vfx_spawn(char *const argv[], const char *log)
  * seconds, -ECHILD if there is no such child (a failed fork must not reach kill(-1)). */
 static inline int vfx_wait(pid_t pid, int timeout_s)
 {
-	struct timespec now, end;
 	int st;
 
 	if (pid <= 0)
 		return -ECHILD;
-	clock_gettime(CLOCK_MONOTONIC, &end);
-	end.tv_sec += timeout_s;
-	for (;;) {
+	for (int i = 0; i < timeout_s * 50; i++) {
 		pid_t r = waitpid(pid, &st, WNOHANG);
 
 		if (r == pid)
 			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 		if (r < 0)
 			return -ECHILD;
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		if (now.tv_sec > end.tv_sec || (now.tv_sec == end.tv_sec && now.tv_nsec >= end.tv_nsec))
-			break;
 		usleep(20 * 1000);
 	}
 	kill(pid, SIGKILL);
@@ -249,8 +242,8 @@ static inline int vfx_start(struct vfx *fx, const char *prefix, const char *uuid
 		return ret;
 	}
 	if (vfx_slice_up(fx, uuid, type)) {
-		snprintf(why, wlen, "vgpuctl could not define and start a %s slice (log: %s/vgpuctl.log)",
-			 type, fx->tmpdir);
+		snprintf(why, wlen, "vgpuctl could not define and start a %s slice (log: %s/%s)",
+			 type, fx->tmpdir, "vgpuctl.log");
 		return -EIO;
 	}
 	return 0;
