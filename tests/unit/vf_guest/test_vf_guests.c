@@ -5,8 +5,6 @@
  * killed (-9) and restarted; each must re-attach, re-handshake and report what it lost.
  * Everything is cleaned up (daemon killed, directories removed) whatever happens. */
 #include <errno.h>
-#include <fcntl.h>
-#include <libgen.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -14,8 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>

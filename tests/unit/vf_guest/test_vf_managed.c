@@ -4,8 +4,6 @@
  * data the GPU and the CPU see and the counters, and closes it. Skipped with the reason
  * when vgpud is not built. */
 #include <errno.h>
-#include <fcntl.h>
-#include <libgen.h>
 #include <limits.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -16,8 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
