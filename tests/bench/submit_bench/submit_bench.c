@@ -316,7 +316,7 @@ int main(int argc, char **argv)
 	struct vgpu_vf_opts vo = { .spin_ns = 1000 * 1000 };
 	struct result u = { 0 }, k = { 0 };
 	struct bench_host *h = NULL;
-	bool json = false, selftest = false;
+	bool json = false, selftest = false, host_set = false;
 	const char *only = NULL, *bindir = NULL;
 	char sock[PATH_MAX];
 	size_t iters = 20000;
@@ -340,6 +340,7 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			host_name = optarg;
+			host_set = true;
 			break;
 		default:
 			usage();
@@ -358,8 +359,13 @@ int main(int argc, char **argv)
 	}
 	if (iters < 100)
 		iters = 100;
+	if (selftest && host_set && strcmp(host_name, "inproc")) {
+		fprintf(stderr, "submit_bench: --selftest runs against the in-process host only "
+			"(vgpu-vf-test runs the suite against vgpud)\n");
+		return 2;
+	}
 	if (selftest)
-		host_name = "inproc";	/* vgpud's guests run the suite in test_vf_guests */
+		host_name = "inproc";
 	if (host_open(bindir, &h, &vo, sock, sizeof(sock)))
 		return 1;
 	if (selftest) {
