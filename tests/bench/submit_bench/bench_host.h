@@ -2,9 +2,10 @@
  * IOMMU (iommu_model) behind one VF, served to libvgpu-vf through a transport that hands it a
  * BAR2 laid out as vgpu/vf_bar.h plus the extension proposed in /work/briefs/abi-requests.md
  * (doorbell page, DMA IOVA, kick/GPU-interrupt vector), and a mailbox thread that answers
- * PING, GET_INFO and the provisional RM calls of vf_guest/vf_rm_shim.h. It exists because
- * vgpud cannot yet serve usermode submission (doc/bench/submit_bench.md); the mailbox thread
- * sleeps in poll() between requests, as vgpud's loop does. */
+ * PING, GET_INFO and the RM calls the guest suite and the bench use. It was written when vgpud
+ * could not serve usermode submission; it stays as the best case for the RPC path (a minimal
+ * handler) and the host of --selftest (doc/bench/submit_bench.md). The mailbox thread sleeps
+ * in poll() between requests, as vgpud's loop does. */
 #ifndef VGPU_BENCH_HOST_H
 #define VGPU_BENCH_HOST_H
 

@@ -5,10 +5,11 @@
  * (the host stores GP_PUT and rings), as pre-Volta GPUs needed an ioctl.
  *
  *   submit_bench [--json] [--iters N] [--seconds S] [--intr] [--host vgpud|inproc]
- *                [--bindir DIR] [--selftest [--only NAME]]
+ *                [--bindir DIR | --socket PATH] [--selftest [--only NAME]]
  *
  * --host vgpud (the default): a real vgpud (and its vgpu-gsp) started from the directory of
- * this program (or --bindir) with one slice made by vgpuctl; the guest opens the VF through
+ * this program (or --bindir) with one slice made by vgpuctl (vgpud_host.c), or the VF
+ * endpoint of a running vgpud (--socket); the guest opens the VF through
  * its endpoint socket with the local transport, the RPCs are VGPU_RM_CTRL_CHANNEL_SUBMIT
  * calls served by vgpud's RM. --host inproc: bench_host.c, the real gpu_model and iommu_model
  * behind one VF in this process with a minimal RPC handler (the best case for the RPC path).
