@@ -196,7 +196,8 @@ int vft_managed_case(struct vgpu_vf *vf, char *whybuf, size_t len)
 		ret = vgpu_mem_alloc_managed(c.as, VFT_MANAGED_VA, VFT_MANAGED_SIZE, &c.m);
 	/* no DMA memory left, or a transport that cannot map it twice: skipped, with why */
 	if (ret == -EOPNOTSUPP)
-		ret = why(&c, 1, "managed allocation: %s", vgpu_vf_last_error(vf));
+		ret = why(&c, 1, "%s: %s", c.ch ? "managed allocation" : "replayable channel",
+			  *vgpu_vf_last_error(vf) ? vgpu_vf_last_error(vf) : vgpu_vf_strerror(ret));
 	else if (ret)
 		ret = why(&c, ret == -ENOMEM ? 1 : -1, "managed allocation: %s",
 			  vgpu_vf_strerror(ret));
