@@ -114,6 +114,8 @@ struct gpu_status_chan {
 	uint64_t error;		/* enum vgpu_chan_error of the last one; 0 again at reallocation */
 	uint64_t gp_get;	/* GP entries consumed, as written back to USERD */
 	uint64_t gp_put;	/* GP_PUT the device last accepted; gp_get != gp_put: work pending */
+	uint64_t faults;	/* faults recorded on the channel: a stalled channel whose faults
+				 * keep being serviced and replayed is making progress */
 };
 
 struct gpu_status_fn {

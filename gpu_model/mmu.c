@@ -278,6 +278,7 @@ static void fault_status(struct gpu *g, unsigned int fn, const struct vgpu_fault
 	gpu_status_put(&sf->fault_chid, e->chid);
 	gpu_status_put(&sf->fault_reason, e->reason);
 	gpu_status_put(&sf->fault_va, e->va);
+	__atomic_fetch_add(&sf->chans[e->chid].faults, 1, __ATOMIC_RELAXED);
 	gpu_status_bump(g, &sf->faults);
 }
 

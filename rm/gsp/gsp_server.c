@@ -53,6 +53,7 @@ struct srv_lane {
 struct srv_wd {
 	uint64_t gen;			/* the allocation watched (priv gen) */
 	uint64_t gp_get;		/* GP_GET at the last change */
+	uint64_t faults;		/* the channel's fault count at the last change */
 	uint64_t since;			/* pending and unmoved since then; 0: nothing pending */
 	bool fired;			/* reported for this stall */
 };
@@ -789,7 +790,9 @@ static bool srv_chan_schedulable(const struct gpu_priv_fn *pf, unsigned int ch)
 
 /* One channel's watchdog step: a stall starts when work is pending and GP_GET stops; it is
  * reported once, after the function's timeout, and ends when GP_GET moves, the work is
- * done, the channel errors or is reallocated. */
+ * done, the channel errors or is reallocated. A new fault on the channel also ends it: the
+ * previous one was serviced and replayed (one GP entry touching many non-resident pages
+ * takes many fault round trips), while a fault nobody services leaves the count still. */
 static void srv_wd_chan(struct srv *s, unsigned int fn, unsigned int ch, uint64_t now,
 			uint64_t timeout)
 {
@@ -797,10 +800,13 @@ static void srv_wd_chan(struct srv *s, unsigned int fn, unsigned int ch, uint64_
 	const struct gpu_status_chan *sc = &s->st->fns[fn].chans[ch];
 	struct srv_wd *w = &s->wd[fn][ch];
 	uint64_t gen = st_load(&pf->chans[ch].gen), get = st_load(&sc->gp_get);
+	uint64_t faults = st_load(&sc->faults);
 	bool pending = get != st_load(&sc->gp_put) && !st_load(&sc->error);
 
-	if (!pending || !srv_chan_schedulable(pf, ch) || gen != w->gen || get != w->gp_get) {
-		*w = (struct srv_wd){ .gen = gen, .gp_get = get, .since = pending ? now : 0 };
+	if (!pending || !srv_chan_schedulable(pf, ch) || gen != w->gen || get != w->gp_get ||
+	    faults != w->faults) {
+		*w = (struct srv_wd){ .gen = gen, .gp_get = get, .faults = faults,
+				      .since = pending ? now : 0 };
 		return;
 	}
 	if (!w->since)
