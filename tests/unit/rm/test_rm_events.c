@@ -156,10 +156,13 @@ struct chan {
 	uint32_t put, pb_off;
 };
 
-static void chan_up(struct guest *g, struct chan *c, uint32_t k, uint32_t h_vaspace)
+/* A channel with @flags (VGPU_RM_CHAN_REPLAYABLE: faults stall it for replay). */
+static void chan_up_flags(struct guest *g, struct chan *c, uint32_t k, uint32_t h_vaspace,
+			  uint32_t flags)
 {
 	struct vgpu_rm_channel_params p = { .h_vaspace = h_vaspace, .gpfifo_va = T_VA + 0x40000 + k * 0x1000ull,
-		.gpfifo_entries = 64, .userd_aper = VGPU_APER_VRAM, .userd_addr = g->pa + 0x3000 + k * 128ull };
+		.gpfifo_entries = 64, .flags = flags, .userd_aper = VGPU_APER_VRAM,
+		.userd_addr = g->pa + 0x3000 + k * 128ull };
 	struct vgpu_rm_enable_params en = { .enable = 1 };
 	size_t len = sizeof(en);
 
@@ -177,6 +180,11 @@ static void chan_up(struct guest *g, struct chan *c, uint32_t k, uint32_t h_vasp
 	c->chid = p.chid;
 	assert_int_equal(rm_control(fx.rm, g->fn, g->hc, c->h, VGPU_RM_CTRL_CHANNEL_ENABLE, &en, &len,
 				    sizeof(en)), 0);
+}
+
+static void chan_up(struct guest *g, struct chan *c, uint32_t k, uint32_t h_vaspace)
+{
+	chan_up_flags(g, c, k, h_vaspace, 0);
 }
 
 /* Append a method and close it into one GP entry. */
@@ -377,6 +385,79 @@ static void test_watchdog_slow_not_hung(void **state)
 	assert_int_equal(rm_client_free(fx.rm, 1, g.hc), 0);
 }
 
+/* Pop @fn's next fault-buffer entry, waiting for it; 0 or -ETIMEDOUT. */
+static int fault_wait(unsigned int fn, struct vgpu_fault_entry *out)
+{
+	uint64_t dl = vgpu_deadline_ns(T_WAIT);
+
+	while (gpu_fault_pop(fx.gpu, fn, out)) {
+		if (vgpu_deadline_passed(dl))
+			return -ETIMEDOUT;
+		vgpu_sleep_ns(VGPU_NSEC_PER_MSEC);
+	}
+	return 0;
+}
+
+/* A new fault is progress, an unserviced one is not: a replayable channel's FILL to an
+ * unmapped VA stalls at GP 0 and faults again after every replay. With a 500 ms watchdog,
+ * 15 rounds of "pop the fault, service it for ~100 ms (mapping nothing), FAULT_REPLAY
+ * through the RM" keep it stalled 1.5 s with no WATCHDOG event (GP_GET never moves, the
+ * fault count does). Once nobody services the last fault, the channel is reported hung
+ * and recovered as in test_watchdog_hung: disabled, off the runlist, SEM_TIMEOUT in
+ * USERD, the CHAN_ERROR after, one report per stall. */
+static void test_watchdog_fault_progress(void **state)
+{
+	enum { ROUNDS = 15 };
+	const struct gpu_priv_shared *sh = gpu_priv_view(fx.gpu);
+	const uint64_t wd = 500 * VGPU_NSEC_PER_MSEC, va = 0x7000000000ull;
+	const uint32_t fill[] = { (uint32_t)va, (uint32_t)(va >> 32), 0x1000, 0, 0x5a5a5a5a };
+	struct vgpu_fault_entry fe;
+	struct guest g;
+	struct chan c;
+	struct rm_event e;
+	size_t len = 0;
+
+	(void)state;
+	assert_int_equal(rm_fn_watchdog_set(fx.rm, 1, wd), 0);
+	guest_up(&g, 1);
+	chan_up_flags(&g, &c, 0, g.hv, VGPU_RM_CHAN_REPLAYABLE);
+	chan_method(&c, VGPU_M_FILL, fill, VGPU_ARRAY_SIZE(fill));
+	chan_submit(&g, &c);
+	for (unsigned int i = 0; i < ROUNDS; i++) {
+		assert_int_equal(fault_wait(1, &fe), 0);
+		assert_int_equal(fe.chid, c.chid);
+		assert_int_equal(fe.replayable, 1);
+		assert_int_equal(fe.va & ~0xfffull, va);
+		vgpu_sleep_ns(100 * VGPU_NSEC_PER_MSEC);	/* the driver's service: no mapping */
+		assert_int_equal(rec_find(RM_EVENT_WATCHDOG, 1, c.chid, NULL, NULL), 0);
+		assert_int_equal(rm_control(fx.rm, 1, g.hc, g.hs, VGPU_RM_CTRL_FAULT_REPLAY, NULL,
+					    &len, 0), 0);
+	}
+	/* The last replay faults again; still stalled at GP 0, no error, never reported. */
+	assert_int_equal(fault_wait(1, &fe), 0);
+	assert_int_equal(fe.chid, c.chid);
+	assert_int_equal(__atomic_load_n(&c.userd->gp_get, __ATOMIC_ACQUIRE), 0);
+	assert_int_equal(userd_error(&c), 0);
+	assert_int_equal(rec_find(RM_EVENT_WATCHDOG, 1, c.chid, NULL, NULL), 0);
+	assert_true(rec_find(RM_EVENT_MMU_FAULT, 1, c.chid, NULL, NULL) >= 1);
+	/* Nobody services this one: hung after the timeout, and recovered. */
+	assert_int_equal(rec_wait(RM_EVENT_WATCHDOG, 1, c.chid, &e), 0);
+	assert_int_equal(e.code, VGPU_RPC_WD_HUNG);
+	assert_int_equal(e.recovery, 0);
+	assert_int_equal(e.gp_get, 0);
+	assert_true(e.stall_ns >= wd);
+	assert_int_equal(userd_error(&c), VGPU_CHAN_ERR_SEM_TIMEOUT);
+	assert_false(sh->fns[1].runlist[0] & (1ull << c.chid));
+	assert_false(sh->fns[1].chans[c.chid].flags & GPU_CHAN_ENABLED);
+	assert_int_equal(rec_wait(RM_EVENT_CHAN_ERROR, 1, c.chid, &e), 0);
+	assert_int_equal(e.code, VGPU_CHAN_ERR_SEM_TIMEOUT);
+	vgpu_sleep_ns(150 * VGPU_NSEC_PER_MSEC);
+	assert_int_equal(rec_find(RM_EVENT_WATCHDOG, 1, c.chid, NULL, NULL), 1);
+	assert_int_equal(gpu_fault_pop(fx.gpu, 1, &fe), -EAGAIN);	/* no fault after the stop */
+	assert_int_equal(rm_free(fx.rm, 1, g.hc, c.h), 0);
+	assert_int_equal(rm_client_free(fx.rm, 1, g.hc), 0);
+}
+
 /* Storm: 24 channels error at once, then one channel errors 40 times (freed and
  * reallocated), while the handler is held and the queue has 16 records: the GSP defers
  * what does not fit (counted) instead of losing it, RPCs keep completing, and once the
@@ -452,6 +533,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_watchdog_hung, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_watchdog_args, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_watchdog_slow_not_hung, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_watchdog_fault_progress, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_storm, setup_storm, teardown),
 	};
 
