@@ -305,14 +305,34 @@ static void test_mmu_fault(void **state)
  * disabled through the RM's path (runlist bit gone, record disabled), stopped with an
  * error its guest sees in USERD, and the CHAN_ERROR follows; another channel of the same
  * function then runs work, and the hung one can be freed. */
-static void test_watchdog_hung(void **state)
+/* Channel @c of function 1, stuck at GP 0: reported hung (after at least @stall_ns) once,
+ * errored with SEM_TIMEOUT, taken off its runlist and disabled. */
+static void expect_hung_once(struct chan *c, uint64_t stall_ns)
 {
 	const struct gpu_priv_shared *sh = gpu_priv_view(fx.gpu);
+	struct rm_event e;
+
+	assert_int_equal(rec_wait(RM_EVENT_WATCHDOG, 1, c->chid, &e), 0);
+	assert_int_equal(e.code, VGPU_RPC_WD_HUNG);
+	assert_int_equal(e.recovery, 0);
+	assert_int_equal(e.gp_get, 0);
+	assert_true(e.stall_ns >= stall_ns);
+	assert_int_equal(userd_error(c), VGPU_CHAN_ERR_SEM_TIMEOUT);
+	assert_false(sh->fns[1].runlist[0] & (1ull << c->chid));
+	assert_false(sh->fns[1].chans[c->chid].flags & GPU_CHAN_ENABLED);
+	assert_int_equal(rec_wait(RM_EVENT_CHAN_ERROR, 1, c->chid, &e), 0);
+	assert_int_equal(e.code, VGPU_CHAN_ERR_SEM_TIMEOUT);
+	/* Reported once per stall. */
+	vgpu_sleep_ns(150 * VGPU_NSEC_PER_MSEC);
+	assert_int_equal(rec_find(RM_EVENT_WATCHDOG, 1, c->chid, NULL, NULL), 1);
+}
+
+static void test_watchdog_hung(void **state)
+{
 	const uint64_t sem = T_VA + 0x30000;
 	const uint32_t acq[] = { (uint32_t)sem, (uint32_t)(sem >> 32), 1, 0, 0, 60000000 };
 	struct guest g;
 	struct chan hung, next;
-	struct rm_event e;
 
 	(void)state;
 	assert_int_equal(rm_fn_watchdog_set(fx.rm, 1, 50 * VGPU_NSEC_PER_MSEC), 0);
@@ -320,19 +340,7 @@ static void test_watchdog_hung(void **state)
 	chan_up(&g, &hung, 0, g.hv);
 	chan_method(&hung, VGPU_M_SEM_ACQUIRE, acq, VGPU_ARRAY_SIZE(acq));
 	chan_submit(&g, &hung);
-	assert_int_equal(rec_wait(RM_EVENT_WATCHDOG, 1, hung.chid, &e), 0);
-	assert_int_equal(e.code, VGPU_RPC_WD_HUNG);
-	assert_int_equal(e.recovery, 0);
-	assert_int_equal(e.gp_get, 0);
-	assert_true(e.stall_ns >= 50 * VGPU_NSEC_PER_MSEC);
-	assert_int_equal(userd_error(&hung), VGPU_CHAN_ERR_SEM_TIMEOUT);
-	assert_false(sh->fns[1].runlist[0] & (1ull << hung.chid));
-	assert_false(sh->fns[1].chans[hung.chid].flags & GPU_CHAN_ENABLED);
-	assert_int_equal(rec_wait(RM_EVENT_CHAN_ERROR, 1, hung.chid, &e), 0);
-	assert_int_equal(e.code, VGPU_CHAN_ERR_SEM_TIMEOUT);
-	/* Reported once per stall. */
-	vgpu_sleep_ns(150 * VGPU_NSEC_PER_MSEC);
-	assert_int_equal(rec_find(RM_EVENT_WATCHDOG, 1, hung.chid, NULL, NULL), 1);
+	expect_hung_once(&hung, 50 * VGPU_NSEC_PER_MSEC);
 	/* The device keeps working. */
 	chan_up(&g, &next, 1, g.hv);
 	m_release(&next, 0x30100, 7);
@@ -408,13 +416,11 @@ static int fault_wait(unsigned int fn, struct vgpu_fault_entry *out)
 static void test_watchdog_fault_progress(void **state)
 {
 	enum { ROUNDS = 15 };
-	const struct gpu_priv_shared *sh = gpu_priv_view(fx.gpu);
 	const uint64_t wd = 500 * VGPU_NSEC_PER_MSEC, va = 0x7000000000ull;
 	const uint32_t fill[] = { (uint32_t)va, (uint32_t)(va >> 32), 0x1000, 0, 0x5a5a5a5a };
 	struct vgpu_fault_entry fe;
 	struct guest g;
 	struct chan c;
-	struct rm_event e;
 	size_t len = 0;
 
 	(void)state;
@@ -441,18 +447,7 @@ static void test_watchdog_fault_progress(void **state)
 	assert_int_equal(rec_find(RM_EVENT_WATCHDOG, 1, c.chid, NULL, NULL), 0);
 	assert_true(rec_find(RM_EVENT_MMU_FAULT, 1, c.chid, NULL, NULL) >= 1);
 	/* Nobody services this one: hung after the timeout, and recovered. */
-	assert_int_equal(rec_wait(RM_EVENT_WATCHDOG, 1, c.chid, &e), 0);
-	assert_int_equal(e.code, VGPU_RPC_WD_HUNG);
-	assert_int_equal(e.recovery, 0);
-	assert_int_equal(e.gp_get, 0);
-	assert_true(e.stall_ns >= wd);
-	assert_int_equal(userd_error(&c), VGPU_CHAN_ERR_SEM_TIMEOUT);
-	assert_false(sh->fns[1].runlist[0] & (1ull << c.chid));
-	assert_false(sh->fns[1].chans[c.chid].flags & GPU_CHAN_ENABLED);
-	assert_int_equal(rec_wait(RM_EVENT_CHAN_ERROR, 1, c.chid, &e), 0);
-	assert_int_equal(e.code, VGPU_CHAN_ERR_SEM_TIMEOUT);
-	vgpu_sleep_ns(150 * VGPU_NSEC_PER_MSEC);
-	assert_int_equal(rec_find(RM_EVENT_WATCHDOG, 1, c.chid, NULL, NULL), 1);
+	expect_hung_once(&c, wd);
 	assert_int_equal(gpu_fault_pop(fx.gpu, 1, &fe), -EAGAIN);	/* no fault after the stop */
 	assert_int_equal(rm_free(fx.rm, 1, g.hc, c.h), 0);
 	assert_int_equal(rm_client_free(fx.rm, 1, g.hc), 0);
