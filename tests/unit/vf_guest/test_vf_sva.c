@@ -356,6 +356,7 @@ static void test_write_huge(void **state)
 	(void)state;
 	if (madvise(h, M2, MADV_HUGEPAGE)) {
 		print_message("skip: MADV_HUGEPAGE: %s\n", strerror(errno));
+		munmap(big, 2 * M2);
 		skip();
 	}
 	h[0] = 1;				/* fault in: a huge page if the kernel has one */
