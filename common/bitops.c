@@ -7,7 +7,7 @@ static void bitmap_fill(uint64_t *map, uint64_t start, uint64_t n, bool set)
 	while (n) {
 		unsigned int lo = start % 64;
 		unsigned int len = n < 64 - lo ? (unsigned int)n : 64 - lo;
-		uint64_t m = vgpu_mask(lo, len);
+		uint64_t m = cmn_mask(lo, len);
 
 		if (set)
 			map[start / 64] |= m;
@@ -18,17 +18,17 @@ static void bitmap_fill(uint64_t *map, uint64_t start, uint64_t n, bool set)
 	}
 }
 
-void vgpu_bitmap_set(uint64_t *map, uint64_t start, uint64_t n)
+void cmn_bitmap_set(uint64_t *map, uint64_t start, uint64_t n)
 {
 	bitmap_fill(map, start, n, true);
 }
 
-void vgpu_bitmap_clear(uint64_t *map, uint64_t start, uint64_t n)
+void cmn_bitmap_clear(uint64_t *map, uint64_t start, uint64_t n)
 {
 	bitmap_fill(map, start, n, false);
 }
 
-uint64_t vgpu_bitmap_weight(const uint64_t *map, uint64_t start, uint64_t n)
+uint64_t cmn_bitmap_weight(const uint64_t *map, uint64_t start, uint64_t n)
 {
 	uint64_t w = 0;
 
@@ -36,7 +36,7 @@ uint64_t vgpu_bitmap_weight(const uint64_t *map, uint64_t start, uint64_t n)
 		unsigned int lo = start % 64;
 		unsigned int len = n < 64 - lo ? (unsigned int)n : 64 - lo;
 
-		w += vgpu_popcount(map[start / 64] & vgpu_mask(lo, len));
+		w += cmn_popcount(map[start / 64] & cmn_mask(lo, len));
 		start += len;
 		n -= len;
 	}
@@ -57,16 +57,16 @@ static uint64_t bitmap_next(const uint64_t *map, uint64_t nbits, uint64_t start,
 			return nbits;
 		w = invert ? ~map[i] : map[i];
 	}
-	start = i * 64 + vgpu_ctz(w);
+	start = i * 64 + cmn_ctz(w);
 	return start < nbits ? start : nbits;
 }
 
-uint64_t vgpu_bitmap_next_set(const uint64_t *map, uint64_t nbits, uint64_t start)
+uint64_t cmn_bitmap_next_set(const uint64_t *map, uint64_t nbits, uint64_t start)
 {
 	return bitmap_next(map, nbits, start, false);
 }
 
-uint64_t vgpu_bitmap_next_clear(const uint64_t *map, uint64_t nbits, uint64_t start)
+uint64_t cmn_bitmap_next_clear(const uint64_t *map, uint64_t nbits, uint64_t start)
 {
 	return bitmap_next(map, nbits, start, true);
 }

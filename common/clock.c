@@ -3,7 +3,7 @@
 
 #include "common/clock.h"
 
-void vgpu_sleep_ns(uint64_t ns)
+void cmn_sleep_ns(uint64_t ns)
 {
 	struct timespec ts = {
 		.tv_sec = (time_t)(ns / VGPU_NSEC_PER_SEC),

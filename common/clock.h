@@ -10,7 +10,7 @@
 #define VGPU_NSEC_PER_SEC  1000000000ull
 
 /* CLOCK_MONOTONIC in ns: never jumps with wall-clock changes. */
-static inline uint64_t vgpu_now_ns(void)
+static inline uint64_t cmn_now_ns(void)
 {
 	struct timespec ts;
 
@@ -19,24 +19,24 @@ static inline uint64_t vgpu_now_ns(void)
 }
 
 /* Deadline @timeout_ns from now; UINT64_MAX (never) if it would overflow. */
-static inline uint64_t vgpu_deadline_ns(uint64_t timeout_ns)
+static inline uint64_t cmn_deadline_ns(uint64_t timeout_ns)
 {
-	uint64_t now = vgpu_now_ns();
+	uint64_t now = cmn_now_ns();
 
 	return timeout_ns > UINT64_MAX - now ? UINT64_MAX : now + timeout_ns;
 }
 
 /* True once @deadline has passed. */
-static inline int vgpu_deadline_passed(uint64_t deadline)
+static inline int cmn_deadline_passed(uint64_t deadline)
 {
-	return vgpu_now_ns() >= deadline;
+	return cmn_now_ns() >= deadline;
 }
 
 /* Sleep @ns (restarting after signals). */
-void vgpu_sleep_ns(uint64_t ns);
+void cmn_sleep_ns(uint64_t ns);
 
 /* CPU-relax hint for spin loops. */
-static inline void vgpu_cpu_relax(void)
+static inline void cmn_cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
 	__builtin_ia32_pause();

@@ -13,18 +13,18 @@
 #define VGPU_GiB (1ull << 30)
 
 #define VGPU_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
-#define vgpu_likely(x)	 __builtin_expect(!!(x), 1)
-#define vgpu_unlikely(x) __builtin_expect(!!(x), 0)
-#define vgpu_min(a, b)	 ((a) < (b) ? (a) : (b))
-#define vgpu_max(a, b)	 ((a) > (b) ? (a) : (b))
-#define vgpu_container_of(ptr, type, member) \
+#define cmn_likely(x)	 __builtin_expect(!!(x), 1)
+#define cmn_unlikely(x) __builtin_expect(!!(x), 0)
+#define cmn_min(a, b)	 ((a) < (b) ? (a) : (b))
+#define cmn_max(a, b)	 ((a) > (b) ? (a) : (b))
+#define cmn_container_of(ptr, type, member) \
 	((type *)((char *)(ptr) - offsetof(type, member)))
 #define VGPU_CACHELINE 64
 
 /* Invariant that only a bug can break; never used to validate input. */
 #define VGPU_ASSERT(cond)                                                        \
 	do {                                                                     \
-		if (vgpu_unlikely(!(cond))) {                                    \
+		if (cmn_unlikely(!(cond))) {                                    \
 			fprintf(stderr, "%s:%d: %s: assertion '%s' failed\n",   \
 				__FILE__, __LINE__, __func__, #cond);            \
 			abort();                                                 \

@@ -5,7 +5,7 @@
 
 static const struct {
 	const char *name, *text;
-} vgpu_errs[VGPU_ERR_END - VGPU_ERR_BASE] = {
+} cmn_errs[VGPU_ERR_END - VGPU_ERR_BASE] = {
 	[VGPU_EFOREIGN - VGPU_ERR_BASE]	  = { "VGPU_EFOREIGN", "Object belongs to another function" },
 	[VGPU_EQUOTA - VGPU_ERR_BASE]	  = { "VGPU_EQUOTA", "Function quota exceeded" },
 	[VGPU_EPROTO_SEQ - VGPU_ERR_BASE] = { "VGPU_EPROTO_SEQ", "Sequence number mismatch" },
@@ -14,7 +14,7 @@ static const struct {
 	[VGPU_ECHANERR - VGPU_ERR_BASE]	  = { "VGPU_ECHANERR", "Channel is in error state" },
 };
 
-const char *vgpu_strerror(int err)
+const char *cmn_strerror(int err)
 {
 	int e = err < 0 ? -err : err;
 	const char *s;
@@ -22,13 +22,13 @@ const char *vgpu_strerror(int err)
 	if (e == 0)
 		return "Success";
 	if (e >= VGPU_ERR_BASE && e < VGPU_ERR_END)
-		return vgpu_errs[e - VGPU_ERR_BASE].text;
+		return cmn_errs[e - VGPU_ERR_BASE].text;
 	/* strerrordesc_np() returns static text: no buffer, no locale, thread-safe. */
 	s = strerrordesc_np(e);
 	return s ? s : "Unknown error";
 }
 
-const char *vgpu_errname(int err)
+const char *cmn_errname(int err)
 {
 	int e = err < 0 ? -err : err;
 	const char *s;
@@ -36,7 +36,7 @@ const char *vgpu_errname(int err)
 	if (e == 0)
 		return "OK";
 	if (e >= VGPU_ERR_BASE && e < VGPU_ERR_END)
-		return vgpu_errs[e - VGPU_ERR_BASE].name;
+		return cmn_errs[e - VGPU_ERR_BASE].name;
 	s = strerrorname_np(e);
 	return s ? s : "EUNKNOWN";
 }

@@ -8,7 +8,7 @@
 #include <errno.h>
 
 #define VGPU_ERR_BASE	4096
-enum vgpu_err {
+enum cmn_err {
 	VGPU_EFOREIGN = VGPU_ERR_BASE,	/* object belongs to another function */
 	VGPU_EQUOTA,			/* over the function's quota (space may exist) */
 	VGPU_EPROTO_SEQ,		/* transport or RPC sequence number mismatch */
@@ -19,9 +19,9 @@ enum vgpu_err {
 };
 
 /* Text for @err (negative errno or -VGPU_E*); never NULL, thread-safe. */
-const char *vgpu_strerror(int err);
+const char *cmn_strerror(int err);
 
 /* Symbolic name of @err ("ENOMEM", "VGPU_EQUOTA"); never NULL. */
-const char *vgpu_errname(int err);
+const char *cmn_errname(int err);
 
 #endif

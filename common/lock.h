@@ -10,60 +10,60 @@
 #include "common/clock.h"
 #include "common/compiler.h"
 
-struct vgpu_mutex {
+struct cmn_mutex {
 	pthread_mutex_t m;
 	_Atomic(pthread_t) owner;	/* 0 when unlocked; for asserts only */
 };
 
 /* Initialise @mx; a zeroed mutex also needs this. */
-static inline void vgpu_mutex_init(struct vgpu_mutex *mx)
+static inline void cmn_mutex_init(struct cmn_mutex *mx)
 {
 	pthread_mutex_init(&mx->m, NULL);
 	atomic_init(&mx->owner, (pthread_t)0);
 }
 
-static inline void vgpu_mutex_destroy(struct vgpu_mutex *mx)
+static inline void cmn_mutex_destroy(struct cmn_mutex *mx)
 {
 	pthread_mutex_destroy(&mx->m);
 }
 
-static inline void vgpu_mutex_lock(struct vgpu_mutex *mx)
+static inline void cmn_mutex_lock(struct cmn_mutex *mx)
 {
 	pthread_mutex_lock(&mx->m);
 	atomic_store_explicit(&mx->owner, pthread_self(), memory_order_relaxed);
 }
 
-static inline void vgpu_mutex_unlock(struct vgpu_mutex *mx)
+static inline void cmn_mutex_unlock(struct cmn_mutex *mx)
 {
 	atomic_store_explicit(&mx->owner, (pthread_t)0, memory_order_relaxed);
 	pthread_mutex_unlock(&mx->m);
 }
 
 /* True if the calling thread holds @mx. */
-static inline bool vgpu_mutex_held(struct vgpu_mutex *mx)
+static inline bool cmn_mutex_held(struct cmn_mutex *mx)
 {
 	return pthread_equal(atomic_load_explicit(&mx->owner, memory_order_relaxed),
 			     pthread_self());
 }
 
-#define vgpu_mutex_assert_held(mx) VGPU_ASSERT(vgpu_mutex_held(mx))
+#define cmn_mutex_assert_held(mx) VGPU_ASSERT(cmn_mutex_held(mx))
 
 /* Test-and-test-and-set spinlock for critical sections of a few dozen instructions. */
-struct vgpu_spinlock {
+struct cmn_spinlock {
 	atomic_bool locked;
 };
 
-static inline void vgpu_spin_lock(struct vgpu_spinlock *s)
+static inline void cmn_spin_lock(struct cmn_spinlock *s)
 {
 	for (;;) {
 		if (!atomic_exchange_explicit(&s->locked, true, memory_order_acquire))
 			return;
 		while (atomic_load_explicit(&s->locked, memory_order_relaxed))
-			vgpu_cpu_relax();
+			cmn_cpu_relax();
 	}
 }
 
-static inline void vgpu_spin_unlock(struct vgpu_spinlock *s)
+static inline void cmn_spin_unlock(struct cmn_spinlock *s)
 {
 	atomic_store_explicit(&s->locked, false, memory_order_release);
 }

@@ -15,10 +15,10 @@ static const char *const log_names[] = { "error", "warn", "info", "debug" };
 /* -1 until first use, so $VGPU_LOG is read lazily without a constructor. */
 static _Atomic int log_level = -1;
 static pthread_mutex_t log_sink_lock = PTHREAD_MUTEX_INITIALIZER;
-static vgpu_log_sink_fn log_sink;	/* protected by log_sink_lock */
+static cmn_log_sink_fn log_sink;	/* protected by log_sink_lock */
 static void *log_sink_ctx;
 
-int vgpu_log_parse_level(const char *s, enum vgpu_log_level *out)
+int cmn_log_parse_level(const char *s, enum cmn_log_level *out)
 {
 	if (!s)
 		return -EINVAL;
@@ -31,24 +31,24 @@ int vgpu_log_parse_level(const char *s, enum vgpu_log_level *out)
 	return -EINVAL;
 }
 
-enum vgpu_log_level vgpu_log_get_level(void)
+enum cmn_log_level cmn_log_get_level(void)
 {
 	int l = atomic_load_explicit(&log_level, memory_order_relaxed);
-	enum vgpu_log_level parsed = VGPU_LOG_WARN;
+	enum cmn_log_level parsed = VGPU_LOG_WARN;
 
 	if (l >= 0)
 		return l;
-	vgpu_log_parse_level(getenv("VGPU_LOG"), &parsed);
+	cmn_log_parse_level(getenv("VGPU_LOG"), &parsed);
 	atomic_store_explicit(&log_level, parsed, memory_order_relaxed);
 	return parsed;
 }
 
-void vgpu_log_set_level(enum vgpu_log_level level)
+void cmn_log_set_level(enum cmn_log_level level)
 {
 	atomic_store_explicit(&log_level, level, memory_order_relaxed);
 }
 
-void vgpu_log_set_sink(vgpu_log_sink_fn fn, void *ctx)
+void cmn_log_set_sink(cmn_log_sink_fn fn, void *ctx)
 {
 	pthread_mutex_lock(&log_sink_lock);
 	log_sink = fn;
@@ -56,12 +56,12 @@ void vgpu_log_set_sink(vgpu_log_sink_fn fn, void *ctx)
 	pthread_mutex_unlock(&log_sink_lock);
 }
 
-void vgpu_log(enum vgpu_log_level level, const char *fmt, ...)
+void cmn_log(enum cmn_log_level level, const char *fmt, ...)
 {
 	char msg[1024];
 	va_list ap;
 
-	if ((int)level > (int)vgpu_log_get_level())
+	if ((int)level > (int)cmn_log_get_level())
 		return;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
@@ -71,7 +71,7 @@ void vgpu_log(enum vgpu_log_level level, const char *fmt, ...)
 	if (log_sink) {
 		log_sink(level, msg, log_sink_ctx);
 	} else {
-		uint64_t ns = vgpu_now_ns();
+		uint64_t ns = cmn_now_ns();
 
 		fprintf(stderr, "[%6llu.%06llu] %s: %s\n",
 			(unsigned long long)(ns / 1000000000ull),

@@ -5,7 +5,7 @@
 #ifndef VGPU_COMMON_LOG_H
 #define VGPU_COMMON_LOG_H
 
-enum vgpu_log_level {
+enum cmn_log_level {
 	VGPU_LOG_ERR,
 	VGPU_LOG_WARN,
 	VGPU_LOG_INFO,
@@ -13,23 +13,23 @@ enum vgpu_log_level {
 };
 
 /* A sink receives each formatted message (no trailing newline). */
-typedef void (*vgpu_log_sink_fn)(enum vgpu_log_level level, const char *msg, void *ctx);
+typedef void (*cmn_log_sink_fn)(enum cmn_log_level level, const char *msg, void *ctx);
 
 /* Set the threshold; messages above it are dropped before formatting. */
-void vgpu_log_set_level(enum vgpu_log_level level);
+void cmn_log_set_level(enum cmn_log_level level);
 /* Current threshold. */
-enum vgpu_log_level vgpu_log_get_level(void);
+enum cmn_log_level cmn_log_get_level(void);
 /* Parse "error"/"warn"/"info"/"debug" or a digit; -EINVAL if it is neither. */
-int vgpu_log_parse_level(const char *s, enum vgpu_log_level *out);
+int cmn_log_parse_level(const char *s, enum cmn_log_level *out);
 /* Route messages to @fn (NULL restores stderr). */
-void vgpu_log_set_sink(vgpu_log_sink_fn fn, void *ctx);
+void cmn_log_set_sink(cmn_log_sink_fn fn, void *ctx);
 /* Log one message at @level. */
-void vgpu_log(enum vgpu_log_level level, const char *fmt, ...)
+void cmn_log(enum cmn_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
-#define vgpu_err(...)	vgpu_log(VGPU_LOG_ERR, __VA_ARGS__)
-#define vgpu_warn(...)	vgpu_log(VGPU_LOG_WARN, __VA_ARGS__)
-#define vgpu_info(...)	vgpu_log(VGPU_LOG_INFO, __VA_ARGS__)
-#define vgpu_dbg(...)	vgpu_log(VGPU_LOG_DEBUG, __VA_ARGS__)
+#define cmn_err(...)	cmn_log(VGPU_LOG_ERR, __VA_ARGS__)
+#define cmn_warn(...)	cmn_log(VGPU_LOG_WARN, __VA_ARGS__)
+#define cmn_info(...)	cmn_log(VGPU_LOG_INFO, __VA_ARGS__)
+#define cmn_dbg(...)	cmn_log(VGPU_LOG_DEBUG, __VA_ARGS__)
 
 #endif

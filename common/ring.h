@@ -18,7 +18,7 @@
 #include <vgpu/ring.h>
 
 /* A process-local view: geometry is copied at attach so the peer cannot change it. */
-struct vgpu_ring {
+struct cmn_ring {
 	struct vgpu_ring_hdr *hdr;
 	uint8_t *slots;
 	uint32_t mask;		/* nr_elems - 1 */
@@ -27,28 +27,28 @@ struct vgpu_ring {
 	uint32_t cached_tail;	/* consumer: own tail; producer: last tail seen */
 };
 
-#define vgpu_ring_head_(h) ((_Atomic uint32_t *)&(h)->head)
-#define vgpu_ring_tail_(h) ((_Atomic uint32_t *)&(h)->tail)
+#define cmn_ring_head_(h) ((_Atomic uint32_t *)&(h)->head)
+#define cmn_ring_tail_(h) ((_Atomic uint32_t *)&(h)->tail)
 
 /* Bytes of shared memory for @nr_elems slots of @elem_size bytes. */
-static inline size_t vgpu_ring_bytes(uint32_t nr_elems, uint32_t elem_size)
+static inline size_t cmn_ring_bytes(uint32_t nr_elems, uint32_t elem_size)
 {
 	return sizeof(struct vgpu_ring_hdr) + (size_t)nr_elems * elem_size;
 }
 
 /* Write an empty ring header into @mem. 0, or -EINVAL for bad geometry or short @bytes. */
-static inline int vgpu_ring_format(void *mem, size_t bytes, uint32_t nr_elems, uint32_t elem_size)
+static inline int cmn_ring_format(void *mem, size_t bytes, uint32_t nr_elems, uint32_t elem_size)
 {
 	struct vgpu_ring_hdr *h = (struct vgpu_ring_hdr *)mem;
 
 	if (!mem || !nr_elems || (nr_elems & (nr_elems - 1)) || !elem_size || elem_size % 8 ||
-	    nr_elems > (1u << 24) || vgpu_ring_bytes(nr_elems, elem_size) > bytes)
+	    nr_elems > (1u << 24) || cmn_ring_bytes(nr_elems, elem_size) > bytes)
 		return -EINVAL;
 	memset(h, 0, sizeof(*h));
 	h->nr_elems = nr_elems;
 	h->elem_size = elem_size;
-	atomic_store_explicit(vgpu_ring_head_(h), 0, memory_order_relaxed);
-	atomic_store_explicit(vgpu_ring_tail_(h), 0, memory_order_relaxed);
+	atomic_store_explicit(cmn_ring_head_(h), 0, memory_order_relaxed);
+	atomic_store_explicit(cmn_ring_tail_(h), 0, memory_order_relaxed);
 	/* Magic last: a peer that sees it sees a complete header. */
 	atomic_store_explicit((_Atomic uint32_t *)&h->magic, VGPU_RING_MAGIC, memory_order_release);
 	return 0;
@@ -56,7 +56,7 @@ static inline int vgpu_ring_format(void *mem, size_t bytes, uint32_t nr_elems, u
 
 /* Attach a local view to a formatted ring. 0, or -EPROTO if the header is not valid
  * for @bytes (a peer's ring is checked as untrusted input). */
-static inline int vgpu_ring_attach(struct vgpu_ring *r, void *mem, size_t bytes)
+static inline int cmn_ring_attach(struct cmn_ring *r, void *mem, size_t bytes)
 {
 	struct vgpu_ring_hdr *h = (struct vgpu_ring_hdr *)mem;
 	uint32_t nr, es;
@@ -67,24 +67,24 @@ static inline int vgpu_ring_attach(struct vgpu_ring *r, void *mem, size_t bytes)
 	nr = h->nr_elems;
 	es = h->elem_size;
 	if (!nr || (nr & (nr - 1)) || !es || es % 8 || nr > (1u << 24) ||
-	    vgpu_ring_bytes(nr, es) > bytes)
+	    cmn_ring_bytes(nr, es) > bytes)
 		return -EPROTO;
 	r->hdr = h;
 	r->slots = (uint8_t *)(h + 1);
 	r->mask = nr - 1;
 	r->elem_size = es;
-	r->cached_head = atomic_load_explicit(vgpu_ring_head_(h), memory_order_acquire);
-	r->cached_tail = atomic_load_explicit(vgpu_ring_tail_(h), memory_order_acquire);
+	r->cached_head = atomic_load_explicit(cmn_ring_head_(h), memory_order_acquire);
+	r->cached_tail = atomic_load_explicit(cmn_ring_tail_(h), memory_order_acquire);
 	return 0;
 }
 
 /* Producer: slot to fill next, or NULL if the ring is full (or the peer's tail is bogus). */
-static inline void *vgpu_ring_produce_slot(struct vgpu_ring *r)
+static inline void *cmn_ring_produce_slot(struct cmn_ring *r)
 {
 	uint32_t head = r->cached_head;
 
 	if (head - r->cached_tail > r->mask) {
-		r->cached_tail = atomic_load_explicit(vgpu_ring_tail_(r->hdr), memory_order_acquire);
+		r->cached_tail = atomic_load_explicit(cmn_ring_tail_(r->hdr), memory_order_acquire);
 		/* A tail ahead of head is a broken peer: treat as full, never overwrite. */
 		if (head - r->cached_tail > r->mask)
 			return NULL;
@@ -92,39 +92,39 @@ static inline void *vgpu_ring_produce_slot(struct vgpu_ring *r)
 	return r->slots + (size_t)(head & r->mask) * r->elem_size;
 }
 
-/* Producer: publish the slot returned by vgpu_ring_produce_slot(). */
-static inline void vgpu_ring_produce_commit(struct vgpu_ring *r)
+/* Producer: publish the slot returned by cmn_ring_produce_slot(). */
+static inline void cmn_ring_produce_commit(struct cmn_ring *r)
 {
 	r->cached_head++;
-	atomic_store_explicit(vgpu_ring_head_(r->hdr), r->cached_head, memory_order_release);
+	atomic_store_explicit(cmn_ring_head_(r->hdr), r->cached_head, memory_order_release);
 }
 
 /* Producer: copy @len bytes (<= elem_size; the rest of the slot is zeroed) and publish.
  * 0, -EAGAIN if full, -EMSGSIZE if @len is too big. */
-static inline int vgpu_ring_push(struct vgpu_ring *r, const void *elem, size_t len)
+static inline int cmn_ring_push(struct cmn_ring *r, const void *elem, size_t len)
 {
 	void *slot;
 
 	if (len > r->elem_size)
 		return -EMSGSIZE;
-	slot = vgpu_ring_produce_slot(r);
+	slot = cmn_ring_produce_slot(r);
 	if (!slot)
 		return -EAGAIN;
 	memcpy(slot, elem, len);
 	memset((uint8_t *)slot + len, 0, r->elem_size - len);
-	vgpu_ring_produce_commit(r);
+	cmn_ring_produce_commit(r);
 	return 0;
 }
 
 /* Consumer: next filled slot, or NULL if empty. *@err is set to -EPROTO (and NULL returned)
  * if the peer's head claims more slots than the ring has. */
-static inline const void *vgpu_ring_consume_slot(struct vgpu_ring *r, int *err)
+static inline const void *cmn_ring_consume_slot(struct cmn_ring *r, int *err)
 {
 	uint32_t tail = r->cached_tail;
 
 	*err = 0;
 	if (tail == r->cached_head) {
-		r->cached_head = atomic_load_explicit(vgpu_ring_head_(r->hdr), memory_order_acquire);
+		r->cached_head = atomic_load_explicit(cmn_ring_head_(r->hdr), memory_order_acquire);
 		if (tail == r->cached_head)
 			return NULL;
 	}
@@ -136,39 +136,39 @@ static inline const void *vgpu_ring_consume_slot(struct vgpu_ring *r, int *err)
 	return r->slots + (size_t)(tail & r->mask) * r->elem_size;
 }
 
-/* Consumer: hand the slot from vgpu_ring_consume_slot() back to the producer. */
-static inline void vgpu_ring_consume_commit(struct vgpu_ring *r)
+/* Consumer: hand the slot from cmn_ring_consume_slot() back to the producer. */
+static inline void cmn_ring_consume_commit(struct cmn_ring *r)
 {
 	r->cached_tail++;
-	atomic_store_explicit(vgpu_ring_tail_(r->hdr), r->cached_tail, memory_order_release);
+	atomic_store_explicit(cmn_ring_tail_(r->hdr), r->cached_tail, memory_order_release);
 }
 
 /* Consumer: copy the next element (elem_size bytes) to @out.
  * 0, -EAGAIN if empty, -EPROTO if the producer is broken. */
-static inline int vgpu_ring_pop(struct vgpu_ring *r, void *out)
+static inline int cmn_ring_pop(struct cmn_ring *r, void *out)
 {
 	int err;
-	const void *slot = vgpu_ring_consume_slot(r, &err);
+	const void *slot = cmn_ring_consume_slot(r, &err);
 
 	if (!slot)
 		return err ? err : -EAGAIN;
 	memcpy(out, slot, r->elem_size);
-	vgpu_ring_consume_commit(r);
+	cmn_ring_consume_commit(r);
 	return 0;
 }
 
 /* Slots pending as seen from either side right now (a snapshot; 0..nr_elems). */
-static inline uint32_t vgpu_ring_count(const struct vgpu_ring *r)
+static inline uint32_t cmn_ring_count(const struct cmn_ring *r)
 {
-	uint32_t h = atomic_load_explicit(vgpu_ring_head_(r->hdr), memory_order_acquire);
-	uint32_t t = atomic_load_explicit(vgpu_ring_tail_(r->hdr), memory_order_acquire);
+	uint32_t h = atomic_load_explicit(cmn_ring_head_(r->hdr), memory_order_acquire);
+	uint32_t t = atomic_load_explicit(cmn_ring_tail_(r->hdr), memory_order_acquire);
 	uint32_t n = h - t;
 
 	return n > r->mask + 1 ? r->mask + 1 : n;
 }
 
 /* Number of slots. */
-static inline uint32_t vgpu_ring_capacity(const struct vgpu_ring *r)
+static inline uint32_t cmn_ring_capacity(const struct cmn_ring *r)
 {
 	return r->mask + 1;
 }

@@ -49,8 +49,8 @@ int gpu_doorbell_page_back(struct gpu *g, unsigned int fn, int fd, uint64_t off)
 	}
 	page = g->db_pages + (size_t)fn * 4096;
 	/* g->lock keeps drains off the page; db_lock keeps the sleeping count exact. */
-	vgpu_mutex_lock(&g->lock);
-	vgpu_mutex_lock(&g->db_lock);
+	cmn_mutex_lock(&g->lock);
+	cmn_mutex_lock(&g->db_lock);
 	/* Map the new backing aside first: a failure leaves the old page in place. */
 	tmp = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)off);
 	if (tmp == MAP_FAILED) {
@@ -68,12 +68,12 @@ int gpu_doorbell_page_back(struct gpu *g, unsigned int fn, int fd, uint64_t off)
 		/* The old mapping may be gone: fall back to the default page. */
 		if (mmap(page, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, g->db_fd,
 			 (off_t)fn * 4096) == MAP_FAILED)
-			vgpu_err("gpu: function %u doorbell page lost: %s", fn, vgpu_strerror(r));
+			cmn_err("gpu: function %u doorbell page lost: %s", fn, cmn_strerror(r));
 	}
 	g->fns[fn].db_stuck_since = 0;
 unlock:
-	vgpu_mutex_unlock(&g->db_lock);
-	vgpu_mutex_unlock(&g->lock);
+	cmn_mutex_unlock(&g->db_lock);
+	cmn_mutex_unlock(&g->lock);
 	return r;
 }
 
@@ -85,7 +85,7 @@ void gpu_doorbell_ring(struct gpu *g, unsigned int fn, uint32_t token)
 		return;
 	if (vgpu_doorbell_write(g->fns[fn].db, token) &&
 	    write(g->fns[fn].kick_fd, &one, sizeof(one)) < 0)
-		vgpu_dbg("gpu: kick of function %u failed", fn);
+		cmn_dbg("gpu: kick of function %u failed", fn);
 }
 
 void gpu_engine_wake(struct gpu_engine *e)
@@ -95,7 +95,7 @@ void gpu_engine_wake(struct gpu_engine *e)
 	/* poked before asleep is read; the engine sets asleep before it reads poked. */
 	atomic_store(&e->poked, true);
 	if (atomic_load(&e->asleep) && write(e->wake_fd, &one, sizeof(one)) < 0)
-		vgpu_dbg("gpu: wake of engine %u failed", e->id);
+		cmn_dbg("gpu: wake of engine %u failed", e->id);
 }
 
 /* Judge @token against @f's channel table: the verdict counter it bumps. */
@@ -153,7 +153,7 @@ static void db_drain_fn_locked(struct gpu *g, struct gpu_fn *f)
 		uint32_t v = atomic_load_explicit(slot, memory_order_acquire);
 
 		if (!(v & VGPU_DB_SLOT_FULL)) {
-			uint64_t now = vgpu_now_ns();
+			uint64_t now = cmn_now_ns();
 
 			if (f->db_stuck_tail != tail || !f->db_stuck_since) {
 				f->db_stuck_tail = tail;
@@ -172,14 +172,14 @@ static void db_drain_fn_locked(struct gpu *g, struct gpu_fn *f)
 		db_token_locked(g, f, v & ~VGPU_DB_SLOT_FULL);
 	}
 	if (seen)
-		atomic_store_explicit(&f->db_seen_ns, vgpu_now_ns(), memory_order_relaxed);
+		atomic_store_explicit(&f->db_seen_ns, cmn_now_ns(), memory_order_relaxed);
 	atomic_store_explicit(DB_ATOMIC(&db->tail), tail, memory_order_release);
 }
 
 void gpu_doorbell_drain_locked(struct gpu *g, struct gpu_engine *self)
 {
 	(void)self;
-	vgpu_mutex_assert_held(&g->lock);
+	cmn_mutex_assert_held(&g->lock);
 	for (unsigned int fn = 0; fn < g->nr_fns; fn++) {
 		struct vgpu_doorbell_page *db = g->fns[fn].db;
 
@@ -205,11 +205,11 @@ bool gpu_doorbell_any(struct gpu *g)
 /* Advertise (delta 1) or withdraw (-1) one sleeping engine in every doorbell page. */
 void gpu_doorbell_set_sleeping(struct gpu *g, int delta)
 {
-	vgpu_mutex_lock(&g->db_lock);
+	cmn_mutex_lock(&g->db_lock);
 	for (unsigned int fn = 0; fn < g->nr_fns; fn++)
 		atomic_fetch_add_explicit(DB_ATOMIC(&g->fns[fn].db->sleeping), (uint32_t)delta,
 					  memory_order_seq_cst);
-	vgpu_mutex_unlock(&g->db_lock);
+	cmn_mutex_unlock(&g->db_lock);
 }
 
 void gpu_db_stats(struct gpu *g, unsigned int fn, struct gpu_db_stats *out)

@@ -10,7 +10,7 @@
 #include "common/log.h"
 #include "gpu_model/gpu_internal.h"
 
-#define PRIV_BYTES vgpu_align_up(sizeof(struct gpu_priv_shared), 4096)
+#define PRIV_BYTES cmn_align_up(sizeof(struct gpu_priv_shared), 4096)
 
 static int config_check(const struct gpu_config *cfg)
 {
@@ -56,7 +56,7 @@ static int priv_init(struct gpu *g)
 	g->priv_writer->sh = rw;
 	g->priv_writer->g = g;
 	g->priv_writer->kick_fd = -1;
-	vgpu_mutex_init(&g->priv_writer->lock);
+	cmn_mutex_init(&g->priv_writer->lock);
 	g->priv = ro;
 	gpu_priv_format(rw, g->nr_fns, g->nr_engines, g->vram_size);
 	return 0;
@@ -76,7 +76,7 @@ static void priv_fini(struct gpu *g)
 	close(g->priv_kick_fd);
 }
 
-#define STATUS_BYTES vgpu_align_up(sizeof(struct gpu_status_shared), 4096)
+#define STATUS_BYTES cmn_align_up(sizeof(struct gpu_status_shared), 4096)
 
 /* The status region: a memfd so the GSP, another process, can map it read-only. */
 static int status_init(struct gpu *g)
@@ -182,7 +182,7 @@ static void engines_stop(struct gpu *g, unsigned int started)
 	atomic_store(&g->stop, true);
 	for (unsigned int i = 0; i < started; i++)
 		if (write(g->engines[i].wake_fd, &one, sizeof(one)) < 0)
-			vgpu_warn("gpu: cannot wake engine %u", i);
+			cmn_warn("gpu: cannot wake engine %u", i);
 	for (unsigned int i = 0; i < started; i++)
 		pthread_join(g->engines[i].thread, NULL);
 	for (unsigned int i = 0; i < g->nr_engines; i++) {
@@ -219,7 +219,7 @@ int gpu_create(const struct gpu_config *cfg, struct gpu **out)
 	int ret = config_check(cfg);
 
 	if (ret) {
-		vgpu_err("gpu: bad configuration (VRAM %llu bytes, %u VFs, %u engines)",
+		cmn_err("gpu: bad configuration (VRAM %llu bytes, %u VFs, %u engines)",
 			 (unsigned long long)cfg->vram_size, cfg->nr_vfs, cfg->nr_engines);
 		return ret;
 	}
@@ -229,8 +229,8 @@ int gpu_create(const struct gpu_config *cfg, struct gpu **out)
 	g->cfg = *cfg;
 	g->nr_fns = 1 + cfg->nr_vfs;
 	g->nr_engines = cfg->nr_engines ? cfg->nr_engines : 1;
-	vgpu_mutex_init(&g->lock);
-	vgpu_mutex_init(&g->db_lock);
+	cmn_mutex_init(&g->lock);
+	cmn_mutex_init(&g->db_lock);
 	ret = gpu_vram_init(g, cfg->vram_size ? cfg->vram_size : GPU_DEFAULT_VRAM);
 	if (ret)
 		goto free_g;
@@ -240,9 +240,9 @@ int gpu_create(const struct gpu_config *cfg, struct gpu **out)
 	ret = fns_init(g);
 	if (ret)
 		goto fns_fini;
-	vgpu_mutex_lock(&g->lock);
+	cmn_mutex_lock(&g->lock);
 	gpu_priv_sync_locked(g);
-	vgpu_mutex_unlock(&g->lock);
+	cmn_mutex_unlock(&g->lock);
 	ret = engines_start(g);
 	if (ret)
 		goto fns_fini;
@@ -254,10 +254,10 @@ fns_fini:
 vram_fini:
 	gpu_vram_fini(g);
 free_g:
-	vgpu_mutex_destroy(&g->db_lock);
-	vgpu_mutex_destroy(&g->lock);
+	cmn_mutex_destroy(&g->db_lock);
+	cmn_mutex_destroy(&g->lock);
 	free(g);
-	vgpu_err("gpu: cannot create the device: %s", vgpu_strerror(ret));
+	cmn_err("gpu: cannot create the device: %s", cmn_strerror(ret));
 	return ret;
 }
 
@@ -269,8 +269,8 @@ void gpu_destroy(struct gpu *g)
 	fns_fini(g);
 	priv_fini(g);
 	gpu_vram_fini(g);
-	vgpu_mutex_destroy(&g->db_lock);
-	vgpu_mutex_destroy(&g->lock);
+	cmn_mutex_destroy(&g->db_lock);
+	cmn_mutex_destroy(&g->lock);
 	free(g);
 }
 
@@ -309,7 +309,7 @@ void gpu_priv_drop_writer(struct gpu *g)
 		return;
 	g->priv_writer = NULL;
 	munmap(w->sh, PRIV_BYTES);
-	vgpu_mutex_destroy(&w->lock);
+	cmn_mutex_destroy(&w->lock);
 	free(w);
 }
 
@@ -328,7 +328,7 @@ void gpu_intr_raise(struct gpu *g, struct gpu_fn *f, uint32_t bits)
 	(void)g;
 	/* Signal only new bits: the handler reads the status, so one wakeup covers many. */
 	if ((old & bits) != bits && write(f->intr_fd, &one, sizeof(one)) < 0)
-		vgpu_dbg("gpu: interrupt eventfd of function %u: %d", f->id, errno);
+		cmn_dbg("gpu: interrupt eventfd of function %u: %d", f->id, errno);
 }
 
 int gpu_status_fd(const struct gpu *g)
@@ -352,7 +352,7 @@ int gpu_chan_error(struct gpu *g, unsigned int fn, unsigned int chid, enum vgpu_
 		return -EINVAL;
 	f = &g->fns[fn];
 	c = &f->chans[chid];
-	vgpu_mutex_lock(&g->lock);
+	cmn_mutex_lock(&g->lock);
 	gpu_priv_sync_locked(g);
 	if (atomic_load(&c->state) == GPU_CHAN_STATE_FREE)
 		ret = -ENOENT;
@@ -362,7 +362,7 @@ int gpu_chan_error(struct gpu *g, unsigned int fn, unsigned int chid, enum vgpu_
 		ret = -EALREADY;
 	else
 		gpu_chan_set_error(g, f, c, f->cfg.part_base, f->cfg.part_size, err, 0xffffffffu);
-	vgpu_mutex_unlock(&g->lock);
+	cmn_mutex_unlock(&g->lock);
 	return ret;
 }
 
@@ -387,13 +387,13 @@ int gpu_chan_status(struct gpu *g, unsigned int fn, unsigned int chid, struct gp
 	if (fn >= g->nr_fns || chid >= GPU_FN_MAX_CHANNELS)
 		return -EINVAL;
 	c = &g->fns[fn].chans[chid];
-	vgpu_mutex_lock(&g->lock);
+	cmn_mutex_lock(&g->lock);
 	gpu_priv_sync_locked(g);
 	out->state = atomic_load(&c->state);
 	out->error = atomic_load(&c->error);
 	out->gp_get = atomic_load(&c->pub_gp_get);
 	out->methods = atomic_load(&c->methods);
-	vgpu_mutex_unlock(&g->lock);
+	cmn_mutex_unlock(&g->lock);
 	return 0;
 }
 
@@ -402,7 +402,7 @@ void gpu_sched_stats(struct gpu *g, unsigned int fn, struct gpu_sched_stats *out
 	memset(out, 0, sizeof(*out));
 	if (fn >= g->nr_fns)
 		return;
-	vgpu_mutex_lock(&g->lock);
+	cmn_mutex_lock(&g->lock);
 	for (unsigned int e = 0; e < g->nr_engines; e++) {
 		const struct gpu_sched_stats *t = &g->fns[fn].tel[e];
 
@@ -412,7 +412,7 @@ void gpu_sched_stats(struct gpu *g, unsigned int fn, struct gpu_sched_stats *out
 		out->slices += t->slices;
 		out->preempt_timeouts += t->preempt_timeouts;
 		out->stall_ns += t->stall_ns;
-		out->target_slice_ns = vgpu_max(out->target_slice_ns, t->target_slice_ns);
+		out->target_slice_ns = cmn_max(out->target_slice_ns, t->target_slice_ns);
 	}
-	vgpu_mutex_unlock(&g->lock);
+	cmn_mutex_unlock(&g->lock);
 }

@@ -247,7 +247,7 @@ struct gpu_db_stats {
 	uint64_t backwards;	/* GP_PUT moved backwards */
 	uint64_t scan_found;	/* work found by the periodic scan, not by a doorbell */
 	uint64_t overruns;	/* tokens lost to a lapped doorbell ring */
-	uint64_t last_seen_ns;	/* when the device last consumed a token (vgpu_now_ns) */
+	uint64_t last_seen_ns;	/* when the device last consumed a token (cmn_now_ns) */
 };
 /* Doorbell counters of @fn. */
 void gpu_db_stats(struct gpu *g, unsigned int fn, struct gpu_db_stats *out);

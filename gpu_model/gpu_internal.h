@@ -32,7 +32,7 @@ struct gpu_priv {
 	bool owned;			/* from gpu_priv_open(): unmap on close */
 	struct gpu *g;			/* in-process writer: wake the engines after a write */
 	int kick_fd;			/* other process: eventfd to write after a write, or -1 */
-	struct vgpu_mutex lock;		/* one writer at a time in this process */
+	struct cmn_mutex lock;		/* one writer at a time in this process */
 };
 
 /* Consistent copy of function @fn's record; false only if @fn is out of range. */
@@ -62,7 +62,7 @@ struct gpu_inval {
 struct gpu_tlb {
 	struct gpu_tlb_entry e[3][GPU_TLB_WAYS];	/* 4K, 64K, 2M */
 	atomic_uint pending;		/* invalidations queued by other threads */
-	struct vgpu_spinlock qlock;	/* protects q[], nq, overflow */
+	struct cmn_spinlock qlock;	/* protects q[], nq, overflow */
 	struct gpu_inval q[GPU_INVAL_QUEUE];
 	unsigned int nq;
 	bool overflow;
@@ -124,7 +124,7 @@ struct gpu_fn {
 	atomic_uint intr;
 	int intr_fd;
 	/* fault buffer */
-	struct vgpu_spinlock fault_lock;	/* protects faults[], fhead, fcount */
+	struct cmn_spinlock fault_lock;	/* protects faults[], fhead, fcount */
 	struct vgpu_fault_entry faults[GPU_FAULT_BUF];
 	unsigned int fhead, fcount;
 	/* VRAM slice backing (vram_lock) */
@@ -165,7 +165,7 @@ struct gpu {
 	uint8_t *vram;
 	uint64_t vram_size;
 	int vram_fd;
-	struct vgpu_mutex vram_lock;	/* protects the slice fields of fns[] */
+	struct cmn_mutex vram_lock;	/* protects the slice fields of fns[] */
 	/* status region: written here, read by the GSP */
 	int status_fd;
 	struct gpu_status_shared *status;
@@ -181,8 +181,8 @@ struct gpu {
 	uint8_t *db_pages;
 	/* Orders sleeping-count updates against a page being re-backed (so no update is
 	 * lost in the copy); taken after g->lock, never held while sleeping. */
-	struct vgpu_mutex db_lock;
-	struct vgpu_mutex lock;		/* the model lock: snapshots, scheduling, channel picks */
+	struct cmn_mutex db_lock;
+	struct cmn_mutex lock;		/* the model lock: snapshots, scheduling, channel picks */
 	atomic_bool stop;
 	struct gpu_engine engines[GPU_MAX_ENGINES];
 	unsigned int nr_engines;

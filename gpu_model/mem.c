@@ -45,7 +45,7 @@ int gpu_aper_rw_at(struct gpu *g, unsigned int fn, uint64_t aper, uint64_t addr,
 	/* The IOMMU already moved the bytes before the failing page; moving them again is
 	 * harmless, and this runs only on a fault. */
 	while (off < len) {
-		uint64_t k = vgpu_min(len - off, VGPU_GMMU_PAGE_4K - ((addr + off) & 4095));
+		uint64_t k = cmn_min(len - off, VGPU_GMMU_PAGE_4K - ((addr + off) & 4095));
 
 		ret = gpu_aper_rw(g, fn, aper, addr + off, p + off, k, write);
 		if (ret) {
@@ -71,7 +71,7 @@ int gpu_sys_copy(struct gpu *g, unsigned int fn, uint64_t iova, void *buf, uint6
 	ret = iommu_fn_translate(g->cfg.iommu, fn, IOMMU_NO_PASID, iova, *n,
 				 write ? IOMMU_WRITE : IOMMU_READ, &x);
 	if (!ret && x.host) {
-		*n = vgpu_min(*n, (uint64_t)x.len);
+		*n = cmn_min(*n, (uint64_t)x.len);
 		if (write)
 			memcpy(x.host, buf, *n);
 		else
@@ -140,7 +140,7 @@ static int gpu_va_copy(struct gpu_ctx *ctx, uint64_t va, uint8_t *p, uint64_t le
 		ret = gpu_ctx_xlate(ctx, va, access, &x);
 		if (ret)
 			return ret;
-		uint64_t n = vgpu_min(len, x.avail);
+		uint64_t n = cmn_min(len, x.avail);
 
 		if (x.aper == VGPU_GMMU_APER_VRAM) {
 			if (write)

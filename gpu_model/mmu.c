@@ -27,7 +27,7 @@ static int walk_leaf(uint64_t part_base, uint64_t part_size, uint64_t pte, uint6
 	uint64_t addr = pte & VGPU_GMMU_ADDR_MASK, aper = pte & VGPU_GMMU_APER_MASK;
 	uint64_t off = va & (size - 1);
 
-	if (pte & VGPU_GMMU_RSVD_MASK || !vgpu_is_aligned(addr, size) ||
+	if (pte & VGPU_GMMU_RSVD_MASK || !cmn_is_aligned(addr, size) ||
 	    (aper != VGPU_GMMU_APER_VRAM && aper != VGPU_GMMU_APER_SYS &&
 	     aper != VGPU_GMMU_APER_SVA))
 		return VGPU_FAULT_BAD_ENTRY;
@@ -173,14 +173,14 @@ void gpu_tlb_process(struct gpu_ctx *ctx)
 	unsigned int n;
 	bool all;
 
-	vgpu_spin_lock(&t->qlock);
+	cmn_spin_lock(&t->qlock);
 	atomic_store_explicit(&t->pending, 0, memory_order_relaxed);
 	n = t->nq;
 	all = t->overflow;
 	memcpy(q, t->q, n * sizeof(q[0]));
 	t->nq = 0;
 	t->overflow = false;
-	vgpu_spin_unlock(&t->qlock);
+	cmn_spin_unlock(&t->qlock);
 	if (all)
 		memset(t->e, 0, sizeof(t->e));
 	for (unsigned int i = 0; !all && i < n; i++)
@@ -192,14 +192,14 @@ static void tlb_queue(struct gpu_engine *e, unsigned int fn, uint64_t va, uint64
 {
 	struct gpu_tlb *t = &e->tlb;
 
-	vgpu_spin_lock(&t->qlock);
+	cmn_spin_lock(&t->qlock);
 	if (t->nq < GPU_INVAL_QUEUE)
 		t->q[t->nq++] = (struct gpu_inval){ .fn = fn, .va = va, .size = size };
 	else
 		t->overflow = true;
 	/* Release: the engine that sees pending also sees the queued range. */
 	atomic_store_explicit(&t->pending, 1, memory_order_release);
-	vgpu_spin_unlock(&t->qlock);
+	cmn_spin_unlock(&t->qlock);
 }
 
 void gpu_tlb_invalidate(struct gpu *g, unsigned int fn, uint64_t va, uint64_t size)
@@ -287,7 +287,7 @@ void gpu_fault_record(struct gpu_ctx *ctx, bool replayable)
 	struct gpu_fn *f = ctx->f;
 	struct vgpu_fault_entry ent = {
 		.va = ctx->fault_va,
-		.timestamp_ns = vgpu_now_ns(),
+		.timestamp_ns = cmn_now_ns(),
 		.chid = (uint16_t)ctx->chid,
 		.engine = (uint8_t)ctx->e->id,
 		.access = (uint8_t)ctx->fault_access,
@@ -296,11 +296,11 @@ void gpu_fault_record(struct gpu_ctx *ctx, bool replayable)
 	};
 	bool full;
 
-	vgpu_spin_lock(&f->fault_lock);
+	cmn_spin_lock(&f->fault_lock);
 	full = f->fcount == GPU_FAULT_BUF;
 	if (!full)
 		f->faults[(f->fhead + f->fcount++) % GPU_FAULT_BUF] = ent;
-	vgpu_spin_unlock(&f->fault_lock);
+	cmn_spin_unlock(&f->fault_lock);
 	fault_status(ctx->g, f->id, &ent);
 	gpu_intr_raise(ctx->g, f, full ? VGPU_INTR_FAULT_OVERFLOW : VGPU_INTR_FAULT);
 }
@@ -313,14 +313,14 @@ int gpu_fault_pop(struct gpu *g, unsigned int fn, struct vgpu_fault_entry *out)
 	if (fn >= g->nr_fns)
 		return -EINVAL;
 	f = &g->fns[fn];
-	vgpu_spin_lock(&f->fault_lock);
+	cmn_spin_lock(&f->fault_lock);
 	if (f->fcount) {
 		*out = f->faults[f->fhead];
 		f->fhead = (f->fhead + 1) % GPU_FAULT_BUF;
 		f->fcount--;
 		ret = 0;
 	}
-	vgpu_spin_unlock(&f->fault_lock);
+	cmn_spin_unlock(&f->fault_lock);
 	return ret;
 }
 
@@ -333,14 +333,14 @@ void gpu_fault_replay(struct gpu *g, unsigned int fn)
 	f = &g->fns[fn];
 	/* Invalidate first: the handler changed PTEs and the retried access must see them. */
 	gpu_tlb_invalidate(g, fn, 0, 0);
-	vgpu_mutex_lock(&g->lock);
+	cmn_mutex_lock(&g->lock);
 	for (unsigned int c = 0; c < GPU_FN_MAX_CHANNELS; c++) {
 		int want = GPU_CHAN_STATE_FAULTED;
 
 		if (atomic_compare_exchange_strong(&f->chans[c].state, &want, GPU_CHAN_STATE_BUSY))
 			atomic_fetch_or(&f->pending, VGPU_BIT(c));
 	}
-	vgpu_mutex_unlock(&g->lock);
+	cmn_mutex_unlock(&g->lock);
 	for (unsigned int i = 0; i < g->nr_engines; i++)
 		gpu_engine_wake(&g->engines[i]);
 }
@@ -355,12 +355,12 @@ int gpu_fault_cancel(struct gpu *g, unsigned int fn, unsigned int chid)
 		return -EINVAL;
 	f = &g->fns[fn];
 	c = &f->chans[chid];
-	vgpu_mutex_lock(&g->lock);
+	cmn_mutex_lock(&g->lock);
 	if (atomic_load(&c->state) != GPU_CHAN_STATE_FAULTED)
 		ret = -EINVAL;
 	else
 		gpu_chan_set_error(g, f, c, f->cfg.part_base, f->cfg.part_size,
 				   VGPU_CHAN_ERR_MMU_FAULT, 0xffffffffu);
-	vgpu_mutex_unlock(&g->lock);
+	cmn_mutex_unlock(&g->lock);
 	return ret;
 }

@@ -66,7 +66,7 @@ void gpu_chan_set_error(struct gpu *g, struct gpu_fn *f, struct gpu_chan *c,
 			uint64_t part_base, uint64_t part_size, enum vgpu_chan_error err,
 			uint32_t method)
 {
-	uint64_t now = vgpu_now_ns();
+	uint64_t now = cmn_now_ns();
 
 	atomic_store(&c->error, err);
 	atomic_store(&c->state, GPU_CHAN_STATE_ERROR);
@@ -80,7 +80,7 @@ void gpu_chan_set_error(struct gpu *g, struct gpu_fn *f, struct gpu_chan *c,
 	gpu_status_put(&c->st->gp_get, c->gp_get);
 	gpu_status_bump(g, &c->st->errors);
 	gpu_intr_raise(g, f, VGPU_INTR_CHAN_ERROR);
-	vgpu_info("gpu: function %u channel %td: error %d at GP %u", f->id, c - f->chans, err,
+	cmn_info("gpu: function %u channel %td: error %d at GP %u", f->id, c - f->chans, err,
 		  c->gp_get);
 }
 
@@ -138,7 +138,7 @@ static enum mres m_sem_acquire(struct gpu_ctx *ctx, const uint32_t *a)
 	if (va % size || flags & ~(uint64_t)(VGPU_SEM_64 | VGPU_SEM_EQ))
 		return ctx_error(ctx, VGPU_CHAN_ERR_METHOD_ARGS, VGPU_M_SEM_ACQUIRE);
 	if (!c->acq_waiting) {
-		c->acq_deadline = vgpu_now_ns() + (a[5] ? a[5] * VGPU_NSEC_PER_USEC : GPU_DEFAULT_SEM_TO);
+		c->acq_deadline = cmn_now_ns() + (a[5] ? a[5] * VGPU_NSEC_PER_USEC : GPU_DEFAULT_SEM_TO);
 		c->acq_waiting = true;
 	}
 	if (gpu_va_load(ctx, va, size, &val))
@@ -150,7 +150,7 @@ static enum mres m_sem_acquire(struct gpu_ctx *ctx, const uint32_t *a)
 		c->acq_waiting = false;
 		return M_DONE;
 	}
-	if (vgpu_now_ns() >= c->acq_deadline) {
+	if (cmn_now_ns() >= c->acq_deadline) {
 		c->acq_waiting = false;
 		return ctx_error(ctx, VGPU_CHAN_ERR_SEM_TIMEOUT, VGPU_M_SEM_ACQUIRE);
 	}
@@ -172,7 +172,7 @@ static int copy_piece(struct gpu_ctx *ctx, uint64_t src, uint64_t dst, uint64_t 
 		ret = gpu_ctx_xlate(ctx, dst, VGPU_ACCESS_WRITE, &xd);
 	if (ret)
 		return ret;
-	*n = vgpu_min(vgpu_min(*n, xs.avail), xd.avail);
+	*n = cmn_min(cmn_min(*n, xs.avail), xd.avail);
 	if (xs.aper == VGPU_GMMU_APER_VRAM && xd.aper == VGPU_GMMU_APER_VRAM) {
 		memcpy(g->vram + xd.addr, g->vram + xs.addr, *n);
 		return 0;
@@ -188,7 +188,7 @@ static int copy_piece(struct gpu_ctx *ctx, uint64_t src, uint64_t dst, uint64_t 
 		ret = gpu_aper_rw_at(g, ctx->f->id, xd.aper, xd.addr, g->vram + xs.addr, *n, true,
 				     &bad);
 	else {
-		*n = vgpu_min(*n, sizeof(bounce));
+		*n = cmn_min(*n, sizeof(bounce));
 		ret = gpu_aper_rw_at(g, ctx->f->id, xs.aper, xs.addr, bounce, *n, false, &bad);
 		read_failed = ret != 0;
 		if (!ret)
@@ -209,7 +209,7 @@ static enum mres m_copy(struct gpu_ctx *ctx, const uint32_t *a)
 	uint64_t src = u64_of(a), dst = u64_of(a + 2), len = u64_of(a + 4), since = 0;
 
 	while (c->progress < len) {
-		uint64_t n = vgpu_min(len - c->progress, (uint64_t)GPU_CHUNK_BYTES);
+		uint64_t n = cmn_min(len - c->progress, (uint64_t)GPU_CHUNK_BYTES);
 
 		if (copy_piece(ctx, src + c->progress, dst + c->progress, &n))
 			return M_FAULT;
@@ -244,15 +244,15 @@ static enum mres m_fill(struct gpu_ctx *ctx, const uint32_t *a)
 	if (dst % 4 || len % 4)
 		return ctx_error(ctx, VGPU_CHAN_ERR_METHOD_ARGS, VGPU_M_FILL);
 	while (c->progress < len) {
-		uint64_t va = dst + c->progress, n = vgpu_min(len - c->progress, (uint64_t)GPU_CHUNK_BYTES);
+		uint64_t va = dst + c->progress, n = cmn_min(len - c->progress, (uint64_t)GPU_CHUNK_BYTES);
 
 		if (gpu_ctx_xlate(ctx, va, VGPU_ACCESS_WRITE, &x))
 			return M_FAULT;
-		n = vgpu_min(n, x.avail);
+		n = cmn_min(n, x.avail);
 		if (x.aper == VGPU_GMMU_APER_VRAM) {
 			fill32(ctx->g->vram + x.addr, n, a[4]);
 		} else {
-			n = vgpu_min(n, sizeof(bounce));
+			n = cmn_min(n, sizeof(bounce));
 			fill32(bounce, n, a[4]);
 			if (gpu_va_write(ctx, va, bounce, n))
 				return M_FAULT;
@@ -286,7 +286,7 @@ static enum mres m_timestamp(struct gpu_ctx *ctx, const uint32_t *a)
 
 	if (va % 8)
 		return ctx_error(ctx, VGPU_CHAN_ERR_METHOD_ARGS, VGPU_M_TIMESTAMP);
-	return gpu_va_store(ctx, va, 8, vgpu_now_ns()) ? M_FAULT : M_DONE;
+	return gpu_va_store(ctx, va, 8, cmn_now_ns()) ? M_FAULT : M_DONE;
 }
 
 #define ELEMS_PER_STEP 4096u
@@ -302,7 +302,7 @@ static enum mres m_reduce(struct gpu_ctx *ctx, const uint32_t *a)
 	if (!c->progress)
 		c->acc = 0;
 	while (c->progress < count) {
-		uint64_t n = vgpu_min(count - c->progress, (uint64_t)ELEMS_PER_STEP);
+		uint64_t n = cmn_min(count - c->progress, (uint64_t)ELEMS_PER_STEP);
 
 		if (gpu_va_read(ctx, src + c->progress * 4, buf, n * 4))
 			return M_FAULT;
@@ -326,7 +326,7 @@ static enum mres m_axpy(struct gpu_ctx *ctx, const uint32_t *a)
 	if (x % 4 || y % 4)
 		return ctx_error(ctx, VGPU_CHAN_ERR_METHOD_ARGS, VGPU_M_AXPY_F32);
 	while (c->progress < count) {
-		uint64_t n = vgpu_min(count - c->progress, (uint64_t)ELEMS_PER_STEP), off = c->progress * 4;
+		uint64_t n = cmn_min(count - c->progress, (uint64_t)ELEMS_PER_STEP), off = c->progress * 4;
 
 		if (gpu_va_read(ctx, x + off, xb, n * 4) || gpu_va_read(ctx, y + off, yb, n * 4))
 			return M_FAULT;
@@ -443,9 +443,9 @@ static int gp_next(struct gpu_ctx *ctx)
 				if (c->gp_get == c->gp_put)
 					return 0;
 			}
-			uint32_t n = vgpu_min((c->gp_put - c->gp_get) & mask, mask + 1 - c->gp_get);
+			uint32_t n = cmn_min((c->gp_put - c->gp_get) & mask, mask + 1 - c->gp_get);
 
-			n = vgpu_min(n, (uint32_t)GPU_GP_CACHE);
+			n = cmn_min(n, (uint32_t)GPU_GP_CACHE);
 			if (gpu_va_read(ctx, c->cfg.gpfifo_va + (uint64_t)c->gp_get * 8, c->gp_cache, n * 8)) {
 				gpu_fault_record(ctx, false);
 				ctx_error(ctx, VGPU_CHAN_ERR_GPFIFO_FAULT, 0xffffffffu);

@@ -51,7 +51,7 @@ bool gpu_priv_snapshot_fn(const struct gpu_priv_shared *sh, unsigned int fn, str
 	src = &sh->fns[fn];
 	do {
 		while ((s1 = __atomic_load_n(&src->seq, __ATOMIC_ACQUIRE)) & 1)
-			vgpu_cpu_relax();
+			cmn_cpu_relax();
 		copy_in((uint64_t *)out, (const uint64_t *)src, WORDS(*out));
 		s2 = __atomic_load_n(&src->seq, __ATOMIC_RELAXED);
 	} while (s1 != s2);
@@ -65,7 +65,7 @@ void gpu_priv_snapshot_sched(const struct gpu_priv_shared *sh, uint64_t *policy,
 
 	do {
 		while ((s1 = __atomic_load_n(&sh->sched_seq, __ATOMIC_ACQUIRE)) & 1)
-			vgpu_cpu_relax();
+			cmn_cpu_relax();
 		*policy = ld(&sh->sched_policy);
 		*quantum = ld(&sh->sched_quantum_ns);
 		*period = ld(&sh->sched_period_ns);
@@ -101,15 +101,15 @@ static void priv_notify(struct gpu_priv *p)
 		for (unsigned int i = 0; i < p->g->nr_engines; i++)
 			gpu_engine_wake(&p->g->engines[i]);
 	} else if (p->kick_fd >= 0 && write(p->kick_fd, &one, sizeof(one)) < 0) {
-		vgpu_dbg("gpu: privileged-state kick failed: %d", errno);
+		cmn_dbg("gpu: privileged-state kick failed: %d", errno);
 	}
 }
 
 void gpu_priv_set_kick_fd(struct gpu_priv *p, int fd)
 {
-	vgpu_mutex_lock(&p->lock);
+	cmn_mutex_lock(&p->lock);
 	p->kick_fd = fd;
-	vgpu_mutex_unlock(&p->lock);
+	cmn_mutex_unlock(&p->lock);
 }
 
 /* Publish @rec as function @fn's record. Caller holds p->lock. */
@@ -118,7 +118,7 @@ static void priv_publish_fn(struct gpu_priv *p, unsigned int fn, const struct gp
 	struct gpu_priv_fn *dst = &p->sh->fns[fn];
 	uint64_t seq = ld(&dst->seq);
 
-	vgpu_mutex_assert_held(&p->lock);
+	cmn_mutex_assert_held(&p->lock);
 	__atomic_store_n(&dst->seq, seq + 1, __ATOMIC_RELAXED);
 	/* Word 0 is seq itself: copy the rest. */
 	copy_out((uint64_t *)dst + 1, (const uint64_t *)rec + 1, WORDS(*rec) - 1);
@@ -143,7 +143,7 @@ static int partition_set_locked(struct gpu_priv *p, unsigned int fn, uint64_t ba
 	uint64_t vram = ld(&p->sh->vram_size);
 	struct gpu_priv_fn rec;
 
-	if (size && (!vgpu_is_aligned(base, GPU_VRAM_ALIGN) || !vgpu_is_aligned(size, GPU_VRAM_ALIGN) ||
+	if (size && (!cmn_is_aligned(base, GPU_VRAM_ALIGN) || !cmn_is_aligned(size, GPU_VRAM_ALIGN) ||
 		     base >= vram || size > vram - base))
 		return -EINVAL;
 	for (unsigned int o = 0; size && o < ld(&p->sh->nr_fns); o++) {
@@ -165,12 +165,12 @@ int gpu_priv_partition_set(struct gpu_priv *p, unsigned int fn, uint64_t base, u
 
 	if (!priv_fn_ok(p, fn))
 		return -EINVAL;
-	vgpu_mutex_lock(&p->lock);
+	cmn_mutex_lock(&p->lock);
 	ret = partition_set_locked(p, fn, base, size);
-	vgpu_mutex_unlock(&p->lock);
+	cmn_mutex_unlock(&p->lock);
 	if (ret)
-		vgpu_warn("gpu: partition of function %u [%#llx+%#llx] refused: %s", fn,
-			  (unsigned long long)base, (unsigned long long)size, vgpu_strerror(ret));
+		cmn_warn("gpu: partition of function %u [%#llx+%#llx] refused: %s", fn,
+			  (unsigned long long)base, (unsigned long long)size, cmn_strerror(ret));
 	return ret;
 }
 
@@ -178,7 +178,7 @@ static int chan_cfg_check(const struct gpu_priv *p, const struct gpu_priv_chan *
 {
 	if (cfg->runlist >= ld(&p->sh->nr_engines))
 		return -EINVAL;
-	if (!vgpu_is_pow2(cfg->gpfifo_entries) || cfg->gpfifo_entries < 2 ||
+	if (!cmn_is_pow2(cfg->gpfifo_entries) || cfg->gpfifo_entries < 2 ||
 	    cfg->gpfifo_entries > 65536 || cfg->gpfifo_va % 8 ||
 	    cfg->gpfifo_va + cfg->gpfifo_entries * 8 > VGPU_GMMU_VA_LIMIT)
 		return -EINVAL;
@@ -216,9 +216,9 @@ int gpu_priv_chan_alloc(struct gpu_priv *p, unsigned int fn, unsigned int chid,
 
 	if (!priv_fn_ok(p, fn) || chid >= GPU_FN_MAX_CHANNELS || !cfg)
 		return -EINVAL;
-	vgpu_mutex_lock(&p->lock);
+	cmn_mutex_lock(&p->lock);
 	ret = chan_alloc_locked(p, fn, chid, cfg);
-	vgpu_mutex_unlock(&p->lock);
+	cmn_mutex_unlock(&p->lock);
 	return ret;
 }
 
@@ -231,7 +231,7 @@ static int chan_update(struct gpu_priv *p, unsigned int fn, unsigned int chid,
 
 	if (!priv_fn_ok(p, fn) || chid >= GPU_FN_MAX_CHANNELS)
 		return -EINVAL;
-	vgpu_mutex_lock(&p->lock);
+	cmn_mutex_lock(&p->lock);
 	priv_load_fn(p, fn, &rec);
 	if (!(rec.chans[chid].flags & GPU_CHAN_ALLOCATED)) {
 		ret = -ENOENT;
@@ -242,7 +242,7 @@ static int chan_update(struct gpu_priv *p, unsigned int fn, unsigned int chid,
 		rec.runlist[r] &= ~VGPU_BIT(chid);
 	priv_publish_fn(p, fn, &rec);
 unlock:
-	vgpu_mutex_unlock(&p->lock);
+	cmn_mutex_unlock(&p->lock);
 	return ret;
 }
 
@@ -264,7 +264,7 @@ int gpu_priv_runlist_set(struct gpu_priv *p, unsigned int fn, unsigned int rl, u
 
 	if (!priv_fn_ok(p, fn) || rl >= ld(&p->sh->nr_engines))
 		return -EINVAL;
-	vgpu_mutex_lock(&p->lock);
+	cmn_mutex_lock(&p->lock);
 	priv_load_fn(p, fn, &rec);
 	for (unsigned int c = 0; c < GPU_FN_MAX_CHANNELS; c++) {
 		if ((chans & VGPU_BIT(c)) && (!(rec.chans[c].flags & GPU_CHAN_ALLOCATED) ||
@@ -276,7 +276,7 @@ int gpu_priv_runlist_set(struct gpu_priv *p, unsigned int fn, unsigned int rl, u
 	rec.runlist[rl] = chans;
 	priv_publish_fn(p, fn, &rec);
 unlock:
-	vgpu_mutex_unlock(&p->lock);
+	cmn_mutex_unlock(&p->lock);
 	return ret;
 }
 
@@ -288,7 +288,7 @@ int gpu_priv_sched_set(struct gpu_priv *p, enum gpu_sched_policy policy,
 	if (policy != GPU_SCHED_BEST_EFFORT && policy != GPU_SCHED_EQUAL_SHARE &&
 	    policy != GPU_SCHED_FIXED_SHARE)
 		return -EINVAL;
-	vgpu_mutex_lock(&p->lock);
+	cmn_mutex_lock(&p->lock);
 	seq = ld(&p->sh->sched_seq);
 	__atomic_store_n(&p->sh->sched_seq, seq + 1, __ATOMIC_RELAXED);
 	st(&p->sh->sched_policy, policy);
@@ -297,7 +297,7 @@ int gpu_priv_sched_set(struct gpu_priv *p, enum gpu_sched_policy policy,
 	__atomic_store_n(&p->sh->sched_seq, seq + 2, __ATOMIC_RELEASE);
 	__atomic_fetch_add(&p->sh->gen, 1, __ATOMIC_SEQ_CST);
 	priv_notify(p);
-	vgpu_mutex_unlock(&p->lock);
+	cmn_mutex_unlock(&p->lock);
 	return 0;
 }
 
@@ -309,7 +309,7 @@ int gpu_priv_sched_fn_set(struct gpu_priv *p, unsigned int fn, const struct gpu_
 
 	if (!priv_fn_ok(p, fn) || s->weight > 1000)
 		return -EINVAL;
-	vgpu_mutex_lock(&p->lock);
+	cmn_mutex_lock(&p->lock);
 	for (unsigned int o = 0; o < ld(&p->sh->nr_fns); o++)
 		if (o != fn)
 			total += ld(&p->sh->fns[o].sched.weight);
@@ -321,7 +321,7 @@ int gpu_priv_sched_fn_set(struct gpu_priv *p, unsigned int fn, const struct gpu_
 	rec.sched = *s;
 	priv_publish_fn(p, fn, &rec);
 unlock:
-	vgpu_mutex_unlock(&p->lock);
+	cmn_mutex_unlock(&p->lock);
 	return ret;
 }
 
@@ -348,7 +348,7 @@ int gpu_priv_open(int fd, struct gpu_priv **out)
 	}
 	p->owned = true;
 	p->kick_fd = -1;
-	vgpu_mutex_init(&p->lock);
+	cmn_mutex_init(&p->lock);
 	*out = p;
 	return 0;
 unmap:
@@ -363,7 +363,7 @@ void gpu_priv_close(struct gpu_priv *p)
 	if (!p || !p->owned)
 		return;
 	munmap(p->sh, sizeof(*p->sh));
-	vgpu_mutex_destroy(&p->lock);
+	cmn_mutex_destroy(&p->lock);
 	free(p);
 }
 
@@ -402,7 +402,7 @@ void gpu_priv_sync_locked(struct gpu *g)
 {
 	uint64_t gen = __atomic_load_n(&g->priv->gen, __ATOMIC_ACQUIRE);
 
-	vgpu_mutex_assert_held(&g->lock);
+	cmn_mutex_assert_held(&g->lock);
 	if (gen == atomic_load_explicit(&g->priv_gen_seen, memory_order_relaxed))
 		return;
 	atomic_store_explicit(&g->priv_gen_seen, gen, memory_order_relaxed);

@@ -24,7 +24,7 @@ static uint64_t def(uint64_t v, uint64_t d)
  * by it, so shares stay right on a loaded host (as a VM's steal time). */
 uint64_t gpu_engine_now(struct gpu_engine *e)
 {
-	uint64_t now = vgpu_now_ns();
+	uint64_t now = cmn_now_ns();
 
 	if (e->last_tick && now - e->last_tick > GPU_STALL_NS) {
 		e->stolen += now - e->last_tick;
@@ -114,9 +114,9 @@ static uint64_t fn_weight_locked(struct gpu_engine *e, struct gpu_fn *f, uint64_
 	case GPU_SCHED_EQUAL_SHARE:
 		return 1000;
 	case GPU_SCHED_FIXED_SHARE:
-		return vgpu_max(f->cfg.sched.weight, 1);
+		return cmn_max(f->cfg.sched.weight, 1);
 	default:
-		return vgpu_max(len / 1000, 1);
+		return cmn_max(len / 1000, 1);
 	}
 }
 
@@ -266,9 +266,9 @@ static void engine_run_locked(struct gpu_engine *e, struct gpu_chan *c, uint64_t
 
 	idle_account_locked(e, start);
 	c->running = true;
-	vgpu_mutex_unlock(&g->lock);
+	cmn_mutex_unlock(&g->lock);
 	r = gpu_chan_run(&ctx);
-	vgpu_mutex_lock(&g->lock);
+	cmn_mutex_lock(&g->lock);
 	c->running = false;
 	end = gpu_engine_now(e);
 	stolen = e->stolen - stolen0;
@@ -287,17 +287,17 @@ static uint64_t idle_deadline_locked(struct gpu_engine *e, uint64_t now)
 {
 	struct gpu *g = e->g;
 	/* The GSP may live in another process and cannot kick us: poll its generation. */
-	uint64_t d = vgpu_min(e->next_scan, now + GPU_PRIV_POLL_NS);
+	uint64_t d = cmn_min(e->next_scan, now + GPU_PRIV_POLL_NS);
 
 	if (e->cur_fn >= 0)
-		d = vgpu_min(d, e->slot_end);
+		d = cmn_min(d, e->slot_end);
 	for (unsigned int fn = 0; fn < g->nr_fns; fn++) {
 		struct gpu_fn *f = &g->fns[fn];
 		uint64_t rl = f->cfg.runlist[e->id];
 
 		for (unsigned int chid = 0; rl && chid < GPU_FN_MAX_CHANNELS; chid++)
 			if ((rl & VGPU_BIT(chid)) && !f->chans[chid].running && f->chans[chid].acq_waiting)
-				d = vgpu_min(d, vgpu_max(f->chans[chid].retry_at, now));
+				d = cmn_min(d, cmn_max(f->chans[chid].retry_at, now));
 	}
 	return d;
 }
@@ -317,25 +317,25 @@ static void engine_drain_fds(struct gpu_engine *e, const struct epoll_event *ev,
 
 	for (int i = 0; i < n; i++)
 		if (read(ev[i].data.fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-			vgpu_dbg("gpu: engine %u: eventfd read: %d", e->id, errno);
+			cmn_dbg("gpu: engine %u: eventfd read: %d", e->id, errno);
 }
 
 /* Nothing to run: spin for spin_ns, then sleep until a kick, a wake or @deadline. */
 static void engine_idle(struct gpu_engine *e, uint64_t now, uint64_t deadline)
 {
 	struct gpu *g = e->g;
-	uint64_t spin_end = vgpu_min(deadline, now + def(g->cfg.spin_ns, 50 * VGPU_NSEC_PER_USEC));
+	uint64_t spin_end = cmn_min(deadline, now + def(g->cfg.spin_ns, 50 * VGPU_NSEC_PER_USEC));
 	struct epoll_event ev[GPU_MAX_FNS + 1];
 	struct timespec ts;
 	int n;
 
 	uint64_t next_yield = now + GPU_SPIN_YIELD_NS, t;
 
-	while ((t = vgpu_now_ns()) < spin_end) {
+	while ((t = cmn_now_ns()) < spin_end) {
 		if (engine_has_news(e))
 			return;
 		for (int i = 0; i < 32; i++)
-			vgpu_cpu_relax();
+			cmn_cpu_relax();
 		/* On an oversubscribed host the submitter may be queued behind us on this
 		 * very core: give it the CPU now and then instead of spinning it out. */
 		if (t >= next_yield) {
@@ -343,7 +343,7 @@ static void engine_idle(struct gpu_engine *e, uint64_t now, uint64_t deadline)
 			next_yield = t + GPU_SPIN_YIELD_NS;
 		}
 	}
-	now = vgpu_now_ns();
+	now = cmn_now_ns();
 	if (now >= deadline)
 		return;
 	atomic_store(&e->asleep, true);
@@ -368,8 +368,8 @@ void *gpu_engine_main(void *arg)
 	struct gpu_engine *e = arg;
 	struct gpu *g = e->g;
 
-	vgpu_mutex_lock(&g->lock);
-	e->next_scan = vgpu_now_ns() + def(g->cfg.scan_period_ns, VGPU_NSEC_PER_MSEC);
+	cmn_mutex_lock(&g->lock);
+	e->next_scan = cmn_now_ns() + def(g->cfg.scan_period_ns, VGPU_NSEC_PER_MSEC);
 	while (!atomic_load(&g->stop)) {
 		uint64_t now = gpu_engine_now(e), deadline;
 		struct gpu_chan *c;
@@ -389,34 +389,34 @@ void *gpu_engine_main(void *arg)
 		if (e->cur_fn >= 0 && !e->idle_from)
 			e->idle_from = now;
 		deadline = idle_deadline_locked(e, now);
-		vgpu_mutex_unlock(&g->lock);
+		cmn_mutex_unlock(&g->lock);
 		engine_idle(e, now, deadline);
 		/* Idle gaps are not stalls: restart the stall clock. */
 		e->last_tick = 0;
-		vgpu_mutex_lock(&g->lock);
+		cmn_mutex_lock(&g->lock);
 	}
-	vgpu_mutex_unlock(&g->lock);
+	cmn_mutex_unlock(&g->lock);
 	return NULL;
 }
 
 int gpu_chan_quiesce(struct gpu *g, unsigned int fn, unsigned int chid, uint64_t timeout_ns)
 {
-	uint64_t dl = vgpu_deadline_ns(timeout_ns);
+	uint64_t dl = cmn_deadline_ns(timeout_ns);
 	bool busy;
 
 	if (fn >= g->nr_fns || chid >= GPU_FN_MAX_CHANNELS)
 		return -EINVAL;
 	for (;;) {
-		vgpu_mutex_lock(&g->lock);
+		cmn_mutex_lock(&g->lock);
 		/* See the table as the caller left it (a free or disable just written), so
 		 * an engine that releases the channel does not pick it again. */
 		gpu_priv_sync_locked(g);
 		busy = g->fns[fn].chans[chid].running;
-		vgpu_mutex_unlock(&g->lock);
+		cmn_mutex_unlock(&g->lock);
 		if (!busy)
 			return 0;
-		if (vgpu_deadline_passed(dl))
+		if (cmn_deadline_passed(dl))
 			return -ETIMEDOUT;
-		vgpu_sleep_ns(20 * VGPU_NSEC_PER_USEC);
+		cmn_sleep_ns(20 * VGPU_NSEC_PER_USEC);
 	}
 }

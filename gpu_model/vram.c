@@ -32,7 +32,7 @@ int gpu_vram_init(struct gpu *g, uint64_t size)
 	}
 	g->vram = p;
 	g->vram_size = size;
-	vgpu_mutex_init(&g->vram_lock);
+	cmn_mutex_init(&g->vram_lock);
 	for (unsigned int f = 0; f < GPU_MAX_FNS; f++)
 		g->fns[f].slice_fd = -1;
 	return 0;
@@ -50,7 +50,7 @@ void gpu_vram_fini(struct gpu *g)
 			close(g->fns[f].slice_fd);
 	munmap(g->vram, g->vram_size);
 	close(g->vram_fd);
-	vgpu_mutex_destroy(&g->vram_lock);
+	cmn_mutex_destroy(&g->vram_lock);
 }
 
 uint64_t gpu_vram_size(const struct gpu *g)
@@ -123,17 +123,17 @@ int gpu_vram_slice_map(struct gpu *g, unsigned int fn, uint64_t off, uint64_t si
 {
 	int ret;
 
-	if (fn >= g->nr_fns || !size || !vgpu_is_aligned(off, GPU_VRAM_ALIGN) ||
-	    !vgpu_is_aligned(size, GPU_VRAM_ALIGN) || off >= g->vram_size || size > g->vram_size - off)
+	if (fn >= g->nr_fns || !size || !cmn_is_aligned(off, GPU_VRAM_ALIGN) ||
+	    !cmn_is_aligned(size, GPU_VRAM_ALIGN) || off >= g->vram_size || size > g->vram_size - off)
 		return -EINVAL;
-	vgpu_mutex_lock(&g->vram_lock);
+	cmn_mutex_lock(&g->vram_lock);
 	if (g->fns[fn].slice_fd >= 0)
 		ret = -EEXIST;
 	else if (slice_overlaps_locked(g, fn, off, size))
 		ret = -EBUSY;
 	else
 		ret = slice_map_locked(g, &g->fns[fn], off, size, fd);
-	vgpu_mutex_unlock(&g->vram_lock);
+	cmn_mutex_unlock(&g->vram_lock);
 	return ret;
 }
 
@@ -145,7 +145,7 @@ int gpu_vram_slice_unmap(struct gpu *g, unsigned int fn)
 	if (fn >= g->nr_fns)
 		return -EINVAL;
 	f = &g->fns[fn];
-	vgpu_mutex_lock(&g->vram_lock);
+	cmn_mutex_lock(&g->vram_lock);
 	if (f->slice_fd < 0) {
 		ret = -ENOENT;
 		goto unlock;
@@ -156,15 +156,15 @@ int gpu_vram_slice_unmap(struct gpu *g, unsigned int fn)
 	if (mmap(g->vram + f->slice_off, f->slice_size, PROT_READ | PROT_WRITE,
 		 MAP_SHARED | MAP_FIXED | MAP_NORESERVE, g->vram_fd, (off_t)f->slice_off) == MAP_FAILED) {
 		ret = -errno;
-		vgpu_err("gpu: cannot restore VRAM under function %u's slice: %s", fn,
-			 vgpu_strerror(ret));
+		cmn_err("gpu: cannot restore VRAM under function %u's slice: %s", fn,
+			 cmn_strerror(ret));
 		goto unlock;
 	}
 	close(f->slice_fd);
 	f->slice_fd = -1;
 	f->slice_off = f->slice_size = 0;
 unlock:
-	vgpu_mutex_unlock(&g->vram_lock);
+	cmn_mutex_unlock(&g->vram_lock);
 	return ret;
 }
 
@@ -174,9 +174,9 @@ int gpu_vram_slice_fd(struct gpu *g, unsigned int fn)
 
 	if (fn >= g->nr_fns)
 		return -EINVAL;
-	vgpu_mutex_lock(&g->vram_lock);
+	cmn_mutex_lock(&g->vram_lock);
 	fd = g->fns[fn].slice_fd >= 0 ? g->fns[fn].slice_fd : -ENOENT;
-	vgpu_mutex_unlock(&g->vram_lock);
+	cmn_mutex_unlock(&g->vram_lock);
 	return fd;
 }
 
@@ -191,8 +191,8 @@ static int scrub_locked(struct gpu *g, uint64_t off, uint64_t size)
 
 		if (f->slice_fd < 0)
 			continue;
-		lo = vgpu_max(off, f->slice_off);
-		hi = vgpu_min(end, f->slice_off + f->slice_size);
+		lo = cmn_max(off, f->slice_off);
+		hi = cmn_min(end, f->slice_off + f->slice_size);
 		if (lo < hi && fallocate(f->slice_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 					 (off_t)(lo - f->slice_off), (off_t)(hi - lo)))
 			return -errno;
@@ -206,12 +206,12 @@ int gpu_vram_scrub(struct gpu *g, uint64_t off, uint64_t size)
 {
 	int ret;
 
-	if (!vgpu_is_aligned(off, 4096) || !vgpu_is_aligned(size, 4096) || off > g->vram_size ||
+	if (!cmn_is_aligned(off, 4096) || !cmn_is_aligned(size, 4096) || off > g->vram_size ||
 	    size > g->vram_size - off)
 		return -EINVAL;
-	vgpu_mutex_lock(&g->vram_lock);
+	cmn_mutex_lock(&g->vram_lock);
 	ret = scrub_locked(g, off, size);
-	vgpu_mutex_unlock(&g->vram_lock);
+	cmn_mutex_unlock(&g->vram_lock);
 	return ret;
 }
 
@@ -226,11 +226,11 @@ uint64_t gpu_vram_resident(struct gpu *g)
 {
 	uint64_t sum;
 
-	vgpu_mutex_lock(&g->vram_lock);
+	cmn_mutex_lock(&g->vram_lock);
 	sum = fd_resident(g->vram_fd);
 	for (unsigned int o = 0; o < g->nr_fns; o++)
 		if (g->fns[o].slice_fd >= 0)
 			sum += fd_resident(g->fns[o].slice_fd);
-	vgpu_mutex_unlock(&g->vram_lock);
+	cmn_mutex_unlock(&g->vram_lock);
 	return sum;
 }

@@ -107,7 +107,7 @@ long hmm_fault_back_range(struct hmm_mm *mm, struct hmm_region *r, uintptr_t sta
 	long total = 0;
 
 	for (uintptr_t a = start; a < end;) {
-		uintptr_t e = vgpu_min(vgpu_align_down(a, HMM_BLOCK_SIZE) + HMM_BLOCK_SIZE, end);
+		uintptr_t e = cmn_min(cmn_align_down(a, HMM_BLOCK_SIZE) + HMM_BLOCK_SIZE, end);
 
 		total += fault_back_batch(mm, r, a, e, blockable);
 		a = e;
@@ -174,8 +174,8 @@ int hmm_cpu_fault(struct hmm_mm *mm, struct hmm_region *r, uintptr_t addr, bool 
 		  bool wake)
 {
 	uint64_t g = mm->opts.granule;
-	uintptr_t gs = vgpu_max(vgpu_align_down(addr, g), r->start);
-	uintptr_t ge = vgpu_min(vgpu_align_down(addr, g) + g, r->end);
+	uintptr_t gs = cmn_max(cmn_align_down(addr, g), r->start);
+	uintptr_t ge = cmn_min(cmn_align_down(addr, g) + g, r->end);
 	_Atomic uint64_t *pw = hmm_region_word(r, addr);
 	uint64_t w;
 	int ret = 0;

@@ -14,7 +14,7 @@ struct hmm_devmem {
 	unsigned int id;		/* index in hmm_devmems[] */
 	bool own_base;
 	uint64_t npages, nwords;
-	struct vgpu_mutex lock;		/* protects used[], nr_used, cursor, fail_next */
+	struct cmn_mutex lock;		/* protects used[], nr_used, cursor, fail_next */
 	uint64_t *used;
 	uint64_t nr_used, cursor;
 	unsigned int fail_next;
@@ -23,13 +23,13 @@ struct hmm_devmem {
 };
 
 struct hmm_devmem *_Atomic hmm_devmems[HMM_MAX_DEVMEMS];
-static struct vgpu_mutex devmems_lock = { PTHREAD_MUTEX_INITIALIZER, 0 };
+static struct cmn_mutex devmems_lock = { PTHREAD_MUTEX_INITIALIZER, 0 };
 
 static int dm_slot_get(struct hmm_devmem *dm)
 {
 	int ret = -ENOSPC;
 
-	vgpu_mutex_lock(&devmems_lock);
+	cmn_mutex_lock(&devmems_lock);
 	for (unsigned int i = 1; i < HMM_MAX_DEVMEMS; i++) {	/* id 0 = none */
 		if (!atomic_load(&hmm_devmems[i])) {
 			dm->id = i;
@@ -38,7 +38,7 @@ static int dm_slot_get(struct hmm_devmem *dm)
 			break;
 		}
 	}
-	vgpu_mutex_unlock(&devmems_lock);
+	cmn_mutex_unlock(&devmems_lock);
 	return ret;
 }
 
@@ -47,8 +47,8 @@ int hmm_devmem_create(const struct hmm_devmem_desc *desc, struct hmm_devmem **ou
 	struct hmm_devmem *dm;
 	int ret = -ENOMEM;
 
-	if (!desc || !out || !desc->size || !vgpu_is_aligned(desc->size, HMM_BLOCK_SIZE) ||
-	    (desc->base && !vgpu_is_aligned((uintptr_t)desc->base, HMM_PAGE_SIZE)))
+	if (!desc || !out || !desc->size || !cmn_is_aligned(desc->size, HMM_BLOCK_SIZE) ||
+	    (desc->base && !cmn_is_aligned((uintptr_t)desc->base, HMM_PAGE_SIZE)))
 		return -EINVAL;
 	dm = calloc(1, sizeof(*dm));
 	if (!dm)
@@ -56,7 +56,7 @@ int hmm_devmem_create(const struct hmm_devmem_desc *desc, struct hmm_devmem **ou
 	dm->desc = *desc;
 	dm->npages = desc->size / HMM_PAGE_SIZE;
 	dm->nwords = dm->npages / 64;
-	vgpu_mutex_init(&dm->lock);
+	cmn_mutex_init(&dm->lock);
 	dm->used = calloc(dm->nwords, sizeof(uint64_t));
 	dm->deferred = calloc(dm->nwords, sizeof(uint64_t));
 	if (!dm->used || !dm->deferred)
@@ -69,7 +69,7 @@ int hmm_devmem_create(const struct hmm_devmem_desc *desc, struct hmm_devmem **ou
 
 		if (p == MAP_FAILED)
 			goto free_maps;
-		char *a = (char *)vgpu_align_up((uintptr_t)p, HMM_BLOCK_SIZE);
+		char *a = (char *)cmn_align_up((uintptr_t)p, HMM_BLOCK_SIZE);
 
 		if (a > p)
 			munmap(p, a - p);
@@ -97,7 +97,7 @@ free_maps:
 /* Fold deferred frees into the allocation bitmap. */
 static void dm_reclaim_locked(struct hmm_devmem *dm)
 {
-	vgpu_mutex_assert_held(&dm->lock);
+	cmn_mutex_assert_held(&dm->lock);
 	if (!atomic_load_explicit(&dm->nr_deferred, memory_order_acquire))
 		return;
 	for (uint64_t w = 0; w < dm->nwords; w++) {
@@ -107,8 +107,8 @@ static void dm_reclaim_locked(struct hmm_devmem *dm)
 			continue;
 		VGPU_ASSERT((dm->used[w] & bits) == bits);
 		dm->used[w] &= ~bits;
-		dm->nr_used -= vgpu_popcount(bits);
-		atomic_fetch_sub(&dm->nr_deferred, vgpu_popcount(bits));
+		dm->nr_used -= cmn_popcount(bits);
+		atomic_fetch_sub(&dm->nr_deferred, cmn_popcount(bits));
 	}
 }
 
@@ -116,22 +116,22 @@ int hmm_devmem_destroy(struct hmm_devmem *dm)
 {
 	if (!dm)
 		return 0;
-	vgpu_mutex_lock(&dm->lock);
+	cmn_mutex_lock(&dm->lock);
 	dm_reclaim_locked(dm);
 	uint64_t used = dm->nr_used;
-	vgpu_mutex_unlock(&dm->lock);
+	cmn_mutex_unlock(&dm->lock);
 	if (used)
 		return -EBUSY;
-	vgpu_mutex_lock(&devmems_lock);
+	cmn_mutex_lock(&devmems_lock);
 	atomic_store(&hmm_devmems[dm->id], NULL);
-	vgpu_mutex_unlock(&devmems_lock);
+	cmn_mutex_unlock(&devmems_lock);
 	/* a fault handler that looked the pool up has finished before the region it
 	 * served went away; no page is in use, so none can look it up any more */
 	if (dm->own_base)
 		munmap(dm->desc.base, dm->desc.size);
 	free(dm->used);
 	free((void *)dm->deferred);
-	vgpu_mutex_destroy(&dm->lock);
+	cmn_mutex_destroy(&dm->lock);
 	free(dm);
 	return 0;
 }
@@ -154,18 +154,18 @@ unsigned int hmm_devmem_id(const struct hmm_devmem *dm)
 
 uint64_t hmm_devmem_used_pages(struct hmm_devmem *dm)
 {
-	vgpu_mutex_lock(&dm->lock);
+	cmn_mutex_lock(&dm->lock);
 	dm_reclaim_locked(dm);
 	uint64_t n = dm->nr_used;
-	vgpu_mutex_unlock(&dm->lock);
+	cmn_mutex_unlock(&dm->lock);
 	return n;
 }
 
 void hmm_devmem_fail_next_allocs(struct hmm_devmem *dm, unsigned int n)
 {
-	vgpu_mutex_lock(&dm->lock);
+	cmn_mutex_lock(&dm->lock);
 	dm->fail_next = n;
-	vgpu_mutex_unlock(&dm->lock);
+	cmn_mutex_unlock(&dm->lock);
 }
 
 /* One free, naturally aligned 2 MiB chunk (8 zero words), or -ENOMEM. */
@@ -202,7 +202,7 @@ static int dm_alloc_pages_locked(struct hmm_devmem *dm, size_t n, uint64_t *page
 		uint64_t free_bits = ~dm->used[w];
 
 		while (free_bits && got < n) {
-			unsigned int b = vgpu_ctz(free_bits);
+			unsigned int b = cmn_ctz(free_bits);
 
 			free_bits &= free_bits - 1;
 			dm->used[w] |= VGPU_BIT(b);
@@ -222,7 +222,7 @@ int hmm_devmem_alloc(struct hmm_devmem *dm, size_t n, bool chunk, uint64_t *page
 
 	if (!n)
 		return 0;
-	vgpu_mutex_lock(&dm->lock);
+	cmn_mutex_lock(&dm->lock);
 	dm_reclaim_locked(dm);
 	if (dm->fail_next) {
 		dm->fail_next--;
@@ -232,19 +232,19 @@ int hmm_devmem_alloc(struct hmm_devmem *dm, size_t n, bool chunk, uint64_t *page
 	} else {
 		ret = dm_alloc_pages_locked(dm, n, pages);
 	}
-	vgpu_mutex_unlock(&dm->lock);
+	cmn_mutex_unlock(&dm->lock);
 	return ret;
 }
 
 void hmm_devmem_free(struct hmm_devmem *dm, const uint64_t *pages, size_t n)
 {
-	vgpu_mutex_lock(&dm->lock);
+	cmn_mutex_lock(&dm->lock);
 	for (size_t i = 0; i < n; i++) {
-		VGPU_ASSERT(pages[i] < dm->npages && vgpu_test_bit(dm->used, pages[i]));
-		vgpu_clear_bit(dm->used, pages[i]);
+		VGPU_ASSERT(pages[i] < dm->npages && cmn_test_bit(dm->used, pages[i]));
+		cmn_clear_bit(dm->used, pages[i]);
 	}
 	dm->nr_used -= n;
-	vgpu_mutex_unlock(&dm->lock);
+	cmn_mutex_unlock(&dm->lock);
 }
 
 void hmm_devmem_free_deferred(struct hmm_devmem *dm, uint64_t page)

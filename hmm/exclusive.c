@@ -59,7 +59,7 @@ static int exclusive_check(struct hmm_mm *mm, uintptr_t start, uintptr_t end)
 			return -EFAULT;
 		if ((!v.read || !v.write) && !hmm_page_prot_ours(mm, a))
 			return -EPERM;
-		a = vgpu_min(v.end, end);
+		a = cmn_min(v.end, end);
 	}
 	return 0;
 }
@@ -120,8 +120,8 @@ int hmm_make_exclusive(struct hmm_mm *mm, void *addr, size_t len, const void *ow
 				       .owner = owner, .flags = HMM_NOTIFY_BLOCKABLE };
 	int ret;
 
-	if (!mm || !pfns || !len || !vgpu_is_aligned(start, HMM_PAGE_SIZE) ||
-	    !vgpu_is_aligned(len, HMM_PAGE_SIZE) || end < start)
+	if (!mm || !pfns || !len || !cmn_is_aligned(start, HMM_PAGE_SIZE) ||
+	    !cmn_is_aligned(len, HMM_PAGE_SIZE) || end < start)
 		return -EINVAL;
 	ret = exclusive_check(mm, start, end);
 	if (ret)

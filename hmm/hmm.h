@@ -475,7 +475,7 @@ struct hmm_mirror {
 	struct hmm_devmem *devmem;	/* local memory; its owner is the mirror's owner */
 	const struct hmm_mirror_ops *ops;
 	void *priv;			/* the driver's */
-	struct vgpu_mutex update;	/* the HMM "driver->update" lock */
+	struct cmn_mutex update;	/* the HMM "driver->update" lock */
 	struct hmm_mirror_opts opts;
 	struct hmm_thrash *thrash;
 	struct hmm_fault_stats stats;	/* by the fault service: one caller at a time */

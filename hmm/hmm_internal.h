@@ -52,7 +52,7 @@ struct hmm_region {
 };
 
 struct hmm_staging {
-	struct vgpu_mutex lock;		/* one migration batch at a time */
+	struct cmn_mutex lock;		/* one migration batch at a time */
 	char *in;			/* 4 MiB, registered with uffd_stage: MOVE target */
 	char *out;			/* 4 MiB plain anon: filled by memcpy, MOVE source */
 	bool in_dirty;			/* @in holds pages to drop */
@@ -70,7 +70,7 @@ struct hmm_mm {
 	pthread_t thread;
 	bool thread_started;
 	atomic_bool monitor_busy;	/* between reading uffd messages and handling them */
-	struct vgpu_mutex lock;		/* protects regions (add/remove) and notifier slots */
+	struct cmn_mutex lock;		/* protects regions (add/remove) and notifier slots */
 	/* notifiers: readers walk the slots lock-free, counted in @walkers */
 	struct hmm_interval_notifier *_Atomic subs[HMM_MAX_NOTIFIERS];
 	atomic_uint walkers;
@@ -184,7 +184,7 @@ long hmm_exclusive_revoke_range(struct hmm_mm *mm, struct hmm_region *r, uintptr
 /* Time source of @mm. */
 static inline uint64_t hmm_mm_now(struct hmm_mm *mm)
 {
-	return mm->opts.clock_ns ? mm->opts.clock_ns() : vgpu_now_ns();
+	return mm->opts.clock_ns ? mm->opts.clock_ns() : cmn_now_ns();
 }
 
 /* True while a monitor thread handles userfaultfd messages it has read. Signal safe. */

@@ -51,13 +51,13 @@ static struct hmm_staging *staging_get(struct hmm_mm *mm)
 			return &mm->staging[i];
 		}
 	}
-	vgpu_mutex_lock(&mm->staging[0].lock);
+	cmn_mutex_lock(&mm->staging[0].lock);
 	return &mm->staging[0];
 }
 
 static void staging_put(struct hmm_staging *s)
 {
-	vgpu_mutex_unlock(&s->lock);
+	cmn_mutex_unlock(&s->lock);
 }
 
 /* Every page needs a readable, non-special VMA (dmirror's -EINVAL rules). */
@@ -68,7 +68,7 @@ static int migrate_check_vmas(struct hmm_migrate *m, struct migrate_priv *p, boo
 
 		if (hmm_vma_find(m->mm, a, &v) || v.start > a || v.special)
 			return -EINVAL;
-		for (; a < vgpu_min(v.end, m->end); a += HMM_PAGE_SIZE) {
+		for (; a < cmn_min(v.end, m->end); a += HMM_PAGE_SIZE) {
 			size_t i = (a - m->start) >> HMM_PAGE_SHIFT;
 			/* a page whose protection is the library's (a device page of the
 			 * mprotect backend, an exclusive page) counts as read-write */
@@ -247,7 +247,7 @@ static void setup_device(struct hmm_migrate *m, struct migrate_priv *p)
 static int migrate_args_check(const struct hmm_migrate *m)
 {
 	if (!m || !m->mm || !m->src || !m->dst || !m->devmem || m->start >= m->end ||
-	    !vgpu_is_aligned(m->start, HMM_PAGE_SIZE) || !vgpu_is_aligned(m->end, HMM_PAGE_SIZE))
+	    !cmn_is_aligned(m->start, HMM_PAGE_SIZE) || !cmn_is_aligned(m->end, HMM_PAGE_SIZE))
 		return -EINVAL;
 	if ((m->end - m->start) >> HMM_PAGE_SHIFT > HMM_MIGRATE_MAX_PAGES)
 		return -EINVAL;
@@ -282,7 +282,7 @@ int hmm_migrate_setup(struct hmm_migrate *m)
 	};
 	hmm_notify_invalidate(m->mm, &nr);
 
-	p->base = vgpu_align_down(m->start, HMM_BLOCK_SIZE);
+	p->base = cmn_align_down(m->start, HMM_BLOCK_SIZE);
 	p->stg = staging_get(m->mm);
 	m->priv = p;
 	for (size_t i = 0; i < m->npages; i++) {
@@ -574,8 +574,8 @@ static void count_result(const struct hmm_migrate *m, struct hmm_migrate_result 
 static int range_args_check(struct hmm_mm *mm, struct hmm_devmem *dm, void *addr, size_t len,
 			    struct hmm_migrate_result *res)
 {
-	if (!mm || !dm || !res || !len || !vgpu_is_aligned((uintptr_t)addr, HMM_PAGE_SIZE) ||
-	    !vgpu_is_aligned(len, HMM_PAGE_SIZE))
+	if (!mm || !dm || !res || !len || !cmn_is_aligned((uintptr_t)addr, HMM_PAGE_SIZE) ||
+	    !cmn_is_aligned(len, HMM_PAGE_SIZE))
 		return -EINVAL;
 	memset(res, 0, sizeof(*res));
 	res->npages = len >> HMM_PAGE_SHIFT;
@@ -607,7 +607,7 @@ int hmm_migrate_to_device(struct hmm_mm *mm, struct hmm_devmem *dm, void *addr, 
 	int ret = range_args_check(mm, dm, addr, len, res);
 
 	for (uintptr_t a = start; !ret && a < end;) {
-		uintptr_t e = vgpu_min(vgpu_align_down(a, HMM_BLOCK_SIZE) + HMM_BLOCK_SIZE, end);
+		uintptr_t e = cmn_min(cmn_align_down(a, HMM_BLOCK_SIZE) + HMM_BLOCK_SIZE, end);
 
 		ret = migrate_batch_to_device(mm, dm, a, e, res);
 		a = e;
@@ -661,7 +661,7 @@ int hmm_migrate_to_system(struct hmm_mm *mm, struct hmm_devmem *dm, void *addr, 
 	int ret = range_args_check(mm, dm, addr, len, res);
 
 	for (uintptr_t a = start; !ret && a < end;) {
-		uintptr_t e = vgpu_min(vgpu_align_down(a, HMM_BLOCK_SIZE) + HMM_BLOCK_SIZE, end);
+		uintptr_t e = cmn_min(cmn_align_down(a, HMM_BLOCK_SIZE) + HMM_BLOCK_SIZE, end);
 
 		ret = migrate_batch_to_system(mm, dm, a, e, res);
 		a = e;
@@ -692,7 +692,7 @@ long hmm_devmem_evict_all(struct hmm_mm *mm, struct hmm_devmem *dm)
 		if (!r || r->mm != mm)
 			continue;
 		for (uintptr_t a = r->start; a < r->end;) {
-			uintptr_t e = vgpu_min(vgpu_align_down(a, HMM_BLOCK_SIZE) + HMM_BLOCK_SIZE,
+			uintptr_t e = cmn_min(cmn_align_down(a, HMM_BLOCK_SIZE) + HMM_BLOCK_SIZE,
 					       r->end);
 			struct hmm_migrate_result res = { 0 };
 

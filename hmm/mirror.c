@@ -81,19 +81,19 @@ static void blocks_clear(struct block_tab *bt, uintptr_t start, uintptr_t end)
 
 		if (!bb->block || end <= b || start >= b + HMM_BLOCK_SIZE)
 			continue;
-		uintptr_t s = vgpu_max(start, b), e = vgpu_min(end, b + HMM_BLOCK_SIZE);
+		uintptr_t s = cmn_max(start, b), e = cmn_min(end, b + HMM_BLOCK_SIZE);
 
-		vgpu_bitmap_clear(bb->populated, (s - b) >> HMM_PAGE_SHIFT, (e - s) >> HMM_PAGE_SHIFT);
+		cmn_bitmap_clear(bb->populated, (s - b) >> HMM_PAGE_SHIFT, (e - s) >> HMM_PAGE_SHIFT);
 	}
 }
 
 static bool mirror_invalidate(struct hmm_interval_notifier *sub, const struct hmm_notify_range *r,
 			      uint64_t cur_seq)
 {
-	struct hmm_mirror *m = vgpu_container_of(sub, struct hmm_mirror, notifier);
+	struct hmm_mirror *m = cmn_container_of(sub, struct hmm_mirror, notifier);
 
 	if (r->flags & HMM_NOTIFY_BLOCKABLE) {
-		vgpu_mutex_lock(&m->update);
+		cmn_mutex_lock(&m->update);
 	} else {
 		if (pthread_mutex_trylock(&m->update.m))
 			return false;
@@ -103,7 +103,7 @@ static bool mirror_invalidate(struct hmm_interval_notifier *sub, const struct hm
 	blocks_clear(m->blocks, r->start, r->end);
 	if (m->ops->invalidate)
 		m->ops->invalidate(m, r);
-	vgpu_mutex_unlock(&m->update);
+	cmn_mutex_unlock(&m->update);
 	return true;
 }
 
@@ -128,7 +128,7 @@ int hmm_mirror_init(struct hmm_mirror *m, struct hmm_mm *mm, struct hmm_devmem *
 	m->ops = ops;
 	m->opts = opts ? *opts : defaults;
 	memset(&m->stats, 0, sizeof(m->stats));
-	vgpu_mutex_init(&m->update);
+	cmn_mutex_init(&m->update);
 	m->blocks = calloc(1, sizeof(struct block_tab));
 	if (!m->blocks)
 		return -ENOMEM;
@@ -156,7 +156,7 @@ void hmm_mirror_fini(struct hmm_mirror *m)
 	hmm_thrash_destroy(m->thrash);
 	free(bt->tab);
 	free(bt);
-	vgpu_mutex_destroy(&m->update);
+	cmn_mutex_destroy(&m->update);
 }
 
 /* ---- fault service -------------------------------------------------------------------- */
@@ -193,7 +193,7 @@ static void block_thrash(struct hmm_mirror *m, struct block_work *bw)
 		struct hmm_region *r;
 		enum hmm_thrash_hint h;
 
-		if (!vgpu_test_bit(bw->faulted, pg))
+		if (!cmn_test_bit(bw->faulted, pg))
 			continue;
 		r = hmm_region_find(a);
 		if (!r || r->mm != m->mm)
@@ -205,10 +205,10 @@ static void block_thrash(struct hmm_mirror *m, struct block_work *bw)
 			hmm_thrash_record(m->thrash, a, 0, back);
 		h = hmm_thrash_record(m->thrash, a, 1, now);
 		if (h == HMM_THRASH_THROTTLE) {
-			vgpu_set_bit(bw->skip, pg);
+			cmn_set_bit(bw->skip, pg);
 			m->stats.throttled++;
 		} else if (h == HMM_THRASH_PIN) {
-			vgpu_set_bit(bw->pinned, pg);
+			cmn_set_bit(bw->pinned, pg);
 			m->stats.pinned++;
 		}
 	}
@@ -220,8 +220,8 @@ static void block_migrate(struct hmm_mirror *m, struct block_work *bw, const uin
 	for (unsigned int pg = 0; pg < HMM_BLOCK_PAGES;) {
 		unsigned int k = 0;
 
-		while (pg + k < HMM_BLOCK_PAGES && vgpu_test_bit(want, pg + k) &&
-		       !vgpu_test_bit(bw->pinned, pg + k))
+		while (pg + k < HMM_BLOCK_PAGES && cmn_test_bit(want, pg + k) &&
+		       !cmn_test_bit(bw->pinned, pg + k))
 			k++;
 		if (!k) {
 			pg++;
@@ -248,26 +248,26 @@ static int block_map(struct hmm_mirror *m, struct block_work *bw, unsigned int l
 		.pfn_flags_mask = HMM_PFN_REQ_FAULT | HMM_PFN_REQ_WRITE,
 		.dev_private_owner = m->devmem ? hmm_devmem_owner(m->devmem) : NULL,
 	};
-	uint64_t deadline = vgpu_deadline_ns(HMM_RANGE_DEFAULT_TIMEOUT_NS);
+	uint64_t deadline = cmn_deadline_ns(HMM_RANGE_DEFAULT_TIMEOUT_NS);
 	int ret;
 
 	for (;;) {
 		for (unsigned int pg = lo; pg < hi; pg++) {
-			bw->pfns[pg - lo] = !vgpu_test_bit(want, pg) ? 0 :
+			bw->pfns[pg - lo] = !cmn_test_bit(want, pg) ? 0 :
 				HMM_PFN_REQ_FAULT |
-				(vgpu_test_bit(bw->write, pg) ? HMM_PFN_REQ_WRITE : 0);
+				(cmn_test_bit(bw->write, pg) ? HMM_PFN_REQ_WRITE : 0);
 		}
 		r.notifier_seq = hmm_interval_read_begin(&m->notifier);
 		ret = hmm_range_fault(&r);
-		if (ret == -EBUSY && !vgpu_deadline_passed(deadline)) {
+		if (ret == -EBUSY && !cmn_deadline_passed(deadline)) {
 			m->stats.retries++;
 			continue;
 		}
 		if (ret)
 			return ret;
-		vgpu_mutex_lock(&m->update);
+		cmn_mutex_lock(&m->update);
 		if (hmm_interval_read_retry(&m->notifier, r.notifier_seq)) {
-			vgpu_mutex_unlock(&m->update);
+			cmn_mutex_unlock(&m->update);
 			m->stats.retries++;
 			continue;
 		}
@@ -276,14 +276,14 @@ static int block_map(struct hmm_mirror *m, struct block_work *bw, unsigned int l
 			struct block_bits *bb = block_get(m->blocks, bw->block, true);
 
 			for (unsigned int pg = lo; pg < hi; pg++) {
-				if (!(bw->pfns[pg - lo] & HMM_PFN_VALID) || !vgpu_test_bit(want, pg))
+				if (!(bw->pfns[pg - lo] & HMM_PFN_VALID) || !cmn_test_bit(want, pg))
 					continue;
 				m->stats.pages_mapped++;
 				if (bb)
-					vgpu_set_bit(bb->populated, pg);
+					cmn_set_bit(bb->populated, pg);
 			}
 		}
-		vgpu_mutex_unlock(&m->update);
+		cmn_mutex_unlock(&m->update);
 		return ret;
 	}
 }
@@ -299,10 +299,10 @@ static void prefetch_clip(struct hmm_mirror *m, struct block_work *bw)
 
 		if (hmm_vma_find(m->mm, a, &v) || v.start >= end)
 			break;
-		uintptr_t s = vgpu_max(v.start, bw->block), e = vgpu_min(v.end, end);
+		uintptr_t s = cmn_max(v.start, bw->block), e = cmn_min(v.end, end);
 
 		if (v.read && !v.special)
-			vgpu_bitmap_set(keep, (s - bw->block) >> HMM_PAGE_SHIFT,
+			cmn_bitmap_set(keep, (s - bw->block) >> HMM_PAGE_SHIFT,
 					(e - s) >> HMM_PAGE_SHIFT);
 		a = e;
 	}
@@ -321,23 +321,23 @@ static void block_service(struct hmm_mirror *m, struct block_work *bw,
 
 	if (m->opts.migrate_on_fault && m->devmem)
 		block_thrash(m, bw);
-	vgpu_mutex_lock(&m->update);
+	cmn_mutex_lock(&m->update);
 	bb = block_get(m->blocks, bw->block, false);
 	if (bb)
 		memcpy(resident, bb->populated, sizeof(resident));
-	vgpu_mutex_unlock(&m->update);
+	cmn_mutex_unlock(&m->update);
 	for (unsigned int w = 0; w < HMM_BLOCK_WORDS; w++)
 		bw->faulted[w] &= ~bw->skip[w];
 	if (hmm_prefetch_compute(&m->opts.prefetch, resident, bw->faulted, bw->pinned,
 				 bw->prefetch)) {
 		prefetch_clip(m, bw);
-		m->stats.prefetched += vgpu_bitmap_weight(bw->prefetch, 0, HMM_BLOCK_PAGES);
+		m->stats.prefetched += cmn_bitmap_weight(bw->prefetch, 0, HMM_BLOCK_PAGES);
 	}
 	for (unsigned int w = 0; w < HMM_BLOCK_WORDS; w++)
 		want[w] = bw->faulted[w] | bw->prefetch[w];
 	for (unsigned int pg = 0; pg < HMM_BLOCK_PAGES; pg++) {
-		if (vgpu_test_bit(want, pg)) {
-			lo = vgpu_min(lo, pg);
+		if (cmn_test_bit(want, pg)) {
+			lo = cmn_min(lo, pg);
 			hi = pg + 1;
 		}
 	}
@@ -347,7 +347,7 @@ static void block_service(struct hmm_mirror *m, struct block_work *bw,
 	m->stats.blocks++;
 	for (size_t i = 0; i < nrefs; i++) {
 		unsigned int pg = (unsigned int)((refs[i].addr - bw->block) >> HMM_PAGE_SHIFT);
-		int st = vgpu_test_bit(bw->skip, pg) ? -EAGAIN : ret;
+		int st = cmn_test_bit(bw->skip, pg) ? -EAGAIN : ret;
 
 		if (st && st != -EAGAIN)
 			m->stats.errors++;
@@ -365,9 +365,9 @@ static void block_service_each(struct hmm_mirror *m, struct block_work *bw,
 		struct block_work one = { .block = bw->block };
 		unsigned int pg = (unsigned int)((refs[i].addr - bw->block) >> HMM_PAGE_SHIFT);
 
-		vgpu_set_bit(one.faulted, pg);
+		cmn_set_bit(one.faulted, pg);
 		if (refs[i].write)
-			vgpu_set_bit(one.write, pg);
+			cmn_set_bit(one.write, pg);
 		block_service(m, &one, &refs[i], 1, status);
 	}
 }
@@ -396,15 +396,15 @@ int hmm_mirror_service_faults(struct hmm_mirror *m, const struct hmm_dev_fault *
 		size_t j = i;
 
 		memset(bw, 0, sizeof(*bw));
-		bw->block = vgpu_align_down(refs[i].addr, HMM_BLOCK_SIZE);
-		for (; j < n && vgpu_align_down(refs[j].addr, HMM_BLOCK_SIZE) == bw->block; j++) {
+		bw->block = cmn_align_down(refs[i].addr, HMM_BLOCK_SIZE);
+		for (; j < n && cmn_align_down(refs[j].addr, HMM_BLOCK_SIZE) == bw->block; j++) {
 			unsigned int pg = (unsigned int)((refs[j].addr - bw->block) >> HMM_PAGE_SHIFT);
 
-			if (vgpu_test_bit(bw->faulted, pg))
+			if (cmn_test_bit(bw->faulted, pg))
 				m->stats.dedup++;
-			vgpu_set_bit(bw->faulted, pg);
+			cmn_set_bit(bw->faulted, pg);
 			if (refs[j].write)
-				vgpu_set_bit(bw->write, pg);
+				cmn_set_bit(bw->write, pg);
 		}
 		uint64_t errs = m->stats.errors;
 

@@ -19,7 +19,7 @@ struct hmm_region *_Atomic hmm_regions[HMM_MAX_REGIONS];
 atomic_uint hmm_handlers_inflight;
 
 static struct hmm_mm *_Atomic mms[HMM_MAX_MMS];
-static struct vgpu_mutex mms_lock = { PTHREAD_MUTEX_INITIALIZER, 0 };
+static struct cmn_mutex mms_lock = { PTHREAD_MUTEX_INITIALIZER, 0 };
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
 void (*_Atomic hmm_race_hook)(enum hmm_race_window win, uintptr_t addr);
@@ -27,7 +27,7 @@ void (*_Atomic hmm_race_hook)(enum hmm_race_window win, uintptr_t addr);
 void hmm_relax(unsigned int *spins)
 {
 	if (++*spins < 64)
-		vgpu_cpu_relax();
+		cmn_cpu_relax();
 	else
 		sched_yield();
 }
@@ -69,7 +69,7 @@ int hmm_interval_notifier_insert(struct hmm_interval_notifier *sub, struct hmm_m
 	sub->owner = owner;
 	atomic_init(&sub->invalidate_seq, atomic_load(&mm->seq));
 	atomic_init(&sub->busy, 0);
-	vgpu_mutex_lock(&mm->lock);
+	cmn_mutex_lock(&mm->lock);
 	for (int i = 0; i < HMM_MAX_NOTIFIERS; i++) {
 		if (!atomic_load(&mm->subs[i])) {
 			sub->slot = i;
@@ -78,7 +78,7 @@ int hmm_interval_notifier_insert(struct hmm_interval_notifier *sub, struct hmm_m
 			break;
 		}
 	}
-	vgpu_mutex_unlock(&mm->lock);
+	cmn_mutex_unlock(&mm->lock);
 	return ret;
 }
 
@@ -87,10 +87,10 @@ void hmm_interval_notifier_remove(struct hmm_interval_notifier *sub)
 	struct hmm_mm *mm = sub->mm;
 	unsigned int spins = 0;
 
-	vgpu_mutex_lock(&mm->lock);
+	cmn_mutex_lock(&mm->lock);
 	VGPU_ASSERT(atomic_load(&mm->subs[sub->slot]) == sub);
 	atomic_store(&mm->subs[sub->slot], NULL);
-	vgpu_mutex_unlock(&mm->lock);
+	cmn_mutex_unlock(&mm->lock);
 	/* a walker may have loaded @sub before it was unpublished */
 	while (atomic_load(&mm->walkers) || atomic_load(&sub->busy))
 		hmm_relax(&spins);
@@ -174,7 +174,7 @@ static void drop_device_pages(struct hmm_mm *mm, uintptr_t start, uintptr_t end)
 
 		if (!r || r->mm != mm || end <= r->start || start >= r->end)
 			continue;
-		for (uintptr_t a = vgpu_max(start, r->start); a < vgpu_min(end, r->end);
+		for (uintptr_t a = cmn_max(start, r->start); a < cmn_min(end, r->end);
 		     a += HMM_PAGE_SIZE) {
 			_Atomic uint64_t *w = hmm_region_word(r, a);
 			uint64_t old = atomic_load(w);
@@ -210,7 +210,7 @@ static void exclusive_forget(struct hmm_mm *mm, uintptr_t start, uintptr_t end)
 
 		if (!r || r->mm != mm || end <= r->start || start >= r->end)
 			continue;
-		for (uintptr_t a = vgpu_max(start, r->start); a < vgpu_min(end, r->end);
+		for (uintptr_t a = cmn_max(start, r->start); a < cmn_min(end, r->end);
 		     a += HMM_PAGE_SIZE) {
 			uint64_t old = PS_EXCLUSIVE;
 
@@ -266,7 +266,7 @@ static struct hmm_region *region_new(struct hmm_mm *mm, uintptr_t start, uintptr
 /* Publish @r in a free slot; caller holds mm->lock. */
 static int region_publish_locked(struct hmm_mm *mm, struct hmm_region *r)
 {
-	vgpu_mutex_assert_held(&mm->lock);
+	cmn_mutex_assert_held(&mm->lock);
 	for (unsigned int i = 0; i < HMM_MAX_REGIONS; i++) {
 		struct hmm_region *o = atomic_load(&hmm_regions[i]);
 
@@ -304,8 +304,8 @@ static int region_add(struct hmm_mm *mm, uintptr_t start, size_t len, char *alia
 	struct hmm_region *r;
 	int ret;
 
-	if (!mm || !len || !vgpu_is_aligned(start, HMM_PAGE_SIZE) ||
-	    !vgpu_is_aligned(len, HMM_PAGE_SIZE) || end < start)
+	if (!mm || !len || !cmn_is_aligned(start, HMM_PAGE_SIZE) ||
+	    !cmn_is_aligned(len, HMM_PAGE_SIZE) || end < start)
 		return -EINVAL;
 	ret = region_check_vmas(mm, start, end, alias != NULL);
 	if (!ret && alias)
@@ -317,7 +317,7 @@ static int region_add(struct hmm_mm *mm, uintptr_t start, size_t len, char *alia
 		return -ENOMEM;
 	r->prot = hmm_mm_prot(mm);
 	r->alias = alias;
-	vgpu_mutex_lock(&mm->lock);
+	cmn_mutex_lock(&mm->lock);
 	if (!r->prot) {
 		ret = hmm_uffd_register(mm->uffd, start, len);
 		if (ret)
@@ -326,13 +326,13 @@ static int region_add(struct hmm_mm *mm, uintptr_t start, size_t len, char *alia
 	ret = region_publish_locked(mm, r);
 	if (ret)
 		goto unregister;
-	vgpu_mutex_unlock(&mm->lock);
+	cmn_mutex_unlock(&mm->lock);
 	return 0;
 unregister:
 	if (!r->prot)
 		hmm_uffd_unregister(mm->uffd, start, len);
 unlock:
-	vgpu_mutex_unlock(&mm->lock);
+	cmn_mutex_unlock(&mm->lock);
 	region_free(r);
 	return ret;
 }
@@ -347,7 +347,7 @@ int hmm_region_add_alias(struct hmm_mm *mm, void *addr, size_t len, void *alias)
 	int ret;
 
 	if (!mm || !hmm_mm_prot(mm) || !alias || alias == addr ||
-	    !vgpu_is_aligned((uintptr_t)alias, HMM_PAGE_SIZE))
+	    !cmn_is_aligned((uintptr_t)alias, HMM_PAGE_SIZE))
 		return -EINVAL;
 	ret = region_add(mm, (uintptr_t)addr, len, alias);
 	/* map the write view in now: the fault path then copies without faulting itself
@@ -362,7 +362,7 @@ static void region_teardown(struct hmm_mm *mm, struct hmm_region *r)
 {
 	hmm_fault_back_range(mm, r, r->start, r->end, true);
 	hmm_exclusive_revoke_range(mm, r, r->start, r->end);
-	vgpu_mutex_lock(&mm->lock);
+	cmn_mutex_lock(&mm->lock);
 	for (unsigned int i = 0; i < HMM_MAX_REGIONS; i++) {
 		struct hmm_region *expected = r;
 
@@ -371,7 +371,7 @@ static void region_teardown(struct hmm_mm *mm, struct hmm_region *r)
 	/* the VMA may be gone (unmapped, remapped): nothing to unregister then */
 	if (!r->prot)
 		hmm_uffd_unregister(mm->uffd, r->start, r->end - r->start);
-	vgpu_mutex_unlock(&mm->lock);
+	cmn_mutex_unlock(&mm->lock);
 	handlers_drain();
 	region_free(r);
 }
@@ -396,8 +396,8 @@ int hmm_region_remove(struct hmm_mm *mm, void *addr)
 
 long hmm_mm_make_resident(struct hmm_mm *mm, void *addr, size_t len)
 {
-	uintptr_t start = vgpu_align_down((uintptr_t)addr, HMM_PAGE_SIZE);
-	uintptr_t end = vgpu_align_up((uintptr_t)addr + len, HMM_PAGE_SIZE);
+	uintptr_t start = cmn_align_down((uintptr_t)addr, HMM_PAGE_SIZE);
+	uintptr_t end = cmn_align_up((uintptr_t)addr + len, HMM_PAGE_SIZE);
 	long total = 0;
 
 	if (!mm || end < start)
@@ -407,10 +407,10 @@ long hmm_mm_make_resident(struct hmm_mm *mm, void *addr, size_t len)
 
 		if (!r || r->mm != mm || end <= r->start || start >= r->end)
 			continue;
-		total += hmm_fault_back_range(mm, r, vgpu_max(start, r->start),
-					      vgpu_min(end, r->end), true);
-		total += hmm_exclusive_revoke_range(mm, r, vgpu_max(start, r->start),
-						    vgpu_min(end, r->end));
+		total += hmm_fault_back_range(mm, r, cmn_max(start, r->start),
+					      cmn_min(end, r->end), true);
+		total += hmm_exclusive_revoke_range(mm, r, cmn_max(start, r->start),
+						    cmn_min(end, r->end));
 	}
 	return total;
 }
@@ -475,13 +475,13 @@ static struct hmm_region *remap_target(struct hmm_mm *mm, uintptr_t start, uintp
 	r = region_new(mm, start, end);
 	if (!r)
 		return NULL;
-	vgpu_mutex_lock(&mm->lock);
+	cmn_mutex_lock(&mm->lock);
 	if (region_publish_locked(mm, r)) {
-		vgpu_mutex_unlock(&mm->lock);
+		cmn_mutex_unlock(&mm->lock);
 		region_free(r);
 		return NULL;
 	}
-	vgpu_mutex_unlock(&mm->lock);
+	cmn_mutex_unlock(&mm->lock);
 	return r;
 }
 
@@ -513,7 +513,7 @@ void hmm_uffd_event_remap(struct hmm_mm *mm, uintptr_t from, uintptr_t to, size_
 		if (dst) {
 			atomic_store(hmm_region_word(dst, to + off), w);
 		} else {
-			vgpu_warn("hmm: mremap to %#lx straddles a region: page dropped",
+			cmn_warn("hmm: mremap to %#lx straddles a region: page dropped",
 				  (unsigned long)(to + off));
 			hmm_devmem_free_deferred(atomic_load(&hmm_devmems[ps_dm(w)]), ps_page(w));
 		}
@@ -587,7 +587,7 @@ static void *map_aligned(size_t len)
 
 	if (p == MAP_FAILED)
 		return NULL;
-	a = (char *)vgpu_align_up((uintptr_t)p, HMM_BLOCK_SIZE);
+	a = (char *)cmn_align_up((uintptr_t)p, HMM_BLOCK_SIZE);
 	if (a > p)
 		munmap(p, a - p);
 	munmap(a + len, (p + len + HMM_BLOCK_SIZE) - (a + len));
@@ -600,7 +600,7 @@ static int staging_init(struct hmm_mm *mm)
 	for (unsigned int i = 0; i < HMM_NR_STAGING; i++) {
 		struct hmm_staging *s = &mm->staging[i];
 
-		vgpu_mutex_init(&s->lock);
+		cmn_mutex_init(&s->lock);
 		s->in = map_aligned(STAGING_SIZE);
 		s->out = map_aligned(STAGING_SIZE);
 		if (!s->in || !s->out)
@@ -624,7 +624,7 @@ static void staging_fini(struct hmm_mm *mm)
 			munmap(s->in, STAGING_SIZE);
 		if (s->out)
 			munmap(s->out, STAGING_SIZE);
-		vgpu_mutex_destroy(&s->lock);
+		cmn_mutex_destroy(&s->lock);
 	}
 }
 
@@ -648,7 +648,7 @@ static int mm_publish(struct hmm_mm *mm)
 {
 	int ret = -ENOSPC;
 
-	vgpu_mutex_lock(&mms_lock);
+	cmn_mutex_lock(&mms_lock);
 	for (unsigned int i = 0; i < HMM_MAX_MMS; i++) {
 		if (!atomic_load(&mms[i])) {
 			atomic_store(&mms[i], mm);
@@ -656,18 +656,18 @@ static int mm_publish(struct hmm_mm *mm)
 			break;
 		}
 	}
-	vgpu_mutex_unlock(&mms_lock);
+	cmn_mutex_unlock(&mms_lock);
 	return ret;
 }
 
 static void mm_unpublish(struct hmm_mm *mm)
 {
-	vgpu_mutex_lock(&mms_lock);
+	cmn_mutex_lock(&mms_lock);
 	for (unsigned int i = 0; i < HMM_MAX_MMS; i++) {
 		if (atomic_load(&mms[i]) == mm)
 			atomic_store(&mms[i], NULL);
 	}
-	vgpu_mutex_unlock(&mms_lock);
+	cmn_mutex_unlock(&mms_lock);
 }
 
 static int opts_check(const struct hmm_mm_opts *o)
@@ -722,7 +722,7 @@ int hmm_mm_create(const struct hmm_mm_opts *opts, struct hmm_mm **out)
 	ret = opts_check(&mm->opts);
 	if (ret)
 		goto free_mm;
-	vgpu_mutex_init(&mm->lock);
+	cmn_mutex_init(&mm->lock);
 	mm->uffd = mm->stop_fd = mm->mem_fd = -1;
 	mm->pagemap_fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
 	mm->kpageflags_fd = open("/proc/kpageflags", O_RDONLY | O_CLOEXEC);
@@ -773,6 +773,6 @@ void hmm_mm_destroy(struct hmm_mm *mm)
 	hmm_uffd_close(mm);
 	staging_fini(mm);
 	mm_close_fds(mm);
-	vgpu_mutex_destroy(&mm->lock);
+	cmn_mutex_destroy(&mm->lock);
 	free(mm);
 }

@@ -20,7 +20,7 @@
 #define PROT_REFAULT_LIMIT	64
 
 static struct sigaction old_sigsegv;
-static struct vgpu_mutex sigsegv_lock = { PTHREAD_MUTEX_INITIALIZER, 0 };
+static struct cmn_mutex sigsegv_lock = { PTHREAD_MUTEX_INITIALIZER, 0 };
 static __thread uintptr_t last_fault;
 static __thread unsigned int same_faults;
 
@@ -141,7 +141,7 @@ int hmm_prot_install(void)
 	struct sigaction cur;
 	int ret = 0;
 
-	vgpu_mutex_lock(&sigsegv_lock);
+	cmn_mutex_lock(&sigsegv_lock);
 	/* someone (ASan, a test harness) may have replaced ours since: chain to them */
 	if (sigaction(SIGSEGV, NULL, &cur) == 0 &&
 	    (!(cur.sa_flags & SA_SIGINFO) || cur.sa_sigaction != hmm_sigsegv)) {
@@ -149,6 +149,6 @@ int hmm_prot_install(void)
 		if (sigaction(SIGSEGV, &sa, &old_sigsegv))
 			ret = -errno;
 	}
-	vgpu_mutex_unlock(&sigsegv_lock);
+	cmn_mutex_unlock(&sigsegv_lock);
 	return ret;
 }

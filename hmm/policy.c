@@ -14,7 +14,7 @@
 /* Pages of [first, first + n) set in @map. */
 static unsigned int count_range(const uint64_t *map, unsigned int first, unsigned int n)
 {
-	return (unsigned int)vgpu_bitmap_weight(map, first, n);
+	return (unsigned int)cmn_bitmap_weight(map, first, n);
 }
 
 unsigned int hmm_prefetch_compute(const struct hmm_prefetch_params *p,
@@ -37,7 +37,7 @@ unsigned int hmm_prefetch_compute(const struct hmm_prefetch_params *p,
 	for (unsigned int pg = 0; pg < HMM_BLOCK_PAGES; pg++) {
 		unsigned int best = 0, best_first = 0;
 
-		if (!vgpu_test_bit(faulted, pg))
+		if (!cmn_test_bit(faulted, pg))
 			continue;
 		for (unsigned int size = 2; size <= HMM_BLOCK_PAGES; size <<= 1) {
 			unsigned int first = pg & ~(size - 1);
@@ -48,11 +48,11 @@ unsigned int hmm_prefetch_compute(const struct hmm_prefetch_params *p,
 			}
 		}
 		if (best)
-			vgpu_bitmap_set(region, best_first, best);
+			cmn_bitmap_set(region, best_first, best);
 	}
 	for (unsigned int w = 0; w < HMM_BLOCK_WORDS; w++) {
 		out[w] = region[w] & ~populated[w] & ~thrashing[w];
-		added += vgpu_popcount(out[w]);
+		added += cmn_popcount(out[w]);
 	}
 	return added;
 }
@@ -69,7 +69,7 @@ struct thrash_page {
 
 struct hmm_thrash {
 	struct hmm_thrash_params p;
-	struct vgpu_mutex lock;		/* protects everything below */
+	struct cmn_mutex lock;		/* protects everything below */
 	struct thrash_page *tab;
 	size_t cap, used;
 	struct hmm_thrash_stats st;
@@ -91,7 +91,7 @@ int hmm_thrash_create(const struct hmm_thrash_params *p, struct hmm_thrash **out
 		free(t);
 		return -ENOMEM;
 	}
-	vgpu_mutex_init(&t->lock);
+	cmn_mutex_init(&t->lock);
 	*out = t;
 	return 0;
 }
@@ -100,7 +100,7 @@ void hmm_thrash_destroy(struct hmm_thrash *t)
 {
 	if (!t)
 		return;
-	vgpu_mutex_destroy(&t->lock);
+	cmn_mutex_destroy(&t->lock);
 	free(t->tab);
 	free(t);
 }
@@ -176,7 +176,7 @@ enum hmm_thrash_hint hmm_thrash_record(struct hmm_thrash *t, uintptr_t addr,
 
 	if (!t->p.enable)
 		return HMM_THRASH_NONE;
-	vgpu_mutex_lock(&t->lock);
+	cmn_mutex_lock(&t->lock);
 	pg = lookup_locked(t, addr, true);
 	if (!pg)
 		goto unlock;
@@ -205,7 +205,7 @@ enum hmm_thrash_hint hmm_thrash_record(struct hmm_thrash *t, uintptr_t addr,
 	pg->last_ns = now;
 	pg->last_proc = proc;
 unlock:
-	vgpu_mutex_unlock(&t->lock);
+	cmn_mutex_unlock(&t->lock);
 	return h;
 }
 
@@ -216,17 +216,17 @@ enum hmm_thrash_hint hmm_thrash_query(struct hmm_thrash *t, uintptr_t addr, uint
 
 	if (!t->p.enable)
 		return HMM_THRASH_NONE;
-	vgpu_mutex_lock(&t->lock);
+	cmn_mutex_lock(&t->lock);
 	pg = lookup_locked(t, addr, false);
 	if (pg)
 		h = hint_locked(t, pg, now);
-	vgpu_mutex_unlock(&t->lock);
+	cmn_mutex_unlock(&t->lock);
 	return h;
 }
 
 void hmm_thrash_get_stats(struct hmm_thrash *t, struct hmm_thrash_stats *st)
 {
-	vgpu_mutex_lock(&t->lock);
+	cmn_mutex_lock(&t->lock);
 	*st = t->st;
-	vgpu_mutex_unlock(&t->lock);
+	cmn_mutex_unlock(&t->lock);
 }

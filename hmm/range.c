@@ -140,7 +140,7 @@ static void mark_thp(struct walk *w, uintptr_t a, uintptr_t e, const uint64_t *p
 {
 	struct hmm_range *r = w->range;
 
-	for (uintptr_t b = vgpu_align_up(a, HMM_BLOCK_SIZE); b + HMM_BLOCK_SIZE <= e;
+	for (uintptr_t b = cmn_align_up(a, HMM_BLOCK_SIZE); b + HMM_BLOCK_SIZE <= e;
 	     b += HMM_BLOCK_SIZE) {
 		const uint64_t *p = &pm[(b - a) >> HMM_PAGE_SHIFT];
 		size_t base = page_index(r, b);
@@ -269,7 +269,7 @@ static int walk_one(struct walk *w, uintptr_t a, uintptr_t *next)
 		*next = v.start;
 		return walk_error(w, a, v.start);
 	}
-	*next = vgpu_min(vgpu_min(v.end, r->end), vgpu_align_down(a, HMM_BLOCK_SIZE) + HMM_BLOCK_SIZE);
+	*next = cmn_min(cmn_min(v.end, r->end), cmn_align_down(a, HMM_BLOCK_SIZE) + HMM_BLOCK_SIZE);
 	if (!v.read && !v.special && prot_vma_is_ours(w->mm, a, *next))
 		v.read = v.write = true;	/* device pages of the mprotect backend */
 	if (!v.read || v.special)
@@ -280,7 +280,7 @@ static int walk_one(struct walk *w, uintptr_t a, uintptr_t *next)
 static int range_check(const struct hmm_range *r)
 {
 	if (!r || !r->notifier || !r->hmm_pfns || r->start >= r->end ||
-	    !vgpu_is_aligned(r->start, HMM_PAGE_SIZE) || !vgpu_is_aligned(r->end, HMM_PAGE_SIZE))
+	    !cmn_is_aligned(r->start, HMM_PAGE_SIZE) || !cmn_is_aligned(r->end, HMM_PAGE_SIZE))
 		return -EINVAL;
 	if (r->start < r->notifier->start || r->end > r->notifier->end)
 		return -EINVAL;
@@ -297,7 +297,7 @@ int hmm_range_fault(struct hmm_range *range)
 		return ret;
 	w.mm = range->notifier->mm;
 	range->faulted = 0;
-	deadline = vgpu_deadline_ns(range->timeout_ns ? range->timeout_ns
+	deadline = cmn_deadline_ns(range->timeout_ns ? range->timeout_ns
 						     : HMM_RANGE_DEFAULT_TIMEOUT_NS);
 	for (uintptr_t a = range->start; a < range->end;) {
 		uintptr_t next;
@@ -310,7 +310,7 @@ int hmm_range_fault(struct hmm_range *range)
 		if (ret)
 			return ret;
 		if (w.refault) {	/* walk the same segment again */
-			if (vgpu_deadline_passed(deadline))
+			if (cmn_deadline_passed(deadline))
 				return -EBUSY;
 			hmm_relax(&spins);
 			continue;

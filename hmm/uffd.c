@@ -187,7 +187,7 @@ void hmm_uffd_wake(int uffd, uintptr_t start, size_t len)
 /* ---- SIGBUS (in-thread) mode ------------------------------------------------------- */
 
 static struct sigaction old_sigbus;
-static struct vgpu_mutex sigbus_lock = { PTHREAD_MUTEX_INITIALIZER, 0 };
+static struct cmn_mutex sigbus_lock = { PTHREAD_MUTEX_INITIALIZER, 0 };
 
 /* Hand a SIGBUS that is not ours to the previous disposition (ASan's, a program's). */
 static void sigbus_chain(int sig, siginfo_t *si, void *uc)
@@ -240,7 +240,7 @@ static int sigbus_install(void)
 
 	struct sigaction cur;
 
-	vgpu_mutex_lock(&sigbus_lock);
+	cmn_mutex_lock(&sigbus_lock);
 	/* someone (a test harness, a runtime) may have replaced ours since: chain to them */
 	if (sigaction(SIGBUS, NULL, &cur) == 0 &&
 	    (!(cur.sa_flags & SA_SIGINFO) || cur.sa_sigaction != hmm_sigbus)) {
@@ -248,7 +248,7 @@ static int sigbus_install(void)
 		if (sigaction(SIGBUS, &sa, &old_sigbus))
 			ret = -errno;
 	}
-	vgpu_mutex_unlock(&sigbus_lock);
+	cmn_mutex_unlock(&sigbus_lock);
 	return ret;
 }
 
@@ -312,7 +312,7 @@ static void *uffd_thread(void *arg)
 		if (poll(pfd, 2, -1) < 0) {
 			if (errno == EINTR)
 				continue;
-			vgpu_err("hmm: uffd poll: %s", strerror(errno));
+			cmn_err("hmm: uffd poll: %s", strerror(errno));
 			break;
 		}
 		if (pfd[1].revents)
@@ -326,7 +326,7 @@ static void *uffd_thread(void *arg)
 			atomic_store(&mm->monitor_busy, false);
 			if (errno == EAGAIN || errno == EINTR)
 				continue;
-			vgpu_err("hmm: uffd read: %s", strerror(errno));
+			cmn_err("hmm: uffd read: %s", strerror(errno));
 			break;
 		}
 		for (size_t i = 0; i < (size_t)n / sizeof(msgs[0]); i++)
@@ -384,7 +384,7 @@ void hmm_uffd_close(struct hmm_mm *mm)
 		uint64_t one = 1;
 
 		if (write(mm->stop_fd, &one, sizeof(one)) != sizeof(one))
-			vgpu_err("hmm: cannot stop the uffd thread");
+			cmn_err("hmm: cannot stop the uffd thread");
 		pthread_join(mm->thread, NULL);
 		mm->thread_started = false;
 	}

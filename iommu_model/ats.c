@@ -19,13 +19,13 @@ void iommu_cond_init(pthread_cond_t *c)
 }
 
 /* Wait on @c until woken or @deadline (monotonic ns). -ETIMEDOUT once it passed. */
-int iommu_cond_wait_until(pthread_cond_t *c, struct vgpu_mutex *mx, uint64_t deadline)
+int iommu_cond_wait_until(pthread_cond_t *c, struct cmn_mutex *mx, uint64_t deadline)
 {
 	struct timespec ts = { (time_t)(deadline / VGPU_NSEC_PER_SEC),
 			       (long)(deadline % VGPU_NSEC_PER_SEC) };
 	int ret;
 
-	if (vgpu_now_ns() >= deadline)
+	if (cmn_now_ns() >= deadline)
 		return -ETIMEDOUT;
 	atomic_store_explicit(&mx->owner, (pthread_t)0, memory_order_relaxed);
 	ret = pthread_cond_timedwait(c, &mx->m, &ts);
@@ -35,7 +35,7 @@ int iommu_cond_wait_until(pthread_cond_t *c, struct vgpu_mutex *mx, uint64_t dea
 
 void iommu_ats_init(struct iommu_fn *fn)
 {
-	vgpu_mutex_init(&fn->ats.lock);
+	cmn_mutex_init(&fn->ats.lock);
 	iommu_cond_init(&fn->ats.cond);
 }
 
@@ -43,7 +43,7 @@ void iommu_ats_fini(struct iommu *mmu, struct iommu_fn *fn)
 {
 	xcache_fini(mmu, &fn->ats.atc);
 	pthread_cond_destroy(&fn->ats.cond);
-	vgpu_mutex_destroy(&fn->ats.lock);
+	cmn_mutex_destroy(&fn->ats.lock);
 }
 
 /* The device drops what request @i names and completes it. */
@@ -51,7 +51,7 @@ static void ats_process_locked(struct iommu_fn *fn, unsigned int i)
 {
 	struct iommu_ats_req *r = &fn->ats.req[i];
 
-	vgpu_mutex_assert_held(&fn->ats.lock);
+	cmn_mutex_assert_held(&fn->ats.lock);
 	atomic_fetch_add_explicit(&fn->ats.inval_seq, 1, memory_order_seq_cst);
 	xcache_inval(&fn->ats.atc, r->ctx, r->match, r->iova, r->len, XC_CLASS_MASK_ALL);
 	r->pending = false;
@@ -68,7 +68,7 @@ static int ats_post_locked(struct iommu *mmu, unsigned int rid, uint64_t ctx,
 			   unsigned int *itag, uint32_t *gen)
 {
 	struct iommu_fn *fn = &mmu->fn[rid];
-	uint64_t deadline = vgpu_deadline_ns(mmu->cfg.ats_timeout_ns);
+	uint64_t deadline = cmn_deadline_ns(mmu->cfg.ats_timeout_ns);
 	unsigned int i;
 
 	while (fn->ats.outstanding >= IOMMU_ATS_MAX_ITAGS) {
@@ -99,7 +99,7 @@ static int ats_wait_locked(struct iommu *mmu, unsigned int rid, unsigned int i, 
 			   uint64_t timeout_ns)
 {
 	struct iommu_fn *fn = &mmu->fn[rid];
-	uint64_t deadline = vgpu_deadline_ns(timeout_ns);
+	uint64_t deadline = cmn_deadline_ns(timeout_ns);
 
 	while (fn->ats.req[i].busy && fn->ats.req[i].gen == gen)
 		if (iommu_cond_wait_until(&fn->ats.cond, &fn->ats.lock, deadline))
@@ -113,7 +113,7 @@ static void ats_timeout_locked(struct iommu *mmu, unsigned int rid, unsigned int
 {
 	struct iommu_fn *fn = &mmu->fn[rid];
 
-	vgpu_warn("iommu: function %u: ATC invalidation (ITag %u) timed out", rid, i);
+	cmn_warn("iommu: function %u: ATC invalidation (ITag %u) timed out", rid, i);
 	iommu_fault_log(mmu, rid, fn->ats.req[i].pasid, fn->ats.req[i].iova, 0,
 			IOMMU_FAULT_ATS_TIMEOUT);
 	ats_process_locked(fn, i);
@@ -124,7 +124,7 @@ static void ats_stuck_locked(struct iommu *mmu, unsigned int rid, uint32_t pasid
 {
 	struct iommu_fn *fn = &mmu->fn[rid];
 
-	vgpu_warn("iommu: function %u: no ITag completed in time, ATC dropped", rid);
+	cmn_warn("iommu: function %u: no ITag completed in time, ATC dropped", rid);
 	iommu_fault_log(mmu, rid, pasid, iova, 0, IOMMU_FAULT_ATS_TIMEOUT);
 	atomic_fetch_add_explicit(&fn->ats.inval_seq, 1, memory_order_seq_cst);
 	xcache_inval(&fn->ats.atc, 0, XC_MATCH_ALL, 0, 0, XC_CLASS_MASK_ALL);
@@ -151,7 +151,7 @@ static void ats_inval_fn(struct iommu *mmu, unsigned int rid, struct iommu_domai
 	uint32_t gens[1 + IOMMU_MAX_PASIDS_PER_FUNC];
 	unsigned int n = 0;
 
-	vgpu_mutex_lock(&fn->ats.lock);
+	cmn_mutex_lock(&fn->ats.lock);
 	if (!fn->ats.enabled)
 		goto unlock;
 	if (atomic_load(&fn->domain) == d)
@@ -166,7 +166,7 @@ static void ats_inval_fn(struct iommu *mmu, unsigned int rid, struct iommu_domai
 		if (ats_wait_locked(mmu, rid, tags[k], gens[k], mmu->cfg.ats_timeout_ns))
 			ats_timeout_locked(mmu, rid, tags[k]);
 unlock:
-	vgpu_mutex_unlock(&fn->ats.lock);
+	cmn_mutex_unlock(&fn->ats.lock);
 }
 
 void iommu_ats_inval_domain(struct iommu *mmu, struct iommu_domain *d, uint64_t iova,
@@ -181,12 +181,12 @@ void iommu_ats_flush_fn(struct iommu *mmu, unsigned int rid)
 {
 	struct iommu_fn *fn = &mmu->fn[rid];
 
-	vgpu_mutex_lock(&fn->ats.lock);
+	cmn_mutex_lock(&fn->ats.lock);
 	if (fn->ats.atc.e) {
 		atomic_fetch_add_explicit(&fn->ats.inval_seq, 1, memory_order_seq_cst);
 		xcache_inval(&fn->ats.atc, 0, XC_MATCH_ALL, 0, 0, XC_CLASS_MASK_ALL);
 	}
-	vgpu_mutex_unlock(&fn->ats.lock);
+	cmn_mutex_unlock(&fn->ats.lock);
 }
 
 int iommu_ats_enable(struct iommu *mmu, unsigned int rid, unsigned int flags)
@@ -197,7 +197,7 @@ int iommu_ats_enable(struct iommu *mmu, unsigned int rid, unsigned int flags)
 	if (!mmu || rid >= IOMMU_MAX_FUNCS || (flags & ~IOMMU_ATS_POLLED))
 		return -EINVAL;
 	fn = &mmu->fn[rid];
-	vgpu_mutex_lock(&fn->ats.lock);
+	cmn_mutex_lock(&fn->ats.lock);
 	if (!fn->ats.atc.e) {
 		unsigned int ways = mmu->cfg.atc_entries >= 4 ? 4 : mmu->cfg.atc_entries;
 
@@ -208,7 +208,7 @@ int iommu_ats_enable(struct iommu *mmu, unsigned int rid, unsigned int flags)
 		fn->ats.polled = flags & IOMMU_ATS_POLLED;
 		atomic_store_explicit(&fn->ats.on, true, memory_order_release);
 	}
-	vgpu_mutex_unlock(&fn->ats.lock);
+	cmn_mutex_unlock(&fn->ats.lock);
 	return ret;
 }
 
@@ -219,20 +219,20 @@ int iommu_ats_disable(struct iommu *mmu, unsigned int rid)
 	if (!mmu || rid >= IOMMU_MAX_FUNCS)
 		return -EINVAL;
 	fn = &mmu->fn[rid];
-	vgpu_mutex_lock(&fn->ats.lock);
+	cmn_mutex_lock(&fn->ats.lock);
 	atomic_store_explicit(&fn->ats.on, false, memory_order_release);
 	for (unsigned int i = 0; i < IOMMU_ATS_MAX_ITAGS; i++)
 		if (fn->ats.req[i].busy)
 			ats_process_locked(fn, i);
 	fn->ats.enabled = false;
-	vgpu_mutex_unlock(&fn->ats.lock);
+	cmn_mutex_unlock(&fn->ats.lock);
 	/* DMA that looked at the ATC before 'on' dropped finishes before the flush. */
 	iommu_sync_wait();
-	vgpu_mutex_lock(&fn->ats.lock);
+	cmn_mutex_lock(&fn->ats.lock);
 	atomic_fetch_add_explicit(&fn->ats.inval_seq, 1, memory_order_seq_cst);
 	if (!fn->ats.enabled)	/* nobody re-enabled it meanwhile */
 		xcache_fini(mmu, &fn->ats.atc);
-	vgpu_mutex_unlock(&fn->ats.lock);
+	cmn_mutex_unlock(&fn->ats.lock);
 	return 0;
 }
 
@@ -247,13 +247,13 @@ int iommu_ats_invalidate(struct iommu *mmu, unsigned int rid, uint32_t pasid, ui
 	    (len && iova + len < iova))
 		return -EINVAL;
 	fn = &mmu->fn[rid];
-	vgpu_mutex_lock(&fn->ats.lock);
+	cmn_mutex_lock(&fn->ats.lock);
 	/* The host names a PASID (or all of them), not a domain. */
 	ret = fn->ats.enabled ? ats_post_locked(mmu, rid, pasid,
 						global ? XC_MATCH_ALL : XC_MATCH_PASID, iova, len,
 						false, itag, &gen)
 			      : -ENODEV;
-	vgpu_mutex_unlock(&fn->ats.lock);
+	cmn_mutex_unlock(&fn->ats.lock);
 	return ret;
 }
 
@@ -265,12 +265,12 @@ int iommu_ats_wait(struct iommu *mmu, unsigned int rid, unsigned int itag, uint6
 	if (!mmu || rid >= IOMMU_MAX_FUNCS || itag >= IOMMU_ATS_MAX_ITAGS)
 		return -EINVAL;
 	fn = &mmu->fn[rid];
-	vgpu_mutex_lock(&fn->ats.lock);
+	cmn_mutex_lock(&fn->ats.lock);
 	ret = ats_wait_locked(mmu, rid, itag, fn->ats.req[itag].gen, timeout_ns);
 	if (ret)
 		iommu_fault_log(mmu, rid, fn->ats.req[itag].pasid, fn->ats.req[itag].iova, 0,
 				IOMMU_FAULT_ATS_TIMEOUT);
-	vgpu_mutex_unlock(&fn->ats.lock);
+	cmn_mutex_unlock(&fn->ats.lock);
 	return ret;
 }
 
@@ -282,13 +282,13 @@ int iommu_ats_poll(struct iommu *mmu, unsigned int rid)
 	if (!mmu || rid >= IOMMU_MAX_FUNCS)
 		return -EINVAL;
 	fn = &mmu->fn[rid];
-	vgpu_mutex_lock(&fn->ats.lock);
+	cmn_mutex_lock(&fn->ats.lock);
 	for (unsigned int i = 0; i < IOMMU_ATS_MAX_ITAGS; i++)
 		if (fn->ats.req[i].busy && fn->ats.req[i].pending) {
 			ats_process_locked(fn, i);
 			n++;
 		}
-	vgpu_mutex_unlock(&fn->ats.lock);
+	cmn_mutex_unlock(&fn->ats.lock);
 	return n;
 }
 
@@ -298,8 +298,8 @@ unsigned int iommu_ats_outstanding(struct iommu *mmu, unsigned int rid)
 
 	if (!mmu || rid >= IOMMU_MAX_FUNCS)
 		return 0;
-	vgpu_mutex_lock(&mmu->fn[rid].ats.lock);
+	cmn_mutex_lock(&mmu->fn[rid].ats.lock);
 	n = mmu->fn[rid].ats.outstanding;
-	vgpu_mutex_unlock(&mmu->fn[rid].ats.lock);
+	cmn_mutex_unlock(&mmu->fn[rid].ats.lock);
 	return n;
 }

@@ -179,9 +179,9 @@ int iommu_cmd(struct iommu *mmu, unsigned int op, void *arg)
 		if (((const uint8_t *)arg)[i])
 			return -E2BIG;
 	memset(&req, 0, sizeof(req));
-	memcpy(&req, arg, vgpu_min(size, c->size));
+	memcpy(&req, arg, cmn_min(size, c->size));
 	ret = c->run(mmu, &req);
-	memcpy(arg, &req, vgpu_min(size, c->size));
+	memcpy(arg, &req, cmn_min(size, c->size));
 	memcpy(arg, &size, sizeof(size));
 	return ret;
 }

@@ -126,8 +126,8 @@ static int iommu_config_check(struct iommu_config *c)
 		c->ats_timeout_ns = VGPU_NSEC_PER_SEC;
 	if (!c->pri_timeout_ns)
 		c->pri_timeout_ns = VGPU_NSEC_PER_SEC;
-	if (!vgpu_is_pow2(c->iotlb_sets) || c->iotlb_sets > (1u << 20) || c->iotlb_ways > 8 ||
-	    !vgpu_is_pow2(c->atc_entries) || c->atc_entries > 4096)
+	if (!cmn_is_pow2(c->iotlb_sets) || c->iotlb_sets > (1u << 20) || c->iotlb_ways > 8 ||
+	    !cmn_is_pow2(c->atc_entries) || c->atc_entries > 4096)
 		return -EINVAL;
 	return 0;
 }
@@ -141,24 +141,24 @@ int iommu_create(const struct iommu_config *cfg, struct iommu **out)
 	ret = iommu_config_check(&c);
 	if (ret)
 		return ret;
-	mmu = aligned_alloc(VGPU_CACHELINE, vgpu_align_up(sizeof(*mmu), VGPU_CACHELINE));
+	mmu = aligned_alloc(VGPU_CACHELINE, cmn_align_up(sizeof(*mmu), VGPU_CACHELINE));
 	if (!mmu)
 		return -ENOMEM;
 	memset(mmu, 0, sizeof(*mmu));
 	mmu->cfg = c;
-	vgpu_mutex_init(&mmu->lock);
+	cmn_mutex_init(&mmu->lock);
 	ret = xcache_init(mmu, &mmu->iotlb, c.iotlb_sets, c.iotlb_ways);
 	if (ret)
 		goto free_mmu;
 	for (unsigned int i = 0; i < IOMMU_MAX_FUNCS; i++) {
-		vgpu_mutex_init(&mmu->fn[i].log_lock);
+		cmn_mutex_init(&mmu->fn[i].log_lock);
 		iommu_ats_init(&mmu->fn[i]);
 		iommu_pri_init(&mmu->fn[i]);
 	}
 	*out = mmu;
 	return 0;
 free_mmu:
-	vgpu_mutex_destroy(&mmu->lock);
+	cmn_mutex_destroy(&mmu->lock);
 	free(mmu);
 	return ret;
 }
@@ -201,10 +201,10 @@ void iommu_destroy(struct iommu *mmu)
 	for (unsigned int i = 0; i < IOMMU_MAX_FUNCS; i++) {
 		iommu_ats_fini(mmu, &mmu->fn[i]);
 		iommu_pri_fini(&mmu->fn[i]);
-		vgpu_mutex_destroy(&mmu->fn[i].log_lock);
+		cmn_mutex_destroy(&mmu->fn[i].log_lock);
 	}
 	xcache_fini(mmu, &mmu->iotlb);
-	vgpu_mutex_destroy(&mmu->lock);
+	cmn_mutex_destroy(&mmu->lock);
 	free(mmu);
 }
 
@@ -222,7 +222,7 @@ static int iommu_memobj_add(struct iommu *mmu, void *base, size_t size, bool own
 	mo->base = base;
 	mo->size = size;
 	mo->owns_mapping = owns;
-	vgpu_mutex_lock(&mmu->lock);
+	cmn_mutex_lock(&mmu->lock);
 	for (uint32_t id = 1; id < IOMMU_MAX_MEMOBJS; id++) {
 		if (atomic_load(&mmu->memobjs[id]))
 			continue;
@@ -231,7 +231,7 @@ static int iommu_memobj_add(struct iommu *mmu, void *base, size_t size, bool own
 		ret = 0;
 		break;
 	}
-	vgpu_mutex_unlock(&mmu->lock);
+	cmn_mutex_unlock(&mmu->lock);
 	if (ret) {
 		iommu_free(mmu, mo);
 		return ret;
@@ -242,12 +242,12 @@ static int iommu_memobj_add(struct iommu *mmu, void *base, size_t size, bool own
 
 static bool iommu_memobj_size_ok(uint64_t size)
 {
-	return size && size <= IOMMU_MEMOBJ_MAX_SIZE && vgpu_is_aligned(size, IOMMU_PAGE_SIZE);
+	return size && size <= IOMMU_MEMOBJ_MAX_SIZE && cmn_is_aligned(size, IOMMU_PAGE_SIZE);
 }
 
 int iommu_memobj_register(struct iommu *mmu, void *base, size_t size, struct iommu_memobj **out)
 {
-	if (!mmu || !base || !out || !vgpu_is_aligned((uintptr_t)base, IOMMU_PAGE_SIZE) ||
+	if (!mmu || !base || !out || !cmn_is_aligned((uintptr_t)base, IOMMU_PAGE_SIZE) ||
 	    !iommu_memobj_size_ok(size))
 		return -EINVAL;
 	return iommu_memobj_add(mmu, base, size, false, out);
@@ -261,7 +261,7 @@ int iommu_memobj_register_fd(struct iommu *mmu, int fd, uint64_t offset, size_t 
 	int ret;
 
 	if (!mmu || !out || !iommu_memobj_size_ok(size) ||
-	    !vgpu_is_aligned(offset, IOMMU_PAGE_SIZE))
+	    !cmn_is_aligned(offset, IOMMU_PAGE_SIZE))
 		return -EINVAL;
 	if (fd < 0 || fstat(fd, &st))
 		return -EBADF;
@@ -283,13 +283,13 @@ int iommu_memobj_unregister(struct iommu_memobj *mo)
 	if (!mo)
 		return -EINVAL;
 	mmu = mo->mmu;
-	vgpu_mutex_lock(&mmu->lock);
+	cmn_mutex_lock(&mmu->lock);
 	if (atomic_load(&mo->nr_maps)) {
-		vgpu_mutex_unlock(&mmu->lock);
+		cmn_mutex_unlock(&mmu->lock);
 		return -EBUSY;
 	}
 	atomic_store(&mmu->memobjs[mo->id], NULL);
-	vgpu_mutex_unlock(&mmu->lock);
+	cmn_mutex_unlock(&mmu->lock);
 	iommu_memobj_release(mo);
 	return 0;
 }

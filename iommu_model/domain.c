@@ -34,11 +34,11 @@ void iommu_domain_inval(struct iommu_domain *d, uint64_t iova, uint64_t len)
 	if (!d->nr_children)
 		return;
 	/* A stage-2 change reaches stage-1 translations we cannot name by IOVA. */
-	vgpu_mutex_lock(&mmu->lock);
+	cmn_mutex_lock(&mmu->lock);
 	for (struct iommu_domain *c = mmu->domains; c; c = c->next)
 		if (c->parent == d)
 			iommu_domain_inval(c, 0, 0);
-	vgpu_mutex_unlock(&mmu->lock);
+	cmn_mutex_unlock(&mmu->lock);
 }
 
 int iommu_iotlb_flush_range(struct iommu_domain *d, uint64_t iova, uint64_t length)
@@ -56,7 +56,7 @@ void iommu_iotlb_flush_domain(struct iommu_domain *d)
 
 void iommu_iotlb_flush_all(struct iommu *mmu)
 {
-	vgpu_mutex_lock(&mmu->lock);
+	cmn_mutex_lock(&mmu->lock);
 	for (struct iommu_domain *d = mmu->domains; d; d = d->next)
 		iommu_inval_begin(d);
 	atomic_fetch_add(&mmu->iotlb_inv, 1);
@@ -65,7 +65,7 @@ void iommu_iotlb_flush_all(struct iommu *mmu)
 		iommu_ats_flush_fn(mmu, rid);
 	for (struct iommu_domain *d = mmu->domains; d; d = d->next)
 		iommu_inval_end(d);
-	vgpu_mutex_unlock(&mmu->lock);
+	cmn_mutex_unlock(&mmu->lock);
 }
 
 /* ---- memobj references --------------------------------------------------------------- */
@@ -74,12 +74,12 @@ static int memobj_get(struct iommu *mmu, struct iommu_memobj *mo)
 {
 	int ret = 0;
 
-	vgpu_mutex_lock(&mmu->lock);
+	cmn_mutex_lock(&mmu->lock);
 	if (mo->id >= IOMMU_MAX_MEMOBJS || atomic_load(&mmu->memobjs[mo->id]) != mo)
 		ret = -ENOENT;
 	else
 		atomic_fetch_add(&mo->nr_maps, 1);
-	vgpu_mutex_unlock(&mmu->lock);
+	cmn_mutex_unlock(&mmu->lock);
 	return ret;
 }
 
@@ -104,7 +104,7 @@ static int domain_opts_check(struct iommu *mmu, const struct iommu_domain_opts *
 		if (o->flags || !o->parent || o->parent->mmu != mmu ||
 		    o->parent->type != IOMMU_DOMAIN_PAGING ||
 		    !(o->parent->flags & IOMMU_DOMAIN_NEST_PARENT) ||
-		    !vgpu_is_aligned(o->s1_root, IOMMU_PAGE_SIZE))
+		    !cmn_is_aligned(o->s1_root, IOMMU_PAGE_SIZE))
 			return -EINVAL;
 		return 0;
 	case IOMMU_DOMAIN_SVA:
@@ -135,7 +135,7 @@ int iommu_domain_alloc(struct iommu *mmu, const struct iommu_domain_opts *opts,
 	d->rng = 0x2545f491u;
 	d->type = opts->type;
 	d->flags = opts->flags;
-	vgpu_mutex_init(&d->lock);
+	cmn_mutex_init(&d->lock);
 	if (d->type == IOMMU_DOMAIN_PAGING) {
 		d->iova_bits = opts->iova_bits ? opts->iova_bits : IOMMU_IOVA_BITS;
 		d->aperture_last = (1ull << d->iova_bits) - 1;
@@ -148,17 +148,17 @@ int iommu_domain_alloc(struct iommu *mmu, const struct iommu_domain_opts *opts,
 	d->parent = opts->parent;
 	d->s1_root = opts->s1_root;
 	d->pid = opts->pid ? opts->pid : getpid();
-	vgpu_mutex_lock(&mmu->lock);
+	cmn_mutex_lock(&mmu->lock);
 	d->id = atomic_fetch_add(&iommu_next_domain_id, 1);
 	if (d->parent)
 		d->parent->nr_children++;
 	d->next = mmu->domains;
 	mmu->domains = d;
-	vgpu_mutex_unlock(&mmu->lock);
+	cmn_mutex_unlock(&mmu->lock);
 	*out = d;
 	return 0;
 free_domain:
-	vgpu_mutex_destroy(&d->lock);
+	cmn_mutex_destroy(&d->lock);
 	iommu_free(mmu, d);
 	return ret;
 }
@@ -167,7 +167,7 @@ static void domain_unlink_locked(struct iommu_domain *d)
 {
 	struct iommu_domain **pp = &d->mmu->domains;
 
-	vgpu_mutex_assert_held(&d->mmu->lock);
+	cmn_mutex_assert_held(&d->mmu->lock);
 	while (*pp != d)
 		pp = &(*pp)->next;
 	*pp = d->next;
@@ -182,15 +182,15 @@ int iommu_domain_free(struct iommu_domain *d)
 	if (!d)
 		return -EINVAL;
 	mmu = d->mmu;
-	vgpu_mutex_lock(&mmu->lock);
+	cmn_mutex_lock(&mmu->lock);
 	if (d->attach_count || d->nr_children) {
-		vgpu_mutex_unlock(&mmu->lock);
+		cmn_mutex_unlock(&mmu->lock);
 		return -EBUSY;
 	}
 	domain_unlink_locked(d);
-	vgpu_mutex_unlock(&mmu->lock);
+	cmn_mutex_unlock(&mmu->lock);
 
-	vgpu_mutex_lock(&d->lock);
+	cmn_mutex_lock(&d->lock);
 	iommu_drain_fq_locked(d);
 	while (d->areas) {
 		struct iommu_area *a = d->areas;
@@ -199,7 +199,7 @@ int iommu_domain_free(struct iommu_domain *d)
 		memobj_put(a->mo);
 		iommu_free(mmu, a);
 	}
-	vgpu_mutex_unlock(&d->lock);
+	cmn_mutex_unlock(&d->lock);
 	/* Ids are never reused, but the entries would only waste IOTLB space. */
 	iommu_inval_begin(d);
 	xcache_inval(&mmu->iotlb, xc_ctx(d->id, 0), XC_MATCH_DID, 0, 0, XC_CLASS_MASK_ALL);
@@ -208,7 +208,7 @@ int iommu_domain_free(struct iommu_domain *d)
 	iommu_free(mmu, d->fq);
 	iommu_free(mmu, d->allowed);
 	iommu_free(mmu, d->reserved);
-	vgpu_mutex_destroy(&d->lock);
+	cmn_mutex_destroy(&d->lock);
 	iommu_free(mmu, d);
 	return 0;
 }
@@ -227,10 +227,10 @@ struct iommu_domain *iommu_domain_lookup(struct iommu *mmu, uint32_t id)
 {
 	struct iommu_domain *d;
 
-	vgpu_mutex_lock(&mmu->lock);
+	cmn_mutex_lock(&mmu->lock);
 	for (d = mmu->domains; d && d->id != id; d = d->next)
 		;
-	vgpu_mutex_unlock(&mmu->lock);
+	cmn_mutex_unlock(&mmu->lock);
 	return d;
 }
 
@@ -249,14 +249,14 @@ int iommu_attach(struct iommu *mmu, unsigned int rid, struct iommu_domain *d)
 	if (!rid_ok(mmu, rid) || !d || d->mmu != mmu || d->type == IOMMU_DOMAIN_SVA)
 		return -EINVAL;
 	fn = &mmu->fn[rid];
-	vgpu_mutex_lock(&mmu->lock);
+	cmn_mutex_lock(&mmu->lock);
 	if (atomic_load(&fn->domain)) {
 		ret = -EBUSY;
 	} else {
 		d->attach_count++;
 		atomic_store_explicit(&fn->domain, d, memory_order_release);
 	}
-	vgpu_mutex_unlock(&mmu->lock);
+	cmn_mutex_unlock(&mmu->lock);
 	return ret;
 }
 
@@ -274,16 +274,16 @@ int iommu_replace(struct iommu *mmu, unsigned int rid, struct iommu_domain *d)
 
 	if (!rid_ok(mmu, rid) || !d || d->mmu != mmu || d->type == IOMMU_DOMAIN_SVA)
 		return -EINVAL;
-	vgpu_mutex_lock(&mmu->lock);
+	cmn_mutex_lock(&mmu->lock);
 	old = atomic_load(&mmu->fn[rid].domain);
 	if (!old) {
-		vgpu_mutex_unlock(&mmu->lock);
+		cmn_mutex_unlock(&mmu->lock);
 		return -EINVAL;
 	}
 	d->attach_count++;
 	old->attach_count--;
 	atomic_store_explicit(&mmu->fn[rid].domain, d, memory_order_release);
-	vgpu_mutex_unlock(&mmu->lock);
+	cmn_mutex_unlock(&mmu->lock);
 	if (old != d)
 		fn_quiesce(mmu, rid);
 	return 0;
@@ -295,13 +295,13 @@ int iommu_detach(struct iommu *mmu, unsigned int rid)
 
 	if (!rid_ok(mmu, rid))
 		return -EINVAL;
-	vgpu_mutex_lock(&mmu->lock);
+	cmn_mutex_lock(&mmu->lock);
 	old = atomic_load(&mmu->fn[rid].domain);
 	if (old) {
 		old->attach_count--;
 		atomic_store_explicit(&mmu->fn[rid].domain, NULL, memory_order_release);
 	}
-	vgpu_mutex_unlock(&mmu->lock);
+	cmn_mutex_unlock(&mmu->lock);
 	if (old)
 		fn_quiesce(mmu, rid);
 	return 0;
@@ -351,7 +351,7 @@ int iommu_pasid_attach(struct iommu *mmu, unsigned int rid, uint32_t pasid,
 	if (!pasid_args_ok(mmu, rid, pasid, d))
 		return -EINVAL;
 	fn = &mmu->fn[rid];
-	vgpu_mutex_lock(&mmu->lock);
+	cmn_mutex_lock(&mmu->lock);
 	if (!atomic_load(&fn->domain)) {
 		ret = -EINVAL;	/* PASIDs hang off an attached requester id */
 	} else if (pasid_slot(fn, pasid)) {
@@ -363,7 +363,7 @@ int iommu_pasid_attach(struct iommu *mmu, unsigned int rid, uint32_t pasid,
 		atomic_store_explicit(&s->d, d, memory_order_relaxed);
 		atomic_store_explicit(&s->pasid, pasid, memory_order_release);
 	}
-	vgpu_mutex_unlock(&mmu->lock);
+	cmn_mutex_unlock(&mmu->lock);
 	return ret;
 }
 
@@ -375,17 +375,17 @@ int iommu_pasid_replace(struct iommu *mmu, unsigned int rid, uint32_t pasid,
 
 	if (!pasid_args_ok(mmu, rid, pasid, d))
 		return -EINVAL;
-	vgpu_mutex_lock(&mmu->lock);
+	cmn_mutex_lock(&mmu->lock);
 	s = pasid_slot(&mmu->fn[rid], pasid);
 	if (!s) {
-		vgpu_mutex_unlock(&mmu->lock);
+		cmn_mutex_unlock(&mmu->lock);
 		return -EINVAL;
 	}
 	old = atomic_load(&s->d);
 	d->attach_count++;
 	old->attach_count--;
 	atomic_store_explicit(&s->d, d, memory_order_release);
-	vgpu_mutex_unlock(&mmu->lock);
+	cmn_mutex_unlock(&mmu->lock);
 	if (old != d)
 		fn_quiesce(mmu, rid);
 	return 0;
@@ -398,7 +398,7 @@ int iommu_pasid_detach(struct iommu *mmu, unsigned int rid, uint32_t pasid)
 
 	if (!rid_ok(mmu, rid) || pasid == IOMMU_NO_PASID || pasid > IOMMU_PASID_MAX)
 		return -EINVAL;
-	vgpu_mutex_lock(&mmu->lock);
+	cmn_mutex_lock(&mmu->lock);
 	s = pasid_slot(&mmu->fn[rid], pasid);
 	if (s) {
 		old = atomic_load(&s->d);
@@ -406,7 +406,7 @@ int iommu_pasid_detach(struct iommu *mmu, unsigned int rid, uint32_t pasid)
 		atomic_store_explicit(&s->pasid, 0, memory_order_release);
 		atomic_store_explicit(&s->d, NULL, memory_order_release);
 	}
-	vgpu_mutex_unlock(&mmu->lock);
+	cmn_mutex_unlock(&mmu->lock);
 	if (old)
 		fn_quiesce(mmu, rid);
 	return 0;
@@ -421,11 +421,11 @@ static int map_args_check(struct iommu_domain *d, struct iommu_memobj *mo, uint6
 		return -EINVAL;
 	if (!prot || (prot & ~(IOMMU_READ | IOMMU_WRITE)) || (flags & ~IOMMU_MAP_FIXED_IOVA))
 		return -EINVAL;
-	if (!length || !vgpu_is_aligned(length | offset, IOMMU_PAGE_SIZE))
+	if (!length || !cmn_is_aligned(length | offset, IOMMU_PAGE_SIZE))
 		return -EINVAL;
 	if (offset > mo->size || length > mo->size - offset)
 		return -EINVAL;
-	if ((flags & IOMMU_MAP_FIXED_IOVA) && !vgpu_is_aligned(*iova, IOMMU_PAGE_SIZE))
+	if ((flags & IOMMU_MAP_FIXED_IOVA) && !cmn_is_aligned(*iova, IOMMU_PAGE_SIZE))
 		return -EINVAL;
 	return 0;
 }
@@ -479,15 +479,15 @@ int iommu_map(struct iommu_domain *d, struct iommu_memobj *mo, uint64_t offset,
 
 	if (ret)
 		return ret;
-	vgpu_mutex_lock(&d->lock);
+	cmn_mutex_lock(&d->lock);
 	ret = iommu_map_locked(d, mo, offset, length, prot, flags, iova);
-	vgpu_mutex_unlock(&d->lock);
+	cmn_mutex_unlock(&d->lock);
 	return ret;
 }
 
 void iommu_drain_fq_locked(struct iommu_domain *d)
 {
-	vgpu_mutex_assert_held(&d->lock);
+	cmn_mutex_assert_held(&d->lock);
 	if (!d->nr_fq)
 		return;
 	if (d->nr_fq > 8) {
@@ -506,9 +506,9 @@ void iommu_domain_flush_queue(struct iommu_domain *d)
 {
 	if (!d || d->type != IOMMU_DOMAIN_PAGING)
 		return;
-	vgpu_mutex_lock(&d->lock);
+	cmn_mutex_lock(&d->lock);
 	iommu_drain_fq_locked(d);
-	vgpu_mutex_unlock(&d->lock);
+	cmn_mutex_unlock(&d->lock);
 }
 
 /* Lazy: park copies of the @n areas from @first on in the flush queue. False if the
@@ -518,7 +518,7 @@ static bool fq_push(struct iommu_domain *d, struct iommu_area *first, size_t n)
 	size_t need = d->nr_fq + n;
 
 	if (need > d->cap_fq) {
-		size_t cap = vgpu_max(need, d->cap_fq * 2);
+		size_t cap = cmn_max(need, d->cap_fq * 2);
 		struct iommu_area *nf = iommu_realloc_array(d->mmu, d->fq, cap, sizeof(*nf));
 
 		if (!nf)
@@ -581,11 +581,11 @@ int iommu_unmap(struct iommu_domain *d, uint64_t iova, uint64_t length, uint64_t
 		*unmapped = 0;
 	if (!d || d->type != IOMMU_DOMAIN_PAGING || !length)
 		return -EINVAL;
-	if (!all && (!vgpu_is_aligned(iova | length, IOMMU_PAGE_SIZE) || iova + length < iova))
+	if (!all && (!cmn_is_aligned(iova | length, IOMMU_PAGE_SIZE) || iova + length < iova))
 		return -EINVAL;
-	vgpu_mutex_lock(&d->lock);
+	cmn_mutex_lock(&d->lock);
 	ret = iommu_unmap_locked(d, iova, all ? UINT64_MAX : iova + length - 1, &bytes);
-	vgpu_mutex_unlock(&d->lock);
+	cmn_mutex_unlock(&d->lock);
 	if (all && ret == -ENOENT)
 		ret = 0;
 	if (unmapped)
@@ -600,13 +600,13 @@ int iommu_query(struct iommu_domain *d, uint64_t iova, struct iommu_mapping *out
 
 	if (!d || !out || d->type != IOMMU_DOMAIN_PAGING)
 		return -EINVAL;
-	vgpu_mutex_lock(&d->lock);
+	cmn_mutex_lock(&d->lock);
 	a = iommu_area_first_from(d, iova);
 	if (a && a->iova <= iova) {
 		*out = (struct iommu_mapping){ a->iova, a->length, a->mo, a->offset, a->prot };
 		ret = 0;
 	}
-	vgpu_mutex_unlock(&d->lock);
+	cmn_mutex_unlock(&d->lock);
 	return ret;
 }
 
@@ -643,15 +643,15 @@ static void dirty_scan_locked(struct iommu_domain *d, uint64_t iova, uint64_t le
 		_Atomic uint64_t *ptep;
 
 		if (iommu_pt_walk(d->root, cur, &pte, &level, &ptep)) {
-			cur = vgpu_align_down(cur, IOMMU_PAGE_SIZE) + IOMMU_PAGE_SIZE;
+			cur = cmn_align_down(cur, IOMMU_PAGE_SIZE) + IOMMU_PAGE_SIZE;
 			continue;
 		}
-		lb = vgpu_align_down(cur, 1ull << VGPU_IOPT_SHIFT(level));
+		lb = cmn_align_down(cur, 1ull << VGPU_IOPT_SHIFT(level));
 		le = lb + (1ull << VGPU_IOPT_SHIFT(level));
-		lo = vgpu_max(lb, iova);
-		hi = vgpu_min(le, end);
+		lo = cmn_max(lb, iova);
+		hi = cmn_min(le, end);
 		if (pte & VGPU_IOPTE_D) {
-			for (uint64_t a = vgpu_align_down(lo, page_size); a < hi; a += page_size)
+			for (uint64_t a = cmn_align_down(lo, page_size); a < hi; a += page_size)
 				bitmap_put(bitmap, (a - iova) / page_size, true);
 			/* A huge leaf only partly inside stays dirty: over-report, never lose. */
 			if (clear && lb >= iova && le <= end)
@@ -668,13 +668,13 @@ int iommu_read_dirty(struct iommu_domain *d, uint64_t iova, uint64_t length,
 		return -EINVAL;
 	if (d->type != IOMMU_DOMAIN_PAGING || (d->flags & IOMMU_DOMAIN_NO_DIRTY))
 		return -EOPNOTSUPP;
-	if (!vgpu_is_pow2(page_size) || page_size < IOMMU_PAGE_SIZE || !length ||
-	    !vgpu_is_aligned(iova | length, page_size) || iova + length < iova ||
+	if (!cmn_is_pow2(page_size) || page_size < IOMMU_PAGE_SIZE || !length ||
+	    !cmn_is_aligned(iova | length, page_size) || iova + length < iova ||
 	    iova + length - 1 > d->aperture_last)
 		return -EINVAL;
-	vgpu_mutex_lock(&d->lock);
+	cmn_mutex_lock(&d->lock);
 	dirty_scan_locked(d, iova, length, page_size, bitmap, !(flags & IOMMU_DIRTY_NO_CLEAR));
-	vgpu_mutex_unlock(&d->lock);
+	cmn_mutex_unlock(&d->lock);
 	return 0;
 }
 
@@ -692,7 +692,7 @@ static int inv_entry_check(const uint8_t *raw, uint32_t entry_len,
 		return -EOPNOTSUPP;
 	if (!(e->flags & IOMMU_INV_FLAG_ALL) &&
 	    (!e->length || e->iova + e->length < e->iova ||
-	     !vgpu_is_aligned(e->iova | e->length, IOMMU_PAGE_SIZE)))
+	     !cmn_is_aligned(e->iova | e->length, IOMMU_PAGE_SIZE)))
 		return -EINVAL;
 	return 0;
 }

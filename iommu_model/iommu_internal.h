@@ -161,7 +161,7 @@ static inline unsigned int iommu_thread_index_fast(void)
 {
 	unsigned int i = iommu_tls_index;
 
-	return vgpu_likely(i) ? i - 1 : iommu_thread_index();
+	return cmn_likely(i) ? i - 1 : iommu_thread_index();
 }
 
 /* ---- the unit ----------------------------------------------------------------------- */
@@ -199,7 +199,7 @@ struct iommu_ats_req {
 };
 
 struct iommu_ats {
-	struct vgpu_mutex lock;		/* protects the fields below, not the cache */
+	struct cmn_mutex lock;		/* protects the fields below, not the cache */
 	pthread_cond_t cond;		/* completions and freed itags */
 	bool enabled;
 	bool polled;
@@ -213,7 +213,7 @@ struct iommu_ats {
 enum prg_state { PRG_FREE, PRG_OUTSTANDING, PRG_ANSWERED };
 
 struct iommu_pri {
-	struct vgpu_mutex lock;		/* protects everything here */
+	struct cmn_mutex lock;		/* protects everything here */
 	pthread_cond_t cond;
 	bool enabled, stopped;
 	unsigned int max, outstanding, next;
@@ -227,7 +227,7 @@ struct iommu_pri {
 struct iommu_fn {
 	_Atomic(struct iommu_domain *) domain;	/* RID domain; written under mmu->lock */
 	struct iommu_pasid_slot pasids[IOMMU_MAX_PASIDS_PER_FUNC];
-	struct vgpu_mutex log_lock;	/* fault log: protects log, log_head, log_count, dropped */
+	struct cmn_mutex log_lock;	/* fault log: protects log, log_head, log_count, dropped */
 	struct iommu_fault_rec log[IOMMU_FAULT_LOG_LEN];
 	unsigned int log_head, log_count;
 	uint64_t dropped;
@@ -237,7 +237,7 @@ struct iommu_fn {
 
 struct iommu {
 	struct iommu_config cfg;
-	struct vgpu_mutex lock;		/* domains list, memobj table, attachments, next ids */
+	struct cmn_mutex lock;		/* domains list, memobj table, attachments, next ids */
 	struct iommu_domain *domains;
 	_Atomic(struct iommu_memobj *) memobjs[IOMMU_MAX_MEMOBJS];
 	struct xcache iotlb;
@@ -272,7 +272,7 @@ struct iommu_domain {
 	_Atomic bool dirty_tracking;
 
 	/* PAGING */
-	struct vgpu_mutex lock;		/* table writes, areas, ranges, flush queue */
+	struct cmn_mutex lock;		/* table writes, areas, ranges, flush queue */
 	_Atomic uint64_t *root;		/* level-3 table */
 	unsigned int iova_bits;
 	uint64_t aperture_last;
@@ -392,7 +392,7 @@ int iommu_atc_translate(struct iommu *mmu, unsigned int rid, uint32_t pasid,
 
 /* pri.c (also the helpers shared with ats.c) */
 void iommu_cond_init(pthread_cond_t *c);
-int iommu_cond_wait_until(pthread_cond_t *c, struct vgpu_mutex *mx, uint64_t deadline);
+int iommu_cond_wait_until(pthread_cond_t *c, struct cmn_mutex *mx, uint64_t deadline);
 void iommu_pri_init(struct iommu_fn *fn);
 void iommu_pri_fini(struct iommu_fn *fn);
 void iommu_fault_log(struct iommu *mmu, unsigned int rid, uint32_t pasid, uint64_t iova,

@@ -11,7 +11,7 @@
 
 int xcache_init(struct iommu *mmu, struct xcache *c, unsigned int sets, unsigned int ways)
 {
-	c->set_bits = vgpu_ilog2(sets);
+	c->set_bits = cmn_ilog2(sets);
 	c->ways = ways;
 	c->e = iommu_zalloc(mmu, (size_t)sets * ways * sizeof(*c->e));
 	return c->e ? 0 : -ENOMEM;
@@ -109,7 +109,7 @@ static void xc_inval_entry(struct xc_entry *e, uint64_t ctx, enum xc_match match
 		uint64_t key, base, size;
 
 		if (s & 1) {
-			vgpu_cpu_relax();
+			cmn_cpu_relax();
 			continue;
 		}
 		key = atomic_load_explicit(&e->key, memory_order_relaxed);

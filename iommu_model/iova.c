@@ -57,7 +57,7 @@ int iommu_iova_check_fixed(struct iommu_domain *d, uint64_t iova, uint64_t len)
 	uint64_t last = iova + len - 1;
 	const struct iommu_area *a;
 
-	vgpu_mutex_assert_held(&d->lock);
+	cmn_mutex_assert_held(&d->lock);
 	if (last < iova || last > d->aperture_last)
 		return -ERANGE;
 	if (reserved_overlaps(d, iova, last))
@@ -75,7 +75,7 @@ int iommu_iova_check_fixed(struct iommu_domain *d, uint64_t iova, uint64_t len)
 static bool iova_fit(const struct iommu_domain *d, uint64_t start, uint64_t last, uint64_t len,
 		     uint64_t align, uint64_t *out)
 {
-	uint64_t cand = vgpu_align_up(start, align), busy_last;
+	uint64_t cand = cmn_align_up(start, align), busy_last;
 
 	if (cand < start)
 		return false;
@@ -86,7 +86,7 @@ static bool iova_fit(const struct iommu_domain *d, uint64_t start, uint64_t last
 		}
 		if (busy_last >= last)
 			return false;
-		cand = vgpu_align_up(busy_last + 1, align);
+		cand = cmn_align_up(busy_last + 1, align);
 		if (cand <= busy_last)
 			return false;
 	}
@@ -101,7 +101,7 @@ static bool iova_alloc_from(const struct iommu_domain *d, uint64_t len, uint64_t
 	size_t n = d->nr_allowed ? d->nr_allowed : 1;
 
 	for (size_t i = 0; i < n; i++) {
-		uint64_t start = r[i].start, last = vgpu_min(r[i].last, d->aperture_last);
+		uint64_t start = r[i].start, last = cmn_min(r[i].last, d->aperture_last);
 
 		if (hint > last)
 			continue;
@@ -117,9 +117,9 @@ int iommu_iova_alloc(struct iommu_domain *d, uint64_t len, uint64_t *iova)
 {
 	/* Natural alignment: the lowest set bit of the length, capped at the largest leaf,
 	 * so a 2 MiB mapping can use a 2 MiB leaf. */
-	uint64_t align = vgpu_min(VGPU_BIT(vgpu_ctz(len)), IOMMU_PAGE_1G);
+	uint64_t align = cmn_min(VGPU_BIT(cmn_ctz(len)), IOMMU_PAGE_1G);
 
-	vgpu_mutex_assert_held(&d->lock);
+	cmn_mutex_assert_held(&d->lock);
 	if (iova_alloc_from(d, len, align, d->alloc_hint, iova) ||
 	    iova_alloc_from(d, len, align, 0, iova))
 		goto found;
@@ -152,7 +152,7 @@ int iommu_allow_iovas(struct iommu_domain *d, const struct iommu_iova_range *r, 
 	ret = ranges_valid(r, n);
 	if (ret)
 		return ret;
-	vgpu_mutex_lock(&d->lock);
+	cmn_mutex_lock(&d->lock);
 	for (size_t i = 0; i < n; i++)
 		if (reserved_overlaps(d, r[i].start, r[i].last)) {
 			ret = -EADDRINUSE;
@@ -172,7 +172,7 @@ int iommu_allow_iovas(struct iommu_domain *d, const struct iommu_iova_range *r, 
 	d->nr_allowed = n;
 	d->alloc_hint = 0;
 unlock:
-	vgpu_mutex_unlock(&d->lock);
+	cmn_mutex_unlock(&d->lock);
 	return ret;
 }
 
@@ -184,7 +184,7 @@ int iommu_reserve_iova(struct iommu_domain *d, uint64_t start, uint64_t last)
 
 	if (!d || d->type != IOMMU_DOMAIN_PAGING || start > last)
 		return -EINVAL;
-	vgpu_mutex_lock(&d->lock);
+	cmn_mutex_lock(&d->lock);
 	for (size_t i = 0; i < d->nr_allowed; i++)
 		if (ranges_overlap(start, last, d->allowed[i].start, d->allowed[i].last)) {
 			ret = -EADDRINUSE;
@@ -203,7 +203,7 @@ int iommu_reserve_iova(struct iommu_domain *d, uint64_t start, uint64_t last)
 	nr[d->nr_reserved++] = (struct iommu_iova_range){ start, last };
 	d->reserved = nr;
 unlock:
-	vgpu_mutex_unlock(&d->lock);
+	cmn_mutex_unlock(&d->lock);
 	return ret;
 }
 
@@ -221,8 +221,8 @@ static uint32_t ranges_subtract(const struct iommu_domain *d, uint64_t start, ui
 			const struct iommu_iova_range *r = &d->reserved[i];
 
 			if (ranges_overlap(cur, last, r->start, r->last) &&
-			    vgpu_max(r->start, cur) < next_res) {
-				next_res = vgpu_max(r->start, cur);
+			    cmn_max(r->start, cur) < next_res) {
+				next_res = cmn_max(r->start, cur);
 				res_last = r->last;
 			}
 		}
@@ -249,16 +249,16 @@ int iommu_iova_ranges(struct iommu_domain *d, struct iommu_iova_range *out, uint
 
 	if (!d || !num || d->type != IOMMU_DOMAIN_PAGING || (*num && !out))
 		return -EINVAL;
-	vgpu_mutex_lock(&d->lock);
+	cmn_mutex_lock(&d->lock);
 	if (!d->nr_allowed)
 		n = ranges_subtract(d, 0, d->aperture_last, out, *num, 0);
 	for (size_t i = 0; i < d->nr_allowed; i++) {
-		uint64_t last = vgpu_min(d->allowed[i].last, d->aperture_last);
+		uint64_t last = cmn_min(d->allowed[i].last, d->aperture_last);
 
 		if (d->allowed[i].start <= last)
 			n = ranges_subtract(d, d->allowed[i].start, last, out, *num, n);
 	}
-	vgpu_mutex_unlock(&d->lock);
+	cmn_mutex_unlock(&d->lock);
 	if (n > *num) {
 		*num = n;
 		return -EMSGSIZE;

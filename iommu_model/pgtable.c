@@ -113,7 +113,7 @@ static unsigned int pt_leaf_level(struct iommu_domain *d, uint64_t iova, uint64_
 		_Atomic uint64_t *t = d->root;
 		unsigned int l;
 
-		if (!vgpu_is_aligned(iova | pa, sz) || left < sz)
+		if (!cmn_is_aligned(iova | pa, sz) || left < sz)
 			continue;
 		/* A table left behind by earlier small mappings keeps this range at a lower
 		 * level: replacing it would need the table freed under concurrent walkers. */
@@ -137,7 +137,7 @@ int iommu_pt_map(struct iommu_domain *d, uint64_t iova, uint64_t pa, uint64_t le
 {
 	uint64_t off = 0;
 
-	vgpu_mutex_assert_held(&d->lock);
+	cmn_mutex_assert_held(&d->lock);
 	while (off < len) {
 		unsigned int level = pt_leaf_level(d, iova + off, pa + off, len - off);
 		uint64_t sz = 1ull << VGPU_IOPT_SHIFT(level);
@@ -165,7 +165,7 @@ void iommu_pt_unmap(struct iommu_domain *d, uint64_t iova, uint64_t len)
 {
 	uint64_t off = 0;
 
-	vgpu_mutex_assert_held(&d->lock);
+	cmn_mutex_assert_held(&d->lock);
 	while (off < len) {
 		uint64_t pte;
 		unsigned int level;

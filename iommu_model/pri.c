@@ -17,7 +17,7 @@ void iommu_fault_log(struct iommu *mmu, unsigned int rid, uint32_t pasid, uint64
 	struct iommu_fault_rec *r;
 
 	atomic_fetch_add(&mmu->faults, 1);
-	vgpu_mutex_lock(&fn->log_lock);
+	cmn_mutex_lock(&fn->log_lock);
 	if (fn->log_count == IOMMU_FAULT_LOG_LEN) {
 		/* Keep the newest: the oldest record is the one a reader can best lose. */
 		fn->log_head = (fn->log_head + 1) % IOMMU_FAULT_LOG_LEN;
@@ -25,10 +25,10 @@ void iommu_fault_log(struct iommu *mmu, unsigned int rid, uint32_t pasid, uint64
 		fn->dropped++;
 	}
 	r = &fn->log[(fn->log_head + fn->log_count++) % IOMMU_FAULT_LOG_LEN];
-	*r = (struct iommu_fault_rec){ .iova = iova, .time_ns = vgpu_now_ns(), .pasid = pasid,
+	*r = (struct iommu_fault_rec){ .iova = iova, .time_ns = cmn_now_ns(), .pasid = pasid,
 				       .rid = (uint16_t)rid, .access = (uint8_t)access,
 				       .reason = (uint8_t)reason };
-	vgpu_mutex_unlock(&fn->log_lock);
+	cmn_mutex_unlock(&fn->log_lock);
 }
 
 int iommu_fault_log_read(struct iommu *mmu, unsigned int rid, struct iommu_fault_rec *out,
@@ -40,7 +40,7 @@ int iommu_fault_log_read(struct iommu *mmu, unsigned int rid, struct iommu_fault
 	if (!mmu || rid >= IOMMU_MAX_FUNCS || !n || (max && !out))
 		return -EINVAL;
 	fn = &mmu->fn[rid];
-	vgpu_mutex_lock(&fn->log_lock);
+	cmn_mutex_lock(&fn->log_lock);
 	for (; k < max && fn->log_count; k++) {
 		out[k] = fn->log[fn->log_head];
 		fn->log_head = (fn->log_head + 1) % IOMMU_FAULT_LOG_LEN;
@@ -50,7 +50,7 @@ int iommu_fault_log_read(struct iommu *mmu, unsigned int rid, struct iommu_fault
 		*dropped = fn->dropped;
 		fn->dropped = 0;
 	}
-	vgpu_mutex_unlock(&fn->log_lock);
+	cmn_mutex_unlock(&fn->log_lock);
 	*n = k;
 	return 0;
 }
@@ -59,14 +59,14 @@ int iommu_fault_log_read(struct iommu *mmu, unsigned int rid, struct iommu_fault
 
 void iommu_pri_init(struct iommu_fn *fn)
 {
-	vgpu_mutex_init(&fn->pri.lock);
+	cmn_mutex_init(&fn->pri.lock);
 	iommu_cond_init(&fn->pri.cond);
 }
 
 void iommu_pri_fini(struct iommu_fn *fn)
 {
 	pthread_cond_destroy(&fn->pri.cond);
-	vgpu_mutex_destroy(&fn->pri.lock);
+	cmn_mutex_destroy(&fn->pri.lock);
 }
 
 static struct iommu_pri *pri_of(struct iommu *mmu, unsigned int rid)
@@ -81,13 +81,13 @@ int iommu_pri_enable(struct iommu *mmu, unsigned int rid, unsigned int max_outst
 
 	if (!p || !fn || !max_outstanding || max_outstanding > IOMMU_PRG_MAX)
 		return -EINVAL;
-	vgpu_mutex_lock(&p->lock);
+	cmn_mutex_lock(&p->lock);
 	p->enabled = true;
 	p->stopped = false;
 	p->max = max_outstanding;
 	p->fn = fn;
 	p->ctx = ctx;
-	vgpu_mutex_unlock(&p->lock);
+	cmn_mutex_unlock(&p->lock);
 	return 0;
 }
 
@@ -111,12 +111,12 @@ int iommu_pri_disable(struct iommu *mmu, unsigned int rid)
 
 	if (!p)
 		return -EINVAL;
-	vgpu_mutex_lock(&p->lock);
+	cmn_mutex_lock(&p->lock);
 	p->enabled = false;
 	for (unsigned int i = 0; i < IOMMU_PRG_MAX; i++)
 		if (p->state[i] == PRG_OUTSTANDING)
 			pri_answer_locked(p, i, IOMMU_PRG_INVALID);
-	vgpu_mutex_unlock(&p->lock);
+	cmn_mutex_unlock(&p->lock);
 	return 0;
 }
 
@@ -127,12 +127,12 @@ int iommu_pri_reset(struct iommu *mmu, unsigned int rid)
 
 	if (!p)
 		return -EINVAL;
-	vgpu_mutex_lock(&p->lock);
+	cmn_mutex_lock(&p->lock);
 	if (p->enabled)
 		p->stopped = false;
 	else
 		ret = -ENODEV;
-	vgpu_mutex_unlock(&p->lock);
+	cmn_mutex_unlock(&p->lock);
 	return ret;
 }
 
@@ -171,11 +171,11 @@ static int pri_issue(struct iommu *mmu, unsigned int rid, uint32_t pasid, uint64
 	void *ctx;
 	int ret;
 
-	vgpu_mutex_lock(&p->lock);
-	ret = pri_alloc_locked(p, block, vgpu_deadline_ns(mmu->cfg.pri_timeout_ns), prg);
+	cmn_mutex_lock(&p->lock);
+	ret = pri_alloc_locked(p, block, cmn_deadline_ns(mmu->cfg.pri_timeout_ns), prg);
 	fn = p->fn;
 	ctx = p->ctx;
-	vgpu_mutex_unlock(&p->lock);
+	cmn_mutex_unlock(&p->lock);
 	if (ret)
 		return ret;
 	atomic_fetch_add(&mmu->page_requests, 1);
@@ -204,7 +204,7 @@ int iommu_page_response(struct iommu *mmu, unsigned int rid, uint16_t prg,
 	if (!p || prg >= IOMMU_PRG_MAX ||
 	    (code != IOMMU_PRG_SUCCESS && code != IOMMU_PRG_INVALID && code != IOMMU_PRG_FAILURE))
 		return -EINVAL;
-	vgpu_mutex_lock(&p->lock);
+	cmn_mutex_lock(&p->lock);
 	if (p->state[prg] != PRG_OUTSTANDING) {
 		ret = -EINVAL;	/* never issued, or already answered: answer once */
 	} else {
@@ -212,7 +212,7 @@ int iommu_page_response(struct iommu *mmu, unsigned int rid, uint16_t prg,
 			p->stopped = true;
 		pri_answer_locked(p, prg, code);
 	}
-	vgpu_mutex_unlock(&p->lock);
+	cmn_mutex_unlock(&p->lock);
 	return ret;
 }
 
@@ -243,9 +243,9 @@ int iommu_page_request_wait(struct iommu *mmu, unsigned int rid, uint16_t prg,
 
 	if (!p || prg >= IOMMU_PRG_MAX || !code)
 		return -EINVAL;
-	vgpu_mutex_lock(&p->lock);
-	ret = pri_wait_locked(p, prg, vgpu_deadline_ns(timeout_ns), code);
-	vgpu_mutex_unlock(&p->lock);
+	cmn_mutex_lock(&p->lock);
+	ret = pri_wait_locked(p, prg, cmn_deadline_ns(timeout_ns), code);
+	cmn_mutex_unlock(&p->lock);
 	return ret;
 }
 
@@ -260,9 +260,9 @@ int iommu_pri_fault(struct iommu *mmu, unsigned int rid, uint32_t pasid, uint64_
 	ret = pri_issue(mmu, rid, pasid, iova, access & (IOMMU_READ | IOMMU_WRITE), true, &prg);
 	if (ret)
 		return ret;
-	vgpu_mutex_lock(&p->lock);
-	ret = pri_wait_locked(p, prg, vgpu_deadline_ns(mmu->cfg.pri_timeout_ns), &code);
-	vgpu_mutex_unlock(&p->lock);
+	cmn_mutex_lock(&p->lock);
+	ret = pri_wait_locked(p, prg, cmn_deadline_ns(mmu->cfg.pri_timeout_ns), &code);
+	cmn_mutex_unlock(&p->lock);
 	if (ret)
 		return ret;
 	return code == IOMMU_PRG_SUCCESS ? 0 : -EFAULT;

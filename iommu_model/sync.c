@@ -45,7 +45,7 @@ static struct sync_slot *sync_slot_get(void)
 {
 	struct sync_slot *s;
 
-	if (vgpu_likely(sync_self != NULL))
+	if (cmn_likely(sync_self != NULL))
 		return sync_self;
 	pthread_once(&sync_once, sync_key_init);
 	pthread_mutex_lock(&sync_reg_lock);
@@ -104,13 +104,13 @@ static void sync_wait_slot(struct sync_slot *s)
 		return;
 	while (atomic_load_explicit(&s->ctr, memory_order_acquire) == c) {
 		if (++spins < 128) {
-			vgpu_cpu_relax();
+			cmn_cpu_relax();
 		} else if (spins < 160) {
 			sched_yield();
 		} else {
 			/* The reader was preempted inside its section. Sleeping (not yielding)
 			 * leaves this CPU idle, so the scheduler can run it here. */
-			vgpu_sleep_ns(20 * VGPU_NSEC_PER_USEC);
+			cmn_sleep_ns(20 * VGPU_NSEC_PER_USEC);
 		}
 	}
 }

@@ -23,7 +23,7 @@ static void xlate_from_hit(struct iommu *mmu, const struct xc_hit *h, uint64_t i
 
 	out->offset = iommu_pa_off(h->pa) + in;
 	out->host = (uint8_t *)mo->base + out->offset;
-	out->len = (size_t)vgpu_min((uint64_t)len, h->size - in);
+	out->len = (size_t)cmn_min((uint64_t)len, h->size - in);
 	out->memobj = mo;
 	out->perm = h->perm;
 	out->page_size = h->size;
@@ -40,7 +40,7 @@ static void xlate_mark_dirty(struct iommu_domain *d, const struct xc_hit *h, uin
 	struct iommu_domain *s2 = d->type == IOMMU_DOMAIN_NESTED ? d->parent : d;
 	_Atomic uint64_t *ptep = h->ptep;
 
-	if (vgpu_likely(!(access & IOMMU_WRITE) ||
+	if (cmn_likely(!(access & IOMMU_WRITE) ||
 			!atomic_load_explicit(&s2->dirty_tracking, memory_order_relaxed)))
 		return;
 	if (!ptep) {
@@ -74,7 +74,7 @@ static int walk_paging(struct iommu_domain *d, uint64_t iova, struct xc_hit *h,
 		return -EFAULT;
 	}
 	size = 1ull << VGPU_IOPT_SHIFT(level);
-	h->base = vgpu_align_down(iova, size);
+	h->base = cmn_align_down(iova, size);
 	h->size = size;
 	h->cls = level;
 	h->pa = pte & VGPU_IOPTE_ADDR_MASK & ~(size - 1);
@@ -174,11 +174,11 @@ static int walk_nested(struct iommu_domain *c, uint64_t iova, unsigned int acces
 	ret = xlate_paging(c->parent, ipa, access, &s2, reason);
 	if (ret)
 		return ret;
-	size = vgpu_min(s1_size, s2.size);
-	h->base = vgpu_align_down(iova, size);
+	size = cmn_min(s1_size, s2.size);
+	h->base = cmn_align_down(iova, size);
 	h->size = size;
 	h->cls = xc_class_of(size);
-	h->pa = s2.pa + (vgpu_align_down(ipa, size) - s2.base);
+	h->pa = s2.pa + (cmn_align_down(ipa, size) - s2.base);
 	h->mo = s2.mo;
 	h->perm = s1_perm & s2.perm;
 	h->ptep = s2.ptep;
@@ -250,7 +250,7 @@ static int xlate_cached(struct iommu_domain *d, uint64_t iova, unsigned int acce
 	uint64_t ctx = xc_ctx(d->id, 0), seq0;
 	int ret;
 
-	if (vgpu_likely(!(access & IOMMU_NOCACHE))) {
+	if (cmn_likely(!(access & IOMMU_NOCACHE))) {
 		if (utlb_lookup(d, iova, h)) {
 			iommu_count_hit(mmu);
 			return check_perm(h, access, reason);
@@ -306,7 +306,7 @@ static int xlate_sva(struct iommu_domain *d, uint64_t iova, size_t len,
 	out->host = NULL;
 	out->memobj = NULL;
 	out->offset = iova;
-	out->len = (size_t)vgpu_min((uint64_t)len, IOMMU_PAGE_2M - (iova & (IOMMU_PAGE_2M - 1)));
+	out->len = (size_t)cmn_min((uint64_t)len, IOMMU_PAGE_2M - (iova & (IOMMU_PAGE_2M - 1)));
 	out->perm = IOMMU_READ | IOMMU_WRITE;
 	out->page_size = IOMMU_PAGE_SIZE;
 	return 0;
@@ -334,7 +334,7 @@ int iommu_translate(struct iommu_domain *d, uint64_t iova, size_t len, unsigned 
 {
 	unsigned int reason;
 
-	if (vgpu_unlikely(!d || !out || !len || !(access & (IOMMU_READ | IOMMU_WRITE)) ||
+	if (cmn_unlikely(!d || !out || !len || !(access & (IOMMU_READ | IOMMU_WRITE)) ||
 			  (access & ~(IOMMU_READ | IOMMU_WRITE | IOMMU_NOCACHE))))
 		return -EINVAL;
 	return iommu_xlate(d, IOMMU_NO_PASID, iova, len, access, out, &reason);
@@ -396,7 +396,7 @@ int iommu_ats_translate(struct iommu *mmu, unsigned int rid, uint32_t pasid, uin
 	if (!d) {
 		ret = -EFAULT;
 	} else if (d->type == IOMMU_DOMAIN_SVA) {
-		*out = (struct iommu_ats_result){ vgpu_align_down(iova, IOMMU_PAGE_SIZE),
+		*out = (struct iommu_ats_result){ cmn_align_down(iova, IOMMU_PAGE_SIZE),
 						  IOMMU_PAGE_SIZE, access, true };
 	} else if (!atomic_load(&mmu->fn[rid].ats.on)) {
 		ret = -ENODEV;
@@ -437,7 +437,7 @@ static int fn_xlate(struct iommu *mmu, unsigned int rid, uint32_t pasid, uint64_
 	unsigned int reason = 0;
 	int ret = fn_xlate_once(mmu, rid, pasid, iova, len, access, out, &reason);
 
-	if (vgpu_likely(!ret))
+	if (cmn_likely(!ret))
 		return 0;
 	if (reason == IOMMU_FAULT_UNMAPPED) {
 		int pr;
@@ -511,7 +511,7 @@ static int dma_sva_chunk(struct iommu *mmu, unsigned int rid, uint32_t pasid,
 	if (!sva_copy(d, iova, p, n, write))
 		return 0;
 	while (n) {
-		size_t k = (size_t)vgpu_min((uint64_t)n, IOMMU_PAGE_SIZE - (iova & (IOMMU_PAGE_SIZE - 1)));
+		size_t k = (size_t)cmn_min((uint64_t)n, IOMMU_PAGE_SIZE - (iova & (IOMMU_PAGE_SIZE - 1)));
 		int ret = dma_sva_page(mmu, rid, pasid, d, iova, p, k, write);
 
 		if (ret)

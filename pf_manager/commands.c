@@ -123,7 +123,7 @@ static int cmd_query_status(struct pf_daemon *d, json_object *args, bool dry, js
 	json_object_object_add(ret, "state_dir", json_object_new_string(d->cfg.state_dir));
 	pf_json_add_u64(ret, "device_resets", d->device_resets_seen);
 	json_object_object_add(ret, "uptime_ms",
-			       json_object_new_int64((int64_t)((vgpu_now_ns() - d->started_ns) / 1000000)));
+			       json_object_new_int64((int64_t)((cmn_now_ns() - d->started_ns) / 1000000)));
 	return 0;
 }
 
@@ -211,7 +211,7 @@ static json_object *slice_segment(struct pf_slice *s)
 	pf_json_add_u64(o, "used_bytes", s->child ? s->prov.vram - pma_free_bytes(s->child) : 0);
 	/* The first 256 runs are plenty for a picture; used_bytes has the exact figure. */
 	if (s->child && !pma_export(s->child, r, VGPU_ARRAY_SIZE(r), &nr)) {
-		for (size_t i = 0; i < vgpu_min(nr, (size_t)VGPU_ARRAY_SIZE(r)); i++) {
+		for (size_t i = 0; i < cmn_min(nr, (size_t)VGPU_ARRAY_SIZE(r)); i++) {
 			json_object *a = json_object_new_array();
 
 			json_object_array_add(a, json_object_new_uint64(r[i].base));
@@ -316,7 +316,7 @@ static json_object *reply_error(json_object *id, const char *cls, struct pf_err 
 
 	json_object_object_add(o, "class", json_object_new_string(cls));
 	json_object_object_add(o, "desc", json_object_new_string(e->msg));
-	json_object_object_add(o, "errno", json_object_new_string(vgpu_errname(e->code)));
+	json_object_object_add(o, "errno", json_object_new_string(cmn_errname(e->code)));
 	if (e->data)
 		json_object_object_add(o, "data", e->data);
 	e->data = NULL;
@@ -401,9 +401,9 @@ json_object *pf_command(struct pf_daemon *d, struct pf_client *c, json_object *r
 	if (r) {
 		json_object_put(ret);
 		if (!e.msg[0])
-			pf_fail(&e, r, "%s: %s", name, vgpu_strerror(r));
+			pf_fail(&e, r, "%s: %s", name, cmn_strerror(r));
 		if (cmd->mutating)
-			vgpu_info("control: %s refused: %s", name, e.msg);
+			cmn_info("control: %s refused: %s", name, e.msg);
 		return reply_error(id, err_class(r), &e);
 	}
 	rep = json_object_new_object();

@@ -42,7 +42,7 @@ int pf_control_open(struct pf_daemon *d)
 		return r;
 	}
 	if (d->have_admin_gid && chown(path, 0, d->admin_gid))
-		vgpu_warn("cannot give %s to group %s", path, d->cfg.admin_group);
+		cmn_warn("cannot give %s to group %s", path, d->cfg.admin_group);
 	chmod(path, d->cfg.socket_mode);
 	d->ctl_fd = fd;
 	return 0;
@@ -136,7 +136,7 @@ static void client_send(struct pf_client *c, json_object *o)
 	/* A client that reads nothing would make us buffer without end, and skipping a
 	 * message would desynchronise it: it is disconnected instead. */
 	if (!c->broken && (client_queue(c, txt, strlen(txt)) || client_queue(c, "\n", 1))) {
-		vgpu_warn("control: client pid %d is not reading its replies; disconnecting it",
+		cmn_warn("control: client pid %d is not reading its replies; disconnecting it",
 			  (int)c->pid);
 		c->broken = true;
 	}
@@ -205,7 +205,7 @@ void pf_control_accept(struct pf_daemon *d)
 			slot = i;
 	c = slot < PF_MAX_CLIENTS ? calloc(1, sizeof(*c)) : NULL;
 	if (!c || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len)) {
-		vgpu_warn("control: connection refused (%s)", c ? "no credentials" : "too many clients");
+		cmn_warn("control: connection refused (%s)", c ? "no credentials" : "too many clients");
 		free(c);
 		close(fd);
 		return;

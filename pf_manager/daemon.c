@@ -66,7 +66,7 @@ static bool field_from(const char *msg, const char *prefix, char *out, size_t le
 	return n > 0;
 }
 
-static void journal_sink(enum vgpu_log_level level, const char *msg, void *ctx)
+static void journal_sink(enum cmn_log_level level, const char *msg, void *ctx)
 {
 	static const int prio[] = { 3, 4, 6, 7 };
 	char buf[2048], vf[16], uuid[40];
@@ -93,7 +93,7 @@ static void pf_log_setup(void)
 		return;
 	if (!getenv("VGPUD_JOURNAL_SOCKET"))
 		setenv("VGPUD_JOURNAL_SOCKET", "/run/systemd/journal/socket", 0);
-	vgpu_log_set_sink(journal_sink, NULL);
+	cmn_log_set_sink(journal_sink, NULL);
 }
 
 /* ---- lifetime ----------------------------------------------------------------------------- */
@@ -134,7 +134,7 @@ static int admin_group_resolve(struct pf_daemon *d)
 		return 0;
 	g = getgrnam(d->cfg.admin_group);
 	if (!g) {
-		vgpu_err("admin group %s does not exist", d->cfg.admin_group);
+		cmn_err("admin group %s does not exist", d->cfg.admin_group);
 		return -ENOENT;
 	}
 	d->admin_gid = g->gr_gid;
@@ -152,11 +152,11 @@ int pf_daemon_create(const struct pf_config *cfg, struct pf_daemon **out)
 		return -ENOMEM;
 	d->cfg = *cfg;
 	d->ctl_fd = d->sig_fd = -1;
-	d->started_ns = vgpu_now_ns();
+	d->started_ns = cmn_now_ns();
 	pf_log_setup();
 	r = pf_config_check(&d->cfg, err, sizeof(err));
 	if (r) {
-		vgpu_err("config: %s", err);
+		cmn_err("config: %s", err);
 		goto free_d;
 	}
 	r = admin_group_resolve(d);
@@ -166,7 +166,7 @@ int pf_daemon_create(const struct pf_config *cfg, struct pf_daemon **out)
 		goto free_d;
 	r = pf_mkdir_p(d->cfg.state_dir, 0750);
 	if (r) {
-		vgpu_err("cannot create state dir %s: %s", d->cfg.state_dir, vgpu_strerror(r));
+		cmn_err("cannot create state dir %s: %s", d->cfg.state_dir, cmn_strerror(r));
 		goto free_d;
 	}
 	r = pf_device_init(d);
@@ -181,7 +181,7 @@ int pf_daemon_create(const struct pf_config *cfg, struct pf_daemon **out)
 		goto destroy;
 	r = pf_control_open(d);
 	if (r) {
-		vgpu_err("cannot listen on %s/control.sock: %s", d->cfg.runtime_dir, vgpu_strerror(r));
+		cmn_err("cannot listen on %s/control.sock: %s", d->cfg.runtime_dir, cmn_strerror(r));
 		goto destroy;
 	}
 	pf_autostart(d);
@@ -268,7 +268,7 @@ static void handle_signal(struct pf_daemon *d)
 	struct signalfd_siginfo si;
 
 	while (read(d->sig_fd, &si, sizeof(si)) == sizeof(si)) {
-		vgpu_info("signal %u: shutting down", si.ssi_signo);
+		cmn_info("signal %u: shutting down", si.ssi_signo);
 		d->stopping = 1;
 	}
 }
@@ -321,7 +321,7 @@ int pf_daemon_run(struct pf_daemon *d, void (*ready_fn)(void))
 	sd_notify_str(status);
 	if (ready_fn)
 		ready_fn();
-	vgpu_info("vgpud ready: %s, %llu MiB VRAM, %u of %u VFs enabled", d->cfg.model,
+	cmn_info("vgpud ready: %s, %llu MiB VRAM, %u of %u VFs enabled", d->cfg.model,
 		  (unsigned long long)(d->cfg.vram_size >> 20), d->num_vfs, d->cfg.max_vfs);
 	while (!d->stopping) {
 		int n = build_poll(d, p, ref);

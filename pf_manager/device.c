@@ -59,14 +59,14 @@ int pf_device_init(struct pf_daemon *d)
 	/* The device's system aperture: each VF's DMA memory is mapped in its own domain. */
 	ret = iommu_create(NULL, &d->iommu);
 	if (ret) {
-		vgpu_err("vgpud: cannot create the IOMMU: %s", vgpu_strerror(ret));
+		cmn_err("vgpud: cannot create the IOMMU: %s", cmn_strerror(ret));
 		return ret;
 	}
 	gc.iommu = d->iommu;
 	ret = gpu_create(&gc, &d->gpu);
 	if (ret) {
-		vgpu_err("vgpud: cannot create the GPU (%s VRAM, %u VFs): %s", d->cfg.model,
-			 d->cfg.max_vfs, vgpu_strerror(ret));
+		cmn_err("vgpud: cannot create the GPU (%s VRAM, %u VFs): %s", d->cfg.model,
+			 d->cfg.max_vfs, cmn_strerror(ret));
 		goto destroy_iommu;
 	}
 	ret = pf_pma_init(d);
@@ -79,7 +79,7 @@ int pf_device_init(struct pf_daemon *d)
 	 * also replays it after a device reset. */
 	ret = pf_rm_sched_set(d, d->cfg.sched_policy, (uint64_t)d->cfg.sched_quantum_ms * 1000000ull);
 	if (ret) {
-		vgpu_err("scheduler policy refused: %s", vgpu_strerror(ret));
+		cmn_err("scheduler policy refused: %s", cmn_strerror(ret));
 		goto fini_rm;
 	}
 	pf_types_build(d);
@@ -122,8 +122,8 @@ static void type_counts(const struct pf_daemon *d, unsigned int inst, struct pf_
 	unsigned int ch = (d->cfg.channels - d->cfg.spare_channels) / (inst ? inst : 1);
 	unsigned int db = (d->cfg.doorbells - d->cfg.spare_doorbells) / (inst ? inst : 1);
 
-	q->channels = vgpu_max(1u, vgpu_min(ch, PF_TYPE_MAX_CHANNELS));
-	q->doorbells = vgpu_max(1u, vgpu_min(db, PF_TYPE_MAX_DOORBELLS));
+	q->channels = cmn_max(1u, cmn_min(ch, PF_TYPE_MAX_CHANNELS));
+	q->doorbells = cmn_max(1u, cmn_min(db, PF_TYPE_MAX_DOORBELLS));
 	q->priority = PF_PRIO_NORMAL;
 }
 
@@ -145,7 +145,7 @@ void pf_types_build(struct pf_daemon *d)
 
 	/* Power-of-two profiles from the largest that fits down to 64 MiB or the size at
 	 * which max_vfs instances fit, like NVIDIA's -1Q/-2Q/-4Q families. */
-	for (uint64_t v = 1ull << vgpu_fls(usable); v >= PF_MIN_TYPE_VRAM && n < PF_MAX_TYPES - 1;
+	for (uint64_t v = 1ull << cmn_fls(usable); v >= PF_MIN_TYPE_VRAM && n < PF_MAX_TYPES - 1;
 	     v >>= 1) {
 		struct pf_type *t = &d->types[n++];
 		uint64_t inst = usable / v;
@@ -153,7 +153,7 @@ void pf_types_build(struct pf_daemon *d)
 		memset(t, 0, sizeof(*t));
 		size_suffix(v, sz, sizeof(sz));
 		snprintf(t->name, sizeof(t->name), "%s-%.9s", model, sz);
-		t->max_instances = (unsigned int)vgpu_min(inst, (uint64_t)d->cfg.max_vfs);
+		t->max_instances = (unsigned int)cmn_min(inst, (uint64_t)d->cfg.max_vfs);
 		t->q.vram = v;
 		type_counts(d, t->max_instances, &t->q);
 		if (inst >= d->cfg.max_vfs)
@@ -283,7 +283,7 @@ int pf_slice_quota(struct pf_daemon *d, const struct pf_slice *s, struct pf_quot
 		type_counts(d, d->num_vfs, q);
 	}
 	if (s->custom_bits & PF_Q_VRAM)
-		q->vram = vgpu_align_up(s->custom.vram, PF_VRAM_ALIGN);
+		q->vram = cmn_align_up(s->custom.vram, PF_VRAM_ALIGN);
 	if (s->custom_bits & PF_Q_CHANNELS)
 		q->channels = s->custom.channels;
 	if (s->custom_bits & PF_Q_DOORBELLS)

@@ -99,12 +99,12 @@ void pf_bar_format(struct pf_slice *s)
 	memset(s->bar + VF_BAR_INTR_OFF, 0, sizeof(struct vf_intr_page));
 	s->chan_err_seen = 0;
 	bar_minor1_fields(s);
-	vgpu_ring_format(s->bar + VF_BAR_REQ_OFF, VF_BAR_RING_REGION, VF_MBOX_SLOTS, VF_MBOX_SLOT_SIZE);
-	vgpu_ring_format(s->bar + VF_BAR_RSP_OFF, VF_BAR_RING_REGION, VF_MBOX_SLOTS, VF_MBOX_SLOT_SIZE);
-	vgpu_ring_format(s->bar + VF_BAR_EVT_OFF, VF_BAR_RING_REGION, VF_EVT_SLOTS, VF_EVT_SLOT_SIZE);
-	vgpu_ring_attach(&s->req, s->bar + VF_BAR_REQ_OFF, VF_BAR_RING_REGION);
-	vgpu_ring_attach(&s->rsp, s->bar + VF_BAR_RSP_OFF, VF_BAR_RING_REGION);
-	vgpu_ring_attach(&s->evt, s->bar + VF_BAR_EVT_OFF, VF_BAR_RING_REGION);
+	cmn_ring_format(s->bar + VF_BAR_REQ_OFF, VF_BAR_RING_REGION, VF_MBOX_SLOTS, VF_MBOX_SLOT_SIZE);
+	cmn_ring_format(s->bar + VF_BAR_RSP_OFF, VF_BAR_RING_REGION, VF_MBOX_SLOTS, VF_MBOX_SLOT_SIZE);
+	cmn_ring_format(s->bar + VF_BAR_EVT_OFF, VF_BAR_RING_REGION, VF_EVT_SLOTS, VF_EVT_SLOT_SIZE);
+	cmn_ring_attach(&s->req, s->bar + VF_BAR_REQ_OFF, VF_BAR_RING_REGION);
+	cmn_ring_attach(&s->rsp, s->bar + VF_BAR_RSP_OFF, VF_BAR_RING_REGION);
+	cmn_ring_attach(&s->evt, s->bar + VF_BAR_EVT_OFF, VF_BAR_RING_REGION);
 	s->mbox_broken = false;
 	atomic_store((_Atomic uint32_t *)&h->reset_count, (uint32_t)s->resets);
 	/* Magic and READY last: a guest that sees them sees a complete control area. */
@@ -119,9 +119,9 @@ int pf_bar_attach(struct pf_slice *s)
 	if (h->magic != VF_BAR_MAGIC || !vgpu_abi_compatible(h->abi_version) ||
 	    h->vf_id != s->vf || h->bar_size != s->bar_size || h->vram_size != s->prov.vram)
 		return -EPROTO;
-	if (vgpu_ring_attach(&s->req, s->bar + VF_BAR_REQ_OFF, VF_BAR_RING_REGION) ||
-	    vgpu_ring_attach(&s->rsp, s->bar + VF_BAR_RSP_OFF, VF_BAR_RING_REGION) ||
-	    vgpu_ring_attach(&s->evt, s->bar + VF_BAR_EVT_OFF, VF_BAR_RING_REGION) ||
+	if (cmn_ring_attach(&s->req, s->bar + VF_BAR_REQ_OFF, VF_BAR_RING_REGION) ||
+	    cmn_ring_attach(&s->rsp, s->bar + VF_BAR_RSP_OFF, VF_BAR_RING_REGION) ||
+	    cmn_ring_attach(&s->evt, s->bar + VF_BAR_EVT_OFF, VF_BAR_RING_REGION) ||
 	    s->req.elem_size != VF_MBOX_SLOT_SIZE || s->rsp.elem_size != VF_MBOX_SLOT_SIZE ||
 	    s->evt.elem_size != VF_EVT_SLOT_SIZE)
 		return -EPROTO;
@@ -142,7 +142,7 @@ static void ep_signal(struct pf_slice *s, unsigned int vec)
 	uint64_t one = 1;
 
 	if (s->ep && s->ep->client_fd >= 0 && write(s->ep->to_guest[vec], &one, sizeof(one)) < 0)
-		vgpu_dbg("VF %u: vector %u not signalled: %s", s->vf, vec, vgpu_strerror(-errno));
+		cmn_dbg("VF %u: vector %u not signalled: %s", s->vf, vec, cmn_strerror(-errno));
 }
 
 /* The device interrupted the VF: forward the status bits to the interrupt page and the
@@ -155,16 +155,16 @@ static void ep_forward_intr(struct pf_daemon *d, struct pf_slice *s)
 	uint64_t cnt;
 
 	if (read(s->intr_fd, &cnt, sizeof(cnt)) < 0 && errno != EAGAIN)
-		vgpu_dbg("VF %u: interrupt read: %s", s->vf, vgpu_strerror(-errno));
+		cmn_dbg("VF %u: interrupt read: %s", s->vf, cmn_strerror(-errno));
 	/* Bits raised after the ack signal the eventfd again: nothing is lost. */
 	st |= gpu_intr_ack(d->gpu, s->vf, ~0u);
 	while (gpu_fault_pop(d->gpu, s->vf, &f) == 0) {
 		struct vf_event ev = { .type = VF_EVT_MMU_FAULT, .arg0 = f.chid, .arg1 = f.reason,
-				       .timestamp_ns = vgpu_now_ns() };
+				       .timestamp_ns = cmn_now_ns() };
 
 		memcpy(ev.pad, &f, sizeof(f));
-		if (vgpu_ring_push(&s->evt, &ev, sizeof(ev)))
-			vgpu_dbg("VF %u: fault event dropped (ring full)", s->vf);
+		if (cmn_ring_push(&s->evt, &ev, sizeof(ev)))
+			cmn_dbg("VF %u: fault event dropped (ring full)", s->vf);
 		s->faults++;
 		ep_signal(s, VF_VEC_EVENT);
 	}
@@ -186,11 +186,11 @@ void pf_endpoint_event(struct pf_slice *s, uint32_t type, uint64_t arg0)
 void pf_endpoint_event2(struct pf_slice *s, uint32_t type, uint64_t arg0, uint64_t arg1)
 {
 	struct vf_event ev = { .type = type, .arg0 = arg0, .arg1 = arg1,
-			       .timestamp_ns = vgpu_now_ns() };
+			       .timestamp_ns = cmn_now_ns() };
 
 	/* A full event ring means the guest is not listening; the header still tells. */
-	if (vgpu_ring_push(&s->evt, &ev, sizeof(ev)))
-		vgpu_dbg("VF %u: event %u dropped (ring full)", s->vf, type);
+	if (cmn_ring_push(&s->evt, &ev, sizeof(ev)))
+		cmn_dbg("VF %u: event %u dropped (ring full)", s->vf, type);
 	ep_signal(s, VF_VEC_EVENT);
 }
 
@@ -259,30 +259,30 @@ void pf_mbox_service(struct pf_daemon *d, struct pf_slice *s)
 		return;
 	for (;;) {
 		int err;
-		const void *slot = vgpu_ring_consume_slot(&s->req, &err);
+		const void *slot = cmn_ring_consume_slot(&s->req, &err);
 		void *out;
 
 		if (!slot) {
 			if (err) {
-				vgpu_warn("VF %u: request ring corrupted by the guest; ignoring it until "
+				cmn_warn("VF %u: request ring corrupted by the guest; ignoring it until "
 					  "reset", s->vf);
 				s->rpc_err++;
 				s->mbox_broken = true;
 			}
 			break;
 		}
-		out = vgpu_ring_produce_slot(&s->rsp);
+		out = cmn_ring_produce_slot(&s->rsp);
 		if (!out)
 			break;	/* the guest has not drained its replies: wait for the next kick */
 		/* Copy first: the guest may rewrite the slot while we look at it. */
 		memcpy(req, slot, sizeof(req));
-		vgpu_ring_consume_commit(&s->req);
+		cmn_ring_consume_commit(&s->req);
 		memset(out, 0, VF_MBOX_SLOT_SIZE);
 		if (mbox_handle(d, s, (const struct vf_msg *)req, out))
 			s->rpc_err++;
 		else
 			s->rpc_ok++;
-		vgpu_ring_produce_commit(&s->rsp);
+		cmn_ring_produce_commit(&s->rsp);
 		replies++;
 	}
 	if (replies)
@@ -343,8 +343,8 @@ void pf_endpoint_sva_unbind(struct pf_slice *s, const char *why)
 	if (!r)
 		r = iommu_domain_free(ep->sva_dom);
 	if (r)
-		vgpu_warn("VF %u: SVA unbind: %s", s->vf, vgpu_strerror(r));
-	vgpu_info("VF %u: SVA: pid %d unbound (%s)", s->vf, (int)ep->peer_pid, why);
+		cmn_warn("VF %u: SVA unbind: %s", s->vf, cmn_strerror(r));
+	cmn_info("VF %u: SVA: pid %d unbound (%s)", s->vf, (int)ep->peer_pid, why);
 	ep->sva_dom = NULL;
 	ep->sva_mmu = NULL;
 }
@@ -374,7 +374,7 @@ static int ep_sva_probe(pid_t pid, char *why, size_t wlen)
 		return -ESRCH;
 	}
 	snprintf(why, wlen, "vgpud may not access pid %d's memory (%s): run it as root or as "
-		 "the guest's user", (int)pid, vgpu_strerror(-errno));
+		 "the guest's user", (int)pid, cmn_strerror(-errno));
 	return -EPERM;
 }
 
@@ -401,18 +401,18 @@ static int ep_sva_bind(struct pf_daemon *d, struct pf_slice *s, char *why, size_
 		return r;
 	r = iommu_domain_alloc(d->iommu, &o, &dom);
 	if (r) {
-		snprintf(why, wlen, "SVA domain for pid %d: %s", (int)ep->peer_pid, vgpu_strerror(r));
+		snprintf(why, wlen, "SVA domain for pid %d: %s", (int)ep->peer_pid, cmn_strerror(r));
 		return r;
 	}
 	r = iommu_pasid_attach(d->iommu, s->vf, VGPU_SVA_PASID, dom);
 	if (r) {
 		iommu_domain_free(dom);
-		snprintf(why, wlen, "attach at PASID %u: %s", VGPU_SVA_PASID, vgpu_strerror(r));
+		snprintf(why, wlen, "attach at PASID %u: %s", VGPU_SVA_PASID, cmn_strerror(r));
 		return r;
 	}
 	ep->sva_mmu = d->iommu;
 	ep->sva_dom = dom;
-	vgpu_info("VF %u: SVA: pid %d bound at PASID %u", s->vf, (int)ep->peer_pid, VGPU_SVA_PASID);
+	cmn_info("VF %u: SVA: pid %d bound at PASID %u", s->vf, (int)ep->peer_pid, VGPU_SVA_PASID);
 	return 0;
 }
 
@@ -463,7 +463,7 @@ static void ep_sva_request(struct pf_daemon *d, struct pf_slice *s)
 		pf_endpoint_sva_unbind(s, "guest request");
 	}
 	if (rp.status)
-		vgpu_warn("VF %u: SVA request refused: %s", s->vf, rp.why);
+		cmn_warn("VF %u: SVA request refused: %s", s->vf, rp.why);
 	if (send(ep->sva_fd, &rp, sizeof(rp), MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof(rp))
 		ep_sva_close(s, "reply not delivered");
 }
@@ -478,7 +478,7 @@ static void ep_sva_accept(struct pf_slice *s, int c)
 		return;
 	}
 	ep->sva_fd = c;
-	vgpu_info("VF %u: SVA connection from the guest (pid %d)", s->vf, (int)ep->peer_pid);
+	cmn_info("VF %u: SVA connection from the guest (pid %d)", s->vf, (int)ep->peer_pid);
 }
 
 static void ep_detach(struct pf_daemon *d, struct pf_slice *s)
@@ -495,7 +495,7 @@ static void ep_detach(struct pf_daemon *d, struct pf_slice *s)
 	ep_drop_vectors(ep);
 	if (d)
 		pf_rm_guest_gone(d, s->vf);
-	vgpu_info("VF %u: guest detached", s->vf);
+	cmn_info("VF %u: guest detached", s->vf);
 }
 
 /* Greeting of the ivshmem-server protocol, in QEMU's order (see vgpu/vf_bar.h). */
@@ -559,7 +559,7 @@ static void ep_accept(struct pf_daemon *d, struct pf_slice *s)
 	if (c < 0)
 		return;
 	if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cr, &len) || !ep_peer_allowed(s, cr.uid)) {
-		vgpu_warn("VF %u: attach refused: uid %d is not the slice's owner", s->vf, (int)cr.uid);
+		cmn_warn("VF %u: attach refused: uid %d is not the slice's owner", s->vf, (int)cr.uid);
 		ep_refuse(c);
 		return;
 	}
@@ -574,13 +574,13 @@ static void ep_accept(struct pf_daemon *d, struct pf_slice *s)
 		return;
 	}
 	if (ep->client_fd >= 0) {
-		vgpu_warn("VF %u: attach refused: a guest (uid %d) is already attached", s->vf,
+		cmn_warn("VF %u: attach refused: a guest (uid %d) is already attached", s->vf,
 			  (int)ep->peer_uid);
 		ep_refuse(c);
 		return;
 	}
 	if (ep_greet(s, c)) {
-		vgpu_warn("VF %u: attach failed while sending the greeting", s->vf);
+		cmn_warn("VF %u: attach failed while sending the greeting", s->vf);
 		ep_drop_vectors(ep);
 		close(c);
 		return;
@@ -588,7 +588,7 @@ static void ep_accept(struct pf_daemon *d, struct pf_slice *s)
 	ep->client_fd = c;
 	ep->peer_uid = cr.uid;
 	ep->peer_pid = cr.pid;
-	vgpu_info("VF %u: guest attached (pid %d, uid %d)", s->vf, (int)cr.pid, (int)cr.uid);
+	cmn_info("VF %u: guest attached (pid %d, uid %d)", s->vf, (int)cr.pid, (int)cr.uid);
 }
 
 int pf_endpoint_open(struct pf_daemon *d, struct pf_slice *s)
@@ -630,10 +630,10 @@ int pf_endpoint_open(struct pf_daemon *d, struct pf_slice *s)
 		if (getpwuid_r((uid_t)s->owner_uid, &pw, pwbuf, sizeof(pwbuf), &pwr))
 			pwr = NULL;
 		if (chown(ep->path, (uid_t)s->owner_uid, pwr ? pw.pw_gid : (gid_t)-1))
-			vgpu_warn("VF %u: cannot give %s to uid %ld", s->vf, ep->path, s->owner_uid);
+			cmn_warn("VF %u: cannot give %s to uid %ld", s->vf, ep->path, s->owner_uid);
 		if (!stat(d->cfg.runtime_dir, &sb) && !(sb.st_mode & S_IXOTH) &&
 		    chmod(d->cfg.runtime_dir, (sb.st_mode & 07777) | S_IXOTH))
-			vgpu_warn("VF %u: uid %ld cannot reach %s: %s is not searchable", s->vf,
+			cmn_warn("VF %u: uid %ld cannot reach %s: %s is not searchable", s->vf,
 				  s->owner_uid, ep->path, d->cfg.runtime_dir);
 	}
 	chmod(ep->path, 0660);
@@ -715,7 +715,7 @@ void pf_endpoint_handle(struct pf_daemon *d, struct pf_slice *s, const struct po
 				s->mbox_kicks++;
 			pf_mbox_service(d, s);
 		} else if (read(p[i].fd, &cnt, sizeof(cnt)) < 0) {
-			vgpu_dbg("VF %u: vector read: %s", s->vf, vgpu_strerror(-errno));
+			cmn_dbg("VF %u: vector read: %s", s->vf, cmn_strerror(-errno));
 		}
 	}
 }

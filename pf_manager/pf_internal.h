@@ -95,7 +95,7 @@ struct pf_slice {
 	struct iommu_domain *dma_domain;	/* the VF's IOMMU domain (requester id = VF) */
 	struct iommu_memobj *dma_mo;	/* BAR2's DMA memory, mapped there at dma_iova */
 	struct vf_bar_header *hdr;
-	struct vgpu_ring req, rsp, evt;	/* host views of the mailbox rings */
+	struct cmn_ring req, rsp, evt;	/* host views of the mailbox rings */
 	bool mbox_broken;		/* the guest corrupted its request ring: until reset */
 	struct pf_endpoint *ep;
 	uint64_t started_ns;

@@ -78,8 +78,8 @@ static void pf_rm_event(void *ctx, const struct rm_event *ev)
 		return;
 	glue_push(ev->fn, ev->chid, ev->code);
 	if (write(gpu_intr_fd(d->gpu, ev->fn), &one, sizeof(one)) < 0)
-		vgpu_dbg("VF %u: waking the loop for a channel error: %s", ev->fn,
-			 vgpu_strerror(-errno));
+		cmn_dbg("VF %u: waking the loop for a channel error: %s", ev->fn,
+			 cmn_strerror(-errno));
 }
 
 void pf_rm_chan_events(struct pf_daemon *d, struct pf_slice *s)
@@ -99,7 +99,7 @@ static void pf_rm_notify(void *ctx, unsigned int fn, enum rm_notify what)
 	struct pf_daemon *d = ctx;
 
 	if (what == RM_NOTIFY_DEVICE_RESET) {
-		vgpu_warn("rm: device reset (GSP restarted); VF %u state replayed", fn);
+		cmn_warn("rm: device reset (GSP restarted); VF %u state replayed", fn);
 		atomic_fetch_add((_Atomic uint64_t *)&d->device_resets, 1);
 	}
 }
@@ -117,13 +117,13 @@ int pf_rm_init(struct pf_daemon *d)
 	int r;
 
 	if (!gsp_default_path()) {
-		vgpu_err("cannot find vgpu-gsp (next to vgpud, or named by $VGPU_GSP)");
+		cmn_err("cannot find vgpu-gsp (next to vgpud, or named by $VGPU_GSP)");
 		return -ENOENT;
 	}
 	r = rm_device_create(&rc, &d->rm);
 	if (r)
-		vgpu_err("cannot start the RM and its GSP (vgpu-gsp next to vgpud, or $VGPU_GSP): %s",
-			 vgpu_strerror(r));
+		cmn_err("cannot start the RM and its GSP (vgpu-gsp next to vgpud, or $VGPU_GSP): %s",
+			 cmn_strerror(r));
 	return r;
 }
 
@@ -152,7 +152,7 @@ int pf_rm_partition_clear(struct pf_daemon *d, unsigned int vf)
 	int r = rm_vf_reset(d->rm, vf);
 
 	if (r)
-		vgpu_warn("VF %u: RM reset before release: %s", vf, vgpu_strerror(r));
+		cmn_warn("VF %u: RM reset before release: %s", vf, cmn_strerror(r));
 	return rm_vf_partition_clear(d->rm, vf);
 }
 
@@ -183,7 +183,7 @@ void pf_rm_guest_gone(struct pf_daemon *d, unsigned int vf)
 	while (rm_vf_free_disabled(d->rm, vf, 64) == -EINPROGRESS)
 		;
 	if (r)
-		vgpu_warn("VF %u: disabling its RM clients: %s", vf, vgpu_strerror(r));
+		cmn_warn("VF %u: disabling its RM clients: %s", vf, cmn_strerror(r));
 }
 
 int pf_rm_call(struct pf_daemon *d, unsigned int vf, const void *req, size_t len, void *reply,

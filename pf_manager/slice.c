@@ -239,11 +239,11 @@ int pf_slice_define(struct pf_daemon *d, json_object *args, bool dry, json_objec
 	}
 	r = pf_state_save_slice(d, s);
 	if (r) {
-		pf_fail(e, r, "slice %s: cannot write its definition: %s", s->uuid, vgpu_strerror(r));
+		pf_fail(e, r, "slice %s: cannot write its definition: %s", s->uuid, cmn_strerror(r));
 		goto free_s;
 	}
 	d->slices[d->nr_slices++] = s;
-	vgpu_info("slice %s defined (type %s, %s)", s->uuid, s->type, s->autostart ? "auto" : "manual");
+	cmn_info("slice %s defined (type %s, %s)", s->uuid, s->type, s->autostart ? "auto" : "manual");
 	pf_event(d, "SLICE_DEFINED", pf_slice_def_json(s));
 	return 0;
 free_s:
@@ -302,8 +302,8 @@ int pf_slice_undefine(struct pf_daemon *d, json_object *args, bool dry, json_obj
 	r = pf_state_remove_slice(d, s);
 	if (r && r != -ENOENT)
 		return pf_fail(e, r, "slice %s: cannot remove its definition: %s", s->uuid,
-			       vgpu_strerror(r));
-	vgpu_info("slice %s undefined", s->uuid);
+			       cmn_strerror(r));
+	cmn_info("slice %s undefined", s->uuid);
 	pf_event(d, "SLICE_UNDEFINED", pf_slice_def_json(s));
 	slice_remove(d, s);
 	return 0;
@@ -319,7 +319,7 @@ static void sched_apply(struct pf_daemon *d, const struct pf_slice *s)
 				   (uint64_t)s->prov.preempt_timeout_us * 1000ull, weight);
 
 	if (r)
-		vgpu_warn("VF %u: scheduler settings refused: %s", s->vf, vgpu_strerror(r));
+		cmn_warn("VF %u: scheduler settings refused: %s", s->vf, cmn_strerror(r));
 }
 
 static int bar_object_open(struct pf_daemon *d, struct pf_slice *s, unsigned int vf, bool adopt,
@@ -334,7 +334,7 @@ static int bar_object_open(struct pf_daemon *d, struct pf_slice *s, unsigned int
 		fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
 		if (fd < 0)
 			return pf_fail(e, -errno, "VF %u: VRAM object %s is gone: %s", vf, name,
-				       vgpu_strerror(-errno));
+				       cmn_strerror(-errno));
 		if (fstat(fd, &sb) || (uint64_t)sb.st_size != s->bar_size) {
 			close(fd);
 			return pf_fail(e, -EBADMSG, "VF %u: VRAM object %s has the wrong size", vf, name);
@@ -345,19 +345,19 @@ static int bar_object_open(struct pf_daemon *d, struct pf_slice *s, unsigned int
 		fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 		if (fd < 0)
 			return pf_fail(e, -errno, "VF %u: cannot create %s: %s", vf, name,
-				       vgpu_strerror(-errno));
+				       cmn_strerror(-errno));
 		/* The owner's VMM opens the BAR through the endpoint's fd, never by name; the
 		 * object still belongs to it and its primary group (libvirt-qemu:kvm), as
 		 * libvirt's DAC model expects of what its QEMU uses. */
 		if (s->owner_uid >= 0 && (fchown(fd, (uid_t)s->owner_uid,
 						 pf_owner_gid(s->owner_uid)) || fchmod(fd, 0660)))
-			vgpu_warn("VF %u: cannot give %s to uid %ld", vf, name, s->owner_uid);
+			cmn_warn("VF %u: cannot give %s to uid %ld", vf, name, s->owner_uid);
 		if (ftruncate(fd, (off_t)s->bar_size)) {
 			int r = -errno;
 
 			close(fd);
 			shm_unlink(name);
-			return pf_fail(e, r, "VF %u: cannot size %s: %s", vf, name, vgpu_strerror(r));
+			return pf_fail(e, r, "VF %u: cannot size %s: %s", vf, name, cmn_strerror(r));
 		}
 	}
 	s->bar_fd = fd;
@@ -409,10 +409,10 @@ static void dma_domain_close(struct pf_daemon *d, struct pf_slice *s)
 		iommu_detach(d->iommu, s->vf);
 		iommu_unmap(s->dma_domain, 0, UINT64_MAX, NULL);
 		if (iommu_domain_free(s->dma_domain))
-			vgpu_warn("VF %u: IOMMU domain still busy", s->vf);
+			cmn_warn("VF %u: IOMMU domain still busy", s->vf);
 	}
 	if (s->dma_mo && iommu_memobj_unregister(s->dma_mo))
-		vgpu_warn("VF %u: DMA memory object still mapped", s->vf);
+		cmn_warn("VF %u: DMA memory object still mapped", s->vf);
 	s->dma_domain = NULL;
 	s->dma_mo = NULL;
 	s->dma_iova = 0;
@@ -425,7 +425,7 @@ static void bar_object_close(struct pf_daemon *d, struct pf_slice *s, bool unlin
 	dma_domain_close(d, s);
 	/* Give the device its own doorbell page back before the BAR object goes. */
 	if (s->bar && gpu_doorbell_page_back(d->gpu, s->vf, -1, 0))
-		vgpu_warn("VF %u: doorbell page not restored", s->vf);
+		cmn_warn("VF %u: doorbell page not restored", s->vf);
 	if (s->bar)
 		munmap(s->bar, VF_BAR_CTRL_SIZE);
 	s->bar = NULL;
@@ -456,7 +456,7 @@ int pf_slice_bring_up(struct pf_daemon *d, struct pf_slice *s, unsigned int vf, 
 		      (off_t)(s->bar_size - VF_BAR_CTRL_SIZE));
 	if (s->bar == MAP_FAILED) {
 		s->bar = NULL;
-		r = pf_fail(e, -errno, "VF %u: cannot map its BAR: %s", vf, vgpu_strerror(-errno));
+		r = pf_fail(e, -errno, "VF %u: cannot map its BAR: %s", vf, cmn_strerror(-errno));
 		goto close_bar;
 	}
 	s->hdr = (struct vf_bar_header *)(s->bar + VF_BAR_HDR_CTRL_OFF);	/* BAR2's last page */
@@ -467,26 +467,26 @@ int pf_slice_bring_up(struct pf_daemon *d, struct pf_slice *s, unsigned int vf, 
 	 * writes reach the engines with no hop. */
 	r = gpu_doorbell_page_back(d->gpu, vf, s->bar_fd, s->bar_size - VF_BAR_CTRL_SIZE + VF_BAR_DB_OFF);
 	if (r) {
-		pf_fail(e, r, "VF %u: cannot place its doorbell page: %s", vf, vgpu_strerror(r));
+		pf_fail(e, r, "VF %u: cannot place its doorbell page: %s", vf, cmn_strerror(r));
 		goto close_bar;
 	}
 	r = dma_domain_open(d, s, vf);
 	if (r) {
 		pf_fail(e, r, "VF %u: cannot map its DMA memory in its IOMMU domain: %s", vf,
-			vgpu_strerror(r));
+			cmn_strerror(r));
 		goto close_bar;
 	}
 	/* Back the device's VRAM range with the object first, so the GSP programs a
 	 * partition over memory the guest already shares. */
 	r = gpu_vram_slice_map(d->gpu, vf, base, s->prov.vram, s->bar_fd);
 	if (r) {
-		pf_fail(e, r, "VF %u: cannot map VRAM into the device: %s", vf, vgpu_strerror(r));
+		pf_fail(e, r, "VF %u: cannot map VRAM into the device: %s", vf, cmn_strerror(r));
 		goto close_bar;
 	}
 	r = pf_rm_partition_set(d, s, vf, base);
 	if (r) {
 		pf_fail(e, r, "VF %u: partition [%#" PRIx64 ", +%#" PRIx64 ") refused: %s", vf, base,
-			s->prov.vram, vgpu_strerror(r));
+			s->prov.vram, cmn_strerror(r));
 		goto unmap_vram;
 	}
 	s->child = pf_rm_vf_pma(d, vf);
@@ -498,10 +498,10 @@ int pf_slice_bring_up(struct pf_daemon *d, struct pf_slice *s, unsigned int vf, 
 	sched_apply(d, s);
 	r = pf_endpoint_open(d, s);
 	if (r) {
-		pf_fail(e, r, "VF %u: cannot open its endpoint: %s", vf, vgpu_strerror(r));
+		pf_fail(e, r, "VF %u: cannot open its endpoint: %s", vf, cmn_strerror(r));
 		goto clear_partition;
 	}
-	s->started_ns = vgpu_now_ns();
+	s->started_ns = cmn_now_ns();
 	return 0;
 clear_partition:
 	d->vfs[vf] = NULL;
@@ -539,8 +539,8 @@ int pf_slice_start(struct pf_daemon *d, struct pf_slice *s, struct pf_err *e)
 		return r;
 	r = pf_state_save_journal(d);
 	if (r)
-		vgpu_warn("slice %s: journal not written: %s", s->uuid, vgpu_strerror(r));
-	vgpu_info("slice %s started on VF %u: %" PRIu64 " MiB VRAM at %#" PRIx64, s->uuid, vf,
+		cmn_warn("slice %s: journal not written: %s", s->uuid, cmn_strerror(r));
+	cmn_info("slice %s started on VF %u: %" PRIu64 " MiB VRAM at %#" PRIx64, s->uuid, vf,
 		  s->prov.vram >> 20, base);
 	pf_event(d, "SLICE_STARTED", pf_slice_json(d, s));
 	return 0;
@@ -644,14 +644,14 @@ int pf_vf_reset_cmd(struct pf_daemon *d, json_object *args, bool dry, json_objec
 	json_object_object_add(ret, "vf", json_object_new_int((int)s->vf));
 	if (dry)
 		return 0;
-	t0 = vgpu_now_ns();
+	t0 = cmn_now_ns();
 	r = pf_vf_reset(d, s);
 	if (r)
-		return pf_fail(e, r, "VF %u: reset failed: %s", s->vf, vgpu_strerror(r));
+		return pf_fail(e, r, "VF %u: reset failed: %s", s->vf, cmn_strerror(r));
 	json_object_object_add(ret, "duration_us",
-			       json_object_new_int64((int64_t)((vgpu_now_ns() - t0) / 1000)));
+			       json_object_new_int64((int64_t)((cmn_now_ns() - t0) / 1000)));
 	pf_state_save_journal(d);
-	vgpu_info("VF %u (slice %s) reset", s->vf, s->uuid);
+	cmn_info("VF %u (slice %s) reset", s->vf, s->uuid);
 	v = json_object_new_object();
 	json_object_object_add(v, "vf", json_object_new_int((int)s->vf));
 	json_object_object_add(v, "uuid", json_object_new_string(s->uuid));
@@ -711,7 +711,7 @@ int pf_slice_stop_cmd(struct pf_daemon *d, json_object *args, bool dry, json_obj
 	}
 	pf_slice_stop(d, s);
 	pf_state_save_journal(d);
-	vgpu_info("slice %s stopped (VF %u released)", s->uuid, vf);
+	cmn_info("slice %s stopped (VF %u released)", s->uuid, vf);
 	pf_event(d, "SLICE_STOPPED", pf_slice_json(d, s));
 	return 0;
 }
@@ -725,7 +725,7 @@ void pf_autostart(struct pf_daemon *d)
 		if (!s->autostart || s->vf)
 			continue;
 		if (pf_slice_start(d, s, &e))
-			vgpu_warn("autostart of slice %s: %s", s->uuid, e.msg);
+			cmn_warn("autostart of slice %s: %s", s->uuid, e.msg);
 		json_object_put(e.data);
 	}
 }
@@ -833,8 +833,8 @@ static void slice_give_to(struct pf_daemon *d, struct pf_slice *s, long uid)
 
 	snprintf(path, sizeof(path), "%s/vf%u.sock", d->cfg.runtime_dir, s->vf);
 	if (chown(path, u, g) || (s->bar_fd >= 0 && fchown(s->bar_fd, u, g)))
-		vgpu_warn("VF %u: cannot give its endpoint and BAR to uid %ld: %s", s->vf, uid,
-			  vgpu_strerror(-errno));
+		cmn_warn("VF %u: cannot give its endpoint and BAR to uid %ld: %s", s->vf, uid,
+			  cmn_strerror(-errno));
 }
 
 /* Apply a checked spec: the RM's limits first (it refuses limits below use), then the
@@ -852,12 +852,12 @@ static int modify_commit(struct pf_daemon *d, struct pf_slice *s, struct pf_slic
 		r = pf_rm_quota_set(d, &tmp);
 		if (r)
 			return pf_fail(e, r, "slice %s: the RM refused the new quota: %s", s->uuid,
-				       vgpu_strerror(r));
+				       cmn_strerror(r));
 	}
 	r = pf_state_save_slice(d, n);
 	if (r)
 		return pf_fail(e, r, "slice %s: cannot write its definition: %s", s->uuid,
-			       vgpu_strerror(r));
+			       cmn_strerror(r));
 	memcpy(s->type, n->type, sizeof(s->type));
 	s->autostart = n->autostart;
 	s->custom = n->custom;
@@ -948,7 +948,7 @@ int pf_set_vfs(struct pf_daemon *d, json_object *args, bool dry, json_object *re
 		return 0;
 	d->num_vfs = (unsigned int)n;
 	pf_state_save_journal(d);
-	vgpu_info("%u VFs enabled", d->num_vfs);
+	cmn_info("%u VFs enabled", d->num_vfs);
 	v = json_object_new_object();
 	json_object_object_add(v, "num_vfs", json_object_new_int((int)n));
 	pf_event(d, "VFS_CHANGED", v);

@@ -114,7 +114,7 @@ static int parse_attr(struct pf_daemon *d, struct pf_slice *s, const char *key, 
 			r = pf_parse_size(json_object_get_string(v), &x);
 		else
 			r = attr_uint(v, UINT64_MAX >> 1, &x);
-		if (r || x < PF_VRAM_ALIGN || vgpu_align_up(x, PF_VRAM_ALIGN) > pf_usable_vram(d))
+		if (r || x < PF_VRAM_ALIGN || cmn_align_up(x, PF_VRAM_ALIGN) > pf_usable_vram(d))
 			return pf_fail(e, -EINVAL, "bad VRAM size \"%s\": need 2 MiB .. %" PRIu64
 				       " MiB (the usable VRAM)", json_object_get_string(v),
 				       pf_usable_vram(d) >> 20);
@@ -342,7 +342,7 @@ int pf_state_save_journal(struct pf_daemon *d)
 	r = write_json(path, o);
 	json_object_put(o);
 	if (r)
-		vgpu_err("cannot write %s: %s", path, vgpu_strerror(r));
+		cmn_err("cannot write %s: %s", path, cmn_strerror(r));
 	return r;
 }
 
@@ -390,8 +390,8 @@ static int load_slice_file(struct pf_daemon *d, const char *dir, const char *nam
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
 	r = read_json(path, &o);
 	if (r) {
-		vgpu_err("state: %s: %s; refusing the state (fix or remove the file)", path,
-			 r == -EBADMSG ? "not valid JSON" : vgpu_strerror(r));
+		cmn_err("state: %s: %s; refusing the state (fix or remove the file)", path,
+			 r == -EBADMSG ? "not valid JSON" : cmn_strerror(r));
 		return -EBADMSG;
 	}
 	s = calloc(1, sizeof(*s));
@@ -410,8 +410,8 @@ static int load_slice_file(struct pf_daemon *d, const char *dir, const char *nam
 	if (!r && d->nr_slices >= PF_MAX_SLICES)
 		r = -ENOSPC;
 	if (r) {
-		vgpu_err("state: %s: %s; refusing the state (fix or remove the file)", path,
-			 e.msg[0] ? e.msg : vgpu_strerror(r));
+		cmn_err("state: %s: %s; refusing the state (fix or remove the file)", path,
+			 e.msg[0] ? e.msg : cmn_strerror(r));
 		free(s);
 		return -EBADMSG;
 	}
@@ -569,7 +569,7 @@ static int apply_entry(struct pf_daemon *d, struct jent *je)
 		je->s->hdr->reset_count = (uint32_t)je->resets;
 	}
 	if (ret)
-		vgpu_err("state: slice %s: %s", je->s->uuid, e.msg[0] ? e.msg : vgpu_strerror(ret));
+		cmn_err("state: slice %s: %s", je->s->uuid, e.msg[0] ? e.msg : cmn_strerror(ret));
 	json_object_put(e.data);
 	free(r);
 	return ret;
@@ -612,8 +612,8 @@ static int load_journal(struct pf_daemon *d)
 	if (r == -ENOENT)
 		return 0;
 	if (r) {
-		vgpu_err("state: %s: %s; refusing the state", path,
-			 r == -EBADMSG ? "not valid JSON" : vgpu_strerror(r));
+		cmn_err("state: %s: %s; refusing the state", path,
+			 r == -EBADMSG ? "not valid JSON" : cmn_strerror(r));
 		return -EBADMSG;
 	}
 	r = journal_header_check(d, j, why, sizeof(why));
@@ -631,7 +631,7 @@ static int load_journal(struct pf_daemon *d)
 			r = check_object(d, &je[n], why, sizeof(why));
 	}
 	if (r) {
-		vgpu_err("state: %s: %s; refusing the state (nothing was applied)", path, why);
+		cmn_err("state: %s: %s; refusing the state (nothing was applied)", path, why);
 		goto put;
 	}
 	/* Everything checked: apply. A failure now is the system's (memory, mmap), and
@@ -648,7 +648,7 @@ static int load_journal(struct pf_daemon *d)
 		}
 	}
 	if (!r)
-		vgpu_info("state: restored %zu running slices, %u VFs", n, num_vfs);
+		cmn_info("state: restored %zu running slices, %u VFs", n, num_vfs);
 put:
 	json_object_put(j);
 	return r;
@@ -662,7 +662,7 @@ int pf_state_load(struct pf_daemon *d)
 	snprintf(dir, sizeof(dir), "%s/slices", d->cfg.state_dir);
 	r = pf_mkdir_p(dir, 0750);
 	if (r) {
-		vgpu_err("state: cannot create %s: %s", dir, vgpu_strerror(r));
+		cmn_err("state: cannot create %s: %s", dir, cmn_strerror(r));
 		return r;
 	}
 	if (!realpath(d->cfg.state_dir, real))

@@ -178,7 +178,7 @@ uint64_t pf_fair_vram(uint64_t usable, unsigned int nr_vfs)
 		return 0;
 	/* xe rounds the fair share down to a power of two: equal VFs tile VRAM without
 	 * leaving holes that no later VF of the same size could use. */
-	return 1ull << vgpu_fls(each);
+	return 1ull << cmn_fls(each);
 }
 
 int pf_mkdir_p(const char *path, mode_t mode)

@@ -48,7 +48,7 @@ static uint64_t largest_locked(struct pma *pma)
 	for (unsigned int i = 0; i < pma->nr_regions; i++) {
 		struct pma_region *r = pma->regions[i];
 
-		largest = vgpu_max(largest, pma_tree_largest(&r->ftree, r));
+		largest = cmn_max(largest, pma_tree_largest(&r->ftree, r));
 	}
 	return largest;
 }
@@ -374,7 +374,7 @@ int pma_check(struct pma *pma)
 		dirty |= pma_tlayer_dirty(&pma->regions[i]->ftree.layer[0]);
 	/* Marks left in a frame layer must have made the published figure stale. */
 	if (dirty && !stale) {
-		vgpu_err("pma_check: extent tree marked but the largest-free figure is not stale");
+		cmn_err("pma_check: extent tree marked but the largest-free figure is not stale");
 		ret = -EIO;
 	}
 	/* Each region check verifies that every unmarked leaf is exact, then flushes. */
@@ -386,7 +386,7 @@ int pma_check(struct pma *pma)
 		if (stale)
 			before.largest_free_bytes = after.largest_free_bytes;
 		if (stale_after || memcmp(&before, &after, sizeof(before))) {
-			vgpu_err("pma_check: published statistics are stale");
+			cmn_err("pma_check: published statistics are stale");
 			ret = -EIO;
 		}
 	}

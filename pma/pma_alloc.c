@@ -48,14 +48,14 @@ static inline void word_apply(struct pma_region *r, struct pma_word *w, uint64_t
 		if (a->scrub) {
 			s = m & ~w->scrub & ~w->black;
 			w->scrub |= s;
-			r->scrub_frames += vgpu_popcount(s);
+			r->scrub_frames += cmn_popcount(s);
 		}
 		break;
 	case OP_SCRUBBED:
 		s = w->scrub & m;
 		w->scrub &= ~s;
 		w->persist &= ~(s & ~w->alloc);
-		r->scrub_frames -= vgpu_popcount(s);
+		r->scrub_frames -= cmn_popcount(s);
 		break;
 	case OP_EVICT_SET:
 		w->evict |= m;
@@ -75,9 +75,9 @@ static inline void word_apply(struct pma_region *r, struct pma_word *w, uint64_t
 /* Bits of groups [g0, g0 + ng) that lie in group word @gw. */
 static inline uint64_t gword_mask(uint64_t g0, uint64_t ng, uint64_t gw)
 {
-	uint64_t lo = vgpu_max(g0, gw * 64), hi = vgpu_min(g0 + ng, gw * 64 + 64);
+	uint64_t lo = cmn_max(g0, gw * 64), hi = cmn_min(g0 + ng, gw * 64 + 64);
 
-	return vgpu_mask((unsigned int)(lo - gw * 64), (unsigned int)(hi - lo));
+	return cmn_mask((unsigned int)(lo - gw * 64), (unsigned int)(hi - lo));
 }
 
 /* Whole groups changed their wholeness in group word @gw: summary and both tree layers (a
@@ -254,7 +254,7 @@ static inline void page_apply(struct pma_region *r, uint64_t idx, uint64_t pf, e
 	if (pf < PMA_GROUP_FRAMES && pf <= 64 - idx % 64) {
 		uint64_t wi = idx / 64, old = pma_word_avail(&r->words[wi]);
 
-		word_apply(r, &r->words[wi], vgpu_mask(idx % 64, (unsigned int)pf), op, a);
+		word_apply(r, &r->words[wi], cmn_mask(idx % 64, (unsigned int)pf), op, a);
 		pma_region_word_update(r, wi, old);
 		return;
 	}
@@ -275,7 +275,7 @@ static int req_init(struct pma *pma, struct pma_req *q, size_t count, uint64_t p
 
 	if (!page_size_valid(page_size) || !count || (flags & ~PMA_ALL_FLAGS))
 		return -EINVAL;
-	if (count > (UINT64_MAX >> PMA_FRAME_SHIFT) >> vgpu_ctz(page_size))	/* no division */
+	if (count > (UINT64_MAX >> PMA_FRAME_SHIFT) >> cmn_ctz(page_size))	/* no division */
 		return -EINVAL;
 	if ((flags & PMA_ALLOW_PARTIAL) && (flags & PMA_CONTIGUOUS))
 		return -EINVAL;
@@ -286,12 +286,12 @@ static int req_init(struct pma *pma, struct pma_req *q, size_t count, uint64_t p
 	q->lo = 0;
 	q->hi = NONE;
 	if (flags & PMA_FORCE_ALIGNMENT) {
-		if (!vgpu_is_pow2(o->alignment) || o->alignment < PMA_FRAME_SIZE)
+		if (!cmn_is_pow2(o->alignment) || o->alignment < PMA_FRAME_SIZE)
 			return -EINVAL;
 		/* Discontiguous pages are aligned to their size; more cannot be honoured. */
 		if (!(flags & PMA_CONTIGUOUS) && o->alignment > page_size)
 			return -EINVAL;
-		q->align = vgpu_max(q->pf, o->alignment >> PMA_FRAME_SHIFT);
+		q->align = cmn_max(q->pf, o->alignment >> PMA_FRAME_SHIFT);
 	}
 	if (flags & PMA_RANGE) {
 		if (o->range_begin >= o->range_end || (o->range_begin | o->range_end) & (page_size - 1))
@@ -364,8 +364,8 @@ static void req_clip(const struct pma_req *q, const struct pma_region *r, uint64
 {
 	uint64_t base = r->first + r->lo, end = r->first + r->hi;
 
-	*lo = vgpu_max(q->lo, base) - r->first;
-	*hi = vgpu_min(q->hi, end) - r->first;
+	*lo = cmn_max(q->lo, base) - r->first;
+	*hi = cmn_min(q->hi, end) - r->first;
 }
 
 /* --- searching ----------------------------------------------------------------------------- */
@@ -433,7 +433,7 @@ static size_t take_small(const struct pma_region *r, const uint64_t *map, const 
 		if (pf == 2)
 			m &= (m >> 1) & 0x55555555ull;
 		while (m && got < need) {
-			unsigned int b = rev ? vgpu_fls(m) : vgpu_ctz(m);
+			unsigned int b = rev ? cmn_fls(m) : cmn_ctz(m);
 
 			m &= ~VGPU_BIT(b);
 			out[got++] = base + b;
@@ -482,7 +482,7 @@ static size_t find_pages(struct pma_region *r, const struct pma_req *q, size_t n
 				break;
 			w = r->gfull[g / 64] & (~0ull << (g % 64));
 			while (w && got < need) {
-				g = (g & ~63ull) + vgpu_ctz(w);
+				g = (g & ~63ull) + cmn_ctz(w);
 				if (g >= ghi)
 					return got;
 				w &= w - 1;
@@ -536,8 +536,8 @@ static const uint64_t gpair_mask[4] = { 0, 0xffffffffull, 0xffffffff00000000ull,
  * loop; the pair picks the mask. */
 #define gbits_for_each_word(gbits, gw, wi, m)						\
 	for (uint64_t _t = ((gbits) | (gbits) >> 1) & 0x5555555555555555ull, wi = 0, m = 0;	\
-	     _t && ((wi = (gw) * 32 + vgpu_ctz(_t) / 2),				\
-		    (m = gpair_mask[((gbits) >> vgpu_ctz(_t)) & 3]), 1);		\
+	     _t && ((wi = (gw) * 32 + cmn_ctz(_t) / 2),				\
+		    (m = gpair_mask[((gbits) >> cmn_ctz(_t)) & 3]), 1);		\
 	     _t &= _t - 1)
 
 /* @pages[p] = @addr + p * @step for p < @n, two at a time. */
@@ -584,16 +584,16 @@ take_commit_64k(struct pma_region *r, bool partial, size_t need, struct pma_opar
 		uint64_t gw = g / 64, bits = map[gw] & (~0ull << (g % 64)), gone = 0, broken = 0;
 
 		for (; bits && got < need; bits &= bits - 1) {
-			unsigned int gb = vgpu_ctz(bits);
+			unsigned int gb = cmn_ctz(bits);
 			uint64_t base = (gw * 64 + gb) << PMA_GROUP_SHIFT, sh = base % 64;
 			struct pma_word *w = &r->words[base / 64];
 			uint64_t m = partial ? (pma_word_avail(w) >> sh) & 0xffffffffull : 0xffffffffull;
 			uint64_t addr0 = (r->first + base) << PMA_FRAME_SHIFT, fm;
-			size_t left = need - got, nm = vgpu_popcount(m);
+			size_t left = need - got, nm = cmn_popcount(m);
 			uint64_t sel = nm <= left ? m : low_bits(m, left);
 
 			for (uint64_t t = sel; t; t &= t - 1)
-				out[got++] = addr0 + ((uint64_t)vgpu_ctz(t) << PMA_FRAME_SHIFT);
+				out[got++] = addr0 + ((uint64_t)cmn_ctz(t) << PMA_FRAME_SHIFT);
 			fm = sel << sh;
 			dirty |= w->persist & fm;
 			w->alloc |= fm;
@@ -609,7 +609,7 @@ take_commit_64k(struct pma_region *r, bool partial, size_t need, struct pma_opar
 		if (!map[gw])
 			sum[gw / 64] &= ~VGPU_BIT(gw % 64);
 		if (!partial) {
-			r->free_groups -= vgpu_popcount(gone);
+			r->free_groups -= cmn_popcount(gone);
 			if (broken) {
 				r->gpart[gw] |= broken;
 				r->gpart_sum[gw / 64] |= VGPU_BIT(gw % 64);
@@ -693,16 +693,16 @@ static bool alloc_2m_fast(struct pma_region *r, const struct pma_req *q, struct 
 		VGPU_ASSERT(g != NONE);
 		gw = g / 64;
 		take = r->gfull[gw] & (~0ull << (g % 64));
-		have = vgpu_popcount(take);
+		have = cmn_popcount(take);
 		/* Keep the lowest groups that are still needed (whichever end is shorter to walk). */
 		if (have > want && want <= have - want)
 			take = low_bits(take, want);
 		else
 			for (; have > want; have--)
-				take &= ~VGPU_BIT(vgpu_fls(take));
+				take &= ~VGPU_BIT(cmn_fls(take));
 		r->gfull[gw] &= ~take;
-		r->free_groups -= vgpu_popcount(take);
-		r->free_frames -= (uint64_t)vgpu_popcount(take) * PMA_GROUP_FRAMES;
+		r->free_groups -= cmn_popcount(take);
+		r->free_frames -= (uint64_t)cmn_popcount(take) * PMA_GROUP_FRAMES;
 		gword_changed(r, gw);
 		if (a->pin && !a->persist) {
 			gbits_for_each_word(take, gw, wi, m)
@@ -719,7 +719,7 @@ static bool alloc_2m_fast(struct pma_region *r, const struct pma_req *q, struct 
 		}
 		a->dirty_seen |= dirty;
 		for (uint64_t t = take; t; t &= t - 1)
-			pages[got++] = (r->first + ((gw * 64 + vgpu_ctz(t)) << PMA_GROUP_SHIFT))
+			pages[got++] = (r->first + ((gw * 64 + cmn_ctz(t)) << PMA_GROUP_SHIFT))
 				       << PMA_FRAME_SHIFT;
 		g = gw * 64 + 64;
 	}
@@ -1050,7 +1050,7 @@ static int pages_mark(struct pma *pma, const uint64_t *pages, size_t n, uint64_t
 
 			if (clear && (w->alloc & m) != m) {
 				/* Put back the part of this run already cleared. */
-				pma_for_each_word(idx, wi * 64 + vgpu_ctz(m) - idx, wj, mj)
+				pma_for_each_word(idx, wi * 64 + cmn_ctz(m) - idx, wj, mj)
 					r->words[wj].alloc |= mj;
 				return -ENOENT;
 			}
@@ -1152,7 +1152,7 @@ static int pages_collect(const struct pma_region *r, const uint64_t *pages, size
 		return pages_collect_shift(r, pages, count, PMA_GROUP_SHIFT, 1, page_size, wv, mv);
 	if (pf == 1)
 		return pages_collect_shift(r, pages, count, 0, 1, page_size, wv, mv);
-	return pages_collect_shift(r, pages, count, 0, vgpu_mask(0, (unsigned int)pf), page_size,
+	return pages_collect_shift(r, pages, count, 0, cmn_mask(0, (unsigned int)pf), page_size,
 				   wv, mv);
 }
 
@@ -1164,7 +1164,7 @@ static void groups_free_words(struct pma_region *r, const uint64_t *gwv, const u
 			      int nw)
 {
 	for (int k = 0; k < nw; k++) {
-		unsigned int ng = vgpu_popcount(gbv[k]);
+		unsigned int ng = cmn_popcount(gbv[k]);
 
 		gbits_for_each_word(gbv[k], gwv[k], wi, m) {
 			struct pma_word *w = &r->words[wi];
@@ -1200,7 +1200,7 @@ static void small_free_words(struct pma_region *r, const uint64_t *wv, const uin
 			w->alloc &= ~mv[k];
 			w->pin &= ~mv[k];
 			w->persist |= mv[k];	/* free and dirty until scrubbed */
-			freed += vgpu_popcount(a1 & ~a0);
+			freed += cmn_popcount(a1 & ~a0);
 			nf = (nf & ~(3ull << sh)) |
 			     ((uint64_t)(lo == UINT32_MAX) | (uint64_t)(hi == UINT32_MAX) << 1) << sh;
 			np = (np & ~(3ull << sh)) |
@@ -1213,7 +1213,7 @@ static void small_free_words(struct pma_region *r, const uint64_t *wv, const uin
 		}
 		if (nf != of) {
 			r->gfull[gw] = nf;
-			r->free_groups += (uint64_t)vgpu_popcount(nf) - vgpu_popcount(of);
+			r->free_groups += (uint64_t)cmn_popcount(nf) - cmn_popcount(of);
 			pma_sum_update(r->gfull_sum, r->gfull, gw);
 			pma_group_mark(r, (uint32_t)gw);
 		}
@@ -1541,7 +1541,7 @@ static size_t evict_pick(const struct pma_region *r, uint64_t n, uint64_t align,
 	uint64_t phase = r->first % align;
 	size_t got = 0;
 
-	for (uint64_t s = vgpu_align_up(lo + phase, align) - phase; s + n <= hi && got < want;
+	for (uint64_t s = cmn_align_up(lo + phase, align) - phase; s + n <= hi && got < want;
 	     s += align) {
 		if (span_evictable(r, s, n)) {
 			bool any_alloc = false;
@@ -1622,7 +1622,7 @@ static int evict_for(struct pma *pma, const struct pma_req *q, const struct pma_
 	pthread_cond_broadcast(&pma->wait_cond);
 	pthread_mutex_unlock(&pma->wait_lock);
 	if (ret)
-		vgpu_dbg("pma: eviction of %zu span(s) failed: %s", got, ret == -ENOMEM ?
+		cmn_dbg("pma: eviction of %zu span(s) failed: %s", got, ret == -ENOMEM ?
 			 "nothing evictable" : "callback error");
 out:
 	free(spans);

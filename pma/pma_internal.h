@@ -202,7 +202,7 @@ static inline void pma_lock(struct pma *pma)
 
 	while (atomic_flag_test_and_set_explicit(&pma->lock, memory_order_acquire)) {
 		if (++spins < 64)
-			vgpu_cpu_relax();
+			cmn_cpu_relax();
 		else
 			sched_yield();
 	}
@@ -301,7 +301,7 @@ static inline bool pma_region_groups_update_avail(struct pma_region *r, uint64_t
 	if (nf == of)
 		return false;
 	r->gfull[gw] = nf;
-	r->free_groups += (uint64_t)vgpu_popcount(nf) - vgpu_popcount(of);
+	r->free_groups += (uint64_t)cmn_popcount(nf) - cmn_popcount(of);
 	pma_sum_update(r->gfull_sum, r->gfull, gw);
 	return true;
 }
@@ -320,7 +320,7 @@ pma_region_word_moved(struct pma_region *r, uint64_t wi, uint64_t old_avail, uin
 
 	if (now == old_avail)
 		return;
-	r->free_frames += (uint64_t)vgpu_popcount(now) - vgpu_popcount(old_avail);
+	r->free_frames += (uint64_t)cmn_popcount(now) - cmn_popcount(old_avail);
 	if (pma_region_groups_update_avail(r, wi, now))
 		pma_group_mark(r, leaf);
 	pma_tlayer_mark(&r->ftree.layer[0], leaf);
@@ -349,7 +349,7 @@ static inline uint64_t pma_bits_next_inl(const uint64_t *map, const uint64_t *su
 		uint64_t w = map[lo / 64] & (~0ull << (lo % 64));
 
 		if (w) {
-			uint64_t b = (lo & ~63ull) + vgpu_ctz(w);
+			uint64_t b = (lo & ~63ull) + cmn_ctz(w);
 
 			return b < hi ? b : UINT64_MAX;
 		}

@@ -22,7 +22,7 @@ struct pma_region *pma_region_new(const struct pma_region_desc *desc, unsigned i
 		return NULL;
 	r->desc = *desc;
 	r->id = id;
-	r->first = vgpu_align_down(base_frame, PMA_BIG_FRAMES);
+	r->first = cmn_align_down(base_frame, PMA_BIG_FRAMES);
 	r->lo = base_frame - r->first;
 	r->hi = r->lo + nr_frames;
 	r->nr_words = VGPU_BITMAP_WORDS(r->hi);
@@ -41,9 +41,9 @@ struct pma_region *pma_region_new(const struct pma_region_desc *desc, unsigned i
 		uint64_t lo = wi * 64, real = 0;
 
 		if (lo + 64 > r->lo && lo < r->hi) {
-			uint64_t s = vgpu_max(lo, r->lo), e = vgpu_min(lo + 64, r->hi);
+			uint64_t s = cmn_max(lo, r->lo), e = cmn_min(lo + 64, r->hi);
 
-			real = vgpu_mask((unsigned int)(s - lo), (unsigned int)(e - s));
+			real = cmn_mask((unsigned int)(s - lo), (unsigned int)(e - s));
 		}
 		r->words[wi].alloc = r->words[wi].pin = ~real;
 		r->words[wi].persist = clean ? 0 : real;
@@ -77,7 +77,7 @@ uint64_t pma_region_count_avail(const struct pma_region *r, uint64_t w0, uint64_
 	uint64_t n = 0;
 
 	for (uint64_t wi = w0; wi <= w1; wi++)
-		n += vgpu_popcount(pma_word_avail(&r->words[wi]));
+		n += cmn_popcount(pma_word_avail(&r->words[wi]));
 	return n;
 }
 
@@ -111,12 +111,12 @@ uint64_t pma_bits_next(const uint64_t *map, const uint64_t *sum, uint64_t lo, ui
 				return NONE;
 			s = sum[si];
 		}
-		wi = si * 64 + vgpu_ctz(s);
+		wi = si * 64 + cmn_ctz(s);
 		if (wi >= nw)
 			return NONE;
 		w = map[wi];
 	}
-	lo = wi * 64 + vgpu_ctz(w);
+	lo = wi * 64 + cmn_ctz(w);
 	return lo < hi ? lo : NONE;
 }
 
@@ -140,16 +140,16 @@ uint64_t pma_bits_prev(const uint64_t *map, const uint64_t *sum, uint64_t lo, ui
 				return NONE;
 			s = sum[si];
 		}
-		wi = si * 64 + vgpu_fls(s);
+		wi = si * 64 + cmn_fls(s);
 		w = map[wi];
 	}
-	top = wi * 64 + vgpu_fls(w);
+	top = wi * 64 + cmn_fls(w);
 	return top >= lo ? top : NONE;
 }
 
 static int region_fail(const struct pma_region *r, const char *what, uint64_t at)
 {
-	vgpu_err("pma_check: region %u: %s at %llu", r->id, what, (unsigned long long)at);
+	cmn_err("pma_check: region %u: %s at %llu", r->id, what, (unsigned long long)at);
 	return -EIO;
 }
 
@@ -162,32 +162,32 @@ int pma_region_check(struct pma_region *r)
 		uint64_t a = pma_word_avail(w), real = 0, lo = wi * 64;
 
 		if (lo + 64 > r->lo && lo < r->hi) {
-			uint64_t s = vgpu_max(lo, r->lo), e = vgpu_min(lo + 64, r->hi);
+			uint64_t s = cmn_max(lo, r->lo), e = cmn_min(lo + 64, r->hi);
 
-			real = vgpu_mask((unsigned int)(s - lo), (unsigned int)(e - s));
+			real = cmn_mask((unsigned int)(s - lo), (unsigned int)(e - s));
 		}
 		if ((w->alloc & ~real) != ~real || (w->pin & ~real) != ~real)
 			return region_fail(r, "padding frame not held", wi);
 		if (w->pin & ~w->alloc)
 			return region_fail(r, "pinned frame not allocated", wi);
-		free_frames += vgpu_popcount(a);
-		scrub += vgpu_popcount(w->scrub & real);
-		black += vgpu_popcount(w->black & real);
+		free_frames += cmn_popcount(a);
+		scrub += cmn_popcount(w->scrub & real);
+		black += cmn_popcount(w->black & real);
 		for (unsigned int h = 0; h < 2; h++) {
 			uint32_t half = (uint32_t)(a >> (32 * h));
 			uint64_t g = wi * 2 + h;
 
-			if (vgpu_test_bit(r->gfull, g) != (half == UINT32_MAX))
+			if (cmn_test_bit(r->gfull, g) != (half == UINT32_MAX))
 				return region_fail(r, "gfull bit wrong", g);
-			if (vgpu_test_bit(r->gpart, g) != (half && half != UINT32_MAX))
+			if (cmn_test_bit(r->gpart, g) != (half && half != UINT32_MAX))
 				return region_fail(r, "gpart bit wrong", g);
 			free_groups += half == UINT32_MAX;
 		}
 	}
 	for (uint64_t gw = 0; gw < group_words(r); gw++) {
-		if (vgpu_test_bit(r->gfull_sum, gw) != !!r->gfull[gw])
+		if (cmn_test_bit(r->gfull_sum, gw) != !!r->gfull[gw])
 			return region_fail(r, "gfull summary wrong", gw);
-		if (vgpu_test_bit(r->gpart_sum, gw) != !!r->gpart[gw])
+		if (cmn_test_bit(r->gpart_sum, gw) != !!r->gpart[gw])
 			return region_fail(r, "gpart summary wrong", gw);
 	}
 	if (free_frames != r->free_frames)

@@ -31,7 +31,7 @@ static uint32_t runs_after(const struct pma_region *r, uint64_t gw)
 		uint64_t x = r->gfull[k];
 
 		if (x != ~0ull)
-			return n + vgpu_ctz(~x);
+			return n + cmn_ctz(~x);
 		n += 64;
 	}
 	return n;
@@ -134,7 +134,7 @@ int pma_runs_init(struct pma_runs *x, uint64_t nr_words)
 	x->nr_blocks = (uint32_t)((nr_words + BLOCK - 1) / BLOCK);
 	/* Both arrays padded with zeros to whole 16-byte vectors. */
 	x->len = calloc((size_t)x->nr_blocks * BLOCK, 1);
-	x->bmax = calloc(vgpu_align_up(x->nr_blocks, 16), 1);
+	x->bmax = calloc(cmn_align_up(x->nr_blocks, 16), 1);
 	return x->len && x->bmax ? 0 : -ENOMEM;
 }
 
@@ -174,7 +174,7 @@ uint64_t pma_runs_find(struct pma_region *r, uint64_t n)
 
 	if (!n || n > PMA_RUN_CAP)
 		return NONE;
-	b = bytes_first_ge(x->bmax, vgpu_align_up(x->nr_blocks, 16), (uint8_t)n);
+	b = bytes_first_ge(x->bmax, cmn_align_up(x->nr_blocks, 16), (uint8_t)n);
 	if (b < 0)
 		return NONE;
 	i = bytes_first_ge(x->len + b * BLOCK, BLOCK, (uint8_t)n);
@@ -191,7 +191,7 @@ uint64_t pma_runs_find(struct pma_region *r, uint64_t n)
 		if (have < n)
 			y &= y >> (n - have);
 		if (y)
-			return gw * 64 + vgpu_ctz(y);
+			return gw * 64 + cmn_ctz(y);
 	}
 	/* Only the run at the top of the word goes on into the next: it is the one. */
 	return w == ~0ull ? gw * 64 : gw * 64 + 64 - (uint64_t)__builtin_clzll(~w);
@@ -204,7 +204,7 @@ int pma_runs_check(struct pma_region *r)
 	for (uint64_t gw = 0; gw < (uint64_t)x->nr_blocks * BLOCK; gw++)
 		if (x->len[gw] != (gw < x->nr_words ? runs_word_len(r, gw) : 0))
 			return -EIO;
-	for (uint64_t b = 0; b < vgpu_align_up(x->nr_blocks, 16); b++)
+	for (uint64_t b = 0; b < cmn_align_up(x->nr_blocks, 16); b++)
 		if (x->bmax[b] != (b < x->nr_blocks ? block_max(x, b) : 0))
 			return -EIO;
 	return 0;

@@ -34,7 +34,7 @@ static void *scrub_worker(void *arg)
 		ret = pma->cfg.scrub ? pma->cfg.scrub(pma->cfg.scrub_ctx, req.addr, req.size)
 				     : scrub_default(pma, req.addr, req.size);
 		if (ret) {
-			vgpu_warn("pma: scrub of [0x%llx, +0x%llx) failed: %d; frames stay SCRUBBING",
+			cmn_warn("pma: scrub of [0x%llx, +0x%llx) failed: %d; frames stay SCRUBBING",
 				  (unsigned long long)req.addr, (unsigned long long)req.size, ret);
 		} else {
 			pma_lock(pma);
@@ -80,7 +80,7 @@ void pma_scrub_submit(struct pma *pma, uint64_t addr, uint64_t size)
 		if (!q) {
 			/* Out of memory: the frames stay SCRUBBING (safe, never handed out dirty). */
 			pthread_mutex_unlock(&pma->wait_lock);
-			vgpu_err("pma: scrub queue full, [0x%llx, +0x%llx) left unscrubbed",
+			cmn_err("pma: scrub queue full, [0x%llx, +0x%llx) left unscrubbed",
 				 (unsigned long long)addr, (unsigned long long)size);
 			return;
 		}

@@ -49,28 +49,28 @@ static struct pma_tnode leaf_compute(const struct pma_region *r, uint64_t leaf)
 		return n;
 	if (gf == ~0ull)
 		return (struct pma_tnode){ 2048, 2048, 2048 };
-	g = ~gf ? vgpu_ctz(~gf) : 64;		/* leading full groups */
+	g = ~gf ? cmn_ctz(~gf) : 64;		/* leading full groups */
 	n.pre = 32 * g;
 	if (gp >> g & 1)
-		n.pre += vgpu_ctz(~group_avail(r, g0 + g));
+		n.pre += cmn_ctz(~group_avail(r, g0 + g));
 	g = __builtin_clzll(~gf);		/* trailing full groups */
 	n.suf = 32 * g;
 	if (gp >> (63 - g) & 1)
 		n.suf += __builtin_clz(~group_avail(r, g0 + 63 - g));
 	while (mask) {
-		g = vgpu_ctz(mask);
+		g = cmn_ctz(mask);
 		if (g != next)
 			cur = 0;		/* busy groups in between */
 		if (gf >> g & 1) {
 			uint64_t rest = ~(gf >> g);
-			unsigned int run = rest ? vgpu_ctz(rest) : 64 - g;
+			unsigned int run = rest ? cmn_ctz(rest) : 64 - g;
 
 			cur += 32 * run;
 			next = g + run;
 		} else {
 			uint32_t h = group_avail(r, g0 + g);
 
-			cur += vgpu_ctz(~h);
+			cur += cmn_ctz(~h);
 			if (cur > n.max)
 				n.max = cur;
 			/* A run inside one group is < 32 frames: only look when it could matter (a
@@ -98,7 +98,7 @@ static struct pma_tnode gleaf_compute(const struct pma_region *r, uint64_t leaf)
 
 	if (!gf || gf == ~0ull)
 		return gf ? (struct pma_tnode){ 64, 64, 64 } : (struct pma_tnode){ 0 };
-	return (struct pma_tnode){ vgpu_ctz(~gf), (uint32_t)__builtin_clzll(~gf), pma_word_max_run(gf) };
+	return (struct pma_tnode){ cmn_ctz(~gf), (uint32_t)__builtin_clzll(~gf), pma_word_max_run(gf) };
 }
 
 static inline struct pma_tnode layer_leaf(const struct pma_region *r, unsigned int layer,
@@ -153,7 +153,7 @@ int pma_tree_init(struct pma_tree *t, struct pma_region *r)
 	t->nr_leaves = (uint32_t)VGPU_BITMAP_WORDS(r->nr_groups);
 	if (!t->nr_leaves)
 		t->nr_leaves = 1;
-	t->size = (uint32_t)vgpu_roundup_pow2(t->nr_leaves);
+	t->size = (uint32_t)cmn_roundup_pow2(t->nr_leaves);
 	for (unsigned int k = 0; k < 2; k++) {
 		struct pma_tlayer *ly = &t->layer[k];
 
@@ -225,7 +225,7 @@ void pma_tree_flush_layer(struct pma_tree *t, const struct pma_region *r, unsign
 
 		ly->dirty[wi] = 0;
 		for (; w; w &= w - 1)
-			leaf_update(t, r, layer, wi * 64 + vgpu_ctz(w));
+			leaf_update(t, r, layer, wi * 64 + cmn_ctz(w));
 	}
 	layer_clean(ly);
 }
@@ -236,10 +236,10 @@ static uint64_t scan_fwd(const struct pma_region *r, bool g, uint64_t u,
 {
 	while (u < to) {
 		uint64_t w = tree_unit_word(r, g, u / 64) >> (u % 64);
-		uint64_t room = vgpu_min(64 - u % 64, to - u);
-		uint64_t ones = ~w ? vgpu_ctz(~w) : 64, zeros;
+		uint64_t room = cmn_min(64 - u % 64, to - u);
+		uint64_t ones = ~w ? cmn_ctz(~w) : 64, zeros;
 
-		ones = vgpu_min(ones, room);
+		ones = cmn_min(ones, room);
 		if (ones) {
 			*carry += ones;
 			u += ones;
@@ -250,8 +250,8 @@ static uint64_t scan_fwd(const struct pma_region *r, bool g, uint64_t u,
 		}
 		*carry = 0;
 		w >>= ones;
-		zeros = w ? vgpu_ctz(w) : 64;
-		u += vgpu_min(zeros, room - ones);
+		zeros = w ? cmn_ctz(w) : 64;
+		u += cmn_min(zeros, room - ones);
 	}
 	return NONE;
 }
@@ -263,11 +263,11 @@ static uint64_t scan_rev(const struct pma_region *r, bool g, uint64_t u,
 {
 	while (u > to) {
 		uint64_t top = u - 1;	/* highest unit looked at */
-		uint64_t room = vgpu_min(top % 64 + 1, u - to);
+		uint64_t room = cmn_min(top % 64 + 1, u - to);
 		uint64_t w = tree_unit_word(r, g, top / 64) << (63 - top % 64);
 		uint64_t ones = ~w ? (uint64_t)__builtin_clzll(~w) : 64, zeros;
 
-		ones = vgpu_min(ones, room);
+		ones = cmn_min(ones, room);
 		if (ones) {
 			*carry += ones;
 			u -= ones;
@@ -279,7 +279,7 @@ static uint64_t scan_rev(const struct pma_region *r, bool g, uint64_t u,
 		*carry = 0;
 		w <<= ones;
 		zeros = w ? (uint64_t)__builtin_clzll(w) : 64;
-		u -= vgpu_min(zeros, room - ones);
+		u -= cmn_min(zeros, room - ones);
 	}
 	return NONE;
 }
@@ -300,7 +300,7 @@ static uint64_t find_fwd(const struct pma_tree *t, const struct pma_region *r, b
 		}
 	}
 	if (i >= t->size)
-		return scan_fwd(r, g, vgpu_max(nlo, from), nlo + len, n, carry);
+		return scan_fwd(r, g, cmn_max(nlo, from), nlo + len, n, carry);
 	uint64_t s = find_fwd(t, r, g, 2 * i, nlo, len / 2, from, n, carry);
 	if (s != NONE)
 		return s;
@@ -325,7 +325,7 @@ static uint64_t find_rev(const struct pma_tree *t, const struct pma_region *r, b
 		}
 	}
 	if (i >= t->size)
-		return scan_rev(r, g, vgpu_min(nhi, to), nlo, n, carry);
+		return scan_rev(r, g, cmn_min(nhi, to), nlo, n, carry);
 	uint64_t e = find_rev(t, r, g, 2 * i + 1, nlo + len / 2, len / 2, to, n, carry);
 	if (e != NONE)
 		return e;
@@ -340,8 +340,8 @@ static uint64_t run_len_fwd(const struct pma_region *r, bool g, uint64_t u,
 
 	while (u < limit) {
 		uint64_t w = tree_unit_word(r, g, u / 64) >> (u % 64);
-		uint64_t room = vgpu_min(64 - u % 64, limit - u);
-		uint64_t ones = vgpu_min(~w ? (uint64_t)vgpu_ctz(~w) : 64, room);
+		uint64_t room = cmn_min(64 - u % 64, limit - u);
+		uint64_t ones = cmn_min(~w ? (uint64_t)cmn_ctz(~w) : 64, room);
 
 		u += ones;
 		if (ones < room)
@@ -358,9 +358,9 @@ static uint64_t run_len_rev(const struct pma_region *r, bool g, uint64_t u,
 
 	while (u > limit) {
 		uint64_t top = u - 1;
-		uint64_t room = vgpu_min(top % 64 + 1, u - limit);
+		uint64_t room = cmn_min(top % 64 + 1, u - limit);
 		uint64_t w = tree_unit_word(r, g, top / 64) << (63 - top % 64);
-		uint64_t ones = vgpu_min(~w ? (uint64_t)__builtin_clzll(~w) : 64, room);
+		uint64_t ones = cmn_min(~w ? (uint64_t)__builtin_clzll(~w) : 64, room);
 
 		u -= ones;
 		if (ones < room)
@@ -416,7 +416,7 @@ uint64_t pma_tree_find(struct pma_tree *t, const struct pma_region *r, bool g, u
 			s = find_fwd(t, r, g, 1, 0, root_len, lo, n, &carry);
 			if (s == NONE || s + n > hi)
 				return NONE;
-			a = vgpu_align_up(s + phase, align) - phase;
+			a = cmn_align_up(s + phase, align) - phase;
 			if (a + n > hi)
 				return NONE;
 			have = s + n + run_len_fwd(r, g, s + n, a + n);
@@ -432,7 +432,7 @@ uint64_t pma_tree_find(struct pma_tree *t, const struct pma_region *r, bool g, u
 		e = find_rev(t, r, g, 1, 0, root_len, hi, n, &carry);
 		if (e == NONE || e < lo + n)
 			return NONE;
-		a = vgpu_align_down(e - n + phase, align);
+		a = cmn_align_down(e - n + phase, align);
 		if (a < phase)
 			return NONE;
 		a -= phase;
@@ -456,13 +456,13 @@ int pma_tree_check(struct pma_tree *t, const struct pma_region *r)
 		for (uint32_t l = 0; l < t->nr_leaves; l++) {
 			struct pma_tnode want = layer_leaf(r, k, l);
 
-			if (!vgpu_test_bit(ly->dirty, l) && !node_eq(&want, &ly->node[t->size + l]))
+			if (!cmn_test_bit(ly->dirty, l) && !node_eq(&want, &ly->node[t->size + l]))
 				return -EIO;	/* changed but never marked */
 		}
 		if (pma_tlayer_dirty(ly) && (ly->dlo >= t->nr_leaves || ly->dhi >= t->nr_leaves))
 			return -EIO;
 		for (uint32_t l = 0; l < t->nr_leaves; l++)
-			if (vgpu_test_bit(ly->dirty, l) && (l < ly->dlo || l > ly->dhi))
+			if (cmn_test_bit(ly->dirty, l) && (l < ly->dlo || l > ly->dhi))
 				return -EIO;	/* a mark the flush would not visit */
 	}
 	pma_tree_flush(t, r);

@@ -27,7 +27,7 @@ uint64_t rm_obj_key(uint32_t h_client, uint32_t h)
 static int client_match(struct cds_lfht_node *node, const void *key)
 {
 	RM_TSAN_ACQUIRE(node);	/* released before cds_lfht_add() */
-	return vgpu_container_of(node, struct rm_client, node)->handle == *(const uint32_t *)key;
+	return cmn_container_of(node, struct rm_client, node)->handle == *(const uint32_t *)key;
 }
 
 /* Find a clear bit in @map of @nbits from @start on, wrapping once; -1 if none. */
@@ -86,7 +86,7 @@ int rm_client_get(struct rm *rm, unsigned int fn, uint32_t h, struct rm_client *
 	cds_lfht_lookup(rm->clients, rm_hash(h), client_match, &h, &it);
 	node = cds_lfht_iter_get_node(&it);
 	if (node) {
-		struct rm_client *cand = vgpu_container_of(node, struct rm_client, node);
+		struct rm_client *cand = cmn_container_of(node, struct rm_client, node);
 		int r = atomic_load(&cand->refs);
 
 		/* Only a client still holding its own reference can be revived. */
@@ -104,10 +104,10 @@ int rm_client_get(struct rm *rm, unsigned int fn, uint32_t h, struct rm_client *
 
 static void client_free_rcu(struct rcu_head *head)
 {
-	struct rm_client *c = vgpu_container_of(head, struct rm_client, rcu);
+	struct rm_client *c = cmn_container_of(head, struct rm_client, rcu);
 
 	rm_rcu_cb_enter(head);
-	vgpu_mutex_destroy(&c->lock);
+	cmn_mutex_destroy(&c->lock);
 	free(c->hmap);
 	free(c);
 }
@@ -149,15 +149,15 @@ static struct rm_client *client_new(struct rm *rm, unsigned int fn, uint32_t h)
 	c->handle = h;
 	c->fn = fn;
 	c->rm = rm;
-	vgpu_mutex_init(&c->lock);
+	cmn_mutex_init(&c->lock);
 	atomic_init(&c->refs, 1);
 	c->root.handle = h;
 	c->root.h_class = VGPU_RM_CLASS_CLIENT;
 	c->root.client = c;
-	rm_list_init(&c->root.children);
-	rm_list_init(&c->root.sibling);
-	rm_list_init(&c->root.dependants);
-	rm_list_init(&c->root.dep_link);
+	cmn_list_init(&c->root.children);
+	cmn_list_init(&c->root.sibling);
+	cmn_list_init(&c->root.dependants);
+	cmn_list_init(&c->root.dep_link);
 	cds_lfht_node_init(&c->node);
 	return c;
 }
@@ -193,14 +193,14 @@ int rm_client_alloc(struct rm *rm, unsigned int fn, uint32_t *h_client)
 	cds_lfht_add(rm->clients, rm_hash(c->handle), &c->node);
 	rm_rcu_read_unlock();
 	rm_dev_lock(rm);
-	rm_list_add(&f->clients, &c->fn_link);
+	cmn_list_add(&f->clients, &c->fn_link);
 	rm_dev_unlock(rm);
 	atomic_fetch_add(&f->nr_objects, 1);
 	*h_client = c->handle;
 out:
 	rm_api_unlock(rm);
 	if (ret)
-		vgpu_dbg("rm: client alloc for fn %u: %s", fn, vgpu_strerror(ret));
+		cmn_dbg("rm: client alloc for fn %u: %s", fn, cmn_strerror(ret));
 	return ret;
 }
 
@@ -216,7 +216,7 @@ void rm_client_destroy_locked(struct rm_client *c)
 	cds_lfht_del(rm->clients, &c->node);
 	rm_rcu_read_unlock();
 	rm_dev_lock(rm);
-	rm_list_del(&c->fn_link);
+	cmn_list_del(&c->fn_link);
 	f->client_map[idx / 64] &= ~(1ull << (idx % 64));
 	f->nr_clients--;
 	rm_dev_unlock(rm);

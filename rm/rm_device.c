@@ -136,13 +136,13 @@ void rm_chan_release(struct rm *rm, unsigned int fn, uint32_t chid)
 	if (live) {
 		ret = rpc(rm, fn, VGPU_RPC_FN_CHAN_FREE, &ch, sizeof(ch));
 		if (ret)
-			vgpu_warn("rm: fn %u channel %u free: %s", fn, chid, vgpu_strerror(ret));
+			cmn_warn("rm: fn %u channel %u free: %s", fn, chid, cmn_strerror(ret));
 		/* As real RMs do (preempt + wait): the free returns once no engine can touch
 		 * the channel, so the guest may reuse its memory at once. */
 		ret = gpu_chan_quiesce(rm->gpu, fn, chid, VGPU_NSEC_PER_SEC);
 		if (ret)
-			vgpu_warn("rm: fn %u channel %u still running after free: %s", fn, chid,
-				  vgpu_strerror(ret));
+			cmn_warn("rm: fn %u channel %u still running after free: %s", fn, chid,
+				  cmn_strerror(ret));
 	}
 	chan_unreserve(rm, fn, chid);
 }
@@ -157,7 +157,7 @@ static void slice_send(struct rm *rm, struct gsp *g, unsigned int fn, uint64_t s
 		return;		/* no slice memfd: VRAM stays in the device memfd, the RM scrubs */
 	ret = gsp_slice_send(g, fn, fd, size);
 	if (ret)
-		vgpu_warn("rm: fn %u's VRAM slice to the GSP: %s", fn, vgpu_strerror(ret));
+		cmn_warn("rm: fn %u's VRAM slice to the GSP: %s", fn, cmn_strerror(ret));
 }
 
 /* Scrub @fn's slice: by the GSP where it holds the slice, else through the device model. */
@@ -355,7 +355,7 @@ unbusy:
 	rm_dev_lock(rm);
 	f->busy = false;
 	rm_dev_unlock(rm);
-	vgpu_err("rm: partition of fn %u: %s", fn, vgpu_strerror(ret));
+	cmn_err("rm: partition of fn %u: %s", fn, cmn_strerror(ret));
 	return ret;
 }
 
@@ -380,7 +380,7 @@ int rm_vf_partition_clear(struct rm *rm, unsigned int fn)
 	gsp_slice_send(rm->gsp, fn, -1, 0);
 	ret = rpc(rm, 0, VGPU_RPC_FN_PARTITION_CLEAR, &fa, sizeof(fa));
 	if (ret)
-		vgpu_warn("rm: clearing fn %u's partition in the GSP: %s", fn, vgpu_strerror(ret));
+		cmn_warn("rm: clearing fn %u's partition in the GSP: %s", fn, cmn_strerror(ret));
 	pma_child_destroy(f->pma);
 	free(f->sys_map);
 	rm_dev_lock(rm);
@@ -431,8 +431,8 @@ int rm_vf_disable(struct rm *rm, unsigned int fn)
 	rm_dev_lock(rm);
 	list = calloc(f->nr_clients + 1, sizeof(*list));
 	if (list)
-		for (struct rm_list *l = f->clients.next; l != &f->clients; l = l->next) {
-			list[n] = vgpu_container_of(l, struct rm_client, fn_link);
+		for (struct cmn_list *l = f->clients.next; l != &f->clients; l = l->next) {
+			list[n] = cmn_container_of(l, struct rm_client, fn_link);
 			atomic_fetch_add(&list[n++]->refs, 1);
 		}
 	rm_dev_unlock(rm);
@@ -467,8 +467,8 @@ static struct rm_client *first_disabled(struct rm *rm, struct rm_fn *f)
 	struct rm_client *c = NULL;
 
 	rm_dev_lock(rm);
-	for (struct rm_list *l = f->clients.next; l != &f->clients; l = l->next) {
-		struct rm_client *x = vgpu_container_of(l, struct rm_client, fn_link);
+	for (struct cmn_list *l = f->clients.next; l != &f->clients; l = l->next) {
+		struct rm_client *x = cmn_container_of(l, struct rm_client, fn_link);
 		if (x->disabled) {
 			c = x;
 			atomic_fetch_add(&c->refs, 1);
@@ -559,14 +559,14 @@ int rm_device_create(const struct rm_config *cfg, struct rm **out)
 		goto free_rm;
 	rm_rcu_enter();
 	pthread_rwlock_init(&rm->api_lock, NULL);
-	vgpu_mutex_init(&rm->dev_lock);
+	cmn_mutex_init(&rm->dev_lock);
 	rm->clients = cds_lfht_new_flavor(256, 256, 0, CDS_LFHT_AUTO_RESIZE | CDS_LFHT_ACCOUNTING,
 					  &urcu_memb_flavor, NULL);
 	rm->objects = cds_lfht_new_flavor(1024, 1024, 0, CDS_LFHT_AUTO_RESIZE | CDS_LFHT_ACCOUNTING,
 					  &urcu_memb_flavor, NULL);
 	ret = rm->clients && rm->objects ? 0 : -ENOMEM;
 	for (unsigned int fn = 0; fn < rm->nr_fns && !ret; fn++) {
-		rm_list_init(&rm->fns[fn].clients);
+		cmn_list_init(&rm->fns[fn].clients);
 		rm->fns[fn].client_map = calloc((rm->cfg.max_clients + 63) / 64, sizeof(uint64_t));
 		ret = rm->fns[fn].client_map ? 0 : -ENOMEM;
 	}
@@ -620,7 +620,7 @@ void rm_device_destroy(struct rm *rm)
 	cds_lfht_destroy(rm->objects, NULL);
 	for (unsigned int fn = 0; fn < rm->nr_fns; fn++)
 		free(rm->fns[fn].client_map);
-	vgpu_mutex_destroy(&rm->dev_lock);
+	cmn_mutex_destroy(&rm->dev_lock);
 	pthread_rwlock_destroy(&rm->api_lock);
 	free(rm);
 }

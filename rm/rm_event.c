@@ -84,15 +84,15 @@ void rm_gsp_event(void *ctx, const struct vgpu_rpc_event *ev)
 	RM_TSAN_ACQUIRE(rm->gpu);	/* the device's side, through the GSP: gpu_model/gpu.h */
 	if (!rm_event_parse(rm, ev, &e)) {
 		if (atomic_fetch_add(&rm->events_bad, 1) < 8)
-			vgpu_warn("rm: GSP event %#x for function %u ignored (bad record)", ev->type,
+			cmn_warn("rm: GSP event %#x for function %u ignored (bad record)", ev->type,
 				  ev->gfid);
 		return;
 	}
 	if (e.kind == RM_EVENT_WATCHDOG && e.code == VGPU_RPC_WD_HUNG) {
 		e.recovery = rm_chan_recover(rm, e.fn, e.chid);
-		vgpu_warn("rm: watchdog: function %u channel %u stuck at GP %u for %llu ms: %s",
+		cmn_warn("rm: watchdog: function %u channel %u stuck at GP %u for %llu ms: %s",
 			  e.fn, e.chid, e.gp_get, (unsigned long long)(e.stall_ns / VGPU_NSEC_PER_MSEC),
-			  e.recovery ? vgpu_strerror(e.recovery) : "stopped");
+			  e.recovery ? cmn_strerror(e.recovery) : "stopped");
 	}
 	if (rm->cfg.event)
 		rm->cfg.event(rm->cfg.notify_ctx, &e);

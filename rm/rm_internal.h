@@ -13,6 +13,7 @@
 #include <vgpu/rm.h>
 #include <vgpu/rpc.h>
 
+#include "common/list.h"
 #include "common/lock.h"
 #include "rm/rm.h"
 
@@ -66,35 +67,6 @@ static inline void rm_rcu_cb_enter(struct rcu_head *head)
 #define RM_MAX_FNS	64
 #define RM_MAX_DEPTH	6	/* client -> device -> ... as in resserv */
 
-struct rm_list {
-	struct rm_list *prev, *next;
-};
-
-static inline void rm_list_init(struct rm_list *l)
-{
-	l->prev = l->next = l;
-}
-
-static inline void rm_list_add(struct rm_list *head, struct rm_list *n)
-{
-	n->next = head->next;
-	n->prev = head;
-	head->next->prev = n;
-	head->next = n;
-}
-
-static inline void rm_list_del(struct rm_list *n)
-{
-	n->prev->next = n->next;
-	n->next->prev = n->prev;
-	rm_list_init(n);
-}
-
-static inline bool rm_list_empty(const struct rm_list *l)
-{
-	return l->next == l;
-}
-
 struct rm_client;
 
 /* A memory object; shared by every dup of it (refs). */
@@ -115,9 +87,9 @@ struct rm_res {
 	uint32_t handle, h_class;
 	struct rm_client *client;
 	struct rm_res *parent;
-	struct rm_list children, sibling;
+	struct cmn_list children, sibling;
 	struct rm_res *depends_on;	/* channel -> its VA space */
-	struct rm_list dependants, dep_link;
+	struct cmn_list dependants, dep_link;
 	unsigned int depth;
 	bool visit;			/* on the pending-free list */
 	uint32_t share_target, share_access;
@@ -138,7 +110,7 @@ struct rm_client {
 	uint32_t handle;
 	unsigned int fn;
 	struct rm *rm;
-	struct vgpu_mutex lock;		/* rank CLIENT: everything below and the tree */
+	struct cmn_mutex lock;		/* rank CLIENT: everything below and the tree */
 	_Atomic int refs;		/* lookups in flight + 1 while alive */
 	bool disabled;			/* VF reset: no new calls; freed in batches */
 	bool dead;			/* removed from the table */
@@ -147,7 +119,7 @@ struct rm_client {
 	uint64_t *hmap;			/* object handle bitmap, max_objects bits */
 	uint32_t cursor;
 	unsigned int nr_objects;	/* not counting root */
-	struct rm_list fn_link;		/* rm_fn.clients, under the device lock */
+	struct cmn_list fn_link;		/* rm_fn.clients, under the device lock */
 };
 
 /* Hardware records: what the GSP was told, replayed after a device reset. */
@@ -166,7 +138,7 @@ struct rm_fn {
 	unsigned int chans_used, nr_clients;
 	uint64_t *client_map;		/* client index bitmap */
 	uint32_t client_cursor;
-	struct rm_list clients;
+	struct cmn_list clients;
 	struct iommu_domain *dma_domain;
 	struct iommu_memobj *dma;
 	uint64_t *sys_map;		/* 64 KiB chunks of @dma in use */
@@ -185,7 +157,7 @@ struct rm {
 	struct gsp *gsp;
 	unsigned int nr_fns, nr_engines;
 	pthread_rwlock_t api_lock;	/* rank API */
-	struct vgpu_mutex dev_lock;	/* rank DEVICE: fns[] bookkeeping and records */
+	struct cmn_mutex dev_lock;	/* rank DEVICE: fns[] bookkeeping and records */
 	struct cds_lfht *clients;	/* handle -> rm_client, lock-free lookup */
 	struct cds_lfht *objects;	/* (client, handle) -> rm_res */
 	struct rm_fn fns[RM_MAX_FNS];

@@ -30,7 +30,7 @@ static void lockdep_report(const char *what)
 		h(what);
 		return;
 	}
-	vgpu_err("rm: lock order violation: %s", what);
+	cmn_err("rm: lock order violation: %s", what);
 	abort();
 }
 
@@ -53,7 +53,7 @@ void rm_lockdep_acquire(enum rm_lock_rank rank, uint32_t key)
 
 void rm_lockdep_release(enum rm_lock_rank rank, uint32_t key)
 {
-	unsigned int n = vgpu_min(nr_held, (unsigned int)RM_LOCKDEP_DEPTH);
+	unsigned int n = cmn_min(nr_held, (unsigned int)RM_LOCKDEP_DEPTH);
 
 	for (unsigned int i = n; i-- > 0;) {
 		if (held[i].rank == rank && held[i].key == key) {
@@ -118,23 +118,23 @@ void rm_api_unlock(struct rm *rm)
 void rm_client_lock(struct rm_client *c)
 {
 	rm_lockdep_acquire(RM_RANK_CLIENT, c->handle);
-	vgpu_mutex_lock(&c->lock);
+	cmn_mutex_lock(&c->lock);
 }
 
 void rm_client_unlock(struct rm_client *c)
 {
-	vgpu_mutex_unlock(&c->lock);
+	cmn_mutex_unlock(&c->lock);
 	rm_lockdep_release(RM_RANK_CLIENT, c->handle);
 }
 
 void rm_dev_lock(struct rm *rm)
 {
 	rm_lockdep_acquire(RM_RANK_DEVICE, 0);
-	vgpu_mutex_lock(&rm->dev_lock);
+	cmn_mutex_lock(&rm->dev_lock);
 }
 
 void rm_dev_unlock(struct rm *rm)
 {
-	vgpu_mutex_unlock(&rm->dev_lock);
+	cmn_mutex_unlock(&rm->dev_lock);
 	rm_lockdep_release(RM_RANK_DEVICE, 0);
 }

@@ -61,7 +61,7 @@ static int vram_check(unsigned int fn, const struct vgpu_rm_vidmem_params *p, ui
 		why = "alignment is above 1 TiB";
 	if (!why)
 		return 0;
-	vgpu_dbg("rm: fn %u VRAM alloc refused: %s (size %#llx, page %#llx, alignment %#llx)",
+	cmn_dbg("rm: fn %u VRAM alloc refused: %s (size %#llx, page %#llx, alignment %#llx)",
 		 fn, why, (unsigned long long)p->size, (unsigned long long)ps,
 		 (unsigned long long)p->alignment);
 	return -EINVAL;

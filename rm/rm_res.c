@@ -28,7 +28,7 @@ static unsigned long obj_hash(uint64_t key)
 
 static int obj_match(struct cds_lfht_node *node, const void *key)
 {
-	const struct rm_res *r = vgpu_container_of(node, struct rm_res, node);
+	const struct rm_res *r = cmn_container_of(node, struct rm_res, node);
 
 	RM_TSAN_ACQUIRE(node);	/* released before cds_lfht_add() */
 	return rm_obj_key(r->client->handle, r->handle) == *(const uint64_t *)key;
@@ -40,7 +40,7 @@ struct rm_res *rm_res_lookup(struct rm_client *c, uint32_t h)
 	struct cds_lfht_iter it;
 	struct cds_lfht_node *node;
 
-	vgpu_mutex_assert_held(&c->lock);
+	cmn_mutex_assert_held(&c->lock);
 	if (h == c->handle)
 		return &c->root;
 	rm_rcu_read_lock();
@@ -48,7 +48,7 @@ struct rm_res *rm_res_lookup(struct rm_client *c, uint32_t h)
 	node = cds_lfht_iter_get_node(&it);
 	rm_rcu_read_unlock();
 	/* Stable after the read section: objects are only freed under the client lock. */
-	return node ? vgpu_container_of(node, struct rm_res, node) : NULL;
+	return node ? cmn_container_of(node, struct rm_res, node) : NULL;
 }
 
 /* ---- entering a client ---- */
@@ -147,7 +147,7 @@ static int chan_ctor(struct rm_client *c, struct rm_res *r, struct vgpu_rm_chann
 	r->u.chan.userd_aper = p->userd_aper;
 	r->u.chan.userd_addr = p->userd_addr;
 	r->depends_on = vas;
-	rm_list_add(&vas->dependants, &r->dep_link);
+	cmn_list_add(&vas->dependants, &r->dep_link);
 	return 0;
 }
 
@@ -205,7 +205,7 @@ static void class_dtor(struct rm_client *c, struct rm_res *r)
 static void res_free_rcu(struct rcu_head *head)
 {
 	rm_rcu_cb_enter(head);
-	free(vgpu_container_of(head, struct rm_res, rcu));
+	free(cmn_container_of(head, struct rm_res, rcu));
 }
 
 static struct rm_res *res_new(struct rm_client *c, struct rm_res *parent, uint32_t h, uint32_t cls)
@@ -219,10 +219,10 @@ static struct rm_res *res_new(struct rm_client *c, struct rm_res *parent, uint32
 	r->client = c;
 	r->parent = parent;
 	r->depth = parent->depth + 1;
-	rm_list_init(&r->children);
-	rm_list_init(&r->sibling);
-	rm_list_init(&r->dependants);
-	rm_list_init(&r->dep_link);
+	cmn_list_init(&r->children);
+	cmn_list_init(&r->sibling);
+	cmn_list_init(&r->dependants);
+	cmn_list_init(&r->dep_link);
 	cds_lfht_node_init(&r->node);
 	return r;
 }
@@ -231,7 +231,7 @@ static void res_insert(struct rm_client *c, struct rm_res *r)
 {
 	uint64_t key = rm_obj_key(c->handle, r->handle);
 
-	rm_list_add(&r->parent->children, &r->sibling);
+	cmn_list_add(&r->parent->children, &r->sibling);
 	RM_TSAN_RELEASE(&r->node);
 	rm_rcu_read_lock();
 	cds_lfht_add(c->rm->objects, obj_hash(key), &r->node);
@@ -243,9 +243,9 @@ static void res_insert(struct rm_client *c, struct rm_res *r)
 static void res_destroy(struct rm_client *c, struct rm_res *r)
 {
 	class_dtor(c, r);
-	rm_list_del(&r->sibling);
+	cmn_list_del(&r->sibling);
 	if (r->depends_on)
-		rm_list_del(&r->dep_link);
+		cmn_list_del(&r->dep_link);
 	rm_rcu_read_lock();
 	cds_lfht_del(c->rm->objects, &r->node);
 	rm_rcu_read_unlock();
@@ -258,13 +258,13 @@ static void res_destroy(struct rm_client *c, struct rm_res *r)
 /* A child or dependant of @r not yet on the pending-free list. */
 static struct rm_res *next_unvisited(struct rm_res *r)
 {
-	for (struct rm_list *l = r->children.next; l != &r->children; l = l->next) {
-		struct rm_res *ch = vgpu_container_of(l, struct rm_res, sibling);
+	for (struct cmn_list *l = r->children.next; l != &r->children; l = l->next) {
+		struct rm_res *ch = cmn_container_of(l, struct rm_res, sibling);
 		if (!ch->visit)
 			return ch;
 	}
-	for (struct rm_list *l = r->dependants.next; l != &r->dependants; l = l->next) {
-		struct rm_res *d = vgpu_container_of(l, struct rm_res, dep_link);
+	for (struct cmn_list *l = r->dependants.next; l != &r->dependants; l = l->next) {
+		struct rm_res *d = cmn_container_of(l, struct rm_res, dep_link);
 		if (!d->visit)
 			return d;
 	}
@@ -277,7 +277,7 @@ unsigned int rm_res_free_tree(struct rm_client *c, struct rm_res *r, unsigned in
 	size_t n = 0, cap = 0;
 	unsigned int freed = 0;
 
-	vgpu_mutex_assert_held(&c->lock);
+	cmn_mutex_assert_held(&c->lock);
 	*done = false;
 	/* Post-order walk with an explicit stack (no recursion): an object is freed only
 	 * after its children and the objects that depend on it, the target last. */
@@ -489,9 +489,9 @@ static int control_locked(struct rm_client *c, struct rm_res *r, uint32_t cmd, v
 		if (ret)
 			return ret;
 		/* The channel now depends on the new VA space: freeing it frees the channel. */
-		rm_list_del(&r->dep_link);
+		cmn_list_del(&r->dep_link);
 		r->depends_on = vas;
-		rm_list_add(&vas->dependants, &r->dep_link);
+		cmn_list_add(&vas->dependants, &r->dep_link);
 		return 0;
 	}
 	case VGPU_RM_CTRL_CHANNEL_SUBMIT: {

@@ -133,9 +133,9 @@ int vf_bar_rings(struct vgpu_vf *vf)
 	const struct vf_bar_header *h = vf->hdr;
 	size_t len = h->ring_region_size;
 
-	if (vgpu_ring_attach(&vf->req, vf->bar + h->req_off, len) ||
-	    vgpu_ring_attach(&vf->rsp, vf->bar + h->rsp_off, len) ||
-	    vgpu_ring_attach(&vf->evt, vf->bar + h->evt_off, len))
+	if (cmn_ring_attach(&vf->req, vf->bar + h->req_off, len) ||
+	    cmn_ring_attach(&vf->rsp, vf->bar + h->rsp_off, len) ||
+	    cmn_ring_attach(&vf->evt, vf->bar + h->evt_off, len))
 		return vf_error(vf, -EPROTO, "BAR2 mailbox rings are not formatted");
 	if (vf->req.elem_size < sizeof(struct vf_msg) || vf->rsp.elem_size < sizeof(struct vf_msg) ||
 	    vf->evt.elem_size < sizeof(struct vf_event))
@@ -143,10 +143,10 @@ int vf_bar_rings(struct vgpu_vf *vf)
 	/* Replies and events still queued were meant for an earlier attach (an old reset's
 	 * event would look like a new one): skip them. */
 	vf->rsp.cached_tail = vf->rsp.cached_head;
-	atomic_store_explicit(vgpu_ring_tail_(vf->rsp.hdr), vf->rsp.cached_tail,
+	atomic_store_explicit(cmn_ring_tail_(vf->rsp.hdr), vf->rsp.cached_tail,
 			      memory_order_release);
 	vf->evt.cached_tail = vf->evt.cached_head;
-	atomic_store_explicit(vgpu_ring_tail_(vf->evt.hdr), vf->evt.cached_tail,
+	atomic_store_explicit(cmn_ring_tail_(vf->evt.hdr), vf->evt.cached_tail,
 			      memory_order_release);
 	return 0;
 }

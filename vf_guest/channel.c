@@ -72,7 +72,7 @@ static void ch_place(struct vgpu_channel *ch, uint8_t *base, uint64_t va, uint64
 static void ch_vram_reclaim(struct vgpu_vf *vf, bool all)
 {
 	struct vgpu_mem *done[VF_DMA_QUARANTINE];
-	uint64_t now = vgpu_now_ns();
+	uint64_t now = cmn_now_ns();
 	uint32_t j = 0, n = 0;
 
 	pthread_mutex_lock(&vf->obj_lock);
@@ -102,7 +102,7 @@ static void ch_vram_quarantine(struct vgpu_vf *vf, struct vgpu_mem *m)
 		memmove(vf->vq, vf->vq + n, (vf->nr_vq - n) * sizeof(vf->vq[0]));
 		vf->nr_vq -= n;
 	}
-	vf->vq[vf->nr_vq++] = (struct vf_vram_quarantined){ m, vgpu_now_ns() };
+	vf->vq[vf->nr_vq++] = (struct vf_vram_quarantined){ m, cmn_now_ns() };
 	pthread_mutex_unlock(&vf->obj_lock);
 	for (uint32_t i = 0; i < n; i++)
 		vgpu_mem_free(done[i]);
@@ -201,7 +201,7 @@ int vgpu_channel_create(struct vgpu_vf *vf, struct vgpu_vaspace *as,
 	ch->rpc_submit = o->rpc_submit;
 	ch->sem_flags = VGPU_SEM_64 | (o->no_intr ? 0 : VGPU_SEM_INTR);
 	pthread_mutex_lock(&vf->obj_lock);
-	vf_list_add(&vf->channels, &ch->node);
+	cmn_list_add(&vf->channels, &ch->node);
 	pthread_mutex_unlock(&vf->obj_lock);
 	*out = ch;
 	return 0;
@@ -226,7 +226,7 @@ void vgpu_channel_destroy(struct vgpu_channel *ch)
 		ch_put_memory(ch);
 	}
 	pthread_mutex_lock(&vf->obj_lock);
-	vf_list_del(&ch->node);
+	cmn_list_del(&ch->node);
 	pthread_mutex_unlock(&vf->obj_lock);
 	free(ch->recs);
 	free(ch);
@@ -366,8 +366,8 @@ int vgpu_fence_wait(const struct vgpu_fence *f, uint64_t timeout_ns)
 {
 	struct vgpu_channel *ch = f->ch;
 	struct vgpu_vf *vf = ch->vf;
-	uint64_t deadline = vgpu_deadline_ns(timeout_ns ? timeout_ns : VF_DEFAULT_FENCE_TIMEOUT);
-	uint64_t spin_end = vgpu_deadline_ns(vf->opts.spin_ns);
+	uint64_t deadline = cmn_deadline_ns(timeout_ns ? timeout_ns : VF_DEFAULT_FENCE_TIMEOUT);
+	uint64_t spin_end = cmn_deadline_ns(vf->opts.spin_ns);
 	bool spinning = true;
 	int ret;
 
@@ -380,15 +380,15 @@ int vgpu_fence_wait(const struct vgpu_fence *f, uint64_t timeout_ns)
 		 * notifier shares its line with GP_GET, which the engine writes as it fetches
 		 * the very entry waited for, and a clock read per turn slows the reaction. */
 		if (spinning && turn % 32) {
-			vgpu_cpu_relax();
+			cmn_cpu_relax();
 			continue;
 		}
 		ret = ch_usable(ch);
 		if (ret)
 			return ret;
-		if (vgpu_deadline_passed(deadline))
+		if (cmn_deadline_passed(deadline))
 			return -ETIMEDOUT;
-		if (spinning && !vgpu_deadline_passed(spin_end))
+		if (spinning && !cmn_deadline_passed(spin_end))
 			continue;
 		spinning = false;
 		vf_events_poll(vf);

@@ -173,9 +173,9 @@ int vgpu_vf_open(const struct vgpu_vf_opts *opts, struct vgpu_vf **out)
 		vf->opts.rm_timeout_ns = VF_DEFAULT_RM_TIMEOUT;
 	pthread_mutex_init(&vf->mbox_lock, NULL);
 	pthread_mutex_init(&vf->obj_lock, NULL);
-	vf_list_init(&vf->mems);
-	vf_list_init(&vf->vaspaces);
-	vf_list_init(&vf->channels);
+	cmn_list_init(&vf->mems);
+	cmn_list_init(&vf->vaspaces);
+	cmn_list_init(&vf->channels);
 	if (opts->transport) {
 		vf->t = opts->transport;
 	} else {
@@ -204,13 +204,13 @@ void vgpu_vf_close(struct vgpu_vf *vf)
 		return;
 	if (vf->managed.close)
 		vf->managed.close(vf);
-	while (!vf_list_empty(&vf->channels))
-		vgpu_channel_destroy(vgpu_container_of(vf->channels.next, struct vgpu_channel, node));
+	while (!cmn_list_empty(&vf->channels))
+		vgpu_channel_destroy(cmn_container_of(vf->channels.next, struct vgpu_channel, node));
 	vf_channel_quarantine_flush(vf);
-	while (!vf_list_empty(&vf->vaspaces))
-		vgpu_vaspace_destroy(vgpu_container_of(vf->vaspaces.next, struct vgpu_vaspace, node));
-	while (!vf_list_empty(&vf->mems)) {
-		struct vgpu_mem *m = vgpu_container_of(vf->mems.next, struct vgpu_mem, node);
+	while (!cmn_list_empty(&vf->vaspaces))
+		vgpu_vaspace_destroy(cmn_container_of(vf->vaspaces.next, struct vgpu_vaspace, node));
+	while (!cmn_list_empty(&vf->mems)) {
+		struct vgpu_mem *m = cmn_container_of(vf->mems.next, struct vgpu_mem, node);
 
 		atomic_store(&m->maps, 0);	/* their address spaces are gone */
 		vgpu_mem_free(m);
@@ -240,24 +240,24 @@ bool vgpu_vf_reset_pending(struct vgpu_vf *vf)
 /* Turn every object into a tombstone and count it. */
 static void vf_mark_lost(struct vgpu_vf *vf, struct vgpu_vf_lost *lost)
 {
-	struct vf_list *n;
+	struct cmn_list *n;
 
 	vf->rm_ok = false;	/* the host freed our client with the reset */
 	pthread_mutex_lock(&vf->obj_lock);
 	for (n = vf->channels.next; n != &vf->channels; n = n->next) {
-		struct vgpu_channel *ch = vgpu_container_of(n, struct vgpu_channel, node);
+		struct vgpu_channel *ch = cmn_container_of(n, struct vgpu_channel, node);
 
 		lost->channels += !ch->lost;
 		ch->lost = true;
 	}
 	for (n = vf->vaspaces.next; n != &vf->vaspaces; n = n->next) {
-		struct vgpu_vaspace *as = vgpu_container_of(n, struct vgpu_vaspace, node);
+		struct vgpu_vaspace *as = cmn_container_of(n, struct vgpu_vaspace, node);
 
 		lost->vaspaces += !as->lost;
 		as->lost = true;
 	}
 	for (n = vf->mems.next; n != &vf->mems; n = n->next) {
-		struct vgpu_mem *m = vgpu_container_of(n, struct vgpu_mem, node);
+		struct vgpu_mem *m = cmn_container_of(n, struct vgpu_mem, node);
 
 		lost->vram_objects += !m->lost && m->kind == VGPU_MEM_VRAM;
 		m->lost = true;
@@ -267,11 +267,11 @@ static void vf_mark_lost(struct vgpu_vf *vf, struct vgpu_vf_lost *lost)
 
 static int vf_wait_ready(struct vgpu_vf *vf)
 {
-	uint64_t deadline = vgpu_deadline_ns(VF_READY_TIMEOUT_NS);
+	uint64_t deadline = cmn_deadline_ns(VF_READY_TIMEOUT_NS);
 
 	while (atomic_load_explicit((_Atomic uint32_t *)&vf->hdr->state, memory_order_acquire) !=
 	       VF_STATE_READY) {
-		if (vgpu_deadline_passed(deadline) || !vf->t->ops->alive(vf->t))
+		if (cmn_deadline_passed(deadline) || !vf->t->ops->alive(vf->t))
 			return -EAGAIN;
 		vf->t->ops->wait(vf->t, VF_VEC_EVENT, 1000 * 1000);
 	}

@@ -91,7 +91,7 @@ static void free_locked(struct vf_dma *d, uint64_t off, uint64_t size)
 /* Release quarantined blocks older than the grace period (all of them if @all). */
 static void reclaim_locked(struct vf_dma *d, bool all)
 {
-	uint64_t now = vgpu_now_ns();
+	uint64_t now = cmn_now_ns();
 	uint32_t j = 0;
 
 	for (uint32_t i = 0; i < d->nq; i++) {
@@ -220,7 +220,7 @@ static int grow_for(struct vf_dma *d, uint64_t n, uint64_t align)
 {
 	uint64_t need = (n * VF_DMA_PAGE + SYS_GRAIN - 1) / SYS_GRAIN * SYS_GRAIN;
 	uint64_t slack = need + (align > SYS_GRAIN ? align - SYS_GRAIN : 0);
-	uint64_t tries[3] = { vgpu_max(need, (uint64_t)VF_DMA_CHUNK), need, slack };
+	uint64_t tries[3] = { cmn_max(need, (uint64_t)VF_DMA_CHUNK), need, slack };
 	int ret, err = -ENOMEM;
 
 	for (int i = 0; i < 3; i++) {
@@ -261,7 +261,7 @@ int vf_dma_alloc(struct vf_dma *d, uint64_t size, uint64_t align, uint64_t *off)
 	if (!size || align < VF_DMA_PAGE || (align & (align - 1)) || n64 > d->npages)
 		return size && n64 > d->npages ? -ENOMEM : -EINVAL;
 	n = (uint32_t)n64;
-	step = (uint32_t)vgpu_min(align / VF_DMA_PAGE, (uint64_t)d->npages);
+	step = (uint32_t)cmn_min(align / VF_DMA_PAGE, (uint64_t)d->npages);
 	ret = alloc_try(d, n, step, &off64, &can_grow);
 	if (ret && can_grow) {
 		gret = grow_for(d, n64, align);
@@ -290,7 +290,7 @@ void vf_dma_free_deferred(struct vf_dma *d, uint64_t off, uint64_t size)
 	pthread_mutex_lock(&d->lock);
 	if (d->nq == VF_DMA_QUARANTINE)
 		reclaim_locked(d, true);	/* full: the oldest have had the most time */
-	d->q[d->nq++] = (struct vf_dma_quarantined){ off, size, vgpu_now_ns() };
+	d->q[d->nq++] = (struct vf_dma_quarantined){ off, size, cmn_now_ns() };
 	pthread_mutex_unlock(&d->lock);
 }
 

@@ -76,8 +76,8 @@ static void mirror_invalidate(struct hmm_mirror *mi, const struct hmm_notify_ran
 
 		if (!m)
 			continue;
-		s = vgpu_max(r->start, (uintptr_t)m->cpu);
-		e = vgpu_min(r->end, (uintptr_t)m->cpu + m->size);
+		s = cmn_max(r->start, (uintptr_t)m->cpu);
+		e = cmn_min(r->end, (uintptr_t)m->cpu + m->size);
 		for (uintptr_t a = s; a < e; a += HMM_PAGE_SIZE)
 			atomic_store_explicit(m->ptes[(a - (uintptr_t)m->cpu) >> HMM_PAGE_SHIFT], 0,
 					      memory_order_release);
@@ -149,7 +149,7 @@ static void map_by_state(struct vf_managed *st, const struct hmm_dev_fault *f, s
 			 int *status)
 {
 	hmm_interval_read_begin(&st->mirror.notifier);	/* no invalidation half done */
-	vgpu_mutex_lock(&st->mirror.update);
+	cmn_mutex_lock(&st->mirror.update);
 	for (size_t i = 0; i < n; i++) {
 		struct vgpu_managed *m = alloc_of_cpu(st, f[i].addr);
 		uint64_t w;
@@ -161,7 +161,7 @@ static void map_by_state(struct vf_managed *st, const struct hmm_dev_fault *f, s
 			mirror_map(&st->mirror, f[i].addr, f[i].addr + HMM_PAGE_SIZE, &w);
 		status[i] = w ? 0 : -EAGAIN;
 	}
-	vgpu_mutex_unlock(&st->mirror.update);
+	cmn_mutex_unlock(&st->mirror.update);
 }
 
 /* Move the faults of VM regions to the end of @f; returns how many others come first.
@@ -206,13 +206,13 @@ int vf_managed_map_present(struct vf_managed *st, uintptr_t addr, size_t len)
 			continue;
 		if (ret)
 			break;
-		vgpu_mutex_lock(&st->mirror.update);
+		cmn_mutex_lock(&st->mirror.update);
 		if (hmm_interval_read_retry(&st->mirror.notifier, r.notifier_seq)) {
-			vgpu_mutex_unlock(&st->mirror.update);
+			cmn_mutex_unlock(&st->mirror.update);
 			continue;
 		}
 		ret = mirror_map(&st->mirror, addr, addr + len, pfns);
-		vgpu_mutex_unlock(&st->mirror.update);
+		cmn_mutex_unlock(&st->mirror.update);
 		break;
 	}
 	free(pfns);
@@ -265,7 +265,7 @@ static size_t fault_expand(struct vgpu_managed *m, size_t pg, bool write, bool r
 			   struct hmm_dev_fault *f)
 {
 	size_t per_block = HMM_BLOCK_PAGES, first = remote ? pg / per_block * per_block : pg;
-	size_t last = remote ? vgpu_min(first + per_block, (size_t)(m->size >> HMM_PAGE_SHIFT))
+	size_t last = remote ? cmn_min(first + per_block, (size_t)(m->size >> HMM_PAGE_SHIFT))
 			     : pg + 1, k = 0;
 
 	for (size_t p = first; p < last; p++) {
@@ -377,7 +377,7 @@ static int service_queue(struct vf_managed *st)
 		ret = fault_replay(st->vf);
 		if (!ret)
 			st->replays++;
-		st->last_serviced_ns = vgpu_now_ns();
+		st->last_serviced_ns = cmn_now_ns();
 		st->late_gap_ns = MANAGED_WAIT_NS;
 		st->late_next_ns = st->last_serviced_ns + st->late_gap_ns;
 	}
@@ -393,8 +393,8 @@ static bool work_pending(struct vgpu_vf *vf)
 	bool pending = false;
 
 	pthread_mutex_lock(&vf->obj_lock);
-	for (struct vf_list *n = vf->channels.next; n != &vf->channels && !pending; n = n->next) {
-		struct vgpu_channel *ch = vgpu_container_of(n, struct vgpu_channel, node);
+	for (struct cmn_list *n = vf->channels.next; n != &vf->channels && !pending; n = n->next) {
+		struct vgpu_channel *ch = cmn_container_of(n, struct vgpu_channel, node);
 
 		if (ch->lost || !ch->userd)
 			continue;
@@ -416,7 +416,7 @@ static bool work_pending(struct vgpu_vf *vf)
  * channel only invalidates TLBs. */
 static void replay_late(struct vf_managed *st)
 {
-	uint64_t now = vgpu_now_ns();
+	uint64_t now = cmn_now_ns();
 
 	if (!st->late_next_ns || now < st->late_next_ns)
 		return;
@@ -426,7 +426,7 @@ static void replay_late(struct vf_managed *st)
 	}
 	if (!fault_replay(st->vf))
 		st->replays++;
-	st->late_gap_ns = vgpu_min(st->late_gap_ns * 2, MANAGED_LATE_GAP_MAX_NS);
+	st->late_gap_ns = cmn_min(st->late_gap_ns * 2, MANAGED_LATE_GAP_MAX_NS);
 	st->late_next_ns = now + st->late_gap_ns;
 }
 
@@ -458,7 +458,7 @@ static void *service_thread(void *arg)
 
 	while (!atomic_load(&st->stop)) {
 		if (atomic_load(&st->vf->reset_pending)) {
-			vgpu_sleep_ns(MANAGED_WAIT_NS);
+			cmn_sleep_ns(MANAGED_WAIT_NS);
 			continue;
 		}
 		service_once(st, MANAGED_WAIT_NS);

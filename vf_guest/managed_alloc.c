@@ -156,7 +156,7 @@ static void *aligned_hole(uint64_t size)
 
 	if (p == MAP_FAILED)
 		return NULL;
-	a = (uint8_t *)vgpu_align_up((uintptr_t)p, HMM_BLOCK_SIZE);
+	a = (uint8_t *)cmn_align_up((uintptr_t)p, HMM_BLOCK_SIZE);
 	if (a > p)
 		munmap(p, (size_t)(a - p));
 	munmap(a + size, (size_t)(p + span - (a + size)));
@@ -232,7 +232,7 @@ int vgpu_mem_alloc_managed(struct vgpu_vaspace *as, uint64_t va, uint64_t size,
 
 	if (!as || !out || !size || va % HMM_BLOCK_SIZE || size > (1ull << 40))
 		return -EINVAL;
-	size = vgpu_align_up(size, HMM_BLOCK_SIZE);
+	size = cmn_align_up(size, HMM_BLOCK_SIZE);
 	if (!as->vf->managed.ctx) {
 		ret = vgpu_managed_init(as->vf, NULL);
 		if (ret)

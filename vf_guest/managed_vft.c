@@ -61,12 +61,12 @@ static int gpu_halves(struct mcase *c, bool fill)
 		vgpu_pb_fill(&pb, va + half, half, VFT_REMOTE_FILL);
 	else
 		vgpu_pb_copy(&pb, va, va + half, half);
-	c->t0 = vgpu_now_ns();
+	c->t0 = cmn_now_ns();
 	ret = vgpu_submit(c->ch, pb.dw, pb.len, &f);
 	if (!ret)
 		ret = vgpu_fence_wait(&f, 30ull * 1000 * 1000 * 1000);
 	/* one GP entry: the RM watchdog stops it if it takes 5 s, faults and all */
-	c->ms[fill] = (vgpu_now_ns() - c->t0) / 1000000;
+	c->ms[fill] = (cmn_now_ns() - c->t0) / 1000000;
 	return ret;
 }
 
@@ -91,7 +91,7 @@ static long long last_serviced_ms(struct mcase *c, uint64_t now)
  * fault it could not service, and why). */
 static int gpu_failed(struct mcase *c, int ret, const char *what)
 {
-	uint64_t now = vgpu_now_ns();
+	uint64_t now = cmn_now_ns();
 	struct vgpu_managed_stats st;
 	uint32_t code = 0;
 	uint64_t fva = 0;

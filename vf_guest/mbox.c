@@ -25,8 +25,8 @@ static void *mbox_slot(struct vgpu_vf *vf, uint64_t deadline)
 {
 	void *slot;
 
-	while (!(slot = vgpu_ring_produce_slot(&vf->req))) {
-		if (vgpu_deadline_passed(deadline) || !vf_state_ready(vf))
+	while (!(slot = cmn_ring_produce_slot(&vf->req))) {
+		if (cmn_deadline_passed(deadline) || !vf_state_ready(vf))
 			return NULL;
 		vf->t->ops->wait(vf->t, VF_VEC_MBOX, 100 * 1000);
 	}
@@ -41,12 +41,12 @@ static int mbox_take(struct vgpu_vf *vf, uint32_t seq, uint32_t type, void *rsp,
 	int err;
 
 	for (;;) {
-		m = vgpu_ring_consume_slot(&vf->rsp, &err);
+		m = cmn_ring_consume_slot(&vf->rsp, &err);
 		if (!m)
 			return err;
 		if (m->seq != seq || m->type != type) {
 			vf->late_replies++;
-			vgpu_ring_consume_commit(&vf->rsp);
+			cmn_ring_consume_commit(&vf->rsp);
 			continue;
 		}
 		break;
@@ -63,14 +63,14 @@ static int mbox_take(struct vgpu_vf *vf, uint32_t seq, uint32_t type, void *rsp,
 			*rsp_len = m->length;
 		}
 	}
-	vgpu_ring_consume_commit(&vf->rsp);
+	cmn_ring_consume_commit(&vf->rsp);
 	return 1;
 }
 
 static int mbox_wait(struct vgpu_vf *vf, uint32_t seq, uint32_t type, void *rsp,
 		     size_t *rsp_len, uint64_t deadline)
 {
-	uint64_t spin_end = vgpu_deadline_ns(vf->opts.spin_ns);
+	uint64_t spin_end = cmn_deadline_ns(vf->opts.spin_ns);
 	int status, ret;
 
 	for (;;) {
@@ -83,10 +83,10 @@ static int mbox_wait(struct vgpu_vf *vf, uint32_t seq, uint32_t type, void *rsp,
 			atomic_store(&vf->reset_pending, true);
 			return -ENOLINK;
 		}
-		if (vgpu_deadline_passed(deadline))
+		if (cmn_deadline_passed(deadline))
 			return vf_error(vf, -ETIMEDOUT, "no mailbox reply to request %u", seq);
-		if (!vgpu_deadline_passed(spin_end)) {
-			vgpu_cpu_relax();
+		if (!cmn_deadline_passed(spin_end)) {
+			cmn_cpu_relax();
 			continue;
 		}
 		ret = vf->t->ops->wait(vf->t, VF_VEC_MBOX, MBOX_SLEEP_SLICE_NS);
@@ -100,7 +100,7 @@ static int mbox_wait(struct vgpu_vf *vf, uint32_t seq, uint32_t type, void *rsp,
 int vf_mbox_call_locked(struct vgpu_vf *vf, uint32_t type, const void *req, size_t req_len,
 			void *rsp, size_t *rsp_len)
 {
-	uint64_t deadline = vgpu_deadline_ns(vf->opts.rm_timeout_ns);
+	uint64_t deadline = cmn_deadline_ns(vf->opts.rm_timeout_ns);
 	struct vf_msg *m;
 	uint32_t seq;
 
@@ -118,7 +118,7 @@ int vf_mbox_call_locked(struct vgpu_vf *vf, uint32_t type, const void *req, size
 	m->length = (uint32_t)req_len;
 	if (req_len)
 		memcpy(m + 1, req, req_len);
-	vgpu_ring_produce_commit(&vf->req);
+	cmn_ring_produce_commit(&vf->req);
 	if (vf->t->ops->notify(vf->t, VF_VEC_MBOX)) {
 		atomic_store(&vf->reset_pending, true);
 		return vf_error(vf, -ENOLINK, "the VF endpoint went away");
@@ -155,11 +155,11 @@ int vgpu_vf_ping(struct vgpu_vf *vf, const void *buf, size_t len)
 
 static void event_on_channel(struct vgpu_vf *vf, const struct vf_event *e)
 {
-	struct vf_list *n;
+	struct cmn_list *n;
 
 	pthread_mutex_lock(&vf->obj_lock);
 	for (n = vf->channels.next; n != &vf->channels; n = n->next) {
-		struct vgpu_channel *ch = vgpu_container_of(n, struct vgpu_channel, node);
+		struct vgpu_channel *ch = cmn_container_of(n, struct vgpu_channel, node);
 
 		if (ch->lost || ch->chid != e->arg0)
 			continue;
@@ -182,9 +182,9 @@ void vf_events_poll(struct vgpu_vf *vf)
 
 	pthread_mutex_lock(&vf->mbox_lock);
 	/* Copy only our struct: the host's slot may be larger (a newer minor). */
-	while ((slot = vgpu_ring_consume_slot(&vf->evt, &err))) {
+	while ((slot = cmn_ring_consume_slot(&vf->evt, &err))) {
 		memcpy(&e, slot, sizeof(e));
-		vgpu_ring_consume_commit(&vf->evt);
+		cmn_ring_consume_commit(&vf->evt);
 		switch (e.type) {
 		case VF_EVT_RESET:
 		case VF_EVT_STOP:

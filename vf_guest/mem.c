@@ -61,7 +61,7 @@ int vgpu_mem_alloc(struct vgpu_vf *vf, enum vgpu_mem_kind kind, uint64_t size,
 		return ret;
 	}
 	pthread_mutex_lock(&vf->obj_lock);
-	vf_list_add(&vf->mems, &m->node);
+	cmn_list_add(&vf->mems, &m->node);
 	pthread_mutex_unlock(&vf->obj_lock);
 	*out = m;
 	return 0;
@@ -84,7 +84,7 @@ int vgpu_mem_free(struct vgpu_mem *m)
 			vf_dma_free(&vf->dma, m->dma_off, m->size);
 	}
 	pthread_mutex_lock(&vf->obj_lock);
-	vf_list_del(&m->node);
+	cmn_list_del(&m->node);
 	pthread_mutex_unlock(&vf->obj_lock);
 	free(m);
 	/* A reset between our check and the call frees the object too: nothing is left. */

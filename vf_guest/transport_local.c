@@ -39,7 +39,7 @@ struct local_transport {
 
 static struct local_transport *to_local(struct vgpu_vf_transport *t)
 {
-	return vgpu_container_of(t, struct local_transport, t);
+	return cmn_container_of(t, struct local_transport, t);
 }
 
 /* Receive one message and, if present, its fd (*fd = -1 otherwise). */

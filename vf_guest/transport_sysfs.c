@@ -40,7 +40,7 @@ struct sysfs_transport {
 
 static struct sysfs_transport *to_sysfs(struct vgpu_vf_transport *t)
 {
-	return vgpu_container_of(t, struct sysfs_transport, t);
+	return cmn_container_of(t, struct sysfs_transport, t);
 }
 
 static int open_attr(const struct sysfs_transport *st, const char *attr, int flags)
@@ -173,7 +173,7 @@ static int sysfs_notify(struct vgpu_vf_transport *t, unsigned int v)
 static int sysfs_wait(struct vgpu_vf_transport *t, unsigned int v, uint64_t timeout_ns)
 {
 	struct sysfs_transport *st = to_sysfs(t);
-	uint64_t ns = vgpu_min(timeout_ns, (uint64_t)SYSFS_POLL_SLICE_NS);
+	uint64_t ns = cmn_min(timeout_ns, (uint64_t)SYSFS_POLL_SLICE_NS);
 	struct timespec ts = { 0, (long)ns };
 
 	if (!st->bar2)

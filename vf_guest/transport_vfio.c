@@ -45,7 +45,7 @@ struct vfio_transport {
 
 static struct vfio_transport *to_vfio(struct vgpu_vf_transport *t)
 {
-	return vgpu_container_of(t, struct vfio_transport, t);
+	return cmn_container_of(t, struct vfio_transport, t);
 }
 
 static int vfio_fail(const struct vfio_transport *vt, int err, const char *what)
@@ -226,7 +226,7 @@ static int setup_irqs(struct vfio_transport *vt)
 		return vfio_fail(vt, -EPROTO, "no VF header in BAR2");
 	if (ioctl(vt->device, VFIO_DEVICE_GET_IRQ_INFO, &ii) < 0 || ii.count == 0)
 		return vfio_fail(vt, -ENOTSUP, "no MSI-X (the ivshmem device needs vectors=N)");
-	n = vgpu_min(vgpu_min(ii.count, h->nr_vectors), (unsigned int)VFIO_MAX_VECTORS);
+	n = cmn_min(cmn_min(ii.count, h->nr_vectors), (unsigned int)VFIO_MAX_VECTORS);
 	for (unsigned int i = 0; i < n; i++) {
 		vt->irq_fd[i] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 		if (vt->irq_fd[i] < 0)

@@ -122,7 +122,7 @@ int vgpu_vaspace_create(struct vgpu_vf *vf, struct vgpu_vaspace **out)
 	if (ret)
 		goto fini_gmmu;
 	pthread_mutex_lock(&vf->obj_lock);
-	vf_list_add(&vf->vaspaces, &as->node);
+	cmn_list_add(&vf->vaspaces, &as->node);
 	pthread_mutex_unlock(&vf->obj_lock);
 	*out = as;
 	return 0;
@@ -162,7 +162,7 @@ void vgpu_vaspace_destroy(struct vgpu_vaspace *as)
 	}
 	as_free_chunks(as);
 	pthread_mutex_lock(&vf->obj_lock);
-	vf_list_del(&as->node);
+	cmn_list_del(&as->node);
 	pthread_mutex_unlock(&vf->obj_lock);
 	pthread_mutex_destroy(&as->lock);
 	free(as);

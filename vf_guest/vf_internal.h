@@ -9,6 +9,7 @@
 
 #include "common/compiler.h"
 #include "common/err.h"
+#include "common/list.h"
 #include "common/ring.h"
 #include "vf_guest/include/vgpu_vf.h"
 #include "vf_guest/vf_abi_shim.h"
@@ -23,27 +24,6 @@
 /* Every address space maps the whole DMA memory here, so GPFIFO rings, pushbuffers, USERD
  * and semaphores have one GPU VA each, the same in every address space. */
 #define VF_DMA_VA_BASE		(1ull << 44)
-
-/* ---- intrusive list ---- */
-struct vf_list {
-	struct vf_list *prev, *next;
-};
-
-static inline void vf_list_init(struct vf_list *l) { l->prev = l->next = l; }
-static inline bool vf_list_empty(const struct vf_list *l) { return l->next == l; }
-static inline void vf_list_add(struct vf_list *head, struct vf_list *n)
-{
-	n->next = head->next;
-	n->prev = head;
-	head->next->prev = n;
-	head->next = n;
-}
-static inline void vf_list_del(struct vf_list *n)
-{
-	n->prev->next = n->next;
-	n->next->prev = n->prev;
-	vf_list_init(n);
-}
 
 /* ---- page tables (gmmu.c): independent of the VF so unit tests can drive them ---- */
 struct vf_pt;
@@ -150,7 +130,7 @@ struct vf_managed_hooks {
 /* ---- objects ---- */
 struct vgpu_mem {
 	struct vgpu_vf *vf;
-	struct vf_list node;		/* vf->mems */
+	struct cmn_list node;		/* vf->mems */
 	enum vgpu_mem_kind kind;
 	uint64_t addr;			/* VF-physical VRAM or IOVA */
 	uint64_t dma_off;		/* SYSMEM: offset in DMA memory */
@@ -167,7 +147,7 @@ struct vf_pt_chunk {
 
 struct vgpu_vaspace {
 	struct vgpu_vf *vf;
-	struct vf_list node;		/* vf->vaspaces */
+	struct cmn_list node;		/* vf->vaspaces */
 	pthread_mutex_t lock;		/* protects gmmu and chunks */
 	struct vf_gmmu gmmu;
 	struct vf_pt_chunk *chunks;
@@ -185,7 +165,7 @@ struct vf_sub_rec {
 struct vgpu_channel {
 	struct vgpu_vf *vf;
 	struct vgpu_vaspace *as;
-	struct vf_list node;		/* vf->channels */
+	struct cmn_list node;		/* vf->channels */
 	uint32_t handle, chid, token, runlist;
 	/* DMA memory: one block, laid out GPFIFO | pushbuffer | USERD page (USERD, semaphore) */
 	uint64_t dma_off, dma_bytes;
@@ -230,12 +210,12 @@ struct vgpu_vf {
 	struct vf_dma dma;
 
 	pthread_mutex_t mbox_lock;	/* protects the rings and seq below */
-	struct vgpu_ring req, rsp, evt;
+	struct cmn_ring req, rsp, evt;
 	uint32_t seq;
 	uint64_t late_replies;		/* replies with a stale seq, dropped */
 
 	pthread_mutex_t obj_lock;	/* protects the lists */
-	struct vf_list mems, vaspaces, channels;
+	struct cmn_list mems, vaspaces, channels;
 	struct vf_vram_quarantined vq[VF_DMA_QUARANTINE];	/* freed channels' VRAM */
 	uint32_t nr_vq;
 

@@ -548,7 +548,7 @@ static int t_sem_across(struct vft *t)
 static int t_64_channels(struct vft *t)
 {
 	/* 64 (the suite's own channel is one of them), or all the slice has. */
-	uint32_t n = vgpu_min(64u, t->info.channels ? t->info.channels : 64u);
+	uint32_t n = cmn_min(64u, t->info.channels ? t->info.channels : 64u);
 	struct vgpu_channel **ch = calloc(n, sizeof(*ch));
 	struct vgpu_fence *f = calloc(n, sizeof(*f));
 	struct vgpu_mem *m = NULL;
@@ -666,11 +666,11 @@ static int t_managed(struct vft *t)
 /* Wait, bounded, for @ch to enter its error state: -VGPU_ECHANERR, or -ETIMEDOUT. */
 static int chan_error_wait(struct vgpu_channel *ch, uint64_t timeout_ns)
 {
-	uint64_t deadline = vgpu_deadline_ns(timeout_ns);
+	uint64_t deadline = cmn_deadline_ns(timeout_ns);
 	struct timespec ts = { 0, 100 * 1000 };
 	int ret;
 
-	while ((ret = vgpu_channel_error(ch, NULL, NULL)) == 0 && !vgpu_deadline_passed(deadline))
+	while ((ret = vgpu_channel_error(ch, NULL, NULL)) == 0 && !cmn_deadline_passed(deadline))
 		nanosleep(&ts, NULL);
 	return ret ? ret : -ETIMEDOUT;
 }
@@ -795,7 +795,7 @@ static void sleep_ms(unsigned int ms)
 
 static int t_reset(struct vft *t)
 {
-	uint64_t deadline = vgpu_deadline_ns(t->o->reset_wait_s * VGPU_NSEC_PER_SEC);
+	uint64_t deadline = cmn_deadline_ns(t->o->reset_wait_s * VGPU_NSEC_PER_SEC);
 	struct vgpu_mem *sys, *vram = NULL, *again;
 	struct vgpu_vf_info after;
 	struct vgpu_vf_lost lost;
@@ -808,12 +808,12 @@ static int t_reset(struct vft *t)
 	diag(t, "ready for reset");
 	fflush(t->out);
 	while (!vgpu_vf_reset_pending(t->vf)) {
-		CHECK(t, !vgpu_deadline_passed(deadline), "no reset within %u s", t->o->reset_wait_s);
+		CHECK(t, !cmn_deadline_passed(deadline), "no reset within %u s", t->o->reset_wait_s);
 		sleep_ms(1);
 	}
 	/* A restarting vgpud refuses connections for a moment: retry until it is back. */
 	while ((ret = vgpu_vf_recover(t->vf, &lost)) != 0) {
-		CHECK(t, !vgpu_deadline_passed(deadline), "no recovery: %d (%s): %s", ret,
+		CHECK(t, !cmn_deadline_passed(deadline), "no recovery: %d (%s): %s", ret,
 		      vgpu_vf_strerror(ret), vgpu_vf_last_error(t->vf));
 		sleep_ms(20);
 	}
@@ -951,7 +951,7 @@ static void *dog_main(void *arg)
 
 	pthread_mutex_lock(&d->lock);
 	while (!d->stop) {
-		if (d->n && vgpu_now_ns() >= d->deadline_ns) {
+		if (d->n && cmn_now_ns() >= d->deadline_ns) {
 			fprintf(d->out, "not ok %u - %s # no result after %llu s: hung\n", d->n,
 				d->name, (unsigned long long)d->limit_s);
 			fprintf(d->out, "# driver: %s\n", vgpu_vf_last_error(d->t->vf));
@@ -987,7 +987,7 @@ static void dog_arm(struct vft_dog *d, unsigned int n, const char *name, unsigne
 	d->n = n;
 	d->name = name;
 	d->limit_s = limit_s;
-	d->deadline_ns = vgpu_now_ns() + (uint64_t)limit_s * VGPU_NSEC_PER_SEC;
+	d->deadline_ns = cmn_now_ns() + (uint64_t)limit_s * VGPU_NSEC_PER_SEC;
 	pthread_mutex_unlock(&d->lock);
 }
 

@@ -235,7 +235,7 @@ static int a_foreign_tokens(struct vft_vm *a)
 	if (ret)
 		goto out;
 	/* Every channel id that is not ours, on every runlist, and garbage. */
-	for (uint32_t rl = 0; rl < vgpu_max(vf->ext.nr_runlists, 1u); rl++)
+	for (uint32_t rl = 0; rl < cmn_max(vf->ext.nr_runlists, 1u); rl++)
 		for (uint32_t chid = 0; chid < 64; chid++)
 			if (chid != vgpu_channel_id(ch) || rl != ch->runlist)
 				vgpu_doorbell_write(vf->db, vgpu_token(rl, chid));

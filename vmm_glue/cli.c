@@ -524,9 +524,9 @@ static int cmd_launch(struct vm_opts *o)
 		r = launch_start(o, c, &d, xml, v, &e);
 	if (r || !o->wait)
 		goto out;
-	t0 = vgpu_now_ns();
+	t0 = cmn_now_ns();
 	r = vmm_virt_wait(v, d.uuid, o->timeout_s, &e);
-	ran_ms = (int64_t)((vgpu_now_ns() - t0) / 1000000);
+	ran_ms = (int64_t)((cmn_now_ns() - t0) / 1000000);
 	/* A transient domain is gone: its slice is free for the next VM (the hook, when
 	 * installed, has done this already; the token check makes it harmless twice). */
 	if (!o->persistent)

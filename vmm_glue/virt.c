@@ -129,10 +129,10 @@ static bool virt_ended(struct vmm_virt *v, const char *uuid)
 int vmm_virt_wait(struct vmm_virt *v, const char *uuid, unsigned int timeout_s,
 		  struct vmm_err *e)
 {
-	uint64_t deadline = vgpu_now_ns() + (uint64_t)timeout_s * 1000000000ull;
+	uint64_t deadline = cmn_now_ns() + (uint64_t)timeout_s * 1000000000ull;
 
 	while (!virt_ended(v, uuid)) {
-		if (timeout_s && vgpu_now_ns() >= deadline) {
+		if (timeout_s && cmn_now_ns() >= deadline) {
 			vmm_virt_stop(v, uuid, false, NULL);
 			return vmm_fail(e, -ETIMEDOUT, "domain %s still ran after %u s; destroyed it",
 					uuid, timeout_s);

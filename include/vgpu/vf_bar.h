@@ -57,7 +57,7 @@
  * RESET. A VF reset (FLR) stops the VF's channels, frees its RM clients and scrubs its
  * VRAM aperture to zeros; vgpud then re-formats the three rings, bumps reset_count, sets
  * state back to VF_STATE_READY and posts VF_EVT_RESET. A guest that sees reset_count
- * change must re-attach its ring views (vgpu_ring_attach) and rebuild its GPU state. */
+ * change must re-attach its ring views (cmn_ring_attach) and rebuild its GPU state. */
 #ifndef VGPU_ABI_VF_BAR_H
 #define VGPU_ABI_VF_BAR_H
 

@@ -61,12 +61,12 @@ static const struct { int opt; const char *section, *key; } flag_keys[] = {
 
 static int apply_flag(struct pf_config *cfg, int opt, const char *arg)
 {
-	enum vgpu_log_level lvl;
+	enum cmn_log_level lvl;
 
 	if (opt == O_LOGLEVEL) {
-		if (vgpu_log_parse_level(arg, &lvl))
+		if (cmn_log_parse_level(arg, &lvl))
 			return -EINVAL;
-		vgpu_log_set_level(lvl);
+		cmn_log_set_level(lvl);
 		return 0;
 	}
 	for (unsigned int i = 0; i < sizeof(flag_keys) / sizeof(flag_keys[0]); i++)
@@ -90,7 +90,7 @@ int main(int argc, char **argv)
 
 	pf_config_defaults(&cfg);
 	if (!getenv("VGPU_LOG"))
-		vgpu_log_set_level(VGPU_LOG_INFO);
+		cmn_log_set_level(VGPU_LOG_INFO);
 	/* First pass: only --config, so that flags given anywhere override the file. */
 	while ((c = getopt_long(argc, argv, "c:hV", opts, NULL)) != -1) {
 		if (c == 'c')
@@ -123,7 +123,7 @@ int main(int argc, char **argv)
 	}
 	r = pf_daemon_create(&cfg, &d);
 	if (r) {
-		fprintf(stderr, "vgpud: cannot start: %s\n", vgpu_strerror(r));
+		fprintf(stderr, "vgpud: cannot start: %s\n", cmn_strerror(r));
 		return 1;
 	}
 	r = pf_daemon_run(d, ready);

@@ -114,7 +114,7 @@ static int demo_alloc(struct demo_slice *s, struct demo_req r)
 		l->pages = NULL;
 	} else if (ret) {
 		fprintf(stderr, "pma_demo: alloc of %u x %llu: %s\n", r.count,
-			(unsigned long long)r.page_size, vgpu_strerror(ret));
+			(unsigned long long)r.page_size, cmn_strerror(ret));
 		free(l->pages);
 		return ret;
 	}
@@ -136,7 +136,7 @@ static int demo_free(struct demo_slice *s, size_t i)
 						     l->req.page_size, 0);
 		if (ret)
 			fprintf(stderr, "pma_demo: free at 0x%llx: %s\n",
-				(unsigned long long)l->pages[0], vgpu_strerror(ret));
+				(unsigned long long)l->pages[0], cmn_strerror(ret));
 		free(l->pages);
 	}
 	s->live_bytes -= req_bytes(&l->req);
@@ -170,7 +170,7 @@ static int demo_step(struct demo_slice *s, uint64_t lo, uint64_t hi, uint64_t bu
 
 static int demo_workload(struct demo_slice *s, uint64_t main_ops)
 {
-	uint64_t lo = s->size / 2, hi = s->size / 100 * 95, t0 = vgpu_now_ns(), done;
+	uint64_t lo = s->size / 2, hi = s->size / 100 * 95, t0 = cmn_now_ns(), done;
 	int ret = 0;
 
 	/* Every allocation is at least 64 KiB: the live array never needs more entries. */
@@ -182,7 +182,7 @@ static int demo_workload(struct demo_slice *s, uint64_t main_ops)
 	done = s->ops;
 	while (!ret && s->ops - done < main_ops)
 		ret = demo_step(s, lo, hi, main_ops - (s->ops - done));
-	s->secs = (double)(vgpu_now_ns() - t0) / 1e9;
+	s->secs = (double)(cmn_now_ns() - t0) / 1e9;
 	return ret;
 }
 
@@ -256,7 +256,7 @@ static struct pma *demo_device(void)
 		return NULL;
 	ret = pma_region_add(dev, &rd, NULL, 0);
 	if (ret < 0) {
-		fprintf(stderr, "pma_demo: region: %s\n", vgpu_strerror(ret));
+		fprintf(stderr, "pma_demo: region: %s\n", cmn_strerror(ret));
 		pma_destroy(dev);
 		return NULL;
 	}
@@ -274,7 +274,7 @@ static int demo_carve(struct pma *dev, struct demo_slice *vf)
 		vf[i].pma = pma_child_create(dev, vf[i].base, vf[i].size, NULL, &ret);
 		if (!vf[i].pma) {
 			fprintf(stderr, "pma_demo: VF%u slice at %llu GiB: %s\n", i + 1,
-				(unsigned long long)(vf[i].base / VGPU_GiB), vgpu_strerror(ret));
+				(unsigned long long)(vf[i].base / VGPU_GiB), cmn_strerror(ret));
 			return ret ? ret : -ENOMEM;
 		}
 	}

@@ -243,18 +243,18 @@ close:
 
 static int gsp_wait_ready_locked(struct gsp *g)
 {
-	uint64_t dl = vgpu_deadline_ns(GSP_READY_NS);
+	uint64_t dl = cmn_deadline_ns(GSP_READY_NS);
 	int status;
 
 	while (__atomic_load_n(&g->gp->ready, __ATOMIC_ACQUIRE) != g->glob->epoch) {
 		if (waitpid(g->pid, &status, WNOHANG) == g->pid) {
 			g->pid = 0;
-			vgpu_err("gsp: vgpu-gsp exited during start (status %#x)", status);
+			cmn_err("gsp: vgpu-gsp exited during start (status %#x)", status);
 			return -ECHILD;
 		}
-		if (vgpu_deadline_passed(dl))
+		if (cmn_deadline_passed(dl))
 			return -ETIMEDOUT;
-		vgpu_sleep_ns(100 * VGPU_NSEC_PER_USEC);
+		cmn_sleep_ns(100 * VGPU_NSEC_PER_USEC);
 	}
 	return 0;
 }
@@ -299,8 +299,8 @@ static bool gsp_call_allowed(struct gsp *g)
 static int slot_get(struct gsp_lane *ln, void *buf, size_t cap, struct gsp_slot **out)
 {
 	struct gsp *g = ln->g;
-	uint32_t need = vgpu_min(gsp_rpc_elems(cap), ln->stat.nr);
-	uint64_t dl = vgpu_deadline_ns(g->cfg.send_wait_ns);
+	uint32_t need = cmn_min(gsp_rpc_elems(cap), ln->stat.nr);
+	uint64_t dl = cmn_deadline_ns(g->cfg.send_wait_ns);
 
 	for (;;) {
 		pthread_mutex_lock(&ln->slots_lock);
@@ -328,11 +328,11 @@ static int slot_get(struct gsp_lane *ln, void *buf, size_t cap, struct gsp_slot 
 			}
 		}
 		pthread_mutex_unlock(&ln->slots_lock);
-		if (vgpu_deadline_passed(dl)) {
+		if (cmn_deadline_passed(dl)) {
 			STAT_INC(g, queue_full);
 			return -EAGAIN;
 		}
-		vgpu_sleep_ns(20 * VGPU_NSEC_PER_USEC);
+		cmn_sleep_ns(20 * VGPU_NSEC_PER_USEC);
 	}
 }
 
@@ -349,21 +349,21 @@ static void gsp_mark_fatal(struct gsp *g, const char *why)
 	int exp = GSP_RUNNING;
 
 	if (atomic_compare_exchange_strong(&g->state, &exp, GSP_FATAL))
-		vgpu_err("gsp: %s: device marked for reset", why);
+		cmn_err("gsp: %s: device marked for reset", why);
 }
 
 static int gsp_send(struct gsp_lane *ln, struct gsp_slot *s, uint32_t gfid, uint32_t function,
 		    const uint8_t *req, size_t len, uint64_t deadline)
 {
 	struct gsp *g = ln->g;
-	uint64_t space_dl = vgpu_deadline_ns(g->cfg.send_wait_ns);
+	uint64_t space_dl = cmn_deadline_ns(g->cfg.send_wait_ns);
 	size_t off = 0;
 	uint32_t chunk = 0;
 	int ret = 0;
 
 	pthread_mutex_lock(&ln->tx_lock);
 	do {
-		size_t n = vgpu_min(len - off, (size_t)VGPU_RPC_MSG_MAX_PAYLOAD);
+		size_t n = cmn_min(len - off, (size_t)VGPU_RPC_MSG_MAX_PAYLOAD);
 		uint32_t elems = gsp_msg_elems(n);
 		struct vgpu_rpc_hdr rh = { .version = VGPU_RPC_HDR_VERSION,
 			.signature = VGPU_RPC_SIGNATURE,
@@ -371,7 +371,7 @@ static int gsp_send(struct gsp_lane *ln, struct gsp_slot *s, uint32_t gfid, uint
 			.result = VGPU_RPC_PENDING, .sequence = s->seq, .gfid = gfid,
 			.chunk = chunk, .total_length = len };
 
-		uint64_t wait_start = vgpu_now_ns();
+		uint64_t wait_start = cmn_now_ns();
 
 		while (gsp_q_free(&ln->cmd) < elems) {
 			if (!gsp_call_allowed(g) || atomic_load(&ln->abort)) {
@@ -380,22 +380,22 @@ static int gsp_send(struct gsp_lane *ln, struct gsp_slot *s, uint32_t gfid, uint
 			}
 			/* Nothing sent yet: give up with EAGAIN. Mid-RPC the GSP holds half a
 			 * request, so only the RPC's own deadline ends the wait, fatally. */
-			if (!chunk && vgpu_deadline_passed(space_dl)) {
+			if (!chunk && cmn_deadline_passed(space_dl)) {
 				STAT_INC(g, queue_full);
 				ret = -EAGAIN;
 				goto out;
 			}
-			if (chunk && vgpu_deadline_passed(deadline)) {
+			if (chunk && cmn_deadline_passed(deadline)) {
 				gsp_mark_fatal(g, "command queue stuck mid-RPC");
 				ret = -ENOTRECOVERABLE;
 				goto out;
 			}
 			/* The GSP is draining (a split RPC larger than the queue): spin first,
 			 * a sleep costs tens of microseconds of timer slack per element. */
-			if (vgpu_now_ns() - wait_start < g->cfg.spin_ns)
+			if (cmn_now_ns() - wait_start < g->cfg.spin_ns)
 				gsp_spin_step(wait_start);
 			else
-				vgpu_sleep_ns(5 * VGPU_NSEC_PER_USEC);
+				cmn_sleep_ns(5 * VGPU_NSEC_PER_USEC);
 		}
 		if (!gsp_call_allowed(g)) {
 			ret = -ENOTRECOVERABLE;
@@ -496,10 +496,10 @@ static bool drain(struct gsp_lane *ln)
 			return false;	/* fatal: only a reset re-formats the queue */
 		case GSP_RX_PARTIAL:
 			if (!ln->partial_since) {
-				ln->partial_since = vgpu_now_ns();
+				ln->partial_since = cmn_now_ns();
 				STAT_INC(ln->g, partial_reads);
 			}
-			return vgpu_now_ns() - ln->partial_since < GSP_PARTIAL_NS;
+			return cmn_now_ns() - ln->partial_since < GSP_PARTIAL_NS;
 		case GSP_RX_BAD:
 			STAT_INC(ln->g, bad_msgs);
 			asm_abort(ln, -EBADMSG);
@@ -539,7 +539,7 @@ static void drainer(struct gsp_lane *ln, struct gsp_slot *s, uint64_t deadline, 
 		}
 		if (atomic_load_explicit(&s->done, memory_order_acquire) && !ln->asm_slot)
 			return;
-		uint64_t now = vgpu_now_ns();
+		uint64_t now = cmn_now_ns();
 		if (now >= deadline) {
 			if (!ln->asm_slot)
 				return;
@@ -557,7 +557,7 @@ static void drainer(struct gsp_lane *ln, struct gsp_slot *s, uint64_t deadline, 
 		atomic_store(ln->stat.reader_waiting, 1);	/* seq_cst: see gsp_q_write() */
 		if (atomic_load_explicit(ln->stat.put, memory_order_seq_cst) == seen)
 			gsp_futex_wait(ln->stat.put, seen,
-				       vgpu_min(deadline > now ? deadline - now : 1000000, 5 * VGPU_NSEC_PER_MSEC));
+				       cmn_min(deadline > now ? deadline - now : 1000000, 5 * VGPU_NSEC_PER_MSEC));
 		atomic_store(ln->stat.reader_waiting, 0);
 	}
 }
@@ -587,7 +587,7 @@ static void gsp_timeout(struct gsp *g, uint32_t function, uint32_t seq)
 		STAT_INC(g, hung_class);
 	else
 		STAT_INC(g, slow_class);
-	vgpu_warn("gsp: RPC %u seq %#x timed out (GSP %s, heartbeat %llu us ago, strike %u)",
+	cmn_warn("gsp: RPC %u seq %#x timed out (GSP %s, heartbeat %llu us ago, strike %u)",
 		  function, seq, age > GSP_HUNG_NS ? "unresponsive" : "slow",
 		  (unsigned long long)(age / 1000), strikes);
 	if (strikes >= g->cfg.reset_strikes)
@@ -598,14 +598,14 @@ static int gsp_wait(struct gsp_lane *ln, struct gsp_slot *s, uint32_t function, 
 		    size_t *len)
 {
 	struct gsp *g = ln->g;
-	uint64_t spin_until = vgpu_now_ns() + g->cfg.spin_ns;
+	uint64_t spin_until = cmn_now_ns() + g->cfg.spin_ns;
 	int ret;
 
 	for (;;) {
 		if (atomic_load_explicit(&s->done, memory_order_acquire))
 			break;
 		uint32_t w = atomic_load(&s->wake);
-		uint64_t now = vgpu_now_ns();
+		uint64_t now = cmn_now_ns();
 		if (now >= deadline) {
 			pthread_mutex_lock(&ln->slots_lock);
 			if (s->state == SLOT_WAITING) {
@@ -627,7 +627,7 @@ static int gsp_wait(struct gsp_lane *ln, struct gsp_slot *s, uint32_t function, 
 			gsp_spin_step(spin_until - g->cfg.spin_ns);
 			continue;
 		}
-		gsp_futex_wait(&s->wake, w, vgpu_min(deadline > now ? deadline - now : 1000000,
+		gsp_futex_wait(&s->wake, w, cmn_min(deadline > now ? deadline - now : 1000000,
 						     2 * VGPU_NSEC_PER_MSEC));
 	}
 	pthread_mutex_lock(&ln->slots_lock);
@@ -659,7 +659,7 @@ static int gsp_wait(struct gsp_lane *ln, struct gsp_slot *s, uint32_t function, 
 
 static void gsp_fair_tick(struct gsp *g)
 {
-	uint64_t now = vgpu_now_ns(), win = now - g->fair_at, d[VGPU_RPC_MAX_LANES], total = 0;
+	uint64_t now = cmn_now_ns(), win = now - g->fair_at, d[VGPU_RPC_MAX_LANES], total = 0;
 	unsigned int active = 0;
 
 	if (g->cfg.no_fair || win < VGPU_NSEC_PER_MSEC)
@@ -715,7 +715,7 @@ static bool gsp_fair_enter(struct gsp *g, struct gsp_lane *ln, struct gsp_fair_e
 		    setpriority(PRIO_PROCESS, 0, GSP_FAIR_NICE))
 			return false;
 		e->tid = (int)gettid();
-		e->since = vgpu_now_ns();
+		e->since = cmn_now_ns();
 		e->restored = false;
 		pthread_mutex_lock(&g->fair_lock);
 		e->next = g->fair_list;
@@ -748,7 +748,7 @@ static void gsp_fair_leave(struct gsp *g, struct gsp_fair_ent *e)
 /* Watchdog: callers at GSP_FAIR_NICE for longer than GSP_FAIR_MAX_NS get their nice back. */
 static void gsp_fair_unstarve(struct gsp *g)
 {
-	uint64_t now = vgpu_now_ns();
+	uint64_t now = cmn_now_ns();
 
 	pthread_mutex_lock(&g->fair_lock);
 	for (struct gsp_fair_ent *e = g->fair_list; e; e = e->next) {
@@ -770,7 +770,7 @@ static int gsp_call_lane(struct gsp *g, struct gsp_lane *ln, unsigned int gfid, 
 	size_t len = 0;
 	int ret;
 
-	start = vgpu_now_ns();
+	start = cmn_now_ns();
 	deadline = start + (deadline_ns ? deadline_ns : g->cfg.deadline_ns[gsp_fn_class(function)]);
 	ret = slot_get(ln, reply, reply_cap, &s);
 	if (ret)
@@ -787,13 +787,13 @@ static int gsp_call_lane(struct gsp *g, struct gsp_lane *ln, unsigned int gfid, 
 				  memory_order_relaxed);
 	if (reply_len)
 		*reply_len = len;
-	took = vgpu_now_ns() - start;
+	took = cmn_now_ns() - start;
 	if (ret != -EIO)
 		atomic_store(&g->strikes, 0);
 	STAT_INC(g, rpcs);
 	if (took > g->cfg.slow_ns) {
 		STAT_INC(g, slow);
-		vgpu_warn("gsp: slow RPC %u for fn %u: %llu ms", function, gfid,
+		cmn_warn("gsp: slow RPC %u for fn %u: %llu ms", function, gfid,
 			  (unsigned long long)(took / VGPU_NSEC_PER_MSEC));
 	}
 	return ret;
@@ -928,7 +928,7 @@ static void gsp_cancel_all(struct gsp *g)
 
 static int gsp_reset_locked(struct gsp *g)
 {
-	uint64_t t0 = vgpu_now_ns();
+	uint64_t t0 = cmn_now_ns();
 	int ret;
 
 	atomic_store(&g->state, GSP_RESETTING);
@@ -950,7 +950,7 @@ static int gsp_reset_locked(struct gsp *g)
 	if (!ret)
 		ret = gsp_wait_ready_locked(g);
 	if (ret) {
-		vgpu_err("gsp: restart failed: %s", vgpu_strerror(ret));
+		cmn_err("gsp: restart failed: %s", cmn_strerror(ret));
 		atomic_store(&g->state, GSP_FATAL);
 		return ret;
 	}
@@ -960,13 +960,13 @@ static int gsp_reset_locked(struct gsp *g)
 		ret = g->cfg.reset_cb(g->cfg.ctx, g);
 		tls_replaying = NULL;
 		if (ret)
-			vgpu_err("gsp: replay after reset failed: %s", vgpu_strerror(ret));
+			cmn_err("gsp: replay after reset failed: %s", cmn_strerror(ret));
 	}
 	atomic_store(&g->state, GSP_RUNNING);
 	STAT_INC(g, resets);
-	__atomic_store_n(&g->st.last_reset_ns, vgpu_now_ns() - t0, __ATOMIC_RELAXED);
-	vgpu_info("gsp: device reset done in %llu us (GSP pid %d)",
-		  (unsigned long long)((vgpu_now_ns() - t0) / 1000), (int)g->pid);
+	__atomic_store_n(&g->st.last_reset_ns, cmn_now_ns() - t0, __ATOMIC_RELAXED);
+	cmn_info("gsp: device reset done in %llu us (GSP pid %d)",
+		  (unsigned long long)((cmn_now_ns() - t0) / 1000), (int)g->pid);
 	return ret;
 }
 
@@ -984,13 +984,13 @@ static void *wd_main(void *arg)
 	int status;
 
 	while (!atomic_load(&g->stop)) {
-		vgpu_sleep_ns(2 * VGPU_NSEC_PER_MSEC);
+		cmn_sleep_ns(2 * VGPU_NSEC_PER_MSEC);
 		gsp_fair_tick(g);
 		gsp_fair_unstarve(g);
 		pthread_mutex_lock(&g->reset_lock);
 		if (g->pid > 0 && waitpid(g->pid, &status, WNOHANG) == g->pid) {
 			g->pid = 0;
-			vgpu_err("gsp: vgpu-gsp died (%s %d)", WIFSIGNALED(status) ? "signal" : "exit",
+			cmn_err("gsp: vgpu-gsp died (%s %d)", WIFSIGNALED(status) ? "signal" : "exit",
 				 WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
 			gsp_mark_fatal(g, "GSP crashed");
 		}
@@ -1012,7 +1012,7 @@ static int gsp_cfg_check(struct gsp *g, const struct gsp_config *cfg)
 		return -EINVAL;
 	strcpy(g->path, path);
 	if (!g->cfg.nr_lanes)
-		g->cfg.nr_lanes = vgpu_min(cfg->nr_fns, 8u);
+		g->cfg.nr_lanes = cmn_min(cfg->nr_fns, 8u);
 	if (!g->cfg.queue_elems)
 		g->cfg.queue_elems = 64;
 	if (!g->cfg.nr_events)
@@ -1027,7 +1027,7 @@ static int gsp_cfg_check(struct gsp *g, const struct gsp_config *cfg)
 	if (!g->cfg.slow_ns)
 		g->cfg.slow_ns = 66 * VGPU_NSEC_PER_MSEC;
 	if (!g->cfg.no_fair && !gsp_fair_allowed()) {
-		vgpu_info("gsp: fair dispatch off: no right to restore a thread's nice");
+		cmn_info("gsp: fair dispatch off: no right to restore a thread's nice");
 		g->cfg.no_fair = true;
 	}
 	if (!g->cfg.send_wait_ns)
@@ -1122,7 +1122,7 @@ int gsp_start(const struct gsp_config *cfg, struct gsp **out)
 	*out = g;
 	return 0;
 fail:
-	vgpu_err("gsp: start failed: %s", vgpu_strerror(ret));
+	cmn_err("gsp: start failed: %s", cmn_strerror(ret));
 	g->evt_th = g->wd_th = 0;
 	atomic_store(&g->stop, true);
 	gsp_stop(g);
@@ -1187,7 +1187,7 @@ int gsp_pid(const struct gsp *g)
 
 uint64_t gsp_heartbeat_age_ns(const struct gsp *g)
 {
-	uint64_t hb = __atomic_load_n(&g->gp->heartbeat_ns, __ATOMIC_ACQUIRE), now = vgpu_now_ns();
+	uint64_t hb = __atomic_load_n(&g->gp->heartbeat_ns, __ATOMIC_ACQUIRE), now = cmn_now_ns();
 
 	return now > hb ? now - hb : 0;
 }

@@ -36,9 +36,9 @@ void __tsan_release(void *addr);
  * of being spun at for a whole time slice. */
 static inline void gsp_spin_step(uint64_t start)
 {
-	if (vgpu_now_ns() - start < GSP_YIELD_AFTER_NS) {
+	if (cmn_now_ns() - start < GSP_YIELD_AFTER_NS) {
 		for (int i = 0; i < 8; i++)
-			vgpu_cpu_relax();
+			cmn_cpu_relax();
 	} else {
 		sched_yield();
 	}

@@ -100,21 +100,21 @@ static bool srv_event_wait(struct srv *s, uint32_t type, uint32_t gfid, const ui
 {
 	_Atomic uint32_t *put = (_Atomic uint32_t *)&s->gp->evt_put;
 	_Atomic uint32_t *get = (_Atomic uint32_t *)&s->cp->evt_get;
-	uint64_t give_up = vgpu_deadline_ns(wait_ns);
+	uint64_t give_up = cmn_deadline_ns(wait_ns);
 	uint32_t p;
 
 	pthread_mutex_lock(&s->evt_lock);
 	p = atomic_load_explicit(put, memory_order_relaxed);
 	while (p - atomic_load_explicit(get, memory_order_acquire) >= s->l.nr_events) {
-		if (vgpu_deadline_passed(give_up)) {
+		if (cmn_deadline_passed(give_up)) {
 			pthread_mutex_unlock(&s->evt_lock);
 			return false;
 		}
-		vgpu_sleep_ns(20 * VGPU_NSEC_PER_USEC);
+		cmn_sleep_ns(20 * VGPU_NSEC_PER_USEC);
 	}
 	s->evts[p & (s->l.nr_events - 1)] = (struct vgpu_rpc_event){
 		.type = type, .gfid = gfid, .seq = ++s->evt_seq,
-		.timestamp_ns = vgpu_now_ns(), .data = { d[0], d[1], d[2], d[3], d[4] },
+		.timestamp_ns = cmn_now_ns(), .data = { d[0], d[1], d[2], d[3], d[4] },
 	};
 	atomic_store_explicit(put, p + 1, memory_order_seq_cst);
 	if (__atomic_load_n(&s->cp->evt_waiting, __ATOMIC_SEQ_CST))
@@ -307,7 +307,7 @@ static int srv_inject(struct srv_lane *ln, const struct vgpu_rpc_inject *in)
 		atomic_store(&t->corrupt, (uint32_t)in->arg);
 		return 0;
 	case VGPU_INJ_STALL:
-		atomic_store(&t->stall_until, vgpu_deadline_ns(in->arg));
+		atomic_store(&t->stall_until, cmn_deadline_ns(in->arg));
 		return 0;
 	case VGPU_INJ_EVENT_STORM:
 		st = malloc(sizeof(*st));
@@ -463,7 +463,7 @@ static int srv_handle(struct srv_lane *ln, uint32_t fn, uint32_t gfid, const uin
 	*rep = NULL;
 	*rep_len = 0;
 	if (slow)
-		vgpu_sleep_ns(slow);
+		cmn_sleep_ns(slow);
 	switch (fn) {
 	case VGPU_RPC_FN_NOP:
 		return 0;
@@ -512,15 +512,15 @@ static int srv_handle(struct srv_lane *ln, uint32_t fn, uint32_t gfid, const uin
 /* ---- reply path ---- */
 static void srv_wait_space(struct srv_lane *ln, uint32_t elems)
 {
-	uint64_t start = vgpu_now_ns();
+	uint64_t start = cmn_now_ns();
 
 	/* The CPU drains a reply larger than the queue while it arrives: spin like an idle
 	 * lane would, then back off to short sleeps. */
 	while (gsp_q_free(&ln->stat) < elems) {
-		if (vgpu_now_ns() - start < ln->s->spin_ns)
+		if (cmn_now_ns() - start < ln->s->spin_ns)
 			gsp_spin_step(start);
 		else
-			vgpu_sleep_ns(5 * VGPU_NSEC_PER_USEC);
+			cmn_sleep_ns(5 * VGPU_NSEC_PER_USEC);
 	}
 }
 
@@ -558,9 +558,9 @@ static void srv_reply(struct srv_lane *ln, uint32_t fn, uint32_t seq, uint32_t g
 	uint32_t chunk = 0;
 
 	if (late)
-		vgpu_sleep_ns(late);
+		cmn_sleep_ns(late);
 	do {
-		size_t n = vgpu_min(rep_len - off, (size_t)VGPU_RPC_MSG_MAX_PAYLOAD);
+		size_t n = cmn_min(rep_len - off, (size_t)VGPU_RPC_MSG_MAX_PAYLOAD);
 		struct vgpu_rpc_hdr rh = { .version = VGPU_RPC_HDR_VERSION,
 			.signature = VGPU_RPC_SIGNATURE, .function = chunk ? VGPU_RPC_FN_CONTINUATION : fn,
 			.result = result, .sequence = seq, .gfid = gfid, .chunk = chunk,
@@ -663,9 +663,9 @@ static void srv_message(struct srv_lane *ln)
 static void srv_idle(struct srv_lane *ln)
 {
 	uint32_t seen = atomic_load_explicit(ln->cmd.put, memory_order_acquire);
-	uint64_t until = vgpu_now_ns() + ln->s->spin_ns;
+	uint64_t until = cmn_now_ns() + ln->s->spin_ns;
 
-	while (vgpu_now_ns() < until) {
+	while (cmn_now_ns() < until) {
 		if (atomic_load_explicit(ln->cmd.put, memory_order_acquire) != seen)
 			return;
 		gsp_spin_step(until - ln->s->spin_ns);
@@ -683,8 +683,8 @@ static void *srv_lane_main(void *arg)
 
 	for (;;) {
 		if (atomic_load_explicit(&s->hang, memory_order_relaxed) ||
-		    atomic_load_explicit(&ln->stall_until, memory_order_relaxed) > vgpu_now_ns()) {
-			vgpu_sleep_ns(VGPU_NSEC_PER_MSEC);
+		    atomic_load_explicit(&ln->stall_until, memory_order_relaxed) > cmn_now_ns()) {
+			cmn_sleep_ns(VGPU_NSEC_PER_MSEC);
 			continue;
 		}
 		switch (gsp_q_read(&ln->cmd, ln->msg)) {
@@ -698,11 +698,11 @@ static void *srv_lane_main(void *arg)
 			srv_idle(ln);
 			break;
 		case GSP_RX_PARTIAL:
-			vgpu_cpu_relax();
+			cmn_cpu_relax();
 			break;
 		case GSP_RX_CORRUPT:	/* the CPU-RM will reset us; do not spin on it */
 			srv_bad(ln);
-			vgpu_sleep_ns(VGPU_NSEC_PER_MSEC);
+			cmn_sleep_ns(VGPU_NSEC_PER_MSEC);
 			break;
 		case GSP_RX_BAD:
 			srv_bad(ln);
@@ -818,14 +818,14 @@ static void srv_wd_chan(struct srv *s, unsigned int fn, unsigned int ch, uint64_
 			   (const uint64_t[5]){ ch, VGPU_RPC_WD_HUNG, get, now - w->since }))
 		return;
 	w->fired = true;
-	vgpu_warn("vgpu-gsp: watchdog: function %u channel %u made no progress for %llu ms at GP %llu",
+	cmn_warn("vgpu-gsp: watchdog: function %u channel %u made no progress for %llu ms at GP %llu",
 		  fn, ch, (unsigned long long)((now - w->since) / VGPU_NSEC_PER_MSEC),
 		  (unsigned long long)get);
 }
 
 static void srv_watchdog(struct srv *s)
 {
-	uint64_t now = vgpu_now_ns();
+	uint64_t now = cmn_now_ns();
 
 	for (unsigned int fn = 0; fn < s->glob->nr_fns; fn++) {
 		uint64_t t = atomic_load_explicit(&s->wd_ns[fn], memory_order_relaxed);
@@ -936,13 +936,13 @@ int gsp_server_run(int qfd, int priv_fd, int kick_fd, int status_fd, int fd_sock
 	pthread_mutex_init(&s.evt_lock, NULL);
 	ret = srv_attach(&s, qfd);
 	if (ret) {
-		vgpu_err("vgpu-gsp: queue memfd: %s", vgpu_strerror(ret));
+		cmn_err("vgpu-gsp: queue memfd: %s", cmn_strerror(ret));
 		return 1;
 	}
 	if (priv_fd >= 0) {
 		ret = gpu_priv_open(priv_fd, &s.priv);
 		if (ret) {
-			vgpu_err("vgpu-gsp: privileged region: %s", vgpu_strerror(ret));
+			cmn_err("vgpu-gsp: privileged region: %s", cmn_strerror(ret));
 			return 1;
 		}
 		if (kick_fd >= 0)
@@ -951,14 +951,14 @@ int gsp_server_run(int qfd, int priv_fd, int kick_fd, int status_fd, int fd_sock
 	if (s.priv && status_fd >= 0) {
 		ret = srv_status_open(&s, status_fd);
 		if (ret) {
-			vgpu_err("vgpu-gsp: status region: %s", vgpu_strerror(ret));
+			cmn_err("vgpu-gsp: status region: %s", cmn_strerror(ret));
 			return 1;
 		}
 	}
 	if (s.priv && s.glob->wipe_hw)
 		srv_wipe(&s);
 	s.gp->pid = (uint64_t)getpid();
-	__atomic_store_n(&s.gp->heartbeat_ns, vgpu_now_ns(), __ATOMIC_RELEASE);
+	__atomic_store_n(&s.gp->heartbeat_ns, cmn_now_ns(), __ATOMIC_RELEASE);
 	ret = srv_lanes_start(&s);
 	if (ret)
 		return 1;
@@ -966,7 +966,7 @@ int gsp_server_run(int qfd, int priv_fd, int kick_fd, int status_fd, int fd_sock
 	srv_event(&s, VGPU_RPC_EVT_INIT_DONE, 0, s.glob->epoch);
 	for (;;) {
 		if (!atomic_load_explicit(&s.hang, memory_order_relaxed)) {
-			__atomic_store_n(&s.gp->heartbeat_ns, vgpu_now_ns(), __ATOMIC_RELEASE);
+			__atomic_store_n(&s.gp->heartbeat_ns, cmn_now_ns(), __ATOMIC_RELEASE);
 			if (s.st) {
 				srv_errors_scan(&s);
 				srv_watchdog(&s);
@@ -974,6 +974,6 @@ int gsp_server_run(int qfd, int priv_fd, int kick_fd, int status_fd, int fd_sock
 		}
 		if (ppid > 0 && getppid() != ppid)
 			return 0;
-		vgpu_sleep_ns(2 * VGPU_NSEC_PER_MSEC);
+		cmn_sleep_ns(2 * VGPU_NSEC_PER_MSEC);
 	}
 }

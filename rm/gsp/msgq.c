@@ -79,7 +79,7 @@ static void ring_copy(struct gsp_q *q, uint32_t idx, void *flat, size_t bytes, b
 {
 	size_t ring_bytes = (size_t)q->nr * VGPU_RPC_ELEM_SIZE;
 	size_t off = (size_t)(idx & (q->nr - 1)) * VGPU_RPC_ELEM_SIZE;
-	size_t first = vgpu_min(bytes, ring_bytes - off);
+	size_t first = cmn_min(bytes, ring_bytes - off);
 
 	if (to_ring) {
 		memcpy(q->ring + off, flat, first);
@@ -168,7 +168,7 @@ bad_one:
 bad:
 	/* A malformed message may be followed by good ones: skip what it claims (bounded by
 	 * what is published), the next read resynchronises on the transport seq. */
-	count = vgpu_min(vgpu_max(count, 1u), avail);
+	count = cmn_min(cmn_max(count, 1u), avail);
 	atomic_store_explicit(q->get, get + count, memory_order_release);
 	return GSP_RX_BAD;
 }

@@ -128,7 +128,7 @@ static void lat_run(enum lat_mode mode, struct lat_result *r)
 		*ts = 0;
 		bchan_gp(&c, off, ndw);
 		__atomic_store_n(&c.userd->gp_put, c.put, __ATOMIC_RELEASE);
-		t0 = vgpu_now_ns();
+		t0 = cmn_now_ns();
 		if (vgpu_doorbell_write(db, token)) {
 			uint64_t one = 1;
 
@@ -138,8 +138,8 @@ static void lat_run(enum lat_mode mode, struct lat_result *r)
 		if (mode == LAT_NON_RESIDENT)
 			gpu_priv_runlist_set(b->p, 1, 0, VGPU_BIT(0));
 		while (__atomic_load_n(sem, __ATOMIC_ACQUIRE) != 1)
-			vgpu_cpu_relax();
-		t4 = vgpu_now_ns();
+			cmn_cpu_relax();
+		t4 = cmn_now_ns();
 		gpu_db_stats(b->g, 1, &st);
 		if (i >= warm) {
 			d[0][i - warm] = st.last_seen_ns > t0 ? st.last_seen_ns - t0 : 0;
@@ -151,11 +151,11 @@ static void lat_run(enum lat_mode mode, struct lat_result *r)
 			gpu_priv_runlist_set(b->p, 1, 0, 0);
 		}
 		if (mode == LAT_IDLE_SLEEP)
-			vgpu_sleep_ns(300 * VGPU_NSEC_PER_USEC);
+			cmn_sleep_ns(300 * VGPU_NSEC_PER_USEC);
 		if (mode == LAT_BUSY) {
 			busy_top_up(b, &load);
 			/* Land at a random point of the other function's slice. */
-			vgpu_sleep_ns((uint64_t)(rand() % 1500) * VGPU_NSEC_PER_USEC);
+			cmn_sleep_ns((uint64_t)(rand() % 1500) * VGPU_NSEC_PER_USEC);
 		}
 	}
 	for (int k = 0; k < 3; k++) {
@@ -185,7 +185,7 @@ static double rate_run(const struct rate_case *rc)
 		bchan_init(b, &ch[i], 1 + i / rc->chans_per_fn, i % rc->chans_per_fn, 0, RING, true);
 		bchan_method(&ch[i], VGPU_M_NOP, NULL, 0);
 	}
-	start = vgpu_now_ns();
+	start = cmn_now_ns();
 	do {
 		uint64_t before = submitted;
 
@@ -203,7 +203,7 @@ static double rate_run(const struct rate_case *rc)
 		/* Rings full: let the engine have the core if the host put us on the same one. */
 		if (submitted == before)
 			sched_yield();
-	} while (vgpu_now_ns() - start < run_ns);
+	} while (cmn_now_ns() - start < run_ns);
 	for (unsigned int i = 0; i < n; i++)
 		if (!bchan_drain(&ch[i])) {
 			struct gpu_chan_status cs;
@@ -217,7 +217,7 @@ static double rate_run(const struct rate_case *rc)
 				ds.accepted, ds.invalid, ds.spurious, ds.bad_put, ds.backwards,
 				ds.scan_found, ds.overruns);
 		}
-	end = vgpu_now_ns();
+	end = cmn_now_ns();
 	bgpu_free(b);
 	return (double)submitted / ((double)(end - start) / 1e9);
 }
@@ -253,15 +253,15 @@ static double copy_batch(struct bgpu *b, struct bchan *c, uint64_t src, uint64_t
 		off = i ? off : o;
 	}
 	bchan_gp(c, off, 7 * reps);
-	t0 = vgpu_now_ns();
+	t0 = cmn_now_ns();
 	bchan_kick(b, c);
 	/* Sleep-poll: on 2 cores a spinning waiter would compete with the engine. */
 	while (bchan_get(c) != c->put && !__atomic_load_n(&c->userd->error, __ATOMIC_ACQUIRE))
-		vgpu_sleep_ns(20 * VGPU_NSEC_PER_USEC);
+		cmn_sleep_ns(20 * VGPU_NSEC_PER_USEC);
 	if (c->userd->error)
 		fprintf(stderr, "gpu_bench: copy failed\n");
 	c->pb_off = 0;
-	return gbps(bytes * reps, vgpu_now_ns() - t0);
+	return gbps(bytes * reps, cmn_now_ns() - t0);
 }
 
 static double copy_bytes(struct bgpu *b, struct bchan *c, uint64_t src, uint64_t dst,
@@ -294,11 +294,11 @@ static void sva_run(struct bgpu *b, struct bchan *c, struct iommu *mmu, void *ho
 	copy_bytes(b, c, sva_va, dst, SVA_BYTES);	/* warm */
 	for (int i = 0; i < SVA_ITERS; i++) {
 		struct iovec l = { bgpu_va(b, 1, dst), SVA_BYTES }, rm = { host, SVA_BYTES };
-		uint64_t t0 = vgpu_now_ns();
+		uint64_t t0 = cmn_now_ns();
 
 		if (process_vm_readv(getpid(), &l, 1, &rm, 1, 0) != (ssize_t)SVA_BYTES)
 			fprintf(stderr, "gpu_bench: process_vm_readv failed\n");
-		p[i] = gbps(SVA_BYTES, vgpu_now_ns() - t0);
+		p[i] = gbps(SVA_BYTES, cmn_now_ns() - t0);
 		/* 2 MiB per COPY, SVA_BATCH of them per submission */
 		g[i] = copy_batch(b, c, sva_va, dst, SVA_BYTES, SVA_BATCH);
 		v[i] = copy_batch(b, c, src, dst, SVA_BYTES, SVA_BATCH);
@@ -348,10 +348,10 @@ static void copy_run(struct copy_result *r)
 	memset(bgpu_va(b, 1, dst), 0, COPY_BYTES);
 	copy_once(b, &c, src, dst);		/* warm: TLBs, page cache of the memfd */
 	for (int i = 0; i < COPY_REPS; i++) {
-		uint64_t t0 = vgpu_now_ns();
+		uint64_t t0 = cmn_now_ns();
 
 		memcpy(bgpu_va(b, 1, dst), bgpu_va(b, 1, src), COPY_BYTES);
-		m[i] = gbps(COPY_BYTES, vgpu_now_ns() - t0);
+		m[i] = gbps(COPY_BYTES, cmn_now_ns() - t0);
 		v[i] = copy_once(b, &c, src, dst);
 		s[i] = copy_once(b, &c, sys_va, dst);
 	}
@@ -395,7 +395,7 @@ int main(int argc, char **argv)
 	 * another process takes the engine's or the submitter's core. */
 	for (size_t i = 0; i < VGPU_ARRAY_SIZE(rate_cases); i++)
 		for (int k = 0; k < RATE_REPS; k++)
-			rate[i] = vgpu_max(k ? rate[i] : 0, rate_run(&rate_cases[i]));
+			rate[i] = cmn_max(k ? rate[i] : 0, rate_run(&rate_cases[i]));
 	copy_run(&cp);
 
 	if (json) {

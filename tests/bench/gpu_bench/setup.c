@@ -39,7 +39,7 @@ static uint64_t alloc(struct bgpu *b, unsigned int fn, uint64_t size)
 {
 	uint64_t pa = b->next_data[fn];
 
-	b->next_data[fn] += vgpu_align_up(size, VGPU_GMMU_PAGE_2M);
+	b->next_data[fn] += cmn_align_up(size, VGPU_GMMU_PAGE_2M);
 	if (b->next_data[fn] > b->slice)
 		die("slice too small");
 	return pa;
@@ -85,7 +85,7 @@ uint64_t bgpu_vmem(struct bgpu *b, unsigned int fn, uint64_t size, uint64_t page
 {
 	uint64_t pa = alloc(b, fn, size);
 
-	bgpu_map(b, fn, B_VA_BASE + pa, pa, vgpu_align_up(size, page_size), page_size, 0);
+	bgpu_map(b, fn, B_VA_BASE + pa, pa, cmn_align_up(size, page_size), page_size, 0);
 	return B_VA_BASE + pa;
 }
 
@@ -132,11 +132,11 @@ void bchan_init(struct bgpu *b, struct bchan *c, unsigned int fn, unsigned int c
 	c->chid = chid;
 	c->rl = rl;
 	c->entries = entries;
-	bgpu_map(b, fn, B_VA_BASE + area, area, vgpu_align_up(bytes, VGPU_GMMU_PAGE_2M),
+	bgpu_map(b, fn, B_VA_BASE + area, area, cmn_align_up(bytes, VGPU_GMMU_PAGE_2M),
 		 VGPU_GMMU_PAGE_2M, 0);
 	c->userd = ptr(b, fn, area, sizeof(*c->userd));
 	c->gp = ptr(b, fn, area + 4096, entries * 8ull);
-	c->pb_va = B_VA_BASE + vgpu_align_up(area + 4096 + entries * 8ull, 4096);
+	c->pb_va = B_VA_BASE + cmn_align_up(area + 4096 + entries * 8ull, 4096);
 	c->pb = bgpu_va(b, fn, c->pb_va);
 	cfg = (struct gpu_priv_chan){
 		.runlist = rl, .pdb = b->pdb[fn], .gpfifo_va = B_VA_BASE + area + 4096,
@@ -166,12 +166,12 @@ uint32_t bchan_method(struct bchan *c, uint32_t id, const uint32_t *args, uint32
 
 bool bchan_drain(struct bchan *c)
 {
-	uint64_t dl = vgpu_deadline_ns(10 * VGPU_NSEC_PER_SEC);
+	uint64_t dl = cmn_deadline_ns(10 * VGPU_NSEC_PER_SEC);
 
 	while (bchan_get(c) != c->put) {
-		if (__atomic_load_n(&c->userd->error, __ATOMIC_ACQUIRE) || vgpu_deadline_passed(dl))
+		if (__atomic_load_n(&c->userd->error, __ATOMIC_ACQUIRE) || cmn_deadline_passed(dl))
 			return false;
-		vgpu_cpu_relax();
+		cmn_cpu_relax();
 	}
 	return true;
 }

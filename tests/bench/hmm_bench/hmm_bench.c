@@ -49,7 +49,7 @@ static double median(double *v, size_t n)
 
 static double now_us(void)
 {
-	return (double)vgpu_now_ns() / 1000.0;
+	return (double)cmn_now_ns() / 1000.0;
 }
 
 static void *map_aligned(size_t len, bool thp)
@@ -61,7 +61,7 @@ static void *map_aligned(size_t len, bool thp)
 		perror("mmap");
 		exit(1);
 	}
-	a = (char *)vgpu_align_up((uintptr_t)p, M2);
+	a = (char *)cmn_align_up((uintptr_t)p, M2);
 	if (a > p)
 		munmap(p, a - p);
 	munmap(a + len, (p + len + M2) - (a + len));
@@ -318,7 +318,7 @@ static struct fault_result bench_fault_back_in(enum hmm_backend be, uint64_t gra
 	if (handler_cpu >= 0)
 		pin_to(handler_cpu);		/* the handler thread inherits this */
 	struct hmm_mm *mm = mm_new(be, granule);
-	struct hmm_devmem *dm = devmem_new(vgpu_align_up(len, M2));
+	struct hmm_devmem *dm = devmem_new(cmn_align_up(len, M2));
 
 	if (handler_cpu >= 0)
 		pin_to(0);
@@ -412,8 +412,8 @@ static void bench_migrate(unsigned int threads, double *to_dev, double *to_sys)
 			pthread_create(&th[t], NULL, mig_job_run, &jobs[t]);
 		for (unsigned int t = 0; t < threads; t++) {
 			pthread_join(th[t], NULL);
-			dev = vgpu_max(dev, jobs[t].to_dev_us);
-			sys = vgpu_max(sys, jobs[t].to_sys_us);
+			dev = cmn_max(dev, jobs[t].to_dev_us);
+			sys = cmn_max(sys, jobs[t].to_sys_us);
 		}
 		rd[r] = (double)migrate_bytes / (dev * 1000.0);
 		rs[r] = (double)migrate_bytes / (sys * 1000.0);

@@ -90,14 +90,14 @@ static double xlate_ns(struct iommu_domain *d, uint64_t iova, unsigned int pages
 	/* Stride through the pages in an order the prefetcher cannot follow. */
 	const unsigned int step = 97;
 
-	t0 = vgpu_now_ns();
+	t0 = cmn_now_ns();
 	/* A mask, not '%': a division would cost as much as what is measured. */
 	for (uint64_t i = 0, p = 0; i < iters; i++, p = (p + step) & (pages - 1)) {
 		if (iommu_translate(d, iova + p * PG + 8, 8, access, &x))
 			die("translate", -EFAULT);
 		sink += (uintptr_t)x.host;
 	}
-	t = vgpu_now_ns() - t0;
+	t = cmn_now_ns() - t0;
 	if (sink == 42)
 		puts("");
 	return (double)t / (double)iters;
@@ -134,7 +134,7 @@ static double bench_mt(struct iommu_domain *d, int n)
 {
 	pthread_t th[2];
 	struct mt_arg a[2];
-	uint64_t t0 = vgpu_now_ns();
+	uint64_t t0 = cmn_now_ns();
 
 	for (int i = 0; i < n; i++) {
 		a[i] = (struct mt_arg){ d, (1ull << 40) + (uint64_t)i * HIT_PAGES * PG };
@@ -143,7 +143,7 @@ static double bench_mt(struct iommu_domain *d, int n)
 	}
 	for (int i = 0; i < n; i++)
 		pthread_join(th[i], NULL);
-	return rate(4000000ull * (uint64_t)n, vgpu_now_ns() - t0) / 1e6;
+	return rate(4000000ull * (uint64_t)n, cmn_now_ns() - t0) / 1e6;
 }
 
 static void bench_xlate(struct results *r)
@@ -193,17 +193,17 @@ static void bench_map(unsigned int flags, uint64_t len, unsigned int n, double *
 		die("create", -ENOMEM);
 	mo = memobj(mmu, 4 << 20);
 	d = domain(mmu, flags);
-	t0 = vgpu_now_ns();
+	t0 = cmn_now_ns();
 	for (unsigned int i = 0; i < n; i++)
 		if (iommu_map(d, mo, len == PG ? (i % 1024) * PG : 0, len, IOMMU_READ, 0, &iova[i]))
 			die("map", -ENOMEM);
-	tm = vgpu_now_ns() - t0;
-	t0 = vgpu_now_ns();
+	tm = cmn_now_ns() - t0;
+	t0 = cmn_now_ns();
 	for (unsigned int i = 0; i < n; i++)
 		if (iommu_unmap(d, iova[i], len, NULL))
 			die("unmap", -EINVAL);
 	iommu_domain_flush_queue(d);
-	tu = vgpu_now_ns() - t0;
+	tu = cmn_now_ns() - t0;
 	*map_ops = rate(n, tm);
 	*unmap_ops = rate(n, tu);
 	free(iova);
@@ -237,11 +237,11 @@ static double bench_stream(uint64_t leaf, uint64_t *misses)
 	if (iommu_attach(mmu, 1, d))
 		die("attach", -EBUSY);
 	iommu_reset_counters(mmu);
-	t0 = vgpu_now_ns();
+	t0 = cmn_now_ns();
 	for (uint64_t off = 0; off < STREAM_BYTES; off += CHUNK)
 		if (iommu_dma_read(mmu, 1, (1ull << 40) + off, buf, CHUNK))
 			die("dma", -EFAULT);
-	t = vgpu_now_ns() - t0;
+	t = cmn_now_ns() - t0;
 	iommu_get_stats(mmu, &st);
 	*misses = st.iotlb_misses;
 	free(buf);
@@ -259,12 +259,12 @@ static double bench_memcpy(void)
 	if (src == MAP_FAILED || !buf)
 		die("mmap", -ENOMEM);
 	memset(src, 1, BACKING);
-	t0 = vgpu_now_ns();
+	t0 = cmn_now_ns();
 	for (uint64_t off = 0; off < STREAM_BYTES; off += CHUNK) {
 		memcpy(buf, src + off % BACKING, CHUNK);
 		__asm__ __volatile__("" : : "r"(buf) : "memory");
 	}
-	t = vgpu_now_ns() - t0;
+	t = cmn_now_ns() - t0;
 	munmap(src, BACKING);
 	free(buf);
 	return (double)STREAM_BYTES / (double)t;

@@ -133,7 +133,7 @@ static int ctx_init(struct pb_ctx *c)
 				PB_STRESS_HI_PCT);
 	if (ret)
 		return ret;
-	slots = vgpu_max(c->trace.nr_slots, c->stress.nr_slots);
+	slots = cmn_max(c->trace.nr_slots, c->stress.nr_slots);
 	c->slot_pages = prefaulted(c, slots * PB_MAX_PAGES * sizeof(uint64_t));
 	c->slot_ok = prefaulted(c, slots);
 	c->frame_pages = prefaulted(c, c->nr_frames * sizeof(uint64_t));
@@ -171,9 +171,9 @@ static void timer_calibrate(struct pb_ctx *c)
 	pb_lat_arena_reset();
 	pb_lat_carve(&l, TIMER_SAMPLES);
 	for (unsigned int i = 0; i < TIMER_SAMPLES; i++) {
-		uint64_t t0 = vgpu_now_ns();
+		uint64_t t0 = cmn_now_ns();
 
-		pb_lat_add(&l, vgpu_now_ns() - t0);
+		pb_lat_add(&l, cmn_now_ns() - t0);
 	}
 	st = pb_lat_summary(&l);
 	c->timer_p50 = st.p50;
@@ -182,7 +182,7 @@ static void timer_calibrate(struct pb_ctx *c)
 
 static void run_backend(struct pb_ctx *c, struct pb_result *res, const struct pb_backend *be)
 {
-	uint64_t t0 = vgpu_now_ns();
+	uint64_t t0 = cmn_now_ns();
 
 	memset(res, 0, sizeof(*res));
 	res->be = be;
@@ -204,7 +204,7 @@ static void run_backend(struct pb_ctx *c, struct pb_result *res, const struct pb
 		phases[i].run(c, res);
 		if (!c->opt.json)
 			fprintf(stderr, "pma_bench: %s %s done (%.1f s)\n", be->name,
-				phases[i].name, pb_secs(t0, vgpu_now_ns()));
+				phases[i].name, pb_secs(t0, cmn_now_ns()));
 	}
 }
 

@@ -45,7 +45,7 @@ static uint64_t naive_first_used(const struct naive *n, uint64_t f, uint64_t len
 	uint64_t i;
 
 	for (i = 0; i < len; i++)
-		if (vgpu_test_bit(n->map, f + i))
+		if (cmn_test_bit(n->map, f + i))
 			break;
 	return i;
 }
@@ -53,7 +53,7 @@ static uint64_t naive_first_used(const struct naive *n, uint64_t f, uint64_t len
 static void naive_mark(struct naive *n, uint64_t f, uint64_t len)
 {
 	for (uint64_t i = 0; i < len; i++)
-		vgpu_set_bit(n->map, f + i);
+		cmn_set_bit(n->map, f + i);
 }
 
 /* @len frames at an @align-frame boundary; on a used bit jump to the next aligned
@@ -123,7 +123,7 @@ static int naive_free(void *be, const struct pb_req *r, const uint64_t *pages)
 
 	for (uint32_t j = 0; j < r->count; j++)
 		for (uint64_t i = 0; i < pf; i++)
-			vgpu_clear_bit(n->map, pages[j] / PB_FRAME_SIZE + i);
+			cmn_clear_bit(n->map, pages[j] / PB_FRAME_SIZE + i);
 	return 0;
 }
 
@@ -140,7 +140,7 @@ static uint64_t naive_free_bytes(void *be)
 	uint64_t used = 0;
 
 	for (uint64_t w = 0; w < VGPU_BITMAP_WORDS(n->nr_frames); w++)
-		used += vgpu_popcount(n->map[w]);
+		used += cmn_popcount(n->map[w]);
 	return (n->nr_frames - used) * PB_FRAME_SIZE;
 }
 
@@ -148,8 +148,8 @@ void pb_naive_take_frame(void *be, uint64_t frame)
 {
 	struct naive *n = be;
 
-	VGPU_ASSERT(frame < n->nr_frames && !vgpu_test_bit(n->map, frame));
-	vgpu_set_bit(n->map, frame);
+	VGPU_ASSERT(frame < n->nr_frames && !cmn_test_bit(n->map, frame));
+	cmn_set_bit(n->map, frame);
 }
 
 const struct pb_backend pb_backend_naive = {

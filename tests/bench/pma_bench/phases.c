@@ -83,7 +83,7 @@ static void pass_check(struct pass *p, const char *where)
 
 	if (ret)
 		pb_problem(p->res, "%s %s: allocator check failed: %s", p->what, where,
-			   vgpu_strerror(ret));
+			   cmn_strerror(ret));
 	if (!p->shadow)
 		return;
 	uint64_t want = (p->c->nr_frames - p->c->shadow.used_frames) * PB_FRAME_SIZE;
@@ -113,13 +113,13 @@ static inline int pass_alloc(struct pass *p, const struct pb_req *r, uint64_t *p
 	int ret;
 
 	if (ns)
-		t0 = vgpu_now_ns();
+		t0 = cmn_now_ns();
 	ret = p->be->alloc(p->h, r, pages);
 	if (ns)
-		*ns = vgpu_now_ns() - t0;
-	if (vgpu_unlikely(ret && ret != -ENOMEM))
+		*ns = cmn_now_ns() - t0;
+	if (cmn_unlikely(ret && ret != -ENOMEM))
 		pb_problem(p->res, "%s: alloc of %u x %llu returned %s", p->what, r->count,
-			   (unsigned long long)r->page_size, vgpu_errname(ret));
+			   (unsigned long long)r->page_size, cmn_errname(ret));
 	if (!ret && p->shadow)
 		pb_shadow_alloc(&p->c->shadow, r, pages);
 	return ret;
@@ -134,14 +134,14 @@ static inline int pass_free(struct pass *p, const struct pb_req *r, const uint64
 	if (p->shadow)		/* before the call: afterwards the pages may be reused */
 		pb_shadow_free(&p->c->shadow, r, pages);
 	if (ns)
-		t0 = vgpu_now_ns();
+		t0 = cmn_now_ns();
 	ret = p->be->free(p->h, r, pages);
 	if (ns)
-		*ns = vgpu_now_ns() - t0;
-	if (vgpu_unlikely(ret))
+		*ns = cmn_now_ns() - t0;
+	if (cmn_unlikely(ret))
 		pb_problem(p->res, "%s: free of %u x %llu at 0x%llx returned %s", p->what,
 			   r->count, (unsigned long long)r->page_size,
-			   (unsigned long long)pages[0], vgpu_errname(ret));
+			   (unsigned long long)pages[0], cmn_errname(ret));
 	return ret;
 }
 
@@ -181,7 +181,7 @@ static void fill_pass(struct pb_ctx *c, struct pb_result *res, bool lat, double 
 		pb_lat_carve(&la, cap);
 		pb_lat_carve(&lf, cap);
 	}
-	t0 = vgpu_now_ns();
+	t0 = cmn_now_ns();
 	for (;;) {
 		if (n == cap) {
 			pb_problem(res, "fill: more 2 MiB pages than the device holds");
@@ -196,19 +196,19 @@ static void fill_pass(struct pb_ctx *c, struct pb_result *res, bool lat, double 
 			pb_lat_add(&la, ns);
 		n++;
 	}
-	t1 = vgpu_now_ns();
+	t1 = cmn_now_ns();
 	*alloc_s = pb_secs(t0, t1);
 	res->fill.allocs = n;
 	pass_sample_meta(&p);
 	if (p.shadow)
 		pass_check(&p, "full");
-	t0 = vgpu_now_ns();
+	t0 = cmn_now_ns();
 	for (uint64_t i = 0; i < n; i++) {
 		pass_free(&p, &r, &c->frame_pages[i], lat ? &ns : NULL);
 		if (lat)
 			pb_lat_add(&lf, ns);
 	}
-	t1 = vgpu_now_ns();
+	t1 = cmn_now_ns();
 	*free_s = pb_secs(t0, t1);
 	pass_end(&p);
 	if (lat) {
@@ -293,7 +293,7 @@ static size_t mixed_end(const struct pb_ctx *c, const struct pb_result *res)
 	const struct pb_trace *t = &c->trace;
 
 	if (c->opt.quick && res->be == &pb_backend_naive)
-		return vgpu_min(t->nr_ops, t->nr_prefill + QUICK_NAIVE_MIXED_OPS);
+		return cmn_min(t->nr_ops, t->nr_prefill + QUICK_NAIVE_MIXED_OPS);
 	return t->nr_ops;
 }
 
@@ -320,9 +320,9 @@ static void mixed_pass(struct pb_ctx *c, struct pb_result *res, bool lat, double
 	mixed_replay(&p, 0, t->nr_prefill, NULL, &m);		/* prefill: untimed */
 	m = (struct pb_mixed_res){ 0 };
 	pass_sample_meta(&p);
-	t0 = vgpu_now_ns();
+	t0 = cmn_now_ns();
 	mixed_replay(&p, t->nr_prefill, end, lat ? l : NULL, &m);
-	t1 = vgpu_now_ns();
+	t1 = cmn_now_ns();
 	*secs = pb_secs(t0, t1);
 	pass_sample_meta(&p);
 	pass_end(&p);
@@ -377,9 +377,9 @@ void pb_measure_harness(struct pb_ctx *c)
 		if (!pass_begin(&p, c, &res, false, "harness", &res.meta_mixed_peak))
 			return;
 		p.shadow = p.verify = false;	/* the null backend's pages are not real */
-		t0 = vgpu_now_ns();
+		t0 = cmn_now_ns();
 		mixed_replay(&p, t->nr_prefill, t->nr_ops, NULL, &m);
-		t1 = vgpu_now_ns();
+		t1 = cmn_now_ns();
 		p.be->destroy(p.h);
 		if (!i || pb_secs(t0, t1) < best)
 			best = pb_secs(t0, t1);
@@ -425,10 +425,10 @@ static double frag_c0(struct pass *p, unsigned int lat, struct pb_lat *l)
 	struct pb_ctx *c = p->c;
 	struct pb_req r = pb_req_of(PB_CLS_A64K, 1);
 	bool naive = p->be == &pb_backend_naive;
-	uint64_t n = naive ? vgpu_min(NAIVE_C0_PREFIX, c->nr_frames) : c->nr_frames;
+	uint64_t n = naive ? cmn_min(NAIVE_C0_PREFIX, c->nr_frames) : c->nr_frames;
 	uint64_t t0, t1, ns;
 
-	t0 = vgpu_now_ns();
+	t0 = cmn_now_ns();
 	for (uint64_t f = 0; f < n; f++) {
 		if (pass_alloc(p, &r, &c->frame_pages[f], (lat & LAT_C0) ? &ns : NULL)) {
 			p->res->frag.c0_fails++;
@@ -439,7 +439,7 @@ static double frag_c0(struct pass *p, unsigned int lat, struct pb_lat *l)
 		if ((lat & LAT_C0) && !(f & META_SAMPLE_MASK))
 			pass_sample_meta(p);
 	}
-	t1 = vgpu_now_ns();
+	t1 = cmn_now_ns();
 	p->res->frag.c0_timed = n;
 	if (!naive)
 		return pb_secs(t0, t1);
@@ -473,13 +473,13 @@ static double frag_c1(struct pass *p, unsigned int lat, struct pb_lat *l)
 
 	if (shadow_after)
 		p->shadow = false;
-	t0 = vgpu_now_ns();
+	t0 = cmn_now_ns();
 	for (uint64_t j = 0; j < n; j++) {
 		pass_free(p, &r, &c->frame_pages[c->odd[j]], (lat & LAT_C1) ? &ns : NULL);
 		if (lat & LAT_C1)
 			pb_lat_add(l, ns);
 	}
-	t1 = vgpu_now_ns();
+	t1 = cmn_now_ns();
 	if (shadow_after) {
 		p->shadow = true;
 		for (uint64_t j = 0; j < n; j++)
@@ -512,7 +512,7 @@ static double frag_c3(struct pass *p, unsigned int lat, struct pb_lat *l)
 	bool cut = c->opt.quick && p->be == &pb_backend_naive && n > QUICK_NAIVE_C3_OPS;
 	uint64_t todo = cut ? QUICK_NAIVE_C3_OPS : n;
 
-	t0 = vgpu_now_ns();
+	t0 = cmn_now_ns();
 	for (uint64_t j = 0; j < todo; j++) {
 		if (pass_alloc(p, &r, &c->d2m_pages[j * 32], (lat & LAT_C3) ? &ns : NULL)) {
 			p->res->frag.c3_fails++;
@@ -524,7 +524,7 @@ static double frag_c3(struct pass *p, unsigned int lat, struct pb_lat *l)
 		if ((lat & LAT_C3) && !(j & META_SAMPLE_MASK))
 			pass_sample_meta(p);
 	}
-	t1 = vgpu_now_ns();
+	t1 = cmn_now_ns();
 	p->res->frag.c3_timed = todo;
 	p->res->frag.c3_extrapolated = cut;
 	if (!cut)

@@ -28,9 +28,9 @@ static int64_t meta_max(const struct pb_result *r)
 {
 	int64_t m = r->meta_empty;
 
-	m = vgpu_max(m, r->meta_fill);
-	m = vgpu_max(m, r->meta_mixed_peak);
-	return vgpu_max(m, r->meta_frag_peak);
+	m = cmn_max(m, r->meta_fill);
+	m = cmn_max(m, r->meta_mixed_peak);
+	return cmn_max(m, r->meta_frag_peak);
 }
 
 static double per_s(double n, double secs)

@@ -75,19 +75,19 @@ bool pb_shadow_alloc(struct pb_shadow *s, const struct pb_req *r, const uint64_t
 			goto undo;
 		}
 		/* Catches overlap with live memory and duplicates within this request. */
-		if (vgpu_bitmap_weight(s->map, pages[i] / PB_FRAME_SIZE, pf)) {
+		if (cmn_bitmap_weight(s->map, pages[i] / PB_FRAME_SIZE, pf)) {
 			shadow_violation(s, "page 0x%llx overlaps live memory",
 					 (unsigned long long)pages[i]);
 			goto undo;
 		}
-		vgpu_bitmap_set(s->map, pages[i] / PB_FRAME_SIZE, pf);
+		cmn_bitmap_set(s->map, pages[i] / PB_FRAME_SIZE, pf);
 	}
 	s->used_frames += r->count * pf;
 	return true;
 undo:
 	/* Leave the shadow as it was: the pages recorded so far were this request's. */
 	while (i--)
-		vgpu_bitmap_clear(s->map, pages[i] / PB_FRAME_SIZE, pf);
+		cmn_bitmap_clear(s->map, pages[i] / PB_FRAME_SIZE, pf);
 	return false;
 }
 
@@ -98,12 +98,12 @@ bool pb_shadow_free(struct pb_shadow *s, const struct pb_req *r, const uint64_t 
 	for (uint32_t i = 0; i < r->count; i++) {
 		if (!shadow_page_ok(s, pages[i], r->page_size))
 			return false;
-		if (vgpu_bitmap_weight(s->map, pages[i] / PB_FRAME_SIZE, pf) != pf)
+		if (cmn_bitmap_weight(s->map, pages[i] / PB_FRAME_SIZE, pf) != pf)
 			return shadow_violation(s, "freeing 0x%llx, which is not allocated",
 						(unsigned long long)pages[i]);
 	}
 	for (uint32_t i = 0; i < r->count; i++)
-		vgpu_bitmap_clear(s->map, pages[i] / PB_FRAME_SIZE, pf);
+		cmn_bitmap_clear(s->map, pages[i] / PB_FRAME_SIZE, pf);
 	s->used_frames -= r->count * pf;
 	return true;
 }

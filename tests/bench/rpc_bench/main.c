@@ -51,7 +51,7 @@ static struct pct percentiles(uint64_t *v, size_t n)
 
 /* ---- bare ring: the floor ---- */
 struct bare {
-	struct vgpu_ring req, rep;
+	struct cmn_ring req, rep;
 	_Atomic bool stop;
 };
 
@@ -61,17 +61,17 @@ static void *bare_echo(void *arg)
 	uint8_t msg[256];
 
 	while (!atomic_load_explicit(&b->stop, memory_order_relaxed)) {
-		if (vgpu_ring_pop(&b->req, msg))
+		if (cmn_ring_pop(&b->req, msg))
 			continue;
-		while (vgpu_ring_push(&b->rep, msg, sizeof(msg)))
-			vgpu_cpu_relax();
+		while (cmn_ring_push(&b->rep, msg, sizeof(msg)))
+			cmn_cpu_relax();
 	}
 	return NULL;
 }
 
 static struct pct bench_bare(size_t iters)
 {
-	size_t bytes = vgpu_ring_bytes(64, 256);
+	size_t bytes = cmn_ring_bytes(64, 256);
 	void *m1 = aligned_alloc(4096, bytes), *m2 = aligned_alloc(4096, bytes);
 	struct bare b = { 0 };
 	uint64_t *lat = malloc(iters * sizeof(*lat));
@@ -79,20 +79,20 @@ static struct pct bench_bare(size_t iters)
 	pthread_t th;
 	struct pct p;
 
-	vgpu_ring_format(m1, bytes, 64, 256);
-	vgpu_ring_format(m2, bytes, 64, 256);
-	vgpu_ring_attach(&b.req, m1, bytes);
-	vgpu_ring_attach(&b.rep, m2, bytes);
+	cmn_ring_format(m1, bytes, 64, 256);
+	cmn_ring_format(m2, bytes, 64, 256);
+	cmn_ring_attach(&b.req, m1, bytes);
+	cmn_ring_attach(&b.rep, m2, bytes);
 	pthread_create(&th, NULL, bare_echo, &b);
 	for (size_t i = 0; i < iters + iters / 10; i++) {
-		uint64_t t0 = vgpu_now_ns();
+		uint64_t t0 = cmn_now_ns();
 
-		while (vgpu_ring_push(&b.req, msg, sizeof(msg)))
-			vgpu_cpu_relax();
-		while (vgpu_ring_pop(&b.rep, msg))
-			vgpu_cpu_relax();
+		while (cmn_ring_push(&b.req, msg, sizeof(msg)))
+			cmn_cpu_relax();
+		while (cmn_ring_pop(&b.rep, msg))
+			cmn_cpu_relax();
 		if (i >= iters / 10)	/* the first tenth is warm-up */
-			lat[i - iters / 10] = vgpu_now_ns() - t0;
+			lat[i - iters / 10] = cmn_now_ns() - t0;
 	}
 	atomic_store(&b.stop, true);
 	pthread_join(th, NULL);
@@ -154,13 +154,13 @@ static struct pct bench_rpc(struct gsp *g, unsigned int fn, size_t len, size_t i
 	size_t got;
 
 	for (size_t i = 0; i < iters + iters / 10; i++) {
-		uint64_t t0 = vgpu_now_ns();
+		uint64_t t0 = cmn_now_ns();
 		int ret = gsp_call(g, fn, f, buf, len, buf, len, &got);
 
 		if (ret)
 			fprintf(stderr, "rpc_bench: RPC failed: %d\n", ret);
 		if (i >= iters / 10)
-			lat[i - iters / 10] = vgpu_now_ns() - t0;
+			lat[i - iters / 10] = cmn_now_ns() - t0;
 	}
 	p = percentiles(lat, iters);
 	free(lat);
@@ -224,8 +224,8 @@ static double bench_ops(struct rm *rm, unsigned int threads)
 		a[i] = (struct ops_arg){ .rm = rm, .fn = 1 + i % 3, .stop = &stop };
 		pthread_create(&th[i], NULL, ops_main, &a[i]);
 	}
-	t0 = vgpu_now_ns();
-	vgpu_sleep_ns(quick ? 100 * VGPU_NSEC_PER_MSEC : 500 * VGPU_NSEC_PER_MSEC);
+	t0 = cmn_now_ns();
+	cmn_sleep_ns(quick ? 100 * VGPU_NSEC_PER_MSEC : 500 * VGPU_NSEC_PER_MSEC);
 	atomic_store(&stop, true);
 	for (unsigned int i = 0; i < threads; i++) {
 		pthread_join(th[i], NULL);
@@ -233,7 +233,7 @@ static double bench_ops(struct rm *rm, unsigned int threads)
 		if (a[i].err)
 			fprintf(stderr, "rpc_bench: RM op failed in thread %u\n", i);
 	}
-	return total / ((vgpu_now_ns() - t0) / 1e9);
+	return total / ((cmn_now_ns() - t0) / 1e9);
 }
 
 /* ---- (c) victim vs flood ---- */
@@ -381,11 +381,11 @@ static void victim_interleaved(struct gsp *g, struct victim *out)
 
 		gate(&f, on, false);
 		for (size_t i = 0; i < VICTIM_SETTLE + VICTIM_BLOCK; i++) {
-			uint64_t t0 = vgpu_now_ns();
+			uint64_t t0 = cmn_now_ns();
 
 			if (gsp_call(g, 1, VGPU_RPC_FN_ECHO, buf, sizeof(buf), buf, sizeof(buf), &got))
 				fprintf(stderr, "rpc_bench: victim RPC failed\n");
-			t0 = vgpu_now_ns() - t0;
+			t0 = cmn_now_ns() - t0;
 			if (i < VICTIM_SETTLE)
 				continue;
 			if (on && nf < per)
@@ -421,13 +421,13 @@ static double bench_crash(struct dev *d)
 	cp.h_vaspace = hv;
 	rm_alloc(d->rm, 1, hc, hd, &hch, VGPU_RM_CLASS_CHANNEL_GPFIFO, &cp, sizeof(cp));
 	for (int rep = 0; rep < 3; rep++) {
-		t0 = vgpu_now_ns();
+		t0 = cmn_now_ns();
 		gsp_call(rm_gsp(d->rm), 0, VGPU_RPC_FN_INJECT, &in, sizeof(in), NULL, 0, NULL);
 		do {
 			len = 0;
 		} while (rm_control(d->rm, 1, hc, hs, VGPU_RM_CTRL_GET_INFO, &info, &len, sizeof(info)) ||
 			 info.gsp_resets < (uint64_t)rep + 1);
-		worst = vgpu_max(worst, vgpu_now_ns() - t0);
+		worst = cmn_max(worst, cmn_now_ns() - t0);
 	}
 	rm_client_free(d->rm, 1, hc);
 	return worst / 1e6;
@@ -470,7 +470,7 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	vgpu_log_set_level(VGPU_LOG_ERR);
+	cmn_log_set_level(VGPU_LOG_ERR);
 	if (victim_only) {	/* (c) alone, for repeated measurements */
 		if (dev_up(&d, 1, 1))
 			return 1;

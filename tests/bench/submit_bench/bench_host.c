@@ -48,7 +48,7 @@ struct bench_host {
 	struct vf_bar_header *hdr;
 	struct vf_shim_intr_page *intr;
 	int to_host[BH_NVEC], to_guest[BH_NVEC];
-	struct vgpu_ring req, rsp, evt;
+	struct cmn_ring req, rsp, evt;
 	pthread_t thr;
 	atomic_int stop;
 	/* touched by the mailbox thread only */
@@ -389,7 +389,7 @@ static void bh_serve(struct bench_host *h, const struct vf_msg *m)
 		r->status = -EOPNOTSUPP;
 	}
 	atomic_fetch_add(&h->requests, 1);
-	while (vgpu_ring_push(&h->rsp, out, sizeof(*r) + r->length) == -EAGAIN &&
+	while (cmn_ring_push(&h->rsp, out, sizeof(*r) + r->length) == -EAGAIN &&
 	       !atomic_load(&h->stop))
 		usleep(10);
 }
@@ -438,9 +438,9 @@ static void *bh_thread(void *arg)
 			continue;
 		if (read(p[0].fd, &cnt, sizeof(cnt)) < 0)
 			cnt = 0;
-		while ((m = vgpu_ring_consume_slot(&h->req, &err))) {
+		while ((m = cmn_ring_consume_slot(&h->req, &err))) {
 			bh_serve(h, m);
-			vgpu_ring_consume_commit(&h->req);
+			cmn_ring_consume_commit(&h->req);
 			served++;
 		}
 		if (served && write(h->to_guest[VF_VEC_MBOX], &one, sizeof(one)) < 0)
@@ -478,12 +478,12 @@ static void bh_format(struct bench_host *h)
 	x->dma_iova = ext.dma_iova;
 	x->intr_off = ext.intr_off;
 	x->nr_runlists = ext.nr_runlists;
-	vgpu_ring_format(h->bar + x->req_off, VF_BAR_RING_REGION, VF_MBOX_SLOTS, VF_MBOX_SLOT_SIZE);
-	vgpu_ring_format(h->bar + x->rsp_off, VF_BAR_RING_REGION, VF_MBOX_SLOTS, VF_MBOX_SLOT_SIZE);
-	vgpu_ring_format(h->bar + x->evt_off, VF_BAR_RING_REGION, VF_EVT_SLOTS, VF_EVT_SLOT_SIZE);
-	vgpu_ring_attach(&h->req, h->bar + x->req_off, VF_BAR_RING_REGION);
-	vgpu_ring_attach(&h->rsp, h->bar + x->rsp_off, VF_BAR_RING_REGION);
-	vgpu_ring_attach(&h->evt, h->bar + x->evt_off, VF_BAR_RING_REGION);
+	cmn_ring_format(h->bar + x->req_off, VF_BAR_RING_REGION, VF_MBOX_SLOTS, VF_MBOX_SLOT_SIZE);
+	cmn_ring_format(h->bar + x->rsp_off, VF_BAR_RING_REGION, VF_MBOX_SLOTS, VF_MBOX_SLOT_SIZE);
+	cmn_ring_format(h->bar + x->evt_off, VF_BAR_RING_REGION, VF_EVT_SLOTS, VF_EVT_SLOT_SIZE);
+	cmn_ring_attach(&h->req, h->bar + x->req_off, VF_BAR_RING_REGION);
+	cmn_ring_attach(&h->rsp, h->bar + x->rsp_off, VF_BAR_RING_REGION);
+	cmn_ring_attach(&h->evt, h->bar + x->evt_off, VF_BAR_RING_REGION);
 	h->intr = (struct vf_shim_intr_page *)(h->bar + ext.intr_off);
 	__atomic_store_n(&x->state, VF_STATE_READY, __ATOMIC_RELEASE);
 }
@@ -587,7 +587,7 @@ uint64_t bench_host_requests(const struct bench_host *h)
 
 static struct bh_transport *to_bh(struct vgpu_vf_transport *t)
 {
-	return vgpu_container_of(t, struct bh_transport, t);
+	return cmn_container_of(t, struct bh_transport, t);
 }
 
 static int bh_attach(struct vgpu_vf_transport *t, void **bar, uint64_t *size)

@@ -44,7 +44,7 @@ struct result {
 };
 
 /* A TIMESTAMP target: 8 bytes of VRAM the device writes its clock (CLOCK_MONOTONIC, the
- * clock vgpu_now_ns() reads) into when it executes the method. */
+ * clock cmn_now_ns() reads) into when it executes the method. */
 struct stamp {
 	struct vgpu_mem *mem;
 	uint64_t va;
@@ -84,12 +84,12 @@ static int measure_latency(struct vgpu_channel *ch, const struct stamp *st, size
 
 		/* The stamp is not cleared: the previous one is older than t0 anyway, and a
 		 * store here would make the device's TIMESTAMP wait for this core's line. */
-		t0 = vgpu_now_ns();
+		t0 = cmn_now_ns();
 		ret = vgpu_submit(ch, pb.dw, pb.len, &f);
-		t1 = vgpu_now_ns();
+		t1 = cmn_now_ns();
 		if (!ret)
 			ret = vgpu_fence_wait(&f, 0);
-		t2 = vgpu_now_ns();
+		t2 = cmn_now_ns();
 		if (!ret && *st->cpu < t0)
 			ret = -EPROTO;	/* the device did not stamp this submission */
 		if (i >= warm) {
@@ -116,11 +116,11 @@ static int measure_latency(struct vgpu_channel *ch, const struct stamp *st, size
  * second of wall time (the last fence included). */
 static int measure_rate(struct vgpu_channel *ch, double seconds, struct result *r)
 {
-	uint64_t start = vgpu_now_ns(), end = start + (uint64_t)(seconds * 1e9), n = 0;
+	uint64_t start = cmn_now_ns(), end = start + (uint64_t)(seconds * 1e9), n = 0;
 	struct vgpu_fence last = { 0 };
 	int ret = 0;
 
-	while (vgpu_now_ns() < end) {
+	while (cmn_now_ns() < end) {
 		ret = vgpu_submit(ch, NULL, 0, &last);
 		if (ret == -EAGAIN) {
 			struct vgpu_fence older = { last.ch, last.value > 64 ? last.value - 64 : 1 };
@@ -136,7 +136,7 @@ static int measure_rate(struct vgpu_channel *ch, double seconds, struct result *
 	}
 	if (last.ch && (ret = vgpu_fence_wait(&last, 0)))
 		return ret;
-	r->entries_per_s = (double)n / ((double)(vgpu_now_ns() - start) / 1e9);
+	r->entries_per_s = (double)n / ((double)(cmn_now_ns() - start) / 1e9);
 	return 0;
 }
 

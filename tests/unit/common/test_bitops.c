@@ -12,26 +12,26 @@
 static void test_pow2_align(void **state)
 {
 	(void)state;
-	assert_false(vgpu_is_pow2(0));
-	assert_true(vgpu_is_pow2(1));
-	assert_true(vgpu_is_pow2(1ull << 63));
-	assert_false(vgpu_is_pow2(96));
-	assert_int_equal(vgpu_align_up(65, 64), 128);
-	assert_int_equal(vgpu_align_up(64, 64), 64);
-	assert_int_equal(vgpu_align_down(127, 64), 64);
-	assert_true(vgpu_is_aligned(4096, 4096));
-	assert_false(vgpu_is_aligned(4097, 4096));
-	assert_int_equal(vgpu_roundup_pow2(1), 1);
-	assert_int_equal(vgpu_roundup_pow2(5), 8);
-	assert_int_equal(vgpu_roundup_pow2(8), 8);
-	assert_int_equal(vgpu_ilog2(1), 0);
-	assert_int_equal(vgpu_ilog2(4096), 12);
-	assert_int_equal(vgpu_fls(0x8000000000000001ull), 63);
-	assert_int_equal(vgpu_ctz(0x8000000000000000ull), 63);
-	assert_int_equal(vgpu_popcount(0xf0f0), 8);
-	assert_int_equal(vgpu_mask(0, 64), ~0ull);
-	assert_int_equal(vgpu_mask(4, 4), 0xf0);
-	assert_int_equal(vgpu_mask(60, 4), 0xf000000000000000ull);
+	assert_false(cmn_is_pow2(0));
+	assert_true(cmn_is_pow2(1));
+	assert_true(cmn_is_pow2(1ull << 63));
+	assert_false(cmn_is_pow2(96));
+	assert_int_equal(cmn_align_up(65, 64), 128);
+	assert_int_equal(cmn_align_up(64, 64), 64);
+	assert_int_equal(cmn_align_down(127, 64), 64);
+	assert_true(cmn_is_aligned(4096, 4096));
+	assert_false(cmn_is_aligned(4097, 4096));
+	assert_int_equal(cmn_roundup_pow2(1), 1);
+	assert_int_equal(cmn_roundup_pow2(5), 8);
+	assert_int_equal(cmn_roundup_pow2(8), 8);
+	assert_int_equal(cmn_ilog2(1), 0);
+	assert_int_equal(cmn_ilog2(4096), 12);
+	assert_int_equal(cmn_fls(0x8000000000000001ull), 63);
+	assert_int_equal(cmn_ctz(0x8000000000000000ull), 63);
+	assert_int_equal(cmn_popcount(0xf0f0), 8);
+	assert_int_equal(cmn_mask(0, 64), ~0ull);
+	assert_int_equal(cmn_mask(4, 4), 0xf0);
+	assert_int_equal(cmn_mask(60, 4), 0xf000000000000000ull);
 }
 
 static const struct range_case {
@@ -55,16 +55,16 @@ static void test_bitmap_range(void **state)
 	uint64_t map[VGPU_BITMAP_WORDS(NBITS)];
 
 	memset(map, 0, sizeof(map));
-	vgpu_bitmap_set(map, c->start, c->n);
+	cmn_bitmap_set(map, c->start, c->n);
 	for (uint64_t i = 0; i < NBITS; i++)
-		assert_int_equal(vgpu_test_bit(map, i), i >= c->start && i < c->start + c->n);
-	assert_int_equal(vgpu_bitmap_weight(map, 0, NBITS), c->n);
-	assert_int_equal(vgpu_bitmap_next_set(map, NBITS, 0), c->n ? c->start : NBITS);
-	assert_int_equal(vgpu_bitmap_next_clear(map, NBITS, c->start), c->n ? c->start + c->n
+		assert_int_equal(cmn_test_bit(map, i), i >= c->start && i < c->start + c->n);
+	assert_int_equal(cmn_bitmap_weight(map, 0, NBITS), c->n);
+	assert_int_equal(cmn_bitmap_next_set(map, NBITS, 0), c->n ? c->start : NBITS);
+	assert_int_equal(cmn_bitmap_next_clear(map, NBITS, c->start), c->n ? c->start + c->n
 		: c->start);
-	vgpu_bitmap_clear(map, c->start, c->n);
-	assert_int_equal(vgpu_bitmap_weight(map, 0, NBITS), 0);
-	assert_int_equal(vgpu_bitmap_next_set(map, NBITS, 0), NBITS);
+	cmn_bitmap_clear(map, c->start, c->n);
+	assert_int_equal(cmn_bitmap_weight(map, 0, NBITS), 0);
+	assert_int_equal(cmn_bitmap_next_set(map, NBITS, 0), NBITS);
 }
 
 /* next_set / next_clear against a linear reference on a pseudo-random map. */
@@ -81,12 +81,12 @@ static void test_bitmap_search_random(void **state)
 		for (uint64_t s = 0; s <= NBITS; s++) {
 			uint64_t ws = s, wc = s;
 
-			while (ws < NBITS && !vgpu_test_bit(map, ws))
+			while (ws < NBITS && !cmn_test_bit(map, ws))
 				ws++;
-			while (wc < NBITS && vgpu_test_bit(map, wc))
+			while (wc < NBITS && cmn_test_bit(map, wc))
 				wc++;
-			assert_int_equal(vgpu_bitmap_next_set(map, NBITS, s), ws);
-			assert_int_equal(vgpu_bitmap_next_clear(map, NBITS, s), wc);
+			assert_int_equal(cmn_bitmap_next_set(map, NBITS, s), ws);
+			assert_int_equal(cmn_bitmap_next_clear(map, NBITS, s), wc);
 		}
 	}
 }

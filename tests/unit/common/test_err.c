@@ -27,10 +27,10 @@ static void test_err_case(void **state)
 {
 	const struct err_case *c = *state;
 
-	assert_string_equal(vgpu_errname(c->err), c->name);
-	assert_non_null(strstr(vgpu_strerror(c->err), c->text_has));
+	assert_string_equal(cmn_errname(c->err), c->name);
+	assert_non_null(strstr(cmn_strerror(c->err), c->text_has));
 	/* The sign does not matter: both spellings name the same error. */
-	assert_string_equal(vgpu_strerror(c->err), vgpu_strerror(-c->err));
+	assert_string_equal(cmn_strerror(c->err), cmn_strerror(-c->err));
 }
 
 static void test_err_codes_distinct_from_errno(void **state)
@@ -38,7 +38,7 @@ static void test_err_codes_distinct_from_errno(void **state)
 	(void)state;
 	for (int e = VGPU_ERR_BASE; e < VGPU_ERR_END; e++) {
 		assert_true(e > 4095);
-		assert_string_not_equal(vgpu_strerror(-e), "Unknown error");
+		assert_string_not_equal(cmn_strerror(-e), "Unknown error");
 	}
 }
 

@@ -14,7 +14,7 @@ static const struct level_case {
 	const char *name;
 	const char *text;
 	int want_ret;
-	enum vgpu_log_level want;
+	enum cmn_log_level want;
 } level_cases[] = {
 	{ "error by name", "error", 0, VGPU_LOG_ERR },
 	{ "warn by name", "warn", 0, VGPU_LOG_WARN },
@@ -27,19 +27,19 @@ static const struct level_case {
 static void test_parse_level(void **state)
 {
 	const struct level_case *c = *state;
-	enum vgpu_log_level l = VGPU_LOG_WARN;
+	enum cmn_log_level l = VGPU_LOG_WARN;
 
-	assert_int_equal(vgpu_log_parse_level(c->text, &l), c->want_ret);
+	assert_int_equal(cmn_log_parse_level(c->text, &l), c->want_ret);
 	assert_int_equal(l, c->want);
 }
 
 struct captured {
 	int count;
-	enum vgpu_log_level level;
+	enum cmn_log_level level;
 	char msg[128];
 };
 
-static void capture(enum vgpu_log_level level, const char *msg, void *ctx)
+static void capture(enum cmn_log_level level, const char *msg, void *ctx)
 {
 	struct captured *c = ctx;
 
@@ -53,19 +53,19 @@ static void test_threshold_and_sink(void **state)
 	struct captured c = { 0 };
 
 	(void)state;
-	vgpu_log_set_sink(capture, &c);
-	vgpu_log_set_level(VGPU_LOG_WARN);
-	vgpu_info("dropped %d", 1);
+	cmn_log_set_sink(capture, &c);
+	cmn_log_set_level(VGPU_LOG_WARN);
+	cmn_info("dropped %d", 1);
 	assert_int_equal(c.count, 0);
-	vgpu_err("vf %d: %s", 3, "reset");
+	cmn_err("vf %d: %s", 3, "reset");
 	assert_int_equal(c.count, 1);
 	assert_int_equal(c.level, VGPU_LOG_ERR);
 	assert_string_equal(c.msg, "vf 3: reset");
-	vgpu_log_set_level(VGPU_LOG_DEBUG);
-	vgpu_dbg("now kept");
+	cmn_log_set_level(VGPU_LOG_DEBUG);
+	cmn_dbg("now kept");
 	assert_int_equal(c.count, 2);
-	vgpu_log_set_sink(NULL, NULL);
-	vgpu_log_set_level(VGPU_LOG_WARN);
+	cmn_log_set_sink(NULL, NULL);
+	cmn_log_set_level(VGPU_LOG_WARN);
 }
 
 static void test_clock(void **state)
@@ -73,14 +73,14 @@ static void test_clock(void **state)
 	uint64_t a, b, d;
 
 	(void)state;
-	a = vgpu_now_ns();
-	vgpu_sleep_ns(2 * VGPU_NSEC_PER_MSEC);
-	b = vgpu_now_ns();
+	a = cmn_now_ns();
+	cmn_sleep_ns(2 * VGPU_NSEC_PER_MSEC);
+	b = cmn_now_ns();
 	assert_true(b >= a + 2 * VGPU_NSEC_PER_MSEC);	/* a sleep never returns early */
-	d = vgpu_deadline_ns(UINT64_MAX - 5);
+	d = cmn_deadline_ns(UINT64_MAX - 5);
 	assert_int_equal(d, UINT64_MAX);		/* saturates instead of wrapping */
-	assert_false(vgpu_deadline_passed(d));
-	assert_true(vgpu_deadline_passed(a));
+	assert_false(cmn_deadline_passed(d));
+	assert_true(cmn_deadline_passed(a));
 }
 
 int main(void)

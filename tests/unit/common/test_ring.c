@@ -30,47 +30,47 @@ static const struct geom_case {
 static void test_geometry(void **state)
 {
 	const struct geom_case *c = *state;
-	size_t bytes = vgpu_ring_bytes(c->nr, c->elem) + c->bytes_delta;
-	void *mem = calloc(1, vgpu_ring_bytes(c->nr ? c->nr : 1, c->elem) + 64);
-	struct vgpu_ring r = { 0 };
+	size_t bytes = cmn_ring_bytes(c->nr, c->elem) + c->bytes_delta;
+	void *mem = calloc(1, cmn_ring_bytes(c->nr ? c->nr : 1, c->elem) + 64);
+	struct cmn_ring r = { 0 };
 
-	assert_int_equal(vgpu_ring_format(mem, bytes, c->nr, c->elem), c->want);
-	assert_int_equal(vgpu_ring_attach(&r, mem, bytes), c->want ? -EPROTO : 0);
+	assert_int_equal(cmn_ring_format(mem, bytes, c->nr, c->elem), c->want);
+	assert_int_equal(cmn_ring_attach(&r, mem, bytes), c->want ? -EPROTO : 0);
 	if (!c->want)
-		assert_int_equal(vgpu_ring_capacity(&r), c->nr);
+		assert_int_equal(cmn_ring_capacity(&r), c->nr);
 	free(mem);
 }
 
 static void test_fifo_full_empty(void **state)
 {
-	size_t bytes = vgpu_ring_bytes(4, 16);
+	size_t bytes = cmn_ring_bytes(4, 16);
 	void *mem = calloc(1, bytes);
-	struct vgpu_ring prod = { 0 }, cons = { 0 };
+	struct cmn_ring prod = { 0 }, cons = { 0 };
 	uint64_t v[2], out[2], big[3] = { 0 };
 
 	(void)state;
-	assert_int_equal(vgpu_ring_format(mem, bytes, 4, 16), 0);
-	assert_int_equal(vgpu_ring_attach(&prod, mem, bytes), 0);
-	assert_int_equal(vgpu_ring_attach(&cons, mem, bytes), 0);
-	assert_int_equal(vgpu_ring_pop(&cons, out), -EAGAIN);
+	assert_int_equal(cmn_ring_format(mem, bytes, 4, 16), 0);
+	assert_int_equal(cmn_ring_attach(&prod, mem, bytes), 0);
+	assert_int_equal(cmn_ring_attach(&cons, mem, bytes), 0);
+	assert_int_equal(cmn_ring_pop(&cons, out), -EAGAIN);
 	for (uint64_t i = 0; i < 4; i++) {
 		v[0] = i;
 		v[1] = ~i;
-		assert_int_equal(vgpu_ring_push(&prod, v, sizeof(v)), 0);
+		assert_int_equal(cmn_ring_push(&prod, v, sizeof(v)), 0);
 	}
-	assert_int_equal(vgpu_ring_push(&prod, v, sizeof(v)), -EAGAIN);
-	assert_int_equal(vgpu_ring_count(&prod), 4);
-	assert_int_equal(vgpu_ring_push(&prod, big, 17), -EMSGSIZE);
+	assert_int_equal(cmn_ring_push(&prod, v, sizeof(v)), -EAGAIN);
+	assert_int_equal(cmn_ring_count(&prod), 4);
+	assert_int_equal(cmn_ring_push(&prod, big, 17), -EMSGSIZE);
 	for (uint64_t i = 0; i < 4; i++) {
-		assert_int_equal(vgpu_ring_pop(&cons, out), 0);
+		assert_int_equal(cmn_ring_pop(&cons, out), 0);
 		assert_int_equal(out[0], i);
 		assert_int_equal(out[1], ~i);
 	}
-	assert_int_equal(vgpu_ring_pop(&cons, out), -EAGAIN);
+	assert_int_equal(cmn_ring_pop(&cons, out), -EAGAIN);
 	/* Short pushes zero the rest of the slot: nothing stale leaks to the peer. */
 	v[0] = 7;
-	assert_int_equal(vgpu_ring_push(&prod, v, 8), 0);
-	assert_int_equal(vgpu_ring_pop(&cons, out), 0);
+	assert_int_equal(cmn_ring_push(&prod, v, 8), 0);
+	assert_int_equal(cmn_ring_pop(&cons, out), 0);
 	assert_int_equal(out[0], 7);
 	assert_int_equal(out[1], 0);
 	free(mem);
@@ -79,35 +79,35 @@ static void test_fifo_full_empty(void **state)
 /* A peer that writes garbage counters must never make us read or write out of bounds. */
 static void test_hostile_peer(void **state)
 {
-	size_t bytes = vgpu_ring_bytes(8, 8);
+	size_t bytes = cmn_ring_bytes(8, 8);
 	void *mem = calloc(1, bytes);
 	struct vgpu_ring_hdr *h = mem;
-	struct vgpu_ring prod = { 0 }, cons = { 0 };
+	struct cmn_ring prod = { 0 }, cons = { 0 };
 	uint64_t x = 1;
 
 	(void)state;
-	assert_int_equal(vgpu_ring_format(mem, bytes, 8, 8), 0);
-	assert_int_equal(vgpu_ring_attach(&cons, mem, bytes), 0);
-	assert_int_equal(vgpu_ring_attach(&prod, mem, bytes), 0);
+	assert_int_equal(cmn_ring_format(mem, bytes, 8, 8), 0);
+	assert_int_equal(cmn_ring_attach(&cons, mem, bytes), 0);
+	assert_int_equal(cmn_ring_attach(&prod, mem, bytes), 0);
 	__atomic_store_n(&h->head, 1000, __ATOMIC_RELEASE);	/* claims 1000 pending */
-	assert_int_equal(vgpu_ring_pop(&cons, &x), -EPROTO);
+	assert_int_equal(cmn_ring_pop(&cons, &x), -EPROTO);
 	__atomic_store_n(&h->head, 0, __ATOMIC_RELEASE);
 	for (int i = 0; i < 8; i++)
-		assert_int_equal(vgpu_ring_push(&prod, &x, 8), 0);
+		assert_int_equal(cmn_ring_push(&prod, &x, 8), 0);
 	/* A consumer whose tail runs ahead of head looks full: the producer stops rather than
 	 * trusting a count that cannot be. */
 	__atomic_store_n(&h->tail, 1000, __ATOMIC_RELEASE);
-	assert_int_equal(vgpu_ring_push(&prod, &x, 8), -EAGAIN);
+	assert_int_equal(cmn_ring_push(&prod, &x, 8), -EAGAIN);
 	/* A header that lies about its size is refused at attach. */
 	h->nr_elems = 1u << 20;
-	assert_int_equal(vgpu_ring_attach(&cons, mem, bytes), -EPROTO);
+	assert_int_equal(cmn_ring_attach(&cons, mem, bytes), -EPROTO);
 	free(mem);
 }
 
 #define STREAM_N 200000
 
 struct stream {
-	struct vgpu_ring r;
+	struct cmn_ring r;
 	void *mem;
 	size_t bytes;
 };
@@ -115,36 +115,36 @@ struct stream {
 static void *producer(void *arg)
 {
 	struct stream *s = arg;
-	struct vgpu_ring r = { 0 };
+	struct cmn_ring r = { 0 };
 
-	if (vgpu_ring_attach(&r, s->mem, s->bytes))
+	if (cmn_ring_attach(&r, s->mem, s->bytes))
 		return NULL;
 	for (uint64_t i = 1; i <= STREAM_N; i++) {
 		uint64_t v[4] = { i, i * 3, i ^ 0x5a5a, ~i };
 
-		while (vgpu_ring_push(&r, v, sizeof(v)) == -EAGAIN)
-			vgpu_cpu_relax();
+		while (cmn_ring_push(&r, v, sizeof(v)) == -EAGAIN)
+			cmn_cpu_relax();
 	}
 	return NULL;
 }
 
 static void test_two_threads(void **state)
 {
-	struct stream s = { .bytes = vgpu_ring_bytes(64, 32) };
+	struct stream s = { .bytes = cmn_ring_bytes(64, 32) };
 	pthread_t t;
 	uint64_t next = 1;
 
 	(void)state;
 	s.mem = calloc(1, s.bytes);
-	assert_int_equal(vgpu_ring_format(s.mem, s.bytes, 64, 32), 0);
-	assert_int_equal(vgpu_ring_attach(&s.r, s.mem, s.bytes), 0);
+	assert_int_equal(cmn_ring_format(s.mem, s.bytes, 64, 32), 0);
+	assert_int_equal(cmn_ring_attach(&s.r, s.mem, s.bytes), 0);
 	assert_int_equal(pthread_create(&t, NULL, producer, &s), 0);
 	while (next <= STREAM_N) {
 		uint64_t v[4];
-		int ret = vgpu_ring_pop(&s.r, v);
+		int ret = cmn_ring_pop(&s.r, v);
 
 		if (ret == -EAGAIN) {
-			vgpu_cpu_relax();
+			cmn_cpu_relax();
 			continue;
 		}
 		/* Every element arrives once, in order, never torn. */
@@ -156,7 +156,7 @@ static void test_two_threads(void **state)
 		next++;
 	}
 	pthread_join(t, NULL);
-	assert_int_equal(vgpu_ring_count(&s.r), 0);
+	assert_int_equal(cmn_ring_count(&s.r), 0);
 	free(s.mem);
 }
 

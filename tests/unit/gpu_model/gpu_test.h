@@ -70,7 +70,7 @@ static inline uint64_t tgpu_alloc(struct tgpu *t, unsigned int fn, uint64_t size
 {
 	uint64_t pa = t->next_data[fn];
 
-	t->next_data[fn] += vgpu_align_up(size, VGPU_GMMU_PAGE_2M);
+	t->next_data[fn] += cmn_align_up(size, VGPU_GMMU_PAGE_2M);
 	assert_true(t->next_data[fn] <= t->slice);
 	return pa;
 }
@@ -126,7 +126,7 @@ static inline uint64_t tgpu_vmem(struct tgpu *t, unsigned int fn, uint64_t size,
 {
 	uint64_t pa = tgpu_alloc(t, fn, size);
 
-	tgpu_map(t, fn, T_VA_BASE + pa, pa, vgpu_align_up(size, page_size), page_size, 0);
+	tgpu_map(t, fn, T_VA_BASE + pa, pa, cmn_align_up(size, page_size), page_size, 0);
 	return T_VA_BASE + pa;
 }
 
@@ -187,7 +187,7 @@ static inline void tchan_init_flags(struct tgpu *t, struct tchan *c, unsigned in
 	c->entries = entries;
 	c->userd_pa = area;
 	c->gp_va = T_VA_BASE + area + 4096;
-	c->pb_va = vgpu_align_up(c->gp_va + entries * 8ull, 4096);
+	c->pb_va = cmn_align_up(c->gp_va + entries * 8ull, 4096);
 	tgpu_map(t, fn, T_VA_BASE + area, area, VGPU_GMMU_PAGE_2M *
 		 ((entries * 8ull + T_PB_BYTES + 8192 + VGPU_GMMU_PAGE_2M - 1) / VGPU_GMMU_PAGE_2M),
 		 VGPU_GMMU_PAGE_2M, 0);
@@ -270,14 +270,14 @@ static inline uint32_t tchan_err(struct tchan *c)
  * -ETIMEDOUT if neither happened. */
 static inline int tchan_wait(struct tchan *c)
 {
-	uint64_t dl = vgpu_deadline_ns(T_TIMEOUT);
+	uint64_t dl = cmn_deadline_ns(T_TIMEOUT);
 
-	while (!vgpu_deadline_passed(dl)) {
+	while (!cmn_deadline_passed(dl)) {
 		if (tchan_err(c))
 			return (int)tchan_err(c);
 		if (tchan_get(c) == c->put)
 			return 0;
-		vgpu_sleep_ns(20 * VGPU_NSEC_PER_USEC);
+		cmn_sleep_ns(20 * VGPU_NSEC_PER_USEC);
 	}
 	return -ETIMEDOUT;
 }
@@ -287,25 +287,25 @@ static inline int tchan_wait(struct tchan *c)
  * Returns the bits acknowledged (0 if none was raised in time). */
 static inline uint32_t tgpu_wait_intr(struct tgpu *t, unsigned int fn, uint32_t bits)
 {
-	uint64_t dl = vgpu_deadline_ns(T_TIMEOUT);
+	uint64_t dl = cmn_deadline_ns(T_TIMEOUT);
 	uint32_t got;
 
-	while (!(got = gpu_intr_ack(t->g, fn, bits)) && !vgpu_deadline_passed(dl))
-		vgpu_sleep_ns(20 * VGPU_NSEC_PER_USEC);
+	while (!(got = gpu_intr_ack(t->g, fn, bits)) && !cmn_deadline_passed(dl))
+		cmn_sleep_ns(20 * VGPU_NSEC_PER_USEC);
 	return got;
 }
 
 /* Wait for the channel's state to become @st. */
 static inline int tchan_wait_state(struct tgpu *t, struct tchan *c, enum gpu_chan_state st)
 {
-	uint64_t dl = vgpu_deadline_ns(T_TIMEOUT);
+	uint64_t dl = cmn_deadline_ns(T_TIMEOUT);
 	struct gpu_chan_status s;
 
-	while (!vgpu_deadline_passed(dl)) {
+	while (!cmn_deadline_passed(dl)) {
 		assert_int_equal(gpu_chan_status(t->g, c->fn, c->chid, &s), 0);
 		if (s.state == st)
 			return 0;
-		vgpu_sleep_ns(20 * VGPU_NSEC_PER_USEC);
+		cmn_sleep_ns(20 * VGPU_NSEC_PER_USEC);
 	}
 	return -ETIMEDOUT;
 }

@@ -44,10 +44,10 @@ static struct gpu_db_stats stats(struct dctx *d, unsigned int fn)
 /* Wait until @fn's doorbell counters say @n tokens were consumed. */
 static void wait_rung(struct dctx *d, unsigned int fn, uint64_t n)
 {
-	uint64_t dl = vgpu_deadline_ns(T_TIMEOUT);
+	uint64_t dl = cmn_deadline_ns(T_TIMEOUT);
 
-	while (stats(d, fn).rung < n && !vgpu_deadline_passed(dl))
-		vgpu_sleep_ns(10 * VGPU_NSEC_PER_USEC);
+	while (stats(d, fn).rung < n && !cmn_deadline_passed(dl))
+		cmn_sleep_ns(10 * VGPU_NSEC_PER_USEC);
 	assert_true(stats(d, fn).rung >= n);
 }
 
@@ -75,7 +75,7 @@ static void case_foreign_token(struct dctx *d)
 	gpu_doorbell_ring(d->t->g, 1, vgpu_token(0, 7));	/* fn 1 has no channel 7 */
 	wait_rung(d, 1, 1);
 	assert_int_equal(stats(d, 1).invalid, 1);
-	vgpu_sleep_ns(2 * VGPU_NSEC_PER_MSEC);
+	cmn_sleep_ns(2 * VGPU_NSEC_PER_MSEC);
 	assert_int_equal(tchan_get(&other), 0);		/* the owner's channel did not run */
 	assert_int_equal(stats(d, 2).rung, 0);
 	gpu_doorbell_ring(d->t->g, 2, vgpu_token(0, 7));	/* its own doorbell works */
@@ -105,7 +105,7 @@ static void case_disabled_channel(struct dctx *d)
 	tchan_kick(d->t, &d->c);
 	wait_rung(d, 1, 1);
 	assert_int_equal(stats(d, 1).disabled, 1);
-	vgpu_sleep_ns(2 * VGPU_NSEC_PER_MSEC);
+	cmn_sleep_ns(2 * VGPU_NSEC_PER_MSEC);
 	assert_int_equal(sem(d), 0);
 	assert_int_equal(gpu_priv_chan_enable(d->t->p, 1, 2, true), 0);
 	tchan_kick(d->t, &d->c);
@@ -121,22 +121,22 @@ static void case_put_unchanged(struct dctx *d)
 	tchan_kick(d->t, &d->c);			/* nothing new */
 	wait_rung(d, 1, 2);
 	assert_int_equal(tchan_wait(&d->c), 0);
-	uint64_t dl = vgpu_deadline_ns(T_TIMEOUT);
+	uint64_t dl = cmn_deadline_ns(T_TIMEOUT);
 
-	while (stats(d, 1).spurious < 1 && !vgpu_deadline_passed(dl))
-		vgpu_sleep_ns(10 * VGPU_NSEC_PER_USEC);
+	while (stats(d, 1).spurious < 1 && !cmn_deadline_passed(dl))
+		cmn_sleep_ns(10 * VGPU_NSEC_PER_USEC);
 	assert_int_equal(stats(d, 1).spurious, 1);
 	assert_int_equal(tchan_err(&d->c), 0);
 }
 
 static void wait_counter(struct dctx *d, size_t off, uint64_t want)
 {
-	uint64_t dl = vgpu_deadline_ns(T_TIMEOUT);
+	uint64_t dl = cmn_deadline_ns(T_TIMEOUT);
 	struct gpu_db_stats s;
 
 	do {
 		s = stats(d, 1);
-	} while (*(uint64_t *)((char *)&s + off) < want && !vgpu_deadline_passed(dl));
+	} while (*(uint64_t *)((char *)&s + off) < want && !cmn_deadline_passed(dl));
 	assert_int_equal(*(uint64_t *)((char *)&s + off), want);
 }
 
@@ -158,7 +158,7 @@ static void case_put_backwards(struct dctx *d)
 	uint64_t gate = d->sem_va + 64;
 	uint32_t *gate_p = d->sem + 16;
 
-	uint64_t dl = vgpu_deadline_ns(T_TIMEOUT);
+	uint64_t dl = cmn_deadline_ns(T_TIMEOUT);
 
 	/* Entry 0 marks that it started (so GP_PUT 4 was read), then blocks on a gate, so
 	 * entries 1..3 stay pending while we misbehave. */
@@ -169,8 +169,8 @@ static void case_put_backwards(struct dctx *d)
 	queue_release(d, 2);
 	queue_release(d, 3);
 	tchan_kick(d->t, &d->c);
-	while (!__atomic_load_n(gate_p + 1, __ATOMIC_ACQUIRE) && !vgpu_deadline_passed(dl))
-		vgpu_sleep_ns(10 * VGPU_NSEC_PER_USEC);
+	while (!__atomic_load_n(gate_p + 1, __ATOMIC_ACQUIRE) && !cmn_deadline_passed(dl))
+		cmn_sleep_ns(10 * VGPU_NSEC_PER_USEC);
 	assert_int_equal(__atomic_load_n(gate_p + 1, __ATOMIC_ACQUIRE), 1);
 	__atomic_store_n(&d->c.userd->gp_put, 2, __ATOMIC_RELEASE);
 	gpu_doorbell_ring(d->t->g, 1, vgpu_token(0, 2));
@@ -188,7 +188,7 @@ static void case_non_resident(struct dctx *d)
 	tchan_kick(d->t, &d->c);
 	wait_rung(d, 1, 1);
 	assert_int_equal(stats(d, 1).non_resident, 1);
-	vgpu_sleep_ns(2 * VGPU_NSEC_PER_MSEC);
+	cmn_sleep_ns(2 * VGPU_NSEC_PER_MSEC);
 	assert_int_equal(sem(d), 0);
 	assert_int_equal(gpu_priv_runlist_set(d->t->p, 1, 0, VGPU_BIT(2)), 0);
 	assert_int_equal(tchan_wait(&d->c), 0);		/* no second doorbell needed */
@@ -221,17 +221,17 @@ static void case_abandoned_slot(struct dctx *d)
 static void case_sleep_and_kick(struct dctx *d)
 {
 	struct vgpu_doorbell_page *db = gpu_doorbell_page(d->t->g, 1);
-	uint64_t dl = vgpu_deadline_ns(T_TIMEOUT);
+	uint64_t dl = cmn_deadline_ns(T_TIMEOUT);
 
-	while (!__atomic_load_n(&db->sleeping, __ATOMIC_SEQ_CST) && !vgpu_deadline_passed(dl))
-		vgpu_sleep_ns(100 * VGPU_NSEC_PER_USEC);
+	while (!__atomic_load_n(&db->sleeping, __ATOMIC_SEQ_CST) && !cmn_deadline_passed(dl))
+		cmn_sleep_ns(100 * VGPU_NSEC_PER_USEC);
 	assert_true(__atomic_load_n(&db->sleeping, __ATOMIC_SEQ_CST) > 0);
 	for (uint32_t i = 1; i <= 20; i++) {
 		queue_release(d, i);
 		tchan_kick(d->t, &d->c);
 		assert_int_equal(tchan_wait(&d->c), 0);
 		assert_int_equal(sem(d), i);
-		vgpu_sleep_ns(200 * VGPU_NSEC_PER_USEC);	/* past the spin: asleep again */
+		cmn_sleep_ns(200 * VGPU_NSEC_PER_USEC);	/* past the spin: asleep again */
 	}
 }
 

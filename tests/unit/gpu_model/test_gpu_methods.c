@@ -94,10 +94,10 @@ static void test_sem_acquire(void **state)
 	TM(&m->c, VGPU_M_SEM_RELEASE, lo32(done), hi32(done), 1, 0, 0);
 	tchan_gp(&m->c);
 	tchan_kick(m->t, &m->c);
-	vgpu_sleep_ns(5 * VGPU_NSEC_PER_MSEC);
+	cmn_sleep_ns(5 * VGPU_NSEC_PER_MSEC);
 	assert_int_equal(__atomic_load_n(d, __ATOMIC_ACQUIRE), 0);	/* 5 < 7: still waiting */
 	__atomic_store_n(s32, 9, __ATOMIC_RELEASE);
-	vgpu_sleep_ns(5 * VGPU_NSEC_PER_MSEC);
+	cmn_sleep_ns(5 * VGPU_NSEC_PER_MSEC);
 	assert_int_equal(__atomic_load_n(d, __ATOMIC_ACQUIRE), 0);	/* 64-bit == not yet */
 	__atomic_store_n(s64, 0x100000001ull, __ATOMIC_RELEASE);
 	assert_int_equal(tchan_wait(&m->c), 0);
@@ -176,13 +176,13 @@ static void test_fill(void **state)
 static void test_timestamp(void **state)
 {
 	struct mctx *m = *state;
-	uint64_t va = m->buf_va + 2048, t0 = vgpu_now_ns(), t1;
+	uint64_t va = m->buf_va + 2048, t0 = cmn_now_ns(), t1;
 	uint64_t *ts = (uint64_t *)(m->buf + 2048);
 
 	TM(&m->c, VGPU_M_TIMESTAMP, lo32(va), hi32(va));
 	TM(&m->c, VGPU_M_TIMESTAMP, lo32(va + 8), hi32(va + 8));
 	assert_int_equal(run(m), 0);
-	t1 = vgpu_now_ns();
+	t1 = cmn_now_ns();
 	assert_true(ts[0] >= t0 && ts[0] <= ts[1] && ts[1] <= t1);
 }
 

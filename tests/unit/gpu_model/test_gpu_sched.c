@@ -37,12 +37,12 @@ static void busy_top_up(struct tgpu *t, struct busy *b)
 
 static void run_for(struct tgpu *t, struct busy *b, unsigned int n, uint64_t ns)
 {
-	uint64_t end = vgpu_now_ns() + ns;
+	uint64_t end = cmn_now_ns() + ns;
 
-	while (vgpu_now_ns() < end) {
+	while (cmn_now_ns() < end) {
 		for (unsigned int i = 0; i < n; i++)
 			busy_top_up(t, &b[i]);
-		vgpu_sleep_ns(200 * VGPU_NSEC_PER_USEC);
+		cmn_sleep_ns(200 * VGPU_NSEC_PER_USEC);
 	}
 }
 
@@ -144,9 +144,9 @@ static void reserve_case(enum gpu_sched_policy policy)
 	run_for(t, &b, 1, 50 * VGPU_NSEC_PER_MSEC);
 	gpu_sched_stats(t->g, 1, &a0);
 	gpu_sched_stats(t->g, 2, &b0);
-	t0 = vgpu_now_ns();
+	t0 = cmn_now_ns();
 	run_for(t, &b, 1, 300 * VGPU_NSEC_PER_MSEC);
-	t1 = vgpu_now_ns();
+	t1 = cmn_now_ns();
 	gpu_sched_stats(t->g, 1, &a1);
 	gpu_sched_stats(t->g, 2, &b1);
 	double run = (double)(a1.run_ns - a0.run_ns), idle_other = (double)(b1.idle_ns - b0.idle_ns);

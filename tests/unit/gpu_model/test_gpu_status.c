@@ -41,12 +41,12 @@ static uint64_t ld(const uint64_t *w)
 /* Wait until *@w reaches @want (the GSP polls the same way). */
 static int wait_word(const uint64_t *w, uint64_t want)
 {
-	uint64_t dl = vgpu_deadline_ns(T_TIMEOUT);
+	uint64_t dl = cmn_deadline_ns(T_TIMEOUT);
 
 	while (ld(w) != want) {
-		if (vgpu_deadline_passed(dl))
+		if (cmn_deadline_passed(dl))
 			return -ETIMEDOUT;
-		vgpu_sleep_ns(20 * VGPU_NSEC_PER_USEC);
+		cmn_sleep_ns(20 * VGPU_NSEC_PER_USEC);
 	}
 	return 0;
 }
@@ -75,7 +75,7 @@ static void test_chan_error(void **state)
 {
 	struct sctx *x = *state;
 	const struct gpu_status_shared *own = gpu_status_get(x->t->g);
-	size_t bytes = vgpu_align_up(sizeof(struct gpu_status_shared), 4096);
+	size_t bytes = cmn_align_up(sizeof(struct gpu_status_shared), 4096);
 	const struct gpu_status_shared *ro = mmap(NULL, bytes, PROT_READ, MAP_SHARED,
 						  gpu_status_fd(x->t->g), 0);
 	uint64_t events = ld(&own->events);

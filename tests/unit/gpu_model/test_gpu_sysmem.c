@@ -106,16 +106,16 @@ static void schan_submit(struct sctx *s, struct schan *c, unsigned int chid, uin
 
 static int schan_wait(struct schan *c)
 {
-	uint64_t dl = vgpu_deadline_ns(T_TIMEOUT);
+	uint64_t dl = cmn_deadline_ns(T_TIMEOUT);
 
-	while (!vgpu_deadline_passed(dl)) {
+	while (!cmn_deadline_passed(dl)) {
 		uint32_t err = __atomic_load_n(&c->userd->error, __ATOMIC_ACQUIRE);
 
 		if (err)
 			return (int)err;
 		if (__atomic_load_n(&c->userd->gp_get, __ATOMIC_ACQUIRE) == c->put)
 			return 0;
-		vgpu_sleep_ns(20 * VGPU_NSEC_PER_USEC);
+		cmn_sleep_ns(20 * VGPU_NSEC_PER_USEC);
 	}
 	return -ETIMEDOUT;
 }

@@ -105,7 +105,7 @@ static inline void tdev_pt_clear(struct tdev *d, uintptr_t start, uintptr_t end)
 
 static inline void tdev_invalidate(struct hmm_mirror *m, const struct hmm_notify_range *r)
 {
-	struct tdev *d = vgpu_container_of(m, struct tdev, mirror);
+	struct tdev *d = cmn_container_of(m, struct tdev, mirror);
 
 	d->invalidations++;
 	tdev_pt_clear(d, r->start, r->end);
@@ -114,7 +114,7 @@ static inline void tdev_invalidate(struct hmm_mirror *m, const struct hmm_notify
 static inline int tdev_map(struct hmm_mirror *m, uintptr_t start, uintptr_t end,
 			   const uint64_t *pfns)
 {
-	struct tdev *d = vgpu_container_of(m, struct tdev, mirror);
+	struct tdev *d = cmn_container_of(m, struct tdev, mirror);
 
 	for (uintptr_t a = start; a < end; a += PG) {
 		uint64_t p = pfns[(a - start) / PG];
@@ -212,7 +212,7 @@ static inline int tdev_rw(struct tdev *d, void *addr, size_t npages, void *buf, 
 	for (unsigned int round = 0; round < 8; round++) {
 		size_t miss = 0;
 
-		vgpu_mutex_lock(&d->mirror.update);
+		cmn_mutex_lock(&d->mirror.update);
 		for (size_t i = *cpages; i < npages; i++) {
 			int r = tdev_access(d, start + i * PG, (char *)buf + i * PG, write);
 
@@ -233,7 +233,7 @@ static inline int tdev_rw(struct tdev *d, void *addr, size_t npages, void *buf, 
 			if (!e || !e->pfn || (write && !(e->pfn & HMM_PFN_WRITE)))
 				f[miss++] = (struct hmm_dev_fault){ start + i * PG, write };
 		}
-		vgpu_mutex_unlock(&d->mirror.update);
+		cmn_mutex_unlock(&d->mirror.update);
 		if (ret || !miss)
 			break;
 		d->faults++;
@@ -279,9 +279,9 @@ static inline int tdev_migrate(struct tdev *d, void *addr, size_t npages, void *
 		return ret;
 	/* our own MIGRATE event is filtered out: like dmirror, the migrating device drops
 	 * its stale entries for the old system pages itself */
-	vgpu_mutex_lock(&d->mirror.update);
+	cmn_mutex_lock(&d->mirror.update);
 	tdev_pt_clear(d, (uintptr_t)addr, (uintptr_t)addr + npages * PG);
-	vgpu_mutex_unlock(&d->mirror.update);
+	cmn_mutex_unlock(&d->mirror.update);
 	if (buf) {
 		ret = tdev_read(d, addr, npages, buf, &cpages);
 		if (ret)
@@ -312,9 +312,9 @@ static inline int tdev_exclusive(struct tdev *d, void *addr, size_t npages, void
 		ret = hmm_make_exclusive(d->mm, addr, npages * PG, d, pfns);
 		if (ret)
 			break;
-		vgpu_mutex_lock(&d->mirror.update);
+		cmn_mutex_lock(&d->mirror.update);
 		if (hmm_interval_read_retry(&d->mirror.notifier, seq)) {
-			vgpu_mutex_unlock(&d->mirror.update);
+			cmn_mutex_unlock(&d->mirror.update);
 			continue;
 		}
 		for (size_t i = 0; i < npages; i++) {
@@ -323,7 +323,7 @@ static inline int tdev_exclusive(struct tdev *d, void *addr, size_t npages, void
 			e->pfn = pfns[i];
 			e->atomic = true;
 		}
-		vgpu_mutex_unlock(&d->mirror.update);
+		cmn_mutex_unlock(&d->mirror.update);
 		break;
 	}
 	free(pfns);
@@ -337,14 +337,14 @@ static inline int tdev_check_exclusive(struct tdev *d, void *addr, size_t npages
 {
 	int ret = 0;
 
-	vgpu_mutex_lock(&d->mirror.update);
+	cmn_mutex_lock(&d->mirror.update);
 	for (size_t i = 0; i < npages && !ret; i++) {
 		struct tdev_pte *e = tdev_pte(d, (uintptr_t)addr + i * PG, false);
 
 		if (e && e->pfn && e->atomic)
 			ret = -EPERM;
 	}
-	vgpu_mutex_unlock(&d->mirror.update);
+	cmn_mutex_unlock(&d->mirror.update);
 	return ret;
 }
 
@@ -393,7 +393,7 @@ static inline void *tbuf_new(size_t len, bool thp)
 	char *a;
 
 	assert_true(p != MAP_FAILED);
-	a = (char *)vgpu_align_up((uintptr_t)p, M2);
+	a = (char *)cmn_align_up((uintptr_t)p, M2);
 	if (a > p)
 		munmap(p, a - p);
 	munmap(a + len, (p + len + M2) - (a + len));

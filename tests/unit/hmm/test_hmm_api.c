@@ -179,7 +179,7 @@ struct rec_sub {
 static bool rec_invalidate(struct hmm_interval_notifier *sub, const struct hmm_notify_range *r,
 			   uint64_t cur_seq)
 {
-	struct rec_sub *s = vgpu_container_of(sub, struct rec_sub, sub);
+	struct rec_sub *s = cmn_container_of(sub, struct rec_sub, sub);
 
 	hmm_interval_set_seq(sub, cur_seq);
 	s->calls++;

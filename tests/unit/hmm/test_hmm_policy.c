@@ -33,14 +33,14 @@ static void test_prefetch_table(void **state)
 	uint64_t thr[HMM_BLOCK_WORDS] = { 0 }, out[HMM_BLOCK_WORDS];
 
 	p.enable = !c->disable;
-	vgpu_bitmap_set(res, c->res_first, c->res_n);
-	vgpu_bitmap_set(thr, c->thrash_first, c->thrash_n);
+	cmn_bitmap_set(res, c->res_first, c->res_n);
+	cmn_bitmap_set(thr, c->thrash_first, c->thrash_n);
 	for (unsigned int i = 0; i < c->nfaults; i++)
-		vgpu_set_bit(flt, c->faults[i]);
+		cmn_set_bit(flt, c->faults[i]);
 	assert_int_equal(hmm_prefetch_compute(&p, res, flt, thr, out), c->want);
-	assert_int_equal(vgpu_bitmap_weight(out, 0, HMM_BLOCK_PAGES), c->want);
+	assert_int_equal(cmn_bitmap_weight(out, 0, HMM_BLOCK_PAGES), c->want);
 	if (c->want_first >= 0)
-		assert_int_equal(vgpu_bitmap_next_set(out, HMM_BLOCK_PAGES, 0), c->want_first);
+		assert_int_equal(cmn_bitmap_next_set(out, HMM_BLOCK_PAGES, 0), c->want_first);
 	for (unsigned int w = 0; w < HMM_BLOCK_WORDS; w++)
 		assert_int_equal(out[w] & (res[w] | flt[w] | thr[w]), 0);
 }
@@ -225,7 +225,7 @@ static void test_prefetch_stream(void **state)
 	(void)state;
 	for (size_t i = 0; i < len; i += PG)
 		buf[i] = (char)(i / PG);
-	vgpu_mutex_lock(&d->mirror.update);
+	cmn_mutex_lock(&d->mirror.update);
 	for (size_t i = 0; i < len; i += PG) {
 		struct tdev_pte *e = tdev_pte(d, (uintptr_t)buf + i, false);
 		char v;
@@ -234,11 +234,11 @@ static void test_prefetch_stream(void **state)
 			struct hmm_dev_fault f = { (uintptr_t)buf + i, false };
 			int status;
 
-			vgpu_mutex_unlock(&d->mirror.update);
+			cmn_mutex_unlock(&d->mirror.update);
 			assert_int_equal(hmm_mirror_service_faults(&d->mirror, &f, 1, &status), 0);
 			assert_int_equal(status, 0);
 			faults++;
-			vgpu_mutex_lock(&d->mirror.update);
+			cmn_mutex_lock(&d->mirror.update);
 			e = tdev_pte(d, (uintptr_t)buf + i, false);
 			assert_non_null(e);
 		}
@@ -246,7 +246,7 @@ static void test_prefetch_stream(void **state)
 		assert_int_equal(v, (char)(i / PG));
 		sum += v;
 	}
-	vgpu_mutex_unlock(&d->mirror.update);
+	cmn_mutex_unlock(&d->mirror.update);
 	print_message("streaming read: %lu faults for %zu pages, %lu prefetched\n", faults,
 		      (size_t)(len / PG), (unsigned long)d->mirror.stats.prefetched);
 	assert_true(faults * 16 <= len / PG);

@@ -472,7 +472,7 @@ struct tguest {
 	uint64_t bar_size;
 	uint8_t *bar;			/* the whole BAR2 */
 	struct vf_bar_header *hdr;
-	struct vgpu_ring req, rsp, evt;
+	struct cmn_ring req, rsp, evt;
 	uint32_t seq;
 };
 
@@ -541,9 +541,9 @@ static __attribute__((unused)) int t_guest_attach(const char *path, struct tgues
 	assert_true(vgpu_abi_compatible(g->hdr->abi_version));
 	assert_int_equal(g->hdr->vf_id, (uint32_t)g->id);
 	assert_int_equal(g->hdr->state, VF_STATE_READY);
-	assert_int_equal(vgpu_ring_attach(&g->req, g->bar + g->hdr->req_off, g->hdr->ring_region_size), 0);
-	assert_int_equal(vgpu_ring_attach(&g->rsp, g->bar + g->hdr->rsp_off, g->hdr->ring_region_size), 0);
-	assert_int_equal(vgpu_ring_attach(&g->evt, g->bar + g->hdr->evt_off, g->hdr->ring_region_size), 0);
+	assert_int_equal(cmn_ring_attach(&g->req, g->bar + g->hdr->req_off, g->hdr->ring_region_size), 0);
+	assert_int_equal(cmn_ring_attach(&g->rsp, g->bar + g->hdr->rsp_off, g->hdr->ring_region_size), 0);
+	assert_int_equal(cmn_ring_attach(&g->evt, g->bar + g->hdr->evt_off, g->hdr->ring_region_size), 0);
 	return 0;
 }
 
@@ -586,10 +586,10 @@ static __attribute__((unused)) int t_guest_call(struct tguest *g, uint32_t type,
 	m->length = len;
 	if (payload && len <= VF_MSG_MAX_PAYLOAD)
 		memcpy(m + 1, payload, len);
-	assert_int_equal(vgpu_ring_push(&g->req, slot, sizeof(slot)), 0);
+	assert_int_equal(cmn_ring_push(&g->req, slot, sizeof(slot)), 0);
 	assert_int_equal(write(g->to_host[VF_VEC_MBOX], &one, sizeof(one)), (ssize_t)sizeof(one));
 	assert_int_equal(t_guest_wait(g, VF_VEC_MBOX), 0);
-	assert_int_equal(vgpu_ring_pop(&g->rsp, slot), 0);
+	assert_int_equal(cmn_ring_pop(&g->rsp, slot), 0);
 	assert_int_equal(m->seq, g->seq);
 	assert_int_equal(m->type, type);
 	if (out)

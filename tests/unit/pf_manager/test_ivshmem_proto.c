@@ -219,7 +219,7 @@ static void test_from_host_event(void **state)
 	attach(&g);
 	assert_int_equal(T_CTL(dmn, "reset", "1"), 0);
 	assert_int_equal(t_guest_wait(&g, VF_VEC_EVENT), 0);
-	assert_int_equal(vgpu_ring_pop(&g.evt, slot), 0);
+	assert_int_equal(cmn_ring_pop(&g.evt, slot), 0);
 	assert_int_equal(ev->type, VF_EVT_RESET);
 	t_guest_detach(&g);
 }

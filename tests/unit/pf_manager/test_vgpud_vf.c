@@ -308,20 +308,20 @@ static void test_reset_isolation(void **state)
 	assert_int_equal(T_CTL(d, "reset", "1"), 0);
 	/* VF 1: event + interrupt, new reset count, VRAM zero, mailbox usable again */
 	assert_int_equal(t_guest_wait(&g1, VF_VEC_EVENT), 0);
-	assert_int_equal(vgpu_ring_attach(&g1.evt, g1.bar + g1.hdr->evt_off, VF_BAR_RING_REGION), 0);
-	assert_int_equal(vgpu_ring_pop(&g1.evt, &ev), 0);
+	assert_int_equal(cmn_ring_attach(&g1.evt, g1.bar + g1.hdr->evt_off, VF_BAR_RING_REGION), 0);
+	assert_int_equal(cmn_ring_pop(&g1.evt, &ev), 0);
 	assert_int_equal(ev.type, VF_EVT_RESET);
 	assert_int_equal(ev.arg0, 1);
 	assert_int_equal(g1.hdr->reset_count, 1);
 	assert_int_equal(g1.hdr->state, VF_STATE_READY);
 	assert_true(all_zero(g1.bar, g1.hdr->vram_size));
-	assert_int_equal(vgpu_ring_attach(&g1.req, g1.bar + g1.hdr->req_off, VF_BAR_RING_REGION), 0);
-	assert_int_equal(vgpu_ring_attach(&g1.rsp, g1.bar + g1.hdr->rsp_off, VF_BAR_RING_REGION), 0);
+	assert_int_equal(cmn_ring_attach(&g1.req, g1.bar + g1.hdr->req_off, VF_BAR_RING_REGION), 0);
+	assert_int_equal(cmn_ring_attach(&g1.rsp, g1.bar + g1.hdr->rsp_off, VF_BAR_RING_REGION), 0);
 	assert_int_equal(t_guest_call(&g1, VF_MSG_PING, msg, sizeof(msg), NULL, 0, NULL), 0);
 	/* VF 2: nothing happened */
 	assert_true(pattern_check(g2.bar, g2.hdr->vram_size, 0xa5));
 	assert_int_equal(g2.hdr->reset_count, 0);
-	assert_int_equal(vgpu_ring_count(&g2.evt), 0);
+	assert_int_equal(cmn_ring_count(&g2.evt), 0);
 	assert_int_equal(t_guest_call(&g2, VF_MSG_PING, msg, sizeof(msg), NULL, 0, NULL), 0);
 	assert_true(vf_vram_used(d, 2) == 32 * MiB);
 	assert_int_equal(T_CTL(d, "stats", "2", "--json"), 0);
@@ -354,8 +354,8 @@ static void test_hostile_guest(void **state)
 	assert_int_equal(T_CTL(d, "stats", "1", "--json"), 0);
 	assert_non_null(strstr(t_out.out, "\"errors\": 1"));	/* the broken ring, counted */
 	assert_int_equal(T_CTL(d, "reset", "1"), 0);
-	assert_int_equal(vgpu_ring_attach(&g1.req, g1.bar + g1.hdr->req_off, VF_BAR_RING_REGION), 0);
-	assert_int_equal(vgpu_ring_attach(&g1.rsp, g1.bar + g1.hdr->rsp_off, VF_BAR_RING_REGION), 0);
+	assert_int_equal(cmn_ring_attach(&g1.req, g1.bar + g1.hdr->req_off, VF_BAR_RING_REGION), 0);
+	assert_int_equal(cmn_ring_attach(&g1.rsp, g1.bar + g1.hdr->rsp_off, VF_BAR_RING_REGION), 0);
 	/* drain the reset's kick on the mailbox vector if one is pending, then call */
 	assert_int_equal(t_guest_call(&g1, VF_MSG_PING, "ok", 2, NULL, 0, NULL), 0);
 	t_guest_detach(&g1);

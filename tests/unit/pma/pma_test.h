@@ -177,7 +177,7 @@ static inline void tp_view_stats(const struct tp_view *v, struct pma_stats *s)
 			if (st & PMA_ATTR_BLACKLIST)
 				s->blacklisted_bytes += FR;
 		}
-		for (uint64_t a = vgpu_align_up(d->base, M2); a + M2 <= d->base + d->size; a += M2) {
+		for (uint64_t a = cmn_align_up(d->base, M2); a + M2 <= d->base + d->size; a += M2) {
 			bool all = true;
 
 			for (uint64_t f = 0; f < M2 / FR && all; f++)
@@ -316,8 +316,8 @@ static inline void tp_window(const struct tp_view *v, unsigned int i,
 	*lo = v->reg[i].base;
 	*hi = v->reg[i].base + v->reg[i].size;
 	if (o && (o->flags & PMA_RANGE)) {
-		*lo = vgpu_max(*lo, o->range_begin);
-		*hi = vgpu_min(*hi, o->range_end);
+		*lo = cmn_max(*lo, o->range_begin);
+		*hi = cmn_min(*hi, o->range_end);
 	}
 }
 
@@ -344,7 +344,7 @@ static inline uint64_t tp_contig_fit_in(const struct tp_view *v, unsigned int i,
 	uint64_t lo, hi, align = tp_align(o, page), size = page * count;
 
 	tp_window(v, i, o, &lo, &hi);
-	for (uint64_t a = vgpu_align_up(lo, align); a < hi && hi - a >= size; a += align)
+	for (uint64_t a = cmn_align_up(lo, align); a < hi && hi - a >= size; a += align)
 		if (tp_view_run_free(v, a, size))
 			return a;
 	return UINT64_MAX;
@@ -369,7 +369,7 @@ static inline uint64_t tp_pages_in(const struct tp_view *v, unsigned int i,
 	uint64_t lo, hi, n = 0;
 
 	tp_window(v, i, o, &lo, &hi);
-	for (uint64_t a = vgpu_align_up(lo, page); a < hi && hi - a >= page; a += page)
+	for (uint64_t a = cmn_align_up(lo, page); a < hi && hi - a >= page; a += page)
 		n += tp_view_run_free(v, a, page);
 	return n;
 }
@@ -398,7 +398,7 @@ static inline void tp_check_pages(const struct tp_view *before, const struct pma
 		int r = tp_view_region(before, pages[i]);
 		uint64_t lo, hi;
 
-		if (!vgpu_is_aligned(pages[i], page))
+		if (!cmn_is_aligned(pages[i], page))
 			fail_msg("page %zu at 0x%llx is not aligned to 0x%llx", i,
 				 (unsigned long long)pages[i], (unsigned long long)page);
 		if (r < 0 || !(m >> r & 1))
@@ -419,7 +419,7 @@ static inline void tp_check_pages(const struct tp_view *before, const struct pma
 			fail_msg("contiguous page %zu at 0x%llx does not follow 0x%llx", i,
 				 (unsigned long long)pages[i], (unsigned long long)pages[i - 1]);
 	}
-	if ((fl & PMA_CONTIGUOUS) && n && !vgpu_is_aligned(pages[0], tp_align(o, page)))
+	if ((fl & PMA_CONTIGUOUS) && n && !cmn_is_aligned(pages[0], tp_align(o, page)))
 		fail_msg("contiguous run at 0x%llx is not aligned to 0x%llx",
 			 (unsigned long long)pages[0], (unsigned long long)tp_align(o, page));
 }
@@ -481,7 +481,7 @@ static inline uint64_t tp_contig_fit_top(const struct tp_view *v, unsigned int i
 	tp_window(v, i, o, &lo, &hi);
 	if (hi - lo < size)
 		return UINT64_MAX;
-	for (uint64_t a = vgpu_align_down(hi - size, align); a >= lo; a -= align) {
+	for (uint64_t a = cmn_align_down(hi - size, align); a >= lo; a -= align) {
 		if (tp_view_run_free(v, a, size))
 			return a;
 		if (a < align)

@@ -198,7 +198,7 @@ static void test_alloc_case(void **state)
 	const struct alloc_case *c = *state;
 	struct pma *pma = std_new();
 	struct pma_alloc_opts o = c->opts;
-	size_t cap = vgpu_min(c->count, (size_t)1 << 15) + 1;
+	size_t cap = cmn_min(c->count, (size_t)1 << 15) + 1;
 	uint64_t *pages = calloc(cap, sizeof(*pages));
 	struct tp_snap before;
 	int ret;
@@ -223,8 +223,8 @@ static void test_alloc_case(void **state)
 	tp_check_priority(&before.view, &o, c->page, c->count, pages, n);
 	tp_check_state(pma, &o, c->page, pages, n);
 	for (size_t i = 0; i < n; i++) {
-		lo = vgpu_min(lo, pages[i]);
-		hi = vgpu_max(hi, pages[i]);
+		lo = cmn_min(lo, pages[i]);
+		hi = cmn_max(hi, pages[i]);
 		if (c->region)
 			assert_int_equal(tp_view_region(&before.view, pages[i]), c->region - 1);
 	}
@@ -753,7 +753,7 @@ static void test_stats_random(void **state)
 		if (d.size > 64 * MiB)		/* keep to the low part of the 1G region */
 			frames = 2048;
 		addr = d.base + tp_randn(&seed, frames) * FR;
-		size = vgpu_min(len, frames - (addr - d.base) / FR) * FR;
+		size = cmn_min(len, frames - (addr - d.base) / FR) * FR;
 		switch (tp_randn(&seed, 4)) {
 		case 0:
 		case 1: {

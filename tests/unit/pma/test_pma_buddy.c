@@ -389,7 +389,7 @@ static void test_range_primes(void **state)
 		uint64_t at = 0;
 
 		for (size_t i = 0; at < frames; i = (i + 1) % VGPU_ARRAY_SIZE(primes)) {
-			uint64_t n = vgpu_min(primes[i], frames - at);
+			uint64_t n = cmn_min(primes[i], frames - at);
 			struct pma_alloc_opts o = { .flags = i % 2 ? PMA_PINNED : 0 };
 
 			assert_int_equal(pma_alloc_fixed(pma, base + at * FR, n * FR, &o), 0);
@@ -425,7 +425,7 @@ static void bias_round(uint64_t page, uint64_t *seed)
 		order[j] = t;
 	}
 	for (unsigned int k = 0; k < 8; k++) {
-		uint64_t b = base + order[k] * W, e = vgpu_min(b + W, base + size);
+		uint64_t b = base + order[k] * W, e = cmn_min(b + W, base + size);
 		size_t n = (e - b) / page, r;
 		struct pma_alloc_opts o = { .flags = PMA_RANGE, .range_begin = b, .range_end = e };
 		uint64_t *p;
@@ -585,7 +585,7 @@ static void test_offset_aligned(void **state)
 	for (int i = 0; i < 16; i++) {
 		p = alloc_checked(pma, 1, K64, &o, &ret);
 		assert_non_null(p);
-		assert_true(vgpu_is_aligned(p[0], 256 * VGPU_KiB));
+		assert_true(cmn_is_aligned(p[0], 256 * VGPU_KiB));
 		held[i] = p[0];
 		free(p);
 	}
@@ -607,7 +607,7 @@ static void test_offset_aligned(void **state)
 	for (int i = 0; i < 8; i++) {
 		p = alloc_checked(pma, 1, K128, &o, &ret);
 		assert_non_null(p);
-		assert_true(vgpu_is_aligned(p[0], 256 * VGPU_KiB));
+		assert_true(cmn_is_aligned(p[0], 256 * VGPU_KiB));
 		free(p);
 	}
 	assert_null(alloc_checked(pma, 1, K128, &o, &ret));
@@ -631,7 +631,7 @@ static void test_alignment_stress(void **state)
 		uint64_t *p;
 
 		while ((p = alloc_checked(pma, 1, K64, &o, &ret))) {
-			assert_true(vgpu_is_aligned(p[0], align));
+			assert_true(cmn_is_aligned(p[0], align));
 			held[n++] = p[0];
 			free(p);
 		}

@@ -269,7 +269,7 @@ static uint64_t lz_runs_brute(const struct pma_region *r, uint64_t n)
 	uint64_t run = 0;
 
 	for (uint64_t g = 0; g < r->nr_groups; g++) {
-		run = vgpu_test_bit(r->gfull, g) ? run + 1 : 0;
+		run = cmn_test_bit(r->gfull, g) ? run + 1 : 0;
 		if (run == n)
 			return g + 1 - n;
 	}

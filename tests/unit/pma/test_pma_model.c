@@ -258,13 +258,13 @@ static int alloc_expect(struct model *m, size_t count, uint64_t page, const stru
 	if ((fl & PMA_CONTIGUOUS) && (fl & PMA_ALLOW_PARTIAL))
 		return -EINVAL;
 	if ((fl & PMA_RANGE) && (o->range_begin >= o->range_end ||
-				 !vgpu_is_aligned(o->range_begin, page) ||
-				 !vgpu_is_aligned(o->range_end, page)))
+				 !cmn_is_aligned(o->range_begin, page) ||
+				 !cmn_is_aligned(o->range_end, page)))
 		return -EINVAL;
 	if ((fl & PMA_REGION_ID) && o->region_id >= m->v.nr_regions)
 		return -EINVAL;
 	if ((fl & PMA_FORCE_ALIGNMENT) &&
-	    (!vgpu_is_pow2(o->alignment) || o->alignment < FR ||
+	    (!cmn_is_pow2(o->alignment) || o->alignment < FR ||
 	     (!(fl & PMA_CONTIGUOUS) && o->alignment > page)))
 		return -EINVAL;
 	if ((fl & PMA_REGION_ID) &&
@@ -291,7 +291,7 @@ static int alloc_expect(struct model *m, size_t count, uint64_t page, const stru
 static void random_range(struct model *m, uint64_t page, struct pma_alloc_opts *o)
 {
 	const struct pma_region_desc *d = &m->v.reg[rnd(m, m->v.nr_regions)];
-	uint64_t pages = vgpu_max(d->size / page, 1);
+	uint64_t pages = cmn_max(d->size / page, 1);
 
 	o->range_begin = d->base + rnd(m, pages) * page;
 	o->range_end = o->range_begin + (1 + rnd(m, pages)) * page;
@@ -381,7 +381,7 @@ static void op_fixed(struct model *m)
 		addr += 4096;
 	snprintf(m->desc, sizeof(m->desc), "fixed [0x%llx +0x%llx) flags 0x%x",
 		 (unsigned long long)addr, (unsigned long long)size, o.flags);
-	if (!vgpu_is_aligned(addr, FR) || !in_one_region(m, addr, size)) {
+	if (!cmn_is_aligned(addr, FR) || !in_one_region(m, addr, size)) {
 		want = -EINVAL;
 	} else {
 		bool taken = false, unavail = false;
@@ -412,7 +412,7 @@ static void op_fixed(struct model *m)
 static size_t page_run(struct model *m, uint64_t at, uint64_t page, size_t count, uint64_t *pages)
 {
 	int r = tp_view_region(&m->v, at);
-	uint64_t end = m->v.reg[r].base + m->v.reg[r].size, p = vgpu_align_down(at, page);
+	uint64_t end = m->v.reg[r].base + m->v.reg[r].size, p = cmn_align_down(at, page);
 	size_t n = 0;
 
 	if (p < m->v.reg[r].base)
@@ -488,7 +488,7 @@ static void op_free_range(struct model *m)
 	} else if (chance(m, 50)) {	/* start a little before, within the region */
 		uint64_t base = m->v.reg[tp_view_region(&m->v, at)].base;
 
-		at -= vgpu_min(rnd(m, 4) * FR, at - base);
+		at -= cmn_min(rnd(m, 4) * FR, at - base);
 	}
 	snprintf(m->desc, sizeof(m->desc), "free_range [0x%llx +0x%llx) flags 0x%x",
 		 (unsigned long long)at, (unsigned long long)size, flags);
@@ -682,6 +682,6 @@ int main(void)
 		cmocka_unit_test(test_model_scrub),
 	};
 
-	vgpu_log_set_level(VGPU_LOG_ERR);	/* each held scrub logs a warning */
+	cmn_log_set_level(VGPU_LOG_ERR);	/* each held scrub logs a warning */
 	return cmocka_run_group_tests_name("pma_model", tests, NULL, NULL);
 }

@@ -502,7 +502,7 @@ static int evict_pages_cb(void *ctx, uint64_t page_size, const uint64_t *pages, 
 	c->pages_calls++;
 	c->page_size = page_size;
 	c->evict_count = count;
-	memcpy(c->evict_list, pages, vgpu_min(count, VGPU_ARRAY_SIZE(c->evict_list)) * 8);
+	memcpy(c->evict_list, pages, cmn_min(count, VGPU_ARRAY_SIZE(c->evict_list)) * 8);
 	if (c->pages_calls <= c->fail_first) {
 		pthread_mutex_unlock(&c->lock);
 		return -EAGAIN;
@@ -549,7 +549,7 @@ static void test_evict_range(void **state)
 	assert_int_equal(c.range_calls, 1);
 	assert_int_equal(c.pages_calls, 0);
 	assert_int_equal(c.end - c.begin, M2);
-	assert_true(vgpu_is_aligned(c.begin, M2));
+	assert_true(cmn_is_aligned(c.begin, M2));
 	assert_int_equal(p, c.begin);
 	assert_true(c.saw_evicting);
 	assert_false(c.saw_not_evicting);
@@ -820,7 +820,7 @@ static void test_evict_then_scrub(void **state)
 static bool is_bad(const uint64_t *bad, size_t n, uint64_t a, uint64_t size)
 {
 	for (size_t i = 0; i < n; i++)
-		if (vgpu_align_down(bad[i], FR) >= a && vgpu_align_down(bad[i], FR) < a + size)
+		if (cmn_align_down(bad[i], FR) >= a && cmn_align_down(bad[i], FR) < a + size)
 			return true;
 	return false;
 }

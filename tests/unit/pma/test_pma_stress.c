@@ -288,7 +288,7 @@ static void *reader_main(void *arg)
 			s->checks++;
 			/* the export list is sorted and never overlaps, whatever runs meanwhile */
 			ret = pma_export(s->pma, r, 64, &nr);
-			for (size_t i = 1; !ret && i < vgpu_min(nr, (size_t)64); i++)
+			for (size_t i = 1; !ret && i < cmn_min(nr, (size_t)64); i++)
 				if (r[i - 1].base + r[i - 1].size > r[i].base)
 					report(s, "export entries %zu and %zu overlap or are unsorted",
 					       i - 1, i);

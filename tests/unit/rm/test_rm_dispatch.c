@@ -249,13 +249,13 @@ static void check_replayed(const struct vgpu_rm_channel_params *cp)
 static int wait_working(void)
 {
 	struct vgpu_rpc_info info;
-	uint64_t dl = vgpu_deadline_ns(5 * VGPU_NSEC_PER_SEC);
+	uint64_t dl = cmn_deadline_ns(5 * VGPU_NSEC_PER_SEC);
 
-	while (!vgpu_deadline_passed(dl)) {
+	while (!cmn_deadline_passed(dl)) {
 		if (!gsp_needs_reset(rm_gsp(fx.rm)) && atomic_load(&resets_seen) &&
 		    !gsp_call(rm_gsp(fx.rm), 0, VGPU_RPC_FN_GET_INFO, NULL, 0, &info, sizeof(info), NULL))
 			return 0;
-		vgpu_sleep_ns(VGPU_NSEC_PER_MSEC);
+		cmn_sleep_ns(VGPU_NSEC_PER_MSEC);
 	}
 	return -ETIMEDOUT;
 }

@@ -36,7 +36,7 @@ static void on_event(void *ctx, const struct rm_event *ev)
 		rec.ev[rec.n++] = *ev;
 	pthread_mutex_unlock(&rec.lock);
 	while (atomic_load(&rec.gate_closed))
-		vgpu_sleep_ns(VGPU_NSEC_PER_MSEC);
+		cmn_sleep_ns(VGPU_NSEC_PER_MSEC);
 }
 
 /* Events of @kind for (@fn, @chid) so far; their counts summed in *@count (may be NULL). */
@@ -66,12 +66,12 @@ static unsigned int rec_find(enum rm_event_kind kind, unsigned int fn, uint32_t 
 /* Wait until an event of @kind for (@fn, @chid) arrived; 0 or -ETIMEDOUT. */
 static int rec_wait(enum rm_event_kind kind, unsigned int fn, uint32_t chid, struct rm_event *out)
 {
-	uint64_t dl = vgpu_deadline_ns(T_WAIT);
+	uint64_t dl = cmn_deadline_ns(T_WAIT);
 
 	while (!rec_find(kind, fn, chid, out, NULL)) {
-		if (vgpu_deadline_passed(dl))
+		if (cmn_deadline_passed(dl))
 			return -ETIMEDOUT;
-		vgpu_sleep_ns(VGPU_NSEC_PER_MSEC);
+		cmn_sleep_ns(VGPU_NSEC_PER_MSEC);
 	}
 	return 0;
 }
@@ -216,12 +216,12 @@ static uint32_t userd_error(struct chan *c)
 
 static int chan_wait_get(struct chan *c, uint32_t want)
 {
-	uint64_t dl = vgpu_deadline_ns(T_WAIT);
+	uint64_t dl = cmn_deadline_ns(T_WAIT);
 
 	while (__atomic_load_n(&c->userd->gp_get, __ATOMIC_ACQUIRE) != want) {
-		if (vgpu_deadline_passed(dl))
+		if (cmn_deadline_passed(dl))
 			return -ETIMEDOUT;
-		vgpu_sleep_ns(100 * VGPU_NSEC_PER_USEC);
+		cmn_sleep_ns(100 * VGPU_NSEC_PER_USEC);
 	}
 	return 0;
 }
@@ -269,7 +269,7 @@ static void test_chan_error(void **state)
 	m_release(&other, 0x30080, 2);
 	chan_submit(&g2, &other);
 	assert_int_equal(chan_wait_get(&other, 1), 0);
-	vgpu_sleep_ns(20 * VGPU_NSEC_PER_MSEC);		/* several GSP polls */
+	cmn_sleep_ns(20 * VGPU_NSEC_PER_MSEC);		/* several GSP polls */
 	assert_int_equal(rec_find(RM_EVENT_CHAN_ERROR, 1, good.chid, NULL, NULL), 0);
 	assert_int_equal(rec_find(RM_EVENT_CHAN_ERROR, 2, other.chid, NULL, NULL), 0);
 	assert_int_equal(rec_find(RM_EVENT_CHAN_ERROR, 1, bad.chid, NULL, NULL), 1);
@@ -323,7 +323,7 @@ static void expect_hung_once(struct chan *c, uint64_t stall_ns)
 	assert_int_equal(rec_wait(RM_EVENT_CHAN_ERROR, 1, c->chid, &e), 0);
 	assert_int_equal(e.code, VGPU_CHAN_ERR_SEM_TIMEOUT);
 	/* Reported once per stall. */
-	vgpu_sleep_ns(150 * VGPU_NSEC_PER_MSEC);
+	cmn_sleep_ns(150 * VGPU_NSEC_PER_MSEC);
 	assert_int_equal(rec_find(RM_EVENT_WATCHDOG, 1, c->chid, NULL, NULL), 1);
 }
 
@@ -381,13 +381,13 @@ static void test_watchdog_slow_not_hung(void **state)
 	chan_method(&c, VGPU_M_SEM_ACQUIRE, acq1, VGPU_ARRAY_SIZE(acq1));
 	chan_method(&c, VGPU_M_SEM_ACQUIRE, acq2, VGPU_ARRAY_SIZE(acq2));
 	chan_submit(&g, &c);
-	vgpu_sleep_ns(350 * VGPU_NSEC_PER_MSEC);
+	cmn_sleep_ns(350 * VGPU_NSEC_PER_MSEC);
 	__atomic_store_n(val, 1, __ATOMIC_RELEASE);
 	assert_int_equal(chan_wait_get(&c, 1), 0);
-	vgpu_sleep_ns(350 * VGPU_NSEC_PER_MSEC);
+	cmn_sleep_ns(350 * VGPU_NSEC_PER_MSEC);
 	__atomic_store_n(val, 2, __ATOMIC_RELEASE);
 	assert_int_equal(chan_wait_get(&c, 2), 0);
-	vgpu_sleep_ns(20 * VGPU_NSEC_PER_MSEC);	/* several GSP polls */
+	cmn_sleep_ns(20 * VGPU_NSEC_PER_MSEC);	/* several GSP polls */
 	assert_int_equal(rec_find(RM_EVENT_WATCHDOG, 1, c.chid, NULL, NULL), 0);
 	assert_int_equal(userd_error(&c), 0);
 	assert_int_equal(rm_client_free(fx.rm, 1, g.hc), 0);
@@ -396,12 +396,12 @@ static void test_watchdog_slow_not_hung(void **state)
 /* Pop @fn's next fault-buffer entry, waiting for it; 0 or -ETIMEDOUT. */
 static int fault_wait(unsigned int fn, struct vgpu_fault_entry *out)
 {
-	uint64_t dl = vgpu_deadline_ns(T_WAIT);
+	uint64_t dl = cmn_deadline_ns(T_WAIT);
 
 	while (gpu_fault_pop(fx.gpu, fn, out)) {
-		if (vgpu_deadline_passed(dl))
+		if (cmn_deadline_passed(dl))
 			return -ETIMEDOUT;
-		vgpu_sleep_ns(VGPU_NSEC_PER_MSEC);
+		cmn_sleep_ns(VGPU_NSEC_PER_MSEC);
 	}
 	return 0;
 }
@@ -434,7 +434,7 @@ static void test_watchdog_fault_progress(void **state)
 		assert_int_equal(fe.chid, c.chid);
 		assert_int_equal(fe.replayable, 1);
 		assert_int_equal(fe.va & ~0xfffull, va);
-		vgpu_sleep_ns(100 * VGPU_NSEC_PER_MSEC);	/* the driver's service: no mapping */
+		cmn_sleep_ns(100 * VGPU_NSEC_PER_MSEC);	/* the driver's service: no mapping */
 		assert_int_equal(rec_find(RM_EVENT_WATCHDOG, 1, c.chid, NULL, NULL), 0);
 		assert_int_equal(rm_control(fx.rm, 1, g.hc, g.hs, VGPU_RM_CTRL_FAULT_REPLAY, NULL,
 					    &len, 0), 0);
@@ -475,20 +475,20 @@ static void test_storm(void **state)
 	}
 	for (unsigned int i = 0; i < WIDE; i++)
 		chan_submit(&g, &c[i]);
-	uint64_t dl = vgpu_deadline_ns(T_WAIT);
+	uint64_t dl = cmn_deadline_ns(T_WAIT);
 
 	do {	/* 24 records for a 16-record queue whose reader is held: the rest waits */
 		gsp_get_stats(rm_gsp(fx.rm), &st);
-		assert_false(vgpu_deadline_passed(dl));
-		vgpu_sleep_ns(VGPU_NSEC_PER_MSEC);
+		assert_false(cmn_deadline_passed(dl));
+		cmn_sleep_ns(VGPU_NSEC_PER_MSEC);
 	} while (!st.events_deferred);
 	for (unsigned int i = 0; i < DEEP; i++) {
 		chan_up(&g, &d, WIDE, g.hv);
 		m_illegal(&d);
 		chan_submit(&g, &d);
-		dl = vgpu_deadline_ns(T_WAIT);
-		while (!userd_error(&d) && !vgpu_deadline_passed(dl))
-			vgpu_sleep_ns(50 * VGPU_NSEC_PER_USEC);
+		dl = cmn_deadline_ns(T_WAIT);
+		while (!userd_error(&d) && !cmn_deadline_passed(dl))
+			cmn_sleep_ns(50 * VGPU_NSEC_PER_USEC);
 		assert_int_equal(userd_error(&d), VGPU_CHAN_ERR_GP_ILLEGAL);
 		/* An RPC in the middle of the storm is answered. */
 		assert_int_equal(rm_control(fx.rm, 1, g.hc, d.h, VGPU_RM_CTRL_GET_WORK_SUBMIT_TOKEN,
@@ -500,7 +500,7 @@ static void test_storm(void **state)
 	assert_int_equal(st.events_dropped, 0);
 	atomic_store(&rec.gate_closed, false);
 	/* Everything arrives: the wide channels once each, the deep one's counts sum to 40. */
-	dl = vgpu_deadline_ns(4 * T_WAIT);
+	dl = cmn_deadline_ns(4 * T_WAIT);
 
 	for (;;) {
 		unsigned int done = 0;
@@ -510,8 +510,8 @@ static void test_storm(void **state)
 		deep_events = rec_find(RM_EVENT_CHAN_ERROR, 1, (uint32_t)deep_chid, NULL, &count);
 		if (done == WIDE && count == DEEP)
 			break;
-		assert_false(vgpu_deadline_passed(dl));
-		vgpu_sleep_ns(5 * VGPU_NSEC_PER_MSEC);
+		assert_false(cmn_deadline_passed(dl));
+		cmn_sleep_ns(5 * VGPU_NSEC_PER_MSEC);
 	}
 	gsp_get_stats(rm_gsp(fx.rm), &st);
 	assert_true(deep_events < DEEP);	/* folded while the queue was full */

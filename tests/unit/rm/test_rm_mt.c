@@ -98,37 +98,37 @@ static void test_concurrent_reset_and_crash(void **state)
 		w[i] = (struct worker){ .fn = 1 + i % 2, .stop = &stop };
 		pthread_create(&th[i], NULL, worker_main, &w[i]);
 	}
-	vgpu_sleep_ns(100 * VGPU_NSEC_PER_MSEC);
+	cmn_sleep_ns(100 * VGPU_NSEC_PER_MSEC);
 	assert_int_equal(rm_vf_reset(fx.rm, 1), 0);
-	vgpu_sleep_ns(100 * VGPU_NSEC_PER_MSEC);
+	cmn_sleep_ns(100 * VGPU_NSEC_PER_MSEC);
 	gsp_call(rm_gsp(fx.rm), 0, VGPU_RPC_FN_INJECT, &crash, sizeof(crash), NULL, 0, NULL);
-	vgpu_sleep_ns(200 * VGPU_NSEC_PER_MSEC);
+	cmn_sleep_ns(200 * VGPU_NSEC_PER_MSEC);
 	/* The restart takes longer under TSan or a loaded machine: the reset below needs the
 	 * GSP back, so wait for it (the workers keep going meanwhile). */
-	uint64_t back = vgpu_deadline_ns(10 * VGPU_NSEC_PER_SEC);
+	uint64_t back = cmn_deadline_ns(10 * VGPU_NSEC_PER_SEC);
 
-	while (gsp_needs_reset(rm_gsp(fx.rm)) && !vgpu_deadline_passed(back))
-		vgpu_sleep_ns(VGPU_NSEC_PER_MSEC);
+	while (gsp_needs_reset(rm_gsp(fx.rm)) && !cmn_deadline_passed(back))
+		cmn_sleep_ns(VGPU_NSEC_PER_MSEC);
 	assert_int_equal(rm_vf_reset(fx.rm, 1), 0);
-	vgpu_sleep_ns(100 * VGPU_NSEC_PER_MSEC);
+	cmn_sleep_ns(100 * VGPU_NSEC_PER_MSEC);
 	atomic_store(&stop, true);
 	for (int i = 0; i < 4; i++) {
 		pthread_join(th[i], NULL);
 		assert_true(w[i].ops > 0);
 		if (w[i].unexpected)
 			fail_msg("worker %d: %llu unexpected results, last %s", i,
-				 (unsigned long long)w[i].unexpected, vgpu_errname(w[i].last_bad));
+				 (unsigned long long)w[i].unexpected, cmn_errname(w[i].last_bad));
 	}
 	assert_int_equal(rm_object_count(fx.rm, 1), 0);
 	assert_int_equal(rm_object_count(fx.rm, 2), 0);
 	/* both VFs work afterwards */
 	for (unsigned int fn = 1; fn <= 2; fn++) {
-		uint64_t dl = vgpu_deadline_ns(3 * VGPU_NSEC_PER_SEC);
+		uint64_t dl = cmn_deadline_ns(3 * VGPU_NSEC_PER_SEC);
 		int ret;
 
-		while ((ret = rm_t_client(fx.rm, fn, &hc, &hd, &hs)) && !vgpu_deadline_passed(dl)) {
+		while ((ret = rm_t_client(fx.rm, fn, &hc, &hd, &hs)) && !cmn_deadline_passed(dl)) {
 			rm_client_free(fx.rm, fn, hc);
-			vgpu_sleep_ns(VGPU_NSEC_PER_MSEC);
+			cmn_sleep_ns(VGPU_NSEC_PER_MSEC);
 		}
 		assert_int_equal(ret, 0);
 		assert_int_equal(rm_t_vidmem(fx.rm, fn, hc, hd, 8 << 20, &hm), 0);

@@ -293,7 +293,7 @@ static const struct bad_alloc {
 };
 
 static char last_log[256];
-static void log_sink(enum vgpu_log_level level, const char *msg, void *ctx)
+static void log_sink(enum cmn_log_level level, const char *msg, void *ctx)
 {
 	(void)level;
 	(void)ctx;
@@ -305,7 +305,7 @@ static void test_bad_alloc(void **state)
 	const struct bad_alloc *c = *state;
 	struct vgpu_rm_vidmem_params p = { .size = c->size, .page_size = c->page,
 					   .alignment = c->align };
-	enum vgpu_log_level lvl = vgpu_log_get_level();
+	enum cmn_log_level lvl = cmn_log_get_level();
 	uint32_t hc, hd, hs, h = 0, parents[3];
 
 	assert_int_equal(rm_t_client(fx.rm, 1, &hc, &hd, &hs), 0);
@@ -313,13 +313,13 @@ static void test_bad_alloc(void **state)
 	parents[1] = hd;
 	parents[2] = hs;
 	last_log[0] = '\0';
-	vgpu_log_set_level(VGPU_LOG_DEBUG);
-	vgpu_log_set_sink(log_sink, NULL);
+	cmn_log_set_level(VGPU_LOG_DEBUG);
+	cmn_log_set_sink(log_sink, NULL);
 	assert_int_equal(rm_alloc(fx.rm, 1, hc, parents[c->parent], &h, c->cls,
 				  c->cls == VGPU_RM_CLASS_MEMORY_VIDMEM ? &p : NULL,
 				  c->cls == VGPU_RM_CLASS_MEMORY_VIDMEM ? sizeof(p) : 0), c->want);
-	vgpu_log_set_sink(NULL, NULL);
-	vgpu_log_set_level(lvl);
+	cmn_log_set_sink(NULL, NULL);
+	cmn_log_set_level(lvl);
 	if (c->why && !strstr(last_log, c->why))
 		fail_msg("log \"%s\" does not say \"%s\"", last_log, c->why);
 	assert_int_equal(rm_object_count(fx.rm, 1), 3);
@@ -566,7 +566,7 @@ static void test_priv_read_only(void **state)
 	const struct gpu_priv_shared *sh = gpu_priv_view(fx.gpu);
 	struct rm_partition p = { .base = 3 * T_SLICE, .size = T_SLICE };
 	struct vgpu_rpc_inject in = { .mode = VGPU_INJ_CRASH };
-	uint64_t dl = vgpu_deadline_ns(5 * VGPU_NSEC_PER_SEC);
+	uint64_t dl = cmn_deadline_ns(5 * VGPU_NSEC_PER_SEC);
 	int writable, pid = gsp_pid(rm_gsp(fx.rm));
 	char perms[5];
 
@@ -585,8 +585,8 @@ static void test_priv_read_only(void **state)
 	/* a restarted GSP maps the region from the memfd itself and replays into it */
 	assert_int_equal(gsp_call(rm_gsp(fx.rm), 0, VGPU_RPC_FN_INJECT, &in, sizeof(in), NULL, 0, NULL), -EIO);
 	while ((gsp_needs_reset(rm_gsp(fx.rm)) || gsp_pid(rm_gsp(fx.rm)) == pid) &&
-	       !vgpu_deadline_passed(dl))
-		vgpu_sleep_ns(VGPU_NSEC_PER_MSEC);
+	       !cmn_deadline_passed(dl))
+		cmn_sleep_ns(VGPU_NSEC_PER_MSEC);
 	assert_false(gsp_needs_reset(rm_gsp(fx.rm)));
 	assert_int_equal(sh->fns[3].part_size, T_SLICE);
 	assert_int_equal(rm_vf_partition_clear(fx.rm, 3), 0);

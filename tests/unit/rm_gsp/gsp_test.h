@@ -50,14 +50,14 @@ static inline int gsp_inject(struct gsp *g, unsigned int via_fn, uint32_t mode, 
 /* Wait until the GSP answers GET_INFO again (after a reset); 0 or -ETIMEDOUT. */
 static inline int gsp_wait_working(struct gsp *g, uint64_t timeout_ns)
 {
-	uint64_t dl = vgpu_deadline_ns(timeout_ns);
+	uint64_t dl = cmn_deadline_ns(timeout_ns);
 	struct vgpu_rpc_info info;
 
-	while (!vgpu_deadline_passed(dl)) {
+	while (!cmn_deadline_passed(dl)) {
 		if (!gsp_needs_reset(g) &&
 		    gsp_call(g, 0, VGPU_RPC_FN_GET_INFO, NULL, 0, &info, sizeof(info), NULL) == 0)
 			return 0;
-		vgpu_sleep_ns(VGPU_NSEC_PER_MSEC);
+		cmn_sleep_ns(VGPU_NSEC_PER_MSEC);
 	}
 	return -ETIMEDOUT;
 }

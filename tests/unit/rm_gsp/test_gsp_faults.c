@@ -299,7 +299,7 @@ static void test_queue_full(void **state)
 	pthread_create(&ta, NULL, bg_main, &a);
 	pthread_create(&tb, NULL, bg_main, &b);
 	while (gsp_inflight(fx.gsp, 1) < 2)
-		vgpu_sleep_ns(MS);
+		cmn_sleep_ns(MS);
 	assert_int_equal(gsp_call(fx.gsp, 1, VGPU_RPC_FN_ECHO, buf, sizeof(buf), buf, sizeof(buf), NULL),
 			 -EAGAIN);
 	assert_int_equal(stats().queue_full, 1);
@@ -320,7 +320,7 @@ static void test_event_storm(void **state)
 	for (int i = 0; i < 200; i++)
 		assert_int_equal(gsp_call(fx.gsp, 1, VGPU_RPC_FN_ECHO, &v, sizeof(v), &r, sizeof(r), NULL), 0);
 	do {
-		vgpu_sleep_ns(MS);
+		cmn_sleep_ns(MS);
 		s = stats();
 	} while (atomic_load(&test_events) + s.events_dropped < 10000);
 	assert_int_equal(atomic_load(&test_events) + s.events_dropped, 10000);
@@ -335,7 +335,7 @@ static void test_event_handler_rpc(void **state)
 	atomic_store(&handler_rpc_armed, 1);
 	assert_int_equal(gsp_inject(fx.gsp, 0, VGPU_INJ_EVENT_STORM, 0, 1, 1), 0);
 	while (atomic_load(&handler_rpc) == 1)
-		vgpu_sleep_ns(MS);
+		cmn_sleep_ns(MS);
 	assert_int_equal(atomic_load(&handler_rpc), 0);
 	assert_false(pthread_equal(handler_thread, pthread_self()));
 }

@@ -270,7 +270,7 @@ static uint64_t fair_run(struct gsp *g, bool both, uint64_t ns)
 {
 	_Atomic bool stop = false;
 	struct fair_arg a[2] = { { g, 2, 4096, &stop, 0, -1 }, { g, 1, 256, &stop, 0, -1 } };
-	uint64_t dl = vgpu_deadline_ns(ns), before;
+	uint64_t dl = cmn_deadline_ns(ns), before;
 	struct gsp_stats st;
 	pthread_t th[2];
 
@@ -279,9 +279,9 @@ static uint64_t fair_run(struct gsp *g, bool both, uint64_t ns)
 	for (int i = 0; i < 1 + both; i++)
 		pthread_create(&th[i], NULL, fair_main, &a[i]);
 	do {
-		vgpu_sleep_ns(5 * VGPU_NSEC_PER_MSEC);
+		cmn_sleep_ns(5 * VGPU_NSEC_PER_MSEC);
 		gsp_get_stats(g, &st);
-	} while (st.fair_waits == before && !vgpu_deadline_passed(dl));
+	} while (st.fair_waits == before && !cmn_deadline_passed(dl));
 	atomic_store(&stop, true);
 	for (int i = 0; i < 1 + both; i++) {
 		pthread_join(th[i], NULL);

@@ -252,8 +252,8 @@ static void test_batch_dedup(void **state)
 	fx_open(&f, &o, M2);
 	gpu_fill(&f, 0, 0, PG, 0x11111111, &fe[0]);
 	gpu_fill(&f, 1, 0, PG, 0x11111111, &fe[1]);
-	end = vgpu_deadline_ns(WAIT_NS);
-	while ((n = vgpu_managed_pending(f.vf)) < 2 && !vgpu_deadline_passed(end))
+	end = cmn_deadline_ns(WAIT_NS);
+	while ((n = vgpu_managed_pending(f.vf)) < 2 && !cmn_deadline_passed(end))
 		usleep(1000);
 	assert_int_equal(n, 2);
 	assert_int_equal(vgpu_managed_service(f.vf, 0), 2);
@@ -263,9 +263,9 @@ static void test_batch_dedup(void **state)
 	assert_int_equal(st.blocks, 1);
 	assert_int_equal(st.dedup, 1);
 	assert_int_equal(st.replays, 1);
-	end = vgpu_deadline_ns(WAIT_NS);
+	end = cmn_deadline_ns(WAIT_NS);
 	while (!(vgpu_fence_done(&fe[0]) && vgpu_fence_done(&fe[1])) &&
-	       !vgpu_deadline_passed(end))
+	       !cmn_deadline_passed(end))
 		vgpu_managed_service(f.vf, 1000 * 1000);
 	assert_true(vgpu_fence_done(&fe[0]) && vgpu_fence_done(&fe[1]));
 	assert_int_equal(f.p[0], 0x11111111);
@@ -277,7 +277,7 @@ static void test_batch_dedup(void **state)
  * a few milliseconds apart are "within 500 us" for the thrashing policy. */
 static uint64_t slow_clock(void)
 {
-	return vgpu_now_ns() / 20;
+	return cmn_now_ns() / 20;
 }
 
 /* HMM-40 on a VF: the GPU and the CPU write one page in turns; the thrashing counters

@@ -59,7 +59,7 @@ struct host {
 	int lsock, conn, bar_fd;
 	uint8_t *bar;
 	int to_host[VF_NR_VECTORS], to_guest[VF_NR_VECTORS];
-	struct vgpu_ring req, rsp, evt;
+	struct cmn_ring req, rsp, evt;
 	pthread_t thr;
 	atomic_int stop;
 	uint32_t requests;
@@ -98,16 +98,16 @@ static void bar_format(struct host *h)
 		x->dma_iova = 1ull << 32;
 		x->nr_runlists = 2;
 	}
-	assert_int_equal(vgpu_ring_format(h->bar + CTRL_OFF + VF_BAR_REQ_OFF, VF_BAR_RING_REGION,
+	assert_int_equal(cmn_ring_format(h->bar + CTRL_OFF + VF_BAR_REQ_OFF, VF_BAR_RING_REGION,
 					  VF_MBOX_SLOTS, VF_MBOX_SLOT_SIZE), 0);
-	assert_int_equal(vgpu_ring_format(h->bar + x->rsp_off, VF_BAR_RING_REGION, VF_MBOX_SLOTS,
+	assert_int_equal(cmn_ring_format(h->bar + x->rsp_off, VF_BAR_RING_REGION, VF_MBOX_SLOTS,
 					  VF_MBOX_SLOT_SIZE), 0);
-	assert_int_equal(vgpu_ring_format(h->bar + x->evt_off, VF_BAR_RING_REGION, VF_EVT_SLOTS,
+	assert_int_equal(cmn_ring_format(h->bar + x->evt_off, VF_BAR_RING_REGION, VF_EVT_SLOTS,
 					  VF_EVT_SLOT_SIZE), 0);
-	assert_int_equal(vgpu_ring_attach(&h->req, h->bar + CTRL_OFF + VF_BAR_REQ_OFF,
+	assert_int_equal(cmn_ring_attach(&h->req, h->bar + CTRL_OFF + VF_BAR_REQ_OFF,
 					  VF_BAR_RING_REGION), 0);
-	assert_int_equal(vgpu_ring_attach(&h->rsp, h->bar + x->rsp_off, VF_BAR_RING_REGION), 0);
-	assert_int_equal(vgpu_ring_attach(&h->evt, h->bar + x->evt_off, VF_BAR_RING_REGION), 0);
+	assert_int_equal(cmn_ring_attach(&h->rsp, h->bar + x->rsp_off, VF_BAR_RING_REGION), 0);
+	assert_int_equal(cmn_ring_attach(&h->evt, h->bar + x->evt_off, VF_BAR_RING_REGION), 0);
 }
 
 /* Send one message; false once the client hung up (it may refuse us halfway: no assert in
@@ -169,11 +169,11 @@ static void serve(struct host *h, const struct vf_msg *q)
 	}
 	if (h->c->mode == RSP_LATE_FIRST && q->type == VF_MSG_PING) {
 		r->seq = q->seq - 1;	/* a reply to a call that already gave up */
-		if (vgpu_ring_push(&h->rsp, out, sizeof(*r) + r->length))
+		if (cmn_ring_push(&h->rsp, out, sizeof(*r) + r->length))
 			h->push_failed++;
 		r->seq = q->seq;
 	}
-	if (vgpu_ring_push(&h->rsp, out, sizeof(*r) + r->length))
+	if (cmn_ring_push(&h->rsp, out, sizeof(*r) + r->length))
 		h->push_failed++;
 }
 
@@ -207,9 +207,9 @@ static void *host_thread(void *arg)
 
 		if (poll(&p, 1, 5) > 0 && read(p.fd, &cnt, sizeof(cnt)) < 0)
 			break;
-		while ((q = vgpu_ring_consume_slot(&h->req, &err))) {
+		while ((q = cmn_ring_consume_slot(&h->req, &err))) {
 			serve(h, q);
-			vgpu_ring_consume_commit(&h->req);
+			cmn_ring_consume_commit(&h->req);
 			cnt = 1;
 			if (write(h->to_guest[VF_VEC_MBOX], &cnt, 8) != 8)
 				h->push_failed++;
@@ -448,7 +448,7 @@ static void test_reset(void **state)
 	assert_int_equal(vgpu_mem_alloc(vf, VGPU_MEM_SYSMEM, 8192, 0, &m), 0);
 	assert_false(vgpu_vf_reset_pending(vf));
 	__atomic_store_n(&hdr(h)->reset_count, 1, __ATOMIC_RELEASE);
-	assert_int_equal(vgpu_ring_push(&h->evt, &ev, sizeof(ev)), 0);
+	assert_int_equal(cmn_ring_push(&h->evt, &ev, sizeof(ev)), 0);
 	assert_true(vgpu_vf_reset_pending(vf));
 	assert_int_equal(vgpu_mem_alloc(vf, VGPU_MEM_SYSMEM, 8192, 0, &m), -ENOLINK);
 	assert_int_equal(vgpu_vf_recover(vf, &lost), 0);
