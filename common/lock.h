@@ -48,6 +48,26 @@ static inline bool cmn_mutex_held(struct cmn_mutex *mx)
 
 #define cmn_mutex_assert_held(mx) VGPU_ASSERT(cmn_mutex_held(mx))
 
+/* pthread_cond_wait on @mx, keeping its owner right across the wait. */
+static inline void cmn_cond_wait(pthread_cond_t *cv, struct cmn_mutex *mx)
+{
+	atomic_store_explicit(&mx->owner, (pthread_t)0, memory_order_relaxed);
+	pthread_cond_wait(cv, &mx->m);
+	atomic_store_explicit(&mx->owner, pthread_self(), memory_order_relaxed);
+}
+
+/* pthread_cond_timedwait on @mx until @abstime; its return value (0 or ETIMEDOUT). */
+static inline int cmn_cond_timedwait(pthread_cond_t *cv, struct cmn_mutex *mx,
+				     const struct timespec *abstime)
+{
+	int ret;
+
+	atomic_store_explicit(&mx->owner, (pthread_t)0, memory_order_relaxed);
+	ret = pthread_cond_timedwait(cv, &mx->m, abstime);
+	atomic_store_explicit(&mx->owner, pthread_self(), memory_order_relaxed);
+	return ret;
+}
+
 /* Test-and-test-and-set spinlock for critical sections of a few dozen instructions. */
 struct cmn_spinlock {
 	atomic_bool locked;
