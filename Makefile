@@ -120,6 +120,7 @@ VM_DEPS :=
 # the VM tier; tests/run-suites prints the one summary line.
 check: rel asan tsan $(VM_DEPS)
 	$(Q)tests/run-suites \
+		--label tools tests/tools/test_*.sh \
 		--label rel $(TESTS_rel) \
 		--label asan $(TESTS_asan) \
 		--label tsan $(TSAN_TESTS) \

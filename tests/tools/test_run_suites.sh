@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# TAP self-test of tests/run-suites: a suite that prints no plan, more results than its plan,
+# fewer results than its plan or exits non-zero after "ok" lines must fail; several cmocka
+# groups in one program sum their plans; a SKIP is never a pass.
+set -u
+here=$(cd "$(dirname "$0")/../.." && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+n=0 bad=0
+
+fake() {	# fake NAME BODY: a program that prints BODY's lines
+	printf '#!/bin/sh\n%s\n' "$2" >"$tmp/$1"
+	chmod +x "$tmp/$1"
+}
+
+expect() {	# expect DESCRIPTION PROGRAM SUMMARY-LINE EXIT
+	local out rc
+	out=$(VGPU_TEST_LOGS="$tmp/logs" "$here/tests/run-suites" "$tmp/$2" 2>&1)
+	rc=$?
+	n=$((n + 1))
+	if [ "$(printf '%s\n' "$out" | tail -n 1)" = "$3" ] && [ $rc -eq "$4" ]; then
+		echo "ok $n - $1"
+	else
+		echo "not ok $n - $1"
+		printf '%s\n' "$out" | sed 's/^/# /'
+		bad=1
+	fi
+}
+
+fake good 'echo 1..2; echo ok 1; echo ok 2'
+fake groups 'echo 1..1; echo ok 1; echo 1..2; echo ok 1; echo ok 2'
+fake noplan 'echo ok 1'
+fake silent 'exit 0'
+fake extra 'echo 1..1; echo ok 1; echo ok 2'
+fake short 'echo 1..3; echo ok 1'
+fake died 'echo 1..1; echo ok 1; exit 3'
+fake skip 'echo 1..2; echo ok 1; echo "ok 2 # SKIP no device"'
+
+echo 1..8
+expect "a clean suite passes" good "2 passed, 0 failed" 0
+expect "several groups sum their plans" groups "3 passed, 0 failed" 0
+expect "no plan fails" noplan "1 passed, 1 failed" 1
+expect "a silent exit 0 fails" silent "0 passed, 1 failed" 1
+expect "results beyond the plan fail" extra "2 passed, 1 failed" 1
+expect "planned tests never reported fail" short "1 passed, 2 failed" 1
+expect "a non-zero exit fails" died "1 passed, 1 failed" 1
+expect "a skip is counted as skipped" skip "1 passed, 0 failed, 1 skipped" 0
+exit $bad
