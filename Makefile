@@ -18,9 +18,9 @@ ARCH_CFLAGS   := $(if $(filter x86_64,$(shell uname -m)),-march=x86-64-v2)
 CFLAGS_COMMON := -std=gnu11 -Wall -Wextra -Werror -g -pthread -D_GNU_SOURCE $(ARCH_CFLAGS) \
 		 -Iinclude -I. -MMD -MP
 CFLAGS_rel    := -O2
-CFLAGS_asan   := -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
+CFLAGS_asan   := -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -DCMN_LOCKDEP \
 		 -fno-sanitize-recover=all
-CFLAGS_tsan   := -O1 -fsanitize=thread
+CFLAGS_tsan   := -O1 -fsanitize=thread -DCMN_LOCKDEP
 LDFLAGS_rel   :=
 LDFLAGS_asan  := -fsanitize=address,undefined
 LDFLAGS_tsan  := -fsanitize=thread

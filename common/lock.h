@@ -1,5 +1,11 @@
 /* common/lock.h - a mutex that knows its owner, so internal functions can assert
- * that their caller holds it (the _locked convention), plus a tiny spinlock. */
+ * that their caller holds it (the _locked convention), plus a tiny spinlock.
+ *
+ * Every mutex belongs to a lock class: all mutexes initialised at one place share one.
+ * Builds with CMN_LOCKDEP (the sanitizer builds) validate lock order on every
+ * acquisition: the first time class B is taken while A is held, A -> B is learned; a
+ * later B -> A anywhere is reported (the ABBA deadlock it stands for may never show in a
+ * test run). Release builds pay nothing for it. */
 #ifndef VGPU_COMMON_LOCK_H
 #define VGPU_COMMON_LOCK_H
 
@@ -10,17 +16,54 @@
 #include "common/clock.h"
 #include "common/compiler.h"
 
+/* The validator's view of the mutexes initialised at one place. */
+struct cmn_lock_class {
+	const char *name;
+	_Atomic unsigned int id;	/* assigned by the validator on first use */
+};
+
 struct cmn_mutex {
 	pthread_mutex_t m;
 	_Atomic(pthread_t) owner;	/* 0 when unlocked; for asserts only */
+	struct cmn_lock_class *cls;	/* NULL: not validated */
 };
 
-/* Initialise @mx; a zeroed mutex also needs this. */
-static inline void cmn_mutex_init(struct cmn_mutex *mx)
+/* Record that the calling thread takes a lock of @cls (validates the order first). */
+void cmn_lockdep_acquire(struct cmn_lock_class *cls);
+/* Record that the calling thread released a lock of @cls. */
+void cmn_lockdep_release(struct cmn_lock_class *cls);
+/* Route order violations to @fn (tests); NULL restores the default: log and abort. */
+void cmn_lockdep_set_handler(void (*fn)(const char *what));
+
+/* Initialise @mx as a member of @cls. */
+static inline void cmn_mutex_init_class(struct cmn_mutex *mx, struct cmn_lock_class *cls)
 {
 	pthread_mutex_init(&mx->m, NULL);
 	atomic_init(&mx->owner, (pthread_t)0);
+	mx->cls = cls;
 }
+
+#define CMN_STR_(x) #x
+#define CMN_STR(x) CMN_STR_(x)
+
+/* Initialise @mx (a zeroed mutex also needs this); its class is this call site. */
+#define cmn_mutex_init(mx)                                                          \
+	do {                                                                        \
+		static struct cmn_lock_class cmn_lock_class_ = {                    \
+			.name = #mx " (" __FILE__ ":" CMN_STR(__LINE__) ")" };      \
+		cmn_mutex_init_class((mx), &cmn_lock_class_);                       \
+	} while (0)
+
+/* Initialiser for a file-scope mutex named @nm (its class is a file-scope literal). */
+#define CMN_MUTEX_INITIALIZER(nm)                                                   \
+	{ .m = PTHREAD_MUTEX_INITIALIZER, .owner = 0,                               \
+	  .cls = &(struct cmn_lock_class){ .name = nm } }
+
+#ifdef CMN_LOCKDEP
+#define cmn_lockdep_on(mx) ((mx)->cls != NULL)
+#else
+#define cmn_lockdep_on(mx) false
+#endif
 
 static inline void cmn_mutex_destroy(struct cmn_mutex *mx)
 {
@@ -29,6 +72,8 @@ static inline void cmn_mutex_destroy(struct cmn_mutex *mx)
 
 static inline void cmn_mutex_lock(struct cmn_mutex *mx)
 {
+	if (cmn_lockdep_on(mx))
+		cmn_lockdep_acquire(mx->cls);
 	pthread_mutex_lock(&mx->m);
 	atomic_store_explicit(&mx->owner, pthread_self(), memory_order_relaxed);
 }
@@ -37,6 +82,8 @@ static inline void cmn_mutex_unlock(struct cmn_mutex *mx)
 {
 	atomic_store_explicit(&mx->owner, (pthread_t)0, memory_order_relaxed);
 	pthread_mutex_unlock(&mx->m);
+	if (cmn_lockdep_on(mx))
+		cmn_lockdep_release(mx->cls);
 }
 
 /* True if the calling thread holds @mx. */

@@ -23,7 +23,7 @@ struct hmm_devmem {
 };
 
 struct hmm_devmem *_Atomic hmm_devmems[HMM_MAX_DEVMEMS];
-static struct cmn_mutex devmems_lock = { PTHREAD_MUTEX_INITIALIZER, 0 };
+static struct cmn_mutex devmems_lock = CMN_MUTEX_INITIALIZER("hmm devmems_lock");
 
 static int dm_slot_get(struct hmm_devmem *dm)
 {

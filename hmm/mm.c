@@ -19,7 +19,7 @@ struct hmm_region *_Atomic hmm_regions[HMM_MAX_REGIONS];
 atomic_uint hmm_handlers_inflight;
 
 static struct hmm_mm *_Atomic mms[HMM_MAX_MMS];
-static struct cmn_mutex mms_lock = { PTHREAD_MUTEX_INITIALIZER, 0 };
+static struct cmn_mutex mms_lock = CMN_MUTEX_INITIALIZER("hmm mms_lock");
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
 void (*_Atomic hmm_race_hook)(enum hmm_race_window win, uintptr_t addr);

@@ -20,7 +20,7 @@
 #define PROT_REFAULT_LIMIT	64
 
 static struct sigaction old_sigsegv;
-static struct cmn_mutex sigsegv_lock = { PTHREAD_MUTEX_INITIALIZER, 0 };
+static struct cmn_mutex sigsegv_lock = CMN_MUTEX_INITIALIZER("hmm sigsegv_lock");
 static __thread uintptr_t last_fault;
 static __thread unsigned int same_faults;
 

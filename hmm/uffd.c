@@ -187,7 +187,7 @@ void hmm_uffd_wake(int uffd, uintptr_t start, size_t len)
 /* ---- SIGBUS (in-thread) mode ------------------------------------------------------- */
 
 static struct sigaction old_sigbus;
-static struct cmn_mutex sigbus_lock = { PTHREAD_MUTEX_INITIALIZER, 0 };
+static struct cmn_mutex sigbus_lock = CMN_MUTEX_INITIALIZER("hmm sigbus_lock");
 
 /* Hand a SIGBUS that is not ours to the previous disposition (ASan's, a program's). */
 static void sigbus_chain(int sig, siginfo_t *si, void *uc)
