@@ -1,5 +1,5 @@
 /* pma_demo: the allocator as an SR-IOV PF would use it. An 80 GiB device allocator carves
- * eight VF slices as child allocators, runs the mixed workload of pma-benchmark.md scaled to
+ * eight VF slices as child allocators, runs the mixed workload of doc/bench/pma_bench.md scaled to
  * each slice (a nominal live set between 50 % and 95 % of the slice, 40/35/20/5 % 64K-page
  * lists, 2 MiB, contiguous 32 MiB and 256 MiB of 2 MiB pages), prints one usage row per
  * slice and tears everything down, checking that the device is whole again.

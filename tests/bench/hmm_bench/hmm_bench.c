@@ -1,4 +1,4 @@
-/* hmm_bench - PERF-01..05 of shared/reference/hmm-iommu.md next to their baselines
+/* hmm_bench - PERF-01..05 of doc/scenarios.md next to their baselines
  * measured in the same run: glibc memcpy (the copy ceiling) and the raw userfaultfd fault
  * mechanisms with no library around them.
  *

@@ -1,4 +1,4 @@
-# pma_bench: the allocator workloads of shared/reference/pma-benchmark.md (fill, mixed,
+# pma_bench: the allocator workloads of doc/bench/pma_bench.md (fill, mixed,
 # fragmented on 80 GiB), the pma next to a naive flat-bitmap baseline in one process.
 BENCHES += pma_bench
 pma_bench_DEPS := pma common

@@ -1,4 +1,4 @@
-/* pma_bench: the allocator benchmark of shared/reference/pma-benchmark.md on 80 GiB, the pma
+/* pma_bench: the allocator benchmark of doc/bench/pma_bench.md on 80 GiB, the pma
  * next to a naive first-fit flat bitmap run in the same process.
  *
  *   pma_bench [--json] [--quick] [--verify] [--reps N] [--cpu N] [--pma-only]
@@ -34,7 +34,7 @@ static void usage(FILE *f)
 		"  --cpu N   pin to CPU N (the reference pins with taskset)\n"
 		"  --pma-only  skip the naive baseline (for profiling; no ratios)\n"
 		"  --only P  run only phase P (for profiling; the other figures stay empty)\n"
-		"phases: (a) fill, (b) mixed, (c) fragmented as in pma-benchmark.md; (d) stress:\n"
+		"phases: (a) fill, (b) mixed, (c) fragmented as in doc/bench/pma_bench.md; (d) stress:\n"
 		"the mixed generator capped at 99 %% instead of 95 %%, failures classified\n");
 }
 

@@ -1,5 +1,5 @@
 /* pb.h - internals of pma_bench: the allocator benchmark of
- * shared/reference/pma-benchmark.md (fill, mixed, fragmented on 80 GiB) run against the pma
+ * doc/bench/pma_bench.md (fill, mixed, fragmented on 80 GiB) run against the pma
  * and against a naive flat-bitmap baseline in the same process.
  *
  * Pieces: the workload generator (gen.c), the backends behind one small interface
@@ -155,7 +155,7 @@ uint64_t pb_shadow_free_2m(const struct pb_shadow *s);
  * a failure then is the allocator's fault. */
 bool pb_shadow_fits(const struct pb_shadow *s, const struct pb_req *r);
 /* True if at least as many frames as @r covers are free (a failure then is a
- * fragmentation failure in the sense of pma.md §7.3, not a true out-of-memory). */
+ * fragmentation failure as doc/bench/pma_bench.md defines it, not a true out-of-memory). */
 static inline bool pb_shadow_enough(const struct pb_shadow *s, const struct pb_req *r)
 {
 	return s->nr_frames - s->used_frames >= pb_req_frames(r);
@@ -239,7 +239,7 @@ struct pb_mixed_res {
 	bool partial;			/* --quick: a prefix of the trace */
 	uint64_t fails;
 	uint64_t fails_cls[PB_NR_CLS];
-	uint64_t frag_fails;		/* free frames >= request, yet it failed (§7.3) */
+	uint64_t frag_fails;		/* free frames >= request, yet it failed */
 	uint64_t frag_fails_discontig;	/* the same, discontiguous requests only */
 	uint64_t missed_fits;		/* the shadow shows a fit existed: an allocator bug */
 	uint64_t skipped_frees, free_errors;

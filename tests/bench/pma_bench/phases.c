@@ -1,4 +1,4 @@
-/* The three workloads of pma-benchmark.md §2 against one backend.
+/* The three workloads of doc/bench/pma_bench.md against one backend.
  *
  * Every phase runs in two modes on a fresh allocator each time: throughput mode times whole
  * segments with no clock read per call (the headline ops/s), latency mode puts a clock pair

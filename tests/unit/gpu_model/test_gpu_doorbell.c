@@ -1,4 +1,4 @@
-/* Doorbells: the misuse cases of the reference's fault list (case 12) each dropped or
+/* Doorbells: the misuse cases of fault scenario F12 (doc/scenarios.md) each dropped or
  * counted without harm, a doorbell to a non-resident channel never lost, and the
  * spin-then-sleep handshake with its eventfd kick. */
 #include <pthread.h>

@@ -1,6 +1,6 @@
-/* Fault scenarios of shared/reference/rm-gsp-doorbell.md §7.2 (1-6, 8, 9; 7 is in
- * test_gsp_rpc) against the real vgpu-gsp process, each with a fresh GSP and each ending in
- * a working device whose hardware state was replayed after any reset. */
+/* Fault scenarios F1-F6, F8, F9 of doc/scenarios.md (F7 is in test_gsp_rpc) against the
+ * real vgpu-gsp process, each with a fresh GSP and each ending in a working device whose
+ * hardware state was replayed after any reset. */
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
