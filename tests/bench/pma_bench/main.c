@@ -34,7 +34,7 @@ static void usage(FILE *f)
 		"  --cpu N   pin to CPU N (the reference pins with taskset)\n"
 		"  --pma-only  skip the naive baseline (for profiling; no ratios)\n"
 		"  --only P  run only phase P (for profiling; the other figures stay empty)\n"
-		"phases: (a) fill, (b) mixed, (c) fragmented (doc/bench/pma_bench.md); (d) stress:\n"
+		"phases (doc/bench/pma_bench.md): (a) fill (b) mixed (c) fragmented; (d) stress:\n"
 		"the mixed generator capped at 99 %% instead of 95 %%, failures classified\n");
 }
 
