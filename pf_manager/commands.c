@@ -44,7 +44,7 @@ static int cmd_query_types(struct pf_daemon *d, json_object *args, bool dry, jso
 		r = pf_type_creatable(d, t, &why);
 		json_object_object_add(o, "creatable", json_object_new_boolean(!r));
 		if (r)
-			json_object_object_add(o, "reason", json_object_new_string(why.msg));
+			json_object_object_add(o, "reason", json_object_new_string(why.f.msg));
 		json_object_put(why.data);
 		json_object_array_add(arr, o);
 	}
@@ -63,14 +63,14 @@ static int cmd_query_slices(struct pf_daemon *d, json_object *args, bool dry, js
 
 	(void)dry;
 	if (args && json_object_object_get_ex(args, "uuid", &v)) {
-		if (pf_uuid_parse(json_object_get_string(v), norm, NULL)) {
+		if (ctlc_uuid_parse(json_object_get_string(v), norm, NULL)) {
 			json_object_put(arr);
-			return pf_fail(e, -EINVAL, "\"%.64s\" is not a UUID", json_object_get_string(v));
+			return cmn_fail(&e->f, -EINVAL, "\"%.64s\" is not a UUID", json_object_get_string(v));
 		}
 		only = norm;
 		if (!pf_slice_find(d, norm)) {
 			json_object_put(arr);
-			return pf_fail(e, -ENOENT, "slice %s not found", norm);
+			return cmn_fail(&e->f, -ENOENT, "slice %s not found", norm);
 		}
 	}
 	for (unsigned int i = 0; i < d->nr_slices; i++)
@@ -177,7 +177,7 @@ static int cmd_query_stats(struct pf_daemon *d, json_object *args, bool dry, jso
 		if (!json_object_is_type(v, json_type_int) || only < 1 || only > PF_MAX_VFS ||
 		    !d->vfs[only]) {
 			json_object_put(arr);
-			return pf_fail(e, -ENOENT, "VF %.16s has no running slice",
+			return cmn_fail(&e->f, -ENOENT, "VF %.16s has no running slice",
 				       json_object_get_string(v));
 		}
 	}
@@ -315,8 +315,8 @@ static json_object *reply_error(json_object *id, const char *cls, struct pf_err 
 	json_object *r = json_object_new_object(), *o = json_object_new_object();
 
 	json_object_object_add(o, "class", json_object_new_string(cls));
-	json_object_object_add(o, "desc", json_object_new_string(e->msg));
-	json_object_object_add(o, "errno", json_object_new_string(cmn_errname(e->code)));
+	json_object_object_add(o, "desc", json_object_new_string(e->f.msg));
+	json_object_object_add(o, "errno", json_object_new_string(cmn_errname(e->f.err)));
 	if (e->data)
 		json_object_object_add(o, "data", e->data);
 	e->data = NULL;
@@ -343,25 +343,25 @@ static const char *envelope_check(struct pf_client *c, json_object *req, const c
 	*args = NULL;
 	*dry = false;
 	if (!json_object_is_type(req, json_type_object))
-		return pf_fail(e, -EINVAL, "a request must be a JSON object"), "GenericError";
+		return cmn_fail(&e->f, -EINVAL, "a request must be a JSON object"), "GenericError";
 	json_object_object_foreach(req, key, val) {
 		(void)val;
 		if (strcmp(key, "execute") && strcmp(key, "arguments") && strcmp(key, "id"))
-			return pf_fail(e, -EINVAL, "unknown member \"%.64s\"", key), "GenericError";
+			return cmn_fail(&e->f, -EINVAL, "unknown member \"%.64s\"", key), "GenericError";
 	}
 	if (!json_object_object_get_ex(req, "execute", &x) || !json_object_is_type(x, json_type_string))
-		return pf_fail(e, -EINVAL, "missing \"execute\""), "GenericError";
+		return cmn_fail(&e->f, -EINVAL, "missing \"execute\""), "GenericError";
 	*name = json_object_get_string(x);
 	if (json_object_object_get_ex(req, "arguments", args) &&
 	    !json_object_is_type(*args, json_type_object))
-		return pf_fail(e, -EINVAL, "\"arguments\" must be an object"), "GenericError";
+		return cmn_fail(&e->f, -EINVAL, "\"arguments\" must be an object"), "GenericError";
 	if (*args && json_object_object_get_ex(*args, "dry-run", &dv)) {
 		if (!json_object_is_type(dv, json_type_boolean))
-			return pf_fail(e, -EINVAL, "\"dry-run\" must be a boolean"), "GenericError";
+			return cmn_fail(&e->f, -EINVAL, "\"dry-run\" must be a boolean"), "GenericError";
 		*dry = json_object_get_boolean(dv);
 	}
 	if (!c->negotiated && strcmp(*name, "qmp_capabilities"))
-		return pf_fail(e, -EPERM, "expecting capabilities negotiation with "
+		return cmn_fail(&e->f, -EPERM, "expecting capabilities negotiation with "
 			       "'qmp_capabilities'"), "CommandNotFound";
 	return NULL;
 }
@@ -388,11 +388,11 @@ json_object *pf_command(struct pf_daemon *d, struct pf_client *c, json_object *r
 	}
 	cmd = cmd_find(name);
 	if (!cmd) {
-		pf_fail(&e, -ENOENT, "the command %.64s has not been found", name);
+		cmn_fail(&e.f, -ENOENT, "the command %.64s has not been found", name);
 		return reply_error(id, "CommandNotFound", &e);
 	}
 	if (cmd->mutating && !c->admin) {
-		pf_fail(&e, -EPERM, "%s: permission denied: uid %d is neither root nor in the admin "
+		cmn_fail(&e.f, -EPERM, "%s: permission denied: uid %d is neither root nor in the admin "
 			"group", name, (int)c->uid);
 		return reply_error(id, "PermissionDenied", &e);
 	}
@@ -400,10 +400,10 @@ json_object *pf_command(struct pf_daemon *d, struct pf_client *c, json_object *r
 	r = cmd->fn(d, args, dry, ret, &e);
 	if (r) {
 		json_object_put(ret);
-		if (!e.msg[0])
-			pf_fail(&e, r, "%s: %s", name, cmn_strerror(r));
+		if (!e.f.msg[0])
+			cmn_fail(&e.f, r, "%s: %s", name, cmn_strerror(r));
 		if (cmd->mutating)
-			cmn_info("control: %s refused: %s", name, e.msg);
+			cmn_info("control: %s refused: %s", name, e.f.msg);
 		return reply_error(id, err_class(r), &e);
 	}
 	rep = json_object_new_object();

@@ -76,7 +76,7 @@ static int set_gpu(struct pf_config *c, const char *k, const char *v)
 	if (!strcmp(k, "model"))
 		return set_str(c->model, sizeof(c->model), v);
 	if (!strcmp(k, "vram"))
-		return pf_parse_size(v, &c->vram_size);
+		return ctlc_size_parse(v, &c->vram_size);
 	if (!strcmp(k, "engines"))
 		return parse_uint(v, GPU_MAX_ENGINES, &c->engines);
 	if (!strcmp(k, "channels"))
@@ -95,13 +95,13 @@ static int set_pf(struct pf_config *c, const char *k, const char *v)
 	if (!strcmp(k, "num_vfs"))
 		return parse_uint(v, PF_MAX_VFS, &c->num_vfs);
 	if (!strcmp(k, "spare_vram"))
-		return pf_parse_size(v, &c->spare_vram);
+		return ctlc_size_parse(v, &c->spare_vram);
 	if (!strcmp(k, "spare_channels"))
 		return parse_uint(v, 1u << 20, &c->spare_channels);
 	if (!strcmp(k, "spare_doorbells"))
 		return parse_uint(v, 1u << 20, &c->spare_doorbells);
 	if (!strcmp(k, "dma_size"))
-		return pf_parse_size(v, &c->dma_size);
+		return ctlc_size_parse(v, &c->dma_size);
 	return -ENOENT;
 }
 

@@ -195,7 +195,7 @@ int pf_place(struct pf_daemon *d, uint64_t vram, uint64_t *base, struct pf_err *
 
 	pages = malloc(count * sizeof(*pages));
 	if (!pages)
-		return pf_fail(e, -ENOMEM, "out of memory placing %llu bytes",
+		return cmn_fail(&e->f, -ENOMEM, "out of memory placing %llu bytes",
 			       (unsigned long long)vram);
 	/* Allocate and give back: the allocator's own contiguous search is the placement
 	 * policy, and the daemon is single-threaded so nothing takes the range between. */
@@ -204,10 +204,10 @@ int pf_place(struct pf_daemon *d, uint64_t vram, uint64_t *base, struct pf_err *
 		*base = pages[0];
 		pma_free_range(d->pma, pages[0], vram, PMA_FREE_SKIP_SCRUB);
 	} else {
-		ret = pf_fail(e, -ENOSPC, "needs %s contiguous VRAM; %s free, largest free extent %s",
-			      pf_format_size(vram, a, sizeof(a)),
-			      pf_format_size(pma_free_bytes(d->pma), b, sizeof(b)),
-			      pf_format_size(pma_largest_free(d->pma), c, sizeof(c)));
+		ret = cmn_fail(&e->f, -ENOSPC, "needs %s contiguous VRAM; %s free, largest free extent %s",
+			      ctlc_size_format(vram, a, sizeof(a)),
+			      ctlc_size_format(pma_free_bytes(d->pma), b, sizeof(b)),
+			      ctlc_size_format(pma_largest_free(d->pma), c, sizeof(c)));
 		if (e) {
 			e->data = json_object_new_object();
 			json_object_object_add(e->data, "resource", json_object_new_string("vram"));
@@ -240,9 +240,9 @@ static int counts_fit(const struct pf_daemon *d, const struct pf_quota *q, struc
 	ch_free = d->cfg.channels - d->cfg.spare_channels - ch;
 	db_free = d->cfg.doorbells - d->cfg.spare_doorbells - db;
 	if (q->channels > ch_free)
-		return pf_fail(e, -ENOSPC, "needs %u channels; %u free", q->channels, ch_free);
+		return cmn_fail(&e->f, -ENOSPC, "needs %u channels; %u free", q->channels, ch_free);
 	if (q->doorbells > db_free)
-		return pf_fail(e, -ENOSPC, "needs %u doorbells; %u free", q->doorbells, db_free);
+		return cmn_fail(&e->f, -ENOSPC, "needs %u doorbells; %u free", q->doorbells, db_free);
 	return 0;
 }
 
@@ -252,12 +252,12 @@ int pf_type_creatable(struct pf_daemon *d, const struct pf_type *t, struct pf_er
 	uint64_t base;
 
 	if (!d->num_vfs)
-		return pf_fail(e, -ENOSPC, "no VFs enabled (set-vfs first)");
+		return cmn_fail(&e->f, -ENOSPC, "no VFs enabled (set-vfs first)");
 	if (!pf_free_vf(d))
-		return pf_fail(e, -ENOSPC, "no free VF: %u of %u enabled VFs in use", d->num_vfs,
+		return cmn_fail(&e->f, -ENOSPC, "no free VF: %u of %u enabled VFs in use", d->num_vfs,
 			       d->num_vfs);
 	if (type_running(d, t->name) >= t->max_instances)
-		return pf_fail(e, -ENOSPC, "max instances (%u) reached", t->max_instances);
+		return cmn_fail(&e->f, -ENOSPC, "max instances (%u) reached", t->max_instances);
 	if (!q.vram) {
 		q.vram = pf_fair_vram(pf_usable_vram(d), d->num_vfs);
 		type_counts(d, d->num_vfs, &q);
@@ -273,11 +273,11 @@ int pf_slice_quota(struct pf_daemon *d, const struct pf_slice *s, struct pf_quot
 	const struct pf_type *t = pf_type_find(d, s->type);
 
 	if (!t)
-		return pf_fail(e, -ENOENT, "slice %s: type \"%s\" is not supported", s->uuid, s->type);
+		return cmn_fail(&e->f, -ENOENT, "slice %s: type \"%s\" is not supported", s->uuid, s->type);
 	*q = t->q;
 	if (!q->vram) {
 		if (!d->num_vfs)
-			return pf_fail(e, -ENOSPC, "slice %s: type %s needs enabled VFs (set-vfs)",
+			return cmn_fail(&e->f, -ENOSPC, "slice %s: type %s needs enabled VFs (set-vfs)",
 				       s->uuid, s->type);
 		q->vram = pf_fair_vram(pf_usable_vram(d), d->num_vfs);
 		type_counts(d, d->num_vfs, q);
@@ -295,7 +295,7 @@ int pf_slice_quota(struct pf_daemon *d, const struct pf_slice *s, struct pf_quot
 	if (s->custom_bits & PF_Q_PRIO)
 		q->priority = s->custom.priority;
 	if (!q->vram)
-		return pf_fail(e, -ENOSPC, "slice %s: the fair share of %u VFs is below 2 MiB",
+		return cmn_fail(&e->f, -ENOSPC, "slice %s: the fair share of %u VFs is below 2 MiB",
 			       s->uuid, d->num_vfs);
 	return counts_fit(d, q, e);
 }

@@ -60,15 +60,6 @@ int pf_config_set(struct pf_config *cfg, const char *section, const char *key,
 /* Check the whole configuration; -EINVAL with a message in @err. */
 int pf_config_check(const struct pf_config *cfg, char *err, size_t errlen);
 
-/* Parse a size: bytes, or a number with K/M/G/T (IEC, optional "iB"/"B"). Rejects empty,
- * negative, fractional, trailing garbage and overflow with -EINVAL / -ERANGE. */
-int pf_parse_size(const char *s, uint64_t *out);
-/* Format @bytes as IEC ("4 GiB", "1.5 GiB", "512 MiB", "100 B") into @buf. */
-const char *pf_format_size(uint64_t bytes, char *buf, size_t len);
-/* Parse and normalise (lower case) a UUID "8-4-4-4-12"; -EINVAL if malformed. */
-int pf_uuid_parse(const char *s, char out[PF_UUID_STR], uint8_t bytes[16]);
-/* A new random (version 4) UUID. */
-void pf_uuid_generate(char out[PF_UUID_STR]);
 /* Parse "low" / "normal" / "high". */
 int pf_priority_parse(const char *s, enum pf_priority *out);
 /* Name of @p. */
@@ -92,8 +83,5 @@ void pf_daemon_stop(struct pf_daemon *d);
 /* Close everything; running slices keep their VRAM objects and journal entries so the next
  * daemon brings them back. NULL is a no-op. */
 void pf_daemon_destroy(struct pf_daemon *d);
-
-/* vgpuctl: run the admin CLI with @argc/@argv; returns its exit code (doc/vgpuctl.8). */
-int vgpuctl_main(int argc, char **argv);
 
 #endif

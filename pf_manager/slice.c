@@ -60,12 +60,12 @@ static int slice_from_args(struct pf_daemon *d, json_object *args, struct pf_sli
 	char norm[PF_UUID_STR];
 
 	if (!u)
-		return pf_fail(e, -EINVAL, "missing \"uuid\"");
-	if (pf_uuid_parse(u, norm, NULL))
-		return pf_fail(e, -EINVAL, "\"%.64s\" is not a UUID", u);
+		return cmn_fail(&e->f, -EINVAL, "missing \"uuid\"");
+	if (ctlc_uuid_parse(u, norm, NULL))
+		return cmn_fail(&e->f, -EINVAL, "\"%.64s\" is not a UUID", u);
 	*out = pf_slice_find(d, norm);
 	if (!*out)
-		return pf_fail(e, -ENOENT, "slice %s not found", norm);
+		return cmn_fail(&e->f, -ENOENT, "slice %s not found", norm);
 	return 0;
 }
 
@@ -196,7 +196,7 @@ static int conflict(struct pf_slice *cur, struct pf_slice *req, struct pf_err *e
 		snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), "%s%s", i ? ", " : "",
 			 json_object_get_string(f));
 	}
-	pf_fail(e, -EEXIST, "slice %s is already defined with a different spec (differs in: %s)",
+	cmn_fail(&e->f, -EEXIST, "slice %s is already defined with a different spec (differs in: %s)",
 		cur->uuid, buf);
 	if (e) {
 		e->data = json_object_new_object();
@@ -215,7 +215,7 @@ int pf_slice_define(struct pf_daemon *d, json_object *args, bool dry, json_objec
 	int r;
 
 	if (!s)
-		return pf_fail(e, -ENOMEM, "out of memory");
+		return cmn_fail(&e->f, -ENOMEM, "out of memory");
 	r = pf_slice_from_json(d, args, s, e);
 	if (r)
 		goto free_s;
@@ -227,7 +227,7 @@ int pf_slice_define(struct pf_daemon *d, json_object *args, bool dry, json_objec
 		goto free_s;
 	}
 	if (d->nr_slices >= PF_MAX_SLICES) {
-		r = pf_fail(e, -ENOSPC, "too many slices defined (%u)", PF_MAX_SLICES);
+		r = cmn_fail(&e->f, -ENOSPC, "too many slices defined (%u)", PF_MAX_SLICES);
 		goto free_s;
 	}
 	add_result(ret, s, dry ? "would define" : "defined", dry);
@@ -239,7 +239,7 @@ int pf_slice_define(struct pf_daemon *d, json_object *args, bool dry, json_objec
 	}
 	r = pf_state_save_slice(d, s);
 	if (r) {
-		pf_fail(e, r, "slice %s: cannot write its definition: %s", s->uuid, cmn_strerror(r));
+		cmn_fail(&e->f, r, "slice %s: cannot write its definition: %s", s->uuid, cmn_strerror(r));
 		goto free_s;
 	}
 	d->slices[d->nr_slices++] = s;
@@ -271,12 +271,12 @@ static int owner_check(const struct pf_slice *s, json_object *args, struct pf_er
 	if (!json_object_object_get_ex(args, "owner", &o))
 		return 0;
 	if (!json_object_object_get_ex(o, "vm", &vm) || !json_object_is_type(vm, json_type_string))
-		return pf_fail(e, -EINVAL, "owner.vm missing");
+		return cmn_fail(&e->f, -EINVAL, "owner.vm missing");
 	g = json_object_object_get_ex(o, "generation", &gen) ? json_object_get_int64(gen) : 0;
 	if (!s->owner_vm[0])
 		return 0;
 	if (strcasecmp(json_object_get_string(vm), s->owner_vm) || (uint64_t)g != s->owner_gen)
-		return pf_fail(e, -EBUSY,
+		return cmn_fail(&e->f, -EBUSY,
 			       "slice %s is owned by VM %s generation %" PRIu64
 			       "; the request's owner token does not match", s->uuid, s->owner_vm,
 			       s->owner_gen);
@@ -295,13 +295,13 @@ int pf_slice_undefine(struct pf_daemon *d, json_object *args, bool dry, json_obj
 	if (r)
 		return r;
 	if (s->vf)
-		return pf_fail(e, -EBUSY, "slice %s is running on VF %u; stop it first", s->uuid, s->vf);
+		return cmn_fail(&e->f, -EBUSY, "slice %s is running on VF %u; stop it first", s->uuid, s->vf);
 	add_result(ret, s, dry ? "would undefine" : "undefined", dry);
 	if (dry)
 		return 0;
 	r = pf_state_remove_slice(d, s);
 	if (r && r != -ENOENT)
-		return pf_fail(e, r, "slice %s: cannot remove its definition: %s", s->uuid,
+		return cmn_fail(&e->f, r, "slice %s: cannot remove its definition: %s", s->uuid,
 			       cmn_strerror(r));
 	cmn_info("slice %s undefined", s->uuid);
 	pf_event(d, "SLICE_UNDEFINED", pf_slice_def_json(s));
@@ -333,18 +333,18 @@ static int bar_object_open(struct pf_daemon *d, struct pf_slice *s, unsigned int
 	if (adopt) {
 		fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
 		if (fd < 0)
-			return pf_fail(e, -errno, "VF %u: VRAM object %s is gone: %s", vf, name,
+			return cmn_fail(&e->f, -errno, "VF %u: VRAM object %s is gone: %s", vf, name,
 				       cmn_strerror(-errno));
 		if (fstat(fd, &sb) || (uint64_t)sb.st_size != s->bar_size) {
 			close(fd);
-			return pf_fail(e, -EBADMSG, "VF %u: VRAM object %s has the wrong size", vf, name);
+			return cmn_fail(&e->f, -EBADMSG, "VF %u: VRAM object %s has the wrong size", vf, name);
 		}
 	} else {
 		/* A leftover of this instance that the journal did not name: stale, drop it. */
 		shm_unlink(name);
 		fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 		if (fd < 0)
-			return pf_fail(e, -errno, "VF %u: cannot create %s: %s", vf, name,
+			return cmn_fail(&e->f, -errno, "VF %u: cannot create %s: %s", vf, name,
 				       cmn_strerror(-errno));
 		/* The owner's VMM opens the BAR through the endpoint's fd, never by name; the
 		 * object still belongs to it and its primary group (libvirt-qemu:kvm), as
@@ -357,7 +357,7 @@ static int bar_object_open(struct pf_daemon *d, struct pf_slice *s, unsigned int
 
 			close(fd);
 			shm_unlink(name);
-			return pf_fail(e, r, "VF %u: cannot size %s: %s", vf, name, cmn_strerror(r));
+			return cmn_fail(&e->f, r, "VF %u: cannot size %s: %s", vf, name, cmn_strerror(r));
 		}
 	}
 	s->bar_fd = fd;
@@ -456,7 +456,7 @@ int pf_slice_bring_up(struct pf_daemon *d, struct pf_slice *s, unsigned int vf, 
 		      (off_t)(s->bar_size - VF_BAR_CTRL_SIZE));
 	if (s->bar == MAP_FAILED) {
 		s->bar = NULL;
-		r = pf_fail(e, -errno, "VF %u: cannot map its BAR: %s", vf, cmn_strerror(-errno));
+		r = cmn_fail(&e->f, -errno, "VF %u: cannot map its BAR: %s", vf, cmn_strerror(-errno));
 		goto close_bar;
 	}
 	s->hdr = (struct vf_bar_header *)(s->bar + VF_BAR_HDR_CTRL_OFF);	/* BAR2's last page */
@@ -467,12 +467,12 @@ int pf_slice_bring_up(struct pf_daemon *d, struct pf_slice *s, unsigned int vf, 
 	 * writes reach the engines with no hop. */
 	r = gpu_doorbell_page_back(d->gpu, vf, s->bar_fd, s->bar_size - VF_BAR_CTRL_SIZE + VF_BAR_DB_OFF);
 	if (r) {
-		pf_fail(e, r, "VF %u: cannot place its doorbell page: %s", vf, cmn_strerror(r));
+		cmn_fail(&e->f, r, "VF %u: cannot place its doorbell page: %s", vf, cmn_strerror(r));
 		goto close_bar;
 	}
 	r = dma_domain_open(d, s, vf);
 	if (r) {
-		pf_fail(e, r, "VF %u: cannot map its DMA memory in its IOMMU domain: %s", vf,
+		cmn_fail(&e->f, r, "VF %u: cannot map its DMA memory in its IOMMU domain: %s", vf,
 			cmn_strerror(r));
 		goto close_bar;
 	}
@@ -480,12 +480,12 @@ int pf_slice_bring_up(struct pf_daemon *d, struct pf_slice *s, unsigned int vf, 
 	 * partition over memory the guest already shares. */
 	r = gpu_vram_slice_map(d->gpu, vf, base, s->prov.vram, s->bar_fd);
 	if (r) {
-		pf_fail(e, r, "VF %u: cannot map VRAM into the device: %s", vf, cmn_strerror(r));
+		cmn_fail(&e->f, r, "VF %u: cannot map VRAM into the device: %s", vf, cmn_strerror(r));
 		goto close_bar;
 	}
 	r = pf_rm_partition_set(d, s, vf, base);
 	if (r) {
-		pf_fail(e, r, "VF %u: partition [%#" PRIx64 ", +%#" PRIx64 ") refused: %s", vf, base,
+		cmn_fail(&e->f, r, "VF %u: partition [%#" PRIx64 ", +%#" PRIx64 ") refused: %s", vf, base,
 			s->prov.vram, cmn_strerror(r));
 		goto unmap_vram;
 	}
@@ -498,7 +498,7 @@ int pf_slice_bring_up(struct pf_daemon *d, struct pf_slice *s, unsigned int vf, 
 	sched_apply(d, s);
 	r = pf_endpoint_open(d, s);
 	if (r) {
-		pf_fail(e, r, "VF %u: cannot open its endpoint: %s", vf, cmn_strerror(r));
+		cmn_fail(&e->f, r, "VF %u: cannot open its endpoint: %s", vf, cmn_strerror(r));
 		goto clear_partition;
 	}
 	s->started_ns = cmn_now_ns();
@@ -526,7 +526,7 @@ int pf_slice_start(struct pf_daemon *d, struct pf_slice *s, struct pf_err *e)
 	int r;
 
 	if (!vf)
-		return pf_fail(e, -ENOSPC, "slice %s: no free VF: %u of %u enabled VFs in use%s",
+		return cmn_fail(&e->f, -ENOSPC, "slice %s: no free VF: %u of %u enabled VFs in use%s",
 			       s->uuid, d->num_vfs, d->num_vfs, d->num_vfs ? "" : " (set-vfs first)");
 	r = pf_slice_quota(d, s, &s->prov, e);
 	if (r)
@@ -582,7 +582,7 @@ int pf_slice_start_cmd(struct pf_daemon *d, json_object *args, bool dry, json_ob
 	if (dry) {
 		vf = pf_free_vf(d);
 		if (!vf)
-			return pf_fail(e, -ENOSPC, "slice %s: no free VF: %u of %u enabled VFs in use",
+			return cmn_fail(&e->f, -ENOSPC, "slice %s: no free VF: %u of %u enabled VFs in use",
 				       s->uuid, d->num_vfs, d->num_vfs);
 		r = pf_slice_quota(d, s, &q, e);
 		if (!r)
@@ -629,16 +629,16 @@ int pf_vf_reset_cmd(struct pf_daemon *d, json_object *args, bool dry, json_objec
 		int vf = json_object_get_int(v);
 
 		if (!json_object_is_type(v, json_type_int) || vf < 1 || vf > PF_MAX_VFS)
-			return pf_fail(e, -EINVAL, "\"vf\" must be 1..%d", PF_MAX_VFS);
+			return cmn_fail(&e->f, -EINVAL, "\"vf\" must be 1..%d", PF_MAX_VFS);
 		s = d->vfs[vf];
 		if (!s)
-			return pf_fail(e, -ENOENT, "VF %d has no running slice", vf);
+			return cmn_fail(&e->f, -ENOENT, "VF %d has no running slice", vf);
 	} else {
 		r = slice_from_args(d, args, &s, e);
 		if (r)
 			return r;
 		if (!s->vf)
-			return pf_fail(e, -ENOENT, "slice %s is not running", s->uuid);
+			return cmn_fail(&e->f, -ENOENT, "slice %s is not running", s->uuid);
 	}
 	add_result(ret, s, dry ? "would reset" : "reset", dry);
 	json_object_object_add(ret, "vf", json_object_new_int((int)s->vf));
@@ -647,7 +647,7 @@ int pf_vf_reset_cmd(struct pf_daemon *d, json_object *args, bool dry, json_objec
 	t0 = cmn_now_ns();
 	r = pf_vf_reset(d, s);
 	if (r)
-		return pf_fail(e, r, "VF %u: reset failed: %s", s->vf, cmn_strerror(r));
+		return cmn_fail(&e->f, r, "VF %u: reset failed: %s", s->vf, cmn_strerror(r));
 	json_object_object_add(ret, "duration_us",
 			       json_object_new_int64((int64_t)((cmn_now_ns() - t0) / 1000)));
 	pf_state_save_journal(d);
@@ -725,7 +725,7 @@ void pf_autostart(struct pf_daemon *d)
 		if (!s->autostart || s->vf)
 			continue;
 		if (pf_slice_start(d, s, &e))
-			cmn_warn("autostart of slice %s: %s", s->uuid, e.msg);
+			cmn_warn("autostart of slice %s: %s", s->uuid, e.f.msg);
 		json_object_put(e.data);
 	}
 }
@@ -750,7 +750,7 @@ static int modify_spec(struct pf_daemon *d, struct pf_slice *s, json_object *arg
 		}
 		if (!json_object_is_type(val, json_type_array)) {
 			json_object_put(spec);
-			return pf_fail(e, -EINVAL, "\"attrs\" must be an array of {name: value}");
+			return cmn_fail(&e->f, -EINVAL, "\"attrs\" must be an array of {name: value}");
 		}
 		for (size_t i = 0; i < json_object_array_length(val); i++)
 			json_object_array_add(attrs, json_object_get(json_object_array_get_idx(val, i)));
@@ -773,20 +773,20 @@ static int modify_release_owner(const struct pf_slice *s, json_object *args,
 		return 0;
 	if (!json_object_is_type(o, json_type_object) || !json_object_object_get_ex(o, "vm", &vm) ||
 	    !json_object_is_type(vm, json_type_string))
-		return pf_fail(e, -EINVAL, "\"release-owner\" must be {\"vm\": UUID, "
+		return cmn_fail(&e->f, -EINVAL, "\"release-owner\" must be {\"vm\": UUID, "
 			       "\"generation\": N}");
 	if (json_object_object_get_ex(o, "generation", &gen)) {
 		if (!json_object_is_type(gen, json_type_int) || json_object_get_int64(gen) < 0)
-			return pf_fail(e, -EINVAL, "release-owner.generation must be a "
+			return cmn_fail(&e->f, -EINVAL, "release-owner.generation must be a "
 				       "non-negative integer");
 		g = json_object_get_int64(gen);
 	}
 	if (json_object_object_get_ex(args, "owner", NULL))
-		return pf_fail(e, -EINVAL, "give either \"owner\" or \"release-owner\"");
+		return cmn_fail(&e->f, -EINVAL, "give either \"owner\" or \"release-owner\"");
 	if (!s->owner_vm[0])
 		return 0;
 	if (strcasecmp(json_object_get_string(vm), s->owner_vm) || (uint64_t)g != s->owner_gen)
-		return pf_fail(e, -EBUSY, "slice %s is owned by VM %s generation %" PRIu64
+		return cmn_fail(&e->f, -EBUSY, "slice %s is owned by VM %s generation %" PRIu64
 			       ", not by VM %.40s generation %" PRId64 "; not released", s->uuid,
 			       s->owner_vm, s->owner_gen, json_object_get_string(vm), g);
 	n->owner_vm[0] = 0;
@@ -806,19 +806,20 @@ static bool modify_owner_only(const struct pf_slice *s, const struct pf_slice *n
 static int modify_running_check(struct pf_daemon *d, struct pf_slice *s, struct pf_slice *n,
 				struct pf_err *e)
 {
+	struct pf_err ignore = { 0 };	/* a quota that cannot be computed differs */
 	struct pf_quota q;
 	int r;
 
 	if (modify_owner_only(s, n))
 		return 0;
 	if (pf_endpoint_attached(s))
-		return pf_fail(e, -EBUSY, "slice %s is in use (a guest is attached to VF %u); quotas "
+		return cmn_fail(&e->f, -EBUSY, "slice %s is in use (a guest is attached to VF %u); quotas "
 			       "change only while it is idle", s->uuid, s->vf);
-	r = pf_slice_quota(d, n, &q, NULL);
+	r = pf_slice_quota(d, n, &q, &ignore);
 	if (strcmp(n->type, s->type) || (!r && q.vram != s->prov.vram) ||
 	    (n->custom_bits & PF_Q_VRAM) != (s->custom_bits & PF_Q_VRAM) ||
 	    ((n->custom_bits & PF_Q_VRAM) && n->custom.vram != s->custom.vram))
-		return pf_fail(e, -EBUSY, "slice %s is running on VF %u; stop it to change its type "
+		return cmn_fail(&e->f, -EBUSY, "slice %s is running on VF %u; stop it to change its type "
 			       "or VRAM", s->uuid, s->vf);
 	return 0;
 }
@@ -842,21 +843,22 @@ static void slice_give_to(struct pf_daemon *d, struct pf_slice *s, long uid)
 static int modify_commit(struct pf_daemon *d, struct pf_slice *s, struct pf_slice *n,
 			 struct pf_err *e)
 {
+	struct pf_err ignore = { 0 };	/* checked by modify_running_check() */
 	struct pf_slice tmp;
 	int r;
 
 	if (s->vf) {
 		tmp = *s;
-		pf_slice_quota(d, n, &tmp.prov, NULL);
+		pf_slice_quota(d, n, &tmp.prov, &ignore);
 		tmp.prov.vram = s->prov.vram;
 		r = pf_rm_quota_set(d, &tmp);
 		if (r)
-			return pf_fail(e, r, "slice %s: the RM refused the new quota: %s", s->uuid,
+			return cmn_fail(&e->f, r, "slice %s: the RM refused the new quota: %s", s->uuid,
 				       cmn_strerror(r));
 	}
 	r = pf_state_save_slice(d, n);
 	if (r)
-		return pf_fail(e, r, "slice %s: cannot write its definition: %s", s->uuid,
+		return cmn_fail(&e->f, r, "slice %s: cannot write its definition: %s", s->uuid,
 			       cmn_strerror(r));
 	memcpy(s->type, n->type, sizeof(s->type));
 	s->autostart = n->autostart;
@@ -890,7 +892,7 @@ int pf_slice_modify(struct pf_daemon *d, json_object *args, bool dry, json_objec
 		return r;
 	n = calloc(1, sizeof(*n));
 	if (!n)
-		return pf_fail(e, -ENOMEM, "out of memory");
+		return cmn_fail(&e->f, -ENOMEM, "out of memory");
 	r = modify_spec(d, s, args, n, e);
 	if (!r)
 		r = modify_release_owner(s, args, n, e);
@@ -923,10 +925,10 @@ int pf_set_vfs(struct pf_daemon *d, json_object *args, bool dry, json_object *re
 	unsigned int running = 0;
 
 	if (!json_object_object_get_ex(args, "num_vfs", &v) || !json_object_is_type(v, json_type_int))
-		return pf_fail(e, -EINVAL, "missing integer \"num_vfs\"");
+		return cmn_fail(&e->f, -EINVAL, "missing integer \"num_vfs\"");
 	n = json_object_get_int64(v);
 	if (n < 0 || n > d->cfg.max_vfs)
-		return pf_fail(e, -ERANGE, "%" PRId64 " VFs requested; the maximum is %u", n,
+		return cmn_fail(&e->f, -ERANGE, "%" PRId64 " VFs requested; the maximum is %u", n,
 			       d->cfg.max_vfs);
 	json_object_object_add(ret, "num_vfs", json_object_new_int((int)n));
 	json_object_object_add(ret, "dry_run", json_object_new_boolean(dry));
@@ -935,12 +937,12 @@ int pf_set_vfs(struct pf_daemon *d, json_object *args, bool dry, json_object *re
 		return 0;
 	}
 	if (n && d->num_vfs)
-		return pf_fail(e, -EBUSY, "%u VFs already enabled. Disable before enabling %" PRId64
+		return cmn_fail(&e->f, -EBUSY, "%u VFs already enabled. Disable before enabling %" PRId64
 			       " VFs", d->num_vfs, n);
 	for (unsigned int vf = 1; vf <= PF_MAX_VFS; vf++)
 		running += d->vfs[vf] != NULL;
 	if (!n && running)
-		return pf_fail(e, -EBUSY, "%u slices are running on VFs; stop them first", running);
+		return cmn_fail(&e->f, -EBUSY, "%u slices are running on VFs; stop them first", running);
 	json_object_object_add(ret, "result", json_object_new_string(dry ? "would set" : "set"));
 	if (n)
 		pf_json_add_u64(ret, "fair_vram_bytes", pf_fair_vram(pf_usable_vram(d), (unsigned int)n));

@@ -111,46 +111,46 @@ static int parse_attr(struct pf_daemon *d, struct pf_slice *s, const char *key, 
 
 	if (!strcmp(key, "vram_bytes") || !strcmp(key, "vram")) {
 		if (json_object_is_type(v, json_type_string))
-			r = pf_parse_size(json_object_get_string(v), &x);
+			r = ctlc_size_parse(json_object_get_string(v), &x);
 		else
 			r = attr_uint(v, UINT64_MAX >> 1, &x);
 		if (r || x < PF_VRAM_ALIGN || cmn_align_up(x, PF_VRAM_ALIGN) > pf_usable_vram(d))
-			return pf_fail(e, -EINVAL, "bad VRAM size \"%s\": need 2 MiB .. %" PRIu64
+			return cmn_fail(&e->f, -EINVAL, "bad VRAM size \"%s\": need 2 MiB .. %" PRIu64
 				       " MiB (the usable VRAM)", json_object_get_string(v),
 				       pf_usable_vram(d) >> 20);
 		s->custom.vram = x;
 		s->custom_bits |= PF_Q_VRAM;
 	} else if (!strcmp(key, "channels")) {
 		if (attr_uint(v, 64, &x) || !x)
-			return pf_fail(e, -EINVAL, "bad channels \"%s\": need 1..64", json_object_get_string(v));
+			return cmn_fail(&e->f, -EINVAL, "bad channels \"%s\": need 1..64", json_object_get_string(v));
 		s->custom.channels = (uint32_t)x;
 		s->custom_bits |= PF_Q_CHANNELS;
 	} else if (!strcmp(key, "doorbells")) {
 		if (attr_uint(v, 1024, &x) || !x)
-			return pf_fail(e, -EINVAL, "bad doorbells \"%s\": need 1..1024",
+			return cmn_fail(&e->f, -EINVAL, "bad doorbells \"%s\": need 1..1024",
 				       json_object_get_string(v));
 		s->custom.doorbells = (uint32_t)x;
 		s->custom_bits |= PF_Q_DOORBELLS;
 	} else if (!strcmp(key, "exec_quantum_ms")) {
 		if (attr_uint(v, 100000, &x))
-			return pf_fail(e, -EINVAL, "bad exec_quantum_ms: need 0..100000");
+			return cmn_fail(&e->f, -EINVAL, "bad exec_quantum_ms: need 0..100000");
 		s->custom.exec_quantum_ms = (uint32_t)x;
 		s->custom_bits |= PF_Q_EXEC;
 	} else if (!strcmp(key, "preempt_timeout_us")) {
 		if (attr_uint(v, 10000000, &x))
-			return pf_fail(e, -EINVAL, "bad preempt_timeout_us: need 0..10000000");
+			return cmn_fail(&e->f, -EINVAL, "bad preempt_timeout_us: need 0..10000000");
 		s->custom.preempt_timeout_us = (uint32_t)x;
 		s->custom_bits |= PF_Q_PREEMPT;
 	} else if (!strcmp(key, "priority")) {
 		enum pf_priority p;
 
 		if (pf_priority_parse(json_object_get_string(v), &p) || p == PF_PRIO_HIGH)
-			return pf_fail(e, -EINVAL, "bad priority \"%s\": low or normal (high is the "
+			return cmn_fail(&e->f, -EINVAL, "bad priority \"%s\": low or normal (high is the "
 				       "PF's)", json_object_get_string(v));
 		s->custom.priority = p;
 		s->custom_bits |= PF_Q_PRIO;
 	} else {
-		return pf_fail(e, -EINVAL, "unknown attribute \"%.64s\"", key);
+		return cmn_fail(&e->f, -EINVAL, "unknown attribute \"%.64s\"", key);
 	}
 	return 0;
 }
@@ -159,12 +159,12 @@ static int parse_attrs(struct pf_daemon *d, struct pf_slice *s, json_object *att
 		       struct pf_err *e)
 {
 	if (!json_object_is_type(attrs, json_type_array))
-		return pf_fail(e, -EINVAL, "\"attrs\" must be an array of {name: value}");
+		return cmn_fail(&e->f, -EINVAL, "\"attrs\" must be an array of {name: value}");
 	for (size_t i = 0; i < json_object_array_length(attrs); i++) {
 		json_object *a = json_object_array_get_idx(attrs, i);
 
 		if (!json_object_is_type(a, json_type_object))
-			return pf_fail(e, -EINVAL, "attrs[%zu] is not an object", i);
+			return cmn_fail(&e->f, -EINVAL, "attrs[%zu] is not an object", i);
 		json_object_object_foreach(a, key, v) {
 			int r = parse_attr(d, s, key, v, e);
 
@@ -180,11 +180,11 @@ static int parse_owner(struct pf_slice *s, json_object *o, struct pf_err *e)
 	json_object *vm, *gen;
 
 	if (!json_object_is_type(o, json_type_object) || !json_object_object_get_ex(o, "vm", &vm) ||
-	    pf_uuid_parse(json_object_get_string(vm), s->owner_vm, NULL))
-		return pf_fail(e, -EINVAL, "\"owner\" must be {\"vm\": UUID, \"generation\": N}");
+	    ctlc_uuid_parse(json_object_get_string(vm), s->owner_vm, NULL))
+		return cmn_fail(&e->f, -EINVAL, "\"owner\" must be {\"vm\": UUID, \"generation\": N}");
 	if (json_object_object_get_ex(o, "generation", &gen)) {
 		if (!json_object_is_type(gen, json_type_int) || json_object_get_int64(gen) < 0)
-			return pf_fail(e, -EINVAL, "owner.generation must be a non-negative integer");
+			return cmn_fail(&e->f, -EINVAL, "owner.generation must be a non-negative integer");
 		s->owner_gen = (uint64_t)json_object_get_int64(gen);
 	}
 	return 0;
@@ -196,16 +196,16 @@ static int parse_key(struct pf_daemon *d, struct pf_slice *s, const char *key, j
 	const char *str = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
 
 	if (!strcmp(key, "uuid")) {
-		if (!str || pf_uuid_parse(str, s->uuid, s->uuid_bytes))
-			return pf_fail(e, -EINVAL, "\"%.64s\" is not a UUID", json_object_get_string(v));
+		if (!str || ctlc_uuid_parse(str, s->uuid, s->uuid_bytes))
+			return cmn_fail(&e->f, -EINVAL, "\"%.64s\" is not a UUID", json_object_get_string(v));
 	} else if (!strcmp(key, "mdev_type") || !strcmp(key, "type")) {
 		if (!str || !pf_type_find(d, str))
-			return pf_fail(e, -EINVAL, "type \"%.64s\" is not supported (see types)",
+			return cmn_fail(&e->f, -EINVAL, "type \"%.64s\" is not supported (see types)",
 				       json_object_get_string(v));
 		snprintf(s->type, sizeof(s->type), "%s", str);
 	} else if (!strcmp(key, "start")) {
 		if (!str || (strcmp(str, "auto") && strcmp(str, "manual")))
-			return pf_fail(e, -EINVAL, "\"start\" must be \"auto\" or \"manual\"");
+			return cmn_fail(&e->f, -EINVAL, "\"start\" must be \"auto\" or \"manual\"");
 		s->autostart = !strcmp(str, "auto");
 	} else if (!strcmp(key, "attrs")) {
 		return parse_attrs(d, s, v, e);
@@ -214,10 +214,10 @@ static int parse_key(struct pf_daemon *d, struct pf_slice *s, const char *key, j
 	} else if (!strcmp(key, "owner_uid")) {
 		if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < -1 ||
 		    json_object_get_int64(v) > INT32_MAX)
-			return pf_fail(e, -EINVAL, "\"owner_uid\" must be a uid");
+			return cmn_fail(&e->f, -EINVAL, "\"owner_uid\" must be a uid");
 		s->owner_uid = (long)json_object_get_int64(v);
 	} else if (strcmp(key, "parent") && strcmp(key, "dry-run")) {
-		return pf_fail(e, -EINVAL, "unknown key \"%.64s\"", key);
+		return cmn_fail(&e->f, -EINVAL, "unknown key \"%.64s\"", key);
 	}
 	return 0;
 }
@@ -228,7 +228,7 @@ int pf_slice_from_json(struct pf_daemon *d, json_object *o, struct pf_slice *s, 
 	s->owner_uid = -1;
 	s->bar_fd = -1;
 	if (!o || !json_object_is_type(o, json_type_object))
-		return pf_fail(e, -EINVAL, "a slice spec must be a JSON object");
+		return cmn_fail(&e->f, -EINVAL, "a slice spec must be a JSON object");
 	json_object_object_foreach(o, key, v) {
 		int r = parse_key(d, s, key, v, e);
 
@@ -236,10 +236,10 @@ int pf_slice_from_json(struct pf_daemon *d, json_object *o, struct pf_slice *s, 
 			return r;
 	}
 	if (!s->type[0])
-		return pf_fail(e, -EINVAL, "missing \"type\"");
+		return cmn_fail(&e->f, -EINVAL, "missing \"type\"");
 	if (!s->uuid[0]) {
-		pf_uuid_generate(s->uuid);
-		pf_uuid_parse(s->uuid, NULL, s->uuid_bytes);
+		ctlc_uuid_generate(s->uuid);
+		ctlc_uuid_parse(s->uuid, NULL, s->uuid_bytes);
 	}
 	return 0;
 }
@@ -401,8 +401,8 @@ static int load_slice_file(struct pf_daemon *d, const char *dir, const char *nam
 	if (!r) {
 		snprintf(want, sizeof(want), "%s.json", s->uuid);
 		if (strcmp(want, name)) {
-			e.code = r = -EINVAL;
-			snprintf(e.msg, sizeof(e.msg), "its uuid %s does not match the file name", s->uuid);
+			e.f.err = r = -EINVAL;
+			snprintf(e.f.msg, sizeof(e.f.msg), "its uuid %s does not match the file name", s->uuid);
 		}
 	}
 	if (!r && pf_slice_find(d, s->uuid))
@@ -411,7 +411,7 @@ static int load_slice_file(struct pf_daemon *d, const char *dir, const char *nam
 		r = -ENOSPC;
 	if (r) {
 		cmn_err("state: %s: %s; refusing the state (fix or remove the file)", path,
-			 e.msg[0] ? e.msg : cmn_strerror(r));
+			 e.f.msg[0] ? e.f.msg : cmn_strerror(r));
 		free(s);
 		return -EBADMSG;
 	}
@@ -471,7 +471,7 @@ static int check_entry(struct pf_daemon *d, json_object *o, struct jent *je, uns
 	char norm[PF_UUID_STR];
 
 	if (!json_object_object_get_ex(o, "uuid", &u) ||
-	    pf_uuid_parse(json_object_get_string(u), norm, NULL))
+	    ctlc_uuid_parse(json_object_get_string(u), norm, NULL))
 		return snprintf(why, wlen, "an entry has no valid uuid"), -EBADMSG;
 	je->s = pf_slice_find(d, norm);
 	if (!je->s)
@@ -569,7 +569,7 @@ static int apply_entry(struct pf_daemon *d, struct jent *je)
 		je->s->hdr->reset_count = (uint32_t)je->resets;
 	}
 	if (ret)
-		cmn_err("state: slice %s: %s", je->s->uuid, e.msg[0] ? e.msg : cmn_strerror(ret));
+		cmn_err("state: slice %s: %s", je->s->uuid, e.f.msg[0] ? e.f.msg : cmn_strerror(ret));
 	json_object_put(e.data);
 	free(r);
 	return ret;

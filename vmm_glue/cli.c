@@ -17,6 +17,7 @@
 #include <json-c/json.h>
 
 #include "common/clock.h"
+#include "ctlclient/ctlclient.h"
 #include "vmm_glue/vmm_internal.h"
 
 #define HOOK_MAX_XML	(4u << 20)
@@ -48,7 +49,7 @@ static int usage(const char *fmt, const char *arg)
 }
 
 /* Print @e's message and return its exit code. */
-static int report(const struct vmm_err *e)
+static int report(const struct cmn_fail *e)
 {
 	fprintf(stderr, "vgpu-vm: %s\n", e->msg);
 	return vmm_exit_code(e->err);
@@ -73,7 +74,7 @@ static void help(void)
 	       "      --json           one JSON object on stdout\n"
 	       "exit: 0 ok, 1 failure, 2 usage, 3 not found, 4 conflict, 5 resources,\n"
 	       "      6 vgpud or libvirtd unreachable, 7 permission denied\n",
-	       VMM_DEFAULT_URI, VMM_DEFAULT_SOCKET, VMM_DEFAULT_QEMU_USER);
+	       VMM_DEFAULT_URI, CTLC_DEFAULT_SOCKET, VMM_DEFAULT_QEMU_USER);
 }
 
 /* ---- argument parsing ------------------------------------------------------------------ */
@@ -199,7 +200,7 @@ static int parse_args(int argc, char **argv, struct vm_opts *o)
 	o->vcpus = 1;
 	o->uri = VMM_DEFAULT_URI;
 	o->socket_given = getenv("VGPUD_SOCKET") != NULL;
-	o->socket = o->socket_given ? getenv("VGPUD_SOCKET") : VMM_DEFAULT_SOCKET;
+	o->socket = o->socket_given ? getenv("VGPUD_SOCKET") : CTLC_DEFAULT_SOCKET;
 	o->qemu_user = VMM_DEFAULT_QEMU_USER;
 	optind = 1;
 	opterr = 1;
@@ -243,29 +244,29 @@ static int parse_args(int argc, char **argv, struct vm_opts *o)
 
 /* @path made absolute into @out; an existing file unless @dir_only (then its directory). */
 static int resolve(const char *what, const char *path, bool dir_only, char *out,
-		   struct vmm_err *e)
+		   struct cmn_fail *e)
 {
 	char tmp[PATH_MAX], dir[PATH_MAX];
 
 	if (strlen(path) >= PATH_MAX - 1)
-		return vmm_fail(e, -ENAMETOOLONG, "%s path is too long", what);
+		return cmn_fail(e, -ENAMETOOLONG, "%s path is too long", what);
 	if (!dir_only) {
 		if (!realpath(path, out))
-			return vmm_fail(e, -errno, "%s %s: %s", what, path, strerror(errno));
+			return cmn_fail(e, -errno, "%s %s: %s", what, path, strerror(errno));
 		if (access(out, R_OK))
-			return vmm_fail(e, -errno, "%s %s: %s", what, path, strerror(errno));
+			return cmn_fail(e, -errno, "%s %s: %s", what, path, strerror(errno));
 		return 0;
 	}
 	snprintf(tmp, sizeof(tmp), "%s", path);
 	if (!realpath(dirname(tmp), dir))
-		return vmm_fail(e, -errno, "%s %s: its directory: %s", what, path, strerror(errno));
+		return cmn_fail(e, -errno, "%s %s: its directory: %s", what, path, strerror(errno));
 	snprintf(tmp, sizeof(tmp), "%s", path);
 	if (snprintf(out, PATH_MAX, "%s/%s", dir, basename(tmp)) >= PATH_MAX)
-		return vmm_fail(e, -ENAMETOOLONG, "%s path is too long", what);
+		return cmn_fail(e, -ENAMETOOLONG, "%s path is too long", what);
 	return 0;
 }
 
-static int resolve_paths(struct vm_opts *o, struct vmm_err *e)
+static int resolve_paths(struct vm_opts *o, struct cmn_fail *e)
 {
 	int r = 0;
 
@@ -328,7 +329,7 @@ static bool qemu_can_reach(const char *path, const struct passwd *pw, char *bad,
 
 /* The files QEMU opens itself (as @pw) must be reachable. */
 static int qemu_paths_check(const struct vm_opts *o, const struct vmm_slice *s,
-			    const struct passwd *pw, struct vmm_err *e)
+			    const struct passwd *pw, struct cmn_fail *e)
 {
 	const char *paths[] = { s->endpoint, o->kernel ? o->kernel_abs : NULL,
 				o->initrd ? o->initrd_abs : NULL, o->disk ? o->disk_abs : NULL,
@@ -337,7 +338,7 @@ static int qemu_paths_check(const struct vm_opts *o, const struct vmm_slice *s,
 
 	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
 		if (paths[i] && paths[i][0] && !qemu_can_reach(paths[i], pw, bad, sizeof(bad)))
-			return vmm_fail(e, -EACCES, "libvirt runs QEMU as %s, which cannot reach %s: "
+			return cmn_fail(e, -EACCES, "libvirt runs QEMU as %s, which cannot reach %s: "
 					"directory %s is not searchable by it (chmod o+x %s)",
 					pw->pw_name, paths[i], bad, bad);
 	return 0;
@@ -345,19 +346,19 @@ static int qemu_paths_check(const struct vm_opts *o, const struct vmm_slice *s,
 
 /* Launch's checks on the slice, all before libvirt is touched. */
 static int slice_usable(const struct vm_opts *o, const struct vmm_slice *s, const char *dom,
-			struct vmm_err *e)
+			struct cmn_fail *e)
 {
 	struct passwd *pw;
 
 	if (!s->running)
-		return vmm_fail(e, -EBUSY, "slice %s is defined but not running; start it first "
+		return cmn_fail(e, -EBUSY, "slice %s is defined but not running; start it first "
 				"(vgpuctl start -u %s)", s->uuid, s->uuid);
 	if (s->owner_vm[0] && (strcasecmp(s->owner_vm, dom) || s->owner_gen != o->generation))
-		return vmm_fail(e, -EBUSY, "slice %s is owned by VM %s generation %" PRIu64
+		return cmn_fail(e, -EBUSY, "slice %s is owned by VM %s generation %" PRIu64
 				"; stop that VM first (vgpu-vm stop %s)", s->uuid, s->owner_vm,
 				s->owner_gen, s->owner_vm);
 	if (s->attached)
-		return vmm_fail(e, -EBUSY, "slice %s is in use: a guest is attached to VF %u",
+		return cmn_fail(e, -EBUSY, "slice %s is in use: a guest is attached to VF %u",
 				s->uuid, s->vf);
 	/* The endpoint admits root and the slice's owner uid: QEMU must be one of them. */
 	pw = strstr(o->uri, "system") ? getpwnam(o->qemu_user) : NULL;
@@ -366,7 +367,7 @@ static int slice_usable(const struct vm_opts *o, const struct vmm_slice *s, cons
 
 		if (s->owner_uid >= 0)
 			snprintf(who, sizeof(who), "uid %ld", s->owner_uid);
-		return vmm_fail(e, -EACCES, "slice %s admits %s to its endpoint, but libvirt runs "
+		return cmn_fail(e, -EACCES, "slice %s admits %s to its endpoint, but libvirt runs "
 				"QEMU as %s (uid %u): vgpuctl modify -u %s --owner-uid %s",
 				s->uuid, who, o->qemu_user, (unsigned int)pw->pw_uid, s->uuid,
 				o->qemu_user);
@@ -389,7 +390,7 @@ static void domain_spec(struct vm_opts *o, const struct vmm_slice *s, struct vmm
 	else if (s->owner_vm[0] && o->generation == s->owner_gen)
 		snprintf(d->uuid, sizeof(d->uuid), "%s", s->owner_vm);	/* its VM again */
 	else
-		vmm_uuid_generate(d->uuid);
+		ctlc_uuid_generate(d->uuid);
 	d->memory_mib = o->memory_mib;
 	d->vcpus = o->vcpus;
 	d->accel = o->accel;
@@ -409,22 +410,22 @@ static void domain_spec(struct vm_opts *o, const struct vmm_slice *s, struct vmm
 }
 
 /* Everything launch and xml share: arguments, the slice, the XML, its validation. */
-static int prepare_xml(struct vm_opts *o, struct vmm_ctl **c, struct vmm_slice *s,
+static int prepare_xml(struct vm_opts *o, struct ctlc **c, struct vmm_slice *s,
 		       struct vmm_domain *d, char *name_buf, size_t name_len, char **xml,
-		       struct vmm_err *e)
+		       struct cmn_fail *e)
 {
 	static char sock_abs[PATH_MAX];	/* outlives the call: o->socket points here */
 	int r;
 
 	*xml = NULL;
 	if (!o->slice)
-		return vmm_fail(e, -EINVAL, "%s needs --slice UUID", o->verb);
-	if (!vmm_uuid_valid(o->slice))
-		return vmm_fail(e, -EINVAL, "\"%.64s\" is not a slice UUID", o->slice);
-	if (o->uuid && !vmm_uuid_valid(o->uuid))
-		return vmm_fail(e, -EINVAL, "--uuid \"%.64s\" is not a UUID", o->uuid);
+		return cmn_fail(e, -EINVAL, "%s needs --slice UUID", o->verb);
+	if (ctlc_uuid_parse(o->slice, NULL, NULL))
+		return cmn_fail(e, -EINVAL, "\"%.64s\" is not a slice UUID", o->slice);
+	if (o->uuid && ctlc_uuid_parse(o->uuid, NULL, NULL))
+		return cmn_fail(e, -EINVAL, "--uuid \"%.64s\" is not a UUID", o->uuid);
 	if (o->nargs)
-		return vmm_fail(e, -EINVAL, "%s takes no positional argument (\"%.64s\")", o->verb,
+		return cmn_fail(e, -EINVAL, "%s takes no positional argument (\"%.64s\")", o->verb,
 				o->args[0]);
 	/* The metadata carries the socket for the hook, which runs elsewhere: absolute. */
 	if (o->socket[0] != '/' && realpath(o->socket, sock_abs))
@@ -432,7 +433,7 @@ static int prepare_xml(struct vm_opts *o, struct vmm_ctl **c, struct vmm_slice *
 	r = resolve_paths(o, e);
 	if (r)
 		return r;
-	r = vmm_ctl_open(o->socket, c, e);
+	r = ctlc_open(o->socket, c, e);
 	if (!r)
 		r = vmm_slice_query(*c, o->slice, s, e);
 	if (r)
@@ -486,10 +487,10 @@ static void print_launch(const struct vm_opts *o, const struct vmm_domain *d,
 
 /* Owner token first (the hook, if installed, checks it on "prepare begin"), then the
  * domain; a domain libvirt refuses gives the token back. */
-static int launch_start(struct vm_opts *o, struct vmm_ctl *c, const struct vmm_domain *d,
-			const char *xml, struct vmm_virt *v, struct vmm_err *e)
+static int launch_start(struct vm_opts *o, struct ctlc *c, const struct vmm_domain *d,
+			const char *xml, struct vmm_virt *v, struct cmn_fail *e)
 {
-	struct vmm_err ignore;
+	struct cmn_fail ignore;
 	int r = vmm_slice_set_owner(c, d->meta.slice, d->uuid, o->generation, e);
 
 	if (r)
@@ -502,8 +503,8 @@ static int launch_start(struct vm_opts *o, struct vmm_ctl *c, const struct vmm_d
 
 static int cmd_launch(struct vm_opts *o)
 {
-	struct vmm_err e = { 0 }, ignore;
-	struct vmm_ctl *c = NULL;
+	struct cmn_fail e = { 0 }, ignore;
+	struct ctlc *c = NULL;
 	struct vmm_virt *v = NULL;
 	struct vmm_slice s;
 	struct vmm_domain d;
@@ -536,14 +537,14 @@ out:
 		print_launch(o, &d, &s, xml, o->dry ? "would launch" : "launched", ran_ms);
 	free(xml);
 	vmm_virt_close(v);
-	vmm_ctl_close(c);
+	ctlc_close(c);
 	return r ? report(&e) : 0;
 }
 
 static int cmd_xml(struct vm_opts *o)
 {
-	struct vmm_err e = { 0 };
-	struct vmm_ctl *c = NULL;
+	struct cmn_fail e = { 0 };
+	struct ctlc *c = NULL;
 	struct vmm_slice s;
 	struct vmm_domain d;
 	char name[64], *xml = NULL;
@@ -566,7 +567,7 @@ static int cmd_xml(struct vm_opts *o)
 		fputs(xml, stdout);
 	}
 	free(xml);
-	vmm_ctl_close(c);
+	ctlc_close(c);
 	return r ? report(&e) : 0;
 }
 
@@ -574,10 +575,10 @@ static int cmd_xml(struct vm_opts *o)
 
 static int cmd_stop(struct vm_opts *o)
 {
-	struct vmm_err e = { 0 }, ignore;
+	struct cmn_fail e = { 0 }, ignore;
 	struct vmm_virt *v = NULL;
 	struct vmm_vm_info info;
-	struct vmm_ctl *c;
+	struct ctlc *c;
 	int r;
 
 	if (o->nargs != 1)
@@ -591,9 +592,9 @@ static int cmd_stop(struct vm_opts *o)
 		r = vmm_virt_stop(v, info.uuid, o->undefine, &e);
 	/* The hook releases the slice on "release end"; without it, this does. */
 	if (!r && info.has_meta &&
-	    !vmm_ctl_open(o->socket_given ? o->socket : info.meta.socket, &c, &ignore)) {
+	    !ctlc_open(o->socket_given ? o->socket : info.meta.socket, &c, &ignore)) {
 		vmm_slice_release(c, info.meta.slice, info.meta.vm, info.meta.generation, &ignore);
-		vmm_ctl_close(c);
+		ctlc_close(c);
 	}
 out:
 	if (!r && o->json)
@@ -611,12 +612,12 @@ out:
 static json_object *list_entry(const struct vmm_vm_info *i, struct vmm_slice *s, bool *known)
 {
 	json_object *j = json_object_new_object(), *own = json_object_new_object();
-	struct vmm_ctl *c;
+	struct ctlc *c;
 
-	*known = !vmm_ctl_open(i->meta.socket, &c, NULL);
+	*known = !ctlc_open(i->meta.socket, &c, NULL);
 	if (*known) {
 		*known = !vmm_slice_query(c, i->meta.slice, s, NULL);
-		vmm_ctl_close(c);
+		ctlc_close(c);
 	}
 	json_object_object_add(j, "name", json_object_new_string(i->name));
 	json_object_object_add(j, "uuid", json_object_new_string(i->uuid));
@@ -638,7 +639,7 @@ static json_object *list_entry(const struct vmm_vm_info *i, struct vmm_slice *s,
 
 static int cmd_list(struct vm_opts *o)
 {
-	struct vmm_err e = { 0 };
+	struct cmn_fail e = { 0 };
 	struct vmm_virt *v = NULL;
 	struct vmm_vm_info *vms = NULL;
 	json_object *arr, *top;
@@ -708,7 +709,7 @@ static char *read_stdin(void)
 
 static int cmd_hook(struct vm_opts *o)
 {
-	struct vmm_err e = { 0 };
+	struct cmn_fail e = { 0 };
 	const char *sock = o->socket_given ? o->socket : NULL;
 	char *xml;
 	int r;

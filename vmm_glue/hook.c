@@ -8,11 +8,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ctlclient/ctlclient.h"
 #include "vmm_glue/vmm_internal.h"
 
 /* The slice must be running, owned by @m's token (taken here if unowned) and free. */
-static int hook_prepare(struct vmm_ctl *c, const char *name, const struct vmm_meta *m,
-			struct vmm_err *e)
+static int hook_prepare(struct ctlc *c, const char *name, const struct vmm_meta *m,
+			struct cmn_fail *e)
 {
 	struct vmm_slice s;
 	int r = vmm_slice_query(c, m->slice, &s, e);
@@ -20,7 +21,7 @@ static int hook_prepare(struct vmm_ctl *c, const char *name, const struct vmm_me
 	if (r)
 		return r;
 	if (s.owner_vm[0] && (strcasecmp(s.owner_vm, m->vm) || s.owner_gen != m->generation))
-		return vmm_fail(e, -EBUSY, "slice %s is owned by VM %s generation %" PRIu64 ", not "
+		return cmn_fail(e, -EBUSY, "slice %s is owned by VM %s generation %" PRIu64 ", not "
 				"by domain %s (%s generation %" PRIu64 ")", s.uuid, s.owner_vm,
 				s.owner_gen, name, m->vm, m->generation);
 	if (!s.running) {
@@ -32,7 +33,7 @@ static int hook_prepare(struct vmm_ctl *c, const char *name, const struct vmm_me
 			return r;
 	}
 	if (s.attached)
-		return vmm_fail(e, -EBUSY, "slice %s is in use: a guest is attached to VF %u",
+		return cmn_fail(e, -EBUSY, "slice %s is in use: a guest is attached to VF %u",
 				s.uuid, s.vf);
 	if (!s.owner_vm[0])
 		return vmm_slice_set_owner(c, m->slice, m->vm, m->generation, e);
@@ -40,13 +41,13 @@ static int hook_prepare(struct vmm_ctl *c, const char *name, const struct vmm_me
 }
 
 int vmm_hook_run(const char *name, const char *op, const char *subop, const char *xml,
-		 const char *socket_override, struct vmm_err *e)
+		 const char *socket_override, struct cmn_fail *e)
 {
 	bool prepare = !strcmp(op, "prepare") && !strcmp(subop, "begin");
 	bool release = !strcmp(op, "release") && !strcmp(subop, "end");
 	char dom_uuid[VMM_UUID_LEN];
 	struct vmm_meta m;
-	struct vmm_ctl *c;
+	struct ctlc *c;
 	int r;
 
 	if (!prepare && !release)
@@ -57,16 +58,16 @@ int vmm_hook_run(const char *name, const char *op, const char *subop, const char
 	if (r)
 		return prepare ? r : 0;
 	if (prepare && strcasecmp(dom_uuid, m.vm))
-		return vmm_fail(e, -EINVAL, "domain %s (UUID %s) carries the owner token of VM %s: "
+		return cmn_fail(e, -EINVAL, "domain %s (UUID %s) carries the owner token of VM %s: "
 				"its vGPU metadata belongs to another domain (regenerate it with "
 				"vgpu-vm xml)", name, dom_uuid, m.vm);
-	r = vmm_ctl_open(socket_override ? socket_override : m.socket, &c, e);
+	r = ctlc_open(socket_override ? socket_override : m.socket, &c, e);
 	if (r)
 		return r;
 	if (prepare)
 		r = hook_prepare(c, name, &m, e);
 	else
 		r = vmm_slice_release(c, m.slice, m.vm, m.generation, e);
-	vmm_ctl_close(c);
+	ctlc_close(c);
 	return r;
 }

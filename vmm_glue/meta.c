@@ -7,6 +7,7 @@
 #include <libxml/parser.h>
 #include <libxml/tree.h>
 
+#include "ctlclient/ctlclient.h"
 #include "vmm_glue/vmm_internal.h"
 
 static bool node_is(const xmlNode *n, const char *name, const char *ns)
@@ -38,32 +39,32 @@ static bool attr(xmlNode *n, const char *name, char *out, size_t len)
 	return ok;
 }
 
-static int meta_from(xmlNode *vm, struct vmm_meta *m, struct vmm_err *e)
+static int meta_from(xmlNode *vm, struct vmm_meta *m, struct cmn_fail *e)
 {
 	xmlNode *slice = child(vm, "slice", VMM_NS_URI), *owner = child(vm, "owner", VMM_NS_URI);
 	char gen[24] = "0", *end;
 
 	memset(m, 0, sizeof(*m));
-	if (!attr(slice, "uuid", m->slice, sizeof(m->slice)) || !vmm_uuid_valid(m->slice))
-		return vmm_fail(e, -EINVAL, "vGPU metadata: <slice uuid=...> is missing or not a UUID");
+	if (!attr(slice, "uuid", m->slice, sizeof(m->slice)) || ctlc_uuid_parse(m->slice, NULL, NULL))
+		return cmn_fail(e, -EINVAL, "vGPU metadata: <slice uuid=...> is missing or not a UUID");
 	if (!attr(slice, "socket", m->socket, sizeof(m->socket)) || m->socket[0] != '/')
-		return vmm_fail(e, -EINVAL, "vGPU metadata of slice %s: <slice socket=...> is "
+		return cmn_fail(e, -EINVAL, "vGPU metadata of slice %s: <slice socket=...> is "
 				"missing or not an absolute path", m->slice);
-	if (!attr(owner, "vm", m->vm, sizeof(m->vm)) || !vmm_uuid_valid(m->vm))
-		return vmm_fail(e, -EINVAL, "vGPU metadata of slice %s: <owner vm=...> is missing "
+	if (!attr(owner, "vm", m->vm, sizeof(m->vm)) || ctlc_uuid_parse(m->vm, NULL, NULL))
+		return cmn_fail(e, -EINVAL, "vGPU metadata of slice %s: <owner vm=...> is missing "
 				"or not a UUID", m->slice);
 	if (owner && xmlHasProp(owner, (const xmlChar *)"generation") &&
 	    !attr(owner, "generation", gen, sizeof(gen)))
-		return vmm_fail(e, -EINVAL, "vGPU metadata: bad owner generation");
+		return cmn_fail(e, -EINVAL, "vGPU metadata: bad owner generation");
 	errno = 0;
 	m->generation = strtoull(gen, &end, 10);
 	if (errno || *end || gen[0] == '-' || !gen[0])
-		return vmm_fail(e, -EINVAL, "vGPU metadata of slice %s: owner generation \"%s\" "
+		return cmn_fail(e, -EINVAL, "vGPU metadata of slice %s: owner generation \"%s\" "
 				"is not a number", m->slice, gen);
 	return 0;
 }
 
-int vmm_meta_parse(const char *xml, struct vmm_meta *m, char *dom_uuid, struct vmm_err *e)
+int vmm_meta_parse(const char *xml, struct vmm_meta *m, char *dom_uuid, struct cmn_fail *e)
 {
 	xmlDoc *doc;
 	xmlNode *root, *vm, *u;
@@ -75,10 +76,10 @@ int vmm_meta_parse(const char *xml, struct vmm_meta *m, char *dom_uuid, struct v
 	doc = xmlReadMemory(xml, (int)strlen(xml), "domain.xml", NULL,
 			    XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
 	if (!doc)
-		return vmm_fail(e, -EINVAL, "the domain XML is not well-formed");
+		return cmn_fail(e, -EINVAL, "the domain XML is not well-formed");
 	root = xmlDocGetRootElement(doc);
 	if (!root || !node_is(root, "domain", NULL)) {
-		r = vmm_fail(e, -EINVAL, "the XML is not a <domain>");
+		r = cmn_fail(e, -EINVAL, "the XML is not a <domain>");
 		goto free_doc;
 	}
 	u = child(root, "uuid", NULL);
@@ -91,7 +92,7 @@ int vmm_meta_parse(const char *xml, struct vmm_meta *m, char *dom_uuid, struct v
 	}
 	vm = child(child(root, "metadata", NULL), "vm", VMM_NS_URI);
 	if (!vm) {
-		r = vmm_fail(e, -ENOENT, "the domain has no vGPU metadata (%s)", VMM_NS_URI);
+		r = cmn_fail(e, -ENOENT, "the domain has no vGPU metadata (%s)", VMM_NS_URI);
 		goto free_doc;
 	}
 	r = meta_from(vm, m, e);

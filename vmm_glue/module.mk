@@ -1,6 +1,6 @@
 MODULES += vmm_glue
 vmm_glue_DIR := vmm_glue
-vmm_glue_DEPS := common
+vmm_glue_DEPS := ctlclient common
 vmm_glue_LDLIBS := -lvirt -lxml2 -ljson-c
 vmm_glue_TSAN_TESTS :=
 

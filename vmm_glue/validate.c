@@ -81,26 +81,26 @@ static void first_complaint(char *out)
 		*nl = 0;
 }
 
-int vmm_xml_validate(const char *xml, struct vmm_err *e)
+int vmm_xml_validate(const char *xml, struct cmn_fail *e)
 {
 	char path[] = "/tmp/vgpu-vm-XXXXXX.xml", out[1024];
 	int fd = mkstemps(path, 4), r;
 
 	if (fd < 0)
-		return vmm_fail(e, -errno, "cannot create a temporary file: %s", strerror(errno));
+		return cmn_fail(e, -errno, "cannot create a temporary file: %s", strerror(errno));
 	r = write_all(fd, xml, strlen(xml));
 	close(fd);
 	if (!r)
 		r = run_validator(path, out, sizeof(out));
 	unlink(path);
 	if (r < 0)
-		return vmm_fail(e, r, "cannot run %s: %s", VALIDATOR, strerror(-r));
+		return cmn_fail(e, r, "cannot run %s: %s", VALIDATOR, strerror(-r));
 	if (r == 127)
-		return vmm_fail(e, -ENOENT, "%s is not installed (Debian: libvirt-clients)",
+		return cmn_fail(e, -ENOENT, "%s is not installed (Debian: libvirt-clients)",
 				VALIDATOR);
 	if (r) {
 		first_complaint(out);
-		return vmm_fail(e, -EINVAL, "the domain XML does not validate against libvirt's "
+		return cmn_fail(e, -EINVAL, "the domain XML does not validate against libvirt's "
 				"schema: %s", out);
 	}
 	return 0;

@@ -12,6 +12,7 @@
 #include <libvirt/virterror.h>
 
 #include "common/clock.h"
+#include "ctlclient/ctlclient.h"
 #include "vmm_glue/vmm_internal.h"
 
 struct vmm_virt {
@@ -26,7 +27,7 @@ static void quiet(void *opaque, virErrorPtr err)
 }
 
 /* The errno for libvirt's last error, and its message into @e. */
-static int virt_fail(struct vmm_err *e, const char *what)
+static int virt_fail(struct cmn_fail *e, const char *what)
 {
 	virErrorPtr v = virGetLastError();
 	int code = v ? v->code : VIR_ERR_INTERNAL_ERROR, r;
@@ -52,17 +53,17 @@ static int virt_fail(struct vmm_err *e, const char *what)
 		r = -EIO;
 		break;
 	}
-	return vmm_fail(e, r, "%s: %s", what, virGetLastErrorMessage());
+	return cmn_fail(e, r, "%s: %s", what, virGetLastErrorMessage());
 }
 
-int vmm_virt_open(const char *uri, struct vmm_virt **out, struct vmm_err *e)
+int vmm_virt_open(const char *uri, struct vmm_virt **out, struct cmn_fail *e)
 {
 	struct vmm_virt *v = calloc(1, sizeof(*v));
 	char what[320];
 
 	*out = NULL;
 	if (!v)
-		return vmm_fail(e, -ENOMEM, "out of memory");
+		return cmn_fail(e, -ENOMEM, "out of memory");
 	virSetErrorFunc(NULL, quiet);
 	snprintf(v->uri, sizeof(v->uri), "%s", uri);
 	v->conn = virConnectOpen(uri);
@@ -87,7 +88,7 @@ void vmm_virt_close(struct vmm_virt *v)
 	free(v);
 }
 
-int vmm_virt_launch(struct vmm_virt *v, const char *xml, bool persistent, struct vmm_err *e)
+int vmm_virt_launch(struct vmm_virt *v, const char *xml, bool persistent, struct cmn_fail *e)
 {
 	virDomainPtr dom;
 	int r = 0;
@@ -127,14 +128,14 @@ static bool virt_ended(struct vmm_virt *v, const char *uuid)
 }
 
 int vmm_virt_wait(struct vmm_virt *v, const char *uuid, unsigned int timeout_s,
-		  struct vmm_err *e)
+		  struct cmn_fail *e)
 {
 	uint64_t deadline = cmn_now_ns() + (uint64_t)timeout_s * 1000000000ull;
 
 	while (!virt_ended(v, uuid)) {
 		if (timeout_s && cmn_now_ns() >= deadline) {
 			vmm_virt_stop(v, uuid, false, NULL);
-			return vmm_fail(e, -ETIMEDOUT, "domain %s still ran after %u s; destroyed it",
+			return cmn_fail(e, -ETIMEDOUT, "domain %s still ran after %u s; destroyed it",
 					uuid, timeout_s);
 		}
 		usleep(100000);
@@ -176,24 +177,24 @@ static virDomainPtr virt_find(struct vmm_virt *v, const char *name_or_uuid)
 {
 	virDomainPtr dom = NULL;
 
-	if (vmm_uuid_valid(name_or_uuid))
+	if (!ctlc_uuid_parse(name_or_uuid, NULL, NULL))
 		dom = virDomainLookupByUUIDString(v->conn, name_or_uuid);
 	return dom ? dom : virDomainLookupByName(v->conn, name_or_uuid);
 }
 
 int vmm_virt_lookup(struct vmm_virt *v, const char *name_or_uuid, struct vmm_vm_info *info,
-		    struct vmm_err *e)
+		    struct cmn_fail *e)
 {
 	virDomainPtr dom = virt_find(v, name_or_uuid);
 
 	if (!dom)
-		return vmm_fail(e, -ENOENT, "no domain \"%.100s\" on %s", name_or_uuid, v->uri);
+		return cmn_fail(e, -ENOENT, "no domain \"%.100s\" on %s", name_or_uuid, v->uri);
 	info_fill(dom, info);
 	virDomainFree(dom);
 	return 0;
 }
 
-int vmm_virt_stop(struct vmm_virt *v, const char *uuid, bool undefine, struct vmm_err *e)
+int vmm_virt_stop(struct vmm_virt *v, const char *uuid, bool undefine, struct cmn_fail *e)
 {
 	virDomainPtr dom = virDomainLookupByUUIDString(v->conn, uuid);
 	int r = 0;
@@ -210,7 +211,7 @@ int vmm_virt_stop(struct vmm_virt *v, const char *uuid, bool undefine, struct vm
 	return r;
 }
 
-int vmm_virt_list(struct vmm_virt *v, struct vmm_vm_info **out, size_t *n, struct vmm_err *e)
+int vmm_virt_list(struct vmm_virt *v, struct vmm_vm_info **out, size_t *n, struct cmn_fail *e)
 {
 	virDomainPtr *doms = NULL;
 	int cnt = virConnectListAllDomains(v->conn, &doms, 0);
@@ -224,7 +225,7 @@ int vmm_virt_list(struct vmm_virt *v, struct vmm_vm_info **out, size_t *n, struc
 		for (int i = 0; i < cnt; i++)
 			virDomainFree(doms[i]);
 		free(doms);
-		return vmm_fail(e, -ENOMEM, "out of memory");
+		return cmn_fail(e, -ENOMEM, "out of memory");
 	}
 	for (int i = 0; i < cnt; i++) {
 		info_fill(doms[i], &(*out)[i]);

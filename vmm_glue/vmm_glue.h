@@ -1,15 +1,15 @@
 /* vmm_glue - VMs with vGPU slices through libvirt.
  *
- * The pieces the vgpu-vm tool and the libvirt qemu hook are made of: a small client of
- * vgpud's control socket (QMP-shaped JSON, doc/pf_manager.md) that queries a slice and sets
- * or releases its owner token; the domain XML for a slice (q35, an emulated Intel IOMMU,
+ * The pieces the vgpu-vm tool and the libvirt qemu hook are made of: the slice calls
+ * (query a slice, start it, set or release its owner token) over a ctlclient connection to
+ * vgpud's control socket; the domain XML for a slice (q35, an emulated Intel IOMMU,
  * ACPI, the slice's ivshmem-doorbell <shmem> on its endpoint socket, and a <metadata>
  * element binding the slice, vgpud's control socket and the owner token), also in the
  * mdev <hostdev> form for hosts with a kernel mdev driver; the parser of that metadata;
- * and validation through virt-xml-validate. Nothing here includes pf_manager internals:
- * vgpud is reached only through its socket.
+ * and validation through virt-xml-validate. Nothing here includes pf_manager: vgpud is
+ * reached only through its socket, with ctlclient (which also has the UUID helpers).
  *
- * Every call returns 0 or a negative errno and, where it takes a struct vmm_err, leaves one
+ * Every call returns 0 or a negative errno and, where it takes a struct cmn_fail, leaves one
  * message there that names the object. vmm_exit_code() maps an errno to vgpuctl's exit
  * codes (vgpuctl(8)). */
 #ifndef VGPU_VMM_GLUE_H
@@ -19,14 +19,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct json_object;
-struct vmm_ctl;
+#include "common/fail.h"
+
+struct ctlc;
 
 #define VMM_UUID_LEN		37			/* 36 characters and the NUL */
 #define VMM_PATH_MAX		108			/* a UNIX socket path with its NUL */
 #define VMM_NS_URI		"urn:vgpu:vm:1"		/* our <metadata> element's namespace */
 #define VMM_NS_PREFIX		"vgpu"
-#define VMM_DEFAULT_SOCKET	"/run/vgpud/control.sock"
 #define VMM_DEFAULT_URI		"qemu:///system"
 #define VMM_DEFAULT_QEMU_USER	"libvirt-qemu"		/* Debian's qemu.conf default */
 #define VMM_EMULATOR		"/usr/bin/qemu-system-x86_64"
@@ -44,21 +44,11 @@ enum vmm_exit {
 	VMM_EXIT_PERM		= 7,
 };
 
-/* One error: the errno and the message for the user. */
-struct vmm_err {
-	int err;
-	char msg[768];
-};
-
-/* Record @err with a printf-style message in @e (which may be NULL); returns @err. */
-int vmm_fail(struct vmm_err *e, int err, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
 /* The exit code for a negative errno (0 -> 0): EINVAL 2, ENOENT 3, EBUSY/EEXIST 4,
  * ENOSPC 5, ECONNREFUSED/EHOSTUNREACH 6, EACCES/EPERM 7, anything else 1. */
 int vmm_exit_code(int err);
 
-/* ---- vgpud's control socket ----------------------------------------------------------- */
+/* ---- slices on vgpud, over a ctlclient connection (ctlclient/ctlclient.h) --------------- */
 
 /* A slice as query-slices reports it. */
 struct vmm_slice {
@@ -75,35 +65,22 @@ struct vmm_slice {
 	long owner_uid;			/* may attach besides root; -1 = root only */
 };
 
-/* Connect to vgpud's control socket @path and negotiate. -ENOENT/-ECONNREFUSED (no
- * daemon), -EACCES (socket permissions) or -EPROTO (not vgpud), each with a message. */
-int vmm_ctl_open(const char *path, struct vmm_ctl **out, struct vmm_err *e);
-
-/* Close the connection (NULL is fine). */
-void vmm_ctl_close(struct vmm_ctl *c);
-
-/* Run @cmd with @args (ownership taken; NULL for none). On success *ret (if not NULL)
- * gets the "return" object, a reference the caller puts. An error reply becomes its errno
- * (from the error's "errno" member, else its class) and its "desc" as the message. */
-int vmm_ctl_exec(struct vmm_ctl *c, const char *cmd, struct json_object *args,
-		 struct json_object **ret, struct vmm_err *e);
-
 /* Fill @s from query-slices. -ENOENT "slice ... is not defined" when vgpud has no such slice. */
-int vmm_slice_query(struct vmm_ctl *c, const char *uuid, struct vmm_slice *s,
-		    struct vmm_err *e);
+int vmm_slice_query(struct ctlc *c, const char *uuid, struct vmm_slice *s,
+		    struct cmn_fail *e);
 
 /* Start a defined slice (start-slice; a running one is "unchanged"). */
-int vmm_slice_start(struct vmm_ctl *c, const char *uuid, struct vmm_err *e);
+int vmm_slice_start(struct ctlc *c, const char *uuid, struct cmn_fail *e);
 
 /* Make VM @vm (generation @gen) the slice's owner: modify-slice with the owner token.
  * vgpud refuses with -EBUSY when another VM owns it. */
-int vmm_slice_set_owner(struct vmm_ctl *c, const char *uuid, const char *vm, uint64_t gen,
-			struct vmm_err *e);
+int vmm_slice_set_owner(struct ctlc *c, const char *uuid, const char *vm, uint64_t gen,
+			struct cmn_fail *e);
 
 /* Clear the owner token if, and only if, VM @vm generation @gen holds it: 0 also when the
  * slice is unowned; -EBUSY when another VM owns it (nothing changes then). */
-int vmm_slice_release(struct vmm_ctl *c, const char *uuid, const char *vm, uint64_t gen,
-		      struct vmm_err *e);
+int vmm_slice_release(struct ctlc *c, const char *uuid, const char *vm, uint64_t gen,
+		      struct cmn_fail *e);
 
 /* ---- domain XML -------------------------------------------------------------------------- */
 
@@ -145,30 +122,22 @@ struct vmm_domain {
 /* Check @d: a name libvirt and a shell both take ([A-Za-z0-9._-], 1..64, not starting
  * with '-' or '.'), UUIDs, memory 64..1048576 MiB, 1..64 vCPUs, absolute paths, kernel xor
  * disk, an endpoint for the shmem form. -EINVAL with the offending field named. */
-int vmm_domain_check(const struct vmm_domain *d, struct vmm_err *e);
+int vmm_domain_check(const struct vmm_domain *d, struct cmn_fail *e);
 
 /* The domain XML for @d in *xml (malloc'd, the caller frees). Checks @d first. */
-int vmm_xml_build(const struct vmm_domain *d, char **xml, struct vmm_err *e);
+int vmm_xml_build(const struct vmm_domain *d, char **xml, struct cmn_fail *e);
 
 /* Find our metadata in a domain XML. -ENOENT when the domain has none (not a vGPU
  * domain), -EINVAL when the XML or our element is malformed. When @dom_uuid is not NULL
  * it gets the domain's <uuid> ("" if absent). */
-int vmm_meta_parse(const char *xml, struct vmm_meta *m, char *dom_uuid, struct vmm_err *e);
+int vmm_meta_parse(const char *xml, struct vmm_meta *m, char *dom_uuid, struct cmn_fail *e);
 
 /* The <metadata> child element for @m (malloc'd), as vmm_xml_build() writes it. */
 char *vmm_meta_xml(const struct vmm_meta *m);
 
 /* Validate @xml against libvirt's domain schema with virt-xml-validate. 0, -EINVAL with
  * the validator's first complaint, or -ENOENT when virt-xml-validate is not installed. */
-int vmm_xml_validate(const char *xml, struct vmm_err *e);
-
-/* ---- helpers ----------------------------------------------------------------------------- */
-
-/* True if @s is a UUID in 8-4-4-4-12 hex form. */
-bool vmm_uuid_valid(const char *s);
-
-/* A random version-4 UUID (lower case) into @out. */
-void vmm_uuid_generate(char out[VMM_UUID_LEN]);
+int vmm_xml_validate(const char *xml, struct cmn_fail *e);
 
 /* ---- libvirt qemu hook ------------------------------------------------------------------- */
 
@@ -178,7 +147,7 @@ void vmm_uuid_generate(char out[VMM_UUID_LEN]);
  * anything else, and a domain without our metadata, is 0. @socket_override (NULL: the
  * metadata's) names vgpud's socket. Never calls libvirt. */
 int vmm_hook_run(const char *name, const char *op, const char *subop, const char *xml,
-		 const char *socket_override, struct vmm_err *e);
+		 const char *socket_override, struct cmn_fail *e);
 
 /* The vgpu-vm tool (vmm_glue/cmd/vgpu-vm.c, man page doc/vgpu-vm.1). */
 int vmm_vm_main(int argc, char **argv);

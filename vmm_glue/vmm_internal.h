@@ -37,21 +37,21 @@ struct vmm_vm_info {
 	struct vmm_meta meta;
 };
 
-int vmm_virt_open(const char *uri, struct vmm_virt **out, struct vmm_err *e);
+int vmm_virt_open(const char *uri, struct vmm_virt **out, struct cmn_fail *e);
 void vmm_virt_close(struct vmm_virt *v);
 /* Start @xml transient (virDomainCreateXML) or define it and start it (@persistent), with
  * libvirt's own schema validation. */
-int vmm_virt_launch(struct vmm_virt *v, const char *xml, bool persistent, struct vmm_err *e);
+int vmm_virt_launch(struct vmm_virt *v, const char *xml, bool persistent, struct cmn_fail *e);
 /* Wait until the domain @uuid is gone or shut off; destroy it after @timeout_s (0: never).
  * 0 when it ended by itself, -ETIMEDOUT when it had to be destroyed. */
 int vmm_virt_wait(struct vmm_virt *v, const char *uuid, unsigned int timeout_s,
-		  struct vmm_err *e);
+		  struct cmn_fail *e);
 /* Look a domain up by name or UUID and fill @info (with its metadata if it has ours). */
 int vmm_virt_lookup(struct vmm_virt *v, const char *name_or_uuid, struct vmm_vm_info *info,
-		    struct vmm_err *e);
+		    struct cmn_fail *e);
 /* Destroy it if running and undefine it if @undefine and persistent. */
-int vmm_virt_stop(struct vmm_virt *v, const char *uuid, bool undefine, struct vmm_err *e);
+int vmm_virt_stop(struct vmm_virt *v, const char *uuid, bool undefine, struct cmn_fail *e);
 /* Every domain (active and defined); *out malloc'd, the caller frees. */
-int vmm_virt_list(struct vmm_virt *v, struct vmm_vm_info **out, size_t *n, struct vmm_err *e);
+int vmm_virt_list(struct vmm_virt *v, struct vmm_vm_info **out, size_t *n, struct cmn_fail *e);
 
 #endif

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ctlclient/ctlclient.h"
 #include "vmm_glue/vmm_internal.h"
 
 /* ---- a growable string ---------------------------------------------------------------- */
@@ -77,28 +78,28 @@ static bool name_valid(const char *n)
 }
 
 /* Absolute, printable, and without characters that QEMU's option parser gives meaning. */
-static int path_check(const char *what, const char *p, struct vmm_err *e)
+static int path_check(const char *what, const char *p, struct cmn_fail *e)
 {
 	if (p[0] != '/')
-		return vmm_fail(e, -EINVAL, "%s \"%.200s\" must be an absolute path", what, p);
+		return cmn_fail(e, -EINVAL, "%s \"%.200s\" must be an absolute path", what, p);
 	if (strlen(p) >= 4096)
-		return vmm_fail(e, -EINVAL, "%s path is too long", what);
+		return cmn_fail(e, -EINVAL, "%s path is too long", what);
 	for (const char *c = p; *c; c++)
 		if ((unsigned char)*c < 0x20 || *c == ',')
-			return vmm_fail(e, -EINVAL, "%s \"%.200s\": control characters and commas "
+			return cmn_fail(e, -EINVAL, "%s \"%.200s\": control characters and commas "
 					"are not allowed", what, p);
 	return 0;
 }
 
-static int source_check(const struct vmm_domain *d, struct vmm_err *e)
+static int source_check(const struct vmm_domain *d, struct cmn_fail *e)
 {
 	int r = 0;
 
 	if (!d->kernel == !d->disk)
-		return vmm_fail(e, -EINVAL, "give either a kernel (--kernel, with --initrd and "
+		return cmn_fail(e, -EINVAL, "give either a kernel (--kernel, with --initrd and "
 				"--cmdline) or a disk image (--disk)");
 	if (d->disk && (d->initrd || d->cmdline))
-		return vmm_fail(e, -EINVAL, "--initrd and --cmdline go with --kernel, not --disk");
+		return cmn_fail(e, -EINVAL, "--initrd and --cmdline go with --kernel, not --disk");
 	if (d->kernel)
 		r = path_check("kernel", d->kernel, e);
 	if (!r && d->initrd)
@@ -106,37 +107,37 @@ static int source_check(const struct vmm_domain *d, struct vmm_err *e)
 	if (!r && d->disk)
 		r = path_check("disk", d->disk, e);
 	if (!r && d->disk_format && strcmp(d->disk_format, "raw") && strcmp(d->disk_format, "qcow2"))
-		r = vmm_fail(e, -EINVAL, "disk format \"%.32s\" is neither raw nor qcow2",
+		r = cmn_fail(e, -EINVAL, "disk format \"%.32s\" is neither raw nor qcow2",
 			     d->disk_format);
 	if (!r && d->cmdline && strlen(d->cmdline) > 2048)
-		r = vmm_fail(e, -EINVAL, "the kernel command line is longer than 2048 bytes");
+		r = cmn_fail(e, -EINVAL, "the kernel command line is longer than 2048 bytes");
 	if (!r && d->console_log)
 		r = path_check("console log", d->console_log, e);
 	return r;
 }
 
-int vmm_domain_check(const struct vmm_domain *d, struct vmm_err *e)
+int vmm_domain_check(const struct vmm_domain *d, struct cmn_fail *e)
 {
 	if (!name_valid(d->name))
-		return vmm_fail(e, -EINVAL, "domain name \"%.80s\" is not valid: 1..64 of "
+		return cmn_fail(e, -EINVAL, "domain name \"%.80s\" is not valid: 1..64 of "
 				"A-Z a-z 0-9 . _ -, not starting with - or .", d->name ? d->name : "");
-	if (!vmm_uuid_valid(d->uuid))
-		return vmm_fail(e, -EINVAL, "domain UUID \"%.64s\" is not a UUID", d->uuid);
-	if (!vmm_uuid_valid(d->meta.slice))
-		return vmm_fail(e, -EINVAL, "slice UUID \"%.64s\" is not a UUID", d->meta.slice);
+	if (ctlc_uuid_parse(d->uuid, NULL, NULL))
+		return cmn_fail(e, -EINVAL, "domain UUID \"%.64s\" is not a UUID", d->uuid);
+	if (ctlc_uuid_parse(d->meta.slice, NULL, NULL))
+		return cmn_fail(e, -EINVAL, "slice UUID \"%.64s\" is not a UUID", d->meta.slice);
 	if (strcasecmp(d->meta.vm, d->uuid))
-		return vmm_fail(e, -EINVAL, "the owner token's VM (%.64s) must be the domain's "
+		return cmn_fail(e, -EINVAL, "the owner token's VM (%.64s) must be the domain's "
 				"UUID %s", d->meta.vm, d->uuid);
 	if (d->memory_mib < 64 || d->memory_mib > 1048576)
-		return vmm_fail(e, -EINVAL, "memory %u MiB is out of range (64..1048576)",
+		return cmn_fail(e, -EINVAL, "memory %u MiB is out of range (64..1048576)",
 				d->memory_mib);
 	if (d->vcpus < 1 || d->vcpus > 64)
-		return vmm_fail(e, -EINVAL, "%u vCPUs is out of range (1..64)", d->vcpus);
+		return cmn_fail(e, -EINVAL, "%u vCPUs is out of range (1..64)", d->vcpus);
 	if (d->meta.socket[0] != '/')
-		return vmm_fail(e, -EINVAL, "vgpud socket \"%.100s\" must be an absolute path",
+		return cmn_fail(e, -EINVAL, "vgpud socket \"%.100s\" must be an absolute path",
 				d->meta.socket);
 	if (d->form == VMM_FORM_SHMEM && (!d->endpoint || path_check("endpoint", d->endpoint, e)))
-		return vmm_fail(e, -EINVAL, "the slice has no endpoint socket (is it running?)");
+		return cmn_fail(e, -EINVAL, "the slice has no endpoint socket (is it running?)");
 	return source_check(d, e);
 }
 
@@ -229,7 +230,7 @@ static void xml_devices(struct vmm_buf *b, const struct vmm_domain *d)
 		       "    <memballoon model='none'/>\n  </devices>\n");
 }
 
-int vmm_xml_build(const struct vmm_domain *d, char **xml, struct vmm_err *e)
+int vmm_xml_build(const struct vmm_domain *d, char **xml, struct cmn_fail *e)
 {
 	struct vmm_buf b = { 0 };
 	char *meta;
@@ -262,7 +263,7 @@ int vmm_xml_build(const struct vmm_domain *d, char **xml, struct vmm_err *e)
 	free(meta);
 	if (b.oom || !meta) {
 		free(b.s);
-		return vmm_fail(e, -ENOMEM, "out of memory");
+		return cmn_fail(e, -ENOMEM, "out of memory");
 	}
 	*xml = b.s;
 	return 0;

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "ctlclient/ctlclient.h"
 #include "pf_manager/pf_manager.h"
 
 #define MiB (1ull << 20)
@@ -45,7 +46,7 @@ static void test_size(void **state)
 	const struct size_case *c = *state;
 	uint64_t v = 0xdead;
 
-	assert_int_equal(pf_parse_size(c->in, &v), c->want);
+	assert_int_equal(ctlc_size_parse(c->in, &v), c->want);
 	if (!c->want)
 		assert_true(v == c->bytes);
 	else
@@ -57,10 +58,10 @@ static void test_format_size(void **state)
 	char b[32];
 
 	(void)state;
-	assert_string_equal(pf_format_size(4 * GiB, b, sizeof(b)), "4 GiB");
-	assert_string_equal(pf_format_size(512 * MiB, b, sizeof(b)), "512 MiB");
-	assert_string_equal(pf_format_size(GiB + GiB / 2, b, sizeof(b)), "1.5 GiB");
-	assert_string_equal(pf_format_size(100, b, sizeof(b)), "100 B");
+	assert_string_equal(ctlc_size_format(4 * GiB, b, sizeof(b)), "4 GiB");
+	assert_string_equal(ctlc_size_format(512 * MiB, b, sizeof(b)), "512 MiB");
+	assert_string_equal(ctlc_size_format(GiB + GiB / 2, b, sizeof(b)), "1.5 GiB");
+	assert_string_equal(ctlc_size_format(100, b, sizeof(b)), "100 B");
 }
 
 /* ---- UUIDs ---- */
@@ -85,7 +86,7 @@ static void test_uuid(void **state)
 	char out[PF_UUID_STR] = "";
 	uint8_t b[16];
 
-	assert_int_equal(pf_uuid_parse(c->in, out, b), c->want);
+	assert_int_equal(ctlc_uuid_parse(c->in, out, b), c->want);
 	if (!c->want) {
 		assert_string_equal(out, c->norm);
 		assert_int_equal(b[0], 0xc2);
@@ -98,9 +99,9 @@ static void test_uuid_generate(void **state)
 	char a[PF_UUID_STR], b[PF_UUID_STR];
 
 	(void)state;
-	pf_uuid_generate(a);
-	pf_uuid_generate(b);
-	assert_int_equal(pf_uuid_parse(a, NULL, NULL), 0);
+	ctlc_uuid_generate(a);
+	ctlc_uuid_generate(b);
+	assert_int_equal(ctlc_uuid_parse(a, NULL, NULL), 0);
 	assert_string_not_equal(a, b);
 	assert_int_equal(a[14], '4');		/* version 4 */
 	assert_non_null(strchr("89ab", a[19]));	/* RFC 4122 variant */

@@ -164,7 +164,7 @@ static const char golden_mdev_dev[] =
 static void test_golden_kernel(void **state)
 {
 	struct vmm_domain d = base_domain();
-	struct vmm_err e = { 0 };
+	struct cmn_fail e = { 0 };
 	char *xml;
 
 	(void)state;
@@ -176,7 +176,7 @@ static void test_golden_kernel(void **state)
 static void test_golden_disk_kvm(void **state)
 {
 	struct vmm_domain d = disk_kvm_domain();
-	struct vmm_err e = { 0 };
+	struct cmn_fail e = { 0 };
 	char *xml;
 
 	(void)state;
@@ -188,7 +188,7 @@ static void test_golden_disk_kvm(void **state)
 static void test_golden_mdev(void **state)
 {
 	struct vmm_domain d = mdev_domain();
-	struct vmm_err e = { 0 };
+	struct cmn_fail e = { 0 };
 	char *xml;
 
 	(void)state;
@@ -264,7 +264,7 @@ static void test_check(void **state)
 {
 	const struct check_case *c = *state;
 	struct vmm_domain d = base_domain();
-	struct vmm_err e = { 0 };
+	struct cmn_fail e = { 0 };
 	char *xml = (char *)1;
 
 	check_mutate((size_t)(c - check_cases), &d);
@@ -278,7 +278,7 @@ static void test_check(void **state)
 static void test_escaping(void **state)
 {
 	struct vmm_domain d = base_domain();
-	struct vmm_err e = { 0 };
+	struct cmn_fail e = { 0 };
 	struct vmm_meta m;
 	char *xml;
 
@@ -301,7 +301,7 @@ static bool have_validator(void)
 
 static void validate_built(struct vmm_domain d)
 {
-	struct vmm_err e = { 0 };
+	struct cmn_fail e = { 0 };
 	char *xml;
 
 	if (!have_validator())
@@ -329,7 +329,7 @@ static void test_validate_broken(void **state)
 {
 	const struct broken_case *c = *state;
 	struct vmm_domain d = base_domain();
-	struct vmm_err e = { 0 };
+	struct cmn_fail e = { 0 };
 	char *xml, *bad, *at;
 
 	if (!have_validator())
@@ -351,7 +351,7 @@ static void test_validate_broken(void **state)
 static void test_meta_round_trip(void **state)
 {
 	struct vmm_domain d = disk_kvm_domain();
-	struct vmm_err e = { 0 };
+	struct cmn_fail e = { 0 };
 	struct vmm_meta m;
 	char *xml, uuid[VMM_UUID_LEN];
 
@@ -376,7 +376,7 @@ static void quiet(void *opaque, virErrorPtr err)
 static void test_meta_through_libvirt(void **state)
 {
 	struct vmm_domain d = base_domain();
-	struct vmm_err e = { 0 };
+	struct cmn_fail e = { 0 };
 	struct vmm_meta m;
 	virConnectPtr conn;
 	virDomainPtr dom;
@@ -444,7 +444,7 @@ static const struct meta_case {
 static void test_meta_parse(void **state)
 {
 	const struct meta_case *c = *state;
-	struct vmm_err e = { 0 };
+	struct cmn_fail e = { 0 };
 	struct vmm_meta m;
 
 	assert_int_equal(vmm_meta_parse(c->xml, &m, NULL, &e), c->want);
@@ -472,7 +472,7 @@ static char *run_capture(const char *cmd)
 static void test_domxml_to_native(void **state)
 {
 	struct vmm_domain d = base_domain();
-	struct vmm_err e = { 0 };
+	struct cmn_fail e = { 0 };
 	char path[] = "/tmp/vmm-xml-XXXXXX", cmd[256], *xml, *argv;
 	int fd;
 	FILE *f;

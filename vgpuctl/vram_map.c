@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "pf_manager/ctl_internal.h"
-#include "pf_manager/pf_manager.h"
+#include "ctlclient/ctlclient.h"
+#include "vgpuctl/vgpuctl_internal.h"
 
 #define BAR_COLS	64
 #define SVG_W		1000
@@ -71,20 +71,20 @@ static void draw_terminal(json_object *map, json_object *segs, FILE *out, bool c
 	uint64_t total = jget(map, "vram_bytes");
 	char a[32], b[32], c[32];
 
-	fprintf(out, "VRAM %s: [", pf_format_size(total, a, sizeof(a)));
+	fprintf(out, "VRAM %s: [", ctlc_size_format(total, a, sizeof(a)));
 	for (unsigned int col = 0; col < BAR_COLS; col++)
 		draw_cell(out, seg_at(segs, total, col, BAR_COLS), color);
 	fprintf(out, "]\n  # PF spare   . free   N slice on VF N (one cell = %s)\n",
-		pf_format_size(total / BAR_COLS, a, sizeof(a)));
+		ctlc_size_format(total / BAR_COLS, a, sizeof(a)));
 	for (size_t i = 0; i < json_object_array_length(segs); i++) {
 		json_object *s = json_object_array_get_idx(segs, i);
 		uint64_t size = jget(s, "size"), used = jget(s, "used_bytes");
 
 		fprintf(out, "  %-9s %#14" PRIx64 "  %10s", jstr(s, "kind"), jget(s, "base"),
-			pf_format_size(size, a, sizeof(a)));
+			ctlc_size_format(size, a, sizeof(a)));
 		if (!strcmp(jstr(s, "kind"), "slice"))
 			fprintf(out, "  VF %-2u %s  used %s (%.1f%%)  %s", (unsigned int)jget(s, "vf"),
-				jstr(s, "uuid"), pf_format_size(used, b, sizeof(b)),
+				jstr(s, "uuid"), ctlc_size_format(used, b, sizeof(b)),
 				size ? 100.0 * (double)used / (double)size : 0.0, jstr(s, "type"));
 		fputc('\n', out);
 	}
@@ -105,7 +105,7 @@ static void svg_slice(FILE *f, json_object *s, uint64_t total)
 
 	fprintf(f, "<rect x='%.2f' y='%d' width='%.2f' height='%d' fill='%s' stroke='#222'>"
 		"<title>VF %u %s %s</title></rect>\n", x, SVG_BAR_Y, w, SVG_BAR_H,
-		slice_fill[vf % 8], vf, jstr(s, "uuid"), pf_format_size(jget(s, "size"), a, sizeof(a)));
+		slice_fill[vf % 8], vf, jstr(s, "uuid"), ctlc_size_format(jget(s, "size"), a, sizeof(a)));
 	/* Allocated runs inside the partition, darker, in the lower half. */
 	json_object_object_get_ex(s, "allocations", &al);
 	for (size_t i = 0; al && i < json_object_array_length(al); i++) {
@@ -119,7 +119,7 @@ static void svg_slice(FILE *f, json_object *s, uint64_t total)
 	}
 	if (w > 40)
 		fprintf(f, "<text x='%.2f' y='%d' font-size='12' fill='#fff'>VF%u %s</text>\n", x + 3,
-			SVG_BAR_Y + 16, vf, pf_format_size(jget(s, "size"), a, sizeof(a)));
+			SVG_BAR_Y + 16, vf, ctlc_size_format(jget(s, "size"), a, sizeof(a)));
 }
 
 static int draw_svg(json_object *map, json_object *segs, const char *path)
@@ -135,7 +135,7 @@ static int draw_svg(json_object *map, json_object *segs, const char *path)
 		"font-family='sans-serif'>\n<rect width='100%%' height='100%%' fill='#fff'/>\n"
 		"<text x='10' y='24' font-size='16'>VRAM %s: PF spare (grey), slices (colour; dark = "
 		"allocated), free (white)</text>\n", SVG_W, SVG_BAR_Y + SVG_BAR_H + 30,
-		pf_format_size(total, a, sizeof(a)));
+		ctlc_size_format(total, a, sizeof(a)));
 	for (size_t i = 0; i < json_object_array_length(segs); i++) {
 		json_object *s = json_object_array_get_idx(segs, i);
 		const char *kind = jstr(s, "kind");
@@ -147,15 +147,15 @@ static int draw_svg(json_object *map, json_object *segs, const char *path)
 				"stroke='#222'><title>%s %s</title></rect>\n",
 				10 + px(jget(s, "base"), total), SVG_BAR_Y, px(jget(s, "size"), total),
 				SVG_BAR_H, strcmp(kind, "free") ? "#999" : "#fff", kind,
-				pf_format_size(jget(s, "size"), a, sizeof(a)));
+				ctlc_size_format(jget(s, "size"), a, sizeof(a)));
 	}
 	fprintf(f, "<text x='10' y='%d' font-size='12'>0</text>\n<text x='%d' y='%d' "
 		"font-size='12' text-anchor='end'>%s</text>\n</svg>\n", SVG_BAR_Y + SVG_BAR_H + 18,
-		SVG_W - 10, SVG_BAR_Y + SVG_BAR_H + 18, pf_format_size(total, a, sizeof(a)));
+		SVG_W - 10, SVG_BAR_Y + SVG_BAR_H + 18, ctlc_size_format(total, a, sizeof(a)));
 	return fclose(f) ? -errno : 0;
 }
 
-int ctl_vram_map_draw(json_object *map, FILE *out, bool color, const char *svg_path)
+int vgpuctl_vram_map_draw(json_object *map, FILE *out, bool color, const char *svg_path)
 {
 	json_object *segs;
 

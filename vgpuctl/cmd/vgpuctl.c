@@ -1,5 +1,5 @@
 /* vgpuctl - admin CLI for vgpud. See doc/vgpuctl.8. */
-#include "pf_manager/pf_manager.h"
+#include "vgpuctl/vgpuctl.h"
 
 int main(int argc, char **argv)
 {

@@ -1,18 +1,26 @@
 /* vgpuctl - the admin CLI: one verb per run, one request to vgpud's control socket.
- * Human output by default, the daemon's versioned JSON with --json. See doc/vgpuctl.8. */
+ * Human output by default, the daemon's versioned JSON with --json. See doc/vgpuctl.8.
+ * The verb table says how many positional arguments each verb takes; main checks that
+ * before it connects, so a wrong count never reaches the daemon. */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <pwd.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
-#include "pf_manager/ctl_internal.h"
-#include "pf_manager/pf_manager.h"
+#include "ctlclient/ctlclient.h"
+#include "vgpuctl/vgpuctl.h"
+#include "vgpuctl/vgpuctl_internal.h"
 
-struct ctl_opts {
+#define VGPUCTL_MAX_ARGS	64
+
+/* The command line, parsed. */
+struct vgpuctl_opts {
 	const char *socket;
 	const char *parent;
 	const char *uuid;
@@ -26,36 +34,43 @@ struct ctl_opts {
 	long owner_uid;
 	bool have_owner_uid;
 	const char *verb;
-	char **args;			/* positional arguments after the verb */
+	char *args[VGPUCTL_MAX_ARGS];	/* positional arguments after the verb */
 	int nargs;
 };
 
-struct ctl_verb {
+/* A verb: its function, how many positional arguments it takes and what they are. */
+struct vgpuctl_verb {
 	const char *name;
-	int (*fn)(struct ctl *c, struct ctl_opts *o);
+	int (*fn)(struct ctlc *c, struct vgpuctl_opts *o);
+	int min_args, max_args;
+	const char *args;		/* the positional arguments, for messages ("N") */
 	const char *help;
 };
 
-static int usage_error(const char *fmt, const char *arg)
+static int __attribute__((format(printf, 1, 2))) usage_error(const char *fmt, ...)
 {
+	va_list ap;
+
 	fprintf(stderr, "vgpuctl: ");
-	fprintf(stderr, fmt, arg);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
 	fprintf(stderr, "\nTry 'vgpuctl --help'.\n");
-	return CTL_USAGE;
+	return VGPUCTL_USAGE;
 }
 
 static int class_exit(const char *cls)
 {
 	static const struct { const char *cls; int code; } map[] = {
-		{ "NotFound", CTL_NOTFOUND }, { "Conflict", CTL_CONFLICT },
-		{ "InsufficientResources", CTL_NOSPACE }, { "PermissionDenied", CTL_DENIED },
-		{ "InvalidArgument", CTL_USAGE },
+		{ "NotFound", VGPUCTL_NOTFOUND }, { "Conflict", VGPUCTL_CONFLICT },
+		{ "InsufficientResources", VGPUCTL_NOSPACE }, { "PermissionDenied", VGPUCTL_DENIED },
+		{ "InvalidArgument", VGPUCTL_USAGE },
 	};
 
 	for (unsigned int i = 0; i < sizeof(map) / sizeof(map[0]); i++)
 		if (!strcmp(cls, map[i].cls))
 			return map[i].code;
-	return CTL_FAIL;
+	return VGPUCTL_FAIL;
 }
 
 static const char *jstr(json_object *o, const char *key)
@@ -88,7 +103,7 @@ static void print_json(json_object *o)
 }
 
 /* Report an error reply; print a conflict's differences. Returns the exit code. */
-static int report_error(struct ctl_opts *o, json_object *rep)
+static int report_error(struct vgpuctl_opts *o, json_object *rep)
 {
 	json_object *e = jobj(rep, "error"), *diff = jobj(jobj(e, "data"), "diff");
 
@@ -106,15 +121,16 @@ static int report_error(struct ctl_opts *o, json_object *rep)
 }
 
 /* Run @cmd; on success *@ret is the "return" object (owned by *@rep). */
-static int run(struct ctl *c, struct ctl_opts *o, const char *cmd, json_object *args,
+static int run(struct ctlc *c, struct vgpuctl_opts *o, const char *cmd, json_object *args,
 	       json_object **rep, json_object **ret)
 {
 	if (args && o->dry)
 		json_object_object_add(args, "dry-run", json_object_new_boolean(true));
-	*rep = ctl_execute(c, cmd, args);
-	if (!*rep) {
-		fprintf(stderr, "vgpuctl: the daemon closed the connection\n");
-		return CTL_UNREACHABLE;
+	struct cmn_fail f = { 0 };
+
+	if (ctlc_request(c, cmd, args, rep, &f)) {
+		fprintf(stderr, "vgpuctl: %s\n", f.msg);
+		return VGPUCTL_UNREACHABLE;
 	}
 	*ret = jobj(*rep, "return");
 	if (!*ret) {
@@ -142,7 +158,7 @@ static json_object *owner_json(const char *owner)
 }
 
 /* {"uuid"} plus the owner token if one was given (stop, start, modify, undefine). */
-static json_object *uuid_args(struct ctl_opts *o)
+static json_object *uuid_args(struct vgpuctl_opts *o)
 {
 	json_object *a = json_object_new_object();
 
@@ -152,18 +168,16 @@ static json_object *uuid_args(struct ctl_opts *o)
 	return a;
 }
 
-static int need_uuid(struct ctl_opts *o)
+static int need_uuid(struct vgpuctl_opts *o)
 {
-	char norm[PF_UUID_STR];
-
 	if (!o->uuid)
 		return usage_error("%s needs -u/--uuid", o->verb);
-	if (pf_uuid_parse(o->uuid, norm, NULL))
+	if (ctlc_uuid_parse(o->uuid, NULL, NULL))
 		return usage_error("\"%s\" is not a UUID", o->uuid);
 	return 0;
 }
 
-static int parent_check(struct ctl *c, struct ctl_opts *o)
+static int parent_check(struct ctlc *c, struct vgpuctl_opts *o)
 {
 	json_object *rep, *ret;
 	int r;
@@ -176,14 +190,14 @@ static int parent_check(struct ctl *c, struct ctl_opts *o)
 	if (strcmp(jstr(ret, "parent"), o->parent)) {
 		fprintf(stderr, "vgpuctl: parent \"%s\" not found (this daemon serves %s)\n", o->parent,
 			jstr(ret, "parent"));
-		r = CTL_NOTFOUND;
+		r = VGPUCTL_NOTFOUND;
 	}
 	json_object_put(rep);
 	return r;
 }
 
 /* Print a mutating verb's result: "unchanged", a dry-run plan, or what happened. */
-static void print_result(struct ctl_opts *o, json_object *ret)
+static void print_result(struct vgpuctl_opts *o, json_object *ret)
 {
 	const char *res = jstr(ret, "result");
 	json_object *plan = jobj(ret, "plan");
@@ -198,22 +212,22 @@ static void print_result(struct ctl_opts *o, json_object *ret)
 	if (plan)
 		printf("  plan: VF %d, %s VRAM at %#" PRIx64 ", BAR2 %s, %d channels, %d doorbells, "
 		       "object %s\n", (int)jnum(plan, "vf"),
-		       pf_format_size(jnum(plan, "vram_bytes"), a, sizeof(a)), jnum(plan, "vram_base"),
-		       pf_format_size(jnum(plan, "bar_bytes"), a + 16, 16), (int)jnum(plan, "channels"),
+		       ctlc_size_format(jnum(plan, "vram_bytes"), a, sizeof(a)), jnum(plan, "vram_base"),
+		       ctlc_size_format(jnum(plan, "bar_bytes"), a + 16, 16), (int)jnum(plan, "channels"),
 		       (int)jnum(plan, "doorbells"), jstr(plan, "vram_object"));
 	if (jobj(ret, "provisioned")) {
 		json_object *p = jobj(ret, "provisioned");
 
 		printf("  VF %d: %s VRAM, %d channels, %d doorbells, exec quantum %d ms, preempt "
 		       "timeout %d us, priority %s\n", (int)jnum(ret, "vf"),
-		       pf_format_size(jnum(p, "vram_bytes"), a, sizeof(a)), (int)jnum(p, "channels"),
+		       ctlc_size_format(jnum(p, "vram_bytes"), a, sizeof(a)), (int)jnum(p, "channels"),
 		       (int)jnum(p, "doorbells"), (int)jnum(p, "exec_quantum_ms"),
 		       (int)jnum(p, "preempt_timeout_us"), jstr(p, "priority"));
 	}
 	if (jobj(ret, "num_vfs"))
 		printf("  %d VFs%s%s\n", (int)jnum(ret, "num_vfs"), jobj(ret, "fair_vram_bytes") ?
 		       ", fair share " : "", jobj(ret, "fair_vram_bytes") ?
-		       pf_format_size(jnum(ret, "fair_vram_bytes"), a, sizeof(a)) : "");
+		       ctlc_size_format(jnum(ret, "fair_vram_bytes"), a, sizeof(a)) : "");
 	if (jobj(ret, "file"))
 		printf("  would write %s\n", jstr(ret, "file"));
 	if (jobj(ret, "diff")) {
@@ -231,7 +245,7 @@ static void print_result(struct ctl_opts *o, json_object *ret)
 		printf("  reset took %" PRIu64 " us\n", jnum(ret, "duration_us"));
 }
 
-static int simple(struct ctl *c, struct ctl_opts *o, const char *cmd, json_object *args)
+static int simple(struct ctlc *c, struct vgpuctl_opts *o, const char *cmd, json_object *args)
 {
 	json_object *rep, *ret;
 	int r = run(c, o, cmd, args, &rep, &ret);
@@ -245,7 +259,7 @@ static int simple(struct ctl *c, struct ctl_opts *o, const char *cmd, json_objec
 
 /* ---- verbs ----------------------------------------------------------------------------- */
 
-static int cmd_types(struct ctl *c, struct ctl_opts *o)
+static int cmd_types(struct ctlc *c, struct vgpuctl_opts *o)
 {
 	json_object *rep, *ret, *types;
 	char a[32];
@@ -268,7 +282,7 @@ static int cmd_types(struct ctl *c, struct ctl_opts *o)
 			       "    Max instances: %d\n    Running: %d\n    Creatable: %s%s%s\n",
 			       jstr(t, "name"), json_object_get_boolean(jobj(t, "fair_share")) ?
 			       "fair share of the enabled VFs" :
-			       pf_format_size(jnum(t, "vram_bytes"), a, sizeof(a)),
+			       ctlc_size_format(jnum(t, "vram_bytes"), a, sizeof(a)),
 			       (int)jnum(t, "channels"), (int)jnum(t, "doorbells"),
 			       (int)jnum(t, "max_instances"), (int)jnum(t, "running"), ok ? "yes" : "no",
 			       ok ? "" : " - ", ok ? "" : jstr(t, "reason"));
@@ -278,7 +292,7 @@ static int cmd_types(struct ctl *c, struct ctl_opts *o)
 	return 0;
 }
 
-static int cmd_list(struct ctl *c, struct ctl_opts *o)
+static int cmd_list(struct ctlc *c, struct vgpuctl_opts *o)
 {
 	json_object *rep, *ret, *arr, *args = NULL;
 	char a[32];
@@ -310,7 +324,7 @@ static int cmd_list(struct ctl *c, struct ctl_opts *o)
 		       jstr(s, "start"), jstr(s, "state"));
 		if (p)
 			printf(" vf%d %s%s", (int)jnum(s, "vf"),
-			       pf_format_size(jnum(p, "vram_bytes"), a, sizeof(a)),
+			       ctlc_size_format(jnum(p, "vram_bytes"), a, sizeof(a)),
 			       json_object_get_boolean(jobj(s, "attached")) ? " attached" : "");
 		putchar('\n');
 		if (o->verbose && p)
@@ -322,7 +336,7 @@ static int cmd_list(struct ctl *c, struct ctl_opts *o)
 	return 0;
 }
 
-static int cmd_define(struct ctl *c, struct ctl_opts *o)
+static int cmd_define(struct ctlc *c, struct vgpuctl_opts *o)
 {
 	json_object *a = json_object_new_object();
 	int r;
@@ -352,7 +366,7 @@ static int cmd_define(struct ctl *c, struct ctl_opts *o)
 	return simple(c, o, "define-slice", a);
 }
 
-static int uuid_verb(struct ctl *c, struct ctl_opts *o, const char *cmd)
+static int uuid_verb(struct ctlc *c, struct vgpuctl_opts *o, const char *cmd)
 {
 	int r = need_uuid(o);
 
@@ -361,11 +375,11 @@ static int uuid_verb(struct ctl *c, struct ctl_opts *o, const char *cmd)
 	return r ? r : simple(c, o, cmd, uuid_args(o));
 }
 
-static int cmd_undefine(struct ctl *c, struct ctl_opts *o) { return uuid_verb(c, o, "undefine-slice"); }
-static int cmd_start(struct ctl *c, struct ctl_opts *o) { return uuid_verb(c, o, "start-slice"); }
-static int cmd_stop(struct ctl *c, struct ctl_opts *o) { return uuid_verb(c, o, "stop-slice"); }
+static int cmd_undefine(struct ctlc *c, struct vgpuctl_opts *o) { return uuid_verb(c, o, "undefine-slice"); }
+static int cmd_start(struct ctlc *c, struct vgpuctl_opts *o) { return uuid_verb(c, o, "start-slice"); }
+static int cmd_stop(struct ctlc *c, struct vgpuctl_opts *o) { return uuid_verb(c, o, "stop-slice"); }
 
-static int cmd_modify(struct ctl *c, struct ctl_opts *o)
+static int cmd_modify(struct ctlc *c, struct vgpuctl_opts *o)
 {
 	json_object *a;
 	int r = need_uuid(o);
@@ -395,33 +409,38 @@ static int parse_count(const char *s, long max, long *out)
 	return !*s || *end || errno || *out < 0 || *out > max ? -EINVAL : 0;
 }
 
-static int cmd_set_vfs(struct ctl *c, struct ctl_opts *o)
+static int cmd_set_vfs(struct ctlc *c, struct vgpuctl_opts *o)
 {
 	json_object *a;
 	long n;
 
-	if (o->nargs != 1 || parse_count(o->args[0], 1000, &n))
-		return usage_error("%s needs one number of VFs", o->verb);
+	if (parse_count(o->args[0], 1000, &n))
+		return usage_error("%s: \"%s\" is not a number of VFs (0..1000)", o->verb,
+				   o->args[0]);
 	a = json_object_new_object();
 	json_object_object_add(a, "num_vfs", json_object_new_int((int)n));
 	return simple(c, o, "set-vfs", a);
 }
 
-static int cmd_reset(struct ctl *c, struct ctl_opts *o)
+static int cmd_reset(struct ctlc *c, struct vgpuctl_opts *o)
 {
 	json_object *a;
 	long vf;
 
+	if (o->uuid && o->nargs)
+		return usage_error("%s takes -u UUID or a VF number, not both", o->verb);
 	if (o->uuid)
 		return uuid_verb(c, o, "reset-vf");
-	if (o->nargs != 1 || parse_count(o->args[0], 63, &vf) || !vf)
+	if (!o->nargs)
 		return usage_error("%s needs -u UUID or a VF number (1..63)", o->verb);
+	if (parse_count(o->args[0], 63, &vf) || !vf)
+		return usage_error("%s: \"%s\" is not a VF number (1..63)", o->verb, o->args[0]);
 	a = json_object_new_object();
 	json_object_object_add(a, "vf", json_object_new_int((int)vf));
 	return simple(c, o, "reset-vf", a);
 }
 
-static int cmd_status(struct ctl *c, struct ctl_opts *o)
+static int cmd_status(struct ctlc *c, struct vgpuctl_opts *o)
 {
 	json_object *rep, *ret;
 	char a[32], b[32], d[32], e[32];
@@ -436,10 +455,10 @@ static int cmd_status(struct ctl *c, struct ctl_opts *o)
 		       "VFs: %d enabled of %d, %d in use\nSlices defined: %d\nChannels: %d of %d used\n"
 		       "Doorbells: %d of %d used\nScheduler: %s\nRuntime dir: %s\nState dir: %s\n",
 		       jstr(ret, "parent"), jstr(ret, "model"),
-		       pf_format_size(jnum(ret, "vram_bytes"), a, sizeof(a)),
-		       pf_format_size(jnum(ret, "spare_vram_bytes"), b, sizeof(b)),
-		       pf_format_size(jnum(ret, "free_vram_bytes"), d, sizeof(d)),
-		       pf_format_size(jnum(ret, "largest_free_bytes"), e, sizeof(e)),
+		       ctlc_size_format(jnum(ret, "vram_bytes"), a, sizeof(a)),
+		       ctlc_size_format(jnum(ret, "spare_vram_bytes"), b, sizeof(b)),
+		       ctlc_size_format(jnum(ret, "free_vram_bytes"), d, sizeof(d)),
+		       ctlc_size_format(jnum(ret, "largest_free_bytes"), e, sizeof(e)),
 		       (int)jnum(ret, "num_vfs"), (int)jnum(ret, "max_vfs"), (int)jnum(ret, "vfs_in_use"),
 		       (int)jnum(ret, "slices_defined"), (int)jnum(ret, "channels_used"),
 		       (int)jnum(ret, "channels_total"), (int)jnum(ret, "doorbells_used"),
@@ -449,7 +468,7 @@ static int cmd_status(struct ctl *c, struct ctl_opts *o)
 	return 0;
 }
 
-static int cmd_stats(struct ctl *c, struct ctl_opts *o)
+static int cmd_stats(struct ctlc *c, struct vgpuctl_opts *o)
 {
 	json_object *rep, *ret, *arr, *a = NULL;
 	char u[32];
@@ -482,13 +501,13 @@ static int cmd_stats(struct ctl *c, struct ctl_opts *o)
 		       (double)jnum(sc, "run_ns") / 1e6, jnum(sc, "slices"), jnum(sc, "preempt_timeouts"),
 		       jnum(db, "rung"), jnum(db, "invalid") + jnum(db, "disabled"), jnum(rpc, "ok"),
 		       jnum(rpc, "errors"), jnum(s, "resets"),
-		       pf_format_size(jnum(s, "vram_used_bytes"), u, sizeof(u)));
+		       ctlc_size_format(jnum(s, "vram_used_bytes"), u, sizeof(u)));
 	}
 	json_object_put(rep);
 	return 0;
 }
 
-static int cmd_vram_map(struct ctl *c, struct ctl_opts *o)
+static int cmd_vram_map(struct ctlc *c, struct vgpuctl_opts *o)
 {
 	json_object *rep, *ret;
 	int r = run(c, o, "query-vram-map", NULL, &rep, &ret);
@@ -497,35 +516,36 @@ static int cmd_vram_map(struct ctl *c, struct ctl_opts *o)
 		return r;
 	if (o->json)
 		print_json(ret);
-	r = ctl_vram_map_draw(ret, o->json ? stderr : stdout, o->color, o->svg);
+	r = vgpuctl_vram_map_draw(ret, o->json ? stderr : stdout, o->color, o->svg);
 	if (r)
 		fprintf(stderr, "vgpuctl: cannot draw the map%s%s: %s\n", o->svg ? " to " : "",
 			o->svg ? o->svg : "", strerror(-r));
 	else if (o->svg && !o->json)
 		printf("SVG written to %s\n", o->svg);
 	json_object_put(rep);
-	return r ? CTL_FAIL : 0;
+	return r ? VGPUCTL_FAIL : 0;
 }
 
-static const struct ctl_verb verbs[] = {
-	{ "types",	cmd_types,	"slice types: supported, and creatable now (or why not)" },
-	{ "list",	cmd_list,	"slices: defined and running [-u UUID] [-v]" },
-	{ "define",	cmd_define,	"-t TYPE [-u UUID] [--auto|--manual] [quota flags] [--owner VM[:GEN]]" },
-	{ "undefine",	cmd_undefine,	"-u UUID" },
-	{ "start",	cmd_start,	"-u UUID: give the slice a VF, its VRAM partition and endpoint" },
-	{ "stop",	cmd_stop,	"-u UUID: reset the VF and release the partition" },
-	{ "modify",	cmd_modify,	"-u UUID [-t TYPE] [--auto|--manual] [quota flags] [--owner-uid U] [--release-owner VM[:GEN]]" },
-	{ "set-vfs",	cmd_set_vfs,	"N: enable N VFs (sriov_numvfs semantics)" },
-	{ "status",	cmd_status,	"the device: VRAM, VFs, budgets" },
-	{ "reset",	cmd_reset,	"VF | -u UUID: function-level reset of one VF" },
-	{ "stats",	cmd_stats,	"[VF]: scheduler, doorbell and RPC counters per VF" },
-	{ "vram-map",	cmd_vram_map,	"[--svg FILE] [--no-color]: the VRAM layout" },
+static const struct vgpuctl_verb verbs[] = {
+	{ "types",	cmd_types,	0, 0, "", "slice types: supported, and creatable now (or why not)" },
+	{ "list",	cmd_list,	0, 0, "", "slices: defined and running [-u UUID] [-v]" },
+	{ "define",	cmd_define,	0, 0, "", "-t TYPE [-u UUID] [--auto|--manual] [quota flags] [--owner VM[:GEN]]" },
+	{ "undefine",	cmd_undefine,	0, 0, "", "-u UUID" },
+	{ "start",	cmd_start,	0, 0, "", "-u UUID: give the slice a VF, its VRAM partition and endpoint" },
+	{ "stop",	cmd_stop,	0, 0, "", "-u UUID: reset the VF and release the partition" },
+	{ "modify",	cmd_modify,	0, 0, "", "-u UUID [-t TYPE] [--auto|--manual] [quota flags] [--owner-uid U] [--release-owner VM[:GEN]]" },
+	{ "set-vfs",	cmd_set_vfs,	1, 1, "N", "N: enable N VFs (sriov_numvfs semantics)" },
+	{ "status",	cmd_status,	0, 0, "", "the device: VRAM, VFs, budgets" },
+	{ "reset",	cmd_reset,	0, 1, "VF", "VF | -u UUID: function-level reset of one VF" },
+	{ "stats",	cmd_stats,	0, 1, "VF", "[VF]: scheduler, doorbell and RPC counters per VF" },
+	{ "vram-map",	cmd_vram_map,	0, 0, "", "[--svg FILE] [--no-color]: the VRAM layout" },
 };
+#define VGPUCTL_NR_VERBS	(sizeof(verbs) / sizeof(verbs[0]))
 
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: vgpuctl [options] VERB [args]\n\nverbs:\n");
-	for (unsigned int i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
+	for (unsigned int i = 0; i < VGPUCTL_NR_VERBS; i++)
 		fprintf(f, "  %-9s %s\n", verbs[i].name, verbs[i].help);
 	fprintf(f, "\noptions:\n"
 		"  -p, --parent PF        the PF the daemon serves (checked)\n"
@@ -583,7 +603,7 @@ static int parse_owner_uid(const char *arg, long *uid)
 	return 0;
 }
 
-static int add_attr(struct ctl_opts *o, const char *key, json_object *v)
+static int add_attr(struct vgpuctl_opts *o, const char *key, json_object *v)
 {
 	json_object *a = json_object_new_object();
 
@@ -592,28 +612,28 @@ static int add_attr(struct ctl_opts *o, const char *key, json_object *v)
 	return 0;
 }
 
-static int quota_flag(struct ctl_opts *o, int opt, const char *arg)
+static int quota_flag(struct vgpuctl_opts *o, int opt, const char *arg)
 {
 	static const struct { int opt; const char *key; long max; } nums[] = {
 		{ O_CHANNELS, "channels", 64 }, { O_DOORBELLS, "doorbells", 1024 },
 		{ O_EXEC, "exec_quantum_ms", 100000 }, { O_PREEMPT, "preempt_timeout_us", 10000000 },
 	};
+	static const char *const prios[] = { "low", "normal" };	/* "high" is the PF's */
 	uint64_t size;
-	enum pf_priority p;
 	long n;
 	char buf[32];
 
 	if (opt == O_VRAM) {
-		if (pf_parse_size(arg, &size) || size < (2u << 20))
+		if (ctlc_size_parse(arg, &size) || size < (2u << 20))
 			return usage_error("bad size \"%s\" (bytes or K/M/G/T, at least 2M)", arg);
 		snprintf(buf, sizeof(buf), "%" PRIu64, size);
 		return add_attr(o, "vram_bytes", json_object_new_string(buf));
 	}
-	if (opt == O_PRIO) {
-		if (pf_priority_parse(arg, &p))
-			return usage_error("bad priority \"%s\" (low, normal)", arg);
-		return add_attr(o, "priority", json_object_new_string(pf_priority_name(p)));
-	}
+	for (unsigned int i = 0; opt == O_PRIO && i < sizeof(prios) / sizeof(prios[0]); i++)
+		if (!strcasecmp(arg, prios[i]))
+			return add_attr(o, "priority", json_object_new_string(prios[i]));
+	if (opt == O_PRIO)
+		return usage_error("bad priority \"%s\" (low, normal)", arg);
 	for (unsigned int i = 0; i < sizeof(nums) / sizeof(nums[0]); i++) {
 		if (nums[i].opt != opt)
 			continue;
@@ -621,23 +641,20 @@ static int quota_flag(struct ctl_opts *o, int opt, const char *arg)
 			return usage_error("bad number \"%s\"", arg);
 		return add_attr(o, nums[i].key, json_object_new_int((int)n));
 	}
-	return CTL_USAGE;
+	return VGPUCTL_USAGE;
 }
 
-static int parse_args(int argc, char **argv, struct ctl_opts *o)
+static int parse_args(int argc, char **argv, struct vgpuctl_opts *o)
 {
 	int c, r;
 
-	static char *pos[64];
-
-	o->args = pos;
 	while ((c = getopt_long(argc, argv, "+p:t:u:amvhdV", long_opts, NULL)) != -1 ||
 	       optind < argc) {
 		if (c == -1) {			/* the verb or an argument; options may follow */
 			if (!o->verb)
 				o->verb = argv[optind++];
-			else if (o->nargs < 64)
-				pos[o->nargs++] = argv[optind++];
+			else if (o->nargs < VGPUCTL_MAX_ARGS)
+				o->args[o->nargs++] = argv[optind++];
 			else
 				return usage_error("%s", "too many arguments");
 			continue;
@@ -665,7 +682,7 @@ static int parse_args(int argc, char **argv, struct ctl_opts *o)
 				return usage_error("bad --owner-uid \"%s\" (a user name or a uid)",
 						   optarg);
 			break;
-		case '?': return CTL_USAGE;
+		case '?': return VGPUCTL_USAGE;
 		default:
 			r = quota_flag(o, c, optarg);
 			if (r)
@@ -675,48 +692,64 @@ static int parse_args(int argc, char **argv, struct ctl_opts *o)
 	return o->verb ? 0 : usage_error("%s", "no verb given");
 }
 
-static int connect_daemon(struct ctl *c, const char *path)
+static int connect_daemon(const char *path, struct ctlc **c)
 {
-	int r = ctl_connect(c, path);
+	struct cmn_fail f = { 0 };
+	int r = ctlc_open(path, c, &f);
 
-	if (r == -EACCES || r == -EPERM) {
-		fprintf(stderr, "vgpuctl: %s: permission denied\n", path);
-		return CTL_DENIED;
-	}
 	if (!r)
-		r = ctl_handshake(c);
-	if (r) {
-		fprintf(stderr, "vgpuctl: cannot reach vgpud at %s: %s\n", path,
-			r == -EPROTO ? "not a vgpud control socket" : strerror(-r));
-		ctl_close(c);
-		return CTL_UNREACHABLE;
-	}
-	return 0;
+		return 0;
+	fprintf(stderr, "vgpuctl: %s\n", f.msg);
+	return r == -EACCES ? VGPUCTL_DENIED : VGPUCTL_UNREACHABLE;
+}
+
+/* The verb named @name, or NULL. */
+static const struct vgpuctl_verb *verb_find(const char *name)
+{
+	for (unsigned int i = 0; i < VGPUCTL_NR_VERBS; i++)
+		if (!strcmp(verbs[i].name, name))
+			return &verbs[i];
+	return NULL;
+}
+
+/* The positional arguments against the verb's table entry: a usage error names the verb,
+ * what it takes and what it got. */
+static int check_nargs(const struct vgpuctl_verb *v, const struct vgpuctl_opts *o)
+{
+	if (o->nargs >= v->min_args && o->nargs <= v->max_args)
+		return 0;
+	if (!v->max_args)
+		return usage_error("%s takes no arguments, got %d (\"%s\" first)", v->name,
+				   o->nargs, o->args[0]);
+	if (v->min_args == v->max_args)
+		return usage_error("%s takes %d argument%s (%s), got %d", v->name, v->min_args,
+				   v->min_args == 1 ? "" : "s", v->args, o->nargs);
+	return usage_error("%s takes %d to %d arguments (%s), got %d", v->name, v->min_args,
+			   v->max_args, v->args, o->nargs);
 }
 
 int vgpuctl_main(int argc, char **argv)
 {
-	struct ctl_opts o = { .start = -1, .color = isatty(STDOUT_FILENO) };
-	const struct ctl_verb *v = NULL;
-	struct ctl c;
+	struct vgpuctl_opts o = { .start = -1, .color = isatty(STDOUT_FILENO) };
+	const struct vgpuctl_verb *v = NULL;
+	struct ctlc *c = NULL;
 	int r;
 
 	o.attrs = json_object_new_array();
-	o.socket = getenv("VGPUD_SOCKET") ? getenv("VGPUD_SOCKET") : "/run/vgpud/control.sock";
+	o.socket = getenv("VGPUD_SOCKET") ? getenv("VGPUD_SOCKET") : CTLC_DEFAULT_SOCKET;
 	r = parse_args(argc, argv, &o);
-	for (unsigned int i = 0; !r && i < sizeof(verbs) / sizeof(verbs[0]); i++)
-		if (!strcmp(verbs[i].name, o.verb))
-			v = &verbs[i];
-	if (!r && !v)
-		r = usage_error("unknown verb \"%s\"", o.verb);
-	if (!r && o.nargs && v->fn != cmd_set_vfs && v->fn != cmd_reset && v->fn != cmd_stats)
-		r = usage_error("unexpected argument \"%s\"", o.args[0]);
-	if (!r)
-		r = connect_daemon(&c, o.socket);
 	if (!r) {
-		r = v->fn(&c, &o);
-		ctl_close(&c);
+		v = verb_find(o.verb);
+		if (!v)
+			r = usage_error("unknown verb \"%s\"", o.verb);
 	}
+	if (!r)
+		r = check_nargs(v, &o);
+	if (!r)
+		r = connect_daemon(o.socket, &c);
+	if (!r)
+		r = v->fn(c, &o);
+	ctlc_close(c);
 	json_object_put(o.attrs);
 	return r;
 }

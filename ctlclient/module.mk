@@ -1,0 +1,5 @@
+MODULES += ctlclient
+ctlclient_DIR := ctlclient
+ctlclient_DEPS := common
+ctlclient_LDLIBS := -ljson-c
+ctlclient_TSAN_TESTS :=

@@ -1,0 +1,5 @@
+MODULES += vgpuctl
+vgpuctl_DIR := vgpuctl
+vgpuctl_DEPS := ctlclient common
+vgpuctl_LDLIBS := -ljson-c
+vgpuctl_TSAN_TESTS :=
