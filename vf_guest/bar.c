@@ -64,20 +64,24 @@ static bool ext_page_ok(const struct vgpu_vf *vf, const struct vf_bar_header *h,
 	       disjoint(off, 4096, h->evt_off, h->ring_region_size);
 }
 
-static int parse_ext(struct vgpu_vf *vf, const struct vf_bar_header *h)
+/* The minor-1 fields (db_off, dma_iova, intr_off, nr_runlists): 0 means the host does not
+ * provide one, and the driver then goes without (no usermode submission, one runlist). */
+static int parse_minor1(struct vgpu_vf *vf, const struct vf_bar_header *h)
 {
-	vf_shim_hdr_ext(h, &vf->ext);
+	uint64_t db_off = h->db_off, intr_off = h->intr_off;
+
+	vf->dma_iova = h->dma_iova;
 	vf->db = NULL;
 	vf->intr = NULL;
-	if (vf->ext.db_off) {
-		if (!ext_page_ok(vf, h, vf->ext.db_off))
+	if (db_off) {
+		if (!ext_page_ok(vf, h, db_off))
 			return vf_error(vf, -EPROTO, "BAR2 header: doorbell page out of place");
-		vf->db = (struct vgpu_doorbell_page *)(vf->bar + vf->ext.db_off);
+		vf->db = (struct vgpu_doorbell_page *)(vf->bar + db_off);
 	}
-	if (vf->ext.intr_off) {
-		if (!ext_page_ok(vf, h, vf->ext.intr_off) || vf->ext.intr_off == vf->ext.db_off)
+	if (intr_off) {
+		if (!ext_page_ok(vf, h, intr_off) || intr_off == db_off)
 			return vf_error(vf, -EPROTO, "BAR2 header: interrupt page out of place");
-		vf->intr = (struct vf_shim_intr_page *)(vf->bar + vf->ext.intr_off);
+		vf->intr = (struct vf_intr_page *)(vf->bar + intr_off);
 	}
 	return 0;
 }
@@ -110,7 +114,7 @@ int vf_bar_parse(struct vgpu_vf *vf)
 	state = atomic_load_explicit((_Atomic uint32_t *)&h->state, memory_order_acquire);
 	if (state != VF_STATE_READY)
 		return vf_error(vf, -EAGAIN, "VF is not ready (state %u)", state);
-	ret = parse_ext(vf, h);
+	ret = parse_minor1(vf, h);
 	if (ret)
 		return ret;
 	vf->hdr = h;
@@ -123,8 +127,8 @@ int vf_bar_parse(struct vgpu_vf *vf)
 	vf->info.doorbells = h->doorbells;
 	vf->info.reset_count = atomic_load_explicit((_Atomic uint32_t *)&h->reset_count,
 						    memory_order_acquire);
-	vf->info.nr_runlists = vf->ext.nr_runlists ? vf->ext.nr_runlists : 1;
-	vf->info.usermode_submit = vf->db != NULL && vf->ext.dma_iova != 0;
+	vf->info.nr_runlists = h->nr_runlists ? h->nr_runlists : 1;
+	vf->info.usermode_submit = vf->db != NULL && vf->dma_iova != 0;
 	return 0;
 }
 

@@ -66,53 +66,6 @@ static void ch_place(struct vgpu_channel *ch, uint8_t *base, uint64_t va, uint64
 	ch->sem_va = ch->pb_va + ch->pb_size + CH_SEM_OFF;
 }
 
-/* VRAM of channels freed within the grace period (see vf_dma_free_deferred()): the expired
- * entries (all if @all) are taken out under the lock and freed after it, so two threads never
- * free one entry. */
-static void ch_vram_reclaim(struct vgpu_vf *vf, bool all)
-{
-	struct vgpu_mem *done[VF_DMA_QUARANTINE];
-	uint64_t now = cmn_now_ns();
-	uint32_t j = 0, n = 0;
-
-	pthread_mutex_lock(&vf->obj_lock);
-	for (uint32_t i = 0; i < vf->nr_vq; i++) {
-		if (all || now - vf->vq[i].since_ns >= VF_DMA_GRACE_NS)
-			done[n++] = vf->vq[i].mem;
-		else
-			vf->vq[j++] = vf->vq[i];
-	}
-	vf->nr_vq = j;
-	pthread_mutex_unlock(&vf->obj_lock);
-	for (uint32_t i = 0; i < n; i++)
-		vgpu_mem_free(done[i]);
-}
-
-/* Park @m; if the list is full, the oldest half is freed at once. */
-static void ch_vram_quarantine(struct vgpu_vf *vf, struct vgpu_mem *m)
-{
-	struct vgpu_mem *done[VF_DMA_QUARANTINE];
-	uint32_t n = 0;
-
-	pthread_mutex_lock(&vf->obj_lock);
-	if (vf->nr_vq == VF_DMA_QUARANTINE) {
-		n = VF_DMA_QUARANTINE / 2;
-		for (uint32_t i = 0; i < n; i++)
-			done[i] = vf->vq[i].mem;
-		memmove(vf->vq, vf->vq + n, (vf->nr_vq - n) * sizeof(vf->vq[0]));
-		vf->nr_vq -= n;
-	}
-	vf->vq[vf->nr_vq++] = (struct vf_vram_quarantined){ m, cmn_now_ns() };
-	pthread_mutex_unlock(&vf->obj_lock);
-	for (uint32_t i = 0; i < n; i++)
-		vgpu_mem_free(done[i]);
-}
-
-void vf_channel_quarantine_flush(struct vgpu_vf *vf)
-{
-	ch_vram_reclaim(vf, true);
-}
-
 /* The block in DMA memory (hosts with a DMA IOVA window) or else in VRAM. */
 static int ch_get_memory(struct vgpu_channel *ch)
 {
@@ -120,16 +73,15 @@ static int ch_get_memory(struct vgpu_channel *ch)
 	uint64_t size;
 	int ret;
 
-	if (vf->ext.dma_iova) {
+	if (vf->dma_iova) {
 		ret = vf_dma_alloc(&vf->dma, ch->dma_bytes, VF_DMA_PAGE, &ch->dma_off);
 		if (ret)
 			return ret;
 		ch->userd_aper = VGPU_APER_SYS;
 		ch_place(ch, vf->dma.cpu + ch->dma_off, VF_DMA_VA_BASE + ch->dma_off,
-			 vf->ext.dma_iova + ch->dma_off);
+			 vf->dma_iova + ch->dma_off);
 		return 0;
 	}
-	ch_vram_reclaim(vf, false);
 	size = (ch->dma_bytes + (64u << 10) - 1) & ~((64ull << 10) - 1);
 	ret = vgpu_mem_alloc(vf, VGPU_MEM_VRAM, size, VGPU_GMMU_PAGE_64K, &ch->mem);
 	if (ret)
@@ -146,18 +98,18 @@ static int ch_get_memory(struct vgpu_channel *ch)
 	return 0;
 }
 
-/* The RM's free may return before every engine has let go of the channel (seen with
- * gpu_model): its rings must not be rewritten by the next channel at once. */
+/* Called after the RM's free, which returns only once no engine can touch the channel: its
+ * memory may be handed to the next channel at once. */
 static void ch_put_memory(struct vgpu_channel *ch)
 {
 	struct vgpu_vf *vf = ch->vf;
 
 	if (!ch->mem) {
-		vf_dma_free_deferred(&vf->dma, ch->dma_off, ch->dma_bytes);
+		vf_dma_free(&vf->dma, ch->dma_off, ch->dma_bytes);
 		return;
 	}
 	vgpu_va_unmap(ch->as, ch->mem_va, vgpu_mem_size(ch->mem));
-	ch_vram_quarantine(vf, ch->mem);
+	vgpu_mem_free(ch->mem);
 }
 
 int vgpu_channel_create(struct vgpu_vf *vf, struct vgpu_vaspace *as,
@@ -200,9 +152,9 @@ int vgpu_channel_create(struct vgpu_vf *vf, struct vgpu_vaspace *as,
 		goto free_mem;
 	ch->rpc_submit = o->rpc_submit;
 	ch->sem_flags = VGPU_SEM_64 | (o->no_intr ? 0 : VGPU_SEM_INTR);
-	pthread_mutex_lock(&vf->obj_lock);
+	cmn_mutex_lock(&vf->obj_lock);
 	cmn_list_add(&vf->channels, &ch->node);
-	pthread_mutex_unlock(&vf->obj_lock);
+	cmn_mutex_unlock(&vf->obj_lock);
 	*out = ch;
 	return 0;
 free_mem:
@@ -225,9 +177,9 @@ void vgpu_channel_destroy(struct vgpu_channel *ch)
 		vf_rm_free(vf, ch->handle);
 		ch_put_memory(ch);
 	}
-	pthread_mutex_lock(&vf->obj_lock);
+	cmn_mutex_lock(&vf->obj_lock);
 	cmn_list_del(&ch->node);
-	pthread_mutex_unlock(&vf->obj_lock);
+	cmn_mutex_unlock(&vf->obj_lock);
 	free(ch->recs);
 	free(ch);
 }
@@ -292,7 +244,7 @@ static int ch_publish(struct vgpu_channel *ch, uint64_t gp)
 	__atomic_store_n(&ch->userd->gp_put, ch->put, __ATOMIC_RELEASE);
 	/* Without a doorbell page in BAR2 the device's periodic GP_PUT scan finds the work. */
 	if (vf->db && vgpu_doorbell_write(vf->db, ch->token))
-		return vf->t->ops->notify(vf->t, VF_SHIM_VEC_GPU);
+		return vf->t->ops->notify(vf->t, VF_VEC_GPU);
 	return 0;
 }
 
@@ -356,8 +308,8 @@ static void ch_sleep(struct vgpu_vf *vf)
 {
 	struct timespec ts = { 0, 50 * 1000 };
 
-	if (vf->t->ops->nr_vectors(vf->t) > VF_SHIM_VEC_GPU)
-		vf->t->ops->wait(vf->t, VF_SHIM_VEC_GPU, CH_SLEEP_SLICE_NS);
+	if (vf->t->ops->nr_vectors(vf->t) > VF_VEC_GPU)
+		vf->t->ops->wait(vf->t, VF_VEC_GPU, CH_SLEEP_SLICE_NS);
 	else
 		nanosleep(&ts, NULL);	/* no GPU interrupt from this host: poll gently */
 }

@@ -16,7 +16,7 @@
 
 #define VF_READY_TIMEOUT_NS	(10ull * 1000 * 1000 * 1000)
 
-static pthread_mutex_t vf_err_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct cmn_mutex vf_err_lock = CMN_MUTEX_INITIALIZER("vf_err_lock");
 
 int vf_error(struct vgpu_vf *vf, int err, const char *fmt, ...)
 {
@@ -26,9 +26,9 @@ int vf_error(struct vgpu_vf *vf, int err, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
-	pthread_mutex_lock(&vf_err_lock);
+	cmn_mutex_lock(&vf_err_lock);
 	memcpy(vf->last_error, buf, sizeof(buf));
-	pthread_mutex_unlock(&vf_err_lock);
+	cmn_mutex_unlock(&vf_err_lock);
 	if (!vf->opts.quiet)
 		fprintf(stderr, "vgpu-vf: %s (%s)\n", buf, vgpu_vf_strerror(err));
 	return err;
@@ -137,7 +137,7 @@ static int vf_attach(struct vgpu_vf *vf)
 	if (ret)
 		goto detach;
 	ret = vf_dma_init(&vf->dma, vf->bar + vf->hdr->dma_off, vf->hdr->dma_size,
-			  vf->ext.dma_iova);
+			  vf->dma_iova);
 	if (ret)
 		goto detach;
 	atomic_store(&vf->reset_pending, false);
@@ -171,8 +171,8 @@ int vgpu_vf_open(const struct vgpu_vf_opts *opts, struct vgpu_vf **out)
 		vf->opts.spin_ns = VF_DEFAULT_SPIN_NS;
 	if (!vf->opts.rm_timeout_ns)
 		vf->opts.rm_timeout_ns = VF_DEFAULT_RM_TIMEOUT;
-	pthread_mutex_init(&vf->mbox_lock, NULL);
-	pthread_mutex_init(&vf->obj_lock, NULL);
+	cmn_mutex_init(&vf->mbox_lock);
+	cmn_mutex_init(&vf->obj_lock);
 	cmn_list_init(&vf->mems);
 	cmn_list_init(&vf->vaspaces);
 	cmn_list_init(&vf->channels);
@@ -192,8 +192,8 @@ destroy_transport:
 	if (!opts->transport)
 		vf->t->ops->destroy(vf->t);
 free_vf:
-	pthread_mutex_destroy(&vf->obj_lock);
-	pthread_mutex_destroy(&vf->mbox_lock);
+	cmn_mutex_destroy(&vf->obj_lock);
+	cmn_mutex_destroy(&vf->mbox_lock);
 	free(vf);
 	return ret;
 }
@@ -206,7 +206,6 @@ void vgpu_vf_close(struct vgpu_vf *vf)
 		vf->managed.close(vf);
 	while (!cmn_list_empty(&vf->channels))
 		vgpu_channel_destroy(cmn_container_of(vf->channels.next, struct vgpu_channel, node));
-	vf_channel_quarantine_flush(vf);
 	while (!cmn_list_empty(&vf->vaspaces))
 		vgpu_vaspace_destroy(cmn_container_of(vf->vaspaces.next, struct vgpu_vaspace, node));
 	while (!cmn_list_empty(&vf->mems)) {
@@ -221,8 +220,8 @@ void vgpu_vf_close(struct vgpu_vf *vf)
 		vf_dma_fini(&vf->dma);
 	vf_sva_close(vf);	/* after the channels: no work of ours reaches the process now */
 	vf->t->ops->destroy(vf->t);
-	pthread_mutex_destroy(&vf->obj_lock);
-	pthread_mutex_destroy(&vf->mbox_lock);
+	cmn_mutex_destroy(&vf->obj_lock);
+	cmn_mutex_destroy(&vf->mbox_lock);
 	free(vf);
 }
 
@@ -243,7 +242,7 @@ static void vf_mark_lost(struct vgpu_vf *vf, struct vgpu_vf_lost *lost)
 	struct cmn_list *n;
 
 	vf->rm_ok = false;	/* the host freed our client with the reset */
-	pthread_mutex_lock(&vf->obj_lock);
+	cmn_mutex_lock(&vf->obj_lock);
 	for (n = vf->channels.next; n != &vf->channels; n = n->next) {
 		struct vgpu_channel *ch = cmn_container_of(n, struct vgpu_channel, node);
 
@@ -262,7 +261,7 @@ static void vf_mark_lost(struct vgpu_vf *vf, struct vgpu_vf_lost *lost)
 		lost->vram_objects += !m->lost && m->kind == VGPU_MEM_VRAM;
 		m->lost = true;
 	}
-	pthread_mutex_unlock(&vf->obj_lock);
+	cmn_mutex_unlock(&vf->obj_lock);
 }
 
 static int vf_wait_ready(struct vgpu_vf *vf)
@@ -285,7 +284,7 @@ static int vf_recover(struct vgpu_vf *vf, bool alive)
 	int ret;
 
 	vf_mark_lost(vf, &vf->lost);
-	pthread_mutex_lock(&vf->mbox_lock);
+	cmn_mutex_lock(&vf->mbox_lock);
 	if (vf->bar) {
 		uint32_t rc = atomic_load_explicit((_Atomic uint32_t *)&vf->hdr->reset_count,
 						   memory_order_acquire);
@@ -301,8 +300,8 @@ static int vf_recover(struct vgpu_vf *vf, bool alive)
 			ret = vf_bar_rings(vf);
 		if (!ret)
 			ret = vf_dma_init(&vf->dma, vf->bar + vf->hdr->dma_off, vf->hdr->dma_size,
-					  vf->ext.dma_iova);
-		pthread_mutex_unlock(&vf->mbox_lock);
+					  vf->dma_iova);
+		cmn_mutex_unlock(&vf->mbox_lock);
 		if (ret)
 			return ret;
 		atomic_store(&vf->reset_pending, false);
@@ -318,7 +317,7 @@ static int vf_recover(struct vgpu_vf *vf, bool alive)
 	}
 	vf->bar = NULL;
 	vf->hdr = NULL;
-	pthread_mutex_unlock(&vf->mbox_lock);
+	cmn_mutex_unlock(&vf->mbox_lock);
 	return vf_attach(vf);
 }
 

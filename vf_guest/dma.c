@@ -8,9 +8,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "common/clock.h"
 #include "vf_guest/vf_internal.h"
 
 #define SYS_GRAIN	(64ull << 10)	/* the RM's MEMORY_SYSMEM granule */
@@ -37,14 +35,13 @@ int vf_dma_init(struct vf_dma *d, uint8_t *cpu, uint64_t size, uint64_t iova)
 	for (uint32_t i = 0; i < d->npages; i++)
 		bit_set(d->owned, i);
 	d->owned_bytes = d->size;
-	pthread_mutex_init(&d->lock, NULL);
+	cmn_mutex_init(&d->lock);
 	return 0;
 }
 
 void vf_dma_set_backing(struct vf_dma *d, vf_dma_grow_fn grow, vf_dma_put_fn put, void *ctx)
 {
-	pthread_mutex_lock(&d->lock);
-	VGPU_ASSERT(d->nq == 0);
+	cmn_mutex_lock(&d->lock);
 	for (uint32_t i = 0; i < d->npages; i++)
 		VGPU_ASSERT(!bit_test(d->bitmap, i));
 	memset(d->owned, 0, ((d->npages + 63) / 64 + 1) * sizeof(uint64_t));
@@ -53,18 +50,17 @@ void vf_dma_set_backing(struct vf_dma *d, vf_dma_grow_fn grow, vf_dma_put_fn put
 	d->put = put;
 	d->grow_ctx = ctx;
 	d->nr_chunks = 0;
-	pthread_mutex_unlock(&d->lock);
+	cmn_mutex_unlock(&d->lock);
 }
 
 void vf_dma_fini(struct vf_dma *d)
 {
 	if (!d->bitmap)
 		return;
-	d->nq = 0;
 	free(d->bitmap);
 	free(d->owned);
 	d->bitmap = d->owned = NULL;
-	pthread_mutex_destroy(&d->lock);
+	cmn_mutex_destroy(&d->lock);
 }
 
 /* Pages [first, first+n) are the driver's and none is in use. */
@@ -81,6 +77,7 @@ static void free_locked(struct vf_dma *d, uint64_t off, uint64_t size)
 	uint32_t first = (uint32_t)(off / VF_DMA_PAGE);
 	uint32_t n = (uint32_t)((size + VF_DMA_PAGE - 1) / VF_DMA_PAGE);
 
+	cmn_mutex_assert_held(&d->lock);
 	VGPU_ASSERT(off % VF_DMA_PAGE == 0 && first + n <= d->npages);
 	for (uint32_t i = first; i < first + n; i++) {
 		VGPU_ASSERT(bit_test(d->bitmap, i));
@@ -88,23 +85,10 @@ static void free_locked(struct vf_dma *d, uint64_t off, uint64_t size)
 	}
 }
 
-/* Release quarantined blocks older than the grace period (all of them if @all). */
-static void reclaim_locked(struct vf_dma *d, bool all)
-{
-	uint64_t now = cmn_now_ns();
-	uint32_t j = 0;
-
-	for (uint32_t i = 0; i < d->nq; i++) {
-		if (all || now - d->q[i].since_ns >= VF_DMA_GRACE_NS)
-			free_locked(d, d->q[i].off, d->q[i].size);
-		else
-			d->q[j++] = d->q[i];
-	}
-	d->nq = j;
-}
-
 static int alloc_locked(struct vf_dma *d, uint32_t n, uint32_t step, uint64_t *off)
 {
+	cmn_mutex_assert_held(&d->lock);
+
 	for (uint32_t i = 0; i + n <= d->npages; i += step) {
 		if (!run_free(d, i, n))
 			continue;
@@ -126,12 +110,12 @@ static int grow(struct vf_dma *d, uint64_t size)
 	uint32_t handle;
 	int ret;
 
-	pthread_mutex_lock(&d->lock);
+	cmn_mutex_lock(&d->lock);
 	fn = d->nr_chunks < VF_DMA_MAX_CHUNKS ? d->grow : NULL;
 	put = d->put;
 	ctx = d->grow_ctx;
 	ret = d->grow ? 0 : 1;
-	pthread_mutex_unlock(&d->lock);
+	cmn_mutex_unlock(&d->lock);
 	if (ret)
 		return 0;	/* another thread adopted the whole memory meanwhile */
 	if (!fn)
@@ -139,7 +123,7 @@ static int grow(struct vf_dma *d, uint64_t size)
 	ret = fn(ctx, size, &off, &handle);
 	if (ret)
 		return ret;
-	pthread_mutex_lock(&d->lock);
+	cmn_mutex_lock(&d->lock);
 	/* Host input: the RM hands each byte out once, inside the memory. A piece that is not
 	 * (or that we own already) goes back unused. */
 	bool bad = off % VF_DMA_PAGE || off > d->size || size > d->size - off;
@@ -147,7 +131,7 @@ static int grow(struct vf_dma *d, uint64_t size)
 	for (uint64_t i = off / VF_DMA_PAGE; !bad && i < (off + size) / VF_DMA_PAGE; i++)
 		bad = bit_test(d->owned, (uint32_t)i);
 	if (bad) {
-		pthread_mutex_unlock(&d->lock);
+		cmn_mutex_unlock(&d->lock);
 		if (put)
 			put(ctx, handle);
 		return -EPROTO;
@@ -156,7 +140,7 @@ static int grow(struct vf_dma *d, uint64_t size)
 		bit_set(d->owned, (uint32_t)i);
 	d->owned_bytes += size;
 	d->chunks[d->nr_chunks++] = (struct vf_dma_chunk){ off, size, handle };
-	pthread_mutex_unlock(&d->lock);
+	cmn_mutex_unlock(&d->lock);
 	return 0;
 }
 
@@ -177,7 +161,7 @@ static void release_empty(struct vf_dma *d)
 	vf_dma_put_fn put;
 	void *ctx;
 
-	pthread_mutex_lock(&d->lock);
+	cmn_mutex_lock(&d->lock);
 	put = d->put;
 	ctx = d->grow_ctx;
 	for (uint32_t i = 0; i < d->nr_chunks; i++) {
@@ -194,7 +178,7 @@ static void release_empty(struct vf_dma *d)
 		give[n++] = c->handle;
 	}
 	d->nr_chunks = j;
-	pthread_mutex_unlock(&d->lock);
+	cmn_mutex_unlock(&d->lock);
 	for (uint32_t i = 0; i < n; i++)
 		put(ctx, give[i]);
 }
@@ -203,13 +187,13 @@ static void release_empty(struct vf_dma *d)
  * given to it): no one else can hand this memory out, so all of it is the driver's. */
 static int adopt_all(struct vf_dma *d)
 {
-	pthread_mutex_lock(&d->lock);
+	cmn_mutex_lock(&d->lock);
 	for (uint32_t i = 0; i < d->npages; i++)
 		bit_set(d->owned, i);
 	d->owned_bytes = d->size;
 	d->grow = NULL;
 	d->put = NULL;
-	pthread_mutex_unlock(&d->lock);
+	cmn_mutex_unlock(&d->lock);
 	return 0;
 }
 
@@ -242,11 +226,10 @@ static int alloc_try(struct vf_dma *d, uint32_t n, uint32_t step, uint64_t *off,
 {
 	int ret;
 
-	pthread_mutex_lock(&d->lock);
-	reclaim_locked(d, false);
+	cmn_mutex_lock(&d->lock);
 	ret = alloc_locked(d, n, step, off);
 	*can_grow = d->grow != NULL;
-	pthread_mutex_unlock(&d->lock);
+	cmn_mutex_unlock(&d->lock);
 	return ret;
 }
 
@@ -268,36 +251,16 @@ int vf_dma_alloc(struct vf_dma *d, uint64_t size, uint64_t align, uint64_t *off)
 		if (!gret)
 			ret = alloc_try(d, n, step, &off64, &can_grow);
 	}
-	pthread_mutex_lock(&d->lock);
-	if (ret && d->nq) {
-		/* Out of memory with blocks in quarantine: let their grace run out. */
-		pthread_mutex_unlock(&d->lock);
-		struct timespec ts = { 0, (long)VF_DMA_GRACE_NS };
-		nanosleep(&ts, NULL);
-		pthread_mutex_lock(&d->lock);
-		reclaim_locked(d, true);
-		ret = alloc_locked(d, n, step, &off64);
-	}
-	pthread_mutex_unlock(&d->lock);
 	if (!ret)
 		*off = off64;
 	/* "Over quota" stays distinct from "no space". */
 	return ret && gret && gret != -ENOMEM ? gret : ret;
 }
 
-void vf_dma_free_deferred(struct vf_dma *d, uint64_t off, uint64_t size)
-{
-	pthread_mutex_lock(&d->lock);
-	if (d->nq == VF_DMA_QUARANTINE)
-		reclaim_locked(d, true);	/* full: the oldest have had the most time */
-	d->q[d->nq++] = (struct vf_dma_quarantined){ off, size, cmn_now_ns() };
-	pthread_mutex_unlock(&d->lock);
-}
-
 void vf_dma_free(struct vf_dma *d, uint64_t off, uint64_t size)
 {
-	pthread_mutex_lock(&d->lock);
+	cmn_mutex_lock(&d->lock);
 	free_locked(d, off, size);
-	pthread_mutex_unlock(&d->lock);
+	cmn_mutex_unlock(&d->lock);
 	release_empty(d);
 }

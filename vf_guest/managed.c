@@ -226,13 +226,13 @@ static void managed_fault_hook(void *ctx, const struct vgpu_fault_entry *f)
 {
 	struct vf_managed *st = ctx;
 
-	pthread_mutex_lock(&st->qlock);
+	cmn_mutex_lock(&st->qlock);
 	if (st->qn < MANAGED_QUEUE)
 		memcpy(&st->queue[st->qn++], f, sizeof(*f));
 	else
 		st->dropped++;	/* the replay makes the device fault again */
 	pthread_cond_signal(&st->qcond);
-	pthread_mutex_unlock(&st->qlock);
+	cmn_mutex_unlock(&st->qlock);
 }
 
 /* VGPU_RM_CTRL_FAULT_REPLAY on the subdevice: TLBs invalidated, stalled channels resume. */
@@ -360,13 +360,13 @@ static int service_queue(struct vf_managed *st)
 	size_t n, ok;
 	int ret = 0;
 
-	pthread_mutex_lock(&st->qlock);
+	cmn_mutex_lock(&st->qlock);
 	n = st->qn;
 	batch = n ? malloc(n * sizeof(*batch)) : NULL;
 	if (batch)
 		memcpy(batch, st->queue, n * sizeof(*batch));
 	st->qn = batch ? 0 : st->qn;
-	pthread_mutex_unlock(&st->qlock);
+	cmn_mutex_unlock(&st->qlock);
 	if (!batch)
 		return n ? -ENOMEM : 0;
 	st->fault_entries += n;
@@ -392,7 +392,7 @@ static bool work_pending(struct vgpu_vf *vf)
 {
 	bool pending = false;
 
-	pthread_mutex_lock(&vf->obj_lock);
+	cmn_mutex_lock(&vf->obj_lock);
 	for (struct cmn_list *n = vf->channels.next; n != &vf->channels && !pending; n = n->next) {
 		struct vgpu_channel *ch = cmn_container_of(n, struct vgpu_channel, node);
 
@@ -401,7 +401,7 @@ static bool work_pending(struct vgpu_vf *vf)
 		pending = __atomic_load_n(&ch->userd->gp_get, __ATOMIC_ACQUIRE) !=
 			  __atomic_load_n(&ch->userd->gp_put, __ATOMIC_RELAXED);
 	}
-	pthread_mutex_unlock(&vf->obj_lock);
+	cmn_mutex_unlock(&vf->obj_lock);
 	return pending;
 }
 
@@ -436,19 +436,19 @@ static int service_once(struct vf_managed *st, uint64_t wait_ns)
 	int ret;
 
 	vf_events_poll(vf);
-	pthread_mutex_lock(&st->qlock);
+	cmn_mutex_lock(&st->qlock);
 	if (!st->qn && wait_ns) {
-		pthread_mutex_unlock(&st->qlock);
+		cmn_mutex_unlock(&st->qlock);
 		vf->t->ops->wait(vf->t, VF_VEC_EVENT, wait_ns);
 		vf_events_poll(vf);
 	} else {
-		pthread_mutex_unlock(&st->qlock);
+		cmn_mutex_unlock(&st->qlock);
 	}
-	pthread_mutex_lock(&st->svc_lock);
+	cmn_mutex_lock(&st->svc_lock);
 	ret = service_queue(st);
 	if (!ret)
 		replay_late(st);
-	pthread_mutex_unlock(&st->svc_lock);
+	cmn_mutex_unlock(&st->svc_lock);
 	return ret;
 }
 
@@ -474,9 +474,9 @@ int vgpu_managed_pending(struct vgpu_vf *vf)
 	if (!st)
 		return -EINVAL;
 	vf_events_poll(vf);
-	pthread_mutex_lock(&st->qlock);
+	cmn_mutex_lock(&st->qlock);
 	n = (int)st->qn;
-	pthread_mutex_unlock(&st->qlock);
+	cmn_mutex_unlock(&st->qlock);
 	return n;
 }
 
@@ -573,16 +573,16 @@ int vgpu_managed_init(struct vgpu_vf *vf, const struct vgpu_managed_opts *opts)
 	ret = mirror_start(st);
 	if (ret)
 		goto free_pool;
-	pthread_mutex_init(&st->qlock, NULL);
+	cmn_mutex_init(&st->qlock);
 	pthread_cond_init(&st->qcond, NULL);
-	pthread_mutex_init(&st->svc_lock, NULL);
-	pthread_mutex_init(&st->alloc_lock, NULL);
+	cmn_mutex_init(&st->svc_lock);
+	cmn_mutex_init(&st->alloc_lock);
 	st->mirror.priv = st;
 	/* the hook goes in before the thread polls: the ring has one reader at a time */
-	pthread_mutex_lock(&vf->mbox_lock);
+	cmn_mutex_lock(&vf->mbox_lock);
 	vf->managed = (struct vf_managed_hooks){ .fault = managed_fault_hook,
 						 .close = managed_close_hook, .ctx = st };
-	pthread_mutex_unlock(&vf->mbox_lock);
+	cmn_mutex_unlock(&vf->mbox_lock);
 	if (!st->opts.no_thread) {
 		ret = -pthread_create(&st->thread, NULL, service_thread, st);
 		if (ret)
@@ -591,9 +591,9 @@ int vgpu_managed_init(struct vgpu_vf *vf, const struct vgpu_managed_opts *opts)
 	}
 	return 0;
 unhook:
-	pthread_mutex_lock(&vf->mbox_lock);
+	cmn_mutex_lock(&vf->mbox_lock);
 	vf->managed = (struct vf_managed_hooks){ 0 };
-	pthread_mutex_unlock(&vf->mbox_lock);
+	cmn_mutex_unlock(&vf->mbox_lock);
 	hmm_mirror_fini(&st->mirror);
 free_pool:
 	hmm_devmem_destroy(st->devmem);
@@ -621,18 +621,18 @@ void vgpu_managed_fini(struct vgpu_vf *vf)
 		if (m)
 			vgpu_mem_free_managed(m);
 	}
-	pthread_mutex_lock(&vf->mbox_lock);
+	cmn_mutex_lock(&vf->mbox_lock);
 	vf->managed = (struct vf_managed_hooks){ 0 };
-	pthread_mutex_unlock(&vf->mbox_lock);
+	cmn_mutex_unlock(&vf->mbox_lock);
 	hmm_devmem_evict_all(st->mm, st->devmem);
 	hmm_mirror_fini(&st->mirror);
 	hmm_devmem_destroy(st->devmem);
 	vgpu_mem_free(st->pool);
 	hmm_mm_destroy(st->mm);
 	pthread_cond_destroy(&st->qcond);
-	pthread_mutex_destroy(&st->qlock);
-	pthread_mutex_destroy(&st->svc_lock);
-	pthread_mutex_destroy(&st->alloc_lock);
+	cmn_mutex_destroy(&st->qlock);
+	cmn_mutex_destroy(&st->svc_lock);
+	cmn_mutex_destroy(&st->alloc_lock);
 	free(st);
 }
 
@@ -657,7 +657,7 @@ void vgpu_managed_get_stats(struct vgpu_vf *vf, struct vgpu_managed_stats *out)
 	hmm_mm_get_stats(st->mm, &ms);
 	if (st->mirror.thrash)
 		hmm_thrash_get_stats(st->mirror.thrash, &ts);
-	pthread_mutex_lock(&st->svc_lock);
+	cmn_mutex_lock(&st->svc_lock);
 	*out = (struct vgpu_managed_stats){
 		.fault_entries = st->fault_entries, .dedup = st->mirror.stats.dedup,
 		.blocks = st->mirror.stats.blocks, .batches = st->batches,
@@ -670,5 +670,5 @@ void vgpu_managed_get_stats(struct vgpu_vf *vf, struct vgpu_managed_stats *out)
 		.pool_pages = vgpu_mem_size(st->pool) >> HMM_PAGE_SHIFT,
 		.pool_used = hmm_devmem_used_pages(st->devmem),
 	};
-	pthread_mutex_unlock(&st->svc_lock);
+	cmn_mutex_unlock(&st->svc_lock);
 }

@@ -34,7 +34,7 @@ static int slot_get(struct vf_managed *st, struct vgpu_managed *m)
 {
 	int ret = -ENOSPC;
 
-	pthread_mutex_lock(&st->alloc_lock);
+	cmn_mutex_lock(&st->alloc_lock);
 	for (unsigned int i = 0; i < MANAGED_MAX_ALLOCS; i++) {
 		if (!atomic_load(&st->allocs[i])) {
 			m->slot = i;
@@ -43,15 +43,15 @@ static int slot_get(struct vf_managed *st, struct vgpu_managed *m)
 			break;
 		}
 	}
-	pthread_mutex_unlock(&st->alloc_lock);
+	cmn_mutex_unlock(&st->alloc_lock);
 	return ret;
 }
 
 static void slot_put(struct vf_managed *st, struct vgpu_managed *m)
 {
-	pthread_mutex_lock(&st->alloc_lock);
+	cmn_mutex_lock(&st->alloc_lock);
 	atomic_store(&st->allocs[m->slot], NULL);
-	pthread_mutex_unlock(&st->alloc_lock);
+	cmn_mutex_unlock(&st->alloc_lock);
 }
 
 /* Map the range for the GPU in system memory, find every PTE, then make them invalid:
@@ -286,10 +286,10 @@ int vgpu_mem_free_managed(struct vgpu_managed *m)
 	st = m->st;
 	/* not while a service pass may hold @m; every page back first (the region's end
 	 * waits for fault handlers too) */
-	pthread_mutex_lock(&st->svc_lock);
+	cmn_mutex_lock(&st->svc_lock);
 	hmm_region_remove(st->mm, m->cpu);
 	slot_put(st, m);
-	pthread_mutex_unlock(&st->svc_lock);
+	cmn_mutex_unlock(&st->svc_lock);
 	gpu_unmap(m);
 	dma_put(m);
 	managed_free_arrays(m);
@@ -353,9 +353,9 @@ int vgpu_mem_advise(struct vgpu_managed *m, uint64_t off, uint64_t len,
 	if (ret || (advice != VGPU_ADVISE_PREFER_DEVICE && advice != VGPU_ADVISE_PREFER_CPU))
 		return ret ? ret : -EINVAL;
 	/* the service reads the advice under svc_lock (a pass splits its faults by it) */
-	pthread_mutex_lock(&m->st->svc_lock);
+	cmn_mutex_lock(&m->st->svc_lock);
 	memset(m->advice + (off >> HMM_PAGE_SHIFT), advice, len >> HMM_PAGE_SHIFT);
-	pthread_mutex_unlock(&m->st->svc_lock);
+	cmn_mutex_unlock(&m->st->svc_lock);
 	if (advice == VGPU_ADVISE_PREFER_CPU) {
 		struct hmm_migrate_result r;
 

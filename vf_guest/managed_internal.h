@@ -39,15 +39,15 @@ struct vf_managed {
 	struct hmm_mirror mirror;	/* priv = this state */
 	/* allocations: published for lock-free readers (fault handlers, callbacks) */
 	struct vgpu_managed *_Atomic allocs[MANAGED_MAX_ALLOCS];
-	pthread_mutex_t alloc_lock;	/* serialises changes to allocs[] */
+	struct cmn_mutex alloc_lock;	/* serialises changes to allocs[] */
 	/* fault queue, filled by the driver's hook */
-	pthread_mutex_t qlock;		/* protects queue, qn, dropped */
+	struct cmn_mutex qlock;		/* protects queue, qn, dropped */
 	pthread_cond_t qcond;
 	struct vgpu_fault_entry queue[1024];
 	size_t qn;
 	uint64_t dropped;
 	/* service: one pass at a time */
-	pthread_mutex_t svc_lock;	/* protects the counters below and mirror.opts */
+	struct cmn_mutex svc_lock;	/* protects the counters below and mirror.opts */
 	uint64_t fault_entries, batches, replays, unserviced, mapped_remote;
 	uint64_t last_serviced_ns;	/* when a batch last had something serviced */
 	uint64_t late_next_ns;		/* next late replay due (0: none) */

@@ -104,6 +104,7 @@ int vf_mbox_call_locked(struct vgpu_vf *vf, uint32_t type, const void *req, size
 	struct vf_msg *m;
 	uint32_t seq;
 
+	cmn_mutex_assert_held(&vf->mbox_lock);
 	if (req_len > VF_MSG_MAX_PAYLOAD || req_len > vf->req.elem_size - sizeof(*m))
 		return -EMSGSIZE;
 	if (atomic_load(&vf->reset_pending) || !vf_state_ready(vf))
@@ -131,9 +132,9 @@ int vgpu_vf_mbox_call(struct vgpu_vf *vf, uint32_t type, const void *req, size_t
 {
 	int ret;
 
-	pthread_mutex_lock(&vf->mbox_lock);
+	cmn_mutex_lock(&vf->mbox_lock);
 	ret = vf_mbox_call_locked(vf, type, req, req_len, rsp, rsp_len);
-	pthread_mutex_unlock(&vf->mbox_lock);
+	cmn_mutex_unlock(&vf->mbox_lock);
 	return ret;
 }
 
@@ -157,13 +158,13 @@ static void event_on_channel(struct vgpu_vf *vf, const struct vf_event *e)
 {
 	struct cmn_list *n;
 
-	pthread_mutex_lock(&vf->obj_lock);
+	cmn_mutex_lock(&vf->obj_lock);
 	for (n = vf->channels.next; n != &vf->channels; n = n->next) {
 		struct vgpu_channel *ch = cmn_container_of(n, struct vgpu_channel, node);
 
 		if (ch->lost || ch->chid != e->arg0)
 			continue;
-		if (e->type == VF_SHIM_EVT_MMU_FAULT) {
+		if (e->type == VF_EVT_MMU_FAULT) {
 			struct vgpu_fault_entry f;
 
 			memcpy(&f, e->pad, sizeof(f));
@@ -171,7 +172,7 @@ static void event_on_channel(struct vgpu_vf *vf, const struct vf_event *e)
 			ch->fault_va = f.va;
 		}
 	}
-	pthread_mutex_unlock(&vf->obj_lock);
+	cmn_mutex_unlock(&vf->obj_lock);
 }
 
 void vf_events_poll(struct vgpu_vf *vf)
@@ -180,7 +181,7 @@ void vf_events_poll(struct vgpu_vf *vf)
 	struct vf_event e;
 	int err;
 
-	pthread_mutex_lock(&vf->mbox_lock);
+	cmn_mutex_lock(&vf->mbox_lock);
 	/* Copy only our struct: the host's slot may be larger (a newer minor). */
 	while ((slot = cmn_ring_consume_slot(&vf->evt, &err))) {
 		memcpy(&e, slot, sizeof(e));
@@ -190,17 +191,17 @@ void vf_events_poll(struct vgpu_vf *vf)
 		case VF_EVT_STOP:
 			atomic_store(&vf->reset_pending, true);
 			break;
-		case VF_SHIM_EVT_MMU_FAULT:
+		case VF_EVT_MMU_FAULT:
 			if (vf->managed.fault)
 				vf->managed.fault(vf->managed.ctx, (const void *)e.pad);
 			event_on_channel(vf, &e);
 			break;
-		case VF_SHIM_EVT_CHAN_ERROR:
+		case VF_EVT_CHAN_ERROR:
 			event_on_channel(vf, &e);
 			break;
 		default:
 			break;	/* a newer host's event: ignorable by the ABI's MINOR rule */
 		}
 	}
-	pthread_mutex_unlock(&vf->mbox_lock);
+	cmn_mutex_unlock(&vf->mbox_lock);
 }

@@ -54,15 +54,15 @@ int vgpu_mem_alloc(struct vgpu_vf *vf, enum vgpu_mem_kind kind, uint64_t size,
 		ret = mem_get_vram(vf, m);
 	} else {
 		ret = vf_dma_alloc(&vf->dma, m->size, page_size, &m->dma_off);
-		m->addr = vf->ext.dma_iova + m->dma_off;
+		m->addr = vf->dma_iova + m->dma_off;
 	}
 	if (ret) {
 		free(m);
 		return ret;
 	}
-	pthread_mutex_lock(&vf->obj_lock);
+	cmn_mutex_lock(&vf->obj_lock);
 	cmn_list_add(&vf->mems, &m->node);
-	pthread_mutex_unlock(&vf->obj_lock);
+	cmn_mutex_unlock(&vf->obj_lock);
 	*out = m;
 	return 0;
 }
@@ -83,9 +83,9 @@ int vgpu_mem_free(struct vgpu_mem *m)
 		else
 			vf_dma_free(&vf->dma, m->dma_off, m->size);
 	}
-	pthread_mutex_lock(&vf->obj_lock);
+	cmn_mutex_lock(&vf->obj_lock);
 	cmn_list_del(&m->node);
-	pthread_mutex_unlock(&vf->obj_lock);
+	cmn_mutex_unlock(&vf->obj_lock);
 	free(m);
 	/* A reset between our check and the call frees the object too: nothing is left. */
 	return ret == -ENOLINK ? 0 : ret;

@@ -1,13 +1,13 @@
-# vf_guest/static.mk - a fully static vgpu-vf-test, the binary that goes into a minimal VM
-# image, and the example programs. Included by the top-level Makefile after the module rules;
-# built by `make`.
-# glibc's libc.a comes with build-essential; no host code is linked (vf_guest_DEPS holds only
+# vf_guest/static.mk - a fully static vgpu-vf-test (the test runner, libvft, with the driver,
+# libvgpu-vf), the binary that goes into a minimal VM image, and the example programs.
+# Included by the top-level Makefile after the module rules; built by `make`.
+# glibc's libc.a comes with build-essential; no host code is linked (vft_DEPS holds only
 # guest-side libraries).
 STATIC_BINS += $(BUILD)/rel/bin/vgpu-vf-test-static
-$(BUILD)/rel/bin/vgpu-vf-test-static: $(BUILD)/rel/obj/vf_guest/cmd/vgpu-vf-test.o \
-		$(call modlibs,rel,vf_guest)
+$(BUILD)/rel/bin/vgpu-vf-test-static: $(BUILD)/rel/obj/vf_guest/vft/cmd/vgpu-vf-test.o \
+		$(call modlibs,rel,vft)
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) -static -pthread -o $@ $^ $(call modldlibs,vf_guest)
+	$(Q)$(CC) -static -pthread -o $@ $^ $(call modldlibs,vft)
 
 # The example programs (vf_guest/examples/*.c: programs a tenant would write against the
 # public header) become bin/<name> in the rel variant; `make demo` runs vf_work on every slice.

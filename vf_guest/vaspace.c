@@ -107,30 +107,30 @@ int vgpu_vaspace_create(struct vgpu_vf *vf, struct vgpu_vaspace **out)
 	if (!as)
 		return -ENOMEM;
 	as->vf = vf;
-	pthread_mutex_init(&as->lock, NULL);
+	cmn_mutex_init(&as->lock);
 	ret = vf_gmmu_init(&as->gmmu, vf->bar + vf->hdr->vram_off, vf->info.vram_size,
 			   &vf_as_pt_ops, as);
 	if (ret)
 		goto free_chunks;
-	if (vf->ext.dma_iova && dma_size) {
-		ret = vf_gmmu_map(&as->gmmu, VF_DMA_VA_BASE, VGPU_GMMU_APER_SYS, vf->ext.dma_iova,
-				  dma_size, dma_page_size(vf->ext.dma_iova, dma_size), 0);
+	if (vf->dma_iova && dma_size) {
+		ret = vf_gmmu_map(&as->gmmu, VF_DMA_VA_BASE, VGPU_GMMU_APER_SYS, vf->dma_iova,
+				  dma_size, dma_page_size(vf->dma_iova, dma_size), 0);
 		if (ret)
 			goto fini_gmmu;
 	}
 	ret = vf_rm_vaspace_alloc(vf, vf_gmmu_pdb(&as->gmmu), &as->handle);
 	if (ret)
 		goto fini_gmmu;
-	pthread_mutex_lock(&vf->obj_lock);
+	cmn_mutex_lock(&vf->obj_lock);
 	cmn_list_add(&vf->vaspaces, &as->node);
-	pthread_mutex_unlock(&vf->obj_lock);
+	cmn_mutex_unlock(&vf->obj_lock);
 	*out = as;
 	return 0;
 fini_gmmu:
 	vf_gmmu_fini(&as->gmmu);
 free_chunks:
 	as_free_chunks(as);
-	pthread_mutex_destroy(&as->lock);
+	cmn_mutex_destroy(&as->lock);
 	free(as);
 	return ret;
 }
@@ -161,10 +161,10 @@ void vgpu_vaspace_destroy(struct vgpu_vaspace *as)
 		vf_gmmu_fini(&as->gmmu);
 	}
 	as_free_chunks(as);
-	pthread_mutex_lock(&vf->obj_lock);
+	cmn_mutex_lock(&vf->obj_lock);
 	cmn_list_del(&as->node);
-	pthread_mutex_unlock(&vf->obj_lock);
-	pthread_mutex_destroy(&as->lock);
+	cmn_mutex_unlock(&vf->obj_lock);
+	cmn_mutex_destroy(&as->lock);
 	free(as);
 }
 
@@ -196,6 +196,7 @@ static int as_map_locked(struct vgpu_vaspace *as, uint64_t va, uint64_t aper, ui
 {
 	int ret;
 
+	cmn_mutex_assert_held(&as->lock);
 	if (flags & ~(VGPU_MAP_RO | VGPU_MAP_VOLATILE))
 		return -EINVAL;
 	if (as->lost)
@@ -224,9 +225,9 @@ int vgpu_va_map(struct vgpu_vaspace *as, uint64_t va, struct vgpu_mem *mem, uint
 	if (mem->lost)
 		return -ENOLINK;
 	aper = mem->kind == VGPU_MEM_VRAM ? VGPU_GMMU_APER_VRAM : VGPU_GMMU_APER_SYS;
-	pthread_mutex_lock(&as->lock);
+	cmn_mutex_lock(&as->lock);
 	ret = as_map_locked(as, va, aper, mem->addr + off, size, page_size, flags, mem);
-	pthread_mutex_unlock(&as->lock);
+	cmn_mutex_unlock(&as->lock);
 	return ret;
 }
 
@@ -249,9 +250,9 @@ int vf_va_map_aper(struct vgpu_vaspace *as, uint64_t va, uint64_t aper, uint64_t
 {
 	int ret;
 
-	pthread_mutex_lock(&as->lock);
+	cmn_mutex_lock(&as->lock);
 	ret = as_map_locked(as, va, aper, addr, size, page_size, flags, NULL);
-	pthread_mutex_unlock(&as->lock);
+	cmn_mutex_unlock(&as->lock);
 	return ret;
 }
 
@@ -268,7 +269,7 @@ int vgpu_va_unmap(struct vgpu_vaspace *as, uint64_t va, uint64_t size)
 	struct vf_maps *mp = as_maps(as);
 	int ret = -ENOENT;
 
-	pthread_mutex_lock(&as->lock);
+	cmn_mutex_lock(&as->lock);
 	for (uint32_t i = 0; i < mp->n; i++) {
 		struct vf_mapping *m = &mp->v[i];
 
@@ -282,7 +283,7 @@ int vgpu_va_unmap(struct vgpu_vaspace *as, uint64_t va, uint64_t size)
 		*m = mp->v[--mp->n];
 		break;
 	}
-	pthread_mutex_unlock(&as->lock);
+	cmn_mutex_unlock(&as->lock);
 	return ret;
 }
 
@@ -292,9 +293,9 @@ int vgpu_va_lookup(struct vgpu_vaspace *as, uint64_t va, enum vgpu_mem_kind *kin
 	uint64_t aper;
 	int ret;
 
-	pthread_mutex_lock(&as->lock);
+	cmn_mutex_lock(&as->lock);
 	ret = as->lost ? -ENOLINK : vf_gmmu_lookup(&as->gmmu, va, &aper, addr, page_size, NULL);
-	pthread_mutex_unlock(&as->lock);
+	cmn_mutex_unlock(&as->lock);
 	if (!ret && kind)
 		*kind = aper == VGPU_GMMU_APER_VRAM ? VGPU_MEM_VRAM :
 			aper == VGPU_GMMU_APER_SVA ? VGPU_MEM_SVA : VGPU_MEM_SYSMEM;

@@ -2,7 +2,6 @@
 #ifndef VGPU_VF_INTERNAL_H
 #define VGPU_VF_INTERNAL_H
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -10,9 +9,9 @@
 #include "common/compiler.h"
 #include "common/err.h"
 #include "common/list.h"
+#include "common/lock.h"
 #include "common/ring.h"
 #include "vf_guest/include/vgpu_vf.h"
-#include "vf_guest/vf_abi_shim.h"
 #include <vgpu/gpfifo.h>
 #include <vgpu/vf_bar.h>
 
@@ -64,13 +63,7 @@ int vf_gmmu_lookup(const struct vf_gmmu *g, uint64_t va, uint64_t *aper, uint64_
 uint64_t vf_gmmu_pdb(const struct vf_gmmu *g);
 
 /* ---- DMA memory (dma.c): 4 KiB pages of BAR2's DMA region, first fit ---- */
-#define VF_DMA_QUARANTINE	32
-#define VF_DMA_GRACE_NS		(20ull * 1000 * 1000)
 #define VF_DMA_CHUNK		(2ull << 20)	/* backing asked of the RM at a time */
-
-struct vf_dma_quarantined {
-	uint64_t off, size, since_ns;
-};
 
 #define VF_DMA_MAX_CHUNKS	64
 
@@ -99,9 +92,7 @@ struct vf_dma {
 	uint64_t owned_bytes;
 	struct vf_dma_chunk chunks[VF_DMA_MAX_CHUNKS];	/* what the backing gave */
 	uint32_t nr_chunks;
-	struct vf_dma_quarantined q[VF_DMA_QUARANTINE];
-	uint32_t nq;
-	pthread_mutex_t lock;		/* protects everything above but cpu, size, iova, npages */
+	struct cmn_mutex lock;		/* protects everything above but cpu, size, iova, npages */
 };
 
 int vf_dma_init(struct vf_dma *d, uint8_t *cpu, uint64_t size, uint64_t iova);
@@ -112,9 +103,6 @@ void vf_dma_fini(struct vf_dma *d);
  * error, e.g. -VGPU_EQUOTA). */
 int vf_dma_alloc(struct vf_dma *d, uint64_t size, uint64_t align, uint64_t *off);
 void vf_dma_free(struct vf_dma *d, uint64_t off, uint64_t size);
-/* Free memory the device may still touch for a moment (a freed channel's rings): it returns
- * to the allocator after VF_DMA_GRACE_NS. */
-void vf_dma_free_deferred(struct vf_dma *d, uint64_t off, uint64_t size);
 
 /* ---- managed memory (managed.c) hooks into the driver ---- */
 struct vgpu_fault_entry;
@@ -148,7 +136,7 @@ struct vf_pt_chunk {
 struct vgpu_vaspace {
 	struct vgpu_vf *vf;
 	struct cmn_list node;		/* vf->vaspaces */
-	pthread_mutex_t lock;		/* protects gmmu and chunks */
+	struct cmn_mutex lock;		/* protects gmmu and chunks */
 	struct vf_gmmu gmmu;
 	struct vf_pt_chunk *chunks;
 	uint32_t nr_chunks, cap_chunks;
@@ -192,32 +180,25 @@ struct vgpu_channel {
 	bool lost;
 };
 
-struct vf_vram_quarantined {
-	struct vgpu_mem *mem;
-	uint64_t since_ns;
-};
-
 struct vgpu_vf {
 	struct vgpu_vf_opts opts;
 	struct vgpu_vf_transport *t;
 	uint8_t *bar;
 	uint64_t bar_size;
 	const struct vf_bar_header *hdr;
-	struct vf_shim_hdr_ext ext;
+	uint64_t dma_iova;		/* header's dma_iova at attach; 0: no IOMMU window */
 	struct vgpu_doorbell_page *db;	/* NULL: the host has no doorbell page in BAR2 */
-	struct vf_shim_intr_page *intr;
+	struct vf_intr_page *intr;	/* NULL: the host has no interrupt page */
 	struct vgpu_vf_info info;
 	struct vf_dma dma;
 
-	pthread_mutex_t mbox_lock;	/* protects the rings and seq below */
+	struct cmn_mutex mbox_lock;	/* protects the rings and seq below */
 	struct cmn_ring req, rsp, evt;
 	uint32_t seq;
 	uint64_t late_replies;		/* replies with a stale seq, dropped */
 
-	pthread_mutex_t obj_lock;	/* protects the lists */
+	struct cmn_mutex obj_lock;	/* protects the lists */
 	struct cmn_list mems, vaspaces, channels;
-	struct vf_vram_quarantined vq[VF_DMA_QUARANTINE];	/* freed channels' VRAM */
-	uint32_t nr_vq;
 
 	uint32_t seen_reset_count;
 	atomic_bool reset_pending;
@@ -246,12 +227,8 @@ void vf_sva_close(struct vgpu_vf *vf);
 int vf_va_map_aper(struct vgpu_vaspace *as, uint64_t va, uint64_t aper, uint64_t addr,
 		   uint64_t size, uint64_t page_size, unsigned int flags);
 
-/* ---- channel.c ---- */
-/* Free the VRAM of destroyed channels now (at close). */
-void vf_channel_quarantine_flush(struct vgpu_vf *vf);
-
 /* ---- bar.c ---- */
-/* Validate the header of the BAR2 at vf->bar and fill vf->hdr, ext, info, db, intr. */
+/* Validate the header of the BAR2 at vf->bar and fill vf->hdr, dma_iova, info, db, intr. */
 int vf_bar_parse(struct vgpu_vf *vf);
 /* Attach the three rings of the current BAR2. */
 int vf_bar_rings(struct vgpu_vf *vf);

@@ -1,6 +1,6 @@
 /* vf_pci - the VF as a PCI device inside a VM: QEMU's ivshmem-doorbell (1af4:1110, always;
  * QEMU has no property to change the IDs) whose BAR2 carries our header magic. Shared by the
- * two in-VM transports (transport_vfio.c, transport_sysfs.c) and the attack mode (vft_vm.c);
+ * two in-VM transports (transport_vfio.c, transport_sysfs.c) and the attack mode (vft/attack.c);
  * internal to vf_guest.
  *
  * BAR0 is ivshmem's register file (32-bit accesses): IVPosition at 0x08 is the VF's own peer
@@ -44,7 +44,7 @@ int vf_pci_find(const char *root, const char *bdf, char *out, size_t len);
  * resource2 is mapped the same way as the BAR). */
 int vf_sysfs_transport_at(const char *root, const char *bdf, struct vgpu_vf_transport **out);
 
-/* What the in-VM attack mode (vft_vm.c) needs of the vfio transport beyond the five
+/* What the in-VM attack mode (vft/attack.c) needs of the vfio transport beyond the five
  * operations. Each returns -EINVAL if @t is not an attached vfio transport. */
 bool vf_vfio_is(const struct vgpu_vf_transport *t);
 /* Write @val to BAR0 register @off (any value: the attacks ring what they like). */

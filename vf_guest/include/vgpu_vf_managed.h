@@ -122,8 +122,4 @@ void vgpu_managed_get_stats(struct vgpu_vf *vf, struct vgpu_managed_stats *st);
 /* Which of @m's pages are in VRAM now (for tests): the count in [off, off+len). */
 uint64_t vgpu_managed_resident(struct vgpu_managed *m, uint64_t off, uint64_t len);
 
-/* The managed-memory case of the guest suite (vft): 0 passed, 1 skipped, -1 failed; @why
- * (@len bytes) says what failed or why it was skipped. Runs on an open VF with RM. */
-int vft_managed_case(struct vgpu_vf *vf, char *why, size_t len);
-
 #endif

@@ -22,6 +22,7 @@
 #include "common/clock.h"
 #include "vf_guest/include/vgpu_vf.h"
 #include "vf_guest/include/vgpu_vf_managed.h"
+#include "vf_guest/vft/vft.h"
 #include "tests/unit/vf_guest/vgpud_fixture.h"
 
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"

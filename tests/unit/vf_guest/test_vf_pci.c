@@ -30,7 +30,7 @@
 #include "common/compiler.h"
 #include "vf_guest/include/vgpu_vf.h"
 #include "vf_guest/vf_pci.h"
-#include "vf_guest/vft.h"
+#include "vf_guest/vft/vft.h"
 #include <vgpu/vf_bar.h>
 
 #define BAR_1M		(1ull << 20)

@@ -24,7 +24,7 @@
 
 #include "common/ring.h"
 #include "vf_guest/vf_internal.h"
-#include "vf_guest/vft.h"
+#include "vf_guest/vft/vft.h"
 #include <vgpu/vf_bar.h>
 
 #define BAR_SIZE	(2u << 20)

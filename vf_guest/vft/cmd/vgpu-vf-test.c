@@ -14,8 +14,7 @@
 #include <string.h>
 
 #include "vf_guest/include/vgpu_vf.h"
-#include "vf_guest/vft.h"
-#include "vf_guest/vft_vm.h"
+#include "vf_guest/vft/vft.h"
 
 enum { T_LOCAL, T_VFIO, T_SYSFS, T_ATTACK };
 

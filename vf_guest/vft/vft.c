@@ -20,7 +20,7 @@
 #include "common/clock.h"
 #include "vf_guest/include/vgpu_vf_managed.h"
 #include "vf_guest/vf_internal.h"
-#include "vf_guest/vft.h"
+#include "vf_guest/vft/vft.h"
 
 #define NEED_RM		(1u << 0)	/* VRAM, address spaces */
 #define NEED_GPU	(1u << 1)	/* channels and submission */
@@ -644,7 +644,7 @@ static int t_threads(struct vft *t)
 	return tlb_flush(t, 0, 0);
 }
 
-/* ---- managed memory (managed_vft.c: its own address space and replayable channel) ---- */
+/* ---- managed memory (managed.c: its own address space and replayable channel) ---- */
 
 static int t_managed(struct vft *t)
 {
@@ -884,7 +884,7 @@ static const char *why_not(struct vft *t, unsigned int needs)
 		return t->rm_why;
 	if ((needs & NEED_GPU) && !t->gpu_ok)
 		return t->gpu_why;
-	if ((needs & NEED_IOVA) && !t->vf->ext.dma_iova)
+	if ((needs & NEED_IOVA) && !t->vf->dma_iova)
 		return "the host does not say at which IOVA DMA memory is mapped (abi-requests.md)";
 	if ((needs & NEED_DB) && !t->vf->db)
 		return "the host's BAR2 has no doorbell page (abi-requests.md)";
@@ -935,7 +935,7 @@ static void probe_host(struct vft *t)
  * case and then ends the process: a case cannot be torn out of its thread, and a runner
  * waiting forever is what must not happen. */
 struct vft_dog {
-	pthread_mutex_t lock;		/* protects everything below */
+	struct cmn_mutex lock;		/* protects everything below */
 	pthread_cond_t cond;
 	FILE *out;
 	const struct vft *t;
@@ -949,7 +949,7 @@ static void *dog_main(void *arg)
 {
 	struct vft_dog *d = arg;
 
-	pthread_mutex_lock(&d->lock);
+	cmn_mutex_lock(&d->lock);
 	while (!d->stop) {
 		if (d->n && cmn_now_ns() >= d->deadline_ns) {
 			fprintf(d->out, "not ok %u - %s # no result after %llu s: hung\n", d->n,
@@ -963,9 +963,9 @@ static void *dog_main(void *arg)
 
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ts.tv_sec += 1;
-		pthread_cond_timedwait(&d->cond, &d->lock, &ts);
+		cmn_cond_timedwait(&d->cond, &d->lock, &ts);
 	}
-	pthread_mutex_unlock(&d->lock);
+	cmn_mutex_unlock(&d->lock);
 	return NULL;
 }
 
@@ -983,23 +983,23 @@ static unsigned int dog_limit_s(const struct vft_opts *o, const struct vft_case 
 
 static void dog_arm(struct vft_dog *d, unsigned int n, const char *name, unsigned int limit_s)
 {
-	pthread_mutex_lock(&d->lock);
+	cmn_mutex_lock(&d->lock);
 	d->n = n;
 	d->name = name;
 	d->limit_s = limit_s;
 	d->deadline_ns = cmn_now_ns() + (uint64_t)limit_s * VGPU_NSEC_PER_SEC;
-	pthread_mutex_unlock(&d->lock);
+	cmn_mutex_unlock(&d->lock);
 }
 
 static void dog_stop(struct vft_dog *d, pthread_t thr)
 {
-	pthread_mutex_lock(&d->lock);
+	cmn_mutex_lock(&d->lock);
 	d->stop = true;
 	pthread_cond_signal(&d->cond);
-	pthread_mutex_unlock(&d->lock);
+	cmn_mutex_unlock(&d->lock);
 	pthread_join(thr, NULL);
 	pthread_cond_destroy(&d->cond);
-	pthread_mutex_destroy(&d->lock);
+	cmn_mutex_destroy(&d->lock);
 }
 
 int vft_run(const struct vft_opts *o, FILE *out)
@@ -1021,7 +1021,7 @@ int vft_run(const struct vft_opts *o, FILE *out)
 	}
 	vgpu_vf_get_info(t.vf, &t.info);
 	probe_host(&t);
-	struct vft_dog dog = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER,
+	struct vft_dog dog = { .lock = { .m = PTHREAD_MUTEX_INITIALIZER }, .cond = PTHREAD_COND_INITIALIZER,
 			       .out = out, .t = &t };
 	pthread_t dog_thr;
 	bool dog_on = pthread_create(&dog_thr, NULL, dog_main, &dog) == 0;

@@ -19,6 +19,7 @@
 #include "vf_guest/include/vgpu_vf.h"
 #include "vf_guest/include/vgpu_vf_managed.h"
 #include "vf_guest/managed_internal.h"
+#include "vf_guest/vft/vft.h"
 
 #define VFT_MANAGED_VA		(1ull << 40)
 #define VFT_MANAGED_SIZE	(2ull << 20)
@@ -77,9 +78,9 @@ static long long last_serviced_ms(struct mcase *c, uint64_t now)
 	struct vf_managed *ms = c->vf->managed.ctx;
 	uint64_t t;
 
-	pthread_mutex_lock(&ms->svc_lock);
+	cmn_mutex_lock(&ms->svc_lock);
 	t = ms->last_serviced_ns;
-	pthread_mutex_unlock(&ms->svc_lock);
+	cmn_mutex_unlock(&ms->svc_lock);
 	if (t < c->t0)
 		return -1;
 	return t < now ? (long long)((now - t) / 1000000) : 0;

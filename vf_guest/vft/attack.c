@@ -1,4 +1,4 @@
-/* The in-VM isolation attacks (vgpu-vf-test --attack), a table of cases like vft.c.
+/* The in-VM isolation attacks (vgpu-vf-test --attack), a table of cases like the suite.
  *
  * What an attacker inside a VM can reach: BAR0's doorbell register (any peer id, any
  * vector), the device fd (pread/pwrite/mmap at any offset), the mailbox (any RM handle) and
@@ -22,7 +22,7 @@
 
 #include "vf_guest/vf_internal.h"
 #include "vf_guest/vf_pci.h"
-#include "vf_guest/vft_vm.h"
+#include "vf_guest/vft/vft.h"
 
 #define VM_SKIP		(-1)
 #define VM_MAX_PEER	64		/* vgpud serves VFs 1..63 */
@@ -235,7 +235,7 @@ static int a_foreign_tokens(struct vft_vm *a)
 	if (ret)
 		goto out;
 	/* Every channel id that is not ours, on every runlist, and garbage. */
-	for (uint32_t rl = 0; rl < cmn_max(vf->ext.nr_runlists, 1u); rl++)
+	for (uint32_t rl = 0; rl < vf->info.nr_runlists; rl++)
 		for (uint32_t chid = 0; chid < 64; chid++)
 			if (chid != vgpu_channel_id(ch) || rl != ch->runlist)
 				vgpu_doorbell_write(vf->db, vgpu_token(rl, chid));
