@@ -3,7 +3,9 @@ MAKEFLAGS += --jobs=$(shell nproc) --output-sync=target
 #
 # Modules are discovered: every folder with a module.mk (common/, pma/, rm/gsp/ ...) adds
 #   MODULES += <name>, <name>_DIR, <name>_DEPS (modules it links, nearest first), <name>_LDLIBS,
-#   and optionally <name>_TSAN_TESTS (test names also run under ThreadSanitizer).
+#   and optionally <name>_TSAN_TESTS (test names also run under ThreadSanitizer) and
+#   <name>_TEST_DEPS (modules only its tests link, each with its own deps: what a test
+#   builds its fixture from that the module does not use).
 # A module's <dir>/*.c build lib<name>.a; <dir>/cmd/<prog>.c build bin/<prog>.
 # tests/unit/<name>/test_*.c each build one cmocka binary linked with the module and its deps.
 # tests/bench/<bench>/ (with bench.mk: BENCHES += <bench>, <bench>_DEPS) build bin/<bench>.
@@ -49,6 +51,10 @@ $(foreach v,$(VARIANTS),$(eval $(call variant_rules,$(v))))
 libpath = $(BUILD)/$(1)/lib/lib$(2).a
 modlibs = $(foreach m,$(2) $($(2)_DEPS),$(call libpath,$(1),$(m)))
 modldlibs = $(sort $(foreach m,$(1) $($(1)_DEPS),$($(m)_LDLIBS)))
+# A unit test's libraries: the module, each test dep with its deps, then the module's deps.
+testmods = $(1) $(foreach t,$($(1)_TEST_DEPS),$(t) $($(t)_DEPS)) $($(1)_DEPS)
+testlibs = $(foreach m,$(call testmods,$(2)),$(call libpath,$(1),$(m)))
+testldlibs = $(sort $(foreach m,$(call testmods,$(1)),$($(m)_LDLIBS)))
 
 # $(1) = variant, $(2) = module
 define module_rules
@@ -68,9 +74,10 @@ $(BUILD)/$(1)/bin/$(p): $(BUILD)/$(1)/obj/$($(2)_DIR)/cmd/$(p).o $(call modlibs,
 PROGS_$(1) += $(BUILD)/$(1)/bin/$(p)
 )
 $(foreach t,$(patsubst tests/unit/$(2)/%.c,%,$(wildcard tests/unit/$(2)/test_*.c)),
-$(BUILD)/$(1)/tests/$(2)/$(t): $(BUILD)/$(1)/obj/tests/unit/$(2)/$(t).o $(call modlibs,$(1),$(2))
+$(BUILD)/$(1)/tests/$(2)/$(t): $(BUILD)/$(1)/obj/tests/unit/$(2)/$(t).o $(call testlibs,$(1),$(2))
 	@mkdir -p $$(dir $$@)
-	$(Q)$$(CC) $$(LDFLAGS_$(1)) -pthread -o $$@ $$^ $(call modldlibs,$(2)) -lcmocka
+	$(Q)$$(CC) $$(LDFLAGS_$(1)) -pthread -o $$@ $$< $(call testlibs,$(1),$(2)) \
+		$(call testldlibs,$(2)) -lcmocka
 -include $(BUILD)/$(1)/obj/tests/unit/$(2)/$(t).d
 TESTS_$(1) += $(BUILD)/$(1)/tests/$(2)/$(t)
 )

@@ -2,68 +2,72 @@
  * VF partitions, VF reset, guests' RM calls from the mailbox, and RM notifications and
  * device events (channel errors the GSP observed, forwarded to the VF). */
 #include <errno.h>
-#include <pthread.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "common/lock.h"
 #include "common/log.h"
 #include "gpu_model/gpu.h"
+#include "rm/gsp/gsp.h"
+#include "rm/hw/rm_hw.h"
 #include "rm/rm.h"
-#include "rm/rm_internal.h"	/* only for pf_rm_vf_pma(), see there */
 #include "pf_manager/pf_internal.h"
 
 /* Channel errors on their way from the RM's event worker to the daemon's loop, which alone
  * writes a VF's event ring (single producer). Per VF a small ring; when it is full the
  * oldest is dropped and counted: the event is only a wake-up hint, USERD.error is the
- * truth. One daemon per process, so one table. */
+ * truth. */
 #define GLUE_QUEUE	64
 
 struct glue_chan_err {
 	uint32_t chid, error;
 };
 
-static struct {
-	pthread_mutex_t lock;		/* protects everything below */
+/* The daemon's RM state (d->rm_glue): the device ops' context and the error rings. */
+struct pf_rm_glue {
+	struct rm_hw hw;		/* the RM's device ops over d->gpu and d->iommu */
+	struct cmn_mutex lock;		/* protects everything below */
 	struct glue_chan_err q[PF_MAX_VFS + 1][GLUE_QUEUE];
 	unsigned int head[PF_MAX_VFS + 1], count[PF_MAX_VFS + 1];
 	uint64_t dropped;
-} glue = { .lock = PTHREAD_MUTEX_INITIALIZER };
+};
 
-static void glue_push(unsigned int vf, uint32_t chid, uint32_t error)
+static void glue_push(struct pf_rm_glue *g, unsigned int vf, uint32_t chid, uint32_t error)
 {
-	pthread_mutex_lock(&glue.lock);
-	if (glue.count[vf] == GLUE_QUEUE) {
-		glue.head[vf] = (glue.head[vf] + 1) % GLUE_QUEUE;
-		glue.count[vf]--;
-		glue.dropped++;
+	cmn_mutex_lock(&g->lock);
+	if (g->count[vf] == GLUE_QUEUE) {
+		g->head[vf] = (g->head[vf] + 1) % GLUE_QUEUE;
+		g->count[vf]--;
+		g->dropped++;
 	}
-	glue.q[vf][(glue.head[vf] + glue.count[vf]++) % GLUE_QUEUE] =
+	g->q[vf][(g->head[vf] + g->count[vf]++) % GLUE_QUEUE] =
 		(struct glue_chan_err){ .chid = chid, .error = error };
-	pthread_mutex_unlock(&glue.lock);
+	cmn_mutex_unlock(&g->lock);
 }
 
-static bool glue_pop(unsigned int vf, struct glue_chan_err *out)
+static bool glue_pop(struct pf_rm_glue *g, unsigned int vf, struct glue_chan_err *out)
 {
 	bool got;
 
-	pthread_mutex_lock(&glue.lock);
-	got = glue.count[vf] != 0;
+	cmn_mutex_lock(&g->lock);
+	got = g->count[vf] != 0;
 	if (got) {
-		*out = glue.q[vf][glue.head[vf]];
-		glue.head[vf] = (glue.head[vf] + 1) % GLUE_QUEUE;
-		glue.count[vf]--;
+		*out = g->q[vf][g->head[vf]];
+		g->head[vf] = (g->head[vf] + 1) % GLUE_QUEUE;
+		g->count[vf]--;
 	}
-	pthread_mutex_unlock(&glue.lock);
+	cmn_mutex_unlock(&g->lock);
 	return got;
 }
 
 /* A new partition's VF starts with nothing queued from its previous life. */
-static void glue_clear(unsigned int vf)
+static void glue_clear(struct pf_rm_glue *g, unsigned int vf)
 {
-	pthread_mutex_lock(&glue.lock);
-	glue.count[vf] = glue.head[vf] = 0;
-	pthread_mutex_unlock(&glue.lock);
+	cmn_mutex_lock(&g->lock);
+	g->count[vf] = g->head[vf] = 0;
+	cmn_mutex_unlock(&g->lock);
 }
 
 /* Runs on the RM's event worker: queue a VF's channel error and wake the daemon's loop
@@ -76,7 +80,7 @@ static void pf_rm_event(void *ctx, const struct rm_event *ev)
 
 	if (ev->kind != RM_EVENT_CHAN_ERROR || ev->fn == 0 || ev->fn > PF_MAX_VFS)
 		return;
-	glue_push(ev->fn, ev->chid, ev->code);
+	glue_push(d->rm_glue, ev->fn, ev->chid, ev->code);
 	if (write(gpu_intr_fd(d->gpu, ev->fn), &one, sizeof(one)) < 0)
 		cmn_dbg("VF %u: waking the loop for a channel error: %s", ev->fn,
 			 cmn_strerror(-errno));
@@ -86,8 +90,7 @@ void pf_rm_chan_events(struct pf_daemon *d, struct pf_slice *s)
 {
 	struct glue_chan_err e;
 
-	(void)d;
-	while (glue_pop(s->vf, &e)) {
+	while (glue_pop(d->rm_glue, s->vf, &e)) {
 		s->chan_errors++;
 		pf_endpoint_event2(s, VF_EVT_CHAN_ERROR, e.chid, e.error);
 	}
@@ -107,23 +110,35 @@ static void pf_rm_notify(void *ctx, unsigned int fn, enum rm_notify what)
 int pf_rm_init(struct pf_daemon *d)
 {
 	struct rm_config rc = {
-		.gpu = d->gpu,
+		.ops = &rm_hw_ops,
 		.pma = d->pma,
-		.iommu = d->iommu,
 		.notify = pf_rm_notify,
 		.event = pf_rm_event,
 		.notify_ctx = d,
 	};
+	struct pf_rm_glue *g;
 	int r;
 
 	if (!gsp_default_path()) {
 		cmn_err("cannot find vgpu-gsp (next to vgpud, or named by $VGPU_GSP)");
 		return -ENOENT;
 	}
+	g = calloc(1, sizeof(*g));
+	if (!g)
+		return -ENOMEM;
+	g->hw = (struct rm_hw){ .gpu = d->gpu, .iommu = d->iommu };
+	cmn_mutex_init(&g->lock);
+	/* Before the RM: its event worker may report an error as soon as it runs. */
+	d->rm_glue = g;
+	rc.ops_ctx = &g->hw;
 	r = rm_device_create(&rc, &d->rm);
-	if (r)
+	if (r) {
 		cmn_err("cannot start the RM and its GSP (vgpu-gsp next to vgpud, or $VGPU_GSP): %s",
 			 cmn_strerror(r));
+		d->rm_glue = NULL;
+		cmn_mutex_destroy(&g->lock);
+		free(g);
+	}
 	return r;
 }
 
@@ -131,6 +146,11 @@ void pf_rm_fini(struct pf_daemon *d)
 {
 	rm_device_destroy(d->rm);
 	d->rm = NULL;
+	if (d->rm_glue) {
+		cmn_mutex_destroy(&d->rm_glue->lock);
+		free(d->rm_glue);
+		d->rm_glue = NULL;
+	}
 }
 
 int pf_rm_partition_set(struct pf_daemon *d, struct pf_slice *s, unsigned int vf, uint64_t base)
@@ -143,7 +163,7 @@ int pf_rm_partition_set(struct pf_daemon *d, struct pf_slice *s, unsigned int vf
 		.dma = s->dma_mo,
 	};
 
-	glue_clear(vf);
+	glue_clear(d->rm_glue, vf);
 	return rm_vf_partition_set(d->rm, vf, &p);
 }
 
@@ -157,12 +177,10 @@ int pf_rm_partition_clear(struct pf_daemon *d, unsigned int vf)
 }
 
 /* The child allocator the RM created over the VF's partition (for the VRAM map and
- * statistics). rm.h has no accessor yet, so this one function reads the RM's record;
- * the pointer is stable while the partition exists, and only this thread changes
- * partitions. */
+ * statistics); stable while the partition exists, and only this thread changes partitions. */
 struct pma *pf_rm_vf_pma(struct pf_daemon *d, unsigned int vf)
 {
-	return vf < RM_MAX_FNS ? d->rm->fns[vf].pma : NULL;
+	return rm_vf_pma(d->rm, vf);
 }
 
 int pf_rm_vf_reset(struct pf_daemon *d, unsigned int vf)

@@ -5,6 +5,10 @@
  * it starts and talks to only by RPC (rm/gsp/gsp.h). A device reset (GSP crash or hang)
  * is replayed from the RM's own records; no partition and no VRAM is lost.
  *
+ * The RM never touches the device itself: privileged state goes to the GSP by RPC, and
+ * the few unprivileged device actions it needs go through struct rm_device_ops, which its
+ * owner hands it at creation (rm/hw/rm_hw.h implements them over the device models).
+ *
  * Functions: 0 is the PF, 1..nr_vfs the VFs. Calls made "as function @fn" may only name
  * that function's clients: another function's handle gives -VGPU_EFOREIGN.
  *
@@ -24,11 +28,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "rm/gsp/gsp.h"
-
 struct rm;
-struct gpu;
-struct iommu;
+struct gsp;
+struct gsp_config;
 struct iommu_domain;
 struct iommu_memobj;
 struct pma;
@@ -70,11 +72,60 @@ struct rm_event {
 				 * or disabled meanwhile) */
 };
 
+/* What the owner tells the RM about the device (rm_device_ops.info). */
+struct rm_device_info {
+	unsigned int nr_fns;		/* PF + VFs, 1..64 */
+	unsigned int nr_engines;	/* runlists per function, 1..4 */
+	uint64_t vram_size;		/* bytes of device VRAM */
+	int priv_fd;			/* privileged-region memfd, handed to the GSP process */
+	int kick_fd;			/* eventfd the GSP writes after each privileged write */
+	int status_fd;			/* device-status memfd the GSP watches (<= 0: none) */
+	void *tsan_sync;		/* ThreadSanitizer orders GSP requests and device events
+					 * on this address (the device's); may be NULL */
+};
+
+/* The device actions the RM needs that are not the GSP's: each one is either the device
+ * owner's business (memfds it owns, the IOMMU), work a guest does itself unprivileged
+ * (submission), or waiting on and reporting the device's engines. All are called without
+ * an RM lock held, and may be called from any thread. @ctx is rm_config.ops_ctx. Results
+ * are 0 or -errno unless said otherwise. */
+struct rm_device_ops {
+	/* Geometry and the GSP's memfds; called once, at creation. */
+	void (*info)(void *ctx, struct rm_device_info *out);
+	/* The GSP runs: the owner gives up its own write access to the privileged state. */
+	void (*priv_handover)(void *ctx);
+	/* The memfd backing @fn's VRAM slice (owned by the device), or -errno if none. */
+	int (*slice_fd)(void *ctx, unsigned int fn);
+	/* Zero device VRAM [@base, @base + @size) where the GSP holds no slice memfd. */
+	int (*vram_scrub)(void *ctx, uint64_t base, uint64_t size);
+	/* Wait until no engine runs @fn's channel @chid (disabled or freed by the GSP). */
+	int (*chan_quiesce)(void *ctx, unsigned int fn, uint32_t chid, uint64_t timeout_ns);
+	/* Stop @fn's quiesced channel @chid with error @err (enum vgpu_chan_error) as the
+	 * device does on its own errors; -EALREADY if it is in error already. */
+	int (*chan_error)(void *ctx, unsigned int fn, uint32_t chid, uint32_t err);
+	/* Submit for a guest as it would itself: store @gp_put (release) at @addr (USERD's
+	 * GP_PUT: a device VRAM offset for VGPU_APER_VRAM, an IOVA of @fn's domain for
+	 * VGPU_APER_SYS), then ring @fn's doorbell with @token. -EFAULT: not reachable. */
+	int (*chan_submit)(void *ctx, unsigned int fn, uint32_t aper, uint64_t addr,
+			   uint32_t gp_put, uint32_t token);
+	/* Invalidate @fn's TLBs and resume its channels stalled on replayable faults. */
+	void (*fault_replay)(void *ctx, unsigned int fn);
+	/* Bytes of DMA memory object @mo. */
+	uint64_t (*dma_size)(void *ctx, struct iommu_memobj *mo);
+	/* Map [@off, @off + @size) of @mo read-write into @dom; its IOVA in *@iova. */
+	int (*dma_map)(void *ctx, struct iommu_domain *dom, struct iommu_memobj *mo,
+		       uint64_t off, uint64_t size, uint64_t *iova);
+	/* Undo dma_map(). */
+	void (*dma_unmap)(void *ctx, struct iommu_domain *dom, uint64_t iova, uint64_t size);
+};
+
 struct rm_config {
-	struct gpu *gpu;		/* the device; its privileged region goes to the GSP */
+	const struct rm_device_ops *ops;	/* the device (required); every op is set */
+	void *ops_ctx;			/* their @ctx */
 	struct pma *pma;		/* device VRAM allocator (the PF's; VF slices are children) */
-	struct iommu *iommu;		/* may be NULL: no system memory objects */
-	struct gsp_config gsp;		/* GSP settings; priv_fd, nr_fns and callbacks are set here */
+	/* GSP settings (may be NULL: defaults); priv_fd, nr_fns and callbacks are set here.
+	 * Copied: need not outlive rm_device_create(). */
+	const struct gsp_config *gsp;
 	unsigned int max_clients;	/* per function; 0: 1024, at most 0xfffff */
 	unsigned int max_objects;	/* per client; 0: 4096, at most VGPU_RM_HANDLE_RANGE */
 	unsigned int free_batch;	/* objects freed per batch in VF teardown; 0: 64 */

@@ -211,6 +211,7 @@ void rm_client_destroy_locked(struct rm_client *c)
 	struct rm_fn *f = &rm->fns[c->fn];
 	uint32_t idx = VGPU_RM_CLIENT_IDX(c->handle) - 1;
 
+	rm_client_assert_held(c);
 	c->dead = true;
 	rm_rcu_read_lock();
 	cds_lfht_del(rm->clients, &c->node);

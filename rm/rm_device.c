@@ -9,14 +9,12 @@
 #include "common/compiler.h"
 #include "common/err.h"
 #include "common/log.h"
-#include "gpu_model/gpu.h"
 #include "pma/pma.h"
-#include "iommu_model/iommu.h"
 #include "rm/rm_internal.h"
 
 static int rpc(struct rm *rm, unsigned int fn, uint32_t function, const void *req, size_t len)
 {
-	RM_TSAN_RELEASE(rm->gpu);	/* see gpu_model/gpu.h: the GSP is another process */
+	rm_dev_sync_release(rm->dev.tsan_sync);	/* the GSP is another process */
 	return gsp_call(rm->gsp, fn, function, req, len, NULL, 0, NULL);
 }
 
@@ -31,7 +29,7 @@ int rm_chan_reserve(struct rm *rm, unsigned int fn, uint32_t runlist, uint32_t *
 	if (f->quota.channels && f->chans_used >= f->quota.channels) {
 		ret = -VGPU_EQUOTA;
 	} else {
-		for (uint32_t i = 0; i < GPU_FN_MAX_CHANNELS; i++) {
+		for (uint32_t i = 0; i < RM_MAX_CHANNELS; i++) {
 			if (f->chans[i].used)
 				continue;
 			f->chans[i] = (struct rm_chan_rec){ .used = true };
@@ -139,7 +137,7 @@ void rm_chan_release(struct rm *rm, unsigned int fn, uint32_t chid)
 			cmn_warn("rm: fn %u channel %u free: %s", fn, chid, cmn_strerror(ret));
 		/* As real RMs do (preempt + wait): the free returns once no engine can touch
 		 * the channel, so the guest may reuse its memory at once. */
-		ret = gpu_chan_quiesce(rm->gpu, fn, chid, VGPU_NSEC_PER_SEC);
+		ret = rm_op(rm, chan_quiesce, fn, chid, VGPU_NSEC_PER_SEC);
 		if (ret)
 			cmn_warn("rm: fn %u channel %u still running after free: %s", fn, chid,
 				  cmn_strerror(ret));
@@ -151,7 +149,7 @@ void rm_chan_release(struct rm *rm, unsigned int fn, uint32_t chid)
 /* Give the GSP @fn's slice memfd if the owner backed the slice with one. */
 static void slice_send(struct rm *rm, struct gsp *g, unsigned int fn, uint64_t size)
 {
-	int fd = gpu_vram_slice_fd(rm->gpu, fn), ret;
+	int fd = rm_op(rm, slice_fd, fn), ret;
 
 	if (fd < 0)
 		return;		/* no slice memfd: VRAM stays in the device memfd, the RM scrubs */
@@ -160,13 +158,14 @@ static void slice_send(struct rm *rm, struct gsp *g, unsigned int fn, uint64_t s
 		cmn_warn("rm: fn %u's VRAM slice to the GSP: %s", fn, cmn_strerror(ret));
 }
 
-/* Scrub @fn's slice: by the GSP where it holds the slice, else through the device model. */
+/* Scrub @fn's slice: by the GSP where it holds the slice memfd, else the owner zeroes the
+ * range in the device memfd, which the GSP does not map. */
 static void slice_scrub(struct rm *rm, unsigned int fn)
 {
 	struct vgpu_rpc_scrub sc = { .fn = fn, .offset = 0, .size = rm->fns[fn].size };
 
 	if (rpc(rm, fn, VGPU_RPC_FN_SCRUB, &sc, sizeof(sc)))
-		gpu_vram_scrub(rm->gpu, rm->fns[fn].base, rm->fns[fn].size);
+		rm_op(rm, vram_scrub, rm->fns[fn].base, rm->fns[fn].size);
 }
 
 /* ---- scheduler ---- */
@@ -175,7 +174,7 @@ int rm_sched_set(struct rm *rm, uint32_t policy, uint64_t quantum_ns)
 	struct vgpu_rpc_sched s = { .policy = policy, .quantum_ns = quantum_ns };
 	int ret;
 
-	if (!rm || policy < GPU_SCHED_BEST_EFFORT || policy > GPU_SCHED_FIXED_SHARE)
+	if (!rm || policy < RM_SCHED_FIRST || policy > RM_SCHED_LAST)
 		return -EINVAL;
 	rm_rcu_enter();
 	ret = rpc(rm, 0, VGPU_RPC_FN_SCHED_SET, &s, sizeof(s));
@@ -216,7 +215,7 @@ struct replay_snap {
 	struct vgpu_rpc_sched_fn fn_sched[RM_MAX_FNS];
 	bool active[RM_MAX_FNS];
 	uint64_t base[RM_MAX_FNS], size[RM_MAX_FNS];
-	struct rm_chan_rec chans[RM_MAX_FNS][64];
+	struct rm_chan_rec chans[RM_MAX_FNS][RM_MAX_CHANNELS];
 	uint64_t runlist[RM_MAX_FNS][4];
 };
 
@@ -262,7 +261,7 @@ static int rm_replay(void *ctx, struct gsp *g)
 			ret = ret ? ret : r;
 			slice_send(rm, g, fn, s->size[fn]);
 		}
-		for (unsigned int ch = 0; ch < 64; ch++) {
+		for (unsigned int ch = 0; ch < RM_MAX_CHANNELS; ch++) {
 			struct rm_chan_rec *c = &s->chans[fn][ch];
 			struct vgpu_rpc_chan_enable en = { .fn = fn, .chid = ch, .enable = 1 };
 			if (!c->live)
@@ -292,8 +291,8 @@ static int rm_replay(void *ctx, struct gsp *g)
 /* ---- partitions and quotas ---- */
 static int partition_check(struct rm *rm, unsigned int fn, const struct rm_partition *p)
 {
-	if (!rm || !p || !fn || fn >= rm->nr_fns || !p->size || (p->base | p->size) % GPU_VRAM_ALIGN ||
-	    p->base + p->size > gpu_vram_size(rm->gpu) || p->base + p->size < p->base ||
+	if (!rm || !p || !fn || fn >= rm->nr_fns || !p->size || (p->base | p->size) % RM_VRAM_ALIGN ||
+	    p->base + p->size > rm->dev.vram_size || p->base + p->size < p->base ||
 	    (p->quota.vram && p->quota.vram > p->size) || (!p->dma) != (!p->dma_domain))
 		return -EINVAL;
 	return 0;
@@ -322,7 +321,7 @@ int rm_vf_partition_set(struct rm *rm, unsigned int fn, const struct rm_partitio
 	if (!child)
 		goto unbusy;
 	if (p->dma) {
-		chunks = iommu_memobj_size(p->dma) / (64 << 10);
+		chunks = rm_op(rm, dma_size, p->dma) / (64 << 10);
 		sys_map = calloc((chunks + 63) / 64 + 1, sizeof(uint64_t));
 		if (!sys_map) {
 			ret = -ENOMEM;
@@ -452,7 +451,7 @@ int rm_vf_disable(struct rm *rm, unsigned int fn)
 	 * channel and are counted as invalid by the device. */
 	ret = fn ? rpc(rm, 0, VGPU_RPC_FN_VF_RESET, &fa, sizeof(fa)) : 0;
 	rm_dev_lock(rm);
-	for (unsigned int i = 0; i < 64 && fn; i++) {
+	for (unsigned int i = 0; i < RM_MAX_CHANNELS && fn; i++) {
 		f->chans[i].live = false;
 		f->chans[i].enabled = false;
 	}
@@ -527,11 +526,21 @@ int rm_vf_reset(struct rm *rm, unsigned int fn)
 }
 
 /* ---- lifetime ---- */
+static bool ops_complete(const struct rm_device_ops *o)
+{
+	return o && o->info && o->priv_handover && o->slice_fd && o->vram_scrub &&
+	       o->chan_quiesce && o->chan_error && o->chan_submit && o->fault_replay &&
+	       o->dma_size && o->dma_map && o->dma_unmap;
+}
+
 static int rm_cfg_fill(struct rm *rm, const struct rm_config *cfg)
 {
-	if (!cfg || !cfg->gpu || !cfg->pma)
+	if (!cfg || !ops_complete(cfg->ops) || !cfg->pma)
 		return -EINVAL;
 	rm->cfg = *cfg;
+	if (cfg->gsp)
+		rm->gsp_cfg = *cfg->gsp;
+	rm->cfg.gsp = &rm->gsp_cfg;
 	if (!rm->cfg.max_clients)
 		rm->cfg.max_clients = 1024;
 	if (!rm->cfg.max_objects)
@@ -540,9 +549,12 @@ static int rm_cfg_fill(struct rm *rm, const struct rm_config *cfg)
 		rm->cfg.free_batch = 64;
 	if (rm->cfg.max_clients >= 0xfffff || rm->cfg.max_objects > VGPU_RM_HANDLE_RANGE)
 		return -EINVAL;
-	rm->gpu = cfg->gpu;
-	rm->nr_fns = gpu_nr_fns(cfg->gpu);
-	rm->nr_engines = gpu_nr_engines(cfg->gpu);
+	rm_op(rm, info, &rm->dev);
+	if (!rm->dev.nr_fns || rm->dev.nr_fns > RM_MAX_FNS || !rm->dev.nr_engines ||
+	    rm->dev.nr_engines > VGPU_ARRAY_SIZE(rm->fns[0].runlist))
+		return -EINVAL;
+	rm->nr_fns = rm->dev.nr_fns;
+	rm->nr_engines = rm->dev.nr_engines;
 	return 0;
 }
 
@@ -573,12 +585,12 @@ int rm_device_create(const struct rm_config *cfg, struct rm **out)
 	if (ret)
 		goto free_tables;
 	rm->fns[0].active = true;
-	rm->fns[0].size = gpu_vram_size(rm->gpu);
+	rm->fns[0].size = rm->dev.vram_size;
 	rm->fns[0].pma = cfg->pma;
-	gc = cfg->gsp;
-	gc.priv_fd = gpu_priv_fd(rm->gpu);
-	gc.kick_fd = gpu_priv_kick_fd(rm->gpu);
-	gc.status_fd = gpu_status_fd(rm->gpu);
+	gc = rm->gsp_cfg;
+	gc.priv_fd = rm->dev.priv_fd;
+	gc.kick_fd = rm->dev.kick_fd;
+	gc.status_fd = rm->dev.status_fd;
 	gc.nr_fns = rm->nr_fns;
 	gc.event_cb = rm_gsp_event;
 	gc.reset_cb = rm_replay;
@@ -588,7 +600,7 @@ int rm_device_create(const struct rm_config *cfg, struct rm **out)
 		goto free_tables;
 	/* Only the GSP programs the hardware: this process keeps a read-only view. A GSP
 	 * restart maps the region from the memfd again, so nothing here needs the writer. */
-	gpu_priv_drop_writer(rm->gpu);
+	rm_op(rm, priv_handover);
 	*out = rm;
 	return 0;
 free_tables:

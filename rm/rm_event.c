@@ -4,10 +4,11 @@
  * the GSP's event worker, which is never inside an RPC wait, so recovery may make RPCs. */
 #include <errno.h>
 
+#include <vgpu/gpfifo.h>
+
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
-#include "gpu_model/gpu.h"
 #include "rm/rm_internal.h"
 
 /* The error a recovered channel shows its guest in USERD. The device stalls a channel that
@@ -30,9 +31,9 @@ static int rm_chan_recover(struct rm *rm, unsigned int fn, uint32_t chid)
 		return -ENOENT;
 	ret = rm_chan_enable(rm, fn, chid, false);
 	if (!ret)
-		ret = gpu_chan_quiesce(rm->gpu, fn, chid, VGPU_NSEC_PER_SEC);
+		ret = rm_op(rm, chan_quiesce, fn, chid, VGPU_NSEC_PER_SEC);
 	if (!ret)
-		ret = gpu_chan_error(rm->gpu, fn, chid, RM_WD_CHAN_ERROR);
+		ret = rm_op(rm, chan_error, fn, chid, RM_WD_CHAN_ERROR);
 	if (ret == -EALREADY)	/* it errored on its own meanwhile: stopped all the same */
 		ret = 0;
 	return ret;
@@ -43,7 +44,7 @@ static bool rm_event_parse(struct rm *rm, const struct vgpu_rpc_event *ev, struc
 {
 	*out = (struct rm_event){ .fn = ev->gfid, .chid = (uint32_t)ev->data[0],
 				  .code = (uint32_t)ev->data[1] };
-	if (ev->gfid >= rm->nr_fns || ev->data[0] >= GPU_FN_MAX_CHANNELS)
+	if (ev->gfid >= rm->nr_fns || ev->data[0] >= RM_MAX_CHANNELS)
 		return false;
 	switch (ev->type) {
 	case VGPU_RPC_EVT_CHAN_ERROR:
@@ -70,8 +71,8 @@ void rm_gsp_event(void *ctx, const struct vgpu_rpc_event *ev)
 	struct rm *rm = ctx;
 	struct rm_event e;
 
-	if (rm->cfg.gsp.event_cb)
-		rm->cfg.gsp.event_cb(rm->cfg.gsp.ctx, ev);
+	if (rm->gsp_cfg.event_cb)
+		rm->gsp_cfg.event_cb(rm->gsp_cfg.ctx, ev);
 	switch (ev->type) {
 	case VGPU_RPC_EVT_INIT_DONE:
 	case VGPU_RPC_EVT_TEST:
@@ -81,7 +82,7 @@ void rm_gsp_event(void *ctx, const struct vgpu_rpc_event *ev)
 			return;
 		break;
 	}
-	RM_TSAN_ACQUIRE(rm->gpu);	/* the device's side, through the GSP: gpu_model/gpu.h */
+	rm_dev_sync_acquire(rm->dev.tsan_sync);	/* the device's side, through the GSP */
 	if (!rm_event_parse(rm, ev, &e)) {
 		if (atomic_fetch_add(&rm->events_bad, 1) < 8)
 			cmn_warn("rm: GSP event %#x for function %u ignored (bad record)", ev->type,

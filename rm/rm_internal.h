@@ -15,6 +15,7 @@
 
 #include "common/list.h"
 #include "common/lock.h"
+#include "rm/gsp/gsp.h"
 #include "rm/rm.h"
 
 /* ---- liburcu under ThreadSanitizer ----
@@ -35,6 +36,20 @@ extern char rm_rcu_gp;
 #define RM_TSAN_RELEASE(p) ((void)(p))
 #define RM_TSAN_ACQUIRE(p) ((void)(p))
 #endif
+
+/* The device's half of the ordering through the GSP (gpu_model/gpu.h): release before
+ * each GSP request, acquire on each device event the GSP reports. */
+static inline void rm_dev_sync_release(void *sync)
+{
+	if (sync)
+		RM_TSAN_RELEASE(sync);
+}
+
+static inline void rm_dev_sync_acquire(void *sync)
+{
+	if (sync)
+		RM_TSAN_ACQUIRE(sync);
+}
 
 static inline void rm_rcu_read_lock(void)
 {
@@ -65,7 +80,17 @@ static inline void rm_rcu_cb_enter(struct rcu_head *head)
 }
 
 #define RM_MAX_FNS	64
+#define RM_MAX_CHANNELS	64	/* channel ids 0..63 per function (the device's) */
 #define RM_MAX_DEPTH	6	/* client -> device -> ... as in resserv */
+#define RM_VRAM_ALIGN	(2ull << 20)	/* partition granularity of the device */
+/* Values the GSP passes on to the device unchanged (vgpu_rpc_chan.flags,
+ * vgpu_rpc_sched.policy): the device's GPU_CHAN_REPLAYABLE and GPU_SCHED_* numbers. */
+#define RM_CHAN_REPLAYABLE	(1ull << 2)
+#define RM_SCHED_FIRST		2	/* best effort */
+#define RM_SCHED_LAST		4	/* fixed share */
+
+/* Call device op @op of @rm with its context. */
+#define rm_op(rm, op, ...) ((rm)->cfg.ops->op((rm)->cfg.ops_ctx, ##__VA_ARGS__))
 
 struct rm_client;
 
@@ -143,7 +168,7 @@ struct rm_fn {
 	struct iommu_memobj *dma;
 	uint64_t *sys_map;		/* 64 KiB chunks of @dma in use */
 	size_t sys_chunks;
-	struct rm_chan_rec chans[64];
+	struct rm_chan_rec chans[RM_MAX_CHANNELS];
 	uint64_t runlist[4];
 	bool sched_set;			/* sched holds what the GSP was told */
 	struct vgpu_rpc_sched_fn sched;
@@ -153,7 +178,8 @@ struct rm_fn {
 
 struct rm {
 	struct rm_config cfg;
-	struct gpu *gpu;
+	struct gsp_config gsp_cfg;	/* the owner's GSP settings (cfg.gsp points here) */
+	struct rm_device_info dev;	/* from cfg.ops->info() */
 	struct gsp *gsp;
 	unsigned int nr_fns, nr_engines;
 	pthread_rwlock_t api_lock;	/* rank API */
@@ -176,6 +202,9 @@ void rm_client_lock(struct rm_client *c);
 void rm_client_unlock(struct rm_client *c);
 void rm_dev_lock(struct rm *rm);
 void rm_dev_unlock(struct rm *rm);
+/* The _locked functions open with these: abort unless the calling thread holds it. */
+void rm_client_assert_held(struct rm_client *c);
+void rm_dev_assert_held(struct rm *rm);
 
 /* ---- rm_client.c ---- */
 /* Look @h up as function @fn and take a reference: 0, -ENOENT, -VGPU_EFOREIGN. */

@@ -138,3 +138,28 @@ void rm_dev_unlock(struct rm *rm)
 	cmn_mutex_unlock(&rm->dev_lock);
 	rm_lockdep_release(RM_RANK_DEVICE, 0);
 }
+
+/* True if this thread's validator records a lock of @rank with @key. */
+static bool lockdep_holds(enum rm_lock_rank rank, uint32_t key)
+{
+	unsigned int n = cmn_min(nr_held, (unsigned int)RM_LOCKDEP_DEPTH);
+
+	for (unsigned int i = 0; i < n; i++)
+		if (held[i].rank == rank && held[i].key == key)
+			return true;
+	return false;
+}
+
+void rm_client_assert_held(struct rm_client *c)
+{
+	cmn_mutex_assert_held(&c->lock);
+	if (!lockdep_holds(RM_RANK_CLIENT, c->handle))
+		lockdep_report("client lock held but not taken through rm_client_lock()");
+}
+
+void rm_dev_assert_held(struct rm *rm)
+{
+	cmn_mutex_assert_held(&rm->dev_lock);
+	if (!lockdep_holds(RM_RANK_DEVICE, 0))
+		lockdep_report("device lock held but not taken through rm_dev_lock()");
+}

@@ -10,7 +10,6 @@
 #include "common/compiler.h"
 #include "common/err.h"
 #include "common/log.h"
-#include "iommu_model/iommu.h"
 #include "pma/pma.h"
 #include "rm/rm_internal.h"
 
@@ -207,8 +206,7 @@ int rm_mem_sys_alloc(struct rm *rm, unsigned int fn, struct vgpu_rm_sysmem_param
 	rm_dev_unlock(rm);
 	if (ret)
 		goto uncharge;
-	ret = iommu_map(f->dma_domain, f->dma, first * SYS_CHUNK, p->size, IOMMU_READ | IOMMU_WRITE,
-			0, &iova);
+	ret = rm_op(rm, dma_map, f->dma_domain, f->dma, first * SYS_CHUNK, p->size, &iova);
 	if (ret)
 		goto drop;
 	*m = (struct rm_mem){ .fn = fn, .aper = VGPU_APER_SYS, .addr = iova, .size = p->size,
@@ -249,7 +247,7 @@ void rm_mem_put(struct rm *rm, struct rm_mem *m)
 		pma_free_pages(f->pma, m->pages, m->nr_pages, m->page_size, 0);
 		free(m->pages);
 	} else {
-		iommu_unmap(f->dma_domain, m->addr, m->size, NULL);
+		rm_op(rm, dma_unmap, f->dma_domain, m->addr, m->size);
 		rm_dev_lock(rm);
 		sys_drop(f, m->sys_off / SYS_CHUNK, m->size / SYS_CHUNK);
 		rm_dev_unlock(rm);

@@ -14,8 +14,6 @@
 #include "common/compiler.h"
 #include "common/err.h"
 #include "common/log.h"
-#include "gpu_model/gpu.h"
-#include "iommu_model/iommu.h"
 #include "rm/rm_internal.h"
 
 static unsigned long obj_hash(uint64_t key)
@@ -134,7 +132,7 @@ static int chan_ctor(struct rm_client *c, struct rm_res *r, struct vgpu_rm_chann
 	if (ret)
 		return ret;
 	cfg = (struct vgpu_rpc_chan){ .fn = c->fn, .chid = chid,
-		.flags = p->flags & VGPU_RM_CHAN_REPLAYABLE ? GPU_CHAN_REPLAYABLE : 0,
+		.flags = p->flags & VGPU_RM_CHAN_REPLAYABLE ? RM_CHAN_REPLAYABLE : 0,
 		.runlist = p->runlist, .pdb = vas->u.vas.pdb, .gpfifo_va = p->gpfifo_va,
 		.gpfifo_entries = p->gpfifo_entries, .userd_aper = p->userd_aper,
 		.userd_addr = p->userd_addr };
@@ -383,12 +381,41 @@ int rm_free(struct rm *rm, unsigned int fn, uint32_t h_client, uint32_t h_object
 	return r ? 0 : -ENOENT;
 }
 
-static int ctrl_quota(struct rm *rm, unsigned int fn, struct vgpu_rm_quota_info *q)
-{
-	struct rm_fn *f = &rm->fns[fn];
+/* ---- controls ---- */
+/* One control's call: the object is of a class the control accepts and its parameters have
+ * the sizes of its table row; *@len is already the row's out size (CTRL_VAR: the input's). */
+typedef int (*ctrl_fn)(struct rm_client *c, struct rm_res *r, void *params, size_t *len,
+		       size_t cap);
 
+#define CTRL_VAR	SIZE_MAX	/* in: any size; out: the handler sets *len */
+
+struct ctrl_desc {
+	uint32_t cmd;
+	uint32_t cls[2];		/* classes it runs on (0: none) */
+	size_t in, out;			/* parameter bytes in and out, or CTRL_VAR */
+	ctrl_fn fn;
+};
+
+static int ctrl_info(struct rm_client *c, struct rm_res *r, void *params, size_t *len, size_t cap)
+{
+	struct rm *rm = c->rm;
+
+	(void)r, (void)len, (void)cap;
+	*(struct vgpu_rm_info *)params = (struct vgpu_rm_info){ .fn = c->fn,
+		.nr_engines = rm->nr_engines, .vram_size = rm->fns[c->fn].size,
+		.gsp_resets = atomic_load(&rm->gsp_resets) };
+	return 0;
+}
+
+static int ctrl_quota(struct rm_client *c, struct rm_res *r, void *params, size_t *len, size_t cap)
+{
+	struct rm *rm = c->rm;
+	struct rm_fn *f = &rm->fns[c->fn];
+
+	(void)r, (void)len, (void)cap;
 	rm_dev_lock(rm);
-	*q = (struct vgpu_rm_quota_info){ .vram_limit = f->quota.vram, .vram_used = f->vram_used,
+	*(struct vgpu_rm_quota_info *)params = (struct vgpu_rm_quota_info){
+		.vram_limit = f->quota.vram, .vram_used = f->vram_used,
 		.sysmem_limit = f->quota.sysmem, .sysmem_used = f->sysmem_used,
 		.chan_limit = f->quota.channels, .chan_used = f->chans_used,
 		.client_limit = f->quota.clients, .client_used = f->nr_clients };
@@ -396,120 +423,145 @@ static int ctrl_quota(struct rm *rm, unsigned int fn, struct vgpu_rm_quota_info 
 	return 0;
 }
 
-/* Store @gp_put in the channel's USERD as the guest would, then ring its doorbell. */
-static int chan_submit(struct rm *rm, unsigned int fn, struct rm_res *r, uint32_t gp_put)
+static int ctrl_echo(struct rm_client *c, struct rm_res *r, void *params, size_t *len, size_t cap)
 {
-	const struct rm_fn *f = &rm->fns[fn];
-	uint64_t addr = r->u.chan.userd_addr + VGPU_USERD_GP_PUT;
-	uint32_t *p;
+	(void)r;
+	return gsp_call(c->rm->gsp, c->fn, VGPU_RPC_FN_ECHO, params, *len, params, cap, len);
+}
+
+/* The GSP records the replay (its event for the owner's log); the device's engines resume
+ * the stalled channels, and that is no privileged state, so it is a device op. */
+static int ctrl_fault_replay(struct rm_client *c, struct rm_res *r, void *params, size_t *len,
+			     size_t cap)
+{
+	struct vgpu_rpc_fnarg fa = { .fn = c->fn };
 	int ret;
 
-	if (r->u.chan.userd_aper == VGPU_APER_SYS) {
-		if (!rm->cfg.iommu)
-			return -ENODEV;
-		/* Through the VF's own IOMMU domain, as the device would reach it. */
-		ret = iommu_dma_write(rm->cfg.iommu, fn, addr, &gp_put, sizeof(gp_put));
-		if (ret)
-			return ret;
-	} else {
-		if (addr + sizeof(gp_put) > f->size)
+	(void)r, (void)params, (void)len, (void)cap;
+	ret = gsp_call(c->rm->gsp, c->fn, VGPU_RPC_FN_FAULT_REPLAY, &fa, sizeof(fa), NULL, 0, NULL);
+	if (!ret)
+		rm_op(c->rm, fault_replay, c->fn);
+	return ret;
+}
+
+static int ctrl_token(struct rm_client *c, struct rm_res *r, void *params, size_t *len, size_t cap)
+{
+	(void)c, (void)len, (void)cap;
+	*(struct vgpu_rm_token_params *)params =
+		(struct vgpu_rm_token_params){ .token = r->u.chan.token };
+	return 0;
+}
+
+static int ctrl_enable(struct rm_client *c, struct rm_res *r, void *params, size_t *len,
+		       size_t cap)
+{
+	(void)len, (void)cap;
+	return rm_chan_enable(c->rm, c->fn, r->u.chan.chid,
+			      ((struct vgpu_rm_enable_params *)params)->enable != 0);
+}
+
+static int ctrl_bind(struct rm_client *c, struct rm_res *r, void *params, size_t *len, size_t cap)
+{
+	const struct vgpu_rm_bind_params *b = params;
+	struct rm_res *vas;
+	int ret;
+
+	(void)len, (void)cap;
+	if (b->reserved)
+		return -EINVAL;
+	vas = rm_res_lookup(c, b->h_vaspace);
+	if (!vas)
+		return -ENOENT;
+	if (vas->h_class != VGPU_RM_CLASS_VASPACE)
+		return -EINVAL;
+	ret = rm_chan_bind_vaspace(c->rm, c->fn, r->u.chan.chid, vas->u.vas.pdb);
+	if (ret)
+		return ret;
+	/* The channel now depends on the new VA space: freeing it frees the channel. */
+	cmn_list_del(&r->dep_link);
+	r->depends_on = vas;
+	cmn_list_add(&vas->dependants, &r->dep_link);
+	return 0;
+}
+
+/* Store GP_PUT in the channel's USERD and ring its doorbell, as the guest would itself. */
+static int ctrl_submit(struct rm_client *c, struct rm_res *r, void *params, size_t *len,
+		       size_t cap)
+{
+	const struct vgpu_rm_submit_params *sp = params;
+	const struct rm_fn *f = &c->rm->fns[c->fn];
+	uint64_t addr = r->u.chan.userd_addr + VGPU_USERD_GP_PUT;
+
+	(void)len, (void)cap;
+	if (sp->reserved || sp->gp_put >= r->u.chan.entries)
+		return -EINVAL;
+	if (r->u.chan.userd_aper == VGPU_APER_VRAM) {
+		/* VF-physical: only inside the function's own slice. */
+		if (addr + sizeof(sp->gp_put) > f->size)
 			return -EFAULT;
-		p = gpu_vram_ptr(rm->gpu, f->base + addr, sizeof(gp_put));
-		if (!p)
-			return -EFAULT;
-		__atomic_store_n(p, gp_put, __ATOMIC_RELEASE);
+		addr += f->base;
 	}
-	gpu_doorbell_ring(rm->gpu, fn, r->u.chan.token);
+	return rm_op(c->rm, chan_submit, c->fn, r->u.chan.userd_aper, addr, sp->gp_put,
+		     r->u.chan.token);
+}
+
+static int ctrl_reset(struct rm_client *c, struct rm_res *r, void *params, size_t *len, size_t cap)
+{
+	int ret = rm_chan_enable(c->rm, c->fn, r->u.chan.chid, false);
+
+	(void)params, (void)len, (void)cap;
+	return ret ? ret : rm_chan_enable(c->rm, c->fn, r->u.chan.chid, true);
+}
+
+#define SUBDEV	{ VGPU_RM_CLASS_SUBDEVICE, 0 }
+#define CHAN	{ VGPU_RM_CLASS_CHANNEL_GPFIFO, 0 }
+static const struct ctrl_desc ctrls[] = {
+	{ VGPU_RM_CTRL_GET_INFO, { VGPU_RM_CLASS_SUBDEVICE, VGPU_RM_CLASS_DEVICE },
+	  CTRL_VAR, sizeof(struct vgpu_rm_info), ctrl_info },
+	{ VGPU_RM_CTRL_GET_QUOTA, SUBDEV, CTRL_VAR, sizeof(struct vgpu_rm_quota_info), ctrl_quota },
+	{ VGPU_RM_CTRL_GSP_ECHO, SUBDEV, CTRL_VAR, CTRL_VAR, ctrl_echo },
+	{ VGPU_RM_CTRL_FAULT_REPLAY, SUBDEV, 0, 0, ctrl_fault_replay },
+	{ VGPU_RM_CTRL_GET_WORK_SUBMIT_TOKEN, CHAN, CTRL_VAR, sizeof(struct vgpu_rm_token_params),
+	  ctrl_token },
+	{ VGPU_RM_CTRL_CHANNEL_ENABLE, CHAN, sizeof(struct vgpu_rm_enable_params), 0, ctrl_enable },
+	{ VGPU_RM_CTRL_CHANNEL_BIND_VASPACE, CHAN, sizeof(struct vgpu_rm_bind_params), 0, ctrl_bind },
+	{ VGPU_RM_CTRL_CHANNEL_SUBMIT, CHAN, sizeof(struct vgpu_rm_submit_params), 0, ctrl_submit },
+	{ VGPU_RM_CTRL_CHANNEL_RESET, CHAN, 0, 0, ctrl_reset },
+};
+#undef SUBDEV
+#undef CHAN
+
+/* The one validator: the object's class, the input size and room for the output, all
+ * -EINVAL; an unknown command is -EOPNOTSUPP. */
+static int ctrl_check(const struct ctrl_desc *d, const struct rm_res *r, size_t in, size_t cap)
+{
+	if (r->h_class != d->cls[0] && (!d->cls[1] || r->h_class != d->cls[1]))
+		return -EINVAL;
+	if (d->in != CTRL_VAR && in != d->in)
+		return -EINVAL;
+	if (d->out != CTRL_VAR && cap < d->out)
+		return -EINVAL;
 	return 0;
 }
 
 static int control_locked(struct rm_client *c, struct rm_res *r, uint32_t cmd, void *params,
 			  size_t *len, size_t cap)
 {
-	struct rm *rm = c->rm;
-	size_t in = *len;
+	const struct ctrl_desc *d = NULL;
 	int ret;
 
-#define OUT(type) do { if (cap < sizeof(type)) return -EINVAL; *len = sizeof(type); } while (0)
-	switch (cmd) {
-	case VGPU_RM_CTRL_GET_INFO:
-		if (r->h_class != VGPU_RM_CLASS_SUBDEVICE && r->h_class != VGPU_RM_CLASS_DEVICE)
-			return -EINVAL;
-		OUT(struct vgpu_rm_info);
-		*(struct vgpu_rm_info *)params = (struct vgpu_rm_info){ .fn = c->fn,
-			.nr_engines = rm->nr_engines, .vram_size = rm->fns[c->fn].size,
-			.gsp_resets = atomic_load(&rm->gsp_resets) };
-		return 0;
-	case VGPU_RM_CTRL_GET_QUOTA:
-		if (r->h_class != VGPU_RM_CLASS_SUBDEVICE)
-			return -EINVAL;
-		OUT(struct vgpu_rm_quota_info);
-		return ctrl_quota(rm, c->fn, params);
-	case VGPU_RM_CTRL_GSP_ECHO:
-		if (r->h_class != VGPU_RM_CLASS_SUBDEVICE || in > cap)
-			return -EINVAL;
-		ret = gsp_call(rm->gsp, c->fn, VGPU_RPC_FN_ECHO, params, in, params, cap, len);
+	rm_client_assert_held(c);
+	for (size_t i = 0; i < VGPU_ARRAY_SIZE(ctrls) && !d; i++)
+		if (ctrls[i].cmd == cmd)
+			d = &ctrls[i];
+	if (!d)
+		return -EOPNOTSUPP;
+	ret = ctrl_check(d, r, *len, cap);
+	if (ret)
 		return ret;
-	case VGPU_RM_CTRL_FAULT_REPLAY: {
-		struct vgpu_rpc_fnarg fa = { .fn = c->fn };
-		if (r->h_class != VGPU_RM_CLASS_SUBDEVICE || in)
-			return -EINVAL;
-		*len = 0;
-		ret = gsp_call(rm->gsp, c->fn, VGPU_RPC_FN_FAULT_REPLAY, &fa, sizeof(fa), NULL, 0, NULL);
-		if (!ret)	/* the GSP logged it; the device model owns the fault state */
-			gpu_fault_replay(rm->gpu, c->fn);
-		return ret;
-	}
-	case VGPU_RM_CTRL_GET_WORK_SUBMIT_TOKEN:
-		if (r->h_class != VGPU_RM_CLASS_CHANNEL_GPFIFO)
-			return -EINVAL;
-		OUT(struct vgpu_rm_token_params);
-		*(struct vgpu_rm_token_params *)params =
-			(struct vgpu_rm_token_params){ .token = r->u.chan.token };
-		return 0;
-	case VGPU_RM_CTRL_CHANNEL_ENABLE:
-		if (r->h_class != VGPU_RM_CLASS_CHANNEL_GPFIFO ||
-		    in != sizeof(struct vgpu_rm_enable_params))
-			return -EINVAL;
-		*len = 0;
-		return rm_chan_enable(rm, c->fn, r->u.chan.chid,
-				      ((struct vgpu_rm_enable_params *)params)->enable != 0);
-	case VGPU_RM_CTRL_CHANNEL_BIND_VASPACE: {
-		const struct vgpu_rm_bind_params *b = params;
-		struct rm_res *vas;
-		if (r->h_class != VGPU_RM_CLASS_CHANNEL_GPFIFO || in != sizeof(*b) || b->reserved)
-			return -EINVAL;
-		vas = rm_res_lookup(c, b->h_vaspace);
-		if (!vas)
-			return -ENOENT;
-		if (vas->h_class != VGPU_RM_CLASS_VASPACE)
-			return -EINVAL;
-		*len = 0;
-		ret = rm_chan_bind_vaspace(rm, c->fn, r->u.chan.chid, vas->u.vas.pdb);
-		if (ret)
-			return ret;
-		/* The channel now depends on the new VA space: freeing it frees the channel. */
-		cmn_list_del(&r->dep_link);
-		r->depends_on = vas;
-		cmn_list_add(&vas->dependants, &r->dep_link);
-		return 0;
-	}
-	case VGPU_RM_CTRL_CHANNEL_SUBMIT: {
-		const struct vgpu_rm_submit_params *sp = params;
-		if (r->h_class != VGPU_RM_CLASS_CHANNEL_GPFIFO || in != sizeof(*sp) || sp->reserved ||
-		    sp->gp_put >= r->u.chan.entries)
-			return -EINVAL;
-		*len = 0;
-		return chan_submit(rm, c->fn, r, sp->gp_put);
-	}
-	case VGPU_RM_CTRL_CHANNEL_RESET:
-		if (r->h_class != VGPU_RM_CLASS_CHANNEL_GPFIFO || in)
-			return -EINVAL;
-		ret = rm_chan_enable(rm, c->fn, r->u.chan.chid, false);
-		return ret ? ret : rm_chan_enable(rm, c->fn, r->u.chan.chid, true);
-	}
-#undef OUT
-	return -EOPNOTSUPP;
+	if (d->out != CTRL_VAR)
+		*len = d->out;
+	return d->fn(c, r, params, len, cap);
 }
 
 int rm_control(struct rm *rm, unsigned int fn, uint32_t h_client, uint32_t h_object,
@@ -590,10 +642,14 @@ out:
 static int dup_locked(struct rm_client *dst, struct rm_client *src, uint32_t h_parent,
 		      uint32_t *h_object, uint32_t h_src)
 {
-	struct rm_res *s = rm_res_lookup(src, h_src), *parent = rm_res_lookup(dst, h_parent), *r;
+	struct rm_res *s, *parent, *r;
 	uint32_t h = *h_object;
 	int ret;
 
+	rm_client_assert_held(dst);
+	rm_client_assert_held(src);
+	s = rm_res_lookup(src, h_src);
+	parent = rm_res_lookup(dst, h_parent);
 	if (!s || !parent)
 		return -ENOENT;
 	if (!is_mem(s->h_class) || parent->h_class != VGPU_RM_CLASS_DEVICE)

@@ -24,6 +24,8 @@
 #include "common/ring.h"
 #include "gpu_model/gpu.h"
 #include "pma/pma.h"
+#include "rm/gsp/gsp.h"
+#include "rm/hw/rm_hw.h"
 #include "rm/rm.h"
 
 #define FLOODERS 1	/* threads of the flooding VF */
@@ -108,14 +110,16 @@ struct dev {
 	struct gpu *gpu;
 	struct pma *pma;
 	struct rm *rm;
+	struct rm_hw hw;	/* the RM's device ops over gpu */
 };
 
 static int dev_up(struct dev *d, uint64_t spin_ns, uint64_t gsp_spin_ns)
 {
 	struct gpu_config gc = { .vram_size = 256ull << 20, .nr_vfs = 3, .nr_engines = 1 };
 	struct pma_region_desc rd = { .base = 0, .size = 256ull << 20, .performance = 1 };
-	struct rm_config rc = { .gsp = { .spin_ns = spin_ns, .gsp_spin_ns = gsp_spin_ns,
-					 .no_fair = no_fair } };
+	struct gsp_config gsp = { .spin_ns = spin_ns, .gsp_spin_ns = gsp_spin_ns,
+				  .no_fair = no_fair };
+	struct rm_config rc = { .gsp = &gsp, .ops = &rm_hw_ops, .ops_ctx = &d->hw };
 	int ret;
 
 	if ((ret = gpu_create(&gc, &d->gpu)))
@@ -123,7 +127,7 @@ static int dev_up(struct dev *d, uint64_t spin_ns, uint64_t gsp_spin_ns)
 	d->pma = pma_create(NULL);
 	if (!d->pma || pma_region_add(d->pma, &rd, NULL, 0) < 0)
 		return -ENOMEM;
-	rc.gpu = d->gpu;
+	d->hw = (struct rm_hw){ .gpu = d->gpu };
 	rc.pma = d->pma;
 	if ((ret = rm_device_create(&rc, &d->rm)))
 		return ret;

@@ -14,6 +14,8 @@
 #include "gpu_model/gpu.h"
 #include "iommu_model/iommu.h"
 #include "pma/pma.h"
+#include "rm/gsp/gsp.h"
+#include "rm/hw/rm_hw.h"
 #include "rm/rm.h"
 
 #define T_SLICE (16ull << 20)
@@ -22,6 +24,7 @@ struct rm_fixture {
 	struct gpu *gpu;
 	struct pma *pma;
 	struct iommu *iommu;
+	struct rm_hw hw;		/* the RM's device ops over gpu and iommu */
 	struct iommu_domain *dom[4];
 	struct iommu_memobj *dma[4];
 	void *dma_mem[4];
@@ -47,9 +50,10 @@ static inline int rm_fixture_up(struct rm_fixture *f, const struct rm_config *tw
 	f->pma = pma_create(NULL);
 	if (!f->pma || pma_region_add(f->pma, &rd, NULL, 0) < 0)
 		return -ENOMEM;
-	rc.gpu = f->gpu;
+	f->hw = (struct rm_hw){ .gpu = f->gpu, .iommu = f->iommu };
+	rc.ops = &rm_hw_ops;
+	rc.ops_ctx = &f->hw;
 	rc.pma = f->pma;
-	rc.iommu = f->iommu;
 	if ((ret = rm_device_create(&rc, &f->rm)))
 		return ret;
 	for (unsigned int fn = 1; fn <= 2; fn++) {

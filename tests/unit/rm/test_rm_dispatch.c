@@ -27,11 +27,12 @@ static void on_notify(void *ctx, unsigned int fn, enum rm_notify what)
 
 static int setup(void **state)
 {
-	struct rm_config c = { .notify = on_notify };
+	struct gsp_config gc = { 0 };
+	struct rm_config c = { .notify = on_notify, .gsp = &gc };
 
 	(void)state;
 	atomic_store(&resets_seen, 0);
-	c.gsp.deadline_ns[GSP_CLASS_FAST] = 300 * VGPU_NSEC_PER_MSEC;
+	gc.deadline_ns[GSP_CLASS_FAST] = 300 * VGPU_NSEC_PER_MSEC;
 	return rm_fixture_up(&fx, &c);
 }
 

@@ -78,7 +78,8 @@ static int rec_wait(enum rm_event_kind kind, unsigned int fn, uint32_t chid, str
 
 static int setup_cfg(unsigned int nr_events, bool gate_closed)
 {
-	struct rm_config c = { .event = on_event, .gsp = { .nr_events = nr_events } };
+	struct gsp_config gc = { .nr_events = nr_events };
+	struct rm_config c = { .event = on_event, .gsp = &gc };
 
 	pthread_mutex_lock(&rec.lock);
 	rec.n = 0;
