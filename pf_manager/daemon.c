@@ -310,11 +310,21 @@ static void device_reset_events(struct pf_daemon *d)
 	pf_event(d, "DEVICE_RESET", o);
 }
 
+/* The poll set of one loop iteration, rebuilt each time; on the heap because it is large
+ * (every client and every VF's endpoint fds), and owned by the running loop. */
+struct pf_poll_set {
+	struct pollfd p[PF_MAX_POLL];
+	struct pf_pollref ref[PF_MAX_POLL];
+};
+
 int pf_daemon_run(struct pf_daemon *d, void (*ready_fn)(void))
 {
-	static struct pollfd p[PF_MAX_POLL];
-	static struct pf_pollref ref[PF_MAX_POLL];
+	struct pf_poll_set *ps = calloc(1, sizeof(*ps));
 	char status[PF_PATH_MAX + 64];
+	int ret = 0;
+
+	if (!ps)
+		return -ENOMEM;
 
 	snprintf(status, sizeof(status), "READY=1\nSTATUS=serving %s/control.sock",
 		 d->cfg.runtime_dir);
@@ -324,18 +334,21 @@ int pf_daemon_run(struct pf_daemon *d, void (*ready_fn)(void))
 	cmn_info("vgpud ready: %s, %llu MiB VRAM, %u of %u VFs enabled", d->cfg.model,
 		  (unsigned long long)(d->cfg.vram_size >> 20), d->num_vfs, d->cfg.max_vfs);
 	while (!d->stopping) {
-		int n = build_poll(d, p, ref);
-		int r = poll(p, (nfds_t)n, PF_POLL_MS);
+		int n = build_poll(d, ps->p, ps->ref);
+		int r = poll(ps->p, (nfds_t)n, PF_POLL_MS);
 
-		if (r < 0 && errno != EINTR)
-			return -errno;
+		if (r < 0 && errno != EINTR) {
+			ret = -errno;
+			break;
+		}
 		if (r > 0)
-			dispatch(d, p, ref, n);
+			dispatch(d, ps->p, ps->ref, n);
 		pf_control_sweep(d);
 		for (unsigned int vf = 1; vf <= PF_MAX_VFS; vf++)
 			if (d->vfs[vf] && pf_endpoint_attached(d->vfs[vf]))
 				pf_mbox_service(d, d->vfs[vf]);
 		device_reset_events(d);
 	}
-	return 0;
+	free(ps);
+	return ret;
 }

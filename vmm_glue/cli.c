@@ -38,6 +38,7 @@ struct vm_opts {
 	bool socket_given;		/* --socket or $VGPUD_SOCKET: overrides the metadata's */
 	/* absolute forms of the paths, filled by resolve_paths() */
 	char kernel_abs[PATH_MAX], initrd_abs[PATH_MAX], disk_abs[PATH_MAX], log_abs[PATH_MAX];
+	char socket_abs[PATH_MAX];	/* the control socket's, for the metadata */
 };
 
 static int usage(const char *fmt, const char *arg)
@@ -414,7 +415,6 @@ static int prepare_xml(struct vm_opts *o, struct ctlc **c, struct vmm_slice *s,
 		       struct vmm_domain *d, char *name_buf, size_t name_len, char **xml,
 		       struct cmn_fail *e)
 {
-	static char sock_abs[PATH_MAX];	/* outlives the call: o->socket points here */
 	int r;
 
 	*xml = NULL;
@@ -428,8 +428,8 @@ static int prepare_xml(struct vm_opts *o, struct ctlc **c, struct vmm_slice *s,
 		return cmn_fail(e, -EINVAL, "%s takes no positional argument (\"%.64s\")", o->verb,
 				o->args[0]);
 	/* The metadata carries the socket for the hook, which runs elsewhere: absolute. */
-	if (o->socket[0] != '/' && realpath(o->socket, sock_abs))
-		o->socket = sock_abs;
+	if (o->socket[0] != '/' && realpath(o->socket, o->socket_abs))
+		o->socket = o->socket_abs;
 	r = resolve_paths(o, e);
 	if (r)
 		return r;
