@@ -1,5 +1,4 @@
 # submit_bench: usermode doorbell submission vs one mailbox RPC per submission, guest side
-# (libvgpu-vf) against a real vgpud (vgpud_host.c, the default) or the emulated GPU served
-# in-process (bench_host.c, --host inproc).
+# (libvgpu-vf) against a real vgpud (vgpud_host.c). Like any guest it links no host code.
 BENCHES += submit_bench
-submit_bench_DEPS := vf_guest hmm gpu_model iommu_model common
+submit_bench_DEPS := vf_guest hmm common

@@ -4,16 +4,12 @@
  * same run, the same work submitted the kernel-mediated way: one mailbox RPC per submission
  * (the host stores GP_PUT and rings), as pre-Volta GPUs needed an ioctl.
  *
- *   submit_bench [--json] [--iters N] [--seconds S] [--intr] [--host vgpud|inproc]
- *                [--bindir DIR | --socket PATH] [--selftest [--only NAME]]
+ *   submit_bench [--json] [--iters N] [--seconds S] [--intr] [--bindir DIR | --socket PATH]
  *
- * --host vgpud (the default): a real vgpud (and its vgpu-gsp) started from the directory of
- * this program (or --bindir) with one slice made by vgpuctl (vgpud_host.c), or the VF
- * endpoint of a running vgpud (--socket); the guest opens the VF through
- * its endpoint socket with the local transport, the RPCs are VGPU_RM_CTRL_CHANNEL_SUBMIT
- * calls served by vgpud's RM. --host inproc: bench_host.c, the real gpu_model and iommu_model
- * behind one VF in this process with a minimal RPC handler (the best case for the RPC path).
- * --selftest runs the guest suite (vgpu-vf-test's cases) against the in-process host. */
+ * The host is always a real vgpud (and its vgpu-gsp): started from the directory of this
+ * program (or --bindir) with one slice made by vgpuctl (vgpud_host.c), or the VF endpoint of
+ * a running vgpud (--socket). The guest opens the VF through its endpoint socket with the
+ * local transport; the RPCs are VGPU_RM_CTRL_CHANNEL_SUBMIT calls served by vgpud's RM. */
 #include <errno.h>
 #include <getopt.h>
 #include <libgen.h>
@@ -24,13 +20,8 @@
 #include <unistd.h>
 
 #include "common/clock.h"
-#include "tests/bench/submit_bench/bench_host.h"
 #include "tests/bench/submit_bench/vgpud_host.h"
 #include "vf_guest/include/vgpu_vf.h"
-#include "vf_guest/vft.h"
-
-#define VRAM	(256ull << 20)
-#define DMA	(8ull << 20)
 
 struct lat {
 	uint64_t *call, *exec, *rt;	/* ns: the vgpu_submit() call, submit to the device
@@ -141,7 +132,6 @@ static int measure_rate(struct vgpu_channel *ch, double seconds, struct result *
 }
 
 static bool intr;	/* --intr: fence releases raise the GPU interrupt */
-static const char *host_name = "vgpud";	/* --host: "vgpud" or "inproc" */
 static const char *ext_socket;		/* --socket: a running vgpud's VF endpoint */
 
 /* By default fence releases raise no interrupt, so the host's mailbox thread has nothing
@@ -169,8 +159,8 @@ static int run_mode(struct vgpu_vf *vf, struct vgpu_vaspace *as, const struct st
 static void print_table(const struct result *u, const struct result *k, size_t iters)
 {
 	printf("submit_bench: %zu submissions each (TIMESTAMP + fence release), 1 engine, "
-	       "fence interrupts %s, host %s\n\n", iters, intr ? "on (--intr)" : "off",
-	       strcmp(host_name, "vgpud") ? "in-process (bench_host)" : "vgpud (whole stack)");
+	       "fence interrupts %s, host vgpud (whole stack)\n\n", iters,
+	       intr ? "on (--intr)" : "off");
 	printf("%-34s %14s %14s %8s\n", "", "usermode", "RPC (mailbox)", "ratio");
 	printf("%-34s %14.2f %14.2f %7.1fx\n", "submit to execution, p50 (us)", u->exec_p50,
 	       k->exec_p50, k->exec_p50 / u->exec_p50);
@@ -190,15 +180,16 @@ static void print_table(const struct result *u, const struct result *k, size_t i
 	       k->exec_p50 >= 10 * u->exec_p50 ? "met" : "NOT met");
 }
 
-/* usermode/rpc_submit_*: submit to execution; *_roundtrip_*: to the fence seen done. */
+/* usermode/rpc_submit_*: submit to execution; *_roundtrip_*: to the fence seen done.
+ * "host" is always "vgpud" (kept so readers of earlier output need no change). */
 static void print_json(const struct result *u, const struct result *k)
 {
-	printf("{\"host\": \"%s\", \"usermode_submit_p50_us\": %.3f, \"rpc_submit_p50_us\": %.3f, "
+	printf("{\"host\": \"vgpud\", \"usermode_submit_p50_us\": %.3f, \"rpc_submit_p50_us\": %.3f, "
 	       "\"gp_entries_per_s\": %.0f, \"usermode_submit_p99_us\": %.3f, "
 	       "\"rpc_submit_p99_us\": %.3f, \"usermode_call_p50_us\": %.3f, "
 	       "\"rpc_call_p50_us\": %.3f, \"usermode_roundtrip_p50_us\": %.3f, "
 	       "\"rpc_roundtrip_p50_us\": %.3f, \"rpc_gp_entries_per_s\": %.0f, "
-	       "\"latency_ratio\": %.2f}\n", host_name, u->exec_p50, k->exec_p50, u->entries_per_s,
+	       "\"latency_ratio\": %.2f}\n", u->exec_p50, k->exec_p50, u->entries_per_s,
 	       u->exec_p99, k->exec_p99, u->call_p50, k->call_p50, u->rt_p50, k->rt_p50,
 	       k->entries_per_s, k->exec_p50 / u->exec_p50);
 }
@@ -216,28 +207,13 @@ static int self_dir(char *out, size_t len)
 	return 0;
 }
 
-/* The host the guest attaches to: vo->transport (in-process, *@h) or vo->socket (vgpud). */
-static int host_open(const char *bindir, struct bench_host **h, struct vgpu_vf_opts *vo,
-		     char *sock, size_t len)
+/* The vgpud the guest attaches to: --socket's, or one started from @bindir (NULL: this
+ * program's directory); its endpoint goes to vo->socket. */
+static int host_open(const char *bindir, struct vgpu_vf_opts *vo, char *sock, size_t len)
 {
 	char dir[PATH_MAX], why[PATH_MAX + 128];
 	int ret;
 
-	if (strcmp(host_name, "vgpud")) {
-		ret = bench_host_create(VRAM, DMA, h);
-		if (ret) {
-			fprintf(stderr, "submit_bench: in-process host: %s\n", vgpu_vf_strerror(ret));
-			return ret;
-		}
-		ret = bench_host_transport(*h, &vo->transport);
-		if (ret) {
-			fprintf(stderr, "submit_bench: in-process host transport: %s\n",
-				vgpu_vf_strerror(ret));
-			bench_host_destroy(*h);
-			*h = NULL;
-		}
-		return ret;
-	}
 	if (ext_socket) {	/* a vgpud someone else runs */
 		vo->socket = ext_socket;
 		return 0;
@@ -253,16 +229,14 @@ static int host_open(const char *bindir, struct bench_host **h, struct vgpu_vf_o
 	}
 	ret = vgpud_host_start(bindir, "vgpu-512M", sock, len, why, sizeof(why));
 	if (ret)
-		fprintf(stderr, "submit_bench: --host vgpud: %s\n", why);
+		fprintf(stderr, "submit_bench: %s\n", why);
 	vo->socket = sock;
 	return ret;
 }
 
-static void host_close(struct bench_host *h)
+static void host_close(void)
 {
-	if (h)
-		bench_host_destroy(h);
-	else if (!ext_socket)
+	if (!ext_socket)
 		vgpud_host_stop();
 }
 
@@ -299,16 +273,47 @@ static int run_both(const struct vgpu_vf_opts *vo, size_t iters, double seconds,
 static void usage(void)
 {
 	fprintf(stderr, "usage: submit_bench [--json] [--iters N] [--seconds S] [--intr] "
-		"[--host vgpud|inproc] [--bindir DIR | --socket PATH] [--selftest [--only NAME]]\n");
+		"[--bindir DIR | --socket PATH]\n");
+}
+
+/* A whole positive number for @opt into *@out; 0, or -EINVAL with a message naming it. */
+static int parse_count(const char *opt, const char *arg, size_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(arg, &end, 10);
+	if (errno || end == arg || *end || !v || arg[0] == '-') {
+		fprintf(stderr, "submit_bench: %s '%s': not a positive whole number\n", opt, arg);
+		return -EINVAL;
+	}
+	*out = (size_t)v;
+	return 0;
+}
+
+/* Seconds (> 0, at most an hour) for @opt into *@out; 0, or -EINVAL with a message. */
+static int parse_seconds(const char *opt, const char *arg, double *out)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(arg, &end);
+	if (errno || end == arg || *end || !(v > 0 && v <= 3600)) {
+		fprintf(stderr, "submit_bench: %s '%s': not a number of seconds in (0, 3600]\n",
+			opt, arg);
+		return -EINVAL;
+	}
+	*out = v;
+	return 0;
 }
 
 int main(int argc, char **argv)
 {
 	static const struct option lo[] = {
 		{ "json", no_argument, NULL, 'j' }, { "iters", required_argument, NULL, 'n' },
-		{ "seconds", required_argument, NULL, 's' }, { "selftest", no_argument, NULL, 't' },
-		{ "only", required_argument, NULL, 'o' },
-		{ "intr", no_argument, NULL, 'i' }, { "host", required_argument, NULL, 'H' },
+		{ "seconds", required_argument, NULL, 's' }, { "intr", no_argument, NULL, 'i' },
 		{ "bindir", required_argument, NULL, 'b' }, { "socket", required_argument, NULL, 'S' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -316,9 +321,8 @@ int main(int argc, char **argv)
 	 * the sleep/wake policy's (fence releases raise no interrupt: see run_mode()). */
 	struct vgpu_vf_opts vo = { .spin_ns = 1000 * 1000 };
 	struct result u = { 0 }, k = { 0 };
-	struct bench_host *h = NULL;
-	bool json = false, selftest = false, host_set = false;
-	const char *only = NULL, *bindir = NULL;
+	const char *bindir = NULL;
+	bool json = false;
 	char sock[PATH_MAX];
 	size_t iters = 20000;
 	double seconds = 1.0;
@@ -327,22 +331,17 @@ int main(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (c) {
 		case 'j': json = true; break;
-		case 'n': iters = strtoul(optarg, NULL, 0); break;
-		case 's': seconds = strtod(optarg, NULL); break;
-		case 't': selftest = true; break;
-		case 'o': only = optarg; break;
+		case 'n':
+			if (parse_count("--iters", optarg, &iters))
+				return 2;
+			break;
+		case 's':
+			if (parse_seconds("--seconds", optarg, &seconds))
+				return 2;
+			break;
 		case 'i': intr = true; break;
 		case 'b': bindir = optarg; break;
 		case 'S': ext_socket = optarg; break;
-		case 'H':
-			if (strcmp(optarg, "vgpud") && strcmp(optarg, "inproc")) {
-				fprintf(stderr, "submit_bench: --host %s: must be vgpud or inproc\n",
-					optarg);
-				return 2;
-			}
-			host_name = optarg;
-			host_set = true;
-			break;
 		default:
 			usage();
 			return 2;
@@ -353,32 +352,16 @@ int main(int argc, char **argv)
 		usage();
 		return 2;
 	}
-	if (ext_socket && (strcmp(host_name, "vgpud") || bindir || selftest)) {
-		fprintf(stderr, "submit_bench: --socket names a running vgpud: not with --host "
-			"inproc, --bindir or --selftest\n");
+	if (ext_socket && bindir) {
+		fprintf(stderr, "submit_bench: --socket names a running vgpud: not with --bindir\n");
 		return 2;
 	}
 	if (iters < 100)
 		iters = 100;
-	if (selftest && host_set && strcmp(host_name, "inproc")) {
-		fprintf(stderr, "submit_bench: --selftest runs against the in-process host only "
-			"(vgpu-vf-test runs the suite against vgpud)\n");
-		return 2;
-	}
-	if (selftest)
-		host_name = "inproc";
-	if (host_open(bindir, &h, &vo, sock, sizeof(sock)))
+	if (host_open(bindir, &vo, sock, sizeof(sock)))
 		return 1;
-	if (selftest) {
-		struct vft_opts to = { .socket = "bench-host", .transport = vo.transport,
-				       .only = only };
-
-		ret = vft_run(&to, stdout);
-		host_close(h);
-		return ret ? 1 : 0;
-	}
 	ret = run_both(&vo, iters, seconds, &u, &k);
-	host_close(h);
+	host_close();
 	if (ret)
 		return 1;
 	if (json)

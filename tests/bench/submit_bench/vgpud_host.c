@@ -34,7 +34,7 @@ int vgpud_host_start(const char *bindir, const char *type, char *sock, size_t le
 	vh = VFX_ONE_VF(NULL);
 	snprintf(vh.bindir, sizeof(vh.bindir), "%s", bindir);
 	if (!vfx_built(&vh, prog, sizeof(prog))) {
-		snprintf(why, wlen, "no vgpud in %s (build it, or use --host inproc)", bindir);
+		snprintf(why, wlen, "no vgpud in %s (build it, or give --bindir or --socket)", bindir);
 		return -ENOENT;
 	}
 	ret = vfx_start(&vh, "/tmp/vgpu-submit-bench", VH_UUID, type, why, wlen);

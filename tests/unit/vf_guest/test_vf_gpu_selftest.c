@@ -1,42 +1,48 @@
-/* The guest suite's GPU cases (address spaces, channels, COPY/FILL/compute against a CPU
- * reference, semaphores, 64 channels, isolation attacks) against the real emulated GPU: runs
- * `../../bin/submit_bench --selftest`, which serves gpu_model + iommu_model in-process with
- * the BAR2 extension vgpud does not have yet, and passes its TAP through. The driver library
- * links no host code, so this is the one place its GPU path meets the device model; the bench
- * is built in the rel variant only, elsewhere this reports a skip. */
-#include <limits.h>
-#include <libgen.h>
+/* The guest suite (vft: every case vgpu-vf-test runs, GPU cases included: address spaces,
+ * channels, COPY/FILL/compute against a CPU reference, semaphores, 64 channels, isolation
+ * attacks, managed memory) in this process against a real vgpud with one slice, so the
+ * driver's GPU path meets the whole stack in every variant (ASan, TSan) and not only in the
+ * rel binaries test_vf_guests runs. Prints the suite's summary line, all its TAP on a failure. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
+#include <cmocka.h>
+
+#include "vf_guest/include/vgpu_vf.h"
+#include "vf_guest/vft/vft.h"
+#include "tests/unit/vf_guest/vgpud_fixture.h"
+
+#define UUID	"7e570000-0000-4000-8000-00000000aa03"
+
+static void test_suite(void **state)
+{
+	struct vft_opts o = { .socket = vfx_group.sock };
+	char line[512];
+	FILE *out;
+	int failed;
+
+	(void)state;
+	vfx_skip_if_down();
+	out = tmpfile();
+	assert_non_null(out);
+	failed = vft_run(&o, out);
+	rewind(out);
+	while (fgets(line, sizeof(line), out))	/* all of it on a failure, else the summary */
+		if (failed || strstr(line, " passed, "))
+			print_message("%s", line);
+	fclose(out);
+	assert_int_equal(failed, 0);
+}
 
 int main(void)
 {
-	char exe[PATH_MAX], prog[PATH_MAX + 32], line[512];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	FILE *p;
-	int st;
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_suite),
+	};
 
-	setvbuf(stdout, NULL, _IOLBF, 0);
-	if (n < 0) {
-		printf("1..1\nok 1 - GPU selftest # SKIP cannot find this program\n");
-		return 0;
-	}
-	exe[n] = 0;
-	snprintf(prog, sizeof(prog), "%s/../../bin/submit_bench", dirname(exe));
-	if (access(prog, X_OK)) {
-		printf("1..1\nok 1 - GPU selftest # SKIP submit_bench is built in the rel variant only\n");
-		return 0;
-	}
-	strncat(prog, " --selftest 2>&1", sizeof(prog) - strlen(prog) - 1);
-	p = popen(prog, "r");
-	if (!p) {
-		printf("1..1\nnot ok 1 - GPU selftest: cannot run %s\n", prog);
-		return 1;
-	}
-	while (fgets(line, sizeof(line), p))
-		fputs(line, stdout);
-	st = pclose(p);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+	return vfx_run_group(tests, VFX_ONE_VF(NULL), "/tmp/vgpu-selftest", UUID, "vgpu-512M");
 }
