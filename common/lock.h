@@ -30,6 +30,8 @@ struct cmn_mutex {
 
 /* Record that the calling thread takes a lock of @cls (validates the order first). */
 void cmn_lockdep_acquire(struct cmn_lock_class *cls);
+/* Record that the calling thread took a lock of @cls by trylock (learns no order). */
+void cmn_lockdep_acquire_try(struct cmn_lock_class *cls);
 /* Record that the calling thread released a lock of @cls. */
 void cmn_lockdep_release(struct cmn_lock_class *cls);
 /* Route order violations to @fn (tests); NULL restores the default: log and abort. */
@@ -76,6 +78,18 @@ static inline void cmn_mutex_lock(struct cmn_mutex *mx)
 		cmn_lockdep_acquire(mx->cls);
 	pthread_mutex_lock(&mx->m);
 	atomic_store_explicit(&mx->owner, pthread_self(), memory_order_relaxed);
+}
+
+/* Take @mx only if it is free: true if taken. For paths that must not wait (a
+ * non-blocking notifier) or that pick any free one of several mutexes. */
+static inline bool cmn_mutex_trylock(struct cmn_mutex *mx)
+{
+	if (pthread_mutex_trylock(&mx->m))
+		return false;
+	if (cmn_lockdep_on(mx))
+		cmn_lockdep_acquire_try(mx->cls);
+	atomic_store_explicit(&mx->owner, pthread_self(), memory_order_relaxed);
+	return true;
 }
 
 static inline void cmn_mutex_unlock(struct cmn_mutex *mx)

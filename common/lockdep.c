@@ -100,6 +100,16 @@ void cmn_lockdep_acquire(struct cmn_lock_class *cls)
 	nr_held++;
 }
 
+void cmn_lockdep_acquire_try(struct cmn_lock_class *cls)
+{
+	unsigned int id = lockdep_class_id(cls);
+
+	/* A trylock never waits, so it cannot close a deadlock cycle: held, no order. */
+	if (nr_held < LOCKDEP_DEPTH)
+		held[nr_held] = id;
+	nr_held++;
+}
+
 void cmn_lockdep_release(struct cmn_lock_class *cls)
 {
 	unsigned int id = atomic_load_explicit(&cls->id, memory_order_acquire);

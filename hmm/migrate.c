@@ -46,10 +46,8 @@ static char *stage_out(const struct hmm_migrate *m, const struct migrate_priv *p
 static struct hmm_staging *staging_get(struct hmm_mm *mm)
 {
 	for (unsigned int i = 0; i < HMM_NR_STAGING; i++) {
-		if (!pthread_mutex_trylock(&mm->staging[i].lock.m)) {
-			atomic_store(&mm->staging[i].lock.owner, pthread_self());
+		if (cmn_mutex_trylock(&mm->staging[i].lock))
 			return &mm->staging[i];
-		}
 	}
 	cmn_mutex_lock(&mm->staging[0].lock);
 	return &mm->staging[0];

@@ -95,9 +95,8 @@ static bool mirror_invalidate(struct hmm_interval_notifier *sub, const struct hm
 	if (r->flags & HMM_NOTIFY_BLOCKABLE) {
 		cmn_mutex_lock(&m->update);
 	} else {
-		if (pthread_mutex_trylock(&m->update.m))
+		if (!cmn_mutex_trylock(&m->update))
 			return false;
-		atomic_store(&m->update.owner, pthread_self());
 	}
 	hmm_interval_set_seq(sub, cur_seq);
 	blocks_clear(m->blocks, r->start, r->end);
