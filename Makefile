@@ -4,9 +4,13 @@ MAKEFLAGS += --jobs=$(shell nproc) --output-sync=target
 # Modules are discovered: every folder with a module.mk (common/, pma/, rm/gsp/ ...) adds
 #   MODULES += <name>, <name>_DIR, <name>_DEPS (modules it links, nearest first), <name>_LDLIBS,
 #   and optionally <name>_TSAN_TESTS (test names also run under ThreadSanitizer) and
-#   <name>_TEST_DEPS (modules only its tests link, each with its own deps: what a test
-#   builds its fixture from that the module does not use).
+#   <name>_TEST_HOOKS := 1 (below) and <name>_TEST_DEPS (modules only its tests link, each
+#   with its own deps: what a test builds its fixture from that the module does not use).
 # A module's <dir>/*.c build lib<name>.a; <dir>/cmd/<prog>.c build bin/<prog>.
+# Test hooks: a module with <name>_TEST_HOOKS is compiled a second time with -DVGPU_TEST_HOOKS
+#   (objects under obj-th/, lib<name>-th.a, programs bin/<prog>-test). Unit tests and
+#   benchmarks link the -th libraries; programs (the product) never do, so code under
+#   VGPU_TEST_HOOKS (fault injection, test-only RPCs) exists only in test builds.
 # tests/unit/<name>/test_*.c each build one cmocka binary linked with the module and its deps.
 # tests/bench/<bench>/ (with bench.mk: BENCHES += <bench>, <bench>_DEPS) build bin/<bench>.
 # Everything is built per variant: rel (-O2 -g), asan (ASan+UBSan), tsan.
@@ -33,7 +37,7 @@ VARIANTS      := rel asan tsan
 
 MODULES :=
 BENCHES :=
-include $(sort $(wildcard */module.mk */*/module.mk))
+include $(sort $(wildcard */module.mk */*/module.mk */*/*/module.mk))
 include $(sort $(wildcard tests/bench/*/bench.mk))
 
 .PHONY: all deps check bench demo clean
@@ -45,15 +49,21 @@ define variant_rules
 $(BUILD)/$(1)/obj/%.o: %.c Makefile
 	@mkdir -p $$(dir $$@)
 	$(Q)$$(CC) $$(CFLAGS_COMMON) $$(CFLAGS_$(1)) $$(EXTRA_CFLAGS) -c $$< -o $$@
+$(BUILD)/$(1)/obj-th/%.o: %.c Makefile
+	@mkdir -p $$(dir $$@)
+	$(Q)$$(CC) $$(CFLAGS_COMMON) $$(CFLAGS_$(1)) $$(EXTRA_CFLAGS) -DVGPU_TEST_HOOKS -c $$< -o $$@
 endef
 $(foreach v,$(VARIANTS),$(eval $(call variant_rules,$(v))))
 
 libpath = $(BUILD)/$(1)/lib/lib$(2).a
 modlibs = $(foreach m,$(2) $($(2)_DEPS),$(call libpath,$(1),$(m)))
 modldlibs = $(sort $(foreach m,$(1) $($(1)_DEPS),$($(m)_LDLIBS)))
+# What tests and benchmarks link: the -th library of a module with test hooks.
+thlib = $(if $($(2)_TEST_HOOKS),$(BUILD)/$(1)/lib/lib$(2)-th.a,$(call libpath,$(1),$(2)))
+modlibs_th = $(foreach m,$(2) $($(2)_DEPS),$(call thlib,$(1),$(m)))
 # A unit test's libraries: the module, each test dep with its deps, then the module's deps.
 testmods = $(1) $(foreach t,$($(1)_TEST_DEPS),$(t) $($(t)_DEPS)) $($(1)_DEPS)
-testlibs = $(foreach m,$(call testmods,$(2)),$(call libpath,$(1),$(m)))
+testlibs = $(foreach m,$(call testmods,$(2)),$(call thlib,$(1),$(m)))
 testldlibs = $(sort $(foreach m,$(call testmods,$(1)),$($(m)_LDLIBS)))
 
 # $(1) = variant, $(2) = module
@@ -64,6 +74,19 @@ $(call libpath,$(1),$(2)): $$($(2)_OBJS_$(1))
 	@mkdir -p $$(dir $$@)
 	$(Q)rm -f $$@ && ar rcs $$@ $$^
 -include $$($(2)_OBJS_$(1):.o=.d)
+$(if $($(2)_TEST_HOOKS),
+$(2)_THOBJS_$(1) := $$(patsubst %.c,$(BUILD)/$(1)/obj-th/%.o,$$($(2)_SRCS))
+$(BUILD)/$(1)/lib/lib$(2)-th.a: $$($(2)_THOBJS_$(1))
+	@mkdir -p $$(dir $$@)
+	$(Q)rm -f $$@ && ar rcs $$@ $$^
+-include $$($(2)_THOBJS_$(1):.o=.d)
+$(foreach p,$(patsubst $($(2)_DIR)/cmd/%.c,%,$(wildcard $($(2)_DIR)/cmd/*.c)),
+$(BUILD)/$(1)/bin/$(p)-test: $(BUILD)/$(1)/obj-th/$($(2)_DIR)/cmd/$(p).o $(call modlibs_th,$(1),$(2))
+	@mkdir -p $$(dir $$@)
+	$(Q)$$(CC) $$(LDFLAGS_$(1)) -pthread -o $$@ $$^ $(call modldlibs,$(2))
+-include $(BUILD)/$(1)/obj-th/$($(2)_DIR)/cmd/$(p).d
+TH_PROGS_$(1) += $(BUILD)/$(1)/bin/$(p)-test
+))
 
 $(2)_PROGS := $(patsubst $($(2)_DIR)/cmd/%.c,%,$(wildcard $($(2)_DIR)/cmd/*.c))
 $(foreach p,$(patsubst $($(2)_DIR)/cmd/%.c,%,$(wildcard $($(2)_DIR)/cmd/*.c)),
@@ -87,13 +110,16 @@ $(foreach v,$(VARIANTS),$(foreach m,$(MODULES),$(eval $(call module_rules,$(v),$
 # $(1) = variant, $(2) = bench
 define bench_rules
 $(2)_OBJS_$(1) := $(patsubst %.c,$(BUILD)/$(1)/obj/%.o,$(wildcard tests/bench/$(2)/*.c))
-$(BUILD)/$(1)/bin/$(2): $$($(2)_OBJS_$(1)) $(foreach m,$($(2)_DEPS),$(call libpath,$(1),$(m)))
+$(BUILD)/$(1)/bin/$(2): $$($(2)_OBJS_$(1)) $(foreach m,$($(2)_DEPS),$(call thlib,$(1),$(m)))
 	@mkdir -p $$(dir $$@)
 	$(Q)$$(CC) $$(LDFLAGS_$(1)) -pthread -o $$@ $$^ $(sort $(foreach m,$($(2)_DEPS),$($(m)_LDLIBS)))
 -include $$($(2)_OBJS_$(1):.o=.d)
 BENCH_BINS_$(1) += $(BUILD)/$(1)/bin/$(2)
 endef
 $(foreach b,$(BENCHES),$(eval $(call bench_rules,rel,$(b))))
+# The tests and benchmarks start the -test programs (vgpu-gsp-test): built with them.
+$(foreach v,$(VARIANTS),$(eval $$(TESTS_$(v)): | $$(TH_PROGS_$(v))))
+$(BENCH_BINS_rel): | $(TH_PROGS_rel)
 
 # Extra rules a module keeps beside its module.mk (vf_guest's static test binary).
 STATIC_BINS :=
@@ -103,8 +129,8 @@ TSAN_TESTS := $(foreach m,$(MODULES),$(foreach t,$($(m)_TSAN_TESTS),\
 	$(if $(wildcard tests/unit/$(m)/$(t).c),$(BUILD)/tsan/tests/$(m)/$(t))))
 
 .PHONY: rel asan tsan
-rel:  $(PROGS_rel) $(TESTS_rel) $(BENCH_BINS_rel) $(STATIC_BINS)
-asan: $(PROGS_asan) $(TESTS_asan)
+rel:  $(PROGS_rel) $(TH_PROGS_rel) $(TESTS_rel) $(BENCH_BINS_rel) $(STATIC_BINS)
+asan: $(PROGS_asan) $(TH_PROGS_asan) $(TESTS_asan)
 tsan: $(TSAN_TESTS)
 
 # ---- top-level targets -----------------------------------------------------------------

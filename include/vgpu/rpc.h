@@ -139,7 +139,8 @@ enum vgpu_rpc_event_type {
 	VGPU_RPC_EVT_MMU_FAULT = 0x1005,
 	VGPU_RPC_EVT_CHAN_ERROR = 0x1004,	/* robust-channel error */
 	VGPU_RPC_EVT_WATCHDOG = 0x1022,		/* GSP watchdog / recovery action */
-	VGPU_RPC_EVT_TEST = 0x10ff,		/* fault injection: storm records */
+	VGPU_RPC_EVT_TEST = 0x10ff,		/* only from a test-hooks GSP (event storms);
+						 * a CPU-RM ignores it */
 };
 
 #define VGPU_RPC_FAULT_REPLAYED	1u
@@ -182,9 +183,8 @@ enum vgpu_rpc_fn {
 	VGPU_RPC_FN_VF_RESET = 209,		/* struct vgpu_rpc_fnarg: channels freed, runlists empty */
 	VGPU_RPC_FN_SCRUB = 210,		/* struct vgpu_rpc_scrub; -EOPNOTSUPP without a slice */
 	VGPU_RPC_FN_FAULT_REPLAY = 211,		/* struct vgpu_rpc_fnarg */
-	VGPU_RPC_FN_BLOB = 212,			/* struct vgpu_rpc_blob -> @len bytes of pattern */
+	/* 212 and 250: test-only RPCs (rm/gsp/gsp_test_rpc.h), unknown to a release GSP */
 	VGPU_RPC_FN_WATCHDOG_SET = 213,		/* struct vgpu_rpc_watchdog */
-	VGPU_RPC_FN_INJECT = 250,		/* struct vgpu_rpc_inject: fault injection */
 	VGPU_RPC_FN_MAX
 };
 
@@ -240,11 +240,6 @@ struct vgpu_rpc_scrub {
 	uint64_t offset, size;		/* inside the function's slice */
 };
 
-struct vgpu_rpc_blob {
-	uint64_t len;			/* reply bytes */
-	uint32_t seed, reserved;
-};
-
 struct vgpu_rpc_info {
 	uint32_t abi_version, nr_fns;
 	uint64_t pid, epoch, vram_size, rpcs, bad_msgs;
@@ -258,35 +253,6 @@ struct vgpu_rpc_info {
 struct vgpu_rpc_slice_msg {
 	uint32_t fn, reserved;
 	uint64_t size;
-};
-
-/* Fault injection (handled by the lane thread that receives it, applied to @lane). */
-enum vgpu_rpc_inject_mode {
-	VGPU_INJ_CLEAR = 0,		/* every fault off */
-	VGPU_INJ_HANG = 1,		/* stop every lane and the heartbeat */
-	VGPU_INJ_SLOW = 2,		/* delay every RPC of gfid @fn by @arg ns */
-	VGPU_INJ_LATE = 3,		/* hold the next reply of @lane for @arg ns */
-	VGPU_INJ_CRASH_MID_REPLY = 4,	/* next reply of @lane: publish half its elements, exit */
-	VGPU_INJ_CORRUPT = 5,		/* next reply of @lane: @arg = enum vgpu_rpc_corrupt */
-	VGPU_INJ_STALL = 6,		/* @lane stops reading commands for @arg ns (queue full) */
-	VGPU_INJ_EVENT_STORM = 7,	/* emit @arg TEST events now */
-	VGPU_INJ_CRASH = 8,		/* exit at once */
-};
-
-enum vgpu_rpc_corrupt {
-	VGPU_CORRUPT_PAYLOAD = 1,	/* flip a payload bit after the checksum */
-	VGPU_CORRUPT_LENGTH = 2,	/* impossible length, checksum recomputed */
-	VGPU_CORRUPT_SEQ = 3,		/* transport seq skips ahead, checksum recomputed */
-	VGPU_CORRUPT_REPLAY = 4,	/* send the reply, then the previous message again */
-	VGPU_CORRUPT_COUNTER = 5,	/* send the reply, then make the status put impossible */
-};
-
-struct vgpu_rpc_inject {
-	uint32_t mode;			/* enum vgpu_rpc_inject_mode */
-	uint32_t lane;
-	uint32_t fn;
-	uint32_t reserved;
-	uint64_t arg;
 };
 
 #endif

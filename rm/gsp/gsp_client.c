@@ -27,11 +27,33 @@
 #include "common/clock.h"
 #include "common/compiler.h"
 #include "common/err.h"
+#include "common/lock.h"
 #include "common/log.h"
 #include "rm/gsp/gsp.h"
-#include "rm/gsp/gsp_internal.h"
+#ifdef VGPU_TEST_HOOKS
+#include "rm/gsp/gsp_test_rpc.h"
+#endif
 
 extern char **environ;
+
+/* Happens-before that travels through the other process (a request sent, its reply read
+ * by another thread): invisible to ThreadSanitizer, so it is told. */
+#if defined(__SANITIZE_THREAD__)
+void __tsan_acquire(void *addr);
+void __tsan_release(void *addr);
+#define GSP_HB_RELEASE(p) __tsan_release(p)
+#define GSP_HB_ACQUIRE(p) __tsan_acquire(p)
+#else
+#define GSP_HB_RELEASE(p) ((void)(p))
+#define GSP_HB_ACQUIRE(p) ((void)(p))
+#endif
+
+/* The GSP program a build starts by default: a test build's serves the test-only RPCs. */
+#ifdef VGPU_TEST_HOOKS
+#define GSP_PROGRAM "vgpu-gsp-test"
+#else
+#define GSP_PROGRAM "vgpu-gsp"
+#endif
 
 #define GSP_SLOTS	64u	/* RPCs in flight per lane; the low bits of the sequence */
 #define GSP_READY_NS	(10 * VGPU_NSEC_PER_SEC)
@@ -56,16 +78,16 @@ struct gsp_lane {
 	struct gsp *g;
 	unsigned int idx;
 	struct gsp_q cmd, stat;
-	pthread_mutex_t tx_lock;	/* command writes: cmd, tx */
+	struct cmn_mutex tx_lock;	/* command writes: cmd, tx */
 	uint8_t *tx;
-	pthread_mutex_t rx_lock;	/* the drainer: stat, msg, the reassembly below */
+	struct cmn_mutex rx_lock;	/* the drainer: stat, msg, the reassembly below */
 	uint8_t *msg;
 	struct gsp_slot *asm_slot;	/* reply being reassembled into this slot */
 	bool asm_drop;			/* continuation records of a dropped reply follow */
 	uint32_t asm_seq, asm_chunk;
 	uint64_t asm_got, asm_total;
 	uint64_t partial_since;
-	pthread_mutex_t slots_lock;	/* slots[].state, seq_hi, reserved, inflight */
+	struct cmn_mutex slots_lock;	/* slots[].state, seq_hi, reserved, inflight */
 	struct gsp_slot slots[GSP_SLOTS];
 	uint32_t seq_hi, reserved;
 	_Atomic unsigned int inflight;
@@ -95,16 +117,16 @@ struct gsp {
 	struct vgpu_rpcq_cpu_page *cp;
 	struct vgpu_rpc_event *evts;
 	pid_t pid;			/* under reset_lock */
-	pthread_mutex_t sock_lock;	/* protects sock: slice fds to the GSP */
+	struct cmn_mutex sock_lock;	/* protects sock: slice fds to the GSP */
 	int sock;			/* our end of the fd socket; -1 before a start */
 	_Atomic int state;		/* enum gsp_state */
 	_Atomic unsigned int strikes;
-	pthread_mutex_t reset_lock;	/* process lifetime, reaping, queue re-format */
-	pthread_mutex_t evt_lock;	/* the event queue's get side */
+	struct cmn_mutex reset_lock;	/* process lifetime, reaping, queue re-format */
+	struct cmn_mutex evt_lock;	/* the event queue's get side */
 	pthread_t evt_th, wd_th;
 	_Atomic bool stop;
 	uint64_t fair_at;		/* watchdog thread: start of the fairness window */
-	pthread_mutex_t fair_lock;	/* fair_list */
+	struct cmn_mutex fair_lock;	/* fair_list */
 	struct gsp_fair_ent *fair_list;	/* callers running at GSP_FAIR_NICE */
 	struct gsp_stats st;		/* updated with __atomic builtins */
 	struct gsp_lane lanes[VGPU_RPC_MAX_LANES];
@@ -125,7 +147,10 @@ enum gsp_class gsp_fn_class(uint32_t function)
 	case VGPU_RPC_FN_CHAN_ALLOC: case VGPU_RPC_FN_CHAN_FREE: case VGPU_RPC_FN_VASPACE_BIND:
 	case VGPU_RPC_FN_SCHED_SET: case VGPU_RPC_FN_SCHED_FN_SET:
 		return GSP_CLASS_ALLOC;
-	case VGPU_RPC_FN_VF_RESET: case VGPU_RPC_FN_SCRUB: case VGPU_RPC_FN_BLOB:
+	case VGPU_RPC_FN_VF_RESET: case VGPU_RPC_FN_SCRUB:
+#ifdef VGPU_TEST_HOOKS
+	case VGPU_RPC_FN_BLOB:		/* large payloads */
+#endif
 		return GSP_CLASS_SLOW;
 	}
 	return GSP_CLASS_FAST;
@@ -134,7 +159,8 @@ enum gsp_class gsp_fn_class(uint32_t function)
 const char *gsp_default_path(void)
 {
 	static char buf[PATH_MAX];
-	static const char *const rel[] = { "/vgpu-gsp", "/../../bin/vgpu-gsp", "/../bin/vgpu-gsp" };
+	static const char *const rel[] = { "/" GSP_PROGRAM, "/../../bin/" GSP_PROGRAM,
+					   "/../bin/" GSP_PROGRAM };
 	const char *env = getenv("VGPU_GSP");
 	char exe[PATH_MAX];
 	ssize_t n;
@@ -180,15 +206,16 @@ static int gsp_spawn_locked(struct gsp *g)
 	int qd, pd = -1, kd = -1, td = -1, sd, sv[2] = { -1, -1 }, n = 7, ret;
 	pid_t pid;
 
+	cmn_mutex_assert_held(&g->reset_lock);
 	snprintf(ppid, sizeof(ppid), "%d", (int)getpid());
 	/* A fresh fd socket per GSP: whatever the last one had queued died with it. */
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv))
 		return -errno;
-	pthread_mutex_lock(&g->sock_lock);
+	cmn_mutex_lock(&g->sock_lock);
 	if (g->sock >= 0)
 		close(g->sock);
 	g->sock = sv[0];
-	pthread_mutex_unlock(&g->sock_lock);
+	cmn_mutex_unlock(&g->sock_lock);
 	/* Copies far above 6 first, so no dup2 below clobbers another's source. */
 	sd = fcntl(sv[1], F_DUPFD_CLOEXEC, 200);
 	qd = fcntl(g->qfd, F_DUPFD_CLOEXEC, 200);
@@ -246,6 +273,7 @@ static int gsp_wait_ready_locked(struct gsp *g)
 	uint64_t dl = cmn_deadline_ns(GSP_READY_NS);
 	int status;
 
+	cmn_mutex_assert_held(&g->reset_lock);
 	while (__atomic_load_n(&g->gp->ready, __ATOMIC_ACQUIRE) != g->glob->epoch) {
 		if (waitpid(g->pid, &status, WNOHANG) == g->pid) {
 			g->pid = 0;
@@ -261,6 +289,7 @@ static int gsp_wait_ready_locked(struct gsp *g)
 
 static void gsp_kill_locked(struct gsp *g)
 {
+	cmn_mutex_assert_held(&g->reset_lock);
 	if (g->pid > 0) {
 		kill(g->pid, SIGKILL);
 		waitpid(g->pid, NULL, 0);
@@ -271,18 +300,19 @@ static void gsp_kill_locked(struct gsp *g)
 /* ---- slots ---- */
 static void slot_complete(struct gsp_lane *ln, struct gsp_slot *s, int result, size_t len)
 {
-	pthread_mutex_lock(&ln->slots_lock);
+	cmn_mutex_lock(&ln->slots_lock);
 	s->result = result;
 	s->len = len;
 	s->state = SLOT_DONE;
 	atomic_store_explicit(&s->done, 1, memory_order_release);
 	atomic_fetch_add(&s->wake, 1);
-	pthread_mutex_unlock(&ln->slots_lock);
+	cmn_mutex_unlock(&ln->slots_lock);
 	gsp_futex_wake(&s->wake);
 }
 
 static void slot_release_locked(struct gsp_lane *ln, struct gsp_slot *s)
 {
+	cmn_mutex_assert_held(&ln->slots_lock);
 	s->state = SLOT_FREE;
 	atomic_store(&s->done, 0);
 	ln->reserved -= s->reserve;
@@ -303,9 +333,9 @@ static int slot_get(struct gsp_lane *ln, void *buf, size_t cap, struct gsp_slot 
 	uint64_t dl = cmn_deadline_ns(g->cfg.send_wait_ns);
 
 	for (;;) {
-		pthread_mutex_lock(&ln->slots_lock);
+		cmn_mutex_lock(&ln->slots_lock);
 		if (!gsp_call_allowed(g)) {
-			pthread_mutex_unlock(&ln->slots_lock);
+			cmn_mutex_unlock(&ln->slots_lock);
 			return -ENOTRECOVERABLE;
 		}
 		if (ln->reserved + need <= ln->stat.nr) {
@@ -322,12 +352,12 @@ static int slot_get(struct gsp_lane *ln, void *buf, size_t cap, struct gsp_slot 
 				s->reserve = need;
 				ln->reserved += need;
 				atomic_fetch_add(&ln->inflight, 1);
-				pthread_mutex_unlock(&ln->slots_lock);
+				cmn_mutex_unlock(&ln->slots_lock);
 				*out = s;
 				return 0;
 			}
 		}
-		pthread_mutex_unlock(&ln->slots_lock);
+		cmn_mutex_unlock(&ln->slots_lock);
 		if (cmn_deadline_passed(dl)) {
 			STAT_INC(g, queue_full);
 			return -EAGAIN;
@@ -338,9 +368,9 @@ static int slot_get(struct gsp_lane *ln, void *buf, size_t cap, struct gsp_slot 
 
 static void slot_put(struct gsp_lane *ln, struct gsp_slot *s)
 {
-	pthread_mutex_lock(&ln->slots_lock);
+	cmn_mutex_lock(&ln->slots_lock);
 	slot_release_locked(ln, s);
-	pthread_mutex_unlock(&ln->slots_lock);
+	cmn_mutex_unlock(&ln->slots_lock);
 }
 
 /* ---- send ---- */
@@ -361,7 +391,7 @@ static int gsp_send(struct gsp_lane *ln, struct gsp_slot *s, uint32_t gfid, uint
 	uint32_t chunk = 0;
 	int ret = 0;
 
-	pthread_mutex_lock(&ln->tx_lock);
+	cmn_mutex_lock(&ln->tx_lock);
 	do {
 		size_t n = cmn_min(len - off, (size_t)VGPU_RPC_MSG_MAX_PAYLOAD);
 		uint32_t elems = gsp_msg_elems(n);
@@ -408,7 +438,7 @@ static int gsp_send(struct gsp_lane *ln, struct gsp_slot *s, uint32_t gfid, uint
 		chunk++;
 	} while (off < len);
 out:
-	pthread_mutex_unlock(&ln->tx_lock);
+	cmn_mutex_unlock(&ln->tx_lock);
 	return ret;
 }
 
@@ -430,11 +460,11 @@ static void deliver_first(struct gsp_lane *ln, const struct vgpu_rpc_hdr *rh, co
 		STAT_INC(ln->g, bad_msgs);
 		asm_abort(ln, -EBADMSG);
 	}
-	pthread_mutex_lock(&ln->slots_lock);
+	cmn_mutex_lock(&ln->slots_lock);
 	mine = s->state == SLOT_WAITING && s->seq == rh->sequence;
 	if (mine)
 		s->state = SLOT_FILLING;
-	pthread_mutex_unlock(&ln->slots_lock);
+	cmn_mutex_unlock(&ln->slots_lock);
 	GSP_HB_ACQUIRE(s);	/* the reply follows the request through the GSP */
 	ln->asm_seq = rh->sequence;
 	ln->asm_chunk = 0;
@@ -594,6 +624,20 @@ static void gsp_timeout(struct gsp *g, uint32_t function, uint32_t seq)
 		gsp_mark_fatal(g, "repeated RPC timeouts");
 }
 
+/* Become the lane's drainer if nobody is: try the rx lock (a waiter never blocks on it). */
+static bool rx_trylock(struct gsp_lane *ln)
+{
+	struct cmn_mutex *mx = &ln->rx_lock;
+
+	if (pthread_mutex_trylock(&mx->m))
+		return false;
+	/* Held now: tell the order validator and the owner word what cmn_mutex_lock would. */
+	if (cmn_lockdep_on(mx))
+		cmn_lockdep_acquire(mx->cls);
+	atomic_store_explicit(&mx->owner, pthread_self(), memory_order_relaxed);
+	return true;
+}
+
 static int gsp_wait(struct gsp_lane *ln, struct gsp_slot *s, uint32_t function, uint64_t deadline,
 		    size_t *len)
 {
@@ -607,19 +651,19 @@ static int gsp_wait(struct gsp_lane *ln, struct gsp_slot *s, uint32_t function, 
 		uint32_t w = atomic_load(&s->wake);
 		uint64_t now = cmn_now_ns();
 		if (now >= deadline) {
-			pthread_mutex_lock(&ln->slots_lock);
+			cmn_mutex_lock(&ln->slots_lock);
 			if (s->state == SLOT_WAITING) {
 				slot_release_locked(ln, s);
-				pthread_mutex_unlock(&ln->slots_lock);
+				cmn_mutex_unlock(&ln->slots_lock);
 				gsp_timeout(g, function, s->seq);
 				return -ETIMEDOUT;
 			}
 			/* FILLING: a drainer is copying the reply in; it completes or aborts. */
-			pthread_mutex_unlock(&ln->slots_lock);
+			cmn_mutex_unlock(&ln->slots_lock);
 		}
-		if (pthread_mutex_trylock(&ln->rx_lock) == 0) {
+		if (rx_trylock(ln)) {
 			drainer(ln, s, deadline, spin_until);
-			pthread_mutex_unlock(&ln->rx_lock);
+			cmn_mutex_unlock(&ln->rx_lock);
 			handoff(ln);
 			continue;	/* re-check done, then the deadline */
 		}
@@ -630,11 +674,11 @@ static int gsp_wait(struct gsp_lane *ln, struct gsp_slot *s, uint32_t function, 
 		gsp_futex_wait(&s->wake, w, cmn_min(deadline > now ? deadline - now : 1000000,
 						     2 * VGPU_NSEC_PER_MSEC));
 	}
-	pthread_mutex_lock(&ln->slots_lock);
+	cmn_mutex_lock(&ln->slots_lock);
 	ret = s->result;
 	*len = s->len;
 	slot_release_locked(ln, s);
-	pthread_mutex_unlock(&ln->slots_lock);
+	cmn_mutex_unlock(&ln->slots_lock);
 	return ret;
 }
 
@@ -717,10 +761,10 @@ static bool gsp_fair_enter(struct gsp *g, struct gsp_lane *ln, struct gsp_fair_e
 		e->tid = (int)gettid();
 		e->since = cmn_now_ns();
 		e->restored = false;
-		pthread_mutex_lock(&g->fair_lock);
+		cmn_mutex_lock(&g->fair_lock);
 		e->next = g->fair_list;
 		g->fair_list = e;
-		pthread_mutex_unlock(&g->fair_lock);
+		cmn_mutex_unlock(&g->fair_lock);
 		STAT_INC(g, fair_waits);
 		return true;
 	}
@@ -732,7 +776,7 @@ static void gsp_fair_leave(struct gsp *g, struct gsp_fair_ent *e)
 {
 	bool restored;
 
-	pthread_mutex_lock(&g->fair_lock);
+	cmn_mutex_lock(&g->fair_lock);
 	for (struct gsp_fair_ent **p = &g->fair_list; *p; p = &(*p)->next) {
 		if (*p == e) {
 			*p = e->next;
@@ -740,7 +784,7 @@ static void gsp_fair_leave(struct gsp *g, struct gsp_fair_ent *e)
 		}
 	}
 	restored = e->restored;
-	pthread_mutex_unlock(&g->fair_lock);
+	cmn_mutex_unlock(&g->fair_lock);
 	if (!restored)
 		setpriority(PRIO_PROCESS, 0, e->old_nice);
 }
@@ -750,14 +794,14 @@ static void gsp_fair_unstarve(struct gsp *g)
 {
 	uint64_t now = cmn_now_ns();
 
-	pthread_mutex_lock(&g->fair_lock);
+	cmn_mutex_lock(&g->fair_lock);
 	for (struct gsp_fair_ent *e = g->fair_list; e; e = e->next) {
 		if (!e->restored && now - e->since > GSP_FAIR_MAX_NS) {
 			setpriority(PRIO_PROCESS, (id_t)e->tid, e->old_nice);
 			e->restored = true;
 		}
 	}
-	pthread_mutex_unlock(&g->fair_lock);
+	cmn_mutex_unlock(&g->fair_lock);
 }
 
 /* One RPC on lane @ln, arguments checked. */
@@ -799,6 +843,16 @@ static int gsp_call_lane(struct gsp *g, struct gsp_lane *ln, unsigned int gfid, 
 	return ret;
 }
 
+/* A function number this build may send: the test-only ones only from a test build. */
+static bool gsp_fn_known(uint32_t function)
+{
+#ifdef VGPU_TEST_HOOKS
+	if (vgpu_rpc_fn_is_test(function))
+		return true;
+#endif
+	return function < VGPU_RPC_FN_MAX;
+}
+
 int gsp_call_deadline(struct gsp *g, unsigned int gfid, uint32_t function, const void *req,
 		      size_t req_len, void *reply, size_t reply_cap, size_t *reply_len,
 		      uint64_t deadline_ns)
@@ -812,7 +866,7 @@ int gsp_call_deadline(struct gsp *g, unsigned int gfid, uint32_t function, const
 		*reply_len = 0;
 	if (!g || (req_len && !req) || req_len > VGPU_RPC_MAX_PAYLOAD || (reply_cap && !reply) ||
 	    reply_cap > VGPU_RPC_MAX_PAYLOAD || gfid >= g->cfg.nr_fns ||
-	    function == VGPU_RPC_FN_CONTINUATION || function >= VGPU_RPC_FN_MAX)
+	    function == VGPU_RPC_FN_CONTINUATION || !gsp_fn_known(function))
 		return -EINVAL;
 	if (!gsp_call_allowed(g))
 		return -ENOTRECOVERABLE;
@@ -839,16 +893,16 @@ static bool evt_one(struct gsp *g)
 	struct vgpu_rpc_event ev;
 	uint32_t gt, pt;
 
-	pthread_mutex_lock(&g->evt_lock);
+	cmn_mutex_lock(&g->evt_lock);
 	gt = atomic_load_explicit(get, memory_order_relaxed);
 	pt = atomic_load_explicit(put, memory_order_seq_cst);
 	if (gt == pt || pt - gt > g->l.nr_events) {
-		pthread_mutex_unlock(&g->evt_lock);
+		cmn_mutex_unlock(&g->evt_lock);
 		return false;
 	}
 	ev = g->evts[gt & (g->l.nr_events - 1)];
 	atomic_store_explicit(get, gt + 1, memory_order_release);
-	pthread_mutex_unlock(&g->evt_lock);
+	cmn_mutex_unlock(&g->evt_lock);
 	STAT_INC(g, events);
 	if (g->cfg.event_cb)
 		g->cfg.event_cb(g->cfg.ctx, &ev);
@@ -895,9 +949,9 @@ int gsp_slice_send(struct gsp *g, unsigned int fn, int fd, uint64_t size)
 		cm->cmsg_len = CMSG_LEN(sizeof(int));
 		memcpy(CMSG_DATA(cm), &fd, sizeof(fd));
 	}
-	pthread_mutex_lock(&g->sock_lock);
+	cmn_mutex_lock(&g->sock_lock);
 	n = g->sock >= 0 ? sendmsg(g->sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) : -1;
-	pthread_mutex_unlock(&g->sock_lock);
+	cmn_mutex_unlock(&g->sock_lock);
 	return n == (ssize_t)sizeof(m) ? 0 : -errno;
 }
 
@@ -908,7 +962,7 @@ static void gsp_cancel_all(struct gsp *g)
 		struct gsp_lane *ln = &g->lanes[i];
 
 		atomic_store(&ln->abort, true);
-		pthread_mutex_lock(&ln->slots_lock);
+		cmn_mutex_lock(&ln->slots_lock);
 		for (uint32_t k = 0; k < GSP_SLOTS; k++) {
 			struct gsp_slot *s = &ln->slots[k];
 
@@ -920,7 +974,7 @@ static void gsp_cancel_all(struct gsp *g)
 			atomic_fetch_add(&s->wake, 1);
 			gsp_futex_wake(&s->wake);
 		}
-		pthread_mutex_unlock(&ln->slots_lock);
+		cmn_mutex_unlock(&ln->slots_lock);
 		/* Wake a drainer sleeping on the status queue. */
 		gsp_futex_wake(ln->stat.put);
 	}
@@ -931,21 +985,25 @@ static int gsp_reset_locked(struct gsp *g)
 	uint64_t t0 = cmn_now_ns();
 	int ret;
 
+	cmn_mutex_assert_held(&g->reset_lock);
 	atomic_store(&g->state, GSP_RESETTING);
 	gsp_cancel_all(g);
 	gsp_kill_locked(g);
-	for (unsigned int i = 0; i < g->l.nr_lanes; i++) {
-		pthread_mutex_lock(&g->lanes[i].rx_lock);
-		pthread_mutex_lock(&g->lanes[i].tx_lock);
-	}
-	pthread_mutex_lock(&g->evt_lock);
+	/* Every drainer and sender out of the queues: all rx locks, then all tx locks, the
+	 * one order in which a thread ever holds both kinds. */
+	for (unsigned int i = 0; i < g->l.nr_lanes; i++)
+		cmn_mutex_lock(&g->lanes[i].rx_lock);
+	for (unsigned int i = 0; i < g->l.nr_lanes; i++)
+		cmn_mutex_lock(&g->lanes[i].tx_lock);
+	cmn_mutex_lock(&g->evt_lock);
 	gsp_format(g);
-	pthread_mutex_unlock(&g->evt_lock);
+	cmn_mutex_unlock(&g->evt_lock);
 	for (unsigned int i = 0; i < g->l.nr_lanes; i++) {
 		atomic_store(&g->lanes[i].abort, false);
-		pthread_mutex_unlock(&g->lanes[i].tx_lock);
-		pthread_mutex_unlock(&g->lanes[i].rx_lock);
+		cmn_mutex_unlock(&g->lanes[i].tx_lock);
 	}
+	for (unsigned int i = 0; i < g->l.nr_lanes; i++)
+		cmn_mutex_unlock(&g->lanes[i].rx_lock);
 	ret = gsp_spawn_locked(g);
 	if (!ret)
 		ret = gsp_wait_ready_locked(g);
@@ -972,9 +1030,9 @@ static int gsp_reset_locked(struct gsp *g)
 
 int gsp_reset(struct gsp *g)
 {
-	pthread_mutex_lock(&g->reset_lock);
+	cmn_mutex_lock(&g->reset_lock);
 	int ret = gsp_reset_locked(g);
-	pthread_mutex_unlock(&g->reset_lock);
+	cmn_mutex_unlock(&g->reset_lock);
 	return ret;
 }
 
@@ -987,7 +1045,7 @@ static void *wd_main(void *arg)
 		cmn_sleep_ns(2 * VGPU_NSEC_PER_MSEC);
 		gsp_fair_tick(g);
 		gsp_fair_unstarve(g);
-		pthread_mutex_lock(&g->reset_lock);
+		cmn_mutex_lock(&g->reset_lock);
 		if (g->pid > 0 && waitpid(g->pid, &status, WNOHANG) == g->pid) {
 			g->pid = 0;
 			cmn_err("gsp: vgpu-gsp died (%s %d)", WIFSIGNALED(status) ? "signal" : "exit",
@@ -997,7 +1055,7 @@ static void *wd_main(void *arg)
 		if (atomic_load(&g->state) == GSP_FATAL && !g->cfg.no_auto_reset &&
 		    !atomic_load(&g->stop))
 			gsp_reset_locked(g);
-		pthread_mutex_unlock(&g->reset_lock);
+		cmn_mutex_unlock(&g->reset_lock);
 	}
 	return NULL;
 }
@@ -1068,9 +1126,9 @@ static int gsp_lanes_init(struct gsp *g)
 
 		ln->g = g;
 		ln->idx = i;
-		pthread_mutex_init(&ln->tx_lock, NULL);
-		pthread_mutex_init(&ln->rx_lock, NULL);
-		pthread_mutex_init(&ln->slots_lock, NULL);
+		cmn_mutex_init(&ln->tx_lock);
+		cmn_mutex_init(&ln->rx_lock);
+		cmn_mutex_init(&ln->slots_lock);
 		ln->tx = malloc(VGPU_RPC_MAX_ELEMS * VGPU_RPC_ELEM_SIZE);
 		ln->msg = malloc(VGPU_RPC_MAX_ELEMS * VGPU_RPC_ELEM_SIZE);
 		if (!ln->tx || !ln->msg)
@@ -1088,10 +1146,10 @@ int gsp_start(const struct gsp_config *cfg, struct gsp **out)
 		return -ENOMEM;
 	g->qfd = -1;
 	g->sock = -1;
-	pthread_mutex_init(&g->sock_lock, NULL);
-	pthread_mutex_init(&g->reset_lock, NULL);
-	pthread_mutex_init(&g->fair_lock, NULL);
-	pthread_mutex_init(&g->evt_lock, NULL);
+	cmn_mutex_init(&g->sock_lock);
+	cmn_mutex_init(&g->reset_lock);
+	cmn_mutex_init(&g->fair_lock);
+	cmn_mutex_init(&g->evt_lock);
 	ret = gsp_cfg_check(g, cfg);
 	if (ret)
 		goto fail;
@@ -1102,11 +1160,11 @@ int gsp_start(const struct gsp_config *cfg, struct gsp **out)
 	if (ret)
 		goto fail;
 	gsp_format(g);
-	pthread_mutex_lock(&g->reset_lock);
+	cmn_mutex_lock(&g->reset_lock);
 	ret = gsp_spawn_locked(g);
 	if (!ret)
 		ret = gsp_wait_ready_locked(g);
-	pthread_mutex_unlock(&g->reset_lock);
+	cmn_mutex_unlock(&g->reset_lock);
 	if (ret)
 		goto fail;
 	if (pthread_create(&g->evt_th, NULL, evt_main, g)) {
@@ -1138,12 +1196,12 @@ void gsp_stop(struct gsp *g)
 		pthread_join(g->wd_th, NULL);
 		pthread_join(g->evt_th, NULL);
 	}
-	pthread_mutex_lock(&g->reset_lock);
+	cmn_mutex_lock(&g->reset_lock);
 	atomic_store(&g->state, GSP_STOPPED);
 	if (g->base)
 		gsp_cancel_all(g);
 	gsp_kill_locked(g);
-	pthread_mutex_unlock(&g->reset_lock);
+	cmn_mutex_unlock(&g->reset_lock);
 	for (unsigned int i = 0; i < g->l.nr_lanes; i++) {
 		free(g->lanes[i].tx);
 		free(g->lanes[i].msg);

@@ -1,9 +1,9 @@
-# rm_gsp: the emulated GSP (program vgpu-gsp) and the CPU-RM side of its message queues.
+# rm_gsp: the CPU-RM's end of the GSP (RPC client, process supervision) and the message
+# queues both ends share. Links no device model: the GSP program is module gsp_fw.
 MODULES += rm_gsp
 rm_gsp_DIR := rm/gsp
-rm_gsp_DEPS := gpu_model iommu_model common
+rm_gsp_DEPS := common
 rm_gsp_LDLIBS :=
-rm_gsp_TSAN_TESTS := test_gsp_rpc test_gsp_faults
-# `make tsan` builds only the TSan test binaries; these start the TSan build of vgpu-gsp
-# (found at ../../bin/vgpu-gsp from the test), so it is made with them.
-$(foreach t,$(rm_gsp_TSAN_TESTS),$(BUILD)/tsan/tests/rm_gsp/$(t)): | $(BUILD)/tsan/bin/vgpu-gsp
+# Tests and benchmarks link librm_gsp-th.a: it allows the test-only RPCs and starts
+# vgpu-gsp-test (rm/gsp/gsp_test_rpc.h).
+rm_gsp_TEST_HOOKS := 1

@@ -10,7 +10,7 @@
 
 #include "common/bitops.h"
 #include "common/compiler.h"
-#include "rm/gsp/gsp_internal.h"
+#include "rm/gsp/gsp.h"
 
 static bool is_pow2_u32(uint32_t v)
 {

@@ -25,6 +25,7 @@
 #include "gpu_model/gpu.h"
 #include "pma/pma.h"
 #include "rm/gsp/gsp.h"
+#include "rm/gsp/gsp_test_rpc.h"
 #include "rm/hw/rm_hw.h"
 #include "rm/rm.h"
 

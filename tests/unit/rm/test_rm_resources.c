@@ -18,6 +18,7 @@
 #include "common/compiler.h"
 #include "common/err.h"
 #include "common/log.h"
+#include "rm/gsp/gsp_test_rpc.h"
 #include "rm_test.h"
 
 static struct rm_fixture fx;

@@ -1,12 +1,13 @@
-/* Shared setup for the rm_gsp tests: a small emulated GPU and a real vgpu-gsp process. */
-#ifndef VGPU_TESTS_RM_GSP_TEST_H
-#define VGPU_TESTS_RM_GSP_TEST_H
+/* Shared setup for the gsp_fw tests: a small emulated GPU and a real vgpu-gsp process. */
+#ifndef VGPU_TESTS_GSP_FW_TEST_H
+#define VGPU_TESTS_GSP_FW_TEST_H
 
 #include <errno.h>
 
 #include "common/clock.h"
 #include "gpu_model/gpu.h"
 #include "rm/gsp/gsp.h"
+#include "rm/gsp/gsp_test_rpc.h"
 
 struct gsp_fixture {
 	struct gpu *gpu;

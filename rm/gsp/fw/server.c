@@ -1,7 +1,7 @@
 /* The GSP's side: one thread per lane reads commands, reassembles continuation records,
  * runs the RPC against the privileged region and writes the reply; the main thread beats
- * the heartbeat. Fault injection (VGPU_RPC_FN_INJECT) lives here, so tests can make the
- * real process hang, crawl, answer late, die mid-reply, corrupt a reply or flood events. */
+ * the heartbeat and watches the device. RPCs dispatch through one table (srv_fns[]); the
+ * test-only ones and the faults they arm live in hooks.c, in test builds only. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -21,73 +21,16 @@
 #include "common/clock.h"
 #include "common/compiler.h"
 #include "common/err.h"
+#include "common/lock.h"
 #include "common/log.h"
 #include "gpu_model/gpu.h"
-#include "rm/gsp/gsp.h"
-#include "rm/gsp/gsp_internal.h"
+#include "rm/gsp/fw/gsp_fw.h"
+#include "rm/gsp/fw/gsp_fw_internal.h"
+#ifdef VGPU_TEST_HOOKS
+#include "rm/gsp/gsp_test_rpc.h"
+#endif
 
-struct srv;
-
-struct srv_lane {
-	struct srv *s;
-	unsigned int idx;
-	struct gsp_q cmd, stat;
-	uint8_t *msg;			/* one message read from the command queue */
-	uint8_t *tx;			/* one message being built */
-	uint8_t *req;			/* the reassembled request */
-	size_t req_cap;
-	uint8_t *rep;			/* the reply payload */
-	size_t rep_cap;
-	/* reassembly of a request sent as continuation records */
-	bool asm_active;
-	uint32_t asm_seq, asm_fn, asm_gfid, asm_chunk;
-	uint64_t asm_total, asm_got;
-	/* one-shot faults armed by INJECT for this lane */
-	_Atomic uint64_t late_ns;
-	_Atomic uint32_t crash_mid, corrupt;
-	_Atomic uint64_t stall_until;
-	pthread_t th;
-};
-
-/* The watchdog's view of one channel. */
-struct srv_wd {
-	uint64_t gen;			/* the allocation watched (priv gen) */
-	uint64_t gp_get;		/* GP_GET at the last change */
-	uint64_t faults;		/* the channel's fault count at the last change */
-	uint64_t since;			/* pending and unmoved since then; 0: nothing pending */
-	bool fired;			/* reported for this stall */
-};
-
-struct srv {
-	uint8_t *base;
-	struct gsp_layout l;
-	struct vgpu_rpcq_global *glob;
-	struct vgpu_rpcq_gsp_page *gp;
-	struct vgpu_rpcq_cpu_page *cp;
-	struct vgpu_rpc_event *evts;
-	struct gpu_priv *priv;		/* NULL: started without hardware */
-	uint64_t spin_ns;
-	_Atomic bool hang;
-	_Atomic uint64_t slow_ns[64];	/* per gfid */
-	pthread_mutex_t evt_lock;	/* protects evt_seq and the event put */
-	uint64_t evt_seq;
-	int fd_sock;			/* VRAM slices arrive here (SCM_RIGHTS); -1: none */
-	pthread_mutex_t slice_lock;	/* protects slices[] and the socket's reads */
-	struct { int fd; uint64_t size; void *map; } slices[64];
-	_Atomic uint64_t scrubs;
-	struct srv_lane lanes[VGPU_RPC_MAX_LANES];
-	/* the device's errors (status region); only the main thread touches these */
-	const struct gpu_status_shared *st;	/* NULL: started without one */
-	uint64_t st_events;		/* the region's event count at the last scan */
-	uint64_t seen_faults[GPU_MAX_FNS];
-	uint64_t seen_errors[GPU_MAX_FNS][GPU_FN_MAX_CHANNELS];
-	struct srv_wd wd[GPU_MAX_FNS][GPU_FN_MAX_CHANNELS];
-	_Atomic uint64_t wd_ns[GPU_MAX_FNS];	/* per function watchdog timeout; 0: default */
-};
-
-/* Die at once, as firmware does: no atexit handlers, no sanitizer epilogue that could
- * wait for locks other threads hold. */
-static _Noreturn void srv_die(int code)
+_Noreturn void gsp_fw_die(int code)
 {
 	for (;;)
 		syscall(SYS_exit_group, code);
@@ -95,7 +38,7 @@ static _Noreturn void srv_die(int code)
 
 /* ---- events ---- */
 /* Post one record, waiting up to @wait_ns for space. False if the queue stayed full. */
-static bool srv_event_wait(struct srv *s, uint32_t type, uint32_t gfid, const uint64_t d[5],
+static bool srv_event_wait(struct gsp_fw *s, uint32_t type, uint32_t gfid, const uint64_t d[5],
 			   uint64_t wait_ns)
 {
 	_Atomic uint32_t *put = (_Atomic uint32_t *)&s->gp->evt_put;
@@ -103,11 +46,11 @@ static bool srv_event_wait(struct srv *s, uint32_t type, uint32_t gfid, const ui
 	uint64_t give_up = cmn_deadline_ns(wait_ns);
 	uint32_t p;
 
-	pthread_mutex_lock(&s->evt_lock);
+	cmn_mutex_lock(&s->evt_lock);
 	p = atomic_load_explicit(put, memory_order_relaxed);
 	while (p - atomic_load_explicit(get, memory_order_acquire) >= s->l.nr_events) {
 		if (cmn_deadline_passed(give_up)) {
-			pthread_mutex_unlock(&s->evt_lock);
+			cmn_mutex_unlock(&s->evt_lock);
 			return false;
 		}
 		cmn_sleep_ns(20 * VGPU_NSEC_PER_USEC);
@@ -119,13 +62,13 @@ static bool srv_event_wait(struct srv *s, uint32_t type, uint32_t gfid, const ui
 	atomic_store_explicit(put, p + 1, memory_order_seq_cst);
 	if (__atomic_load_n(&s->cp->evt_waiting, __ATOMIC_SEQ_CST))
 		gsp_futex_wake(put);
-	pthread_mutex_unlock(&s->evt_lock);
+	cmn_mutex_unlock(&s->evt_lock);
 	return true;
 }
 
 /* A full queue waits a little for the CPU's worker, then drops: an event storm must never
  * stall the lanes that carry RPC replies. */
-static void srv_event_data(struct srv *s, uint32_t type, uint32_t gfid, const uint64_t d[5])
+static void srv_event_data(struct gsp_fw *s, uint32_t type, uint32_t gfid, const uint64_t d[5])
 {
 	if (!srv_event_wait(s, type, gfid, d, 10 * VGPU_NSEC_PER_MSEC))
 		__atomic_fetch_add(&s->gp->evt_dropped, 1, __ATOMIC_RELAXED);
@@ -134,7 +77,7 @@ static void srv_event_data(struct srv *s, uint32_t type, uint32_t gfid, const ui
 /* A device-error record: never waits (the heartbeat thread posts it) and is never lost; if
  * the queue is full it is counted as deferred and false tells the caller to keep the
  * device's count unseen, so the next poll posts it, folded with whatever came since. */
-static bool srv_event_dev(struct srv *s, uint32_t type, uint32_t gfid, const uint64_t d[5])
+static bool srv_event_dev(struct gsp_fw *s, uint32_t type, uint32_t gfid, const uint64_t d[5])
 {
 	if (srv_event_wait(s, type, gfid, d, 0))
 		return true;
@@ -142,32 +85,17 @@ static bool srv_event_dev(struct srv *s, uint32_t type, uint32_t gfid, const uin
 	return false;
 }
 
-static void srv_event(struct srv *s, uint32_t type, uint32_t gfid, uint64_t d0)
+void gsp_fw_event(struct gsp_fw *s, uint32_t type, uint32_t gfid, uint64_t d0)
 {
 	const uint64_t d[5] = { d0 };
 
 	srv_event_data(s, type, gfid, d);
 }
 
-struct storm {
-	struct srv *s;
-	uint64_t n;
-	uint32_t gfid;
-};
-
-static void *storm_main(void *arg)
-{
-	struct storm *st = arg;
-
-	for (uint64_t i = 0; i < st->n; i++)
-		srv_event(st->s, VGPU_RPC_EVT_TEST, st->gfid, i);
-	free(st);
-	return NULL;
-}
-
 /* ---- VRAM slices ---- */
-static void slice_drop_locked(struct srv *s, unsigned int fn)
+static void slice_drop_locked(struct gsp_fw *s, unsigned int fn)
 {
+	cmn_mutex_assert_held(&s->slice_lock);
 	if (s->slices[fn].map)
 		munmap(s->slices[fn].map, s->slices[fn].size);
 	if (s->slices[fn].fd >= 0)
@@ -179,14 +107,14 @@ static void slice_drop_locked(struct srv *s, unsigned int fn)
 
 /* Take every slice message waiting on the socket: the sender's message went out before
  * the RPC that needs it, so draining here is enough to see it. */
-static void srv_slices_poll(struct srv *s)
+static void srv_slices_poll(struct gsp_fw *s)
 {
 	struct vgpu_rpc_slice_msg m;
 	char cbuf[CMSG_SPACE(sizeof(int))];
 
 	if (s->fd_sock < 0)
 		return;
-	pthread_mutex_lock(&s->slice_lock);
+	cmn_mutex_lock(&s->slice_lock);
 	for (;;) {
 		struct iovec iov = { &m, sizeof(m) };
 		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
@@ -215,17 +143,17 @@ static void srv_slices_poll(struct srv *s)
 		if (s->slices[m.fn].map == MAP_FAILED)
 			s->slices[m.fn].map = NULL;
 	}
-	pthread_mutex_unlock(&s->slice_lock);
+	cmn_mutex_unlock(&s->slice_lock);
 }
 
-static int srv_scrub(struct srv *s, const struct vgpu_rpc_scrub *sc)
+static int srv_scrub(struct gsp_fw *s, const struct vgpu_rpc_scrub *sc)
 {
 	int ret;
 
 	if (sc->fn >= s->glob->nr_fns || (sc->offset | sc->size) & 4095 || !sc->size)
 		return -EINVAL;
 	srv_slices_poll(s);
-	pthread_mutex_lock(&s->slice_lock);
+	cmn_mutex_lock(&s->slice_lock);
 	if (s->slices[sc->fn].fd < 0)
 		ret = -EOPNOTSUPP;
 	else if (sc->offset + sc->size > s->slices[sc->fn].size || sc->offset + sc->size < sc->offset)
@@ -235,28 +163,26 @@ static int srv_scrub(struct srv *s, const struct vgpu_rpc_scrub *sc)
 		ret = -errno;
 	else
 		ret = 0;
-	pthread_mutex_unlock(&s->slice_lock);
+	cmn_mutex_unlock(&s->slice_lock);
 	if (!ret)
 		atomic_fetch_add(&s->scrubs, 1);
 	return ret;
 }
 
-static uint64_t srv_nr_slices(struct srv *s)
+static uint64_t srv_nr_slices(struct gsp_fw *s)
 {
 	uint64_t n = 0;
 
 	srv_slices_poll(s);
-	pthread_mutex_lock(&s->slice_lock);
+	cmn_mutex_lock(&s->slice_lock);
 	for (unsigned int i = 0; i < 64; i++)
 		n += s->slices[i].fd >= 0;
-	pthread_mutex_unlock(&s->slice_lock);
+	cmn_mutex_unlock(&s->slice_lock);
 	return n;
 }
 
 /* ---- RPC handlers ---- */
-#define NEED(len, type) do { if ((len) != sizeof(type)) return -EINVAL; } while (0)
-
-static int srv_reserve_reply(struct srv_lane *ln, size_t len)
+int gsp_fw_reserve_reply(struct gsp_fw_lane *ln, size_t len)
 {
 	if (len <= ln->rep_cap)
 		return 0;
@@ -268,66 +194,8 @@ static int srv_reserve_reply(struct srv_lane *ln, size_t len)
 	return 0;
 }
 
-static int srv_inject(struct srv_lane *ln, const struct vgpu_rpc_inject *in)
-{
-	struct srv *s = ln->s;
-	struct srv_lane *t;
-	struct storm *st;
-	pthread_t th;
-
-	if (in->lane >= s->l.nr_lanes || in->fn >= 64)
-		return -EINVAL;
-	t = &s->lanes[in->lane];
-	switch (in->mode) {
-	case VGPU_INJ_CLEAR:
-		for (unsigned int i = 0; i < 64; i++)
-			atomic_store(&s->slow_ns[i], 0);
-		for (unsigned int i = 0; i < s->l.nr_lanes; i++) {
-			atomic_store(&s->lanes[i].late_ns, 0);
-			atomic_store(&s->lanes[i].crash_mid, 0);
-			atomic_store(&s->lanes[i].corrupt, 0);
-			atomic_store(&s->lanes[i].stall_until, 0);
-		}
-		return 0;
-	case VGPU_INJ_HANG:
-		atomic_store(&s->hang, true);
-		return 0;
-	case VGPU_INJ_SLOW:
-		atomic_store(&s->slow_ns[in->fn], in->arg);
-		return 0;
-	case VGPU_INJ_LATE:
-		atomic_store(&t->late_ns, in->arg);
-		return 0;
-	case VGPU_INJ_CRASH_MID_REPLY:
-		atomic_store(&t->crash_mid, 1);
-		return 0;
-	case VGPU_INJ_CORRUPT:
-		if (in->arg < VGPU_CORRUPT_PAYLOAD || in->arg > VGPU_CORRUPT_COUNTER)
-			return -EINVAL;
-		atomic_store(&t->corrupt, (uint32_t)in->arg);
-		return 0;
-	case VGPU_INJ_STALL:
-		atomic_store(&t->stall_until, cmn_deadline_ns(in->arg));
-		return 0;
-	case VGPU_INJ_EVENT_STORM:
-		st = malloc(sizeof(*st));
-		if (!st)
-			return -ENOMEM;
-		*st = (struct storm){ s, in->arg, in->fn };
-		if (pthread_create(&th, NULL, storm_main, st)) {
-			free(st);
-			return -EAGAIN;
-		}
-		pthread_detach(th);
-		return 0;
-	case VGPU_INJ_CRASH:
-		srv_die(2);
-	}
-	return -EINVAL;
-}
-
 /* Drop every channel of @fn and empty its runlists (the GSP's half of a VF reset). */
-static int srv_vf_reset(struct srv *s, unsigned int fn)
+static int srv_vf_reset(struct gsp_fw *s, unsigned int fn)
 {
 	const struct gpu_priv_shared *sh = gpu_priv_shared(s->priv);
 	int ret = 0;
@@ -340,7 +208,7 @@ static int srv_vf_reset(struct srv *s, unsigned int fn)
 	return ret;
 }
 
-static int srv_chan_alloc(struct srv *s, const struct vgpu_rpc_chan *c)
+static int srv_chan_alloc(struct gsp_fw *s, const struct vgpu_rpc_chan *c)
 {
 	struct gpu_priv_chan cfg = {
 		.flags = c->flags, .runlist = c->runlist, .pdb = c->pdb,
@@ -355,7 +223,7 @@ static int srv_chan_alloc(struct srv *s, const struct vgpu_rpc_chan *c)
 
 /* VA-space bind reprograms the channel's page directory: the hardware takes the PDB only
  * at allocation, so a disabled channel is freed and allocated again with the new one. */
-static int srv_vaspace_bind(struct srv *s, const struct vgpu_rpc_chan *c)
+static int srv_vaspace_bind(struct gsp_fw *s, const struct vgpu_rpc_chan *c)
 {
 	const struct gpu_priv_shared *sh = gpu_priv_shared(s->priv);
 	struct vgpu_rpc_chan n;
@@ -378,139 +246,279 @@ static int srv_vaspace_bind(struct srv *s, const struct vgpu_rpc_chan *c)
 	return ret ? ret : srv_chan_alloc(s, &n);
 }
 
-static int srv_hw(struct srv *s, uint32_t fn, const void *req, size_t len)
+/* ---- the RPC table ----
+ * Every handler gets a request whose size and target function srv_validate() checked
+ * against its entry, and, where the entry has an out size, ln->rep reserved for a reply
+ * of that size. */
+#define SRV_ANY		UINT32_MAX	/* in: any request size */
+#define SRV_HW		1u		/* needs the privileged region (-ENODEV without) */
+#define SRV_FN		2u		/* the request starts with a function number < nr_fns */
+
+typedef int (*srv_handler)(struct gsp_fw_lane *ln, const void *req, size_t len,
+			   struct gsp_fw_reply *out);
+
+struct srv_fn {
+	uint32_t fn;
+	uint32_t in;			/* request bytes, or SRV_ANY */
+	uint32_t out;			/* reply bytes reserved in ln->rep; 0: none, or the
+					 * handler's own (ECHO, BLOB) */
+	uint32_t flags;			/* SRV_HW, SRV_FN */
+	srv_handler run;
+};
+
+static int srv_nop(struct gsp_fw_lane *ln, const void *req, size_t len, struct gsp_fw_reply *out)
 {
-	const struct vgpu_rpc_partition *pt = req;
-	const struct vgpu_rpc_fnarg *fa = req;
-	const struct vgpu_rpc_chan *ch = req;
-	const struct vgpu_rpc_chan_enable *ce = req;
-	const struct vgpu_rpc_runlist *rl = req;
-	const struct vgpu_rpc_sched *sc = req;
-	const struct vgpu_rpc_sched_fn *sf = req;
-
-	if (!s->priv)
-		return -ENODEV;
-	/* Every struct starts with the target function except the device-wide policy. */
-	if (fn != VGPU_RPC_FN_SCHED_SET && (len < 4 || fa->fn >= s->glob->nr_fns))
-		return -EINVAL;
-	switch (fn) {
-	case VGPU_RPC_FN_PARTITION_SET:
-		NEED(len, *pt);
-		return gpu_priv_partition_set(s->priv, pt->fn, pt->base, pt->size);
-	case VGPU_RPC_FN_PARTITION_CLEAR:
-		NEED(len, *fa);
-		return gpu_priv_partition_set(s->priv, fa->fn, 0, 0);
-	case VGPU_RPC_FN_CHAN_ALLOC:
-		NEED(len, *ch);
-		return srv_chan_alloc(s, ch);
-	case VGPU_RPC_FN_CHAN_BIND:
-		NEED(len, *ce);
-		return ce->chid >= GPU_FN_MAX_CHANNELS ? -EINVAL :
-			gpu_priv_chan_enable(s->priv, ce->fn, ce->chid, ce->enable != 0);
-	case VGPU_RPC_FN_CHAN_FREE:
-		NEED(len, *ch);
-		return ch->chid >= GPU_FN_MAX_CHANNELS ? -EINVAL :
-			gpu_priv_chan_free(s->priv, ch->fn, ch->chid);
-	case VGPU_RPC_FN_VASPACE_BIND:
-		NEED(len, *ch);
-		return srv_vaspace_bind(s, ch);
-	case VGPU_RPC_FN_RUNLIST_SET:
-		NEED(len, *rl);
-		return gpu_priv_runlist_set(s->priv, rl->fn, rl->runlist, rl->chans);
-	case VGPU_RPC_FN_SCHED_SET:
-		NEED(len, *sc);
-		return gpu_priv_sched_set(s->priv, sc->policy, sc->quantum_ns, sc->period_ns);
-	case VGPU_RPC_FN_SCHED_FN_SET: {
-		NEED(len, *sf);
-		struct gpu_priv_sched_fn v = { .enabled = sf->enabled, .quantum_ns = sf->quantum_ns,
-			.preempt_timeout_ns = sf->preempt_timeout_ns, .weight = sf->weight };
-		return gpu_priv_sched_fn_set(s->priv, sf->fn, &v);
-	}
-	case VGPU_RPC_FN_VF_RESET:
-		NEED(len, *fa);
-		return srv_vf_reset(s, fa->fn);
-	case VGPU_RPC_FN_FAULT_REPLAY:
-		NEED(len, *fa);
-		/* Faults are replayed by the device model (the RM calls it after this RPC);
-		 * the GSP's part is the record, kept as an event for the owner's log. */
-		srv_event_data(s, VGPU_RPC_EVT_MMU_FAULT, fa->fn,
-			       (const uint64_t[5]){ [4] = VGPU_RPC_FAULT_REPLAYED });
-		return 0;
-	case VGPU_RPC_FN_WATCHDOG_SET: {
-		const struct vgpu_rpc_watchdog *w = req;
-
-		NEED(len, *w);
-		if (w->reserved || (w->timeout_ns && w->timeout_ns < VGPU_RPC_WD_MIN_NS))
-			return -EINVAL;
-		atomic_store(&s->wd_ns[w->fn], w->timeout_ns);
-		return 0;
-	}
-	}
-	return -EOPNOTSUPP;
+	(void)ln;
+	(void)req;
+	(void)len;
+	(void)out;
+	return 0;
 }
 
-/* Run one reassembled RPC; the reply payload is left in ln->rep (or points at the request). */
-static int srv_handle(struct srv_lane *ln, uint32_t fn, uint32_t gfid, const uint8_t **rep,
-		      size_t *rep_len)
+static int srv_echo(struct gsp_fw_lane *ln, const void *req, size_t len, struct gsp_fw_reply *out)
 {
-	struct srv *s = ln->s;
+	(void)ln;
+	out->data = req;
+	out->len = len;
+	return 0;
+}
+
+static int srv_get_info(struct gsp_fw_lane *ln, const void *req, size_t len,
+			struct gsp_fw_reply *out)
+{
+	struct gsp_fw *s = ln->s;
+	struct vgpu_rpc_info info = { .abi_version = VGPU_ABI_VERSION,
+		.nr_fns = s->glob->nr_fns, .pid = (uint64_t)getpid(), .epoch = s->glob->epoch,
+		.vram_size = s->priv ? gpu_priv_shared(s->priv)->vram_size : 0,
+		.rpcs = __atomic_load_n(&s->gp->rpcs, __ATOMIC_RELAXED),
+		.bad_msgs = __atomic_load_n(&s->gp->bad_msgs, __ATOMIC_RELAXED),
+		.scrubs = atomic_load(&s->scrubs), .slices = srv_nr_slices(s) };
+
+	(void)req;
+	(void)len;
+	memcpy(ln->rep, &info, sizeof(info));
+	out->len = sizeof(info);
+	return 0;
+}
+
+static int srv_scrub_rpc(struct gsp_fw_lane *ln, const void *req, size_t len,
+			 struct gsp_fw_reply *out)
+{
+	(void)len;
+	(void)out;
+	return srv_scrub(ln->s, req);
+}
+
+static int srv_partition_set(struct gsp_fw_lane *ln, const void *req, size_t len,
+			     struct gsp_fw_reply *out)
+{
+	const struct vgpu_rpc_partition *pt = req;
+
+	(void)len;
+	(void)out;
+	return gpu_priv_partition_set(ln->s->priv, pt->fn, pt->base, pt->size);
+}
+
+static int srv_partition_clear(struct gsp_fw_lane *ln, const void *req, size_t len,
+			       struct gsp_fw_reply *out)
+{
+	const struct vgpu_rpc_fnarg *fa = req;
+
+	(void)len;
+	(void)out;
+	return gpu_priv_partition_set(ln->s->priv, fa->fn, 0, 0);
+}
+
+static int srv_chan_alloc_rpc(struct gsp_fw_lane *ln, const void *req, size_t len,
+			      struct gsp_fw_reply *out)
+{
+	(void)len;
+	(void)out;
+	return srv_chan_alloc(ln->s, req);
+}
+
+static int srv_chan_bind(struct gsp_fw_lane *ln, const void *req, size_t len,
+			 struct gsp_fw_reply *out)
+{
+	const struct vgpu_rpc_chan_enable *ce = req;
+
+	(void)len;
+	(void)out;
+	return ce->chid >= GPU_FN_MAX_CHANNELS ? -EINVAL :
+		gpu_priv_chan_enable(ln->s->priv, ce->fn, ce->chid, ce->enable != 0);
+}
+
+static int srv_chan_free(struct gsp_fw_lane *ln, const void *req, size_t len,
+			 struct gsp_fw_reply *out)
+{
+	const struct vgpu_rpc_chan *ch = req;
+
+	(void)len;
+	(void)out;
+	return ch->chid >= GPU_FN_MAX_CHANNELS ? -EINVAL :
+		gpu_priv_chan_free(ln->s->priv, ch->fn, ch->chid);
+}
+
+static int srv_vaspace_bind_rpc(struct gsp_fw_lane *ln, const void *req, size_t len,
+				struct gsp_fw_reply *out)
+{
+	(void)len;
+	(void)out;
+	return srv_vaspace_bind(ln->s, req);
+}
+
+static int srv_runlist_set(struct gsp_fw_lane *ln, const void *req, size_t len,
+			   struct gsp_fw_reply *out)
+{
+	const struct vgpu_rpc_runlist *rl = req;
+
+	(void)len;
+	(void)out;
+	return gpu_priv_runlist_set(ln->s->priv, rl->fn, rl->runlist, rl->chans);
+}
+
+static int srv_sched_set(struct gsp_fw_lane *ln, const void *req, size_t len,
+			 struct gsp_fw_reply *out)
+{
+	const struct vgpu_rpc_sched *sc = req;
+
+	(void)len;
+	(void)out;
+	return gpu_priv_sched_set(ln->s->priv, sc->policy, sc->quantum_ns, sc->period_ns);
+}
+
+static int srv_sched_fn_set(struct gsp_fw_lane *ln, const void *req, size_t len,
+			    struct gsp_fw_reply *out)
+{
+	const struct vgpu_rpc_sched_fn *sf = req;
+	struct gpu_priv_sched_fn v = { .enabled = sf->enabled, .quantum_ns = sf->quantum_ns,
+		.preempt_timeout_ns = sf->preempt_timeout_ns, .weight = sf->weight };
+
+	(void)len;
+	(void)out;
+	return gpu_priv_sched_fn_set(ln->s->priv, sf->fn, &v);
+}
+
+static int srv_vf_reset_rpc(struct gsp_fw_lane *ln, const void *req, size_t len,
+			    struct gsp_fw_reply *out)
+{
+	const struct vgpu_rpc_fnarg *fa = req;
+
+	(void)len;
+	(void)out;
+	return srv_vf_reset(ln->s, fa->fn);
+}
+
+/* Faults are replayed by the device model (the RM calls it after this RPC); the GSP's
+ * part is the record, kept as an event for the owner's log. */
+static int srv_fault_replay(struct gsp_fw_lane *ln, const void *req, size_t len,
+			    struct gsp_fw_reply *out)
+{
+	const struct vgpu_rpc_fnarg *fa = req;
+
+	(void)len;
+	(void)out;
+	srv_event_data(ln->s, VGPU_RPC_EVT_MMU_FAULT, fa->fn,
+		       (const uint64_t[5]){ [4] = VGPU_RPC_FAULT_REPLAYED });
+	return 0;
+}
+
+static int srv_watchdog_set(struct gsp_fw_lane *ln, const void *req, size_t len,
+			    struct gsp_fw_reply *out)
+{
+	const struct vgpu_rpc_watchdog *w = req;
+
+	(void)len;
+	(void)out;
+	if (w->reserved || (w->timeout_ns && w->timeout_ns < VGPU_RPC_WD_MIN_NS))
+		return -EINVAL;
+	atomic_store(&ln->s->wd_ns[w->fn], w->timeout_ns);
+	return 0;
+}
+
+#define SRV_SZ(type) ((uint32_t)sizeof(struct type))
+
+static const struct srv_fn srv_fns[] = {
+	{ VGPU_RPC_FN_NOP, SRV_ANY, 0, 0, srv_nop },
+	{ VGPU_RPC_FN_ECHO, SRV_ANY, 0, 0, srv_echo },
+	{ VGPU_RPC_FN_GET_INFO, SRV_ANY, SRV_SZ(vgpu_rpc_info), 0, srv_get_info },
+	{ VGPU_RPC_FN_SCRUB, SRV_SZ(vgpu_rpc_scrub), 0, 0, srv_scrub_rpc },
+	{ VGPU_RPC_FN_PARTITION_SET, SRV_SZ(vgpu_rpc_partition), 0, SRV_HW | SRV_FN,
+	  srv_partition_set },
+	{ VGPU_RPC_FN_PARTITION_CLEAR, SRV_SZ(vgpu_rpc_fnarg), 0, SRV_HW | SRV_FN,
+	  srv_partition_clear },
+	{ VGPU_RPC_FN_CHAN_ALLOC, SRV_SZ(vgpu_rpc_chan), 0, SRV_HW | SRV_FN, srv_chan_alloc_rpc },
+	{ VGPU_RPC_FN_CHAN_BIND, SRV_SZ(vgpu_rpc_chan_enable), 0, SRV_HW | SRV_FN, srv_chan_bind },
+	{ VGPU_RPC_FN_CHAN_FREE, SRV_SZ(vgpu_rpc_chan), 0, SRV_HW | SRV_FN, srv_chan_free },
+	{ VGPU_RPC_FN_VASPACE_BIND, SRV_SZ(vgpu_rpc_chan), 0, SRV_HW | SRV_FN,
+	  srv_vaspace_bind_rpc },
+	{ VGPU_RPC_FN_RUNLIST_SET, SRV_SZ(vgpu_rpc_runlist), 0, SRV_HW | SRV_FN, srv_runlist_set },
+	/* the device-wide policy: the only hardware RPC without a target function */
+	{ VGPU_RPC_FN_SCHED_SET, SRV_SZ(vgpu_rpc_sched), 0, SRV_HW, srv_sched_set },
+	{ VGPU_RPC_FN_SCHED_FN_SET, SRV_SZ(vgpu_rpc_sched_fn), 0, SRV_HW | SRV_FN, srv_sched_fn_set },
+	{ VGPU_RPC_FN_VF_RESET, SRV_SZ(vgpu_rpc_fnarg), 0, SRV_HW | SRV_FN, srv_vf_reset_rpc },
+	{ VGPU_RPC_FN_FAULT_REPLAY, SRV_SZ(vgpu_rpc_fnarg), 0, SRV_HW | SRV_FN, srv_fault_replay },
+	{ VGPU_RPC_FN_WATCHDOG_SET, SRV_SZ(vgpu_rpc_watchdog), 0, SRV_HW | SRV_FN,
+	  srv_watchdog_set },
+#ifdef VGPU_TEST_HOOKS
+	/* the test-only RPCs (hooks.c) */
+	{ VGPU_RPC_FN_BLOB, SRV_SZ(vgpu_rpc_blob), 0, 0, gsp_fw_rpc_blob },
+	{ VGPU_RPC_FN_INJECT, SRV_SZ(vgpu_rpc_inject), 0, 0, gsp_fw_rpc_inject },
+#endif
+};
+
+/* @fn's entry; NULL for a function this GSP does not know. */
+static const struct srv_fn *srv_fn_find(uint32_t fn)
+{
+	for (size_t i = 0; i < VGPU_ARRAY_SIZE(srv_fns); i++)
+		if (srv_fns[i].fn == fn)
+			return &srv_fns[i];
+	return NULL;
+}
+
+/* The one check of a request against its entry: hardware present, target function in
+ * range, exact size. */
+static int srv_validate(const struct gsp_fw *s, const struct srv_fn *d, const void *req,
+			size_t len)
+{
+	if ((d->flags & SRV_HW) && !s->priv)
+		return -ENODEV;
+	if ((d->flags & SRV_FN) &&
+	    (len < sizeof(uint32_t) || *(const uint32_t *)req >= s->glob->nr_fns))
+		return -EINVAL;
+	if (d->in != SRV_ANY && len != d->in)
+		return -EINVAL;
+	return 0;
+}
+
+/* Run one reassembled RPC; the reply payload is left in ln->rep (or points at the
+ * request). An unknown function is -EOPNOTSUPP. */
+static int srv_handle(struct gsp_fw_lane *ln, uint32_t fn, uint32_t gfid,
+		      struct gsp_fw_reply *out)
+{
+	const struct srv_fn *d = srv_fn_find(fn);
 	const void *req = ln->req;
 	size_t len = ln->asm_total;
-	struct vgpu_rpc_info info;
-	uint64_t slow = gfid < 64 ? atomic_load(&s->slow_ns[gfid]) : 0;
 	int ret;
 
-	*rep = NULL;
-	*rep_len = 0;
-	if (slow)
-		cmn_sleep_ns(slow);
-	switch (fn) {
-	case VGPU_RPC_FN_NOP:
-		return 0;
-	case VGPU_RPC_FN_ECHO:
-		*rep = req;
-		*rep_len = len;
-		return 0;
-	case VGPU_RPC_FN_GET_INFO:
-		info = (struct vgpu_rpc_info){ .abi_version = VGPU_ABI_VERSION,
-			.nr_fns = s->glob->nr_fns, .pid = (uint64_t)getpid(), .epoch = s->glob->epoch,
-			.vram_size = s->priv ? gpu_priv_shared(s->priv)->vram_size : 0,
-			.rpcs = __atomic_load_n(&s->gp->rpcs, __ATOMIC_RELAXED),
-			.bad_msgs = __atomic_load_n(&s->gp->bad_msgs, __ATOMIC_RELAXED),
-			.scrubs = atomic_load(&s->scrubs), .slices = srv_nr_slices(s) };
-		ret = srv_reserve_reply(ln, sizeof(info));
+	*out = (struct gsp_fw_reply){ 0 };
+	gsp_fw_hook_before_rpc(ln->s, gfid);
+	if (!d)
+		return -EOPNOTSUPP;
+	ret = srv_validate(ln->s, d, req, len);
+	if (ret)
+		return ret;
+	if (d->out) {
+		ret = gsp_fw_reserve_reply(ln, d->out);
 		if (ret)
 			return ret;
-		memcpy(ln->rep, &info, sizeof(info));
-		*rep = ln->rep;
-		*rep_len = sizeof(info);
-		return 0;
-	case VGPU_RPC_FN_BLOB: {
-		const struct vgpu_rpc_blob *b = req;
-		NEED(len, *b);
-		if (b->len > VGPU_RPC_MAX_PAYLOAD)
-			return -EINVAL;
-		ret = srv_reserve_reply(ln, b->len);
-		if (ret)
-			return ret;
-		for (uint64_t i = 0; i < b->len; i++)
-			ln->rep[i] = (uint8_t)(b->seed + i * 131);
-		*rep = ln->rep;
-		*rep_len = b->len;
-		return 0;
+		out->data = ln->rep;
 	}
-	case VGPU_RPC_FN_INJECT:
-		NEED(len, struct vgpu_rpc_inject);
-		return srv_inject(ln, req);
-	case VGPU_RPC_FN_SCRUB:
-		NEED(len, struct vgpu_rpc_scrub);
-		return srv_scrub(s, req);
-	}
-	return srv_hw(s, fn, req, len);
+	return d->run(ln, req, len, out);
 }
 
 /* ---- reply path ---- */
-static void srv_wait_space(struct srv_lane *ln, uint32_t elems)
+void gsp_fw_wait_space(struct gsp_fw_lane *ln, uint32_t elems)
 {
 	uint64_t start = cmn_now_ns();
 
@@ -524,41 +532,13 @@ static void srv_wait_space(struct srv_lane *ln, uint32_t elems)
 	}
 }
 
-/* Apply an armed corruption to the built message; returns the elements to publish. */
-static void srv_corrupt(struct srv_lane *ln, uint8_t *msg, size_t bytes, uint32_t mode)
-{
-	struct vgpu_rpc_elem *e = (void *)msg;
-	struct vgpu_rpc_hdr *rh = (void *)(msg + sizeof(*e));
-
-	switch (mode) {
-	case VGPU_CORRUPT_PAYLOAD:
-		msg[bytes - 1] ^= 0x10;		/* payload or padding: both are summed */
-		break;
-	case VGPU_CORRUPT_LENGTH:
-		rh->length = 0xffffff00u;
-		e->checksum = 0;
-		e->checksum = gsp_checksum(msg, bytes);
-		break;
-	case VGPU_CORRUPT_SEQ:
-		e->seq += 5;
-		ln->stat.seq = e->seq + 1;
-		e->checksum = 0;
-		e->checksum = gsp_checksum(msg, bytes);
-		break;
-	}
-}
-
-static void srv_reply(struct srv_lane *ln, uint32_t fn, uint32_t seq, uint32_t gfid, int result,
+static void srv_reply(struct gsp_fw_lane *ln, uint32_t fn, uint32_t seq, uint32_t gfid, int result,
 		      const uint8_t *rep, size_t rep_len)
 {
-	uint64_t late = atomic_exchange(&ln->late_ns, 0);
-	uint32_t corrupt = atomic_exchange(&ln->corrupt, 0);
-	uint32_t crash = atomic_exchange(&ln->crash_mid, 0);
 	size_t off = 0;
 	uint32_t chunk = 0;
 
-	if (late)
-		cmn_sleep_ns(late);
+	gsp_fw_hook_reply_begin(ln);
 	do {
 		size_t n = cmn_min(rep_len - off, (size_t)VGPU_RPC_MSG_MAX_PAYLOAD);
 		struct vgpu_rpc_hdr rh = { .version = VGPU_RPC_HDR_VERSION,
@@ -568,37 +548,22 @@ static void srv_reply(struct srv_lane *ln, uint32_t fn, uint32_t seq, uint32_t g
 		size_t bytes = gsp_msg_build(&ln->stat, ln->tx, &rh, rep + off, n);
 		uint32_t elems = gsp_msg_elems(n);
 
-		srv_wait_space(ln, elems);
-		if (crash) {
-			/* Half the message visible, then die: what a GSP crashing mid-copy leaves. */
-			gsp_q_write(&ln->stat, ln->tx, bytes, elems, elems / 2);
-			srv_die(3);
-		}
-		if (corrupt && corrupt < VGPU_CORRUPT_REPLAY)
-			srv_corrupt(ln, ln->tx, bytes, corrupt);
-		/* A wild write over our own counter, in the same store that publishes the
-		 * reply: the reader can never take the reply first, so the outcome is fixed. */
-		gsp_q_write(&ln->stat, ln->tx, bytes, elems,
-			    corrupt == VGPU_CORRUPT_COUNTER ? elems + 10 * ln->stat.nr : elems);
-		if (corrupt == VGPU_CORRUPT_REPLAY) {
-			/* The same message again: its transport seq is now in the past. */
-			srv_wait_space(ln, elems);
+		gsp_fw_wait_space(ln, elems);
+		if (!gsp_fw_hook_reply_write(ln, bytes, elems))
 			gsp_q_write(&ln->stat, ln->tx, bytes, elems, elems);
-		}
-		corrupt = 0;
 		off += n;
 		chunk++;
 	} while (off < rep_len);
 }
 
 /* ---- command path ---- */
-static void srv_bad(struct srv_lane *ln)
+static void srv_bad(struct gsp_fw_lane *ln)
 {
 	ln->asm_active = false;
 	__atomic_fetch_add(&ln->s->gp->bad_msgs, 1, __ATOMIC_RELAXED);
 }
 
-static int srv_req_reserve(struct srv_lane *ln, uint64_t total)
+static int srv_req_reserve(struct gsp_fw_lane *ln, uint64_t total)
 {
 	if (total <= ln->req_cap)
 		return 0;
@@ -610,12 +575,11 @@ static int srv_req_reserve(struct srv_lane *ln, uint64_t total)
 	return 0;
 }
 
-static void srv_message(struct srv_lane *ln)
+static void srv_message(struct gsp_fw_lane *ln)
 {
 	struct vgpu_rpc_hdr *rh = (void *)(ln->msg + sizeof(struct vgpu_rpc_elem));
 	const uint8_t *payload = ln->msg + VGPU_RPC_MSG_HDR_SIZE;
-	const uint8_t *rep;
-	size_t rep_len;
+	struct gsp_fw_reply rep;
 	int ret;
 
 	if (rh->function != VGPU_RPC_FN_CONTINUATION) {
@@ -654,13 +618,13 @@ static void srv_message(struct srv_lane *ln)
 	if (ln->asm_got < ln->asm_total)
 		return;
 	ln->asm_active = false;
-	ret = srv_handle(ln, ln->asm_fn, ln->asm_gfid, &rep, &rep_len);
+	ret = srv_handle(ln, ln->asm_fn, ln->asm_gfid, &rep);
 	__atomic_fetch_add(&ln->s->gp->rpcs, 1, __ATOMIC_RELAXED);
-	srv_reply(ln, ln->asm_fn, ln->asm_seq, ln->asm_gfid, ret, rep, rep_len);
+	srv_reply(ln, ln->asm_fn, ln->asm_seq, ln->asm_gfid, ret, rep.data, rep.len);
 }
 
 /* Spin a while for the next command, then sleep on the command put. */
-static void srv_idle(struct srv_lane *ln)
+static void srv_idle(struct gsp_fw_lane *ln)
 {
 	uint32_t seen = atomic_load_explicit(ln->cmd.put, memory_order_acquire);
 	uint64_t until = cmn_now_ns() + ln->s->spin_ns;
@@ -678,12 +642,11 @@ static void srv_idle(struct srv_lane *ln)
 
 static void *srv_lane_main(void *arg)
 {
-	struct srv_lane *ln = arg;
-	struct srv *s = ln->s;
+	struct gsp_fw_lane *ln = arg;
+	struct gsp_fw *s = ln->s;
 
 	for (;;) {
-		if (atomic_load_explicit(&s->hang, memory_order_relaxed) ||
-		    atomic_load_explicit(&ln->stall_until, memory_order_relaxed) > cmn_now_ns()) {
+		if (gsp_fw_hook_paused(ln)) {
 			cmn_sleep_ns(VGPU_NSEC_PER_MSEC);
 			continue;
 		}
@@ -725,7 +688,7 @@ static uint64_t st_load(const uint64_t *w)
 }
 
 /* Post @fn's new channel errors; false if the queue filled up (the rest waits). */
-static bool srv_chan_errors(struct srv *s, unsigned int fn)
+static bool srv_chan_errors(struct gsp_fw *s, unsigned int fn)
 {
 	for (unsigned int ch = 0; ch < GPU_FN_MAX_CHANNELS; ch++) {
 		const struct gpu_status_chan *sc = &s->st->fns[fn].chans[ch];
@@ -749,7 +712,7 @@ static bool srv_chan_errors(struct srv *s, unsigned int fn)
 }
 
 /* Post @fn's new faults (one folded record); false if the queue is full. */
-static bool srv_faults(struct srv *s, unsigned int fn)
+static bool srv_faults(struct gsp_fw *s, unsigned int fn)
 {
 	const struct gpu_status_fn *sf = &s->st->fns[fn];
 	uint64_t n = st_load(&sf->faults), seen = s->seen_faults[fn];
@@ -764,7 +727,7 @@ static bool srv_faults(struct srv *s, unsigned int fn)
 	return true;
 }
 
-static void srv_errors_scan(struct srv *s)
+static void srv_errors_scan(struct gsp_fw *s)
 {
 	uint64_t ev = st_load(&s->st->events);
 
@@ -793,19 +756,19 @@ static bool srv_chan_schedulable(const struct gpu_priv_fn *pf, unsigned int ch)
  * done, the channel errors or is reallocated. A new fault on the channel also ends it: the
  * previous one was serviced and replayed (one GP entry touching many non-resident pages
  * takes many fault round trips), while a fault nobody services leaves the count still. */
-static void srv_wd_chan(struct srv *s, unsigned int fn, unsigned int ch, uint64_t now,
+static void srv_wd_chan(struct gsp_fw *s, unsigned int fn, unsigned int ch, uint64_t now,
 			uint64_t timeout)
 {
 	const struct gpu_priv_fn *pf = &gpu_priv_shared(s->priv)->fns[fn];
 	const struct gpu_status_chan *sc = &s->st->fns[fn].chans[ch];
-	struct srv_wd *w = &s->wd[fn][ch];
+	struct gsp_fw_wd *w = &s->wd[fn][ch];
 	uint64_t gen = st_load(&pf->chans[ch].gen), get = st_load(&sc->gp_get);
 	uint64_t faults = st_load(&sc->faults);
 	bool pending = get != st_load(&sc->gp_put) && !st_load(&sc->error);
 
 	if (!pending || !srv_chan_schedulable(pf, ch) || gen != w->gen || get != w->gp_get ||
 	    faults != w->faults) {
-		*w = (struct srv_wd){ .gen = gen, .gp_get = get, .faults = faults,
+		*w = (struct gsp_fw_wd){ .gen = gen, .gp_get = get, .faults = faults,
 				      .since = pending ? now : 0 };
 		return;
 	}
@@ -823,7 +786,7 @@ static void srv_wd_chan(struct srv *s, unsigned int fn, unsigned int ch, uint64_
 		  (unsigned long long)get);
 }
 
-static void srv_watchdog(struct srv *s)
+static void srv_watchdog(struct gsp_fw *s)
 {
 	uint64_t now = cmn_now_ns();
 
@@ -837,7 +800,7 @@ static void srv_watchdog(struct srv *s)
 
 /* Map the status region; what it already counts happened before this GSP (a restart):
  * it is not posted again. */
-static int srv_status_open(struct srv *s, int fd)
+static int srv_status_open(struct gsp_fw *s, int fd)
 {
 	size_t bytes = (sizeof(struct gpu_status_shared) + GSP_PAGE - 1) & ~(size_t)(GSP_PAGE - 1);
 	const struct gpu_status_shared *st;
@@ -865,7 +828,7 @@ static int srv_status_open(struct srv *s, int fd)
 /* ---- setup ---- */
 /* A device reset loses what the hardware held: every channel, runlist and partition, and
  * the scheduler goes back to its reset state (best effort, every function enabled). */
-static void srv_wipe(struct srv *s)
+static void srv_wipe(struct gsp_fw *s)
 {
 	struct gpu_priv_sched_fn def = { .enabled = 1 };
 
@@ -877,7 +840,7 @@ static void srv_wipe(struct srv *s)
 	}
 }
 
-static int srv_attach(struct srv *s, int qfd)
+static int srv_attach(struct gsp_fw *s, int qfd)
 {
 	struct stat st;
 	const struct vgpu_rpcq_global *g;
@@ -902,10 +865,10 @@ static int srv_attach(struct srv *s, int qfd)
 	return 0;
 }
 
-static int srv_lanes_start(struct srv *s)
+static int srv_lanes_start(struct gsp_fw *s)
 {
 	for (unsigned int i = 0; i < s->l.nr_lanes; i++) {
-		struct srv_lane *ln = &s->lanes[i];
+		struct gsp_fw_lane *ln = &s->lanes[i];
 
 		ln->s = s;
 		ln->idx = i;
@@ -921,19 +884,19 @@ static int srv_lanes_start(struct srv *s)
 	return 0;
 }
 
-int gsp_server_run(int qfd, int priv_fd, int kick_fd, int status_fd, int fd_sock, int ppid)
+int gsp_fw_run(int qfd, int priv_fd, int kick_fd, int status_fd, int fd_sock, int ppid)
 {
-	static struct srv s;	/* lives as long as the process */
+	static struct gsp_fw s;	/* lives as long as the process */
 	int ret;
 
 	s.fd_sock = fd_sock;
-	pthread_mutex_init(&s.slice_lock, NULL);
+	cmn_mutex_init(&s.slice_lock);
 	for (unsigned int i = 0; i < 64; i++)
 		s.slices[i].fd = -1;
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (ppid > 0 && getppid() != ppid)
 		return 1;
-	pthread_mutex_init(&s.evt_lock, NULL);
+	cmn_mutex_init(&s.evt_lock);
 	ret = srv_attach(&s, qfd);
 	if (ret) {
 		cmn_err("vgpu-gsp: queue memfd: %s", cmn_strerror(ret));
@@ -963,9 +926,9 @@ int gsp_server_run(int qfd, int priv_fd, int kick_fd, int status_fd, int fd_sock
 	if (ret)
 		return 1;
 	__atomic_store_n(&s.gp->ready, s.glob->epoch, __ATOMIC_RELEASE);
-	srv_event(&s, VGPU_RPC_EVT_INIT_DONE, 0, s.glob->epoch);
+	gsp_fw_event(&s, VGPU_RPC_EVT_INIT_DONE, 0, s.glob->epoch);
 	for (;;) {
-		if (!atomic_load_explicit(&s.hang, memory_order_relaxed)) {
+		if (!gsp_fw_hook_hung(&s)) {
 			__atomic_store_n(&s.gp->heartbeat_ns, cmn_now_ns(), __ATOMIC_RELEASE);
 			if (s.st) {
 				srv_errors_scan(&s);

@@ -1,12 +1,13 @@
 /* vgpu-gsp: the emulated GSP firmware as its own process. Started by the device owner
  * (gsp_start()) with the queue memfd and the privileged-state memfd inherited:
  *   vgpu-gsp --queues FD [--priv FD] [--kick FD] [--status FD] [--fdsock FD] [--ppid PID]
- * It exits when its parent dies. */
+ * It exits when its parent dies. Built twice: vgpu-gsp, and vgpu-gsp-test with the test
+ * hooks (rm/gsp/gsp_test_rpc.h) for the test suites and benchmarks. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "rm/gsp/gsp.h"
+#include "rm/gsp/fw/gsp_fw.h"
 
 static int parse_fd(const char *s, int *out)
 {
@@ -38,5 +39,5 @@ int main(int argc, char **argv)
 		fprintf(stderr, "vgpu-gsp: --queues is required\n");
 		return 2;
 	}
-	return gsp_server_run(qfd, priv, kick, status, sock, ppid);
+	return gsp_fw_run(qfd, priv, kick, status, sock, ppid);
 }

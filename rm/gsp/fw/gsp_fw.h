@@ -1,0 +1,19 @@
+/* rm/gsp/fw - the emulated GSP firmware: the program vgpu-gsp.
+ *
+ * The device owner's CPU-RM (module rm_gsp) starts it with the queue memfd and the GPU's
+ * privileged-state memfd inherited. One thread per lane reads commands, reassembles
+ * continuation records, runs the RPC against the privileged region and writes the reply;
+ * the main thread beats the heartbeat, posts the device's errors and faults as events and
+ * runs the channel watchdog. A test build (-DVGPU_TEST_HOOKS, program vgpu-gsp-test) also
+ * serves the test-only RPCs of rm/gsp/gsp_test_rpc.h; the release program does not. */
+#ifndef VGPU_RM_GSP_FW_GSP_FW_H
+#define VGPU_RM_GSP_FW_GSP_FW_H
+
+/* Serve the queues in memfd @qfd and program privileged region @priv_fd (-1: none),
+ * kicking the device's eventfd @kick_fd (-1: none) after each write; watch the device's
+ * status region @status_fd (-1: none) for errors, faults and hung channels; take VRAM
+ * slices from socket @fd_sock (-1: none); until the parent @ppid dies or the process is
+ * killed. Returns an exit status. */
+int gsp_fw_run(int qfd, int priv_fd, int kick_fd, int status_fd, int fd_sock, int ppid);
+
+#endif

@@ -1,0 +1,148 @@
+/* rm/gsp/fw internals shared by the firmware's RPC server (server.c) and its test hooks
+ * (hooks.c, compiled to nothing without VGPU_TEST_HOOKS). */
+#ifndef VGPU_RM_GSP_FW_INTERNAL_H
+#define VGPU_RM_GSP_FW_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <vgpu/rpc.h>
+
+#include "common/lock.h"
+#include "gpu_model/gpu.h"
+#include "rm/gsp/gsp.h"
+
+struct gsp_fw;
+
+#ifdef VGPU_TEST_HOOKS
+/* Faults armed by the INJECT RPC for one lane. The one-shot ones are taken by the next
+ * reply of the lane (gsp_fw_hook_reply_begin()) and apply to that reply only. */
+struct gsp_fw_lane_faults {
+	_Atomic uint64_t late_ns;
+	_Atomic uint32_t crash_mid, corrupt;
+	_Atomic uint64_t stall_until;
+	uint32_t reply_corrupt, reply_crash;	/* the reply being written (lane thread) */
+};
+
+/* Faults armed for the whole GSP. */
+struct gsp_fw_faults {
+	_Atomic bool hang;
+	_Atomic uint64_t slow_ns[64];	/* per gfid */
+};
+#endif
+
+struct gsp_fw_lane {
+	struct gsp_fw *s;
+	unsigned int idx;
+	struct gsp_q cmd, stat;
+	uint8_t *msg;			/* one message read from the command queue */
+	uint8_t *tx;			/* one message being built */
+	uint8_t *req;			/* the reassembled request */
+	size_t req_cap;
+	uint8_t *rep;			/* the reply payload */
+	size_t rep_cap;
+	/* reassembly of a request sent as continuation records */
+	bool asm_active;
+	uint32_t asm_seq, asm_fn, asm_gfid, asm_chunk;
+	uint64_t asm_total, asm_got;
+#ifdef VGPU_TEST_HOOKS
+	struct gsp_fw_lane_faults faults;
+#endif
+	pthread_t th;
+};
+
+/* The watchdog's view of one channel. */
+struct gsp_fw_wd {
+	uint64_t gen;			/* the allocation watched (priv gen) */
+	uint64_t gp_get;		/* GP_GET at the last change */
+	uint64_t faults;		/* the channel's fault count at the last change */
+	uint64_t since;			/* pending and unmoved since then; 0: nothing pending */
+	bool fired;			/* reported for this stall */
+};
+
+struct gsp_fw {
+	uint8_t *base;
+	struct gsp_layout l;
+	struct vgpu_rpcq_global *glob;
+	struct vgpu_rpcq_gsp_page *gp;
+	struct vgpu_rpcq_cpu_page *cp;
+	struct vgpu_rpc_event *evts;
+	struct gpu_priv *priv;		/* NULL: started without hardware */
+	uint64_t spin_ns;
+#ifdef VGPU_TEST_HOOKS
+	struct gsp_fw_faults faults;
+#endif
+	struct cmn_mutex evt_lock;	/* protects evt_seq and the event put */
+	uint64_t evt_seq;
+	int fd_sock;			/* VRAM slices arrive here (SCM_RIGHTS); -1: none */
+	struct cmn_mutex slice_lock;	/* protects slices[] and the socket's reads */
+	struct { int fd; uint64_t size; void *map; } slices[64];
+	_Atomic uint64_t scrubs;
+	struct gsp_fw_lane lanes[VGPU_RPC_MAX_LANES];
+	/* the device's errors (status region); only the main thread touches these */
+	const struct gpu_status_shared *st;	/* NULL: started without one */
+	uint64_t st_events;		/* the region's event count at the last scan */
+	uint64_t seen_faults[GPU_MAX_FNS];
+	uint64_t seen_errors[GPU_MAX_FNS][GPU_FN_MAX_CHANNELS];
+	struct gsp_fw_wd wd[GPU_MAX_FNS][GPU_FN_MAX_CHANNELS];
+	_Atomic uint64_t wd_ns[GPU_MAX_FNS];	/* per function watchdog timeout; 0: default */
+};
+
+/* A reply being produced by an RPC handler. */
+struct gsp_fw_reply {
+	const uint8_t *data;		/* NULL: no payload */
+	size_t len;
+};
+
+/* Exit the process at once, as firmware dies: no atexit handlers, no sanitizer epilogue
+ * that could wait for locks other threads hold. */
+_Noreturn void gsp_fw_die(int code);
+/* Post one event record carrying @d0, waiting a little for space (then dropped). */
+void gsp_fw_event(struct gsp_fw *s, uint32_t type, uint32_t gfid, uint64_t d0);
+/* Make ln->rep hold at least @len bytes; 0 or -ENOMEM. */
+int gsp_fw_reserve_reply(struct gsp_fw_lane *ln, size_t len);
+
+#ifdef VGPU_TEST_HOOKS
+/* The test-only RPCs (rm/gsp/gsp_test_rpc.h), entries of the server's RPC table. */
+int gsp_fw_rpc_blob(struct gsp_fw_lane *ln, const void *req, size_t len,
+		    struct gsp_fw_reply *out);
+int gsp_fw_rpc_inject(struct gsp_fw_lane *ln, const void *req, size_t len,
+		      struct gsp_fw_reply *out);
+/* Every lane stopped (HANG) or @ln's reading stalled (STALL): the lane thread waits. */
+bool gsp_fw_hook_paused(struct gsp_fw_lane *ln);
+/* HANG: the heartbeat and the device polling stop too. */
+bool gsp_fw_hook_hung(struct gsp_fw *s);
+/* SLOW: delay an RPC of @gfid before it runs. */
+void gsp_fw_hook_before_rpc(struct gsp_fw *s, uint32_t gfid);
+/* Take @ln's one-shot reply faults for the reply about to be written; LATE sleeps here. */
+void gsp_fw_hook_reply_begin(struct gsp_fw_lane *ln);
+/* Publish one reply message (@bytes in ln->tx, @elems elements) with the armed fault
+ * applied; false if none is armed and the caller writes it as usual. May not return
+ * (CRASH_MID_REPLY). */
+bool gsp_fw_hook_reply_write(struct gsp_fw_lane *ln, size_t bytes, uint32_t elems);
+#else
+/* A release GSP has no faults to apply. */
+static inline bool gsp_fw_hook_paused(struct gsp_fw_lane *ln) { (void)ln; return false; }
+static inline bool gsp_fw_hook_hung(struct gsp_fw *s) { (void)s; return false; }
+static inline void gsp_fw_hook_before_rpc(struct gsp_fw *s, uint32_t gfid)
+{
+	(void)s;
+	(void)gfid;
+}
+static inline void gsp_fw_hook_reply_begin(struct gsp_fw_lane *ln) { (void)ln; }
+static inline bool gsp_fw_hook_reply_write(struct gsp_fw_lane *ln, size_t bytes, uint32_t elems)
+{
+	(void)ln;
+	(void)bytes;
+	(void)elems;
+	return false;
+}
+#endif
+
+/* Wait until the status queue of @ln has room for @elems elements. */
+void gsp_fw_wait_space(struct gsp_fw_lane *ln, uint32_t elems);
+
+#endif

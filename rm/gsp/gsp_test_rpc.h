@@ -1,0 +1,62 @@
+/* rm/gsp/gsp_test_rpc.h - the test-only RPCs of the CPU-RM <-> GSP protocol.
+ *
+ * They exist only in test builds (-DVGPU_TEST_HOOKS: the -th libraries and vgpu-gsp-test,
+ * see the Makefile): fault injection, so tests can make the real GSP process hang, crawl,
+ * answer late, die mid-reply, corrupt a reply or flood events, and BLOB, a reply of any
+ * size for the transport tests. A release vgpu-gsp answers both numbers -EOPNOTSUPP, like
+ * any function it does not know, and a release client refuses INJECT (above
+ * VGPU_RPC_FN_MAX) with -EINVAL. Numbers and layouts follow include/vgpu/rpc.h. */
+#ifndef VGPU_RM_GSP_TEST_RPC_H
+#define VGPU_RM_GSP_TEST_RPC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <vgpu/rpc.h>
+
+enum vgpu_rpc_test_fn {
+	VGPU_RPC_FN_BLOB = 212,		/* struct vgpu_rpc_blob -> @len bytes of pattern */
+	VGPU_RPC_FN_INJECT = 250,	/* struct vgpu_rpc_inject: fault injection */
+};
+
+/* True for a test-only function number. */
+static inline bool vgpu_rpc_fn_is_test(uint32_t function)
+{
+	return function == VGPU_RPC_FN_BLOB || function == VGPU_RPC_FN_INJECT;
+}
+
+struct vgpu_rpc_blob {
+	uint64_t len;			/* reply bytes */
+	uint32_t seed, reserved;
+};
+
+/* Fault injection (handled by the lane thread that receives it, applied to @lane). */
+enum vgpu_rpc_inject_mode {
+	VGPU_INJ_CLEAR = 0,		/* every fault off */
+	VGPU_INJ_HANG = 1,		/* stop every lane and the heartbeat */
+	VGPU_INJ_SLOW = 2,		/* delay every RPC of gfid @fn by @arg ns */
+	VGPU_INJ_LATE = 3,		/* hold the next reply of @lane for @arg ns */
+	VGPU_INJ_CRASH_MID_REPLY = 4,	/* next reply of @lane: publish half its elements, exit */
+	VGPU_INJ_CORRUPT = 5,		/* next reply of @lane: @arg = enum vgpu_rpc_corrupt */
+	VGPU_INJ_STALL = 6,		/* @lane stops reading commands for @arg ns (queue full) */
+	VGPU_INJ_EVENT_STORM = 7,	/* emit @arg VGPU_RPC_EVT_TEST events now */
+	VGPU_INJ_CRASH = 8,		/* exit at once */
+};
+
+enum vgpu_rpc_corrupt {
+	VGPU_CORRUPT_PAYLOAD = 1,	/* flip a payload bit after the checksum */
+	VGPU_CORRUPT_LENGTH = 2,	/* impossible length, checksum recomputed */
+	VGPU_CORRUPT_SEQ = 3,		/* transport seq skips ahead, checksum recomputed */
+	VGPU_CORRUPT_REPLAY = 4,	/* send the reply, then the previous message again */
+	VGPU_CORRUPT_COUNTER = 5,	/* send the reply, then make the status put impossible */
+};
+
+struct vgpu_rpc_inject {
+	uint32_t mode;			/* enum vgpu_rpc_inject_mode */
+	uint32_t lane;
+	uint32_t fn;
+	uint32_t reserved;
+	uint64_t arg;
+};
+
+#endif
