@@ -724,6 +724,9 @@ static int check_nargs(const struct vgpuctl_verb *v, const struct vgpuctl_opts *
 	if (v->min_args == v->max_args)
 		return usage_error("%s takes %d argument%s (%s), got %d", v->name, v->min_args,
 				   v->min_args == 1 ? "" : "s", v->args, o->nargs);
+	if (!v->min_args)
+		return usage_error("%s takes at most %d argument%s (%s), got %d", v->name,
+				   v->max_args, v->max_args == 1 ? "" : "s", v->args, o->nargs);
 	return usage_error("%s takes %d to %d arguments (%s), got %d", v->name, v->min_args,
 			   v->max_args, v->args, o->nargs);
 }

@@ -328,6 +328,45 @@ static void test_bad_input(void **state)
 	t_daemon_free(d);
 }
 
+/* vgpuctl's verb table: a verb given the wrong number of positional arguments is a usage
+ * error naming the verb and what it takes, and nothing reaches the daemon. */
+static const struct nargs_case {
+	const char *name;
+	char *argv[6];
+	const char *msg;
+} nargs_cases[] = {
+	{ "set-vfs without N", { "set-vfs" }, "set-vfs takes 1 argument (N), got 0" },
+	{ "set-vfs with two", { "set-vfs", "1", "2" }, "set-vfs takes 1 argument (N), got 2" },
+	{ "list with an argument", { "list", "x" }, "list takes no arguments, got 1" },
+	{ "define with an argument", { "define", "-t", "vgpu-1G", "x" },
+	  "define takes no arguments" },
+	{ "stats with two", { "stats", "1", "2" }, "stats takes at most 1 argument (VF), got 2" },
+	{ "reset with two", { "reset", "1", "2" }, "reset takes at most 1 argument (VF), got 2" },
+	{ "reset with both", { "reset", "-u", "6a3c9dd2-0001-4b6e-9f1e-6f0c2f2b9d70", "1" },
+	  "reset takes -u UUID or a VF number, not both" },
+};
+
+static void test_nargs(void **state)
+{
+	const struct nargs_case *c = *state;
+	struct tdaemon *d = t_daemon_new();
+	struct tclient *cl;
+	char *before, *after;
+
+	assert_int_equal(t_daemon_start(d, "--vram", "2G", "--max-vfs", "2", NULL), 0);
+	cl = t_client(d, true);
+	before = t_snapshot(cl);
+	assert_int_equal(t_ctl_argv(d, &t_out, 0, c->argv), 2);
+	if (!strstr(t_out.err, c->msg))
+		fail_msg("%s: stderr \"%s\" does not say \"%s\"", c->name, t_out.err, c->msg);
+	after = t_snapshot(cl);
+	assert_string_equal(before, after);
+	free(before);
+	free(after);
+	t_client_free(cl);
+	t_daemon_free(d);
+}
+
 /* Garbage of every shape (random bytes, truncated and type-confused requests for every
  * command) from a fixed seed: every line is answered, nothing changes, the daemon lives. */
 static void test_fuzz_control(void **state)
@@ -600,5 +639,7 @@ int main(void)
 		t[n++] = (struct CMUnitTest)ROW(test_bad_input, raw_cases, i);
 	for (size_t i = 0; i < sizeof(corrupt_cases) / sizeof(corrupt_cases[0]); i++)
 		t[n++] = (struct CMUnitTest)ROW(test_corrupt_state, corrupt_cases, i);
+	for (size_t i = 0; i < sizeof(nargs_cases) / sizeof(nargs_cases[0]); i++)
+		t[n++] = (struct CMUnitTest)ROW(test_nargs, nargs_cases, i);
 	return _cmocka_run_group_tests("vgpud_cli", t, n, NULL, NULL);
 }
