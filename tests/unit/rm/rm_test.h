@@ -51,8 +51,10 @@ static inline int rm_fixture_up(struct rm_fixture *f, const struct rm_config *tw
 	if (!f->pma || pma_region_add(f->pma, &rd, NULL, 0) < 0)
 		return -ENOMEM;
 	f->hw = (struct rm_hw){ .gpu = f->gpu, .iommu = f->iommu };
-	rc.ops = &rm_hw_ops;
-	rc.ops_ctx = &f->hw;
+	if (!rc.ops) {		/* else the test's own ops, which may wrap rm_hw_ops */
+		rc.ops = &rm_hw_ops;
+		rc.ops_ctx = &f->hw;
+	}
 	rc.pma = f->pma;
 	if ((ret = rm_device_create(&rc, &f->rm)))
 		return ret;
