@@ -11,7 +11,9 @@
 
 #include "common/compiler.h"
 #include "common/err.h"
+#include "common/fail.h"
 #include "common/ring.h"
+#include "ctlclient/ctlclient.h"
 #include "pf_manager/pf_manager.h"
 struct iommu_domain;
 struct iommu_memobj;
@@ -29,17 +31,13 @@ struct pf_rm_glue;
 #define PF_MIN_TYPE_VRAM	(64ull << 20)
 #define PF_RESET_BATCH		64	/* child allocations freed per batch on reset */
 
-/* A failure as the control socket reports it: errno, a message naming the object, and
- * optional structured detail. */
+/* A failure as the control socket reports it: cmn_fail's errno and message naming the
+ * object, and optional structured detail. Every pf_* call taking one gets a real one (never
+ * NULL), so cmn_fail(&e->f, ...) is always safe. */
 struct pf_err {
-	int code;			/* negative errno */
-	char msg[384];
+	struct cmn_fail f;
 	json_object *data;		/* owned; may be NULL */
 };
-
-/* Set @e (if not NULL) and return @code. */
-int pf_fail(struct pf_err *e, int code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
 
 /* What a slice gets (or asked for): bytes, counts, ms / us, priority. */
 struct pf_quota {

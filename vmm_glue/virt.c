@@ -1,6 +1,6 @@
 /* The libvirt side of vgpu-vm: connect, start (transient or persistent), wait, look up,
  * stop, list. libvirt's own error printing is silenced; every failure is returned with
- * libvirt's message in the vmm_err. */
+ * libvirt's message in the cmn_fail. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
