@@ -1021,7 +1021,8 @@ int vft_run(const struct vft_opts *o, FILE *out)
 	}
 	vgpu_vf_get_info(t.vf, &t.info);
 	probe_host(&t);
-	struct vft_dog dog = { .lock = { .m = PTHREAD_MUTEX_INITIALIZER }, .cond = PTHREAD_COND_INITIALIZER,
+	struct vft_dog dog = { .lock = { .m = PTHREAD_MUTEX_INITIALIZER },
+			       .cond = PTHREAD_COND_INITIALIZER,
 			       .out = out, .t = &t };
 	pthread_t dog_thr;
 	bool dog_on = pthread_create(&dog_thr, NULL, dog_main, &dog) == 0;
