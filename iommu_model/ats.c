@@ -27,9 +27,7 @@ int iommu_cond_wait_until(pthread_cond_t *c, struct cmn_mutex *mx, uint64_t dead
 
 	if (cmn_now_ns() >= deadline)
 		return -ETIMEDOUT;
-	atomic_store_explicit(&mx->owner, (pthread_t)0, memory_order_relaxed);
-	ret = pthread_cond_timedwait(c, &mx->m, &ts);
-	atomic_store_explicit(&mx->owner, pthread_self(), memory_order_relaxed);
+	ret = cmn_cond_timedwait(c, mx, &ts);
 	return ret == ETIMEDOUT ? -ETIMEDOUT : 0;
 }
 
@@ -41,7 +39,7 @@ void iommu_ats_init(struct iommu_fn *fn)
 
 void iommu_ats_fini(struct iommu *mmu, struct iommu_fn *fn)
 {
-	xcache_fini(mmu, &fn->ats.atc);
+	iommu_xcache_fini(mmu, &fn->ats.atc);
 	pthread_cond_destroy(&fn->ats.cond);
 	cmn_mutex_destroy(&fn->ats.lock);
 }
@@ -53,7 +51,8 @@ static void ats_process_locked(struct iommu_fn *fn, unsigned int i)
 
 	cmn_mutex_assert_held(&fn->ats.lock);
 	atomic_fetch_add_explicit(&fn->ats.inval_seq, 1, memory_order_seq_cst);
-	xcache_inval(&fn->ats.atc, r->ctx, r->match, r->iova, r->len, XC_CLASS_MASK_ALL);
+	iommu_xcache_inval(&fn->ats.atc, r->ctx, r->match, r->iova, r->len,
+			   IOMMU_XC_CLASS_MASK_ALL);
 	r->pending = false;
 	r->busy = false;
 	r->gen++;
@@ -64,13 +63,14 @@ static void ats_process_locked(struct iommu_fn *fn, unsigned int i)
 /* Post a request naming the entries @match selects by @ctx; blocks for a free ITag if
  * @block (until the timeout), else -EBUSY. */
 static int ats_post_locked(struct iommu *mmu, unsigned int rid, uint64_t ctx,
-			   enum xc_match match, uint64_t iova, uint64_t len, bool block,
+			   enum iommu_xc_match match, uint64_t iova, uint64_t len, bool block,
 			   unsigned int *itag, uint32_t *gen)
 {
 	struct iommu_fn *fn = &mmu->fn[rid];
 	uint64_t deadline = cmn_deadline_ns(mmu->cfg.ats_timeout_ns);
 	unsigned int i;
 
+	cmn_mutex_assert_held(&fn->ats.lock);
 	while (fn->ats.outstanding >= IOMMU_ATS_MAX_ITAGS) {
 		if (!block)
 			return -EBUSY;
@@ -101,6 +101,7 @@ static int ats_wait_locked(struct iommu *mmu, unsigned int rid, unsigned int i, 
 	struct iommu_fn *fn = &mmu->fn[rid];
 	uint64_t deadline = cmn_deadline_ns(timeout_ns);
 
+	cmn_mutex_assert_held(&fn->ats.lock);
 	while (fn->ats.req[i].busy && fn->ats.req[i].gen == gen)
 		if (iommu_cond_wait_until(&fn->ats.cond, &fn->ats.lock, deadline))
 			return -ETIMEDOUT;
@@ -113,6 +114,7 @@ static void ats_timeout_locked(struct iommu *mmu, unsigned int rid, unsigned int
 {
 	struct iommu_fn *fn = &mmu->fn[rid];
 
+	cmn_mutex_assert_held(&fn->ats.lock);
 	cmn_warn("iommu: function %u: ATC invalidation (ITag %u) timed out", rid, i);
 	iommu_fault_log(mmu, rid, fn->ats.req[i].pasid, fn->ats.req[i].iova, 0,
 			IOMMU_FAULT_ATS_TIMEOUT);
@@ -124,10 +126,11 @@ static void ats_stuck_locked(struct iommu *mmu, unsigned int rid, uint32_t pasid
 {
 	struct iommu_fn *fn = &mmu->fn[rid];
 
+	cmn_mutex_assert_held(&fn->ats.lock);
 	cmn_warn("iommu: function %u: no ITag completed in time, ATC dropped", rid);
 	iommu_fault_log(mmu, rid, pasid, iova, 0, IOMMU_FAULT_ATS_TIMEOUT);
 	atomic_fetch_add_explicit(&fn->ats.inval_seq, 1, memory_order_seq_cst);
-	xcache_inval(&fn->ats.atc, 0, XC_MATCH_ALL, 0, 0, XC_CLASS_MASK_ALL);
+	iommu_xcache_inval(&fn->ats.atc, 0, IOMMU_XC_MATCH_ALL, 0, 0, IOMMU_XC_CLASS_MASK_ALL);
 }
 
 /* Post an invalidation for one (rid, pasid) user of @d, or drop the whole ATC. */
@@ -135,7 +138,7 @@ static void ats_post_or_drop(struct iommu *mmu, unsigned int rid, struct iommu_d
 			     uint32_t pasid, uint64_t iova, uint64_t len, unsigned int *tags,
 			     uint32_t *gens, unsigned int *n)
 {
-	if (!ats_post_locked(mmu, rid, iommu_atc_ctx(d, pasid), XC_MATCH_CTX, iova, len, true,
+	if (!ats_post_locked(mmu, rid, iommu_atc_ctx(d, pasid), IOMMU_XC_MATCH_CTX, iova, len, true,
 			     &tags[*n], &gens[*n]))
 		(*n)++;
 	else
@@ -184,7 +187,7 @@ void iommu_ats_flush_fn(struct iommu *mmu, unsigned int rid)
 	cmn_mutex_lock(&fn->ats.lock);
 	if (fn->ats.atc.e) {
 		atomic_fetch_add_explicit(&fn->ats.inval_seq, 1, memory_order_seq_cst);
-		xcache_inval(&fn->ats.atc, 0, XC_MATCH_ALL, 0, 0, XC_CLASS_MASK_ALL);
+		iommu_xcache_inval(&fn->ats.atc, 0, IOMMU_XC_MATCH_ALL, 0, 0, IOMMU_XC_CLASS_MASK_ALL);
 	}
 	cmn_mutex_unlock(&fn->ats.lock);
 }
@@ -201,7 +204,7 @@ int iommu_ats_enable(struct iommu *mmu, unsigned int rid, unsigned int flags)
 	if (!fn->ats.atc.e) {
 		unsigned int ways = mmu->cfg.atc_entries >= 4 ? 4 : mmu->cfg.atc_entries;
 
-		ret = xcache_init(mmu, &fn->ats.atc, mmu->cfg.atc_entries / ways, ways);
+		ret = iommu_xcache_init(mmu, &fn->ats.atc, mmu->cfg.atc_entries / ways, ways);
 	}
 	if (!ret) {
 		fn->ats.enabled = true;
@@ -231,7 +234,7 @@ int iommu_ats_disable(struct iommu *mmu, unsigned int rid)
 	cmn_mutex_lock(&fn->ats.lock);
 	atomic_fetch_add_explicit(&fn->ats.inval_seq, 1, memory_order_seq_cst);
 	if (!fn->ats.enabled)	/* nobody re-enabled it meanwhile */
-		xcache_fini(mmu, &fn->ats.atc);
+		iommu_xcache_fini(mmu, &fn->ats.atc);
 	cmn_mutex_unlock(&fn->ats.lock);
 	return 0;
 }
@@ -250,7 +253,7 @@ int iommu_ats_invalidate(struct iommu *mmu, unsigned int rid, uint32_t pasid, ui
 	cmn_mutex_lock(&fn->ats.lock);
 	/* The host names a PASID (or all of them), not a domain. */
 	ret = fn->ats.enabled ? ats_post_locked(mmu, rid, pasid,
-						global ? XC_MATCH_ALL : XC_MATCH_PASID, iova, len,
+						global ? IOMMU_XC_MATCH_ALL : IOMMU_XC_MATCH_PASID, iova, len,
 						false, itag, &gen)
 			      : -ENODEV;
 	cmn_mutex_unlock(&fn->ats.lock);

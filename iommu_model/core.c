@@ -147,7 +147,7 @@ int iommu_create(const struct iommu_config *cfg, struct iommu **out)
 	memset(mmu, 0, sizeof(*mmu));
 	mmu->cfg = c;
 	cmn_mutex_init(&mmu->lock);
-	ret = xcache_init(mmu, &mmu->iotlb, c.iotlb_sets, c.iotlb_ways);
+	ret = iommu_xcache_init(mmu, &mmu->iotlb, c.iotlb_sets, c.iotlb_ways);
 	if (ret)
 		goto free_mmu;
 	for (unsigned int i = 0; i < IOMMU_MAX_FUNCS; i++) {
@@ -203,7 +203,7 @@ void iommu_destroy(struct iommu *mmu)
 		iommu_pri_fini(&mmu->fn[i]);
 		cmn_mutex_destroy(&mmu->fn[i].log_lock);
 	}
-	xcache_fini(mmu, &mmu->iotlb);
+	iommu_xcache_fini(mmu, &mmu->iotlb);
 	cmn_mutex_destroy(&mmu->lock);
 	free(mmu);
 }

@@ -27,8 +27,8 @@ void iommu_domain_inval(struct iommu_domain *d, uint64_t iova, uint64_t len)
 	atomic_fetch_add_explicit(&mmu->iotlb_inv, 1, memory_order_relaxed);
 	/* IOTLB entries always carry PASID 0, so the exact context names all of @d's.
 	 * Acquire: pairs with the release that published a new size class before a fill. */
-	xcache_inval(&mmu->iotlb, xc_ctx(d->id, 0), XC_MATCH_CTX, iova, len,
-		     atomic_load_explicit(&d->classes, memory_order_acquire));
+	iommu_xcache_inval(&mmu->iotlb, iommu_xc_ctx(d->id, 0), IOMMU_XC_MATCH_CTX, iova, len,
+			   atomic_load_explicit(&d->classes, memory_order_acquire));
 	iommu_ats_inval_domain(mmu, d, iova, len);
 	iommu_inval_end(d);
 	if (!d->nr_children)
@@ -60,7 +60,7 @@ void iommu_iotlb_flush_all(struct iommu *mmu)
 	for (struct iommu_domain *d = mmu->domains; d; d = d->next)
 		iommu_inval_begin(d);
 	atomic_fetch_add(&mmu->iotlb_inv, 1);
-	xcache_inval(&mmu->iotlb, 0, XC_MATCH_ALL, 0, 0, XC_CLASS_MASK_ALL);
+	iommu_xcache_inval(&mmu->iotlb, 0, IOMMU_XC_MATCH_ALL, 0, 0, IOMMU_XC_CLASS_MASK_ALL);
 	for (unsigned int rid = 0; rid < IOMMU_MAX_FUNCS; rid++)
 		iommu_ats_flush_fn(mmu, rid);
 	for (struct iommu_domain *d = mmu->domains; d; d = d->next)
@@ -202,7 +202,8 @@ int iommu_domain_free(struct iommu_domain *d)
 	cmn_mutex_unlock(&d->lock);
 	/* Ids are never reused, but the entries would only waste IOTLB space. */
 	iommu_inval_begin(d);
-	xcache_inval(&mmu->iotlb, xc_ctx(d->id, 0), XC_MATCH_DID, 0, 0, XC_CLASS_MASK_ALL);
+	iommu_xcache_inval(&mmu->iotlb, iommu_xc_ctx(d->id, 0), IOMMU_XC_MATCH_DID, 0, 0,
+			   IOMMU_XC_CLASS_MASK_ALL);
 	iommu_inval_end(d);
 	iommu_pt_free_all(mmu, d->root, VGPU_IOPT_LEVELS - 1);
 	iommu_free(mmu, d->fq);
@@ -438,6 +439,7 @@ static int iommu_map_locked(struct iommu_domain *d, struct iommu_memobj *mo, uin
 	uint64_t done = 0, start;
 	int ret;
 
+	cmn_mutex_assert_held(&d->lock);
 	if (flags & IOMMU_MAP_FIXED_IOVA) {
 		start = *iova;
 		ret = iommu_iova_check_fixed(d, start, length);
@@ -539,6 +541,7 @@ static int iommu_unmap_locked(struct iommu_domain *d, uint64_t iova, uint64_t la
 	size_t n = 0;
 	bool queued;
 
+	cmn_mutex_assert_held(&d->lock);
 	/* Every area that intersects must lie wholly inside: never split one. */
 	for (a = first; a && a->iova <= last; a = iommu_area_next(d, a)) {
 		if (a->iova < iova || a->iova + (a->length - 1) > last)
@@ -635,6 +638,7 @@ static void dirty_scan_locked(struct iommu_domain *d, uint64_t iova, uint64_t le
 {
 	uint64_t end = iova + length, cur = iova;
 
+	cmn_mutex_assert_held(&d->lock);
 	for (uint64_t b = 0; b < length / page_size; b++)
 		bitmap_put(bitmap, b, false);
 	while (cur < end) {

@@ -25,14 +25,14 @@
 /* ---- translation caches (IOTLB and ATC): seqlocked set-associative entries ---------- */
 
 /* Size classes: 0 = 4K, 1 = 2M, 2 = 1G. */
-#define XC_CLASSES		3
-#define XC_CLASS_MASK_ALL	7u
-#define XC_KEY_VALID		(1ull << 0)
-#define XC_KEY_PERM_SHIFT	1	/* bits 1-2: R, W */
-#define XC_KEY_CLASS_SHIFT	3	/* bits 3-4 */
+#define IOMMU_XC_CLASSES		3
+#define IOMMU_XC_CLASS_MASK_ALL	7u
+#define IOMMU_XC_KEY_VALID		(1ull << 0)
+#define IOMMU_XC_KEY_PERM_SHIFT	1	/* bits 1-2: R, W */
+#define IOMMU_XC_KEY_CLASS_SHIFT	3	/* bits 3-4 */
 
 /* 32 bytes, two to a cache line: the IOTLB has to stay small in the CPU's own caches. */
-struct xc_entry {
+struct iommu_xc_entry {
 	_Atomic uint32_t seq;		/* odd while being written */
 	uint32_t pad;
 	_Atomic uint64_t key;		/* page base | class | perm | valid */
@@ -40,15 +40,15 @@ struct xc_entry {
 	_Atomic uint64_t pa;		/* translated page base (memobj id | offset) */
 };
 
-struct xcache {
-	struct xc_entry *e;
+struct iommu_xcache {
+	struct iommu_xc_entry *e;
 	unsigned int set_bits;
 	unsigned int ways;
 };
 
 /* A found translation. A cache hit knows only @pa; @mo and @ptep are filled by walks
  * and by the per-thread front (NULL: look them up when needed). */
-struct xc_hit {
+struct iommu_xc_hit {
 	uint64_t base, size, pa;
 	struct iommu_memobj *mo;
 	_Atomic uint64_t *ptep;		/* stage-2 leaf entry, for dirty bits */
@@ -56,33 +56,34 @@ struct xc_hit {
 	unsigned int cls;
 };
 
-int xcache_init(struct iommu *mmu, struct xcache *c, unsigned int sets, unsigned int ways);
-void xcache_fini(struct iommu *mmu, struct xcache *c);
+int iommu_xcache_init(struct iommu *mmu, struct iommu_xcache *c, unsigned int sets,
+		      unsigned int ways);
+void iommu_xcache_fini(struct iommu *mmu, struct iommu_xcache *c);
 /* Insert @h; then, if *@inval_seq moved away from @seq0, take it back out again. */
-void xcache_fill(struct xcache *c, uint64_t ctx, const struct xc_hit *h,
-		 _Atomic uint64_t *inval_seq, uint64_t seq0);
+void iommu_xcache_fill(struct iommu_xcache *c, uint64_t ctx, const struct iommu_xc_hit *h,
+		       _Atomic uint64_t *inval_seq, uint64_t seq0);
 /* Which entries an invalidation names, by their context (domain id << 32 | pasid). */
-enum xc_match {
-	XC_MATCH_CTX,		/* exactly @ctx */
-	XC_MATCH_DID,		/* @ctx's domain, any PASID */
-	XC_MATCH_PASID,		/* @ctx's PASID, any domain (ATC: PASID-selective request) */
-	XC_MATCH_ALL,		/* everything (global) */
+enum iommu_xc_match {
+	IOMMU_XC_MATCH_CTX,		/* exactly @ctx */
+	IOMMU_XC_MATCH_DID,		/* @ctx's domain, any PASID */
+	IOMMU_XC_MATCH_PASID,		/* @ctx's PASID, any domain (ATC: PASID-selective request) */
+	IOMMU_XC_MATCH_ALL,		/* everything (global) */
 };
 
 /* Drop the entries @match names that overlap [iova, iova + len); len == 0 means every
  * address. @classes: the leaf size classes that may be cached for @ctx
- * (XC_CLASS_MASK_ALL if unknown). */
-void xcache_inval(struct xcache *c, uint64_t ctx, enum xc_match match, uint64_t iova,
-		  uint64_t len, unsigned int classes);
+ * (IOMMU_XC_CLASS_MASK_ALL if unknown). */
+void iommu_xcache_inval(struct iommu_xcache *c, uint64_t ctx, enum iommu_xc_match match,
+			uint64_t iova, uint64_t len, unsigned int classes);
 
-static inline uint64_t xc_class_size(unsigned int cls)
+static inline uint64_t iommu_xc_class_size(unsigned int cls)
 {
 	return 1ull << (12 + 9 * cls);
 }
 
 /* The lookup is inline: it is the translation fast path. Lock-free, never writes. */
-static inline struct xc_entry *xc_set(const struct xcache *c, uint64_t ctx, uint64_t vpn,
-				      unsigned int cls)
+static inline struct iommu_xc_entry *iommu_xc_set(const struct iommu_xcache *c, uint64_t ctx,
+						  uint64_t vpn, unsigned int cls)
 {
 	/* One multiply: did, pasid, class and page number land in distinct bit ranges. */
 	uint64_t h = (vpn ^ (ctx >> 32) << 36 ^ (ctx & 0xfffff) << 44 ^ (uint64_t)cls << 62) *
@@ -93,8 +94,8 @@ static inline struct xc_entry *xc_set(const struct xcache *c, uint64_t ctx, uint
 }
 
 /* Read one entry consistently; true if it holds the page at @base of class @cls in @ctx. */
-static inline bool xc_read(const struct xc_entry *e, uint64_t base, unsigned int cls,
-			   uint64_t ctx, struct xc_hit *out)
+static inline bool iommu_xc_read(const struct iommu_xc_entry *e, uint64_t base,
+				 unsigned int cls, uint64_t ctx, struct iommu_xc_hit *out)
 {
 	uint32_t s = atomic_load_explicit(&e->seq, memory_order_acquire);
 	uint64_t key, pa;
@@ -102,8 +103,8 @@ static inline bool xc_read(const struct xc_entry *e, uint64_t base, unsigned int
 	if (s & 1)
 		return false;
 	key = atomic_load_explicit(&e->key, memory_order_relaxed);
-	if ((key & ~0xfffull) != base || !(key & XC_KEY_VALID) ||
-	    ((key >> XC_KEY_CLASS_SHIFT) & 3) != cls ||
+	if ((key & ~0xfffull) != base || !(key & IOMMU_XC_KEY_VALID) ||
+	    ((key >> IOMMU_XC_KEY_CLASS_SHIFT) & 3) != cls ||
 	    atomic_load_explicit(&e->ctx, memory_order_relaxed) != ctx)
 		return false;
 	/* An acquire load keeps the sequence re-check below after it (a plain load on x86;
@@ -112,39 +113,40 @@ static inline bool xc_read(const struct xc_entry *e, uint64_t base, unsigned int
 	if (atomic_load_explicit(&e->seq, memory_order_relaxed) != s)
 		return false;
 	out->base = base;
-	out->size = xc_class_size(cls);
+	out->size = iommu_xc_class_size(cls);
 	out->pa = pa;
 	out->mo = NULL;
 	out->ptep = NULL;
-	out->perm = (unsigned int)(key >> XC_KEY_PERM_SHIFT) & 3;
+	out->perm = (unsigned int)(key >> IOMMU_XC_KEY_PERM_SHIFT) & 3;
 	out->cls = cls;
 	return true;
 }
 
-static inline bool xcache_lookup(const struct xcache *c, uint64_t ctx, uint64_t iova,
-				 unsigned int classes, struct xc_hit *out)
+static inline bool iommu_xcache_lookup(const struct iommu_xcache *c, uint64_t ctx,
+				       uint64_t iova, unsigned int classes,
+				       struct iommu_xc_hit *out)
 {
-	for (unsigned int cls = 0; cls < XC_CLASSES; cls++) {
+	for (unsigned int cls = 0; cls < IOMMU_XC_CLASSES; cls++) {
 		unsigned int shift = 12 + 9 * cls;
 		uint64_t base = iova >> shift << shift;
-		const struct xc_entry *set;
+		const struct iommu_xc_entry *set;
 
 		if (!(classes & (1u << cls)))
 			continue;
-		set = xc_set(c, ctx, iova >> shift, cls);
+		set = iommu_xc_set(c, ctx, iova >> shift, cls);
 		for (unsigned int w = 0; w < c->ways; w++)
-			if (xc_read(&set[w], base, cls, ctx, out))
+			if (iommu_xc_read(&set[w], base, cls, ctx, out))
 				return true;
 	}
 	return false;
 }
 
-static inline unsigned int xc_class_of(uint64_t size)
+static inline unsigned int iommu_xc_class_of(uint64_t size)
 {
 	return size == IOMMU_PAGE_1G ? 2 : size == IOMMU_PAGE_2M ? 1 : 0;
 }
 
-static inline uint64_t xc_ctx(uint32_t did, uint32_t pasid)
+static inline uint64_t iommu_xc_ctx(uint32_t did, uint32_t pasid)
 {
 	return (uint64_t)did << 32 | pasid;
 }
@@ -191,7 +193,7 @@ struct iommu_pasid_slot {
 struct iommu_ats_req {
 	bool busy;		/* issued, not completed */
 	bool pending;		/* not yet processed by the device */
-	uint8_t match;		/* enum xc_match: what the request names */
+	uint8_t match;		/* enum iommu_xc_match: what the request names */
 	uint64_t ctx;		/* domain id << 32 | pasid */
 	uint32_t pasid;
 	uint32_t gen;		/* bumped at completion: tells ITag reuses apart */
@@ -207,7 +209,7 @@ struct iommu_ats {
 	struct iommu_ats_req req[IOMMU_ATS_MAX_ITAGS];
 	_Atomic bool on;		/* lock-free view of enabled for the DMA path */
 	_Atomic uint64_t inval_seq;	/* bumped by every invalidation the device processes */
-	struct xcache atc;		/* the device-side cache */
+	struct iommu_xcache atc;		/* the device-side cache */
 };
 
 enum prg_state { PRG_FREE, PRG_OUTSTANDING, PRG_ANSWERED };
@@ -240,7 +242,7 @@ struct iommu {
 	struct cmn_mutex lock;		/* domains list, memobj table, attachments, next ids */
 	struct iommu_domain *domains;
 	_Atomic(struct iommu_memobj *) memobjs[IOMMU_MAX_MEMOBJS];
-	struct xcache iotlb;
+	struct iommu_xcache iotlb;
 	_Atomic unsigned int fail_nth;
 	_Atomic uint64_t allocs_live, pt_pages;
 	_Atomic uint64_t iotlb_inv, ats_inv_requests, page_requests, faults;
@@ -384,7 +386,7 @@ void iommu_ats_flush_fn(struct iommu *mmu, unsigned int rid);
  * the old domain can never answer a lookup made for the new one. */
 static inline uint64_t iommu_atc_ctx(const struct iommu_domain *d, uint32_t pasid)
 {
-	return xc_ctx(d->id, pasid);
+	return iommu_xc_ctx(d->id, pasid);
 }
 int iommu_atc_translate(struct iommu *mmu, unsigned int rid, uint32_t pasid,
 			struct iommu_domain *d, uint64_t iova, size_t len, unsigned int access,

@@ -9,7 +9,8 @@
 #include "common/bitops.h"
 #include "iommu_model/iommu_internal.h"
 
-int xcache_init(struct iommu *mmu, struct xcache *c, unsigned int sets, unsigned int ways)
+int iommu_xcache_init(struct iommu *mmu, struct iommu_xcache *c, unsigned int sets,
+		      unsigned int ways)
 {
 	c->set_bits = cmn_ilog2(sets);
 	c->ways = ways;
@@ -17,26 +18,26 @@ int xcache_init(struct iommu *mmu, struct xcache *c, unsigned int sets, unsigned
 	return c->e ? 0 : -ENOMEM;
 }
 
-void xcache_fini(struct iommu *mmu, struct xcache *c)
+void iommu_xcache_fini(struct iommu *mmu, struct iommu_xcache *c)
 {
 	iommu_free(mmu, c->e);
 	c->e = NULL;
 }
 
 /* Take @e for writing if its sequence is still @s. */
-static inline bool xc_lock(struct xc_entry *e, uint32_t s)
+static inline bool iommu_xc_lock(struct iommu_xc_entry *e, uint32_t s)
 {
 	return !(s & 1) && atomic_compare_exchange_strong_explicit(
 				   &e->seq, &s, s + 1, memory_order_acquire, memory_order_relaxed);
 }
 
-static inline void xc_unlock(struct xc_entry *e)
+static inline void iommu_xc_unlock(struct iommu_xc_entry *e)
 {
 	atomic_fetch_add_explicit(&e->seq, 1, memory_order_release);
 }
 
 /* Victim choice: a per-thread xorshift, so concurrent fillers rarely pick the same way. */
-static unsigned int xc_victim(unsigned int ways)
+static unsigned int iommu_xc_victim(unsigned int ways)
 {
 	static __thread uint32_t x = 0x9e3779b9u;
 
@@ -46,32 +47,32 @@ static unsigned int xc_victim(unsigned int ways)
 	return x % ways;
 }
 
-void xcache_fill(struct xcache *c, uint64_t ctx, const struct xc_hit *h,
-		 _Atomic uint64_t *inval_seq, uint64_t seq0)
+void iommu_xcache_fill(struct iommu_xcache *c, uint64_t ctx, const struct iommu_xc_hit *h,
+		       _Atomic uint64_t *inval_seq, uint64_t seq0)
 {
-	struct xc_entry *set = xc_set(c, ctx, h->base >> (12 + 9 * h->cls), h->cls);
-	struct xc_entry *e = NULL;
+	struct iommu_xc_entry *set = iommu_xc_set(c, ctx, h->base >> (12 + 9 * h->cls), h->cls);
+	struct iommu_xc_entry *e = NULL;
 	uint32_t s = 0;
 
 	/* An invalid way first, else a random one; give up if a writer holds it. */
 	for (unsigned int w = 0; w < c->ways; w++) {
 		s = atomic_load_explicit(&set[w].seq, memory_order_relaxed);
-		if (!(atomic_load_explicit(&set[w].key, memory_order_relaxed) & XC_KEY_VALID)) {
+		if (!(atomic_load_explicit(&set[w].key, memory_order_relaxed) & IOMMU_XC_KEY_VALID)) {
 			e = &set[w];
 			break;
 		}
 	}
 	if (!e) {
-		e = &set[xc_victim(c->ways)];
+		e = &set[iommu_xc_victim(c->ways)];
 		s = atomic_load_explicit(&e->seq, memory_order_relaxed);
 	}
-	if (!xc_lock(e, s))
+	if (!iommu_xc_lock(e, s))
 		return;
 	atomic_store_explicit(&e->ctx, ctx, memory_order_relaxed);
 	atomic_store_explicit(&e->pa, h->pa, memory_order_relaxed);
 	atomic_store_explicit(&e->key,
-			      h->base | (uint64_t)h->cls << XC_KEY_CLASS_SHIFT |
-				      (uint64_t)h->perm << XC_KEY_PERM_SHIFT | XC_KEY_VALID,
+			      h->base | (uint64_t)h->cls << IOMMU_XC_KEY_CLASS_SHIFT |
+				      (uint64_t)h->perm << IOMMU_XC_KEY_PERM_SHIFT | IOMMU_XC_KEY_VALID,
 			      memory_order_relaxed);
 	/* The walk that produced @h may predate an unmap whose invalidation scan has already
 	 * passed this set. Every scan bumps *inval_seq before it starts and waits for
@@ -82,27 +83,27 @@ void xcache_fill(struct xcache *c, uint64_t ctx, const struct xc_hit *h,
 	 * which another thread could hit it after the unmap returned.) */
 	if (atomic_fetch_add_explicit(inval_seq, 0, memory_order_seq_cst) != seq0)
 		atomic_store_explicit(&e->key, 0, memory_order_relaxed);
-	xc_unlock(e);
+	iommu_xc_unlock(e);
 }
 
-static bool xc_ctx_matches(uint64_t ectx, uint64_t ctx, enum xc_match match)
+static bool iommu_xc_ctx_matches(uint64_t ectx, uint64_t ctx, enum iommu_xc_match match)
 {
 	switch (match) {
-	case XC_MATCH_CTX:
+	case IOMMU_XC_MATCH_CTX:
 		return ectx == ctx;
-	case XC_MATCH_DID:
+	case IOMMU_XC_MATCH_DID:
 		return ectx >> 32 == ctx >> 32;
-	case XC_MATCH_PASID:
+	case IOMMU_XC_MATCH_PASID:
 		return (uint32_t)ectx == (uint32_t)ctx;
-	case XC_MATCH_ALL:
+	case IOMMU_XC_MATCH_ALL:
 		break;
 	}
 	return true;
 }
 
 /* Drop @e if it matches; waits out a filler that is mid-write. */
-static void xc_inval_entry(struct xc_entry *e, uint64_t ctx, enum xc_match match, uint64_t lo,
-			   uint64_t hi)
+static void iommu_xc_inval_entry(struct iommu_xc_entry *e, uint64_t ctx,
+				 enum iommu_xc_match match, uint64_t lo, uint64_t hi)
 {
 	for (;;) {
 		uint32_t s = atomic_load_explicit(&e->seq, memory_order_acquire);
@@ -113,28 +114,29 @@ static void xc_inval_entry(struct xc_entry *e, uint64_t ctx, enum xc_match match
 			continue;
 		}
 		key = atomic_load_explicit(&e->key, memory_order_relaxed);
-		if (!(key & XC_KEY_VALID) ||
-		    !xc_ctx_matches(atomic_load_explicit(&e->ctx, memory_order_relaxed), ctx, match))
+		if (!(key & IOMMU_XC_KEY_VALID) ||
+		    !iommu_xc_ctx_matches(atomic_load_explicit(&e->ctx, memory_order_relaxed), ctx,
+					  match))
 			return;
 		base = key & ~0xfffull;
-		size = xc_class_size((unsigned int)(key >> XC_KEY_CLASS_SHIFT) & 3);
+		size = iommu_xc_class_size((unsigned int)(key >> IOMMU_XC_KEY_CLASS_SHIFT) & 3);
 		if (hi && (base + size <= lo || base >= hi))
 			return;
-		if (!xc_lock(e, s))
+		if (!iommu_xc_lock(e, s))
 			continue;
 		atomic_store_explicit(&e->key, 0, memory_order_relaxed);
-		xc_unlock(e);
+		iommu_xc_unlock(e);
 		return;
 	}
 }
 
 /* Entries a probe of [iova, iova + len) would look at, over the classes in @classes. */
-static uint64_t xc_probe_cost(const struct xcache *c, uint64_t iova, uint64_t len,
-			      unsigned int classes)
+static uint64_t iommu_xc_probe_cost(const struct iommu_xcache *c, uint64_t iova,
+				    uint64_t len, unsigned int classes)
 {
 	uint64_t n = 0;
 
-	for (unsigned int cls = 0; cls < XC_CLASSES; cls++) {
+	for (unsigned int cls = 0; cls < IOMMU_XC_CLASSES; cls++) {
 		unsigned int shift = 12 + 9 * cls;
 
 		if (classes & (1u << cls))
@@ -143,8 +145,8 @@ static uint64_t xc_probe_cost(const struct xcache *c, uint64_t iova, uint64_t le
 	return n;
 }
 
-void xcache_inval(struct xcache *c, uint64_t ctx, enum xc_match match, uint64_t iova,
-		  uint64_t len, unsigned int classes)
+void iommu_xcache_inval(struct iommu_xcache *c, uint64_t ctx, enum iommu_xc_match match,
+			uint64_t iova, uint64_t len, unsigned int classes)
 {
 	size_t n = ((size_t)1 << c->set_bits) * c->ways;
 	uint64_t hi = len ? iova + len : 0;
@@ -152,21 +154,22 @@ void xcache_inval(struct xcache *c, uint64_t ctx, enum xc_match match, uint64_t 
 	/* Callers bumped an inval_seq with a seq_cst RMW just before: later loads stay after.
 	 * An exact context and a range: probe the sets its pages hash to, for the leaf sizes
 	 * the domain uses, when that touches fewer entries than a full scan. */
-	if (len && hi > iova && match == XC_MATCH_CTX && xc_probe_cost(c, iova, len, classes) < n) {
-		for (unsigned int cls = 0; cls < XC_CLASSES; cls++) {
+	if (len && hi > iova && match == IOMMU_XC_MATCH_CTX &&
+	    iommu_xc_probe_cost(c, iova, len, classes) < n) {
+		for (unsigned int cls = 0; cls < IOMMU_XC_CLASSES; cls++) {
 			unsigned int shift = 12 + 9 * cls;
 
 			if (!(classes & (1u << cls)))
 				continue;
 			for (uint64_t vpn = iova >> shift; vpn <= (hi - 1) >> shift; vpn++) {
-				struct xc_entry *set = xc_set(c, ctx, vpn, cls);
+				struct iommu_xc_entry *set = iommu_xc_set(c, ctx, vpn, cls);
 
 				for (unsigned int w = 0; w < c->ways; w++)
-					xc_inval_entry(&set[w], ctx, match, iova, hi);
+					iommu_xc_inval_entry(&set[w], ctx, match, iova, hi);
 			}
 		}
 		return;
 	}
 	for (size_t i = 0; i < n; i++)
-		xc_inval_entry(&c->e[i], ctx, match, iova, hi);
+		iommu_xc_inval_entry(&c->e[i], ctx, match, iova, hi);
 }

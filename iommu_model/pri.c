@@ -94,6 +94,7 @@ int iommu_pri_enable(struct iommu *mmu, unsigned int rid, unsigned int max_outst
 /* Answer @i (lock held); an abandoned group is freed at once. */
 static void pri_answer_locked(struct iommu_pri *p, unsigned int i, enum iommu_prg_code code)
 {
+	cmn_mutex_assert_held(&p->lock);
 	if (p->abandoned[i]) {
 		p->abandoned[i] = false;
 		p->state[i] = PRG_FREE;
@@ -139,6 +140,7 @@ int iommu_pri_reset(struct iommu *mmu, unsigned int rid)
 /* Allocate a group index; waits for room until @deadline if @block. */
 static int pri_alloc_locked(struct iommu_pri *p, bool block, uint64_t deadline, uint16_t *prg)
 {
+	cmn_mutex_assert_held(&p->lock);
 	for (;;) {
 		if (!p->enabled)
 			return -ENODEV;
@@ -219,6 +221,7 @@ int iommu_page_response(struct iommu *mmu, unsigned int rid, uint16_t prg,
 static int pri_wait_locked(struct iommu_pri *p, uint16_t prg, uint64_t deadline,
 			   enum iommu_prg_code *code)
 {
+	cmn_mutex_assert_held(&p->lock);
 	if (p->state[prg] == PRG_FREE || p->abandoned[prg])
 		return -EINVAL;
 	while (p->state[prg] == PRG_OUTSTANDING) {

@@ -18,7 +18,7 @@ struct sync_slot {
 	struct sync_slot *next;		/* registry list, append-only */
 };
 
-static pthread_mutex_t sync_reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct cmn_mutex sync_reg_lock = CMN_MUTEX_INITIALIZER("iommu sync_reg_lock");
 static _Atomic(struct sync_slot *) sync_slots;
 static unsigned int sync_nr_slots;
 static pthread_key_t sync_key;
@@ -48,7 +48,7 @@ static struct sync_slot *sync_slot_get(void)
 	if (cmn_likely(sync_self != NULL))
 		return sync_self;
 	pthread_once(&sync_once, sync_key_init);
-	pthread_mutex_lock(&sync_reg_lock);
+	cmn_mutex_lock(&sync_reg_lock);
 	for (s = atomic_load(&sync_slots); s; s = s->next)
 		if (!atomic_load(&s->used))
 			break;
@@ -60,7 +60,7 @@ static struct sync_slot *sync_slot_get(void)
 		atomic_store(&sync_slots, s);
 	}
 	atomic_store(&s->used, true);
-	pthread_mutex_unlock(&sync_reg_lock);
+	cmn_mutex_unlock(&sync_reg_lock);
 	pthread_setspecific(sync_key, s);
 	sync_self = s;
 	iommu_tls_index = s->idx + 1;

@@ -7,7 +7,7 @@
 #include "common/bitops.h"
 #include "iommu_model/iommu_internal.h"
 
-static inline struct iommu_memobj *hit_memobj(struct iommu *mmu, const struct xc_hit *h)
+static inline struct iommu_memobj *hit_memobj(struct iommu *mmu, const struct iommu_xc_hit *h)
 {
 	struct iommu_memobj *mo = h->mo ? h->mo : iommu_memobj_of_pa(mmu, h->pa);
 
@@ -15,8 +15,8 @@ static inline struct iommu_memobj *hit_memobj(struct iommu *mmu, const struct xc
 	return mo;
 }
 
-static void xlate_from_hit(struct iommu *mmu, const struct xc_hit *h, uint64_t iova, size_t len,
-			   struct iommu_xlate *out)
+static void xlate_from_hit(struct iommu *mmu, const struct iommu_xc_hit *h, uint64_t iova,
+			   size_t len, struct iommu_xlate *out)
 {
 	uint64_t in = iova - h->base;
 	struct iommu_memobj *mo = hit_memobj(mmu, h);
@@ -30,11 +30,11 @@ static void xlate_from_hit(struct iommu *mmu, const struct xc_hit *h, uint64_t i
 }
 
 static int walk_nested(struct iommu_domain *c, uint64_t iova, unsigned int access,
-		       struct xc_hit *h, unsigned int *reason);
+		       struct iommu_xc_hit *h, unsigned int *reason);
 
 /* Writes mark the stage-2 leaf dirty while its domain tracks dirty pages. Cache hits do
  * not carry the leaf's address: while tracking, a write re-walks to find it. */
-static void xlate_mark_dirty(struct iommu_domain *d, const struct xc_hit *h, uint64_t iova,
+static void xlate_mark_dirty(struct iommu_domain *d, const struct iommu_xc_hit *h, uint64_t iova,
 			     unsigned int access)
 {
 	struct iommu_domain *s2 = d->type == IOMMU_DOMAIN_NESTED ? d->parent : d;
@@ -44,7 +44,7 @@ static void xlate_mark_dirty(struct iommu_domain *d, const struct xc_hit *h, uin
 			!atomic_load_explicit(&s2->dirty_tracking, memory_order_relaxed)))
 		return;
 	if (!ptep) {
-		struct xc_hit w;
+		struct iommu_xc_hit w;
 		unsigned int reason, level;
 		uint64_t pte;
 
@@ -61,7 +61,7 @@ static void xlate_mark_dirty(struct iommu_domain *d, const struct xc_hit *h, uin
 }
 
 /* Walk a host-owned table. */
-static int walk_paging(struct iommu_domain *d, uint64_t iova, struct xc_hit *h,
+static int walk_paging(struct iommu_domain *d, uint64_t iova, struct iommu_xc_hit *h,
 		       unsigned int *reason)
 {
 	uint64_t pte, size;
@@ -88,12 +88,12 @@ static int walk_paging(struct iommu_domain *d, uint64_t iova, struct xc_hit *h,
 }
 
 static int xlate_paging(struct iommu_domain *d, uint64_t iova, unsigned int access,
-			struct xc_hit *h, unsigned int *reason);
+			struct iommu_xc_hit *h, unsigned int *reason);
 
 /* Read one stage-1 entry at stage-2 address @ipa. */
 static int s1_read_pte(struct iommu_domain *s2, uint64_t ipa, uint64_t *pte)
 {
-	struct xc_hit h;
+	struct iommu_xc_hit h;
 	unsigned int reason;
 
 	if (xlate_paging(s2, ipa, IOMMU_READ, &h, &reason))
@@ -157,11 +157,11 @@ static int walk_s1(struct iommu_domain *c, uint64_t iova, uint64_t *ipa, uint64_
 
 /* Nested: stage-1 then stage-2; the cached result covers the smaller of the two leaves. */
 static int walk_nested(struct iommu_domain *c, uint64_t iova, unsigned int access,
-		       struct xc_hit *h, unsigned int *reason)
+		       struct iommu_xc_hit *h, unsigned int *reason)
 {
 	uint64_t ipa, s1_size, size;
 	unsigned int s1_perm;
-	struct xc_hit s2;
+	struct iommu_xc_hit s2;
 	int ret;
 
 	ret = walk_s1(c, iova, &ipa, &s1_size, &s1_perm, reason);
@@ -177,7 +177,7 @@ static int walk_nested(struct iommu_domain *c, uint64_t iova, unsigned int acces
 	size = cmn_min(s1_size, s2.size);
 	h->base = cmn_align_down(iova, size);
 	h->size = size;
-	h->cls = xc_class_of(size);
+	h->cls = iommu_xc_class_of(size);
 	h->pa = s2.pa + (cmn_align_down(ipa, size) - s2.base);
 	h->mo = s2.mo;
 	h->perm = s1_perm & s2.perm;
@@ -185,7 +185,7 @@ static int walk_nested(struct iommu_domain *c, uint64_t iova, unsigned int acces
 	return 0;
 }
 
-static int check_perm(const struct xc_hit *h, unsigned int access, unsigned int *reason)
+static int check_perm(const struct iommu_xc_hit *h, unsigned int access, unsigned int *reason)
 {
 	if ((h->perm & access & (IOMMU_READ | IOMMU_WRITE)) !=
 	    (access & (IOMMU_READ | IOMMU_WRITE))) {
@@ -218,19 +218,19 @@ static inline struct utlb_entry *utlb_slot(uint64_t iova)
 	return &utlb[(iova >> 12) % UTLB_SLOTS];
 }
 
-static inline bool utlb_lookup(struct iommu_domain *d, uint64_t iova, struct xc_hit *h)
+static inline bool utlb_lookup(struct iommu_domain *d, uint64_t iova, struct iommu_xc_hit *h)
 {
 	const struct utlb_entry *e = utlb_slot(iova);
 
 	if (e->did != d->id || iova - e->base >= e->size ||
 	    e->gen != atomic_load_explicit(&d->inval_seq, memory_order_acquire))
 		return false;
-	*h = (struct xc_hit){ .base = e->base, .size = e->size, .pa = e->pa, .mo = e->mo,
-			      .ptep = e->ptep, .perm = e->perm, .cls = xc_class_of(e->size) };
+	*h = (struct iommu_xc_hit){ .base = e->base, .size = e->size, .pa = e->pa, .mo = e->mo,
+				    .ptep = e->ptep, .perm = e->perm, .cls = iommu_xc_class_of(e->size) };
 	return true;
 }
 
-static inline void utlb_fill(struct iommu_domain *d, uint64_t iova, const struct xc_hit *h,
+static inline void utlb_fill(struct iommu_domain *d, uint64_t iova, const struct iommu_xc_hit *h,
 			     uint64_t seq0)
 {
 	struct utlb_entry *e = utlb_slot(iova);
@@ -244,10 +244,10 @@ static inline void utlb_fill(struct iommu_domain *d, uint64_t iova, const struct
 /* IOTLB (per-thread front, then the shared array) else walk and fill. PAGING and NESTED
  * domains. */
 static int xlate_cached(struct iommu_domain *d, uint64_t iova, unsigned int access,
-			struct xc_hit *h, unsigned int *reason)
+			struct iommu_xc_hit *h, unsigned int *reason)
 {
 	struct iommu *mmu = d->mmu;
-	uint64_t ctx = xc_ctx(d->id, 0), seq0;
+	uint64_t ctx = iommu_xc_ctx(d->id, 0), seq0;
 	int ret;
 
 	if (cmn_likely(!(access & IOMMU_NOCACHE))) {
@@ -257,8 +257,8 @@ static int xlate_cached(struct iommu_domain *d, uint64_t iova, unsigned int acce
 		}
 		/* Read before the lookup: an entry found now is fresh unless this moves. */
 		seq0 = atomic_load_explicit(&d->inval_seq, memory_order_acquire);
-		if (xcache_lookup(&mmu->iotlb, ctx, iova,
-				  atomic_load_explicit(&d->classes, memory_order_relaxed), h)) {
+		if (iommu_xcache_lookup(&mmu->iotlb, ctx, iova,
+					atomic_load_explicit(&d->classes, memory_order_relaxed), h)) {
 			iommu_count_hit(mmu);
 			h->mo = iommu_memobj_of_pa(mmu, h->pa);
 			utlb_fill(d, iova, h, seq0);
@@ -279,14 +279,14 @@ static int xlate_cached(struct iommu_domain *d, uint64_t iova, unsigned int acce
 		 * invalidation that misses the entry's class would miss the entry. */
 		if (d->type == IOMMU_DOMAIN_NESTED)
 			atomic_fetch_or_explicit(&d->classes, 1u << h->cls, memory_order_release);
-		xcache_fill(&mmu->iotlb, ctx, h, &d->inval_seq, seq0);
+		iommu_xcache_fill(&mmu->iotlb, ctx, h, &d->inval_seq, seq0);
 		utlb_fill(d, iova, h, seq0);
 	}
 	return check_perm(h, access, reason);
 }
 
 static int xlate_paging(struct iommu_domain *d, uint64_t iova, unsigned int access,
-			struct xc_hit *h, unsigned int *reason)
+			struct iommu_xc_hit *h, unsigned int *reason)
 {
 	int ret = xlate_cached(d, iova, access, h, reason);
 
@@ -315,7 +315,7 @@ static int xlate_sva(struct iommu_domain *d, uint64_t iova, size_t len,
 int iommu_xlate(struct iommu_domain *d, uint32_t pasid, uint64_t iova, size_t len,
 		unsigned int access, struct iommu_xlate *out, unsigned int *reason)
 {
-	struct xc_hit h;
+	struct iommu_xc_hit h;
 	int ret;
 
 	(void)pasid;	/* a domain translates alike for every PASID: entries are shared */
@@ -345,14 +345,14 @@ int iommu_translate(struct iommu_domain *d, uint64_t iova, size_t len, unsigned 
 /* Translation Request: translate through the IOTLB, grant, and let the device cache it. */
 static int ats_request(struct iommu_fn *fn, uint32_t pasid,
 		       struct iommu_domain *d, uint64_t iova, unsigned int access,
-		       struct xc_hit *h, unsigned int *reason)
+		       struct iommu_xc_hit *h, unsigned int *reason)
 {
 	uint64_t seq0 = atomic_load_explicit(&fn->ats.inval_seq, memory_order_acquire);
 	int ret = xlate_paging(d, iova, access & ~IOMMU_NOCACHE, h, reason);
 
 	if (ret)
 		return ret;
-	xcache_fill(&fn->ats.atc, iommu_atc_ctx(d, pasid), h, &fn->ats.inval_seq, seq0);
+	iommu_xcache_fill(&fn->ats.atc, iommu_atc_ctx(d, pasid), h, &fn->ats.inval_seq, seq0);
 	return 0;
 }
 
@@ -361,12 +361,13 @@ int iommu_atc_translate(struct iommu *mmu, unsigned int rid, uint32_t pasid,
 			struct iommu_xlate *out, unsigned int *reason)
 {
 	struct iommu_fn *fn = &mmu->fn[rid];
-	struct xc_hit h;
+	struct iommu_xc_hit h;
 	int ret;
 
 	/* A cached entry without the wanted permission sends a new request, as a device
 	 * would; the IOMMU then grants or refuses it. */
-	if (xcache_lookup(&fn->ats.atc, iommu_atc_ctx(d, pasid), iova, XC_CLASS_MASK_ALL, &h) &&
+	if (iommu_xcache_lookup(&fn->ats.atc, iommu_atc_ctx(d, pasid), iova,
+				IOMMU_XC_CLASS_MASK_ALL, &h) &&
 	    !check_perm(&h, access, reason)) {
 		iommu_count_atc(mmu, true);
 		xlate_mark_dirty(d, &h, iova, access);
@@ -384,7 +385,7 @@ int iommu_ats_translate(struct iommu *mmu, unsigned int rid, uint32_t pasid, uin
 			unsigned int access, struct iommu_ats_result *out)
 {
 	struct iommu_domain *d;
-	struct xc_hit h;
+	struct iommu_xc_hit h;
 	unsigned int reason;
 	int ret = 0;
 
