@@ -104,6 +104,7 @@ static atomic_uint_fast64_t *db_judge_locked(struct gpu *g, struct gpu_fn *f, ui
 	unsigned int rl = token >> 16, chid = token & 0xffff;
 	const struct gpu_priv_chan *pc;
 
+	cmn_mutex_assert_held(&g->lock);
 	if (rl >= g->nr_engines || chid >= GPU_FN_MAX_CHANNELS)
 		return &f->dbc.invalid;
 	pc = &f->cfg.chans[chid];
@@ -123,6 +124,7 @@ static atomic_uint_fast64_t *db_judge_locked(struct gpu *g, struct gpu_fn *f, ui
  * whoever sees a token counted as rung also sees how it was judged. */
 static void db_token_locked(struct gpu *g, struct gpu_fn *f, uint32_t token)
 {
+	cmn_mutex_assert_held(&g->lock);
 	atomic_fetch_add(db_judge_locked(g, f, token), 1);
 	atomic_fetch_add(&f->dbc.rung, 1);
 }
@@ -134,6 +136,7 @@ static void db_drain_fn_locked(struct gpu *g, struct gpu_fn *f)
 	uint32_t head = atomic_load_explicit(DB_ATOMIC(&db->head), memory_order_acquire);
 	bool seen = false;
 
+	cmn_mutex_assert_held(&g->lock);
 	/* Tokens are judged against the channel table as it was when they were written: the
 	 * GSP's write that allocated or freed a channel precedes the doorbell that names it. */
 	gpu_priv_sync_locked(g);

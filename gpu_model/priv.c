@@ -143,6 +143,7 @@ static int partition_set_locked(struct gpu_priv *p, unsigned int fn, uint64_t ba
 	uint64_t vram = ld(&p->sh->vram_size);
 	struct gpu_priv_fn rec;
 
+	cmn_mutex_assert_held(&p->lock);
 	if (size && (!cmn_is_aligned(base, GPU_VRAM_ALIGN) || !cmn_is_aligned(size, GPU_VRAM_ALIGN) ||
 		     base >= vram || size > vram - base))
 		return -EINVAL;
@@ -196,6 +197,7 @@ static int chan_alloc_locked(struct gpu_priv *p, unsigned int fn, unsigned int c
 	struct gpu_priv_fn rec;
 	int ret = chan_cfg_check(p, cfg);
 
+	cmn_mutex_assert_held(&p->lock);
 	if (ret)
 		return ret;
 	priv_load_fn(p, fn, &rec);
@@ -374,6 +376,7 @@ static void sync_fn_locked(struct gpu *g, struct gpu_fn *f)
 {
 	struct gpu_priv_fn rec;
 
+	cmn_mutex_assert_held(&g->lock);
 	gpu_priv_snapshot_fn(g->priv, f->id, &rec);
 	if (rec.seq == f->cfg_seq)
 		return;

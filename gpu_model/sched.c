@@ -43,6 +43,7 @@ static bool chan_runnable_locked(struct gpu_engine *e, struct gpu_fn *f, unsigne
 	struct gpu_chan *c = &f->chans[chid];
 	int st;
 
+	cmn_mutex_assert_held(&e->g->lock);
 	if (!(f->cfg.runlist[e->id] & VGPU_BIT(chid)) || !(pc->flags & GPU_CHAN_ENABLED) ||
 	    pc->runlist != e->id || c->running)
 		return false;
@@ -66,6 +67,7 @@ static struct gpu_chan *fn_pick_chan_locked(struct gpu_engine *e, struct gpu_fn 
 {
 	uint64_t rl = f->cfg.runlist[e->id];
 
+	cmn_mutex_assert_held(&e->g->lock);
 	if (!rl)
 		return NULL;
 	for (unsigned int i = 0; i < GPU_FN_MAX_CHANNELS; i++) {
@@ -81,6 +83,7 @@ static struct gpu_chan *fn_pick_chan_locked(struct gpu_engine *e, struct gpu_fn 
 
 static bool fn_has_chans_locked(struct gpu_engine *e, struct gpu_fn *f)
 {
+	cmn_mutex_assert_held(&e->g->lock);
 	for (unsigned int c = 0; c < GPU_FN_MAX_CHANNELS; c++)
 		if ((f->cfg.chans[c].flags & GPU_CHAN_ALLOCATED) && f->cfg.chans[c].runlist == e->id)
 			return true;
@@ -92,6 +95,7 @@ static uint64_t fn_slice_locked(struct gpu_engine *e, struct gpu_fn *f)
 {
 	struct gpu *g = e->g;
 
+	cmn_mutex_assert_held(&e->g->lock);
 	if (!f->cfg.sched.enabled)
 		return 0;
 	switch (g->sched_policy) {
@@ -110,6 +114,7 @@ static uint64_t fn_slice_locked(struct gpu_engine *e, struct gpu_fn *f)
  * robin by quantum, so its weight is the quantum; equal share weighs all alike. */
 static uint64_t fn_weight_locked(struct gpu_engine *e, struct gpu_fn *f, uint64_t len)
 {
+	cmn_mutex_assert_held(&e->g->lock);
 	switch (e->g->sched_policy) {
 	case GPU_SCHED_EQUAL_SHARE:
 		return 1000;
@@ -122,6 +127,7 @@ static uint64_t fn_weight_locked(struct gpu_engine *e, struct gpu_fn *f, uint64_
 
 static void idle_account_locked(struct gpu_engine *e, uint64_t now)
 {
+	cmn_mutex_assert_held(&e->g->lock);
 	if (!e->idle_from || e->cur_fn < 0)
 		return;
 	struct gpu_sched_stats *t = &e->g->fns[e->cur_fn].tel[e->id];
@@ -140,6 +146,7 @@ static void slot_end_locked(struct gpu_engine *e, uint64_t now)
 	struct gpu_fn *f = &e->g->fns[e->cur_fn];
 	uint64_t len = fn_slice_locked(e, f);
 
+	cmn_mutex_assert_held(&e->g->lock);
 	idle_account_locked(e, now);
 	/* Time past the slice's end until the switch is the preemption cost. */
 	uint64_t stolen = e->stolen - e->slot_stolen0, used = now - e->slot_start;
@@ -161,6 +168,7 @@ static struct gpu_chan *slot_begin_locked(struct gpu_engine *e, uint64_t now)
 	struct gpu_fn *best = NULL;
 	uint64_t best_len = 0;
 
+	cmn_mutex_assert_held(&e->g->lock);
 	for (unsigned int i = 0; i < g->nr_fns; i++) {
 		unsigned int fn = (e->rr_fn + i) % g->nr_fns;
 		struct gpu_fn *f = &g->fns[fn];
@@ -207,6 +215,7 @@ static struct gpu_chan *sched_pick_locked(struct gpu_engine *e, uint64_t now)
 {
 	struct gpu_chan *c;
 
+	cmn_mutex_assert_held(&e->g->lock);
 	if (e->cur_fn >= 0 && now >= e->slot_end)
 		slot_end_locked(e, now);
 	if (e->cur_fn >= 0) {
@@ -224,6 +233,7 @@ static void scan_locked(struct gpu_engine *e)
 {
 	struct gpu *g = e->g;
 
+	cmn_mutex_assert_held(&e->g->lock);
 	for (unsigned int fn = 0; fn < g->nr_fns; fn++) {
 		struct gpu_fn *f = &g->fns[fn];
 		uint64_t rl = f->cfg.runlist[e->id];
@@ -264,6 +274,7 @@ static void engine_run_locked(struct gpu_engine *e, struct gpu_chan *c, uint64_t
 	enum gpu_run_result r;
 	uint64_t end, pto = def(f->cfg.sched.preempt_timeout_ns, GPU_DEFAULT_PREEMPT_TO);
 
+	cmn_mutex_assert_held(&e->g->lock);
 	idle_account_locked(e, start);
 	c->running = true;
 	cmn_mutex_unlock(&g->lock);
@@ -289,6 +300,7 @@ static uint64_t idle_deadline_locked(struct gpu_engine *e, uint64_t now)
 	/* The GSP may live in another process and cannot kick us: poll its generation. */
 	uint64_t d = cmn_min(e->next_scan, now + GPU_PRIV_POLL_NS);
 
+	cmn_mutex_assert_held(&e->g->lock);
 	if (e->cur_fn >= 0)
 		d = cmn_min(d, e->slot_end);
 	for (unsigned int fn = 0; fn < g->nr_fns; fn++) {

@@ -78,6 +78,7 @@ void *gpu_fn_vram_ptr(struct gpu *g, unsigned int fn, uint64_t pa, uint64_t len)
 
 static bool slice_overlaps_locked(struct gpu *g, unsigned int fn, uint64_t off, uint64_t size)
 {
+	cmn_mutex_assert_held(&g->vram_lock);
 	for (unsigned int o = 0; o < g->nr_fns; o++) {
 		struct gpu_fn *f = &g->fns[o];
 
@@ -91,8 +92,10 @@ static bool slice_overlaps_locked(struct gpu *g, unsigned int fn, uint64_t off, 
 static int slice_map_locked(struct gpu *g, struct gpu_fn *f, uint64_t off, uint64_t size, int fd)
 {
 	struct stat sb;
-	int ret, own = fd < 0 ? memfd_create("vgpu-vf-vram", MFD_CLOEXEC) : dup(fd);
+	int ret, own;
 
+	cmn_mutex_assert_held(&g->vram_lock);
+	own = fd < 0 ? memfd_create("vgpu-vf-vram", MFD_CLOEXEC) : dup(fd);
 	if (own < 0)
 		return -errno;
 	if (fd < 0 && ftruncate(own, (off_t)size)) {
@@ -185,6 +188,7 @@ static int scrub_locked(struct gpu *g, uint64_t off, uint64_t size)
 {
 	uint64_t end = off + size;
 
+	cmn_mutex_assert_held(&g->vram_lock);
 	for (unsigned int o = 0; o < g->nr_fns; o++) {
 		struct gpu_fn *f = &g->fns[o];
 		uint64_t lo, hi;

@@ -173,6 +173,7 @@ static int dm_alloc_chunk_locked(struct hmm_devmem *dm, uint64_t *pages)
 {
 	const uint64_t words = HMM_BLOCK_WORDS;
 
+	cmn_mutex_assert_held(&dm->lock);
 	for (uint64_t w = 0; w + words <= dm->nwords; w += words) {
 		uint64_t any = 0;
 
@@ -195,6 +196,7 @@ static int dm_alloc_pages_locked(struct hmm_devmem *dm, size_t n, uint64_t *page
 {
 	size_t got = 0;
 
+	cmn_mutex_assert_held(&dm->lock);
 	if (dm->npages - dm->nr_used < n)
 		return -ENOMEM;
 	for (uint64_t scanned = 0; got < n && scanned < dm->nwords; scanned++) {

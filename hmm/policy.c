@@ -113,8 +113,10 @@ static size_t slot_of(uintptr_t key, size_t cap)
 static int grow_locked(struct hmm_thrash *t)
 {
 	size_t cap = t->cap * 2;
-	struct thrash_page *tab = calloc(cap, sizeof(*tab));
+	struct thrash_page *tab;
 
+	cmn_mutex_assert_held(&t->lock);
+	tab = calloc(cap, sizeof(*tab));
 	if (!tab)
 		return -ENOMEM;
 	for (size_t i = 0; i < t->cap; i++) {
@@ -138,6 +140,7 @@ static struct thrash_page *lookup_locked(struct hmm_thrash *t, uintptr_t addr, b
 	uintptr_t key = (addr & ~(HMM_PAGE_SIZE - 1)) + 1;
 	size_t s;
 
+	cmn_mutex_assert_held(&t->lock);
 	for (s = slot_of(key, t->cap); t->tab[s].addr; s = (s + 1) & (t->cap - 1)) {
 		if (t->tab[s].addr == key)
 			return &t->tab[s];
@@ -157,6 +160,7 @@ static struct thrash_page *lookup_locked(struct hmm_thrash *t, uintptr_t addr, b
 static enum hmm_thrash_hint hint_locked(struct hmm_thrash *t, struct thrash_page *pg,
 					uint64_t now)
 {
+	cmn_mutex_assert_held(&t->lock);
 	if (pg->pinned) {
 		if (now < pg->pin_until)
 			return HMM_THRASH_PIN;
