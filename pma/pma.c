@@ -12,15 +12,16 @@ struct pma *pma_create(const struct pma_config *cfg)
 	if (!pma)
 		return NULL;
 	atomic_flag_clear(&pma->lock);
+	atomic_init(&pma->lock_owner, (pthread_t)0);
 	if (cfg)
 		pma->cfg = *cfg;
 	if (!pma->cfg.evict_retries)
 		pma->cfg.evict_retries = 3;
-	pthread_mutex_init(&pma->wait_lock, NULL);
+	cmn_mutex_init(&pma->wait_lock);
 	pthread_cond_init(&pma->wait_cond, NULL);
 	if (pma->cfg.scrub_on_free && pma_scrub_start(pma)) {
 		pthread_cond_destroy(&pma->wait_cond);
-		pthread_mutex_destroy(&pma->wait_lock);
+		cmn_mutex_destroy(&pma->wait_lock);
 		free(pma);
 		return NULL;
 	}
@@ -35,7 +36,7 @@ void pma_destroy(struct pma *pma)
 	for (unsigned int i = 0; i < pma->nr_regions; i++)
 		pma_region_free(pma->regions[i]);
 	pthread_cond_destroy(&pma->wait_cond);
-	pthread_mutex_destroy(&pma->wait_lock);
+	cmn_mutex_destroy(&pma->wait_lock);
 	free(pma->scrub_q);
 	free(pma);
 }
@@ -45,6 +46,7 @@ static uint64_t largest_locked(struct pma *pma)
 {
 	uint64_t largest = 0;
 
+	pma_assert_locked(pma);
 	for (unsigned int i = 0; i < pma->nr_regions; i++) {
 		struct pma_region *r = pma->regions[i];
 
@@ -56,8 +58,10 @@ static uint64_t largest_locked(struct pma *pma)
 /* Publish the exact largest extent; the release pairs with a reader's acquire of the flag. */
 void pma_largest_publish_locked(struct pma *pma)
 {
-	uint64_t largest = largest_locked(pma);
+	uint64_t largest;
 
+	pma_assert_locked(pma);
+	largest = largest_locked(pma);
 	atomic_store_explicit(&pma->st_largest, largest << PMA_FRAME_SHIFT, memory_order_relaxed);
 	atomic_store_explicit(&pma->st_largest_stale, false, memory_order_release);
 }
@@ -67,6 +71,7 @@ void pma_publish_stats_all_locked(struct pma *pma)
 	uint64_t total = 0, free_frames = 0, groups = 0, scrub = 0, black = 0;
 	bool stale = false;
 
+	pma_assert_locked(pma);
 	for (unsigned int i = 0; i < pma->nr_regions; i++) {
 		struct pma_region *r = pma->regions[i];
 
@@ -131,13 +136,14 @@ static struct pma_region *region_lock(struct pma *pma, uint64_t frame)
 	return r;
 }
 
-/* Mark frame index @idx of @r blacklisted; lock held. */
-static void region_blacklist_locked(struct pma_region *r, uint64_t idx)
+/* Mark frame index @idx of @r, one of @pma's regions, blacklisted. */
+static void region_blacklist_locked(struct pma *pma, struct pma_region *r, uint64_t idx)
 {
 	uint64_t wi = idx / 64, old = pma_region_count_avail(r, wi, wi);
 	struct pma_word *w = &r->words[wi];
 	uint64_t m = VGPU_BIT(idx % 64);
 
+	pma_assert_locked(pma);
 	if (w->black & m)
 		return;
 	w->black |= m;
@@ -147,6 +153,7 @@ static void region_blacklist_locked(struct pma_region *r, uint64_t idx)
 
 static int blacklist_note_locked(struct pma *pma, uint64_t frame)
 {
+	pma_assert_locked(pma);
 	for (unsigned int i = 0; i < pma->nr_black; i++)
 		if (pma->black_addrs[i] >> PMA_FRAME_SHIFT == frame)
 			return 0;
@@ -203,7 +210,7 @@ int pma_region_add(struct pma *pma, const struct pma_region_desc *desc,
 
 		ret = blacklist_note_locked(pma, f);
 		if (ret > 0)
-			region_blacklist_locked(r, f - r->first);
+			region_blacklist_locked(pma, r, f - r->first);
 	}
 	pma->regions[pma->nr_regions++] = r;
 	pma_publish_stats_locked(pma);
@@ -224,7 +231,7 @@ int pma_blacklist_add(struct pma *pma, uint64_t addr)
 		return -EINVAL;
 	ret = blacklist_note_locked(pma, frame);
 	if (ret > 0) {
-		region_blacklist_locked(r, frame - r->first);
+		region_blacklist_locked(pma, r, frame - r->first);
 		pma_publish_stats_locked(pma);
 	}
 	pma_unlock(pma);
@@ -351,6 +358,7 @@ int pma_export(struct pma *pma, struct pma_range *out, size_t max, size_t *nr)
 /* The published counters as they stand (lock held, so no reader flush is involved). */
 static void stats_snapshot_locked(const struct pma *pma, struct pma_stats *out, bool *stale)
 {
+	pma_assert_locked(pma);
 	out->total_bytes = atomic_load_explicit(&pma->st_total, memory_order_relaxed);
 	out->free_bytes = atomic_load_explicit(&pma->st_free, memory_order_relaxed);
 	out->free_2m_pages = atomic_load_explicit(&pma->st_free_2m, memory_order_relaxed);

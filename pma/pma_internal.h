@@ -164,6 +164,7 @@ struct pma_scrub_req {
 struct pma {
 	/* allocation state: protected by lock (a spinlock: sections are short) */
 	atomic_flag lock;
+	_Atomic(pthread_t) lock_owner;		/* 0 when unlocked; for asserts only */
 	unsigned int nr_regions;
 	struct pma_region *regions[PMA_MAX_REGIONS];
 	unsigned int nr_black;			/* static + dynamic entries */
@@ -180,7 +181,7 @@ struct pma {
 	atomic_bool st_largest_stale;
 
 	/* waits (scrub progress, evictions in flight): protected by wait_lock */
-	pthread_mutex_t wait_lock;
+	struct cmn_mutex wait_lock;
 	pthread_cond_t wait_cond;
 	struct pma_evict_ops evict;		/* set/cleared under wait_lock and lock */
 	bool evict_registered;
@@ -195,7 +196,8 @@ struct pma {
 	unsigned int scrub_busy;		/* requests popped, not completed */
 };
 
-/* Lock: spin briefly, then yield, so a preempted holder does not burn a core. */
+/* Lock: spin briefly, then yield, so a preempted holder does not burn a core. The owner is
+ * recorded, as cmn_mutex does, so that every _locked function can assert it is held. */
 static inline void pma_lock(struct pma *pma)
 {
 	unsigned int spins = 0;
@@ -206,12 +208,23 @@ static inline void pma_lock(struct pma *pma)
 		else
 			sched_yield();
 	}
+	atomic_store_explicit(&pma->lock_owner, pthread_self(), memory_order_relaxed);
 }
 
 static inline void pma_unlock(struct pma *pma)
 {
+	atomic_store_explicit(&pma->lock_owner, (pthread_t)0, memory_order_relaxed);
 	atomic_flag_clear_explicit(&pma->lock, memory_order_release);
 }
+
+/* True if the calling thread holds @pma's lock. */
+static inline bool pma_lock_held(const struct pma *pma)
+{
+	return pthread_equal(atomic_load_explicit(&pma->lock_owner, memory_order_relaxed),
+			     pthread_self());
+}
+
+#define pma_assert_locked(pma) VGPU_ASSERT(pma_lock_held(pma))
 
 /* --- pma_tree.c --- */
 int pma_tree_init(struct pma_tree *t, struct pma_region *r);
@@ -379,6 +392,7 @@ static inline void pma_publish_stats_locked(struct pma *pma)
 {
 	const struct pma_region *r = pma->regions[0];
 
+	pma_assert_locked(pma);
 	if (pma->nr_regions != 1 || !pma_tlayer_dirty(&r->ftree.layer[0])) {
 		pma_publish_stats_all_locked(pma);
 		return;
@@ -395,6 +409,348 @@ static inline void pma_publish_stats_locked(struct pma *pma)
 	/* The largest extent is left to the next reader (see pma_publish_stats_all_locked). */
 	atomic_store_explicit(&pma->st_largest_stale, true, memory_order_relaxed);
 }
+
+/* Region holding absolute frame @frame, or NULL. */
 struct pma_region *pma_region_of(struct pma *pma, uint64_t frame);
+
+/* --- frame state changes (pma_state.c). A request validated into frames, and the block
+ * changes of whole 2 MiB groups: inline, they are the allocation and free fast paths. --- */
+#define PMA_NONE UINT64_MAX	/* "not found" from the searches */
+#define PMA_ALL_FLAGS (PMA_DONT_EVICT | PMA_PINNED | PMA_MIN_SPEED | PMA_RANGE | PMA_REGION_ID | \
+		       PMA_PREFER_SLOWEST | PMA_CONTIGUOUS | PMA_PERSISTENT | PMA_PROTECTED | \
+		       PMA_FORCE_ALIGNMENT | PMA_NO_ZERO | PMA_ALLOW_PARTIAL | PMA_REVERSE)
+
+/* A validated allocation request, in frames. */
+struct pma_req {
+	size_t count;
+	uint64_t pf;		/* frames per page */
+	uint64_t align;		/* frames, power of two >= pf */
+	uint32_t flags;
+	uint64_t lo, hi;	/* absolute frame range [lo, hi) */
+};
+
+/* A state change, applied to a set of frames. */
+enum pma_op {
+	PMA_OP_ALLOC, PMA_OP_FREE, PMA_OP_SCRUBBED, PMA_OP_EVICT_SET, PMA_OP_EVICT_CLR, PMA_OP_PIN,
+	PMA_OP_UNPIN,
+};
+
+/* The arguments and outputs of a state change. */
+struct pma_opargs {
+	bool pin, persist;	/* PMA_OP_ALLOC */
+	bool scrub;		/* PMA_OP_FREE: frames go to SCRUBBING */
+	uint64_t dirty_seen;	/* PMA_OP_ALLOC output: some frame was not known zero */
+};
+
+/* Apply @op to frames @m of word @w (of @r: the scrub counter follows). */
+static inline void pma_word_apply(struct pma_region *r, struct pma_word *w, uint64_t m,
+				  enum pma_op op, struct pma_opargs *a)
+{
+	uint64_t s;
+
+	switch (op) {
+	case PMA_OP_ALLOC:
+		a->dirty_seen |= w->persist & m;
+		w->alloc |= m;
+		w->pin = a->pin ? w->pin | m : w->pin & ~m;
+		w->persist = a->persist ? w->persist | m : w->persist & ~m;
+		break;
+	case PMA_OP_FREE:
+		w->alloc &= ~m;
+		w->pin &= ~m;
+		w->persist |= m;	/* free and dirty until scrubbed */
+		if (a->scrub) {
+			s = m & ~w->scrub & ~w->black;
+			w->scrub |= s;
+			r->scrub_frames += cmn_popcount(s);
+		}
+		break;
+	case PMA_OP_SCRUBBED:
+		s = w->scrub & m;
+		w->scrub &= ~s;
+		w->persist &= ~(s & ~w->alloc);
+		r->scrub_frames -= cmn_popcount(s);
+		break;
+	case PMA_OP_EVICT_SET:
+		w->evict |= m;
+		break;
+	case PMA_OP_EVICT_CLR:
+		w->evict &= ~m;
+		break;
+	case PMA_OP_PIN:
+		w->pin |= m;
+		break;
+	case PMA_OP_UNPIN:
+		w->pin &= ~m;
+		break;
+	}
+}
+
+/* Bits of groups [g0, g0 + ng) that lie in group word @gw. */
+static inline uint64_t pma_gword_mask(uint64_t g0, uint64_t ng, uint64_t gw)
+{
+	uint64_t lo = cmn_max(g0, gw * 64), hi = cmn_min(g0 + ng, gw * 64 + 64);
+
+	return cmn_mask((unsigned int)(lo - gw * 64), (unsigned int)(hi - lo));
+}
+
+/* Whole groups changed their wholeness in group word @gw: summary and both tree layers (a
+ * leaf is one group word). */
+static inline void pma_gword_changed(struct pma_region *r, uint64_t gw)
+{
+	pma_sum_update(r->gfull_sum, r->gfull, gw);
+	pma_tlayer_mark(&r->ftree.layer[0], (uint32_t)gw);
+	pma_group_mark(r, (uint32_t)gw);
+}
+
+/* The frame words of whole groups [g0, g0 + ng) are [w0, w1]; a word holds two groups, so
+ * only the two end words may hold just one of the range's (their masks m0, m1). */
+struct pma_gwords {
+	uint64_t w0, w1, m0, m1;
+};
+
+static inline struct pma_gwords pma_gwords_of(uint64_t g0, uint64_t ng)
+{
+	struct pma_gwords x = {
+		.w0 = g0 / 2, .w1 = (g0 + ng - 1) / 2,
+		.m0 = g0 % 2 ? 0xffffffff00000000ull : ~0ull,
+		.m1 = (g0 + ng) % 2 ? 0xffffffffull : ~0ull,
+	};
+
+	if (x.w0 == x.w1)
+		x.m0 = x.m1 = x.m0 & x.m1;
+	return x;
+}
+
+/* Run @body(word, mask) over the frame words of @x: the end words with their masks, the
+ * words between with a constant full mask (which the compiler folds into plain stores). */
+#define pma_gwords_each(x, body)							\
+	do {										\
+		body(&r->words[(x).w0], (x).m0);					\
+		for (uint64_t _wi = (x).w0 + 1; _wi < (x).w1; _wi++)			\
+			body(&r->words[_wi], ~0ull);					\
+		if ((x).w1 > (x).w0)							\
+			body(&r->words[(x).w1], (x).m1);				\
+	} while (0)
+
+/* Frames of the range that are not allocated, and that carry an attribute (accumulated). */
+#define PMA_GW_CHECK(w, m)								\
+	do {										\
+		notalloc |= ~(w)->alloc & (m);						\
+		attrs |= ((w)->evict | (w)->scrub | (w)->black) & (m);			\
+	} while (0)
+#define PMA_GW_ALLOC_PINNED(w, m)							\
+	do {										\
+		dirty |= (w)->persist & (m);						\
+		(w)->alloc |= (m);							\
+		(w)->pin |= (m);							\
+		(w)->persist &= ~(m);							\
+	} while (0)
+#define PMA_GW_FREE(w, m)								\
+	do {										\
+		(w)->alloc &= ~(m);							\
+		(w)->pin &= ~(m);							\
+		(w)->persist |= (m);	/* free and dirty until scrubbed */		\
+	} while (0)
+
+/* Check whole groups [g0, g0 + ng) for a plain free: -ENOENT if a frame is not allocated,
+ * 1 if a frame carries an attribute (such groups do not become whole: the general path),
+ * 0 if they can be freed as a block. */
+static inline int pma_groups_free_check(const struct pma_region *r, uint64_t g0, uint64_t ng)
+{
+	struct pma_gwords x = pma_gwords_of(g0, ng);
+	uint64_t notalloc = 0, attrs = 0;
+
+	pma_gwords_each(x, PMA_GW_CHECK);
+	return notalloc ? -ENOENT : attrs ? 1 : 0;
+}
+
+/* Move gfull and the counters for whole groups [g0, g0 + ng) that became allocated (all
+ * their bits were set) or free (all clear). */
+static inline void pma_groups_flip(struct pma_region *r, uint64_t g0, uint64_t ng, bool alloc)
+{
+	for (uint64_t gw = g0 / 64; gw <= (g0 + ng - 1) / 64; gw++) {
+		r->gfull[gw] ^= pma_gword_mask(g0, ng, gw);
+		pma_gword_changed(r, gw);
+	}
+	if (alloc) {
+		r->free_frames -= ng * PMA_GROUP_FRAMES;
+		r->free_groups -= ng;
+	} else {
+		r->free_frames += ng * PMA_GROUP_FRAMES;
+		r->free_groups += ng;
+	}
+}
+
+/* Free whole groups [g0, g0 + ng) that pma_groups_free_check() passed: a block change. */
+static inline void pma_groups_free_checked(struct pma_region *r, uint64_t g0, uint64_t ng)
+{
+	struct pma_gwords x = pma_gwords_of(g0, ng);
+
+	pma_gwords_each(x, PMA_GW_FREE);
+	pma_groups_flip(r, g0, ng, false);
+}
+
+/* Whole groups [g0, g0 + ng) that are all free (ALLOC) or all allocated and carry no
+ * attribute (FREE without scrub) change as a block: the group bits and counters move by
+ * whole words instead of being re-derived word by word (a group that is wholly allocated or
+ * wholly free is never partial, so gpart does not move). False if the range does not
+ * qualify. */
+static inline bool pma_groups_apply(struct pma_region *r, uint64_t g0, uint64_t ng,
+				    enum pma_op op, struct pma_opargs *a)
+{
+	struct pma_gwords x = pma_gwords_of(g0, ng);
+
+	if (op == PMA_OP_FREE) {
+		if (a->scrub || pma_groups_free_check(r, g0, ng))
+			return false;
+		pma_groups_free_checked(r, g0, ng);
+		return true;
+	}
+	if (op != PMA_OP_ALLOC)
+		return false;
+	for (uint64_t gw = g0 / 64; gw <= (g0 + ng - 1) / 64; gw++) {
+		uint64_t gm = pma_gword_mask(g0, ng, gw);
+
+		if ((r->gfull[gw] & gm) != gm)
+			return false;
+	}
+	if (a->pin && !a->persist) {
+		uint64_t dirty = 0;
+
+		/* The common pinned allocation, without the per-word blends. */
+		pma_gwords_each(x, PMA_GW_ALLOC_PINNED);
+		a->dirty_seen |= dirty;
+	} else {
+		uint64_t pin = a->pin ? ~0ull : 0, persist = a->persist ? ~0ull : 0;
+
+		pma_for_each_word(g0 * PMA_GROUP_FRAMES, ng * PMA_GROUP_FRAMES, wi, m) {
+			struct pma_word *w = &r->words[wi];
+
+			a->dirty_seen |= w->persist & m;
+			w->alloc |= m;
+			w->pin = (w->pin & ~m) | (pin & m);
+			w->persist = (w->persist & ~m) | (persist & m);
+		}
+	}
+	pma_groups_flip(r, g0, ng, true);
+	return true;
+}
+
+/* One whole group, allocated from full or freed from plain allocated: the common 2 MiB page.
+ * False if it does not qualify (then the general path runs). */
+static inline bool pma_group_apply(struct pma_region *r, uint64_t idx, enum pma_op op,
+				   struct pma_opargs *a)
+{
+	uint64_t g = idx >> PMA_GROUP_SHIFT, wi = idx / 64;
+	uint64_t m = 0xffffffffull << (idx % 64), gbit = VGPU_BIT(g % 64);
+	struct pma_word *w = &r->words[wi];
+
+	if (op == PMA_OP_ALLOC) {
+		if (!(r->gfull[g / 64] & gbit))
+			return false;
+		r->gfull[g / 64] &= ~gbit;
+		r->free_frames -= PMA_GROUP_FRAMES;
+		r->free_groups--;
+	} else if (op == PMA_OP_FREE && !a->scrub && (w->alloc & m) == m &&
+		   !((w->evict | w->scrub | w->black) & m)) {
+		r->gfull[g / 64] |= gbit;
+		r->free_frames += PMA_GROUP_FRAMES;
+		r->free_groups++;
+	} else {
+		return false;
+	}
+	pma_word_apply(r, w, m, op, a);
+	pma_gword_changed(r, g / 64);
+	return true;
+}
+
+/* Frame mask of a word from its two group bits (bit 0: low group, bit 1: high group). */
+static const uint64_t pma_gpair_mask[4] = { 0, 0xffffffffull, 0xffffffff00000000ull, ~0ull };
+
+/* Visit the frame words of the groups set in @gbits (group word @gw): @wi the word, @m its
+ * frames among those groups. One bit per frame word (the even bit of its pair) drives the
+ * loop; the pair picks the mask. */
+#define pma_gbits_for_each_word(gbits, gw, wi, m)						\
+	for (uint64_t _t = ((gbits) | (gbits) >> 1) & 0x5555555555555555ull, wi = 0, m = 0;	\
+	     _t && ((wi = (gw) * 32 + cmn_ctz(_t) / 2),				\
+		    (m = pma_gpair_mask[((gbits) >> cmn_ctz(_t)) & 3]), 1);		\
+	     _t &= _t - 1)
+
+
+/* Apply @op to bitmap indexes [s, s + n) of @r and bring the indexes up to date. */
+void pma_range_apply(struct pma_region *r, uint64_t s, uint64_t n, enum pma_op op,
+		     struct pma_opargs *a);
+/* Apply @op to one page of @pf frames at bitmap index @idx. */
+void pma_page_apply(struct pma_region *r, uint64_t idx, uint64_t pf, enum pma_op op,
+		    struct pma_opargs *a);
+
+/* --- lookups shared by the operations --- */
+static inline bool pma_page_size_valid(uint64_t ps)
+{
+	return ps == PMA_PAGE_64K || ps == PMA_PAGE_128K || ps == PMA_PAGE_2M || ps == PMA_PAGE_512M;
+}
+
+/* Region holding all of [frame, frame + n), or NULL. */
+static inline struct pma_region *pma_region_span(struct pma *pma, uint64_t frame, uint64_t n)
+{
+	struct pma_region *r = pma->nr_regions ? pma->regions[0] : NULL;
+
+	/* Most instances have one region: try it before the search. */
+	if (!r || frame < r->first + r->lo || frame >= r->first + r->hi)
+		r = pma_region_of(pma, frame);
+	if (!r || frame + n > r->first + r->hi || frame + n < frame)
+		return NULL;
+	return r;
+}
+
+/* Resolve page @addr to its region and bitmap index; NULL if not wholly inside one. */
+static inline struct pma_region *pma_page_locate(struct pma *pma, uint64_t addr, uint64_t pf,
+						 uint64_t *idx)
+{
+	uint64_t f = addr >> PMA_FRAME_SHIFT;
+	struct pma_region *r = pma->nr_regions ? pma->regions[0] : NULL;
+
+	/* Most instances have one region: try it before the search. */
+	if (!r || f < r->first + r->lo || f + pf > r->first + r->hi)
+		r = pma_region_span(pma, f, pf);
+
+	if (r)
+		*idx = (addr >> PMA_FRAME_SHIFT) - r->first;
+	return r;
+}
+
+/* Request range clipped to @r's real frames, as bitmap indexes. */
+static inline void pma_req_clip(const struct pma_req *q, const struct pma_region *r, uint64_t *lo,
+				uint64_t *hi)
+{
+	uint64_t base = r->first + r->lo, end = r->first + r->hi;
+
+	*lo = cmn_max(q->lo, base) - r->first;
+	*hi = cmn_min(q->hi, end) - r->first;
+}
+
+/* --- pma_alloc.c --- */
+/* The regions @q may use, in the order it tries them, into @out; their number. */
+unsigned int pma_regions_order(struct pma *pma, const struct pma_req *q,
+			       const struct pma_alloc_opts *o, struct pma_region **out);
+
+/* --- pma_search.c --- */
+/* First aligned free run of @n frames in [lo, hi) of @r (bitmap indexes); PMA_NONE if none. */
+uint64_t pma_find_contig(struct pma_region *r, uint64_t n, uint64_t align, uint64_t lo,
+			 uint64_t hi, bool rev);
+/* Find up to @need discontiguous pages in [lo, hi) of @r; bitmap indexes into @out. */
+size_t pma_find_pages(struct pma_region *r, const struct pma_req *q, size_t need, uint64_t lo,
+		      uint64_t hi, uint64_t *out);
+
+/* --- pma_fixed.c --- */
+/* Check [s, s + n) of @r for a fixed allocation: -EEXIST if allocated, -ENOMEM if otherwise
+ * unavailable (blacklisted, scrubbing, evicting). */
+int pma_range_claimable(const struct pma_region *r, uint64_t s, uint64_t n);
+
+/* --- pma_evict.c --- */
+/* Evict what @q needs (lock not held): 0, -EAGAIN if the callback failed (retryable),
+ * -ENOMEM if nothing is evictable. */
+int pma_evict_for(struct pma *pma, const struct pma_req *q, const struct pma_alloc_opts *o);
 
 #endif
