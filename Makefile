@@ -13,7 +13,8 @@ MAKEFLAGS += --jobs=$(shell nproc) --output-sync=target
 #   VGPU_TEST_HOOKS (fault injection, test-only RPCs) exists only in test builds.
 # tests/unit/<name>/test_*.c each build one cmocka binary linked with the module and its deps.
 # tests/bench/<bench>/ (with bench.mk: BENCHES += <bench>, <bench>_DEPS) build bin/<bench>.
-# Everything is built per variant: rel (-O2 -g), asan (ASan+UBSan), tsan.
+# Everything is built per variant: rel (-O2 -g), asan (ASan+UBSan), tsan; the fuzz variant
+# (clang, libFuzzer) builds only what tests/fuzz/fuzz.mk's harnesses link.
 
 CC      ?= gcc
 BUILD   ?= build
@@ -30,7 +31,11 @@ CFLAGS_tsan   := -O1 -fsanitize=thread -DCMN_LOCKDEP
 LDFLAGS_rel   :=
 LDFLAGS_asan  := -fsanitize=address,undefined
 LDFLAGS_tsan  := -fsanitize=thread
-VARIANTS      := rel asan tsan
+CC_fuzz       := clang
+CFLAGS_fuzz   := -O1 -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined \
+		 -fno-sanitize-recover=all
+LDFLAGS_fuzz  := -fsanitize=fuzzer,address,undefined
+VARIANTS      := rel asan tsan fuzz
 
 # module.mk files may add rules (ordering prerequisites); `make` alone still builds all.
 .DEFAULT_GOAL := all
@@ -39,6 +44,8 @@ MODULES :=
 BENCHES :=
 include $(sort $(wildcard */module.mk */*/module.mk */*/*/module.mk))
 include $(sort $(wildcard tests/bench/*/bench.mk))
+FUZZERS :=
+include tests/fuzz/fuzz.mk
 
 .PHONY: all deps check bench demo clean
 all: rel
@@ -48,10 +55,10 @@ all: rel
 define variant_rules
 $(BUILD)/$(1)/obj/%.o: %.c Makefile
 	@mkdir -p $$(dir $$@)
-	$(Q)$$(CC) $$(CFLAGS_COMMON) $$(CFLAGS_$(1)) $$(EXTRA_CFLAGS) -c $$< -o $$@
+	$(Q)$$(or $$(CC_$(1)),$$(CC)) $$(CFLAGS_COMMON) $$(CFLAGS_$(1)) $$(EXTRA_CFLAGS) -c $$< -o $$@
 $(BUILD)/$(1)/obj-th/%.o: %.c Makefile
 	@mkdir -p $$(dir $$@)
-	$(Q)$$(CC) $$(CFLAGS_COMMON) $$(CFLAGS_$(1)) $$(EXTRA_CFLAGS) -DVGPU_TEST_HOOKS -c $$< -o $$@
+	$(Q)$$(or $$(CC_$(1)),$$(CC)) $$(CFLAGS_COMMON) $$(CFLAGS_$(1)) $$(EXTRA_CFLAGS) -DVGPU_TEST_HOOKS -c $$< -o $$@
 endef
 $(foreach v,$(VARIANTS),$(eval $(call variant_rules,$(v))))
 
@@ -121,6 +128,18 @@ $(foreach b,$(BENCHES),$(eval $(call bench_rules,rel,$(b))))
 $(foreach v,$(VARIANTS),$(eval $$(TESTS_$(v)): | $$(TH_PROGS_$(v))))
 $(BENCH_BINS_rel): | $(TH_PROGS_rel)
 
+# $(1) = harness name
+define fuzz_rules
+$(BUILD)/fuzz/bin/fuzz_$(1): $(BUILD)/fuzz/obj/tests/fuzz/fuzz_$(1).o \
+		$(foreach m,$(fuzz_$(1)_DEPS),$(call modlibs,fuzz,$(m)))
+	@mkdir -p $$(dir $$@)
+	$(Q)$(CC_fuzz) $(LDFLAGS_fuzz) -pthread -o $$@ $$^ \
+		$(sort $(foreach m,$(fuzz_$(1)_DEPS),$(call modldlibs,$(m))))
+-include $(BUILD)/fuzz/obj/tests/fuzz/fuzz_$(1).d
+FUZZ_BINS += $(BUILD)/fuzz/bin/fuzz_$(1)
+endef
+$(foreach f,$(FUZZERS),$(eval $(call fuzz_rules,$(f))))
+
 # Extra rules a module keeps beside its module.mk (vf_guest's static test binary).
 STATIC_BINS :=
 include $(sort $(wildcard */static.mk))
@@ -151,13 +170,23 @@ VM_DEPS :=
 
 # Every suite plain, then under ASan+UBSan, then the thread-heavy ones under TSan, then
 # the VM tier; tests/run-suites prints the one summary line.
-check: rel asan tsan $(VM_DEPS)
-	$(Q)tests/run-suites \
+check: rel asan tsan fuzz-bins $(VM_DEPS)
+	$(Q)FUZZ_BINDIR=$(BUILD)/fuzz/bin FUZZ_SECONDS=10 FUZZ_FINDINGS=$(BUILD)/fuzz/findings \
+	tests/run-suites \
 		--label tools tests/tools/test_*.sh \
+		--label fuzz tests/fuzz/run-fuzz \
 		--label rel $(TESTS_rel) \
 		--label asan $(TESTS_asan) \
 		--label tsan $(TSAN_TESTS) \
 		$(if $(strip $(VM_SUITES)),--label vm $(VM_SUITES))
+
+# Every harness replays its corpus and saved crashes, then fuzzes FUZZ_SECONDS (default 60).
+FUZZ_SECONDS ?= 60
+.PHONY: fuzz fuzz-bins
+fuzz-bins: $(FUZZ_BINS)
+fuzz: fuzz-bins
+	$(Q)FUZZ_BINDIR=$(BUILD)/fuzz/bin FUZZ_SECONDS=$(FUZZ_SECONDS) \
+		FUZZ_FINDINGS=$(BUILD)/fuzz/findings tests/fuzz/run-fuzz
 
 bench: rel
 	$(Q)set -e; for b in $(BENCH_BINS_rel); do echo "== $$b"; $$b; done

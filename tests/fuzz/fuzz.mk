@@ -1,0 +1,6 @@
+# tests/fuzz: libFuzzer harnesses, one per decoder that a less trusted party feeds.
+#   FUZZERS += NAME, fuzz_NAME_DEPS := modules it links (each with its own deps);
+#   tests/fuzz/fuzz_NAME.c -> $(BUILD)/fuzz/bin/fuzz_NAME, seeds in tests/fuzz/corpus/NAME/,
+#   fixed crashes kept as regressions in tests/fuzz/crashes/NAME/.
+FUZZERS += ring
+fuzz_ring_DEPS := common
