@@ -8,7 +8,7 @@
 #include "common/bitops.h"
 #include "hmm/hmm_internal.h"
 
-/* Claim every PS_DEVICE page of [start, end) for the trip back; returns how many. */
+/* Claim every HMM_PS_DEVICE page of [start, end) for the trip back; returns how many. */
 static size_t claim_device_pages(struct hmm_region *r, uintptr_t start, uintptr_t end,
 				 uint64_t *words, uintptr_t *first, uintptr_t *last)
 {
@@ -20,8 +20,8 @@ static size_t claim_device_pages(struct hmm_region *r, uintptr_t start, uintptr_
 		size_t i = (a - start) >> HMM_PAGE_SHIFT;
 
 		words[i] = 0;
-		while (ps_state(old) == PS_DEVICE) {
-			uint64_t claimed = (old & ~PS_STATE_MASK) | PS_TO_SYSTEM;
+		while (hmm_ps_state(old) == HMM_PS_DEVICE) {
+			uint64_t claimed = (old & ~HMM_PS_STATE_MASK) | HMM_PS_TO_SYSTEM;
 
 			if (atomic_compare_exchange_weak(w, &old, claimed)) {
 				words[i] = old;
@@ -40,17 +40,17 @@ static size_t claim_device_pages(struct hmm_region *r, uintptr_t start, uintptr_
 static void copy_back_run(struct hmm_mm *mm, struct hmm_region *r, uintptr_t a, uint64_t w,
 			  size_t npages)
 {
-	struct hmm_devmem *dm = atomic_load(&hmm_devmems[ps_dm(w)]);
+	struct hmm_devmem *dm = atomic_load(&hmm_devmems[hmm_ps_dm(w)]);
 	size_t len = npages << HMM_PAGE_SHIFT;
 	long ret;
 
 	if (r->prot) {
 		/* data first, through the write view; only then may the page be read */
-		if (!hmm_prot_write(mm, r, a, hmm_devmem_page_ptr(dm, ps_page(w)), len))
+		if (!hmm_prot_write(mm, r, a, hmm_devmem_page_ptr(dm, hmm_ps_page(w)), len))
 			hmm_prot_set(a, len, true);
 		return;
 	}
-	ret = hmm_uffd_copy(mm->uffd, a, hmm_devmem_page_ptr(dm, ps_page(w)), len, false);
+	ret = hmm_uffd_copy(mm->uffd, a, hmm_devmem_page_ptr(dm, hmm_ps_page(w)), len, false);
 	/* -EEXIST: the application mapped something there meanwhile (it wins); anything
 	 * else cannot be fixed from here and leaves the pages as they are */
 	(void)ret;
@@ -80,8 +80,8 @@ static long fault_back_batch(struct hmm_mm *mm, struct hmm_region *r, uintptr_t 
 			continue;
 		}
 		while (a + (k << HMM_PAGE_SHIFT) < last && words[i + k] &&
-		       ps_dm(words[i + k]) == ps_dm(words[i]) &&
-		       ps_page(words[i + k]) == ps_page(words[i]) + k)
+		       hmm_ps_dm(words[i + k]) == hmm_ps_dm(words[i]) &&
+		       hmm_ps_page(words[i + k]) == hmm_ps_page(words[i]) + k)
 			k++;
 		copy_back_run(mm, r, a, words[i], k);
 		a += k << HMM_PAGE_SHIFT;
@@ -93,9 +93,9 @@ static long fault_back_batch(struct hmm_mm *mm, struct hmm_region *r, uintptr_t 
 		if (!words[i])
 			continue;
 		atomic_store(&r->back_ns[(a - r->start) >> HMM_PAGE_SHIFT], now);
-		atomic_store_explicit(hmm_region_word(r, a), PS_SYSTEM, memory_order_release);
-		hmm_devmem_free_deferred(atomic_load(&hmm_devmems[ps_dm(words[i])]),
-					 ps_page(words[i]));
+		atomic_store_explicit(hmm_region_word(r, a), HMM_PS_SYSTEM, memory_order_release);
+		hmm_devmem_free_deferred(atomic_load(&hmm_devmems[hmm_ps_dm(words[i])]),
+					 hmm_ps_page(words[i]));
 	}
 	atomic_fetch_add_explicit(&mm->c_to_sys, n, memory_order_relaxed);
 	return (long)n;
@@ -127,17 +127,17 @@ static uint64_t wait_page_settled(struct hmm_mm *mm, _Atomic uint64_t *w)
 	uint64_t old = atomic_load(w);
 
 	for (;;) {
-		switch (ps_state(old)) {
-		case PS_TO_DEVICE:
-			if (old & PS_CPU_WON)
+		switch (hmm_ps_state(old)) {
+		case HMM_PS_TO_DEVICE:
+			if (old & HMM_PS_CPU_WON)
 				break;
-			if (!atomic_compare_exchange_weak(w, &old, old | PS_CPU_WON))
+			if (!atomic_compare_exchange_weak(w, &old, old | HMM_PS_CPU_WON))
 				continue;	/* @old is the new word: look again */
 			if (!won)
 				atomic_fetch_add_explicit(&mm->c_cpu_won, 1, memory_order_relaxed);
 			won = true;
 			break;
-		case PS_TO_SYSTEM:
+		case HMM_PS_TO_SYSTEM:
 			break;
 		default:
 			return old;
@@ -161,10 +161,10 @@ static int zero_fill_claimed(struct hmm_mm *mm, _Atomic uint64_t *pw, uint64_t w
 	int ret;
 
 	hmm_race_window(HMM_RACE_ZERO_FILL, addr);
-	if (!atomic_compare_exchange_strong(pw, &w, (w & ~PS_STATE_MASK) | PS_TO_SYSTEM))
+	if (!atomic_compare_exchange_strong(pw, &w, (w & ~HMM_PS_STATE_MASK) | HMM_PS_TO_SYSTEM))
 		return -EAGAIN;
 	ret = hmm_uffd_zeropage(mm->uffd, addr, HMM_PAGE_SIZE, false);
-	atomic_store_explicit(pw, PS_SYSTEM, memory_order_release);
+	atomic_store_explicit(pw, HMM_PS_SYSTEM, memory_order_release);
 	if (!ret)
 		atomic_fetch_add_explicit(&mm->c_zero_fills, 1, memory_order_relaxed);
 	return ret == -EEXIST ? 0 : ret;
@@ -182,12 +182,12 @@ int hmm_cpu_fault(struct hmm_mm *mm, struct hmm_region *r, uintptr_t addr, bool 
 
 	do {
 		w = wait_page_settled(mm, pw);
-		if (ps_state(w) != PS_SYSTEM || r->prot)
+		if (hmm_ps_state(w) != HMM_PS_SYSTEM || r->prot)
 			break;
 		/* missing and not on a device (or brought back by someone else meanwhile) */
 		ret = zero_fill_claimed(mm, pw, w, addr);
 	} while (ret == -EAGAIN);
-	if (ps_state(w) == PS_SYSTEM) {
+	if (hmm_ps_state(w) == HMM_PS_SYSTEM) {
 		/* filled, present, or (prot) brought back by another thread: just retry */
 	} else {
 		long n = hmm_fault_back_range(mm, r, gs, ge, blockable);

@@ -19,13 +19,13 @@ void hmm_exclusive_revoke(struct hmm_mm *mm, struct hmm_region *r, uintptr_t a,
 				       .event = HMM_EVENT_EXCLUSIVE,
 				       .flags = blockable ? HMM_NOTIFY_BLOCKABLE : 0 };
 
-	if (ps_state(old) != PS_EXCLUSIVE ||
-	    !atomic_compare_exchange_strong(w, &old, (old & ~PS_STATE_MASK) | PS_TO_SYSTEM))
+	if (hmm_ps_state(old) != HMM_PS_EXCLUSIVE ||
+	    !atomic_compare_exchange_strong(w, &old, (old & ~HMM_PS_STATE_MASK) | HMM_PS_TO_SYSTEM))
 		return;		/* someone else gives it back */
 	/* owner NULL: the device holding it drops its atomic mapping before the CPU goes on */
 	hmm_notify_invalidate(mm, &nr);
 	hmm_prot_set(a, HMM_PAGE_SIZE, true);
-	atomic_store_explicit(w, PS_SYSTEM, memory_order_release);
+	atomic_store_explicit(w, HMM_PS_SYSTEM, memory_order_release);
 	atomic_fetch_add_explicit(&mm->c_excl_revoked, 1, memory_order_relaxed);
 }
 
@@ -35,7 +35,7 @@ long hmm_exclusive_revoke_range(struct hmm_mm *mm, struct hmm_region *r, uintptr
 	long n = 0;
 
 	for (uintptr_t a = start; a < end; a += HMM_PAGE_SIZE) {
-		if (ps_state(atomic_load(hmm_region_word(r, a))) != PS_EXCLUSIVE)
+		if (hmm_ps_state(atomic_load(hmm_region_word(r, a))) != HMM_PS_EXCLUSIVE)
 			continue;
 		hmm_exclusive_revoke(mm, r, a, true);
 		n++;
@@ -73,14 +73,14 @@ static void exclusive_take(struct hmm_mm *mm, struct hmm_region *r, uintptr_t a)
 	for (;;) {
 		uint64_t old = atomic_load(w);
 
-		switch (ps_state(old)) {
-		case PS_SYSTEM:
-			if (atomic_compare_exchange_weak(w, &old, PS_EXCLUSIVE))
+		switch (hmm_ps_state(old)) {
+		case HMM_PS_SYSTEM:
+			if (atomic_compare_exchange_weak(w, &old, HMM_PS_EXCLUSIVE))
 				return;
 			break;
-		case PS_EXCLUSIVE:
+		case HMM_PS_EXCLUSIVE:
 			return;		/* already (another owner's grant is taken over) */
-		case PS_DEVICE:
+		case HMM_PS_DEVICE:
 			hmm_fault_back_range(mm, r, a, a + HMM_PAGE_SIZE, true);
 			break;
 		default:
@@ -101,7 +101,7 @@ static int exclusive_prepare(struct hmm_mm *mm, uintptr_t start, uintptr_t end)
 
 		hmm_fault_back_range(mm, r, a, a + HMM_PAGE_SIZE, true);
 		while (e < end && hmm_region_find(e) == r &&
-		       ps_state(atomic_load(hmm_region_word(r, e))) != PS_EXCLUSIVE) {
+		       hmm_ps_state(atomic_load(hmm_region_word(r, e))) != HMM_PS_EXCLUSIVE) {
 			hmm_fault_back_range(mm, r, e, e + HMM_PAGE_SIZE, true);
 			e += HMM_PAGE_SIZE;
 		}
@@ -140,7 +140,7 @@ int hmm_make_exclusive(struct hmm_mm *mm, void *addr, size_t len, const void *ow
 	ret = hmm_prot_set(start, len, false);
 	if (ret) {
 		for (uintptr_t a = start; a < end; a += HMM_PAGE_SIZE)
-			atomic_store(hmm_region_word(hmm_region_find(a), a), PS_SYSTEM);
+			atomic_store(hmm_region_word(hmm_region_find(a), a), HMM_PS_SYSTEM);
 		return ret;
 	}
 	for (size_t i = 0; i < len >> HMM_PAGE_SHIFT; i++)

@@ -21,25 +21,38 @@
  *   bits 0-2  state, bit 3 device copy writable, bit 4 a CPU access raced a migration,
  *   bits 8-15 devmem id, bits 32-63 device page index. */
 enum hmm_pstate {
-	PS_SYSTEM = 0,		/* in system memory (present or never touched) */
-	PS_TO_DEVICE,		/* collected by a migration to a device */
-	PS_DEVICE,		/* only on the device: the CPU page is missing */
-	PS_TO_SYSTEM,		/* coming back (CPU fault or migration) */
-	PS_EXCLUSIVE,		/* in system memory, PROT_NONE: exclusive to a device */
+	HMM_PS_SYSTEM = 0,	/* in system memory (present or never touched) */
+	HMM_PS_TO_DEVICE,	/* collected by a migration to a device */
+	HMM_PS_DEVICE,		/* only on the device: the CPU page is missing */
+	HMM_PS_TO_SYSTEM,	/* coming back (CPU fault or migration) */
+	HMM_PS_EXCLUSIVE,	/* in system memory, PROT_NONE: exclusive to a device */
 };
-#define PS_STATE_MASK	0x7ull
-#define PS_DEV_WRITE	(1ull << 3)
-#define PS_CPU_WON	(1ull << 4)
-#define PS_DM_SHIFT	8
-#define PS_PAGE_SHIFT	32
+#define HMM_PS_STATE_MASK	0x7ull
+#define HMM_PS_DEV_WRITE	(1ull << 3)
+#define HMM_PS_CPU_WON		(1ull << 4)
+#define HMM_PS_DM_SHIFT		8
+#define HMM_PS_PAGE_SHIFT	32
 
-static inline unsigned int ps_state(uint64_t w) { return (unsigned int)(w & PS_STATE_MASK); }
-static inline unsigned int ps_dm(uint64_t w) { return (unsigned int)((w >> PS_DM_SHIFT) & 0xff); }
-static inline uint64_t ps_page(uint64_t w) { return w >> PS_PAGE_SHIFT; }
-static inline uint64_t ps_make_device(unsigned int dm, uint64_t page, bool write)
+/* The fields of a page state word, and the word of a page only on device @dm. */
+static inline unsigned int hmm_ps_state(uint64_t w)
 {
-	return PS_DEVICE | (write ? PS_DEV_WRITE : 0) | ((uint64_t)dm << PS_DM_SHIFT) |
-	       (page << PS_PAGE_SHIFT);
+	return (unsigned int)(w & HMM_PS_STATE_MASK);
+}
+
+static inline unsigned int hmm_ps_dm(uint64_t w)
+{
+	return (unsigned int)((w >> HMM_PS_DM_SHIFT) & 0xff);
+}
+
+static inline uint64_t hmm_ps_page(uint64_t w)
+{
+	return w >> HMM_PS_PAGE_SHIFT;
+}
+
+static inline uint64_t hmm_ps_make_device(unsigned int dm, uint64_t page, bool write)
+{
+	return HMM_PS_DEVICE | (write ? HMM_PS_DEV_WRITE : 0) | ((uint64_t)dm << HMM_PS_DM_SHIFT) |
+	       (page << HMM_PS_PAGE_SHIFT);
 }
 
 struct hmm_region {
@@ -135,11 +148,12 @@ struct hmm_vma {
 int hmm_vma_find(struct hmm_mm *mm, uintptr_t addr, struct hmm_vma *vma);
 /* Read pagemap words for [start, start + n pages). 0 or -errno. */
 int hmm_pagemap_read(struct hmm_mm *mm, uintptr_t start, size_t n, uint64_t *out);
-#define PM_PRESENT	(1ull << 63)
-#define PM_SWAP		(1ull << 62)
-#define PM_FILE		(1ull << 61)
-#define PM_EXCLUSIVE	(1ull << 56)
-#define PM_PFN_MASK	((1ull << 55) - 1)
+/* Bits of a pagemap word (Documentation/admin-guide/mm/pagemap.rst in Linux). */
+#define HMM_PM_PRESENT		(1ull << 63)
+#define HMM_PM_SWAP		(1ull << 62)
+#define HMM_PM_FILE		(1ull << 61)
+#define HMM_PM_EXCLUSIVE	(1ull << 56)
+#define HMM_PM_PFN_MASK		((1ull << 55) - 1)
 /* True if the present page with pagemap word @pm is part of a THP. */
 bool hmm_pfn_is_thp(struct hmm_mm *mm, uint64_t pm);
 
@@ -168,8 +182,8 @@ static inline bool hmm_page_prot_ours(struct hmm_mm *mm, uintptr_t a)
 
 	if (!r || r->mm != mm)
 		return false;
-	st = ps_state(atomic_load(hmm_region_word(r, a)));
-	return st == PS_EXCLUSIVE || (r->prot && st != PS_SYSTEM);
+	st = hmm_ps_state(atomic_load(hmm_region_word(r, a)));
+	return st == HMM_PS_EXCLUSIVE || (r->prot && st != HMM_PS_SYSTEM);
 }
 
 /* device-exclusive (exclusive.c) */

@@ -89,12 +89,12 @@ static bool collect(struct hmm_migrate *m, struct migrate_priv *p, size_t i)
 	uint64_t old = atomic_load(w);
 
 	if (m->flags & HMM_MIGRATE_SELECT_SYSTEM) {
-		if (old != PS_SYSTEM || !atomic_compare_exchange_strong(w, &old, PS_TO_DEVICE))
+		if (old != HMM_PS_SYSTEM || !atomic_compare_exchange_strong(w, &old, HMM_PS_TO_DEVICE))
 			return false;
 	} else {
-		if (ps_state(old) != PS_DEVICE || ps_dm(old) != hmm_devmem_id(m->devmem))
+		if (hmm_ps_state(old) != HMM_PS_DEVICE || hmm_ps_dm(old) != hmm_devmem_id(m->devmem))
 			return false;
-		if (!atomic_compare_exchange_strong(w, &old, (old & ~PS_STATE_MASK) | PS_TO_SYSTEM))
+		if (!atomic_compare_exchange_strong(w, &old, (old & ~HMM_PS_STATE_MASK) | HMM_PS_TO_SYSTEM))
 			return false;
 	}
 	p->old[i] = old;
@@ -161,8 +161,8 @@ static int describe_system_sources(struct hmm_migrate *m, struct migrate_priv *p
 	for (size_t i = 0; i < n; i++) {
 		uint64_t wr = p->vma_write[i] ? HMM_MIGRATE_PFN_WRITE : 0;
 		uint64_t pm = p->kind[i] == K_STAGED ? pm_in[i] : pm_at[i];
-		bool present = (pm & PM_PRESENT) &&
-			       !(m->mm->zero_pfn && (pm & PM_PFN_MASK) == m->mm->zero_pfn);
+		bool present = (pm & HMM_PM_PRESENT) &&
+			       !(m->mm->zero_pfn && (pm & HMM_PM_PFN_MASK) == m->mm->zero_pfn);
 
 		switch (p->kind[i]) {
 		case K_STAGED:
@@ -236,9 +236,9 @@ static void setup_device(struct hmm_migrate *m, struct migrate_priv *p)
 	for (size_t i = 0; i < m->npages; i++) {
 		if (p->kind[i] != K_DEVICE)
 			continue;
-		m->src[i] = hmm_migrate_pfn(ps_page(p->old[i])) | HMM_MIGRATE_PFN_MIGRATE |
+		m->src[i] = hmm_migrate_pfn(hmm_ps_page(p->old[i])) | HMM_MIGRATE_PFN_MIGRATE |
 			    HMM_MIGRATE_PFN_DEVICE |
-			    ((p->old[i] & PS_DEV_WRITE) ? HMM_MIGRATE_PFN_WRITE : 0);
+			    ((p->old[i] & HMM_PS_DEV_WRITE) ? HMM_MIGRATE_PFN_WRITE : 0);
 	}
 }
 
@@ -374,7 +374,7 @@ void hmm_migrate_pages(struct hmm_migrate *m)
 		if (m->flags & HMM_MIGRATE_SELECT_SYSTEM) {
 			uint64_t w = atomic_load(hmm_region_word(p->reg[i], page_addr(m, i)));
 
-			if (w & PS_CPU_WON)	/* the CPU wins a race with the device */
+			if (w & HMM_PS_CPU_WON)	/* the CPU wins a race with the device */
 				m->src[i] &= ~HMM_MIGRATE_PFN_MIGRATE;
 		}
 	}
@@ -432,7 +432,7 @@ static void finalize_system(struct hmm_migrate *m, struct migrate_priv *p)
 			continue;
 		w = hmm_region_word(p->reg[i], page_addr(m, i));
 		if (m->src[i] & HMM_MIGRATE_PFN_MIGRATE) {
-			atomic_store(w, ps_make_device(dm_id, hmm_migrate_pfn_page(m->dst[i]),
+			atomic_store(w, hmm_ps_make_device(dm_id, hmm_migrate_pfn_page(m->dst[i]),
 						       p->vma_write[i]));
 			done++;
 			continue;
@@ -446,7 +446,7 @@ static void finalize_system(struct hmm_migrate *m, struct migrate_priv *p)
 			hmm_devmem_free(m->devmem, &pg, 1);
 			m->dst[i] = 0;
 		}
-		atomic_store(w, PS_SYSTEM);
+		atomic_store(w, HMM_PS_SYSTEM);
 	}
 	if (p->stg->in_dirty) {
 		madvise(p->stg->in, 2 * HMM_BLOCK_SIZE, MADV_DONTNEED);
@@ -466,9 +466,9 @@ static void finalize_device(struct hmm_migrate *m, struct migrate_priv *p)
 			continue;
 		w = hmm_region_word(p->reg[i], page_addr(m, i));
 		if (m->src[i] & HMM_MIGRATE_PFN_MIGRATE) {
-			uint64_t pg = ps_page(p->old[i]);
+			uint64_t pg = hmm_ps_page(p->old[i]);
 
-			atomic_store(w, PS_SYSTEM);
+			atomic_store(w, HMM_PS_SYSTEM);
 			hmm_devmem_free(m->devmem, &pg, 1);
 			done++;
 		} else {
@@ -673,7 +673,7 @@ static bool batch_has_pages_of(struct hmm_region *r, uintptr_t a, uintptr_t e, u
 	for (; a < e; a += HMM_PAGE_SIZE) {
 		uint64_t w = atomic_load(hmm_region_word(r, a));
 
-		if (ps_state(w) == PS_DEVICE && ps_dm(w) == id)
+		if (hmm_ps_state(w) == HMM_PS_DEVICE && hmm_ps_dm(w) == id)
 			return true;
 	}
 	return false;

@@ -181,20 +181,20 @@ static void drop_device_pages(struct hmm_mm *mm, uintptr_t start, uintptr_t end)
 			unsigned int spins = 0;
 
 			for (;;) {
-				if (ps_state(old) == PS_TO_DEVICE || ps_state(old) == PS_TO_SYSTEM) {
+				if (hmm_ps_state(old) == HMM_PS_TO_DEVICE || hmm_ps_state(old) == HMM_PS_TO_SYSTEM) {
 					hmm_relax(&spins);
 					old = atomic_load(w);
 					continue;
 				}
-				if (atomic_compare_exchange_weak(w, &old, PS_SYSTEM))
+				if (atomic_compare_exchange_weak(w, &old, HMM_PS_SYSTEM))
 					break;
 			}
-			if (ps_state(old) == PS_EXCLUSIVE)	/* its access back */
+			if (hmm_ps_state(old) == HMM_PS_EXCLUSIVE)	/* its access back */
 				hmm_prot_set(a, HMM_PAGE_SIZE, true);
-			if (ps_state(old) != PS_DEVICE)
+			if (hmm_ps_state(old) != HMM_PS_DEVICE)
 				continue;
-			hmm_devmem_free_deferred(atomic_load(&hmm_devmems[ps_dm(old)]),
-						 ps_page(old));
+			hmm_devmem_free_deferred(atomic_load(&hmm_devmems[hmm_ps_dm(old)]),
+						 hmm_ps_page(old));
 			if (r->prot)
 				prot_drop_page(mm, r, a);
 		}
@@ -212,9 +212,9 @@ static void exclusive_forget(struct hmm_mm *mm, uintptr_t start, uintptr_t end)
 			continue;
 		for (uintptr_t a = cmn_max(start, r->start); a < cmn_min(end, r->end);
 		     a += HMM_PAGE_SIZE) {
-			uint64_t old = PS_EXCLUSIVE;
+			uint64_t old = HMM_PS_EXCLUSIVE;
 
-			if (atomic_compare_exchange_strong(hmm_region_word(r, a), &old, PS_SYSTEM))
+			if (atomic_compare_exchange_strong(hmm_region_word(r, a), &old, HMM_PS_SYSTEM))
 				atomic_fetch_add(&mm->c_excl_revoked, 1);
 		}
 	}
@@ -424,16 +424,16 @@ enum hmm_page_where hmm_mm_page_where(struct hmm_mm *mm, const void *addr,
 	if (!r || r->mm != mm)
 		return HMM_PAGE_NONE;
 	w = atomic_load(hmm_region_word(r, (uintptr_t)addr));
-	switch (ps_state(w)) {
-	case PS_SYSTEM:
+	switch (hmm_ps_state(w)) {
+	case HMM_PS_SYSTEM:
 		return HMM_PAGE_SYSTEM;
-	case PS_DEVICE:
+	case HMM_PS_DEVICE:
 		if (dm_out)
-			*dm_out = atomic_load(&hmm_devmems[ps_dm(w)]);
+			*dm_out = atomic_load(&hmm_devmems[hmm_ps_dm(w)]);
 		if (page_out)
-			*page_out = ps_page(w);
+			*page_out = hmm_ps_page(w);
 		return HMM_PAGE_DEVICE;
-	case PS_EXCLUSIVE:
+	case HMM_PS_EXCLUSIVE:
 		return HMM_PAGE_EXCLUSIVE;
 	default:
 		return HMM_PAGE_BUSY;
@@ -503,19 +503,19 @@ void hmm_uffd_event_remap(struct hmm_mm *mm, uintptr_t from, uintptr_t to, size_
 		if (!src || src->mm != mm)
 			continue;
 		w = atomic_load(hmm_region_word(src, from + off));
-		if (ps_state(w) != PS_DEVICE)
+		if (hmm_ps_state(w) != HMM_PS_DEVICE)
 			continue;
 		if (!any) {
 			dst = remap_target(mm, to, to + len);
 			any = true;
 		}
-		atomic_store(hmm_region_word(src, from + off), PS_SYSTEM);
+		atomic_store(hmm_region_word(src, from + off), HMM_PS_SYSTEM);
 		if (dst) {
 			atomic_store(hmm_region_word(dst, to + off), w);
 		} else {
 			cmn_warn("hmm: mremap to %#lx straddles a region: page dropped",
 				  (unsigned long)(to + off));
-			hmm_devmem_free_deferred(atomic_load(&hmm_devmems[ps_dm(w)]), ps_page(w));
+			hmm_devmem_free_deferred(atomic_load(&hmm_devmems[hmm_ps_dm(w)]), hmm_ps_page(w));
 		}
 	}
 }
@@ -641,7 +641,7 @@ static uint64_t probe_zero_pfn(struct hmm_mm *mm)
 	if (hmm_pagemap_read(mm, (uintptr_t)p, 1, &pm))
 		pm = 0;
 	munmap((void *)p, HMM_PAGE_SIZE);
-	return (pm & PM_PRESENT) ? (pm & PM_PFN_MASK) : 0;
+	return (pm & HMM_PM_PRESENT) ? (pm & HMM_PM_PFN_MASK) : 0;
 }
 
 static int mm_publish(struct hmm_mm *mm)

@@ -77,7 +77,7 @@ static void sigsegv_chain(int sig, siginfo_t *si, void *uc)
 /* True if this thread keeps faulting on a system page at @addr: not ours. */
 static bool refault_loop(uintptr_t addr, uint64_t w)
 {
-	if (ps_state(w) != PS_SYSTEM || addr != last_fault) {
+	if (hmm_ps_state(w) != HMM_PS_SYSTEM || addr != last_fault) {
 		last_fault = addr;
 		same_faults = 0;
 		return false;
@@ -92,14 +92,14 @@ static bool sigsegv_serve(struct hmm_region *r, uintptr_t addr)
 
 	if (refault_loop(addr, w))
 		return false;
-	switch (ps_state(w)) {
-	case PS_EXCLUSIVE:
+	switch (hmm_ps_state(w)) {
+	case HMM_PS_EXCLUSIVE:
 		hmm_exclusive_revoke(r->mm, r, addr, false);
 		return true;
-	case PS_SYSTEM:
+	case HMM_PS_SYSTEM:
 		return true;	/* given back between the fault and now: retry */
-	case PS_TO_DEVICE:
-	case PS_TO_SYSTEM:
+	case HMM_PS_TO_DEVICE:
+	case HMM_PS_TO_SYSTEM:
 		if (!r->prot)
 			return true;	/* an exclusive page on its way back: retry */
 		hmm_cpu_fault(r->mm, r, addr, false, false);

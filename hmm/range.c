@@ -74,12 +74,12 @@ static int walk_managed(struct walk *w, struct hmm_region *reg, uintptr_t a, uin
 {
 	struct hmm_range *r = w->range;
 
-	switch (ps_state(st)) {
-	case PS_TO_DEVICE:
-	case PS_TO_SYSTEM:
+	switch (hmm_ps_state(st)) {
+	case HMM_PS_TO_DEVICE:
+	case HMM_PS_TO_SYSTEM:
 		w->refault = true;	/* a migration entry: wait for it */
 		return 0;
-	case PS_EXCLUSIVE:
+	case HMM_PS_EXCLUSIVE:
 		/* a device-exclusive entry is faulted (given back) whoever asks, the owner
 		 * included, or reported as not present */
 		if (!(req & HMM_PFN_REQ_FAULT))
@@ -88,12 +88,12 @@ static int walk_managed(struct walk *w, struct hmm_region *reg, uintptr_t a, uin
 		r->faulted++;
 		w->refault = true;
 		return 0;
-	case PS_DEVICE: {
-		struct hmm_devmem *dm = atomic_load(&hmm_devmems[ps_dm(st)]);
+	case HMM_PS_DEVICE: {
+		struct hmm_devmem *dm = atomic_load(&hmm_devmems[hmm_ps_dm(st)]);
 
 		if (dm && r->dev_private_owner && hmm_devmem_owner(dm) == r->dev_private_owner) {
-			*out = HMM_PFN_VALID | HMM_PFN_DEVICE | ps_page(st) |
-			       ((st & PS_DEV_WRITE) && v->write ? HMM_PFN_WRITE : 0);
+			*out = HMM_PFN_VALID | HMM_PFN_DEVICE | hmm_ps_page(st) |
+			       ((st & HMM_PS_DEV_WRITE) && v->write ? HMM_PFN_WRITE : 0);
 			return 0;
 		}
 		if (!(req & HMM_PFN_REQ_FAULT))
@@ -123,13 +123,13 @@ static int walk_managed(struct walk *w, struct hmm_region *reg, uintptr_t a, uin
 static uint64_t system_word(const struct walk *w, uintptr_t a, uint64_t pm,
 			    const struct hmm_vma *v)
 {
-	uint64_t pfn = pm & PM_PFN_MASK;
+	uint64_t pfn = pm & HMM_PM_PFN_MASK;
 	bool zero = w->mm->zero_pfn && pfn == w->mm->zero_pfn;
 	/* pagemap has no PTE write bit: a private page is writable once it is ours alone
 	 * (anonymous, exclusive: no COW pending); a shared mapping's page is writable as
 	 * soon as it is present in a writable VMA */
 	bool write = v->write && !zero &&
-		     (v->shared || ((pm & PM_EXCLUSIVE) && !(pm & PM_FILE)));
+		     (v->shared || ((pm & HMM_PM_EXCLUSIVE) && !(pm & HMM_PM_FILE)));
 
 	return HMM_PFN_VALID | (write ? HMM_PFN_WRITE : 0) | (zero ? HMM_PFN_ZERO : 0) |
 	       (a >> HMM_PAGE_SHIFT);
@@ -156,11 +156,11 @@ static void mark_thp(struct walk *w, uintptr_t a, uintptr_t e, const uint64_t *p
 				ok = (out[i] & HMM_PFN_DEVICE) &&
 				     (out[i] & HMM_PFN_VALUE_MASK) == first + i;
 		} else {
-			ok = (out[0] & HMM_PFN_VALID) && (p[0] & PM_PRESENT) &&
+			ok = (out[0] & HMM_PFN_VALID) && (p[0] & HMM_PM_PRESENT) &&
 			     hmm_pfn_is_thp(w->mm, p[0]);
 			for (size_t i = 1; ok && i < HMM_BLOCK_PAGES; i++)
-				ok = (p[i] & PM_PRESENT) &&
-				     (p[i] & PM_PFN_MASK) == (p[0] & PM_PFN_MASK) + i &&
+				ok = (p[i] & HMM_PM_PRESENT) &&
+				     (p[i] & HMM_PM_PFN_MASK) == (p[0] & HMM_PM_PFN_MASK) + i &&
 				     (out[i] & HMM_PFN_VALID) && !(out[i] & HMM_PFN_DEVICE);
 		}
 		for (size_t i = 0; ok && i < HMM_BLOCK_PAGES; i++)
@@ -197,7 +197,7 @@ static int walk_segment(struct walk *w, uintptr_t a, uintptr_t e, const struct h
 		uintptr_t x = a + (k << HMM_PAGE_SHIFT);
 		size_t i = page_index(r, x);
 		uint64_t req = k < n ? page_req(r, i) : 0, out = 0;
-		bool present = k < n && (pm[k] & PM_PRESENT);
+		bool present = k < n && (pm[k] & HMM_PM_PRESENT);
 		bool need = false;
 
 		if (k < n) {

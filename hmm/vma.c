@@ -121,7 +121,7 @@ int hmm_pagemap_read(struct hmm_mm *mm, uintptr_t start, size_t n, uint64_t *out
 bool hmm_pfn_is_thp(struct hmm_mm *mm, uint64_t pm)
 {
 	uint64_t flags = 0;
-	uint64_t pfn = pm & PM_PFN_MASK;
+	uint64_t pfn = pm & HMM_PM_PFN_MASK;
 
 	if (mm->kpageflags_fd < 0 || !pfn)
 		return false;

@@ -19,8 +19,8 @@
 #define iommu_pa_id(pa)		((uint32_t)((pa) >> IOMMU_PA_ID_SHIFT))
 #define iommu_pa_off(pa)	((pa) & (IOMMU_MEMOBJ_MAX_SIZE - 1))
 
-#define IOPTE_PRESENT(pte)	((pte) & (VGPU_IOPTE_R | VGPU_IOPTE_W))
-#define IOPTE_PERM(pte)		((unsigned int)((pte) & (VGPU_IOPTE_R | VGPU_IOPTE_W)))
+#define IOMMU_IOPTE_PRESENT(pte)	((pte) & (VGPU_IOPTE_R | VGPU_IOPTE_W))
+#define IOMMU_IOPTE_PERM(pte)		((unsigned int)((pte) & (VGPU_IOPTE_R | VGPU_IOPTE_W)))
 
 /* ---- translation caches (IOTLB and ATC): seqlocked set-associative entries ---------- */
 
@@ -212,7 +212,9 @@ struct iommu_ats {
 	struct iommu_xcache atc;		/* the device-side cache */
 };
 
-enum prg_state { PRG_FREE, PRG_OUTSTANDING, PRG_ANSWERED };
+enum iommu_prg_state {
+	IOMMU_PRG_STATE_FREE, IOMMU_PRG_STATE_OUTSTANDING, IOMMU_PRG_STATE_ANSWERED,
+};
 
 struct iommu_pri {
 	struct cmn_mutex lock;		/* protects everything here */
@@ -221,7 +223,7 @@ struct iommu_pri {
 	unsigned int max, outstanding, next;
 	iommu_pri_handler_fn fn;
 	void *ctx;
-	uint8_t state[IOMMU_PRG_MAX];	/* enum prg_state */
+	uint8_t state[IOMMU_PRG_MAX];	/* enum iommu_prg_state */
 	uint8_t code[IOMMU_PRG_MAX];
 	bool abandoned[IOMMU_PRG_MAX];	/* waiter gave up: free on response */
 };

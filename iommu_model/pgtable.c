@@ -27,7 +27,7 @@ _Atomic uint64_t *iommu_pt_alloc(struct iommu *mmu)
 
 static bool pte_is_table(uint64_t pte, unsigned int level)
 {
-	return IOPTE_PRESENT(pte) && level > 0 && !(pte & VGPU_IOPTE_PS);
+	return IOMMU_IOPTE_PRESENT(pte) && level > 0 && !(pte & VGPU_IOPTE_PS);
 }
 
 static _Atomic uint64_t *pte_table(uint64_t pte)
@@ -63,7 +63,7 @@ int iommu_pt_walk(_Atomic uint64_t *t, uint64_t iova, uint64_t *pte_out, unsigne
 		/* Acquire: a table pointer is published after the table is zeroed. */
 		uint64_t pte = atomic_load_explicit(ptep, memory_order_acquire);
 
-		if (!IOPTE_PRESENT(pte))
+		if (!IOMMU_IOPTE_PRESENT(pte))
 			return -EFAULT;
 		if (pte_is_table(pte, level)) {
 			t = pte_table(pte);
@@ -88,7 +88,7 @@ static _Atomic uint64_t *pt_slot(struct iommu_domain *d, uint64_t iova, unsigned
 		_Atomic uint64_t *ptep = &t[pt_index(iova, l)];
 		uint64_t pte = atomic_load_explicit(ptep, memory_order_relaxed);
 
-		if (!IOPTE_PRESENT(pte)) {
+		if (!IOMMU_IOPTE_PRESENT(pte)) {
 			_Atomic uint64_t *nt = iommu_pt_alloc(d->mmu);
 
 			if (!nt)
@@ -120,12 +120,12 @@ static unsigned int pt_leaf_level(struct iommu_domain *d, uint64_t iova, uint64_
 		for (l = VGPU_IOPT_LEVELS - 1; l > level; l--) {
 			uint64_t pte = atomic_load_explicit(&t[pt_index(iova, l)],
 							    memory_order_relaxed);
-			if (!IOPTE_PRESENT(pte))
+			if (!IOMMU_IOPTE_PRESENT(pte))
 				break;
 			t = pte_table(pte);
 		}
 		if (l > level ||
-		    !IOPTE_PRESENT(atomic_load_explicit(&t[pt_index(iova, level)],
+		    !IOMMU_IOPTE_PRESENT(atomic_load_explicit(&t[pt_index(iova, level)],
 							memory_order_relaxed)))
 			return level;
 	}
@@ -151,7 +151,7 @@ int iommu_pt_map(struct iommu_domain *d, uint64_t iova, uint64_t pa, uint64_t le
 			*done = off;
 			return -ENOMEM;
 		}
-		VGPU_ASSERT(!IOPTE_PRESENT(atomic_load_explicit(ptep, memory_order_relaxed)));
+		VGPU_ASSERT(!IOMMU_IOPTE_PRESENT(atomic_load_explicit(ptep, memory_order_relaxed)));
 		/* The size class first: a walker that sees the leaf may cache it at once. */
 		atomic_fetch_or_explicit(&d->classes, 1u << level, memory_order_release);
 		atomic_store_explicit(ptep, pte, memory_order_release);

@@ -97,10 +97,10 @@ static void pri_answer_locked(struct iommu_pri *p, unsigned int i, enum iommu_pr
 	cmn_mutex_assert_held(&p->lock);
 	if (p->abandoned[i]) {
 		p->abandoned[i] = false;
-		p->state[i] = PRG_FREE;
+		p->state[i] = IOMMU_PRG_STATE_FREE;
 		p->outstanding--;
 	} else {
-		p->state[i] = PRG_ANSWERED;
+		p->state[i] = IOMMU_PRG_STATE_ANSWERED;
 		p->code[i] = (uint8_t)code;
 	}
 	pthread_cond_broadcast(&p->cond);
@@ -115,7 +115,7 @@ int iommu_pri_disable(struct iommu *mmu, unsigned int rid)
 	cmn_mutex_lock(&p->lock);
 	p->enabled = false;
 	for (unsigned int i = 0; i < IOMMU_PRG_MAX; i++)
-		if (p->state[i] == PRG_OUTSTANDING)
+		if (p->state[i] == IOMMU_PRG_STATE_OUTSTANDING)
 			pri_answer_locked(p, i, IOMMU_PRG_INVALID);
 	cmn_mutex_unlock(&p->lock);
 	return 0;
@@ -153,10 +153,10 @@ static int pri_alloc_locked(struct iommu_pri *p, bool block, uint64_t deadline, 
 		if (iommu_cond_wait_until(&p->cond, &p->lock, deadline))
 			return -ETIMEDOUT;
 	}
-	while (p->state[p->next] != PRG_FREE)
+	while (p->state[p->next] != IOMMU_PRG_STATE_FREE)
 		p->next = (p->next + 1) % IOMMU_PRG_MAX;
 	*prg = (uint16_t)p->next;
-	p->state[p->next] = PRG_OUTSTANDING;
+	p->state[p->next] = IOMMU_PRG_STATE_OUTSTANDING;
 	p->abandoned[p->next] = false;
 	p->outstanding++;
 	p->next = (p->next + 1) % IOMMU_PRG_MAX;
@@ -207,7 +207,7 @@ int iommu_page_response(struct iommu *mmu, unsigned int rid, uint16_t prg,
 	    (code != IOMMU_PRG_SUCCESS && code != IOMMU_PRG_INVALID && code != IOMMU_PRG_FAILURE))
 		return -EINVAL;
 	cmn_mutex_lock(&p->lock);
-	if (p->state[prg] != PRG_OUTSTANDING) {
+	if (p->state[prg] != IOMMU_PRG_STATE_OUTSTANDING) {
 		ret = -EINVAL;	/* never issued, or already answered: answer once */
 	} else {
 		if (code == IOMMU_PRG_FAILURE)
@@ -222,9 +222,9 @@ static int pri_wait_locked(struct iommu_pri *p, uint16_t prg, uint64_t deadline,
 			   enum iommu_prg_code *code)
 {
 	cmn_mutex_assert_held(&p->lock);
-	if (p->state[prg] == PRG_FREE || p->abandoned[prg])
+	if (p->state[prg] == IOMMU_PRG_STATE_FREE || p->abandoned[prg])
 		return -EINVAL;
-	while (p->state[prg] == PRG_OUTSTANDING) {
+	while (p->state[prg] == IOMMU_PRG_STATE_OUTSTANDING) {
 		if (iommu_cond_wait_until(&p->cond, &p->lock, deadline)) {
 			/* The answer may still come; it frees the group then. */
 			p->abandoned[prg] = true;
@@ -232,7 +232,7 @@ static int pri_wait_locked(struct iommu_pri *p, uint16_t prg, uint64_t deadline,
 		}
 	}
 	*code = p->code[prg];
-	p->state[prg] = PRG_FREE;
+	p->state[prg] = IOMMU_PRG_STATE_FREE;
 	p->outstanding--;
 	pthread_cond_broadcast(&p->cond);
 	return 0;

@@ -78,7 +78,7 @@ static int walk_paging(struct iommu_domain *d, uint64_t iova, struct iommu_xc_hi
 	h->size = size;
 	h->cls = level;
 	h->pa = pte & VGPU_IOPTE_ADDR_MASK & ~(size - 1);
-	h->perm = IOPTE_PERM(pte);
+	h->perm = IOMMU_IOPTE_PERM(pte);
 	h->ptep = ptep;
 	h->mo = NULL;
 	mo = iommu_memobj_of_pa(d->mmu, h->pa);
@@ -135,7 +135,7 @@ static int walk_s1(struct iommu_domain *c, uint64_t iova, uint64_t *ipa, uint64_
 			*reason = IOMMU_FAULT_STAGE1;
 			return -EFAULT;
 		}
-		if (!IOPTE_PRESENT(pte)) {
+		if (!IOMMU_IOPTE_PRESENT(pte)) {
 			*reason = IOMMU_FAULT_UNMAPPED;
 			return -EFAULT;
 		}
@@ -150,7 +150,7 @@ static int walk_s1(struct iommu_domain *c, uint64_t iova, uint64_t *ipa, uint64_
 		}
 		*size = 1ull << VGPU_IOPT_SHIFT(level);
 		*ipa = (pte & VGPU_IOPTE_ADDR_MASK) | (iova & (*size - 1));
-		*perm = IOPTE_PERM(pte);
+		*perm = IOMMU_IOPTE_PERM(pte);
 		return 0;
 	}
 }
