@@ -5,6 +5,8 @@
 #include "common/log.h"
 #include "pma/pma_internal.h"
 
+__thread char pma_thread_anchor;
+
 struct pma *pma_create(const struct pma_config *cfg)
 {
 	struct pma *pma = calloc(1, sizeof(*pma));
@@ -12,7 +14,7 @@ struct pma *pma_create(const struct pma_config *cfg)
 	if (!pma)
 		return NULL;
 	atomic_flag_clear(&pma->lock);
-	atomic_init(&pma->lock_owner, (pthread_t)0);
+	atomic_init(&pma->lock_owner, 0);
 	if (cfg)
 		pma->cfg = *cfg;
 	if (!pma->cfg.evict_retries)

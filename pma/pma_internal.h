@@ -164,7 +164,7 @@ struct pma_scrub_req {
 struct pma {
 	/* allocation state: protected by lock (a spinlock: sections are short) */
 	atomic_flag lock;
-	_Atomic(pthread_t) lock_owner;		/* 0 when unlocked; for asserts only */
+	_Atomic uintptr_t lock_owner;		/* pma_self() of the holder, 0; for asserts */
 	unsigned int nr_regions;
 	struct pma_region *regions[PMA_MAX_REGIONS];
 	unsigned int nr_black;			/* static + dynamic entries */
@@ -196,6 +196,16 @@ struct pma {
 	unsigned int scrub_busy;		/* requests popped, not completed */
 };
 
+/* The calling thread's identity for the lock-owner asserts: the address of a thread-local
+ * byte (defined in pma.c). Two instructions, where pthread_self() would be a library call
+ * on every allocation and free, several times over. */
+extern __thread char pma_thread_anchor;
+
+static inline uintptr_t pma_self(void)
+{
+	return (uintptr_t)&pma_thread_anchor;
+}
+
 /* Lock: spin briefly, then yield, so a preempted holder does not burn a core. The owner is
  * recorded, as cmn_mutex does, so that every _locked function can assert it is held. */
 static inline void pma_lock(struct pma *pma)
@@ -208,20 +218,19 @@ static inline void pma_lock(struct pma *pma)
 		else
 			sched_yield();
 	}
-	atomic_store_explicit(&pma->lock_owner, pthread_self(), memory_order_relaxed);
+	atomic_store_explicit(&pma->lock_owner, pma_self(), memory_order_relaxed);
 }
 
 static inline void pma_unlock(struct pma *pma)
 {
-	atomic_store_explicit(&pma->lock_owner, (pthread_t)0, memory_order_relaxed);
+	atomic_store_explicit(&pma->lock_owner, 0, memory_order_relaxed);
 	atomic_flag_clear_explicit(&pma->lock, memory_order_release);
 }
 
 /* True if the calling thread holds @pma's lock. */
 static inline bool pma_lock_held(const struct pma *pma)
 {
-	return pthread_equal(atomic_load_explicit(&pma->lock_owner, memory_order_relaxed),
-			     pthread_self());
+	return atomic_load_explicit(&pma->lock_owner, memory_order_relaxed) == pma_self();
 }
 
 #define pma_assert_locked(pma) VGPU_ASSERT(pma_lock_held(pma))
