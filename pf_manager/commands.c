@@ -315,6 +315,7 @@ static json_object *reply_error(json_object *id, const char *cls, struct pf_err 
 	json_object *r = json_object_new_object(), *o = json_object_new_object();
 
 	json_object_object_add(o, "class", json_object_new_string(cls));
+	pf_utf8_scrub(e->f.msg);	/* a reply is JSON: no raw bytes of a bad request */
 	json_object_object_add(o, "desc", json_object_new_string(e->f.msg));
 	json_object_object_add(o, "errno", json_object_new_string(cmn_errname(e->f.err)));
 	if (e->data)
@@ -351,6 +352,9 @@ static const char *envelope_check(struct pf_client *c, json_object *req, const c
 	}
 	if (!json_object_object_get_ex(req, "execute", &x) || !json_object_is_type(x, json_type_string))
 		return cmn_fail(&e->f, -EINVAL, "missing \"execute\""), "GenericError";
+	if (!pf_json_str_clean(x))
+		return cmn_fail(&e->f, -EINVAL, "\"execute\" holds a NUL byte or invalid UTF-8"),
+		       "GenericError";
 	*name = json_object_get_string(x);
 	if (json_object_object_get_ex(req, "arguments", args) &&
 	    !json_object_is_type(*args, json_type_object))

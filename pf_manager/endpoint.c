@@ -704,7 +704,7 @@ void pf_endpoint_handle(struct pf_daemon *d, struct pf_slice *s, const struct po
 		} else if (p[i].fd == s->intr_fd) {
 			ep_forward_intr(d, s);
 		} else if (p[i].fd == ep->client_fd) {
-			/* Clients never write; data or hangup both end the attachment. */
+			/* Clients never write: stray data is dropped; EOF or hangup ends the attachment. */
 			if (read(ep->client_fd, junk, sizeof(junk)) <= 0 || (p[i].revents & POLLHUP))
 				ep_detach(d, s);
 			return;

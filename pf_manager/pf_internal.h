@@ -98,6 +98,7 @@ struct pf_slice {
 	bool mbox_broken;		/* the guest corrupted its request ring: until reset */
 	struct pf_endpoint *ep;
 	uint64_t started_ns;
+	bool reset_pending;		/* a reset committed to the journal, not yet done */
 	/* counters */
 	uint64_t rpc_ok, rpc_err, mbox_kicks, resets;
 };
@@ -110,6 +111,7 @@ struct pf_client {
 	pid_t pid;
 	bool admin;			/* root or in the admin group */
 	bool negotiated;		/* sent qmp_capabilities */
+	uint64_t accepted_ns;		/* cmn_now_ns() at accept: the negotiation deadline's start */
 	bool skipping;			/* discarding the rest of an oversized line */
 	bool broken;			/* output overflowed: dropped at the next chance */
 	char *in;			/* partial input line */
@@ -139,6 +141,7 @@ struct pf_daemon {
 	bool have_admin_gid;
 	int ctl_fd;
 	struct pf_client *clients[PF_MAX_CLIENTS];
+	uint64_t ctl_refused;		/* control connections refused for lack of a slot */
 	int sig_fd;
 	volatile int stopping;
 	uint64_t started_ns;
@@ -148,6 +151,19 @@ struct pf_daemon {
 /* ---- util.c ---- */
 /* Write @data to @path atomically: temp file, fsync, rename, fsync the directory. */
 int pf_write_file_atomic(const char *path, const char *data, size_t len);
+/* A durability point (@what: "write", "fsync", "rename", "unlink"...): with VGPU_CRASH_AT=N
+ * in the environment the Nth one exits with PF_CRASH_EXIT before doing it. */
+#define PF_CRASH_EXIT	86
+void pf_dur_point(const char *what);
+/* fsync the directory holding @path, so a rename or unlink in it is durable. */
+int pf_fsync_dir_of(const char *path);
+/* Parse exactly one JSON value filling @buf (trailing whitespace only, no NUL byte). */
+int pf_json_parse_strict(const char *buf, size_t len, json_object **out);
+/* Whether @s[0..len) is well-formed UTF-8; pf_utf8_scrub() turns each bad byte into '?'. */
+bool pf_utf8_valid(const char *s, size_t len);
+void pf_utf8_scrub(char *s);
+/* A JSON string with no embedded NUL and valid UTF-8 (names, verbs, uuids). */
+bool pf_json_str_clean(json_object *v);
 /* mkdir -p with @mode. */
 int pf_mkdir_p(const char *path, mode_t mode);
 /* FNV-1a 64 of @s. */
@@ -219,8 +235,10 @@ void pf_slice_free(struct pf_slice *s);
 /* Persist @s's definition (<state>/slices/<uuid>.json) or remove it. */
 int pf_state_save_slice(struct pf_daemon *d, const struct pf_slice *s);
 int pf_state_remove_slice(struct pf_daemon *d, const struct pf_slice *s);
-/* Rewrite the allocation journal (running slices, their partitions and allocations). */
+/* Rewrite the allocation journal (running slices, their partitions and allocations);
+ * _without leaves @skip out (a stop commits before it scrubs). */
 int pf_state_save_journal(struct pf_daemon *d);
+int pf_state_save_journal_without(struct pf_daemon *d, const struct pf_slice *skip);
 /* Load definitions and the journal; all or nothing. */
 int pf_state_load(struct pf_daemon *d);
 /* Name of @vf's VRAM object for this instance. */
@@ -291,8 +309,9 @@ void pf_control_close(struct pf_daemon *d);
 /* Broadcast an event to negotiated clients. */
 void pf_event(struct pf_daemon *d, const char *name, json_object *data);
 void pf_control_accept(struct pf_daemon *d);
-/* Disconnect clients whose output overflowed (outside any client's processing). */
-void pf_control_sweep(struct pf_daemon *d);
+/* Disconnect clients whose output overflowed (outside any client's processing) and those
+ * that have not negotiated within cfg.negotiate_ms of @now_ns (told why first). */
+void pf_control_sweep(struct pf_daemon *d, uint64_t now_ns);
 void pf_client_io(struct pf_daemon *d, unsigned int idx, short revents);
 
 /* ---- commands.c ---- */

@@ -46,8 +46,8 @@ static const char *arg_str(json_object *args, const char *key)
 {
 	json_object *v;
 
-	if (!args || !json_object_object_get_ex(args, key, &v) ||
-	    !json_object_is_type(v, json_type_string))
+	/* A NUL inside the value would make a prefix of it pass for the whole. */
+	if (!args || !json_object_object_get_ex(args, key, &v) || !pf_json_str_clean(v))
 		return NULL;
 	return json_object_get_string(v);
 }
@@ -60,7 +60,7 @@ static int slice_from_args(struct pf_daemon *d, json_object *args, struct pf_sli
 	char norm[PF_UUID_STR];
 
 	if (!u)
-		return cmn_fail(&e->f, -EINVAL, "missing \"uuid\"");
+		return cmn_fail(&e->f, -EINVAL, "missing \"uuid\" (a string with no NUL byte)");
 	if (ctlc_uuid_parse(u, norm, NULL))
 		return cmn_fail(&e->f, -EINVAL, "\"%.64s\" is not a UUID", u);
 	*out = pf_slice_find(d, norm);
@@ -435,6 +435,7 @@ static void bar_object_close(struct pf_daemon *d, struct pf_slice *s, bool unlin
 	s->bar_fd = -1;
 	if (unlink_it) {
 		pf_shm_name(d, s->vf, name, sizeof(name));
+		pf_dur_point("unlink");
 		shm_unlink(name);
 	}
 }
@@ -537,9 +538,14 @@ int pf_slice_start(struct pf_daemon *d, struct pf_slice *s, struct pf_err *e)
 	r = pf_slice_bring_up(d, s, vf, base, false, e);
 	if (r)
 		return r;
+	/* The commit point: until the journal names it, the new object is a leftover that the
+	 * next load drops. */
 	r = pf_state_save_journal(d);
-	if (r)
-		cmn_warn("slice %s: journal not written: %s", s->uuid, cmn_strerror(r));
+	if (r) {
+		pf_slice_stop(d, s);
+		return cmn_fail(&e->f, r, "slice %s: cannot write the journal: %s", s->uuid,
+			       cmn_strerror(r));
+	}
 	cmn_info("slice %s started on VF %u: %" PRIu64 " MiB VRAM at %#" PRIx64, s->uuid, vf,
 		  s->prov.vram >> 20, base);
 	pf_event(d, "SLICE_STARTED", pf_slice_json(d, s));
@@ -644,13 +650,22 @@ int pf_vf_reset_cmd(struct pf_daemon *d, json_object *args, bool dry, json_objec
 	json_object_object_add(ret, "vf", json_object_new_int((int)s->vf));
 	if (dry)
 		return 0;
+	/* Committed before the scrub: a loader that finds it pending finishes it. */
+	s->reset_pending = true;
+	r = pf_state_save_journal(d);
+	if (r) {
+		s->reset_pending = false;
+		return cmn_fail(&e->f, r, "VF %u: cannot write the journal: %s", s->vf, cmn_strerror(r));
+	}
 	t0 = cmn_now_ns();
 	r = pf_vf_reset(d, s);
+	s->reset_pending = false;
 	if (r)
 		return cmn_fail(&e->f, r, "VF %u: reset failed: %s", s->vf, cmn_strerror(r));
 	json_object_object_add(ret, "duration_us",
 			       json_object_new_int64((int64_t)((cmn_now_ns() - t0) / 1000)));
-	pf_state_save_journal(d);
+	if (pf_state_save_journal(d))
+		cmn_warn("VF %u: reset done but still pending in the journal", s->vf);
 	cmn_info("VF %u (slice %s) reset", s->vf, s->uuid);
 	v = json_object_new_object();
 	json_object_object_add(v, "vf", json_object_new_int((int)s->vf));
@@ -709,8 +724,12 @@ int pf_slice_stop_cmd(struct pf_daemon *d, json_object *args, bool dry, json_obj
 		pf_json_add_u64(ret, "vram_base", s->base);
 		return 0;
 	}
+	/* Commit first: the scrub and the unlink cannot be taken back. */
+	r = pf_state_save_journal_without(d, s);
+	if (r)
+		return cmn_fail(&e->f, r, "slice %s: cannot write the journal: %s", s->uuid,
+			       cmn_strerror(r));
 	pf_slice_stop(d, s);
-	pf_state_save_journal(d);
 	cmn_info("slice %s stopped (VF %u released)", s->uuid, vf);
 	pf_event(d, "SLICE_STOPPED", pf_slice_json(d, s));
 	return 0;
@@ -838,8 +857,40 @@ static void slice_give_to(struct pf_daemon *d, struct pf_slice *s, long uid)
 			  cmn_strerror(-errno));
 }
 
+/* A running slice's commit point is the journal, which carries its definition and its
+ * provisioned quota together; the definition file follows (a loader repairs it if a crash
+ * came between). On failure @s and the RM's limits are as before. */
+static int modify_commit_running(struct pf_daemon *d, struct pf_slice *s, struct pf_slice *n,
+				 const struct pf_quota *prov, struct pf_err *e)
+{
+	struct pf_slice old = *s;
+	int r;
+
+	memcpy(s->type, n->type, sizeof(s->type));
+	s->autostart = n->autostart;
+	s->custom = n->custom;
+	s->custom_bits = n->custom_bits;
+	memcpy(s->owner_vm, n->owner_vm, sizeof(s->owner_vm));
+	s->owner_gen = n->owner_gen;
+	s->owner_uid = n->owner_uid;
+	s->prov = *prov;
+	r = pf_state_save_journal(d);
+	if (r) {
+		*s = old;
+		pf_rm_quota_set(d, s);
+		return cmn_fail(&e->f, r, "slice %s: cannot write the journal: %s", s->uuid,
+			       cmn_strerror(r));
+	}
+	if (pf_state_save_slice(d, s))
+		cmn_warn("slice %s: definition file not rewritten; the next start takes the "
+			 "journal's", s->uuid);
+	s->owner_uid = old.owner_uid;	/* slice_give_to() below compares */
+	return 0;
+}
+
 /* Apply a checked spec: the RM's limits first (it refuses limits below use), then the
- * definition file, then the live settings. */
+ * commit (the definition file, or the journal for a running slice), then the live
+ * settings. */
 static int modify_commit(struct pf_daemon *d, struct pf_slice *s, struct pf_slice *n,
 			 struct pf_err *e)
 {
@@ -856,10 +907,12 @@ static int modify_commit(struct pf_daemon *d, struct pf_slice *s, struct pf_slic
 			return cmn_fail(&e->f, r, "slice %s: the RM refused the new quota: %s", s->uuid,
 				       cmn_strerror(r));
 	}
-	r = pf_state_save_slice(d, n);
+	r = s->vf ? modify_commit_running(d, s, n, &tmp.prov, e) : pf_state_save_slice(d, n);
+	if (r && !s->vf)
+		cmn_fail(&e->f, r, "slice %s: cannot write its definition: %s", s->uuid,
+			 cmn_strerror(r));
 	if (r)
-		return cmn_fail(&e->f, r, "slice %s: cannot write its definition: %s", s->uuid,
-			       cmn_strerror(r));
+		return r;
 	memcpy(s->type, n->type, sizeof(s->type));
 	s->autostart = n->autostart;
 	s->custom = n->custom;
@@ -948,8 +1001,12 @@ int pf_set_vfs(struct pf_daemon *d, json_object *args, bool dry, json_object *re
 		pf_json_add_u64(ret, "fair_vram_bytes", pf_fair_vram(pf_usable_vram(d), (unsigned int)n));
 	if (dry)
 		return 0;
+	running = d->num_vfs;
 	d->num_vfs = (unsigned int)n;
-	pf_state_save_journal(d);
+	if (pf_state_save_journal(d)) {
+		d->num_vfs = running;
+		return cmn_fail(&e->f, -EIO, "cannot write the journal; VFs unchanged");
+	}
 	cmn_info("%u VFs enabled", d->num_vfs);
 	v = json_object_new_object();
 	json_object_object_add(v, "num_vfs", json_object_new_int((int)n));

@@ -3,7 +3,9 @@
  * partition, provisioned quota and the allocations inside it), rewritten atomically after
  * every change. VRAM contents live in one shm object per VF named from the state dir, so a
  * restarted daemon (even after kill -9) maps the same bytes at the same offsets.
- * Loading validates everything before applying anything. */
+ * Loading validates everything before applying anything. Every verb commits its record
+ * (the definition file or the journal) before an effect it cannot take back and before
+ * its reply: doc/pf_manager.md, "Durability". */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -18,6 +20,7 @@
 #include <unistd.h>
 
 #include "common/bitops.h"
+#include "gpu_model/gpu.h"
 #include "common/log.h"
 #include "pma/pma.h"
 #include "pf_manager/pf_internal.h"
@@ -114,7 +117,9 @@ static int parse_attr(struct pf_daemon *d, struct pf_slice *s, const char *key, 
 			r = ctlc_size_parse(json_object_get_string(v), &x);
 		else
 			r = attr_uint(v, UINT64_MAX >> 1, &x);
-		if (r || x < PF_VRAM_ALIGN || cmn_align_up(x, PF_VRAM_ALIGN) > pf_usable_vram(d))
+		/* Bounded before the align-up, which would wrap a size near 2^64 to 0. */
+		if (r || x < PF_VRAM_ALIGN || x > pf_usable_vram(d) ||
+		    cmn_align_up(x, PF_VRAM_ALIGN) > pf_usable_vram(d))
 			return cmn_fail(&e->f, -EINVAL, "bad VRAM size \"%s\": need 2 MiB .. %" PRIu64
 				       " MiB (the usable VRAM)", json_object_get_string(v),
 				       pf_usable_vram(d) >> 20);
@@ -194,6 +199,9 @@ static int parse_key(struct pf_daemon *d, struct pf_slice *s, const char *key, j
 		     struct pf_err *e)
 {
 	const char *str = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+
+	if (str && !pf_json_str_clean(v))
+		return cmn_fail(&e->f, -EINVAL, "\"%.64s\" holds a NUL byte or invalid UTF-8", key);
 
 	if (!strcmp(key, "uuid")) {
 		if (!str || ctlc_uuid_parse(str, s->uuid, s->uuid_bytes))
@@ -280,7 +288,11 @@ int pf_state_remove_slice(struct pf_daemon *d, const struct pf_slice *s)
 	char path[PF_PATH_MAX + 64];
 
 	slice_path(d, s->uuid, path, sizeof(path));
-	return unlink(path) ? -errno : 0;
+	pf_dur_point("unlink");
+	if (unlink(path))
+		return -errno;
+	pf_dur_point("fsync dir");
+	return pf_fsync_dir_of(path);
 }
 
 /* ---- journal ------------------------------------------------------------------------------ */
@@ -301,7 +313,13 @@ static json_object *journal_entry(const struct pf_slice *s)
 	json_object_object_add(o, "preempt_timeout_us",
 			       json_object_new_int((int)s->prov.preempt_timeout_us));
 	json_object_object_add(o, "priority", json_object_new_int((int)s->prov.priority));
-	pf_json_add_u64(o, "resets", s->resets);
+	/* A reset is committed before its scrub: the count includes it, and a loader that
+	 * finds it pending performs it. */
+	pf_json_add_u64(o, "resets", s->resets + s->reset_pending);
+	if (s->reset_pending)
+		json_object_object_add(o, "reset_pending", json_object_new_boolean(true));
+	/* The definition too: a running slice's modify commits here, then rewrites the file. */
+	json_object_object_add(o, "definition", pf_slice_def_json(s));
 	if (s->child && !pma_export(s->child, NULL, 0, &nr) && nr) {
 		r = calloc(nr, sizeof(*r));
 		if (r && !pma_export(s->child, r, nr, &nr)) {
@@ -322,6 +340,11 @@ static json_object *journal_entry(const struct pf_slice *s)
 
 int pf_state_save_journal(struct pf_daemon *d)
 {
+	return pf_state_save_journal_without(d, NULL);
+}
+
+int pf_state_save_journal_without(struct pf_daemon *d, const struct pf_slice *skip)
+{
 	json_object *o = json_object_new_object(), *arr = json_object_new_array();
 	char path[PF_PATH_MAX + 32];
 	int r;
@@ -335,7 +358,7 @@ int pf_state_save_journal(struct pf_daemon *d)
 	pf_json_add_u64(o, "dma_size", d->cfg.dma_size);
 	json_object_object_add(o, "num_vfs", json_object_new_int((int)d->num_vfs));
 	for (unsigned int vf = 1; vf <= PF_MAX_VFS; vf++)
-		if (d->vfs[vf])
+		if (d->vfs[vf] && d->vfs[vf] != skip)
 			json_object_array_add(arr, journal_entry(d->vfs[vf]));
 	json_object_object_add(o, "slices", arr);
 	snprintf(path, sizeof(path), "%s/journal.json", d->cfg.state_dir);
@@ -348,12 +371,13 @@ int pf_state_save_journal(struct pf_daemon *d)
 
 /* ---- loading ------------------------------------------------------------------------------ */
 
-/* Read and parse a JSON file; -ENOENT if absent, -EBADMSG if not JSON. */
+/* Read and parse a JSON file; -ENOENT if absent, -ENODATA if empty, -EBADMSG if not
+ * exactly one JSON value. */
 static int read_json(const char *path, json_object **out)
 {
 	char *buf;
 	ssize_t n;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = open(path, O_RDONLY | O_CLOEXEC), r;
 	struct stat sb;
 
 	if (fd < 0)
@@ -374,9 +398,9 @@ static int read_json(const char *path, json_object **out)
 		return -EIO;
 	}
 	buf[n] = 0;
-	*out = json_tokener_parse(buf);
+	r = n ? pf_json_parse_strict(buf, (size_t)n, out) : -ENODATA;
 	free(buf);
-	return *out ? 0 : -EBADMSG;
+	return r;
 }
 
 static int load_slice_file(struct pf_daemon *d, const char *dir, const char *name)
@@ -391,7 +415,8 @@ static int load_slice_file(struct pf_daemon *d, const char *dir, const char *nam
 	r = read_json(path, &o);
 	if (r) {
 		cmn_err("state: %s: %s; refusing the state (fix or remove the file)", path,
-			 r == -EBADMSG ? "not valid JSON" : cmn_strerror(r));
+			 r == -EBADMSG ? "not one valid JSON value" : r == -ENODATA ? "empty" :
+			 cmn_strerror(r));
 		return -EBADMSG;
 	}
 	s = calloc(1, sizeof(*s));
@@ -428,8 +453,13 @@ static int load_slices(struct pf_daemon *d)
 
 	snprintf(dir, sizeof(dir), "%s/slices", d->cfg.state_dir);
 	dp = opendir(dir);
-	if (!dp)
-		return errno == ENOENT ? 0 : -errno;
+	if (!dp) {
+		r = -errno;
+		if (r == -ENOENT)
+			return 0;
+		cmn_err("state: cannot read %s: %s; refusing the state", dir, cmn_strerror(r));
+		return r;
+	}
 	while (!r && (de = readdir(dp))) {
 		size_t n = strlen(de->d_name);
 
@@ -460,8 +490,55 @@ struct jent {
 	uint64_t base;
 	struct pf_quota q;
 	uint64_t resets;
+	bool reset_pending;
+	bool gone;		/* its VRAM object is missing: the slice comes back stopped */
 	json_object *allocs;
+	struct pf_slice def;	/* the definition the journal committed */
 };
+
+/* The ranges a provisioned quota can take: a slice's own attributes or its type's. */
+#define PF_J_MAX_CHANNELS	(64u > GPU_FN_MAX_CHANNELS ? 64u : GPU_FN_MAX_CHANNELS)
+#define PF_J_MAX_DOORBELLS	1024u
+
+static int check_quota(const struct jent *je, const char *uuid, char *why, size_t wlen)
+{
+	const struct pf_quota *q = &je->q;
+
+	if (!q->channels || q->channels > PF_J_MAX_CHANNELS)
+		return snprintf(why, wlen, "slice %s: channels %u outside 1..%u", uuid, q->channels,
+				PF_J_MAX_CHANNELS), -EBADMSG;
+	if (!q->doorbells || q->doorbells > PF_J_MAX_DOORBELLS)
+		return snprintf(why, wlen, "slice %s: doorbells %u outside 1..%u", uuid, q->doorbells,
+				PF_J_MAX_DOORBELLS), -EBADMSG;
+	if (q->exec_quantum_ms > 100000 || q->preempt_timeout_us > 10000000)
+		return snprintf(why, wlen, "slice %s: exec_quantum_ms or preempt_timeout_us out of "
+				"range", uuid), -EBADMSG;
+	if (q->priority > PF_PRIO_NORMAL)
+		return snprintf(why, wlen, "slice %s: priority %u is not low or normal (high is the "
+				"PF's)", uuid, (unsigned int)q->priority), -EBADMSG;
+	return 0;
+}
+
+/* The committed definition inside an entry: the slice file may be one step behind it. */
+static int check_def(struct pf_daemon *d, json_object *o, struct jent *je, const char *uuid,
+		     char *why, size_t wlen)
+{
+	struct pf_err e = { 0 };
+	json_object *def;
+	int r;
+
+	if (!json_object_object_get_ex(o, "definition", &def)) {
+		je->def = *je->s;
+		return 0;
+	}
+	r = pf_slice_from_json(d, def, &je->def, &e);
+	json_object_put(e.data);
+	if (!r && strcmp(je->def.uuid, je->s->uuid))
+		r = cmn_fail(&e.f, -EINVAL, "its uuid is %s", je->def.uuid);
+	if (r)
+		return snprintf(why, wlen, "slice %s: bad definition: %.180s", uuid, e.f.msg), -EBADMSG;
+	return 0;
+}
 
 static int check_entry(struct pf_daemon *d, json_object *o, struct jent *je, unsigned int num_vfs,
 		       const struct jent *prev, size_t nprev, char *why, size_t wlen)
@@ -476,20 +553,37 @@ static int check_entry(struct pf_daemon *d, json_object *o, struct jent *je, uns
 	je->s = pf_slice_find(d, norm);
 	if (!je->s)
 		return snprintf(why, wlen, "slice %s has no definition", norm), -EBADMSG;
-	je->vf = (unsigned int)jget_u64(o, "vf", &ok);
+	uint64_t vf = jget_u64(o, "vf", &ok), ch = jget_u64(o, "channels", &ok);
+	uint64_t db = jget_u64(o, "doorbells", &ok), eq = jget_u64(o, "exec_quantum_ms", &ok);
+	uint64_t pt = jget_u64(o, "preempt_timeout_us", &ok), pr = jget_u64(o, "priority", &ok);
+	json_object *pend;
+	int r;
+
 	je->base = jget_u64(o, "vram_base", &ok);
 	je->q.vram = jget_u64(o, "vram_bytes", &ok);
-	je->q.channels = (uint32_t)jget_u64(o, "channels", &ok);
-	je->q.doorbells = (uint32_t)jget_u64(o, "doorbells", &ok);
-	je->q.exec_quantum_ms = (uint32_t)jget_u64(o, "exec_quantum_ms", &ok);
-	je->q.preempt_timeout_us = (uint32_t)jget_u64(o, "preempt_timeout_us", &ok);
-	je->q.priority = (enum pf_priority)jget_u64(o, "priority", &ok);
 	je->resets = jget_u64(o, "resets", &ok);
 	if (!ok || !json_object_object_get_ex(o, "allocations", &je->allocs) ||
 	    !json_object_is_type(je->allocs, json_type_array))
 		return snprintf(why, wlen, "slice %s: missing or malformed fields", norm), -EBADMSG;
-	if (!je->vf || je->vf > num_vfs || je->q.priority > PF_PRIO_HIGH)
+	/* Clamped so that an out-of-range value stays out of range after the narrowing. */
+	je->vf = (unsigned int)cmn_min(vf, (uint64_t)UINT_MAX);
+	je->q.channels = (uint32_t)cmn_min(ch, (uint64_t)UINT32_MAX);
+	je->q.doorbells = (uint32_t)cmn_min(db, (uint64_t)UINT32_MAX);
+	je->q.exec_quantum_ms = (uint32_t)cmn_min(eq, (uint64_t)UINT32_MAX);
+	je->q.preempt_timeout_us = (uint32_t)cmn_min(pt, (uint64_t)UINT32_MAX);
+	je->q.priority = (enum pf_priority)cmn_min(pr, (uint64_t)PF_PRIO_HIGH + 1);
+	je->reset_pending = json_object_object_get_ex(o, "reset_pending", &pend) &&
+			    json_object_get_boolean(pend);
+	if (je->reset_pending && !je->resets)
+		return snprintf(why, wlen, "slice %s: a pending reset with no reset count", norm),
+		       -EBADMSG;
+	if (!je->vf || je->vf > num_vfs)
 		return snprintf(why, wlen, "slice %s: VF %u is not enabled", norm, je->vf), -EBADMSG;
+	r = check_quota(je, norm, why, wlen);
+	if (!r)
+		r = check_def(d, o, je, norm, why, wlen);
+	if (r)
+		return r;
 	if (!je->q.vram || je->base % PF_VRAM_ALIGN || je->q.vram % PF_VRAM_ALIGN ||
 	    je->base < d->cfg.spare_vram || je->base > d->cfg.vram_size ||
 	    je->q.vram > d->cfg.vram_size - je->base)
@@ -502,7 +596,7 @@ static int check_entry(struct pf_daemon *d, json_object *o, struct jent *je, uns
 	return 0;
 }
 
-static int check_object(struct pf_daemon *d, const struct jent *je, char *why, size_t wlen)
+static int check_object(struct pf_daemon *d, struct jent *je, char *why, size_t wlen)
 {
 	char name[96];
 	struct stat sb;
@@ -510,9 +604,16 @@ static int check_object(struct pf_daemon *d, const struct jent *je, char *why, s
 
 	pf_shm_name(d, je->vf, name, sizeof(name));
 	fd = shm_open(name, O_RDONLY | O_CLOEXEC, 0);
+	if (fd < 0 && errno == ENOENT) {
+		/* A stop that committed nothing yet never unlinks: only an outside hand did. */
+		cmn_warn("state: VRAM object %s of slice %s is missing; the slice comes back stopped",
+			 name, je->s->uuid);
+		je->gone = true;
+		return 0;
+	}
 	if (fd < 0)
-		return snprintf(why, wlen, "VRAM object %s of slice %s is missing", name, je->s->uuid),
-		       -EBADMSG;
+		return snprintf(why, wlen, "VRAM object %s of slice %s: %s", name, je->s->uuid,
+				cmn_strerror(-errno)), -EBADMSG;
 	if (fstat(fd, &sb) || (uint64_t)sb.st_size != vf_bar_size(je->q.vram, d->cfg.dma_size)) {
 		close(fd);
 		return snprintf(why, wlen, "VRAM object %s has the wrong size", name), -EBADMSG;
@@ -549,12 +650,41 @@ static int parse_allocs(const struct jent *je, struct pma_range **out, size_t *n
 	return 0;
 }
 
+/* The journal's definition wins over the file: a modify of a running slice commits in the
+ * journal first and rewrites the file after, so the file may be one step behind. */
+static void adopt_def(struct pf_daemon *d, struct jent *je)
+{
+	struct pf_slice *s = je->s;
+	json_object *a = pf_slice_def_json(s), *b = pf_slice_def_json(&je->def);
+	bool same = json_object_equal(a, b);
+	int r;
+
+	json_object_put(a);
+	json_object_put(b);
+	if (same)
+		return;
+	memcpy(s->type, je->def.type, sizeof(s->type));
+	s->autostart = je->def.autostart;
+	s->custom = je->def.custom;
+	s->custom_bits = je->def.custom_bits;
+	memcpy(s->owner_vm, je->def.owner_vm, sizeof(s->owner_vm));
+	s->owner_gen = je->def.owner_gen;
+	s->owner_uid = je->def.owner_uid;
+	r = pf_state_save_slice(d, s);
+	cmn_warn("state: slice %s: definition file behind the journal; %s", s->uuid,
+		 r ? "not rewritten" : "rewritten");
+}
+
 static int apply_entry(struct pf_daemon *d, struct jent *je)
 {
 	struct pf_err e = { 0 };
 	struct pma_range *r = NULL;
 	size_t nr = 0;
 	int ret;
+
+	adopt_def(d, je);
+	if (je->gone)
+		return 0;
 
 	ret = parse_allocs(je, &r, &nr);
 	if (ret)
@@ -567,6 +697,13 @@ static int apply_entry(struct pf_daemon *d, struct jent *je)
 		/* The journal's count, not the header's: the guest can write the header. */
 		je->s->resets = je->resets;
 		je->s->hdr->reset_count = (uint32_t)je->resets;
+	}
+	if (!ret && je->reset_pending) {
+		/* Committed but maybe not done: do it (again); the scrub is idempotent. */
+		cmn_warn("state: slice %s: finishing the reset of VF %u", je->s->uuid, je->vf);
+		je->s->resets = je->resets - 1;
+		if (pf_vf_reset(d, je->s))
+			cmn_warn("state: slice %s: the reset failed", je->s->uuid);
 	}
 	if (ret)
 		cmn_err("state: slice %s: %s", je->s->uuid, e.f.msg[0] ? e.f.msg : cmn_strerror(ret));
@@ -597,6 +734,49 @@ static int journal_header_check(struct pf_daemon *d, json_object *j, char *why, 
 	return 0;
 }
 
+/* This instance's VRAM objects that no running slice names, as "name name ..." in @list;
+ * with @drop they are unlinked (a start or stop that a crash cut short left them). */
+static unsigned int stray_objects(struct pf_daemon *d, bool drop, char *list, size_t len)
+{
+	unsigned int n = 0;
+	char name[96];
+	size_t off = 0;
+	int fd;
+
+	list[0] = 0;
+	for (unsigned int vf = 1; vf <= PF_MAX_VFS; vf++) {
+		if (d->vfs[vf])
+			continue;
+		pf_shm_name(d, vf, name, sizeof(name));
+		fd = shm_open(name, O_RDONLY | O_CLOEXEC, 0);
+		if (fd < 0)
+			continue;
+		close(fd);
+		n++;
+		if (off < len)
+			off += (size_t)snprintf(list + off, len - off, "%s%s", off ? " " : "", name);
+		if (drop) {
+			pf_dur_point("unlink");
+			shm_unlink(name);
+		}
+	}
+	return n;
+}
+
+/* No journal, or an empty one: nothing runs. Say so when VRAM objects say otherwise. */
+static void journal_lost(struct pf_daemon *d, const char *path, int why)
+{
+	char list[1024];
+	unsigned int n = stray_objects(d, false, list, sizeof(list));
+
+	if (n)
+		cmn_warn("state: %s is %s but %u VRAM objects of this instance exist (%s): their "
+			 "slices come back stopped and a start replaces each object", path,
+			 why == -ENOENT ? "missing" : "empty", n, list);
+	else if (why == -ENODATA)
+		cmn_warn("state: %s is empty: no slice is running", path);
+}
+
 static int load_journal(struct pf_daemon *d)
 {
 	char path[PF_PATH_MAX + 32], why[256] = "";
@@ -609,11 +789,13 @@ static int load_journal(struct pf_daemon *d)
 
 	snprintf(path, sizeof(path), "%s/journal.json", d->cfg.state_dir);
 	r = read_json(path, &j);
-	if (r == -ENOENT)
+	if (r == -ENOENT || r == -ENODATA) {
+		journal_lost(d, path, r);
 		return 0;
+	}
 	if (r) {
 		cmn_err("state: %s: %s; refusing the state", path,
-			 r == -EBADMSG ? "not valid JSON" : cmn_strerror(r));
+			 r == -EBADMSG ? "not one valid JSON value" : cmn_strerror(r));
 		return -EBADMSG;
 	}
 	r = journal_header_check(d, j, why, sizeof(why));
@@ -647,8 +829,13 @@ static int load_journal(struct pf_daemon *d)
 			break;
 		}
 	}
-	if (!r)
+	if (!r) {
+		char list[1024];
+
+		if (stray_objects(d, true, list, sizeof(list)))
+			cmn_info("state: dropped VRAM objects no slice runs on: %s", list);
 		cmn_info("state: restored %zu running slices, %u VFs", n, num_vfs);
+	}
 put:
 	json_object_put(j);
 	return r;
@@ -665,8 +852,11 @@ int pf_state_load(struct pf_daemon *d)
 		cmn_err("state: cannot create %s: %s", dir, cmn_strerror(r));
 		return r;
 	}
-	if (!realpath(d->cfg.state_dir, real))
-		return -errno;
+	if (!realpath(d->cfg.state_dir, real)) {
+		r = -errno;
+		cmn_err("state: cannot resolve %s: %s", d->cfg.state_dir, cmn_strerror(r));
+		return r;
+	}
 	/* One prefix per state dir: two daemons with separate state never share objects. */
 	snprintf(d->shm_prefix, sizeof(d->shm_prefix), "vgpud-%016" PRIx64, pf_hash64(real));
 	r = load_slices(d);

@@ -1,4 +1,5 @@
-/* Small helpers: priorities, the fair share, atomic files, JSON bits. */
+/* Small helpers: priorities, the fair share, atomic files, durability points, JSON and
+ * UTF-8 bits. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -69,7 +70,27 @@ int pf_mkdir_p(const char *path, mode_t mode)
 	return 0;
 }
 
-static int fsync_dir_of(const char *path)
+/* The crash-point switch: VGPU_CRASH_AT=N makes the Nth durability point (a write, fsync,
+ * rename or unlink of state) end the process on the spot, as a power cut would, so a test
+ * can walk every point of a verb. Read once; unset or 0 never crashes. */
+void pf_dur_point(const char *what)
+{
+	static long crash_at = -1, count;
+	const char *v;
+
+	if (crash_at < 0) {
+		v = getenv("VGPU_CRASH_AT");
+		crash_at = v ? strtol(v, NULL, 10) : 0;
+		if (crash_at < 0)
+			crash_at = 0;
+	}
+	if (crash_at && ++count == crash_at) {
+		fprintf(stderr, "vgpud: crash point %ld (%s)\n", count, what);
+		_exit(PF_CRASH_EXIT);
+	}
+}
+
+int pf_fsync_dir_of(const char *path)
 {
 	char dir[PF_PATH_MAX];
 	const char *slash = strrchr(path, '/');
@@ -95,6 +116,7 @@ int pf_write_file_atomic(const char *path, const char *data, size_t len)
 
 	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
 		return -ENAMETOOLONG;
+	pf_dur_point("write");
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
 	if (fd < 0)
 		return -errno;
@@ -111,17 +133,20 @@ int pf_write_file_atomic(const char *path, const char *data, size_t len)
 	}
 	/* fsync before rename: after a crash the name points at either the old or the
 	 * complete new contents, never at a short file. */
+	pf_dur_point("fsync");
 	if (fsync(fd)) {
 		ret = -errno;
 		goto unlink_tmp;
 	}
 	close(fd);
+	pf_dur_point("rename");
 	if (rename(tmp, path)) {
 		ret = -errno;
 		unlink(tmp);
 		return ret;
 	}
-	return fsync_dir_of(path);
+	pf_dur_point("fsync dir");
+	return pf_fsync_dir_of(path);
 unlink_tmp:
 	close(fd);
 	unlink(tmp);
@@ -152,4 +177,78 @@ void pf_json_add_u64(json_object *o, const char *key, uint64_t v)
 {
 	/* json-c stores uint64 exactly; sizes here stay below 2^63 anyway. */
 	json_object_object_add(o, key, json_object_new_uint64(v));
+}
+
+int pf_json_parse_strict(const char *buf, size_t len, json_object **out)
+{
+	struct json_tokener *tok = json_tokener_new();
+	size_t end;
+
+	*out = NULL;
+	if (!tok)
+		return -ENOMEM;
+	if (memchr(buf, 0, len)) {
+		json_tokener_free(tok);
+		return -EBADMSG;
+	}
+	*out = json_tokener_parse_ex(tok, buf, (int)len);
+	end = *out ? json_tokener_get_parse_end(tok) : 0;
+	json_tokener_free(tok);
+	while (*out && end < len && strchr(" \t\r\n", buf[end]))
+		end++;
+	if (*out && end == len)
+		return 0;
+	json_object_put(*out);
+	*out = NULL;
+	return -EBADMSG;
+}
+
+/* Length of the well-formed UTF-8 sequence at @s (at most @n bytes), 0 if none. */
+static size_t utf8_seq(const unsigned char *s, size_t n)
+{
+	size_t len = s[0] < 0x80 ? 1 : s[0] >= 0xc2 && s[0] <= 0xdf ? 2 :
+		     s[0] >= 0xe0 && s[0] <= 0xef ? 3 : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : 0;
+
+	if (!len || len > n)
+		return 0;
+	for (size_t i = 1; i < len; i++)
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+	/* Overlong three- and four-byte forms, surrogates, code points above U+10FFFF. */
+	if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] > 0x9f) ||
+	    (s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] > 0x8f))
+		return 0;
+	return len;
+}
+
+bool pf_utf8_valid(const char *s, size_t len)
+{
+	for (size_t i = 0, k; i < len; i += k) {
+		k = utf8_seq((const unsigned char *)s + i, len - i);
+		if (!k)
+			return false;
+	}
+	return true;
+}
+
+void pf_utf8_scrub(char *s)
+{
+	size_t n = strlen(s);
+
+	for (size_t i = 0, k; i < n; i += k) {
+		k = utf8_seq((unsigned char *)s + i, n - i);
+		if (!k) {
+			s[i] = '?';
+			k = 1;
+		}
+	}
+}
+
+bool pf_json_str_clean(json_object *v)
+{
+	const char *s = json_object_get_string(v);
+	size_t len = (size_t)json_object_get_string_len(v);
+
+	return json_object_is_type(v, json_type_string) && strlen(s) == len &&
+	       pf_utf8_valid(s, len);
 }
