@@ -4,3 +4,5 @@
 #   fixed crashes kept as regressions in tests/fuzz/crashes/NAME/.
 FUZZERS += ring
 fuzz_ring_DEPS := common
+FUZZERS += control
+fuzz_control_DEPS := pf_manager
