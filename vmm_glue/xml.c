@@ -57,6 +57,10 @@ void vmm_buf_xml(struct vmm_buf *b, const char *s)
 		case '>': vmm_buf_printf(b, "&gt;"); break;
 		case '\'': vmm_buf_printf(b, "&apos;"); break;
 		case '"': vmm_buf_printf(b, "&quot;"); break;
+		/* Raw, a parser would turn these into spaces in an attribute value. */
+		case '\t': vmm_buf_printf(b, "&#9;"); break;
+		case '\n': vmm_buf_printf(b, "&#10;"); break;
+		case '\r': vmm_buf_printf(b, "&#13;"); break;
 		default: vmm_buf_printf(b, "%c", *s); break;
 		}
 	}
