@@ -12,3 +12,5 @@ FUZZERS += meta
 fuzz_meta_DEPS := vmm_glue
 FUZZERS += gspq
 fuzz_gspq_DEPS := rm_gsp
+FUZZERS += state
+fuzz_state_DEPS := pf_manager
