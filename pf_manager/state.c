@@ -547,6 +547,7 @@ static int check_entry(struct pf_daemon *d, json_object *o, struct jent *je, uns
 	bool ok = true;
 	char norm[PF_UUID_STR];
 
+	memset(je, 0, sizeof(*je));
 	if (!json_object_object_get_ex(o, "uuid", &u) ||
 	    ctlc_uuid_parse(json_object_get_string(u), norm, NULL))
 		return snprintf(why, wlen, "an entry has no valid uuid"), -EBADMSG;
@@ -717,13 +718,16 @@ static int journal_header_check(struct pf_daemon *d, json_object *j, char *why, 
 	json_object *v;
 	bool ok = true;
 
-	if (!json_object_object_get_ex(j, "kind", &v) ||
+	/* A JSON null has no string: json_object_get_string() gives NULL for it. */
+	if (!json_object_object_get_ex(j, "kind", &v) || !json_object_is_type(v, json_type_string) ||
 	    strcmp(json_object_get_string(v), PF_JOURNAL_KIND) ||
 	    jget_u64(j, "schema", &ok) != PF_JOURNAL_SCHEMA || !ok)
 		return snprintf(why, wlen, "not a vgpud journal of schema %d", PF_JOURNAL_SCHEMA), -EBADMSG;
 	if (!json_object_object_get_ex(j, "instance", &v) ||
+	    !json_object_is_type(v, json_type_string) ||
 	    strcmp(json_object_get_string(v), d->shm_prefix))
-		return snprintf(why, wlen, "written by another instance (%s)", json_object_get_string(v)),
+		return snprintf(why, wlen, "written by another instance (%s)",
+				json_object_get_string(v) ? json_object_get_string(v) : "none"),
 		       -EBADMSG;
 	if (jget_u64(j, "vram_size", &ok) != d->cfg.vram_size ||
 	    jget_u64(j, "spare_vram", &ok) != d->cfg.spare_vram ||
