@@ -46,6 +46,11 @@ struct iommu;
 #define GPU_CHAN_ALLOCATED	(1ull << 0)
 #define GPU_CHAN_ENABLED	(1ull << 1)
 #define GPU_CHAN_REPLAYABLE	(1ull << 2)	/* MMU faults stall for replay instead of erroring */
+/* At allocation: this re-creates, after a device reset's wipe, the allocation the wipe freed
+ * (same geometry, the next gen). The channel keeps its execution state (GP_GET, the method
+ * in progress and its partial result, an error) instead of starting over, so work in flight
+ * runs exactly once. Ignored when the device never ran that allocation. */
+#define GPU_CHAN_RESTORE	(1ull << 3)
 
 struct gpu_priv_chan {
 	uint64_t flags;		/* GPU_CHAN_* */
@@ -200,7 +205,8 @@ const struct gpu_priv_shared *gpu_priv_shared(const struct gpu_priv *p);
 /* Give @fn VF-physical [0, size) at device VRAM @base. 2 MiB aligned, inside VRAM, not
  * overlapping another function: else -EINVAL / -EBUSY. size 0 clears the partition. */
 int gpu_priv_partition_set(struct gpu_priv *p, unsigned int fn, uint64_t base, uint64_t size);
-/* Allocate channel @chid of @fn with @cfg (flags may hold GPU_CHAN_REPLAYABLE; gen and
+/* Allocate channel @chid of @fn with @cfg (flags may hold GPU_CHAN_REPLAYABLE and
+ * GPU_CHAN_RESTORE; gen and
  * ALLOCATED are set here). Disabled and non-resident until enabled / put in a runlist.
  * -EINVAL on bad geometry, -EEXIST if allocated. */
 int gpu_priv_chan_alloc(struct gpu_priv *p, unsigned int fn, unsigned int chid,

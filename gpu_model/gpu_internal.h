@@ -79,6 +79,7 @@ enum gpu_run_result {
 struct gpu_chan {
 	struct gpu_priv_chan cfg;	/* snapshot taken when the engine picks it */
 	uint64_t cfg_gen;		/* allocation the runtime below belongs to */
+	int state_at_free;		/* state when that allocation was freed (g->lock) */
 	bool running;			/* an engine executes it (g->lock) */
 	/* runtime, owned by the engine while running */
 	uint32_t gp_get, gp_put;	/* gp_put: last valid GP_PUT seen */
@@ -253,6 +254,7 @@ int gpu_va_store(struct gpu_ctx *ctx, uint64_t va, unsigned int size, uint64_t v
 /* pbdma.c */
 enum gpu_run_result gpu_chan_run(struct gpu_ctx *ctx);
 void gpu_chan_reset_runtime(struct gpu_chan *c);
+void gpu_chan_adopt(struct gpu_fn *f, struct gpu_chan *c, const struct gpu_priv_chan *pc);
 void gpu_chan_set_error(struct gpu *g, struct gpu_fn *f, struct gpu_chan *c,
 			uint64_t part_base, uint64_t part_size, enum vgpu_chan_error err,
 			uint32_t method);

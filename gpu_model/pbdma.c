@@ -48,6 +48,38 @@ void gpu_chan_reset_runtime(struct gpu_chan *c)
 	}
 }
 
+/* Whether @pc has the geometry of the allocation the channel last ran. */
+static bool chan_same_geometry(const struct gpu_priv_chan *a, const struct gpu_priv_chan *b)
+{
+	return a->runlist == b->runlist && a->pdb == b->pdb && a->gpfifo_va == b->gpfifo_va &&
+	       a->gpfifo_entries == b->gpfifo_entries && a->userd_aper == b->userd_aper &&
+	       a->userd_addr == b->userd_addr &&
+	       !((a->flags ^ b->flags) & GPU_CHAN_REPLAYABLE);
+}
+
+/* Take allocation @pc (a new gen) for @c, with the engines off it. A restore of the
+ * allocation the device last ran (the gen right after it, same geometry) keeps everything
+ * the engines knew: GP_GET and GP_PUT, the segment and the method in progress with its
+ * partial result, a semaphore wait, an error; so a device reset neither re-executes nor
+ * drops work. GP_PUT is read again (doorbells rung while the channel was gone were
+ * dropped). Anything else starts over at GP_GET 0. */
+void gpu_chan_adopt(struct gpu_fn *f, struct gpu_chan *c, const struct gpu_priv_chan *pc)
+{
+	bool keep = (pc->flags & GPU_CHAN_RESTORE) && c->cfg_gen && c->cfg_gen + 1 == pc->gen &&
+		    chan_same_geometry(&c->cfg, pc);
+
+	if (!keep) {
+		gpu_chan_reset_runtime(c);
+	} else {
+		if (atomic_load(&c->state) == GPU_CHAN_STATE_FREE)
+			atomic_store(&c->state, c->state_at_free);
+		atomic_fetch_or(&f->pending, VGPU_BIT(c - f->chans));
+	}
+	c->state_at_free = GPU_CHAN_STATE_IDLE;
+	c->cfg_gen = pc->gen;
+	c->cfg = *pc;
+}
+
 int gpu_userd_read_put(struct gpu *g, struct gpu_fn *f, struct gpu_chan *c,
 		       uint64_t part_base, uint64_t part_size, uint32_t *put)
 {

@@ -186,7 +186,7 @@ static int chan_cfg_check(const struct gpu_priv *p, const struct gpu_priv_chan *
 	if (cfg->userd_aper > VGPU_APER_SYS || cfg->userd_addr % 64 ||
 	    (cfg->userd_addr % 4096) + sizeof(struct vgpu_userd) > 4096)
 		return -EINVAL;
-	if (cfg->pdb % VGPU_GMMU_TABLE_BYTES || (cfg->flags & ~GPU_CHAN_REPLAYABLE))
+	if (cfg->pdb % VGPU_GMMU_TABLE_BYTES || (cfg->flags & ~(GPU_CHAN_REPLAYABLE | GPU_CHAN_RESTORE)))
 		return -EINVAL;
 	return 0;
 }
@@ -206,7 +206,8 @@ static int chan_alloc_locked(struct gpu_priv *p, unsigned int fn, unsigned int c
 	uint64_t gen = rec.chans[chid].gen + 1;
 	rec.chans[chid] = *cfg;
 	rec.chans[chid].gen = gen;
-	rec.chans[chid].flags = (cfg->flags & GPU_CHAN_REPLAYABLE) | GPU_CHAN_ALLOCATED;
+	rec.chans[chid].flags = (cfg->flags & (GPU_CHAN_REPLAYABLE | GPU_CHAN_RESTORE)) |
+				GPU_CHAN_ALLOCATED;
 	priv_publish_fn(p, fn, &rec);
 	return 0;
 }
@@ -371,7 +372,8 @@ void gpu_priv_close(struct gpu_priv *p)
 
 /* ---- model side: refresh the snapshots when the GSP wrote something ---- */
 
-/* A channel whose allocation changed starts over: new GP_GET 0, no error. */
+/* A channel whose allocation changed starts over (GP_GET 0, no error) unless it is restored
+ * (gpu_chan_adopt). A freed channel remembers the state it had for a restore. */
 static void sync_fn_locked(struct gpu *g, struct gpu_fn *f)
 {
 	struct gpu_priv_fn rec;
@@ -386,17 +388,17 @@ static void sync_fn_locked(struct gpu *g, struct gpu_fn *f)
 		struct gpu_chan *ch = &f->chans[c];
 
 		if (!(rec.chans[c].flags & GPU_CHAN_ALLOCATED)) {
-			atomic_store(&ch->state, GPU_CHAN_STATE_FREE);
+			int st = atomic_exchange(&ch->state, GPU_CHAN_STATE_FREE);
+
+			if (st != GPU_CHAN_STATE_FREE)
+				ch->state_at_free = st;
 			continue;
 		}
 		if (atomic_load(&ch->state) == GPU_CHAN_STATE_FREE ||
 		    ch->cfg_gen != rec.chans[c].gen) {
 			/* New allocation; a running engine re-checks cfg_gen when it releases. */
-			if (!ch->running) {
-				gpu_chan_reset_runtime(ch);
-				ch->cfg_gen = rec.chans[c].gen;
-				ch->cfg = rec.chans[c];
-			}
+			if (!ch->running)
+				gpu_chan_adopt(f, ch, &rec.chans[c]);
 		}
 	}
 }

@@ -47,10 +47,8 @@ static bool chan_runnable_locked(struct gpu_engine *e, struct gpu_fn *f, unsigne
 	if (!(f->cfg.runlist[e->id] & VGPU_BIT(chid)) || !(pc->flags & GPU_CHAN_ENABLED) ||
 	    pc->runlist != e->id || c->running)
 		return false;
-	if (c->cfg_gen != pc->gen) {
-		gpu_chan_reset_runtime(c);
-		c->cfg_gen = pc->gen;
-	}
+	if (c->cfg_gen != pc->gen)
+		gpu_chan_adopt(f, c, pc);
 	c->cfg = *pc;
 	st = atomic_load(&c->state);
 	if (st == GPU_CHAN_STATE_ERROR || st == GPU_CHAN_STATE_FAULTED || st == GPU_CHAN_STATE_FREE)

@@ -266,6 +266,8 @@ static int rm_replay(void *ctx, struct gsp *g)
 			struct vgpu_rpc_chan_enable en = { .fn = fn, .chid = ch, .enable = 1 };
 			if (!c->live)
 				continue;
+			/* Restored, not started over: the work in flight runs exactly once. */
+			c->cfg.flags |= RM_CHAN_RESTORE;
 			r = gsp_call(g, 0, VGPU_RPC_FN_CHAN_ALLOC, &c->cfg, sizeof(c->cfg), NULL, 0, NULL);
 			if (!r && c->enabled)
 				r = gsp_call(g, 0, VGPU_RPC_FN_CHAN_BIND, &en, sizeof(en), NULL, 0, NULL);

@@ -86,6 +86,8 @@ static inline void rm_rcu_cb_enter(struct rcu_head *head)
 /* Values the GSP passes on to the device unchanged (vgpu_rpc_chan.flags,
  * vgpu_rpc_sched.policy): the device's GPU_CHAN_REPLAYABLE and GPU_SCHED_* numbers. */
 #define RM_CHAN_REPLAYABLE	(1ull << 2)
+/* Only in a device reset's replay: GPU_CHAN_RESTORE, the channel keeps its execution state. */
+#define RM_CHAN_RESTORE		(1ull << 3)
 #define RM_SCHED_FIRST		2	/* best effort */
 #define RM_SCHED_LAST		4	/* fixed share */
 

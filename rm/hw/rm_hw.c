@@ -10,6 +10,7 @@
 
 /* The RM passes these device numbers through the GSP unchanged (rm_internal.h). */
 _Static_assert(GPU_CHAN_REPLAYABLE == (1ull << 2), "RM_CHAN_REPLAYABLE");
+_Static_assert(GPU_CHAN_RESTORE == (1ull << 3), "RM_CHAN_RESTORE");
 _Static_assert(GPU_SCHED_BEST_EFFORT == 2 && GPU_SCHED_FIXED_SHARE == 4, "RM_SCHED_*");
 _Static_assert(GPU_FN_MAX_CHANNELS == 64, "RM_MAX_CHANNELS");
 _Static_assert(GPU_VRAM_ALIGN == (2ull << 20), "RM_VRAM_ALIGN");
