@@ -669,6 +669,7 @@ void vgpu_managed_get_stats(struct vgpu_vf *vf, struct vgpu_managed_stats *out)
 		.unserviced = st->unserviced,
 		.pool_pages = vgpu_mem_size(st->pool) >> HMM_PAGE_SHIFT,
 		.pool_used = hmm_devmem_used_pages(st->devmem),
+		.last_serviced_ns = st->last_serviced_ns,
 	};
 	cmn_mutex_unlock(&st->svc_lock);
 }

@@ -1,7 +1,8 @@
 /* vf_pci - the VF as a PCI device inside a VM: QEMU's ivshmem-doorbell (1af4:1110, always;
  * QEMU has no property to change the IDs) whose BAR2 carries our header magic. Shared by the
- * two in-VM transports (transport_vfio.c, transport_sysfs.c) and the attack mode (vft/attack.c);
- * internal to vf_guest.
+ * two in-VM transports (transport_vfio.c, transport_sysfs.c) and, as a public header of
+ * libvgpu-vf beside vgpu_vf_raw.h, the test runner's attack mode (vft/attack.c), which drives
+ * the device below the driver. A tenant driver never needs it.
  *
  * BAR0 is ivshmem's register file (32-bit accesses): IVPosition at 0x08 is the VF's own peer
  * id (= the VF number vgpud gave it), writing (peer << 16) | vector to Doorbell at 0x0c rings

@@ -115,6 +115,8 @@ struct vgpu_managed_stats {
 	uint64_t thrash_events;
 	uint64_t unserviced;		/* faults outside managed memory, or failed */
 	uint64_t pool_pages, pool_used;	/* VRAM pool size and use, 4 KiB pages */
+	uint64_t last_serviced_ns;	/* CLOCK_MONOTONIC ns when a pass last serviced
+					 * faults (then replayed); 0: never */
 };
 /* Counters of @vf's managed memory (zero if not started). */
 void vgpu_managed_get_stats(struct vgpu_vf *vf, struct vgpu_managed_stats *st);

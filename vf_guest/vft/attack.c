@@ -20,7 +20,10 @@
 #include <vgpu/rm.h>
 #include <vgpu/vf_bar.h>
 
-#include "vf_guest/vf_internal.h"
+#include "common/compiler.h"
+#include "common/err.h"
+#include "vf_guest/include/vgpu_vf.h"
+#include "vf_guest/include/vgpu_vf_raw.h"
 #include "vf_guest/vf_pci.h"
 #include "vf_guest/vft/vft.h"
 
@@ -189,24 +192,26 @@ static int a_bar2_mmap(struct vft_vm *a)
 static int a_forged_handles(struct vft_vm *a)
 {
 	struct vgpu_vf *vf = a->vf;
+	uint32_t client_idx;
 	struct vgpu_mem *m;
 	int ret;
 
-	if (!vf_rm_available(vf)) {
-		snprintf(a->skip_why, sizeof(a->skip_why), "no RM: %s", vf->rm_why);
+	if (!vgpu_vf_rm_available(vf)) {
+		snprintf(a->skip_why, sizeof(a->skip_why), "no RM: %s", vgpu_vf_rm_why(vf));
 		return VM_SKIP;
 	}
+	client_idx = VGPU_RM_CLIENT_IDX(vgpu_vf_rm_client(vf));
 	ret = vgpu_mem_alloc(vf, VGPU_MEM_VRAM, 2 << 20, VGPU_GMMU_PAGE_2M, &m);
 	VM_CHECK(a, ret == 0, "VRAM alloc: %d (%s)", ret, vgpu_vf_strerror(ret));
 	for (uint32_t other = 1; other <= 8; other++) {
-		uint32_t forged = VGPU_RM_CLIENT_HANDLE(other, VGPU_RM_CLIENT_IDX(vf->h_client));
+		uint32_t forged = VGPU_RM_CLIENT_HANDLE(other, client_idx);
 
 		if (other == a->info.vf_id)
 			continue;
-		ret = vf_rm_free_as(vf, forged, m->handle);
+		ret = vgpu_vf_rm_free_as(vf, forged, vgpu_mem_rm_handle(m));
 		VM_CHECK(a, ret == -VGPU_EFOREIGN, "our object through VF %u's client: %d (%s)",
 			 other, ret, vgpu_vf_strerror(ret));
-		ret = vf_rm_free_as(vf, forged, forged);
+		ret = vgpu_vf_rm_free_as(vf, forged, forged);
 		VM_CHECK(a, ret == -VGPU_EFOREIGN, "VF %u's client itself: %d (%s)", other, ret,
 			 vgpu_vf_strerror(ret));
 	}
@@ -218,15 +223,16 @@ static int a_forged_handles(struct vft_vm *a)
 static int a_foreign_tokens(struct vft_vm *a)
 {
 	struct vgpu_vf *vf = a->vf;
+	struct vgpu_doorbell_page *db = vgpu_vf_doorbell_page(vf);
 	struct vgpu_vaspace *as = NULL;
 	struct vgpu_channel *ch = NULL;
 	struct vgpu_fence f;
 	uint32_t nop = 0, code = 0;
 	int ret;
 
-	if (!vf_rm_available(vf) || !vf->db) {
+	if (!vgpu_vf_rm_available(vf) || !db) {
 		snprintf(a->skip_why, sizeof(a->skip_why), "%s",
-			 !vf->db ? "no doorbell page in BAR2" : vf->rm_why);
+			 !db ? "no doorbell page in BAR2" : vgpu_vf_rm_why(vf));
 		return VM_SKIP;
 	}
 	ret = vgpu_vaspace_create(vf, &as);
@@ -235,12 +241,12 @@ static int a_foreign_tokens(struct vft_vm *a)
 	if (ret)
 		goto out;
 	/* Every channel id that is not ours, on every runlist, and garbage. */
-	for (uint32_t rl = 0; rl < vf->info.nr_runlists; rl++)
+	for (uint32_t rl = 0; rl < a->info.nr_runlists; rl++)
 		for (uint32_t chid = 0; chid < 64; chid++)
-			if (chid != vgpu_channel_id(ch) || rl != ch->runlist)
-				vgpu_doorbell_write(vf->db, vgpu_token(rl, chid));
-	vgpu_doorbell_write(vf->db, 0xffffu);
-	vgpu_doorbell_write(vf->db, vgpu_token(0x7fff, vgpu_channel_id(ch)));
+			if (chid != vgpu_channel_id(ch) || rl != vgpu_channel_runlist(ch))
+				vgpu_doorbell_write(db, vgpu_token(rl, chid));
+	vgpu_doorbell_write(db, 0xffffu);
+	vgpu_doorbell_write(db, vgpu_token(0x7fff, vgpu_channel_id(ch)));
 	/* Our own channel still runs (a NOP) and is not in error. */
 	ret = vgpu_submit(ch, &nop, 1, &f);
 	if (!ret)

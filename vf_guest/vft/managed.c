@@ -18,7 +18,7 @@
 #include "common/clock.h"
 #include "vf_guest/include/vgpu_vf.h"
 #include "vf_guest/include/vgpu_vf_managed.h"
-#include "vf_guest/managed_internal.h"
+#include "vf_guest/include/vgpu_vf_raw.h"
 #include "vf_guest/vft/vft.h"
 
 #define VFT_MANAGED_VA		(1ull << 40)
@@ -71,16 +71,10 @@ static int gpu_halves(struct mcase *c, bool fill)
 	return ret;
 }
 
-/* Milliseconds from when the service last had a batch to replay for, to @now: -1 if never
- * since @c's work began, 0 if after @now (the service thread is still at it). */
-static long long last_serviced_ms(struct mcase *c, uint64_t now)
+/* Milliseconds from @t, when the service last had a batch to replay for, to @now: -1 if
+ * never since @c's work began, 0 if after @now (the service thread is still at it). */
+static long long last_serviced_ms(const struct mcase *c, uint64_t t, uint64_t now)
 {
-	struct vf_managed *ms = c->vf->managed.ctx;
-	uint64_t t;
-
-	cmn_mutex_lock(&ms->svc_lock);
-	t = ms->last_serviced_ns;
-	cmn_mutex_unlock(&ms->svc_lock);
 	if (t < c->t0)
 		return -1;
 	return t < now ? (long long)((now - t) / 1000000) : 0;
@@ -105,7 +99,8 @@ static int gpu_failed(struct mcase *c, int ret, const char *what)
 		   what, vgpu_vf_strerror(ret), code, (unsigned long long)fva,
 		   (unsigned long long)st.fault_entries, (unsigned long long)st.replays,
 		   (unsigned long long)st.migrated_to_device, (unsigned long long)st.unserviced,
-		   (unsigned long long)((now - c->t0) / 1000000), last_serviced_ms(c, now),
+		   (unsigned long long)((now - c->t0) / 1000000),
+		   last_serviced_ms(c, st.last_serviced_ns, now),
 		   vgpu_vf_last_error(c->vf));
 }
 
@@ -174,7 +169,7 @@ static int managed_run(struct mcase *c)
 		   (unsigned long long)st.replays, (unsigned long long)st.migrated_to_device,
 		   (unsigned long long)st.mapped_remote, (unsigned long long)st.unserviced,
 		   (unsigned long long)st.cpu_faults,
-		   (unsigned long long)st.migrated_to_cpu, c->m->view,
+		   (unsigned long long)st.migrated_to_cpu, vgpu_managed_view(c->m),
 		   (unsigned long long)c->ms[0], (unsigned long long)c->ms[1]);
 }
 

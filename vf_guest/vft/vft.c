@@ -18,8 +18,12 @@
 #include <vgpu/vf_bar.h>
 
 #include "common/clock.h"
+#include "common/compiler.h"
+#include "common/err.h"
+#include "common/lock.h"
+#include "vf_guest/include/vgpu_vf.h"
 #include "vf_guest/include/vgpu_vf_managed.h"
-#include "vf_guest/vf_internal.h"
+#include "vf_guest/include/vgpu_vf_raw.h"
 #include "vf_guest/vft/vft.h"
 
 #define NEED_RM		(1u << 0)	/* VRAM, address spaces */
@@ -262,12 +266,13 @@ static int t_dma_owner(struct vft *t)
 	struct dma_piece p[3 * ROUNDS];
 	struct vgpu_channel *ch[ROUNDS] = { 0 };
 	struct vgpu_mem *m[ROUNDS] = { 0 };
+	uint8_t *dma = vgpu_vf_dma_cpu(t->vf);
 	uint32_t h[ROUNDS] = { 0 }, n = 0;
-	uint64_t iova;
+	uint64_t iova, off, size;
 	int ret = 0, bad = 0;
 
 	for (int i = 0; i < ROUNDS && !ret; i++) {
-		ret = vf_rm_sysmem_alloc(t->vf, 64 << 10, &h[i], &iova, &p[n].off);
+		ret = vgpu_vf_rm_sysmem_alloc(t->vf, 64 << 10, &h[i], &iova, &p[n].off);
 		if (ret == -EOPNOTSUPP && i == 0) {
 			snprintf(t->skip_why, sizeof(t->skip_why), "the host RM has no MEMORY_SYSMEM");
 			return VFT_SKIP;
@@ -280,18 +285,23 @@ static int t_dma_owner(struct vft *t)
 		ret = vgpu_mem_alloc(t->vf, VGPU_MEM_SYSMEM, 64 << 10, 0, &m[i]);
 		if (ret)
 			break;
-		p[n++] = (struct dma_piece){ m[i]->dma_off, m[i]->size, "a SYSMEM buffer", false };
-		ret = vgpu_channel_create(t->vf, t->as, NULL, &ch[i]);
+		ret = vgpu_mem_dma_offset(m[i], &off);
 		if (ret)
 			break;
-		p[n++] = (struct dma_piece){ ch[i]->dma_off, ch[i]->dma_bytes, "a channel", true };
+		p[n++] = (struct dma_piece){ off, vgpu_mem_size(m[i]), "a SYSMEM buffer", false };
+		ret = vgpu_channel_create(t->vf, t->as, NULL, &ch[i]);
+		if (!ret)
+			ret = vgpu_channel_dma_block(ch[i], &off, &size);
+		if (ret)
+			break;
+		p[n++] = (struct dma_piece){ off, size, "a channel", true };
 	}
 	if (!ret)
 		bad = pieces_disjoint(t, p, n);
 	/* The channels' pieces are written by the device: the patterns go into the others. */
 	for (uint32_t i = 0; !ret && !bad && i < n; i++)
 		if (!p[i].device_writes)
-			memset(t->vf->dma.cpu + p[i].off, 0x40 + (int)i, p[i].size);
+			memset(dma + p[i].off, 0x40 + (int)i, p[i].size);
 	for (int i = 0; !ret && !bad && i < ROUNDS; i++) {
 		struct vgpu_pb pb;
 		uint32_t dw[8];
@@ -301,7 +311,7 @@ static int t_dma_owner(struct vft *t)
 		ret = run_pb(ch[i], &pb);
 	}
 	for (uint32_t i = 0; !ret && !bad && i < n; i++) {
-		const uint8_t *b = t->vf->dma.cpu + p[i].off;
+		const uint8_t *b = dma + p[i].off;
 
 		if (p[i].device_writes)
 			continue;
@@ -314,7 +324,7 @@ static int t_dma_owner(struct vft *t)
 		vgpu_channel_destroy(ch[i]);
 		vgpu_mem_free(m[i]);
 		if (h[i])
-			vf_rm_free(t->vf, h[i]);
+			vgpu_vf_rm_free(t->vf, h[i]);
 	}
 	CHECK_RET(t, ret, 0);
 	return bad;
@@ -749,17 +759,17 @@ static int t_gp_outside(struct vft *t)
 
 static int t_foreign_token(struct vft *t)
 {
-	struct vgpu_vf *vf = t->vf;
+	struct vgpu_doorbell_page *db = vgpu_vf_doorbell_page(t->vf);
 	struct vgpu_pb pb;
 	uint32_t dw[8];
 
-	CHECK(t, vf->db, "no doorbell page");
+	CHECK(t, db, "no doorbell page");
 	/* Tokens of channels this VF does not own are dropped by the device. */
 	for (uint32_t chid = 0; chid < 64; chid++)
 		if (chid != vgpu_channel_id(t->ch))
-			vgpu_doorbell_write(vf->db, vgpu_token(0, chid));
-	vgpu_doorbell_write(vf->db, vgpu_token(0x7fff, vgpu_channel_id(t->ch)));
-	vgpu_doorbell_write(vf->db, 0xffffu);
+			vgpu_doorbell_write(db, vgpu_token(0, chid));
+	vgpu_doorbell_write(db, vgpu_token(0x7fff, vgpu_channel_id(t->ch)));
+	vgpu_doorbell_write(db, 0xffffu);
 	vgpu_pb_init(&pb, dw, 8);
 	vgpu_pb_nop(&pb);
 	CHECK_RET(t, run_pb(t->ch, &pb), 0);
@@ -771,14 +781,15 @@ static int t_forged_handle(struct vft *t)
 {
 	struct vgpu_vf *vf = t->vf;
 	uint32_t other = t->info.vf_id == 1 ? 2 : 1;
-	uint32_t forged = VGPU_RM_CLIENT_HANDLE(other, VGPU_RM_CLIENT_IDX(vf->h_client));
+	uint32_t client_idx = VGPU_RM_CLIENT_IDX(vgpu_vf_rm_client(vf));
+	uint32_t forged = VGPU_RM_CLIENT_HANDLE(other, client_idx);
 	struct vgpu_mem *m;
 
 	/* Our own object, named through another VF's client: refused as foreign. */
 	CHECK_RET(t, vgpu_mem_alloc(vf, VGPU_MEM_VRAM, 2 << 20, VGPU_GMMU_PAGE_2M, &m), 0);
-	CHECK_RET(t, vf_rm_free_as(vf, forged, m->handle), -VGPU_EFOREIGN);
+	CHECK_RET(t, vgpu_vf_rm_free_as(vf, forged, vgpu_mem_rm_handle(m)), -VGPU_EFOREIGN);
 	/* Another VF's client itself. */
-	CHECK_RET(t, vf_rm_free_as(vf, forged, forged), -VGPU_EFOREIGN);
+	CHECK_RET(t, vgpu_vf_rm_free_as(vf, forged, forged), -VGPU_EFOREIGN);
 	/* Our object still exists and frees normally. */
 	CHECK_RET(t, vgpu_mem_free(m), 0);
 	return 0;
@@ -884,9 +895,9 @@ static const char *why_not(struct vft *t, unsigned int needs)
 		return t->rm_why;
 	if ((needs & NEED_GPU) && !t->gpu_ok)
 		return t->gpu_why;
-	if ((needs & NEED_IOVA) && !t->vf->dma_iova)
+	if ((needs & NEED_IOVA) && !vgpu_vf_dma_iova(t->vf))
 		return "the host does not say at which IOVA DMA memory is mapped (abi-requests.md)";
-	if ((needs & NEED_DB) && !t->vf->db)
+	if ((needs & NEED_DB) && !vgpu_vf_doorbell_page(t->vf))
 		return "the host's BAR2 has no doorbell page (abi-requests.md)";
 	return NULL;
 }
@@ -922,10 +933,10 @@ out:
 
 static void probe_host(struct vft *t)
 {
-	t->rm_ok = vf_rm_available(t->vf);
-	t->rm_why = t->vf->rm_why;
+	t->rm_ok = vgpu_vf_rm_available(t->vf);
+	t->rm_why = vgpu_vf_rm_why(t->vf);
 	t->gpu_ok = t->rm_ok;
-	t->gpu_why = t->vf->rm_why;
+	t->gpu_why = t->rm_why;
 }
 
 /* ---- the watchdog: a hang is never silent ---- */
