@@ -334,11 +334,16 @@ void gpu_fault_replay(struct gpu *g, unsigned int fn)
 	/* Invalidate first: the handler changed PTEs and the retried access must see them. */
 	gpu_tlb_invalidate(g, fn, 0, 0);
 	cmn_mutex_lock(&g->lock);
+	gpu_priv_sync_locked(g);
 	for (unsigned int c = 0; c < GPU_FN_MAX_CHANNELS; c++) {
+		struct gpu_chan *ch = &f->chans[c];
 		int want = GPU_CHAN_STATE_FAULTED;
 
-		if (atomic_compare_exchange_strong(&f->chans[c].state, &want, GPU_CHAN_STATE_BUSY))
+		if (atomic_compare_exchange_strong(&ch->state, &want, GPU_CHAN_STATE_BUSY))
 			atomic_fetch_or(&f->pending, VGPU_BIT(c));
+		/* Freed by a device reset while stalled: its restore resumes it (gpu_chan_adopt). */
+		else if (want == GPU_CHAN_STATE_FREE && ch->state_at_free == GPU_CHAN_STATE_FAULTED)
+			ch->state_at_free = GPU_CHAN_STATE_BUSY;
 	}
 	cmn_mutex_unlock(&g->lock);
 	for (unsigned int i = 0; i < g->nr_engines; i++)

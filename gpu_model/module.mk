@@ -2,4 +2,4 @@ MODULES += gpu_model
 gpu_model_DIR := gpu_model
 gpu_model_DEPS := iommu_model common
 gpu_model_LDLIBS :=
-gpu_model_TSAN_TESTS := test_gpu_doorbell test_gpu_errors test_gpu_sysmem
+gpu_model_TSAN_TESTS := test_gpu_doorbell test_gpu_errors test_gpu_sysmem test_gpu_restore
