@@ -133,11 +133,17 @@ static int ctlc_connect(struct ctlc *c, const char *path, struct cmn_fail *f)
 
 static int ctlc_negotiate(struct ctlc *c, struct cmn_fail *f)
 {
-	json_object *g = ctlc_read_line(c), *req, *rep;
+	json_object *g = ctlc_read_line(c), *req, *rep, *err, *desc;
 	int r = 0;
 
-	if (!g || !json_object_is_type(g, json_type_object) ||
-	    !json_object_object_get_ex(g, "VGPUD", NULL))
+	/* vgpud refuses a connection it has no slot for with one GenericError line. */
+	if (g && json_object_is_type(g, json_type_object) &&
+	    json_object_object_get_ex(g, "error", &err) &&
+	    json_object_object_get_ex(err, "desc", &desc))
+		r = cmn_fail(f, -EBUSY, "vgpud at %s refused the connection: %s", c->path,
+			     json_object_get_string(desc));
+	else if (!g || !json_object_is_type(g, json_type_object) ||
+		 !json_object_object_get_ex(g, "VGPUD", NULL))
 		r = cmn_fail(f, -EPROTO, "%s is not a vgpud control socket: no vgpud greeting",
 			     c->path);
 	json_object_put(g);

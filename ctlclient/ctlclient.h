@@ -29,7 +29,9 @@ struct ctlc;
 
 /* Connect to vgpud's control socket @path and negotiate capabilities. -EACCES (the socket's
  * permissions), -ECONNREFUSED (no socket or nobody listening: vgpud is not running),
- * -EPROTO (the peer is not vgpud or refused the negotiation), -ENAMETOOLONG, -ENOMEM. */
+ * -EPROTO (the peer is not vgpud or refused the negotiation), -EBUSY (vgpud had no
+ * connection slot for this user: "too many clients", its reason in @f), -ENAMETOOLONG,
+ * -ENOMEM. */
 int ctlc_open(const char *path, struct ctlc **out, struct cmn_fail *f);
 
 /* Close the connection; NULL is fine. */

@@ -29,6 +29,9 @@ void pf_config_defaults(struct pf_config *cfg)
 	snprintf(cfg->state_dir, sizeof(cfg->state_dir), "/var/lib/vgpud");
 	cfg->socket_mode = 0660;
 	cfg->max_line = 64 * 1024;
+	cfg->admin_slots = 8;
+	cfg->per_uid = 4;
+	cfg->negotiate_ms = 5000;
 }
 
 static int parse_uint(const char *v, unsigned int max, unsigned int *out)
@@ -125,6 +128,12 @@ int pf_config_set(struct pf_config *c, const char *section, const char *k, const
 		return parse_uint(v, 0777, &c->socket_mode);
 	if (!strcmp(section, "control") && !strcmp(k, "max_line"))
 		return parse_uint(v, 16u << 20, &c->max_line);
+	if (!strcmp(section, "control") && !strcmp(k, "admin_slots"))
+		return parse_uint(v, PF_MAX_CLIENTS - 1, &c->admin_slots);
+	if (!strcmp(section, "control") && !strcmp(k, "per_uid"))
+		return parse_uint(v, PF_MAX_CLIENTS, &c->per_uid);
+	if (!strcmp(section, "control") && !strcmp(k, "negotiate_timeout_ms"))
+		return parse_uint(v, 3600000, &c->negotiate_ms);
 	return -ENOENT;
 }
 
@@ -190,6 +199,8 @@ int pf_config_check(const struct pf_config *c, char *err, size_t errlen)
 		why = "engines must be 1..4";
 	else if (!c->max_line || c->max_line < 1024)
 		why = "max_line is below 1024";
+	else if (!c->per_uid || !c->negotiate_ms)
+		why = "per_uid and negotiate_timeout_ms must be at least 1";
 	else if (c->admin_group[0] && !getgrnam(c->admin_group))
 		why = "admin_group does not exist";
 	if (!why)

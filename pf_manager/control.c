@@ -13,6 +13,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "pf_manager/pf_internal.h"
 #include <vgpu/version.h>
@@ -62,12 +63,6 @@ static void client_drop(struct pf_daemon *d, unsigned int idx)
 	d->clients[idx] = NULL;
 }
 
-void pf_control_sweep(struct pf_daemon *d)
-{
-	for (unsigned int i = 0; i < PF_MAX_CLIENTS; i++)
-		if (d->clients[i] && d->clients[i]->broken)
-			client_drop(d, i);
-}
 
 void pf_control_close(struct pf_daemon *d)
 {
@@ -189,40 +184,6 @@ static json_object *greeting(void)
 	return g;
 }
 
-void pf_control_accept(struct pf_daemon *d)
-{
-	struct ucred cr;
-	socklen_t len = sizeof(cr);
-	struct pf_client *c;
-	unsigned int slot = PF_MAX_CLIENTS;
-	json_object *g;
-	int fd = accept4(d->ctl_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-
-	if (fd < 0)
-		return;
-	for (unsigned int i = 0; i < PF_MAX_CLIENTS && slot == PF_MAX_CLIENTS; i++)
-		if (!d->clients[i])
-			slot = i;
-	c = slot < PF_MAX_CLIENTS ? calloc(1, sizeof(*c)) : NULL;
-	if (!c || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len)) {
-		cmn_warn("control: connection refused (%s)", c ? "no credentials" : "too many clients");
-		free(c);
-		close(fd);
-		return;
-	}
-	c->fd = fd;
-	c->uid = cr.uid;
-	c->gid = cr.gid;
-	c->pid = cr.pid;
-	c->admin = cr.uid == 0 || (d->have_admin_gid &&
-				   (cr.gid == d->admin_gid || pid_in_group(cr.pid, d->admin_gid)));
-	d->clients[slot] = c;
-	g = greeting();
-	client_send(c, g);
-	json_object_put(g);
-	client_flush(c);
-}
-
 static json_object *error_reply(const char *cls, const char *desc, json_object *id)
 {
 	json_object *r = json_object_new_object(), *e = json_object_new_object();
@@ -233,6 +194,100 @@ static json_object *error_reply(const char *cls, const char *desc, json_object *
 	if (id)
 		json_object_object_add(r, "id", json_object_get(id));
 	return r;
+}
+
+/* Send one error line to a connection we are about to close: best effort, never blocks. */
+static void refuse_fd(int fd, const char *desc)
+{
+	json_object *r = error_reply("GenericError", desc, NULL);
+	const char *txt = json_object_to_json_string_ext(r, JSON_C_TO_STRING_PLAIN);
+
+	if (send(fd, txt, strlen(txt), MSG_NOSIGNAL | MSG_DONTWAIT) > 0)
+		(void)send(fd, "\n", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+	json_object_put(r);
+}
+
+/* Whether a connection of @uid (@admin: root or the admin group) may take a slot now. The
+ * last cfg.admin_slots slots are only for admins, and no uid but root holds more than
+ * cfg.per_uid connections, so idle connections of other users cannot lock root out. A
+ * refusal's reason goes to @why. */
+static bool slot_allowed(const struct pf_daemon *d, uid_t uid, bool admin, char *why, size_t len)
+{
+	unsigned int used = 0, mine = 0;
+	unsigned int open_slots = PF_MAX_CLIENTS - d->cfg.admin_slots;
+
+	for (unsigned int i = 0; i < PF_MAX_CLIENTS; i++) {
+		if (!d->clients[i])
+			continue;
+		used++;
+		mine += d->clients[i]->uid == uid;
+	}
+	if (used >= PF_MAX_CLIENTS) {
+		snprintf(why, len, "too many clients: all %u control connections are in use",
+			 PF_MAX_CLIENTS);
+		return false;
+	}
+	if (uid != 0 && mine >= d->cfg.per_uid) {
+		snprintf(why, len, "too many clients: uid %u already holds %u control connections "
+			 "(limit %u per user)", (unsigned int)uid, mine, d->cfg.per_uid);
+		return false;
+	}
+	if (!admin && used >= open_slots) {
+		snprintf(why, len, "too many clients: the %u unreserved control connections are in "
+			 "use (%u more are kept for root and the admin group)", open_slots,
+			 d->cfg.admin_slots);
+		return false;
+	}
+	return true;
+}
+
+void pf_control_accept(struct pf_daemon *d)
+{
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+	struct pf_client *c = NULL;
+	unsigned int slot = PF_MAX_CLIENTS;
+	char why[160] = "";
+	json_object *g;
+	bool admin;
+	int fd = accept4(d->ctl_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len)) {
+		cmn_warn("control: connection refused (no credentials)");
+		close(fd);
+		return;
+	}
+	admin = cr.uid == 0 || (d->have_admin_gid &&
+				(cr.gid == d->admin_gid || pid_in_group(cr.pid, d->admin_gid)));
+	for (unsigned int i = 0; i < PF_MAX_CLIENTS && slot == PF_MAX_CLIENTS; i++)
+		if (!d->clients[i])
+			slot = i;
+	if (!slot_allowed(d, cr.uid, admin, why, sizeof(why)) || !(c = calloc(1, sizeof(*c)))) {
+		if (!why[0])
+			snprintf(why, sizeof(why), "out of memory");
+		/* Logged at 1, 2, 4, 8 ... refusals: a connect loop cannot flood the log. */
+		d->ctl_refused++;
+		if (!(d->ctl_refused & (d->ctl_refused - 1)))
+			cmn_warn("control: connection of pid %d (uid %u) refused (%llu so far): %s",
+				  (int)cr.pid, (unsigned int)cr.uid,
+				  (unsigned long long)d->ctl_refused, why);
+		refuse_fd(fd, why);
+		close(fd);
+		return;
+	}
+	c->fd = fd;
+	c->uid = cr.uid;
+	c->gid = cr.gid;
+	c->pid = cr.pid;
+	c->admin = admin;
+	c->accepted_ns = cmn_now_ns();
+	d->clients[slot] = c;
+	g = greeting();
+	client_send(c, g);
+	json_object_put(g);
+	client_flush(c);
 }
 
 static void client_line(struct pf_daemon *d, struct pf_client *c, const char *line, size_t len)
@@ -324,4 +379,34 @@ void pf_client_io(struct pf_daemon *d, unsigned int idx, short revents)
 	client_flush(c);
 	if (c->broken)
 		client_drop(d, idx);
+}
+
+void pf_control_sweep(struct pf_daemon *d, uint64_t now_ns)
+{
+	uint64_t limit = (uint64_t)d->cfg.negotiate_ms * VGPU_NSEC_PER_MSEC;
+	char why[96];
+
+	for (unsigned int i = 0; i < PF_MAX_CLIENTS; i++) {
+		struct pf_client *c = d->clients[i];
+
+		if (!c)
+			continue;
+		/* A connection that never negotiates holds a slot for nothing: it is told why
+		 * and closed, so idle connections cannot fill the table. */
+		if (!c->negotiated && !c->broken && now_ns - c->accepted_ns >= limit) {
+			json_object *rep;
+
+			snprintf(why, sizeof(why), "negotiation timeout: no qmp_capabilities within "
+				 "%u ms", d->cfg.negotiate_ms);
+			rep = error_reply("GenericError", why, NULL);
+			client_send(c, rep);
+			json_object_put(rep);
+			client_flush(c);
+			cmn_info("control: pid %d (uid %u) closed: %s", (int)c->pid,
+				  (unsigned int)c->uid, why);
+			c->broken = true;
+		}
+		if (c->broken)
+			client_drop(d, i);
+	}
 }

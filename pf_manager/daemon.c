@@ -343,7 +343,7 @@ int pf_daemon_run(struct pf_daemon *d, void (*ready_fn)(void))
 		}
 		if (r > 0)
 			dispatch(d, ps->p, ps->ref, n);
-		pf_control_sweep(d);
+		pf_control_sweep(d, cmn_now_ns());
 		for (unsigned int vf = 1; vf <= PF_MAX_VFS; vf++)
 			if (d->vfs[vf] && pf_endpoint_attached(d->vfs[vf]))
 				pf_mbox_service(d, d->vfs[vf]);

@@ -47,6 +47,9 @@ struct pf_config {
 	char admin_group[PF_NAME_MAX];	/* may run mutating commands besides root ("" = root) */
 	unsigned int socket_mode;	/* control socket mode, default 0660 */
 	unsigned int max_line;		/* largest control request in bytes */
+	unsigned int admin_slots;	/* control connections only root / the admin group get */
+	unsigned int per_uid;		/* control connections of one non-root uid */
+	unsigned int negotiate_ms;	/* a connection that has not negotiated by then is closed */
 };
 
 /* Fill @cfg with the built-in defaults. */

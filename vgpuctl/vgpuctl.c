@@ -700,7 +700,8 @@ static int connect_daemon(const char *path, struct ctlc **c)
 	if (!r)
 		return 0;
 	fprintf(stderr, "vgpuctl: %s\n", f.msg);
-	return r == -EACCES ? VGPUCTL_DENIED : VGPUCTL_UNREACHABLE;
+	/* -EBUSY: vgpud is there but had no connection slot for us ("too many clients"). */
+	return r == -EACCES ? VGPUCTL_DENIED : r == -EBUSY ? VGPUCTL_CONFLICT : VGPUCTL_UNREACHABLE;
 }
 
 /* The verb named @name, or NULL. */

@@ -24,13 +24,16 @@ static void usage(FILE *f)
 		"      --sched-policy P     best-effort | equal-share | fixed-share\n"
 		"      --admin-group GROUP  group allowed to change state besides root\n"
 		"      --socket-mode MODE   control socket mode (default 0660)\n"
+		"      --admin-slots N      control connections kept for root and the admin group (8)\n"
+		"      --per-uid N          control connections of one non-root user (default 4)\n"
+		"      --negotiate-timeout-ms MS  close a connection not negotiated by then (5000)\n"
 		"      --log-level LEVEL    error | warn | info | debug (default info)\n"
 		"  -h, --help               this text\n"
 		"  -V, --version            print the version\n");
 }
 
 enum { O_RUNTIME = 256, O_STATE, O_VRAM, O_MAXVFS, O_NUMVFS, O_SPARE, O_MODEL, O_POLICY,
-       O_GROUP, O_MODE, O_LOGLEVEL };
+       O_GROUP, O_MODE, O_LOGLEVEL, O_ADMIN_SLOTS, O_PER_UID, O_NEGOTIATE };
 
 static const struct option opts[] = {
 	{ "config", required_argument, NULL, 'c' },
@@ -45,6 +48,9 @@ static const struct option opts[] = {
 	{ "admin-group", required_argument, NULL, O_GROUP },
 	{ "socket-mode", required_argument, NULL, O_MODE },
 	{ "log-level", required_argument, NULL, O_LOGLEVEL },
+	{ "admin-slots", required_argument, NULL, O_ADMIN_SLOTS },
+	{ "per-uid", required_argument, NULL, O_PER_UID },
+	{ "negotiate-timeout-ms", required_argument, NULL, O_NEGOTIATE },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
@@ -56,7 +62,8 @@ static const struct { int opt; const char *section, *key; } flag_keys[] = {
 	{ O_VRAM, "gpu", "vram" }, { O_MAXVFS, "pf", "max_vfs" }, { O_NUMVFS, "pf", "num_vfs" },
 	{ O_SPARE, "pf", "spare_vram" }, { O_MODEL, "gpu", "model" },
 	{ O_POLICY, "sched", "policy" }, { O_GROUP, "control", "admin_group" },
-	{ O_MODE, "control", "socket_mode" },
+	{ O_MODE, "control", "socket_mode" }, { O_ADMIN_SLOTS, "control", "admin_slots" },
+	{ O_PER_UID, "control", "per_uid" }, { O_NEGOTIATE, "control", "negotiate_timeout_ms" },
 };
 
 static int apply_flag(struct pf_config *cfg, int opt, const char *arg)
