@@ -254,7 +254,8 @@ int gpu_va_store(struct gpu_ctx *ctx, uint64_t va, unsigned int size, uint64_t v
 /* pbdma.c */
 enum gpu_run_result gpu_chan_run(struct gpu_ctx *ctx);
 void gpu_chan_reset_runtime(struct gpu_chan *c);
-void gpu_chan_adopt(struct gpu_fn *f, struct gpu_chan *c, const struct gpu_priv_chan *pc);
+void gpu_chan_adopt(struct gpu *g, struct gpu_fn *f, struct gpu_chan *c,
+		    const struct gpu_priv_chan *pc);
 void gpu_chan_set_error(struct gpu *g, struct gpu_fn *f, struct gpu_chan *c,
 			uint64_t part_base, uint64_t part_size, enum vgpu_chan_error err,
 			uint32_t method);

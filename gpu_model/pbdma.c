@@ -57,27 +57,35 @@ static bool chan_same_geometry(const struct gpu_priv_chan *a, const struct gpu_p
 	       !((a->flags ^ b->flags) & GPU_CHAN_REPLAYABLE);
 }
 
-/* Take allocation @pc (a new gen) for @c, with the engines off it. A restore of the
- * allocation the device last ran (the gen right after it, same geometry) keeps everything
- * the engines knew: GP_GET and GP_PUT, the segment and the method in progress with its
- * partial result, a semaphore wait, an error; so a device reset neither re-executes nor
- * drops work. GP_PUT is read again (doorbells rung while the channel was gone were
- * dropped). Anything else starts over at GP_GET 0. */
-void gpu_chan_adopt(struct gpu_fn *f, struct gpu_chan *c, const struct gpu_priv_chan *pc)
+/* Take allocation @pc (a new gen) for @c, with the engines off it (g->lock). A restore of
+ * the allocation the device last ran (the gen right after it, same geometry) keeps
+ * everything the engines knew: GP_GET and GP_PUT, the segment and the method in progress
+ * with its partial result, a semaphore wait, an error; so a device reset neither
+ * re-executes nor drops work. GP_PUT is read again (doorbells rung while the channel was
+ * gone were dropped). A restore of that allocation with other geometry cannot continue its
+ * work: it starts over in error (DEVICE_RESET), so the guest learns its work may be lost.
+ * Anything else is a new channel: GP_GET 0 (a restore of an allocation the device never
+ * ran included: none of its work had started). */
+void gpu_chan_adopt(struct gpu *g, struct gpu_fn *f, struct gpu_chan *c,
+		    const struct gpu_priv_chan *pc)
 {
-	bool keep = (pc->flags & GPU_CHAN_RESTORE) && c->cfg_gen && c->cfg_gen + 1 == pc->gen &&
-		    chan_same_geometry(&c->cfg, pc);
+	bool restore = (pc->flags & GPU_CHAN_RESTORE) && c->cfg_gen && c->cfg_gen + 1 == pc->gen;
+	bool keep = restore && chan_same_geometry(&c->cfg, pc);
 
-	if (!keep) {
-		gpu_chan_reset_runtime(c);
-	} else {
+	cmn_mutex_assert_held(&g->lock);
+	if (keep) {
 		if (atomic_load(&c->state) == GPU_CHAN_STATE_FREE)
 			atomic_store(&c->state, c->state_at_free);
 		atomic_fetch_or(&f->pending, VGPU_BIT(c - f->chans));
+	} else {
+		gpu_chan_reset_runtime(c);
 	}
 	c->state_at_free = GPU_CHAN_STATE_IDLE;
 	c->cfg_gen = pc->gen;
 	c->cfg = *pc;
+	if (restore && !keep)
+		gpu_chan_set_error(g, f, c, f->cfg.part_base, f->cfg.part_size,
+				   VGPU_CHAN_ERR_DEVICE_RESET, 0xffffffffu);
 }
 
 int gpu_userd_read_put(struct gpu *g, struct gpu_fn *f, struct gpu_chan *c,

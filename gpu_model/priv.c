@@ -398,7 +398,7 @@ static void sync_fn_locked(struct gpu *g, struct gpu_fn *f)
 		    ch->cfg_gen != rec.chans[c].gen) {
 			/* New allocation; a running engine re-checks cfg_gen when it releases. */
 			if (!ch->running)
-				gpu_chan_adopt(f, ch, &rec.chans[c]);
+				gpu_chan_adopt(g, f, ch, &rec.chans[c]);
 		}
 	}
 }

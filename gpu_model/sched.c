@@ -48,7 +48,7 @@ static bool chan_runnable_locked(struct gpu_engine *e, struct gpu_fn *f, unsigne
 	    pc->runlist != e->id || c->running)
 		return false;
 	if (c->cfg_gen != pc->gen)
-		gpu_chan_adopt(f, c, pc);
+		gpu_chan_adopt(e->g, f, c, pc);
 	c->cfg = *pc;
 	st = atomic_load(&c->state);
 	if (st == GPU_CHAN_STATE_ERROR || st == GPU_CHAN_STATE_FAULTED || st == GPU_CHAN_STATE_FREE)

@@ -172,6 +172,8 @@ enum vgpu_chan_error {
 	VGPU_CHAN_ERR_SEM_TIMEOUT,	/* SEM_ACQUIRE timed out */
 	VGPU_CHAN_ERR_PREEMPT_TIMEOUT,	/* did not yield within the preemption timeout */
 	VGPU_CHAN_ERR_USERD_FAULT,	/* USERD outside the function's memory */
+	VGPU_CHAN_ERR_DEVICE_RESET,	/* (ABI 2.2) a device reset lost the channel's execution
+					 * state: work in flight may not have run, or only in part */
 	VGPU_CHAN_ERR_NR,
 };
 

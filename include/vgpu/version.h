@@ -9,7 +9,8 @@
 #include <stdint.h>
 
 #define VGPU_ABI_MAJOR 2
-#define VGPU_ABI_MINOR 1	/* 2.1: GMMU aperture 2 (SVA), vgpu/sva.h */
+#define VGPU_ABI_MINOR 2	/* 2.1: GMMU aperture 2 (SVA), vgpu/sva.h;
+				 * 2.2: VGPU_CHAN_ERR_DEVICE_RESET */
 
 /* Packed form carried in headers and handshakes: major in the high 16 bits. */
 #define VGPU_ABI_VERSION ((uint32_t)VGPU_ABI_MAJOR << 16 | VGPU_ABI_MINOR)

@@ -1,7 +1,8 @@
 /* A device reset's replay (GPU_CHAN_RESTORE): a channel freed by the wipe and allocated
  * again with the same geometry keeps its execution state, so work in flight runs exactly
  * once: a method stopped half-way finishes from where it stopped, methods already done in
- * the segment are not run again, an error stays. Any other allocation starts over. The
+ * the segment are not run again, an error stays. A restore the device cannot honour is a
+ * visible error (DEVICE_RESET); any other allocation starts over. The
  * stop points are replayable faults, so every case is deterministic. */
 #include <errno.h>
 #include <setjmp.h>
@@ -183,16 +184,17 @@ static void test_restore_keeps_error(void **state)
 	rctx_free(r);
 }
 
-/* Without the flag, or with other geometry, the allocation is new: GP_GET 0, the ring's
- * entries from 0 run (here the faulting AXPY again, from its start). */
-static void starts_over(uint64_t flags, uint64_t entries)
+/* Without the flag the allocation is new: GP_GET 0, the ring's entries from 0 run (here
+ * the faulting AXPY again, from its start). */
+static void test_plain_realloc_starts_over(void **state)
 {
 	struct rctx *r = rctx_new();
 	struct gpu_chan_status s;
 
+	(void)state;
 	submit_axpy(r);
 	assert_true(r->y[1] == 2.0f * 1 + 1);		/* the first step ran */
-	reset_replay(r, flags, entries);
+	reset_replay(r, GPU_CHAN_REPLAYABLE, 32);
 	assert_int_equal(tchan_wait_state(r->t, &r->c, GPU_CHAN_STATE_FAULTED), 0);
 	assert_int_equal(gpu_chan_status(r->t->g, 1, 0, &s), 0);
 	assert_int_equal(s.gp_get, 0);
@@ -200,16 +202,23 @@ static void starts_over(uint64_t flags, uint64_t entries)
 	rctx_free(r);
 }
 
-static void test_plain_realloc_starts_over(void **state)
+/* A restore whose geometry is not what the device ran cannot continue the work: the
+ * channel is in error (DEVICE_RESET) in its notifier and interrupt, and nothing runs. */
+static void test_other_geometry_errors(void **state)
 {
-	(void)state;
-	starts_over(GPU_CHAN_REPLAYABLE, 32);
-}
+	struct rctx *r = rctx_new();
 
-static void test_other_geometry_starts_over(void **state)
-{
 	(void)state;
-	starts_over(GPU_CHAN_REPLAYABLE | GPU_CHAN_RESTORE, 16);
+	submit_axpy(r);
+	gpu_intr_ack(r->t->g, 1, ~0u);
+	reset_replay(r, GPU_CHAN_REPLAYABLE | GPU_CHAN_RESTORE, 16);
+	state_is(r, GPU_CHAN_STATE_ERROR);
+	assert_int_equal(tchan_err(&r->c), VGPU_CHAN_ERR_DEVICE_RESET);
+	assert_int_equal(tgpu_wait_intr(r->t, 1, VGPU_INTR_CHAN_ERROR), VGPU_INTR_CHAN_ERROR);
+	tchan_kick(r->t, &r->c);
+	state_is(r, GPU_CHAN_STATE_ERROR);
+	assert_true(r->y[1] == 2.0f * 1 + 1);		/* the first step ran once, no more */
+	rctx_free(r);
 }
 
 /* Unknown flag bits are still refused. */
@@ -235,7 +244,7 @@ int main(void)
 		cmocka_unit_test(test_restore_mid_segment),
 		cmocka_unit_test(test_restore_keeps_error),
 		cmocka_unit_test(test_plain_realloc_starts_over),
-		cmocka_unit_test(test_other_geometry_starts_over),
+		cmocka_unit_test(test_other_geometry_errors),
 		cmocka_unit_test(test_bad_flags),
 	};
 
