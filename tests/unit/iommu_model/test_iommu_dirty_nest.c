@@ -273,6 +273,119 @@ static void test_nest_bad_s1(void **state)
 	iommu_destroy(mmu);
 }
 
+/* A VF whose stage-2 maps pages 0-31 read-write (its tables), pages 32-47 read-only and
+ * leaves pages 48-63 unmapped; stage-1 maps S1_RO_IOVA to page 32 and S1_HOLE_IOVA to page
+ * 50, both read-write, so only stage-2 can refuse an access to them. */
+#define S1_RO_IOVA	(1ull << 40)
+#define S1_HOLE_IOVA	((1ull << 40) + PG)
+
+static void vf_setup_s2_split(struct iommu *mmu, struct vf *v)
+{
+	struct iommu_domain_opts o = { .type = IOMMU_DOMAIN_NESTED, .s1_root = IPA0 };
+
+	v->mo = t_memobj(mmu, 64 * PG, 0x40);
+	v->s2 = t_paging(mmu, IOMMU_DOMAIN_NEST_PARENT);
+	t_map_fixed(v->s2, v->mo, 0, 32 * PG, IOMMU_READ | IOMMU_WRITE, IPA0);
+	t_map_fixed(v->s2, v->mo, 32 * PG, 16 * PG, IOMMU_READ, IPA0 + 32 * PG);
+	t_s1_init(&v->tbl, iommu_memobj_base(v->mo), IPA0, IPA0);
+	t_s1_map(&v->tbl, S1_RO_IOVA, IPA0 + 32 * PG, PG, IOMMU_READ | IOMMU_WRITE);
+	t_s1_map(&v->tbl, S1_HOLE_IOVA, IPA0 + 50 * PG, PG, IOMMU_READ | IOMMU_WRITE);
+	o.parent = v->s2;
+	assert_int_equal(iommu_domain_alloc(mmu, &o, &v->s1), 0);
+}
+
+static const struct s2_perm_case {
+	const char *name;
+	bool read_first;	/* a read fills the IOTLB before the write */
+	unsigned int extra;	/* IOMMU_NOCACHE: every access walks */
+} s2_perm_cases[] = {
+	{ "IOMMU-12 stage-2 read-only: write on a walk", false, 0 },
+	{ "IOMMU-12 stage-2 read-only: write on an IOTLB hit", true, 0 },
+	{ "IOMMU-12 stage-2 read-only: write uncached", true, IOMMU_NOCACHE },
+};
+
+/* Stage-1 grants write, stage-2 does not: the write faults with a permission fault, the
+ * memory keeps its bytes, reads still work and report read-only. */
+static void test_nest_s2_readonly(void **state)
+{
+	const struct s2_perm_case *c = *state;
+	struct iommu *mmu = t_iommu();
+	struct iommu_xlate x;
+	struct vf v;
+	uint8_t b = 0, *page;
+	const uint8_t w = 0xee;
+	unsigned int reason = 0;
+
+	vf_setup_s2_split(mmu, &v);
+	page = (uint8_t *)iommu_memobj_base(v.mo) + 32 * PG;
+	assert_int_equal(iommu_attach(mmu, RID, v.s1), 0);
+	for (int round = 0; round < 2; round++) {
+		if (c->read_first || round) {
+			assert_int_equal(iommu_translate(v.s1, S1_RO_IOVA + 7, 1,
+							 IOMMU_READ | c->extra, &x), 0);
+			assert_int_equal(x.perm, IOMMU_READ);
+			assert_int_equal(iommu_dma_read(mmu, RID, S1_RO_IOVA + 7, &b, 1), 0);
+			assert_int_equal(b, 0x40 + 32);
+		}
+		assert_int_equal(iommu_translate(v.s1, S1_RO_IOVA + 7, 1,
+						 IOMMU_WRITE | c->extra, &x), -EACCES);
+		assert_int_equal(iommu_translate(v.s1, S1_RO_IOVA + 7, 1,
+						 IOMMU_READ | IOMMU_WRITE | c->extra, &x), -EACCES);
+		assert_int_equal(iommu_dma_write(mmu, RID, S1_RO_IOVA + 7, &w, 1), -EACCES);
+		assert_int_equal(t_faults(mmu, RID, &reason), 1);
+		assert_int_equal(reason, IOMMU_FAULT_PERM);
+		assert_int_equal(page[7], 0x40 + 32);
+	}
+	/* Dirty tracking on the stage-2 sees no write either. */
+	{
+		uint8_t bm[8] = { 0 };
+
+		assert_int_equal(iommu_set_dirty_tracking(v.s2, true), 0);
+		assert_int_equal(iommu_dma_write(mmu, RID, S1_RO_IOVA, &w, 1), -EACCES);
+		assert_int_equal(iommu_read_dirty(v.s2, IPA0, 48 * PG, PG, bm, 0), 0);
+		for (int k = 0; k < 6; k++)
+			assert_int_equal(bm[k], 0);
+	}
+	iommu_destroy(mmu);
+}
+
+/* Stage-1 points at an IPA that stage-2 does not map: every access faults as unmapped
+ * (a stage-2 hole, not a malformed stage-1), on every try; once stage-2 maps the IPA the
+ * same stage-1 entry works. */
+static void test_nest_s2_unmapped(void **state)
+{
+	struct iommu *mmu = t_iommu();
+	struct iommu_xlate x;
+	struct vf v;
+	uint8_t b = 0;
+	const uint8_t w = 0xee;
+	unsigned int reason = 0;
+
+	(void)state;
+	vf_setup_s2_split(mmu, &v);
+	assert_int_equal(iommu_attach(mmu, RID, v.s1), 0);
+	for (int round = 0; round < 2; round++) {
+		assert_int_equal(iommu_translate(v.s1, S1_HOLE_IOVA, 1, IOMMU_READ, &x), -EFAULT);
+		assert_int_equal(iommu_translate(v.s1, S1_HOLE_IOVA, 1,
+						 IOMMU_READ | IOMMU_NOCACHE, &x), -EFAULT);
+		assert_int_equal(iommu_dma_read(mmu, RID, S1_HOLE_IOVA + 3, &b, 1), -EFAULT);
+		assert_int_equal(t_faults(mmu, RID, &reason), 1);
+		assert_int_equal(reason, IOMMU_FAULT_UNMAPPED);
+		assert_int_equal(iommu_dma_write(mmu, RID, S1_HOLE_IOVA + 3, &w, 1), -EFAULT);
+		assert_int_equal(t_faults(mmu, RID, &reason), 1);
+		assert_int_equal(reason, IOMMU_FAULT_UNMAPPED);
+	}
+	/* Its neighbour through the same stage-1 table still translates. */
+	assert_int_equal(iommu_dma_read(mmu, RID, S1_RO_IOVA, &b, 1), 0);
+	assert_int_equal(b, 0x40 + 32);
+	t_map_fixed(v.s2, v.mo, 50 * PG, PG, IOMMU_READ | IOMMU_WRITE, IPA0 + 50 * PG);
+	assert_int_equal(iommu_dma_write(mmu, RID, S1_HOLE_IOVA + 3, &w, 1), 0);
+	assert_int_equal(iommu_dma_read(mmu, RID, S1_HOLE_IOVA + 3, &b, 1), 0);
+	assert_int_equal(b, 0xee);
+	assert_int_equal(((uint8_t *)iommu_memobj_base(v.mo))[50 * PG + 3], 0xee);
+	iommu_destroy(mmu);
+}
+
 static uint64_t rnd(uint64_t *s)
 {
 	*s ^= *s << 13;
@@ -449,6 +562,9 @@ int main(void)
 					  test_nest_basic, NULL, NULL, NULL };
 	T_CASES(tests, n, s1_cases, test_nest_sizes);
 	T_CASES(tests, n, bad_s1_cases, test_nest_bad_s1);
+	T_CASES(tests, n, s2_perm_cases, test_nest_s2_readonly);
+	tests[n++] = (struct CMUnitTest){ "IOMMU-12 stage-1 into a stage-2 hole faults",
+					  test_nest_s2_unmapped, NULL, NULL, NULL };
 	tests[n++] = (struct CMUnitTest){ "IOMMU-12 hostile stage-1 stays in its stage-2",
 					  test_nest_isolation, NULL, NULL, NULL };
 	tests[n++] = (struct CMUnitTest){ "IOMMU-13 PASID attach/replace/detach", test_pasid,
