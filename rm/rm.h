@@ -41,6 +41,8 @@ struct rm_quota {
 	uint64_t sysmem;		/* bytes of DMA memory mapped for the GPU */
 	uint32_t channels;
 	uint32_t clients;
+	uint32_t objects;		/* objects of all the function's clients together (not
+					 * counting the clients themselves) */
 };
 
 /* What the RM tells the owner (vgpud) about a function. */
@@ -129,6 +131,10 @@ struct rm_config {
 	unsigned int max_clients;	/* per function; 0: 1024, at most 0xfffff */
 	unsigned int max_objects;	/* per client; 0: 4096, at most VGPU_RM_HANDLE_RANGE */
 	unsigned int free_batch;	/* objects freed per batch in VF teardown; 0: 64 */
+	/* Called by rm_vf_reset() between two teardown batches of @fn with no RM lock held
+	 * (@batch counts from 1), so other functions' calls run meanwhile. May be NULL;
+	 * gets notify_ctx. */
+	void (*teardown_batch)(void *ctx, unsigned int fn, unsigned int batch);
 	void (*notify)(void *ctx, unsigned int fn, enum rm_notify what);
 	/* Device events (may be NULL), on the GSP's event worker: never inside an RPC wait,
 	 * so it may call the RM; one at a time, in the GSP's order. Gets notify_ctx. */
@@ -158,7 +164,9 @@ struct gsp *rm_gsp(struct rm *rm);
 int rm_vf_partition_set(struct rm *rm, unsigned int fn, const struct rm_partition *p);
 /* Take the slice back: -EBUSY while the function has clients (reset it first). */
 int rm_vf_partition_clear(struct rm *rm, unsigned int fn);
-/* Change @fn's quotas (not below what is in use: -EBUSY). */
+/* Change @fn's quotas (not below what is in use: -EBUSY). A call over a client or
+ * object limit fails with -VGPU_EQUOTA and changes nothing; the first refusal after the
+ * function was below the limit is logged naming it ("VF 3: RM object limit 4096 reached"). */
 int rm_quota_set(struct rm *rm, unsigned int fn, const struct rm_quota *q);
 /* VF reset / guest gone: disable every client of @fn (no new calls), reset its channels
  * in the GSP, free its objects in bounded batches, scrub its VRAM. The partition stays. */

@@ -42,6 +42,43 @@ static long bit_find_from(const uint64_t *map, uint32_t nbits, uint32_t start)
 	return -1;
 }
 
+int rm_obj_charge(struct rm_client *c)
+{
+	struct rm *rm = c->rm;
+	struct rm_fn *f = &rm->fns[c->fn];
+	uint32_t lim;
+	bool log = false;
+	int ret = 0;
+
+	rm_dev_lock(rm);
+	lim = f->quota.objects;
+	if (lim && f->objs_used >= lim) {
+		ret = -VGPU_EQUOTA;
+		log = !f->obj_limit_logged;
+		f->obj_limit_logged = true;
+	} else {
+		f->objs_used++;
+	}
+	rm_dev_unlock(rm);
+	/* Once per episode at the limit: a guest hammering it cannot flood the log. */
+	if (log)
+		cmn_warn("VF %u: RM object limit %u reached", c->fn, lim);
+	return ret;
+}
+
+void rm_obj_uncharge(struct rm_client *c)
+{
+	struct rm *rm = c->rm;
+	struct rm_fn *f = &rm->fns[c->fn];
+
+	rm_dev_lock(rm);
+	VGPU_ASSERT(f->objs_used > 0);
+	f->objs_used--;
+	if (!f->quota.objects || f->objs_used < f->quota.objects)
+		f->obj_limit_logged = false;
+	rm_dev_unlock(rm);
+}
+
 int rm_handle_take(struct rm_client *c, uint32_t *h)
 {
 	uint32_t max = c->rm->cfg.max_objects, idx;
@@ -123,8 +160,14 @@ static int client_index_take(struct rm *rm, struct rm_fn *f, uint32_t *idx)
 	uint32_t max = rm->cfg.max_clients;
 	long got;
 
-	if (f->quota.clients && f->nr_clients >= f->quota.clients)
+	if (f->quota.clients && f->nr_clients >= f->quota.clients) {
+		if (!f->client_limit_logged)
+			cmn_warn("VF %u: RM client limit %u reached", (unsigned int)(f - rm->fns),
+				  f->quota.clients);
+		f->client_limit_logged = true;
 		return -VGPU_EQUOTA;
+	}
+	f->client_limit_logged = false;
 	got = bit_find_from(f->client_map, max, f->client_cursor);
 	if (got < 0)
 		return -ENOSPC;

@@ -405,7 +405,8 @@ int rm_quota_set(struct rm *rm, unsigned int fn, const struct rm_quota *q)
 	f = &rm->fns[fn];
 	rm_dev_lock(rm);
 	if ((q->vram && q->vram < f->vram_used) || (q->sysmem && q->sysmem < f->sysmem_used) ||
-	    (q->channels && q->channels < f->chans_used) || (q->clients && q->clients < f->nr_clients))
+	    (q->channels && q->channels < f->chans_used) || (q->clients && q->clients < f->nr_clients) ||
+	    (q->objects && q->objects < f->objs_used))
 		ret = -EBUSY;
 	else if (fn && q->vram > f->size)
 		ret = -EINVAL;
@@ -518,8 +519,12 @@ int rm_vf_reset(struct rm *rm, unsigned int fn)
 
 	if (ret && ret != -ENOTRECOVERABLE && ret != -EIO && ret != -ETIMEDOUT)
 		return ret;
-	while ((r = rm_vf_free_disabled(rm, fn, rm->cfg.free_batch)) == -EINPROGRESS)
-		;
+	/* Between batches no RM lock is held: other functions' calls (and this one's new
+	 * clients) run while a large teardown is in progress. */
+	for (unsigned int batch = 1;
+	     (r = rm_vf_free_disabled(rm, fn, rm->cfg.free_batch)) == -EINPROGRESS; batch++)
+		if (rm->cfg.teardown_batch)
+			rm->cfg.teardown_batch(rm->cfg.notify_ctx, fn, batch);
 	if (fn && rm->fns[fn].active)
 		slice_scrub(rm, fn);
 	if (rm->cfg.notify)

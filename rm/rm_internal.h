@@ -175,6 +175,9 @@ struct rm_fn {
 	bool sched_set;			/* sched holds what the GSP was told */
 	struct vgpu_rpc_sched_fn sched;
 	_Atomic uint64_t nr_objects;	/* clients + objects: the leak check */
+	uint32_t objs_used;		/* objects charged to quota.objects (device lock) */
+	bool obj_limit_logged, client_limit_logged;	/* a refusal was logged since the
+							 * last time below the limit */
 	uint64_t wd_ns;			/* watchdog timeout told to the GSP; 0: its default */
 };
 
@@ -214,6 +217,10 @@ int rm_client_get(struct rm *rm, unsigned int fn, uint32_t h, struct rm_client *
 void rm_client_put(struct rm_client *c);
 /* Free one client whose lock is held and that is marked dead; unlocks. */
 void rm_client_destroy_locked(struct rm_client *c);
+/* Charge one object to @c's function's object quota (-VGPU_EQUOTA at the limit) / give it
+ * back. Takes the device lock. */
+int rm_obj_charge(struct rm_client *c);
+void rm_obj_uncharge(struct rm_client *c);
 int rm_handle_take(struct rm_client *c, uint32_t *h);
 void rm_handle_drop(struct rm_client *c, uint32_t h);
 uint64_t rm_obj_key(uint32_t h_client, uint32_t h);

@@ -248,6 +248,7 @@ static void res_destroy(struct rm_client *c, struct rm_res *r)
 	cds_lfht_del(c->rm->objects, &r->node);
 	rm_rcu_read_unlock();
 	rm_handle_drop(c, r->handle);
+	rm_obj_uncharge(c);
 	c->nr_objects--;
 	atomic_fetch_sub(&c->rm->fns[c->fn].nr_objects, 1);
 	rm_call_rcu(&r->rcu, res_free_rcu);
@@ -338,9 +339,12 @@ int rm_alloc(struct rm *rm, unsigned int fn, uint32_t h_client, uint32_t h_paren
 	      parent->depth + 1 > RM_MAX_DEPTH ? -EINVAL : 0;
 	if (ret)
 		goto out;
-	ret = rm_handle_take(c, &h);
+	ret = rm_obj_charge(c);
 	if (ret)
 		goto out;
+	ret = rm_handle_take(c, &h);
+	if (ret)
+		goto uncharge;
 	r = res_new(c, parent, h, h_class);
 	if (!r) {
 		ret = -ENOMEM;
@@ -357,6 +361,8 @@ free_res:
 	free(r);
 drop_handle:
 	rm_handle_drop(c, h);
+uncharge:
+	rm_obj_uncharge(c);
 out:
 	rm_exit(c);
 	return ret;
@@ -657,12 +663,18 @@ static int dup_locked(struct rm_client *dst, struct rm_client *src, uint32_t h_p
 	if (src != dst && (!(s->share_access & VGPU_RM_ACCESS_DUP) ||
 			   (s->share_target && s->share_target != dst->handle)))
 		return -EACCES;
-	ret = rm_handle_take(dst, &h);
+	ret = rm_obj_charge(dst);
 	if (ret)
 		return ret;
+	ret = rm_handle_take(dst, &h);
+	if (ret) {
+		rm_obj_uncharge(dst);
+		return ret;
+	}
 	r = res_new(dst, parent, h, s->h_class);
 	if (!r) {
 		rm_handle_drop(dst, h);
+		rm_obj_uncharge(dst);
 		return -ENOMEM;
 	}
 	r->u.mem = s->u.mem;
