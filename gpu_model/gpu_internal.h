@@ -254,6 +254,15 @@ int gpu_va_store(struct gpu_ctx *ctx, uint64_t va, unsigned int size, uint64_t v
 /* pbdma.c */
 enum gpu_run_result gpu_chan_run(struct gpu_ctx *ctx);
 void gpu_chan_reset_runtime(struct gpu_chan *c);
+/* Whether two allocations of a channel have the same geometry (what a restore keeps; a
+ * freed record keeps everything but its flags). */
+static inline bool gpu_chan_same_geometry(const struct gpu_priv_chan *a,
+					  const struct gpu_priv_chan *b)
+{
+	return a->runlist == b->runlist && a->pdb == b->pdb && a->gpfifo_va == b->gpfifo_va &&
+	       a->gpfifo_entries == b->gpfifo_entries && a->userd_aper == b->userd_aper &&
+	       a->userd_addr == b->userd_addr;
+}
 void gpu_chan_adopt(struct gpu *g, struct gpu_fn *f, struct gpu_chan *c,
 		    const struct gpu_priv_chan *pc);
 void gpu_chan_set_error(struct gpu *g, struct gpu_fn *f, struct gpu_chan *c,

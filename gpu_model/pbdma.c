@@ -48,29 +48,24 @@ void gpu_chan_reset_runtime(struct gpu_chan *c)
 	}
 }
 
-/* Whether @pc has the geometry of the allocation the channel last ran. */
-static bool chan_same_geometry(const struct gpu_priv_chan *a, const struct gpu_priv_chan *b)
-{
-	return a->runlist == b->runlist && a->pdb == b->pdb && a->gpfifo_va == b->gpfifo_va &&
-	       a->gpfifo_entries == b->gpfifo_entries && a->userd_aper == b->userd_aper &&
-	       a->userd_addr == b->userd_addr &&
-	       !((a->flags ^ b->flags) & GPU_CHAN_REPLAYABLE);
-}
-
-/* Take allocation @pc (a new gen) for @c, with the engines off it (g->lock). A restore of
- * the allocation the device last ran (the gen right after it, same geometry) keeps
- * everything the engines knew: GP_GET and GP_PUT, the segment and the method in progress
- * with its partial result, a semaphore wait, an error; so a device reset neither
- * re-executes nor drops work. GP_PUT is read again (doorbells rung while the channel was
- * gone were dropped). A restore of that allocation with other geometry cannot continue its
- * work: it starts over in error (DEVICE_RESET), so the guest learns its work may be lost.
- * Anything else is a new channel: GP_GET 0 (a restore of an allocation the device never
- * ran included: none of its work had started). */
+/* Take allocation @pc for @c, with the engines off it (g->lock). A restore of the
+ * allocation the device ran (GPU_CHAN_RESTORE, same gen: the privileged write kept it
+ * because the geometry matched) keeps everything the engines knew: GP_GET and GP_PUT, the
+ * segment and the method in progress with its partial result, a semaphore wait, an error;
+ * so a device reset neither re-executes nor drops work. GP_PUT is read again (doorbells
+ * rung while the channel was gone were dropped). A restore refused for other geometry (the
+ * next gen) of an allocation the device ran cannot continue its work: it starts over in
+ * error (DEVICE_RESET), so the guest learns its work may be lost. Anything else is a new
+ * channel at GP_GET 0 (a restore of an allocation the device never ran included: none of
+ * its work had started). */
 void gpu_chan_adopt(struct gpu *g, struct gpu_fn *f, struct gpu_chan *c,
 		    const struct gpu_priv_chan *pc)
 {
-	bool restore = (pc->flags & GPU_CHAN_RESTORE) && c->cfg_gen && c->cfg_gen + 1 == pc->gen;
-	bool keep = restore && chan_same_geometry(&c->cfg, pc);
+	bool restore = pc->flags & GPU_CHAN_RESTORE;
+	bool keep = restore && c->cfg_gen == pc->gen && gpu_chan_same_geometry(&c->cfg, pc) &&
+		    !((c->cfg.flags ^ pc->flags) & GPU_CHAN_REPLAYABLE);
+	bool lost = restore && !keep && c->cfg_gen &&
+		    (c->cfg_gen == pc->gen || c->cfg_gen + 1 == pc->gen);
 
 	cmn_mutex_assert_held(&g->lock);
 	if (keep) {
@@ -83,7 +78,7 @@ void gpu_chan_adopt(struct gpu *g, struct gpu_fn *f, struct gpu_chan *c,
 	c->state_at_free = GPU_CHAN_STATE_IDLE;
 	c->cfg_gen = pc->gen;
 	c->cfg = *pc;
-	if (restore && !keep)
+	if (lost)
 		gpu_chan_set_error(g, f, c, f->cfg.part_base, f->cfg.part_size,
 				   VGPU_CHAN_ERR_DEVICE_RESET, 0xffffffffu);
 }

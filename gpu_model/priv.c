@@ -203,7 +203,12 @@ static int chan_alloc_locked(struct gpu_priv *p, unsigned int fn, unsigned int c
 	priv_load_fn(p, fn, &rec);
 	if (rec.chans[chid].flags & GPU_CHAN_ALLOCATED)
 		return -EEXIST;
-	uint64_t gen = rec.chans[chid].gen + 1;
+	/* A freed record keeps its geometry and gen: a restore with the same geometry is that
+	 * allocation again (same gen), anything else a new one. */
+	uint64_t gen = rec.chans[chid].gen;
+	if (!(cfg->flags & GPU_CHAN_RESTORE) || !gen ||
+	    !gpu_chan_same_geometry(&rec.chans[chid], cfg))
+		gen++;
 	rec.chans[chid] = *cfg;
 	rec.chans[chid].gen = gen;
 	rec.chans[chid].flags = (cfg->flags & (GPU_CHAN_REPLAYABLE | GPU_CHAN_RESTORE)) |

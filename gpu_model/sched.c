@@ -47,7 +47,8 @@ static bool chan_runnable_locked(struct gpu_engine *e, struct gpu_fn *f, unsigne
 	if (!(f->cfg.runlist[e->id] & VGPU_BIT(chid)) || !(pc->flags & GPU_CHAN_ENABLED) ||
 	    pc->runlist != e->id || c->running)
 		return false;
-	if (c->cfg_gen != pc->gen)
+	/* A new allocation, or a restore whose adoption waited for the engine to let go. */
+	if (c->cfg_gen != pc->gen || atomic_load(&c->state) == GPU_CHAN_STATE_FREE)
 		gpu_chan_adopt(e->g, f, c, pc);
 	c->cfg = *pc;
 	st = atomic_load(&c->state);

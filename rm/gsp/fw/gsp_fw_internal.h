@@ -89,9 +89,6 @@ struct gsp_fw {
 	uint64_t seen_errors[GPU_MAX_FNS][GPU_FN_MAX_CHANNELS];
 	struct gsp_fw_wd wd[GPU_MAX_FNS][GPU_FN_MAX_CHANNELS];
 	_Atomic uint64_t wd_ns[GPU_MAX_FNS];	/* per function watchdog timeout; 0: default */
-	/* Per function, the channels a device reset's wipe freed and the owner has not yet
-	 * allocated again: that allocation restores them (GPU_CHAN_RESTORE). */
-	_Atomic uint64_t wiped[GPU_MAX_FNS];
 };
 
 /* A reply being produced by an RPC handler. */

@@ -19,7 +19,6 @@
 #include <vgpu/version.h>
 
 #include "common/clock.h"
-#include "common/bitops.h"
 #include "common/compiler.h"
 #include "common/err.h"
 #include "common/lock.h"
@@ -209,8 +208,9 @@ static int srv_vf_reset(struct gsp_fw *s, unsigned int fn)
 	return ret;
 }
 
-/* GPU_CHAN_RESTORE marks the owner's replay of a channel the wipe freed: the device keeps
- * the channel's execution state (it checks that it ran this very allocation). */
+/* @c->flags may hold GPU_CHAN_RESTORE (the owner's replay after a device reset): the
+ * device keeps the execution state of the allocation the wipe freed if the geometry is
+ * that allocation's, else the channel starts over in error (gpu_chan_adopt). */
 static int srv_chan_alloc(struct gsp_fw *s, const struct vgpu_rpc_chan *c)
 {
 	struct gpu_priv_chan cfg = {
@@ -218,18 +218,10 @@ static int srv_chan_alloc(struct gsp_fw *s, const struct vgpu_rpc_chan *c)
 		.gpfifo_va = c->gpfifo_va, .gpfifo_entries = c->gpfifo_entries,
 		.userd_aper = c->userd_aper, .userd_addr = c->userd_addr,
 	};
-	int ret;
 
 	if (c->chid >= GPU_FN_MAX_CHANNELS)
 		return -EINVAL;
-	/* The owner asks for a restore in its replay; honoured only for a channel the wipe
-	 * freed, so a request for any other allocation starts it over. */
-	if (!(atomic_load(&s->wiped[c->fn]) & VGPU_BIT(c->chid)))
-		cfg.flags &= ~GPU_CHAN_RESTORE;
-	ret = gpu_priv_chan_alloc(s->priv, c->fn, c->chid, &cfg);
-	if (!ret)
-		atomic_fetch_and(&s->wiped[c->fn], ~VGPU_BIT(c->chid));
-	return ret;
+	return gpu_priv_chan_alloc(s->priv, c->fn, c->chid, &cfg);
 }
 
 /* VA-space bind reprograms the channel's page directory: the hardware takes the PDB only
@@ -366,10 +358,8 @@ static int srv_chan_free(struct gsp_fw_lane *ln, const void *req, size_t len,
 
 	(void)len;
 	(void)out;
-	if (ch->chid >= GPU_FN_MAX_CHANNELS)
-		return -EINVAL;
-	atomic_fetch_and(&ln->s->wiped[ch->fn], ~VGPU_BIT(ch->chid));
-	return gpu_priv_chan_free(ln->s->priv, ch->fn, ch->chid);
+	return ch->chid >= GPU_FN_MAX_CHANNELS ? -EINVAL :
+		gpu_priv_chan_free(ln->s->priv, ch->fn, ch->chid);
 }
 
 static int srv_vaspace_bind_rpc(struct gsp_fw_lane *ln, const void *req, size_t len,
@@ -419,7 +409,6 @@ static int srv_vf_reset_rpc(struct gsp_fw_lane *ln, const void *req, size_t len,
 
 	(void)len;
 	(void)out;
-	atomic_store(&ln->s->wiped[fa->fn], 0);	/* the VF's work is gone for good */
 	return srv_vf_reset(ln->s, fa->fn);
 }
 
@@ -841,23 +830,14 @@ static int srv_status_open(struct gsp_fw *s, int fd)
 
 /* ---- setup ---- */
 /* A device reset loses what the hardware held: every channel, runlist and partition, and
- * the scheduler goes back to its reset state (best effort, every function enabled). The
- * channels it frees are remembered so that the owner's replay restores them (their work in
- * flight then runs exactly once). */
+ * the scheduler goes back to its reset state (best effort, every function enabled). A freed
+ * channel's record keeps its geometry and gen, which the owner's replay restores. */
 static void srv_wipe(struct gsp_fw *s)
 {
-	const struct gpu_priv_shared *sh = gpu_priv_shared(s->priv);
 	struct gpu_priv_sched_fn def = { .enabled = 1 };
 
 	gpu_priv_sched_set(s->priv, GPU_SCHED_BEST_EFFORT, 0, 0);
 	for (unsigned int fn = 0; fn < s->glob->nr_fns; fn++) {
-		uint64_t live = 0;
-
-		for (unsigned int ch = 0; ch < GPU_FN_MAX_CHANNELS; ch++)
-			if (__atomic_load_n(&sh->fns[fn].chans[ch].flags, __ATOMIC_ACQUIRE) &
-			    GPU_CHAN_ALLOCATED)
-				live |= VGPU_BIT(ch);
-		atomic_store(&s->wiped[fn], live);
 		srv_vf_reset(s, fn);
 		gpu_priv_partition_set(s->priv, fn, 0, 0);
 		gpu_priv_sched_fn_set(s->priv, fn, &def);

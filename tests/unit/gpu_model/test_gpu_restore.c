@@ -114,6 +114,41 @@ static void test_restore_mid_method(void **state)
 	rctx_free(r);
 }
 
+/* Two resets in a row (the second before the first restore ran anything): still once. */
+static void test_restore_twice(void **state)
+{
+	struct rctx *r = rctx_new();
+
+	(void)state;
+	submit_axpy(r);
+	reset_replay(r, GPU_CHAN_REPLAYABLE | GPU_CHAN_RESTORE, 32);
+	reset_replay(r, GPU_CHAN_REPLAYABLE | GPU_CHAN_RESTORE, 32);
+	state_is(r, GPU_CHAN_STATE_FAULTED);
+	map_rest(r);
+	gpu_fault_replay(r->t->g, 1);
+	assert_int_equal(tchan_wait(&r->c), 0);
+	y_is_once(r);
+	rctx_free(r);
+}
+
+/* The privileged record: a restore with the freed record's geometry keeps its gen; other
+ * geometry, or no flag, is a new allocation (the next gen). */
+static void test_restore_gen(void **state)
+{
+	struct rctx *r = rctx_new();
+	const struct gpu_priv_chan *pc = &gpu_priv_shared(r->t->p)->fns[1].chans[0];
+	uint64_t gen = pc->gen;
+
+	(void)state;
+	reset_replay(r, GPU_CHAN_REPLAYABLE | GPU_CHAN_RESTORE, 32);
+	assert_int_equal(pc->gen, gen);
+	reset_replay(r, GPU_CHAN_REPLAYABLE, 32);
+	assert_int_equal(pc->gen, gen + 1);
+	reset_replay(r, GPU_CHAN_REPLAYABLE | GPU_CHAN_RESTORE, 16);
+	assert_int_equal(pc->gen, gen + 2);
+	rctx_free(r);
+}
+
 /* The fault's replay arrives while the reset has the channel freed: the restore resumes it. */
 static void test_restore_replayed_while_freed(void **state)
 {
@@ -203,7 +238,8 @@ static void test_plain_realloc_starts_over(void **state)
 }
 
 /* A restore whose geometry is not what the device ran cannot continue the work: the
- * channel is in error (DEVICE_RESET) in its notifier and interrupt, and nothing runs. */
+ * channel is in error (DEVICE_RESET) in its notifier and interrupt, and nothing runs. The
+ * same for a restore that changes whether faults are replayable. */
 static void test_other_geometry_errors(void **state)
 {
 	struct rctx *r = rctx_new();
@@ -218,6 +254,12 @@ static void test_other_geometry_errors(void **state)
 	tchan_kick(r->t, &r->c);
 	state_is(r, GPU_CHAN_STATE_ERROR);
 	assert_true(r->y[1] == 2.0f * 1 + 1);		/* the first step ran once, no more */
+	rctx_free(r);
+	r = rctx_new();
+	submit_axpy(r);
+	reset_replay(r, GPU_CHAN_RESTORE, 32);
+	state_is(r, GPU_CHAN_STATE_ERROR);
+	assert_int_equal(tchan_err(&r->c), VGPU_CHAN_ERR_DEVICE_RESET);
 	rctx_free(r);
 }
 
@@ -240,6 +282,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_restore_mid_method),
+		cmocka_unit_test(test_restore_twice),
+		cmocka_unit_test(test_restore_gen),
 		cmocka_unit_test(test_restore_replayed_while_freed),
 		cmocka_unit_test(test_restore_mid_segment),
 		cmocka_unit_test(test_restore_keeps_error),
