@@ -38,6 +38,8 @@ static int cmd_query_types(struct pf_daemon *d, json_object *args, bool dry, jso
 		json_object_object_add(o, "channels", json_object_new_int((int)t->q.channels));
 		json_object_object_add(o, "doorbells", json_object_new_int((int)t->q.doorbells));
 		json_object_object_add(o, "exec_quantum_ms", json_object_new_int((int)t->q.exec_quantum_ms));
+		json_object_object_add(o, "rm_clients", json_object_new_int64(t->q.rm_clients));
+		json_object_object_add(o, "rm_objects", json_object_new_int64(t->q.rm_objects));
 		json_object_object_add(o, "max_instances", json_object_new_int((int)t->max_instances));
 		json_object_object_add(o, "running", json_object_new_int((int)running));
 		json_object_object_add(o, "supported", json_object_new_boolean(true));
@@ -117,6 +119,8 @@ static int cmd_query_status(struct pf_daemon *d, json_object *args, bool dry, js
 	json_object_object_add(ret, "channels_used", json_object_new_int((int)ch));
 	json_object_object_add(ret, "doorbells_total", json_object_new_int((int)d->cfg.doorbells));
 	json_object_object_add(ret, "doorbells_used", json_object_new_int((int)db));
+	pf_json_add_u64(ret, "control_refused", d->ctl_refused);
+	pf_json_add_u64(ret, "rm_teardown_batches", d->teardown_batches);
 	json_object_object_add(ret, "sched_policy",
 			       json_object_new_string(policy_name(d->cfg.sched_policy)));
 	json_object_object_add(ret, "runtime_dir", json_object_new_string(d->cfg.runtime_dir));

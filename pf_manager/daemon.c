@@ -335,7 +335,10 @@ int pf_daemon_run(struct pf_daemon *d, void (*ready_fn)(void))
 		  (unsigned long long)(d->cfg.vram_size >> 20), d->num_vfs, d->cfg.max_vfs);
 	while (!d->stopping) {
 		int n = build_poll(d, ps->p, ps->ref);
-		int r = poll(ps->p, (nfds_t)n, PF_POLL_MS);
+		/* A gone guest's objects are freed one batch per iteration, between the
+		 * other work: only the batch, never the whole teardown, delays anyone. */
+		bool teardown = pf_rm_teardown_step(d);
+		int r = poll(ps->p, (nfds_t)n, teardown ? 0 : PF_POLL_MS);
 
 		if (r < 0 && errno != EINTR) {
 			ret = -errno;

@@ -125,6 +125,17 @@ static void type_counts(const struct pf_daemon *d, unsigned int inst, struct pf_
 	q->channels = cmn_max(1u, cmn_min(ch, PF_TYPE_MAX_CHANNELS));
 	q->doorbells = cmn_max(1u, cmn_min(db, PF_TYPE_MAX_DOORBELLS));
 	q->priority = PF_PRIO_NORMAL;
+	pf_rm_limits_default(q);
+}
+
+void pf_rm_limits_default(struct pf_quota *q)
+{
+	uint64_t objs = (q->vram >> 30) * PF_RM_OBJECTS_PER_GIB;
+
+	/* Bounded so that one guest can make vgpud hold only so much, and tear down only
+	 * so much when it goes. */
+	q->rm_clients = PF_RM_CLIENTS_DEFAULT;
+	q->rm_objects = (uint32_t)cmn_min(cmn_max(objs, (uint64_t)PF_RM_OBJECTS_MIN), 65536ull);
 }
 
 static void size_suffix(uint64_t v, char *buf, size_t len)
@@ -294,6 +305,12 @@ int pf_slice_quota(struct pf_daemon *d, const struct pf_slice *s, struct pf_quot
 		q->preempt_timeout_us = s->custom.preempt_timeout_us;
 	if (s->custom_bits & PF_Q_PRIO)
 		q->priority = s->custom.priority;
+	if (s->custom_bits & PF_Q_VRAM)
+		pf_rm_limits_default(q);	/* follow the slice's own VRAM */
+	if (s->custom_bits & PF_Q_RM_CLIENTS)
+		q->rm_clients = s->custom.rm_clients;
+	if (s->custom_bits & PF_Q_RM_OBJECTS)
+		q->rm_objects = s->custom.rm_objects;
 	if (!q->vram)
 		return cmn_fail(&e->f, -ENOSPC, "slice %s: the fair share of %u VFs is below 2 MiB",
 			       s->uuid, d->num_vfs);

@@ -47,13 +47,24 @@ struct pf_quota {
 	uint32_t exec_quantum_ms;
 	uint32_t preempt_timeout_us;
 	enum pf_priority priority;
+	uint32_t rm_clients;		/* RM clients the VF's guest may hold at once */
+	uint32_t rm_objects;		/* RM objects of all those clients together */
 };
 
 /* Which quota fields a slice sets itself instead of taking them from its type. */
 enum pf_quota_bits {
 	PF_Q_VRAM = 1u << 0, PF_Q_CHANNELS = 1u << 1, PF_Q_DOORBELLS = 1u << 2,
 	PF_Q_EXEC = 1u << 3, PF_Q_PREEMPT = 1u << 4, PF_Q_PRIO = 1u << 5,
+	PF_Q_RM_CLIENTS = 1u << 6, PF_Q_RM_OBJECTS = 1u << 7,
 };
+
+/* A slice's RM limits: what a type derives (clients fixed, objects by VRAM) and the range
+ * a slice may set itself. */
+#define PF_RM_CLIENTS_DEFAULT	64u
+#define PF_RM_CLIENTS_MAX	1023u		/* the RM's client handles per function */
+#define PF_RM_OBJECTS_PER_GIB	4096u
+#define PF_RM_OBJECTS_MIN	4096u
+#define PF_RM_OBJECTS_MAX	(1u << 20)
 
 /* A slice type (profile). vram 0 marks the "auto" type: the fair share at start. */
 struct pf_type {
@@ -142,6 +153,7 @@ struct pf_daemon {
 	int ctl_fd;
 	struct pf_client *clients[PF_MAX_CLIENTS];
 	uint64_t ctl_refused;		/* control connections refused for lack of a slot */
+	uint64_t teardown_batches;	/* RM free batches run for gone guests */
 	int sig_fd;
 	volatile int stopping;
 	uint64_t started_ns;
@@ -192,6 +204,9 @@ int pf_slice_quota(struct pf_daemon *d, const struct pf_slice *s, struct pf_quot
 /* Find a place for @vram bytes of contiguous VRAM; 0 with *base, or -ENOSPC with the
  * message naming free and largest extent. Changes nothing. */
 int pf_place(struct pf_daemon *d, uint64_t vram, uint64_t *base, struct pf_err *e);
+/* Set @q's RM limits from its VRAM: PF_RM_CLIENTS_DEFAULT clients and
+ * PF_RM_OBJECTS_PER_GIB objects per GiB, at least PF_RM_OBJECTS_MIN, at most 65536. */
+void pf_rm_limits_default(struct pf_quota *q);
 /* Channels / doorbells in use by running slices. */
 void pf_used_counts(const struct pf_daemon *d, uint32_t *channels, uint32_t *doorbells);
 
@@ -286,8 +301,12 @@ int pf_rm_partition_clear(struct pf_daemon *d, unsigned int vf);
 struct pma *pf_rm_vf_pma(struct pf_daemon *d, unsigned int vf);
 /* FLR: clients disabled, channels reset, objects freed in batches, VRAM scrubbed. */
 int pf_rm_vf_reset(struct pf_daemon *d, unsigned int vf);
-/* The guest detached: free its RM clients, keep VRAM. */
+/* The guest detached: disable its RM clients now and free them in batches from the loop
+ * (pf_rm_teardown_step()); VRAM is kept. */
 void pf_rm_guest_gone(struct pf_daemon *d, unsigned int vf);
+/* Free one batch (PF_RESET_BATCH objects) of every VF whose guest is gone; true while
+ * some remain (the loop then polls without sleeping). */
+bool pf_rm_teardown_step(struct pf_daemon *d);
 /* A guest's RM call (wire message of vgpu/rm.h) as function @vf. */
 int pf_rm_call(struct pf_daemon *d, unsigned int vf, const void *req, size_t len, void *reply,
 	       size_t *reply_len);

@@ -32,6 +32,9 @@ struct pf_rm_glue {
 	struct glue_chan_err q[PF_MAX_VFS + 1][GLUE_QUEUE];
 	unsigned int head[PF_MAX_VFS + 1], count[PF_MAX_VFS + 1];
 	uint64_t dropped;
+	/* Loop thread only: VFs whose gone guest's objects are still being freed. */
+	bool teardown[PF_MAX_VFS + 1];
+	unsigned int nr_teardown;
 };
 
 static void glue_push(struct pf_rm_glue *g, unsigned int vf, uint32_t chid, uint32_t error)
@@ -158,7 +161,8 @@ int pf_rm_partition_set(struct pf_daemon *d, struct pf_slice *s, unsigned int vf
 	struct rm_partition p = {
 		.base = base,
 		.size = s->prov.vram,
-		.quota = { .vram = s->prov.vram, .channels = s->prov.channels },
+		.quota = { .vram = s->prov.vram, .channels = s->prov.channels,
+			   .clients = s->prov.rm_clients, .objects = s->prov.rm_objects },
 		.dma_domain = s->dma_domain,
 		.dma = s->dma_mo,
 	};
@@ -194,14 +198,35 @@ int pf_rm_vf_reset(struct pf_daemon *d, unsigned int vf)
 
 void pf_rm_guest_gone(struct pf_daemon *d, unsigned int vf)
 {
+	struct pf_rm_glue *g = d->rm_glue;
 	int r = rm_vf_disable(d->rm, vf);
 
 	/* The guest's clients go with it; its VRAM stays (a reconnecting guest of the same
-	 * owner finds it), so no scrub here: that is what a reset is for. */
-	while (rm_vf_free_disabled(d->rm, vf, 64) == -EINPROGRESS)
-		;
+	 * owner finds it), so no scrub here: that is what a reset is for. Its objects are
+	 * freed by pf_rm_teardown_step(), one batch per loop iteration, so other VFs'
+	 * mailboxes and the control socket are served in between. */
 	if (r)
 		cmn_warn("VF %u: disabling its RM clients: %s", vf, cmn_strerror(r));
+	if (vf <= PF_MAX_VFS && !g->teardown[vf]) {
+		g->teardown[vf] = true;
+		g->nr_teardown++;
+	}
+}
+
+bool pf_rm_teardown_step(struct pf_daemon *d)
+{
+	struct pf_rm_glue *g = d->rm_glue;
+
+	for (unsigned int vf = 1; vf <= PF_MAX_VFS && g->nr_teardown; vf++) {
+		if (!g->teardown[vf])
+			continue;
+		d->teardown_batches++;
+		if (rm_vf_free_disabled(d->rm, vf, PF_RESET_BATCH) != -EINPROGRESS) {
+			g->teardown[vf] = false;
+			g->nr_teardown--;
+		}
+	}
+	return g->nr_teardown != 0;
 }
 
 int pf_rm_call(struct pf_daemon *d, unsigned int vf, const void *req, size_t len, void *reply,
@@ -228,7 +253,8 @@ int pf_rm_fn_sched_set(struct pf_daemon *d, unsigned int vf, bool enabled, uint6
 
 int pf_rm_quota_set(struct pf_daemon *d, const struct pf_slice *s)
 {
-	struct rm_quota q = { .vram = s->prov.vram, .channels = s->prov.channels };
+	struct rm_quota q = { .vram = s->prov.vram, .channels = s->prov.channels,
+			      .clients = s->prov.rm_clients, .objects = s->prov.rm_objects };
 
 	return rm_quota_set(d->rm, s->vf, &q);
 }

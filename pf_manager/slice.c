@@ -87,6 +87,8 @@ static json_object *quota_json(const struct pf_quota *q)
 	json_object_object_add(o, "exec_quantum_ms", json_object_new_int(q->exec_quantum_ms));
 	json_object_object_add(o, "preempt_timeout_us", json_object_new_int(q->preempt_timeout_us));
 	json_object_object_add(o, "priority", json_object_new_string(pf_priority_name(q->priority)));
+	json_object_object_add(o, "rm_clients", json_object_new_int64(q->rm_clients));
+	json_object_object_add(o, "rm_objects", json_object_new_int64(q->rm_objects));
 	return o;
 }
 
@@ -130,7 +132,9 @@ static bool quota_equal(const struct pf_slice *a, const struct pf_slice *b)
 	       (!(m & PF_Q_DOORBELLS) || x->doorbells == y->doorbells) &&
 	       (!(m & PF_Q_EXEC) || x->exec_quantum_ms == y->exec_quantum_ms) &&
 	       (!(m & PF_Q_PREEMPT) || x->preempt_timeout_us == y->preempt_timeout_us) &&
-	       (!(m & PF_Q_PRIO) || x->priority == y->priority);
+	       (!(m & PF_Q_PRIO) || x->priority == y->priority) &&
+	       (!(m & PF_Q_RM_CLIENTS) || x->rm_clients == y->rm_clients) &&
+	       (!(m & PF_Q_RM_OBJECTS) || x->rm_objects == y->rm_objects);
 }
 
 static void diff_add(json_object *diff, const char *field, json_object *cur, json_object *req)

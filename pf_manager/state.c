@@ -67,6 +67,10 @@ json_object *pf_slice_def_json(const struct pf_slice *s)
 			 json_object_new_int((int)s->custom.preempt_timeout_us));
 	if (s->custom_bits & PF_Q_PRIO)
 		attr_add(attrs, "priority", json_object_new_string(pf_priority_name(s->custom.priority)));
+	if (s->custom_bits & PF_Q_RM_CLIENTS)
+		attr_add(attrs, "rm_clients", json_object_new_int64(s->custom.rm_clients));
+	if (s->custom_bits & PF_Q_RM_OBJECTS)
+		attr_add(attrs, "rm_objects", json_object_new_int64(s->custom.rm_objects));
 	json_object_object_add(o, "attrs", attrs);
 	if (s->owner_vm[0]) {
 		json_object *own = json_object_new_object();
@@ -154,6 +158,18 @@ static int parse_attr(struct pf_daemon *d, struct pf_slice *s, const char *key, 
 				       "PF's)", json_object_get_string(v));
 		s->custom.priority = p;
 		s->custom_bits |= PF_Q_PRIO;
+	} else if (!strcmp(key, "rm_clients")) {
+		if (attr_uint(v, PF_RM_CLIENTS_MAX, &x) || !x)
+			return cmn_fail(&e->f, -EINVAL, "bad rm_clients \"%s\": need 1..%u",
+				       json_object_get_string(v), PF_RM_CLIENTS_MAX);
+		s->custom.rm_clients = (uint32_t)x;
+		s->custom_bits |= PF_Q_RM_CLIENTS;
+	} else if (!strcmp(key, "rm_objects")) {
+		if (attr_uint(v, PF_RM_OBJECTS_MAX, &x) || !x)
+			return cmn_fail(&e->f, -EINVAL, "bad rm_objects \"%s\": need 1..%u",
+				       json_object_get_string(v), PF_RM_OBJECTS_MAX);
+		s->custom.rm_objects = (uint32_t)x;
+		s->custom_bits |= PF_Q_RM_OBJECTS;
 	} else {
 		return cmn_fail(&e->f, -EINVAL, "unknown attribute \"%.64s\"", key);
 	}
@@ -313,6 +329,8 @@ static json_object *journal_entry(const struct pf_slice *s)
 	json_object_object_add(o, "preempt_timeout_us",
 			       json_object_new_int((int)s->prov.preempt_timeout_us));
 	json_object_object_add(o, "priority", json_object_new_int((int)s->prov.priority));
+	json_object_object_add(o, "rm_clients", json_object_new_int64(s->prov.rm_clients));
+	json_object_object_add(o, "rm_objects", json_object_new_int64(s->prov.rm_objects));
 	/* A reset is committed before its scrub: the count includes it, and a loader that
 	 * finds it pending performs it. */
 	pf_json_add_u64(o, "resets", s->resets + s->reset_pending);
@@ -500,6 +518,18 @@ struct jent {
 #define PF_J_MAX_CHANNELS	(64u > GPU_FN_MAX_CHANNELS ? 64u : GPU_FN_MAX_CHANNELS)
 #define PF_J_MAX_DOORBELLS	1024u
 
+/* The RM limits of an entry; absent in older journals: the defaults for its VRAM. */
+static void rm_limits_load(json_object *o, struct pf_quota *q)
+{
+	json_object *c, *b;
+
+	pf_rm_limits_default(q);
+	if (json_object_object_get_ex(o, "rm_clients", &c) && json_object_is_type(c, json_type_int))
+		q->rm_clients = (uint32_t)cmn_min((uint64_t)json_object_get_int64(c), UINT32_MAX);
+	if (json_object_object_get_ex(o, "rm_objects", &b) && json_object_is_type(b, json_type_int))
+		q->rm_objects = (uint32_t)cmn_min((uint64_t)json_object_get_int64(b), UINT32_MAX);
+}
+
 static int check_quota(const struct jent *je, const char *uuid, char *why, size_t wlen)
 {
 	const struct pf_quota *q = &je->q;
@@ -513,6 +543,9 @@ static int check_quota(const struct jent *je, const char *uuid, char *why, size_
 	if (q->exec_quantum_ms > 100000 || q->preempt_timeout_us > 10000000)
 		return snprintf(why, wlen, "slice %s: exec_quantum_ms or preempt_timeout_us out of "
 				"range", uuid), -EBADMSG;
+	if (q->rm_clients > PF_RM_CLIENTS_MAX || q->rm_objects > PF_RM_OBJECTS_MAX)
+		return snprintf(why, wlen, "slice %s: rm_clients or rm_objects out of range", uuid),
+		       -EBADMSG;
 	if (q->priority > PF_PRIO_NORMAL)
 		return snprintf(why, wlen, "slice %s: priority %u is not low or normal (high is the "
 				"PF's)", uuid, (unsigned int)q->priority), -EBADMSG;
@@ -573,6 +606,7 @@ static int check_entry(struct pf_daemon *d, json_object *o, struct jent *je, uns
 	je->q.exec_quantum_ms = (uint32_t)cmn_min(eq, (uint64_t)UINT32_MAX);
 	je->q.preempt_timeout_us = (uint32_t)cmn_min(pt, (uint64_t)UINT32_MAX);
 	je->q.priority = (enum pf_priority)cmn_min(pr, (uint64_t)PF_PRIO_HIGH + 1);
+	rm_limits_load(o, &je->q);
 	je->reset_pending = json_object_object_get_ex(o, "reset_pending", &pend) &&
 			    json_object_get_boolean(pend);
 	if (je->reset_pending && !je->resets)

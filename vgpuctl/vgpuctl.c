@@ -553,7 +553,8 @@ static void usage(FILE *f)
 		"  -u, --uuid UUID        slice UUID\n"
 		"  -a, --auto / -m, --manual   start with the daemon, or only when asked\n"
 		"      --vram SIZE  --channels N  --doorbells N  --exec-quantum-ms N\n"
-		"      --preempt-timeout-us N  --priority low|normal   custom quotas\n"
+		"      --preempt-timeout-us N  --priority low|normal\n"
+		"      --rm-clients N  --rm-objects N   custom quotas (RM limits: clients, objects)\n"
 		"      --owner VMUUID[:GEN]  --owner-uid USER|UID  owner token, user that may attach\n"
 		"      --json             versioned JSON output (sizes in bytes)\n"
 		"      --dry-run          print the plan, change nothing, same exit code\n"
@@ -569,7 +570,8 @@ static void usage(FILE *f)
 }
 
 enum { O_JSON = 256, O_DRY, O_SOCKET, O_SVG, O_NOCOLOR, O_VRAM, O_CHANNELS, O_DOORBELLS,
-       O_EXEC, O_PREEMPT, O_PRIO, O_OWNER, O_OWNER_UID, O_RELEASE_OWNER };
+       O_EXEC, O_PREEMPT, O_PRIO, O_OWNER, O_OWNER_UID, O_RELEASE_OWNER, O_RM_CLIENTS,
+       O_RM_OBJECTS };
 
 static const struct option long_opts[] = {
 	{ "parent", required_argument, NULL, 'p' }, { "type", required_argument, NULL, 't' },
@@ -586,7 +588,9 @@ static const struct option long_opts[] = {
 	{ "preempt-timeout-us", required_argument, NULL, O_PREEMPT },
 	{ "priority", required_argument, NULL, O_PRIO }, { "owner", required_argument, NULL, O_OWNER },
 	{ "owner-uid", required_argument, NULL, O_OWNER_UID },
-	{ "release-owner", required_argument, NULL, O_RELEASE_OWNER }, { NULL, 0, NULL, 0 },
+	{ "release-owner", required_argument, NULL, O_RELEASE_OWNER },
+	{ "rm-clients", required_argument, NULL, O_RM_CLIENTS },
+	{ "rm-objects", required_argument, NULL, O_RM_OBJECTS }, { NULL, 0, NULL, 0 },
 };
 
 /* --owner-uid takes a user name (libvirt-qemu) or a number. */
@@ -617,6 +621,7 @@ static int quota_flag(struct vgpuctl_opts *o, int opt, const char *arg)
 	static const struct { int opt; const char *key; long max; } nums[] = {
 		{ O_CHANNELS, "channels", 64 }, { O_DOORBELLS, "doorbells", 1024 },
 		{ O_EXEC, "exec_quantum_ms", 100000 }, { O_PREEMPT, "preempt_timeout_us", 10000000 },
+		{ O_RM_CLIENTS, "rm_clients", 1023 }, { O_RM_OBJECTS, "rm_objects", 1 << 20 },
 	};
 	static const char *const prios[] = { "low", "normal" };	/* "high" is the PF's */
 	uint64_t size;
