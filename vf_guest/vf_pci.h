@@ -54,11 +54,12 @@ int vf_vfio_bar0_write(struct vgpu_vf_transport *t, uint32_t off, uint32_t val);
 int vf_vfio_bar0_read(struct vgpu_vf_transport *t, uint32_t off, uint32_t *val);
 /* Consume what vector @v received since the last wait or call: the count, 0 if nothing. */
 int vf_vfio_take(struct vgpu_vf_transport *t, unsigned int v, uint64_t *count);
-/* Access BAR2 (region 2) through the device fd as a program would: pread/pwrite @len bytes
- * at region offset @off, and mmap @len bytes at @off. Each returns what the kernel said:
- * bytes moved or -errno (mmap: 0 if it mapped, then unmapped at once). */
+/* Access BAR2 (region 2) through the device fd as a program would. Each returns what the
+ * kernel said. pread @len bytes at region offset @off: bytes moved or -errno. */
 long vf_vfio_bar2_pread(struct vgpu_vf_transport *t, uint64_t off, void *buf, size_t len);
+/* pwrite @len bytes at region offset @off: bytes moved or -errno. */
 long vf_vfio_bar2_pwrite(struct vgpu_vf_transport *t, uint64_t off, const void *buf, size_t len);
+/* mmap @len bytes at @off of region @index: 0 if it mapped (then unmapped at once), -errno. */
 int vf_vfio_region_mmap(struct vgpu_vf_transport *t, unsigned int index, uint64_t off,
 			uint64_t len);
 /* BAR2's size as vfio reports it. */

@@ -99,7 +99,9 @@ int vgpu_mem_free(struct vgpu_mem *mem);
 void *vgpu_mem_cpu(const struct vgpu_mem *mem);
 /* The address the GPU uses as a PTE target: VF-physical VRAM address or IOVA. */
 uint64_t vgpu_mem_addr(const struct vgpu_mem *mem);
+/* Size in bytes (rounded up to the page size it was allocated with). */
 uint64_t vgpu_mem_size(const struct vgpu_mem *mem);
+/* What @mem is: VGPU_MEM_VRAM or VGPU_MEM_SYSMEM. */
 enum vgpu_mem_kind vgpu_mem_kind(const struct vgpu_mem *mem);
 
 /* ==== GPU address spaces ===================================================================== */
@@ -173,18 +175,24 @@ struct vgpu_pb {
 void vgpu_pb_init(struct vgpu_pb *pb, uint32_t *buf, uint32_t cap);
 /* Any method: header and @nargs arguments. */
 void vgpu_pb_method(struct vgpu_pb *pb, uint32_t id, const uint32_t *args, uint32_t nargs);
+/* NOP: a method that does nothing (padding, the smallest submission). */
 void vgpu_pb_nop(struct vgpu_pb *pb);
 /* SEM_RELEASE: store @payload at @va (64-bit if @flags has VGPU_SEM_64), VGPU_SEM_INTR wakes. */
 void vgpu_pb_sem_release(struct vgpu_pb *pb, uint64_t va, uint64_t payload, uint32_t flags);
 /* SEM_ACQUIRE: wait until *va >= payload (or == with VGPU_SEM_EQ); 0 us timeout = 1 s. */
 void vgpu_pb_sem_acquire(struct vgpu_pb *pb, uint64_t va, uint64_t payload, uint32_t flags,
 			 uint32_t timeout_us);
+/* COPY @len bytes from VA @src to VA @dst (any alignment; no overlap). */
 void vgpu_pb_copy(struct vgpu_pb *pb, uint64_t src, uint64_t dst, uint64_t len);
+/* FILL [dst, dst+len) with the 32-bit @value (dst and len 4-aligned). */
 void vgpu_pb_fill(struct vgpu_pb *pb, uint64_t dst, uint64_t len, uint32_t value);
 /* MMU_INVALIDATE [va, va+size); size 0 drops every entry of the function. */
 void vgpu_pb_invalidate(struct vgpu_pb *pb, uint64_t va, uint64_t size);
+/* TIMESTAMP: store the 64-bit device time in ns at @va (8-aligned). */
 void vgpu_pb_timestamp(struct vgpu_pb *pb, uint64_t va);
+/* REDUCE_ADD_U32: the 64-bit sum of @count u32 at @src (4-aligned) stored at @dst (8-aligned). */
 void vgpu_pb_reduce_add_u32(struct vgpu_pb *pb, uint64_t src, uint32_t count, uint64_t dst);
+/* AXPY_F32: y[i] = a * x[i] + y[i] over @count floats at VAs @x and @y, in index order. */
 void vgpu_pb_axpy_f32(struct vgpu_pb *pb, uint64_t x, uint64_t y, uint32_t count, float a);
 
 /* ==== channels and submission ================================================================ */
@@ -228,7 +236,9 @@ bool vgpu_fence_done(const struct vgpu_fence *f);
 /* The channel's error state: 0, or -VGPU_ECHANERR with *@code (enum vgpu_chan_error) and, for
  * MMU faults the host reported, *@fault_va (both may be NULL). */
 int vgpu_channel_error(struct vgpu_channel *ch, uint32_t *code, uint64_t *fault_va);
+/* The channel id the host gave @ch. */
 uint32_t vgpu_channel_id(const struct vgpu_channel *ch);
+/* @ch's work-submit token (what the driver writes to the doorbell page). */
 uint32_t vgpu_channel_token(const struct vgpu_channel *ch);
 /* GPU VA and CPU pointer of the channel's 64-bit semaphore (fences across channels). */
 uint64_t vgpu_channel_sem_va(const struct vgpu_channel *ch);

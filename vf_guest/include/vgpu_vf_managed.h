@@ -60,9 +60,11 @@ int vgpu_mem_alloc_managed(struct vgpu_vaspace *as, uint64_t va, uint64_t size,
 			   struct vgpu_managed **out);
 /* Bring the pages back, unmap and free. NULL is a no-op (0). */
 int vgpu_mem_free_managed(struct vgpu_managed *m);
-/* The CPU address, GPU VA and size of @m. */
+/* The CPU address of @m. */
 void *vgpu_managed_cpu(const struct vgpu_managed *m);
+/* The GPU VA of @m. */
 uint64_t vgpu_managed_va(const struct vgpu_managed *m);
+/* The size of @m in bytes (a 2 MiB multiple). */
 uint64_t vgpu_managed_size(const struct vgpu_managed *m);
 
 enum vgpu_mem_loc { VGPU_LOC_CPU, VGPU_LOC_DEVICE };
