@@ -113,10 +113,17 @@ void gpu_priv_set_kick_fd(struct gpu_priv *p, int fd)
 }
 
 /* Publish @rec as function @fn's record. Caller holds p->lock. */
+/* A sequence to write from: a GSP killed in the middle of a write left it odd, and
+ * counting on from there would mark the next write stable while it is made. */
+static uint64_t priv_seq_base(uint64_t seq)
+{
+	return seq + (seq & 1);
+}
+
 static void priv_publish_fn(struct gpu_priv *p, unsigned int fn, const struct gpu_priv_fn *rec)
 {
 	struct gpu_priv_fn *dst = &p->sh->fns[fn];
-	uint64_t seq = ld(&dst->seq);
+	uint64_t seq = priv_seq_base(ld(&dst->seq));
 
 	cmn_mutex_assert_held(&p->lock);
 	__atomic_store_n(&dst->seq, seq + 1, __ATOMIC_RELAXED);
@@ -297,7 +304,7 @@ int gpu_priv_sched_set(struct gpu_priv *p, enum gpu_sched_policy policy,
 	    policy != GPU_SCHED_FIXED_SHARE)
 		return -EINVAL;
 	cmn_mutex_lock(&p->lock);
-	seq = ld(&p->sh->sched_seq);
+	seq = priv_seq_base(ld(&p->sh->sched_seq));
 	__atomic_store_n(&p->sh->sched_seq, seq + 1, __ATOMIC_RELAXED);
 	st(&p->sh->sched_policy, policy);
 	st(&p->sh->sched_quantum_ns, quantum_ns);

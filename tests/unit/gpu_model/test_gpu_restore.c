@@ -263,6 +263,29 @@ static void test_other_geometry_errors(void **state)
 	rctx_free(r);
 }
 
+/* A GSP killed in the middle of a write leaves a record's sequence odd: the next GSP's
+ * write (its wipe) makes it consistent again, and the device reads it. */
+static void test_writer_killed_mid_write(void **state)
+{
+	struct rctx *r = rctx_new();
+	struct gpu_priv_shared *sh = (struct gpu_priv_shared *)gpu_priv_shared(r->t->p);
+
+	(void)state;
+	__atomic_fetch_add(&sh->fns[1].seq, 1, __ATOMIC_RELEASE);	/* died after "odd" */
+	__atomic_fetch_add(&sh->sched_seq, 1, __ATOMIC_RELEASE);
+	assert_int_equal(gpu_priv_runlist_set(r->t->p, 1, 0, 1), 0);
+	assert_int_equal(gpu_priv_sched_set(r->t->p, GPU_SCHED_BEST_EFFORT, 0, 0), 0);
+	assert_int_equal(sh->fns[1].seq & 1, 0);
+	assert_int_equal(sh->sched_seq & 1, 0);
+	state_is(r, GPU_CHAN_STATE_IDLE);
+	TM(&r->c, VGPU_M_FILL, lo32(VA), hi32(VA), 4, 0, 0x77);
+	tchan_gp(&r->c);
+	tchan_kick(r->t, &r->c);
+	assert_int_equal(tchan_wait(&r->c), 0);
+	assert_int_equal(*(uint32_t *)r->x, 0x77);
+	rctx_free(r);
+}
+
 /* Unknown flag bits are still refused. */
 static void test_bad_flags(void **state)
 {
@@ -289,6 +312,7 @@ int main(void)
 		cmocka_unit_test(test_restore_keeps_error),
 		cmocka_unit_test(test_plain_realloc_starts_over),
 		cmocka_unit_test(test_other_geometry_errors),
+		cmocka_unit_test(test_writer_killed_mid_write),
 		cmocka_unit_test(test_bad_flags),
 	};
 
