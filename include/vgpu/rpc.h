@@ -201,7 +201,7 @@ struct vgpu_rpc_partition {
 
 struct vgpu_rpc_chan {
 	uint32_t fn, chid;
-	uint64_t flags;			/* GPU_CHAN_REPLAYABLE */
+	uint64_t flags;			/* GPU_CHAN_REPLAYABLE, GPU_CHAN_RESTORE */
 	uint64_t runlist, pdb, gpfifo_va, gpfifo_entries, userd_aper, userd_addr;
 };
 
