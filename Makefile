@@ -144,6 +144,16 @@ $(foreach f,$(FUZZERS),$(eval $(call fuzz_rules,$(f))))
 STATIC_BINS :=
 include $(sort $(wildcard */static.mk))
 
+# The shim the durability test preloads to lose what was not fsynced: no sanitizer, so it
+# loads in front of any variant's vgpud.
+define lostwrites_rule
+$(BUILD)/$(1)/lib/libvgpu-lostwrites.so: tests/unit/pf_manager/lostwrites.c
+	@mkdir -p $$(dir $$@)
+	$(Q)$(CC) -std=gnu11 -Wall -Wextra -Werror -O2 -fPIC -shared -o $$@ $$< -ldl -pthread
+$(BUILD)/$(1)/tests/pf_manager/test_vgpud_durability: | $(BUILD)/$(1)/lib/libvgpu-lostwrites.so
+endef
+$(foreach v,rel asan tsan,$(eval $(call lostwrites_rule,$(v))))
+
 TSAN_TESTS := $(foreach m,$(MODULES),$(foreach t,$($(m)_TSAN_TESTS),\
 	$(if $(wildcard tests/unit/$(m)/$(t).c),$(BUILD)/tsan/tests/$(m)/$(t))))
 
