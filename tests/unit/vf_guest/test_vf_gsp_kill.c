@@ -1,7 +1,9 @@
 /* Exactly-once work across GSP crashes: a real vgpud with one slice, a local guest with four
  * busy channels whose every submission is non-idempotent (AXPY y += a*x; REDUCE_ADD then a
  * FILL of its own input; COPY then a FILL of its own source; SEM_ACQUIRE == i then
- * SEM_RELEASE i + 1, a counter), and vgpu-gsp killed (-9) while their work runs, KILLS times.
+ * SEM_RELEASE i + 1, a counter), and vgpu-gsp killed (-9) while their work runs, KILLS times;
+ * half of each round waits at a gate the test opens only after the reset's replay, so it is
+ * surely in flight across the reset.
  * A device reset replays every channel; the work in flight must then either complete exactly
  * once or its channel must report an error the guest sees. Every completed fence's result is
  * checked against the CPU's; a fence that neither completes nor errors fails the test. */
@@ -26,6 +28,7 @@
 #define UUID		"7e570000-0000-4000-8000-00000000aa07"
 #define KILLS		8
 #define SUBS		12		/* submissions per channel per kill */
+#define GATED		(SUBS / 2)	/* the first submission behind the gate */
 #define ELEMS		(1u << 20)	/* elements per AXPY / REDUCE / COPY (4 MiB) */
 #define BUF_BYTES	((uint64_t)ELEMS * 4)
 #define PS		VGPU_GMMU_PAGE_2M
@@ -51,8 +54,9 @@ struct work {
 	struct buf x, y;		/* AXPY: y has SUBS slices */
 	struct buf u, sums;		/* REDUCE: input, one 64-bit sum per submission */
 	struct buf src, dst;		/* COPY: source, SUBS destination slices */
-	struct buf sem;			/* SEM: the counter */
-	unsigned int completed, errored, in_flight_at_kill;
+	struct buf sem;			/* SEM: the counter; the gate at +64 */
+	volatile uint64_t *gate;	/* the round's second half waits for it to be 1 */
+	unsigned int completed, errored, in_flight_at_kill, across_reset;
 };
 
 static struct work w;
@@ -99,6 +103,41 @@ static pid_t gsp_wait_other(pid_t daemon, pid_t old)
 		usleep(10 * 1000);
 	}
 	return 0;
+}
+
+/* vgpud's count of finished device resets (`vgpuctl --json status`: the RM's replay is
+ * done when it moves), or -1. */
+static long device_resets(void)
+{
+	const struct vfx *fx = &vfx_group.fx;
+	char prog[PATH_MAX + 16], csock[PATH_MAX], out[PATH_MAX], buf[8192] = "", *p;
+	char *argv[] = { prog, "--socket", csock, "--json", "status", NULL };
+	long n = -1;
+	FILE *f;
+
+	snprintf(prog, sizeof(prog), "%s/vgpuctl", fx->bindir);
+	snprintf(csock, sizeof(csock), "%s/control.sock", fx->rundir);
+	snprintf(out, sizeof(out), "%s/status.json", fx->tmpdir);
+	unlink(out);
+	if (vfx_wait(vfx_spawn(argv, out), 30) || !(f = fopen(out, "r")))
+		return -1;
+	buf[fread(buf, 1, sizeof(buf) - 1, f)] = 0;
+	fclose(f);
+	p = strstr(buf, "\"device_resets\"");
+	if (p && (p = strchr(p, ':')))
+		n = strtol(p + 1, NULL, 10);
+	return n;
+}
+
+/* The device reset number @n finished (its replay done); bounded by polls. */
+static bool resets_reach(long n)
+{
+	for (int i = 0; i < 3000; i++) {
+		if (device_resets() >= n)
+			return true;
+		usleep(10 * 1000);
+	}
+	return false;
 }
 
 /* ---- buffers and channels ---- */
@@ -165,11 +204,15 @@ static void inputs_reset(void)
 	memset(w.sums.cpu, 0xff, SUBS * 8);
 	memset(w.dst.cpu, 0xee, BUF_BYTES * SUBS);
 	*(volatile uint64_t *)w.sem.cpu = 0;
+	*w.gate = 0;
 }
 
-/* Methods of submission @i on channel kind @k into @pb. */
+/* Methods of submission @i on channel kind @k into @pb. The second half of the round waits
+ * at the gate first (60 s at most), so it is certainly in flight across a reset. */
 static void work_build(enum kind k, uint32_t i, struct vgpu_pb *pb)
 {
+	if (i == GATED)
+		vgpu_pb_sem_acquire(pb, w.sem.va + 64, 1, VGPU_SEM_64, 60u * 1000 * 1000);
 	switch (k) {
 	case K_AXPY:
 		vgpu_pb_axpy_f32(pb, w.x.va, w.y.va + i * BUF_BYTES, ELEMS, 2.0f);
@@ -301,6 +344,7 @@ static void setup_work(void)
 	buf_new(&w.src, BUF_BYTES);
 	buf_new(&w.dst, BUF_BYTES * SUBS);
 	buf_new(&w.sem, PS);
+	w.gate = (volatile uint64_t *)((char *)w.sem.cpu + 64);
 	for (enum kind k = 0; k < K_NR; k++)
 		chan_new(k);
 }
@@ -320,32 +364,41 @@ static void teardown_work(void)
 	vfx_vf_close(w.vf);
 }
 
-/* KILLS rounds: submit, kill vgpu-gsp -9 while the work runs, check every fence. A round
- * without a kill first shows the workload itself is right. */
+/* KILLS rounds: submit, kill vgpu-gsp -9 while the first half of the work runs and the
+ * second half waits at the gate, open the gate once the reset's replay is done, check every
+ * fence. A round without a kill first shows the workload itself is right. */
 static void test_gsp_kill(void **state)
 {
 	pid_t daemon = vfx_group.fx.daemon, gsp;
+	long resets;
 
 	(void)state;
 	vfx_skip_if_down();
 	setup_work();
 	inputs_reset();
 	round_submit();
+	*w.gate = 1;
 	round_check();
 	gsp = gsp_pid(daemon);
 	assert_true(gsp > 0);
+	resets = device_resets();
+	assert_true(resets >= 0);
 	for (int n = 0; n < KILLS; n++) {
 		inputs_reset();
 		round_submit();
 		w.in_flight_at_kill += busy_count();
 		assert_int_equal(kill(gsp, SIGKILL), 0);
-		round_check();
 		gsp = gsp_wait_other(daemon, gsp);
 		assert_true(gsp > 0);
+		assert_true(resets_reach(++resets));
+		w.across_reset += busy_count();		/* the gated half at least */
+		*w.gate = 1;
+		round_check();
 	}
-	print_message("%d kills: %u fences completed right, %u channels in a visible error, "
-		      "%u submissions still running at the kills\n", KILLS, w.completed, w.errored,
-		      w.in_flight_at_kill);
+	assert_true(w.across_reset >= KILLS * K_NR * (SUBS - GATED));
+	print_message("%d kills: %u fences completed right, %u channels in a visible error; "
+		      "%u submissions running at the kills, %u still to run after the replay\n",
+		      KILLS, w.completed, w.errored, w.in_flight_at_kill, w.across_reset);
 	teardown_work();
 }
 
