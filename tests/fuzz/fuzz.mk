@@ -14,3 +14,7 @@ FUZZERS += gspq
 fuzz_gspq_DEPS := rm_gsp
 FUZZERS += state
 fuzz_state_DEPS := pf_manager
+FUZZERS += mbox
+fuzz_mbox_DEPS := pf_manager
+# It starts the rel build's vgpu-gsp (a libFuzzer link cannot make the program).
+$(BUILD)/fuzz/bin/fuzz_mbox: | $(BUILD)/rel/bin/vgpu-gsp
