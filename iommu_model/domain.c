@@ -1,7 +1,6 @@
 /* Domains: allocation, attachment to functions and PASIDs, map/unmap/query with the
  * iommufd contract, strict and lazy (flush-queue) invalidation, dirty tracking. */
 #include <errno.h>
-#include <signal.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -108,10 +107,9 @@ static int domain_opts_check(struct iommu *mmu, const struct iommu_domain_opts *
 			return -EINVAL;
 		return 0;
 	case IOMMU_DOMAIN_SVA:
-		if (o->flags || o->pid < 0)
+		if ((o->flags & ~IOMMU_DOMAIN_SVA_PIDFD) || o->pid < 0 ||
+		    ((o->flags & IOMMU_DOMAIN_SVA_PIDFD) && o->pidfd < 0))
 			return -EINVAL;
-		if (o->pid && kill(o->pid, 0) && errno == ESRCH)
-			return -ESRCH;
 		return 0;
 	}
 	return -EINVAL;
@@ -135,7 +133,13 @@ int iommu_domain_alloc(struct iommu *mmu, const struct iommu_domain_opts *opts,
 	d->rng = 0x2545f491u;
 	d->type = opts->type;
 	d->flags = opts->flags;
+	d->pidfd = -1;
 	cmn_mutex_init(&d->lock);
+	if (d->type == IOMMU_DOMAIN_SVA) {
+		ret = iommu_sva_init(d, opts);
+		if (ret)
+			goto free_domain;
+	}
 	if (d->type == IOMMU_DOMAIN_PAGING) {
 		d->iova_bits = opts->iova_bits ? opts->iova_bits : IOMMU_IOVA_BITS;
 		d->aperture_last = (1ull << d->iova_bits) - 1;
@@ -147,7 +151,6 @@ int iommu_domain_alloc(struct iommu *mmu, const struct iommu_domain_opts *opts,
 	}
 	d->parent = opts->parent;
 	d->s1_root = opts->s1_root;
-	d->pid = opts->pid ? opts->pid : getpid();
 	cmn_mutex_lock(&mmu->lock);
 	d->id = atomic_fetch_add(&iommu_next_domain_id, 1);
 	if (d->parent)
@@ -209,6 +212,7 @@ int iommu_domain_free(struct iommu_domain *d)
 	iommu_free(mmu, d->fq);
 	iommu_free(mmu, d->allowed);
 	iommu_free(mmu, d->reserved);
+	iommu_sva_fini(d);
 	cmn_mutex_destroy(&d->lock);
 	iommu_free(mmu, d);
 	return 0;

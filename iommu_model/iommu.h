@@ -98,6 +98,7 @@ enum iommu_domain_type {
 #define IOMMU_DOMAIN_NEST_PARENT	(1u << 0)	/* PAGING: may be a stage-2 */
 #define IOMMU_DOMAIN_LAZY		(1u << 1)	/* PAGING: lazy (flush-queue) unmap */
 #define IOMMU_DOMAIN_NO_DIRTY		(1u << 2)	/* PAGING: no dirty tracking */
+#define IOMMU_DOMAIN_SVA_PIDFD		(1u << 3)	/* SVA: @pidfd names the process */
 
 struct iommu_domain_opts {
 	enum iommu_domain_type type;
@@ -105,11 +106,16 @@ struct iommu_domain_opts {
 	unsigned int iova_bits;		/* PAGING: aperture width 32..48; 0 = 48 */
 	struct iommu_domain *parent;	/* NESTED: the stage-2 (a NEST_PARENT paging domain) */
 	uint64_t s1_root;		/* NESTED: stage-2 IOVA of the stage-1 root table */
-	pid_t pid;			/* SVA: process to bind; 0 = this process */
+	pid_t pid;			/* SVA: process to bind; 0 = this process (or @pidfd's) */
+	int pidfd;			/* SVA with IOMMU_DOMAIN_SVA_PIDFD: a pidfd of @pid */
 };
 
 /* Allocate a domain. 0, -EINVAL (bad opts, parent not NEST_PARENT, nested on nested),
- * -ENOMEM. */
+ * -ENOMEM, -ESRCH (SVA: the process is gone, or @pidfd is not @pid's).
+ * An SVA domain follows a PROCESS, never a pid number: it keeps its own pidfd (a dup of
+ * opts->pidfd, or one opened on opts->pid at allocation), checks it before and after every
+ * copy, and once the process has exited every access faults (IOMMU_FAULT_SVA_GONE), even
+ * if another process gets the same pid. */
 int iommu_domain_alloc(struct iommu *mmu, const struct iommu_domain_opts *opts,
 		       struct iommu_domain **out);
 /* Free a domain and its mappings. -EBUSY while attached to a function or PASID, or while
@@ -292,6 +298,7 @@ enum iommu_fault_reason {
 	IOMMU_FAULT_STAGE1,		/* nested: stage-1 table unreachable or malformed */
 	IOMMU_FAULT_PRI_INVALID,	/* page request answered Invalid / Failure / timed out */
 	IOMMU_FAULT_ATS_TIMEOUT,	/* ATC invalidation never completed (ITE) */
+	IOMMU_FAULT_SVA_GONE,		/* SVA: the bound process has exited */
 };
 
 struct iommu_fault_rec {

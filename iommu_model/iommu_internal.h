@@ -293,8 +293,9 @@ struct iommu_domain {
 	struct iommu_domain *parent;
 	uint64_t s1_root;
 
-	/* SVA */
+	/* SVA: the process, as a pidfd (its number alone could be another's later) */
 	pid_t pid;
+	int pidfd;			/* -1 for other types */
 };
 
 /* core.c */
@@ -393,6 +394,13 @@ static inline uint64_t iommu_atc_ctx(const struct iommu_domain *d, uint32_t pasi
 int iommu_atc_translate(struct iommu *mmu, unsigned int rid, uint32_t pasid,
 			struct iommu_domain *d, uint64_t iova, size_t len, unsigned int access,
 			struct iommu_xlate *out, unsigned int *reason);
+
+/* sva.c */
+/* SVA domain @d follows the process @o names (its pidfd, or one opened on its pid now). */
+int iommu_sva_init(struct iommu_domain *d, const struct iommu_domain_opts *o);
+void iommu_sva_fini(struct iommu_domain *d);
+/* Whether @d's process has not exited: false from its exit on, whoever has its pid. */
+bool iommu_sva_alive(const struct iommu_domain *d);
 
 /* pri.c (also the helpers shared with ats.c) */
 void iommu_cond_init(pthread_cond_t *c);

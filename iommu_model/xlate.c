@@ -300,9 +300,12 @@ static int xlate_paging(struct iommu_domain *d, uint64_t iova, unsigned int acce
  * microsecond, so 4 KiB pieces would cap a copy near 3 GB/s; the DMA helpers go page by
  * page only when a piece fails, to find the page that faults. */
 static int xlate_sva(struct iommu_domain *d, uint64_t iova, size_t len,
-		     struct iommu_xlate *out)
+		     struct iommu_xlate *out, unsigned int *reason)
 {
-	(void)d;
+	if (!iommu_sva_alive(d)) {
+		*reason = IOMMU_FAULT_SVA_GONE;
+		return -EFAULT;
+	}
 	out->host = NULL;
 	out->memobj = NULL;
 	out->offset = iova;
@@ -320,7 +323,7 @@ int iommu_xlate(struct iommu_domain *d, uint32_t pasid, uint64_t iova, size_t le
 
 	(void)pasid;	/* a domain translates alike for every PASID: entries are shared */
 	if (d->type == IOMMU_DOMAIN_SVA)
-		return xlate_sva(d, iova, len, out);
+		return xlate_sva(d, iova, len, out, reason);
 	ret = xlate_cached(d, iova, access, &h, reason);
 	if (ret)
 		return ret;
@@ -475,32 +478,60 @@ int iommu_fn_translate(struct iommu *mmu, unsigned int rid, uint32_t pasid, uint
 
 /* ---- DMA -------------------------------------------------------------------------------- */
 
-/* SVA copy of one page-bounded chunk with process_vm_readv/writev. */
+/* SVA copy of one chunk with process_vm_readv/writev: 0, -EFAULT (the process's own page
+ * tables refused), -ESRCH (the process has exited). The pid number is only what the
+ * syscall takes: the domain's pidfd says whether it is still the bound process. Before: a
+ * copy for a process that has exited never starts (its number may be another's already).
+ * After: the process was alive across the whole copy, so the number was still its own (a
+ * pid is not reused while its process lives); if it exited meanwhile, bytes read are
+ * wiped and the copy is a fault, so nothing that may be another process's is ever used. */
 static int sva_copy(struct iommu_domain *d, uint64_t addr, void *buf, size_t len, bool write)
 {
 	struct iovec local = { buf, len };
 	struct iovec remote = { (void *)(uintptr_t)addr, len };
-	ssize_t n = write ? process_vm_writev(d->pid, &local, 1, &remote, 1, 0)
-			  : process_vm_readv(d->pid, &local, 1, &remote, 1, 0);
+	ssize_t n;
 
+	if (!iommu_sva_alive(d))
+		return -ESRCH;
+	n = write ? process_vm_writev(d->pid, &local, 1, &remote, 1, 0)
+		  : process_vm_readv(d->pid, &local, 1, &remote, 1, 0);
+	if (!iommu_sva_alive(d)) {
+		if (!write && n > 0)
+			memset(buf, 0, (size_t)n);
+		return -ESRCH;
+	}
 	return n == (ssize_t)len ? 0 : -EFAULT;
 }
 
-/* SVA page: a failed copy is the unmapped fault of an SVA domain. */
+/* SVA page: a failed copy is the unmapped fault of an SVA domain; a process that has
+ * exited is a fault of its own, with no page request (nothing could make it present). */
 static int dma_sva_page(struct iommu *mmu, unsigned int rid, uint32_t pasid,
 			struct iommu_domain *d, uint64_t iova, uint8_t *p, size_t n, bool write)
 {
+	unsigned int access = write ? IOMMU_WRITE : IOMMU_READ;
 	int ret = sva_copy(d, iova, p, n, write);
 
 	if (!ret)
 		return 0;
+	if (ret == -ESRCH) {
+		iommu_fault_log(mmu, rid, pasid, iova, access, IOMMU_FAULT_SVA_GONE);
+		return -EFAULT;
+	}
 	iommu_access_end();
-	ret = iommu_pri_fault(mmu, rid, pasid, iova, write ? IOMMU_WRITE : IOMMU_READ);
+	ret = iommu_pri_fault(mmu, rid, pasid, iova, access);
 	iommu_access_begin();
-	if (!ret && !sva_copy(d, iova, p, n, write))
-		return 0;
-	iommu_fault_log(mmu, rid, pasid, iova, write ? IOMMU_WRITE : IOMMU_READ,
-			ret && ret != -ENODEV ? IOMMU_FAULT_PRI_INVALID : IOMMU_FAULT_UNMAPPED);
+	if (!ret) {
+		ret = sva_copy(d, iova, p, n, write);
+		if (!ret)
+			return 0;
+		if (ret == -ESRCH) {
+			iommu_fault_log(mmu, rid, pasid, iova, access, IOMMU_FAULT_SVA_GONE);
+			return -EFAULT;
+		}
+		ret = -ENODEV;	/* answered, still not there: the unmapped fault */
+	}
+	iommu_fault_log(mmu, rid, pasid, iova, access,
+			ret != -ENODEV ? IOMMU_FAULT_PRI_INVALID : IOMMU_FAULT_UNMAPPED);
 	return -EFAULT;
 }
 
@@ -509,8 +540,15 @@ static int dma_sva_page(struct iommu *mmu, unsigned int rid, uint32_t pasid,
 static int dma_sva_chunk(struct iommu *mmu, unsigned int rid, uint32_t pasid,
 			 struct iommu_domain *d, uint64_t iova, uint8_t *p, size_t n, bool write)
 {
-	if (!sva_copy(d, iova, p, n, write))
+	int first = sva_copy(d, iova, p, n, write);
+
+	if (!first)
 		return 0;
+	if (first == -ESRCH) {
+		iommu_fault_log(mmu, rid, pasid, iova, write ? IOMMU_WRITE : IOMMU_READ,
+				IOMMU_FAULT_SVA_GONE);
+		return -EFAULT;
+	}
 	while (n) {
 		size_t k = (size_t)cmn_min((uint64_t)n, IOMMU_PAGE_SIZE - (iova & (IOMMU_PAGE_SIZE - 1)));
 		int ret = dma_sva_page(mmu, rid, pasid, d, iova, p, k, write);
