@@ -9,9 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <time.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -32,6 +34,7 @@ struct pf_endpoint {
 	int to_guest[VF_NR_VECTORS];	/* we interrupt the guest: we write */
 	uid_t peer_uid;
 	pid_t peer_pid;			/* SO_PEERCRED of the attached guest (QEMU for a VM) */
+	int peer_pidfd;			/* that process itself (its number may be reused), or -1 */
 	int sva_fd;			/* the guest's SVA connection (vgpu/sva.h), or -1 */
 	struct iommu *sva_mmu;		/* set while the guest's address space is bound */
 	struct iommu_domain *sva_dom;
@@ -328,6 +331,82 @@ static void ep_drop_vectors(struct pf_endpoint *ep)
 	}
 }
 
+/* ---- the peer process: a pidfd, never just a pid number ----------------------------------- */
+
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD	77		/* Linux 6.5; older headers lack it */
+#endif
+
+/* Whether @pidfd's process has not exited (a pidfd polls readable from its exit on). */
+static bool ep_pidfd_alive(int pidfd)
+{
+	struct pollfd p = { .fd = pidfd, .events = POLLIN };
+
+	return pidfd >= 0 && poll(&p, 1, 0) == 0;
+}
+
+/* Now, in clock ticks since boot: the unit of /proc/PID/stat's starttime. */
+static uint64_t ep_boot_ticks(void)
+{
+	struct timespec ts;
+	uint64_t hz = (uint64_t)sysconf(_SC_CLK_TCK);
+
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	return (uint64_t)ts.tv_sec * hz + (uint64_t)ts.tv_nsec * hz / 1000000000u;
+}
+
+/* starttime (field 22) of /proc/@pid/stat, or 0 if it cannot be read. The command name
+ * (field 2) may hold spaces and parentheses: fields are counted after its last ')'. */
+static uint64_t ep_start_ticks(pid_t pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long t = 0;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	p = strrchr(buf, ')');
+	for (int field = 2; p && field < 22; field++)
+		p = strchr(p + 1, ' ');
+	if (!p || sscanf(p, " %llu", &t) != 1)
+		return 0;
+	return t;
+}
+
+/* A pidfd of the process at the other end of @c (SO_PEERCRED pid @pid), taken when it is
+ * accepted (@accepted, ep_boot_ticks()): SO_PEERPIDFD, which names the very process that
+ * connected; on kernels without it, pidfd_open(@pid), but only if the process with that
+ * number started no later than the accept (a later one got the number after the peer
+ * exited) and was still alive after the check. The pidfd, or -errno. */
+static int ep_peer_pidfd(int c, pid_t pid, uint64_t accepted)
+{
+	int fd = -1;
+	socklen_t len = sizeof(fd);
+	uint64_t start;
+
+	if (!getsockopt(c, SOL_SOCKET, SO_PEERPIDFD, &fd, &len) && fd >= 0)
+		return fd;
+	if (errno != ENOPROTOOPT)
+		return -errno;	/* the kernel knows the peer and says it is gone */
+	fd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (fd < 0)
+		return -errno;
+	start = ep_start_ticks(pid);
+	if (!start || start > accepted || !ep_pidfd_alive(fd)) {
+		close(fd);
+		return -ESRCH;
+	}
+	return fd;
+}
+
 /* ---- SVA (vgpu/sva.h): the attached local guest's own address space at a PASID -------- */
 
 void pf_endpoint_sva_unbind(struct pf_slice *s, const char *why)
@@ -378,12 +457,14 @@ static int ep_sva_probe(pid_t pid, char *why, size_t wlen)
 	return -EPERM;
 }
 
-/* Bind the attached guest's pid, nothing else: the request came on a connection whose
- * SO_PEERCRED pid was checked against it at accept. */
+/* Bind the attached guest process, nothing else: the request came on a connection whose
+ * peer was checked at accept to be that very process. The domain gets the process's pidfd,
+ * so it reaches nothing once the process has exited, whoever gets its pid next. */
 static int ep_sva_bind(struct pf_daemon *d, struct pf_slice *s, char *why, size_t wlen)
 {
 	struct pf_endpoint *ep = s->ep;
-	struct iommu_domain_opts o = { .type = IOMMU_DOMAIN_SVA, .pid = ep->peer_pid };
+	struct iommu_domain_opts o = { .type = IOMMU_DOMAIN_SVA, .pid = ep->peer_pid,
+				       .flags = IOMMU_DOMAIN_SVA_PIDFD, .pidfd = ep->peer_pidfd };
 	struct iommu_domain *dom;
 	int r;
 
@@ -395,6 +476,10 @@ static int ep_sva_bind(struct pf_daemon *d, struct pf_slice *s, char *why, size_
 	if (!d->iommu) {
 		snprintf(why, wlen, "this device has no IOMMU");
 		return -ENODEV;
+	}
+	if (!ep_pidfd_alive(ep->peer_pidfd)) {
+		snprintf(why, wlen, "the attached process (pid %d) has exited", (int)ep->peer_pid);
+		return -ESRCH;
 	}
 	r = ep_sva_probe(ep->peer_pid, why, wlen);
 	if (r)
@@ -444,8 +529,12 @@ static void ep_sva_request(struct pf_daemon *d, struct pf_slice *s)
 	struct pf_endpoint *ep = s->ep;
 	struct vgpu_sva_req rq;
 	struct vgpu_sva_reply rp = { .magic = VGPU_SVA_MAGIC };
-	ssize_t n = recv(ep->sva_fd, &rq, sizeof(rq), MSG_DONTWAIT);
+	ssize_t n;
 
+	/* Its exit may not have been polled yet: a request never sees a binding it outlived. */
+	if (ep->sva_dom && !ep_pidfd_alive(ep->peer_pidfd))
+		pf_endpoint_sva_unbind(s, "the bound process exited");
+	n = recv(ep->sva_fd, &rq, sizeof(rq), MSG_DONTWAIT);
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
 	if (n <= 0) {
@@ -492,6 +581,9 @@ static void ep_detach(struct pf_daemon *d, struct pf_slice *s)
 		return;
 	close(ep->client_fd);
 	ep->client_fd = -1;
+	if (ep->peer_pidfd >= 0)
+		close(ep->peer_pidfd);
+	ep->peer_pidfd = -1;
 	ep_drop_vectors(ep);
 	if (d)
 		pf_rm_guest_gone(d, s->vf);
@@ -549,12 +641,24 @@ static bool ep_client_closed(const struct pf_endpoint *ep)
 	return (p.revents & POLLIN) && recv(ep->client_fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }
 
+/* Whether a connection from @pid (@pidfd) is the attached process's SVA connection. Only
+ * the attached process itself can open a second connection with its pid: QEMU never does,
+ * and nothing inside a VM can make it. Same number and both alive is the same process (a
+ * live process keeps its number); one that got the number after the attached process
+ * exited is not. */
+static bool ep_sva_peer(const struct pf_endpoint *ep, pid_t pid, int pidfd)
+{
+	return pid == ep->peer_pid && ep->sva_fd < 0 && ep_pidfd_alive(ep->peer_pidfd) &&
+	       ep_pidfd_alive(pidfd);
+}
+
 static void ep_accept(struct pf_daemon *d, struct pf_slice *s)
 {
 	struct pf_endpoint *ep = s->ep;
 	struct ucred cr;
 	socklen_t len = sizeof(cr);
-	int c = accept4(ep->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+	int c = accept4(ep->listen_fd, NULL, NULL, SOCK_CLOEXEC), pidfd;
+	uint64_t accepted = ep_boot_ticks();
 
 	if (c < 0)
 		return;
@@ -563,17 +667,25 @@ static void ep_accept(struct pf_daemon *d, struct pf_slice *s)
 		ep_refuse(c);
 		return;
 	}
+	/* The process, now: later its number may be another's. */
+	pidfd = ep_peer_pidfd(c, cr.pid, accepted);
+	if (pidfd < 0) {
+		cmn_warn("VF %u: attach refused: no pidfd for pid %d: %s", s->vf, (int)cr.pid,
+			 cmn_strerror(pidfd));
+		ep_refuse(c);
+		return;
+	}
 	/* A guest that closed and reconnects (the same pid) is a new attach, not an SVA
 	 * connection: finish the old attachment first. */
 	if (ep->client_fd >= 0 && ep_client_closed(ep))
 		ep_detach(d, s);
-	/* Only the attached process itself can open a second connection with its pid: QEMU
-	 * never does, and nothing inside a VM can make it. */
-	if (ep->client_fd >= 0 && cr.pid == ep->peer_pid && ep->sva_fd < 0) {
+	if (ep->client_fd >= 0 && ep_sva_peer(ep, cr.pid, pidfd)) {
+		close(pidfd);
 		ep_sva_accept(s, c);
 		return;
 	}
 	if (ep->client_fd >= 0) {
+		close(pidfd);
 		cmn_warn("VF %u: attach refused: a guest (uid %d) is already attached", s->vf,
 			  (int)ep->peer_uid);
 		ep_refuse(c);
@@ -582,10 +694,12 @@ static void ep_accept(struct pf_daemon *d, struct pf_slice *s)
 	if (ep_greet(s, c)) {
 		cmn_warn("VF %u: attach failed while sending the greeting", s->vf);
 		ep_drop_vectors(ep);
+		close(pidfd);
 		close(c);
 		return;
 	}
 	ep->client_fd = c;
+	ep->peer_pidfd = pidfd;
 	ep->peer_uid = cr.uid;
 	ep->peer_pid = cr.pid;
 	cmn_info("VF %u: guest attached (pid %d, uid %d)", s->vf, (int)cr.pid, (int)cr.uid);
@@ -600,6 +714,7 @@ int pf_endpoint_open(struct pf_daemon *d, struct pf_slice *s)
 	if (!ep)
 		return -ENOMEM;
 	ep->client_fd = -1;
+	ep->peer_pidfd = -1;
 	ep->sva_fd = -1;
 	for (unsigned int v = 0; v < VF_NR_VECTORS; v++)
 		ep->to_host[v] = ep->to_guest[v] = -1;
@@ -680,6 +795,9 @@ int pf_endpoint_pollfds(struct pf_slice *s, struct pollfd *p, int max)
 	p[n++] = (struct pollfd){ .fd = ep->client_fd, .events = POLLIN };
 	if (ep->sva_fd >= 0)
 		p[n++] = (struct pollfd){ .fd = ep->sva_fd, .events = POLLIN };
+	/* Only while bound: the pidfd of a process that has exited stays readable. */
+	if (ep->sva_dom && ep->peer_pidfd >= 0)
+		p[n++] = (struct pollfd){ .fd = ep->peer_pidfd, .events = POLLIN };
 	/* Not the kick vector: that one is the device's to read. */
 	for (unsigned int v = 0; v < VF_NR_VECTORS; v++)
 		if (v != VF_VEC_GPU)
@@ -710,6 +828,8 @@ void pf_endpoint_handle(struct pf_daemon *d, struct pf_slice *s, const struct po
 			return;
 		} else if (p[i].fd == ep->sva_fd) {
 			ep_sva_request(d, s);
+		} else if (p[i].fd == ep->peer_pidfd) {
+			pf_endpoint_sva_unbind(s, "the bound process exited");
 		} else if (p[i].fd == ep->to_host[VF_VEC_MBOX]) {
 			if (read(p[i].fd, &cnt, sizeof(cnt)) == sizeof(cnt))
 				s->mbox_kicks++;

@@ -271,13 +271,16 @@ void pf_endpoint_close(struct pf_daemon *d, struct pf_slice *s);
 /* Whether a guest is attached. */
 bool pf_endpoint_attached(const struct pf_slice *s);
 /* poll() set contribution and dispatch: at most PF_EP_MAX_POLLFDS entries per slice
- * (listen, interrupt, guest, SVA connection, the vectors but the kick one). */
-#define PF_EP_MAX_POLLFDS	(3 + VF_NR_VECTORS)
+ * (listen, interrupt, guest, SVA connection, the bound process's pidfd, the vectors but
+ * the kick one). */
+#define PF_EP_MAX_POLLFDS	(4 + VF_NR_VECTORS)
 int pf_endpoint_pollfds(struct pf_slice *s, struct pollfd *p, int max);
 void pf_endpoint_handle(struct pf_daemon *d, struct pf_slice *s, const struct pollfd *p, int n);
 /* Drop the guest's SVA binding (vgpu/sva.h), if any: after it the device reaches nothing of
  * the process. @why goes to the log. The SVA connection stays open (the guest may bind
- * again). */
+ * again, while the attached process lives). The binding is to the attached PROCESS (a
+ * pidfd taken when its connection was accepted), never to its pid number: it is dropped
+ * when that process exits, whoever keeps its sockets. */
 void pf_endpoint_sva_unbind(struct pf_slice *s, const char *why);
 /* Format the header and rings of @s's BAR2 (fresh or after a reset). */
 void pf_bar_format(struct pf_slice *s);
