@@ -146,6 +146,10 @@ struct gpu_config {
 	uint64_t scan_period_ns;	/* GP_PUT vs GP_GET scan of resident channels; 0 = 1 ms */
 	struct iommu *iommu;		/* system aperture (requester id = function number);
 					 * NULL: every system-memory access faults */
+	/* The engines' clock in ns, for tests that must not depend on host load (shares,
+	 * slices); called on engine threads only. NULL: CLOCK_MONOTONIC. */
+	uint64_t (*clock_ns)(void *arg);
+	void *clock_arg;
 };
 
 /* Create a GPU: reserves the VRAM range, creates the privileged region and doorbell pages

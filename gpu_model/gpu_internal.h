@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/clock.h"
 #include "common/err.h"
 #include "common/lock.h"
 #include "gpu_model/gpu.h"
@@ -314,5 +315,10 @@ static inline void gpu_status_bump(struct gpu *g, uint64_t *count)
 /* sched.c */
 void *gpu_engine_main(void *arg);
 uint64_t gpu_engine_now(struct gpu_engine *e);
+/* The engines' time source: the configured clock, else CLOCK_MONOTONIC. */
+static inline uint64_t gpu_clock_ns(const struct gpu *g)
+{
+	return g->cfg.clock_ns ? g->cfg.clock_ns(g->cfg.clock_arg) : cmn_now_ns();
+}
 
 #endif

@@ -24,7 +24,7 @@ static uint64_t def(uint64_t v, uint64_t d)
  * by it, so shares stay right on a loaded host (as a VM's steal time). */
 uint64_t gpu_engine_now(struct gpu_engine *e)
 {
-	uint64_t now = cmn_now_ns();
+	uint64_t now = gpu_clock_ns(e->g);
 
 	if (e->last_tick && now - e->last_tick > GPU_STALL_NS) {
 		e->stolen += now - e->last_tick;
@@ -342,7 +342,7 @@ static void engine_idle(struct gpu_engine *e, uint64_t now, uint64_t deadline)
 
 	uint64_t next_yield = now + GPU_SPIN_YIELD_NS, t;
 
-	while ((t = cmn_now_ns()) < spin_end) {
+	while ((t = gpu_clock_ns(g)) < spin_end) {
 		if (engine_has_news(e))
 			return;
 		for (int i = 0; i < 32; i++)
@@ -354,7 +354,7 @@ static void engine_idle(struct gpu_engine *e, uint64_t now, uint64_t deadline)
 			next_yield = t + GPU_SPIN_YIELD_NS;
 		}
 	}
-	now = cmn_now_ns();
+	now = gpu_clock_ns(g);
 	if (now >= deadline)
 		return;
 	atomic_store(&e->asleep, true);
@@ -380,7 +380,7 @@ void *gpu_engine_main(void *arg)
 	struct gpu *g = e->g;
 
 	cmn_mutex_lock(&g->lock);
-	e->next_scan = cmn_now_ns() + def(g->cfg.scan_period_ns, VGPU_NSEC_PER_MSEC);
+	e->next_scan = gpu_clock_ns(g) + def(g->cfg.scan_period_ns, VGPU_NSEC_PER_MSEC);
 	while (!atomic_load(&g->stop)) {
 		uint64_t now = gpu_engine_now(e), deadline;
 		struct gpu_chan *c;

@@ -136,23 +136,17 @@ static inline void *tgpu_va(struct tgpu *t, unsigned int fn, uint64_t va, uint64
 	return tgpu_ptr(t, fn, va - T_VA_BASE, len);
 }
 
-/* Device with @nr_vfs VFs, each function owning a @slice_mib slice (PF included);
- * @scan_ns: GP_PUT scan period (0 = default). */
-static inline struct tgpu *tgpu_new_scan(unsigned int nr_vfs, unsigned int engines,
-					 uint64_t slice_mib, uint64_t scan_ns)
+/* A device as @cfg says, each function owning a @slice_mib slice (PF included); the VRAM
+ * size is set here. */
+static inline struct tgpu *tgpu_new_cfg(struct gpu_config cfg, uint64_t slice_mib)
 {
 	struct tgpu *t = calloc(1, sizeof(*t));
-	struct gpu_config cfg = {
-		.vram_size = (nr_vfs + 1) * slice_mib * VGPU_MiB,
-		.nr_vfs = nr_vfs,
-		.nr_engines = engines,
-		.scan_period_ns = scan_ns,
-	};
 
 	assert_non_null(t);
+	cfg.vram_size = (cfg.nr_vfs + 1) * slice_mib * VGPU_MiB;
 	assert_int_equal(gpu_create(&cfg, &t->g), 0);
 	t->p = gpu_priv_get(t->g);
-	t->nr_fns = nr_vfs + 1;
+	t->nr_fns = cfg.nr_vfs + 1;
 	t->slice = slice_mib * VGPU_MiB;
 	for (unsigned int fn = 0; fn < t->nr_fns; fn++) {
 		assert_int_equal(gpu_priv_partition_set(t->p, fn, fn * t->slice, t->slice), 0);
@@ -160,6 +154,16 @@ static inline struct tgpu *tgpu_new_scan(unsigned int nr_vfs, unsigned int engin
 		t->pdb[fn] = tgpu_table(t, fn);
 	}
 	return t;
+}
+
+/* Device with @nr_vfs VFs, each function owning a @slice_mib slice (PF included);
+ * @scan_ns: GP_PUT scan period (0 = default). */
+static inline struct tgpu *tgpu_new_scan(unsigned int nr_vfs, unsigned int engines,
+					 uint64_t slice_mib, uint64_t scan_ns)
+{
+	struct gpu_config cfg = { .nr_vfs = nr_vfs, .nr_engines = engines, .scan_period_ns = scan_ns };
+
+	return tgpu_new_cfg(cfg, slice_mib);
 }
 
 static inline struct tgpu *tgpu_new(unsigned int nr_vfs, unsigned int engines, uint64_t slice_mib)

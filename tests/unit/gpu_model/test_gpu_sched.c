@@ -1,12 +1,102 @@
-/* Scheduler: 2, 4 and 8 busy functions on one engine for 1 s under each policy; every
- * function's share of engine time within 5 % (relative) of its target. Then the
- * difference between reserved (fixed share) and work-conserving (best effort) slices. */
+/* Scheduler: 2, 4 and 8 busy functions on one engine under each policy; every function's
+ * share of engine time within 5 % (relative) of its target. Then the difference between
+ * reserved (fixed share) and work-conserving (best effort) slices, and the preemption
+ * timeout. Shares and slices are measured on a clock the test drives (each engine read
+ * advances it by one tick), so they count scheduler decisions and work, not host load. */
+#include <pthread.h>
 #include <stdio.h>
 
+#include "common/lock.h"
 #include "gpu_test.h"
 
 #define ENTRIES		4096u
-#define FILL_BYTES	(1u << 20)	/* deep queues: a starved test thread must not let one run dry */
+#define FILL_BYTES	(64u << 10)	/* one chunk: one clock read per GP entry */
+#define TICK_NS		(100 * VGPU_NSEC_PER_USEC)
+#define RUN_TIMEOUT	(120 * VGPU_NSEC_PER_SEC)	/* a hang, not a measurement */
+
+/* The engine's clock in these tests: held at 0 (an engine reading it waits) until
+ * tclock_start(), then TICK_NS more at every read until it stands still at @stop. The
+ * engine goes on running after that, but no slice ends and no more time is charged, so
+ * the statistics can be read at leisure. */
+struct tclock {
+	struct cmn_mutex lock;
+	pthread_cond_t cv;
+	bool started;
+	uint64_t now, stop;
+};
+
+static uint64_t tclock_read(void *arg)
+{
+	struct tclock *k = arg;
+	uint64_t v;
+
+	cmn_mutex_lock(&k->lock);
+	while (!k->started)
+		cmn_cond_wait(&k->cv, &k->lock);
+	if (k->now < k->stop)
+		k->now = cmn_min(k->now + TICK_NS, k->stop);
+	v = k->now;
+	cmn_mutex_unlock(&k->lock);
+	return v;
+}
+
+/* On the heap: a failed case leaves its device running, and that engine must not read
+ * the next case's clock. */
+static struct tclock *tclock_new(uint64_t stop)
+{
+	struct tclock *k = calloc(1, sizeof(*k));
+
+	assert_non_null(k);
+	cmn_mutex_init(&k->lock);
+	pthread_cond_init(&k->cv, NULL);
+	k->stop = stop;
+	return k;
+}
+
+static void tclock_start(struct tclock *k)
+{
+	cmn_mutex_lock(&k->lock);
+	k->started = true;
+	pthread_cond_broadcast(&k->cv);
+	cmn_mutex_unlock(&k->lock);
+}
+
+/* Wait (bounded, in real time) until the clock has reached its stop. */
+static void tclock_wait_stop(struct tclock *k)
+{
+	uint64_t dl = cmn_deadline_ns(RUN_TIMEOUT), now;
+
+	for (;;) {
+		cmn_mutex_lock(&k->lock);
+		now = k->now;
+		cmn_mutex_unlock(&k->lock);
+		if (now >= k->stop)
+			return;
+		if (cmn_deadline_passed(dl))
+			fail_msg("the engine clock is at %llu ns of %llu after %llu s",
+				 (unsigned long long)now, (unsigned long long)k->stop,
+				 (unsigned long long)(RUN_TIMEOUT / VGPU_NSEC_PER_SEC));
+		cmn_sleep_ns(VGPU_NSEC_PER_MSEC);
+	}
+}
+
+/* After the device that read it is gone. */
+static void tclock_free(struct tclock *k)
+{
+	pthread_cond_destroy(&k->cv);
+	cmn_mutex_destroy(&k->lock);
+	free(k);
+}
+
+/* A device of @nfn VFs on one engine that runs on @k and, idle, spins on it instead of
+ * sleeping in real time. */
+static struct tgpu *tgpu_on_clock(unsigned int nfn, struct tclock *k)
+{
+	struct gpu_config cfg = { .nr_vfs = nfn, .nr_engines = 1, .spin_ns = VGPU_NSEC_PER_SEC,
+				  .clock_ns = tclock_read, .clock_arg = k };
+
+	return tgpu_new_cfg(cfg, 16);
+}
 
 struct busy {
 	struct tchan c;
@@ -35,29 +125,6 @@ static void busy_top_up(struct tgpu *t, struct busy *b)
 	tchan_kick(t, &b->c);
 }
 
-static void run_for(struct tgpu *t, struct busy *b, unsigned int n, uint64_t ns)
-{
-	uint64_t end = cmn_now_ns() + ns;
-
-	while (cmn_now_ns() < end) {
-		for (unsigned int i = 0; i < n; i++)
-			busy_top_up(t, &b[i]);
-		cmn_sleep_ns(200 * VGPU_NSEC_PER_USEC);
-	}
-}
-
-static void snap(struct tgpu *t, unsigned int n, uint64_t *run)
-{
-	struct gpu_sched_stats s;
-
-	for (unsigned int i = 0; i < n; i++) {
-		gpu_sched_stats(t->g, i + 1, &s);
-		/* Time the engine gave the function: running, or idle in its own reserved slice
-		 * should the top-up thread be starved by the host for a moment. */
-		run[i] = s.run_ns + s.idle_ns;
-	}
-}
-
 static const struct share_case {
 	const char *name;
 	enum gpu_sched_policy policy;
@@ -74,8 +141,7 @@ static const struct share_case {
 	{ "fixed share, 8 functions", GPU_SCHED_FIXED_SHARE, 8 },
 };
 
-/* Fixed-share weights in per mille, all different sizes; the smallest share stays >= 10 %
- * so one host-stretched slice (a few ms on a loaded 2-core machine) is < 5 % of it. */
+/* Fixed-share weights in per mille, all different sizes. */
 static uint64_t weight(unsigned int i, unsigned int n)
 {
 	static const uint64_t w2[] = { 667, 333 }, w4[] = { 400, 300, 200, 100 },
@@ -84,14 +150,21 @@ static uint64_t weight(unsigned int i, unsigned int n)
 	return n == 2 ? w2[i] : n == 4 ? w4[i] : w8[i];
 }
 
+/* 100 slices per function on average (about 9 GP entries each): every ring, filled once
+ * before the clock starts, still holds work when it stops. */
 static void test_shares(void **state)
 {
 	const struct share_case *c = *state;
-	struct tgpu *t = tgpu_new(c->nfn, 1, 16);
+	const uint64_t window = c->nfn * 100 * VGPU_NSEC_PER_MSEC;
+	struct tclock *k;
+	struct tgpu *t;
 	struct busy b[8];
-	uint64_t r0[8], r1[8], total = 0, wsum = 0;
+	struct gpu_sched_stats st[8];
+	uint64_t total = 0, wsum = 0;
 
-	/* 1 ms slices: long against one FILL chunk, short against the 1 s window. */
+	k = tclock_new(window);
+	t = tgpu_on_clock(c->nfn, k);
+	/* 1 ms slices: ten clock ticks. */
 	assert_int_equal(gpu_priv_sched_set(t->p, c->policy, 1 * VGPU_NSEC_PER_MSEC,
 					    c->nfn * 8 * VGPU_NSEC_PER_MSEC), 0);
 	for (unsigned int i = 0; i < c->nfn; i++) {
@@ -102,71 +175,70 @@ static void test_shares(void **state)
 		wsum += s.weight;
 		assert_int_equal(gpu_priv_sched_fn_set(t->p, i + 1, &s), 0);
 		busy_init(t, &b[i], i + 1);
+		busy_top_up(t, &b[i]);
 	}
-	run_for(t, b, c->nfn, 100 * VGPU_NSEC_PER_MSEC);	/* warm up */
-	snap(t, c->nfn, r0);
-	run_for(t, b, c->nfn, VGPU_NSEC_PER_SEC);
-	snap(t, c->nfn, r1);
-	for (unsigned int i = 0; i < c->nfn; i++)
-		total += r1[i] - r0[i];
-	assert_true(total > 0);
+	tclock_start(k);
+	tclock_wait_stop(k);
+	/* A turn still running at the stop adds at most one slice to its function. */
 	for (unsigned int i = 0; i < c->nfn; i++) {
-		double share = (double)(r1[i] - r0[i]) / (double)total;
+		gpu_sched_stats(t->g, i + 1, &st[i]);
+		total += st[i].run_ns;
+	}
+	assert_true(total > window / 2);
+	for (unsigned int i = 0; i < c->nfn; i++) {
+		double share = (double)st[i].run_ns / (double)total;
 		double target = c->policy == GPU_SCHED_FIXED_SHARE ? (double)weight(i, c->nfn) / (double)wsum
 								    : 1.0 / c->nfn;
 
-		struct gpu_sched_stats st;
-
-		gpu_sched_stats(t->g, i + 1, &st);
-		print_message("fn %u: share %.4f target %.4f (%+.1f %%) idle %lu us preempt %lu us slices %lu\n",
-			      i + 1, share, target, (share - target) / target * 100, st.idle_ns / 1000,
-			      st.preempt_ns / 1000, st.slices);
+		print_message("fn %u: share %.4f target %.4f (%+.1f %%) slices %lu\n", i + 1, share,
+			      target, (share - target) / target * 100, st[i].slices);
 		assert_true(share >= target * 0.95 && share <= target * 1.05);
+		/* No function ran out of work: an idle slice would show here. */
+		assert_int_equal(st[i].idle_ns, 0);
+		assert_true(st[i].slices > 0);
 	}
 	tgpu_free(t);
+	tclock_free(k);
 }
 
-/* One busy function (weight 500) next to an idle one (weight 500): fixed share keeps the
- * idle function's slices and spends them idle, best effort hands them over. */
+/* One busy function (weight 500) next to an idle one (weight 500), over 150 slices of
+ * 2 ms: fixed share keeps the idle function's slices and spends them idle, best effort
+ * hands them over. */
 static void reserve_case(enum gpu_sched_policy policy)
 {
-	struct tgpu *t = tgpu_new(2, 1, 16);
+	const uint64_t window = 300 * VGPU_NSEC_PER_MSEC;
 	struct gpu_priv_sched_fn s = { .enabled = 1, .quantum_ns = 2 * VGPU_NSEC_PER_MSEC, .weight = 500 };
-	struct gpu_sched_stats a0, a1, b0, b1;
+	struct gpu_sched_stats a, o;
+	struct tclock *k;
+	struct tgpu *t;
 	struct busy b, idle;
-	uint64_t t0, t1;
 
+	k = tclock_new(window);
+	t = tgpu_on_clock(2, k);
 	assert_int_equal(gpu_priv_sched_set(t->p, policy, 2 * VGPU_NSEC_PER_MSEC, 0), 0);
 	assert_int_equal(gpu_priv_sched_fn_set(t->p, 1, &s), 0);
 	assert_int_equal(gpu_priv_sched_fn_set(t->p, 2, &s), 0);
 	busy_init(t, &b, 1);
 	busy_init(t, &idle, 2);		/* has a channel, never gets work */
-	run_for(t, &b, 1, 50 * VGPU_NSEC_PER_MSEC);
-	gpu_sched_stats(t->g, 1, &a0);
-	gpu_sched_stats(t->g, 2, &b0);
-	t0 = cmn_now_ns();
-	run_for(t, &b, 1, 300 * VGPU_NSEC_PER_MSEC);
-	t1 = cmn_now_ns();
-	gpu_sched_stats(t->g, 1, &a1);
-	gpu_sched_stats(t->g, 2, &b1);
-	double run = (double)(a1.run_ns - a0.run_ns), idle_other = (double)(b1.idle_ns - b0.idle_ns);
-	/* Time the host took the engine away counts as the busy function's slice time. */
-	double busy_wall = (run + (double)(a1.stall_ns - a0.stall_ns)) / (double)(t1 - t0);
-
-	print_message("busy: run %.1f ms (%.3f of wall with stalls); idle function idled %.1f ms\n",
-		      run / 1e6, busy_wall, idle_other / 1e6);
+	busy_top_up(t, &b);
+	tclock_start(k);
+	tclock_wait_stop(k);
+	gpu_sched_stats(t->g, 1, &a);
+	gpu_sched_stats(t->g, 2, &o);
+	print_message("busy: run %.1f ms of %.1f; idle function idled %.1f ms in %lu slices\n",
+		      a.run_ns / 1e6, window / 1e6, o.idle_ns / 1e6, o.slices);
 	if (policy == GPU_SCHED_FIXED_SHARE) {
-		/* The idle function's slices were kept and spent idle: a large part of the
-		 * window (half with equal weights on a quiet host; the busy side's share of
-		 * wall time varies with how much CPU the host leaves the engine). */
-		assert_true(idle_other >= 0.2 * (double)(t1 - t0));
-		assert_true(b1.slices > b0.slices);
-		assert_int_equal(b1.target_slice_ns, 2 * VGPU_NSEC_PER_MSEC);
+		/* Half the slices each; the busy one loses a little to switching. */
+		assert_true(o.idle_ns >= window * 4 / 10 && o.idle_ns <= window * 6 / 10);
+		assert_true(a.run_ns >= window * 4 / 10 && a.run_ns <= window * 6 / 10);
+		assert_true(o.slices > 0);
+		assert_int_equal(o.target_slice_ns, 2 * VGPU_NSEC_PER_MSEC);
 	} else {
-		assert_true(busy_wall >= 0.85);
-		assert_true(b1.idle_ns == 0 && b1.slices == 0);
+		assert_true(a.run_ns >= window * 85 / 100);
+		assert_true(o.idle_ns == 0 && o.slices == 0);
 	}
 	tgpu_free(t);
+	tclock_free(k);
 }
 
 static void test_fixed_share_reserves(void **state)
@@ -181,6 +253,15 @@ static void test_best_effort_conserves(void **state)
 	reserve_case(GPU_SCHED_BEST_EFFORT);
 }
 
+/* Methods channel @chid of @fn has run. */
+static uint64_t chan_methods(struct tgpu *t, unsigned int fn, unsigned int chid)
+{
+	struct gpu_chan_status cs;
+
+	assert_int_equal(gpu_chan_status(t->g, fn, chid, &cs), 0);
+	return cs.methods;
+}
+
 /* A function whose channel does not yield within its preemption timeout (here 1 ns, so
  * any overrun of its slice counts) has that channel put in error; the other keeps going. */
 static void test_preempt_timeout(void **state)
@@ -192,24 +273,31 @@ static void test_preempt_timeout(void **state)
 	struct gpu_sched_stats st;
 	struct gpu_chan_status cs;
 	struct busy b[2];
+	uint64_t m0, dl;
 
 	(void)state;
 	assert_int_equal(gpu_priv_sched_fn_set(t->p, 1, &strict), 0);
 	assert_int_equal(gpu_priv_sched_fn_set(t->p, 2, &normal), 0);
 	busy_init(t, &b[0], 1);
 	busy_init(t, &b[1], 2);
-	run_for(t, b, 2, 50 * VGPU_NSEC_PER_MSEC);
+	busy_top_up(t, &b[0]);
+	busy_top_up(t, &b[1]);
 	assert_int_equal(tchan_wait_state(t, &b[0].c, GPU_CHAN_STATE_ERROR), 0);
 	assert_int_equal(tchan_err(&b[0].c), VGPU_CHAN_ERR_PREEMPT_TIMEOUT);
 	gpu_sched_stats(t->g, 1, &st);
 	assert_true(st.preempt_timeouts >= 1);
 	assert_int_equal(gpu_chan_status(t->g, 2, 0, &cs), 0);
 	assert_int_equal(cs.state == GPU_CHAN_STATE_ERROR, 0);
-	uint64_t m0 = cs.methods;
-
-	run_for(t, b + 1, 1, 20 * VGPU_NSEC_PER_MSEC);
+	/* The other function goes on running methods (bounded wait for progress). */
+	m0 = chan_methods(t, 2, 0);
+	dl = cmn_deadline_ns(T_TIMEOUT);
+	while (chan_methods(t, 2, 0) <= m0 && !cmn_deadline_passed(dl)) {
+		busy_top_up(t, &b[1]);
+		cmn_sleep_ns(200 * VGPU_NSEC_PER_USEC);
+	}
+	assert_true(chan_methods(t, 2, 0) > m0);
 	assert_int_equal(gpu_chan_status(t->g, 2, 0, &cs), 0);
-	assert_true(cs.methods > m0);
+	assert_int_equal(cs.state == GPU_CHAN_STATE_ERROR, 0);
 	tgpu_free(t);
 }
 
