@@ -15,7 +15,7 @@
 #include "rm_test.h"
 
 #define T_VA		0x40000000ull	/* 2 MiB page mapped to the test's VRAM block */
-#define T_WAIT		(5 * VGPU_NSEC_PER_SEC)
+#define T_WAIT		(30 * VGPU_NSEC_PER_SEC)	/* a hang guard: events come in ms */
 #define T_MAX_EVENTS	1024
 
 static struct rm_fixture fx;
@@ -362,32 +362,40 @@ static void test_watchdog_args(void **state)
 	assert_int_equal(rm_fn_watchdog_set(fx.rm, 1, VGPU_RPC_WD_MIN_NS), 0);
 }
 
-/* Work that waits but moves is not hung: with a 600 ms watchdog, two acquires released
- * 350 ms apart (700 ms pending in all, never 600 ms without GP_GET moving) complete with
- * no WATCHDOG event. */
+/* Work that waits but moves is not hung: with a 600 ms watchdog, a chain of acquires
+ * released one by one, each as soon as the previous one completed plus a 20 ms pause, is
+ * pending for twice the watchdog's timeout in all but never stalls for long: no WATCHDOG
+ * event, no error. The pauses only pace the releases (the watchdog would need a 580 ms
+ * stall of this thread to fire); nothing asserts how long anything took. */
 static void test_watchdog_slow_not_hung(void **state)
 {
-	const uint64_t sem = T_VA + 0x30000;
-	const uint32_t acq1[] = { (uint32_t)sem, (uint32_t)(sem >> 32), 1, 0, 0, 10000000 };
-	const uint32_t acq2[] = { (uint32_t)sem, (uint32_t)(sem >> 32), 2, 0, 0, 10000000 };
-	uint32_t *val;
+	enum { STEPS = 60 };		/* the GP ring holds 64 entries */
+	const uint64_t wd = 600 * VGPU_NSEC_PER_MSEC, sem = T_VA + 0x30000;
+	uint64_t until;
+	uint32_t *val, step;
 	struct guest g;
 	struct chan c;
 
 	(void)state;
-	assert_int_equal(rm_fn_watchdog_set(fx.rm, 1, 600 * VGPU_NSEC_PER_MSEC), 0);
+	assert_int_equal(rm_fn_watchdog_set(fx.rm, 1, wd), 0);
 	guest_up(&g, 1);
 	val = (uint32_t *)(g.host + 0x30000);
 	chan_up(&g, &c, 0, g.hv);
-	chan_method(&c, VGPU_M_SEM_ACQUIRE, acq1, VGPU_ARRAY_SIZE(acq1));
-	chan_method(&c, VGPU_M_SEM_ACQUIRE, acq2, VGPU_ARRAY_SIZE(acq2));
+	for (uint32_t i = 1; i <= STEPS; i++) {
+		const uint32_t acq[] = { (uint32_t)sem, (uint32_t)(sem >> 32), i, 0, 0, 30000000 };
+
+		chan_method(&c, VGPU_M_SEM_ACQUIRE, acq, VGPU_ARRAY_SIZE(acq));
+	}
 	chan_submit(&g, &c);
-	cmn_sleep_ns(350 * VGPU_NSEC_PER_MSEC);
-	__atomic_store_n(val, 1, __ATOMIC_RELEASE);
-	assert_int_equal(chan_wait_get(&c, 1), 0);
-	cmn_sleep_ns(350 * VGPU_NSEC_PER_MSEC);
-	__atomic_store_n(val, 2, __ATOMIC_RELEASE);
-	assert_int_equal(chan_wait_get(&c, 2), 0);
+	until = cmn_deadline_ns(2 * wd);
+	for (step = 1; step < STEPS && !cmn_deadline_passed(until); step++) {
+		cmn_sleep_ns(20 * VGPU_NSEC_PER_MSEC);
+		__atomic_store_n(val, step, __ATOMIC_RELEASE);
+		assert_int_equal(chan_wait_get(&c, step), 0);
+		assert_int_equal(rec_find(RM_EVENT_WATCHDOG, 1, c.chid, NULL, NULL), 0);
+	}
+	__atomic_store_n(val, STEPS, __ATOMIC_RELEASE);
+	assert_int_equal(chan_wait_get(&c, STEPS), 0);
 	cmn_sleep_ns(20 * VGPU_NSEC_PER_MSEC);	/* several GSP polls */
 	assert_int_equal(rec_find(RM_EVENT_WATCHDOG, 1, c.chid, NULL, NULL), 0);
 	assert_int_equal(userd_error(&c), 0);
@@ -409,14 +417,15 @@ static int fault_wait(unsigned int fn, struct vgpu_fault_entry *out)
 
 /* A new fault is progress, an unserviced one is not: a replayable channel's FILL to an
  * unmapped VA stalls at GP 0 and faults again after every replay. With a 500 ms watchdog,
- * 15 rounds of "pop the fault, service it for ~100 ms (mapping nothing), FAULT_REPLAY
- * through the RM" keep it stalled 1.5 s with no WATCHDOG event (GP_GET never moves, the
- * fault count does). Once nobody services the last fault, the channel is reported hung
- * and recovered as in test_watchdog_hung: disabled, off the runlist, SEM_TIMEOUT in
- * USERD, the CHAN_ERROR after, one report per stall. */
+ * rounds of "pop the fault, service it for ~20 ms (mapping nothing), FAULT_REPLAY through
+ * the RM", at least ROUNDS of them and on until three timeouts have passed, keep it
+ * stalled with no WATCHDOG event (GP_GET never moves, the fault count does; the watchdog
+ * would need a 480 ms stall of this thread to fire). Once nobody services the last fault,
+ * the channel is reported hung and recovered as in test_watchdog_hung: disabled, off the
+ * runlist, SEM_TIMEOUT in USERD, the CHAN_ERROR after, one report per stall. */
 static void test_watchdog_fault_progress(void **state)
 {
-	enum { ROUNDS = 15 };
+	enum { ROUNDS = 15, MAX_ROUNDS = 1000 };
 	const uint64_t wd = 500 * VGPU_NSEC_PER_MSEC, va = 0x7000000000ull;
 	const uint32_t fill[] = { (uint32_t)va, (uint32_t)(va >> 32), 0x1000, 0, 0x5a5a5a5a };
 	struct vgpu_fault_entry fe;
@@ -430,12 +439,15 @@ static void test_watchdog_fault_progress(void **state)
 	chan_up_flags(&g, &c, 0, g.hv, VGPU_RM_CHAN_REPLAYABLE);
 	chan_method(&c, VGPU_M_FILL, fill, VGPU_ARRAY_SIZE(fill));
 	chan_submit(&g, &c);
-	for (unsigned int i = 0; i < ROUNDS; i++) {
+	uint64_t until = cmn_deadline_ns(3 * wd);
+
+	for (unsigned int i = 0; i < ROUNDS || !cmn_deadline_passed(until); i++) {
+		assert_true(i < MAX_ROUNDS);
 		assert_int_equal(fault_wait(1, &fe), 0);
 		assert_int_equal(fe.chid, c.chid);
 		assert_int_equal(fe.replayable, 1);
 		assert_int_equal(fe.va & ~0xfffull, va);
-		cmn_sleep_ns(100 * VGPU_NSEC_PER_MSEC);	/* the driver's service: no mapping */
+		cmn_sleep_ns(20 * VGPU_NSEC_PER_MSEC);	/* the driver's service: no mapping */
 		assert_int_equal(rec_find(RM_EVENT_WATCHDOG, 1, c.chid, NULL, NULL), 0);
 		assert_int_equal(rm_control(fx.rm, 1, g.hc, g.hs, VGPU_RM_CTRL_FAULT_REPLAY, NULL,
 					    &len, 0), 0);
