@@ -18,3 +18,5 @@ FUZZERS += mbox
 fuzz_mbox_DEPS := pf_manager
 # It starts the rel build's vgpu-gsp (a libFuzzer link cannot make the program).
 $(BUILD)/fuzz/bin/fuzz_mbox: | $(BUILD)/rel/bin/vgpu-gsp
+FUZZERS += gspsrv
+fuzz_gspsrv_DEPS := gsp_fw

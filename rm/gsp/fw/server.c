@@ -548,7 +548,8 @@ static void srv_reply(struct gsp_fw_lane *ln, uint32_t fn, uint32_t seq, uint32_
 			.signature = VGPU_RPC_SIGNATURE, .function = chunk ? VGPU_RPC_FN_CONTINUATION : fn,
 			.result = result, .sequence = seq, .gfid = gfid, .chunk = chunk,
 			.total_length = rep_len };
-		size_t bytes = gsp_msg_build(&ln->stat, ln->tx, &rh, rep + off, n);
+		/* An empty reply has no buffer: NULL + 0 is undefined behaviour in C. */
+		size_t bytes = gsp_msg_build(&ln->stat, ln->tx, &rh, n ? rep + off : NULL, n);
 		uint32_t elems = gsp_msg_elems(n);
 
 		gsp_fw_wait_space(ln, elems);
@@ -643,23 +644,40 @@ static void srv_idle(struct gsp_fw_lane *ln)
 	atomic_store(ln->cmd.reader_waiting, 0);
 }
 
+/* Read the next command message and serve it; the caller waits on EMPTY and PARTIAL. */
+static enum gsp_rx srv_lane_step(struct gsp_fw_lane *ln)
+{
+	enum gsp_rx rx = gsp_q_read(&ln->cmd, ln->msg);
+
+	switch (rx) {
+	case GSP_RX_GAP:
+		__atomic_fetch_add(&ln->s->gp->bad_msgs, 1, __ATOMIC_RELAXED);
+		/* fall through */
+	case GSP_RX_OK:
+		srv_message(ln);
+		break;
+	case GSP_RX_CORRUPT:
+	case GSP_RX_BAD:
+		srv_bad(ln);
+		break;
+	case GSP_RX_EMPTY:
+	case GSP_RX_PARTIAL:
+	case GSP_RX_STALE:
+		break;
+	}
+	return rx;
+}
+
 static void *srv_lane_main(void *arg)
 {
 	struct gsp_fw_lane *ln = arg;
-	struct gsp_fw *s = ln->s;
 
 	for (;;) {
 		if (gsp_fw_hook_paused(ln)) {
 			cmn_sleep_ns(VGPU_NSEC_PER_MSEC);
 			continue;
 		}
-		switch (gsp_q_read(&ln->cmd, ln->msg)) {
-		case GSP_RX_GAP:
-			__atomic_fetch_add(&s->gp->bad_msgs, 1, __ATOMIC_RELAXED);
-			/* fall through */
-		case GSP_RX_OK:
-			srv_message(ln);
-			break;
+		switch (srv_lane_step(ln)) {
 		case GSP_RX_EMPTY:
 			srv_idle(ln);
 			break;
@@ -667,13 +685,9 @@ static void *srv_lane_main(void *arg)
 			cmn_cpu_relax();
 			break;
 		case GSP_RX_CORRUPT:	/* the CPU-RM will reset us; do not spin on it */
-			srv_bad(ln);
 			cmn_sleep_ns(VGPU_NSEC_PER_MSEC);
 			break;
-		case GSP_RX_BAD:
-			srv_bad(ln);
-			break;
-		case GSP_RX_STALE:
+		default:
 			break;
 		}
 	}
@@ -853,15 +867,20 @@ static int srv_attach(struct gsp_fw *s, int qfd)
 	if (fstat(qfd, &st) || st.st_size < (off_t)(3 * GSP_PAGE))
 		return -EINVAL;
 	s->base = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, qfd, 0);
-	if (s->base == MAP_FAILED)
+	if (s->base == MAP_FAILED) {
+		s->base = NULL;
 		return -errno;
+	}
 	g = s->glob = (void *)s->base;
-	if (g->magic != VGPU_RPCQ_MAGIC || !vgpu_abi_compatible(g->abi_version) ||
-	    g->total_size != (uint64_t)st.st_size || !g->nr_fns || g->nr_fns > 64)
+	ret = g->magic != VGPU_RPCQ_MAGIC || !vgpu_abi_compatible(g->abi_version) ||
+	      g->total_size != (uint64_t)st.st_size || !g->nr_fns || g->nr_fns > 64 ||
+	      gsp_layout_compute(g->nr_lanes, g->queue_elems, g->nr_events, &s->l) ||
+	      s->l.total != g->total_size;
+	if (ret) {
+		munmap(s->base, (size_t)st.st_size);
+		s->base = NULL;
 		return -EPROTO;
-	ret = gsp_layout_compute(g->nr_lanes, g->queue_elems, g->nr_events, &s->l);
-	if (ret || s->l.total != g->total_size)
-		return -EPROTO;
+	}
 	s->gp = (void *)(s->base + GSP_PAGE);
 	s->cp = (void *)(s->base + 2 * GSP_PAGE);
 	s->evts = (void *)(s->base + s->l.evt_off);
@@ -869,7 +888,8 @@ static int srv_attach(struct gsp_fw *s, int qfd)
 	return 0;
 }
 
-static int srv_lanes_start(struct gsp_fw *s)
+/* Bind every lane to its queues and give it its message buffers (no thread yet). */
+static int srv_lanes_init(struct gsp_fw *s)
 {
 	for (unsigned int i = 0; i < s->l.nr_lanes; i++) {
 		struct gsp_fw_lane *ln = &s->lanes[i];
@@ -882,10 +902,91 @@ static int srv_lanes_start(struct gsp_fw *s)
 		ln->tx = malloc(VGPU_RPC_MAX_ELEMS * VGPU_RPC_ELEM_SIZE);
 		if (!ln->msg || !ln->tx)
 			return -ENOMEM;
-		if (pthread_create(&ln->th, NULL, srv_lane_main, ln))
-			return -EAGAIN;
 	}
 	return 0;
+}
+
+static int srv_lanes_start(struct gsp_fw *s)
+{
+	for (unsigned int i = 0; i < s->l.nr_lanes; i++)
+		if (pthread_create(&s->lanes[i].th, NULL, srv_lane_main, &s->lanes[i]))
+			return -EAGAIN;
+	return 0;
+}
+
+/* What vgpu-gsp and gsp_fw_open() share: the queues, the privileged region, the lanes'
+ * buffers. Says what failed. */
+static int srv_setup(struct gsp_fw *s, int qfd, int priv_fd, int kick_fd)
+{
+	int ret;
+
+	s->fd_sock = -1;
+	cmn_mutex_init(&s->slice_lock);
+	for (unsigned int i = 0; i < 64; i++)
+		s->slices[i].fd = -1;
+	cmn_mutex_init(&s->evt_lock);
+	ret = srv_attach(s, qfd);
+	if (ret) {
+		cmn_err("vgpu-gsp: queue memfd: %s", cmn_strerror(ret));
+		return ret;
+	}
+	if (priv_fd >= 0) {
+		ret = gpu_priv_open(priv_fd, &s->priv);
+		if (ret) {
+			cmn_err("vgpu-gsp: privileged region: %s", cmn_strerror(ret));
+			return ret;
+		}
+		if (kick_fd >= 0)
+			gpu_priv_set_kick_fd(s->priv, kick_fd);
+	}
+	ret = srv_lanes_init(s);
+	if (ret)
+		cmn_err("vgpu-gsp: lanes: %s", cmn_strerror(ret));
+	return ret;
+}
+
+int gsp_fw_open(int qfd, int priv_fd, struct gsp_fw **out)
+{
+	struct gsp_fw *s = calloc(1, sizeof(*s));
+	int ret;
+
+	if (!s)
+		return -ENOMEM;
+	ret = srv_setup(s, qfd, priv_fd, -1);
+	if (ret) {
+		gsp_fw_close(s);
+		return ret;
+	}
+	if (s->priv && s->glob->wipe_hw)
+		srv_wipe(s);
+	*out = s;
+	return 0;
+}
+
+int gsp_fw_step(struct gsp_fw *s, unsigned int lane)
+{
+	if (lane >= s->l.nr_lanes)
+		return -EINVAL;
+	return (int)srv_lane_step(&s->lanes[lane]);
+}
+
+void gsp_fw_close(struct gsp_fw *s)
+{
+	if (!s)
+		return;
+	for (unsigned int i = 0; i < VGPU_RPC_MAX_LANES; i++) {
+		free(s->lanes[i].msg);
+		free(s->lanes[i].tx);
+		free(s->lanes[i].req);
+		free(s->lanes[i].rep);
+	}
+	if (s->priv)
+		gpu_priv_close(s->priv);
+	if (s->base)
+		munmap(s->base, s->l.total);
+	cmn_mutex_destroy(&s->evt_lock);
+	cmn_mutex_destroy(&s->slice_lock);
+	free(s);
 }
 
 int gsp_fw_run(int qfd, int priv_fd, int kick_fd, int status_fd, int fd_sock, int ppid)
@@ -893,28 +994,12 @@ int gsp_fw_run(int qfd, int priv_fd, int kick_fd, int status_fd, int fd_sock, in
 	static struct gsp_fw s;	/* lives as long as the process */
 	int ret;
 
-	s.fd_sock = fd_sock;
-	cmn_mutex_init(&s.slice_lock);
-	for (unsigned int i = 0; i < 64; i++)
-		s.slices[i].fd = -1;
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (ppid > 0 && getppid() != ppid)
 		return 1;
-	cmn_mutex_init(&s.evt_lock);
-	ret = srv_attach(&s, qfd);
-	if (ret) {
-		cmn_err("vgpu-gsp: queue memfd: %s", cmn_strerror(ret));
+	if (srv_setup(&s, qfd, priv_fd, kick_fd))
 		return 1;
-	}
-	if (priv_fd >= 0) {
-		ret = gpu_priv_open(priv_fd, &s.priv);
-		if (ret) {
-			cmn_err("vgpu-gsp: privileged region: %s", cmn_strerror(ret));
-			return 1;
-		}
-		if (kick_fd >= 0)
-			gpu_priv_set_kick_fd(s.priv, kick_fd);
-	}
+	s.fd_sock = fd_sock;
 	if (s.priv && status_fd >= 0) {
 		ret = srv_status_open(&s, status_fd);
 		if (ret) {
