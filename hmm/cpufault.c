@@ -164,6 +164,11 @@ static int zero_fill_claimed(struct hmm_mm *mm, _Atomic uint64_t *pw, uint64_t w
 	if (!atomic_compare_exchange_strong(pw, &w, (w & ~HMM_PS_STATE_MASK) | HMM_PS_TO_SYSTEM))
 		return -EAGAIN;
 	ret = hmm_uffd_zeropage(mm->uffd, addr, HMM_PAGE_SIZE, false);
+	/* present: with write-protect isolation this may be the write fault of a page a
+	 * migration let go; its protection is gone then, but make sure under the claim
+	 * (no migration can collect the page meanwhile) so the write cannot loop */
+	if (ret == -EEXIST && mm->has_wp)
+		hmm_uffd_wp(mm->uffd, addr, HMM_PAGE_SIZE, false, false);
 	atomic_store_explicit(pw, HMM_PS_SYSTEM, memory_order_release);
 	if (!ret)
 		atomic_fetch_add_explicit(&mm->c_zero_fills, 1, memory_order_relaxed);

@@ -68,8 +68,9 @@ struct hmm_mm_opts {
 };
 
 /* Create the mm of the calling process. -ENOSYS if userfaultfd is unavailable (the
- * userfaultfd backends), -EOPNOTSUPP if a feature the backend needs is missing (see hmm_uffd_probe()),
- * -EINVAL for a bad option. At most HMM_MAX_MMS live at once. */
+ * userfaultfd backends), -EOPNOTSUPP if a feature the backend needs is missing (events;
+ * UFFDIO_MOVE or write-protect; SIGBUS for its backend: see hmm_uffd_probe()), -EINVAL
+ * for a bad option or a malformed VGPU_HMM_CAPS. At most HMM_MAX_MMS live at once. */
 int hmm_mm_create(const struct hmm_mm_opts *opts, struct hmm_mm **out);
 /* Migrate every device page back, send HMM_EVENT_RELEASE to every notifier, tear down.
  * Notifiers must be removed by their owners afterwards (or before). */
@@ -100,13 +101,20 @@ long hmm_mm_make_resident(struct hmm_mm *mm, void *addr, size_t len);
  * one resumes when it has been read, not handled. Wait until those read are handled. */
 void hmm_mm_sync_events(struct hmm_mm *mm);
 
-/* Userfaultfd facts of this machine, for tests deciding what to skip. */
+/* Kernel capabilities hmm/ uses, as probed once per process and then narrowed by the
+ * environment variable VGPU_HMM_CAPS (a comma-separated list of names: uffd, events,
+ * sigbus, wp, move, procmap_query; or a set: "all", "6.1", "5.14", "none"), which can
+ * only take away what the kernel has. Every capability has a fallback (doc/hmm.md). */
 struct hmm_uffd_caps {
 	bool available;			/* userfaultfd(2) works for this process */
-	bool sigbus, move, events;	/* FEATURE_SIGBUS, FEATURE_MOVE, UNMAP+REMAP+FORK */
-	char why[96];			/* reason when !available or a feature is missing */
+	bool sigbus, move, events;	/* FEATURE_SIGBUS, UFFDIO_MOVE, UNMAP+REMAP+FORK */
+	bool wp;			/* UFFDIO_WRITEPROTECT of anonymous memory */
+	bool procmap_query;		/* PROCMAP_QUERY (else /proc/self/maps is parsed) */
+	bool overridden;		/* VGPU_HMM_CAPS took something away */
+	bool invalid;			/* VGPU_HMM_CAPS is malformed: every mm is refused */
+	char why[96];			/* what is missing (or wrong), "" if nothing */
 };
-/* Probe userfaultfd once: unprivileged_userfaultfd, root, UFFDIO_API features. */
+/* The capabilities in effect (probed on the first call). */
 void hmm_uffd_probe(struct hmm_uffd_caps *caps);
 
 /* ------------------------------------------------------------------------------------

@@ -78,7 +78,9 @@ struct hmm_mm {
 	int pagemap_fd, kpageflags_fd, maps_fd;
 	int mem_fd;			/* /proc/self/mem: the write view of private prot pages */
 	uint64_t zero_pfn;		/* 0 if PFNs are hidden */
-	bool has_move;
+	bool has_move;			/* isolation by UFFDIO_MOVE (Linux 6.8+) */
+	bool has_wp;			/* ... else by write-protect: regions registered WP */
+	bool procmap_query;		/* VMA lookups by PROCMAP_QUERY (Linux 6.11+) */
 	int stop_fd;			/* eventfd that stops the handler thread */
 	pthread_t thread;
 	bool thread_started;
@@ -130,7 +132,8 @@ long hmm_fault_back_range(struct hmm_mm *mm, struct hmm_region *r, uintptr_t sta
 /* userfaultfd plumbing (uffd.c) */
 int hmm_uffd_open(struct hmm_mm *mm);
 void hmm_uffd_close(struct hmm_mm *mm);
-int hmm_uffd_register(int uffd, uintptr_t start, size_t len);
+/* MISSING registration, and write-protect mode with @wp. */
+int hmm_uffd_register(int uffd, uintptr_t start, size_t len, bool wp);
 int hmm_uffd_unregister(int uffd, uintptr_t start, size_t len);
 /* UFFDIO_MOVE of @len from @src to @dst through @uffd; returns bytes moved or -errno. */
 long hmm_uffd_move(int uffd, uintptr_t dst, uintptr_t src, size_t len, bool allow_holes);
@@ -138,12 +141,16 @@ long hmm_uffd_move(int uffd, uintptr_t dst, uintptr_t src, size_t len, bool allo
 long hmm_uffd_copy(int uffd, uintptr_t dst, const void *src, size_t len, bool wake);
 int hmm_uffd_zeropage(int uffd, uintptr_t dst, size_t len, bool wake);
 void hmm_uffd_wake(int uffd, uintptr_t start, size_t len);
+/* UFFDIO_WRITEPROTECT of [start, start+len): @protect on, or off (waking with @wake). */
+int hmm_uffd_wp(int uffd, uintptr_t start, size_t len, bool protect, bool wake);
 
 /* VMA lookup (vma.c) */
 struct hmm_vma {
 	uintptr_t start, end;
 	bool read, write, shared, special;
 };
+/* True if PROCMAP_QUERY works on the open /proc/self/maps @fd (the probe). */
+bool hmm_vma_query_works(int fd);
 /* VMA covering @addr, or the next one above it (@covering false); -ENOENT if none. */
 int hmm_vma_find(struct hmm_mm *mm, uintptr_t addr, struct hmm_vma *vma);
 /* Read pagemap words for [start, start + n pages). 0 or -errno. */

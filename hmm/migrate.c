@@ -3,10 +3,14 @@
  * To the device: collected pages of writable mappings are taken out of the process with
  * UFFDIO_MOVE into a staging area, atomically, so no CPU write can slip in between the
  * copy and the unmap (the kernel installs migration entries for the same reason); the
- * CPU now faults on them and waits. Read-only pages cannot change under the copy and are
- * copied in place, then dropped. What does not migrate (no device memory, a racing CPU
- * access) is moved back. To the system: the caller copies into a staging area and the
- * pages are moved into the holes the device pages left. */
+ * CPU now faults on them and waits. Without UFFDIO_MOVE (before Linux 6.8) they are
+ * write-protected in place through userfaultfd instead: reads go on, a write faults and
+ * waits (and wins), the copy is taken from the page itself, and the migrated pages are
+ * dropped before their state says "device". Read-only pages cannot change under the copy
+ * and are copied in place, then dropped. What does not migrate (no device memory, a
+ * racing CPU access) is moved back or unprotected. To the system: the caller copies into
+ * a staging area and the pages are moved (or, without UFFDIO_MOVE, copied) into the holes
+ * the device pages left. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,8 +20,9 @@
 #include "common/log.h"
 #include "hmm/hmm_internal.h"
 
-/* K_PROT: mprotect backend, collected in place and made read-only (writes wait). */
-enum src_kind { K_NONE, K_STAGED, K_HOLE, K_INPLACE, K_INPLACE_ZERO, K_DEVICE, K_PROT };
+/* K_PROT: mprotect backend, collected in place and made read-only (writes wait).
+ * K_WP: userfaultfd without UFFDIO_MOVE, collected in place and write-protected. */
+enum src_kind { K_NONE, K_STAGED, K_HOLE, K_INPLACE, K_INPLACE_ZERO, K_DEVICE, K_PROT, K_WP };
 
 struct migrate_priv {
 	struct hmm_staging *stg;
@@ -146,6 +151,19 @@ static void isolate_run(struct hmm_migrate *m, struct migrate_priv *p, size_t i,
 	}
 }
 
+/* Write-protect a run of collected writable pages in place (no UFFDIO_MOVE): from now
+ * on a CPU write faults and waits. A run the kernel refuses is not collected. */
+static void protect_run(struct hmm_migrate *m, struct migrate_priv *p, size_t i, size_t n)
+{
+	if (hmm_uffd_wp(m->mm->uffd, page_addr(m, i), n << HMM_PAGE_SHIFT, true, false)) {
+		for (size_t k = 0; k < n; k++)
+			uncollect(m, p, i + k);
+		return;
+	}
+	for (size_t k = 0; k < n; k++)
+		p->kind[i + k] = K_WP;
+}
+
 /* Fill src[] of the SYSTEM direction from where the data now is. */
 static int describe_system_sources(struct hmm_migrate *m, struct migrate_priv *p)
 {
@@ -153,7 +171,7 @@ static int describe_system_sources(struct hmm_migrate *m, struct migrate_priv *p
 	size_t n = m->npages;
 	int ret;
 
-	ret = hmm_pagemap_read(m->mm, (uintptr_t)stage_in(m, p, 0), n, pm_in);
+	ret = m->mm->has_move ? hmm_pagemap_read(m->mm, (uintptr_t)stage_in(m, p, 0), n, pm_in) : 0;
 	if (!ret)
 		ret = hmm_pagemap_read(m->mm, m->start, n, pm_at);
 	if (ret)
@@ -172,6 +190,8 @@ static int describe_system_sources(struct hmm_migrate *m, struct migrate_priv *p
 		case K_INPLACE:
 			if (!present)
 				p->kind[i] = K_INPLACE_ZERO;
+			break;
+		case K_WP:	/* absent: an empty page (src without VALID) */
 			break;
 		default:
 			continue;
@@ -193,10 +213,13 @@ static int setup_system(struct hmm_migrate *m, struct migrate_priv *p)
 		}
 		while (i + k < m->npages && p->kind[i + k] == K_INPLACE && p->vma_write[i + k])
 			k++;
-		isolate_run(m, p, i, k);
+		if (m->mm->has_move)
+			isolate_run(m, p, i, k);
+		else
+			protect_run(m, p, i, k);
 		i += k;
 	}
-	p->stg->in_dirty = true;
+	p->stg->in_dirty = m->mm->has_move;
 	return describe_system_sources(m, p);
 }
 
@@ -321,6 +344,8 @@ void *hmm_migrate_src_ptr(struct hmm_migrate *m, size_t i)
 	case K_INPLACE:
 	case K_PROT:
 		return (void *)page_addr(m, i);
+	case K_WP:
+		return (m->src[i] & HMM_MIGRATE_PFN_VALID) ? (void *)page_addr(m, i) : NULL;
 	case K_DEVICE:
 		return hmm_devmem_page_ptr(m->devmem, hmm_migrate_pfn_page(m->src[i]));
 	default:
@@ -347,7 +372,7 @@ static void install_system_run(struct hmm_migrate *m, struct migrate_priv *p, si
 			hmm_prot_set(page_addr(m, i), len, true);
 		return;
 	}
-	if (p->vma_write[i])
+	if (p->vma_write[i] && m->mm->has_move)
 		moved = hmm_uffd_move(m->mm->uffd, page_addr(m, i), (uintptr_t)stage_out(m, p, i),
 				      n << HMM_PAGE_SHIFT, false);
 	if (moved < 0)
@@ -392,14 +417,38 @@ void hmm_migrate_pages(struct hmm_migrate *m)
 	}
 }
 
-/* Drop the CPU copies of committed read-only pages; they must be gone before the
- * device state is published, or a fault back would find them and be lost to the zap. */
+static bool copied_in_place(const struct migrate_priv *p, size_t i)
+{
+	return p->kind[i] == K_INPLACE || p->kind[i] == K_INPLACE_ZERO || p->kind[i] == K_WP;
+}
+
+/* Drop the CPU copies of committed pages copied in place (read-only, write-protected);
+ * they must be gone before the device state is published, or a fault back would find
+ * them and be lost to the zap. One madvise per run. */
 static void zap_inplace(struct hmm_migrate *m, struct migrate_priv *p)
 {
-	for (size_t i = 0; i < m->npages; i++) {
-		if ((m->src[i] & HMM_MIGRATE_PFN_MIGRATE) &&
-		    (p->kind[i] == K_INPLACE || p->kind[i] == K_INPLACE_ZERO))
-			madvise((void *)page_addr(m, i), HMM_PAGE_SIZE, MADV_DONTNEED);
+	for (size_t i = 0; i < m->npages;) {
+		size_t k = 0;
+
+		while (i + k < m->npages && (m->src[i + k] & HMM_MIGRATE_PFN_MIGRATE) &&
+		       copied_in_place(p, i + k))
+			k++;
+		if (k)
+			madvise((void *)page_addr(m, i), k << HMM_PAGE_SHIFT, MADV_DONTNEED);
+		i += k ? k : 1;
+	}
+}
+
+/* Write-protected pages that stay get their write access back before their state says
+ * "system"; the writers waiting on them are woken at the end of finalize. */
+static void unprotect_kept(struct hmm_migrate *m, struct migrate_priv *p)
+{
+	for (size_t i = 0; i < m->npages;) {
+		size_t k = run_len(m, p, i, K_WP, false);
+
+		if (k)
+			hmm_uffd_wp(m->mm->uffd, page_addr(m, i), k << HMM_PAGE_SHIFT, false, false);
+		i += k ? k : 1;
 	}
 }
 
@@ -425,6 +474,7 @@ static void finalize_system(struct hmm_migrate *m, struct migrate_priv *p)
 
 	zap_inplace(m, p);
 	protect_collected(m, p);
+	unprotect_kept(m, p);
 	for (size_t i = 0; i < m->npages; i++) {
 		_Atomic uint64_t *w;
 

@@ -319,7 +319,7 @@ static int region_add(struct hmm_mm *mm, uintptr_t start, size_t len, char *alia
 	r->alias = alias;
 	cmn_mutex_lock(&mm->lock);
 	if (!r->prot) {
-		ret = hmm_uffd_register(mm->uffd, start, len);
+		ret = hmm_uffd_register(mm->uffd, start, len, mm->has_wp);
 		if (ret)
 			goto unlock;
 	}
@@ -605,9 +605,9 @@ static int staging_init(struct hmm_mm *mm)
 		s->out = map_aligned(STAGING_SIZE);
 		if (!s->in || !s->out)
 			return -ENOMEM;
-		if (mm->uffd < 0)	/* mprotect backend: "in" is never a MOVE target */
+		if (!mm->has_move)	/* mprotect backend, write-protect isolation */
 			continue;
-		int ret = hmm_uffd_register(mm->uffd, (uintptr_t)s->in, STAGING_SIZE);
+		int ret = hmm_uffd_register(mm->uffd, (uintptr_t)s->in, STAGING_SIZE, false);
 
 		if (ret)
 			return ret;
@@ -707,10 +707,14 @@ static int backend_open(struct hmm_mm *mm)
 
 int hmm_mm_create(const struct hmm_mm_opts *opts, struct hmm_mm **out)
 {
+	struct hmm_uffd_caps caps;
 	struct hmm_mm *mm;
 	int ret;
 
 	if (!out)
+		return -EINVAL;
+	hmm_uffd_probe(&caps);
+	if (caps.invalid)
 		return -EINVAL;
 	mm = calloc(1, sizeof(*mm));
 	if (!mm)
@@ -724,6 +728,7 @@ int hmm_mm_create(const struct hmm_mm_opts *opts, struct hmm_mm **out)
 		goto free_mm;
 	cmn_mutex_init(&mm->lock);
 	mm->uffd = mm->stop_fd = mm->mem_fd = -1;
+	mm->procmap_query = caps.procmap_query;
 	mm->pagemap_fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
 	mm->kpageflags_fd = open("/proc/kpageflags", O_RDONLY | O_CLOEXEC);
 	mm->maps_fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <linux/userfaultfd.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,13 +58,69 @@ static int uffd_api(int fd, uint64_t want, uint64_t *have)
 	return 0;
 }
 
-void hmm_uffd_probe(struct hmm_uffd_caps *caps)
-{
-	uint64_t feat = 0;
-	int fd;
+/* What this kernel gives: each capability is one bit; VGPU_HMM_CAPS can only take bits
+ * away (see doc/hmm.md for which kernel gives what). */
+#define CAP_UFFD	(1u << 0)	/* userfaultfd(2) works for this process */
+#define CAP_EVENTS	(1u << 1)	/* UNMAP + REMAP + FORK events (4.11) */
+#define CAP_SIGBUS	(1u << 2)	/* UFFD_FEATURE_SIGBUS (4.14) */
+#define CAP_WP		(1u << 3)	/* UFFDIO_WRITEPROTECT of anonymous memory (5.7) */
+#define CAP_MOVE	(1u << 4)	/* UFFDIO_MOVE (6.8) */
+#define CAP_PROCMAP	(1u << 5)	/* PROCMAP_QUERY on /proc/self/maps (6.11) */
+#define CAP_ALL		((1u << 6) - 1)
+/* Debian 12 / RHEL 9 kernels: everything hmm/ uses below UFFDIO_MOVE. */
+#define CAP_SET_OLD	(CAP_UFFD | CAP_EVENTS | CAP_SIGBUS | CAP_WP)
 
-	memset(caps, 0, sizeof(*caps));
-	fd = uffd_new();
+static const struct { const char *name; unsigned int bits; } cap_names[] = {
+	{ "uffd", CAP_UFFD }, { "events", CAP_EVENTS }, { "sigbus", CAP_SIGBUS },
+	{ "wp", CAP_WP }, { "move", CAP_MOVE }, { "procmap_query", CAP_PROCMAP },
+	{ "all", CAP_ALL }, { "6.1", CAP_SET_OLD }, { "5.14", CAP_SET_OLD }, { "none", 0 },
+};
+
+/* Parse @spec (comma separated names or sets) into @mask; -EINVAL naming the bad word. */
+static int caps_parse(const char *spec, unsigned int *mask, char *why, size_t whylen)
+{
+	const char *p = spec;
+
+	*mask = 0;
+	while (*p) {
+		size_t n = strcspn(p, ",");
+		bool found = false;
+
+		for (size_t i = 0; i < sizeof(cap_names) / sizeof(cap_names[0]); i++) {
+			if (strlen(cap_names[i].name) == n && !strncmp(p, cap_names[i].name, n)) {
+				*mask |= cap_names[i].bits;
+				found = true;
+			}
+		}
+		if (!found && n) {
+			snprintf(why, whylen, "VGPU_HMM_CAPS: unknown capability '%.*s'",
+				 (int)(n > 32 ? 32 : n), p);
+			return -EINVAL;
+		}
+		p += n + (p[n] == ',');
+	}
+	return 0;
+}
+
+/* PROCMAP_QUERY answers on this kernel (an ioctl of /proc/self/maps). */
+static bool probe_procmap_query(void)
+{
+	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	bool ok;
+
+	if (fd < 0)
+		return false;
+	ok = hmm_vma_query_works(fd);
+	close(fd);
+	return ok;
+}
+
+static unsigned int kernel_caps(char *why, size_t whylen)
+{
+	unsigned int caps = probe_procmap_query() ? CAP_PROCMAP : 0;
+	uint64_t feat = 0;
+	int fd = uffd_new();
+
 	if (fd < 0) {
 		FILE *f = fopen("/proc/sys/vm/unprivileged_userfaultfd", "r");
 		int unpriv = -1;
@@ -73,33 +130,78 @@ void hmm_uffd_probe(struct hmm_uffd_caps *caps)
 				unpriv = -1;
 			fclose(f);
 		}
-		snprintf(caps->why, sizeof(caps->why),
-			 "userfaultfd: %s (uid %u, unprivileged_userfaultfd=%d)",
+		snprintf(why, whylen, "userfaultfd: %s (uid %u, unprivileged_userfaultfd=%d)",
 			 strerror(-fd), (unsigned int)geteuid(), unpriv);
-		return;
+		return caps;
 	}
 	/* features = 0 returns everything the kernel supports */
 	if (uffd_api(fd, 0, &feat)) {
-		snprintf(caps->why, sizeof(caps->why), "UFFDIO_API failed");
+		snprintf(why, whylen, "UFFDIO_API failed");
 		close(fd);
-		return;
+		return caps;
 	}
 	close(fd);
-	caps->available = true;
-	caps->sigbus = feat & UFFD_FEATURE_SIGBUS;
-	caps->move = feat & UFFD_FEATURE_MOVE;
-	caps->events = (feat & HMM_UFFD_EVENTS) == HMM_UFFD_EVENTS;
-	if (!caps->move)
-		snprintf(caps->why, sizeof(caps->why), "kernel lacks UFFD_FEATURE_MOVE (Linux < 6.8)");
-	else if (!caps->sigbus)
-		snprintf(caps->why, sizeof(caps->why), "kernel lacks UFFD_FEATURE_SIGBUS");
+	caps |= CAP_UFFD;
+	caps |= (feat & HMM_UFFD_EVENTS) == HMM_UFFD_EVENTS ? CAP_EVENTS : 0;
+	caps |= feat & UFFD_FEATURE_SIGBUS ? CAP_SIGBUS : 0;
+	caps |= feat & UFFD_FEATURE_PAGEFAULT_FLAG_WP ? CAP_WP : 0;
+	caps |= feat & UFFD_FEATURE_MOVE ? CAP_MOVE : 0;
+	return caps;
 }
 
-int hmm_uffd_register(int uffd, uintptr_t start, size_t len)
+static struct hmm_uffd_caps caps_cached;
+static pthread_once_t caps_once = PTHREAD_ONCE_INIT;
+
+static void caps_init(void)
+{
+	struct hmm_uffd_caps *c = &caps_cached;
+	const char *spec = getenv("VGPU_HMM_CAPS");
+	unsigned int have = kernel_caps(c->why, sizeof(c->why)), mask = CAP_ALL;
+	char why[sizeof(c->why)] = "";
+
+	if (spec && caps_parse(spec, &mask, c->why, sizeof(c->why))) {
+		c->invalid = true;
+		cmn_err("hmm: %s", c->why);
+		return;
+	}
+	c->overridden = spec && (have & ~mask);
+	have &= mask;
+	if (!(have & CAP_UFFD))
+		have &= CAP_PROCMAP;
+	c->available = have & CAP_UFFD;
+	c->events = have & CAP_EVENTS;
+	c->sigbus = have & CAP_SIGBUS;
+	c->wp = have & CAP_WP;
+	c->move = have & CAP_MOVE;
+	c->procmap_query = have & CAP_PROCMAP;
+	if (c->why[0] && !c->overridden)
+		return;		/* the kernel's own reason: no userfaultfd */
+	if (!c->available)
+		snprintf(why, sizeof(why), "no userfaultfd");
+	else if (!c->events)
+		snprintf(why, sizeof(why), "no userfaultfd UNMAP/REMAP/FORK events");
+	else if (!c->move && !c->wp)
+		snprintf(why, sizeof(why), "neither UFFDIO_MOVE nor write-protect");
+	else if (!c->sigbus)
+		snprintf(why, sizeof(why), "no UFFD_FEATURE_SIGBUS");
+	if (c->overridden)
+		snprintf(c->why, sizeof(c->why), "VGPU_HMM_CAPS=%.24s: %s", spec,
+			 why[0] ? why : "fewer capabilities than the kernel's");
+	else
+		snprintf(c->why, sizeof(c->why), "%s", why);
+}
+
+void hmm_uffd_probe(struct hmm_uffd_caps *caps)
+{
+	pthread_once(&caps_once, caps_init);
+	*caps = caps_cached;
+}
+
+int hmm_uffd_register(int uffd, uintptr_t start, size_t len, bool wp)
 {
 	struct uffdio_register reg = {
 		.range = { .start = start, .len = len },
-		.mode = UFFDIO_REGISTER_MODE_MISSING,
+		.mode = UFFDIO_REGISTER_MODE_MISSING | (wp ? UFFDIO_REGISTER_MODE_WP : 0),
 	};
 
 	return ioctl(uffd, UFFDIO_REGISTER, &reg) ? -errno : 0;
@@ -170,6 +272,28 @@ int hmm_uffd_zeropage(int uffd, uintptr_t dst, size_t len, bool wake)
 			unsigned int spins = 0;
 
 			z.zeropage = 0;
+			hmm_relax(&spins);
+			continue;
+		}
+		return -errno;
+	}
+}
+
+int hmm_uffd_wp(int uffd, uintptr_t start, size_t len, bool protect, bool wake)
+{
+	struct uffdio_writeprotect wp = {
+		.range = { .start = start, .len = len },
+		.mode = (protect ? UFFDIO_WRITEPROTECT_MODE_WP : 0) |
+			(wake || protect ? 0 : UFFDIO_WRITEPROTECT_MODE_DONTWAKE),
+	};
+
+	for (;;) {
+		if (!ioctl(uffd, UFFDIO_WRITEPROTECT, &wp))
+			return 0;
+		/* EAGAIN: an unmap/remap event is being delivered */
+		if (errno == EAGAIN) {
+			unsigned int spins = 0;
+
 			hmm_relax(&spins);
 			continue;
 		}
@@ -338,10 +462,19 @@ static void *uffd_thread(void *arg)
 
 int hmm_uffd_open(struct hmm_mm *mm)
 {
-	uint64_t want = HMM_UFFD_EVENTS | UFFD_FEATURE_MOVE;
+	struct hmm_uffd_caps caps;
+	uint64_t want = HMM_UFFD_EVENTS;
 	uint64_t have = 0;
 	int ret;
 
+	hmm_uffd_probe(&caps);
+	if (!caps.available)
+		return -ENOSYS;
+	if (!caps.events || (!caps.move && !caps.wp) ||
+	    (mm->opts.backend == HMM_BACKEND_UFFD_SIGBUS && !caps.sigbus))
+		return -EOPNOTSUPP;
+	/* isolation for a migration: UFFDIO_MOVE where there is one, else write-protect */
+	want |= caps.move ? UFFD_FEATURE_MOVE : UFFD_FEATURE_PAGEFAULT_FLAG_WP;
 	if (mm->opts.backend == HMM_BACKEND_UFFD_SIGBUS)
 		want |= UFFD_FEATURE_SIGBUS;
 	ret = uffd_new();
@@ -353,7 +486,8 @@ int hmm_uffd_open(struct hmm_mm *mm)
 		ret = ret == -EINVAL ? -EOPNOTSUPP : ret;
 		goto close_uffd;
 	}
-	mm->has_move = true;
+	mm->has_move = caps.move;
+	mm->has_wp = !caps.move;
 	if (mm->opts.backend == HMM_BACKEND_UFFD_SIGBUS) {
 		ret = sigbus_install();
 		if (ret)

@@ -84,10 +84,23 @@ static int vma_from_maps(uintptr_t addr, struct hmm_vma *v)
 	return ret;
 }
 
+bool hmm_vma_query_works(int fd)
+{
+	struct hmm_procmap_query q = {
+		.size = sizeof(q), .query_flags = PMQ_COVERING_OR_NEXT,
+		.query_addr = (uintptr_t)&hmm_vma_query_works,
+	};
+
+	return !ioctl(fd, HMM_PROCMAP_QUERY, &q);
+}
+
 int hmm_vma_find(struct hmm_mm *mm, uintptr_t addr, struct hmm_vma *v)
 {
-	int ret = vma_from_query(mm, addr, v);
+	int ret;
 
+	if (!mm->procmap_query)		/* before Linux 6.11, or taken away */
+		return vma_from_maps(addr, v);
+	ret = vma_from_query(mm, addr, v);
 	if (ret == -ENOTTY || ret == -EINVAL)
 		ret = vma_from_maps(addr, v);
 	return ret;

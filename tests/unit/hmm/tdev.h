@@ -430,7 +430,7 @@ static inline struct hmm_mm *tmm_new(enum hmm_backend backend, uint64_t granule)
 	hmm_uffd_probe(&caps);
 	if (backend == HMM_BACKEND_MPROTECT)
 		;	/* needs no userfaultfd */
-	else if (!caps.available || !caps.move || !caps.events ||
+	else if (!caps.available || (!caps.move && !caps.wp) || !caps.events ||
 	    (backend == HMM_BACKEND_UFFD_SIGBUS && !caps.sigbus)) {
 		print_message("skip: %s\n", caps.why);
 		skip();
