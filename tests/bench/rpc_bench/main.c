@@ -1,11 +1,12 @@
 /* rpc_bench - the RPC path of issue 5, measured against the real vgpu-gsp process:
  *   (a) round trip CPU-RM -> GSP -> reply for 0 B .. 256 KiB, spinning and blocking, with
  *       a bare two-thread SPSC ring ping-pong of 256 B in the same run as the floor;
- *   (b) RM alloc/free/control ops/s with 1..16 client threads;
+ *   (b) RM alloc/free/control ops/s with 1..16 client threads, each its own client on its
+ *       own VF;
  *   (c) a victim VF's p99 alone and while another VF floods (interleaved, and as
  *       alternating solo/flood pairs);
  *   (d) GSP crash to a working device (replay included).
- * Usage: rpc_bench [--json] [--quick] [--victim (only (c), as JSON)]
+ * Usage: rpc_bench [--json] [--quick] [--victim (only (c), as JSON)] [--ops (only (b), as JSON)]
  *                  [--no-fair (the GSP client's fair dispatch off, for A/B runs)] */
 #include <errno.h>
 #include <pthread.h>
@@ -28,8 +29,13 @@
 #include "rm/gsp/gsp_test_rpc.h"
 #include "rm/hw/rm_hw.h"
 #include "rm/rm.h"
+#include "tests/bench/bench_cpu.h"
 
 #define FLOODERS 1	/* threads of the flooding VF */
+/* One VF per RM-ops thread (up to 16), so every thread is its own client on its own VF. */
+#define NR_VFS 16
+#define VF_SLICE (14ull << 20)	/* 2 MiB aligned; 17 slices fit the 256 MiB device */
+#define MAX_OPS_THREADS 16
 
 static bool quick;
 static bool no_fair;	/* --no-fair: the GSP client's fair dispatch off (for A/B runs) */
@@ -116,7 +122,7 @@ struct dev {
 
 static int dev_up(struct dev *d, uint64_t spin_ns, uint64_t gsp_spin_ns)
 {
-	struct gpu_config gc = { .vram_size = 256ull << 20, .nr_vfs = 3, .nr_engines = 1 };
+	struct gpu_config gc = { .vram_size = 256ull << 20, .nr_vfs = NR_VFS, .nr_engines = 1 };
 	struct pma_region_desc rd = { .base = 0, .size = 256ull << 20, .performance = 1 };
 	struct gsp_config gsp = { .spin_ns = spin_ns, .gsp_spin_ns = gsp_spin_ns,
 				  .no_fair = no_fair };
@@ -132,8 +138,8 @@ static int dev_up(struct dev *d, uint64_t spin_ns, uint64_t gsp_spin_ns)
 	rc.pma = d->pma;
 	if ((ret = rm_device_create(&rc, &d->rm)))
 		return ret;
-	for (unsigned int fn = 1; fn <= 3; fn++) {
-		struct rm_partition p = { .base = fn * (64ull << 20), .size = 64ull << 20 };
+	for (unsigned int fn = 1; fn <= NR_VFS; fn++) {
+		struct rm_partition p = { .base = fn * VF_SLICE, .size = VF_SLICE };
 		if ((ret = rm_vf_partition_set(d->rm, fn, &p)))
 			return ret;
 	}
@@ -183,13 +189,15 @@ static size_t iters_for(size_t len, bool spin)
 }
 
 /* ---- (b) RM ops/s ---- */
+/* One per thread, each on its own cache line: the counters are written every loop. */
 struct ops_arg {
 	struct rm *rm;
 	unsigned int fn;
-	_Atomic bool *stop;
+	_Atomic bool *stop, *go;
+	_Atomic unsigned int *ready;
 	uint64_t ops;
 	int err;
-};
+} __attribute__((aligned(64)));
 
 static void *ops_main(void *p)
 {
@@ -201,8 +209,13 @@ static void *ops_main(void *p)
 	    rm_alloc(a->rm, a->fn, hc, hc, &hd, VGPU_RM_CLASS_DEVICE, NULL, 0) ||
 	    rm_alloc(a->rm, a->fn, hc, hd, &hs, VGPU_RM_CLASS_SUBDEVICE, NULL, 0)) {
 		a->err = 1;
+		atomic_fetch_add(a->ready, 1);
 		return NULL;
 	}
+	/* Every thread set up before the clock starts: the figure is the loop alone. */
+	atomic_fetch_add(a->ready, 1);
+	while (!atomic_load_explicit(a->go, memory_order_acquire))
+		cmn_cpu_relax();
 	while (!atomic_load_explicit(a->stop, memory_order_relaxed)) {
 		struct vgpu_rm_vidmem_params vp = { .size = 64 << 10 };
 		uint32_t hm = 0;
@@ -218,27 +231,64 @@ static void *ops_main(void *p)
 	return NULL;
 }
 
-static double bench_ops(struct rm *rm, unsigned int threads)
+/* One timed run of @threads threads, each its own client on VF 1 + i. */
+static double ops_run(struct rm *rm, unsigned int threads)
 {
-	struct ops_arg a[16];
-	pthread_t th[16];
-	_Atomic bool stop = false;
+	static struct ops_arg a[MAX_OPS_THREADS];
+	pthread_t th[MAX_OPS_THREADS];
+	_Atomic bool stop = false, go = false;
+	_Atomic unsigned int ready = 0;
 	uint64_t t0, total = 0;
+	double secs;
 
 	for (unsigned int i = 0; i < threads; i++) {
-		a[i] = (struct ops_arg){ .rm = rm, .fn = 1 + i % 3, .stop = &stop };
+		a[i] = (struct ops_arg){ .rm = rm, .fn = 1 + i % NR_VFS, .stop = &stop, .go = &go,
+					 .ready = &ready };
 		pthread_create(&th[i], NULL, ops_main, &a[i]);
 	}
+	while (atomic_load(&ready) < threads)
+		cmn_sleep_ns(VGPU_NSEC_PER_MSEC);
 	t0 = cmn_now_ns();
-	cmn_sleep_ns(quick ? 100 * VGPU_NSEC_PER_MSEC : 500 * VGPU_NSEC_PER_MSEC);
+	atomic_store_explicit(&go, true, memory_order_release);
+	cmn_sleep_ns(quick ? 100 * VGPU_NSEC_PER_MSEC : 300 * VGPU_NSEC_PER_MSEC);
 	atomic_store(&stop, true);
+	secs = (cmn_now_ns() - t0) / 1e9;
 	for (unsigned int i = 0; i < threads; i++) {
 		pthread_join(th[i], NULL);
 		total += a[i].ops;
 		if (a[i].err)
 			fprintf(stderr, "rpc_bench: RM op failed in thread %u\n", i);
 	}
-	return total / ((cmn_now_ns() - t0) / 1e9);
+	return total / secs;
+}
+
+static int cmp_dbl(const void *x, const void *y)
+{
+	double a = *(const double *)x, b = *(const double *)y;
+
+	return a < b ? -1 : a > b;
+}
+
+#define OPS_REPS 5
+
+/* Every thread count of @thr, OPS_REPS rounds, the counts interleaved within a round so
+ * that outside load falls on all of them alike; the median per count in @ops, the spread
+ * in @lo / @hi. */
+static void bench_ops(struct rm *rm, const unsigned int *thr, size_t n, double *ops, double *lo,
+		      double *hi)
+{
+	double v[8][OPS_REPS];
+	unsigned int reps = quick ? 1 : OPS_REPS;
+
+	for (unsigned int r = 0; r < reps; r++)
+		for (size_t i = 0; i < n; i++)
+			v[i][r] = ops_run(rm, thr[i]);
+	for (size_t i = 0; i < n; i++) {
+		qsort(v[i], reps, sizeof(double), cmp_dbl);
+		ops[i] = v[i][reps / 2];
+		lo[i] = v[i][0];
+		hi[i] = v[i][reps - 1];
+	}
 }
 
 /* ---- (c) victim vs flood ---- */
@@ -440,15 +490,21 @@ static double bench_crash(struct dev *d)
 
 static void machine(void)
 {
-	FILE *f = popen("lscpu | grep 'Model name' | sed 's/.*: *//'", "r");
-	char cpu[128] = "?";
+	char cpu[160];
 
-	if (f) {
-		if (fgets(cpu, sizeof(cpu), f))
-			cpu[strcspn(cpu, "\n")] = '\0';
-		pclose(f);
-	}
-	printf("machine: %s, %ld CPUs\n", cpu, sysconf(_SC_NPROCESSORS_ONLN));
+	printf("machine: %s, %ld CPUs\n", bench_cpu_model(cpu, sizeof(cpu)), bench_cpu_cores());
+}
+
+/* The RM ops/s keys (one per thread count), without braces. */
+static void print_ops_json(const unsigned int *thr, size_t n, const double *ops, const double *lo,
+			   const double *hi)
+{
+	for (size_t i = 0; i < n; i++)
+		printf("\"rm_ops_per_s_%ut\": %.0f, \"rm_ops_per_s_%ut_min\": %.0f, "
+		       "\"rm_ops_per_s_%ut_max\": %.0f, ", thr[i], ops[i], thr[i], lo[i], thr[i],
+		       hi[i]);
+	printf("\"rm_ops_2t_vs_1t\": %.2f, \"rm_ops_16t_vs_1t\": %.2f", ops[1] / ops[0],
+	       ops[n - 1] / ops[0]);
 }
 
 int main(int argc, char **argv)
@@ -458,7 +514,10 @@ int main(int argc, char **argv)
 	struct victim v, vi;
 	bool victim_only = false;
 	static const unsigned int thr[] = { 1, 2, 4, 8, 16 };
-	double ops[VGPU_ARRAY_SIZE(thr)], crash_ms;
+	double ops[VGPU_ARRAY_SIZE(thr)], ops_lo[VGPU_ARRAY_SIZE(thr)], ops_hi[VGPU_ARRAY_SIZE(thr)];
+	double crash_ms;
+	bool ops_only = false;
+	char cpu_json[256];
 	struct dev d;
 
 	for (int i = 1; i < argc; i++) {
@@ -468,24 +527,37 @@ int main(int argc, char **argv)
 			quick = true;
 		else if (!strcmp(argv[i], "--victim"))
 			victim_only = true;
+		else if (!strcmp(argv[i], "--ops"))
+			ops_only = true;
 		else if (!strcmp(argv[i], "--no-fair"))
 			no_fair = true;
 		else {
-			fprintf(stderr, "usage: rpc_bench [--json] [--quick] [--victim] [--no-fair]\n");
+			fprintf(stderr, "usage: rpc_bench [--json] [--quick] [--victim] [--ops] [--no-fair]\n");
 			return 2;
 		}
 	}
 	cmn_log_set_level(VGPU_LOG_ERR);
+	bench_cpu_json(cpu_json, sizeof(cpu_json));
+	if (ops_only) {	/* (b) alone, as JSON, for repeated measurements */
+		if (dev_up(&d, VGPU_NSEC_PER_MSEC, VGPU_NSEC_PER_MSEC))
+			return 1;
+		bench_ops(d.rm, thr, VGPU_ARRAY_SIZE(thr), ops, ops_lo, ops_hi);
+		dev_down(&d);
+		printf("{%s, ", cpu_json);
+		print_ops_json(thr, VGPU_ARRAY_SIZE(thr), ops, ops_lo, ops_hi);
+		printf("}\n");
+		return 0;
+	}
 	if (victim_only) {	/* (c) alone, for repeated measurements */
 		if (dev_up(&d, 1, 1))
 			return 1;
 		victim_interleaved(rm_gsp(d.rm), &vi);
 		victim_runs(rm_gsp(d.rm), &v);
 		dev_down(&d);
-		printf("{\"victim_p99_ratio\": %.2f, \"victim_solo_p99_us\": %.2f, "
+		printf("{%s, \"victim_p99_ratio\": %.2f, \"victim_solo_p99_us\": %.2f, "
 		       "\"victim_flood_p99_us\": %.2f, \"victim_flood_p50_us\": %.2f, "
 		       "\"victim_p99_ratio_pairs\": %.2f, \"victim_p99_ratio_pairs_min\": %.2f, "
-		       "\"victim_p99_ratio_pairs_max\": %.2f}\n",
+		       "\"victim_p99_ratio_pairs_max\": %.2f}\n", cpu_json,
 		       victim_ratio(&vi.flood, &vi.solo), vi.solo.p99, vi.flood.p99, vi.flood.p50,
 		       victim_ratio(&v.flood, &v.solo), v.ratio_min, v.ratio_max);
 		return 0;
@@ -498,8 +570,7 @@ int main(int argc, char **argv)
 	}
 	for (size_t i = 0; i < VGPU_ARRAY_SIZE(sizes); i++)
 		spin[i] = bench_rpc(rm_gsp(d.rm), 1, sizes[i], iters_for(sizes[i], true));
-	for (size_t i = 0; i < VGPU_ARRAY_SIZE(thr); i++)
-		ops[i] = bench_ops(d.rm, thr[i]);
+	bench_ops(d.rm, thr, VGPU_ARRAY_SIZE(thr), ops, ops_lo, ops_hi);
 	crash_ms = bench_crash(&d);
 	dev_down(&d);
 	/* blocking: nobody spins; every wait is a futex sleep */
@@ -512,14 +583,14 @@ int main(int argc, char **argv)
 	dev_down(&d);
 
 	if (json) {
-		printf("{\"rpc_256b_p50_us\": %.2f, \"bare_ring_256b_p50_us\": %.2f, "
+		printf("{%s, \"rpc_256b_p50_us\": %.2f, \"bare_ring_256b_p50_us\": %.2f, "
 		       "\"victim_p99_ratio\": %.2f, \"gsp_crash_recovery_ms\": %.1f, "
-		       "\"rpc_256b_p99_us\": %.2f, \"rpc_256b_block_p50_us\": %.2f, "
-		       "\"rm_ops_per_s_1t\": %.0f, \"rm_ops_per_s_16t\": %.0f, "
-		       "\"victim_p99_ratio_pairs\": %.2f, \"victim_p99_ratio_pairs_min\": %.2f, "
-		       "\"victim_p99_ratio_pairs_max\": %.2f}\n",
-		       spin[1].p50, bare.p50, victim_ratio(&vi.flood, &vi.solo), crash_ms, spin[1].p99,
-		       block[1].p50, ops[0], ops[VGPU_ARRAY_SIZE(thr) - 1], victim_ratio(&v.flood, &v.solo),
+		       "\"rpc_256b_p99_us\": %.2f, \"rpc_256b_block_p50_us\": %.2f, ",
+		       cpu_json, spin[1].p50, bare.p50, victim_ratio(&vi.flood, &vi.solo), crash_ms,
+		       spin[1].p99, block[1].p50);
+		print_ops_json(thr, VGPU_ARRAY_SIZE(thr), ops, ops_lo, ops_hi);
+		printf(", \"victim_p99_ratio_pairs\": %.2f, \"victim_p99_ratio_pairs_min\": %.2f, "
+		       "\"victim_p99_ratio_pairs_max\": %.2f}\n", victim_ratio(&v.flood, &v.solo),
 		       v.ratio_min, v.ratio_max);
 		return 0;
 	}
@@ -539,9 +610,11 @@ int main(int argc, char **argv)
 			printf("%-10s %-9s %9.2f %9.2f %9.2f %9.2f %12.2f\n", sz, m ? "blocking" : "spin",
 			       p->p50, p->p99, p->p999, p->max, p->p50 / bare.p50);
 		}
-	printf("\n(b) RM ops/s (vidmem alloc + GET_QUOTA control + free, 3 ops per loop)\n");
+	printf("\n(b) RM ops/s (vidmem alloc + GET_QUOTA control + free, 3 ops per loop; each "
+	       "thread its own client on its own VF; median of %d, [min-max])\n", OPS_REPS);
 	for (size_t i = 0; i < VGPU_ARRAY_SIZE(thr); i++)
-		printf("  %2u threads: %10.0f ops/s  (%.2f x 1 thread)\n", thr[i], ops[i], ops[i] / ops[0]);
+		printf("  %2u threads: %10.0f ops/s  [%.0f-%.0f]  (%.2f x 1 thread)\n", thr[i], ops[i],
+		       ops_lo[i], ops_hi[i], ops[i] / ops[0]);
 	printf("\n(c) victim VF 1 (256 B ECHO, blocking) while VF 2 floods (%d thread, 4 KiB ECHO "
 	       "back to back), fair dispatch %s\n", FLOODERS, no_fair ? "off" : "on");
 	printf("  interleaved (%d-sample blocks, pooled):\n", VICTIM_BLOCK);
