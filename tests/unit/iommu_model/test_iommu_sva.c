@@ -157,13 +157,15 @@ static void test_pidfd_opts(void **state)
 	struct iommu *mmu = t_iommu();
 	struct iommu_domain *d0 = t_paging(mmu, 0), *sva = NULL;
 	struct iommu_domain_opts o = { .type = IOMMU_DOMAIN_SVA, .flags = IOMMU_DOMAIN_SVA_PIDFD };
-	uint8_t mine[64], out[64];
+	uint8_t *mine = mmap(NULL, LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	uint8_t out[64];
 	int self = (int)syscall(SYS_pidfd_open, getpid(), 0), p[2], go[2], ready[2];
 	struct iommu_stats st0, st1;
 	pid_t child;
 
 	(void)state;
 	assert_true(self >= 0);
+	assert_true(mine != MAP_FAILED);
 	assert_int_equal(pipe(p), 0);
 	iommu_get_stats(mmu, &st0);
 	o.pidfd = -1;
@@ -197,7 +199,7 @@ static void test_pidfd_opts(void **state)
 	o.pidfd = self;
 	assert_int_equal(iommu_domain_alloc(mmu, &o, &sva), 0);
 	close(self);
-	memset(mine, 0x42, sizeof(mine));
+	memset(mine, 0x42, sizeof(out));
 	assert_int_equal(iommu_attach(mmu, RID, d0), 0);
 	assert_int_equal(iommu_pasid_attach(mmu, RID, PASID, sva), 0);
 	assert_int_equal(iommu_dma_read_pasid(mmu, RID, PASID, (uintptr_t)mine, out, sizeof(out)),
@@ -205,6 +207,7 @@ static void test_pidfd_opts(void **state)
 	assert_memory_equal(out, mine, sizeof(out));
 	close(p[0]);
 	close(p[1]);
+	munmap(mine, LEN);
 	iommu_destroy(mmu);
 }
 
