@@ -439,4 +439,17 @@ static inline struct hmm_mm *tmm_new(enum hmm_backend backend, uint64_t granule)
 	return mm;
 }
 
+/* A mm for a call whose contract does not depend on the CPU-fault mechanism: the
+ * userfaultfd thread backend where it can run, else the mprotect backend (no userfaultfd
+ * at all), so that such tests run on every kernel and capability set. */
+static inline struct hmm_mm *tmm_any(void)
+{
+	struct hmm_uffd_caps caps;
+
+	hmm_uffd_probe(&caps);
+	if (caps.available && caps.events && (caps.move || caps.wp))
+		return tmm_new(HMM_BACKEND_UFFD_THREAD, 0);
+	return tmm_new(HMM_BACKEND_MPROTECT, 0);
+}
+
 #endif

@@ -1,6 +1,8 @@
 /* The contract of each call: argument errors change nothing, hmm_range_fault's flags and
  * errors, sequence-number retry, notifier event and owner filtering, migrate_setup's
  * checks and the pool allocator. */
+#include <sys/wait.h>
+
 #include "tdev.h"
 
 /* ---- bad arguments -------------------------------------------------------------------- */
@@ -24,7 +26,7 @@ static void test_mm_opts(void **state)
 
 static void test_region_args(void **state)
 {
-	struct hmm_mm *mm = tmm_new(HMM_BACKEND_UFFD_THREAD, 0);
+	struct hmm_mm *mm = tmm_any();
 	char *p = tbuf_new(M2, false);
 	char *shared = mmap(NULL, PG, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 
@@ -80,7 +82,7 @@ static const struct rf_case rf_cases[] = {
 static void test_range_flags(void **state)
 {
 	const struct rf_case *c = *state;
-	struct hmm_mm *mm = tmm_new(HMM_BACKEND_UFFD_THREAD, 0);
+	struct hmm_mm *mm = tmm_any();
 	struct tdev *d = tdev_new(mm, M2, NULL);
 	char *p = tbuf_new(4 * PG, false);
 	uint64_t pfns[4] = { 0, 0, c->in2, 0 };
@@ -120,7 +122,7 @@ static void test_range_flags(void **state)
 
 static void test_range_args(void **state)
 {
-	struct hmm_mm *mm = tmm_new(HMM_BACKEND_UFFD_THREAD, 0);
+	struct hmm_mm *mm = tmm_any();
 	struct tdev *d = tdev_new(mm, M2, NULL);
 	uint64_t pfns[2];
 	struct hmm_range ok = { .notifier = &d->mirror.notifier, .start = 0x10000,
@@ -144,7 +146,7 @@ static void test_range_args(void **state)
 /* An invalidation between read_begin and the walk: -EBUSY, and read_retry says so. */
 static void test_range_seq_retry(void **state)
 {
-	struct hmm_mm *mm = tmm_new(HMM_BACKEND_UFFD_THREAD, 0);
+	struct hmm_mm *mm = tmm_any();
 	struct tdev *d = tdev_new(mm, M2, NULL);
 	char *p = tbuf_new(PG, false);
 	uint64_t pfn;
@@ -191,7 +193,7 @@ static const struct hmm_interval_notifier_ops rec_ops = { .invalidate = rec_inva
 
 static void test_notifier_filter(void **state)
 {
-	struct hmm_mm *mm = tmm_new(HMM_BACKEND_UFFD_THREAD, 0);
+	struct hmm_mm *mm = tmm_any();
 	struct tdev *d = tdev_new(mm, M2, NULL);
 	char *p = tbuf_new(4 * PG, false);
 	uintptr_t a = (uintptr_t)p;
@@ -258,7 +260,7 @@ static void test_notifier_filter(void **state)
 /* RELEASE reaches every notifier when the mm goes away. */
 static void test_release(void **state)
 {
-	struct hmm_mm *mm = tmm_new(HMM_BACKEND_UFFD_THREAD, 0);
+	struct hmm_mm *mm = tmm_any();
 	struct rec_sub s = { 0 };
 
 	(void)state;
@@ -272,7 +274,7 @@ static void test_release(void **state)
 
 static void test_migrate_setup_args(void **state)
 {
-	struct hmm_mm *mm = tmm_new(HMM_BACKEND_UFFD_THREAD, 0);
+	struct hmm_mm *mm = tmm_any();
 	struct tdev *d = tdev_new(mm, M2, NULL);
 	char *p = tbuf_new(2 * M2, false);
 	static uint64_t src[1024], dst[1024];
@@ -346,9 +348,69 @@ static void test_devmem(void **state)
 	assert_int_equal(hmm_devmem_destroy(dm), 0);
 }
 
+/* ---- capabilities and VGPU_HMM_CAPS ----------------------------------------------------- */
+
+/* In a process started with a malformed VGPU_HMM_CAPS: every mm is refused with -EINVAL
+ * and the reason names the bad word. Exit status 0 when so. */
+static int caps_child(void)
+{
+	static const enum hmm_backend backends[] = {
+		HMM_BACKEND_UFFD_THREAD, HMM_BACKEND_UFFD_SIGBUS, HMM_BACKEND_MPROTECT,
+	};
+	struct hmm_uffd_caps caps;
+	struct hmm_mm *mm = NULL;
+
+	hmm_uffd_probe(&caps);
+	if (!caps.invalid || !strstr(caps.why, "'bogus'"))
+		return 1;
+	for (size_t i = 0; i < VGPU_ARRAY_SIZE(backends); i++) {
+		struct hmm_mm_opts o = { .backend = backends[i] };
+
+		if (hmm_mm_create(&o, &mm) != -EINVAL || mm)
+			return 2;
+	}
+	return 0;
+}
+
+static void test_caps(void **state)
+{
+	const char *spec = getenv("VGPU_HMM_CAPS");
+	struct hmm_uffd_caps caps;
+	int status = -1;
+	pid_t pid;
+
+	(void)state;
+	hmm_uffd_probe(&caps);
+	assert_false(caps.invalid);
+	if (spec && (!strcmp(spec, "6.1") || !strcmp(spec, "5.14"))) {
+		/* the old kernels' set: no UFFDIO_MOVE, no PROCMAP_QUERY, and everything the
+		 * fallbacks need where this kernel has userfaultfd */
+		assert_false(caps.move);
+		assert_false(caps.procmap_query);
+		if (caps.available) {
+			assert_true(caps.wp);
+			assert_true(caps.events);
+		}
+	}
+	if (spec && !strcmp(spec, "none"))
+		assert_false(caps.available);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		char *argv[] = { "test_hmm_api", "--caps-child", NULL };
+		char *envp[] = { "VGPU_HMM_CAPS=move,bogus", NULL };
+
+		execve("/proc/self/exe", argv, envp);
+		_exit(127);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 #define RF_CASE(i) { "range_fault", test_range_flags, NULL, NULL, (void *)&rf_cases[i] }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	struct CMUnitTest tests[] = {
 		RF_CASE(0), RF_CASE(1), RF_CASE(2), RF_CASE(3), RF_CASE(4), RF_CASE(5),
@@ -361,7 +423,11 @@ int main(void)
 		cmocka_unit_test(test_release),
 		cmocka_unit_test(test_migrate_setup_args),
 		cmocka_unit_test(test_devmem),
+		cmocka_unit_test(test_caps),
 	};
+
+	if (argc > 1 && !strcmp(argv[1], "--caps-child"))
+		return caps_child();
 
 	for (size_t i = 0; i < VGPU_ARRAY_SIZE(rf_cases); i++)
 		tests[i].name = rf_cases[i].name;
