@@ -398,6 +398,7 @@ int iommu_atc_translate(struct iommu *mmu, unsigned int rid, uint32_t pasid,
 /* sva.c */
 /* SVA domain @d follows the process @o names (its pidfd, or one opened on its pid now). */
 int iommu_sva_init(struct iommu_domain *d, const struct iommu_domain_opts *o);
+/* Let go of @d's process (its pidfd); nothing for other domain types. */
 void iommu_sva_fini(struct iommu_domain *d);
 /* Whether @d's process has not exited: false from its exit on, whoever has its pid. */
 bool iommu_sva_alive(const struct iommu_domain *d);
