@@ -1,6 +1,11 @@
 /* hmm/devmem.c - device memory as a page pool: a bitmap of 4 KiB pages over a CPU
  * mapping, 2 MiB chunks naturally aligned, frees from fault handlers deferred through a
- * second bitmap that only ever sees atomic OR (async-signal-safe). */
+ * second bitmap that only ever sees atomic OR (async-signal-safe). No page reaches a new
+ * owner with what an earlier one (or whoever used the memory before the pool) left:
+ * pages are zeroed when allocated, except by a migration, which writes every page it
+ * allocates whole (data, or zeros for an empty page) before anyone can map it. Zeroing
+ * on allocation rather than on free keeps the fault path (which frees) short and covers
+ * memory the pool was given dirty. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +25,7 @@ struct hmm_devmem {
 	unsigned int fail_next;
 	_Atomic uint64_t *deferred;	/* pages freed by fault handlers */
 	atomic_uint nr_deferred;
+	_Atomic uint64_t scrubbed, overwritten;	/* hmm_devmem_stats */
 };
 
 struct hmm_devmem *_Atomic hmm_devmems[HMM_MAX_DEVMEMS];
@@ -218,7 +224,46 @@ static int dm_alloc_pages_locked(struct hmm_devmem *dm, size_t n, uint64_t *page
 	return 0;
 }
 
+static const char zero_page[HMM_PAGE_SIZE];
+
+/* Zero @n allocated pages: memset through the mapping, runs of contiguous pages at
+ * once, or page by page through the pool's copy callback when it has one. */
+static void dm_scrub(struct hmm_devmem *dm, const uint64_t *pages, size_t n)
+{
+	for (size_t i = 0; i < n;) {
+		size_t k = 1;
+
+		if (dm->desc.copy) {
+			dm->desc.copy(dm->desc.ctx, HMM_COPY_TO_DEVICE, (void *)zero_page, pages[i], 1);
+			i++;
+			continue;
+		}
+		while (i + k < n && pages[i + k] == pages[i] + k)
+			k++;
+		memset(hmm_devmem_page_ptr(dm, pages[i]), 0, k << HMM_PAGE_SHIFT);
+		i += k;
+	}
+	atomic_fetch_add_explicit(&dm->scrubbed, n, memory_order_relaxed);
+}
+
 int hmm_devmem_alloc(struct hmm_devmem *dm, size_t n, bool chunk, uint64_t *pages)
+{
+	int ret = hmm_devmem_alloc_overwrite(dm, n, chunk, pages);
+
+	if (!ret && n) {
+		atomic_fetch_sub_explicit(&dm->overwritten, n, memory_order_relaxed);
+		dm_scrub(dm, pages, n);
+	}
+	return ret;
+}
+
+void hmm_devmem_get_stats(struct hmm_devmem *dm, struct hmm_devmem_stats *st)
+{
+	st->scrubbed_pages = atomic_load_explicit(&dm->scrubbed, memory_order_relaxed);
+	st->overwritten_pages = atomic_load_explicit(&dm->overwritten, memory_order_relaxed);
+}
+
+int hmm_devmem_alloc_overwrite(struct hmm_devmem *dm, size_t n, bool chunk, uint64_t *pages)
 {
 	int ret;
 
@@ -235,6 +280,8 @@ int hmm_devmem_alloc(struct hmm_devmem *dm, size_t n, bool chunk, uint64_t *page
 		ret = dm_alloc_pages_locked(dm, n, pages);
 	}
 	cmn_mutex_unlock(&dm->lock);
+	if (!ret)
+		atomic_fetch_add_explicit(&dm->overwritten, n, memory_order_relaxed);
 	return ret;
 }
 

@@ -262,9 +262,16 @@ const void *hmm_devmem_owner(const struct hmm_devmem *dm);
 uint64_t hmm_devmem_used_pages(struct hmm_devmem *dm);
 /* Fault injection: the next @n allocations fail (FAIL_ALLOC of lib/test_hmm.c). */
 void hmm_devmem_fail_next_allocs(struct hmm_devmem *dm, unsigned int n);
-/* Allocate @n pages; 2 MiB aligned and contiguous when @n == 512 and @chunk. Indices
- * into @pages. 0, -ENOMEM. */
+/* Allocate @n zeroed pages (nothing an earlier owner wrote survives); 2 MiB aligned and
+ * contiguous when @n == 512 and @chunk. Indices into @pages. 0, -ENOMEM. */
 int hmm_devmem_alloc(struct hmm_devmem *dm, size_t n, bool chunk, uint64_t *pages);
+/* How pages were cleared of earlier contents before reaching their owner. */
+struct hmm_devmem_stats {
+	uint64_t scrubbed_pages;	/* zeroed at allocation (hmm_devmem_alloc) */
+	uint64_t overwritten_pages;	/* allocated by a migration, which writes each whole */
+};
+/* Snapshot of @dm's counters (relaxed reads). */
+void hmm_devmem_get_stats(struct hmm_devmem *dm, struct hmm_devmem_stats *st);
 /* Free pages from hmm_devmem_alloc(). */
 void hmm_devmem_free(struct hmm_devmem *dm, const uint64_t *pages, size_t n);
 /* Migrate every page of @dm back to system memory (device teardown, VF reset). Never

@@ -116,6 +116,9 @@ void hmm_notify_invalidate(struct hmm_mm *mm, const struct hmm_notify_range *r);
 
 /* devmem internals */
 unsigned int hmm_devmem_id(const struct hmm_devmem *dm);
+/* hmm_devmem_alloc() for a caller that writes every page whole before anyone can read
+ * it (a migration): not zeroed, counted as overwritten. */
+int hmm_devmem_alloc_overwrite(struct hmm_devmem *dm, size_t n, bool chunk, uint64_t *pages);
 /* Free from any context (a fault handler): reclaimed at the next allocation. */
 void hmm_devmem_free_deferred(struct hmm_devmem *dm, uint64_t page);
 int hmm_devmem_copy(struct hmm_devmem *dm, enum hmm_copy_dir dir, void *sys,

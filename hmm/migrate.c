@@ -561,15 +561,16 @@ static size_t alloc_dst(struct hmm_migrate *m, struct hmm_migrate_result *res)
 
 	if (!want)
 		return 0;
-	if (chunk && !hmm_devmem_alloc(m->devmem, want, true, pages)) {
+	/* not zeroed: copy_to_device() writes every page (zeros for an empty one) */
+	if (chunk && !hmm_devmem_alloc_overwrite(m->devmem, want, true, pages)) {
 		got = want;
 		res->chunks++;
-	} else if (!hmm_devmem_alloc(m->devmem, want, false, pages)) {
+	} else if (!hmm_devmem_alloc_overwrite(m->devmem, want, false, pages)) {
 		got = want;
 		chunk = false;
 	} else {
 		chunk = false;
-		while (got < want && !hmm_devmem_alloc(m->devmem, 1, false, &pages[got]))
+		while (got < want && !hmm_devmem_alloc_overwrite(m->devmem, 1, false, &pages[got]))
 			got++;
 	}
 	for (size_t i = 0, k = 0; i < m->npages && k < got; i++) {
