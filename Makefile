@@ -179,15 +179,19 @@ VM_DEPS :=
 -include vmm_glue/vm.mk
 
 # Every suite plain, then under ASan+UBSan, then the thread-heavy ones under TSan, then
-# the VM tier; tests/run-suites prints the one summary line.
+# the VM tier; tests/run-suites prints the one summary line. The hmm suites run a second
+# time in each variant with the capabilities of Linux 6.1 (no UFFDIO_MOVE: doc/hmm.md).
 check: rel asan tsan fuzz-bins $(VM_DEPS)
 	$(Q)FUZZ_BINDIR=$(BUILD)/fuzz/bin FUZZ_SECONDS=10 FUZZ_FINDINGS=$(BUILD)/fuzz/findings \
 	tests/run-suites \
 		--label tools tests/tools/test_*.sh \
 		--label fuzz tests/fuzz/run-fuzz \
 		--label rel $(TESTS_rel) \
+		--label rel-hmm61 --env VGPU_HMM_CAPS=6.1 $(filter $(BUILD)/rel/tests/hmm/%,$(TESTS_rel)) \
 		--label asan $(TESTS_asan) \
+		--label asan-hmm61 --env VGPU_HMM_CAPS=6.1 $(filter $(BUILD)/asan/tests/hmm/%,$(TESTS_asan)) \
 		--label tsan $(TSAN_TESTS) \
+		--label tsan-hmm61 --env VGPU_HMM_CAPS=6.1 $(filter $(BUILD)/tsan/tests/hmm/%,$(TSAN_TESTS)) \
 		$(if $(strip $(VM_SUITES)),--label vm $(VM_SUITES))
 
 # Every harness replays its corpus and saved crashes, then fuzzes FUZZ_SECONDS (default 60).

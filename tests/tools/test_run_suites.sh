@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # TAP self-test of tests/run-suites: a suite that prints no plan, more results than its plan,
 # fewer results than its plan or exits non-zero after "ok" lines must fail; several cmocka
-# groups in one program sum their plans; a SKIP is never a pass.
+# groups in one program sum their plans; a SKIP is never a pass; --env reaches the programs
+# after it until the next --label, and a malformed one is refused.
 set -u
 here=$(cd "$(dirname "$0")/../.." && pwd)
 tmp=$(mktemp -d)
@@ -27,7 +28,23 @@ expect() {	# expect DESCRIPTION PROGRAM SUMMARY-LINE EXIT
 	fi
 }
 
+expect_args() {	# expect_args DESCRIPTION SUMMARY-LINE EXIT ARGS...: run-suites ARGS
+	local desc=$1 want=$2 code=$3 out rc
+	shift 3
+	out=$(cd "$tmp" && VGPU_TEST_LOGS="$tmp/logs" "$here/tests/run-suites" "$@" 2>&1)
+	rc=$?
+	n=$((n + 1))
+	if [ "$(printf '%s\n' "$out" | tail -n 1)" = "$want" ] && [ $rc -eq "$code" ]; then
+		echo "ok $n - $desc"
+	else
+		echo "not ok $n - $desc"
+		printf '%s\n' "$out" | sed 's/^/# /'
+		bad=1
+	fi
+}
+
 fake good 'echo 1..2; echo ok 1; echo ok 2'
+fake envcheck 'echo 1..1; if [ "${RS_FOO-}" = "a b" ]; then echo ok 1; else echo "not ok 1"; fi'
 fake groups 'echo 1..1; echo ok 1; echo 1..2; echo ok 1; echo ok 2'
 fake noplan 'echo ok 1'
 fake silent 'exit 0'
@@ -36,7 +53,7 @@ fake short 'echo 1..3; echo ok 1'
 fake died 'echo 1..1; echo ok 1; exit 3'
 fake skip 'echo 1..2; echo ok 1; echo "ok 2 # SKIP no device"'
 
-echo 1..8
+echo 1..12
 expect "a clean suite passes" good "2 passed, 0 failed" 0
 expect "several groups sum their plans" groups "3 passed, 0 failed" 0
 expect "no plan fails" noplan "1 passed, 1 failed" 1
@@ -45,4 +62,12 @@ expect "results beyond the plan fail" extra "2 passed, 1 failed" 1
 expect "planned tests never reported fail" short "1 passed, 2 failed" 1
 expect "a non-zero exit fails" died "1 passed, 1 failed" 1
 expect "a skip is counted as skipped" skip "1 passed, 0 failed, 1 skipped" 0
+expect_args "--env reaches the programs after it" "2 passed, 0 failed" 0 \
+	--label e --env "RS_FOO=a b" ./envcheck ./envcheck
+expect_args "--label starts without the earlier --env" "1 passed, 1 failed" 1 \
+	--label e --env "RS_FOO=a b" ./envcheck --label f ./envcheck
+expect_args "programs before --env run without it" "1 passed, 1 failed" 1 \
+	--label e ./envcheck --env "RS_FOO=a b" ./envcheck
+expect_args "a malformed --env is refused" \
+	"run-suites: --env wants VAR=VALUE, got 'RS_FOO'" 2 --env RS_FOO ./good
 exit $bad
