@@ -137,6 +137,20 @@ uint64_t gsp_heartbeat_age_ns(const struct gsp *g);
 /* Deadline class of RPC @function. */
 enum gsp_class gsp_fn_class(uint32_t function);
 
+/* ---- the client without a GSP, on the caller's thread (harnesses) ----
+ * gsp_start_detached() is gsp_start() without the program and the threads: the caller
+ * plays the GSP in the queue memory at gsp_queue_mem() (laid out by gsp_layout_compute()
+ * of the config's counts, formatted as for a first start). gsp_call() then sends into the
+ * command queue and reads, as its lane's drainer, the replies the caller put in the status
+ * queue, until its deadline: give it a short one (cfg.deadline_ns too), nothing else will
+ * answer. Events reach cfg.event_cb only through gsp_events_poll(). gsp_stop() frees it. */
+int gsp_start_detached(const struct gsp_config *cfg, struct gsp **out);
+/* The queue memory of @g. */
+uint8_t *gsp_queue_mem(struct gsp *g);
+/* Hand every pending event record to cfg.event_cb on the caller's thread, as the event
+ * worker does. Returns how many. */
+unsigned int gsp_events_poll(struct gsp *g);
+
 /* ---- the message queues: framing and counters both ends share (the GSP firmware,
  * module gsp_fw, is the other end). Not for the CPU-RM's callers. ---- */
 #define GSP_PAGE		4096u

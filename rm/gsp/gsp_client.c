@@ -451,6 +451,16 @@ static void asm_abort(struct gsp_lane *ln, int result)
 	ln->asm_drop = false;
 }
 
+/* The GSP's result as the caller gets it: 0 or -errno. Anything else (a positive value
+ * would read as success to a caller testing ret < 0) makes the reply malformed. */
+static int rx_result(struct gsp_lane *ln, int32_t result)
+{
+	if (result <= 0 && result >= -4095)
+		return result;
+	STAT_INC(ln->g, bad_msgs);
+	return -EBADMSG;
+}
+
 static void deliver_first(struct gsp_lane *ln, const struct vgpu_rpc_hdr *rh, const uint8_t *p)
 {
 	struct gsp_slot *s = &ln->slots[rh->sequence & (GSP_SLOTS - 1)];
@@ -484,7 +494,7 @@ static void deliver_first(struct gsp_lane *ln, const struct vgpu_rpc_hdr *rh, co
 	if (rh->length)
 		memcpy(s->buf, p, rh->length);
 	if (rh->length == rh->total_length)
-		slot_complete(ln, s, rh->result, rh->length);
+		slot_complete(ln, s, rx_result(ln, rh->result), rh->length);
 	else
 		ln->asm_slot = s;
 }
@@ -505,7 +515,7 @@ static void deliver_cont(struct gsp_lane *ln, const struct vgpu_rpc_hdr *rh, con
 		return;
 	if (ln->asm_slot) {
 		const struct vgpu_rpc_hdr *first = rh;	/* result travels in every chunk */
-		slot_complete(ln, ln->asm_slot, first->result, ln->asm_got);
+		slot_complete(ln, ln->asm_slot, rx_result(ln, first->result), ln->asm_got);
 	}
 	ln->asm_slot = NULL;
 	ln->asm_drop = false;
@@ -1185,6 +1195,50 @@ fail:
 	atomic_store(&g->stop, true);
 	gsp_stop(g);
 	return ret;
+}
+
+int gsp_start_detached(const struct gsp_config *cfg, struct gsp **out)
+{
+	struct gsp_config c = *cfg;
+	struct gsp *g = calloc(1, sizeof(*g));
+	int ret;
+
+	if (!g)
+		return -ENOMEM;
+	g->qfd = -1;
+	g->sock = -1;
+	cmn_mutex_init(&g->sock_lock);
+	cmn_mutex_init(&g->reset_lock);
+	cmn_mutex_init(&g->fair_lock);
+	cmn_mutex_init(&g->evt_lock);
+	c.path = "";		/* no program is started */
+	c.no_fair = true;	/* no watchdog thread restores a caller's nice */
+	ret = gsp_cfg_check(g, &c);
+	if (!ret)
+		ret = gsp_map(g);
+	if (!ret)
+		ret = gsp_lanes_init(g);
+	if (ret) {
+		gsp_stop(g);
+		return ret;
+	}
+	gsp_format(g);
+	*out = g;
+	return 0;
+}
+
+uint8_t *gsp_queue_mem(struct gsp *g)
+{
+	return g->base;
+}
+
+unsigned int gsp_events_poll(struct gsp *g)
+{
+	unsigned int n = 0;
+
+	while (evt_one(g))
+		n++;
+	return n;
 }
 
 void gsp_stop(struct gsp *g)

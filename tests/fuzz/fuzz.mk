@@ -20,3 +20,5 @@ fuzz_mbox_DEPS := pf_manager
 $(BUILD)/fuzz/bin/fuzz_mbox: | $(BUILD)/rel/bin/vgpu-gsp
 FUZZERS += gspsrv
 fuzz_gspsrv_DEPS := gsp_fw
+FUZZERS += gspcli
+fuzz_gspcli_DEPS := rm_gsp
