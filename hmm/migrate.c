@@ -31,6 +31,8 @@ struct migrate_priv {
 	bool vma_write[HMM_MIGRATE_MAX_PAGES];
 	struct hmm_region *reg[HMM_MIGRATE_MAX_PAGES];
 	uint64_t old[HMM_MIGRATE_MAX_PAGES];	/* state words before collection */
+	bool direct;			/* to system without MOVE: UFFDIO_COPY straight from
+					 * the device pages, no staging copy (batched helper) */
 };
 
 static uintptr_t page_addr(const struct hmm_migrate *m, size_t i)
@@ -372,6 +374,20 @@ static void install_system_run(struct hmm_migrate *m, struct migrate_priv *p, si
 			hmm_prot_set(page_addr(m, i), len, true);
 		return;
 	}
+	if (p->direct) {
+		/* one copy instead of two: runs of contiguous device pages */
+		for (size_t j = 0; j < n;) {
+			uint64_t pg = hmm_migrate_pfn_page(m->src[i + j]);
+			size_t k = 1;
+
+			while (j + k < n && hmm_migrate_pfn_page(m->src[i + j + k]) == pg + k)
+				k++;
+			hmm_uffd_copy(m->mm->uffd, page_addr(m, i + j),
+				      hmm_devmem_page_ptr(m->devmem, pg), k << HMM_PAGE_SHIFT, false);
+			j += k;
+		}
+		return;
+	}
 	if (p->vma_write[i] && m->mm->has_move)
 		moved = hmm_uffd_move(m->mm->uffd, page_addr(m, i), (uintptr_t)stage_out(m, p, i),
 				      n << HMM_PAGE_SHIFT, false);
@@ -693,10 +709,21 @@ static int migrate_batch_to_system(struct hmm_mm *mm, struct hmm_devmem *dm, uin
 	struct hmm_migrate m = { .mm = mm, .start = a, .end = e, .src = src, .dst = dst,
 				 .devmem = dm, .flags = HMM_MIGRATE_SELECT_DEVICE_PRIVATE };
 	int ret = hmm_migrate_setup(&m);
+	struct migrate_priv *p;
 
 	if (ret)
 		return ret;
-	copy_to_system(&m);
+	p = m.priv;
+	/* without UFFDIO_MOVE the pages are copied into place anyway: copy them once,
+	 * from the device pages themselves (as a CPU fault does) */
+	p->direct = !mm->has_move && !hmm_mm_prot(mm);
+	if (p->direct) {
+		for (size_t i = 0; i < m.npages; i++)
+			if (m.src[i] & HMM_MIGRATE_PFN_MIGRATE)
+				m.dst[i] = HMM_MIGRATE_PFN_VALID;
+	} else {
+		copy_to_system(&m);
+	}
 	hmm_migrate_pages(&m);
 	count_result(&m, res);
 	hmm_migrate_finalize(&m);

@@ -185,7 +185,7 @@ static void caps_init(void)
 	else if (!c->sigbus)
 		snprintf(why, sizeof(why), "no UFFD_FEATURE_SIGBUS");
 	if (c->overridden)
-		snprintf(c->why, sizeof(c->why), "VGPU_HMM_CAPS=%.24s: %s", spec,
+		snprintf(c->why, sizeof(c->why), "VGPU_HMM_CAPS=%.24s: %.50s", spec,
 			 why[0] ? why : "fewer capabilities than the kernel's");
 	else
 		snprintf(c->why, sizeof(c->why), "%s", why);

@@ -5,7 +5,9 @@
  *   hmm_bench [--json] [--quick]
  *
  * Each figure is the median of 5 runs (each run: its own median for latencies, its own
- * total for throughputs). --json prints one object with the keys of issue 8. */
+ * total for throughputs). --json prints one object. The keys ending in _61 are measured
+ * with the capabilities of Linux 6.1 (no UFFDIO_MOVE: write-protect isolation, UFFDIO_COPY
+ * back), by the same binary started again with VGPU_HMM_CAPS=6.1 within the same run. */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/userfaultfd.h>
@@ -509,26 +511,83 @@ static double bench_device_faults(unsigned int batch, double *single_us)
 	return median(runs, RUNS);
 }
 
-int main(int argc, char **argv)
+/* The figures of the 6.1 capability set (fault-back per userfaultfd backend with its raw
+ * mechanism, 2 MiB migration both ways), as one line on stdout for the parent. */
+static int part61(void)
 {
-	bool json = false;
 	struct hmm_uffd_caps caps;
 
+	hmm_uffd_probe(&caps);
+	if (caps.move || !caps.wp) {
+		fprintf(stderr, "hmm_bench: the 6.1 part runs without UFFDIO_MOVE (%s)\n", caps.why);
+		return 1;
+	}
+	double raw_sigbus = bench_raw(true), raw_thread = bench_raw(false);
+	struct fault_result f1 = bench_fault_back(HMM_BACKEND_UFFD_SIGBUS, PG, fault_samples, -1);
+	struct fault_result f2 = bench_fault_back(HMM_BACKEND_UFFD_THREAD, PG, fault_samples, 0);
+	double to_dev, to_sys;
+
+	bench_migrate(1, &to_dev, &to_sys);
+	printf("%.3f %.3f %.3f %.3f %.3f %.3f\n", f1.us, raw_sigbus, f2.us, raw_thread, to_dev,
+	       to_sys);
+	return 0;
+}
+
+struct figures61 {
+	double fault_us, raw_sigbus_us, fault_thread_us, raw_thread_us, to_dev, to_sys;
+};
+
+/* Run this binary again with VGPU_HMM_CAPS=6.1 for the _61 figures. 0 or -1. */
+static int run_part61(bool quick, struct figures61 *f)
+{
+	char exe[512], cmd[600];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	FILE *p;
+	int got;
+
+	if (n <= 0)
+		return -1;
+	exe[n] = 0;
+	snprintf(cmd, sizeof(cmd), "VGPU_HMM_CAPS=6.1 '%s' --part61%s", exe,
+		 quick ? " --quick" : "");
+	p = popen(cmd, "r");
+	if (!p)
+		return -1;
+	got = fscanf(p, "%lf %lf %lf %lf %lf %lf", &f->fault_us, &f->raw_sigbus_us,
+		     &f->fault_thread_us, &f->raw_thread_us, &f->to_dev, &f->to_sys);
+	return pclose(p) == 0 && got == 6 ? 0 : -1;
+}
+
+int main(int argc, char **argv)
+{
+	bool json = false, quick = false, only61 = false;
+	struct hmm_uffd_caps caps;
+	struct figures61 f61;
+
 	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--json")) {
+		if (!strcmp(argv[i], "--part61")) {
+			only61 = true;
+		} else if (!strcmp(argv[i], "--json")) {
 			json = true;
 		} else if (!strcmp(argv[i], "--quick")) {
 			fault_samples = 200;
 			migrate_bytes = 32 * VGPU_MiB;
 			memcpy_pool = 64 * VGPU_MiB;
+			quick = true;
 		} else {
 			fprintf(stderr, "usage: %s [--json] [--quick]\n", argv[0]);
 			return 2;
 		}
 	}
+	if (only61)
+		return part61();
 	hmm_uffd_probe(&caps);
 	if (!caps.available || !caps.move || !caps.sigbus) {
 		fprintf(stderr, "hmm_bench: %s\n", caps.why);
+		return 1;
+	}
+	if (run_part61(quick, &f61)) {
+		fprintf(stderr, "hmm_bench: the run with VGPU_HMM_CAPS=6.1 failed\n");
 		return 1;
 	}
 
@@ -565,10 +624,14 @@ int main(int argc, char **argv)
 		       "\"cpu_fault_4k_mprotect_us\": %.2f, "
 		       "\"cpu_fault_4k_mprotect_shared_us\": %.2f, "
 		       "\"cpu_fault_64k_mprotect_gbps\": %.2f, "
-		       "\"cpu_fault_2m_mprotect_shared_gbps\": %.2f, \"raw_mprotect_4k_us\": %.2f}\n",
+		       "\"cpu_fault_2m_mprotect_shared_gbps\": %.2f, \"raw_mprotect_4k_us\": %.2f, "
+		       "\"cpu_fault_4k_us_61\": %.2f, \"raw_sigbus_4k_us_61\": %.2f, "
+		       "\"cpu_fault_4k_thread_us_61\": %.2f, \"raw_thread_4k_us_61\": %.2f, "
+		       "\"migrate_2m_to_vram_gbps_61\": %.2f, \"migrate_2m_to_sys_gbps_61\": %.2f}\n",
 		       f1.us, to_dev, to_sys, memcpy_gbps, fps, f2s.us, f2x.us, f3.gbps,
 		       raw_sigbus, raw_thread, to_dev2, to_sys2, single_b1, fp.us, fps_.us,
-		       fp64.gbps, fp2m.gbps, raw_mprot);
+		       fp64.gbps, fp2m.gbps, raw_mprot, f61.fault_us, f61.raw_sigbus_us,
+		       f61.fault_thread_us, f61.raw_thread_us, f61.to_dev, f61.to_sys);
 		return 0;
 	}
 	printf("hmm_bench: median of %d runs\n\n", RUNS);
@@ -599,6 +662,14 @@ int main(int argc, char **argv)
 	       to_dev2, memcpy_gbps, to_dev2 / memcpy_gbps);
 	printf("%-52s %7.2f GB/s %7.2f GB/s %8.2f\n", "PERF-04 migrate to system, 2 threads (aggr.)",
 	       to_sys2, memcpy_gbps, to_sys2 / memcpy_gbps);
+	printf("%-52s %9.2f us %9.2f us %8.2f\n", "6.1 set: CPU fault-back 4K, SIGBUS (vs raw)",
+	       f61.fault_us, f61.raw_sigbus_us, f61.fault_us / f61.raw_sigbus_us);
+	printf("%-52s %9.2f us %9.2f us %8.2f\n", "6.1 set: CPU fault-back 4K, thread (vs raw)",
+	       f61.fault_thread_us, f61.raw_thread_us, f61.fault_thread_us / f61.raw_thread_us);
+	printf("%-52s %7.2f GB/s %7.2f GB/s %8.2f\n", "6.1 set: migrate 2M chunks to VRAM, 1 thread",
+	       f61.to_dev, memcpy_gbps, f61.to_dev / memcpy_gbps);
+	printf("%-52s %7.2f GB/s %7.2f GB/s %8.2f\n", "6.1 set: migrate 2M chunks to system, 1 thread",
+	       f61.to_sys, memcpy_gbps, f61.to_sys / memcpy_gbps);
 	printf("%-52s %8.0f k/s %10s %8s\n", "PERF-05 device faults, batches of 256", fps / 1000,
 	       "-", "-");
 	printf("%-52s %8.0f k/s %10s %8s\n", "        device faults, batches of 1", fps1 / 1000,

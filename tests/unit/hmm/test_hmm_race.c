@@ -163,10 +163,17 @@ static int slow_copy(void *ctx, enum hmm_copy_dir dir, void *sys, uint64_t page,
 	char *dev = hmm_devmem_page_ptr(*dm, page);
 	struct timespec ts = { 0, 50 * 1000 };
 
-	if (dir == HMM_COPY_TO_DEVICE)
-		memcpy(dev, sys, n * PG);
-	else
+	if (dir == HMM_COPY_TO_DEVICE) {
+		/* Without UFFDIO_MOVE the source is the page in place, write-protected: the
+		 * kernel's protection orders the writer's atomics before this read, which
+		 * TSan cannot see, so read the way the writer writes (atomically). */
+		uint64_t *d = (uint64_t *)dev, *src = sys;
+
+		for (size_t i = 0; i < n * PG / sizeof(uint64_t); i++)
+			d[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
+	} else {
 		memcpy(sys, dev, n * PG);
+	}
 	nanosleep(&ts, NULL);
 	return 0;
 }
