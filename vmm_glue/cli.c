@@ -22,6 +22,10 @@
 
 #define HOOK_MAX_XML	(4u << 20)
 #define VM_MAX_ARGS	8
+/* The package version; the build may pass its own. */
+#ifndef VGPU_VERSION
+#define VGPU_VERSION	"1.0"
+#endif
 #define JSON_OUT	(JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED | \
 			 JSON_C_TO_STRING_NOSLASHESCAPE)
 
@@ -65,7 +69,7 @@ static void help(void)
 	       "         [--console-log F] [--persistent] [--wait [--timeout S]] [--dry-run]\n"
 	       "  xml    the same options: print the validated domain XML (--mdev: hostdev form)\n"
 	       "  stop NAME|UUID [--undefine]\n"
-	       "  list\n"
+	       "  list   NAME, UUID, domain state, VF, slice, slice state\n"
 	       "  hook NAME OP SUBOP [EXTRA]   libvirt's qemu hook, domain XML on stdin\n\n"
 	       "options:\n"
 	       "  -c, --connect URI    libvirt URI (default %s)\n"
@@ -73,6 +77,7 @@ static void help(void)
 	       "      --qemu-user USER the user libvirt runs QEMU as (default %s)\n"
 	       "      --generation N   owner token generation (default 0)\n"
 	       "      --json           one JSON object on stdout\n"
+	       "  -V, --version        print the version\n"
 	       "exit: 0 ok, 1 failure, 2 usage, 3 not found, 4 conflict, 5 resources,\n"
 	       "      6 vgpud or libvirtd unreachable, 7 permission denied\n",
 	       VMM_DEFAULT_URI, CTLC_DEFAULT_SOCKET, VMM_DEFAULT_QEMU_USER);
@@ -132,6 +137,7 @@ static const struct option long_opts[] = {
 	{ "qemu-user", required_argument, NULL, O_QEMU_USER },
 	{ "generation", required_argument, NULL, O_GEN }, { "mdev", no_argument, NULL, O_MDEV },
 	{ "undefine", no_argument, NULL, O_UNDEFINE }, { "help", no_argument, NULL, 'h' },
+	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -205,9 +211,12 @@ static int parse_args(int argc, char **argv, struct vm_opts *o)
 	o->qemu_user = VMM_DEFAULT_QEMU_USER;
 	optind = 1;
 	opterr = 1;
-	while ((c = getopt_long(argc, argv, "+c:h", long_opts, NULL)) != -1) {
-		if (c == 'h') {
-			help();
+	while ((c = getopt_long(argc, argv, "+c:hV", long_opts, NULL)) != -1) {
+		if (c == 'h' || c == 'V') {
+			if (c == 'h')
+				help();
+			else
+				printf("vgpu-vm %s\n", VGPU_VERSION);
 			return -1;
 		}
 		if (c == '?')
@@ -221,15 +230,18 @@ static int parse_args(int argc, char **argv, struct vm_opts *o)
 	o->verb = argv[optind++];
 	/* Options may also follow the verb, before, between or after its arguments. */
 	while (optind < argc) {
-		c = getopt_long(argc, argv, "+c:h", long_opts, NULL);
+		c = getopt_long(argc, argv, "+c:hV", long_opts, NULL);
 		if (c == -1) {
 			if (o->nargs == VM_MAX_ARGS)
 				return usage("too many arguments (\"%s\")", argv[optind]);
 			o->args[o->nargs++] = argv[optind++];
 			continue;
 		}
-		if (c == 'h') {
-			help();
+		if (c == 'h' || c == 'V') {
+			if (c == 'h')
+				help();
+			else
+				printf("vgpu-vm %s\n", VGPU_VERSION);
 			return -1;
 		}
 		if (c == '?')
@@ -501,6 +513,82 @@ static int launch_start(struct vm_opts *o, struct ctlc *c, const struct vmm_doma
 	return r;
 }
 
+/* What launch --wait has reported so far. Stages go to stderr as they happen, so that
+ * --json's one object on stdout stays one object. */
+struct wait_watch {
+	struct ctlc *c;
+	const char *slice, *log;	/* log: the console log, or NULL */
+	long log_off;			/* how far the console log has been read */
+	char line[512];			/* a console line not yet ended */
+	size_t line_len;
+	bool attached, suite, result;
+};
+
+static void stage(const char *name, const char *fmt, const char *arg)
+{
+	fprintf(stderr, "vgpu-vm: [%s] ", name);
+	fprintf(stderr, fmt, arg);
+	fputc('\n', stderr);
+	fflush(stderr);
+}
+
+/* One console line: the guest image's init marks the suite's start and its result. */
+static void watch_line(struct wait_watch *w, const char *line)
+{
+	if (!w->suite && !strncmp(line, "VGPU-VM-START", 13)) {
+		w->suite = true;
+		stage("running the suite", "guest suite started (%s)", line + 13 + !!line[13]);
+	} else if (!w->result && !strncmp(line, "VGPU-VM-RESULT: ", 16)) {
+		w->result = true;
+		stage("result", "%s", line + 16);
+	}
+}
+
+/* New console output since the last poll, split into lines. */
+static void watch_log(struct wait_watch *w)
+{
+	char buf[4096];
+	size_t got;
+	FILE *f = fopen(w->log, "re");
+
+	if (!f)
+		return;		/* QEMU has not created it yet */
+	if (fseek(f, w->log_off, SEEK_SET)) {
+		fclose(f);
+		return;
+	}
+	while ((got = fread(buf, 1, sizeof(buf), f)) > 0) {
+		w->log_off += (long)got;
+		for (size_t i = 0; i < got; i++) {
+			if (buf[i] == '\n' || buf[i] == '\r') {
+				w->line[w->line_len] = 0;
+				watch_line(w, w->line);
+				w->line_len = 0;
+			} else if (w->line_len + 1 < sizeof(w->line)) {
+				w->line[w->line_len++] = buf[i];
+			}
+		}
+	}
+	fclose(f);
+}
+
+/* vmm_virt_wait's tick: the guest attaching to the slice, then the console's markers. */
+static void watch_tick(void *ctx)
+{
+	struct wait_watch *w = ctx;
+	struct vmm_slice s;
+
+	if (!w->attached && !vmm_slice_query(w->c, w->slice, &s, NULL) && s.attached) {
+		char vf[16];
+
+		w->attached = true;
+		snprintf(vf, sizeof(vf), "%u", s.vf);
+		stage("attached", "the guest attached to VF %s", vf);
+	}
+	if (w->log)
+		watch_log(w);
+}
+
 static int cmd_launch(struct vm_opts *o)
 {
 	struct cmn_fail e = { 0 }, ignore;
@@ -508,6 +596,7 @@ static int cmd_launch(struct vm_opts *o)
 	struct vmm_virt *v = NULL;
 	struct vmm_slice s;
 	struct vmm_domain d;
+	struct wait_watch w = { 0 };
 	char name[64], *xml = NULL;
 	uint64_t t0;
 	int64_t ran_ms = -1;
@@ -526,7 +615,15 @@ static int cmd_launch(struct vm_opts *o)
 	if (r || !o->wait)
 		goto out;
 	t0 = cmn_now_ns();
-	r = vmm_virt_wait(v, d.uuid, o->timeout_s, &e);
+	w.c = c;
+	w.slice = d.meta.slice;
+	w.log = o->console_log ? o->log_abs : NULL;
+	stage("booting", "domain %s started; waiting for it to end", d.name);
+	r = vmm_virt_wait(v, d.uuid, o->timeout_s, watch_tick, &w, &e);
+	watch_tick(&w);		/* the console's last lines */
+	if (!w.result)
+		stage("result", r ? "%s" : "domain %s ended; its console gave no suite result",
+		      r ? e.msg : d.name);
 	ran_ms = (int64_t)((cmn_now_ns() - t0) / 1000000);
 	/* A transient domain is gone: its slice is free for the next VM (the hook, when
 	 * installed, has done this already; the token check makes it harmless twice). */
@@ -573,6 +670,23 @@ static int cmd_xml(struct vm_opts *o)
 
 /* ---- stop, list ------------------------------------------------------------------------- */
 
+/* stop's JSON: json-c escapes the domain name (libvirt allows quotes and backslashes). */
+static void print_stop(const struct vm_opts *o, const struct vmm_vm_info *info)
+{
+	json_object *j = json_object_new_object();
+
+	json_object_object_add(j, "schema", json_object_new_int(1));
+	json_object_object_add(j, "result", json_object_new_string(o->dry ? "would stop" :
+								    "stopped"));
+	json_object_object_add(j, "name", json_object_new_string(info->name));
+	json_object_object_add(j, "uuid", json_object_new_string(info->uuid));
+	json_object_object_add(j, "dry_run", json_object_new_boolean(o->dry));
+	json_object_object_add(j, "undefined", json_object_new_boolean(o->undefine &&
+					info->persistent && !o->dry));
+	printf("%s\n", json_object_to_json_string_ext(j, JSON_OUT));
+	json_object_put(j);
+}
+
 static int cmd_stop(struct vm_opts *o)
 {
 	struct cmn_fail e = { 0 }, ignore;
@@ -598,14 +712,21 @@ static int cmd_stop(struct vm_opts *o)
 	}
 out:
 	if (!r && o->json)
-		printf("{\"schema\": 1, \"result\": \"%s\", \"name\": \"%s\", \"uuid\": \"%s\", "
-		       "\"dry_run\": %s}\n", o->dry ? "would stop" : "stopped", info.name, info.uuid,
-		       o->dry ? "true" : "false");
+		print_stop(o, &info);
 	else if (!r)
 		printf("%s domain %s (%s)%s\n", o->dry ? "would stop" : "stopped", info.name,
 		       info.uuid, o->undefine && info.persistent && !o->dry ? ", undefined" : "");
 	vmm_virt_close(v);
 	return r ? report(&e) : 0;
+}
+
+/* The slice's own state, apart from the domain's: defined, running (no guest on its VF),
+ * attached (a guest holds its endpoint), or unknown (vgpud unreachable or no such slice). */
+static const char *slice_state(const struct vmm_slice *s, bool known)
+{
+	if (!known)
+		return "unknown";
+	return !s->running ? "defined" : s->attached ? "attached" : "running";
 }
 
 /* The slice of a listed domain, as its vgpud sees it now. */
@@ -628,13 +749,28 @@ static json_object *list_entry(const struct vmm_vm_info *i, struct vmm_slice *s,
 	json_object_object_add(own, "vm", json_object_new_string(i->meta.vm));
 	json_object_object_add(own, "generation", json_object_new_uint64(i->meta.generation));
 	json_object_object_add(j, "owner", own);
-	json_object_object_add(j, "slice_state", json_object_new_string(!*known ? "unknown" :
-								s->running ? "running" : "defined"));
+	json_object_object_add(j, "slice_state", json_object_new_string(slice_state(s, *known)));
 	json_object_object_add(j, "vf", json_object_new_int(*known ? (int)s->vf : 0));
 	json_object_object_add(j, "attached", json_object_new_boolean(*known && s->attached));
 	json_object_object_add(j, "owned", json_object_new_boolean(*known &&
 					!strcasecmp(s->owner_vm, i->meta.vm)));
 	return j;
+}
+
+/* One text row of list, under a header printed before the first. */
+static void list_row(const struct vmm_vm_info *i, const struct vmm_slice *s, bool known,
+		     bool *header)
+{
+	char vf[8] = "-";
+
+	if (!*header)
+		printf("%-20s %-36s %-13s %-3s %-36s %s\n", "NAME", "UUID", "DOMAIN", "VF",
+		       "SLICE", "SLICE-STATE");
+	*header = true;
+	if (known && s->running)
+		snprintf(vf, sizeof(vf), "%u", s->vf);
+	printf("%-20s %-36s %-13s %-3s %-36s %s\n", i->name, i->uuid, i->state, vf,
+	       i->meta.slice, slice_state(s, known));
 }
 
 static int cmd_list(struct vm_opts *o)
@@ -644,6 +780,7 @@ static int cmd_list(struct vm_opts *o)
 	struct vmm_vm_info *vms = NULL;
 	json_object *arr, *top;
 	size_t n = 0;
+	bool header = false;
 	int r;
 
 	if (o->nargs)
@@ -662,10 +799,7 @@ static int cmd_list(struct vm_opts *o)
 		j = list_entry(&vms[i], &s, &known);
 		json_object_array_add(arr, j);
 		if (!o->json)
-			printf("%-20s %s %-9s slice %s %s%s\n", vms[i].name, vms[i].uuid, vms[i].state,
-			       vms[i].meta.slice, !known ? "(vgpud unreachable or slice unknown)" :
-			       s.running ? "VF " : "not running", known && s.running ?
-			       (s.attached ? "attached" : "detached") : "");
+			list_row(&vms[i], &s, known, &header);
 	}
 	if (!r && o->json) {
 		top = json_object_new_object();

@@ -128,11 +128,13 @@ static bool virt_ended(struct vmm_virt *v, const char *uuid)
 }
 
 int vmm_virt_wait(struct vmm_virt *v, const char *uuid, unsigned int timeout_s,
-		  struct cmn_fail *e)
+		  void (*tick)(void *ctx), void *ctx, struct cmn_fail *e)
 {
 	uint64_t deadline = cmn_now_ns() + (uint64_t)timeout_s * 1000000000ull;
 
 	while (!virt_ended(v, uuid)) {
+		if (tick)
+			tick(ctx);
 		if (timeout_s && cmn_now_ns() >= deadline) {
 			vmm_virt_stop(v, uuid, false, NULL);
 			return cmn_fail(e, -ETIMEDOUT, "domain %s still ran after %u s; destroyed it",

@@ -43,9 +43,10 @@ void vmm_virt_close(struct vmm_virt *v);
  * libvirt's own schema validation. */
 int vmm_virt_launch(struct vmm_virt *v, const char *xml, bool persistent, struct cmn_fail *e);
 /* Wait until the domain @uuid is gone or shut off; destroy it after @timeout_s (0: never).
+ * @tick (may be NULL) runs once per poll, so the caller can report progress meanwhile.
  * 0 when it ended by itself, -ETIMEDOUT when it had to be destroyed. */
 int vmm_virt_wait(struct vmm_virt *v, const char *uuid, unsigned int timeout_s,
-		  struct cmn_fail *e);
+		  void (*tick)(void *ctx), void *ctx, struct cmn_fail *e);
 /* Look a domain up by name or UUID and fill @info (with its metadata if it has ours). */
 int vmm_virt_lookup(struct vmm_virt *v, const char *name_or_uuid, struct vmm_vm_info *info,
 		    struct cmn_fail *e);

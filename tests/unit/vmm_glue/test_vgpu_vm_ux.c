@@ -1,0 +1,264 @@
+/* vgpu-vm as a user reads it, against a real vgpud and libvirt's test driver loaded from
+ * a node file: list shows the domain's state, the slice's VF and the slice's own state in
+ * separate columns (a shut-off domain whose slice has a guest says "shut off" and
+ * "attached"); stop --json escapes a domain name with quotes and backslashes; --version;
+ * launch --wait reports booting, attached, running the suite and the result as each
+ * happens, read from its stderr while it still runs. */
+/* pf_test.h copies paths it made itself into sun_path; gcc cannot see their length. */
+#pragma GCC diagnostic ignored "-Wformat-truncation"
+#include "../pf_manager/pf_test.h"
+
+#include "vmm_glue/vmm_glue.h"
+
+#define SLICE	"6a3c9dd2-0101-4b6e-9f1e-6f0c2f2b9d70"	/* VF 1: the listed domains' */
+#define SLICE2	"6a3c9dd2-0102-4b6e-9f1e-6f0c2f2b9d70"	/* VF 2: launch --wait's */
+#define DOM_OFF	"33333333-4444-4555-8666-777777777777"
+#define DOM_Q	"33333333-4444-4555-8666-888888888888"
+#define DOM_W	"33333333-4444-4555-8666-999999999999"
+#define QNAME	"vm \"q\" \\ x"
+
+static struct tdaemon *dmn;
+static char node_uri[PATH_MAX + 16];	/* test:///<root>/node.xml */
+
+struct run {
+	int rc;
+	char out[65536], err[16384];
+};
+static struct run res;
+
+/* vgpu-vm with @argv; its stdout and stderr pipes in @out_fd/@err_fd. */
+static pid_t spawn_vm(char *const *argv, int *out_fd, int *err_fd)
+{
+	int po[2], pe[2];
+	char *args[48];
+	int n = 0;
+	pid_t pid;
+
+	args[n++] = (char *)t_bin("vgpu-vm");
+	for (int i = 0; argv[i] && n < 47; i++)
+		args[n++] = argv[i];
+	args[n] = NULL;
+	assert_int_equal(pipe(po), 0);
+	assert_int_equal(pipe(pe), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (!pid) {
+		dup2(po[1], 1);
+		dup2(pe[1], 2);
+		close(po[0]);
+		close(pe[0]);
+		setenv("VGPUD_SOCKET", dmn->sock, 1);
+		execv(args[0], args);
+		_exit(127);
+	}
+	close(po[1]);
+	close(pe[1]);
+	*out_fd = po[0];
+	*err_fd = pe[0];
+	return pid;
+}
+
+static void run_vm(char *const *argv)
+{
+	int of, ef, st;
+	pid_t pid = spawn_vm(argv, &of, &ef);
+
+	t_read_all(of, res.out, sizeof(res.out));
+	t_read_all(ef, res.err, sizeof(res.err));
+	close(of);
+	close(ef);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	res.rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+#define VM(...) run_vm((char *const[]){ __VA_ARGS__, NULL })
+
+/* A test-driver domain carrying vgpu-vm's metadata for SLICE; @shutoff: runstate 5. */
+static void node_domain(FILE *f, const char *name, const char *uuid, bool shutoff)
+{
+	fprintf(f, "<domain type='test' xmlns:test='http://libvirt.org/schemas/domain/test/1.0'>"
+		"<name>%s</name><uuid>%s</uuid><memory>65536</memory><os><type>hvm</type></os>"
+		"<metadata><vgpu:vm xmlns:vgpu='urn:vgpu:vm:1'><vgpu:slice uuid='" SLICE "' "
+		"socket='%s'/><vgpu:owner vm='%s' generation='0'/></vgpu:vm></metadata>%s"
+		"</domain>\n", name, uuid, dmn->sock, uuid,
+		shutoff ? "<test:runstate>5</test:runstate>" : "");
+}
+
+static int group_setup(void **state)
+{
+	char path[PATH_MAX];
+	FILE *f;
+
+	(void)state;
+	dmn = t_daemon_new();
+	if (t_daemon_start(dmn, "--vram", "2G", "--max-vfs", "2", "--num-vfs", "2", "--spare-vram",
+			   "256M", NULL))
+		return -1;
+	if (T_CTL(dmn, "define", "-t", "vgpu-512M", "-u", SLICE, "--owner-uid", "0") ||
+	    T_CTL(dmn, "start", "-u", SLICE) ||
+	    T_CTL(dmn, "define", "-t", "vgpu-512M", "-u", SLICE2, "--owner-uid", "0") ||
+	    T_CTL(dmn, "start", "-u", SLICE2))
+		return -1;
+	snprintf(path, sizeof(path), "%s/node.xml", dmn->root);
+	f = fopen(path, "w");
+	if (!f)
+		return -1;
+	fprintf(f, "<node>\n");
+	node_domain(f, "vm-off", DOM_OFF, true);
+	node_domain(f, "vm &quot;q&quot; \\ x", DOM_Q, false);
+	fprintf(f, "</node>\n");
+	fclose(f);
+	snprintf(node_uri, sizeof(node_uri), "test://%s", path);
+	return 0;
+}
+
+static int group_teardown(void **state)
+{
+	t_daemon_free(dmn);
+	return t_teardown(state);
+}
+
+/* The whitespace-separated fields of the text row that starts with @name. */
+static int row_fields(const char *name, char f[8][64])
+{
+	char *line = strstr(res.out, name), *save = NULL, *tok, buf[512];
+	int n = 0;
+
+	assert_non_null(line);
+	line += strlen(name);
+	snprintf(buf, sizeof(buf), "%.*s", (int)strcspn(line, "\n"), line);
+	for (tok = strtok_r(buf, " ", &save); tok && n < 8; tok = strtok_r(NULL, " ", &save))
+		snprintf(f[n++], 64, "%s", tok);
+	return n;
+}
+
+static void test_list_columns(void **state)
+{
+	char f[8][64], ep[PATH_MAX];
+	struct tguest g;
+
+	(void)state;
+	VM("--connect", node_uri, "list");
+	if (res.rc)
+		fail_msg("exit %d: %s", res.rc, res.err);
+	assert_non_null(strstr(res.out, "NAME"));
+	assert_non_null(strstr(res.out, "SLICE-STATE"));
+	/* vm-off: UUID, "shut", "off", VF, slice, slice state */
+	assert_int_equal(row_fields("vm-off", f), 6);
+	assert_string_equal(f[0], DOM_OFF);
+	assert_string_equal(f[1], "shut");
+	assert_string_equal(f[2], "off");
+	assert_string_equal(f[3], "1");
+	assert_string_equal(f[4], SLICE);
+	assert_string_equal(f[5], "running");
+
+	/* A guest on the slice: the slice is attached, the domain still shut off. */
+	snprintf(ep, sizeof(ep), "%s/vf1.sock", dmn->run);
+	assert_int_equal(t_guest_attach(ep, &g), 0);
+	VM("--connect", node_uri, "list");
+	assert_int_equal(res.rc, 0);
+	assert_int_equal(row_fields("vm-off", f), 6);
+	assert_string_equal(f[1], "shut");
+	assert_string_equal(f[3], "1");
+	assert_string_equal(f[5], "attached");
+	VM("--json", "--connect", node_uri, "list");
+	assert_int_equal(res.rc, 0);
+	assert_non_null(strstr(res.out, "\"slice_state\": \"attached\""));
+	assert_non_null(strstr(res.out, "\"state\": \"shut off\""));
+	t_guest_detach(&g);
+}
+
+static void test_stop_json_escapes(void **state)
+{
+	json_object *j, *v;
+
+	(void)state;
+	VM("--json", "--connect", node_uri, "stop", QNAME);
+	if (res.rc)
+		fail_msg("exit %d: %s", res.rc, res.err);
+	j = json_tokener_parse(res.out);
+	if (!j)
+		fail_msg("stop --json is not JSON: %s", res.out);
+	assert_true(json_object_object_get_ex(j, "name", &v));
+	assert_string_equal(json_object_get_string(v), QNAME);
+	assert_true(json_object_object_get_ex(j, "uuid", &v));
+	assert_string_equal(json_object_get_string(v), DOM_Q);
+	json_object_put(j);
+}
+
+static void test_version(void **state)
+{
+	(void)state;
+	VM("--version");
+	assert_int_equal(res.rc, 0);
+	assert_true(!strncmp(res.out, "vgpu-vm ", 8));
+	assert_true(strlen(res.out) > 9);
+}
+
+/* Read @fp's lines until one contains @what; fails the test at EOF. */
+static void expect_line(FILE *fp, const char *what)
+{
+	char line[1024];
+
+	while (fgets(line, sizeof(line), fp))
+		if (strstr(line, what))
+			return;
+	fail_msg("stderr ended without \"%s\"", what);
+}
+
+static void append(const char *path, const char *s)
+{
+	FILE *f = fopen(path, "a");
+
+	assert_non_null(f);
+	fputs(s, f);
+	fclose(f);
+}
+
+/* Each stage is read from stderr before the test makes the next one happen: a --wait that
+ * reported only at the end would never show "booting" while the domain still runs. */
+static void test_wait_stages(void **state)
+{
+	char log[PATH_MAX], ep[PATH_MAX];
+	struct tguest g;
+	int of, ef, st;
+	FILE *err;
+	pid_t pid;
+
+	(void)state;
+	snprintf(log, sizeof(log), "%s/console.log", dmn->root);
+	snprintf(ep, sizeof(ep), "%s/vf2.sock", dmn->run);
+	pid = spawn_vm((char *const[]){ "--connect", "test:///default", "launch", "--slice",
+					SLICE2, "--kernel", "/bin/sh", "--uuid", DOM_W, "--name",
+					"vm-w", "--console-log", log, "--wait", "--timeout", "120",
+					NULL }, &of, &ef);
+	err = fdopen(ef, "r");
+	assert_non_null(err);
+	expect_line(err, "[booting] domain vm-w started");
+	assert_int_equal(waitpid(pid, &st, WNOHANG), 0);	/* still waiting */
+	assert_int_equal(t_guest_attach(ep, &g), 0);
+	expect_line(err, "[attached] the guest attached to VF 2");
+	append(log, "early boot\nVGPU-VM-START vfio\nok 1 - one\n");
+	expect_line(err, "[running the suite] guest suite started (vfio)");
+	append(log, "VGPU-VM-RESULT: 1 passed, 0 failed\n");
+	expect_line(err, "[result] 1 passed, 0 failed");
+	assert_int_equal(waitpid(pid, &st, WNOHANG), 0);	/* the domain still runs */
+	kill(pid, SIGTERM);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	fclose(err);
+	close(of);
+	t_guest_detach(&g);
+	assert_int_equal(T_CTL(dmn, "modify", "-u", SLICE2, "--release-owner", DOM_W), 0);
+}
+
+int main(void)
+{
+	static const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_version),
+		cmocka_unit_test(test_list_columns),
+		cmocka_unit_test(test_stop_json_escapes),
+		cmocka_unit_test(test_wait_stages),
+	};
+
+	return cmocka_run_group_tests_name("vgpu_vm_ux", tests, group_setup, group_teardown);
+}
