@@ -69,6 +69,11 @@ struct gsp_config {
 	 * than 1.25 fair shares of the RPC bytes makes its RPCs at nice 19 whenever another
 	 * function has one in flight. true turns it off. */
 	bool no_fair;
+	/* Credits: RPCs one function may have in flight at once; a function out of credits
+	 * waits for one of its own to finish while the others go on, so a flooding function
+	 * holds at most its share of its lane's slots. 0: the lane's slots shared by the
+	 * functions on it (64 * nr_lanes / nr_fns, at least 1). */
+	unsigned int fn_credits;
 	/* Called on the event worker for every GSP event. */
 	void (*event_cb)(void *ctx, const struct vgpu_rpc_event *ev);
 	/* Called on the resetting thread after a restart; replay hardware state with gsp_call(). */
@@ -95,6 +100,7 @@ struct gsp_stats {
 	uint64_t hung_class;		/* timeouts with a stale heartbeat ("unresponsive") */
 	uint64_t slow_class;		/* timeouts with a fresh heartbeat ("slow") */
 	uint64_t fair_waits;		/* RPCs a function over its share made at low priority */
+	uint64_t credit_waits;		/* RPCs that waited for their function's credit */
 };
 
 /* The program next to the running executable: $VGPU_GSP, <exe dir>/vgpu-gsp or
@@ -130,6 +136,11 @@ bool gsp_needs_reset(const struct gsp *g);
 void gsp_get_stats(const struct gsp *g, struct gsp_stats *out);
 /* RPCs in flight (reserved, sent or being answered) on the lane of function @gfid. */
 unsigned int gsp_inflight(const struct gsp *g, unsigned int gfid);
+/* RPCs function @gfid has in flight now, the most it ever had at once, and its credits
+ * (cfg.fn_credits as applied). */
+unsigned int gsp_fn_inflight(const struct gsp *g, unsigned int gfid);
+unsigned int gsp_fn_inflight_max(const struct gsp *g, unsigned int gfid);
+unsigned int gsp_fn_credits(const struct gsp *g);
 /* pid of the running GSP process. */
 int gsp_pid(const struct gsp *g);
 /* Nanoseconds since the GSP's last heartbeat. */

@@ -72,6 +72,7 @@ struct gsp_slot {
 	uint8_t *buf;
 	size_t cap, len;
 	uint32_t reserve;		/* status elements reserved for the reply */
+	unsigned int gfid;		/* whose credit it holds */
 };
 
 struct gsp_lane {
@@ -87,7 +88,10 @@ struct gsp_lane {
 	uint32_t asm_seq, asm_chunk;
 	uint64_t asm_got, asm_total;
 	uint64_t partial_since;
-	struct cmn_mutex slots_lock;	/* slots[].state, seq_hi, reserved, inflight */
+	struct cmn_mutex slots_lock;	/* slots[].state, seq_hi, reserved, inflight, the
+					 * fn_* counters of this lane's functions */
+	pthread_cond_t credit_cv;	/* a slot was released (slots_lock) */
+	unsigned int credit_waiters;
 	struct gsp_slot slots[GSP_SLOTS];
 	uint32_t seq_hi, reserved;
 	_Atomic unsigned int inflight;
@@ -129,6 +133,8 @@ struct gsp {
 	struct cmn_mutex fair_lock;	/* fair_list */
 	struct gsp_fair_ent *fair_list;	/* callers running at GSP_FAIR_NICE */
 	struct gsp_stats st;		/* updated with __atomic builtins */
+	/* Per function, under its lane's slots_lock (read by tests with __atomic loads). */
+	unsigned int fn_inflight[64], fn_inflight_max[64];
 	struct gsp_lane lanes[VGPU_RPC_MAX_LANES];
 };
 
@@ -317,6 +323,27 @@ static void slot_release_locked(struct gsp_lane *ln, struct gsp_slot *s)
 	atomic_store(&s->done, 0);
 	ln->reserved -= s->reserve;
 	atomic_fetch_sub(&ln->inflight, 1);
+	__atomic_store_n(&ln->g->fn_inflight[s->gfid], ln->g->fn_inflight[s->gfid] - 1,
+			 __ATOMIC_RELAXED);
+	if (ln->credit_waiters)
+		pthread_cond_broadcast(&ln->credit_cv);
+}
+
+/* Wait (slots_lock held) for a slot to be released, at most 2 ms: the caller re-checks
+ * everything, the GSP's state included. */
+static void credit_wait_locked(struct gsp_lane *ln)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += 2 * VGPU_NSEC_PER_MSEC;
+	if (ts.tv_nsec >= (long)VGPU_NSEC_PER_SEC) {
+		ts.tv_sec++;
+		ts.tv_nsec -= (long)VGPU_NSEC_PER_SEC;
+	}
+	ln->credit_waiters++;
+	cmn_cond_timedwait(&ln->credit_cv, &ln->slots_lock, &ts);
+	ln->credit_waiters--;
 }
 
 static bool gsp_call_allowed(struct gsp *g)
@@ -326,17 +353,30 @@ static bool gsp_call_allowed(struct gsp *g)
 	return st == GSP_RUNNING || (st == GSP_RESETTING && tls_replaying == g);
 }
 
-static int slot_get(struct gsp_lane *ln, void *buf, size_t cap, struct gsp_slot **out)
+static int slot_get(struct gsp_lane *ln, unsigned int gfid, void *buf, size_t cap,
+		    struct gsp_slot **out)
 {
 	struct gsp *g = ln->g;
 	uint32_t need = cmn_min(gsp_rpc_elems(cap), ln->stat.nr);
 	uint64_t dl = cmn_deadline_ns(g->cfg.send_wait_ns);
+	bool counted = false;
 
 	for (;;) {
 		cmn_mutex_lock(&ln->slots_lock);
 		if (!gsp_call_allowed(g)) {
 			cmn_mutex_unlock(&ln->slots_lock);
 			return -ENOTRECOVERABLE;
+		}
+		/* Out of credits: wait for one of this function's own RPCs, not for queue
+		 * space, and without a send deadline (its RPCs end by their own). */
+		if (g->fn_inflight[gfid] >= g->cfg.fn_credits) {
+			if (!counted)
+				STAT_INC(g, credit_waits);
+			counted = true;
+			credit_wait_locked(ln);
+			cmn_mutex_unlock(&ln->slots_lock);
+			dl = cmn_deadline_ns(g->cfg.send_wait_ns);
+			continue;
 		}
 		if (ln->reserved + need <= ln->stat.nr) {
 			for (uint32_t i = 0; i < GSP_SLOTS; i++) {
@@ -350,8 +390,14 @@ static int slot_get(struct gsp_lane *ln, void *buf, size_t cap, struct gsp_slot 
 				s->cap = cap;
 				s->len = 0;
 				s->reserve = need;
+				s->gfid = gfid;
 				ln->reserved += need;
 				atomic_fetch_add(&ln->inflight, 1);
+				__atomic_store_n(&g->fn_inflight[gfid], g->fn_inflight[gfid] + 1,
+						 __ATOMIC_RELAXED);
+				if (g->fn_inflight[gfid] > g->fn_inflight_max[gfid])
+					__atomic_store_n(&g->fn_inflight_max[gfid],
+							 g->fn_inflight[gfid], __ATOMIC_RELAXED);
 				cmn_mutex_unlock(&ln->slots_lock);
 				*out = s;
 				return 0;
@@ -826,7 +872,7 @@ static int gsp_call_lane(struct gsp *g, struct gsp_lane *ln, unsigned int gfid, 
 
 	start = cmn_now_ns();
 	deadline = start + (deadline_ns ? deadline_ns : g->cfg.deadline_ns[gsp_fn_class(function)]);
-	ret = slot_get(ln, reply, reply_cap, &s);
+	ret = slot_get(ln, gfid, reply, reply_cap, &s);
 	if (ret)
 		return ret;
 	ret = gsp_send(ln, s, gfid, function, req, req_len, deadline);
@@ -1102,6 +1148,8 @@ static int gsp_cfg_check(struct gsp *g, const struct gsp_config *cfg)
 		g->cfg.send_wait_ns = VGPU_NSEC_PER_SEC;
 	if (!g->cfg.reset_strikes)
 		g->cfg.reset_strikes = 3;
+	if (!g->cfg.fn_credits)
+		g->cfg.fn_credits = cmn_max(GSP_SLOTS * g->cfg.nr_lanes / cfg->nr_fns, 1u);
 	return gsp_layout_compute(g->cfg.nr_lanes, g->cfg.queue_elems, g->cfg.nr_events, &g->l);
 }
 
@@ -1139,6 +1187,7 @@ static int gsp_lanes_init(struct gsp *g)
 		cmn_mutex_init(&ln->tx_lock);
 		cmn_mutex_init(&ln->rx_lock);
 		cmn_mutex_init(&ln->slots_lock);
+		pthread_cond_init(&ln->credit_cv, NULL);
 		ln->tx = malloc(VGPU_RPC_MAX_ELEMS * VGPU_RPC_ELEM_SIZE);
 		ln->msg = malloc(VGPU_RPC_MAX_ELEMS * VGPU_RPC_ELEM_SIZE);
 		if (!ln->tx || !ln->msg)
@@ -1283,6 +1332,22 @@ void gsp_get_stats(const struct gsp *g, struct gsp_stats *out)
 		dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
 	out->events_dropped = __atomic_load_n(&g->gp->evt_dropped, __ATOMIC_RELAXED);
 	out->events_deferred = __atomic_load_n(&g->gp->evt_deferred, __ATOMIC_RELAXED);
+}
+
+unsigned int gsp_fn_inflight(const struct gsp *g, unsigned int gfid)
+{
+	return gfid < g->cfg.nr_fns ? __atomic_load_n(&g->fn_inflight[gfid], __ATOMIC_RELAXED) : 0;
+}
+
+unsigned int gsp_fn_inflight_max(const struct gsp *g, unsigned int gfid)
+{
+	return gfid < g->cfg.nr_fns ?
+	       __atomic_load_n(&g->fn_inflight_max[gfid], __ATOMIC_RELAXED) : 0;
+}
+
+unsigned int gsp_fn_credits(const struct gsp *g)
+{
+	return g->cfg.fn_credits;
 }
 
 unsigned int gsp_inflight(const struct gsp *g, unsigned int gfid)
