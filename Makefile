@@ -18,17 +18,39 @@ MAKEFLAGS += --jobs=$(shell nproc) --output-sync=target
 
 CC      ?= gcc
 BUILD   ?= build
+# Quiet by default: one line per target ("  CC      pma/pma.c", "  LD      rel/bin/vgpud");
+# V=1 shows the commands instead. $(call say,TAG,WHAT) starts a recipe line.
 Q       := $(if $(V),,@)
+say      = $(if $(V),,@printf '  %-7s %s\n' '$(1)' '$(2)';)
+
+# The release version: the first entry of debian/changelog (the package has the same).
+VERSION := $(shell sed -n '1s/^[^(]*(\([^)]*\)).*/\1/p' debian/changelog 2>/dev/null)
+
+# Install layout (GNU names; `make install PREFIX=/usr sysconfdir=/etc` for a system one).
+PREFIX         ?= /usr/local
+bindir         ?= $(PREFIX)/bin
+sbindir        ?= $(PREFIX)/sbin
+libexecdir     ?= $(PREFIX)/libexec
+sysconfdir     ?= $(if $(filter /usr,$(PREFIX)),/etc,$(PREFIX)/etc)
+datadir        ?= $(PREFIX)/share
+mandir         ?= $(datadir)/man
+bashcompdir    ?= $(datadir)/bash-completion/completions
+systemdunitdir ?= $(PREFIX)/lib/systemd/system
+sysusersdir    ?= $(PREFIX)/lib/sysusers.d
+tmpfilesdir    ?= $(PREFIX)/lib/tmpfiles.d
+# vgpud looks for vgpu-gsp here (compiled in; $$VGPU_GSP overrides it).
+gspdir         := $(libexecdir)/vgpu
 
 # x86-64-v2 (2009+: popcnt, sse4.2): bit counting is on the allocator hot path.
 ARCH_CFLAGS   := $(if $(filter x86_64,$(shell uname -m)),-march=x86-64-v2)
 CFLAGS_COMMON := -std=gnu11 -Wall -Wextra -Werror -g -pthread -D_GNU_SOURCE $(ARCH_CFLAGS) \
 		 -Iinclude -I. -MMD -MP
-CFLAGS_rel    := -O2
+# A distribution's hardening flags (debian/rules passes dpkg-buildflags' here): rel only.
+CFLAGS_rel    := -O2 $(DISTRO_CFLAGS)
 CFLAGS_asan   := -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -DCMN_LOCKDEP \
 		 -fno-sanitize-recover=all
 CFLAGS_tsan   := -O1 -fsanitize=thread -DCMN_LOCKDEP
-LDFLAGS_rel   :=
+LDFLAGS_rel   := $(DISTRO_LDFLAGS)
 LDFLAGS_asan  := -fsanitize=address,undefined
 LDFLAGS_tsan  := -fsanitize=thread
 CC_fuzz       := clang
@@ -47,7 +69,7 @@ include $(sort $(wildcard tests/bench/*/bench.mk))
 FUZZERS :=
 include tests/fuzz/fuzz.mk
 
-.PHONY: all deps check bench demo clean
+.PHONY: all check bench demo clean
 all: rel
 
 # ---- per-variant rules ---------------------------------------------------------------
@@ -55,10 +77,10 @@ all: rel
 define variant_rules
 $(BUILD)/$(1)/obj/%.o: %.c Makefile
 	@mkdir -p $$(dir $$@)
-	$(Q)$$(or $$(CC_$(1)),$$(CC)) $$(CFLAGS_COMMON) $$(CFLAGS_$(1)) $$(EXTRA_CFLAGS) -c $$< -o $$@
+	$(call say,CC,$(1)/$$<)$$(or $$(CC_$(1)),$$(CC)) $$(CFLAGS_COMMON) $$(CFLAGS_$(1)) $$(EXTRA_CFLAGS) -c $$< -o $$@
 $(BUILD)/$(1)/obj-th/%.o: %.c Makefile
 	@mkdir -p $$(dir $$@)
-	$(Q)$$(or $$(CC_$(1)),$$(CC)) $$(CFLAGS_COMMON) $$(CFLAGS_$(1)) $$(EXTRA_CFLAGS) -DVGPU_TEST_HOOKS -c $$< -o $$@
+	$(call say,CC-TH,$(1)/$$<)$$(or $$(CC_$(1)),$$(CC)) $$(CFLAGS_COMMON) $$(CFLAGS_$(1)) $$(EXTRA_CFLAGS) -DVGPU_TEST_HOOKS -c $$< -o $$@
 endef
 $(foreach v,$(VARIANTS),$(eval $(call variant_rules,$(v))))
 
@@ -79,18 +101,18 @@ $(2)_SRCS := $(wildcard $($(2)_DIR)/*.c)
 $(2)_OBJS_$(1) := $$(patsubst %.c,$(BUILD)/$(1)/obj/%.o,$$($(2)_SRCS))
 $(call libpath,$(1),$(2)): $$($(2)_OBJS_$(1))
 	@mkdir -p $$(dir $$@)
-	$(Q)rm -f $$@ && ar rcs $$@ $$^
+	$(call say,AR,$(1)/lib/lib$(2).a)rm -f $$@ && ar rcs $$@ $$^
 -include $$($(2)_OBJS_$(1):.o=.d)
 $(if $($(2)_TEST_HOOKS),
 $(2)_THOBJS_$(1) := $$(patsubst %.c,$(BUILD)/$(1)/obj-th/%.o,$$($(2)_SRCS))
 $(BUILD)/$(1)/lib/lib$(2)-th.a: $$($(2)_THOBJS_$(1))
 	@mkdir -p $$(dir $$@)
-	$(Q)rm -f $$@ && ar rcs $$@ $$^
+	$(call say,AR,$(1)/lib/lib$(2)-th.a)rm -f $$@ && ar rcs $$@ $$^
 -include $$($(2)_THOBJS_$(1):.o=.d)
 $(foreach p,$(patsubst $($(2)_DIR)/cmd/%.c,%,$(wildcard $($(2)_DIR)/cmd/*.c)),
 $(BUILD)/$(1)/bin/$(p)-test: $(BUILD)/$(1)/obj-th/$($(2)_DIR)/cmd/$(p).o $(call modlibs_th,$(1),$(2))
 	@mkdir -p $$(dir $$@)
-	$(Q)$$(CC) $$(LDFLAGS_$(1)) -pthread -o $$@ $$^ $(call modldlibs,$(2))
+	$(call say,LD,$(1)/bin/$(p)-test)$$(CC) $$(LDFLAGS_$(1)) -pthread -o $$@ $$^ $(call modldlibs,$(2))
 -include $(BUILD)/$(1)/obj-th/$($(2)_DIR)/cmd/$(p).d
 TH_PROGS_$(1) += $(BUILD)/$(1)/bin/$(p)-test
 ))
@@ -99,14 +121,14 @@ $(2)_PROGS := $(patsubst $($(2)_DIR)/cmd/%.c,%,$(wildcard $($(2)_DIR)/cmd/*.c))
 $(foreach p,$(patsubst $($(2)_DIR)/cmd/%.c,%,$(wildcard $($(2)_DIR)/cmd/*.c)),
 $(BUILD)/$(1)/bin/$(p): $(BUILD)/$(1)/obj/$($(2)_DIR)/cmd/$(p).o $(call modlibs,$(1),$(2))
 	@mkdir -p $$(dir $$@)
-	$(Q)$$(CC) $$(LDFLAGS_$(1)) -pthread -o $$@ $$^ $(call modldlibs,$(2))
+	$(call say,LD,$(1)/bin/$(p))$$(CC) $$(LDFLAGS_$(1)) -pthread -o $$@ $$^ $(call modldlibs,$(2))
 -include $(BUILD)/$(1)/obj/$($(2)_DIR)/cmd/$(p).d
 PROGS_$(1) += $(BUILD)/$(1)/bin/$(p)
 )
 $(foreach t,$(patsubst tests/unit/$(2)/%.c,%,$(wildcard tests/unit/$(2)/test_*.c)),
 $(BUILD)/$(1)/tests/$(2)/$(t): $(BUILD)/$(1)/obj/tests/unit/$(2)/$(t).o $(call testlibs,$(1),$(2))
 	@mkdir -p $$(dir $$@)
-	$(Q)$$(CC) $$(LDFLAGS_$(1)) -pthread -o $$@ $$< $(call testlibs,$(1),$(2)) \
+	$(call say,LD,$(1)/tests/$(2)/$(t))$$(CC) $$(LDFLAGS_$(1)) -pthread -o $$@ $$< $(call testlibs,$(1),$(2)) \
 		$(call testldlibs,$(2)) -lcmocka
 -include $(BUILD)/$(1)/obj/tests/unit/$(2)/$(t).d
 TESTS_$(1) += $(BUILD)/$(1)/tests/$(2)/$(t)
@@ -119,7 +141,7 @@ define bench_rules
 $(2)_OBJS_$(1) := $(patsubst %.c,$(BUILD)/$(1)/obj/%.o,$(wildcard tests/bench/$(2)/*.c))
 $(BUILD)/$(1)/bin/$(2): $$($(2)_OBJS_$(1)) $(foreach m,$($(2)_DEPS),$(call thlib,$(1),$(m)))
 	@mkdir -p $$(dir $$@)
-	$(Q)$$(CC) $$(LDFLAGS_$(1)) -pthread -o $$@ $$^ $(sort $(foreach m,$($(2)_DEPS),$($(m)_LDLIBS)))
+	$(call say,LD,$(1)/bin/$(2))$$(CC) $$(LDFLAGS_$(1)) -pthread -o $$@ $$^ $(sort $(foreach m,$($(2)_DEPS),$($(m)_LDLIBS)))
 -include $$($(2)_OBJS_$(1):.o=.d)
 BENCH_BINS_$(1) += $(BUILD)/$(1)/bin/$(2)
 endef
@@ -133,7 +155,7 @@ define fuzz_rules
 $(BUILD)/fuzz/bin/fuzz_$(1): $(BUILD)/fuzz/obj/tests/fuzz/fuzz_$(1).o \
 		$(foreach m,$(fuzz_$(1)_DEPS),$(call modlibs,fuzz,$(m)))
 	@mkdir -p $$(dir $$@)
-	$(Q)$(CC_fuzz) $(LDFLAGS_fuzz) -pthread -o $$@ $$^ \
+	$(call say,LD,fuzz/bin/fuzz_$(1))$(CC_fuzz) $(LDFLAGS_fuzz) -pthread -o $$@ $$^ \
 		$(sort $(foreach m,$(fuzz_$(1)_DEPS),$(call modldlibs,$(m))))
 -include $(BUILD)/fuzz/obj/tests/fuzz/fuzz_$(1).d
 FUZZ_BINS += $(BUILD)/fuzz/bin/fuzz_$(1)
@@ -149,7 +171,7 @@ include $(sort $(wildcard */static.mk))
 define lostwrites_rule
 $(BUILD)/$(1)/lib/libvgpu-lostwrites.so: tests/unit/pf_manager/lostwrites.c
 	@mkdir -p $$(dir $$@)
-	$(Q)$(CC) -std=gnu11 -Wall -Wextra -Werror -O2 -fPIC -shared -o $$@ $$< -ldl -pthread
+	$(call say,LD,$(1)/lib/libvgpu-lostwrites.so)$(CC) -std=gnu11 -Wall -Wextra -Werror -O2 -fPIC -shared -o $$@ $$< -ldl -pthread
 $(BUILD)/$(1)/tests/pf_manager/test_vgpud_durability: | $(BUILD)/$(1)/lib/libvgpu-lostwrites.so
 endef
 $(foreach v,rel asan tsan,$(eval $(call lostwrites_rule,$(v))))
@@ -163,14 +185,97 @@ asan: $(PROGS_asan) $(TH_PROGS_asan) $(TESTS_asan)
 tsan: $(TSAN_TESTS)
 
 # ---- top-level targets -----------------------------------------------------------------
+# What the build and the tests need (doc/dependencies.md says why each is here); what
+# `make deb` and tests/tools/clean-machine.sh need besides.
 DEB_PACKAGES := build-essential pkg-config libcmocka-dev liburcu-dev libjson-c-dev libinih-dev \
+		libxml2-dev clang libclang-rt-dev \
 		valgrind qemu-system-x86 busybox-static cpio xz-utils libxml2-utils \
 		libvirt-dev libvirt-daemon-system libvirt-daemon-driver-qemu libvirt-clients
-deps:
-	@missing=$$(for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+DEB_PACKAGES_PKG := debhelper dpkg-dev fakeroot lintian mmdebstrap
+# $(call apt_need,PACKAGES): install the ones dpkg does not know as installed.
+apt_need = @missing=$$(for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing; \
 	else echo "deps: all installed"; fi
+.PHONY: deps deps-pkg
+deps:
+	$(call apt_need,$(DEB_PACKAGES))
+deps-pkg:
+	$(call apt_need,$(DEB_PACKAGES_PKG))
+
+# ---- install, uninstall, the Debian package ---------------------------------------------
+# vgpud finds vgpu-gsp in $(gspdir): the path is compiled into rm_glue.o, which is rebuilt
+# when it changes (the stamp's content is the path).
+PATHS_STAMP := $(BUILD)/gspdir.stamp
+$(shell mkdir -p $(BUILD) && { [ "$$(cat $(PATHS_STAMP) 2>/dev/null)" = '$(gspdir)' ] || \
+	echo '$(gspdir)' >$(PATHS_STAMP); })
+$(foreach v,$(VARIANTS),$(eval $(BUILD)/$(v)/obj/pf_manager/rm_glue.o: $(PATHS_STAMP)))
+$(foreach v,$(VARIANTS),$(eval $(BUILD)/$(v)/obj/pf_manager/rm_glue.o: \
+	EXTRA_CFLAGS += -DVGPU_GSP_DIR='"$(gspdir)"'))
+
+# program -> directory it is installed in
+INSTALL_PROGS := vgpud:$(sbindir) vgpuctl:$(sbindir) vgpu-vm:$(bindir) vgpu-gsp:$(gspdir)
+INSTALL_MAN   := doc/vgpud.8 doc/vgpuctl.8 doc/vgpu-vm.1
+INSTALL_UNITS := vgpud.service vgpud@.service
+LIBVIRT_HOOK_DIR ?= /etc/libvirt/hooks/qemu.d
+SUBST_PATHS = sed -e 's|@SBINDIR@|$(sbindir)|g' -e 's|@SYSCONFDIR@|$(sysconfdir)|g' \
+		  -e 's|@GSPDIR@|$(gspdir)|g' -e 's|@VGPU_VM@|$(bindir)/vgpu-vm|g'
+progs: $(foreach p,$(INSTALL_PROGS),$(BUILD)/rel/bin/$(firstword $(subst :, ,$(p))))
+
+# The configuration is never overwritten; as root without DESTDIR the group vgpu (named in
+# it) is created the way the package does (systemd-sysusers, else groupadd).
+.PHONY: progs install uninstall deb
+install: progs
+	$(call say,INSTALL,$(DESTDIR)$(PREFIX))set -e; \
+	for pd in $(INSTALL_PROGS); do \
+		install -D -m 0755 $(BUILD)/rel/bin/$${pd%%:*} $(DESTDIR)$${pd#*:}/$${pd%%:*}; done; \
+	for m in $(INSTALL_MAN); do \
+		install -D -m 0644 $$m $(DESTDIR)$(mandir)/man$${m##*.}/$${m##*/}; done; \
+	for c in vgpuctl vgpu-vm; do \
+		install -D -m 0644 dist/bash-completion/$$c $(DESTDIR)$(bashcompdir)/$$c; done; \
+	for u in $(INSTALL_UNITS); do \
+		install -d $(DESTDIR)$(systemdunitdir); \
+		$(SUBST_PATHS) dist/$$u.in >$(DESTDIR)$(systemdunitdir)/$$u; \
+		chmod 0644 $(DESTDIR)$(systemdunitdir)/$$u; done; \
+	install -D -m 0644 dist/sysusers.conf $(DESTDIR)$(sysusersdir)/vgpu.conf; \
+	install -D -m 0644 dist/tmpfiles.conf $(DESTDIR)$(tmpfilesdir)/vgpu.conf; \
+	install -d $(DESTDIR)$(LIBVIRT_HOOK_DIR); \
+	$(SUBST_PATHS) vmm_glue/hook/qemu-hook.in >$(DESTDIR)$(LIBVIRT_HOOK_DIR)/vgpu; \
+	chmod 0755 $(DESTDIR)$(LIBVIRT_HOOK_DIR)/vgpu; \
+	if [ -e $(DESTDIR)$(sysconfdir)/vgpud/vgpud.conf ]; then \
+		echo "  kept $(DESTDIR)$(sysconfdir)/vgpud/vgpud.conf"; \
+	else install -D -m 0644 dist/vgpud.conf $(DESTDIR)$(sysconfdir)/vgpud/vgpud.conf; fi; \
+	if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && ! getent group vgpu >/dev/null; then \
+		systemd-sysusers $(sysusersdir)/vgpu.conf 2>/dev/null || groupadd --system vgpu; fi
+
+# Removes what install put there; the configuration only if it is still the shipped one.
+uninstall:
+	$(call say,UNINST,$(DESTDIR)$(PREFIX))\
+	for pd in $(INSTALL_PROGS); do rm -f $(DESTDIR)$${pd#*:}/$${pd%%:*}; done; \
+	for m in $(INSTALL_MAN); do rm -f $(DESTDIR)$(mandir)/man$${m##*.}/$${m##*/}; done; \
+	rm -f $(DESTDIR)$(bashcompdir)/vgpuctl $(DESTDIR)$(bashcompdir)/vgpu-vm; \
+	for u in $(INSTALL_UNITS); do rm -f $(DESTDIR)$(systemdunitdir)/$$u; done; \
+	rm -f $(DESTDIR)$(sysusersdir)/vgpu.conf $(DESTDIR)$(tmpfilesdir)/vgpu.conf \
+		$(DESTDIR)$(LIBVIRT_HOOK_DIR)/vgpu; \
+	if cmp -s dist/vgpud.conf $(DESTDIR)$(sysconfdir)/vgpud/vgpud.conf; then \
+		rm -f $(DESTDIR)$(sysconfdir)/vgpud/vgpud.conf; \
+	elif [ -e $(DESTDIR)$(sysconfdir)/vgpud/vgpud.conf ]; then \
+		echo "  kept $(DESTDIR)$(sysconfdir)/vgpud/vgpud.conf (changed)"; fi; \
+	rmdir $(DESTDIR)$(gspdir) $(DESTDIR)$(sysconfdir)/vgpud 2>/dev/null; true
+
+# vgpu_$(VERSION)_amd64.deb in $(BUILD)/deb/, built by dpkg-buildpackage (debian/) from a
+# copy of the tracked and new files, without running the tests (make check does that).
+DEB_DIR := $(BUILD)/deb
+deb:
+	$(call say,DEB,$(DEB_DIR)/vgpu_$(VERSION)_amd64.deb)set -e; \
+	rm -rf $(DEB_DIR) && mkdir -p $(DEB_DIR)/vgpu-$(VERSION); \
+	git ls-files -z --cached --others --exclude-standard | \
+		xargs -0 sh -c 'for f; do [ -e "$$f" ] && printf "%s\0" "$$f"; done' sh | \
+		xargs -0 cp --parents -t $(DEB_DIR)/vgpu-$(VERSION); \
+	cd $(DEB_DIR)/vgpu-$(VERSION) && DEB_BUILD_OPTIONS="nocheck $$DEB_BUILD_OPTIONS" \
+		dpkg-buildpackage -b -us -uc $(if $(V),,>../build.log 2>&1 || \
+		{ tail -n 40 ../build.log; exit 1; }); \
+	ls $(abspath $(DEB_DIR))/vgpu_$(VERSION)_amd64.deb
 
 # VM tier (vmm_glue/vm.mk): VM_SUITES are TAP-speaking programs that boot guests,
 # VM_DEPS what they need built first (guest image, static guest binaries).

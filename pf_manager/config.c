@@ -167,8 +167,14 @@ int pf_config_load(struct pf_config *cfg, const char *path, char *err, size_t er
 		snprintf(err, errlen, "cannot open %s", path);
 		return -ENOENT;
 	}
-	if (x.ret)
+	/* inih returns the line of the first error, the handler's refusal included. */
+	if (x.ret) {
+		char why[256];
+
+		snprintf(why, sizeof(why), "%s", err);
+		snprintf(err, errlen, "%s: line %d: %s", path, r, why);
 		return x.ret;
+	}
 	if (r > 0) {
 		snprintf(err, errlen, "%s: line %d: syntax error", path, r);
 		return -EINVAL;

@@ -110,20 +110,40 @@ static void pf_rm_notify(void *ctx, unsigned int fn, enum rm_notify what)
 	}
 }
 
+/* Where `make install` puts vgpu-gsp (its libexecdir/vgpu); the build passes the
+ * configured one. */
+#ifndef VGPU_GSP_DIR
+#define VGPU_GSP_DIR "/usr/local/libexec/vgpu"
+#endif
+
+/* $VGPU_GSP, else a vgpu-gsp beside vgpud (the build tree: never an older installed one),
+ * else the installed one in VGPU_GSP_DIR. */
+static const char *pf_gsp_path(void)
+{
+	const char *p = gsp_default_path();
+
+	if (!p && access(VGPU_GSP_DIR "/vgpu-gsp", X_OK) == 0)
+		p = VGPU_GSP_DIR "/vgpu-gsp";
+	return p;
+}
+
 int pf_rm_init(struct pf_daemon *d)
 {
+	struct gsp_config gc = { .path = pf_gsp_path() };
 	struct rm_config rc = {
 		.ops = &rm_hw_ops,
 		.pma = d->pma,
 		.notify = pf_rm_notify,
 		.event = pf_rm_event,
 		.notify_ctx = d,
+		.gsp = &gc,
 	};
 	struct pf_rm_glue *g;
 	int r;
 
-	if (!gsp_default_path()) {
-		cmn_err("cannot find vgpu-gsp (next to vgpud, or named by $VGPU_GSP)");
+	if (!gc.path) {
+		cmn_err("cannot find vgpu-gsp (in " VGPU_GSP_DIR ", next to vgpud, or named by "
+			"$VGPU_GSP)");
 		return -ENOENT;
 	}
 	g = calloc(1, sizeof(*g));
@@ -136,8 +156,7 @@ int pf_rm_init(struct pf_daemon *d)
 	rc.ops_ctx = &g->hw;
 	r = rm_device_create(&rc, &d->rm);
 	if (r) {
-		cmn_err("cannot start the RM and its GSP (vgpu-gsp next to vgpud, or $VGPU_GSP): %s",
-			 cmn_strerror(r));
+		cmn_err("cannot start the RM and its GSP (%s): %s", gc.path, cmn_strerror(r));
 		d->rm_glue = NULL;
 		cmn_mutex_destroy(&g->lock);
 		free(g);

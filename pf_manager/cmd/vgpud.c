@@ -113,9 +113,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "vgpud: unexpected argument \"%s\"\n", argv[optind]);
 		return 2;
 	}
+	/* A file that cannot be read or holds a bad key is a configuration error: 2. */
 	if (config && pf_config_load(&cfg, config, err, sizeof(err))) {
-		fprintf(stderr, "vgpud: %s: %s\n", config, err);
-		return 1;
+		fprintf(stderr, "vgpud: configuration: %s\n", err);
+		return 2;
 	}
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "c:hV", opts, NULL)) != -1) {
