@@ -477,7 +477,8 @@ static int gsp_send(struct gsp_lane *ln, struct gsp_slot *s, uint32_t gfid, uint
 			ret = -ENOTRECOVERABLE;
 			goto out;
 		}
-		size_t bytes = gsp_msg_build(&ln->cmd, ln->tx, &rh, req + off, n);
+		/* An empty request has no buffer: NULL + 0 is undefined behaviour in C. */
+		size_t bytes = gsp_msg_build(&ln->cmd, ln->tx, &rh, n ? req + off : NULL, n);
 		GSP_HB_RELEASE(s);	/* the request buffer was read before the GSP saw it */
 		gsp_q_write(&ln->cmd, ln->tx, bytes, elems, elems);
 		off += n;
