@@ -7,7 +7,8 @@
  *   k & 3 == 0 or 3, a reply message: u16 n, u32 function, i32 result, u32 sequence, u32 chunk,
  *     u32 total_length (little endian), n payload bytes; k bit 2: sequence := that of the
  *     next call, bit 3: total_length := n. Written well framed into the status queue.
- *   k & 3 == 1, a call: u8 function (NOP, ECHO or GET_INFO), u16 reply buffer size: the
+ *   k & 3 == 1, a call: u8 f (f & 0x7f: NOP, ECHO or GET_INFO; bit 7: an empty request,
+ *     no buffer), u16 reply buffer size: the
  *     RPC is sent and its reply read from what the queue holds, with a deadline of 1 ms
  *     (the client looks at the clock before it reads: a shorter one times out unread; a
  *     call with no reply there waits this long, the one wait of the harness).
@@ -17,6 +18,7 @@
  * is allocated to its exact size, so a copy past it is seen); an event poll delivers at
  * most a queue's worth of records; nothing is left in flight. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,12 +106,14 @@ static void fz_call(struct fz *f, const uint8_t *p)
 	size_t cap = p[1] | (size_t)p[2] << 8, len = 0;
 	uint8_t *reply = malloc(cap ? cap : 1);
 	const char req[] = "fuzz";
+	bool empty = p[0] & 0x80;
 	int ret;
 
 	if (!reply)
 		abort();
-	ret = gsp_call_deadline(f->g, 0, fns[p[0] % 3], req, sizeof(req), cap ? reply : NULL,
-				cap, &len, FZ_DEADLINE_NS);
+	ret = gsp_call_deadline(f->g, 0, fns[(p[0] & 0x7f) % 3], empty ? NULL : req,
+				empty ? 0 : sizeof(req), cap ? reply : NULL, cap, &len,
+				FZ_DEADLINE_NS);
 	f->calls++;
 	/* What the GSP caught up with (as if it had read the command). */
 	atomic_store(f->cmd.get, atomic_load(f->cmd.put));
