@@ -1,5 +1,7 @@
 /* The daemon: lifetime, the poll loop, signals, systemd readiness and journal logging.
- * Everything runs on this one thread; the device model's engines have their own. */
+ * The loop thread serves the control socket, the endpoints and interrupts; each VF's
+ * mailbox has its own service thread (service.c), the device model's engines and the RM's
+ * GSP client theirs. doc/pf_manager.md draws them. */
 #include <errno.h>
 #include <grp.h>
 #include <poll.h>
@@ -18,7 +20,7 @@
 #include "common/log.h"
 #include "pf_manager/pf_internal.h"
 
-#define PF_POLL_MS	100	/* mailbox sweep even without a kick (a lost eventfd write) */
+#define PF_POLL_MS	100	/* the control socket's sweep (negotiation deadlines) */
 #define PF_MAX_POLL	(2 + PF_MAX_CLIENTS + PF_MAX_VFS * PF_EP_MAX_POLLFDS)
 
 /* ---- systemd: readiness and the journal, without libsystemd ----------------------------- */
@@ -344,12 +346,13 @@ int pf_daemon_run(struct pf_daemon *d, void (*ready_fn)(void))
 			ret = -errno;
 			break;
 		}
+		/* The mailbox counters as of now, for the commands about to run. */
+		for (unsigned int vf = 1; vf <= PF_MAX_VFS; vf++)
+			if (d->vfs[vf])
+				pf_svc_sync(d->vfs[vf]);
 		if (r > 0)
 			dispatch(d, ps->p, ps->ref, n);
 		pf_control_sweep(d, cmn_now_ns());
-		for (unsigned int vf = 1; vf <= PF_MAX_VFS; vf++)
-			if (d->vfs[vf] && pf_endpoint_attached(d->vfs[vf]))
-				pf_mbox_service(d, d->vfs[vf]);
 		device_reset_events(d);
 	}
 	free(ps);

@@ -77,6 +77,7 @@ void pf_bar_format(struct pf_slice *s)
 	uint64_t ctrl = s->bar_size - VF_BAR_CTRL_SIZE;
 
 	VGPU_ASSERT((uint8_t *)h == s->bar + VF_BAR_HDR_CTRL_OFF);
+	pf_svc_pause(s);	/* the VF's service thread keeps out of the rings meanwhile */
 	bar_legacy_stub(s);
 	atomic_store((_Atomic uint32_t *)&h->state, VF_STATE_RESETTING);
 	h->abi_version = VGPU_ABI_VERSION;
@@ -113,6 +114,7 @@ void pf_bar_format(struct pf_slice *s)
 	/* Magic and READY last: a guest that sees them sees a complete control area. */
 	h->magic = VF_BAR_MAGIC;
 	atomic_store((_Atomic uint32_t *)&h->state, VF_STATE_READY);
+	pf_svc_resume(s);
 }
 
 int pf_bar_attach(struct pf_slice *s)
@@ -195,101 +197,6 @@ void pf_endpoint_event2(struct pf_slice *s, uint32_t type, uint64_t arg0, uint64
 	if (cmn_ring_push(&s->evt, &ev, sizeof(ev)))
 		cmn_dbg("VF %u: event %u dropped (ring full)", s->vf, type);
 	ep_signal(s, VF_VEC_EVENT);
-}
-
-/* ---- mailbox ----------------------------------------------------------------------------- */
-
-/* Answer one request into @rsp; true if the call failed (for the counters). */
-static bool mbox_handle(struct pf_daemon *d, struct pf_slice *s, const struct vf_msg *req,
-			struct vf_msg *rsp)
-{
-	const uint8_t *payload = (const uint8_t *)(req + 1);
-	uint8_t *out = (uint8_t *)(rsp + 1);
-
-	rsp->type = req->type;
-	rsp->seq = req->seq;
-	rsp->length = 0;
-	rsp->status = 0;
-	if (req->length > VF_MSG_MAX_PAYLOAD) {
-		rsp->status = -EMSGSIZE;
-		return true;
-	}
-	switch (req->type) {
-	case VF_MSG_PING:
-		memcpy(out, payload, req->length);
-		rsp->length = req->length;
-		break;
-	case VF_MSG_GET_INFO: {
-		struct vf_msg_info info = {
-			.vf_id = s->vf, .abi_version = VGPU_ABI_VERSION, .vram_size = s->prov.vram,
-			.channels = s->prov.channels, .doorbells = s->prov.doorbells,
-			.reset_count = (uint32_t)s->resets,
-		};
-
-		memcpy(out, &info, sizeof(info));
-		rsp->length = sizeof(info);
-		break;
-	}
-	case VF_MSG_RM: {
-		size_t out_len = VF_MSG_MAX_PAYLOAD;
-
-		/* The RM validates every field of the wire message itself. */
-		rsp->status = pf_rm_call(d, s->vf, payload, req->length, out, &out_len);
-		/* A free, reset or new channel may reuse a channel id: channels still in error
-		 * are posted again at the next channel-error scan (a hint may repeat, never
-		 * be lost to a reused id). */
-		s->chan_err_seen = 0;
-		if (rsp->status)
-			return true;
-		rsp->length = (uint32_t)out_len;
-		/* A refused call is still a reply: count it by the RM's status. */
-		return out_len >= sizeof(struct vgpu_rm_reply) &&
-		       ((struct vgpu_rm_reply *)out)->status;
-	}
-	default:
-		rsp->status = -EOPNOTSUPP;
-		break;
-	}
-	return rsp->status != 0;
-}
-
-void pf_mbox_service(struct pf_daemon *d, struct pf_slice *s)
-{
-	uint8_t req[VF_MBOX_SLOT_SIZE];
-	unsigned int replies = 0;
-
-	if (s->mbox_broken || atomic_load((_Atomic uint32_t *)&s->hdr->state) != VF_STATE_READY)
-		return;
-	for (;;) {
-		int err;
-		const void *slot = cmn_ring_consume_slot(&s->req, &err);
-		void *out;
-
-		if (!slot) {
-			if (err) {
-				cmn_warn("VF %u: request ring corrupted by the guest; ignoring it until "
-					  "reset", s->vf);
-				s->rpc_err++;
-				s->mbox_broken = true;
-			}
-			break;
-		}
-		out = cmn_ring_produce_slot(&s->rsp);
-		if (!out)
-			break;	/* the guest has not drained its replies: wait for the next kick */
-		/* Copy first: the guest may rewrite the slot while we look at it. */
-		memcpy(req, slot, sizeof(req));
-		cmn_ring_consume_commit(&s->req);
-		memset(out, 0, VF_MBOX_SLOT_SIZE);
-		if (mbox_handle(d, s, (const struct vf_msg *)req, out))
-			s->rpc_err++;
-		else
-			s->rpc_ok++;
-		cmn_ring_produce_commit(&s->rsp);
-		replies++;
-	}
-	if (replies)
-		ep_signal(s, VF_VEC_MBOX);
 }
 
 /* ---- the ivshmem server -------------------------------------------------------------------- */
@@ -579,6 +486,7 @@ static void ep_detach(struct pf_daemon *d, struct pf_slice *s)
 	ep_sva_close(s, "guest detached");
 	if (ep->client_fd < 0)
 		return;
+	pf_svc_detach(s);	/* before the vectors it uses are closed */
 	close(ep->client_fd);
 	ep->client_fd = -1;
 	if (ep->peer_pidfd >= 0)
@@ -702,6 +610,7 @@ static void ep_accept(struct pf_daemon *d, struct pf_slice *s)
 	ep->peer_pidfd = pidfd;
 	ep->peer_uid = cr.uid;
 	ep->peer_pid = cr.pid;
+	pf_svc_attach(s, ep->to_host[VF_VEC_MBOX], ep->to_guest[VF_VEC_MBOX]);
 	cmn_info("VF %u: guest attached (pid %d, uid %d)", s->vf, (int)cr.pid, (int)cr.uid);
 }
 
@@ -752,8 +661,13 @@ int pf_endpoint_open(struct pf_daemon *d, struct pf_slice *s)
 				  s->owner_uid, ep->path, d->cfg.runtime_dir);
 	}
 	chmod(ep->path, 0660);
+	r = pf_svc_start(d, s);
+	if (r)
+		goto unlink_path;
 	s->ep = ep;
 	return 0;
+unlink_path:
+	unlink(ep->path);
 close_fd:
 	close(ep->listen_fd);
 free_ep:
@@ -765,6 +679,7 @@ void pf_endpoint_close(struct pf_daemon *d, struct pf_slice *s)
 {
 	if (!s->ep)
 		return;
+	pf_svc_stop(s);
 	/* Closing (stop, shutdown) is not a guest leaving: the RM side is handled by the
 	 * caller (reset and release, or left to the next daemon). */
 	ep_detach(NULL, s);
@@ -798,9 +713,10 @@ int pf_endpoint_pollfds(struct pf_slice *s, struct pollfd *p, int max)
 	/* Only while bound: the pidfd of a process that has exited stays readable. */
 	if (ep->sva_dom && ep->peer_pidfd >= 0)
 		p[n++] = (struct pollfd){ .fd = ep->peer_pidfd, .events = POLLIN };
-	/* Not the kick vector: that one is the device's to read. */
+	/* Not the kick vector (the device's to read), nor the mailbox one (the VF's service
+	 * thread's, service.c). */
 	for (unsigned int v = 0; v < VF_NR_VECTORS; v++)
-		if (v != VF_VEC_GPU)
+		if (v != VF_VEC_GPU && v != VF_VEC_MBOX)
 			p[n++] = (struct pollfd){ .fd = ep->to_host[v], .events = POLLIN };
 	return n;
 }
@@ -830,10 +746,6 @@ void pf_endpoint_handle(struct pf_daemon *d, struct pf_slice *s, const struct po
 			ep_sva_request(d, s);
 		} else if (p[i].fd == ep->peer_pidfd) {
 			pf_endpoint_sva_unbind(s, "the bound process exited");
-		} else if (p[i].fd == ep->to_host[VF_VEC_MBOX]) {
-			if (read(p[i].fd, &cnt, sizeof(cnt)) == sizeof(cnt))
-				s->mbox_kicks++;
-			pf_mbox_service(d, s);
 		} else if (read(p[i].fd, &cnt, sizeof(cnt)) < 0) {
 			cmn_dbg("VF %u: vector read: %s", s->vf, cmn_strerror(-errno));
 		}

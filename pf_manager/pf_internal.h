@@ -74,6 +74,7 @@ struct pf_type {
 };
 
 struct pf_endpoint;
+struct pf_svc;
 
 /* A declared slice and, while it runs, its VF. */
 struct pf_slice {
@@ -108,9 +109,10 @@ struct pf_slice {
 	struct cmn_ring req, rsp, evt;	/* host views of the mailbox rings */
 	bool mbox_broken;		/* the guest corrupted its request ring: until reset */
 	struct pf_endpoint *ep;
+	struct pf_svc *svc;		/* the VF's service thread (service.c), with the endpoint */
 	uint64_t started_ns;
 	bool reset_pending;		/* a reset committed to the journal, not yet done */
-	/* counters */
+	/* counters (the mailbox ones copied from the service thread by pf_svc_sync()) */
 	uint64_t rpc_ok, rpc_err, mbox_kicks, resets;
 };
 
@@ -163,10 +165,18 @@ struct pf_daemon {
 /* ---- util.c ---- */
 /* Write @data to @path atomically: temp file, fsync, rename, fsync the directory. */
 int pf_write_file_atomic(const char *path, const char *data, size_t len);
-/* A durability point (@what: "write", "fsync", "rename", "unlink"...): with VGPU_CRASH_AT=N
- * in the environment the Nth one exits with PF_CRASH_EXIT before doing it. */
+/* A durability point (@what: "write", "fsync", "rename", "unlink"...): in a test build
+ * (VGPU_TEST_HOOKS, vgpud-test) with VGPU_CRASH_AT=N in the environment the Nth one exits
+ * with PF_CRASH_EXIT before doing it; in the product it is nothing. */
 #define PF_CRASH_EXIT	86
+#ifdef VGPU_TEST_HOOKS
 void pf_dur_point(const char *what);
+#else
+static inline void pf_dur_point(const char *what)
+{
+	(void)what;
+}
+#endif
 /* fsync the directory holding @path, so a rename or unlink in it is durable. */
 int pf_fsync_dir_of(const char *path);
 /* Parse exactly one JSON value filling @buf (trailing whitespace only, no NUL byte). */
@@ -290,8 +300,22 @@ int pf_bar_attach(struct pf_slice *s);
 void pf_endpoint_event(struct pf_slice *s, uint32_t type, uint64_t arg0);
 /* The same with arg1. */
 void pf_endpoint_event2(struct pf_slice *s, uint32_t type, uint64_t arg0, uint64_t arg1);
-/* Serve pending mailbox requests of @s. */
-void pf_mbox_service(struct pf_daemon *d, struct pf_slice *s);
+
+/* ---- service.c: one service thread per VF serves its mailbox (doc/pf_manager.md) ---- */
+/* Start @s's service thread (with its endpoint). 0 or -errno. */
+int pf_svc_start(struct pf_daemon *d, struct pf_slice *s);
+/* Stop and join it (waits for the request in hand), counters synced. No-op without one. */
+void pf_svc_stop(struct pf_slice *s);
+/* A guest attached: its mailbox vectors (ours to read, ours to write). */
+void pf_svc_attach(struct pf_slice *s, int kick_fd, int reply_fd);
+/* The guest left: the thread lets go of the vectors before the caller closes them. */
+void pf_svc_detach(struct pf_slice *s);
+/* Around formatting the mailbox rings (a reset): the thread is kept out; requests taken
+ * before are answered nowhere. */
+void pf_svc_pause(struct pf_slice *s);
+void pf_svc_resume(struct pf_slice *s);
+/* Copy the thread's mailbox counters into @s (loop thread, before it reads them). */
+void pf_svc_sync(struct pf_slice *s);
 
 /* ---- rm_glue.c ---- */
 int pf_rm_init(struct pf_daemon *d);

@@ -1,0 +1,313 @@
+/* The service plane: one service thread per running VF serves that VF's mailbox, so a VF's
+ * request never waits behind another VF's request, behind a GSP round trip of another VF,
+ * or behind the daemon's loop (the control socket, endpoints, interrupts). Threads, queues
+ * and locks: doc/pf_manager.md, "Service threads".
+ *
+ * The thread's state is shared with the loop thread through svc->lock, which guards the
+ * mailbox rings' host views (s->req, s->rsp), s->mbox_broken, the guest's mailbox vectors
+ * (kick_fd, reply_fd), the ring generation and the reset count the guest is told. The lock
+ * is never held across a request's handling: an RM call through the GSP runs unlocked, and
+ * its reply is written back only if the rings were not formatted again meanwhile (gen). */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "common/lock.h"
+#include "common/log.h"
+#include "pf_manager/pf_internal.h"
+#include <vgpu/rm.h>
+
+#define PF_SVC_SWEEP_MS	100	/* a mailbox sweep even without a kick (a lost eventfd write) */
+
+struct pf_svc {
+	struct pf_daemon *d;
+	struct pf_slice *s;
+	pthread_t th;
+	int wake_fd;			/* the loop wakes the thread: stop, vectors changed */
+	struct cmn_mutex lock;		/* everything below, and s->req, s->rsp, s->mbox_broken */
+	bool stop;
+	int kick_fd;			/* the guest's mailbox vector to us; -1: no guest */
+	int reply_fd;			/* our mailbox vector to the guest; -1: no guest */
+	uint64_t gen;			/* bumped whenever the rings are formatted again */
+	uint32_t resets;		/* what GET_INFO reports */
+	/* counters, written by the thread, copied into the slice by pf_svc_sync() */
+	_Atomic uint64_t rpc_ok, rpc_err, kicks;
+};
+
+/* ---- one request -------------------------------------------------------------------------- */
+
+/* Answer @req into @rsp (a whole slot); true if the call failed (for the counters). */
+static bool svc_handle(struct pf_svc *v, const struct vf_msg *req, struct vf_msg *rsp,
+		       uint32_t resets)
+{
+	struct pf_slice *s = v->s;
+	const uint8_t *payload = (const uint8_t *)(req + 1);
+	uint8_t *out = (uint8_t *)(rsp + 1);
+
+	rsp->type = req->type;
+	rsp->seq = req->seq;
+	rsp->length = 0;
+	rsp->status = 0;
+	if (req->length > VF_MSG_MAX_PAYLOAD) {
+		rsp->status = -EMSGSIZE;
+		return true;
+	}
+	switch (req->type) {
+	case VF_MSG_PING:
+		memcpy(out, payload, req->length);
+		rsp->length = req->length;
+		break;
+	case VF_MSG_GET_INFO: {
+		struct vf_msg_info info = {
+			.vf_id = s->vf, .abi_version = VGPU_ABI_VERSION, .vram_size = s->prov.vram,
+			.channels = s->prov.channels, .doorbells = s->prov.doorbells,
+			.reset_count = resets,
+		};
+
+		memcpy(out, &info, sizeof(info));
+		rsp->length = sizeof(info);
+		break;
+	}
+	case VF_MSG_RM: {
+		size_t out_len = VF_MSG_MAX_PAYLOAD;
+
+		/* The RM validates every field of the wire message itself. */
+		rsp->status = pf_rm_call(v->d, s->vf, payload, req->length, out, &out_len);
+		if (rsp->status)
+			return true;
+		rsp->length = (uint32_t)out_len;
+		/* A refused call is still a reply: count it by the RM's status. */
+		return out_len >= sizeof(struct vgpu_rm_reply) &&
+		       ((struct vgpu_rm_reply *)out)->status;
+	}
+	default:
+		rsp->status = -EOPNOTSUPP;
+		break;
+	}
+	return rsp->status != 0;
+}
+
+/* Take the next request out of the ring into @req (lock held). 1: got one; 0: nothing to
+ * do (empty, no reply space, no guest, not ready, broken). */
+static int svc_take(struct pf_svc *v, uint8_t *req)
+{
+	struct pf_slice *s = v->s;
+	const void *slot;
+	int err;
+
+	cmn_mutex_assert_held(&v->lock);
+	if (v->kick_fd < 0 || s->mbox_broken ||
+	    atomic_load((_Atomic uint32_t *)&s->hdr->state) != VF_STATE_READY)
+		return 0;
+	slot = cmn_ring_consume_slot(&s->req, &err);
+	if (!slot) {
+		if (err) {
+			cmn_warn("VF %u: request ring corrupted by the guest; ignoring it until "
+				  "reset", s->vf);
+			atomic_fetch_add(&v->rpc_err, 1);
+			s->mbox_broken = true;
+		}
+		return 0;
+	}
+	/* Only this thread produces replies: space seen now is there after the call. */
+	if (!cmn_ring_produce_slot(&s->rsp))
+		return 0;	/* the guest has not drained its replies: wait for its kick */
+	/* Copy first: the guest may rewrite the slot while we look at it. */
+	memcpy(req, slot, VF_MBOX_SLOT_SIZE);
+	cmn_ring_consume_commit(&s->req);
+	return 1;
+}
+
+/* Serve every pending request, one at a time, the lock dropped while each is handled. */
+static void svc_serve(struct pf_svc *v)
+{
+	uint8_t req[VF_MBOX_SLOT_SIZE], rsp[VF_MBOX_SLOT_SIZE];
+	uint64_t one = 1, gen;
+	uint32_t resets;
+	bool failed;
+
+	for (;;) {
+		cmn_mutex_lock(&v->lock);
+		if (!svc_take(v, req)) {
+			cmn_mutex_unlock(&v->lock);
+			return;
+		}
+		gen = v->gen;
+		resets = v->resets;
+		cmn_mutex_unlock(&v->lock);
+		memset(rsp, 0, sizeof(rsp));
+		failed = svc_handle(v, (const struct vf_msg *)req, (struct vf_msg *)rsp, resets);
+		atomic_fetch_add(failed ? &v->rpc_err : &v->rpc_ok, 1);
+		cmn_mutex_lock(&v->lock);
+		/* A reset formatted the rings meanwhile: the request died with them. */
+		if (gen == v->gen && v->reply_fd >= 0) {
+			memcpy(cmn_ring_produce_slot(&v->s->rsp), rsp, sizeof(rsp));
+			cmn_ring_produce_commit(&v->s->rsp);
+			if (write(v->reply_fd, &one, sizeof(one)) < 0)
+				cmn_dbg("VF %u: mailbox vector not signalled: %s", v->s->vf,
+					 cmn_strerror(-errno));
+		}
+		cmn_mutex_unlock(&v->lock);
+	}
+}
+
+/* ---- the thread ------------------------------------------------------------------------------ */
+
+static void *svc_main(void *arg)
+{
+	struct pf_svc *v = arg;
+	uint64_t cnt;
+
+	for (;;) {
+		struct pollfd p[2] = { { .fd = v->wake_fd, .events = POLLIN } };
+		nfds_t n = 1;
+
+		cmn_mutex_lock(&v->lock);
+		if (v->stop) {
+			cmn_mutex_unlock(&v->lock);
+			break;
+		}
+		if (v->kick_fd >= 0)
+			p[n++] = (struct pollfd){ .fd = v->kick_fd, .events = POLLIN };
+		cmn_mutex_unlock(&v->lock);
+		/* The kick fd may be closed by a detach while we poll it: the detach wakes
+		 * us first, and the fd is only read under the lock below. */
+		poll(p, n, PF_SVC_SWEEP_MS);
+		if (read(v->wake_fd, &cnt, sizeof(cnt)) < 0 && errno != EAGAIN)
+			cmn_dbg("VF %u: service wake read: %s", v->s->vf, cmn_strerror(-errno));
+		cmn_mutex_lock(&v->lock);
+		if (v->kick_fd >= 0 && read(v->kick_fd, &cnt, sizeof(cnt)) == sizeof(cnt))
+			atomic_fetch_add(&v->kicks, 1);
+		cmn_mutex_unlock(&v->lock);
+		svc_serve(v);
+	}
+	return NULL;
+}
+
+static void svc_wake(struct pf_svc *v)
+{
+	uint64_t one = 1;
+
+	if (write(v->wake_fd, &one, sizeof(one)) < 0)
+		cmn_dbg("VF %u: service thread not woken: %s", v->s->vf, cmn_strerror(-errno));
+}
+
+/* ---- the loop thread's side ------------------------------------------------------------------ */
+
+int pf_svc_start(struct pf_daemon *d, struct pf_slice *s)
+{
+	struct pf_svc *v = calloc(1, sizeof(*v));
+	int r;
+
+	if (!v)
+		return -ENOMEM;
+	v->d = d;
+	v->s = s;
+	v->kick_fd = v->reply_fd = -1;
+	v->resets = (uint32_t)s->resets;
+	/* The slice's counters run on across stops and starts. */
+	atomic_init(&v->rpc_ok, s->rpc_ok);
+	atomic_init(&v->rpc_err, s->rpc_err);
+	atomic_init(&v->kicks, s->mbox_kicks);
+	cmn_mutex_init(&v->lock);
+	v->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (v->wake_fd < 0) {
+		r = -errno;
+		goto free_v;
+	}
+	r = -pthread_create(&v->th, NULL, svc_main, v);
+	if (r)
+		goto close_fd;
+	s->svc = v;
+	return 0;
+close_fd:
+	close(v->wake_fd);
+free_v:
+	cmn_mutex_destroy(&v->lock);
+	free(v);
+	return r;
+}
+
+void pf_svc_stop(struct pf_slice *s)
+{
+	struct pf_svc *v = s->svc;
+
+	if (!v)
+		return;
+	cmn_mutex_lock(&v->lock);
+	v->stop = true;
+	cmn_mutex_unlock(&v->lock);
+	svc_wake(v);
+	/* Waits for a request in hand: at most one RM call of this VF. */
+	pthread_join(v->th, NULL);
+	pf_svc_sync(s);
+	close(v->wake_fd);
+	cmn_mutex_destroy(&v->lock);
+	free(v);
+	s->svc = NULL;
+}
+
+void pf_svc_attach(struct pf_slice *s, int kick_fd, int reply_fd)
+{
+	struct pf_svc *v = s->svc;
+
+	if (!v)
+		return;
+	cmn_mutex_lock(&v->lock);
+	v->kick_fd = kick_fd;
+	v->reply_fd = reply_fd;
+	cmn_mutex_unlock(&v->lock);
+	svc_wake(v);
+}
+
+void pf_svc_detach(struct pf_slice *s)
+{
+	struct pf_svc *v = s->svc;
+
+	if (!v)
+		return;
+	cmn_mutex_lock(&v->lock);
+	v->kick_fd = v->reply_fd = -1;
+	cmn_mutex_unlock(&v->lock);
+	svc_wake(v);
+}
+
+void pf_svc_pause(struct pf_slice *s)
+{
+	struct pf_svc *v = s->svc;
+
+	if (!v)
+		return;
+	/* Held until pf_svc_resume(): the thread finishes the ring operation in hand and
+	 * then waits (it never holds the lock while it handles a request). */
+	cmn_mutex_lock(&v->lock);
+}
+
+void pf_svc_resume(struct pf_slice *s)
+{
+	struct pf_svc *v = s->svc;
+
+	if (!v)
+		return;
+	cmn_mutex_assert_held(&v->lock);
+	v->gen++;
+	v->resets = (uint32_t)s->resets;
+	cmn_mutex_unlock(&v->lock);
+	svc_wake(v);	/* requests may already wait in the fresh rings */
+}
+
+void pf_svc_sync(struct pf_slice *s)
+{
+	struct pf_svc *v = s->svc;
+
+	if (!v)
+		return;
+	s->rpc_ok = atomic_load_explicit(&v->rpc_ok, memory_order_relaxed);
+	s->rpc_err = atomic_load_explicit(&v->rpc_err, memory_order_relaxed);
+	s->mbox_kicks = atomic_load_explicit(&v->kicks, memory_order_relaxed);
+}
