@@ -17,6 +17,60 @@
 typedef int (*pf_cmd_fn)(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
 			 struct pf_err *e);
 
+/* What a slice of @t would get if started now: for the auto type, the fair share of the
+ * enabled VFs and the channels and doorbells derived from it. NULL without enabled VFs. */
+static json_object *type_derived(struct pf_daemon *d, const struct pf_type *t,
+				 struct pf_quota *q)
+{
+	struct pf_slice *probe = calloc(1, sizeof(*probe));
+	struct pf_err why = { 0 };
+	json_object *o = NULL;
+
+	if (probe) {
+		snprintf(probe->type, sizeof(probe->type), "%s", t->name);
+		if (!pf_slice_quota(d, probe, q, &why)) {
+			o = json_object_new_object();
+			pf_json_add_u64(o, "vram_bytes", q->vram);
+			json_object_object_add(o, "channels", json_object_new_int((int)q->channels));
+			json_object_object_add(o, "doorbells", json_object_new_int((int)q->doorbells));
+		}
+	}
+	json_object_put(why.data);
+	free(probe);
+	return o;
+}
+
+/* How many more slices of @t could start now, as mdevctl's available_instances: bounded
+ * by the type's max instances, the free VFs and the free VRAM. 0 when not creatable. */
+static unsigned int type_available(struct pf_daemon *d, const struct pf_type *t,
+				   unsigned int running, const struct pf_quota *q)
+{
+	struct pma_stats st;
+	unsigned int free_vfs = 0, n;
+
+	for (unsigned int vf = 1; vf <= d->num_vfs && vf <= PF_MAX_VFS; vf++)
+		free_vfs += !d->vfs[vf];
+	n = t->max_instances > running ? t->max_instances - running : 0;
+	n = cmn_min(n, free_vfs);
+	pma_get_stats(d->pma, &st);
+	if (q->vram && st.free_bytes / q->vram < n)
+		n = (unsigned int)(st.free_bytes / q->vram);
+	return n;
+}
+
+/* A type's "derived" quota (auto type) and "available_instances", as of now. */
+static void type_add_now(struct pf_daemon *d, const struct pf_type *t, unsigned int running,
+			 bool creatable, json_object *o)
+{
+	struct pf_quota q = t->q;
+	json_object *dv = t->q.vram ? NULL : type_derived(d, t, &q);
+
+	if (dv)
+		json_object_object_add(o, "derived", dv);
+	json_object_object_add(o, "available_instances", json_object_new_int(
+		creatable ? (int)type_available(d, t, running, &q) : 0));
+}
+
 static int cmd_query_types(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
 			   struct pf_err *e)
 {
@@ -45,6 +99,7 @@ static int cmd_query_types(struct pf_daemon *d, json_object *args, bool dry, jso
 		json_object_object_add(o, "supported", json_object_new_boolean(true));
 		r = pf_type_creatable(d, t, &why);
 		json_object_object_add(o, "creatable", json_object_new_boolean(!r));
+		type_add_now(d, t, running, !r, o);
 		if (r)
 			json_object_object_add(o, "reason", json_object_new_string(why.f.msg));
 		json_object_put(why.data);

@@ -18,6 +18,10 @@
 #include "vgpuctl/vgpuctl_internal.h"
 
 #define VGPUCTL_MAX_ARGS	64
+/* The package version; the build may pass its own. */
+#ifndef VGPU_VERSION
+#define VGPU_VERSION	"1.0"
+#endif
 
 /* The command line, parsed. */
 struct vgpuctl_opts {
@@ -28,6 +32,9 @@ struct vgpuctl_opts {
 	const char *svg;
 	int start;			/* 1 auto, 0 manual, -1 unset */
 	bool json, dry, color, verbose;
+	bool dumpjson;			/* list: mdevctl's --dumpjson shape */
+	const char *jsonfile;		/* define: the slice from an mdevctl JSON file */
+	char *type_buf;			/* the type read from --jsonfile (type points here) */
 	json_object *attrs;		/* quota flags, mdevctl attrs shape */
 	const char *owner;		/* VMUUID[:GEN] */
 	const char *release_owner;	/* VMUUID[:GEN] whose token modify clears */
@@ -259,10 +266,35 @@ static int simple(struct ctlc *c, struct vgpuctl_opts *o, const char *cmd, json_
 
 /* ---- verbs ----------------------------------------------------------------------------- */
 
+/* A type's VRAM, channels and doorbells. The auto type's are derived when a slice starts
+ * (the fair share of the enabled VFs): say so, with what they would be now. */
+static void print_type_counts(json_object *t)
+{
+	json_object *dv = jobj(t, "derived");
+	char a[32];
+
+	if (!json_object_get_boolean(jobj(t, "fair_share"))) {
+		printf("    VRAM: %s\n    Channels: %d\n    Doorbells: %d\n",
+		       ctlc_size_format(jnum(t, "vram_bytes"), a, sizeof(a)),
+		       (int)jnum(t, "channels"), (int)jnum(t, "doorbells"));
+		return;
+	}
+	if (!dv) {
+		printf("    VRAM: auto (fair share of the enabled VFs; none enabled)\n"
+		       "    Channels: auto (from the fair share)\n"
+		       "    Doorbells: auto (from the fair share)\n");
+		return;
+	}
+	printf("    VRAM: auto (fair share of the enabled VFs: %s now)\n"
+	       "    Channels: auto (from the fair share: %d now)\n"
+	       "    Doorbells: auto (from the fair share: %d now)\n",
+	       ctlc_size_format(jnum(dv, "vram_bytes"), a, sizeof(a)), (int)jnum(dv, "channels"),
+	       (int)jnum(dv, "doorbells"));
+}
+
 static int cmd_types(struct ctlc *c, struct vgpuctl_opts *o)
 {
 	json_object *rep, *ret, *types;
-	char a[32];
 	int r = parent_check(c, o);
 
 	if (!r)
@@ -278,18 +310,42 @@ static int cmd_types(struct ctlc *c, struct vgpuctl_opts *o)
 			json_object *t = json_object_array_get_idx(types, i);
 			bool ok = json_object_get_boolean(jobj(t, "creatable"));
 
-			printf("  %s\n    VRAM: %s\n    Channels: %d\n    Doorbells: %d\n"
-			       "    Max instances: %d\n    Running: %d\n    Creatable: %s%s%s\n",
-			       jstr(t, "name"), json_object_get_boolean(jobj(t, "fair_share")) ?
-			       "fair share of the enabled VFs" :
-			       ctlc_size_format(jnum(t, "vram_bytes"), a, sizeof(a)),
-			       (int)jnum(t, "channels"), (int)jnum(t, "doorbells"),
-			       (int)jnum(t, "max_instances"), (int)jnum(t, "running"), ok ? "yes" : "no",
-			       ok ? "" : " - ", ok ? "" : jstr(t, "reason"));
+			printf("  %s\n", jstr(t, "name"));
+			print_type_counts(t);
+			printf("    Max instances: %d\n    Available instances: %d\n    Running: %d\n"
+			       "    Creatable: %s%s%s\n", (int)jnum(t, "max_instances"),
+			       (int)jnum(t, "available_instances"), (int)jnum(t, "running"),
+			       ok ? "yes" : "no", ok ? "" : " - ", ok ? "" : jstr(t, "reason"));
 		}
 	}
 	json_object_put(rep);
 	return 0;
+}
+
+/* mdevctl list --dumpjson's shape: {"PARENT": [{"UUID": {"mdev_type", "start", "attrs"}}]},
+ * which mdevctl define --jsonfile (and vgpuctl's) reads back. */
+static void print_dumpjson(json_object *ret)
+{
+	json_object *top = json_object_new_object(), *arr = jobj(ret, "slices");
+
+	for (size_t i = 0; i < json_object_array_length(arr); i++) {
+		json_object *s = json_object_array_get_idx(arr, i), *dev = json_object_new_object();
+		json_object *one = json_object_new_object(), *list = jobj(top, jstr(s, "parent"));
+		json_object *attrs = jobj(s, "attrs");
+
+		json_object_object_add(dev, "mdev_type", json_object_new_string(jstr(s, "mdev_type")));
+		json_object_object_add(dev, "start", json_object_new_string(jstr(s, "start")));
+		json_object_object_add(dev, "attrs", attrs ? json_object_get(attrs) :
+				       json_object_new_array());
+		json_object_object_add(one, jstr(s, "uuid"), dev);
+		if (!list) {
+			list = json_object_new_array();
+			json_object_object_add(top, jstr(s, "parent"), list);
+		}
+		json_object_array_add(list, one);
+	}
+	print_json(top);
+	json_object_put(top);
 }
 
 static int cmd_list(struct ctlc *c, struct vgpuctl_opts *o)
@@ -311,8 +367,11 @@ static int cmd_list(struct ctlc *c, struct vgpuctl_opts *o)
 		json_object_put(args);
 	if (r)
 		return r;
-	if (o->json) {
-		print_json(ret);
+	if (o->json || o->dumpjson) {
+		if (o->dumpjson)
+			print_dumpjson(ret);
+		else
+			print_json(ret);
 		json_object_put(rep);
 		return 0;
 	}
@@ -336,11 +395,58 @@ static int cmd_list(struct ctlc *c, struct vgpuctl_opts *o)
 	return 0;
 }
 
+/* define --jsonfile FILE: mdevctl's device JSON ({"mdev_type", "start", "attrs"}, as one
+ * element of --dumpjson's lists or bare) fills in the type, start and attributes. The
+ * file is checked whole before anything is sent. */
+static int load_jsonfile(struct vgpuctl_opts *o)
+{
+	json_object *f = json_object_from_file(o->jsonfile), *v;
+	int r = 0;
+
+	if (!f)
+		return usage_error("--jsonfile %s: cannot read it as JSON (%s)", o->jsonfile,
+				   json_util_get_last_err() ? json_util_get_last_err() : "?");
+	if (o->type || o->start >= 0 || json_object_array_length(o->attrs))
+		r = usage_error("--jsonfile %s: give the type, start and attributes in the file "
+				"or as options, not both", o->jsonfile);
+	else if (!json_object_is_type(f, json_type_object) ||
+		 !json_object_object_get_ex(f, "mdev_type", &v) ||
+		 !json_object_is_type(v, json_type_string))
+		r = usage_error("--jsonfile %s: needs an object with a string \"mdev_type\"",
+				o->jsonfile);
+	else if (json_object_object_get_ex(f, "start", &v) &&
+		 (!json_object_is_type(v, json_type_string) ||
+		  (strcmp(json_object_get_string(v), "auto") &&
+		   strcmp(json_object_get_string(v), "manual"))))
+		r = usage_error("--jsonfile %s: \"start\" must be \"auto\" or \"manual\"",
+				o->jsonfile);
+	else if (json_object_object_get_ex(f, "attrs", &v) &&
+		 !json_object_is_type(v, json_type_array))
+		r = usage_error("--jsonfile %s: \"attrs\" must be an array of {name: value}",
+				o->jsonfile);
+	if (!r) {
+		json_object_object_get_ex(f, "mdev_type", &v);
+		o->type_buf = strdup(json_object_get_string(v));
+		o->type = o->type_buf;
+		o->start = json_object_object_get_ex(f, "start", &v) &&
+			   !strcmp(json_object_get_string(v), "auto");
+		if (json_object_object_get_ex(f, "attrs", &v)) {
+			json_object_put(o->attrs);
+			o->attrs = json_object_get(v);
+		}
+	}
+	json_object_put(f);
+	return r;
+}
+
 static int cmd_define(struct ctlc *c, struct vgpuctl_opts *o)
 {
-	json_object *a = json_object_new_object();
+	json_object *a;
 	int r;
 
+	if (o->jsonfile && (r = load_jsonfile(o)))
+		return r;
+	a = json_object_new_object();
 	if (!o->type) {
 		json_object_put(a);
 		return usage_error("%s needs -t/--type", o->verb);
@@ -528,8 +634,8 @@ static int cmd_vram_map(struct ctlc *c, struct vgpuctl_opts *o)
 
 static const struct vgpuctl_verb verbs[] = {
 	{ "types",	cmd_types,	0, 0, "", "slice types: supported, and creatable now (or why not)" },
-	{ "list",	cmd_list,	0, 0, "", "slices: defined and running [-u UUID] [-v]" },
-	{ "define",	cmd_define,	0, 0, "", "-t TYPE [-u UUID] [--auto|--manual] [quota flags] [--owner VM[:GEN]]" },
+	{ "list",	cmd_list,	0, 0, "", "slices: defined and running [-u UUID] [-v] [--dumpjson]" },
+	{ "define",	cmd_define,	0, 0, "", "-t TYPE | --jsonfile FILE [-u UUID] [--auto|--manual] [quota flags] [--owner VM[:GEN]]" },
 	{ "undefine",	cmd_undefine,	0, 0, "", "-u UUID" },
 	{ "start",	cmd_start,	0, 0, "", "-u UUID: give the slice a VF, its VRAM partition and endpoint" },
 	{ "stop",	cmd_stop,	0, 0, "", "-u UUID: reset the VF and release the partition" },
@@ -544,7 +650,7 @@ static const struct vgpuctl_verb verbs[] = {
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: vgpuctl [options] VERB [args]\n\nverbs:\n");
+	fprintf(f, "usage: vgpuctl [options] VERB [args]\n       vgpuctl help VERB\n\nverbs:\n");
 	for (unsigned int i = 0; i < VGPUCTL_NR_VERBS; i++)
 		fprintf(f, "  %-9s %s\n", verbs[i].name, verbs[i].help);
 	fprintf(f, "\noptions:\n"
@@ -557,6 +663,8 @@ static void usage(FILE *f)
 		"      --rm-clients N  --rm-objects N   custom quotas (RM limits: clients, objects)\n"
 		"      --owner VMUUID[:GEN]  --owner-uid USER|UID  owner token, user that may attach\n"
 		"      --json             versioned JSON output (sizes in bytes)\n"
+		"      --dumpjson         list: mdevctl's JSON ({PARENT: [{UUID: {mdev_type, ...}}]})\n"
+		"      --jsonfile FILE    define: type, start and attrs from mdevctl's JSON\n"
 		"      --dry-run          print the plan, change nothing, same exit code\n"
 		"      --socket PATH      control socket (default $VGPUD_SOCKET or "
 		"/run/vgpud/control.sock)\n"
@@ -571,7 +679,7 @@ static void usage(FILE *f)
 
 enum { O_JSON = 256, O_DRY, O_SOCKET, O_SVG, O_NOCOLOR, O_VRAM, O_CHANNELS, O_DOORBELLS,
        O_EXEC, O_PREEMPT, O_PRIO, O_OWNER, O_OWNER_UID, O_RELEASE_OWNER, O_RM_CLIENTS,
-       O_RM_OBJECTS };
+       O_RM_OBJECTS, O_DUMPJSON, O_JSONFILE };
 
 static const struct option long_opts[] = {
 	{ "parent", required_argument, NULL, 'p' }, { "type", required_argument, NULL, 't' },
@@ -579,7 +687,8 @@ static const struct option long_opts[] = {
 	{ "manual", no_argument, NULL, 'm' }, { "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' }, { "json", no_argument, NULL, O_JSON },
 	{ "defined", no_argument, NULL, 'd' }, { "version", no_argument, NULL, 'V' },
-	{ "dumpjson", no_argument, NULL, O_JSON }, { "dry-run", no_argument, NULL, O_DRY },
+	{ "dumpjson", no_argument, NULL, O_DUMPJSON },
+	{ "jsonfile", required_argument, NULL, O_JSONFILE }, { "dry-run", no_argument, NULL, O_DRY },
 	{ "socket", required_argument, NULL, O_SOCKET }, { "svg", required_argument, NULL, O_SVG },
 	{ "no-color", no_argument, NULL, O_NOCOLOR }, { "vram", required_argument, NULL, O_VRAM },
 	{ "channels", required_argument, NULL, O_CHANNELS },
@@ -672,9 +781,11 @@ static int parse_args(int argc, char **argv, struct vgpuctl_opts *o)
 		case 'm': o->start = 0; break;
 		case 'v': o->verbose = true; break;
 		case 'h': usage(stdout); exit(0);
-		case 'V': puts("vgpuctl 1.0"); exit(0);
+		case 'V': puts("vgpuctl " VGPU_VERSION); exit(0);
 		case 'd': break;	/* mdevctl's list -d: every slice is listed with its state */
 		case O_JSON: o->json = true; break;
+		case O_DUMPJSON: o->dumpjson = true; break;
+		case O_JSONFILE: o->jsonfile = optarg; break;
 		case O_DRY: o->dry = true; break;
 		case O_SOCKET: o->socket = optarg; break;
 		case O_SVG: o->svg = optarg; break;
@@ -737,6 +848,26 @@ static int check_nargs(const struct vgpuctl_verb *v, const struct vgpuctl_opts *
 			   v->max_args, v->args, o->nargs);
 }
 
+/* vgpuctl help [VERB]: the verb table's line for one verb, or the whole usage. */
+static int help_verb(const struct vgpuctl_opts *o)
+{
+	const struct vgpuctl_verb *v;
+
+	if (!o->nargs) {
+		usage(stdout);
+		return 0;
+	}
+	if (o->nargs > 1)
+		return usage_error("help takes at most one verb, got %d", o->nargs);
+	v = verb_find(o->args[0]);
+	if (!v)
+		return usage_error("help: unknown verb \"%s\"", o->args[0]);
+	printf("usage: vgpuctl %s %s\n", v->name, v->help);
+	printf("options valid everywhere: --socket PATH, --json, --dry-run, -p PARENT "
+	       "(see vgpuctl --help)\n");
+	return 0;
+}
+
 int vgpuctl_main(int argc, char **argv)
 {
 	struct vgpuctl_opts o = { .start = -1, .color = isatty(STDOUT_FILENO) };
@@ -747,6 +878,11 @@ int vgpuctl_main(int argc, char **argv)
 	o.attrs = json_object_new_array();
 	o.socket = getenv("VGPUD_SOCKET") ? getenv("VGPUD_SOCKET") : CTLC_DEFAULT_SOCKET;
 	r = parse_args(argc, argv, &o);
+	if (!r && !strcmp(o.verb, "help")) {
+		r = help_verb(&o);
+		json_object_put(o.attrs);
+		return r;
+	}
 	if (!r) {
 		v = verb_find(o.verb);
 		if (!v)
@@ -760,5 +896,6 @@ int vgpuctl_main(int argc, char **argv)
 		r = v->fn(c, &o);
 	ctlc_close(c);
 	json_object_put(o.attrs);
+	free(o.type_buf);
 	return r;
 }
