@@ -264,12 +264,13 @@ uninstall:
 	rmdir $(DESTDIR)$(gspdir) $(DESTDIR)$(sysconfdir)/vgpud 2>/dev/null; true
 
 # vgpu_$(VERSION)_amd64.deb in $(BUILD)/deb/, built by dpkg-buildpackage (debian/) from a
-# copy of the tracked and new files, without running the tests (make check does that).
+# copy of the files git tracks (as they are in the working tree: `git add` a new file to
+# package it), without running the tests (make check does that).
 DEB_DIR := $(BUILD)/deb
 deb:
 	$(call say,DEB,$(DEB_DIR)/vgpu_$(VERSION)_amd64.deb)set -e; \
 	rm -rf $(DEB_DIR) && mkdir -p $(DEB_DIR)/vgpu-$(VERSION); \
-	git ls-files -z --cached --others --exclude-standard | \
+	git ls-files -z | \
 		xargs -0 sh -c 'for f; do [ -e "$$f" ] && printf "%s\0" "$$f"; done' sh | \
 		xargs -0 cp --parents -t $(DEB_DIR)/vgpu-$(VERSION); \
 	cd $(DEB_DIR)/vgpu-$(VERSION) && DEB_BUILD_OPTIONS="nocheck $$DEB_BUILD_OPTIONS" \
