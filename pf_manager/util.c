@@ -70,9 +70,11 @@ int pf_mkdir_p(const char *path, mode_t mode)
 	return 0;
 }
 
+#ifdef VGPU_TEST_HOOKS
 /* The crash-point switch: VGPU_CRASH_AT=N makes the Nth durability point (a write, fsync,
  * rename or unlink of state) end the process on the spot, as a power cut would, so a test
- * can walk every point of a verb. Read once; unset or 0 never crashes. */
+ * can walk every point of a verb. Read once; unset or 0 never crashes. Test builds only
+ * (vgpud-test): an environment variable must not be able to kill the product. */
 void pf_dur_point(const char *what)
 {
 	static long crash_at = -1, count;
@@ -89,6 +91,7 @@ void pf_dur_point(const char *what)
 		_exit(PF_CRASH_EXIT);
 	}
 }
+#endif
 
 int pf_fsync_dir_of(const char *path)
 {

@@ -42,6 +42,7 @@ struct tdaemon {
 	char root[64];			/* mkdtemp */
 	char run[128], state[128], sock[160];
 	char *const *wrap;		/* command to run vgpud under (valgrind ...), or NULL */
+	const char *prog;		/* the program in bin/: "vgpud" (NULL) or "vgpud-test" */
 };
 
 static char t_bindir[PATH_MAX];
@@ -119,7 +120,7 @@ static __attribute__((unused)) int t_daemon_start_argv(struct tdaemon *d, char *
 
 	for (int i = 0; d->wrap && d->wrap[i]; i++)
 		argv[n++] = d->wrap[i];
-	argv[n++] = (char *)t_bin("vgpud");
+	argv[n++] = (char *)t_bin(d->prog ? d->prog : "vgpud");
 	argv[n++] = "--runtime-dir";
 	argv[n++] = d->run;
 	argv[n++] = "--state-dir";

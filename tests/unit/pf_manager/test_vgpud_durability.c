@@ -9,6 +9,7 @@
 #define U2	"22222222-2222-4222-8222-222222222222"
 #define U3	"33333333-3333-4333-8333-333333333333"
 #define CRASH_EXIT	86
+#define CRASH_PROG	"vgpud-test"	/* the crash-point switch is in test builds only */
 #define MARK		"durability-marker"
 
 enum verb { V_DEFINE, V_START, V_MODIFY, V_STOP, V_UNDEFINE, V_SET_VFS, V_RESET, V_NR };
@@ -226,6 +227,7 @@ static void crash_walk(enum verb v, const char *shim)
 	{
 		struct tdaemon *d = t_daemon_new();
 
+		d->prog = CRASH_PROG;
 		setup(d, v);
 		assert_int_equal(t_daemon_start_argv(d, daemon_args), 0);
 		snapshot(d, before, sizeof(before));
@@ -240,6 +242,7 @@ static void crash_walk(enum verb v, const char *shim)
 		bool acked = false;
 		int rc, st, k = 0;
 
+		d->prog = CRASH_PROG;
 		setup(d, v);
 		snprintf(n_env, sizeof(n_env), "VGPU_CRASH_AT=%u", n);
 		snprintf(lw_env, sizeof(lw_env), "VGPU_LOSTWRITES_DIR=%s", d->state);
@@ -308,6 +311,54 @@ static void test_lost_writes(void **state)
 	crash_walk(V_START, shim_path());
 	crash_walk(V_MODIFY, shim_path());
 	crash_walk(V_STOP, shim_path());
+}
+
+/* Start @prog with VGPU_CRASH_AT=1 and send one mutating request: the exit status if it
+ * exited before or while serving it, -1 if it acknowledged and is still running. */
+static int crash_at_1(const char *prog)
+{
+	struct tdaemon *d = t_daemon_new();
+	char *wrap[] = { "env", "VGPU_CRASH_AT=1", NULL };
+	struct tclient *c;
+	json_object *a, *rep;
+	bool acked = false;
+	int rc, st;
+
+	d->prog = prog;
+	d->wrap = wrap;
+	rc = t_daemon_start_argv(d, daemon_args);
+	d->wrap = NULL;
+	if (rc) {
+		t_daemon_free(d);
+		return rc - 1000;	/* exited while starting */
+	}
+	c = try_client(d);
+	if (c) {
+		a = json_object_new_object();
+		json_object_object_add(a, "num_vfs", json_object_new_int(2));
+		rep = t_exec(c, "set-vfs", a);
+		acked = t_ret(rep) != NULL;
+		json_object_put(rep);
+		t_client_free(c);
+	}
+	/* Acknowledged and still there, or gone: then it has exited (or is exiting). */
+	rc = waitpid(d->pid, &st, acked ? WNOHANG : 0);
+	assert_true(rc == 0 || rc == d->pid);
+	if (rc == d->pid)
+		d->pid = 0;
+	t_daemon_free(d);
+	if (!rc)
+		return -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* The switch is test scaffolding: vgpud-test stops at point 1, the product vgpud runs on
+ * through the same points. */
+static void test_release_ignores_crash_at(void **state)
+{
+	(void)state;
+	assert_int_equal(crash_at_1(CRASH_PROG), CRASH_EXIT);
+	assert_int_equal(crash_at_1("vgpud"), -1);
 }
 
 /* ---- the loader's checks ------------------------------------------------------------------- */
@@ -484,6 +535,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_requests, t_teardown),
 		cmocka_unit_test_teardown(test_loader, t_teardown),
+		cmocka_unit_test_teardown(test_release_ignores_crash_at, t_teardown),
 		cmocka_unit_test_teardown(test_crash_points, t_teardown),
 		cmocka_unit_test_teardown(test_lost_writes, t_teardown),
 	};
