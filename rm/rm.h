@@ -235,7 +235,7 @@ uint64_t rm_object_count(struct rm *rm, unsigned int fn);
 /* Install @fn to be called on a lock-order violation instead of aborting (NULL: abort). */
 void rm_lockdep_set_handler(void (*fn)(const char *what));
 /* Lock ranks, for tests of the validator. */
-enum rm_lock_rank { RM_RANK_API = 1, RM_RANK_CLIENT = 2, RM_RANK_DEVICE = 3 };
+enum rm_lock_rank { RM_RANK_API = 1, RM_RANK_CLIENT = 2, RM_RANK_DEVICE = 3, RM_RANK_ACCT = 4 };
 /* Record taking / dropping a lock of @rank (@key orders locks of one rank). */
 void rm_lockdep_acquire(enum rm_lock_rank rank, uint32_t key);
 void rm_lockdep_release(enum rm_lock_rank rank, uint32_t key);

@@ -50,7 +50,7 @@ int rm_obj_charge(struct rm_client *c)
 	bool log = false;
 	int ret = 0;
 
-	rm_dev_lock(rm);
+	rm_acct_lock(rm, c->fn);
 	lim = f->quota.objects;
 	if (lim && f->objs_used >= lim) {
 		ret = -VGPU_EQUOTA;
@@ -59,7 +59,7 @@ int rm_obj_charge(struct rm_client *c)
 	} else {
 		f->objs_used++;
 	}
-	rm_dev_unlock(rm);
+	rm_acct_unlock(rm, c->fn);
 	/* Once per episode at the limit: a guest hammering it cannot flood the log. */
 	if (log)
 		cmn_warn("VF %u: RM object limit %u reached", c->fn, lim);
@@ -71,12 +71,12 @@ void rm_obj_uncharge(struct rm_client *c)
 	struct rm *rm = c->rm;
 	struct rm_fn *f = &rm->fns[c->fn];
 
-	rm_dev_lock(rm);
+	rm_acct_lock(rm, c->fn);
 	VGPU_ASSERT(f->objs_used > 0);
 	f->objs_used--;
 	if (!f->quota.objects || f->objs_used < f->quota.objects)
 		f->obj_limit_logged = false;
-	rm_dev_unlock(rm);
+	rm_acct_unlock(rm, c->fn);
 }
 
 int rm_handle_take(struct rm_client *c, uint32_t *h)
@@ -173,7 +173,9 @@ static int client_index_take(struct rm *rm, struct rm_fn *f, uint32_t *idx)
 		return -ENOSPC;
 	f->client_cursor = ((uint32_t)got + 1) % max;
 	f->client_map[got / 64] |= 1ull << (got % 64);
+	rm_acct_lock(rm, (unsigned int)(f - rm->fns));
 	f->nr_clients++;
+	rm_acct_unlock(rm, (unsigned int)(f - rm->fns));
 	*idx = (uint32_t)got + 1;	/* index 0 is never a client: handle != range base */
 	return 0;
 }
@@ -215,7 +217,7 @@ int rm_client_alloc(struct rm *rm, unsigned int fn, uint32_t *h_client)
 	if (!rm || fn >= rm->nr_fns || !h_client)
 		return -EINVAL;
 	rm_rcu_enter();
-	rm_api_read(rm);
+	rm_api_read(rm, fn);
 	f = &rm->fns[fn];
 	rm_dev_lock(rm);
 	ret = f->active ? client_index_take(rm, f, &idx) : -ENODEV;
@@ -226,7 +228,9 @@ int rm_client_alloc(struct rm *rm, unsigned int fn, uint32_t *h_client)
 	if (!c) {
 		rm_dev_lock(rm);
 		f->client_map[(idx - 1) / 64] &= ~(1ull << ((idx - 1) % 64));
+		rm_acct_lock(rm, fn);
 		f->nr_clients--;
+		rm_acct_unlock(rm, fn);
 		rm_dev_unlock(rm);
 		ret = -ENOMEM;
 		goto out;
@@ -241,7 +245,7 @@ int rm_client_alloc(struct rm *rm, unsigned int fn, uint32_t *h_client)
 	atomic_fetch_add(&f->nr_objects, 1);
 	*h_client = c->handle;
 out:
-	rm_api_unlock(rm);
+	rm_api_unlock(rm, fn);
 	if (ret)
 		cmn_dbg("rm: client alloc for fn %u: %s", fn, cmn_strerror(ret));
 	return ret;
@@ -262,7 +266,9 @@ void rm_client_destroy_locked(struct rm_client *c)
 	rm_dev_lock(rm);
 	cmn_list_del(&c->fn_link);
 	f->client_map[idx / 64] &= ~(1ull << (idx % 64));
+	rm_acct_lock(rm, c->fn);
 	f->nr_clients--;
+	rm_acct_unlock(rm, c->fn);
 	rm_dev_unlock(rm);
 	atomic_fetch_sub(&f->nr_objects, 1);
 	rm_client_unlock(c);
@@ -278,7 +284,7 @@ int rm_client_free(struct rm *rm, unsigned int fn, uint32_t h_client)
 	if (!rm || fn >= rm->nr_fns)
 		return -EINVAL;
 	rm_rcu_enter();
-	rm_api_read(rm);
+	rm_api_read(rm, fn);
 	ret = rm_client_get(rm, fn, h_client, &c);
 	if (ret)
 		goto out;
@@ -292,6 +298,6 @@ int rm_client_free(struct rm *rm, unsigned int fn, uint32_t h_client)
 	}
 	rm_client_put(c);
 out:
-	rm_api_unlock(rm);
+	rm_api_unlock(rm, fn);
 	return ret;
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/bitops.h"
 #include "common/compiler.h"
 #include "common/err.h"
 #include "common/log.h"
@@ -33,7 +34,9 @@ int rm_chan_reserve(struct rm *rm, unsigned int fn, uint32_t runlist, uint32_t *
 			if (f->chans[i].used)
 				continue;
 			f->chans[i] = (struct rm_chan_rec){ .used = true };
+			rm_acct_lock(rm, fn);
 			f->chans_used++;
+			rm_acct_unlock(rm, fn);
 			*chid = i;
 			ret = 0;
 			break;
@@ -51,7 +54,9 @@ static void chan_unreserve(struct rm *rm, unsigned int fn, uint32_t chid)
 	for (unsigned int rl = 0; rl < VGPU_ARRAY_SIZE(f->runlist); rl++)
 		f->runlist[rl] &= ~(1ull << chid);
 	f->chans[chid] = (struct rm_chan_rec){ 0 };
+	rm_acct_lock(rm, fn);
 	f->chans_used--;
+	rm_acct_unlock(rm, fn);
 	rm_dev_unlock(rm);
 }
 
@@ -338,7 +343,9 @@ int rm_vf_partition_set(struct rm *rm, unsigned int fn, const struct rm_partitio
 	f->base = p->base;
 	f->size = p->size;
 	f->pma = child;
+	rm_acct_lock(rm, fn);
 	f->quota = p->quota;
+	rm_acct_unlock(rm, fn);
 	f->dma = p->dma;
 	f->dma_domain = p->dma_domain;
 	f->sys_map = sys_map;
@@ -404,6 +411,7 @@ int rm_quota_set(struct rm *rm, unsigned int fn, const struct rm_quota *q)
 		return -EINVAL;
 	f = &rm->fns[fn];
 	rm_dev_lock(rm);
+	rm_acct_lock(rm, fn);
 	if ((q->vram && q->vram < f->vram_used) || (q->sysmem && q->sysmem < f->sysmem_used) ||
 	    (q->channels && q->channels < f->chans_used) || (q->clients && q->clients < f->nr_clients) ||
 	    (q->objects && q->objects < f->objs_used))
@@ -412,6 +420,7 @@ int rm_quota_set(struct rm *rm, unsigned int fn, const struct rm_quota *q)
 		ret = -EINVAL;
 	else
 		f->quota = *q;
+	rm_acct_unlock(rm, fn);
 	rm_dev_unlock(rm);
 	return ret;
 }
@@ -429,7 +438,7 @@ int rm_vf_disable(struct rm *rm, unsigned int fn)
 		return -EINVAL;
 	f = &rm->fns[fn];
 	rm_rcu_enter();
-	rm_api_write(rm);
+	rm_api_write(rm, fn);
 	rm_dev_lock(rm);
 	list = calloc(f->nr_clients + 1, sizeof(*list));
 	if (list)
@@ -446,7 +455,7 @@ int rm_vf_disable(struct rm *rm, unsigned int fn)
 		rm_client_unlock(list[i]);
 		rm_client_put(list[i]);
 	}
-	rm_api_unlock(rm);
+	rm_api_unlock(rm, fn);
 	free(list);
 	if (!list)
 		return -ENOMEM;
@@ -490,7 +499,7 @@ int rm_vf_free_disabled(struct rm *rm, unsigned int fn, unsigned int budget)
 	if (!rm || fn >= rm->nr_fns || !budget)
 		return -EINVAL;
 	rm_rcu_enter();
-	rm_api_read(rm);
+	rm_api_read(rm, fn);
 	while (freed < budget && (c = first_disabled(rm, &rm->fns[fn]))) {
 		rm_client_lock(c);
 		if (c->dead) {
@@ -505,7 +514,7 @@ int rm_vf_free_disabled(struct rm *rm, unsigned int fn, unsigned int budget)
 		rm_client_put(c);
 	}
 	c = first_disabled(rm, &rm->fns[fn]);
-	rm_api_unlock(rm);
+	rm_api_unlock(rm, fn);
 	if (c) {
 		rm_client_put(c);
 		return -EINPROGRESS;
@@ -567,18 +576,24 @@ static int rm_cfg_fill(struct rm *rm, const struct rm_config *cfg)
 
 int rm_device_create(const struct rm_config *cfg, struct rm **out)
 {
-	struct rm *rm = calloc(1, sizeof(*rm));
+	/* Aligned: each function's state has cache lines of its own. */
+	struct rm *rm = aligned_alloc(_Alignof(struct rm), cmn_align_up(sizeof(struct rm),
+								     _Alignof(struct rm)));
 	struct gsp_config gc;
 	int ret;
 
 	if (!rm)
 		return -ENOMEM;
+	memset(rm, 0, sizeof(*rm));
 	ret = rm_cfg_fill(rm, cfg);
 	if (ret)
 		goto free_rm;
 	rm_rcu_enter();
-	pthread_rwlock_init(&rm->api_lock, NULL);
 	cmn_mutex_init(&rm->dev_lock);
+	for (unsigned int fn = 0; fn < RM_MAX_FNS; fn++) {
+		pthread_rwlock_init(&rm->fns[fn].api_lock, NULL);
+		cmn_mutex_init(&rm->fns[fn].acct_lock);
+	}
 	rm->clients = cds_lfht_new_flavor(256, 256, 0, CDS_LFHT_AUTO_RESIZE | CDS_LFHT_ACCOUNTING,
 					  &urcu_memb_flavor, NULL);
 	rm->objects = cds_lfht_new_flavor(1024, 1024, 0, CDS_LFHT_AUTO_RESIZE | CDS_LFHT_ACCOUNTING,
@@ -640,7 +655,10 @@ void rm_device_destroy(struct rm *rm)
 	for (unsigned int fn = 0; fn < rm->nr_fns; fn++)
 		free(rm->fns[fn].client_map);
 	cmn_mutex_destroy(&rm->dev_lock);
-	pthread_rwlock_destroy(&rm->api_lock);
+	for (unsigned int fn = 0; fn < RM_MAX_FNS; fn++) {
+		pthread_rwlock_destroy(&rm->fns[fn].api_lock);
+		cmn_mutex_destroy(&rm->fns[fn].acct_lock);
+	}
 	free(rm);
 }
 

@@ -105,7 +105,7 @@ struct rm_mem {
 	uint64_t *pages;		/* VRAM: every page (device addresses) */
 	size_t nr_pages;
 	uint64_t sys_off;		/* SYS: offset in the function's DMA memobj */
-	unsigned int refs;		/* under the device lock */
+	_Atomic unsigned int refs;	/* dups of it; the last put frees it */
 };
 
 struct rm_res {
@@ -155,7 +155,16 @@ struct rm_chan_rec {
 	struct vgpu_rpc_chan cfg;
 };
 
+/* One function's state. Calls of different functions share no lock and no cache line: each
+ * has its own API lock, accounting lock and counters, on lines of its own. */
 struct rm_fn {
+	/* rank API: calls of this function read-hold it; rm_vf_disable() write-holds it */
+	pthread_rwlock_t api_lock;
+	/* rank ACCT (innermost): the quota and every *_used / nr_clients counter below. The
+	 * hot paths (VRAM/sysmem charges, object charges, GET_QUOTA) take it alone; the writers
+	 * of quota, chans_used and nr_clients hold the device lock too, so device-locked code
+	 * may read those without it. */
+	struct cmn_mutex acct_lock;
 	bool active;			/* has a partition (the PF always) */
 	bool busy;			/* a partition change is in progress */
 	uint64_t base, size;
@@ -179,7 +188,7 @@ struct rm_fn {
 	bool obj_limit_logged, client_limit_logged;	/* a refusal was logged since the
 							 * last time below the limit */
 	uint64_t wd_ns;			/* watchdog timeout told to the GSP; 0: its default */
-};
+} __attribute__((aligned(64)));
 
 struct rm {
 	struct rm_config cfg;
@@ -187,7 +196,6 @@ struct rm {
 	struct rm_device_info dev;	/* from cfg.ops->info() */
 	struct gsp *gsp;
 	unsigned int nr_fns, nr_engines;
-	pthread_rwlock_t api_lock;	/* rank API */
 	struct cmn_mutex dev_lock;	/* rank DEVICE: fns[] bookkeeping and records */
 	struct cds_lfht *clients;	/* handle -> rm_client, lock-free lookup */
 	struct cds_lfht *objects;	/* (client, handle) -> rm_res */
@@ -200,9 +208,12 @@ struct rm {
 
 /* ---- rm_lock.c ---- */
 void rm_rcu_enter(void);
-void rm_api_read(struct rm *rm);
-void rm_api_write(struct rm *rm);
-void rm_api_unlock(struct rm *rm);
+void rm_api_read(struct rm *rm, unsigned int fn);
+void rm_api_write(struct rm *rm, unsigned int fn);
+void rm_api_unlock(struct rm *rm, unsigned int fn);
+/* Function @fn's accounting lock (rank ACCT: nothing is taken under it). */
+void rm_acct_lock(struct rm *rm, unsigned int fn);
+void rm_acct_unlock(struct rm *rm, unsigned int fn);
 void rm_client_lock(struct rm_client *c);
 void rm_client_unlock(struct rm_client *c);
 void rm_dev_lock(struct rm *rm);

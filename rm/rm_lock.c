@@ -39,7 +39,8 @@ void rm_lockdep_acquire(enum rm_lock_rank rank, uint32_t key)
 	for (unsigned int i = 0; i < nr_held; i++) {
 		if (held[i].rank > rank)
 			lockdep_report(rank == RM_RANK_API ? "API lock after a client or device lock" :
-				       "client lock after the device lock");
+				       rank == RM_RANK_CLIENT ? "client lock after the device lock" :
+				       "device lock after an accounting lock");
 		else if (held[i].rank == rank && (rank != RM_RANK_CLIENT || held[i].key >= key))
 			lockdep_report(rank == RM_RANK_CLIENT ? "client locks out of handle order" :
 				       "lock taken twice");
@@ -80,6 +81,11 @@ static void rcu_thread_exit(void *arg)
 static void rcu_key_init(void)
 {
 	pthread_key_create(&rcu_key, rcu_thread_exit);
+	/* Every RM object is freed through call_rcu. With the one default queue, all threads
+	 * freeing objects would enqueue on the same cache line; a queue (and worker) per CPU
+	 * keeps calls on different CPUs apart. If that cannot be set up, the default serves. */
+	if (urcu_memb_create_all_cpu_call_rcu_data(0))
+		cmn_info("rm: no per-CPU call_rcu queues, using the shared one");
 }
 
 #if defined(__SANITIZE_THREAD__)
@@ -97,22 +103,34 @@ void rm_rcu_enter(void)
 }
 
 /* ---- locks ---- */
-void rm_api_read(struct rm *rm)
+void rm_api_read(struct rm *rm, unsigned int fn)
 {
-	rm_lockdep_acquire(RM_RANK_API, 0);
-	pthread_rwlock_rdlock(&rm->api_lock);
+	rm_lockdep_acquire(RM_RANK_API, fn);
+	pthread_rwlock_rdlock(&rm->fns[fn].api_lock);
 }
 
-void rm_api_write(struct rm *rm)
+void rm_api_write(struct rm *rm, unsigned int fn)
 {
-	rm_lockdep_acquire(RM_RANK_API, 0);
-	pthread_rwlock_wrlock(&rm->api_lock);
+	rm_lockdep_acquire(RM_RANK_API, fn);
+	pthread_rwlock_wrlock(&rm->fns[fn].api_lock);
 }
 
-void rm_api_unlock(struct rm *rm)
+void rm_api_unlock(struct rm *rm, unsigned int fn)
 {
-	pthread_rwlock_unlock(&rm->api_lock);
-	rm_lockdep_release(RM_RANK_API, 0);
+	pthread_rwlock_unlock(&rm->fns[fn].api_lock);
+	rm_lockdep_release(RM_RANK_API, fn);
+}
+
+void rm_acct_lock(struct rm *rm, unsigned int fn)
+{
+	rm_lockdep_acquire(RM_RANK_ACCT, fn);
+	cmn_mutex_lock(&rm->fns[fn].acct_lock);
+}
+
+void rm_acct_unlock(struct rm *rm, unsigned int fn)
+{
+	cmn_mutex_unlock(&rm->fns[fn].acct_lock);
+	rm_lockdep_release(RM_RANK_ACCT, fn);
 }
 
 void rm_client_lock(struct rm_client *c)

@@ -20,15 +20,16 @@ static int quota_charge(struct rm *rm, unsigned int fn, bool vram, uint64_t byte
 {
 	struct rm_fn *f = &rm->fns[fn];
 	uint64_t *used = vram ? &f->vram_used : &f->sysmem_used;
-	uint64_t lim = vram ? f->quota.vram : f->quota.sysmem;
+	uint64_t lim;
 	int ret = 0;
 
-	rm_dev_lock(rm);
+	rm_acct_lock(rm, fn);
+	lim = vram ? f->quota.vram : f->quota.sysmem;
 	if (lim && (*used + bytes > lim || *used + bytes < *used))
 		ret = -VGPU_EQUOTA;
 	else
 		*used += bytes;
-	rm_dev_unlock(rm);
+	rm_acct_unlock(rm, fn);
 	return ret;
 }
 
@@ -36,9 +37,9 @@ static void quota_uncharge(struct rm *rm, unsigned int fn, bool vram, uint64_t b
 {
 	struct rm_fn *f = &rm->fns[fn];
 
-	rm_dev_lock(rm);
+	rm_acct_lock(rm, fn);
 	*(vram ? &f->vram_used : &f->sysmem_used) -= bytes;
-	rm_dev_unlock(rm);
+	rm_acct_unlock(rm, fn);
 }
 
 /* Check a VRAM request; -EINVAL naming the field that is wrong (guest input: debug log). */
@@ -146,7 +147,7 @@ int rm_mem_vram_alloc(struct rm *rm, unsigned int fn, struct vgpu_rm_vidmem_para
 	m->addr = m->pages[0];
 	m->size = p->size;
 	m->page_size = ps;
-	m->refs = 1;
+	atomic_init(&m->refs, 1);
 	p->addr = m->addr - rm->fns[fn].base;
 	*out = m;
 	return 0;
@@ -228,9 +229,8 @@ free_m:
 
 void rm_mem_get(struct rm *rm, struct rm_mem *m)
 {
-	rm_dev_lock(rm);
-	m->refs++;
-	rm_dev_unlock(rm);
+	(void)rm;
+	atomic_fetch_add_explicit(&m->refs, 1, memory_order_relaxed);
 }
 
 void rm_mem_put(struct rm *rm, struct rm_mem *m)
@@ -238,9 +238,8 @@ void rm_mem_put(struct rm *rm, struct rm_mem *m)
 	struct rm_fn *f = &rm->fns[m->fn];
 	unsigned int left;
 
-	rm_dev_lock(rm);
-	left = --m->refs;
-	rm_dev_unlock(rm);
+	/* Release: this holder's uses of @m happen before the last holder frees it. */
+	left = atomic_fetch_sub_explicit(&m->refs, 1, memory_order_acq_rel) - 1;
 	if (left)
 		return;
 	if (m->aper == VGPU_APER_VRAM) {

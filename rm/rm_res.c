@@ -58,7 +58,7 @@ static int rm_enter(struct rm *rm, unsigned int fn, uint32_t h_client, struct rm
 	if (!rm || fn >= rm->nr_fns)
 		return -EINVAL;
 	rm_rcu_enter();
-	rm_api_read(rm);
+	rm_api_read(rm, fn);
 	ret = rm_client_get(rm, fn, h_client, &c);
 	if (!ret) {
 		rm_client_lock(c);
@@ -68,7 +68,7 @@ static int rm_enter(struct rm *rm, unsigned int fn, uint32_t h_client, struct rm
 			rm_client_put(c);
 		}
 	}
-	rm_api_unlock(rm);
+	rm_api_unlock(rm, fn);
 	if (!ret)
 		*out = c;
 	return ret;
@@ -419,13 +419,13 @@ static int ctrl_quota(struct rm_client *c, struct rm_res *r, void *params, size_
 	struct rm_fn *f = &rm->fns[c->fn];
 
 	(void)r, (void)len, (void)cap;
-	rm_dev_lock(rm);
+	rm_acct_lock(rm, c->fn);
 	*(struct vgpu_rm_quota_info *)params = (struct vgpu_rm_quota_info){
 		.vram_limit = f->quota.vram, .vram_used = f->vram_used,
 		.sysmem_limit = f->quota.sysmem, .sysmem_used = f->sysmem_used,
 		.chan_limit = f->quota.channels, .chan_used = f->chans_used,
 		.client_limit = f->quota.clients, .client_used = f->nr_clients };
-	rm_dev_unlock(rm);
+	rm_acct_unlock(rm, c->fn);
 	return 0;
 }
 
@@ -620,7 +620,7 @@ static int enter_two(struct rm *rm, unsigned int fn, uint32_t ha, uint32_t hb,
 	int ret;
 
 	rm_rcu_enter();
-	rm_api_read(rm);
+	rm_api_read(rm, fn);
 	ret = rm_client_get(rm, fn, ha, a);
 	if (ret)
 		goto out;
@@ -641,7 +641,7 @@ static int enter_two(struct rm *rm, unsigned int fn, uint32_t ha, uint32_t hb,
 		rm_client_put(*b);
 	}
 out:
-	rm_api_unlock(rm);
+	rm_api_unlock(rm, fn);
 	return ret;
 }
 
