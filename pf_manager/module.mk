@@ -1,6 +1,10 @@
 MODULES += pf_manager
 pf_manager_DIR := pf_manager
 pf_manager_DEPS := rm rm_hw rm_gsp pma gpu_model iommu_model ctlclient common
-pf_manager_LDLIBS := -ljson-c -linih -lurcu-memb -lurcu-cds -lurcu-common
-pf_manager_TSAN_TESTS :=
+pf_manager_LDLIBS := -ljson-c -linih -lurcu-memb -lurcu-cds -lurcu-common -lsystemd
+# The service-plane suite runs the TSan vgpud (its per-VF service threads under
+# ThreadSanitizer), with the TSan vgpuctl and GSP beside it.
+pf_manager_TSAN_TESTS := test_vgpud_svc
+$(BUILD)/tsan/tests/pf_manager/test_vgpud_svc: | $(BUILD)/tsan/bin/vgpud $(BUILD)/tsan/bin/vgpuctl \
+	$(BUILD)/tsan/bin/vgpu-gsp
 pf_manager_TEST_HOOKS := 1

@@ -1,0 +1,272 @@
+/* vgpud's service plane, by counts: each VF's mailbox has its own service thread, so a VF
+ * whose RM call is stuck in the GSP holds up nobody else, and a VF flooding malformed
+ * requests and doorbells gets its errors while only its own counters move. Also runs under
+ * ThreadSanitizer against the TSan vgpud (pf_manager_TSAN_TESTS). */
+#include <dirent.h>
+
+#include "pf_test.h"
+#include <vgpu/gpfifo.h>
+#include <vgpu/rm.h>
+
+static char U1[] = "11111111-1111-4111-8111-111111111111";
+static char U2[] = "22222222-2222-4222-8222-222222222222";
+static char U3[] = "33333333-3333-4333-8333-333333333333";
+
+#define VICTIM_CALLS	32
+#define FLOOD_BAD	40	/* malformed requests of each kind */
+#define FLOOD_DB	16	/* doorbells with no channel behind them */
+
+static int setup(void **state)
+{
+	struct tdaemon *d = t_daemon_new();
+
+	*state = d;
+	if (t_daemon_start(d, "--vram", "2G", "--max-vfs", "4", "--spare-vram", "256M", NULL))
+		return -1;
+	if (T_CTL(d, "set-vfs", "3") || T_CTL(d, "define", "-t", "vgpu-256M", "-u", U1) ||
+	    T_CTL(d, "define", "-t", "vgpu-256M", "-u", U2) ||
+	    T_CTL(d, "define", "-t", "vgpu-256M", "-u", U3) ||
+	    T_CTL(d, "start", "-u", U1) || T_CTL(d, "start", "-u", U2) ||
+	    T_CTL(d, "start", "-u", U3))
+		return -1;
+	return 0;
+}
+
+static void attach(struct tdaemon *d, unsigned int vf, struct tguest *g)
+{
+	char path[256];
+
+	snprintf(path, sizeof(path), "%s/vf%u.sock", d->run, vf);
+	assert_int_equal(t_guest_attach(path, g), 0);
+}
+
+/* Push one request without waiting for its reply. */
+static void post(struct tguest *g, uint32_t type, const void *payload, uint32_t len)
+{
+	uint8_t slot[VF_MBOX_SLOT_SIZE];
+	struct vf_msg *m = (struct vf_msg *)slot;
+	uint64_t one = 1;
+
+	memset(slot, 0, sizeof(slot));
+	m->type = type;
+	m->seq = ++g->seq;
+	m->length = len;
+	if (payload && len <= VF_MSG_MAX_PAYLOAD)
+		memcpy(m + 1, payload, len);
+	assert_int_equal(cmn_ring_push(&g->req, slot, sizeof(slot)), 0);
+	assert_int_equal(write(g->to_host[VF_VEC_MBOX], &one, sizeof(one)), (ssize_t)sizeof(one));
+}
+
+/* One RM call and its reply (the test fails on a mailbox-level error). */
+static struct vgpu_rm_reply rm_call(struct tguest *g, const void *req, uint32_t len)
+{
+	uint8_t rep[VF_MSG_MAX_PAYLOAD];
+	struct vgpu_rm_reply rp;
+	uint32_t got = 0;
+
+	assert_int_equal(t_guest_call(g, VF_MSG_RM, req, len, rep, sizeof(rep), &got), 0);
+	assert_true(got >= sizeof(rp));
+	memcpy(&rp, rep, sizeof(rp));
+	return rp;
+}
+
+static struct vgpu_rm_msg rm_hdr(uint32_t op, uint32_t len)
+{
+	return (struct vgpu_rm_msg){ .magic = (uint32_t)VGPU_RM_MSG_MAGIC,
+				     .abi_version = VGPU_ABI_VERSION, .op = op, .length = len };
+}
+
+/* Client, device and subdevice: the subdevice's handle in *@hsub, the client's returned. */
+static uint32_t rm_subdevice(struct tguest *g, uint32_t *hsub)
+{
+	struct vgpu_rm_msg c = rm_hdr(VGPU_RM_OP_ALLOC_CLIENT, sizeof(c));
+	struct vgpu_rm_alloc a = { .hdr = rm_hdr(VGPU_RM_OP_ALLOC, sizeof(a)) };
+	struct vgpu_rm_reply rp = rm_call(g, &c, sizeof(c));
+	uint32_t hc = rp.handle;
+
+	assert_int_equal(rp.status, 0);
+	a.h_client = hc;
+	a.h_parent = hc;
+	a.h_class = VGPU_RM_CLASS_DEVICE;
+	rp = rm_call(g, &a, sizeof(a));
+	assert_int_equal(rp.status, 0);
+	a.h_parent = rp.handle;
+	a.h_class = VGPU_RM_CLASS_SUBDEVICE;
+	rp = rm_call(g, &a, sizeof(a));
+	assert_int_equal(rp.status, 0);
+	*hsub = rp.handle;
+	return hc;
+}
+
+/* A GSP_ECHO control message of @plen parameter bytes into @buf; its length. */
+static uint32_t rm_echo_msg(uint8_t *buf, uint32_t hc, uint32_t hsub, uint32_t plen)
+{
+	struct vgpu_rm_control *m = (struct vgpu_rm_control *)buf;
+
+	*m = (struct vgpu_rm_control){ .hdr = rm_hdr(VGPU_RM_OP_CONTROL,
+						     (uint32_t)sizeof(*m) + plen),
+				       .h_client = hc, .h_object = hsub,
+				       .cmd = VGPU_RM_CTRL_GSP_ECHO, .params_len = plen };
+	memset(m + 1, 0x5a, plen);
+	return m->hdr.length;
+}
+
+/* The pid of @daemon's child vgpu-gsp (any of its threads may have spawned it). */
+static pid_t gsp_pid(pid_t daemon)
+{
+	char path[320], buf[256];
+	struct dirent *e;
+	pid_t found = 0;
+	DIR *dir;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)daemon);
+	dir = opendir(path);
+	assert_non_null(dir);
+	while (!found && (e = readdir(dir))) {
+		FILE *f;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/children", (int)daemon, e->d_name);
+		f = fopen(path, "r");
+		if (f && fgets(buf, sizeof(buf), f))
+			found = (pid_t)atoi(buf);
+		if (f)
+			fclose(f);
+	}
+	closedir(dir);
+	assert_true(found > 0);
+	return found;
+}
+
+/* query-stats of @vf: rpc.ok, rpc.errors, doorbell invalid + disabled (DB_BAD). */
+static void vf_stats(struct tclient *c, unsigned int vf, uint64_t *ok, uint64_t *err,
+		     uint64_t *db_bad)
+{
+	json_object *a = json_object_new_object(), *rep, *arr, *o, *rpc, *db;
+
+	json_object_object_add(a, "vf", json_object_new_int((int)vf));
+	rep = t_exec(c, "query-stats", a);
+	assert_true(json_object_object_get_ex(t_ret(rep), "vfs", &arr));
+	o = json_object_array_get_idx(arr, 0);
+	assert_non_null(o);
+	assert_true(json_object_object_get_ex(o, "rpc", &rpc));
+	assert_true(json_object_object_get_ex(o, "doorbell", &db));
+	*ok = t_get_u64(rpc, "ok");
+	*err = t_get_u64(rpc, "errors");
+	*db_bad = t_get_u64(db, "invalid") + t_get_u64(db, "disabled");
+	json_object_put(rep);
+}
+
+/* VF 1's RM call is held in a stopped GSP; VF 2's pings and VF 3's info requests are all
+ * answered meanwhile, and VF 1 gets its reply once the GSP runs again. With one thread for
+ * every mailbox, VF 2's first ping would wait for VF 1's call to end. */
+static void test_victim_served_while_gsp_held(void **state)
+{
+	struct tdaemon *d = *state;
+	struct tguest g1, g2, g3;
+	uint8_t msg[VF_MSG_MAX_PAYLOAD], slot[VF_MBOX_SLOT_SIZE];
+	uint32_t hc, hsub, len;
+	struct vf_msg *rsp = (struct vf_msg *)slot;
+	struct vf_msg_info info;
+	pid_t gsp = gsp_pid(d->pid);
+	char echo[32];
+	uint32_t got;
+
+	attach(d, 1, &g1);
+	attach(d, 2, &g2);
+	attach(d, 3, &g3);
+	hc = rm_subdevice(&g1, &hsub);
+	len = rm_echo_msg(msg, hc, hsub, 256);
+	assert_int_equal(rm_call(&g1, msg, len).status, 0);	/* it works through the GSP */
+	assert_int_equal(kill(gsp, SIGSTOP), 0);	/* the gate: no RPC completes */
+	post(&g1, VF_MSG_RM, msg, len);
+	/* VF 1's service thread has taken the request and is in its RM call. */
+	while (cmn_ring_count(&g1.req))
+		usleep(1000);
+	for (unsigned int i = 0; i < VICTIM_CALLS; i++) {
+		snprintf(echo, sizeof(echo), "victim %u", i);
+		assert_int_equal(t_guest_call(&g2, VF_MSG_PING, echo, sizeof(echo), NULL, 0, &got),
+				 0);
+		assert_int_equal(got, sizeof(echo));
+		assert_int_equal(t_guest_call(&g3, VF_MSG_GET_INFO, NULL, 0, &info, sizeof(info),
+					      &got), 0);
+		assert_int_equal(info.vf_id, 3);
+	}
+	/* VF 1 is still held at the gate (its call cannot end before the GSP's deadline). */
+	assert_int_equal(cmn_ring_count(&g1.rsp), 0);
+	assert_int_equal(kill(gsp, SIGCONT), 0);
+	assert_int_equal(t_guest_wait(&g1, VF_VEC_MBOX), 0);
+	assert_int_equal(cmn_ring_pop(&g1.rsp, slot), 0);
+	assert_int_equal(rsp->seq, g1.seq);
+	t_guest_detach(&g1);
+	t_guest_detach(&g2);
+	t_guest_detach(&g3);
+}
+
+/* VF 1 floods malformed requests (unknown type, oversized, bad RM messages) and doorbells
+ * naming no channel: every request is answered with an error, and only VF 1's RPC_ERR and
+ * DB_BAD move; VF 2, served in between, has only successes. */
+static void test_malformed_flood_isolated(void **state)
+{
+	struct tdaemon *d = *state;
+	struct tclient *c = t_client(d, true);
+	struct tguest g1, g2;
+	struct vgpu_rm_msg bad = { .magic = 0, .abi_version = VGPU_ABI_VERSION,
+				   .op = VGPU_RM_OP_ALLOC_CLIENT, .length = sizeof(bad) };
+	struct vgpu_doorbell_page *db;
+	uint64_t ok1, err1, bad1, ok2, err2, bad2, ok3, err3, bad3, one = 1;
+	uint8_t junk[VF_MBOX_SLOT_SIZE];
+	struct vgpu_rm_reply rp;
+
+	attach(d, 1, &g1);
+	attach(d, 2, &g2);
+	vf_stats(c, 1, &ok1, &err1, &bad1);
+	vf_stats(c, 2, &ok2, &err2, &bad2);
+	vf_stats(c, 3, &ok3, &err3, &bad3);
+	assert_true(err1 == 0 && err2 == 0 && err3 == 0);
+	assert_true(bad1 == 0 && bad2 == 0 && bad3 == 0);
+	memset(junk, 0xa5, sizeof(junk));
+	db = (struct vgpu_doorbell_page *)(g1.bar + g1.hdr->db_off);
+	for (unsigned int i = 0; i < FLOOD_BAD; i++) {
+		assert_int_equal(t_guest_call(&g1, 0x7000 + i, NULL, 0, NULL, 0, NULL),
+				 -EOPNOTSUPP);
+		assert_int_equal(t_guest_call(&g1, VF_MSG_PING, junk, VF_MBOX_SLOT_SIZE, NULL, 0,
+					      NULL), -EMSGSIZE);
+		assert_int_equal(t_guest_call(&g1, VF_MSG_RM, &bad, sizeof(bad), &rp, sizeof(rp),
+					      NULL), 0);
+		assert_true(rp.status < 0);	/* bad magic: refused by the RM */
+		if (i < FLOOD_DB && vgpu_doorbell_write(db, 0x00ffffffu - i))
+			assert_int_equal(write(g1.to_host[VF_VEC_GPU], &one, sizeof(one)),
+					 (ssize_t)sizeof(one));
+		assert_int_equal(t_guest_call(&g2, VF_MSG_PING, "ok", 3, NULL, 0, NULL), 0);
+	}
+	/* The device counts the doorbells as it consumes them. */
+	for (int i = 0; i < 5000 && bad1 < FLOOD_DB; i++) {
+		vf_stats(c, 1, &ok1, &err1, &bad1);
+		if (bad1 < FLOOD_DB)
+			usleep(2000);
+	}
+	vf_stats(c, 1, &ok1, &err1, &bad1);
+	vf_stats(c, 2, &ok2, &err2, &bad2);
+	vf_stats(c, 3, &ok3, &err3, &bad3);
+	assert_true(err1 == 3 * FLOOD_BAD);
+	assert_true(ok1 == 0);
+	assert_true(bad1 == FLOOD_DB);
+	assert_true(ok2 == FLOOD_BAD && err2 == 0 && bad2 == 0);
+	assert_true(ok3 == 0 && err3 == 0 && bad3 == 0);
+	t_guest_detach(&g1);
+	t_guest_detach(&g2);
+	t_client_free(c);
+}
+
+int main(void)
+{
+	const struct CMUnitTest t[] = {
+		cmocka_unit_test_setup_teardown(test_victim_served_while_gsp_held, setup,
+						t_teardown),
+		cmocka_unit_test_setup_teardown(test_malformed_flood_isolated, setup, t_teardown),
+	};
+
+	return cmocka_run_group_tests_name("vgpud_svc", t, NULL, NULL);
+}
