@@ -44,7 +44,7 @@ gspdir         := $(libexecdir)/vgpu
 # x86-64-v2 (2009+: popcnt, sse4.2): bit counting is on the allocator hot path.
 ARCH_CFLAGS   := $(if $(filter x86_64,$(shell uname -m)),-march=x86-64-v2)
 CFLAGS_COMMON := -std=gnu11 -Wall -Wextra -Werror -g -pthread -D_GNU_SOURCE $(ARCH_CFLAGS) \
-		 -Iinclude -I. -MMD -MP
+		 -Iinclude -I. -MMD -MP $(if $(VERSION),-DVGPU_VERSION='"$(VERSION)"')
 # A distribution's hardening flags (debian/rules passes dpkg-buildflags' here): rel only.
 CFLAGS_rel    := -O2 $(DISTRO_CFLAGS)
 CFLAGS_asan   := -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -DCMN_LOCKDEP \

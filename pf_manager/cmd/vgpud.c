@@ -9,6 +9,11 @@
 #include "common/log.h"
 #include "pf_manager/pf_manager.h"
 
+/* The release (the Makefile passes debian/changelog's version). */
+#ifndef VGPU_VERSION
+#define VGPU_VERSION	"1.0"
+#endif
+
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -105,7 +110,7 @@ int main(int argc, char **argv)
 		else if (c == 'h')
 			return usage(stdout), 0;
 		else if (c == 'V')
-			return printf("vgpud 1.0\n"), 0;
+			return printf("vgpud %s\n", VGPU_VERSION), 0;
 		else if (c == '?')
 			return usage(stderr), 2;
 	}

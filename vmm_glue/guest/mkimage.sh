@@ -42,7 +42,22 @@ if [ -z "$deb" ]; then
 	      awk '/Depends: linux-image-[0-9]/ { print $2; exit }')
 	[ -n "$pkg" ] || unavailable "apt-cache knows no linux-image-amd64 dependency (run apt-get update)"
 	tmp=$(mktemp -d "$out/dl.XXXXXX")
-	if ! (cd "$tmp" && apt-get download "$pkg" >/dev/null 2>"$tmp/err"); then
+	# The kernel package is tens of MiB: say what is fetched and how far it got, every 2 s
+	# (on a terminal in place, else one line each).
+	size=$(apt-cache show "$pkg" 2>/dev/null | awk '/^Size:/ { print $2; exit }')
+	echo "mkimage: downloading $pkg ($(( ${size:-0} >> 20 )) MiB) from the Debian archive"
+	(cd "$tmp" && exec apt-get download "$pkg" >/dev/null 2>"$tmp/err") &
+	dl=$!
+	[ -t 1 ] && eol='\r' || eol='\n'
+	while kill -0 "$dl" 2>/dev/null; do
+		sleep 2
+		have=$(du -sk "$tmp" 2>/dev/null | cut -f1)
+		[ -n "$size" ] && [ "$size" -gt 0 ] &&
+			printf "mkimage: %s: %d of %d MiB (%d%%)$eol" "$pkg" $(( ${have:-0} >> 10 )) \
+				$(( size >> 20 )) $(( ${have:-0} * 1024 * 100 / size ))
+	done
+	[ "$eol" = '\n' ] || echo
+	if ! wait "$dl"; then
 		why=$(tail -1 "$tmp/err")
 		rm -rf "$tmp"
 		unavailable "apt-get download $pkg failed: $why"
