@@ -386,6 +386,28 @@ static json_object *reply_error(json_object *id, const char *cls, struct pf_err 
 	return r;
 }
 
+/* The log fields of a command about one slice or VF ("uuid" or "vf" in its arguments):
+ * the journal gets them as VGPU_UUID / VGPU_VF on every line the command logs. A start
+ * names its VF itself once it has one. */
+static void log_scope_from(struct pf_daemon *d, json_object *args)
+{
+	char norm[PF_UUID_STR];
+	const struct pf_slice *s = NULL;
+	json_object *v;
+	unsigned int vf = 0;
+
+	if (json_object_object_get_ex(args, "uuid", &v) && json_object_is_type(v, json_type_string) &&
+	    !ctlc_uuid_parse(json_object_get_string(v), norm, NULL))
+		s = pf_slice_find(d, norm);
+	if (json_object_object_get_ex(args, "vf", &v) && json_object_is_type(v, json_type_int) &&
+	    json_object_get_int(v) > 0 && json_object_get_int(v) <= PF_MAX_VFS)
+		vf = (unsigned int)json_object_get_int(v);
+	if (s)
+		cmn_log_scope_set(s->vf, s->uuid);
+	else if (vf)
+		cmn_log_scope_set(vf, d->vfs[vf] ? d->vfs[vf]->uuid : NULL);
+}
+
 static const struct pf_cmd *cmd_find(const char *name)
 {
 	for (unsigned int i = 0; i < VGPU_ARRAY_SIZE(pf_cmds); i++)
@@ -460,7 +482,9 @@ json_object *pf_command(struct pf_daemon *d, struct pf_client *c, json_object *r
 		return reply_error(id, "PermissionDenied", &e);
 	}
 	ret = json_object_new_object();
+	log_scope_from(d, args);
 	r = cmd->fn(d, args, dry, ret, &e);
+	cmn_log_scope_clear();
 	if (r) {
 		json_object_put(ret);
 		if (!e.f.msg[0])

@@ -13,8 +13,11 @@
 #include <string.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
+
+#include <systemd/sd-journal.h>
 
 #include "common/clock.h"
 #include "common/log.h"
@@ -23,7 +26,7 @@
 #define PF_POLL_MS	100	/* the control socket's sweep (negotiation deadlines) */
 #define PF_MAX_POLL	(2 + PF_MAX_CLIENTS + PF_MAX_VFS * PF_EP_MAX_POLLFDS)
 
-/* ---- systemd: readiness and the journal, without libsystemd ----------------------------- */
+/* ---- systemd: readiness (its datagram), the journal (libsystemd) ------------------------- */
 
 static int sd_send(const char *env, const char *msg, size_t len)
 {
@@ -52,50 +55,44 @@ static void sd_notify_str(const char *msg)
 	sd_send("NOTIFY_SOCKET", msg, strlen(msg));
 }
 
-/* Copy the first "<prefix><token>" of @msg (token up to a space or colon) into @out. */
-static bool field_from(const char *msg, const char *prefix, char *out, size_t len)
-{
-	const char *p = strstr(msg, prefix);
-	size_t n = 0;
-
-	if (!p)
-		return false;
-	p += strlen(prefix);
-	while (p[n] && p[n] != ' ' && p[n] != ':' && p[n] != ')' && n + 1 < len)
-		n++;
-	memcpy(out, p, n);
-	out[n] = 0;
-	return n > 0;
-}
-
-static void journal_sink(enum cmn_log_level level, const char *msg, void *ctx)
+/* One journal entry per record through libsystemd: sd_journal_sendv sends a MESSAGE with
+ * newlines in the native protocol's length-prefixed form, so the entry stays whole.
+ * VGPU_VF and VGPU_UUID come from the record's fields (`journalctl VGPU_VF=3` finds one
+ * VF's story); if the journal cannot be reached, stderr with <N> priority prefixes. */
+static void journal_sink(const struct cmn_log_rec *r, void *ctx)
 {
 	static const int prio[] = { 3, 4, 6, 7 };
-	char buf[2048], vf[16], uuid[40];
-	int n;
+	char p[16], vf[24], uuid[64], *msg = NULL;
+	struct iovec iov[5];
+	int n = 0;
 
 	(void)ctx;
-	n = snprintf(buf, sizeof(buf), "SYSLOG_IDENTIFIER=vgpud\nPRIORITY=%d\nMESSAGE=%s\n",
-		     prio[level], msg);
-	/* Structured fields so `journalctl VGPU_VF=3` finds one VF's story. */
-	if (n > 0 && n < (int)sizeof(buf) && field_from(msg, "VF ", vf, sizeof(vf)))
-		n += snprintf(buf + n, sizeof(buf) - (size_t)n, "VGPU_VF=%s\n", vf);
-	if (n > 0 && n < (int)sizeof(buf) && field_from(msg, "slice ", uuid, sizeof(uuid)))
-		n += snprintf(buf + n, sizeof(buf) - (size_t)n, "VGPU_UUID=%s\n", uuid);
-	if (n <= 0 || n >= (int)sizeof(buf) ||
-	    sd_send("VGPUD_JOURNAL_SOCKET", buf, (size_t)n))
-		fprintf(stderr, "<%d>%s\n", prio[level], msg);
+	if (asprintf(&msg, "MESSAGE=%s", r->msg) < 0)
+		msg = NULL;
+	snprintf(p, sizeof(p), "PRIORITY=%d", prio[r->level]);
+	iov[n++] = (struct iovec){ .iov_base = "SYSLOG_IDENTIFIER=vgpud", .iov_len = 23 };
+	iov[n++] = (struct iovec){ .iov_base = p, .iov_len = strlen(p) };
+	if (msg)
+		iov[n++] = (struct iovec){ .iov_base = msg, .iov_len = strlen(msg) };
+	if (r->vf) {
+		snprintf(vf, sizeof(vf), "VGPU_VF=%u", r->vf);
+		iov[n++] = (struct iovec){ .iov_base = vf, .iov_len = strlen(vf) };
+	}
+	if (r->uuid) {
+		snprintf(uuid, sizeof(uuid), "VGPU_UUID=%s", r->uuid);
+		iov[n++] = (struct iovec){ .iov_base = uuid, .iov_len = strlen(uuid) };
+	}
+	if (!msg || sd_journal_sendv(iov, n) < 0)
+		fprintf(stderr, "<%d>%s\n", prio[r->level], r->msg);
+	free(msg);
 }
 
 static void pf_log_setup(void)
 {
-	/* Under systemd (JOURNAL_STREAM set) log natively with fields, falling back to
-	 * stderr with <N> priority prefixes; elsewhere the plain stderr logger stays. */
-	if (!getenv("JOURNAL_STREAM"))
-		return;
-	if (!getenv("VGPUD_JOURNAL_SOCKET"))
-		setenv("VGPUD_JOURNAL_SOCKET", "/run/systemd/journal/socket", 0);
-	cmn_log_set_sink(journal_sink, NULL);
+	/* Under systemd (JOURNAL_STREAM set) log natively with fields; elsewhere the plain
+	 * stderr logger stays. */
+	if (getenv("JOURNAL_STREAM"))
+		cmn_log_set_rec_sink(journal_sink, NULL);
 }
 
 /* ---- lifetime ----------------------------------------------------------------------------- */

@@ -550,8 +550,8 @@ int pf_slice_start(struct pf_daemon *d, struct pf_slice *s, struct pf_err *e)
 		return cmn_fail(&e->f, r, "slice %s: cannot write the journal: %s", s->uuid,
 			       cmn_strerror(r));
 	}
-	cmn_info("slice %s started on VF %u: %" PRIu64 " MiB VRAM at %#" PRIx64, s->uuid, vf,
-		  s->prov.vram >> 20, base);
+	cmn_log_vf(VGPU_LOG_INFO, vf, s->uuid, "slice %s started on VF %u: %" PRIu64 " MiB VRAM at %#"
+		   PRIx64, s->uuid, vf, s->prov.vram >> 20, base);
 	pf_event(d, "SLICE_STARTED", pf_slice_json(d, s));
 	return 0;
 }
@@ -734,7 +734,7 @@ int pf_slice_stop_cmd(struct pf_daemon *d, json_object *args, bool dry, json_obj
 		return cmn_fail(&e->f, r, "slice %s: cannot write the journal: %s", s->uuid,
 			       cmn_strerror(r));
 	pf_slice_stop(d, s);
-	cmn_info("slice %s stopped (VF %u released)", s->uuid, vf);
+	cmn_log_vf(VGPU_LOG_INFO, vf, s->uuid, "slice %s stopped (VF %u released)", s->uuid, vf);
 	pf_event(d, "SLICE_STOPPED", pf_slice_json(d, s));
 	return 0;
 }

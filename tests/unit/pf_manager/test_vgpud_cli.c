@@ -559,30 +559,69 @@ static void test_autostart_owner(void **state)
 	assert_int_equal(T_CTL(d, "undefine", "-u", U1), 0);	/* root without a token */
 }
 
-/* Under systemd: READY=1 on $NOTIFY_SOCKET once listening, journal entries with the VF. */
+/* The journal's native protocol: field @key of datagram @buf (@len bytes), in either form
+ * ("KEY=value\n", or "KEY\n" + 64-bit little-endian length + value + "\n" for values
+ * with newlines), into @out. */
+static bool journal_field(const char *buf, size_t len, const char *key, char *out, size_t max)
+{
+	size_t k = strlen(key);
+
+	for (size_t i = 0; i < len;) {
+		const char *line = buf + i, *nl = memchr(line, '\n', len - i);
+		size_t end = nl ? (size_t)(nl - buf) : len;
+
+		if (end - i == k && !memcmp(line, key, k) && end + 9 <= len) {	/* binary form */
+			uint64_t n = 0;
+
+			for (int b = 0; b < 8; b++)
+				n |= (uint64_t)(unsigned char)buf[end + 1 + b] << (8 * b);
+			if (end + 9 + n > len)
+				return false;
+			snprintf(out, max, "%.*s", (int)n, buf + end + 9);
+			return true;
+		}
+		if (end - i > k && !memcmp(line, key, k) && line[k] == '=') {
+			snprintf(out, max, "%.*s", (int)(end - i - k - 1), line + k + 1);
+			return true;
+		}
+		if (end - i == k && !memcmp(line, key, k))
+			return false;
+		i = end + 1;
+	}
+	return false;
+}
+
+/* Under systemd: READY=1 on $NOTIFY_SOCKET once listening, journal entries (sent by
+ * libsystemd to /run/systemd/journal/socket, here a socket of the test's bound there in
+ * vgpud's own mount namespace) with the VF and slice as fields, a message with a newline
+ * whole in one entry. */
 static void test_systemd(void **state)
 {
 	struct tdaemon *d = t_daemon_new();
 	struct sockaddr_un n = { .sun_family = AF_UNIX }, j = { .sun_family = AF_UNIX };
 	int nfd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	int jfd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	char buf[4096];
-	bool ready = false, vf_field = false;
+	char buf[4096], jdir[80], val[512];
+	char *const wrap[] = { "unshare", "-m", "--propagation", "private", "sh", "-c",
+			       "mount -t tmpfs tmpfs /run/systemd && mkdir /run/systemd/journal && "
+			       "mount --bind \"$0\" /run/systemd/journal && exec \"$@\"", jdir, NULL };
+	bool ready = false, vf_field = false, whole = false;
 	ssize_t len;
 
 	(void)state;
 	snprintf(n.sun_path, sizeof(n.sun_path), "%s/notify", d->root);
-	snprintf(j.sun_path, sizeof(j.sun_path), "%s/journal", d->root);
+	snprintf(jdir, sizeof(jdir), "%.64s/journal", d->root);
+	assert_int_equal(mkdir(jdir, 0755), 0);
+	snprintf(j.sun_path, sizeof(j.sun_path), "%s/socket", jdir);
 	assert_int_equal(bind(nfd, (struct sockaddr *)&n, sizeof(n)), 0);
 	assert_int_equal(bind(jfd, (struct sockaddr *)&j, sizeof(j)), 0);
 	setenv("NOTIFY_SOCKET", n.sun_path, 1);
 	setenv("JOURNAL_STREAM", "8:1234", 1);
-	setenv("VGPUD_JOURNAL_SOCKET", j.sun_path, 1);
+	d->wrap = wrap;
 	assert_int_equal(t_daemon_start(d, "--vram", "2G", "--max-vfs", "2", "--log-level", "info",
 					NULL), 0);
 	unsetenv("NOTIFY_SOCKET");
 	unsetenv("JOURNAL_STREAM");
-	unsetenv("VGPUD_JOURNAL_SOCKET");
 	for (int i = 0; i < 50 && !ready; i++) {
 		struct pollfd p = { .fd = nfd, .events = POLLIN };
 
@@ -605,6 +644,16 @@ static void test_systemd(void **state)
 		}
 	}
 	assert_true(vf_field);
+	/* A refused define logs the request's type, newline and all: one entry, whole. */
+	assert_int_equal(T_CTL(d, "define", "-t", "no\ntype", "-u", U2), 2);
+	for (int i = 0; i < 200 && !whole; i++) {
+		struct pollfd p = { .fd = jfd, .events = POLLIN };
+
+		if (poll(&p, 1, 100) == 1 && (len = recv(jfd, buf, sizeof(buf) - 1, 0)) > 0)
+			whole = journal_field(buf, (size_t)len, "MESSAGE", val, sizeof(val)) &&
+				strstr(val, "no\ntype") && strstr(val, "refused");
+	}
+	assert_true(whole);
 	close(nfd);
 	close(jfd);
 	t_daemon_free(d);
