@@ -188,7 +188,7 @@ tsan: $(TSAN_TESTS)
 # What the build and the tests need (doc/dependencies.md says why each is here); what
 # `make deb` and tests/tools/clean-machine.sh need besides.
 DEB_PACKAGES := build-essential pkg-config libcmocka-dev liburcu-dev libjson-c-dev libinih-dev \
-		libxml2-dev clang libclang-rt-dev \
+		libxml2-dev libsystemd-dev clang libclang-rt-dev librsvg2-bin \
 		valgrind qemu-system-x86 busybox-static cpio xz-utils libxml2-utils \
 		libvirt-dev libvirt-daemon-system libvirt-daemon-driver-qemu libvirt-clients \
 		libsystemd-dev librsvg2-bin

@@ -136,6 +136,8 @@ manpage_example_accepted() {
 	sed -n '/^\.SH CONFIGURATION/,/^\.fi/p' "$here/doc/vgpud.8" | sed -e '1,/^\.nf/d' \
 		-e '/^\.fi/d' -e 's/\\-/-/g' >"$tmp/example.conf"
 	grep -q '^admin_group = vgpu' "$tmp/example.conf" &&
+	# the page shows the shipped file (less its leading comments)
+	grep -v '^;' "$here/dist/vgpud.conf" | diff - "$tmp/example.conf" &&
 	start_vgpud example /usr/local/sbin/vgpud --config "$tmp/example.conf" &&
 	/usr/local/sbin/vgpuctl status >/dev/null &&
 	stop_vgpud
@@ -176,7 +178,7 @@ check "units and hook name the installed paths" units_name_installed_paths
 check "the installed tree is mounted on /usr/local" enter_installed
 check "vgpud.service's ExecStart serves slices with the shipped config" \
 	unit_execstart_serves_slices
-check "the example configuration in vgpud(8) is accepted as written" manpage_example_accepted
+check "vgpud(8)'s example is the shipped file and is accepted as written" manpage_example_accepted
 check "a bad config value exits 2 naming file, line and key" bad_value_names_line
 check "a missing config file exits 2" missing_config_is_2
 check "vgpud and vgpuctl --version are debian/changelog's version" version_is_the_package
