@@ -14,6 +14,9 @@
 #include "common/lock.h"
 #include "gpu_model/gpu.h"
 #include "rm/gsp/gsp.h"
+#ifdef VGPU_TEST_HOOKS
+#include "rm/gsp/gsp_test_rpc.h"
+#endif
 
 struct gsp_fw;
 
@@ -27,10 +30,23 @@ struct gsp_fw_lane_faults {
 	uint32_t reply_corrupt, reply_crash;	/* the reply being written (lane thread) */
 };
 
+/* The watchdog's test clock (WD_TICK). A lane thread asks for a tick and waits; the main
+ * loop, which alone touches the watchdog's records, runs the pass and answers it. */
+struct gsp_fw_wd_clock {
+	struct cmn_mutex lock;		/* protects the rest */
+	pthread_cond_t cv;		/* a tick answered, or the asking slot free again */
+	bool on;			/* passes run only on ticks */
+	uint64_t now;			/* the test clock; 0: not started */
+	uint64_t asked, answered;	/* ticks */
+	struct vgpu_rpc_wd_tick req;	/* the tick asked */
+	struct vgpu_rpc_wd_state rep;	/* its answer */
+};
+
 /* Faults armed for the whole GSP. */
 struct gsp_fw_faults {
 	_Atomic bool hang;
 	_Atomic uint64_t slow_ns[64];	/* per gfid */
+	struct gsp_fw_wd_clock wd_clock;
 };
 #endif
 
@@ -89,6 +105,7 @@ struct gsp_fw {
 	uint64_t seen_errors[GPU_MAX_FNS][GPU_FN_MAX_CHANNELS];
 	struct gsp_fw_wd wd[GPU_MAX_FNS][GPU_FN_MAX_CHANNELS];
 	_Atomic uint64_t wd_ns[GPU_MAX_FNS];	/* per function watchdog timeout; 0: default */
+	uint64_t wd_hung;		/* HUNG records posted (main thread) */
 };
 
 /* A reply being produced by an RPC handler. */
@@ -100,6 +117,8 @@ struct gsp_fw_reply {
 /* Exit the process at once, as firmware dies: no atexit handlers, no sanitizer epilogue
  * that could wait for locks other threads hold. */
 _Noreturn void gsp_fw_die(int code);
+/* One watchdog pass over every function's channels at time @now (main thread). */
+void gsp_fw_watchdog(struct gsp_fw *s, uint64_t now);
 /* Post one event record carrying @d0, waiting a little for space (then dropped). */
 void gsp_fw_event(struct gsp_fw *s, uint32_t type, uint32_t gfid, uint64_t d0);
 /* Make ln->rep hold at least @len bytes; 0 or -ENOMEM. */
@@ -111,6 +130,14 @@ int gsp_fw_rpc_blob(struct gsp_fw_lane *ln, const void *req, size_t len,
 		    struct gsp_fw_reply *out);
 int gsp_fw_rpc_inject(struct gsp_fw_lane *ln, const void *req, size_t len,
 		      struct gsp_fw_reply *out);
+int gsp_fw_rpc_wd_tick(struct gsp_fw_lane *ln, const void *req, size_t len,
+		       struct gsp_fw_reply *out);
+/* Set up and tear down the hooks' own state. */
+void gsp_fw_hook_init(struct gsp_fw *s);
+void gsp_fw_hook_fini(struct gsp_fw *s);
+/* The main loop's watchdog turn: true if the test clock has it (a tick asked was run and
+ * answered, or none was asked); false: run the pass on the GSP's clock. */
+bool gsp_fw_hook_watchdog(struct gsp_fw *s);
 /* Every lane stopped (HANG) or @ln's reading stalled (STALL): the lane thread waits. */
 bool gsp_fw_hook_paused(struct gsp_fw_lane *ln);
 /* HANG: the heartbeat and the device polling stop too. */
@@ -124,7 +151,10 @@ void gsp_fw_hook_reply_begin(struct gsp_fw_lane *ln);
  * (CRASH_MID_REPLY). */
 bool gsp_fw_hook_reply_write(struct gsp_fw_lane *ln, size_t bytes, uint32_t elems);
 #else
-/* A release GSP has no faults to apply. */
+/* A release GSP has no faults to apply and its watchdog runs on its own clock. */
+static inline void gsp_fw_hook_init(struct gsp_fw *s) { (void)s; }
+static inline void gsp_fw_hook_fini(struct gsp_fw *s) { (void)s; }
+static inline bool gsp_fw_hook_watchdog(struct gsp_fw *s) { (void)s; return false; }
 static inline bool gsp_fw_hook_paused(struct gsp_fw_lane *ln) { (void)ln; return false; }
 static inline bool gsp_fw_hook_hung(struct gsp_fw *s) { (void)s; return false; }
 static inline void gsp_fw_hook_before_rpc(struct gsp_fw *s, uint32_t gfid)

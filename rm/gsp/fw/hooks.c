@@ -1,6 +1,7 @@
-/* The firmware's test hooks: fault injection (INJECT) and BLOB, the test-only RPCs of
- * rm/gsp/gsp_test_rpc.h, so tests can make the real GSP process hang, crawl, answer late,
- * die mid-reply, corrupt a reply or flood events. Compiled only with VGPU_TEST_HOOKS (the
+/* The firmware's test hooks: fault injection (INJECT), BLOB and the watchdog's test clock
+ * (WD_TICK), the test-only RPCs of rm/gsp/gsp_test_rpc.h, so tests can make the real GSP
+ * process hang, crawl, answer late, die mid-reply, corrupt a reply or flood events, and
+ * decide what the watchdog sees by counts instead of by the time their threads take. Compiled only with VGPU_TEST_HOOKS (the
  * -th build behind vgpu-gsp-test): the release vgpu-gsp holds none of it. */
 #ifdef VGPU_TEST_HOOKS
 
@@ -122,6 +123,81 @@ int gsp_fw_rpc_inject(struct gsp_fw_lane *ln, const void *req, size_t len,
 		gsp_fw_die(2);
 	}
 	return -EINVAL;
+}
+
+/* ---- the watchdog's test clock ---- */
+void gsp_fw_hook_init(struct gsp_fw *s)
+{
+	cmn_mutex_init(&s->faults.wd_clock.lock);
+	pthread_cond_init(&s->faults.wd_clock.cv, NULL);
+}
+
+void gsp_fw_hook_fini(struct gsp_fw *s)
+{
+	pthread_cond_destroy(&s->faults.wd_clock.cv);
+	cmn_mutex_destroy(&s->faults.wd_clock.lock);
+}
+
+int gsp_fw_rpc_wd_tick(struct gsp_fw_lane *ln, const void *req, size_t len,
+		       struct gsp_fw_reply *out)
+{
+	const struct vgpu_rpc_wd_tick *t = req;
+	struct gsp_fw *s = ln->s;
+	struct gsp_fw_wd_clock *c = &s->faults.wd_clock;
+	uint64_t mine;
+
+	(void)len;
+	if (t->fn >= s->glob->nr_fns || t->ch >= GPU_FN_MAX_CHANNELS || t->reserved)
+		return -EINVAL;
+	if (!s->st)		/* gsp_fw_open(): no main loop, no watchdog */
+		return -ENODEV;
+	if (atomic_load(&s->faults.hang))
+		return -EAGAIN;	/* the main loop runs no pass while hung */
+	cmn_mutex_lock(&c->lock);
+	while (c->asked != c->answered)	/* one tick at a time */
+		cmn_cond_wait(&c->cv, &c->lock);
+	c->on = true;
+	c->req = *t;
+	mine = ++c->asked;
+	while (c->answered < mine)
+		cmn_cond_wait(&c->cv, &c->lock);
+	memcpy(ln->rep, &c->rep, sizeof(c->rep));
+	pthread_cond_broadcast(&c->cv);	/* the slot is free for the next tick */
+	cmn_mutex_unlock(&c->lock);
+	out->len = sizeof(c->rep);
+	return 0;
+}
+
+/* The record of the channel a tick asked about, as the pass at @now left it. */
+static void wd_clock_answer(struct gsp_fw *s, struct gsp_fw_wd_clock *c)
+{
+	const struct gsp_fw_wd *w = &s->wd[c->req.fn][c->req.ch];
+
+	c->rep = (struct vgpu_rpc_wd_state){ .now_ns = c->now, .gp_get = w->gp_get,
+		.faults = w->faults, .stall_ns = w->since ? c->now - w->since : 0,
+		.hung_reports = s->wd_hung, .stalled = w->since != 0, .fired = w->fired };
+	c->answered = c->asked;
+	pthread_cond_broadcast(&c->cv);
+}
+
+bool gsp_fw_hook_watchdog(struct gsp_fw *s)
+{
+	struct gsp_fw_wd_clock *c = &s->faults.wd_clock;
+	bool on;
+
+	cmn_mutex_lock(&c->lock);
+	on = c->on;
+	if (on && c->asked != c->answered) {
+		/* Started from the GSP's own clock here, on the thread that ran the passes
+		 * before: every stall already recorded began at or before it. */
+		if (!c->now)
+			c->now = cmn_now_ns();
+		c->now += c->req.advance_ns;
+		gsp_fw_watchdog(s, c->now);
+		wd_clock_answer(s, c);
+	}
+	cmn_mutex_unlock(&c->lock);
+	return on;
 }
 
 /* ---- where the server applies the faults ---- */

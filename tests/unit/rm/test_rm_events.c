@@ -12,6 +12,7 @@
 #include <vgpu/gmmu.h>
 
 #include "common/compiler.h"
+#include "rm/gsp/gsp_test_rpc.h"
 #include "rm_test.h"
 
 #define T_VA		0x40000000ull	/* 2 MiB page mapped to the test's VRAM block */
@@ -302,13 +303,83 @@ static void test_mmu_fault(void **state)
 	assert_int_equal(rm_client_free(fx.rm, 2, g.hc), 0);
 }
 
-/* Watchdog: a channel stuck in a 60 s SEM_ACQUIRE with a 50 ms watchdog is reported,
- * disabled through the RM's path (runlist bit gone, record disabled), stopped with an
- * error its guest sees in USERD, and the CHAN_ERROR follows; another channel of the same
- * function then runs work, and the hung one can be freed. */
-/* Channel @c of function 1, stuck at GP 0: reported hung (after at least @stall_ns) once,
- * errored with SEM_TIMEOUT, taken off its runlist and disabled. */
-static void expect_hung_once(struct chan *c, uint64_t stall_ns)
+/* The watchdog runs on a test clock (WD_TICK): each case takes it at the start, so a pass
+ * happens only when the case asks and time moves only by what it says. Whether a stall is
+ * "slow" or "hung" is then the watchdog's own accounting, the same however long this
+ * thread is held up. */
+
+/* One watchdog pass, the test clock first advanced by @advance_ns; function 1's channel
+ * @chid as the watchdog then accounts for it. */
+static struct vgpu_rpc_wd_state wd_tick(uint32_t chid, uint64_t advance_ns)
+{
+	struct vgpu_rpc_wd_tick t = { .fn = 1, .ch = chid, .advance_ns = advance_ns };
+	struct vgpu_rpc_wd_state st;
+	size_t len = 0;
+
+	assert_int_equal(gsp_call(rm_gsp(fx.rm), 0, VGPU_RPC_FN_WD_TICK, &t, sizeof(t), &st,
+				  sizeof(st), &len), 0);
+	assert_int_equal(len, sizeof(st));
+	return st;
+}
+
+/* Passes at an unmoved clock until the record of @chid satisfies @done: the watchdog has
+ * seen the device's latest change (the device runs on its own; a bounded poll). */
+static struct vgpu_rpc_wd_state wd_wait(uint32_t chid, bool (*done)(const struct vgpu_rpc_wd_state *,
+								  uint64_t), uint64_t arg)
+{
+	uint64_t dl = cmn_deadline_ns(T_WAIT);
+	struct vgpu_rpc_wd_state st;
+
+	for (;;) {
+		st = wd_tick(chid, 0);
+		if (done(&st, arg))
+			return st;
+		assert_false(cmn_deadline_passed(dl));
+		cmn_sleep_ns(100 * VGPU_NSEC_PER_USEC);
+	}
+}
+
+static bool wd_is_stalled(const struct vgpu_rpc_wd_state *st, uint64_t arg)
+{
+	(void)arg;
+	return st->stalled;
+}
+
+static bool wd_get_is(const struct vgpu_rpc_wd_state *st, uint64_t get)
+{
+	return st->gp_get == get;
+}
+
+static bool wd_faults_not(const struct vgpu_rpc_wd_state *st, uint64_t faults)
+{
+	return st->faults != faults;
+}
+
+/* A stall the watchdog has just begun to count (@st, at an unmoved clock): one pass short
+ * of @wd it is stalled that long and unreported; at @wd it is reported, the GSP's first
+ * HUNG record. */
+static void wd_expect_fires_at(uint32_t chid, const struct vgpu_rpc_wd_state *st, uint64_t wd)
+{
+	struct vgpu_rpc_wd_state a, b;
+
+	assert_true(st->stalled);
+	assert_int_equal(st->stall_ns, 0);
+	a = wd_tick(chid, wd - 1);
+	assert_true(a.stalled);
+	assert_int_equal(a.stall_ns, wd - 1);
+	assert_false(a.fired);
+	assert_int_equal(a.hung_reports, 0);
+	b = wd_tick(chid, 1);
+	assert_true(b.fired);
+	assert_int_equal(b.stall_ns, wd);
+	assert_int_equal(b.hung_reports, 1);
+}
+
+/* Channel @c of function 1, stuck at GP 0 and just reported by the watchdog after @wd of
+ * its clock: the RM disables it (off its runlist, record disabled) and stops it with an
+ * error its guest sees in USERD, and the CHAN_ERROR follows; however long the clock runs
+ * on, it is reported once. */
+static void expect_hung_once(struct chan *c, uint64_t wd)
 {
 	const struct gpu_priv_shared *sh = gpu_priv_view(fx.gpu);
 	struct rm_event e;
@@ -317,31 +388,44 @@ static void expect_hung_once(struct chan *c, uint64_t stall_ns)
 	assert_int_equal(e.code, VGPU_RPC_WD_HUNG);
 	assert_int_equal(e.recovery, 0);
 	assert_int_equal(e.gp_get, 0);
-	assert_true(e.stall_ns >= stall_ns);
+	assert_int_equal(e.stall_ns, wd);
 	assert_int_equal(userd_error(c), VGPU_CHAN_ERR_SEM_TIMEOUT);
 	assert_false(sh->fns[1].runlist[0] & (1ull << c->chid));
 	assert_false(sh->fns[1].chans[c->chid].flags & GPU_CHAN_ENABLED);
 	assert_int_equal(rec_wait(RM_EVENT_CHAN_ERROR, 1, c->chid, &e), 0);
 	assert_int_equal(e.code, VGPU_CHAN_ERR_SEM_TIMEOUT);
-	/* Reported once per stall. */
-	cmn_sleep_ns(150 * VGPU_NSEC_PER_MSEC);
+	for (int i = 0; i < 4; i++) {
+		struct vgpu_rpc_wd_state st = wd_tick(c->chid, 10 * wd);
+
+		assert_false(st.stalled);	/* disabled: nothing it could run */
+		assert_int_equal(st.hung_reports, 1);
+	}
 	assert_int_equal(rec_find(RM_EVENT_WATCHDOG, 1, c->chid, NULL, NULL), 1);
 }
 
+/* Watchdog: a channel stuck in a 60 s SEM_ACQUIRE with a 50 ms watchdog is reported when
+ * the watchdog has counted 50 ms of stall and not a pass before, disabled through the RM's
+ * path and stopped with an error (expect_hung_once); another channel of the same function
+ * then runs work, and the hung one can be freed. */
 static void test_watchdog_hung(void **state)
 {
-	const uint64_t sem = T_VA + 0x30000;
+	const uint64_t wd = 50 * VGPU_NSEC_PER_MSEC, sem = T_VA + 0x30000;
 	const uint32_t acq[] = { (uint32_t)sem, (uint32_t)(sem >> 32), 1, 0, 0, 60000000 };
+	struct vgpu_rpc_wd_state st;
 	struct guest g;
 	struct chan hung, next;
 
 	(void)state;
-	assert_int_equal(rm_fn_watchdog_set(fx.rm, 1, 50 * VGPU_NSEC_PER_MSEC), 0);
+	assert_int_equal(rm_fn_watchdog_set(fx.rm, 1, wd), 0);
 	guest_up(&g, 1);
 	chan_up(&g, &hung, 0, g.hv);
+	st = wd_tick(hung.chid, 0);		/* the test clock from here on */
+	assert_false(st.stalled);
 	chan_method(&hung, VGPU_M_SEM_ACQUIRE, acq, VGPU_ARRAY_SIZE(acq));
 	chan_submit(&g, &hung);
-	expect_hung_once(&hung, 50 * VGPU_NSEC_PER_MSEC);
+	st = wd_wait(hung.chid, wd_is_stalled, 0);
+	wd_expect_fires_at(hung.chid, &st, wd);
+	expect_hung_once(&hung, wd);
 	/* The device keeps working. */
 	chan_up(&g, &next, 1, g.hv);
 	m_release(&next, 0x30100, 7);
@@ -362,17 +446,16 @@ static void test_watchdog_args(void **state)
 	assert_int_equal(rm_fn_watchdog_set(fx.rm, 1, VGPU_RPC_WD_MIN_NS), 0);
 }
 
-/* Work that waits but moves is not hung: with a 600 ms watchdog, a chain of acquires
- * released one by one, each as soon as the previous one completed plus a 20 ms pause, is
- * pending for twice the watchdog's timeout in all but never stalls for long: no WATCHDOG
- * event, no error. The pauses only pace the releases (the watchdog would need a 580 ms
- * stall of this thread to fire); nothing asserts how long anything took. */
+/* Work that waits but moves is not hung: with a 600 ms watchdog, a chain of STEPS acquires
+ * released one by one, each after the watchdog has counted it stalled for 599 ms, is
+ * pending for (STEPS - 1) * 599 ms of the watchdog's clock in all, many timeouts, yet
+ * every GP_GET move starts its count again: no report, no WATCHDOG event, no error. */
 static void test_watchdog_slow_not_hung(void **state)
 {
-	enum { STEPS = 60 };		/* the GP ring holds 64 entries */
+	enum { STEPS = 30 };		/* the GP ring holds 64 entries */
 	const uint64_t wd = 600 * VGPU_NSEC_PER_MSEC, sem = T_VA + 0x30000;
-	uint64_t until;
-	uint32_t *val, step;
+	struct vgpu_rpc_wd_state st;
+	uint32_t *val;
 	struct guest g;
 	struct chan c;
 
@@ -381,22 +464,33 @@ static void test_watchdog_slow_not_hung(void **state)
 	guest_up(&g, 1);
 	val = (uint32_t *)(g.host + 0x30000);
 	chan_up(&g, &c, 0, g.hv);
+	wd_tick(c.chid, 0);			/* the test clock from here on */
 	for (uint32_t i = 1; i <= STEPS; i++) {
 		const uint32_t acq[] = { (uint32_t)sem, (uint32_t)(sem >> 32), i, 0, 0, 30000000 };
 
 		chan_method(&c, VGPU_M_SEM_ACQUIRE, acq, VGPU_ARRAY_SIZE(acq));
 	}
 	chan_submit(&g, &c);
-	until = cmn_deadline_ns(2 * wd);
-	for (step = 1; step < STEPS && !cmn_deadline_passed(until); step++) {
-		cmn_sleep_ns(20 * VGPU_NSEC_PER_MSEC);
+	st = wd_wait(c.chid, wd_is_stalled, 0);
+	for (uint32_t step = 1; step < STEPS; step++) {
+		/* counted from the last move: just short of the timeout, unreported */
+		assert_int_equal(st.stall_ns, 0);
+		st = wd_tick(c.chid, wd - 1);
+		assert_true(st.stalled);
+		assert_int_equal(st.stall_ns, wd - 1);
+		assert_false(st.fired);
+		assert_int_equal(st.hung_reports, 0);
 		__atomic_store_n(val, step, __ATOMIC_RELEASE);
 		assert_int_equal(chan_wait_get(&c, step), 0);
-		assert_int_equal(rec_find(RM_EVENT_WATCHDOG, 1, c.chid, NULL, NULL), 0);
+		st = wd_wait(c.chid, wd_get_is, step);	/* the move seen: the count restarts */
+		assert_true(st.stalled);
 	}
 	__atomic_store_n(val, STEPS, __ATOMIC_RELEASE);
 	assert_int_equal(chan_wait_get(&c, STEPS), 0);
-	cmn_sleep_ns(20 * VGPU_NSEC_PER_MSEC);	/* several GSP polls */
+	st = wd_wait(c.chid, wd_get_is, STEPS);
+	assert_false(st.stalled);		/* all done: nothing pending */
+	st = wd_tick(c.chid, 10 * wd);
+	assert_int_equal(st.hung_reports, 0);
 	assert_int_equal(rec_find(RM_EVENT_WATCHDOG, 1, c.chid, NULL, NULL), 0);
 	assert_int_equal(userd_error(&c), 0);
 	assert_int_equal(rm_client_free(fx.rm, 1, g.hc), 0);
@@ -417,17 +511,18 @@ static int fault_wait(unsigned int fn, struct vgpu_fault_entry *out)
 
 /* A new fault is progress, an unserviced one is not: a replayable channel's FILL to an
  * unmapped VA stalls at GP 0 and faults again after every replay. With a 500 ms watchdog,
- * rounds of "pop the fault, service it for ~20 ms (mapping nothing), FAULT_REPLAY through
- * the RM", at least ROUNDS of them and on until three timeouts have passed, keep it
- * stalled with no WATCHDOG event (GP_GET never moves, the fault count does; the watchdog
- * would need a 480 ms stall of this thread to fire). Once nobody services the last fault,
- * the channel is reported hung and recovered as in test_watchdog_hung: disabled, off the
- * runlist, SEM_TIMEOUT in USERD, the CHAN_ERROR after, one report per stall. */
+ * ROUNDS of "pop the fault, let the watchdog count the stall to 499 ms (the driver's
+ * service, mapping nothing), FAULT_REPLAY through the RM" keep it stalled for ROUNDS *
+ * 499 ms of the watchdog's clock with no report (GP_GET never moves, the fault count
+ * does, and each new fault starts the count again). Once nobody services the last fault,
+ * the channel is reported hung at 500 ms and recovered as in test_watchdog_hung: disabled,
+ * off the runlist, SEM_TIMEOUT in USERD, the CHAN_ERROR after, one report per stall. */
 static void test_watchdog_fault_progress(void **state)
 {
-	enum { ROUNDS = 15, MAX_ROUNDS = 1000 };
+	enum { ROUNDS = 15 };
 	const uint64_t wd = 500 * VGPU_NSEC_PER_MSEC, va = 0x7000000000ull;
 	const uint32_t fill[] = { (uint32_t)va, (uint32_t)(va >> 32), 0x1000, 0, 0x5a5a5a5a };
+	struct vgpu_rpc_wd_state st;
 	struct vgpu_fault_entry fe;
 	struct guest g;
 	struct chan c;
@@ -437,18 +532,22 @@ static void test_watchdog_fault_progress(void **state)
 	assert_int_equal(rm_fn_watchdog_set(fx.rm, 1, wd), 0);
 	guest_up(&g, 1);
 	chan_up_flags(&g, &c, 0, g.hv, VGPU_RM_CHAN_REPLAYABLE);
+	st = wd_tick(c.chid, 0);		/* the test clock from here on */
 	chan_method(&c, VGPU_M_FILL, fill, VGPU_ARRAY_SIZE(fill));
 	chan_submit(&g, &c);
-	uint64_t until = cmn_deadline_ns(3 * wd);
-
-	for (unsigned int i = 0; i < ROUNDS || !cmn_deadline_passed(until); i++) {
-		assert_true(i < MAX_ROUNDS);
+	for (unsigned int i = 0; i < ROUNDS; i++) {
 		assert_int_equal(fault_wait(1, &fe), 0);
 		assert_int_equal(fe.chid, c.chid);
 		assert_int_equal(fe.replayable, 1);
 		assert_int_equal(fe.va & ~0xfffull, va);
-		cmn_sleep_ns(20 * VGPU_NSEC_PER_MSEC);	/* the driver's service: no mapping */
-		assert_int_equal(rec_find(RM_EVENT_WATCHDOG, 1, c.chid, NULL, NULL), 0);
+		st = wd_wait(c.chid, wd_faults_not, st.faults);	/* the fault seen */
+		assert_true(st.stalled);
+		assert_int_equal(st.stall_ns, 0);
+		st = wd_tick(c.chid, wd - 1);	/* the driver's service: no mapping */
+		assert_true(st.stalled);
+		assert_int_equal(st.stall_ns, wd - 1);
+		assert_false(st.fired);
+		assert_int_equal(st.hung_reports, 0);
 		assert_int_equal(rm_control(fx.rm, 1, g.hc, g.hs, VGPU_RM_CTRL_FAULT_REPLAY, NULL,
 					    &len, 0), 0);
 	}
@@ -459,7 +558,9 @@ static void test_watchdog_fault_progress(void **state)
 	assert_int_equal(userd_error(&c), 0);
 	assert_int_equal(rec_find(RM_EVENT_WATCHDOG, 1, c.chid, NULL, NULL), 0);
 	assert_true(rec_find(RM_EVENT_MMU_FAULT, 1, c.chid, NULL, NULL) >= 1);
-	/* Nobody services this one: hung after the timeout, and recovered. */
+	/* Nobody services this one: hung at the timeout, and recovered. */
+	st = wd_wait(c.chid, wd_faults_not, st.faults);
+	wd_expect_fires_at(c.chid, &st, wd);
 	expect_hung_once(&c, wd);
 	assert_int_equal(gpu_fault_pop(fx.gpu, 1, &fe), -EAGAIN);	/* no fault after the stop */
 	assert_int_equal(rm_free(fx.rm, 1, g.hc, c.h), 0);
