@@ -19,6 +19,9 @@
 #include "rm/rm.h"
 
 #define T_SLICE (16ull << 20)
+/* A hang guard for waits on the GSP (a restart, a replay): generous, since a sanitizer
+ * build on a loaded machine is slow, and never the thing a test measures. */
+#define RM_T_HANG_GUARD (60 * VGPU_NSEC_PER_SEC)
 
 struct rm_fixture {
 	struct gpu *gpu;

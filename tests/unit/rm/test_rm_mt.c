@@ -21,7 +21,8 @@ static struct rm_fixture fx;
 struct worker {
 	unsigned int fn;
 	_Atomic bool *stop;
-	uint64_t ops, unexpected;
+	_Atomic uint64_t ops;		/* calls made, whatever their result */
+	uint64_t unexpected;
 	int last_bad;
 };
 
@@ -86,6 +87,23 @@ static void *worker_main(void *p)
 	return NULL;
 }
 
+/* Wait until each of the @n workers has made @more calls since this was called: every
+ * phase of the case runs with all of them busy, however slow the machine. */
+static void workers_advance(struct worker *w, unsigned int n, uint64_t more)
+{
+	uint64_t dl = cmn_deadline_ns(RM_T_HANG_GUARD), from[4];
+
+	assert_true(n <= VGPU_ARRAY_SIZE(from));
+	for (unsigned int i = 0; i < n; i++)
+		from[i] = atomic_load(&w[i].ops);
+	for (unsigned int i = 0; i < n; i++) {
+		while (atomic_load(&w[i].ops) - from[i] < more) {
+			assert_false(cmn_deadline_passed(dl));
+			cmn_sleep_ns(VGPU_NSEC_PER_MSEC);
+		}
+	}
+}
+
 static void test_concurrent_reset_and_crash(void **state)
 {
 	struct vgpu_rpc_inject crash = { .mode = VGPU_INJ_CRASH };
@@ -99,19 +117,18 @@ static void test_concurrent_reset_and_crash(void **state)
 		w[i] = (struct worker){ .fn = 1 + i % 2, .stop = &stop };
 		pthread_create(&th[i], NULL, worker_main, &w[i]);
 	}
-	cmn_sleep_ns(100 * VGPU_NSEC_PER_MSEC);
+	workers_advance(w, 4, 20);
 	assert_int_equal(rm_vf_reset(fx.rm, 1), 0);
-	cmn_sleep_ns(100 * VGPU_NSEC_PER_MSEC);
+	workers_advance(w, 4, 20);
 	gsp_call(rm_gsp(fx.rm), 0, VGPU_RPC_FN_INJECT, &crash, sizeof(crash), NULL, 0, NULL);
-	cmn_sleep_ns(200 * VGPU_NSEC_PER_MSEC);
-	/* The restart takes longer under TSan or a loaded machine: the reset below needs the
-	 * GSP back, so wait for it (the workers keep going meanwhile). */
-	uint64_t back = cmn_deadline_ns(10 * VGPU_NSEC_PER_SEC);
+	workers_advance(w, 4, 20);
+	/* The reset below needs the GSP back: wait for it (the workers keep going). */
+	uint64_t back = cmn_deadline_ns(RM_T_HANG_GUARD);
 
 	while (gsp_needs_reset(rm_gsp(fx.rm)) && !cmn_deadline_passed(back))
 		cmn_sleep_ns(VGPU_NSEC_PER_MSEC);
 	assert_int_equal(rm_vf_reset(fx.rm, 1), 0);
-	cmn_sleep_ns(100 * VGPU_NSEC_PER_MSEC);
+	workers_advance(w, 4, 20);
 	atomic_store(&stop, true);
 	for (int i = 0; i < 4; i++) {
 		pthread_join(th[i], NULL);
@@ -124,7 +141,7 @@ static void test_concurrent_reset_and_crash(void **state)
 	assert_int_equal(rm_object_count(fx.rm, 2), 0);
 	/* both VFs work afterwards */
 	for (unsigned int fn = 1; fn <= 2; fn++) {
-		uint64_t dl = cmn_deadline_ns(3 * VGPU_NSEC_PER_SEC);
+		uint64_t dl = cmn_deadline_ns(RM_T_HANG_GUARD);
 		int ret;
 
 		while ((ret = rm_t_client(fx.rm, fn, &hc, &hd, &hs)) && !cmn_deadline_passed(dl)) {

@@ -567,7 +567,7 @@ static void test_priv_read_only(void **state)
 	const struct gpu_priv_shared *sh = gpu_priv_view(fx.gpu);
 	struct rm_partition p = { .base = 3 * T_SLICE, .size = T_SLICE };
 	struct vgpu_rpc_inject in = { .mode = VGPU_INJ_CRASH };
-	uint64_t dl = cmn_deadline_ns(5 * VGPU_NSEC_PER_SEC);
+	uint64_t dl = cmn_deadline_ns(RM_T_HANG_GUARD);
 	int writable, pid = gsp_pid(rm_gsp(fx.rm));
 	char perms[5];
 
