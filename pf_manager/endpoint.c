@@ -493,7 +493,7 @@ static void ep_detach(struct pf_daemon *d, struct pf_slice *s)
 		close(ep->peer_pidfd);
 	ep->peer_pidfd = -1;
 	ep_drop_vectors(ep);
-	if (d)
+	if (d && d->rm_glue)	/* a daemon without an RM: the endpoint harness */
 		pf_rm_guest_gone(d, s->vf);
 	cmn_info("VF %u: guest detached", s->vf);
 }
@@ -583,11 +583,19 @@ static void ep_accept(struct pf_daemon *d, struct pf_slice *s)
 		ep_refuse(c);
 		return;
 	}
+	pf_endpoint_admit(d, s, c, cr.uid, cr.pid, pidfd);
+}
+
+void pf_endpoint_admit(struct pf_daemon *d, struct pf_slice *s, int c, uid_t uid, pid_t pid,
+		       int pidfd)
+{
+	struct pf_endpoint *ep = s->ep;
+
 	/* A guest that closed and reconnects (the same pid) is a new attach, not an SVA
 	 * connection: finish the old attachment first. */
 	if (ep->client_fd >= 0 && ep_client_closed(ep))
 		ep_detach(d, s);
-	if (ep->client_fd >= 0 && ep_sva_peer(ep, cr.pid, pidfd)) {
+	if (ep->client_fd >= 0 && ep_sva_peer(ep, pid, pidfd)) {
 		close(pidfd);
 		ep_sva_accept(s, c);
 		return;
@@ -608,25 +616,42 @@ static void ep_accept(struct pf_daemon *d, struct pf_slice *s)
 	}
 	ep->client_fd = c;
 	ep->peer_pidfd = pidfd;
-	ep->peer_uid = cr.uid;
-	ep->peer_pid = cr.pid;
+	ep->peer_uid = uid;
+	ep->peer_pid = pid;
 	pf_svc_attach(s, ep->to_host[VF_VEC_MBOX], ep->to_guest[VF_VEC_MBOX]);
-	cmn_info("VF %u: guest attached (pid %d, uid %d)", s->vf, (int)cr.pid, (int)cr.uid);
+	cmn_info("VF %u: guest attached (pid %d, uid %d)", s->vf, (int)pid, (int)uid);
 }
 
-int pf_endpoint_open(struct pf_daemon *d, struct pf_slice *s)
+/* An endpoint with nothing open yet. */
+static struct pf_endpoint *ep_new(void)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct pf_endpoint *ep = calloc(1, sizeof(*ep));
-	int r;
 
 	if (!ep)
-		return -ENOMEM;
+		return NULL;
+	ep->listen_fd = -1;
 	ep->client_fd = -1;
 	ep->peer_pidfd = -1;
 	ep->sva_fd = -1;
 	for (unsigned int v = 0; v < VF_NR_VECTORS; v++)
 		ep->to_host[v] = ep->to_guest[v] = -1;
+	return ep;
+}
+
+int pf_endpoint_open_unlistened(struct pf_slice *s)
+{
+	s->ep = ep_new();
+	return s->ep ? 0 : -ENOMEM;
+}
+
+int pf_endpoint_open(struct pf_daemon *d, struct pf_slice *s)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct pf_endpoint *ep = ep_new();
+	int r;
+
+	if (!ep)
+		return -ENOMEM;
 	snprintf(ep->path, sizeof(ep->path), "%s/vf%u.sock", d->cfg.runtime_dir, s->vf);
 	if (strlen(ep->path) >= sizeof(sa.sun_path)) {
 		r = -ENAMETOOLONG;
@@ -684,8 +709,10 @@ void pf_endpoint_close(struct pf_daemon *d, struct pf_slice *s)
 	 * caller (reset and release, or left to the next daemon). */
 	ep_detach(NULL, s);
 	(void)d;
-	close(s->ep->listen_fd);
-	unlink(s->ep->path);
+	if (s->ep->listen_fd >= 0) {
+		close(s->ep->listen_fd);
+		unlink(s->ep->path);
+	}
 	free(s->ep);
 	s->ep = NULL;
 }

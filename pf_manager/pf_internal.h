@@ -278,6 +278,13 @@ json_object *pf_slice_def_json(const struct pf_slice *s);
 /* Listen on vf<N>.sock for @s. */
 int pf_endpoint_open(struct pf_daemon *d, struct pf_slice *s);
 void pf_endpoint_close(struct pf_daemon *d, struct pf_slice *s);
+/* The endpoint of @s with no socket file and no service thread: connections come only
+ * through pf_endpoint_admit() (the endpoint fuzz harness). 0 or -ENOMEM. */
+int pf_endpoint_open_unlistened(struct pf_slice *s);
+/* Connection @c (taken over) as accepted from @uid, process @pid (@pidfd, taken over): a
+ * new guest (greeted), the attached process's SVA connection (HELLO), or a refusal. */
+void pf_endpoint_admit(struct pf_daemon *d, struct pf_slice *s, int c, uid_t uid, pid_t pid,
+		       int pidfd);
 /* Whether a guest is attached. */
 bool pf_endpoint_attached(const struct pf_slice *s);
 /* poll() set contribution and dispatch: at most PF_EP_MAX_POLLFDS entries per slice

@@ -22,3 +22,5 @@ FUZZERS += gspsrv
 fuzz_gspsrv_DEPS := gsp_fw
 FUZZERS += gspcli
 fuzz_gspcli_DEPS := rm_gsp
+FUZZERS += endpoint
+fuzz_endpoint_DEPS := pf_manager
