@@ -245,7 +245,8 @@ static void test_concurrent(void **state)
 /* Fair dispatch: a function flooding 4 KiB ECHOs next to one making 256 B ECHOs carries far
  * more than its share, so it makes RPCs at low priority while the other has one in flight
  * (counted in fair_waits) and its thread's nice is back where it was after each call;
- * alone, or with no_fair, it never does. */
+ * alone, or with no_fair, it never does, over four times as many RPCs as the first took
+ * to show it (at least 2000). Counted in RPCs, not time: a slow machine makes fewer. */
 struct fair_arg {
 	struct gsp *g;
 	unsigned int fn;
@@ -265,29 +266,33 @@ static void *fair_main(void *p)
 	return NULL;
 }
 
-/* Run the flood (and the small caller if @both) until fair_waits moves or @ns pass. */
-static uint64_t fair_run(struct gsp *g, bool both, uint64_t ns)
+/* Run the flood (and the small caller if @both) until fair_waits moves or @rpcs RPCs
+ * completed (*@done: how many did). Returns how much fair_waits moved. */
+static uint64_t fair_run(struct gsp *g, bool both, uint64_t rpcs, uint64_t *done)
 {
 	_Atomic bool stop = false;
 	struct fair_arg a[2] = { { g, 2, 4096, &stop, 0, -1 }, { g, 1, 256, &stop, 0, -1 } };
-	uint64_t dl = cmn_deadline_ns(ns), before;
+	uint64_t dl = cmn_deadline_ns(60 * VGPU_NSEC_PER_SEC), before, rpcs0;	/* hang guard */
 	struct gsp_stats st;
 	pthread_t th[2];
 
 	gsp_get_stats(g, &st);
 	before = st.fair_waits;
+	rpcs0 = st.rpcs;
 	for (int i = 0; i < 1 + both; i++)
 		pthread_create(&th[i], NULL, fair_main, &a[i]);
 	do {
-		cmn_sleep_ns(5 * VGPU_NSEC_PER_MSEC);
+		assert_false(cmn_deadline_passed(dl));
+		cmn_sleep_ns(VGPU_NSEC_PER_MSEC);
 		gsp_get_stats(g, &st);
-	} while (st.fair_waits == before && !cmn_deadline_passed(dl));
+	} while (st.fair_waits == before && st.rpcs - rpcs0 < rpcs);
 	atomic_store(&stop, true);
 	for (int i = 0; i < 1 + both; i++) {
 		pthread_join(th[i], NULL);
 		assert_int_equal(a[i].fails, 0);
 		assert_int_equal(a[i].nice_after, 0);
 	}
+	*done = st.rpcs - rpcs0;
 	return st.fair_waits - before;
 }
 
@@ -296,15 +301,19 @@ static void test_fair_dispatch(void **state)
 	struct gsp_config off = { .no_fair = true };
 	struct gsp_fixture f2;
 	struct rlimit rl;
+	uint64_t took, done;
 
 	(void)state;
 	if (geteuid() != 0 && (getrlimit(RLIMIT_NICE, &rl) || rl.rlim_cur < 20))
 		skip();	/* fair dispatch needs the right to restore a thread's nice */
 	assert_int_equal(getpriority(PRIO_PROCESS, 0), 0);
-	assert_int_equal(fair_run(fx.gsp, false, 100 * VGPU_NSEC_PER_MSEC), 0);
-	assert_true(fair_run(fx.gsp, true, 10 * VGPU_NSEC_PER_SEC) > 0);
+	assert_true(fair_run(fx.gsp, true, UINT64_MAX, &took) > 0);
+	took = 4 * took > 2000 ? 4 * took : 2000;
+	assert_int_equal(fair_run(fx.gsp, false, took, &done), 0);
+	assert_true(done >= took);
 	assert_int_equal(gsp_fixture_up(&f2, &off), 0);
-	assert_int_equal(fair_run(f2.gsp, true, 200 * VGPU_NSEC_PER_MSEC), 0);
+	assert_int_equal(fair_run(f2.gsp, true, took, &done), 0);
+	assert_true(done >= took);
 	gsp_fixture_down(&f2);
 }
 
