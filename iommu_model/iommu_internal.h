@@ -122,6 +122,22 @@ static inline bool iommu_xc_read(const struct iommu_xc_entry *e, uint64_t base,
 	return true;
 }
 
+/* Ways of @set whose key names page @base of class @cls (valid, any permission): a bit
+ * per way. The keys are compared all at once, with no branch per way: which way holds a
+ * page is random, and a branch on it would be mispredicted on most lookups. */
+static inline unsigned int iommu_xc_set_match(const struct iommu_xc_entry *set,
+					      unsigned int ways, uint64_t base, unsigned int cls)
+{
+	const uint64_t want = base | (uint64_t)cls << IOMMU_XC_KEY_CLASS_SHIFT | IOMMU_XC_KEY_VALID;
+	const uint64_t mask = ~((uint64_t)3 << IOMMU_XC_KEY_PERM_SHIFT);
+	unsigned int m = 0;
+
+	for (unsigned int w = 0; w < ways; w++)
+		m |= (unsigned int)((atomic_load_explicit(&set[w].key, memory_order_relaxed) &
+				     mask) == want) << w;
+	return m;
+}
+
 static inline bool iommu_xcache_lookup(const struct iommu_xcache *c, uint64_t ctx,
 				       uint64_t iova, unsigned int classes,
 				       struct iommu_xc_hit *out)
@@ -130,12 +146,15 @@ static inline bool iommu_xcache_lookup(const struct iommu_xcache *c, uint64_t ct
 		unsigned int shift = 12 + 9 * cls;
 		uint64_t base = iova >> shift << shift;
 		const struct iommu_xc_entry *set;
+		unsigned int m;
 
 		if (!(classes & (1u << cls)))
 			continue;
 		set = iommu_xc_set(c, ctx, iova >> shift, cls);
-		for (unsigned int w = 0; w < c->ways; w++)
-			if (iommu_xc_read(&set[w], base, cls, ctx, out))
+		/* The unlocked key scan only picks candidates; each is then read under its
+		 * sequence, which checks the key again. */
+		for (m = iommu_xc_set_match(set, c->ways, base, cls); m; m &= m - 1)
+			if (iommu_xc_read(&set[__builtin_ctz(m)], base, cls, ctx, out))
 				return true;
 	}
 	return false;

@@ -1,6 +1,8 @@
 /* Translation: IOTLB lookup, page walks (host tables, and function-owned stage-1 tables
  * read through stage-2), dirty bits, and the DMA helpers that devices use. */
 #include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
 
@@ -195,50 +197,158 @@ static int check_perm(const struct iommu_xc_hit *h, unsigned int access, unsigne
 	return 0;
 }
 
-/* The per-thread front of the IOTLB: a small direct-mapped cache of recent hits, checked
- * with a handful of loads. An entry is valid only while its domain's invalidation count
- * still has the (even) value read before the translation it holds was looked up, so
- * every invalidation of the domain drops them all at once, in every thread, for free. */
-#define UTLB_SLOTS 64
+/* The per-thread front of the IOTLB: a set-associative cache of recent translations,
+ * private to the thread, so a hit is a few loads from memory no other thread writes. An
+ * entry is valid only while its domain's invalidation count still has the (even) value
+ * read before the translation it holds was looked up, so every invalidation of the domain
+ * drops them all at once, in every thread, for free. It holds 2,048 translations, twice
+ * the default shared array, so that a DMA working set of hundreds of pages scattered over a
+ * large domain stays in it with few conflicts, while a walk for the same pages would
+ * touch one page-table line per page and make four dependent loads. */
+#define UTLB_SETS 512u
+#define UTLB_WAYS 4u
 
 struct utlb_entry {
+	uint64_t key;			/* the 4 KiB page looked up | low 12 bits of did */
 	uint32_t did;			/* 0: empty; domain ids are never reused */
-	unsigned int perm;
+	uint8_t perm, cls;		/* of the leaf (any size) that holds the page */
 	uint64_t gen;			/* d->inval_seq when filled */
-	uint64_t base, size;
-	uint64_t pa;
+	uint64_t pa;			/* translated leaf base (memobj id | offset) */
 	struct iommu_memobj *mo;
-	_Atomic uint64_t *ptep;
+	_Atomic uint64_t *ptep;		/* stage-2 leaf entry if known, for dirty bits */
 };
 
-static __thread struct utlb_entry utlb[UTLB_SLOTS];
+/* Allocated by a thread's first fill (96 KiB), freed when it exits: only the threads that
+ * translate (device and DMA threads) have one. */
+static __thread struct utlb_entry (*utlb)[UTLB_WAYS];
+static __thread unsigned int utlb_clock;	/* round-robin victim when a set is full */
+static pthread_key_t utlb_exit_key;
+static pthread_once_t utlb_once = PTHREAD_ONCE_INIT;
 
-static inline struct utlb_entry *utlb_slot(uint64_t iova)
+static void utlb_thread_exit(void *p)
 {
-	return &utlb[(iova >> 12) % UTLB_SLOTS];
+	free(p);
+}
+
+static void utlb_key_init(void)
+{
+	pthread_key_create(&utlb_exit_key, utlb_thread_exit);
+}
+
+/* This thread's front, allocated now if it has none; NULL if memory is short (then the
+ * thread simply has no front). */
+static struct utlb_entry (*utlb_alloc(void))[UTLB_WAYS]
+{
+	pthread_once(&utlb_once, utlb_key_init);
+	utlb = calloc(UTLB_SETS, sizeof(*utlb));
+	if (utlb && pthread_setspecific(utlb_exit_key, utlb)) {
+		free(utlb);
+		utlb = NULL;
+	}
+	return utlb;
+}
+
+static inline struct utlb_entry *utlb_set(uint64_t iova)
+{
+	/* A multiplicative hash of the 4 KiB page number: DMA buffers are often aligned
+	 * alike, and the low bits alone would pile them into a few sets. */
+	return utlb[(uint32_t)(((iova >> 12) * 0x9e3779b97f4a7c15ull) >> 55) % UTLB_SETS];
+}
+
+/* Entries are per 4 KiB page, whatever the leaf size: a match is one compare a way. */
+static inline uint64_t utlb_key(uint32_t did, uint64_t iova)
+{
+	return (iova & ~0xfffull) | (did & 0xfffu);
+}
+
+/* The way of @set holding @iova in domain @did (valid or stale), or NULL. The ways are
+ * compared without a branch each: which one holds a page is random. */
+static inline struct utlb_entry *utlb_way(struct utlb_entry *set, uint32_t did, uint64_t iova)
+{
+	uint64_t key = utlb_key(did, iova);
+	unsigned int m = 0;
+
+#pragma GCC unroll 8
+	for (unsigned int w = 0; w < UTLB_WAYS; w++)
+		m |= (unsigned int)(set[w].key == key) << w;
+	/* Another domain whose id has the same low bits may hold the page too (rare). */
+	for (; m; m &= m - 1)
+		if (set[__builtin_ctz(m)].did == did)
+			return &set[__builtin_ctz(m)];
+	return NULL;
+}
+
+/* The valid front entry for @iova in @d, or NULL. */
+static inline const struct utlb_entry *utlb_find(struct iommu_domain *d, uint64_t iova)
+{
+	const struct utlb_entry *e = cmn_likely(utlb) ? utlb_way(utlb_set(iova), d->id, iova) : NULL;
+
+	if (!e || e->gen != atomic_load_explicit(&d->inval_seq, memory_order_acquire))
+		return NULL;
+	return e;
 }
 
 static inline bool utlb_lookup(struct iommu_domain *d, uint64_t iova, struct iommu_xc_hit *h)
 {
-	const struct utlb_entry *e = utlb_slot(iova);
+	const struct utlb_entry *e = utlb_find(d, iova);
+	uint64_t size;
 
-	if (e->did != d->id || iova - e->base >= e->size ||
-	    e->gen != atomic_load_explicit(&d->inval_seq, memory_order_acquire))
+	if (!e)
 		return false;
-	*h = (struct iommu_xc_hit){ .base = e->base, .size = e->size, .pa = e->pa, .mo = e->mo,
-				    .ptep = e->ptep, .perm = e->perm, .cls = iommu_xc_class_of(e->size) };
+	size = iommu_xc_class_size(e->cls);
+	*h = (struct iommu_xc_hit){ .base = iova & ~(size - 1), .size = size, .pa = e->pa,
+				    .mo = e->mo, .ptep = e->ptep, .perm = e->perm, .cls = e->cls };
 	return true;
 }
 
 static inline void utlb_fill(struct iommu_domain *d, uint64_t iova, const struct iommu_xc_hit *h,
 			     uint64_t seq0)
 {
-	struct utlb_entry *e = utlb_slot(iova);
+	struct utlb_entry *set, *e;
 
 	if (seq0 & 1)	/* an invalidation was running: nothing read now may be kept */
 		return;
-	*e = (struct utlb_entry){ .did = d->id, .perm = h->perm, .gen = seq0, .base = h->base,
-				  .size = h->size, .pa = h->pa, .mo = h->mo, .ptep = h->ptep };
+	if (cmn_unlikely(!utlb) && !utlb_alloc())
+		return;
+	set = utlb_set(iova);
+	/* The way that held this page before, else an empty or stale one, else in turn. */
+	e = utlb_way(set, d->id, iova);
+	for (unsigned int w = 0; !e && w < UTLB_WAYS; w++)
+		if (!set[w].did || (set[w].did == d->id && set[w].gen != seq0))
+			e = &set[w];
+	if (!e)
+		e = &set[utlb_clock++ % UTLB_WAYS];
+	*e = (struct utlb_entry){ .key = utlb_key(d->id, iova), .did = d->id,
+				  .perm = (uint8_t)h->perm, .cls = (uint8_t)h->cls, .gen = seq0,
+				  .pa = h->pa, .mo = h->mo, .ptep = h->ptep };
+}
+
+/* The IOTLB hit with nothing else to do: the front holds @iova with the permission asked
+ * for, and no dirty bit has to be set. Everything a walk or a fault needs is elsewhere, so
+ * this is all a hit costs. False: take the full path (it finds the same entry again). */
+static inline bool utlb_xlate(struct iommu_domain *d, uint64_t iova, size_t len,
+			      unsigned int access, struct iommu_xlate *out)
+{
+	const struct utlb_entry *e = utlb_find(d, iova);
+	uint64_t in, size;
+
+	if (!e || (e->perm & access & (IOMMU_READ | IOMMU_WRITE)) !=
+			  (access & (IOMMU_READ | IOMMU_WRITE)))
+		return false;
+	if ((access & IOMMU_WRITE) &&
+	    atomic_load_explicit(&(d->type == IOMMU_DOMAIN_NESTED ? d->parent : d)->dirty_tracking,
+				 memory_order_relaxed))
+		return false;
+	iommu_count_hit(d->mmu);
+	size = iommu_xc_class_size(e->cls);
+	in = iova & (size - 1);
+	out->offset = iommu_pa_off(e->pa) + in;
+	out->host = (uint8_t *)e->mo->base + out->offset;
+	out->len = (size_t)cmn_min((uint64_t)len, size - in);
+	out->memobj = e->mo;
+	out->perm = e->perm;
+	out->page_size = size;
+	return true;
 }
 
 /* IOTLB (per-thread front, then the shared array) else walk and fill. PAGING and NESTED
@@ -315,21 +425,31 @@ static int xlate_sva(struct iommu_domain *d, uint64_t iova, size_t len,
 	return 0;
 }
 
-int iommu_xlate(struct iommu_domain *d, uint32_t pasid, uint64_t iova, size_t len,
-		unsigned int access, struct iommu_xlate *out, unsigned int *reason)
+/* Everything but the plain hit: the shared array, walks, faults, dirty bits. Out of line,
+ * so that a hit does not pay for its frame. */
+static __attribute__((noinline)) int xlate_full(struct iommu_domain *d, uint64_t iova,
+						size_t len, unsigned int access,
+						struct iommu_xlate *out, unsigned int *reason)
 {
 	struct iommu_xc_hit h;
-	int ret;
+	int ret = xlate_cached(d, iova, access, &h, reason);
 
-	(void)pasid;	/* a domain translates alike for every PASID: entries are shared */
-	if (d->type == IOMMU_DOMAIN_SVA)
-		return xlate_sva(d, iova, len, out, reason);
-	ret = xlate_cached(d, iova, access, &h, reason);
 	if (ret)
 		return ret;
 	xlate_mark_dirty(d, &h, iova, access);
 	xlate_from_hit(d->mmu, &h, iova, len, out);
 	return 0;
+}
+
+int iommu_xlate(struct iommu_domain *d, uint32_t pasid, uint64_t iova, size_t len,
+		unsigned int access, struct iommu_xlate *out, unsigned int *reason)
+{
+	(void)pasid;	/* a domain translates alike for every PASID: entries are shared */
+	if (cmn_unlikely(d->type == IOMMU_DOMAIN_SVA))
+		return xlate_sva(d, iova, len, out, reason);
+	if (cmn_likely(!(access & IOMMU_NOCACHE)) && utlb_xlate(d, iova, len, access, out))
+		return 0;
+	return xlate_full(d, iova, len, access, out, reason);
 }
 
 int iommu_translate(struct iommu_domain *d, uint64_t iova, size_t len, unsigned int access,
