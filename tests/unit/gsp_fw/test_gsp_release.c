@@ -1,6 +1,6 @@
 /* The test-only RPCs exist only in test builds: the release vgpu-gsp (the program the
- * product ships) answers BLOB and INJECT like any function it does not know, and keeps
- * working, while vgpu-gsp-test, the one the suites start, serves them. */
+ * product ships) answers BLOB, INJECT and WD_TICK like any function it does not know,
+ * and keeps working, while vgpu-gsp-test, the one the suites start, serves them. */
 #include <errno.h>
 #include <limits.h>
 #include <setjmp.h>
@@ -74,6 +74,7 @@ static void test_release_refuses(void **state)
 	struct vgpu_rpc_blob b = { .len = 4096, .seed = 1 };
 	struct vgpu_rpc_inject crash = { .mode = VGPU_INJ_CRASH };
 	struct vgpu_rpc_inject hang = { .mode = VGPU_INJ_HANG };
+	struct vgpu_rpc_wd_tick tick = { .fn = 1, .advance_ns = VGPU_NSEC_PER_SEC };
 	uint8_t rep[4096];
 	size_t got = 1;
 	int pid = gsp_pid(fx.gsp);
@@ -87,8 +88,10 @@ static void test_release_refuses(void **state)
 				  NULL), -EOPNOTSUPP);
 	assert_int_equal(gsp_call(fx.gsp, 0, VGPU_RPC_FN_INJECT, &hang, sizeof(hang), NULL, 0, NULL),
 			 -EOPNOTSUPP);
-	/* Served and counted: the first GET_INFO and the three refused RPCs. */
-	assert_int_equal(gsp_rpcs(), before + 4);
+	assert_int_equal(gsp_call(fx.gsp, 0, VGPU_RPC_FN_WD_TICK, &tick, sizeof(tick), rep,
+				  sizeof(rep), NULL), -EOPNOTSUPP);
+	/* Served and counted: the first GET_INFO and the four refused RPCs. */
+	assert_int_equal(gsp_rpcs(), before + 5);
 	assert_int_equal(gsp_pid(fx.gsp), pid);
 	assert_false(gsp_needs_reset(fx.gsp));
 	assert_int_equal(gsp_call(fx.gsp, 2, VGPU_RPC_FN_NOP, NULL, 0, NULL, 0, NULL), 0);
@@ -108,6 +111,14 @@ static void test_test_build_serves(void **state)
 	for (size_t i = 0; i < sizeof(rep); i++)
 		assert_int_equal(rep[i], (uint8_t)(5 + i * 131));
 	assert_int_equal(gsp_inject(fx.gsp, 0, VGPU_INJ_CLEAR, 0, 0, 0), 0);
+	/* WD_TICK checks its channel, then needs a watchdog: this GSP has no status region. */
+	struct vgpu_rpc_wd_tick bad = { .fn = 99 }, tick = { .fn = 1 };
+	struct vgpu_rpc_wd_state st;
+
+	assert_int_equal(gsp_call(fx.gsp, 0, VGPU_RPC_FN_WD_TICK, &bad, sizeof(bad), &st, sizeof(st),
+				  NULL), -EINVAL);
+	assert_int_equal(gsp_call(fx.gsp, 0, VGPU_RPC_FN_WD_TICK, &tick, sizeof(tick), &st,
+				  sizeof(st), NULL), -ENODEV);
 }
 
 int main(void)
