@@ -265,13 +265,15 @@ uninstall:
 
 # vgpu_$(VERSION)_amd64.deb in $(BUILD)/deb/, built by dpkg-buildpackage (debian/) from a
 # copy of the files git tracks (as they are in the working tree: `git add` a new file to
-# package it), without running the tests (make check does that).
+# package it; outside a git clone, of every file but the build directories), without
+# running the tests (make check does that).
 DEB_DIR := $(BUILD)/deb
 deb:
 	$(call say,DEB,$(DEB_DIR)/vgpu_$(VERSION)_amd64.deb)set -e; \
 	rm -rf $(DEB_DIR) && mkdir -p $(DEB_DIR)/vgpu-$(VERSION); \
-	git ls-files -z | \
-		xargs -0 sh -c 'for f; do [ -e "$$f" ] && printf "%s\0" "$$f"; done' sh | \
+	{ if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then git ls-files -z; \
+	  else find . \( -path './build*' -o -path ./debian/build \) -prune -o -type f -print0; \
+	  fi; } | xargs -0 sh -c 'for f; do [ -e "$$f" ] && printf "%s\0" "$$f"; done' sh | \
 		xargs -0 cp --parents -t $(DEB_DIR)/vgpu-$(VERSION); \
 	cd $(DEB_DIR)/vgpu-$(VERSION) && DEB_BUILD_OPTIONS="nocheck $$DEB_BUILD_OPTIONS" \
 		dpkg-buildpackage -b -us -uc $(if $(V),,>../build.log 2>&1 || \
