@@ -210,7 +210,7 @@ take_commit_64k_all(struct pma_region *r, size_t count, struct pma_opargs *a, ui
  * bottom-up. The free-frame counter proves it fits (every available frame lies in a full or
  * a partial group), so it commits while it searches: partial groups first, as pma_find_pages()
  * would, then whole groups. Same pages as the general path, a fraction of the work. */
-static bool alloc_64k_fast(struct pma_region *r, const struct pma_req *q, struct pma_opargs *a,
+static PMA_HOT_INLINE bool alloc_64k_fast(struct pma_region *r, const struct pma_req *q, struct pma_opargs *a,
 			   uint64_t *pages)
 {
 	if (q->pf != 1 || (q->flags & (PMA_RANGE | PMA_REVERSE)) || r->free_frames < q->count)
@@ -226,7 +226,7 @@ static bool alloc_64k_fast(struct pma_region *r, const struct pma_req *q, struct
  * whole groups holds them all (pma_find_pages() would take such a run): whole groups are taken a
  * group word at a time, in the order pma_find_pages() drains them. The free-group counter proves
  * the request fits. */
-static bool alloc_2m_fast(struct pma_region *r, const struct pma_req *q, struct pma_opargs *a,
+static PMA_HOT_INLINE bool alloc_2m_fast(struct pma_region *r, const struct pma_req *q, struct pma_opargs *a,
 			  uint64_t *pages)
 {
 	uint64_t g = 0, pin = a->pin ? ~0ull : 0, persist = a->persist ? ~0ull : 0;
@@ -297,7 +297,7 @@ static bool alloc_2m_fast(struct pma_region *r, const struct pma_req *q, struct 
 /* Contiguous 2 MiB pages anywhere in @r: the first whole free group (one page, two ctz
  * away) or the first run of them (the run index), as pma_find_contig() finds them. 0, -ENOMEM,
  * or 1 when the run is longer than the index counts (the general path takes it). */
-static int alloc_contig_groups(struct pma_region *r, const struct pma_req *q,
+static PMA_HOT_INLINE int alloc_contig_groups(struct pma_region *r, const struct pma_req *q,
 			       struct pma_opargs *a, uint64_t *pages)
 {
 	uint64_t ng = q->count, g, addr;
@@ -325,7 +325,7 @@ static int alloc_contig_groups(struct pma_region *r, const struct pma_req *q,
 
 /* The common requests on a one-region instance, without region ordering and clipping: the
  * same pages as the general path. 0, -ENOMEM, or 1 (not taken: the general path runs). */
-static int alloc_simple(struct pma *pma, const struct pma_req *q, struct pma_opargs *a,
+static PMA_HOT_INLINE int alloc_simple(struct pma *pma, const struct pma_req *q, struct pma_opargs *a,
 			uint64_t *pages)
 {
 	struct pma_region *r = pma->regions[0];
@@ -342,7 +342,7 @@ static int alloc_general(struct pma *pma, const struct pma_req *q,
 			 uint32_t *result);
 
 /* One locked attempt. 0 with *@got pages, or -ENOMEM (nothing allocated). */
-static int alloc_locked(struct pma *pma, const struct pma_req *q, const struct pma_alloc_opts *o,
+static PMA_HOT_INLINE int alloc_locked(struct pma *pma, const struct pma_req *q, const struct pma_alloc_opts *o,
 			uint64_t *pages, size_t *got, uint32_t *result)
 {
 	struct pma_opargs args = {
@@ -461,7 +461,7 @@ static bool scrub_pending(struct pma *pma)
 	return busy;
 }
 
-int pma_alloc_pages(struct pma *pma, size_t count, uint64_t page_size,
+PMA_HOT int pma_alloc_pages(struct pma *pma, size_t count, uint64_t page_size,
 		    struct pma_alloc_opts *opts, uint64_t *pages_out)
 {
 	struct pma_req q;

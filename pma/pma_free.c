@@ -128,7 +128,7 @@ pages_collect_shift(const struct pma_region *r, const uint64_t *pages, size_t co
 	return any & (page_size - 1) ? -EINVAL : nw;
 }
 
-static int pages_collect(const struct pma_region *r, const uint64_t *pages, size_t count,
+static PMA_HOT_INLINE int pages_collect(const struct pma_region *r, const uint64_t *pages, size_t count,
 			 uint64_t pf, uint64_t *wv, uint64_t *mv)
 {
 	uint64_t page_size = pf << PMA_FRAME_SHIFT;
@@ -146,7 +146,7 @@ static int pages_collect(const struct pma_region *r, const uint64_t *pages, size
  * attribute (checked), so each becomes a whole free group: gfull and the counters move by
  * group words, and gpart does not move (a group wholly allocated or wholly free is never
  * partial). */
-static void groups_free_words(struct pma_region *r, const uint64_t *gwv, const uint64_t *gbv,
+static PMA_HOT_INLINE void groups_free_words(struct pma_region *r, const uint64_t *gwv, const uint64_t *gbv,
 			      int nw)
 {
 	for (int k = 0; k < nw; k++) {
@@ -169,7 +169,7 @@ static void groups_free_words(struct pma_region *r, const uint64_t *gwv, const u
 /* Free the frames @mv[k] of ascending words @wv[k] (checked allocated), without scrub. The
  * group bits of all the words under one word of group bits are re-derived in registers and
  * stored once, with one summary update, one run-index update and one tree mark. */
-static void small_free_words(struct pma_region *r, const uint64_t *wv, const uint64_t *mv,
+static PMA_HOT_INLINE void small_free_words(struct pma_region *r, const uint64_t *wv, const uint64_t *mv,
 			     int nw)
 {
 	uint64_t freed = 0;
@@ -209,7 +209,7 @@ static void small_free_words(struct pma_region *r, const uint64_t *wv, const uin
 }
 
 /* True if @pages are one run of consecutive, aligned pages of @page_size. */
-static bool pages_consecutive(const uint64_t *pages, size_t count, uint64_t page_size)
+static PMA_HOT_INLINE bool pages_consecutive(const uint64_t *pages, size_t count, uint64_t page_size)
 {
 	if (pages[0] & (page_size - 1))
 		return false;
@@ -222,7 +222,7 @@ static bool pages_consecutive(const uint64_t *pages, size_t count, uint64_t page
 /* Free @ng whole groups from bitmap index @s, checked allocated, as one whole-group change
  * (a run of 2 MiB pages, as a 256 MiB request usually gets). 0, -ENOENT, or 1 when a frame
  * carries an attribute (the general path takes it). */
-static int groups_free_run(struct pma_region *r, uint64_t s, size_t ng)
+static PMA_HOT_INLINE int groups_free_run(struct pma_region *r, uint64_t s, size_t ng)
 {
 	int ret = pma_groups_free_check(r, s >> PMA_GROUP_SHIFT, ng);
 
@@ -234,7 +234,7 @@ static int groups_free_run(struct pma_region *r, uint64_t s, size_t ng)
 /* The common free: an ascending list of pages of at most 2 MiB, all inside the first region,
  * no scrub; checked, then freed a word (small pages) or a group word (2 MiB) at a time.
  * 1 if not applicable (the general path runs), else 0 or -ENOENT. */
-static int free_fast_locked(struct pma *pma, const uint64_t *pages, size_t count, uint64_t pf,
+static PMA_HOT_INLINE int free_fast_locked(struct pma *pma, const uint64_t *pages, size_t count, uint64_t pf,
 			    bool scrub)
 {
 	struct pma_region *r = pma->nr_regions ? pma->regions[0] : NULL;
@@ -308,7 +308,7 @@ static __attribute__((noinline)) int free_general(struct pma *pma, const uint64_
 	return 0;
 }
 
-static int free_locked(struct pma *pma, const uint64_t *pages, size_t count, uint64_t page_size,
+static PMA_HOT_INLINE int free_locked(struct pma *pma, const uint64_t *pages, size_t count, uint64_t page_size,
 		       unsigned int flags)
 {
 	bool scrub = pma->cfg.scrub_on_free && !(flags & PMA_FREE_SKIP_SCRUB);
@@ -323,7 +323,7 @@ static int free_locked(struct pma *pma, const uint64_t *pages, size_t count, uin
 	return ret;
 }
 
-int pma_free_pages(struct pma *pma, const uint64_t *pages, size_t count, uint64_t page_size,
+PMA_HOT int pma_free_pages(struct pma *pma, const uint64_t *pages, size_t count, uint64_t page_size,
 		   unsigned int flags)
 {
 	int ret;
@@ -353,7 +353,7 @@ static __attribute__((noinline)) int free_range_general(struct pma *pma, struct 
 	return 0;
 }
 
-int pma_free_range(struct pma *pma, uint64_t addr, uint64_t size, unsigned int flags)
+PMA_HOT int pma_free_range(struct pma *pma, uint64_t addr, uint64_t size, unsigned int flags)
 {
 	uint64_t n = size >> PMA_FRAME_SHIFT, s;
 	struct pma_opargs args = { 0 };

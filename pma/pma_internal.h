@@ -196,6 +196,22 @@ struct pma {
 	unsigned int scrub_busy;		/* requests popped, not completed */
 };
 
+/* Runtime CPU dispatch for the allocation and free entry points. On x86-64 each is
+ * compiled twice, for the baseline ISA (x86-64-v2) and for x86-64-v3, whose BMI1/BMI2/LZCNT
+ * give flag-free variable shifts (shlx/shrx), one-instruction lowest-bit clears (blsr) and
+ * tzcnt/lzcnt: the bit loops of the fast paths are made of those. The dynamic loader picks
+ * the version for the CPU once (an ifunc), so the binary stays portable. The fast paths they
+ * call are PMA_HOT_INLINE, so that each version has its own copy of them. Sanitizer and
+ * clang builds keep one version. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+	!defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#define PMA_HOT __attribute__((target_clones("default", "arch=x86-64-v3")))
+#define PMA_HOT_INLINE inline __attribute__((always_inline))
+#else
+#define PMA_HOT
+#define PMA_HOT_INLINE
+#endif
+
 /* The calling thread's identity for the lock-owner asserts: the address of a thread-local
  * byte (defined in pma.c). Two instructions, where pthread_self() would be a library call
  * on every allocation and free, several times over. */

@@ -1,7 +1,7 @@
 /* pma_bench: the allocator benchmark of doc/bench/pma_bench.md on 80 GiB, the pma
  * next to a naive first-fit flat bitmap run in the same process.
  *
- *   pma_bench [--json] [--quick] [--verify] [--reps N] [--cpu N] [--pma-only]
+ *   pma_bench [--json] [--quick] [--verify] [--reps N] [--cpu N | --no-pin] [--pma-only]
  *             [--only fill|mixed|frag|stress]
  *
  * Exit status: 0, 1 if any verification or workload expectation failed (figures are still
@@ -23,15 +23,17 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: pma_bench [--json] [--quick] [--verify] [--reps N] [--cpu N] [--pma-only]\n"
+		"usage: pma_bench [--json] [--quick] [--verify] [--reps N] [--cpu N | --no-pin] [--pma-only]\n"
 		"                 [--only fill|mixed|frag|stress]\n"
 		"  --json    print one JSON object on stdout instead of the tables\n"
 		"  --quick   smoke run: one repetition, the baseline on a prefix of the\n"
 		"            mixed trace and of c3 (figures marked as such)\n"
 		"  --verify  shadow-check the throughput runs too, and run the allocator's\n"
 		"            own consistency check every 64 Ki ops\n"
-		"  --reps N  throughput repetitions of the pma, median reported (1..15, default 3)\n"
-		"  --cpu N   pin to CPU N (the reference pins with taskset)\n"
+		"  --reps N  timed throughput repetitions of the pma after one warm-up; median,\n"
+		"            min and max reported (1..15, default 5)\n"
+		"  --cpu N   pin to CPU N (default: the CPU it starts on)\n"
+		"  --no-pin  do not pin\n"
 		"  --pma-only  skip the naive baseline (for profiling; no ratios)\n"
 		"  --only P  run only phase P (for profiling; the other figures stay empty)\n"
 		"phases (doc/bench/pma_bench.md): (a) fill (b) mixed (c) fragmented; (d) stress:\n"
@@ -47,13 +49,14 @@ static int parse_opts(int argc, char **argv, struct pb_opts *o)
 		{ "reps", required_argument, NULL, 'r' },
 		{ "cpu", required_argument, NULL, 'c' },
 		{ "pma-only", no_argument, NULL, 'p' },
+		{ "no-pin", no_argument, NULL, 'n' },
 		{ "only", required_argument, NULL, 'o' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int ch;
 
-	*o = (struct pb_opts){ .reps = 3, .cpu = -1, .phases = PB_PHASE_ALL };
+	*o = (struct pb_opts){ .reps = 5, .cpu = -1, .phases = PB_PHASE_ALL };
 	while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (ch) {
 		case 'j': o->json = true; break;
@@ -62,6 +65,7 @@ static int parse_opts(int argc, char **argv, struct pb_opts *o)
 		case 'r': o->reps = (unsigned int)atoi(optarg); break;
 		case 'c': o->cpu = atoi(optarg); break;
 		case 'p': o->pma_only = true; break;
+		case 'n': o->no_pin = true; break;
 		case 'o':
 			o->phases = !strcmp(optarg, "fill") ? PB_PHASE_FILL :
 				    !strcmp(optarg, "mixed") ? PB_PHASE_MIXED :
@@ -83,10 +87,16 @@ static int parse_opts(int argc, char **argv, struct pb_opts *o)
 	return 0;
 }
 
-static int pin_cpu(int cpu)
+/* Pin to @cpu, or to the CPU it runs on now (-1): a migration in the middle of a timed
+ * segment costs its caches, and the scheduler's choices vary from run to run. */
+static int pin_cpu(int cpu, bool no_pin)
 {
 	cpu_set_t set;
 
+	if (no_pin)
+		return 0;
+	if (cpu < 0)
+		cpu = sched_getcpu();
 	if (cpu < 0)
 		return 0;
 	CPU_ZERO(&set);
@@ -218,8 +228,9 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if (pin_cpu(c.opt.cpu))
+	if (pin_cpu(c.opt.cpu, c.opt.no_pin))
 		return 2;
+	c.pinned_cpu = c.opt.no_pin ? -1 : c.opt.cpu >= 0 ? c.opt.cpu : sched_getcpu();
 	ret = ctx_init(&c);
 	if (ret) {
 		ctx_release(&c);

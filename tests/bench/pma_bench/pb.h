@@ -220,7 +220,8 @@ struct pb_opts {
 	bool pma_only;			/* skip the baseline (profiling) */
 	unsigned int phases;		/* PB_PHASE_* to run (profiling); all by default */
 	unsigned int reps;		/* throughput repetitions of the pma (median) */
-	int cpu;			/* pin to this CPU, -1: no pinning */
+	int cpu;			/* pin to this CPU, -1: the one it starts on */
+	bool no_pin;			/* --no-pin: leave the scheduler free */
 };
 
 /* (a) fill: C2M until an allocation fails, then free all in allocation order. */
@@ -236,6 +237,8 @@ struct pb_mixed_res {
 	size_t ops;			/* main-loop ops replayed */
 	double secs;			/* throughput mode (median) */
 	double ops_per_s;
+	double ops_min, ops_max;	/* spread of the throughput repetitions */
+	unsigned int reps;		/* timed throughput repetitions (after one warm-up) */
 	bool partial;			/* --quick: a prefix of the trace */
 	uint64_t fails;
 	uint64_t fails_cls[PB_NR_CLS];
@@ -286,6 +289,7 @@ struct pb_ctx {
 	uint64_t *odd;			/* c1: indexes into frame_pages */
 	uint64_t *d2m_pages;		/* c3 */
 	uint64_t timer_p50, timer_p99;	/* cost of the clock pair itself */
+	int pinned_cpu;			/* -1: not pinned */
 	size_t harness_bytes;		/* trace and buffers, for the RSS figure */
 	double harness_ns_per_op;	/* mixed replay through the null backend */
 };

@@ -347,12 +347,22 @@ static void mixed_pass(struct pb_ctx *c, struct pb_result *res, bool lat, double
 void pb_run_mixed(struct pb_ctx *c, struct pb_result *res)
 {
 	unsigned int reps = pass_reps(c, res);
-	double s[16] = { 0 }, dummy;
+	double s[16] = { 0 }, dummy, lo = 0, hi = 0;
 
-	for (unsigned int i = 0; i < reps; i++)
+	/* One untimed pass first (the pma only: the baseline runs once), so that the timed
+	 * ones find the code, the branch history and the allocator's memory warm. */
+	if (reps > 1)
+		mixed_pass(c, res, false, &dummy);
+	for (unsigned int i = 0; i < reps; i++) {
 		mixed_pass(c, res, false, &s[i]);
+		lo = i && lo < s[i] ? lo : s[i];
+		hi = hi > s[i] ? hi : s[i];
+	}
+	res->mixed.reps = reps;
 	res->mixed.secs = median(s, reps);
 	res->mixed.ops_per_s = res->mixed.secs > 0 ? (double)res->mixed.ops / res->mixed.secs : 0;
+	res->mixed.ops_min = hi > 0 ? (double)res->mixed.ops / hi : 0;
+	res->mixed.ops_max = lo > 0 ? (double)res->mixed.ops / lo : 0;
 	/* The baseline's latency run costs as much as its throughput run; --quick drops it. */
 	if (!(c->opt.quick && res->be == &pb_backend_naive))
 		mixed_pass(c, res, true, &dummy);
