@@ -55,4 +55,13 @@ static inline const char *bench_cpu_json(char *buf, size_t len)
 	return buf;
 }
 
+/* Open a benchmark's JSON object on stdout with the two keys: prints
+ * `{"cpu_model": "...", "cpu_cores": N, ` (the caller prints the rest and the brace). */
+static inline void bench_cpu_json_begin(void)
+{
+	char buf[256];
+
+	printf("{%s, ", bench_cpu_json(buf, sizeof(buf)));
+}
+
 #endif

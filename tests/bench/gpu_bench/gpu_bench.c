@@ -22,6 +22,7 @@
 #include "common/compiler.h"
 #include "iommu_model/iommu.h"
 #include "setup.h"
+#include "tests/bench/bench_cpu.h"
 #include <vgpu/sva.h>
 
 #define LAT_SAMPLES	20000
@@ -399,7 +400,8 @@ int main(int argc, char **argv)
 	copy_run(&cp);
 
 	if (json) {
-		printf("{\"doorbell_first_method_p50_us\": %.3f, \"gp_entries_per_s_batched\": %.0f, "
+		bench_cpu_json_begin();
+		printf("\"doorbell_first_method_p50_us\": %.3f, \"gp_entries_per_s_batched\": %.0f, "
 		       "\"copy_vram_gbps\": %.2f, \"copy_sys_to_vram_gbps\": %.2f, \"memcpy_gbps\": %.2f, "
 		       "\"doorbell_observe_p50_us\": %.3f, \"doorbell_first_method_p99_us\": %.3f, "
 		       "\"doorbell_complete_p50_us\": %.3f, \"gp_entries_per_s_per_entry\": %.0f, "

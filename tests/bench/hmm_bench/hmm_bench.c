@@ -27,6 +27,7 @@
 #include "common/clock.h"
 #include "common/compiler.h"
 #include "hmm/hmm.h"
+#include "tests/bench/bench_cpu.h"
 
 #define PG	HMM_PAGE_SIZE
 #define M2	HMM_BLOCK_SIZE
@@ -614,7 +615,8 @@ int main(int argc, char **argv)
 	double fps1 = bench_device_faults(1, &single_b1);
 
 	if (json) {
-		printf("{\"cpu_fault_4k_us\": %.2f, \"migrate_2m_to_vram_gbps\": %.2f, "
+		bench_cpu_json_begin();
+		printf("\"cpu_fault_4k_us\": %.2f, \"migrate_2m_to_vram_gbps\": %.2f, "
 		       "\"migrate_2m_to_sys_gbps\": %.2f, \"memcpy_gbps\": %.2f, "
 		       "\"device_faults_per_s\": %.0f, \"cpu_fault_4k_thread_us\": %.2f, "
 		       "\"cpu_fault_4k_thread_xcpu_us\": %.2f, \"cpu_fault_64k_gbps\": %.2f, "

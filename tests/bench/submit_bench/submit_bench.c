@@ -22,6 +22,7 @@
 #include "common/clock.h"
 #include "tests/bench/submit_bench/vgpud_host.h"
 #include "vf_guest/include/vgpu_vf.h"
+#include "tests/bench/bench_cpu.h"
 
 struct lat {
 	uint64_t *call, *exec, *rt;	/* ns: the vgpu_submit() call, submit to the device
@@ -184,7 +185,8 @@ static void print_table(const struct result *u, const struct result *k, size_t i
  * "host" is always "vgpud" (kept so readers of earlier output need no change). */
 static void print_json(const struct result *u, const struct result *k)
 {
-	printf("{\"host\": \"vgpud\", \"usermode_submit_p50_us\": %.3f, \"rpc_submit_p50_us\": %.3f, "
+	bench_cpu_json_begin();
+	printf("\"host\": \"vgpud\", \"usermode_submit_p50_us\": %.3f, \"rpc_submit_p50_us\": %.3f, "
 	       "\"gp_entries_per_s\": %.0f, \"usermode_submit_p99_us\": %.3f, "
 	       "\"rpc_submit_p99_us\": %.3f, \"usermode_call_p50_us\": %.3f, "
 	       "\"rpc_call_p50_us\": %.3f, \"usermode_roundtrip_p50_us\": %.3f, "
