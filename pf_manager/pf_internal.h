@@ -309,6 +309,10 @@ void pf_endpoint_event(struct pf_slice *s, uint32_t type, uint64_t arg0);
 void pf_endpoint_event2(struct pf_slice *s, uint32_t type, uint64_t arg0, uint64_t arg1);
 
 /* ---- service.c: one service thread per VF serves its mailbox (doc/pf_manager.md) ---- */
+/* Answer one mailbox request @req of @s into @rsp (a whole slot), as the VF's service
+ * thread does; true if it failed (for the counters). */
+bool pf_svc_handle(struct pf_daemon *d, struct pf_slice *s, const struct vf_msg *req,
+		   struct vf_msg *rsp, uint32_t resets);
 /* Start @s's service thread (with its endpoint). 0 or -errno. */
 int pf_svc_start(struct pf_daemon *d, struct pf_slice *s);
 /* Stop and join it (waits for the request in hand), counters synced. No-op without one. */

@@ -41,11 +41,9 @@ struct pf_svc {
 
 /* ---- one request -------------------------------------------------------------------------- */
 
-/* Answer @req into @rsp (a whole slot); true if the call failed (for the counters). */
-static bool svc_handle(struct pf_svc *v, const struct vf_msg *req, struct vf_msg *rsp,
-		       uint32_t resets)
+bool pf_svc_handle(struct pf_daemon *d, struct pf_slice *s, const struct vf_msg *req,
+		   struct vf_msg *rsp, uint32_t resets)
 {
-	struct pf_slice *s = v->s;
 	const uint8_t *payload = (const uint8_t *)(req + 1);
 	uint8_t *out = (uint8_t *)(rsp + 1);
 
@@ -77,7 +75,7 @@ static bool svc_handle(struct pf_svc *v, const struct vf_msg *req, struct vf_msg
 		size_t out_len = VF_MSG_MAX_PAYLOAD;
 
 		/* The RM validates every field of the wire message itself. */
-		rsp->status = pf_rm_call(v->d, s->vf, payload, req->length, out, &out_len);
+		rsp->status = pf_rm_call(d, s->vf, payload, req->length, out, &out_len);
 		if (rsp->status)
 			return true;
 		rsp->length = (uint32_t)out_len;
@@ -141,7 +139,8 @@ static void svc_serve(struct pf_svc *v)
 		resets = v->resets;
 		cmn_mutex_unlock(&v->lock);
 		memset(rsp, 0, sizeof(rsp));
-		failed = svc_handle(v, (const struct vf_msg *)req, (struct vf_msg *)rsp, resets);
+		failed = pf_svc_handle(v->d, v->s, (const struct vf_msg *)req, (struct vf_msg *)rsp,
+				       resets);
 		atomic_fetch_add(failed ? &v->rpc_err : &v->rpc_ok, 1);
 		cmn_mutex_lock(&v->lock);
 		/* A reset formatted the rings meanwhile: the request died with them. */

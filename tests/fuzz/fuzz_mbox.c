@@ -1,5 +1,5 @@
-/* fuzz_mbox: a guest's VF mailbox as vgpud serves it (pf_manager/endpoint.c,
- * pf_mbox_service()) and the RM wire messages it carries (rm/rm_dispatch.c, rm_dispatch()),
+/* fuzz_mbox: a guest's VF mailbox as vgpud serves it (pf_manager/service.c, pf_svc_handle(),
+ * what a VF's service thread runs) and the RM wire messages it carries (rm_dispatch()),
  * run against a real RM with a real vgpu-gsp: the RM unit tests' fixture (a 64 MiB GPU with
  * 3 VFs, VF 1 and 2 partitioned) built once, the input playing VF 1's guest.
  * The input is a list of requests, each
@@ -92,12 +92,30 @@ struct fz_state {
 	unsigned int sent, answered;
 };
 
+/* What the VF's service thread does, on this thread: every request that has room for its
+ * reply is taken out of the ring, answered by pf_svc_handle() and the reply published. */
+static void fz_mbox_serve(void)
+{
+	uint8_t req[VF_MBOX_SLOT_SIZE], rsp[VF_MBOX_SLOT_SIZE];
+	const void *slot;
+	int err;
+
+	while ((slot = cmn_ring_consume_slot(&fz_s.req, &err)) && cmn_ring_produce_slot(&fz_s.rsp)) {
+		memcpy(req, slot, sizeof(req));
+		cmn_ring_consume_commit(&fz_s.req);
+		memset(rsp, 0, sizeof(rsp));
+		pf_svc_handle(&fz_d, &fz_s, (const struct vf_msg *)req, (struct vf_msg *)rsp, 0);
+		memcpy(cmn_ring_produce_slot(&fz_s.rsp), rsp, sizeof(rsp));
+		cmn_ring_produce_commit(&fz_s.rsp);
+	}
+}
+
 /* Serve the mailbox and read every reply back, checking it answers what was sent. */
 static void fz_serve(struct fz_state *st)
 {
 	uint8_t rsp[VF_MBOX_SLOT_SIZE];
 
-	pf_mbox_service(&fz_d, &fz_s);
+	fz_mbox_serve();
 	while (cmn_ring_pop(&st->rsp, rsp) == 0) {
 		const struct vf_msg *m = (const void *)rsp;
 		const struct vgpu_rm_reply *rp = (const void *)(m + 1);
