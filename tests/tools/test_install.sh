@@ -129,7 +129,17 @@ unit_execstart_serves_slices() {
 	/usr/local/sbin/vgpuctl start -u $uuid &&
 	/usr/local/sbin/vgpuctl list | grep -q "$uuid" &&
 	[ -S "$tmp/run-unit/vf1.sock" ] &&
+	completes_uuid $uuid &&
 	stop_vgpud
+}
+
+# The installed bash completion offers the running vgpud's slices after vgpuctl -u.
+completes_uuid() {
+	PATH=/usr/local/sbin:$PATH bash -c '
+		source /usr/local/share/bash-completion/completions/vgpuctl
+		COMP_WORDS=(vgpuctl start -u ""); COMP_CWORD=3; _vgpuctl
+		echo "completions: ${COMPREPLY[*]}"
+		[ "${COMPREPLY[*]}" = "$1" ]' sh "$1"
 }
 
 manpage_example_accepted() {
@@ -176,7 +186,7 @@ check "make install into DESTDIR (PREFIX /usr/local)" do_install
 check "every file is installed; vgpu-gsp only in libexec" installed_files
 check "units and hook name the installed paths" units_name_installed_paths
 check "the installed tree is mounted on /usr/local" enter_installed
-check "vgpud.service's ExecStart serves slices with the shipped config" \
+check "vgpud.service's ExecStart serves slices with the shipped config; completion" \
 	unit_execstart_serves_slices
 check "vgpud(8)'s example is the shipped file and is accepted as written" manpage_example_accepted
 check "a bad config value exits 2 naming file, line and key" bad_value_names_line
