@@ -510,4 +510,41 @@ void hmm_mirror_fini(struct hmm_mirror *m);
 int hmm_mirror_service_faults(struct hmm_mirror *m, const struct hmm_dev_fault *faults,
 			      size_t n, int *status);
 
+/* ------------------------------------------------------------------------------------
+ * Page requests (PRI): serve an IOMMU function's page requests for a PASID bound to this
+ * process's address space (an SVA domain of getpid()), so that a device access to a page
+ * that is not present - never touched, swapped or dropped, or a managed page kept on the
+ * device (PROT_NONE under the mprotect backend) - is faulted in (device pages migrate
+ * back to system memory) and the access retried instead of ending in a fault. Requests
+ * for an address with no VMA, or without the permission asked for, are answered Invalid.
+ */
+struct iommu;
+
+struct hmm_pri_stats {
+	uint64_t requests;		/* page requests received */
+	uint64_t served;		/* answered Success: the page is present now */
+	uint64_t invalid;		/* answered Invalid: no VMA, no permission, other PASID */
+	uint64_t faulted;		/* pages faulted in or migrated back for them */
+};
+
+struct hmm_pri {
+	struct hmm_interval_notifier notifier;
+	struct iommu *mmu;
+	unsigned int rid;
+	uint32_t pasid;
+	_Atomic uint64_t requests, served, invalid, faulted;
+};
+
+/* Serve @rid's page requests at @pasid from @mm (PRI enabled with @max_outstanding
+ * groups). 0, -EINVAL (bad argument), -ENOSPC (no notifier slot). */
+int hmm_pri_attach(struct hmm_pri *p, struct hmm_mm *mm, struct iommu *mmu, unsigned int rid,
+		   uint32_t pasid, unsigned int max_outstanding);
+/* Disable PRI for the function (outstanding requests end Invalid) and stop serving. */
+void hmm_pri_detach(struct hmm_pri *p);
+/* Fault in the page at @addr of @mm as a device access would need it (@write: writable).
+ * 0, -EFAULT (no VMA or no access), -EPERM (write to a read-only mapping), -EBUSY. */
+int hmm_pri_serve_page(struct hmm_pri *p, uintptr_t addr, bool write);
+/* Counters since attach. */
+void hmm_pri_get_stats(struct hmm_pri *p, struct hmm_pri_stats *st);
+
 #endif

@@ -1,6 +1,6 @@
 # hmm: HMM-style mirroring and migration over userfaultfd (see doc/hmm.md).
 MODULES += hmm
 hmm_DIR := hmm
-hmm_DEPS := common
+hmm_DEPS := iommu_model common
 hmm_LDLIBS :=
 hmm_TSAN_TESTS := test_hmm_race
