@@ -2,4 +2,4 @@
 # granule, 2 MiB migration both ways, device fault service) next to memcpy and the raw
 # userfaultfd mechanisms measured in the same run.
 BENCHES += hmm_bench
-hmm_bench_DEPS := hmm common
+hmm_bench_DEPS := hmm iommu_model common
