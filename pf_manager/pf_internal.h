@@ -87,6 +87,7 @@ struct pf_slice {
 	char owner_vm[PF_UUID_STR];	/* "" = no owner token */
 	uint64_t owner_gen;
 	long owner_uid;			/* may attach besides root; -1 = root only */
+	bool transient;			/* no definition file: the journal is its record, stop removes it */
 	/* running state (vf != 0) */
 	unsigned int vf;
 	struct pf_quota prov;		/* as provisioned (aligned) */

@@ -99,6 +99,8 @@ json_object *pf_slice_json(const struct pf_daemon *d, const struct pf_slice *s)
 
 	json_object_object_add(o, "parent", json_object_new_string(d->cfg.pf_id));
 	json_object_object_add(o, "state", json_object_new_string(s->vf ? "running" : "defined"));
+	if (s->transient)
+		json_object_object_add(o, "transient", json_object_new_boolean(true));
 	json_object_object_add(o, "vf", json_object_new_int((int)s->vf));
 	if (s->vf) {
 		json_object *p = quota_json(&s->prov);
@@ -224,6 +226,12 @@ int pf_slice_define(struct pf_daemon *d, json_object *args, bool dry, json_objec
 	if (r)
 		goto free_s;
 	cur = pf_slice_find(d, s->uuid);
+	if (cur && cur->transient) {
+		/* Its definition would outlive the stop that is meant to remove it. */
+		r = cmn_fail(&e->f, -EEXIST, "slice %s is running as a transient slice (no "
+			     "definition); stop it before defining it", cur->uuid);
+		goto free_s;
+	}
 	if (cur) {
 		r = slice_same_spec(cur, s) ? 0 : conflict(cur, s, e);
 		if (!r)
@@ -298,6 +306,9 @@ int pf_slice_undefine(struct pf_daemon *d, json_object *args, bool dry, json_obj
 	r = owner_check(s, args, e);
 	if (r)
 		return r;
+	if (s->transient)
+		return cmn_fail(&e->f, -EBUSY, "slice %s is transient (running on VF %u, no "
+			       "definition): stop removes it", s->uuid, s->vf);
 	if (s->vf)
 		return cmn_fail(&e->f, -EBUSY, "slice %s is running on VF %u; stop it first", s->uuid, s->vf);
 	add_result(ret, s, dry ? "would undefine" : "undefined", dry);
@@ -550,8 +561,8 @@ int pf_slice_start(struct pf_daemon *d, struct pf_slice *s, struct pf_err *e)
 		return cmn_fail(&e->f, r, "slice %s: cannot write the journal: %s", s->uuid,
 			       cmn_strerror(r));
 	}
-	cmn_log_vf(VGPU_LOG_INFO, vf, s->uuid, "slice %s started on VF %u: %" PRIu64 " MiB VRAM at %#"
-		   PRIx64, s->uuid, vf, s->prov.vram >> 20, base);
+	cmn_log_vf(VGPU_LOG_INFO, vf, s->uuid, "%sslice %s started on VF %u: %" PRIu64 " MiB VRAM at %#"
+		   PRIx64, s->transient ? "transient " : "", s->uuid, vf, s->prov.vram >> 20, base);
 	pf_event(d, "SLICE_STARTED", pf_slice_json(d, s));
 	return 0;
 }
@@ -570,15 +581,111 @@ static json_object *plan_json(struct pf_daemon *d, unsigned int vf, const struct
 	return p;
 }
 
+/* A dry-run start of @s: the VF, quota and place it would get; changes nothing. */
+static int start_plan(struct pf_daemon *d, struct pf_slice *s, json_object *ret, struct pf_err *e)
+{
+	unsigned int vf = pf_free_vf(d);
+	struct pf_quota q;
+	uint64_t base;
+	int r;
+
+	if (!vf)
+		return cmn_fail(&e->f, -ENOSPC, "slice %s: no free VF: %u of %u enabled VFs in use",
+			       s->uuid, d->num_vfs, d->num_vfs);
+	r = pf_slice_quota(d, s, &q, e);
+	if (!r)
+		r = pf_place(d, q.vram, &base, e);
+	if (r)
+		return r;
+	add_result(ret, s, "would start", true);
+	json_object_object_add(ret, "plan", plan_json(d, vf, &q, base));
+	return 0;
+}
+
+static void started_result(json_object *ret, const struct pf_slice *s)
+{
+	add_result(ret, s, "started", false);
+	json_object_object_add(ret, "vf", json_object_new_int((int)s->vf));
+	json_object_object_add(ret, "provisioned", quota_json(&s->prov));
+	if (s->transient)
+		json_object_object_add(ret, "transient", json_object_new_boolean(true));
+}
+
+/* The spec of a transient start: the parent this daemon serves, a type, no start mode,
+ * and a UUID no slice has yet. */
+static int transient_spec(struct pf_daemon *d, json_object *args, struct pf_slice *s,
+			  struct pf_err *e)
+{
+	const char *p = arg_str(args, "parent");
+	struct pf_slice *cur;
+	int r;
+
+	if (!json_object_object_get_ex(args, "parent", NULL))
+		return cmn_fail(&e->f, -EINVAL, "a transient start names its \"parent\" with its "
+			       "\"type\"");
+	if (!p || strcmp(p, d->cfg.pf_id))
+		return cmn_fail(&e->f, -ENOENT, "parent \"%.64s\" not found (this daemon serves %s)",
+			       p ? p : "(not a clean string)", d->cfg.pf_id);
+	if (json_object_object_get_ex(args, "start", NULL))
+		return cmn_fail(&e->f, -EINVAL, "a transient slice has no \"start\" mode (define the "
+			       "slice to have one)");
+	r = pf_slice_from_json(d, args, s, e);
+	if (r)
+		return r;
+	cur = pf_slice_find(d, s->uuid);
+	if (cur && cur->vf)
+		return cmn_fail(&e->f, -EEXIST, "slice %s already exists (%srunning on VF %u); a "
+			       "transient start creates a new one", cur->uuid,
+			       cur->transient ? "transient, " : "", cur->vf);
+	if (cur)
+		return cmn_fail(&e->f, -EEXIST, "slice %s already exists (defined); start it by its "
+			       "uuid alone", cur->uuid);
+	if (d->nr_slices >= PF_MAX_SLICES)
+		return cmn_fail(&e->f, -ENOSPC, "too many slices (%u)", PF_MAX_SLICES);
+	s->transient = true;
+	return 0;
+}
+
+/* start-slice with a "type": mdevctl's transient device. The slice is created and started
+ * in one step and never gets a definition file: the journal entry, which carries its
+ * definition, is its only record (so a restart of vgpud brings it back running), and its
+ * stop removes it. */
+static int start_transient(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
+			   struct pf_err *e)
+{
+	struct pf_slice *s = calloc(1, sizeof(*s));
+	int r;
+
+	if (!s)
+		return cmn_fail(&e->f, -ENOMEM, "out of memory");
+	r = transient_spec(d, args, s, e);
+	if (r || dry) {
+		if (!r)
+			r = start_plan(d, s, ret, e);
+		if (!r)
+			json_object_object_add(ret, "transient", json_object_new_boolean(true));
+		free(s);
+		return r;
+	}
+	d->slices[d->nr_slices++] = s;
+	r = pf_slice_start(d, s, e);
+	if (r) {
+		slice_remove(d, s);
+		return r;
+	}
+	started_result(ret, s);
+	return 0;
+}
+
 int pf_slice_start_cmd(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
 		       struct pf_err *e)
 {
 	struct pf_slice *s;
-	struct pf_quota q;
-	unsigned int vf;
-	uint64_t base;
-	int r = slice_from_args(d, args, &s, e);
+	int r;
 
+	if (args && json_object_object_get_ex(args, "type", NULL))
+		return start_transient(d, args, dry, ret, e);
+	r = slice_from_args(d, args, &s, e);
 	if (r)
 		return r;
 	r = owner_check(s, args, e);
@@ -589,26 +696,12 @@ int pf_slice_start_cmd(struct pf_daemon *d, json_object *args, bool dry, json_ob
 		json_object_object_add(ret, "vf", json_object_new_int((int)s->vf));
 		return 0;
 	}
-	if (dry) {
-		vf = pf_free_vf(d);
-		if (!vf)
-			return cmn_fail(&e->f, -ENOSPC, "slice %s: no free VF: %u of %u enabled VFs in use",
-				       s->uuid, d->num_vfs, d->num_vfs);
-		r = pf_slice_quota(d, s, &q, e);
-		if (!r)
-			r = pf_place(d, q.vram, &base, e);
-		if (r)
-			return r;
-		add_result(ret, s, "would start", true);
-		json_object_object_add(ret, "plan", plan_json(d, vf, &q, base));
-		return 0;
-	}
+	if (dry)
+		return start_plan(d, s, ret, e);
 	r = pf_slice_start(d, s, e);
 	if (r)
 		return r;
-	add_result(ret, s, "started", false);
-	json_object_object_add(ret, "vf", json_object_new_int((int)s->vf));
-	json_object_object_add(ret, "provisioned", quota_json(&s->prov));
+	started_result(ret, s);
 	return 0;
 }
 
@@ -723,6 +816,8 @@ int pf_slice_stop_cmd(struct pf_daemon *d, json_object *args, bool dry, json_obj
 	vf = s->vf;
 	add_result(ret, s, dry ? "would stop" : "stopped", dry);
 	json_object_object_add(ret, "vf", json_object_new_int((int)vf));
+	if (s->transient)
+		json_object_object_add(ret, "transient", json_object_new_boolean(true));
 	if (dry) {
 		pf_json_add_u64(ret, "releases_vram_bytes", s->prov.vram);
 		pf_json_add_u64(ret, "vram_base", s->base);
@@ -734,8 +829,12 @@ int pf_slice_stop_cmd(struct pf_daemon *d, json_object *args, bool dry, json_obj
 		return cmn_fail(&e->f, r, "slice %s: cannot write the journal: %s", s->uuid,
 			       cmn_strerror(r));
 	pf_slice_stop(d, s);
-	cmn_log_vf(VGPU_LOG_INFO, vf, s->uuid, "slice %s stopped (VF %u released)", s->uuid, vf);
+	cmn_log_vf(VGPU_LOG_INFO, vf, s->uuid, "slice %s stopped (VF %u released%s)", s->uuid, vf,
+		   s->transient ? "; transient: removed" : "");
 	pf_event(d, "SLICE_STOPPED", pf_slice_json(d, s));
+	/* The journal without it was its last record: nothing of it is left to keep. */
+	if (s->transient)
+		slice_remove(d, s);
 	return 0;
 }
 
@@ -885,7 +984,7 @@ static int modify_commit_running(struct pf_daemon *d, struct pf_slice *s, struct
 		return cmn_fail(&e->f, r, "slice %s: cannot write the journal: %s", s->uuid,
 			       cmn_strerror(r));
 	}
-	if (pf_state_save_slice(d, s))
+	if (!s->transient && pf_state_save_slice(d, s))
 		cmn_warn("slice %s: definition file not rewritten; the next start takes the "
 			 "journal's", s->uuid);
 	s->owner_uid = old.owner_uid;	/* slice_give_to() below compares */
@@ -953,6 +1052,9 @@ int pf_slice_modify(struct pf_daemon *d, json_object *args, bool dry, json_objec
 	r = modify_spec(d, s, args, n, e);
 	if (!r)
 		r = modify_release_owner(s, args, n, e);
+	if (!r && s->transient && n->autostart)
+		r = cmn_fail(&e->f, -EINVAL, "slice %s is transient: it has no start mode (stop it and "
+			     "define it to have one)", s->uuid);
 	if (!r && slice_same_spec(s, n)) {
 		add_result(ret, s, "unchanged", dry);
 		goto free_n;

@@ -1,7 +1,8 @@
 /* Persistence. Declared slices: one JSON file each, <state>/slices/<uuid>.json, in
  * mdevctl's shape. Running slices: the allocation journal <state>/journal.json (VF, VRAM
  * partition, provisioned quota and the allocations inside it), rewritten atomically after
- * every change. VRAM contents live in one shm object per VF named from the state dir, so a
+ * every change. A transient slice has no file: its journal entry, definition included, is
+ * its only record, so it comes back running (and still transient) after a restart. VRAM contents live in one shm object per VF named from the state dir, so a
  * restarted daemon (even after kill -9) maps the same bytes at the same offsets.
  * Loading validates everything before applying anything. Every verb commits its record
  * (the definition file or the journal) before an effect it cannot take back and before
@@ -336,8 +337,11 @@ static json_object *journal_entry(const struct pf_slice *s)
 	pf_json_add_u64(o, "resets", s->resets + s->reset_pending);
 	if (s->reset_pending)
 		json_object_object_add(o, "reset_pending", json_object_new_boolean(true));
-	/* The definition too: a running slice's modify commits here, then rewrites the file. */
+	/* The definition too: a running slice's modify commits here, then rewrites the file.
+	 * A transient slice has no file: this is its only record. */
 	json_object_object_add(o, "definition", pf_slice_def_json(s));
+	if (s->transient)
+		json_object_object_add(o, "transient", json_object_new_boolean(true));
 	if (s->child && !pma_export(s->child, NULL, 0, &nr) && nr) {
 		r = calloc(nr, sizeof(*r));
 		if (r && !pma_export(s->child, r, nr, &nr)) {
@@ -573,25 +577,71 @@ static int check_def(struct pf_daemon *d, json_object *o, struct jent *je, const
 	return 0;
 }
 
+/* A transient entry ("transient": true) is the slice's only record: the slice is made from
+ * the entry's definition and joins the daemon's list now. If a later check fails the
+ * loader drops every slice, so nothing of it is applied. */
+static int transient_entry(struct pf_daemon *d, json_object *o, struct jent *je,
+			   const char *uuid, char *why, size_t wlen)
+{
+	struct pf_err e = { 0 };
+	struct pf_slice *s;
+	json_object *t, *def;
+	int r;
+
+	if (!json_object_object_get_ex(o, "transient", &t))
+		return 0;
+	if (!json_object_is_type(t, json_type_boolean))
+		return snprintf(why, wlen, "slice %s: \"transient\" is not a boolean", uuid), -EBADMSG;
+	if (!json_object_get_boolean(t))
+		return 0;
+	if (je->s)
+		return snprintf(why, wlen, "slice %s: transient, but a definition file or an earlier "
+				"entry has it too", uuid), -EBADMSG;
+	if (!json_object_object_get_ex(o, "definition", &def))
+		return snprintf(why, wlen, "slice %s: transient without its definition", uuid),
+		       -EBADMSG;
+	if (d->nr_slices >= PF_MAX_SLICES)
+		return snprintf(why, wlen, "slice %s: too many slices (%u)", uuid, PF_MAX_SLICES),
+		       -EBADMSG;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return snprintf(why, wlen, "out of memory"), -ENOMEM;
+	r = pf_slice_from_json(d, def, s, &e);
+	json_object_put(e.data);
+	if (!r && strcmp(s->uuid, uuid))
+		r = cmn_fail(&e.f, -EINVAL, "its uuid is %s", s->uuid);
+	if (r) {
+		free(s);
+		return snprintf(why, wlen, "slice %s: bad definition: %.180s", uuid, e.f.msg), -EBADMSG;
+	}
+	s->transient = true;
+	d->slices[d->nr_slices++] = s;
+	je->s = s;
+	return 0;
+}
+
 static int check_entry(struct pf_daemon *d, json_object *o, struct jent *je, unsigned int num_vfs,
 		       const struct jent *prev, size_t nprev, char *why, size_t wlen)
 {
 	json_object *u;
 	bool ok = true;
 	char norm[PF_UUID_STR];
+	int r;
 
 	memset(je, 0, sizeof(*je));
 	if (!json_object_object_get_ex(o, "uuid", &u) ||
 	    ctlc_uuid_parse(json_object_get_string(u), norm, NULL))
 		return snprintf(why, wlen, "an entry has no valid uuid"), -EBADMSG;
 	je->s = pf_slice_find(d, norm);
+	r = transient_entry(d, o, je, norm, why, wlen);
+	if (r)
+		return r;
 	if (!je->s)
 		return snprintf(why, wlen, "slice %s has no definition", norm), -EBADMSG;
 	uint64_t vf = jget_u64(o, "vf", &ok), ch = jget_u64(o, "channels", &ok);
 	uint64_t db = jget_u64(o, "doorbells", &ok), eq = jget_u64(o, "exec_quantum_ms", &ok);
 	uint64_t pt = jget_u64(o, "preempt_timeout_us", &ok), pr = jget_u64(o, "priority", &ok);
 	json_object *pend;
-	int r;
 
 	je->base = jget_u64(o, "vram_base", &ok);
 	je->q.vram = jget_u64(o, "vram_bytes", &ok);
@@ -641,8 +691,9 @@ static int check_object(struct pf_daemon *d, struct jent *je, char *why, size_t 
 	fd = shm_open(name, O_RDONLY | O_CLOEXEC, 0);
 	if (fd < 0 && errno == ENOENT) {
 		/* A stop that committed nothing yet never unlinks: only an outside hand did. */
-		cmn_warn("state: VRAM object %s of slice %s is missing; the slice comes back stopped",
-			 name, je->s->uuid);
+		cmn_warn("state: VRAM object %s of slice %s is missing; %s", name, je->s->uuid,
+			 je->s->transient ? "the transient slice is dropped" :
+			 "the slice comes back stopped");
 		je->gone = true;
 		return 0;
 	}
@@ -710,6 +761,20 @@ static void adopt_def(struct pf_daemon *d, struct jent *je)
 		 r ? "not rewritten" : "rewritten");
 }
 
+/* A transient slice whose VRAM object is gone cannot come back stopped: it has no
+ * definition to come back as. */
+static void drop_transient(struct pf_daemon *d, struct jent *je)
+{
+	for (unsigned int i = 0; i < d->nr_slices; i++) {
+		if (d->slices[i] == je->s) {
+			d->slices[i] = d->slices[--d->nr_slices];
+			break;
+		}
+	}
+	pf_slice_free(je->s);
+	je->s = NULL;
+}
+
 static int apply_entry(struct pf_daemon *d, struct jent *je)
 {
 	struct pf_err e = { 0 };
@@ -717,7 +782,12 @@ static int apply_entry(struct pf_daemon *d, struct jent *je)
 	size_t nr = 0;
 	int ret;
 
-	adopt_def(d, je);
+	if (je->gone && je->s->transient) {
+		drop_transient(d, je);
+		return 0;
+	}
+	if (!je->s->transient)
+		adopt_def(d, je);
 	if (je->gone)
 		return 0;
 
@@ -861,7 +931,7 @@ static int load_journal(struct pf_daemon *d)
 		r = apply_entry(d, &je[i]);
 		if (r) {
 			for (size_t k = 0; k <= i; k++)
-				if (je[k].s->vf)
+				if (je[k].s && je[k].s->vf)
 					pf_slice_detach(d, je[k].s);
 			d->num_vfs = 0;
 			break;

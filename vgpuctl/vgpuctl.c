@@ -214,8 +214,9 @@ static void print_result(struct vgpuctl_opts *o, json_object *ret)
 		print_json(ret);
 		return;
 	}
-	printf("%s%s%s%s\n", o->dry ? "dry run: " : "", jstr(ret, "uuid"),
-	       jobj(ret, "uuid") ? " " : "", res);
+	printf("%s%s%s%s%s\n", o->dry ? "dry run: " : "", jstr(ret, "uuid"),
+	       jobj(ret, "uuid") ? " " : "", res,
+	       json_object_get_boolean(jobj(ret, "transient")) ? " (transient)" : "");
 	if (plan)
 		printf("  plan: VF %d, %s VRAM at %#" PRIx64 ", BAR2 %s, %d channels, %d doorbells, "
 		       "object %s\n", (int)jnum(plan, "vf"),
@@ -380,7 +381,8 @@ static int cmd_list(struct ctlc *c, struct vgpuctl_opts *o)
 		json_object *s = json_object_array_get_idx(arr, i), *p = jobj(s, "provisioned");
 
 		printf("%s %s %s %s %s", jstr(s, "uuid"), jstr(s, "parent"), jstr(s, "mdev_type"),
-		       jstr(s, "start"), jstr(s, "state"));
+		       json_object_get_boolean(jobj(s, "transient")) ? "transient" : jstr(s, "start"),
+		       jstr(s, "state"));
 		if (p)
 			printf(" vf%d %s%s", (int)jnum(s, "vf"),
 			       ctlc_size_format(jnum(p, "vram_bytes"), a, sizeof(a)),
@@ -482,7 +484,40 @@ static int uuid_verb(struct ctlc *c, struct vgpuctl_opts *o, const char *cmd)
 }
 
 static int cmd_undefine(struct ctlc *c, struct vgpuctl_opts *o) { return uuid_verb(c, o, "undefine-slice"); }
-static int cmd_start(struct ctlc *c, struct vgpuctl_opts *o) { return uuid_verb(c, o, "start-slice"); }
+
+/* start -p PARENT -t TYPE [-u UUID] [quota flags]: mdevctl's transient start. The daemon
+ * checks the parent, so a wrong one changes nothing and says which parent it serves. */
+static int start_transient(struct ctlc *c, struct vgpuctl_opts *o)
+{
+	json_object *a;
+	int r;
+
+	if (!o->parent)
+		return usage_error("start -t %s needs -p/--parent (a transient start names both)",
+				   o->type);
+	if (o->start >= 0)
+		return usage_error("start -t: a transient slice has no start mode (--auto/--manual "
+				   "are for define)");
+	if (o->uuid && (r = need_uuid(o)))
+		return r;
+	a = json_object_new_object();
+	json_object_object_add(a, "parent", json_object_new_string(o->parent));
+	json_object_object_add(a, "type", json_object_new_string(o->type));
+	if (o->uuid)
+		json_object_object_add(a, "uuid", json_object_new_string(o->uuid));
+	if (json_object_array_length(o->attrs))
+		json_object_object_add(a, "attrs", json_object_get(o->attrs));
+	if (o->owner)
+		json_object_object_add(a, "owner", owner_json(o->owner));
+	if (o->have_owner_uid)
+		json_object_object_add(a, "owner_uid", json_object_new_int64(o->owner_uid));
+	return simple(c, o, "start-slice", a);
+}
+
+static int cmd_start(struct ctlc *c, struct vgpuctl_opts *o)
+{
+	return o->type ? start_transient(c, o) : uuid_verb(c, o, "start-slice");
+}
 static int cmd_stop(struct ctlc *c, struct vgpuctl_opts *o) { return uuid_verb(c, o, "stop-slice"); }
 
 static int cmd_modify(struct ctlc *c, struct vgpuctl_opts *o)
@@ -637,8 +672,9 @@ static const struct vgpuctl_verb verbs[] = {
 	{ "list",	cmd_list,	0, 0, "", "slices: defined and running [-u UUID] [-v] [--dumpjson]" },
 	{ "define",	cmd_define,	0, 0, "", "-t TYPE | --jsonfile FILE [-u UUID] [--auto|--manual] [quota flags] [--owner VM[:GEN]]" },
 	{ "undefine",	cmd_undefine,	0, 0, "", "-u UUID" },
-	{ "start",	cmd_start,	0, 0, "", "-u UUID: give the slice a VF, its VRAM partition and endpoint" },
-	{ "stop",	cmd_stop,	0, 0, "", "-u UUID: reset the VF and release the partition" },
+	{ "start",	cmd_start,	0, 0, "", "-u UUID: give the slice a VF, its VRAM partition and endpoint;"
+	  " -p PARENT -t TYPE [-u UUID] [quota flags]: a transient slice (no definition, gone when stopped)" },
+	{ "stop",	cmd_stop,	0, 0, "", "-u UUID: reset the VF and release the partition (a transient slice is removed)" },
 	{ "modify",	cmd_modify,	0, 0, "", "-u UUID [-t TYPE] [--auto|--manual] [quota flags] [--owner-uid U] [--release-owner VM[:GEN]]" },
 	{ "set-vfs",	cmd_set_vfs,	1, 1, "N", "N: enable N VFs (sriov_numvfs semantics)" },
 	{ "status",	cmd_status,	0, 0, "", "the device: VRAM, VFs, budgets" },
