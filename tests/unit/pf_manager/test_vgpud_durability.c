@@ -1,8 +1,11 @@
 /* Crash consistency of vgpud's state directory: every verb is killed at each of its
  * durability points in turn (VGPU_CRASH_AT=N), the daemon restarted, and the state checked:
- * what was acknowledged is there, nothing is half applied, a running slice's VRAM is
+ * what was acknowledged is there, nothing is half applied (no definition file a verb did
+ * not mean to leave, a transient slice still transient), a running slice's VRAM is
  * intact. A second pass runs under the lost-writes shim (libvgpu-lostwrites.so), which
  * also drops what was not fsynced. Then the state loader's checks of damaged files. */
+#include <dirent.h>
+
 #include "pf_test.h"
 
 #define U1	"11111111-1111-4111-8111-111111111111"
@@ -11,10 +14,14 @@
 #define CRASH_EXIT	86
 #define CRASH_PROG	"vgpud-test"	/* the crash-point switch is in test builds only */
 #define MARK		"durability-marker"
+#define PARENT		"0000:00:00.0"	/* vgpud's default parent */
 
-enum verb { V_DEFINE, V_START, V_MODIFY, V_STOP, V_UNDEFINE, V_SET_VFS, V_RESET, V_NR };
+/* V_TSTART and V_TSTOP: the transient form, start -p PARENT -t TYPE and its stop. */
+enum verb { V_DEFINE, V_START, V_MODIFY, V_STOP, V_UNDEFINE, V_SET_VFS, V_RESET, V_TSTART,
+	    V_TSTOP, V_NR };
 static const char *const verb_names[V_NR] = {
-	"define", "start", "modify", "stop", "undefine", "set-vfs", "reset",
+	"define", "start", "modify", "stop", "undefine", "set-vfs", "reset", "transient start",
+	"transient stop",
 };
 
 static char *daemon_args[] = { "--vram", "2G", "--max-vfs", "4", "--spare-vram", "256M", NULL };
@@ -43,8 +50,19 @@ static char *vram_map(struct tdaemon *d, unsigned int vf)
 	return p == MAP_FAILED ? NULL : p;
 }
 
+/* start-slice's transient form for U3. */
+static json_object *transient_request(void)
+{
+	json_object *a = t_args("uuid", U3);
+
+	json_object_object_add(a, "parent", json_object_new_string(PARENT));
+	json_object_object_add(a, "type", json_object_new_string("vgpu-512M"));
+	return a;
+}
+
 /* The state before the verb: 2 VFs, U1 running on VF 1 with a marker in its VRAM, U2
- * defined (set-vfs starts from no VFs and U1, U2 defined). Left with the daemon killed. */
+ * defined (set-vfs starts from no VFs and U1, U2 defined; a transient stop has U3 running
+ * transient on VF 2). Left with the daemon killed. */
 static void setup(struct tdaemon *d, enum verb v)
 {
 	struct tclient *c;
@@ -70,6 +88,8 @@ static void setup(struct tdaemon *d, enum verb v)
 		memcpy(vram, MARK, sizeof(MARK));
 		munmap(vram, 4096);
 	}
+	if (v == V_TSTOP)
+		json_object_put(ok(t_exec(c, "start-slice", transient_request())));
 	t_client_free(c);
 	t_daemon_stop(d, SIGKILL);
 }
@@ -105,6 +125,14 @@ static json_object *verb_request(enum verb v, const char **cmd)
 		*cmd = "undefine-slice";
 		a = t_args("uuid", U2);
 		break;
+	case V_TSTART:
+		*cmd = "start-slice";
+		a = transient_request();
+		break;
+	case V_TSTOP:
+		*cmd = "stop-slice";
+		a = t_args("uuid", U3);
+		break;
 	case V_SET_VFS:
 		*cmd = "set-vfs";
 		a = json_object_new_object();
@@ -118,7 +146,8 @@ static json_object *verb_request(enum verb v, const char **cmd)
 	return a;
 }
 
-/* A slice as "absent", "defined" or "running/<vf>/<resets>/<channels-in-attrs+prov>". */
+/* A slice as "absent", "defined" or "running/<vf>/<resets>/<channels-in-attrs+prov>", the
+ * running state prefixed "transient:" for a transient slice. */
 static void slice_state(json_object *slices, const char *uuid, char *buf, size_t len)
 {
 	snprintf(buf, len, "absent");
@@ -138,12 +167,33 @@ static void slice_state(json_object *slices, const char *uuid, char *buf, size_t
 		}
 		vf = json_object_object_get(s, "vf");
 		rc = json_object_object_get(s, "reset_count");
-		snprintf(buf, len, "running/%d/%d/%d", json_object_get_int(vf), json_object_get_int(rc),
-			 threes);
+		snprintf(buf, len, "%srunning/%d/%d/%d",
+			 json_object_get_boolean(json_object_object_get(s, "transient")) ?
+			 "transient:" : "", json_object_get_int(vf), json_object_get_int(rc), threes);
 	}
 }
 
-/* The whole observable state: each slice, the number of VFs. */
+/* The definition files in <state>/slices: a transient verb must never leave one. */
+static int def_files(struct tdaemon *d)
+{
+	char dir[200];
+	struct dirent *de;
+	DIR *dp;
+	int n = 0;
+
+	snprintf(dir, sizeof(dir), "%s/slices", d->state);
+	dp = opendir(dir);
+	assert_non_null(dp);
+	while ((de = readdir(dp))) {
+		size_t l = strlen(de->d_name);
+
+		n += l > 5 && !strcmp(de->d_name + l - 5, ".json");
+	}
+	closedir(dp);
+	return n;
+}
+
+/* The whole observable state: each slice, the number of VFs and of definition files. */
 static void snapshot(struct tdaemon *d, char *buf, size_t len)
 {
 	struct tclient *c = t_client(d, true);
@@ -155,8 +205,8 @@ static void snapshot(struct tdaemon *d, char *buf, size_t len)
 	slice_state(arr, U1, a, sizeof(a));
 	slice_state(arr, U2, b, sizeof(b));
 	slice_state(arr, U3, e, sizeof(e));
-	snprintf(buf, len, "U1=%s U2=%s U3=%s vfs=%d", a, b, e,
-		 json_object_get_int(json_object_object_get(t_ret(st), "num_vfs")));
+	snprintf(buf, len, "U1=%s U2=%s U3=%s vfs=%d files=%d", a, b, e,
+		 json_object_get_int(json_object_object_get(t_ret(st), "num_vfs")), def_files(d));
 	json_object_put(sl);
 	json_object_put(st);
 	t_client_free(c);
@@ -311,6 +361,8 @@ static void test_lost_writes(void **state)
 	crash_walk(V_START, shim_path());
 	crash_walk(V_MODIFY, shim_path());
 	crash_walk(V_STOP, shim_path());
+	crash_walk(V_TSTART, shim_path());
+	crash_walk(V_TSTOP, shim_path());
 }
 
 /* Start @prog with VGPU_CRASH_AT=1 and send one mutating request: the exit status if it
@@ -477,6 +529,39 @@ static void test_loader(void **state)
 	t_daemon_free(d);
 }
 
+/* A transient entry: a "transient" that is not a boolean, or a transient slice that also
+ * has a definition file, is refused with nothing applied; the original loads with U3
+ * running and still transient. */
+static void test_loader_transient(void **state)
+{
+	struct tdaemon *d = t_daemon_new();
+	char *orig, *def, *txt, *p, log[200], now[256];
+
+	(void)state;
+	setup(d, V_TSTOP);
+	orig = file_get(d, "journal.json");
+	journal_bad(d, orig, "transient", "1");
+	def = file_get(d, "slices/" U2 ".json");
+	p = strstr(def, U2);
+	assert_non_null(p);
+	memcpy(p, U3, strlen(U3));
+	file_put(d, "slices/" U3 ".json", def);
+	file_put(d, "journal.json", orig);
+	assert_true(start_logged(d, log, sizeof(log)) >= 1000);
+	assert_true(log_has(log, "slice " U3 ": transient, but a definition file"));
+	assert_true(asprintf(&txt, "%s/slices/" U3 ".json", d->state) > 0);
+	assert_int_equal(unlink(txt), 0);
+	free(txt);
+	file_put(d, "journal.json", orig);
+	assert_int_equal(t_daemon_start_argv(d, daemon_args), 0);
+	snapshot(d, now, sizeof(now));
+	assert_string_equal(now, "U1=running/1/0/0 U2=defined/0 U3=transient:running/2/0/0 vfs=2 "
+			    "files=2");
+	free(def);
+	free(orig);
+	t_daemon_free(d);
+}
+
 /* Requests: a VRAM size near 2^64, a verb with a NUL inside, bytes that are not UTF-8. */
 static void test_requests(void **state)
 {
@@ -535,6 +620,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_requests, t_teardown),
 		cmocka_unit_test_teardown(test_loader, t_teardown),
+		cmocka_unit_test_teardown(test_loader_transient, t_teardown),
 		cmocka_unit_test_teardown(test_release_ignores_crash_at, t_teardown),
 		cmocka_unit_test_teardown(test_crash_points, t_teardown),
 		cmocka_unit_test_teardown(test_lost_writes, t_teardown),
