@@ -1,0 +1,5 @@
+MODULES += mig
+mig_DIR := mig
+mig_DEPS := common
+mig_LDLIBS :=
+mig_TSAN_TESTS :=
