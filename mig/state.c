@@ -68,6 +68,9 @@ int mig_state_next_hop(enum mig_state from, enum mig_state to, struct cmn_fail *
 		for (unsigned int n = 0; n < MIG_NR_STATES; n++) {
 			if (!(arcs[s] >> n & 1) || (seen >> n & 1))
 				continue;
+			/* As in vfio: PRE_COPY is entered only when asked for, never on the way. */
+			if (n == MIG_S_PRE_COPY && to != MIG_S_PRE_COPY)
+				continue;
 			seen |= 1u << n;
 			prev[n] = s;
 			queue[tail++] = (enum mig_state)n;

@@ -1,0 +1,425 @@
+/* The migration stream codec: round trip, truncation at and inside every frame, every
+ * single flipped byte, version mismatch, oversized and out-of-range fields. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "mig/mig.h"
+
+/* A growing memory buffer the encoder writes and the decoder reads. */
+struct mbuf {
+	uint8_t *p;
+	size_t len, cap, rd;
+	size_t chunk;		/* the reader hands out at most this many bytes per call (0: all) */
+};
+
+static int mbuf_write(void *ctx, const void *p, size_t len)
+{
+	struct mbuf *b = ctx;
+
+	if (b->len + len > b->cap) {
+		b->cap = (b->len + len) * 2;
+		b->p = realloc(b->p, b->cap);
+		assert_non_null(b->p);
+	}
+	memcpy(b->p + b->len, p, len);
+	b->len += len;
+	return 0;
+}
+
+static ssize_t mbuf_read(void *ctx, void *p, size_t len)
+{
+	struct mbuf *b = ctx;
+	size_t n = b->len - b->rd;
+
+	if (n > len)
+		n = len;
+	if (b->chunk && n > b->chunk)
+		n = b->chunk;
+	memcpy(p, b->p + b->rd, n);
+	b->rd += n;
+	return (ssize_t)n;
+}
+
+static const char def[] = "{\"uuid\":\"5b0b4a3c-1111-4222-8333-944455556666\",\"mdev_type\":\"t\"}";
+
+/* A stream with two VRAM extents (one over MIG_EXTENT_MAX, so split) and one DMA extent;
+ * returns the frame count (END included). */
+static unsigned int make_stream(struct mbuf *b, uint8_t *vram, size_t vram_len)
+{
+	struct mig_enc e;
+	uint8_t dma[100];
+
+	for (size_t i = 0; i < vram_len; i++)
+		vram[i] = (uint8_t)(i * 7 + 3);
+	memset(dma, 0x5a, sizeof(dma));
+	assert_int_equal(mig_enc_init(&e, mbuf_write, b, NULL), 0);
+	assert_int_equal(mig_enc_slice(&e, vram_len, 1 << 20, def, strlen(def), NULL), 0);
+	assert_int_equal(mig_enc_extent(&e, MIG_R_VRAM, 0, vram, 4096, NULL), 0);
+	assert_int_equal(mig_enc_extent(&e, MIG_R_VRAM, 8192, vram + 8192, vram_len - 8192, NULL), 0);
+	assert_int_equal(mig_enc_extent(&e, MIG_R_DMA, 4096, dma, sizeof(dma), NULL), 0);
+	assert_int_equal(mig_enc_end(&e, NULL), 0);
+	return e.seq;
+}
+
+/* Decode @b fully; 0 and the frame count, or the first error with its message in @f. */
+static int decode_all(struct mbuf *b, unsigned int *frames, uint8_t *vram, size_t vram_len,
+		      struct cmn_fail *f)
+{
+	struct mig_dec d;
+	struct mig_frame fr;
+	int r;
+
+	b->rd = 0;
+	*frames = 0;
+	assert_int_equal(mig_dec_init(&d, mbuf_read, b, f), 0);
+	while ((r = mig_dec_next(&d, &fr, f)) > 0) {
+		(*frames)++;
+		if (fr.type == MIG_F_EXTENT && fr.u.extent.region == MIG_R_VRAM && vram) {
+			assert_true(fr.u.extent.off + fr.u.extent.len <= vram_len);
+			memcpy(vram + fr.u.extent.off, fr.u.extent.data, fr.u.extent.len);
+		}
+	}
+	/* A failed decoder keeps failing. */
+	if (r < 0)
+		assert_true(mig_dec_next(&d, &fr, NULL) < 0);
+	mig_dec_fini(&d);
+	return r;
+}
+
+#define VRAM_LEN ((size_t)3 << 20)
+
+static void test_round_trip(void **state)
+{
+	struct mbuf b = { 0 };
+	uint8_t *src = malloc(VRAM_LEN), *dst = calloc(1, VRAM_LEN);
+	struct mig_dec d;
+	struct mig_frame fr;
+	unsigned int n, frames;
+
+	(void)state;
+	n = make_stream(&b, src, VRAM_LEN);
+	/* hello, slice, 1 + 3 vram extents (the second split at 1 MiB), 1 dma, end */
+	assert_int_equal(n, 8);
+	for (size_t chunk = 0; chunk < 3; chunk++) {
+		b.chunk = chunk ? 1 + chunk * 5 : 0;	/* short reads must not matter */
+		memset(dst, 0, VRAM_LEN);
+		assert_int_equal(decode_all(&b, &frames, dst, VRAM_LEN, NULL), 0);
+		assert_int_equal(frames, n);
+		assert_memory_equal(dst, src, 4096);
+		assert_memory_equal(dst + 8192, src + 8192, VRAM_LEN - 8192);
+		for (size_t i = 4096; i < 8192; i++)
+			assert_int_equal(dst[i], 0);	/* the hole stays a hole */
+	}
+	b.chunk = 0;
+	b.rd = 0;
+	assert_int_equal(mig_dec_init(&d, mbuf_read, &b, NULL), 0);
+	assert_int_equal(mig_dec_next(&d, &fr, NULL), 1);
+	assert_int_equal(fr.type, MIG_F_HELLO);
+	assert_int_equal(fr.u.hello.major, MIG_VERSION_MAJOR);
+	assert_int_equal(mig_dec_next(&d, &fr, NULL), 1);
+	assert_int_equal(fr.type, MIG_F_SLICE);
+	assert_int_equal(fr.u.slice.vram_bytes, VRAM_LEN);
+	assert_int_equal(fr.u.slice.dma_bytes, 1 << 20);
+	assert_int_equal(fr.u.slice.def_len, strlen(def));
+	assert_memory_equal(fr.u.slice.def, def, strlen(def));
+	while (mig_dec_next(&d, &fr, NULL) > 0 && fr.type != MIG_F_END)
+		;
+	assert_int_equal(fr.type, MIG_F_END);
+	assert_int_equal(fr.u.end.extents, 5);
+	assert_int_equal(fr.u.end.bytes[MIG_R_VRAM], VRAM_LEN - 4096);
+	assert_int_equal(fr.u.end.bytes[MIG_R_DMA], 100);
+	assert_int_equal(mig_dec_next(&d, &fr, NULL), 0);
+	mig_dec_fini(&d);
+	free(b.p);
+	free(src);
+	free(dst);
+}
+
+/* Cut the stream at every frame boundary and at several points inside each frame. */
+static void test_truncation(void **state)
+{
+	struct mbuf b = { 0 };
+	uint8_t *src = malloc(VRAM_LEN);
+	size_t full, off = 0, bounds[16];
+	unsigned int nb = 0, frames;
+	struct cmn_fail f;
+
+	(void)state;
+	make_stream(&b, src, VRAM_LEN);
+	full = b.len;
+	while (off < full) {		/* walk the frame headers for the boundaries */
+		uint32_t len = (uint32_t)b.p[off + 4] | (uint32_t)b.p[off + 5] << 8 |
+			       (uint32_t)b.p[off + 6] << 16 | (uint32_t)b.p[off + 7] << 24;
+
+		bounds[nb++] = off;
+		off += MIG_FRAME_HDR + len;
+	}
+	assert_int_equal(off, full);
+	for (unsigned int i = 0; i < nb; i++) {
+		size_t next = i + 1 < nb ? bounds[i + 1] : full;
+		size_t cuts[] = { bounds[i], bounds[i] + 1, bounds[i] + MIG_FRAME_HDR - 1,
+				  bounds[i] + MIG_FRAME_HDR, (bounds[i] + next) / 2, next - 1 };
+
+		for (unsigned int c = 0; c < 6; c++) {
+			if (cuts[c] >= full)
+				continue;
+			b.len = cuts[c];
+			memset(&f, 0, sizeof(f));
+			assert_int_equal(decode_all(&b, &frames, NULL, 0, &f), -EBADMSG);
+			assert_non_null(strstr(f.msg, "truncated"));
+			if (cuts[c] > bounds[i] || i)
+				assert_true(strstr(f.msg, "frame") != NULL);
+		}
+	}
+	b.len = full;
+	assert_int_equal(decode_all(&b, &frames, NULL, 0, NULL), 0);
+	free(b.p);
+	free(src);
+}
+
+/* Every single byte flipped anywhere is refused, and the message names a frame. */
+static void test_flipped_byte(void **state)
+{
+	struct mbuf b = { 0 };
+	uint8_t *src = malloc(64 << 10);
+	unsigned int frames;
+	struct cmn_fail f;
+	struct mig_enc e;
+
+	(void)state;
+	/* A small stream, so every byte of it can be tried. */
+	memset(src, 0x11, 64 << 10);
+	assert_int_equal(mig_enc_init(&e, mbuf_write, &b, NULL), 0);
+	assert_int_equal(mig_enc_slice(&e, 64 << 10, 4096, def, strlen(def), NULL), 0);
+	assert_int_equal(mig_enc_extent(&e, MIG_R_VRAM, 0, src, 300, NULL), 0);
+	assert_int_equal(mig_enc_extent(&e, MIG_R_DMA, 0, src, 20, NULL), 0);
+	assert_int_equal(mig_enc_end(&e, NULL), 0);
+	for (size_t i = 0; i < b.len; i++) {
+		for (unsigned int bit = 0; bit < 8; bit += 3) {
+			b.p[i] ^= (uint8_t)(1u << bit);
+			memset(&f, 0, sizeof(f));
+			assert_true(decode_all(&b, &frames, NULL, 0, &f) < 0);
+			assert_non_null(strstr(f.msg, "frame"));
+			b.p[i] ^= (uint8_t)(1u << bit);
+		}
+	}
+	assert_int_equal(decode_all(&b, &frames, NULL, 0, NULL), 0);
+	free(b.p);
+	free(src);
+}
+
+/* Write one frame by hand (a valid CRC over whatever it holds). */
+static void raw_frame(struct mbuf *b, uint16_t type, uint32_t seq, const void *p, uint32_t len,
+		      uint32_t claimed_len)
+{
+	uint8_t h[MIG_FRAME_HDR];
+	uint32_t crc;
+
+	memset(h, 0, sizeof(h));
+	h[0] = (uint8_t)type;
+	h[1] = (uint8_t)(type >> 8);
+	for (int i = 0; i < 4; i++) {
+		h[4 + i] = (uint8_t)(claimed_len >> (8 * i));
+		h[8 + i] = (uint8_t)(seq >> (8 * i));
+	}
+	crc = mig_crc32c(mig_crc32c(0, h, 12), p, len);
+	for (int i = 0; i < 4; i++)
+		h[12 + i] = (uint8_t)(crc >> (8 * i));
+	mbuf_write(b, h, sizeof(h));
+	mbuf_write(b, p, len);
+}
+
+static void hello_payload(uint8_t p[16], uint16_t major, uint16_t minor)
+{
+	memset(p, 0, 16);
+	memcpy(p, MIG_MAGIC, 8);
+	p[8] = (uint8_t)major;
+	p[10] = (uint8_t)minor;
+}
+
+static void test_version(void **state)
+{
+	struct mbuf b = { 0 };
+	uint8_t p[16];
+	unsigned int frames;
+	struct cmn_fail f = { 0 };
+	struct mig_dec d;
+	struct mig_frame fr;
+
+	(void)state;
+	hello_payload(p, MIG_VERSION_MAJOR + 1, 0);
+	raw_frame(&b, MIG_F_HELLO, 0, p, 16, 16);
+	assert_int_equal(decode_all(&b, &frames, NULL, 0, &f), -EPROTO);
+	assert_non_null(strstr(f.msg, "version 2.0"));
+	/* A newer minor of the same major is read. */
+	b.len = 0;
+	hello_payload(p, MIG_VERSION_MAJOR, MIG_VERSION_MINOR + 3);
+	raw_frame(&b, MIG_F_HELLO, 0, p, 16, 16);
+	b.rd = 0;
+	assert_int_equal(mig_dec_init(&d, mbuf_read, &b, NULL), 0);
+	assert_int_equal(mig_dec_next(&d, &fr, NULL), 1);
+	assert_int_equal(fr.u.hello.minor, MIG_VERSION_MINOR + 3);
+	mig_dec_fini(&d);
+	/* Not a stream at all. */
+	b.len = 0;
+	mbuf_write(&b, "{\"uuid\": \"x\"}\n....", 18);
+	assert_int_equal(decode_all(&b, &frames, NULL, 0, &f), -EBADMSG);
+	assert_non_null(strstr(f.msg, "frame 0"));
+	b.len = 0;
+	assert_int_equal(decode_all(&b, &frames, NULL, 0, &f), -EBADMSG);
+	assert_non_null(strstr(f.msg, "empty"));
+	free(b.p);
+}
+
+static void put64le(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* Lengths, offsets and orders a hostile stream may claim, each with a valid CRC. */
+static void test_bad_fields(void **state)
+{
+	struct mbuf b = { 0 };
+	uint8_t hello[16], sl[16 + 8], ext[16 + 4], big[64];
+	unsigned int frames;
+	struct cmn_fail f;
+	size_t base;
+
+	(void)state;
+	hello_payload(hello, MIG_VERSION_MAJOR, MIG_VERSION_MINOR);
+	raw_frame(&b, MIG_F_HELLO, 0, hello, 16, 16);
+	base = b.len;
+	/* A length over the limit: refused before any payload is read. */
+	raw_frame(&b, MIG_F_SLICE, 1, big, 0, 0xfffffff0u);
+	memset(&f, 0, sizeof(f));
+	assert_int_equal(decode_all(&b, &frames, NULL, 0, &f), -EBADMSG);
+	assert_non_null(strstr(f.msg, "frame 1 (slice)"));
+	assert_non_null(strstr(f.msg, "over the limit"));
+	/* An extent before SLICE. */
+	b.len = base;
+	memset(ext, 0, sizeof(ext));
+	raw_frame(&b, MIG_F_EXTENT, 1, ext, sizeof(ext), sizeof(ext));
+	assert_int_equal(decode_all(&b, &frames, NULL, 0, &f), -EBADMSG);
+	assert_non_null(strstr(f.msg, "expected the SLICE"));
+	/* Region sizes over the limit, and zero VRAM. */
+	b.len = base;
+	put64le(sl, 1ull << 60);
+	put64le(sl + 8, 0);
+	memcpy(sl + 16, "{}      ", 8);
+	raw_frame(&b, MIG_F_SLICE, 1, sl, sizeof(sl), sizeof(sl));
+	assert_int_equal(decode_all(&b, &frames, NULL, 0, &f), -EBADMSG);
+	assert_non_null(strstr(f.msg, "out of range"));
+	b.len = base;
+	put64le(sl, 0);
+	raw_frame(&b, MIG_F_SLICE, 1, sl, sizeof(sl), sizeof(sl));
+	assert_int_equal(decode_all(&b, &frames, NULL, 0, &f), -EBADMSG);
+	/* A slice of 1 MiB VRAM, then extents past it, wrapping, descending, unknown region. */
+	b.len = base;
+	put64le(sl, 1 << 20);
+	put64le(sl + 8, 4096);
+	raw_frame(&b, MIG_F_SLICE, 1, sl, sizeof(sl), sizeof(sl));
+	base = b.len;
+	static const struct { uint32_t region; uint64_t off; const char *what; } bad[] = {
+		{ 0, (1 << 20) - 2, "past the region" },
+		{ 0, UINT64_MAX - 1, "past the region" },
+		{ 1, 4093, "past the region" },
+		{ 7, 0, "region 7 unknown" },
+	};
+	for (unsigned int i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		b.len = base;
+		memset(ext, 0, sizeof(ext));
+		ext[0] = (uint8_t)bad[i].region;
+		put64le(ext + 8, bad[i].off);
+		raw_frame(&b, MIG_F_EXTENT, 2, ext, sizeof(ext), sizeof(ext));
+		memset(&f, 0, sizeof(f));
+		assert_int_equal(decode_all(&b, &frames, NULL, 0, &f), -EBADMSG);
+		assert_non_null(strstr(f.msg, bad[i].what));
+		assert_non_null(strstr(f.msg, "frame 2 (extent)"));
+	}
+	b.len = base;
+	memset(ext, 0, sizeof(ext));
+	put64le(ext + 8, 100);
+	raw_frame(&b, MIG_F_EXTENT, 2, ext, sizeof(ext), sizeof(ext));
+	put64le(ext + 8, 50);
+	raw_frame(&b, MIG_F_EXTENT, 3, ext, sizeof(ext), sizeof(ext));
+	assert_int_equal(decode_all(&b, &frames, NULL, 0, &f), -EBADMSG);
+	assert_non_null(strstr(f.msg, "below the previous"));
+	/* A frame of a state this version does not carry. */
+	b.len = base;
+	raw_frame(&b, MIG_F_RM_TREE, 2, ext, sizeof(ext), sizeof(ext));
+	assert_int_equal(decode_all(&b, &frames, NULL, 0, &f), -EPROTO);
+	assert_non_null(strstr(f.msg, "frame 2 (rm-tree)"));
+	/* A skipped sequence number, END with wrong totals, bytes after END. */
+	b.len = base;
+	raw_frame(&b, MIG_F_EXTENT, 5, ext, sizeof(ext), sizeof(ext));
+	assert_int_equal(decode_all(&b, &frames, NULL, 0, &f), -EBADMSG);
+	assert_non_null(strstr(f.msg, "sequence"));
+	b.len = base;
+	memset(big, 0, 32);
+	put64le(big, 2);
+	put64le(big + 8, 1);
+	raw_frame(&b, MIG_F_END, 2, big, 32, 32);
+	assert_int_equal(decode_all(&b, &frames, NULL, 0, &f), -EBADMSG);
+	assert_non_null(strstr(f.msg, "totals"));
+	b.len = base;
+	put64le(big + 8, 0);
+	raw_frame(&b, MIG_F_END, 2, big, 32, 32);
+	assert_int_equal(decode_all(&b, &frames, NULL, 0, NULL), 0);
+	mbuf_write(&b, "x", 1);
+	assert_int_equal(decode_all(&b, &frames, NULL, 0, &f), -EBADMSG);
+	assert_non_null(strstr(f.msg, "after the END"));
+	free(b.p);
+}
+
+/* The encoder refuses what the decoder would. */
+static void test_encoder_checks(void **state)
+{
+	struct mbuf b = { 0 };
+	struct mig_enc e;
+	uint8_t x[8] = { 0 };
+
+	(void)state;
+	assert_int_equal(mig_enc_init(&e, mbuf_write, &b, NULL), 0);
+	assert_int_equal(mig_enc_extent(&e, MIG_R_VRAM, 0, x, 8, NULL), -EINVAL);
+	assert_int_equal(mig_enc_end(&e, NULL), -EINVAL);
+	assert_int_equal(mig_enc_slice(&e, 4096, 0, def, 0, NULL), -EINVAL);
+	assert_int_equal(mig_enc_slice(&e, 4096, 0, def, strlen(def), NULL), 0);
+	assert_int_equal(mig_enc_slice(&e, 4096, 0, def, strlen(def), NULL), -EINVAL);
+	assert_int_equal(mig_enc_extent(&e, MIG_R_VRAM, 4090, x, 8, NULL), -EINVAL);
+	assert_int_equal(mig_enc_extent(&e, MIG_R_DMA, 0, x, 8, NULL), -EINVAL);
+	assert_int_equal(mig_enc_extent(&e, MIG_R_VRAM, 8, x, 8, NULL), 0);
+	assert_int_equal(mig_enc_extent(&e, MIG_R_VRAM, 0, x, 8, NULL), -EINVAL);
+	assert_int_equal(mig_enc_end(&e, NULL), 0);
+	assert_int_equal(mig_enc_end(&e, NULL), -EINVAL);
+	free(b.p);
+}
+
+static void test_crc32c(void **state)
+{
+	(void)state;
+	/* The standard check value of CRC-32C. */
+	assert_int_equal(mig_crc32c(0, "123456789", 9), 0xe3069283u);
+	assert_int_equal(mig_crc32c(mig_crc32c(0, "1234", 4), "56789", 5), 0xe3069283u);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_crc32c),
+		cmocka_unit_test(test_round_trip),
+		cmocka_unit_test(test_truncation),
+		cmocka_unit_test(test_flipped_byte),
+		cmocka_unit_test(test_version),
+		cmocka_unit_test(test_bad_fields),
+		cmocka_unit_test(test_encoder_checks),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
