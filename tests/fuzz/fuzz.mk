@@ -24,3 +24,5 @@ FUZZERS += gspcli
 fuzz_gspcli_DEPS := rm_gsp
 FUZZERS += endpoint
 fuzz_endpoint_DEPS := pf_manager
+FUZZERS += mig
+fuzz_mig_DEPS := mig
