@@ -147,7 +147,8 @@ struct gpu_config {
 	struct iommu *iommu;		/* system aperture (requester id = function number);
 					 * NULL: every system-memory access faults */
 	/* The engines' clock in ns, for tests that must not depend on host load (shares,
-	 * slices); called on engine threads only. NULL: CLOCK_MONOTONIC. */
+	 * slices); also the time VGPU_M_TIMESTAMP stores. Called on engine threads only.
+	 * NULL: CLOCK_MONOTONIC. */
 	uint64_t (*clock_ns)(void *arg);
 	void *clock_arg;
 };
@@ -326,6 +327,7 @@ struct gpu_sched_stats {
 	uint64_t slices;		/* slices granted */
 	uint64_t preempt_timeouts;	/* channels errored for not yielding */
 	uint64_t stall_ns;		/* host took the engine thread away: not charged */
+	uint64_t preempted;		/* slices cut short for a function owed time */
 };
 /* Telemetry of @fn summed over engines. */
 void gpu_sched_stats(struct gpu *g, unsigned int fn, struct gpu_sched_stats *out);

@@ -19,6 +19,9 @@
 #define GPU_CHAN_BATCH		256	/* GP entries per turn before re-polling doorbells */
 #define GPU_CHUNK_BYTES		(256u << 10)	/* copy/fill work between preemption checks */
 #define GPU_DEFAULT_QUANTUM	(2 * VGPU_NSEC_PER_MSEC)
+/* A slice runs at least this long (or its whole length if shorter) before a function that
+ * is owed time may cut it short: bounds the switching a waiting function can cause. */
+#define GPU_MIN_QUANTUM		(20 * VGPU_NSEC_PER_USEC)
 #define GPU_DEFAULT_PERIOD	(10 * VGPU_NSEC_PER_MSEC)
 #define GPU_DEFAULT_PREEMPT_TO	(100 * VGPU_NSEC_PER_MSEC)
 #define GPU_DEFAULT_SEM_TO	VGPU_NSEC_PER_SEC
@@ -150,6 +153,9 @@ struct gpu_engine {
 	/* scheduler state (g->lock) */
 	int cur_fn;			/* function owning the slice, -1 none */
 	uint64_t slot_start, slot_end;
+	uint64_t yield_at;		/* look for an owed function from then on */
+	uint64_t hold_until;		/* fixed share: unreserved time, idle until then */
+	uint64_t free_vtime;		/* fixed share: virtual time of the unreserved part */
 	unsigned int rr_fn;
 	uint64_t vclock;		/* vtime of the last function given a slice */
 	uint64_t next_scan;

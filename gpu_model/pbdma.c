@@ -142,9 +142,13 @@ static enum mres ctx_fault(struct gpu_ctx *ctx, uint32_t method)
 								   : VGPU_CHAN_ERR_MMU_FAULT, method);
 }
 
+/* End the turn: the slice is over, or it ran its minimum quantum and a doorbell came in
+ * (it may be a function owed time: the scheduler decides). */
 static bool slice_over(struct gpu_ctx *ctx)
 {
-	return gpu_engine_now(ctx->e) >= ctx->e->slot_end;
+	uint64_t now = gpu_engine_now(ctx->e);
+
+	return now >= ctx->e->slot_end || (now >= ctx->e->yield_at && gpu_doorbell_any(ctx->g));
 }
 
 /* ---- methods ---- */
@@ -321,7 +325,7 @@ static enum mres m_timestamp(struct gpu_ctx *ctx, const uint32_t *a)
 
 	if (va % 8)
 		return ctx_error(ctx, VGPU_CHAN_ERR_METHOD_ARGS, VGPU_M_TIMESTAMP);
-	return gpu_va_store(ctx, va, 8, cmn_now_ns()) ? M_FAULT : M_DONE;
+	return gpu_va_store(ctx, va, 8, gpu_clock_ns(ctx->g)) ? M_FAULT : M_DONE;
 }
 
 #define ELEMS_PER_STEP 4096u

@@ -2,7 +2,13 @@
  * (best effort, equal share, fixed share), runs their resident channels on its runlist,
  * drains doorbells, scans GP_PUT against GP_GET, and when idle spins briefly and then
  * sleeps on its eventfds. All scheduling state is under g->lock; a channel's execution
- * runs outside it. */
+ * runs outside it.
+ *
+ * Slices are picked by virtual time (time charged / weight). A running slice is cut short,
+ * once it has run GPU_MIN_QUANTUM, when another function that has work is owed time: its
+ * virtual time plus one slice is below what the running function's would be if charged
+ * now. Every slice is charged what it really used, so cut slices and overruns carry over
+ * into the next picks and shares converge. */
 #include <errno.h>
 #include <sched.h>
 #include <sys/epoll.h>
@@ -124,6 +130,26 @@ static uint64_t fn_weight_locked(struct gpu_engine *e, struct gpu_fn *f, uint64_
 	}
 }
 
+/* Virtual time of one slice of @f: the credit a function back from idle may have. */
+static uint64_t fn_lag_locked(struct gpu_engine *e, struct gpu_fn *f, uint64_t len)
+{
+	return len * 1024 / fn_weight_locked(e, f, len);
+}
+
+/* Fixed share: the per mille of the engine no enabled function reserves. Those slices
+ * are spent idle, so every function gets weight/1000 of the engine, no more. */
+static uint64_t unreserved_weight_locked(struct gpu_engine *e)
+{
+	struct gpu *g = e->g;
+	uint64_t sum = 0;
+
+	cmn_mutex_assert_held(&g->lock);
+	for (unsigned int fn = 0; fn < g->nr_fns; fn++)
+		if (fn_slice_locked(e, &g->fns[fn]))
+			sum += g->fns[fn].cfg.sched.weight;
+	return sum < 1000 ? 1000 - sum : 0;
+}
+
 static void idle_account_locked(struct gpu_engine *e, uint64_t now)
 {
 	cmn_mutex_assert_held(&e->g->lock);
@@ -158,6 +184,54 @@ static void slot_end_locked(struct gpu_engine *e, uint64_t now)
 	e->cur_fn = -1;
 }
 
+/* Is a function other than the running one owed time and has work? Owed: its virtual
+ * time, plus the one slice of credit it may have, is below the running function's if that
+ * were charged now. Functions that had their turn this round are not, so a busy round
+ * robin keeps whole slices; one back from idle with work is. */
+static bool owed_waiting_locked(struct gpu_engine *e, uint64_t now)
+{
+	struct gpu *g = e->g;
+	struct gpu_fn *cur = &g->fns[e->cur_fn];
+	uint64_t stolen = e->stolen - e->slot_stolen0, used = now - e->slot_start, cur_v;
+
+	cmn_mutex_assert_held(&g->lock);
+	used = used > stolen ? used - stolen : 0;
+	cur_v = cur->vtime[e->id] + used * 1024 / fn_weight_locked(e, cur, fn_slice_locked(e, cur));
+	for (unsigned int fn = 0; fn < g->nr_fns; fn++) {
+		struct gpu_fn *f = &g->fns[fn];
+		uint64_t len = fn_slice_locked(e, f);
+
+		if (f == cur || !len ||
+		    cmn_max(f->vtime[e->id] + fn_lag_locked(e, f, len), e->vclock) >= cur_v)
+			continue;
+		for (unsigned int chid = 0; chid < GPU_FN_MAX_CHANNELS; chid++)
+			if ((f->cfg.runlist[e->id] & VGPU_BIT(chid)) &&
+			    chan_runnable_locked(e, f, chid, now))
+				return true;
+	}
+	return false;
+}
+
+/* Fixed share: hold the engine idle for one slice of the unreserved part, if that part is
+ * furthest behind (@best_v: the least virtual time of the functions). */
+static bool unreserved_turn_locked(struct gpu_engine *e, uint64_t now, uint64_t best_v)
+{
+	uint64_t w, len = def(e->g->sched_quantum, GPU_DEFAULT_QUANTUM), lag;
+
+	cmn_mutex_assert_held(&e->g->lock);
+	if (e->g->sched_policy != GPU_SCHED_FIXED_SHARE || !(w = unreserved_weight_locked(e)))
+		return false;
+	lag = len * 1024 / w;
+	if (e->free_vtime + lag < e->vclock)
+		e->free_vtime = e->vclock - lag;
+	if (e->free_vtime >= best_v)
+		return false;
+	e->vclock = e->free_vtime;
+	e->free_vtime += lag;
+	e->hold_until = now + len;
+	return true;
+}
+
 /* Start a slice for the eligible function furthest behind its share (least virtual time);
  * best effort skips functions without work. */
 static struct gpu_chan *slot_begin_locked(struct gpu_engine *e, uint64_t now)
@@ -182,7 +256,7 @@ static struct gpu_chan *slot_begin_locked(struct gpu_engine *e, uint64_t now)
 				continue;
 		}
 		/* A function back from idle gets at most one slice of credit, not a backlog. */
-		lag = len * 1024 / fn_weight_locked(e, f, len);
+		lag = fn_lag_locked(e, f, len);
 		if (f->vtime[e->id] + lag < e->vclock)
 			f->vtime[e->id] = e->vclock - lag;
 		if (!best || f->vtime[e->id] < best->vtime[e->id]) {
@@ -195,15 +269,16 @@ static struct gpu_chan *slot_begin_locked(struct gpu_engine *e, uint64_t now)
 				c->running = true;	/* hold it while we look further */
 		}
 	}
-	if (!best)
-		return NULL;
 	if (best_c)
 		best_c->running = false;
+	if (!best || unreserved_turn_locked(e, now, best->vtime[e->id]))
+		return NULL;
 	e->rr_fn = best->id + 1;
 	e->vclock = best->vtime[e->id];
 	e->cur_fn = (int)best->id;
 	e->slot_start = now;
 	e->slot_end = now + best_len;
+	e->yield_at = now + cmn_min(best_len, (uint64_t)GPU_MIN_QUANTUM);
 	e->slot_stolen0 = e->stolen;
 	best->tel[e->id].slices++;
 	best->tel[e->id].target_slice_ns = best_len;
@@ -217,6 +292,16 @@ static struct gpu_chan *sched_pick_locked(struct gpu_engine *e, uint64_t now)
 	cmn_mutex_assert_held(&e->g->lock);
 	if (e->cur_fn >= 0 && now >= e->slot_end)
 		slot_end_locked(e, now);
+	if (e->cur_fn >= 0 && now >= e->yield_at) {
+		/* Look again a minimum quantum later, not at every turn. */
+		e->yield_at = now + GPU_MIN_QUANTUM;
+		if (owed_waiting_locked(e, now)) {
+			e->g->fns[e->cur_fn].tel[e->id].preempted++;
+			slot_end_locked(e, now);
+		}
+	}
+	if (e->cur_fn < 0 && now < e->hold_until)
+		return NULL;	/* fixed share's unreserved part: idle */
 	if (e->cur_fn >= 0) {
 		c = fn_pick_chan_locked(e, &e->g->fns[e->cur_fn], now);
 		if (c || e->g->sched_policy != GPU_SCHED_BEST_EFFORT)
@@ -302,6 +387,8 @@ static uint64_t idle_deadline_locked(struct gpu_engine *e, uint64_t now)
 	cmn_mutex_assert_held(&e->g->lock);
 	if (e->cur_fn >= 0)
 		d = cmn_min(d, e->slot_end);
+	else if (e->hold_until > now)
+		d = cmn_min(d, e->hold_until);
 	for (unsigned int fn = 0; fn < g->nr_fns; fn++) {
 		struct gpu_fn *f = &g->fns[fn];
 		uint64_t rl = f->cfg.runlist[e->id];
