@@ -84,8 +84,9 @@ static json_object *ctlc_reply(struct ctlc *c)
 }
 
 /* @o as one line: the whole line in one buffer, so a short send never splits a request
- * from its newline across a peer's read. */
-static int ctlc_send(struct ctlc *c, json_object *o)
+ * from its newline across a peer's read. @fd (if >= 0) goes with the line's first bytes
+ * (SCM_RIGHTS), so vgpud gives it to this request. */
+static int ctlc_send(struct ctlc *c, json_object *o, int fd)
 {
 	const char *s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
 	size_t len = strlen(s), off = 0;
@@ -97,7 +98,21 @@ static int ctlc_send(struct ctlc *c, json_object *o)
 	memcpy(line, s, len);
 	line[len++] = '\n';
 	while (off < len) {
-		ssize_t n = send(c->fd, line + off, len - off, MSG_NOSIGNAL);
+		union { struct cmsghdr h; char b[CMSG_SPACE(sizeof(int))]; } cb;
+		struct iovec iov = { .iov_base = line + off, .iov_len = len - off };
+		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+		ssize_t n;
+
+		if (fd >= 0 && !off) {
+			memset(&cb, 0, sizeof(cb));
+			mh.msg_control = cb.b;
+			mh.msg_controllen = sizeof(cb.b);
+			CMSG_FIRSTHDR(&mh)->cmsg_level = SOL_SOCKET;
+			CMSG_FIRSTHDR(&mh)->cmsg_type = SCM_RIGHTS;
+			CMSG_FIRSTHDR(&mh)->cmsg_len = CMSG_LEN(sizeof(int));
+			memcpy(CMSG_DATA(CMSG_FIRSTHDR(&mh)), &fd, sizeof(int));
+		}
+		n = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
 
 		if (n <= 0) {
 			r = -EPIPE;
@@ -151,7 +166,7 @@ static int ctlc_negotiate(struct ctlc *c, struct cmn_fail *f)
 		return r;
 	req = json_object_new_object();
 	json_object_object_add(req, "execute", json_object_new_string("qmp_capabilities"));
-	r = ctlc_send(c, req);
+	r = ctlc_send(c, req, -1);
 	json_object_put(req);
 	if (r)
 		return cmn_fail(f, -ECONNREFUSED, "vgpud at %s closed the connection", c->path);
@@ -201,6 +216,12 @@ const char *ctlc_path(const struct ctlc *c)
 int ctlc_request(struct ctlc *c, const char *cmd, json_object *args, json_object **reply,
 		 struct cmn_fail *f)
 {
+	return ctlc_request_fd(c, cmd, args, -1, reply, f);
+}
+
+int ctlc_request_fd(struct ctlc *c, const char *cmd, json_object *args, int fd,
+		    json_object **reply, struct cmn_fail *f)
+{
 	json_object *req = json_object_new_object();
 	int r;
 
@@ -208,7 +229,7 @@ int ctlc_request(struct ctlc *c, const char *cmd, json_object *args, json_object
 	json_object_object_add(req, "execute", json_object_new_string(cmd));
 	if (args)
 		json_object_object_add(req, "arguments", args);
-	r = ctlc_send(c, req);
+	r = ctlc_send(c, req, fd);
 	json_object_put(req);
 	if (r)
 		return cmn_fail(f, -ECONNREFUSED, "vgpud at %s closed the connection", c->path);

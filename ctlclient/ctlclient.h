@@ -47,6 +47,11 @@ const char *ctlc_path(const struct ctlc *c);
 int ctlc_request(struct ctlc *c, const char *cmd, struct json_object *args,
 		 struct json_object **reply, struct cmn_fail *f);
 
+/* ctlc_request() that also passes descriptor @fd (SCM_RIGHTS) with the request: the file
+ * save-slice writes or restore-slice reads, opened with the caller's own rights. */
+int ctlc_request_fd(struct ctlc *c, const char *cmd, struct json_object *args, int fd,
+		    struct json_object **reply, struct cmn_fail *f);
+
 /* ctlc_request() for callers that want only the result: 0 with *@ret (if not NULL) the
  * "return" object, a reference the caller puts; an error reply becomes the errno of
  * ctlc_reply_errno() with its "desc" as the message. */

@@ -438,6 +438,10 @@ int mig_dec_next(struct mig_dec *d, struct mig_frame *out, struct cmn_fail *f)
 	len = get32(h + 4);
 	seq = get32(h + 8);
 	crc = get32(h + 12);
+	/* Anything else first is not a damaged stream but some other file: say so. */
+	if (!d->seq && (type != MIG_F_HELLO || len != HELLO_LEN))
+		return dec_fail(d, f, -EBADMSG, "frame 0 at byte 0: not a vgpu migration stream "
+				"(no HELLO frame first)");
 	if (len > MIG_PAYLOAD_MAX)
 		return dec_fail(d, f, -EBADMSG, "frame %u (%s) at byte %" PRIu64 ": payload length %u "
 				"over the limit %u", d->seq, mig_frame_name(type), at, len,

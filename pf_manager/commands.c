@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/clock.h"
 #include "common/compiler.h"
@@ -345,6 +346,8 @@ static const struct pf_cmd {
 	{ "modify-slice",	pf_slice_modify,	true },
 	{ "set-vfs",		pf_set_vfs,		true },
 	{ "reset-vf",		pf_vf_reset_cmd,	true },
+	{ "save-slice",		pf_slice_save_cmd,	true },
+	{ "restore-slice",	pf_slice_restore_cmd,	true },
 };
 
 static const char *err_class(int code)
@@ -483,7 +486,13 @@ json_object *pf_command(struct pf_daemon *d, struct pf_client *c, json_object *r
 	}
 	ret = json_object_new_object();
 	log_scope_from(d, args);
+	/* A descriptor the client sent is this request's (or nobody's: closed after it). */
+	d->req_fd = c->has_fd_in ? c->fd_in : -1;
+	c->has_fd_in = false;
 	r = cmd->fn(d, args, dry, ret, &e);
+	if (d->req_fd >= 0)
+		close(d->req_fd);
+	d->req_fd = -1;
 	cmn_log_scope_clear();
 	if (r) {
 		json_object_put(ret);

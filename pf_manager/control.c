@@ -51,6 +51,8 @@ int pf_control_open(struct pf_daemon *d)
 
 static void client_free(struct pf_client *c)
 {
+	if (c->has_fd_in)
+		close(c->fd_in);
 	close(c->fd);
 	free(c->in);
 	free(c->out);
@@ -313,6 +315,11 @@ static void client_line(struct pf_daemon *d, struct pf_client *c, const char *li
 		rep = pf_command(d, c, req);
 		json_object_put(req);
 	}
+	/* A descriptor no command took (refused, or sent with a query) is not kept for later. */
+	if (c->has_fd_in) {
+		close(c->fd_in);
+		c->has_fd_in = false;
+	}
 	client_send(c, rep);
 	json_object_put(rep);
 }
@@ -348,6 +355,37 @@ static void client_parse(struct pf_daemon *d, struct pf_client *c)
 	}
 }
 
+/* recv() that also takes a descriptor sent with the bytes (SCM_RIGHTS): it belongs to the
+ * next request (save-slice and restore-slice read or write it). Only the latest one is
+ * kept, and extra ones in the same message are closed, so a client cannot pile them up. */
+static ssize_t client_recv(struct pf_client *c, char *buf, size_t len)
+{
+	union { struct cmsghdr h; char b[CMSG_SPACE(4 * sizeof(int))]; } cb;
+	struct iovec iov = { .iov_base = buf, .iov_len = len };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cb.b,
+			     .msg_controllen = sizeof(cb.b) };
+	ssize_t n = recvmsg(c->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+
+	if (n < 0)
+		return n;
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+		size_t nfd;
+		int fds[4];
+
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		nfd = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		memcpy(fds, CMSG_DATA(cm), nfd * sizeof(int));
+		for (size_t i = 0; i < nfd; i++) {
+			if (c->has_fd_in)
+				close(c->fd_in);
+			c->fd_in = fds[i];
+			c->has_fd_in = true;
+		}
+	}
+	return n;
+}
+
 void pf_client_io(struct pf_daemon *d, unsigned int idx, short revents)
 {
 	struct pf_client *c = d->clients[idx];
@@ -355,7 +393,7 @@ void pf_client_io(struct pf_daemon *d, unsigned int idx, short revents)
 	ssize_t n;
 
 	if (revents & POLLIN) {
-		n = recv(c->fd, buf, sizeof(buf), MSG_DONTWAIT);
+		n = client_recv(c, buf, sizeof(buf));
 		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
 			client_drop(d, idx);
 			return;

@@ -1,6 +1,6 @@
 MODULES += pf_manager
 pf_manager_DIR := pf_manager
-pf_manager_DEPS := rm rm_hw rm_gsp pma gpu_model iommu_model ctlclient common
+pf_manager_DEPS := rm rm_hw rm_gsp pma gpu_model iommu_model ctlclient mig common
 pf_manager_LDLIBS := -ljson-c -linih -lurcu-memb -lurcu-cds -lurcu-common -lsystemd
 # The service-plane suite runs the TSan vgpud (its per-VF service threads under
 # ThreadSanitizer), with the TSan vgpuctl and GSP beside it.

@@ -14,6 +14,7 @@
 #include "common/fail.h"
 #include "common/ring.h"
 #include "ctlclient/ctlclient.h"
+#include "mig/mig.h"
 #include "pf_manager/pf_manager.h"
 struct iommu_domain;
 struct iommu_memobj;
@@ -113,6 +114,7 @@ struct pf_slice {
 	struct pf_svc *svc;		/* the VF's service thread (service.c), with the endpoint */
 	uint64_t started_ns;
 	bool reset_pending;		/* a reset committed to the journal, not yet done */
+	struct mig_sm mig;		/* migration state (migrate.c); RUNNING while it runs */
 	/* counters (the mailbox ones copied from the service thread by pf_svc_sync()) */
 	uint64_t rpc_ok, rpc_err, mbox_kicks, resets;
 };
@@ -128,6 +130,8 @@ struct pf_client {
 	uint64_t accepted_ns;		/* cmn_now_ns() at accept: the negotiation deadline's start */
 	bool skipping;			/* discarding the rest of an oversized line */
 	bool broken;			/* output overflowed: dropped at the next chance */
+	bool has_fd_in;			/* a descriptor came with the input (SCM_RIGHTS) */
+	int fd_in;			/* ... for the next request (save-slice, restore-slice) */
 	char *in;			/* partial input line */
 	size_t in_len;
 	char *out;			/* unsent output */
@@ -161,6 +165,7 @@ struct pf_daemon {
 	volatile int stopping;
 	uint64_t started_ns;
 	uint64_t events_sent;
+	int req_fd;			/* the descriptor passed with the request being run, or -1 */
 };
 
 /* ---- util.c ---- */
@@ -371,6 +376,12 @@ void pf_control_accept(struct pf_daemon *d);
  * that have not negotiated within cfg.negotiate_ms of @now_ns (told why first). */
 void pf_control_sweep(struct pf_daemon *d, uint64_t now_ns);
 void pf_client_io(struct pf_daemon *d, unsigned int idx, short revents);
+
+/* ---- migrate.c: save-slice and restore-slice (doc/migration.md) ---- */
+int pf_slice_save_cmd(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
+		      struct pf_err *e);
+int pf_slice_restore_cmd(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
+			 struct pf_err *e);
 
 /* ---- commands.c ---- */
 /* Run one parsed request; returns the reply object (owned by the caller). */

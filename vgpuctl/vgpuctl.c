@@ -3,6 +3,7 @@
  * The verb table says how many positional arguments each verb takes; main checks that
  * before it connects, so a wrong count never reaches the daemon. */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <pwd.h>
@@ -127,15 +128,16 @@ static int report_error(struct vgpuctl_opts *o, json_object *rep)
 	return class_exit(jstr(e, "class"));
 }
 
-/* Run @cmd; on success *@ret is the "return" object (owned by *@rep). */
-static int run(struct ctlc *c, struct vgpuctl_opts *o, const char *cmd, json_object *args,
-	       json_object **rep, json_object **ret)
+/* Run @cmd with descriptor @fd (or -1) passed along; on success *@ret is the "return"
+ * object (owned by *@rep). */
+static int run_fd(struct ctlc *c, struct vgpuctl_opts *o, const char *cmd, json_object *args,
+		  int fd, json_object **rep, json_object **ret)
 {
 	if (args && o->dry)
 		json_object_object_add(args, "dry-run", json_object_new_boolean(true));
 	struct cmn_fail f = { 0 };
 
-	if (ctlc_request(c, cmd, args, rep, &f)) {
+	if (ctlc_request_fd(c, cmd, args, fd, rep, &f)) {
 		fprintf(stderr, "vgpuctl: %s\n", f.msg);
 		return VGPUCTL_UNREACHABLE;
 	}
@@ -148,6 +150,13 @@ static int run(struct ctlc *c, struct vgpuctl_opts *o, const char *cmd, json_obj
 		return code;
 	}
 	return 0;
+}
+
+/* Run @cmd; on success *@ret is the "return" object (owned by *@rep). */
+static int run(struct ctlc *c, struct vgpuctl_opts *o, const char *cmd, json_object *args,
+	       json_object **rep, json_object **ret)
+{
+	return run_fd(c, o, cmd, args, -1, rep, ret);
 }
 
 /* --owner VMUUID[:GEN] as the protocol's owner object. */
@@ -667,6 +676,84 @@ static int cmd_vram_map(struct ctlc *c, struct vgpuctl_opts *o)
 	return r ? VGPUCTL_FAIL : 0;
 }
 
+/* save -u UUID FILE: vgpud writes the slice's migration stream into FILE, which vgpuctl
+ * creates with the caller's rights (never over an existing file) and passes as a
+ * descriptor; a failed save leaves no file. */
+static int cmd_save(struct ctlc *c, struct vgpuctl_opts *o)
+{
+	json_object *rep, *ret;
+	char a[32], b[32];
+	int r = need_uuid(o), fd = -1;
+
+	if (!r)
+		r = parent_check(c, o);
+	if (r)
+		return r;
+	if (!o->dry) {
+		fd = open(o->args[0], O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		if (fd < 0) {
+			fprintf(stderr, "vgpuctl: cannot create %s: %s%s\n", o->args[0], strerror(errno),
+				errno == EEXIST ? " (save never overwrites a file)" : "");
+			return errno == EEXIST ? VGPUCTL_CONFLICT : VGPUCTL_FAIL;
+		}
+	}
+	r = run_fd(c, o, "save-slice", uuid_args(o), fd, &rep, &ret);
+	if (fd >= 0 && close(fd) && !r) {
+		fprintf(stderr, "vgpuctl: cannot write %s: %s\n", o->args[0], strerror(errno));
+		json_object_put(rep);
+		r = VGPUCTL_FAIL;
+	}
+	if (r) {
+		if (fd >= 0)
+			unlink(o->args[0]);
+		return r;
+	}
+	if (o->json)
+		print_json(ret);
+	else if (o->dry)
+		printf("%s: would save (VF %d) to %s\n", jstr(ret, "uuid"), (int)jnum(ret, "vf"),
+		       o->args[0]);
+	else
+		printf("%s: saved to %s: %s of VRAM and %s of DMA memory populated, %" PRIu64
+		       " extents\n", jstr(ret, "uuid"), o->args[0],
+		       ctlc_size_format(jnum(ret, "vram_bytes_saved"), a, sizeof(a)),
+		       ctlc_size_format(jnum(ret, "dma_bytes_saved"), b, sizeof(b)),
+		       jnum(ret, "extents"));
+	json_object_put(rep);
+	return 0;
+}
+
+/* restore FILE: vgpud checks the whole stream and its own limits, then defines the slice
+ * and starts it with the saved contents, or refuses and changes nothing. */
+static int cmd_restore(struct ctlc *c, struct vgpuctl_opts *o)
+{
+	json_object *rep, *ret;
+	char a[32], b[32];
+	int r = parent_check(c, o), fd;
+
+	if (r)
+		return r;
+	fd = open(o->args[0], O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		fprintf(stderr, "vgpuctl: cannot open %s: %s\n", o->args[0], strerror(errno));
+		return errno == ENOENT ? VGPUCTL_NOTFOUND : VGPUCTL_FAIL;
+	}
+	r = run_fd(c, o, "restore-slice", json_object_new_object(), fd, &rep, &ret);
+	close(fd);
+	if (r)
+		return r;
+	if (o->json)
+		print_json(ret);
+	else
+		printf("%s: %s on VF %d (type %s%s): %s of VRAM and %s of DMA memory loaded\n",
+		       jstr(ret, "uuid"), jstr(ret, "result"), (int)jnum(ret, "vf"), jstr(ret, "type"),
+		       json_object_get_boolean(jobj(ret, "transient")) ? ", transient" : "",
+		       ctlc_size_format(jnum(ret, "vram_bytes_loaded"), a, sizeof(a)),
+		       ctlc_size_format(jnum(ret, "dma_bytes_loaded"), b, sizeof(b)));
+	json_object_put(rep);
+	return 0;
+}
+
 static const struct vgpuctl_verb verbs[] = {
 	{ "types",	cmd_types,	0, 0, "", "slice types: supported, and creatable now (or why not)" },
 	{ "list",	cmd_list,	0, 0, "", "slices: defined and running [-u UUID] [-v] [--dumpjson]" },
@@ -681,6 +768,8 @@ static const struct vgpuctl_verb verbs[] = {
 	{ "reset",	cmd_reset,	0, 1, "VF", "VF | -u UUID: function-level reset of one VF" },
 	{ "stats",	cmd_stats,	0, 1, "VF", "[VF]: scheduler, doorbell and RPC counters per VF" },
 	{ "vram-map",	cmd_vram_map,	0, 0, "", "[--svg FILE] [--no-color]: the VRAM layout" },
+	{ "save",	cmd_save,	1, 1, "FILE", "-u UUID FILE: a running slice with no guest attached (its definition, VRAM and DMA memory) to a new FILE" },
+	{ "restore",	cmd_restore,	1, 1, "FILE", "FILE: define and start the slice saved in FILE, with its contents (or refuse, changing nothing)" },
 };
 #define VGPUCTL_NR_VERBS	(sizeof(verbs) / sizeof(verbs[0]))
 

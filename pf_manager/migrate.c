@@ -1,0 +1,454 @@
+/* save-slice and restore-slice: a quiesced slice (running, no guest attached) to a
+ * migration stream (mig/mig.h) and back, through a descriptor the client passes with the
+ * request (vgpuctl save / restore open the file with the user's own rights).
+ *
+ * Only populated memory moves: the VRAM object's data ranges (SEEK_DATA / SEEK_HOLE) less
+ * the all-zero pages in them, so the file and the restored object stay as sparse as the
+ * original. A restore reads the stream twice: once to check every frame and every limit of
+ * this daemon (type, VRAM, VF, DMA size, UUID) before anything changes, then to load it.
+ * Its commit point is the journal naming the slice, written after the VRAM is loaded and
+ * before the reply; the definition file follows (the journal's definition wins at load). */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/compiler.h"
+#include "common/log.h"
+#include "pf_manager/pf_internal.h"
+
+#define MIG_PAGE	4096u
+#define MIG_CHUNK	(1u << 20)	/* bytes read from the VRAM object at a time */
+
+/* The BAR object's offset of @region of @s. */
+static uint64_t region_base(const struct pf_slice *s, enum mig_region region)
+{
+	return region == MIG_R_VRAM ? 0 : s->bar_size - VF_BAR_CTRL_SIZE - s->dma_size;
+}
+
+static int write_all(void *ctx, const void *p, size_t len)
+{
+	int fd = *(int *)ctx;
+	const uint8_t *b = p;
+
+	while (len) {
+		ssize_t n = write(fd, b, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		b += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static ssize_t read_some(void *ctx, void *p, size_t len)
+{
+	int fd = *(int *)ctx;
+
+	for (;;) {
+		ssize_t n = read(fd, p, len);
+
+		if (n >= 0 || errno != EINTR)
+			return n < 0 ? -errno : n;
+	}
+}
+
+/* @e's message with @prefix in front (the message is copied first: it is the source). */
+static int fail_prefix(struct pf_err *e, int r, const char *prefix)
+{
+	char msg[CMN_FAIL_MSG_MAX];
+
+	memcpy(msg, e->f.msg, sizeof(msg));
+	return cmn_fail(&e->f, r, "%s%s", prefix, msg);
+}
+
+static bool page_zero(const uint8_t *p)
+{
+	static const uint8_t zero[MIG_PAGE];
+
+	return !memcmp(p, zero, MIG_PAGE);
+}
+
+/* What a save sent. */
+struct save_stats {
+	uint64_t bytes[MIG_NR_REGIONS];
+	uint64_t extents;
+};
+
+/* Send [@off, @end) of @region (a data range of the object), leaving out zero pages. */
+static int save_range(struct mig_enc *enc, int fd, enum mig_region region, uint64_t rbase,
+		      uint64_t off, uint64_t end, uint8_t *buf, struct pf_err *e)
+{
+	while (off < end) {
+		size_t n = (size_t)cmn_min((uint64_t)MIG_CHUNK, end - off), i = 0;
+		ssize_t got = pread(fd, buf, n, (off_t)(rbase + off));
+
+		if (got != (ssize_t)n)
+			return cmn_fail(&e->f, got < 0 ? -errno : -EIO, "cannot read the VRAM object "
+				       "at %#" PRIx64 ": %s", rbase + off,
+				       got < 0 ? cmn_strerror(-errno) : "short read");
+		while (i < n) {
+			size_t j = i;
+
+			if (n - i >= MIG_PAGE && page_zero(buf + i)) {
+				i += MIG_PAGE;
+				continue;
+			}
+			while (j < n && !(n - j >= MIG_PAGE && page_zero(buf + j)))
+				j += cmn_min((size_t)MIG_PAGE, n - j);
+			if (mig_enc_extent(enc, region, off + i, buf + i, j - i, &e->f))
+				return e->f.err;
+			i = j;
+		}
+		off += n;
+	}
+	return 0;
+}
+
+/* Every data range of @region of @s, in order. */
+static int save_region(struct mig_enc *enc, struct pf_slice *s, enum mig_region region,
+		       uint64_t size, uint8_t *buf, struct pf_err *e)
+{
+	uint64_t rbase = region_base(s, region), off = 0;
+
+	while (off < size) {
+		off_t data = lseek(s->bar_fd, (off_t)(rbase + off), SEEK_DATA), hole;
+
+		if (data < 0 && errno == ENXIO)
+			break;		/* no data after @off in the whole object */
+		if (data < 0)
+			return cmn_fail(&e->f, -errno, "SEEK_DATA on the VRAM object: %s",
+				       cmn_strerror(-errno));
+		if ((uint64_t)data >= rbase + size)
+			break;
+		hole = lseek(s->bar_fd, data, SEEK_HOLE);
+		if (hole < 0)
+			return cmn_fail(&e->f, -errno, "SEEK_HOLE on the VRAM object: %s",
+				       cmn_strerror(-errno));
+		off = (uint64_t)data - rbase;
+		if (save_range(enc, s->bar_fd, region, rbase, off,
+			       cmn_min((uint64_t)hole - rbase, size), buf, e))
+			return e->f.err;
+		off = cmn_min((uint64_t)hole - rbase, size);
+	}
+	return 0;
+}
+
+/* The SLICE frame's definition: the slice's definition, whether it is transient, and where
+ * it came from (for the destination's log). */
+static char *save_def(struct pf_daemon *d, const struct pf_slice *s)
+{
+	json_object *o = json_object_new_object();
+	char *txt;
+
+	json_object_object_add(o, "definition", pf_slice_def_json(s));
+	json_object_object_add(o, "transient", json_object_new_boolean(s->transient));
+	pf_json_add_u64(o, "vram_bytes", s->prov.vram);
+	json_object_object_add(o, "parent", json_object_new_string(d->cfg.pf_id));
+	json_object_object_add(o, "model", json_object_new_string(d->cfg.model));
+	txt = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+	json_object_put(o);
+	return txt;
+}
+
+static int save_stream(struct pf_daemon *d, struct pf_slice *s, int fd, struct mig_totals *tot,
+		       struct pf_err *e)
+{
+	struct mig_enc enc;
+	char *def = save_def(d, s);
+	uint8_t *buf = malloc(MIG_CHUNK);
+	int r = -ENOMEM;
+
+	if (!def || !buf) {
+		cmn_fail(&e->f, r, "out of memory");
+		goto out;
+	}
+	r = mig_enc_init(&enc, write_all, &fd, &e->f);
+	if (!r)
+		r = mig_enc_slice(&enc, s->prov.vram, s->dma_size, def, strlen(def), &e->f);
+	if (!r)
+		r = save_region(&enc, s, MIG_R_VRAM, s->prov.vram, buf, e);
+	if (!r)
+		r = save_region(&enc, s, MIG_R_DMA, s->dma_size, buf, e);
+	if (!r)
+		r = mig_enc_end(&enc, &e->f);
+	*tot = enc.tot;
+out:
+	free(buf);
+	free(def);
+	return r;
+}
+
+/* The descriptor of this request, open for @want (O_RDONLY / O_WRONLY), or an error. */
+static int req_fd(struct pf_daemon *d, const char *cmd, int want, struct pf_err *e)
+{
+	int fl;
+
+	if (d->req_fd < 0)
+		return cmn_fail(&e->f, -EINVAL, "%s needs the stream's file as a descriptor sent with "
+			       "the request (SCM_RIGHTS), as vgpuctl sends it", cmd);
+	fl = fcntl(d->req_fd, F_GETFL);
+	if (fl < 0 || ((fl & O_ACCMODE) != O_RDWR && (fl & O_ACCMODE) != want))
+		return cmn_fail(&e->f, -EBADF, "%s: the descriptor passed is not open for %s", cmd,
+			       want == O_RDONLY ? "reading" : "writing");
+	return d->req_fd;
+}
+
+static int save_check(struct pf_daemon *d, json_object *args, struct pf_slice **out,
+		      struct pf_err *e)
+{
+	json_object *v;
+	char norm[PF_UUID_STR];
+	struct pf_slice *s;
+
+	if (!args || !json_object_object_get_ex(args, "uuid", &v) ||
+	    !json_object_is_type(v, json_type_string) ||
+	    ctlc_uuid_parse(json_object_get_string(v), norm, NULL))
+		return cmn_fail(&e->f, -EINVAL, "save-slice needs \"uuid\", a slice's UUID");
+	s = pf_slice_find(d, norm);
+	if (!s)
+		return cmn_fail(&e->f, -ENOENT, "slice %s not found", norm);
+	if (!s->vf)
+		return cmn_fail(&e->f, -EBUSY, "slice %s is not running: a stopped slice's VRAM "
+			       "was scrubbed, there is nothing to save (its definition is in the "
+			       "state directory)", s->uuid);
+	if (pf_endpoint_attached(s))
+		return cmn_fail(&e->f, -EBUSY, "slice %s has a guest attached on VF %u: stop the VM "
+			       "or detach the guest first (save moves a quiesced slice)", s->uuid, s->vf);
+	*out = s;
+	return 0;
+}
+
+int pf_slice_save_cmd(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
+		      struct pf_err *e)
+{
+	struct mig_totals tot = { 0 };
+	struct pf_slice *s = NULL;
+	int r = save_check(d, args, &s, e), fd;
+
+	if (r)
+		return r;
+	fd = dry ? -1 : req_fd(d, "save-slice", O_WRONLY, e);
+	if (fd < 0 && !dry)
+		return fd;
+	json_object_object_add(ret, "uuid", json_object_new_string(s->uuid));
+	json_object_object_add(ret, "vf", json_object_new_int((int)s->vf));
+	json_object_object_add(ret, "result", json_object_new_string(dry ? "would save" : "saved"));
+	if (dry)
+		return 0;
+	/* vfio's source path without pre-copy: the slice is quiesced (no guest), so STOP_COPY
+	 * sends everything and STOPPED follows; then it runs on, unchanged. */
+	r = mig_sm_set(&s->mig, MIG_S_STOP_COPY, &e->f);
+	if (r)
+		return r;
+	r = save_stream(d, s, fd, &tot, e);
+	if (r) {
+		/* The source resumes: the slice was never touched. */
+		mig_sm_set(&s->mig, MIG_S_RUNNING, NULL);
+		return fail_prefix(e, r, "save failed (the slice runs on unchanged): ");
+	}
+	mig_sm_set(&s->mig, MIG_S_RUNNING, NULL);
+	pf_json_add_u64(ret, "vram_bytes_saved", tot.bytes[MIG_R_VRAM]);
+	pf_json_add_u64(ret, "dma_bytes_saved", tot.bytes[MIG_R_DMA]);
+	json_object_object_add(ret, "extents", json_object_new_int64((int64_t)tot.extents));
+	json_object_object_add(ret, "frames", json_object_new_int64((int64_t)tot.frames + 1));
+	cmn_log_vf(VGPU_LOG_INFO, s->vf, s->uuid, "slice %s saved: %" PRIu64 " VRAM + %" PRIu64
+		   " DMA bytes in %" PRIu64 " extents", s->uuid, tot.bytes[MIG_R_VRAM],
+		   tot.bytes[MIG_R_DMA], tot.extents);
+	return 0;
+}
+
+/* ---- restore ------------------------------------------------------------------------------ */
+
+/* What the stream's SLICE frame says, parsed and checked against this daemon. */
+struct restore_plan {
+	struct pf_slice *s;		/* the slice to add (not yet in the table) */
+	uint64_t vram, dma;
+	unsigned int vf;
+	uint64_t base;
+	struct mig_totals tot;
+};
+
+/* The SLICE frame's JSON into a slice. */
+static int plan_slice(struct pf_daemon *d, const struct mig_frame *fr, struct restore_plan *p,
+		      struct pf_err *e)
+{
+	json_object *o = NULL, *def, *tr;
+	int r;
+
+	if (pf_json_parse_strict(fr->u.slice.def, fr->u.slice.def_len, &o) ||
+	    !json_object_is_type(o, json_type_object) ||
+	    !json_object_object_get_ex(o, "definition", &def)) {
+		json_object_put(o);
+		return cmn_fail(&e->f, -EBADMSG, "frame 1 (slice): the definition is not a JSON "
+			       "object with \"definition\"");
+	}
+	p->s = calloc(1, sizeof(*p->s));
+	if (!p->s) {
+		json_object_put(o);
+		return cmn_fail(&e->f, -ENOMEM, "out of memory");
+	}
+	r = pf_slice_from_json(d, def, p->s, e);
+	if (r)
+		fail_prefix(e, r, "frame 1 (slice): the definition is refused here: ");
+	else if (json_object_object_get_ex(o, "transient", &tr))
+		p->s->transient = json_object_get_boolean(tr);
+	json_object_put(o);
+	return r;
+}
+
+/* This daemon's limits, before anything changes. */
+static int plan_check(struct pf_daemon *d, struct restore_plan *p, struct pf_err *e)
+{
+	struct pf_slice *s = p->s, *cur = pf_slice_find(d, s->uuid);
+	int r;
+
+	if (cur)
+		return cmn_fail(&e->f, -EEXIST, "slice %s already exists here (%s); undefine it or "
+			       "restore on another vgpud", s->uuid, cur->vf ? "running" : "defined");
+	if (d->nr_slices >= PF_MAX_SLICES)
+		return cmn_fail(&e->f, -ENOSPC, "too many slices defined (%u)", PF_MAX_SLICES);
+	if (p->dma != d->cfg.dma_size)
+		return cmn_fail(&e->f, -EINVAL, "slice %s has %" PRIu64 " MiB of DMA memory, this vgpud "
+			       "gives %" PRIu64 " MiB (dma_size)", s->uuid, p->dma >> 20,
+			       d->cfg.dma_size >> 20);
+	r = pf_slice_quota(d, s, &s->prov, e);
+	if (r)
+		return r;
+	if (s->prov.vram != p->vram)
+		return cmn_fail(&e->f, -EINVAL, "slice %s: its type %s gives %" PRIu64 " MiB of VRAM "
+			       "here, the stream holds %" PRIu64 " MiB", s->uuid, s->type,
+			       s->prov.vram >> 20, p->vram >> 20);
+	p->vf = pf_free_vf(d);
+	if (!p->vf)
+		return cmn_fail(&e->f, -ENOSPC, "slice %s: no free VF: %u of %u enabled VFs in use%s",
+			       s->uuid, d->num_vfs, d->num_vfs, d->num_vfs ? "" : " (set-vfs first)");
+	return pf_place(d, s->prov.vram, &p->base, e);
+}
+
+/* One pass over the stream: the checks (and the plan) on the first, the VRAM object
+ * filled on the second (@s running). */
+static int restore_pass(struct pf_daemon *d, int fd, struct restore_plan *p,
+			const struct pf_slice *s, struct pf_err *e)
+{
+	struct mig_dec dec;
+	struct mig_frame fr;
+	int r;
+
+	if (lseek(fd, 0, SEEK_SET))
+		return cmn_fail(&e->f, -ESPIPE, "restore-slice reads its stream twice (check, then "
+			       "load): pass a regular file");
+	r = mig_dec_init(&dec, read_some, &fd, &e->f);
+	if (r)
+		return r;
+	while ((r = mig_dec_next(&dec, &fr, &e->f)) > 0) {
+		if (fr.type == MIG_F_SLICE && !s) {
+			p->vram = fr.u.slice.vram_bytes;
+			p->dma = fr.u.slice.dma_bytes;
+			r = plan_slice(d, &fr, p, e);
+			if (!r)
+				r = plan_check(d, p, e);
+		} else if (fr.type == MIG_F_EXTENT && s) {
+			uint64_t at = region_base(s, fr.u.extent.region) + fr.u.extent.off;
+			ssize_t n = pwrite(s->bar_fd, fr.u.extent.data, fr.u.extent.len, (off_t)at);
+
+			if (n != (ssize_t)fr.u.extent.len)
+				r = cmn_fail(&e->f, n < 0 ? -errno : -EIO, "cannot write the VRAM "
+					     "object at %#" PRIx64, at);
+		} else if (fr.type == MIG_F_END) {
+			p->tot = fr.u.end;
+		}
+		if (r < 0)
+			break;
+	}
+	mig_dec_fini(&dec);
+	return r;
+}
+
+static void slice_forget(struct pf_daemon *d, struct pf_slice *s)
+{
+	for (unsigned int i = 0; i < d->nr_slices; i++) {
+		if (d->slices[i] == s) {
+			d->slices[i] = d->slices[--d->nr_slices];
+			break;
+		}
+	}
+	pf_slice_free(s);
+}
+
+/* Bring the planned slice up, load the stream into it and commit; on failure everything
+ * is undone (the object unlinked, the slice forgotten). */
+static int restore_apply(struct pf_daemon *d, int fd, struct restore_plan *p, struct pf_err *e)
+{
+	struct pf_slice *s = p->s;
+	int r;
+
+	d->slices[d->nr_slices++] = s;
+	p->s = NULL;
+	mig_sm_init(&s->mig, MIG_S_RESUMING);
+	r = pf_slice_bring_up(d, s, p->vf, p->base, false, e);
+	if (r) {
+		slice_forget(d, s);
+		return r;
+	}
+	r = restore_pass(d, fd, p, s, e);
+	/* The commit point: the journal naming the slice, its definition inside. */
+	if (!r && (r = pf_state_save_journal(d)))
+		cmn_fail(&e->f, r, "slice %s: cannot write the journal: %s", s->uuid, cmn_strerror(r));
+	if (r) {
+		pf_slice_stop(d, s);
+		slice_forget(d, s);
+		return r;
+	}
+	if (!s->transient && pf_state_save_slice(d, s))
+		cmn_warn("slice %s: restored, but its definition file is not written yet (the "
+			 "journal holds it: the next start of vgpud writes it)", s->uuid);
+	mig_sm_set(&s->mig, MIG_S_RUNNING, NULL);
+	return 0;
+}
+
+int pf_slice_restore_cmd(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
+			 struct pf_err *e)
+{
+	struct restore_plan p = { 0 };
+	int fd = req_fd(d, "restore-slice", O_RDONLY, e), r;
+
+	(void)args;
+	if (fd < 0)
+		return fd;
+	r = restore_pass(d, fd, &p, NULL, e);
+	if (!r && !p.s)
+		r = cmn_fail(&e->f, -EBADMSG, "the stream holds no slice");
+	if (r) {
+		free(p.s);
+		return fail_prefix(e, r, "restore refused, nothing changed: ");
+	}
+	json_object_object_add(ret, "uuid", json_object_new_string(p.s->uuid));
+	json_object_object_add(ret, "type", json_object_new_string(p.s->type));
+	json_object_object_add(ret, "result", json_object_new_string(dry ? "would restore" :
+								      "restored"));
+	json_object_object_add(ret, "vf", json_object_new_int((int)p.vf));
+	pf_json_add_u64(ret, "vram_base", p.base);
+	pf_json_add_u64(ret, "vram_bytes_loaded", p.tot.bytes[MIG_R_VRAM]);
+	pf_json_add_u64(ret, "dma_bytes_loaded", p.tot.bytes[MIG_R_DMA]);
+	if (p.s->transient)
+		json_object_object_add(ret, "transient", json_object_new_boolean(true));
+	if (dry) {
+		free(p.s);
+		return 0;
+	}
+	cmn_log_scope_set(p.vf, p.s->uuid);
+	r = restore_apply(d, fd, &p, e);
+	if (r)
+		return r;
+	cmn_log_vf(VGPU_LOG_INFO, p.vf, d->vfs[p.vf]->uuid, "slice %s restored on VF %u: %" PRIu64
+		   " VRAM + %" PRIu64 " DMA bytes", d->vfs[p.vf]->uuid, p.vf,
+		   p.tot.bytes[MIG_R_VRAM], p.tot.bytes[MIG_R_DMA]);
+	pf_event(d, "SLICE_STARTED", pf_slice_json(d, d->vfs[p.vf]));
+	return 0;
+}

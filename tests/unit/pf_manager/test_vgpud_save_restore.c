@@ -1,0 +1,336 @@
+/* vgpuctl save / restore against real vgpuds: a pattern written into a slice's VRAM and DMA
+ * memory through its BAR object is saved to a file, the slice is stopped and undefined,
+ * and a second vgpud restores it with the same bytes, the holes still holes (SEEK_DATA),
+ * durable across a kill -9. Refusals (guest attached, not running, existing file, the
+ * UUID already here, no VRAM, no VF, a corrupted byte, a cut file, another version) name
+ * the reason and change nothing. */
+/* pf_test.h copies paths it made itself into sun_path; gcc cannot see their length. */
+#pragma GCC diagnostic ignored "-Wformat-truncation"
+#include "pf_test.h"
+#include "mig/mig.h"
+
+#define U1	"5a5a5a5a-1111-4111-8111-111111111111"
+#define UX	"5a5a5a5a-2222-4222-8222-22222222222"
+
+#define EXIT_FAIL	1
+#define EXIT_NOTFOUND	3
+#define EXIT_CONFLICT	4
+#define EXIT_NOSPACE	5
+
+#define MiB		(1ull << 20)
+#define HOLE_OFF	(100 * MiB)	/* written with zeros: must not travel */
+#define FAR_OFF		(300 * MiB)
+
+static char *daemon_args[] = { "--vram", "2G", "--max-vfs", "4", "--spare-vram", "256M", NULL };
+
+struct fixture {
+	struct tdaemon *a, *b;
+	char dir[64];
+	char file[128];
+};
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+
+	*state = f;
+	f->a = t_daemon_new();
+	f->b = t_daemon_new();
+	snprintf(f->dir, sizeof(f->dir), "%s", f->a->root);
+	snprintf(f->file, sizeof(f->file), "%s/slice.vgpumig", f->dir);
+	if (t_daemon_start_argv(f->a, daemon_args) || t_daemon_start_argv(f->b, daemon_args))
+		return -1;
+	return T_CTL(f->a, "set-vfs", "2") || T_CTL(f->b, "set-vfs", "4") ? -1 : 0;
+}
+
+static int teardown(void **state)
+{
+	free(*state);
+	return t_teardown(state);
+}
+
+/* @d's VRAM object of VF @vf, opened read/write. */
+static int bar_open(struct tdaemon *d, unsigned int vf)
+{
+	char prefix[64], path[128];
+	int fd;
+
+	t_shm_prefix(d, prefix, sizeof(prefix));
+	snprintf(path, sizeof(path), "/dev/shm/%s%u", prefix, vf);
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	assert_true(fd >= 0);
+	return fd;
+}
+
+static uint64_t dma_off(int fd)
+{
+	struct stat sb;
+
+	assert_int_equal(fstat(fd, &sb), 0);
+	return (uint64_t)sb.st_size - VF_BAR_CTRL_SIZE - VF_BAR_DMA_DEFAULT;
+}
+
+static void pattern(uint8_t *p, size_t len, unsigned int seed)
+{
+	for (size_t i = 0; i < len; i++)
+		p[i] = (uint8_t)((i * 131 + seed) ^ (i >> 12));
+}
+
+/* The pattern the test writes: 64 KiB at VRAM 0, 4 KiB far up, 4 KiB of DMA memory, and a
+ * page of zeros (populated, but nothing to carry). */
+static void write_pattern(int fd)
+{
+	uint8_t buf[64 << 10], zero[4096] = { 0 };
+
+	pattern(buf, sizeof(buf), 1);
+	assert_int_equal(pwrite(fd, buf, sizeof(buf), 0), sizeof(buf));
+	pattern(buf, 4096, 2);
+	assert_int_equal(pwrite(fd, buf, 4096, FAR_OFF), 4096);
+	pattern(buf, 4096, 3);
+	assert_int_equal(pwrite(fd, buf, 4096, (off_t)(dma_off(fd) + 8192)), 4096);
+	assert_int_equal(pwrite(fd, zero, sizeof(zero), HOLE_OFF), sizeof(zero));
+}
+
+static void check_pattern(int fd)
+{
+	uint8_t buf[64 << 10], want[64 << 10];
+
+	pattern(want, sizeof(want), 1);
+	assert_int_equal(pread(fd, buf, sizeof(buf), 0), sizeof(buf));
+	assert_memory_equal(buf, want, sizeof(buf));
+	pattern(want, 4096, 2);
+	assert_int_equal(pread(fd, buf, 4096, FAR_OFF), 4096);
+	assert_memory_equal(buf, want, 4096);
+	pattern(want, 4096, 3);
+	assert_int_equal(pread(fd, buf, 4096, (off_t)(dma_off(fd) + 8192)), 4096);
+	assert_memory_equal(buf, want, 4096);
+}
+
+/* Sparseness: between the pieces, nothing is populated (the zero page included). */
+static void check_holes(int fd)
+{
+	assert_int_equal(lseek(fd, 64 << 10, SEEK_DATA), FAR_OFF);
+	assert_int_equal(lseek(fd, FAR_OFF + 4096, SEEK_DATA), (off_t)(dma_off(fd) + 8192));
+}
+
+static char *snap(struct tdaemon *d)
+{
+	struct tclient *c = t_client(d, true);
+	char *s = t_snapshot(c);
+
+	t_client_free(c);
+	return s;
+}
+
+/* Run a restore on @d expected to fail with @rc and @why, changing nothing. */
+static void restore_refused(struct tdaemon *d, const char *file, int rc, const char *why)
+{
+	char *before = snap(d), *after;
+
+	assert_int_equal(T_CTL(d, "restore", (char *)file), rc);
+	if (!strstr(t_out.err, why))
+		fail_msg("restore: expected \"%s\" in: %s", why, t_out.err);
+	after = snap(d);
+	assert_string_equal(before, after);
+	free(before);
+	free(after);
+}
+
+/* Define, start and fill U1 on A; save it to f->file. */
+static void make_saved(struct fixture *f)
+{
+	int fd;
+
+	assert_int_equal(T_CTL(f->a, "define", "-t", "vgpu-512M", "-u", U1), 0);
+	assert_int_equal(T_CTL(f->a, "start", "-u", U1), 0);
+	fd = bar_open(f->a, 1);
+	write_pattern(fd);
+	close(fd);
+	assert_int_equal(T_CTL(f->a, "--json", "save", "-u", U1, f->file), 0);
+}
+
+/* The round trip: save on A, stop and undefine there, restore on B, same bytes and holes;
+ * the file itself holds only what is populated; B keeps it across kill -9. */
+static void test_save_restore_round_trip(void **state)
+{
+	struct fixture *f = *state;
+	json_object *o;
+	struct stat sb;
+	int fd, vf;
+
+	make_saved(f);
+	o = t_out_json();
+	/* 64 KiB + 4 KiB of VRAM (the zero page left out), 4 KiB of DMA memory. */
+	assert_int_equal(t_get_u64(o, "vram_bytes_saved"), (64 << 10) + 4096);
+	assert_int_equal(t_get_u64(o, "dma_bytes_saved"), 4096);
+	json_object_put(o);
+	assert_int_equal(stat(f->file, &sb), 0);
+	assert_true(sb.st_size < 128 << 10);
+	assert_true((sb.st_mode & 0777) == 0600);
+	/* The source runs on, unchanged. */
+	fd = bar_open(f->a, 1);
+	check_pattern(fd);
+	close(fd);
+	assert_int_equal(T_CTL(f->a, "stop", "-u", U1), 0);
+	assert_int_equal(T_CTL(f->a, "undefine", "-u", U1), 0);
+
+	/* A dry run plans and changes nothing. */
+	assert_int_equal(T_CTL(f->b, "--dry-run", "restore", f->file), 0);
+	assert_non_null(strstr(t_out.out, "would restore"));
+	assert_int_equal(T_CTL(f->b, "list", "-u", U1), EXIT_NOTFOUND);
+
+	assert_int_equal(T_CTL(f->b, "--json", "restore", f->file), 0);
+	o = t_out_json();
+	vf = (int)t_get_u64(o, "vf");
+	assert_true(vf >= 1);
+	assert_int_equal(t_get_u64(o, "vram_bytes_loaded"), (64 << 10) + 4096);
+	json_object_put(o);
+	assert_int_equal(T_CTL(f->b, "list", "-u", U1), 0);
+	assert_non_null(strstr(t_out.out, "running"));
+	fd = bar_open(f->b, (unsigned int)vf);
+	check_pattern(fd);
+	check_holes(fd);
+	close(fd);
+
+	/* Committed before the reply: a kill -9 right after keeps it, running, with its bytes. */
+	assert_int_equal(t_daemon_stop(f->b, SIGKILL), 128 + SIGKILL);
+	assert_int_equal(t_daemon_start_argv(f->b, daemon_args), 0);
+	assert_int_equal(T_CTL(f->b, "list", "-u", U1), 0);
+	assert_non_null(strstr(t_out.out, "running"));
+	assert_non_null(strstr(t_out.out, "manual"));	/* defined: its definition file exists */
+	fd = bar_open(f->b, (unsigned int)vf);
+	check_pattern(fd);
+	close(fd);
+	/* Restoring it again where it exists is refused. */
+	restore_refused(f->b, f->file, EXIT_CONFLICT, "already exists here");
+}
+
+/* What save refuses: a guest attached, a stopped slice, an existing file (left alone). */
+static void test_save_refusals(void **state)
+{
+	struct fixture *f = *state;
+	struct tguest g;
+	char ep[200];
+	struct stat sb;
+	int fd;
+
+	assert_int_equal(T_CTL(f->a, "define", "-t", "vgpu-512M", "-u", U1), 0);
+	assert_int_equal(T_CTL(f->a, "save", "-u", U1, f->file), EXIT_CONFLICT);
+	assert_non_null(strstr(t_out.err, "is not running"));
+	assert_int_equal(access(f->file, F_OK), -1);	/* a failed save leaves no file */
+	assert_int_equal(T_CTL(f->a, "start", "-u", U1), 0);
+	snprintf(ep, sizeof(ep), "%s/vf1.sock", f->a->run);
+	assert_int_equal(t_guest_attach(ep, &g), 0);
+	assert_int_equal(T_CTL(f->a, "save", "-u", U1, f->file), EXIT_CONFLICT);
+	assert_non_null(strstr(t_out.err, "guest attached"));
+	assert_int_equal(access(f->file, F_OK), -1);
+	t_guest_detach(&g);
+	fd = open(f->file, O_WRONLY | O_CREAT | O_EXCL, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "keep", 4), 4);
+	close(fd);
+	assert_int_equal(T_CTL(f->a, "save", "-u", U1, f->file), EXIT_CONFLICT);
+	assert_non_null(strstr(t_out.err, "never overwrites"));
+	assert_int_equal(stat(f->file, &sb), 0);
+	assert_int_equal(sb.st_size, 4);
+	assert_int_equal(T_CTL(f->a, "save", "-u", UX, f->file), 2);
+	assert_int_equal(T_CTL(f->a, "save", "-u", U1), 2);
+}
+
+/* A copy of @src with @fn applied, at @dst. */
+static void copy_with(const char *src, const char *dst, void (*fn)(uint8_t *p, size_t *len))
+{
+	static uint8_t buf[1 << 20];
+	size_t len;
+	int fd = open(src, O_RDONLY);
+
+	assert_true(fd >= 0);
+	len = (size_t)read(fd, buf, sizeof(buf));
+	close(fd);
+	fn(buf, &len);
+	fd = open(dst, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, buf, len), (ssize_t)len);
+	close(fd);
+}
+
+/* A byte in the middle of the first VRAM extent's data (frame 2). */
+static void flip_extent_byte(uint8_t *p, size_t *len)
+{
+	uint32_t slice_len = (uint32_t)p[16 + 16 + 4] | (uint32_t)p[16 + 16 + 5] << 8;
+	size_t ext = 2 * 16 + 16 + slice_len;	/* hello frame, slice header and payload */
+
+	(void)len;
+	p[ext + 16 + 16 + 1000] ^= 0x40;
+}
+
+static void cut_half(uint8_t *p, size_t *len)
+{
+	(void)p;
+	*len /= 2;
+}
+
+/* HELLO says version 2.0, with its CRC made right: refused by version, not by checksum. */
+static void bump_version(uint8_t *p, size_t *len)
+{
+	uint32_t crc;
+
+	(void)len;
+	p[16 + 8] = MIG_VERSION_MAJOR + 1;
+	crc = mig_crc32c(mig_crc32c(0, p, 12), p + 16, 16);
+	memcpy(p + 12, &crc, 4);	/* little-endian host */
+}
+
+/* Restore refusals, each changing nothing: a corrupted byte names its frame, a cut file,
+ * another version, not enough VRAM, no free VF, not a stream at all. */
+static void test_restore_refusals(void **state)
+{
+	static const char text[] = "{\"uuid\": \"" U1 "\", \"mdev_type\": \"vgpu-512M\"}\n";
+	struct fixture *f = *state;
+	char bad[160];
+	int fd;
+
+	make_saved(f);
+	snprintf(bad, sizeof(bad), "%s/bad.vgpumig", f->dir);
+	copy_with(f->file, bad, flip_extent_byte);
+	restore_refused(f->b, bad, EXIT_FAIL, "frame 2 (extent)");
+	assert_non_null(strstr(t_out.err, "checksum"));
+	assert_non_null(strstr(t_out.err, "nothing changed"));
+	copy_with(f->file, bad, cut_half);
+	restore_refused(f->b, bad, EXIT_FAIL, "truncated");
+	copy_with(f->file, bad, bump_version);
+	restore_refused(f->b, bad, EXIT_FAIL, "stream version 2.0");
+	fd = open(bad, O_WRONLY | O_TRUNC);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, sizeof(text)), sizeof(text));
+	close(fd);
+	restore_refused(f->b, bad, EXIT_FAIL, "not a vgpu migration stream");
+	restore_refused(f->b, "/nonexistent/x", EXIT_NOTFOUND, "cannot open");
+
+	/* No VRAM: three slices of 512M leave 256M of B's 1.75G. */
+	for (int i = 0; i < 3; i++) {
+		char u[40];
+
+		snprintf(u, sizeof(u), "5a5a5a5a-3333-4333-8333-00000000000%d", i);
+		assert_int_equal(T_CTL(f->b, "start", "-p", "0000:00:00.0", "-t", "vgpu-512M", "-u", u), 0);
+	}
+	restore_refused(f->b, f->file, EXIT_NOSPACE, "VRAM");
+	/* No VF: one VF left, now taken. */
+	assert_int_equal(T_CTL(f->b, "stop", "-u", "5a5a5a5a-3333-4333-8333-000000000000"), 0);
+	assert_int_equal(T_CTL(f->b, "start", "-p", "0000:00:00.0", "-t", "vgpu-256M", "-u",
+			       "5a5a5a5a-3333-4333-8333-000000000009"), 0);
+	assert_int_equal(T_CTL(f->b, "start", "-p", "0000:00:00.0", "-t", "vgpu-256M", "-u",
+			       "5a5a5a5a-3333-4333-8333-000000000008"), 0);
+	restore_refused(f->b, f->file, EXIT_NOSPACE, "no free VF");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_save_restore_round_trip, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_save_refusals, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_restore_refusals, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
