@@ -397,7 +397,9 @@ static int restore_apply(struct pf_daemon *d, int fd, struct restore_plan *p, st
 		return r;
 	}
 	r = restore_pass(d, fd, p, s, e);
-	/* The commit point: the journal naming the slice, its definition inside. */
+	/* The commit point: the journal naming the slice, its definition inside and marked
+	 * restored, so a loader that finds no definition file writes it from there. */
+	s->def_pending = !s->transient;
 	if (!r && (r = pf_state_save_journal(d)))
 		cmn_fail(&e->f, r, "slice %s: cannot write the journal: %s", s->uuid, cmn_strerror(r));
 	if (r) {
@@ -408,6 +410,8 @@ static int restore_apply(struct pf_daemon *d, int fd, struct restore_plan *p, st
 	if (!s->transient && pf_state_save_slice(d, s))
 		cmn_warn("slice %s: restored, but its definition file is not written yet (the "
 			 "journal holds it: the next start of vgpud writes it)", s->uuid);
+	else
+		s->def_pending = false;	/* the next journal write drops the mark */
 	mig_sm_set(&s->mig, MIG_S_RUNNING, NULL);
 	return 0;
 }

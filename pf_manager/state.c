@@ -342,6 +342,9 @@ static json_object *journal_entry(const struct pf_slice *s)
 	json_object_object_add(o, "definition", pf_slice_def_json(s));
 	if (s->transient)
 		json_object_object_add(o, "transient", json_object_new_boolean(true));
+	/* A restore commits here before it writes the definition file. */
+	if (s->def_pending)
+		json_object_object_add(o, "restored", json_object_new_boolean(true));
 	if (s->child && !pma_export(s->child, NULL, 0, &nr) && nr) {
 		r = calloc(nr, sizeof(*r));
 		if (r && !pma_export(s->child, r, nr, &nr)) {
@@ -514,6 +517,7 @@ struct jent {
 	uint64_t resets;
 	bool reset_pending;
 	bool gone;		/* its VRAM object is missing: the slice comes back stopped */
+	bool write_def;		/* restored, its definition file not written yet */
 	json_object *allocs;
 	struct pf_slice def;	/* the definition the journal committed */
 };
@@ -577,28 +581,19 @@ static int check_def(struct pf_daemon *d, json_object *o, struct jent *je, const
 	return 0;
 }
 
-/* A transient entry ("transient": true) is the slice's only record: the slice is made from
- * the entry's definition and joins the daemon's list now. If a later check fails the
- * loader drops every slice, so nothing of it is applied. */
-static int transient_entry(struct pf_daemon *d, json_object *o, struct jent *je,
-			   const char *uuid, char *why, size_t wlen)
+/* The slice of an entry that is its only record, made from the entry's definition; it
+ * joins the daemon's list now. If a later check fails the loader drops every slice, so
+ * nothing of it is applied. @what names the kind of entry in messages. */
+static int entry_slice(struct pf_daemon *d, json_object *o, struct jent *je, const char *uuid,
+		       bool transient, const char *what, char *why, size_t wlen)
 {
 	struct pf_err e = { 0 };
 	struct pf_slice *s;
-	json_object *t, *def;
+	json_object *def;
 	int r;
 
-	if (!json_object_object_get_ex(o, "transient", &t))
-		return 0;
-	if (!json_object_is_type(t, json_type_boolean))
-		return snprintf(why, wlen, "slice %s: \"transient\" is not a boolean", uuid), -EBADMSG;
-	if (!json_object_get_boolean(t))
-		return 0;
-	if (je->s)
-		return snprintf(why, wlen, "slice %s: transient, but a definition file or an earlier "
-				"entry has it too", uuid), -EBADMSG;
 	if (!json_object_object_get_ex(o, "definition", &def))
-		return snprintf(why, wlen, "slice %s: transient without its definition", uuid),
+		return snprintf(why, wlen, "slice %s: %s without its definition", uuid, what),
 		       -EBADMSG;
 	if (d->nr_slices >= PF_MAX_SLICES)
 		return snprintf(why, wlen, "slice %s: too many slices (%u)", uuid, PF_MAX_SLICES),
@@ -614,9 +609,49 @@ static int transient_entry(struct pf_daemon *d, json_object *o, struct jent *je,
 		free(s);
 		return snprintf(why, wlen, "slice %s: bad definition: %.180s", uuid, e.f.msg), -EBADMSG;
 	}
-	s->transient = true;
+	s->transient = transient;
 	d->slices[d->nr_slices++] = s;
 	je->s = s;
+	return 0;
+}
+
+/* Whether entry @o has boolean @key set; -EBADMSG if it is there but not a boolean. */
+static int entry_flag(json_object *o, const char *key, const char *uuid, bool *out, char *why,
+		      size_t wlen)
+{
+	json_object *t;
+
+	*out = false;
+	if (!json_object_object_get_ex(o, key, &t))
+		return 0;
+	if (!json_object_is_type(t, json_type_boolean))
+		return snprintf(why, wlen, "slice %s: \"%s\" is not a boolean", uuid, key), -EBADMSG;
+	*out = json_object_get_boolean(t);
+	return 0;
+}
+
+/* A transient entry ("transient": true) is the slice's only record. A restored entry
+ * ("restored": true) is committed before the definition file is written: without the
+ * file it is the record too, and the file is written when it is applied. */
+static int transient_entry(struct pf_daemon *d, json_object *o, struct jent *je,
+			   const char *uuid, char *why, size_t wlen)
+{
+	bool transient, restored;
+	int r = entry_flag(o, "transient", uuid, &transient, why, wlen);
+
+	if (!r)
+		r = entry_flag(o, "restored", uuid, &restored, why, wlen);
+	if (r)
+		return r;
+	if (transient && je->s)
+		return snprintf(why, wlen, "slice %s: transient, but a definition file or an earlier "
+				"entry has it too", uuid), -EBADMSG;
+	if (transient)
+		return entry_slice(d, o, je, uuid, true, "transient", why, wlen);
+	if (restored && !je->s) {
+		je->write_def = true;
+		return entry_slice(d, o, je, uuid, false, "restored", why, wlen);
+	}
 	return 0;
 }
 
@@ -788,6 +823,9 @@ static int apply_entry(struct pf_daemon *d, struct jent *je)
 	}
 	if (!je->s->transient)
 		adopt_def(d, je);
+	if (je->write_def && pf_state_save_slice(d, je->s))
+		cmn_warn("state: slice %s: restored, but its definition file cannot be written",
+			 je->s->uuid);
 	if (je->gone)
 		return 0;
 

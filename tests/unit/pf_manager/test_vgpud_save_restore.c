@@ -324,12 +324,73 @@ static void test_restore_refusals(void **state)
 	restore_refused(f->b, f->file, EXIT_NOSPACE, "no free VF");
 }
 
+/* Durability: the test build of vgpud exits at its Nth durability point (VGPU_CRASH_AT=N);
+ * a restore cut at any point comes back either wholly absent (no slice, no definition, no
+ * VRAM object) or wholly there, running with its bytes, and an acknowledged one always
+ * wholly there. */
+static void test_restore_crash_points(void **state)
+{
+	static char *args[] = { "--vram", "2G", "--max-vfs", "4", "--spare-vram", "256M",
+				"--num-vfs", "2", NULL };
+	struct fixture *f = *state;
+	char n_env[32], *wrap[] = { "env", n_env, NULL }, prefix[64], obj[128], def[256];
+	bool done = false;
+	unsigned int n;
+
+	make_saved(f);
+	for (n = 1; !done && n < 100; n++) {
+		struct tdaemon *d = t_daemon_new();
+		bool acked = false, there;
+		int rc, st;
+
+		d->prog = "vgpud-test";
+		d->wrap = wrap;
+		snprintf(n_env, sizeof(n_env), "VGPU_CRASH_AT=%u", n);
+		rc = t_daemon_start_argv(d, args);
+		if (rc == 0) {
+			acked = T_CTL(d, "restore", f->file) == 0;
+			if (acked) {
+				done = true;
+				t_daemon_stop(d, SIGKILL);
+			} else {
+				assert_int_equal(waitpid(d->pid, &st, 0), d->pid);
+				d->pid = 0;
+				assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 86);
+			}
+		} else {
+			assert_int_equal(rc, 1000 + 86);	/* crashed while starting */
+		}
+		d->wrap = NULL;
+		assert_int_equal(t_daemon_start_argv(d, args), 0);
+		there = T_CTL(d, "list", "-u", U1) == 0;
+		if (acked && !there)
+			fail_msg("crash point %u: an acknowledged restore is gone", n);
+		snprintf(def, sizeof(def), "%s/slices/%s.json", d->state, U1);
+		t_shm_prefix(d, prefix, sizeof(prefix));
+		snprintf(obj, sizeof(obj), "/dev/shm/%s1", prefix);
+		if (there) {
+			int fd = bar_open(d, 1);
+
+			assert_non_null(strstr(t_out.out, "running"));
+			check_pattern(fd);
+			close(fd);
+			assert_int_equal(access(def, F_OK), 0);
+		} else {
+			assert_int_equal(access(def, F_OK), -1);
+			assert_int_equal(access(obj, F_OK), -1);
+		}
+		t_daemon_free(d);
+	}
+	assert_true(done);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_save_restore_round_trip, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_save_refusals, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_restore_refusals, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_restore_crash_points, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
