@@ -154,7 +154,8 @@ struct gpu_engine {
 	int cur_fn;			/* function owning the slice, -1 none */
 	uint64_t slot_start, slot_end;
 	uint64_t yield_at;		/* look for an owed function from then on */
-	uint64_t hold_until;		/* fixed share: unreserved time, idle until then */
+	uint64_t hold_start, hold_until;	/* fixed share: unreserved time held idle
+						 * (hold_until 0: none) */
 	uint64_t free_vtime;		/* fixed share: virtual time of the unreserved part */
 	unsigned int rr_fn;
 	uint64_t vclock;		/* vtime of the last function given a slice */

@@ -227,9 +227,20 @@ static bool unreserved_turn_locked(struct gpu_engine *e, uint64_t now, uint64_t 
 	if (e->free_vtime >= best_v)
 		return false;
 	e->vclock = e->free_vtime;
-	e->free_vtime += lag;
+	e->hold_start = now;
 	e->hold_until = now + len;
 	return true;
+}
+
+/* Charge an unreserved hold that has run out what it really lasted, as a slice is. */
+static void unreserved_end_locked(struct gpu_engine *e, uint64_t now)
+{
+	uint64_t w = unreserved_weight_locked(e);
+
+	cmn_mutex_assert_held(&e->g->lock);
+	if (w)
+		e->free_vtime += (now - e->hold_start) * 1024 / w;
+	e->hold_until = 0;
 }
 
 /* Start a slice for the eligible function furthest behind its share (least virtual time);
@@ -300,8 +311,11 @@ static struct gpu_chan *sched_pick_locked(struct gpu_engine *e, uint64_t now)
 			slot_end_locked(e, now);
 		}
 	}
-	if (e->cur_fn < 0 && now < e->hold_until)
-		return NULL;	/* fixed share's unreserved part: idle */
+	if (e->cur_fn < 0 && e->hold_until) {
+		if (now < e->hold_until)
+			return NULL;	/* fixed share's unreserved part: idle */
+		unreserved_end_locked(e, now);
+	}
 	if (e->cur_fn >= 0) {
 		c = fn_pick_chan_locked(e, &e->g->fns[e->cur_fn], now);
 		if (c || e->g->sched_policy != GPU_SCHED_BEST_EFFORT)
@@ -387,8 +401,8 @@ static uint64_t idle_deadline_locked(struct gpu_engine *e, uint64_t now)
 	cmn_mutex_assert_held(&e->g->lock);
 	if (e->cur_fn >= 0)
 		d = cmn_min(d, e->slot_end);
-	else if (e->hold_until > now)
-		d = cmn_min(d, e->hold_until);
+	else if (e->hold_until)
+		d = cmn_min(d, cmn_max(e->hold_until, now));
 	for (unsigned int fn = 0; fn < g->nr_fns; fn++) {
 		struct gpu_fn *f = &g->fns[fn];
 		uint64_t rl = f->cfg.runlist[e->id];

@@ -1,0 +1,423 @@
+/* Scheduler at tenant scale, by counts: 8, 32 and 62 busy functions on one engine, equal
+ * share and fixed share with unequal weights, each function's share of the work completed
+ * (fixed-size items whose completion the engine writes as a semaphore) within 5 % of its
+ * target; fixed share gives weight/1000 of the engine and leaves the unreserved rest idle;
+ * and a function with work waiting is served within a bounded number of the busy
+ * functions' quanta (best effort: well inside one, because a slice is cut short for a
+ * function owed time; equal share: one round). Everything runs on an engine clock the test
+ * drives (each read advances it by one tick), so the results count scheduler decisions and
+ * work, not host load. */
+#include <pthread.h>
+#include <stdio.h>
+
+#include "common/lock.h"
+#include "gpu_test.h"
+
+#define ENTRIES		4096u
+#define ITEM_BYTES	4096u		/* one FILL per item: one clock read */
+#define TICK_NS		(100 * VGPU_NSEC_PER_USEC)
+#define RUN_TIMEOUT	(120 * VGPU_NSEC_PER_SEC)	/* a hang, not a measurement */
+#define MAX_BUSY	62u
+
+/* The engine clock: held at 0 until started, then TICK_NS more per read until it stands
+ * still at @stop. The read that reaches @stop runs @on_stop first, while that engine waits:
+ * the counts it takes are the work done by then, whatever runs later. */
+struct sclock {
+	struct cmn_mutex lock;
+	pthread_cond_t cv;
+	bool started, stopped;
+	uint64_t now, stop;
+	void (*on_stop)(void *arg);
+	void *arg;
+};
+
+static uint64_t sclock_read(void *arg)
+{
+	struct sclock *k = arg;
+	uint64_t v;
+
+	cmn_mutex_lock(&k->lock);
+	while (!k->started)
+		cmn_cond_wait(&k->cv, &k->lock);
+	if (k->now < k->stop)
+		k->now = cmn_min(k->now + TICK_NS, k->stop);
+	if (k->now >= k->stop && !k->stopped) {
+		k->stopped = true;
+		if (k->on_stop)
+			k->on_stop(k->arg);
+	}
+	v = k->now;
+	cmn_mutex_unlock(&k->lock);
+	return v;
+}
+
+/* On the heap: a failed case leaves its device running on it. */
+static struct sclock *sclock_new(uint64_t stop)
+{
+	struct sclock *k = calloc(1, sizeof(*k));
+
+	assert_non_null(k);
+	cmn_mutex_init(&k->lock);
+	pthread_cond_init(&k->cv, NULL);
+	k->stop = stop;
+	return k;
+}
+
+static void sclock_start(struct sclock *k)
+{
+	cmn_mutex_lock(&k->lock);
+	k->started = true;
+	pthread_cond_broadcast(&k->cv);
+	cmn_mutex_unlock(&k->lock);
+}
+
+/* Wait (bounded, in real time) for the clock's stop. */
+static void sclock_wait_stop(struct sclock *k)
+{
+	uint64_t dl = cmn_deadline_ns(RUN_TIMEOUT);
+	bool done;
+
+	for (;;) {
+		cmn_mutex_lock(&k->lock);
+		done = k->stopped;
+		cmn_mutex_unlock(&k->lock);
+		if (done)
+			return;
+		if (cmn_deadline_passed(dl))
+			fail_msg("the engine clock did not reach %llu ns", (unsigned long long)k->stop);
+		cmn_sleep_ns(VGPU_NSEC_PER_MSEC);
+	}
+}
+
+/* Wait (bounded, in real time) until the clock reads at least @t. */
+static void sclock_wait_until(struct sclock *k, uint64_t t)
+{
+	uint64_t dl = cmn_deadline_ns(RUN_TIMEOUT), now;
+
+	for (;;) {
+		cmn_mutex_lock(&k->lock);
+		now = k->now;
+		cmn_mutex_unlock(&k->lock);
+		if (now >= t)
+			return;
+		if (cmn_deadline_passed(dl))
+			fail_msg("the engine clock did not reach %llu ns", (unsigned long long)t);
+		cmn_sleep_ns(100 * VGPU_NSEC_PER_USEC);
+	}
+}
+
+static void sclock_free(struct sclock *k)
+{
+	pthread_cond_destroy(&k->cv);
+	cmn_mutex_destroy(&k->lock);
+	free(k);
+}
+
+/* @nr_vfs VFs on one engine running on @k; idle, it spins on the clock. */
+static struct tgpu *tgpu_on_sclock(unsigned int nr_vfs, struct sclock *k)
+{
+	struct gpu_config cfg = { .nr_vfs = nr_vfs, .nr_engines = 1, .spin_ns = VGPU_NSEC_PER_SEC,
+				  .clock_ns = sclock_read, .clock_arg = k };
+
+	return tgpu_new_cfg(cfg, 8);
+}
+
+/* A function's queue of work items: item i is FILL(ITEM_BYTES) then SEM_RELEASE(i + 1),
+ * each in its own pushbuffer segment, so the semaphore counts the items completed. */
+struct worker {
+	struct tchan c;
+	volatile uint32_t *sem;
+};
+
+static void worker_init(struct tgpu *t, struct worker *w, unsigned int fn, uint32_t items)
+{
+	uint64_t dst = tgpu_vmem(t, fn, ITEM_BYTES + 64, VGPU_GMMU_PAGE_64K), sem = dst + ITEM_BYTES;
+
+	tchan_init(t, &w->c, fn, 0, 0, ENTRIES);
+	w->sem = tgpu_va(t, fn, sem, 4);
+	*w->sem = 0;
+	for (uint32_t i = 0; i < items; i++) {
+		TM(&w->c, VGPU_M_FILL, lo32(dst), hi32(dst), ITEM_BYTES, 0, i);
+		TM(&w->c, VGPU_M_SEM_RELEASE, lo32(sem), hi32(sem), i + 1, 0, 0);
+		tchan_gp(&w->c);
+	}
+	tchan_kick(t, &w->c);
+}
+
+static uint32_t worker_done(const struct worker *w)
+{
+	return __atomic_load_n(w->sem, __ATOMIC_ACQUIRE);
+}
+
+struct scale_run {
+	struct worker w[MAX_BUSY];
+	uint32_t done[MAX_BUSY];	/* items completed when the clock stopped */
+	unsigned int n;
+};
+
+static void scale_snapshot(void *arg)
+{
+	struct scale_run *r = arg;
+
+	for (unsigned int i = 0; i < r->n; i++)
+		r->done[i] = worker_done(&r->w[i]);
+}
+
+/* Unequal fixed-share weights for @n functions, at most 1000 in all. */
+static uint64_t scale_weight(unsigned int i, unsigned int n)
+{
+	static const uint64_t w8[] = { 200, 150, 150, 100, 100, 100, 100, 100 };
+
+	if (n == 8)
+		return w8[i];
+	return n <= 32 ? 15 + 5 * (i % 4) : 8 + 4 * (i % 4);
+}
+
+static const struct scale_case {
+	const char *name;
+	enum gpu_sched_policy policy;
+	unsigned int n;
+} scale_cases[] = {
+	{ "equal share, 8 busy", GPU_SCHED_EQUAL_SHARE, 8 },
+	{ "equal share, 32 busy", GPU_SCHED_EQUAL_SHARE, 32 },
+	{ "equal share, 62 busy", GPU_SCHED_EQUAL_SHARE, 62 },
+	{ "fixed share, 8 busy", GPU_SCHED_FIXED_SHARE, 8 },
+	{ "fixed share, 32 busy", GPU_SCHED_FIXED_SHARE, 32 },
+	{ "fixed share, 62 busy", GPU_SCHED_FIXED_SHARE, 62 },
+	{ "best effort, 62 busy", GPU_SCHED_BEST_EFFORT, 62 },
+};
+
+/* 200 us slices (two ticks), about 250 of them per function on average; no queue runs
+ * dry before the stop (asserted). */
+static void test_scale_shares(void **state)
+{
+	const struct scale_case *c = *state;
+	const uint64_t quantum = 2 * TICK_NS, window = c->n * 250 * quantum;
+	struct scale_run *r = calloc(1, sizeof(*r));
+	uint64_t total = 0, wsum = 0, items = 0;
+	double worst = 0;
+	struct sclock *k;
+	struct tgpu *t;
+
+	assert_non_null(r);
+	r->n = c->n;
+	k = sclock_new(window);
+	k->on_stop = scale_snapshot;
+	k->arg = r;
+	t = tgpu_on_sclock(c->n, k);
+	assert_int_equal(gpu_priv_sched_set(t->p, c->policy, quantum, 0), 0);
+	for (unsigned int i = 0; i < c->n; i++) {
+		struct gpu_priv_sched_fn s = { .enabled = 1, .quantum_ns = quantum,
+					       .weight = c->policy == GPU_SCHED_FIXED_SHARE ?
+							 scale_weight(i, c->n) : 0 };
+
+		wsum += s.weight;
+		assert_int_equal(gpu_priv_sched_fn_set(t->p, i + 1, &s), 0);
+	}
+	/* Enough items that the largest share cannot finish its queue in the window. */
+	items = cmn_min((uint64_t)ENTRIES - 1, window / TICK_NS);
+	for (unsigned int i = 0; i < c->n; i++)
+		worker_init(t, &r->w[i], i + 1, (uint32_t)items);
+	sclock_start(k);
+	sclock_wait_stop(k);
+	for (unsigned int i = 0; i < c->n; i++) {
+		assert_true(r->done[i] < items);
+		total += r->done[i];
+	}
+	assert_true(total > 0);
+	for (unsigned int i = 0; i < c->n; i++) {
+		double share = (double)r->done[i] / (double)total;
+		double target = c->policy == GPU_SCHED_FIXED_SHARE ?
+					(double)scale_weight(i, c->n) / (double)wsum : 1.0 / c->n;
+		double err = (share - target) / target * 100;
+
+		if (err < 0 ? -err > worst : err > worst)
+			worst = err < 0 ? -err : err;
+		if (err > 5 || err < -5)
+			print_message("fn %u: %u items, share %.4f target %.4f (%+.1f %%)\n", i + 1,
+				      r->done[i], share, target, err);
+		assert_true(share >= target * 0.95 && share <= target * 1.05);
+	}
+	print_message("%s: %lu items, worst share error %.2f %%\n", c->name, (unsigned long)total,
+		      worst);
+	tgpu_free(t);
+	sclock_free(k);
+	free(r);
+}
+
+/* Items two busy fixed-share functions of weights @w0 and @w1 complete in 4000 ticks of
+ * 1 ms slices; @done gets each one's count. */
+static void fixed_pair_run(uint64_t w0, uint64_t w1, uint32_t done[2])
+{
+	const uint64_t quantum = 10 * TICK_NS, window = 400 * quantum;
+	const uint64_t wt[2] = { w0, w1 };
+	struct scale_run *r = calloc(1, sizeof(*r));
+	struct sclock *k;
+	struct tgpu *t;
+
+	assert_non_null(r);
+	r->n = 2;
+	k = sclock_new(window);
+	k->on_stop = scale_snapshot;
+	k->arg = r;
+	t = tgpu_on_sclock(2, k);
+	assert_int_equal(gpu_priv_sched_set(t->p, GPU_SCHED_FIXED_SHARE, quantum, 0), 0);
+	for (unsigned int i = 0; i < 2; i++) {
+		struct gpu_priv_sched_fn s = { .enabled = 1, .weight = wt[i] };
+
+		assert_int_equal(gpu_priv_sched_fn_set(t->p, i + 1, &s), 0);
+		worker_init(t, &r->w[i], i + 1, ENTRIES - 1);
+	}
+	sclock_start(k);
+	sclock_wait_stop(k);
+	for (unsigned int i = 0; i < 2; i++) {
+		assert_true(r->done[i] > 0 && r->done[i] < ENTRIES - 1);
+		done[i] = r->done[i];
+	}
+	print_message("weights %lu/%lu: %u and %u items\n", (unsigned long)w0, (unsigned long)w1,
+		      done[0], done[1]);
+	tgpu_free(t);
+	sclock_free(k);
+	free(r);
+}
+
+/* Fixed share is weight/1000 of the engine, not weight over the sum of the weights: busy
+ * functions of weights 300 and 200 do half the work that weights 600 and 400 do in the
+ * same engine time (the unreserved half is spent idle, given to nobody), split 3:2. */
+static void test_fixed_share_unreserved_idle(void **state)
+{
+	uint32_t half[2], full[2];
+
+	(void)state;
+	fixed_pair_run(300, 200, half);
+	fixed_pair_run(600, 400, full);
+	for (unsigned int i = 0; i < 2; i++)
+		assert_true(half[i] * 2 >= full[i] * 95 / 100 && half[i] * 2 <= full[i] * 105 / 100);
+	assert_true(half[0] * 2 >= half[1] * 3 * 95 / 100 && half[0] * 2 <= half[1] * 3 * 105 / 100);
+}
+
+/* ---- a waiting function is served within a bounded number of others' quanta ---------- */
+
+/* Keep a flooder's ring at least half full of one FILL segment. */
+static void flood_top_up(struct tgpu *t, struct worker *w)
+{
+	uint32_t mask = ENTRIES - 1, pending = (w->c.put - tchan_get(&w->c)) & mask;
+
+	if (pending > ENTRIES / 2)
+		return;
+	for (; pending < ENTRIES - 8; pending++) {
+		w->c.gp[w->c.put] = vgpu_gp_entry(w->c.pb_va, 6);
+		w->c.put = (w->c.put + 1) & mask;
+	}
+	tchan_kick(t, &w->c);
+}
+
+static void flood_init(struct tgpu *t, struct worker *w, unsigned int fn)
+{
+	uint64_t dst = tgpu_vmem(t, fn, ITEM_BYTES, VGPU_GMMU_PAGE_64K);
+
+	tchan_init(t, &w->c, fn, 0, 0, ENTRIES);
+	TM(&w->c, VGPU_M_FILL, lo32(dst), hi32(dst), ITEM_BYTES, 0, fn);
+	flood_top_up(t, w);
+}
+
+static const struct wait_case {
+	const char *name;
+	enum gpu_sched_policy policy;
+	unsigned int n;		/* flooding functions; the waiting one is n + 1 */
+	uint64_t bound_quanta;	/* worst wait, in slices of the flooders */
+} wait_cases[] = {
+	/* Best effort: a slice is cut for the function owed time; a fraction of one. */
+	{ "best effort, 8 flooding", GPU_SCHED_BEST_EFFORT, 8, 0 },
+	{ "best effort, 62 flooding", GPU_SCHED_BEST_EFFORT, 62, 0 },
+	/* Equal share: slices are reserved, the waiting function's comes within a round (its
+	 * own slot and the others', each a few ticks of switching longer than a quantum). */
+	{ "equal share, 8 flooding", GPU_SCHED_EQUAL_SHARE, 8, 10 },
+};
+
+#define WAIT_ROUNDS	8u
+#define WAIT_QUANTUM	(20 * TICK_NS)	/* 2 ms, the default slice */
+
+/* The waiting function's wait, submission to execution, in engine-clock ns: the test
+ * rings with the clock held (under its lock), the engine stamps its own clock. */
+static void test_wait_bounded(void **state)
+{
+	const struct wait_case *c = *state;
+	/* Best effort: the minimum quantum and the ticks of one switch, half a slice at most. */
+	const uint64_t bound = c->bound_quanta ? c->bound_quanta * WAIT_QUANTUM : WAIT_QUANTUM / 2;
+	struct worker *fl = calloc(c->n, sizeof(*fl));
+	struct tchan v;
+	struct gpu_sched_stats st;
+	uint64_t *stamps, stamps_va, worst = 0;
+	struct sclock *k;
+	struct tgpu *t;
+
+	assert_non_null(fl);
+	k = sclock_new(UINT64_MAX);
+	t = tgpu_on_sclock(c->n + 1, k);
+	assert_int_equal(gpu_priv_sched_set(t->p, c->policy, WAIT_QUANTUM, 0), 0);
+	for (unsigned int i = 0; i <= c->n; i++) {
+		struct gpu_priv_sched_fn s = { .enabled = 1, .quantum_ns = WAIT_QUANTUM };
+
+		assert_int_equal(gpu_priv_sched_fn_set(t->p, i + 1, &s), 0);
+	}
+	for (unsigned int i = 0; i < c->n; i++)
+		flood_init(t, &fl[i], i + 1);
+	tchan_init(t, &v, c->n + 1, 0, 0, 64);
+	stamps_va = tgpu_vmem(t, c->n + 1, 4096, VGPU_GMMU_PAGE_64K);
+	stamps = tgpu_va(t, c->n + 1, stamps_va, WAIT_ROUNDS * 8);
+	memset(stamps, 0, WAIT_ROUNDS * 8);
+	sclock_start(k);
+	/* Every flooder has had its first slice: from here on the waiting function is owed
+	 * more than any of them. */
+	sclock_wait_until(k, (c->n + 2) * WAIT_QUANTUM);
+	for (unsigned int r = 0; r < WAIT_ROUNDS; r++) {
+		uint64_t va = stamps_va + r * 8ull, t0, ts = 0, dl;
+
+		/* A round of the flooders' slices between submissions: the waiting function's
+		 * credit (one slice) is back. Then a varying real-time while, so the ring lands
+		 * anywhere in a slice. */
+		for (unsigned int i = 0; i < c->n; i++)
+			flood_top_up(t, &fl[i]);
+		cmn_mutex_lock(&k->lock);
+		t0 = k->now;
+		cmn_mutex_unlock(&k->lock);
+		sclock_wait_until(k, t0 + (c->n + 1) * WAIT_QUANTUM);
+		cmn_sleep_ns((r % 4 + 1) * 100 * VGPU_NSEC_PER_USEC);
+		TM(&v, VGPU_M_TIMESTAMP, lo32(va), hi32(va));
+		tchan_gp(&v);
+		cmn_mutex_lock(&k->lock);
+		t0 = k->now;
+		tchan_kick(t, &v);
+		cmn_mutex_unlock(&k->lock);
+		dl = cmn_deadline_ns(T_TIMEOUT);
+		while (!(ts = __atomic_load_n(&stamps[r], __ATOMIC_ACQUIRE)) && !cmn_deadline_passed(dl))
+			cmn_sleep_ns(20 * VGPU_NSEC_PER_USEC);
+		assert_true(ts > t0);
+		worst = cmn_max(worst, ts - t0);
+	}
+	gpu_sched_stats(t->g, c->n + 1, &st);
+	print_message("%s: worst wait %.1f ms of engine time (bound %.1f), %lu slices\n", c->name,
+		      worst / 1e6, bound / 1e6, (unsigned long)st.slices);
+	assert_true(worst <= bound);
+	tgpu_free(t);
+	sclock_free(k);
+	free(fl);
+}
+
+int main(void)
+{
+	struct CMUnitTest tests[VGPU_ARRAY_SIZE(scale_cases) + VGPU_ARRAY_SIZE(wait_cases) + 1];
+	size_t n = 0;
+
+	for (size_t i = 0; i < VGPU_ARRAY_SIZE(scale_cases); i++)
+		tests[n++] = (struct CMUnitTest){ .name = scale_cases[i].name,
+						  .test_func = test_scale_shares,
+						  .initial_state = (void *)&scale_cases[i] };
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_fixed_share_unreserved_idle);
+	for (size_t i = 0; i < VGPU_ARRAY_SIZE(wait_cases); i++)
+		tests[n++] = (struct CMUnitTest){ .name = wait_cases[i].name,
+						  .test_func = test_wait_bounded,
+						  .initial_state = (void *)&wait_cases[i] };
+	return _cmocka_run_group_tests("gpu_sched_scale", tests, n, NULL, NULL);
+}
