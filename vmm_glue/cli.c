@@ -516,6 +516,7 @@ static int launch_start(struct vm_opts *o, struct ctlc *c, const struct vmm_doma
 /* What launch --wait has reported so far. Stages go to stderr as they happen, so that
  * --json's one object on stdout stays one object. */
 struct wait_watch {
+	uint64_t t0;			/* when launch began: stages say how long after */
 	struct ctlc *c;
 	const char *slice, *log;	/* log: the console log, or NULL */
 	long log_off;			/* how far the console log has been read */
@@ -524,11 +525,14 @@ struct wait_watch {
 	bool attached, suite, result;
 };
 
-static void stage(const char *name, const char *fmt, const char *arg)
+/* Each stage ends with the seconds since launch began ("(+2.31 s)"), so that a slow launch
+ * shows where its time went without a debugger. */
+static void stage(const struct wait_watch *w, const char *name, const char *fmt,
+		  const char *arg)
 {
 	fprintf(stderr, "vgpu-vm: [%s] ", name);
 	fprintf(stderr, fmt, arg);
-	fputc('\n', stderr);
+	fprintf(stderr, " (+%.2f s)\n", (double)(cmn_now_ns() - w->t0) / 1e9);
 	fflush(stderr);
 }
 
@@ -537,10 +541,10 @@ static void watch_line(struct wait_watch *w, const char *line)
 {
 	if (!w->suite && !strncmp(line, "VGPU-VM-START", 13)) {
 		w->suite = true;
-		stage("running the suite", "guest suite started (%s)", line + 13 + !!line[13]);
+		stage(w, "running the suite", "guest suite started (%s)", line + 13 + !!line[13]);
 	} else if (!w->result && !strncmp(line, "VGPU-VM-RESULT: ", 16)) {
 		w->result = true;
-		stage("result", "%s", line + 16);
+		stage(w, "result", "%s", line + 16);
 	}
 }
 
@@ -583,7 +587,7 @@ static void watch_tick(void *ctx)
 
 		w->attached = true;
 		snprintf(vf, sizeof(vf), "%u", s.vf);
-		stage("attached", "the guest attached to VF %s", vf);
+		stage(w, "attached", "the guest attached to VF %s", vf);
 	}
 	if (w->log)
 		watch_log(w);
@@ -596,7 +600,7 @@ static int cmd_launch(struct vm_opts *o)
 	struct vmm_virt *v = NULL;
 	struct vmm_slice s;
 	struct vmm_domain d;
-	struct wait_watch w = { 0 };
+	struct wait_watch w = { .t0 = cmn_now_ns() };
 	char name[64], *xml = NULL;
 	uint64_t t0;
 	int64_t ran_ms = -1;
@@ -618,11 +622,11 @@ static int cmd_launch(struct vm_opts *o)
 	w.c = c;
 	w.slice = d.meta.slice;
 	w.log = o->console_log ? o->log_abs : NULL;
-	stage("booting", "domain %s started; waiting for it to end", d.name);
+	stage(&w, "booting", "domain %s started; waiting for it to end", d.name);
 	r = vmm_virt_wait(v, d.uuid, o->timeout_s, watch_tick, &w, &e);
 	watch_tick(&w);		/* the console's last lines */
 	if (!w.result)
-		stage("result", r ? "%s" : "domain %s ended; its console gave no suite result",
+		stage(&w, "result", r ? "%s" : "domain %s ended; its console gave no suite result",
 		      r ? e.msg : d.name);
 	ran_ms = (int64_t)((cmn_now_ns() - t0) / 1000000);
 	/* A transient domain is gone: its slice is free for the next VM (the hook, when

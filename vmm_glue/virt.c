@@ -127,6 +127,11 @@ static bool virt_ended(struct vmm_virt *v, const char *uuid)
 	return ended;
 }
 
+/* How often --wait looks at the domain (one libvirt call, one vgpud query until the guest
+ * attaches, the console's new bytes): its end, and the stage lines, are seen at most this
+ * late. Cheap enough that a 2-core host running the guest does not feel it. */
+#define VMM_WAIT_POLL_US	50000
+
 int vmm_virt_wait(struct vmm_virt *v, const char *uuid, unsigned int timeout_s,
 		  void (*tick)(void *ctx), void *ctx, struct cmn_fail *e)
 {
@@ -140,7 +145,7 @@ int vmm_virt_wait(struct vmm_virt *v, const char *uuid, unsigned int timeout_s,
 			return cmn_fail(e, -ETIMEDOUT, "domain %s still ran after %u s; destroyed it",
 					uuid, timeout_s);
 		}
-		usleep(100000);
+		usleep(VMM_WAIT_POLL_US);
 	}
 	return 0;
 }

@@ -17,7 +17,9 @@
 # hook goes to /etc/libvirt/hooks/qemu.d/vgpu-test-<pid>, pointing at this build's vgpu-vm,
 # and is removed at exit; libvirtd finds hooks only if one existed when it started, so a
 # libvirtd started outside this tier may not run it (LV_HOOK says: yes, or unknown).
-. "$(dirname "$0")/lib.sh"
+# Found next to this file, so that scripts elsewhere (tests/bench/vm_launch) can source it.
+LV_LIBDIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$LV_LIBDIR/lib.sh"
 
 LV_URI=qemu:///system
 LV_HOOK_DIR=${LV_HOOK_DIR:-/etc/libvirt/hooks/qemu.d}
@@ -115,9 +117,35 @@ lv_hook_install() {
 		kill -0 "${pid%.tmp}" 2>/dev/null || rm -f "$f"
 	done
 	LV_HOOK_FILE=$LV_HOOK_DIR/vgpu-test-$$
-	sed "s|@VGPU_VM@|$VGPU_BIN/vgpu-vm|" "$(dirname "$0")/../../vmm_glue/hook/qemu-hook.in" \
+	sed "s|@VGPU_VM@|$VGPU_BIN/vgpu-vm|" "$LV_LIBDIR/../../vmm_glue/hook/qemu-hook.in" \
 		>"$LV_HOOK_FILE.tmp" && chmod 0755 "$LV_HOOK_FILE.tmp" &&
 		mv -f "$LV_HOOK_FILE.tmp" "$LV_HOOK_FILE"
+}
+
+# libvirtd keeps QEMU's capabilities (/var/cache/libvirt/qemu/capabilities) only while the
+# host's CPUID reads as it did when they were probed, and libvirt 9.0 compares leaves that
+# carry the APIC ID of the CPU the daemon happens to start on: on a 2-CPU host every other
+# start finds "host cpuid changed" and probes each qemu-system-* again (about 8 s idle, 20 s
+# and more under load). Started on the first CPU it may use, it reads the same CPUID every
+# time; once it answers, its threads get the whole CPU set back (libvirt gives QEMU the host's
+# CPUs itself). The first start after a change probes once and writes the cache for the next.
+lv_libvirtd_start() {
+	local cpus first i pid
+
+	cpus=$(taskset -pc $$ 2>/dev/null | sed 's/.*: *//')
+	first=$(echo "$cpus" | sed 's/[-,].*//')
+	if [ -n "$first" ] && command -v taskset >/dev/null; then
+		taskset -c "$first" libvirtd -d || return 1
+	else
+		libvirtd -d || return 1
+	fi
+	for i in $(seq 100); do lv_pid_alive /run/libvirtd.pid libvirtd && break; sleep 0.05; done
+	pid=$(cat /run/libvirtd.pid 2>/dev/null)
+	[ -n "$first" ] && [ -n "$pid" ] || return 0
+	# Its capabilities are read while it starts: wait for an answer before unpinning.
+	for i in $(seq 600); do virsh -c "$LV_URI" version >/dev/null 2>&1 && break; sleep 0.05; done
+	taskset -a -pc "$cpus" "$pid" >/dev/null 2>&1
+	return 0
 }
 
 # Start the daemons that are not running (with the lock held); a started one's pid is
@@ -135,8 +163,7 @@ lv_start_daemons() {
 		cp /run/virtlogd.pid "$LV_STATE/virtlogd.pid"
 	fi
 	if ! lv_pid_alive /run/libvirtd.pid libvirtd; then
-		libvirtd -d {LV_LOCK_FD}>&- || return 2
-		for i in $(seq 100); do lv_pid_alive /run/libvirtd.pid libvirtd && break; sleep 0.05; done
+		lv_libvirtd_start {LV_LOCK_FD}>&- || return 2
 		cp /run/libvirtd.pid "$LV_STATE/libvirtd.pid"
 		LV_LIBVIRTD_PID=$(cat /run/libvirtd.pid)
 	fi
