@@ -92,7 +92,7 @@ static int cmd_query_types(struct pf_daemon *d, json_object *args, bool dry, jso
 		json_object_object_add(o, "fair_share", json_object_new_boolean(!t->q.vram));
 		json_object_object_add(o, "channels", json_object_new_int((int)t->q.channels));
 		json_object_object_add(o, "doorbells", json_object_new_int((int)t->q.doorbells));
-		json_object_object_add(o, "exec_quantum_ms", json_object_new_int((int)t->q.exec_quantum_ms));
+		json_object_object_add(o, "exec_quantum_us", json_object_new_int64(t->q.exec_quantum_us));
 		json_object_object_add(o, "rm_clients", json_object_new_int64(t->q.rm_clients));
 		json_object_object_add(o, "rm_objects", json_object_new_int64(t->q.rm_objects));
 		json_object_object_add(o, "max_instances", json_object_new_int((int)t->max_instances));
@@ -179,6 +179,7 @@ static int cmd_query_status(struct pf_daemon *d, json_object *args, bool dry, js
 	pf_json_add_u64(ret, "rm_teardown_batches", d->teardown_batches);
 	json_object_object_add(ret, "sched_policy",
 			       json_object_new_string(policy_name(d->cfg.sched_policy)));
+	json_object_object_add(ret, "sched_quantum_us", json_object_new_int64(d->cfg.sched_quantum_us));
 	json_object_object_add(ret, "runtime_dir", json_object_new_string(d->cfg.runtime_dir));
 	json_object_object_add(ret, "state_dir", json_object_new_string(d->cfg.state_dir));
 	pf_json_add_u64(ret, "device_resets", d->device_resets_seen);

@@ -116,8 +116,16 @@ int pf_config_set(struct pf_config *c, const char *section, const char *k, const
 		return set_pf(c, k, v);
 	if (!strcmp(section, "sched") && !strcmp(k, "policy"))
 		return parse_policy(v, &c->sched_policy);
-	if (!strcmp(section, "sched") && !strcmp(k, "quantum_ms"))
-		return parse_uint(v, 10000, &c->sched_quantum_ms);
+	if (!strcmp(section, "sched") && !strcmp(k, "quantum_us"))
+		return parse_uint(v, PF_SCHED_QUANTUM_US_MAX, &c->sched_quantum_us);
+	if (!strcmp(section, "sched") && !strcmp(k, "quantum_ms")) {
+		/* The same setting in whole milliseconds. */
+		int r = parse_uint(v, PF_SCHED_QUANTUM_US_MAX / 1000, &c->sched_quantum_us);
+
+		if (!r)
+			c->sched_quantum_us *= 1000;
+		return r;
+	}
 	if (!strcmp(section, "paths") && !strcmp(k, "runtime_dir"))
 		return set_str(c->runtime_dir, sizeof(c->runtime_dir), v);
 	if (!strcmp(section, "paths") && !strcmp(k, "state_dir"))

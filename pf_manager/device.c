@@ -77,7 +77,7 @@ int pf_device_init(struct pf_daemon *d)
 		goto destroy_pma;
 	/* Privileged state is the GSP's to write: the policy goes through the RM, which
 	 * also replays it after a device reset. */
-	ret = pf_rm_sched_set(d, d->cfg.sched_policy, (uint64_t)d->cfg.sched_quantum_ms * 1000000ull);
+	ret = pf_rm_sched_set(d, d->cfg.sched_policy, (uint64_t)d->cfg.sched_quantum_us * 1000ull);
 	if (ret) {
 		cmn_err("scheduler policy refused: %s", cmn_strerror(ret));
 		goto fini_rm;
@@ -300,7 +300,7 @@ int pf_slice_quota(struct pf_daemon *d, const struct pf_slice *s, struct pf_quot
 	if (s->custom_bits & PF_Q_DOORBELLS)
 		q->doorbells = s->custom.doorbells;
 	if (s->custom_bits & PF_Q_EXEC)
-		q->exec_quantum_ms = s->custom.exec_quantum_ms;
+		q->exec_quantum_us = s->custom.exec_quantum_us;
 	if (s->custom_bits & PF_Q_PREEMPT)
 		q->preempt_timeout_us = s->custom.preempt_timeout_us;
 	if (s->custom_bits & PF_Q_PRIO)

@@ -96,7 +96,7 @@ void pf_bar_format(struct pf_slice *s)
 	h->ring_region_size = VF_BAR_RING_REGION;
 	h->channels = s->prov.channels;
 	h->doorbells = s->prov.doorbells;
-	h->exec_quantum_ms = s->prov.exec_quantum_ms;
+	h->exec_quantum_ms = pf_quantum_ms(s->prov.exec_quantum_us);
 	h->preempt_timeout_us = s->prov.preempt_timeout_us;
 	memcpy(h->slice_uuid, s->uuid_bytes, 16);
 	/* The doorbell page is the device's (gpu_doorbell_page_back at bring-up): not touched. */

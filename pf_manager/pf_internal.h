@@ -40,17 +40,27 @@ struct pf_err {
 	json_object *data;		/* owned; may be NULL */
 };
 
-/* What a slice gets (or asked for): bytes, counts, ms / us, priority. */
+/* What a slice gets (or asked for): bytes, counts, us, priority. */
 struct pf_quota {
 	uint64_t vram;
 	uint32_t channels;
 	uint32_t doorbells;
-	uint32_t exec_quantum_ms;
+	uint32_t exec_quantum_us;	/* best-effort slice; 0 = the device default */
 	uint32_t preempt_timeout_us;
 	enum pf_priority priority;
 	uint32_t rm_clients;		/* RM clients the VF's guest may hold at once */
 	uint32_t rm_objects;		/* RM objects of all those clients together */
 };
+
+/* Ranges of the scheduling quotas (0 = the device default). */
+#define PF_EXEC_QUANTUM_US_MAX		100000000u	/* 100 s */
+#define PF_PREEMPT_TIMEOUT_US_MAX	10000000u	/* 10 s */
+
+/* A slice length in whole milliseconds, rounded up (what an ms field reports). */
+static inline uint32_t pf_quantum_ms(uint32_t us)
+{
+	return (uint32_t)(((uint64_t)us + 999) / 1000);
+}
 
 /* Which quota fields a slice sets itself instead of taking them from its type. */
 enum pf_quota_bits {

@@ -19,6 +19,7 @@
 #define PF_PATH_MAX		512
 #define PF_UUID_STR		37	/* 36 characters and the NUL */
 #define PF_MAX_VFS		63
+#define PF_SCHED_QUANTUM_US_MAX	10000000u	/* the device slice: at most 10 s */
 
 /* Scheduling priority of a slice (xe's sched_priority; high is for the PF only). */
 enum pf_priority {
@@ -39,7 +40,8 @@ struct pf_config {
 	unsigned int doorbells;		/* device-wide doorbell budget */
 	unsigned int spare_channels, spare_doorbells;
 	int sched_policy;		/* enum gpu_sched_policy */
-	unsigned int sched_quantum_ms;	/* device slice for equal/fixed share; 0 = default */
+	unsigned int sched_quantum_us;	/* device slice for equal/fixed share, 0 (default)
+					 * ..PF_SCHED_QUANTUM_US_MAX */
 	uint64_t dma_size;		/* DMA memory in each VF's BAR2 */
 	unsigned int engines;		/* device engine threads */
 	char runtime_dir[PF_PATH_MAX];

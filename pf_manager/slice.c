@@ -84,7 +84,9 @@ static json_object *quota_json(const struct pf_quota *q)
 	pf_json_add_u64(o, "vram_bytes", q->vram);
 	json_object_object_add(o, "channels", json_object_new_int(q->channels));
 	json_object_object_add(o, "doorbells", json_object_new_int(q->doorbells));
-	json_object_object_add(o, "exec_quantum_ms", json_object_new_int(q->exec_quantum_ms));
+	json_object_object_add(o, "exec_quantum_us", json_object_new_int64(q->exec_quantum_us));
+	json_object_object_add(o, "exec_quantum_ms",
+			       json_object_new_int64(pf_quantum_ms(q->exec_quantum_us)));
 	json_object_object_add(o, "preempt_timeout_us", json_object_new_int(q->preempt_timeout_us));
 	json_object_object_add(o, "priority", json_object_new_string(pf_priority_name(q->priority)));
 	json_object_object_add(o, "rm_clients", json_object_new_int64(q->rm_clients));
@@ -132,7 +134,7 @@ static bool quota_equal(const struct pf_slice *a, const struct pf_slice *b)
 	return (!(m & PF_Q_VRAM) || x->vram == y->vram) &&
 	       (!(m & PF_Q_CHANNELS) || x->channels == y->channels) &&
 	       (!(m & PF_Q_DOORBELLS) || x->doorbells == y->doorbells) &&
-	       (!(m & PF_Q_EXEC) || x->exec_quantum_ms == y->exec_quantum_ms) &&
+	       (!(m & PF_Q_EXEC) || x->exec_quantum_us == y->exec_quantum_us) &&
 	       (!(m & PF_Q_PREEMPT) || x->preempt_timeout_us == y->preempt_timeout_us) &&
 	       (!(m & PF_Q_PRIO) || x->priority == y->priority) &&
 	       (!(m & PF_Q_RM_CLIENTS) || x->rm_clients == y->rm_clients) &&
@@ -330,7 +332,7 @@ static void sched_apply(struct pf_daemon *d, const struct pf_slice *s)
 {
 	/* Fixed share: a VF's share follows its share of the usable VRAM. */
 	uint64_t weight = s->prov.vram * 1000 / pf_usable_vram(d);
-	int r = pf_rm_fn_sched_set(d, s->vf, true, (uint64_t)s->prov.exec_quantum_ms * 1000000ull,
+	int r = pf_rm_fn_sched_set(d, s->vf, true, (uint64_t)s->prov.exec_quantum_us * 1000ull,
 				   (uint64_t)s->prov.preempt_timeout_us * 1000ull, weight);
 
 	if (r)
@@ -1029,7 +1031,7 @@ static int modify_commit(struct pf_daemon *d, struct pf_slice *s, struct pf_slic
 		s->prov = tmp.prov;
 		s->hdr->channels = s->prov.channels;
 		s->hdr->doorbells = s->prov.doorbells;
-		s->hdr->exec_quantum_ms = s->prov.exec_quantum_ms;
+		s->hdr->exec_quantum_ms = pf_quantum_ms(s->prov.exec_quantum_us);
 		s->hdr->preempt_timeout_us = s->prov.preempt_timeout_us;
 		sched_apply(d, s);
 	}

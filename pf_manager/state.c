@@ -62,7 +62,7 @@ json_object *pf_slice_def_json(const struct pf_slice *s)
 	if (s->custom_bits & PF_Q_DOORBELLS)
 		attr_add(attrs, "doorbells", json_object_new_int((int)s->custom.doorbells));
 	if (s->custom_bits & PF_Q_EXEC)
-		attr_add(attrs, "exec_quantum_ms", json_object_new_int((int)s->custom.exec_quantum_ms));
+		attr_add(attrs, "exec_quantum_us", json_object_new_int64(s->custom.exec_quantum_us));
 	if (s->custom_bits & PF_Q_PREEMPT)
 		attr_add(attrs, "preempt_timeout_us",
 			 json_object_new_int((int)s->custom.preempt_timeout_us));
@@ -141,14 +141,19 @@ static int parse_attr(struct pf_daemon *d, struct pf_slice *s, const char *key, 
 				       json_object_get_string(v));
 		s->custom.doorbells = (uint32_t)x;
 		s->custom_bits |= PF_Q_DOORBELLS;
-	} else if (!strcmp(key, "exec_quantum_ms")) {
-		if (attr_uint(v, 100000, &x))
-			return cmn_fail(&e->f, -EINVAL, "bad exec_quantum_ms: need 0..100000");
-		s->custom.exec_quantum_ms = (uint32_t)x;
+	} else if (!strcmp(key, "exec_quantum_us") || !strcmp(key, "exec_quantum_ms")) {
+		/* exec_quantum_ms: the same setting in whole milliseconds. */
+		uint64_t unit = key[strlen(key) - 2] == 'm' ? 1000 : 1;
+
+		if (attr_uint(v, PF_EXEC_QUANTUM_US_MAX / unit, &x))
+			return cmn_fail(&e->f, -EINVAL, "bad %s \"%s\": need 0..%" PRIu64, key,
+					json_object_get_string(v), PF_EXEC_QUANTUM_US_MAX / unit);
+		s->custom.exec_quantum_us = (uint32_t)(x * unit);
 		s->custom_bits |= PF_Q_EXEC;
 	} else if (!strcmp(key, "preempt_timeout_us")) {
-		if (attr_uint(v, 10000000, &x))
-			return cmn_fail(&e->f, -EINVAL, "bad preempt_timeout_us: need 0..10000000");
+		if (attr_uint(v, PF_PREEMPT_TIMEOUT_US_MAX, &x))
+			return cmn_fail(&e->f, -EINVAL, "bad preempt_timeout_us \"%s\": need 0..%u",
+					json_object_get_string(v), PF_PREEMPT_TIMEOUT_US_MAX);
 		s->custom.preempt_timeout_us = (uint32_t)x;
 		s->custom_bits |= PF_Q_PREEMPT;
 	} else if (!strcmp(key, "priority")) {
@@ -326,7 +331,7 @@ static json_object *journal_entry(const struct pf_slice *s)
 	pf_json_add_u64(o, "vram_bytes", s->prov.vram);
 	json_object_object_add(o, "channels", json_object_new_int((int)s->prov.channels));
 	json_object_object_add(o, "doorbells", json_object_new_int((int)s->prov.doorbells));
-	json_object_object_add(o, "exec_quantum_ms", json_object_new_int((int)s->prov.exec_quantum_ms));
+	json_object_object_add(o, "exec_quantum_us", json_object_new_int64(s->prov.exec_quantum_us));
 	json_object_object_add(o, "preempt_timeout_us",
 			       json_object_new_int((int)s->prov.preempt_timeout_us));
 	json_object_object_add(o, "priority", json_object_new_int((int)s->prov.priority));
@@ -538,6 +543,15 @@ static void rm_limits_load(json_object *o, struct pf_quota *q)
 		q->rm_objects = (uint32_t)cmn_min((uint64_t)json_object_get_int64(b), UINT32_MAX);
 }
 
+/* A journal entry's slice length in us; an entry written in whole milliseconds
+ * (exec_quantum_ms) means the same. */
+static uint64_t journal_quantum_us(json_object *o, bool *ok)
+{
+	if (json_object_object_get_ex(o, "exec_quantum_us", NULL))
+		return jget_u64(o, "exec_quantum_us", ok);
+	return cmn_min(jget_u64(o, "exec_quantum_ms", ok), (uint64_t)UINT32_MAX) * 1000;
+}
+
 static int check_quota(const struct jent *je, const char *uuid, char *why, size_t wlen)
 {
 	const struct pf_quota *q = &je->q;
@@ -548,8 +562,9 @@ static int check_quota(const struct jent *je, const char *uuid, char *why, size_
 	if (!q->doorbells || q->doorbells > PF_J_MAX_DOORBELLS)
 		return snprintf(why, wlen, "slice %s: doorbells %u outside 1..%u", uuid, q->doorbells,
 				PF_J_MAX_DOORBELLS), -EBADMSG;
-	if (q->exec_quantum_ms > 100000 || q->preempt_timeout_us > 10000000)
-		return snprintf(why, wlen, "slice %s: exec_quantum_ms or preempt_timeout_us out of "
+	if (q->exec_quantum_us > PF_EXEC_QUANTUM_US_MAX ||
+	    q->preempt_timeout_us > PF_PREEMPT_TIMEOUT_US_MAX)
+		return snprintf(why, wlen, "slice %s: exec_quantum_us or preempt_timeout_us out of "
 				"range", uuid), -EBADMSG;
 	if (q->rm_clients > PF_RM_CLIENTS_MAX || q->rm_objects > PF_RM_OBJECTS_MAX)
 		return snprintf(why, wlen, "slice %s: rm_clients or rm_objects out of range", uuid),
@@ -674,7 +689,7 @@ static int check_entry(struct pf_daemon *d, json_object *o, struct jent *je, uns
 	if (!je->s)
 		return snprintf(why, wlen, "slice %s has no definition", norm), -EBADMSG;
 	uint64_t vf = jget_u64(o, "vf", &ok), ch = jget_u64(o, "channels", &ok);
-	uint64_t db = jget_u64(o, "doorbells", &ok), eq = jget_u64(o, "exec_quantum_ms", &ok);
+	uint64_t db = jget_u64(o, "doorbells", &ok), eq = journal_quantum_us(o, &ok);
 	uint64_t pt = jget_u64(o, "preempt_timeout_us", &ok), pr = jget_u64(o, "priority", &ok);
 	json_object *pend;
 
@@ -688,7 +703,7 @@ static int check_entry(struct pf_daemon *d, json_object *o, struct jent *je, uns
 	je->vf = (unsigned int)cmn_min(vf, (uint64_t)UINT_MAX);
 	je->q.channels = (uint32_t)cmn_min(ch, (uint64_t)UINT32_MAX);
 	je->q.doorbells = (uint32_t)cmn_min(db, (uint64_t)UINT32_MAX);
-	je->q.exec_quantum_ms = (uint32_t)cmn_min(eq, (uint64_t)UINT32_MAX);
+	je->q.exec_quantum_us = (uint32_t)cmn_min(eq, (uint64_t)UINT32_MAX);
 	je->q.preempt_timeout_us = (uint32_t)cmn_min(pt, (uint64_t)UINT32_MAX);
 	je->q.priority = (enum pf_priority)cmn_min(pr, (uint64_t)PF_PRIO_HIGH + 1);
 	rm_limits_load(o, &je->q);

@@ -235,10 +235,10 @@ static void print_result(struct vgpuctl_opts *o, json_object *ret)
 	if (jobj(ret, "provisioned")) {
 		json_object *p = jobj(ret, "provisioned");
 
-		printf("  VF %d: %s VRAM, %d channels, %d doorbells, exec quantum %d ms, preempt "
+		printf("  VF %d: %s VRAM, %d channels, %d doorbells, exec quantum %d us, preempt "
 		       "timeout %d us, priority %s\n", (int)jnum(ret, "vf"),
 		       ctlc_size_format(jnum(p, "vram_bytes"), a, sizeof(a)), (int)jnum(p, "channels"),
-		       (int)jnum(p, "doorbells"), (int)jnum(p, "exec_quantum_ms"),
+		       (int)jnum(p, "doorbells"), (int)jnum(p, "exec_quantum_us"),
 		       (int)jnum(p, "preempt_timeout_us"), jstr(p, "priority"));
 	}
 	if (jobj(ret, "num_vfs"))
@@ -783,7 +783,7 @@ static void usage(FILE *f)
 		"  -t, --type TYPE        slice type\n"
 		"  -u, --uuid UUID        slice UUID\n"
 		"  -a, --auto / -m, --manual   start with the daemon, or only when asked\n"
-		"      --vram SIZE  --channels N  --doorbells N  --exec-quantum-ms N\n"
+		"      --vram SIZE  --channels N  --doorbells N  --exec-quantum-us N (or -ms)\n"
 		"      --preempt-timeout-us N  --priority low|normal\n"
 		"      --rm-clients N  --rm-objects N   custom quotas (RM limits: clients, objects)\n"
 		"      --owner VMUUID[:GEN]  --owner-uid USER|UID  owner token, user that may attach\n"
@@ -803,7 +803,7 @@ static void usage(FILE *f)
 }
 
 enum { O_JSON = 256, O_DRY, O_SOCKET, O_SVG, O_NOCOLOR, O_VRAM, O_CHANNELS, O_DOORBELLS,
-       O_EXEC, O_PREEMPT, O_PRIO, O_OWNER, O_OWNER_UID, O_RELEASE_OWNER, O_RM_CLIENTS,
+       O_EXEC, O_EXEC_US, O_PREEMPT, O_PRIO, O_OWNER, O_OWNER_UID, O_RELEASE_OWNER, O_RM_CLIENTS,
        O_RM_OBJECTS, O_DUMPJSON, O_JSONFILE };
 
 static const struct option long_opts[] = {
@@ -819,6 +819,7 @@ static const struct option long_opts[] = {
 	{ "channels", required_argument, NULL, O_CHANNELS },
 	{ "doorbells", required_argument, NULL, O_DOORBELLS },
 	{ "exec-quantum-ms", required_argument, NULL, O_EXEC },
+	{ "exec-quantum-us", required_argument, NULL, O_EXEC_US },
 	{ "preempt-timeout-us", required_argument, NULL, O_PREEMPT },
 	{ "priority", required_argument, NULL, O_PRIO }, { "owner", required_argument, NULL, O_OWNER },
 	{ "owner-uid", required_argument, NULL, O_OWNER_UID },
@@ -852,10 +853,15 @@ static int add_attr(struct vgpuctl_opts *o, const char *key, json_object *v)
 
 static int quota_flag(struct vgpuctl_opts *o, int opt, const char *arg)
 {
-	static const struct { int opt; const char *key; long max; } nums[] = {
-		{ O_CHANNELS, "channels", 64 }, { O_DOORBELLS, "doorbells", 1024 },
-		{ O_EXEC, "exec_quantum_ms", 100000 }, { O_PREEMPT, "preempt_timeout_us", 10000000 },
-		{ O_RM_CLIENTS, "rm_clients", 1023 }, { O_RM_OBJECTS, "rm_objects", 1 << 20 },
+	/* The daemon checks the same ranges; checked here too so the message names the flag. */
+	static const struct { int opt; const char *key, *flag; long max; } nums[] = {
+		{ O_CHANNELS, "channels", "--channels", 64 },
+		{ O_DOORBELLS, "doorbells", "--doorbells", 1024 },
+		{ O_EXEC, "exec_quantum_ms", "--exec-quantum-ms", 100000 },
+		{ O_EXEC_US, "exec_quantum_us", "--exec-quantum-us", 100000000 },
+		{ O_PREEMPT, "preempt_timeout_us", "--preempt-timeout-us", 10000000 },
+		{ O_RM_CLIENTS, "rm_clients", "--rm-clients", 1023 },
+		{ O_RM_OBJECTS, "rm_objects", "--rm-objects", 1 << 20 },
 	};
 	static const char *const prios[] = { "low", "normal" };	/* "high" is the PF's */
 	uint64_t size;
@@ -877,7 +883,8 @@ static int quota_flag(struct vgpuctl_opts *o, int opt, const char *arg)
 		if (nums[i].opt != opt)
 			continue;
 		if (parse_count(arg, nums[i].max, &n))
-			return usage_error("bad number \"%s\"", arg);
+			return usage_error("bad %s \"%s\": need a number in 0..%ld", nums[i].flag, arg,
+					   nums[i].max);
 		return add_attr(o, nums[i].key, json_object_new_int((int)n));
 	}
 	return VGPUCTL_USAGE;

@@ -27,6 +27,8 @@ static void usage(FILE *f)
 		"      --spare-vram SIZE    VRAM kept for the PF (default 512M)\n"
 		"      --model NAME         GPU model name used in type names (default vgpu)\n"
 		"      --sched-policy P     best-effort | equal-share | fixed-share\n"
+		"      --sched-quantum-us US  equal/fixed-share slice, 0..10000000 (0: 2000)\n"
+		"      --sched-quantum-ms MS  the same in milliseconds\n"
 		"      --admin-group GROUP  group allowed to change state besides root\n"
 		"      --socket-mode MODE   control socket mode (default 0660)\n"
 		"      --admin-slots N      control connections kept for root and the admin group (8)\n"
@@ -38,7 +40,8 @@ static void usage(FILE *f)
 }
 
 enum { O_RUNTIME = 256, O_STATE, O_VRAM, O_MAXVFS, O_NUMVFS, O_SPARE, O_MODEL, O_POLICY,
-       O_GROUP, O_MODE, O_LOGLEVEL, O_ADMIN_SLOTS, O_PER_UID, O_NEGOTIATE };
+       O_GROUP, O_MODE, O_LOGLEVEL, O_ADMIN_SLOTS, O_PER_UID, O_NEGOTIATE, O_QUANTUM_US,
+       O_QUANTUM_MS };
 
 static const struct option opts[] = {
 	{ "config", required_argument, NULL, 'c' },
@@ -50,6 +53,8 @@ static const struct option opts[] = {
 	{ "spare-vram", required_argument, NULL, O_SPARE },
 	{ "model", required_argument, NULL, O_MODEL },
 	{ "sched-policy", required_argument, NULL, O_POLICY },
+	{ "sched-quantum-us", required_argument, NULL, O_QUANTUM_US },
+	{ "sched-quantum-ms", required_argument, NULL, O_QUANTUM_MS },
 	{ "admin-group", required_argument, NULL, O_GROUP },
 	{ "socket-mode", required_argument, NULL, O_MODE },
 	{ "log-level", required_argument, NULL, O_LOGLEVEL },
@@ -66,7 +71,8 @@ static const struct { int opt; const char *section, *key; } flag_keys[] = {
 	{ O_RUNTIME, "paths", "runtime_dir" }, { O_STATE, "paths", "state_dir" },
 	{ O_VRAM, "gpu", "vram" }, { O_MAXVFS, "pf", "max_vfs" }, { O_NUMVFS, "pf", "num_vfs" },
 	{ O_SPARE, "pf", "spare_vram" }, { O_MODEL, "gpu", "model" },
-	{ O_POLICY, "sched", "policy" }, { O_GROUP, "control", "admin_group" },
+	{ O_POLICY, "sched", "policy" }, { O_QUANTUM_US, "sched", "quantum_us" },
+	{ O_QUANTUM_MS, "sched", "quantum_ms" }, { O_GROUP, "control", "admin_group" },
 	{ O_MODE, "control", "socket_mode" }, { O_ADMIN_SLOTS, "control", "admin_slots" },
 	{ O_PER_UID, "control", "per_uid" }, { O_NEGOTIATE, "control", "negotiate_timeout_ms" },
 };
