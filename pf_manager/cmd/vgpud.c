@@ -93,6 +93,15 @@ static int apply_flag(struct pf_config *cfg, int opt, const char *arg)
 	return -EINVAL;
 }
 
+/* The long name of option @val. */
+static const char *opt_name(int val)
+{
+	for (const struct option *o = opts; o->name; o++)
+		if (o->val == val)
+			return o->name;
+	return "?";
+}
+
 static void ready(void)
 {
 	fflush(stderr);
@@ -132,7 +141,7 @@ int main(int argc, char **argv)
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "c:hV", opts, NULL)) != -1) {
 		if (c >= 256 && apply_flag(&cfg, c, optarg)) {
-			fprintf(stderr, "vgpud: bad value \"%s\" for --%s\n", optarg, opts[c - 255].name);
+			fprintf(stderr, "vgpud: bad value \"%s\" for --%s\n", optarg, opt_name(c));
 			return 2;
 		}
 	}
