@@ -68,12 +68,15 @@ enum gpu_sched_policy {
 	GPU_SCHED_BEST_EFFORT = 2,	/* round robin over functions with work; idle ones skipped */
 	GPU_SCHED_EQUAL_SHARE = 3,	/* equal share for every enabled function with channels,
 					 * reserved even when it is idle */
-	GPU_SCHED_FIXED_SHARE = 4,	/* weight/1000 of the engine per function, reserved */
+	GPU_SCHED_FIXED_SHARE = 4,	/* weight/1000 of the engine per function, reserved; the
+					 * unreserved rest is spent idle */
 };
 /* Slices are picked by virtual time (charged time / weight), so a slice the host stretched
  * or cut short is made up by the following picks. Best effort: slice = the function's
  * quantum, weight = quantum, functions without work skipped. Equal and fixed share: slice =
- * the device quantum; an idle function's slices are spent idle. */
+ * the device quantum; an idle function's slices are spent idle. Under every policy a slice
+ * that has run 20 us is cut short when another function with work is owed time (its
+ * virtual time plus one slice below the running function's). */
 
 struct gpu_priv_sched_fn {
 	uint64_t enabled;		/* takes part in time-slicing */
