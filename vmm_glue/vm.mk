@@ -5,6 +5,9 @@
 #                      Debian kernel package (fetched once into build/guest/, never pinned to an
 #                      ABI number) and this build's static vgpu-vf-test; see vmm_glue/guest/README
 #   make vm-check      only the VM suites (each prints TAP; tests/run-suites folds them)
+#   make vm-bench      tests/bench/vm_launch: launch -> guest suite result, direct QEMU
+#                      against libvirt in one run, stage by stage, as JSON
+#                      (VM_BENCH_ARGS: e.g. --runs 3 --args --big)
 #
 # The suites find the binaries and the image through VGPU_BIN and VGPU_GUEST (tests/vm/lib.sh).
 # The guest image lives in build/guest/ whatever BUILD is (it is the same for every variant);
@@ -30,3 +33,7 @@ VM_DEPS   += guest-image $(VM_HOST_BINS)
 
 vm-check: $(VM_DEPS)
 	$(Q)tests/run-suites --label vm $(VM_SUITES)
+
+.PHONY: vm-bench
+vm-bench: $(VM_DEPS)
+	$(Q)tests/bench/vm_launch/vm_launch.sh --json $(VM_BENCH_ARGS)
