@@ -32,6 +32,12 @@
 #define TB_VICTIM	63
 #define TB_PER_THREAD	16	/* flooding VFs per flooder thread */
 #define TB_ECHO		256	/* RM call parameter bytes */
+/* A flooding VF's call sleeps on its reply at once (1 ns of spin): four flooder threads
+ * spinning on two CPUs would be the CPU the victim waits for, not the service plane. */
+#define TB_FLOOD_SPIN_NS	1
+/* The victim is a light tenant: one round of samples (a PING, an RM call, a submit) every
+ * TB_PERIOD_NS, under its share of the mailbox service at every N; the flood is heavy. */
+#define TB_PERIOD_NS		(20 * VGPU_NSEC_PER_MSEC)
 
 static const unsigned int flood_ns[] = { 1, 7, 31, 62 };
 #define TB_NR_N		(sizeof(flood_ns) / sizeof(flood_ns[0]))
@@ -79,11 +85,12 @@ static struct vgpu_rm_msg rm_hdr(uint32_t op, uint32_t len)
 				     .abi_version = VGPU_ABI_VERSION, .op = op, .length = len };
 }
 
-/* Open VF @n and make its client, device and subdevice. */
-static int tb_open(const struct vfx *fx, unsigned int n, struct tb_vf *t)
+/* Open VF @n and make its client, device and subdevice. @spin_ns: how long its calls spin
+ * for a reply before they sleep on the mailbox vector (0: the library's default). */
+static int tb_open(const struct vfx *fx, unsigned int n, uint64_t spin_ns, struct tb_vf *t)
 {
 	char sock[PATH_MAX];
-	struct vgpu_vf_opts o = { .socket = sock, .quiet = true };
+	struct vgpu_vf_opts o = { .socket = sock, .quiet = true, .spin_ns = spin_ns };
 	struct vgpu_rm_msg c = rm_hdr(VGPU_RM_OP_ALLOC_CLIENT, sizeof(c));
 	struct vgpu_rm_alloc a = { .hdr = rm_hdr(VGPU_RM_OP_ALLOC, sizeof(a)) };
 	uint32_t hdev;
@@ -165,7 +172,7 @@ static int flooder(const struct vfx *fx, struct tb_shared *sh)
 		th[nth] = (struct tb_thread){ .sh = sh, .first = first,
 					      .count = cmn_min(TB_PER_THREAD, TB_VICTIM - first) };
 		for (unsigned int i = 0; i < th[nth].count; i++) {
-			int r = tb_open(fx, first + i, &th[nth].vfs[i]);
+			int r = tb_open(fx, first + i, TB_FLOOD_SPIN_NS, &th[nth].vfs[i]);
 
 			if (r) {
 				fprintf(stderr, "tenant_bench: flooder VF %u: %s\n", first + i,
@@ -198,7 +205,7 @@ static int victim_open(const struct vfx *fx, struct tb_victim *v)
 {
 	struct vgpu_channel_opts o = { .gpfifo_entries = 256, .pushbuf_bytes = 64 << 10,
 				       .no_intr = true };
-	int r = tb_open(fx, TB_VICTIM, &v->t);
+	int r = tb_open(fx, TB_VICTIM, 0, &v->t);
 
 	v->va = 0x300000000ull;
 	if (!r)
@@ -253,6 +260,7 @@ static double pct(uint64_t *s, size_t n, double p)
 
 struct tb_result {
 	double p50[2][M_NR], p99[2][M_NR];	/* [solo, flooded][metric], us */
+	double flood_cps;			/* flood calls per second, flooded blocks */
 };
 
 /* Blocks of @per samples of each metric, solo and flooded by @n VFs alternating. */
@@ -262,6 +270,7 @@ static int measure(struct tb_victim *v, struct tb_shared *sh, unsigned int n,
 	size_t cap = blocks * per;
 	uint64_t *s[2][M_NR];
 	size_t cnt[2][M_NR] = { { 0 } };
+	uint64_t calls = 0, flood_ns = 0;
 	int ret = 0;
 
 	for (int k = 0; k < 2; k++)
@@ -269,11 +278,16 @@ static int measure(struct tb_victim *v, struct tb_shared *sh, unsigned int n,
 			s[k][m] = calloc(cap, sizeof(uint64_t));
 	for (unsigned int b = 0; b < 2 * blocks && !ret; b++) {
 		int k = b & 1;	/* even: solo, odd: flooded */
+		uint64_t calls0, t0;
 
 		atomic_store(&sh->active, k ? n : 0);
 		/* Let the flood reach its pace (or die down) before sampling. */
 		cmn_sleep_ns(20 * VGPU_NSEC_PER_MSEC);
-		for (size_t i = 0; i < per && !ret; i++)
+		calls0 = atomic_load(&sh->calls);
+		t0 = cmn_now_ns();
+		for (size_t i = 0; i < per && !ret; i++) {
+			uint64_t next = cmn_now_ns() + TB_PERIOD_NS;
+
 			for (int m = 0; m < M_NR && !ret; m++) {
 				uint64_t ns = sample(v, m);
 
@@ -282,8 +296,16 @@ static int measure(struct tb_victim *v, struct tb_shared *sh, unsigned int n,
 				else
 					s[k][m][cnt[k][m]++] = ns;
 			}
+			if (cmn_now_ns() < next)
+				cmn_sleep_ns(next - cmn_now_ns());
+		}
+		if (k) {
+			calls += atomic_load(&sh->calls) - calls0;
+			flood_ns += cmn_now_ns() - t0;
+		}
 	}
 	atomic_store(&sh->active, 0);
+	r->flood_cps = flood_ns ? (double)calls * 1e9 / (double)flood_ns : 0;
 	for (int k = 0; k < 2; k++)
 		for (int m = 0; m < M_NR; m++) {
 			r->p50[k][m] = pct(s[k][m], cnt[k][m], 0.5);
@@ -379,8 +401,8 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	blocks = quick ? 3 : 8;
-	per = quick ? 40 : 150;
+	blocks = quick ? 3 : 6;
+	per = quick ? 40 : 100;
 	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (sh == MAP_FAILED)
 		return 1;
@@ -421,6 +443,8 @@ int main(int argc, char **argv)
 				       "\"victim_%s_p99_ratio_n%u\": %.2f", m_name[m], flood_ns[i],
 				       res[i].p50[1][m] / res[i].p50[0][m], m_name[m], flood_ns[i],
 				       res[i].p99[1][m] / res[i].p99[0][m]);
+		for (size_t i = 0; i < TB_NR_N; i++)
+			printf(", \"flood_calls_per_s_n%u\": %.0f", flood_ns[i], res[i].flood_cps);
 		printf(", \"doorbell_first_method_p50_us\": %.2f", res[0].p50[0][M_SUBMIT]);
 		shares(true);
 		printf("}\n");
@@ -435,6 +459,9 @@ int main(int argc, char **argv)
 				       m_name[m], flood_ns[i], res[i].p50[0][m], res[i].p50[1][m],
 				       res[i].p50[1][m] / res[i].p50[0][m], res[i].p99[0][m],
 				       res[i].p99[1][m], res[i].p99[1][m] / res[i].p99[0][m]);
+		printf("\nflood calls/s:");
+		for (size_t i = 0; i < TB_NR_N; i++)
+			printf(" N=%u %.0f", flood_ns[i], res[i].flood_cps);
 		printf("\nidle-engine doorbell -> first method p50: %.2f us\n",
 		       res[0].p50[0][M_SUBMIT]);
 		shares(false);
