@@ -1,10 +1,12 @@
 /* vgpud's service plane, by counts: each VF's mailbox has its own service thread, so a VF
  * whose RM call is stuck in the GSP holds up nobody else, and a VF flooding malformed
- * requests and doorbells gets its errors while only its own counters move. Also runs under
+ * requests and doorbells gets its errors while only its own counters move; the CPU
+ * priority by share puts a light VF's thread ahead of busy ones'. Also runs under
  * ThreadSanitizer against the TSan vgpud (pf_manager_TSAN_TESTS). */
 #include <dirent.h>
 
 #include "pf_test.h"
+#include "pf_manager/service_internal.h"
 #include <vgpu/gpfifo.h>
 #include <vgpu/rm.h>
 
@@ -260,12 +262,49 @@ static void test_malformed_flood_isolated(void **state)
 	t_client_free(c);
 }
 
+/* Priority by share, by counts of one window: a VF served at most 3/4 of a fair share
+ * keeps nice 0, any other gets PF_SVC_NICE_BUSY; alone it is never lowered. */
+static void test_share_nice(void **state)
+{
+	(void)state;
+	/* Alone, or nobody served: nothing to be fair to. */
+	assert_int_equal(pf_svc_share_nice(1000, 1000, 1), 0);
+	assert_int_equal(pf_svc_share_nice(0, 0, 0), 0);
+	/* The victim against 62 VFs of 12 requests each: share 760 / 63, light at <= 9. */
+	assert_int_equal(pf_svc_share_nice(4, 62 * 12 + 4, 63), 0);
+	assert_int_equal(pf_svc_share_nice(12, 62 * 12 + 4, 63), PF_SVC_NICE_BUSY);
+	/* The boundary: exactly 750 per mille of a share is light, one more is not. */
+	assert_int_equal(pf_svc_share_nice(75, 400, 4), 0);
+	assert_int_equal(pf_svc_share_nice(76, 400, 4), PF_SVC_NICE_BUSY);
+	/* VFs that all flood alike are all busy: none is put behind another. */
+	assert_int_equal(pf_svc_share_nice(100, 6300, 63), PF_SVC_NICE_BUSY);
+	/* Two VFs, one flooding: the flood is busy, the light one is not. */
+	assert_int_equal(pf_svc_share_nice(10000, 10010, 2), PF_SVC_NICE_BUSY);
+	assert_int_equal(pf_svc_share_nice(10, 10010, 2), 0);
+}
+
+/* A light VF among 1 to 62 flooding VFs keeps nice 0 and each flooding VF goes to
+ * PF_SVC_NICE_BUSY: the light VF's thread, once woken, runs ahead of every flood thread. */
+static void test_light_vf_ahead_of_flood(void **state)
+{
+	(void)state;
+	for (uint32_t n = 1; n <= 62; n++) {
+		uint64_t per = 12, light = 4, total = n * per + light;
+		uint32_t active = n + 1;
+
+		assert_int_equal(pf_svc_share_nice(light, total, active), 0);
+		assert_int_equal(pf_svc_share_nice(per, total, active), PF_SVC_NICE_BUSY);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest t[] = {
 		cmocka_unit_test_setup_teardown(test_victim_served_while_gsp_held, setup,
 						t_teardown),
 		cmocka_unit_test_setup_teardown(test_malformed_flood_isolated, setup, t_teardown),
+		cmocka_unit_test(test_share_nice),
+		cmocka_unit_test(test_light_vf_ahead_of_flood),
 	};
 
 	return cmocka_run_group_tests_name("vgpud_svc", t, NULL, NULL);
