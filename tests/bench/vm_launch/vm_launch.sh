@@ -18,6 +18,10 @@
 #   guest_start_s      the guest's "VGPU-VM-START" on the console (kernel booted, init ran)
 #   attached_s         vgpud reports the slice's endpoint attached (the guest's driver)
 #   result_s           the guest's "VGPU-VM-RESULT" line: the figure compared
+#   qemu_cpu_s         CPU time QEMU had used by then (user + system): more wall time for
+#                      the same CPU time is waiting for a CPU, not more work
+#   vgpu_vm_cpu_s, daemons_cpu_s   libvirt only: CPU time of vgpu-vm, and of libvirtd +
+#                      virtlogd during the launch, by then
 # and, once per run of the script, libvirtd_ready_s: virtlogd + libvirtd started (if they were
 # not running) until libvirtd answers, with caps_probed saying whether it had to probe QEMU's
 # capabilities again (its cache in /var/cache/libvirt/qemu/capabilities was rewritten).
@@ -71,6 +75,24 @@ qemu_start() {
 	awk -v hz="$CLK_TCK" '{ printf "%.2f", $20 / hz }' <<<"$stat"
 }
 
+# qemu_cpu PID: the CPU time (user + system) the process has used so far, seconds.
+qemu_cpu() {
+	local stat
+
+	stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
+	stat=${stat##*) }
+	awk -v hz="$CLK_TCK" '{ printf "%.2f", ($12 + $13) / hz }' <<<"$stat"
+}
+
+# daemons_cpu: CPU time libvirtd and virtlogd have used so far, seconds.
+daemons_cpu() {
+	local a b
+
+	a=$(qemu_cpu "$(cat /run/libvirtd.pid 2>/dev/null)")
+	b=$(qemu_cpu "$(cat /run/virtlogd.pid 2>/dev/null)")
+	awk -v a="${a:-0}" -v b="${b:-0}" 'BEGIN { printf "%.2f", a + b }'
+}
+
 sub() {
 	awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a - b }'
 }
@@ -80,7 +102,7 @@ declare -A ST		# ST[path,run,stage] = seconds
 # watch PATH RUN NAME T0 UP0 SLICE QEMU-PID-OR-PIDFILE: poll the VM until its result line,
 # the end of the process that started it, or VM_TIMEOUT.
 watch() {
-	local path=$1 run=$2 name=$3 t0=$4 up0=$5 slice=$6 qsrc=$7 now qpid qs log=${VM_CONSOLE[$3]}
+	local path=$1 run=$2 name=$3 t0=$4 up0=$5 slice=$6 qsrc=$7 now qpid= qs log=${VM_CONSOLE[$3]}
 	local deadline=$(( ${t0%.*} + VM_TIMEOUT ))
 
 	while :; do
@@ -90,7 +112,11 @@ watch() {
 			[ -f "$qsrc" ] && qpid=$(cat "$qsrc" 2>/dev/null)
 			qs=
 			[ -n "$qpid" ] && qs=$(qemu_start "$qpid")
-			[ -n "$qs" ] && ST[$path,$run,qemu_exec_s]=$(sub "$qs" "$up0")
+			if [ -n "$qs" ]; then
+				ST[$path,$run,qemu_exec_s]=$(sub "$qs" "$up0")
+			else
+				qpid=
+			fi
 		fi
 		if [ -z "${ST[$path,$run,guest_start_s]:-}" ] && grep -qa VGPU-VM-START "$log" 2>/dev/null; then
 			ST[$path,$run,guest_start_s]=$(sub "$now" "$t0")
@@ -101,6 +127,12 @@ watch() {
 		fi
 		if grep -qa VGPU-VM-RESULT "$log" 2>/dev/null; then
 			ST[$path,$run,result_s]=$(sub "$now" "$t0")
+			[ -n "$qpid" ] && ST[$path,$run,qemu_cpu_s]=$(qemu_cpu "$qpid")
+			if [ "$path" = libvirt ]; then
+				# VM_PID is the shell lv_launch put in the background; vgpu-vm is its child.
+				ST[$path,$run,vgpu_vm_cpu_s]=$(qemu_cpu "$(pgrep -P "${VM_PID[$name]}" -x vgpu-vm | head -1)")
+				ST[$path,$run,daemons_cpu_s]=$(sub "$(daemons_cpu)" "$DAEMONS_CPU0")
+			fi
 			return 0
 		fi
 		kill -0 "${VM_PID[$name]}" 2>/dev/null || return 1
@@ -125,6 +157,7 @@ launch_direct() {
 launch_libvirt() {
 	local run=$1 name=l$1 t0 up0 booted rc
 
+	DAEMONS_CPU0=$(daemons_cpu)
 	t0=$EPOCHREALTIME
 	up0=$(uptime_s)
 	lv_launch "$name" l vfio "${GUEST_ARGS[@]}"
@@ -190,7 +223,7 @@ CPU_CORES=$(getconf _NPROCESSORS_ONLN)
 DIRECT=$(median $(values direct result_s))
 LIBVIRT=$(median $(values libvirt result_s))
 RATIO=$(awk -v a="$LIBVIRT" -v b="$DIRECT" 'BEGIN { printf "%.2f", a / b }')
-STAGES="qemu_exec_s domain_started_s guest_start_s attached_s result_s"
+STAGES="qemu_exec_s domain_started_s guest_start_s attached_s result_s qemu_cpu_s vgpu_vm_cpu_s daemons_cpu_s"
 
 # stages_json PATH: {"stage": median, ...} of the stages that path has.
 stages_json() {
