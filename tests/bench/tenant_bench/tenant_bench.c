@@ -23,6 +23,7 @@
 
 #include "common/clock.h"
 #include "common/compiler.h"
+#include "shares.h"
 #include "tests/unit/vf_guest/vgpud_fixture.h"
 #include "vf_guest/include/vgpu_vf.h"
 #include <vgpu/rm.h>
@@ -315,19 +316,12 @@ static int measure(struct tb_victim *v, struct tb_shared *sh, unsigned int n,
 	return ret;
 }
 
-/* Scheduler shares (share_err_pct_equal_n*, share_err_pct_fixed_n*): measured here from
- * completed work items once the engine scheduling side provides them; null until then. */
-static void shares(bool json)
+/* Scheduler shares (share_err_pct_equal_n*, share_err_pct_fixed_n*): shares.c, from the
+ * work items each VF completed. */
+static void shares(bool json, bool quick)
 {
-	static const char *const keys[] = { "equal_n8", "equal_n32", "equal_n62", "fixed_n8",
-					    "fixed_n32", "fixed_n62" };
-
-	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
-		if (json)
-			printf(", \"share_err_pct_%s\": null", keys[i]);
-	}
-	if (!json)
-		printf("scheduler shares: not measured by this build\n");
+	if (tb_shares(json, quick))
+		fprintf(stderr, "tenant_bench: scheduler shares not measured: device setup failed\n");
 }
 
 static int self_dir(char *out, size_t len)
@@ -446,7 +440,7 @@ int main(int argc, char **argv)
 		for (size_t i = 0; i < TB_NR_N; i++)
 			printf(", \"flood_calls_per_s_n%u\": %.0f", flood_ns[i], res[i].flood_cps);
 		printf(", \"doorbell_first_method_p50_us\": %.2f", res[0].p50[0][M_SUBMIT]);
-		shares(true);
+		shares(true, quick);
 		printf("}\n");
 	} else {
 		printf("tenant_bench: victim VF %d, flooders on VFs 1..N, %u solo + %u flooded "
@@ -464,7 +458,7 @@ int main(int argc, char **argv)
 			printf(" N=%u %.0f", flood_ns[i], res[i].flood_cps);
 		printf("\nidle-engine doorbell -> first method p50: %.2f us\n",
 		       res[0].p50[0][M_SUBMIT]);
-		shares(false);
+		shares(false, quick);
 		printf("target: every victim p99 ratio <= 2 at N = 62\n");
 	}
 out:

@@ -1,0 +1,238 @@
+/* tenant_bench scheduler shares (see shares.h). The device model runs in this process with
+ * 63 VFs and one engine on the real clock, the same scheduler vgpud's device runs. Each busy
+ * VF has one channel whose ring is kept at least half full of fixed-size work items (one
+ * 64 KiB FILL per GP entry); the work a VF completed is counted from the GP_GET the engine
+ * writes back to the VF's USERD after executing the entries, never from the scheduler's
+ * own counters. After a warm-up, each 1 s window gives every VF a share of the items
+ * completed in it; its error is |share - target| / target, the target being 1/N (equal
+ * share) or its weight over the weights of the busy VFs (fixed share). A case's figure is
+ * the worst VF in its worst window. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/bitops.h"
+#include "common/clock.h"
+#include "common/compiler.h"
+#include "gpu_model/gpu.h"
+#include "shares.h"
+
+#define SH_VFS		63
+#define SH_SLICE	(8ull << 20)		/* per function: tables, ring area, data */
+#define SH_ENTRIES	4096u
+#define SH_ITEM_BYTES	(64u << 10)
+#define SH_QUANTUM	(200 * VGPU_NSEC_PER_USEC)
+#define SH_WARMUP	(200 * VGPU_NSEC_PER_MSEC)
+#define SH_WINDOW	VGPU_NSEC_PER_SEC
+#define SH_POLL		(500 * VGPU_NSEC_PER_USEC)
+#define SH_VA		0x100000000ull
+#define SH_RING_PA	(2ull << 20)		/* USERD, then the GP ring, then the pushbuffer */
+#define SH_DATA_PA	(4ull << 20)
+
+struct sh_vf {
+	struct vgpu_userd *userd;
+	uint64_t *gp;
+	uint32_t put, last_get;
+	uint64_t done;			/* items completed so far */
+};
+
+struct sh_dev {
+	struct gpu *g;
+	struct gpu_priv *p;
+	uint64_t next_table[SH_VFS + 1];
+	struct sh_vf vf[SH_VFS + 1];
+};
+
+static void *sh_ptr(struct sh_dev *d, unsigned int fn, uint64_t pa, uint64_t len)
+{
+	return gpu_fn_vram_ptr(d->g, fn, pa, len);
+}
+
+/* The table under entry @idx of table @t, made on first use. */
+static uint64_t sh_next(struct sh_dev *d, unsigned int fn, uint64_t t, unsigned int idx)
+{
+	uint64_t *e = sh_ptr(d, fn, t + idx * 8ull, 8);
+
+	if (!(*e & VGPU_GMMU_VALID)) {
+		*e = vgpu_gmmu_pde(d->next_table[fn]);
+		d->next_table[fn] += VGPU_GMMU_TABLE_BYTES;
+	}
+	return *e & VGPU_GMMU_ADDR_MASK;
+}
+
+/* Map the 2 MiB page at VF-physical @pa at SH_VA + pa. */
+static void sh_map2m(struct sh_dev *d, unsigned int fn, uint64_t pa)
+{
+	uint64_t va = SH_VA + pa;
+	uint64_t l1 = sh_next(d, fn, 0, (va >> VGPU_GMMU_L0_SHIFT) & 511);
+	uint64_t l2 = sh_next(d, fn, l1, (va >> VGPU_GMMU_L1_SHIFT) & 511);
+
+	*(uint64_t *)sh_ptr(d, fn, l2 + ((va >> VGPU_GMMU_L2_SHIFT) & 511) * 8ull, 8) =
+		vgpu_gmmu_pte2m(pa, 0);
+}
+
+/* VF @fn: page tables, one channel whose every GP entry runs one FILL of SH_ITEM_BYTES. */
+static int sh_vf_init(struct sh_dev *d, unsigned int fn)
+{
+	struct sh_vf *v = &d->vf[fn];
+	uint64_t gp_pa = SH_RING_PA + 4096, pb_pa = gp_pa + SH_ENTRIES * 8ull, dst = SH_VA + SH_DATA_PA;
+	struct gpu_priv_chan cfg = {
+		.runlist = 0, .pdb = 0, .gpfifo_va = SH_VA + gp_pa, .gpfifo_entries = SH_ENTRIES,
+		.userd_aper = VGPU_APER_VRAM, .userd_addr = SH_RING_PA,
+	};
+	uint32_t *pb;
+	int r;
+
+	d->next_table[fn] = VGPU_GMMU_TABLE_BYTES;
+	if (!sh_ptr(d, fn, 0, SH_SLICE))
+		return -1;
+	memset(sh_ptr(d, fn, 0, 3 * VGPU_GMMU_TABLE_BYTES), 0, 3 * VGPU_GMMU_TABLE_BYTES);
+	sh_map2m(d, fn, SH_RING_PA);
+	sh_map2m(d, fn, SH_DATA_PA);
+	v->userd = sh_ptr(d, fn, SH_RING_PA, sizeof(*v->userd));
+	memset(v->userd, 0, sizeof(*v->userd));
+	v->gp = sh_ptr(d, fn, gp_pa, SH_ENTRIES * 8ull);
+	pb = sh_ptr(d, fn, pb_pa, 6 * 4);
+	pb[0] = VGPU_MTHD(VGPU_M_FILL, 5);
+	pb[1] = (uint32_t)dst;
+	pb[2] = (uint32_t)(dst >> 32);
+	pb[3] = SH_ITEM_BYTES;
+	pb[4] = 0;
+	pb[5] = fn;
+	for (uint32_t i = 0; i < SH_ENTRIES; i++)
+		v->gp[i] = vgpu_gp_entry(SH_VA + pb_pa, 6);
+	r = gpu_priv_chan_alloc(d->p, fn, 0, &cfg);
+	if (!r)
+		r = gpu_priv_chan_enable(d->p, fn, 0, true);
+	if (!r)
+		r = gpu_priv_runlist_set(d->p, fn, 0, 1);
+	return r;
+}
+
+/* Count what the engine completed on @fn's channel and keep its ring over half full. */
+static void sh_vf_poll(struct sh_dev *d, unsigned int fn)
+{
+	struct sh_vf *v = &d->vf[fn];
+	uint32_t get = __atomic_load_n(&v->userd->gp_get, __ATOMIC_ACQUIRE) & (SH_ENTRIES - 1);
+
+	v->done += (get - v->last_get) & (SH_ENTRIES - 1);
+	v->last_get = get;
+	if (((v->put - get) & (SH_ENTRIES - 1)) > SH_ENTRIES / 2)
+		return;
+	/* Every entry holds the same FILL segment: publishing GP_PUT queues them again. */
+	v->put = (get + SH_ENTRIES - 8) & (SH_ENTRIES - 1);
+	__atomic_store_n(&v->userd->gp_put, v->put, __ATOMIC_RELEASE);
+	gpu_doorbell_ring(d->g, fn, vgpu_token(0, 0));
+}
+
+/* Unequal fixed-share weights (per mille) of @n busy VFs, at most 1000 in all. */
+static uint64_t sh_weight(unsigned int i, unsigned int n)
+{
+	static const uint64_t w8[] = { 200, 150, 150, 100, 100, 100, 100, 100 };
+
+	if (n == 8)
+		return w8[i];
+	return n <= 32 ? 15 + 5 * (i % 4) : 8 + 4 * (i % 4);
+}
+
+/* Poll every busy VF until @until (the real clock). */
+static void sh_run_until(struct sh_dev *d, unsigned int n, uint64_t until)
+{
+	while (cmn_now_ns() < until) {
+		for (unsigned int fn = 1; fn <= n; fn++)
+			sh_vf_poll(d, fn);
+		cmn_sleep_ns(SH_POLL);
+	}
+}
+
+/* One case: @n busy VFs under @policy; the worst error in %, or a negative value. */
+static double sh_case(enum gpu_sched_policy policy, unsigned int n, unsigned int windows)
+{
+	struct gpu_config cfg = { .nr_vfs = SH_VFS, .nr_engines = 1,
+				  .vram_size = (SH_VFS + 1) * SH_SLICE };
+	struct sh_dev *d = calloc(1, sizeof(*d));
+	uint64_t before[SH_VFS + 1], wsum = 0, t;
+	double worst = -1;
+
+	if (!d || gpu_create(&cfg, &d->g)) {
+		free(d);
+		return -1;
+	}
+	d->p = gpu_priv_get(d->g);
+	if (gpu_priv_sched_set(d->p, policy, SH_QUANTUM, 0))
+		goto out;
+	for (unsigned int fn = 0; fn <= SH_VFS; fn++) {
+		struct gpu_priv_sched_fn s = { .enabled = 1, .quantum_ns = SH_QUANTUM };
+
+		if (fn >= 1 && fn <= n && policy == GPU_SCHED_FIXED_SHARE)
+			s.weight = sh_weight(fn - 1, n);
+		wsum += s.weight;
+		if (gpu_priv_partition_set(d->p, fn, fn * SH_SLICE, SH_SLICE) ||
+		    gpu_priv_sched_fn_set(d->p, fn, &s) || (fn >= 1 && fn <= n && sh_vf_init(d, fn)))
+			goto out;
+	}
+	t = cmn_now_ns() + SH_WARMUP;
+	sh_run_until(d, n, t);
+	worst = 0;
+	for (unsigned int w = 0; w < windows; w++) {
+		uint64_t total = 0;
+
+		for (unsigned int fn = 1; fn <= n; fn++) {
+			sh_vf_poll(d, fn);
+			before[fn] = d->vf[fn].done;
+		}
+		t += SH_WINDOW;
+		sh_run_until(d, n, t);
+		for (unsigned int fn = 1; fn <= n; fn++) {
+			sh_vf_poll(d, fn);
+			before[fn] = d->vf[fn].done - before[fn];
+			total += before[fn];
+		}
+		for (unsigned int fn = 1; fn <= n && total; fn++) {
+			double target = policy == GPU_SCHED_FIXED_SHARE ?
+						(double)sh_weight(fn - 1, n) / (double)wsum : 1.0 / n;
+			double err = ((double)before[fn] / (double)total - target) / target * 100;
+
+			err = err < 0 ? -err : err;
+			worst = err > worst ? err : worst;
+		}
+		if (!total)
+			worst = -1;
+	}
+out:
+	gpu_destroy(d->g);
+	free(d);
+	return worst;
+}
+
+int tb_shares(bool json, bool quick)
+{
+	static const struct { const char *key; enum gpu_sched_policy policy; unsigned int n; }
+	cases[] = {
+		{ "equal_n8", GPU_SCHED_EQUAL_SHARE, 8 }, { "equal_n32", GPU_SCHED_EQUAL_SHARE, 32 },
+		{ "equal_n62", GPU_SCHED_EQUAL_SHARE, 62 }, { "fixed_n8", GPU_SCHED_FIXED_SHARE, 8 },
+		{ "fixed_n32", GPU_SCHED_FIXED_SHARE, 32 }, { "fixed_n62", GPU_SCHED_FIXED_SHARE, 62 },
+	};
+	int ret = 0;
+
+	if (!json)
+		printf("scheduler shares (%s windows of 1 s, %u us slices, work counted from GP_GET):\n",
+		       quick ? "1" : "3", (unsigned int)(SH_QUANTUM / VGPU_NSEC_PER_USEC));
+	for (size_t i = 0; i < VGPU_ARRAY_SIZE(cases); i++) {
+		double e = sh_case(cases[i].policy, cases[i].n, quick ? 1 : 3);
+
+		if (e < 0)
+			ret = -1;
+		if (json && e < 0)
+			printf(", \"share_err_pct_%s\": null", cases[i].key);
+		else if (json)
+			printf(", \"share_err_pct_%s\": %.2f", cases[i].key, e);
+		else if (e < 0)
+			printf("  %-10s not measured (device setup failed)\n", cases[i].key);
+		else
+			printf("  %-10s worst error %.2f %%\n", cases[i].key, e);
+	}
+	if (!json)
+		printf("target: every share error <= 5 %%\n");
+	return ret;
+}

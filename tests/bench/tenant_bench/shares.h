@@ -1,0 +1,14 @@
+/* tenant_bench's scheduler shares: 8, 32 and 62 busy VFs on the device model's engine,
+ * equal share and fixed share with unequal weights, each VF's share of the work completed
+ * in 1 s windows against its target. */
+#ifndef VGPU_TENANT_BENCH_SHARES_H
+#define VGPU_TENANT_BENCH_SHARES_H
+
+#include <stdbool.h>
+
+/* Measure and print the share keys: as JSON members (", \"share_err_pct_equal_n8\": 1.23",
+ * ...) when @json, else a table. @quick: one window per case instead of three. 0, or -1
+ * if the device could not be set up (the keys are then printed as null). */
+int tb_shares(bool json, bool quick);
+
+#endif
