@@ -3,8 +3,10 @@
  * driven from one flooder process with one thread per 16 flooding VFs. For N = 1, 7, 31
  * and 62 flooding VFs the victim measures, in solo and flooded blocks that alternate in one
  * run: a mailbox PING, a 256 B RM call through the GSP (GSP_ECHO), and usermode submit ->
- * execution (the device's TIMESTAMP of the first method). Each flooding VF sends PINGs
- * and 256 B GSP_ECHO calls back to back. Figures: p50 and p99 of each, flooded over solo.
+ * execution (the device's TIMESTAMP of the first method), one round of the three every
+ * TB_PERIOD_NS (a light tenant). Each flooding VF sends PINGs and 256 B GSP_ECHO calls
+ * back to back, sleeping on each reply. Figures: p50 and p99 of each, flooded over solo,
+ * and the flood's calls per second.
  *
  *   tenant_bench [--json] [--quick] [--bindir DIR]
  *
@@ -23,6 +25,7 @@
 
 #include "common/clock.h"
 #include "common/compiler.h"
+#include "tests/bench/bench_cpu.h"
 #include "shares.h"
 #include "tests/unit/vf_guest/vgpud_fixture.h"
 #include "vf_guest/include/vgpu_vf.h"
@@ -378,6 +381,7 @@ int main(int argc, char **argv)
 	const char *bindir = NULL;
 	bool json = false, quick = false;
 	unsigned int blocks;
+	double load;
 	size_t per;
 	struct vfx fx;
 	pid_t fl;
@@ -395,6 +399,8 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
+	if (getloadavg(&load, 1) != 1)
+		load = -1;	/* not known */
 	blocks = quick ? 3 : 6;
 	per = quick ? 40 : 100;
 	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -429,8 +435,9 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	if (json) {
-		printf("{\"vfs\": %d, \"victim_vf\": %d, \"quick\": %s", TB_VFS, TB_VICTIM,
-		       quick ? "true" : "false");
+		bench_cpu_json_begin();
+		printf("\"load_avg_start\": %.2f, \"vfs\": %d, \"victim_vf\": %d, \"quick\": %s",
+		       load, TB_VFS, TB_VICTIM, quick ? "true" : "false");
 		for (int m = 0; m < M_NR; m++)
 			for (size_t i = 0; i < TB_NR_N; i++)
 				printf(", \"victim_%s_p50_ratio_n%u\": %.2f, "
@@ -444,7 +451,8 @@ int main(int argc, char **argv)
 		printf("}\n");
 	} else {
 		printf("tenant_bench: victim VF %d, flooders on VFs 1..N, %u solo + %u flooded "
-		       "blocks of %zu samples each\n\n", TB_VICTIM, blocks, blocks, per);
+		       "blocks of %zu samples each, load average %.2f at start\n\n", TB_VICTIM,
+		       blocks, blocks, per, load);
 		printf("%-8s %4s %10s %10s %7s %10s %10s %7s\n", "metric", "N", "solo p50",
 		       "flood p50", "ratio", "solo p99", "flood p99", "ratio");
 		for (int m = 0; m < M_NR; m++)
