@@ -11,6 +11,19 @@
 #include "common/lock.h"
 #include "hmm/hmm.h"
 
+/* Reading a CPU page in place after write-protecting (or mprotecting) it: the kernel's
+ * page-table change orders every earlier store of the writers before the read, an edge
+ * ThreadSanitizer cannot see; a store after it faults and waits. */
+#if defined(__SANITIZE_THREAD__)
+void AnnotateIgnoreReadsBegin(const char *file, int line);
+void AnnotateIgnoreReadsEnd(const char *file, int line);
+#define HMM_FENCED_READ_BEGIN() AnnotateIgnoreReadsBegin(__FILE__, __LINE__)
+#define HMM_FENCED_READ_END() AnnotateIgnoreReadsEnd(__FILE__, __LINE__)
+#else
+#define HMM_FENCED_READ_BEGIN() do { } while (0)
+#define HMM_FENCED_READ_END() do { } while (0)
+#endif
+
 #define HMM_MAX_MMS		16
 #define HMM_MAX_REGIONS		64
 #define HMM_MAX_DEVMEMS		32

@@ -620,7 +620,13 @@ static void copy_to_device(struct hmm_migrate *m)
 		       hmm_migrate_pfn_page(m->dst[i + k]) == pg + k &&
 		       hmm_migrate_src_ptr(m, i + k) == src + (k << HMM_PAGE_SHIFT))
 			k++;
-		hmm_devmem_copy(m->devmem, HMM_COPY_TO_DEVICE, src, pg, k);
+		if (src == (char *)page_addr(m, i)) {	/* in place: fenced by protection */
+			HMM_FENCED_READ_BEGIN();
+			hmm_devmem_copy(m->devmem, HMM_COPY_TO_DEVICE, src, pg, k);
+			HMM_FENCED_READ_END();
+		} else {
+			hmm_devmem_copy(m->devmem, HMM_COPY_TO_DEVICE, src, pg, k);
+		}
 		i += k;
 	}
 }

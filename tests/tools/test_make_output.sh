@@ -21,7 +21,7 @@ result() {	# result DESCRIPTION OUTPUT STATUS
 }
 
 mk() {
-	make -C "$here" --no-print-directory -j1 --output-sync=none BUILD="$tmp/$1" "${@:2}" 2>&1
+	env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -C "$here" --no-print-directory -j1 --output-sync=none BUILD="$tmp/$1" "${@:2}" 2>&1
 }
 
 out=$(mk q "$tmp/q/rel/obj/common/bitops.o")
