@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # vgpu - top-level build.
 MAKEFLAGS += --jobs=$(shell nproc) --output-sync=target
 #

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Bitmap range helpers; see bitops.h. */
 #include "common/bitops.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* common/bitops.h - bit and alignment helpers on 64-bit words, and plain bitmaps
  * (arrays of uint64_t, bit n in word n/64). None of these take locks. */
 #ifndef VGPU_COMMON_BITOPS_H

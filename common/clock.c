@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Sleep helper; the clock itself is inline in clock.h. */
 #include <errno.h>
 

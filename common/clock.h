@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* common/clock.h - monotonic time in nanoseconds, and deadlines built on it. */
 #ifndef VGPU_COMMON_CLOCK_H
 #define VGPU_COMMON_CLOCK_H

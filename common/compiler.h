@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* common/compiler.h - small language helpers used everywhere: sizes, min/max,
  * container_of, and VGPU_ASSERT (kept in every build, as QEMU keeps assert()). */
 #ifndef VGPU_COMMON_COMPILER_H

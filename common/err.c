@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Error code names and text; see err.h. */
 #include <string.h>
 

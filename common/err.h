@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* common/err.h - error codes: 0 or a negative errno throughout the project.
  *
  * Plain errno values say what kind of failure it was; the few failures that have no errno

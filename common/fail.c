@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The failure record of fail.h. */
 #include <stdarg.h>
 #include <stdio.h>

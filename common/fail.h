@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* common/fail.h - one failure for the user: a negative errno and a message naming the object.
  *
  * Deep helpers fill a struct cmn_fail and return the errno, so the entry point (a control

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* common/list.h - intrusive circular doubly-linked list (the kernel's list_head shape).
  * An empty list points at itself; a node removed with cmn_list_del() is left empty, so
  * deleting it twice is harmless. Header-only. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* common/lock.h - a mutex that knows its owner, so internal functions can assert
  * that their caller holds it (the _locked convention), plus a tiny spinlock.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* common/lockdep.c - the lock-order validator behind cmn_mutex (CMN_LOCKDEP builds).
  *
  * Classes get small ids on first use. after[a] is the set of classes ever taken while a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Leveled logging; see log.h. */
 #include <pthread.h>
 #include <stdarg.h>

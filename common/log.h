@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* common/log.h - leveled logging to stderr (or a sink the daemon installs).
  *
  * The threshold starts from $VGPU_LOG (error|warn|info|debug or 0..3) and defaults to warn,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 MODULES += common
 common_DIR := common
 common_DEPS :=

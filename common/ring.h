@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* common/ring.h - lock-free single-producer/single-consumer ring over shared memory.
  *
  * Layout in include/vgpu/ring.h. One thread (or process) produces, one consumes; neither

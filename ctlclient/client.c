@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The connection: connect, negotiate, one request and its reply at a time. */
 #include <errno.h>
 #include <poll.h>

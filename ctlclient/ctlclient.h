@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ctlclient - the client side of vgpud's control socket, and the value formats both ends of
  * it share. vgpuctl and vgpu-vm speak to vgpud only through this library.
  *

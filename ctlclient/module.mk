@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 MODULES += ctlclient
 ctlclient_DIR := ctlclient
 ctlclient_DEPS := common

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Values as the control protocol and its users write them: sizes and UUIDs. vgpud parses
  * its configuration and requests with the same functions, so the CLI and the daemon accept
  * exactly the same text. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Doorbells: the per-function token rings in shared memory (layout in vgpu/gpfifo.h),
  * token validation against the function's channel table, and the engine sleep/kick
  * handshake. A token only marks its channel pending; the engine that owns the channel

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Device lifetime, interrupts, channel status and telemetry. */
 #include <errno.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* gpu_model - the emulated physical GPU: VRAM partitioned per function, a GMMU that walks
  * the page tables functions write, engines that execute GPFIFO work rung through usermode
  * doorbells, a time-slicing scheduler, per-function interrupts and fault buffers.

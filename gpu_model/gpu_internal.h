@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* gpu_model internals shared by the model's files; not for other modules. */
 #ifndef VGPU_GPU_MODEL_INTERNAL_H
 #define VGPU_GPU_MODEL_INTERNAL_H

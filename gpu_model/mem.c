@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Engine memory access: GPU VAs through the GMMU, physical addresses for USERD, and the
  * system aperture through the function's IOMMU domain. Faults come back as a positive
  * enum vgpu_fault_reason with the details left in the context. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* GMMU: the page-table walker (format in vgpu/gmmu.h), per-engine TLBs with range
  * invalidation, and the per-function replayable fault buffer. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 MODULES += gpu_model
 gpu_model_DIR := gpu_model
 gpu_model_DEPS := iommu_model common

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Host/PBDMA: fetches GP entries and pushbuffer methods of one channel and executes them
  * (copy, compute and semaphore engines share this path). Every method is restartable: its
  * progress lives in the channel, so a preemption or a replayable fault resumes it where

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Privileged state: the memfd-backed region only the GSP writes (gpu_priv_*), and the
  * device model's consistent snapshots of it.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Scheduler and engine workers. Each engine is a thread that time-slices functions
  * (best effort, equal share, fixed share), runs their resident channels on its runlist,
  * drains doorbells, scans GP_PUT against GP_GET, and when idle spins briefly and then

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* VRAM: one reserved address range backed by a sparse device memfd, with each function's
  * slice overlaid by its own memfd at the slice's offset (MAP_FIXED), so the slice can be
  * handed to a guest by fd while the device keeps one flat VRAM. Host RAM is spent only on

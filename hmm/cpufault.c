@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* hmm/cpufault.c - the one "migrate back" hook every CPU-fault backend calls (the
  * kernel's migrate_to_ram): claim the device pages of the fault granule, tell the
  * mirrors, copy them into the missing CPU pages with UFFDIO_COPY (or, mprotect backend,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* hmm/devmem.c - device memory as a page pool: a bitmap of 4 KiB pages over a CPU
  * mapping, 2 MiB chunks naturally aligned, frees from fault handlers deferred through a
  * second bitmap that only ever sees atomic OR (async-signal-safe). No page reaches a new

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* hmm/exclusive.c - device-exclusive access, the kernel's make_device_exclusive(): a
  * device takes system pages away from the CPU for its atomics without moving them. The
  * page keeps its data in place and is made PROT_NONE (every backend: userfaultfd cannot

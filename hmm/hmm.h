@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* hmm - HMM-style address-space mirroring and page migration, in user space.
  *
  * The Linux HMM model re-built over userfaultfd (or mprotect+SIGSEGV): a process ("mm")

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* hmm/hmm_internal.h - state shared by the files of hmm/: the per-page state words of
  * managed regions, the process-wide region and pool tables the fault handlers read
  * lock-free, and the userfaultfd plumbing. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* hmm/migrate.c - three-phase migration (setup, copy by the caller, pages + finalize).
  *
  * To the device: collected pages of writable mappings are taken out of the process with

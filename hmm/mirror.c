@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* hmm/mirror.c - a device mirror and its batched fault service, the way UVM services
  * replayable faults: sort the batch, one pass per 2 MiB block (dedup, thrashing hints,
  * tree prefetch, optional migration into device memory), then the canonical HMM loop

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* hmm/mm.c - the process object: managed regions, interval notifiers and their
  * sequence numbers, events from userfaultfd and from the application, fork handling. */
 #include <errno.h>

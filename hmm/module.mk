@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # hmm: HMM-style mirroring and migration over userfaultfd (see doc/hmm.md).
 MODULES += hmm
 hmm_DIR := hmm

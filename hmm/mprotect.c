@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* hmm/mprotect.c - the mprotect+SIGSEGV backend: a device-resident page keeps its system
  * page, made PROT_NONE; the thread that touches it takes SIGSEGV and runs the one
  * migrate-back hook (hmm_cpu_fault) in its own handler. The same handler gives back

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* hmm/policy.c - the UVM performance heuristics: tree prefetch over a 2 MiB block
  * (uvm_perf_prefetch.c) and per-page thrashing detection with throttling and pinning
  * (uvm_perf_thrashing.c). Pure state machines with explicit timestamps, so tests drive

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Page requests through hmm: the IOMMU's PRI handler for a PASID bound to this process.
  * A request is served in the thread that raised it (the IOMMU calls the handler there):
  * hmm_range_fault() on the one page with a fault asked for, as a CPU access would make it

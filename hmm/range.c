@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* hmm/range.c - hmm_range_fault(): the kernel's page walk re-done from user space.
  *
  * A segment at a time (one VMA, at most 2 MiB): VMA rules first (no VMA, no read,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* hmm/uffd.c - the userfaultfd backends: one descriptor per mm with MISSING registration
  * of the managed regions (and of the staging areas, since UFFDIO_MOVE only moves into a
  * range registered with the descriptor doing it), the handler thread that serves faults

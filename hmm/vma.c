@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* hmm/vma.c - what the kernel's page walk knows and user space has to ask for: the VMA
  * at an address (PROCMAP_QUERY on /proc/self/maps, Linux 6.11+, else a parse of the
  * file) and the page-table state of a range (/proc/self/pagemap, /proc/kpageflags). */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The areas (mappings) of a paging domain, kept in a treap ordered by IOVA so that map,
  * unmap and lookups stay O(log n) with tens of thousands of mappings. Areas never
  * overlap, so ordering by start also orders by end. All under d->lock. */

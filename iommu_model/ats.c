@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* ATS invalidation: Invalidate Requests to a function's device-side translation cache,
  * tagged with one of 32 ITags, each answered by a completion. Unmap waits for them. The
  * device side either answers at once (default) or when the device model polls. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The command interface: extensible size-first request structs dispatched to the C API
  * with the iommufd errno contract (see iommu.h). */
 #include <errno.h>

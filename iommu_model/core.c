@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The unit: creation, accounted allocation with fail-nth injection, counters, memory
  * objects. */
 #include <errno.h>

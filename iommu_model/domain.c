@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Domains: allocation, attachment to functions and PASIDs, map/unmap/query with the
  * iommufd contract, strict and lazy (flush-queue) invalidation, dirty tracking. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* iommu_model/iommu.h - the emulated IOMMU: every access the emulated GPU makes to system
  * memory on behalf of a function (requester id 0 = PF, 1..63 = VFs) is translated and
  * checked here, as an IOMMU does for a real SR-IOV device.

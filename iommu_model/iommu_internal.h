@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* iommu_model/iommu_internal.h - internals shared by the iommu_model files. */
 #ifndef VGPU_IOMMU_MODEL_INTERNAL_H
 #define VGPU_IOMMU_MODEL_INTERNAL_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Translation caches: the IOTLB (one per unit, tagged by domain id and PASID) and each
  * function's ATC use the same set-associative array of seqlocked entries. A lookup is a
  * handful of loads and never writes; fills and invalidations take an entry by making

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* IOVA space of a paging domain: the sorted area list, allowed and reserved ranges, and
  * automatic allocation of naturally aligned IOVAs. All under d->lock. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 MODULES += iommu_model
 iommu_model_DIR := iommu_model
 iommu_model_DEPS := common

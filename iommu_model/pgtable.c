@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Host-owned IO page tables in the format of include/vgpu/iommu.h. A table entry's address
  * field holds the host address of the next table (host tables are never guest-visible).
  * Tables are written under the domain lock and read lock-free by walkers; a table is never

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* PRI: page requests from a function to a registered handler (the HMM layer), one
  * response per page-request group, an outstanding-allocation limit, and Response Failure
  * stopping the function's requests until reset. Also the per-function fault log. */

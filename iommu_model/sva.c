@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* SVA domains: which process a domain reaches. A pid number is not a process - once the
  * process exits and is reaped, the kernel hands the number to the next fork - so the domain
  * holds a pidfd, and the DMA helpers ask it before and after every copy (xlate.c). */

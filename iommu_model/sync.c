@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Access sections: a tiny per-thread counter scheme (odd = inside) so that strict unmap,
  * replace and detach can wait for device threads that translated before the change and
  * may still be copying. Readers pay one atomic add; writers scan the registered threads.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Translation: IOTLB lookup, page walks (host tables, and function-owned stage-1 tables
  * read through stage-2), dirty bits, and the DMA helpers that devices use. */
 #include <errno.h>

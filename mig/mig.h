@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mig - a slice's migration stream and its migration state machine.
  *
  * The stream (doc/migration.md) is what one vgpud sends another, or writes to a file for

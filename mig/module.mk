@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 MODULES += mig
 mig_DIR := mig
 mig_DEPS := common

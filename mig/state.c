@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* vfio migration v2's state machine as a table of legal arcs (the kernel's
  * vfio_mig_get_next_state without the P2P states): a request for a state more than one arc
  * away walks the shortest path, so a caller never takes an arc the table lacks. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The migration stream: frame encoder and the decoder for untrusted input.
  *
  * Wire format (little-endian): a 16-byte header { u16 type, u16 flags (0), u32 payload

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Control commands: one handler per "execute" name; queries build their reply from the
  * live state, mutating commands go through slice.c. */
 #include <errno.h>
@@ -11,6 +12,7 @@
 #include "common/compiler.h"
 #include "common/err.h"
 #include "common/log.h"
+#include "common/version.h"
 #include "gpu_model/gpu.h"
 #include "pma/pma.h"
 #include "pf_manager/pf_internal.h"
@@ -150,7 +152,7 @@ static int cmd_query_status(struct pf_daemon *d, json_object *args, bool dry, js
 			    struct pf_err *e)
 {
 	struct pma_stats st;
-	unsigned int running = 0;
+	unsigned int running = 0, transient = 0;
 	uint32_t ch, db;
 
 	(void)args; (void)dry; (void)e;
@@ -158,6 +160,8 @@ static int cmd_query_status(struct pf_daemon *d, json_object *args, bool dry, js
 	pf_used_counts(d, &ch, &db);
 	for (unsigned int vf = 1; vf <= PF_MAX_VFS; vf++)
 		running += d->vfs[vf] != NULL;
+	for (unsigned int i = 0; i < d->nr_slices; i++)
+		transient += d->slices[i]->transient;
 	json_object_object_add(ret, "schema", json_object_new_int(1));
 	json_object_object_add(ret, "parent", json_object_new_string(d->cfg.pf_id));
 	json_object_object_add(ret, "model", json_object_new_string(d->cfg.model));
@@ -170,7 +174,9 @@ static int cmd_query_status(struct pf_daemon *d, json_object *args, bool dry, js
 	json_object_object_add(ret, "max_vfs", json_object_new_int((int)d->cfg.max_vfs));
 	json_object_object_add(ret, "num_vfs", json_object_new_int((int)d->num_vfs));
 	json_object_object_add(ret, "vfs_in_use", json_object_new_int((int)running));
-	json_object_object_add(ret, "slices_defined", json_object_new_int((int)d->nr_slices));
+	json_object_object_add(ret, "slices_defined",
+			       json_object_new_int((int)(d->nr_slices - transient)));
+	json_object_object_add(ret, "slices_transient", json_object_new_int((int)transient));
 	json_object_object_add(ret, "channels_total", json_object_new_int((int)d->cfg.channels));
 	json_object_object_add(ret, "channels_used", json_object_new_int((int)ch));
 	json_object_object_add(ret, "doorbells_total", json_object_new_int((int)d->cfg.doorbells));
@@ -323,7 +329,7 @@ static int cmd_query_version(struct pf_daemon *d, json_object *args, bool dry, j
 			     struct pf_err *e)
 {
 	(void)d; (void)args; (void)dry; (void)e;
-	json_object_object_add(ret, "package", json_object_new_string("vgpud 1.0"));
+	json_object_object_add(ret, "package", json_object_new_string("vgpud " VGPU_VERSION));
 	json_object_object_add(ret, "abi_major", json_object_new_int(VGPU_ABI_MAJOR));
 	json_object_object_add(ret, "abi_minor", json_object_new_int(VGPU_ABI_MINOR));
 	return 0;

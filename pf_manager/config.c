@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Configuration: defaults, the INI file (inih) and single keys set by flags. */
 #include <errno.h>
 #include <grp.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The control socket: newline-delimited JSON in QMP's shape. A client gets a greeting,
  * must negotiate with qmp_capabilities, then sends {"execute", "arguments", "id"} and gets
  * {"return"} or {"error": {"class", "desc"}} with the id echoed; events arrive as
@@ -15,6 +16,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/version.h"
 #include "pf_manager/pf_internal.h"
 #include <vgpu/version.h>
 
@@ -178,7 +180,7 @@ static json_object *greeting(void)
 	json_object_object_add(abi, "major", json_object_new_int(VGPU_ABI_MAJOR));
 	json_object_object_add(abi, "minor", json_object_new_int(VGPU_ABI_MINOR));
 	json_object_object_add(v, "abi", abi);
-	json_object_object_add(v, "package", json_object_new_string("vgpud 1.0"));
+	json_object_object_add(v, "package", json_object_new_string("vgpud " VGPU_VERSION));
 	json_object_object_add(v, "protocol", json_object_new_int(1));
 	json_object_object_add(inner, "version", v);
 	json_object_object_add(inner, "capabilities", json_object_new_array());

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The daemon: lifetime, the poll loop, signals, systemd readiness and journal logging.
  * The loop thread serves the control socket, the endpoints and interrupts; each VF's
  * mailbox has its own service thread (service.c), the device model's engines and the RM's

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # vgpud demo: a 16 GiB GPU, four slices created with vgpuctl, four local guests doing real
 # work on them at once (vf_work: COPY, REDUCE_ADD, FILL, AXPY each round, checked against the
 # CPU, one progress line per round), then list, stats and the VRAM map, and a clean stop.

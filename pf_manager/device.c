@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The device: emulated GPU, device VRAM allocator with the PF spare, slice types and
  * placement of VF partitions. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Per-VF endpoints: an ivshmem-server on <runtime>/vf<N>.sock (vgpud is peer 0) handing
  * out the VF's BAR2 object and two eventfd vectors, and the mailbox behind them. Layout
  * and protocol are ABI: include/vgpu/vf_bar.h. */

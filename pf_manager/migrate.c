@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* save-slice and restore-slice: a quiesced slice (running, no guest attached) to a
  * migration stream (mig/mig.h) and back, through a descriptor the client passes with the
  * request (vgpuctl save / restore open the file with the user's own rights).

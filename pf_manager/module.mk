@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 MODULES += pf_manager
 pf_manager_DIR := pf_manager
 pf_manager_DEPS := rm rm_hw rm_gsp pma gpu_model iommu_model ctlclient mig common

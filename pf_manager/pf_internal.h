@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* pf_manager internals: the daemon state shared by the module's files. */
 #ifndef VGPU_PF_INTERNAL_H
 #define VGPU_PF_INTERNAL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* pf_manager - vgpud's core: the PF manager of one emulated GPU. It owns the device
  * (gpu_model), the device-wide VRAM allocator (pma) and one child allocator per running
  * slice, enables VFs with sriov_numvfs semantics, defines/starts/stops slices (VF

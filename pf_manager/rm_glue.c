@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The PF manager's side of the shared RM: device creation (which starts the GSP process),
  * VF partitions, VF reset, guests' RM calls from the mailbox, and RM notifications and
  * device events (channel errors the GSP observed, forwarded to the VF). */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The service plane: one service thread per running VF serves that VF's mailbox, so a VF's
  * request never waits behind another VF's request, behind a GSP round trip of another VF,
  * or behind the daemon's loop (the control socket, endpoints, interrupts). Threads, queues

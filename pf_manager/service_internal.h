@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The service plane's internals that the unit tests reach: the CPU priority by share of a
  * VF's service thread (service.c). */
 #ifndef PF_SERVICE_INTERNAL_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Slices: define, undefine, start, stop, modify, VF reset, and the number of VFs.
  * Each verb validates everything first and only then changes state, so a failing request
  * leaves nothing behind; with dry-run it stops after validation and reports the plan. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Persistence. Declared slices: one JSON file each, <state>/slices/<uuid>.json, in
  * mdevctl's shape. Running slices: the allocation journal <state>/journal.json (VF, VRAM
  * partition, provisioned quota and the allocations inside it), rewritten atomically after

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Small helpers: priorities, the fair share, atomic files, durability points, JSON and
  * UTF-8 bits. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 MODULES += pma
 pma_DIR := pma
 pma_DEPS := common

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* pma: lifetime, regions, statistics, queries, export/import and sub-allocation. */
 #include <stdlib.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* pma - physical memory allocator: VRAM in 64 KiB frames, handed out as 64K / 128K / 2M /
  * 512M pages with NVIDIA PMA semantics (pin states, eviction, scrub-on-free, blacklist,
  * regions ranked by speed). One instance per device and one per VF slice (a child).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* pma allocation: requests validated into frames, regions ordered by preference, then the
  * fast lanes of a one-region instance (64 KiB pages, many 2 MiB pages, contiguous 2 MiB
  * runs, each committing while it searches) and the general path (every eligible region,

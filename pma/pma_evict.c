@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* pma eviction: the owner registers callbacks; an allocation short of memory picks spans of
  * free and unpinned frames, marks them EVICTING (so nobody else takes or pins them while the
  * lock is dropped), asks the owner to evict them, and clears the mark. */

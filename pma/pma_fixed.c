@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* pma fixed allocation: the caller names the address range (a VF slice carved at a known
  * place, a reserved window); it is taken whole or not at all. */
 #include "pma/pma_internal.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* pma free: page lists and ranges. The common list (ascending pages of at most 2 MiB in the
  * first region, no scrub) is checked and freed a word or a group word at a time; anything
  * else takes the general path, which detects duplicates and queues scrubs. Nothing changes

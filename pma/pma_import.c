@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* pma import: re-creating allocations from an exported list of ranges (a restarted daemon
  * restoring its slices); every range is validated and checked claimable before any is
  * taken, so a bad list changes nothing. */

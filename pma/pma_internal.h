@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* pma internals: per-region frame state, the 2 MiB group indexes and the extent trees.
  *
  * Frame state lives in one struct pma_word per 64 frames (six 64-bit masks, 6 bits a frame).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* pma pin and unpin: moving allocated pages between PIN and UNPIN (only unpinned pages may
  * be evicted); all pages are checked before any changes. */
 #include "pma/pma_internal.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Regions: frame words, the 2 MiB group indexes and their upkeep after a state change. */
 #include <stdlib.h>
 

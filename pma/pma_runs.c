@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The group run index: for every word of group bits (64 groups, 128 MiB), the longest run
  * of whole free 2 MiB groups that starts at one of its groups (continuing into the words
  * after it), capped at PMA_RUN_CAP groups; and the maximum of those over each block of 16

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Scrub-on-free worker: freed ranges wait in a queue, a thread zeroes them through the
  * scrubber callback and then makes them allocatable. The queue lock (wait_lock) may be taken
  * inside the allocator lock, never the other way round. */

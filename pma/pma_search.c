@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* pma searches for free frames, for the general allocation path: a contiguous aligned run
  * (the first whole group, the group run index, or the extent tree), and discontiguous pages
  * (small ones from partial groups first, so whole 2 MiB groups stay whole). Nothing here

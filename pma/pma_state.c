@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* pma frame state changes over any range: whole 2 MiB groups move as a block (the inline
  * helpers in pma_internal.h), anything else a word at a time, each word's group bits,
  * counters and tree marks following it. The allocation, free, pin, scrub and eviction

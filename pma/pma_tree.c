@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Extent tree: segment trees of free-run summaries over one region, in two layers over the
  * same leaves (64 groups each): runs of free frames, and runs of whole free 2 MiB groups.
  * The group layer only changes when a group becomes wholly free or stops being so, which is

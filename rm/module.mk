@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # rm: the shared resource manager (CPU-RM). It talks to the GSP only through rm_gsp's RPCs
 # and to the device only through the ops its owner hands it (rm/hw: rm_hw).
 MODULES += rm

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* rm - the shared resource manager (CPU-RM) of the device owner: a resource server with
  * clients and per-client resource trees (classes and controls in include/vgpu/rm.h),
  * handles whose prefix names the owning function, per-function quotas and memory (VRAM

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Clients: handles with the function in their prefix, lock-free lookup through an RCU hash
  * table, object-handle generation per client. A client handle is reused only after it was
  * freed, and the generator walks on from where it stopped, so a fresh handle is the one

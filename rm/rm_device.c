@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The device: creating the RM and its GSP, VF partitions and quotas, the hardware records
  * (channels, runlists, partitions) that a device reset replays, and VF reset. Every RPC
  * here is made without the API or device lock held: records are read or reserved under

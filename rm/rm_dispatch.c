@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The guest-facing entry: one wire message (include/vgpu/rm.h) from a VF in, one reply out.
  * Everything in the request is checked before anything runs: magic, ABI version, op,
  * lengths (the header's against what arrived, the params' against the header's), and the

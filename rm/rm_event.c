@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Device events from the GSP: channel errors, MMU faults and the watchdog. The GSP observes
  * them (it reads the device's status region); the RM checks each record, recovers a hung
  * channel through the normal channel-enable path, and hands the owner an rm_event. Runs on

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* rm internals: the server, functions, clients, resources; lock helpers. */
 #ifndef VGPU_RM_RM_INTERNAL_H
 #define VGPU_RM_RM_INTERNAL_H

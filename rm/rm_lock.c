@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Lock helpers with a lock-order validator, and lazy RCU reader registration.
  *
  * The validator keeps, per thread, the locks held in the order taken. Taking a lock of a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Memory descriptors: VRAM from the function's PMA (page size, contiguity, alignment) and
  * system memory carved from the function's DMA memory and mapped through its IOMMU
  * domain. Quotas are checked before the allocator is asked, so "over quota" (the function

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Resources: the per-client tree, the class table (who may be whose parent, constructor,
  * destructor), controls, share/dup and the dependency-ordered free.
  *

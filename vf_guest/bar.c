@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* BAR2: find and check the header page, then the rings and pages it points to.
  *
  * The header is written by the host, but the driver treats it as input all the same: every

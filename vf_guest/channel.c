@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Channels and usermode submission.
  *
  * A channel's memory is one DMA block: GPFIFO ring | pushbuffer ring | one page holding USERD

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Attach, handshake, detach and recovery of one VF.
  *
  * Attaching is: transport attach (BAR2 mapped), header checks (magic, ABI major, layout),

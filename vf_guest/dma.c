@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The VF's DMA memory, handed out in 4 KiB pages: GPFIFO rings, pushbuffers, USERD,
  * semaphores and the user's system-memory buffers. The host RM is the only allocator of
  * that memory (ABI 2: MEMORY_SYSMEM says where in it an allocation lives), so this one

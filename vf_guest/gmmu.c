@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* GPU page tables, written by the driver straight into its VRAM (format: vgpu/gmmu.h).
  *
  * A software tree mirrors the tables: each node knows its VF-physical address, its CPU

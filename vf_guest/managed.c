@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Managed memory (vgpu_vf_managed.h): allocations in the VF's DMA memory that migrate
  * between system memory and a VRAM pool, on hmm/.
  *

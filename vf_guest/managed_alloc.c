@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Managed allocations (vgpu_vf_managed.h): DMA memory registered with the VF's hmm mm,
  * mapped for the GPU with every PTE remembered; prefetch and advice. */
 #include <errno.h>

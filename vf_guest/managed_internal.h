@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* vf_guest/managed_internal.h - state of managed memory shared by managed*.c. */
 #ifndef VGPU_VF_MANAGED_INTERNAL_H
 #define VGPU_VF_MANAGED_INTERNAL_H

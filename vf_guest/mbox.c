@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The VF mailbox: one request slot out, one reply slot back, matched by sequence number.
  *
  * Waiting spins first (a reply from a polling host comes back in microseconds), then sleeps

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Memory objects: VRAM from the host RM (it owns the slice's allocator and the quota), DMA
  * memory from the driver's own page allocator. The VF-physical address the RM returns is
  * host input and is checked to lie inside the slice before the driver writes through it. */

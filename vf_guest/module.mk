@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # vf_guest: libvgpu-vf, the guest VF driver (no test code: the runner is vf_guest/vft/). It
 # links nothing from the host: only the ABI headers in include/vgpu/, the header-only
 # common/ring.h, and the guest-side libraries hmm (managed memory) and common.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Pushbuffer builder for the method set of vgpu/gpfifo.h. Each helper writes one method:
  * a header (id << 16 | argument count) and its argument dwords, 64-bit values low dword
  * first. A method that does not fit is dropped whole and leaves pb->err = -ENOSPC, so a

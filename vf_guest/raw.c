@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The raw side of the driver (vgpu_vf_raw.h): thin wrappers that hand a suite the driver's
  * RM context and memory layout, so the runner needs nothing of vf_internal.h. */
 #include <errno.h>

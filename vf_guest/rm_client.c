@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* RM calls from the guest: one VF_MSG_RM mailbox message per call, carrying an RM wire
  * message of include/vgpu/rm.h, answered by one reply whose status is passed up unchanged.
  *

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # vf_guest/static.mk - a fully static vgpu-vf-test (the test runner, libvft, with the driver,
 # libvgpu-vf), the binary that goes into a minimal VM image, and the example programs.
 # Included by the top-level Makefile after the module rules; built by `make`.

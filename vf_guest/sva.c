@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Shared virtual addressing for a local guest (ABI 2.1, vgpu/sva.h): the process proves it is
  * the attached guest by opening a second connection to its VF's endpoint socket (vgpud checks
  * the kernel's SO_PEERCRED pid), asks for a bind on it, and then maps ranges of its own

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The local transport: the VF's endpoint socket, spoken to as an ivshmem peer.
  *
  * The server sends 8-byte little-endian messages, some with one fd (vgpu/vf_bar.h): the

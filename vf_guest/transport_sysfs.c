@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The polling tier: the VF's PCI device through sysfs, for VMs without a vIOMMU (where vfio
  * cannot be used and the Debian kernel has no vfio no-IOMMU mode).
  *

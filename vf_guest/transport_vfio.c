@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The in-VM transport: the VF's ivshmem-doorbell PCI device driven from user space through
  * vfio-pci (the uapi of linux/vfio.h), on a VM with a vIOMMU (q35 + intel-iommu, guest
  * booted with intel_iommu=on; the Debian kernel has no vfio no-IOMMU mode).

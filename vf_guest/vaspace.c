@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* GPU address spaces of one VF. Page tables are 4 KiB blocks carved out of 64 KiB VRAM chunks
  * the driver gets from the RM (one RM call per 16 tables, not per table); gmmu.c writes the
  * entries. Every address space also maps the whole DMA memory at VF_DMA_VA_BASE, so channel

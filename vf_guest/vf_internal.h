@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* vf_guest internals: the driver's state, shared by the module's files. */
 #ifndef VGPU_VF_INTERNAL_H
 #define VGPU_VF_INTERNAL_H

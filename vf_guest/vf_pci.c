@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Finding the VF's PCI device in sysfs: ivshmem's IDs first (cheap), then the magic of the
  * BAR2 header in resource2, so another ivshmem device in the same VM is left alone. */
 #include <dirent.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* vf_pci - the VF as a PCI device inside a VM: QEMU's ivshmem-doorbell (1af4:1110, always;
  * QEMU has no property to change the IDs) whose BAR2 carries our header magic. Shared by the
  * two in-VM transports (transport_vfio.c, transport_sysfs.c) and, as a public header of

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 MODULES += vgpuctl
 vgpuctl_DIR := vgpuctl
 vgpuctl_DEPS := ctlclient common

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* vgpuctl - the admin CLI: one verb per run, one request to vgpud's control socket.
  * Human output by default, the daemon's versioned JSON with --json. See doc/vgpuctl.8.
  * The verb table says how many positional arguments each verb takes; main checks that
@@ -20,9 +21,7 @@
 
 #define VGPUCTL_MAX_ARGS	64
 /* The package version; the build may pass its own. */
-#ifndef VGPU_VERSION
-#define VGPU_VERSION	"1.0"
-#endif
+#include "common/version.h"
 
 /* The command line, parsed. */
 struct vgpuctl_opts {
@@ -602,7 +601,7 @@ static int cmd_status(struct ctlc *c, struct vgpuctl_opts *o)
 		print_json(ret);
 	else
 		printf("Parent: %s\nModel: %s\nVRAM: %s (PF spare %s, free %s, largest free extent %s)\n"
-		       "VFs: %d enabled of %d, %d in use\nSlices defined: %d\nChannels: %d of %d used\n"
+		       "VFs: %d enabled of %d, %d in use\nSlices: %d defined, %d transient\nChannels: %d of %d used\n"
 		       "Doorbells: %d of %d used\nScheduler: %s\nRuntime dir: %s\nState dir: %s\n",
 		       jstr(ret, "parent"), jstr(ret, "model"),
 		       ctlc_size_format(jnum(ret, "vram_bytes"), a, sizeof(a)),
@@ -610,7 +609,8 @@ static int cmd_status(struct ctlc *c, struct vgpuctl_opts *o)
 		       ctlc_size_format(jnum(ret, "free_vram_bytes"), d, sizeof(d)),
 		       ctlc_size_format(jnum(ret, "largest_free_bytes"), e, sizeof(e)),
 		       (int)jnum(ret, "num_vfs"), (int)jnum(ret, "max_vfs"), (int)jnum(ret, "vfs_in_use"),
-		       (int)jnum(ret, "slices_defined"), (int)jnum(ret, "channels_used"),
+		       (int)jnum(ret, "slices_defined"), (int)jnum(ret, "slices_transient"),
+		       (int)jnum(ret, "channels_used"),
 		       (int)jnum(ret, "channels_total"), (int)jnum(ret, "doorbells_used"),
 		       (int)jnum(ret, "doorbells_total"), jstr(ret, "sched_policy"),
 		       jstr(ret, "runtime_dir"), jstr(ret, "state_dir"));

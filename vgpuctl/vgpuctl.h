@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* vgpuctl - the admin CLI of vgpud: one verb per run, one request to the control socket
  * through ctlclient, human output or the daemon's versioned JSON (--json). It links only
  * ctlclient, common and json-c: everything it knows of vgpud is what the socket says.

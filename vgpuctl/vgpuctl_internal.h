@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* vgpuctl internals: exit codes and the VRAM map drawing. */
 #ifndef VGPU_VGPUCTL_INTERNAL_H
 #define VGPU_VGPUCTL_INTERNAL_H

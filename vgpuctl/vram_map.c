@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* vgpuctl vram-map: the VRAM layout (PF spare, each slice with its allocated density,
  * free extents) as a coloured terminal bar and as an SVG picture. */
 #include <errno.h>

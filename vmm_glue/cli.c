@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* vgpu-vm - launch, stop, list and describe libvirt VMs with vGPU slices, and the libvirt
  * qemu hook. One verb per run; human output by default, one JSON object with --json.
  * Exit codes as vgpuctl's (doc/vgpu-vm.1). */
@@ -23,9 +24,7 @@
 #define HOOK_MAX_XML	(4u << 20)
 #define VM_MAX_ARGS	8
 /* The package version; the build may pass its own. */
-#ifndef VGPU_VERSION
-#define VGPU_VERSION	"1.0"
-#endif
+#include "common/version.h"
 #define JSON_OUT	(JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED | \
 			 JSON_C_TO_STRING_NOSLASHESCAPE)
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The libvirt qemu hook: libvirtd runs "qemu NAME OP SUBOP EXTRA" with the domain XML on
  * stdin. On "prepare begin" the slice named in our metadata must end up started and owned
  * by this domain, or the start fails here, early, with a message libvirt shows the user; on

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Our <metadata> element read back from a domain XML (libvirt's, or the hook's stdin). */
 #include <errno.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 MODULES += vmm_glue
 vmm_glue_DIR := vmm_glue
 vmm_glue_DEPS := ctlclient common

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Slices as vgpu-vm and the hook see them: query-slices, start-slice and the owner token,
  * over ctlclient's connection to vgpud's control socket. */
 #include <errno.h>

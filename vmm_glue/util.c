@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Exit codes shared by the tool and the hook. */
 #include <errno.h>
 

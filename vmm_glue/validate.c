@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Validation of a domain XML against libvirt's schema with virt-xml-validate, before
  * anything is started. */
 #include <errno.h>

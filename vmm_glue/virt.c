@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The libvirt side of vgpu-vm: connect, start (transient or persistent), wait, look up,
  * stop, list. libvirt's own error printing is silenced; every failure is returned with
  * libvirt's message in the cmn_fail. */

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # vmm_glue/vm-libvirt.mk - the libvirt tier of `make vm-check` (included by vmm_glue/vm.mk)
 # and `make install-hook`.
 #

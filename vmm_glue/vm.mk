@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # vmm_glue/vm.mk - the VM tier: the guest image and `make vm-check` (included by the
 # top-level Makefile, which runs $(VM_SUITES) in `make check` after building $(VM_DEPS)).
 #

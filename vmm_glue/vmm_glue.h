@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* vmm_glue - VMs with vGPU slices through libvirt.
  *
  * The pieces the vgpu-vm tool and the libvirt qemu hook are made of: the slice calls

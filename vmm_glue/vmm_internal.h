@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* vmm_glue internals shared by its files: a growable string, the libvirt side of the tool. */
 #ifndef VGPU_VMM_INTERNAL_H
 #define VGPU_VMM_INTERNAL_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The domain XML for a VM with a vGPU slice, and the checks of what goes into it. */
 #include <errno.h>
 #include <inttypes.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* vgpu/gmmu.h - ABI: the GPU MMU page-table format and the fault-buffer entry.
  *
  * A function's GPU virtual address space is 49 bits wide and mapped by a four-level tree

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* vgpu/gpfifo.h - ABI: usermode work submission. GPFIFO entries, USERD, the work-submit
  * token and doorbell page, the pushbuffer method set and channel error codes.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* vgpu/iommu.h - guest-visible IOMMU ABI: the IO page-table entry format.
  *
  * A nested (stage-1) table is owned by the function: its driver writes it in its own DMA

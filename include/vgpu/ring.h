@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* vgpu/ring.h - ABI: layout of a single-producer/single-consumer ring in shared memory.
  *
  * Used for RPC queues, the VF mailbox and event queues. The header sits at the start of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* vgpu/rm.h - ABI: the guest-facing RM calls. A VF's guest driver sends one request
  * message per call (through the VF mailbox); the host RM validates every field, runs it as
  * a client bound to that VF and answers with one reply message.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* vgpu/rpc.h - ABI: the CPU-RM <-> GSP message queues in shared memory, and the RPCs.
  *
  * One memfd holds everything (offsets are page multiples, see struct vgpu_rpcq_layout):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* vgpu/sva.h - ABI 2.1: shared virtual addressing for LOCAL guest processes.
  *
  * A local guest process may ask vgpud to bind its own address space to its VF, the way a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* vgpu/version.h - version of the host/guest ABI (everything under include/vgpu/).
  *
  * The guest driver links nothing from the host; what the two share is this directory.

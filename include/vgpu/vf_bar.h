@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* vgpu/vf_bar.h - ABI: a VF's BAR2 (the one shared-memory object a guest receives) and the
  * endpoint protocol that hands it over.
  *

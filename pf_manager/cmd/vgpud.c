@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* vgpud - the PF manager daemon of one emulated GPU. See doc/vgpud.8. */
 #include <errno.h>
 #include <getopt.h>
@@ -10,9 +11,7 @@
 #include "pf_manager/pf_manager.h"
 
 /* The release (the Makefile passes debian/changelog's version). */
-#ifndef VGPU_VERSION
-#define VGPU_VERSION	"1.0"
-#endif
+#include "common/version.h"
 
 static void usage(FILE *f)
 {

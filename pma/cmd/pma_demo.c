@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* pma_demo: the allocator as an SR-IOV PF would use it. An 80 GiB device allocator carves
  * eight VF slices as child allocators, runs the mixed workload of doc/bench/pma_bench.md scaled to
  * each slice (a nominal live set between 50 % and 95 % of the slice, 40/35/20/5 % 64K-page

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* rm/gsp - the CPU-RM's end of the GSP: the RPC client and the message queues.
  *
  * The GSP is its own process (vgpu-gsp, module gsp_fw in rm/gsp/fw/): it maps the

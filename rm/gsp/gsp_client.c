@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The CPU-RM's end of the GSP queues: starting and restarting the vgpu-gsp process, RPCs
  * with several in flight per lane, the event worker and the watchdog.
  *

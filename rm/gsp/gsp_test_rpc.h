@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* rm/gsp/gsp_test_rpc.h - the test-only RPCs of the CPU-RM <-> GSP protocol.
  *
  * They exist only in test builds (-DVGPU_TEST_HOOKS: the -th libraries and vgpu-gsp-test,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # rm_gsp: the CPU-RM's end of the GSP (RPC client, process supervision) and the message
 # queues both ends share. Links no device model: the GSP program is module gsp_fw.
 MODULES += rm_gsp

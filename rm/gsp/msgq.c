@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Message-queue framing shared by both ends: layout, checksum, element copy with
  * wrap-around, validation of what the peer wrote, futex waits on shared counters. */
 #include <errno.h>

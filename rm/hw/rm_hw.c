@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The RM's device ops over gpu_model and iommu_model. Each is a thin call into the model:
  * what the op means, and why it is not a GSP RPC, is in rm/rm.h and doc/rm.md. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* rm_hw - the RM's device ops (struct rm_device_ops, rm/rm.h) over the emulated GPU
  * (gpu_model) and IOMMU (iommu_model). The device owner fills a struct rm_hw and passes
  *   rm_config.ops = &rm_hw_ops, rm_config.ops_ctx = &hw

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench_cpu.h: what CPU a benchmark ran on, for every benchmark's JSON and tables.
  *
  * Figures from different machines are only comparable with the machine named next to them,

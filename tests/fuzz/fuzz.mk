@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # tests/fuzz: libFuzzer harnesses, one per decoder that a less trusted party feeds.
 #   FUZZERS += NAME, fuzz_NAME_DEPS := modules it links (each with its own deps);
 #   tests/fuzz/fuzz_NAME.c -> $(BUILD)/fuzz/bin/fuzz_NAME, seeds in tests/fuzz/corpus/NAME/,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* fuzz_config: vgpud's INI configuration (pf_manager/config.c) from memory. The file is the
  * admin's, but it is read as root at every start, so a typo must never crash the daemon:
  * inih's ini_parse_string() feeds each key to pf_config_set() exactly as pf_config_load()'s

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* fuzz_control: vgpud's control socket as a local client drives it (pf_manager/control.c,
  * commands.c, slice.c, state.c's slice spec parser). The input's first byte picks the path:
  *   bit 0 clear: the bytes arrive on a socketpair and pf_client_io() frames them into lines,

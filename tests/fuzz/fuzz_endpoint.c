@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* fuzz_endpoint: what vgpud reads from a guest's endpoint connections
  * (pf_manager/endpoint.c): the ivshmem-server admission (a new guest is greeted, the
  * attached process's second connection becomes its SVA connection, anyone else is refused),

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* fuzz_gspcli: the CPU-RM's side of the GSP after the framing (rm/gsp/gsp_client.c): the
  * reassembly of reply chunks into the waiting RPC's buffer, matched by sequence, and the
  * event queue, as a broken or compromised GSP writes them. The client is detached

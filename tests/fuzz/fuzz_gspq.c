@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* fuzz_gspq: the GSP message queue framing (rm/gsp/msgq.c, gsp_q_read()) in both
  * directions: as the GSP reads the RM's command queue and as the RM reads the GSP's status
  * queue. Either peer may be broken (a crashed or corrupt GSP, a stray write): the ring, put,

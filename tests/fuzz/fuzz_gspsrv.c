@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* fuzz_gspsrv: the GSP firmware's command path after the framing (rm/gsp/fw/server.c):
  * reassembly of continuation records, the RPC table and its validator, every handler, and
  * the replies, as the GSP serves what a broken or compromised CPU-RM sends. The server runs

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* fuzz_mbox: a guest's VF mailbox as vgpud serves it (pf_manager/service.c, pf_svc_handle(),
  * what a VF's service thread runs) and the RM wire messages it carries (rm_dispatch()),
  * run against a real RM with a real vgpu-gsp: the RM unit tests' fixture (a 64 MiB GPU with

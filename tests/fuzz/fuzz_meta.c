@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* fuzz_meta: vgpu-vm's <metadata> reader (vmm_glue/meta.c). The domain XML comes from
  * whoever may define a libvirt domain, and the qemu hook parses it as root. Checks: the
  * parser never faults or leaks, and metadata it accepts survives a round trip through

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* fuzz_mig: the slice migration stream decoder (mig/mig.h), which reads what another vgpud
  * sent or what `vgpuctl restore` was given. Byte 0: bit 0 set fixes each frame's CRC up
  * before decoding (so the checks after the checksum are reached), bit 1 set reads in

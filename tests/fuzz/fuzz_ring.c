@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* fuzz_ring: the SPSC ring as a host reads a guest's ring (common/ring.h). The input is the
  * shared memory itself: header, head/tail and slots all come from the hostile peer. The
  * checks: attach refuses a bad header, a consumer never reads outside the ring, a producer

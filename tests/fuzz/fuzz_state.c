@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* fuzz_state: vgpud's state loader (pf_manager/state.c, pf_state_load()): the slice
  * definition files and the allocation journal that a restarted daemon trusts. They are
  * root's files, but a crash mid-write, a full disk or a hand edit can leave anything there,

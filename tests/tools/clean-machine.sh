@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Clean-machine check: does a fresh minimal Debian 12 build, run and package this tree from
 # the README alone, and does the package work where nothing else was ever built?
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # TAP test of `make install` / `make uninstall` (PREFIX /usr/local, into a DESTDIR) and of
 # the installed programs where the install put them: in a private mount namespace the
 # DESTDIR's usr/local is bound over /usr/local and a group vgpu is added to a private

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # TAP test of the build's output: without V one line per target ("  CC      rel/<source>",
 # "  AR ...", "  LD ..."), with V=1 the commands themselves. Builds common's objects and
 # library into a private BUILD directory.

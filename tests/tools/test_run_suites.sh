@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # TAP self-test of tests/run-suites: a suite that prints no plan, more results than its plan,
 # fewer results than its plan or exits non-zero after "ok" lines must fail; several cmocka
 # groups in one program sum their plans; a SKIP is never a pass; --env reaches the programs

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # tests/vm/lib.sh - shell functions of the VM suites (bash), shared by the direct-QEMU tier
 # (tests/vm/qemu-*.sh) and the libvirt tier (tests/vm/libvirt-*.sh). Source it:
 #

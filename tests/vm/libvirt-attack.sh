@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # VM tier through libvirt, isolation: an attacker domain (vgpu-vf-test --attack over vfio)
 # next to a victim domain running the full suite, both launched by vgpu-vm, and an idle
 # slice. The attacker must get nothing but its own errors: its guest points pass, the

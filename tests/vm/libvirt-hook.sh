@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # VM tier through libvirt: the qemu hook (vmm_glue/hook/qemu-hook.in, installed into this
 # libvirtd as qemu.d/vgpu-test-<pid>) with plain `virsh create` of vgpu-vm's XML, so that
 # only the hook stands between libvirt and vgpud:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # tests/vm/libvirt-lib.sh - helpers of the libvirt tier (tests/vm/libvirt-*.sh), on top of
 # tests/vm/lib.sh. Source it instead of lib.sh:
 #

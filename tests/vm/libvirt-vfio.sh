@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # VM tier through libvirt: two q35 + intel-iommu domains at once, launched by vgpu-vm (real
 # libvirtd and virtlogd, no systemd), each with its own slice of a private vgpud and running
 # the full vgpu-vf-test over vfio-pci in the guest. Each VM's TAP points, its result line,

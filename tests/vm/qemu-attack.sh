@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # VM tier, direct QEMU, isolation: an attacker VM (vgpu-vf-test --attack over vfio) next to
 # a victim VM running the full suite, and a third slice nobody uses. The attacker rings
 # other peers' doorbells and vgpud's missing vectors through BAR0, reads/writes/maps past

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # VM tier, direct QEMU, the polling tier: a plain pc guest without a vIOMMU (no vfio there)
 # runs the full vgpu-vf-test over sysfs resource2 with --big buffers: rings through BAR0,
 # no interrupts, every wait polls; then one point that its managed-memory case ran there

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # VM tier, direct QEMU, vfio: two q35 + intel-iommu guests at once, each with its own slice of
 # a private vgpud, both driving their VF through vfio-pci with MSI-X interrupts:
 #   vfio        the full vgpu-vf-test with --big buffers, and one point that its

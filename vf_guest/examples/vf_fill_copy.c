@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* vf_fill_copy - the smallest complete libvgpu-vf program: attach to a VF, allocate VRAM,
  * map it into a GPU address space, fill one half on the GPU, copy it to the other half,
  * wait for the fence and check the result on the CPU.

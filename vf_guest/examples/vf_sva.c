@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* vf_sva - shared virtual addressing from a local guest (ABI 2.1): the GPU reads and writes
  * this process's ordinary malloc'd memory at the same addresses the CPU uses. Bind the
  * process, map the pages holding two malloc'd buffers at GPU VA == CPU VA, then one

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* vf_work - a guest doing real work on its slice, round after round: COPY, REDUCE_ADD_U32,
  * FILL and AXPY_F32 in one submission, every result checked against the CPU, one progress
  * line per round prefixed with the slice's label. `make demo` runs one per slice, all at

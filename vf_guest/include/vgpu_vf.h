@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* vgpu_vf.h - libvgpu-vf, the guest VF driver: what runs inside a tenant to use one vGPU slice.
  *
  * It attaches to a VF through a transport (a local process: the VF's endpoint socket, where it

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* vgpu_vf_managed.h - managed memory of libvgpu-vf: one allocation the CPU and the GPU
  * both use by address, its pages migrating to wherever they are used (CUDA's managed
  * memory, on hmm/).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* vgpu_vf_raw.h - the raw side of libvgpu-vf, for conformance and isolation suites and
  * diagnostics (vgpu-vf-test): the driver's RM context, RM calls with caller-chosen handles,
  * and the memory the driver lays its objects in (DMA memory, the doorbell page).

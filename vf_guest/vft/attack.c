@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The in-VM isolation attacks (vgpu-vf-test --attack), a table of cases like the suite.
  *
  * What an attacker inside a VM can reach: BAR0's doorbell register (any peer id, any

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The managed-memory case of the guest suite, usable wherever the suite runs (a local
  * process or inside a VM): a replayable channel copies between two halves of a managed
  * allocation the CPU filled; its faults are serviced by migrating the source into VRAM;

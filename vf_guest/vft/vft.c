@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The guest suite (vgpu-vf-test): a table of cases run against one attached VF.
  *
  * Each case says what it needs from the host (the RM wire protocol, usermode submission);

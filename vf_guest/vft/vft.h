@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* vft - the guest test runner behind vgpu-vf-test: the guest suite (a table of cases run
  * against one attached VF), the in-VM isolation attacks, and the managed-memory case. Its
  * own library beside libvgpu-vf (the tenant's driver, which holds no test code), so the

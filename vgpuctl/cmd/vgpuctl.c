@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* vgpuctl - admin CLI for vgpud. See doc/vgpuctl.8. */
 #include "vgpuctl/vgpuctl.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* vgpu-vm: libvirt VMs with vGPU slices (doc/vgpu-vm.1). */
 #include "vmm_glue/vmm_glue.h"
 

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # mkimage.sh - build the guest image of the VM tier: an uncompressed PVH kernel and a busybox
 # initramfs that runs vgpu-vf-test (see README in this folder for the conventions).
 #

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* rm/gsp/fw - the emulated GSP firmware: the program vgpu-gsp.
  *
  * The device owner's CPU-RM (module rm_gsp) starts it with the queue memfd and the GPU's

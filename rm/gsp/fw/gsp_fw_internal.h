@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* rm/gsp/fw internals shared by the firmware's RPC server (server.c) and its test hooks
  * (hooks.c, compiled to nothing without VGPU_TEST_HOOKS). */
 #ifndef VGPU_RM_GSP_FW_INTERNAL_H

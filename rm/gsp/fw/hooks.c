@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The firmware's test hooks: fault injection (INJECT), BLOB and the watchdog's test clock
  * (WD_TICK), the test-only RPCs of rm/gsp/gsp_test_rpc.h, so tests can make the real GSP
  * process hang, crawl, answer late, die mid-reply, corrupt a reply or flood events, and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # gsp_fw: the emulated GSP firmware, program vgpu-gsp; the only writer of the device's
 # privileged state. Speaks the queue protocol through rm_gsp's queue code.
 MODULES += gsp_fw

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The GSP's side: one thread per lane reads commands, reassembles continuation records,
  * runs the RPC against the privileged region and writes the reply; the main thread beats
  * the heartbeat and watches the device. RPCs dispatch through one table (srv_fns[]); the

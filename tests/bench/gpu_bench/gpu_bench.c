@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* gpu_bench - the emulated GPU's hot paths:
  *   1. doorbell-to-execution latency (t1 observe, t3 first method, t4 completion seen by
  *      the submitter, all from t0 = just before the token write), p50/p99, on an idle

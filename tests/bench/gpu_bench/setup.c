@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* gpu_bench device setup: see setup.h. */
 #include <stdio.h>
 #include <stdlib.h>

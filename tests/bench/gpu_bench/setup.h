@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* gpu_bench: a device with one slice per function, page tables built by the bench (acting
  * as guest) and channels whose GPFIFO, pushbuffer and USERD live in the function's VRAM. */
 #ifndef VGPU_GPU_BENCH_SETUP_H

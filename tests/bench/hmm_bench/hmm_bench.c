@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* hmm_bench - PERF-01..05 of doc/scenarios.md next to their baselines
  * measured in the same run: glibc memcpy (the copy ceiling) and the raw userfaultfd fault
  * mechanisms with no library around them.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* iommu_bench - translation cost on an IOTLB hit and on a miss (page walk), map/unmap
  * throughput in strict and lazy mode, and a 1 GiB streaming DMA through 4 KiB vs 2 MiB
  * mappings showing the IOTLB-miss wall. Baselines measured in the same run: a plain walk

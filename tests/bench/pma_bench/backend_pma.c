@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The pma behind the benchmark's backend interface, mapped as the brief says: 64 KiB and
  * 2 MiB pages, pinned, CONTIGUOUS for C2M / C32M; contiguous runs are freed with one
  * pma_free_range(), page lists with pma_free_pages(). Metadata is the heap growth since

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The mixed workload generator of doc/bench/pma_bench.md, workload (b): a nominal live set between 50 %
  * and 95 % of the device, driven by splitmix64, emitted as an op trace that every backend
  * replays. The generator assumes every allocation succeeds; replay skips the frees of

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* pma_bench: the allocator benchmark of doc/bench/pma_bench.md on 80 GiB, the pma
  * next to a naive first-fit flat bitmap run in the same process.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The naive baseline of doc/bench/pma_bench.md: one bit per frame, first fit from frame 0,
  * testing bits one at a time. Deliberately simple: it is the floor every real allocator
  * is compared with, so it must not grow clever (no word skips, no cursor, no counters). */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* A backend that does nothing: replaying the mixed trace through it measures what the
  * harness itself (op decode, indirect call, slot bookkeeping) costs per op, the floor
  * under every ops/s figure. Never verified: its "pages" are whatever the buffer held. */

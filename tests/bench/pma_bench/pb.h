@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* pb.h - internals of pma_bench: the allocator benchmark of
  * doc/bench/pma_bench.md (fill, mixed, fragmented on 80 GiB) run against the pma
  * and against a naive flat-bitmap baseline in the same process.

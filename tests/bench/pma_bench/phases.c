@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The three workloads of doc/bench/pma_bench.md against one backend.
  *
  * Every phase runs in two modes on a fresh allocator each time: throughput mode times whole

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Output of pma_bench: the human tables (pma next to the naive baseline, with the ratio)
  * and the single JSON object of --json. Both print the same figures. */
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Shadow bitmap: an independent record of what every backend handed out, so each
  * allocation can be checked (in range, aligned, contiguous when asked, never overlapping
  * live memory) and each free can be checked to release exactly what was allocated. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Latency arrays and their nearest-rank summaries. The arrays come out of one arena
  * allocated and pre-faulted before any timing, so the measured allocator is the only
  * thing that touches the heap while a phase runs. */

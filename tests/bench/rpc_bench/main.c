@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* rpc_bench - the RPC path of issue 5, measured against the real vgpu-gsp process:
  *   (a) round trip CPU-RM -> GSP -> reply for 0 B .. 256 KiB, spinning and blocking, with
  *       a bare two-thread SPSC ring ping-pong of 256 B in the same run as the floor;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* submit_bench - guest-side work submission through the whole stack: libvgpu-vf writes GP
  * entries, publishes GP_PUT and rings the usermode doorbell; the emulated GPU executes the
  * segment and releases the channel's semaphore; the fence wait sees it. Next to it, in the

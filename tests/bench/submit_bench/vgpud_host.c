@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* vgpud_host - submit_bench's whole-stack host: a real vgpud with one slice (vgpud_host.h),
  * started by the vf_guest tests' fixture (tests/unit/vf_guest/vgpud_fixture.h): a temporary
  * directory with run/ and state/, vgpud with a 2 GiB device and one enabled VF, vgpuctl

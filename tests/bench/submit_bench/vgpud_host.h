@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* vgpud_host - a real vgpud for submit_bench: the daemon (which starts vgpu-gsp itself) in a
  * private temporary runtime/state directory, one slice defined and started with vgpuctl, so
  * the bench's guest opens the VF through its endpoint socket with the local transport, as

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* tenant_bench scheduler shares (see shares.h). The device model runs in this process with
  * 63 VFs and one engine on the real clock, the same scheduler vgpud's device runs. Each busy
  * VF has one channel whose ring is kept at least half full of fixed-size work items (one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tenant_bench's scheduler shares: 8, 32 and 62 busy VFs on the device model's engine,
  * equal share and fixed share with unequal weights, each VF's share of the work completed
  * in 1 s windows against its target. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* tenant_bench - does one tenant slow another? A real vgpud with 63 slices of 2 GiB on a
  * 141 GiB device; the victim on the highest-numbered VF (63), flooders on the others, all
  * driven from one flooder process with one thread per 16 flooding VFs. For N = 1, 7, 31

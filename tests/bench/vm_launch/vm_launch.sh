@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # vm_launch - VM launch -> guest suite result, direct QEMU against libvirt, in one run.
 #
 #	tests/bench/vm_launch/vm_launch.sh [--runs N] [--args A,B,...] [--json]

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Bit helpers and bitmap ranges, checked against a one-bit-at-a-time reference. */
 #include <setjmp.h>
 #include <stdarg.h>

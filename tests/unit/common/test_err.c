@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Error codes: names and text for errno values and vgpu's own codes. */
 #include <setjmp.h>
 #include <stdarg.h>

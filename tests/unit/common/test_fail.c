@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The failure record: errno and message kept, NULL allowed, long messages cut. */
 #include <errno.h>
 #include <setjmp.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* cmn_mutex: owner tracking across waits and the lock-order validator. The validator is
  * switched on here in every build variant so the rel run checks it too. */
 #define CMN_LOCKDEP 1

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Logging levels and sinks; the monotonic clock and deadlines. */
 #include <errno.h>
 #include <setjmp.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Log records: stderr lines carry a UTC wall-clock ISO 8601 stamp with milliseconds and
  * stay one line when the message has newlines; a record sink gets the VF and slice UUID
  * as fields, given explicitly or from the thread's scope, never parsed from the text. */

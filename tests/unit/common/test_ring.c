@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* SPSC ring: geometry checks, FIFO order, full/empty, a hostile peer's counters, and a
  * two-thread stream that ThreadSanitizer also runs. */
 #include <pthread.h>

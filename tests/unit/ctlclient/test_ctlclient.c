@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* ctlclient against a scripted fake vgpud: negotiation, replies and events, error replies
  * as errnos, the reply limit, unreachable sockets; and the value formats. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Helpers for the gpu_model tests: a device with a slice per function, a bump allocator
  * over each slice, a page-table builder and channels whose GPFIFO, pushbuffer and USERD
  * live in the function's VRAM. The tests act as the GSP (gpu_priv_*) and as the guest. */

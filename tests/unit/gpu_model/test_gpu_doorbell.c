@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Doorbells: the misuse cases of fault scenario F12 (doc/scenarios.md) each dropped or
  * counted without harm, a doorbell to a non-resident channel never lost, and the
  * spin-then-sleep handshake with its eventfd kick. */

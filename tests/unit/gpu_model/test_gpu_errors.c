@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Channel errors: every malformed submission of the reference's case 14 and the other
  * error sources put only the offending channel in its error state, with the reason in
  * USERD and an interrupt; the function's other channel and another function keep going. */

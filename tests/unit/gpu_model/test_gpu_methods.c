@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Every pushbuffer method executed by the engines, checked against a CPU reference. */
 #include <poll.h>
 #include <unistd.h>

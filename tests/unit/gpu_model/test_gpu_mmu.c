@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* GMMU: walks for every page size, every fault reason, partition isolation, the TLB and
  * its invalidation, replayable faults; VRAM slices, scrub and a 141 GiB device. */
 #include <sys/mman.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Privileged state: the GSP's write API refuses bad input and changes nothing; the region
  * can be opened by fd as another process would, and the model's view follows it. */
 #include <sys/mman.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* A device reset's replay (GPU_CHAN_RESTORE): a channel freed by the wipe and allocated
  * again with the same geometry keeps its execution state, so work in flight runs exactly
  * once: a method stopped half-way finishes from where it stopped, methods already done in

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Scheduler: 2, 4 and 8 busy functions on one engine under each policy; every function's
  * share of engine time within 5 % (relative) of its target. Then the difference between
  * reserved (fixed share) and work-conserving (best effort) slices, and the preemption

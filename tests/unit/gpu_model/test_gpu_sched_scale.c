@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Scheduler at tenant scale, by counts: 8, 32 and 62 busy functions on one engine, equal
  * share and fixed share with unequal weights, each function's share of the work completed
  * (fixed-size items whose completion the engine writes as a semaphore) within 5 % of its

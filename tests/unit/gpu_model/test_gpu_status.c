@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The status region the GSP reads: channel errors, faults and GP progress land there (and
  * in a read-only mapping of its memfd, as another process sees it); gpu_chan_error() stops
  * a quiesced channel the way the device's own errors do and refuses everything else. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The system aperture: a channel living entirely in the guest's DMA memory (USERD by IOVA,
  * GPFIFO and pushbuffer mapped through SYS PTEs) reached through the function's IOMMU
  * domain; copies between system memory and VRAM; IOMMU faults confined to the channel. */

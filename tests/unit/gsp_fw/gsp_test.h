@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Shared setup for the gsp_fw tests: a small emulated GPU and a real vgpu-gsp process. */
 #ifndef VGPU_TESTS_GSP_FW_TEST_H
 #define VGPU_TESTS_GSP_FW_TEST_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Fault scenarios F1-F6, F8, F9 of doc/scenarios.md (F7 is in test_gsp_rpc) against the
  * real vgpu-gsp process, each with a fresh GSP and each ending in a working device whose
  * hardware state was replayed after any reset. */

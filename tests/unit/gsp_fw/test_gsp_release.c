@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The test-only RPCs exist only in test builds: the release vgpu-gsp (the program the
  * product ships) answers BLOB, INJECT and WD_TICK like any function it does not know,
  * and keeps working, while vgpu-gsp-test, the one the suites start, serves them. */

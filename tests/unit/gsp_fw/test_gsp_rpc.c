@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* RPC transport against the real vgpu-gsp: every queue split boundary in both directions,
  * argument checks, hardware RPCs landing in the privileged region, and concurrent callers
  * on one lane and across lanes. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* An in-process test device for the hmm unit tests, modelled on lib/test_hmm.c's dmirror:
  * a device page table (a hash of page -> hmm_range_fault word) filled by the mirror's
  * fault service, device READ/WRITE through it (one "fault round" per miss pass, counted

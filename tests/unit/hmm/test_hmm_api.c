@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The contract of each call: argument errors change nothing, hmm_range_fault's flags and
  * errors, sequence-number retry, notifier event and owner filtering, migrate_setup's
  * checks and the pool allocator. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Migration scenarios (doc/scenarios.md HMM-11..17, 23, 27, 29..36, 38, 39): managed regions
  * migrated to a test device's pool and back, by explicit calls, by CPU faults (every
  * backend and fault granule) and by eviction. Each case checks data, per-page placement,

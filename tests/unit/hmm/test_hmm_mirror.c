@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Mirroring scenarios (doc/scenarios.md HMM-01..10, 18, 20..22, 24..26, 37): a test device
  * reads and writes process memory through hmm_range_fault and its own page table (and
  * device-exclusive mappings), on the CPU-fault backends. Data and counters are checked in every case. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* UVM policies: the tree prefetch and the thrashing state machine as tables of cases,
  * then wired into a mirror (HMM-40 thrashing between the CPU and a device, HMM-41
  * prefetch of a streaming device read). Time is a fake clock the tests advance. */

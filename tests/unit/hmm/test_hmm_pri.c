@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Page requests served through hmm (hmm_pri_*): a device reading and writing this
  * process's memory through an SVA PASID of the IOMMU model gets pages that were never
  * touched, paged out, dropped from the page cache, or kept in device memory by a managed

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Races (also run under ThreadSanitizer): HMM-19 munmap during a device read, CPU
  * writes racing migrations to the device (the CPU wins, no write is lost), and several
  * threads faulting the same device-resident pages back at once. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* No stale data between owners of device memory: pages handed out by the pool read as
  * zeros whatever an earlier owner (or the memory's life before the pool) left there, and
  * a migration of never-touched pages puts zeros on the device, on every backend. Each

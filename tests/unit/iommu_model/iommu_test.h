@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Helpers shared by the iommu_model unit tests: a unit with memfd-backed memory objects. */
 #ifndef VGPU_TEST_IOMMU_H
 #define VGPU_TEST_IOMMU_H

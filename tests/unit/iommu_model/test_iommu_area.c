@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* IOVA space and tables: IOMMU-02 area semantics, IOMMU-03 IOVA allocation, IOMMU-04 all
  * alignments with memobj references, IOMMU-05 byte-granular DMA across pages, IOMMU-06 the
  * page-table loop over aperture widths and leaf sizes. */

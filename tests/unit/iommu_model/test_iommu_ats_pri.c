@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* ATS/ATC (IOMMU-09), PRI / IO page faults (IOMMU-10) and the per-function fault log. */
 #include <errno.h>
 #include <pthread.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* IOMMU-01: the command interface's contract - sizes (short EINVAL, longer with zero
  * tail accepted, non-zero tail E2BIG), unknown op ENOTTY, NULL EFAULT, id 0 / unknown
  * ENOENT, busy EBUSY - and that requests do what the C API does. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Dirty tracking (IOMMU-11), nesting with stage-2 bounds (IOMMU-12), PASID attach /
  * replace / detach (IOMMU-13) and SVA domains. */
 #include <errno.h>

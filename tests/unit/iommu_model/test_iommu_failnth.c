@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* IOMMU-14: fail-nth. Each scenario runs with its 1st, 2nd, ... allocation failing until
  * it needs fewer allocations than that; every failure must be clean: the error is
  * -ENOMEM, a failed map leaves nothing mapped, and once the scenario has undone what it

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* IOTLB: counters, invalidation by page / range / domain / global, strict and lazy
  * unmap (IOMMU-07), a randomised map/unmap/DMA run against a shadow map that proves no
  * stale translation is used (IOMMU-07), and batched stage-1 invalidation (IOMMU-08). */

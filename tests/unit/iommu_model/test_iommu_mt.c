@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Thread-safe translation (also run under ThreadSanitizer): device threads translate and
  * DMA while the host maps and unmaps. After an unmap completes (strict) or its flush
  * queue drained (lazy), the host poisons the page it unmapped; a device read that ever

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* SVA domains follow a process, not its pid number: a domain bound to a child reaches the
  * child's memory while it lives; once it has exited every access is an SVA_GONE fault,
  * and a new process that gets the same pid (forced with ns_last_pid when this runs as root)

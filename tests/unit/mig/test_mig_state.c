@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The migration state machine: every legal and illegal single arc, the paths a source and
  * a destination take, cancel from PRE_COPY, ERROR and reset. */
 #include <errno.h>

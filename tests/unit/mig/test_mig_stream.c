@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The migration stream codec: round trip, truncation at and inside every frame, every
  * single flipped byte, version mismatch, oversized and out-of-range fields. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* LD_PRELOAD shim that loses what was not fsynced, as a power cut would. For every file
  * written under $VGPU_LOSTWRITES_DIR it keeps the contents as of the last fsync (a file
  * created since: empty); when the process ends through _exit (a vgpud crash point) it puts

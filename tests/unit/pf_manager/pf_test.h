@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Helpers for the vgpud integration tests: a real daemon in a temporary runtime/state dir
  * (killed and removed even when a test fails), vgpuctl runs with captured output, a raw
  * control-socket client, and an ivshmem-protocol endpoint client that plays the guest. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* vgpud's VF endpoint as an ivshmem server, checked with our own client and no VM: the
  * greeting's messages in order with their fds (version 0, own id, -1 + the BAR2 fd, the
  * peer-0 eventfds, the own eventfds, nothing else), the BAR's size, each to-host eventfd

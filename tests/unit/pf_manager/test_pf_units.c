@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* pf_manager unit tests: size and UUID parsing, fair-share provisioning, configuration. */
 #include <errno.h>
 #include <stdint.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* vgpuctl as a new user and an mdevctl user meet it, against a real vgpud: types says
  * what the auto type's counts are (never "Channels: 0") and how many more instances of
  * each type can start; help VERB; list --dumpjson in mdevctl's shape, and define

@@ -1,6 +1,8 @@
+// SPDX-License-Identifier: MIT
 /* vgpud + vgpuctl integration: every verb, idempotence, dry-run, permissions, bad input
  * and state files, against a real daemon in a temporary runtime/state dir. */
 #include "pf_test.h"
+#include "common/version.h"
 
 #define U1 "11111111-1111-4111-8111-111111111111"
 #define U2 "22222222-2222-4222-8222-222222222222"
@@ -442,8 +444,10 @@ static void test_protocol_edges(void **state)
 	rep = t_reply(cl);
 	assert_string_equal(t_err_class(rep), "GenericError");
 	json_object_put(rep);
-	rep = t_exec(cl, "query-version", NULL);	/* still in sync */
+	rep = t_exec(cl, "query-version", NULL);	/* still in sync, the package's version */
 	assert_non_null(t_ret(rep));
+	assert_string_equal(json_object_get_string(json_object_object_get(t_ret(rep), "package")),
+			    "vgpud " VGPU_VERSION);
 	json_object_put(rep);
 	/* ids are echoed */
 	t_send_raw(cl, "{\"execute\":\"query-version\",\"id\":\"abc\"}\n", 40);

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* vgpud's control-socket fairness: idle connections of an unprivileged user cannot lock root
  * out (slots kept for root and the admin group, a per-uid cap), a refused connection gets a
  * QMP GenericError "too many clients" that vgpuctl reports as such, and a connection that

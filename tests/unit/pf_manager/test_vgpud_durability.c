@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Crash consistency of vgpud's state directory: every verb is killed at each of its
  * durability points in turn (VGPU_CRASH_AT=N), the daemon restarted, and the state checked:
  * what was acknowledged is there, nothing is half applied (no definition file a verb did

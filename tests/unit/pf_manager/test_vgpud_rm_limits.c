@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* vgpud's per-VF RM limits: derived from the slice type, set per slice with vgpuctl, shown
  * provisioned; a guest at its limit gets VGPU_EQUOTA through the mailbox and nothing else
  * changes; a gone guest's objects are freed in batches while the other VF is served. */

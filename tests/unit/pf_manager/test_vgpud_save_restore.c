@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* vgpuctl save / restore against real vgpuds: a pattern written into a slice's VRAM and DMA
  * memory through its BAR object is saved to a file, the slice is stopped and undefined,
  * and a second vgpud restores it with the same bytes, the holes still holes (SEEK_DATA),

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Scheduling settings through vgpud and vgpuctl: slice lengths in microseconds (the
  * millisecond flags and attributes are the same setting in whole ms), vgpud's device slice
  * from its flag, and out-of-range values refused with their range named and nothing

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* vgpud's service plane, by counts: each VF's mailbox has its own service thread, so a VF
  * whose RM call is stuck in the GSP holds up nobody else, and a VF flooding malformed
  * requests and doorbells gets its errors while only its own counters move; the CPU

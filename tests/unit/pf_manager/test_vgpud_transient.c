@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Transient slices (mdevctl's transient devices) against a real vgpud: `vgpuctl start -p
  * PARENT -t TYPE [-u UUID]` creates and starts a slice that has no definition file; it runs
  * and lists like any slice with a "transient" marker, comes back running and still
@@ -101,6 +102,11 @@ static void test_start_list_stop(void **state)
 	/* The text list marks it where a defined slice shows its start mode. */
 	assert_int_equal(T_CTL(d, "list"), 0);
 	assert_non_null(strstr(t_out.out, U1 " " PARENT " vgpu-512M transient running vf1"));
+	/* status counts it as transient, not as defined */
+	assert_int_equal(T_CTL(d, "define", "-t", "vgpu-512M", "-u", U2), 0);
+	assert_int_equal(T_CTL(d, "status"), 0);
+	assert_non_null(strstr(t_out.out, "Slices: 1 defined, 1 transient\n"));
+	assert_int_equal(T_CTL(d, "undefine", "-u", U2), 0);
 
 	assert_int_equal(T_CTL(d, "stop", "-u", U1), 0);
 	assert_null(slice_get(d, U1));

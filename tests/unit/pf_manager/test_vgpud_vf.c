@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* vgpud VF plane: guests attach through the ivshmem-protocol endpoint and make calls
  * through the mailbox; VF reset isolation; kill -9 and restart with VRAM contents; 63 VFs
  * created and destroyed in a loop with the allocator back where it started. */

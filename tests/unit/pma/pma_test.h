@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Helpers shared by the pma unit tests: building instances, a brute-force view of every
  * frame read back through pma_query(), statistics recomputed from that view, snapshots
  * for "a rejected call changed nothing", and a placement-independent oracle that says

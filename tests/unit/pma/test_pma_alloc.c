@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* pma: allocation options and errors, regions, fixed allocations, pin/unpin, free, and
  * statistics checked against a brute-force recount from pma_query() after every call. */
 #include "pma_test.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* pma: the drm_buddy / gpu_buddy KUnit scenarios re-expressed for 64 KiB frames. A buddy
  * "order o block" becomes a contiguous run of 2^o frames aligned to its size
  * (PMA_FORCE_ALIGNMENT); where the buddy test relies on the buddy's own placement, the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* pma: child allocators over a slice of a parent (a VF's VRAM), and export / import of
  * the allocated ranges: exact round trips, and all-or-nothing imports. */
 #include "pma_test.h"

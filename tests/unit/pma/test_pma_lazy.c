@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The lazily flushed extent tree and the fast paths.
  *
  * The extent tree is only brought up to date when something reads it, and the largest-free

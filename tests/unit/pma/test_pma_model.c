@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* pma: randomized model-based test. Random operations (alloc with random flags, sizes,
  * ranges and alignments; fixed alloc; free by pages and by range; pin; unpin; blacklist;
  * scrub completion; malformed requests) run against the allocator and against a plain

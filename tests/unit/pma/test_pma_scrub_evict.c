@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* pma: scrub-on-free (with a scrubber the test controls, and the default one over a backing
  * buffer), IS_ZERO / NO_ZERO / SKIP_SCRUB, eviction callbacks with retries and unregister,
  * and the static and dynamic blacklist. */

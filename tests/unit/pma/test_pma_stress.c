@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* pma: multi-threaded stress. Four threads allocate, free, pin and unpin at once (each
  * only its own memory, so every result is predictable), a fifth reads the lock-free
  * statistics and runs pma_check() meanwhile. A shared per-frame owner table catches any

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Shared setup for the rm tests: a 64 MiB GPU with 3 VFs, its PMA, an IOMMU with a domain
  * and 4 MiB of DMA memory per VF, an RM with a real vgpu-gsp, VF 1 and 2 partitioned. */
 #ifndef VGPU_TESTS_RM_TEST_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The guest-facing dispatcher (every field of a wire message validated, nothing changed on
  * bad input) and device reset through the RM: a GSP crash or hang ends with the partitions
  * and channels replayed from the RM's records, every function notified, and the object

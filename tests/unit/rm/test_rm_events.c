@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Device events through the real vgpu-gsp: the GSP reads the device's status region and
  * posts channel errors, faults and watchdog records; the RM checks them, recovers a hung
  * channel and calls the owner's event callback. Each case: a fresh device, RM and GSP. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Concurrency: client threads on two VFs allocate, control (some through the GSP), dup and
  * free while the main thread resets one VF and crashes the GSP. Every call either works or
  * gives the error its situation names; afterwards both VFs are usable and hold nothing. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The device ops: the RM reaches the device only through struct rm_device_ops. A counting
  * wrapper over rm_hw_ops checks which op each RM call makes, with which arguments, and
  * that a table missing any op is refused. Runs against the real vgpu-gsp. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Per-function client and object quotas, and VF teardown in bounded batches: a function at
  * its limit gets -VGPU_EQUOTA and nothing changes, its neighbour is unaffected, and another
  * VF's calls run between the batches of a large teardown (counted through the teardown

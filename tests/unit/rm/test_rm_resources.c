@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Resource server: lifecycle of every class, dependency-ordered free, sharing and access
  * rights, cross-VF handles, handle exhaustion without aliasing, quotas, VF reset / guest
  * gone by handle range, and the lock-order validator. Runs against the real vgpu-gsp. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Per-function credits into the GSP queues, by counts: a function that floods from many
  * threads never has more RPCs in flight than its credits (the client counts in-flight RPCs
  * per function and keeps the maximum), the surplus waits (credit_waits), and another

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The message-queue code both ends of the GSP share, on its own (rm_gsp links no device
  * model and needs no GSP for this): layout limits, and what a reader makes of every kind of
  * message a writer can leave — whole, wrapped around the ring, half published, damaged,

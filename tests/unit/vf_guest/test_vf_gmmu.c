@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Page tables written by the guest driver (vf_guest/gmmu.c), checked by an independent walker
  * written here from the format in vgpu/gmmu.h: what the device would translate, not what the
  * driver's software tree believes. */

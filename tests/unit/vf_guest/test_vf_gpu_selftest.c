@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The guest suite (vft: every case vgpu-vf-test runs, GPU cases included: address spaces,
  * channels, COPY/FILL/compute against a CPU reference, semaphores, 64 channels, isolation
  * attacks, managed memory) in this process against a real vgpud with one slice, so the

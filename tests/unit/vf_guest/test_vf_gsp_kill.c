@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Exactly-once work across GSP crashes: a real vgpud with one slice, a local guest with four
  * busy channels whose every submission is non-idempotent (AXPY y += a*x; REDUCE_ADD then a
  * FILL of its own input; COPY then a FILL of its own source; SEM_ACQUIRE == i then

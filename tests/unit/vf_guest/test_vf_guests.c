@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Four local guests at once: starts a real vgpud (../../bin/vgpud next to this binary) in a
  * temporary runtime/state dir, defines and starts 4 slices with vgpuctl, runs vgpu-vf-test on
  * each VF's endpoint in parallel, and reports one TAP point per guest plus their sum. Then

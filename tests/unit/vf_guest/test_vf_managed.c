@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Managed memory of the VF driver against a real vgpud (../../bin/vgpud next to this
  * binary, in a private runtime/state dir, one 512 MiB slice with 32 MiB of DMA memory):
  * the HMM scenarios that apply to managed VF memory. Each case opens the VF, checks the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The pushbuffer builder against the method encoding of vgpu/gpfifo.h, and the driver's DMA
  * page allocator (alignment, exhaustion, reuse of freed memory). */
 #include <errno.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The in-VM device discovery and the sysfs (polling) transport, without a VM: a fake
  * /sys/bus/pci/devices tree in a temp dir, whose resource2 files are regular files holding a
  * BAR2 image with or without our magic (the sysfs tier maps resource2 the same way either

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Shared virtual addressing for a local guest (ABI 2.1, vgpu/sva.h) against a real vgpud
  * (../../bin/vgpud next to this binary, a private runtime/state dir, one 512 MiB slice): the
  * GPU's COPY/FILL work reads and writes this process's ordinary malloc/mmap memory through

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* SVA follows the bound PROCESS, never its pid number, against a real vgpud: a process binds
  * its address space, forks a child that keeps its VF, and exits; a victim then gets the
  * exited process's pid (forced with ns_last_pid). The child's GPU work reaches nothing of

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The driver's attach path against a scripted endpoint written here from vgpu/vf_bar.h: the
  * ivshmem messages, the BAR2 header checks, the mailbox (sequence matching, host status
  * passed up unchanged, bounded wait) and reset recovery. Each row of the table is one host

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* vgpu_va_map() refuses bad ranges through the public guest API, against a real vgpud (one
  * 512 MiB slice): a zero size, a range past the GPU VA space or wrapping around it, bad
  * alignment, an unknown page size or flag, and any range that is not inside the memory

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* vgpud_fixture - a real vgpud for a test or a bench, the one way the vf_guest tests and
  * submit_bench start it: a temporary directory <prefix>-XXXXXX with run/ and state/, vgpud
  * from this program's ../../bin (VGPU_TEST_BINDIR overrides, e.g. a TSan test with rel

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* vgpuctl's VRAM-map SVG: rendered by rsvg-convert (librsvg) to a PNG of the declared
  * size; no two text labels overlap (boxes from each <text>'s position, anchor, font size
  * and length in the monospace font's 0.6 em advance); a label drawn in the bar stays inside

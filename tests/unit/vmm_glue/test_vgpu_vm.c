@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The vgpu-vm tool against a real vgpud (started in a private dir by pf_test.h): every bad
  * argument or unusable slice gives a clear message and its exit code and changes nothing
  * (vgpud's slice list is compared before and after); dry-run and xml; and the libvirt hook

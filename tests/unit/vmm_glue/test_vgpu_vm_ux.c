@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* vgpu-vm as a user reads it, against a real vgpud and libvirt's test driver loaded from
  * a node file: list shows the domain's state, the slice's VF and the slice's own state in
  * separate columns (a shut-off domain whose slice has a guest says "shut off" and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* vmm_glue's domain XML: golden output of every form, the checks of what goes in, schema
  * validation (virt-xml-validate accepts ours and rejects a broken one), the metadata round
  * trip (through our parser and through libvirt's test driver), and libvirt's QEMU command

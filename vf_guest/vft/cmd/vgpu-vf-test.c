@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* vgpu-vf-test - the guest suite: proves that a vGPU slice works, from inside the tenant.
  *
  *   vgpu-vf-test --socket <runtime>/vf<N>.sock [--only NAME] [--list] [--big] [--reset-wait S]

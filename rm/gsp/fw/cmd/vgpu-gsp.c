@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* vgpu-gsp: the emulated GSP firmware as its own process. Started by the device owner
  * (gsp_start()) with the queue memfd and the privileged-state memfd inherited:
  *   vgpu-gsp --queues FD [--priv FD] [--kick FD] [--status FD] [--fdsock FD] [--ppid PID]
