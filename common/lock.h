@@ -37,6 +37,8 @@ void cmn_lockdep_acquire_try(struct cmn_lock_class *cls);
 void cmn_lockdep_release(struct cmn_lock_class *cls);
 /* Route order violations to @fn (tests); NULL restores the default: log and abort. */
 void cmn_lockdep_set_handler(void (*fn)(const char *what));
+/* Report an order violation @what (also other validators' such as rm's ranks). */
+void cmn_lockdep_report(const char *what);
 
 /* Initialise @mx as a member of @cls. */
 static inline void cmn_mutex_init_class(struct cmn_mutex *mx, struct cmn_lock_class *cls)

@@ -31,7 +31,7 @@ void cmn_lockdep_set_handler(void (*fn)(const char *what))
 	atomic_store(&lockdep_handler, fn);
 }
 
-static void lockdep_report(const char *what)
+void cmn_lockdep_report(const char *what)
 {
 	void (*h)(const char *) = atomic_load(&lockdep_handler);
 
@@ -92,7 +92,7 @@ void cmn_lockdep_acquire(struct cmn_lock_class *cls)
 		if (lockdep_test(id, h)) {
 			snprintf(what, sizeof(what), "lock order inversion: %s taken while %s is held, "
 				 "the opposite order was seen before", lockdep_name(id), lockdep_name(h));
-			lockdep_report(what);
+			cmn_lockdep_report(what);
 		}
 		lockdep_learn(h, id);
 	}

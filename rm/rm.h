@@ -14,7 +14,7 @@
  * that function's clients: another function's handle gives -VGPU_EFOREIGN.
  *
  * Locking (checked by a lock-order validator; a violation is reported and aborts unless
- * rm_lockdep_set_handler() installed a handler): API lock (read for calls on one client,
+ * cmn_lockdep_set_handler() installed a handler): API lock (read for calls on one client,
  * write for partition changes and VF disable) -> client locks in ascending handle order ->
  * device lock. No API or device lock is held while waiting for the GSP. Client lookup is
  * lock-free (RCU hash table). Every call is thread-safe.
@@ -233,8 +233,6 @@ int rm_dispatch(struct rm *rm, unsigned int fn, const void *req, size_t len, voi
 struct pma *rm_vf_pma(struct rm *rm, unsigned int fn);
 /* Clients plus objects @fn holds now (the leak check). */
 uint64_t rm_object_count(struct rm *rm, unsigned int fn);
-/* Install @fn to be called on a lock-order violation instead of aborting (NULL: abort). */
-void rm_lockdep_set_handler(void (*fn)(const char *what));
 /* Lock ranks, for tests of the validator. */
 enum rm_lock_rank { RM_RANK_API = 1, RM_RANK_CLIENT = 2, RM_RANK_DEVICE = 3, RM_RANK_ACCT = 4 };
 /* Record taking / dropping a lock of @rank (@key orders locks of one rank). */

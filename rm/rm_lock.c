@@ -17,34 +17,15 @@
 
 static __thread struct { enum rm_lock_rank rank; uint32_t key; } held[RM_LOCKDEP_DEPTH];
 static __thread unsigned int nr_held;
-static void (*_Atomic lockdep_handler)(const char *what);
-
-void rm_lockdep_set_handler(void (*fn)(const char *what))
-{
-	atomic_store(&lockdep_handler, fn);
-}
-
-static void lockdep_report(const char *what)
-{
-	void (*h)(const char *) = atomic_load(&lockdep_handler);
-
-	if (h) {
-		h(what);
-		return;
-	}
-	cmn_err("rm: lock order violation: %s", what);
-	abort();
-}
-
 void rm_lockdep_acquire(enum rm_lock_rank rank, uint32_t key)
 {
 	for (unsigned int i = 0; i < nr_held; i++) {
 		if (held[i].rank > rank)
-			lockdep_report(rank == RM_RANK_API ? "API lock after a client or device lock" :
+			cmn_lockdep_report(rank == RM_RANK_API ? "API lock after a client or device lock" :
 				       rank == RM_RANK_CLIENT ? "client lock after the device lock" :
 				       "device lock after an accounting lock");
 		else if (held[i].rank == rank && (rank != RM_RANK_CLIENT || held[i].key >= key))
-			lockdep_report(rank == RM_RANK_CLIENT ? "client locks out of handle order" :
+			cmn_lockdep_report(rank == RM_RANK_CLIENT ? "client locks out of handle order" :
 				       "lock taken twice");
 	}
 	if (nr_held < RM_LOCKDEP_DEPTH) {
@@ -66,7 +47,7 @@ void rm_lockdep_release(enum rm_lock_rank rank, uint32_t key)
 			return;
 		}
 	}
-	lockdep_report("release of a lock not held");
+	cmn_lockdep_report("release of a lock not held");
 }
 
 /* ---- RCU: every thread that enters the RM becomes a reader once ---- */
@@ -184,12 +165,12 @@ void rm_client_assert_held(struct rm_client *c)
 {
 	cmn_mutex_assert_held(&c->lock);
 	if (!lockdep_holds(RM_RANK_CLIENT, c->handle))
-		lockdep_report("client lock held but not taken through rm_client_lock()");
+		cmn_lockdep_report("client lock held but not taken through rm_client_lock()");
 }
 
 void rm_dev_assert_held(struct rm *rm)
 {
 	cmn_mutex_assert_held(&rm->dev_lock);
 	if (!lockdep_holds(RM_RANK_DEVICE, 0))
-		lockdep_report("device lock held but not taken through rm_dev_lock()");
+		cmn_lockdep_report("device lock held but not taken through rm_dev_lock()");
 }

@@ -1198,19 +1198,29 @@ static int gsp_lanes_init(struct gsp *g)
 	return 0;
 }
 
-int gsp_start(const struct gsp_config *cfg, struct gsp **out)
+/* A client with no queue, no socket and its locks ready, or NULL. */
+static struct gsp *gsp_new(void)
 {
 	struct gsp *g = calloc(1, sizeof(*g));
-	int ret;
 
 	if (!g)
-		return -ENOMEM;
+		return NULL;
 	g->qfd = -1;
 	g->sock = -1;
 	cmn_mutex_init(&g->sock_lock);
 	cmn_mutex_init(&g->reset_lock);
 	cmn_mutex_init(&g->fair_lock);
 	cmn_mutex_init(&g->evt_lock);
+	return g;
+}
+
+int gsp_start(const struct gsp_config *cfg, struct gsp **out)
+{
+	struct gsp *g = gsp_new();
+	int ret;
+
+	if (!g)
+		return -ENOMEM;
 	ret = gsp_cfg_check(g, cfg);
 	if (ret)
 		goto fail;
@@ -1251,17 +1261,11 @@ fail:
 int gsp_start_detached(const struct gsp_config *cfg, struct gsp **out)
 {
 	struct gsp_config c = *cfg;
-	struct gsp *g = calloc(1, sizeof(*g));
+	struct gsp *g = gsp_new();
 	int ret;
 
 	if (!g)
 		return -ENOMEM;
-	g->qfd = -1;
-	g->sock = -1;
-	cmn_mutex_init(&g->sock_lock);
-	cmn_mutex_init(&g->reset_lock);
-	cmn_mutex_init(&g->fair_lock);
-	cmn_mutex_init(&g->evt_lock);
 	c.path = "";		/* no program is started */
 	c.no_fair = true;	/* no watchdog thread restores a caller's nice */
 	ret = gsp_cfg_check(g, &c);

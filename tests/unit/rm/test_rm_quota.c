@@ -14,6 +14,7 @@
 
 #include "common/compiler.h"
 #include "common/err.h"
+#include "common/lock.h"
 #include "rm_test.h"
 
 #define T_BATCH		4
@@ -188,9 +189,9 @@ static void test_teardown_batches(void **state)
 	assert_int_equal(rm_client_alloc(fx.rm, 2, &blog.fn2_client), 0);
 	assert_int_equal(rm_alloc(fx.rm, 2, blog.fn2_client, blog.fn2_client, &blog.fn2_device,
 				  VGPU_RM_CLASS_DEVICE, NULL, 0), 0);
-	rm_lockdep_set_handler(on_violation);
+	cmn_lockdep_set_handler(on_violation);
 	assert_int_equal(rm_vf_reset(fx.rm, 1), 0);
-	rm_lockdep_set_handler(NULL);
+	cmn_lockdep_set_handler(NULL);
 	assert_string_equal(lockdep_msg, "");
 	assert_int_equal(rm_object_count(fx.rm, 1), 0);
 	/* objects (not clients) bound each batch: at least this many boundaries */

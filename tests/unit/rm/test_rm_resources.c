@@ -18,6 +18,7 @@
 
 #include "common/compiler.h"
 #include "common/err.h"
+#include "common/lock.h"
 #include "common/log.h"
 #include "rm/gsp/gsp_test_rpc.h"
 #include "rm_test.h"
@@ -625,12 +626,12 @@ static void test_lock_order(void **state)
 	const struct order_case *c = *state;
 
 	lockdep_msg[0] = '\0';
-	rm_lockdep_set_handler(on_violation);
+	cmn_lockdep_set_handler(on_violation);
 	rm_lockdep_acquire(c->first, c->k1);
 	rm_lockdep_acquire(c->second, c->k2);
 	rm_lockdep_release(c->second, c->k2);
 	rm_lockdep_release(c->first, c->k1);
-	rm_lockdep_set_handler(NULL);
+	cmn_lockdep_set_handler(NULL);
 	assert_int_equal(lockdep_msg[0] != '\0', c->bad);
 }
 
@@ -641,7 +642,7 @@ static void test_lock_order_real(void **state)
 
 	(void)state;
 	lockdep_msg[0] = '\0';
-	rm_lockdep_set_handler(on_violation);
+	cmn_lockdep_set_handler(on_violation);
 	assert_int_equal(rm_t_client(fx.rm, 1, &a, &ad, &as), 0);
 	assert_int_equal(rm_t_client(fx.rm, 1, &b, &bd, &bs), 0);
 	assert_int_equal(rm_t_vidmem(fx.rm, 1, b, bd, 1 << 20, &m), 0);
@@ -649,7 +650,7 @@ static void test_lock_order_real(void **state)
 	assert_int_equal(rm_dup(fx.rm, 1, a, ad, &d, b, m), 0);	/* higher src handle */
 	assert_int_equal(rm_client_free(fx.rm, 1, b), 0);
 	assert_int_equal(rm_client_free(fx.rm, 1, a), 0);
-	rm_lockdep_set_handler(NULL);
+	cmn_lockdep_set_handler(NULL);
 	assert_string_equal(lockdep_msg, "");
 }
 
