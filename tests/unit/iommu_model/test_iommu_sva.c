@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 
 #include "tests/unit/iommu_model/iommu_test.h"
+#include "tests/unit/t_proc.h"
 
 #define RID	5
 #define PASID	3
@@ -58,22 +59,6 @@ static int child_finish(pid_t pid, int go[2])
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-/* Make the next fork in this pid namespace get @pid (root only): 0, or -errno. */
-static int next_pid_is(pid_t pid)
-{
-	char s[32];
-	int fd = open("/proc/sys/kernel/ns_last_pid", O_WRONLY | O_CLOEXEC);
-	int n = snprintf(s, sizeof(s), "%d", (int)pid - 1);
-	int ret = 0;
-
-	if (fd < 0)
-		return -errno;
-	if (write(fd, s, (size_t)n) != n)
-		ret = -errno;
-	close(fd);
-	return ret;
-}
-
 /* A child holding @b at @buf with pid @want, when ns_last_pid allows (a few tries: another
  * process may fork in between); -1 (the reason printed) when it cannot be had. */
 static pid_t child_at_pid(pid_t want, uint8_t *buf, uint8_t b, int go[2])
@@ -81,7 +66,7 @@ static pid_t child_at_pid(pid_t want, uint8_t *buf, uint8_t b, int go[2])
 	int ready[2];
 
 	for (int i = 0; i < 20; i++) {
-		int ret = next_pid_is(want);
+		int ret = t_next_pid_is(want);
 		pid_t pid;
 
 		if (ret) {

@@ -30,6 +30,7 @@
 #include "vf_guest/include/vgpu_vf.h"
 #include <vgpu/gpfifo.h>
 #include "tests/unit/vf_guest/vgpud_fixture.h"
+#include "tests/unit/t_proc.h"
 
 #define UUID		"7e570000-0000-4000-8000-00000000aa05"
 #define M2		(2ull << 20)
@@ -162,22 +163,6 @@ static void bound_process(uint8_t *mem, int out, int go, int res)
 	_exit(write(out, &k, sizeof(k)) == sizeof(k) ? 0 : 6);
 }
 
-/* The next fork in this pid namespace gets @pid: 0 or -errno. */
-static int next_pid_is(pid_t pid)
-{
-	char s[32];
-	int fd = open("/proc/sys/kernel/ns_last_pid", O_WRONLY | O_CLOEXEC);
-	int n = snprintf(s, sizeof(s), "%d", (int)pid - 1);
-	int ret = 0;
-
-	if (fd < 0)
-		return -errno;
-	if (write(fd, s, (size_t)n) != n)
-		ret = -errno;
-	close(fd);
-	return ret;
-}
-
 /* The victim at pid @want: fills @mem with its secret 0x5e, says so on @ready, and on @go
  * exits 0 if the secret is intact, 1 if not. Its pid, or -1 after 20 tries. */
 static pid_t victim_at(pid_t want, uint8_t *mem, int go[2])
@@ -187,7 +172,7 @@ static pid_t victim_at(pid_t want, uint8_t *mem, int go[2])
 		pid_t v;
 		char c;
 
-		assert_int_equal(next_pid_is(want), 0);
+		assert_int_equal(t_next_pid_is(want), 0);
 		assert_int_equal(pipe(go), 0);
 		assert_int_equal(pipe(ready), 0);
 		v = fork();
@@ -231,7 +216,7 @@ static void test_pid_reuse(void **state)
 		skip();
 	}
 	vfx_skip_if_down();
-	ret = next_pid_is(2);
+	ret = t_next_pid_is(2);
 	if (ret) {
 		print_message("skip: cannot write ns_last_pid: %s\n", strerror(-ret));
 		skip();
