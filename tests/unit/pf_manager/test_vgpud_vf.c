@@ -564,11 +564,10 @@ static void test_qemu_attach(void **state)
 	for (i = 0; i < 300 && !attached(d, U1); i++)
 		usleep(20000);
 	assert_true(attached(d, U1));
-	usleep(300000);
-	assert_int_equal(waitpid(q1, &st, WNOHANG), 0);	/* realize went through */
 	q2 = qemu_start(path);
 	assert_int_equal(waitpid(q2, &st, 0), q2);		/* the second VM gives up */
 	assert_true(WIFEXITED(st) && WEXITSTATUS(st) != 0);
+	assert_int_equal(waitpid(q1, &st, WNOHANG), 0);	/* the first still runs */
 	kill(q1, SIGTERM);
 	waitpid(q1, &st, 0);
 	for (i = 0; i < 300 && attached(d, U1); i++)
