@@ -249,7 +249,7 @@ static void m_illegal(struct chan *c)
 static void test_chan_error(void **state)
 {
 	struct guest g, g2;
-	struct chan bad, good, other;
+	struct chan bad, good, other, mark1, mark2;
 	struct rm_event e;
 
 	(void)state;
@@ -272,7 +272,16 @@ static void test_chan_error(void **state)
 	m_release(&other, 0x30080, 2);
 	chan_submit(&g2, &other);
 	assert_int_equal(chan_wait_get(&other, 1), 0);
-	cmn_sleep_ns(20 * VGPU_NSEC_PER_MSEC);		/* several GSP polls */
+	/* a function's events arrive in order: once a later error of each function is in,
+	 * none is pending for the channels that ran before */
+	chan_up(&g, &mark1, 2, g.hv);
+	chan_up(&g2, &mark2, 1, g2.hv);
+	m_illegal(&mark1);
+	m_illegal(&mark2);
+	chan_submit(&g, &mark1);
+	chan_submit(&g2, &mark2);
+	assert_int_equal(rec_wait(RM_EVENT_CHAN_ERROR, 1, mark1.chid, &e), 0);
+	assert_int_equal(rec_wait(RM_EVENT_CHAN_ERROR, 2, mark2.chid, &e), 0);
 	assert_int_equal(rec_find(RM_EVENT_CHAN_ERROR, 1, good.chid, NULL, NULL), 0);
 	assert_int_equal(rec_find(RM_EVENT_CHAN_ERROR, 2, other.chid, NULL, NULL), 0);
 	assert_int_equal(rec_find(RM_EVENT_CHAN_ERROR, 1, bad.chid, NULL, NULL), 1);
