@@ -42,10 +42,13 @@ enum vgpu_rpc_inject_mode {
 	VGPU_INJ_LATE = 3,		/* hold the next reply of @lane for @arg ns */
 	VGPU_INJ_CRASH_MID_REPLY = 4,	/* next reply of @lane: publish half its elements, exit */
 	VGPU_INJ_CORRUPT = 5,		/* next reply of @lane: @arg = enum vgpu_rpc_corrupt */
-	VGPU_INJ_STALL = 6,		/* @lane stops reading commands for @arg ns (queue full) */
+	VGPU_INJ_STALL = 6,		/* @lane stops reading commands for @arg ns (queue full);
+					 * VGPU_INJ_UNTIL_CLEAR: until VGPU_INJ_CLEAR */
 	VGPU_INJ_EVENT_STORM = 7,	/* emit @arg VGPU_RPC_EVT_TEST events now */
 	VGPU_INJ_CRASH = 8,		/* exit at once */
 };
+
+#define VGPU_INJ_UNTIL_CLEAR	UINT64_MAX
 
 enum vgpu_rpc_corrupt {
 	VGPU_CORRUPT_PAYLOAD = 1,	/* flip a payload bit after the checksum */

@@ -116,7 +116,8 @@ int gsp_fw_rpc_inject(struct gsp_fw_lane *ln, const void *req, size_t len,
 		atomic_store(&t->corrupt, (uint32_t)in->arg);
 		return 0;
 	case VGPU_INJ_STALL:
-		atomic_store(&t->stall_until, cmn_deadline_ns(in->arg));
+		atomic_store(&t->stall_until, in->arg == VGPU_INJ_UNTIL_CLEAR ? UINT64_MAX :
+					      cmn_deadline_ns(in->arg));
 		return 0;
 	case VGPU_INJ_EVENT_STORM:
 		return storm_start(s, in->arg, in->fn);

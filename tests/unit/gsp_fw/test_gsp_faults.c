@@ -285,8 +285,8 @@ static void test_corrupt_counter(void **state)
 	assert_int_equal(stats().resets, 1);
 }
 
-/* 6: queue full. The consumer stalls: a bounded wait, then EAGAIN with nothing sent; the
- * RPCs already queued still get their replies (their space was reserved). */
+/* 6: queue full. The consumer stalls until told to go on: a bounded wait, then EAGAIN with
+ * nothing sent; the RPCs already queued get their replies (their space was reserved). */
 static void test_queue_full(void **state)
 {
 	struct bg a = { .gfid = 1, .fn = VGPU_RPC_FN_ECHO, .len = 60000 };
@@ -295,7 +295,7 @@ static void test_queue_full(void **state)
 	pthread_t ta, tb;
 
 	(void)state;
-	assert_int_equal(gsp_inject(fx.gsp, 2, VGPU_INJ_STALL, 1, 0, 500 * MS), 0);
+	assert_int_equal(gsp_inject(fx.gsp, 2, VGPU_INJ_STALL, 1, 0, VGPU_INJ_UNTIL_CLEAR), 0);
 	/* 15 + 1 elements of reply space fill the 16-element lane. */
 	pthread_create(&ta, NULL, bg_main, &a);
 	pthread_create(&tb, NULL, bg_main, &b);
@@ -304,6 +304,7 @@ static void test_queue_full(void **state)
 	assert_int_equal(gsp_call(fx.gsp, 1, VGPU_RPC_FN_ECHO, buf, sizeof(buf), buf, sizeof(buf), NULL),
 			 -EAGAIN);
 	assert_int_equal(stats().queue_full, 1);
+	assert_int_equal(gsp_inject(fx.gsp, 0, VGPU_INJ_CLEAR, 0, 0, 0), 0);	/* lane 1 reads on */
 	pthread_join(ta, NULL);
 	pthread_join(tb, NULL);
 	assert_int_equal(a.ret, 0);
