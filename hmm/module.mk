@@ -5,3 +5,5 @@ hmm_DIR := hmm
 hmm_DEPS := iommu_model common
 hmm_LDLIBS :=
 hmm_TSAN_TESTS := test_hmm_race
+# The channel tests of page requests build their device from gpu_model.
+hmm_TEST_DEPS := gpu_model

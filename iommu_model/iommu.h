@@ -390,6 +390,18 @@ int iommu_page_response(struct iommu *mmu, unsigned int rid, uint16_t prg,
 int iommu_page_request_wait(struct iommu *mmu, unsigned int rid, uint16_t prg,
 			    uint64_t timeout_ns, enum iommu_prg_code *code);
 
+/* One function's page requests, for a check that a storm keeps to its limit. */
+struct iommu_pri_stats {
+	uint64_t requests;		/* issued */
+	uint64_t waited;		/* issued after waiting for a free group (limit reached) */
+	uint64_t timeouts;		/* the device gave up waiting for the answer */
+	unsigned int outstanding;	/* groups issued and not yet freed */
+	unsigned int outstanding_max;	/* the most at once since enable */
+	unsigned int max;		/* the limit given to iommu_pri_enable */
+};
+/* @rid's PRI counters into *@st. -EINVAL. */
+int iommu_pri_get_stats(struct iommu *mmu, unsigned int rid, struct iommu_pri_stats *st);
+
 /* ---- dirty tracking (PAGING domains) ---------------------------------------------- */
 
 /* Enable/disable: while on, a write through a translation sets the leaf's dirty bit.

@@ -241,6 +241,8 @@ struct iommu_pri {
 	pthread_cond_t cond;
 	bool enabled, stopped;
 	unsigned int max, outstanding, next;
+	unsigned int outstanding_max;	/* high-water mark since enable */
+	uint64_t requests, waited, timeouts;
 	iommu_pri_handler_fn fn;
 	void *ctx;
 	uint8_t state[IOMMU_PRG_MAX];	/* enum iommu_prg_state */

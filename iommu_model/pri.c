@@ -86,6 +86,8 @@ int iommu_pri_enable(struct iommu *mmu, unsigned int rid, unsigned int max_outst
 	p->enabled = true;
 	p->stopped = false;
 	p->max = max_outstanding;
+	p->outstanding_max = p->outstanding;
+	p->requests = p->waited = p->timeouts = 0;
 	p->fn = fn;
 	p->ctx = ctx;
 	cmn_mutex_unlock(&p->lock);
@@ -141,6 +143,8 @@ int iommu_pri_reset(struct iommu *mmu, unsigned int rid)
 /* Allocate a group index; waits for room until @deadline if @block. */
 static int pri_alloc_locked(struct iommu_pri *p, bool block, uint64_t deadline, uint16_t *prg)
 {
+	bool waited = false;
+
 	cmn_mutex_assert_held(&p->lock);
 	for (;;) {
 		if (!p->enabled)
@@ -151,15 +155,21 @@ static int pri_alloc_locked(struct iommu_pri *p, bool block, uint64_t deadline, 
 			break;
 		if (!block)
 			return -EBUSY;
-		if (iommu_cond_wait_until(&p->cond, &p->lock, deadline))
+		waited = true;
+		if (iommu_cond_wait_until(&p->cond, &p->lock, deadline)) {
+			p->timeouts++;
 			return -ETIMEDOUT;
+		}
 	}
+	p->requests++;
+	p->waited += waited;
 	while (p->state[p->next] != IOMMU_PRG_STATE_FREE)
 		p->next = (p->next + 1) % IOMMU_PRG_MAX;
 	*prg = (uint16_t)p->next;
 	p->state[p->next] = IOMMU_PRG_STATE_OUTSTANDING;
 	p->abandoned[p->next] = false;
-	p->outstanding++;
+	if (++p->outstanding > p->outstanding_max)
+		p->outstanding_max = p->outstanding;
 	p->next = (p->next + 1) % IOMMU_PRG_MAX;
 	return 0;
 }
@@ -229,6 +239,7 @@ static int pri_wait_locked(struct iommu_pri *p, uint16_t prg, uint64_t deadline,
 		if (iommu_cond_wait_until(&p->cond, &p->lock, deadline)) {
 			/* The answer may still come; it frees the group then. */
 			p->abandoned[prg] = true;
+			p->timeouts++;
 			return -ETIMEDOUT;
 		}
 	}
@@ -270,4 +281,18 @@ int iommu_pri_fault(struct iommu *mmu, unsigned int rid, uint32_t pasid, uint64_
 	if (ret)
 		return ret;
 	return code == IOMMU_PRG_SUCCESS ? 0 : -EFAULT;
+}
+
+int iommu_pri_get_stats(struct iommu *mmu, unsigned int rid, struct iommu_pri_stats *st)
+{
+	struct iommu_pri *p = pri_of(mmu, rid);
+
+	if (!p || !st)
+		return -EINVAL;
+	cmn_mutex_lock(&p->lock);
+	*st = (struct iommu_pri_stats){ .requests = p->requests, .waited = p->waited,
+					.timeouts = p->timeouts, .outstanding = p->outstanding,
+					.outstanding_max = p->outstanding_max, .max = p->max };
+	cmn_mutex_unlock(&p->lock);
+	return 0;
 }
