@@ -185,6 +185,16 @@ int gpu_vram_slice_unmap(struct gpu *g, unsigned int fn);
 int gpu_vram_slice_fd(struct gpu *g, unsigned int fn);
 /* Zero device VRAM [off, off+size) by punching holes (page aligned): frees host RAM. */
 int gpu_vram_scrub(struct gpu *g, uint64_t off, uint64_t size);
+/* Dirty tracking of engine writes to VRAM, for live migration: while at least one caller
+ * tracks, every engine write (copy, fill, semaphore, USERD, reduce, axpy) sets a bit per
+ * 4 KiB page of device VRAM it touched. CPU writes through a VF's BAR are not seen. */
+#define GPU_DIRTY_PAGE		4096u
+/* Start (@on) or stop tracking; calls nest. Pages written before the first start are not marked. */
+void gpu_dirty_track(struct gpu *g, bool on);
+/* Take and clear the dirty bits of device VRAM [@off, @off + @size) (4 KiB aligned) into
+ * @bits, one bit per page from @off (bits must hold size / 4 KiB bits, zeroed by the
+ * caller or OR-ed into); returns the pages that were dirty. */
+uint64_t gpu_dirty_collect(struct gpu *g, uint64_t off, uint64_t size, uint64_t *bits);
 /* Host RAM in bytes currently backing VRAM (device memfd plus slices). */
 uint64_t gpu_vram_resident(struct gpu *g);
 

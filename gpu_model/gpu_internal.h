@@ -176,6 +176,10 @@ struct gpu {
 	uint64_t vram_size;
 	int vram_fd;
 	struct cmn_mutex vram_lock;	/* protects the slice fields of fns[] */
+	/* dirty tracking of engine writes (dirty.c): a bit per 4 KiB page of VRAM, set only
+	 * while someone tracks (a live migration), so the hot path pays one relaxed load */
+	_Atomic uint64_t *dirty;
+	atomic_uint dirty_users;
 	/* status region: written here, read by the GSP */
 	int status_fd;
 	struct gpu_status_shared *status;
@@ -237,6 +241,14 @@ int gpu_ctx_xlate(struct gpu_ctx *ctx, uint64_t va, int access, struct gpu_xlate
 void gpu_tlb_process(struct gpu_ctx *ctx);
 void gpu_fault_record(struct gpu_ctx *ctx, bool replayable);
 void gpu_tlb_invalidate_from(struct gpu_ctx *ctx, uint64_t va, uint64_t size);
+
+/* dirty.c: set the dirty bits of device VRAM [off, off+len) after an engine wrote it. */
+void gpu_dirty_mark_slow(struct gpu *g, uint64_t off, uint64_t len);
+static inline void gpu_dirty_mark(struct gpu *g, uint64_t off, uint64_t len)
+{
+	if (atomic_load_explicit(&g->dirty_users, memory_order_relaxed))
+		gpu_dirty_mark_slow(g, off, len);
+}
 
 /* mem.c: 0 or a positive enum vgpu_fault_reason (fault details left in ctx) */
 int gpu_va_read(struct gpu_ctx *ctx, uint64_t va, void *buf, uint64_t len);

@@ -144,9 +144,10 @@ static int gpu_va_copy(struct gpu_ctx *ctx, uint64_t va, uint8_t *p, uint64_t le
 		uint64_t n = cmn_min(len, x.avail);
 
 		if (x.aper == VGPU_GMMU_APER_VRAM) {
-			if (write)
+			if (write) {
 				memcpy(ctx->g->vram + x.addr, p, n);
-			else
+				gpu_dirty_mark(ctx->g, x.addr, n);
+			} else
 				memcpy(p, ctx->g->vram + x.addr, n);
 		} else if (gpu_aper_rw_at(ctx->g, ctx->f->id, x.aper, x.addr, p, n, write, &bad)) {
 			ctx->fault_va = va + bad;
@@ -212,6 +213,7 @@ int gpu_va_store(struct gpu_ctx *ctx, uint64_t va, unsigned int size, uint64_t v
 			__atomic_store_n((uint64_t *)p, val, __ATOMIC_RELEASE);
 		else
 			__atomic_store_n((uint32_t *)p, v32, __ATOMIC_RELEASE);
+		gpu_dirty_mark(ctx->g, x.addr, size);
 		return 0;
 	}
 	(void)v32;
@@ -260,5 +262,7 @@ int gpu_phys_rw(struct gpu *g, unsigned int fn, uint64_t part_base, uint64_t par
 	} else {
 		memcpy(buf, p, len);
 	}
+	if (write)
+		gpu_dirty_mark(g, part_base + addr, len);
 	return 0;
 }

@@ -215,6 +215,7 @@ static int copy_piece(struct gpu_ctx *ctx, uint64_t src, uint64_t dst, uint64_t 
 	*n = cmn_min(cmn_min(*n, xs.avail), xd.avail);
 	if (xs.aper == VGPU_GMMU_APER_VRAM && xd.aper == VGPU_GMMU_APER_VRAM) {
 		memcpy(g->vram + xd.addr, g->vram + xs.addr, *n);
+		gpu_dirty_mark(g, xd.addr, *n);
 		return 0;
 	}
 	if (xd.aper == VGPU_GMMU_APER_VRAM && xs.aper == VGPU_GMMU_APER_SYS)
@@ -234,6 +235,10 @@ static int copy_piece(struct gpu_ctx *ctx, uint64_t src, uint64_t dst, uint64_t 
 		if (!ret)
 			ret = gpu_aper_rw_at(g, ctx->f->id, xd.aper, xd.addr, bounce, *n, true, &bad);
 	}
+	/* After the write (a fault may have left part of it): a collection that raced it
+	 * either read the bytes or leaves the bit for the next round. */
+	if (xd.aper == VGPU_GMMU_APER_VRAM)
+		gpu_dirty_mark(g, xd.addr, *n);
 	if (ret) {
 		read_failed = read_failed || xd.aper == VGPU_GMMU_APER_VRAM;
 		ctx->fault_va = (read_failed ? src : dst) + bad;
@@ -291,6 +296,7 @@ static enum mres m_fill(struct gpu_ctx *ctx, const uint32_t *a)
 		n = cmn_min(n, x.avail);
 		if (x.aper == VGPU_GMMU_APER_VRAM) {
 			fill32(ctx->g->vram + x.addr, n, a[4]);
+			gpu_dirty_mark(ctx->g, x.addr, n);
 		} else {
 			n = cmn_min(n, sizeof(bounce));
 			fill32(bounce, n, a[4]);

@@ -5,6 +5,7 @@
  * touched pages; scrubbing punches holes instead of writing zeros. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -31,6 +32,13 @@ int gpu_vram_init(struct gpu *g, uint64_t size)
 		ret = -errno;
 		goto close_fd;
 	}
+	/* The dirty bitmap: 4 KiB per GiB of VRAM, untouched (no host RAM) until tracked. */
+	g->dirty = calloc(size / GPU_DIRTY_PAGE / 64 + 1, sizeof(*g->dirty));
+	if (!g->dirty) {
+		munmap(p, size);
+		ret = -ENOMEM;
+		goto close_fd;
+	}
 	g->vram = p;
 	g->vram_size = size;
 	cmn_mutex_init(&g->vram_lock);
@@ -50,6 +58,7 @@ void gpu_vram_fini(struct gpu *g)
 		if (g->fns[f].slice_fd >= 0)
 			close(g->fns[f].slice_fd);
 	munmap(g->vram, g->vram_size);
+	free((void *)g->dirty);
 	close(g->vram_fd);
 	cmn_mutex_destroy(&g->vram_lock);
 }
