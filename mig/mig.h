@@ -5,8 +5,10 @@
  * `vgpuctl save`: a sequence of frames, each with a 16-byte header (type, flags, payload
  * length, sequence number, CRC32C over header and payload), starting with HELLO (magic and
  * version) and SLICE (the definition and region sizes), then EXTENT frames (populated
- * ranges of VRAM and DMA memory only, ascending and disjoint per region), and ending with
- * END (totals). The decoder is written for untrusted input: every length, count, offset
+ * ranges of VRAM and DMA memory only, ascending and disjoint per region), then (version
+ * 1.1) the state of a slice with a guest in type order (SCHED, IOMMU, RM_TREE, CHANNELS,
+ * DOORBELLS: records of fixed layout, a type may span several frames), and ending with END
+ * (totals). The decoder is written for untrusted input: every length, count, offset
  * and sequence number is checked, and a failure names the frame by index and type.
  *
  * The state machine is vfio migration v2's (RUNNING, PRE_COPY, STOP_COPY, STOPPED (vfio's
@@ -25,15 +27,16 @@
 #include "common/fail.h"
 
 #define MIG_VERSION_MAJOR	1	/* a reader refuses another major */
-#define MIG_VERSION_MINOR	0	/* a reader accepts any minor of its major */
+#define MIG_VERSION_MINOR	1	/* a reader accepts any minor of its major; 1.1 adds
+					 * the state frames 16..20 */
 #define MIG_MAGIC		"VGPU-MIG"	/* 8 bytes, first in HELLO's payload */
 #define MIG_FRAME_HDR		16u
 #define MIG_EXTENT_MAX		(1u << 20)	/* data bytes in one EXTENT frame */
 #define MIG_DEF_MAX		(64u << 10)	/* definition bytes in SLICE */
 #define MIG_PAYLOAD_MAX		(MIG_EXTENT_MAX + 16u)
 
-/* Frame types. Types 16.. are reserved for state a stopped slice does not have yet
- * (doc/migration.md): this version's decoder refuses them by name. */
+/* Frame types. 16..20 (version 1.1) carry the state of a slice with a guest; a 1.0 reader
+ * refuses them by name, and this reader refuses them in a stream that says 1.0. */
 enum mig_frame_type {
 	MIG_F_HELLO = 1,
 	MIG_F_SLICE = 2,
@@ -45,6 +48,64 @@ enum mig_frame_type {
 	MIG_F_DOORBELLS = 19,
 	MIG_F_SCHED = 20,
 };
+
+/* The state frames' order in a stream (their types are not in order: the tree must exist
+ * before the channels' runtime and tokens are loaded into it). */
+#define MIG_STATE_ORDER	{ MIG_F_SCHED, MIG_F_IOMMU, MIG_F_RM_TREE, MIG_F_CHANNELS, MIG_F_DOORBELLS }
+
+/* ---- state records (version 1.1) --------------------------------------------------------
+ * Each list frame's payload is u32 count, u32 0, then count records. */
+
+#define MIG_MAX_CHANS		64	/* channel ids 0..63 per function */
+#define MIG_MAX_RUNLISTS	4
+
+/* CHANNELS: one channel's runtime (48 bytes on the wire). */
+#define MIG_CHAN_ENABLED	(1u << 0)	/* enabled and on its runlist */
+#define MIG_CHAN_REPLAYABLE	(1u << 1)
+struct mig_chan_rec {
+	uint32_t h_client, h_chan;	/* the guest's RM handles of the channel */
+	uint32_t chid, runlist;		/* < MIG_MAX_CHANS, < MIG_MAX_RUNLISTS */
+	uint32_t entries;		/* GPFIFO entries, a power of two 2..65536 */
+	uint32_t flags;			/* MIG_CHAN_* */
+	uint32_t gp_get, gp_put;	/* < entries */
+	uint32_t state;			/* enum gpu_chan_state's values, 1..4 */
+	uint32_t error;			/* enum vgpu_chan_error, < 256 */
+	uint64_t methods;		/* methods executed */
+};
+
+/* DOORBELLS: the work-submit token a channel's doorbell takes (16 bytes). */
+struct mig_db_rec {
+	uint32_t h_client, h_chan, chid, token;
+};
+
+/* IOMMU: one mapping of the slice's domain (32 bytes): 4 KiB aligned, ascending, disjoint. */
+struct mig_iommu_rec {
+	uint64_t iova, length, offset;	/* offset in the slice's DMA memory */
+	uint32_t prot;			/* 1 read, 2 write, 3 both */
+};
+
+/* SCHED: the function's scheduler accounting (64 bytes; at most one frame). */
+struct mig_sched_rec {
+	uint64_t run_ns, preempt_ns, idle_ns, slices, preempt_timeouts, stall_ns, preempted;
+};
+
+/* RM_TREE: one object of the guest's RM tree, in creation order (parents, VA spaces and
+ * dup sources before what needs them). 80 bytes, then nr_runs runs of 16 bytes. */
+#define MIG_RM_OBJ_FIXED	80u
+struct mig_rm_obj {
+	uint32_t h_client, h_parent, handle, h_class;	/* a client: h_parent 0, handle ==
+							 * h_client, class 0 */
+	uint32_t share_target, share_access;
+	uint32_t dep_client, dep_handle;	/* channel: its VA space; dup: the source */
+	uint64_t a, b, c;		/* class fields (doc/migration.md) */
+	uint32_t x, y, z, w;
+	uint32_t nr_runs;		/* VRAM pages as (VF-physical start, page count) runs */
+	const uint64_t *runs;		/* encoder: 2 * nr_runs host-order words */
+	const uint8_t *runs_wire;	/* decoder: the runs as they lie in the frame */
+};
+
+/* Run @i of @o: its first VF-physical address and page count. */
+void mig_rm_run(const struct mig_rm_obj *o, uint32_t i, uint64_t *start, uint64_t *count);
 
 /* The regions an EXTENT frame fills. */
 enum mig_region {
@@ -79,6 +140,7 @@ struct mig_enc {
 	bool slice_sent, ended;
 	uint64_t size[MIG_NR_REGIONS];
 	uint64_t next[MIG_NR_REGIONS];		/* extents ascend: the lowest next offset */
+	int state_rank;				/* rank of the last state frame (-1: none) */
 	struct mig_totals tot;
 };
 
@@ -90,6 +152,17 @@ int mig_enc_slice(struct mig_enc *e, uint64_t vram_bytes, uint64_t dma_bytes, co
 /* @len bytes of @region at @off, split into EXTENT frames; above the previous extent. */
 int mig_enc_extent(struct mig_enc *e, enum mig_region region, uint64_t off, const void *data,
 		   size_t len, struct cmn_fail *f);
+/* State frames (after the last extent, in MIG_STATE_ORDER, each type once, split into
+ * frames as needed): @n records of each. */
+int mig_enc_sched(struct mig_enc *e, const struct mig_sched_rec *r, struct cmn_fail *f);
+int mig_enc_iommu(struct mig_enc *e, const struct mig_iommu_rec *r, size_t n,
+		  struct cmn_fail *f);
+int mig_enc_rm_tree(struct mig_enc *e, const struct mig_rm_obj *o, size_t n,
+		    struct cmn_fail *f);
+int mig_enc_channels(struct mig_enc *e, const struct mig_chan_rec *r, size_t n,
+		     struct cmn_fail *f);
+int mig_enc_doorbells(struct mig_enc *e, const struct mig_db_rec *r, size_t n,
+		      struct cmn_fail *f);
 /* END with the totals; nothing may follow. */
 int mig_enc_end(struct mig_enc *e, struct cmn_fail *f);
 
@@ -107,8 +180,18 @@ struct mig_frame {
 		struct { uint64_t vram_bytes, dma_bytes; const char *def; size_t def_len; } slice;
 		struct { uint32_t region; uint64_t off; const uint8_t *data; size_t len; } extent;
 		struct mig_totals end;
+		struct { uint32_t count; const uint8_t *p; size_t len; } list;	/* 16..19 */
+		struct mig_sched_rec sched;
 	} u;
 };
+
+/* Record @i (< u.list.count) of a checked CHANNELS, DOORBELLS or IOMMU frame. */
+void mig_chan_rec_at(const struct mig_frame *fr, uint32_t i, struct mig_chan_rec *out);
+void mig_db_rec_at(const struct mig_frame *fr, uint32_t i, struct mig_db_rec *out);
+void mig_iommu_rec_at(const struct mig_frame *fr, uint32_t i, struct mig_iommu_rec *out);
+/* The next object of a checked RM_TREE frame from byte *@off of its records (0 first):
+ * 1 with @out filled, 0 after the last. */
+int mig_rm_obj_next(const struct mig_frame *fr, size_t *off, struct mig_rm_obj *out);
 
 struct mig_dec {
 	mig_read_fn read;
@@ -119,6 +202,10 @@ struct mig_dec {
 	bool slice_seen, ended, failed;
 	uint64_t size[MIG_NR_REGIONS];
 	uint64_t next[MIG_NR_REGIONS];
+	uint16_t minor;				/* HELLO's */
+	int state_rank;				/* rank of the last state frame (-1: none) */
+	uint64_t chans_seen;			/* chids of CHANNELS records so far */
+	uint64_t iova_next;			/* IOMMU records ascend */
 	struct mig_totals tot;
 };
 

@@ -150,6 +150,7 @@ int mig_enc_init(struct mig_enc *e, mig_write_fn write, void *ctx, struct cmn_fa
 	uint8_t p[HELLO_LEN];
 
 	memset(e, 0, sizeof(*e));
+	e->state_rank = -1;
 	e->write = write;
 	e->ctx = ctx;
 	memcpy(p, MIG_MAGIC, 8);
@@ -191,6 +192,8 @@ int mig_enc_extent(struct mig_enc *e, enum mig_region region, uint64_t off, cons
 
 	if (!e->slice_sent)
 		return cmn_fail(f, -EINVAL, "migration stream: an extent before SLICE");
+	if (e->state_rank >= 0)
+		return cmn_fail(f, -EINVAL, "migration stream: an extent after a state frame");
 	if ((unsigned int)region >= MIG_NR_REGIONS)
 		return cmn_fail(f, -EINVAL, "migration stream: region %u", (unsigned int)region);
 	if (off < e->next[region] || off > e->size[region] || len > e->size[region] - off)
@@ -235,11 +238,207 @@ int mig_enc_end(struct mig_enc *e, struct cmn_fail *f)
 	return r;
 }
 
+/* ---- state frames (version 1.1) ----------------------------------------------------------- */
+
+#define LIST_FIXED	8u
+#define CHAN_REC	48u
+#define DB_REC		16u
+#define IOMMU_REC	32u
+#define SCHED_LEN	64u
+#define RUN_LEN		16u
+
+static const uint32_t state_order[] = MIG_STATE_ORDER;
+
+/* Position of state frame type @t in MIG_STATE_ORDER, or -1. */
+static int state_rank(uint32_t t)
+{
+	for (size_t i = 0; i < VGPU_ARRAY_SIZE(state_order); i++)
+		if (state_order[i] == t)
+			return (int)i;
+	return -1;
+}
+
+/* May a state frame of @type follow now? */
+static int enc_state_ok(struct mig_enc *e, uint32_t type, struct cmn_fail *f)
+{
+	int rank = state_rank(type);
+
+	if (!e->slice_sent)
+		return cmn_fail(f, -EINVAL, "migration stream: a %s frame before SLICE",
+				mig_frame_name(type));
+	if (rank < e->state_rank)
+		return cmn_fail(f, -EINVAL, "migration stream: a %s frame after a later state frame",
+				mig_frame_name(type));
+	e->state_rank = rank;
+	return 0;
+}
+
+static void put_chan(uint8_t *p, const struct mig_chan_rec *r)
+{
+	const uint32_t w[10] = { r->h_client, r->h_chan, r->chid, r->runlist, r->entries,
+				 r->flags, r->gp_get, r->gp_put, r->state, r->error };
+
+	for (int i = 0; i < 10; i++)
+		put32(p + 4 * i, w[i]);
+	put64(p + 40, r->methods);
+}
+
+static void put_db(uint8_t *p, const struct mig_db_rec *r)
+{
+	put32(p, r->h_client);
+	put32(p + 4, r->h_chan);
+	put32(p + 8, r->chid);
+	put32(p + 12, r->token);
+}
+
+static void put_iommu(uint8_t *p, const struct mig_iommu_rec *r)
+{
+	put64(p, r->iova);
+	put64(p + 8, r->length);
+	put64(p + 16, r->offset);
+	put32(p + 24, r->prot);
+	put32(p + 28, 0);
+}
+
+/* One object: the fixed part, then its runs. */
+static size_t put_rm_obj(uint8_t *p, const struct mig_rm_obj *o)
+{
+	const uint32_t w[8] = { o->h_client, o->h_parent, o->handle, o->h_class,
+				o->share_target, o->share_access, o->dep_client, o->dep_handle };
+
+	for (int i = 0; i < 8; i++)
+		put32(p + 4 * i, w[i]);
+	put64(p + 32, o->a);
+	put64(p + 40, o->b);
+	put64(p + 48, o->c);
+	put32(p + 56, o->x);
+	put32(p + 60, o->y);
+	put32(p + 64, o->z);
+	put32(p + 68, o->w);
+	put32(p + 72, o->nr_runs);
+	put32(p + 76, 0);
+	for (uint32_t i = 0; i < o->nr_runs; i++) {
+		uint64_t st, n;
+
+		mig_rm_run(o, i, &st, &n);
+		put64(p + MIG_RM_OBJ_FIXED + RUN_LEN * i, st);
+		put64(p + MIG_RM_OBJ_FIXED + RUN_LEN * i + 8, n);
+	}
+	return MIG_RM_OBJ_FIXED + (size_t)o->nr_runs * RUN_LEN;
+}
+
+/* A list frame: @count records, @len bytes, already in @buf after its 8-byte head. */
+static int enc_list(struct mig_enc *e, uint32_t type, uint8_t *buf, uint32_t count, size_t len,
+		    struct cmn_fail *f)
+{
+	put32(buf, count);
+	put32(buf + 4, 0);
+	return enc_frame(e, type, buf, LIST_FIXED + len, NULL, 0, f);
+}
+
+/* @n records (host structs @stride bytes apart) of @rs bytes each on the wire, as many per
+ * frame as fit (at least one frame, even empty). */
+static int enc_fixed_list(struct mig_enc *e, uint32_t type, const void *recs, size_t n,
+			  size_t stride, size_t rs, void (*put)(uint8_t *, const void *),
+			  struct cmn_fail *f)
+{
+	size_t per = (MIG_PAYLOAD_MAX - LIST_FIXED) / rs, i = 0;
+	uint8_t *buf;
+	int r = enc_state_ok(e, type, f);
+
+	if (r)
+		return r;
+	buf = malloc(LIST_FIXED + cmn_min(n, per) * rs);
+	if (!buf)
+		return cmn_fail(f, -ENOMEM, "out of memory");
+	do {
+		size_t k = cmn_min(n - i, per);
+
+		for (size_t j = 0; j < k; j++)
+			put(buf + LIST_FIXED + j * rs, (const uint8_t *)recs + (i + j) * stride);
+		r = enc_list(e, type, buf, (uint32_t)k, k * rs, f);
+		i += k;
+	} while (!r && i < n);
+	free(buf);
+	return r;
+}
+
+static void put_chan_v(uint8_t *p, const void *r) { put_chan(p, r); }
+static void put_db_v(uint8_t *p, const void *r) { put_db(p, r); }
+static void put_iommu_v(uint8_t *p, const void *r) { put_iommu(p, r); }
+
+int mig_enc_channels(struct mig_enc *e, const struct mig_chan_rec *r, size_t n,
+		     struct cmn_fail *f)
+{
+	return enc_fixed_list(e, MIG_F_CHANNELS, r, n, sizeof(*r), CHAN_REC, put_chan_v, f);
+}
+
+int mig_enc_doorbells(struct mig_enc *e, const struct mig_db_rec *r, size_t n,
+		      struct cmn_fail *f)
+{
+	return enc_fixed_list(e, MIG_F_DOORBELLS, r, n, sizeof(*r), DB_REC, put_db_v, f);
+}
+
+int mig_enc_iommu(struct mig_enc *e, const struct mig_iommu_rec *r, size_t n,
+		  struct cmn_fail *f)
+{
+	return enc_fixed_list(e, MIG_F_IOMMU, r, n, sizeof(*r), IOMMU_REC, put_iommu_v, f);
+}
+
+int mig_enc_sched(struct mig_enc *e, const struct mig_sched_rec *r, struct cmn_fail *f)
+{
+	const uint64_t w[8] = { r->run_ns, r->preempt_ns, r->idle_ns, r->slices,
+				r->preempt_timeouts, r->stall_ns, r->preempted, 0 };
+	uint8_t p[SCHED_LEN];
+	int rc = enc_state_ok(e, MIG_F_SCHED, f);
+
+	if (rc)
+		return rc;
+	for (int i = 0; i < 8; i++)
+		put64(p + 8 * i, w[i]);
+	return enc_frame(e, MIG_F_SCHED, p, sizeof(p), NULL, 0, f);
+}
+
+int mig_enc_rm_tree(struct mig_enc *e, const struct mig_rm_obj *o, size_t n,
+		    struct cmn_fail *f)
+{
+	size_t cap = MIG_PAYLOAD_MAX - LIST_FIXED, len = 0, i = 0;
+	uint32_t count = 0;
+	uint8_t *buf;
+	int r = enc_state_ok(e, MIG_F_RM_TREE, f);
+
+	if (r)
+		return r;
+	buf = malloc(MIG_PAYLOAD_MAX);
+	if (!buf)
+		return cmn_fail(f, -ENOMEM, "out of memory");
+	for (; !r && i < n; i++) {
+		size_t need = MIG_RM_OBJ_FIXED + (size_t)o[i].nr_runs * RUN_LEN;
+
+		if (need > cap) {
+			r = cmn_fail(f, -E2BIG, "migration stream: RM object %#x has %u VRAM runs, "
+				     "more than a frame holds", o[i].handle, o[i].nr_runs);
+			break;
+		}
+		if (len + need > cap) {
+			r = enc_list(e, MIG_F_RM_TREE, buf, count, len, f);
+			len = count = 0;
+		}
+		len += put_rm_obj(buf + LIST_FIXED + len, &o[i]);
+		count++;
+	}
+	if (!r)
+		r = enc_list(e, MIG_F_RM_TREE, buf, count, len, f);
+	free(buf);
+	return r;
+}
+
 /* ---- decoder ----------------------------------------------------------------------------- */
 
 int mig_dec_init(struct mig_dec *d, mig_read_fn read, void *ctx, struct cmn_fail *f)
 {
 	memset(d, 0, sizeof(*d));
+	d->state_rank = -1;
 	d->read = read;
 	d->ctx = ctx;
 	d->buf = malloc(MIG_FRAME_HDR + MIG_PAYLOAD_MAX);
@@ -285,6 +484,7 @@ static int dec_hello(struct mig_dec *d, const uint8_t *p, uint32_t len, struct m
 				"magic or length %u)", len);
 	out->u.hello.major = get16(p + 8);
 	out->u.hello.minor = get16(p + 10);
+	d->minor = out->u.hello.minor;
 	if (out->u.hello.major != MIG_VERSION_MAJOR)
 		return dec_fail(d, f, -EPROTO, "frame 0 (hello): stream version %u.%u; this vgpud "
 				"reads version %u.x only", out->u.hello.major, out->u.hello.minor,
@@ -391,6 +591,245 @@ static int dec_after_end(struct mig_dec *d, struct cmn_fail *f)
 	return 0;
 }
 
+/* A state frame: only in a 1.1 stream, after SLICE and the extents, in MIG_STATE_ORDER. */
+static int dec_state_order(struct mig_dec *d, uint32_t type, struct cmn_fail *f)
+{
+	int rank = state_rank(type);
+
+	if (d->minor < 1)
+		return dec_fail(d, f, -EBADMSG, "frame %u (%s): a version %u.%u stream does not "
+				"carry this state", d->seq, mig_frame_name(type), MIG_VERSION_MAJOR,
+				d->minor);
+	if (rank < d->state_rank)
+		return dec_fail(d, f, -EBADMSG, "frame %u (%s): out of order (after the %s frame)",
+				d->seq, mig_frame_name(type), mig_frame_name(state_order[d->state_rank]));
+	if (type == MIG_F_SCHED && d->state_rank == rank)
+		return dec_fail(d, f, -EBADMSG, "frame %u (sched): a second SCHED frame", d->seq);
+	d->state_rank = rank;
+	return 0;
+}
+
+/* A list frame's head: @count records of @rs bytes fill the payload exactly. */
+static int dec_list_head(struct mig_dec *d, const uint8_t *p, uint32_t len, uint32_t type,
+			 size_t rs, struct mig_frame *out, struct cmn_fail *f)
+{
+	uint64_t n;
+
+	if (len < LIST_FIXED)
+		return dec_fail(d, f, -EBADMSG, "frame %u (%s): length %u below its %u-byte head",
+				d->seq, mig_frame_name(type), len, LIST_FIXED);
+	n = get32(p);
+	if (get32(p + 4))
+		return dec_fail(d, f, -EBADMSG, "frame %u (%s): reserved word %#x not 0", d->seq,
+				mig_frame_name(type), get32(p + 4));
+	if (rs && n * rs != len - LIST_FIXED)
+		return dec_fail(d, f, -EBADMSG, "frame %u (%s): %" PRIu64 " records of %zu bytes "
+				"do not fill its %u payload bytes", d->seq, mig_frame_name(type), n,
+				rs, len - LIST_FIXED);
+	out->u.list.count = (uint32_t)n;
+	out->u.list.p = p + LIST_FIXED;
+	out->u.list.len = len - LIST_FIXED;
+	return 0;
+}
+
+static bool pow2(uint32_t v)
+{
+	return v && !(v & (v - 1));
+}
+
+/* Why channel record @r is out of range, or NULL. */
+static const char *chan_bad(const struct mig_dec *d, const struct mig_chan_rec *r)
+{
+	if (r->chid >= MIG_MAX_CHANS)
+		return "channel id";
+	if (d->chans_seen & (1ull << r->chid))
+		return "channel id repeated";
+	if (r->runlist >= MIG_MAX_RUNLISTS)
+		return "runlist";
+	if (!pow2(r->entries) || r->entries < 2 || r->entries > 65536)
+		return "GPFIFO entries";
+	if (r->gp_get >= r->entries || r->gp_put >= r->entries)
+		return "GP_GET or GP_PUT";
+	if (r->flags & ~(MIG_CHAN_ENABLED | MIG_CHAN_REPLAYABLE))
+		return "flags";
+	if (r->state < 1 || r->state > 4 || r->error > 255)
+		return "state or error";
+	if (!r->h_client || !r->h_chan)
+		return "handle";
+	return NULL;
+}
+
+static int dec_channels(struct mig_dec *d, const uint8_t *p, uint32_t len, struct mig_frame *out,
+			struct cmn_fail *f)
+{
+	int r = dec_list_head(d, p, len, MIG_F_CHANNELS, CHAN_REC, out, f);
+
+	for (uint32_t i = 0; !r && i < out->u.list.count; i++) {
+		struct mig_chan_rec c;
+		const char *bad;
+
+		mig_chan_rec_at(out, i, &c);
+		bad = chan_bad(d, &c);
+		if (bad)
+			return dec_fail(d, f, -EBADMSG, "frame %u (channels): record %u (channel %u): "
+					"%s out of range", d->seq, i, c.chid, bad);
+		d->chans_seen |= 1ull << c.chid;
+	}
+	return r ? r : 1;
+}
+
+static int dec_doorbells(struct mig_dec *d, const uint8_t *p, uint32_t len, struct mig_frame *out,
+			 struct cmn_fail *f)
+{
+	int r = dec_list_head(d, p, len, MIG_F_DOORBELLS, DB_REC, out, f);
+
+	for (uint32_t i = 0; !r && i < out->u.list.count; i++) {
+		struct mig_db_rec b;
+
+		mig_db_rec_at(out, i, &b);
+		if (b.chid >= MIG_MAX_CHANS || !b.h_client || !b.h_chan)
+			return dec_fail(d, f, -EBADMSG, "frame %u (doorbells): record %u: channel %u "
+					"or handle out of range", d->seq, i, b.chid);
+	}
+	return r ? r : 1;
+}
+
+static int dec_iommu(struct mig_dec *d, const uint8_t *p, uint32_t len, struct mig_frame *out,
+		     struct cmn_fail *f)
+{
+	int r = dec_list_head(d, p, len, MIG_F_IOMMU, IOMMU_REC, out, f);
+
+	for (uint32_t i = 0; !r && i < out->u.list.count; i++) {
+		struct mig_iommu_rec m;
+
+		mig_iommu_rec_at(out, i, &m);
+		if (!m.length || ((m.iova | m.length | m.offset) & 4095) || m.iova < d->iova_next ||
+		    m.iova + m.length < m.iova || m.offset + m.length < m.offset ||
+		    m.offset + m.length > d->size[MIG_R_DMA] || !m.prot || m.prot > 3 ||
+		    get32(out->u.list.p + (size_t)i * IOMMU_REC + 28))
+			return dec_fail(d, f, -EBADMSG, "frame %u (iommu): record %u: mapping [%#"
+					PRIx64 ", +%#" PRIx64 ") at DMA offset %#" PRIx64 " prot %u "
+					"unaligned, out of order, past the DMA memory or bad", d->seq, i,
+					m.iova, m.length, m.offset, m.prot);
+		d->iova_next = m.iova + m.length;
+	}
+	return r ? r : 1;
+}
+
+/* Why RM object @o (its fixed part read) is malformed, or NULL. */
+static const char *rm_obj_bad(const struct mig_rm_obj *o, const uint8_t *fixed)
+{
+	if (!o->h_client || !o->handle)
+		return "a zero handle";
+	if (!o->h_class != !o->h_parent || (!o->h_class && o->handle != o->h_client))
+		return "a client record whose handle is not its client's, or an object without parent";
+	if (get32(fixed + 76))
+		return "reserved word not 0";
+	return NULL;
+}
+
+static int dec_rm_tree(struct mig_dec *d, const uint8_t *p, uint32_t len, struct mig_frame *out,
+		       struct cmn_fail *f)
+{
+	int r = dec_list_head(d, p, len, MIG_F_RM_TREE, 0, out, f);
+	size_t off = 0;
+	uint32_t i = 0;
+
+	for (; !r && i < out->u.list.count; i++) {
+		const uint8_t *q = out->u.list.p + off;
+		struct mig_rm_obj o;
+		size_t left = out->u.list.len - off, need;
+		const char *bad;
+
+		if (left < MIG_RM_OBJ_FIXED)
+			return dec_fail(d, f, -EBADMSG, "frame %u (rm-tree): record %u of %u truncated "
+					"at record byte %zu", d->seq, i, out->u.list.count, off);
+		need = MIG_RM_OBJ_FIXED + (size_t)get32(q + 72) * RUN_LEN;
+		if (need > left)
+			return dec_fail(d, f, -EBADMSG, "frame %u (rm-tree): record %u: %u runs past "
+					"the frame's end", d->seq, i, get32(q + 72));
+		mig_rm_obj_next(out, &off, &o);
+		bad = rm_obj_bad(&o, q);
+		for (uint32_t k = 0; !bad && k < o.nr_runs; k++) {
+			uint64_t st, n;
+
+			mig_rm_run(&o, k, &st, &n);
+			if (!n || st >= d->size[MIG_R_VRAM] || n > d->size[MIG_R_VRAM] >> 12)
+				bad = "a VRAM run empty or outside the slice";
+		}
+		if (bad)
+			return dec_fail(d, f, -EBADMSG, "frame %u (rm-tree): record %u (handle %#x): %s",
+					d->seq, i, o.handle, bad);
+	}
+	if (!r && off != out->u.list.len)
+		return dec_fail(d, f, -EBADMSG, "frame %u (rm-tree): %zu bytes after its %u records",
+				d->seq, out->u.list.len - off, out->u.list.count);
+	return r ? r : 1;
+}
+
+static int dec_sched(struct mig_dec *d, const uint8_t *p, uint32_t len, struct mig_frame *out,
+		     struct cmn_fail *f)
+{
+	struct mig_sched_rec *s = &out->u.sched;
+
+	if (len != SCHED_LEN || get64(p + 56))
+		return dec_fail(d, f, -EBADMSG, "frame %u (sched): length %u (expected %u) or "
+				"reserved word not 0", d->seq, len, SCHED_LEN);
+	*s = (struct mig_sched_rec){ get64(p), get64(p + 8), get64(p + 16), get64(p + 24),
+				     get64(p + 32), get64(p + 40), get64(p + 48) };
+	return 1;
+}
+
+void mig_chan_rec_at(const struct mig_frame *fr, uint32_t i, struct mig_chan_rec *out)
+{
+	const uint8_t *p = fr->u.list.p + (size_t)i * CHAN_REC;
+
+	*out = (struct mig_chan_rec){ get32(p), get32(p + 4), get32(p + 8), get32(p + 12),
+		get32(p + 16), get32(p + 20), get32(p + 24), get32(p + 28), get32(p + 32),
+		get32(p + 36), get64(p + 40) };
+}
+
+void mig_db_rec_at(const struct mig_frame *fr, uint32_t i, struct mig_db_rec *out)
+{
+	const uint8_t *p = fr->u.list.p + (size_t)i * DB_REC;
+
+	*out = (struct mig_db_rec){ get32(p), get32(p + 4), get32(p + 8), get32(p + 12) };
+}
+
+void mig_iommu_rec_at(const struct mig_frame *fr, uint32_t i, struct mig_iommu_rec *out)
+{
+	const uint8_t *p = fr->u.list.p + (size_t)i * IOMMU_REC;
+
+	*out = (struct mig_iommu_rec){ get64(p), get64(p + 8), get64(p + 16), get32(p + 24) };
+}
+
+int mig_rm_obj_next(const struct mig_frame *fr, size_t *off, struct mig_rm_obj *out)
+{
+	const uint8_t *q = fr->u.list.p + *off;
+
+	if (*off >= fr->u.list.len)
+		return 0;
+	*out = (struct mig_rm_obj){ .h_client = get32(q), .h_parent = get32(q + 4),
+		.handle = get32(q + 8), .h_class = get32(q + 12), .share_target = get32(q + 16),
+		.share_access = get32(q + 20), .dep_client = get32(q + 24),
+		.dep_handle = get32(q + 28), .a = get64(q + 32), .b = get64(q + 40),
+		.c = get64(q + 48), .x = get32(q + 56), .y = get32(q + 60), .z = get32(q + 64),
+		.w = get32(q + 68), .nr_runs = get32(q + 72), .runs_wire = q + MIG_RM_OBJ_FIXED };
+	*off += MIG_RM_OBJ_FIXED + (size_t)out->nr_runs * RUN_LEN;
+	return 1;
+}
+
+void mig_rm_run(const struct mig_rm_obj *o, uint32_t i, uint64_t *start, uint64_t *count)
+{
+	if (o->runs_wire) {
+		*start = get64(o->runs_wire + (size_t)i * RUN_LEN);
+		*count = get64(o->runs_wire + (size_t)i * RUN_LEN + 8);
+	} else {
+		*start = o->runs[2 * i];
+		*count = o->runs[2 * i + 1];
+	}
+}
+
 /* The frame's order: HELLO first, SLICE second, then extents, END last. */
 static int dec_order(struct mig_dec *d, uint32_t type, struct cmn_fail *f)
 {
@@ -403,11 +842,13 @@ static int dec_order(struct mig_dec *d, uint32_t type, struct cmn_fail *f)
 		return dec_fail(d, f, -EBADMSG, "frame %u (hello): a second HELLO", d->seq);
 	if (d->seq && !d->slice_seen && type != MIG_F_SLICE)
 		return dec_fail(d, f, -EBADMSG, "frame %u (%s): expected the SLICE frame", d->seq, nm);
-	if (type >= MIG_F_CHANNELS && type <= MIG_F_SCHED)
-		return dec_fail(d, f, -EPROTO, "frame %u (%s): this state is not carried by stream "
-				"version %u.%u", d->seq, nm, MIG_VERSION_MAJOR, MIG_VERSION_MINOR);
+	if (state_rank(type) >= 0)
+		return dec_state_order(d, type, f);
 	if (type < MIG_F_HELLO || type > MIG_F_END)
 		return dec_fail(d, f, -EBADMSG, "frame %u: unknown type %u", d->seq, type);
+	if (type == MIG_F_EXTENT && d->state_rank >= 0)
+		return dec_fail(d, f, -EBADMSG, "frame %u (extent): an extent after the state frames",
+				d->seq);
 	return 0;
 }
 
@@ -475,6 +916,21 @@ int mig_dec_next(struct mig_dec *d, struct mig_frame *out, struct cmn_fail *f)
 		break;
 	case MIG_F_EXTENT:
 		r = dec_extent(d, h + MIG_FRAME_HDR, len, out, f);
+		break;
+	case MIG_F_CHANNELS:
+		r = dec_channels(d, h + MIG_FRAME_HDR, len, out, f);
+		break;
+	case MIG_F_RM_TREE:
+		r = dec_rm_tree(d, h + MIG_FRAME_HDR, len, out, f);
+		break;
+	case MIG_F_IOMMU:
+		r = dec_iommu(d, h + MIG_FRAME_HDR, len, out, f);
+		break;
+	case MIG_F_DOORBELLS:
+		r = dec_doorbells(d, h + MIG_FRAME_HDR, len, out, f);
+		break;
+	case MIG_F_SCHED:
+		r = dec_sched(d, h + MIG_FRAME_HDR, len, out, f);
 		break;
 	default:
 		r = dec_end(d, h + MIG_FRAME_HDR, len, out, f);

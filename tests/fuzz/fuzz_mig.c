@@ -3,7 +3,8 @@
  * sent or what `vgpuctl restore` was given. Byte 0: bit 0 set fixes each frame's CRC up
  * before decoding (so the checks after the checksum are reached), bit 1 set reads in
  * 7-byte pieces (short reads). The checks: an extent lies inside the region SLICE declared
- * and above the previous one; a stream decoded to its end re-encodes to the same bytes. */
+ * and above the previous one; a stream decoded to its end (state frames of version 1.1
+ * included) re-encodes to the same bytes. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +73,55 @@ static void fix_crcs(uint8_t *b, size_t len)
 	}
 }
 
+/* Re-encode a decoded list frame (the state frames but SCHED) into @e, one frame for one:
+ * each holds fewer records than the encoder puts in a frame. */
+static void reencode_list(struct mig_enc *e, const struct mig_frame *fr, bool *ok)
+{
+	uint32_t n = fr->u.list.count;
+	size_t off = 0;
+
+	switch (fr->type) {
+	case MIG_F_CHANNELS: {
+		struct mig_chan_rec *r = calloc(n + 1, sizeof(*r));
+
+		for (uint32_t i = 0; r && i < n; i++)
+			mig_chan_rec_at(fr, i, &r[i]);
+		*ok &= r && !mig_enc_channels(e, r, n, NULL);
+		free(r);
+		break;
+	}
+	case MIG_F_DOORBELLS: {
+		struct mig_db_rec *r = calloc(n + 1, sizeof(*r));
+
+		for (uint32_t i = 0; r && i < n; i++)
+			mig_db_rec_at(fr, i, &r[i]);
+		*ok &= r && !mig_enc_doorbells(e, r, n, NULL);
+		free(r);
+		break;
+	}
+	case MIG_F_IOMMU: {
+		struct mig_iommu_rec *r = calloc(n + 1, sizeof(*r));
+
+		for (uint32_t i = 0; r && i < n; i++)
+			mig_iommu_rec_at(fr, i, &r[i]);
+		*ok &= r && !mig_enc_iommu(e, r, n, NULL);
+		free(r);
+		break;
+	}
+	case MIG_F_RM_TREE: {
+		struct mig_rm_obj *o = calloc(n + 1, sizeof(*o));
+
+		for (uint32_t i = 0; o && i < n; i++)
+			VGPU_ASSERT(mig_rm_obj_next(fr, &off, &o[i]) == 1);
+		*ok &= o && !mig_enc_rm_tree(e, o, n, NULL);
+		free(o);
+		break;
+	}
+	default:
+		break;
+	}
+}
+
 /* Re-encode a decoded frame into @e. */
 static void reencode(struct mig_enc *e, const struct mig_frame *fr, bool *ok)
 {
@@ -87,7 +137,11 @@ static void reencode(struct mig_enc *e, const struct mig_frame *fr, bool *ok)
 	case MIG_F_END:
 		*ok &= !mig_enc_end(e, NULL);
 		break;
+	case MIG_F_SCHED:
+		*ok &= !mig_enc_sched(e, &fr->u.sched, NULL);
+		break;
 	default:
+		reencode_list(e, fr, ok);
 		break;
 	}
 }

@@ -352,10 +352,10 @@ static void test_bad_fields(void **state)
 	raw_frame(&b, MIG_F_EXTENT, 3, ext, sizeof(ext), sizeof(ext));
 	assert_int_equal(decode_all(&b, &frames, NULL, 0, &f), -EBADMSG);
 	assert_non_null(strstr(f.msg, "below the previous"));
-	/* A frame of a state this version does not carry. */
+	/* A state frame whose records do not fit its length (version 1.1 carries the type). */
 	b.len = base;
 	raw_frame(&b, MIG_F_RM_TREE, 2, ext, sizeof(ext), sizeof(ext));
-	assert_int_equal(decode_all(&b, &frames, NULL, 0, &f), -EPROTO);
+	assert_int_equal(decode_all(&b, &frames, NULL, 0, &f), -EBADMSG);
 	assert_non_null(strstr(f.msg, "frame 2 (rm-tree)"));
 	/* A skipped sequence number, END with wrong totals, bytes after END. */
 	b.len = base;
@@ -379,6 +379,262 @@ static void test_bad_fields(void **state)
 	free(b.p);
 }
 
+/* ---- state frames (version 1.1) ---- */
+
+static const uint64_t runs[] = { 0x10000, 3, 0x80000, 1 };
+
+static const struct mig_rm_obj objs[] = {
+	{ .h_client = 0xe0100000, .handle = 0xe0100000 },
+	{ .h_client = 0xe0100000, .h_parent = 0xe0100000, .handle = 0xcaf00000, .h_class = 0x80 },
+	{ .h_client = 0xe0100000, .h_parent = 0xcaf00000, .handle = 0xcaf00001, .h_class = 0x40,
+	  .a = 0x40000, .b = 0x10000, .nr_runs = 2, .runs = runs },
+	{ .h_client = 0xe0100000, .h_parent = 0xcaf00000, .handle = 0xcaf00002, .h_class = 0x6f,
+	  .dep_client = 0xe0100000, .dep_handle = 0xcaf00001, .a = 0x1000, .x = 5, .w = 9 },
+};
+
+static const struct mig_chan_rec chans[] = {
+	{ 0xe0100000, 0xcaf00002, 5, 1, 512, MIG_CHAN_ENABLED, 37, 37, 1, 0, 99 },
+	{ 0xe0100000, 0xcaf00003, 6, 0, 64, 0, 3, 4, 4, 12, 1 },
+};
+static const struct mig_db_rec dbs[] = { { 0xe0100000, 0xcaf00002, 5, 0x10005 } };
+static const struct mig_iommu_rec maps[] = { { 1ull << 33, 0x10000, 0, 3 },
+					     { (1ull << 33) + 0x20000, 0x1000, 0x10000, 1 } };
+static const struct mig_sched_rec sched = { 1, 2, 3, 4, 5, 6, 7 };
+
+/* A 1.1 stream with every state frame after one extent. */
+static void make_state_stream(struct mbuf *b)
+{
+	struct mig_enc e;
+	uint8_t x[64] = { 1 };
+
+	assert_int_equal(mig_enc_init(&e, mbuf_write, b, NULL), 0);
+	assert_int_equal(mig_enc_slice(&e, 1 << 20, 1 << 20, def, strlen(def), NULL), 0);
+	assert_int_equal(mig_enc_extent(&e, MIG_R_VRAM, 0, x, sizeof(x), NULL), 0);
+	assert_int_equal(mig_enc_sched(&e, &sched, NULL), 0);
+	assert_int_equal(mig_enc_iommu(&e, maps, 2, NULL), 0);
+	assert_int_equal(mig_enc_rm_tree(&e, objs, 4, NULL), 0);
+	assert_int_equal(mig_enc_channels(&e, chans, 2, NULL), 0);
+	assert_int_equal(mig_enc_doorbells(&e, dbs, 1, NULL), 0);
+	assert_int_equal(mig_enc_end(&e, NULL), 0);
+}
+
+static void check_rm_frame(const struct mig_frame *fr)
+{
+	struct mig_rm_obj o;
+	size_t off = 0;
+	unsigned int n = 0;
+
+	assert_int_equal(fr->u.list.count, 4);
+	while (mig_rm_obj_next(fr, &off, &o)) {
+		const struct mig_rm_obj *w = &objs[n++];
+
+		assert_int_equal(o.h_client, w->h_client);
+		assert_int_equal(o.h_parent, w->h_parent);
+		assert_int_equal(o.handle, w->handle);
+		assert_int_equal(o.h_class, w->h_class);
+		assert_int_equal(o.dep_handle, w->dep_handle);
+		assert_int_equal(o.a, w->a);
+		assert_int_equal(o.x, w->x);
+		assert_int_equal(o.w, w->w);
+		assert_int_equal(o.nr_runs, w->nr_runs);
+		for (uint32_t k = 0; k < o.nr_runs; k++) {
+			uint64_t st, c;
+
+			mig_rm_run(&o, k, &st, &c);
+			assert_int_equal(st, runs[2 * k]);
+			assert_int_equal(c, runs[2 * k + 1]);
+		}
+	}
+	assert_int_equal(n, 4);
+}
+
+/* What was encoded decodes to the same records, in order. */
+static void test_state_round_trip(void **state)
+{
+	struct mbuf b = { 0 };
+	struct mig_dec d;
+	struct mig_frame fr;
+	uint32_t types[16];
+	unsigned int n = 0;
+
+	(void)state;
+	make_state_stream(&b);
+	assert_int_equal(mig_dec_init(&d, mbuf_read, &b, NULL), 0);
+	while (mig_dec_next(&d, &fr, NULL) > 0) {
+		types[n++] = fr.type;
+		if (fr.type == MIG_F_HELLO)
+			assert_int_equal(fr.u.hello.minor, 1);
+		if (fr.type == MIG_F_SCHED)
+			assert_memory_equal(&fr.u.sched, &sched, sizeof(sched));
+		if (fr.type == MIG_F_RM_TREE)
+			check_rm_frame(&fr);
+		for (uint32_t i = 0; fr.type == MIG_F_CHANNELS && i < fr.u.list.count; i++) {
+			struct mig_chan_rec c;
+
+			mig_chan_rec_at(&fr, i, &c);
+			assert_memory_equal(&c, &chans[i], sizeof(c));
+		}
+		for (uint32_t i = 0; fr.type == MIG_F_IOMMU && i < fr.u.list.count; i++) {
+			struct mig_iommu_rec m;
+
+			mig_iommu_rec_at(&fr, i, &m);
+			assert_int_equal(m.iova, maps[i].iova);
+			assert_int_equal(m.offset, maps[i].offset);
+			assert_int_equal(m.prot, maps[i].prot);
+		}
+		if (fr.type == MIG_F_DOORBELLS) {
+			struct mig_db_rec db;
+
+			assert_int_equal(fr.u.list.count, 1);
+			mig_db_rec_at(&fr, 0, &db);
+			assert_memory_equal(&db, &dbs[0], sizeof(db));
+		}
+	}
+	mig_dec_fini(&d);
+	assert_int_equal(n, 9);
+	assert_int_equal(types[3], MIG_F_SCHED);
+	assert_int_equal(types[5], MIG_F_RM_TREE);
+	assert_int_equal(types[7], MIG_F_DOORBELLS);
+	assert_int_equal(types[8], MIG_F_END);
+	free(b.p);
+}
+
+/* Every cut and every flipped byte of a state stream is refused naming a frame. */
+static void test_state_damage(void **state)
+{
+	struct mbuf b = { 0 };
+	unsigned int frames;
+	struct cmn_fail f;
+	size_t full;
+
+	(void)state;
+	make_state_stream(&b);
+	full = b.len;
+	for (size_t cut = 0; cut < full; cut += 7) {
+		b.len = cut;
+		memset(&f, 0, sizeof(f));
+		assert_int_equal(decode_all(&b, &frames, NULL, 0, &f), -EBADMSG);
+		assert_non_null(strstr(f.msg, "truncated"));
+	}
+	b.len = full;
+	for (size_t i = 0; i < full; i++) {
+		b.p[i] ^= 0x10;
+		memset(&f, 0, sizeof(f));
+		assert_true(decode_all(&b, &frames, NULL, 0, &f) < 0);
+		assert_non_null(strstr(f.msg, "frame"));
+		b.p[i] ^= 0x10;
+	}
+	assert_int_equal(decode_all(&b, &frames, NULL, 0, NULL), 0);
+	free(b.p);
+}
+
+/* Hand-made 1.1 streams up to SLICE, then @type with @p (CRC valid); the decode result. */
+static int state_case(uint16_t minor, const uint16_t *types, const uint8_t *const *p,
+		      const uint32_t *len, unsigned int n, struct cmn_fail *f)
+{
+	struct mbuf b = { 0 };
+	uint8_t hello[16], sl[16 + 2];
+	unsigned int frames;
+	int r;
+
+	hello_payload(hello, MIG_VERSION_MAJOR, minor);
+	raw_frame(&b, MIG_F_HELLO, 0, hello, 16, 16);
+	put64le(sl, 1 << 20);
+	put64le(sl + 8, 1 << 20);
+	memcpy(sl + 16, "{}", 2);
+	raw_frame(&b, MIG_F_SLICE, 1, sl, sizeof(sl), sizeof(sl));
+	for (unsigned int i = 0; i < n; i++)
+		raw_frame(&b, types[i], 2 + i, p[i], len[i], len[i]);
+	memset(f, 0, sizeof(*f));
+	r = decode_all(&b, &frames, NULL, 0, f);
+	free(b.p);
+	return r;
+}
+
+/* A list payload: count, 0, then @rl bytes of @rec. */
+static uint32_t list_payload(uint8_t *out, uint32_t count, const void *rec, uint32_t rl)
+{
+	memset(out, 0, 8);
+	out[0] = (uint8_t)count;
+	memcpy(out + 8, rec, rl);
+	return 8 + rl;
+}
+
+/* Version, order, counts and ranges of state frames. */
+static void test_state_bad(void **state)
+{
+	uint8_t a[256], c[256], sch[64] = { 0 };
+	const uint8_t *pp[3] = { a, c, sch };
+	uint32_t len[3];
+	uint8_t chan[48] = { 0 };
+	struct cmn_fail f;
+
+	(void)state;
+	/* A good CHANNELS record: chid 5, runlist 1, 512 entries, state 1, handles set. */
+	chan[0] = 1, chan[4] = 2, chan[8] = 5, chan[12] = 1, chan[17] = 2, chan[32] = 1;
+	len[0] = list_payload(a, 1, chan, 48);
+	assert_int_equal(state_case(1, (uint16_t[]){ MIG_F_CHANNELS }, pp, len, 1, &f), -EBADMSG);
+	assert_non_null(strstr(f.msg, "truncated"));	/* good frame, no END */
+	/* A 1.0 stream carries no state: refused by name. */
+	assert_int_equal(state_case(0, (uint16_t[]){ MIG_F_CHANNELS }, pp, len, 1, &f), -EBADMSG);
+	assert_non_null(strstr(f.msg, "frame 2 (channels): a version 1.0 stream"));
+	/* Count and length disagree. */
+	len[0] = list_payload(a, 2, chan, 48);
+	assert_int_equal(state_case(1, (uint16_t[]){ MIG_F_CHANNELS }, pp, len, 1, &f), -EBADMSG);
+	assert_non_null(strstr(f.msg, "do not fill"));
+	/* The same channel twice, across two frames. */
+	len[0] = len[1] = list_payload(a, 1, chan, 48);
+	memcpy(c, a, len[0]);
+	assert_int_equal(state_case(1, (uint16_t[]){ MIG_F_CHANNELS, MIG_F_CHANNELS }, pp, len, 2,
+				    &f), -EBADMSG);
+	assert_non_null(strstr(f.msg, "channel id repeated"));
+	/* GP_GET past the ring, chid 64, unknown flags. */
+	chan[24] = 0, chan[25] = 2;
+	len[0] = list_payload(a, 1, chan, 48);
+	assert_int_equal(state_case(1, (uint16_t[]){ MIG_F_CHANNELS }, pp, len, 1, &f), -EBADMSG);
+	assert_non_null(strstr(f.msg, "GP_GET"));
+	chan[24] = chan[25] = 0, chan[8] = 64;
+	len[0] = list_payload(a, 1, chan, 48);
+	assert_int_equal(state_case(1, (uint16_t[]){ MIG_F_CHANNELS }, pp, len, 1, &f), -EBADMSG);
+	assert_non_null(strstr(f.msg, "channel id out of range"));
+	/* Out of order: CHANNELS then RM_TREE; a second SCHED. */
+	chan[8] = 5;
+	len[0] = list_payload(a, 1, chan, 48);
+	len[1] = list_payload(c, 0, NULL, 0);
+	assert_int_equal(state_case(1, (uint16_t[]){ MIG_F_CHANNELS, MIG_F_RM_TREE }, pp, len, 2,
+				    &f), -EBADMSG);
+	assert_non_null(strstr(f.msg, "frame 3 (rm-tree): out of order"));
+	len[0] = len[1] = 64;
+	pp[0] = pp[1] = sch;
+	assert_int_equal(state_case(1, (uint16_t[]){ MIG_F_SCHED, MIG_F_SCHED }, pp, len, 2, &f),
+			 -EBADMSG);
+	assert_non_null(strstr(f.msg, "a second SCHED"));
+	/* An extent after a state frame. */
+	uint8_t ext[20] = { 0 };
+	pp[1] = ext;
+	len[1] = sizeof(ext);
+	assert_int_equal(state_case(1, (uint16_t[]){ MIG_F_SCHED, MIG_F_EXTENT }, pp, len, 2, &f),
+			 -EBADMSG);
+	assert_non_null(strstr(f.msg, "after the state frames"));
+	/* An RM object whose runs run past the frame; a VRAM run outside the slice. */
+	uint8_t obj[80 + 16] = { 0 };
+	obj[0] = 1, obj[4] = 1, obj[8] = 2, obj[12] = 0x40, obj[72] = 2;
+	pp[0] = a;
+	len[0] = list_payload(a, 1, obj, sizeof(obj));
+	assert_int_equal(state_case(1, (uint16_t[]){ MIG_F_RM_TREE }, pp, len, 1, &f), -EBADMSG);
+	assert_non_null(strstr(f.msg, "runs past"));
+	obj[72] = 1, obj[80 + 8] = 1, obj[80 + 3] = 0x10;	/* start 256 MiB, 1 page */
+	len[0] = list_payload(a, 1, obj, sizeof(obj));
+	assert_int_equal(state_case(1, (uint16_t[]){ MIG_F_RM_TREE }, pp, len, 1, &f), -EBADMSG);
+	assert_non_null(strstr(f.msg, "outside the slice"));
+	/* An IOMMU mapping that is unaligned. */
+	uint8_t map[32] = { 0 };
+	map[1] = 0x10, map[8] = 1, map[24] = 3;
+	len[0] = list_payload(a, 1, map, sizeof(map));
+	assert_int_equal(state_case(1, (uint16_t[]){ MIG_F_IOMMU }, pp, len, 1, &f), -EBADMSG);
+	assert_non_null(strstr(f.msg, "frame 2 (iommu)"));
+}
+
 /* The encoder refuses what the decoder would. */
 static void test_encoder_checks(void **state)
 {
@@ -397,6 +653,10 @@ static void test_encoder_checks(void **state)
 	assert_int_equal(mig_enc_extent(&e, MIG_R_DMA, 0, x, 8, NULL), -EINVAL);
 	assert_int_equal(mig_enc_extent(&e, MIG_R_VRAM, 8, x, 8, NULL), 0);
 	assert_int_equal(mig_enc_extent(&e, MIG_R_VRAM, 0, x, 8, NULL), -EINVAL);
+	assert_int_equal(mig_enc_sched(&e, &sched, NULL), 0);
+	assert_int_equal(mig_enc_extent(&e, MIG_R_VRAM, 100, x, 8, NULL), -EINVAL);
+	assert_int_equal(mig_enc_channels(&e, chans, 2, NULL), 0);
+	assert_int_equal(mig_enc_rm_tree(&e, objs, 4, NULL), -EINVAL);
 	assert_int_equal(mig_enc_end(&e, NULL), 0);
 	assert_int_equal(mig_enc_end(&e, NULL), -EINVAL);
 	free(b.p);
@@ -420,6 +680,9 @@ int main(void)
 		cmocka_unit_test(test_version),
 		cmocka_unit_test(test_bad_fields),
 		cmocka_unit_test(test_encoder_checks),
+		cmocka_unit_test(test_state_round_trip),
+		cmocka_unit_test(test_state_damage),
+		cmocka_unit_test(test_state_bad),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
