@@ -119,6 +119,9 @@ extern atomic_uint hmm_handlers_inflight;
 
 /* Region covering @addr, or NULL. Signal context safe; hold hmm_handlers_inflight. */
 struct hmm_region *hmm_region_find(uintptr_t addr);
+/* hmm_region_find() for a walk: also sets *span_end to where the answer stops holding
+ * (the region's end, or the next region's start), so pages up to it need no lookup. */
+struct hmm_region *hmm_region_find_span(uintptr_t addr, uintptr_t *span_end);
 /* State word of @addr in @r. */
 static inline _Atomic uint64_t *hmm_region_word(struct hmm_region *r, uintptr_t addr)
 {

@@ -44,6 +44,26 @@ struct hmm_region *hmm_region_find(uintptr_t addr)
 	return NULL;
 }
 
+struct hmm_region *hmm_region_find_span(uintptr_t addr, uintptr_t *span_end)
+{
+	uintptr_t end = UINTPTR_MAX;
+
+	for (unsigned int i = 0; i < HMM_MAX_REGIONS; i++) {
+		struct hmm_region *r = atomic_load_explicit(&hmm_regions[i], memory_order_acquire);
+
+		if (!r)
+			continue;
+		if (addr >= r->start && addr < r->end) {
+			*span_end = r->end;
+			return r;
+		}
+		if (r->start > addr && r->start < end)
+			end = r->start;
+	}
+	*span_end = end;
+	return NULL;
+}
+
 /* Wait until no fault handler can still be looking at an unpublished region. */
 static void handlers_drain(void)
 {

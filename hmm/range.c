@@ -187,7 +187,8 @@ static int walk_segment(struct walk *w, uintptr_t a, uintptr_t e, const struct h
 	struct hmm_range *r = w->range;
 	uint64_t pm[SEG_PAGES];
 	size_t n = (e - a) >> HMM_PAGE_SHIFT;
-	uintptr_t run = 0;
+	uintptr_t run = 0, span_end = 0;
+	struct hmm_region *reg = NULL;
 	size_t run_n = 0;
 	bool run_write = false;
 	int ret = hmm_pagemap_read(w->mm, a, n, pm);
@@ -202,8 +203,10 @@ static int walk_segment(struct walk *w, uintptr_t a, uintptr_t e, const struct h
 		bool need = false;
 
 		if (k < n) {
-			struct hmm_region *reg = hmm_region_find(x);
 			int sys = 1;
+
+			if (x >= span_end)	/* one region lookup per region or gap */
+				reg = hmm_region_find_span(x, &span_end);
 
 			if ((req & HMM_PFN_REQ_WRITE) && !v->write)
 				return -EPERM;

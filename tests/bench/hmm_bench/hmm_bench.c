@@ -3,7 +3,10 @@
  * measured in the same run: glibc memcpy (the copy ceiling) and the raw userfaultfd fault
  * mechanisms with no library around them.
  *
- *   hmm_bench [--json] [--quick]
+ *   hmm_bench [--json] [--quick] [--only migrate|faults]
+ *
+ * --only runs one part alone, repeated (for perf record / perf stat): 2 MiB migration both
+ * ways next to memcpy, or device-fault service.
  *
  * Each figure is the median of 5 runs (each run: its own median for latencies, its own
  * total for throughputs). --json prints one object. The keys ending in _61 are measured
@@ -618,9 +621,32 @@ static int run_part61(bool quick, struct figures61 *f)
 	return pclose(p) == 0 && got == 7 ? 0 : -1;
 }
 
+/* One part alone, 10 times over, for a profiler. */
+static int only_part(const char *what)
+{
+	for (int i = 0; i < 10; i++) {
+		double a, b;
+
+		if (!strcmp(what, "migrate")) {
+			double mc = bench_memcpy();
+
+			bench_migrate(1, &a, &b);
+			printf("memcpy %.2f GB/s, to VRAM %.2f GB/s (%.0f %%), to system %.2f GB/s (%.0f %%)\n",
+			       mc, a, 100 * a / mc, b, 100 * b / mc);
+		} else if (!strcmp(what, "faults")) {
+			printf("device faults %.0f k/s\n", bench_device_faults(256, &a) / 1000);
+		} else {
+			fprintf(stderr, "hmm_bench: --only takes migrate or faults, not '%s'\n", what);
+			return 2;
+		}
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	bool json = false, quick = false, only61 = false;
+	const char *only = NULL;
 	struct hmm_uffd_caps caps;
 	struct figures61 f61;
 
@@ -629,18 +655,23 @@ int main(int argc, char **argv)
 			only61 = true;
 		} else if (!strcmp(argv[i], "--json")) {
 			json = true;
+		} else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
+			only = argv[++i];
 		} else if (!strcmp(argv[i], "--quick")) {
 			fault_samples = 200;
 			migrate_bytes = 32 * VGPU_MiB;
 			memcpy_pool = 64 * VGPU_MiB;
 			quick = true;
 		} else {
-			fprintf(stderr, "usage: %s [--json] [--quick]\n", argv[0]);
+			fprintf(stderr, "usage: %s [--json] [--quick] [--only migrate|faults]\n",
+				argv[0]);
 			return 2;
 		}
 	}
 	if (only61)
 		return part61();
+	if (only)
+		return only_part(only);
 	hmm_uffd_probe(&caps);
 	if (!caps.available || !caps.move || !caps.sigbus) {
 		fprintf(stderr, "hmm_bench: %s\n", caps.why);
