@@ -10,16 +10,13 @@
  * is never held across a request's handling: an RM call through the GSP runs unlocked, and
  * its reply is written back only if the rings were not formatted again meanwhile (gen).
  *
- * CPU priority by share: every thread counts the requests it serves in fixed windows of
- * PF_SVC_WINDOW_NS, and the plane counts them for all VFs together (the requests, and the
- * VFs that had any). A thread whose VF was served at most PF_SVC_SHARE_LIGHT of a fair
- * share (all requests over the VFs that had some) in the last complete window, or that
- * was alone, runs the next window at nice 0; any other at nice PF_SVC_NICE_BUSY. A light
- * VF's thread, woken by its kick, then preempts the busy VFs' threads at once instead of
- * queueing behind them on a busy CPU; VFs that all flood alike share the CPU as before
- * (nice is relative), and a flood is slowed, never stopped (nice weighs only contended
- * CPU time). Going back to nice 0 needs CAP_SYS_NICE (or RLIMIT_NICE of 20): without it
- * the threads stay at nice 0 and the plane says so once. */
+ * CPU priority by share (common/share.h, the rule the GSP's lanes follow too): every
+ * thread counts the requests it serves in windows of CMN_SHARE_WINDOW_NS; a thread whose
+ * VF was served at most CMN_SHARE_LIGHT of a fair share in the last window, or that was
+ * alone, runs the next window at nice 0, any other at CMN_SHARE_NICE_BUSY. A light VF's
+ * thread, woken by its kick, then preempts the busy VFs' threads at once instead of
+ * queueing behind them on a busy CPU. Going back to nice 0 needs CAP_SYS_NICE (or
+ * RLIMIT_NICE of 20): without it the threads stay at nice 0 and the plane says so once. */
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -27,31 +24,20 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include "common/clock.h"
 #include "common/lock.h"
 #include "common/log.h"
+#include "common/share.h"
 #include "pf_manager/pf_internal.h"
-#include "pf_manager/service_internal.h"
 #include <vgpu/rm.h>
 
 #define PF_SVC_SWEEP_MS	100	/* a mailbox sweep even without a kick (a lost eventfd write) */
-#define PF_SVC_WINDOW_NS	(50 * VGPU_NSEC_PER_MSEC)	/* the share's window */
 
-/* The plane's counts of one window (two kept: the current one and the last complete one).
- * One vgpud per process: the plane is the process's. */
-struct svc_window {
-	_Atomic uint64_t id;		/* the window these counts are of */
-	_Atomic uint64_t total;		/* requests served, all VFs */
-	_Atomic uint32_t active;	/* VFs served at least once */
-};
-
-static struct {
-	struct svc_window w[2];
-	_Atomic int renice;		/* 1: may go back to nice 0; 0: not yet known; -1: may not */
-} svc_plane;
+/* The plane's counts for CPU priority by share (common/share.h). One vgpud per process: the
+ * plane is the process's. */
+static struct cmn_share_plane svc_plane;
 
 struct pf_svc {
 	struct pf_daemon *d;
@@ -66,80 +52,21 @@ struct pf_svc {
 	uint32_t resets;		/* what GET_INFO reports */
 	/* counters, written by the thread, copied into the slice by pf_svc_sync() */
 	_Atomic uint64_t rpc_ok, rpc_err, kicks;
-	/* the thread's own: its window, what it served there, its nice */
-	uint64_t win, served;
+	/* the thread's own: its VF's counts for the priority by share, the nice it runs at */
+	struct cmn_share_user share;
 	int nice;
 };
 
 /* ---- CPU priority by share ------------------------------------------------------------------ */
 
-int pf_svc_share_nice(uint64_t served, uint64_t total, uint32_t active)
-{
-	/* served / total <= LIGHT/1000 of 1/active, in integers */
-	if (active < 2 || served * active * 1000 <= total * PF_SVC_SHARE_LIGHT)
-		return 0;
-	return PF_SVC_NICE_BUSY;
-}
-
-/* Whether this process may lower a thread's nice again (what a nice-19 thread needs). */
-static bool svc_may_renice(void)
-{
-	int r = atomic_load_explicit(&svc_plane.renice, memory_order_relaxed);
-	struct rlimit rl;
-
-	if (r)
-		return r > 0;
-	r = geteuid() == 0 || (!getrlimit(RLIMIT_NICE, &rl) && rl.rlim_cur >= 20) ? 1 : -1;
-	if (r < 0)
-		cmn_info("service threads: no CAP_SYS_NICE or RLIMIT_NICE: all run at nice 0 "
-			 "(no CPU priority by share)");
-	atomic_store_explicit(&svc_plane.renice, r, memory_order_relaxed);
-	return r > 0;
-}
-
-/* The plane's slot for window @id, taken over from an older window if need be. */
-static struct svc_window *svc_window(uint64_t id)
-{
-	struct svc_window *w = &svc_plane.w[id & 1];
-	uint64_t old = atomic_load(&w->id);
-
-	/* The thread that moves the slot on clears it; a request of the old window counted
-	 * in between lands in the new one, which a share's estimate can bear. */
-	if (old != id && atomic_compare_exchange_strong(&w->id, &old, id)) {
-		atomic_store(&w->total, 0);
-		atomic_store(&w->active, 0);
-	}
-	return w;
-}
-
-/* Count one request served by @v, and on its first request of a new window set its nice
- * by what it was served in the last one. */
+/* Count one request served by @v, and run the thread at the nice its VF's share gives. */
 static void svc_account(struct pf_svc *v)
 {
-	uint64_t id = cmn_now_ns() / PF_SVC_WINDOW_NS;
-	struct svc_window *w = svc_window(id);
-	int nice = 0;
+	int nice = cmn_share_count(&svc_plane, &v->share, cmn_share_window(cmn_now_ns()));
 
-	if (id != v->win) {
-		struct svc_window *last = &svc_plane.w[(id - 1) & 1];
-
-		/* Served in the last window: weigh it against everyone's, else it is light. */
-		if (v->win == id - 1 && atomic_load(&last->id) == id - 1)
-			nice = pf_svc_share_nice(v->served, atomic_load(&last->total),
-						 atomic_load(&last->active));
-		v->win = id;
-		v->served = 0;
-		atomic_fetch_add(&w->active, 1);
-		if (nice != v->nice && svc_may_renice()) {
-			if (setpriority(PRIO_PROCESS, 0, nice))	/* this thread (Linux) */
-				cmn_dbg("VF %u: service thread nice %d: %s", v->s->vf, nice,
-					 cmn_strerror(-errno));
-			else
-				v->nice = nice;
-		}
-	}
-	v->served++;
-	atomic_fetch_add(&w->total, 1);
+	if (nice != v->nice && cmn_share_may_renice(&svc_plane, "service threads") &&
+	    !cmn_share_set_nice(nice, "service thread"))
+		v->nice = nice;
 }
 
 /* ---- one request -------------------------------------------------------------------------- */

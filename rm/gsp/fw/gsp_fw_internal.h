@@ -13,6 +13,7 @@
 #include <vgpu/rpc.h>
 
 #include "common/lock.h"
+#include "common/share.h"
 #include "gpu_model/gpu.h"
 #include "rm/gsp/gsp.h"
 #ifdef VGPU_TEST_HOOKS
@@ -68,6 +69,10 @@ struct gsp_fw_lane {
 #ifdef VGPU_TEST_HOOKS
 	struct gsp_fw_lane_faults faults;
 #endif
+	/* CPU priority by share (common/share.h): each function's RPCs this lane served, and
+	 * the nice the lane thread runs at now (lane thread only) */
+	struct cmn_share_user share[GPU_MAX_FNS];
+	int nice;
 	pthread_t th;
 };
 
@@ -89,6 +94,8 @@ struct gsp_fw {
 	struct vgpu_rpc_event *evts;
 	struct gpu_priv *priv;		/* NULL: started without hardware */
 	uint64_t spin_ns;
+	bool renice;			/* lane threads run at their RPCs' share's nice */
+	struct cmn_share_plane share;	/* every lane's RPCs, per window */
 #ifdef VGPU_TEST_HOOKS
 	struct gsp_fw_faults faults;
 #endif
@@ -172,6 +179,11 @@ static inline bool gsp_fw_hook_reply_write(struct gsp_fw_lane *ln, size_t bytes,
 	return false;
 }
 #endif
+
+/* Count an RPC of function @gfid served by @ln in share window @win (common/share.h) and
+ * return the nice it runs at: 0 if @gfid was light in the last window (or alone), else
+ * CMN_SHARE_NICE_BUSY. A @gfid past GPU_MAX_FNS is not counted and runs at 0. */
+int gsp_fw_lane_share(struct gsp_fw_lane *ln, uint32_t gfid, uint64_t win);
 
 /* Wait until the status queue of @ln has room for @elems elements. */
 void gsp_fw_wait_space(struct gsp_fw_lane *ln, uint32_t elems);

@@ -2,7 +2,13 @@
 /* The GSP's side: one thread per lane reads commands, reassembles continuation records,
  * runs the RPC against the privileged region and writes the reply; the main thread beats
  * the heartbeat and watches the device. RPCs dispatch through one table (srv_fns[]); the
- * test-only ones and the faults they arm live in hooks.c, in test builds only. */
+ * test-only ones and the faults they arm live in hooks.c, in test builds only.
+ *
+ * A lane serves the RPCs of several functions in order, so its thread runs each RPC at the
+ * nice its function's share gives (common/share.h, the rule vgpud's service threads
+ * follow): a function served more than its share of every lane's RPCs in the last window
+ * at CMN_SHARE_NICE_BUSY, a light one at 0; an idle lane sleeps at 0. On a loaded CPU a
+ * light function's RPC is then not served by a thread queued behind the flood's. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -563,6 +569,23 @@ static void srv_reply(struct gsp_fw_lane *ln, uint32_t fn, uint32_t seq, uint32_
 	} while (off < rep_len);
 }
 
+/* ---- CPU priority by share ---- */
+int gsp_fw_lane_share(struct gsp_fw_lane *ln, uint32_t gfid, uint64_t win)
+{
+	if (gfid >= GPU_MAX_FNS)
+		return 0;
+	return cmn_share_count(&ln->s->share, &ln->share[gfid], win);
+}
+
+/* Run the lane thread at @nice (a thread of vgpu-gsp only, never a stepping caller's). */
+static void srv_lane_nice(struct gsp_fw_lane *ln, int nice)
+{
+	if (nice != ln->nice && ln->s->renice &&
+	    cmn_share_may_renice(&ln->s->share, "vgpu-gsp lanes") &&
+	    !cmn_share_set_nice(nice, "vgpu-gsp lane"))
+		ln->nice = nice;
+}
+
 /* ---- command path ---- */
 static void srv_bad(struct gsp_fw_lane *ln)
 {
@@ -625,12 +648,17 @@ static void srv_message(struct gsp_fw_lane *ln)
 	if (ln->asm_got < ln->asm_total)
 		return;
 	ln->asm_active = false;
+	/* Its function's share sets the nice it runs at (and the reply is written at). */
+	srv_lane_nice(ln, gsp_fw_lane_share(ln, ln->asm_gfid, cmn_share_window(cmn_now_ns())));
 	ret = srv_handle(ln, ln->asm_fn, ln->asm_gfid, &rep);
 	__atomic_fetch_add(&ln->s->gp->rpcs, 1, __ATOMIC_RELAXED);
 	srv_reply(ln, ln->asm_fn, ln->asm_seq, ln->asm_gfid, ret, rep.data, rep.len);
 }
 
-/* Spin a while for the next command, then sleep on the command put. */
+/* Spin a while for the next command, then sleep on the command put. The spin runs at the
+ * nice of the RPC just served; the sleep at 0, so that whoever's RPC wakes the lane, a
+ * light function's is not served by a thread woken behind the busy ones (a busy
+ * function's RPC puts it back at CMN_SHARE_NICE_BUSY once read). */
 static void srv_idle(struct gsp_fw_lane *ln)
 {
 	uint32_t seen = atomic_load_explicit(ln->cmd.put, memory_order_acquire);
@@ -641,6 +669,7 @@ static void srv_idle(struct gsp_fw_lane *ln)
 			return;
 		gsp_spin_step(until - ln->s->spin_ns);
 	}
+	srv_lane_nice(ln, 0);
 	atomic_store(ln->cmd.reader_waiting, 1);	/* seq_cst: see gsp_q_write() */
 	if (atomic_load_explicit(ln->cmd.put, memory_order_seq_cst) == seen)
 		gsp_futex_wait(ln->cmd.put, seen, 50 * VGPU_NSEC_PER_MSEC);
@@ -1013,6 +1042,7 @@ int gsp_fw_run(int qfd, int priv_fd, int kick_fd, int status_fd, int fd_sock, in
 	}
 	if (s.priv && s.glob->wipe_hw)
 		srv_wipe(&s);
+	s.renice = true;
 	s.gp->pid = (uint64_t)getpid();
 	__atomic_store_n(&s.gp->heartbeat_ns, cmn_now_ns(), __ATOMIC_RELEASE);
 	ret = srv_lanes_start(&s);

@@ -7,7 +7,7 @@
 #include <dirent.h>
 
 #include "pf_test.h"
-#include "pf_manager/service_internal.h"
+#include "common/share.h"
 #include <vgpu/gpfifo.h>
 #include <vgpu/rm.h>
 
@@ -264,28 +264,28 @@ static void test_malformed_flood_isolated(void **state)
 }
 
 /* Priority by share, by counts of one window: a VF served at most 3/4 of a fair share
- * keeps nice 0, any other gets PF_SVC_NICE_BUSY; alone it is never lowered. */
+ * keeps nice 0, any other gets CMN_SHARE_NICE_BUSY; alone it is never lowered. */
 static void test_share_nice(void **state)
 {
 	(void)state;
 	/* Alone, or nobody served: nothing to be fair to. */
-	assert_int_equal(pf_svc_share_nice(1000, 1000, 1), 0);
-	assert_int_equal(pf_svc_share_nice(0, 0, 0), 0);
+	assert_int_equal(cmn_share_nice(1000, 1000, 1), 0);
+	assert_int_equal(cmn_share_nice(0, 0, 0), 0);
 	/* The victim against 62 VFs of 12 requests each: share 760 / 63, light at <= 9. */
-	assert_int_equal(pf_svc_share_nice(4, 62 * 12 + 4, 63), 0);
-	assert_int_equal(pf_svc_share_nice(12, 62 * 12 + 4, 63), PF_SVC_NICE_BUSY);
+	assert_int_equal(cmn_share_nice(4, 62 * 12 + 4, 63), 0);
+	assert_int_equal(cmn_share_nice(12, 62 * 12 + 4, 63), CMN_SHARE_NICE_BUSY);
 	/* The boundary: exactly 750 per mille of a share is light, one more is not. */
-	assert_int_equal(pf_svc_share_nice(75, 400, 4), 0);
-	assert_int_equal(pf_svc_share_nice(76, 400, 4), PF_SVC_NICE_BUSY);
+	assert_int_equal(cmn_share_nice(75, 400, 4), 0);
+	assert_int_equal(cmn_share_nice(76, 400, 4), CMN_SHARE_NICE_BUSY);
 	/* VFs that all flood alike are all busy: none is put behind another. */
-	assert_int_equal(pf_svc_share_nice(100, 6300, 63), PF_SVC_NICE_BUSY);
+	assert_int_equal(cmn_share_nice(100, 6300, 63), CMN_SHARE_NICE_BUSY);
 	/* Two VFs, one flooding: the flood is busy, the light one is not. */
-	assert_int_equal(pf_svc_share_nice(10000, 10010, 2), PF_SVC_NICE_BUSY);
-	assert_int_equal(pf_svc_share_nice(10, 10010, 2), 0);
+	assert_int_equal(cmn_share_nice(10000, 10010, 2), CMN_SHARE_NICE_BUSY);
+	assert_int_equal(cmn_share_nice(10, 10010, 2), 0);
 }
 
 /* A light VF among 1 to 62 flooding VFs keeps nice 0 and each flooding VF goes to
- * PF_SVC_NICE_BUSY: the light VF's thread, once woken, runs ahead of every flood thread. */
+ * CMN_SHARE_NICE_BUSY: the light VF's thread, once woken, runs ahead of every flood thread. */
 static void test_light_vf_ahead_of_flood(void **state)
 {
 	(void)state;
@@ -293,9 +293,38 @@ static void test_light_vf_ahead_of_flood(void **state)
 		uint64_t per = 12, light = 4, total = n * per + light;
 		uint32_t active = n + 1;
 
-		assert_int_equal(pf_svc_share_nice(light, total, active), 0);
-		assert_int_equal(pf_svc_share_nice(per, total, active), PF_SVC_NICE_BUSY);
+		assert_int_equal(cmn_share_nice(light, total, active), 0);
+		assert_int_equal(cmn_share_nice(per, total, active), CMN_SHARE_NICE_BUSY);
 	}
+}
+
+/* The counts across windows, by window number: a VF's requests of one window set its nice
+ * for the next; a VF silent for a window comes back light; a VF alone is never lowered. */
+static void test_share_windows(void **state)
+{
+	struct cmn_share_plane p = { 0 };
+	struct cmn_share_user flood = { 0 }, light = { 0 };
+
+	(void)state;
+	/* Window 1: the first requests of both run at nice 0 (nothing known yet). */
+	for (int i = 0; i < 100; i++)
+		assert_int_equal(cmn_share_count(&p, &flood, 1), 0);
+	assert_int_equal(cmn_share_count(&p, &light, 1), 0);
+	/* Window 2: the flood's 100 of 101 is over 3/4 of half: busy; the light one is not. */
+	assert_int_equal(cmn_share_count(&p, &flood, 2), CMN_SHARE_NICE_BUSY);
+	assert_int_equal(cmn_share_count(&p, &light, 2), 0);
+	for (int i = 0; i < 99; i++)
+		assert_int_equal(cmn_share_count(&p, &flood, 2), CMN_SHARE_NICE_BUSY);
+	/* Window 4: the light VF skipped window 3, the flood was alone there: both at 0. */
+	for (int i = 0; i < 50; i++)
+		assert_int_equal(cmn_share_count(&p, &flood, 3), CMN_SHARE_NICE_BUSY);
+	assert_int_equal(cmn_share_count(&p, &flood, 4), 0);
+	assert_int_equal(cmn_share_count(&p, &light, 4), 0);
+	for (int i = 0; i < 49; i++)
+		assert_int_equal(cmn_share_count(&p, &flood, 4), 0);
+	/* Window 6: the flood skipped window 5 and is light again, whatever it did before. */
+	assert_int_equal(cmn_share_count(&p, &light, 5), 0);
+	assert_int_equal(cmn_share_count(&p, &flood, 6), 0);
 }
 
 int main(void)
@@ -306,6 +335,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_malformed_flood_isolated, setup, t_teardown),
 		cmocka_unit_test(test_share_nice),
 		cmocka_unit_test(test_light_vf_ahead_of_flood),
+		cmocka_unit_test(test_share_windows),
 	};
 
 	return cmocka_run_group_tests_name("vgpud_svc", t, NULL, NULL);
