@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
-/* Per-VF endpoints: an ivshmem-server on <runtime>/vf<N>.sock (vgpud is peer 0) handing
- * out the VF's BAR2 object and two eventfd vectors, and the mailbox behind them. Layout
- * and protocol are ABI: include/vgpu/vf_bar.h. */
+/* Per-VF endpoints: an ivshmem-server on <runtime>/vf<N>.sock (vgpud is peer 0) and on
+ * <runtime>/vf<N>.master.sock (the guest is peer 0, as QEMU's master=on needs to migrate)
+ * handing out the VF's BAR2 object and the eventfd vectors, and the mailbox behind them;
+ * what the attached guest announced of its ABI. Layout and protocol are ABI:
+ * include/vgpu/vf_bar.h. */
 #include <errno.h>
 #include <poll.h>
 #include <pwd.h>
@@ -29,8 +31,12 @@
 #include <vgpu/sva.h>
 
 struct pf_endpoint {
-	int listen_fd;
+	int listen_fd;			/* vf<N>.sock: vgpud is peer 0 */
+	int master_fd;			/* vf<N>.master.sock: the guest is peer 0 */
 	int client_fd;			/* -1 while detached */
+	bool guest_peer0;		/* the attached guest came through master_fd */
+	_Atomic uint32_t guest_abi;	/* what it announced in GET_INFO (service thread
+					 * writes), 0: nothing (a driver before minor 3) */
 	int to_host[VF_NR_VECTORS];	/* guest rings us: we read */
 	int to_guest[VF_NR_VECTORS];	/* we interrupt the guest: we write */
 	uid_t peer_uid;
@@ -40,6 +46,7 @@ struct pf_endpoint {
 	struct iommu *sva_mmu;		/* set while the guest's address space is bound */
 	struct iommu_domain *sva_dom;
 	char path[PF_PATH_MAX + 16];
+	char master_path[PF_PATH_MAX + 16];
 };
 
 /* ---- BAR2 control area ------------------------------------------------------------------ */
@@ -48,7 +55,14 @@ struct pf_endpoint {
  * ring views are what count), except the guest's own state word, which can only stop
  * the guest's own mailbox. */
 
-/* The ABI minor 1 fields: what this daemon placed in BAR2 and the IOMMU. */
+/* vgpud's ivshmem peer id for the guest attached now (or the next one: 0 until then). */
+static uint32_t ep_host_peer(const struct pf_slice *s)
+{
+	return s->ep && s->ep->client_fd >= 0 && s->ep->guest_peer0 ? VF_EP_HOST_PEER : 0;
+}
+
+/* The ABI minor 1 and 3 fields: what this daemon placed in BAR2 and the IOMMU, and who is
+ * peer 0 (a reset re-formats the header under an attached guest: it must stay right). */
 static void bar_minor1_fields(struct pf_slice *s)
 {
 	struct vf_bar_header *h = s->hdr;
@@ -58,6 +72,7 @@ static void bar_minor1_fields(struct pf_slice *s)
 	h->dma_iova = s->dma_iova;
 	h->intr_off = ctrl + VF_BAR_INTR_OFF;
 	h->nr_runlists = s->nr_runlists;
+	h->host_peer = ep_host_peer(s);
 }
 
 /* The control area's first page, where an ABI 1 driver looks for the header: magic and
@@ -494,15 +509,20 @@ static void ep_detach(struct pf_daemon *d, struct pf_slice *s)
 		close(ep->peer_pidfd);
 	ep->peer_pidfd = -1;
 	ep_drop_vectors(ep);
+	ep->guest_peer0 = false;
+	atomic_store(&ep->guest_abi, 0);
 	if (d && d->rm_glue)	/* a daemon without an RM: the endpoint harness */
 		pf_rm_guest_gone(d, s->vf);
 	cmn_info("VF %u: guest detached", s->vf);
 }
 
-/* Greeting of the ivshmem-server protocol, in QEMU's order (see vgpu/vf_bar.h). */
-static int ep_greet(struct pf_slice *s, int c)
+/* Greeting of the ivshmem-server protocol, in QEMU's order (see vgpu/vf_bar.h); @peer0:
+ * the guest is peer 0 and vgpud VF_EP_HOST_PEER, else vgpud is 0 and the guest the VF. The
+ * header says which before the BAR is handed over, so the guest finds it right at once. */
+static int ep_greet(struct pf_slice *s, int c, bool peer0)
 {
 	struct pf_endpoint *ep = s->ep;
+	int64_t host = peer0 ? VF_EP_HOST_PEER : 0, id = peer0 ? 0 : s->vf;
 	int r = 0;
 
 	for (unsigned int v = 0; v < VF_NR_VECTORS; v++) {
@@ -514,13 +534,14 @@ static int ep_greet(struct pf_slice *s, int c)
 		if (ep->to_host[v] < 0 || ep->to_guest[v] < 0)
 			return -errno;
 	}
+	s->hdr->host_peer = (uint32_t)host;
 	r |= send_msg(c, VF_EP_PROTO_VERSION, -1);
-	r |= send_msg(c, s->vf, -1);
+	r |= send_msg(c, id, -1);
 	r |= send_msg(c, -1, s->bar_fd);
 	for (unsigned int v = 0; !r && v < VF_NR_VECTORS; v++)
-		r |= send_msg(c, 0, ep->to_host[v]);
+		r |= send_msg(c, host, ep->to_host[v]);
 	for (unsigned int v = 0; !r && v < VF_NR_VECTORS; v++)
-		r |= send_msg(c, s->vf, ep->to_guest[v]);
+		r |= send_msg(c, id, ep->to_guest[v]);
 	return r ? -EIO : 0;
 }
 
@@ -561,12 +582,15 @@ static bool ep_sva_peer(const struct pf_endpoint *ep, pid_t pid, int pidfd)
 	       ep_pidfd_alive(pidfd);
 }
 
-static void ep_accept(struct pf_daemon *d, struct pf_slice *s)
+static void ep_admit(struct pf_daemon *d, struct pf_slice *s, int c, uid_t uid, pid_t pid,
+		     int pidfd, bool peer0);
+
+/* A connection on @lfd: vf<N>.sock or, @peer0, vf<N>.master.sock. */
+static void ep_accept(struct pf_daemon *d, struct pf_slice *s, int lfd, bool peer0)
 {
-	struct pf_endpoint *ep = s->ep;
 	struct ucred cr;
 	socklen_t len = sizeof(cr);
-	int c = accept4(ep->listen_fd, NULL, NULL, SOCK_CLOEXEC), pidfd;
+	int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC), pidfd;
 	uint64_t accepted = ep_boot_ticks();
 
 	if (c < 0)
@@ -584,11 +608,17 @@ static void ep_accept(struct pf_daemon *d, struct pf_slice *s)
 		ep_refuse(c);
 		return;
 	}
-	pf_endpoint_admit(d, s, c, cr.uid, cr.pid, pidfd);
+	ep_admit(d, s, c, cr.uid, cr.pid, pidfd, peer0);
 }
 
 void pf_endpoint_admit(struct pf_daemon *d, struct pf_slice *s, int c, uid_t uid, pid_t pid,
 		       int pidfd)
+{
+	ep_admit(d, s, c, uid, pid, pidfd, false);
+}
+
+static void ep_admit(struct pf_daemon *d, struct pf_slice *s, int c, uid_t uid, pid_t pid,
+		     int pidfd, bool peer0)
 {
 	struct pf_endpoint *ep = s->ep;
 
@@ -608,7 +638,7 @@ void pf_endpoint_admit(struct pf_daemon *d, struct pf_slice *s, int c, uid_t uid
 		ep_refuse(c);
 		return;
 	}
-	if (ep_greet(s, c)) {
+	if (ep_greet(s, c, peer0)) {
 		cmn_warn("VF %u: attach failed while sending the greeting", s->vf);
 		ep_drop_vectors(ep);
 		close(pidfd);
@@ -616,11 +646,14 @@ void pf_endpoint_admit(struct pf_daemon *d, struct pf_slice *s, int c, uid_t uid
 		return;
 	}
 	ep->client_fd = c;
+	ep->guest_peer0 = peer0;
+	atomic_store(&ep->guest_abi, 0);
 	ep->peer_pidfd = pidfd;
 	ep->peer_uid = uid;
 	ep->peer_pid = pid;
 	pf_svc_attach(s, ep->to_host[VF_VEC_MBOX], ep->to_guest[VF_VEC_MBOX]);
-	cmn_info("VF %u: guest attached (pid %d, uid %d)", s->vf, (int)pid, (int)uid);
+	cmn_info("VF %u: guest attached (pid %d, uid %d, %s)", s->vf, (int)pid, (int)uid,
+		 peer0 ? "peer 0: migratable" : "peer mode");
 }
 
 /* An endpoint with nothing open yet. */
@@ -631,6 +664,7 @@ static struct pf_endpoint *ep_new(void)
 	if (!ep)
 		return NULL;
 	ep->listen_fd = -1;
+	ep->master_fd = -1;
 	ep->client_fd = -1;
 	ep->peer_pidfd = -1;
 	ep->sva_fd = -1;
@@ -645,29 +679,24 @@ int pf_endpoint_open_unlistened(struct pf_slice *s)
 	return s->ep ? 0 : -ENOMEM;
 }
 
-int pf_endpoint_open(struct pf_daemon *d, struct pf_slice *s)
+/* Listen on @path for slice @s: *fd, or -errno with nothing left behind. */
+static int ep_listen(struct pf_daemon *d, struct pf_slice *s, const char *path, int *fd)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct pf_endpoint *ep = ep_new();
 	int r;
 
-	if (!ep)
-		return -ENOMEM;
-	snprintf(ep->path, sizeof(ep->path), "%s/vf%u.sock", d->cfg.runtime_dir, s->vf);
-	if (strlen(ep->path) >= sizeof(sa.sun_path)) {
-		r = -ENAMETOOLONG;
-		goto free_ep;
-	}
-	strcpy(sa.sun_path, ep->path);
-	ep->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (ep->listen_fd < 0) {
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(sa.sun_path, path);
+	*fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (*fd < 0)
+		return -errno;
+	unlink(path);
+	if (bind(*fd, (struct sockaddr *)&sa, sizeof(sa)) || listen(*fd, 4)) {
 		r = -errno;
-		goto free_ep;
-	}
-	unlink(ep->path);
-	if (bind(ep->listen_fd, (struct sockaddr *)&sa, sizeof(sa)) || listen(ep->listen_fd, 4)) {
-		r = -errno;
-		goto close_fd;
+		close(*fd);
+		*fd = -1;
+		return r;
 	}
 	/* The owner (a VMM running as its own user, libvirt's QEMU as libvirt-qemu:kvm) must
 	 * be able to connect: 0660, owned by that user and its primary group, in a runtime
@@ -679,23 +708,53 @@ int pf_endpoint_open(struct pf_daemon *d, struct pf_slice *s)
 
 		if (getpwuid_r((uid_t)s->owner_uid, &pw, pwbuf, sizeof(pwbuf), &pwr))
 			pwr = NULL;
-		if (chown(ep->path, (uid_t)s->owner_uid, pwr ? pw.pw_gid : (gid_t)-1))
-			cmn_warn("VF %u: cannot give %s to uid %ld", s->vf, ep->path, s->owner_uid);
+		if (chown(path, (uid_t)s->owner_uid, pwr ? pw.pw_gid : (gid_t)-1))
+			cmn_warn("VF %u: cannot give %s to uid %ld", s->vf, path, s->owner_uid);
 		if (!stat(d->cfg.runtime_dir, &sb) && !(sb.st_mode & S_IXOTH) &&
 		    chmod(d->cfg.runtime_dir, (sb.st_mode & 07777) | S_IXOTH))
 			cmn_warn("VF %u: uid %ld cannot reach %s: %s is not searchable", s->vf,
-				  s->owner_uid, ep->path, d->cfg.runtime_dir);
+				  s->owner_uid, path, d->cfg.runtime_dir);
 	}
-	chmod(ep->path, 0660);
+	chmod(path, 0660);
+	return 0;
+}
+
+static void ep_unlisten(struct pf_endpoint *ep)
+{
+	if (ep->listen_fd >= 0) {
+		close(ep->listen_fd);
+		unlink(ep->path);
+	}
+	if (ep->master_fd >= 0) {
+		close(ep->master_fd);
+		unlink(ep->master_path);
+	}
+	ep->listen_fd = ep->master_fd = -1;
+}
+
+int pf_endpoint_open(struct pf_daemon *d, struct pf_slice *s)
+{
+	struct pf_endpoint *ep = ep_new();
+	int r;
+
+	if (!ep)
+		return -ENOMEM;
+	snprintf(ep->path, sizeof(ep->path), "%s/vf%u.sock", d->cfg.runtime_dir, s->vf);
+	snprintf(ep->master_path, sizeof(ep->master_path), "%s/vf%u.master.sock",
+		 d->cfg.runtime_dir, s->vf);
+	r = ep_listen(d, s, ep->path, &ep->listen_fd);
+	if (r)
+		goto free_ep;
+	r = ep_listen(d, s, ep->master_path, &ep->master_fd);
+	if (r)
+		goto unlisten;
 	r = pf_svc_start(d, s);
 	if (r)
-		goto unlink_path;
+		goto unlisten;
 	s->ep = ep;
 	return 0;
-unlink_path:
-	unlink(ep->path);
-close_fd:
-	close(ep->listen_fd);
+unlisten:
+	ep_unlisten(ep);
 free_ep:
 	free(ep);
 	return r;
@@ -710,10 +769,7 @@ void pf_endpoint_close(struct pf_daemon *d, struct pf_slice *s)
 	 * caller (reset and release, or left to the next daemon). */
 	ep_detach(NULL, s);
 	(void)d;
-	if (s->ep->listen_fd >= 0) {
-		close(s->ep->listen_fd);
-		unlink(s->ep->path);
-	}
+	ep_unlisten(s->ep);
 	free(s->ep);
 	s->ep = NULL;
 }
@@ -731,6 +787,8 @@ int pf_endpoint_pollfds(struct pf_slice *s, struct pollfd *p, int max)
 	if (!ep || max < PF_EP_MAX_POLLFDS)
 		return 0;
 	p[n++] = (struct pollfd){ .fd = ep->listen_fd, .events = POLLIN };
+	if (ep->master_fd >= 0)
+		p[n++] = (struct pollfd){ .fd = ep->master_fd, .events = POLLIN };
 	/* Interrupts are acknowledged even with no guest, so the eventfd does not stay hot. */
 	p[n++] = (struct pollfd){ .fd = s->intr_fd, .events = POLLIN };
 	if (ep->client_fd < 0)
@@ -758,8 +816,8 @@ void pf_endpoint_handle(struct pf_daemon *d, struct pf_slice *s, const struct po
 	for (int i = 0; i < n && s->ep; i++) {
 		if (!p[i].revents)
 			continue;
-		if (p[i].fd == ep->listen_fd) {
-			ep_accept(d, s);
+		if (p[i].fd == ep->listen_fd || p[i].fd == ep->master_fd) {
+			ep_accept(d, s, p[i].fd, p[i].fd == ep->master_fd);
 			/* The accept may have replaced the attachment: the other entries are
 			 * stale (fd numbers reused); poll is level-triggered, they come again. */
 			return;
@@ -778,4 +836,65 @@ void pf_endpoint_handle(struct pf_daemon *d, struct pf_slice *s, const struct po
 			cmn_dbg("VF %u: vector read: %s", s->vf, cmn_strerror(-errno));
 		}
 	}
+}
+
+/* ---- the guest's version and migration --------------------------------------------------- */
+
+void pf_endpoint_guest_hello(struct pf_slice *s, const void *payload, uint32_t len)
+{
+	struct vf_msg_info_req rq;
+
+	if (!s->ep || len < sizeof(rq))
+		return;		/* a driver before minor 3: nothing announced */
+	memcpy(&rq, payload, sizeof(rq));
+	atomic_store(&s->ep->guest_abi, rq.abi_version);
+}
+
+uint32_t pf_endpoint_guest_abi(const struct pf_slice *s)
+{
+	return s->ep ? atomic_load(&s->ep->guest_abi) : 0;
+}
+
+int pf_endpoint_mig_check(const struct pf_slice *s, char *why, size_t wlen)
+{
+	const struct pf_endpoint *ep = s->ep;
+	uint32_t abi;
+
+	if (!ep || ep->client_fd < 0)
+		return 0;	/* no guest: nothing on this side cares who is peer 0 */
+	if (!ep->guest_peer0)
+		return snprintf(why, wlen, "slice %s: its guest is attached through %s (ivshmem "
+				"peer mode), which QEMU cannot migrate; attach it through %s "
+				"(vgpu-vm launch --migratable)", s->uuid, ep->path,
+				ep->master_path), -EOPNOTSUPP;
+	abi = atomic_load(&ep->guest_abi);
+	if (!abi)
+		return snprintf(why, wlen, "slice %s: its guest driver speaks vGPU ABI 2.2 or "
+				"older (it did not announce its version); migration needs 2.%u",
+				s->uuid, VGPU_ABI_MINOR_MIGRATE), -EOPNOTSUPP;
+	if (VGPU_ABI_VERSION_MAJOR(abi) != VGPU_ABI_MAJOR ||
+	    VGPU_ABI_VERSION_MINOR(abi) < VGPU_ABI_MINOR_MIGRATE)
+		return snprintf(why, wlen, "slice %s: its guest driver speaks vGPU ABI %u.%u; "
+				"migration needs %u.%u or later", s->uuid,
+				VGPU_ABI_VERSION_MAJOR(abi), VGPU_ABI_VERSION_MINOR(abi),
+				VGPU_ABI_MAJOR, VGPU_ABI_MINOR_MIGRATE), -EOPNOTSUPP;
+	return 0;
+}
+
+void pf_endpoint_json(const struct pf_slice *s, json_object *o)
+{
+	const struct pf_endpoint *ep = s->ep;
+	uint32_t abi;
+	char v[16];
+
+	if (!ep)
+		return;
+	json_object_object_add(o, "endpoint_master", json_object_new_string(ep->master_path));
+	if (ep->client_fd < 0)
+		return;
+	json_object_object_add(o, "guest_peer", json_object_new_string(ep->guest_peer0 ?
+							"peer0" : "peer_mode"));
+	abi = atomic_load(&ep->guest_abi);
+	snprintf(v, sizeof(v), "%u.%u", VGPU_ABI_VERSION_MAJOR(abi), VGPU_ABI_VERSION_MINOR(abi));
+	json_object_object_add(o, "guest_abi", abi ? json_object_new_string(v) : NULL);
 }

@@ -293,7 +293,7 @@ int pf_slice_from_json(struct pf_daemon *d, json_object *o, struct pf_slice *s,
 json_object *pf_slice_def_json(const struct pf_slice *s);
 
 /* ---- endpoint.c ---- */
-/* Listen on vf<N>.sock for @s. */
+/* Listen on vf<N>.sock and vf<N>.master.sock for @s. */
 int pf_endpoint_open(struct pf_daemon *d, struct pf_slice *s);
 void pf_endpoint_close(struct pf_daemon *d, struct pf_slice *s);
 /* The endpoint of @s with no socket file and no service thread: connections come only
@@ -306,9 +306,9 @@ void pf_endpoint_admit(struct pf_daemon *d, struct pf_slice *s, int c, uid_t uid
 /* Whether a guest is attached. */
 bool pf_endpoint_attached(const struct pf_slice *s);
 /* poll() set contribution and dispatch: at most PF_EP_MAX_POLLFDS entries per slice
- * (listen, interrupt, guest, SVA connection, the bound process's pidfd, the vectors but
- * the kick one). */
-#define PF_EP_MAX_POLLFDS	(4 + VF_NR_VECTORS)
+ * (two listening sockets, interrupt, guest, SVA connection, the bound process's pidfd,
+ * the vectors but the kick one). */
+#define PF_EP_MAX_POLLFDS	(5 + VF_NR_VECTORS)
 int pf_endpoint_pollfds(struct pf_slice *s, struct pollfd *p, int max);
 void pf_endpoint_handle(struct pf_daemon *d, struct pf_slice *s, const struct pollfd *p, int n);
 /* Drop the guest's SVA binding (vgpu/sva.h), if any: after it the device reaches nothing of
@@ -317,6 +317,17 @@ void pf_endpoint_handle(struct pf_daemon *d, struct pf_slice *s, const struct po
  * pidfd taken when its connection was accepted), never to its pid number: it is dropped
  * when that process exits, whoever keeps its sockets. */
 void pf_endpoint_sva_unbind(struct pf_slice *s, const char *why);
+/* The guest's GET_INFO payload @payload (@len bytes): the ABI it announces (minor 3), kept
+ * until it detaches. Called on the VF's service thread. */
+void pf_endpoint_guest_hello(struct pf_slice *s, const void *payload, uint32_t len);
+/* What the attached guest announced (VGPU_ABI_VERSION form), 0 if nothing. */
+uint32_t pf_endpoint_guest_abi(const struct pf_slice *s);
+/* Whether @s's guest can move with a migration: 0 (also with no guest), or -EOPNOTSUPP
+ * with the reason in @why (attached in peer mode, a driver before ABI 2.3). */
+int pf_endpoint_mig_check(const struct pf_slice *s, char *why, size_t wlen);
+/* query-slices' endpoint fields of a running @s: endpoint_master, and with a guest
+ * guest_peer ("peer0" or "peer_mode") and guest_abi ("2.3", null: not announced). */
+void pf_endpoint_json(const struct pf_slice *s, json_object *o);
 /* Format the header and rings of @s's BAR2 (fresh or after a reset). */
 void pf_bar_format(struct pf_slice *s);
 /* Attach host ring views to an existing BAR2 (restore). -EPROTO if broken. */

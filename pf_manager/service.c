@@ -97,6 +97,7 @@ bool pf_svc_handle(struct pf_daemon *d, struct pf_slice *s, const struct vf_msg 
 			.reset_count = resets,
 		};
 
+		pf_endpoint_guest_hello(s, payload, req->length);
 		memcpy(out, &info, sizeof(info));
 		rsp->length = sizeof(info);
 		break;

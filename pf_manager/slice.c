@@ -114,6 +114,7 @@ json_object *pf_slice_json(const struct pf_daemon *d, const struct pf_slice *s)
 		snprintf(path, sizeof(path), "%s/vf%u.sock", d->cfg.runtime_dir, s->vf);
 		json_object_object_add(o, "endpoint", json_object_new_string(path));
 		json_object_object_add(o, "attached", json_object_new_boolean(pf_endpoint_attached(s)));
+		pf_endpoint_json(s, o);
 		json_object_object_add(o, "reset_count",
 				       json_object_new_int((int)s->resets));
 		pf_json_add_u64(o, "interrupts_forwarded", s->intrs);

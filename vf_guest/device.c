@@ -69,12 +69,15 @@ void vgpu_vf_get_info(const struct vgpu_vf *vf, struct vgpu_vf_info *out)
 /* GET_INFO must describe the slice the header describes. */
 static int vf_handshake(struct vgpu_vf *vf)
 {
+	struct vf_msg_info_req rq = { .abi_version = VGPU_ABI_VERSION };
 	struct vf_msg_info mi;
 	size_t len = sizeof(mi);
 	int ret;
 
 	memset(&mi, 0, sizeof(mi));
-	ret = vgpu_vf_mbox_call(vf, VF_MSG_GET_INFO, NULL, 0, &mi, &len);
+	/* Our version goes with the request (ABI minor 3): vgpud migrates only a slice whose
+	 * guest said it reads the header's host_peer. */
+	ret = vgpu_vf_mbox_call(vf, VF_MSG_GET_INFO, &rq, sizeof(rq), &mi, &len);
 	if (ret)
 		return vf_error(vf, ret, "GET_INFO handshake failed");
 	if (len < sizeof(mi))

@@ -3,8 +3,9 @@
  *
  * The server sends 8-byte little-endian messages, some with one fd (vgpu/vf_bar.h): the
  * protocol version, our peer id, -1 with the BAR2 memfd, then per vector the server's fds
- * (peer 0) and ours (our id). How many vectors follow is read from the BAR2 header, so the
- * client never has to guess when the server is done. Everything received is checked: a
+ * (its peer id is the header's host_peer: 0 on vf<N>.sock, VF_EP_HOST_PEER on
+ * vf<N>.master.sock, where we are peer 0) and ours (our id). How many vectors follow is
+ * read from the BAR2 header, so the client never has to guess when the server is done. Everything received is checked: a
  * wrong version, a missing fd or a BAR2 of a silly size fails the attach and closes all. */
 #include <errno.h>
 #include <poll.h>
@@ -156,7 +157,7 @@ static int local_recv_bar(struct local_transport *lt)
 		return ret;
 	if (fd >= 0)
 		close(fd);
-	if (lt->peer_id <= 0 || lt->peer_id > 0xffff)
+	if (lt->peer_id < 0 || lt->peer_id > 0xffff)
 		return -EPROTO;
 	ret = local_recv_fd(lt->sock, -1, false, &lt->bar_fd, NULL);
 	if (ret)
@@ -179,15 +180,15 @@ static int local_recv_vectors(struct local_transport *lt)
 {
 	const struct vf_bar_header *h = (const void *)((uint8_t *)lt->bar +
 						       vf_bar_header_off(lt->bar_size));
-	uint32_t n = h->nr_vectors;
+	uint32_t n = h->nr_vectors, host = h->host_peer;
 	int ret;
 
 	if (h->magic != VF_BAR_MAGIC)
 		return -EPROTO;
-	if (n == 0 || n > LOCAL_MAX_VECTORS)
+	if (n == 0 || n > LOCAL_MAX_VECTORS || host > 0xffff || host == lt->peer_id)
 		return -EPROTO;
 	for (uint32_t i = 0; i < n; i++) {
-		ret = local_recv_fd(lt->sock, 0, false, &lt->host_fd[i], NULL);
+		ret = local_recv_fd(lt->sock, host, false, &lt->host_fd[i], NULL);
 		if (ret)
 			return ret;
 	}

@@ -167,7 +167,8 @@ static int sysfs_notify(struct vgpu_vf_transport *t, unsigned int v)
 	/* The ring pushed before this must be visible first: a full barrier, then the store
 	 * (an uncached MMIO write on real sysfs). */
 	atomic_thread_fence(memory_order_seq_cst);
-	st->bar0[VF_PCI_REG_DOORBELL / 4] = vf_pci_doorbell(0, v);
+	st->bar0[VF_PCI_REG_DOORBELL / 4] =
+		vf_pci_doorbell(vf_pci_host_peer(st->bar2 + vf_bar_header_off(st->bar2_size)), v);
 	return 0;
 }
 

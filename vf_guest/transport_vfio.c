@@ -328,7 +328,8 @@ static int vfio_notify(struct vgpu_vf_transport *t, unsigned int v)
 		return -EINVAL;
 	/* The ring entry pushed before must be visible before vgpud is rung. */
 	atomic_thread_fence(memory_order_seq_cst);
-	return bar0_write(vt, VF_PCI_REG_DOORBELL, vf_pci_doorbell(0, v)) ? -ENOLINK : 0;
+	return bar0_write(vt, VF_PCI_REG_DOORBELL, vf_pci_doorbell(vf_pci_host_peer(vt->bar2 +
+			  vf_bar_header_off(vt->bar2_info.size)), v)) ? -ENOLINK : 0;
 }
 
 static int vfio_wait(struct vgpu_vf_transport *t, unsigned int v, uint64_t timeout_ns)

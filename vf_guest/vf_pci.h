@@ -6,15 +6,18 @@
  * the device below the driver. A tenant driver never needs it.
  *
  * BAR0 is ivshmem's register file (32-bit accesses): IVPosition at 0x08 is the VF's own peer
- * id (= the VF number vgpud gave it), writing (peer << 16) | vector to Doorbell at 0x0c rings
- * that peer's vector; vgpud is peer 0 and QEMU drops a ring of a peer or vector it does not
- * know. BAR2 is the VF's BAR2 of vgpu/vf_bar.h. */
+ * id (the VF number, or 0 behind vf<N>.master.sock), writing (peer << 16) | vector to
+ * Doorbell at 0x0c rings that peer's vector; vgpud is the header's host_peer (0 in peer mode)
+ * and QEMU drops a ring of a peer or vector it does not know. BAR2 is the VF's BAR2 of
+ * vgpu/vf_bar.h. */
 #ifndef VGPU_VF_PCI_H
 #define VGPU_VF_PCI_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <vgpu/vf_bar.h>
 
 struct vgpu_vf_transport;
 
@@ -26,6 +29,13 @@ struct vgpu_vf_transport;
 #define VF_PCI_BAR0_SIZE	256
 #define VF_PCI_BDF_MAX		64
 #define VF_PCI_REGION_BAR2	2	/* vfio-pci region index of BAR2 */
+
+/* vgpud's peer id as the BAR2 header @h says (0 from a host before ABI minor 3, where it
+ * was always 0). Read at each ring: a reset re-formats the header. */
+static inline uint32_t vf_pci_host_peer(const volatile void *h)
+{
+	return ((const volatile struct vf_bar_header *)h)->host_peer;
+}
 
 /* The Doorbell register value that rings @vector of @peer (QEMU uses the low 8 bits). */
 static inline uint32_t vf_pci_doorbell(uint32_t peer, uint32_t vector)

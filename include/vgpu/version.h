@@ -10,8 +10,12 @@
 #include <stdint.h>
 
 #define VGPU_ABI_MAJOR 2
-#define VGPU_ABI_MINOR 2	/* 2.1: GMMU aperture 2 (SVA), vgpu/sva.h;
-				 * 2.2: VGPU_CHAN_ERR_DEVICE_RESET */
+#define VGPU_ABI_MINOR 3	/* 2.1: GMMU aperture 2 (SVA), vgpu/sva.h;
+				 * 2.2: VGPU_CHAN_ERR_DEVICE_RESET;
+				 * 2.3: the guest as ivshmem peer 0 (vf<N>.master.sock,
+				 *      header.host_peer) and the guest's version in
+				 *      GET_INFO, both needed to migrate (vgpu/vf_bar.h) */
+#define VGPU_ABI_MINOR_MIGRATE 3	/* the first minor whose guests can be migrated */
 
 /* Packed form carried in headers and handshakes: major in the high 16 bits. */
 #define VGPU_ABI_VERSION ((uint32_t)VGPU_ABI_MAJOR << 16 | VGPU_ABI_MINOR)

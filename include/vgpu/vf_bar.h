@@ -2,14 +2,23 @@
 /* vgpu/vf_bar.h - ABI: a VF's BAR2 (the one shared-memory object a guest receives) and the
  * endpoint protocol that hands it over.
  *
- * ENDPOINT. vgpud listens on <runtime-dir>/vf<N>.sock (N = VF number, 1-based) and speaks
- * QEMU's ivshmem-server protocol, so a local guest process and QEMU's ivshmem-doorbell
- * device attach the same way. Every message is 8 bytes, a little-endian int64, optionally
- * carrying one fd (SCM_RIGHTS). On accept, vgpud sends in this order:
+ * ENDPOINT. vgpud listens on two sockets per VF (N = VF number, 1-based) and speaks QEMU's
+ * ivshmem-server protocol on both, so a local guest process and QEMU's ivshmem-doorbell
+ * device attach the same way. They differ only in who is ivshmem peer 0:
+ *   <runtime-dir>/vf<N>.sock         vgpud is peer 0, the guest peer N (every ABI 2 guest);
+ *                                    QEMU's ivshmem in this "peer mode" blocks migration
+ *   <runtime-dir>/vf<N>.master.sock  ABI minor 3: the guest is peer 0 and vgpud peer
+ *                                    VF_EP_HOST_PEER, what QEMU's master=on (libvirt's
+ *                                    <shmem role='master'>) needs to migrate the VM
+ * The header's host_peer names vgpud's peer id for the attachment in place (0 on
+ * vf<N>.sock), so a driver that reads it works on either socket; a driver from before
+ * minor 3 assumes vgpud is peer 0 and works on vf<N>.sock only. Every message is 8 bytes,
+ * a little-endian int64, optionally carrying one fd (SCM_RIGHTS). On accept, vgpud sends
+ * in this order (HOST = the header's host_peer, ID = the client's peer id):
  *   1. 0                     protocol version (VF_EP_PROTO_VERSION), no fd
- *   2. ID                    the client's peer id (= the VF number), no fd
+ *   2. ID                    the client's peer id: the VF number, or 0 on vf<N>.master.sock
  *   3. -1 + BAR2 fd          the shared-memory object described below
- *   4. 0 x VF_NR_VECTORS     each with one eventfd: "peer 0 (vgpud) connected"; writing
+ *   4. HOST x VF_NR_VECTORS  each with one eventfd: "peer HOST (vgpud) connected"; writing
  *                            8 bytes (value 1) to fd v rings vgpud on vector v
  *   5. ID x VF_NR_VECTORS    each with one eventfd: the client's own vectors; vgpud writes
  *                            fd v to interrupt the client on vector v (MSI-X vector v)
@@ -20,7 +29,14 @@
  * SVA connection instead, vgpu/sva.h): a refused client gets VF_EP_REFUSED in place of
  * message 1 and the socket is closed (QEMU then fails the device with "server sent version -2"; merely
  * closing would leave QEMU waiting).
- * Inside a VM the driver rings vector v by writing (0 << 16) | v to BAR0 + 0x0C.
+ * Inside a VM the driver rings vector v by writing (HOST << 16) | v to BAR0 + 0x0C.
+ *
+ * GUEST VERSION (minor 3). A driver announces the ABI it speaks with its first GET_INFO
+ * request, whose payload is struct vf_msg_info_req; a request with no payload comes from a
+ * driver older than minor 3. vgpud keeps what the attached guest announced (query-slices'
+ * guest_abi) and refuses to migrate a slice whose guest did not announce minor 3 or later,
+ * or that is attached through vf<N>.sock (QEMU cannot migrate peer mode, and an older
+ * driver rings peer 0, which on vf<N>.master.sock is itself: it works on vf<N>.sock only).
  *
  * BAR2 LAYOUT. The size is a power of two (QEMU needs one). The VRAM aperture starts at
  * offset 0 so that the very same file backs the device's VRAM slice (vgpud maps file
@@ -69,6 +85,7 @@
 
 #define VF_EP_PROTO_VERSION	0		/* ivshmem-server protocol revision */
 #define VF_EP_REFUSED		(-2)		/* sent instead of the version: refused */
+#define VF_EP_HOST_PEER		1		/* vgpud's peer id on vf<N>.master.sock */
 
 #define VF_BAR_MAGIC		0x3146564d55504756ull	/* "VGPUMVF1" little-endian */
 #define VF_BAR_HDR_SIZE		4096u
@@ -144,7 +161,10 @@ struct vf_bar_header {
 					 * other IOVA faults */
 	uint64_t intr_off;		/* interrupt page, absolute (ctrl_off + VF_BAR_INTR_OFF) */
 	uint32_t nr_runlists;		/* runlist ids for channels and tokens are 0..n-1 */
-	uint32_t reserved1;
+	/* ABI minor 3. */
+	uint32_t host_peer;		/* vgpud's ivshmem peer id for this attachment: 0 on
+					 * vf<N>.sock, VF_EP_HOST_PEER on vf<N>.master.sock
+					 * (0 from a host older than minor 3) */
 	uint8_t reserved[3920];
 };
 _Static_assert(sizeof(struct vf_bar_header) == VF_BAR_HDR_SIZE, "header page is ABI");
@@ -152,7 +172,8 @@ _Static_assert(sizeof(struct vf_bar_header) == VF_BAR_HDR_SIZE, "header page is 
 /* Mailbox message types. */
 enum vf_msg_type {
 	VF_MSG_PING	= 1,	/* echo: the reply carries the request's payload back */
-	VF_MSG_GET_INFO	= 2,	/* reply payload: struct vf_msg_info */
+	VF_MSG_GET_INFO	= 2,	/* request payload: none or struct vf_msg_info_req;
+				 * reply payload: struct vf_msg_info */
 	VF_MSG_RM	= 3,	/* payload: an RM wire message (vgpu/rm.h); reply: its reply */
 };
 
@@ -167,6 +188,12 @@ struct vf_msg {
 	/* payload follows */
 };
 #define VF_MSG_MAX_PAYLOAD	(VF_MBOX_SLOT_SIZE - sizeof(struct vf_msg))
+
+/* VF_MSG_GET_INFO request payload (ABI minor 3; older drivers send none). */
+struct vf_msg_info_req {
+	uint32_t abi_version;	/* VGPU_ABI_VERSION the driver was built with */
+	uint32_t reserved;	/* 0 */
+};
 
 /* VF_MSG_GET_INFO reply. */
 struct vf_msg_info {

@@ -38,6 +38,7 @@ struct vft_vm {
 	struct vgpu_vf_transport *t;
 	struct vgpu_vf_info info;
 	uint32_t own_peer;		/* IVPosition */
+	uint32_t host_peer;		/* vgpud's: the BAR2 header's host_peer */
 	char skip_why[200];
 };
 
@@ -102,13 +103,26 @@ static int still_own(struct vft_vm *a)
 
 static int a_attach(struct vft_vm *a)
 {
-	uint32_t pos = 0;
+	uint64_t hp_off = vf_bar_header_off(vf_vfio_bar2_size(a->t)) +
+			  offsetof(struct vf_bar_header, host_peer);
+	uint32_t pos = 0, host = 0;
 
 	VM_CHECK(a, vf_vfio_bar0_read(a->t, VF_PCI_REG_IVPOSITION, &pos) == 0, "IVPosition");
+	VM_CHECK(a, vf_vfio_bar2_pread(a->t, hp_off, &host, sizeof(host)) == sizeof(host),
+		 "header host_peer");
 	a->own_peer = pos;
-	vm_diag(a, "VF %u, peer id %u, BAR2 %llu MiB, %u vectors", a->info.vf_id, pos,
-		(unsigned long long)(vf_vfio_bar2_size(a->t) >> 20), a->t->ops->nr_vectors(a->t));
-	VM_CHECK(a, pos == a->info.vf_id, "peer id %u is not the VF number %u", pos, a->info.vf_id);
+	a->host_peer = host;
+	vm_diag(a, "VF %u, peer id %u, vgpud peer %u, BAR2 %llu MiB, %u vectors", a->info.vf_id,
+		pos, host, (unsigned long long)(vf_vfio_bar2_size(a->t) >> 20),
+		a->t->ops->nr_vectors(a->t));
+	/* Peer mode: we are the VF number and vgpud 0; behind vf<N>.master.sock (ABI 2.3) we
+	 * are 0 and vgpud VF_EP_HOST_PEER. */
+	if (host == 0)
+		VM_CHECK(a, pos == a->info.vf_id, "peer id %u is not the VF number %u", pos,
+			 a->info.vf_id);
+	else
+		VM_CHECK(a, pos == 0 && host == VF_EP_HOST_PEER, "peer id %u, vgpud's %u: not "
+			 "the master layout (0 and %u)", pos, host, VF_EP_HOST_PEER);
 	return 0;
 }
 
@@ -118,15 +132,15 @@ static int a_other_peers(struct vft_vm *a)
 	unsigned int rings = 0;
 
 	drain(a);
-	for (uint32_t peer = 1; peer <= VM_MAX_PEER; peer++) {
-		if (peer == a->own_peer)
+	for (uint32_t peer = 0; peer <= VM_MAX_PEER; peer++) {
+		if (peer == a->own_peer || peer == a->host_peer)
 			continue;
 		for (uint32_t v = 0; v < VF_NR_VECTORS + 2; v++, rings++)
 			VM_CHECK(a, vf_vfio_bar0_write(a->t, VF_PCI_REG_DOORBELL,
 						       vf_pci_doorbell(peer, v)) == 0, "BAR0 write");
 	}
 	got = vectors_fired(a, VM_QUIET_MS);
-	vm_diag(a, "rang %u doorbells of peers 1..%u (not us)", rings, VM_MAX_PEER);
+	vm_diag(a, "rang %u doorbells of peers 0..%u (not us, not vgpud)", rings, VM_MAX_PEER);
 	VM_CHECK(a, got == 0, "%llu interrupts arrived", (unsigned long long)got);
 	/* The control: a ring of our own id is delivered (to us), so the check above can see
 	 * an interrupt when there is one. */
@@ -144,8 +158,8 @@ static int a_host_vectors(struct vft_vm *a)
 	drain(a);
 	/* vgpud has VF_NR_VECTORS; QEMU uses the low 8 bits of the vector field. */
 	for (uint32_t v = VF_NR_VECTORS; v < 256; v++)
-		VM_CHECK(a, vf_vfio_bar0_write(a->t, VF_PCI_REG_DOORBELL, vf_pci_doorbell(0, v)) == 0,
-			 "BAR0 write");
+		VM_CHECK(a, vf_vfio_bar0_write(a->t, VF_PCI_REG_DOORBELL,
+					       vf_pci_doorbell(a->host_peer, v)) == 0, "BAR0 write");
 	VM_CHECK(a, vf_vfio_bar0_write(a->t, VF_PCI_REG_DOORBELL, 0x0000ffffu) == 0, "BAR0 write");
 	got = vectors_fired(a, VM_QUIET_MS);
 	VM_CHECK(a, got == 0, "%llu interrupts arrived", (unsigned long long)got);

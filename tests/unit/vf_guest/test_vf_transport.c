@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /* The driver's attach path against a scripted endpoint written here from vgpu/vf_bar.h: the
  * ivshmem messages, the BAR2 header checks, the mailbox (sequence matching, host status
- * passed up unchanged, bounded wait) and reset recovery. Each row of the table is one host
+ * passed up unchanged, bounded wait), reset recovery and the ABI 2.3 negotiation (either
+ * ivshmem peer layout as the header's host_peer says, our version in GET_INFO). Each row of the table is one host
  * behaviour; the bad ones must be refused with a clear error and leave nothing behind. */
 #include <errno.h>
 #include <poll.h>
@@ -51,6 +52,8 @@ struct host_case {
 	uint32_t info_vf;		/* GET_INFO vf id (0: TEST_VF) */
 	enum rsp_mode mode;
 	uint64_t db_off;		/* minor-1 extension: doorbell page (0: none) */
+	uint32_t host_peer;		/* minor 3: our peer id in the header and messages */
+	bool id_zero;			/* message 2 gives the guest peer id 0 (master layout) */
 	int want;			/* vgpu_vf_open() */
 };
 
@@ -64,6 +67,7 @@ struct host {
 	pthread_t thr;
 	atomic_int stop;
 	uint32_t requests;
+	atomic_uint announced;	/* the ABI a GET_INFO request carried, 0: none */
 	uint32_t push_failed;	/* replies that did not fit: checked by the test thread */
 };
 
@@ -94,6 +98,7 @@ static void bar_format(struct host *h)
 	x->evt_off = CTRL_OFF + VF_BAR_EVT_OFF;
 	x->ring_region_size = VF_BAR_RING_REGION;
 	x->channels = 8;
+	x->host_peer = c->host_peer;
 	if (c->db_off) {
 		x->db_off = c->db_off;
 		x->dma_iova = 1ull << 32;
@@ -158,6 +163,9 @@ static void serve(struct host *h, const struct vf_msg *q)
 					  .reset_count = __atomic_load_n(&hdr(h)->reset_count,
 									 __ATOMIC_ACQUIRE) };
 
+		if (q->length >= sizeof(struct vf_msg_info_req))
+			atomic_store(&h->announced,
+				     ((const struct vf_msg_info_req *)(q + 1))->abi_version);
 		r->length = sizeof(mi);
 		memcpy(r + 1, &mi, sizeof(mi));
 		break;
@@ -182,6 +190,7 @@ static void *host_thread(void *arg)
 {
 	struct host *h = arg;
 	const struct host_case *c = h->c;
+	int64_t id = c->id_zero ? 0 : TEST_VF;
 	uint64_t cnt;
 
 	h->conn = accept4(h->lsock, NULL, NULL, SOCK_CLOEXEC);
@@ -192,14 +201,14 @@ static void *host_thread(void *arg)
 		h->conn = -1;
 		return NULL;
 	}
-	if (!send_msg(h->conn, c->proto, -1) || !send_msg(h->conn, TEST_VF, -1) ||
+	if (!send_msg(h->conn, c->proto, -1) || !send_msg(h->conn, id, -1) ||
 	    !send_msg(h->conn, -1, c->no_bar_fd ? -1 : h->bar_fd))
 		return NULL;
 	for (int v = 0; v < VF_NR_VECTORS; v++)
-		if (!send_msg(h->conn, 0, h->to_host[v]))
+		if (!send_msg(h->conn, c->host_peer, h->to_host[v]))
 			return NULL;
 	for (int v = 0; v < VF_NR_VECTORS; v++)
-		if (!send_msg(h->conn, TEST_VF, h->to_guest[v]))
+		if (!send_msg(h->conn, id, h->to_guest[v]))
 			return NULL;
 	while (!atomic_load(&h->stop)) {
 		struct pollfd p = { .fd = h->to_host[VF_VEC_MBOX], .events = POLLIN };
@@ -304,6 +313,12 @@ static const struct host_case attach_cases[] = {
 	{ .name = "GET_INFO names another VF", .info_vf = TEST_VF + 1, .want = -EPROTO },
 	{ .name = "doorbell page over a ring", .abi = VGPU_ABI_MAJOR << 16 | 1,
 	  .db_off = CTRL_OFF + VF_BAR_RSP_OFF, .want = -EPROTO },
+	{ .name = "ABI 2.3 master layout: we are peer 0, vgpud peer 1", .host_peer = VF_EP_HOST_PEER,
+	  .id_zero = true, .want = 0 },
+	{ .name = "ABI 2.1 host (no host_peer): vgpud is peer 0", .abi = VGPU_ABI_MAJOR << 16 | 1,
+	  .want = 0 },
+	{ .name = "host_peer is our own peer id", .host_peer = TEST_VF, .want = -EPROTO },
+	{ .name = "both peer 0", .id_zero = true, .want = -EPROTO },
 };
 
 static void test_attach(void **state)
@@ -324,6 +339,9 @@ static void test_attach(void **state)
 	assert_int_equal(info.dma_size, DMA_SIZE);
 	assert_int_equal(info.usermode_submit, h->c->db_off != 0);
 	assert_int_equal(vgpu_vf_ping(vf, "hello", 5), 0);
+	/* The ping went through the host's vectors whatever its peer id, and the driver said
+	 * which ABI it speaks (vgpud migrates only a guest that did). */
+	assert_int_equal(atomic_load(&h->announced), VGPU_ABI_VERSION);
 	vgpu_vf_close(vf);
 }
 

@@ -1,0 +1,223 @@
+// SPDX-License-Identifier: MIT
+/* The endpoint ABI 2.3 negotiation with a real vgpud and our own client: vf<N>.sock keeps
+ * the peer layout of every ABI 2 guest (vgpud peer 0, the guest the VF number, header
+ * host_peer 0); vf<N>.master.sock makes the guest peer 0 and vgpud VF_EP_HOST_PEER, and
+ * the header says so before the BAR is handed over. What the guest announces in GET_INFO
+ * (its ABI, or nothing: a driver before 2.3) is what query-slices reports, and a new
+ * attachment starts from nothing again. */
+#include "common/compiler.h"
+#include "pf_test.h"
+
+#define SLICE	"7b4d0ee3-0023-4c7f-8a2f-7f1d3c3e0e81"
+
+static struct tdaemon *dmn;
+
+static int setup(void **state)
+{
+	(void)state;
+	dmn = t_daemon_new();
+	if (t_daemon_start(dmn, "--vram", "2G", "--max-vfs", "2", "--num-vfs", "2",
+			   "--spare-vram", "256M", NULL))
+		return -1;
+	if (T_CTL(dmn, "define", "-t", "vgpu-512M", "-u", SLICE) || T_CTL(dmn, "start", "-u", SLICE))
+		return -1;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	t_daemon_free(dmn);
+	dmn = NULL;
+	return t_teardown(state);
+}
+
+/* The slice's entry in vgpuctl's JSON list (owned by the caller). */
+static json_object *slice_json(void)
+{
+	json_object *all, *arr, *s;
+
+	assert_int_equal(T_CTL(dmn, "--json", "list", "-u", SLICE), 0);
+	all = t_out_json();
+	assert_non_null(all);
+	if (json_object_is_type(all, json_type_array)) {
+		arr = all;
+	} else {
+		assert_true(json_object_object_get_ex(all, "slices", &arr));
+	}
+	assert_int_equal(json_object_array_length(arr), 1);
+	s = json_object_get(json_object_array_get_idx(arr, 0));
+	json_object_put(all);
+	return s;
+}
+
+/* query-slices' @key of the slice as a string ("" when absent, "null" when null). */
+static void slice_field(const char *key, char *out, size_t len)
+{
+	json_object *s = slice_json(), *v;
+
+	if (!json_object_object_get_ex(s, key, &v))
+		snprintf(out, len, "%s", "");
+	else
+		snprintf(out, len, "%s", v ? json_object_get_string(v) : "null");
+	json_object_put(s);
+}
+
+static bool detached(void)
+{
+	char v[16];
+
+	for (int i = 0; i < 500; i++) {
+		slice_field("attached", v, sizeof(v));
+		if (!strcmp(v, "false"))
+			return true;
+		usleep(10000);
+	}
+	return false;
+}
+
+/* Attach to @sock expecting our peer id @id and vgpud's @host in the messages and in the
+ * header, then map the rings as t_guest_attach() does. */
+static void attach_as(const char *sock, int64_t id, int64_t host, struct tguest *g)
+{
+	char path[300];
+	struct stat sb;
+	int64_t v;
+	int fd;
+
+	assert_true(detached());
+	snprintf(path, sizeof(path), "%s/%s", dmn->run, sock);
+	memset(g, 0, sizeof(*g));
+	g->sock = t_connect(path);
+	assert_true(g->sock >= 0);
+	assert_int_equal(t_recv_msg(g->sock, &v, &fd), 0);
+	assert_int_equal(v, VF_EP_PROTO_VERSION);
+	assert_int_equal(t_recv_msg(g->sock, &g->id, &fd), 0);
+	assert_int_equal(g->id, id);
+	assert_int_equal(t_recv_msg(g->sock, &v, &g->bar_fd), 0);
+	assert_int_equal(v, -1);
+	for (int i = 0; i < VF_NR_VECTORS; i++) {
+		assert_int_equal(t_recv_msg(g->sock, &v, &g->to_host[i]), 0);
+		assert_int_equal(v, host);
+	}
+	for (int i = 0; i < VF_NR_VECTORS; i++) {
+		assert_int_equal(t_recv_msg(g->sock, &v, &g->to_guest[i]), 0);
+		assert_int_equal(v, id);
+	}
+	assert_int_equal(fstat(g->bar_fd, &sb), 0);
+	g->bar_size = (uint64_t)sb.st_size;
+	g->bar = mmap(NULL, g->bar_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE,
+		      g->bar_fd, 0);
+	assert_true(g->bar != MAP_FAILED);
+	g->hdr = (struct vf_bar_header *)(g->bar + vf_bar_header_off(g->bar_size));
+	assert_int_equal(g->hdr->abi_version, VGPU_ABI_VERSION);
+	assert_int_equal(g->hdr->host_peer, (uint32_t)host);
+	assert_int_equal(g->hdr->vf_id, 1);
+	assert_int_equal(cmn_ring_attach(&g->req, g->bar + g->hdr->req_off, g->hdr->ring_region_size), 0);
+	assert_int_equal(cmn_ring_attach(&g->rsp, g->bar + g->hdr->rsp_off, g->hdr->ring_region_size), 0);
+	assert_int_equal(cmn_ring_attach(&g->evt, g->bar + g->hdr->evt_off, g->hdr->ring_region_size), 0);
+}
+
+/* GET_INFO as a driver of ABI @abi sends it (0: a driver before 2.3, no payload). */
+static void get_info(struct tguest *g, uint32_t abi)
+{
+	struct vf_msg_info_req rq = { .abi_version = abi };
+	struct vf_msg_info mi;
+	uint32_t got = 0;
+
+	assert_int_equal(t_guest_call(g, VF_MSG_GET_INFO, abi ? &rq : NULL, abi ? sizeof(rq) : 0,
+				      &mi, sizeof(mi), &got), 0);
+	assert_int_equal(got, sizeof(mi));
+	assert_int_equal(mi.abi_version, VGPU_ABI_VERSION);
+}
+
+static const struct abi_case {
+	const char *name;
+	const char *sock;
+	int64_t id, host;		/* expected peer ids: ours, vgpud's */
+	const char *peer;		/* query-slices guest_peer */
+	uint32_t announce;		/* GET_INFO payload's ABI, 0: none */
+	const char *guest_abi;		/* query-slices guest_abi after it */
+} cases[] = {
+	{ "master socket, 2.3 guest", "vf1.master.sock", 0, VF_EP_HOST_PEER, "peer0",
+	  VGPU_ABI_VERSION, "2.3" },
+	{ "master socket, guest before 2.3", "vf1.master.sock", 0, VF_EP_HOST_PEER, "peer0",
+	  0, "null" },
+	{ "peer-mode socket, 2.3 guest", "vf1.sock", 1, 0, "peer_mode", VGPU_ABI_VERSION, "2.3" },
+	{ "peer-mode socket, 2.1 guest (no payload)", "vf1.sock", 1, 0, "peer_mode", 0, "null" },
+	{ "peer-mode socket, 2.1 announced", "vf1.sock", 1, 0, "peer_mode",
+	  VGPU_ABI_MAJOR << 16 | 1, "2.1" },
+};
+
+static void test_negotiate(void **state)
+{
+	const struct abi_case *c = *state;
+	struct tguest g;
+	char v[64];
+
+	attach_as(c->sock, c->id, c->host, &g);
+	slice_field("guest_peer", v, sizeof(v));
+	assert_string_equal(v, c->peer);
+	slice_field("guest_abi", v, sizeof(v));
+	assert_string_equal(v, "null");		/* nothing announced yet on a new attachment */
+	get_info(&g, c->announce);
+	slice_field("guest_abi", v, sizeof(v));
+	assert_string_equal(v, c->guest_abi);
+	/* Rings reach vgpud through the vectors tagged with its peer id: a ping answers. */
+	assert_int_equal(t_guest_call(&g, VF_MSG_PING, "hi", 2, NULL, 0, NULL), 0);
+	t_guest_detach(&g);
+}
+
+/* Both sockets exist while the slice runs; the master one is reported. */
+static void test_both_sockets(void **state)
+{
+	char path[300], v[300];
+	struct stat sb;
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/vf1.master.sock", dmn->run);
+	assert_int_equal(stat(path, &sb), 0);
+	assert_true(S_ISSOCK(sb.st_mode));
+	slice_field("endpoint_master", v, sizeof(v));
+	assert_string_equal(v, path);
+	assert_true(detached());
+	slice_field("guest_peer", v, sizeof(v));
+	assert_string_equal(v, "");		/* no guest: no peer layout */
+}
+
+/* One guest at a time across both sockets: another process is refused whichever it uses
+ * (the attached process itself would open its SVA connection instead). */
+static void test_one_guest(void **state)
+{
+	char path[300];
+	struct tguest g;
+	int status;
+	pid_t pid;
+
+	(void)state;
+	attach_as("vf1.sock", 1, 0, &g);
+	snprintf(path, sizeof(path), "%s/vf1.master.sock", dmn->run);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int64_t v = 0;
+		int fd, s = t_connect(path);
+
+		_exit(s >= 0 && !t_recv_msg(s, &v, &fd) && v == VF_EP_REFUSED ? 0 : 1);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	t_guest_detach(&g);
+}
+
+int main(void)
+{
+	struct CMUnitTest t[VGPU_ARRAY_SIZE(cases) + 2];
+	size_t n = 0;
+
+	for (size_t i = 0; i < VGPU_ARRAY_SIZE(cases); i++)
+		t[n++] = (struct CMUnitTest){ cases[i].name, test_negotiate, NULL, NULL,
+					      (void *)&cases[i] };
+	t[n++] = (struct CMUnitTest)cmocka_unit_test(test_both_sockets);
+	t[n++] = (struct CMUnitTest)cmocka_unit_test(test_one_guest);
+	return _cmocka_run_group_tests("endpoint_abi", t, n, setup, teardown);
+}
