@@ -3,9 +3,13 @@
  * read through stage-2), dirty bits, and the DMA helpers that devices use. */
 #include <errno.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#ifdef __SSE4_1__
+#include <smmintrin.h>
+#endif
 
 #include "common/bitops.h"
 #include "iommu_model/iommu_internal.h"
@@ -204,25 +208,44 @@ static int check_perm(const struct iommu_xc_hit *h, unsigned int access, unsigne
  * read before the translation it holds was looked up, so every invalidation of the domain
  * drops them all at once, in every thread, for free. It holds 2,048 translations, twice
  * the default shared array, so that a DMA working set of hundreds of pages scattered over a
- * large domain stays in it with few conflicts, while a walk for the same pages would
- * touch one page-table line per page and make four dependent loads. */
+ * large domain stays in it with few conflicts.
+ *
+ * A hit reads two lines whose addresses depend only on the page: the set's tag line (the
+ * four keys and their generations) and, once the way is known, that way's translation,
+ * stored ready to use (host address of the leaf, its offset, size mask and memobj), so no
+ * pointer is followed. A key is the page number and the domain id in one word, compared
+ * four at a time; the rest of an entry (the stage-2 leaf for dirty bits) is in a third
+ * array only the slow path reads. */
 #define UTLB_SETS 512u
 #define UTLB_WAYS 4u
+/* Domain id bits a key holds above the 36-bit page number of a 48-bit IOVA; a domain
+ * with a larger id is translated without the front. */
+#define UTLB_DID_SHIFT (IOMMU_IOVA_BITS - 12)
+#define UTLB_DID_BITS (64 - UTLB_DID_SHIFT)
 
-struct utlb_entry {
-	uint64_t key;			/* the 4 KiB page looked up | low 12 bits of did */
-	uint32_t did;			/* 0: empty; domain ids are never reused */
-	uint8_t perm, cls;		/* of the leaf (any size) that holds the page */
-	uint64_t gen;			/* d->inval_seq when filled */
-	uint64_t pa;			/* translated leaf base (memobj id | offset) */
-	struct iommu_memobj *mo;
-	_Atomic uint64_t *ptep;		/* stage-2 leaf entry if known, for dirty bits */
+struct utlb_tags {
+	uint64_t key[UTLB_WAYS];	/* page | did << UTLB_DID_SHIFT; 0: empty (ids start at 1) */
+	uint64_t gen[UTLB_WAYS];	/* d->inval_seq when filled */
 };
 
-/* Allocated by a thread's first fill (96 KiB), freed when it exits: only the threads that
+struct utlb_data {
+	uint8_t *host;			/* host address of the leaf's first byte */
+	uint64_t off;			/* leaf's offset in its memobj | perm (bits 0-1) */
+	uint64_t mask;			/* leaf size - 1 */
+	struct iommu_memobj *mo;
+};
+
+struct utlb {
+	_Alignas(64) struct utlb_tags tags[UTLB_SETS];
+	struct utlb_data data[UTLB_SETS][UTLB_WAYS];
+	_Atomic uint64_t *ptep[UTLB_SETS][UTLB_WAYS];	/* stage-2 leaf if known, for dirty bits */
+	size_t hits_off;	/* this thread's hit counter: its offset in struct iommu */
+	unsigned int clock;	/* round-robin victim when a set is full */
+};
+
+/* Allocated by a thread's first fill (112 KiB), freed when it exits: only the threads that
  * translate (device and DMA threads) have one. */
-static __thread struct utlb_entry (*utlb)[UTLB_WAYS];
-static __thread unsigned int utlb_clock;	/* round-robin victim when a set is full */
+static __thread struct utlb *utlb;
 static pthread_key_t utlb_exit_key;
 static pthread_once_t utlb_once = PTHREAD_ONCE_INIT;
 
@@ -238,117 +261,171 @@ static void utlb_key_init(void)
 
 /* This thread's front, allocated now if it has none; NULL if memory is short (then the
  * thread simply has no front). */
-static struct utlb_entry (*utlb_alloc(void))[UTLB_WAYS]
+static struct utlb *utlb_alloc(void)
 {
+	struct utlb *u;
+
 	pthread_once(&utlb_once, utlb_key_init);
-	utlb = calloc(UTLB_SETS, sizeof(*utlb));
-	if (utlb && pthread_setspecific(utlb_exit_key, utlb)) {
-		free(utlb);
-		utlb = NULL;
+	u = aligned_alloc(64, sizeof(*u));
+	if (!u)
+		return NULL;
+	memset(u, 0, sizeof(*u));
+	u->hits_off = offsetof(struct iommu, shard[iommu_thread_index() % IOMMU_NR_SHARDS].hits);
+	if (pthread_setspecific(utlb_exit_key, u)) {
+		free(u);
+		return NULL;
 	}
-	return utlb;
+	utlb = u;
+	return u;
 }
 
-static inline struct utlb_entry *utlb_set(uint64_t iova)
+/* False for what the front never holds: IOVAs past the 48-bit space (their page number
+ * would spill into the domain id) and domains whose id does not fit a key. */
+static inline bool utlb_cacheable(uint32_t did, uint64_t iova)
+{
+	return !((iova >> IOMMU_IOVA_BITS) | ((uint64_t)did >> UTLB_DID_BITS));
+}
+
+static inline uint64_t utlb_key(uint32_t did, uint64_t iova)
+{
+	return iova >> 12 | (uint64_t)did << UTLB_DID_SHIFT;
+}
+
+static inline unsigned int utlb_set(uint64_t iova)
 {
 	/* A multiplicative hash of the 4 KiB page number: DMA buffers are often aligned
 	 * alike, and the low bits alone would pile them into a few sets. */
-	return utlb[(uint32_t)(((iova >> 12) * 0x9e3779b97f4a7c15ull) >> 55) % UTLB_SETS];
+	return (unsigned int)(((iova >> 12) * 0x9e3779b97f4a7c15ull) >> 55) % UTLB_SETS;
 }
 
-/* Entries are per 4 KiB page, whatever the leaf size: a match is one compare a way. */
-static inline uint64_t utlb_key(uint32_t did, uint64_t iova)
+/* Bit w set when way w of @t holds @key (at most one does). No branch per way: which way
+ * holds a page is random. */
+static inline unsigned int utlb_match(const struct utlb_tags *t, uint64_t key)
 {
-	return (iova & ~0xfffull) | (did & 0xfffu);
-}
+#ifdef __SSE4_1__
+	__m128i k = _mm_set1_epi64x((long long)key);
+	__m128i lo = _mm_cmpeq_epi64(_mm_load_si128((const __m128i *)&t->key[0]), k);
+	__m128i hi = _mm_cmpeq_epi64(_mm_load_si128((const __m128i *)&t->key[2]), k);
 
-/* The way of @set holding @iova in domain @did (valid or stale), or NULL. The ways are
- * compared without a branch each: which one holds a page is random. */
-static inline struct utlb_entry *utlb_way(struct utlb_entry *set, uint32_t did, uint64_t iova)
-{
-	uint64_t key = utlb_key(did, iova);
+	return (unsigned int)_mm_movemask_pd(_mm_castsi128_pd(lo)) |
+	       (unsigned int)_mm_movemask_pd(_mm_castsi128_pd(hi)) << 2;
+#else
 	unsigned int m = 0;
 
 #pragma GCC unroll 8
 	for (unsigned int w = 0; w < UTLB_WAYS; w++)
-		m |= (unsigned int)(set[w].key == key) << w;
-	/* Another domain whose id has the same low bits may hold the page too (rare). */
-	for (; m; m &= m - 1)
-		if (set[__builtin_ctz(m)].did == did)
-			return &set[__builtin_ctz(m)];
-	return NULL;
+		m |= (unsigned int)(t->key[w] == key) << w;
+	return m;
+#endif
 }
 
-/* The valid front entry for @iova in @d, or NULL. */
-static inline const struct utlb_entry *utlb_find(struct iommu_domain *d, uint64_t iova)
+/* The way of @set holding @iova in @d with a current generation, or -1. */
+static inline int utlb_find(const struct utlb *u, struct iommu_domain *d, unsigned int set,
+			    uint64_t iova)
 {
-	const struct utlb_entry *e = cmn_likely(utlb) ? utlb_way(utlb_set(iova), d->id, iova) : NULL;
+	const struct utlb_tags *t = &u->tags[set];
+	unsigned int m = utlb_match(t, utlb_key(d->id, iova)), w;
 
-	if (!e || e->gen != atomic_load_explicit(&d->inval_seq, memory_order_acquire))
-		return NULL;
-	return e;
+	if (!m)
+		return -1;
+	w = (unsigned int)__builtin_ctz(m);
+	if (t->gen[w] != atomic_load_explicit(&d->inval_seq, memory_order_acquire))
+		return -1;
+	return (int)w;
 }
 
 static inline bool utlb_lookup(struct iommu_domain *d, uint64_t iova, struct iommu_xc_hit *h)
 {
-	const struct utlb_entry *e = utlb_find(d, iova);
-	uint64_t size;
+	struct utlb *u = utlb;
+	const struct utlb_data *e;
+	unsigned int set = utlb_set(iova);
+	int w;
 
-	if (!e)
+	if (!u || !utlb_cacheable(d->id, iova))
 		return false;
-	size = iommu_xc_class_size(e->cls);
-	*h = (struct iommu_xc_hit){ .base = iova & ~(size - 1), .size = size, .pa = e->pa,
-				    .mo = e->mo, .ptep = e->ptep, .perm = e->perm, .cls = e->cls };
+	w = utlb_find(u, d, set, iova);
+	if (w < 0)
+		return false;
+	e = &u->data[set][w];
+	*h = (struct iommu_xc_hit){ .base = iova & ~e->mask, .size = e->mask + 1,
+				    .pa = (uint64_t)e->mo->id << IOMMU_PA_ID_SHIFT | (e->off & ~3ull),
+				    .mo = e->mo, .ptep = u->ptep[set][w],
+				    .perm = (unsigned int)(e->off & 3),
+				    .cls = iommu_xc_class_of(e->mask + 1) };
 	return true;
 }
 
 static inline void utlb_fill(struct iommu_domain *d, uint64_t iova, const struct iommu_xc_hit *h,
 			     uint64_t seq0)
 {
-	struct utlb_entry *set, *e;
+	struct utlb *u = utlb;
+	unsigned int set = utlb_set(iova), m, w;
+	struct utlb_tags *t;
+	uint64_t key = utlb_key(d->id, iova);
 
 	if (seq0 & 1)	/* an invalidation was running: nothing read now may be kept */
 		return;
-	if (cmn_unlikely(!utlb) && !utlb_alloc())
+	if (!utlb_cacheable(d->id, iova) || !h->mo)
 		return;
-	set = utlb_set(iova);
+	if (cmn_unlikely(!u) && !(u = utlb_alloc()))
+		return;
+	t = &u->tags[set];
 	/* The way that held this page before, else an empty or stale one, else in turn. */
-	e = utlb_way(set, d->id, iova);
-	for (unsigned int w = 0; !e && w < UTLB_WAYS; w++)
-		if (!set[w].did || (set[w].did == d->id && set[w].gen != seq0))
-			e = &set[w];
-	if (!e)
-		e = &set[utlb_clock++ % UTLB_WAYS];
-	*e = (struct utlb_entry){ .key = utlb_key(d->id, iova), .did = d->id,
-				  .perm = (uint8_t)h->perm, .cls = (uint8_t)h->cls, .gen = seq0,
-				  .pa = h->pa, .mo = h->mo, .ptep = h->ptep };
+	m = utlb_match(t, key);
+	if (m) {
+		w = (unsigned int)__builtin_ctz(m);
+	} else {
+		for (w = 0; w < UTLB_WAYS; w++)
+			if (!t->key[w] || (t->key[w] >> UTLB_DID_SHIFT == d->id &&
+					   t->gen[w] != seq0))
+				break;
+		if (w == UTLB_WAYS)
+			w = u->clock++ % UTLB_WAYS;
+	}
+	t->key[w] = key;
+	t->gen[w] = seq0;
+	u->data[set][w] = (struct utlb_data){
+		.host = (uint8_t *)h->mo->base + iommu_pa_off(h->pa),
+		.off = iommu_pa_off(h->pa) | (h->perm & (IOMMU_READ | IOMMU_WRITE)),
+		.mask = h->size - 1, .mo = h->mo };
+	u->ptep[set][w] = h->ptep;
 }
 
 /* The IOTLB hit with nothing else to do: the front holds @iova with the permission asked
  * for, and no dirty bit has to be set. Everything a walk or a fault needs is elsewhere, so
- * this is all a hit costs. False: take the full path (it finds the same entry again). */
-static inline bool utlb_xlate(struct iommu_domain *d, uint64_t iova, size_t len,
-			      unsigned int access, struct iommu_xlate *out)
+ * this is all a hit costs. False: take the full path (it finds the same entry again); so
+ * for SVA domains, which are never filled. Callers keep IOMMU_NOCACHE away. */
+static inline __attribute__((always_inline)) bool utlb_xlate(struct iommu_domain *d,
+							     uint64_t iova, size_t len,
+							     unsigned int access,
+							     struct iommu_xlate *out)
 {
-	const struct utlb_entry *e = utlb_find(d, iova);
-	uint64_t in, size;
+	const struct utlb *u = utlb;
+	const struct utlb_data *e;
+	unsigned int set = utlb_set(iova), want = access & (IOMMU_READ | IOMMU_WRITE);
+	uint64_t in;
+	int w;
 
-	if (!e || (e->perm & access & (IOMMU_READ | IOMMU_WRITE)) !=
-			  (access & (IOMMU_READ | IOMMU_WRITE)))
+	if (cmn_unlikely(!u || !utlb_cacheable(d->id, iova)))
+		return false;
+	w = utlb_find(u, d, set, iova);
+	if (w < 0)
+		return false;
+	e = &u->data[set][w];
+	if ((e->off & want) != want)
 		return false;
 	if ((access & IOMMU_WRITE) &&
 	    atomic_load_explicit(&(d->type == IOMMU_DOMAIN_NESTED ? d->parent : d)->dirty_tracking,
 				 memory_order_relaxed))
 		return false;
-	iommu_count_hit(d->mmu);
-	size = iommu_xc_class_size(e->cls);
-	in = iova & (size - 1);
-	out->offset = iommu_pa_off(e->pa) + in;
-	out->host = (uint8_t *)e->mo->base + out->offset;
-	out->len = (size_t)cmn_min((uint64_t)len, size - in);
+	iommu_shard_inc((_Atomic uint64_t *)((char *)d->mmu + u->hits_off));
+	in = iova & e->mask;
+	out->host = e->host + in;
+	out->offset = (e->off & ~3ull) + in;
+	out->len = (size_t)cmn_min((uint64_t)len, e->mask + 1 - in);
 	out->memobj = e->mo;
-	out->perm = e->perm;
-	out->page_size = size;
+	out->perm = (unsigned int)(e->off & 3);
+	out->page_size = e->mask + 1;
 	return true;
 }
 
@@ -442,26 +519,54 @@ static __attribute__((noinline)) int xlate_full(struct iommu_domain *d, uint64_t
 	return 0;
 }
 
+/* SVA or anything but the front's hit. Out of line, so the hit is a leaf function. */
+static __attribute__((noinline)) int xlate_slow(struct iommu_domain *d, uint64_t iova,
+						size_t len, unsigned int access,
+						struct iommu_xlate *out, unsigned int *reason)
+{
+	if (d->type == IOMMU_DOMAIN_SVA)
+		return xlate_sva(d, iova, len, out, reason);
+	return xlate_full(d, iova, len, access, out, reason);
+}
+
+/* A translation without its arguments checked: the front's hit inline, else the rest. */
+static inline __attribute__((always_inline)) int xlate_one(struct iommu_domain *d,
+							   uint64_t iova, size_t len,
+							   unsigned int access,
+							   struct iommu_xlate *out,
+							   unsigned int *reason)
+{
+	if (cmn_likely(!(access & IOMMU_NOCACHE)) && utlb_xlate(d, iova, len, access, out))
+		return 0;
+	return xlate_slow(d, iova, len, access, out, reason);
+}
+
 int iommu_xlate(struct iommu_domain *d, uint32_t pasid, uint64_t iova, size_t len,
 		unsigned int access, struct iommu_xlate *out, unsigned int *reason)
 {
 	(void)pasid;	/* a domain translates alike for every PASID: entries are shared */
-	if (cmn_unlikely(d->type == IOMMU_DOMAIN_SVA))
-		return xlate_sva(d, iova, len, out, reason);
-	if (cmn_likely(!(access & IOMMU_NOCACHE)) && utlb_xlate(d, iova, len, access, out))
-		return 0;
-	return xlate_full(d, iova, len, access, out, reason);
+	return xlate_one(d, iova, len, access, out, reason);
+}
+
+/* iommu_translate past the front: the fault reason is not returned. */
+static __attribute__((noinline)) int translate_slow(struct iommu_domain *d, uint64_t iova,
+						    size_t len, unsigned int access,
+						    struct iommu_xlate *out)
+{
+	unsigned int reason;
+
+	return xlate_slow(d, iova, len, access, out, &reason);
 }
 
 int iommu_translate(struct iommu_domain *d, uint64_t iova, size_t len, unsigned int access,
 		    struct iommu_xlate *out)
 {
-	unsigned int reason;
-
 	if (cmn_unlikely(!d || !out || !len || !(access & (IOMMU_READ | IOMMU_WRITE)) ||
 			  (access & ~(IOMMU_READ | IOMMU_WRITE | IOMMU_NOCACHE))))
 		return -EINVAL;
-	return iommu_xlate(d, IOMMU_NO_PASID, iova, len, access, out, &reason);
+	if (cmn_likely(!(access & IOMMU_NOCACHE)) && utlb_xlate(d, iova, len, access, out))
+		return 0;
+	return translate_slow(d, iova, len, access, out);
 }
 
 /* ---- ATC (device side) ------------------------------------------------------------------ */
