@@ -346,4 +346,25 @@ struct gpu_sched_stats {
 /* Telemetry of @fn summed over engines. */
 void gpu_sched_stats(struct gpu *g, unsigned int fn, struct gpu_sched_stats *out);
 
+/* ---- migration: what a quiesced function's device state carries to another device ---- */
+/* A channel's runtime, as the engines know it. */
+struct gpu_chan_mig {
+	uint32_t gp_get, gp_put;	/* GP entries consumed; the last GP_PUT accepted */
+	enum gpu_chan_state state;	/* IDLE or ERROR (a quiesced channel) */
+	enum vgpu_chan_error error;
+	uint64_t methods;
+};
+/* The runtime of @fn's channel @chid, which must be quiesced: allocated, no engine on it,
+ * nothing pending (IDLE) or stopped (ERROR). 0, -EINVAL (bad ids), -ENOENT (free), -EBUSY
+ * (running, work pending, stalled on a fault). */
+int gpu_chan_mig_save(struct gpu *g, unsigned int fn, unsigned int chid, struct gpu_chan_mig *out);
+/* Give @fn's channel @chid, allocated and not yet enabled, the runtime @in (so its next
+ * doorbell continues at @in->gp_get instead of entry 0). 0, -EINVAL (bad ids or values),
+ * -ENOENT (not allocated), -EBUSY (enabled, resident or running). */
+int gpu_chan_mig_load(struct gpu *g, unsigned int fn, unsigned int chid,
+		      const struct gpu_chan_mig *in);
+/* Set @fn's scheduler counters to @in (all on engine 0, the other engines' at 0;
+ * target_slice_ns is not a counter and is kept): the counters continue from a source's. */
+void gpu_sched_stats_set(struct gpu *g, unsigned int fn, const struct gpu_sched_stats *in);
+
 #endif

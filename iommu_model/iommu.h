@@ -201,6 +201,10 @@ struct iommu_mapping {
 };
 /* The mapping containing @iova. 0 or -ENOENT. */
 int iommu_query(struct iommu_domain *d, uint64_t iova, struct iommu_mapping *out);
+/* Every mapping of PAGING domain @d in ascending IOVA order (a migration's export): up to
+ * *@n in @out, *@n set to how many there are. 0, -EMSGSIZE (@out too small; *@n says how
+ * many), -EINVAL (not a PAGING domain). */
+int iommu_mappings(struct iommu_domain *d, struct iommu_mapping *out, size_t *n);
 
 /* ---- translation and DMA (device side; lock-free) ------------------------------- */
 
@@ -368,13 +372,15 @@ struct iommu_page_request {
 };
 
 /* Called in the faulting thread; must not block on that thread's progress. It answers
- * now or later (any thread) with iommu_page_response(). */
+ * now or later (any thread) with iommu_page_response(); a later answer that comes after
+ * the device gave up (pri_timeout_ns) only frees the group. */
 typedef void (*iommu_pri_handler_fn)(void *ctx, const struct iommu_page_request *req);
 
 /* Enable PRI for @rid with an outstanding-allocation limit (1..512). -EINVAL. */
 int iommu_pri_enable(struct iommu *mmu, unsigned int rid, unsigned int max_outstanding,
 		     iommu_pri_handler_fn fn, void *ctx);
-/* Disable; outstanding requests are answered Invalid. */
+/* Disable; outstanding requests are answered Invalid. Returns once no handler call is
+ * running (so its context may go): never call it from the handler. */
 int iommu_pri_disable(struct iommu *mmu, unsigned int rid);
 /* Re-arm PRI after a Response Failure stopped it. */
 int iommu_pri_reset(struct iommu *mmu, unsigned int rid);

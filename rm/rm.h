@@ -115,7 +115,8 @@ struct rm_device_ops {
 	void (*fault_replay)(void *ctx, unsigned int fn);
 	/* Bytes of DMA memory object @mo. */
 	uint64_t (*dma_size)(void *ctx, struct iommu_memobj *mo);
-	/* Map [@off, @off + @size) of @mo read-write into @dom; its IOVA in *@iova. */
+	/* Map [@off, @off + @size) of @mo read-write into @dom at *@iova, or (*@iova 0) at
+	 * an IOVA it picks and returns in *@iova. */
 	int (*dma_map)(void *ctx, struct iommu_domain *dom, struct iommu_memobj *mo,
 		       uint64_t off, uint64_t size, uint64_t *iova);
 	/* Undo dma_map(). */
@@ -226,6 +227,38 @@ int rm_map(struct rm *rm, unsigned int fn, uint32_t h_client, uint32_t h_object,
  * @reply is too small. */
 int rm_dispatch(struct rm *rm, unsigned int fn, const void *req, size_t len, void *reply,
 		size_t *reply_len);
+
+/* ---- migration: a function's RM objects, moved with their handles ---- */
+/* One object (or client: h_class 0, h_parent 0, handle == h_client). Class fields:
+ * VASPACE a = pdb; MEMORY_VIDMEM a = size, b = page size, runs = (VF-physical address,
+ * pages) pairs; MEMORY_SYSMEM a = size, b = IOVA, c = offset in the DMA memory; a dup of
+ * memory names its source in dep_* and has no runs; CHANNEL_GPFIFO a = GPFIFO VA, b =
+ * USERD address, x = chid, y = runlist, z = entries, w = RM_OBJ_CHAN_* flags and USERD
+ * aperture, dep_* = its VA space; EVENT x = notify index. */
+#define RM_OBJ_CHAN_APER	0xffu		/* w: USERD aperture (VGPU_APER_*) */
+#define RM_OBJ_CHAN_REPLAYABLE	(1u << 8)
+#define RM_OBJ_CHAN_ENABLED	(1u << 9)	/* export only: import leaves it disabled */
+struct rm_obj_rec {
+	uint32_t h_client, h_parent, handle, h_class;
+	uint32_t share_target, share_access;
+	uint32_t dep_client, dep_handle;
+	uint64_t a, b, c;
+	uint32_t x, y, z, w;
+	uint32_t nr_runs;
+	uint64_t *runs;			/* 2 * nr_runs words */
+};
+/* @fn's clients and objects in creation order (parents, VA spaces and dup sources before
+ * what needs them), in *@out (*@n records; free with rm_obj_recs_free()). The function's
+ * calls wait meanwhile. 0, -EINVAL, -ENOMEM. */
+int rm_vf_export(struct rm *rm, unsigned int fn, struct rm_obj_rec **out, size_t *n);
+/* Free what rm_vf_export() returned. */
+void rm_obj_recs_free(struct rm_obj_rec *r, size_t n);
+/* Re-create one exported record as function @fn: the same handle, VRAM pages, DMA offset
+ * and IOVA, channel id (so the same work-submit token), channels disabled. Records come in
+ * export order. -EEXIST (handle, pages, IOVA or chid taken), -ENOENT (parent or
+ * dependency missing), -EINVAL (malformed), -VGPU_EQUOTA, -ENOMEM, or the GSP's error;
+ * nothing of that record is left on failure. */
+int rm_obj_import(struct rm *rm, unsigned int fn, const struct rm_obj_rec *r);
 
 /* ---- introspection ---- */
 /* The PMA of @fn's partition (a child over the slice; the device PMA for the PF), or NULL

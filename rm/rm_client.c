@@ -156,6 +156,7 @@ void rm_client_put(struct rm_client *c)
 		rm_call_rcu(&c->rcu, client_free_rcu);
 }
 
+/* A free client index (*@idx 0), or *@idx itself if free (-EEXIST if not). */
 static int client_index_take(struct rm *rm, struct rm_fn *f, uint32_t *idx)
 {
 	uint32_t max = rm->cfg.max_clients;
@@ -169,10 +170,18 @@ static int client_index_take(struct rm *rm, struct rm_fn *f, uint32_t *idx)
 		return -VGPU_EQUOTA;
 	}
 	f->client_limit_logged = false;
-	got = bit_find_from(f->client_map, max, f->client_cursor);
-	if (got < 0)
-		return -ENOSPC;
-	f->client_cursor = ((uint32_t)got + 1) % max;
+	if (*idx) {
+		got = (long)*idx - 1;
+		if (got >= (long)max)
+			return -EINVAL;
+		if (f->client_map[got / 64] & (1ull << (got % 64)))
+			return -EEXIST;
+	} else {
+		got = bit_find_from(f->client_map, max, f->client_cursor);
+		if (got < 0)
+			return -ENOSPC;
+		f->client_cursor = ((uint32_t)got + 1) % max;
+	}
 	f->client_map[got / 64] |= 1ull << (got % 64);
 	rm_acct_lock(rm, (unsigned int)(f - rm->fns));
 	f->nr_clients++;
@@ -198,6 +207,7 @@ static struct rm_client *client_new(struct rm *rm, unsigned int fn, uint32_t h)
 	cmn_mutex_init(&c->lock);
 	atomic_init(&c->refs, 1);
 	c->root.handle = h;
+	c->root.seq = atomic_fetch_add(&rm->obj_seq, 1);
 	c->root.h_class = VGPU_RM_CLASS_CLIENT;
 	c->root.client = c;
 	cmn_list_init(&c->root.children);
@@ -210,13 +220,26 @@ static struct rm_client *client_new(struct rm *rm, unsigned int fn, uint32_t h)
 
 int rm_client_alloc(struct rm *rm, unsigned int fn, uint32_t *h_client)
 {
+	if (h_client)
+		*h_client = 0;
+	return rm_client_alloc_at(rm, fn, h_client);
+}
+
+int rm_client_alloc_at(struct rm *rm, unsigned int fn, uint32_t *h_client)
+{
 	struct rm_fn *f;
 	struct rm_client *c;
-	uint32_t idx;
+	uint32_t idx = 0;
 	int ret;
 
 	if (!rm || fn >= rm->nr_fns || !h_client)
 		return -EINVAL;
+	if (*h_client) {
+		if (!VGPU_RM_IS_CLIENT(*h_client) || VGPU_RM_CLIENT_FN(*h_client) != fn ||
+		    !VGPU_RM_CLIENT_IDX(*h_client))
+			return -EINVAL;
+		idx = VGPU_RM_CLIENT_IDX(*h_client);
+	}
 	rm_rcu_enter();
 	rm_api_read(rm, fn);
 	f = &rm->fns[fn];

@@ -47,6 +47,28 @@ int rm_chan_reserve(struct rm *rm, unsigned int fn, uint32_t runlist, uint32_t *
 	return ret;
 }
 
+int rm_chan_reserve_id(struct rm *rm, unsigned int fn, uint32_t chid)
+{
+	struct rm_fn *f = &rm->fns[fn];
+	int ret = 0;
+
+	if (chid >= RM_MAX_CHANNELS)
+		return -EINVAL;
+	rm_dev_lock(rm);
+	if (f->quota.channels && f->chans_used >= f->quota.channels)
+		ret = -VGPU_EQUOTA;
+	else if (f->chans[chid].used)
+		ret = -EEXIST;
+	if (!ret) {
+		f->chans[chid] = (struct rm_chan_rec){ .used = true };
+		rm_acct_lock(rm, fn);
+		f->chans_used++;
+		rm_acct_unlock(rm, fn);
+	}
+	rm_dev_unlock(rm);
+	return ret;
+}
+
 static void chan_unreserve(struct rm *rm, unsigned int fn, uint32_t chid)
 {
 	struct rm_fn *f = &rm->fns[fn];

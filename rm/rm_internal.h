@@ -119,6 +119,7 @@ struct rm_res {
 	struct rm_res *depends_on;	/* channel -> its VA space */
 	struct cmn_list dependants, dep_link;
 	unsigned int depth;
+	uint64_t seq;			/* creation order (rm->obj_seq), for migration */
 	bool visit;			/* on the pending-free list */
 	uint32_t share_target, share_access;
 	union {
@@ -204,6 +205,7 @@ struct rm {
 	bool sched_set;			/* under dev_lock: the device-wide policy record */
 	struct vgpu_rpc_sched sched;
 	_Atomic uint64_t gsp_resets;
+	_Atomic uint64_t obj_seq;	/* the next rm_res.seq */
 	_Atomic uint64_t events_bad;	/* GSP event records that failed the checks */
 };
 
@@ -224,6 +226,9 @@ void rm_client_assert_held(struct rm_client *c);
 void rm_dev_assert_held(struct rm *rm);
 
 /* ---- rm_client.c ---- */
+/* rm_client_alloc() with *@h_client the handle wanted (0: any). -EEXIST if it is taken,
+ * -EINVAL if it is not one of @fn's client handles. */
+int rm_client_alloc_at(struct rm *rm, unsigned int fn, uint32_t *h_client);
 /* Look @h up as function @fn and take a reference: 0, -ENOENT, -VGPU_EFOREIGN. */
 int rm_client_get(struct rm *rm, unsigned int fn, uint32_t h, struct rm_client **out);
 void rm_client_put(struct rm_client *c);
@@ -248,6 +253,11 @@ int rm_mem_vram_alloc(struct rm *rm, unsigned int fn, struct vgpu_rm_vidmem_para
 		      struct rm_mem **out);
 int rm_mem_sys_alloc(struct rm *rm, unsigned int fn, struct vgpu_rm_sysmem_params *p,
 		     struct rm_mem **out);
+/* Migration: the memory of record @o at its recorded pages / DMA offset and IOVA. */
+int rm_mem_vram_import(struct rm *rm, unsigned int fn, const struct rm_obj_rec *o,
+		       struct rm_mem **out);
+int rm_mem_sys_import(struct rm *rm, unsigned int fn, const struct rm_obj_rec *o,
+		      struct rm_mem **out);
 /* Drop one reference; the last frees the memory and returns quota. Device lock not held. */
 void rm_mem_put(struct rm *rm, struct rm_mem *m);
 void rm_mem_get(struct rm *rm, struct rm_mem *m);
@@ -263,5 +273,7 @@ int rm_chan_enable(struct rm *rm, unsigned int fn, uint32_t chid, bool on);
 int rm_chan_bind_vaspace(struct rm *rm, unsigned int fn, uint32_t chid, uint64_t pdb);
 void rm_chan_release(struct rm *rm, unsigned int fn, uint32_t chid);
 int rm_chan_reserve(struct rm *rm, unsigned int fn, uint32_t runlist, uint32_t *chid);
+/* Reserve channel @chid itself (migration): -EEXIST if it is used. */
+int rm_chan_reserve_id(struct rm *rm, unsigned int fn, uint32_t chid);
 
 #endif

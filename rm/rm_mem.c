@@ -190,7 +190,7 @@ int rm_mem_sys_alloc(struct rm *rm, unsigned int fn, struct vgpu_rm_sysmem_param
 	struct rm_fn *f = &rm->fns[fn];
 	size_t n = p->size / SYS_CHUNK, first;
 	struct rm_mem *m;
-	uint64_t iova;
+	uint64_t iova = 0;
 	int ret;
 
 	if (!p->size || p->size % SYS_CHUNK)
@@ -223,6 +223,123 @@ drop:
 	rm_dev_unlock(rm);
 uncharge:
 	quota_uncharge(rm, fn, false, p->size);
+free_m:
+	free(m);
+	return ret;
+}
+
+/* The pages of record @o, each VF-physical page inside the slice and taken here. */
+static int vram_import_pages(struct rm_fn *f, const struct rm_obj_rec *o, struct rm_mem *m)
+{
+	struct pma_alloc_opts fo = { .flags = PMA_PINNED };
+	size_t k = 0;
+	int ret = 0;
+
+	for (uint32_t i = 0; !ret && i < o->nr_runs; i++) {
+		uint64_t st = o->runs[2 * i], n = o->runs[2 * i + 1];
+
+		if (!n || n > m->nr_pages - k || st % m->page_size || st >= f->size ||
+		    n * m->page_size > f->size - st)
+			ret = -EINVAL;
+		else
+			ret = pma_alloc_fixed(f->pma, f->base + st, n * m->page_size, &fo);
+		for (uint64_t j = 0; !ret && j < n; j++)
+			m->pages[k++] = f->base + st + j * m->page_size;
+	}
+	if (!ret && k != m->nr_pages)
+		ret = -EINVAL;
+	if (ret && k)
+		pma_free_pages(f->pma, m->pages, k, m->page_size, 0);
+	return ret;
+}
+
+int rm_mem_vram_import(struct rm *rm, unsigned int fn, const struct rm_obj_rec *o,
+		       struct rm_mem **out)
+{
+	struct vgpu_rm_vidmem_params p = { .size = o->a, .page_size = o->b };
+	struct rm_fn *f = &rm->fns[fn];
+	struct rm_mem *m;
+	int ret = vram_check(fn, &p, o->b);
+
+	if (ret)
+		return ret;
+	if (!f->pma)
+		return -ENODEV;
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	*m = (struct rm_mem){ .fn = fn, .aper = VGPU_APER_VRAM, .size = o->a, .page_size = o->b,
+			      .nr_pages = o->a / o->b, .refs = 1 };
+	m->pages = calloc(m->nr_pages, sizeof(uint64_t));
+	ret = m->pages ? quota_charge(rm, fn, true, o->a) : -ENOMEM;
+	if (!ret) {
+		ret = vram_import_pages(f, o, m);
+		if (ret)
+			quota_uncharge(rm, fn, true, o->a);
+	}
+	if (ret) {
+		free(m->pages);
+		free(m);
+		return ret;
+	}
+	m->addr = m->pages[0];
+	*out = m;
+	return 0;
+}
+
+/* Take the chunks [@first, @first + @n) of the function's DMA memory: -EEXIST if any is used. */
+static int sys_take_at(struct rm_fn *f, size_t first, size_t n)
+{
+	if (first > f->sys_chunks || n > f->sys_chunks - first)
+		return -EINVAL;
+	for (size_t k = first; k < first + n; k++)
+		if (f->sys_map[k / 64] & (1ull << (k % 64)))
+			return -EEXIST;
+	for (size_t k = first; k < first + n; k++)
+		f->sys_map[k / 64] |= 1ull << (k % 64);
+	return 0;
+}
+
+int rm_mem_sys_import(struct rm *rm, unsigned int fn, const struct rm_obj_rec *o,
+		      struct rm_mem **out)
+{
+	struct rm_fn *f = &rm->fns[fn];
+	uint64_t iova = o->b;
+	struct rm_mem *m;
+	int ret;
+
+	if (!o->a || o->a % SYS_CHUNK || o->c % SYS_CHUNK || !iova || iova % SYS_CHUNK)
+		return -EINVAL;
+	if (!f->dma || !f->dma_domain)
+		return -ENODEV;
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	ret = quota_charge(rm, fn, false, o->a);
+	if (ret)
+		goto free_m;
+	rm_dev_lock(rm);
+	ret = sys_take_at(f, o->c / SYS_CHUNK, o->a / SYS_CHUNK);
+	rm_dev_unlock(rm);
+	if (ret)
+		goto uncharge;
+	ret = rm_op(rm, dma_map, f->dma_domain, f->dma, o->c, o->a, &iova);
+	if (!ret && iova != o->b) {
+		rm_op(rm, dma_unmap, f->dma_domain, iova, o->a);
+		ret = -EEXIST;
+	}
+	if (ret)
+		goto drop;
+	*m = (struct rm_mem){ .fn = fn, .aper = VGPU_APER_SYS, .addr = iova, .size = o->a,
+			      .page_size = SYS_CHUNK, .sys_off = o->c, .refs = 1 };
+	*out = m;
+	return 0;
+drop:
+	rm_dev_lock(rm);
+	sys_drop(f, o->c / SYS_CHUNK, o->a / SYS_CHUNK);
+	rm_dev_unlock(rm);
+uncharge:
+	quota_uncharge(rm, fn, false, o->a);
 free_m:
 	free(m);
 	return ret;

@@ -115,7 +115,8 @@ static size_t params_size(uint32_t cls)
 	return 0;
 }
 
-static int chan_ctor(struct rm_client *c, struct rm_res *r, struct vgpu_rm_channel_params *p)
+static int chan_ctor(struct rm_client *c, struct rm_res *r, struct vgpu_rm_channel_params *p,
+		     const struct rm_obj_rec *mig)
 {
 	struct rm *rm = c->rm;
 	struct rm_res *vas = p->h_vaspace ? rm_res_lookup(c, p->h_vaspace) : NULL;
@@ -129,7 +130,8 @@ static int chan_ctor(struct rm_client *c, struct rm_res *r, struct vgpu_rm_chann
 	    (p->gpfifo_entries & (p->gpfifo_entries - 1)) || p->userd_aper > VGPU_APER_SYS ||
 	    (p->flags & ~VGPU_RM_CHAN_REPLAYABLE) || (p->gpfifo_va & 7) || (p->userd_addr & 63))
 		return -EINVAL;
-	ret = rm_chan_reserve(rm, c->fn, p->runlist, &chid);
+	chid = mig ? mig->x : 0;
+	ret = mig ? rm_chan_reserve_id(rm, c->fn, chid) : rm_chan_reserve(rm, c->fn, p->runlist, &chid);
 	if (ret)
 		return ret;
 	cfg = (struct vgpu_rpc_chan){ .fn = c->fn, .chid = chid,
@@ -150,7 +152,9 @@ static int chan_ctor(struct rm_client *c, struct rm_res *r, struct vgpu_rm_chann
 	return 0;
 }
 
-static int class_ctor(struct rm_client *c, struct rm_res *r, void *params)
+/* Construct @r from @params; @mig (migration) gives the resources it had on the source. */
+static int class_ctor(struct rm_client *c, struct rm_res *r, void *params,
+		      const struct rm_obj_rec *mig)
 {
 	struct rm *rm = c->rm;
 	struct rm_fn *f = &rm->fns[c->fn];
@@ -171,11 +175,13 @@ static int class_ctor(struct rm_client *c, struct rm_res *r, void *params)
 		return 0;
 	}
 	case VGPU_RM_CLASS_MEMORY_VIDMEM:
-		return rm_mem_vram_alloc(rm, c->fn, params, &r->u.mem);
+		return mig ? rm_mem_vram_import(rm, c->fn, mig, &r->u.mem) :
+		       rm_mem_vram_alloc(rm, c->fn, params, &r->u.mem);
 	case VGPU_RM_CLASS_MEMORY_SYSMEM:
-		return rm_mem_sys_alloc(rm, c->fn, params, &r->u.mem);
+		return mig ? rm_mem_sys_import(rm, c->fn, mig, &r->u.mem) :
+		       rm_mem_sys_alloc(rm, c->fn, params, &r->u.mem);
 	case VGPU_RM_CLASS_CHANNEL_GPFIFO:
-		return chan_ctor(c, r, params);
+		return chan_ctor(c, r, params, mig);
 	case VGPU_RM_CLASS_USERMODE:
 		((struct vgpu_rm_usermode_params *)params)->doorbell_offset = (uint64_t)c->fn * 4096;
 		return 0;
@@ -230,6 +236,7 @@ static void res_insert(struct rm_client *c, struct rm_res *r)
 {
 	uint64_t key = rm_obj_key(c->handle, r->handle);
 
+	r->seq = atomic_fetch_add(&c->rm->obj_seq, 1);
 	cmn_list_add(&r->parent->children, &r->sibling);
 	RM_TSAN_RELEASE(&r->node);
 	rm_rcu_read_lock();
@@ -320,13 +327,53 @@ unsigned int rm_res_free_tree(struct rm_client *c, struct rm_res *r, unsigned in
 }
 
 /* ---- public calls ---- */
+/* An object of @h_class under @h_parent of locked client @c, as handle *@h (0: any). */
+static int alloc_locked(struct rm_client *c, uint32_t h_parent, uint32_t *h, uint32_t h_class,
+			void *params, const struct rm_obj_rec *mig, struct rm_res **out)
+{
+	struct rm_res *parent, *r;
+	int ret, ok;
+
+	rm_client_assert_held(c);
+	parent = rm_res_lookup(c, h_parent);
+	ok = parent ? parent_ok(h_class, parent) : 0;
+	ret = !parent ? -ENOENT : ok < 0 ? -EOPNOTSUPP : !ok ? -EINVAL :
+	      parent->depth + 1 > RM_MAX_DEPTH ? -EINVAL : 0;
+	if (ret)
+		return ret;
+	ret = rm_obj_charge(c);
+	if (ret)
+		return ret;
+	ret = rm_handle_take(c, h);
+	if (ret)
+		goto uncharge;
+	r = res_new(c, parent, *h, h_class);
+	if (!r) {
+		ret = -ENOMEM;
+		goto drop_handle;
+	}
+	ret = class_ctor(c, r, params, mig);
+	if (ret)
+		goto free_res;
+	res_insert(c, r);
+	if (out)
+		*out = r;
+	return 0;
+free_res:
+	free(r);
+drop_handle:
+	rm_handle_drop(c, *h);
+uncharge:
+	rm_obj_uncharge(c);
+	return ret;
+}
+
 int rm_alloc(struct rm *rm, unsigned int fn, uint32_t h_client, uint32_t h_parent,
 	     uint32_t *h_object, uint32_t h_class, void *params, size_t len)
 {
 	struct rm_client *c;
-	struct rm_res *parent, *r;
 	uint32_t h;
-	int ret, ok;
+	int ret;
 
 	if (!h_object || len != params_size(h_class) || (len && !params))
 		return -EINVAL;
@@ -334,37 +381,9 @@ int rm_alloc(struct rm *rm, unsigned int fn, uint32_t h_client, uint32_t h_paren
 	ret = rm_enter(rm, fn, h_client, &c);
 	if (ret)
 		return ret;
-	parent = rm_res_lookup(c, h_parent);
-	ok = parent ? parent_ok(h_class, parent) : 0;
-	ret = !parent ? -ENOENT : ok < 0 ? -EOPNOTSUPP : !ok ? -EINVAL :
-	      parent->depth + 1 > RM_MAX_DEPTH ? -EINVAL : 0;
-	if (ret)
-		goto out;
-	ret = rm_obj_charge(c);
-	if (ret)
-		goto out;
-	ret = rm_handle_take(c, &h);
-	if (ret)
-		goto uncharge;
-	r = res_new(c, parent, h, h_class);
-	if (!r) {
-		ret = -ENOMEM;
-		goto drop_handle;
-	}
-	ret = class_ctor(c, r, params);
-	if (ret)
-		goto free_res;
-	res_insert(c, r);
-	*h_object = h;
-	rm_exit(c);
-	return 0;
-free_res:
-	free(r);
-drop_handle:
-	rm_handle_drop(c, h);
-uncharge:
-	rm_obj_uncharge(c);
-out:
+	ret = alloc_locked(c, h_parent, &h, h_class, params, NULL, NULL);
+	if (!ret)
+		*h_object = h;
 	rm_exit(c);
 	return ret;
 }
@@ -646,8 +665,10 @@ out:
 	return ret;
 }
 
+/* Dup (@src, @h_src) under @h_parent of @dst; @mig (migration) re-makes a dup the source
+ * had, whatever the share rights are now. */
 static int dup_locked(struct rm_client *dst, struct rm_client *src, uint32_t h_parent,
-		      uint32_t *h_object, uint32_t h_src)
+		      uint32_t *h_object, uint32_t h_src, bool mig)
 {
 	struct rm_res *s, *parent, *r;
 	uint32_t h = *h_object;
@@ -661,7 +682,7 @@ static int dup_locked(struct rm_client *dst, struct rm_client *src, uint32_t h_p
 		return -ENOENT;
 	if (!is_mem(s->h_class) || parent->h_class != VGPU_RM_CLASS_DEVICE)
 		return -EINVAL;
-	if (src != dst && (!(s->share_access & VGPU_RM_ACCESS_DUP) ||
+	if (src != dst && !mig && (!(s->share_access & VGPU_RM_ACCESS_DUP) ||
 			   (s->share_target && s->share_target != dst->handle)))
 		return -EACCES;
 	ret = rm_obj_charge(dst);
@@ -685,8 +706,9 @@ static int dup_locked(struct rm_client *dst, struct rm_client *src, uint32_t h_p
 	return 0;
 }
 
-int rm_dup(struct rm *rm, unsigned int fn, uint32_t h_client, uint32_t h_parent,
-	   uint32_t *h_object, uint32_t h_src_client, uint32_t h_src)
+/* rm_dup(); @mig: a migration's re-made dup (no share check). */
+static int dup_call(struct rm *rm, unsigned int fn, uint32_t h_client, uint32_t h_parent,
+		    uint32_t *h_object, uint32_t h_src_client, uint32_t h_src, bool mig)
 {
 	struct rm_client *dst, *src;
 	int ret;
@@ -697,19 +719,25 @@ int rm_dup(struct rm *rm, unsigned int fn, uint32_t h_client, uint32_t h_parent,
 		ret = rm_enter(rm, fn, h_client, &dst);
 		if (ret)
 			return ret;
-		ret = dup_locked(dst, dst, h_parent, h_object, h_src);
+		ret = dup_locked(dst, dst, h_parent, h_object, h_src, mig);
 		rm_exit(dst);
 		return ret;
 	}
 	ret = enter_two(rm, fn, h_client, h_src_client, &dst, &src);
 	if (ret)
 		return ret;
-	ret = dup_locked(dst, src, h_parent, h_object, h_src);
+	ret = dup_locked(dst, src, h_parent, h_object, h_src, mig);
 	rm_client_unlock(h_client < h_src_client ? src : dst);
 	rm_client_unlock(h_client < h_src_client ? dst : src);
 	rm_client_put(dst);
 	rm_client_put(src);
 	return ret;
+}
+
+int rm_dup(struct rm *rm, unsigned int fn, uint32_t h_client, uint32_t h_parent,
+	   uint32_t *h_object, uint32_t h_src_client, uint32_t h_src)
+{
+	return dup_call(rm, fn, h_client, h_parent, h_object, h_src_client, h_src, false);
 }
 
 int rm_map(struct rm *rm, unsigned int fn, uint32_t h_client, uint32_t h_object, uint64_t *addr,
@@ -734,4 +762,85 @@ int rm_map(struct rm *rm, unsigned int fn, uint32_t h_client, uint32_t h_object,
 	}
 	rm_exit(c);
 	return ret;
+}
+
+/* ---- migration: re-making an exported object ---- */
+
+/* The class's parameters from record @o (what the guest asked for at its allocation). */
+static int import_params(const struct rm_obj_rec *o, void *params)
+{
+	switch (o->h_class) {
+	case VGPU_RM_CLASS_VASPACE:
+		*(struct vgpu_rm_vaspace_params *)params = (struct vgpu_rm_vaspace_params){ .pdb = o->a };
+		return 0;
+	case VGPU_RM_CLASS_CHANNEL_GPFIFO:
+		if ((o->w & ~(RM_OBJ_CHAN_APER | RM_OBJ_CHAN_REPLAYABLE | RM_OBJ_CHAN_ENABLED)) ||
+		    o->dep_client != o->h_client || o->x >= RM_MAX_CHANNELS)
+			return -EINVAL;
+		*(struct vgpu_rm_channel_params *)params = (struct vgpu_rm_channel_params){
+			.h_vaspace = o->dep_handle, .runlist = o->y, .gpfifo_va = o->a,
+			.gpfifo_entries = o->z, .userd_aper = o->w & RM_OBJ_CHAN_APER,
+			.userd_addr = o->b,
+			.flags = o->w & RM_OBJ_CHAN_REPLAYABLE ? VGPU_RM_CHAN_REPLAYABLE : 0 };
+		return 0;
+	case VGPU_RM_CLASS_EVENT:
+		*(struct vgpu_rm_event_params *)params = (struct vgpu_rm_event_params){
+			.notify_index = o->x };
+		return 0;
+	case VGPU_RM_CLASS_MEMORY_VIDMEM: case VGPU_RM_CLASS_MEMORY_SYSMEM:
+		return o->dep_handle ? -EINVAL : 0;
+	case VGPU_RM_CLASS_DEVICE: case VGPU_RM_CLASS_SUBDEVICE: case VGPU_RM_CLASS_USERMODE:
+		return 0;
+	}
+	return -EINVAL;
+}
+
+/* An object record (not a dup) under its parent with its handle and resources. */
+static int import_obj(struct rm *rm, unsigned int fn, const struct rm_obj_rec *o)
+{
+	union {
+		struct vgpu_rm_vaspace_params vas;
+		struct vgpu_rm_channel_params ch;
+		struct vgpu_rm_event_params ev;
+		struct vgpu_rm_usermode_params um;
+	} params = { 0 };
+	struct rm_client *c;
+	struct rm_res *r;
+	uint32_t h = o->handle;
+	int ret = import_params(o, &params);
+
+	if (ret)
+		return ret;
+	if ((o->nr_runs != 0) != (o->h_class == VGPU_RM_CLASS_MEMORY_VIDMEM))
+		return -EINVAL;
+	ret = rm_enter(rm, fn, o->h_client, &c);
+	if (ret)
+		return ret;
+	ret = alloc_locked(c, o->h_parent, &h, o->h_class, &params, o, &r);
+	if (!ret && is_mem(o->h_class)) {
+		r->share_target = o->share_target;
+		r->share_access = o->share_access & VGPU_RM_ACCESS_DUP;
+	}
+	rm_exit(c);
+	return ret;
+}
+
+int rm_obj_import(struct rm *rm, unsigned int fn, const struct rm_obj_rec *o)
+{
+	uint32_t h = o ? o->handle : 0;
+
+	if (!rm || fn >= rm->nr_fns || !o || !o->handle)
+		return -EINVAL;
+	if (!o->h_class) {
+		if (o->handle != o->h_client || o->h_parent || o->nr_runs)
+			return -EINVAL;
+		return rm_client_alloc_at(rm, fn, &h);
+	}
+	if (is_mem(o->h_class) && o->dep_handle) {
+		if (o->nr_runs)
+			return -EINVAL;
+		return dup_call(rm, fn, o->h_client, o->h_parent, &h, o->dep_client, o->dep_handle,
+				true);
+	}
+	return import_obj(rm, fn, o);
 }

@@ -91,7 +91,8 @@ static int hw_dma_map(void *ctx, struct iommu_domain *dom, struct iommu_memobj *
 		      uint64_t off, uint64_t size, uint64_t *iova)
 {
 	(void)ctx;
-	return iommu_map(dom, mo, off, size, IOMMU_READ | IOMMU_WRITE, 0, iova);
+	return iommu_map(dom, mo, off, size, IOMMU_READ | IOMMU_WRITE,
+			 *iova ? IOMMU_MAP_FIXED_IOVA : 0, iova);
 }
 
 static void hw_dma_unmap(void *ctx, struct iommu_domain *dom, uint64_t iova, uint64_t size)
