@@ -15,7 +15,7 @@
 #include "common/version.h"
 #include "gpu_model/gpu.h"
 #include "pma/pma.h"
-#include "pf_manager/pf_internal.h"
+#include "pf_manager/migrate_internal.h"
 
 typedef int (*pf_cmd_fn)(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
 			 struct pf_err *e);
@@ -355,6 +355,11 @@ static const struct pf_cmd {
 	{ "reset-vf",		pf_vf_reset_cmd,	true },
 	{ "save-slice",		pf_slice_save_cmd,	true },
 	{ "restore-slice",	pf_slice_restore_cmd,	true },
+	{ "migrate-incoming",	pf_live_incoming_cmd,	true },
+	{ "migrate-outgoing",	pf_live_outgoing_cmd,	true },
+	{ "migrate-switchover",	pf_live_switchover_cmd,	true },
+	{ "migrate-cancel",	pf_live_cancel_cmd,	true },
+	{ "migrate-status",	pf_live_status_cmd,	false },
 };
 
 static const char *err_class(int code)
@@ -416,6 +421,29 @@ static void log_scope_from(struct pf_daemon *d, json_object *args)
 		cmn_log_scope_set(s->vf, s->uuid);
 	else if (vf)
 		cmn_log_scope_set(vf, d->vfs[vf] ? d->vfs[vf]->uuid : NULL);
+}
+
+/* A slice in a live migration takes no other change (stop, undefine, modify, reset, save)
+ * until it completes or is cancelled: the worker reads and the destination writes it. */
+static int migrating_check(struct pf_daemon *d, const char *name, json_object *args,
+			   struct pf_err *e)
+{
+	char norm[PF_UUID_STR];
+	const struct pf_slice *s = NULL;
+	json_object *v;
+
+	if (!strncmp(name, "migrate-", 8))
+		return 0;
+	if (json_object_object_get_ex(args, "uuid", &v) && json_object_is_type(v, json_type_string) &&
+	    !ctlc_uuid_parse(json_object_get_string(v), norm, NULL))
+		s = pf_slice_find(d, norm);
+	if (!s && json_object_object_get_ex(args, "vf", &v) && json_object_is_type(v, json_type_int) &&
+	    json_object_get_int(v) > 0 && json_object_get_int(v) <= PF_MAX_VFS)
+		s = d->vfs[json_object_get_int(v)];
+	if (!s || !pf_live_busy(d, s))
+		return 0;
+	return cmn_fail(&e->f, -EBUSY, "%s: slice %s is migrating: wait for it or "
+			"migrate-cancel it first", name, s->uuid);
 }
 
 static const struct pf_cmd *cmd_find(const char *name)
@@ -491,6 +519,8 @@ json_object *pf_command(struct pf_daemon *d, struct pf_client *c, json_object *r
 			"group", name, (int)c->uid);
 		return reply_error(id, "PermissionDenied", &e);
 	}
+	if (cmd->mutating && migrating_check(d, name, args, &e))
+		return reply_error(id, err_class(e.f.err), &e);
 	ret = json_object_new_object();
 	log_scope_from(d, args);
 	/* A descriptor the client sent is this request's (or nobody's: closed after it). */

@@ -22,10 +22,10 @@
 
 #include "common/clock.h"
 #include "common/log.h"
-#include "pf_manager/pf_internal.h"
+#include "pf_manager/migrate_internal.h"
 
 #define PF_POLL_MS	100	/* the control socket's sweep (negotiation deadlines) */
-#define PF_MAX_POLL	(2 + PF_MAX_CLIENTS + PF_MAX_VFS * PF_EP_MAX_POLLFDS)
+#define PF_MAX_POLL	(3 + PF_MAX_CLIENTS + PF_MAX_VFS * PF_EP_MAX_POLLFDS)
 
 /* ---- systemd: readiness (its datagram), the journal (libsystemd) ------------------------- */
 
@@ -208,6 +208,7 @@ void pf_daemon_destroy(struct pf_daemon *d)
 	if (!d)
 		return;
 	sd_notify_str("STOPPING=1");
+	pf_live_fini(d);	/* sources resume, destinations let go of what they loaded */
 	pf_control_close(d);
 	/* Journal first (it holds the allocations inside each partition), then let go of
 	 * the objects without scrubbing them: the next daemon adopts them. */
@@ -228,7 +229,7 @@ void pf_daemon_destroy(struct pf_daemon *d)
 
 /* What each pollfd belongs to. */
 struct pf_pollref {
-	enum { REF_CTL, REF_SIG, REF_CLIENT, REF_EP } kind;
+	enum { REF_CTL, REF_SIG, REF_CLIENT, REF_EP, REF_MIG } kind;
 	unsigned int idx;		/* client slot or VF number */
 	int first, count;		/* REF_EP: its range in the pollfd array */
 };
@@ -241,6 +242,10 @@ static int build_poll(struct pf_daemon *d, struct pollfd *p, struct pf_pollref *
 	ref[n++] = (struct pf_pollref){ .kind = REF_CTL };
 	p[n] = (struct pollfd){ .fd = d->sig_fd, .events = POLLIN };
 	ref[n++] = (struct pf_pollref){ .kind = REF_SIG };
+	if (pf_live_pollfd(d) >= 0) {
+		p[n] = (struct pollfd){ .fd = pf_live_pollfd(d), .events = POLLIN };
+		ref[n++] = (struct pf_pollref){ .kind = REF_MIG };
+	}
 	for (unsigned int i = 0; i < PF_MAX_CLIENTS; i++) {
 		struct pf_client *c = d->clients[i];
 
@@ -291,6 +296,8 @@ static void dispatch(struct pf_daemon *d, struct pollfd *p, struct pf_pollref *r
 			pf_client_io(d, ref[i].idx, p[i].revents);
 		else if (ref[i].kind == REF_SIG)
 			handle_signal(d);
+		else if (ref[i].kind == REF_MIG)
+			pf_live_handle(d);
 	}
 	if (p[0].revents & POLLIN)
 		pf_control_accept(d);

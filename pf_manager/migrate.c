@@ -18,13 +18,12 @@
 
 #include "common/compiler.h"
 #include "common/log.h"
-#include "pf_manager/pf_internal.h"
+#include "pf_manager/migrate_internal.h"
 
 #define MIG_PAGE	4096u
 #define MIG_CHUNK	(1u << 20)	/* bytes read from the VRAM object at a time */
 
-/* The BAR object's offset of @region of @s. */
-static uint64_t region_base(const struct pf_slice *s, enum mig_region region)
+uint64_t pf_mig_region_base(const struct pf_slice *s, enum mig_region region)
 {
 	return region == MIG_R_VRAM ? 0 : s->bar_size - VF_BAR_CTRL_SIZE - s->dma_size;
 }
@@ -115,7 +114,7 @@ static int save_range(struct mig_enc *enc, int fd, enum mig_region region, uint6
 static int save_region(struct mig_enc *enc, struct pf_slice *s, enum mig_region region,
 		       uint64_t size, uint8_t *buf, struct pf_err *e)
 {
-	uint64_t rbase = region_base(s, region), off = 0;
+	uint64_t rbase = pf_mig_region_base(s, region), off = 0;
 
 	while (off < size) {
 		off_t data = lseek(s->bar_fd, (off_t)(rbase + off), SEEK_DATA), hole;
@@ -141,8 +140,8 @@ static int save_region(struct mig_enc *enc, struct pf_slice *s, enum mig_region 
 }
 
 /* The SLICE frame's definition: the slice's definition, whether it is transient, and where
- * it came from (for the destination's log). */
-static char *save_def(struct pf_daemon *d, const struct pf_slice *s)
+ * it came from (for the destination's log); a live migration adds its pass. */
+char *pf_mig_def(struct pf_daemon *d, const struct pf_slice *s, json_object *extra)
 {
 	json_object *o = json_object_new_object();
 	char *txt;
@@ -152,6 +151,8 @@ static char *save_def(struct pf_daemon *d, const struct pf_slice *s)
 	pf_json_add_u64(o, "vram_bytes", s->prov.vram);
 	json_object_object_add(o, "parent", json_object_new_string(d->cfg.pf_id));
 	json_object_object_add(o, "model", json_object_new_string(d->cfg.model));
+	if (extra)
+		json_object_object_add(o, "live", extra);
 	txt = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
 	json_object_put(o);
 	return txt;
@@ -161,7 +162,7 @@ static int save_stream(struct pf_daemon *d, struct pf_slice *s, int fd, struct m
 		       struct pf_err *e)
 {
 	struct mig_enc enc;
-	char *def = save_def(d, s);
+	char *def = pf_mig_def(d, s, NULL);
 	uint8_t *buf = malloc(MIG_CHUNK);
 	int r = -ENOMEM;
 
@@ -266,17 +267,9 @@ int pf_slice_save_cmd(struct pf_daemon *d, json_object *args, bool dry, json_obj
 
 /* ---- restore ------------------------------------------------------------------------------ */
 
-/* What the stream's SLICE frame says, parsed and checked against this daemon. */
-struct restore_plan {
-	struct pf_slice *s;		/* the slice to add (not yet in the table) */
-	uint64_t vram, dma;
-	unsigned int vf;
-	uint64_t base;
-	struct mig_totals tot;
-};
 
 /* The SLICE frame's JSON into a slice. */
-static int plan_slice(struct pf_daemon *d, const struct mig_frame *fr, struct restore_plan *p,
+static int plan_slice(struct pf_daemon *d, const struct mig_frame *fr, struct pf_mig_plan *p,
 		      struct pf_err *e)
 {
 	json_object *o = NULL, *def, *tr;
@@ -304,7 +297,7 @@ static int plan_slice(struct pf_daemon *d, const struct mig_frame *fr, struct re
 }
 
 /* This daemon's limits, before anything changes. */
-static int plan_check(struct pf_daemon *d, struct restore_plan *p, struct pf_err *e)
+static int plan_check(struct pf_daemon *d, struct pf_mig_plan *p, struct pf_err *e)
 {
 	struct pf_slice *s = p->s, *cur = pf_slice_find(d, s->uuid);
 	int r;
@@ -334,7 +327,7 @@ static int plan_check(struct pf_daemon *d, struct restore_plan *p, struct pf_err
 
 /* One pass over the stream: the checks (and the plan) on the first, the VRAM object
  * filled on the second (@s running). */
-static int restore_pass(struct pf_daemon *d, int fd, struct restore_plan *p,
+static int restore_pass(struct pf_daemon *d, int fd, struct pf_mig_plan *p,
 			const struct pf_slice *s, struct pf_err *e)
 {
 	struct mig_dec dec;
@@ -349,13 +342,9 @@ static int restore_pass(struct pf_daemon *d, int fd, struct restore_plan *p,
 		return r;
 	while ((r = mig_dec_next(&dec, &fr, &e->f)) > 0) {
 		if (fr.type == MIG_F_SLICE && !s) {
-			p->vram = fr.u.slice.vram_bytes;
-			p->dma = fr.u.slice.dma_bytes;
-			r = plan_slice(d, &fr, p, e);
-			if (!r)
-				r = plan_check(d, p, e);
+			r = pf_mig_plan(d, &fr, p, e);
 		} else if (fr.type == MIG_F_EXTENT && s) {
-			uint64_t at = region_base(s, fr.u.extent.region) + fr.u.extent.off;
+			uint64_t at = pf_mig_region_base(s, fr.u.extent.region) + fr.u.extent.off;
 			ssize_t n = pwrite(s->bar_fd, fr.u.extent.data, fr.u.extent.len, (off_t)at);
 
 			if (n != (ssize_t)fr.u.extent.len)
@@ -382,9 +371,25 @@ static void slice_forget(struct pf_daemon *d, struct pf_slice *s)
 	pf_slice_free(s);
 }
 
-/* Bring the planned slice up, load the stream into it and commit; on failure everything
- * is undone (the object unlinked, the slice forgotten). */
-static int restore_apply(struct pf_daemon *d, int fd, struct restore_plan *p, struct pf_err *e)
+int pf_mig_plan(struct pf_daemon *d, const struct mig_frame *fr, struct pf_mig_plan *p,
+		struct pf_err *e)
+{
+	int r;
+
+	p->vram = fr->u.slice.vram_bytes;
+	p->dma = fr->u.slice.dma_bytes;
+	r = plan_slice(d, fr, p, e);
+	return r ? r : plan_check(d, p, e);
+}
+
+void pf_mig_plan_free(struct pf_mig_plan *p)
+{
+	free(p->s);
+	p->s = NULL;
+}
+
+int pf_mig_bring_up(struct pf_daemon *d, struct pf_mig_plan *p, struct pf_slice **out,
+		    struct pf_err *e)
 {
 	struct pf_slice *s = p->s;
 	int r;
@@ -397,17 +402,21 @@ static int restore_apply(struct pf_daemon *d, int fd, struct restore_plan *p, st
 		slice_forget(d, s);
 		return r;
 	}
-	r = restore_pass(d, fd, p, s, e);
+	*out = s;
+	return 0;
+}
+
+int pf_mig_commit(struct pf_daemon *d, struct pf_slice *s, struct pf_err *e)
+{
+	int r;
+
 	/* The commit point: the journal naming the slice, its definition inside and marked
 	 * restored, so a loader that finds no definition file writes it from there. */
 	s->def_pending = !s->transient;
-	if (!r && (r = pf_state_save_journal(d)))
-		cmn_fail(&e->f, r, "slice %s: cannot write the journal: %s", s->uuid, cmn_strerror(r));
-	if (r) {
-		pf_slice_stop(d, s);
-		slice_forget(d, s);
-		return r;
-	}
+	r = pf_state_save_journal(d);
+	if (r)
+		return cmn_fail(&e->f, r, "slice %s: cannot write the journal: %s", s->uuid,
+				cmn_strerror(r));
 	if (!s->transient && pf_state_save_slice(d, s))
 		cmn_warn("slice %s: restored, but its definition file is not written yet (the "
 			 "journal holds it: the next start of vgpud writes it)", s->uuid);
@@ -417,10 +426,33 @@ static int restore_apply(struct pf_daemon *d, int fd, struct restore_plan *p, st
 	return 0;
 }
 
+void pf_mig_discard(struct pf_daemon *d, struct pf_slice *s)
+{
+	pf_slice_stop(d, s);
+	slice_forget(d, s);
+}
+
+/* Bring the planned slice up, load the stream into it and commit; on failure everything
+ * is undone (the object unlinked, the slice forgotten). */
+static int restore_apply(struct pf_daemon *d, int fd, struct pf_mig_plan *p, struct pf_err *e)
+{
+	struct pf_slice *s;
+	int r = pf_mig_bring_up(d, p, &s, e);
+
+	if (r)
+		return r;
+	r = restore_pass(d, fd, p, s, e);
+	if (!r)
+		r = pf_mig_commit(d, s, e);
+	if (r)
+		pf_mig_discard(d, s);
+	return r;
+}
+
 int pf_slice_restore_cmd(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
 			 struct pf_err *e)
 {
-	struct restore_plan p = { 0 };
+	struct pf_mig_plan p = { 0 };
 	int fd = req_fd(d, "restore-slice", O_RDONLY, e), r;
 
 	(void)args;

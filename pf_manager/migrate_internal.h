@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: MIT */
+/* pf_manager's migration internals: what migrate.c (the stream of a slice, save and
+ * restore) shares with migrate_live.c (live migration between two vgpuds), and the live
+ * migration's hooks into the daemon's loop and command table. */
+#ifndef VGPU_PF_MIGRATE_INTERNAL_H
+#define VGPU_PF_MIGRATE_INTERNAL_H
+
+#include "pf_manager/pf_internal.h"
+
+/* ---- migrate.c ---- */
+
+/* The BAR object's offset of @region of @s. */
+uint64_t pf_mig_region_base(const struct pf_slice *s, enum mig_region region);
+/* The SLICE frame's definition text of @s (malloc'ed; NULL without memory); @extra, if
+ * not NULL, is added as member "live" (taken over). */
+char *pf_mig_def(struct pf_daemon *d, const struct pf_slice *s, json_object *extra);
+
+/* A destination's plan: what the SLICE frame says, checked against this daemon. */
+struct pf_mig_plan {
+	struct pf_slice *s;		/* the slice to add (not yet in the table) */
+	uint64_t vram, dma;
+	unsigned int vf;
+	uint64_t base;
+	struct mig_totals tot;
+};
+
+/* Parse the SLICE frame @fr and check this daemon's limits (no such UUID, type, VRAM,
+ * DMA size, a free VF, contiguous VRAM); changes nothing. On failure @p->s may be set:
+ * free it with pf_mig_plan_free(). */
+int pf_mig_plan(struct pf_daemon *d, const struct mig_frame *fr, struct pf_mig_plan *p,
+		struct pf_err *e);
+void pf_mig_plan_free(struct pf_mig_plan *p);
+/* Bring the planned slice up in RESUMING on its VF with an empty VRAM object; the slice
+ * is in the table (returned), or nothing changed. */
+int pf_mig_bring_up(struct pf_daemon *d, struct pf_mig_plan *p, struct pf_slice **out,
+		    struct pf_err *e);
+/* Commit a loaded slice (the journal, then its definition file) and take it RUNNING. */
+int pf_mig_commit(struct pf_daemon *d, struct pf_slice *s, struct pf_err *e);
+/* Undo pf_mig_bring_up(): stop the slice (its object unlinked) and forget it. */
+void pf_mig_discard(struct pf_daemon *d, struct pf_slice *s);
+
+/* ---- migrate_live.c (doc/migration.md "Live migration") ---- */
+
+int pf_live_incoming_cmd(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
+			 struct pf_err *e);
+int pf_live_outgoing_cmd(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
+			 struct pf_err *e);
+int pf_live_switchover_cmd(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
+			   struct pf_err *e);
+int pf_live_status_cmd(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
+		       struct pf_err *e);
+int pf_live_cancel_cmd(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
+		       struct pf_err *e);
+/* Whether @s is in a live migration (a mutating command about it is refused meanwhile). */
+bool pf_live_busy(struct pf_daemon *d, const struct pf_slice *s);
+/* The loop's descriptor that wakes it for a migration worker's request, or -1. */
+int pf_live_pollfd(struct pf_daemon *d);
+/* Run the workers' pending requests and reap finished workers (loop thread). */
+void pf_live_handle(struct pf_daemon *d);
+/* At shutdown: cancel every migration and join its worker (sources resume). */
+void pf_live_fini(struct pf_daemon *d);
+
+#endif

@@ -1,0 +1,1514 @@
+// SPDX-License-Identifier: MIT
+/* Live migration of a running slice between two vgpuds (doc/migration.md "Live migration").
+ *
+ * The destination listens (migrate-incoming), the source connects (migrate-outgoing) and
+ * sends the slice as a sequence of passes, each a complete migration stream (HELLO, SLICE,
+ * EXTENTs, END) whose SLICE definition carries {"live": {"pass": N, "final": bool}}:
+ * pass 0 every populated page, later passes the pages that changed since, the last two
+ * with the slice stopped. The destination answers on the same socket: once after pass 0's
+ * SLICE (its plan: refusals come before anything is copied or stopped) and once after the
+ * final pass (committed), each an ack record (magic, status, message).
+ *
+ * Which pages changed: the device's dirty bitmap for engine writes (gpu_dirty_collect())
+ * and, for guest CPU writes through the BAR that vgpud cannot see, a CRC32C per 4 KiB page
+ * remembered for what the destination holds: every pass reads the populated pages and
+ * resends those whose CRC differs or whose dirty bit is set. The full compare in STOP_COPY
+ * makes the result exact (nothing writes then); the bitmap keeps the pre-copy rounds exact
+ * for the engines and catches an engine's last writes after the compare.
+ *
+ * Each migration runs on its own worker thread; what must run on the loop thread (a
+ * destination's plan, bring-up, commit or discard, the source's final stop and undefine,
+ * events to control clients) is posted to it through an eventfd in the loop's poll set and
+ * waited for. The slice's migration state and every record are under one lock per daemon. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <endian.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/list.h"
+#include "common/lock.h"
+#include "common/log.h"
+#include "gpu_model/gpu.h"
+#include "pf_manager/migrate_internal.h"
+
+#define LM_PAGE			4096u
+#define LM_CHUNK		(1u << 20)	/* bytes read at a time */
+#define LM_ACK_MAGIC		0x41474d56u	/* "VMGA" */
+#define LM_ACK_MSG_MAX		512u
+#define LM_KEEP_DONE		16		/* finished records kept for migrate-status */
+#define LM_MAX_ROUNDS		64
+#define LM_DEF_ROUNDS		8
+#define LM_DEF_SWITCH_BYTES	(16ull << 20)
+#define LM_MAX_DAEMONS		8
+
+enum lm_status { LM_LISTENING, LM_CONNECTING, LM_PRE_COPY, LM_WAITING, LM_STOP_COPY,
+		 LM_COMPLETED, LM_FAILED, LM_CANCELLED };
+
+static const char *const lm_status_names[] = {
+	"listening", "connecting", "pre_copy", "waiting", "stop_copy", "completed", "failed",
+	"cancelled",
+};
+
+/* What a worker asks the loop thread to do. */
+enum lm_req { LM_REQ_NONE, LM_REQ_PLAN, LM_REQ_COMMIT, LM_REQ_DISCARD, LM_REQ_FORGET };
+
+struct lm_ctx;
+
+/* One live migration, source or destination. */
+struct lm {
+	struct cmn_list node;
+	struct lm_ctx *L;
+	bool source;
+	char uuid[PF_UUID_STR];		/* "" on a destination until the SLICE frame */
+	char want[PF_UUID_STR];		/* destination: the only slice it accepts ("" any) */
+	char peer[PF_PATH_MAX];		/* connect to / listen on */
+	struct pf_slice *s;		/* L->lock; NULL once gone */
+	int lfd, sock, wake_fd;
+	pthread_t thread;
+	bool started, finished;		/* L->lock */
+	bool manual;
+	unsigned int max_rounds;
+	uint64_t switch_bytes;
+	int64_t corrupt_at;		/* test builds: flip this stream byte (-1 none) */
+	uint64_t wire;			/* stream bytes sent (source) */
+	atomic_bool cancel, go;
+	/* the record (L->lock) */
+	enum lm_status status;
+	unsigned int round;
+	uint64_t bytes, dirty_bytes, remaining;
+	uint64_t t_start, t_stop, t_end;
+	char error[CMN_FAIL_MSG_MAX];
+	uint64_t gen, gen_sent;		/* record changes, and the last one sent as an event */
+	/* a request to the loop thread (L->lock) */
+	enum lm_req req;
+	int req_ret;
+	struct pf_err req_err;
+	const struct mig_frame *req_frame;
+	struct pf_mig_plan plan;
+};
+
+/* The live migrations of one daemon. */
+struct lm_ctx {
+	struct pf_daemon *d;
+	int efd;			/* wakes the loop thread */
+	struct cmn_mutex lock;
+	pthread_cond_t cond;		/* a request done */
+	struct cmn_list migs;
+};
+
+static struct lm_ctx *lm_ctxs[LM_MAX_DAEMONS];
+static struct cmn_mutex lm_ctxs_lock = CMN_MUTEX_INITIALIZER("lm_ctxs_lock");
+
+/* @d's migrations, made on first use when @make. */
+static struct lm_ctx *ctx_of(struct pf_daemon *d, bool make)
+{
+	struct lm_ctx *L = NULL;
+	unsigned int i, free_slot = LM_MAX_DAEMONS;
+
+	cmn_mutex_lock(&lm_ctxs_lock);
+	for (i = 0; i < LM_MAX_DAEMONS; i++) {
+		if (lm_ctxs[i] && lm_ctxs[i]->d == d)
+			L = lm_ctxs[i];
+		else if (!lm_ctxs[i] && free_slot == LM_MAX_DAEMONS)
+			free_slot = i;
+	}
+	if (!L && make && free_slot < LM_MAX_DAEMONS && (L = calloc(1, sizeof(*L)))) {
+		L->d = d;
+		L->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		if (L->efd < 0) {
+			free(L);
+			L = NULL;
+		} else {
+			cmn_mutex_init(&L->lock);
+			pthread_cond_init(&L->cond, NULL);
+			cmn_list_init(&L->migs);
+			lm_ctxs[free_slot] = L;
+		}
+	}
+	cmn_mutex_unlock(&lm_ctxs_lock);
+	return L;
+}
+
+static void efd_kick(int fd)
+{
+	uint64_t one = 1;
+
+	if (write(fd, &one, sizeof(one)) < 0)
+		(void)0;	/* the counter is saturated: already readable */
+}
+
+static void efd_drain(int fd)
+{
+	uint64_t v;
+
+	while (read(fd, &v, sizeof(v)) == sizeof(v))
+		;
+}
+
+/* The record changed: the loop thread sends it as an event (L->lock held). */
+static void lm_changed(struct lm *m)
+{
+	m->gen++;
+	efd_kick(m->L->efd);
+}
+
+static void lm_set_status(struct lm *m, enum lm_status st)
+{
+	cmn_mutex_lock(&m->L->lock);
+	m->status = st;
+	lm_changed(m);
+	cmn_mutex_unlock(&m->L->lock);
+}
+
+/* Move the slice's migration state (L->lock taken). */
+static void lm_sm(struct lm *m, enum mig_state to)
+{
+	cmn_mutex_lock(&m->L->lock);
+	if (m->s)
+		mig_sm_set(&m->s->mig, to, NULL);
+	lm_changed(m);
+	cmn_mutex_unlock(&m->L->lock);
+}
+
+/* Run @req on the loop thread and wait for it; its result (the message in m->req_err). */
+static int lm_request(struct lm *m, enum lm_req req)
+{
+	struct lm_ctx *L = m->L;
+	int r;
+
+	cmn_mutex_lock(&L->lock);
+	m->req = req;
+	efd_kick(L->efd);
+	while (m->req != LM_REQ_NONE)
+		cmn_cond_wait(&L->cond, &L->lock);
+	r = m->req_ret;
+	cmn_mutex_unlock(&L->lock);
+	return r;
+}
+
+/* ---- the socket ---------------------------------------------------------------------------- */
+
+/* Wait until the socket is ready for @ev or the migration is cancelled. */
+static int lm_wait(struct lm *m, short ev)
+{
+	struct pollfd p[2] = { { .fd = m->sock, .events = ev }, { .fd = m->wake_fd, .events = POLLIN } };
+
+	for (;;) {
+		if (atomic_load(&m->cancel))
+			return -ECANCELED;
+		if (poll(p, 2, -1) < 0 && errno != EINTR)
+			return -errno;
+		if (p[1].revents)
+			efd_drain(m->wake_fd);
+		if (p[0].revents)
+			return 0;
+	}
+}
+
+static int lm_send(void *ctx, const void *buf, size_t len)
+{
+	struct lm *m = ctx;
+	const uint8_t *b = buf;
+	uint8_t flip[1];
+
+	while (len) {
+		size_t n = len;
+		const void *from = b;
+		ssize_t k;
+
+		/* A test build can corrupt one byte of the stream it sends. */
+		if (m->corrupt_at >= 0 && (uint64_t)m->corrupt_at >= m->wire &&
+		    (uint64_t)m->corrupt_at < m->wire + len) {
+			uint64_t at = (uint64_t)m->corrupt_at - m->wire;
+
+			if (at) {
+				n = at;
+			} else {
+				flip[0] = b[0] ^ 0x20;
+				from = flip;
+				n = 1;
+			}
+		}
+		k = send(m->sock, from, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (k < 0 && (errno == EAGAIN || errno == EINTR)) {
+			int r = lm_wait(m, POLLOUT);
+
+			if (r)
+				return r;
+			continue;
+		}
+		if (k <= 0)
+			return k < 0 ? -errno : -EPIPE;
+		b += k;
+		len -= (size_t)k;
+		m->wire += (uint64_t)k;
+	}
+	return 0;
+}
+
+static ssize_t lm_recv(void *ctx, void *buf, size_t len)
+{
+	struct lm *m = ctx;
+
+	for (;;) {
+		ssize_t k = recv(m->sock, buf, len, MSG_DONTWAIT);
+
+		if (k >= 0)
+			return k;
+		if (errno != EAGAIN && errno != EINTR)
+			return -errno;
+		k = lm_wait(m, POLLIN);
+		if (k)
+			return k;
+	}
+}
+
+static int recv_all(struct lm *m, void *buf, size_t len)
+{
+	uint8_t *b = buf;
+
+	while (len) {
+		ssize_t k = lm_recv(m, b, len);
+
+		if (k <= 0)
+			return k < 0 ? (int)k : -EPIPE;
+		b += k;
+		len -= (size_t)k;
+	}
+	return 0;
+}
+
+/* An ack record: u32 magic, u32 status (0 or a positive errno), u32 length, message. */
+static int send_ack(struct lm *m, int err, const char *msg)
+{
+	uint32_t len = (uint32_t)cmn_min(strlen(msg), (size_t)LM_ACK_MSG_MAX);
+	uint32_t h[3] = { htole32(LM_ACK_MAGIC), htole32((uint32_t)-err), htole32(len) };
+	int64_t keep = m->corrupt_at;
+	int r;
+
+	m->corrupt_at = -1;
+	r = lm_send(m, h, sizeof(h));
+	if (!r && len)
+		r = lm_send(m, msg, len);
+	m->corrupt_at = keep;
+	return r;
+}
+
+/* The peer's ack: 0, or its refusal (-errno, message in @f), or a broken connection. */
+static int recv_ack(struct lm *m, struct cmn_fail *f)
+{
+	uint32_t h[3], len;
+	char msg[LM_ACK_MSG_MAX + 1];
+	int r = recv_all(m, h, sizeof(h));
+
+	if (r == -ECANCELED)
+		return cmn_fail(f, r, "cancelled");
+	if (r)
+		return cmn_fail(f, r, "the destination closed the connection without an answer "
+				"(%s)", cmn_strerror(r));
+	len = le32toh(h[2]);
+	if (le32toh(h[0]) != LM_ACK_MAGIC || len > LM_ACK_MSG_MAX || le32toh(h[1]) > 4095)
+		return cmn_fail(f, -EPROTO, "the destination's answer is not a vgpu migration ack");
+	r = recv_all(m, msg, len);
+	if (r)
+		return cmn_fail(f, r, "the destination's answer was cut short");
+	msg[len] = 0;
+	if (h[1])
+		return cmn_fail(f, -(int)le32toh(h[1]), "the destination refused: %s", msg);
+	return 0;
+}
+
+/* A failed send: the destination's reason if it sent one before it closed. */
+static int send_failed(struct lm *m, int r, struct cmn_fail *f)
+{
+	struct pollfd p = { .fd = m->sock, .events = POLLIN };
+
+	if (r == -ECANCELED)
+		return cmn_fail(f, r, "cancelled");
+	if (poll(&p, 1, 0) == 1 && recv_ack(m, f) < 0 && strstr(f->msg, "refused"))
+		return f->err;
+	return cmn_fail(f, r, "the connection to the destination broke: %s", cmn_strerror(r));
+}
+
+/* Parse "tcp:HOST:PORT" (the last colon splits); 0 or -EINVAL. */
+static int tcp_split(const char *addr, char *host, size_t hlen, const char **port)
+{
+	const char *rest = addr + 4, *colon = strrchr(rest, ':');
+
+	if (!colon || colon == rest || !colon[1] || (size_t)(colon - rest) >= hlen)
+		return -EINVAL;
+	memcpy(host, rest, (size_t)(colon - rest));
+	host[colon - rest] = 0;
+	if (host[0] == '[' && host[strlen(host) - 1] == ']') {
+		memmove(host, host + 1, strlen(host));
+		host[strlen(host) - 1] = 0;
+	}
+	*port = colon + 1;
+	return 0;
+}
+
+/* An address is an absolute UNIX socket path or tcp:HOST:PORT. */
+static int addr_check(const char *addr, const char *key, struct pf_err *e)
+{
+	char host[256];
+	const char *port;
+
+	if (addr[0] == '/' && strlen(addr) < sizeof(((struct sockaddr_un *)0)->sun_path))
+		return 0;
+	if (!strncmp(addr, "tcp:", 4) && !tcp_split(addr, host, sizeof(host), &port))
+		return 0;
+	return cmn_fail(&e->f, -EINVAL, "\"%s\" must be an absolute UNIX socket path (at most "
+			"107 bytes) or tcp:HOST:PORT, not \"%.128s\"", key, addr);
+}
+
+static int open_sock(const char *addr, bool listen_on, char *bound, size_t blen, int *out,
+		     struct pf_err *e)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *ai = NULL;
+	char host[256];
+	const char *port;
+	int fd, r;
+
+	if (addr[0] == '/') {
+		struct sockaddr_un sa = { .sun_family = AF_UNIX };
+
+		snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", addr);
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		if (fd < 0)
+			return cmn_fail(&e->f, -errno, "socket: %s", cmn_strerror(-errno));
+		r = listen_on ? bind(fd, (struct sockaddr *)&sa, sizeof(sa)) :
+				connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+		if (!r && listen_on && (chmod(addr, 0600) || listen(fd, 1)))
+			r = -1;
+		if (r && errno != EINPROGRESS) {
+			r = -errno;
+			close(fd);
+			return cmn_fail(&e->f, r, "cannot %s %s: %s", listen_on ? "listen on" :
+					"connect to", addr, cmn_strerror(r));
+		}
+		snprintf(bound, blen, "%s", addr);
+		*out = fd;
+		return 0;
+	}
+	tcp_split(addr, host, sizeof(host), &port);
+	hints.ai_flags = listen_on ? AI_PASSIVE : 0;
+	r = getaddrinfo(host, port, &hints, &ai);
+	if (r)
+		return cmn_fail(&e->f, -EINVAL, "%s: %s", addr, gai_strerror(r));
+	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0) {
+		r = -errno;
+		goto out;
+	}
+	if (listen_on) {
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof(ss);
+		char h[NI_MAXHOST], p[NI_MAXSERV];
+
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &(int){ 1 }, sizeof(int));
+		r = bind(fd, ai->ai_addr, ai->ai_addrlen) || listen(fd, 1) ||
+		    getsockname(fd, (struct sockaddr *)&ss, &sl) ? -errno : 0;
+		if (!r && !getnameinfo((struct sockaddr *)&ss, sl, h, sizeof(h), p, sizeof(p),
+				       NI_NUMERICHOST | NI_NUMERICSERV))
+			snprintf(bound, blen, strchr(h, ':') ? "tcp:[%s]:%s" : "tcp:%s:%s", h, p);
+	} else {
+		r = connect(fd, ai->ai_addr, ai->ai_addrlen) && errno != EINPROGRESS ? -errno : 0;
+		snprintf(bound, blen, "%s", addr);
+	}
+	if (!r)
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int){ 1 }, sizeof(int));
+out:
+	freeaddrinfo(ai);
+	if (r) {
+		if (fd >= 0)
+			close(fd);
+		return cmn_fail(&e->f, r, "cannot %s %s: %s", listen_on ? "listen on" : "connect to",
+				addr, cmn_strerror(r));
+	}
+	*out = fd;
+	return 0;
+}
+
+/* ---- source ------------------------------------------------------------------------------- */
+
+/* What the destination holds of each page (VRAM pages, then DMA pages). */
+struct src_pages {
+	uint64_t pages[MIG_NR_REGIONS];	/* pages per region */
+	uint64_t first[MIG_NR_REGIONS];	/* index of a region's first page */
+	uint32_t *crc;			/* CRC32C of each page as sent (zero page's at start) */
+	uint64_t *nonzero;		/* bit: the destination holds data there */
+	uint64_t *dirty;		/* bit: an engine wrote it since it was last read */
+	uint64_t *visit;		/* this pass's pages to read */
+	uint32_t crc_zero;
+	uint8_t *buf;
+};
+
+static bool bit_get(const uint64_t *b, uint64_t i)
+{
+	return b[i / 64] >> (i % 64) & 1;
+}
+
+static void bit_put(uint64_t *b, uint64_t i, bool v)
+{
+	if (v)
+		b[i / 64] |= 1ull << (i % 64);
+	else
+		b[i / 64] &= ~(1ull << (i % 64));
+}
+
+static void bits_set_range(uint64_t *b, uint64_t from, uint64_t to)
+{
+	for (uint64_t i = from; i < to; i++)
+		bit_put(b, i, true);
+}
+
+static int src_pages_init(struct src_pages *sp, const struct pf_slice *s)
+{
+	static const uint8_t zero[LM_PAGE];
+	uint64_t n, words;
+
+	sp->pages[MIG_R_VRAM] = s->prov.vram / LM_PAGE;
+	sp->pages[MIG_R_DMA] = s->dma_size / LM_PAGE;
+	sp->first[MIG_R_DMA] = sp->pages[MIG_R_VRAM];
+	n = sp->pages[MIG_R_VRAM] + sp->pages[MIG_R_DMA];
+	words = n / 64 + 1;
+	sp->crc_zero = mig_crc32c(0, zero, LM_PAGE);
+	sp->crc = malloc(n * sizeof(*sp->crc));
+	sp->nonzero = calloc(words, 8);
+	sp->dirty = calloc(words, 8);
+	sp->visit = calloc(words, 8);
+	sp->buf = malloc(LM_CHUNK);
+	if (!sp->crc || !sp->nonzero || !sp->dirty || !sp->visit || !sp->buf)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < n; i++)
+		sp->crc[i] = sp->crc_zero;
+	return 0;
+}
+
+static void src_pages_fini(struct src_pages *sp)
+{
+	free(sp->crc);
+	free(sp->nonzero);
+	free(sp->dirty);
+	free(sp->visit);
+	free(sp->buf);
+}
+
+/* Mark the populated pages of @region (SEEK_DATA / SEEK_HOLE) in sp->visit. */
+static int visit_data(const struct pf_slice *s, struct src_pages *sp, enum mig_region region,
+		      struct cmn_fail *f)
+{
+	uint64_t rbase = pf_mig_region_base(s, region), size = sp->pages[region] * LM_PAGE, off = 0;
+
+	while (off < size) {
+		off_t data = lseek(s->bar_fd, (off_t)(rbase + off), SEEK_DATA), hole;
+
+		if (data < 0 && errno == ENXIO)
+			break;
+		if (data < 0 || (hole = lseek(s->bar_fd, data, SEEK_HOLE)) < 0)
+			return cmn_fail(f, -errno, "SEEK_DATA/SEEK_HOLE on the VRAM object: %s",
+					cmn_strerror(-errno));
+		if ((uint64_t)data >= rbase + size)
+			break;
+		off = cmn_min((uint64_t)hole - rbase, size);
+		bits_set_range(sp->visit, sp->first[region] + ((uint64_t)data - rbase) / LM_PAGE,
+			       sp->first[region] + (off + LM_PAGE - 1) / LM_PAGE);
+	}
+	return 0;
+}
+
+/* Read [@p0, @p1) pages of @region and send those that changed, as ascending extents. */
+static int src_run(struct lm *m, struct src_pages *sp, struct mig_enc *enc, enum mig_region region,
+		   uint64_t p0, uint64_t p1, struct cmn_fail *f)
+{
+	const struct pf_slice *s = m->s;
+	uint64_t rbase = pf_mig_region_base(s, region);
+
+	while (p0 < p1) {
+		uint64_t n = cmn_min(p1 - p0, (uint64_t)(LM_CHUNK / LM_PAGE)), ext = 0, ext_len = 0;
+		ssize_t got = pread(s->bar_fd, sp->buf, n * LM_PAGE, (off_t)(rbase + p0 * LM_PAGE));
+		int r;
+
+		if (got != (ssize_t)(n * LM_PAGE))
+			return cmn_fail(f, got < 0 ? -errno : -EIO, "cannot read the VRAM object");
+		for (uint64_t i = 0; i <= n; i++) {
+			uint64_t pi = sp->first[region] + p0 + i;
+			bool send = false;
+
+			if (i < n) {
+				uint32_t c = mig_crc32c(0, sp->buf + i * LM_PAGE, LM_PAGE);
+
+				send = c != sp->crc[pi] || bit_get(sp->dirty, pi);
+				sp->crc[pi] = c;
+				bit_put(sp->dirty, pi, false);
+				bit_put(sp->nonzero, pi, c != sp->crc_zero);
+			}
+			if (send && !ext_len)
+				ext = i;
+			if (send) {
+				ext_len++;
+				continue;
+			}
+			if (!ext_len)
+				continue;
+			r = mig_enc_extent(enc, region, (p0 + ext) * LM_PAGE, sp->buf + ext * LM_PAGE,
+					   ext_len * LM_PAGE, f);
+			if (r)
+				return r;
+			ext_len = 0;
+		}
+		p0 += n;
+	}
+	return 0;
+}
+
+/* One region of a pass: the pages an engine dirtied, those the destination holds data
+ * in, and (unless @dirty_only) every populated page. */
+static int src_region(struct lm *m, struct src_pages *sp, struct mig_enc *enc,
+		      enum mig_region region, bool dirty_only, struct cmn_fail *f)
+{
+	uint64_t a = sp->first[region], b = a + sp->pages[region];
+	int r = 0;
+
+	for (uint64_t i = a; i < b; i++)
+		bit_put(sp->visit, i, bit_get(sp->dirty, i) || (!dirty_only && bit_get(sp->nonzero, i)));
+	if (!dirty_only && (r = visit_data(m->s, sp, region, f)))
+		return r;
+	for (uint64_t i = a; i < b && !r;) {
+		uint64_t j = i;
+
+		if (!bit_get(sp->visit, i)) {
+			i++;
+			continue;
+		}
+		while (j < b && bit_get(sp->visit, j))
+			j++;
+		r = src_run(m, sp, enc, region, i - a, j - a, f);
+		i = j;
+	}
+	return r;
+}
+
+/* The engines' writes since the last collection into sp->dirty. */
+static void src_collect(struct lm *m, struct src_pages *sp)
+{
+	struct pf_daemon *d = m->L->d;
+
+	gpu_dirty_collect(d->gpu, m->s->base, m->s->prov.vram, sp->dirty);
+}
+
+/* One pass: a complete stream. Pass 0 waits for the destination's plan after SLICE. */
+static int src_pass(struct lm *m, struct src_pages *sp, unsigned int pass, bool final,
+		    bool dirty_only, uint64_t *sent, struct cmn_fail *f)
+{
+	struct pf_daemon *d = m->L->d;
+	json_object *live = json_object_new_object();
+	struct mig_enc enc;
+	char *def;
+	int r;
+
+	json_object_object_add(live, "pass", json_object_new_int((int)pass));
+	json_object_object_add(live, "final", json_object_new_boolean(final));
+	def = pf_mig_def(d, m->s, live);
+	if (!def)
+		return cmn_fail(f, -ENOMEM, "out of memory");
+	r = mig_enc_init(&enc, lm_send, m, f);
+	if (!r)
+		r = mig_enc_slice(&enc, m->s->prov.vram, m->s->dma_size, def, strlen(def), f);
+	free(def);
+	if (r)
+		return send_failed(m, r, f);
+	if (!pass && (r = recv_ack(m, f)))
+		return r;
+	src_collect(m, sp);
+	r = src_region(m, sp, &enc, MIG_R_VRAM, dirty_only, f);
+	if (!r)
+		r = src_region(m, sp, &enc, MIG_R_DMA, dirty_only, f);
+	if (!r)
+		r = mig_enc_end(&enc, f);
+	if (r)
+		return f->err == -ECANCELED || r == -EPIPE || r == -ECONNRESET ? send_failed(m, r, f) : r;
+	*sent = enc.tot.bytes[MIG_R_VRAM] + enc.tot.bytes[MIG_R_DMA];
+	return 0;
+}
+
+static void src_progress(struct lm *m, unsigned int round, uint64_t sent)
+{
+	cmn_mutex_lock(&m->L->lock);
+	m->round = round;
+	m->bytes += sent;
+	m->dirty_bytes = sent;
+	m->remaining = round ? sent : 0;
+	lm_changed(m);
+	cmn_mutex_unlock(&m->L->lock);
+}
+
+/* Wait for migrate-switchover (or a cancel, or the destination going away). */
+static int src_wait_go(struct lm *m, struct cmn_fail *f)
+{
+	struct pollfd p[2] = { { .fd = m->sock, .events = POLLIN }, { .fd = m->wake_fd, .events = POLLIN } };
+
+	lm_set_status(m, LM_WAITING);
+	while (!atomic_load(&m->go)) {
+		if (atomic_load(&m->cancel))
+			return cmn_fail(f, -ECANCELED, "cancelled");
+		if (poll(p, 2, -1) < 0 && errno != EINTR)
+			return cmn_fail(f, -errno, "poll: %s", cmn_strerror(-errno));
+		if (p[1].revents)
+			efd_drain(m->wake_fd);
+		if (p[0].revents)
+			return recv_ack(m, f) ? f->err : cmn_fail(f, -EPROTO, "the destination sent "
+								   "an ack nobody asked for");
+	}
+	return 0;
+}
+
+/* Stop (@stop) or resume the slice: no mailbox requests served, no engine time. */
+static void src_quiesce(struct lm *m, bool stop)
+{
+	struct pf_daemon *d = m->L->d;
+	struct pf_slice *s = m->s;
+
+	if (stop) {
+		pf_svc_pause(s);
+		pf_rm_fn_sched_set(d, s->vf, false, 0, 0, 0);
+		return;
+	}
+	/* As the slice's start applies them (fixed share follows the VRAM share). */
+	pf_rm_fn_sched_set(d, s->vf, true, (uint64_t)s->prov.exec_quantum_us * 1000ull,
+			   (uint64_t)s->prov.preempt_timeout_us * 1000ull,
+			   s->prov.vram * 1000 / pf_usable_vram(d));
+	pf_svc_resume(s);
+}
+
+/* Pre-copy rounds until the dirty set is small or the round limit, then (at once or on
+ * migrate-switchover) the stop and the last two passes. */
+static int src_migrate(struct lm *m, struct src_pages *sp, struct cmn_fail *f)
+{
+	unsigned int round = 0;
+	uint64_t sent = 0;
+	int r;
+
+	r = src_pass(m, sp, round, false, false, &sent, f);
+	while (!r) {
+		src_progress(m, round, sent);
+		if (round && (sent <= m->switch_bytes || round >= m->max_rounds))
+			break;
+		r = src_pass(m, sp, ++round, false, false, &sent, f);
+	}
+	if (!r && m->manual)
+		r = src_wait_go(m, f);
+	if (r)
+		return r;
+	cmn_mutex_lock(&m->L->lock);
+	m->t_stop = cmn_now_ns();
+	m->status = LM_STOP_COPY;
+	cmn_mutex_unlock(&m->L->lock);
+	lm_sm(m, MIG_S_STOP_COPY);
+	src_quiesce(m, true);
+	/* Nothing runs now: a full compare, then what the engines wrote meanwhile. */
+	r = src_pass(m, sp, ++round, false, false, &sent, f);
+	if (!r) {
+		src_progress(m, round, sent);
+		r = src_pass(m, sp, ++round, true, true, &sent, f);
+	}
+	if (!r)
+		r = recv_ack(m, f);
+	if (r) {
+		src_quiesce(m, false);
+		return r;
+	}
+	src_progress(m, round, sent);
+	lm_sm(m, MIG_S_STOPPED);
+	src_quiesce(m, false);
+	return 0;
+}
+
+static void *src_main(void *arg)
+{
+	struct lm *m = arg;
+	struct pf_daemon *d = m->L->d;
+	struct src_pages sp = { 0 };
+	struct cmn_fail f = { 0 };
+	int r;
+
+	cmn_log_scope_set(m->s->vf, m->uuid);
+	r = lm_wait(m, POLLOUT);
+	if (!r) {
+		socklen_t sl = sizeof(r);
+
+		if (getsockopt(m->sock, SOL_SOCKET, SO_ERROR, &r, &sl) || r)
+			r = -(r ? r : errno);
+	}
+	if (r)
+		cmn_fail(&f, r, r == -ECANCELED ? "cancelled" : "cannot connect to %s: %s", m->peer,
+			 cmn_strerror(r));
+	else
+		lm_set_status(m, LM_PRE_COPY);
+	gpu_dirty_track(d->gpu, true);
+	if (!r && (r = src_pages_init(&sp, m->s)))
+		cmn_fail(&f, r, "out of memory");
+	if (!r)
+		r = src_migrate(m, &sp, &f);
+	gpu_dirty_track(d->gpu, false);
+	src_pages_fini(&sp);
+	if (!r)
+		lm_request(m, LM_REQ_FORGET);	/* stopped and undefined here: it runs there */
+	else
+		lm_sm(m, MIG_S_RUNNING);
+	cmn_mutex_lock(&m->L->lock);
+	m->t_end = cmn_now_ns();
+	m->status = !r ? LM_COMPLETED : r == -ECANCELED ? LM_CANCELLED : LM_FAILED;
+	snprintf(m->error, sizeof(m->error), "%s", r ? f.msg : "");
+	m->finished = true;
+	lm_changed(m);
+	cmn_mutex_unlock(&m->L->lock);
+	if (r)
+		cmn_warn("migration of %s to %s %s: %s (the slice runs on here)", m->uuid, m->peer,
+			 r == -ECANCELED ? "cancelled" : "failed", f.msg);
+	else
+		cmn_info("slice %s migrated to %s", m->uuid, m->peer);
+	return NULL;
+}
+
+/* ---- destination --------------------------------------------------------------------------- */
+
+/* Write an extent of a later pass: its zero pages become holes again. */
+static int dst_write(struct pf_slice *s, const struct mig_frame *fr, bool first_pass,
+		     struct cmn_fail *f)
+{
+	static const uint8_t zero[LM_PAGE];
+	uint64_t at = pf_mig_region_base(s, fr->u.extent.region) + fr->u.extent.off;
+	const uint8_t *p = fr->u.extent.data;
+	size_t len = fr->u.extent.len;
+
+	while (len) {
+		size_t n = first_pass || at % LM_PAGE ? len : cmn_min(len, (size_t)LM_PAGE);
+
+		if (!first_pass && n == LM_PAGE && !memcmp(p, zero, LM_PAGE)) {
+			if (fallocate(s->bar_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+				      (off_t)at, LM_PAGE))
+				return cmn_fail(f, -errno, "cannot punch the VRAM object at %#" PRIx64, at);
+		} else if (pwrite(s->bar_fd, p, n, (off_t)at) != (ssize_t)n) {
+			return cmn_fail(f, -EIO, "cannot write the VRAM object at %#" PRIx64, at);
+		}
+		at += n;
+		p += n;
+		len -= n;
+	}
+	return 0;
+}
+
+/* The "live" member of a SLICE frame: its pass and whether it is the last. */
+static int dst_live(const struct mig_frame *fr, unsigned int want, bool *final, struct cmn_fail *f)
+{
+	json_object *o = json_tokener_parse(fr->u.slice.def), *live, *pass, *fin;
+	int r = 0;
+
+	if (!o || !json_object_object_get_ex(o, "live", &live) ||
+	    !json_object_object_get_ex(live, "pass", &pass) ||
+	    !json_object_object_get_ex(live, "final", &fin) ||
+	    !json_object_is_type(pass, json_type_int) || !json_object_is_type(fin, json_type_boolean))
+		r = cmn_fail(f, -EBADMSG, "pass %u: the SLICE frame names no live pass (an offline "
+			     "stream? use vgpuctl restore)", want);
+	else if (json_object_get_int(pass) != (int)want)
+		r = cmn_fail(f, -EBADMSG, "pass %u: the SLICE frame says pass %d", want,
+			     json_object_get_int(pass));
+	else
+		*final = json_object_get_boolean(fin);
+	json_object_put(o);
+	return r;
+}
+
+/* One pass; *@final once the last one is loaded. */
+static int dst_pass(struct lm *m, unsigned int pass, bool *final, struct cmn_fail *f)
+{
+	struct mig_dec dec;
+	struct mig_frame fr;
+	uint64_t got = 0;
+	int r = mig_dec_init(&dec, lm_recv, m, f);
+
+	while (!r && (r = mig_dec_next(&dec, &fr, f)) > 0) {
+		r = 0;
+		if (fr.type == MIG_F_SLICE) {
+			r = dst_live(&fr, pass, final, f);
+			if (!r && !pass) {
+				m->req_frame = &fr;
+				r = lm_request(m, LM_REQ_PLAN);
+				if (r)
+					cmn_fail(f, r, "%s", m->req_err.f.msg);
+				send_ack(m, r, r ? f->msg : "");
+			} else if (!r && (fr.u.slice.vram_bytes != m->plan.vram ||
+					  fr.u.slice.dma_bytes != m->plan.dma)) {
+				r = cmn_fail(f, -EBADMSG, "pass %u: region sizes differ from pass 0's",
+					     pass);
+			}
+		} else if (fr.type == MIG_F_EXTENT) {
+			r = dst_write(m->s, &fr, !pass, f);
+			got += fr.u.extent.len;
+		} else if (fr.type == MIG_F_END) {
+			break;
+		} else if (fr.type != MIG_F_HELLO) {
+			r = cmn_fail(f, -EPROTO, "pass %u: frame %u (%s) is not loaded by a live "
+				     "migration yet", pass, fr.seq, mig_frame_name(fr.type));
+		}
+	}
+	mig_dec_fini(&dec);
+	if (!r) {
+		cmn_mutex_lock(&m->L->lock);
+		m->round = pass;
+		m->bytes += got;
+		m->dirty_bytes = got;
+		lm_changed(m);
+		cmn_mutex_unlock(&m->L->lock);
+	}
+	return r < 0 ? r : 0;
+}
+
+static int dst_accept(struct lm *m, struct cmn_fail *f)
+{
+	struct pollfd p[2] = { { .fd = m->lfd, .events = POLLIN }, { .fd = m->wake_fd, .events = POLLIN } };
+
+	for (;;) {
+		if (atomic_load(&m->cancel))
+			return cmn_fail(f, -ECANCELED, "cancelled");
+		if (poll(p, 2, -1) < 0 && errno != EINTR)
+			return cmn_fail(f, -errno, "poll: %s", cmn_strerror(-errno));
+		if (p[1].revents)
+			efd_drain(m->wake_fd);
+		if (!p[0].revents)
+			continue;
+		m->sock = accept4(m->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (m->sock >= 0)
+			break;
+		if (errno != EAGAIN && errno != EINTR)
+			return cmn_fail(f, -errno, "accept: %s", cmn_strerror(-errno));
+	}
+	/* One migration per listen: the socket goes away at once. */
+	close(m->lfd);
+	m->lfd = -1;
+	if (m->peer[0] == '/')
+		unlink(m->peer);
+	return 0;
+}
+
+static void *dst_main(void *arg)
+{
+	struct lm *m = arg;
+	struct cmn_fail f = { 0 };
+	bool final = false;
+	unsigned int pass = 0;
+	int r = dst_accept(m, &f);
+
+	if (!r)
+		lm_set_status(m, LM_PRE_COPY);
+	while (!r && !final)
+		r = dst_pass(m, pass++, &final, &f);
+	if (!r) {
+		lm_set_status(m, LM_STOP_COPY);
+		r = lm_request(m, LM_REQ_COMMIT);
+		if (r)
+			cmn_fail(&f, r, "%s", m->req_err.f.msg);
+	}
+	if (m->sock >= 0)
+		send_ack(m, r, r ? f.msg : "");
+	if (r && m->s)
+		lm_request(m, LM_REQ_DISCARD);
+	cmn_mutex_lock(&m->L->lock);
+	m->t_end = cmn_now_ns();
+	m->status = !r ? LM_COMPLETED : r == -ECANCELED ? LM_CANCELLED : LM_FAILED;
+	snprintf(m->error, sizeof(m->error), "%s", r ? f.msg : "");
+	m->finished = true;
+	lm_changed(m);
+	cmn_mutex_unlock(&m->L->lock);
+	if (r)
+		cmn_warn("incoming migration on %s %s: %s (nothing kept)", m->peer,
+			 r == -ECANCELED ? "cancelled" : "failed", f.msg);
+	else
+		cmn_info("slice %s migrated in from %s", m->uuid, m->peer);
+	return NULL;
+}
+
+/* ---- the loop thread's side ----------------------------------------------------------------- */
+
+/* A destination's plan: the SLICE frame checked here, the slice brought up RESUMING. */
+static int req_plan(struct pf_daemon *d, struct lm *m, struct pf_err *e)
+{
+	struct pf_slice *s;
+	int r = pf_mig_plan(d, m->req_frame, &m->plan, e);
+
+	if (!r && m->want[0] && strcmp(m->want, m->plan.s->uuid))
+		r = cmn_fail(&e->f, -EPERM, "this vgpud expects slice %s, the stream holds %s",
+			     m->want, m->plan.s->uuid);
+	if (!r && pf_live_busy(d, pf_slice_find(d, m->plan.s->uuid)))
+		r = cmn_fail(&e->f, -EBUSY, "slice %s is migrating here already", m->plan.s->uuid);
+	if (r) {
+		pf_mig_plan_free(&m->plan);
+		return r;
+	}
+	snprintf(m->uuid, sizeof(m->uuid), "%s", m->plan.s->uuid);
+	cmn_log_scope_set(m->plan.vf, m->uuid);
+	r = pf_mig_bring_up(d, &m->plan, &s, e);
+	cmn_log_scope_clear();
+	if (!r) {
+		cmn_mutex_lock(&m->L->lock);
+		m->s = s;
+		cmn_mutex_unlock(&m->L->lock);
+	}
+	return r;
+}
+
+/* The source's end: the slice runs on the destination, so it stops and goes here. */
+static void req_forget(struct pf_daemon *d, struct lm *m)
+{
+	json_object *args = json_object_new_object(), *ret = json_object_new_object();
+	struct pf_err e = { 0 };
+	bool transient = m->s->transient;
+
+	json_object_object_add(args, "uuid", json_object_new_string(m->uuid));
+	cmn_mutex_lock(&m->L->lock);
+	m->s = NULL;		/* pf_live_busy() no longer holds it */
+	cmn_mutex_unlock(&m->L->lock);
+	if (pf_slice_stop_cmd(d, args, false, ret, &e) ||
+	    (!transient && pf_slice_undefine(d, args, false, ret, &e)))
+		cmn_warn("slice %s migrated, but it could not be removed here: %s", m->uuid, e.f.msg);
+	json_object_put(e.data);
+	json_object_put(args);
+	json_object_put(ret);
+}
+
+static void req_run(struct pf_daemon *d, struct lm *m)
+{
+	struct pf_err e = { 0 };
+	int r = 0;
+
+	switch (m->req) {
+	case LM_REQ_PLAN:
+		r = req_plan(d, m, &e);
+		break;
+	case LM_REQ_COMMIT:
+		r = pf_mig_commit(d, m->s, &e);
+		if (!r)
+			pf_event(d, "SLICE_STARTED", pf_slice_json(d, m->s));
+		break;
+	case LM_REQ_DISCARD:
+		pf_mig_discard(d, m->s);
+		cmn_mutex_lock(&m->L->lock);
+		m->s = NULL;
+		cmn_mutex_unlock(&m->L->lock);
+		break;
+	case LM_REQ_FORGET:
+		req_forget(d, m);
+		break;
+	case LM_REQ_NONE:
+		break;
+	}
+	json_object_put(e.data);
+	cmn_mutex_lock(&m->L->lock);
+	m->req_err = (struct pf_err){ .f = e.f };
+	m->req_ret = r;
+	m->req = LM_REQ_NONE;
+	pthread_cond_broadcast(&m->L->cond);
+	cmn_mutex_unlock(&m->L->lock);
+}
+
+static json_object *lm_json(struct lm *m)
+{
+	json_object *o = json_object_new_object();
+	uint64_t now = m->t_end ? m->t_end : cmn_now_ns(), el = now - m->t_start;
+	uint64_t rate = el ? m->bytes * 1000000000ull / el : 0;
+
+	json_object_object_add(o, "uuid", json_object_new_string(m->uuid));
+	json_object_object_add(o, "role", json_object_new_string(m->source ? "source" : "destination"));
+	json_object_object_add(o, "status", json_object_new_string(lm_status_names[m->status]));
+	if (m->s)
+		json_object_object_add(o, "state", json_object_new_string(mig_state_name(m->s->mig.state)));
+	json_object_object_add(o, "peer", json_object_new_string(m->peer));
+	json_object_object_add(o, "round", json_object_new_int((int)m->round));
+	json_object_object_add(o, "bytes", json_object_new_uint64(m->bytes));
+	json_object_object_add(o, "dirty_bytes", json_object_new_uint64(m->dirty_bytes));
+	json_object_object_add(o, "remaining_bytes", json_object_new_uint64(m->remaining));
+	json_object_object_add(o, "estimate_ms", json_object_new_uint64(rate ? m->remaining * 1000 /
+									 rate : 0));
+	if (m->source && m->t_stop && m->status == LM_COMPLETED)
+		json_object_object_add(o, "downtime_ms", json_object_new_double(
+			(double)(m->t_end - m->t_stop) / 1e6));
+	json_object_object_add(o, "total_ms", json_object_new_double((double)el / 1e6));
+	if (m->error[0])
+		json_object_object_add(o, "error", json_object_new_string(m->error));
+	return o;
+}
+
+static void lm_free(struct lm *m)
+{
+	if (m->lfd >= 0) {
+		close(m->lfd);
+		if (m->peer[0] == '/')
+			unlink(m->peer);
+	}
+	if (m->sock >= 0)
+		close(m->sock);
+	if (m->wake_fd >= 0)
+		close(m->wake_fd);
+	pf_mig_plan_free(&m->plan);
+	free(m);
+}
+
+/* Join finished workers; keep the last LM_KEEP_DONE finished records. */
+static void lm_reap(struct lm_ctx *L)
+{
+	struct cmn_list *it, *nx;
+	unsigned int done = 0;
+
+	for (it = L->migs.prev; it != &L->migs; it = nx) {
+		struct lm *m = (struct lm *)((char *)it - offsetof(struct lm, node));
+		bool fin, sent;
+
+		nx = it->prev;
+		cmn_mutex_lock(&L->lock);
+		fin = m->finished;
+		sent = m->gen == m->gen_sent;
+		cmn_mutex_unlock(&L->lock);
+		if (!fin)
+			continue;
+		if (m->started) {
+			pthread_join(m->thread, NULL);
+			m->started = false;
+			close(m->sock);
+			m->sock = -1;
+		}
+		if (++done > LM_KEEP_DONE && sent) {
+			cmn_list_del(&m->node);
+			lm_free(m);
+		}
+	}
+}
+
+void pf_live_handle(struct pf_daemon *d)
+{
+	struct lm_ctx *L = ctx_of(d, false);
+	struct cmn_list *it;
+
+	if (!L)
+		return;
+	efd_drain(L->efd);
+	for (it = L->migs.next; it != &L->migs; it = it->next) {
+		struct lm *m = (struct lm *)((char *)it - offsetof(struct lm, node));
+		json_object *ev = NULL;
+		bool req;
+
+		cmn_mutex_lock(&L->lock);
+		if (m->gen != m->gen_sent) {
+			m->gen_sent = m->gen;
+			ev = lm_json(m);
+		}
+		req = m->req != LM_REQ_NONE;	/* set by the worker, which now waits */
+		cmn_mutex_unlock(&L->lock);
+		if (ev)
+			pf_event(d, "MIGRATION", ev);
+		if (req)
+			req_run(d, m);
+	}
+	lm_reap(L);
+}
+
+int pf_live_pollfd(struct pf_daemon *d)
+{
+	struct lm_ctx *L = ctx_of(d, false);
+
+	return L ? L->efd : -1;
+}
+
+bool pf_live_busy(struct pf_daemon *d, const struct pf_slice *s)
+{
+	struct lm_ctx *L = s ? ctx_of(d, false) : NULL;
+	bool busy = false;
+
+	if (!L)
+		return false;
+	cmn_mutex_lock(&L->lock);
+	for (struct cmn_list *it = L->migs.next; it != &L->migs && !busy; it = it->next)
+		busy = ((struct lm *)((char *)it - offsetof(struct lm, node)))->s == s;
+	cmn_mutex_unlock(&L->lock);
+	return busy;
+}
+
+void pf_live_fini(struct pf_daemon *d)
+{
+	struct lm_ctx *L = ctx_of(d, false);
+	struct cmn_list *it;
+	bool left = true;
+
+	if (!L)
+		return;
+	for (it = L->migs.next; it != &L->migs; it = it->next) {
+		struct lm *m = (struct lm *)((char *)it - offsetof(struct lm, node));
+
+		atomic_store(&m->cancel, true);
+		efd_kick(m->wake_fd);
+	}
+	/* The workers finish through the loop's requests: serve them until all are done. */
+	while (left) {
+		struct pollfd p = { .fd = L->efd, .events = POLLIN };
+
+		pf_live_handle(d);
+		left = false;
+		cmn_mutex_lock(&L->lock);
+		for (it = L->migs.next; it != &L->migs; it = it->next)
+			left |= !((struct lm *)((char *)it - offsetof(struct lm, node)))->finished;
+		cmn_mutex_unlock(&L->lock);
+		if (left)
+			poll(&p, 1, -1);
+	}
+	pf_live_handle(d);
+	while (!cmn_list_empty(&L->migs)) {
+		struct lm *m = (struct lm *)((char *)L->migs.next - offsetof(struct lm, node));
+
+		cmn_list_del(&m->node);
+		lm_free(m);
+	}
+	cmn_mutex_lock(&lm_ctxs_lock);
+	for (unsigned int i = 0; i < LM_MAX_DAEMONS; i++)
+		if (lm_ctxs[i] == L)
+			lm_ctxs[i] = NULL;
+	cmn_mutex_unlock(&lm_ctxs_lock);
+	close(L->efd);
+	pthread_cond_destroy(&L->cond);
+	cmn_mutex_destroy(&L->lock);
+	free(L);
+}
+
+/* ---- the verbs ------------------------------------------------------------------------------ */
+
+static struct lm *lm_new(struct pf_daemon *d, bool source, struct pf_err *e)
+{
+	struct lm_ctx *L = ctx_of(d, true);
+	struct lm *m = L ? calloc(1, sizeof(*m)) : NULL;
+
+	if (!m) {
+		cmn_fail(&e->f, -ENOMEM, "out of memory");
+		return NULL;
+	}
+	m->L = L;
+	m->source = source;
+	m->lfd = m->sock = -1;
+	m->corrupt_at = -1;
+	m->t_start = cmn_now_ns();
+	m->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (m->wake_fd < 0) {
+		free(m);
+		cmn_fail(&e->f, -errno, "eventfd: %s", cmn_strerror(-errno));
+		return NULL;
+	}
+#ifdef VGPU_TEST_HOOKS
+	if (source && getenv("VGPU_MIG_CORRUPT_AT"))
+		m->corrupt_at = strtoll(getenv("VGPU_MIG_CORRUPT_AT"), NULL, 0);
+#endif
+	return m;
+}
+
+/* Drop finished records of @uuid (a new migration of it replaces them), then add @m. */
+static int lm_start(struct lm *m, void *(*fn)(void *), struct pf_err *e)
+{
+	struct lm_ctx *L = m->L;
+	struct cmn_list *it, *nx;
+	int r;
+
+	for (it = L->migs.next; it != &L->migs; it = nx) {
+		struct lm *o = (struct lm *)((char *)it - offsetof(struct lm, node));
+
+		nx = it->next;
+		if (o->finished && !o->started && m->uuid[0] && !strcmp(o->uuid, m->uuid)) {
+			cmn_list_del(&o->node);
+			lm_free(o);
+		}
+	}
+	cmn_mutex_lock(&L->lock);
+	cmn_list_add(&L->migs, &m->node);
+	lm_changed(m);
+	cmn_mutex_unlock(&L->lock);
+	r = pthread_create(&m->thread, NULL, fn, m);
+	if (r) {
+		cmn_mutex_lock(&L->lock);
+		cmn_list_del(&m->node);
+		cmn_mutex_unlock(&L->lock);
+		return cmn_fail(&e->f, -r, "cannot start the migration thread: %s", cmn_strerror(-r));
+	}
+	m->started = true;
+	return 0;
+}
+
+/* A string argument, or NULL. */
+static const char *arg_str(json_object *args, const char *key)
+{
+	json_object *v;
+
+	return args && json_object_object_get_ex(args, key, &v) &&
+	       json_object_is_type(v, json_type_string) && pf_json_str_clean(v) ?
+	       json_object_get_string(v) : NULL;
+}
+
+/* The slice named by "uuid". */
+static int arg_slice(struct pf_daemon *d, json_object *args, const char *cmd,
+		     struct pf_slice **out, struct pf_err *e)
+{
+	const char *u = arg_str(args, "uuid");
+	char norm[PF_UUID_STR];
+
+	if (!u || ctlc_uuid_parse(u, norm, NULL))
+		return cmn_fail(&e->f, -EINVAL, "%s needs \"uuid\", a slice's UUID", cmd);
+	*out = pf_slice_find(d, norm);
+	if (!*out)
+		return cmn_fail(&e->f, -ENOENT, "slice %s not found", norm);
+	return 0;
+}
+
+/* The options of migrate-outgoing. */
+static int out_opts(json_object *args, struct lm *m, struct pf_err *e)
+{
+	const char *sw = arg_str(args, "switchover");
+	json_object *v;
+
+	m->max_rounds = LM_DEF_ROUNDS;
+	m->switch_bytes = LM_DEF_SWITCH_BYTES;
+	if (sw && strcmp(sw, "auto") && strcmp(sw, "manual"))
+		return cmn_fail(&e->f, -EINVAL, "\"switchover\" is \"auto\" or \"manual\", not "
+				"\"%.32s\"", sw);
+	m->manual = sw && !strcmp(sw, "manual");
+	if (json_object_object_get_ex(args, "max-rounds", &v)) {
+		int64_t n = json_object_get_int64(v);
+
+		if (!json_object_is_type(v, json_type_int) || n < 1 || n > LM_MAX_ROUNDS)
+			return cmn_fail(&e->f, -EINVAL, "\"max-rounds\" must be 1..%d", LM_MAX_ROUNDS);
+		m->max_rounds = (unsigned int)n;
+	}
+	if (json_object_object_get_ex(args, "switchover-bytes", &v)) {
+		if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 0)
+			return cmn_fail(&e->f, -EINVAL, "\"switchover-bytes\" must be a byte count");
+		m->switch_bytes = (uint64_t)json_object_get_int64(v);
+	}
+	return 0;
+}
+
+int pf_live_outgoing_cmd(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
+			 struct pf_err *e)
+{
+	const char *to = arg_str(args, "to");
+	struct pf_slice *s;
+	struct lm *m;
+	int r = arg_slice(d, args, "migrate-outgoing", &s, e);
+
+	if (r)
+		return r;
+	if (!to)
+		return cmn_fail(&e->f, -EINVAL, "migrate-outgoing needs \"to\": the destination's "
+				"migrate-incoming address");
+	if ((r = addr_check(to, "to", e)))
+		return r;
+	if (!s->vf)
+		return cmn_fail(&e->f, -EBUSY, "slice %s is not running: a stopped slice has no "
+				"contents to migrate (move its definition instead)", s->uuid);
+	if (pf_live_busy(d, s) || s->mig.state != MIG_S_RUNNING)
+		return cmn_fail(&e->f, -EBUSY, "slice %s is migrating already (%s)", s->uuid,
+				mig_state_name(s->mig.state));
+	m = lm_new(d, true, e);
+	if (!m)
+		return e->f.err;
+	r = out_opts(args, m, e);
+	if (!r && dry) {
+		lm_free(m);
+		json_object_object_add(ret, "uuid", json_object_new_string(s->uuid));
+		json_object_object_add(ret, "result", json_object_new_string("would migrate"));
+		return 0;
+	}
+	if (!r)
+		r = open_sock(to, false, m->peer, sizeof(m->peer), &m->sock, e);
+	if (r) {
+		lm_free(m);
+		return r;
+	}
+	snprintf(m->uuid, sizeof(m->uuid), "%s", s->uuid);
+	m->s = s;
+	m->status = LM_CONNECTING;
+	cmn_mutex_lock(&m->L->lock);
+	mig_sm_set(&s->mig, MIG_S_PRE_COPY, NULL);
+	cmn_mutex_unlock(&m->L->lock);
+	r = lm_start(m, src_main, e);
+	if (r) {
+		mig_sm_set(&s->mig, MIG_S_RUNNING, NULL);
+		lm_free(m);
+		return r;
+	}
+	json_object_object_add(ret, "uuid", json_object_new_string(s->uuid));
+	json_object_object_add(ret, "state", json_object_new_string("pre_copy"));
+	json_object_object_add(ret, "to", json_object_new_string(m->peer));
+	cmn_info("slice %s: migrating to %s (%s switchover)", s->uuid, m->peer,
+		 m->manual ? "manual" : "automatic");
+	return 0;
+}
+
+int pf_live_incoming_cmd(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
+			 struct pf_err *e)
+{
+	const char *addr = arg_str(args, "listen"), *u = arg_str(args, "uuid");
+	char norm[PF_UUID_STR] = "";
+	struct lm *m;
+	int r;
+
+	if (!addr)
+		return cmn_fail(&e->f, -EINVAL, "migrate-incoming needs \"listen\": a UNIX socket "
+				"path or tcp:HOST:PORT");
+	if ((r = addr_check(addr, "listen", e)))
+		return r;
+	if (u && ctlc_uuid_parse(u, norm, NULL))
+		return cmn_fail(&e->f, -EINVAL, "\"uuid\" is not a UUID: \"%.64s\"", u);
+	if (norm[0] && pf_slice_find(d, norm))
+		return cmn_fail(&e->f, -EEXIST, "slice %s already exists here", norm);
+	if (dry) {
+		json_object_object_add(ret, "result", json_object_new_string("would listen"));
+		return 0;
+	}
+	m = lm_new(d, false, e);
+	if (!m)
+		return e->f.err;
+	snprintf(m->want, sizeof(m->want), "%s", norm);
+	snprintf(m->uuid, sizeof(m->uuid), "%s", norm);
+	m->status = LM_LISTENING;
+	r = open_sock(addr, true, m->peer, sizeof(m->peer), &m->lfd, e);
+	if (!r)
+		r = lm_start(m, dst_main, e);
+	if (r) {
+		lm_free(m);
+		return r;
+	}
+	json_object_object_add(ret, "listen", json_object_new_string(m->peer));
+	cmn_info("waiting for an incoming migration on %s", m->peer);
+	return 0;
+}
+
+/* The unfinished migration of @uuid (or listening on @listen). */
+static struct lm *lm_find(struct pf_daemon *d, const char *uuid, const char *listen)
+{
+	struct lm_ctx *L = ctx_of(d, false);
+	struct lm *found = NULL;
+
+	if (!L)
+		return NULL;
+	cmn_mutex_lock(&L->lock);
+	for (struct cmn_list *it = L->migs.next; it != &L->migs && !found; it = it->next) {
+		struct lm *m = (struct lm *)((char *)it - offsetof(struct lm, node));
+
+		if (!m->finished && ((uuid && !strcmp(m->uuid, uuid)) ||
+				     (listen && !strcmp(m->peer, listen))))
+			found = m;
+	}
+	cmn_mutex_unlock(&L->lock);
+	return found;
+}
+
+static int find_arg(struct pf_daemon *d, json_object *args, const char *cmd, bool by_listen,
+		    struct lm **out, struct pf_err *e)
+{
+	const char *u = arg_str(args, "uuid"), *l = by_listen ? arg_str(args, "listen") : NULL;
+	char norm[PF_UUID_STR];
+
+	if (u && ctlc_uuid_parse(u, norm, NULL))
+		return cmn_fail(&e->f, -EINVAL, "\"uuid\" is not a UUID: \"%.64s\"", u);
+	if (!u && !l)
+		return cmn_fail(&e->f, -EINVAL, "%s needs \"uuid\"%s", cmd,
+				by_listen ? " or \"listen\"" : "");
+	*out = lm_find(d, u ? norm : NULL, l);
+	if (!*out)
+		return cmn_fail(&e->f, -ENOENT, "no migration of %s in progress here",
+				u ? norm : l);
+	return 0;
+}
+
+int pf_live_switchover_cmd(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
+			   struct pf_err *e)
+{
+	struct lm *m;
+	int r = find_arg(d, args, "migrate-switchover", false, &m, e);
+
+	if (r)
+		return r;
+	if (!m->source)
+		return cmn_fail(&e->f, -EINVAL, "slice %s is migrating in here: the switchover is "
+				"the source's", m->uuid);
+	json_object_object_add(ret, "uuid", json_object_new_string(m->uuid));
+	if (dry)
+		return 0;
+	atomic_store(&m->go, true);
+	efd_kick(m->wake_fd);
+	return 0;
+}
+
+int pf_live_cancel_cmd(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
+		       struct pf_err *e)
+{
+	struct lm *m;
+	bool late;
+	int r = find_arg(d, args, "migrate-cancel", true, &m, e);
+
+	if (r)
+		return r;
+	cmn_mutex_lock(&m->L->lock);
+	late = m->source && m->status == LM_STOP_COPY;
+	cmn_mutex_unlock(&m->L->lock);
+	if (late)
+		return cmn_fail(&e->f, -EBUSY, "slice %s is in its switchover (stop_copy): it "
+				"completes or fails on its own", m->uuid);
+	json_object_object_add(ret, "uuid", json_object_new_string(m->uuid));
+	json_object_object_add(ret, "result", json_object_new_string(dry ? "would cancel" :
+								      "cancelling"));
+	if (dry)
+		return 0;
+	atomic_store(&m->cancel, true);
+	efd_kick(m->wake_fd);
+	return 0;
+}
+
+int pf_live_status_cmd(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
+		       struct pf_err *e)
+{
+	struct lm_ctx *L = ctx_of(d, false);
+	const char *u = arg_str(args, "uuid");
+	json_object *arr = json_object_new_array();
+	char norm[PF_UUID_STR] = "";
+
+	(void)dry;
+	if (u && ctlc_uuid_parse(u, norm, NULL)) {
+		json_object_put(arr);
+		return cmn_fail(&e->f, -EINVAL, "\"uuid\" is not a UUID: \"%.64s\"", u);
+	}
+	if (L) {
+		cmn_mutex_lock(&L->lock);
+		for (struct cmn_list *it = L->migs.next; it != &L->migs; it = it->next) {
+			struct lm *m = (struct lm *)((char *)it - offsetof(struct lm, node));
+
+			if (!norm[0] || !strcmp(m->uuid, norm))
+				json_object_array_add(arr, lm_json(m));
+		}
+		cmn_mutex_unlock(&L->lock);
+	}
+	if (norm[0] && !json_object_array_length(arr)) {
+		json_object_put(arr);
+		return cmn_fail(&e->f, -ENOENT, "no migration of %s here", norm);
+	}
+	json_object_object_add(ret, "migrations", arr);
+	return 0;
+}
