@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /* Scheduler and engine workers. Each engine is a thread that time-slices functions
  * (best effort, equal share, fixed share), runs their resident channels on its runlist,
- * drains doorbells, scans GP_PUT against GP_GET, and when idle spins briefly and then
- * sleeps on its eventfds. All scheduling state is under g->lock; a channel's execution
+ * drains doorbells, scans GP_PUT against GP_GET, and when idle sleeps on its eventfds
+ * (right after work, it polls the doorbells a bounded number of times first). All scheduling state is under g->lock; a channel's execution
  * runs outside it.
  *
  * Slices are picked by virtual time (time charged / weight). A running slice is cut short,
@@ -19,6 +19,9 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "gpu_model/gpu_internal.h"
+
+/* Doorbell polls of an engine that just ran work, before it sleeps (engine_idle()). */
+#define SCHED_IDLE_POLLS	64
 
 static uint64_t def(uint64_t v, uint64_t d)
 {
@@ -433,18 +436,23 @@ static void engine_drain_fds(struct gpu_engine *e, const struct epoll_event *ev,
 			cmn_dbg("gpu: engine %u: eventfd read: %d", e->id, errno);
 }
 
-/* Nothing to run: spin for spin_ns, then sleep until a kick, a wake or @deadline. */
-static void engine_idle(struct gpu_engine *e, uint64_t now, uint64_t deadline)
+/* Nothing to run. Right after work (@worked), poll the doorbells at most SCHED_IDLE_POLLS
+ * times and no longer than spin_ns: a guest that submits again at once, as one waiting on
+ * its fence does, is served without a wake-up. Then, and at once after a wake that found
+ * nothing, sleep until a kick, a wake or @deadline: the engine's periodic looks cost no
+ * spinning, and a doorbell wakes a thread that was asleep, which the host scheduler runs
+ * at once, not one that spent its share of the CPU spinning. */
+static void engine_idle(struct gpu_engine *e, uint64_t now, uint64_t deadline, bool worked)
 {
 	struct gpu *g = e->g;
 	uint64_t spin_end = cmn_min(deadline, now + def(g->cfg.spin_ns, 50 * VGPU_NSEC_PER_USEC));
+	uint64_t next_yield = now + GPU_SPIN_YIELD_NS, t;
 	struct epoll_event ev[GPU_MAX_FNS + 1];
 	struct timespec ts;
 	int n;
 
-	uint64_t next_yield = now + GPU_SPIN_YIELD_NS, t;
-
-	while ((t = gpu_clock_ns(g)) < spin_end) {
+	for (unsigned int polls = 0; worked && polls < SCHED_IDLE_POLLS &&
+				     (t = gpu_clock_ns(g)) < spin_end; polls++) {
 		if (engine_has_news(e))
 			return;
 		for (int i = 0; i < 32; i++)
@@ -481,6 +489,8 @@ void *gpu_engine_main(void *arg)
 	struct gpu_engine *e = arg;
 	struct gpu *g = e->g;
 
+	bool worked = false;	/* ran a channel since the last sleep */
+
 	cmn_mutex_lock(&g->lock);
 	e->next_scan = gpu_clock_ns(g) + def(g->cfg.scan_period_ns, VGPU_NSEC_PER_MSEC);
 	while (!atomic_load(&g->stop)) {
@@ -497,13 +507,15 @@ void *gpu_engine_main(void *arg)
 		c = sched_pick_locked(e, now);
 		if (c) {
 			engine_run_locked(e, c, now);
+			worked = true;
 			continue;
 		}
 		if (e->cur_fn >= 0 && !e->idle_from)
 			e->idle_from = now;
 		deadline = idle_deadline_locked(e, now);
 		cmn_mutex_unlock(&g->lock);
-		engine_idle(e, now, deadline);
+		engine_idle(e, now, deadline, worked);
+		worked = false;
 		/* Idle gaps are not stalls: restart the stall clock. */
 		e->last_tick = 0;
 		cmn_mutex_lock(&g->lock);

@@ -655,19 +655,21 @@ static void srv_message(struct gsp_fw_lane *ln)
 	srv_reply(ln, ln->asm_fn, ln->asm_seq, ln->asm_gfid, ret, rep.data, rep.len);
 }
 
-/* Spin a while for the next command, then sleep on the command put. The spin runs at the
- * nice of the RPC just served; the sleep at 0, so that whoever's RPC wakes the lane, a
- * light function's is not served by a thread woken behind the busy ones (a busy
- * function's RPC puts it back at CMN_SHARE_NICE_BUSY once read). */
+/* Spin a while for the next command, then sleep on the command put. A lane that just
+ * served a light function's RPC spins at nice 0; one that served a busy function's does
+ * not spin: preempted there at its low priority, it would hold up whoever's RPC comes
+ * next. The sleep is at nice 0, so that whoever's RPC wakes the lane, a light function's
+ * is not served by a thread woken behind the busy ones (a busy function's RPC puts it
+ * back at CMN_SHARE_NICE_BUSY once read). */
 static void srv_idle(struct gsp_fw_lane *ln)
 {
 	uint32_t seen = atomic_load_explicit(ln->cmd.put, memory_order_acquire);
-	uint64_t until = cmn_now_ns() + ln->s->spin_ns;
+	uint64_t start = cmn_now_ns(), until = start + (ln->nice ? 0 : ln->s->spin_ns);
 
 	while (cmn_now_ns() < until) {
 		if (atomic_load_explicit(ln->cmd.put, memory_order_acquire) != seen)
 			return;
-		gsp_spin_step(until - ln->s->spin_ns);
+		gsp_spin_step(start);
 	}
 	srv_lane_nice(ln, 0);
 	atomic_store(ln->cmd.reader_waiting, 1);	/* seq_cst: see gsp_q_write() */
