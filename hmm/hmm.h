@@ -540,8 +540,14 @@ struct hmm_pri {
  * groups). 0, -EINVAL (bad argument), -ENOSPC (no notifier slot). */
 int hmm_pri_attach(struct hmm_pri *p, struct hmm_mm *mm, struct iommu *mmu, unsigned int rid,
 		   uint32_t pasid, unsigned int max_outstanding);
+/* Serve page requests that reach this process some other way - forwarded by a daemon that
+ * owns the IOMMU (vgpud) - from @mm with hmm_pri_serve_page(); no IOMMU here. 0, -EINVAL,
+ * -ENOSPC. */
+int hmm_pri_attach_mm(struct hmm_pri *p, struct hmm_mm *mm);
 /* Disable PRI for the function (outstanding requests end Invalid) and stop serving. */
 void hmm_pri_detach(struct hmm_pri *p);
+/* Stop serving after hmm_pri_attach_mm() (needs no IOMMU model at link time). */
+void hmm_pri_detach_mm(struct hmm_pri *p);
 /* Fault in the page at @addr of @mm as a device access would need it (@write: writable).
  * 0, -EFAULT (no VMA or no access), -EPERM (write to a read-only mapping), -EBUSY. */
 int hmm_pri_serve_page(struct hmm_pri *p, uintptr_t addr, bool write);

@@ -13,48 +13,6 @@
 #include "hmm/hmm_internal.h"
 #include "iommu_model/iommu.h"
 
-/* hmm_range_fault retries while an invalidation overlaps it; a page request is one page,
- * so a few rounds are enough unless the range is being torn down, and then the IOMMU's
- * own retry faults as it should. */
-#define PRI_RANGE_TRIES	8
-
-/* The request handler keeps nothing mapped, so an invalidation only moves the sequence
- * that hmm_range_fault checks. */
-static bool pri_invalidate(struct hmm_interval_notifier *sub, const struct hmm_notify_range *r,
-			   uint64_t cur_seq)
-{
-	(void)r;
-	hmm_interval_set_seq(sub, cur_seq);
-	return true;
-}
-
-static const struct hmm_interval_notifier_ops pri_notifier_ops = {
-	.invalidate = pri_invalidate,
-};
-
-int hmm_pri_serve_page(struct hmm_pri *p, uintptr_t addr, bool write)
-{
-	uint64_t pfn = 0;
-	struct hmm_range r = {
-		.notifier = &p->notifier,
-		.start = addr & ~(uintptr_t)(HMM_PAGE_SIZE - 1),
-		.hmm_pfns = &pfn,
-		.default_flags = HMM_PFN_REQ_FAULT | (write ? HMM_PFN_REQ_WRITE : 0),
-	};
-	int ret = -EBUSY;
-
-	if (!p || !p->notifier.mm || r.start > UINTPTR_MAX - HMM_PAGE_SIZE)
-		return -EINVAL;
-	r.end = r.start + HMM_PAGE_SIZE;
-	for (int i = 0; i < PRI_RANGE_TRIES && ret == -EBUSY; i++) {
-		r.notifier_seq = hmm_interval_read_begin(&p->notifier);
-		pfn = 0;
-		ret = hmm_range_fault(&r);
-		atomic_fetch_add(&p->faulted, r.faulted);
-	}
-	return ret;
-}
-
 static void pri_handler(void *ctx, const struct iommu_page_request *req)
 {
 	struct hmm_pri *p = ctx;
@@ -78,16 +36,15 @@ int hmm_pri_attach(struct hmm_pri *p, struct hmm_mm *mm, struct iommu *mmu, unsi
 
 	if (!p || !mm || !mmu || rid >= IOMMU_MAX_FUNCS || pasid > IOMMU_PASID_MAX)
 		return -EINVAL;
-	*p = (struct hmm_pri){ .mmu = mmu, .rid = rid, .pasid = pasid };
-	ret = hmm_interval_notifier_insert(&p->notifier, mm, 0, UINTPTR_MAX, NULL,
-					   &pri_notifier_ops);
+	ret = hmm_pri_attach_mm(p, mm);
 	if (ret)
 		return ret;
+	p->mmu = mmu;
+	p->rid = rid;
+	p->pasid = pasid;
 	ret = iommu_pri_enable(mmu, rid, max_outstanding, pri_handler, p);
-	if (ret) {
-		hmm_interval_notifier_remove(&p->notifier);
-		p->notifier.mm = NULL;
-	}
+	if (ret)
+		hmm_pri_detach_mm(p);
 	return ret;
 }
 
@@ -95,9 +52,9 @@ void hmm_pri_detach(struct hmm_pri *p)
 {
 	if (!p || !p->notifier.mm)
 		return;
-	iommu_pri_disable(p->mmu, p->rid);
-	hmm_interval_notifier_remove(&p->notifier);
-	p->notifier.mm = NULL;
+	if (p->mmu)
+		iommu_pri_disable(p->mmu, p->rid);
+	hmm_pri_detach_mm(p);
 }
 
 void hmm_pri_get_stats(struct hmm_pri *p, struct hmm_pri_stats *st)

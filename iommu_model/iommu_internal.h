@@ -242,6 +242,7 @@ struct iommu_pri {
 	bool enabled, stopped;
 	unsigned int max, outstanding, next;
 	unsigned int outstanding_max;	/* high-water mark since enable */
+	unsigned int calls;		/* handler calls running (disable waits for them) */
 	uint64_t requests, waited, timeouts;
 	iommu_pri_handler_fn fn;
 	void *ctx;

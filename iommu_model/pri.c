@@ -120,6 +120,10 @@ int iommu_pri_disable(struct iommu *mmu, unsigned int rid)
 	for (unsigned int i = 0; i < IOMMU_PRG_MAX; i++)
 		if (p->state[i] == IOMMU_PRG_STATE_OUTSTANDING)
 			pri_answer_locked(p, i, IOMMU_PRG_INVALID);
+	/* A handler called before the disable may still run: its context must outlive it,
+	 * so the caller may free that context once this returns. */
+	while (p->calls)
+		cmn_cond_wait(&p->cond, &p->lock);
 	cmn_mutex_unlock(&p->lock);
 	return 0;
 }
@@ -188,6 +192,7 @@ static int pri_issue(struct iommu *mmu, unsigned int rid, uint32_t pasid, uint64
 	ret = pri_alloc_locked(p, block, cmn_deadline_ns(mmu->cfg.pri_timeout_ns), prg);
 	fn = p->fn;
 	ctx = p->ctx;
+	p->calls += !ret;
 	cmn_mutex_unlock(&p->lock);
 	if (ret)
 		return ret;
@@ -196,6 +201,10 @@ static int pri_issue(struct iommu *mmu, unsigned int rid, uint32_t pasid, uint64
 					   .rid = (uint16_t)rid, .prg_index = *prg,
 					   .access = access, .last = true };
 	fn(ctx, &req);
+	cmn_mutex_lock(&p->lock);
+	if (!--p->calls)
+		pthread_cond_broadcast(&p->cond);
+	cmn_mutex_unlock(&p->lock);
 	return 0;
 }
 

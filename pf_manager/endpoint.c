@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/lock.h"
 #include "common/log.h"
 #include "gpu_model/gpu.h"
 #include "iommu_model/iommu.h"
@@ -29,6 +30,14 @@
 #include <vgpu/gmmu.h>
 #include <vgpu/rm.h>
 #include <vgpu/sva.h>
+
+/* Page requests of the bound process forwarded to the guest (vgpu/sva.h, ABI 2.4). */
+struct ep_pri {
+	struct cmn_mutex lock;		/* writes on the SVA connection: replies and requests */
+	int fd;				/* the SVA connection while PRI is on, else -1 */
+	struct iommu *mmu;
+	_Atomic uint64_t forwarded, answered, refused, dropped;
+};
 
 struct pf_endpoint {
 	int listen_fd;			/* vf<N>.sock: vgpud is peer 0 */
@@ -45,6 +54,7 @@ struct pf_endpoint {
 	int sva_fd;			/* the guest's SVA connection (vgpu/sva.h), or -1 */
 	struct iommu *sva_mmu;		/* set while the guest's address space is bound */
 	struct iommu_domain *sva_dom;
+	struct ep_pri pri;
 	char path[PF_PATH_MAX + 16];
 	char master_path[PF_PATH_MAX + 16];
 };
@@ -332,6 +342,26 @@ static int ep_peer_pidfd(int c, pid_t pid, uint64_t accepted)
 
 /* ---- SVA (vgpu/sva.h): the attached local guest's own address space at a PASID -------- */
 
+/* End PRI first: the disable answers what is outstanding Invalid (those accesses fault)
+ * and returns once no handler call runs, so nothing is sent on the connection after. */
+static void ep_pri_off(struct pf_slice *s)
+{
+	struct ep_pri *pr = &s->ep->pri;
+
+	if (!pr->mmu)
+		return;
+	iommu_pri_disable(pr->mmu, s->vf);
+	cmn_mutex_lock(&pr->lock);
+	pr->fd = -1;
+	cmn_mutex_unlock(&pr->lock);
+	pr->mmu = NULL;
+	cmn_info("VF %u: SVA page requests off: %llu forwarded, %llu answered, %llu refused, "
+		 "%llu answers dropped", s->vf, (unsigned long long)atomic_load(&pr->forwarded),
+		 (unsigned long long)atomic_load(&pr->answered),
+		 (unsigned long long)atomic_load(&pr->refused),
+		 (unsigned long long)atomic_load(&pr->dropped));
+}
+
 void pf_endpoint_sva_unbind(struct pf_slice *s, const char *why)
 {
 	struct pf_endpoint *ep = s->ep;
@@ -339,6 +369,7 @@ void pf_endpoint_sva_unbind(struct pf_slice *s, const char *why)
 
 	if (!ep || !ep->sva_dom)
 		return;
+	ep_pri_off(s);
 	/* Detach waits for accesses in flight: once it returns the device reaches nothing of
 	 * the process, so the domain can go. */
 	r = iommu_pasid_detach(ep->sva_mmu, s->vf, VGPU_SVA_PASID);
@@ -440,34 +471,131 @@ static int ep_sva_check(const struct vgpu_sva_req *rq, ssize_t n, char *why, siz
 		return snprintf(why, wlen, "flags 0x%x: none are defined", rq->flags), -EINVAL;
 	if (rq->reserved)
 		return snprintf(why, wlen, "reserved is not 0"), -EINVAL;
-	if (rq->op != VGPU_SVA_OP_BIND && rq->op != VGPU_SVA_OP_UNBIND)
-		return snprintf(why, wlen, "op %u is neither BIND (1) nor UNBIND (2)", rq->op),
+	if (rq->op != VGPU_SVA_OP_BIND && rq->op != VGPU_SVA_OP_UNBIND &&
+	    rq->op != VGPU_SVA_OP_PRI)
+		return snprintf(why, wlen, "op %u is not BIND (1), UNBIND (2) or PRI (3)", rq->op),
 		       -EINVAL;
 	return 0;
+}
+
+/* The IOMMU's PRI handler for the VF, in the engine thread whose access failed: forward a
+ * request for the bound process to the guest and return; the engine waits for the answer
+ * (or the IOMMU's timeout). Another PASID, or a connection going away, is Invalid now. */
+static void ep_pri_handler(void *ctx, const struct iommu_page_request *req)
+{
+	struct ep_pri *pr = ctx;
+	struct vgpu_sva_page_req m = {
+		.magic = VGPU_SVA_PRQ_MAGIC, .id = req->prg_index, .addr = req->addr,
+		.access = (req->access & IOMMU_READ ? VGPU_SVA_ACCESS_READ : 0) |
+			  (req->access & IOMMU_WRITE ? VGPU_SVA_ACCESS_WRITE : 0),
+	};
+	bool sent = false;
+
+	if (req->pasid == VGPU_SVA_PASID) {
+		/* Never blocks: a guest that stops reading gets its requests refused. */
+		cmn_mutex_lock(&pr->lock);
+		sent = pr->fd >= 0 && send(pr->fd, &m, sizeof(m), MSG_DONTWAIT | MSG_NOSIGNAL) ==
+				      (ssize_t)sizeof(m);
+		cmn_mutex_unlock(&pr->lock);
+	}
+	if (sent) {
+		atomic_fetch_add(&pr->forwarded, 1);
+		return;
+	}
+	atomic_fetch_add(&pr->refused, 1);
+	iommu_page_response(pr->mmu, req->rid, req->prg_index, IOMMU_PRG_INVALID);
+}
+
+/* VGPU_SVA_OP_PRI: page requests of the binding go to this connection from now on. */
+static int ep_pri_on(struct pf_slice *s, char *why, size_t wlen)
+{
+	struct pf_endpoint *ep = s->ep;
+	struct ep_pri *pr = &ep->pri;
+	int r;
+
+	if (!ep->sva_dom)
+		return snprintf(why, wlen, "PRI: not bound"), -ENOENT;
+	if (pr->mmu)
+		return snprintf(why, wlen, "PRI: already on"), -EBUSY;
+	cmn_mutex_lock(&pr->lock);
+	pr->fd = ep->sva_fd;
+	cmn_mutex_unlock(&pr->lock);
+	pr->mmu = ep->sva_mmu;
+	atomic_store(&pr->forwarded, 0);
+	atomic_store(&pr->answered, 0);
+	atomic_store(&pr->refused, 0);
+	atomic_store(&pr->dropped, 0);
+	r = iommu_pri_enable(pr->mmu, s->vf, VGPU_SVA_PRI_MAX_OUTSTANDING, ep_pri_handler, pr);
+	if (r) {
+		cmn_mutex_lock(&pr->lock);
+		pr->fd = -1;
+		cmn_mutex_unlock(&pr->lock);
+		pr->mmu = NULL;
+		return snprintf(why, wlen, "PRI: %s", cmn_strerror(r)), r;
+	}
+	cmn_info("VF %u: SVA page requests forwarded to pid %d (at most %u outstanding)",
+		 s->vf, (int)ep->peer_pid, VGPU_SVA_PRI_MAX_OUTSTANDING);
+	return 0;
+}
+
+/* The guest's answer to a page request: the IOMMU retries the access (status 0) or faults
+ * it. A malformed answer, or one for a group not outstanding (answered after the device
+ * gave up, or never asked), is dropped: it gets no reply, and changes nothing. */
+static void ep_pri_answer(struct pf_slice *s, const struct vgpu_sva_page_resp *a)
+{
+	struct ep_pri *pr = &s->ep->pri;
+	const char *bad = NULL;
+
+	if (!pr->mmu)
+		bad = "PRI is off";
+	else if (a->reserved || a->reserved2)
+		bad = "reserved fields are not 0";
+	else if (a->id > UINT16_MAX ||
+		 iommu_page_response(pr->mmu, s->vf, (uint16_t)a->id,
+				     a->status ? IOMMU_PRG_INVALID : IOMMU_PRG_SUCCESS))
+		bad = "no such request outstanding";
+	if (bad) {
+		atomic_fetch_add(&pr->dropped, 1);
+		cmn_dbg("VF %u: page response %u dropped: %s", s->vf, a->id, bad);
+		return;
+	}
+	atomic_fetch_add(&pr->answered, 1);
 }
 
 /* One request on the SVA connection, one reply; EOF or an error closes it (and unbinds). */
 static void ep_sva_request(struct pf_daemon *d, struct pf_slice *s)
 {
 	struct pf_endpoint *ep = s->ep;
+	union {
+		struct vgpu_sva_req rq;
+		struct vgpu_sva_page_resp pa;
+	} m;
 	struct vgpu_sva_req rq;
 	struct vgpu_sva_reply rp = { .magic = VGPU_SVA_MAGIC };
 	ssize_t n;
+	int sent;
 
 	/* Its exit may not have been polled yet: a request never sees a binding it outlived. */
 	if (ep->sva_dom && !ep_pidfd_alive(ep->peer_pidfd))
 		pf_endpoint_sva_unbind(s, "the bound process exited");
-	n = recv(ep->sva_fd, &rq, sizeof(rq), MSG_DONTWAIT);
+	n = recv(ep->sva_fd, &m, sizeof(m), MSG_DONTWAIT);
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
 	if (n <= 0) {
 		ep_sva_close(s, "SVA connection closed");
 		return;
 	}
+	if (n == (ssize_t)sizeof(m.pa) && m.pa.magic == VGPU_SVA_PRQ_MAGIC) {
+		ep_pri_answer(s, &m.pa);
+		return;
+	}
+	memcpy(&rq, &m.rq, sizeof(rq));
 	rp.status = ep_sva_check(&rq, n, rp.why, sizeof(rp.why));
 	if (!rp.status && rq.op == VGPU_SVA_OP_BIND) {
 		rp.status = ep_sva_bind(d, s, rp.why, sizeof(rp.why));
 		rp.pasid = rp.status ? 0 : VGPU_SVA_PASID;
+	} else if (!rp.status && rq.op == VGPU_SVA_OP_PRI) {
+		rp.status = ep_pri_on(s, rp.why, sizeof(rp.why));
 	} else if (!rp.status && !ep->sva_dom) {
 		rp.status = -ENOENT;
 		snprintf(rp.why, sizeof(rp.why), "UNBIND: not bound");
@@ -476,7 +604,11 @@ static void ep_sva_request(struct pf_daemon *d, struct pf_slice *s)
 	}
 	if (rp.status)
 		cmn_warn("VF %u: SVA request refused: %s", s->vf, rp.why);
-	if (send(ep->sva_fd, &rp, sizeof(rp), MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof(rp))
+	cmn_mutex_lock(&ep->pri.lock);	/* page requests go out on it too */
+	sent = send(ep->sva_fd, &rp, sizeof(rp), MSG_DONTWAIT | MSG_NOSIGNAL) ==
+	       (ssize_t)sizeof(rp);
+	cmn_mutex_unlock(&ep->pri.lock);
+	if (!sent)
 		ep_sva_close(s, "reply not delivered");
 }
 
@@ -668,6 +800,8 @@ static struct pf_endpoint *ep_new(void)
 	ep->client_fd = -1;
 	ep->peer_pidfd = -1;
 	ep->sva_fd = -1;
+	ep->pri.fd = -1;
+	cmn_mutex_init(&ep->pri.lock);
 	for (unsigned int v = 0; v < VF_NR_VECTORS; v++)
 		ep->to_host[v] = ep->to_guest[v] = -1;
 	return ep;

@@ -6,8 +6,12 @@
  * with the process. */
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -16,6 +20,8 @@
 #include <vgpu/sva.h>
 #include <vgpu/vf_bar.h>
 
+#include "common/lock.h"
+#include "hmm/hmm.h"
 #include "vf_guest/include/vgpu_vf.h"
 #include "vf_guest/vf_internal.h"
 
@@ -90,6 +96,127 @@ static int sva_connect(struct vgpu_vf *vf)
 	return 0;
 }
 
+/* ---- page requests (ABI 2.4) --------------------------------------------------------------
+ * Once on, vgpud writes page requests on the connection at any time, between replies too.
+ * Whoever holds @io reads and writes the connection: a caller waiting for its reply serves
+ * the requests that come first, and the thread serves them while no call is made. */
+
+struct vf_sva_pri {
+	struct cmn_mutex io;		/* the connection's one reader and writer */
+	struct hmm_pri hp;		/* hmm_pri_attach_mm(): faults pages in */
+	pthread_t thread;
+	bool running;
+	int stop_fd;			/* eventfd: the thread returns */
+	_Atomic uint64_t served, refused;
+};
+
+/* Make the requested page present as the device asked for it, and answer. */
+static int sva_pri_serve(struct vgpu_vf *vf, const struct vgpu_sva_page_req *rq)
+{
+	struct vf_sva_pri *pr = vf->sva_pri;
+	struct vgpu_sva_page_resp a = { .magic = VGPU_SVA_PRQ_MAGIC, .id = rq->id };
+
+	a.status = rq->addr > UINTPTR_MAX ? -EFAULT
+		 : hmm_pri_serve_page(&pr->hp, (uintptr_t)rq->addr,
+				      rq->access & VGPU_SVA_ACCESS_WRITE);
+	atomic_fetch_add(a.status ? &pr->refused : &pr->served, 1);
+	return send(vf->sva_fd, &a, sizeof(a), MSG_NOSIGNAL) == (ssize_t)sizeof(a) ? 0 : -EIO;
+}
+
+/* Read one message: a page request is served here (0, *@got_reply false), a reply goes
+ * to *@reply (when a call waits for one; else it is out of step: -EPROTO). */
+static int sva_read_one(struct vgpu_vf *vf, struct vgpu_sva_reply *reply, bool *got_reply)
+{
+	union {
+		uint32_t magic;
+		struct vgpu_sva_page_req rq;
+		struct vgpu_sva_reply rp;
+	} m;
+	int ret = sva_recv(vf->sva_fd, &m.magic, sizeof(m.magic));
+
+	*got_reply = false;
+	if (ret)
+		return ret;
+	if (m.magic == VGPU_SVA_PRQ_MAGIC && vf->sva_pri) {
+		ret = sva_recv(vf->sva_fd, (char *)&m + 4, sizeof(m.rq) - 4);
+		return ret ? ret : sva_pri_serve(vf, &m.rq);
+	}
+	if (m.magic != VGPU_SVA_MAGIC || !reply)
+		return -EPROTO;
+	ret = sva_recv(vf->sva_fd, (char *)&m + 4, sizeof(m.rp) - 4);
+	if (!ret) {
+		*reply = m.rp;
+		*got_reply = true;
+	}
+	return ret;
+}
+
+/* The thread: serve page requests while no call holds the connection. A connection that
+ * ends or gets out of step stops it: later requests time out at vgpud and fault. */
+static void *sva_pri_main(void *arg)
+{
+	struct vgpu_vf *vf = arg;
+	struct vf_sva_pri *pr = vf->sva_pri;
+	bool got_reply;
+	int ret = 0;
+
+	while (!ret) {
+		struct pollfd p[2] = { { .fd = vf->sva_fd, .events = POLLIN },
+				       { .fd = pr->stop_fd, .events = POLLIN } };
+
+		if (poll(p, 2, -1) < 0) {
+			ret = errno == EINTR ? 0 : -errno;
+			continue;
+		}
+		if (p[1].revents)
+			break;
+		cmn_mutex_lock(&pr->io);
+		/* A caller may have read it meanwhile: only what is still there. */
+		if (poll(p, 1, 0) > 0)
+			ret = sva_read_one(vf, NULL, &got_reply);
+		cmn_mutex_unlock(&pr->io);
+	}
+	return NULL;
+}
+
+/* Stop serving: the thread ends, the mm is let go. */
+static void sva_pri_stop(struct vgpu_vf *vf)
+{
+	struct vf_sva_pri *pr = vf->sva_pri;
+
+	if (!pr)
+		return;
+	if (pr->running) {
+		if (eventfd_write(pr->stop_fd, 1))
+			vf_error(vf, -errno, "SVA page requests: cannot stop the thread");
+		pthread_join(pr->thread, NULL);
+	}
+	vf->sva_pri = NULL;
+	hmm_pri_detach_mm(&pr->hp);
+	if (pr->stop_fd >= 0)
+		close(pr->stop_fd);
+	cmn_mutex_destroy(&pr->io);
+	free(pr);
+}
+
+/* One request, one reply; with page requests on, those that come first are served. */
+static int sva_call(struct vgpu_vf *vf, const void *req, size_t len, struct vgpu_sva_reply *reply)
+{
+	struct vf_sva_pri *pr = vf->sva_pri;
+	bool got_reply = false;
+	int ret = 0;
+
+	if (pr)
+		cmn_mutex_lock(&pr->io);
+	if (send(vf->sva_fd, req, len, MSG_NOSIGNAL) != (ssize_t)len)
+		ret = -errno;
+	while (!ret && !got_reply)
+		ret = sva_read_one(vf, reply, &got_reply);
+	if (pr)
+		cmn_mutex_unlock(&pr->io);
+	return ret;
+}
+
 int vgpu_sva_call_raw(struct vgpu_vf *vf, const void *req, size_t len,
 		      struct vgpu_sva_reply *reply)
 {
@@ -97,12 +224,7 @@ int vgpu_sva_call_raw(struct vgpu_vf *vf, const void *req, size_t len,
 
 	if (ret)
 		return ret;
-	if (send(vf->sva_fd, req, len, MSG_NOSIGNAL) != (ssize_t)len)
-		ret = -errno;
-	if (!ret)
-		ret = sva_recv(vf->sva_fd, reply, sizeof(*reply));
-	if (!ret && reply->magic != VGPU_SVA_MAGIC)
-		ret = -EPROTO;
+	ret = sva_call(vf, req, len, reply);
 	if (ret) {
 		vf_sva_close(vf);	/* out of step with the host: start over next time */
 		return vf_error(vf, ret, "SVA: request failed on the connection");
@@ -122,7 +244,8 @@ static int sva_op(struct vgpu_vf *vf, uint32_t op, struct vgpu_sva_reply *rp)
 		return ret;
 	if (rp->status)
 		return vf_error(vf, rp->status, "SVA %s refused by vgpud: %s",
-				op == VGPU_SVA_OP_BIND ? "bind" : "unbind", rp->why);
+				op == VGPU_SVA_OP_BIND ? "bind" :
+				op == VGPU_SVA_OP_PRI ? "page requests" : "unbind", rp->why);
 	return 0;
 }
 
@@ -144,13 +267,64 @@ int vgpu_sva_unbind(struct vgpu_vf *vf)
 	if (vf->sva_fd < 0)
 		return vf_error(vf, -ENOENT, "SVA unbind: not bound");
 	ret = sva_op(vf, VGPU_SVA_OP_UNBIND, &rp);
-	if (!ret)
+	if (!ret) {
 		vf->sva_pasid = 0;
+		sva_pri_stop(vf);	/* vgpud ended them with the binding */
+	}
 	return ret;
+}
+
+int vgpu_sva_pri_enable(struct vgpu_vf *vf, struct hmm_mm *mm)
+{
+	struct vgpu_sva_reply rp;
+	struct vf_sva_pri *pr;
+	int ret;
+
+	if (!vf)
+		return -EINVAL;
+	if (!mm)
+		return vf_error(vf, -EINVAL, "SVA page requests: no hmm mm to serve them from");
+	if (vf->sva_fd < 0 || !vf->sva_pasid)
+		return vf_error(vf, -ENOENT, "SVA page requests: not bound (vgpu_sva_bind first)");
+	if (vf->sva_pri)
+		return vf_error(vf, -EBUSY, "SVA page requests: already served");
+	pr = calloc(1, sizeof(*pr));
+	if (!pr)
+		return vf_error(vf, -ENOMEM, "SVA page requests: out of memory");
+	cmn_mutex_init(&pr->io);
+	pr->stop_fd = eventfd(0, EFD_CLOEXEC);
+	ret = pr->stop_fd < 0 ? -errno : hmm_pri_attach_mm(&pr->hp, mm);
+	vf->sva_pri = pr;	/* requests may come before the reply */
+	if (ret) {
+		sva_pri_stop(vf);
+		return vf_error(vf, ret, "SVA page requests: %s", ret == -ENOSPC ?
+				"no notifier slot left in the hmm mm" : "no eventfd");
+	}
+	ret = sva_op(vf, VGPU_SVA_OP_PRI, &rp);
+	if (ret) {
+		sva_pri_stop(vf);	/* (already gone if the connection failed) */
+		return ret;
+	}
+	ret = -pthread_create(&pr->thread, NULL, sva_pri_main, vf);
+	if (ret) {
+		vf_sva_close(vf);	/* vgpud would forward to no one: drop it all */
+		return vf_error(vf, ret, "SVA page requests: no thread; the binding is dropped");
+	}
+	pr->running = true;
+	return 0;
+}
+
+void vgpu_sva_pri_stats(struct vgpu_vf *vf, uint64_t *served, uint64_t *refused)
+{
+	struct vf_sva_pri *pr = vf ? vf->sva_pri : NULL;
+
+	*served = pr ? atomic_load(&pr->served) : 0;
+	*refused = pr ? atomic_load(&pr->refused) : 0;
 }
 
 void vf_sva_close(struct vgpu_vf *vf)
 {
+	sva_pri_stop(vf);
 	if (vf->sva_fd >= 0)
 		close(vf->sva_fd);
 	vf->sva_fd = -1;

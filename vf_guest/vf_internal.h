@@ -213,6 +213,7 @@ struct vgpu_vf {
 	struct vf_managed_hooks managed;	/* all NULL until managed memory starts */
 	int sva_fd;			/* SVA connection to vgpud (vgpu/sva.h), -1 if none */
 	uint32_t sva_pasid;		/* bound at this PASID; 0 while not bound */
+	struct vf_sva_pri *sva_pri;	/* page requests served (sva.c), or NULL */
 };
 
 /* Record a message for vgpu_vf_last_error() (and stderr unless quiet); returns @err. */
@@ -220,7 +221,7 @@ int vf_error(struct vgpu_vf *vf, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
 /* ---- sva.c ---- */
-/* Close the SVA connection (vgpud unbinds). */
+/* Close the SVA connection (vgpud unbinds); stops serving page requests first. */
 void vf_sva_close(struct vgpu_vf *vf);
 
 /* ---- vaspace.c ---- */

@@ -22,7 +22,19 @@
  * one struct vgpu_sva_reply. The binding lives until UNBIND, until the SVA connection
  * closes (so it dies with the process), until the guest detaches, or until a VF reset
  * (the guest then binds again). Malformed requests get a non-zero status and @why names
- * the field; nothing changes. */
+ * the field; nothing changes.
+ *
+ * PAGE REQUESTS (ABI 2.4). A device access the kernel refuses to the bound process's memory
+ * is a fault, unless the process can make the page present: a page its own memory manager
+ * keeps elsewhere (a managed page on the device, PROT_NONE or missing until its fault
+ * handler brings it back). After VGPU_SVA_OP_PRI on a bound connection vgpud forwards such
+ * accesses as page requests: at any time it may write a struct vgpu_sva_page_req (told
+ * apart from a reply by its magic) and waits for the guest's struct vgpu_sva_page_resp with
+ * the same id, then retries the access. A request not answered within vgpud's page
+ * response timeout (1 s) ends the access in the IOMMU fault, as does an answer with a
+ * non-zero status; at most VGPU_SVA_PRI_MAX_OUTSTANDING requests of a VF are outstanding
+ * (further accesses wait for one to be answered). Answers to ids not outstanding are
+ * dropped (counted, no reply). PRI ends with the binding. */
 #ifndef VGPU_ABI_SVA_H
 #define VGPU_ABI_SVA_H
 
@@ -37,6 +49,8 @@
 enum vgpu_sva_op {
 	VGPU_SVA_OP_BIND = 1,		/* bind the caller's address space (again: -EBUSY) */
 	VGPU_SVA_OP_UNBIND = 2,		/* drop it (not bound: -ENOENT) */
+	VGPU_SVA_OP_PRI = 3,		/* 2.4: forward page requests here (not bound: -ENOENT,
+					 * again: -EBUSY) */
 };
 
 struct vgpu_sva_req {
@@ -55,7 +69,32 @@ struct vgpu_sva_reply {
 	char why[112];			/* status != 0: what was wrong, NUL-terminated */
 };
 
+#define VGPU_SVA_PRQ_MAGIC		0x51525056u	/* "VPRQ" */
+#define VGPU_SVA_PRI_MAX_OUTSTANDING	16u	/* per VF */
+#define VGPU_SVA_ACCESS_READ		1u
+#define VGPU_SVA_ACCESS_WRITE		2u
+
+/* vgpud -> guest: make the page at @addr present for @access. */
+struct vgpu_sva_page_req {
+	uint32_t magic;			/* VGPU_SVA_PRQ_MAGIC */
+	uint32_t id;			/* echo it in the response */
+	uint64_t addr;			/* page-aligned address in the bound process */
+	uint32_t access;		/* VGPU_SVA_ACCESS_* */
+	uint32_t reserved;
+};
+
+/* guest -> vgpud: the answer to one page request. Same size as a request. */
+struct vgpu_sva_page_resp {
+	uint32_t magic;			/* VGPU_SVA_PRQ_MAGIC */
+	uint32_t id;			/* the request's */
+	int32_t status;			/* 0: present now, retry; -errno: fault the access */
+	uint32_t reserved;		/* must be 0 */
+	uint64_t reserved2;		/* must be 0 */
+};
+
 _Static_assert(sizeof(struct vgpu_sva_req) == 24, "SVA request is ABI");
+_Static_assert(sizeof(struct vgpu_sva_page_req) == 24, "SVA page request is ABI");
+_Static_assert(sizeof(struct vgpu_sva_page_resp) == 24, "SVA page response is ABI");
 _Static_assert(sizeof(struct vgpu_sva_reply) == 128, "SVA reply is ABI");
 
 #endif

@@ -156,6 +156,17 @@ int vgpu_sva_unbind(struct vgpu_vf *vf);
  * mprotect or fork (COW) apply to the GPU as to the CPU. Unmap with vgpu_va_unmap(). */
 int vgpu_va_map_sva(struct vgpu_vaspace *as, uint64_t va, const void *cpu, uint64_t size,
 		    uint64_t page_size, unsigned int flags);
+struct hmm_mm;			/* hmm/hmm.h */
+/* Serve the device's page requests for the binding from @mm (ABI 2.4): vgpud forwards a
+ * GPU access to a page @mm keeps off the CPU - a managed page in device memory under the
+ * SIGBUS or mprotect backend, which the kernel's copy cannot fault in - and a thread of
+ * this library faults it in (migrating it back), so the access completes instead of
+ * faulting. Call after vgpu_sva_bind(); it ends with the binding. 0, -EINVAL, -ENOENT (not
+ * bound), -EBUSY (already on), the host's status (a vgpud before 2.4 refuses the op), or
+ * -errno; vgpu_vf_last_error() says why. */
+int vgpu_sva_pri_enable(struct vgpu_vf *vf, struct hmm_mm *mm);
+/* Page requests answered "present" (*@served) and refused (*@refused) since enabled. */
+void vgpu_sva_pri_stats(struct vgpu_vf *vf, uint64_t *served, uint64_t *refused);
 /* Send @len raw bytes as one SVA request and read the reply into *@reply (tests of the
  * host's checks). Opens the SVA connection if needed. 0 if a reply came (its status in
  * reply->status), else -errno. */

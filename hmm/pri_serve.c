@@ -1,0 +1,71 @@
+// SPDX-License-Identifier: MIT
+/* Serving one page request from an hmm mm: the part of PRI through hmm that needs no IOMMU,
+ * so that a process whose page requests are forwarded to it (a guest of vgpud, which owns
+ * the IOMMU) links it without the IOMMU model. hmm/pri.c adds the IOMMU's handler. */
+#include <errno.h>
+
+#include "hmm/hmm_internal.h"
+
+/* hmm_range_fault retries while an invalidation overlaps it; a page request is one page,
+ * so a few rounds are enough unless the range is being torn down, and then the IOMMU's
+ * own retry faults as it should. */
+#define PRI_RANGE_TRIES	8
+
+/* The request handler keeps nothing mapped, so an invalidation only moves the sequence
+ * that hmm_range_fault checks. */
+static bool pri_invalidate(struct hmm_interval_notifier *sub, const struct hmm_notify_range *r,
+			   uint64_t cur_seq)
+{
+	(void)r;
+	hmm_interval_set_seq(sub, cur_seq);
+	return true;
+}
+
+static const struct hmm_interval_notifier_ops pri_notifier_ops = {
+	.invalidate = pri_invalidate,
+};
+
+int hmm_pri_serve_page(struct hmm_pri *p, uintptr_t addr, bool write)
+{
+	uint64_t pfn = 0;
+	struct hmm_range r = {
+		.notifier = &p->notifier,
+		.start = addr & ~(uintptr_t)(HMM_PAGE_SIZE - 1),
+		.hmm_pfns = &pfn,
+		.default_flags = HMM_PFN_REQ_FAULT | (write ? HMM_PFN_REQ_WRITE : 0),
+	};
+	int ret = -EBUSY;
+
+	if (!p || !p->notifier.mm || r.start > UINTPTR_MAX - HMM_PAGE_SIZE)
+		return -EINVAL;
+	r.end = r.start + HMM_PAGE_SIZE;
+	for (int i = 0; i < PRI_RANGE_TRIES && ret == -EBUSY; i++) {
+		r.notifier_seq = hmm_interval_read_begin(&p->notifier);
+		pfn = 0;
+		ret = hmm_range_fault(&r);
+		atomic_fetch_add(&p->faulted, r.faulted);
+	}
+	return ret;
+}
+
+int hmm_pri_attach_mm(struct hmm_pri *p, struct hmm_mm *mm)
+{
+	int ret;
+
+	if (!p || !mm)
+		return -EINVAL;
+	*p = (struct hmm_pri){ .mmu = NULL };
+	ret = hmm_interval_notifier_insert(&p->notifier, mm, 0, UINTPTR_MAX, NULL,
+					   &pri_notifier_ops);
+	if (ret)
+		p->notifier.mm = NULL;
+	return ret;
+}
+
+void hmm_pri_detach_mm(struct hmm_pri *p)
+{
+	if (!p || !p->notifier.mm)
+		return;
+	hmm_interval_notifier_remove(&p->notifier);
+	p->notifier.mm = NULL;
+}
