@@ -6,8 +6,7 @@
  * length, sequence number, CRC32C over header and payload), starting with HELLO (magic and
  * version) and SLICE (the definition and region sizes), then EXTENT frames (populated
  * ranges of VRAM and DMA memory only, ascending and disjoint per region), then (version
- * 1.1) the state of a slice with a guest in type order (SCHED, IOMMU, RM_TREE, CHANNELS,
- * DOORBELLS: records of fixed layout, a type may span several frames), and ending with END
+ * 1.1) the state of a slice with a guest (SCHED, RM_TREE, IOMMU, CHANNELS, DOORBELLS: records of fixed layout, a type may span several frames), and ending with END
  * (totals). The decoder is written for untrusted input: every length, count, offset
  * and sequence number is checked, and a failure names the frame by index and type.
  *
@@ -49,9 +48,10 @@ enum mig_frame_type {
 	MIG_F_SCHED = 20,
 };
 
-/* The state frames' order in a stream (their types are not in order: the tree must exist
- * before the channels' runtime and tokens are loaded into it). */
-#define MIG_STATE_ORDER	{ MIG_F_SCHED, MIG_F_IOMMU, MIG_F_RM_TREE, MIG_F_CHANNELS, MIG_F_DOORBELLS }
+/* The state frames' order in a stream (their types are not in order): the RM tree first,
+ * which re-makes its own IOMMU mappings, so IOMMU checks them and adds the rest, and the
+ * channels' runtime and tokens are loaded into channels that exist. */
+#define MIG_STATE_ORDER	{ MIG_F_SCHED, MIG_F_RM_TREE, MIG_F_IOMMU, MIG_F_CHANNELS, MIG_F_DOORBELLS }
 
 /* ---- state records (version 1.1) --------------------------------------------------------
  * Each list frame's payload is u32 count, u32 0, then count records. */

@@ -411,8 +411,8 @@ static void make_state_stream(struct mbuf *b)
 	assert_int_equal(mig_enc_slice(&e, 1 << 20, 1 << 20, def, strlen(def), NULL), 0);
 	assert_int_equal(mig_enc_extent(&e, MIG_R_VRAM, 0, x, sizeof(x), NULL), 0);
 	assert_int_equal(mig_enc_sched(&e, &sched, NULL), 0);
-	assert_int_equal(mig_enc_iommu(&e, maps, 2, NULL), 0);
 	assert_int_equal(mig_enc_rm_tree(&e, objs, 4, NULL), 0);
+	assert_int_equal(mig_enc_iommu(&e, maps, 2, NULL), 0);
 	assert_int_equal(mig_enc_channels(&e, chans, 2, NULL), 0);
 	assert_int_equal(mig_enc_doorbells(&e, dbs, 1, NULL), 0);
 	assert_int_equal(mig_enc_end(&e, NULL), 0);
@@ -493,7 +493,8 @@ static void test_state_round_trip(void **state)
 	mig_dec_fini(&d);
 	assert_int_equal(n, 9);
 	assert_int_equal(types[3], MIG_F_SCHED);
-	assert_int_equal(types[5], MIG_F_RM_TREE);
+	assert_int_equal(types[4], MIG_F_RM_TREE);
+	assert_int_equal(types[5], MIG_F_IOMMU);
 	assert_int_equal(types[7], MIG_F_DOORBELLS);
 	assert_int_equal(types[8], MIG_F_END);
 	free(b.p);
