@@ -1,0 +1,322 @@
+// SPDX-License-Identifier: MIT
+/* The state of a slice with a guest that is not bytes of its memory, to and from a
+ * migration stream's state frames (mig/mig.h, doc/migration.md "What moves"): scheduler
+ * counters (SCHED), the guest's RM clients and objects with their handles (RM_TREE), the
+ * VF's IOMMU mappings (IOMMU), each channel's runtime (CHANNELS) and its work-submit token
+ * (DOORBELLS). Each piece comes from the module that owns it (gpu_model, rm, iommu_model).
+ *
+ * The guest must be quiesced: no mailbox request or reply in flight (the control area is
+ * formatted fresh on the destination) and every channel idle or stopped by an error
+ * (nothing pending, no engine on it). A slice without RM objects has no such state and
+ * sends none, so its stream stays readable by a vgpud that reads version 1.0.
+ *
+ * Loading happens in stream order into a slice brought up on the same VF number (the
+ * handles name it): the tree is re-made with channels disabled, the IOMMU frame checks the
+ * mappings the tree re-made and adds the rest, each channel gets its GP_GET and GP_PUT
+ * before it is enabled again, and the tokens are checked. Any failure is the restore's
+ * failure; restore_apply() then undoes the slice as a whole. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <vgpu/rm.h>
+
+#include "common/log.h"
+#include "gpu_model/gpu.h"
+#include "iommu_model/iommu.h"
+#include "pf_manager/pf_internal.h"
+#include "rm/rm.h"
+
+/* What a save collects before it writes anything. */
+struct state_out {
+	struct rm_obj_rec *objs;
+	size_t nr_objs;
+	struct mig_rm_obj *mobjs;
+	struct mig_chan_rec chans[MIG_MAX_CHANS];
+	struct mig_db_rec dbs[MIG_MAX_CHANS];
+	size_t nr_chans;
+	struct mig_iommu_rec *maps;
+	size_t nr_maps;
+	struct mig_sched_rec sched;
+};
+
+static void state_out_free(struct state_out *o)
+{
+	rm_obj_recs_free(o->objs, o->nr_objs);
+	free(o->mobjs);
+	free(o->maps);
+}
+
+/* The guest talks to nobody meanwhile: nothing half-way through the mailbox. */
+static int quiesced_mbox(const struct pf_slice *s, struct pf_err *e)
+{
+	uint32_t req = cmn_ring_count(&s->req), rsp = cmn_ring_count(&s->rsp);
+
+	if (req || rsp)
+		return cmn_fail(&e->f, -EBUSY, "slice %s: the guest has %u RM request(s) and %u "
+			       "reply(ies) in flight on its mailbox: quiesce it first", s->uuid, req,
+			       rsp);
+	return 0;
+}
+
+/* Channel record @o's runtime and token. */
+static int save_chan(struct pf_daemon *d, struct pf_slice *s, const struct rm_obj_rec *o,
+		     struct state_out *out, struct pf_err *e)
+{
+	struct vgpu_rm_token_params tok = { 0 };
+	struct gpu_chan_mig m;
+	size_t len = 0, i = out->nr_chans;
+	int r = gpu_chan_mig_save(d->gpu, s->vf, o->x, &m);
+
+	if (r)
+		return cmn_fail(&e->f, r, "slice %s: channel %u (handle %#x): %s", s->uuid, o->x,
+			       o->handle, r == -EBUSY ? "work in flight: quiesce the guest first" :
+			       cmn_strerror(r));
+	r = rm_control(d->rm, s->vf, o->h_client, o->handle, VGPU_RM_CTRL_GET_WORK_SUBMIT_TOKEN,
+		       &tok, &len, sizeof(tok));
+	if (r)
+		return cmn_fail(&e->f, r, "slice %s: channel %u: its token: %s", s->uuid, o->x,
+			       cmn_strerror(r));
+	out->chans[i] = (struct mig_chan_rec){ .h_client = o->h_client, .h_chan = o->handle,
+		.chid = o->x, .runlist = o->y, .entries = o->z,
+		.flags = (o->w & RM_OBJ_CHAN_ENABLED ? MIG_CHAN_ENABLED : 0) |
+			 (o->w & RM_OBJ_CHAN_REPLAYABLE ? MIG_CHAN_REPLAYABLE : 0),
+		.gp_get = m.gp_get, .gp_put = m.gp_put, .state = (uint32_t)m.state,
+		.error = (uint32_t)m.error, .methods = m.methods };
+	out->dbs[i] = (struct mig_db_rec){ o->h_client, o->handle, o->x, tok.token };
+	out->nr_chans++;
+	return 0;
+}
+
+/* The VF's IOMMU mappings, offsets into its DMA memory. */
+static int save_maps(struct pf_slice *s, struct state_out *out, struct pf_err *e)
+{
+	struct iommu_mapping *m = NULL;
+	size_t n = 0;
+	int r = iommu_mappings(s->dma_domain, NULL, &n);
+
+	if (r && r != -EMSGSIZE)
+		return cmn_fail(&e->f, r, "slice %s: its IOMMU mappings: %s", s->uuid, cmn_strerror(r));
+	m = calloc(n + 1, sizeof(*m));
+	out->maps = calloc(n + 1, sizeof(*out->maps));
+	r = m && out->maps ? iommu_mappings(s->dma_domain, m, &n) : -ENOMEM;
+	for (size_t i = 0; !r && i < n; i++) {
+		if (m[i].memobj != s->dma_mo)
+			r = cmn_fail(&e->f, -EOPNOTSUPP, "slice %s: IOMMU mapping at %#" PRIx64 " is "
+				     "not of the slice's DMA memory: it cannot move", s->uuid, m[i].iova);
+		else
+			out->maps[out->nr_maps++] = (struct mig_iommu_rec){ m[i].iova, m[i].length,
+				m[i].offset, m[i].prot };
+	}
+	free(m);
+	return r == -ENOMEM ? cmn_fail(&e->f, r, "out of memory") : r;
+}
+
+/* The RM records as the stream's (the same fields; runs stay the RM's). */
+static int save_objs(struct state_out *out)
+{
+	out->mobjs = calloc(out->nr_objs + 1, sizeof(*out->mobjs));
+	if (!out->mobjs)
+		return -ENOMEM;
+	for (size_t i = 0; i < out->nr_objs; i++) {
+		const struct rm_obj_rec *o = &out->objs[i];
+
+		out->mobjs[i] = (struct mig_rm_obj){ o->h_client, o->h_parent, o->handle, o->h_class,
+			o->share_target, o->share_access, o->dep_client, o->dep_handle, o->a, o->b,
+			o->c, o->x, o->y, o->z, o->w, o->nr_runs, o->runs, NULL };
+	}
+	return 0;
+}
+
+/* Everything the frames carry, checked before a byte is written. */
+static int state_collect(struct pf_daemon *d, struct pf_slice *s, struct state_out *out,
+			 struct pf_err *e)
+{
+	struct gpu_sched_stats st;
+	int r = quiesced_mbox(s, e);
+
+	if (r)
+		return r;
+	r = rm_vf_export(d->rm, s->vf, &out->objs, &out->nr_objs);
+	if (r)
+		return cmn_fail(&e->f, r, "slice %s: cannot export its RM objects: %s", s->uuid,
+			       cmn_strerror(r));
+	for (size_t i = 0; !r && i < out->nr_objs; i++)
+		if (out->objs[i].h_class == VGPU_RM_CLASS_CHANNEL_GPFIFO)
+			r = save_chan(d, s, &out->objs[i], out, e);
+	if (!r && out->nr_objs)
+		r = save_maps(s, out, e);
+	if (!r && save_objs(out))
+		r = cmn_fail(&e->f, -ENOMEM, "out of memory");
+	gpu_sched_stats(d->gpu, s->vf, &st);
+	out->sched = (struct mig_sched_rec){ st.run_ns, st.preempt_ns, st.idle_ns, st.slices,
+		st.preempt_timeouts, st.stall_ns, st.preempted };
+	return r;
+}
+
+int pf_mig_state_save(struct pf_daemon *d, struct pf_slice *s, struct mig_enc *enc,
+		      struct pf_err *e)
+{
+	struct state_out out = { 0 };
+	int r;
+
+	/* The service thread keeps out of the mailbox and the RM while the state is read. */
+	pf_svc_pause(s);
+	r = state_collect(d, s, &out, e);
+	pf_svc_resume(s);
+	if (!r && out.nr_objs) {
+		r = mig_enc_sched(enc, &out.sched, &e->f);
+		if (!r)
+			r = mig_enc_rm_tree(enc, out.mobjs, out.nr_objs, &e->f);
+		if (!r)
+			r = mig_enc_iommu(enc, out.maps, out.nr_maps, &e->f);
+		if (!r)
+			r = mig_enc_channels(enc, out.chans, out.nr_chans, &e->f);
+		if (!r)
+			r = mig_enc_doorbells(enc, out.dbs, out.nr_chans, &e->f);
+	}
+	state_out_free(&out);
+	return r;
+}
+
+/* ---- load ----------------------------------------------------------------------------------- */
+
+/* Frame @fr's RM objects, re-made in order under their handles. */
+static int load_rm_tree(struct pf_daemon *d, struct pf_slice *s, const struct mig_frame *fr,
+			struct pf_err *e)
+{
+	struct mig_rm_obj o;
+	size_t off = 0;
+	int r = 0;
+
+	while (!r && mig_rm_obj_next(fr, &off, &o)) {
+		struct rm_obj_rec rec = { o.h_client, o.h_parent, o.handle, o.h_class,
+			o.share_target, o.share_access, o.dep_client, o.dep_handle, o.a, o.b, o.c,
+			o.x, o.y, o.z, o.w & ~RM_OBJ_CHAN_ENABLED, o.nr_runs, NULL };
+
+		if (VGPU_RM_IS_CLIENT(o.h_client) && VGPU_RM_CLIENT_FN(o.h_client) != s->vf)
+			return cmn_fail(&e->f, -EXDEV, "frame %u (rm-tree): the guest's handles name "
+				       "VF %u, the slice runs on VF %u here (a restore with guest state "
+				       "needs the same VF free)", fr->seq, VGPU_RM_CLIENT_FN(o.h_client),
+				       s->vf);
+		rec.runs = calloc(2 * (size_t)o.nr_runs + 1, sizeof(uint64_t));
+		if (!rec.runs)
+			return cmn_fail(&e->f, -ENOMEM, "out of memory");
+		for (uint32_t k = 0; k < o.nr_runs; k++)
+			mig_rm_run(&o, k, &rec.runs[2 * k], &rec.runs[2 * k + 1]);
+		r = rm_obj_import(d->rm, s->vf, &rec);
+		free(rec.runs);
+		if (r)
+			cmn_fail(&e->f, r, "frame %u (rm-tree): object %#x of client %#x (class %#x) "
+				 "cannot be re-made here: %s", fr->seq, o.handle, o.h_client,
+				 o.h_class, cmn_strerror(r));
+	}
+	return r;
+}
+
+/* One mapping: the one the tree re-made (or the DMA window), or mapped now at its IOVA. */
+static int load_map(struct pf_slice *s, const struct mig_iommu_rec *m, uint32_t seq,
+		    struct pf_err *e)
+{
+	struct iommu_mapping cur;
+	uint64_t iova = m->iova;
+	int r = iommu_query(s->dma_domain, m->iova, &cur);
+
+	if (!r && cur.iova == m->iova && cur.length == m->length && cur.memobj == s->dma_mo &&
+	    cur.offset == m->offset && cur.prot == m->prot)
+		return 0;
+	if (r == -ENOENT)
+		r = iommu_map(s->dma_domain, s->dma_mo, m->offset, m->length, m->prot,
+			      IOMMU_MAP_FIXED_IOVA, &iova);
+	else if (!r)
+		r = -EEXIST;
+	if (r)
+		return cmn_fail(&e->f, r, "frame %u (iommu): mapping [%#" PRIx64 ", +%#" PRIx64 ") "
+			       "of DMA offset %#" PRIx64 ": %s", seq, m->iova, m->length, m->offset,
+			       r == -EEXIST ? "another mapping is there" : cmn_strerror(r));
+	return 0;
+}
+
+/* A channel's runtime, then its enable state. */
+static int load_chan(struct pf_daemon *d, struct pf_slice *s, const struct mig_chan_rec *c,
+		     uint32_t seq, struct pf_err *e)
+{
+	struct gpu_chan_mig m = { c->gp_get, c->gp_put, (enum gpu_chan_state)c->state,
+				  (enum vgpu_chan_error)c->error, c->methods };
+	struct vgpu_rm_enable_params en = { .enable = 1 };
+	size_t len = sizeof(en);
+	int r = gpu_chan_mig_load(d->gpu, s->vf, c->chid, &m);
+
+	if (!r && (c->flags & MIG_CHAN_ENABLED))
+		r = rm_control(d->rm, s->vf, c->h_client, c->h_chan, VGPU_RM_CTRL_CHANNEL_ENABLE,
+			       &en, &len, sizeof(en));
+	if (r)
+		return cmn_fail(&e->f, r, "frame %u (channels): channel %u (handle %#x): %s", seq,
+			       c->chid, c->h_chan, cmn_strerror(r));
+	return 0;
+}
+
+/* A channel's token must be what the guest was told: its doorbells name it. */
+static int load_db(struct pf_daemon *d, struct pf_slice *s, const struct mig_db_rec *b,
+		   uint32_t seq, struct pf_err *e)
+{
+	struct vgpu_rm_token_params tok = { 0 };
+	size_t len = 0;
+	int r = rm_control(d->rm, s->vf, b->h_client, b->h_chan, VGPU_RM_CTRL_GET_WORK_SUBMIT_TOKEN,
+			   &tok, &len, sizeof(tok));
+
+	if (!r && tok.token != b->token)
+		r = -ESTALE;
+	if (r)
+		return cmn_fail(&e->f, r, "frame %u (doorbells): channel %u (handle %#x): token %#x "
+			       "on the source, %s here", seq, b->chid, b->h_chan, b->token,
+			       r == -ESTALE ? "another" : cmn_strerror(r));
+	return 0;
+}
+
+int pf_mig_state_load(struct pf_daemon *d, struct pf_slice *s, const struct mig_frame *fr,
+		      struct pf_err *e)
+{
+	int r = 0;
+
+	switch (fr->type) {
+	case MIG_F_SCHED: {
+		const struct mig_sched_rec *c = &fr->u.sched;
+		struct gpu_sched_stats st = { .run_ns = c->run_ns, .preempt_ns = c->preempt_ns,
+			.idle_ns = c->idle_ns, .slices = c->slices,
+			.preempt_timeouts = c->preempt_timeouts, .stall_ns = c->stall_ns,
+			.preempted = c->preempted };
+
+		gpu_sched_stats_set(d->gpu, s->vf, &st);
+		return 0;
+	}
+	case MIG_F_RM_TREE:
+		return load_rm_tree(d, s, fr, e);
+	case MIG_F_IOMMU:
+		for (uint32_t i = 0; !r && i < fr->u.list.count; i++) {
+			struct mig_iommu_rec m;
+
+			mig_iommu_rec_at(fr, i, &m);
+			r = load_map(s, &m, fr->seq, e);
+		}
+		return r;
+	case MIG_F_CHANNELS:
+		for (uint32_t i = 0; !r && i < fr->u.list.count; i++) {
+			struct mig_chan_rec c;
+
+			mig_chan_rec_at(fr, i, &c);
+			r = load_chan(d, s, &c, fr->seq, e);
+		}
+		return r;
+	case MIG_F_DOORBELLS:
+		for (uint32_t i = 0; !r && i < fr->u.list.count; i++) {
+			struct mig_db_rec b;
+
+			mig_db_rec_at(fr, i, &b);
+			r = load_db(d, s, &b, fr->seq, e);
+		}
+		return r;
+	}
+	return 0;
+}
