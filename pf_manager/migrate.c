@@ -178,6 +178,8 @@ static int save_stream(struct pf_daemon *d, struct pf_slice *s, int fd, struct m
 	if (!r)
 		r = save_region(&enc, s, MIG_R_DMA, s->dma_size, buf, e);
 	if (!r)
+		r = pf_mig_state_save(d, s, &enc, e);
+	if (!r)
 		r = mig_enc_end(&enc, &e->f);
 	*tot = enc.tot;
 out:
@@ -219,9 +221,8 @@ static int save_check(struct pf_daemon *d, json_object *args, struct pf_slice **
 		return cmn_fail(&e->f, -EBUSY, "slice %s is not running: a stopped slice's VRAM "
 			       "was scrubbed, there is nothing to save (its definition is in the "
 			       "state directory)", s->uuid);
-	if (pf_endpoint_attached(s))
-		return cmn_fail(&e->f, -EBUSY, "slice %s has a guest attached on VF %u: stop the VM "
-			       "or detach the guest first (save moves a quiesced slice)", s->uuid, s->vf);
+	/* A guest may be attached: its state goes with the slice (pf_mig_state_save(), which
+	 * refuses a guest that is not quiesced). */
 	*out = s;
 	return 0;
 }
@@ -328,7 +329,7 @@ static int plan_check(struct pf_daemon *d, struct pf_mig_plan *p, struct pf_err 
 /* One pass over the stream: the checks (and the plan) on the first, the VRAM object
  * filled on the second (@s running). */
 static int restore_pass(struct pf_daemon *d, int fd, struct pf_mig_plan *p,
-			const struct pf_slice *s, struct pf_err *e)
+			struct pf_slice *s, struct pf_err *e)
 {
 	struct mig_dec dec;
 	struct mig_frame fr;
@@ -352,6 +353,8 @@ static int restore_pass(struct pf_daemon *d, int fd, struct pf_mig_plan *p,
 					     "object at %#" PRIx64, at);
 		} else if (fr.type == MIG_F_END) {
 			p->tot = fr.u.end;
+		} else if (s) {
+			r = pf_mig_state_load(d, s, &fr, e);
 		}
 		if (r < 0)
 			break;

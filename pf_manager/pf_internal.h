@@ -406,6 +406,17 @@ int pf_slice_save_cmd(struct pf_daemon *d, json_object *args, bool dry, json_obj
 int pf_slice_restore_cmd(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
 			 struct pf_err *e);
 
+/* ---- migrate_state.c: a guest's state that is not memory (doc/migration.md) ---- */
+/* Write @s's state frames (SCHED, RM_TREE, IOMMU, CHANNELS, DOORBELLS) to @enc, after its
+ * extents; none for a slice without RM objects. -EBUSY naming what is in flight unless
+ * the guest is quiesced; nothing is written then. */
+int pf_mig_state_save(struct pf_daemon *d, struct pf_slice *s, struct mig_enc *enc,
+		      struct pf_err *e);
+/* Load state frame @fr into @s (brought up on the VF the stream's handles name, before it
+ * runs); other frames are ignored. 0, or the error naming the frame and what failed. */
+int pf_mig_state_load(struct pf_daemon *d, struct pf_slice *s, const struct mig_frame *fr,
+		      struct pf_err *e);
+
 /* ---- commands.c ---- */
 /* Run one parsed request; returns the reply object (owned by the caller). */
 json_object *pf_command(struct pf_daemon *d, struct pf_client *c, json_object *req);
