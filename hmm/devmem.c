@@ -11,6 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
 
 #include "common/bitops.h"
 #include "hmm/hmm_internal.h"
@@ -304,6 +307,34 @@ void hmm_devmem_free_deferred(struct hmm_devmem *dm, uint64_t page)
 	atomic_fetch_add_explicit(&dm->nr_deferred, 1, memory_order_release);
 }
 
+/* Copy whole pages into device memory with streaming (non-temporal) stores: the CPU
+ * does not read what it sends to the device, so the destination is not worth a read for
+ * ownership nor a place in the cache (VRAM behind a BAR is write-combining anyway). On a
+ * CPU whose memcpy does not stream below a threshold scaled to the last-level cache, this
+ * is what keeps a migration's copy at memory speed. SSE2: every x86-64 has it. */
+static void copy_to_dev(void *dev, const void *sys, size_t len)
+{
+#if defined(__x86_64__)
+	__m128i *d = dev;
+	const __m128i *s = sys;
+
+	if (((uintptr_t)dev | (uintptr_t)sys) % 16 == 0) {
+		for (size_t i = 0; i < len / 16; i += 4) {
+			__m128i a = _mm_load_si128(s + i), b = _mm_load_si128(s + i + 1);
+			__m128i c = _mm_load_si128(s + i + 2), e = _mm_load_si128(s + i + 3);
+
+			_mm_stream_si128(d + i, a);
+			_mm_stream_si128(d + i + 1, b);
+			_mm_stream_si128(d + i + 2, c);
+			_mm_stream_si128(d + i + 3, e);
+		}
+		_mm_sfence();	/* ordered before whatever publishes the pages */
+		return;
+	}
+#endif
+	memcpy(dev, sys, len);
+}
+
 int hmm_devmem_copy(struct hmm_devmem *dm, enum hmm_copy_dir dir, void *sys, uint64_t page,
 		    size_t npages)
 {
@@ -313,7 +344,7 @@ int hmm_devmem_copy(struct hmm_devmem *dm, enum hmm_copy_dir dir, void *sys, uin
 	size_t len = npages << HMM_PAGE_SHIFT;
 
 	if (dir == HMM_COPY_TO_DEVICE)
-		memcpy(dev, sys, len);
+		copy_to_dev(dev, sys, len);
 	else
 		memcpy(sys, dev, len);
 	return 0;
