@@ -397,8 +397,8 @@ static int open_sock(const char *addr, bool listen_on, char *bound, size_t blen,
 		if (r && errno != EINPROGRESS) {
 			r = -errno;
 			close(fd);
-			return cmn_fail(&e->f, r, "cannot %s %s: %s", listen_on ? "listen on" :
-					"connect to", addr, cmn_strerror(r));
+			return cmn_fail(&e->f, listen_on ? r : -ECONNREFUSED, "cannot %s %s: %s",
+					listen_on ? "listen on" : "connect to", addr, cmn_strerror(r));
 		}
 		snprintf(bound, blen, "%s", addr);
 		*out = fd;
@@ -436,8 +436,8 @@ out:
 	if (r) {
 		if (fd >= 0)
 			close(fd);
-		return cmn_fail(&e->f, r, "cannot %s %s: %s", listen_on ? "listen on" : "connect to",
-				addr, cmn_strerror(r));
+		return cmn_fail(&e->f, listen_on ? r : -ECONNREFUSED, "cannot %s %s: %s",
+				listen_on ? "listen on" : "connect to", addr, cmn_strerror(r));
 	}
 	*out = fd;
 	return 0;
@@ -774,6 +774,7 @@ static void *src_main(void *arg)
 	m->t_end = cmn_now_ns();
 	m->status = !r ? LM_COMPLETED : r == -ECANCELED ? LM_CANCELLED : LM_FAILED;
 	snprintf(m->error, sizeof(m->error), "%s", r ? f.msg : "");
+	m->s = NULL;		/* the daemon's alone again (or gone) */
 	m->finished = true;
 	lm_changed(m);
 	cmn_mutex_unlock(&m->L->lock);
@@ -932,6 +933,7 @@ static void *dst_main(void *arg)
 	m->t_end = cmn_now_ns();
 	m->status = !r ? LM_COMPLETED : r == -ECANCELED ? LM_CANCELLED : LM_FAILED;
 	snprintf(m->error, sizeof(m->error), "%s", r ? f.msg : "");
+	m->s = NULL;		/* the daemon's alone again (or gone) */
 	m->finished = true;
 	lm_changed(m);
 	cmn_mutex_unlock(&m->L->lock);
@@ -1356,6 +1358,7 @@ int pf_live_outgoing_cmd(struct pf_daemon *d, json_object *args, bool dry, json_
 	json_object_object_add(ret, "uuid", json_object_new_string(s->uuid));
 	json_object_object_add(ret, "state", json_object_new_string("pre_copy"));
 	json_object_object_add(ret, "to", json_object_new_string(m->peer));
+	json_object_object_add(ret, "result", json_object_new_string("migrating"));
 	cmn_info("slice %s: migrating to %s (%s switchover)", s->uuid, m->peer,
 		 m->manual ? "manual" : "automatic");
 	return 0;

@@ -40,6 +40,11 @@ struct vgpuctl_opts {
 	const char *release_owner;	/* VMUUID[:GEN] whose token modify clears */
 	long owner_uid;
 	bool have_owner_uid;
+	const char *to;			/* migrate: the destination's address */
+	const char *listen;		/* migrate-incoming, migrate-cancel: an address */
+	const char *switchover;		/* migrate: auto or manual */
+	long max_rounds;		/* migrate: 0 = the daemon's default */
+	bool no_wait;			/* migrate: return once it started */
 	const char *verb;
 	char *args[VGPUCTL_MAX_ARGS];	/* positional arguments after the verb */
 	int nargs;
@@ -754,6 +759,188 @@ static int cmd_restore(struct ctlc *c, struct vgpuctl_opts *o)
 	return 0;
 }
 
+/* ---- live migration (doc/migration.md) ------------------------------------------------------- */
+
+/* One migration record as a line: role, status, round, bytes, dirty bytes, estimate. */
+static void migration_line(json_object *m)
+{
+	char a[32], b[32], c[32];
+
+	printf("%s %s: %s, round %d, %s sent, %s in the last pass, %s left (~%" PRIu64 " ms)",
+	       jstr(m, "uuid")[0] ? jstr(m, "uuid") : "(not yet known)", jstr(m, "role"),
+	       jstr(m, "status"), (int)jnum(m, "round"),
+	       ctlc_size_format(jnum(m, "bytes"), a, sizeof(a)),
+	       ctlc_size_format(jnum(m, "dirty_bytes"), b, sizeof(b)),
+	       ctlc_size_format(jnum(m, "remaining_bytes"), c, sizeof(c)), jnum(m, "estimate_ms"));
+	if (jobj(m, "downtime_ms"))
+		printf(", downtime %.1f ms", json_object_get_double(jobj(m, "downtime_ms")));
+	printf(", %.0f ms in all", json_object_get_double(jobj(m, "total_ms")));
+	if (jobj(m, "error"))
+		printf(": %s", jstr(m, "error"));
+	putchar('\n');
+}
+
+static bool migration_done(json_object *m)
+{
+	const char *st = jstr(m, "status");
+
+	return !strcmp(st, "completed") || !strcmp(st, "failed") || !strcmp(st, "cancelled");
+}
+
+/* The record of @uuid's migration (owned by *@rep), or an exit code. */
+static int migration_get(struct ctlc *c, struct vgpuctl_opts *o, json_object **rep,
+			 json_object **m)
+{
+	json_object *a = json_object_new_object(), *ret;
+	int r;
+
+	json_object_object_add(a, "uuid", json_object_new_string(o->uuid));
+	r = run(c, o, "migrate-status", a, rep, &ret);
+	if (!r)
+		*m = json_object_array_get_idx(jobj(ret, "migrations"), 0);
+	return r;
+}
+
+/* migrate -u UUID --to ADDR: start it, then follow it until it ends (or waits for a
+ * manual switchover), printing each change. */
+static int cmd_migrate(struct ctlc *c, struct vgpuctl_opts *o)
+{
+	json_object *a, *rep, *ret, *m = NULL;
+	char last[512] = "";
+	int r = need_uuid(o);
+
+	if (r)
+		return r;
+	if (!o->to)
+		return usage_error("%s", "migrate needs --to ADDR (the destination's migrate-incoming "
+				   "address: a UNIX socket path or tcp:HOST:PORT)");
+	a = uuid_args(o);
+	json_object_object_add(a, "to", json_object_new_string(o->to));
+	if (o->switchover)
+		json_object_object_add(a, "switchover", json_object_new_string(o->switchover));
+	if (o->max_rounds)
+		json_object_object_add(a, "max-rounds", json_object_new_int((int)o->max_rounds));
+	r = run(c, o, "migrate-outgoing", a, &rep, &ret);
+	if (r)
+		return r;
+	if (o->dry || o->no_wait) {
+		print_result(o, ret);
+		json_object_put(rep);
+		return 0;
+	}
+	json_object_put(rep);
+	for (;;) {
+		char now[512];
+
+		r = migration_get(c, o, &rep, &m);
+		if (r)
+			return r;
+		snprintf(now, sizeof(now), "%s %d", jstr(m, "status"), (int)jnum(m, "round"));
+		if (!o->json && strcmp(now, last))
+			migration_line(m);
+		snprintf(last, sizeof(last), "%s", now);
+		if (migration_done(m) || !strcmp(jstr(m, "status"), "waiting"))
+			break;
+		json_object_put(rep);
+		usleep(100000);		/* a human's progress display, not a test's wait */
+	}
+	if (o->json)
+		print_json(m);
+	r = !strcmp(jstr(m, "status"), "completed") || !strcmp(jstr(m, "status"), "waiting") ?
+	    0 : VGPUCTL_FAIL;
+	json_object_put(rep);
+	return r;
+}
+
+static int cmd_migrate_incoming(struct ctlc *c, struct vgpuctl_opts *o)
+{
+	json_object *a, *rep, *ret;
+	int r = o->uuid ? need_uuid(o) : 0;
+
+	if (r)
+		return r;
+	if (!o->listen)
+		return usage_error("%s", "migrate-incoming needs --listen ADDR (a UNIX socket path "
+				   "or tcp:HOST:PORT)");
+	a = json_object_new_object();
+	json_object_object_add(a, "listen", json_object_new_string(o->listen));
+	if (o->uuid)
+		json_object_object_add(a, "uuid", json_object_new_string(o->uuid));
+	r = run(c, o, "migrate-incoming", a, &rep, &ret);
+	if (r)
+		return r;
+	if (o->json)
+		print_json(ret);
+	else if (o->dry)
+		printf("dry run: would listen on %s\n", o->listen);
+	else
+		printf("listening on %s for %s\n", jstr(ret, "listen"), o->uuid ? o->uuid : "a slice");
+	json_object_put(rep);
+	return 0;
+}
+
+/* A verb that takes -u UUID (or --listen for cancel) and prints the result. */
+static int migrate_simple(struct ctlc *c, struct vgpuctl_opts *o, const char *cmd)
+{
+	json_object *a = json_object_new_object(), *rep, *ret;
+	int r = o->uuid || !o->listen ? need_uuid(o) : 0;
+
+	if (r) {
+		json_object_put(a);
+		return r;
+	}
+	if (o->uuid)
+		json_object_object_add(a, "uuid", json_object_new_string(o->uuid));
+	else
+		json_object_object_add(a, "listen", json_object_new_string(o->listen));
+	r = run(c, o, cmd, a, &rep, &ret);
+	if (r)
+		return r;
+	if (o->json)
+		print_json(ret);
+	else
+		printf("%s%s: %s\n", o->dry ? "dry run: " : "", jstr(ret, "uuid")[0] ?
+		       jstr(ret, "uuid") : o->listen, jobj(ret, "result") ? jstr(ret, "result") :
+		       "switchover started");
+	json_object_put(rep);
+	return 0;
+}
+
+static int cmd_migrate_switchover(struct ctlc *c, struct vgpuctl_opts *o)
+{
+	return migrate_simple(c, o, "migrate-switchover");
+}
+
+static int cmd_migrate_cancel(struct ctlc *c, struct vgpuctl_opts *o)
+{
+	return migrate_simple(c, o, "migrate-cancel");
+}
+
+static int cmd_migrate_status(struct ctlc *c, struct vgpuctl_opts *o)
+{
+	json_object *a = NULL, *rep, *ret, *arr;
+	int r = o->uuid ? need_uuid(o) : 0;
+
+	if (r)
+		return r;
+	if (o->uuid) {
+		a = json_object_new_object();
+		json_object_object_add(a, "uuid", json_object_new_string(o->uuid));
+	}
+	r = run(c, o, "migrate-status", a, &rep, &ret);
+	if (r)
+		return r;
+	arr = jobj(ret, "migrations");
+	if (o->json)
+		print_json(ret);
+	else if (!json_object_array_length(arr))
+		printf("no migrations\n");
+	for (size_t i = 0; !o->json && i < json_object_array_length(arr); i++)
+		migration_line(json_object_array_get_idx(arr, i));
+	json_object_put(rep);
+	return 0;
+}
+
 static const struct vgpuctl_verb verbs[] = {
 	{ "types",	cmd_types,	0, 0, "", "slice types: supported, and creatable now (or why not)" },
 	{ "list",	cmd_list,	0, 0, "", "slices: defined and running [-u UUID] [-v] [--dumpjson]" },
@@ -770,6 +957,11 @@ static const struct vgpuctl_verb verbs[] = {
 	{ "vram-map",	cmd_vram_map,	0, 0, "", "[--svg FILE] [--no-color]: the VRAM layout" },
 	{ "save",	cmd_save,	1, 1, "FILE", "-u UUID FILE: a running slice with no guest attached (its definition, VRAM and DMA memory) to a new FILE" },
 	{ "restore",	cmd_restore,	1, 1, "FILE", "FILE: define and start the slice saved in FILE, with its contents (or refuse, changing nothing)" },
+	{ "migrate",	cmd_migrate,	0, 0, "", "-u UUID --to ADDR [--switchover auto|manual] [--max-rounds N] [--no-wait]: live-migrate a running slice to the vgpud listening at ADDR" },
+	{ "migrate-incoming", cmd_migrate_incoming, 0, 0, "", "--listen ADDR [-u UUID]: wait for one incoming live migration on ADDR (a UNIX socket path or tcp:HOST:PORT)" },
+	{ "migrate-switchover", cmd_migrate_switchover, 0, 0, "", "-u UUID: a source waiting in a manual switchover stops the slice and sends the rest" },
+	{ "migrate-status", cmd_migrate_status, 0, 0, "", "[-u UUID]: live migrations here (state, round, bytes, dirty bytes, estimate)" },
+	{ "migrate-cancel", cmd_migrate_cancel, 0, 0, "", "-u UUID | --listen ADDR: cancel a live migration (a source runs on, untouched)" },
 };
 #define VGPUCTL_NR_VERBS	(sizeof(verbs) / sizeof(verbs[0]))
 
@@ -793,6 +985,9 @@ static void usage(FILE *f)
 		"      --dry-run          print the plan, change nothing, same exit code\n"
 		"      --socket PATH      control socket (default $VGPUD_SOCKET or "
 		"/run/vgpud/control.sock)\n"
+		"      --to ADDR  --listen ADDR   migrate: the destination; migrate-incoming: where\n"
+		"                         to listen (a UNIX socket path or tcp:HOST:PORT)\n"
+		"      --switchover auto|manual  --max-rounds N  --no-wait   migrate's options\n"
 		"      --svg FILE         vram-map: also write an SVG picture\n"
 		"      --no-color         vram-map: no ANSI colours\n"
 		"  -d, --defined          list: accepted for mdevctl habits (all are listed)\n"
@@ -804,7 +999,8 @@ static void usage(FILE *f)
 
 enum { O_JSON = 256, O_DRY, O_SOCKET, O_SVG, O_NOCOLOR, O_VRAM, O_CHANNELS, O_DOORBELLS,
        O_EXEC, O_EXEC_US, O_PREEMPT, O_PRIO, O_OWNER, O_OWNER_UID, O_RELEASE_OWNER, O_RM_CLIENTS,
-       O_RM_OBJECTS, O_DUMPJSON, O_JSONFILE };
+       O_RM_OBJECTS, O_DUMPJSON, O_JSONFILE, O_TO, O_LISTEN, O_SWITCHOVER, O_MAX_ROUNDS,
+       O_NO_WAIT };
 
 static const struct option long_opts[] = {
 	{ "parent", required_argument, NULL, 'p' }, { "type", required_argument, NULL, 't' },
@@ -825,7 +1021,11 @@ static const struct option long_opts[] = {
 	{ "owner-uid", required_argument, NULL, O_OWNER_UID },
 	{ "release-owner", required_argument, NULL, O_RELEASE_OWNER },
 	{ "rm-clients", required_argument, NULL, O_RM_CLIENTS },
-	{ "rm-objects", required_argument, NULL, O_RM_OBJECTS }, { NULL, 0, NULL, 0 },
+	{ "rm-objects", required_argument, NULL, O_RM_OBJECTS },
+	{ "to", required_argument, NULL, O_TO }, { "listen", required_argument, NULL, O_LISTEN },
+	{ "switchover", required_argument, NULL, O_SWITCHOVER },
+	{ "max-rounds", required_argument, NULL, O_MAX_ROUNDS },
+	{ "no-wait", no_argument, NULL, O_NO_WAIT }, { NULL, 0, NULL, 0 },
 };
 
 /* --owner-uid takes a user name (libvirt-qemu) or a number. */
@@ -923,6 +1123,19 @@ static int parse_args(int argc, char **argv, struct vgpuctl_opts *o)
 		case O_SVG: o->svg = optarg; break;
 		case O_NOCOLOR: o->color = false; break;
 		case O_OWNER: o->owner = optarg; break;
+		case O_TO: o->to = optarg; break;
+		case O_LISTEN: o->listen = optarg; break;
+		case O_NO_WAIT: o->no_wait = true; break;
+		case O_SWITCHOVER:
+			if (strcmp(optarg, "auto") && strcmp(optarg, "manual"))
+				return usage_error("bad --switchover \"%s\" (auto, manual)", optarg);
+			o->switchover = optarg;
+			break;
+		case O_MAX_ROUNDS:
+			if (parse_count(optarg, 64, &o->max_rounds) || !o->max_rounds)
+				return usage_error("bad --max-rounds \"%s\": need a number in 1..64",
+						   optarg);
+			break;
 		case O_RELEASE_OWNER: o->release_owner = optarg; break;
 		case O_OWNER_UID:
 			o->have_owner_uid = true;

@@ -1,0 +1,470 @@
+// SPDX-License-Identifier: MIT
+/* Live migration between two real vgpuds: a running slice moves from A to B while "guest"
+ * CPU writes land in its VRAM and DMA memory during pre-copy, and B ends with every byte
+ * (compared page by page with what A held at the switchover, holes kept) while A forgets
+ * the slice. The failure cases leave the source running with its contents untouched: B
+ * without a free VF or without the VRAM refuses before anything is copied; a cancel during
+ * pre-copy; B killed mid-stream; one corrupted stream byte (the test build of vgpud flips
+ * it) that B refuses. Every wait is for a MIGRATION event, never a sleep. */
+/* pf_test.h copies paths it made itself into sun_path; gcc cannot see their length. */
+#pragma GCC diagnostic ignored "-Wformat-truncation"
+#include "pf_test.h"
+
+#define U1	"6b6b6b6b-1111-4111-8111-111111111111"
+#define U2	"6b6b6b6b-2222-4222-8222-222222222222"
+
+#define EXIT_NOTFOUND	3
+
+#define MiB		(1ull << 20)
+#define FAR_OFF		(300 * MiB)	/* data on A, zeroed during pre-copy: a hole on B */
+#define NEW_OFF		(200 * MiB)	/* first written during pre-copy */
+#define CHUNK		MiB
+
+static char *daemon_args[] = { "--vram", "2G", "--max-vfs", "4", "--spare-vram", "256M", NULL };
+
+struct fixture {
+	struct tdaemon *a, *b;
+	struct tclient *ea, *eb;	/* event listeners */
+	char sock[128];			/* B's migrate-incoming address */
+};
+
+static int start_pair(struct fixture *f, bool corrupt)
+{
+	static char *wrap[] = { "env", "VGPU_MIG_CORRUPT_AT=30000", NULL };
+
+	f->a = t_daemon_new();
+	f->b = t_daemon_new();
+	if (corrupt) {
+		f->a->prog = "vgpud-test";
+		f->a->wrap = wrap;
+	}
+	snprintf(f->sock, sizeof(f->sock), "%s/mig.sock", f->b->root);
+	if (t_daemon_start_argv(f->a, daemon_args) || t_daemon_start_argv(f->b, daemon_args))
+		return -1;
+	if (T_CTL(f->a, "set-vfs", "2") || T_CTL(f->b, "set-vfs", "2"))
+		return -1;
+	f->ea = t_client(f->a, true);
+	f->eb = t_client(f->b, true);
+	return 0;
+}
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+
+	*state = f;
+	return start_pair(f, false);
+}
+
+static int setup_corrupt(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+
+	*state = f;
+	return start_pair(f, true);
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+
+	t_client_free(f->ea);
+	t_client_free(f->eb);
+	free(f);
+	return t_teardown(state);
+}
+
+/* @d's VRAM object of VF @vf, opened read/write. */
+static int bar_open(struct tdaemon *d, unsigned int vf)
+{
+	char prefix[64], path[128];
+	int fd;
+
+	t_shm_prefix(d, prefix, sizeof(prefix));
+	snprintf(path, sizeof(path), "/dev/shm/%s%u", prefix, vf);
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	assert_true(fd >= 0);
+	return fd;
+}
+
+/* VRAM and DMA memory: the object less its control area. */
+static uint64_t data_size(int fd)
+{
+	struct stat sb;
+
+	assert_int_equal(fstat(fd, &sb), 0);
+	return (uint64_t)sb.st_size - VF_BAR_CTRL_SIZE;
+}
+
+static uint64_t dma_off(int fd)
+{
+	return data_size(fd) - VF_BAR_DMA_DEFAULT;
+}
+
+static void pattern(uint8_t *p, size_t len, unsigned int seed)
+{
+	for (size_t i = 0; i < len; i++)
+		p[i] = (uint8_t)((i * 131 + seed) ^ (i >> 12));
+}
+
+static void put(int fd, uint64_t off, size_t len, unsigned int seed)
+{
+	uint8_t *buf = malloc(len);
+
+	assert_non_null(buf);
+	if (seed)
+		pattern(buf, len, seed);
+	else
+		memset(buf, 0, len);
+	assert_int_equal(pwrite(fd, buf, len, (off_t)off), (ssize_t)len);
+	free(buf);
+}
+
+/* What A holds before the migration: 64 KiB at 0, 4 KiB far up, 4 KiB of DMA memory. */
+static void fill_source(struct fixture *f)
+{
+	int fd;
+
+	assert_int_equal(T_CTL(f->a, "define", "-t", "vgpu-512M", "-u", U1), 0);
+	assert_int_equal(T_CTL(f->a, "start", "-u", U1), 0);
+	fd = bar_open(f->a, 1);
+	put(fd, 0, 64 << 10, 1);
+	put(fd, FAR_OFF, 4096, 2);
+	put(fd, dma_off(fd) + 8192, 4096, 3);
+	close(fd);
+}
+
+/* The "guest" writes during pre-copy: pages changed, added, zeroed, in both regions. */
+static void guest_writes(int fd)
+{
+	put(fd, 8192, 4096, 7);
+	put(fd, NEW_OFF, 12288, 8);
+	put(fd, FAR_OFF, 4096, 0);
+	put(fd, dma_off(fd) + 8192, 4096, 9);
+	put(fd, dma_off(fd) + 65536, 4096, 10);
+}
+
+/* A copy of every populated 1 MiB chunk of VRAM and DMA memory (NULL: all zero). */
+struct image {
+	uint64_t n;
+	uint8_t **chunk;
+};
+
+static void image_take(int fd, struct image *im)
+{
+	static const uint8_t zero[CHUNK];
+	uint8_t *buf = malloc(CHUNK);
+
+	im->n = data_size(fd) / CHUNK;
+	im->chunk = calloc(im->n, sizeof(*im->chunk));
+	assert_non_null(buf);
+	for (uint64_t i = 0; i < im->n; i++) {
+		assert_int_equal(pread(fd, buf, CHUNK, (off_t)(i * CHUNK)), CHUNK);
+		if (memcmp(buf, zero, CHUNK)) {
+			im->chunk[i] = buf;
+			buf = malloc(CHUNK);
+			assert_non_null(buf);
+		}
+	}
+	free(buf);
+}
+
+/* Every byte of @fd's VRAM and DMA memory equals @im. */
+static void image_check(int fd, const struct image *im)
+{
+	static const uint8_t zero[CHUNK];
+	uint8_t *buf = malloc(CHUNK);
+
+	assert_int_equal(data_size(fd) / CHUNK, im->n);
+	for (uint64_t i = 0; i < im->n; i++) {
+		assert_int_equal(pread(fd, buf, CHUNK, (off_t)(i * CHUNK)), CHUNK);
+		if (memcmp(buf, im->chunk[i] ? im->chunk[i] : zero, CHUNK))
+			fail_msg("chunk %" PRIu64 " (offset %#" PRIx64 ") differs", i, i * CHUNK);
+	}
+	free(buf);
+}
+
+static void image_free(struct image *im)
+{
+	for (uint64_t i = 0; i < im->n; i++)
+		free(im->chunk[i]);
+	free(im->chunk);
+}
+
+/* The next MIGRATION event on @c whose status is @want (earlier ones skipped); its data. */
+static json_object *wait_status(struct tclient *c, const char *want)
+{
+	for (;;) {
+		json_object *o = t_read_json(c, 30000), *ev, *data, *st;
+
+		if (!o)
+			fail_msg("no MIGRATION event with status %s", want);
+		if (json_object_object_get_ex(o, "event", &ev) &&
+		    !strcmp(json_object_get_string(ev), "MIGRATION") &&
+		    json_object_object_get_ex(o, "data", &data) &&
+		    json_object_object_get_ex(data, "status", &st)) {
+			const char *s = json_object_get_string(st);
+
+			if (!strcmp(s, want)) {
+				json_object_get(data);
+				json_object_put(o);
+				return data;
+			}
+			if (!strcmp(s, "completed") || !strcmp(s, "failed") || !strcmp(s, "cancelled"))
+				fail_msg("migration ended %s, not %s: %s", s, want,
+					 json_object_to_json_string(data));
+		}
+		json_object_put(o);
+	}
+}
+
+static const char *jget(json_object *o, const char *key)
+{
+	json_object *v;
+
+	return json_object_object_get_ex(o, key, &v) ? json_object_get_string(v) : "";
+}
+
+static void listen_b(struct fixture *f)
+{
+	assert_int_equal(T_CTL(f->b, "migrate-incoming", "--listen", f->sock, "-u", U1), 0);
+	assert_non_null(strstr(t_out.out, f->sock));
+}
+
+/* A still runs U1 with @im's bytes, in migration state "running"; B has no U1. */
+static void source_kept(struct fixture *f, const struct image *im)
+{
+	int fd;
+
+	assert_int_equal(T_CTL(f->a, "list", "-u", U1), 0);
+	assert_non_null(strstr(t_out.out, "running"));
+	fd = bar_open(f->a, 1);
+	image_check(fd, im);
+	close(fd);
+	assert_int_equal(T_CTL(f->b, "list", "-u", U1), EXIT_NOTFOUND);
+	/* Nothing is left in a migration: the slice takes changes again. */
+	assert_int_equal(T_CTL(f->a, "modify", "-u", U1, "--channels", "8"), 0);
+}
+
+/* The whole flow with a manual switchover: converge, guest writes while waiting, switch;
+ * B has every byte, the holes stay holes, A has forgotten the slice. */
+static void test_live_round_trip(void **state)
+{
+	struct fixture *f = *state;
+	struct image im;
+	json_object *ev;
+	int fd;
+
+	fill_source(f);
+	listen_b(f);
+	assert_int_equal(T_CTL(f->a, "migrate", "-u", U1, "--to", f->sock, "--switchover",
+			       "manual", "--no-wait"), 0);
+	json_object_put(wait_status(f->ea, "waiting"));
+	/* A migrating slice takes no other change. */
+	assert_int_equal(T_CTL(f->a, "stop", "-u", U1), 4);
+	assert_non_null(strstr(t_out.err, "migrating"));
+	assert_int_equal(T_CTL(f->a, "migrate-status", "-u", U1), 0);
+	assert_non_null(strstr(t_out.out, "waiting"));
+
+	fd = bar_open(f->a, 1);
+	guest_writes(fd);
+	image_take(fd, &im);
+	close(fd);
+	assert_int_equal(T_CTL(f->a, "migrate-switchover", "-u", U1), 0);
+	ev = wait_status(f->ea, "completed");
+	assert_true(t_get_u64(ev, "bytes") < 256 << 10);	/* populated pages only */
+	json_object_put(ev);
+	json_object_put(wait_status(f->eb, "completed"));
+
+	assert_int_equal(T_CTL(f->b, "list", "-u", U1), 0);
+	assert_non_null(strstr(t_out.out, "running"));
+	fd = bar_open(f->b, 1);
+	image_check(fd, &im);
+	assert_int_equal(lseek(fd, 64 << 10, SEEK_DATA), NEW_OFF);
+	assert_int_equal(lseek(fd, NEW_OFF + 12288, SEEK_DATA), (off_t)(dma_off(fd) + 8192));
+	close(fd);
+	image_free(&im);
+	assert_int_equal(T_CTL(f->a, "list", "-u", U1), EXIT_NOTFOUND);
+	/* The record stays on both sides. */
+	assert_int_equal(T_CTL(f->a, "--json", "migrate-status", "-u", U1), 0);
+	assert_non_null(strstr(t_out.out, "\"completed\""));
+	assert_non_null(strstr(t_out.out, "\"downtime_ms\""));
+	/* Committed on B: a kill -9 keeps it. */
+	assert_int_equal(t_daemon_stop(f->b, SIGKILL), 128 + SIGKILL);
+	assert_int_equal(t_daemon_start_argv(f->b, daemon_args), 0);
+	assert_int_equal(T_CTL(f->b, "list", "-u", U1), 0);
+	assert_non_null(strstr(t_out.out, "running"));
+}
+
+/* An automatic switchover runs to the end on its own; vgpuctl migrate follows it. */
+static void test_live_auto(void **state)
+{
+	struct fixture *f = *state;
+	struct image im;
+	int fd;
+
+	fill_source(f);
+	fd = bar_open(f->a, 1);
+	image_take(fd, &im);
+	close(fd);
+	listen_b(f);
+	assert_int_equal(T_CTL(f->a, "migrate", "-u", U1, "--to", f->sock), 0);
+	assert_non_null(strstr(t_out.out, "completed"));
+	json_object_put(wait_status(f->eb, "completed"));
+	fd = bar_open(f->b, 1);
+	image_check(fd, &im);
+	close(fd);
+	image_free(&im);
+	assert_int_equal(T_CTL(f->a, "list", "-u", U1), EXIT_NOTFOUND);
+}
+
+/* B has no free VF, then no VRAM for the type: refused before anything is copied, and
+ * the source never stopped. */
+static void test_live_refused(void **state)
+{
+	struct fixture *f = *state;
+	struct image im;
+	json_object *ev;
+	int fd;
+
+	fill_source(f);
+	fd = bar_open(f->a, 1);
+	image_take(fd, &im);
+	close(fd);
+	assert_int_equal(T_CTL(f->b, "set-vfs", "0"), 0);
+	listen_b(f);
+	assert_int_equal(T_CTL(f->a, "migrate", "-u", U1, "--to", f->sock, "--no-wait"), 0);
+	ev = wait_status(f->ea, "failed");
+	assert_non_null(strstr(jget(ev, "error"), "no free VF"));
+	assert_int_equal(t_get_u64(ev, "bytes"), 0);
+	json_object_put(ev);
+	json_object_put(wait_status(f->eb, "failed"));
+	source_kept(f, &im);
+
+	/* VFs, but the VRAM is taken by another slice. */
+	assert_int_equal(T_CTL(f->b, "set-vfs", "2"), 0);
+	assert_int_equal(T_CTL(f->b, "define", "-t", "vgpu-512M", "--vram", "1536M", "-u", U2), 0);
+	assert_int_equal(T_CTL(f->b, "start", "-u", U2), 0);
+	listen_b(f);
+	assert_int_equal(T_CTL(f->a, "migrate", "-u", U1, "--to", f->sock), 1);
+	assert_non_null(strstr(t_out.out, "refused"));
+	json_object_put(wait_status(f->eb, "failed"));
+	source_kept(f, &im);
+	image_free(&im);
+}
+
+/* A cancel during pre-copy: the source runs on with what its guest wrote, B keeps nothing. */
+static void test_live_cancel(void **state)
+{
+	struct fixture *f = *state;
+	struct image im;
+	int fd;
+
+	fill_source(f);
+	listen_b(f);
+	assert_int_equal(T_CTL(f->a, "migrate", "-u", U1, "--to", f->sock, "--switchover",
+			       "manual", "--no-wait"), 0);
+	json_object_put(wait_status(f->ea, "waiting"));
+	fd = bar_open(f->a, 1);
+	guest_writes(fd);
+	image_take(fd, &im);
+	close(fd);
+	assert_int_equal(T_CTL(f->a, "migrate-cancel", "-u", U1), 0);
+	json_object_put(wait_status(f->ea, "cancelled"));
+	json_object_put(wait_status(f->eb, "failed"));
+	source_kept(f, &im);
+	image_free(&im);
+	/* A cancel of nothing names what is missing. */
+	assert_int_equal(T_CTL(f->a, "migrate-cancel", "-u", U1), EXIT_NOTFOUND);
+	/* A destination still listening can be cancelled by its address. */
+	listen_b(f);
+	assert_int_equal(T_CTL(f->b, "migrate-cancel", "--listen", f->sock), 0);
+	json_object_put(wait_status(f->eb, "cancelled"));
+}
+
+/* B is killed while the source waits for its switchover: the source resumes. */
+static void test_live_dest_killed(void **state)
+{
+	struct fixture *f = *state;
+	struct image im;
+	json_object *ev;
+	int fd;
+
+	fill_source(f);
+	listen_b(f);
+	assert_int_equal(T_CTL(f->a, "migrate", "-u", U1, "--to", f->sock, "--switchover",
+			       "manual", "--no-wait"), 0);
+	json_object_put(wait_status(f->ea, "waiting"));
+	fd = bar_open(f->a, 1);
+	image_take(fd, &im);
+	close(fd);
+	t_client_free(f->eb);
+	f->eb = NULL;
+	assert_int_equal(t_daemon_stop(f->b, SIGKILL), 128 + SIGKILL);
+	ev = wait_status(f->ea, "failed");
+	assert_non_null(strstr(jget(ev, "error"), "closed"));
+	json_object_put(ev);
+	assert_int_equal(t_daemon_start_argv(f->b, daemon_args), 0);
+	source_kept(f, &im);
+	image_free(&im);
+}
+
+/* One byte of the stream corrupted on the way (the test build of A flips it): B refuses
+ * naming the frame, the source resumes. */
+static void test_live_corrupt(void **state)
+{
+	struct fixture *f = *state;
+	struct image im;
+	json_object *ev;
+	int fd;
+
+	fill_source(f);
+	fd = bar_open(f->a, 1);
+	image_take(fd, &im);
+	close(fd);
+	listen_b(f);
+	assert_int_equal(T_CTL(f->a, "migrate", "-u", U1, "--to", f->sock, "--no-wait"), 0);
+	ev = wait_status(f->ea, "failed");
+	assert_non_null(strstr(jget(ev, "error"), "checksum mismatch"));
+	json_object_put(ev);
+	ev = wait_status(f->eb, "failed");
+	assert_non_null(strstr(jget(ev, "error"), "checksum mismatch"));
+	json_object_put(ev);
+	source_kept(f, &im);
+	image_free(&im);
+}
+
+/* Bad requests are refused naming what is wrong, changing nothing. */
+static void test_live_bad_requests(void **state)
+{
+	struct fixture *f = *state;
+
+	fill_source(f);
+	assert_int_equal(T_CTL(f->a, "migrate", "-u", U1, "--to", "relative.sock"), 2);
+	assert_non_null(strstr(t_out.err, "absolute UNIX socket path"));
+	assert_int_equal(T_CTL(f->a, "migrate", "-u", U1), 2);
+	assert_non_null(strstr(t_out.err, "--to"));
+	assert_int_equal(T_CTL(f->a, "migrate", "-u", U1, "--to", f->sock), 1);
+	assert_non_null(strstr(t_out.err, "cannot connect"));
+	assert_int_equal(T_CTL(f->a, "migrate", "-u", U2, "--to", f->sock), EXIT_NOTFOUND);
+	assert_int_equal(T_CTL(f->a, "migrate-switchover", "-u", U1), EXIT_NOTFOUND);
+	assert_int_equal(T_CTL(f->a, "migrate-incoming", "--listen", f->sock, "-u", U1), 4);
+	assert_non_null(strstr(t_out.err, "already exists"));
+	assert_int_equal(T_CTL(f->a, "migrate-status"), 0);
+	assert_non_null(strstr(t_out.out, "no migrations"));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_live_round_trip, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_live_auto, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_live_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_live_cancel, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_live_dest_killed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_live_corrupt, setup_corrupt, teardown),
+		cmocka_unit_test_setup_teardown(test_live_bad_requests, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
