@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* Live migration between two real vgpuds: a running slice moves from A to B while "guest"
- * CPU writes land in its VRAM and DMA memory during pre-copy, and B ends with every byte
+ * CPU writes (and, from a guest's work, engine writes) land in its VRAM and DMA memory
+ * during pre-copy, and B ends with every byte
  * (compared page by page with what A held at the switchover, holes kept) while A forgets
  * the slice. The failure cases leave the source running with its contents untouched: B
  * without a free VF or without the VRAM refuses before anything is copied; a cancel during
@@ -296,6 +297,50 @@ static void test_live_round_trip(void **state)
 	assert_non_null(strstr(t_out.out, "running"));
 }
 
+/* Engine writes during pre-copy: a guest (vf_work: COPY, REDUCE, FILL, AXPY, each checked
+ * against the CPU) runs its rounds on A while the migration waits for its switchover; once
+ * it is done, B gets every byte the engines wrote. */
+static void test_live_engine_writes(void **state)
+{
+	struct fixture *f = *state;
+	char ep[160];
+	struct image im;
+	json_object *ev;
+	pid_t pid;
+	int st, fd;
+
+	fill_source(f);
+	listen_b(f);
+	assert_int_equal(T_CTL(f->a, "migrate", "-u", U1, "--to", f->sock, "--switchover",
+			       "manual", "--no-wait"), 0);
+	snprintf(ep, sizeof(ep), "%s/vf1.sock", f->a->run);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (!pid) {
+		int null = open("/dev/null", O_WRONLY);
+
+		dup2(null, STDOUT_FILENO);
+		execl(t_bin("vf_work"), "vf_work", ep, "--rounds", "3", "--mib", "4", (char *)NULL);
+		_exit(127);
+	}
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	json_object_put(wait_status(f->ea, "waiting"));
+	/* The guest's work is complete (it checked every round): VRAM holds still now. */
+	fd = bar_open(f->a, 1);
+	image_take(fd, &im);
+	close(fd);
+	assert_int_equal(T_CTL(f->a, "migrate-switchover", "-u", U1), 0);
+	ev = wait_status(f->ea, "completed");
+	assert_true(t_get_u64(ev, "bytes") > 4 * MiB);	/* what the engines wrote came along */
+	json_object_put(ev);
+	json_object_put(wait_status(f->eb, "completed"));
+	fd = bar_open(f->b, 1);
+	image_check(fd, &im);
+	close(fd);
+	image_free(&im);
+}
+
 /* An automatic switchover runs to the end on its own; vgpuctl migrate follows it. */
 static void test_live_auto(void **state)
 {
@@ -459,6 +504,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_live_round_trip, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_live_auto, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_live_engine_writes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_live_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_live_cancel, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_live_dest_killed, setup, teardown),
