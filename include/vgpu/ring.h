@@ -8,7 +8,11 @@
 #ifndef VGPU_ABI_RING_H
 #define VGPU_ABI_RING_H
 
+#ifdef __KERNEL__	/* the guest kernel driver (guest-kmod/) builds against this header too */
+#include <linux/types.h>
+#else
 #include <stdint.h>
+#endif
 
 #define VGPU_RING_MAGIC 0x52475056u	/* "VPGR" little-endian */
 

@@ -13,7 +13,11 @@
 #ifndef VGPU_ABI_RM_H
 #define VGPU_ABI_RM_H
 
+#ifdef __KERNEL__	/* the guest kernel driver (guest-kmod/) builds against this header too */
+#include <linux/types.h>
+#else
 #include <stdint.h>
+#endif
 
 #include <vgpu/version.h>
 

@@ -7,7 +7,11 @@
 #ifndef VGPU_ABI_VERSION_H
 #define VGPU_ABI_VERSION_H
 
+#ifdef __KERNEL__	/* the guest kernel driver (guest-kmod/) builds against this header too */
+#include <linux/types.h>
+#else
 #include <stdint.h>
+#endif
 
 #define VGPU_ABI_MAJOR 2
 #define VGPU_ABI_MINOR 3	/* 2.1: GMMU aperture 2 (SVA), vgpu/sva.h;

@@ -78,7 +78,11 @@
 #ifndef VGPU_ABI_VF_BAR_H
 #define VGPU_ABI_VF_BAR_H
 
+#ifdef __KERNEL__	/* the guest kernel driver (guest-kmod/) builds against this header too */
+#include <linux/types.h>
+#else
 #include <stdint.h>
+#endif
 
 #include <vgpu/ring.h>
 #include <vgpu/version.h>

@@ -6,6 +6,8 @@
 #   vmm_glue/guest/mkimage.sh OUTDIR STATIC_VGPU_VF_TEST
 #
 # Produces OUTDIR/vmlinux and OUTDIR/initramfs.cpio.gz, incrementally:
+#  - the guest kernel driver vgpu_vf.ko (guest-kmod/) is built against the headers of the
+#    image's kernel, fetched once at its exact version (see build_kmod below);
 #  - the Debian kernel package is resolved from linux-image-amd64's dependency (never a
 #    pinned ABI number) and fetched once with `apt-get download` into OUTDIR;
 #  - only the kernel and the vfio modules are taken out of it (not the 391 MB tree);
@@ -96,10 +98,78 @@ if [ ! -f "$out/vmlinux" ] || [ "$vmlinuz" -nt "$out/vmlinux" ]; then
 	mv -f "$out/vmlinux.tmp.$$" "$out/vmlinux"
 fi
 
+# ---- the guest kernel driver (guest-kmod/: vgpu_vf.ko) ------------------------------------
+# Built against the headers of exactly this kernel: the three Debian packages of its version
+# (linux-headers-KVER, linux-headers-KVER-minus-flavour-common, linux-kbuild-MAJOR.MINOR),
+# fetched once and unpacked under OUTDIR/kheaders (nothing is installed). A build that warns
+# fails the image; if the headers cannot be had, OUTDIR/kmod-unavailable says why and the
+# image goes without the driver (the kmod suite then skips itself with that reason).
+kmod=$out/kmod/vgpu_vf.ko
+build_kmod() {
+	src=$here/../../guest-kmod
+	khdr=$out/kheaders
+	kdir=$khdr/usr/src/linux-headers-$kver
+	if [ "$(cat "$khdr/stamp" 2>/dev/null)" != "$kver" ]; then
+		command -v apt-get >/dev/null ||
+			{ kmod_why="no apt-get: cannot fetch the kernel headers"; return 1; }
+		ver=$(dpkg-deb -f "$deb" Version)
+		series=$(echo "$kver" | cut -d. -f1,2)
+		tmp=$(mktemp -d "$out/kheaders.XXXXXX")
+		echo "mkimage: downloading the headers of $kver ($ver) from the Debian archive"
+		if ! (cd "$tmp" && apt-get download "linux-headers-$kver=$ver" \
+			"linux-headers-${kver%-*}-common=$ver" "linux-kbuild-$series=$ver" \
+			>/dev/null 2>"$tmp/err"); then
+			why=$(grep -v '^W:' "$tmp/err" | tail -1)
+			rm -rf "$tmp"
+			kmod_why="apt-get download of the kernel headers failed: $why"
+			return 1
+		fi
+		mkdir "$tmp/root"
+		for d in "$tmp"/*.deb; do dpkg-deb -x "$d" "$tmp/root"; done
+		rm -f "$tmp"/*.deb
+		# The flavour's Makefile includes the common tree by its installed path.
+		sed -i "s|^include /usr/src/|include $khdr/usr/src/|" \
+			"$tmp/root/usr/src/linux-headers-$kver/Makefile"
+		echo "$kver" >"$tmp/root/stamp"
+		rm -rf "$khdr"
+		mv -T "$tmp/root" "$khdr" 2>/dev/null || true
+		rm -rf "$tmp"
+		[ -f "$khdr/stamp" ] || { kmod_why="unpacking the kernel headers failed"; return 1; }
+	fi
+	# Kbuild writes next to the sources: build in a copy (only changed files are copied,
+	# so Kbuild's own dependency tracking keeps the rebuild incremental).
+	mkdir -p "$out/kmod"
+	for f in "$src"/*.c "$src"/*.h "$src"/Kbuild; do
+		cmp -s "$f" "$out/kmod/${f##*/}" || cp "$f" "$out/kmod/"
+	done
+	# Not the outer make's flags or variables (BUILD=, CC=, -j): the kernel's build is its own.
+	if ! env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s -C "$kdir" M="$out/kmod" VGPU_INCLUDE="$(cd "$here/../../include" && pwd)" \
+		modules >"$out/kmod/build.log" 2>&1; then
+		cat "$out/kmod/build.log" >&2
+		echo "mkimage: vgpu_vf.ko does not build" >&2
+		exit 1
+	fi
+	if grep -qi 'warning' "$out/kmod/build.log"; then
+		cat "$out/kmod/build.log" >&2
+		rm -f "$kmod"
+		echo "mkimage: vgpu_vf.ko builds with warnings" >&2
+		exit 1
+	fi
+	return 0
+}
+kmod_why=
+if build_kmod; then
+	rm -f "$out/kmod-unavailable"
+else
+	echo "mkimage: no vgpu_vf.ko: $kmod_why" >&2
+	echo "$kmod_why" >"$out/kmod-unavailable"
+	rm -f "$kmod"
+fi
+
 # ---- initramfs ----------------------------------------------------------------------------
 img=$out/initramfs.cpio.gz
 need=0
-for f in "$bin" "$here/init" "$0" "$kroot/stamp" /bin/busybox; do
+for f in "$bin" "$here/init" "$0" "$kroot/stamp" /bin/busybox $([ -f "$kmod" ] && echo "$kmod"); do
 	[ -f "$img" ] && [ ! "$f" -nt "$img" ] || need=1
 done
 [ $need -eq 1 ] || exit 0
@@ -127,6 +197,7 @@ for m in $MODS; do
 		echo "/lib/modules/$k" >>"$root/etc/modules"
 	done
 done
+[ -f "$kmod" ] && cp "$kmod" "$root/lib/modules/vgpu_vf.ko"
 echo "$kver" >"$root/etc/kernel-release"
 (cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) >"$img.tmp.$$"
 mv -f "$img.tmp.$$" "$img"

@@ -3,6 +3,7 @@
  *
  *   vgpu-vf-test --socket <runtime>/vf<N>.sock [--only NAME] [--list] [--big] [--reset-wait S]
  *   vgpu-vf-test --vfio[=BDF] | --sysfs[=BDF] [same options]     inside a VM
+ *   vgpu-vf-test --kmod[=DEV] [same options]      inside a VM, on the kernel driver vgpu_vf.ko
  *   vgpu-vf-test --attack[=BDF]                                     inside a VM: isolation
  *
  * Prints TAP (one test point per case, "# SKIP reason" for what the host does not offer yet)
@@ -15,19 +16,23 @@
 #include <string.h>
 
 #include "vf_guest/include/vgpu_vf.h"
+#include "vf_guest/include/vgpu_vf_kmod.h"
 #include "vf_guest/vft/vft.h"
 
-enum { T_LOCAL, T_VFIO, T_SYSFS, T_ATTACK };
+enum { T_LOCAL, T_VFIO, T_SYSFS, T_KMOD, T_ATTACK };
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: vgpu-vf-test --socket PATH | --vfio[=BDF] | --sysfs[=BDF] [--only NAME]\n"
+	fprintf(f, "usage: vgpu-vf-test --socket PATH | --vfio[=BDF] | --sysfs[=BDF] | --kmod[=DEV]\n"
+		   "                    [--only NAME]\n"
 		   "                    [--list] [--big] [--reset-wait S] [-v]\n"
 		   "       vgpu-vf-test --attack[=BDF] [-v]\n"
 		   "  --socket PATH  the VF's endpoint socket (<runtime-dir>/vf<N>.sock)\n"
 		   "  --vfio[=BDF]   in a VM: the VF's PCI device through vfio-pci (needs a vIOMMU);\n"
 		   "                 BDF like 0000:00:03.0, default the first with the VF magic\n"
 		   "  --sysfs[=BDF]  in a VM: the same device through sysfs, polling (no vIOMMU)\n"
+		   "  --kmod[=DEV]   in a VM: the VF through the kernel driver vgpu_vf.ko\n"
+		   "                 (DEV like /dev/vgpu-vf1, default the first of them)\n"
 		   "  --attack[=BDF] in a VM (vfio): the isolation attacks instead of the suite\n"
 		   "  --only NAME    run the cases whose name contains NAME\n"
 		   "  --list         print the case names and exit\n"
@@ -51,7 +56,8 @@ static int pick(int *kind, int want, const char **bdf, const char *arg)
 /* The in-VM transports; a failure here prints the TAP an attach failure would. */
 static int vm_transport(int kind, const char *bdf, struct vgpu_vf_transport **t)
 {
-	int ret = kind == T_VFIO ? vgpu_vf_transport_vfio(bdf, t) : vgpu_vf_transport_sysfs(bdf, t);
+	int ret = kind == T_VFIO ? vgpu_vf_transport_vfio(bdf, t) :
+		  kind == T_KMOD ? vgpu_vf_transport_kmod(bdf, t) : vgpu_vf_transport_sysfs(bdf, t);
 
 	if (ret) {
 		printf("1..1\nnot ok 1 - attach: no VF device%s%s: %s\n0 passed, 1 failed\n",
@@ -67,6 +73,7 @@ int main(int argc, char **argv)
 		{ "socket", required_argument, NULL, 's' },
 		{ "vfio", optional_argument, NULL, 'V' },
 		{ "sysfs", optional_argument, NULL, 'S' },
+		{ "kmod", optional_argument, NULL, 'K' },
 		{ "attack", optional_argument, NULL, 'A' },
 		{ "only", required_argument, NULL, 'o' },
 		{ "list", no_argument, NULL, 'l' },
@@ -85,6 +92,7 @@ int main(int argc, char **argv)
 		case 's': o.socket = optarg; break;
 		case 'V': bad |= pick(&kind, T_VFIO, &bdf, optarg); break;
 		case 'S': bad |= pick(&kind, T_SYSFS, &bdf, optarg); break;
+		case 'K': bad |= pick(&kind, T_KMOD, &bdf, optarg); break;
 		case 'A': bad |= pick(&kind, T_ATTACK, &bdf, optarg); break;
 		case 'o': o.only = optarg; break;
 		case 'l': list = true; break;
@@ -112,7 +120,8 @@ int main(int argc, char **argv)
 		ret = vm_transport(kind, bdf, &o.transport);
 		if (ret)
 			return 1;
-		o.socket = kind == T_VFIO ? "vfio" : "sysfs";	/* a label for messages */
+		/* a label for messages */
+		o.socket = kind == T_VFIO ? "vfio" : kind == T_KMOD ? "kmod" : "sysfs";
 	}
 	return vft_run(&o, stdout) ? 1 : 0;
 }

@@ -1,0 +1,695 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/* /dev/vgpu-vfN: the character device of one VF, opened by any number of processes at once
+ * (ioctls in include/vgpu/vf_ioctl.h).
+ *
+ * Each open file is an RM context of its own: the driver reads every RM message a file sends
+ * (only the client handle, the op and the class; the host validates the rest), refuses one
+ * naming a client of this VF the file did not allocate, and records what the file's calls
+ * allocated (clients, each client's DEVICE, memory objects with their BAR2 range, channel
+ * ids). That record decides which BAR2 pages the file's mapping may show, which channel
+ * events the file gets, and what closing the file frees: its clients, and with them
+ * everything under them on the host.
+ *
+ * A file's mapping of BAR2 shows, where BAR2's mailbox rings are, three rings of its own:
+ * the process pushes a request into its request ring and rings the mailbox vector
+ * (VGPU_VF_IOC_NOTIFY); the driver forwards it through the real mailbox (one call at a time
+ * for the whole VF) and pushes the reply into the file's reply ring; events reach the
+ * file's event ring. So a driver written for the bare device (libvgpu-vf) runs on this one
+ * unchanged, and several processes share one VF without seeing each other's messages. */
+#include <linux/fs.h>
+#include <linux/mm.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+#include <linux/vmalloc.h>
+
+#include "vgpu_vf_internal.h"
+
+/* ---- what a file holds ---- */
+
+static int vvf_client_idx(struct vvf_file *f, u32 client)
+{
+	u32 i;
+
+	for (i = 0; i < f->nr_clients; i++)
+		if (f->clients[i] == client)
+			return i;
+	return -1;
+}
+
+/* Unmap [off, off + size) of BAR2 from every process (each refaults what it still owns). */
+static void vvf_zap(struct file *filp, u64 off, u64 size)
+{
+	if (filp->f_mapping)
+		unmap_mapping_range(filp->f_mapping, off, size, 1);
+}
+
+/* Forget the memory objects of @client (every one if @handle is 0). Under f->lock. */
+static void vvf_mems_drop(struct file *filp, struct vvf_file *f, u32 client, u32 handle)
+{
+	struct vvf_mem *m, *tmp;
+
+	list_for_each_entry_safe(m, tmp, &f->mems, node) {
+		if ((client && m->client != client) || (handle && m->handle != handle))
+			continue;
+		list_del(&m->node);
+		vvf_zap(filp, m->off, m->size);
+		kfree(m);
+	}
+}
+
+static void vvf_client_drop(struct file *filp, struct vvf_file *f, int i)
+{
+	vvf_mems_drop(filp, f, f->clients[i], 0);
+	f->nr_clients--;
+	f->clients[i] = f->clients[f->nr_clients];
+	f->devices[i] = f->devices[f->nr_clients];
+}
+
+static u32 vvf_rm_client_of(const void *req, u32 len)
+{
+	const struct vgpu_rm_msg *h = req;
+
+	if (len < sizeof(*h) + sizeof(u32))
+		return 0;
+	switch (h->op) {
+	case VGPU_RM_OP_ALLOC:
+	case VGPU_RM_OP_FREE:
+	case VGPU_RM_OP_CONTROL:
+	case VGPU_RM_OP_DUP:
+	case VGPU_RM_OP_SHARE:
+	case VGPU_RM_OP_MAP:
+		/* Every one of these starts with h_client right after the header. */
+		return *(const u32 *)(h + 1);
+	default:
+		return 0;
+	}
+}
+
+/* May this file send this RM message? 0, or the RM status the host would give an unknown
+ * handle (a client of this VF held by another file), or -ENOSPC (too many clients). */
+static int vvf_rm_check(struct vvf_file *f, const void *req, u32 len)
+{
+	const struct vgpu_rm_msg *h = req;
+	u32 client = vvf_rm_client_of(req, len);
+
+	if (len >= sizeof(*h) && h->op == VGPU_RM_OP_ALLOC_CLIENT && f->nr_clients == VVF_MAX_CLIENTS)
+		return -ENOSPC;
+	/* Clients of other functions go on: the host refuses them as foreign. */
+	if (!client || !VGPU_RM_IS_CLIENT(client) || VGPU_RM_CLIENT_FN(client) != f->vd->vf_id)
+		return 0;
+	return vvf_client_idx(f, client) < 0 ? VGPU_RM_ERR_NO_OBJECT : 0;
+}
+
+/* The reply the host gives a message naming an unknown handle. */
+static u32 vvf_rm_refuse(const void *req, void *rsp, s32 status)
+{
+	const struct vgpu_rm_msg *h = req;
+	struct vgpu_rm_reply *r = rsp;
+
+	memset(r, 0, sizeof(*r));
+	r->magic = h->magic;
+	r->abi_version = VGPU_ABI_VERSION;
+	r->op = h->op;
+	r->length = sizeof(*r);
+	r->cookie = h->cookie;
+	r->status = status;
+	return sizeof(*r);
+}
+
+static void vvf_mem_add(struct vvf_file *f, u32 client, u32 handle, u64 off, u64 size, u64 lo,
+			u64 hi)
+{
+	struct vvf_mem *m;
+
+	/* Host input: a range outside its region is not recorded (never mappable). */
+	if (!size || off < lo || off > hi || size > hi - off)
+		return;
+	m = kzalloc(sizeof(*m), GFP_KERNEL);
+	if (!m)
+		return;
+	m->client = client;
+	m->handle = handle;
+	m->off = off;
+	m->size = size;
+	list_add(&m->node, &f->mems);
+}
+
+/* Record what a successful RM call allocated or forget what it freed. Under f->lock. */
+static void vvf_rm_record(struct file *filp, struct vvf_file *f, const void *req, u32 len,
+			  const void *rsp, u32 rsp_len)
+{
+	const struct vvf_layout *hdr = &f->vd->lay;
+	const struct vgpu_rm_msg *h = req;
+	const struct vgpu_rm_reply *r = rsp;
+	const void *out = r + 1;
+	int i;
+
+	if (rsp_len < sizeof(*r) || r->status || r->params_len > rsp_len - sizeof(*r))
+		return;
+	if (h->op == VGPU_RM_OP_ALLOC_CLIENT) {
+		if (f->nr_clients < VVF_MAX_CLIENTS && VGPU_RM_IS_CLIENT(r->handle)) {
+			f->clients[f->nr_clients] = r->handle;
+			f->devices[f->nr_clients++] = 0;
+		}
+		return;
+	}
+	i = vvf_client_idx(f, vvf_rm_client_of(req, len));
+	if (i < 0)
+		return;
+	if (h->op == VGPU_RM_OP_ALLOC && len >= sizeof(struct vgpu_rm_alloc)) {
+		const struct vgpu_rm_alloc *a = req;
+
+		switch (a->h_class) {
+		case VGPU_RM_CLASS_DEVICE:
+			f->devices[i] = r->handle;
+			break;
+		case VGPU_RM_CLASS_MEMORY_SYSMEM:
+			if (r->params_len >= sizeof(struct vgpu_rm_sysmem_params)) {
+				const struct vgpu_rm_sysmem_params *p = out;
+
+				vvf_mem_add(f, a->h_client, r->handle, hdr->dma_off + p->dma_offset,
+					    p->size, hdr->dma_off, hdr->dma_off + hdr->dma_size);
+			}
+			break;
+		case VGPU_RM_CLASS_MEMORY_VIDMEM:
+			if (r->params_len >= sizeof(struct vgpu_rm_vidmem_params)) {
+				const struct vgpu_rm_vidmem_params *p = out;
+
+				vvf_mem_add(f, a->h_client, r->handle, hdr->vram_off + p->addr,
+					    p->size, hdr->vram_off, hdr->vram_off + hdr->vram_size);
+			}
+			break;
+		case VGPU_RM_CLASS_CHANNEL_GPFIFO:
+			if (r->params_len >= sizeof(struct vgpu_rm_channel_params)) {
+				const struct vgpu_rm_channel_params *p = out;
+
+				if (p->chid < VVF_MAX_CHID)
+					set_bit(p->chid, f->chids);
+			}
+			break;
+		}
+	} else if (h->op == VGPU_RM_OP_FREE && len >= sizeof(struct vgpu_rm_free)) {
+		const struct vgpu_rm_free *fr = req;
+
+		if (fr->h_object == fr->h_client)
+			vvf_client_drop(filp, f, i);
+		else if (fr->h_object == f->devices[i])
+			vvf_mems_drop(filp, f, fr->h_client, 0);	/* memory lives under it */
+		else
+			vvf_mems_drop(filp, f, fr->h_client, fr->h_object);
+	}
+}
+
+/* ---- open and release ---- */
+
+/* An empty ring of @n slots of @size bytes at @base (the file's private pages). */
+static void vvf_ring_format(struct vvf_ring *r, void *base, u32 n, u32 size)
+{
+	struct vgpu_ring_hdr *h = base;
+
+	h->magic = VGPU_RING_MAGIC;
+	h->nr_elems = n;
+	h->elem_size = size;
+	r->hdr = h;
+	r->slots = (u8 *)(h + 1);
+	r->nr_elems = n;
+	r->elem_size = size;
+}
+
+static int vvf_open(struct inode *inode, struct file *filp)
+{
+	struct vvf_dev *vd = container_of(filp->private_data, struct vvf_dev, misc);
+	struct vvf_file *f;
+
+	f = kzalloc(sizeof(*f), GFP_KERNEL);
+	if (!f)
+		return -ENOMEM;
+	f->rings = vmalloc_user(3 * vd->lay.ring_region);
+	if (!f->rings) {
+		kfree(f);
+		return -ENOMEM;
+	}
+	vvf_ring_format(&f->preq, f->rings, VF_MBOX_SLOTS, VF_MBOX_SLOT_SIZE);
+	vvf_ring_format(&f->prsp, f->rings + vd->lay.ring_region, VF_MBOX_SLOTS,
+			VF_MBOX_SLOT_SIZE);
+	vvf_ring_format(&f->pevt, f->rings + 2 * vd->lay.ring_region, VF_EVT_SLOTS,
+			VF_EVT_SLOT_SIZE);
+	f->vd = vd;
+	mutex_init(&f->lock);
+	INIT_LIST_HEAD(&f->mems);
+	f->filp = filp;
+	kref_get(&vd->ref);
+	mutex_lock(&vd->files_mutex);
+	list_add(&f->node, &vd->files);
+	vd->nr_files++;
+	mutex_unlock(&vd->files_mutex);
+	filp->private_data = f;
+	return 0;
+}
+
+/* Free every client the file still holds (the host frees what lies under each). */
+static void vvf_free_clients(struct file *filp, struct vvf_file *f)
+{
+	struct vvf_dev *vd = f->vd;
+	struct vgpu_rm_free req;
+	struct vgpu_rm_reply rsp;
+	u32 rsp_len;
+	s32 status;
+
+	while (f->nr_clients) {
+		memset(&req, 0, sizeof(req));
+		req.hdr.magic = (u32)VGPU_RM_MSG_MAGIC;
+		req.hdr.abi_version = VGPU_ABI_VERSION;
+		req.hdr.op = VGPU_RM_OP_FREE;
+		req.hdr.length = sizeof(req);
+		req.h_client = req.h_object = f->clients[0];
+		rsp_len = sizeof(rsp);
+		if (vvf_mbox_call(vd, VF_MSG_RM, &req, sizeof(req), &rsp, &rsp_len, &status,
+				  VVF_DEFAULT_TIMEOUT_NS) == -ETIMEDOUT)
+			dev_warn(&vd->pdev->dev, "RM client %#x of a closed file not freed\n",
+				 f->clients[0]);
+		vvf_client_drop(filp, f, 0);
+	}
+}
+
+static int vvf_release(struct inode *inode, struct file *filp)
+{
+	struct vvf_file *f = filp->private_data;
+	struct vvf_dev *vd = f->vd;
+
+	down_read(&vd->remove_sem);
+	mutex_lock(&f->lock);
+	if (!READ_ONCE(vd->gone))
+		vvf_free_clients(filp, f);
+	vvf_mems_drop(filp, f, 0, 0);
+	mutex_unlock(&f->lock);
+	up_read(&vd->remove_sem);
+	mutex_lock(&vd->files_mutex);
+	list_del(&f->node);
+	vd->nr_files--;
+	mutex_unlock(&vd->files_mutex);
+	vfree(f->rings);
+	kfree(f);
+	vvf_dev_put(vd);
+	return 0;
+}
+
+/* ---- events and resets (from the event thread) ---- */
+
+void vvf_files_event(struct vvf_dev *vd, const struct vf_event *e)
+{
+	bool chan = e->type == VF_EVT_MMU_FAULT || e->type == VF_EVT_CHAN_ERROR;
+	struct vvf_file *f;
+	void *slot;
+
+	mutex_lock(&vd->files_mutex);
+	list_for_each_entry(f, &vd->files, node) {
+		if (chan && (e->arg0 >= VVF_MAX_CHID || !test_bit(e->arg0, f->chids)))
+			continue;
+		slot = vvf_ring_produce_slot(&f->pevt);
+		if (IS_ERR(slot))	/* the process broke its own ring: start it over */
+			vvf_ring_skip(&f->pevt);
+		if (IS_ERR_OR_NULL(slot)) {
+			f->dropped++;
+			continue;
+		}
+		memcpy(slot, e, sizeof(*e));
+		vvf_ring_produce_commit(&f->pevt);
+	}
+	mutex_unlock(&vd->files_mutex);
+}
+
+void vvf_files_reset(struct vvf_dev *vd, bool all)
+{
+	/* Memory first: every user mapping of it goes; the control pages stay (they are the
+	 * same after a reset) unless the device is going away. */
+	u64 upto = all ? vd->bar2_size : vd->lay.ctrl_off;
+	struct vvf_file *f;
+
+	mutex_lock(&vd->files_mutex);
+	list_for_each_entry(f, &vd->files, node) {
+		mutex_lock(&f->lock);
+		vvf_mems_drop(f->filp, f, 0, 0);
+		f->nr_clients = 0;
+		bitmap_zero(f->chids, VVF_MAX_CHID);
+		vvf_zap(f->filp, 0, upto);
+		mutex_unlock(&f->lock);
+	}
+	mutex_unlock(&vd->files_mutex);
+}
+
+/* ---- ioctls ---- */
+
+/* Copy the argument in: its size field must be the struct's (the uapi's versioning). */
+static int vvf_arg_in(void *karg, size_t size, unsigned long arg)
+{
+	if (copy_from_user(karg, (void __user *)arg, size))
+		return -EFAULT;
+	return *(u32 *)karg == size ? 0 : -EINVAL;
+}
+
+static long vvf_ioc_info(struct vvf_file *f, unsigned long arg)
+{
+	struct vvf_dev *vd = f->vd;
+	struct vgpu_vf_ioc_info a;
+	int ret = vvf_arg_in(&a, sizeof(a), arg), v;
+
+	if (ret)
+		return ret;
+	memset(&a, 0, sizeof(a));
+	a.size = sizeof(a);
+	a.uapi_version = VGPU_VF_UAPI_VERSION;
+	a.abi_version = READ_ONCE(vd->hdr->abi_version);
+	a.vf_id = vd->vf_id;
+	a.bar_size = vd->bar2_size;
+	a.nr_vectors = vd->nr_vectors;
+	a.reset_count = smp_load_acquire(&vd->hdr->reset_count);
+	for (v = 0; v < VGPU_VF_NR_VECTORS; v++)
+		a.irq_count[v] = atomic64_read(&vd->irq_count[v]);
+	a.open_files = READ_ONCE(vd->nr_files);
+	mutex_lock(&f->lock);
+	a.rm_clients = f->nr_clients;
+	mutex_unlock(&f->lock);
+	return copy_to_user((void __user *)arg, &a, sizeof(a)) ? -EFAULT : 0;
+}
+
+/* One mailbox call of this file: RM messages are checked against its clients (a foreign
+ * one gets the reply the host gives an unknown handle) and recorded. Under f->lock. 0 with
+ * *@status and the reply, or the driver's -errno. */
+static int vvf_file_call(struct vvf_file *f, u32 type, const void *req, u32 req_len, void *rsp,
+			 u32 *rsp_len, s32 *status, u64 timeout_ns)
+{
+	int ret = type == VF_MSG_RM ? vvf_rm_check(f, req, req_len) : 0;
+
+	*status = 0;
+	if (ret == VGPU_RM_ERR_NO_OBJECT) {
+		*rsp_len = vvf_rm_refuse(req, rsp, ret);
+		return 0;
+	}
+	if (ret)
+		return ret;
+	ret = vvf_mbox_call(f->vd, type, req, req_len, rsp, rsp_len, status, timeout_ns);
+	if (!ret && !*status && type == VF_MSG_RM)
+		vvf_rm_record(f->filp, f, req, req_len, rsp, *rsp_len);
+	return ret;
+}
+
+static long vvf_ioc_mbox(struct vvf_file *f, unsigned long arg)
+{
+	struct vgpu_vf_ioc_mbox a;
+	u32 rsp_len = VF_MSG_MAX_PAYLOAD;
+	void *req = NULL, *rsp = NULL;
+	s32 status = 0;
+	int ret = vvf_arg_in(&a, sizeof(a), arg);
+
+	if (ret)
+		return ret;
+	if ((a.type != VF_MSG_PING && a.type != VF_MSG_GET_INFO && a.type != VF_MSG_RM) ||
+	    a.req_len > VF_MSG_MAX_PAYLOAD || a.timeout_ns > VVF_MAX_TIMEOUT_NS)
+		return -EINVAL;
+	req = kzalloc(VF_MSG_MAX_PAYLOAD, GFP_KERNEL);
+	rsp = kzalloc(VF_MSG_MAX_PAYLOAD, GFP_KERNEL);
+	if (!req || !rsp) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	if (copy_from_user(req, u64_to_user_ptr(a.req_ptr), a.req_len)) {
+		ret = -EFAULT;
+		goto out;
+	}
+	mutex_lock(&f->lock);
+	ret = vvf_file_call(f, a.type, req, a.req_len, rsp, &rsp_len, &status,
+			    a.timeout_ns ? a.timeout_ns : VVF_DEFAULT_TIMEOUT_NS);
+	mutex_unlock(&f->lock);
+	if (ret)
+		goto out;
+	if (rsp_len > a.rsp_cap) {
+		status = -EMSGSIZE;
+		rsp_len = 0;
+	}
+	if (copy_to_user(u64_to_user_ptr(a.rsp_ptr), rsp, rsp_len)) {
+		ret = -EFAULT;
+		goto out;
+	}
+	a.rsp_len = rsp_len;
+	a.status = status;
+	ret = copy_to_user((void __user *)arg, &a, sizeof(a)) ? -EFAULT : 0;
+out:
+	kfree(req);
+	kfree(rsp);
+	return ret;
+}
+
+/* Serve the file's request ring: each request through the real mailbox, its reply (or the
+ * driver's error as its status) into the file's reply ring, then the file's mailbox
+ * "interrupt". The slots are the process's memory: each is copied before it is read. */
+static int vvf_serve(struct vvf_file *f)
+{
+	struct vf_msg *slot, m;
+	void *req, *rsp;
+	u32 rsp_len;
+	s32 status;
+	bool big;
+	int ret;
+
+	req = kmalloc(VF_MSG_MAX_PAYLOAD, GFP_KERNEL);
+	rsp = kmalloc(VF_MSG_MAX_PAYLOAD, GFP_KERNEL);
+	if (!req || !rsp) {
+		kfree(req);
+		kfree(rsp);
+		return -ENOMEM;
+	}
+	mutex_lock(&f->lock);
+	for (;;) {
+		slot = vvf_ring_consume_slot(&f->preq);
+		if (IS_ERR(slot))	/* the process broke its own ring: start it over */
+			vvf_ring_skip(&f->preq);
+		if (IS_ERR_OR_NULL(slot))
+			break;
+		memcpy(&m, slot, sizeof(m));
+		big = m.length > VF_MSG_MAX_PAYLOAD || m.length > f->preq.elem_size - sizeof(m);
+		if (!big)
+			memcpy(req, slot + 1, m.length);
+		vvf_ring_consume_commit(&f->preq);
+		rsp_len = VF_MSG_MAX_PAYLOAD;
+		if (big)
+			ret = -EMSGSIZE;
+		else if (m.type != VF_MSG_PING && m.type != VF_MSG_GET_INFO && m.type != VF_MSG_RM)
+			ret = -EOPNOTSUPP;	/* what the host answers an unknown type */
+		else
+			ret = vvf_file_call(f, m.type, req, m.length, rsp, &rsp_len, &status,
+					    VVF_DEFAULT_TIMEOUT_NS);
+		if (ret) {
+			status = ret;
+			rsp_len = 0;
+		}
+		slot = vvf_ring_produce_slot(&f->prsp);
+		if (IS_ERR(slot))
+			vvf_ring_skip(&f->prsp);
+		if (IS_ERR_OR_NULL(slot)) {
+			f->dropped++;
+			continue;
+		}
+		memset(slot, 0, sizeof(*slot));
+		slot->type = m.type;
+		slot->seq = m.seq;
+		slot->length = rsp_len;
+		slot->status = status;
+		memcpy(slot + 1, rsp, rsp_len);
+		vvf_ring_produce_commit(&f->prsp);
+	}
+	mutex_unlock(&f->lock);
+	atomic64_inc(&f->replies);
+	wake_up_all(&f->vd->wq[VF_VEC_MBOX]);
+	kfree(req);
+	kfree(rsp);
+	return 0;
+}
+
+/* The count a waiter on vector @v watches: the mailbox vector is the file's own. */
+static u64 vvf_count(struct vvf_file *f, u32 v)
+{
+	return v == VF_VEC_MBOX ? atomic64_read(&f->replies) : atomic64_read(&f->vd->irq_count[v]);
+}
+
+static long vvf_ioc_wait(struct vvf_file *f, unsigned long arg)
+{
+	struct vvf_dev *vd = f->vd;
+	struct vgpu_vf_ioc_wait a;
+	u64 seen;
+	long left;
+	int ret = vvf_arg_in(&a, sizeof(a), arg);
+
+	if (ret)
+		return ret;
+	if (a.vector >= VGPU_VF_NR_VECTORS || a.timeout_ns > VVF_MAX_TIMEOUT_NS)
+		return -EINVAL;
+	seen = READ_ONCE(f->seen[a.vector]);
+	left = wait_event_interruptible_timeout(vd->wq[a.vector],
+		vvf_count(f, a.vector) != seen || READ_ONCE(vd->gone),
+		nsecs_to_jiffies(a.timeout_ns));
+	if (left < 0)
+		return left;	/* -ERESTARTSYS: a signal */
+	a.count = vvf_count(f, a.vector);
+	WRITE_ONCE(f->seen[a.vector], a.count);
+	if (a.count == seen)
+		ret = READ_ONCE(vd->gone) ? -ENODEV : -ETIMEDOUT;
+	if (copy_to_user((void __user *)arg, &a, sizeof(a)))
+		return -EFAULT;
+	return ret;
+}
+
+static long vvf_ioc_notify(struct vvf_file *f, unsigned long arg)
+{
+	struct vgpu_vf_ioc_notify a;
+	int ret = vvf_arg_in(&a, sizeof(a), arg);
+
+	if (ret)
+		return ret;
+	if (a.vector == VF_VEC_MBOX)
+		return vvf_serve(f);
+	if (a.vector != VF_VEC_GPU)
+		return -EINVAL;
+	vvf_notify(f->vd, a.vector);
+	return 0;
+}
+
+static long vvf_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
+{
+	static const unsigned int cmds[] = { VGPU_VF_IOC_INFO, VGPU_VF_IOC_MBOX, VGPU_VF_IOC_WAIT,
+					     VGPU_VF_IOC_NOTIFY };
+	struct vvf_file *f = filp->private_data;
+	struct vvf_dev *vd = f->vd;
+	unsigned int i;
+	long ret;
+
+	/* A known ioctl with another struct size is a caller built against another uapi. */
+	for (i = 0; i < ARRAY_SIZE(cmds); i++)
+		if (_IOC_TYPE(cmd) == _IOC_TYPE(cmds[i]) && _IOC_NR(cmd) == _IOC_NR(cmds[i]) &&
+		    cmd != cmds[i])
+			return -EINVAL;
+	down_read(&vd->remove_sem);
+	if (READ_ONCE(vd->gone)) {
+		ret = -ENODEV;
+		goto out;
+	}
+	switch (cmd) {
+	case VGPU_VF_IOC_INFO:
+		ret = vvf_ioc_info(f, arg);
+		break;
+	case VGPU_VF_IOC_MBOX:
+		ret = vvf_ioc_mbox(f, arg);
+		break;
+	case VGPU_VF_IOC_WAIT:
+		ret = vvf_ioc_wait(f, arg);
+		break;
+	case VGPU_VF_IOC_NOTIFY:
+		ret = vvf_ioc_notify(f, arg);
+		break;
+	default:
+		ret = -ENOTTY;
+	}
+out:
+	up_read(&vd->remove_sem);
+	return ret;
+}
+
+/* ---- mmap: file offset = BAR2 offset, pages inserted on first touch ---- */
+
+enum vvf_page { VVF_PAGE_NONE, VVF_PAGE_RO, VVF_PAGE_RW };
+
+/* What this file may do with the BAR2 page at @off; *@pfn: the page to show there (the
+ * file's own for the ring pages). */
+static enum vvf_page vvf_page_access(struct vvf_file *f, u64 off, unsigned long *pfn)
+{
+	const struct vvf_layout *l = &f->vd->lay;
+	u64 ring[3] = { l->req_off, l->rsp_off, l->evt_off };
+	enum vvf_page ret = VVF_PAGE_NONE;
+	struct vvf_mem *m;
+	int i;
+
+	*pfn = (f->vd->bar2_phys + off) >> PAGE_SHIFT;
+	for (i = 0; i < 3; i++)
+		if (off >= ring[i] && off - ring[i] < l->ring_region) {
+			*pfn = vmalloc_to_pfn(f->rings + i * l->ring_region + (off - ring[i]));
+			return VVF_PAGE_RW;
+		}
+	if (off == l->hdr_off || off == l->ctrl_off)
+		return VVF_PAGE_RO;
+	if ((l->db_off && off == l->db_off) || (l->intr_off && off == l->intr_off))
+		return VVF_PAGE_RW;
+	mutex_lock(&f->lock);
+	list_for_each_entry(m, &f->mems, node)
+		if (off >= m->off && off - m->off < m->size) {
+			ret = VVF_PAGE_RW;
+			break;
+		}
+	mutex_unlock(&f->lock);
+	return ret;
+}
+
+static vm_fault_t vvf_fault(struct vm_fault *vmf)
+{
+	struct vm_area_struct *vma = vmf->vma;
+	struct vvf_file *f = vma->vm_private_data;
+	struct vvf_dev *vd = f->vd;
+	u64 off = (u64)vmf->pgoff << PAGE_SHIFT;
+	unsigned long pfn;
+	enum vvf_page acc;
+	vm_fault_t ret = VM_FAULT_SIGBUS;
+
+	down_read(&vd->remove_sem);
+	if (READ_ONCE(vd->gone) || off >= vd->bar2_size)
+		goto out;
+	acc = vvf_page_access(f, off, &pfn);
+	if (acc == VVF_PAGE_NONE || (acc == VVF_PAGE_RO && (vmf->flags & FAULT_FLAG_WRITE)))
+		goto out;
+	if (acc == VVF_PAGE_RO)
+		ret = vmf_insert_pfn_prot(vma, vmf->address, pfn,
+					  vm_get_page_prot(vma->vm_flags & ~VM_WRITE));
+	else
+		ret = vmf_insert_pfn(vma, vmf->address, pfn);
+out:
+	up_read(&vd->remove_sem);
+	return ret;
+}
+
+/* A write to a page inserted read-only: allowed only where the file may write. */
+static vm_fault_t vvf_pfn_mkwrite(struct vm_fault *vmf)
+{
+	struct vvf_file *f = vmf->vma->vm_private_data;
+	unsigned long pfn;
+
+	return vvf_page_access(f, (u64)vmf->pgoff << PAGE_SHIFT, &pfn) == VVF_PAGE_RW ? 0 :
+	       VM_FAULT_SIGBUS;
+}
+
+static const struct vm_operations_struct vvf_vm_ops = {
+	.fault = vvf_fault,
+	.pfn_mkwrite = vvf_pfn_mkwrite,
+};
+
+static int vvf_mmap(struct file *filp, struct vm_area_struct *vma)
+{
+	struct vvf_file *f = filp->private_data;
+	u64 off = (u64)vma->vm_pgoff << PAGE_SHIFT, len = vma->vm_end - vma->vm_start;
+
+	if (!(vma->vm_flags & VM_SHARED))
+		return -EINVAL;		/* a private copy of device memory means nothing */
+	if (off > f->vd->bar2_size || len > f->vd->bar2_size - off)
+		return -EINVAL;
+	vma->vm_flags |= VM_PFNMAP | VM_IO | VM_DONTEXPAND | VM_DONTDUMP;
+	vma->vm_private_data = f;
+	vma->vm_ops = &vvf_vm_ops;
+	return 0;
+}
+
+const struct file_operations vvf_fops = {
+	.owner = THIS_MODULE,
+	.open = vvf_open,
+	.release = vvf_release,
+	.unlocked_ioctl = vvf_ioctl,
+	.compat_ioctl = compat_ptr_ioctl,
+	.mmap = vvf_mmap,
+	.llseek = noop_llseek,
+};

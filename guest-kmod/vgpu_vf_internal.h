@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: GPL-2.0 OR MIT */
+/* vgpu_vf.ko internals: the state of one bound VF and of one open file, shared by the
+ * driver's files (main: PCI, interrupts, mailbox, events; file: the character device). */
+#ifndef VVF_INTERNAL_H
+#define VVF_INTERNAL_H
+
+#include <linux/kref.h>
+#include <linux/list.h>
+#include <linux/miscdevice.h>
+#include <linux/mutex.h>
+#include <linux/pci.h>
+#include <linux/rwsem.h>
+#include <linux/spinlock.h>
+#include <linux/wait.h>
+
+#include <vgpu/rm.h>
+#include <vgpu/vf_bar.h>
+#include <vgpu/vf_ioctl.h>
+
+#define VVF_NAME		"vgpu_vf"
+#define VVF_PCI_VENDOR		0x1af4	/* QEMU's ivshmem-doorbell */
+#define VVF_PCI_DEVICE		0x1110
+#define VVF_REG_DOORBELL	0x0c	/* BAR0: (peer << 16) | vector rings that peer */
+#define VVF_MAX_CLIENTS		16	/* RM clients one file may hold */
+#define VVF_MAX_CHID		4096	/* channel ids a file's event filter knows */
+#define VVF_DEFAULT_TIMEOUT_NS	(5ull * NSEC_PER_SEC)
+#define VVF_MAX_TIMEOUT_NS	(60ull * NSEC_PER_SEC)
+
+/* A view of one SPSC ring of vgpu/ring.h. Geometry is the driver's own copy, taken once:
+ * only the counters are read from the shared header, and the other side's counter is
+ * untrusted (a distance above nr_elems marks the ring broken). */
+struct vvf_ring {
+	struct vgpu_ring_hdr *hdr;
+	u8 *slots;
+	u32 nr_elems, elem_size;
+};
+
+/* BAR2's layout as the header gave it at probe (checked to lie inside BAR2). */
+struct vvf_layout {
+	u64 hdr_off, ctrl_off, db_off, intr_off;
+	u64 vram_off, vram_size, dma_off, dma_size;
+	u64 req_off, rsp_off, evt_off, ring_region;
+};
+
+/* One bound VF. Freed when the device is gone and the last file is closed. */
+struct vvf_dev {
+	struct kref ref;
+	struct pci_dev *pdev;
+	void __iomem *bar0;
+	u8 *bar2;			/* the whole BAR2, write-back (memremap) */
+	resource_size_t bar2_phys, bar2_size;
+	struct vf_bar_header *hdr;	/* bar2 + the last page */
+	struct vvf_layout lay;
+	u32 abi_version, vf_id;
+	bool gone;			/* removed: every call fails with -ENODEV */
+
+	struct mutex mbox_lock;		/* one mailbox call at a time; protects req, rsp, seq */
+	struct vvf_ring req, rsp;
+	u32 seq;
+	u64 late_replies;
+	u32 seen_reset_count;		/* the rings above are those of this reset count */
+
+	struct vvf_ring evt;		/* drained by the event thread only */
+	u32 evt_reset_count;		/* the reset the files last forgot their objects for */
+	struct rw_semaphore remove_sem;	/* calls hold it shared; remove takes it to unmap */
+
+	wait_queue_head_t wq[VGPU_VF_NR_VECTORS];
+	atomic64_t irq_count[VGPU_VF_NR_VECTORS];
+	int nr_vectors;
+
+	struct mutex files_mutex;	/* protects files, nr_files; taken before a file's lock */
+	struct list_head files;
+	u32 nr_files;
+
+	struct miscdevice misc;
+	char name[32];
+};
+
+/* One RM memory object a file allocated: the BAR2 range its pages may map. */
+struct vvf_mem {
+	struct list_head node;
+	u32 client, handle;
+	u64 off, size;			/* BAR2 offset and bytes */
+};
+
+/* One open file: an RM context of its own, its memory, its channels, and a mailbox of its
+ * own: three private rings (request, reply, event) that its mapping shows where BAR2's
+ * rings are, so a driver written for the bare device runs unchanged on top of this one. */
+struct vvf_file {
+	struct vvf_dev *vd;
+	struct file *filp;
+	struct list_head node;		/* vd->files */
+	struct mutex lock;		/* protects clients, devices, mems, chids, preq, prsp */
+	u32 clients[VVF_MAX_CLIENTS];
+	u32 devices[VVF_MAX_CLIENTS];	/* each client's DEVICE handle (0: none yet) */
+	u32 nr_clients;
+	struct list_head mems;
+	unsigned long chids[BITS_TO_LONGS(VVF_MAX_CHID)];	/* channels this file allocated */
+	u64 seen[VGPU_VF_NR_VECTORS];	/* interrupt counts when this file last waited */
+	void *rings;			/* 3 x ring_region bytes: request, reply, event */
+	struct vvf_ring preq, prsp, pevt;	/* pevt: the event thread's, under files_mutex */
+	atomic64_t replies;		/* the file's own mailbox "interrupt" count */
+	u64 dropped;			/* replies or events lost to a full private ring */
+};
+
+/* ---- vgpu_vf_main.c ---- */
+void vvf_dev_put(struct vvf_dev *vd);
+/* The next free slot to produce into, or NULL (full; ERR_PTR(-EPROTO): broken ring). */
+void *vvf_ring_produce_slot(struct vvf_ring *r);
+void vvf_ring_produce_commit(struct vvf_ring *r);
+/* The oldest unread slot, or NULL (empty; ERR_PTR(-EPROTO): broken ring). */
+void *vvf_ring_consume_slot(struct vvf_ring *r);
+void vvf_ring_consume_commit(struct vvf_ring *r);
+/* Skip what is queued (replies or events meant for an earlier attach or reset). */
+void vvf_ring_skip(struct vvf_ring *r);
+/* One mailbox call: @req (kernel memory) out, the reply's payload into @rsp (room for
+ * *@rsp_len bytes; its length on return), the host's status in *@status. 0 or -errno
+ * (-ETIMEDOUT, -ENOLINK while the VF resets, -EMSGSIZE, -EPROTO for a broken ring). */
+int vvf_mbox_call(struct vvf_dev *vd, u32 type, const void *req, u32 req_len, void *rsp,
+		  u32 *rsp_len, s32 *status, u64 timeout_ns);
+/* Ring the host on vector @v. */
+void vvf_notify(struct vvf_dev *vd, unsigned int v);
+/* Whether the VF's mailbox is served (header state READY). */
+bool vvf_ready(struct vvf_dev *vd);
+
+/* ---- vgpu_vf_file.c ---- */
+extern const struct file_operations vvf_fops;
+/* Push @e into the event ring of every file it concerns (channel events: the file owning
+ * the channel). Called from the event thread. */
+void vvf_files_event(struct vvf_dev *vd, const struct vf_event *e);
+/* A reset freed every RM object: forget what every file held and unmap its memory (@all:
+ * the device goes away, unmap every page). Sleeps. */
+void vvf_files_reset(struct vvf_dev *vd, bool all);
+
+#endif

@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: MIT */
+/* vgpu/vf_ioctl.h - uapi of the guest kernel VF driver (guest-kmod/, vgpu_vf.ko): the ioctls
+ * of /dev/vgpu-vfN, one character device per bound VF, opened by any number of processes.
+ *
+ * The kernel owns BAR2's mailbox and event rings. A process talks to the host in one of two
+ * ways: VGPU_VF_IOC_MBOX (one call, the reply copied back), or through the rings of its own
+ * that its mapping shows where BAR2's rings are: it pushes requests into its request ring
+ * and rings VF_VEC_MBOX with VGPU_VF_IOC_NOTIFY, which forwards them through the real
+ * mailbox and pushes each reply into its reply ring; events that concern the file (resets
+ * and stops to every file, channel faults and errors to the file that allocated the
+ * channel) are pushed into its event ring. So a driver written for the bare device runs
+ * unchanged on this one, and processes never see each other's messages. RM clients are
+ * per open file: an RM message naming a client of this VF that the file did not allocate
+ * gets the reply the host gives an unknown handle (status -ENOENT) without reaching the
+ * host, and closing the file frees every client it still holds.
+ *
+ * mmap: file offset = BAR2 offset. One shared mapping of the whole BAR2 is allowed; a page
+ * is inserted on first touch only if this file may see it: the header pages (read-only),
+ * the doorbell and interrupt pages, the file's own rings, and the DMA or VRAM memory of RM
+ * memory objects this file allocated. Any other page (another process's memory) raises
+ * SIGBUS. Freeing a memory object, closing the file or a VF reset unmaps the memory.
+ *
+ * Versioning: every argument struct starts with its own size; the driver refuses a size it
+ * does not know (-EINVAL) and VGPU_VF_IOC_INFO reports VGPU_VF_UAPI_VERSION (major in the
+ * high 16 bits, as VGPU_ABI_VERSION). Pointers travel as __u64. */
+#ifndef VGPU_ABI_VF_IOCTL_H
+#define VGPU_ABI_VF_IOCTL_H
+
+#include <linux/ioctl.h>
+#include <linux/types.h>
+
+#define VGPU_VF_UAPI_MAJOR	1
+#define VGPU_VF_UAPI_MINOR	0
+#define VGPU_VF_UAPI_VERSION	((__u32)VGPU_VF_UAPI_MAJOR << 16 | VGPU_VF_UAPI_MINOR)
+
+#define VGPU_VF_DEV_PREFIX	"vgpu-vf"	/* /dev/vgpu-vf<VF number> */
+#define VGPU_VF_IOC_TYPE	'V'
+#define VGPU_VF_NR_VECTORS	3		/* enum vf_vector of vgpu/vf_bar.h */
+
+/* VGPU_VF_IOC_INFO: what the driver found (out). */
+struct vgpu_vf_ioc_info {
+	__u32 size;			/* in: sizeof(struct vgpu_vf_ioc_info) */
+	__u32 uapi_version;		/* VGPU_VF_UAPI_VERSION */
+	__u32 abi_version;		/* the host's, from the BAR2 header */
+	__u32 vf_id;
+	__u64 bar_size;			/* mmap length of the whole BAR2 */
+	__u32 nr_vectors;		/* MSI-X vectors the driver took */
+	__u32 reset_count;		/* the header's, now */
+	__u64 irq_count[VGPU_VF_NR_VECTORS];	/* interrupts taken per vector */
+	__u32 open_files;		/* files open on this VF now (this one included) */
+	__u32 rm_clients;		/* RM clients this file holds */
+};
+
+/* VGPU_VF_IOC_MBOX: one mailbox call (enum vf_msg_type). The kernel checks RM messages
+ * (VF_MSG_RM) against this file's clients and records what they allocate. */
+struct vgpu_vf_ioc_mbox {
+	__u32 size;			/* in: sizeof(struct vgpu_vf_ioc_mbox) */
+	__u32 type;			/* in: enum vf_msg_type */
+	__u64 req_ptr;			/* in: request payload */
+	__u32 req_len;			/* in: bytes, <= VF_MSG_MAX_PAYLOAD */
+	__u32 rsp_cap;			/* in: room at rsp_ptr */
+	__u64 rsp_ptr;			/* in: reply payload buffer */
+	__u64 timeout_ns;		/* in: 0 = 5 s; capped at 60 s */
+	__u32 rsp_len;			/* out: reply payload bytes */
+	__s32 status;			/* out: the host's status (0 or -errno) */
+};
+
+/* VGPU_VF_IOC_WAIT: sleep until vector @vector fired since this file last waited on it (or
+ * @timeout_ns passes: -ETIMEDOUT). VF_VEC_MBOX counts the replies pushed into this file's
+ * reply ring. Removal of the device wakes every waiter (-ENODEV); a VF reset is an event
+ * (VF_VEC_EVENT). */
+struct vgpu_vf_ioc_wait {
+	__u32 size;			/* in: sizeof(struct vgpu_vf_ioc_wait) */
+	__u32 vector;			/* in: enum vf_vector */
+	__u64 timeout_ns;		/* in: 0 = only check */
+	__u64 count;			/* out: the vector's interrupt count now */
+};
+
+/* VGPU_VF_IOC_NOTIFY: VF_VEC_MBOX serves this file's request ring (returns once every
+ * reply is in its reply ring); VF_VEC_GPU rings the host (the engine kick). */
+struct vgpu_vf_ioc_notify {
+	__u32 size;			/* in: sizeof(struct vgpu_vf_ioc_notify) */
+	__u32 vector;			/* in: VF_VEC_MBOX or VF_VEC_GPU */
+};
+
+#define VGPU_VF_IOC_INFO	_IOWR(VGPU_VF_IOC_TYPE, 1, struct vgpu_vf_ioc_info)
+#define VGPU_VF_IOC_MBOX	_IOWR(VGPU_VF_IOC_TYPE, 2, struct vgpu_vf_ioc_mbox)
+#define VGPU_VF_IOC_WAIT	_IOWR(VGPU_VF_IOC_TYPE, 3, struct vgpu_vf_ioc_wait)
+#define VGPU_VF_IOC_NOTIFY	_IOW(VGPU_VF_IOC_TYPE, 4, struct vgpu_vf_ioc_notify)
+
+#endif

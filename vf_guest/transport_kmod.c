@@ -1,0 +1,219 @@
+// SPDX-License-Identifier: MIT
+/* The kernel-driver transport: the VF through /dev/vgpu-vfN of vgpu_vf.ko (guest-kmod/).
+ *
+ * The driver shows this process a BAR2 whose mailbox rings are the process's own (the
+ * kernel forwards them through the real mailbox when the mailbox vector is rung), so the
+ * library above runs unchanged: notify is an ioctl that serves the rings or kicks the
+ * engines, wait an ioctl that sleeps until the kernel's interrupt handler wakes it. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "common/compiler.h"
+#include "common/err.h"
+#include "vf_guest/include/vgpu_vf_kmod.h"
+#include <vgpu/vf_bar.h>
+#include <vgpu/vf_ioctl.h>
+
+#define KMOD_DEV_DIR	"/dev"
+
+struct kmod_transport {
+	struct vgpu_vf_transport t;
+	char path[PATH_MAX];
+	int fd;
+	void *bar;
+	uint64_t bar_size;
+	unsigned int nr_vec;
+	bool gone;			/* the driver said the device went away */
+};
+
+static struct kmod_transport *to_kmod(struct vgpu_vf_transport *t)
+{
+	return cmn_container_of(t, struct kmod_transport, t);
+}
+
+static void kmod_detach(struct vgpu_vf_transport *t)
+{
+	struct kmod_transport *kt = to_kmod(t);
+
+	if (kt->bar)
+		munmap(kt->bar, kt->bar_size);
+	kt->bar = NULL;
+	if (kt->fd >= 0)
+		close(kt->fd);
+	kt->fd = -1;
+}
+
+static int kmod_attach(struct vgpu_vf_transport *t, void **bar, uint64_t *size)
+{
+	struct kmod_transport *kt = to_kmod(t);
+	struct vgpu_vf_ioc_info info = { .size = sizeof(info) };
+	void *p;
+
+	kmod_detach(t);
+	kt->fd = open(kt->path, O_RDWR | O_CLOEXEC);
+	if (kt->fd < 0)
+		return errno == ENOENT ? -ENODEV : -errno;
+	if (ioctl(kt->fd, VGPU_VF_IOC_INFO, &info) < 0) {
+		int err = -errno;
+
+		kmod_detach(t);
+		return err;
+	}
+	if (VGPU_ABI_VERSION_MAJOR(info.uapi_version) != VGPU_VF_UAPI_MAJOR) {
+		fprintf(stderr, "vgpu-vf kmod: %s speaks uapi %u.%u, this library %u.%u\n",
+			kt->path, VGPU_ABI_VERSION_MAJOR(info.uapi_version),
+			VGPU_ABI_VERSION_MINOR(info.uapi_version), VGPU_VF_UAPI_MAJOR,
+			VGPU_VF_UAPI_MINOR);
+		kmod_detach(t);
+		return -VGPU_EABI;
+	}
+	p = mmap(NULL, info.bar_size, PROT_READ | PROT_WRITE, MAP_SHARED, kt->fd, 0);
+	if (p == MAP_FAILED) {
+		int err = -errno;
+
+		kmod_detach(t);
+		return err;
+	}
+	kt->bar = p;
+	kt->bar_size = info.bar_size;
+	kt->nr_vec = info.nr_vectors;
+	kt->gone = false;
+	*bar = p;
+	*size = info.bar_size;
+	return 0;
+}
+
+/* The driver's errno as the transport's: a removed device is a host gone away. */
+static int kmod_err(struct kmod_transport *kt)
+{
+	if (errno == ENODEV) {
+		kt->gone = true;
+		return -ENOLINK;
+	}
+	return -errno;
+}
+
+static int kmod_notify(struct vgpu_vf_transport *t, unsigned int v)
+{
+	struct kmod_transport *kt = to_kmod(t);
+	struct vgpu_vf_ioc_notify n = { .size = sizeof(n), .vector = v };
+
+	if (kt->fd < 0)
+		return -ENOLINK;
+	if (v >= kt->nr_vec)
+		return -EINVAL;
+	return ioctl(kt->fd, VGPU_VF_IOC_NOTIFY, &n) < 0 ? kmod_err(kt) : 0;
+}
+
+static int kmod_wait(struct vgpu_vf_transport *t, unsigned int v, uint64_t timeout_ns)
+{
+	struct kmod_transport *kt = to_kmod(t);
+	struct vgpu_vf_ioc_wait w = { .size = sizeof(w), .vector = v };
+
+	if (kt->fd < 0)
+		return -ENOLINK;
+	if (v >= kt->nr_vec)
+		return -EINVAL;
+	/* The driver caps one wait at 60 s; callers loop on their own deadlines anyway. */
+	w.timeout_ns = timeout_ns > 60ull * 1000 * 1000 * 1000 ? 60ull * 1000 * 1000 * 1000 :
+		       timeout_ns;
+	if (ioctl(kt->fd, VGPU_VF_IOC_WAIT, &w) == 0)
+		return 0;
+	if (errno == EINTR)
+		return -ETIMEDOUT;	/* a signal: the caller re-checks and waits again */
+	return kmod_err(kt);
+}
+
+static unsigned int kmod_nr_vectors(struct vgpu_vf_transport *t)
+{
+	return to_kmod(t)->nr_vec;
+}
+
+static bool kmod_alive(struct vgpu_vf_transport *t)
+{
+	return to_kmod(t)->fd >= 0 && !to_kmod(t)->gone;
+}
+
+static void kmod_destroy(struct vgpu_vf_transport *t)
+{
+	kmod_detach(t);
+	free(to_kmod(t));
+}
+
+static const struct vgpu_vf_transport_ops kmod_ops = {
+	.name = "kmod",
+	.attach = kmod_attach,
+	.detach = kmod_detach,
+	.notify = kmod_notify,
+	.wait = kmod_wait,
+	.nr_vectors = kmod_nr_vectors,
+	.alive = kmod_alive,
+	.destroy = kmod_destroy,
+};
+
+/* The first /dev/vgpu-vf<N> by VF number. */
+static int kmod_find(char *path, size_t len)
+{
+	const size_t plen = strlen(VGPU_VF_DEV_PREFIX);
+	long best = -1;
+	struct dirent *d;
+	DIR *dir = opendir(KMOD_DEV_DIR);
+
+	if (!dir)
+		return -ENODEV;
+	while ((d = readdir(dir))) {
+		char *end;
+		long n;
+
+		if (strncmp(d->d_name, VGPU_VF_DEV_PREFIX, plen))
+			continue;
+		n = strtol(d->d_name + plen, &end, 10);
+		if (*end || end == d->d_name + plen || n < 0 || (best >= 0 && n >= best))
+			continue;
+		best = n;
+	}
+	closedir(dir);
+	if (best < 0)
+		return -ENODEV;
+	snprintf(path, len, KMOD_DEV_DIR "/" VGPU_VF_DEV_PREFIX "%ld", best);
+	return 0;
+}
+
+int vgpu_vf_transport_kmod(const char *dev, struct vgpu_vf_transport **out)
+{
+	struct kmod_transport *kt;
+	int ret;
+
+	kt = calloc(1, sizeof(*kt));
+	if (!kt)
+		return -ENOMEM;
+	if (dev) {
+		if (strlen(dev) >= sizeof(kt->path)) {
+			free(kt);
+			return -ENAMETOOLONG;
+		}
+		strcpy(kt->path, dev);
+		if (access(dev, F_OK)) {
+			free(kt);
+			return -ENODEV;
+		}
+	} else {
+		ret = kmod_find(kt->path, sizeof(kt->path));
+		if (ret) {
+			free(kt);
+			return ret;
+		}
+	}
+	kt->t.ops = &kmod_ops;
+	kt->fd = -1;
+	*out = &kt->t;
+	return 0;
+}
