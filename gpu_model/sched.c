@@ -363,8 +363,56 @@ static void scan_locked(struct gpu_engine *e)
 	}
 }
 
+/* The engine thread's clocks at its last look (turn_stolen_locked()). */
+struct engine_mark {
+	uint64_t wall, cpu;	/* the engine's clock, the thread's CPU time */
+	uint64_t stolen;	/* e->stolen */
+};
+
+/* CPU time of the calling thread in ns; 0 if it cannot be read. */
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts))
+		return 0;
+	return (uint64_t)ts.tv_sec * VGPU_NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
+}
+
+/* Start measuring from @now (the engine's clock): at start and after a sleep. */
+static void mark_set(struct gpu_engine *e, struct engine_mark *m, uint64_t now)
+{
+	m->wall = now;
+	m->cpu = thread_cpu_ns();
+	m->stolen = e->stolen;
+}
+
+/* A turn ended at @now. On the real clock, what the host took from the engine thread since
+ * @m is exactly the time that passed less the CPU time the thread used: that is stolen
+ * time, not charged and added to the slice, in place of the long gaps gpu_engine_now()
+ * guessed meanwhile. A preemption shorter than GPU_STALL_NS would otherwise be charged to
+ * the running function as if it had run, and it does no work then: on a loaded host that
+ * is several per cent of a small share's work in a second. */
+static void turn_stolen_locked(struct gpu_engine *e, struct engine_mark *m, uint64_t now)
+{
+	uint64_t cpu = thread_cpu_ns(), took, guessed = e->stolen - m->stolen;
+
+	cmn_mutex_assert_held(&e->g->lock);
+	if (e->g->cfg.clock_ns || !cpu || !m->cpu)
+		return;	/* a test clock, or no CPU time: the guesses stand */
+	took = now - m->wall > cpu - m->cpu ? now - m->wall - (cpu - m->cpu) : 0;
+	/* Replace the guess (wrapping arithmetic: took may be below it). */
+	e->stolen += took - guessed;
+	if (e->cur_fn >= 0)
+		e->slot_end += took - guessed;
+	m->wall = now;
+	m->cpu = cpu;
+	m->stolen = e->stolen;
+}
+
 /* Run @c for one turn with g->lock dropped, then account for it. */
-static void engine_run_locked(struct gpu_engine *e, struct gpu_chan *c, uint64_t start)
+static void engine_run_locked(struct gpu_engine *e, struct gpu_chan *c, uint64_t start,
+			      struct engine_mark *m)
 {
 	struct gpu *g = e->g;
 	struct gpu_fn *f = &g->fns[e->cur_fn];
@@ -384,6 +432,7 @@ static void engine_run_locked(struct gpu_engine *e, struct gpu_chan *c, uint64_t
 	cmn_mutex_lock(&g->lock);
 	c->running = false;
 	end = gpu_engine_now(e);
+	turn_stolen_locked(e, m, end);
 	stolen = e->stolen - stolen0;
 	f->tel[e->id].run_ns += end - start > stolen ? end - start - stolen : 0;
 	if (r == GPU_RUN_BLOCKED)
@@ -490,9 +539,11 @@ void *gpu_engine_main(void *arg)
 	struct gpu *g = e->g;
 
 	bool worked = false;	/* ran a channel since the last sleep */
+	struct engine_mark m;
 
 	cmn_mutex_lock(&g->lock);
 	e->next_scan = gpu_clock_ns(g) + def(g->cfg.scan_period_ns, VGPU_NSEC_PER_MSEC);
+	mark_set(e, &m, gpu_clock_ns(g));
 	while (!atomic_load(&g->stop)) {
 		uint64_t now = gpu_engine_now(e), deadline;
 		struct gpu_chan *c;
@@ -506,7 +557,7 @@ void *gpu_engine_main(void *arg)
 		}
 		c = sched_pick_locked(e, now);
 		if (c) {
-			engine_run_locked(e, c, now);
+			engine_run_locked(e, c, now, &m);
 			worked = true;
 			continue;
 		}
@@ -518,6 +569,7 @@ void *gpu_engine_main(void *arg)
 		worked = false;
 		/* Idle gaps are not stalls: restart the stall clock. */
 		e->last_tick = 0;
+		mark_set(e, &m, gpu_clock_ns(g));
 		cmn_mutex_lock(&g->lock);
 	}
 	cmn_mutex_unlock(&g->lock);
