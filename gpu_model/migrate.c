@@ -20,6 +20,21 @@ static struct gpu_chan *mig_chan_locked(struct gpu *g, unsigned int fn, unsigned
 	return &g->fns[fn].chans[chid];
 }
 
+/* Whether a live channel has nothing left to do: no engine on it, every GP entry it was
+ * given consumed (USERD's GP_PUT too: one written without a doorbell counts), no method
+ * half done, no semaphore wait, no doorbell pending. A channel whose last turn did work
+ * still reads BUSY until its next turn finds nothing: that is idle too. */
+static bool mig_chan_idle(struct gpu *g, struct gpu_fn *f, struct gpu_chan *c, unsigned int chid)
+{
+	uint32_t put;
+
+	if (c->running || c->seg_active || c->acq_waiting || c->gp_get != c->gp_put ||
+	    (atomic_load(&f->pending) & VGPU_BIT(chid)))
+		return false;
+	return !gpu_userd_read_put(g, f, c, f->cfg.part_base, f->cfg.part_size, &put) &&
+	       put == c->gp_put;
+}
+
 int gpu_chan_mig_save(struct gpu *g, unsigned int fn, unsigned int chid, struct gpu_chan_mig *out)
 {
 	struct gpu_fn *f;
@@ -33,13 +48,14 @@ int gpu_chan_mig_save(struct gpu *g, unsigned int fn, unsigned int chid, struct 
 	st = atomic_load(&c->state);
 	if (st == GPU_CHAN_STATE_FREE)
 		r = -ENOENT;
-	else if (c->running || (st != GPU_CHAN_STATE_IDLE && st != GPU_CHAN_STATE_ERROR) ||
-		 (atomic_load(&f->pending) & VGPU_BIT(chid) && st != GPU_CHAN_STATE_ERROR))
+	else if (c->running || (st != GPU_CHAN_STATE_ERROR &&
+				(st == GPU_CHAN_STATE_FAULTED || !mig_chan_idle(g, f, c, chid))))
 		r = -EBUSY;
 	else
 		*out = (struct gpu_chan_mig){ .gp_get = c->gp_get, .gp_put = c->gp_put,
-			.state = (enum gpu_chan_state)st, .error = atomic_load(&c->error),
-			.methods = atomic_load(&c->methods) };
+			.state = st == GPU_CHAN_STATE_ERROR ? GPU_CHAN_STATE_ERROR :
+				 GPU_CHAN_STATE_IDLE,
+			.error = atomic_load(&c->error), .methods = atomic_load(&c->methods) };
 	cmn_mutex_unlock(&g->lock);
 	return r;
 }

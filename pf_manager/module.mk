@@ -9,3 +9,5 @@ pf_manager_TSAN_TESTS := test_vgpud_svc
 $(BUILD)/tsan/tests/pf_manager/test_vgpud_svc: | $(BUILD)/tsan/bin/vgpud $(BUILD)/tsan/bin/vgpuctl \
 	$(BUILD)/tsan/bin/vgpu-gsp
 pf_manager_TEST_HOOKS := 1
+# test_vgpud_mig_state drives a real guest (libvgpu-vf) against two vgpuds.
+pf_manager_TEST_DEPS := vf_guest

@@ -2,7 +2,7 @@
 /* vgpuctl save / restore against real vgpuds: a pattern written into a slice's VRAM and DMA
  * memory through its BAR object is saved to a file, the slice is stopped and undefined,
  * and a second vgpud restores it with the same bytes, the holes still holes (SEEK_DATA),
- * durable across a kill -9. Refusals (guest attached, not running, existing file, the
+ * durable across a kill -9. Refusals (a guest not quiesced, not running, existing file, the
  * UUID already here, no VRAM, no VF, a corrupted byte, a cut file, another version) name
  * the reason and change nothing. */
 /* pf_test.h copies paths it made itself into sun_path; gcc cannot see their length. */
@@ -206,7 +206,8 @@ static void test_save_restore_round_trip(void **state)
 	restore_refused(f->b, f->file, EXIT_CONFLICT, "already exists here");
 }
 
-/* What save refuses: a guest attached, a stopped slice, an existing file (left alone). */
+/* What save refuses: a guest with a mailbox message in flight, a stopped slice, an existing
+ * file (left alone). */
 static void test_save_refusals(void **state)
 {
 	struct fixture *f = *state;
@@ -222,8 +223,11 @@ static void test_save_refusals(void **state)
 	assert_int_equal(T_CTL(f->a, "start", "-u", U1), 0);
 	snprintf(ep, sizeof(ep), "%s/vf1.sock", f->a->run);
 	assert_int_equal(t_guest_attach(ep, &g), 0);
+	/* A guest is carried only quiesced: a reply it has not read yet is in flight. */
+	uint8_t slot[VF_MBOX_SLOT_SIZE] = { 0 };
+	assert_int_equal(cmn_ring_push(&g.rsp, slot, sizeof(slot)), 0);
 	assert_int_equal(T_CTL(f->a, "save", "-u", U1, f->file), EXIT_CONFLICT);
-	assert_non_null(strstr(t_out.err, "guest attached"));
+	assert_non_null(strstr(t_out.err, "in flight on its mailbox"));
 	assert_int_equal(access(f->file, F_OK), -1);
 	t_guest_detach(&g);
 	fd = open(f->file, O_WRONLY | O_CREAT | O_EXCL, 0644);
@@ -278,6 +282,7 @@ static void bump_version(uint8_t *p, size_t *len)
 
 	(void)len;
 	p[16 + 8] = MIG_VERSION_MAJOR + 1;
+	p[16 + 10] = 0;			/* minor */
 	crc = mig_crc32c(mig_crc32c(0, p, 12), p + 16, 16);
 	memcpy(p + 12, &crc, 4);	/* little-endian host */
 }

@@ -1,0 +1,373 @@
+// SPDX-License-Identifier: MIT
+/* A slice with a guest moves between two real vgpuds with the guest's state: a local guest
+ * (libvgpu-vf) on vgpud A makes a VA space, VRAM buffers and two channels and runs FILL and
+ * COPY work, is quiesced (every fence waited), and the slice is saved with the guest still
+ * attached. vgpud B restores it; B's own save of the restored slice then carries the same
+ * RM tree (handles, classes, VRAM pages, IOVAs), the same channel runtime (GP_GET, GP_PUT,
+ * error state), tokens, IOMMU mappings and bytes (fences included) as A's stream. Then the
+ * guest's own mapping of its BAR is pointed at B's copy (what a VMM's migration does to the
+ * guest's memory) and the same channels, handles and fences run more work on B: it
+ * continues after the last entry A ran (nothing is executed twice: a marker written after
+ * the first fill survives) and the results are checked on the CPU. Saving a guest with
+ * work in flight is refused. */
+/* pf_test.h copies paths it made itself into sun_path; gcc cannot see their length. */
+#pragma GCC diagnostic ignored "-Wformat-truncation"
+#include "pf_test.h"
+#include "common/err.h"
+#include "mig/mig.h"
+#include "vf_guest/include/vgpu_vf.h"
+#include <vgpu/gmmu.h>
+#include <vgpu/rm.h>
+
+#define U1		"5a5a5a5a-3333-4333-8333-333333333333"
+#define PS		VGPU_GMMU_PAGE_64K
+#define BUF		(256u << 10)
+#define WORDS		(BUF / 4)
+#define VA0		(1ull << 32)
+
+static char *daemon_args[] = { "--vram", "2G", "--max-vfs", "2", "--spare-vram", "256M", NULL };
+
+struct fixture {
+	struct tdaemon *a, *b;
+	char file_a[128], file_b[128];
+	struct vgpu_vf *vf;
+	struct vgpu_vaspace *as;
+	struct vgpu_mem *m[2];
+	uint32_t *cpu[2];
+	struct vgpu_channel *ch[2];
+	struct vgpu_fence last[2];
+};
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+
+	*state = f;
+	f->a = t_daemon_new();
+	f->b = t_daemon_new();
+	snprintf(f->file_a, sizeof(f->file_a), "%s/a.vgpumig", f->a->root);
+	snprintf(f->file_b, sizeof(f->file_b), "%s/b.vgpumig", f->b->root);
+	if (t_daemon_start_argv(f->a, daemon_args) || t_daemon_start_argv(f->b, daemon_args))
+		return -1;
+	return T_CTL(f->a, "set-vfs", "1") || T_CTL(f->b, "set-vfs", "1") ? -1 : 0;
+}
+
+static int teardown(void **state)
+{
+	free(*state);
+	return t_teardown(state);
+}
+
+/* ---- the guest's work ---- */
+
+/* FILL buffer @i with @v on channel @k; the fence in f->last[k]. */
+static void fill(struct fixture *f, unsigned int k, unsigned int i, uint32_t v)
+{
+	uint32_t dw[64];
+	struct vgpu_pb pb;
+
+	vgpu_pb_init(&pb, dw, 64);
+	vgpu_pb_fill(&pb, VA0 + i * BUF, BUF, v);
+	assert_int_equal(pb.err, 0);
+	assert_int_equal(vgpu_submit(f->ch[k], pb.dw, pb.len, &f->last[k]), 0);
+}
+
+/* COPY buffer 0 to buffer 1 on channel @k. */
+static void copy01(struct fixture *f, unsigned int k)
+{
+	uint32_t dw[64];
+	struct vgpu_pb pb;
+
+	vgpu_pb_init(&pb, dw, 64);
+	vgpu_pb_copy(&pb, VA0, VA0 + BUF, BUF);
+	assert_int_equal(pb.err, 0);
+	assert_int_equal(vgpu_submit(f->ch[k], pb.dw, pb.len, &f->last[k]), 0);
+}
+
+static void all_equal(const uint32_t *p, size_t n, uint32_t v)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i] != v)
+			fail_msg("word %zu is %#x, expected %#x", i, p[i], v);
+}
+
+/* Attach to A's VF 1 and build the objects: a VA space, two buffers, two channels. */
+static void guest_up(struct fixture *f)
+{
+	char ep[200];
+	struct vgpu_vf_opts o = { .socket = ep, .quiet = true };
+	struct vgpu_channel_opts co = { .gpfifo_entries = 64, .pushbuf_bytes = 64 << 10 };
+
+	snprintf(ep, sizeof(ep), "%s/vf1.sock", f->a->run);
+	assert_int_equal(vgpu_vf_open(&o, &f->vf), 0);
+	assert_int_equal(vgpu_vaspace_create(f->vf, &f->as), 0);
+	for (unsigned int i = 0; i < 2; i++) {
+		assert_int_equal(vgpu_mem_alloc(f->vf, VGPU_MEM_VRAM, BUF, PS, &f->m[i]), 0);
+		assert_int_equal(vgpu_va_map(f->as, VA0 + i * BUF, f->m[i], 0, BUF, PS, 0), 0);
+		f->cpu[i] = vgpu_mem_cpu(f->m[i]);
+		assert_non_null(f->cpu[i]);
+	}
+	for (unsigned int k = 0; k < 2; k++)
+		assert_int_equal(vgpu_channel_create(f->vf, f->as, &co, &f->ch[k]), 0);
+}
+
+/* Wait for @fence by its semaphore alone (the interrupt the library sleeps on is A's). */
+static void fence_poll(const struct vgpu_fence *fence)
+{
+	for (int i = 0; i < 20000 && !vgpu_fence_done(fence); i++)
+		usleep(500);
+	assert_true(vgpu_fence_done(fence));
+}
+
+/* ---- the streams ---- */
+
+struct frames {
+	uint8_t *state;			/* the state frames' payloads, concatenated in order */
+	size_t state_len;
+	uint32_t types[64];		/* their types */
+	unsigned int nr;
+	uint32_t extents;
+	uint64_t extent_sum;		/* a checksum of every extent's offset and data */
+	struct mig_chan_rec chans[4];
+	unsigned int nr_chans;
+	struct mig_sched_rec sched;
+	unsigned int nr_rm_objs;
+	bool has_client, has_vidmem, has_vaspace;
+};
+
+static ssize_t fd_read(void *ctx, void *p, size_t len)
+{
+	return read(*(int *)ctx, p, len);
+}
+
+static void keep_state(struct frames *s, const struct mig_frame *fr, const uint8_t *p, size_t len)
+{
+	s->state = realloc(s->state, s->state_len + len);
+	assert_non_null(s->state);
+	memcpy(s->state + s->state_len, p, len);
+	s->state_len += len;
+	assert_true(s->nr < 64);
+	s->types[s->nr++] = fr->type;
+}
+
+static void note_rm(struct frames *s, const struct mig_frame *fr)
+{
+	struct mig_rm_obj o;
+	size_t off = 0;
+
+	while (mig_rm_obj_next(fr, &off, &o)) {
+		s->nr_rm_objs++;
+		s->has_client |= !o.h_class && o.handle == o.h_client;
+		s->has_vidmem |= o.h_class == VGPU_RM_CLASS_MEMORY_VIDMEM && o.nr_runs;
+		s->has_vaspace |= o.h_class == VGPU_RM_CLASS_VASPACE;
+	}
+}
+
+/* Decode @path fully; what it holds besides HELLO, SLICE and END. */
+static void read_stream(const char *path, struct frames *s)
+{
+	int fd = open(path, O_RDONLY);
+	struct mig_dec d;
+	struct mig_frame fr;
+	struct cmn_fail err = { 0 };
+	int r;
+
+	memset(s, 0, sizeof(*s));
+	assert_true(fd >= 0);
+	assert_int_equal(mig_dec_init(&d, fd_read, &fd, NULL), 0);
+	while ((r = mig_dec_next(&d, &fr, &err)) > 0) {
+		if (fr.type == MIG_F_EXTENT) {
+			s->extents++;
+			s->extent_sum = mig_crc32c((uint32_t)s->extent_sum, &fr.u.extent.off, 8) +
+					(uint64_t)mig_crc32c(0, fr.u.extent.data, fr.u.extent.len);
+		} else if (fr.type == MIG_F_SCHED) {
+			s->sched = fr.u.sched;
+			s->types[s->nr++] = fr.type;
+		} else if (fr.type >= MIG_F_CHANNELS && fr.type <= MIG_F_DOORBELLS) {
+			keep_state(s, &fr, fr.u.list.p, fr.u.list.len);
+			if (fr.type == MIG_F_RM_TREE)
+				note_rm(s, &fr);
+			for (uint32_t i = 0; fr.type == MIG_F_CHANNELS && i < fr.u.list.count; i++)
+				mig_chan_rec_at(&fr, i, &s->chans[s->nr_chans++]);
+		}
+	}
+	if (r)
+		fail_msg("%s: %s", path, err.msg);
+	mig_dec_fini(&d);
+	close(fd);
+}
+
+/* ---- moving the guest's view of its memory ---- */
+
+/* The path of @d's BAR object of VF 1. */
+static void bar_path(struct tdaemon *d, char *path, size_t plen)
+{
+	char prefix[64];
+
+	t_shm_prefix(d, prefix, sizeof(prefix));
+	snprintf(path, plen, "/dev/shm/%s1", prefix);
+}
+
+/* Where this process maps @d's BAR object of VF 1 (the library's mapping), and its size. */
+static uint8_t *bar_mapping(struct tdaemon *d, char *path, size_t plen, size_t *size)
+{
+	char line[512];
+	FILE *m = fopen("/proc/self/maps", "r");
+	uint8_t *at = NULL;
+
+	bar_path(d, path, plen);
+	assert_non_null(m);
+	while (!at && fgets(line, sizeof(line), m)) {
+		unsigned long lo, hi;
+		char *p = strstr(line, path);
+
+		if (p && p[strlen(path)] == '\n' && sscanf(line, "%lx-%lx", &lo, &hi) == 2) {
+			at = (uint8_t *)lo;
+			*size = hi - lo;
+		}
+	}
+	fclose(m);
+	assert_non_null(at);
+	return at;
+}
+
+/* Map @path's object over [@at, +@size) in place: the guest's pointers now reach it. */
+static void remap(uint8_t *at, size_t size, const char *path)
+{
+	int fd = open(path, O_RDWR);
+
+	assert_true(fd >= 0);
+	assert_true(mmap(at, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) ==
+		    (void *)at);
+	close(fd);
+}
+
+/* ---- the test ---- */
+
+static void test_guest_state_moves(void **state)
+{
+	struct fixture *f = *state;
+	struct frames sa, sb;
+	char path_a[128], path_b[128];
+	uint8_t *bar;
+	size_t bar_size = 0;
+	struct stat sb_b;
+	uint64_t sem_before[2];
+
+	assert_int_equal(T_CTL(f->a, "define", "-t", "vgpu-512M", "-u", U1), 0);
+	assert_int_equal(T_CTL(f->a, "start", "-u", U1), 0);
+	guest_up(f);
+	/* Work on A: a fill on each channel, then a copy; all waited (quiesced). */
+	fill(f, 0, 0, 0x11111111);
+	fill(f, 1, 1, 0x22222222);
+	assert_int_equal(vgpu_fence_wait(&f->last[0], 0), 0);
+	assert_int_equal(vgpu_fence_wait(&f->last[1], 0), 0);
+	copy01(f, 1);
+	assert_int_equal(vgpu_fence_wait(&f->last[1], 0), 0);
+	all_equal(f->cpu[1], WORDS, 0x11111111);
+	/* A marker after the work: an entry executed twice would overwrite it. */
+	f->cpu[0][7] = 0xfeedf00d;
+	for (unsigned int k = 0; k < 2; k++)
+		sem_before[k] = f->last[k].value;
+
+	/* Saved with the guest attached; B restores it on its VF 1, then saves its copy. */
+	if (T_CTL(f->a, "save", "-u", U1, f->file_a))
+		fail_msg("save on A: %s", t_out.err);
+	if (T_CTL(f->b, "restore", f->file_a))
+		fail_msg("restore on B: %s", t_out.err);
+	assert_int_equal(T_CTL(f->b, "save", "-u", U1, f->file_b), 0);
+	read_stream(f->file_a, &sa);
+	read_stream(f->file_b, &sb);
+	/* A's stream carries the guest: a client, a VA space, VRAM, both channels. */
+	assert_true(sa.has_client && sa.has_vaspace && sa.has_vidmem);
+	assert_true(sa.nr_rm_objs >= 8);
+	assert_int_equal(sa.nr_chans, 2);
+	for (unsigned int k = 0; k < 2; k++) {
+		const struct mig_chan_rec *c = &sa.chans[k];
+
+		assert_int_equal(c->chid, vgpu_channel_id(f->ch[k]));
+		assert_int_equal(c->gp_get, c->gp_put);		/* quiesced */
+		assert_int_equal(c->gp_get, k ? 2 : 1);		/* entries A ran */
+		assert_int_equal(c->state, 1);			/* idle, no error */
+		assert_true(c->flags & MIG_CHAN_ENABLED);
+	}
+	/* B holds exactly what A sent: the same frames, records and bytes. */
+	assert_int_equal(sb.nr, sa.nr);
+	assert_memory_equal(sb.types, sa.types, sa.nr * sizeof(sa.types[0]));
+	assert_int_equal(sb.state_len, sa.state_len);
+	assert_memory_equal(sb.state, sa.state, sa.state_len);
+	assert_int_equal(sb.extents, sa.extents);
+	assert_int_equal(sb.extent_sum, sa.extent_sum);
+	assert_int_equal(sb.sched.run_ns, sa.sched.run_ns);	/* nothing ran on B */
+	assert_true(sb.sched.slices >= sa.sched.slices);
+	assert_true(sa.sched.run_ns > 0);
+
+	/* The guest's view of its memory moves to B (no re-probe, same handles and pointers). */
+	bar = bar_mapping(f->a, path_a, sizeof(path_a), &bar_size);
+	bar_path(f->b, path_b, sizeof(path_b));
+	assert_int_equal(stat(path_b, &sb_b), 0);
+	assert_true(bar_size <= (size_t)sb_b.st_size);
+	remap(bar, bar_size, path_b);
+	all_equal(f->cpu[1], WORDS, 0x11111111);
+	/* More work on the same channels on B: it continues after A's last entry. */
+	fill(f, 0, 1, 0x33333333);
+	assert_int_equal(f->last[0].value, sem_before[0] + 1);
+	fence_poll(&f->last[0]);
+	all_equal(f->cpu[1], WORDS, 0x33333333);
+	copy01(f, 1);
+	fence_poll(&f->last[1]);
+	assert_int_equal(f->last[1].value, sem_before[1] + 1);
+	assert_memory_equal(f->cpu[1], f->cpu[0], BUF);
+	assert_int_equal(f->cpu[0][7], 0xfeedf00d);		/* A's fill did not run again */
+	assert_int_equal(f->cpu[0][0], 0x11111111);
+	for (unsigned int k = 0; k < 2; k++)
+		assert_int_equal(vgpu_channel_error(f->ch[k], NULL, NULL), 0);
+	/* The guest goes back to A's memory (untouched there) and leaves cleanly. */
+	remap(bar, bar_size, path_a);
+	all_equal(f->cpu[1], WORDS, 0x11111111);
+	for (unsigned int k = 0; k < 2; k++)
+		vgpu_channel_destroy(f->ch[k]);
+	vgpu_vf_close(f->vf);
+	free(sa.state);
+	free(sb.state);
+}
+
+/* A guest with work it has not waited for is not carried: save refuses, naming it. */
+static void test_busy_guest_refused(void **state)
+{
+	struct fixture *f = *state;
+	uint32_t dw[64];
+	struct vgpu_pb pb;
+
+	assert_int_equal(T_CTL(f->a, "define", "-t", "vgpu-512M", "-u", U1), 0);
+	assert_int_equal(T_CTL(f->a, "start", "-u", U1), 0);
+	guest_up(f);
+	/* A channel blocked on a semaphore the CPU releases only after the save has work
+	 * pending (a 60 s acquire: far longer than a save). */
+	fill(f, 1, 1, 0);
+	assert_int_equal(vgpu_fence_wait(&f->last[1], 0), 0);
+	vgpu_pb_init(&pb, dw, 64);
+	vgpu_pb_sem_acquire(&pb, VA0 + BUF, 5, 0, 60000000);
+	assert_int_equal(pb.err, 0);
+	assert_int_equal(vgpu_submit(f->ch[0], pb.dw, pb.len, &f->last[0]), 0);
+	assert_int_equal(T_CTL(f->a, "save", "-u", U1, f->file_a), 4);
+	assert_non_null(strstr(t_out.err, "work in flight"));
+	assert_int_equal(access(f->file_a, F_OK), -1);
+	__atomic_store_n(&f->cpu[1][0], 5, __ATOMIC_RELEASE);
+	assert_int_equal(vgpu_fence_wait(&f->last[0], 0), 0);
+	/* Quiesced again, it is carried. */
+	assert_int_equal(T_CTL(f->a, "save", "-u", U1, f->file_a), 0);
+	for (unsigned int k = 0; k < 2; k++)
+		vgpu_channel_destroy(f->ch[k]);
+	vgpu_vf_close(f->vf);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_guest_state_moves, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_busy_guest_refused, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
