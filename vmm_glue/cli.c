@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-/* vgpu-vm - launch, stop, list and describe libvirt VMs with vGPU slices, and the libvirt
- * qemu hook. One verb per run; human output by default, one JSON object with --json.
+/* vgpu-vm - launch, stop, list, describe and migrate libvirt VMs with vGPU slices, and the
+ * libvirt qemu hook. One verb per run; human output by default, one JSON object with --json.
  * Exit codes as vgpuctl's (doc/vgpu-vm.1). */
 #include <errno.h>
 #include <getopt.h>
@@ -34,10 +34,11 @@ struct vm_opts {
 	int nargs;
 	const char *slice, *name, *uuid, *uri, *socket, *qemu_user;
 	const char *kernel, *initrd, *cmdline, *disk, *console_log;
-	unsigned int memory_mib, vcpus, timeout_s;
+	const char *to, *dest_socket, *listen;	/* migrate */
+	unsigned int memory_mib, vcpus, timeout_s, max_downtime_ms;
 	uint64_t generation;
 	enum vmm_accel accel;
-	bool persistent, wait, dry, json, mdev, undefine;
+	bool persistent, wait, dry, json, mdev, undefine, migratable;
 	bool socket_given;		/* --socket or $VGPUD_SOCKET: overrides the metadata's */
 	/* absolute forms of the paths, filled by resolve_paths() */
 	char kernel_abs[PATH_MAX], initrd_abs[PATH_MAX], disk_abs[PATH_MAX], log_abs[PATH_MAX];
@@ -66,8 +67,11 @@ static void help(void)
 	       "  launch --slice UUID (--kernel F [--initrd F] [--cmdline S] | --disk IMG)\n"
 	       "         [--name N] [--uuid U] [--memory MIB] [--vcpus N] [--accel tcg|kvm]\n"
 	       "         [--console-log F] [--persistent] [--wait [--timeout S]] [--dry-run]\n"
+	       "         [--migratable]\n"
 	       "  xml    the same options: print the validated domain XML (--mdev: hostdev form)\n"
 	       "  stop NAME|UUID [--undefine]\n"
+	       "  migrate NAME|UUID --to URI --dest-socket PATH [--listen ADDR]\n"
+	       "         [--max-downtime MS]   live, with its slice, to another host's libvirt\n"
 	       "  list   NAME, UUID, domain state, VF, slice, slice state\n"
 	       "  hook NAME OP SUBOP [EXTRA]   libvirt's qemu hook, domain XML on stdin\n\n"
 	       "options:\n"
@@ -119,7 +123,8 @@ static int parse_memory(const char *s, unsigned int *mib)
 
 enum { O_SLICE = 256, O_NAME, O_UUID, O_KERNEL, O_INITRD, O_CMDLINE, O_DISK, O_MEMORY,
        O_VCPUS, O_ACCEL, O_LOG, O_PERSIST, O_WAIT, O_TIMEOUT, O_DRY, O_JSON, O_SOCKET,
-       O_QEMU_USER, O_GEN, O_MDEV, O_UNDEFINE };
+       O_QEMU_USER, O_GEN, O_MDEV, O_UNDEFINE, O_MIGRATABLE, O_TO, O_DEST_SOCKET, O_LISTEN,
+       O_MAX_DOWNTIME };
 
 static const struct option long_opts[] = {
 	{ "slice", required_argument, NULL, O_SLICE }, { "name", required_argument, NULL, O_NAME },
@@ -136,6 +141,10 @@ static const struct option long_opts[] = {
 	{ "qemu-user", required_argument, NULL, O_QEMU_USER },
 	{ "generation", required_argument, NULL, O_GEN }, { "mdev", no_argument, NULL, O_MDEV },
 	{ "undefine", no_argument, NULL, O_UNDEFINE }, { "help", no_argument, NULL, 'h' },
+	{ "migratable", no_argument, NULL, O_MIGRATABLE }, { "to", required_argument, NULL, O_TO },
+	{ "dest-socket", required_argument, NULL, O_DEST_SOCKET },
+	{ "listen", required_argument, NULL, O_LISTEN },
+	{ "max-downtime", required_argument, NULL, O_MAX_DOWNTIME },
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -157,6 +166,11 @@ static int parse_value(struct vm_opts *o, int c, const char *arg)
 		if (parse_uint(arg, 86400, &v) || !v)
 			return usage("bad --timeout \"%s\" (seconds, 1..86400)", arg);
 		o->timeout_s = (unsigned int)v;
+		return 0;
+	case O_MAX_DOWNTIME:
+		if (parse_uint(arg, 600000, &v) || !v)
+			return usage("bad --max-downtime \"%s\" (milliseconds, 1..600000)", arg);
+		o->max_downtime_ms = (unsigned int)v;
 		return 0;
 	case O_GEN:
 		if (parse_uint(arg, UINT32_MAX, &v))
@@ -192,6 +206,10 @@ static int parse_opt(struct vm_opts *o, int c, const char *arg)
 	case O_QEMU_USER: o->qemu_user = arg; break;
 	case O_MDEV: o->mdev = true; break;
 	case O_UNDEFINE: o->undefine = true; break;
+	case O_MIGRATABLE: o->migratable = true; break;
+	case O_TO: o->to = arg; break;
+	case O_DEST_SOCKET: o->dest_socket = arg; break;
+	case O_LISTEN: o->listen = arg; break;
 	default: return parse_value(o, c, arg);
 	}
 	return 0;
@@ -414,7 +432,9 @@ static void domain_spec(struct vm_opts *o, const struct vmm_slice *s, struct vmm
 	d->disk = o->disk ? o->disk_abs : NULL;
 	d->disk_format = o->disk ? disk_format(o->disk_abs) : NULL;
 	d->console_log = o->console_log ? o->log_abs : NULL;
-	d->endpoint = s->endpoint[0] ? s->endpoint : NULL;
+	d->migratable = o->migratable;
+	d->endpoint = o->migratable ? (s->endpoint_master[0] ? s->endpoint_master : NULL) :
+		      (s->endpoint[0] ? s->endpoint : NULL);
 	snprintf(d->meta.slice, sizeof(d->meta.slice), "%s", s->uuid);
 	snprintf(d->meta.socket, sizeof(d->meta.socket), "%s", o->socket);
 	snprintf(d->meta.vm, sizeof(d->meta.vm), "%s", d->uuid);
@@ -450,6 +470,11 @@ static int prepare_xml(struct vm_opts *o, struct ctlc **c, struct vmm_slice *s,
 	if (r)
 		return r;
 	domain_spec(o, s, d, name_buf, name_len);
+	if (o->migratable && o->mdev)
+		return cmn_fail(e, -EINVAL, "--migratable is for the shmem form, not --mdev");
+	if (o->migratable && s->running && !s->endpoint_master[0])
+		return cmn_fail(e, -EOPNOTSUPP, "slice %s: its vgpud has no vf<N>.master.sock (older "
+				"than ABI 2.3): it cannot make a migratable VM", s->uuid);
 	if (!strcmp(o->verb, "launch") || !o->mdev) {
 		r = slice_usable(o, s, d->uuid, e);
 		if (r)
@@ -671,6 +696,92 @@ static int cmd_xml(struct vm_opts *o)
 	return r ? report(&e) : 0;
 }
 
+/* ---- migrate -------------------------------------------------------------------------------- */
+
+static double mib(uint64_t b)
+{
+	return (double)b / (1 << 20);
+}
+
+/* Progress lines go to stderr as they come (stdout stays one object with --json); a line
+ * only when something moved, so a slow copy does not scroll. */
+static void mig_progress(void *ctx, const struct vmm_mig_progress *p)
+{
+	struct vmm_mig_progress *last = ctx;
+
+	if (!strcmp(p->phase, last->phase ? last->phase : "") && p->round == last->round &&
+	    p->bytes == last->bytes)
+		return;
+	*last = *p;
+	if (!strcmp(p->phase, "slice"))
+		fprintf(stderr, "slice: round %u, %.1f MiB sent, %.1f MiB dirty, %.1f MiB to go, "
+			"~%" PRIu64 " ms (+%.2f s)\n", p->round, mib(p->bytes), mib(p->dirty_bytes),
+			mib(p->remaining_bytes), p->estimate_ms, (double)p->elapsed_ms / 1000);
+	else
+		fprintf(stderr, "vm: pass %u, %.1f MiB sent, %.1f MiB to go (+%.2f s)\n", p->round,
+			mib(p->bytes), mib(p->remaining_bytes), (double)p->elapsed_ms / 1000);
+}
+
+static void print_migrate(const struct vm_opts *o, const struct vmm_mig_report *r)
+{
+	json_object *j;
+
+	if (!o->json) {
+		printf("migrated domain %s (%s) with slice %s to %s in %.2f s: VM downtime %" PRIu64
+		       " ms (slice %" PRIu64 " ms), slice %.1f MiB in %u rounds, VM RAM %.1f MiB in "
+		       "%u passes\n", r->name, r->uuid, r->slice, o->to, (double)r->total_ms / 1000,
+		       r->vm_downtime_ms, r->slice_downtime_ms, mib(r->slice_bytes), r->rounds,
+		       mib(r->vm_bytes), r->vm_iterations);
+		return;
+	}
+	j = json_object_new_object();
+	json_object_object_add(j, "schema", json_object_new_int(1));
+	json_object_object_add(j, "result", json_object_new_string("migrated"));
+	json_object_object_add(j, "name", json_object_new_string(r->name));
+	json_object_object_add(j, "uuid", json_object_new_string(r->uuid));
+	json_object_object_add(j, "slice", json_object_new_string(r->slice));
+	json_object_object_add(j, "to", json_object_new_string(o->to));
+	json_object_object_add(j, "total_ms", json_object_new_uint64(r->total_ms));
+	json_object_object_add(j, "vm_downtime_ms", json_object_new_uint64(r->vm_downtime_ms));
+	json_object_object_add(j, "slice_downtime_ms", json_object_new_uint64(r->slice_downtime_ms));
+	json_object_object_add(j, "slice_bytes", json_object_new_uint64(r->slice_bytes));
+	json_object_object_add(j, "rounds", json_object_new_int((int)r->rounds));
+	json_object_object_add(j, "vm_bytes", json_object_new_uint64(r->vm_bytes));
+	json_object_object_add(j, "vm_passes", json_object_new_int((int)r->vm_iterations));
+	printf("%s\n", json_object_to_json_string_ext(j, JSON_OUT));
+	json_object_put(j);
+}
+
+static int cmd_migrate(struct vm_opts *o)
+{
+	struct vmm_mig_progress last = { 0 };
+	struct vmm_mig_opts mo = { .src_uri = o->uri, .progress = mig_progress, .ctx = &last };
+	struct vmm_mig_report rep;
+	struct cmn_fail e = { 0 };
+
+	if (o->nargs != 1)
+		return usage("%s", "migrate needs one domain name or UUID");
+	if (!o->to)
+		return usage("%s", "migrate needs --to URI (the destination's libvirt, e.g. "
+			     "qemu+tcp://HOST/system)");
+	if (!o->dest_socket)
+		return usage("%s", "migrate needs --dest-socket PATH (the destination vgpud's "
+			     "control socket, reachable from here)");
+	if (o->dry || o->wait || o->persistent || o->migratable)
+		return usage("%s", "migrate takes none of --dry-run, --wait, --persistent, "
+			     "--migratable");
+	mo.domain = o->args[0];
+	mo.dest_uri = o->to;
+	mo.src_socket = o->socket_given ? o->socket : NULL;
+	mo.dest_socket = o->dest_socket;
+	mo.listen = o->listen;
+	mo.max_downtime_ms = o->max_downtime_ms;
+	if (vmm_migrate(&mo, &rep, &e))
+		return report(&e);
+	print_migrate(o, &rep);
+	return 0;
+}
+
 /* ---- stop, list ------------------------------------------------------------------------- */
 
 /* stop's JSON: json-c escapes the domain name (libvirt allows quotes and backslashes). */
@@ -872,7 +983,7 @@ int vmm_vm_main(int argc, char **argv)
 {
 	static const struct { const char *name; int (*fn)(struct vm_opts *o); } verbs[] = {
 		{ "launch", cmd_launch }, { "xml", cmd_xml }, { "stop", cmd_stop },
-		{ "list", cmd_list }, { "hook", cmd_hook },
+		{ "list", cmd_list }, { "hook", cmd_hook }, { "migrate", cmd_migrate },
 	};
 	struct vm_opts o;
 	int r = parse_args(argc, argv, &o);

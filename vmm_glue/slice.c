@@ -38,6 +38,9 @@ void vmm_slice_from_json(json_object *o, struct vmm_slice *s)
 	s->running = !strcmp(jstr(o, "state"), "running");
 	s->vf = (unsigned int)ju64(o, "vf");
 	snprintf(s->endpoint, sizeof(s->endpoint), "%s", jstr(o, "endpoint"));
+	snprintf(s->endpoint_master, sizeof(s->endpoint_master), "%s", jstr(o, "endpoint_master"));
+	s->guest_peer0 = !strcmp(jstr(o, "guest_peer"), "peer0");
+	snprintf(s->guest_abi, sizeof(s->guest_abi), "%s", jstr(o, "guest_abi"));
 	if (json_object_object_get_ex(o, "attached", &v))
 		s->attached = json_object_get_boolean(v);
 	if (json_object_object_get_ex(o, "provisioned", &prov)) {

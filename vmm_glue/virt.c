@@ -243,3 +243,86 @@ int vmm_virt_list(struct vmm_virt *v, struct vmm_vm_info **out, size_t *n, struc
 	*n = (size_t)cnt;
 	return 0;
 }
+
+/* ---- migration ------------------------------------------------------------------------------ */
+
+int vmm_virt_xml(struct vmm_virt *v, const char *uuid, bool migratable, char **xml,
+		 struct cmn_fail *e)
+{
+	virDomainPtr dom = virDomainLookupByUUIDString(v->conn, uuid);
+
+	*xml = NULL;
+	if (!dom)
+		return cmn_fail(e, -ENOENT, "no domain %s on %s", uuid, v->uri);
+	*xml = virDomainGetXMLDesc(dom, migratable ? VIR_DOMAIN_XML_MIGRATABLE : 0);
+	virDomainFree(dom);
+	return *xml ? 0 : virt_fail(e, "libvirt gave no domain XML");
+}
+
+int vmm_virt_migrate(struct vmm_virt *v, const char *uuid, const char *dest_uri,
+		     const char *dest_xml, unsigned int max_downtime_ms, struct cmn_fail *e)
+{
+	virDomainPtr dom = virDomainLookupByUUIDString(v->conn, uuid);
+	virTypedParameterPtr par = NULL;
+	int npar = 0, maxpar = 0, r = 0;
+	/* Live, the source libvirtd talking to the destination's itself, and the destination
+	 * left paused: vgpu-vm switches the slice over while neither side's vCPUs run (what
+	 * QEMU's pause-before-switchover would give, which libvirt does not expose). */
+	unsigned int flags = VIR_MIGRATE_LIVE | VIR_MIGRATE_PEER2PEER | VIR_MIGRATE_PAUSED;
+
+	if (!dom)
+		return cmn_fail(e, -ENOENT, "no domain %s on %s", uuid, v->uri);
+	if (max_downtime_ms && virDomainMigrateSetMaxDowntime(dom, max_downtime_ms, 0)) {
+		r = virt_fail(e, "libvirt did not take the maximum downtime");
+		goto out;
+	}
+	if (virTypedParamsAddString(&par, &npar, &maxpar, VIR_MIGRATE_PARAM_DEST_XML, dest_xml)) {
+		r = cmn_fail(e, -ENOMEM, "out of memory");
+		goto out;
+	}
+	if (virDomainMigrateToURI3(dom, dest_uri, par, (unsigned int)npar, flags))
+		r = virt_fail(e, "libvirt did not migrate the domain");
+out:
+	virTypedParamsFree(par, npar);
+	virDomainFree(dom);
+	return r;
+}
+
+int vmm_virt_job(struct vmm_virt *v, const char *uuid, struct vmm_virt_job *j)
+{
+	virDomainPtr dom = virDomainLookupByUUIDString(v->conn, uuid);
+	virTypedParameterPtr par = NULL;
+	int npar = 0, type = 0;
+	unsigned long long u;
+
+	memset(j, 0, sizeof(*j));
+	if (!dom)
+		return -ENOENT;
+	if (virDomainGetJobStats(dom, &type, &par, &npar, 0)) {
+		virDomainFree(dom);
+		return -EIO;
+	}
+	j->active = type != VIR_DOMAIN_JOB_NONE;
+	if (virTypedParamsGetULLong(par, npar, VIR_DOMAIN_JOB_DATA_PROCESSED, &u) == 1)
+		j->processed = u;
+	if (virTypedParamsGetULLong(par, npar, VIR_DOMAIN_JOB_DATA_REMAINING, &u) == 1)
+		j->remaining = u;
+	if (virTypedParamsGetULLong(par, npar, VIR_DOMAIN_JOB_MEMORY_ITERATION, &u) == 1)
+		j->iteration = u;
+	virTypedParamsFree(par, npar);
+	virDomainFree(dom);
+	return 0;
+}
+
+int vmm_virt_resume(struct vmm_virt *v, const char *uuid, struct cmn_fail *e)
+{
+	virDomainPtr dom = virDomainLookupByUUIDString(v->conn, uuid);
+	int r = 0;
+
+	if (!dom)
+		return cmn_fail(e, -ENOENT, "no domain %s on %s", uuid, v->uri);
+	if (virDomainResume(dom))
+		r = virt_fail(e, "libvirt did not resume the domain");
+	virDomainFree(dom);
+	return r;
+}

@@ -59,6 +59,10 @@ struct vmm_slice {
 	bool attached;			/* a guest holds the endpoint */
 	unsigned int vf;		/* 0 when not running */
 	char endpoint[VMM_PATH_MAX];	/* <runtime>/vf<N>.sock when running */
+	char endpoint_master[VMM_PATH_MAX];	/* <runtime>/vf<N>.master.sock: the guest is
+						 * ivshmem peer 0 (ABI 2.3), "" from older vgpuds */
+	bool guest_peer0;		/* the attached guest came through endpoint_master */
+	char guest_abi[16];		/* what the attached guest announced ("2.3"), "" if nothing */
 	uint64_t vram_bytes;		/* provisioned, when running */
 	uint64_t bar_bytes;		/* BAR2 size (a power of two), when running */
 	char owner_vm[VMM_UUID_LEN];	/* owner token's VM UUID, "" when unowned */
@@ -116,9 +120,20 @@ struct vmm_domain {
 	const char *disk;
 	const char *disk_format;		/* "raw" or "qcow2"; NULL: raw */
 	const char *console_log;		/* serial to this file; NULL: a pty */
-	const char *endpoint;			/* the slice's vf<N>.sock (shmem form) */
+	const char *endpoint;			/* the slice's vf<N>.sock, or vf<N>.master.sock
+						 * when @migratable (shmem form) */
+	bool migratable;			/* <shmem role='master'> (QEMU's master=on) and a
+						 * QMP monitor for vgpu-vm migrate (VMM_MIG_QMP_DIR) */
 	struct vmm_meta meta;
 };
+
+/* The extra QMP monitor of a migratable domain, for what libvirt does not set (QEMU's
+ * x-ignore-shared capability): a UNIX socket QEMU listens on, "<dir>/vgpu-mig-<domain
+ * UUID>-<N>.qmp", N changing with every migration so that both ends of one on the same
+ * machine never share it. */
+#define VMM_MIG_QMP_DIR		"/var/lib/libvirt/qemu"
+#define VMM_MIG_QMP_ID		"vgpu-mig"
+#define VMM_QEMU_NS		"http://libvirt.org/schemas/domain/qemu/1.0"
 
 /* Check @d: a name libvirt and a shell both take ([A-Za-z0-9._-], 1..64, not starting
  * with '-' or '.'), UUIDs, memory 64..1048576 MiB, 1..64 vCPUs, absolute paths, kernel xor
@@ -149,6 +164,66 @@ int vmm_xml_validate(const char *xml, struct cmn_fail *e);
  * metadata's) names vgpud's socket. Never calls libvirt. */
 int vmm_hook_run(const char *name, const char *op, const char *subop, const char *xml,
 		 const char *socket_override, struct cmn_fail *e);
+
+/* ---- migration (vgpu-vm migrate, migrate.c) ----------------------------------------------- */
+
+/* Whether slice @s, as its source vgpud reports it, can move with its VM: running, a guest
+ * attached through vf<N>.master.sock that announced ABI 2.3 or later. 0, -EBUSY (not
+ * running, no guest) or -EOPNOTSUPP (peer mode, an older guest or vgpud), naming why. */
+int vmm_mig_slice_check(const struct vmm_slice *s, struct cmn_fail *e);
+
+/* What changes between the source's domain XML and the destination's. */
+struct vmm_mig_target {
+	const char *endpoint_old, *endpoint_new;	/* the slice's vf<N>.master.sock */
+	const char *socket_old, *socket_new;		/* vgpud's control socket (metadata) */
+};
+/* The destination's XML for domain @dom_uuid: @xml with the <shmem>'s server path, our
+ * metadata's vgpud socket and the migration monitor's generation (+1) replaced, each of
+ * which must be there once. *@out malloc'd. -EINVAL naming what is missing. */
+int vmm_mig_dest_xml(const char *xml, const char *dom_uuid, const struct vmm_mig_target *t,
+		     char **out, struct cmn_fail *e);
+/* The migration monitor's socket path in @xml (VMM_MIG_QMP_DIR). 0 or -EINVAL (none). */
+int vmm_mig_qmp_path(const char *xml, const char *dom_uuid, char *path, size_t len);
+/* "tcp:HOST:0" for the host libvirt URI @uri names. 0 or -EINVAL (no host). */
+int vmm_mig_listen_for(const char *uri, char *out, size_t len);
+/* Set QEMU's x-ignore-shared migration capability through the QMP monitor at @path. */
+int vmm_mig_qmp_ignore_shared(const char *path, struct cmn_fail *e);
+
+/* One progress report: @phase "slice" (the vgpuds' pre-copy: round, bytes sent, dirty
+ * bytes of the last pass, bytes expected next, estimate) or "vm" (libvirt's RAM copy:
+ * QEMU's pass, bytes sent, bytes left). */
+struct vmm_mig_progress {
+	const char *phase;
+	unsigned int round;
+	uint64_t bytes, dirty_bytes, remaining_bytes, estimate_ms;
+	uint64_t elapsed_ms;		/* since the migration began */
+};
+
+struct vmm_mig_opts {
+	const char *domain;		/* name or UUID on @src_uri */
+	const char *src_uri, *dest_uri;	/* libvirt: here, and --to */
+	const char *src_socket;		/* source vgpud (NULL: the domain's metadata) */
+	const char *dest_socket;	/* destination vgpud's control socket, reachable here */
+	const char *listen;		/* the destination vgpud's stream address (NULL: tcp on
+					 * the host of @dest_uri, any port) */
+	unsigned int max_downtime_ms;	/* QEMU's limit for the VM's stop; 0: libvirt's */
+	void (*progress)(void *ctx, const struct vmm_mig_progress *p);
+	void *ctx;
+};
+
+/* What a migration did. vm_downtime_ms runs from libvirt's end of the VM's move (source
+ * stopped, destination paused) to the destination's resume; QEMU's own stop before it
+ * (bounded by max_downtime_ms) comes on top. */
+struct vmm_mig_report {
+	char name[128], uuid[VMM_UUID_LEN], slice[VMM_UUID_LEN];
+	uint64_t total_ms, vm_downtime_ms, slice_downtime_ms;
+	uint64_t slice_bytes, vm_bytes;
+	unsigned int rounds, vm_iterations;
+};
+
+/* Move the running domain and its slice (the order in migrate.c). 0, or -errno with the
+ * reason in @e; up to the VM's move a failure leaves both running on the source. */
+int vmm_migrate(const struct vmm_mig_opts *o, struct vmm_mig_report *rep, struct cmn_fail *e);
 
 /* The vgpu-vm tool (vmm_glue/cmd/vgpu-vm.c, man page doc/vgpu-vm.1). */
 int vmm_vm_main(int argc, char **argv);

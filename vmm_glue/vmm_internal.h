@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "vmm_glue/vmm_glue.h"
 
@@ -55,5 +56,24 @@ int vmm_virt_lookup(struct vmm_virt *v, const char *name_or_uuid, struct vmm_vm_
 int vmm_virt_stop(struct vmm_virt *v, const char *uuid, bool undefine, struct cmn_fail *e);
 /* Every domain (active and defined); *out malloc'd, the caller frees. */
 int vmm_virt_list(struct vmm_virt *v, struct vmm_vm_info **out, size_t *n, struct cmn_fail *e);
+
+/* Migration (migrate.c). The domain's XML in *@xml (malloc'd), libvirt's migratable form if
+ * @migratable. */
+int vmm_virt_xml(struct vmm_virt *v, const char *uuid, bool migratable, char **xml,
+		 struct cmn_fail *e);
+/* Migrate the domain live to @dest_uri (peer to peer) as @dest_xml, the destination left
+ * paused; @max_downtime_ms (0: libvirt's default) first. Blocks until libvirt is done. */
+int vmm_virt_migrate(struct vmm_virt *v, const char *uuid, const char *dest_uri,
+		     const char *dest_xml, unsigned int max_downtime_ms, struct cmn_fail *e);
+/* What libvirt says of the domain's job in progress. */
+struct vmm_virt_job {
+	bool active;
+	uint64_t processed, remaining;	/* bytes of guest RAM */
+	uint64_t iteration;		/* QEMU's RAM passes */
+};
+/* 0, -ENOENT (no such domain) or -EIO. */
+int vmm_virt_job(struct vmm_virt *v, const char *uuid, struct vmm_virt_job *j);
+/* Resume a paused domain. */
+int vmm_virt_resume(struct vmm_virt *v, const char *uuid, struct cmn_fail *e);
 
 #endif

@@ -188,10 +188,13 @@ static void xml_os(struct vmm_buf *b, const struct vmm_domain *d)
 }
 
 /* The slice as QEMU's ivshmem-doorbell on vgpud's endpoint: BAR2's size is the size of the
- * memfd vgpud sends, so there is no <size>; one MSI-X vector per VF vector. */
+ * memfd vgpud sends, so there is no <size>; one MSI-X vector per VF vector. A migratable
+ * domain's device is the ivshmem master (QEMU refuses to migrate peer mode, and libvirt any
+ * other role), which QEMU allows only as peer 0: vf<N>.master.sock's layout. */
 static void xml_shmem(struct vmm_buf *b, const struct vmm_domain *d)
 {
-	vmm_buf_printf(b, "    <shmem name='vgpu-%s'>\n", d->meta.slice);
+	vmm_buf_printf(b, "    <shmem name='vgpu-%s'%s>\n", d->meta.slice,
+		       d->migratable ? " role='master'" : "");
 	vmm_buf_printf(b, "      <model type='ivshmem-doorbell'/>\n      <server path='");
 	vmm_buf_xml(b, d->endpoint);
 	vmm_buf_printf(b, "'/>\n      <msi vectors='%u' ioeventfd='on'/>\n    </shmem>\n",
@@ -235,6 +238,16 @@ static void xml_devices(struct vmm_buf *b, const struct vmm_domain *d)
 		       "    <memballoon model='none'/>\n  </devices>\n");
 }
 
+/* A migratable domain's own QMP monitor (see VMM_MIG_QMP_DIR), its generation 0. */
+static void xml_mig_monitor(struct vmm_buf *b, const struct vmm_domain *d)
+{
+	vmm_buf_printf(b, "  <qemu:commandline>\n    <qemu:arg value='-chardev'/>\n"
+		       "    <qemu:arg value='socket,id=%s,path=%s/%s-%s-0.qmp,server=on,wait=off'/>\n"
+		       "    <qemu:arg value='-mon'/>\n    <qemu:arg value='chardev=%s,mode=control'/>\n"
+		       "  </qemu:commandline>\n", VMM_MIG_QMP_ID, VMM_MIG_QMP_DIR, VMM_MIG_QMP_ID,
+		       d->uuid, VMM_MIG_QMP_ID);
+}
+
 int vmm_xml_build(const struct vmm_domain *d, char **xml, struct cmn_fail *e)
 {
 	struct vmm_buf b = { 0 };
@@ -246,7 +259,8 @@ int vmm_xml_build(const struct vmm_domain *d, char **xml, struct cmn_fail *e)
 	if (r)
 		return r;
 	meta = vmm_meta_xml(&d->meta);
-	vmm_buf_printf(&b, "<domain type='%s'>\n", d->accel == VMM_ACCEL_KVM ? "kvm" : "qemu");
+	vmm_buf_printf(&b, "<domain type='%s'%s>\n", d->accel == VMM_ACCEL_KVM ? "kvm" : "qemu",
+		       d->migratable ? " xmlns:qemu='" VMM_QEMU_NS "'" : "");
 	xml_elem(&b, "  ", "name", d->name);
 	vmm_buf_printf(&b, "  <uuid>%s</uuid>\n  <metadata>\n    %s\n  </metadata>\n", d->uuid,
 		       meta ? meta : "");
@@ -264,6 +278,8 @@ int vmm_xml_build(const struct vmm_domain *d, char **xml, struct cmn_fail *e)
 	vmm_buf_printf(&b, "  <on_poweroff>destroy</on_poweroff>\n  <on_reboot>%s</on_reboot>\n"
 		       "  <on_crash>destroy</on_crash>\n", d->kernel ? "destroy" : "restart");
 	xml_devices(&b, d);
+	if (d->migratable && d->form == VMM_FORM_SHMEM)
+		xml_mig_monitor(&b, d);
 	vmm_buf_printf(&b, "</domain>\n");
 	free(meta);
 	if (b.oom || !meta) {

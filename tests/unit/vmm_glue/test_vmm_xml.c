@@ -506,6 +506,48 @@ static void test_domxml_to_native(void **state)
 	assert_null(strstr(argv, "-no-acpi"));
 }
 
+/* --migratable: the ivshmem master on vf<N>.master.sock and the migration monitor, valid
+ * for libvirt's schema, and QEMU's command line as libvirt makes it (when one answers). */
+static void test_migratable(void **state)
+{
+	struct vmm_domain d = base_domain();
+	struct cmn_fail e = { 0 };
+	char path[] = "/tmp/vmm-xml-XXXXXX", cmd[256], *xml, *argv;
+	FILE *f;
+	int fd;
+
+	(void)state;
+	d.migratable = true;
+	d.endpoint = "/run/vgpud/vf1.master.sock";
+	assert_int_equal(vmm_xml_build(&d, &xml, &e), 0);
+	assert_non_null(strstr(xml, "<domain type='qemu' xmlns:qemu='" VMM_QEMU_NS "'>\n"));
+	assert_non_null(strstr(xml, "<shmem name='vgpu-" SLICE "' role='master'>\n"));
+	assert_non_null(strstr(xml, "<server path='/run/vgpud/vf1.master.sock'/>"));
+	assert_non_null(strstr(xml, "<qemu:arg value='socket,id=vgpu-mig,path=" VMM_MIG_QMP_DIR
+			       "/vgpu-mig-" DOM "-0.qmp,server=on,wait=off'/>"));
+	assert_non_null(strstr(xml, "<qemu:arg value='chardev=vgpu-mig,mode=control'/>"));
+	if (have_validator() && vmm_xml_validate(xml, &e))
+		fail_msg("%s", e.msg);
+	if (system("virsh -c qemu:///system version >/dev/null 2>&1") != 0) {
+		free(xml);
+		return;
+	}
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	f = fdopen(fd, "w");
+	fputs(xml, f);
+	fclose(f);
+	snprintf(cmd, sizeof(cmd), "virsh -c qemu:///system domxml-to-native qemu-argv %s 2>&1",
+		 path);
+	argv = run_capture(cmd);
+	unlink(path);
+	free(xml);
+	assert_non_null(argv);
+	assert_non_null(strstr(argv, "\"master\":\"on\""));
+	assert_non_null(strstr(argv, "path=/run/vgpud/vf1.master.sock"));
+	assert_non_null(strstr(argv, "-mon chardev=vgpu-mig,mode=control"));
+}
+
 #define ROWS(fn, table) ({ \
 	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) { \
 		tests[n].name = table[i].name; \
@@ -527,6 +569,7 @@ int main(void)
 		cmocka_unit_test(test_meta_round_trip),
 		cmocka_unit_test(test_meta_through_libvirt),
 		cmocka_unit_test(test_domxml_to_native),
+		cmocka_unit_test(test_migratable),
 	};
 	static struct CMUnitTest tests[64];
 	size_t n = 0;

@@ -1,0 +1,225 @@
+// SPDX-License-Identifier: MIT
+/* vgpu-vm migrate's decisions that need no libvirt or vgpud: which slices can move (and
+ * the reason named for each that cannot), the destination's domain XML (endpoint, vgpud
+ * socket and migration monitor replaced, in libvirt's quoting, and refused when a piece is
+ * missing), the destination vgpud's listen address from a libvirt URI, the migration
+ * monitor's path, and the verb's usage errors. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "common/compiler.h"
+#include "vmm_glue/vmm_glue.h"
+
+#define SLICE	"6a3c9dd2-0001-4b6e-9f1e-6f0c2f2b9d70"
+#define DOM	"3f1c1f4e-8d2b-4c55-9a7e-0c1d2e3f4a5b"
+
+/* ---- which slices can move --------------------------------------------------------------- */
+
+static const struct check_case {
+	const char *name;
+	bool running, attached, peer0;
+	const char *master, *abi;
+	int want;
+	const char *says;		/* a piece of the message */
+} check_cases[] = {
+	{ "2.3 guest on the master socket", true, true, true, "/r/vf1.master.sock", "2.3", 0, "" },
+	{ "a later minor", true, true, true, "/r/vf1.master.sock", "2.7", 0, "" },
+	{ "not running", false, false, false, "", "", -EBUSY, "is not running" },
+	{ "no guest", true, false, false, "/r/vf1.master.sock", "", -EBUSY, "no guest attached" },
+	{ "vgpud before ABI 2.3", true, true, false, "", "", -EOPNOTSUPP, "older than ABI 2.3" },
+	{ "guest in peer mode", true, true, false, "/r/vf1.master.sock", "2.3", -EOPNOTSUPP,
+	  "--migratable" },
+	{ "guest before 2.3 (announced nothing)", true, true, true, "/r/vf1.master.sock", "",
+	  -EOPNOTSUPP, "2.2 or older" },
+	{ "guest announced 2.1", true, true, true, "/r/vf1.master.sock", "2.1", -EOPNOTSUPP,
+	  "speaks vGPU ABI 2.1" },
+	{ "another major", true, true, true, "/r/vf1.master.sock", "3.0", -EOPNOTSUPP,
+	  "speaks vGPU ABI 3.0" },
+};
+
+static void test_check(void **state)
+{
+	const struct check_case *c = *state;
+	struct vmm_slice s = { .uuid = SLICE, .running = c->running, .attached = c->attached,
+			       .guest_peer0 = c->peer0, .endpoint = "/r/vf1.sock" };
+	struct cmn_fail e = { 0 };
+
+	snprintf(s.endpoint_master, sizeof(s.endpoint_master), "%s", c->master);
+	snprintf(s.guest_abi, sizeof(s.guest_abi), "%s", c->abi);
+	assert_int_equal(vmm_mig_slice_check(&s, &e), c->want);
+	if (c->want) {
+		if (!strstr(e.msg, c->says) || !strstr(e.msg, SLICE))
+			fail_msg("\"%s\" does not say \"%s\" and name the slice", e.msg, c->says);
+	}
+}
+
+/* ---- the destination's XML ---------------------------------------------------------------- */
+
+/* The parts of a migratable domain's XML as libvirt gives it back: its own elements in
+ * single quotes, our metadata (libxml2's output) in double quotes. */
+#define XML_HEAD "<domain type='qemu' xmlns:qemu='" VMM_QEMU_NS "'>\n  <metadata>\n" \
+	"    <vgpu:vm xmlns:vgpu=\"urn:vgpu:vm:1\">\n"
+#define XML_META(sock) "      <vgpu:slice uuid=\"" SLICE "\" socket=\"" sock "\"/>\n" \
+	"    </vgpu:vm>\n  </metadata>\n"
+#define XML_SHMEM(ep) "    <shmem name='vgpu-" SLICE "' role='master'>\n" \
+	"      <model type='ivshmem-doorbell'/>\n      <server path='" ep "'/>\n    </shmem>\n"
+#define XML_MON(n) "  <qemu:commandline>\n    <qemu:arg value='-chardev'/>\n" \
+	"    <qemu:arg value='socket,id=vgpu-mig,path=" VMM_MIG_QMP_DIR "/vgpu-mig-" DOM "-" n \
+	".qmp,server=on,wait=off'/>\n  </qemu:commandline>\n"
+
+static const char src_xml[] = XML_HEAD XML_META("/run/a/control.sock") "  <devices>\n"
+	XML_SHMEM("/run/a/vf1.master.sock") "  </devices>\n" XML_MON("4") "</domain>\n";
+static const char dst_xml[] = XML_HEAD XML_META("/run/b/control.sock") "  <devices>\n"
+	XML_SHMEM("/run/b/vf2.master.sock") "  </devices>\n" XML_MON("5") "</domain>\n";
+
+static const struct vmm_mig_target target = {
+	.endpoint_old = "/run/a/vf1.master.sock", .endpoint_new = "/run/b/vf2.master.sock",
+	.socket_old = "/run/a/control.sock", .socket_new = "/run/b/control.sock",
+};
+
+static void test_dest_xml(void **state)
+{
+	struct cmn_fail e = { 0 };
+	char *out, path[256];
+
+	(void)state;
+	assert_int_equal(vmm_mig_dest_xml(src_xml, DOM, &target, &out, &e), 0);
+	assert_string_equal(out, dst_xml);
+	assert_int_equal(vmm_mig_qmp_path(out, DOM, path, sizeof(path)), 0);
+	assert_string_equal(path, VMM_MIG_QMP_DIR "/vgpu-mig-" DOM "-5.qmp");
+	assert_int_equal(vmm_mig_qmp_path(src_xml, DOM, path, sizeof(path)), 0);
+	assert_string_equal(path, VMM_MIG_QMP_DIR "/vgpu-mig-" DOM "-4.qmp");
+	free(out);
+}
+
+static const struct bad_xml_case {
+	const char *name, *xml;
+	const char *says;
+} bad_xml_cases[] = {
+	{ "no migration monitor (not --migratable)", XML_HEAD XML_META("/run/a/control.sock")
+	  XML_SHMEM("/run/a/vf1.master.sock") "</domain>\n", "--migratable" },
+	{ "another endpoint", XML_HEAD XML_META("/run/a/control.sock")
+	  XML_SHMEM("/run/a/vf9.master.sock") XML_MON("0") "</domain>\n", "<server path=" },
+	{ "the endpoint twice", XML_HEAD XML_META("/run/a/control.sock")
+	  XML_SHMEM("/run/a/vf1.master.sock") XML_SHMEM("/run/a/vf1.master.sock") XML_MON("0")
+	  "</domain>\n", "<server path=" },
+	{ "another vgpud in the metadata", XML_HEAD XML_META("/run/c/control.sock")
+	  XML_SHMEM("/run/a/vf1.master.sock") XML_MON("0") "</domain>\n", "vgpud socket" },
+};
+
+static void test_dest_xml_bad(void **state)
+{
+	const struct bad_xml_case *c = *state;
+	struct cmn_fail e = { 0 };
+	char *out = (char *)1;
+
+	assert_int_equal(vmm_mig_dest_xml(c->xml, DOM, &target, &out, &e), -EINVAL);
+	assert_null(out);
+	if (!strstr(e.msg, c->says))
+		fail_msg("\"%s\" does not say \"%s\"", e.msg, c->says);
+}
+
+/* ---- where the destination vgpud listens ----------------------------------------------------- */
+
+static const struct listen_case {
+	const char *name, *uri, *want;		/* want NULL: -EINVAL */
+} listen_cases[] = {
+	{ "host", "qemu+tcp://10.77.0.2/system", "tcp:10.77.0.2:0" },
+	{ "user and port", "qemu+tcp://root@hostb:16509/system", "tcp:hostb:0" },
+	{ "IPv6", "qemu+tcp://[fd00::2]:16509/system", "tcp:[fd00::2]:0" },
+	{ "query", "qemu+ssh://b.example?keyfile=/k", "tcp:b.example:0" },
+	{ "local URI", "qemu:///system", NULL },
+	{ "no scheme", "hostb", NULL },
+};
+
+static void test_listen(void **state)
+{
+	const struct listen_case *c = *state;
+	char out[128];
+	int r = vmm_mig_listen_for(c->uri, out, sizeof(out));
+
+	if (!c->want) {
+		assert_int_equal(r, -EINVAL);
+		return;
+	}
+	assert_int_equal(r, 0);
+	assert_string_equal(out, c->want);
+}
+
+/* ---- the verb's usage ------------------------------------------------------------------------ */
+
+static const struct usage_case {
+	const char *name;
+	const char *argv[10];
+	const char *says;
+} usage_cases[] = {
+	{ "no domain", { "migrate", "--to", "qemu+tcp://b/system", "--dest-socket", "/s" },
+	  "one domain" },
+	{ "no --to", { "migrate", "vm1", "--dest-socket", "/s" }, "--to URI" },
+	{ "no --dest-socket", { "migrate", "vm1", "--to", "qemu+tcp://b/system" },
+	  "--dest-socket PATH" },
+	{ "--max-downtime 0", { "migrate", "vm1", "--to", "qemu+tcp://b/system", "--dest-socket",
+				"/s", "--max-downtime", "0" }, "bad --max-downtime" },
+	{ "--max-downtime not a number", { "migrate", "vm1", "--to", "u", "--dest-socket", "/s",
+					   "--max-downtime", "1s" }, "bad --max-downtime" },
+	{ "--migratable", { "migrate", "vm1", "--to", "u", "--dest-socket", "/s",
+			    "--migratable" }, "takes none of" },
+};
+
+static void test_usage(void **state)
+{
+	const struct usage_case *c = *state;
+	char *argv[12] = { "vgpu-vm" }, err[512] = "";
+	int fds[2], status, argc = 1;
+	ssize_t n;
+	pid_t pid;
+
+	for (int i = 0; c->argv[i]; i++)
+		argv[argc++] = (char *)c->argv[i];
+	assert_int_equal(pipe(fds), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		dup2(fds[1], 2);
+		close(fds[0]);
+		_exit(vmm_vm_main(argc, argv));
+	}
+	close(fds[1]);
+	/* Up to EOF: the usage lines are several writes, and a closed pipe would kill it. */
+	for (size_t got = 0; (n = read(fds[0], err + got, sizeof(err) - 1 - got)) > 0;)
+		got += (size_t)n, err[got] = 0;
+	close(fds[0]);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), VMM_EXIT_USAGE);
+	if (!strstr(err, c->says))
+		fail_msg("\"%s\" does not say \"%s\"", err, c->says);
+}
+
+#define ROWS(fn, table) \
+	for (size_t i = 0; i < VGPU_ARRAY_SIZE(table); i++) \
+		t[n++] = (struct CMUnitTest){ table[i].name, fn, NULL, NULL, (void *)&table[i] }
+
+int main(void)
+{
+	struct CMUnitTest t[VGPU_ARRAY_SIZE(check_cases) + VGPU_ARRAY_SIZE(bad_xml_cases) +
+			    VGPU_ARRAY_SIZE(listen_cases) + VGPU_ARRAY_SIZE(usage_cases) + 1];
+	size_t n = 0;
+
+	ROWS(test_check, check_cases);
+	t[n++] = (struct CMUnitTest)cmocka_unit_test(test_dest_xml);
+	ROWS(test_dest_xml_bad, bad_xml_cases);
+	ROWS(test_listen, listen_cases);
+	ROWS(test_usage, usage_cases);
+	return _cmocka_run_group_tests("vmm_migrate", t, n, NULL, NULL);
+}
