@@ -6,10 +6,11 @@
  * run: a mailbox PING, a 256 B RM call through the GSP (GSP_ECHO), and usermode submit ->
  * execution (the device's TIMESTAMP of the first method), one round of the three every
  * TB_PERIOD_NS (a light tenant). Each flooding VF sends PINGs and 256 B GSP_ECHO calls
- * back to back, sleeping on each reply. Figures: p50 and p99 of each, flooded over solo,
+ * back to back, sleeping on each reply; the flooder threads run at nice 19, as the flooding
+ * guests' code would run on CPUs of their own. Figures: p50 and p99 of each, flooded over solo,
  * and the flood's calls per second.
  *
- *   tenant_bench [--json] [--quick] [--bindir DIR]
+ *   tenant_bench [--json] [--quick] [--bindir DIR] [--flood-nice N]
  *
  * Scheduler share keys (share_err_pct_*) come from shares(): null until it measures them. */
 #include <errno.h>
@@ -22,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "common/clock.h"
@@ -40,6 +42,12 @@
 /* A flooding VF's call sleeps on its reply at once (1 ns of spin): four flooder threads
  * spinning on two CPUs would be the CPU the victim waits for, not the service plane. */
 #define TB_FLOOD_SPIN_NS	1
+/* The flooder threads stand for the flooding guests' own CPUs (in a deployment, the vCPUs
+ * of other VMs, not the victim's): they run at nice 19, so on one host the victim's chain
+ * does not wait for a CPU the flood's guest code holds (doc/bench/tenant_bench.md, "The
+ * flooder's threads"). What serves the flood on the host (vgpud, vgpu-gsp) is measured as
+ * it runs in a deployment. */
+#define TB_FLOOD_NICE		19	/* the default; --flood-nice N (0..19) for a check */
 /* The victim is a light tenant: one round of samples (a PING, an RM call, a submit) every
  * TB_PERIOD_NS, under its share of the mailbox service at every N; the flood is heavy. */
 #define TB_PERIOD_NS		(20 * VGPU_NSEC_PER_MSEC)
@@ -57,6 +65,8 @@ struct tb_shared {
 	_Atomic bool stop;
 	_Atomic uint64_t calls;		/* flood calls made */
 	_Atomic unsigned int failed;
+	int flood_nice;			/* the flooder threads' nice */
+	_Atomic unsigned int nice_failed;	/* flooder threads left at nice 0 */
 };
 
 /* A VF with what the RM call needs: a client and a subdevice. */
@@ -149,6 +159,10 @@ static void *flood_thread(void *arg)
 {
 	struct tb_thread *th = arg;
 	struct tb_shared *sh = th->sh;
+
+	/* The flooding guests' own CPUs: nice 19 unless --flood-nice says otherwise. */
+	if (setpriority(PRIO_PROCESS, 0, sh->flood_nice))
+		atomic_fetch_add(&sh->nice_failed, 1);
 
 	while (!atomic_load(&sh->stop)) {
 		unsigned int active = atomic_load(&sh->active), did = 0;
@@ -374,13 +388,16 @@ int main(int argc, char **argv)
 {
 	static const struct option lo[] = {
 		{ "json", no_argument, NULL, 'j' }, { "quick", no_argument, NULL, 'q' },
-		{ "bindir", required_argument, NULL, 'b' }, { NULL, 0, NULL, 0 },
+		{ "bindir", required_argument, NULL, 'b' },
+		{ "flood-nice", required_argument, NULL, 'n' }, { NULL, 0, NULL, 0 },
 	};
 	struct tb_result res[TB_NR_N];
 	struct tb_shared *sh;
 	struct tb_victim v = { 0 };
 	const char *bindir = NULL;
 	bool json = false, quick = false;
+	long flood_nice = TB_FLOOD_NICE;
+	char *end;
 	unsigned int blocks;
 	double load;
 	size_t per;
@@ -395,8 +412,15 @@ int main(int argc, char **argv)
 			quick = true;
 		else if (c == 'b')
 			bindir = optarg;
+		else if (c == 'n' && (flood_nice = strtol(optarg, &end, 10)) >= 0 &&
+			 flood_nice <= 19 && *optarg && !*end)
+			continue;
 		else {
-			fprintf(stderr, "usage: tenant_bench [--json] [--quick] [--bindir DIR]\n");
+			if (c == 'n')
+				fprintf(stderr, "tenant_bench: --flood-nice %s: not a nice value "
+					"from 0 to 19\n", optarg);
+			fprintf(stderr, "usage: tenant_bench [--json] [--quick] [--bindir DIR] "
+				"[--flood-nice N]\n");
 			return 2;
 		}
 	}
@@ -408,6 +432,7 @@ int main(int argc, char **argv)
 	if (sh == MAP_FAILED)
 		return 1;
 	memset(sh, 0, sizeof(*sh));
+	sh->flood_nice = (int)flood_nice;
 	r = host_up(&fx, bindir);
 	if (r)
 		goto out;
@@ -437,8 +462,9 @@ int main(int argc, char **argv)
 	}
 	if (json) {
 		bench_cpu_json_begin();
-		printf("\"load_avg_start\": %.2f, \"vfs\": %d, \"victim_vf\": %d, \"quick\": %s",
-		       load, TB_VFS, TB_VICTIM, quick ? "true" : "false");
+		printf("\"load_avg_start\": %.2f, \"vfs\": %d, \"victim_vf\": %d, \"quick\": %s, "
+		       "\"flooder_nice\": %d", load, TB_VFS, TB_VICTIM, quick ? "true" : "false",
+		       atomic_load(&sh->nice_failed) ? 0 : sh->flood_nice);
 		for (int m = 0; m < M_NR; m++)
 			for (size_t i = 0; i < TB_NR_N; i++)
 				printf(", \"victim_%s_p50_ratio_n%u\": %.2f, "
@@ -451,9 +477,10 @@ int main(int argc, char **argv)
 		shares(true, quick);
 		printf("}\n");
 	} else {
-		printf("tenant_bench: victim VF %d, flooders on VFs 1..N, %u solo + %u flooded "
-		       "blocks of %zu samples each, load average %.2f at start\n\n", TB_VICTIM,
-		       blocks, blocks, per, load);
+		printf("tenant_bench: victim VF %d, flooders on VFs 1..N (threads at nice %d), %u "
+		       "solo + %u flooded blocks of %zu samples each, load average %.2f at start\n\n",
+		       TB_VICTIM, atomic_load(&sh->nice_failed) ? 0 : sh->flood_nice, blocks, blocks,
+		       per, load);
 		printf("%-8s %4s %10s %10s %7s %10s %10s %7s\n", "metric", "N", "solo p50",
 		       "flood p50", "ratio", "solo p99", "flood p99", "ratio");
 		for (int m = 0; m < M_NR; m++)
