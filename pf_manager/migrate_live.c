@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -54,6 +55,7 @@
 #define LM_DEF_ROUNDS		8
 #define LM_DEF_SWITCH_BYTES	(16ull << 20)
 #define LM_MAX_DAEMONS		8
+#define LM_IDLE_ROUND_MS	50		/* a round this often while waiting */
 
 enum lm_status { LM_LISTENING, LM_CONNECTING, LM_PRE_COPY, LM_WAITING, LM_STOP_COPY,
 		 LM_COMPLETED, LM_FAILED, LM_CANCELLED };
@@ -91,6 +93,9 @@ struct lm {
 	unsigned int round;
 	uint64_t bytes, dirty_bytes, remaining;
 	uint64_t t_start, t_stop, t_end;
+	uint64_t stream_ns;		/* time spent in passes */
+	unsigned int precopy_rounds;	/* passes sent while the slice ran */
+	uint64_t pass_ns;		/* the last pass's time (worker only) */
 	char error[CMN_FAIL_MSG_MAX];
 	uint64_t gen, gen_sent;		/* record changes, and the last one sent as an event */
 	/* a request to the loop thread (L->lock) */
@@ -449,12 +454,15 @@ out:
 struct src_pages {
 	uint64_t pages[MIG_NR_REGIONS];	/* pages per region */
 	uint64_t first[MIG_NR_REGIONS];	/* index of a region's first page */
+	uint64_t rbase[MIG_NR_REGIONS];	/* a region's offset in the object (and the map) */
 	uint32_t *crc;			/* CRC32C of each page as sent (zero page's at start) */
 	uint64_t *nonzero;		/* bit: the destination holds data there */
 	uint64_t *dirty;		/* bit: an engine wrote it since it was last read */
 	uint64_t *visit;		/* this pass's pages to read */
 	uint32_t crc_zero;
-	uint8_t *buf;
+	const uint8_t *map;		/* VRAM and DMA memory, read-only */
+	size_t map_len;
+	uint8_t *buf;			/* an extent being sent: a copy, so its CRC holds */
 };
 
 static bool bit_get(const uint64_t *b, uint64_t i)
@@ -480,10 +488,13 @@ static int src_pages_init(struct src_pages *sp, const struct pf_slice *s)
 {
 	static const uint8_t zero[LM_PAGE];
 	uint64_t n, words;
+	void *map;
 
 	sp->pages[MIG_R_VRAM] = s->prov.vram / LM_PAGE;
 	sp->pages[MIG_R_DMA] = s->dma_size / LM_PAGE;
 	sp->first[MIG_R_DMA] = sp->pages[MIG_R_VRAM];
+	sp->rbase[MIG_R_VRAM] = pf_mig_region_base(s, MIG_R_VRAM);
+	sp->rbase[MIG_R_DMA] = pf_mig_region_base(s, MIG_R_DMA);
 	n = sp->pages[MIG_R_VRAM] + sp->pages[MIG_R_DMA];
 	words = n / 64 + 1;
 	sp->crc_zero = mig_crc32c(0, zero, LM_PAGE);
@@ -494,6 +505,12 @@ static int src_pages_init(struct src_pages *sp, const struct pf_slice *s)
 	sp->buf = malloc(LM_CHUNK);
 	if (!sp->crc || !sp->nonzero || !sp->dirty || !sp->visit || !sp->buf)
 		return -ENOMEM;
+	/* Read in place: a compare touches every populated page, a copy only those sent. */
+	sp->map_len = sp->rbase[MIG_R_DMA] + s->dma_size;
+	map = mmap(NULL, sp->map_len, PROT_READ, MAP_SHARED | MAP_NORESERVE, s->bar_fd, 0);
+	if (map == MAP_FAILED)
+		return -errno;
+	sp->map = map;
 	for (uint64_t i = 0; i < n; i++)
 		sp->crc[i] = sp->crc_zero;
 	return 0;
@@ -506,6 +523,8 @@ static void src_pages_fini(struct src_pages *sp)
 	free(sp->dirty);
 	free(sp->visit);
 	free(sp->buf);
+	if (sp->map)
+		munmap((void *)sp->map, sp->map_len);
 }
 
 /* Mark the populated pages of @region (SEEK_DATA / SEEK_HOLE) in sp->visit. */
@@ -531,49 +550,52 @@ static int visit_data(const struct pf_slice *s, struct src_pages *sp, enum mig_r
 	return 0;
 }
 
-/* Read [@p0, @p1) pages of @region and send those that changed, as ascending extents. */
-static int src_run(struct lm *m, struct src_pages *sp, struct mig_enc *enc, enum mig_region region,
+/* Send the @n pages at @first of @region (changed, consecutive) as one extent: copied
+ * first, and their CRCs taken from the copy, so what is remembered is what was sent. */
+static int src_extent(struct src_pages *sp, struct mig_enc *enc, enum mig_region region,
+		      uint64_t first, uint64_t n, struct cmn_fail *f)
+{
+	uint64_t base = sp->first[region];
+	const uint8_t *from = sp->map + sp->rbase[region] + first * LM_PAGE;
+
+	memcpy(sp->buf, from, n * LM_PAGE);
+	for (uint64_t i = 0; i < n; i++) {
+		uint32_t c = mig_crc32c(0, sp->buf + i * LM_PAGE, LM_PAGE);
+
+		sp->crc[base + first + i] = c;
+		bit_put(sp->nonzero, base + first + i, c != sp->crc_zero);
+	}
+	return mig_enc_extent(enc, region, first * LM_PAGE, sp->buf, n * LM_PAGE, f);
+}
+
+/* Compare [@p0, @p1) pages of @region with what was sent and send those that changed (or
+ * that an engine wrote), as ascending extents of at most LM_CHUNK bytes. */
+static int src_run(struct src_pages *sp, struct mig_enc *enc, enum mig_region region,
 		   uint64_t p0, uint64_t p1, struct cmn_fail *f)
 {
-	const struct pf_slice *s = m->s;
-	uint64_t rbase = pf_mig_region_base(s, region);
+	uint64_t base = sp->first[region], ext = 0, ext_len = 0;
+	int r = 0;
 
-	while (p0 < p1) {
-		uint64_t n = cmn_min(p1 - p0, (uint64_t)(LM_CHUNK / LM_PAGE)), ext = 0, ext_len = 0;
-		ssize_t got = pread(s->bar_fd, sp->buf, n * LM_PAGE, (off_t)(rbase + p0 * LM_PAGE));
-		int r;
+	for (uint64_t p = p0; p <= p1 && !r; p++) {
+		bool send = false;
 
-		if (got != (ssize_t)(n * LM_PAGE))
-			return cmn_fail(f, got < 0 ? -errno : -EIO, "cannot read the VRAM object");
-		for (uint64_t i = 0; i <= n; i++) {
-			uint64_t pi = sp->first[region] + p0 + i;
-			bool send = false;
+		if (p < p1) {
+			uint64_t pi = base + p;
 
-			if (i < n) {
-				uint32_t c = mig_crc32c(0, sp->buf + i * LM_PAGE, LM_PAGE);
-
-				send = c != sp->crc[pi] || bit_get(sp->dirty, pi);
-				sp->crc[pi] = c;
-				bit_put(sp->dirty, pi, false);
-				bit_put(sp->nonzero, pi, c != sp->crc_zero);
-			}
-			if (send && !ext_len)
-				ext = i;
-			if (send) {
-				ext_len++;
-				continue;
-			}
-			if (!ext_len)
-				continue;
-			r = mig_enc_extent(enc, region, (p0 + ext) * LM_PAGE, sp->buf + ext * LM_PAGE,
-					   ext_len * LM_PAGE, f);
-			if (r)
-				return r;
-			ext_len = 0;
+			send = bit_get(sp->dirty, pi) ||
+			       mig_crc32c(0, sp->map + sp->rbase[region] + p * LM_PAGE, LM_PAGE) !=
+			       sp->crc[pi];
+			bit_put(sp->dirty, pi, false);
 		}
-		p0 += n;
+		if (send && !ext_len)
+			ext = p;
+		if (send && ++ext_len < LM_CHUNK / LM_PAGE)
+			continue;
+		if (ext_len)
+			r = src_extent(sp, enc, region, ext, ext_len, f);
+		ext_len = 0;
 	}
-	return 0;
+	return r;
 }
 
 /* One region of a pass: the pages an engine dirtied, those the destination holds data
@@ -597,7 +619,7 @@ static int src_region(struct lm *m, struct src_pages *sp, struct mig_enc *enc,
 		}
 		while (j < b && bit_get(sp->visit, j))
 			j++;
-		r = src_run(m, sp, enc, region, i - a, j - a, f);
+		r = src_run(sp, enc, region, i - a, j - a, f);
 		i = j;
 	}
 	return r;
@@ -618,6 +640,7 @@ static int src_pass(struct lm *m, struct src_pages *sp, unsigned int pass, bool 
 	struct pf_daemon *d = m->L->d;
 	json_object *live = json_object_new_object();
 	struct mig_enc enc;
+	uint64_t t0 = cmn_now_ns();
 	char *def;
 	int r;
 
@@ -634,6 +657,7 @@ static int src_pass(struct lm *m, struct src_pages *sp, unsigned int pass, bool 
 		return send_failed(m, r, f);
 	if (!pass && (r = recv_ack(m, f)))
 		return r;
+	t0 = cmn_now_ns();	/* the destination's plan is not the stream's time */
 	src_collect(m, sp);
 	r = src_region(m, sp, &enc, MIG_R_VRAM, dirty_only, f);
 	if (!r)
@@ -643,38 +667,45 @@ static int src_pass(struct lm *m, struct src_pages *sp, unsigned int pass, bool 
 	if (r)
 		return f->err == -ECANCELED || r == -EPIPE || r == -ECONNRESET ? send_failed(m, r, f) : r;
 	*sent = enc.tot.bytes[MIG_R_VRAM] + enc.tot.bytes[MIG_R_DMA];
+	m->pass_ns = cmn_now_ns() - t0;
 	return 0;
 }
 
 static void src_progress(struct lm *m, unsigned int round, uint64_t sent)
 {
 	cmn_mutex_lock(&m->L->lock);
+	m->stream_ns += m->pass_ns;
 	m->round = round;
 	m->bytes += sent;
 	m->dirty_bytes = sent;
 	m->remaining = round ? sent : 0;
-	lm_changed(m);
+	if (m->status != LM_WAITING)	/* an event per round, but not for a waiting one's */
+		lm_changed(m);
 	cmn_mutex_unlock(&m->L->lock);
 }
 
-/* Wait for migrate-switchover (or a cancel, or the destination going away). */
+/* Wait up to LM_IDLE_ROUND_MS for migrate-switchover: 1 when it came, 0 when the time is
+ * up (another round keeps the dirty set small), or a cancel or the destination gone. */
 static int src_wait_go(struct lm *m, struct cmn_fail *f)
 {
 	struct pollfd p[2] = { { .fd = m->sock, .events = POLLIN }, { .fd = m->wake_fd, .events = POLLIN } };
+	int n;
 
-	lm_set_status(m, LM_WAITING);
-	while (!atomic_load(&m->go)) {
-		if (atomic_load(&m->cancel))
-			return cmn_fail(f, -ECANCELED, "cancelled");
-		if (poll(p, 2, -1) < 0 && errno != EINTR)
-			return cmn_fail(f, -errno, "poll: %s", cmn_strerror(-errno));
-		if (p[1].revents)
-			efd_drain(m->wake_fd);
-		if (p[0].revents)
-			return recv_ack(m, f) ? f->err : cmn_fail(f, -EPROTO, "the destination sent "
-								   "an ack nobody asked for");
-	}
-	return 0;
+	if (atomic_load(&m->go))
+		return 1;
+	if (atomic_load(&m->cancel))
+		return cmn_fail(f, -ECANCELED, "cancelled");
+	n = poll(p, 2, LM_IDLE_ROUND_MS);
+	if (n < 0 && errno != EINTR)
+		return cmn_fail(f, -errno, "poll: %s", cmn_strerror(-errno));
+	if (n > 0 && p[1].revents)
+		efd_drain(m->wake_fd);
+	if (n > 0 && p[0].revents)
+		return recv_ack(m, f) ? f->err : cmn_fail(f, -EPROTO, "the destination sent an "
+							   "ack nobody asked for");
+	if (atomic_load(&m->cancel))
+		return cmn_fail(f, -ECANCELED, "cancelled");
+	return atomic_load(&m->go) ? 1 : 0;
 }
 
 /* Stop (@stop) or resume the slice: no mailbox requests served, no engine time. */
@@ -701,19 +732,31 @@ static int src_migrate(struct lm *m, struct src_pages *sp, struct cmn_fail *f)
 {
 	unsigned int round = 0;
 	uint64_t sent = 0;
+	bool waiting = false;
 	int r;
 
+	/* Rounds until the dirty set is small or the round limit; a manual switchover then
+	 * waits, with a round now and then, for migrate-switchover. */
 	r = src_pass(m, sp, round, false, false, &sent, f);
 	while (!r) {
 		src_progress(m, round, sent);
-		if (round && (sent <= m->switch_bytes || round >= m->max_rounds))
-			break;
+		if (round && (sent <= m->switch_bytes || round >= m->max_rounds)) {
+			if (!m->manual)
+				break;
+			if (!waiting)
+				lm_set_status(m, LM_WAITING);
+			waiting = true;
+			r = src_wait_go(m, f);
+			if (r)
+				break;
+		}
 		r = src_pass(m, sp, ++round, false, false, &sent, f);
 	}
-	if (!r && m->manual)
-		r = src_wait_go(m, f);
-	if (r)
+	if (r < 0)
 		return r;
+	cmn_mutex_lock(&m->L->lock);
+	m->precopy_rounds = round + 1;
+	cmn_mutex_unlock(&m->L->lock);
 	cmn_mutex_lock(&m->L->lock);
 	m->t_stop = cmn_now_ns();
 	m->status = LM_STOP_COPY;
@@ -1050,6 +1093,12 @@ static json_object *lm_json(struct lm *m)
 		json_object_object_add(o, "downtime_ms", json_object_new_double(
 			(double)(m->t_end - m->t_stop) / 1e6));
 	json_object_object_add(o, "total_ms", json_object_new_double((double)el / 1e6));
+	if (m->source) {
+		json_object_object_add(o, "stream_ms", json_object_new_double(
+			(double)m->stream_ns / 1e6));
+		json_object_object_add(o, "precopy_rounds", json_object_new_int(
+			(int)m->precopy_rounds));
+	}
 	if (m->error[0])
 		json_object_object_add(o, "error", json_object_new_string(m->error));
 	return o;
