@@ -85,6 +85,18 @@ struct hmm_staging {
 	bool in_dirty;			/* @in holds pages to drop */
 };
 
+/* Pages a migration to the device gave up, kept whole 2 MiB blocks at a time for the
+ * migrations back: those then copy into pages that exist instead of fresh ones the
+ * kernel must clear first. Only with UFFDIO_MOVE (pages move in and out whole). */
+#define HMM_SPARE_BLOCKS	32	/* at most 64 MiB held per mm */
+
+struct hmm_spare {
+	struct cmn_mutex lock;		/* protects full, busy */
+	char *base;			/* HMM_SPARE_BLOCKS x 2 MiB, registered: MOVE target */
+	uint64_t full;			/* blocks holding 512 present pages */
+	uint64_t busy;			/* blocks a migration has taken */
+};
+
 struct hmm_mm {
 	struct hmm_mm_opts opts;
 	int uffd;			/* managed regions are registered here */
@@ -105,6 +117,7 @@ struct hmm_mm {
 	atomic_uint walkers;
 	_Atomic uint64_t seq;
 	struct hmm_staging staging[HMM_NR_STAGING];
+	struct hmm_spare spare;
 	struct hmm_thrash *thrash;
 	/* counters */
 	_Atomic uint64_t c_cpu_faults, c_cpu_fault_pages, c_zero_fills, c_cpu_won;
@@ -127,6 +140,12 @@ static inline _Atomic uint64_t *hmm_region_word(struct hmm_region *r, uintptr_t 
 {
 	return &r->st[(addr - r->start) >> HMM_PAGE_SHIFT];
 }
+
+/* Take a spare block that is @full (512 pages to copy into) or empty (a MOVE target);
+ * NULL if there is none. */
+char *hmm_spare_take(struct hmm_mm *mm, bool full);
+/* Give a taken block back, saying whether it now holds 512 pages. */
+void hmm_spare_put(struct hmm_mm *mm, char *blk, bool full);
 
 /* Run the invalidation of @r over @mm's notifiers; retries non-blockable refusals. */
 void hmm_notify_invalidate(struct hmm_mm *mm, const struct hmm_notify_range *r);

@@ -34,6 +34,10 @@ struct migrate_priv {
 	uint64_t old[HMM_MIGRATE_MAX_PAGES];	/* state words before collection */
 	bool direct;			/* to system without MOVE: UFFDIO_COPY straight from
 					 * the device pages, no staging copy (batched helper) */
+	char *out;			/* where the way back copies: stg->out, or a spare
+					 * block of pages to reuse */
+	char *spare;			/* that spare block, or NULL */
+	bool recycle;			/* to device: keep the pages given up (batched) */
 };
 
 static uintptr_t page_addr(const struct hmm_migrate *m, size_t i)
@@ -48,7 +52,7 @@ static char *stage_in(const struct hmm_migrate *m, const struct migrate_priv *p,
 
 static char *stage_out(const struct hmm_migrate *m, const struct migrate_priv *p, size_t i)
 {
-	return p->stg->out + (page_addr(m, i) - p->base);
+	return p->out + (page_addr(m, i) - p->base);
 }
 
 static struct hmm_staging *staging_get(struct hmm_mm *mm)
@@ -308,6 +312,7 @@ int hmm_migrate_setup(struct hmm_migrate *m)
 
 	p->base = cmn_align_down(m->start, HMM_BLOCK_SIZE);
 	p->stg = staging_get(m->mm);
+	p->out = p->stg->out;
 	m->priv = p;
 	for (size_t i = 0; i < m->npages; i++) {
 		struct hmm_region *r = hmm_region_find(page_addr(m, i));
@@ -484,6 +489,34 @@ static void protect_collected(struct hmm_migrate *m, struct migrate_priv *p)
 	}
 }
 
+/* A whole aligned 2 MiB block that went to the device left all its pages in staging:
+ * move them to an empty spare block (one PMD) for a migration back to copy into,
+ * instead of dropping them. True if staging is empty again. */
+static bool recycle_staged(struct hmm_migrate *m, struct migrate_priv *p, size_t done)
+{
+	char *blk;
+
+	if (!p->recycle || done != HMM_BLOCK_PAGES || m->npages != HMM_BLOCK_PAGES ||
+	    m->start != p->base)
+		return false;
+	for (size_t i = 0; i < m->npages; i++) {
+		if (p->kind[i] != K_STAGED)
+			return false;
+	}
+	blk = hmm_spare_take(m->mm, false);
+	if (!blk)
+		return false;
+	if (hmm_uffd_move(m->mm->uffd, (uintptr_t)blk, (uintptr_t)p->stg->in, HMM_BLOCK_SIZE,
+			  false) == (long)HMM_BLOCK_SIZE) {
+		hmm_spare_put(m->mm, blk, true);
+		return true;
+	}
+	/* part of it moved: neither block is of use, both are dropped */
+	madvise(blk, HMM_BLOCK_SIZE, MADV_DONTNEED);
+	hmm_spare_put(m->mm, blk, false);
+	return false;
+}
+
 static void finalize_system(struct hmm_migrate *m, struct migrate_priv *p)
 {
 	unsigned int dm_id = hmm_devmem_id(m->devmem);
@@ -516,7 +549,8 @@ static void finalize_system(struct hmm_migrate *m, struct migrate_priv *p)
 		atomic_store(w, HMM_PS_SYSTEM);
 	}
 	if (p->stg->in_dirty) {
-		madvise(p->stg->in, 2 * HMM_BLOCK_SIZE, MADV_DONTNEED);
+		if (!recycle_staged(m, p, done))
+			madvise(p->stg->in, 2 * HMM_BLOCK_SIZE, MADV_DONTNEED);
 		p->stg->in_dirty = false;
 	}
 	atomic_fetch_add_explicit(&m->mm->c_to_dev, done, memory_order_relaxed);
@@ -543,7 +577,12 @@ static void finalize_device(struct hmm_migrate *m, struct migrate_priv *p)
 		}
 	}
 	/* what the caller filled but did not install */
-	madvise(p->stg->out, 2 * HMM_BLOCK_SIZE, MADV_DONTNEED);
+	if (p->spare) {
+		madvise(p->spare, HMM_BLOCK_SIZE, MADV_DONTNEED);
+		hmm_spare_put(m->mm, p->spare, false);
+	} else {
+		madvise(p->stg->out, 2 * HMM_BLOCK_SIZE, MADV_DONTNEED);
+	}
 	atomic_fetch_add_explicit(&m->mm->c_to_sys, done, memory_order_relaxed);
 }
 
@@ -664,6 +703,7 @@ static int migrate_batch_to_device(struct hmm_mm *mm, struct hmm_devmem *dm, uin
 
 	if (ret)
 		return ret;
+	((struct migrate_priv *)m.priv)->recycle = true;
 	alloc_dst(&m, res);
 	copy_to_device(&m);
 	hmm_migrate_pages(&m);
@@ -729,6 +769,11 @@ static int migrate_batch_to_system(struct hmm_mm *mm, struct hmm_devmem *dm, uin
 			if (m.src[i] & HMM_MIGRATE_PFN_MIGRATE)
 				m.dst[i] = HMM_MIGRATE_PFN_VALID;
 	} else {
+		/* a whole block copies into pages an earlier migration gave up, if kept:
+		 * fresh ones would cost the kernel a clear of 2 MiB first */
+		if (mm->has_move && !hmm_mm_prot(mm) && m.start == p->base &&
+		    m.npages == HMM_BLOCK_PAGES && (p->spare = hmm_spare_take(mm, true)))
+			p->out = p->spare;
 		copy_to_system(&m);
 	}
 	hmm_migrate_pages(&m);

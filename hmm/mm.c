@@ -636,6 +636,62 @@ static int staging_init(struct hmm_mm *mm)
 	return 0;
 }
 
+/* The spare area: address space only, populated by the pages migrations give up. */
+static int spare_init(struct hmm_mm *mm)
+{
+	const size_t len = HMM_SPARE_BLOCKS * HMM_BLOCK_SIZE;
+
+	if (!mm->has_move)
+		return 0;
+	mm->spare.base = map_aligned(len);
+	if (!mm->spare.base)
+		return -ENOMEM;
+	return hmm_uffd_register(mm->uffd, (uintptr_t)mm->spare.base, len, false);
+}
+
+static void spare_fini(struct hmm_mm *mm)
+{
+	if (mm->spare.base)
+		munmap(mm->spare.base, HMM_SPARE_BLOCKS * HMM_BLOCK_SIZE);
+	cmn_mutex_destroy(&mm->spare.lock);
+}
+
+char *hmm_spare_take(struct hmm_mm *mm, bool full)
+{
+	struct hmm_spare *sp = &mm->spare;
+	char *blk = NULL;
+
+	if (!sp->base)
+		return NULL;
+	cmn_mutex_lock(&sp->lock);
+	uint64_t cand = (full ? sp->full : ~sp->full) & ~sp->busy &
+			(VGPU_BIT(HMM_SPARE_BLOCKS) - 1);
+
+	if (cand) {
+		unsigned int b = cmn_ctz(cand);
+
+		sp->busy |= VGPU_BIT(b);
+		blk = sp->base + (size_t)b * HMM_BLOCK_SIZE;
+	}
+	cmn_mutex_unlock(&sp->lock);
+	return blk;
+}
+
+void hmm_spare_put(struct hmm_mm *mm, char *blk, bool full)
+{
+	struct hmm_spare *sp = &mm->spare;
+	unsigned int b = (unsigned int)((size_t)(blk - sp->base) / HMM_BLOCK_SIZE);
+
+	cmn_mutex_lock(&sp->lock);
+	VGPU_ASSERT(sp->busy & VGPU_BIT(b));
+	sp->busy &= ~VGPU_BIT(b);
+	if (full)
+		sp->full |= VGPU_BIT(b);
+	else
+		sp->full &= ~VGPU_BIT(b);
+	cmn_mutex_unlock(&sp->lock);
+}
+
 static void staging_fini(struct hmm_mm *mm)
 {
 	for (unsigned int i = 0; i < HMM_NR_STAGING; i++) {
@@ -748,6 +804,7 @@ int hmm_mm_create(const struct hmm_mm_opts *opts, struct hmm_mm **out)
 	if (ret)
 		goto free_mm;
 	cmn_mutex_init(&mm->lock);
+	cmn_mutex_init(&mm->spare.lock);
 	mm->uffd = mm->stop_fd = mm->mem_fd = -1;
 	mm->procmap_query = caps.procmap_query;
 	mm->pagemap_fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
@@ -762,6 +819,8 @@ int hmm_mm_create(const struct hmm_mm_opts *opts, struct hmm_mm **out)
 	if (ret)
 		goto close_fds;
 	ret = staging_init(mm);
+	if (!ret)
+		ret = spare_init(mm);
 	if (ret)
 		goto close_staging;
 	ret = mm_publish(mm);
@@ -773,6 +832,7 @@ int hmm_mm_create(const struct hmm_mm_opts *opts, struct hmm_mm **out)
 close_staging:
 	hmm_uffd_close(mm);
 	staging_fini(mm);
+	spare_fini(mm);
 close_fds:
 	mm_close_fds(mm);
 free_mm:
@@ -798,6 +858,7 @@ void hmm_mm_destroy(struct hmm_mm *mm)
 	hmm_notify_invalidate(mm, &rel);
 	hmm_uffd_close(mm);
 	staging_fini(mm);
+	spare_fini(mm);
 	mm_close_fds(mm);
 	cmn_mutex_destroy(&mm->lock);
 	free(mm);

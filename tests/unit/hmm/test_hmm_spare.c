@@ -1,0 +1,147 @@
+// SPDX-License-Identifier: MIT
+/* Whole 2 MiB blocks migrated to the device and back, more of them than hmm keeps spare
+ * pages for, on both userfaultfd backends: the way back copies into pages an earlier
+ * migration gave up where it can, and the CPU must then read exactly what the device
+ * holds — never what those pages held before. Also with the kept pages shared with a
+ * fork child while the data comes back (the copy into them breaks the sharing first;
+ * the child must keep its own view). Runs under any
+ * capability set; without UFFDIO_MOVE nothing is kept and the same checks hold. */
+#include <sys/wait.h>
+
+#include "tdev.h"
+
+#define BLOCKS		36		/* more than hmm keeps (32) */
+#define LEN		((size_t)BLOCKS * M2)
+#define ROUNDS		3
+
+/* The bias of page @pg's ints in round @round, on the CPU or written by the device. */
+static int bias_of(size_t pg, int round, bool device)
+{
+	return (int)(pg * 7919) + round * 1000003 + (device ? 500009 : 0);
+}
+
+/* The device overwrites every page of [buf, buf+len) where it lives. */
+static void device_write_all(struct hmm_mm *mm, struct hmm_devmem *dm, char *buf, int round)
+{
+	for (size_t pg = 0; pg < LEN / PG; pg++) {
+		struct hmm_devmem *where = NULL;
+		uint64_t page = 0;
+
+		assert_int_equal(hmm_mm_page_where(mm, buf + pg * PG, &where, &page),
+				 HMM_PAGE_DEVICE);
+		assert_ptr_equal(where, dm);
+		fill_ints(hmm_devmem_page_ptr(dm, page), PG, bias_of(pg, round, true));
+	}
+}
+
+static void round_trip(struct hmm_mm *mm, struct hmm_devmem *dm, char *buf, int round)
+{
+	struct hmm_migrate_result r;
+
+	for (size_t pg = 0; pg < LEN / PG; pg++)
+		fill_ints(buf + pg * PG, PG, bias_of(pg, round, false));
+	assert_int_equal(hmm_migrate_to_device(mm, dm, buf, LEN, &r), 0);
+	assert_int_equal(r.migrated, LEN / PG);
+	assert_int_equal(r.chunks, BLOCKS);
+	device_write_all(mm, dm, buf, round);
+	assert_int_equal(hmm_migrate_to_system(mm, dm, buf, LEN, &r), 0);
+	assert_int_equal(r.migrated, LEN / PG);
+	assert_int_equal(hmm_devmem_used_pages(dm), 0);
+	for (size_t pg = 0; pg < LEN / PG; pg++)
+		check_ints(buf + pg * PG, PG, bias_of(pg, round, true));
+}
+
+static struct hmm_devmem *pool_new(void)
+{
+	static int owner;
+	struct hmm_devmem *dm;
+
+	assert_int_equal(hmm_devmem_create(&(struct hmm_devmem_desc){ .owner = &owner,
+					   .size = LEN }, &dm), 0);
+	return dm;
+}
+
+/* Several round trips: every page comes back with the device's data of that round. */
+static void test_round_trips(void **state)
+{
+	enum hmm_backend backend = (enum hmm_backend)(uintptr_t)*state;
+	struct hmm_mm *mm = tmm_new(backend, 0);
+	struct hmm_devmem *dm = pool_new();
+	char *buf = tbuf_new(LEN, true);
+
+	assert_int_equal(hmm_region_add(mm, buf, LEN), 0);
+	for (int round = 0; round < ROUNDS; round++)
+		round_trip(mm, dm, buf, round);
+	assert_int_equal(hmm_region_remove(mm, buf), 0);
+	assert_int_equal(hmm_devmem_destroy(dm), 0);
+	hmm_mm_destroy(mm);
+	munmap(buf, LEN);
+}
+
+/* Pages kept from a migration to the device are shared with a child (fork shares what
+ * the process holds) while the data comes back: the data must arrive all the same, and
+ * the child's view of the region stays what it was at the fork. */
+static void test_kept_pages_shared_with_child(void **state)
+{
+	enum hmm_backend backend = (enum hmm_backend)(uintptr_t)*state;
+	struct hmm_mm *mm = tmm_new(backend, 0);
+	struct hmm_devmem *dm = pool_new();
+	char *buf = tbuf_new(LEN, true);
+	struct hmm_migrate_result r;
+	int go[2], status;
+	pid_t pid;
+
+	assert_int_equal(hmm_region_add(mm, buf, LEN), 0);
+	for (size_t pg = 0; pg < LEN / PG; pg++)
+		fill_ints(buf + pg * PG, PG, bias_of(pg, 0, false));
+	assert_int_equal(hmm_migrate_to_device(mm, dm, buf, LEN, &r), 0);
+	assert_int_equal(r.migrated, LEN / PG);
+	device_write_all(mm, dm, buf, 0);
+	assert_int_equal(pipe(go), 0);
+	/* fork brings the data back first (fault-back), the kept pages stay kept */
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		char c;
+
+		close(go[1]);
+		if (read(go[0], &c, 1) < 0)
+			_exit(2);
+		/* the parent's later rounds never show through */
+		for (size_t pg = 0; pg < LEN / PG; pg++) {
+			const int *p = (const int *)(buf + pg * PG);
+
+			if (p[0] != bias_of(pg, 0, true))
+				_exit(1);
+		}
+		_exit(0);
+	}
+	close(go[0]);
+	for (size_t pg = 0; pg < LEN / PG; pg++)
+		check_ints(buf + pg * PG, PG, bias_of(pg, 0, true));
+	for (int round = 1; round < ROUNDS; round++)
+		round_trip(mm, dm, buf, round);
+	assert_int_equal(write(go[1], "x", 1), 1);
+	close(go[1]);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_int_equal(hmm_region_remove(mm, buf), 0);
+	assert_int_equal(hmm_devmem_destroy(dm), 0);
+	hmm_mm_destroy(mm);
+	munmap(buf, LEN);
+}
+
+#define CASE(f, b) { #f "/" #b, f, NULL, NULL, (void *)(uintptr_t)(b) }
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		CASE(test_round_trips, HMM_BACKEND_UFFD_THREAD),
+		CASE(test_round_trips, HMM_BACKEND_UFFD_SIGBUS),
+		CASE(test_kept_pages_shared_with_child, HMM_BACKEND_UFFD_THREAD),
+		CASE(test_kept_pages_shared_with_child, HMM_BACKEND_UFFD_SIGBUS),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
