@@ -231,7 +231,7 @@ int rm_dispatch(struct rm *rm, unsigned int fn, const void *req, size_t len, voi
 /* ---- migration: a function's RM objects, moved with their handles ---- */
 /* One object (or client: h_class 0, h_parent 0, handle == h_client). Class fields:
  * VASPACE a = pdb; MEMORY_VIDMEM a = size, b = page size, runs = (VF-physical address,
- * pages) pairs; MEMORY_SYSMEM a = size, b = IOVA, c = offset in the DMA memory; a dup of
+ * pages) pairs; MEMORY_SYSMEM a = size, b = IOVA (not 0), c = offset in the DMA memory; a dup of
  * memory names its source in dep_* and has no runs; CHANNEL_GPFIFO a = GPFIFO VA, b =
  * USERD address, x = chid, y = runlist, z = entries, w = RM_OBJ_CHAN_* flags and USERD
  * aperture, dep_* = its VA space; EVENT x = notify index. */
