@@ -6,7 +6,8 @@
  * length, sequence number, CRC32C over header and payload), starting with HELLO (magic and
  * version) and SLICE (the definition and region sizes), then EXTENT frames (populated
  * ranges of VRAM and DMA memory only, ascending and disjoint per region), then (version
- * 1.1) the state of a slice with a guest (SCHED, RM_TREE, IOMMU, CHANNELS, DOORBELLS: records of fixed layout, a type may span several frames), and ending with END
+ * 1.1) the state of a slice with a guest (SCHED, RM_TREE, IOMMU, CHANNELS, DOORBELLS:
+ * records of fixed layout, a type may span several frames), and ending with END
  * (totals). The decoder is written for untrusted input: every length, count, offset
  * and sequence number is checked, and a failure names the frame by index and type.
  *
