@@ -101,6 +101,8 @@ static int save_maps(struct pf_slice *s, struct state_out *out, struct pf_err *e
 	m = calloc(n + 1, sizeof(*m));
 	out->maps = calloc(n + 1, sizeof(*out->maps));
 	r = m && out->maps ? iommu_mappings(s->dma_domain, m, &n) : -ENOMEM;
+	if (r)
+		cmn_fail(&e->f, r, "slice %s: its IOMMU mappings: %s", s->uuid, cmn_strerror(r));
 	for (size_t i = 0; !r && i < n; i++) {
 		if (m[i].memobj != s->dma_mo)
 			r = cmn_fail(&e->f, -EOPNOTSUPP, "slice %s: IOMMU mapping at %#" PRIx64 " is "
@@ -110,7 +112,7 @@ static int save_maps(struct pf_slice *s, struct state_out *out, struct pf_err *e
 				m[i].offset, m[i].prot };
 	}
 	free(m);
-	return r == -ENOMEM ? cmn_fail(&e->f, r, "out of memory") : r;
+	return r;
 }
 
 /* The RM records as the stream's (the same fields; runs stay the RM's). */
