@@ -29,6 +29,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <limits.h>
+
 #include <json-c/json.h>
 
 #include "common/clock.h"
@@ -365,6 +367,8 @@ struct mig_run {
 	struct vmm_slice s;
 	char *xml, *dest_xml;
 	char listen[160], src_qmp[160], dst_qmp[160];
+	char dst_qmp_here[PATH_MAX];	/* dst_qmp as seen from here (--dest-qmp-dir) */
+	char mig_uri[160];		/* QEMU's stream: tcp://HOST of --to */
 	uint64_t t0;
 	bool incoming, outgoing;	/* what to cancel if it fails */
 	/* the libvirt thread */
@@ -488,8 +492,8 @@ static void *mig_thread(void *arg)
 {
 	struct mig_run *m = arg;
 
-	m->mig_ret = vmm_virt_migrate(m->src, m->info.uuid, m->o->dest_uri, m->dest_xml,
-				      m->o->max_downtime_ms, &m->mig_err);
+	m->mig_ret = vmm_virt_migrate(m->src, m->info.uuid, m->o->dest_uri, m->mig_uri,
+				      m->dest_xml, m->o->max_downtime_ms, &m->mig_err);
 	__atomic_store_n(&m->mig_done, 1, __ATOMIC_RELEASE);
 	return NULL;
 }
@@ -513,7 +517,19 @@ static int mig_vm(struct mig_run *m, struct cmn_fail *e)
 	if (r)
 		return r;
 	vmm_mig_qmp_path(m->dest_xml, m->info.uuid, m->dst_qmp, sizeof(m->dst_qmp));
-	unlink(m->dst_qmp);	/* a stale one from a failed earlier move */
+	snprintf(m->dst_qmp_here, sizeof(m->dst_qmp_here), "%s%s",
+		 m->o->dest_qmp_dir ? m->o->dest_qmp_dir : VMM_MIG_QMP_DIR,
+		 m->dst_qmp + strlen(VMM_MIG_QMP_DIR));
+	unlink(m->dst_qmp_here);	/* a stale one from a failed earlier move */
+	/* QEMU's stream goes where libvirt reached the destination: the destination's own
+	 * idea of its host name may resolve to something else (or to this host). */
+	if (!vmm_mig_listen_for(m->o->dest_uri, m->mig_uri, sizeof(m->mig_uri))) {
+		char host[160];
+
+		snprintf(host, sizeof(host), "%s", m->mig_uri + 4);
+		host[strlen(host) - 2] = 0;	/* "tcp:" HOST ":0" */
+		snprintf(m->mig_uri, sizeof(m->mig_uri), "tcp://%s", host);
+	}
 	r = vmm_mig_qmp_ignore_shared(m->src_qmp, e);
 	if (r)
 		return r;
@@ -523,8 +539,8 @@ static int mig_vm(struct mig_run *m, struct cmn_fail *e)
 		struct vmm_virt_job j;
 		struct stat sb;
 
-		if (!dst_set && !stat(m->dst_qmp, &sb) && S_ISSOCK(sb.st_mode))
-			dst_set = !vmm_mig_qmp_ignore_shared(m->dst_qmp, &qe);
+		if (!dst_set && !stat(m->dst_qmp_here, &sb) && S_ISSOCK(sb.st_mode))
+			dst_set = !vmm_mig_qmp_ignore_shared(m->dst_qmp_here, &qe);
 		if (!vmm_virt_job(m->src, m->info.uuid, &j) && j.active) {
 			struct vmm_mig_progress p = { .phase = "vm", .round = (unsigned int)j.iteration,
 						      .bytes = j.processed,

@@ -260,7 +260,8 @@ int vmm_virt_xml(struct vmm_virt *v, const char *uuid, bool migratable, char **x
 }
 
 int vmm_virt_migrate(struct vmm_virt *v, const char *uuid, const char *dest_uri,
-		     const char *dest_xml, unsigned int max_downtime_ms, struct cmn_fail *e)
+		     const char *mig_uri, const char *dest_xml, unsigned int max_downtime_ms,
+		     struct cmn_fail *e)
 {
 	virDomainPtr dom = virDomainLookupByUUIDString(v->conn, uuid);
 	virTypedParameterPtr par = NULL;
@@ -276,7 +277,9 @@ int vmm_virt_migrate(struct vmm_virt *v, const char *uuid, const char *dest_uri,
 		r = virt_fail(e, "libvirt did not take the maximum downtime");
 		goto out;
 	}
-	if (virTypedParamsAddString(&par, &npar, &maxpar, VIR_MIGRATE_PARAM_DEST_XML, dest_xml)) {
+	if (virTypedParamsAddString(&par, &npar, &maxpar, VIR_MIGRATE_PARAM_DEST_XML, dest_xml) ||
+	    (mig_uri && virTypedParamsAddString(&par, &npar, &maxpar, VIR_MIGRATE_PARAM_URI,
+						mig_uri))) {
 		r = cmn_fail(e, -ENOMEM, "out of memory");
 		goto out;
 	}

@@ -206,6 +206,8 @@ struct vmm_mig_opts {
 	const char *dest_socket;	/* destination vgpud's control socket, reachable here */
 	const char *listen;		/* the destination vgpud's stream address (NULL: tcp on
 					 * the host of @dest_uri, any port) */
+	const char *dest_qmp_dir;	/* VMM_MIG_QMP_DIR of the destination as seen from here
+					 * (NULL: the same path) */
 	unsigned int max_downtime_ms;	/* QEMU's limit for the VM's stop; 0: libvirt's */
 	void (*progress)(void *ctx, const struct vmm_mig_progress *p);
 	void *ctx;

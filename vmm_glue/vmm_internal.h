@@ -61,10 +61,12 @@ int vmm_virt_list(struct vmm_virt *v, struct vmm_vm_info **out, size_t *n, struc
  * @migratable. */
 int vmm_virt_xml(struct vmm_virt *v, const char *uuid, bool migratable, char **xml,
 		 struct cmn_fail *e);
-/* Migrate the domain live to @dest_uri (peer to peer) as @dest_xml, the destination left
- * paused; @max_downtime_ms (0: libvirt's default) first. Blocks until libvirt is done. */
+/* Migrate the domain live to @dest_uri (peer to peer) as @dest_xml, QEMU's stream to
+ * @mig_uri (NULL: where the destination libvirtd says), the destination left paused;
+ * @max_downtime_ms (0: libvirt's default) first. Blocks until libvirt is done. */
 int vmm_virt_migrate(struct vmm_virt *v, const char *uuid, const char *dest_uri,
-		     const char *dest_xml, unsigned int max_downtime_ms, struct cmn_fail *e);
+		     const char *mig_uri, const char *dest_xml, unsigned int max_downtime_ms,
+		     struct cmn_fail *e);
 /* What libvirt says of the domain's job in progress. */
 struct vmm_virt_job {
 	bool active;

@@ -221,7 +221,10 @@ static void xml_devices(struct vmm_buf *b, const struct vmm_domain *d)
 	if (d->console_log) {
 		vmm_buf_printf(b, "    <serial type='file'>\n      <source path='");
 		vmm_buf_xml(b, d->console_log);
-		vmm_buf_printf(b, "'/>\n      <target port='0'/>\n    </serial>\n");
+		/* A migrated domain's QEMU opens the file anew on the destination: it must add
+		 * to what the guest printed before, not truncate it. */
+		vmm_buf_printf(b, "'%s/>\n      <target port='0'/>\n    </serial>\n",
+			       d->migratable ? " append='on'" : "");
 	} else {
 		vmm_buf_printf(b, "    <serial type='pty'>\n      <target port='0'/>\n    </serial>\n"
 			       "    <console type='pty'>\n      <target type='serial' port='0'/>\n"
