@@ -388,9 +388,9 @@ static void mark_set(struct gpu_engine *e, struct engine_mark *m, uint64_t now)
 }
 
 /* A turn ended at @now. On the real clock, what the host took from the engine thread since
- * @m is exactly the time that passed less the CPU time the thread used: that is stolen
- * time, not charged and added to the slice, in place of the long gaps gpu_engine_now()
- * guessed meanwhile. A preemption shorter than GPU_STALL_NS would otherwise be charged to
+ * @m is the time that passed less the CPU time the thread used: that is stolen time, not
+ * charged and added to the slice, where the long gaps gpu_engine_now() guessed meanwhile
+ * fall short of it. A preemption shorter than GPU_STALL_NS would otherwise be charged to
  * the running function as if it had run, and it does no work then: on a loaded host that
  * is several per cent of a small share's work in a second. */
 static void turn_stolen_locked(struct gpu_engine *e, struct engine_mark *m, uint64_t now)
@@ -401,10 +401,13 @@ static void turn_stolen_locked(struct gpu_engine *e, struct engine_mark *m, uint
 	if (e->g->cfg.clock_ns || !cpu || !m->cpu)
 		return;	/* a test clock, or no CPU time: the guesses stand */
 	took = now - m->wall > cpu - m->cpu ? now - m->wall - (cpu - m->cpu) : 0;
-	/* Replace the guess (wrapping arithmetic: took may be below it). */
-	e->stolen += took - guessed;
-	if (e->cur_fn >= 0)
-		e->slot_end += took - guessed;
+	/* Add what the guesses missed. A guess too large (a gap partly spent running) stands:
+	 * taking it back could take a slice below what was already counted stolen in it. */
+	if (took > guessed) {
+		e->stolen += took - guessed;
+		if (e->cur_fn >= 0)
+			e->slot_end += took - guessed;
+	}
 	m->wall = now;
 	m->cpu = cpu;
 	m->stolen = e->stolen;
