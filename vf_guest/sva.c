@@ -274,10 +274,36 @@ int vgpu_sva_unbind(struct vgpu_vf *vf)
 	return ret;
 }
 
+/* The serving state, set on @vf before the request goes out (requests may precede the
+ * reply). */
+static int sva_pri_new(struct vgpu_vf *vf, struct hmm_mm *mm)
+{
+	struct vf_sva_pri *pr = calloc(1, sizeof(*pr));
+	int ret;
+
+	if (!pr)
+		return vf_error(vf, -ENOMEM, "SVA page requests: out of memory");
+	cmn_mutex_init(&pr->io);
+	vf->sva_pri = pr;
+	pr->stop_fd = eventfd(0, EFD_CLOEXEC);
+	if (pr->stop_fd < 0) {
+		ret = vf_error(vf, -errno, "SVA page requests: no eventfd");
+		goto stop;
+	}
+	ret = hmm_pri_attach_mm(&pr->hp, mm);
+	if (ret) {
+		vf_error(vf, ret, "SVA page requests: no notifier slot left in the hmm mm");
+		goto stop;
+	}
+	return 0;
+stop:
+	sva_pri_stop(vf);
+	return ret;
+}
+
 int vgpu_sva_pri_enable(struct vgpu_vf *vf, struct hmm_mm *mm)
 {
 	struct vgpu_sva_reply rp;
-	struct vf_sva_pri *pr;
 	int ret;
 
 	if (!vf)
@@ -288,30 +314,23 @@ int vgpu_sva_pri_enable(struct vgpu_vf *vf, struct hmm_mm *mm)
 		return vf_error(vf, -ENOENT, "SVA page requests: not bound (vgpu_sva_bind first)");
 	if (vf->sva_pri)
 		return vf_error(vf, -EBUSY, "SVA page requests: already served");
-	pr = calloc(1, sizeof(*pr));
-	if (!pr)
-		return vf_error(vf, -ENOMEM, "SVA page requests: out of memory");
-	cmn_mutex_init(&pr->io);
-	pr->stop_fd = eventfd(0, EFD_CLOEXEC);
-	ret = pr->stop_fd < 0 ? -errno : hmm_pri_attach_mm(&pr->hp, mm);
-	vf->sva_pri = pr;	/* requests may come before the reply */
-	if (ret) {
-		sva_pri_stop(vf);
-		return vf_error(vf, ret, "SVA page requests: %s", ret == -ENOSPC ?
-				"no notifier slot left in the hmm mm" : "no eventfd");
-	}
-	ret = sva_op(vf, VGPU_SVA_OP_PRI, &rp);
-	if (ret) {
-		sva_pri_stop(vf);	/* (already gone if the connection failed) */
+	ret = sva_pri_new(vf, mm);
+	if (ret)
 		return ret;
-	}
-	ret = -pthread_create(&pr->thread, NULL, sva_pri_main, vf);
-	if (ret) {
-		vf_sva_close(vf);	/* vgpud would forward to no one: drop it all */
-		return vf_error(vf, ret, "SVA page requests: no thread; the binding is dropped");
-	}
-	pr->running = true;
+	ret = sva_op(vf, VGPU_SVA_OP_PRI, &rp);
+	if (ret)
+		goto stop;
+	ret = -pthread_create(&vf->sva_pri->thread, NULL, sva_pri_main, vf);
+	if (ret)
+		goto drop;
+	vf->sva_pri->running = true;
 	return 0;
+drop:
+	vf_sva_close(vf);	/* vgpud would forward to no one: drop the binding */
+	return vf_error(vf, ret, "SVA page requests: no thread; the binding is dropped");
+stop:
+	sva_pri_stop(vf);	/* (already gone if the connection failed) */
+	return ret;
 }
 
 void vgpu_sva_pri_stats(struct vgpu_vf *vf, uint64_t *served, uint64_t *refused)
