@@ -1040,6 +1040,20 @@ int vft_run(const struct vft_opts *o, FILE *out)
 	bool dog_on = pthread_create(&dog_thr, NULL, dog_main, &dog) == 0;
 
 	t.next_va = VFT_VA_BASE;
+	/* --loop: the selected cases again and again in this one attachment (a VM migrating
+	 * meanwhile must not notice); one point per case from the last round, a case that
+	 * failed in any round failing it. */
+	uint64_t loop_end = cmn_now_ns() + (uint64_t)o->loop_s * VGPU_NSEC_PER_SEC;
+	bool failed[VGPU_ARRAY_SIZE(cases)] = { false }, last;
+	unsigned int round = 0;
+
+next_round:
+	round++;
+	last = !o->loop_s || cmn_now_ns() >= loop_end;
+	if (o->loop_s) {
+		fprintf(out, "# loop: round %u%s\n", round, last ? " (last)" : "");
+		fflush(out);
+	}
 	n = 0;
 	for (size_t i = 0; i < VGPU_ARRAY_SIZE(cases); i++) {
 		const struct vft_case *c = &cases[i];
@@ -1053,6 +1067,16 @@ int vft_run(const struct vft_opts *o, FILE *out)
 		dog_arm(&dog, n, c->name, dog_limit_s(o, c));
 		ret = why ? VFT_SKIP : run_case(&t, c);
 		dog_arm(&dog, 0, NULL, 0);
+		if (ret && ret != VFT_SKIP && !failed[i]) {
+			failed[i] = o->loop_s != 0;
+			if (!last)
+				diag(&t, "loop: round %u: %s failed: %s", round, c->name,
+				     vgpu_vf_last_error(t.vf));
+		}
+		if (!last)
+			continue;
+		if (failed[i] && ret != VFT_SKIP)
+			ret = 1;
 		if (ret == VFT_SKIP) {
 			fprintf(out, "ok %u - %s # SKIP %s\n", n, c->name, why ? why : t.skip_why);
 			skip++;
@@ -1067,6 +1091,10 @@ int vft_run(const struct vft_opts *o, FILE *out)
 		}
 		fflush(out);
 	}
+	if (!last)
+		goto next_round;
+	if (o->loop_s)
+		fprintf(out, "# loop: %u rounds\n", round);
 	if (dog_on)
 		dog_stop(&dog, dog_thr);
 	vgpu_vaspace_destroy(t.as);

@@ -24,6 +24,9 @@ struct vft_opts {
 	unsigned int reset_wait_s;	/* > 0: also run "reset recovery", which waits this long
 					 * for someone (the harness) to reset the VF or restart
 					 * vgpud after it printed "# ready for reset" */
+	unsigned int loop_s;		/* > 0: run the selected cases in rounds, in one
+					 * attachment, until this many seconds have passed;
+					 * "# loop: round N" before each round */
 	unsigned int case_timeout_s;	/* a case with no result after this long is reported
 					 * "not ok ... hung" and the run bails out (exit 124);
 					 * 0: $VGPU_VFT_CASE_TIMEOUT, else 120 s (600 with big) */

@@ -40,6 +40,8 @@ static void usage(FILE *f)
 		   "  --reset-wait S also run \"reset recovery\": after printing \"# ready for\n"
 		   "                 reset\" wait up to S seconds for the VF to be reset (vgpuctl\n"
 		   "                 reset) or vgpud to restart, then recover\n"
+		   "  --loop S       repeat the selected cases in rounds, in one attachment,\n"
+		   "                 for S seconds (a point per case: ok if every round passed)\n"
 		   "  -v             print the driver's messages\n");
 }
 
@@ -79,6 +81,7 @@ int main(int argc, char **argv)
 		{ "list", no_argument, NULL, 'l' },
 		{ "big", no_argument, NULL, 'b' },
 		{ "reset-wait", required_argument, NULL, 'r' },
+		{ "loop", required_argument, NULL, 'L' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -98,6 +101,7 @@ int main(int argc, char **argv)
 		case 'l': list = true; break;
 		case 'b': o.big = true; break;
 		case 'r': o.reset_wait_s = (unsigned int)strtoul(optarg, NULL, 0); break;
+		case 'L': o.loop_s = (unsigned int)strtoul(optarg, NULL, 0); break;
 		case 'v': o.verbose = true; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
