@@ -92,10 +92,11 @@ struct lm {
 	enum lm_status status;
 	unsigned int round;
 	uint64_t bytes, dirty_bytes, remaining;
-	uint64_t t_start, t_stop, t_end;
+	uint64_t t_start, t_stop, t_ack, t_end;	/* t_ack: the destination committed */
 	uint64_t stream_ns;		/* time spent in passes */
 	unsigned int precopy_rounds;	/* passes sent while the slice ran */
 	uint64_t pass_ns;		/* the last pass's time (worker only) */
+	uint64_t pass0_bytes, pass0_ns;	/* the first, full pass: the stream's own rate */
 	char error[CMN_FAIL_MSG_MAX];
 	uint64_t gen, gen_sent;		/* record changes, and the last one sent as an event */
 	/* a request to the loop thread (L->lock) */
@@ -455,11 +456,11 @@ struct src_pages {
 	uint64_t pages[MIG_NR_REGIONS];	/* pages per region */
 	uint64_t first[MIG_NR_REGIONS];	/* index of a region's first page */
 	uint64_t rbase[MIG_NR_REGIONS];	/* a region's offset in the object (and the map) */
-	uint32_t *crc;			/* CRC32C of each page as sent (zero page's at start) */
+	uint64_t *fp;			/* fingerprint of each page as sent (zero page's at start) */
 	uint64_t *nonzero;		/* bit: the destination holds data there */
 	uint64_t *dirty;		/* bit: an engine wrote it since it was last read */
 	uint64_t *visit;		/* this pass's pages to read */
-	uint32_t crc_zero;
+	uint64_t fp_zero;
 	const uint8_t *map;		/* VRAM and DMA memory, read-only */
 	size_t map_len;
 	uint8_t *buf;			/* an extent being sent: a copy, so its CRC holds */
@@ -484,6 +485,36 @@ static void bits_set_range(uint64_t *b, uint64_t from, uint64_t to)
 		bit_put(b, i, true);
 }
 
+/* A page's fingerprint: CRC32C of each of its four 1 KiB quarters, computed side by side
+ * (four independent chains keep the CRC unit busy, where one chain waits on itself), two
+ * by two folded into 64 bits. Only compared with itself: a page that changed since it was
+ * sent differs from the sent one's fingerprint. */
+static uint64_t page_fp(const uint8_t *p)
+{
+	const size_t q = LM_PAGE / 4;
+#ifdef __SSE4_2__
+	uint64_t a = ~0ull, b = ~0ull, c = ~0ull, d = ~0ull;
+
+	for (size_t i = 0; i < q; i += 8) {
+		uint64_t va, vb, vc, vd;
+
+		memcpy(&va, p + i, 8);
+		memcpy(&vb, p + q + i, 8);
+		memcpy(&vc, p + 2 * q + i, 8);
+		memcpy(&vd, p + 3 * q + i, 8);
+		a = __builtin_ia32_crc32di(a, va);
+		b = __builtin_ia32_crc32di(b, vb);
+		c = __builtin_ia32_crc32di(c, vc);
+		d = __builtin_ia32_crc32di(d, vd);
+	}
+#else
+	uint64_t a = mig_crc32c(0, p, q), b = mig_crc32c(0, p + q, q);
+	uint64_t c = mig_crc32c(0, p + 2 * q, q), d = mig_crc32c(0, p + 3 * q, q);
+#endif
+	return ((uint32_t)a ^ (uint64_t)(uint32_t)c << 32) ^
+	       ((uint64_t)(uint32_t)b << 16 | (uint64_t)(uint32_t)d << 48 | (uint32_t)d >> 16);
+}
+
 static int src_pages_init(struct src_pages *sp, const struct pf_slice *s)
 {
 	static const uint8_t zero[LM_PAGE];
@@ -497,13 +528,13 @@ static int src_pages_init(struct src_pages *sp, const struct pf_slice *s)
 	sp->rbase[MIG_R_DMA] = pf_mig_region_base(s, MIG_R_DMA);
 	n = sp->pages[MIG_R_VRAM] + sp->pages[MIG_R_DMA];
 	words = n / 64 + 1;
-	sp->crc_zero = mig_crc32c(0, zero, LM_PAGE);
-	sp->crc = malloc(n * sizeof(*sp->crc));
+	sp->fp_zero = page_fp(zero);
+	sp->fp = malloc(n * sizeof(*sp->fp));
 	sp->nonzero = calloc(words, 8);
 	sp->dirty = calloc(words, 8);
 	sp->visit = calloc(words, 8);
 	sp->buf = malloc(LM_CHUNK);
-	if (!sp->crc || !sp->nonzero || !sp->dirty || !sp->visit || !sp->buf)
+	if (!sp->fp || !sp->nonzero || !sp->dirty || !sp->visit || !sp->buf)
 		return -ENOMEM;
 	/* Read in place: a compare touches every populated page, a copy only those sent. */
 	sp->map_len = sp->rbase[MIG_R_DMA] + s->dma_size;
@@ -512,13 +543,13 @@ static int src_pages_init(struct src_pages *sp, const struct pf_slice *s)
 		return -errno;
 	sp->map = map;
 	for (uint64_t i = 0; i < n; i++)
-		sp->crc[i] = sp->crc_zero;
+		sp->fp[i] = sp->fp_zero;
 	return 0;
 }
 
 static void src_pages_fini(struct src_pages *sp)
 {
-	free(sp->crc);
+	free(sp->fp);
 	free(sp->nonzero);
 	free(sp->dirty);
 	free(sp->visit);
@@ -550,22 +581,26 @@ static int visit_data(const struct pf_slice *s, struct src_pages *sp, enum mig_r
 	return 0;
 }
 
-/* Send the @n pages at @first of @region (changed, consecutive) as one extent: copied
- * first, and their CRCs taken from the copy, so what is remembered is what was sent. */
-static int src_extent(struct src_pages *sp, struct mig_enc *enc, enum mig_region region,
-		      uint64_t first, uint64_t n, struct cmn_fail *f)
+/* Whether page @p of @region changed since it was sent (or an engine wrote it): read in
+ * place; a page that must go is copied into @dst and fingerprinted from the copy, so what
+ * is remembered is what is sent. A page likely to go (dirty, or nothing sent yet) is
+ * copied first, saving the read in place. */
+static bool page_changed(struct src_pages *sp, enum mig_region region, uint64_t p, uint8_t *dst)
 {
-	uint64_t base = sp->first[region];
-	const uint8_t *from = sp->map + sp->rbase[region] + first * LM_PAGE;
+	uint64_t pi = sp->first[region] + p, fp;
+	const uint8_t *src = sp->map + sp->rbase[region] + p * LM_PAGE;
+	bool likely = bit_get(sp->dirty, pi) || sp->fp[pi] == sp->fp_zero;
 
-	memcpy(sp->buf, from, n * LM_PAGE);
-	for (uint64_t i = 0; i < n; i++) {
-		uint32_t c = mig_crc32c(0, sp->buf + i * LM_PAGE, LM_PAGE);
-
-		sp->crc[base + first + i] = c;
-		bit_put(sp->nonzero, base + first + i, c != sp->crc_zero);
-	}
-	return mig_enc_extent(enc, region, first * LM_PAGE, sp->buf, n * LM_PAGE, f);
+	if (!likely && page_fp(src) == sp->fp[pi])
+		return false;
+	memcpy(dst, src, LM_PAGE);
+	fp = page_fp(dst);
+	if (fp == sp->fp[pi] && !bit_get(sp->dirty, pi))
+		return false;
+	bit_put(sp->dirty, pi, false);
+	sp->fp[pi] = fp;
+	bit_put(sp->nonzero, pi, fp != sp->fp_zero);
+	return true;
 }
 
 /* Compare [@p0, @p1) pages of @region with what was sent and send those that changed (or
@@ -573,26 +608,18 @@ static int src_extent(struct src_pages *sp, struct mig_enc *enc, enum mig_region
 static int src_run(struct src_pages *sp, struct mig_enc *enc, enum mig_region region,
 		   uint64_t p0, uint64_t p1, struct cmn_fail *f)
 {
-	uint64_t base = sp->first[region], ext = 0, ext_len = 0;
+	uint64_t ext = 0, ext_len = 0;
 	int r = 0;
 
 	for (uint64_t p = p0; p <= p1 && !r; p++) {
-		bool send = false;
+		bool send = p < p1 && page_changed(sp, region, p, sp->buf + ext_len * LM_PAGE);
 
-		if (p < p1) {
-			uint64_t pi = base + p;
-
-			send = bit_get(sp->dirty, pi) ||
-			       mig_crc32c(0, sp->map + sp->rbase[region] + p * LM_PAGE, LM_PAGE) !=
-			       sp->crc[pi];
-			bit_put(sp->dirty, pi, false);
-		}
 		if (send && !ext_len)
 			ext = p;
 		if (send && ++ext_len < LM_CHUNK / LM_PAGE)
 			continue;
 		if (ext_len)
-			r = src_extent(sp, enc, region, ext, ext_len, f);
+			r = mig_enc_extent(enc, region, ext * LM_PAGE, sp->buf, ext_len * LM_PAGE, f);
 		ext_len = 0;
 	}
 	return r;
@@ -675,6 +702,10 @@ static void src_progress(struct lm *m, unsigned int round, uint64_t sent)
 {
 	cmn_mutex_lock(&m->L->lock);
 	m->stream_ns += m->pass_ns;
+	if (!round) {
+		m->pass0_bytes = sent;
+		m->pass0_ns = m->pass_ns;
+	}
 	m->round = round;
 	m->bytes += sent;
 	m->dirty_bytes = sent;
@@ -775,6 +806,9 @@ static int src_migrate(struct lm *m, struct src_pages *sp, struct cmn_fail *f)
 		src_quiesce(m, false);
 		return r;
 	}
+	cmn_mutex_lock(&m->L->lock);
+	m->t_ack = cmn_now_ns();
+	cmn_mutex_unlock(&m->L->lock);
 	src_progress(m, round, sent);
 	lm_sm(m, MIG_S_STOPPED);
 	src_quiesce(m, false);
@@ -1089,15 +1123,18 @@ static json_object *lm_json(struct lm *m)
 	json_object_object_add(o, "remaining_bytes", json_object_new_uint64(m->remaining));
 	json_object_object_add(o, "estimate_ms", json_object_new_uint64(rate ? m->remaining * 1000 /
 									 rate : 0));
-	if (m->source && m->t_stop && m->status == LM_COMPLETED)
+	if (m->source && m->t_ack)
 		json_object_object_add(o, "downtime_ms", json_object_new_double(
-			(double)(m->t_end - m->t_stop) / 1e6));
+			(double)(m->t_ack - m->t_stop) / 1e6));
 	json_object_object_add(o, "total_ms", json_object_new_double((double)el / 1e6));
 	if (m->source) {
 		json_object_object_add(o, "stream_ms", json_object_new_double(
 			(double)m->stream_ns / 1e6));
 		json_object_object_add(o, "precopy_rounds", json_object_new_int(
 			(int)m->precopy_rounds));
+		json_object_object_add(o, "first_pass_bytes", json_object_new_uint64(m->pass0_bytes));
+		json_object_object_add(o, "first_pass_ms", json_object_new_double(
+			(double)m->pass0_ns / 1e6));
 	}
 	if (m->error[0])
 		json_object_object_add(o, "error", json_object_new_string(m->error));
