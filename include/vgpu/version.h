@@ -14,11 +14,13 @@
 #endif
 
 #define VGPU_ABI_MAJOR 2
-#define VGPU_ABI_MINOR 3	/* 2.1: GMMU aperture 2 (SVA), vgpu/sva.h;
+#define VGPU_ABI_MINOR 4	/* 2.1: GMMU aperture 2 (SVA), vgpu/sva.h;
 				 * 2.2: VGPU_CHAN_ERR_DEVICE_RESET;
 				 * 2.3: the guest as ivshmem peer 0 (vf<N>.master.sock,
 				 *      header.host_peer) and the guest's version in
-				 *      GET_INFO, both needed to migrate (vgpu/vf_bar.h) */
+				 *      GET_INFO, both needed to migrate (vgpu/vf_bar.h);
+				 * 2.4: page requests on the SVA connection
+				 *      (VGPU_SVA_OP_PRI, vgpu/sva.h) */
 #define VGPU_ABI_MINOR_MIGRATE 3	/* the first minor whose guests can be migrated */
 
 /* Packed form carried in headers and handshakes: major in the high 16 bits. */

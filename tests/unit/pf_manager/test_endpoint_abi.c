@@ -139,10 +139,11 @@ static const struct abi_case {
 	const char *guest_abi;		/* query-slices guest_abi after it */
 } cases[] = {
 	{ "master socket, 2.3 guest", "vf1.master.sock", 0, VF_EP_HOST_PEER, "peer0",
-	  VGPU_ABI_VERSION, "2.3" },
+	  VGPU_ABI_MAJOR << 16 | 3, "2.3" },
 	{ "master socket, guest before 2.3", "vf1.master.sock", 0, VF_EP_HOST_PEER, "peer0",
 	  0, "null" },
-	{ "peer-mode socket, 2.3 guest", "vf1.sock", 1, 0, "peer_mode", VGPU_ABI_VERSION, "2.3" },
+	{ "peer-mode socket, 2.3 guest", "vf1.sock", 1, 0, "peer_mode", VGPU_ABI_MAJOR << 16 | 3,
+	  "2.3" },
 	{ "peer-mode socket, 2.1 guest (no payload)", "vf1.sock", 1, 0, "peer_mode", 0, "null" },
 	{ "peer-mode socket, 2.1 announced", "vf1.sock", 1, 0, "peer_mode",
 	  VGPU_ABI_MAJOR << 16 | 1, "2.1" },
