@@ -33,8 +33,9 @@
  * the same id, then retries the access. A request not answered within vgpud's page
  * response timeout (1 s) ends the access in the IOMMU fault, as does an answer with a
  * non-zero status; at most VGPU_SVA_PRI_MAX_OUTSTANDING requests of a VF are outstanding
- * (further accesses wait for one to be answered). Answers to ids not outstanding are
- * dropped (counted, no reply). PRI ends with the binding. */
+ * (further accesses wait for one to be answered, up to the same timeout; a request that
+ * timed out keeps its place until it is answered late or PRI ends). Answers to ids not
+ * outstanding are dropped (counted, no reply). PRI ends with the binding. */
 #ifndef VGPU_ABI_SVA_H
 #define VGPU_ABI_SVA_H
 
