@@ -121,8 +121,8 @@ static struct vgpu_managed *managed_new(struct vf_managed *st, struct vgpu_vaspa
 /* Map the DMA memory @src (in the driver's BAR2 mapping) again, @len bytes, at @at (an
  * address range we own) or anywhere (NULL). The local transport's BAR2 is a memfd
  * mapping, which mremap with old size 0 duplicates; in a VM BAR2 is a device mapping
- * (PFNMAP: sysfs resource2, the vfio region), which mremap refuses (-EFAULT), so the
- * transport maps those bytes of its BAR2 again. */
+ * (PFNMAP: sysfs resource2, the vfio region, the kernel driver's device file), which
+ * mremap refuses (-EFAULT), so the transport maps those bytes of its BAR2 again. */
 static int bar_view(struct vgpu_vf *vf, void *src, uint64_t len, void *at, void **out,
 		    const char **how)
 {
@@ -136,6 +136,10 @@ static int bar_view(struct vgpu_vf *vf, void *src, uint64_t len, void *at, void 
 	if (vf_sysfs_is(vf->t)) {
 		*how = "mmap of sysfs resource2";
 		return vf_sysfs_bar2_view(vf->t, off, len, at, out);
+	}
+	if (vf_kmod_is(vf->t)) {
+		*how = "mmap of the kernel driver's device file";
+		return vf_kmod_bar2_view(vf->t, off, len, at, out);
 	}
 	*how = "mremap of the BAR2 memfd mapping";
 	p = at ? mremap(src, 0, len, MREMAP_MAYMOVE | MREMAP_FIXED, at)
@@ -176,7 +180,7 @@ static int views_get(struct vgpu_vf *vf, struct vgpu_managed *m, void *dma)
 	void *hole, *cpu = dma, *alias = NULL;
 	int ret;
 
-	m->own_cpu = vf_vfio_is(vf->t) || vf_sysfs_is(vf->t);
+	m->own_cpu = vf_vfio_is(vf->t) || vf_sysfs_is(vf->t) || vf_kmod_is(vf->t);
 	if (m->own_cpu) {
 		hole = aligned_hole(m->size);
 		if (!hole)

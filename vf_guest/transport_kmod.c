@@ -19,6 +19,7 @@
 #include "common/compiler.h"
 #include "common/err.h"
 #include "vf_guest/include/vgpu_vf_kmod.h"
+#include "vf_guest/vf_pci.h"
 #include <vgpu/vf_bar.h>
 #include <vgpu/vf_ioctl.h>
 
@@ -215,5 +216,32 @@ int vgpu_vf_transport_kmod(const char *dev, struct vgpu_vf_transport **out)
 	kt->t.ops = &kmod_ops;
 	kt->fd = -1;
 	*out = &kt->t;
+	return 0;
+}
+
+bool vf_kmod_is(const struct vgpu_vf_transport *t)
+{
+	return t && t->ops == &kmod_ops;
+}
+
+/* The file offset is the BAR2 offset: a second mmap of the same file is the same pages,
+ * inserted by the driver on first touch as in the first mapping. */
+int vf_kmod_bar2_view(struct vgpu_vf_transport *t, uint64_t off, uint64_t len, void *at,
+		      void **out)
+{
+	struct kmod_transport *kt;
+	void *p;
+
+	if (!vf_kmod_is(t) || to_kmod(t)->fd < 0)
+		return -EINVAL;
+	kt = to_kmod(t);
+	if (!len || off % (uint64_t)sysconf(_SC_PAGESIZE) || off > kt->bar_size ||
+	    len > kt->bar_size - off)
+		return -EINVAL;
+	p = mmap(at, len, PROT_READ | PROT_WRITE, MAP_SHARED | (at ? MAP_FIXED : 0), kt->fd,
+		 (off_t)off);
+	if (p == MAP_FAILED)
+		return -errno;
+	*out = p;
 	return 0;
 }

@@ -88,5 +88,10 @@ bool vf_sysfs_is(const struct vgpu_vf_transport *t);
 /* The same second view of BAR2, through the sysfs transport's resource2. */
 int vf_sysfs_bar2_view(struct vgpu_vf_transport *t, uint64_t off, uint64_t len, void *at,
 		       void **out);
+/* True if @t is the kernel-driver transport (transport_kmod.c). */
+bool vf_kmod_is(const struct vgpu_vf_transport *t);
+/* The same second view of BAR2, through the kernel driver's device file. */
+int vf_kmod_bar2_view(struct vgpu_vf_transport *t, uint64_t off, uint64_t len, void *at,
+		      void **out);
 
 #endif

@@ -885,9 +885,30 @@ void vft_list(FILE *out)
 		fprintf(out, "%s\n", cases[i].name);
 }
 
+/* Does @name contain one of the '|'-separated parts of @only? */
+static bool name_matches(const char *name, const char *only)
+{
+	char part[128];
+	const char *end;
+	size_t len;
+
+	for (;; only = end + 1) {
+		end = strchr(only, '|');
+		len = end ? (size_t)(end - only) : strlen(only);
+		if (len < sizeof(part)) {
+			memcpy(part, only, len);
+			part[len] = '\0';
+			if (strstr(name, part))
+				return true;
+		}
+		if (!end)
+			return false;
+	}
+}
+
 static bool case_selected(const struct vft_opts *o, const struct vft_case *c)
 {
-	return (!o->only || strstr(c->name, o->only)) && (!c->external || o->reset_wait_s);
+	return (!o->only || name_matches(c->name, o->only)) && (!c->external || o->reset_wait_s);
 }
 
 static const char *why_not(struct vft *t, unsigned int needs)

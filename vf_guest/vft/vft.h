@@ -18,7 +18,8 @@ struct vgpu_vf_transport;
 struct vft_opts {
 	const char *socket;	/* VF endpoint socket */
 	struct vgpu_vf_transport *transport;	/* or this transport (then socket is a label) */
-	const char *only;	/* run only cases whose name contains this (NULL: all) */
+	const char *only;	/* run only cases whose name contains this, or one of its
+				 * '|'-separated parts (NULL: all) */
 	bool big;		/* buffers up to 256 MiB */
 	bool verbose;		/* driver messages on stderr */
 	unsigned int reset_wait_s;	/* > 0: also run "reset recovery", which waits this long

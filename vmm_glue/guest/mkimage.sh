@@ -105,6 +105,7 @@ fi
 # fails the image; if the headers cannot be had, OUTDIR/kmod-unavailable says why and the
 # image goes without the driver (the kmod suite then skips itself with that reason).
 kmod=$out/kmod/vgpu_vf.ko
+kmod_test=$out/kmod/vgpu-kmod-test
 build_kmod() {
 	src=$here/../../guest-kmod
 	khdr=$out/kheaders
@@ -143,8 +144,9 @@ build_kmod() {
 		cmp -s "$f" "$out/kmod/${f##*/}" || cp "$f" "$out/kmod/"
 	done
 	# Not the outer make's flags or variables (BUILD=, CC=, -j): the kernel's build is its own.
-	if ! env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s -C "$kdir" M="$out/kmod" VGPU_INCLUDE="$(cd "$here/../../include" && pwd)" \
-		modules >"$out/kmod/build.log" 2>&1; then
+	if ! env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s -C "$kdir" M="$out/kmod" \
+		VGPU_INCLUDE="$(cd "$here/../../include" && pwd)" modules >"$out/kmod/build.log" 2>&1
+	then
 		cat "$out/kmod/build.log" >&2
 		echo "mkimage: vgpu_vf.ko does not build" >&2
 		exit 1
@@ -155,6 +157,13 @@ build_kmod() {
 		echo "mkimage: vgpu_vf.ko builds with warnings" >&2
 		exit 1
 	fi
+	# Its own checks (bad ioctls, mappings, clients freed), a static guest program.
+	if [ ! -f "$kmod_test" ] || [ "$src/test/vgpu-kmod-test.c" -nt "$kmod_test" ]; then
+		${CC:-gcc} -static -O2 -std=gnu11 -Wall -Wextra -Werror -I"$here/../../include" \
+			-o "$kmod_test.tmp.$$" "$src/test/vgpu-kmod-test.c" &&
+			mv -f "$kmod_test.tmp.$$" "$kmod_test" ||
+			{ rm -f "$kmod_test.tmp.$$"; echo "mkimage: vgpu-kmod-test does not build" >&2; exit 1; }
+	fi
 	return 0
 }
 kmod_why=
@@ -163,13 +172,14 @@ if build_kmod; then
 else
 	echo "mkimage: no vgpu_vf.ko: $kmod_why" >&2
 	echo "$kmod_why" >"$out/kmod-unavailable"
-	rm -f "$kmod"
+	rm -f "$kmod" "$kmod_test"
 fi
 
 # ---- initramfs ----------------------------------------------------------------------------
 img=$out/initramfs.cpio.gz
 need=0
-for f in "$bin" "$here/init" "$0" "$kroot/stamp" /bin/busybox $([ -f "$kmod" ] && echo "$kmod"); do
+for f in "$bin" "$here/init" "$0" "$kroot/stamp" /bin/busybox $([ -f "$kmod" ] && echo "$kmod") \
+	 $([ -f "$kmod_test" ] && echo "$kmod_test"); do
 	[ -f "$img" ] && [ ! "$f" -nt "$img" ] || need=1
 done
 [ $need -eq 1 ] || exit 0
@@ -197,7 +207,10 @@ for m in $MODS; do
 		echo "/lib/modules/$k" >>"$root/etc/modules"
 	done
 done
-[ -f "$kmod" ] && cp "$kmod" "$root/lib/modules/vgpu_vf.ko"
+if [ -f "$kmod" ]; then
+	cp "$kmod" "$root/lib/modules/vgpu_vf.ko"
+	cp "$kmod_test" "$root/bin/vgpu-kmod-test"
+fi
 echo "$kver" >"$root/etc/kernel-release"
 (cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) >"$img.tmp.$$"
 mv -f "$img.tmp.$$" "$img"

@@ -34,7 +34,7 @@ static void usage(FILE *f)
 		   "  --kmod[=DEV]   in a VM: the VF through the kernel driver vgpu_vf.ko\n"
 		   "                 (DEV like /dev/vgpu-vf1, default the first of them)\n"
 		   "  --attack[=BDF] in a VM (vfio): the isolation attacks instead of the suite\n"
-		   "  --only NAME    run the cases whose name contains NAME\n"
+		   "  --only NAME    run the cases whose name contains NAME (A|B: A or B)\n"
 		   "  --list         print the case names and exit\n"
 		   "  --big          buffers up to 256 MiB (default up to 16 MiB)\n"
 		   "  --reset-wait S also run \"reset recovery\": after printing \"# ready for\n"

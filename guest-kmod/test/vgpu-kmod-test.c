@@ -1,0 +1,502 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/* vgpu-kmod-test - what the guest suite cannot see of the kernel driver vgpu_vf.ko: bad
+ * ioctls (wrong sizes, unmapped pointers, foreign handles, bad vectors), what one file may
+ * map of BAR2, and that closing a file or killing its process frees the RM clients it held.
+ * Runs in the guest image (built static by vmm_glue/guest/mkimage.sh), root, with the module
+ * bound to one VF:
+ *
+ *   vgpu-kmod-test [/dev/vgpu-vfN]      (default: the first /dev/vgpu-vf*)
+ *
+ * Prints TAP and one "N passed, N failed" line; exit status 0 if nothing failed. Needs only
+ * the ABI headers (include/vgpu/). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <vgpu/rm.h>
+#include <vgpu/vf_bar.h>
+#include <vgpu/vf_ioctl.h>
+
+static const char *dev;
+static int npoint, nfail;
+static char why[256];
+
+/* Record why the current case failed (the first reason wins); returns false. */
+static bool fail(const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!why[0]) {
+		va_start(ap, fmt);
+		vsnprintf(why, sizeof(why), fmt, ap);
+		va_end(ap);
+	}
+	return false;
+}
+
+#define CHECK(cond, ...) do { if (!(cond)) return fail(__VA_ARGS__); } while (0)
+
+static void point(bool ok, const char *name)
+{
+	printf("%s %d - %s\n", ok ? "ok" : "not ok", ++npoint, name);
+	if (!ok) {
+		nfail++;
+		printf("# %s\n", why[0] ? why : "failed");
+	}
+	why[0] = '\0';
+	fflush(stdout);
+}
+
+static int open_dev(void)
+{
+	int fd = open(dev, O_RDWR | O_CLOEXEC);
+
+	if (fd < 0)
+		fail("open %s: %s", dev, strerror(errno));
+	return fd;
+}
+
+/* ioctl's result as 0 or -errno. */
+static int xioctl(int fd, unsigned long cmd, void *arg)
+{
+	return ioctl(fd, cmd, arg) < 0 ? -errno : 0;
+}
+
+/* ---- RM calls through VGPU_VF_IOC_MBOX ---- */
+
+struct rm_rsp {
+	struct vgpu_rm_reply r;
+	uint8_t params[256];
+};
+
+/* Send RM message @req (@len bytes; its header is filled here) and return the RM status,
+ * or the ioctl's -errno; the reply lands in *@rsp. */
+static int rm_call(int fd, uint32_t op, void *req, uint32_t len, struct rm_rsp *rsp)
+{
+	static uint64_t cookie;
+	struct vgpu_rm_msg *h = req;
+	struct vgpu_vf_ioc_mbox a = { .size = sizeof(a), .type = VF_MSG_RM,
+				      .req_ptr = (uintptr_t)req, .req_len = len,
+				      .rsp_ptr = (uintptr_t)rsp, .rsp_cap = sizeof(*rsp) };
+	int ret;
+
+	*h = (struct vgpu_rm_msg){ .magic = (uint32_t)VGPU_RM_MSG_MAGIC,
+				   .abi_version = VGPU_ABI_VERSION, .op = op, .length = len,
+				   .cookie = ++cookie };
+	memset(rsp, 0, sizeof(*rsp));
+	ret = xioctl(fd, VGPU_VF_IOC_MBOX, &a);
+	if (ret)
+		return ret;
+	if (a.status)
+		return a.status;
+	if (a.rsp_len < sizeof(rsp->r) || rsp->r.cookie != h->cookie)
+		return -EBADMSG;
+	return rsp->r.status;
+}
+
+static int rm_client(int fd, uint32_t *h)
+{
+	struct vgpu_rm_msg m;
+	struct rm_rsp r;
+	int ret = rm_call(fd, VGPU_RM_OP_ALLOC_CLIENT, &m, sizeof(m), &r);
+
+	*h = r.r.handle;
+	return ret;
+}
+
+static int rm_alloc(int fd, uint32_t client, uint32_t parent, uint32_t cls, void *params,
+		    uint32_t plen, uint32_t *h)
+{
+	struct {
+		struct vgpu_rm_alloc a;
+		uint8_t p[64];
+	} m;
+	struct rm_rsp r;
+	int ret;
+
+	memset(&m, 0, sizeof(m));
+	m.a.h_client = client;
+	m.a.h_parent = parent;
+	m.a.h_class = cls;
+	m.a.params_len = plen;
+	if (plen)
+		memcpy(m.p, params, plen);
+	ret = rm_call(fd, VGPU_RM_OP_ALLOC, &m, sizeof(m.a) + plen, &r);
+	if (!ret) {
+		*h = r.r.handle;
+		if (plen)
+			memcpy(params, r.params, plen);
+	}
+	return ret;
+}
+
+static int rm_free(int fd, uint32_t client, uint32_t obj)
+{
+	struct vgpu_rm_free m = { .h_client = client, .h_object = obj };
+	struct rm_rsp r;
+
+	return rm_call(fd, VGPU_RM_OP_FREE, &m, sizeof(m), &r);
+}
+
+/* A client with a DEVICE and a SUBDEVICE: what quota controls and memory need. */
+struct ctx {
+	uint32_t client, device, subdevice;
+};
+
+static bool ctx_make(int fd, struct ctx *c)
+{
+	int ret = rm_client(fd, &c->client);
+
+	if (!ret)
+		ret = rm_alloc(fd, c->client, c->client, VGPU_RM_CLASS_DEVICE, NULL, 0, &c->device);
+	if (!ret)
+		ret = rm_alloc(fd, c->client, c->device, VGPU_RM_CLASS_SUBDEVICE, NULL, 0,
+			       &c->subdevice);
+	CHECK(!ret, "RM context: %d", ret);
+	return true;
+}
+
+/* RM clients of this VF now (every file's, the host's count). */
+static int clients_used(int fd, const struct ctx *c)
+{
+	struct {
+		struct vgpu_rm_control c;
+		struct vgpu_rm_quota_info q;
+	} m;
+	struct rm_rsp r;
+	int ret;
+
+	memset(&m, 0, sizeof(m));
+	m.c.h_client = c->client;
+	m.c.h_object = c->subdevice;
+	m.c.cmd = VGPU_RM_CTRL_GET_QUOTA;
+	m.c.params_len = sizeof(m.q);
+	ret = rm_call(fd, VGPU_RM_OP_CONTROL, &m, sizeof(m), &r);
+	if (ret)
+		return ret;
+	return (int)((struct vgpu_rm_quota_info *)r.params)->client_used;
+}
+
+/* VRAM of @size bytes under @c: its handle and VF-physical (= BAR2) offset. */
+static int vidmem(int fd, const struct ctx *c, uint64_t size, uint32_t *h, uint64_t *off)
+{
+	struct vgpu_rm_vidmem_params p = { .size = size, .page_size = 64 << 10 };
+	int ret = rm_alloc(fd, c->client, c->device, VGPU_RM_CLASS_MEMORY_VIDMEM, &p, sizeof(p), h);
+
+	*off = p.addr;
+	return ret;
+}
+
+/* ---- touching pages: SIGBUS is the answer for a page the file may not see ---- */
+
+static sigjmp_buf bus_jmp;
+
+static void on_bus(int sig)
+{
+	(void)sig;
+	siglongjmp(bus_jmp, 1);
+}
+
+/* 0 if the access went through, 1 if it raised SIGBUS. */
+static int touch(volatile uint8_t *p, bool write)
+{
+	struct sigaction sa = { .sa_handler = on_bus }, old;
+	int bus;
+
+	sigaction(SIGBUS, &sa, &old);
+	if (sigsetjmp(bus_jmp, 1) == 0) {
+		if (write)
+			*p = 0x5a;
+		else
+			(void)*p;
+		bus = 0;
+	} else {
+		bus = 1;
+	}
+	sigaction(SIGBUS, &old, NULL);
+	return bus;
+}
+
+/* ---- cases ---- */
+
+static bool t_info(void)
+{
+	struct vgpu_vf_ioc_info in = { .size = sizeof(in) };
+	int fd = open_dev(), ret;
+
+	CHECK(fd >= 0, "no device");
+	ret = xioctl(fd, VGPU_VF_IOC_INFO, &in);
+	close(fd);
+	CHECK(!ret, "INFO: %s", strerror(-ret));
+	CHECK(in.uapi_version >> 16 == VGPU_VF_UAPI_MAJOR, "uapi %#x", in.uapi_version);
+	CHECK(in.nr_vectors == VGPU_VF_NR_VECTORS, "%u vectors", in.nr_vectors);
+	CHECK(in.bar_size && !(in.bar_size & (in.bar_size - 1)), "BAR2 of %llu bytes",
+	      (unsigned long long)in.bar_size);
+	CHECK(in.open_files == 1, "%u files open, this one alone expected", in.open_files);
+	printf("# VF %u, BAR2 %llu MiB, interrupts mbox %llu event %llu gpu %llu\n", in.vf_id,
+	       (unsigned long long)(in.bar_size >> 20), (unsigned long long)in.irq_count[0],
+	       (unsigned long long)in.irq_count[1], (unsigned long long)in.irq_count[2]);
+	return true;
+}
+
+static bool t_sizes(int fd)
+{
+	struct vgpu_vf_ioc_info in = { .size = 8 };
+	struct vgpu_vf_ioc_wait w = { .size = sizeof(w), .vector = 9 };
+	struct vgpu_vf_ioc_notify n = { .size = sizeof(n), .vector = VF_VEC_EVENT };
+	struct vgpu_vf_ioc_mbox m = { .size = sizeof(m), .type = VF_MSG_PING,
+				      .req_len = VF_MSG_MAX_PAYLOAD + 1 };
+	char small[8] = { 0 };
+	int ret;
+
+	ret = xioctl(fd, VGPU_VF_IOC_INFO, &in);
+	CHECK(ret == -EINVAL, "INFO with size field 8: %d, -EINVAL expected", ret);
+	ret = xioctl(fd, _IOWR(VGPU_VF_IOC_TYPE, 1, char[8]), small);
+	CHECK(ret == -EINVAL, "INFO encoded with 8 bytes: %d, -EINVAL expected", ret);
+	ret = xioctl(fd, _IOWR(VGPU_VF_IOC_TYPE, 99, struct vgpu_vf_ioc_info), &in);
+	CHECK(ret == -ENOTTY, "unknown ioctl: %d, -ENOTTY expected", ret);
+	ret = xioctl(fd, VGPU_VF_IOC_MBOX, &m);
+	CHECK(ret == -EINVAL, "MBOX past the slot: %d, -EINVAL expected", ret);
+	m.req_len = 0;
+	m.type = 77;
+	ret = xioctl(fd, VGPU_VF_IOC_MBOX, &m);
+	CHECK(ret == -EINVAL, "MBOX of an unknown type: %d, -EINVAL expected", ret);
+	ret = xioctl(fd, VGPU_VF_IOC_WAIT, &w);
+	CHECK(ret == -EINVAL, "WAIT on vector 9: %d, -EINVAL expected", ret);
+	ret = xioctl(fd, VGPU_VF_IOC_NOTIFY, &n);
+	CHECK(ret == -EINVAL, "NOTIFY of the event vector: %d, -EINVAL expected", ret);
+	return true;
+}
+
+static bool t_pointers(int fd)
+{
+	uint8_t buf[64] = { 0 };
+	struct vgpu_vf_ioc_mbox m = { .size = sizeof(m), .type = VF_MSG_PING, .req_len = 16,
+				      .req_ptr = 8, .rsp_ptr = (uintptr_t)buf, .rsp_cap = 64 };
+	struct vgpu_vf_ioc_wait w = { .size = sizeof(w), .vector = VF_VEC_GPU };
+	int ret;
+
+	ret = xioctl(fd, VGPU_VF_IOC_INFO, NULL);
+	CHECK(ret == -EFAULT, "INFO at NULL: %d, -EFAULT expected", ret);
+	ret = xioctl(fd, VGPU_VF_IOC_MBOX, &m);
+	CHECK(ret == -EFAULT, "MBOX with an unmapped request: %d, -EFAULT expected", ret);
+	m.req_ptr = (uintptr_t)buf;
+	m.rsp_ptr = 8;
+	ret = xioctl(fd, VGPU_VF_IOC_MBOX, &m);
+	CHECK(ret == -EFAULT, "MBOX with an unmapped reply buffer: %d, -EFAULT expected", ret);
+	m.rsp_ptr = (uintptr_t)buf;
+	ret = xioctl(fd, VGPU_VF_IOC_MBOX, &m);
+	CHECK(!ret && !m.status && m.rsp_len == 16, "the same PING then: %d/%d/%u", ret, m.status,
+	      m.rsp_len);
+	ret = xioctl(fd, VGPU_VF_IOC_WAIT, &w);
+	CHECK(ret == -ETIMEDOUT || ret == 0, "a zero-timeout WAIT: %d", ret);
+	return true;
+}
+
+static bool t_foreign(void)
+{
+	int a = open_dev(), b = open_dev(), ret;
+	struct ctx ca = { 0 };
+	struct vgpu_vf_ioc_info in = { .size = sizeof(in) };
+	bool ok = false;
+
+	if (a < 0 || b < 0)
+		goto out;
+	if (!ctx_make(a, &ca))
+		goto out;
+	ret = rm_free(b, ca.client, ca.client);
+	if (ret != VGPU_RM_ERR_NO_OBJECT) {
+		fail("another file freeing client %#x: %d, -ENOENT expected", ca.client, ret);
+		goto out;
+	}
+	ret = clients_used(b, &ca);
+	if (ret != VGPU_RM_ERR_NO_OBJECT) {
+		fail("another file's control on client %#x: %d, -ENOENT expected", ca.client, ret);
+		goto out;
+	}
+	if (clients_used(a, &ca) < 1) {
+		fail("the owner lost its client");
+		goto out;
+	}
+	if (xioctl(b, VGPU_VF_IOC_INFO, &in) || in.rm_clients != 0 || in.open_files < 2) {
+		fail("the other file holds %u clients, %u files open", in.rm_clients,
+		     in.open_files);
+		goto out;
+	}
+	ret = rm_free(a, ca.client, ca.client);
+	ok = !ret || fail("the owner freeing its client: %d", ret);
+out:
+	if (a >= 0)
+		close(a);
+	if (b >= 0)
+		close(b);
+	return ok;
+}
+
+static bool t_mmap(int fd, const struct ctx *c)
+{
+	struct vgpu_vf_ioc_info in = { .size = sizeof(in) };
+	int other = open_dev();
+	struct ctx co;
+	uint32_t mine, theirs;
+	uint64_t off_mine, off_theirs;
+	volatile uint8_t *bar;
+	const struct vf_bar_header *h;
+	void *p;
+	int ret;
+
+	CHECK(other >= 0 && ctx_make(other, &co), "second file");
+	CHECK(!xioctl(fd, VGPU_VF_IOC_INFO, &in), "INFO");
+	/* One page: a writable private mapping of all BAR2 would be refused by the guest's
+	 * memory accounting before the driver is asked. */
+	p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+	CHECK(p == MAP_FAILED && errno == EINVAL, "a private mapping: %s, EINVAL expected",
+	      p == MAP_FAILED ? strerror(errno) : "mapped");
+	p = mmap(NULL, 2 * in.bar_size, PROT_READ, MAP_SHARED, fd, 0);
+	CHECK(p == MAP_FAILED && errno == EINVAL, "a mapping past BAR2: %s, EINVAL expected",
+	      p == MAP_FAILED ? strerror(errno) : "mapped");
+	bar = mmap(NULL, in.bar_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	CHECK(bar != MAP_FAILED, "mmap of BAR2: %s", strerror(errno));
+	h = (const struct vf_bar_header *)(bar + vf_bar_header_off(in.bar_size));
+	CHECK(!touch((volatile uint8_t *)h, false) && h->magic == VF_BAR_MAGIC, "header unreadable");
+	CHECK(touch((volatile uint8_t *)h + 64, true), "the header page took a write");
+	ret = vidmem(other, &co, 64 << 10, &theirs, &off_theirs);
+	CHECK(!ret, "VRAM for the other file: %d", ret);
+	CHECK(touch(bar + off_theirs, false), "another file's VRAM was readable");
+	ret = vidmem(fd, c, 64 << 10, &mine, &off_mine);
+	CHECK(!ret, "VRAM: %d", ret);
+	CHECK(!touch(bar + off_mine, true) && !touch(bar + off_mine + (60 << 10), false),
+	      "own VRAM not accessible");
+	CHECK(touch(bar + off_mine + (64 << 10), false) || off_mine + (64 << 10) == off_theirs,
+	      "the page after own VRAM was readable");
+	CHECK(!rm_free(fd, c->client, mine), "free own VRAM");
+	CHECK(touch(bar + off_mine, false), "freed VRAM still mapped");
+	munmap((void *)bar, in.bar_size);
+	close(other);
+	return true;
+}
+
+static bool t_close_frees(int fd, const struct ctx *c)
+{
+	int before = clients_used(fd, c), during, after, a = open_dev(), i;
+	uint32_t h;
+
+	CHECK(before > 0 && a >= 0, "quota: %d", before);
+	for (i = 0; i < 3; i++)
+		CHECK(!rm_client(a, &h), "client %d", i);
+	during = clients_used(fd, c);
+	close(a);
+	after = clients_used(fd, c);
+	CHECK(during == before + 3 && after == before, "clients %d, %d with 3 more, %d after close",
+	      before, during, after);
+	return true;
+}
+
+/* A child with clients, VRAM mapped and the mailbox busy is SIGKILLed mid-call. */
+static bool t_killed(int fd, const struct ctx *c)
+{
+	int before = clients_used(fd, c), during, after, pfd[2], st;
+	char ready;
+	pid_t pid;
+
+	CHECK(before > 0 && !pipe(pfd), "quota: %d", before);
+	pid = fork();
+	if (pid == 0) {
+		struct vgpu_vf_ioc_mbox m = { .size = sizeof(m), .type = VF_MSG_PING };
+		struct vgpu_vf_ioc_info in = { .size = sizeof(in) };
+		int k = open_dev();
+		struct ctx ck;
+		uint32_t hm;
+		uint64_t off;
+		uint8_t *bar;
+
+		if (k < 0 || !ctx_make(k, &ck) || xioctl(k, VGPU_VF_IOC_INFO, &in) ||
+		    vidmem(k, &ck, 1 << 20, &hm, &off))
+			_exit(1);
+		bar = mmap(NULL, in.bar_size, PROT_READ | PROT_WRITE, MAP_SHARED, k, 0);
+		if (bar == MAP_FAILED)
+			_exit(1);
+		memset(bar + off, 0xa5, 1 << 20);
+		if (write(pfd[1], "r", 1) != 1)
+			_exit(1);
+		for (;;)
+			ioctl(k, VGPU_VF_IOC_MBOX, &m);
+	}
+	close(pfd[1]);
+	CHECK(pid > 0 && read(pfd[0], &ready, 1) == 1, "the child did not get going");
+	close(pfd[0]);
+	during = clients_used(fd, c);
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	after = clients_used(fd, c);
+	CHECK(WIFSIGNALED(st), "the child was not killed");
+	CHECK(during == before + 1 && after == before, "clients %d, %d with the child, %d after "
+	      "it was killed", before, during, after);
+	return true;
+}
+
+/* The first /dev/vgpu-vf<N> by VF number, or NULL. */
+static const char *find_dev(void)
+{
+	static char path[64];
+	const size_t plen = strlen(VGPU_VF_DEV_PREFIX);
+	long best = -1, n;
+	struct dirent *d;
+	DIR *dir = opendir("/dev");
+	char *end;
+
+	while (dir && (d = readdir(dir))) {
+		if (strncmp(d->d_name, VGPU_VF_DEV_PREFIX, plen))
+			continue;
+		n = strtol(d->d_name + plen, &end, 10);
+		if (!*end && end != d->d_name + plen && n >= 0 && (best < 0 || n < best))
+			best = n;
+	}
+	if (dir)
+		closedir(dir);
+	if (best < 0)
+		return NULL;
+	snprintf(path, sizeof(path), "/dev/" VGPU_VF_DEV_PREFIX "%ld", best);
+	return path;
+}
+
+int main(int argc, char **argv)
+{
+	struct ctx c;
+	int fd;
+
+	dev = argc > 1 ? argv[1] : find_dev();
+	if (!dev) {
+		printf("1..1\nnot ok 1 - a /dev/" VGPU_VF_DEV_PREFIX "N device\n0 passed, 1 failed\n");
+		return 1;
+	}
+	printf("1..7\n");
+	point(t_info(), "INFO: uapi, vectors, BAR2");
+	fd = open_dev();
+	point(fd >= 0 && t_sizes(fd), "wrong sizes, types and vectors are -EINVAL/-ENOTTY");
+	point(fd >= 0 && t_pointers(fd), "unmapped pointers are -EFAULT and change nothing");
+	point(t_foreign(), "another file's RM client is -ENOENT, its owner keeps it");
+	if (fd < 0 || !ctx_make(fd, &c)) {
+		point(false, "a file maps only its own memory");
+		point(false, "closing a file frees its RM clients");
+		point(false, "a process killed mid-call leaves no RM client behind");
+	} else {
+		point(t_mmap(fd, &c), "a file maps only its own memory");
+		point(t_close_frees(fd, &c), "closing a file frees its RM clients");
+		point(t_killed(fd, &c), "a process killed mid-call leaves no RM client behind");
+	}
+	printf("%d passed, %d failed\n", npoint - nfail, nfail);
+	return nfail ? 1 : 0;
+}
