@@ -66,7 +66,8 @@ static const char *const lm_status_names[] = {
 };
 
 /* What a worker asks the loop thread to do. */
-enum lm_req { LM_REQ_NONE, LM_REQ_PLAN, LM_REQ_COMMIT, LM_REQ_DISCARD, LM_REQ_FORGET };
+enum lm_req { LM_REQ_NONE, LM_REQ_PLAN, LM_REQ_COMMIT, LM_REQ_DISCARD, LM_REQ_FORGET,
+	      LM_REQ_STATE_SAVE, LM_REQ_STATE_LOAD };
 
 struct lm_ctx;
 
@@ -104,7 +105,12 @@ struct lm {
 	int req_ret;
 	struct pf_err req_err;
 	const struct mig_frame *req_frame;
+	struct mig_enc *req_enc;	/* STATE_SAVE: writes into sbuf meanwhile */
+	unsigned int want_vf;		/* destination: the source's VF number (the guest's
+					 * handles name it), taken if free here */
 	struct pf_mig_plan plan;
+	uint8_t *sbuf;			/* the guest's state frames, gathered on the loop */
+	size_t slen, scap;
 };
 
 /* The live migrations of one daemon. */
@@ -295,6 +301,26 @@ static int recv_all(struct lm *m, void *buf, size_t len)
 		b += k;
 		len -= (size_t)k;
 	}
+	return 0;
+}
+
+/* The encoder's writer while the loop thread writes the guest's state frames: into
+ * m->sbuf, sent by the worker afterwards (the loop never waits on the socket). */
+static int sbuf_write(void *ctx, const void *p, size_t len)
+{
+	struct lm *m = ctx;
+
+	if (m->slen + len > m->scap) {
+		size_t cap = cmn_max(m->scap * 2, m->slen + len + 4096);
+		uint8_t *n = realloc(m->sbuf, cap);
+
+		if (!n)
+			return -ENOMEM;
+		m->sbuf = n;
+		m->scap = cap;
+	}
+	memcpy(m->sbuf + m->slen, p, len);
+	m->slen += len;
 	return 0;
 }
 
@@ -660,6 +686,23 @@ static void src_collect(struct lm *m, struct src_pages *sp)
 	gpu_dirty_collect(d->gpu, m->s->base, m->s->prov.vram, sp->dirty);
 }
 
+/* The guest's state frames (none without a guest), gathered by the loop thread, where the
+ * RM and the slice are handled, into m->sbuf and then sent from here. */
+static int src_state(struct lm *m, struct mig_enc *enc, struct cmn_fail *f)
+{
+	int r;
+
+	enc->write = sbuf_write;
+	m->slen = 0;
+	m->req_enc = enc;
+	r = lm_request(m, LM_REQ_STATE_SAVE);
+	enc->write = lm_send;
+	if (r)
+		return cmn_fail(f, r, "the guest's state: %s", m->req_err.f.msg);
+	r = m->slen ? lm_send(m, m->sbuf, m->slen) : 0;
+	return r ? send_failed(m, r, f) : 0;
+}
+
 /* One pass: a complete stream. Pass 0 waits for the destination's plan after SLICE. */
 static int src_pass(struct lm *m, struct src_pages *sp, unsigned int pass, bool final,
 		    bool dirty_only, uint64_t *sent, struct cmn_fail *f)
@@ -673,6 +716,7 @@ static int src_pass(struct lm *m, struct src_pages *sp, unsigned int pass, bool 
 
 	json_object_object_add(live, "pass", json_object_new_int((int)pass));
 	json_object_object_add(live, "final", json_object_new_boolean(final));
+	json_object_object_add(live, "vf", json_object_new_int((int)m->s->vf));
 	def = pf_mig_def(d, m->s, live);
 	if (!def)
 		return cmn_fail(f, -ENOMEM, "out of memory");
@@ -689,6 +733,8 @@ static int src_pass(struct lm *m, struct src_pages *sp, unsigned int pass, bool 
 	r = src_region(m, sp, &enc, MIG_R_VRAM, dirty_only, f);
 	if (!r)
 		r = src_region(m, sp, &enc, MIG_R_DMA, dirty_only, f);
+	if (!r && final)
+		r = src_state(m, &enc, f);
 	if (!r)
 		r = mig_enc_end(&enc, f);
 	if (r)
@@ -739,14 +785,13 @@ static int src_wait_go(struct lm *m, struct cmn_fail *f)
 	return atomic_load(&m->go) ? 1 : 0;
 }
 
-/* Stop (@stop) or resume the slice: no mailbox requests served, no engine time. */
-static void src_quiesce(struct lm *m, bool stop)
+/* Take the slice's engine time away (@stop) or give it back. */
+static void src_engines(struct lm *m, bool stop)
 {
 	struct pf_daemon *d = m->L->d;
 	struct pf_slice *s = m->s;
 
 	if (stop) {
-		pf_svc_pause(s);
 		pf_rm_fn_sched_set(d, s->vf, false, 0, 0, 0);
 		return;
 	}
@@ -754,7 +799,37 @@ static void src_quiesce(struct lm *m, bool stop)
 	pf_rm_fn_sched_set(d, s->vf, true, (uint64_t)s->prov.exec_quantum_us * 1000ull,
 			   (uint64_t)s->prov.preempt_timeout_us * 1000ull,
 			   s->prov.vram * 1000 / pf_usable_vram(d));
-	pf_svc_resume(s);
+}
+
+/* The switchover: the slice stopped (no engine time; no mailbox requests during the full
+ * compare), a full compare, then the engines' last writes and the guest's state, and the
+ * destination's commit. On failure the engines run again. */
+static int src_switchover(struct lm *m, struct src_pages *sp, unsigned int round,
+			  struct cmn_fail *f)
+{
+	uint64_t sent = 0;
+	int r;
+
+	src_engines(m, true);
+	pf_svc_pause(m->s);
+	r = src_pass(m, sp, ++round, false, false, &sent, f);
+	/* The state is read on the loop thread, which pauses the service thread itself. */
+	pf_svc_resume(m->s);
+	if (!r) {
+		src_progress(m, round, sent);
+		r = src_pass(m, sp, ++round, true, true, &sent, f);
+	}
+	if (!r)
+		r = recv_ack(m, f);
+	if (r) {
+		src_engines(m, false);
+		return r;
+	}
+	cmn_mutex_lock(&m->L->lock);
+	m->t_ack = cmn_now_ns();
+	cmn_mutex_unlock(&m->L->lock);
+	src_progress(m, round, sent);
+	return 0;
 }
 
 /* Pre-copy rounds until the dirty set is small or the round limit, then (at once or on
@@ -787,32 +862,14 @@ static int src_migrate(struct lm *m, struct src_pages *sp, struct cmn_fail *f)
 		return r;
 	cmn_mutex_lock(&m->L->lock);
 	m->precopy_rounds = round + 1;
-	cmn_mutex_unlock(&m->L->lock);
-	cmn_mutex_lock(&m->L->lock);
 	m->t_stop = cmn_now_ns();
 	m->status = LM_STOP_COPY;
 	cmn_mutex_unlock(&m->L->lock);
 	lm_sm(m, MIG_S_STOP_COPY);
-	src_quiesce(m, true);
-	/* Nothing runs now: a full compare, then what the engines wrote meanwhile. */
-	r = src_pass(m, sp, ++round, false, false, &sent, f);
-	if (!r) {
-		src_progress(m, round, sent);
-		r = src_pass(m, sp, ++round, true, true, &sent, f);
-	}
+	r = src_switchover(m, sp, round, f);
 	if (!r)
-		r = recv_ack(m, f);
-	if (r) {
-		src_quiesce(m, false);
-		return r;
-	}
-	cmn_mutex_lock(&m->L->lock);
-	m->t_ack = cmn_now_ns();
-	cmn_mutex_unlock(&m->L->lock);
-	src_progress(m, round, sent);
-	lm_sm(m, MIG_S_STOPPED);
-	src_quiesce(m, false);
-	return 0;
+		lm_sm(m, MIG_S_STOPPED);
+	return r;
 }
 
 static void *src_main(void *arg)
@@ -892,9 +949,10 @@ static int dst_write(struct pf_slice *s, const struct mig_frame *fr, bool first_
 }
 
 /* The "live" member of a SLICE frame: its pass and whether it is the last. */
-static int dst_live(const struct mig_frame *fr, unsigned int want, bool *final, struct cmn_fail *f)
+static int dst_live(const struct mig_frame *fr, unsigned int want, bool *final,
+		    unsigned int *vf_out, struct cmn_fail *f)
 {
-	json_object *o = json_tokener_parse(fr->u.slice.def), *live, *pass, *fin;
+	json_object *o = json_tokener_parse(fr->u.slice.def), *live, *pass, *fin, *vf;
 	int r = 0;
 
 	if (!o || !json_object_object_get_ex(o, "live", &live) ||
@@ -908,6 +966,9 @@ static int dst_live(const struct mig_frame *fr, unsigned int want, bool *final, 
 			     json_object_get_int(pass));
 	else
 		*final = json_object_get_boolean(fin);
+	if (!r && !want && json_object_object_get_ex(live, "vf", &vf) &&
+	    json_object_is_type(vf, json_type_int))
+		*vf_out = (unsigned int)json_object_get_int(vf);
 	json_object_put(o);
 	return r;
 }
@@ -923,7 +984,7 @@ static int dst_pass(struct lm *m, unsigned int pass, bool *final, struct cmn_fai
 	while (!r && (r = mig_dec_next(&dec, &fr, f)) > 0) {
 		r = 0;
 		if (fr.type == MIG_F_SLICE) {
-			r = dst_live(&fr, pass, final, f);
+			r = dst_live(&fr, pass, final, &m->want_vf, f);
 			if (!r && !pass) {
 				m->req_frame = &fr;
 				r = lm_request(m, LM_REQ_PLAN);
@@ -940,9 +1001,14 @@ static int dst_pass(struct lm *m, unsigned int pass, bool *final, struct cmn_fai
 			got += fr.u.extent.len;
 		} else if (fr.type == MIG_F_END) {
 			break;
+		} else if (fr.type != MIG_F_HELLO && !*final) {
+			r = cmn_fail(f, -EBADMSG, "pass %u: frame %u (%s): the guest's state comes "
+				     "in the final pass only", pass, fr.seq, mig_frame_name(fr.type));
 		} else if (fr.type != MIG_F_HELLO) {
-			r = cmn_fail(f, -EPROTO, "pass %u: frame %u (%s) is not loaded by a live "
-				     "migration yet", pass, fr.seq, mig_frame_name(fr.type));
+			m->req_frame = &fr;
+			r = lm_request(m, LM_REQ_STATE_LOAD);
+			if (r)
+				cmn_fail(f, r, "%s", m->req_err.f.msg);
 		}
 	}
 	mig_dec_fini(&dec);
@@ -1039,6 +1105,9 @@ static int req_plan(struct pf_daemon *d, struct lm *m, struct pf_err *e)
 		pf_mig_plan_free(&m->plan);
 		return r;
 	}
+	/* The guest's handles name the source's VF: the same one here if it is free. */
+	if (m->want_vf && m->want_vf <= d->num_vfs && !d->vfs[m->want_vf])
+		m->plan.vf = m->want_vf;
 	snprintf(m->uuid, sizeof(m->uuid), "%s", m->plan.s->uuid);
 	cmn_log_scope_set(m->plan.vf, m->uuid);
 	r = pf_mig_bring_up(d, &m->plan, &s, e);
@@ -1092,6 +1161,12 @@ static void req_run(struct pf_daemon *d, struct lm *m)
 		break;
 	case LM_REQ_FORGET:
 		req_forget(d, m);
+		break;
+	case LM_REQ_STATE_SAVE:
+		r = pf_mig_state_save(d, m->s, m->req_enc, &e);
+		break;
+	case LM_REQ_STATE_LOAD:
+		r = pf_mig_state_load(d, m->s, m->req_frame, &e);
 		break;
 	case LM_REQ_NONE:
 		break;
@@ -1153,6 +1228,7 @@ static void lm_free(struct lm *m)
 	if (m->wake_fd >= 0)
 		close(m->wake_fd);
 	pf_mig_plan_free(&m->plan);
+	free(m->sbuf);
 	free(m);
 }
 

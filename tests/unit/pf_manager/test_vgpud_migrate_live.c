@@ -10,6 +10,8 @@
 /* pf_test.h copies paths it made itself into sun_path; gcc cannot see their length. */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 #include "pf_test.h"
+#include "vf_guest/include/vgpu_vf.h"
+#include <vgpu/gmmu.h>
 
 #define U1	"6b6b6b6b-1111-4111-8111-111111111111"
 #define U2	"6b6b6b6b-2222-4222-8222-222222222222"
@@ -341,6 +343,154 @@ static void test_live_engine_writes(void **state)
 	image_free(&im);
 }
 
+/* ---- a guest attached (libvgpu-vf, in this process) ---- */
+
+#define GBUF		(256u << 10)
+#define GVA		(1ull << 32)
+
+struct guest {
+	struct vgpu_vf *vf;
+	struct vgpu_vaspace *as;
+	struct vgpu_mem *m[2];
+	uint32_t *cpu[2];
+	struct vgpu_channel *ch[2];
+	struct vgpu_fence last[2];
+};
+
+static void guest_up(struct fixture *f, struct guest *g)
+{
+	char ep[200];
+	struct vgpu_vf_opts o = { .socket = ep, .quiet = true };
+	struct vgpu_channel_opts co = { .gpfifo_entries = 64, .pushbuf_bytes = 64 << 10 };
+
+	snprintf(ep, sizeof(ep), "%s/vf1.sock", f->a->run);
+	assert_int_equal(vgpu_vf_open(&o, &g->vf), 0);
+	assert_int_equal(vgpu_vaspace_create(g->vf, &g->as), 0);
+	for (unsigned int i = 0; i < 2; i++) {
+		assert_int_equal(vgpu_mem_alloc(g->vf, VGPU_MEM_VRAM, GBUF, VGPU_GMMU_PAGE_64K,
+						&g->m[i]), 0);
+		assert_int_equal(vgpu_va_map(g->as, GVA + i * GBUF, g->m[i], 0, GBUF,
+					     VGPU_GMMU_PAGE_64K, 0), 0);
+		g->cpu[i] = vgpu_mem_cpu(g->m[i]);
+	}
+	for (unsigned int k = 0; k < 2; k++)
+		assert_int_equal(vgpu_channel_create(g->vf, g->as, &co, &g->ch[k]), 0);
+}
+
+static void guest_down(struct guest *g)
+{
+	for (unsigned int k = 0; k < 2; k++)
+		vgpu_channel_destroy(g->ch[k]);
+	vgpu_vf_close(g->vf);
+}
+
+/* FILL buffer @i with @v on channel @k, and wait for it. */
+static void guest_fill(struct guest *g, unsigned int k, unsigned int i, uint32_t v)
+{
+	uint32_t dw[64];
+	struct vgpu_pb pb;
+
+	vgpu_pb_init(&pb, dw, 64);
+	vgpu_pb_fill(&pb, GVA + i * GBUF, GBUF, v);
+	assert_int_equal(pb.err, 0);
+	assert_int_equal(vgpu_submit(g->ch[k], pb.dw, pb.len, &g->last[k]), 0);
+	assert_int_equal(vgpu_fence_wait(&g->last[k], 0), 0);
+	for (size_t w = 0; w < GBUF / 4; w++)
+		if (g->cpu[i][w] != v)
+			fail_msg("word %zu is %#x, expected %#x", w, g->cpu[i][w], v);
+}
+
+/* RM objects of VF 1 on @d (query-stats). */
+static uint64_t rm_objects(struct tdaemon *d)
+{
+	json_object *o, *vfs, *rpc;
+	uint64_t n;
+
+	assert_int_equal(T_CTL(d, "--json", "stats", "1"), 0);
+	o = t_out_json();
+	vfs = json_object_is_type(o, json_type_array) ? o : NULL;
+	if (!vfs)
+		json_object_object_get_ex(o, "vfs", &vfs);
+	assert_non_null(vfs);
+	assert_true(json_object_object_get_ex(json_object_array_get_idx(vfs, 0), "rpc", &rpc));
+	n = t_get_u64(rpc, "rm_objects");
+	json_object_put(o);
+	return n;
+}
+
+/* A guest attached on A works during pre-copy (its engine writes and its RM objects);
+ * quiesced before the switchover, the slice moves with its RM tree to the same VF on B. */
+static void test_live_guest(void **state)
+{
+	struct fixture *f = *state;
+	struct guest g = { 0 };
+	struct image im;
+	uint64_t objs;
+	int fd;
+
+	fill_source(f);
+	guest_up(f, &g);
+	guest_fill(&g, 0, 0, 0x11111111);
+	listen_b(f);
+	assert_int_equal(T_CTL(f->a, "migrate", "-u", U1, "--to", f->sock, "--switchover",
+			       "manual", "--no-wait"), 0);
+	json_object_put(wait_status(f->ea, "waiting"));
+	guest_fill(&g, 1, 1, 0x22222222);	/* engine writes during pre-copy */
+	guest_fill(&g, 0, 0, 0x33333333);
+	objs = rm_objects(f->a);
+	assert_true(objs > 0);
+	fd = bar_open(f->a, 1);
+	image_take(fd, &im);
+	close(fd);
+	assert_int_equal(T_CTL(f->a, "migrate-switchover", "-u", U1), 0);
+	json_object_put(wait_status(f->ea, "completed"));
+	json_object_put(wait_status(f->eb, "completed"));
+	assert_int_equal(T_CTL(f->b, "list", "-u", U1), 0);
+	assert_non_null(strstr(t_out.out, "running"));
+	assert_int_equal(rm_objects(f->b), objs);
+	fd = bar_open(f->b, 1);
+	image_check(fd, &im);
+	close(fd);
+	image_free(&im);
+	guest_down(&g);
+}
+
+/* A guest with work in flight at the switchover is not carried: the switchover fails
+ * naming it, and the source resumes: the engines run the pending work there. */
+static void test_live_busy_guest(void **state)
+{
+	struct fixture *f = *state;
+	struct guest g = { 0 };
+	uint32_t dw[64];
+	struct vgpu_pb pb;
+	json_object *ev;
+
+	fill_source(f);
+	guest_up(f, &g);
+	guest_fill(&g, 1, 1, 0);
+	listen_b(f);
+	assert_int_equal(T_CTL(f->a, "migrate", "-u", U1, "--to", f->sock, "--switchover",
+			       "manual", "--no-wait"), 0);
+	json_object_put(wait_status(f->ea, "waiting"));
+	/* Blocked on a semaphore the CPU releases only after the switchover failed. */
+	vgpu_pb_init(&pb, dw, 64);
+	vgpu_pb_sem_acquire(&pb, GVA + GBUF, 5, 0, 60000000);
+	assert_int_equal(pb.err, 0);
+	assert_int_equal(vgpu_submit(g.ch[0], pb.dw, pb.len, &g.last[0]), 0);
+	assert_int_equal(T_CTL(f->a, "migrate-switchover", "-u", U1), 0);
+	ev = wait_status(f->ea, "failed");
+	assert_non_null(strstr(jget(ev, "error"), "work in flight"));
+	json_object_put(ev);
+	json_object_put(wait_status(f->eb, "failed"));
+	assert_int_equal(T_CTL(f->b, "list", "-u", U1), EXIT_NOTFOUND);
+	/* The source runs: its engines take the pending work once the semaphore is released. */
+	__atomic_store_n(&g.cpu[1][0], 5, __ATOMIC_RELEASE);
+	assert_int_equal(vgpu_fence_wait(&g.last[0], 0), 0);
+	guest_fill(&g, 0, 0, 0x44444444);
+	assert_int_equal(vgpu_channel_error(g.ch[0], NULL, NULL), 0);
+	guest_down(&g);
+}
+
 /* An automatic switchover runs to the end on its own; vgpuctl migrate follows it. */
 static void test_live_auto(void **state)
 {
@@ -505,6 +655,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_live_round_trip, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_live_auto, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_live_engine_writes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_live_guest, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_live_busy_guest, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_live_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_live_cancel, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_live_dest_killed, setup, teardown),
