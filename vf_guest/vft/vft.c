@@ -42,6 +42,8 @@ struct vft {
 	bool rm_ok, gpu_ok;
 	const char *rm_why, *gpu_why;
 	char skip_why[320];
+	bool hush;		/* --loop, a round before the last: no diagnostics (a failure is
+				 * reported with the driver's last error) */
 	/* per case */
 	struct vgpu_vaspace *as;
 	struct vgpu_channel *ch;
@@ -53,6 +55,8 @@ static void diag(struct vft *t, const char *fmt, ...)
 {
 	va_list ap;
 
+	if (t->hush)
+		return;
 	fputs("# ", t->out);
 	va_start(ap, fmt);
 	vfprintf(t->out, fmt, ap);
@@ -1064,16 +1068,19 @@ int vft_run(const struct vft_opts *o, FILE *out)
 	/* --loop: the selected cases again and again in this one attachment (a VM migrating
 	 * meanwhile must not notice); one point per case from the last round, a case that
 	 * failed in any round failing it. */
-	uint64_t loop_end = cmn_now_ns() + (uint64_t)o->loop_s * VGPU_NSEC_PER_SEC;
+	uint64_t loop_end = cmn_now_ns() + (uint64_t)o->loop_s * VGPU_NSEC_PER_SEC, said = 0;
 	bool failed[VGPU_ARRAY_SIZE(cases)] = { false }, last;
 	unsigned int round = 0;
 
 next_round:
 	round++;
 	last = !o->loop_s || cmn_now_ns() >= loop_end;
-	if (o->loop_s) {
+	/* The round line at most once a second (and the first and last): a console to follow,
+	 * not thousands of lines. */
+	if (o->loop_s && (round == 1 || last || cmn_now_ns() - said >= VGPU_NSEC_PER_SEC)) {
 		fprintf(out, "# loop: round %u%s\n", round, last ? " (last)" : "");
 		fflush(out);
+		said = cmn_now_ns();
 	}
 	n = 0;
 	for (size_t i = 0; i < VGPU_ARRAY_SIZE(cases); i++) {
@@ -1086,7 +1093,9 @@ next_round:
 		why = why_not(&t, c->needs);
 		t.skip_why[0] = 0;
 		dog_arm(&dog, n, c->name, dog_limit_s(o, c));
+		t.hush = !last;
 		ret = why ? VFT_SKIP : run_case(&t, c);
+		t.hush = false;
 		dog_arm(&dog, 0, NULL, 0);
 		if (ret && ret != VFT_SKIP && !failed[i]) {
 			failed[i] = o->loop_s != 0;

@@ -27,7 +27,8 @@ struct vft_opts {
 					 * vgpud after it printed "# ready for reset" */
 	unsigned int loop_s;		/* > 0: run the selected cases in rounds, in one
 					 * attachment, until this many seconds have passed;
-					 * "# loop: round N" before each round */
+					 * "# loop: round N" before the first, the last and a
+					 * round a second after the last such line */
 	unsigned int case_timeout_s;	/* a case with no result after this long is reported
 					 * "not ok ... hung" and the run bails out (exit 124);
 					 * 0: $VGPU_VFT_CASE_TIMEOUT, else 120 s (600 with big) */
