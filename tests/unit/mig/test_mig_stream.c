@@ -557,7 +557,8 @@ static uint32_t list_payload(uint8_t *out, uint32_t count, const void *rec, uint
 {
 	memset(out, 0, 8);
 	out[0] = (uint8_t)count;
-	memcpy(out + 8, rec, rl);
+	if (rl)
+		memcpy(out + 8, rec, rl);
 	return 8 + rl;
 }
 
