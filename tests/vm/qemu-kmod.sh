@@ -3,8 +3,11 @@
 # VM tier, direct QEMU, the guest kernel driver vgpu_vf.ko (guest-kmod/): the guest loads it,
 # it binds the VF's ivshmem device, takes its three MSI-X vectors and makes /dev/vgpu-vfN;
 # vgpu-vf-test then runs over the kmod transport (mailbox by interrupt, fence waits asleep
-# in the kernel). Two q35 guests at once, each on a slice of its own:
+# in the kernel). Three q35 guests at once, each on a slice of its own:
 #   solo    the full suite, one process, then its managed-memory point
+#   reset   "reset recovery" alone (as qemu-vfio.sh runs it): the guest waits, this script
+#           resets its VF when it prints "# ready for reset"; the driver forgets every
+#           file's objects, the process recovers
 #   shared  two processes on the one VF at the same time, each running the cases that do
 #           not need the whole slice to themselves (allocating to the quota, every channel,
 #           every DMA byte, a 2 MiB DMA buffer out of the slice's 4 MiB cannot pass twice on
@@ -25,11 +28,14 @@ fi
 vm_vgpud_start
 vm_slice a vgpu-512M || { vm_point fail "qemu-kmod: slice a"; vm_finish; }
 vm_slice b vgpu-512M || { vm_point fail "qemu-kmod: slice b"; vm_finish; }
+vm_slice c vgpu-512M || { vm_point fail "qemu-kmod: slice c"; vm_finish; }
 
 vm_qemu solo q35 "${VM_SOCK[a]}" kmod
 vm_qemu shared q35 "${VM_SOCK[b]}" kmod:2 --only "$SHARED_CASES"
-vm_wait solo shared
+vm_qemu reset q35 "${VM_SOCK[c]}" kmod --only reset --reset-wait 60
+vm_wait solo shared reset
 vm_report solo
 vm_managed_point solo
 vm_report shared
+vm_report reset
 vm_finish
