@@ -207,7 +207,7 @@ static struct rm_client *client_new(struct rm *rm, unsigned int fn, uint32_t h)
 	cmn_mutex_init(&c->lock);
 	atomic_init(&c->refs, 1);
 	c->root.handle = h;
-	c->root.seq = atomic_fetch_add(&rm->obj_seq, 1);
+	c->root.seq = atomic_fetch_add(&rm->fns[fn].obj_seq, 1);
 	c->root.h_class = VGPU_RM_CLASS_CLIENT;
 	c->root.client = c;
 	cmn_list_init(&c->root.children);

@@ -119,7 +119,7 @@ struct rm_res {
 	struct rm_res *depends_on;	/* channel -> its VA space */
 	struct cmn_list dependants, dep_link;
 	unsigned int depth;
-	uint64_t seq;			/* creation order (rm->obj_seq), for migration */
+	uint64_t seq;			/* creation order in its function (rm_fn.obj_seq) */
 	bool visit;			/* on the pending-free list */
 	uint32_t share_target, share_access;
 	union {
@@ -186,6 +186,10 @@ struct rm_fn {
 	bool sched_set;			/* sched holds what the GSP was told */
 	struct vgpu_rpc_sched_fn sched;
 	_Atomic uint64_t nr_objects;	/* clients + objects: the leak check */
+	/* The next rm_res.seq of this function's clients and objects: creation order, which
+	 * only a migration of this function compares. One counter per function, not per
+	 * device, so creations in different functions write no common line. */
+	_Atomic uint64_t obj_seq;
 	uint32_t objs_used;		/* objects charged to quota.objects (device lock) */
 	bool obj_limit_logged, client_limit_logged;	/* a refusal was logged since the
 							 * last time below the limit */
@@ -205,7 +209,6 @@ struct rm {
 	bool sched_set;			/* under dev_lock: the device-wide policy record */
 	struct vgpu_rpc_sched sched;
 	_Atomic uint64_t gsp_resets;
-	_Atomic uint64_t obj_seq;	/* the next rm_res.seq */
 	_Atomic uint64_t events_bad;	/* GSP event records that failed the checks */
 };
 

@@ -236,7 +236,7 @@ static void res_insert(struct rm_client *c, struct rm_res *r)
 {
 	uint64_t key = rm_obj_key(c->handle, r->handle);
 
-	r->seq = atomic_fetch_add(&c->rm->obj_seq, 1);
+	r->seq = atomic_fetch_add(&c->rm->fns[c->fn].obj_seq, 1);
 	cmn_list_add(&r->parent->children, &r->sibling);
 	RM_TSAN_RELEASE(&r->node);
 	rm_rcu_read_lock();
