@@ -1163,7 +1163,12 @@ static void req_run(struct pf_daemon *d, struct lm *m)
 		req_forget(d, m);
 		break;
 	case LM_REQ_STATE_SAVE:
-		r = pf_mig_state_save(d, m->s, m->req_enc, &e);
+		/* A guest may have attached during pre-copy: it must be one that can move. */
+		r = pf_endpoint_mig_check(m->s, e.f.msg, sizeof(e.f.msg));
+		if (r)
+			e.f.err = r;
+		else
+			r = pf_mig_state_save(d, m->s, m->req_enc, &e);
 		break;
 	case LM_REQ_STATE_LOAD:
 		r = pf_mig_state_load(d, m->s, m->req_frame, &e);
@@ -1489,6 +1494,8 @@ int pf_live_outgoing_cmd(struct pf_daemon *d, json_object *args, bool dry, json_
 	if (pf_live_busy(d, s) || s->mig.state != MIG_S_RUNNING)
 		return cmn_fail(&e->f, -EBUSY, "slice %s is migrating already (%s)", s->uuid,
 				mig_state_name(s->mig.state));
+	if ((r = pf_endpoint_mig_check(s, e->f.msg, sizeof(e->f.msg))))
+		return e->f.err = r;	/* a guest that cannot move: peer mode, an old driver */
 	m = lm_new(d, true, e);
 	if (!m)
 		return e->f.err;

@@ -357,13 +357,13 @@ struct guest {
 	struct vgpu_fence last[2];
 };
 
-static void guest_up(struct fixture *f, struct guest *g)
+static void guest_up_at(struct fixture *f, struct guest *g, const char *sock)
 {
 	char ep[200];
 	struct vgpu_vf_opts o = { .socket = ep, .quiet = true };
 	struct vgpu_channel_opts co = { .gpfifo_entries = 64, .pushbuf_bytes = 64 << 10 };
 
-	snprintf(ep, sizeof(ep), "%s/vf1.sock", f->a->run);
+	snprintf(ep, sizeof(ep), "%s/%s", f->a->run, sock);
 	assert_int_equal(vgpu_vf_open(&o, &g->vf), 0);
 	assert_int_equal(vgpu_vaspace_create(g->vf, &g->as), 0);
 	for (unsigned int i = 0; i < 2; i++) {
@@ -375,6 +375,12 @@ static void guest_up(struct fixture *f, struct guest *g)
 	}
 	for (unsigned int k = 0; k < 2; k++)
 		assert_int_equal(vgpu_channel_create(g->vf, g->as, &co, &g->ch[k]), 0);
+}
+
+/* As peer 0 (vf1.master.sock), the attachment a migratable VM has. */
+static void guest_up(struct fixture *f, struct guest *g)
+{
+	guest_up_at(f, g, "vf1.master.sock");
 }
 
 static void guest_down(struct guest *g)
@@ -488,6 +494,24 @@ static void test_live_busy_guest(void **state)
 	assert_int_equal(vgpu_fence_wait(&g.last[0], 0), 0);
 	guest_fill(&g, 0, 0, 0x44444444);
 	assert_int_equal(vgpu_channel_error(g.ch[0], NULL, NULL), 0);
+	guest_down(&g);
+}
+
+/* A guest attached in ivshmem peer mode (vf1.sock), which QEMU cannot migrate, makes the
+ * slice refuse to migrate, naming why; nothing changes. */
+static void test_live_peer_mode_refused(void **state)
+{
+	struct fixture *f = *state;
+	struct guest g = { 0 };
+
+	fill_source(f);
+	guest_up_at(f, &g, "vf1.sock");
+	listen_b(f);
+	assert_int_equal(T_CTL(f->a, "migrate", "-u", U1, "--to", f->sock), 1);
+	assert_non_null(strstr(t_out.err, "peer mode"));
+	assert_int_equal(T_CTL(f->a, "migrate-status"), 0);
+	assert_non_null(strstr(t_out.out, "no migrations"));
+	guest_fill(&g, 0, 0, 0x55555555);	/* it runs on */
 	guest_down(&g);
 }
 
@@ -657,6 +681,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_live_engine_writes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_live_guest, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_live_busy_guest, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_live_peer_mode_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_live_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_live_cancel, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_live_dest_killed, setup, teardown),
