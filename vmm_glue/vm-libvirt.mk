@@ -11,7 +11,8 @@
 PREFIX           ?= /usr/local
 LIBVIRT_HOOK_DIR ?= /etc/libvirt/hooks/qemu.d
 
-VM_SUITES += tests/vm/libvirt-vfio.sh tests/vm/libvirt-attack.sh tests/vm/libvirt-hook.sh
+VM_SUITES += tests/vm/libvirt-vfio.sh tests/vm/libvirt-attack.sh tests/vm/libvirt-hook.sh \
+             tests/vm/libvirt-migrate.sh
 VM_DEPS   += $(BUILD)/rel/bin/vgpu-vm $(BUILD)/rel/tests/vmm_glue/test_vmm_xml
 
 .PHONY: install-hook uninstall-hook
