@@ -79,6 +79,8 @@ static struct mig_item *find(struct mig_walk *w, const struct rm_res *r)
 /* Raise each key above what the object needs until nothing changes (chains are short). */
 static void order(struct mig_walk *w)
 {
+	if (!w->n)
+		return;
 	qsort(w->it, w->n, sizeof(*w->it), item_by_res);
 	for (size_t i = 0; i < w->n; i++) {	/* a dup's source: the oldest holder */
 		struct mig_item *a = &w->it[i];
