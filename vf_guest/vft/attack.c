@@ -282,7 +282,7 @@ static const struct vft_vm_case {
 	const char *name;
 	int (*fn)(struct vft_vm *a);
 } vm_cases[] = {
-	{ "attack: attach over vfio, peer id is the VF number", a_attach },
+	{ "attack: attach over vfio, peer ids as the header says", a_attach },
 	{ "attack: BAR0 doorbells to other peers are dropped", a_other_peers },
 	{ "attack: BAR0 doorbells to vgpud's missing vectors are dropped", a_host_vectors },
 	{ "attack: pread/pwrite past BAR2's end refused", a_bar2_rw },
