@@ -4,8 +4,9 @@
  * migration gave up where it can, and the CPU must then read exactly what the device
  * holds — never what those pages held before. Also with the kept pages shared with a
  * fork child while the data comes back (the copy into them breaks the sharing first;
- * the child must keep its own view). Runs under any
+ * the child must keep its own view), and with two threads sharing them. Runs under any
  * capability set; without UFFDIO_MOVE nothing is kept and the same checks hold. */
+#include <pthread.h>
 #include <sys/wait.h>
 
 #include "tdev.h"
@@ -132,6 +133,91 @@ static void test_kept_pages_shared_with_child(void **state)
 	munmap(buf, LEN);
 }
 
+struct job {
+	struct hmm_mm *mm;
+	struct hmm_devmem *dm;
+	char *buf;
+	size_t len;
+	int bias;
+	const char *err;	/* the first thing that went wrong, NULL if nothing */
+};
+
+/* One thread's round trips over its own half, checked without cmocka (not thread safe):
+ * the device's data of each round on every page. */
+static void *job_run(void *arg)
+{
+	struct job *j = arg;
+	struct hmm_migrate_result r;
+
+	for (int round = 0; round < ROUNDS && !j->err; round++) {
+		int b = j->bias + round * 1000003;
+
+		for (size_t pg = 0; pg < j->len / PG; pg++)
+			fill_ints(j->buf + pg * PG, PG, b + (int)pg);
+		if (hmm_migrate_to_device(j->mm, j->dm, j->buf, j->len, &r) ||
+		    r.migrated != j->len / PG) {
+			j->err = "migration to the device";
+			break;
+		}
+		for (size_t pg = 0; pg < j->len / PG; pg++) {
+			struct hmm_devmem *where = NULL;
+			uint64_t page = 0;
+
+			if (hmm_mm_page_where(j->mm, j->buf + pg * PG, &where, &page) !=
+			    HMM_PAGE_DEVICE) {
+				j->err = "a page not on the device";
+				return NULL;
+			}
+			fill_ints(hmm_devmem_page_ptr(j->dm, page), PG, -(b + (int)pg));
+		}
+		if (hmm_migrate_to_system(j->mm, j->dm, j->buf, j->len, &r) ||
+		    r.migrated != j->len / PG) {
+			j->err = "migration to the system";
+			break;
+		}
+		for (size_t pg = 0; pg < j->len / PG && !j->err; pg++) {
+			const int *p = (const int *)(j->buf + pg * PG);
+
+			for (size_t i = 0; i < PG / sizeof(int); i++) {
+				if (p[i] != (int)i - (b + (int)pg)) {
+					j->err = "a page back without the device's data";
+					break;
+				}
+			}
+		}
+	}
+	return NULL;
+}
+
+/* Two threads migrate their halves of one mm's buffer back and forth at once, sharing
+ * the kept pages: each gets its own data back. */
+static void test_two_threads(void **state)
+{
+	enum hmm_backend backend = (enum hmm_backend)(uintptr_t)*state;
+	struct hmm_mm *mm = tmm_new(backend, 0);
+	struct hmm_devmem *dm = pool_new();
+	char *buf = tbuf_new(LEN, true);
+	struct job jobs[2];
+	pthread_t th[2];
+
+	assert_int_equal(hmm_region_add(mm, buf, LEN), 0);
+	for (int t = 0; t < 2; t++) {
+		jobs[t] = (struct job){ .mm = mm, .dm = dm, .buf = buf + (size_t)t * (LEN / 2),
+					.len = LEN / 2, .bias = t * 77777 };
+		assert_int_equal(pthread_create(&th[t], NULL, job_run, &jobs[t]), 0);
+	}
+	for (int t = 0; t < 2; t++) {
+		assert_int_equal(pthread_join(th[t], NULL), 0);
+		if (jobs[t].err)
+			fail_msg("thread %d: %s", t, jobs[t].err);
+	}
+	assert_int_equal(hmm_devmem_used_pages(dm), 0);
+	assert_int_equal(hmm_region_remove(mm, buf), 0);
+	assert_int_equal(hmm_devmem_destroy(dm), 0);
+	hmm_mm_destroy(mm);
+	munmap(buf, LEN);
+}
+
 #define CASE(f, b) { #f "/" #b, f, NULL, NULL, (void *)(uintptr_t)(b) }
 
 int main(void)
@@ -141,6 +227,8 @@ int main(void)
 		CASE(test_round_trips, HMM_BACKEND_UFFD_SIGBUS),
 		CASE(test_kept_pages_shared_with_child, HMM_BACKEND_UFFD_THREAD),
 		CASE(test_kept_pages_shared_with_child, HMM_BACKEND_UFFD_SIGBUS),
+		CASE(test_two_threads, HMM_BACKEND_UFFD_THREAD),
+		CASE(test_two_threads, HMM_BACKEND_UFFD_SIGBUS),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
