@@ -161,24 +161,30 @@ static void idle_account_locked(struct gpu_engine *e, uint64_t now)
 		return;
 	struct gpu_sched_stats *t = &e->g->fns[e->cur_fn].tel[e->id];
 
-	/* Not clipped at the slice end: an engine that overslept its wakeup was still idle
-	 * on this function's behalf, and the slice is charged for it. */
+	/* Clipped at the slice end: see slot_end_locked(). */
+	now = cmn_min(now, e->slot_end);
 	if (now > e->idle_from)
 		t->idle_ns += now - e->idle_from;
 	e->idle_from = 0;
 }
 
 /* Close the current slice and charge its real length (overrun included) to the function's
- * virtual time: the next picks make up for slices the host stretched or cut short. */
+ * virtual time: the next picks make up for slices the host stretched or cut short. A slice
+ * that ends idle is charged up to its end only: an engine that overslept its wake-up there
+ * lost that time to the host, as stolen time, not to the function; on a loaded host the
+ * oversleep can be many slices long, and charged, it would hold the function off the
+ * engine for as long. */
 static void slot_end_locked(struct gpu_engine *e, uint64_t now)
 {
 	struct gpu_fn *f = &e->g->fns[e->cur_fn];
 	uint64_t len = fn_slice_locked(e, f);
+	uint64_t charge_end = e->idle_from && now > e->slot_end ?
+				      cmn_max(e->slot_end, e->idle_from) : now;
 
 	cmn_mutex_assert_held(&e->g->lock);
 	idle_account_locked(e, now);
 	/* Time past the slice's end until the switch is the preemption cost. */
-	uint64_t stolen = e->stolen - e->slot_stolen0, used = now - e->slot_start;
+	uint64_t stolen = e->stolen - e->slot_stolen0, used = charge_end - e->slot_start;
 
 	if (now > e->slot_end)
 		f->tel[e->id].preempt_ns += now - e->slot_end;
