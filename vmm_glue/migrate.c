@@ -528,7 +528,9 @@ static int mig_vm(struct mig_run *m, struct cmn_fail *e)
 
 		snprintf(host, sizeof(host), "%s", m->mig_uri + 4);
 		host[strlen(host) - 2] = 0;	/* "tcp:" HOST ":0" */
-		snprintf(m->mig_uri, sizeof(m->mig_uri), "tcp://%s", host);
+		if (snprintf(m->mig_uri, sizeof(m->mig_uri), "tcp://%s", host) >=
+		    (int)sizeof(m->mig_uri))
+			return cmn_fail(e, -ENAMETOOLONG, "destination host name too long: %s", host);
 	}
 	r = vmm_mig_qmp_ignore_shared(m->src_qmp, e);
 	if (r)
