@@ -367,9 +367,12 @@ static long vvf_ioc_info(struct vvf_file *f, unsigned long arg)
 	for (v = 0; v < VGPU_VF_NR_VECTORS; v++)
 		a.irq_count[v] = atomic64_read(&vd->irq_count[v]);
 	a.open_files = READ_ONCE(vd->nr_files);
+	mutex_lock(&vd->files_mutex);	/* the event thread counts under it */
 	mutex_lock(&f->lock);
 	a.rm_clients = f->nr_clients;
+	a.dropped = f->dropped;
 	mutex_unlock(&f->lock);
+	mutex_unlock(&vd->files_mutex);
 	return copy_to_user((void __user *)arg, &a, sizeof(a)) ? -EFAULT : 0;
 }
 
@@ -638,7 +641,10 @@ static vm_fault_t vvf_fault(struct vm_fault *vmf)
 	enum vvf_page acc;
 	vm_fault_t ret = VM_FAULT_SIGBUS;
 
-	down_read(&vd->remove_sem);
+	/* Only remove takes it for writing: then the device is going, and a fault inside an
+	 * ioctl that holds it for reading must not wait behind remove. */
+	if (!down_read_trylock(&vd->remove_sem))
+		return VM_FAULT_SIGBUS;
 	if (READ_ONCE(vd->gone) || off >= vd->bar2_size)
 		goto out;
 	acc = vvf_page_access(f, off, &pfn);

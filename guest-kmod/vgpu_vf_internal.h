@@ -100,7 +100,8 @@ struct vvf_file {
 	void *rings;			/* 3 x ring_region bytes: request, reply, event */
 	struct vvf_ring preq, prsp, pevt;	/* pevt: the event thread's, under files_mutex */
 	atomic64_t replies;		/* the file's own mailbox "interrupt" count */
-	u64 dropped;			/* replies or events lost to a full private ring */
+	u64 dropped;			/* replies (under lock) or events (under vd->files_mutex)
+					 * lost to a full private ring */
 };
 
 /* ---- vgpu_vf_main.c ---- */

@@ -180,7 +180,9 @@ int vvf_mbox_call(struct vvf_dev *vd, u32 type, const void *req, u32 req_len, vo
 		got = vvf_mbox_take(vd, seq, type, rsp, rsp_len, status);
 		if (got)
 			break;
-		if (!vvf_ready(vd)) {
+		/* A reset re-formats the rings: this request and its reply are gone. */
+		if (!vvf_ready(vd) ||
+		    smp_load_acquire(&vd->hdr->reset_count) != vd->seen_reset_count) {
 			got = READ_ONCE(vd->gone) ? -ENODEV : -ENOLINK;
 			break;
 		}
@@ -189,7 +191,8 @@ int vvf_mbox_call(struct vvf_dev *vd, u32 type, const void *req, u32 req_len, vo
 			break;
 		}
 		wait_event_timeout(vd->wq[VF_VEC_MBOX],
-				   vvf_ring_consume_slot(&vd->rsp) || !vvf_ready(vd),
+				   vvf_ring_consume_slot(&vd->rsp) || !vvf_ready(vd) ||
+				   smp_load_acquire(&vd->hdr->reset_count) != vd->seen_reset_count,
 				   max_t(long, (long)(deadline - jiffies), 1));
 	}
 	ret = got < 0 ? got : 0;
@@ -229,6 +232,10 @@ static irqreturn_t vvf_irq_event(int irq, void *data)
 	struct vf_event e;
 	void *slot;
 
+	/* A caller waiting for a reply the reset swallowed notices it now, not at its timeout
+	 * (and lets go of its file, which the reset below needs). */
+	if (rc != READ_ONCE(vd->evt_reset_count))
+		wake_up_all(&vd->wq[VF_VEC_MBOX]);
 	if (rc != READ_ONCE(vd->evt_reset_count) || !vd->evt.hdr) {
 		if (vvf_ring_attach(vd, &vd->evt, vd->lay.evt_off, vd->lay.ring_region) ||
 		    vd->evt.elem_size < sizeof(e))

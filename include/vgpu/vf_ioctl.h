@@ -49,6 +49,7 @@ struct vgpu_vf_ioc_info {
 	__u64 irq_count[VGPU_VF_NR_VECTORS];	/* interrupts taken per vector */
 	__u32 open_files;		/* files open on this VF now (this one included) */
 	__u32 rm_clients;		/* RM clients this file holds */
+	__u64 dropped;			/* replies and events lost to this file's full rings */
 };
 
 /* VGPU_VF_IOC_MBOX: one mailbox call (enum vf_msg_type). The kernel checks RM messages

@@ -158,7 +158,11 @@ build_kmod() {
 		exit 1
 	fi
 	# Its own checks (bad ioctls, mappings, clients freed), a static guest program.
-	if [ ! -f "$kmod_test" ] || [ "$src/test/vgpu-kmod-test.c" -nt "$kmod_test" ]; then
+	stale=0
+	for f in "$src/test/vgpu-kmod-test.c" "$here/../../include/vgpu/"*.h; do
+		[ -f "$kmod_test" ] && [ ! "$f" -nt "$kmod_test" ] || stale=1
+	done
+	if [ $stale -eq 1 ]; then
 		${CC:-gcc} -static -O2 -std=gnu11 -Wall -Wextra -Werror -I"$here/../../include" \
 			-o "$kmod_test.tmp.$$" "$src/test/vgpu-kmod-test.c" &&
 			mv -f "$kmod_test.tmp.$$" "$kmod_test" ||
