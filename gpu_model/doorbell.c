@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /* Doorbells: the per-function token rings in shared memory (layout in vgpu/gpfifo.h),
  * token validation against the function's channel table, and the engine sleep/kick
- * handshake. A token only marks its channel pending (with the GP_PUT it carries, if any);
- * the engine that owns the channel takes GP_PUT, so channel progress has a single writer. */
+ * handshake. A token only marks its channel pending; the engine that owns the channel
+ * reads GP_PUT, so channel progress has a single writer. */
 #include <errno.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -99,11 +99,8 @@ void gpu_engine_wake(struct gpu_engine *e)
 		cmn_dbg("gpu: wake of engine %u failed", e->id);
 }
 
-/* Judge @token against @f's channel table: the verdict counter it bumps. An accepted token
- * hands @put (GPU_DB_PUT_NONE: the doorbell carried none) to the channel before marking
- * it pending, so whoever takes the pending bit finds the put. */
-static atomic_uint_fast64_t *db_judge_locked(struct gpu *g, struct gpu_fn *f, uint32_t token,
-					     uint32_t put)
+/* Judge @token against @f's channel table: the verdict counter it bumps. */
+static atomic_uint_fast64_t *db_judge_locked(struct gpu *g, struct gpu_fn *f, uint32_t token)
 {
 	unsigned int rl = token >> 16, chid = token & 0xffff;
 	const struct gpu_priv_chan *pc;
@@ -119,21 +116,17 @@ static atomic_uint_fast64_t *db_judge_locked(struct gpu *g, struct gpu_fn *f, ui
 	/* Non-resident: the bit stays set until the channel is scheduled, so it is not lost. */
 	if (!(f->cfg.runlist[rl] & VGPU_BIT(chid)))
 		atomic_fetch_add(&f->dbc.non_resident, 1);
-	atomic_store(&f->chans[chid].db_put, put);
 	atomic_fetch_or(&f->pending, VGPU_BIT(chid));
 	gpu_engine_wake(&g->engines[rl]);
 	return &f->dbc.accepted;
 }
 
-/* Validate slot value @v and mark its channel pending. rung is counted after the verdict,
- * so whoever sees a token counted as rung also sees how it was judged. */
-static void db_token_locked(struct gpu *g, struct gpu_fn *f, uint32_t v)
+/* Validate @token and mark its channel pending. rung is counted after the verdict, so
+ * whoever sees a token counted as rung also sees how it was judged. */
+static void db_token_locked(struct gpu *g, struct gpu_fn *f, uint32_t token)
 {
-	uint32_t token, put = GPU_DB_PUT_NONE;
-
 	cmn_mutex_assert_held(&g->lock);
-	vgpu_doorbell_slot_decode(v, &token, &put);
-	atomic_fetch_add(db_judge_locked(g, f, token, put), 1);
+	atomic_fetch_add(db_judge_locked(g, f, token), 1);
 	atomic_fetch_add(&f->dbc.rung, 1);
 }
 
@@ -200,11 +193,11 @@ void gpu_doorbell_drain_locked(struct gpu *g, struct gpu_engine *self)
 	}
 }
 
-/* Lock-free check used while spinning: has any function posted a token? It watches the
- * slot the next token lands in, not head: the slot is the line the drain reads next, so
- * the engine learns of a token and fetches it in one transfer, and head stays in the
- * submitters' caches for their fetch_add. A claimed slot not yet filled is not news: the
- * drain (each engine pass, or after the kick a sleeping engine gets) sees it. */
+/* Lock-free check used while polling: has any function posted a token? It watches the
+ * slot the next token lands in, not head: a submitter moves head before it fills the slot,
+ * so a poll that saw head move would start a drain that may find the slot still empty,
+ * and the slot is the line the drain reads anyway. A claimed slot not yet filled is not
+ * news: the drain (each engine pass, or after the kick a sleeping engine gets) sees it. */
 bool gpu_doorbell_any(struct gpu *g)
 {
 	for (unsigned int fn = 0; fn < g->nr_fns; fn++) {

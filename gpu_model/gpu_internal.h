@@ -105,13 +105,8 @@ struct gpu_chan {
 	atomic_int error;		/* enum vgpu_chan_error */
 	atomic_uint_fast64_t methods;
 	atomic_uint pub_gp_get;
-	/* GP_PUT carried by the latest doorbell, GPU_DB_PUT_NONE once taken: written by the
-	 * doorbell drain before it marks the channel pending, taken with the pending bit. */
-	_Atomic uint32_t db_put;
 	struct gpu_status_chan *st;	/* this channel's words in the status region */
 };
-
-#define GPU_DB_PUT_NONE	UINT32_MAX
 
 struct gpu_db_counters {
 	atomic_uint_fast64_t rung, accepted, invalid, disabled, non_resident, spurious, bad_put,

@@ -42,7 +42,6 @@ void gpu_chan_reset_runtime(struct gpu_chan *c)
 	atomic_store(&c->error, VGPU_CHAN_OK);
 	atomic_store(&c->methods, 0);
 	atomic_store(&c->pub_gp_get, 0);
-	atomic_store(&c->db_put, GPU_DB_PUT_NONE);
 	if (c->st) {	/* a new allocation: no error, no progress */
 		gpu_status_put(&c->st->error, VGPU_CHAN_OK);
 		gpu_status_put(&c->st->gp_get, 0);
@@ -73,7 +72,6 @@ void gpu_chan_adopt(struct gpu *g, struct gpu_fn *f, struct gpu_chan *c,
 	if (keep) {
 		if (atomic_load(&c->state) == GPU_CHAN_STATE_FREE)
 			atomic_store(&c->state, c->state_at_free);
-		atomic_store(&c->db_put, GPU_DB_PUT_NONE);	/* from USERD, as it is now */
 		atomic_fetch_or(&f->pending, VGPU_BIT(c - f->chans));
 	} else {
 		gpu_chan_reset_runtime(c);
@@ -448,23 +446,17 @@ static void gp_advance(struct gpu_chan *c)
 	c->userd_dirty = true;
 }
 
-/* Re-read GP_PUT after a doorbell or when the known work ran out; sort out misuse. A
- * doorbell that carried GP_PUT gives it without a read of USERD, which the submitter just
- * wrote: that read would be one more line moved between its core and this one before the
- * first method runs. */
+/* Re-read GP_PUT after a doorbell or when the known work ran out; sort out misuse. */
 static int gp_refresh_put(struct gpu_ctx *ctx)
 {
 	struct gpu_chan *c = ctx->c;
 	uint64_t bit = VGPU_BIT(ctx->chid);
-	uint32_t mask = (uint32_t)c->cfg.gpfifo_entries - 1, put = GPU_DB_PUT_NONE;
+	uint32_t mask = (uint32_t)c->cfg.gpfifo_entries - 1, put;
 	/* Clear before reading: a doorbell racing with the read sets it again. */
 	bool rung = atomic_fetch_and(&ctx->f->pending, ~bit) & bit;
 	struct gpu_db_counters *dbc = &ctx->f->dbc;
 
-	if (rung)
-		put = atomic_exchange(&c->db_put, GPU_DB_PUT_NONE);
-	if (put == GPU_DB_PUT_NONE &&
-	    gpu_userd_read_put(ctx->g, ctx->f, c, ctx->part_base, ctx->part_size, &put)) {
+	if (gpu_userd_read_put(ctx->g, ctx->f, c, ctx->part_base, ctx->part_size, &put)) {
 		ctx_error(ctx, VGPU_CHAN_ERR_USERD_FAULT, 0xffffffffu);
 		return -EFAULT;
 	}

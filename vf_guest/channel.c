@@ -243,9 +243,8 @@ static int ch_publish(struct vgpu_channel *ch, uint64_t gp)
 	if (ch->rpc_submit)
 		return vf_rm_channel_submit(vf, ch->handle, ch->put);
 	__atomic_store_n(&ch->userd->gp_put, ch->put, __ATOMIC_RELEASE);
-	/* Without a doorbell page in BAR2 the device's periodic GP_PUT scan finds the work.
-	 * The doorbell carries GP_PUT: the engine need not fetch USERD's line from this core. */
-	if (vf->db && vgpu_doorbell_write_put(vf->db, ch->token, ch->put))
+	/* Without a doorbell page in BAR2 the device's periodic GP_PUT scan finds the work. */
+	if (vf->db && vgpu_doorbell_write(vf->db, ch->token))
 		return vf->t->ops->notify(vf->t, VF_VEC_GPU);
 	return 0;
 }

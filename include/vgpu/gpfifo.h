@@ -14,12 +14,10 @@
  * Submission, in this order (the device relies on it):
  *   1. write GP entries at gpfifo[put % entries] (plain stores);
  *   2. store GP_PUT in USERD with release ordering;
- *   3. vgpu_doorbell_write_put() the channel's token and that GP_PUT into the function's
- *      doorbell page (or vgpu_doorbell_write() the token alone);
+ *   3. vgpu_doorbell_write() the channel's token into the function's doorbell page;
  *   4. if it returned true the engines sleep: write 1 to the function's kick eventfd.
- * After a doorbell that carries GP_PUT the device takes GP_PUT from it and does not read
- * USERD; after one that does not, it reads GP_PUT from USERD. It reads USERD again before
- * it idles, so several submissions may share one doorbell. */
+ * The device reads GP_PUT after seeing the doorbell and again before it idles, so several
+ * submissions may share one doorbell. */
 #ifndef VGPU_ABI_GPFIFO_H
 #define VGPU_ABI_GPFIFO_H
 
@@ -88,13 +86,6 @@ static inline uint32_t vgpu_token(uint32_t runlist, uint32_t chid)
  * because the device also scans every resident channel's GP_PUT against GP_GET. */
 #define VGPU_DB_SLOTS		512u
 #define VGPU_DB_SLOT_FULL	(1u << 31)
-/* A slot that carries GP_PUT: bit 30 set, bits 29:24 clear, GP_PUT in bits 23:8, the
- * token's runlist in bits 7:6 and its channel id in bits 5:0. A plain token with bit 30 set
- * names a runlist >= 0x4000, which no device has: such a token is never valid in either
- * form. */
-#define VGPU_DB_SLOT_PUT	(1u << 30)
-#define VGPU_DB_SLOT_FORM_MASK	0x7f000000u
-#define VGPU_DB_SLOT_PUT_SHIFT	8
 
 struct vgpu_doorbell_page {
 	uint32_t head;		/* 0x000 producers: slots claimed (atomic fetch_add) */
@@ -122,38 +113,6 @@ static inline bool vgpu_doorbell_write(struct vgpu_doorbell_page *db, uint32_t t
 	/* seq_cst pairs with the device's store to sleeping and its re-check of the ring:
 	 * either it sees this slot, or we see it asleep and kick. */
 	return atomic_load_explicit((_Atomic uint32_t *)&db->sleeping, memory_order_seq_cst);
-}
-
-/* The slot value for @token with GP_PUT @put, or the plain token when the token or @put do
- * not fit the GP_PUT form (runlist >= 4, channel id >= 64, put >= 65536). */
-static inline uint32_t vgpu_doorbell_slot_put(uint32_t token, uint32_t put)
-{
-	uint32_t rl = token >> 16, chid = token & 0xffffu;
-
-	if (rl >= 4 || chid >= 64 || put > 0xffffu)
-		return token;
-	return VGPU_DB_SLOT_PUT | put << VGPU_DB_SLOT_PUT_SHIFT | rl << 6 | chid;
-}
-
-/* Whether slot value @v (without VGPU_DB_SLOT_FULL) carries GP_PUT; then its token and put. */
-static inline bool vgpu_doorbell_slot_decode(uint32_t v, uint32_t *token, uint32_t *put)
-{
-	if ((v & VGPU_DB_SLOT_FORM_MASK) != VGPU_DB_SLOT_PUT) {
-		*token = v;
-		return false;
-	}
-	*token = vgpu_token((v >> 6) & 3u, v & 63u);
-	*put = (v >> VGPU_DB_SLOT_PUT_SHIFT) & 0xffffu;
-	return true;
-}
-
-/* vgpu_doorbell_write() with the channel's new GP_PUT in the slot, so that the device need
- * not read USERD to learn it: one line less between the submitter and the engine. Call
- * after GP_PUT was stored in USERD with release (USERD stays the channel's GP_PUT). */
-static inline bool vgpu_doorbell_write_put(struct vgpu_doorbell_page *db, uint32_t token,
-					   uint32_t put)
-{
-	return vgpu_doorbell_write(db, vgpu_doorbell_slot_put(token, put));
 }
 
 /* ---- pushbuffer methods --------------------------------------------------------------------

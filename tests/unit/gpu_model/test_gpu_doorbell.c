@@ -154,34 +154,6 @@ static void case_put_beyond_ring(struct dctx *d)
 	assert_int_equal(sem(d), 9);
 }
 
-/* A doorbell that carries GP_PUT is run from it: one beyond the ring is refused even while
- * USERD holds a good one (so USERD was not read), and the work runs on the next doorbell. */
-static void case_put_in_doorbell(struct dctx *d)
-{
-	uint32_t token = vgpu_token(0, 2), t2, put;
-
-	/* Tokens that do not fit the form stay plain; a plain token is never decoded as one. */
-	assert_int_equal(vgpu_doorbell_slot_put(vgpu_token(4, 2), 1), vgpu_token(4, 2));
-	assert_int_equal(vgpu_doorbell_slot_put(vgpu_token(0, 64), 1), vgpu_token(0, 64));
-	assert_int_equal(vgpu_doorbell_slot_put(token, 65536), token);
-	assert_false(vgpu_doorbell_slot_decode(vgpu_token(0x7fff, 2), &t2, &put));
-	assert_true(vgpu_doorbell_slot_decode(vgpu_doorbell_slot_put(vgpu_token(3, 63), 65535),
-					      &t2, &put));
-	assert_int_equal(t2, vgpu_token(3, 63));
-	assert_int_equal(put, 65535);
-
-	queue_release(d, 9);
-	__atomic_store_n(&d->c.userd->gp_put, d->c.put, __ATOMIC_RELEASE);
-	gpu_doorbell_ring(d->t->g, 1, vgpu_doorbell_slot_put(token, 16 + 3));
-	wait_counter(d, offsetof(struct gpu_db_stats, bad_put), 1);
-	assert_int_equal(sem(d), 0);
-	assert_int_equal(tchan_err(&d->c), 0);
-	gpu_doorbell_ring(d->t->g, 1, vgpu_doorbell_slot_put(token, d->c.put));
-	assert_int_equal(tchan_wait(&d->c), 0);
-	assert_int_equal(sem(d), 9);
-	assert_int_equal(stats(d, 1).accepted, 2);
-}
-
 static void case_put_backwards(struct dctx *d)
 {
 	uint64_t gate = d->sem_va + 64;
@@ -385,7 +357,6 @@ static const struct db_case {
 	{ "GP_PUT unchanged",		case_put_unchanged, LONG_SCAN, true },
 	{ "GP_PUT beyond the ring",	case_put_beyond_ring, LONG_SCAN, true },
 	{ "GP_PUT moving backwards",	case_put_backwards, LONG_SCAN, true },
-	{ "GP_PUT in the doorbell",	case_put_in_doorbell, LONG_SCAN, true },
 	{ "non-resident channel",	case_non_resident, LONG_SCAN, false },
 	{ "no doorbell: scan finds it",	case_missed_doorbell_scan, 0, true },
 	{ "abandoned doorbell slot",	case_abandoned_slot, LONG_SCAN, true },
