@@ -955,7 +955,7 @@ static const struct vgpuctl_verb verbs[] = {
 	{ "reset",	cmd_reset,	0, 1, "VF", "VF | -u UUID: function-level reset of one VF" },
 	{ "stats",	cmd_stats,	0, 1, "VF", "[VF]: scheduler, doorbell and RPC counters per VF" },
 	{ "vram-map",	cmd_vram_map,	0, 0, "", "[--svg FILE] [--no-color]: the VRAM layout" },
-	{ "save",	cmd_save,	1, 1, "FILE", "-u UUID FILE: a running slice with no guest attached (its definition, VRAM and DMA memory) to a new FILE" },
+	{ "save",	cmd_save,	1, 1, "FILE", "-u UUID FILE: a running slice (its definition, VRAM and DMA memory, a quiesced guest's state) to a new FILE" },
 	{ "restore",	cmd_restore,	1, 1, "FILE", "FILE: define and start the slice saved in FILE, with its contents (or refuse, changing nothing)" },
 	{ "migrate",	cmd_migrate,	0, 0, "", "-u UUID --to ADDR [--switchover auto|manual] [--max-rounds N] [--no-wait]: live-migrate a running slice to the vgpud listening at ADDR" },
 	{ "migrate-incoming", cmd_migrate_incoming, 0, 0, "", "--listen ADDR [-u UUID]: wait for one incoming live migration on ADDR (a UNIX socket path or tcp:HOST:PORT)" },
