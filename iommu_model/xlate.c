@@ -270,7 +270,8 @@ static struct utlb *utlb_alloc(void)
 	if (!u)
 		return NULL;
 	memset(u, 0, sizeof(*u));
-	u->hits_off = offsetof(struct iommu, shard[iommu_thread_index() % IOMMU_NR_SHARDS].hits);
+	u->hits_off = offsetof(struct iommu, shard) + offsetof(struct iommu_shard, hits) +
+		      iommu_thread_index() % IOMMU_NR_SHARDS * sizeof(struct iommu_shard);
 	if (pthread_setspecific(utlb_exit_key, u)) {
 		free(u);
 		return NULL;
