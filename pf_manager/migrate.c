@@ -355,6 +355,8 @@ static int restore_pass(struct pf_daemon *d, int fd, struct pf_mig_plan *p,
 			p->tot = fr.u.end;
 		} else if (s) {
 			r = pf_mig_state_load(d, s, &fr, e);
+		} else if (p->s) {
+			r = pf_mig_state_vf(d, &fr, &p->vf, e);
 		}
 		if (r < 0)
 			break;

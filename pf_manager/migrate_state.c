@@ -184,6 +184,26 @@ int pf_mig_state_save(struct pf_daemon *d, struct pf_slice *s, struct mig_enc *e
 
 /* ---- load ----------------------------------------------------------------------------------- */
 
+int pf_mig_state_vf(struct pf_daemon *d, const struct mig_frame *fr, unsigned int *vf,
+		    struct pf_err *e)
+{
+	struct mig_rm_obj o;
+	size_t off = 0;
+	unsigned int want;
+
+	if (fr->type != MIG_F_RM_TREE || !mig_rm_obj_next(fr, &off, &o))
+		return 0;
+	want = VGPU_RM_IS_CLIENT(o.h_client) ? VGPU_RM_CLIENT_FN(o.h_client) : 0;
+	if (want == *vf)
+		return 0;
+	if (!want || want > d->num_vfs || d->vfs[want])
+		return cmn_fail(&e->f, -EBUSY, "frame %u (rm-tree): the guest's handles name VF %u, "
+			       "which is %s here (its state moves only to the same VF)", fr->seq,
+			       want, want && want <= d->num_vfs ? "in use" : "not enabled");
+	*vf = want;
+	return 0;
+}
+
 /* Frame @fr's RM objects, re-made in order under their handles. */
 static int load_rm_tree(struct pf_daemon *d, struct pf_slice *s, const struct mig_frame *fr,
 			struct pf_err *e)

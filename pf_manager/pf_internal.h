@@ -412,6 +412,11 @@ int pf_slice_restore_cmd(struct pf_daemon *d, json_object *args, bool dry, json_
  * the guest is quiesced; nothing is written then. */
 int pf_mig_state_save(struct pf_daemon *d, struct pf_slice *s, struct mig_enc *enc,
 		      struct pf_err *e);
+/* A restore's plan: the VF (*@vf, planned as the first free one) must be the one the
+ * guest's handles in RM_TREE frame @fr name; it becomes that VF if free, else -EBUSY
+ * naming it. Other frames leave *@vf alone. */
+int pf_mig_state_vf(struct pf_daemon *d, const struct mig_frame *fr, unsigned int *vf,
+		    struct pf_err *e);
 /* Load state frame @fr into @s (brought up on the VF the stream's handles name, before it
  * runs); other frames are ignored. 0, or the error naming the frame and what failed. */
 int pf_mig_state_load(struct pf_daemon *d, struct pf_slice *s, const struct mig_frame *fr,

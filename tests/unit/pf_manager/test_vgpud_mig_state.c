@@ -9,7 +9,7 @@
  * guest's memory) and the same channels, handles and fences run more work on B: it
  * continues after the last entry A ran (nothing is executed twice: a marker written after
  * the first fill survives) and the results are checked on the CPU. Saving a guest with
- * work in flight is refused. */
+ * work in flight is refused; a restore takes the VF the handles name. */
 /* pf_test.h copies paths it made itself into sun_path; gcc cannot see their length. */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 #include "pf_test.h"
@@ -19,7 +19,9 @@
 #include <vgpu/gmmu.h>
 #include <vgpu/rm.h>
 
+#define U0		"5a5a5a5a-3333-4333-8333-000000000000"
 #define U1		"5a5a5a5a-3333-4333-8333-333333333333"
+#define U2		"5a5a5a5a-3333-4333-8333-222222222222"
 #define PS		VGPU_GMMU_PAGE_64K
 #define BUF		(256u << 10)
 #define WORDS		(BUF / 4)
@@ -49,7 +51,7 @@ static int setup(void **state)
 	snprintf(f->file_b, sizeof(f->file_b), "%s/b.vgpumig", f->b->root);
 	if (t_daemon_start_argv(f->a, daemon_args) || t_daemon_start_argv(f->b, daemon_args))
 		return -1;
-	return T_CTL(f->a, "set-vfs", "1") || T_CTL(f->b, "set-vfs", "1") ? -1 : 0;
+	return T_CTL(f->a, "set-vfs", "2") || T_CTL(f->b, "set-vfs", "2") ? -1 : 0;
 }
 
 static int teardown(void **state)
@@ -91,14 +93,14 @@ static void all_equal(const uint32_t *p, size_t n, uint32_t v)
 			fail_msg("word %zu is %#x, expected %#x", i, p[i], v);
 }
 
-/* Attach to A's VF 1 and build the objects: a VA space, two buffers, two channels. */
-static void guest_up(struct fixture *f)
+/* Attach to A's VF @vf and build the objects: a VA space, two buffers, two channels. */
+static void guest_up_on(struct fixture *f, unsigned int vf)
 {
 	char ep[200];
 	struct vgpu_vf_opts o = { .socket = ep, .quiet = true };
 	struct vgpu_channel_opts co = { .gpfifo_entries = 64, .pushbuf_bytes = 64 << 10 };
 
-	snprintf(ep, sizeof(ep), "%s/vf1.sock", f->a->run);
+	snprintf(ep, sizeof(ep), "%s/vf%u.sock", f->a->run, vf);
 	assert_int_equal(vgpu_vf_open(&o, &f->vf), 0);
 	assert_int_equal(vgpu_vaspace_create(f->vf, &f->as), 0);
 	for (unsigned int i = 0; i < 2; i++) {
@@ -109,6 +111,18 @@ static void guest_up(struct fixture *f)
 	}
 	for (unsigned int k = 0; k < 2; k++)
 		assert_int_equal(vgpu_channel_create(f->vf, f->as, &co, &f->ch[k]), 0);
+}
+
+static void guest_up(struct fixture *f)
+{
+	guest_up_on(f, 1);
+}
+
+static void guest_down(struct fixture *f)
+{
+	for (unsigned int k = 0; k < 2; k++)
+		vgpu_channel_destroy(f->ch[k]);
+	vgpu_vf_close(f->vf);
 }
 
 /* Wait for @fence by its semaphore alone (the interrupt the library sleeps on is A's). */
@@ -270,7 +284,7 @@ static void test_guest_state_moves(void **state)
 	for (unsigned int k = 0; k < 2; k++)
 		sem_before[k] = f->last[k].value;
 
-	/* Saved with the guest attached; B restores it on its VF 1, then saves its copy. */
+	/* Saved with the guest attached; B restores it (on VF 1, as on A), then saves its copy. */
 	if (T_CTL(f->a, "save", "-u", U1, f->file_a))
 		fail_msg("save on A: %s", t_out.err);
 	if (T_CTL(f->b, "restore", f->file_a))
@@ -357,9 +371,40 @@ static void test_busy_guest_refused(void **state)
 	assert_int_equal(vgpu_fence_wait(&f->last[0], 0), 0);
 	/* Quiesced again, it is carried. */
 	assert_int_equal(T_CTL(f->a, "save", "-u", U1, f->file_a), 0);
-	for (unsigned int k = 0; k < 2; k++)
-		vgpu_channel_destroy(f->ch[k]);
-	vgpu_vf_close(f->vf);
+	guest_down(f);
+}
+
+static void def_start(struct tdaemon *d, char *uuid)
+{
+	assert_int_equal(T_CTL(d, "define", "-t", "vgpu-512M", "-u", uuid), 0);
+	assert_int_equal(T_CTL(d, "start", "-u", uuid), 0);
+}
+
+/* The handles name the source's VF: a restore takes that VF, not the first free one, and
+ * is refused (nothing changed) while it is in use. */
+static void test_same_vf(void **state)
+{
+	struct fixture *f = *state;
+	json_object *o;
+
+	def_start(f->a, U0);
+	def_start(f->a, U1);
+	guest_up_on(f, 2);
+	assert_int_equal(T_CTL(f->a, "save", "-u", U1, f->file_a), 0);
+	guest_down(f);
+	/* B: VF 1 free, VF 2 in use. */
+	def_start(f->b, U0);
+	def_start(f->b, U2);
+	assert_int_equal(T_CTL(f->b, "stop", "-u", U0), 0);
+	assert_int_equal(T_CTL(f->b, "restore", f->file_a), 4);
+	assert_non_null(strstr(t_out.err, "handles name VF 2, which is in use"));
+	assert_int_equal(T_CTL(f->b, "list", "-u", U1), 3);
+	/* VF 2 free again: the restore takes it though VF 1 comes first. */
+	assert_int_equal(T_CTL(f->b, "stop", "-u", U2), 0);
+	assert_int_equal(T_CTL(f->b, "--json", "restore", f->file_a), 0);
+	o = t_out_json();
+	assert_int_equal(t_get_u64(o, "vf"), 2);
+	json_object_put(o);
 }
 
 int main(void)
@@ -367,6 +412,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_guest_state_moves, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_busy_guest_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_same_vf, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
