@@ -289,6 +289,7 @@ static int vvf_release(struct inode *inode, struct file *filp)
 	vd->nr_files--;
 	mutex_unlock(&vd->files_mutex);
 	vfree(f->rings);
+	put_pid(f->svm_pid);
 	kfree(f);
 	vvf_dev_put(vd);
 	return 0;
@@ -560,7 +561,7 @@ static long vvf_ioc_notify(struct vvf_file *f, unsigned long arg)
 static long vvf_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
 {
 	static const unsigned int cmds[] = { VGPU_VF_IOC_INFO, VGPU_VF_IOC_MBOX, VGPU_VF_IOC_WAIT,
-					     VGPU_VF_IOC_NOTIFY };
+					     VGPU_VF_IOC_NOTIFY, VGPU_VF_IOC_SVM };
 	struct vvf_file *f = filp->private_data;
 	struct vvf_dev *vd = f->vd;
 	unsigned int i;
@@ -588,6 +589,9 @@ static long vvf_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
 		break;
 	case VGPU_VF_IOC_NOTIFY:
 		ret = vvf_ioc_notify(f, arg);
+		break;
+	case VGPU_VF_IOC_SVM:
+		ret = vvf_ioc_svm(f, arg);
 		break;
 	default:
 		ret = -ENOTTY;

@@ -6,6 +6,7 @@
 
 #include <linux/kref.h>
 #include <linux/list.h>
+#include <linux/memremap.h>
 #include <linux/miscdevice.h>
 #include <linux/mutex.h>
 #include <linux/pci.h>
@@ -42,6 +43,22 @@ struct vvf_layout {
 	u64 req_off, rsp_off, evt_off, ring_region;
 };
 
+#define VVF_SVM_POOL		(32ull << 20)	/* VRAM the driver takes for migrated pages */
+
+/* The pool of device-coherent VRAM pages that process memory migrates into (svm.c). */
+struct vvf_svm {
+	struct mutex setup_lock;	/* protects everything but free and in_use */
+	bool ready;			/* the pool is there and hands out pages */
+	bool broken;			/* a reset lost pages still in use: no new pool yet */
+	bool mapped;			/* pgmap holds struct pages for [off, off + size) */
+	u32 client, device, mem;	/* the driver's own RM objects behind the pool */
+	u64 off, size;			/* BAR2 range of the pool */
+	struct dev_pagemap pgmap;
+	spinlock_t lock;		/* protects free and in_use */
+	struct page *free;		/* free pages, linked through zone_device_data */
+	u64 in_use;
+};
+
 /* One bound VF. Freed when the device is gone and the last file is closed. */
 struct vvf_dev {
 	struct kref ref;
@@ -74,6 +91,7 @@ struct vvf_dev {
 
 	struct miscdevice misc;
 	char name[32];
+	struct vvf_svm svm;
 };
 
 /* One RM memory object a file allocated: the BAR2 range its pages may map. */
@@ -102,6 +120,7 @@ struct vvf_file {
 	atomic64_t replies;		/* the file's own mailbox "interrupt" count */
 	u64 dropped;			/* replies (under lock) or events (under vd->files_mutex)
 					 * lost to a full private ring */
+	struct pid *svm_pid;		/* the process that migrated pages through this file */
 };
 
 /* ---- vgpu_vf_main.c ---- */
@@ -132,5 +151,14 @@ void vvf_files_event(struct vvf_dev *vd, const struct vf_event *e);
 /* A reset freed every RM object: forget what every file held and unmap its memory (@all:
  * the device goes away, unmap every page). Sleeps. */
 void vvf_files_reset(struct vvf_dev *vd, bool all);
+
+/* ---- vgpu_vf_svm.c ---- */
+void vvf_svm_init(struct vvf_dev *vd);
+/* Wait until every migrated page is freed and drop the pool's struct pages. */
+void vvf_svm_fini(struct vvf_dev *vd);
+/* A reset took the pool: SIGBUS to the processes whose pages it held. From the event thread. */
+void vvf_svm_reset(struct vvf_dev *vd);
+/* VGPU_VF_IOC_SVM. */
+long vvf_ioc_svm(struct vvf_file *f, unsigned long arg);
 
 #endif

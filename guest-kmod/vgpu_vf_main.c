@@ -243,6 +243,7 @@ static irqreturn_t vvf_irq_event(int irq, void *data)
 		if (rc != READ_ONCE(vd->evt_reset_count)) {
 			WRITE_ONCE(vd->evt_reset_count, rc);
 			vvf_files_reset(vd, false);
+			vvf_svm_reset(vd);
 			dev_info(&vd->pdev->dev, "VF reset (count %u): RM objects of every file freed\n",
 				 rc);
 		}
@@ -416,6 +417,7 @@ static int vvf_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	vd->bar2_size = pci_resource_len(pdev, 2);
 	mutex_init(&vd->mbox_lock);
 	mutex_init(&vd->files_mutex);
+	vvf_svm_init(vd);
 	INIT_LIST_HEAD(&vd->files);
 	init_rwsem(&vd->remove_sem);
 	for (v = 0; v < VGPU_VF_NR_VECTORS; v++)
@@ -479,6 +481,7 @@ static void vvf_remove(struct pci_dev *pdev)
 	down_write(&vd->remove_sem);
 	vvf_files_reset(vd, true);
 	vvf_irqs_free(vd);
+	vvf_svm_fini(vd);
 	memunmap(vd->bar2);
 	vd->bar2 = NULL;
 	up_write(&vd->remove_sem);

@@ -472,6 +472,75 @@ static const char *find_dev(void)
 	return path;
 }
 
+static int svm(int fd, uint32_t to, void *addr, uint64_t len, struct vgpu_vf_ioc_svm *a)
+{
+	*a = (struct vgpu_vf_ioc_svm){ .size = sizeof(*a), .to = to, .addr = (uintptr_t)addr,
+				       .len = len };
+	return xioctl(fd, VGPU_VF_IOC_SVM, a);
+}
+
+/* Process memory into VRAM and back with the kernel's migration: read and written in place
+ * while there, shared by a forked child, freed by munmap; shared memory is refused. */
+static bool t_svm(int fd)
+{
+	const size_t n = 1024, len = n * 4096;
+	struct vgpu_vf_ioc_svm a;
+	uint32_t *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	void *sh;
+	uint64_t base;
+	size_t i;
+	pid_t pid;
+	int ret, st;
+
+	CHECK(p != MAP_FAILED, "mmap");
+	for (i = 0; i < len / 4; i++)
+		p[i] = (uint32_t)i * 2654435761u;
+	ret = svm(fd, VGPU_VF_SVM_TO_VRAM, p, len, &a);
+	CHECK(!ret, "to VRAM: %s", strerror(-ret));
+	CHECK(a.migrated == n && a.vram_pages >= n, "%llu of %zu pages moved, %llu in VRAM",
+	      (unsigned long long)a.migrated, n, (unsigned long long)a.vram_pages);
+	base = a.vram_pages - n;
+	for (i = 0; i < len / 4; i++)
+		CHECK(p[i] == (uint32_t)i * 2654435761u, "word %zu changed in VRAM", i);
+	for (i = 0; i < len / 4; i += 1024)
+		p[i] = ~(uint32_t)i;
+	pid = fork();
+	if (pid == 0) {
+		for (i = 0; i < len / 4; i += 1024)
+			if (p[i] != ~(uint32_t)i)
+				_exit(1);
+		p[0] = 1;	/* copy on write: the parent must not see it */
+		_exit(0);
+	}
+	CHECK(pid > 0 && waitpid(pid, &st, 0) == pid, "fork");
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the child saw other data (%#x)", st);
+	CHECK(p[0] == ~0u, "the child's write reached the parent");
+	ret = svm(fd, VGPU_VF_SVM_TO_SYSTEM, p, len, &a);
+	CHECK(!ret && a.migrated == n, "back: %d, %llu of %zu pages", ret,
+	      (unsigned long long)a.migrated, n);
+	CHECK(a.vram_pages == base, "%llu pages left in VRAM, %llu before",
+	      (unsigned long long)a.vram_pages, (unsigned long long)base);
+	for (i = 0; i < len / 4; i++)
+		CHECK(p[i] == (i % 1024 ? (uint32_t)i * 2654435761u : ~(uint32_t)i),
+		      "word %zu changed on the way back", i);
+	ret = svm(fd, VGPU_VF_SVM_TO_VRAM, p, 16 * 4096, &a);
+	CHECK(!ret && a.migrated == 16, "16 pages: %d, %llu", ret, (unsigned long long)a.migrated);
+	munmap(p, len);
+	ret = svm(fd, VGPU_VF_SVM_TO_SYSTEM, p, 4096, &a);
+	CHECK(ret == -EFAULT, "an unmapped range: %d, -EFAULT expected", ret);
+	CHECK(a.vram_pages == base, "munmap left %llu pages in VRAM, %llu before",
+	      (unsigned long long)a.vram_pages, (unsigned long long)base);
+	sh = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	CHECK(sh != MAP_FAILED, "mmap shared");
+	memset(sh, 1, 4096);
+	ret = svm(fd, VGPU_VF_SVM_TO_VRAM, sh, 4096, &a);
+	munmap(sh, 4096);
+	CHECK(ret == -EOPNOTSUPP, "shared memory: %d, -EOPNOTSUPP expected", ret);
+	ret = svm(fd, VGPU_VF_SVM_TO_VRAM, (void *)4096, 4096, &a);
+	CHECK(ret == -EFAULT, "unmapped: %d, -EFAULT expected", ret);
+	return true;
+}
+
 int main(int argc, char **argv)
 {
 	struct ctx c;
@@ -482,7 +551,7 @@ int main(int argc, char **argv)
 		printf("1..1\nnot ok 1 - a /dev/" VGPU_VF_DEV_PREFIX "N device\n0 passed, 1 failed\n");
 		return 1;
 	}
-	printf("1..7\n");
+	printf("1..8\n");
 	point(t_info(), "INFO: uapi, vectors, BAR2");
 	fd = open_dev();
 	point(fd >= 0 && t_sizes(fd), "wrong sizes, types and vectors are -EINVAL/-ENOTTY");
@@ -492,10 +561,12 @@ int main(int argc, char **argv)
 		point(false, "a file maps only its own memory");
 		point(false, "closing a file frees its RM clients");
 		point(false, "a process killed mid-call leaves no RM client behind");
+		point(false, "SVM: process memory into VRAM and back");
 	} else {
 		point(t_mmap(fd, &c), "a file maps only its own memory");
 		point(t_close_frees(fd, &c), "closing a file frees its RM clients");
 		point(t_killed(fd, &c), "a process killed mid-call leaves no RM client behind");
+		point(t_svm(fd), "SVM: process memory into VRAM and back in place, fork, munmap");
 	}
 	printf("%d passed, %d failed\n", npoint - nfail, nfail);
 	return nfail ? 1 : 0;

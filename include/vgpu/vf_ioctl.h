@@ -84,9 +84,27 @@ struct vgpu_vf_ioc_notify {
 	__u32 vector;			/* in: VF_VEC_MBOX or VF_VEC_GPU */
 };
 
+/* VGPU_VF_IOC_SVM: migrate the caller's anonymous private memory [addr, addr + len) (page
+ * aligned) into the slice's VRAM as device-coherent pages, which the process keeps reading
+ * and writing in place, or back into system memory. Pages that cannot move (pinned, no VRAM
+ * left in the driver's pool) stay where they are: @migrated counts what moved. Shared or
+ * file-backed memory is refused (-EOPNOTSUPP), an unmapped range is -EFAULT, a VF whose
+ * reset lost migrated pages refuses new ones (-EIO) until they are all freed. A VF reset
+ * scrubs VRAM: every process with migrated pages gets SIGBUS. */
+#define VGPU_VF_SVM_TO_VRAM	1
+#define VGPU_VF_SVM_TO_SYSTEM	2
+struct vgpu_vf_ioc_svm {
+	__u32 size;			/* in: sizeof(struct vgpu_vf_ioc_svm) */
+	__u32 to;			/* in: VGPU_VF_SVM_TO_VRAM or VGPU_VF_SVM_TO_SYSTEM */
+	__u64 addr, len;		/* in: the caller's range */
+	__u64 migrated;			/* out: pages moved */
+	__u64 vram_pages;		/* out: pages of the VF's pool in use now (every process) */
+};
+
 #define VGPU_VF_IOC_INFO	_IOWR(VGPU_VF_IOC_TYPE, 1, struct vgpu_vf_ioc_info)
 #define VGPU_VF_IOC_MBOX	_IOWR(VGPU_VF_IOC_TYPE, 2, struct vgpu_vf_ioc_mbox)
 #define VGPU_VF_IOC_WAIT	_IOWR(VGPU_VF_IOC_TYPE, 3, struct vgpu_vf_ioc_wait)
 #define VGPU_VF_IOC_NOTIFY	_IOW(VGPU_VF_IOC_TYPE, 4, struct vgpu_vf_ioc_notify)
+#define VGPU_VF_IOC_SVM		_IOWR(VGPU_VF_IOC_TYPE, 5, struct vgpu_vf_ioc_svm)
 
 #endif

@@ -1,0 +1,311 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/* Process memory into the slice's VRAM with the kernel's own migration (migrate_vma_*).
+ *
+ * In a VM the device reaches only BAR2, and BAR2 is memory the CPU reaches coherently, so
+ * VRAM pages become MEMORY_DEVICE_COHERENT pages (the guest kernel has no DEVICE_PRIVATE):
+ * a process keeps reading and writing a migrated page in place, no fault brings it back.
+ * The pool is one VRAM allocation of the driver's own RM client, made on first use and
+ * handed out page by page; a page comes back through page_free when its last mapping goes
+ * (migrated back, unmapped, the process exits).
+ *
+ * A VF reset scrubs VRAM and frees the driver's client, so the contents of migrated pages
+ * are gone: every process that migrated pages gets SIGBUS (never a silent loss) and the
+ * pool takes no new pages until the old ones are all freed. */
+#include <linux/memremap.h>
+#include <linux/migrate.h>
+#include <linux/mm.h>
+#include <linux/sched/mm.h>
+#include <linux/sched/signal.h>
+#include <linux/slab.h>
+
+#include "vgpu_vf_internal.h"
+
+#define VVF_SVM_BATCH		64		/* pages per migrate_vma round */
+
+/* An RM call of the driver's own client; the RM status or the mailbox's -errno. */
+static int vvf_krm(struct vvf_dev *vd, u32 op, void *req, u32 len, void *out, u32 out_len,
+		   u32 *handle)
+{
+	struct vgpu_rm_msg *h = req;
+	struct {
+		struct vgpu_rm_reply r;
+		u8 params[64];
+	} rsp;
+	u32 rsp_len = sizeof(rsp);
+	s32 status;
+	int ret;
+
+	h->magic = (u32)VGPU_RM_MSG_MAGIC;
+	h->abi_version = VGPU_ABI_VERSION;
+	h->op = op;
+	h->length = len;
+	ret = vvf_mbox_call(vd, VF_MSG_RM, req, len, &rsp, &rsp_len, &status,
+			    VVF_DEFAULT_TIMEOUT_NS);
+	if (ret || status)
+		return ret ? ret : status;
+	if (rsp_len < sizeof(rsp.r))
+		return -EPROTO;
+	if (rsp.r.status)
+		return rsp.r.status;
+	if (rsp.r.params_len < out_len)
+		return -EPROTO;
+	memcpy(out, rsp.params, out_len);
+	if (handle)
+		*handle = rsp.r.handle;
+	return 0;
+}
+
+static int vvf_krm_alloc(struct vvf_dev *vd, u32 client, u32 parent, u32 cls, void *params,
+			 u32 plen, u32 *handle)
+{
+	struct {
+		struct vgpu_rm_alloc a;
+		u8 p[64];
+	} m = { .a = { .h_client = client, .h_parent = parent, .h_class = cls,
+		       .params_len = plen } };
+
+	memcpy(m.p, params, plen);
+	return vvf_krm(vd, VGPU_RM_OP_ALLOC, &m, sizeof(m.a) + plen, params, plen, handle);
+}
+
+static void vvf_svm_page_free(struct page *page)
+{
+	struct vvf_svm *s = container_of(page->pgmap, struct vvf_svm, pgmap);
+
+	spin_lock(&s->lock);
+	page->zone_device_data = s->free;
+	s->free = page;
+	/* The last page a reset lost is gone: a new pool may be made. */
+	if (!--s->in_use)
+		s->broken = false;
+	spin_unlock(&s->lock);
+}
+
+static const struct dev_pagemap_ops vvf_svm_pgmap_ops = {
+	.page_free = vvf_svm_page_free,
+};
+
+/* The pool: VRAM of the driver's own client, as device-coherent pages. Under setup_lock. */
+static int vvf_svm_setup(struct vvf_dev *vd)
+{
+	struct vvf_svm *s = &vd->svm;
+	struct vgpu_rm_vidmem_params p = { .size = VVF_SVM_POOL, .page_size = 2 << 20,
+					   .alignment = 2 << 20,
+					   .flags = VGPU_RM_MEM_CONTIGUOUS };
+	struct vgpu_rm_msg m = { 0 };
+	unsigned long pfn, i;
+	void *addr;
+	int ret;
+
+	ret = vvf_krm(vd, VGPU_RM_OP_ALLOC_CLIENT, &m, sizeof(m), NULL, 0, &s->client);
+	if (!ret)
+		ret = vvf_krm_alloc(vd, s->client, s->client, VGPU_RM_CLASS_DEVICE, NULL, 0,
+				    &s->device);
+	if (!ret)
+		ret = vvf_krm_alloc(vd, s->client, s->device, VGPU_RM_CLASS_MEMORY_VIDMEM, &p,
+				    sizeof(p), &s->mem);
+	if (ret) {
+		dev_warn(&vd->pdev->dev, "SVM: no VRAM pool from the RM: %d\n", ret);
+		return ret < 0 && ret > -4096 ? ret : -ENOMEM;
+	}
+	if (p.addr < vd->lay.vram_off || p.addr - vd->lay.vram_off > vd->lay.vram_size ||
+	    p.size > vd->lay.vram_size - (p.addr - vd->lay.vram_off) || p.addr % (2 << 20))
+		return -EPROTO;
+	if (s->mapped && (p.addr != s->off || p.size != s->size)) {
+		/* A new pool elsewhere (after a reset): every old page is free by now. */
+		memunmap_pages(&s->pgmap);
+		s->mapped = false;
+	}
+	s->off = p.addr;
+	s->size = p.size;
+	if (!s->mapped) {
+		memset(&s->pgmap, 0, sizeof(s->pgmap));
+		s->pgmap.type = MEMORY_DEVICE_COHERENT;
+		s->pgmap.range.start = vd->bar2_phys + s->off;
+		s->pgmap.range.end = s->pgmap.range.start + s->size - 1;
+		s->pgmap.nr_range = 1;
+		s->pgmap.ops = &vvf_svm_pgmap_ops;
+		s->pgmap.owner = vd;
+		addr = memremap_pages(&s->pgmap, dev_to_node(&vd->pdev->dev));
+		if (IS_ERR(addr)) {
+			dev_warn(&vd->pdev->dev, "SVM: memremap_pages of VRAM: %ld\n",
+				 PTR_ERR(addr));
+			return PTR_ERR(addr);
+		}
+		s->mapped = true;
+	}
+	spin_lock(&s->lock);
+	s->free = NULL;
+	for (i = 0, pfn = PHYS_PFN(s->pgmap.range.start); i < s->size >> PAGE_SHIFT; i++, pfn++) {
+		struct page *page = pfn_to_page(pfn);
+
+		page->zone_device_data = s->free;
+		s->free = page;
+	}
+	s->in_use = 0;
+	spin_unlock(&s->lock);
+	s->ready = true;
+	dev_info(&vd->pdev->dev, "SVM: %llu MiB of VRAM as device-coherent pages\n",
+		 (unsigned long long)(s->size >> 20));
+	return 0;
+}
+
+static struct page *vvf_svm_get(struct vvf_svm *s)
+{
+	struct page *page;
+
+	spin_lock(&s->lock);
+	page = s->free;
+	if (page) {
+		s->free = page->zone_device_data;
+		s->in_use++;
+	}
+	spin_unlock(&s->lock);
+	if (page)
+		zone_device_page_init(page);	/* one reference, locked */
+	return page;
+}
+
+/* One round over [start, end) of @vma (at most VVF_SVM_BATCH pages): pages moved. */
+static long vvf_svm_round(struct vvf_dev *vd, struct vm_area_struct *vma, unsigned long start,
+			  unsigned long end, bool to_vram)
+{
+	unsigned long src[VVF_SVM_BATCH] = { 0 }, dst[VVF_SVM_BATCH] = { 0 };
+	struct migrate_vma args = {
+		.vma = vma, .start = start, .end = end, .src = src, .dst = dst,
+		.pgmap_owner = vd,
+		.flags = to_vram ? MIGRATE_VMA_SELECT_SYSTEM : MIGRATE_VMA_SELECT_DEVICE_COHERENT,
+	};
+	unsigned long i, n = (end - start) >> PAGE_SHIFT;
+	long moved = 0;
+	int ret;
+
+	ret = migrate_vma_setup(&args);
+	if (ret)
+		return ret;
+	for (i = 0; i < n; i++) {
+		struct page *spage = migrate_pfn_to_page(src[i]), *dpage;
+
+		if (!(src[i] & MIGRATE_PFN_MIGRATE))
+			continue;
+		if (to_vram) {
+			dpage = vvf_svm_get(&vd->svm);
+		} else {
+			dpage = alloc_page(GFP_HIGHUSER_MOVABLE);
+			if (dpage)
+				lock_page(dpage);
+		}
+		if (!dpage)
+			continue;	/* stays where it is */
+		if (spage)
+			copy_highpage(dpage, spage);
+		else
+			clear_highpage(dpage);
+		dst[i] = migrate_pfn(page_to_pfn(dpage));
+	}
+	migrate_vma_pages(&args);
+	for (i = 0; i < n; i++)
+		if (dst[i] && (src[i] & MIGRATE_PFN_MIGRATE))
+			moved++;
+	migrate_vma_finalize(&args);
+	return moved;
+}
+
+static int vvf_svm_migrate(struct vvf_file *f, u64 addr, u64 len, bool to_vram, u64 *moved)
+{
+	struct vvf_dev *vd = f->vd;
+	struct mm_struct *mm = current->mm;
+	unsigned long start = addr, end = addr + len, next;
+	struct vm_area_struct *vma;
+	long got;
+	int ret = 0;
+
+	*moved = 0;
+	if (!mm || !len || (addr | len) & ~PAGE_MASK || end < start)
+		return -EINVAL;
+	mutex_lock(&vd->svm.setup_lock);
+	if (!vd->svm.ready) {
+		ret = vd->svm.broken ? -EIO : vvf_svm_setup(vd);
+		if (ret) {
+			mutex_unlock(&vd->svm.setup_lock);
+			return ret;
+		}
+	}
+	mutex_unlock(&vd->svm.setup_lock);
+	if (to_vram && !f->svm_pid)
+		f->svm_pid = get_pid(task_tgid(current));
+	mmap_read_lock(mm);
+	for (; start < end; start = next) {
+		vma = vma_lookup(mm, start);
+		/* Anonymous private memory only: shared and file pages are refused. */
+		if (!vma || !vma_is_anonymous(vma) || (vma->vm_flags & VM_SHARED)) {
+			ret = vma ? -EOPNOTSUPP : -EFAULT;
+			break;
+		}
+		next = min3(end, vma->vm_end, start + VVF_SVM_BATCH * PAGE_SIZE);
+		got = vvf_svm_round(vd, vma, start, next, to_vram);
+		if (got < 0) {
+			ret = got;
+			break;
+		}
+		*moved += got;
+	}
+	mmap_read_unlock(mm);
+	return ret;
+}
+
+long vvf_ioc_svm(struct vvf_file *f, unsigned long arg)
+{
+	struct vgpu_vf_ioc_svm a;
+	int ret;
+
+	if (copy_from_user(&a, (void __user *)arg, sizeof(a)))
+		return -EFAULT;
+	if (a.size != sizeof(a) || (a.to != VGPU_VF_SVM_TO_VRAM && a.to != VGPU_VF_SVM_TO_SYSTEM))
+		return -EINVAL;
+	ret = vvf_svm_migrate(f, a.addr, a.len, a.to == VGPU_VF_SVM_TO_VRAM, &a.migrated);
+	spin_lock(&f->vd->svm.lock);
+	a.vram_pages = f->vd->svm.in_use;
+	spin_unlock(&f->vd->svm.lock);
+	if (copy_to_user((void __user *)arg, &a, sizeof(a)))
+		return -EFAULT;
+	return ret;
+}
+
+void vvf_svm_reset(struct vvf_dev *vd)
+{
+	struct vvf_svm *s = &vd->svm;
+	struct vvf_file *f;
+	u64 in_use;
+
+	mutex_lock(&s->setup_lock);
+	spin_lock(&s->lock);
+	in_use = s->in_use;
+	spin_unlock(&s->lock);
+	if (s->ready && in_use) {
+		/* The pages' contents are gone: their processes must not read zeros as data. */
+		mutex_lock(&vd->files_mutex);
+		list_for_each_entry(f, &vd->files, node)
+			if (f->svm_pid)
+				kill_pid(f->svm_pid, SIGBUS, 1);
+		mutex_unlock(&vd->files_mutex);
+		dev_warn(&vd->pdev->dev, "SVM: a reset lost %llu migrated pages: their processes "
+			 "got SIGBUS\n", (unsigned long long)in_use);
+		s->broken = true;
+	}
+	s->ready = false;	/* the client and the pool's VRAM are gone with the reset */
+	mutex_unlock(&s->setup_lock);
+}
+
+void vvf_svm_fini(struct vvf_dev *vd)
+{
+	/* Waits until every page is free: processes holding migrated pages keep it busy. */
+	if (vd->svm.mapped)
+		memunmap_pages(&vd->svm.pgmap);
+}
+
+void vvf_svm_init(struct vvf_dev *vd)
+{
+	mutex_init(&vd->svm.setup_lock);
+	spin_lock_init(&vd->svm.lock);
+}
