@@ -6,6 +6,8 @@
  * bound to one VF:
  *
  *   vgpu-kmod-test [/dev/vgpu-vfN]      (default: the first /dev/vgpu-vf*)
+ *   vgpu-kmod-test --svm-hold [DEV]     migrate 64 pages into VRAM, print "# holding", then
+ *                                       wait for a signal: a VF reset must end it by SIGBUS
  *
  * Prints TAP and one "N passed, N failed" line; exit status 0 if nothing failed. Needs only
  * the ABI headers (include/vgpu/). */
@@ -541,16 +543,44 @@ static bool t_svm(int fd)
 	return true;
 }
 
+/* Keep 64 pages in VRAM until a signal comes (a reset's SIGBUS kills us by default). */
+static int svm_hold(void)
+{
+	const size_t len = 64 * 4096;
+	struct vgpu_vf_ioc_svm a;
+	uint8_t *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	int fd = open_dev(), ret;
+
+	if (p == MAP_FAILED || fd < 0)
+		return 2;
+	memset(p, 0x3c, len);
+	ret = svm(fd, VGPU_VF_SVM_TO_VRAM, p, len, &a);
+	printf("# holding %llu pages in VRAM (%d)\n", (unsigned long long)a.migrated, ret);
+	fflush(stdout);
+	if (ret || a.migrated != 64)
+		return 2;
+	for (;;)
+		pause();
+}
+
 int main(int argc, char **argv)
 {
 	struct ctx c;
 	int fd;
 
+	bool hold = argc > 1 && !strcmp(argv[1], "--svm-hold");
+
+	if (hold) {
+		argc--;
+		argv++;
+	}
 	dev = argc > 1 ? argv[1] : find_dev();
 	if (!dev) {
 		printf("1..1\nnot ok 1 - a /dev/" VGPU_VF_DEV_PREFIX "N device\n0 passed, 1 failed\n");
 		return 1;
 	}
+	if (hold)
+		return svm_hold();
 	printf("1..8\n");
 	point(t_info(), "INFO: uapi, vectors, BAR2");
 	fd = open_dev();
