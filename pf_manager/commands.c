@@ -434,6 +434,9 @@ static int migrating_check(struct pf_daemon *d, const char *name, json_object *a
 
 	if (!strncmp(name, "migrate-", 8))
 		return 0;
+	if (!strcmp(name, "set-vfs") && pf_live_active(d))
+		return cmn_fail(&e->f, -EBUSY, "set-vfs: a live migration is in progress here "
+				"(migrate-status): wait for it or migrate-cancel it first");
 	if (json_object_object_get_ex(args, "uuid", &v) && json_object_is_type(v, json_type_string) &&
 	    !ctlc_uuid_parse(json_object_get_string(v), norm, NULL))
 		s = pf_slice_find(d, norm);

@@ -53,6 +53,8 @@ int pf_live_cancel_cmd(struct pf_daemon *d, json_object *args, bool dry, json_ob
 		       struct pf_err *e);
 /* Whether @s is in a live migration (a mutating command about it is refused meanwhile). */
 bool pf_live_busy(struct pf_daemon *d, const struct pf_slice *s);
+/* Whether any live migration is in progress here (set-vfs waits for none). */
+bool pf_live_active(struct pf_daemon *d);
 /* The loop's descriptor that wakes it for a migration worker's request, or -1. */
 int pf_live_pollfd(struct pf_daemon *d);
 /* Run the workers' pending requests and reap finished workers (loop thread). */

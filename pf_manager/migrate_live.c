@@ -1316,6 +1316,20 @@ bool pf_live_busy(struct pf_daemon *d, const struct pf_slice *s)
 	return busy;
 }
 
+bool pf_live_active(struct pf_daemon *d)
+{
+	struct lm_ctx *L = ctx_of(d, false);
+	bool active = false;
+
+	if (!L)
+		return false;
+	cmn_mutex_lock(&L->lock);
+	for (struct cmn_list *it = L->migs.next; it != &L->migs && !active; it = it->next)
+		active = !((struct lm *)((char *)it - offsetof(struct lm, node)))->finished;
+	cmn_mutex_unlock(&L->lock);
+	return active;
+}
+
 void pf_live_fini(struct pf_daemon *d)
 {
 	struct lm_ctx *L = ctx_of(d, false);
@@ -1399,9 +1413,13 @@ static int lm_start(struct lm *m, void *(*fn)(void *), struct pf_err *e)
 
 	for (it = L->migs.next; it != &L->migs; it = nx) {
 		struct lm *o = (struct lm *)((char *)it - offsetof(struct lm, node));
+		bool done;
 
 		nx = it->next;
-		if (o->finished && !o->started && m->uuid[0] && !strcmp(o->uuid, m->uuid)) {
+		cmn_mutex_lock(&L->lock);
+		done = o->finished && !o->started;	/* reaped: its worker is gone */
+		cmn_mutex_unlock(&L->lock);
+		if (done && m->uuid[0] && !strcmp(o->uuid, m->uuid)) {
 			cmn_list_del(&o->node);
 			lm_free(o);
 		}

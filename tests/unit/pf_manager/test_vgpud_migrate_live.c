@@ -266,6 +266,9 @@ static void test_live_round_trip(void **state)
 	/* A migrating slice takes no other change. */
 	assert_int_equal(T_CTL(f->a, "stop", "-u", U1), 4);
 	assert_non_null(strstr(t_out.err, "migrating"));
+	assert_int_equal(T_CTL(f->a, "set-vfs", "0"), 4);
+	assert_non_null(strstr(t_out.err, "live migration is in progress"));
+	assert_int_equal(T_CTL(f->b, "set-vfs", "0"), 4);	/* the destination too */
 	assert_int_equal(T_CTL(f->a, "migrate-status", "-u", U1), 0);
 	assert_non_null(strstr(t_out.out, "waiting"));
 
