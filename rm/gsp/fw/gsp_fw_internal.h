@@ -73,6 +73,7 @@ struct gsp_fw_lane {
 	 * the nice the lane thread runs at now (lane thread only) */
 	struct cmn_share_user share[GPU_MAX_FNS];
 	int nice;
+	uint64_t light_win;		/* 1 + the last window it served a light RPC; 0: never */
 	pthread_t th;
 };
 
@@ -184,6 +185,10 @@ static inline bool gsp_fw_hook_reply_write(struct gsp_fw_lane *ln, size_t bytes,
  * return the nice it runs at: 0 if @gfid was light in the last window (or alone), else
  * CMN_SHARE_NICE_BUSY. A @gfid past GPU_MAX_FNS is not counted and runs at 0. */
 int gsp_fw_lane_share(struct gsp_fw_lane *ln, uint32_t gfid, uint64_t win);
+
+/* The nice @ln sleeps at in window @win: 0 if it served a light function's RPC in the
+ * last second (so that function's next RPC wakes it at 0), else the nice it runs at. */
+int gsp_fw_lane_sleep_nice(const struct gsp_fw_lane *ln, uint64_t win);
 
 /* Wait until the status queue of @ln has room for @elems elements. */
 void gsp_fw_wait_space(struct gsp_fw_lane *ln, uint32_t elems);

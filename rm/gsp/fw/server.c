@@ -570,11 +570,22 @@ static void srv_reply(struct gsp_fw_lane *ln, uint32_t fn, uint32_t seq, uint32_
 }
 
 /* ---- CPU priority by share ---- */
+/* Windows a lane remembers having served a light function's RPC (SRV_LIGHT_MEMORY *
+ * CMN_SHARE_WINDOW_NS: 1 s). */
+#define SRV_LIGHT_MEMORY	20
+
 int gsp_fw_lane_share(struct gsp_fw_lane *ln, uint32_t gfid, uint64_t win)
 {
-	if (gfid >= GPU_MAX_FNS)
-		return 0;
-	return cmn_share_count(&ln->s->share, &ln->share[gfid], win);
+	int nice = gfid < GPU_MAX_FNS ? cmn_share_count(&ln->s->share, &ln->share[gfid], win) : 0;
+
+	if (!nice)
+		ln->light_win = win + 1;	/* + 1: window 0 is a window too */
+	return nice;
+}
+
+int gsp_fw_lane_sleep_nice(const struct gsp_fw_lane *ln, uint64_t win)
+{
+	return ln->light_win && win + 1 - ln->light_win < SRV_LIGHT_MEMORY ? 0 : ln->nice;
 }
 
 /* Run the lane thread at @nice (a thread of vgpu-gsp only, never a stepping caller's). */
@@ -658,9 +669,11 @@ static void srv_message(struct gsp_fw_lane *ln)
 /* Spin a while for the next command, then sleep on the command put. A lane that just
  * served a light function's RPC spins at nice 0; one that served a busy function's does
  * not spin: preempted there at its low priority, it would hold up whoever's RPC comes
- * next. The sleep is at nice 0, so that whoever's RPC wakes the lane, a light function's
- * is not served by a thread woken behind the busy ones (a busy function's RPC puts it
- * back at CMN_SHARE_NICE_BUSY once read). */
+ * next. It sleeps at nice 0 if it served a light function in the last second, so that
+ * function's next RPC does not wake a thread that runs behind the busy ones (a busy
+ * function's RPC puts it back at CMN_SHARE_NICE_BUSY once read); a lane that served only
+ * busy functions for that long sleeps at its nice, and its flood's wake-ups do not run
+ * ahead of anyone. */
 static void srv_idle(struct gsp_fw_lane *ln)
 {
 	uint32_t seen = atomic_load_explicit(ln->cmd.put, memory_order_acquire);
@@ -671,7 +684,7 @@ static void srv_idle(struct gsp_fw_lane *ln)
 			return;
 		gsp_spin_step(start);
 	}
-	srv_lane_nice(ln, 0);
+	srv_lane_nice(ln, gsp_fw_lane_sleep_nice(ln, cmn_share_window(cmn_now_ns())));
 	atomic_store(ln->cmd.reader_waiting, 1);	/* seq_cst: see gsp_q_write() */
 	if (atomic_load_explicit(ln->cmd.put, memory_order_seq_cst) == seen)
 		gsp_futex_wait(ln->cmd.put, seen, 50 * VGPU_NSEC_PER_MSEC);

@@ -10,6 +10,9 @@
 #include <stdlib.h>
 #include <cmocka.h>
 
+/* The suite links the firmware built with its test hooks (libgsp_fw-th.a): see its structs
+ * as that build does. */
+#define VGPU_TEST_HOOKS 1
 #include "rm/gsp/fw/gsp_fw_internal.h"
 
 #define LANES	8
@@ -107,12 +110,44 @@ static void test_bad_gfid_not_counted(void **state)
 	assert_int_equal(serve(s, 1, 1, 2), CMN_SHARE_NICE_BUSY);
 }
 
+/* Where a lane sleeps: a lane running a flood's RPCs at 19 that served no light function
+ * in the last second sleeps at 19 (its flood's wake-ups run ahead of nobody); one that
+ * served a light function's RPC within the last 20 windows sleeps at 0, so that function's
+ * next RPC wakes a thread at 0. */
+static void test_sleep_nice(void **state)
+{
+	struct gsp_fw *s = *state;
+	struct gsp_fw_lane *ln = lane_of(s, 1);
+
+	/* Function 1 floods lane 1 alone next to a light function 63 on lane 7. */
+	serve(s, 1, 1000, 1);
+	serve(s, VICTIM, 2, 1);
+	assert_int_equal(serve(s, 1, 1, 2), CMN_SHARE_NICE_BUSY);
+	ln->nice = CMN_SHARE_NICE_BUSY;	/* what the lane thread would run at now */
+	/* Lane 1's first RPC (window 1) was light: nothing was known yet. */
+	assert_int_equal(gsp_fw_lane_sleep_nice(ln, 2), 0);
+	assert_int_equal(gsp_fw_lane_sleep_nice(ln, 20), 0);
+	assert_int_equal(gsp_fw_lane_sleep_nice(ln, 21), CMN_SHARE_NICE_BUSY);
+	/* The victim's lane sleeps at 0 while it serves the victim. */
+	lane_of(s, VICTIM)->nice = CMN_SHARE_NICE_BUSY;
+	assert_int_equal(serve(s, VICTIM, 1, 2), 0);
+	assert_int_equal(gsp_fw_lane_sleep_nice(lane_of(s, VICTIM), 2), 0);
+	assert_int_equal(gsp_fw_lane_sleep_nice(lane_of(s, VICTIM), 21), 0);
+	assert_int_equal(gsp_fw_lane_sleep_nice(lane_of(s, VICTIM), 22), CMN_SHARE_NICE_BUSY);
+	/* A light function's RPC on the flood's lane: it sleeps at 0 for a second again. */
+	for (uint64_t w = 3; w < 30; w++)
+		assert_int_equal(serve(s, 1, 100, w), w == 3 ? CMN_SHARE_NICE_BUSY : 0);
+	assert_int_equal(gsp_fw_lane_sleep_nice(ln, 30), 0);
+	assert_int_equal(gsp_fw_lane_sleep_nice(lane_of(s, 9), 30), 0);	/* never served */
+}
+
 int main(void)
 {
 	const struct CMUnitTest t[] = {
 		cmocka_unit_test_setup_teardown(test_victim_light_flood_busy, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_alike_alone_back, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_gfid_not_counted, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sleep_nice, setup, teardown),
 	};
 
 	return cmocka_run_group_tests_name("gsp_share", t, NULL, NULL);
