@@ -34,7 +34,7 @@ struct vm_opts {
 	int nargs;
 	const char *slice, *name, *uuid, *uri, *socket, *qemu_user;
 	const char *kernel, *initrd, *cmdline, *disk, *console_log;
-	const char *to, *dest_socket, *listen, *dest_qmp_dir;	/* migrate */
+	const char *to, *dest_socket, *listen;	/* migrate */
 	unsigned int memory_mib, vcpus, timeout_s, max_downtime_ms;
 	uint64_t generation;
 	enum vmm_accel accel;
@@ -71,7 +71,7 @@ static void help(void)
 	       "  xml    the same options: print the validated domain XML (--mdev: hostdev form)\n"
 	       "  stop NAME|UUID [--undefine]\n"
 	       "  migrate NAME|UUID --to URI --dest-socket PATH [--listen ADDR]\n"
-	       "         [--max-downtime MS] [--dest-qmp-dir DIR]\n"
+	       "         [--max-downtime MS]\n"
 	       "         live, with its slice, to another host's libvirt\n"
 	       "  list   NAME, UUID, domain state, VF, slice, slice state\n"
 	       "  hook NAME OP SUBOP [EXTRA]   libvirt's qemu hook, domain XML on stdin\n\n"
@@ -125,7 +125,7 @@ static int parse_memory(const char *s, unsigned int *mib)
 enum { O_SLICE = 256, O_NAME, O_UUID, O_KERNEL, O_INITRD, O_CMDLINE, O_DISK, O_MEMORY,
        O_VCPUS, O_ACCEL, O_LOG, O_PERSIST, O_WAIT, O_TIMEOUT, O_DRY, O_JSON, O_SOCKET,
        O_QEMU_USER, O_GEN, O_MDEV, O_UNDEFINE, O_MIGRATABLE, O_TO, O_DEST_SOCKET, O_LISTEN,
-       O_MAX_DOWNTIME, O_DEST_QMP_DIR };
+       O_MAX_DOWNTIME };
 
 static const struct option long_opts[] = {
 	{ "slice", required_argument, NULL, O_SLICE }, { "name", required_argument, NULL, O_NAME },
@@ -145,7 +145,6 @@ static const struct option long_opts[] = {
 	{ "migratable", no_argument, NULL, O_MIGRATABLE }, { "to", required_argument, NULL, O_TO },
 	{ "dest-socket", required_argument, NULL, O_DEST_SOCKET },
 	{ "listen", required_argument, NULL, O_LISTEN },
-	{ "dest-qmp-dir", required_argument, NULL, O_DEST_QMP_DIR },
 	{ "max-downtime", required_argument, NULL, O_MAX_DOWNTIME },
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
@@ -212,7 +211,6 @@ static int parse_opt(struct vm_opts *o, int c, const char *arg)
 	case O_TO: o->to = arg; break;
 	case O_DEST_SOCKET: o->dest_socket = arg; break;
 	case O_LISTEN: o->listen = arg; break;
-	case O_DEST_QMP_DIR: o->dest_qmp_dir = arg; break;
 	default: return parse_value(o, c, arg);
 	}
 	return 0;
@@ -778,7 +776,6 @@ static int cmd_migrate(struct vm_opts *o)
 	mo.src_socket = o->socket_given ? o->socket : NULL;
 	mo.dest_socket = o->dest_socket;
 	mo.listen = o->listen;
-	mo.dest_qmp_dir = o->dest_qmp_dir;
 	mo.max_downtime_ms = o->max_downtime_ms;
 	if (vmm_migrate(&mo, &rep, &e))
 		return report(&e);

@@ -9,10 +9,11 @@
  *   2. the destination vgpud listens (migrate-incoming), the source sends the slice while
  *      the guest runs (migrate-outgoing, manual switchover) until it has converged;
  *   3. libvirt migrates the VM live, peer to peer, into a destination that stays paused,
- *      with a destination XML naming the destination's endpoint and vgpud; QEMU's
- *      x-ignore-shared capability, which libvirt does not set, is set on both QEMUs
- *      through the domain's own QMP monitor (VMM_MIG_QMP_DIR), so that QEMU leaves the
- *      slice's BAR (a shared memory object) to the vgpuds instead of copying it as RAM;
+ *      with a destination XML naming the destination's endpoint and vgpud; both QEMUs
+ *      have QEMU's x-ignore-shared capability, which libvirt does not set (the vgpu hook
+ *      sets it through the domain's own QMP monitor whenever libvirt starts the domain,
+ *      hook.c), so that QEMU leaves the slice's BAR (a shared memory object) to the
+ *      vgpuds instead of copying it as RAM;
  *   4. with the source's vCPUs stopped and the destination's not yet running, the slice
  *      switches over (migrate-switchover: its last pass), then the destination resumes.
  * Until step 4 a failure cancels the slice's migration on both vgpuds and the VM keeps
@@ -41,7 +42,9 @@
 #define MIG_POLL_US		100000		/* status polls while the copies run */
 #define MIG_CONVERGE_S		600		/* the slice's pre-copy must converge by then */
 #define MIG_SWITCH_S		120		/* and its last pass end by then */
-#define MIG_QMP_TIMEOUT_MS	5000
+#define MIG_QMP_TIMEOUT_MS	5000		/* an answer to a command */
+#define MIG_QMP_HELLO_MS	60000		/* the greeting: QEMU sends it once its machine is
+						 * built, long after it took the connection */
 
 /* ---- what can move, and the destination's XML ------------------------------------------- */
 
@@ -215,7 +218,7 @@ int vmm_mig_listen_for(const char *uri, char *out, size_t len)
 /* ---- QEMU's monitor: what libvirt does not set ------------------------------------------ */
 
 /* One reply line of QMP (events skipped): its JSON, or NULL on timeout or EOF. */
-static json_object *qmp_reply(int fd, char *buf, size_t cap, size_t *have)
+static json_object *qmp_reply(int fd, char *buf, size_t cap, size_t *have, int timeout_ms)
 {
 	for (;;) {
 		char *nl = memchr(buf, '\n', *have);
@@ -236,7 +239,7 @@ static json_object *qmp_reply(int fd, char *buf, size_t cap, size_t *have)
 			json_object_put(o);	/* an event */
 			continue;
 		}
-		if (*have >= cap - 1 || poll(&p, 1, MIG_QMP_TIMEOUT_MS) != 1)
+		if (*have >= cap - 1 || poll(&p, 1, timeout_ms) != 1)
 			return NULL;
 		n = read(fd, buf + *have, cap - 1 - *have);
 		if (n <= 0)
@@ -254,7 +257,7 @@ static int qmp_exec(int fd, const char *cmd, char *buf, size_t cap, size_t *have
 
 	if (write(fd, cmd, strlen(cmd)) != (ssize_t)strlen(cmd))
 		return cmn_fail(e, -EIO, "QEMU's monitor: write: %s", strerror(errno));
-	rep = qmp_reply(fd, buf, cap, have);
+	rep = qmp_reply(fd, buf, cap, have, MIG_QMP_TIMEOUT_MS);
 	if (!rep)
 		return cmn_fail(e, -EIO, "QEMU's monitor did not answer %s", cmd);
 	if (json_object_object_get_ex(rep, "error", &err))
@@ -283,7 +286,7 @@ int vmm_mig_qmp_ignore_shared(const char *path, struct cmn_fail *e)
 		r = cmn_fail(e, -errno, "QEMU's migration monitor %s: %s", path, strerror(errno));
 		goto out;
 	}
-	hello = qmp_reply(fd, buf, sizeof(buf), &have);
+	hello = qmp_reply(fd, buf, sizeof(buf), &have, MIG_QMP_HELLO_MS);
 	if (!hello) {
 		r = cmn_fail(e, -EIO, "QEMU's monitor %s sent no greeting", path);
 		goto out;
@@ -366,8 +369,7 @@ struct mig_run {
 	struct vmm_vm_info info;
 	struct vmm_slice s;
 	char *xml, *dest_xml;
-	char listen[160], src_qmp[160], dst_qmp[160];
-	char dst_qmp_here[PATH_MAX];	/* dst_qmp as seen from here (--dest-qmp-dir) */
+	char listen[160], src_qmp[160];
 	char mig_uri[160];		/* QEMU's stream: tcp://HOST of --to */
 	uint64_t t0;
 	bool incoming, outgoing;	/* what to cancel if it fails */
@@ -498,16 +500,13 @@ static void *mig_thread(void *arg)
 	return NULL;
 }
 
-/* Step 3: libvirt moves the VM; meanwhile the destination QEMU gets x-ignore-shared as soon
- * as its monitor is there (libvirt's Prepare starts it before the source sends a byte). */
+/* Step 3: libvirt moves the VM (the destination's hook gives its QEMU x-ignore-shared). */
 static int mig_vm(struct mig_run *m, struct cmn_fail *e)
 {
 	struct vmm_mig_target t = { .endpoint_old = m->s.endpoint_master,
 				    .socket_old = m->info.meta.socket,
 				    .socket_new = m->o->dest_socket };
 	struct vmm_slice ds;
-	struct cmn_fail qe = { 0 };
-	bool dst_set = false;
 	int r = mig_dest_endpoint(m, &ds, e);
 
 	if (r)
@@ -516,11 +515,6 @@ static int mig_vm(struct mig_run *m, struct cmn_fail *e)
 	r = vmm_mig_dest_xml(m->xml, m->info.uuid, &t, &m->dest_xml, e);
 	if (r)
 		return r;
-	vmm_mig_qmp_path(m->dest_xml, m->info.uuid, m->dst_qmp, sizeof(m->dst_qmp));
-	snprintf(m->dst_qmp_here, sizeof(m->dst_qmp_here), "%s%s",
-		 m->o->dest_qmp_dir ? m->o->dest_qmp_dir : VMM_MIG_QMP_DIR,
-		 m->dst_qmp + strlen(VMM_MIG_QMP_DIR));
-	unlink(m->dst_qmp_here);	/* a stale one from a failed earlier move */
 	/* QEMU's stream goes where libvirt reached the destination: the destination's own
 	 * idea of its host name may resolve to something else (or to this host). */
 	if (!vmm_mig_listen_for(m->o->dest_uri, m->mig_uri, sizeof(m->mig_uri))) {
@@ -532,17 +526,11 @@ static int mig_vm(struct mig_run *m, struct cmn_fail *e)
 		    (int)sizeof(m->mig_uri))
 			return cmn_fail(e, -ENAMETOOLONG, "destination host name too long: %s", host);
 	}
-	r = vmm_mig_qmp_ignore_shared(m->src_qmp, e);
-	if (r)
-		return r;
 	if (pthread_create(&m->thr, NULL, mig_thread, m))
 		return cmn_fail(e, -EAGAIN, "cannot start the migration thread");
 	while (!__atomic_load_n(&m->mig_done, __ATOMIC_ACQUIRE)) {
 		struct vmm_virt_job j;
-		struct stat sb;
 
-		if (!dst_set && !stat(m->dst_qmp_here, &sb) && S_ISSOCK(sb.st_mode))
-			dst_set = !vmm_mig_qmp_ignore_shared(m->dst_qmp_here, &qe);
 		if (!vmm_virt_job(m->src, m->info.uuid, &j) && j.active) {
 			struct vmm_mig_progress p = { .phase = "vm", .round = (unsigned int)j.iteration,
 						      .bytes = j.processed,
@@ -552,14 +540,16 @@ static int mig_vm(struct mig_run *m, struct cmn_fail *e)
 			m->rep->vm_bytes = j.processed;
 			m->rep->vm_iterations = (unsigned int)j.iteration;
 		}
-		usleep(dst_set ? MIG_POLL_US : 5000);
+		usleep(MIG_POLL_US);
 	}
 	pthread_join(m->thr, NULL);
 	if (m->mig_ret) {
-		/* x-ignore-shared on one side only garbles QEMU's stream: say which was missing. */
-		if (!dst_set && qe.msg[0])
-			return cmn_fail(e, m->mig_ret, "%s (the destination QEMU's x-ignore-shared: "
-					"%s)", m->mig_err.msg, qe.msg);
+		/* Without the hook on the destination its QEMU lacks x-ignore-shared, which QEMU
+		 * reports as a capability mismatch: say what is missing. */
+		if (strstr(m->mig_err.msg, "x-ignore-shared"))
+			return cmn_fail(e, m->mig_ret, "%s (the vgpu hook sets x-ignore-shared when "
+					"libvirt starts the domain: is it installed on the destination?)",
+					m->mig_err.msg);
 		*e = m->mig_err;
 		return m->mig_ret;
 	}

@@ -186,7 +186,8 @@ int vmm_mig_dest_xml(const char *xml, const char *dom_uuid, const struct vmm_mig
 int vmm_mig_qmp_path(const char *xml, const char *dom_uuid, char *path, size_t len);
 /* "tcp:HOST:0" for the host libvirt URI @uri names. 0 or -EINVAL (no host). */
 int vmm_mig_listen_for(const char *uri, char *out, size_t len);
-/* Set QEMU's x-ignore-shared migration capability through the QMP monitor at @path. */
+/* Set QEMU's x-ignore-shared migration capability through the QMP monitor at @path (the
+ * hook's detached client does it when libvirt starts a migratable domain). */
 int vmm_mig_qmp_ignore_shared(const char *path, struct cmn_fail *e);
 
 /* One progress report: @phase "slice" (the vgpuds' pre-copy: round, bytes sent, dirty
@@ -206,8 +207,6 @@ struct vmm_mig_opts {
 	const char *dest_socket;	/* destination vgpud's control socket, reachable here */
 	const char *listen;		/* the destination vgpud's stream address (NULL: tcp on
 					 * the host of @dest_uri, any port) */
-	const char *dest_qmp_dir;	/* VMM_MIG_QMP_DIR of the destination as seen from here
-					 * (NULL: the same path) */
 	unsigned int max_downtime_ms;	/* QEMU's limit for the VM's stop; 0: libvirt's */
 	void (*progress)(void *ctx, const struct vmm_mig_progress *p);
 	void *ctx;

@@ -226,8 +226,7 @@ mh_migrate() {
 
 	n=$(ls "$VM_TMP/$name".migrate-*.json 2>/dev/null | wc -l)
 	mh_vm "$from" --json migrate "${MH_DOM[$name]}" --to "qemu+tcp://${MH_IP[$to]}/system" \
-		--dest-socket "${MH_ROOT[$to]}/vgpud/run/control.sock" \
-		--dest-qmp-dir "${MH_ROOT[$to]}/lib/qemu" "$@" \
+		--dest-socket "${MH_ROOT[$to]}/vgpud/run/control.sock" "$@" \
 		>"$VM_TMP/$name.migrate-$n.json" 2>"$VM_TMP/$name.migrate-$n.err"
 	rc=$?
 	[ $rc -eq 0 ] && MH_DOMHOST[$name]=$to

@@ -75,7 +75,7 @@ static void test_check(void **state)
 	"      <model type='ivshmem-doorbell'/>\n      <server path='" ep "'/>\n    </shmem>\n"
 #define XML_MON(n) "  <qemu:commandline>\n    <qemu:arg value='-chardev'/>\n" \
 	"    <qemu:arg value='socket,id=vgpu-mig,path=" VMM_MIG_QMP_DIR "/vgpu-mig-" DOM "-" n \
-	".qmp,server=on,wait=off'/>\n  </qemu:commandline>\n"
+	".qmp,server=on,wait=on'/>\n  </qemu:commandline>\n"
 
 static const char src_xml[] = XML_HEAD XML_META("/run/a/control.sock") "  <devices>\n"
 	XML_SHMEM("/run/a/vf1.master.sock") "  </devices>\n" XML_MON("4") "</domain>\n";

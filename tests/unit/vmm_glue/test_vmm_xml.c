@@ -526,7 +526,7 @@ static void test_migratable(void **state)
 	assert_non_null(strstr(xml, "<server path='/run/vgpud/vf1.master.sock'/>"));
 	assert_non_null(strstr(xml, "<source path='/tmp/vm1.console' append='on'/>"));
 	assert_non_null(strstr(xml, "<qemu:arg value='socket,id=vgpu-mig,path=" VMM_MIG_QMP_DIR
-			       "/vgpu-mig-" DOM "-0.qmp,server=on,wait=off'/>"));
+			       "/vgpu-mig-" DOM "-0.qmp,server=on,wait=on'/>"));
 	assert_non_null(strstr(xml, "<qemu:arg value='chardev=vgpu-mig,mode=control'/>"));
 	assert_non_null(strstr(xml, "<qemu:arg value='-global'/>\n"
 			       "    <qemu:arg value='ivshmem-doorbell.master=on'/>"));
