@@ -561,7 +561,8 @@ static long vvf_ioc_notify(struct vvf_file *f, unsigned long arg)
 static long vvf_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
 {
 	static const unsigned int cmds[] = { VGPU_VF_IOC_INFO, VGPU_VF_IOC_MBOX, VGPU_VF_IOC_WAIT,
-					     VGPU_VF_IOC_NOTIFY, VGPU_VF_IOC_SVM };
+					     VGPU_VF_IOC_NOTIFY, VGPU_VF_IOC_SVM,
+					     VGPU_VF_IOC_SVM_QUERY };
 	struct vvf_file *f = filp->private_data;
 	struct vvf_dev *vd = f->vd;
 	unsigned int i;
@@ -592,6 +593,9 @@ static long vvf_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
 		break;
 	case VGPU_VF_IOC_SVM:
 		ret = vvf_ioc_svm(f, arg);
+		break;
+	case VGPU_VF_IOC_SVM_QUERY:
+		ret = vvf_ioc_svm_query(f, arg);
 		break;
 	default:
 		ret = -ENOTTY;

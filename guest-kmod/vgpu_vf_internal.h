@@ -160,5 +160,7 @@ void vvf_svm_fini(struct vvf_dev *vd);
 void vvf_svm_reset(struct vvf_dev *vd);
 /* VGPU_VF_IOC_SVM. */
 long vvf_ioc_svm(struct vvf_file *f, unsigned long arg);
+/* VGPU_VF_IOC_SVM_QUERY. */
+long vvf_ioc_svm_query(struct vvf_file *f, unsigned long arg);
 
 #endif

@@ -10,9 +10,14 @@
  *
  * A VF reset scrubs VRAM and frees the driver's client, so the contents of migrated pages
  * are gone: every process that migrated pages gets SIGBUS (never a silent loss) and the
- * pool takes no new pages until the old ones are all freed. */
+ * pool takes no new pages until the old ones are all freed.
+ *
+ * Where a process's pages are now is the kernel's HMM mirror: hmm_range_fault under an
+ * mmu_interval_notifier, retried until no invalidation raced it. */
+#include <linux/hmm.h>
 #include <linux/memremap.h>
 #include <linux/migrate.h>
+#include <linux/mmu_notifier.h>
 #include <linux/mm.h>
 #include <linux/sched/mm.h>
 #include <linux/sched/signal.h>
@@ -269,6 +274,128 @@ long vvf_ioc_svm(struct vvf_file *f, unsigned long arg)
 	spin_unlock(&f->vd->svm.lock);
 	if (copy_to_user((void __user *)arg, &a, sizeof(a)))
 		return -EFAULT;
+	return ret;
+}
+
+/* A one-shot mirror of a range: the notifier's sequence tells a snapshot that an
+ * invalidation (migration, munmap, COW) raced. */
+struct vvf_mirror {
+	struct mmu_interval_notifier mni;
+	struct mutex lock;
+};
+
+static bool vvf_mirror_invalidate(struct mmu_interval_notifier *mni,
+				  const struct mmu_notifier_range *range, unsigned long cur_seq)
+{
+	struct vvf_mirror *m = container_of(mni, struct vvf_mirror, mni);
+
+	if (mmu_notifier_range_blockable(range))
+		mutex_lock(&m->lock);
+	else if (!mutex_trylock(&m->lock))
+		return false;
+	mmu_interval_set_seq(mni, cur_seq);
+	mutex_unlock(&m->lock);
+	return true;
+}
+
+static const struct mmu_interval_notifier_ops vvf_mirror_ops = {
+	.invalidate = vvf_mirror_invalidate,
+};
+
+/* The entry of vgpu/vf_ioctl.h for one hmm pfn. */
+static u64 vvf_svm_entry(struct vvf_dev *vd, unsigned long pfn)
+{
+	struct page *page;
+	u64 e;
+
+	if (!(pfn & HMM_PFN_VALID))
+		return 0;
+	page = hmm_pfn_to_page(pfn);
+	e = pfn & HMM_PFN_WRITE ? VGPU_VF_SVM_PAGE_WRITE : 0;
+	if (is_device_coherent_page(page) && page->pgmap == &vd->svm.pgmap)
+		return e | VGPU_VF_SVM_PAGE_VRAM | (page_to_phys(page) - vd->bar2_phys);
+	return e | VGPU_VF_SVM_PAGE_SYSTEM;
+}
+
+/* Snapshot [start, start + n pages) of @mm into @out. Under the mirror's lock once no
+ * invalidation raced the fault. */
+static int vvf_svm_snapshot(struct vvf_dev *vd, struct mm_struct *mm, unsigned long start,
+			    unsigned long n, bool fault, u64 *out, u32 *in_vram, u32 *present)
+{
+	unsigned long timeout = jiffies + msecs_to_jiffies(HMM_RANGE_DEFAULT_TIMEOUT);
+	struct vvf_mirror m;
+	struct hmm_range range = {
+		.notifier = &m.mni, .start = start, .end = start + n * PAGE_SIZE,
+		.default_flags = fault ? HMM_PFN_REQ_FAULT | HMM_PFN_REQ_WRITE : 0,
+		.dev_private_owner = vd,
+	};
+	unsigned long i;
+	int ret;
+
+	range.hmm_pfns = kvcalloc(n, sizeof(*range.hmm_pfns), GFP_KERNEL);
+	if (!range.hmm_pfns)
+		return -ENOMEM;
+	mutex_init(&m.lock);
+	ret = mmu_interval_notifier_insert(&m.mni, mm, start, n * PAGE_SIZE, &vvf_mirror_ops);
+	if (ret)
+		goto out_free;
+	for (;;) {
+		if (time_after(jiffies, timeout)) {
+			ret = -EBUSY;
+			break;
+		}
+		range.notifier_seq = mmu_interval_read_begin(&m.mni);
+		mmap_read_lock(mm);
+		ret = hmm_range_fault(&range);
+		mmap_read_unlock(mm);
+		if (ret == -EBUSY)
+			continue;
+		if (ret)
+			break;
+		mutex_lock(&m.lock);
+		if (mmu_interval_read_retry(&m.mni, range.notifier_seq)) {
+			mutex_unlock(&m.lock);
+			continue;
+		}
+		*in_vram = *present = 0;
+		for (i = 0; i < n; i++) {
+			out[i] = vvf_svm_entry(vd, range.hmm_pfns[i]);
+			*in_vram += !!(out[i] & VGPU_VF_SVM_PAGE_VRAM);
+			*present += !!out[i];
+		}
+		mutex_unlock(&m.lock);
+		break;
+	}
+	mmu_interval_notifier_remove(&m.mni);
+out_free:
+	kvfree(range.hmm_pfns);
+	return ret;
+}
+
+long vvf_ioc_svm_query(struct vvf_file *f, unsigned long arg)
+{
+	struct vgpu_vf_ioc_svm_query a;
+	struct mm_struct *mm = current->mm;
+	unsigned long n;
+	u64 *out;
+	int ret;
+
+	if (copy_from_user(&a, (void __user *)arg, sizeof(a)))
+		return -EFAULT;
+	n = a.len >> PAGE_SHIFT;
+	if (a.size != sizeof(a) || (a.flags & ~VGPU_VF_SVM_FAULT) || !a.len ||
+	    (a.addr | a.len) & ~PAGE_MASK || n > VGPU_VF_SVM_QUERY_MAX ||
+	    a.addr + a.len < a.addr || !mm)
+		return -EINVAL;
+	out = kvcalloc(n, sizeof(*out), GFP_KERNEL);
+	if (!out)
+		return -ENOMEM;
+	ret = vvf_svm_snapshot(f->vd, mm, a.addr, n, a.flags & VGPU_VF_SVM_FAULT, out,
+			       &a.in_vram, &a.present);
+	if (!ret && (copy_to_user(u64_to_user_ptr(a.out_ptr), out, n * sizeof(*out)) ||
+		     copy_to_user((void __user *)arg, &a, sizeof(a))))
+		ret = -EFAULT;
+	kvfree(out);
 	return ret;
 }
 

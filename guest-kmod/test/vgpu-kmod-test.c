@@ -481,6 +481,35 @@ static int svm(int fd, uint32_t to, void *addr, uint64_t len, struct vgpu_vf_ioc
 	return xioctl(fd, VGPU_VF_IOC_SVM, a);
 }
 
+/* The kernel's HMM mirror of @n pages at @p: @vram of them in VRAM (each at a distinct
+ * page-aligned VF-physical address inside BAR2), @present present. */
+static bool mirror(int fd, void *p, size_t n, unsigned int vram, unsigned int present)
+{
+	struct vgpu_vf_ioc_info in = { .size = sizeof(in) };
+	uint64_t e[VGPU_VF_SVM_QUERY_MAX];
+	struct vgpu_vf_ioc_svm_query q = { .size = sizeof(q), .addr = (uintptr_t)p,
+					   .len = n * 4096, .out_ptr = (uintptr_t)e };
+	size_t i;
+	int ret;
+
+	CHECK(!xioctl(fd, VGPU_VF_IOC_INFO, &in), "INFO");
+	ret = xioctl(fd, VGPU_VF_IOC_SVM_QUERY, &q);
+	CHECK(!ret, "SVM_QUERY: %s", strerror(-ret));
+	CHECK(q.in_vram == vram && q.present == present, "%u in VRAM, %u present; %u and %u "
+	      "expected", q.in_vram, q.present, vram, present);
+	for (i = 0; i < n; i++) {
+		uint64_t a = VGPU_VF_SVM_PAGE_ADDR(e[i]);
+
+		if (!(e[i] & VGPU_VF_SVM_PAGE_VRAM))
+			continue;
+		CHECK(a % 4096 == 0 && a < in.bar_size, "page %zu at %#llx", i,
+		      (unsigned long long)a);
+		CHECK(!i || VGPU_VF_SVM_PAGE_ADDR(e[i - 1]) != a, "pages %zu and %zu at %#llx",
+		      i - 1, i, (unsigned long long)a);
+	}
+	return true;
+}
+
 /* Process memory into VRAM and back with the kernel's migration: read and written in place
  * while there, shared by a forked child, freed by munmap; shared memory is refused. */
 static bool t_svm(int fd)
@@ -504,6 +533,8 @@ static bool t_svm(int fd)
 	base = a.vram_pages - n;
 	for (i = 0; i < len / 4; i++)
 		CHECK(p[i] == (uint32_t)i * 2654435761u, "word %zu changed in VRAM", i);
+	CHECK(mirror(fd, p, VGPU_VF_SVM_QUERY_MAX, VGPU_VF_SVM_QUERY_MAX, VGPU_VF_SVM_QUERY_MAX),
+	      "the mirror of pages in VRAM");
 	for (i = 0; i < len / 4; i += 1024)
 		p[i] = ~(uint32_t)i;
 	pid = fork();
@@ -525,6 +556,8 @@ static bool t_svm(int fd)
 	for (i = 0; i < len / 4; i++)
 		CHECK(p[i] == (i % 1024 ? (uint32_t)i * 2654435761u : ~(uint32_t)i),
 		      "word %zu changed on the way back", i);
+	CHECK(mirror(fd, p, VGPU_VF_SVM_QUERY_MAX, 0, VGPU_VF_SVM_QUERY_MAX),
+	      "the mirror of pages back in system memory");
 	ret = svm(fd, VGPU_VF_SVM_TO_VRAM, p, 16 * 4096, &a);
 	CHECK(!ret && a.migrated == 16, "16 pages: %d, %llu", ret, (unsigned long long)a.migrated);
 	munmap(p, len);
@@ -532,6 +565,20 @@ static bool t_svm(int fd)
 	CHECK(ret == -EFAULT, "an unmapped range: %d, -EFAULT expected", ret);
 	CHECK(a.vram_pages == base, "munmap left %llu pages in VRAM, %llu before",
 	      (unsigned long long)a.vram_pages, (unsigned long long)base);
+	p = mmap(NULL, 64 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	CHECK(p != MAP_FAILED, "mmap");
+	CHECK(mirror(fd, p, 64, 0, 0), "the mirror of untouched memory");
+	{
+		uint64_t e[64];
+		struct vgpu_vf_ioc_svm_query q = { .size = sizeof(q), .flags = VGPU_VF_SVM_FAULT,
+						   .addr = (uintptr_t)p, .len = 64 * 4096,
+						   .out_ptr = (uintptr_t)e };
+
+		ret = xioctl(fd, VGPU_VF_IOC_SVM_QUERY, &q);
+		CHECK(!ret && q.present == 64 && (e[63] & VGPU_VF_SVM_PAGE_WRITE),
+		      "faulting 64 pages in: %d, %u present", ret, q.present);
+	}
+	munmap(p, 64 * 4096);
 	sh = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	CHECK(sh != MAP_FAILED, "mmap shared");
 	memset(sh, 1, 4096);
@@ -596,7 +643,8 @@ int main(int argc, char **argv)
 		point(t_mmap(fd, &c), "a file maps only its own memory");
 		point(t_close_frees(fd, &c), "closing a file frees its RM clients");
 		point(t_killed(fd, &c), "a process killed mid-call leaves no RM client behind");
-		point(t_svm(fd), "SVM: process memory into VRAM and back in place, fork, munmap");
+		point(t_svm(fd), "SVM: process memory into VRAM and back in place, its HMM mirror, "
+		      "fork, munmap");
 	}
 	printf("%d passed, %d failed\n", npoint - nfail, nfail);
 	return nfail ? 1 : 0;

@@ -101,10 +101,33 @@ struct vgpu_vf_ioc_svm {
 	__u64 vram_pages;		/* out: pages of the VF's pool in use now (every process) */
 };
 
+/* VGPU_VF_IOC_SVM_QUERY: where each page of the caller's [addr, addr + len) (page aligned,
+ * at most VGPU_VF_SVM_QUERY_MAX pages) lives now, as the kernel's HMM mirror sees it
+ * (hmm_range_fault under an mmu_interval_notifier: a consistent snapshot). With
+ * VGPU_VF_SVM_FAULT, missing pages are faulted in writable first. out_ptr receives one
+ * __u64 per page: 0 (not present), or VGPU_VF_SVM_PAGE_VRAM | its VF-physical VRAM address
+ * (a page migrated into this VF's VRAM: what GPU page tables map with the VRAM aperture), or
+ * VGPU_VF_SVM_PAGE_SYSTEM (present in system memory); VGPU_VF_SVM_PAGE_WRITE if writable. */
+#define VGPU_VF_SVM_FAULT		(1u << 0)
+#define VGPU_VF_SVM_QUERY_MAX		512
+#define VGPU_VF_SVM_PAGE_VRAM		(1ull << 63)
+#define VGPU_VF_SVM_PAGE_SYSTEM		(1ull << 62)
+#define VGPU_VF_SVM_PAGE_WRITE		(1ull << 61)
+#define VGPU_VF_SVM_PAGE_ADDR(e)	((e) & ((1ull << 52) - 1))
+struct vgpu_vf_ioc_svm_query {
+	__u32 size;			/* in: sizeof(struct vgpu_vf_ioc_svm_query) */
+	__u32 flags;			/* in: VGPU_VF_SVM_FAULT */
+	__u64 addr, len;		/* in: the caller's range */
+	__u64 out_ptr;			/* in: __u64[len / page size] */
+	__u32 in_vram;			/* out: pages in this VF's VRAM */
+	__u32 present;			/* out: pages present anywhere */
+};
+
 #define VGPU_VF_IOC_INFO	_IOWR(VGPU_VF_IOC_TYPE, 1, struct vgpu_vf_ioc_info)
 #define VGPU_VF_IOC_MBOX	_IOWR(VGPU_VF_IOC_TYPE, 2, struct vgpu_vf_ioc_mbox)
 #define VGPU_VF_IOC_WAIT	_IOWR(VGPU_VF_IOC_TYPE, 3, struct vgpu_vf_ioc_wait)
 #define VGPU_VF_IOC_NOTIFY	_IOW(VGPU_VF_IOC_TYPE, 4, struct vgpu_vf_ioc_notify)
 #define VGPU_VF_IOC_SVM		_IOWR(VGPU_VF_IOC_TYPE, 5, struct vgpu_vf_ioc_svm)
+#define VGPU_VF_IOC_SVM_QUERY	_IOWR(VGPU_VF_IOC_TYPE, 6, struct vgpu_vf_ioc_svm_query)
 
 #endif
