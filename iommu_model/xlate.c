@@ -404,7 +404,7 @@ static inline __attribute__((always_inline)) bool utlb_xlate(struct iommu_domain
 	const struct utlb *u = utlb;
 	const struct utlb_data *e;
 	unsigned int set = utlb_set(iova), want = access & (IOMMU_READ | IOMMU_WRITE);
-	uint64_t in;
+	uint64_t in, off, mask;
 	int w;
 
 	if (cmn_unlikely(!u || !utlb_cacheable(d->id, iova)))
@@ -413,20 +413,24 @@ static inline __attribute__((always_inline)) bool utlb_xlate(struct iommu_domain
 	if (w < 0)
 		return false;
 	e = &u->data[set][w];
-	if ((e->off & want) != want)
+	off = e->off;
+	if ((off & want) != want)
 		return false;
 	if ((access & IOMMU_WRITE) &&
 	    atomic_load_explicit(&(d->type == IOMMU_DOMAIN_NESTED ? d->parent : d)->dirty_tracking,
 				 memory_order_relaxed))
 		return false;
-	iommu_shard_inc((_Atomic uint64_t *)((char *)d->mmu + u->hits_off));
-	in = iova & e->mask;
+	/* The entry is read before anything is stored: the stores may alias it for all the
+	 * compiler knows, and would make it read the entry again. */
+	mask = e->mask;
+	in = iova & mask;
 	out->host = e->host + in;
-	out->offset = (e->off & ~3ull) + in;
-	out->len = (size_t)cmn_min((uint64_t)len, e->mask + 1 - in);
 	out->memobj = e->mo;
-	out->perm = (unsigned int)(e->off & 3);
-	out->page_size = e->mask + 1;
+	out->offset = (off & ~3ull) + in;
+	out->len = (size_t)cmn_min((uint64_t)len, mask + 1 - in);
+	out->perm = (unsigned int)(off & 3);
+	out->page_size = mask + 1;
+	iommu_shard_inc((_Atomic uint64_t *)((char *)d->mmu + u->hits_off));
 	return true;
 }
 

@@ -34,6 +34,12 @@
 #define RAND_DOMAIN	(1ull << 30)
 #define RAND_SET	512
 #define RAND_SEQ	(1u << 20)
+/* Hit and walk alternate chunk by chunk (tens of µs each), so that a preemption by
+ * other work spoils a few samples of either side, which the medians leave out, rather
+ * than a whole run of one side. */
+#define RAND_CHUNK	(1u << 13)
+#define RAND_ROUNDS	4
+#define RAND_SAMPLES	(RAND_ROUNDS * (RAND_SEQ / RAND_CHUNK))
 
 static void die(const char *what, int err)
 {
@@ -217,23 +223,23 @@ static double xlate_seq_ns(struct iommu_domain *d, const uint64_t *seq, size_t n
 	return (double)(cmn_now_ns() - t0) / (double)n;
 }
 
-/* The two sides by name, for a profiler. */
+/* The two sides by name, for a profiler: one chunk of @seq each. */
 static __attribute__((noinline)) double seq_hit_ns(struct iommu_domain *d, const uint64_t *seq)
 {
-	return xlate_seq_ns(d, seq, RAND_SEQ, IOMMU_READ);
+	return xlate_seq_ns(d, seq, RAND_CHUNK, IOMMU_READ);
 }
 
 static __attribute__((noinline)) double seq_walk_ns(struct iommu_domain *d, const uint64_t *seq)
 {
-	return xlate_seq_ns(d, seq, RAND_SEQ, IOMMU_READ | IOMMU_NOCACHE);
+	return xlate_seq_ns(d, seq, RAND_CHUNK, IOMMU_READ | IOMMU_NOCACHE);
 }
 
 /* IOTLB hit and full walk on one random access pattern over a 1 GiB 4 KiB-mapped domain;
- * the two are interleaved run by run, so outside load falls on both alike. */
+ * the two alternate chunk by chunk, so outside load falls on both alike. */
 static void bench_random(struct results *r)
 {
 	uint64_t *seq = malloc(RAND_SEQ * sizeof(*seq)), set[RAND_SET], x = 20240601;
-	uint64_t hit[RUNS], walk[RUNS];
+	uint64_t hit[RAND_SAMPLES], walk[RAND_SAMPLES];
 	struct iommu_memobj *mo;
 	struct iommu_domain *d;
 	struct iommu_stats st;
@@ -253,18 +259,21 @@ static void bench_random(struct results *r)
 	xlate_seq_ns(d, seq, RAND_SEQ, IOMMU_READ);	/* warm: fills the IOTLB */
 	xlate_seq_ns(d, seq, RAND_SEQ, IOMMU_READ | IOMMU_NOCACHE);
 	iommu_reset_counters(mmu);
-	for (int i = 0; i < RUNS; i++) {
-		hit[i] = (uint64_t)(1000 * seq_hit_ns(d, seq));
-		walk[i] = (uint64_t)(1000 * seq_walk_ns(d, seq));
+	for (unsigned int i = 0; i < RAND_SAMPLES; i++) {
+		const uint64_t *chunk = seq + (size_t)(i % (RAND_SEQ / RAND_CHUNK)) * RAND_CHUNK;
+
+		hit[i] = (uint64_t)(1000 * seq_hit_ns(d, chunk));
+		walk[i] = (uint64_t)(1000 * seq_walk_ns(d, chunk));
 	}
 	iommu_get_stats(mmu, &st);
-	r->rand_misses_per_op = (double)st.iotlb_misses / (RUNS * (double)RAND_SEQ);
-	r->rand_hit_ns = median(hit, RUNS) / 1000;	/* sorts: [0] min, [RUNS - 1] max */
-	r->rand_walk_ns = median(walk, RUNS) / 1000;
+	r->rand_misses_per_op = (double)st.iotlb_misses / (RAND_ROUNDS * (double)RAND_SEQ);
+	/* median() sorts: [0] is the minimum, [RAND_SAMPLES - 1] the maximum. */
+	r->rand_hit_ns = median(hit, RAND_SAMPLES) / 1000;
+	r->rand_walk_ns = median(walk, RAND_SAMPLES) / 1000;
 	r->rand_hit_min = hit[0] / 1000.0;
-	r->rand_hit_max = hit[RUNS - 1] / 1000.0;
+	r->rand_hit_max = hit[RAND_SAMPLES - 1] / 1000.0;
 	r->rand_walk_min = walk[0] / 1000.0;
-	r->rand_walk_max = walk[RUNS - 1] / 1000.0;
+	r->rand_walk_max = walk[RAND_SAMPLES - 1] / 1000.0;
 	iommu_destroy(mmu);
 	free(seq);
 }
