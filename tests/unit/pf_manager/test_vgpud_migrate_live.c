@@ -5,9 +5,9 @@
  * A held at the switchover, holes kept) and the guest's RM objects, while A forgets the
  * slice. The failure cases leave the source running with its contents untouched: B
  * without a free VF or without the VRAM refuses before anything is copied; a cancel during
- * pre-copy; B killed mid-stream; one corrupted stream byte (the test build of vgpud flips
- * it) that B refuses; a guest with work in flight at the switchover; a guest attached in
- * peer mode. Every wait is for a MIGRATION event, never a sleep. */
+ * pre-copy; B killed mid-stream; A killed (-9) during pre-copy and restarted; one
+ * corrupted stream byte (the test build of vgpud flips it) that B refuses; a guest with
+ * work in flight at the switchover; a guest attached in peer mode. Every wait is for a MIGRATION event, never a sleep. */
 /* pf_test.h copies paths it made itself into sun_path; gcc cannot see their length. */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 #include "pf_test.h"
@@ -604,6 +604,32 @@ static void test_live_dest_killed(void **state)
 	image_free(&im);
 }
 
+/* The source vgpud is killed (-9) during pre-copy: B sees the connection close and keeps
+ * nothing; A, restarted, runs the slice with its VRAM intact (a migration changes nothing
+ * persistent on the source before the destination committed). */
+static void test_live_source_killed(void **state)
+{
+	struct fixture *f = *state;
+	struct image im;
+	int fd;
+
+	fill_source(f);
+	listen_b(f);
+	assert_int_equal(T_CTL(f->a, "migrate", "-u", U1, "--to", f->sock, "--switchover",
+			       "manual", "--no-wait"), 0);
+	json_object_put(wait_status(f->ea, "waiting"));
+	fd = bar_open(f->a, 1);
+	image_take(fd, &im);
+	close(fd);
+	t_client_free(f->ea);
+	f->ea = NULL;
+	assert_int_equal(t_daemon_stop(f->a, SIGKILL), 128 + SIGKILL);
+	json_object_put(wait_status(f->eb, "failed"));
+	assert_int_equal(t_daemon_start_argv(f->a, daemon_args), 0);
+	source_kept(f, &im);
+	image_free(&im);
+}
+
 /* One byte of the stream corrupted on the way (the test build of A flips it): B refuses
  * naming the frame, the source resumes. */
 static void test_live_corrupt(void **state)
@@ -660,6 +686,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_live_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_live_cancel, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_live_dest_killed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_live_source_killed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_live_corrupt, setup_corrupt, teardown),
 		cmocka_unit_test_setup_teardown(test_live_bad_requests, setup, teardown),
 	};
