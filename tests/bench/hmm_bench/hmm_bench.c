@@ -6,7 +6,8 @@
  *   hmm_bench [--json] [--quick] [--only migrate|faults]
  *
  * --only runs one part alone, repeated (for perf record / perf stat): 2 MiB migration both
- * ways next to memcpy, or device-fault service.
+ * ways next to memcpy (also per second of the thread's CPU time, which other load on the
+ * machine hardly moves), or device-fault service.
  *
  * Each figure is the median of 5 runs (each run: its own median for latencies, its own
  * total for throughputs). --json prints one object. The keys ending in _61 are measured
@@ -61,6 +62,18 @@ static double now_us(void)
 	return (double)cmn_now_ns() / 1000.0;
 }
 
+/* CPU time of the calling thread: what a copy costs whatever else the machine runs. */
+static double cpu_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+/* --only migrate: the same figures from thread CPU time (GB per CPU second). */
+static double memcpy_cpu_gbps, to_dev_cpu_gbps, to_sys_cpu_gbps;
+
 static void *map_aligned(size_t len, bool thp)
 {
 	char *p = mmap(NULL, len + M2, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -106,13 +119,17 @@ static double bench_memcpy(void)
 
 	memset(src, 1, memcpy_pool);
 	memset(dst, 2, memcpy_pool);
+	double cpu[RUNS];
+
 	for (int r = 0; r < RUNS; r++) {
-		double t0 = now_us();
+		double t0 = now_us(), c0 = cpu_us();
 
 		for (size_t off = 0; off < memcpy_pool; off += M2)
 			memcpy(dst + off, src + off, M2);
 		runs[r] = (double)memcpy_pool / ((now_us() - t0) * 1000.0);
+		cpu[r] = (double)memcpy_pool / ((cpu_us() - c0) * 1000.0);
 	}
+	memcpy_cpu_gbps = median(cpu, RUNS);
 	munmap(src, memcpy_pool);
 	munmap(dst, memcpy_pool);
 	return median(runs, RUNS);
@@ -416,22 +433,25 @@ struct mig_job {
 	struct hmm_devmem *dm;
 	char *buf;
 	size_t len;
-	double to_dev_us, to_sys_us;
+	double to_dev_us, to_sys_us, to_dev_cpu_us, to_sys_cpu_us;
 };
 
 static void *mig_job_run(void *arg)
 {
 	struct mig_job *j = arg;
 	struct hmm_migrate_result r;
-	double t0 = now_us();
+	double t0 = now_us(), c0 = cpu_us();
 
 	hmm_migrate_to_device(j->mm, j->dm, j->buf, j->len, &r);
 	j->to_dev_us = now_us() - t0;
+	j->to_dev_cpu_us = cpu_us() - c0;
 	if (r.migrated != j->len / PG)
 		fprintf(stderr, "migrate: %zu of %zu pages\n", r.migrated, (size_t)(j->len / PG));
 	t0 = now_us();
+	c0 = cpu_us();
 	hmm_migrate_to_system(j->mm, j->dm, j->buf, j->len, &r);
 	j->to_sys_us = now_us() - t0;
+	j->to_sys_cpu_us = cpu_us() - c0;
 	return NULL;
 }
 
@@ -442,7 +462,7 @@ static void bench_migrate(unsigned int threads, double *to_dev, double *to_sys)
 	struct hmm_devmem *dm = devmem_new(migrate_bytes);
 	size_t len = migrate_bytes / threads;
 	struct mig_job jobs[2];
-	double rd[RUNS], rs[RUNS];
+	double rd[RUNS], rs[RUNS], cd[RUNS], cs[RUNS];
 
 	for (unsigned int t = 0; t < threads; t++) {
 		jobs[t] = (struct mig_job){ .mm = mm, .dm = dm, .len = len,
@@ -464,6 +484,8 @@ static void bench_migrate(unsigned int threads, double *to_dev, double *to_sys)
 		}
 		rd[r] = (double)migrate_bytes / (dev * 1000.0);
 		rs[r] = (double)migrate_bytes / (sys * 1000.0);
+		cd[r] = (double)len / (jobs[0].to_dev_cpu_us * 1000.0);
+		cs[r] = (double)len / (jobs[0].to_sys_cpu_us * 1000.0);
 	}
 	for (unsigned int t = 0; t < threads; t++) {
 		if (((volatile char *)jobs[t].buf)[len - 1] != 7)
@@ -475,6 +497,8 @@ static void bench_migrate(unsigned int threads, double *to_dev, double *to_sys)
 	hmm_mm_destroy(mm);
 	*to_dev = median(rd, RUNS);
 	*to_sys = median(rs, RUNS);
+	to_dev_cpu_gbps = median(cd, RUNS);
+	to_sys_cpu_gbps = median(cs, RUNS);
 }
 
 /* ---- page request -> replay: a device access to a managed page kept in device memory ---- */
@@ -672,8 +696,11 @@ static int only_part(const char *what)
 			double mc = bench_memcpy();
 
 			bench_migrate(1, &a, &b);
-			printf("memcpy %.2f GB/s, to VRAM %.2f GB/s (%.0f %%), to system %.2f GB/s (%.0f %%)\n",
-			       mc, a, 100 * a / mc, b, 100 * b / mc);
+			printf("memcpy %.2f GB/s, to VRAM %.2f GB/s (%.0f %%), to system %.2f GB/s (%.0f %%); "
+			       "per CPU second: memcpy %.2f, to VRAM %.2f (%.0f %%), to system %.2f (%.0f %%)\n",
+			       mc, a, 100 * a / mc, b, 100 * b / mc, memcpy_cpu_gbps, to_dev_cpu_gbps,
+			       100 * to_dev_cpu_gbps / memcpy_cpu_gbps, to_sys_cpu_gbps,
+			       100 * to_sys_cpu_gbps / memcpy_cpu_gbps);
 		} else if (!strcmp(what, "faults")) {
 			printf("device faults %.0f k/s\n", bench_device_faults(256, &a) / 1000);
 		} else {
