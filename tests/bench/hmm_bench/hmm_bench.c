@@ -7,7 +7,7 @@
  *
  * --only runs one part alone, repeated (for perf record / perf stat): 2 MiB migration both
  * ways next to memcpy (also per second of the thread's CPU time, which other load on the
- * machine hardly moves), or device-fault service.
+ * machine hardly moves), or device-fault service (also per CPU second).
  *
  * Each figure is the median of 5 runs (each run: its own median for latencies, its own
  * total for throughputs). --json prints one object. The keys ending in _61 are measured
@@ -73,6 +73,8 @@ static double cpu_us(void)
 
 /* --only migrate: the same figures from thread CPU time (GB per CPU second). */
 static double memcpy_cpu_gbps, to_dev_cpu_gbps, to_sys_cpu_gbps;
+/* --only faults: faults per second of the servicing thread's CPU time. */
+static double faults_cpu_per_s;
 
 static void *map_aligned(size_t len, bool thp)
 {
@@ -591,7 +593,7 @@ static double bench_device_faults(unsigned int batch, double *single_us)
 	char *buf = map_aligned(len, true);
 	struct hmm_dev_fault *f = malloc(batch * sizeof(*f));
 	int *st = malloc(batch * sizeof(int));
-	double runs[RUNS], lat[RUNS];
+	double runs[RUNS], lat[RUNS], cpu_runs[RUNS];
 	unsigned int seed = 7;
 	const unsigned int nbatches = 200;
 
@@ -603,7 +605,7 @@ static double bench_device_faults(unsigned int batch, double *single_us)
 		exit(1);
 	}
 	for (int r = 0; r < RUNS; r++) {
-		double t0 = now_us(), s[64];
+		double t0 = now_us(), c0 = cpu_us(), s[64];
 
 		for (unsigned int b = 0; b < nbatches; b++) {
 			for (unsigned int i = 0; i < batch; i++)
@@ -612,6 +614,7 @@ static double bench_device_faults(unsigned int batch, double *single_us)
 					false };
 			hmm_mirror_service_faults(&m, f, batch, st);
 		}
+		cpu_runs[r] = (double)nbatches * batch / ((cpu_us() - c0) / 1e6);
 		runs[r] = (double)nbatches * batch / ((now_us() - t0) / 1e6);
 		for (int i = 0; i < 64; i++) {
 			f[0] = (struct hmm_dev_fault){
@@ -632,6 +635,7 @@ static double bench_device_faults(unsigned int batch, double *single_us)
 	free(f);
 	free(st);
 	*single_us = median(lat, RUNS);
+	faults_cpu_per_s = median(cpu_runs, RUNS);
 	return median(runs, RUNS);
 }
 
@@ -702,7 +706,9 @@ static int only_part(const char *what)
 			       100 * to_dev_cpu_gbps / memcpy_cpu_gbps, to_sys_cpu_gbps,
 			       100 * to_sys_cpu_gbps / memcpy_cpu_gbps);
 		} else if (!strcmp(what, "faults")) {
-			printf("device faults %.0f k/s\n", bench_device_faults(256, &a) / 1000);
+			b = bench_device_faults(256, &a);
+			printf("device faults %.0f k/s, %.0f k per CPU second\n", b / 1000,
+			       faults_cpu_per_s / 1000);
 		} else {
 			fprintf(stderr, "hmm_bench: --only takes migrate or faults, not '%s'\n", what);
 			return 2;
