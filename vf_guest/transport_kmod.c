@@ -19,6 +19,7 @@
 #include "common/compiler.h"
 #include "common/err.h"
 #include "vf_guest/include/vgpu_vf_kmod.h"
+#include "vf_guest/vf_internal.h"
 #include "vf_guest/vf_pci.h"
 #include <vgpu/vf_bar.h>
 #include <vgpu/vf_ioctl.h>
@@ -243,5 +244,46 @@ int vf_kmod_bar2_view(struct vgpu_vf_transport *t, uint64_t off, uint64_t len, v
 	if (p == MAP_FAILED)
 		return -errno;
 	*out = p;
+	return 0;
+}
+
+/* The driver's file behind @vf, or -EOPNOTSUPP. */
+static int kmod_fd(struct vgpu_vf *vf)
+{
+	if (!vf || !vf_kmod_is(vf->t) || to_kmod(vf->t)->fd < 0)
+		return -EOPNOTSUPP;
+	return to_kmod(vf->t)->fd;
+}
+
+int vgpu_kmod_svm_migrate(struct vgpu_vf *vf, void *cpu, size_t len, bool to_vram,
+			  uint64_t *moved)
+{
+	struct vgpu_vf_ioc_svm a = { .size = sizeof(a),
+				     .to = to_vram ? VGPU_VF_SVM_TO_VRAM : VGPU_VF_SVM_TO_SYSTEM,
+				     .addr = (uintptr_t)cpu, .len = len };
+	int fd = kmod_fd(vf);
+
+	if (fd < 0)
+		return fd;
+	if (ioctl(fd, VGPU_VF_IOC_SVM, &a) < 0)
+		return vf_error(vf, -errno, "SVM migration of %zu bytes at %p: %s", len, cpu,
+				strerror(errno));
+	*moved = a.migrated;
+	return 0;
+}
+
+int vgpu_kmod_svm_where(struct vgpu_vf *vf, const void *cpu, size_t n, uint64_t *vram)
+{
+	struct vgpu_vf_ioc_svm_query q = { .size = sizeof(q), .addr = (uintptr_t)cpu,
+					   .len = (uint64_t)n * 4096, .out_ptr = (uintptr_t)vram };
+	int fd = kmod_fd(vf);
+
+	if (fd < 0)
+		return fd;
+	if (ioctl(fd, VGPU_VF_IOC_SVM_QUERY, &q) < 0)
+		return vf_error(vf, -errno, "SVM mirror of %zu pages at %p: %s", n, cpu,
+				strerror(errno));
+	for (size_t i = 0; i < n; i++)
+		vram[i] = vram[i] & VGPU_VF_SVM_PAGE_VRAM ? VGPU_VF_SVM_PAGE_ADDR(vram[i]) : 0;
 	return 0;
 }

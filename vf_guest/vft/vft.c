@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -23,14 +24,18 @@
 #include "common/err.h"
 #include "common/lock.h"
 #include "vf_guest/include/vgpu_vf.h"
+#include "vf_guest/include/vgpu_vf_kmod.h"
 #include "vf_guest/include/vgpu_vf_managed.h"
 #include "vf_guest/include/vgpu_vf_raw.h"
+#include "vf_guest/vf_pci.h"
 #include "vf_guest/vft/vft.h"
 
 #define NEED_RM		(1u << 0)	/* VRAM, address spaces */
 #define NEED_GPU	(1u << 1)	/* channels and submission */
 #define NEED_IOVA	(1u << 2)	/* the IOVA of DMA memory (BAR2 extension) */
 #define NEED_DB		(1u << 3)	/* the doorbell page in BAR2 (BAR2 extension) */
+#define ONLY_KMOD	(1u << 4)	/* runs only over the kernel driver: not even listed as
+					 * skipped elsewhere (other transports' plans unchanged) */
 #define VFT_SKIP	(-1)
 #define VFT_VA_BASE	(1ull << 32)
 
@@ -676,6 +681,62 @@ static int t_managed(struct vft *t)
 	return ret ? 1 : 0;
 }
 
+/* ---- SVM through the kernel driver: process memory the kernel migrated into VRAM ---- */
+
+/* Fill @n pages of @p on the GPU where the kernel's mirror says they are; the CPU must read
+ * the GPU's value in place, and keep it once the pages are back in system memory. */
+static int kmod_svm_fill(struct vft *t, uint32_t *p, size_t n, uint64_t *addr)
+{
+	uint64_t va = va_get(t, n * 4096), moved;
+	struct vgpu_pb pb;
+	uint32_t dw[16];
+	size_t i, mapped = 0;
+	int ret;
+
+	for (i = 0; i < n * 1024; i++)
+		p[i] = 0x11111111u;
+	ret = vgpu_kmod_svm_where(t->vf, p, n, addr);
+	for (i = 0; !ret && i < n; i++, mapped++) {
+		CHECK(t, addr[i], "page %zu is not in VRAM", i);
+		ret = vgpu_va_map_raw(t->as, va + i * 4096, VGPU_MEM_VRAM, addr[i], 4096,
+				      VGPU_GMMU_PAGE_4K, 0);
+	}
+	if (!ret) {
+		vgpu_pb_init(&pb, dw, 16);
+		vgpu_pb_fill(&pb, va, n * 4096, 0xc0ffee42u);
+		ret = run_pb(t->ch, &pb);
+	}
+	for (i = 0; i < mapped; i++)
+		vgpu_va_unmap(t->as, va + i * 4096, 4096);
+	tlb_flush(t, va, n * 4096);
+	CHECK_RET(t, ret, 0);
+	for (i = 0; i < n * 1024; i++)
+		CHECK(t, p[i] == 0xc0ffee42u, "word %zu: %#x after the GPU's fill", i, p[i]);
+	CHECK_RET(t, vgpu_kmod_svm_migrate(t->vf, p, n * 4096, false, &moved), 0);
+	CHECK(t, moved == n, "%llu of %zu pages back", (unsigned long long)moved, n);
+	for (i = 0; i < n * 1024; i++)
+		CHECK(t, p[i] == 0xc0ffee42u, "word %zu: %#x back in system memory", i, p[i]);
+	return 0;
+}
+
+static int t_kmod_svm(struct vft *t)
+{
+	const size_t n = 64;
+	uint64_t addr[64], moved = 0;
+	uint32_t *p = mmap(NULL, n * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+			   -1, 0);
+	int ret;
+
+	CHECK(t, p != MAP_FAILED, "mmap");
+	memset(p, 0x5a, n * 4096);
+	ret = vgpu_kmod_svm_migrate(t->vf, p, n * 4096, true, &moved);
+	ret = ret ? ret : moved == n ? kmod_svm_fill(t, p, n, addr) : -ENOMEM;
+	munmap(p, n * 4096);
+	CHECK(t, ret == 0, "%llu of %zu pages moved: %s", (unsigned long long)moved, n,
+	      vgpu_vf_strerror(ret));
+	return 0;
+}
+
 /* ---- isolation: each attack must fail on its own channel, and the VF must keep working ---- */
 
 /* Wait, bounded, for @ch to enter its error state: -VGPU_ECHANERR, or -ETIMEDOUT. */
@@ -874,6 +935,8 @@ static const struct vft_case {
 	{ "4 threads, a channel each", t_threads, NEED_RM | NEED_GPU, true, false },
 	{ "managed memory: GPU and CPU faults migrate pages", t_managed,
 	  NEED_RM | NEED_GPU | NEED_IOVA, false, false },
+	{ "SVM: the GPU fills process memory the kernel migrated into VRAM", t_kmod_svm,
+	  NEED_RM | NEED_GPU | ONLY_KMOD, true, false },
 	{ "attack: PTE past the slice", t_pte_past_slice, NEED_RM | NEED_GPU, true, false },
 	{ "attack: IOVA outside the domain", t_iova_outside, NEED_RM | NEED_GPU, true, false },
 	{ "attack: GP entry outside the DMA memory", t_gp_outside, NEED_RM | NEED_GPU, true, false },
@@ -912,6 +975,8 @@ static bool name_matches(const char *name, const char *only)
 
 static bool case_selected(const struct vft_opts *o, const struct vft_case *c)
 {
+	if ((c->needs & ONLY_KMOD) && !vf_kmod_is(o->transport))
+		return false;
 	return (!o->only || name_matches(c->name, o->only)) && (!c->external || o->reset_wait_s);
 }
 
