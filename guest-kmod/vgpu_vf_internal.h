@@ -47,14 +47,14 @@ struct vvf_layout {
 
 /* The pool of device-coherent VRAM pages that process memory migrates into (svm.c). */
 struct vvf_svm {
-	struct mutex setup_lock;	/* protects everything but free and in_use */
-	bool ready;			/* the pool is there and hands out pages */
+	struct mutex setup_lock;	/* protects everything but ready, free and in_use */
+	bool ready;			/* the pool is there and hands out pages (under lock) */
 	bool broken;			/* a reset lost pages still in use: no new pool yet */
 	bool mapped;			/* pgmap holds struct pages for [off, off + size) */
 	u32 client, device, mem;	/* the driver's own RM objects behind the pool */
 	u64 off, size;			/* BAR2 range of the pool */
 	struct dev_pagemap pgmap;
-	spinlock_t lock;		/* protects free and in_use */
+	spinlock_t lock;		/* protects ready, free and in_use */
 	struct page *free;		/* free pages, linked through zone_device_data */
 	u64 in_use;
 };
@@ -120,7 +120,8 @@ struct vvf_file {
 	atomic64_t replies;		/* the file's own mailbox "interrupt" count */
 	u64 dropped;			/* replies (under lock) or events (under vd->files_mutex)
 					 * lost to a full private ring */
-	struct pid *svm_pid;		/* the process that migrated pages through this file */
+	struct pid *svm_pid;		/* the process that migrated pages through this file
+					 * (under lock) */
 };
 
 /* ---- vgpu_vf_main.c ---- */

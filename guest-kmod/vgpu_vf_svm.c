@@ -148,8 +148,8 @@ static int vvf_svm_setup(struct vvf_dev *vd)
 		s->free = page;
 	}
 	s->in_use = 0;
-	spin_unlock(&s->lock);
 	s->ready = true;
+	spin_unlock(&s->lock);
 	dev_info(&vd->pdev->dev, "SVM: %llu MiB of VRAM as device-coherent pages\n",
 		 (unsigned long long)(s->size >> 20));
 	return 0;
@@ -160,7 +160,7 @@ static struct page *vvf_svm_get(struct vvf_svm *s)
 	struct page *page;
 
 	spin_lock(&s->lock);
-	page = s->free;
+	page = s->ready ? s->free : NULL;	/* a reset may have taken the pool meanwhile */
 	if (page) {
 		s->free = page->zone_device_data;
 		s->in_use++;
@@ -237,8 +237,10 @@ static int vvf_svm_migrate(struct vvf_file *f, u64 addr, u64 len, bool to_vram, 
 		}
 	}
 	mutex_unlock(&vd->svm.setup_lock);
+	mutex_lock(&f->lock);
 	if (to_vram && !f->svm_pid)
 		f->svm_pid = get_pid(task_tgid(current));
+	mutex_unlock(&f->lock);
 	mmap_read_lock(mm);
 	for (; start < end; start = next) {
 		vma = vma_lookup(mm, start);
@@ -405,11 +407,15 @@ void vvf_svm_reset(struct vvf_dev *vd)
 	struct vvf_file *f;
 	u64 in_use;
 
+	bool was_ready;
+
 	mutex_lock(&s->setup_lock);
 	spin_lock(&s->lock);
 	in_use = s->in_use;
+	was_ready = s->ready;
+	s->ready = false;	/* the client and the pool's VRAM are gone with the reset */
 	spin_unlock(&s->lock);
-	if (s->ready && in_use) {
+	if (was_ready && in_use) {
 		/* The pages' contents are gone: their processes must not read zeros as data. */
 		mutex_lock(&vd->files_mutex);
 		list_for_each_entry(f, &vd->files, node)
@@ -420,7 +426,6 @@ void vvf_svm_reset(struct vvf_dev *vd)
 			 "got SIGBUS\n", (unsigned long long)in_use);
 		s->broken = true;
 	}
-	s->ready = false;	/* the client and the pool's VRAM are gone with the reset */
 	mutex_unlock(&s->setup_lock);
 }
 

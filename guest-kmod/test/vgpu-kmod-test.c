@@ -8,6 +8,10 @@
  *   vgpu-kmod-test [/dev/vgpu-vfN]      (default: the first /dev/vgpu-vf*)
  *   vgpu-kmod-test --svm-hold [DEV]     migrate 64 pages into VRAM, print "# holding", then
  *                                       wait for a signal: a VF reset must end it by SIGBUS
+ *   vgpu-kmod-test --bench [DEV]        figures, one JSON object: mailbox round trip by
+ *                                       interrupt (the MBOX ioctl, and the file's own rings
+ *                                       rung by NOTIFY), SVM migration GB/s each way with a
+ *                                       guest memcpy of the same size as the baseline
  *
  * Prints TAP and one "N passed, N failed" line; exit status 0 if nothing failed. Needs only
  * the ABI headers (include/vgpu/). */
@@ -25,6 +29,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <vgpu/rm.h>
@@ -610,14 +615,150 @@ static int svm_hold(void)
 		pause();
 }
 
+/* ---- figures (not a test: nothing here is asserted) ---- */
+
+static double now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* @n samples: the median and the 99th percentile, sorted in place. */
+static void pcts(double *v, int n, double *p50, double *p99)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp_double);
+	*p50 = v[n / 2];
+	*p99 = v[n * 99 / 100];
+}
+
+/* PING round trips through the MBOX ioctl. */
+static int bench_ioctl(int fd, double *v, int n)
+{
+	uint8_t req[64] = { 1 }, rsp[64];
+	struct vgpu_vf_ioc_mbox m = { .size = sizeof(m), .type = VF_MSG_PING, .req_len = 64,
+				      .req_ptr = (uintptr_t)req, .rsp_ptr = (uintptr_t)rsp,
+				      .rsp_cap = 64 };
+
+	for (int i = 0; i < n; i++) {
+		double t0 = now_us();
+
+		if (xioctl(fd, VGPU_VF_IOC_MBOX, &m) || m.status)
+			return -1;
+		v[i] = now_us() - t0;
+	}
+	return 0;
+}
+
+/* PING round trips as libvgpu-vf makes them: a slot in the file's own request ring,
+ * NOTIFY on the mailbox vector, the reply taken from its own reply ring. */
+static int bench_rings(int fd, double *v, int n)
+{
+	struct vgpu_vf_ioc_info in = { .size = sizeof(in) };
+	struct vgpu_vf_ioc_notify nt = { .size = sizeof(nt), .vector = VF_VEC_MBOX };
+	const struct vf_bar_header *h;
+	struct vgpu_ring_hdr *rq, *rs;
+	uint8_t *bar;
+	int ret = -1;
+
+	if (xioctl(fd, VGPU_VF_IOC_INFO, &in))
+		return -1;
+	bar = mmap(NULL, in.bar_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (bar == MAP_FAILED)
+		return -1;
+	h = (const struct vf_bar_header *)(bar + vf_bar_header_off(in.bar_size));
+	rq = (struct vgpu_ring_hdr *)(bar + h->req_off);
+	rs = (struct vgpu_ring_hdr *)(bar + h->rsp_off);
+	__atomic_store_n(&rs->tail, __atomic_load_n(&rs->head, __ATOMIC_ACQUIRE), __ATOMIC_RELEASE);
+	for (int i = 0; i < n; i++) {
+		double t0 = now_us();
+		uint32_t head = rq->head, tail = rs->tail;
+		struct vf_msg *m = (struct vf_msg *)((uint8_t *)(rq + 1) +
+				   (size_t)(head & (rq->nr_elems - 1)) * rq->elem_size);
+
+		memset(m, 0, sizeof(*m) + 64);
+		m->type = VF_MSG_PING;
+		m->seq = (uint32_t)i;
+		m->length = 64;
+		__atomic_store_n(&rq->head, head + 1, __ATOMIC_RELEASE);
+		if (xioctl(fd, VGPU_VF_IOC_NOTIFY, &nt) ||
+		    __atomic_load_n(&rs->head, __ATOMIC_ACQUIRE) == tail)
+			goto out;
+		m = (struct vf_msg *)((uint8_t *)(rs + 1) +
+				      (size_t)(tail & (rs->nr_elems - 1)) * rs->elem_size);
+		if (m->seq != (uint32_t)i || m->status)
+			goto out;
+		__atomic_store_n(&rs->tail, tail + 1, __ATOMIC_RELEASE);
+		v[i] = now_us() - t0;
+	}
+	ret = 0;
+out:
+	munmap(bar, in.bar_size);
+	return ret;
+}
+
+static int bench(void)
+{
+	enum { N = 2000 };
+	const size_t len = 16 << 20;
+	static double v[N];
+	double i50, i99, r50, r99, t0, to_vram, to_sys, cpy;
+	struct vgpu_vf_ioc_svm a;
+	uint8_t *p, *q;
+	int fd = open_dev(), ret;
+
+	if (fd < 0 || bench_ioctl(fd, v, N))
+		return fail("mailbox by ioctl"), 1;
+	pcts(v, N, &i50, &i99);
+	if (bench_rings(fd, v, N))
+		return fail("mailbox by the file's rings"), 1;
+	pcts(v, N, &r50, &r99);
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	q = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED || q == MAP_FAILED)
+		return 1;
+	memset(p, 0x5a, len);
+	memset(q, 0xa5, len);
+	t0 = now_us();
+	memcpy(q, p, len);
+	cpy = now_us() - t0;
+	t0 = now_us();
+	ret = svm(fd, VGPU_VF_SVM_TO_VRAM, p, len, &a);
+	to_vram = now_us() - t0;
+	if (ret || a.migrated != len / 4096)
+		return fprintf(stderr, "SVM to VRAM: %d, %llu pages\n", ret,
+			       (unsigned long long)a.migrated), 1;
+	t0 = now_us();
+	ret = svm(fd, VGPU_VF_SVM_TO_SYSTEM, p, len, &a);
+	to_sys = now_us() - t0;
+	if (ret || a.migrated != len / 4096)
+		return 1;
+	printf("{\"kmod_mbox_ioctl_p50_us\": %.1f, \"kmod_mbox_ioctl_p99_us\": %.1f, "
+	       "\"kmod_mbox_rings_p50_us\": %.1f, \"kmod_mbox_rings_p99_us\": %.1f, "
+	       "\"svm_to_vram_gbps\": %.3f, \"svm_to_system_gbps\": %.3f, "
+	       "\"guest_memcpy_gbps\": %.3f, \"svm_bytes\": %zu, \"round_trips\": %d}\n",
+	       i50, i99, r50, r99, len / to_vram / 1e3, len / to_sys / 1e3, len / cpy / 1e3,
+	       len, N);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct ctx c;
 	int fd;
 
 	bool hold = argc > 1 && !strcmp(argv[1], "--svm-hold");
+	bool figures = argc > 1 && !strcmp(argv[1], "--bench");
 
-	if (hold) {
+	if (hold || figures) {
 		argc--;
 		argv++;
 	}
@@ -628,6 +769,13 @@ int main(int argc, char **argv)
 	}
 	if (hold)
 		return svm_hold();
+	if (figures) {
+		int ret = bench();
+
+		if (ret)
+			fprintf(stderr, "vgpu-kmod-test --bench: %s\n", why[0] ? why : "failed");
+		return ret;
+	}
 	printf("1..8\n");
 	point(t_info(), "INFO: uapi, vectors, BAR2");
 	fd = open_dev();
