@@ -9,28 +9,22 @@
  *   2. the destination vgpud listens (migrate-incoming), the source sends the slice while
  *      the guest runs (migrate-outgoing, manual switchover) until it has converged;
  *   3. libvirt migrates the VM live, peer to peer, into a destination that stays paused,
- *      with a destination XML naming the destination's endpoint and vgpud; both QEMUs
- *      have QEMU's x-ignore-shared capability, which libvirt does not set (the vgpu hook
- *      sets it through the domain's own QMP monitor whenever libvirt starts the domain,
- *      hook.c), so that QEMU leaves the slice's BAR (a shared memory object) to the
- *      vgpuds instead of copying it as RAM;
+ *      with a destination XML naming the destination's endpoint and vgpud. QEMU copies
+ *      the slice's BAR as RAM: x-ignore-shared, which would leave it to the vgpuds, needs
+ *      an ignored block at the same guest-physical address on both ends, and a PCI BAR is
+ *      not mapped yet on the destination when QEMU loads RAM ("Mismatched GPAs"). What
+ *      the vgpuds track they send again after QEMU's last pass (step 4), so it wins;
  *   4. with the source's vCPUs stopped and the destination's not yet running, the slice
  *      switches over (migrate-switchover: its last pass), then the destination resumes.
  * Until step 4 a failure cancels the slice's migration on both vgpuds and the VM keeps
  * running on the source. */
 #include <errno.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
-
-#include <limits.h>
 
 #include <json-c/json.h>
 
@@ -42,9 +36,6 @@
 #define MIG_POLL_US		100000		/* status polls while the copies run */
 #define MIG_CONVERGE_S		600		/* the slice's pre-copy must converge by then */
 #define MIG_SWITCH_S		120		/* and its last pass end by then */
-#define MIG_QMP_TIMEOUT_MS	5000		/* an answer to a command */
-#define MIG_QMP_HELLO_MS	60000		/* the greeting: QEMU sends it once its machine is
-						 * built, long after it took the connection */
 
 /* ---- what can move, and the destination's XML ------------------------------------------- */
 
@@ -112,43 +103,15 @@ static int xml_swap_attr(char **xml, const char *attr, const char *old, const ch
 	return -EINVAL;
 }
 
-/* The generation N of our QMP monitor's path in @xml: 0.., or -EINVAL when there is none. */
-static long mig_qmp_gen(const char *xml, const char *dom_uuid)
-{
-	char pat[160];
-	const char *at;
-	char *end;
-	long n;
-
-	snprintf(pat, sizeof(pat), "path=%s/%s-%s-", VMM_MIG_QMP_DIR, VMM_MIG_QMP_ID, dom_uuid);
-	at = strstr(xml, pat);
-	if (!at)
-		return -EINVAL;
-	n = strtol(at + strlen(pat), &end, 10);
-	return n >= 0 && !strncmp(end, ".qmp,", 5) ? n : -EINVAL;
-}
-
-int vmm_mig_qmp_path(const char *xml, const char *dom_uuid, char *path, size_t len)
-{
-	long n = mig_qmp_gen(xml, dom_uuid);
-
-	if (n < 0)
-		return -EINVAL;
-	snprintf(path, len, "%s/%s-%s-%ld.qmp", VMM_MIG_QMP_DIR, VMM_MIG_QMP_ID, dom_uuid, n);
-	return 0;
-}
-
 int vmm_mig_dest_xml(const char *xml, const char *dom_uuid, const struct vmm_mig_target *t,
 		     char **out, struct cmn_fail *e)
 {
-	char from[160], to[160];
-	long n = mig_qmp_gen(xml, dom_uuid);
 	int r;
 
 	*out = NULL;
-	if (n < 0)
-		return cmn_fail(e, -EINVAL, "domain %s has no vgpu-vm migration monitor: it was not "
-				"launched with vgpu-vm launch --migratable", dom_uuid);
+	if (!strstr(xml, VMM_MIG_QEMU_GLOBAL))
+		return cmn_fail(e, -EINVAL, "domain %s does not give QEMU %s: it was not launched "
+				"with vgpu-vm launch --migratable", dom_uuid, VMM_MIG_QEMU_GLOBAL);
 	*out = strdup(xml);
 	if (!*out)
 		return cmn_fail(e, -ENOMEM, "out of memory");
@@ -163,22 +126,6 @@ int vmm_mig_dest_xml(const char *xml, const char *dom_uuid, const struct vmm_mig
 		cmn_fail(e, r, "the domain XML's vgpu metadata does not name vgpud socket %s",
 			 t->socket_old);
 		goto fail;
-	}
-	/* A new monitor path: the source's QEMU still listens on the old one. */
-	snprintf(from, sizeof(from), "%s-%s-%ld.qmp,", VMM_MIG_QMP_ID, dom_uuid, n);
-	snprintf(to, sizeof(to), "%s-%s-%ld.qmp,", VMM_MIG_QMP_ID, dom_uuid, n + 1);
-	{
-		char *at = strstr(*out, from);
-		struct vmm_buf b = { 0 };
-
-		vmm_buf_printf(&b, "%.*s%s%s", (int)(at - *out), *out, to, at + strlen(from));
-		if (b.oom) {
-			free(b.s);
-			r = cmn_fail(e, -ENOMEM, "out of memory");
-			goto fail;
-		}
-		free(*out);
-		*out = b.s;
 	}
 	return 0;
 fail:
@@ -213,93 +160,6 @@ int vmm_mig_listen_for(const char *uri, char *out, size_t len)
 		return -EINVAL;
 	snprintf(out, len, "tcp:%.*s:0", (int)(end - h), h);
 	return 0;
-}
-
-/* ---- QEMU's monitor: what libvirt does not set ------------------------------------------ */
-
-/* One reply line of QMP (events skipped): its JSON, or NULL on timeout or EOF. */
-static json_object *qmp_reply(int fd, char *buf, size_t cap, size_t *have, int timeout_ms)
-{
-	for (;;) {
-		char *nl = memchr(buf, '\n', *have);
-		struct pollfd p = { .fd = fd, .events = POLLIN };
-		ssize_t n;
-
-		if (nl) {
-			json_object *o, *v;
-
-			*nl = 0;
-			o = json_tokener_parse(buf);
-			*have -= (size_t)(nl + 1 - buf);
-			memmove(buf, nl + 1, *have);
-			if (o && (json_object_object_get_ex(o, "return", &v) ||
-				  json_object_object_get_ex(o, "error", &v) ||
-				  json_object_object_get_ex(o, "QMP", &v)))
-				return o;
-			json_object_put(o);	/* an event */
-			continue;
-		}
-		if (*have >= cap - 1 || poll(&p, 1, timeout_ms) != 1)
-			return NULL;
-		n = read(fd, buf + *have, cap - 1 - *have);
-		if (n <= 0)
-			return NULL;
-		*have += (size_t)n;
-	}
-}
-
-/* Send @cmd and wait for its answer: 0, or -EIO with QEMU's error in @e. */
-static int qmp_exec(int fd, const char *cmd, char *buf, size_t cap, size_t *have,
-		    struct cmn_fail *e)
-{
-	json_object *rep, *err, *desc;
-	int r = 0;
-
-	if (write(fd, cmd, strlen(cmd)) != (ssize_t)strlen(cmd))
-		return cmn_fail(e, -EIO, "QEMU's monitor: write: %s", strerror(errno));
-	rep = qmp_reply(fd, buf, cap, have, MIG_QMP_TIMEOUT_MS);
-	if (!rep)
-		return cmn_fail(e, -EIO, "QEMU's monitor did not answer %s", cmd);
-	if (json_object_object_get_ex(rep, "error", &err))
-		r = cmn_fail(e, -EIO, "QEMU refused %s: %s", cmd,
-			     json_object_object_get_ex(err, "desc", &desc) ?
-			     json_object_get_string(desc) : "?");
-	json_object_put(rep);
-	return r;
-}
-
-int vmm_mig_qmp_ignore_shared(const char *path, struct cmn_fail *e)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	char buf[16384];
-	size_t have = 0;
-	json_object *hello;
-	int fd, r;
-
-	if (strlen(path) >= sizeof(sa.sun_path))
-		return cmn_fail(e, -ENAMETOOLONG, "monitor path %s is too long", path);
-	strcpy(sa.sun_path, path);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return cmn_fail(e, -errno, "socket: %s", strerror(errno));
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
-		r = cmn_fail(e, -errno, "QEMU's migration monitor %s: %s", path, strerror(errno));
-		goto out;
-	}
-	hello = qmp_reply(fd, buf, sizeof(buf), &have, MIG_QMP_HELLO_MS);
-	if (!hello) {
-		r = cmn_fail(e, -EIO, "QEMU's monitor %s sent no greeting", path);
-		goto out;
-	}
-	json_object_put(hello);
-	r = qmp_exec(fd, "{\"execute\":\"qmp_capabilities\"}\n", buf, sizeof(buf), &have, e);
-	if (!r)
-		r = qmp_exec(fd, "{\"execute\":\"migrate-set-capabilities\",\"arguments\":"
-			     "{\"capabilities\":[{\"capability\":\"x-ignore-shared\",\"state\":true}]}}\n",
-			     buf, sizeof(buf), &have, e);
-out:
-	close(fd);
-	return r;
 }
 
 /* ---- the two vgpuds ------------------------------------------------------------------------ */
@@ -369,7 +229,7 @@ struct mig_run {
 	struct vmm_vm_info info;
 	struct vmm_slice s;
 	char *xml, *dest_xml;
-	char listen[160], src_qmp[160];
+	char listen[160];
 	char mig_uri[160];		/* QEMU's stream: tcp://HOST of --to */
 	uint64_t t0;
 	bool incoming, outgoing;	/* what to cancel if it fails */
@@ -417,9 +277,10 @@ static int mig_preflight(struct mig_run *m, struct cmn_fail *e)
 		r = ctlc_open(o->dest_socket, &m->dc, e);
 	if (!r)
 		r = vmm_virt_xml(m->src, m->info.uuid, true, &m->xml, e);
-	if (!r && vmm_mig_qmp_path(m->xml, m->info.uuid, m->src_qmp, sizeof(m->src_qmp)))
-		r = cmn_fail(e, -EOPNOTSUPP, "domain %s has no vgpu-vm migration monitor: it was "
-			     "not launched with vgpu-vm launch --migratable", m->info.name);
+	if (!r && !strstr(m->xml, VMM_MIG_QEMU_GLOBAL))
+		r = cmn_fail(e, -EOPNOTSUPP, "domain %s does not give QEMU %s: it was not "
+			     "launched with vgpu-vm launch --migratable", m->info.name,
+			     VMM_MIG_QEMU_GLOBAL);
 	return r;
 }
 
@@ -500,7 +361,7 @@ static void *mig_thread(void *arg)
 	return NULL;
 }
 
-/* Step 3: libvirt moves the VM (the destination's hook gives its QEMU x-ignore-shared). */
+/* Step 3: libvirt moves the VM, the slice's BAR with it as RAM (see the top). */
 static int mig_vm(struct mig_run *m, struct cmn_fail *e)
 {
 	struct vmm_mig_target t = { .endpoint_old = m->s.endpoint_master,
@@ -544,12 +405,6 @@ static int mig_vm(struct mig_run *m, struct cmn_fail *e)
 	}
 	pthread_join(m->thr, NULL);
 	if (m->mig_ret) {
-		/* Without the hook on the destination its QEMU lacks x-ignore-shared, which QEMU
-		 * reports as a capability mismatch: say what is missing. */
-		if (strstr(m->mig_err.msg, "x-ignore-shared"))
-			return cmn_fail(e, m->mig_ret, "%s (the vgpu hook sets x-ignore-shared when "
-					"libvirt starts the domain: is it installed on the destination?)",
-					m->mig_err.msg);
 		*e = m->mig_err;
 		return m->mig_ret;
 	}
@@ -601,7 +456,11 @@ static void mig_cancel(struct mig_run *m)
 
 	if (m->outgoing)
 		mig_exec(m->sc, "migrate-cancel", m->s.uuid, NULL, NULL, NULL, NULL, NULL, &ignore);
-	if (m->incoming)
+	/* The destination's migration has the slice's UUID once the stream began, and was
+	 * opened for that UUID only: cancel it by the UUID, then by the address (not yet
+	 * connected). */
+	if (m->incoming &&
+	    mig_exec(m->dc, "migrate-cancel", m->s.uuid, NULL, NULL, NULL, NULL, NULL, &ignore))
 		mig_exec(m->dc, "migrate-cancel", NULL, "listen", m->listen, NULL, NULL, NULL,
 			 &ignore);
 }

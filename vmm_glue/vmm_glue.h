@@ -122,17 +122,13 @@ struct vmm_domain {
 	const char *console_log;		/* serial to this file; NULL: a pty */
 	const char *endpoint;			/* the slice's vf<N>.sock, or vf<N>.master.sock
 						 * when @migratable (shmem form) */
-	bool migratable;			/* <shmem role='master'> (QEMU's master=on) and a
-						 * QMP monitor for vgpu-vm migrate (VMM_MIG_QMP_DIR) */
+	bool migratable;			/* <shmem role='master'> and QEMU's master=on:
+						 * vgpu-vm migrate can move it */
 	struct vmm_meta meta;
 };
 
-/* The extra QMP monitor of a migratable domain, for what libvirt does not set (QEMU's
- * x-ignore-shared capability): a UNIX socket QEMU listens on, "<dir>/vgpu-mig-<domain
- * UUID>-<N>.qmp", N changing with every migration so that both ends of one on the same
- * machine never share it. */
-#define VMM_MIG_QMP_DIR		"/var/lib/libvirt/qemu"
-#define VMM_MIG_QMP_ID		"vgpu-mig"
+/* The <qemu:commandline> namespace, and what a migratable domain passes QEMU there. */
+#define VMM_MIG_QEMU_GLOBAL	"ivshmem-doorbell.master=on"
 #define VMM_QEMU_NS		"http://libvirt.org/schemas/domain/qemu/1.0"
 
 /* Check @d: a name libvirt and a shell both take ([A-Za-z0-9._-], 1..64, not starting
@@ -177,18 +173,14 @@ struct vmm_mig_target {
 	const char *endpoint_old, *endpoint_new;	/* the slice's vf<N>.master.sock */
 	const char *socket_old, *socket_new;		/* vgpud's control socket (metadata) */
 };
-/* The destination's XML for domain @dom_uuid: @xml with the <shmem>'s server path, our
- * metadata's vgpud socket and the migration monitor's generation (+1) replaced, each of
- * which must be there once. *@out malloc'd. -EINVAL naming what is missing. */
+/* The destination's XML for domain @dom_uuid: @xml with the <shmem>'s server path and our
+ * metadata's vgpud socket replaced, each of which must be there once, and QEMU's
+ * master=on (a domain launched --migratable). *@out malloc'd. -EINVAL naming what is
+ * missing. */
 int vmm_mig_dest_xml(const char *xml, const char *dom_uuid, const struct vmm_mig_target *t,
 		     char **out, struct cmn_fail *e);
-/* The migration monitor's socket path in @xml (VMM_MIG_QMP_DIR). 0 or -EINVAL (none). */
-int vmm_mig_qmp_path(const char *xml, const char *dom_uuid, char *path, size_t len);
 /* "tcp:HOST:0" for the host libvirt URI @uri names. 0 or -EINVAL (no host). */
 int vmm_mig_listen_for(const char *uri, char *out, size_t len);
-/* Set QEMU's x-ignore-shared migration capability through the QMP monitor at @path (the
- * hook's detached client does it when libvirt starts a migratable domain). */
-int vmm_mig_qmp_ignore_shared(const char *path, struct cmn_fail *e);
 
 /* One progress report: @phase "slice" (the vgpuds' pre-copy: round, bytes sent, dirty
  * bytes of the last pass, bytes expected next, estimate) or "vm" (libvirt's RAM copy:

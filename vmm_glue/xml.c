@@ -241,20 +241,13 @@ static void xml_devices(struct vmm_buf *b, const struct vmm_domain *d)
 		       "    <memballoon model='none'/>\n  </devices>\n");
 }
 
-/* A migratable domain's QEMU options that libvirt does not write: ivshmem's master=on
+/* A migratable domain's QEMU option that libvirt does not write: ivshmem's master=on
  * (libvirt 9 checks role='master' before it migrates but does not pass it to QEMU, which
- * then blocks the migration as peer mode) and the domain's own QMP monitor (see
- * VMM_MIG_QMP_DIR), its generation 0, which QEMU waits for at start (wait=on): the hook's
- * client sets x-ignore-shared there before anything else can happen (hook.c). */
-static void xml_mig_qemu_args(struct vmm_buf *b, const struct vmm_domain *d)
+ * then blocks the migration as peer mode). */
+static void xml_mig_qemu_args(struct vmm_buf *b)
 {
 	vmm_buf_printf(b, "  <qemu:commandline>\n    <qemu:arg value='-global'/>\n"
-		       "    <qemu:arg value='ivshmem-doorbell.master=on'/>\n");
-	vmm_buf_printf(b, "    <qemu:arg value='-chardev'/>\n"
-		       "    <qemu:arg value='socket,id=%s,path=%s/%s-%s-0.qmp,server=on,wait=on'/>\n"
-		       "    <qemu:arg value='-mon'/>\n    <qemu:arg value='chardev=%s,mode=control'/>\n"
-		       "  </qemu:commandline>\n", VMM_MIG_QMP_ID, VMM_MIG_QMP_DIR, VMM_MIG_QMP_ID,
-		       d->uuid, VMM_MIG_QMP_ID);
+		       "    <qemu:arg value='" VMM_MIG_QEMU_GLOBAL "'/>\n  </qemu:commandline>\n");
 }
 
 int vmm_xml_build(const struct vmm_domain *d, char **xml, struct cmn_fail *e)
@@ -288,7 +281,7 @@ int vmm_xml_build(const struct vmm_domain *d, char **xml, struct cmn_fail *e)
 		       "  <on_crash>destroy</on_crash>\n", d->kernel ? "destroy" : "restart");
 	xml_devices(&b, d);
 	if (d->migratable && d->form == VMM_FORM_SHMEM)
-		xml_mig_qemu_args(&b, d);
+		xml_mig_qemu_args(&b);
 	vmm_buf_printf(&b, "</domain>\n");
 	free(meta);
 	if (b.oom || !meta) {

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 /* vgpu-vm migrate's decisions that need no libvirt or vgpud: which slices can move (and
- * the reason named for each that cannot), the destination's domain XML (endpoint, vgpud
- * socket and migration monitor replaced, in libvirt's quoting, and refused when a piece is
- * missing), the destination vgpud's listen address from a libvirt URI, the migration
- * monitor's path, and the verb's usage errors. */
+ * the reason named for each that cannot), the destination's domain XML (endpoint and vgpud
+ * socket replaced, in libvirt's quoting, and refused when a piece is missing or the domain
+ * was not launched --migratable), the destination vgpud's listen address from a libvirt
+ * URI, and the verb's usage errors. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,14 +73,13 @@ static void test_check(void **state)
 	"    </vgpu:vm>\n  </metadata>\n"
 #define XML_SHMEM(ep) "    <shmem name='vgpu-" SLICE "' role='master'>\n" \
 	"      <model type='ivshmem-doorbell'/>\n      <server path='" ep "'/>\n    </shmem>\n"
-#define XML_MON(n) "  <qemu:commandline>\n    <qemu:arg value='-chardev'/>\n" \
-	"    <qemu:arg value='socket,id=vgpu-mig,path=" VMM_MIG_QMP_DIR "/vgpu-mig-" DOM "-" n \
-	".qmp,server=on,wait=on'/>\n  </qemu:commandline>\n"
+#define XML_QEMU "  <qemu:commandline>\n    <qemu:arg value='-global'/>\n" \
+	"    <qemu:arg value='" VMM_MIG_QEMU_GLOBAL "'/>\n  </qemu:commandline>\n"
 
 static const char src_xml[] = XML_HEAD XML_META("/run/a/control.sock") "  <devices>\n"
-	XML_SHMEM("/run/a/vf1.master.sock") "  </devices>\n" XML_MON("4") "</domain>\n";
+	XML_SHMEM("/run/a/vf1.master.sock") "  </devices>\n" XML_QEMU "</domain>\n";
 static const char dst_xml[] = XML_HEAD XML_META("/run/b/control.sock") "  <devices>\n"
-	XML_SHMEM("/run/b/vf2.master.sock") "  </devices>\n" XML_MON("5") "</domain>\n";
+	XML_SHMEM("/run/b/vf2.master.sock") "  </devices>\n" XML_QEMU "</domain>\n";
 
 static const struct vmm_mig_target target = {
 	.endpoint_old = "/run/a/vf1.master.sock", .endpoint_new = "/run/b/vf2.master.sock",
@@ -90,15 +89,11 @@ static const struct vmm_mig_target target = {
 static void test_dest_xml(void **state)
 {
 	struct cmn_fail e = { 0 };
-	char *out, path[256];
+	char *out;
 
 	(void)state;
 	assert_int_equal(vmm_mig_dest_xml(src_xml, DOM, &target, &out, &e), 0);
 	assert_string_equal(out, dst_xml);
-	assert_int_equal(vmm_mig_qmp_path(out, DOM, path, sizeof(path)), 0);
-	assert_string_equal(path, VMM_MIG_QMP_DIR "/vgpu-mig-" DOM "-5.qmp");
-	assert_int_equal(vmm_mig_qmp_path(src_xml, DOM, path, sizeof(path)), 0);
-	assert_string_equal(path, VMM_MIG_QMP_DIR "/vgpu-mig-" DOM "-4.qmp");
 	free(out);
 }
 
@@ -106,15 +101,15 @@ static const struct bad_xml_case {
 	const char *name, *xml;
 	const char *says;
 } bad_xml_cases[] = {
-	{ "no migration monitor (not --migratable)", XML_HEAD XML_META("/run/a/control.sock")
+	{ "no master=on for QEMU (not --migratable)", XML_HEAD XML_META("/run/a/control.sock")
 	  XML_SHMEM("/run/a/vf1.master.sock") "</domain>\n", "--migratable" },
 	{ "another endpoint", XML_HEAD XML_META("/run/a/control.sock")
-	  XML_SHMEM("/run/a/vf9.master.sock") XML_MON("0") "</domain>\n", "<server path=" },
+	  XML_SHMEM("/run/a/vf9.master.sock") XML_QEMU "</domain>\n", "<server path=" },
 	{ "the endpoint twice", XML_HEAD XML_META("/run/a/control.sock")
-	  XML_SHMEM("/run/a/vf1.master.sock") XML_SHMEM("/run/a/vf1.master.sock") XML_MON("0")
+	  XML_SHMEM("/run/a/vf1.master.sock") XML_SHMEM("/run/a/vf1.master.sock") XML_QEMU
 	  "</domain>\n", "<server path=" },
 	{ "another vgpud in the metadata", XML_HEAD XML_META("/run/c/control.sock")
-	  XML_SHMEM("/run/a/vf1.master.sock") XML_MON("0") "</domain>\n", "vgpud socket" },
+	  XML_SHMEM("/run/a/vf1.master.sock") XML_QEMU "</domain>\n", "vgpud socket" },
 };
 
 static void test_dest_xml_bad(void **state)
