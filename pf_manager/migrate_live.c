@@ -97,6 +97,8 @@ struct lm {
 	uint64_t stream_ns;		/* time spent in passes */
 	unsigned int precopy_rounds;	/* passes sent while the slice ran */
 	uint64_t pass_ns;		/* the last pass's time (worker only) */
+	uint64_t pass_t0, prev_t0;	/* when the last two passes began to read (worker only) */
+	uint64_t dirty_rate;		/* bytes/s the guest and engines dirtied, last round */
 	uint64_t pass0_bytes, pass0_ns;	/* the first, full pass: the stream's own rate */
 	char error[CMN_FAIL_MSG_MAX];
 	uint64_t gen, gen_sent;		/* record changes, and the last one sent as an event */
@@ -729,6 +731,8 @@ static int src_pass(struct lm *m, struct src_pages *sp, unsigned int pass, bool 
 	if (!pass && (r = recv_ack(m, f)))
 		return r;
 	t0 = cmn_now_ns();	/* the destination's plan is not the stream's time */
+	m->prev_t0 = m->pass_t0;
+	m->pass_t0 = t0;
 	src_collect(m, sp);
 	r = src_region(m, sp, &enc, MIG_R_VRAM, dirty_only, f);
 	if (!r)
@@ -748,6 +752,9 @@ static void src_progress(struct lm *m, unsigned int round, uint64_t sent)
 {
 	cmn_mutex_lock(&m->L->lock);
 	m->stream_ns += m->pass_ns;
+	/* What a round found changed was written since the previous round read it. */
+	m->dirty_rate = round && m->pass_t0 > m->prev_t0 ?
+			sent * 1000000000ull / (m->pass_t0 - m->prev_t0) : 0;
 	if (!round) {
 		m->pass0_bytes = sent;
 		m->pass0_ns = m->pass_ns;
@@ -1200,6 +1207,8 @@ static json_object *lm_json(struct lm *m)
 	json_object_object_add(o, "round", json_object_new_int((int)m->round));
 	json_object_object_add(o, "bytes", json_object_new_uint64(m->bytes));
 	json_object_object_add(o, "dirty_bytes", json_object_new_uint64(m->dirty_bytes));
+	if (m->source)
+		json_object_object_add(o, "dirty_bytes_per_s", json_object_new_uint64(m->dirty_rate));
 	json_object_object_add(o, "remaining_bytes", json_object_new_uint64(m->remaining));
 	json_object_object_add(o, "estimate_ms", json_object_new_uint64(rate ? m->remaining * 1000 /
 									 rate : 0));

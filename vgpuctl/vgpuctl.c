@@ -764,7 +764,7 @@ static int cmd_restore(struct ctlc *c, struct vgpuctl_opts *o)
 /* One migration record as a line: role, status, round, bytes, dirty bytes, estimate. */
 static void migration_line(json_object *m)
 {
-	char a[32], b[32], c[32];
+	char a[32], b[32], c[32], d[32];
 
 	printf("%s %s: %s, round %d, %s sent, %s in the last pass, %s left (~%" PRIu64 " ms)",
 	       jstr(m, "uuid")[0] ? jstr(m, "uuid") : "(not yet known)", jstr(m, "role"),
@@ -772,6 +772,8 @@ static void migration_line(json_object *m)
 	       ctlc_size_format(jnum(m, "bytes"), a, sizeof(a)),
 	       ctlc_size_format(jnum(m, "dirty_bytes"), b, sizeof(b)),
 	       ctlc_size_format(jnum(m, "remaining_bytes"), c, sizeof(c)), jnum(m, "estimate_ms"));
+	if (jnum(m, "dirty_bytes_per_s"))
+		printf(", dirtied at %s/s", ctlc_size_format(jnum(m, "dirty_bytes_per_s"), d, sizeof(d)));
 	if (jobj(m, "downtime_ms"))
 		printf(", downtime %.1f ms", json_object_get_double(jobj(m, "downtime_ms")));
 	printf(", %.0f ms in all", json_object_get_double(jobj(m, "total_ms")));
