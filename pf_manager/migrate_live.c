@@ -55,7 +55,7 @@
 #define LM_DEF_ROUNDS		8
 #define LM_DEF_SWITCH_BYTES	(16ull << 20)
 #define LM_MAX_DAEMONS		8
-#define LM_IDLE_ROUND_MS	50		/* a round this often while waiting */
+#define LM_IDLE_ROUND_MS	50		/* the least wait between rounds while waiting */
 
 enum lm_status { LM_LISTENING, LM_CONNECTING, LM_PRE_COPY, LM_WAITING, LM_STOP_COPY,
 		 LM_COMPLETED, LM_FAILED, LM_CANCELLED };
@@ -768,18 +768,20 @@ static void src_progress(struct lm *m, unsigned int round, uint64_t sent)
 	cmn_mutex_unlock(&m->L->lock);
 }
 
-/* Wait up to LM_IDLE_ROUND_MS for migrate-switchover: 1 when it came, 0 when the time is
- * up (another round keeps the dirty set small), or a cancel or the destination gone. */
+/* Wait for migrate-switchover: 1 when it came, 0 when it is time for another round (which
+ * keeps the dirty set small), or a cancel or the destination gone. The wait is at least
+ * LM_IDLE_ROUND_MS and four times the last round, so rounds take at most a fifth of a CPU
+ * however much is populated. */
 static int src_wait_go(struct lm *m, struct cmn_fail *f)
 {
 	struct pollfd p[2] = { { .fd = m->sock, .events = POLLIN }, { .fd = m->wake_fd, .events = POLLIN } };
-	int n;
+	int ms = (int)cmn_max((uint64_t)LM_IDLE_ROUND_MS, 4 * m->pass_ns / 1000000), n;
 
 	if (atomic_load(&m->go))
 		return 1;
 	if (atomic_load(&m->cancel))
 		return cmn_fail(f, -ECANCELED, "cancelled");
-	n = poll(p, 2, LM_IDLE_ROUND_MS);
+	n = poll(p, 2, ms);
 	if (n < 0 && errno != EINTR)
 		return cmn_fail(f, -errno, "poll: %s", cmn_strerror(-errno));
 	if (n > 0 && p[1].revents)
