@@ -361,6 +361,8 @@ static int recv_ack(struct lm *m, struct cmn_fail *f)
 	if (r)
 		return cmn_fail(f, r, "the destination's answer was cut short");
 	msg[len] = 0;
+	if (le32toh(h[1]) == ECANCELED)
+		return cmn_fail(f, -ECANCELED, "cancelled on the destination");
 	if (h[1])
 		return cmn_fail(f, -(int)le32toh(h[1]), "the destination refused: %s", msg);
 	return 0;
@@ -1077,8 +1079,16 @@ static void *dst_main(void *arg)
 		if (r)
 			cmn_fail(&f, r, "%s", m->req_err.f.msg);
 	}
+	if (r && atomic_load(&m->cancel))
+		cmn_fail(&f, r = -ECANCELED, "cancelled");
 	if (m->sock >= 0)
 		send_ack(m, r, r ? f.msg : "");
+	if (m->lfd >= 0) {		/* cancelled while listening: the address is free again */
+		close(m->lfd);
+		m->lfd = -1;
+		if (m->peer[0] == '/')
+			unlink(m->peer);
+	}
 	if (r && m->s)
 		lm_request(m, LM_REQ_DISCARD);
 	cmn_mutex_lock(&m->L->lock);

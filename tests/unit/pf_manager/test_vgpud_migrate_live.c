@@ -553,6 +553,7 @@ static void test_live_cancel(void **state)
 {
 	struct fixture *f = *state;
 	struct image im;
+	json_object *ev;
 	int fd;
 
 	fill_source(f);
@@ -568,13 +569,25 @@ static void test_live_cancel(void **state)
 	json_object_put(wait_status(f->ea, "cancelled"));
 	json_object_put(wait_status(f->eb, "failed"));
 	source_kept(f, &im);
-	image_free(&im);
 	/* A cancel of nothing names what is missing. */
 	assert_int_equal(T_CTL(f->a, "migrate-cancel", "-u", U1), EXIT_NOTFOUND);
 	/* A destination still listening can be cancelled by its address. */
 	listen_b(f);
 	assert_int_equal(T_CTL(f->b, "migrate-cancel", "--listen", f->sock), 0);
 	json_object_put(wait_status(f->eb, "cancelled"));
+
+	/* A cancel on the destination during pre-copy: it discards, the source resumes. */
+	listen_b(f);
+	assert_int_equal(T_CTL(f->a, "migrate", "-u", U1, "--to", f->sock, "--switchover",
+			       "manual", "--no-wait"), 0);
+	json_object_put(wait_status(f->ea, "waiting"));
+	assert_int_equal(T_CTL(f->b, "migrate-cancel", "-u", U1), 0);
+	json_object_put(wait_status(f->eb, "cancelled"));
+	ev = wait_status(f->ea, "cancelled");
+	assert_string_equal(jget(ev, "error"), "cancelled on the destination");
+	json_object_put(ev);
+	source_kept(f, &im);
+	image_free(&im);
 }
 
 /* B is killed while the source waits for its switchover: the source resumes. */
