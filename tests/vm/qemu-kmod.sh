@@ -7,13 +7,16 @@
 #   solo    the full suite, one process, then its managed-memory point
 #   reset   "reset recovery" alone (as qemu-vfio.sh runs it): the guest waits, this script
 #           resets its VF when it prints "# ready for reset"; the driver forgets every
-#           file's objects, the process recovers
-#   shared  two processes on the one VF at the same time, each running the cases that do
-#           not need the whole slice to themselves (allocating to the quota, every channel,
-#           every DMA byte, a 2 MiB DMA buffer out of the slice's 4 MiB cannot pass twice on
-#           one function at once)
-# Each guest also checks that its kernel log has no WARN, BUG or oops. Prints TAP
-# (conventions in tests/vm/lib.sh).
+#           file's objects, the process recovers, and a process holding pages it migrated
+#           into VRAM ends by SIGBUS
+#   shared  a process SIGKILLed in the middle of its GPU work, then two processes on the
+#           one VF at the same time, each running the cases that do not need the whole
+#           slice to themselves (allocating to the quota, every channel, every DMA byte, a
+#           2 MiB DMA buffer out of the slice's 4 MiB cannot pass twice on one function at
+#           once)
+# Each guest then runs the driver's own checks (vgpu-kmod-test: bad ioctls, mappings,
+# clients freed on close and kill, SVM), unloads the module and checks that its kernel log
+# has no WARN, BUG or oops. Prints TAP (conventions in tests/vm/lib.sh).
 . "$(dirname "$0")/lib.sh"
 
 # The cases two processes run at once ('|' separates the names' parts; no spaces: they
