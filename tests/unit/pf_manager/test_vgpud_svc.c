@@ -195,9 +195,13 @@ static void test_victim_served_while_gsp_held(void **state)
 		assert_int_equal(t_guest_call(&g3, VF_MSG_GET_INFO, NULL, 0, &info, sizeof(info),
 					      &got), 0);
 		assert_int_equal(info.vf_id, 3);
+		/* Answered while VF 1's call is held at the gate: with one thread for every
+		 * mailbox they could only come after it ended, at the GSP's deadline (2 s).
+		 * Checked on the first round: a host loaded enough can take that long for all
+		 * of them, and then VF 1 has its deadline's error, not a wrong answer. */
+		if (!i)
+			assert_int_equal(cmn_ring_count(&g1.rsp), 0);
 	}
-	/* VF 1 is still held at the gate (its call cannot end before the GSP's deadline). */
-	assert_int_equal(cmn_ring_count(&g1.rsp), 0);
 	assert_int_equal(kill(gsp, SIGCONT), 0);
 	assert_int_equal(t_guest_wait(&g1, VF_VEC_MBOX), 0);
 	assert_int_equal(cmn_ring_pop(&g1.rsp, slot), 0);
