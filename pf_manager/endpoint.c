@@ -780,6 +780,12 @@ static void ep_admit(struct pf_daemon *d, struct pf_slice *s, int c, uid_t uid, 
 	ep->client_fd = c;
 	ep->guest_peer0 = peer0;
 	atomic_store(&ep->guest_abi, 0);
+	/* The QEMU that arrives with a migrated guest: the guest announced its ABI on the
+	 * source and does not know it moved (once: a later guest announces itself). */
+	if (peer0 && s->mig_guest_abi) {
+		atomic_store(&ep->guest_abi, s->mig_guest_abi);
+		s->mig_guest_abi = 0;
+	}
 	ep->peer_pidfd = pidfd;
 	ep->peer_uid = uid;
 	ep->peer_pid = pid;

@@ -151,6 +151,8 @@ char *pf_mig_def(struct pf_daemon *d, const struct pf_slice *s, json_object *ext
 	pf_json_add_u64(o, "vram_bytes", s->prov.vram);
 	json_object_object_add(o, "parent", json_object_new_string(d->cfg.pf_id));
 	json_object_object_add(o, "model", json_object_new_string(d->cfg.model));
+	if (pf_endpoint_guest_abi(s))		/* the guest will not announce it again */
+		pf_json_add_u64(o, "guest_abi", pf_endpoint_guest_abi(s));
 	if (extra)
 		json_object_object_add(o, "live", extra);
 	txt = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
@@ -273,7 +275,7 @@ int pf_slice_save_cmd(struct pf_daemon *d, json_object *args, bool dry, json_obj
 static int plan_slice(struct pf_daemon *d, const struct mig_frame *fr, struct pf_mig_plan *p,
 		      struct pf_err *e)
 {
-	json_object *o = NULL, *def, *tr;
+	json_object *o = NULL, *def, *tr, *ga;
 	int r;
 
 	if (pf_json_parse_strict(fr->u.slice.def, fr->u.slice.def_len, &o) ||
@@ -293,6 +295,8 @@ static int plan_slice(struct pf_daemon *d, const struct mig_frame *fr, struct pf
 		fail_prefix(e, r, "frame 1 (slice): the definition is refused here: ");
 	else if (json_object_object_get_ex(o, "transient", &tr))
 		p->s->transient = json_object_get_boolean(tr);
+	if (!r && json_object_object_get_ex(o, "guest_abi", &ga))
+		p->s->mig_guest_abi = (uint32_t)json_object_get_uint64(ga);
 	json_object_put(o);
 	return r;
 }

@@ -126,6 +126,10 @@ struct pf_slice {
 	uint64_t started_ns;
 	bool reset_pending;		/* a reset committed to the journal, not yet done */
 	struct mig_sm mig;		/* migration state (migrate.c); RUNNING while it runs */
+	uint32_t mig_guest_abi;		/* the ABI its guest announced on the source (a SLICE
+					 * frame's guest_abi): the next guest to attach through
+					 * vf<N>.master.sock, which moved and does not announce
+					 * again, has announced it (endpoint.c), 0: none */
 	bool def_pending;		/* restored: the journal holds its definition, the file may not */
 	/* counters (the mailbox ones copied from the service thread by pf_svc_sync()) */
 	uint64_t rpc_ok, rpc_err, mbox_kicks, resets;
