@@ -12,6 +12,9 @@
  *                                       interrupt (the MBOX ioctl, and the file's own rings
  *                                       rung by NOTIFY), SVM migration GB/s each way with a
  *                                       guest memcpy of the same size as the baseline
+ *   vgpu-kmod-test --bench-poll         with the driver unloaded: the same round trip as the
+ *                                       polling tier makes it (BAR2 and the doorbell through
+ *                                       sysfs, spinning on the reply ring), one JSON object
  *
  * Prints TAP and one "N passed, N failed" line; exit status 0 if nothing failed. Needs only
  * the ABI headers (include/vgpu/). */
@@ -28,6 +31,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -705,6 +709,104 @@ out:
 	return ret;
 }
 
+/* The VF's ivshmem device in sysfs (vendor 1af4, device 1110), or -1. */
+static int find_sysfs(char *dir, size_t len)
+{
+	DIR *d = opendir("/sys/bus/pci/devices");
+	struct dirent *e;
+	char path[512], id[32];
+	int found = -1;
+
+	while (d && found < 0 && (e = readdir(d))) {
+		FILE *f;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/device", e->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (fgets(id, sizeof(id), f) && !strncmp(id, "0x1110", 6)) {
+			snprintf(dir, len, "/sys/bus/pci/devices/%s", e->d_name);
+			found = 0;
+		}
+		fclose(f);
+	}
+	if (d)
+		closedir(d);
+	return found;
+}
+
+/* Map sysfs resource @n of @dir whole: its address and size, or NULL. */
+static void *map_resource(const char *dir, int n, uint64_t *size)
+{
+	char path[600];
+	struct stat st;
+	void *p;
+	off_t end;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/resource%d", dir, n);
+	fd = open(path, O_RDWR | O_SYNC | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	end = fstat(fd, &st) ? 0 : st.st_size;	/* sysfs gives the BAR's size */
+	*size = end > 0 ? (uint64_t)end : 0;
+	p = *size ? mmap(NULL, *size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+	close(fd);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+/* PING round trips the polling way: the real rings in BAR2, the doorbell register rung
+ * through BAR0, a spin on the reply ring's head. Needs the device unbound. */
+static int bench_poll(void)
+{
+	enum { N = 2000 };
+	static double v[N];
+	char dir[300];
+	uint64_t s0, s2;
+	volatile uint32_t *bar0;
+	uint8_t *bar2;
+	const struct vf_bar_header *h;
+	struct vgpu_ring_hdr *rq, *rs;
+	double p50, p99;
+
+	if (find_sysfs(dir, sizeof(dir)))
+		return fprintf(stderr, "no VF device in sysfs\n"), 1;
+	bar0 = map_resource(dir, 0, &s0);
+	bar2 = map_resource(dir, 2, &s2);
+	if (!bar0 || !bar2)
+		return fprintf(stderr, "cannot map %s's BARs\n", dir), 1;
+	h = (const struct vf_bar_header *)(bar2 + vf_bar_header_off(s2));
+	if (h->magic != VF_BAR_MAGIC)
+		return fprintf(stderr, "no VF magic\n"), 1;
+	rq = (struct vgpu_ring_hdr *)(bar2 + h->req_off);
+	rs = (struct vgpu_ring_hdr *)(bar2 + h->rsp_off);
+	__atomic_store_n(&rs->tail, __atomic_load_n(&rs->head, __ATOMIC_ACQUIRE), __ATOMIC_RELEASE);
+	for (int i = 0; i < N; i++) {
+		double t0 = now_us(), give_up = t0 + 5e6;
+		uint32_t head = rq->head, tail = rs->tail;
+		struct vf_msg *m = (struct vf_msg *)((uint8_t *)(rq + 1) +
+				   (size_t)(head & (rq->nr_elems - 1)) * rq->elem_size);
+
+		memset(m, 0, sizeof(*m) + 64);
+		m->type = VF_MSG_PING;
+		m->seq = 0x10000u + (uint32_t)i;
+		m->length = 64;
+		__atomic_store_n(&rq->head, head + 1, __ATOMIC_RELEASE);
+		bar0[0x0c / 4] = h->host_peer << 16 | VF_VEC_MBOX;
+		while (__atomic_load_n(&rs->head, __ATOMIC_ACQUIRE) == tail)
+			if (now_us() > give_up)
+				return fprintf(stderr, "no reply to ping %d\n", i), 1;
+		__atomic_store_n(&rs->tail, tail + 1, __ATOMIC_RELEASE);
+		v[i] = now_us() - t0;
+	}
+	pcts(v, N, &p50, &p99);
+	printf("{\"poll_mbox_p50_us\": %.1f, \"poll_mbox_p99_us\": %.1f, \"round_trips\": %d}\n",
+	       p50, p99, N);
+	return 0;
+}
+
 static int bench(void)
 {
 	enum { N = 2000 };
@@ -758,6 +860,8 @@ int main(int argc, char **argv)
 	bool hold = argc > 1 && !strcmp(argv[1], "--svm-hold");
 	bool figures = argc > 1 && !strcmp(argv[1], "--bench");
 
+	if (argc > 1 && !strcmp(argv[1], "--bench-poll"))
+		return bench_poll();
 	if (hold || figures) {
 		argc--;
 		argv++;
