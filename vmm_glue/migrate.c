@@ -392,7 +392,7 @@ static int mig_vm(struct mig_run *m, struct cmn_fail *e)
 	while (!__atomic_load_n(&m->mig_done, __ATOMIC_ACQUIRE)) {
 		struct vmm_virt_job j;
 
-		if (!vmm_virt_job(m->src, m->info.uuid, &j) && j.active) {
+		if (!vmm_virt_job(m->src, m->info.uuid, false, &j) && j.active) {
 			struct vmm_mig_progress p = { .phase = "vm", .round = (unsigned int)j.iteration,
 						      .bytes = j.processed,
 						      .remaining_bytes = j.remaining };
@@ -415,6 +415,7 @@ static int mig_vm(struct mig_run *m, struct cmn_fail *e)
 static int mig_switchover(struct mig_run *m, struct cmn_fail *e)
 {
 	uint64_t t_stop = cmn_now_ns(), deadline = t_stop + MIG_SWITCH_S * 1000000000ull;
+	struct vmm_virt_job j;
 	json_object *rec;
 	int r = mig_exec(m->sc, "migrate-switchover", m->s.uuid, NULL, NULL, NULL, NULL, NULL, e);
 
@@ -446,6 +447,15 @@ static int mig_switchover(struct mig_run *m, struct cmn_fail *e)
 	if (!r)
 		r = vmm_virt_resume(m->dst, m->info.uuid, e);
 	m->rep->vm_downtime_ms = (cmn_now_ns() - t_stop) / 1000000;
+	/* The destination keeps the incoming migration's figures: QEMU's own stop (before
+	 * t_stop) and the RAM it moved. */
+	if (!r && !vmm_virt_job(m->dst, m->info.uuid, true, &j)) {
+		m->rep->vm_downtime_ms += j.downtime_ms;
+		if (j.processed)
+			m->rep->vm_bytes = j.processed;
+		if (j.iteration)
+			m->rep->vm_iterations = (unsigned int)j.iteration;
+	}
 	return r;
 }
 

@@ -291,7 +291,7 @@ out:
 	return r;
 }
 
-int vmm_virt_job(struct vmm_virt *v, const char *uuid, struct vmm_virt_job *j)
+int vmm_virt_job(struct vmm_virt *v, const char *uuid, bool completed, struct vmm_virt_job *j)
 {
 	virDomainPtr dom = virDomainLookupByUUIDString(v->conn, uuid);
 	virTypedParameterPtr par = NULL;
@@ -301,15 +301,20 @@ int vmm_virt_job(struct vmm_virt *v, const char *uuid, struct vmm_virt_job *j)
 	memset(j, 0, sizeof(*j));
 	if (!dom)
 		return -ENOENT;
-	if (virDomainGetJobStats(dom, &type, &par, &npar, 0)) {
+	if (virDomainGetJobStats(dom, &type, &par, &npar,
+				 completed ? VIR_DOMAIN_JOB_STATS_COMPLETED : 0)) {
 		virDomainFree(dom);
 		return -EIO;
 	}
 	j->active = type != VIR_DOMAIN_JOB_NONE;
-	if (virTypedParamsGetULLong(par, npar, VIR_DOMAIN_JOB_DATA_PROCESSED, &u) == 1)
+	if (virTypedParamsGetULLong(par, npar, VIR_DOMAIN_JOB_MEMORY_PROCESSED, &u) == 1 ||
+	    virTypedParamsGetULLong(par, npar, VIR_DOMAIN_JOB_DATA_PROCESSED, &u) == 1)
 		j->processed = u;
-	if (virTypedParamsGetULLong(par, npar, VIR_DOMAIN_JOB_DATA_REMAINING, &u) == 1)
+	if (virTypedParamsGetULLong(par, npar, VIR_DOMAIN_JOB_MEMORY_REMAINING, &u) == 1 ||
+	    virTypedParamsGetULLong(par, npar, VIR_DOMAIN_JOB_DATA_REMAINING, &u) == 1)
 		j->remaining = u;
+	if (virTypedParamsGetULLong(par, npar, VIR_DOMAIN_JOB_DOWNTIME, &u) == 1)
+		j->downtime_ms = u;
 	if (virTypedParamsGetULLong(par, npar, VIR_DOMAIN_JOB_MEMORY_ITERATION, &u) == 1)
 		j->iteration = u;
 	virTypedParamsFree(par, npar);

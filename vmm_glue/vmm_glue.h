@@ -204,9 +204,10 @@ struct vmm_mig_opts {
 	void *ctx;
 };
 
-/* What a migration did. vm_downtime_ms runs from libvirt's end of the VM's move (source
- * stopped, destination paused) to the destination's resume; QEMU's own stop before it
- * (bounded by max_downtime_ms) comes on top. */
+/* What a migration did. vm_downtime_ms: QEMU's own stop of the VM (bounded by
+ * max_downtime_ms, as the destination's libvirt reports it) plus the time from libvirt's
+ * end of the VM's move (source stopped, destination paused) to the destination's resume,
+ * the slice's switchover inside it. */
 struct vmm_mig_report {
 	char name[128], uuid[VMM_UUID_LEN], slice[VMM_UUID_LEN];
 	uint64_t total_ms, vm_downtime_ms, slice_downtime_ms;

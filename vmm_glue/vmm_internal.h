@@ -72,9 +72,11 @@ struct vmm_virt_job {
 	bool active;
 	uint64_t processed, remaining;	/* bytes of guest RAM */
 	uint64_t iteration;		/* QEMU's RAM passes */
+	uint64_t downtime_ms;		/* QEMU's stop (completed jobs) */
 };
-/* 0, -ENOENT (no such domain) or -EIO. */
-int vmm_virt_job(struct vmm_virt *v, const char *uuid, struct vmm_virt_job *j);
+/* The job in progress, or with @completed the last one that completed (a migrated
+ * domain's destination keeps the incoming one's). 0, -ENOENT (no domain) or -EIO. */
+int vmm_virt_job(struct vmm_virt *v, const char *uuid, bool completed, struct vmm_virt_job *j);
 /* Resume a paused domain. */
 int vmm_virt_resume(struct vmm_virt *v, const char *uuid, struct cmn_fail *e);
 
