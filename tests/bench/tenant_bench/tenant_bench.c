@@ -108,7 +108,7 @@ static int tb_open(const struct vfx *fx, unsigned int n, uint64_t spin_ns, struc
 	struct vgpu_vf_opts o = { .socket = sock, .quiet = true, .spin_ns = spin_ns };
 	struct vgpu_rm_msg c = rm_hdr(VGPU_RM_OP_ALLOC_CLIENT, sizeof(c));
 	struct vgpu_rm_alloc a = { .hdr = rm_hdr(VGPU_RM_OP_ALLOC, sizeof(a)) };
-	uint32_t hdev;
+	uint32_t hdev = 0;
 	int r;
 
 	vfx_endpoint(fx, (int)n, sock, sizeof(sock));
