@@ -88,6 +88,8 @@ struct lm {
 	uint64_t switch_bytes;
 	int64_t corrupt_at;		/* test builds: flip this stream byte (-1 none) */
 	uint64_t wire;			/* stream bytes sent (source) */
+	int sock_err;			/* the connection's failure (source), 0 while it works */
+	bool got_ack;			/* recv_ack() read a whole ack record */
 	atomic_bool cancel, go;
 	/* the record (L->lock) */
 	enum lm_status status;
@@ -239,6 +241,14 @@ static int lm_send(void *ctx, const void *buf, size_t len)
 	const uint8_t *b = buf;
 	uint8_t flip[1];
 
+	/* Nothing comes back during a pass but a refusal (or the end of the connection): a
+	 * source looks before each data payload, so it stops within a frame. */
+	if (m->source && len >= LM_PAGE) {
+		struct pollfd p = { .fd = m->sock, .events = POLLIN };
+
+		if (poll(&p, 1, 0) == 1)
+			return m->sock_err = -ECONNABORTED;
+	}
 	while (len) {
 		size_t n = len;
 		const void *from = b;
@@ -266,7 +276,7 @@ static int lm_send(void *ctx, const void *buf, size_t len)
 			continue;
 		}
 		if (k <= 0)
-			return k < 0 ? -errno : -EPIPE;
+			return m->sock_err = k < 0 ? -errno : -EPIPE;
 		b += k;
 		len -= (size_t)k;
 		m->wire += (uint64_t)k;
@@ -361,6 +371,7 @@ static int recv_ack(struct lm *m, struct cmn_fail *f)
 	if (r)
 		return cmn_fail(f, r, "the destination's answer was cut short");
 	msg[len] = 0;
+	m->got_ack = true;
 	if (le32toh(h[1]) == ECANCELED)
 		return cmn_fail(f, -ECANCELED, "cancelled on the destination");
 	if (h[1])
@@ -372,11 +383,16 @@ static int recv_ack(struct lm *m, struct cmn_fail *f)
 static int send_failed(struct lm *m, int r, struct cmn_fail *f)
 {
 	struct pollfd p = { .fd = m->sock, .events = POLLIN };
+	int ra;
 
 	if (r == -ECANCELED)
 		return cmn_fail(f, r, "cancelled");
-	if (poll(&p, 1, 0) == 1 && recv_ack(m, f) < 0 && strstr(f->msg, "refused"))
-		return f->err;
+	m->got_ack = false;
+	if (poll(&p, 1, 0) == 1) {
+		ra = recv_ack(m, f);
+		if (m->got_ack || r == -ECONNABORTED)
+			return ra;	/* its refusal, or "closed the connection" */
+	}
 	return cmn_fail(f, r, "the connection to the destination broke: %s", cmn_strerror(r));
 }
 
@@ -743,8 +759,10 @@ static int src_pass(struct lm *m, struct src_pages *sp, unsigned int pass, bool 
 		r = src_state(m, &enc, f);
 	if (!r)
 		r = mig_enc_end(&enc, f);
+	if (r && (m->sock_err || f->err == -ECANCELED))
+		return send_failed(m, m->sock_err ? m->sock_err : -ECANCELED, f);
 	if (r)
-		return f->err == -ECANCELED || r == -EPIPE || r == -ECONNRESET ? send_failed(m, r, f) : r;
+		return r;
 	*sent = enc.tot.bytes[MIG_R_VRAM] + enc.tot.bytes[MIG_R_DMA];
 	m->pass_ns = cmn_now_ns() - t0;
 	return 0;
@@ -1061,6 +1079,25 @@ static int dst_accept(struct lm *m, struct cmn_fail *f)
 	return 0;
 }
 
+/* After a refusal: no more writes, and what the source still sends is read and dropped
+ * until it closes (it stops within a frame once it sees the refusal), so that closing with
+ * unread data does not reset a TCP connection before the source read why. A few seconds
+ * at most. */
+static void dst_linger(struct lm *m)
+{
+	static _Thread_local uint8_t sink[64 << 10];
+	struct pollfd p = { .fd = m->sock, .events = POLLIN };
+	uint64_t end = cmn_now_ns() + 3 * 1000000000ull;
+
+	shutdown(m->sock, SHUT_WR);
+	while (cmn_now_ns() < end && poll(&p, 1, 1000) == 1) {
+		ssize_t k = recv(m->sock, sink, sizeof(sink), MSG_DONTWAIT);
+
+		if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR))
+			break;
+	}
+}
+
 static void *dst_main(void *arg)
 {
 	struct lm *m = arg;
@@ -1081,8 +1118,8 @@ static void *dst_main(void *arg)
 	}
 	if (r && atomic_load(&m->cancel))
 		cmn_fail(&f, r = -ECANCELED, "cancelled");
-	if (m->sock >= 0)
-		send_ack(m, r, r ? f.msg : "");
+	if (m->sock >= 0 && !send_ack(m, r, r ? f.msg : "") && r)
+		dst_linger(m);
 	if (m->lfd >= 0) {		/* cancelled while listening: the address is free again */
 		close(m->lfd);
 		m->lfd = -1;
