@@ -4,7 +4,9 @@
  * host_peer 0); vf<N>.master.sock makes the guest peer 0 and vgpud VF_EP_HOST_PEER, and
  * the header says so before the BAR is handed over. What the guest announces in GET_INFO
  * (its ABI, or nothing: a driver before 2.3) is what query-slices reports, and a new
- * attachment starts from nothing again. */
+ * attachment starts from nothing again, except the first one through vf<N>.master.sock after
+ * the slice moved (save on one vgpud, restore on another): that is the migrated guest's
+ * QEMU, and the guest, which announced on the source, does not announce again. */
 #include "common/compiler.h"
 #include "pf_test.h"
 
@@ -31,12 +33,12 @@ static int teardown(void **state)
 	return t_teardown(state);
 }
 
-/* The slice's entry in vgpuctl's JSON list (owned by the caller). */
-static json_object *slice_json(void)
+/* The slice's entry in vgpuctl's JSON list of @d (owned by the caller). */
+static json_object *slice_json_of(struct tdaemon *d)
 {
 	json_object *all, *arr, *s;
 
-	assert_int_equal(T_CTL(dmn, "--json", "list", "-u", SLICE), 0);
+	assert_int_equal(T_CTL(d, "--json", "list", "-u", SLICE), 0);
 	all = t_out_json();
 	assert_non_null(all);
 	if (json_object_is_type(all, json_type_array)) {
@@ -50,10 +52,10 @@ static json_object *slice_json(void)
 	return s;
 }
 
-/* query-slices' @key of the slice as a string ("" when absent, "null" when null). */
-static void slice_field(const char *key, char *out, size_t len)
+/* query-slices' @key of the slice on @d as a string ("" when absent, "null" when null). */
+static void slice_field_of(struct tdaemon *d, const char *key, char *out, size_t len)
 {
-	json_object *s = slice_json(), *v;
+	json_object *s = slice_json_of(d), *v;
 
 	if (!json_object_object_get_ex(s, key, &v))
 		snprintf(out, len, "%s", "");
@@ -62,12 +64,17 @@ static void slice_field(const char *key, char *out, size_t len)
 	json_object_put(s);
 }
 
-static bool detached(void)
+static void slice_field(const char *key, char *out, size_t len)
+{
+	slice_field_of(dmn, key, out, len);
+}
+
+static bool detached_on(struct tdaemon *d)
 {
 	char v[16];
 
 	for (int i = 0; i < 500; i++) {
-		slice_field("attached", v, sizeof(v));
+		slice_field_of(d, "attached", v, sizeof(v));
 		if (!strcmp(v, "false"))
 			return true;
 		usleep(10000);
@@ -75,17 +82,23 @@ static bool detached(void)
 	return false;
 }
 
-/* Attach to @sock expecting our peer id @id and vgpud's @host in the messages and in the
- * header, then map the rings as t_guest_attach() does. */
-static void attach_as(const char *sock, int64_t id, int64_t host, struct tguest *g)
+static bool detached(void)
+{
+	return detached_on(dmn);
+}
+
+/* Attach to @sock of @d expecting our peer id @id and vgpud's @host in the messages and in
+ * the header, then map the rings as t_guest_attach() does. */
+static void attach_to(struct tdaemon *d, const char *sock, int64_t id, int64_t host,
+		      struct tguest *g)
 {
 	char path[300];
 	struct stat sb;
 	int64_t v;
 	int fd;
 
-	assert_true(detached());
-	snprintf(path, sizeof(path), "%s/%s", dmn->run, sock);
+	assert_true(detached_on(d));
+	snprintf(path, sizeof(path), "%s/%s", d->run, sock);
 	memset(g, 0, sizeof(*g));
 	g->sock = t_connect(path);
 	assert_true(g->sock >= 0);
@@ -111,10 +124,15 @@ static void attach_as(const char *sock, int64_t id, int64_t host, struct tguest 
 	g->hdr = (struct vf_bar_header *)(g->bar + vf_bar_header_off(g->bar_size));
 	assert_int_equal(g->hdr->abi_version, VGPU_ABI_VERSION);
 	assert_int_equal(g->hdr->host_peer, (uint32_t)host);
-	assert_int_equal(g->hdr->vf_id, 1);
 	assert_int_equal(cmn_ring_attach(&g->req, g->bar + g->hdr->req_off, g->hdr->ring_region_size), 0);
 	assert_int_equal(cmn_ring_attach(&g->rsp, g->bar + g->hdr->rsp_off, g->hdr->ring_region_size), 0);
 	assert_int_equal(cmn_ring_attach(&g->evt, g->bar + g->hdr->evt_off, g->hdr->ring_region_size), 0);
+}
+
+static void attach_as(const char *sock, int64_t id, int64_t host, struct tguest *g)
+{
+	attach_to(dmn, sock, id, host, g);
+	assert_int_equal(g->hdr->vf_id, 1);
 }
 
 /* GET_INFO as a driver of ABI @abi sends it (0: a driver before 2.3, no payload). */
@@ -210,9 +228,47 @@ static void test_one_guest(void **state)
 	t_guest_detach(&g);
 }
 
+/* The slice moves to a second vgpud with its guest's announcement: save while a 2.3 guest is
+ * attached through the master socket, restore on the other daemon; there the first guest on
+ * the master socket (the migrated guest's QEMU) has announced 2.3 without a GET_INFO, a
+ * later one has not, and a guest in peer mode never inherits. */
+static void test_moved_guest(void **state)
+{
+	struct tdaemon *b = t_daemon_new();
+	char file[256], v[64];
+	struct tguest g;
+
+	(void)state;
+	assert_int_equal(t_daemon_start(b, "--vram", "2G", "--max-vfs", "2", "--num-vfs", "2",
+					"--spare-vram", "256M", NULL), 0);
+	snprintf(file, sizeof(file), "%s/moved.vgpumig", dmn->state);
+	unlink(file);
+	attach_as("vf1.master.sock", 0, VF_EP_HOST_PEER, &g);
+	get_info(&g, VGPU_ABI_MAJOR << 16 | 3);
+	if (T_CTL(dmn, "save", "-u", SLICE, file))
+		fail_msg("save: %s", t_out.err);
+	t_guest_detach(&g);
+	if (T_CTL(b, "restore", file))
+		fail_msg("restore: %s", t_out.err);
+	attach_to(b, "vf1.sock", 1, 0, &g);
+	slice_field_of(b, "guest_abi", v, sizeof(v));
+	assert_string_equal(v, "null");		/* peer mode: not the migrated guest */
+	t_guest_detach(&g);
+	attach_to(b, "vf1.master.sock", 0, VF_EP_HOST_PEER, &g);
+	slice_field_of(b, "guest_abi", v, sizeof(v));
+	assert_string_equal(v, "2.3");
+	t_guest_detach(&g);
+	attach_to(b, "vf1.master.sock", 0, VF_EP_HOST_PEER, &g);
+	slice_field_of(b, "guest_abi", v, sizeof(v));
+	assert_string_equal(v, "null");		/* once: a later guest announces itself */
+	t_guest_detach(&g);
+	unlink(file);
+	t_daemon_free(b);
+}
+
 int main(void)
 {
-	struct CMUnitTest t[VGPU_ARRAY_SIZE(cases) + 2];
+	struct CMUnitTest t[VGPU_ARRAY_SIZE(cases) + 3];
 	size_t n = 0;
 
 	for (size_t i = 0; i < VGPU_ARRAY_SIZE(cases); i++)
@@ -220,5 +276,6 @@ int main(void)
 					      (void *)&cases[i] };
 	t[n++] = (struct CMUnitTest)cmocka_unit_test(test_both_sockets);
 	t[n++] = (struct CMUnitTest)cmocka_unit_test(test_one_guest);
+	t[n++] = (struct CMUnitTest)cmocka_unit_test(test_moved_guest);
 	return _cmocka_run_group_tests("endpoint_abi", t, n, setup, teardown);
 }
