@@ -256,19 +256,24 @@ static bool prot_vma_is_ours(struct hmm_mm *mm, uintptr_t a, uintptr_t e)
 	return false;
 }
 
-/* Walk from @a up to the end of its VMA (or of the hole before the next one); sets *next. */
-static int walk_one(struct walk *w, uintptr_t a, uintptr_t *next)
+/* Walk from @a up to the end of its VMA (or of the hole before the next one); sets *next.
+ * @v is looked up unless @reuse: the same segment walked again after faulting pages in,
+ * which changes no VMA (a change the application reports bumps the sequence and ends the
+ * walk; without PROCMAP_QUERY a lookup parses /proc/self/maps, the walk's largest cost). */
+static int walk_one(struct walk *w, uintptr_t a, uintptr_t *next, struct hmm_vma *vp,
+		    bool reuse)
 {
 	struct hmm_range *r = w->range;
 	struct hmm_vma v;
-	int ret = hmm_vma_find(w->mm, a, &v);
+	int ret = reuse ? 0 : hmm_vma_find(w->mm, a, vp);
 
-	if (ret == -ENOENT || (!ret && v.start >= r->end)) {
+	if (ret == -ENOENT || (!ret && vp->start >= r->end)) {
 		*next = r->end;
 		return walk_error(w, a, r->end);
 	}
 	if (ret)
 		return ret;
+	v = *vp;
 	if (v.start > a) {
 		*next = v.start;
 		return walk_error(w, a, v.start);
@@ -306,18 +311,23 @@ int hmm_range_fault(struct hmm_range *range)
 	for (uintptr_t a = range->start; a < range->end;) {
 		uintptr_t next;
 		unsigned int spins = 0;
+		struct hmm_vma v;
+		bool again = false;
 
-		if (hmm_interval_check_retry(range->notifier, range->notifier_seq))
-			return -EBUSY;
-		w.refault = false;
-		ret = walk_one(&w, a, &next);
-		if (ret)
-			return ret;
-		if (w.refault) {	/* walk the same segment again */
+		for (;;) {
+			if (hmm_interval_check_retry(range->notifier, range->notifier_seq))
+				return -EBUSY;
+			w.refault = false;
+			ret = walk_one(&w, a, &next, &v, again);
+			if (ret)
+				return ret;
+			if (!w.refault)
+				break;
+			/* walk the same segment again */
 			if (cmn_deadline_passed(deadline))
 				return -EBUSY;
 			hmm_relax(&spins);
-			continue;
+			again = true;
 		}
 		a = next;
 	}
