@@ -3,11 +3,11 @@
  * measured in the same run: glibc memcpy (the copy ceiling) and the raw userfaultfd fault
  * mechanisms with no library around them.
  *
- *   hmm_bench [--json] [--quick] [--only migrate|faults]
+ *   hmm_bench [--json] [--quick] [--only migrate|faults|pri]
  *
  * --only runs one part alone, repeated (for perf record / perf stat): 2 MiB migration both
  * ways next to memcpy (also per second of the thread's CPU time, which other load on the
- * machine hardly moves), or device-fault service (also per CPU second).
+ * machine hardly moves), device-fault service (also per CPU second), or page requests.
  *
  * Each figure is the median of 5 runs (each run: its own median for latencies, its own
  * total for throughputs). --json prints one object. The keys ending in _61 are measured
@@ -705,12 +705,15 @@ static int only_part(const char *what)
 			       mc, a, 100 * a / mc, b, 100 * b / mc, memcpy_cpu_gbps, to_dev_cpu_gbps,
 			       100 * to_dev_cpu_gbps / memcpy_cpu_gbps, to_sys_cpu_gbps,
 			       100 * to_sys_cpu_gbps / memcpy_cpu_gbps);
+		} else if (!strcmp(what, "pri")) {
+			printf("page request -> replay %.2f us\n", bench_pri_fault());
 		} else if (!strcmp(what, "faults")) {
 			b = bench_device_faults(256, &a);
 			printf("device faults %.0f k/s, %.0f k per CPU second\n", b / 1000,
 			       faults_cpu_per_s / 1000);
 		} else {
-			fprintf(stderr, "hmm_bench: --only takes migrate or faults, not '%s'\n", what);
+			fprintf(stderr, "hmm_bench: --only takes migrate, faults or pri, not '%s'\n",
+				what);
 			return 2;
 		}
 	}
@@ -737,7 +740,7 @@ int main(int argc, char **argv)
 			memcpy_pool = 64 * VGPU_MiB;
 			quick = true;
 		} else {
-			fprintf(stderr, "usage: %s [--json] [--quick] [--only migrate|faults]\n",
+			fprintf(stderr, "usage: %s [--json] [--quick] [--only migrate|faults|pri]\n",
 				argv[0]);
 			return 2;
 		}
