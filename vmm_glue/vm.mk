@@ -9,6 +9,7 @@
 #   make vm-bench      tests/bench/vm_launch: launch -> guest suite result, direct QEMU
 #                      against libvirt in one run, stage by stage, as JSON
 #                      (VM_BENCH_ARGS: e.g. --runs 3 --args --big)
+#   make vm-kmod-bench the guest kernel driver's figures (tests/vm/kmod-bench.sh) as JSON
 #
 # The suites find the binaries and the image through VGPU_BIN and VGPU_GUEST (tests/vm/lib.sh).
 # The guest image lives in build/guest/ whatever BUILD is (it is the same for every variant);
@@ -38,3 +39,9 @@ vm-check: $(VM_DEPS)
 .PHONY: vm-bench
 vm-bench: $(VM_DEPS)
 	$(Q)tests/bench/vm_launch/vm_launch.sh --json $(VM_BENCH_ARGS)
+
+# The guest kernel driver's figures as one JSON object (tests/vm/kmod-bench.sh): mailbox
+# round trip by interrupt and by polling, SVM migration GB/s against a guest memcpy.
+.PHONY: vm-kmod-bench
+vm-kmod-bench: $(VM_DEPS)
+	$(Q)tests/vm/kmod-bench.sh
