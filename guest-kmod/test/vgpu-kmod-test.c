@@ -399,6 +399,70 @@ static bool t_mmap(int fd, const struct ctx *c)
 	return true;
 }
 
+/* A file that breaks its own rings (counters out of range, a request longer than its slot,
+ * an unknown type) gets errors in its own replies, and the VF keeps serving every file. */
+static bool t_broken_rings(int fd)
+{
+	struct vgpu_vf_ioc_info in = { .size = sizeof(in) };
+	struct vgpu_vf_ioc_notify nt = { .size = sizeof(nt), .vector = VF_VEC_MBOX };
+	uint8_t req[16] = { 0 }, rsp[16];
+	struct vgpu_vf_ioc_mbox m = { .size = sizeof(m), .type = VF_MSG_PING, .req_len = 16,
+				      .req_ptr = (uintptr_t)req, .rsp_ptr = (uintptr_t)rsp,
+				      .rsp_cap = 16 };
+	const struct vf_bar_header *h;
+	struct vgpu_ring_hdr *rq, *rs;
+	struct vf_msg *slot, *r;
+	int other = open_dev(), ret;
+	uint32_t head, tail;
+	uint8_t *bar;
+
+	CHECK(other >= 0 && !xioctl(fd, VGPU_VF_IOC_INFO, &in), "second file");
+	bar = mmap(NULL, in.bar_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	CHECK(bar != MAP_FAILED, "mmap");
+	h = (const struct vf_bar_header *)(bar + vf_bar_header_off(in.bar_size));
+	rq = (struct vgpu_ring_hdr *)(bar + h->req_off);
+	rs = (struct vgpu_ring_hdr *)(bar + h->rsp_off);
+	/* A head far past the tail: the driver starts the ring over, serves nothing. */
+	rq->head = rq->tail + 1000;
+	ret = xioctl(fd, VGPU_VF_IOC_NOTIFY, &nt);
+	CHECK(!ret && rq->tail == rq->head, "a broken request ring: %d, tail %u head %u", ret,
+	      rq->tail, rq->head);
+	/* Two requests: one longer than its slot, one of an unknown type. */
+	__atomic_store_n(&rs->tail, __atomic_load_n(&rs->head, __ATOMIC_ACQUIRE), __ATOMIC_RELEASE);
+	tail = rs->tail;
+	for (int i = 0; i < 2; i++) {
+		head = rq->head;
+		slot = (struct vf_msg *)((uint8_t *)(rq + 1) +
+					 (size_t)(head & (rq->nr_elems - 1)) * rq->elem_size);
+		memset(slot, 0, sizeof(*slot));
+		slot->type = i ? 99 : VF_MSG_PING;
+		slot->seq = 500u + (uint32_t)i;
+		slot->length = i ? 0 : 1u << 30;
+		__atomic_store_n(&rq->head, head + 1, __ATOMIC_RELEASE);
+	}
+	ret = xioctl(fd, VGPU_VF_IOC_NOTIFY, &nt);
+	CHECK(!ret && rs->head == tail + 2, "two bad requests: %d, %u replies", ret,
+	      rs->head - tail);
+	r = (struct vf_msg *)((uint8_t *)(rs + 1) + (size_t)(tail & (rs->nr_elems - 1)) * rs->elem_size);
+	CHECK(r->seq == 500 && r->status == -EMSGSIZE, "reply to the long request: seq %u status %d",
+	      r->seq, r->status);
+	r = (struct vf_msg *)((uint8_t *)(rs + 1) +
+			      (size_t)((tail + 1) & (rs->nr_elems - 1)) * rs->elem_size);
+	CHECK(r->seq == 501 && r->status == -EOPNOTSUPP, "reply to type 99: seq %u status %d",
+	      r->seq, r->status);
+	/* A reply ring whose tail the process threw away: the driver starts it over. */
+	rs->tail = rs->head + 5000;
+	ret = xioctl(fd, VGPU_VF_IOC_NOTIFY, &nt);
+	CHECK(!ret, "a broken reply ring: %d", ret);
+	munmap(bar, in.bar_size);
+	ret = xioctl(other, VGPU_VF_IOC_MBOX, &m);
+	CHECK(!ret && !m.status, "another file's PING: %d/%d", ret, m.status);
+	ret = xioctl(fd, VGPU_VF_IOC_MBOX, &m);
+	CHECK(!ret && !m.status, "the same file's PING by ioctl: %d/%d", ret, m.status);
+	close(other);
+	return true;
+}
+
 static bool t_close_frees(int fd, const struct ctx *c)
 {
 	int before = clients_used(fd, c), during, after, a = open_dev(), i;
@@ -879,12 +943,14 @@ int main(int argc, char **argv)
 			fprintf(stderr, "vgpu-kmod-test --bench: %s\n", why[0] ? why : "failed");
 		return ret;
 	}
-	printf("1..8\n");
+	printf("1..9\n");
 	point(t_info(), "INFO: uapi, vectors, BAR2");
 	fd = open_dev();
 	point(fd >= 0 && t_sizes(fd), "wrong sizes, types and vectors are -EINVAL/-ENOTTY");
 	point(fd >= 0 && t_pointers(fd), "unmapped pointers are -EFAULT and change nothing");
 	point(t_foreign(), "another file's RM client is -ENOENT, its owner keeps it");
+	point(fd >= 0 && t_broken_rings(fd), "a file that breaks its own rings gets errors, "
+	      "the VF serves every file");
 	if (fd < 0 || !ctx_make(fd, &c)) {
 		point(false, "a file maps only its own memory");
 		point(false, "closing a file frees its RM clients");
