@@ -2,14 +2,15 @@
 /* Scheduler and engine workers. Each engine is a thread that time-slices functions
  * (best effort, equal share, fixed share), runs their resident channels on its runlist,
  * drains doorbells, scans GP_PUT against GP_GET, and when idle sleeps on its eventfds
- * (right after work, it polls the doorbells a bounded number of times first). All scheduling state is under g->lock; a channel's execution
- * runs outside it.
+ * (right after work, it polls the doorbells a bounded number of times first). All
+ * scheduling state is under g->lock; a channel's execution runs outside it.
  *
  * Slices are picked by virtual time (time charged / weight). A running slice is cut short,
  * once it has run GPU_MIN_QUANTUM, when another function that has work is owed time: its
  * virtual time plus one slice is below what the running function's would be if charged
- * now. Every slice is charged what it really used, so cut slices and overruns carry over
- * into the next picks and shares converge. */
+ * now. Every slice is charged what it really used, less the time the host took from the
+ * engine thread (and a slice that ends idle up to its end), so cut slices and overruns
+ * carry over into the next picks and shares converge. */
 #include <errno.h>
 #include <sched.h>
 #include <sys/epoll.h>
