@@ -7,8 +7,7 @@
  * is bound: ivshmem devices of other users are left alone (-ENODEV, said in the log).
  * Interrupts: the mailbox vector wakes the caller waiting for its reply, the event vector
  * runs a thread that drains the event ring (resets, channel faults and errors) into the
- * open files' queues, the GPU vector wakes fence waiters. Nothing polls. */
-#include <linux/delay.h>
+ * open files' own event rings, the GPU vector wakes fence waiters. Nothing polls. */
 #include <linux/interrupt.h>
 #include <linux/io.h>
 #include <linux/module.h>

@@ -20,6 +20,10 @@
  * memory objects this file allocated. Any other page (another process's memory) raises
  * SIGBUS. Freeing a memory object, closing the file or a VF reset unmaps the memory.
  *
+ * SVM: VGPU_VF_IOC_SVM migrates the caller's own anonymous memory into the slice's VRAM
+ * (device-coherent pages it keeps using in place) and back; VGPU_VF_IOC_SVM_QUERY is the
+ * kernel's HMM mirror of a range (where each page is, VRAM pages by VF-physical address).
+ *
  * Versioning: every argument struct starts with its own size; the driver refuses a size it
  * does not know (-EINVAL) and VGPU_VF_IOC_INFO reports VGPU_VF_UAPI_VERSION (major in the
  * high 16 bits, as VGPU_ABI_VERSION). Pointers travel as __u64. */
