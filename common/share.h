@@ -22,7 +22,7 @@
 #include "common/clock.h"
 
 #define CMN_SHARE_WINDOW_NS	(50 * VGPU_NSEC_PER_MSEC)	/* the share's window */
-#define CMN_SHARE_LIGHT		750	/* per mille of a fair share: at most this is light */
+#define CMN_SHARE_LIGHT		750	/* per mille of a fair share: light up to this */
 #define CMN_SHARE_NICE_BUSY	19	/* the nice of a tenant that is not light */
 
 /* One window's counts, all tenants (a plane keeps two: the current and the last). */
@@ -35,7 +35,7 @@ struct cmn_share_window {
 /* The counts of every tenant served by one set of threads. Zeroed memory is ready. */
 struct cmn_share_plane {
 	struct cmn_share_window w[2];
-	_Atomic int renice;		/* 1: may go back to nice 0; 0: not yet known; -1: may not */
+	_Atomic int renice;		/* 1: may lower a nice again; -1: may not; 0: unknown */
 };
 
 /* One tenant's counts as one thread sees them (that thread alone writes them). */

@@ -477,10 +477,10 @@ int main(int argc, char **argv)
 		shares(true, quick);
 		printf("}\n");
 	} else {
-		printf("tenant_bench: victim VF %d, flooders on VFs 1..N (threads at nice %d), %u "
-		       "solo + %u flooded blocks of %zu samples each, load average %.2f at start\n\n",
-		       TB_VICTIM, atomic_load(&sh->nice_failed) ? 0 : sh->flood_nice, blocks, blocks,
-		       per, load);
+		printf("tenant_bench: victim VF %d, flooders on VFs 1..N (threads at nice %d), "
+		       "%u solo + %u flooded blocks of %zu samples each, load average %.2f at "
+		       "start\n\n", TB_VICTIM, atomic_load(&sh->nice_failed) ? 0 : sh->flood_nice,
+		       blocks, blocks, per, load);
 		printf("%-8s %4s %10s %10s %7s %10s %10s %7s\n", "metric", "N", "solo p50",
 		       "flood p50", "ratio", "solo p99", "flood p99", "ratio");
 		for (int m = 0; m < M_NR; m++)
