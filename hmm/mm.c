@@ -394,6 +394,10 @@ static void region_teardown(struct hmm_mm *mm, struct hmm_region *r)
 		hmm_uffd_unregister(mm->uffd, r->start, r->end - r->start);
 	cmn_mutex_unlock(&mm->lock);
 	handlers_drain();
+	/* an event the handler thread read before the unpublish (the UNMAP of a munmap that
+	 * has returned) may still be walking @r: wait for it, unless we are that thread */
+	if (!mm->thread_started || !pthread_equal(pthread_self(), mm->thread))
+		hmm_mm_sync_events(mm);
 	region_free(r);
 }
 
