@@ -53,6 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static struct pf_daemon fz_d;
 static struct pf_slice fz_s;
+static struct vf_bar_header fz_hdr;	/* the greeting writes vgpud's peer id into it */
 static struct iommu_domain *fz_rid_dom;
 
 static void fz_log_drop(enum cmn_log_level level, const char *msg, void *ctx)
@@ -88,6 +89,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 		abort();
 	fz_s.vf = FZ_VF;
 	fz_s.owner_uid = -1;
+	fz_s.hdr = &fz_hdr;
 	/* Never signalled: the interrupt path needs a GPU. */
 	fz_s.intr_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	fz_s.kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
