@@ -289,7 +289,6 @@ static int vvf_release(struct inode *inode, struct file *filp)
 	vd->nr_files--;
 	mutex_unlock(&vd->files_mutex);
 	vfree(f->rings);
-	put_pid(f->svm_pid);
 	kfree(f);
 	vvf_dev_put(vd);
 	return 0;

@@ -44,6 +44,7 @@ struct vvf_layout {
 };
 
 #define VVF_SVM_POOL		(32ull << 20)	/* VRAM the driver takes for migrated pages */
+#define VVF_SVM_OWNERS		64		/* processes tracked as holding pool pages */
 
 /* The pool of device-coherent VRAM pages that process memory migrates into (svm.c). */
 struct vvf_svm {
@@ -57,6 +58,10 @@ struct vvf_svm {
 	spinlock_t lock;		/* protects ready, free and in_use */
 	struct page *free;		/* free pages, linked through zone_device_data */
 	u64 in_use;
+	/* Processes that migrated pages in since the pool was last empty (under lock): the
+	 * ones a reset must tell, whether or not they still have the device open. */
+	struct pid *owners[VVF_SVM_OWNERS];
+	u32 nr_owners;
 };
 
 /* One bound VF. Freed when the device is gone and the last file is closed. */
@@ -120,8 +125,6 @@ struct vvf_file {
 	atomic64_t replies;		/* the file's own mailbox "interrupt" count */
 	u64 dropped;			/* replies (under lock) or events (under vd->files_mutex)
 					 * lost to a full private ring */
-	struct pid *svm_pid;		/* the process that migrated pages through this file
-					 * (under lock) */
 };
 
 /* ---- vgpu_vf_main.c ---- */
@@ -155,7 +158,8 @@ void vvf_files_reset(struct vvf_dev *vd, bool all);
 
 /* ---- vgpu_vf_svm.c ---- */
 void vvf_svm_init(struct vvf_dev *vd);
-/* Wait until every migrated page is freed and drop the pool's struct pages. */
+/* Migrate every page still in the pool back to system memory (its processes keep their
+ * data) and drop the pool's struct pages. */
 void vvf_svm_fini(struct vvf_dev *vd);
 /* A reset took the pool: SIGBUS to the processes whose pages it held. From the event thread. */
 void vvf_svm_reset(struct vvf_dev *vd);

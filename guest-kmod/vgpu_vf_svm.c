@@ -77,13 +77,23 @@ static void vvf_svm_page_free(struct page *page)
 {
 	struct vvf_svm *s = container_of(page->pgmap, struct vvf_svm, pgmap);
 
+	struct pid *gone[VVF_SVM_OWNERS];
+	u32 i, n = 0;
+
 	spin_lock(&s->lock);
 	page->zone_device_data = s->free;
 	s->free = page;
-	/* The last page a reset lost is gone: a new pool may be made. */
-	if (!--s->in_use)
+	/* The pool is empty again: nobody holds pages a reset could lose; the last page a
+	 * reset lost is gone, so a new pool may be made. */
+	if (!--s->in_use) {
 		s->broken = false;
+		n = s->nr_owners;
+		memcpy(gone, s->owners, n * sizeof(gone[0]));
+		s->nr_owners = 0;
+	}
 	spin_unlock(&s->lock);
+	for (i = 0; i < n; i++)
+		put_pid(gone[i]);
 }
 
 static const struct dev_pagemap_ops vvf_svm_pgmap_ops = {
@@ -216,6 +226,20 @@ static long vvf_svm_round(struct vvf_dev *vd, struct vm_area_struct *vma, unsign
 	return moved;
 }
 
+/* Remember the calling process as one that may hold pool pages (a reset must tell it). */
+static void vvf_svm_owner(struct vvf_svm *s)
+{
+	struct pid *me = task_tgid(current);
+	u32 i;
+
+	spin_lock(&s->lock);
+	for (i = 0; i < s->nr_owners && s->owners[i] != me; i++)
+		;
+	if (i == s->nr_owners && i < VVF_SVM_OWNERS)
+		s->owners[s->nr_owners++] = get_pid(me);
+	spin_unlock(&s->lock);
+}
+
 static int vvf_svm_migrate(struct vvf_file *f, u64 addr, u64 len, bool to_vram, u64 *moved)
 {
 	struct vvf_dev *vd = f->vd;
@@ -237,10 +261,8 @@ static int vvf_svm_migrate(struct vvf_file *f, u64 addr, u64 len, bool to_vram, 
 		}
 	}
 	mutex_unlock(&vd->svm.setup_lock);
-	mutex_lock(&f->lock);
-	if (to_vram && !f->svm_pid)
-		f->svm_pid = get_pid(task_tgid(current));
-	mutex_unlock(&f->lock);
+	if (to_vram)
+		vvf_svm_owner(&vd->svm);
 	mmap_read_lock(mm);
 	for (; start < end; start = next) {
 		vma = vma_lookup(mm, start);
@@ -404,10 +426,9 @@ long vvf_ioc_svm_query(struct vvf_file *f, unsigned long arg)
 void vvf_svm_reset(struct vvf_dev *vd)
 {
 	struct vvf_svm *s = &vd->svm;
-	struct vvf_file *f;
-	u64 in_use;
-
 	bool was_ready;
+	u64 in_use;
+	u32 i;
 
 	mutex_lock(&s->setup_lock);
 	spin_lock(&s->lock);
@@ -417,11 +438,10 @@ void vvf_svm_reset(struct vvf_dev *vd)
 	spin_unlock(&s->lock);
 	if (was_ready && in_use) {
 		/* The pages' contents are gone: their processes must not read zeros as data. */
-		mutex_lock(&vd->files_mutex);
-		list_for_each_entry(f, &vd->files, node)
-			if (f->svm_pid)
-				kill_pid(f->svm_pid, SIGBUS, 1);
-		mutex_unlock(&vd->files_mutex);
+		spin_lock(&s->lock);
+		for (i = 0; i < s->nr_owners; i++)
+			kill_pid(s->owners[i], SIGBUS, 1);
+		spin_unlock(&s->lock);
 		dev_warn(&vd->pdev->dev, "SVM: a reset lost %llu migrated pages: their processes "
 			 "got SIGBUS\n", (unsigned long long)in_use);
 		s->broken = true;
@@ -429,11 +449,51 @@ void vvf_svm_reset(struct vvf_dev *vd)
 	mutex_unlock(&s->setup_lock);
 }
 
+/* Every page of the pool that is in use goes back to system memory, @n pfns at a time
+ * from @pfn: the device is going, its processes keep their data. */
+static void vvf_svm_evict_range(unsigned long pfn, unsigned long n)
+{
+	unsigned long src[VVF_SVM_BATCH], dst[VVF_SVM_BATCH] = { 0 }, i;
+
+	if (migrate_device_range(src, pfn, n))
+		return;
+	for (i = 0; i < n; i++) {
+		struct page *spage = migrate_pfn_to_page(src[i]), *dpage;
+
+		if (!spage || !(src[i] & MIGRATE_PFN_MIGRATE))
+			continue;
+		/* No failure allowed: the device memory is about to go away. */
+		dpage = alloc_page(GFP_HIGHUSER_MOVABLE | __GFP_NOFAIL);
+		lock_page(dpage);
+		copy_highpage(dpage, spage);
+		dst[i] = migrate_pfn(page_to_pfn(dpage));
+	}
+	migrate_device_pages(src, dst, n);
+	migrate_device_finalize(src, dst, n);
+}
+
 void vvf_svm_fini(struct vvf_dev *vd)
 {
-	/* Waits until every page is free: processes holding migrated pages keep it busy. */
-	if (vd->svm.mapped)
-		memunmap_pages(&vd->svm.pgmap);
+	struct vvf_svm *s = &vd->svm;
+	unsigned long pfn, end;
+	u64 in_use;
+
+	if (!s->mapped)
+		return;
+	spin_lock(&s->lock);
+	in_use = s->in_use;
+	spin_unlock(&s->lock);
+	if (in_use && !s->broken) {
+		pfn = PHYS_PFN(s->pgmap.range.start);
+		end = pfn + (s->size >> PAGE_SHIFT);
+		for (; pfn < end; pfn += VVF_SVM_BATCH)
+			vvf_svm_evict_range(pfn, min_t(unsigned long, VVF_SVM_BATCH, end - pfn));
+		dev_info(&vd->pdev->dev, "SVM: %llu pages migrated back to system memory\n",
+			 (unsigned long long)in_use);
+	}
+	/* Waits until every page is free (after a reset's loss: until their processes are
+	 * gone, which SIGBUS sees to). */
+	memunmap_pages(&s->pgmap);
 }
 
 void vvf_svm_init(struct vvf_dev *vd)

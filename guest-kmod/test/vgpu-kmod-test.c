@@ -8,6 +8,10 @@
  *   vgpu-kmod-test [/dev/vgpu-vfN]      (default: the first /dev/vgpu-vf*)
  *   vgpu-kmod-test --svm-hold [DEV]     migrate 64 pages into VRAM, print "# holding", then
  *                                       wait for a signal: a VF reset must end it by SIGBUS
+ *   vgpu-kmod-test --svm-evict [DEV]    migrate 64 pages into VRAM, close the device, print
+ *                                       "# holding", wait for SIGUSR1 (sent once the driver
+ *                                       was unloaded), then exit 0 only if the pages still
+ *                                       hold their data (the unload migrated them back)
  *   vgpu-kmod-test --bench [DEV]        figures, one JSON object: mailbox round trip by
  *                                       interrupt (the MBOX ioctl, and the file's own rings
  *                                       rung by NOTIFY), SVM migration GB/s each way with a
@@ -915,6 +919,38 @@ static int bench(void)
 	return 0;
 }
 
+/* Migrate 64 pages into VRAM, let go of the device, and after SIGUSR1 check that the
+ * pages kept their data (exit 0) or not (1); 2 if the migration failed. */
+static int svm_evict(void)
+{
+	const size_t len = 64 * 4096;
+	struct vgpu_vf_ioc_svm a;
+	uint8_t *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	int fd = open_dev(), ret, sig;
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR1);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+	if (p == MAP_FAILED || fd < 0)
+		return 2;
+	for (size_t i = 0; i < len; i++)
+		p[i] = (uint8_t)(i * 7 + 3);
+	ret = svm(fd, VGPU_VF_SVM_TO_VRAM, p, len, &a);
+	close(fd);
+	printf("# holding %llu pages in VRAM (%d)\n", (unsigned long long)a.migrated, ret);
+	fflush(stdout);
+	if (ret || a.migrated != 64)
+		return 2;
+	sigwait(&set, &sig);
+	for (size_t i = 0; i < len; i++)
+		if (p[i] != (uint8_t)(i * 7 + 3)) {
+			printf("# byte %zu lost\n", i);
+			return 1;
+		}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct ctx c;
@@ -925,6 +961,10 @@ int main(int argc, char **argv)
 
 	if (argc > 1 && !strcmp(argv[1], "--bench-poll"))
 		return bench_poll();
+	if (argc > 1 && !strcmp(argv[1], "--svm-evict")) {
+		dev = argc > 2 ? argv[2] : find_dev();
+		return dev ? svm_evict() : 2;
+	}
 	if (hold || figures) {
 		argc--;
 		argv++;
