@@ -8,7 +8,11 @@
 . "$(dirname "$0")/lib.sh"
 
 vm_init kmod-bench
-vm_require_qemu >/dev/null || exit 1
+# vm_require_qemu would print TAP and exit 0: say why there are no figures instead.
+if ! command -v qemu-system-x86_64 >/dev/null || [ ! -f "$VGPU_GUEST/vmlinux" ]; then
+	echo "kmod-bench: needs qemu-system-x86_64 and the guest image (make guest-image)" >&2
+	exit 1
+fi
 if [ -f "$VGPU_GUEST/kmod-unavailable" ]; then
 	echo "kmod-bench: no vgpu_vf.ko: $(cat "$VGPU_GUEST/kmod-unavailable")" >&2
 	exit 1
