@@ -105,6 +105,7 @@ struct fz {
 	int sva;			/* our end of the SVA connection, or -1 */
 	int vec[VF_NR_VECTORS];		/* the vectors the greeting gave us to write */
 	bool bound;
+	bool pri;			/* page requests forwarded (VGPU_SVA_OP_PRI) */
 	uint8_t pending[512];		/* written to the SVA connection, not yet answered */
 	size_t head, tail;
 };
@@ -171,7 +172,7 @@ static void fz_guest_gone(struct fz *f)
 	if (f->sva >= 0)
 		fz_expect_eof(f->sva);
 	fz_close(&f->sva);
-	f->bound = false;
+	f->bound = f->pri = false;
 	f->head = f->tail = 0;
 }
 
@@ -199,10 +200,46 @@ static int fz_model(struct fz *f, const uint8_t *p, size_t n)
 	if (rq.op == VGPU_SVA_OP_UNBIND) {
 		if (!f->bound)
 			return -ENOENT;
-		f->bound = false;
+		f->bound = f->pri = false;
+		return 0;
+	}
+	if (rq.op == VGPU_SVA_OP_PRI) {
+		if (!f->bound)
+			return -ENOENT;
+		if (f->pri)
+			return -EBUSY;
+		f->pri = true;
 		return 0;
 	}
 	return -EINVAL;
+}
+
+/* The next read's size of what is pending (up to one request), and whether the daemon
+ * takes it without a reply: exactly a page response (no request is ever outstanding
+ * here, so every one is a stray answer, dropped). */
+static size_t fz_next_read(const struct fz *f, bool *silent)
+{
+	size_t n = f->tail - f->head;
+	uint32_t magic;
+
+	if (n > sizeof(struct vgpu_sva_req))
+		n = sizeof(struct vgpu_sva_req);
+	memcpy(&magic, f->pending + f->head, sizeof(magic));
+	*silent = n == sizeof(struct vgpu_sva_page_resp) && magic == VGPU_SVA_PRQ_MAGIC;
+	return n;
+}
+
+/* Drop the pending reads the daemon answers with nothing. */
+static void fz_skip_silent(struct fz *f)
+{
+	bool silent = true;
+
+	while (f->tail - f->head >= sizeof(uint32_t) && silent) {
+		size_t n = fz_next_read(f, &silent);
+
+		if (silent)
+			f->head += n;
+	}
 }
 
 /* The replies the last round produced: each answers one read, which takes up to one
@@ -210,16 +247,20 @@ static int fz_model(struct fz *f, const uint8_t *p, size_t n)
 static void fz_replies(struct fz *f)
 {
 	struct vgpu_sva_reply rp;
+	struct vgpu_sva_req rq;
 	ssize_t r;
 
 	while (f->sva >= 0 && (r = recv(f->sva, &rp, sizeof(rp), MSG_DONTWAIT)) > 0) {
-		size_t n = f->tail - f->head;
+		size_t n;
+		bool silent, bind;
 		int want;
 
-		if (r != (ssize_t)sizeof(rp) || !n)
+		fz_skip_silent(f);
+		if (r != (ssize_t)sizeof(rp) || f->head == f->tail)
 			abort();	/* a whole reply, to bytes that were sent */
-		if (n > sizeof(struct vgpu_sva_req))
-			n = sizeof(struct vgpu_sva_req);
+		n = fz_next_read(f, &silent);
+		memcpy(&rq, f->pending + f->head, sizeof(rq));
+		bind = n == sizeof(rq) && rq.op == VGPU_SVA_OP_BIND;
 		want = fz_model(f, f->pending + f->head, n);
 		f->head += n;
 		if (rp.magic != VGPU_SVA_MAGIC || rp.status != want || rp.reserved)
@@ -228,11 +269,12 @@ static void fz_replies(struct fz *f)
 			abort();
 		if (want && (!rp.why[0] || rp.pasid))
 			abort();	/* a refusal names its reason and binds nothing */
-		if (!want && rp.pasid != (f->bound ? VGPU_SVA_PASID : 0))
-			abort();
+		if (!want && rp.pasid != (bind ? VGPU_SVA_PASID : 0))
+			abort();	/* only a BIND names the PASID */
 		if (f->bound != fz_bound())
 			abort();	/* what the model says the request did, and no more */
 	}
+	fz_skip_silent(f);
 	if (f->head == f->tail)
 		f->head = f->tail = 0;
 }
@@ -363,7 +405,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			break;
 		case 3:
 			fz_close(&f.sva);
-			f.bound = false;	/* its close unbinds */
+			f.bound = f.pri = false;	/* its close unbinds */
 			f.head = f.tail = 0;
 			break;
 		case 4:
