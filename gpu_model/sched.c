@@ -495,6 +495,26 @@ static void engine_drain_fds(struct gpu_engine *e, const struct epoll_event *ev,
 			cmn_dbg("gpu: engine %u: eventfd read: %d", e->id, errno);
 }
 
+/* Wait up to @wait_ns for @epfd: epoll_pwait2's nanoseconds where the kernel has it (5.11),
+ * else epoll_wait's milliseconds, rounded up (older kernels, valgrind). */
+static int engine_epoll_wait(int epfd, struct epoll_event *ev, int max, uint64_t wait_ns)
+{
+	static atomic_bool no_pwait2;
+	struct timespec ts = { .tv_sec = (time_t)(wait_ns / VGPU_NSEC_PER_SEC),
+			       .tv_nsec = (long)(wait_ns % VGPU_NSEC_PER_SEC) };
+	int n;
+
+	if (!atomic_load_explicit(&no_pwait2, memory_order_relaxed)) {
+		n = epoll_pwait2(epfd, ev, max, &ts, NULL);
+		if (n >= 0 || errno != ENOSYS)
+			return n;
+		atomic_store_explicit(&no_pwait2, true, memory_order_relaxed);
+	}
+	return epoll_wait(epfd, ev, max,
+			  (int)cmn_min((wait_ns + VGPU_NSEC_PER_MSEC - 1) / VGPU_NSEC_PER_MSEC,
+				       (uint64_t)INT32_MAX));
+}
+
 /* Nothing to run. Right after work (@worked), poll the doorbells at most SCHED_IDLE_POLLS
  * times and no longer than spin_ns: a guest that submits again at once, as one waiting on
  * its fence does, is served without a wake-up. Then, and at once after a wake that found
@@ -507,7 +527,6 @@ static void engine_idle(struct gpu_engine *e, uint64_t now, uint64_t deadline, b
 	uint64_t spin_end = cmn_min(deadline, now + def(g->cfg.spin_ns, 50 * VGPU_NSEC_PER_USEC));
 	uint64_t next_yield = now + GPU_SPIN_YIELD_NS, t;
 	struct epoll_event ev[GPU_MAX_FNS + 1];
-	struct timespec ts;
 	int n;
 
 	for (unsigned int polls = 0; worked && polls < SCHED_IDLE_POLLS &&
@@ -533,9 +552,7 @@ static void engine_idle(struct gpu_engine *e, uint64_t now, uint64_t deadline, b
 	if (!engine_has_news(e)) {
 		uint64_t wait = deadline - now;
 
-		ts.tv_sec = (time_t)(wait / VGPU_NSEC_PER_SEC);
-		ts.tv_nsec = (long)(wait % VGPU_NSEC_PER_SEC);
-		n = epoll_pwait2(e->epfd, ev, (int)VGPU_ARRAY_SIZE(ev), &ts, NULL);
+		n = engine_epoll_wait(e->epfd, ev, (int)VGPU_ARRAY_SIZE(ev), wait);
 		if (n > 0)
 			engine_drain_fds(e, ev, n);
 	}

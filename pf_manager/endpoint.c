@@ -143,6 +143,17 @@ void pf_bar_format(struct pf_slice *s)
 	pf_svc_resume(s);
 }
 
+int pf_bar_adopt_rings(struct pf_slice *s)
+{
+	if (cmn_ring_attach(&s->req, s->bar + VF_BAR_REQ_OFF, VF_BAR_RING_REGION) ||
+	    cmn_ring_attach(&s->rsp, s->bar + VF_BAR_RSP_OFF, VF_BAR_RING_REGION) ||
+	    cmn_ring_attach(&s->evt, s->bar + VF_BAR_EVT_OFF, VF_BAR_RING_REGION) ||
+	    s->req.elem_size != VF_MBOX_SLOT_SIZE || s->rsp.elem_size != VF_MBOX_SLOT_SIZE ||
+	    s->evt.elem_size != VF_EVT_SLOT_SIZE)
+		return -EPROTO;
+	return 0;
+}
+
 int pf_bar_attach(struct pf_slice *s)
 {
 	struct vf_bar_header *h = s->hdr;
@@ -150,11 +161,7 @@ int pf_bar_attach(struct pf_slice *s)
 	if (h->magic != VF_BAR_MAGIC || !vgpu_abi_compatible(h->abi_version) ||
 	    h->vf_id != s->vf || h->bar_size != s->bar_size || h->vram_size != s->prov.vram)
 		return -EPROTO;
-	if (cmn_ring_attach(&s->req, s->bar + VF_BAR_REQ_OFF, VF_BAR_RING_REGION) ||
-	    cmn_ring_attach(&s->rsp, s->bar + VF_BAR_RSP_OFF, VF_BAR_RING_REGION) ||
-	    cmn_ring_attach(&s->evt, s->bar + VF_BAR_EVT_OFF, VF_BAR_RING_REGION) ||
-	    s->req.elem_size != VF_MBOX_SLOT_SIZE || s->rsp.elem_size != VF_MBOX_SLOT_SIZE ||
-	    s->evt.elem_size != VF_EVT_SLOT_SIZE)
+	if (pf_bar_adopt_rings(s))
 		return -EPROTO;
 	s->resets = h->reset_count;
 	bar_legacy_stub(s);

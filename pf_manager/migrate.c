@@ -411,8 +411,27 @@ int pf_mig_bring_up(struct pf_daemon *d, struct pf_mig_plan *p, struct pf_slice 
 		slice_forget(d, s);
 		return r;
 	}
+	/* Until the commit the guest's VMM may overwrite the control area with the source's
+	 * (QEMU carries the BAR as RAM): its rings are nobody's to serve yet. */
+	pf_svc_pause(s);
+	s->mbox_held = true;
+	pf_svc_resume(s);
 	*out = s;
 	return 0;
+}
+
+/* The commit's mailbox: the rings as the BAR holds them now, the guest's own when its VMM
+ * brought them, the freshly formatted ones otherwise; served from here on. */
+static void mig_adopt_mailbox(struct pf_slice *s)
+{
+	pf_svc_pause(s);
+	if (pf_bar_adopt_rings(s)) {
+		cmn_warn("slice %s: the guest's mailbox rings arrived unusable; it must reset the "
+			 "VF", s->uuid);
+		s->mbox_broken = true;
+	}
+	s->mbox_held = false;
+	pf_svc_resume(s);
 }
 
 int pf_mig_commit(struct pf_daemon *d, struct pf_slice *s, struct pf_err *e)
@@ -431,6 +450,7 @@ int pf_mig_commit(struct pf_daemon *d, struct pf_slice *s, struct pf_err *e)
 			 "journal holds it: the next start of vgpud writes it)", s->uuid);
 	else
 		s->def_pending = false;	/* the next journal write drops the mark */
+	mig_adopt_mailbox(s);
 	mig_sm_set(&s->mig, MIG_S_RUNNING, NULL);
 	return 0;
 }

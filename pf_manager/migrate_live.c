@@ -427,6 +427,20 @@ static int addr_check(const char *addr, const char *key, struct pf_err *e)
 			"107 bytes) or tcp:HOST:PORT, not \"%.128s\"", key, addr);
 }
 
+/* A UNIX socket at @sa that nobody listens on any more (its owner closed or died without
+ * unlinking it): removed, so that a bind can take the path. True if it was. */
+static bool unlink_stale(const struct sockaddr_un *sa)
+{
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	bool stale;
+
+	if (fd < 0)
+		return false;
+	stale = connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) && errno == ECONNREFUSED;
+	close(fd);
+	return stale && !unlink(sa->sun_path);
+}
+
 static int open_sock(const char *addr, bool listen_on, char *bound, size_t blen, int *out,
 		     struct pf_err *e)
 {
@@ -444,6 +458,8 @@ static int open_sock(const char *addr, bool listen_on, char *bound, size_t blen,
 			return cmn_fail(&e->f, -errno, "socket: %s", cmn_strerror(-errno));
 		r = listen_on ? bind(fd, (struct sockaddr *)&sa, sizeof(sa)) :
 				connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+		if (r && listen_on && errno == EADDRINUSE && unlink_stale(&sa))
+			r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
 		if (!r && listen_on && (chmod(addr, 0600) || listen(fd, 1)))
 			r = -1;
 		if (r && errno != EINPROGRESS) {

@@ -121,6 +121,8 @@ struct pf_slice {
 	struct vf_bar_header *hdr;
 	struct cmn_ring req, rsp, evt;	/* host views of the mailbox rings */
 	bool mbox_broken;		/* the guest corrupted its request ring: until reset */
+	bool mbox_held;			/* incoming migration: the VMM may be writing the guest's
+					 * rings; not served until the commit adopts them */
 	struct pf_endpoint *ep;
 	struct pf_svc *svc;		/* the VF's service thread (service.c), with the endpoint */
 	uint64_t started_ns;
@@ -336,6 +338,9 @@ void pf_endpoint_json(const struct pf_slice *s, json_object *o);
 void pf_bar_format(struct pf_slice *s);
 /* Attach host ring views to an existing BAR2 (restore). -EPROTO if broken. */
 int pf_bar_attach(struct pf_slice *s);
+/* Take the mailbox rings as the BAR holds them now (an incoming migration's commit: the
+ * VMM brought the guest's rings along); with the service paused. 0 or -EPROTO. */
+int pf_bar_adopt_rings(struct pf_slice *s);
 /* Post an event to the guest. */
 void pf_endpoint_event(struct pf_slice *s, uint32_t type, uint64_t arg0);
 /* The same with arg1. */

@@ -44,7 +44,8 @@ struct pf_svc {
 	struct pf_slice *s;
 	pthread_t th;
 	int wake_fd;			/* the loop wakes the thread: stop, vectors changed */
-	struct cmn_mutex lock;		/* everything below, and s->req, s->rsp, s->mbox_broken */
+	struct cmn_mutex lock;		/* everything below, and s->req, s->rsp, s->mbox_broken,
+					 * s->mbox_held */
 	bool stop;
 	int kick_fd;			/* the guest's mailbox vector to us; -1: no guest */
 	int reply_fd;			/* our mailbox vector to the guest; -1: no guest */
@@ -130,7 +131,7 @@ static int svc_take(struct pf_svc *v, uint8_t *req)
 	int err;
 
 	cmn_mutex_assert_held(&v->lock);
-	if (v->kick_fd < 0 || s->mbox_broken ||
+	if (v->kick_fd < 0 || s->mbox_broken || s->mbox_held ||
 	    atomic_load((_Atomic uint32_t *)&s->hdr->state) != VF_STATE_READY)
 		return 0;
 	slot = cmn_ring_consume_slot(&s->req, &err);
