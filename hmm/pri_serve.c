@@ -6,10 +6,11 @@
 
 #include "hmm/hmm_internal.h"
 
-/* hmm_range_fault retries while an invalidation overlaps it; a page request is one page,
- * so a few rounds are enough unless the range is being torn down, and then the IOMMU's
- * own retry faults as it should. */
-#define PRI_RANGE_TRIES	8
+/* hmm_range_fault gives -EBUSY when any invalidation of the process ran meanwhile (the
+ * notifier covers the whole address space), and a process migrating other memory makes
+ * one every few microseconds: retry until a round goes through, up to a bound that only a
+ * range being torn down reaches (then the IOMMU's own retry faults as it should). */
+#define PRI_RANGE_TRIES	4096
 
 /* The request handler keeps nothing mapped, so an invalidation only moves the sequence
  * that hmm_range_fault checks. */
