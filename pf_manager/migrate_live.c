@@ -917,6 +917,19 @@ static int src_migrate(struct lm *m, struct src_pages *sp, struct cmn_fail *f)
 	return r;
 }
 
+/* The worker's last word: the record's end state from @r (and @msg), seen by status. */
+static void lm_finish(struct lm *m, int r, const char *msg)
+{
+	cmn_mutex_lock(&m->L->lock);
+	m->t_end = cmn_now_ns();
+	m->status = !r ? LM_COMPLETED : r == -ECANCELED ? LM_CANCELLED : LM_FAILED;
+	snprintf(m->error, sizeof(m->error), "%s", r ? msg : "");
+	m->s = NULL;		/* the daemon's alone again (or gone) */
+	m->finished = true;
+	lm_changed(m);
+	cmn_mutex_unlock(&m->L->lock);
+}
+
 static void *src_main(void *arg)
 {
 	struct lm *m = arg;
@@ -949,14 +962,7 @@ static void *src_main(void *arg)
 		lm_request(m, LM_REQ_FORGET);	/* stopped and undefined here: it runs there */
 	else
 		lm_sm(m, MIG_S_RUNNING);
-	cmn_mutex_lock(&m->L->lock);
-	m->t_end = cmn_now_ns();
-	m->status = !r ? LM_COMPLETED : r == -ECANCELED ? LM_CANCELLED : LM_FAILED;
-	snprintf(m->error, sizeof(m->error), "%s", r ? f.msg : "");
-	m->s = NULL;		/* the daemon's alone again (or gone) */
-	m->finished = true;
-	lm_changed(m);
-	cmn_mutex_unlock(&m->L->lock);
+	lm_finish(m, r, f.msg);
 	if (r)
 		cmn_warn("migration of %s to %s %s: %s (the slice runs on here)", m->uuid, m->peer,
 			 r == -ECANCELED ? "cancelled" : "failed", f.msg);
@@ -1144,14 +1150,7 @@ static void *dst_main(void *arg)
 	}
 	if (r && m->s)
 		lm_request(m, LM_REQ_DISCARD);
-	cmn_mutex_lock(&m->L->lock);
-	m->t_end = cmn_now_ns();
-	m->status = !r ? LM_COMPLETED : r == -ECANCELED ? LM_CANCELLED : LM_FAILED;
-	snprintf(m->error, sizeof(m->error), "%s", r ? f.msg : "");
-	m->s = NULL;		/* the daemon's alone again (or gone) */
-	m->finished = true;
-	lm_changed(m);
-	cmn_mutex_unlock(&m->L->lock);
+	lm_finish(m, r, f.msg);
 	if (r)
 		cmn_warn("incoming migration on %s %s: %s (nothing kept)", m->peer,
 			 r == -ECANCELED ? "cancelled" : "failed", f.msg);
