@@ -288,7 +288,10 @@ static void fz_serve(struct fz *f)
 
 		if (n <= 0)
 			abort();
-		ready = poll(p, (nfds_t)n, 0);
+		/* libFuzzer's -timeout watchdog is a SIGALRM: poll() may end in EINTR. */
+		do
+			ready = poll(p, (nfds_t)n, 0);
+		while (ready < 0 && errno == EINTR);
 		if (ready < 0)
 			abort();
 		if (!ready) {
