@@ -7,7 +7,8 @@
  * version) and SLICE (the definition and region sizes), then EXTENT frames (populated
  * ranges of VRAM and DMA memory only, ascending and disjoint per region), then (version
  * 1.1) the state of a slice with a guest (SCHED, RM_TREE, IOMMU, CHANNELS, DOORBELLS:
- * records of fixed layout, a type may span several frames), and ending with END
+ * records of fixed layout, a type may span several frames), (version 1.2) pieces of the
+ * VF's control area (CONTROL: a live migration's final pass), and ending with END
  * (totals). The decoder is written for untrusted input: every length, count, offset
  * and sequence number is checked, and a failure names the frame by index and type.
  *
@@ -27,8 +28,8 @@
 #include "common/fail.h"
 
 #define MIG_VERSION_MAJOR	1	/* a reader refuses another major */
-#define MIG_VERSION_MINOR	1	/* a reader accepts any minor of its major; 1.1 adds
-					 * the state frames 16..20 */
+#define MIG_VERSION_MINOR	2	/* a reader accepts any minor of its major; 1.1 adds
+					 * the state frames 16..20, 1.2 CONTROL (21) */
 #define MIG_MAGIC		"VGPU-MIG"	/* 8 bytes, first in HELLO's payload */
 #define MIG_FRAME_HDR		16u
 #define MIG_EXTENT_MAX		(1u << 20)	/* data bytes in one EXTENT frame */
@@ -47,12 +48,20 @@ enum mig_frame_type {
 	MIG_F_IOMMU = 18,
 	MIG_F_DOORBELLS = 19,
 	MIG_F_SCHED = 20,
+	MIG_F_CONTROL = 21,
 };
 
 /* The state frames' order in a stream (their types are not in order): the RM tree first,
  * which re-makes its own IOMMU mappings, so IOMMU checks them and adds the rest, and the
  * channels' runtime and tokens are loaded into channels that exist. */
-#define MIG_STATE_ORDER	{ MIG_F_SCHED, MIG_F_RM_TREE, MIG_F_IOMMU, MIG_F_CHANNELS, MIG_F_DOORBELLS }
+#define MIG_STATE_ORDER	{ MIG_F_SCHED, MIG_F_RM_TREE, MIG_F_IOMMU, MIG_F_CHANNELS, MIG_F_DOORBELLS, \
+			  MIG_F_CONTROL }
+
+/* CONTROL (version 1.2): u32 offset in the VF's control area, u32 0, then 1 B .. 128 KiB
+ * of it; pieces ascend and do not overlap, inside the area's MIG_CTRL_SIZE bytes. Last of
+ * the state frames: the guest's mailbox as the source left it, applied after its state. */
+#define MIG_CTRL_SIZE		(512u << 10)
+#define MIG_CTRL_PIECE_MAX	(128u << 10)
 
 /* ---- state records (version 1.1) --------------------------------------------------------
  * Each list frame's payload is u32 count, u32 0, then count records. */
@@ -142,6 +151,7 @@ struct mig_enc {
 	uint64_t size[MIG_NR_REGIONS];
 	uint64_t next[MIG_NR_REGIONS];		/* extents ascend: the lowest next offset */
 	int state_rank;				/* rank of the last state frame (-1: none) */
+	uint32_t ctrl_next;			/* CONTROL pieces ascend: the lowest next offset */
 	struct mig_totals tot;
 };
 
@@ -164,6 +174,10 @@ int mig_enc_channels(struct mig_enc *e, const struct mig_chan_rec *r, size_t n,
 		     struct cmn_fail *f);
 int mig_enc_doorbells(struct mig_enc *e, const struct mig_db_rec *r, size_t n,
 		      struct cmn_fail *f);
+/* CONTROL: @len bytes (1..MIG_CTRL_PIECE_MAX) of the control area at @off, above the
+ * previous piece; after the other state frames. */
+int mig_enc_control(struct mig_enc *e, uint32_t off, const void *data, size_t len,
+		    struct cmn_fail *f);
 /* END with the totals; nothing may follow. */
 int mig_enc_end(struct mig_enc *e, struct cmn_fail *f);
 
@@ -183,6 +197,7 @@ struct mig_frame {
 		struct mig_totals end;
 		struct { uint32_t count; const uint8_t *p; size_t len; } list;	/* 16..19 */
 		struct mig_sched_rec sched;
+		struct { uint32_t off; const uint8_t *data; size_t len; } ctrl;	/* CONTROL */
 	} u;
 };
 
@@ -207,6 +222,7 @@ struct mig_dec {
 	int state_rank;				/* rank of the last state frame (-1: none) */
 	uint64_t chans_seen;			/* chids of CHANNELS records so far */
 	uint64_t iova_next;			/* IOMMU records ascend */
+	uint32_t ctrl_next;			/* CONTROL pieces ascend */
 	struct mig_totals tot;
 };
 

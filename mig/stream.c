@@ -24,6 +24,7 @@ static const char *const frame_names[] = {
 	[MIG_F_HELLO] = "hello", [MIG_F_SLICE] = "slice", [MIG_F_EXTENT] = "extent",
 	[MIG_F_END] = "end", [MIG_F_CHANNELS] = "channels", [MIG_F_RM_TREE] = "rm-tree",
 	[MIG_F_IOMMU] = "iommu", [MIG_F_DOORBELLS] = "doorbells", [MIG_F_SCHED] = "sched",
+	[MIG_F_CONTROL] = "control",
 };
 
 const char *mig_frame_name(uint32_t t)
@@ -36,43 +37,6 @@ const char *mig_frame_name(uint32_t t)
 const char *mig_region_name(uint32_t r)
 {
 	return r == MIG_R_VRAM ? "vram" : r == MIG_R_DMA ? "dma" : "unknown";
-}
-
-/* ---- CRC32C ------------------------------------------------------------------------------ */
-
-static uint32_t crc_table[256];
-
-/* The reflected Castagnoli table, built once (constructors run before any thread). */
-__attribute__((constructor)) static void crc_table_init(void)
-{
-	for (uint32_t i = 0; i < 256; i++) {
-		uint32_t c = i;
-
-		for (int k = 0; k < 8; k++)
-			c = (c >> 1) ^ (0x82f63b78u & (0u - (c & 1)));
-		crc_table[i] = c;
-	}
-}
-
-uint32_t mig_crc32c(uint32_t crc, const void *p, size_t len)
-{
-	const uint8_t *b = p;
-
-	crc = ~crc;
-#ifdef __SSE4_2__
-	/* The instruction computes the same polynomial 8 bytes at a time. */
-	while (len >= 8) {
-		uint64_t v;
-
-		memcpy(&v, b, 8);
-		crc = (uint32_t)__builtin_ia32_crc32di(crc, v);
-		b += 8;
-		len -= 8;
-	}
-#endif
-	while (len--)
-		crc = (crc >> 8) ^ crc_table[(crc ^ *b++) & 0xff];
-	return ~crc;
 }
 
 /* ---- little-endian fields ---------------------------------------------------------------- */
@@ -399,6 +363,27 @@ int mig_enc_sched(struct mig_enc *e, const struct mig_sched_rec *r, struct cmn_f
 	return enc_frame(e, MIG_F_SCHED, p, sizeof(p), NULL, 0, f);
 }
 
+int mig_enc_control(struct mig_enc *e, uint32_t off, const void *data, size_t len,
+		    struct cmn_fail *f)
+{
+	uint8_t p[LIST_FIXED];
+	int r;
+
+	if (!len || len > MIG_CTRL_PIECE_MAX || off < e->ctrl_next || off > MIG_CTRL_SIZE ||
+	    len > MIG_CTRL_SIZE - off)
+		return cmn_fail(f, -EINVAL, "migration stream: control piece [%#x, +%#zx) out of "
+				"order or past the %#x-byte control area", off, len, MIG_CTRL_SIZE);
+	r = enc_state_ok(e, MIG_F_CONTROL, f);
+	if (r)
+		return r;
+	put32(p, off);
+	put32(p + 4, 0);
+	r = enc_frame(e, MIG_F_CONTROL, p, sizeof(p), data, len, f);
+	if (!r)
+		e->ctrl_next = off + (uint32_t)len;
+	return r;
+}
+
 int mig_enc_rm_tree(struct mig_enc *e, const struct mig_rm_obj *o, size_t n,
 		    struct cmn_fail *f)
 {
@@ -603,6 +588,9 @@ static int dec_state_order(struct mig_dec *d, uint32_t type, struct cmn_fail *f)
 	if (rank < d->state_rank)
 		return dec_fail(d, f, -EBADMSG, "frame %u (%s): out of order (after the %s frame)",
 				d->seq, mig_frame_name(type), mig_frame_name(state_order[d->state_rank]));
+	if (type == MIG_F_CONTROL && d->minor < 2)
+		return dec_fail(d, f, -EBADMSG, "frame %u (control): a version %u.%u stream does not "
+				"carry this state", d->seq, MIG_VERSION_MAJOR, d->minor);
 	if (type == MIG_F_SCHED && d->state_rank == rank)
 		return dec_fail(d, f, -EBADMSG, "frame %u (sched): a second SCHED frame", d->seq);
 	d->state_rank = rank;
@@ -780,6 +768,28 @@ static int dec_sched(struct mig_dec *d, const uint8_t *p, uint32_t len, struct m
 	return 1;
 }
 
+static int dec_control(struct mig_dec *d, const uint8_t *p, uint32_t len, struct mig_frame *out,
+		       struct cmn_fail *f)
+{
+	uint32_t off, n;
+
+	if (len <= LIST_FIXED || len - LIST_FIXED > MIG_CTRL_PIECE_MAX || get32(p + 4))
+		return dec_fail(d, f, -EBADMSG, "frame %u (control): %u data bytes (1..%u) or "
+				"reserved word not 0", d->seq, len < LIST_FIXED ? 0 : len - LIST_FIXED,
+				MIG_CTRL_PIECE_MAX);
+	off = get32(p);
+	n = len - LIST_FIXED;
+	if (off < d->ctrl_next || off > MIG_CTRL_SIZE || n > MIG_CTRL_SIZE - off)
+		return dec_fail(d, f, -EBADMSG, "frame %u (control): piece [%#x, +%#x) below the "
+				"previous one's end %#x or past the %#x-byte control area", d->seq, off,
+				n, d->ctrl_next, MIG_CTRL_SIZE);
+	d->ctrl_next = off + n;
+	out->u.ctrl.off = off;
+	out->u.ctrl.data = p + LIST_FIXED;
+	out->u.ctrl.len = n;
+	return 1;
+}
+
 void mig_chan_rec_at(const struct mig_frame *fr, uint32_t i, struct mig_chan_rec *out)
 {
 	const uint8_t *p = fr->u.list.p + (size_t)i * CHAN_REC;
@@ -931,6 +941,9 @@ int mig_dec_next(struct mig_dec *d, struct mig_frame *out, struct cmn_fail *f)
 		break;
 	case MIG_F_SCHED:
 		r = dec_sched(d, h + MIG_FRAME_HDR, len, out, f);
+		break;
+	case MIG_F_CONTROL:
+		r = dec_control(d, h + MIG_FRAME_HDR, len, out, f);
 		break;
 	default:
 		r = dec_end(d, h + MIG_FRAME_HDR, len, out, f);

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "mig/mig.h"
+#include "mig/mig_internal.h"
 
 /* A growing memory buffer the encoder writes and the decoder reads. */
 struct mbuf {
@@ -463,7 +464,7 @@ static void test_state_round_trip(void **state)
 	while (mig_dec_next(&d, &fr, NULL) > 0) {
 		types[n++] = fr.type;
 		if (fr.type == MIG_F_HELLO)
-			assert_int_equal(fr.u.hello.minor, 1);
+			assert_int_equal(fr.u.hello.minor, MIG_VERSION_MINOR);
 		if (fr.type == MIG_F_SCHED)
 			assert_memory_equal(&fr.u.sched, &sched, sizeof(sched));
 		if (fr.type == MIG_F_RM_TREE)
@@ -637,6 +638,99 @@ static void test_state_bad(void **state)
 	assert_non_null(strstr(f.msg, "frame 2 (iommu)"));
 }
 
+/* CONTROL (1.2): pieces of the control area round-trip after the other state frames; a
+ * 1.1 stream, a piece out of order or past the area, or one before a state frame it
+ * follows is refused by name. */
+static void test_control(void **state)
+{
+	static uint8_t page[4096], ring[MIG_CTRL_PIECE_MAX];
+	uint8_t a[64], b2[64];
+	const uint8_t *pp[2] = { a, b2 };
+	uint32_t len[2];
+	struct mbuf b = { 0 };
+	struct mig_enc e;
+	struct mig_dec d;
+	struct mig_frame fr;
+	struct cmn_fail f;
+	unsigned int pieces = 0;
+	int r;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(ring); i++)
+		ring[i] = (uint8_t)(i * 13 + 1);
+	memset(page, 0xa5, sizeof(page));
+	assert_int_equal(mig_enc_init(&e, mbuf_write, &b, NULL), 0);
+	assert_int_equal(mig_enc_slice(&e, 1 << 20, 0, def, strlen(def), NULL), 0);
+	assert_int_equal(mig_enc_sched(&e, &sched, NULL), 0);
+	assert_int_equal(mig_enc_control(&e, 8192, page, sizeof(page), NULL), 0);
+	assert_int_equal(mig_enc_control(&e, 64 << 10, ring, sizeof(ring), NULL), 0);
+	/* The encoder refuses a piece below the last, past the area, too long, or empty,
+	 * and a state frame that comes before CONTROL in the order. */
+	assert_int_equal(mig_enc_control(&e, 0, page, 16, NULL), -EINVAL);
+	assert_int_equal(mig_enc_control(&e, MIG_CTRL_SIZE - 8, page, 16, NULL), -EINVAL);
+	assert_int_equal(mig_enc_control(&e, 256 << 10, ring, MIG_CTRL_PIECE_MAX + 1, NULL),
+			 -EINVAL);
+	assert_int_equal(mig_enc_control(&e, 256 << 10, ring, 0, NULL), -EINVAL);
+	assert_int_equal(mig_enc_doorbells(&e, NULL, 0, NULL), -EINVAL);
+	assert_int_equal(mig_enc_end(&e, NULL), 0);
+	assert_int_equal(mig_dec_init(&d, mbuf_read, &b, NULL), 0);
+	while ((r = mig_dec_next(&d, &fr, NULL)) > 0) {
+		if (fr.type == MIG_F_HELLO)
+			assert_int_equal(fr.u.hello.minor, 2);
+		if (fr.type != MIG_F_CONTROL)
+			continue;
+		if (!pieces++) {
+			assert_int_equal(fr.u.ctrl.off, 8192);
+			assert_int_equal(fr.u.ctrl.len, sizeof(page));
+			assert_memory_equal(fr.u.ctrl.data, page, sizeof(page));
+		} else {
+			assert_int_equal(fr.u.ctrl.off, 64 << 10);
+			assert_int_equal(fr.u.ctrl.len, sizeof(ring));
+			assert_memory_equal(fr.u.ctrl.data, ring, sizeof(ring));
+		}
+	}
+	assert_int_equal(r, 0);
+	assert_int_equal(pieces, 2);
+	mig_dec_fini(&d);
+	free(b.p);
+
+	/* Hand-made frames: off 8192 with 16 bytes, then another piece. */
+	memset(a, 0, sizeof(a));
+	a[1] = 0x20;			/* offset 0x2000 */
+	len[0] = 8 + 16;
+	memset(b2, 0, sizeof(b2));
+	len[1] = 8 + 16;
+	/* A 1.1 stream does not carry it. */
+	assert_int_equal(state_case(1, (uint16_t[]){ MIG_F_CONTROL }, pp, len, 1, &f), -EBADMSG);
+	assert_non_null(strstr(f.msg, "frame 2 (control): a version 1.1 stream"));
+	/* A piece below the previous one's end. */
+	assert_int_equal(state_case(2, (uint16_t[]){ MIG_F_CONTROL, MIG_F_CONTROL }, pp, len, 2,
+				    &f), -EBADMSG);
+	assert_non_null(strstr(f.msg, "frame 3 (control): piece [0, +0x10) below"));
+	/* Past the area. */
+	b2[0] = 0xf8, b2[1] = 0xff, b2[2] = 0x07;	/* 0x7fff8 + 16 > 512 KiB */
+	assert_int_equal(state_case(2, (uint16_t[]){ MIG_F_CONTROL, MIG_F_CONTROL }, pp, len, 2,
+				    &f), -EBADMSG);
+	assert_non_null(strstr(f.msg, "past the 0x80000-byte control area"));
+	/* No data, or the reserved word set. */
+	len[0] = 8;
+	assert_int_equal(state_case(2, (uint16_t[]){ MIG_F_CONTROL }, pp, len, 1, &f), -EBADMSG);
+	assert_non_null(strstr(f.msg, "frame 2 (control): 0 data bytes"));
+	len[0] = 8 + 16;
+	a[4] = 1;
+	assert_int_equal(state_case(2, (uint16_t[]){ MIG_F_CONTROL }, pp, len, 1, &f), -EBADMSG);
+	assert_non_null(strstr(f.msg, "reserved word"));
+	/* A state frame that comes before it in the order, after it. */
+	a[4] = 0;
+	len[1] = list_payload(b2, 0, NULL, 0);
+	assert_int_equal(state_case(2, (uint16_t[]){ MIG_F_CONTROL, MIG_F_DOORBELLS }, pp, len, 2,
+				    &f), -EBADMSG);
+	assert_non_null(strstr(f.msg, "frame 3 (doorbells): out of order (after the control"));
+	/* A good piece alone decodes (the stream then lacks END). */
+	assert_int_equal(state_case(2, (uint16_t[]){ MIG_F_CONTROL }, pp, len, 1, &f), -EBADMSG);
+	assert_non_null(strstr(f.msg, "truncated"));
+}
+
 /* The encoder refuses what the decoder would. */
 static void test_encoder_checks(void **state)
 {
@@ -672,10 +766,67 @@ static void test_crc32c(void **state)
 	assert_int_equal(mig_crc32c(mig_crc32c(0, "1234", 4), "56789", 5), 0xe3069283u);
 }
 
+/* The bit-at-a-time definition, the reference both implementations must equal. */
+static uint32_t crc_bitwise(uint32_t crc, const uint8_t *p, size_t len)
+{
+	crc = ~crc;
+	while (len--) {
+		crc ^= *p++;
+		for (int k = 0; k < 8; k++)
+			crc = (crc >> 1) ^ (0x82f63b78u & (0u - (crc & 1)));
+	}
+	return ~crc;
+}
+
+/* The tables and the crc32 instruction (its three-way blocks and their joins included)
+ * give the reference's CRC at every alignment and for lengths around each block size. */
+static void test_crc32c_paths(void **state)
+{
+	static const size_t lens[] = { 0, 1, 7, 8, 9, 255, 256, 767, 768, 769, 1000, 4096,
+				       24575, 24576, 24577, 24576 + 768, 65536 + 13, 1 << 20 };
+	const size_t max = (1 << 20) + 64;
+	uint8_t *buf = malloc(max);
+	uint64_t x = 0x9e3779b97f4a7c15ull;
+	bool hw = false;
+
+	(void)state;
+	assert_non_null(buf);
+	for (size_t i = 0; i < max; i++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		buf[i] = (uint8_t)x;
+	}
+	for (size_t li = 0; li < sizeof(lens) / sizeof(lens[0]); li++)
+		for (size_t align = 0; align < 16; align++) {
+			uint32_t seed = (uint32_t)(li * 16 + align) * 0x01000193u, want, got;
+
+			want = crc_bitwise(seed, buf + align, lens[li]);
+			assert_int_equal(mig_crc32c_sw(seed, buf + align, lens[li]), want);
+			assert_int_equal(mig_crc32c(seed, buf + align, lens[li]), want);
+			hw = mig_crc32c_hw(seed, buf + align, lens[li], &got);
+			if (hw)
+				assert_int_equal(got, want);
+		}
+	/* Random lengths and offsets, the hardware path against the tables. */
+	for (int i = 0; i < 200; i++) {
+		size_t off, len;
+		uint32_t got;
+
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		off = x % 64;
+		len = (size_t)(x >> 8) % (max - 64);
+		if (mig_crc32c_hw((uint32_t)i, buf + off, len, &got))
+			assert_int_equal(got, mig_crc32c_sw((uint32_t)i, buf + off, len));
+	}
+	print_message("crc32c: %s%s\n", mig_crc32c_impl(), hw ? "" : " (no crc32 instruction: "
+		      "the hardware path is not checked here)");
+	free(buf);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_crc32c),
+		cmocka_unit_test(test_crc32c_paths),
 		cmocka_unit_test(test_round_trip),
 		cmocka_unit_test(test_truncation),
 		cmocka_unit_test(test_flipped_byte),
@@ -685,6 +836,7 @@ int main(void)
 		cmocka_unit_test(test_state_round_trip),
 		cmocka_unit_test(test_state_damage),
 		cmocka_unit_test(test_state_bad),
+		cmocka_unit_test(test_control),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
