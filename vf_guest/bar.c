@@ -119,6 +119,8 @@ int vf_bar_parse(struct vgpu_vf *vf)
 	if (ret)
 		return ret;
 	vf->hdr = h;
+	memcpy(vf->slice_uuid, h->slice_uuid, sizeof(vf->slice_uuid));
+	vf->vram_off = h->vram_off;
 	vf->info.vf_id = h->vf_id;
 	vf->info.abi_version = h->abi_version;
 	vf->info.vram_size = h->vram_size;

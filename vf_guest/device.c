@@ -5,7 +5,10 @@
  * ring views, then a GET_INFO round trip through the mailbox that must agree with the header.
  * Recovery does the same again after a reset or a lost endpoint; every object made before is
  * kept as a tombstone (marked lost, its host handle forgotten) until its owner frees it, so a
- * program holding pointers never touches freed memory. */
+ * program holding pointers never touches freed memory. Reattaching is the third way: the
+ * slice moved to another vgpud with every object (a live migration), so nothing is lost; the
+ * new endpoint's BAR2 takes the old one's place at the same address and the rings, pages and
+ * vectors are swapped under the objects. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -342,4 +345,134 @@ int vgpu_vf_recover(struct vgpu_vf *vf, struct vgpu_vf_lost *lost)
 	*lost = vf->lost;
 	memset(&vf->lost, 0, sizeof(vf->lost));
 	return 0;
+}
+
+/* Slice UUID @u as text (36 characters and a NUL in @buf). */
+static const char *vf_uuid_str(const uint8_t *u, char *buf)
+{
+	static const uint8_t dash[] = { 4, 6, 8, 10 };
+	char *p = buf;
+
+	for (unsigned int i = 0, d = 0; i < 16; i++) {
+		if (d < sizeof(dash) && i == dash[d]) {
+			*p++ = '-';
+			d++;
+		}
+		p += sprintf(p, "%02x", u[i]);
+	}
+	return buf;
+}
+
+/* The BAR2 that @path handed over (@bar, @size bytes, @nvec vectors) must be this very
+ * slice, laid out as the one every pointer of the driver was made for, and ready. */
+static int vf_reattach_check(struct vgpu_vf *vf, const char *path, const uint8_t *bar,
+			     uint64_t size, unsigned int nvec)
+{
+	const struct vf_bar_header *h = (const void *)(bar + vf_bar_header_off(size));
+	char want[40], got[40];
+	uint64_t dma_off = (uint64_t)(vf->dma.cpu - vf->bar);
+	uint32_t state;
+
+	if (h->magic != VF_BAR_MAGIC || h->header_size != VF_BAR_HDR_SIZE)
+		return vf_error(vf, -EPROTO, "reattach: %s hands over no VF header", path);
+	if (!vgpu_abi_compatible(h->abi_version))
+		return vf_error(vf, -VGPU_EABI, "reattach: %s speaks vGPU ABI %u.%u, this driver "
+				"%u.%u", path, VGPU_ABI_VERSION_MAJOR(h->abi_version),
+				VGPU_ABI_VERSION_MINOR(h->abi_version), VGPU_ABI_MAJOR,
+				VGPU_ABI_MINOR);
+	if (memcmp(h->slice_uuid, vf->slice_uuid, sizeof(vf->slice_uuid)))
+		return vf_error(vf, -ENODEV, "reattach: %s serves slice %s, this VF is slice %s",
+				path, vf_uuid_str(h->slice_uuid, got),
+				vf_uuid_str(vf->slice_uuid, want));
+	if (h->vf_id != vf->info.vf_id)
+		return vf_error(vf, -ENODEV, "reattach: %s serves the slice as VF %u; this driver's "
+				"RM handles name VF %u", path, h->vf_id, vf->info.vf_id);
+	if (size != vf->bar_size || h->bar_size != size || h->vram_off != vf->vram_off ||
+	    h->vram_size != vf->info.vram_size || h->dma_off != dma_off ||
+	    h->dma_size != vf->info.dma_size || h->dma_iova != vf->dma_iova)
+		return vf_error(vf, -EPROTO, "reattach: %s lays the slice out differently (BAR2 "
+				"%llu bytes, DMA memory at %#llx, IOVA %#llx; here %llu, %#llx, "
+				"%#llx)", path, (unsigned long long)size,
+				(unsigned long long)h->dma_off, (unsigned long long)h->dma_iova,
+				(unsigned long long)vf->bar_size, (unsigned long long)dma_off,
+				(unsigned long long)vf->dma_iova);
+	if (h->nr_vectors < VF_VEC_EVENT + 1 || nvec < h->nr_vectors)
+		return vf_error(vf, -EPROTO, "reattach: %s handed over %u vectors, its BAR2 says %u",
+				path, nvec, h->nr_vectors);
+	state = atomic_load_explicit((_Atomic uint32_t *)&h->state, memory_order_acquire);
+	if (state != VF_STATE_READY)
+		return vf_error(vf, -EAGAIN, "reattach: the slice at %s is not ready (state %u)",
+				path, state);
+	return 0;
+}
+
+/* Connect to @path on the side: an attached local transport in *@out, checked to serve
+ * this slice. Nothing of @vf changes. */
+static int vf_reattach_connect(struct vgpu_vf *vf, const char *path,
+			       struct vgpu_vf_transport **out)
+{
+	struct vgpu_vf_transport *nt;
+	uint64_t size;
+	void *bar;
+	int ret;
+
+	ret = vgpu_vf_transport_local(path, &nt);
+	if (ret)
+		return vf_error(vf, ret, "reattach: bad endpoint path");
+	ret = nt->ops->attach(nt, &bar, &size);
+	if (ret) {
+		nt->ops->destroy(nt);
+		return vf_error(vf, ret, "reattach: cannot attach to %s", path);
+	}
+	ret = vf_reattach_check(vf, path, bar, size, nt->ops->nr_vectors(nt));
+	if (ret) {
+		nt->ops->destroy(nt);
+		return ret;
+	}
+	*out = nt;
+	return 0;
+}
+
+int vgpu_vf_reattach(struct vgpu_vf *vf, const char *socket)
+{
+	struct vgpu_vf_transport *nt = NULL;
+	int ret;
+
+	if (!socket || !*socket || strlen(socket) >= sizeof(vf->ep_path))
+		return vf_error(vf, -EINVAL, "reattach: no endpoint socket path, or one too long");
+	if (!vf_local_is(vf->t))
+		return vf_error(vf, -EOPNOTSUPP, "reattach: the %s transport does not move (a VM's "
+				"VMM carries its BAR)", vf->t->ops->name);
+	if (!vf->bar)
+		return vf_error(vf, -ENOTCONN, "reattach: the VF is detached (a failed recovery): "
+				"open it anew");
+	/* vgpud would take a second connection of ours to the same endpoint for an SVA one. */
+	if (!strcmp(vf_local_path(vf->t), socket) && vf->t->ops->alive(vf->t))
+		return vf_error(vf, -EBUSY, "reattach: already attached to %s", socket);
+	ret = vf_reattach_connect(vf, socket, &nt);
+	if (ret)
+		return ret;
+	/* The binding was the old vgpud's: the process binds again on the new one. */
+	vf_sva_close(vf);
+	cmn_mutex_lock(&vf->mbox_lock);
+	ret = vf_local_take_over(vf->t, nt);
+	if (ret) {
+		cmn_mutex_unlock(&vf->mbox_lock);
+		nt->ops->destroy(nt);
+		return vf_error(vf, ret, "reattach: cannot put %s's BAR2 in place", socket);
+	}
+	/* Same address, new header: the page pointers and ring views are re-made from it; the
+	 * DMA allocator, page tables and channels point into memory that moved with the slice. */
+	ret = vf_bar_parse(vf);
+	if (!ret)
+		ret = vf_bar_rings(vf);
+	cmn_mutex_unlock(&vf->mbox_lock);
+	strcpy(vf->ep_path, socket);
+	if (!vf->opts.transport)
+		vf->opts.socket = vf->ep_path;	/* where a later SVA connection goes */
+	if (ret)
+		return ret;
+	atomic_store(&vf->reset_pending, false);
+	/* Announces this driver's ABI to the new vgpud too, so the slice can move on again. */
+	return vf_handshake(vf);
 }

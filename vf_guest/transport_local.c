@@ -301,6 +301,55 @@ static const struct vgpu_vf_transport_ops local_ops = {
 	.destroy = local_destroy,
 };
 
+bool vf_local_is(const struct vgpu_vf_transport *t)
+{
+	return t->ops == &local_ops;
+}
+
+const char *vf_local_path(struct vgpu_vf_transport *t)
+{
+	return to_local(t)->path;
+}
+
+/* Exchange everything but the BAR2 mapping (and the object itself) between @a and @b. */
+static void local_swap_conn(struct local_transport *a, struct local_transport *b)
+{
+	struct local_transport tmp = *a;
+
+	memcpy(a->path, b->path, sizeof(a->path));
+	a->sock = b->sock;
+	a->bar_fd = b->bar_fd;
+	a->peer_id = b->peer_id;
+	a->nr_vec = b->nr_vec;
+	memcpy(a->host_fd, b->host_fd, sizeof(a->host_fd));
+	memcpy(a->own_fd, b->own_fd, sizeof(a->own_fd));
+	memcpy(b->path, tmp.path, sizeof(b->path));
+	b->sock = tmp.sock;
+	b->bar_fd = tmp.bar_fd;
+	b->peer_id = tmp.peer_id;
+	b->nr_vec = tmp.nr_vec;
+	memcpy(b->host_fd, tmp.host_fd, sizeof(b->host_fd));
+	memcpy(b->own_fd, tmp.own_fd, sizeof(b->own_fd));
+}
+
+int vf_local_take_over(struct vgpu_vf_transport *t, struct vgpu_vf_transport *nt)
+{
+	struct local_transport *lt = to_local(t), *n = to_local(nt);
+	void *at;
+
+	if (!lt->bar || !n->bar || n->bar_size != lt->bar_size)
+		return -EINVAL;
+	/* One step: the new object's pages replace the old ones at the old address, so no
+	 * pointer into BAR2 ever sees an unmapped hole (mremap unmaps what was there). */
+	at = mremap(n->bar, n->bar_size, lt->bar_size, MREMAP_MAYMOVE | MREMAP_FIXED, lt->bar);
+	if (at == MAP_FAILED)
+		return -errno;
+	n->bar = NULL;
+	local_swap_conn(lt, n);
+	nt->ops->destroy(nt);	/* closes the old connection: its vgpud sees the guest go */
+	return 0;
+}
+
 int vgpu_vf_transport_local(const char *path, struct vgpu_vf_transport **out)
 {
 	struct local_transport *lt;

@@ -211,6 +211,9 @@ struct vgpu_vf {
 	char rm_why[160];
 	char last_error[256];
 	struct vf_managed_hooks managed;	/* all NULL until managed memory starts */
+	uint8_t slice_uuid[16];		/* the header's, at the last attach */
+	uint64_t vram_off;		/* the header's, at the last attach */
+	char ep_path[108];		/* local endpoint after a reattach (opts.socket's) */
 	int sva_fd;			/* SVA connection to vgpud (vgpu/sva.h), -1 if none */
 	uint32_t sva_pasid;		/* bound at this PASID; 0 while not bound */
 	struct vf_sva_pri *sva_pri;	/* page requests served (sva.c), or NULL */
@@ -223,6 +226,16 @@ int vf_error(struct vgpu_vf *vf, int err, const char *fmt, ...)
 /* ---- sva.c ---- */
 /* Close the SVA connection (vgpud unbinds); stops serving page requests first. */
 void vf_sva_close(struct vgpu_vf *vf);
+
+/* ---- transport_local.c: moving an attachment (vgpu_vf_reattach) ---- */
+/* Whether @t is a local transport (vgpu_vf_transport_local). */
+bool vf_local_is(const struct vgpu_vf_transport *t);
+/* The endpoint path @t connects to. */
+const char *vf_local_path(struct vgpu_vf_transport *t);
+/* Put attached local transport @nt's BAR2 at @t's mapping address in place of @t's (same
+ * size), give @t @nt's connection and vectors, close @t's old ones and free @nt. 0, or
+ * -errno with both unchanged. */
+int vf_local_take_over(struct vgpu_vf_transport *t, struct vgpu_vf_transport *nt);
 
 /* ---- vaspace.c ---- */
 /* Map raw @aper (VGPU_GMMU_APER_*) addresses with no memory object. */

@@ -10,7 +10,8 @@
  *  - channels whose GPFIFO ring, pushbuffers and USERD live in the VF's DMA memory, submitted
  *    to with usermode doorbells: no system call on the hot path;
  *  - fences on semaphore releases, channel errors and MMU faults reported on the channel that
- *    caused them, and re-attachment after a VF reset or a vgpud restart.
+ *    caused them, re-attachment after a VF reset or a vgpud restart, and moving a local
+ *    attachment to another vgpud's endpoint with its slice (vgpu_vf_reattach).
  *
  * Every call returns 0 or a negative errno (or one of the project codes, -VGPU_E*, in
  * common/err.h); vgpu_vf_strerror() names both. Errors the host returns are passed up as they
@@ -272,6 +273,28 @@ struct vgpu_vf_lost {
 int vgpu_vf_recover(struct vgpu_vf *vf, struct vgpu_vf_lost *lost);
 /* True once the host reported a reset the driver has not recovered from yet. */
 bool vgpu_vf_reset_pending(struct vgpu_vf *vf);
+
+/* ==== moving with the slice (local guests) ==================================================== */
+
+/* Move the attachment to @socket, the endpoint of this same slice on another vgpud, after a
+ * live migration took the slice there with the guest's state (migrate-status: completed),
+ * keeping every object: memory, VA spaces, channels (GPFIFO and USERD positions as they
+ * moved), fences and RM handles stay valid and work on the new vgpud. The new endpoint's
+ * BAR2 replaces the old one at the same address (one mremap over the old mapping), so every
+ * pointer into it - vgpu_mem_cpu(), the DMA memory - stays valid and reaches the new
+ * vgpud's copy; the mailbox rings, doorbell page, interrupt page and vectors are taken from
+ * the new endpoint, the old connection is closed, and this driver's ABI is announced there
+ * (so the slice can move on again). From the source's stop until this returns the
+ * application must not touch the BAR (the source scrubs its copy: reads give zeros) and no
+ * other call on @vf may run. An SVA binding stays behind: bind again. A move is seen as the
+ * endpoint going away (vgpu_vf_reset_pending() true); call this, not vgpu_vf_recover(),
+ * which would drop every object. Local transport only: a VM's VMM carries its BAR itself.
+ * 0, or -errno with the VF attached as before (its old endpoint, if that still lives):
+ * -ENODEV (@socket serves another slice, or the slice as another VF), -EPROTO (laid out
+ * differently), -EAGAIN (not ready), -EBUSY (already attached there), -EOPNOTSUPP (not
+ * the local transport), the connect's error (-ENOENT: no such endpoint), or the host's
+ * status to the handshake once attached; vgpu_vf_last_error() names what is wrong. */
+int vgpu_vf_reattach(struct vgpu_vf *vf, const char *socket);
 
 /* ==== transports ============================================================================ */
 
