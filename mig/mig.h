@@ -135,6 +135,9 @@ uint32_t mig_crc32c(uint32_t crc, const void *p, size_t len);
 
 /* Write all @len bytes at @p; 0 or -errno. */
 typedef int (*mig_write_fn)(void *ctx, const void *p, size_t len);
+/* Write all of @n pieces (a frame's header, fixed part and data) in order; 0 or -errno. */
+struct iovec;
+typedef int (*mig_writev_fn)(void *ctx, const struct iovec *iov, int n);
 
 /* An encoder's totals, which END carries. */
 struct mig_totals {
@@ -145,6 +148,7 @@ struct mig_totals {
 
 struct mig_enc {
 	mig_write_fn write;
+	mig_writev_fn writev;			/* if set, a frame goes in one call of it */
 	void *ctx;
 	uint32_t seq;
 	bool slice_sent, ended;
@@ -155,7 +159,8 @@ struct mig_enc {
 	struct mig_totals tot;
 };
 
-/* Start an encoder writing through @write(@ctx, ...); writes HELLO. */
+/* Start an encoder writing through @write(@ctx, ...); writes HELLO. The caller may set
+ * e->writev afterwards (a socket: one system call per frame instead of three). */
 int mig_enc_init(struct mig_enc *e, mig_write_fn write, void *ctx, struct cmn_fail *f);
 /* SLICE: the region sizes and the definition (@def_len bytes of JSON text). Once. */
 int mig_enc_slice(struct mig_enc *e, uint64_t vram_bytes, uint64_t dma_bytes, const char *def,

@@ -9,6 +9,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #include "common/compiler.h"
 #include "mig/mig.h"
@@ -95,11 +96,22 @@ static int enc_frame(struct mig_enc *e, uint32_t type, const uint8_t *fixed, siz
 	crc = mig_crc32c(crc, fixed, flen);
 	crc = mig_crc32c(crc, data, len);
 	put32(h + 12, crc);
-	r = e->write(e->ctx, h, sizeof(h));
-	if (!r && flen)
-		r = e->write(e->ctx, fixed, flen);
-	if (!r && len)
-		r = e->write(e->ctx, data, len);
+	if (e->writev) {
+		struct iovec iov[3] = { { h, sizeof(h) } };
+		int n = 1;
+
+		if (flen)
+			iov[n++] = (struct iovec){ (void *)fixed, flen };
+		if (len)
+			iov[n++] = (struct iovec){ (void *)data, len };
+		r = e->writev(e->ctx, iov, n);
+	} else {
+		r = e->write(e->ctx, h, sizeof(h));
+		if (!r && flen)
+			r = e->write(e->ctx, fixed, flen);
+		if (!r && len)
+			r = e->write(e->ctx, data, len);
+	}
 	if (r)
 		return cmn_fail(f, r, "migration stream: cannot write frame %u (%s): %s", e->seq,
 				mig_frame_name(type), strerror(-r));
