@@ -36,6 +36,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -48,6 +49,7 @@
 
 #define LM_PAGE			4096u
 #define LM_CHUNK		(1u << 20)	/* bytes read at a time */
+#define LM_SOCK_BUF		(4 << 20)	/* socket buffers asked for, each way */
 #define LM_ACK_MAGIC		0x41474d56u	/* "VMGA" */
 #define LM_ACK_MSG_MAX		512u
 #define LM_KEEP_DONE		16		/* finished records kept for migrate-status */
@@ -235,20 +237,25 @@ static int lm_wait(struct lm *m, short ev)
 	}
 }
 
+/* Nothing comes back during a pass but a refusal (or the end of the connection): a source
+ * looks before each data payload of @len bytes, so it stops within a frame. */
+static int src_refused(struct lm *m, size_t len)
+{
+	struct pollfd p = { .fd = m->sock, .events = POLLIN };
+
+	if (m->source && len >= LM_PAGE && poll(&p, 1, 0) == 1)
+		return m->sock_err = -ECONNABORTED;
+	return 0;
+}
+
 static int lm_send(void *ctx, const void *buf, size_t len)
 {
 	struct lm *m = ctx;
 	const uint8_t *b = buf;
 	uint8_t flip[1];
 
-	/* Nothing comes back during a pass but a refusal (or the end of the connection): a
-	 * source looks before each data payload, so it stops within a frame. */
-	if (m->source && len >= LM_PAGE) {
-		struct pollfd p = { .fd = m->sock, .events = POLLIN };
-
-		if (poll(&p, 1, 0) == 1)
-			return m->sock_err = -ECONNABORTED;
-	}
+	if (src_refused(m, len))
+		return m->sock_err;
 	while (len) {
 		size_t n = len;
 		const void *from = b;
@@ -280,6 +287,54 @@ static int lm_send(void *ctx, const void *buf, size_t len)
 		b += k;
 		len -= (size_t)k;
 		m->wire += (uint64_t)k;
+	}
+	return 0;
+}
+
+/* A frame's pieces in one sendmsg() (header, fixed part and data: a third of the system
+ * calls). A test build corrupting a byte goes through lm_send() piece by piece. */
+static int lm_sendv(void *ctx, const struct iovec *iov, int n)
+{
+	struct lm *m = ctx;
+	struct iovec v[4];
+	size_t total = 0;
+	int k = 0;
+
+	if (m->corrupt_at >= 0 || n > (int)VGPU_ARRAY_SIZE(v)) {
+		for (int i = 0; i < n; i++) {
+			int r = lm_send(m, iov[i].iov_base, iov[i].iov_len);
+
+			if (r)
+				return r;
+		}
+		return 0;
+	}
+	for (int i = 0; i < n; i++) {
+		v[i] = iov[i];
+		total += iov[i].iov_len;
+	}
+	if (src_refused(m, total))
+		return m->sock_err;
+	while (k < n) {
+		struct msghdr mh = { .msg_iov = v + k, .msg_iovlen = (size_t)(n - k) };
+		ssize_t got = sendmsg(m->sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (got < 0 && (errno == EAGAIN || errno == EINTR)) {
+			int r = lm_wait(m, POLLOUT);
+
+			if (r)
+				return r;
+			continue;
+		}
+		if (got <= 0)
+			return m->sock_err = got < 0 ? -errno : -EPIPE;
+		m->wire += (uint64_t)got;
+		for (; k < n && (size_t)got >= v[k].iov_len; k++)
+			got -= (ssize_t)v[k].iov_len;
+		if (k < n) {
+			v[k].iov_base = (uint8_t *)v[k].iov_base + got;
+			v[k].iov_len -= (size_t)got;
+		}
 	}
 	return 0;
 }
@@ -441,6 +496,18 @@ static bool unlink_stale(const struct sockaddr_un *sa)
 	return stale && !unlink(sa->sun_path);
 }
 
+/* Socket buffers of LM_SOCK_BUF each way (the kernel caps them at its rmem_max and
+ * wmem_max): a UNIX socket's default of about 200 KiB makes the two sides take turns every
+ * fifth of an extent frame. Set before bind or connect, which an accepted socket inherits
+ * and TCP's window scale is chosen from; a refusal only costs speed. */
+static void sock_bufs(int fd)
+{
+	int n = LM_SOCK_BUF;
+
+	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &n, sizeof(n));
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &n, sizeof(n));
+}
+
 static int open_sock(const char *addr, bool listen_on, char *bound, size_t blen, int *out,
 		     struct pf_err *e)
 {
@@ -456,6 +523,7 @@ static int open_sock(const char *addr, bool listen_on, char *bound, size_t blen,
 		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 		if (fd < 0)
 			return cmn_fail(&e->f, -errno, "socket: %s", cmn_strerror(-errno));
+		sock_bufs(fd);
 		r = listen_on ? bind(fd, (struct sockaddr *)&sa, sizeof(sa)) :
 				connect(fd, (struct sockaddr *)&sa, sizeof(sa));
 		if (r && listen_on && errno == EADDRINUSE && unlink_stale(&sa))
@@ -482,6 +550,7 @@ static int open_sock(const char *addr, bool listen_on, char *bound, size_t blen,
 		r = -errno;
 		goto out;
 	}
+	sock_bufs(fd);
 	if (listen_on) {
 		struct sockaddr_storage ss;
 		socklen_t sl = sizeof(ss);
@@ -729,10 +798,12 @@ static int src_state(struct lm *m, struct mig_enc *enc, struct cmn_fail *f)
 	int r;
 
 	enc->write = sbuf_write;
+	enc->writev = NULL;
 	m->slen = 0;
 	m->req_enc = enc;
 	r = lm_request(m, LM_REQ_STATE_SAVE);
 	enc->write = lm_send;
+	enc->writev = lm_sendv;
 	if (r)
 		return cmn_fail(f, r, "the guest's state: %s", m->req_err.f.msg);
 	r = m->slen ? lm_send(m, m->sbuf, m->slen) : 0;
@@ -757,6 +828,7 @@ static int src_pass(struct lm *m, struct src_pages *sp, unsigned int pass, bool 
 	if (!def)
 		return cmn_fail(f, -ENOMEM, "out of memory");
 	r = mig_enc_init(&enc, lm_send, m, f);
+	enc.writev = lm_sendv;
 	if (!r)
 		r = mig_enc_slice(&enc, m->s->prov.vram, m->s->dma_size, def, strlen(def), f);
 	free(def);
