@@ -173,6 +173,14 @@ int pf_bar_attach(struct pf_slice *s)
 	return 0;
 }
 
+int pf_bar_adopt_ctrl(struct pf_slice *s)
+{
+	/* The source's header, but this daemon's VF (the same one when the guest's state
+	 * moved) and its attachment (bar_minor1_fields() in pf_bar_attach()). */
+	s->hdr->vf_id = s->vf;
+	return pf_bar_attach(s);
+}
+
 /* ---- notification ---------------------------------------------------------------------- */
 
 static void ep_signal(struct pf_slice *s, unsigned int vec)

@@ -58,6 +58,7 @@
 #define LM_DEF_SWITCH_BYTES	(16ull << 20)
 #define LM_MAX_DAEMONS		8
 #define LM_IDLE_ROUND_MS	50		/* the least wait between rounds while waiting */
+#define LM_IDLE_WAIT_MS		5000u		/* for the mailbox's request in hand to be answered */
 
 enum lm_status { LM_LISTENING, LM_CONNECTING, LM_PRE_COPY, LM_WAITING, LM_STOP_COPY,
 		 LM_COMPLETED, LM_FAILED, LM_CANCELLED };
@@ -928,7 +929,13 @@ static int src_switchover(struct lm *m, struct src_pages *sp, unsigned int round
 	int r;
 
 	src_engines(m, true);
-	pf_svc_pause(m->s);
+	/* The request in hand is answered first: a pause cuts off its reply. */
+	if (pf_svc_pause_idle(m->s, LM_IDLE_WAIT_MS)) {
+		pf_svc_resume(m->s);
+		src_engines(m, false);
+		return cmn_fail(f, -EBUSY, "a mailbox request still in hand after %u ms",
+				LM_IDLE_WAIT_MS);
+	}
 	r = src_pass(m, sp, ++round, false, false, &sent, f);
 	/* The state is read on the loop thread, which pauses the service thread itself. */
 	pf_svc_resume(m->s);
@@ -1311,7 +1318,7 @@ static void req_run(struct pf_daemon *d, struct lm *m)
 		if (r)
 			e.f.err = r;
 		else
-			r = pf_mig_state_save(d, m->s, m->req_enc, &e);
+			r = pf_mig_state_save_live(d, m->s, m->req_enc, &e);
 		break;
 	case LM_REQ_STATE_LOAD:
 		r = pf_mig_state_load(d, m->s, m->req_frame, &e);

@@ -5,10 +5,14 @@
  * VF's IOMMU mappings (IOMMU), each channel's runtime (CHANNELS) and its work-submit token
  * (DOORBELLS). Each piece comes from the module that owns it (gpu_model, rm, iommu_model).
  *
- * The guest must be quiesced: no mailbox request or reply in flight (the control area is
- * formatted fresh on the destination) and every channel idle or stopped by an error
- * (nothing pending, no engine on it). A slice without RM objects has no such state and
- * sends none, so its stream stays readable by a vgpud that reads version 1.0.
+ * The guest must be quiesced: every channel idle or stopped by an error (nothing pending,
+ * no engine on it), and for an offline save no mailbox request or reply in flight (the
+ * control area is formatted fresh by a restore). A live migration's final pass carries
+ * the control area itself (CONTROL, stream version 1.2): the interrupt page, the three
+ * mailbox rings and the header, read with the service thread held after the request in
+ * hand was answered, so a request or reply in flight moves with the rings and the RM
+ * state holds exactly the requests answered. A slice without RM objects has no RM state
+ * and sends none of those frames.
  *
  * Loading happens in stream order into a slice brought up on the same VF number (the
  * handles name it): the tree is re-made with channels disabled, the IOMMU frame checks the
@@ -23,6 +27,7 @@
 #include <vgpu/rm.h>
 
 #include "common/log.h"
+#include <vgpu/vf_bar.h>
 #include "gpu_model/gpu.h"
 #include "iommu_model/iommu.h"
 #include "pf_manager/pf_internal.h"
@@ -39,6 +44,7 @@ struct state_out {
 	struct mig_iommu_rec *maps;
 	size_t nr_maps;
 	struct mig_sched_rec sched;
+	uint8_t *ctrl;			/* live: the control area's pieces, CTRL_BYTES */
 };
 
 static void state_out_free(struct state_out *o)
@@ -46,6 +52,7 @@ static void state_out_free(struct state_out *o)
 	rm_obj_recs_free(o->objs, o->nr_objs);
 	free(o->mobjs);
 	free(o->maps);
+	free(o->ctrl);
 }
 
 /* The guest talks to nobody meanwhile: nothing half-way through the mailbox. */
@@ -59,6 +66,20 @@ static int quiesced_mbox(const struct pf_slice *s, struct pf_err *e)
 			       rsp);
 	return 0;
 }
+
+/* The control area's pieces a migration carries: what vgpud and the guest write there.
+ * Not the legacy stub (formatted), nor the doorbell page (the device's). */
+static const struct { uint32_t off, len; } ctrl_win[] = {
+	{ VF_BAR_INTR_OFF, sizeof(struct vf_intr_page) },
+	{ VF_BAR_REQ_OFF, VF_BAR_RING_REGION },
+	{ VF_BAR_RSP_OFF, VF_BAR_RING_REGION },
+	{ VF_BAR_EVT_OFF, VF_BAR_RING_REGION },
+	{ VF_BAR_HDR_CTRL_OFF, VF_BAR_HDR_SIZE },
+};
+#define CTRL_WINS	(sizeof(ctrl_win) / sizeof(ctrl_win[0]))
+#define CTRL_BYTES	(sizeof(struct vf_intr_page) + 3 * VF_BAR_RING_REGION + VF_BAR_HDR_SIZE)
+_Static_assert(MIG_CTRL_SIZE == VF_BAR_CTRL_SIZE, "the stream's control area is the BAR's");
+_Static_assert(VF_BAR_RING_REGION <= MIG_CTRL_PIECE_MAX, "a ring is one CONTROL piece");
 
 /* Channel record @o's runtime and token. */
 static int save_chan(struct pf_daemon *d, struct pf_slice *s, const struct rm_obj_rec *o,
@@ -131,12 +152,13 @@ static int save_objs(struct state_out *out)
 	return 0;
 }
 
-/* Everything the frames carry, checked before a byte is written. */
-static int state_collect(struct pf_daemon *d, struct pf_slice *s, struct state_out *out,
-			 struct pf_err *e)
+/* Everything the frames carry, checked before a byte is written; @live: with the control
+ * area (its rings may hold what is in flight). */
+static int state_collect(struct pf_daemon *d, struct pf_slice *s, bool live,
+			 struct state_out *out, struct pf_err *e)
 {
 	struct gpu_sched_stats st;
-	int r = quiesced_mbox(s, e);
+	int r = live ? 0 : quiesced_mbox(s, e);
 
 	if (r)
 		return r;
@@ -154,18 +176,47 @@ static int state_collect(struct pf_daemon *d, struct pf_slice *s, struct state_o
 	gpu_sched_stats(d->gpu, s->vf, &st);
 	out->sched = (struct mig_sched_rec){ st.run_ns, st.preempt_ns, st.idle_ns, st.slices,
 		st.preempt_timeouts, st.stall_ns, st.preempted };
+	if (!r && live) {
+		uint8_t *p = out->ctrl = malloc(CTRL_BYTES);
+
+		if (!p)
+			return cmn_fail(&e->f, -ENOMEM, "out of memory");
+		for (size_t i = 0; i < CTRL_WINS; p += ctrl_win[i++].len)
+			memcpy(p, s->bar + ctrl_win[i].off, ctrl_win[i].len);
+	}
 	return r;
 }
 
-int pf_mig_state_save(struct pf_daemon *d, struct pf_slice *s, struct mig_enc *enc,
+/* The control area's pieces as CONTROL frames. */
+static int enc_ctrl(struct mig_enc *enc, const uint8_t *p, struct pf_err *e)
+{
+	int r = 0;
+
+	for (size_t i = 0; !r && i < CTRL_WINS; p += ctrl_win[i++].len)
+		r = mig_enc_control(enc, ctrl_win[i].off, p, ctrl_win[i].len, &e->f);
+	return r;
+}
+
+/* How long the final pass waits for the request in hand: one RM call, GSP round trip
+ * included, well inside the guest's own RM timeout. */
+#define STATE_IDLE_WAIT_MS	5000u
+
+static int state_save(struct pf_daemon *d, struct pf_slice *s, struct mig_enc *enc, bool live,
 		      struct pf_err *e)
 {
 	struct state_out out = { 0 };
-	int r;
+	int r = 0;
 
-	/* The service thread keeps out of the mailbox and the RM while the state is read. */
-	pf_svc_pause(s);
-	r = state_collect(d, s, &out, e);
+	/* The service thread keeps out of the mailbox and the RM while the state is read;
+	 * live, only after the request it holds is answered (its reply goes with the rings
+	 * and its effect with the RM state, never one without the other). */
+	if (!live)
+		pf_svc_pause(s);
+	else if (pf_svc_pause_idle(s, STATE_IDLE_WAIT_MS))
+		r = cmn_fail(&e->f, -EBUSY, "slice %s: a mailbox request still in hand after %u "
+			     "ms", s->uuid, STATE_IDLE_WAIT_MS);
+	if (!r)
+		r = state_collect(d, s, live, &out, e);
 	pf_svc_resume(s);
 	if (!r && out.nr_objs) {
 		r = mig_enc_sched(enc, &out.sched, &e->f);
@@ -178,8 +229,22 @@ int pf_mig_state_save(struct pf_daemon *d, struct pf_slice *s, struct mig_enc *e
 		if (!r)
 			r = mig_enc_doorbells(enc, out.dbs, out.nr_chans, &e->f);
 	}
+	if (!r && live)
+		r = enc_ctrl(enc, out.ctrl, e);
 	state_out_free(&out);
 	return r;
+}
+
+int pf_mig_state_save(struct pf_daemon *d, struct pf_slice *s, struct mig_enc *enc,
+		      struct pf_err *e)
+{
+	return state_save(d, s, enc, false, e);
+}
+
+int pf_mig_state_save_live(struct pf_daemon *d, struct pf_slice *s, struct mig_enc *enc,
+			   struct pf_err *e)
+{
+	return state_save(d, s, enc, true, e);
 }
 
 /* ---- load ----------------------------------------------------------------------------------- */
@@ -297,6 +362,30 @@ static int load_db(struct pf_daemon *d, struct pf_slice *s, const struct mig_db_
 	return 0;
 }
 
+/* A CONTROL piece into the control area (the mailbox is held until the commit); the
+ * header, last, is adopted at once: the rings as it names them, this VF's fields. */
+static int load_ctrl(struct pf_slice *s, const struct mig_frame *fr, struct pf_err *e)
+{
+	uint32_t off = fr->u.ctrl.off, len = (uint32_t)fr->u.ctrl.len;
+	size_t i;
+	int r = 0;
+
+	for (i = 0; i < CTRL_WINS; i++)
+		if (off >= ctrl_win[i].off && off - ctrl_win[i].off <= ctrl_win[i].len &&
+		    len <= ctrl_win[i].len - (off - ctrl_win[i].off))
+			break;
+	if (i == CTRL_WINS)
+		return cmn_fail(&e->f, -EBADMSG, "frame %u (control): [%#x, +%#x) is not a piece "
+			       "of the control area a migration carries", fr->seq, off, len);
+	pf_svc_pause(s);
+	memcpy(s->bar + off, fr->u.ctrl.data, len);
+	if (off + len == VF_BAR_HDR_CTRL_OFF + VF_BAR_HDR_SIZE && pf_bar_adopt_ctrl(s))
+		r = cmn_fail(&e->f, -EPROTO, "frame %u (control): the source's VF header does not "
+			     "fit this slice (magic, ABI or sizes)", fr->seq);
+	pf_svc_resume(s);
+	return r;
+}
+
 int pf_mig_state_load(struct pf_daemon *d, struct pf_slice *s, const struct mig_frame *fr,
 		      struct pf_err *e)
 {
@@ -339,6 +428,8 @@ int pf_mig_state_load(struct pf_daemon *d, struct pf_slice *s, const struct mig_
 			r = load_db(d, s, &b, fr->seq, e);
 		}
 		return r;
+	case MIG_F_CONTROL:
+		return load_ctrl(s, fr, e);
 	}
 	return 0;
 }

@@ -341,6 +341,10 @@ int pf_bar_attach(struct pf_slice *s);
 /* Take the mailbox rings as the BAR holds them now (an incoming migration's commit: the
  * VMM brought the guest's rings along); with the service paused. 0 or -EPROTO. */
 int pf_bar_adopt_rings(struct pf_slice *s);
+/* A migration's CONTROL frames were written into the control area (the mailbox held):
+ * take its header (this VF's fields set again, the reset count adopted) and its rings.
+ * 0 or -EPROTO. */
+int pf_bar_adopt_ctrl(struct pf_slice *s);
 /* Post an event to the guest. */
 void pf_endpoint_event(struct pf_slice *s, uint32_t type, uint64_t arg0);
 /* The same with arg1. */
@@ -363,6 +367,9 @@ void pf_svc_detach(struct pf_slice *s);
  * before are answered nowhere. */
 void pf_svc_pause(struct pf_slice *s);
 void pf_svc_resume(struct pf_slice *s);
+/* pf_svc_pause() once the request in hand (if any) is answered into the ring, waiting at
+ * most @timeout_ms: 0, or -EBUSY with one still in hand. Held either way (resume after). */
+int pf_svc_pause_idle(struct pf_slice *s, unsigned int timeout_ms);
 /* Copy the thread's mailbox counters into @s (loop thread, before it reads them). */
 void pf_svc_sync(struct pf_slice *s);
 
@@ -421,6 +428,11 @@ int pf_slice_restore_cmd(struct pf_daemon *d, json_object *args, bool dry, json_
  * the guest is quiesced; nothing is written then. */
 int pf_mig_state_save(struct pf_daemon *d, struct pf_slice *s, struct mig_enc *enc,
 		      struct pf_err *e);
+/* The same for a live migration's final pass, then the VF's control area (CONTROL: the
+ * interrupt page, the mailbox rings, the header) as it is with the mailbox served to the
+ * end: requests and replies in flight move with it. */
+int pf_mig_state_save_live(struct pf_daemon *d, struct pf_slice *s, struct mig_enc *enc,
+			   struct pf_err *e);
 /* A restore's plan: the VF (*@vf, planned as the first free one) must be the one the
  * guest's handles in RM_TREE frame @fr name; it becomes that VF if free, else -EBUSY
  * naming it. Other frames leave *@vf alone. */

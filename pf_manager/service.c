@@ -51,6 +51,8 @@ struct pf_svc {
 	int reply_fd;			/* our mailbox vector to the guest; -1: no guest */
 	uint64_t gen;			/* bumped whenever the rings are formatted again */
 	uint32_t resets;		/* what GET_INFO reports */
+	bool busy;			/* a request taken, its reply not yet in the ring */
+	pthread_cond_t idle;		/* busy went false */
 	/* counters, written by the thread, copied into the slice by pf_svc_sync() */
 	_Atomic uint64_t rpc_ok, rpc_err, kicks;
 	/* the thread's own: its VF's counts for the priority by share, the nice it runs at */
@@ -150,6 +152,7 @@ static int svc_take(struct pf_svc *v, uint8_t *req)
 	/* Copy first: the guest may rewrite the slot while we look at it. */
 	memcpy(req, slot, VF_MBOX_SLOT_SIZE);
 	cmn_ring_consume_commit(&s->req);
+	v->busy = true;
 	return 1;
 }
 
@@ -184,6 +187,8 @@ static void svc_serve(struct pf_svc *v)
 				cmn_dbg("VF %u: mailbox vector not signalled: %s", v->s->vf,
 					 cmn_strerror(-errno));
 		}
+		v->busy = false;
+		pthread_cond_broadcast(&v->idle);
 		cmn_mutex_unlock(&v->lock);
 	}
 }
@@ -247,6 +252,7 @@ int pf_svc_start(struct pf_daemon *d, struct pf_slice *s)
 	atomic_init(&v->rpc_err, s->rpc_err);
 	atomic_init(&v->kicks, s->mbox_kicks);
 	cmn_mutex_init(&v->lock);
+	pthread_cond_init(&v->idle, NULL);
 	v->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (v->wake_fd < 0) {
 		r = -errno;
@@ -260,6 +266,7 @@ int pf_svc_start(struct pf_daemon *d, struct pf_slice *s)
 close_fd:
 	close(v->wake_fd);
 free_v:
+	pthread_cond_destroy(&v->idle);
 	cmn_mutex_destroy(&v->lock);
 	free(v);
 	return r;
@@ -279,6 +286,7 @@ void pf_svc_stop(struct pf_slice *s)
 	pthread_join(v->th, NULL);
 	pf_svc_sync(s);
 	close(v->wake_fd);
+	pthread_cond_destroy(&v->idle);
 	cmn_mutex_destroy(&v->lock);
 	free(v);
 	s->svc = NULL;
@@ -318,6 +326,25 @@ void pf_svc_pause(struct pf_slice *s)
 	/* Held until pf_svc_resume(): the thread finishes the ring operation in hand and
 	 * then waits (it never holds the lock while it handles a request). */
 	cmn_mutex_lock(&v->lock);
+}
+
+int pf_svc_pause_idle(struct pf_slice *s, unsigned int timeout_ms)
+{
+	struct pf_svc *v = s->svc;
+	struct timespec until;
+	uint64_t t;
+
+	if (!v)
+		return 0;
+	clock_gettime(CLOCK_REALTIME, &until);	/* the condition's clock */
+	t = (uint64_t)until.tv_nsec + (uint64_t)timeout_ms * 1000000ull;
+	until.tv_sec += (time_t)(t / 1000000000ull);
+	until.tv_nsec = (long)(t % 1000000000ull);
+	cmn_mutex_lock(&v->lock);
+	/* A request in hand finishes with its reply in the ring; the thread then waits. */
+	while (v->busy && !cmn_cond_timedwait(&v->idle, &v->lock, &until))
+		;
+	return v->busy ? -EBUSY : 0;
 }
 
 void pf_svc_resume(struct pf_slice *s)

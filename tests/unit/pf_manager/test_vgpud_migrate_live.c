@@ -448,6 +448,85 @@ static void test_live_guest(void **state)
 	guest_down(&g);
 }
 
+/* The control area of @d's VF 1 (the last VF_BAR_CTRL_SIZE bytes of its BAR object),
+ * mapped read/write, as the guest's CPU sees it; its rings attached. */
+struct ctrl_view {
+	uint8_t *p;
+	struct cmn_ring req, rsp;
+	struct vf_bar_header *hdr;
+};
+
+static void ctrl_map(struct tdaemon *d, struct ctrl_view *c)
+{
+	int fd = bar_open(d, 1);
+	struct stat sb;
+
+	assert_int_equal(fstat(fd, &sb), 0);
+	c->p = mmap(NULL, VF_BAR_CTRL_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+		    sb.st_size - VF_BAR_CTRL_SIZE);
+	close(fd);
+	assert_true(c->p != MAP_FAILED);
+	c->hdr = (struct vf_bar_header *)(c->p + VF_BAR_HDR_CTRL_OFF);
+	assert_int_equal(cmn_ring_attach(&c->req, c->p + VF_BAR_REQ_OFF, VF_BAR_RING_REGION), 0);
+	assert_int_equal(cmn_ring_attach(&c->rsp, c->p + VF_BAR_RSP_OFF, VF_BAR_RING_REGION), 0);
+}
+
+/* A reply vgpud wrote after the guest's last look at its mailbox moves with the control
+ * area: the guest's CPU (this test, through the BAR) puts a PING on A's request ring, A's
+ * service thread answers it (the ring's count says when), nobody takes the reply, and B
+ * holds it, intact, in the same place after the switchover; the request ring is empty
+ * and the header is A's with B's VF in it. */
+static void test_live_reply_in_flight(void **state)
+{
+	struct fixture *f = *state;
+	struct guest g = { 0 };
+	struct ctrl_view ca, cb;
+	uint8_t slot[VF_MBOX_SLOT_SIZE], got[VF_MBOX_SLOT_SIZE];
+	struct vf_msg *m = (struct vf_msg *)slot, *r = (struct vf_msg *)got;
+	uint32_t resets;
+
+	fill_source(f);
+	guest_up(f, &g);
+	guest_fill(&g, 0, 0, 0x66666666);
+	ctrl_map(f->a, &ca);
+	resets = __atomic_load_n(&ca.hdr->reset_count, __ATOMIC_ACQUIRE);
+	listen_b(f);
+	assert_int_equal(T_CTL(f->a, "migrate", "-u", U1, "--to", f->sock, "--switchover",
+			       "manual", "--no-wait"), 0);
+	json_object_put(wait_status(f->ea, "waiting"));
+	memset(slot, 0, sizeof(slot));
+	m->type = VF_MSG_PING;
+	m->seq = 0x5eed;
+	m->length = 64;
+	pattern((uint8_t *)(m + 1), 64, 11);
+	assert_int_equal(cmn_ring_push(&ca.req, slot, sizeof(slot)), 0);
+	/* No kick: the service thread's sweep finds it. */
+	for (int i = 0; i < 10000 && !cmn_ring_count(&ca.rsp); i++)
+		usleep(1000);
+	assert_int_equal(cmn_ring_count(&ca.rsp), 1);
+	assert_int_equal(cmn_ring_count(&ca.req), 0);
+	assert_int_equal(T_CTL(f->a, "migrate-switchover", "-u", U1), 0);
+	json_object_put(wait_status(f->ea, "completed"));
+	json_object_put(wait_status(f->eb, "completed"));
+	munmap(ca.p, VF_BAR_CTRL_SIZE);
+
+	ctrl_map(f->b, &cb);
+	assert_int_equal(cb.hdr->magic, VF_BAR_MAGIC);
+	assert_int_equal(cb.hdr->vf_id, 1);
+	assert_int_equal(cb.hdr->reset_count, resets);
+	assert_int_equal(cb.hdr->state, VF_STATE_READY);
+	assert_int_equal(cmn_ring_count(&cb.req), 0);
+	assert_int_equal(cmn_ring_count(&cb.rsp), 1);
+	assert_int_equal(cmn_ring_pop(&cb.rsp, got), 0);
+	assert_int_equal(r->type, VF_MSG_PING);
+	assert_int_equal(r->seq, 0x5eed);
+	assert_int_equal(r->status, 0);
+	assert_int_equal(r->length, 64);
+	assert_memory_equal(r + 1, m + 1, 64);
+	munmap(cb.p, VF_BAR_CTRL_SIZE);
+	guest_down(&g);
+}
+
 /* A guest with work in flight at the switchover is not carried: the switchover fails
  * naming it, and the source resumes: the engines run the pending work there. */
 static void test_live_busy_guest(void **state)
@@ -707,6 +786,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_live_round_trip, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_live_auto, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_live_guest, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_live_reply_in_flight, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_live_busy_guest, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_live_peer_mode_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_live_refused, setup, teardown),
