@@ -8,7 +8,7 @@
 /* --- request validation and region order --- */
 
 /* Validate the caller's request and convert it to frames in @q: 0 or -EINVAL. */
-static int req_init(struct pma *pma, struct pma_req *q, size_t count, uint64_t page_size,
+static PMA_HOT_INLINE int req_init(struct pma *pma, struct pma_req *q, size_t count, uint64_t page_size,
 		    const struct pma_alloc_opts *o)
 {
 	uint32_t flags = o ? o->flags : 0;
@@ -187,7 +187,7 @@ take_commit_64k(struct pma_region *r, bool partial, size_t need, struct pma_opar
 		}
 		pma_tlayer_mark(&r->ftree.layer[0], (uint32_t)gw);
 		if (got < need)
-			g = pma_bits_next(map, sum, (gw + 1) * 64, r->nr_groups);
+			g = pma_bits_next_inl(map, sum, (gw + 1) * 64, r->nr_groups);
 	}
 	r->free_frames -= taken;
 	a->dirty_seen |= dirty;
@@ -237,7 +237,7 @@ static PMA_HOT_INLINE bool alloc_2m_fast(struct pma_region *r, const struct pma_
 	    r->free_groups < q->count)
 		return false;
 	if (q->count > 1 && q->count <= PMA_RUN_CAP)
-		g = pma_runs_find(r, q->count);
+		g = pma_runs_find_inl(r, q->count);
 	else if (q->count > 1 && q->count <= UINT32_MAX &&
 		 pma_tree_largest_groups(&r->ftree, r) >= q->count)
 		g = pma_tree_find(&r->ftree, r, true, 0, r->nr_groups, q->count, 1, 0, false);
@@ -258,7 +258,7 @@ static PMA_HOT_INLINE bool alloc_2m_fast(struct pma_region *r, const struct pma_
 		uint64_t gw, take, dirty = 0;
 		size_t have, want = q->count - got;
 
-		g = pma_bits_next(r->gfull, r->gfull_sum, g, r->nr_groups);
+		g = pma_bits_next_inl(r->gfull, r->gfull_sum, g, r->nr_groups);
 		VGPU_ASSERT(g != PMA_NONE);
 		gw = g / 64;
 		take = r->gfull[gw] & (~0ull << (g % 64));
@@ -308,7 +308,8 @@ static PMA_HOT_INLINE int alloc_contig_groups(struct pma_region *r, const struct
 		return 1;
 	if (r->free_groups < ng)
 		return -ENOMEM;
-	g = ng == 1 ? pma_bits_next(r->gfull, r->gfull_sum, 0, r->nr_groups) : pma_runs_find(r, ng);
+	g = ng == 1 ? pma_bits_next_inl(r->gfull, r->gfull_sum, 0, r->nr_groups)
+		    : pma_runs_find_inl(r, ng);
 	if (g == PMA_NONE)
 		return -ENOMEM;
 	whole = ng == 1 ? pma_group_apply(r, g << PMA_GROUP_SHIFT, PMA_OP_ALLOC, a)

@@ -31,6 +31,10 @@
 #include "common/lock.h"
 #include "pma/pma.h"
 
+/* Forced inlining for the small helpers of the fast paths: gcc otherwise keeps some out of
+ * line (a call and a frame each, and only the baseline-ISA version of them). */
+#define PMA_INLINE inline __attribute__((always_inline))
+
 #define PMA_GROUP_FRAMES	32u		/* frames in a 2 MiB group */
 #define PMA_GROUP_SHIFT		5
 #define PMA_LEAF_FRAMES		2048u		/* extent-tree leaf: one word of group bits */
@@ -125,7 +129,7 @@ struct pma_tree {
 };
 
 /* Mark leaf @leaf of @ly changed. */
-static inline void pma_tlayer_mark(struct pma_tlayer *ly, uint32_t leaf)
+static PMA_INLINE void pma_tlayer_mark(struct pma_tlayer *ly, uint32_t leaf)
 {
 	ly->dirty[leaf / 64] |= VGPU_BIT(leaf % 64);
 	if (leaf < ly->dlo)
@@ -288,17 +292,17 @@ int pma_tree_check(struct pma_tree *t, const struct pma_region *r);
 /* --- pma_runs.c --- */
 int pma_runs_init(struct pma_runs *x, uint64_t nr_words);
 void pma_runs_fini(struct pma_runs *x);
-/* Word @gw of the group bits changed: its entry and those of the words whose runs reach it. */
-void pma_runs_word_changed(struct pma_region *r, uint64_t gw);
 /* First group g with groups [g, g + @n) all whole and free, 1 <= @n <= PMA_RUN_CAP;
  * UINT64_MAX if none. */
 uint64_t pma_runs_find(struct pma_region *r, uint64_t n);
 /* Compare every entry with a fresh computation; 0 or -EIO. */
 int pma_runs_check(struct pma_region *r);
 
+#include "pma/pma_runs_internal.h"
+
 /* Group word @gw changed which groups are whole and free: the tree's group layer is marked,
  * the run index follows at once. */
-static inline void pma_group_mark(struct pma_region *r, uint32_t gw)
+static PMA_INLINE void pma_group_mark(struct pma_region *r, uint32_t gw)
 {
 	pma_tlayer_mark(&r->ftree.layer[1], gw);
 	pma_runs_word_changed(r, gw);
@@ -314,7 +318,7 @@ static inline uint64_t pma_region_avail(const struct pma_region *r, uint64_t wi)
 	return pma_word_avail(&r->words[wi]);
 }
 
-static inline void pma_sum_update(uint64_t *sum, const uint64_t *map, uint64_t gw)
+static PMA_INLINE void pma_sum_update(uint64_t *sum, const uint64_t *map, uint64_t gw)
 {
 	if (map[gw])
 		sum[gw / 64] |= VGPU_BIT(gw % 64);
@@ -380,20 +384,36 @@ uint64_t pma_region_count_avail(const struct pma_region *r, uint64_t w0, uint64_
 /* Next/previous set bit of a two-level bitmap (map + summary) in [lo, hi); UINT64_MAX if none. */
 uint64_t pma_bits_next(const uint64_t *map, const uint64_t *sum, uint64_t lo, uint64_t hi);
 uint64_t pma_bits_prev(const uint64_t *map, const uint64_t *sum, uint64_t lo, uint64_t hi);
-/* pma_bits_next() with the answer in @lo's own word found inline. */
-static inline uint64_t pma_bits_next_inl(const uint64_t *map, const uint64_t *sum, uint64_t lo,
-					 uint64_t hi)
+/* pma_bits_next(), inline: the fast paths are built once per instruction set, and each
+ * wants its own copy rather than a call to the baseline one. */
+static PMA_INLINE uint64_t pma_bits_next_inl(const uint64_t *map, const uint64_t *sum, uint64_t lo,
+					     uint64_t hi)
 {
-	if (lo < hi) {
-		uint64_t w = map[lo / 64] & (~0ull << (lo % 64));
+	uint64_t wi, w, si, s, nw;
 
-		if (w) {
-			uint64_t b = (lo & ~63ull) + cmn_ctz(w);
-
-			return b < hi ? b : UINT64_MAX;
+	if (lo >= hi)
+		return UINT64_MAX;
+	wi = lo / 64;
+	w = map[wi] & (~0ull << (lo % 64));
+	if (!w) {
+		/* The summary says which words have a bit set: skip the empty ones. */
+		nw = VGPU_BITMAP_WORDS(hi);
+		if (wi + 1 >= nw)
+			return UINT64_MAX;
+		si = (wi + 1) / 64;
+		s = sum[si] & (~0ull << ((wi + 1) % 64));
+		while (!s) {
+			if (++si * 64 >= nw)
+				return UINT64_MAX;
+			s = sum[si];
 		}
+		wi = si * 64 + cmn_ctz(s);
+		if (wi >= nw)
+			return UINT64_MAX;
+		w = map[wi];
 	}
-	return pma_bits_next(map, sum, lo, hi);
+	lo = wi * 64 + cmn_ctz(w);
+	return lo < hi ? lo : UINT64_MAX;
 }
 /* Check one region's indexes and counters; 0 or -EIO. */
 int pma_region_check(struct pma_region *r);
@@ -522,7 +542,7 @@ static inline uint64_t pma_gword_mask(uint64_t g0, uint64_t ng, uint64_t gw)
 
 /* Whole groups changed their wholeness in group word @gw: summary and both tree layers (a
  * leaf is one group word). */
-static inline void pma_gword_changed(struct pma_region *r, uint64_t gw)
+static PMA_INLINE void pma_gword_changed(struct pma_region *r, uint64_t gw)
 {
 	pma_sum_update(r->gfull_sum, r->gfull, gw);
 	pma_tlayer_mark(&r->ftree.layer[0], (uint32_t)gw);
@@ -582,7 +602,7 @@ static inline struct pma_gwords pma_gwords_of(uint64_t g0, uint64_t ng)
 /* Check whole groups [g0, g0 + ng) for a plain free: -ENOENT if a frame is not allocated,
  * 1 if a frame carries an attribute (such groups do not become whole: the general path),
  * 0 if they can be freed as a block. */
-static inline int pma_groups_free_check(const struct pma_region *r, uint64_t g0, uint64_t ng)
+static PMA_INLINE int pma_groups_free_check(const struct pma_region *r, uint64_t g0, uint64_t ng)
 {
 	struct pma_gwords x = pma_gwords_of(g0, ng);
 	uint64_t notalloc = 0, attrs = 0;
@@ -593,7 +613,7 @@ static inline int pma_groups_free_check(const struct pma_region *r, uint64_t g0,
 
 /* Move gfull and the counters for whole groups [g0, g0 + ng) that became allocated (all
  * their bits were set) or free (all clear). */
-static inline void pma_groups_flip(struct pma_region *r, uint64_t g0, uint64_t ng, bool alloc)
+static PMA_INLINE void pma_groups_flip(struct pma_region *r, uint64_t g0, uint64_t ng, bool alloc)
 {
 	for (uint64_t gw = g0 / 64; gw <= (g0 + ng - 1) / 64; gw++) {
 		r->gfull[gw] ^= pma_gword_mask(g0, ng, gw);
@@ -609,7 +629,7 @@ static inline void pma_groups_flip(struct pma_region *r, uint64_t g0, uint64_t n
 }
 
 /* Free whole groups [g0, g0 + ng) that pma_groups_free_check() passed: a block change. */
-static inline void pma_groups_free_checked(struct pma_region *r, uint64_t g0, uint64_t ng)
+static PMA_INLINE void pma_groups_free_checked(struct pma_region *r, uint64_t g0, uint64_t ng)
 {
 	struct pma_gwords x = pma_gwords_of(g0, ng);
 
@@ -622,7 +642,7 @@ static inline void pma_groups_free_checked(struct pma_region *r, uint64_t g0, ui
  * whole words instead of being re-derived word by word (a group that is wholly allocated or
  * wholly free is never partial, so gpart does not move). False if the range does not
  * qualify. */
-static inline bool pma_groups_apply(struct pma_region *r, uint64_t g0, uint64_t ng,
+static PMA_INLINE bool pma_groups_apply(struct pma_region *r, uint64_t g0, uint64_t ng,
 				    enum pma_op op, struct pma_opargs *a)
 {
 	struct pma_gwords x = pma_gwords_of(g0, ng);
@@ -665,7 +685,7 @@ static inline bool pma_groups_apply(struct pma_region *r, uint64_t g0, uint64_t 
 
 /* One whole group, allocated from full or freed from plain allocated: the common 2 MiB page.
  * False if it does not qualify (then the general path runs). */
-static inline bool pma_group_apply(struct pma_region *r, uint64_t idx, enum pma_op op,
+static PMA_INLINE bool pma_group_apply(struct pma_region *r, uint64_t idx, enum pma_op op,
 				   struct pma_opargs *a)
 {
 	uint64_t g = idx >> PMA_GROUP_SHIFT, wi = idx / 64;

@@ -94,31 +94,7 @@ void pma_region_refresh(struct pma_region *r, uint64_t w0, uint64_t w1, uint64_t
 
 uint64_t pma_bits_next(const uint64_t *map, const uint64_t *sum, uint64_t lo, uint64_t hi)
 {
-	uint64_t wi, w, si, s, nw;
-
-	if (lo >= hi)
-		return NONE;
-	wi = lo / 64;
-	w = map[wi] & (~0ull << (lo % 64));
-	if (!w) {
-		/* The summary says which words have a bit set: skip the empty ones. */
-		nw = VGPU_BITMAP_WORDS(hi);
-		if (wi + 1 >= nw)
-			return NONE;
-		si = (wi + 1) / 64;
-		s = sum[si] & (~0ull << ((wi + 1) % 64));
-		while (!s) {
-			if (++si * 64 >= nw)
-				return NONE;
-			s = sum[si];
-		}
-		wi = si * 64 + cmn_ctz(s);
-		if (wi >= nw)
-			return NONE;
-		w = map[wi];
-	}
-	lo = wi * 64 + cmn_ctz(w);
-	return lo < hi ? lo : NONE;
+	return pma_bits_next_inl(map, sum, lo, hi);
 }
 
 uint64_t pma_bits_prev(const uint64_t *map, const uint64_t *sum, uint64_t lo, uint64_t hi)
