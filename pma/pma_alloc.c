@@ -145,6 +145,7 @@ static inline __attribute__((always_inline)) size_t
 take_commit_64k(struct pma_region *r, bool partial, size_t need, struct pma_opargs *a,
 		uint64_t pin, uint64_t persist, uint64_t *out)
 {
+	bool plain = pma_region_plain(r);	/* no attribute: available is not allocated */
 	uint64_t *map = partial ? r->gpart : r->gfull, *sum = partial ? r->gpart_sum : r->gfull_sum;
 	uint64_t g = pma_bits_next_inl(map, sum, 0, r->nr_groups), dirty = 0, taken = 0;
 	size_t got = 0;
@@ -156,7 +157,9 @@ take_commit_64k(struct pma_region *r, bool partial, size_t need, struct pma_opar
 			unsigned int gb = cmn_ctz(bits);
 			uint64_t base = (gw * 64 + gb) << PMA_GROUP_SHIFT, sh = base % 64;
 			struct pma_word *w = &r->words[base / 64];
-			uint64_t m = partial ? (pma_word_avail(w) >> sh) & 0xffffffffull : 0xffffffffull;
+			uint64_t m = !partial ? 0xffffffffull
+				     : plain ? (~w->alloc >> sh) & 0xffffffffull
+				     : (pma_word_avail(w) >> sh) & 0xffffffffull;
 			uint64_t addr0 = (r->first + base) << PMA_FRAME_SHIFT, fm;
 			size_t left = need - got, nm = cmn_popcount(m);
 			uint64_t sel = nm <= left ? m : low_bits(m, left);

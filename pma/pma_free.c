@@ -171,29 +171,32 @@ static PMA_HOT_INLINE void groups_free_words(struct pma_region *r, const uint64_
  * group bits of all the words under one word of group bits are re-derived in registers and
  * stored once, with one summary update, one run-index update and one tree mark. */
 static PMA_HOT_INLINE void small_free_words(struct pma_region *r, const uint64_t *wv, const uint64_t *mv,
-			     int nw)
+			     int nw, bool plain)
 {
 	uint64_t freed = 0;
 
 	for (int k = 0; k < nw;) {
-		uint64_t gw = wv[k] / 32, of = r->gfull[gw], op = r->gpart[gw], nf = of, np = op;
+		uint64_t gw = wv[k] / 32, of = r->gfull[gw], op = r->gpart[gw];
+		uint64_t touched = 0, full = 0, some = 0, nf, np;
 
+		/* The words' two group bits are gathered, then replaced in one step. */
 		for (; k < nw && wv[k] / 32 == gw; k++) {
 			struct pma_word *w = &r->words[wv[k]];
-			uint64_t attrs = w->evict | w->scrub | w->black, a0 = ~(w->alloc | attrs);
-			uint64_t a1 = a0 | (mv[k] & ~attrs), sh = (wv[k] % 32) * 2;
+			uint64_t attrs = plain ? 0 : w->evict | w->scrub | w->black;
+			uint64_t fm = mv[k] & ~attrs, a1 = ~(w->alloc | attrs) | fm;
+			uint64_t sh = (wv[k] % 32) * 2;
 			uint32_t lo = (uint32_t)a1, hi = (uint32_t)(a1 >> 32);
 
 			w->alloc &= ~mv[k];
 			w->pin &= ~mv[k];
 			w->persist |= mv[k];	/* free and dirty until scrubbed */
-			freed += cmn_popcount(a1 & ~a0);
-			nf = (nf & ~(3ull << sh)) |
-			     ((uint64_t)(lo == UINT32_MAX) | (uint64_t)(hi == UINT32_MAX) << 1) << sh;
-			np = (np & ~(3ull << sh)) |
-			     ((uint64_t)(lo && lo != UINT32_MAX) |
-			      (uint64_t)(hi && hi != UINT32_MAX) << 1) << sh;
+			freed += cmn_popcount(fm);	/* every frame of mv[k] was allocated */
+			touched |= 3ull << sh;
+			full |= ((uint64_t)(lo == UINT32_MAX) | (uint64_t)(hi == UINT32_MAX) << 1) << sh;
+			some |= ((uint64_t)(lo != 0) | (uint64_t)(hi != 0) << 1) << sh;
 		}
+		nf = (of & ~touched) | full;
+		np = (op & ~touched) | (some & ~full);
 		if (np != op) {
 			r->gpart[gw] = np;
 			pma_sum_update(r->gpart_sum, r->gpart, gw);
@@ -257,13 +260,15 @@ static PMA_HOT_INLINE int free_fast_locked(struct pma *pma, const uint64_t *page
 	if (nw <= 0)
 		return nw ? nw : 1;
 	if (pf == PMA_GROUP_FRAMES) {
+		bool plain = pma_region_plain(r);
+
 		for (int k = 0; k < nw; k++)
 			pma_gbits_for_each_word(mv[k], wv[k], wi, m) {
 				const struct pma_word *w = &r->words[wi];
 
 				if ((w->alloc & m) != m)
 					return -ENOENT;
-				attrs |= !!((w->evict | w->scrub | w->black) & m);
+				attrs |= !plain && ((w->evict | w->scrub | w->black) & m);
 			}
 		if (attrs)
 			return 1;	/* such groups do not become whole: the general path */
@@ -273,7 +278,10 @@ static PMA_HOT_INLINE int free_fast_locked(struct pma *pma, const uint64_t *page
 	for (int k = 0; k < nw; k++)
 		if ((r->words[wv[k]].alloc & mv[k]) != mv[k])
 			return -ENOENT;
-	small_free_words(r, wv, mv, nw);
+	if (pma_region_plain(r))
+		small_free_words(r, wv, mv, nw, true);
+	else
+		small_free_words(r, wv, mv, nw, false);
 	return 0;
 }
 

@@ -132,7 +132,7 @@ static int region_fail(const struct pma_region *r, const char *what, uint64_t at
 
 int pma_region_check(struct pma_region *r)
 {
-	uint64_t free_frames = 0, free_groups = 0, scrub = 0, black = 0;
+	uint64_t free_frames = 0, free_groups = 0, scrub = 0, black = 0, evict = 0;
 
 	for (uint64_t wi = 0; wi < r->nr_words; wi++) {
 		const struct pma_word *w = &r->words[wi];
@@ -150,6 +150,7 @@ int pma_region_check(struct pma_region *r)
 		free_frames += cmn_popcount(a);
 		scrub += cmn_popcount(w->scrub & real);
 		black += cmn_popcount(w->black & real);
+		evict += cmn_popcount(w->evict);
 		for (unsigned int h = 0; h < 2; h++) {
 			uint32_t half = (uint32_t)(a >> (32 * h));
 			uint64_t g = wi * 2 + h;
@@ -175,6 +176,8 @@ int pma_region_check(struct pma_region *r)
 		return region_fail(r, "scrubbing counter wrong", r->scrub_frames);
 	if (black != r->black_frames)
 		return region_fail(r, "blacklist counter wrong", r->black_frames);
+	if (evict != r->evict_frames)
+		return region_fail(r, "evicting counter wrong", r->evict_frames);
 	if (pma_tree_check(&r->ftree, r))
 		return region_fail(r, "extent tree wrong", 0);
 	if (pma_runs_check(r))
