@@ -446,6 +446,10 @@ int vgpu_vf_reattach(struct vgpu_vf *vf, const char *socket)
 	if (!vf->bar)
 		return vf_error(vf, -ENOTCONN, "reattach: the VF is detached (a failed recovery): "
 				"open it anew");
+	/* Its service thread sleeps on the endpoint's vectors, which are about to change. */
+	if (vf->managed.ctx)
+		return vf_error(vf, -EBUSY, "reattach: managed memory is on and does not move: "
+				"vgpu_managed_fini() first");
 	/* vgpud would take a second connection of ours to the same endpoint for an SVA one. */
 	if (!strcmp(vf_local_path(vf->t), socket) && vf->t->ops->alive(vf->t))
 		return vf_error(vf, -EBUSY, "reattach: already attached to %s", socket);

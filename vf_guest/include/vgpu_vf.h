@@ -285,15 +285,17 @@ bool vgpu_vf_reset_pending(struct vgpu_vf *vf);
  * vgpud's copy; the mailbox rings, doorbell page, interrupt page and vectors are taken from
  * the new endpoint, the old connection is closed, and this driver's ABI is announced there
  * (so the slice can move on again). From the source's stop until this returns the
- * application must not touch the BAR (the source scrubs its copy: reads give zeros) and no
- * other call on @vf may run. An SVA binding stays behind: bind again. A move is seen as the
+ * application must not touch the BAR (the source scrubs its VRAM: reads give zeros) and no
+ * other call on @vf may run. An SVA binding stays behind: bind again. Managed memory
+ * (vgpu_vf_managed.h) does not move: it must be off (-EBUSY). A move is seen as the
  * endpoint going away (vgpu_vf_reset_pending() true); call this, not vgpu_vf_recover(),
  * which would drop every object. Local transport only: a VM's VMM carries its BAR itself.
  * 0, or -errno with the VF attached as before (its old endpoint, if that still lives):
  * -ENODEV (@socket serves another slice, or the slice as another VF), -EPROTO (laid out
- * differently), -EAGAIN (not ready), -EBUSY (already attached there), -EOPNOTSUPP (not
- * the local transport), the connect's error (-ENOENT: no such endpoint), or the host's
- * status to the handshake once attached; vgpu_vf_last_error() names what is wrong. */
+ * differently), -EAGAIN (not ready), -EBUSY (already attached there, or managed memory
+ * on), -EOPNOTSUPP (not the local transport), the connect's error (-ENOENT: no such
+ * endpoint), or the host's status to the handshake once attached; vgpu_vf_last_error()
+ * names what is wrong. */
 int vgpu_vf_reattach(struct vgpu_vf *vf, const char *socket);
 
 /* ==== transports ============================================================================ */

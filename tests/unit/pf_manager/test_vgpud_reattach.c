@@ -8,13 +8,14 @@
  * interrupt vector), an old RM handle works there (B frees an object A made: one fewer in
  * B's count), new memory is allocated, and the slice moves back to A the same way. A's endpoint of the
  * moved slice is gone. A reattach to a wrong endpoint - another slice, a vgpud without the
- * slice, the current endpoint itself, no path - fails naming what is wrong and leaves the
- * guest attached as before (it keeps working where it was). */
+ * slice, the current endpoint itself, no path, managed memory on - fails naming what is
+ * wrong and leaves the guest attached as before (it keeps working where it was). */
 /* pf_test.h copies paths it made itself into sun_path; gcc cannot see their length. */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 #include "pf_test.h"
 #include "common/err.h"
 #include "vf_guest/include/vgpu_vf.h"
+#include "vf_guest/include/vgpu_vf_managed.h"
 #include <vgpu/gmmu.h>
 
 #define U1		"7c7c7c7c-1111-4111-8111-111111111111"
@@ -280,6 +281,9 @@ static void test_reattach_moves_with_slice(void **state)
 	reattach_refused(f, ep_b1, -ENOENT, ep_b1);		/* B has no such slice yet */
 	reattach_refused(f, ep_a1, -EBUSY, "already attached");
 	reattach_refused(f, "", -EINVAL, "no endpoint socket path");
+	assert_int_equal(vgpu_managed_init(f->vf, NULL), 0);
+	reattach_refused(f, ep_a2, -EBUSY, "managed memory is on");
+	vgpu_managed_fini(f->vf);
 	fill(f, 0, 0, 0x12121212);
 	assert_false(vgpu_vf_reset_pending(f->vf));
 
