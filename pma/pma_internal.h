@@ -74,7 +74,7 @@ struct pma_tnode {
 struct pma_tlayer {
 	struct pma_tnode *node;	/* heap order: node[1] root, leaves at [size, 2 size) */
 	uint64_t *dirty;	/* one bit per leaf */
-	uint32_t dlo, dhi;	/* marked leaves lie in [dlo, dhi]; dlo > dhi: none */
+	bool marked;		/* some bit of dirty is set (one store: no range to keep) */
 };
 
 /* The group run index (pma_runs.c): per word of group bits, the longest run of whole free
@@ -132,15 +132,12 @@ struct pma_tree {
 static PMA_INLINE void pma_tlayer_mark(struct pma_tlayer *ly, uint32_t leaf)
 {
 	ly->dirty[leaf / 64] |= VGPU_BIT(leaf % 64);
-	if (leaf < ly->dlo)
-		ly->dlo = leaf;
-	if (leaf > ly->dhi)
-		ly->dhi = leaf;
+	ly->marked = true;
 }
 
 static inline bool pma_tlayer_dirty(const struct pma_tlayer *ly)
 {
-	return ly->dlo <= ly->dhi;
+	return ly->marked;
 }
 
 /* One region. Bitmap index 0 is absolute frame @first, aligned to 512 MiB so group and big-

@@ -144,8 +144,7 @@ static void layer_rebuild(struct pma_tree *t, const struct pma_region *r, unsign
 
 static void layer_clean(struct pma_tlayer *ly)
 {
-	ly->dlo = UINT32_MAX;
-	ly->dhi = 0;
+	ly->marked = false;
 }
 
 int pma_tree_init(struct pma_tree *t, struct pma_region *r)
@@ -221,9 +220,13 @@ void pma_tree_flush_layer(struct pma_tree *t, const struct pma_region *r, unsign
 
 	if (!pma_tlayer_dirty(ly))
 		return;
-	for (uint32_t wi = ly->dlo / 64; wi <= ly->dhi / 64; wi++) {
+	/* A bitmap word per 64 leaves (8 GiB): reading all of them is cheaper than keeping the
+	 * marked range on every mark. */
+	for (uint32_t wi = 0; wi < VGPU_BITMAP_WORDS(t->nr_leaves); wi++) {
 		uint64_t w = ly->dirty[wi];
 
+		if (!w)
+			continue;
 		ly->dirty[wi] = 0;
 		for (; w; w &= w - 1)
 			leaf_update(t, r, layer, wi * 64 + cmn_ctz(w));
@@ -460,10 +463,8 @@ int pma_tree_check(struct pma_tree *t, const struct pma_region *r)
 			if (!cmn_test_bit(ly->dirty, l) && !node_eq(&want, &ly->node[t->size + l]))
 				return -EIO;	/* changed but never marked */
 		}
-		if (pma_tlayer_dirty(ly) && (ly->dlo >= t->nr_leaves || ly->dhi >= t->nr_leaves))
-			return -EIO;
 		for (uint32_t l = 0; l < t->nr_leaves; l++)
-			if (cmn_test_bit(ly->dirty, l) && (l < ly->dlo || l > ly->dhi))
+			if (cmn_test_bit(ly->dirty, l) && !pma_tlayer_dirty(ly))
 				return -EIO;	/* a mark the flush would not visit */
 	}
 	pma_tree_flush(t, r);
