@@ -3,11 +3,13 @@
  * share and fixed share with unequal weights, each function's share of the work completed
  * (fixed-size items whose completion the engine writes as a semaphore) within 5 % of its
  * target; fixed share gives weight/1000 of the engine and leaves the unreserved rest idle;
- * and a function with work waiting is served within a bounded number of the busy
- * functions' quanta (best effort: well inside one, because a slice is cut short for a
- * function owed time; equal share: one round). Everything runs on an engine clock the test
- * drives (each read advances it by one tick), so the results count scheduler decisions and
- * work, not host load. */
+ * a function with work waiting is served within a bounded number of the busy functions'
+ * quanta (best effort: well inside one, because a slice is cut short for a function owed
+ * time; equal share: one round; fixed share: one round of virtual time, 1000 / weight
+ * slices); and an engine that overslept while idle in a reserved slice charges nobody for
+ * it. Everything runs on an engine clock the test drives (each read advances it by one
+ * tick; the oversleep is a leap of it), so the results count scheduler decisions and work,
+ * not host load. */
 #include <pthread.h>
 #include <stdio.h>
 
@@ -28,6 +30,7 @@ struct sclock {
 	pthread_cond_t cv;
 	bool started, stopped;
 	uint64_t now, stop;
+	uint64_t jump_at, jump_by;	/* the first read at or past jump_at leaps jump_by */
 	void (*on_stop)(void *arg);
 	void *arg;
 };
@@ -42,6 +45,10 @@ static uint64_t sclock_read(void *arg)
 		cmn_cond_wait(&k->cv, &k->lock);
 	if (k->now < k->stop)
 		k->now = cmn_min(k->now + TICK_NS, k->stop);
+	if (k->jump_by && k->now >= k->jump_at) {
+		k->now = cmn_min(k->now + k->jump_by, k->stop);
+		k->jump_by = 0;
+	}
 	if (k->now >= k->stop && !k->stopped) {
 		k->stopped = true;
 		if (k->on_stop)
@@ -297,6 +304,82 @@ static void test_fixed_share_unreserved_idle(void **state)
 	assert_true(half[0] * 2 >= half[1] * 3 * 95 / 100 && half[0] * 2 <= half[1] * 3 * 105 / 100);
 }
 
+/* ---- an engine that overslept while idle charges nobody for it ---------------------- */
+
+#define OVER_QUANTUM	(10 * TICK_NS)
+#define OVER_AT		(20 * OVER_QUANTUM)	/* the oversleep: both functions idle */
+#define OVER_BY		(200 * OVER_QUANTUM)
+#define OVER_WINDOW	(100 * OVER_QUANTUM)	/* then both busy until the stop */
+
+/* Two functions with reserved slices and nothing to do; the engine, idle in one's slice,
+ * wakes 200 slices late (the clock leaps while it waits, as a host that ran something else
+ * would make it). Both then get work: each completes about half of what is done in the
+ * next 100 slices. Charged for the oversleep, the function whose slice it was would be 200
+ * slices behind and get none of them. */
+static void oversleep_case(enum gpu_sched_policy policy)
+{
+	struct scale_run *r = calloc(1, sizeof(*r));
+	const uint32_t items = ENTRIES - 1;
+	struct sclock *k;
+	struct tgpu *t;
+
+	assert_non_null(r);
+	r->n = 2;
+	k = sclock_new(OVER_AT + OVER_BY + OVER_WINDOW);
+	k->jump_at = OVER_AT;
+	k->jump_by = OVER_BY;
+	k->on_stop = scale_snapshot;
+	k->arg = r;
+	t = tgpu_on_sclock(2, k);
+	assert_int_equal(gpu_priv_sched_set(t->p, policy, OVER_QUANTUM, 0), 0);
+	for (unsigned int i = 0; i < 2; i++) {
+		struct gpu_priv_sched_fn s = { .enabled = 1, .quantum_ns = OVER_QUANTUM,
+					       .weight = policy == GPU_SCHED_FIXED_SHARE ? 500 : 0 };
+
+		assert_int_equal(gpu_priv_sched_fn_set(t->p, i + 1, &s), 0);
+		/* A channel on the runlist, nothing queued: the slices are reserved, spent idle. */
+		tchan_init(t, &r->w[i].c, i + 1, 0, 0, ENTRIES);
+	}
+	sclock_start(k);
+	sclock_wait_until(k, OVER_AT + OVER_BY);
+	for (unsigned int i = 0; i < 2; i++) {
+		uint64_t dst = tgpu_vmem(t, i + 1, ITEM_BYTES + 64, VGPU_GMMU_PAGE_64K);
+		uint64_t sem = dst + ITEM_BYTES;
+
+		r->w[i].sem = tgpu_va(t, i + 1, sem, 4);
+		*r->w[i].sem = 0;
+		for (uint32_t j = 0; j < items; j++) {
+			TM(&r->w[i].c, VGPU_M_FILL, lo32(dst), hi32(dst), ITEM_BYTES, 0, j);
+			TM(&r->w[i].c, VGPU_M_SEM_RELEASE, lo32(sem), hi32(sem), j + 1, 0, 0);
+			tchan_gp(&r->w[i].c);
+		}
+	}
+	for (unsigned int i = 0; i < 2; i++)
+		tchan_kick(t, &r->w[i].c);
+	sclock_wait_stop(k);
+	print_message("after the oversleep: %u and %u items\n", r->done[0], r->done[1]);
+	for (unsigned int i = 0; i < 2; i++) {
+		assert_true(r->done[i] < items);
+		/* Half each, less a few slices one got before the other's work was queued. */
+		assert_true(r->done[i] * 100 >= (r->done[0] + r->done[1]) * 40);
+	}
+	tgpu_free(t);
+	sclock_free(k);
+	free(r);
+}
+
+static void test_oversleep_equal_share(void **state)
+{
+	(void)state;
+	oversleep_case(GPU_SCHED_EQUAL_SHARE);
+}
+
+static void test_oversleep_fixed_share(void **state)
+{
+	(void)state;
+	oversleep_case(GPU_SCHED_FIXED_SHARE);
+}
+
 /* ---- a waiting function is served within a bounded number of others' quanta ---------- */
 
 /* Keep a flooder's ring at least half full of one FILL segment. */
@@ -334,6 +417,10 @@ static const struct wait_case {
 	/* Equal share: slices are reserved, the waiting function's comes within a round (its
 	 * own slot and the others', each a few ticks of switching longer than a quantum). */
 	{ "equal share, 8 flooding", GPU_SCHED_EQUAL_SHARE, 8, 10 },
+	/* Fixed share, the flooders weighted 8-20 and the waiting function the lightest (8
+	 * per mille): its reserved slice comes once in 1000 / 8 = 125 slices of the others
+	 * and the unreserved part, each a few ticks of switching longer than a quantum. */
+	{ "fixed share, 62 flooding, unequal weights", GPU_SCHED_FIXED_SHARE, 62, 140 },
 };
 
 #define WAIT_ROUNDS	8u
@@ -360,6 +447,8 @@ static void test_wait_bounded(void **state)
 	for (unsigned int i = 0; i <= c->n; i++) {
 		struct gpu_priv_sched_fn s = { .enabled = 1, .quantum_ns = WAIT_QUANTUM };
 
+		if (c->policy == GPU_SCHED_FIXED_SHARE)
+			s.weight = i < c->n ? scale_weight(i, c->n) : scale_weight(0, c->n);
 		assert_int_equal(gpu_priv_sched_fn_set(t->p, i + 1, &s), 0);
 	}
 	for (unsigned int i = 0; i < c->n; i++)
@@ -408,7 +497,7 @@ static void test_wait_bounded(void **state)
 
 int main(void)
 {
-	struct CMUnitTest tests[VGPU_ARRAY_SIZE(scale_cases) + VGPU_ARRAY_SIZE(wait_cases) + 1];
+	struct CMUnitTest tests[VGPU_ARRAY_SIZE(scale_cases) + VGPU_ARRAY_SIZE(wait_cases) + 3];
 	size_t n = 0;
 
 	for (size_t i = 0; i < VGPU_ARRAY_SIZE(scale_cases); i++)
@@ -416,6 +505,8 @@ int main(void)
 						  .test_func = test_scale_shares,
 						  .initial_state = (void *)&scale_cases[i] };
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_fixed_share_unreserved_idle);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_oversleep_equal_share);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_oversleep_fixed_share);
 	for (size_t i = 0; i < VGPU_ARRAY_SIZE(wait_cases); i++)
 		tests[n++] = (struct CMUnitTest){ .name = wait_cases[i].name,
 						  .test_func = test_wait_bounded,
