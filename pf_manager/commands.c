@@ -360,6 +360,7 @@ static const struct pf_cmd {
 	{ "migrate-switchover",	pf_live_switchover_cmd,	true },
 	{ "migrate-cancel",	pf_live_cancel_cmd,	true },
 	{ "migrate-status",	pf_live_status_cmd,	false },
+	{ "reclaim-slice",	pf_live_reclaim_cmd,	true },
 };
 
 static const char *err_class(int code)

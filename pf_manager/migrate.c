@@ -143,10 +143,12 @@ static int save_region(struct mig_enc *enc, struct pf_slice *s, enum mig_region 
  * it came from (for the destination's log); a live migration adds its pass. */
 char *pf_mig_def(struct pf_daemon *d, const struct pf_slice *s, json_object *extra)
 {
-	json_object *o = json_object_new_object();
+	json_object *o = json_object_new_object(), *def = pf_slice_def_json(s);
 	char *txt;
 
-	json_object_object_add(o, "definition", pf_slice_def_json(s));
+	/* The hand-over record is the source's own: the slice arrives unmarked. */
+	json_object_object_del(def, "migrated_out");
+	json_object_object_add(o, "definition", def);
 	json_object_object_add(o, "transient", json_object_new_boolean(s->transient));
 	pf_json_add_u64(o, "vram_bytes", s->prov.vram);
 	json_object_object_add(o, "parent", json_object_new_string(d->cfg.pf_id));

@@ -51,6 +51,10 @@ int pf_live_status_cmd(struct pf_daemon *d, json_object *args, bool dry, json_ob
 		       struct pf_err *e);
 int pf_live_cancel_cmd(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
 		       struct pf_err *e);
+/* reclaim-slice {uuid}: drop the hand-over record of a slice that migrated out
+ * unconfirmed, so that it can be started here again. */
+int pf_live_reclaim_cmd(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
+			struct pf_err *e);
 /* Whether @s is in a live migration (a mutating command about it is refused meanwhile). */
 bool pf_live_busy(struct pf_daemon *d, const struct pf_slice *s);
 /* Whether any live migration is in progress here (set-vfs waits for none). */

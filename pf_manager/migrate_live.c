@@ -30,6 +30,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -70,6 +71,7 @@ static const char *const lm_status_names[] = {
 
 /* What a worker asks the loop thread to do. */
 enum lm_req { LM_REQ_NONE, LM_REQ_PLAN, LM_REQ_COMMIT, LM_REQ_DISCARD, LM_REQ_FORGET,
+	      LM_REQ_HANDOVER, LM_REQ_UNMARK, LM_REQ_HOLD,
 	      LM_REQ_STATE_SAVE, LM_REQ_STATE_LOAD };
 
 struct lm_ctx;
@@ -93,6 +95,10 @@ struct lm {
 	uint64_t wire;			/* stream bytes sent (source) */
 	int sock_err;			/* the connection's failure (source), 0 while it works */
 	bool got_ack;			/* recv_ack() read a whole ack record */
+	bool handed_over;		/* source: the hand-over record is durable */
+	bool end_sent;			/* source: the final pass's END went out: the
+					 * destination may commit */
+	const char *exit_at;		/* test builds: end the process at this point */
 	atomic_bool cancel, go;
 	/* the record (L->lock) */
 	enum lm_status status;
@@ -811,6 +817,37 @@ static int src_state(struct lm *m, struct mig_enc *enc, struct cmn_fail *f)
 	return r ? send_failed(m, r, f) : 0;
 }
 
+/* Test builds: end the process at point @what of the hand-over ("handover": the record
+ * is durable, END not sent; "committed": the destination's commit acknowledged, the slice
+ * not yet stopped here), as a kill -9 would. */
+static void lm_test_exit(const struct lm *m, const char *what)
+{
+	if (m->exit_at && !strcmp(m->exit_at, what)) {
+		fprintf(stderr, "vgpud: exit at the migration point \"%s\"\n", what);
+		_exit(PF_CRASH_EXIT);
+	}
+}
+
+/* The hand-over record, durable before the final END (on which the destination commits):
+ * a source that dies from here on does not run the slice again by itself (state.c). */
+static int src_handover(struct lm *m, struct cmn_fail *f)
+{
+	int r = lm_request(m, LM_REQ_HANDOVER);
+
+	if (r)
+		return cmn_fail(f, r, "cannot write the hand-over record: %s", m->req_err.f.msg);
+	m->handed_over = true;
+	lm_test_exit(m, "handover");
+	return 0;
+}
+
+/* Whether the destination may have committed without this side knowing: END went out
+ * and no answer came (a refusal is an answer). */
+static bool lm_unknown(const struct lm *m)
+{
+	return m->end_sent && !m->got_ack;
+}
+
 /* One pass: a complete stream. Pass 0 waits for the destination's plan after SLICE. */
 static int src_pass(struct lm *m, struct src_pages *sp, unsigned int pass, bool final,
 		    bool dirty_only, uint64_t *sent, struct cmn_fail *f)
@@ -846,8 +883,14 @@ static int src_pass(struct lm *m, struct src_pages *sp, unsigned int pass, bool 
 		r = src_region(m, sp, &enc, MIG_R_DMA, dirty_only, f);
 	if (!r && final)
 		r = src_state(m, &enc, f);
+	if (!r && final)
+		r = src_handover(m, f);
 	if (!r)
 		r = mig_enc_end(&enc, f);
+	if (!r && final) {
+		m->end_sent = true;
+		m->got_ack = false;	/* from now on only the commit's answer */
+	}
 	if (r && (m->sock_err || f->err == -ECANCELED))
 		return send_failed(m, m->sock_err ? m->sock_err : -ECANCELED, f);
 	if (r)
@@ -946,9 +989,11 @@ static int src_switchover(struct lm *m, struct src_pages *sp, unsigned int round
 	if (!r)
 		r = recv_ack(m, f);
 	if (r) {
-		src_engines(m, false);
+		if (!lm_unknown(m))
+			src_engines(m, false);
 		return r;
 	}
+	lm_test_exit(m, "committed");
 	cmn_mutex_lock(&m->L->lock);
 	m->t_ack = cmn_now_ns();
 	cmn_mutex_unlock(&m->L->lock);
@@ -1009,12 +1054,21 @@ static void lm_finish(struct lm *m, int r, const char *msg)
 	cmn_mutex_unlock(&m->L->lock);
 }
 
+/* Append @note to @f's message (cut at its size). */
+static void fail_note(struct cmn_fail *f, const char *note)
+{
+	size_t n = strlen(f->msg);
+
+	snprintf(f->msg + n, sizeof(f->msg) - n, "%s", note);
+}
+
 static void *src_main(void *arg)
 {
 	struct lm *m = arg;
 	struct pf_daemon *d = m->L->d;
 	struct src_pages sp = { 0 };
 	struct cmn_fail f = { 0 };
+	bool unknown;
 	int r;
 
 	cmn_log_scope_set(m->s->vf, m->uuid);
@@ -1037,14 +1091,24 @@ static void *src_main(void *arg)
 		r = src_migrate(m, &sp, &f);
 	gpu_dirty_track(d->gpu, false);
 	src_pages_fini(&sp);
-	if (!r)
+	unknown = r && lm_unknown(m);
+	if (!r) {
 		lm_request(m, LM_REQ_FORGET);	/* stopped and undefined here: it runs there */
-	else
+	} else if (unknown) {
+		lm_sm(m, MIG_S_STOPPED);
+		lm_request(m, LM_REQ_HOLD);	/* it may run there: not here */
+		fail_note(&f, "; the destination may have committed: the slice is stopped here, "
+			  "migrated-out (unconfirmed)");
+	} else {
+		if (m->handed_over)
+			lm_request(m, LM_REQ_UNMARK);	/* refused or never sent: it is ours */
 		lm_sm(m, MIG_S_RUNNING);
+	}
 	lm_finish(m, r, f.msg);
 	if (r)
-		cmn_warn("migration of %s to %s %s: %s (the slice runs on here)", m->uuid, m->peer,
-			 r == -ECANCELED ? "cancelled" : "failed", f.msg);
+		cmn_warn("migration of %s to %s %s: %s%s", m->uuid, m->peer,
+			 r == -ECANCELED ? "cancelled" : "failed", f.msg,
+			 unknown ? "" : " (the slice runs on here)");
 	else
 		cmn_info("slice %s migrated to %s", m->uuid, m->peer);
 	return NULL;
@@ -1289,6 +1353,60 @@ static void req_forget(struct pf_daemon *d, struct lm *m)
 	json_object_put(ret);
 }
 
+/* Set (@on) or drop the source's hand-over record. Set: the definition file first, the
+ * journal last (a restart believes the journal's copy of the definition, state.c); drop:
+ * the reverse. Either way a crash between the two leaves the journal deciding. */
+static int req_mark(struct pf_daemon *d, struct lm *m, bool on, struct pf_err *e)
+{
+	struct pf_slice *s = m->s;
+	int r = 0;
+
+	if (on)
+		snprintf(s->migrated_to, sizeof(s->migrated_to), "%.*s",
+			 (int)sizeof(s->migrated_to) - 1, m->peer);
+	else
+		s->migrated_to[0] = 0;
+	if (on && !s->transient)
+		r = pf_state_save_slice(d, s);
+	if (!r)
+		r = pf_state_save_journal(d);
+	if (!r && !on && !s->transient)
+		r = pf_state_save_slice(d, s);
+	if (r && on) {
+		/* Not recorded: the journal still says running here, and so must the file. */
+		s->migrated_to[0] = 0;
+		if (!s->transient)
+			pf_state_save_slice(d, s);
+	}
+	if (r)
+		return cmn_fail(&e->f, r, "slice %s: %s", s->uuid, cmn_strerror(r));
+	return 0;
+}
+
+/* The final END went out and no answer came: the destination may run the slice now, so it
+ * stops here and keeps its record, defined (a transient one gets a definition file), as a
+ * restart after a crash at this point leaves it (state.c handed_over()). */
+static void req_hold(struct pf_daemon *d, struct lm *m)
+{
+	json_object *args = json_object_new_object(), *ret = json_object_new_object();
+	struct pf_slice *s = m->s;
+	struct pf_err e = { 0 };
+
+	s->transient = false;
+	if (pf_state_save_slice(d, s))
+		cmn_warn("slice %s: its definition file cannot be written", s->uuid);
+	json_object_object_add(args, "uuid", json_object_new_string(m->uuid));
+	cmn_mutex_lock(&m->L->lock);
+	m->s = NULL;		/* pf_live_busy() no longer holds it */
+	cmn_mutex_unlock(&m->L->lock);
+	if (pf_slice_stop_cmd(d, args, false, ret, &e))
+		cmn_warn("slice %s: cannot stop it after an unconfirmed migration: %s", m->uuid,
+			 e.f.msg);
+	json_object_put(e.data);
+	json_object_put(args);
+	json_object_put(ret);
+}
+
 static void req_run(struct pf_daemon *d, struct lm *m)
 {
 	struct pf_err e = { 0 };
@@ -1311,6 +1429,13 @@ static void req_run(struct pf_daemon *d, struct lm *m)
 		break;
 	case LM_REQ_FORGET:
 		req_forget(d, m);
+		break;
+	case LM_REQ_HANDOVER:
+	case LM_REQ_UNMARK:
+		r = req_mark(d, m, m->req == LM_REQ_HANDOVER, &e);
+		break;
+	case LM_REQ_HOLD:
+		req_hold(d, m);
 		break;
 	case LM_REQ_STATE_SAVE:
 		/* A guest may have attached during pre-copy: it must be one that can move. */
@@ -1552,6 +1677,8 @@ static struct lm *lm_new(struct pf_daemon *d, bool source, struct pf_err *e)
 #ifdef VGPU_TEST_HOOKS
 	if (source && getenv("VGPU_MIG_CORRUPT_AT"))
 		m->corrupt_at = strtoll(getenv("VGPU_MIG_CORRUPT_AT"), NULL, 0);
+	if (source)
+		m->exit_at = getenv("VGPU_MIG_SRC_EXIT_AT");
 #endif
 	return m;
 }
@@ -1777,6 +1904,38 @@ static int find_arg(struct pf_daemon *d, json_object *args, const char *cmd, boo
 	if (!*out)
 		return cmn_fail(&e->f, -ENOENT, "no migration of %s in progress here",
 				u ? norm : l);
+	return 0;
+}
+
+int pf_live_reclaim_cmd(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
+			struct pf_err *e)
+{
+	char was[PF_MIGRATED_TO_MAX];
+	struct pf_slice *s;
+	int r = arg_slice(d, args, "reclaim-slice", &s, e);
+
+	if (r)
+		return r;
+	if (!s->migrated_to[0])
+		return cmn_fail(&e->f, -EINVAL, "slice %s has no hand-over record (it did not "
+				"migrate out unconfirmed)", s->uuid);
+	json_object_object_add(ret, "uuid", json_object_new_string(s->uuid));
+	json_object_object_add(ret, "migrated_to", json_object_new_string(s->migrated_to));
+	json_object_object_add(ret, "result", json_object_new_string(dry ? "would reclaim" :
+								      "reclaimed"));
+	if (dry)
+		return 0;
+	memcpy(was, s->migrated_to, sizeof(was));
+	s->migrated_to[0] = 0;
+	r = pf_state_save_slice(d, s);
+	if (r) {
+		memcpy(s->migrated_to, was, sizeof(was));
+		return cmn_fail(&e->f, r, "slice %s: cannot rewrite its definition: %s", s->uuid,
+				cmn_strerror(r));
+	}
+	cmn_info("slice %s reclaimed: its hand-over record to %s is dropped, it may start here",
+		 s->uuid, was);
+	pf_event(d, "SLICE_RECLAIMED", pf_slice_json(d, s));
 	return 0;
 }
 

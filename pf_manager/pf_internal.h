@@ -88,6 +88,8 @@ struct pf_type {
 struct pf_endpoint;
 struct pf_svc;
 
+#define PF_MIGRATED_TO_MAX	128
+
 /* A declared slice and, while it runs, its VF. */
 struct pf_slice {
 	char uuid[PF_UUID_STR];
@@ -100,6 +102,9 @@ struct pf_slice {
 	uint64_t owner_gen;
 	long owner_uid;			/* may attach besides root; -1 = root only */
 	bool transient;			/* no definition file: the journal is its record, stop removes it */
+	char migrated_to[PF_MIGRATED_TO_MAX];	/* a live migration's hand-over record: the
+					 * destination may run it (migrated out, unconfirmed), so
+					 * it is not run here until reclaimed; "" = none */
 	/* running state (vf != 0) */
 	unsigned int vf;
 	struct pf_quota prov;		/* as provisioned (aligned) */

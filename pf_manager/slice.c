@@ -101,7 +101,8 @@ json_object *pf_slice_json(const struct pf_daemon *d, const struct pf_slice *s)
 	char path[PF_PATH_MAX + 16];
 
 	json_object_object_add(o, "parent", json_object_new_string(d->cfg.pf_id));
-	json_object_object_add(o, "state", json_object_new_string(s->vf ? "running" : "defined"));
+	json_object_object_add(o, "state", json_object_new_string(s->vf ? "running" :
+				s->migrated_to[0] ? "migrated-out (unconfirmed)" : "defined"));
 	if (s->transient)
 		json_object_object_add(o, "transient", json_object_new_boolean(true));
 	json_object_object_add(o, "vf", json_object_new_int((int)s->vf));
@@ -545,6 +546,10 @@ int pf_slice_start(struct pf_daemon *d, struct pf_slice *s, struct pf_err *e)
 	uint64_t base;
 	int r;
 
+	if (s->migrated_to[0])
+		return cmn_fail(&e->f, -EBUSY, "slice %s migrated out to %s (unconfirmed): it may run "
+			       "there; `vgpuctl reclaim -u %s` to run it here, `vgpuctl undefine -u %s` "
+			       "to drop it", s->uuid, s->migrated_to, s->uuid, s->uuid);
 	if (!vf)
 		return cmn_fail(&e->f, -ENOSPC, "slice %s: no free VF: %u of %u enabled VFs in use%s",
 			       s->uuid, d->num_vfs, d->num_vfs, d->num_vfs ? "" : " (set-vfs first)");

@@ -83,6 +83,8 @@ json_object *pf_slice_def_json(const struct pf_slice *s)
 	}
 	if (s->owner_uid >= 0)
 		json_object_object_add(o, "owner_uid", json_object_new_int64(s->owner_uid));
+	if (s->migrated_to[0])
+		json_object_object_add(o, "migrated_out", json_object_new_string(s->migrated_to));
 	return o;
 }
 
@@ -247,6 +249,12 @@ static int parse_key(struct pf_daemon *d, struct pf_slice *s, const char *key, j
 		    json_object_get_int64(v) > INT32_MAX)
 			return cmn_fail(&e->f, -EINVAL, "\"owner_uid\" must be a uid");
 		s->owner_uid = (long)json_object_get_int64(v);
+	} else if (!strcmp(key, "migrated_out")) {
+		/* The hand-over record of a live migration (migrate_live.c): where it went. */
+		if (!str || !str[0] || strlen(str) >= sizeof(s->migrated_to))
+			return cmn_fail(&e->f, -EINVAL, "\"migrated_out\" must be the destination's "
+				       "address (1..%zu bytes)", sizeof(s->migrated_to) - 1);
+		snprintf(s->migrated_to, sizeof(s->migrated_to), "%s", str);
 	} else if (strcmp(key, "parent") && strcmp(key, "dry-run")) {
 		return cmn_fail(&e->f, -EINVAL, "unknown key \"%.64s\"", key);
 	}
@@ -807,6 +815,7 @@ static void adopt_def(struct pf_daemon *d, struct jent *je)
 	memcpy(s->owner_vm, je->def.owner_vm, sizeof(s->owner_vm));
 	s->owner_gen = je->def.owner_gen;
 	s->owner_uid = je->def.owner_uid;
+	memcpy(s->migrated_to, je->def.migrated_to, sizeof(s->migrated_to));
 	r = pf_state_save_slice(d, s);
 	cmn_warn("state: slice %s: definition file behind the journal; %s", s->uuid,
 		 r ? "not rewritten" : "rewritten");
@@ -826,6 +835,23 @@ static void drop_transient(struct pf_daemon *d, struct jent *je)
 	je->s = NULL;
 }
 
+/* A live migration's source died after its hand-over record: the destination may have
+ * committed and run the slice, so it does not run here. It stays defined and stopped with
+ * the record in its definition file (a transient one gets a file now) until an admin
+ * reclaims or undefines it; its VRAM object goes with the other strays. */
+static int handed_over(struct pf_daemon *d, struct jent *je)
+{
+	struct pf_slice *s = je->s;
+
+	s->transient = false;
+	if (pf_state_save_slice(d, s))
+		cmn_warn("state: slice %s: its definition file cannot be written", s->uuid);
+	cmn_warn("state: slice %s: migrated out to %s (unconfirmed): not run here; it may run "
+		 "there. `vgpuctl reclaim -u %s` runs it here again, `vgpuctl undefine -u %s` "
+		 "drops it", s->uuid, s->migrated_to, s->uuid, s->uuid);
+	return 0;
+}
+
 static int apply_entry(struct pf_daemon *d, struct jent *je)
 {
 	struct pf_err e = { 0 };
@@ -833,7 +859,7 @@ static int apply_entry(struct pf_daemon *d, struct jent *je)
 	size_t nr = 0;
 	int ret;
 
-	if (je->gone && je->s->transient) {
+	if (je->gone && je->s->transient && !je->s->migrated_to[0]) {
 		drop_transient(d, je);
 		return 0;
 	}
@@ -842,6 +868,8 @@ static int apply_entry(struct pf_daemon *d, struct jent *je)
 	if (je->write_def && pf_state_save_slice(d, je->s))
 		cmn_warn("state: slice %s: restored, but its definition file cannot be written",
 			 je->s->uuid);
+	if (je->s->migrated_to[0])
+		return handed_over(d, je);
 	if (je->gone)
 		return 0;
 

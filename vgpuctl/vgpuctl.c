@@ -532,6 +532,7 @@ static int cmd_start(struct ctlc *c, struct vgpuctl_opts *o)
 	return o->type ? start_transient(c, o) : uuid_verb(c, o, "start-slice");
 }
 static int cmd_stop(struct ctlc *c, struct vgpuctl_opts *o) { return uuid_verb(c, o, "stop-slice"); }
+static int cmd_reclaim(struct ctlc *c, struct vgpuctl_opts *o) { return uuid_verb(c, o, "reclaim-slice"); }
 
 static int cmd_modify(struct ctlc *c, struct vgpuctl_opts *o)
 {
@@ -964,6 +965,7 @@ static const struct vgpuctl_verb verbs[] = {
 	{ "migrate-switchover", cmd_migrate_switchover, 0, 0, "", "-u UUID: a source waiting in a manual switchover stops the slice and sends the rest" },
 	{ "migrate-status", cmd_migrate_status, 0, 0, "", "[-u UUID]: live migrations here (state, round, bytes, dirty bytes, estimate)" },
 	{ "migrate-cancel", cmd_migrate_cancel, 0, 0, "", "-u UUID | --listen ADDR: cancel a live migration (a source runs on, untouched)" },
+	{ "reclaim",	cmd_reclaim,	0, 0, "", "-u UUID: drop the hand-over record of a slice that migrated out unconfirmed, so it can start here again (undefine drops the slice)" },
 };
 #define VGPUCTL_NR_VERBS	(sizeof(verbs) / sizeof(verbs[0]))
 

@@ -780,6 +780,129 @@ static void test_live_bad_requests(void **state)
 	assert_non_null(strstr(t_out.out, "no migrations"));
 }
 
+/* ---- the hand-over record: the source dies after the destination may have committed ---- */
+
+#define CRASH_EXIT	86	/* a test build's exit at a named point (PF_CRASH_EXIT) */
+
+/* A pair whose source (the test build) ends itself at hand-over point @at. */
+static int setup_exit_at(void **state, char **wrap)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+
+	*state = f;
+	f->a = t_daemon_new();
+	f->b = t_daemon_new();
+	f->a->prog = "vgpud-test";
+	f->a->wrap = wrap;
+	snprintf(f->sock, sizeof(f->sock), "%s/mig.sock", f->b->root);
+	if (t_daemon_start_argv(f->a, daemon_args) || t_daemon_start_argv(f->b, daemon_args))
+		return -1;
+	if (T_CTL(f->a, "set-vfs", "2") || T_CTL(f->b, "set-vfs", "2"))
+		return -1;
+	f->ea = t_client(f->a, true);
+	f->eb = t_client(f->b, true);
+	return 0;
+}
+
+static int setup_exit_committed(void **state)
+{
+	static char *wrap[] = { "env", "VGPU_MIG_SRC_EXIT_AT=committed", NULL };
+
+	return setup_exit_at(state, wrap);
+}
+
+static int setup_exit_handover(void **state)
+{
+	static char *wrap[] = { "env", "VGPU_MIG_SRC_EXIT_AT=handover", NULL };
+
+	return setup_exit_at(state, wrap);
+}
+
+/* A ended itself at its hand-over point; started again (without the point), it holds U1
+ * defined and stopped, marked migrated-out, and refuses to start it. */
+static void source_marked(struct fixture *f)
+{
+	int st = 0;
+
+	t_client_free(f->ea);
+	f->ea = NULL;
+	assert_int_equal(waitpid(f->a->pid, &st, 0), f->a->pid);
+	f->a->pid = 0;
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), CRASH_EXIT);
+	f->a->wrap = NULL;
+	for (int i = 0; i < 2; i++) {	/* the mark outlives a second restart too */
+		if (i)
+			assert_int_equal(t_daemon_stop(f->a, SIGKILL), 128 + SIGKILL);
+		assert_int_equal(t_daemon_start_argv(f->a, daemon_args), 0);
+		assert_int_equal(T_CTL(f->a, "list", "-u", U1), 0);
+		assert_non_null(strstr(t_out.out, "migrated-out (unconfirmed)"));
+		assert_null(strstr(t_out.out, "running"));
+		assert_int_equal(T_CTL(f->a, "--json", "list", "-u", U1), 0);
+		assert_non_null(strstr(t_out.out, "\"vf\": 0"));
+		assert_non_null(strstr(t_out.out, f->sock));
+		assert_int_equal(T_CTL(f->a, "start", "-u", U1), 4);
+		assert_non_null(strstr(t_out.err, "migrated out"));
+		assert_non_null(strstr(t_out.err, "vgpuctl reclaim"));
+	}
+}
+
+/* Killed after B committed, before A stopped and undefined the slice: A's record keeps it
+ * from running U1 again, B runs it; undefine drops A's copy. */
+static void test_live_source_exits_committed(void **state)
+{
+	struct fixture *f = *state;
+	struct image im;
+	int fd;
+
+	fill_source(f);
+	fd = bar_open(f->a, 1);
+	image_take(fd, &im);
+	close(fd);
+	listen_b(f);
+	assert_int_equal(T_CTL(f->a, "migrate", "-u", U1, "--to", f->sock, "--no-wait"), 0);
+	json_object_put(wait_status(f->eb, "completed"));
+	source_marked(f);
+	assert_int_equal(T_CTL(f->b, "list", "-u", U1), 0);
+	assert_non_null(strstr(t_out.out, "running"));
+	fd = bar_open(f->b, 1);
+	image_check(fd, &im);
+	close(fd);
+	image_free(&im);
+	/* Reclaim is for the other outcome; here the admin drops A's copy. */
+	assert_int_equal(T_CTL(f->a, "undefine", "-u", U1), 0);
+	assert_int_equal(T_CTL(f->a, "list", "-u", U1), EXIT_NOTFOUND);
+	assert_int_equal(T_CTL(f->a, "reclaim", "-u", U1), EXIT_NOTFOUND);
+}
+
+/* Killed with the record durable but the final END not sent: B never commits, A does not
+ * run the slice by itself either; reclaim makes it an ordinary stopped slice that starts. */
+static void test_live_source_exits_handover(void **state)
+{
+	struct fixture *f = *state;
+
+	fill_source(f);
+	listen_b(f);
+	assert_int_equal(T_CTL(f->a, "migrate", "-u", U1, "--to", f->sock, "--no-wait"), 0);
+	json_object_put(wait_status(f->eb, "failed"));
+	source_marked(f);
+	assert_int_equal(T_CTL(f->b, "list", "-u", U1), EXIT_NOTFOUND);
+	assert_int_equal(T_CTL(f->a, "reclaim", "-u", U1, "--dry-run"), 0);
+	assert_int_equal(T_CTL(f->a, "list", "-u", U1), 0);
+	assert_non_null(strstr(t_out.out, "migrated-out"));
+	assert_int_equal(T_CTL(f->a, "reclaim", "-u", U1), 0);
+	assert_int_equal(T_CTL(f->a, "reclaim", "-u", U1), 2);	/* no record any more */
+	assert_non_null(strstr(t_out.err, "no hand-over record"));
+	assert_int_equal(T_CTL(f->a, "start", "-u", U1), 0);
+	assert_int_equal(T_CTL(f->a, "list", "-u", U1), 0);
+	assert_non_null(strstr(t_out.out, "running"));
+	/* Reclaimed for good: a restart keeps it unmarked. */
+	assert_int_equal(t_daemon_stop(f->a, SIGKILL), 128 + SIGKILL);
+	assert_int_equal(t_daemon_start_argv(f->a, daemon_args), 0);
+	assert_int_equal(T_CTL(f->a, "list", "-u", U1), 0);
+	assert_non_null(strstr(t_out.out, "running"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -795,6 +918,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_live_source_killed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_live_corrupt, setup_corrupt, teardown),
 		cmocka_unit_test_setup_teardown(test_live_bad_requests, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_live_source_exits_committed,
+						setup_exit_committed, teardown),
+		cmocka_unit_test_setup_teardown(test_live_source_exits_handover,
+						setup_exit_handover, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
