@@ -109,16 +109,19 @@ static uint64_t avail_frames_in(struct pma_region *const *rs, unsigned int n)
 	return f;
 }
 
-/* @pages[p] = @addr + p * @step for p < @n, two at a time. */
-static inline void pages_fill(uint64_t *pages, uint64_t addr, size_t n, uint64_t step)
+/* @pages[p] = @addr + p * @step for p < @n, four at a time. */
+static PMA_INLINE void pages_fill(uint64_t *pages, uint64_t addr, size_t n, uint64_t step)
 {
+	pma_v2 v0 = { addr, addr + step }, v1 = { addr + 2 * step, addr + 3 * step };
 	size_t p = 0;
 
-	for (; p + 2 <= n; p += 2) {
-		pages[p] = addr + p * step;
-		pages[p + 1] = addr + (p + 1) * step;
+	for (; p + 4 <= n; p += 4) {
+		*(pma_v2 *)(pages + p) = v0;
+		*(pma_v2 *)(pages + p + 2) = v1;
+		v0 += 4 * step;
+		v1 += 4 * step;
 	}
-	if (p < n)
+	for (; p < n; p++)
 		pages[p] = addr + p * step;
 }
 

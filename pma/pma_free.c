@@ -215,12 +215,23 @@ static PMA_HOT_INLINE void small_free_words(struct pma_region *r, const uint64_t
 /* True if @pages are one run of consecutive, aligned pages of @page_size. */
 static PMA_HOT_INLINE bool pages_consecutive(const uint64_t *pages, size_t count, uint64_t page_size)
 {
-	if (pages[0] & (page_size - 1))
+	uint64_t a = pages[0], bad;
+	pma_v2 w0 = { a, a + page_size }, w1 = { a + 2 * page_size, a + 3 * page_size };
+	pma_v2 d = { 0, 0 };
+	size_t p = 0;
+
+	if (a & (page_size - 1))
 		return false;
-	for (size_t p = 1; p < count; p++)
-		if (pages[p] != pages[0] + p * page_size)
-			return false;
-	return true;
+	/* Four at a time, without an exit per page: most lists checked here are one run. */
+	for (; p + 4 <= count; p += 4) {
+		d |= (*(const pma_v2 *)(pages + p) ^ w0) | (*(const pma_v2 *)(pages + p + 2) ^ w1);
+		w0 += 4 * page_size;
+		w1 += 4 * page_size;
+	}
+	bad = d[0] | d[1];
+	for (; p < count; p++)
+		bad |= pages[p] ^ (a + p * page_size);
+	return !bad;
 }
 
 /* Free @ng whole groups from bitmap index @s, checked allocated, as one whole-group change

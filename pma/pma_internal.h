@@ -207,6 +207,11 @@ struct pma {
 	unsigned int scrub_busy;		/* requests popped, not completed */
 };
 
+/* Two page addresses in one SSE register for the page-list loops (gcc's generic vectors;
+ * 32-byte ones would go through the stack in the x86-64-v2 build). Unaligned, and allowed to
+ * alias the uint64_t arrays they are read from and written to. */
+typedef uint64_t pma_v2 __attribute__((vector_size(16), aligned(8), may_alias));
+
 /* Runtime CPU dispatch for the allocation and free entry points. On x86-64 each is
  * compiled twice, for the baseline ISA (x86-64-v2) and for x86-64-v3, whose BMI1/BMI2/LZCNT
  * give flag-free variable shifts (shlx/shrx), one-instruction lowest-bit clears (blsr) and
