@@ -566,6 +566,7 @@ void *gpu_engine_main(void *arg)
 	struct gpu *g = e->g;
 
 	bool worked = false;	/* ran a channel since the last sleep */
+	bool marked = true;	/* m was set at the last wake-up: nothing to count yet */
 	struct engine_mark m;
 
 	cmn_mutex_lock(&g->lock);
@@ -575,6 +576,13 @@ void *gpu_engine_main(void *arg)
 		uint64_t now = gpu_engine_now(e), deadline;
 		struct gpu_chan *c;
 
+		/* What the host took since the last turn ended belongs to the slice that turn
+		 * ran in: count it (and extend that slice) before the pick may end it. Counted
+		 * at the next turn's end instead, it would go to the next slice, which would then
+		 * run that much longer than its charge, and the last one be charged for it. */
+		if (!marked)
+			turn_stolen_locked(e, &m, now);
+		marked = false;
 		atomic_store(&e->poked, false);
 		gpu_priv_sync_locked(g);
 		gpu_doorbell_drain_locked(g, e);
@@ -597,6 +605,7 @@ void *gpu_engine_main(void *arg)
 		/* Idle gaps are not stalls: restart the stall clock. */
 		e->last_tick = 0;
 		mark_set(e, &m, gpu_clock_ns(g));
+		marked = true;
 		cmn_mutex_lock(&g->lock);
 	}
 	cmn_mutex_unlock(&g->lock);
