@@ -121,8 +121,13 @@ static PMA_INLINE void pages_fill(uint64_t *pages, uint64_t addr, size_t n, uint
 		v0 += 4 * step;
 		v1 += 4 * step;
 	}
-	for (; p < n; p++)
+	/* At most three left (a single 2 MiB page is the common case): no loop for them. */
+	if (p < n)
 		pages[p] = addr + p * step;
+	if (p + 1 < n)
+		pages[p + 1] = addr + (p + 1) * step;
+	if (p + 2 < n)
+		pages[p + 2] = addr + (p + 2) * step;
 }
 
 /* The lowest @k set bits of @m (@k < popcount(@m)). */
@@ -491,7 +496,7 @@ PMA_HOT int pma_alloc_pages(struct pma *pma, size_t count, uint64_t page_size,
 		pma_lock(pma);
 		ret = alloc_locked(pma, &q, opts, pages_out, &got, &result);
 		if (!ret)
-			pma_publish_stats_locked(pma);
+			pma_publish_free_locked(pma);
 		pma_unlock(pma);
 		if (ret != -ENOMEM)
 			break;

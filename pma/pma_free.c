@@ -339,7 +339,7 @@ static PMA_HOT_INLINE int free_locked(struct pma *pma, const uint64_t *pages, si
 	if (ret > 0)
 		return free_general(pma, pages, count, page_size, scrub);
 	if (!ret)
-		pma_publish_stats_locked(pma);
+		pma_publish_free_locked(pma);	/* the fast path does not scrub */
 	return ret;
 }
 
@@ -404,8 +404,10 @@ PMA_HOT int pma_free_range(struct pma *pma, uint64_t addr, uint64_t size, unsign
 	} else {
 		ret = free_range_general(pma, r, s, n, args.scrub);
 	}
-	if (!ret)
+	if (!ret && args.scrub)
 		pma_publish_stats_locked(pma);
+	else if (!ret)
+		pma_publish_free_locked(pma);
 	pma_unlock(pma);
 	return ret;
 }

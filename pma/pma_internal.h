@@ -467,6 +467,23 @@ static inline void pma_publish_stats_locked(struct pma *pma)
 	atomic_store_explicit(&pma->st_largest_stale, true, memory_order_relaxed);
 }
 
+/* pma_publish_stats_locked() after an allocation or a free without scrub, which change
+ * neither the total, the scrubbing nor the blacklisted figure: the free ones only. */
+static inline void pma_publish_free_locked(struct pma *pma)
+{
+	const struct pma_region *r = pma->regions[0];
+
+	pma_assert_locked(pma);
+	if (pma->nr_regions != 1 || !pma_tlayer_dirty(&r->ftree.layer[0])) {
+		pma_publish_stats_all_locked(pma);
+		return;
+	}
+	atomic_store_explicit(&pma->st_free, r->free_frames << PMA_FRAME_SHIFT,
+			      memory_order_relaxed);
+	atomic_store_explicit(&pma->st_free_2m, r->free_groups, memory_order_relaxed);
+	atomic_store_explicit(&pma->st_largest_stale, true, memory_order_relaxed);
+}
+
 /* Region holding absolute frame @frame, or NULL. */
 struct pma_region *pma_region_of(struct pma *pma, uint64_t frame);
 
