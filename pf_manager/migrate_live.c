@@ -818,8 +818,8 @@ static int src_state(struct lm *m, struct mig_enc *enc, struct cmn_fail *f)
 }
 
 /* Test builds: end the process at point @what of the hand-over ("handover": the record
- * is durable, END not sent; "committed": the destination's commit acknowledged, the slice
- * not yet stopped here), as a kill -9 would. */
+ * is durable, the switchover not begun; "committed": the destination's commit
+ * acknowledged, the slice not yet stopped here), as a kill -9 would. */
 static void lm_test_exit(const struct lm *m, const char *what)
 {
 	if (m->exit_at && !strcmp(m->exit_at, what)) {
@@ -828,8 +828,9 @@ static void lm_test_exit(const struct lm *m, const char *what)
 	}
 }
 
-/* The hand-over record, durable before the final END (on which the destination commits):
- * a source that dies from here on does not run the slice again by itself (state.c). */
+/* The hand-over record, durable before the switchover and so before the final END (on
+ * which the destination commits): a source that dies from here on does not run the slice
+ * again by itself (state.c). */
 static int src_handover(struct lm *m, struct cmn_fail *f)
 {
 	int r = lm_request(m, LM_REQ_HANDOVER);
@@ -883,8 +884,6 @@ static int src_pass(struct lm *m, struct src_pages *sp, unsigned int pass, bool 
 		r = src_region(m, sp, &enc, MIG_R_DMA, dirty_only, f);
 	if (!r && final)
 		r = src_state(m, &enc, f);
-	if (!r && final)
-		r = src_handover(m, f);
 	if (!r)
 		r = mig_enc_end(&enc, f);
 	if (!r && final) {
@@ -1028,6 +1027,10 @@ static int src_migrate(struct lm *m, struct src_pages *sp, struct cmn_fail *f)
 		r = src_pass(m, sp, ++round, false, false, &sent, f);
 	}
 	if (r < 0)
+		return r;
+	/* Before the stop, so that its writes (fsyncs) are not part of the downtime. */
+	r = src_handover(m, f);
+	if (r)
 		return r;
 	cmn_mutex_lock(&m->L->lock);
 	m->precopy_rounds = round + 1;
