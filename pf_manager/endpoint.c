@@ -26,7 +26,7 @@
 #include "common/log.h"
 #include "gpu_model/gpu.h"
 #include "iommu_model/iommu.h"
-#include "pf_manager/pf_internal.h"
+#include "pf_manager/migrate_internal.h"
 #include <vgpu/gmmu.h>
 #include <vgpu/rm.h>
 #include <vgpu/sva.h>
@@ -658,7 +658,9 @@ static void ep_detach(struct pf_daemon *d, struct pf_slice *s)
 	ep_drop_vectors(ep);
 	ep->guest_peer0 = false;
 	atomic_store(&ep->guest_abi, 0);
-	if (d && d->rm_glue)	/* a daemon without an RM: the endpoint harness */
+	/* A daemon without an RM: the endpoint harness. A guest that migrates out: its RM
+	 * state goes with the slice. */
+	if (d && d->rm_glue && !pf_live_keep_guest(d, s))
 		pf_rm_guest_gone(d, s->vf);
 	cmn_info("VF %u: guest detached", s->vf);
 }

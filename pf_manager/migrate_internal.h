@@ -57,6 +57,10 @@ int pf_live_reclaim_cmd(struct pf_daemon *d, json_object *args, bool dry, json_o
 			struct pf_err *e);
 /* Whether @s is in a live migration (a mutating command about it is refused meanwhile). */
 bool pf_live_busy(struct pf_daemon *d, const struct pf_slice *s);
+/* A guest of @s detached (loop thread): true if @s is migrating out, whose guest's RM
+ * state must stay for the switchover (its VMM leaves once the VM moved); a migration that
+ * fails lets go of it then. */
+bool pf_live_keep_guest(struct pf_daemon *d, const struct pf_slice *s);
 /* Whether any live migration is in progress here (set-vfs waits for none). */
 bool pf_live_active(struct pf_daemon *d);
 /* The loop's descriptor that wakes it for a migration worker's request, or -1. */

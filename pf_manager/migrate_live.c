@@ -72,7 +72,7 @@ static const char *const lm_status_names[] = {
 /* What a worker asks the loop thread to do. */
 enum lm_req { LM_REQ_NONE, LM_REQ_PLAN, LM_REQ_COMMIT, LM_REQ_DISCARD, LM_REQ_FORGET,
 	      LM_REQ_HANDOVER, LM_REQ_UNMARK, LM_REQ_HOLD,
-	      LM_REQ_STATE_SAVE, LM_REQ_STATE_LOAD };
+	      LM_REQ_STATE_SAVE, LM_REQ_STATE_LOAD, LM_REQ_RESUME };
 
 struct lm_ctx;
 
@@ -96,6 +96,7 @@ struct lm {
 	int sock_err;			/* the connection's failure (source), 0 while it works */
 	bool got_ack;			/* recv_ack() read a whole ack record */
 	bool handed_over;		/* source: the hand-over record is durable */
+	bool guest_left;		/* source: its guest detached meanwhile (L->lock) */
 	bool end_sent;			/* source: the final pass's END went out: the
 					 * destination may commit */
 	const char *exit_at;		/* test builds: end the process at this point */
@@ -961,9 +962,23 @@ static void src_engines(struct lm *m, bool stop)
 			   s->prov.vram * 1000 / pf_usable_vram(d));
 }
 
-/* The switchover: the slice stopped (no engine time; no mailbox requests during the full
- * compare), a full compare, then the engines' last writes and the guest's state, and the
- * destination's commit. On failure the engines run again. */
+/* Hold the slice's mailbox (@hold: the request in hand answered first, then none taken
+ * until released: what is in the rings moves with the control area) or release it. */
+static int src_mbox(struct lm *m, bool hold, struct cmn_fail *f)
+{
+	int r = hold ? pf_svc_pause_idle(m->s, LM_IDLE_WAIT_MS) : (pf_svc_pause(m->s), 0);
+
+	if (!r)
+		m->s->mbox_held = hold;
+	pf_svc_resume(m->s);
+	return r ? cmn_fail(f, r, "a mailbox request still in hand after %u ms",
+			    LM_IDLE_WAIT_MS) : 0;
+}
+
+/* The switchover: the slice stopped (no engine time; its mailbox held, so that the RM
+ * state, the memory and the rings agree from the full compare on), a full compare, then
+ * the engines' last writes, the guest's state and the control area, and the destination's
+ * commit. On failure the engines run again and the mailbox is served again. */
 static int src_switchover(struct lm *m, struct src_pages *sp, unsigned int round,
 			  struct cmn_fail *f)
 {
@@ -971,16 +986,12 @@ static int src_switchover(struct lm *m, struct src_pages *sp, unsigned int round
 	int r;
 
 	src_engines(m, true);
-	/* The request in hand is answered first: a pause cuts off its reply. */
-	if (pf_svc_pause_idle(m->s, LM_IDLE_WAIT_MS)) {
-		pf_svc_resume(m->s);
+	r = src_mbox(m, true, f);
+	if (r) {
 		src_engines(m, false);
-		return cmn_fail(f, -EBUSY, "a mailbox request still in hand after %u ms",
-				LM_IDLE_WAIT_MS);
+		return r;
 	}
 	r = src_pass(m, sp, ++round, false, false, &sent, f);
-	/* The state is read on the loop thread, which pauses the service thread itself. */
-	pf_svc_resume(m->s);
 	if (!r) {
 		src_progress(m, round, sent);
 		r = src_pass(m, sp, ++round, true, true, &sent, f);
@@ -988,8 +999,10 @@ static int src_switchover(struct lm *m, struct src_pages *sp, unsigned int round
 	if (!r)
 		r = recv_ack(m, f);
 	if (r) {
-		if (!lm_unknown(m))
+		if (!lm_unknown(m)) {
+			src_mbox(m, false, NULL);
 			src_engines(m, false);
+		}
 		return r;
 	}
 	lm_test_exit(m, "committed");
@@ -1106,6 +1119,7 @@ static void *src_main(void *arg)
 		if (m->handed_over)
 			lm_request(m, LM_REQ_UNMARK);	/* refused or never sent: it is ours */
 		lm_sm(m, MIG_S_RUNNING);
+		lm_request(m, LM_REQ_RESUME);
 	}
 	lm_finish(m, r, f.msg);
 	if (r)
@@ -1437,6 +1451,12 @@ static void req_run(struct pf_daemon *d, struct lm *m)
 	case LM_REQ_UNMARK:
 		r = req_mark(d, m, m->req == LM_REQ_HANDOVER, &e);
 		break;
+	case LM_REQ_RESUME:
+		/* The slice stays here: a guest that left meanwhile lets go of its RM state
+		 * now, as its detach would have (pf_live_keep_guest()). */
+		if (m->guest_left && !pf_endpoint_attached(m->s) && d->rm_glue)
+			pf_rm_guest_gone(d, m->s->vf);
+		break;
 	case LM_REQ_HOLD:
 		req_hold(d, m);
 		break;
@@ -1580,6 +1600,24 @@ int pf_live_pollfd(struct pf_daemon *d)
 	struct lm_ctx *L = ctx_of(d, false);
 
 	return L ? L->efd : -1;
+}
+
+bool pf_live_keep_guest(struct pf_daemon *d, const struct pf_slice *s)
+{
+	struct lm_ctx *L = s ? ctx_of(d, false) : NULL;
+	bool keep = false;
+
+	if (!L)
+		return false;
+	cmn_mutex_lock(&L->lock);
+	for (struct cmn_list *it = L->migs.next; it != &L->migs && !keep; it = it->next) {
+		struct lm *m = (struct lm *)((char *)it - offsetof(struct lm, node));
+
+		if (m->source && m->s == s)
+			keep = m->guest_left = true;
+	}
+	cmn_mutex_unlock(&L->lock);
+	return keep;
 }
 
 bool pf_live_busy(struct pf_daemon *d, const struct pf_slice *s)
