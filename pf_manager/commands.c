@@ -530,11 +530,21 @@ json_object *pf_command(struct pf_daemon *d, struct pf_client *c, json_object *r
 	/* A descriptor the client sent is this request's (or nobody's: closed after it). */
 	d->req_fd = c->has_fd_in ? c->fd_in : -1;
 	c->has_fd_in = false;
+	d->req_client = c;
+	d->req_id = id;
+	d->req_deferred = false;
 	r = cmd->fn(d, args, dry, ret, &e);
+	d->req_client = NULL;
+	d->req_id = NULL;
 	if (d->req_fd >= 0)
 		close(d->req_fd);
 	d->req_fd = -1;
 	cmn_log_scope_clear();
+	if (!r && d->req_deferred) {
+		d->req_deferred = false;
+		json_object_put(ret);
+		return NULL;
+	}
 	if (r) {
 		json_object_put(ret);
 		if (!e.f.msg[0])
@@ -549,4 +559,32 @@ add_id:
 	if (id)
 		json_object_object_add(rep, "id", json_object_get(id));
 	return rep;
+}
+
+void pf_command_defer(struct pf_daemon *d, struct pf_client **client, json_object **id)
+{
+	d->req_deferred = true;
+	*client = d->req_client;
+	*id = d->req_id ? json_object_get(d->req_id) : NULL;
+}
+
+void pf_command_reply_later(struct pf_daemon *d, struct pf_client *c, json_object *id, int r,
+			    json_object *ret, struct pf_err *e)
+{
+	json_object *rep;
+
+	if (r) {
+		json_object_put(ret);
+		rep = reply_error(id, err_class(r), e);
+	} else {
+		rep = json_object_new_object();
+		json_object_object_add(rep, "return", ret);
+		if (id)
+			json_object_object_add(rep, "id", json_object_get(id));
+	}
+	json_object_put(id);
+	if (c)
+		pf_control_send(d, c, rep);
+	else
+		json_object_put(rep);
 }

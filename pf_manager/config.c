@@ -33,6 +33,7 @@ void pf_config_defaults(struct pf_config *cfg)
 	cfg->admin_slots = 8;
 	cfg->per_uid = 4;
 	cfg->negotiate_ms = 5000;
+	cfg->reset_evict_ms = PF_RESET_EVICT_MS_DEFAULT;
 }
 
 static int parse_uint(const char *v, unsigned int max, unsigned int *out)
@@ -106,6 +107,8 @@ static int set_pf(struct pf_config *c, const char *k, const char *v)
 		return parse_uint(v, 1u << 20, &c->spare_doorbells);
 	if (!strcmp(k, "dma_size"))
 		return ctlc_size_parse(v, &c->dma_size);
+	if (!strcmp(k, "reset_evict_ms"))
+		return parse_uint(v, PF_RESET_EVICT_MS_MAX, &c->reset_evict_ms);
 	return -ENOENT;
 }
 

@@ -63,6 +63,7 @@ static void client_free(struct pf_client *c)
 
 static void client_drop(struct pf_daemon *d, unsigned int idx)
 {
+	pf_reset_client_gone(d, d->clients[idx]);
 	client_free(d->clients[idx]);
 	d->clients[idx] = NULL;
 }
@@ -74,8 +75,7 @@ void pf_control_close(struct pf_daemon *d)
 
 	for (unsigned int i = 0; i < PF_MAX_CLIENTS; i++) {
 		if (d->clients[i])
-			client_free(d->clients[i]);
-		d->clients[i] = NULL;
+			client_drop(d, i);
 	}
 	if (d->ctl_fd >= 0) {
 		close(d->ctl_fd);
@@ -322,8 +322,18 @@ static void client_line(struct pf_daemon *d, struct pf_client *c, const char *li
 		close(c->fd_in);
 		c->has_fd_in = false;
 	}
+	if (!rep)
+		return;		/* the command answers later (pf_control_send) */
 	client_send(c, rep);
 	json_object_put(rep);
+}
+
+void pf_control_send(struct pf_daemon *d, struct pf_client *c, json_object *rep)
+{
+	(void)d;
+	client_send(c, rep);
+	json_object_put(rep);
+	client_flush(c);	/* a broken one is dropped by pf_control_sweep() */
 }
 
 /* Take complete lines out of the input buffer; an over-long line gets one error and is

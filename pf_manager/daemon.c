@@ -345,7 +345,8 @@ int pf_daemon_run(struct pf_daemon *d, void (*ready_fn)(void))
 		/* A gone guest's objects are freed one batch per iteration, between the
 		 * other work: only the batch, never the whole teardown, delays anyone. */
 		bool teardown = pf_rm_teardown_step(d);
-		int r = poll(ps->p, (nfds_t)n, teardown ? 0 : PF_POLL_MS);
+		int r = poll(ps->p, (nfds_t)n,
+			     teardown ? 0 : pf_reset_poll_ms(d, cmn_now_ns(), PF_POLL_MS));
 
 		if (r < 0 && errno != EINTR) {
 			ret = -errno;
@@ -357,6 +358,8 @@ int pf_daemon_run(struct pf_daemon *d, void (*ready_fn)(void))
 				pf_svc_sync(d->vfs[vf]);
 		if (r > 0)
 			dispatch(d, ps->p, ps->ref, n);
+		/* After the dispatch: a guest's acknowledgement rang its event vector. */
+		pf_reset_tick(d, cmn_now_ns());
 		pf_control_sweep(d, cmn_now_ns());
 		device_reset_events(d);
 	}

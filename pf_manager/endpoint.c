@@ -46,6 +46,7 @@ struct pf_endpoint {
 	bool guest_peer0;		/* the attached guest came through master_fd */
 	_Atomic uint32_t guest_abi;	/* what it announced in GET_INFO (service thread
 					 * writes), 0: nothing (a driver before minor 3) */
+	_Atomic uint32_t guest_flags;	/* VF_INFO_REQ_* it asked for (minor 5), likewise */
 	int to_host[VF_NR_VECTORS];	/* guest rings us: we read */
 	int to_guest[VF_NR_VECTORS];	/* we interrupt the guest: we write */
 	uid_t peer_uid;
@@ -658,6 +659,7 @@ static void ep_detach(struct pf_daemon *d, struct pf_slice *s)
 	ep_drop_vectors(ep);
 	ep->guest_peer0 = false;
 	atomic_store(&ep->guest_abi, 0);
+	atomic_store(&ep->guest_flags, 0);
 	/* A daemon without an RM: the endpoint harness. A guest that migrates out: its RM
 	 * state goes with the slice. */
 	if (d && d->rm_glue && !pf_live_keep_guest(d, s))
@@ -797,6 +799,7 @@ static void ep_admit(struct pf_daemon *d, struct pf_slice *s, int c, uid_t uid, 
 	ep->client_fd = c;
 	ep->guest_peer0 = peer0;
 	atomic_store(&ep->guest_abi, 0);
+	atomic_store(&ep->guest_flags, 0);
 	/* The QEMU that arrives with a migrated guest: the guest announced its ABI on the
 	 * source and does not know it moved (once: a later guest announces itself). */
 	if (peer0 && s->mig_guest_abi) {
@@ -1005,11 +1008,17 @@ void pf_endpoint_guest_hello(struct pf_slice *s, const void *payload, uint32_t l
 		return;		/* a driver before minor 3: nothing announced */
 	memcpy(&rq, payload, sizeof(rq));
 	atomic_store(&s->ep->guest_abi, rq.abi_version);
+	atomic_store(&s->ep->guest_flags, rq.flags);
 }
 
 uint32_t pf_endpoint_guest_abi(const struct pf_slice *s)
 {
 	return s->ep ? atomic_load(&s->ep->guest_abi) : 0;
+}
+
+uint32_t pf_endpoint_guest_flags(const struct pf_slice *s)
+{
+	return s->ep ? atomic_load(&s->ep->guest_flags) : 0;
 }
 
 int pf_endpoint_mig_check(const struct pf_slice *s, char *why, size_t wlen)

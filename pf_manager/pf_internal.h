@@ -87,6 +87,17 @@ struct pf_type {
 
 struct pf_endpoint;
 struct pf_svc;
+struct pf_client;
+
+/* A reset announced to its guest (ABI 2.5, vgpu/vf_bar.h): it runs when the guest
+ * acknowledges seq, at deadline_ns, or when the guest goes, whichever comes first. */
+struct pf_reset_wait {
+	uint32_t seq;			/* the announced number; 0: no reset waits */
+	uint32_t evict_ms;		/* what the guest was given */
+	uint64_t announced_ns, deadline_ns;
+	struct pf_client *client;	/* whose reset-vf gets the reply then; NULL: gone */
+	json_object *id;		/* that request's id (owned), or NULL */
+};
 
 #define PF_MIGRATED_TO_MAX	128
 
@@ -132,6 +143,8 @@ struct pf_slice {
 	struct pf_svc *svc;		/* the VF's service thread (service.c), with the endpoint */
 	uint64_t started_ns;
 	bool reset_pending;		/* a reset committed to the journal, not yet done */
+	struct pf_reset_wait rst;	/* an announced reset waiting for its guest (reset.c) */
+	uint32_t reset_seq;		/* the last reset number announced (never 0 once used) */
 	struct mig_sm mig;		/* migration state (migrate.c); RUNNING while it runs */
 	uint32_t mig_guest_abi;		/* the ABI its guest announced on the source (a SLICE
 					 * frame's guest_abi): the next guest to attach through
@@ -189,6 +202,10 @@ struct pf_daemon {
 	uint64_t started_ns;
 	uint64_t events_sent;
 	int req_fd;			/* the descriptor passed with the request being run, or -1 */
+	struct pf_client *req_client;	/* the client whose request is being run */
+	json_object *req_id;		/* ... and its id (borrowed), or NULL */
+	bool req_deferred;		/* the command answers later (pf_command_reply_later) */
+	uint64_t resets_acked, resets_timed_out;	/* announced resets, by how they ended */
 };
 
 /* ---- util.c ---- */
@@ -266,13 +283,11 @@ int pf_slice_modify(struct pf_daemon *d, json_object *args, bool dry, json_objec
 		    struct pf_err *e);
 int pf_set_vfs(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
 	       struct pf_err *e);
-int pf_vf_reset_cmd(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
-		    struct pf_err *e);
 /* Start @s on a free VF (from a restore: at @base on @vf with an existing object). */
 int pf_slice_start(struct pf_daemon *d, struct pf_slice *s, struct pf_err *e);
 /* Stop: reset the VF, release partition and objects. */
 void pf_slice_stop(struct pf_daemon *d, struct pf_slice *s);
-/* FLR of a running slice's VF. */
+/* FLR of a running slice's VF, at once (the announcement is reset.c's). */
 int pf_vf_reset(struct pf_daemon *d, struct pf_slice *s);
 /* Drop the daemon's view of a running slice without touching its persistent objects. */
 void pf_slice_detach(struct pf_daemon *d, struct pf_slice *s);
@@ -355,6 +370,40 @@ void pf_endpoint_event(struct pf_slice *s, uint32_t type, uint64_t arg0);
 /* The same with arg1. */
 void pf_endpoint_event2(struct pf_slice *s, uint32_t type, uint64_t arg0, uint64_t arg1);
 
+/* What the attached guest asked for in GET_INFO (VF_INFO_REQ_*), 0 if nothing. */
+uint32_t pf_endpoint_guest_flags(const struct pf_slice *s);
+
+/* ---- reset.c: reset-vf, announced to a guest that acknowledges (doc/pf_manager.md) ---- */
+/* How an announced reset stands at @now_ns. */
+enum pf_reset_verdict {
+	PF_RESET_WAIT,			/* keep waiting */
+	PF_RESET_ACKED,			/* the guest acknowledged this reset's number */
+	PF_RESET_TIMED_OUT,		/* the deadline passed without it */
+	PF_RESET_GUEST_GONE,		/* nobody left to wait for */
+};
+/* The decision alone: @ack is what the guest wrote, @attached whether it still is. */
+enum pf_reset_verdict pf_reset_verdict(const struct pf_reset_wait *w, uint32_t ack,
+				       bool attached, uint64_t now_ns);
+/* Whether a reset of @s is announced first: its guest asked (VF_INFO_REQ_RESET_ACK with
+ * ABI minor 5 or later) and @evict_ms is not 0. */
+bool pf_reset_announces(const struct pf_slice *s, uint32_t evict_ms);
+/* The reset-vf command (slice.c finds the slice, then calls pf_reset_request). */
+int pf_vf_reset_cmd(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
+		    struct pf_err *e);
+/* Reset running @s: at once, or announced with the request's reply deferred until the
+ * reset ran ("evict_ms" in @args, else the daemon's reset_evict_ms). */
+int pf_reset_request(struct pf_daemon *d, struct pf_slice *s, json_object *args, bool dry,
+		     json_object *ret, struct pf_err *e);
+/* Run every announced reset that is due at @now_ns (the loop, each iteration). */
+void pf_reset_tick(struct pf_daemon *d, uint64_t now_ns);
+/* The poll timeout that wakes the loop at the nearest deadline, at most @max_ms. */
+int pf_reset_poll_ms(const struct pf_daemon *d, uint64_t now_ns, int max_ms);
+/* @s stops with a reset announced: the waiting request fails with @why; NULL: the
+ * daemon lets go of @s (the journal keeps the reset, nobody is answered). */
+void pf_reset_cancel(struct pf_daemon *d, struct pf_slice *s, const char *why);
+/* Control client @c is going: nothing will be answered to it. */
+void pf_reset_client_gone(struct pf_daemon *d, const struct pf_client *c);
+
 /* ---- service.c: one service thread per VF serves its mailbox (doc/pf_manager.md) ---- */
 /* Answer one mailbox request @req of @s into @rsp (a whole slot), as the VF's service
  * thread does; true if it failed (for the counters). */
@@ -420,6 +469,8 @@ void pf_control_accept(struct pf_daemon *d);
  * that have not negotiated within cfg.negotiate_ms of @now_ns (told why first). */
 void pf_control_sweep(struct pf_daemon *d, uint64_t now_ns);
 void pf_client_io(struct pf_daemon *d, unsigned int idx, short revents);
+/* Queue @rep (taken) to @c and try to send it: a deferred command's reply. */
+void pf_control_send(struct pf_daemon *d, struct pf_client *c, json_object *rep);
 
 /* ---- migrate.c: save-slice and restore-slice (doc/migration.md) ---- */
 int pf_slice_save_cmd(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
@@ -449,7 +500,15 @@ int pf_mig_state_load(struct pf_daemon *d, struct pf_slice *s, const struct mig_
 		      struct pf_err *e);
 
 /* ---- commands.c ---- */
-/* Run one parsed request; returns the reply object (owned by the caller). */
+/* Run one parsed request; returns the reply object (owned by the caller), or NULL when
+ * the command answers later (it called pf_command_defer). */
 json_object *pf_command(struct pf_daemon *d, struct pf_client *c, json_object *req);
+/* From a running command: its reply comes later. Sets *@client and *@id (a reference)
+ * for pf_command_reply_later(). */
+void pf_command_defer(struct pf_daemon *d, struct pf_client **client, json_object **id);
+/* The reply to a deferred request @id (taken) as pf_command would have built it: @ret
+ * (taken) when @r is 0, else @e's error; sent to @c unless @c is NULL. */
+void pf_command_reply_later(struct pf_daemon *d, struct pf_client *c, json_object *id, int r,
+			    json_object *ret, struct pf_err *e);
 
 #endif

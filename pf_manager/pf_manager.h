@@ -53,7 +53,12 @@ struct pf_config {
 	unsigned int admin_slots;	/* control connections only root / the admin group get */
 	unsigned int per_uid;		/* control connections of one non-root uid */
 	unsigned int negotiate_ms;	/* a connection that has not negotiated by then is closed */
+	unsigned int reset_evict_ms;	/* a guest's time to evict before an announced reset
+					 * (0: never announce), at most PF_RESET_EVICT_MS_MAX */
 };
+
+#define PF_RESET_EVICT_MS_DEFAULT	2000u
+#define PF_RESET_EVICT_MS_MAX		10000u	/* well inside a control client's patience */
 
 /* Fill @cfg with the built-in defaults. */
 void pf_config_defaults(struct pf_config *cfg);

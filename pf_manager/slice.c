@@ -734,7 +734,6 @@ int pf_vf_reset_cmd(struct pf_daemon *d, json_object *args, bool dry, json_objec
 {
 	struct pf_slice *s = NULL;
 	json_object *v;
-	uint64_t t0;
 	int r;
 
 	if (json_object_object_get_ex(args, "vf", &v)) {
@@ -754,37 +753,14 @@ int pf_vf_reset_cmd(struct pf_daemon *d, json_object *args, bool dry, json_objec
 	}
 	add_result(ret, s, dry ? "would reset" : "reset", dry);
 	json_object_object_add(ret, "vf", json_object_new_int((int)s->vf));
-	if (dry)
-		return 0;
-	/* Committed before the scrub: a loader that finds it pending finishes it. */
-	s->reset_pending = true;
-	r = pf_state_save_journal(d);
-	if (r) {
-		s->reset_pending = false;
-		return cmn_fail(&e->f, r, "VF %u: cannot write the journal: %s", s->vf, cmn_strerror(r));
-	}
-	t0 = cmn_now_ns();
-	r = pf_vf_reset(d, s);
-	s->reset_pending = false;
-	if (r)
-		return cmn_fail(&e->f, r, "VF %u: reset failed: %s", s->vf, cmn_strerror(r));
-	json_object_object_add(ret, "duration_us",
-			       json_object_new_int64((int64_t)((cmn_now_ns() - t0) / 1000)));
-	if (pf_state_save_journal(d))
-		cmn_warn("VF %u: reset done but still pending in the journal", s->vf);
-	cmn_info("VF %u (slice %s) reset", s->vf, s->uuid);
-	v = json_object_new_object();
-	json_object_object_add(v, "vf", json_object_new_int((int)s->vf));
-	json_object_object_add(v, "uuid", json_object_new_string(s->uuid));
-	json_object_object_add(v, "reset_count", json_object_new_int((int)s->resets));
-	pf_event(d, "VF_RESET", v);
-	return 0;
+	return pf_reset_request(d, s, args, dry, ret, e);
 }
 
 void pf_slice_stop(struct pf_daemon *d, struct pf_slice *s)
 {
 	unsigned int vf = s->vf;
 
+	pf_reset_cancel(d, s, "the slice was stopped");
 	atomic_store((_Atomic uint32_t *)&s->hdr->state, VF_STATE_STOPPED);
 	pf_endpoint_event(s, VF_EVT_STOP, 0);
 	pf_endpoint_close(d, s);
@@ -801,6 +777,7 @@ void pf_slice_stop(struct pf_daemon *d, struct pf_slice *s)
 
 void pf_slice_detach(struct pf_daemon *d, struct pf_slice *s)
 {
+	pf_reset_cancel(d, s, NULL);
 	pf_endpoint_close(d, s);
 	bar_object_close(d, s, false);
 	d->vfs[s->vf] = NULL;

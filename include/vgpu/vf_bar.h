@@ -74,7 +74,19 @@
  * RESET. A VF reset (FLR) stops the VF's channels, frees its RM clients and scrubs its
  * VRAM aperture to zeros; vgpud then re-formats the three rings, bumps reset_count, sets
  * state back to VF_STATE_READY and posts VF_EVT_RESET. A guest that sees reset_count
- * change must re-attach its ring views (cmn_ring_attach) and rebuild its GPU state. */
+ * change must re-attach its ring views (cmn_ring_attach) and rebuild its GPU state.
+ *
+ * RESET ANNOUNCEMENT (minor 5). A guest whose data lives in the VRAM aperture (pages a
+ * kernel driver migrated there) asks to hear of a reset before it runs: its GET_INFO
+ * payload sets VF_INFO_REQ_RESET_ACK (with abi_version minor 5 or later). For such a
+ * guest vgpud first stores a new sequence number in header.reset_pending and posts
+ * VF_EVT_RESET_PENDING (arg0 = that number, arg1 = the milliseconds it waits); the VF
+ * keeps working meanwhile. The guest moves what it must keep out of the aperture, writes
+ * the number to header.reset_ack (the one header field a guest writes) and rings
+ * VF_VEC_EVENT. vgpud resets as soon as it sees its current number there, or when the
+ * time is up, whichever comes first; any other value is ignored, so a late, wrong or
+ * missing acknowledgement only means the wait runs out. After the reset reset_pending is
+ * 0 again. A guest that did not ask is reset at once, as before minor 5. */
 #ifndef VGPU_ABI_VF_BAR_H
 #define VGPU_ABI_VF_BAR_H
 
@@ -137,7 +149,7 @@ enum vf_state {
 	VF_STATE_STOPPED	= 3,	/* the slice is being stopped: detach */
 };
 
-/* The header page. Written by vgpud only; a guest reads it. */
+/* The header page. Written by vgpud only (but reset_ack, minor 5); a guest reads it. */
 struct vf_bar_header {
 	uint64_t magic;			/* VF_BAR_MAGIC */
 	uint32_t abi_version;		/* VGPU_ABI_VERSION (vgpu/version.h) */
@@ -169,7 +181,10 @@ struct vf_bar_header {
 	uint32_t host_peer;		/* vgpud's ivshmem peer id for this attachment: 0 on
 					 * vf<N>.sock, VF_EP_HOST_PEER on vf<N>.master.sock
 					 * (0 from a host older than minor 3) */
-	uint8_t reserved[3920];
+	/* ABI minor 5 (RESET ANNOUNCEMENT above). */
+	uint32_t reset_pending;		/* host: the announced reset's number, 0: none */
+	uint32_t reset_ack;		/* GUEST writes: the number it is ready for */
+	uint8_t reserved[3912];
 };
 _Static_assert(sizeof(struct vf_bar_header) == VF_BAR_HDR_SIZE, "header page is ABI");
 
@@ -196,8 +211,9 @@ struct vf_msg {
 /* VF_MSG_GET_INFO request payload (ABI minor 3; older drivers send none). */
 struct vf_msg_info_req {
 	uint32_t abi_version;	/* VGPU_ABI_VERSION the driver was built with */
-	uint32_t reserved;	/* 0 */
+	uint32_t flags;		/* VF_INFO_REQ_* (minor 5; 0 before) */
 };
+#define VF_INFO_REQ_RESET_ACK	(1u << 0)	/* announce resets to me, I acknowledge */
 
 /* VF_MSG_GET_INFO reply. */
 struct vf_msg_info {
@@ -218,6 +234,8 @@ enum vf_event_type {
 				 * pad holds the struct vgpu_fault_entry (vgpu/gmmu.h) */
 	VF_EVT_CHAN_ERROR = 4,	/* minor 1: arg0 chid, arg1 enum vgpu_chan_error; a wake-up
 				 * hint that may repeat (USERD.error is the truth) */
+	VF_EVT_RESET_PENDING = 5, /* minor 5: arg0 the reset's number (header.reset_pending),
+				 * arg1 milliseconds until it runs without an acknowledgement */
 };
 
 /* One event slot. */

@@ -33,6 +33,7 @@ static void usage(FILE *f)
 		"      --admin-slots N      control connections kept for root and the admin group (8)\n"
 		"      --per-uid N          control connections of one non-root user (default 4)\n"
 		"      --negotiate-timeout-ms MS  close a connection not negotiated by then (5000)\n"
+		"      --reset-evict-ms MS  a guest's time to evict before a reset, 0..10000 (2000)\n"
 		"      --log-level LEVEL    error | warn | info | debug (default info)\n"
 		"  -h, --help               this text\n"
 		"  -V, --version            print the version\n");
@@ -40,7 +41,7 @@ static void usage(FILE *f)
 
 enum { O_RUNTIME = 256, O_STATE, O_VRAM, O_MAXVFS, O_NUMVFS, O_SPARE, O_MODEL, O_POLICY,
        O_GROUP, O_MODE, O_LOGLEVEL, O_ADMIN_SLOTS, O_PER_UID, O_NEGOTIATE, O_QUANTUM_US,
-       O_QUANTUM_MS };
+       O_QUANTUM_MS, O_EVICT };
 
 static const struct option opts[] = {
 	{ "config", required_argument, NULL, 'c' },
@@ -60,6 +61,7 @@ static const struct option opts[] = {
 	{ "admin-slots", required_argument, NULL, O_ADMIN_SLOTS },
 	{ "per-uid", required_argument, NULL, O_PER_UID },
 	{ "negotiate-timeout-ms", required_argument, NULL, O_NEGOTIATE },
+	{ "reset-evict-ms", required_argument, NULL, O_EVICT },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
@@ -74,6 +76,7 @@ static const struct { int opt; const char *section, *key; } flag_keys[] = {
 	{ O_QUANTUM_MS, "sched", "quantum_ms" }, { O_GROUP, "control", "admin_group" },
 	{ O_MODE, "control", "socket_mode" }, { O_ADMIN_SLOTS, "control", "admin_slots" },
 	{ O_PER_UID, "control", "per_uid" }, { O_NEGOTIATE, "control", "negotiate_timeout_ms" },
+	{ O_EVICT, "pf", "reset_evict_ms" },
 };
 
 static int apply_flag(struct pf_config *cfg, int opt, const char *arg)
