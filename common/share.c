@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
 /* CPU priority by share (see share.h). */
 #include <errno.h>
+#include <string.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "common/err.h"
@@ -74,5 +76,35 @@ int cmn_share_set_nice(int nice, const char *who)
 
 	if (r)
 		cmn_dbg("%s: nice %d: %s", who, nice, cmn_strerror(r));
+	return r;
+}
+
+/* The kernel's struct sched_attr, first version (glibc has no wrapper, and the kernel's
+ * header clashes with glibc's struct sched_param). */
+struct share_sched_attr {
+	uint32_t size, sched_policy;
+	uint64_t sched_flags;
+	int32_t sched_nice;
+	uint32_t sched_priority;
+	uint64_t sched_runtime, sched_deadline, sched_period;
+};
+
+int cmn_share_set_slice(uint64_t slice_ns, const char *who)
+{
+	struct share_sched_attr a;
+	int r;
+
+	/* Read first: sched_setattr sets the nice and policy too, and must keep both. */
+	memset(&a, 0, sizeof(a));
+	r = syscall(SYS_sched_getattr, 0, &a, sizeof(a), 0) ? -errno : 0;
+	if (!r) {
+		a.size = sizeof(a);
+		a.sched_flags = 0;
+		a.sched_runtime = slice_ns;
+		r = syscall(SYS_sched_setattr, 0, &a, 0) ? -errno : 0;
+	}
+	if (r)
+		cmn_dbg("%s: scheduler slice %llu ns: %s", who, (unsigned long long)slice_ns,
+			cmn_strerror(r));
 	return r;
 }
