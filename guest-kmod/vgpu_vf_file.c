@@ -383,8 +383,16 @@ static int vvf_file_call(struct vvf_file *f, u32 type, const void *req, u32 req_
 			 u32 *rsp_len, s32 *status, u64 timeout_ns)
 {
 	int ret = type == VF_MSG_RM ? vvf_rm_check(f, req, req_len) : 0;
+	struct vf_msg_info_req rq;
 
 	*status = 0;
+	/* The host hears this driver's ABI and flags, not the process's: the driver is what
+	 * speaks to it (and what acknowledges resets). */
+	if (type == VF_MSG_GET_INFO) {
+		vvf_info_req(&rq);
+		req = &rq;
+		req_len = sizeof(rq);
+	}
 	if (ret == VGPU_RM_ERR_NO_OBJECT) {
 		*rsp_len = vvf_rm_refuse(req, rsp, ret);
 		return 0;

@@ -13,6 +13,7 @@
 #include <linux/rwsem.h>
 #include <linux/spinlock.h>
 #include <linux/wait.h>
+#include <linux/workqueue.h>
 
 #include <vgpu/rm.h>
 #include <vgpu/vf_bar.h>
@@ -55,6 +56,12 @@ struct vvf_svm {
 	u32 client, device, mem;	/* the driver's own RM objects behind the pool */
 	u64 off, size;			/* BAR2 range of the pool */
 	struct dev_pagemap pgmap;
+	/* Migrations into the pool hold it shared; an announced reset takes it exclusively
+	 * to set resetting, so no page enters the pool once the eviction began. */
+	struct rw_semaphore migrate_sem;
+	bool resetting;			/* a reset is announced: nothing enters the pool */
+	u32 resetting_seq;		/* ... the announced reset's number */
+	u64 evicted, evict_lost;	/* pages an announced reset moved out / could not */
 	spinlock_t lock;		/* protects ready, free and in_use */
 	struct page *free;		/* free pages, linked through zone_device_data */
 	u64 in_use;
@@ -97,6 +104,11 @@ struct vvf_dev {
 	struct miscdevice misc;
 	char name[32];
 	struct vvf_svm svm;
+
+	/* An announced reset (ABI 2.5): its number, taken from the header by the event
+	 * thread; the work evicts the SVM pool and acknowledges it. */
+	struct work_struct reset_work;
+	u32 reset_seen;			/* the last number the work was queued for */
 };
 
 /* One RM memory object a file allocated: the BAR2 range its pages may map. */
@@ -146,6 +158,9 @@ int vvf_mbox_call(struct vvf_dev *vd, u32 type, const void *req, u32 req_len, vo
 void vvf_notify(struct vvf_dev *vd, unsigned int v);
 /* Whether the VF's mailbox is served (header state READY). */
 bool vvf_ready(struct vvf_dev *vd);
+/* The GET_INFO payload this driver sends, whoever asks: its ABI, and that it acknowledges
+ * announced resets. */
+void vvf_info_req(struct vf_msg_info_req *rq);
 
 /* ---- vgpu_vf_file.c ---- */
 extern const struct file_operations vvf_fops;
@@ -163,6 +178,10 @@ void vvf_svm_init(struct vvf_dev *vd);
 void vvf_svm_fini(struct vvf_dev *vd);
 /* A reset took the pool: SIGBUS to the processes whose pages it held. From the event thread. */
 void vvf_svm_reset(struct vvf_dev *vd);
+/* Reset @seq is announced: no page enters the pool any more, every page in it goes back to
+ * system memory while the host has not begun the reset (checked after each batch, so no
+ * page is copied from scrubbed VRAM). Returns the pages left in the pool. Sleeps. */
+u64 vvf_svm_evict_for_reset(struct vvf_dev *vd, u32 seq);
 /* VGPU_VF_IOC_SVM. */
 long vvf_ioc_svm(struct vvf_file *f, unsigned long arg);
 /* VGPU_VF_IOC_SVM_QUERY. */

@@ -15,6 +15,13 @@
 
 #include "vgpu_vf_internal.h"
 
+/* For tests: 0 makes the driver neither evict nor acknowledge an announced reset, so the
+ * host's wait runs out and the reset loses the pages still in VRAM (their processes get
+ * SIGBUS). Writable at run time (/sys/module/vgpu_vf/parameters/reset_evict). */
+static bool reset_evict = true;
+module_param(reset_evict, bool, 0644);
+MODULE_PARM_DESC(reset_evict, "evict SVM pages and acknowledge an announced VF reset (default 1)");
+
 /* ---- rings (vgpu/ring.h; the host's counters are untrusted) ---- */
 
 static int vvf_ring_attach(struct vvf_dev *vd, struct vvf_ring *r, u64 off, u64 region)
@@ -202,6 +209,62 @@ out:
 	return ret;
 }
 
+/* ---- an announced reset (ABI 2.5: vgpu/vf_bar.h, RESET ANNOUNCEMENT) ---- */
+
+/* Evict the SVM pool, then tell the host it may reset: the number in the header, then the
+ * event vector. Pages that could not move are the reset's to lose (SIGBUS, svm.c). */
+static void vvf_reset_work(struct work_struct *w)
+{
+	struct vvf_dev *vd = container_of(w, struct vvf_dev, reset_work);
+	u32 seq = READ_ONCE(vd->reset_seen);
+
+	if (!READ_ONCE(reset_evict)) {
+		dev_info(&vd->pdev->dev, "reset %u announced: not evicting (reset_evict=0)\n", seq);
+		return;
+	}
+	vvf_svm_evict_for_reset(vd, seq);
+	if (READ_ONCE(vd->hdr->reset_pending) != seq)
+		return;		/* already reset, or no longer announced */
+	WRITE_ONCE(vd->hdr->reset_ack, seq);
+	vvf_notify(vd, VF_VEC_EVENT);
+}
+
+/* The event thread saw an event interrupt: a newly announced reset queues the work. The
+ * header is the truth (an event ring that overflowed loses the event, not the number). */
+static void vvf_reset_check(struct vvf_dev *vd)
+{
+	u32 seq = READ_ONCE(vd->hdr->reset_pending);
+
+	if (!seq || seq == vd->reset_seen)
+		return;
+	WRITE_ONCE(vd->reset_seen, seq);
+	schedule_work(&vd->reset_work);
+}
+
+/* Tell the host this driver's ABI and that it acknowledges announced resets; the files'
+ * own GET_INFO requests carry the same (vgpu_vf_file.c), so none undoes it. */
+void vvf_info_req(struct vf_msg_info_req *rq)
+{
+	rq->abi_version = VGPU_ABI_VERSION;
+	rq->flags = VF_INFO_REQ_RESET_ACK;
+}
+
+static void vvf_announce(struct vvf_dev *vd)
+{
+	struct vf_msg_info_req rq;
+	struct vf_msg_info mi;
+	u32 len = sizeof(mi);
+	s32 status;
+	int ret;
+
+	vvf_info_req(&rq);
+	ret = vvf_mbox_call(vd, VF_MSG_GET_INFO, &rq, sizeof(rq), &mi, &len, &status,
+			    VVF_DEFAULT_TIMEOUT_NS);
+	if (ret || status)
+		dev_warn(&vd->pdev->dev, "GET_INFO failed (%d/%d): resets are not announced to "
+			 "this driver\n", ret, status);
+}
+
 /* ---- interrupts ---- */
 
 static irqreturn_t vvf_irq_mbox(int irq, void *data)
@@ -259,8 +322,10 @@ static irqreturn_t vvf_irq_event(int irq, void *data)
 		/* Only our struct: a newer host's slot may be larger. */
 		memcpy(&e, slot, sizeof(e));
 		vvf_ring_consume_commit(&vd->evt);
-		vvf_files_event(vd, &e);
+		if (e.type != VF_EVT_RESET_PENDING)	/* the driver's business alone */
+			vvf_files_event(vd, &e);
 	}
+	vvf_reset_check(vd);
 	atomic64_inc(&vd->irq_count[VF_VEC_EVENT]);
 	wake_up_all(&vd->wq[VF_VEC_EVENT]);
 	return IRQ_HANDLED;
@@ -417,6 +482,7 @@ static int vvf_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	mutex_init(&vd->mbox_lock);
 	mutex_init(&vd->files_mutex);
 	vvf_svm_init(vd);
+	INIT_WORK(&vd->reset_work, vvf_reset_work);
 	INIT_LIST_HEAD(&vd->files);
 	init_rwsem(&vd->remove_sem);
 	for (v = 0; v < VGPU_VF_NR_VECTORS; v++)
@@ -434,6 +500,7 @@ static int vvf_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 		goto err_unmap;
 	vd->vf_id = vd->hdr->vf_id;
 	vd->seen_reset_count = vd->evt_reset_count = smp_load_acquire(&vd->hdr->reset_count);
+	vd->reset_seen = READ_ONCE(vd->hdr->reset_pending);	/* announced to a driver before */
 	snprintf(vd->name, sizeof(vd->name), VGPU_VF_DEV_PREFIX "%u", vd->vf_id);
 	if (vvf_ring_attach(vd, &vd->evt, vd->lay.evt_off, vd->lay.ring_region) == 0)
 		vvf_ring_skip(&vd->evt);
@@ -443,6 +510,7 @@ static int vvf_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	ret = vvf_irqs(vd);
 	if (ret)
 		goto err_unmap;
+	vvf_announce(vd);
 	vd->misc.minor = MISC_DYNAMIC_MINOR;
 	vd->misc.name = vd->name;
 	vd->misc.fops = &vvf_fops;
@@ -480,6 +548,7 @@ static void vvf_remove(struct pci_dev *pdev)
 	down_write(&vd->remove_sem);
 	vvf_files_reset(vd, true);
 	vvf_irqs_free(vd);
+	cancel_work_sync(&vd->reset_work);	/* after the irqs: nothing queues it again */
 	vvf_svm_fini(vd);
 	memunmap(vd->bar2);
 	vd->bar2 = NULL;

@@ -8,9 +8,12 @@
  * handed out page by page; a page comes back through page_free when its last mapping goes
  * (migrated back, unmapped, the process exits).
  *
- * A VF reset scrubs VRAM and frees the driver's client, so the contents of migrated pages
- * are gone: every process that migrated pages gets SIGBUS (never a silent loss) and the
- * pool takes no new pages until the old ones are all freed.
+ * A VF reset scrubs VRAM and frees the driver's client. The host announces it first (ABI
+ * 2.5): the pool stops taking pages and every page in it migrates back to system memory,
+ * then the driver acknowledges (vgpu_vf_main.c). Pages still in the pool when the reset
+ * runs (the host's wait ran out, a page could not move) have lost their contents: every
+ * process that migrated pages gets SIGBUS (never a silent loss) and the pool takes no new
+ * pages until the old ones are all freed.
  *
  * Where a process's pages are now is the kernel's HMM mirror: hmm_range_fault under an
  * mmu_interval_notifier, retried until no invalidation raced it. */
@@ -261,8 +264,17 @@ static int vvf_svm_migrate(struct vvf_file *f, u64 addr, u64 len, bool to_vram, 
 		}
 	}
 	mutex_unlock(&vd->svm.setup_lock);
-	if (to_vram)
+	if (to_vram) {
+		down_read(&vd->svm.migrate_sem);
+		/* An announced reset the host dropped (the slice stopped or moved) ends the
+		 * wait here: the header no longer names it. */
+		if (vd->svm.resetting &&
+		    READ_ONCE(vd->hdr->reset_pending) == vd->svm.resetting_seq) {
+			up_read(&vd->svm.migrate_sem);
+			return -EBUSY;
+		}
 		vvf_svm_owner(&vd->svm);
+	}
 	mmap_read_lock(mm);
 	for (; start < end; start = next) {
 		vma = vma_lookup(mm, start);
@@ -280,6 +292,8 @@ static int vvf_svm_migrate(struct vvf_file *f, u64 addr, u64 len, bool to_vram, 
 		*moved += got;
 	}
 	mmap_read_unlock(mm);
+	if (to_vram)
+		up_read(&vd->svm.migrate_sem);
 	return ret;
 }
 
@@ -436,6 +450,7 @@ void vvf_svm_reset(struct vvf_dev *vd)
 	was_ready = s->ready;
 	s->ready = false;	/* the client and the pool's VRAM are gone with the reset */
 	spin_unlock(&s->lock);
+	s->resetting = false;	/* a new pool may be made (after the lost pages are freed) */
 	if (was_ready && in_use) {
 		/* The pages' contents are gone: their processes must not read zeros as data. */
 		spin_lock(&s->lock);
@@ -449,14 +464,28 @@ void vvf_svm_reset(struct vvf_dev *vd)
 	mutex_unlock(&s->setup_lock);
 }
 
+/* Whether the host has not begun a reset since reset count @rc: the VRAM just read was
+ * not scrubbed yet. The host marks the header RESETTING before it scrubs, and x86 keeps
+ * loads in order, so seeing READY after the copies means they read the old contents. */
+static bool vvf_svm_vram_intact(struct vvf_dev *vd, u32 rc)
+{
+	smp_rmb();
+	return smp_load_acquire(&vd->hdr->state) == VF_STATE_READY &&
+	       smp_load_acquire(&vd->hdr->reset_count) == rc;
+}
+
 /* Every page of the pool that is in use goes back to system memory, @n pfns at a time
- * from @pfn: the device is going, its processes keep their data. */
-static void vvf_svm_evict_range(unsigned long pfn, unsigned long n)
+ * from @pfn, its process keeping its data. @vd: a reset is announced (device memory
+ * still there for reset count @rc): a batch copied once the reset began stays in the pool
+ * (lost, so SIGBUS) instead of bringing scrubbed bytes back; -EAGAIN then. NULL: the
+ * device is going. Otherwise the pages moved. */
+static long vvf_svm_evict_range(unsigned long pfn, unsigned long n, struct vvf_dev *vd, u32 rc)
 {
 	unsigned long src[VVF_SVM_BATCH], dst[VVF_SVM_BATCH] = { 0 }, i;
+	long moved = 0;
 
 	if (migrate_device_range(src, pfn, n))
-		return;
+		return 0;
 	for (i = 0; i < n; i++) {
 		struct page *spage = migrate_pfn_to_page(src[i]), *dpage;
 
@@ -468,8 +497,61 @@ static void vvf_svm_evict_range(unsigned long pfn, unsigned long n)
 		copy_highpage(dpage, spage);
 		dst[i] = migrate_pfn(page_to_pfn(dpage));
 	}
+	if (vd && !vvf_svm_vram_intact(vd, rc)) {
+		for (i = 0; i < n; i++) {
+			struct page *dpage = migrate_pfn_to_page(dst[i]);
+
+			if (!dpage)
+				continue;
+			unlock_page(dpage);
+			put_page(dpage);
+			dst[i] = 0;
+		}
+		moved = -EAGAIN;
+	}
 	migrate_device_pages(src, dst, n);
+	for (i = 0; i < n && moved >= 0; i++)
+		if (dst[i] && (src[i] & MIGRATE_PFN_MIGRATE))
+			moved++;
 	migrate_device_finalize(src, dst, n);
+	return moved;
+}
+
+u64 vvf_svm_evict_for_reset(struct vvf_dev *vd, u32 seq)
+{
+	struct vvf_svm *s = &vd->svm;
+	u32 rc = smp_load_acquire(&vd->hdr->reset_count);
+	unsigned long pfn, end;
+	u64 in_use, moved = 0;
+	long got;
+
+	down_write(&s->migrate_sem);
+	s->resetting = true;
+	s->resetting_seq = seq;
+	up_write(&s->migrate_sem);
+	mutex_lock(&s->setup_lock);
+	if (s->mapped && !s->broken) {
+		pfn = PHYS_PFN(s->pgmap.range.start);
+		end = pfn + (s->size >> PAGE_SHIFT);
+		for (; pfn < end; pfn += VVF_SVM_BATCH) {
+			got = vvf_svm_evict_range(pfn, min_t(unsigned long, VVF_SVM_BATCH,
+							     end - pfn), vd, rc);
+			if (got < 0)
+				break;	/* the reset began: the rest is lost */
+			moved += got;
+		}
+	}
+	mutex_unlock(&s->setup_lock);
+	spin_lock(&s->lock);
+	in_use = s->ready ? s->in_use : 0;
+	spin_unlock(&s->lock);
+	s->evicted += moved;
+	s->evict_lost += in_use;
+	if (moved || in_use)
+		dev_info(&vd->pdev->dev, "SVM: reset %u announced: %llu pages migrated back to "
+			 "system memory, %llu left in VRAM\n", seq, (unsigned long long)moved,
+			 (unsigned long long)in_use);
+	return in_use;
 }
 
 void vvf_svm_fini(struct vvf_dev *vd)
@@ -487,7 +569,8 @@ void vvf_svm_fini(struct vvf_dev *vd)
 		pfn = PHYS_PFN(s->pgmap.range.start);
 		end = pfn + (s->size >> PAGE_SHIFT);
 		for (; pfn < end; pfn += VVF_SVM_BATCH)
-			vvf_svm_evict_range(pfn, min_t(unsigned long, VVF_SVM_BATCH, end - pfn));
+			vvf_svm_evict_range(pfn, min_t(unsigned long, VVF_SVM_BATCH, end - pfn),
+					    NULL, 0);
 		dev_info(&vd->pdev->dev, "SVM: %llu pages migrated back to system memory\n",
 			 (unsigned long long)in_use);
 	}
@@ -499,5 +582,6 @@ void vvf_svm_fini(struct vvf_dev *vd)
 void vvf_svm_init(struct vvf_dev *vd)
 {
 	mutex_init(&vd->svm.setup_lock);
+	init_rwsem(&vd->svm.migrate_sem);
 	spin_lock_init(&vd->svm.lock);
 }

@@ -12,6 +12,9 @@
  *                                       "# holding", wait for SIGUSR1 (sent once the driver
  *                                       was unloaded), then exit 0 only if the pages still
  *                                       hold their data (the unload migrated them back)
+ *   vgpu-kmod-test --svm-keep [DEV]     the same with the device kept open, SIGUSR1 sent
+ *                                       after a VF reset: the announced reset migrated the
+ *                                       pages back before it scrubbed VRAM
  *   vgpu-kmod-test --bench [DEV]        figures, one JSON object: mailbox round trip by
  *                                       interrupt (the MBOX ioctl, and the file's own rings
  *                                       rung by NOTIFY), SVM migration GB/s each way with a
@@ -921,7 +924,7 @@ static int bench(void)
 
 /* Migrate 64 pages into VRAM, let go of the device, and after SIGUSR1 check that the
  * pages kept their data (exit 0) or not (1); 2 if the migration failed. */
-static int svm_evict(void)
+static int svm_evict(bool keep_open)
 {
 	const size_t len = 64 * 4096;
 	struct vgpu_vf_ioc_svm a;
@@ -937,7 +940,8 @@ static int svm_evict(void)
 	for (size_t i = 0; i < len; i++)
 		p[i] = (uint8_t)(i * 7 + 3);
 	ret = svm(fd, VGPU_VF_SVM_TO_VRAM, p, len, &a);
-	close(fd);
+	if (!keep_open)
+		close(fd);
 	printf("# holding %llu pages in VRAM (%d)\n", (unsigned long long)a.migrated, ret);
 	fflush(stdout);
 	if (ret || a.migrated != 64)
@@ -961,9 +965,13 @@ int main(int argc, char **argv)
 
 	if (argc > 1 && !strcmp(argv[1], "--bench-poll"))
 		return bench_poll();
+	if (argc > 1 && !strcmp(argv[1], "--svm-keep")) {
+		dev = argc > 2 ? argv[2] : find_dev();
+		return dev ? svm_evict(true) : 2;
+	}
 	if (argc > 1 && !strcmp(argv[1], "--svm-evict")) {
 		dev = argc > 2 ? argv[2] : find_dev();
-		return dev ? svm_evict() : 2;
+		return dev ? svm_evict(false) : 2;
 	}
 	if (hold || figures) {
 		argc--;
