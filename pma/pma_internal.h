@@ -306,6 +306,8 @@ void pma_runs_fini(struct pma_runs *x);
 /* First group g with groups [g, g + @n) all whole and free, 1 <= @n <= PMA_RUN_CAP;
  * UINT64_MAX if none. */
 uint64_t pma_runs_find(struct pma_region *r, uint64_t n);
+/* Word @gw of the group bits changed: its entry and those of the words whose runs reach it. */
+void pma_runs_word_changed(struct pma_region *r, uint64_t gw);
 /* Compare every entry with a fresh computation; 0 or -EIO. */
 int pma_runs_check(struct pma_region *r);
 

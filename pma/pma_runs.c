@@ -15,13 +15,17 @@
  * for bounded, reverse, over-aligned and longer searches, flushed when one of those reads it. */
 #include <stdlib.h>
 
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
 #include "pma/pma_internal.h"
 
 #define NONE UINT64_MAX
 #define BLOCK PMA_RUN_BLOCK
 
 /* Whole free groups from the start of word @gw + 1 on, counted up to PMA_RUN_CAP. */
-uint32_t pma_runs_after(const struct pma_region *r, uint64_t gw)
+static uint32_t runs_after(const struct pma_region *r, uint64_t gw)
 {
 	uint32_t n = 0;
 
@@ -42,6 +46,95 @@ static uint8_t block_max(const struct pma_runs *x, uint64_t b)
 	for (unsigned int i = 0; i < BLOCK; i++)
 		m = x->len[b * BLOCK + i] > m ? x->len[b * BLOCK + i] : m;
 	return m;
+}
+
+/* runs_after() with the common answer, a run that ends in the next word, inline. */
+static inline uint32_t runs_after_inl(const struct pma_region *r, uint64_t gw)
+{
+	uint64_t x = gw + 1 < r->runs.nr_words ? r->gfull[gw + 1] : 0;
+
+	return x != ~0ull ? cmn_ctz(~x) : runs_after(r, gw);
+}
+
+/* Longest run of whole free groups starting inside word @gw, capped. */
+static inline uint8_t runs_word_len(const struct pma_region *r, uint64_t gw)
+{
+	uint64_t w = r->gfull[gw];
+	uint32_t suf, len;
+
+	if (!w)
+		return 0;
+	if (w == ~0ull)
+		len = 64 + runs_after_inl(r, gw);
+	else {
+		/* The run at the top may go on into the next words; any other lies inside the
+		 * 63 - suf bits below it, so it only matters when it could be longer. */
+		suf = (uint32_t)__builtin_clzll(~w);
+		len = suf ? suf + runs_after_inl(r, gw) : 0;
+		if (len < 63 - suf) {
+			uint32_t m = pma_word_max_run(w);
+
+			len = m > len ? m : len;
+		}
+	}
+	return (uint8_t)(len < PMA_RUN_CAP ? len : PMA_RUN_CAP);
+}
+
+/* Maximum of block @b with entry @gw replaced by @v, read before @gw is written: a vector
+ * load right after the byte store would wait for the store to retire. */
+static uint8_t block_max_with(const struct pma_runs *x, uint64_t gw, uint8_t v)
+{
+#ifdef __SSE2__
+	const __m128i iota = _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+	__m128i blk = _mm_loadu_si128((const __m128i *)(x->len + gw / BLOCK * BLOCK));
+	__m128i lane = _mm_cmpeq_epi8(iota, _mm_set1_epi8((char)(gw % BLOCK)));
+
+	blk = _mm_or_si128(_mm_andnot_si128(lane, blk), _mm_and_si128(lane, _mm_set1_epi8((char)v)));
+	blk = _mm_max_epu8(blk, _mm_srli_si128(blk, 8));
+	blk = _mm_max_epu8(blk, _mm_srli_si128(blk, 4));
+	blk = _mm_max_epu8(blk, _mm_srli_si128(blk, 2));
+	blk = _mm_max_epu8(blk, _mm_srli_si128(blk, 1));
+	return (uint8_t)_mm_cvtsi128_si32(blk);
+#else
+	uint64_t b0 = gw / BLOCK * BLOCK;
+	uint8_t m = v;
+
+	for (uint64_t i = b0; i < b0 + BLOCK; i++)
+		if (i != gw && x->len[i] > m)
+			m = x->len[i];
+	return m;
+#endif
+}
+
+static inline void runs_set(struct pma_runs *x, uint64_t gw, uint8_t v)
+{
+	uint8_t old = x->len[gw], *bm = &x->bmax[gw / BLOCK];
+
+	if (v == old)
+		return;
+	if (v > *bm)
+		*bm = v;
+	else if (old == *bm)
+		*bm = block_max_with(x, gw, v);
+	x->len[gw] = v;
+}
+
+void pma_runs_word_changed(struct pma_region *r, uint64_t gw)
+{
+	struct pma_runs *x = &r->runs;
+	uint64_t j = gw;
+
+	runs_set(x, gw, runs_word_len(r, gw));
+	/* The words before it whose top run reaches into it (a run that already counts
+	 * PMA_RUN_CAP groups before it does not change). */
+	while (j > 0 && gw - j < 4) {
+		j--;
+		if (!(r->gfull[j] >> 63))
+			break;
+		runs_set(x, j, runs_word_len(r, j));
+		if (r->gfull[j] != ~0ull)
+			break;
+	}
 }
 
 int pma_runs_init(struct pma_runs *x, uint64_t nr_words)
@@ -71,7 +164,7 @@ int pma_runs_check(struct pma_region *r)
 	struct pma_runs *x = &r->runs;
 
 	for (uint64_t gw = 0; gw < (uint64_t)x->nr_blocks * BLOCK; gw++)
-		if (x->len[gw] != (gw < x->nr_words ? pma_runs_word_len(r, gw) : 0))
+		if (x->len[gw] != (gw < x->nr_words ? runs_word_len(r, gw) : 0))
 			return -EIO;
 	for (uint64_t b = 0; b < cmn_align_up(x->nr_blocks, 16); b++)
 		if (x->bmax[b] != (b < x->nr_blocks ? block_max(x, b) : 0))

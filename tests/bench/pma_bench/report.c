@@ -474,6 +474,9 @@ static void json_backend(struct json *j, const struct pb_ctx *c, const struct pb
 	jnum(j, m->ops_per_s, "%smixed_ops_per_s", pre);
 	jnum(j, m->ops_min, "%smixed_ops_per_s_min", pre);
 	jnum(j, m->ops_max, "%smixed_ops_per_s_max", pre);
+	/* The spread of the repetitions, relative to the median: how far to trust one run. */
+	jnum(j, m->ops_per_s > 0 ? (m->ops_max - m->ops_min) / m->ops_per_s * 100 : 0,
+	     "%smixed_spread_pct", pre);
 	jnum(j, m->reps, "%smixed_reps", pre);
 	jnum(j, (double)m->ops, "%smixed_ops", pre);
 	jbool(j, m->partial, "%smixed_partial", pre);
