@@ -381,6 +381,8 @@ struct hmm_mm_stats {
 	uint64_t events_unmap, events_remap, events_fork;	/* from userfaultfd */
 	uint64_t exclusive;		/* pages made device-exclusive */
 	uint64_t exclusive_revoked;	/* ... and given back to the CPU */
+	uint64_t copier_pages;		/* pages of migrations back copied by the copier
+					 * thread (no UFFDIO_MOVE: doc/hmm.md) */
 };
 /* Snapshot of @mm's counters (relaxed reads). */
 void hmm_mm_get_stats(struct hmm_mm *mm, struct hmm_mm_stats *st);

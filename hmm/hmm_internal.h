@@ -97,6 +97,30 @@ struct hmm_spare {
 	uint64_t busy;			/* blocks a migration has taken */
 };
 
+/* The second thread of the way back without UFFDIO_MOVE (copier.c): one job at a time,
+ * a run of pages cut into pieces, which the caller takes from the front and the thread
+ * from the back. */
+enum hmm_copier_state { HMM_COPIER_IDLE, HMM_COPIER_RUNNING, HMM_COPIER_OFF };
+
+struct hmm_copier {
+	struct cmn_mutex user;		/* the migration using the thread; protects state */
+	enum hmm_copier_state state;	/* not started yet, running, or not to be started */
+	pthread_t thread;
+	struct cmn_mutex lock;		/* protects the job below, sleeping, gen, stop */
+	pthread_cond_t wake;		/* a job, or stop, for a sleeping thread */
+	bool sleeping;
+	int uffd;
+	uintptr_t dst;
+	const char *src;
+	size_t len;
+	size_t lo, hi;			/* the pieces nobody has taken yet */
+	int err;			/* first error of the job */
+	uint64_t gen;			/* jobs posted */
+	bool stop;
+	atomic_uint busy;		/* pieces the thread is copying */
+	_Atomic uint64_t pages;		/* pages the thread copied (stats) */
+};
+
 struct hmm_mm {
 	struct hmm_mm_opts opts;
 	int uffd;			/* managed regions are registered here */
@@ -118,6 +142,7 @@ struct hmm_mm {
 	_Atomic uint64_t seq;
 	struct hmm_staging staging[HMM_NR_STAGING];
 	struct hmm_spare spare;
+	struct hmm_copier copier;
 	struct hmm_thrash *thrash;
 	/* counters */
 	_Atomic uint64_t c_cpu_faults, c_cpu_fault_pages, c_zero_fills, c_cpu_won;
@@ -146,6 +171,14 @@ static inline _Atomic uint64_t *hmm_region_word(struct hmm_region *r, uintptr_t 
 char *hmm_spare_take(struct hmm_mm *mm, bool full);
 /* Give a taken block back, saying whether it now holds 512 pages. */
 void hmm_spare_put(struct hmm_mm *mm, char *blk, bool full);
+
+/* Set up @c (no thread yet: the first large copy starts it). */
+void hmm_copier_init(struct hmm_copier *c);
+/* Stop and join the thread if it runs. */
+void hmm_copier_fini(struct hmm_copier *c);
+/* UFFDIO_COPY (without waking) all of [dst, dst + len) of @mm from @src, with the
+ * copier thread taking part when the run is long enough. 0 or the first -errno. */
+int hmm_copier_copy(struct hmm_mm *mm, uintptr_t dst, const void *src, size_t len);
 
 /* Run the invalidation of @r over @mm's notifiers; retries non-blockable refusals. */
 void hmm_notify_invalidate(struct hmm_mm *mm, const struct hmm_notify_range *r);
@@ -254,6 +287,8 @@ bool hmm_events_pending(void);
  * may change the page, so that the code after it must re-check what it saw before. */
 enum hmm_race_window {
 	HMM_RACE_ZERO_FILL,	/* a CPU fault found its page in system memory, before the fill */
+	HMM_RACE_COPIER_PIECE,	/* a migration back is about to take a piece of its copy
+				 * (copier.c), which the copier thread may take first */
 };
 /* Test only: called at each window when set (NULL in normal use: one relaxed load). It
  * runs in the fault handler's context, a signal handler included. */

@@ -381,15 +381,16 @@ static void install_system_run(struct hmm_migrate *m, struct migrate_priv *p, si
 		return;
 	}
 	if (p->direct) {
-		/* one copy instead of two: runs of contiguous device pages */
+		/* one copy instead of two: runs of contiguous device pages, a long run
+		 * shared with the copier thread */
 		for (size_t j = 0; j < n;) {
 			uint64_t pg = hmm_migrate_pfn_page(m->src[i + j]);
 			size_t k = 1;
 
 			while (j + k < n && hmm_migrate_pfn_page(m->src[i + j + k]) == pg + k)
 				k++;
-			hmm_uffd_copy(m->mm->uffd, page_addr(m, i + j),
-				      hmm_devmem_page_ptr(m->devmem, pg), k << HMM_PAGE_SHIFT, false);
+			hmm_copier_copy(m->mm, page_addr(m, i + j),
+					hmm_devmem_page_ptr(m->devmem, pg), k << HMM_PAGE_SHIFT);
 			j += k;
 		}
 		return;

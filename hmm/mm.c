@@ -480,6 +480,7 @@ void hmm_mm_get_stats(struct hmm_mm *mm, struct hmm_mm_stats *st)
 	st->events_fork = atomic_load_explicit(&mm->c_fork, memory_order_relaxed);
 	st->exclusive = atomic_load_explicit(&mm->c_excl, memory_order_relaxed);
 	st->exclusive_revoked = atomic_load_explicit(&mm->c_excl_revoked, memory_order_relaxed);
+	st->copier_pages = atomic_load_explicit(&mm->copier.pages, memory_order_relaxed);
 }
 
 /* ---- userfaultfd events (handler thread) ---------------------------------------------- */
@@ -809,6 +810,7 @@ int hmm_mm_create(const struct hmm_mm_opts *opts, struct hmm_mm **out)
 		goto free_mm;
 	cmn_mutex_init(&mm->lock);
 	cmn_mutex_init(&mm->spare.lock);
+	hmm_copier_init(&mm->copier);
 	mm->uffd = mm->stop_fd = mm->mem_fd = -1;
 	mm->procmap_query = caps.procmap_query;
 	mm->pagemap_fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
@@ -839,6 +841,7 @@ close_staging:
 	spare_fini(mm);
 close_fds:
 	mm_close_fds(mm);
+	hmm_copier_fini(&mm->copier);
 free_mm:
 	free(mm);
 	return ret;
@@ -860,6 +863,7 @@ void hmm_mm_destroy(struct hmm_mm *mm)
 			region_teardown(mm, r);
 	}
 	hmm_notify_invalidate(mm, &rel);
+	hmm_copier_fini(&mm->copier);
 	hmm_uffd_close(mm);
 	staging_fini(mm);
 	spare_fini(mm);

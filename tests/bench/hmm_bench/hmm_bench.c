@@ -6,7 +6,7 @@
  *   hmm_bench [--json] [--quick] [--only migrate|faults|pri]
  *
  * --only runs one part alone, repeated (for perf record / perf stat): 2 MiB migration both
- * ways next to memcpy (also per second of the thread's CPU time, which other load on the
+ * ways next to memcpy (also per second of the process's CPU time, which other load on the
  * machine hardly moves), device-fault service (also per CPU second), or page requests.
  *
  * Each figure is the median of 5 runs (each run: its own median for latencies, its own
@@ -71,8 +71,20 @@ static double cpu_us(void)
 	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
-/* --only migrate: the same figures from thread CPU time (GB per CPU second). */
+/* CPU time of the whole process: a migration's, whichever of its threads did the work
+ * (the way back without UFFDIO_MOVE shares its copy with hmm's copier thread). */
+static double proc_cpu_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+/* --only migrate: the same figures from process CPU time (GB per CPU second). */
 static double memcpy_cpu_gbps, to_dev_cpu_gbps, to_sys_cpu_gbps;
+/* Share of the pages of the ways back that hmm's copier thread copied (6.1 set). */
+static double copier_share;
 /* --only faults: faults per second of the servicing thread's CPU time. */
 static double faults_cpu_per_s;
 
@@ -124,12 +136,12 @@ static double bench_memcpy(void)
 	double cpu[RUNS];
 
 	for (int r = 0; r < RUNS; r++) {
-		double t0 = now_us(), c0 = cpu_us();
+		double t0 = now_us(), c0 = proc_cpu_us();
 
 		for (size_t off = 0; off < memcpy_pool; off += M2)
 			memcpy(dst + off, src + off, M2);
 		runs[r] = (double)memcpy_pool / ((now_us() - t0) * 1000.0);
-		cpu[r] = (double)memcpy_pool / ((cpu_us() - c0) * 1000.0);
+		cpu[r] = (double)memcpy_pool / ((proc_cpu_us() - c0) * 1000.0);
 	}
 	memcpy_cpu_gbps = median(cpu, RUNS);
 	munmap(src, memcpy_pool);
@@ -442,18 +454,18 @@ static void *mig_job_run(void *arg)
 {
 	struct mig_job *j = arg;
 	struct hmm_migrate_result r;
-	double t0 = now_us(), c0 = cpu_us();
+	double t0 = now_us(), c0 = proc_cpu_us();
 
 	hmm_migrate_to_device(j->mm, j->dm, j->buf, j->len, &r);
 	j->to_dev_us = now_us() - t0;
-	j->to_dev_cpu_us = cpu_us() - c0;
+	j->to_dev_cpu_us = proc_cpu_us() - c0;
 	if (r.migrated != j->len / PG)
 		fprintf(stderr, "migrate: %zu of %zu pages\n", r.migrated, (size_t)(j->len / PG));
 	t0 = now_us();
-	c0 = cpu_us();
+	c0 = proc_cpu_us();
 	hmm_migrate_to_system(j->mm, j->dm, j->buf, j->len, &r);
 	j->to_sys_us = now_us() - t0;
-	j->to_sys_cpu_us = cpu_us() - c0;
+	j->to_sys_cpu_us = proc_cpu_us() - c0;
 	return NULL;
 }
 
@@ -489,6 +501,11 @@ static void bench_migrate(unsigned int threads, double *to_dev, double *to_sys)
 		cd[r] = (double)len / (jobs[0].to_dev_cpu_us * 1000.0);
 		cs[r] = (double)len / (jobs[0].to_sys_cpu_us * 1000.0);
 	}
+	struct hmm_mm_stats st;
+
+	hmm_mm_get_stats(mm, &st);
+	copier_share = st.migrated_to_system ?
+		       (double)st.copier_pages / (double)st.migrated_to_system : 0;
 	for (unsigned int t = 0; t < threads; t++) {
 		if (((volatile char *)jobs[t].buf)[len - 1] != 7)
 			fprintf(stderr, "migrate: data lost\n");
@@ -658,14 +675,15 @@ static int part61(void)
 	bench_migrate(1, &to_dev, &to_sys);
 	double pri = bench_pri_fault();
 
-	printf("%.3f %.3f %.3f %.3f %.3f %.3f %.3f %.3f\n", f1.us, raw_sigbus, f2.us, raw_thread,
-	       to_dev, to_sys, pri, mc);
+	printf("%.3f %.3f %.3f %.3f %.3f %.3f %.3f %.3f %.3f\n", f1.us, raw_sigbus, f2.us,
+	       raw_thread, to_dev, to_sys, pri, mc, copier_share);
 	return 0;
 }
 
 struct figures61 {
 	double fault_us, raw_sigbus_us, fault_thread_us, raw_thread_us, to_dev, to_sys, pri_us;
 	double memcpy_gbps;	/* measured in that process, just before its migrations */
+	double copier_share;	/* of the way back, copied by hmm's copier thread */
 };
 
 /* Run this binary again with VGPU_HMM_CAPS=6.1 for the _61 figures. 0 or -1. */
@@ -684,10 +702,10 @@ static int run_part61(bool quick, struct figures61 *f)
 	p = popen(cmd, "r");
 	if (!p)
 		return -1;
-	got = fscanf(p, "%lf %lf %lf %lf %lf %lf %lf %lf", &f->fault_us, &f->raw_sigbus_us,
+	got = fscanf(p, "%lf %lf %lf %lf %lf %lf %lf %lf %lf", &f->fault_us, &f->raw_sigbus_us,
 		     &f->fault_thread_us, &f->raw_thread_us, &f->to_dev, &f->to_sys, &f->pri_us,
-		     &f->memcpy_gbps);
-	return pclose(p) == 0 && got == 8 ? 0 : -1;
+		     &f->memcpy_gbps, &f->copier_share);
+	return pclose(p) == 0 && got == 9 ? 0 : -1;
 }
 
 /* One part alone, 10 times over, for a profiler. */
@@ -701,10 +719,11 @@ static int only_part(const char *what)
 
 			bench_migrate(1, &a, &b);
 			printf("memcpy %.2f GB/s, to VRAM %.2f GB/s (%.0f %%), to system %.2f GB/s (%.0f %%); "
-			       "per CPU second: memcpy %.2f, to VRAM %.2f (%.0f %%), to system %.2f (%.0f %%)\n",
+			       "per CPU second: memcpy %.2f, to VRAM %.2f (%.0f %%), to system %.2f (%.0f %%); "
+			       "copier thread %.0f %% of the way back\n",
 			       mc, a, 100 * a / mc, b, 100 * b / mc, memcpy_cpu_gbps, to_dev_cpu_gbps,
 			       100 * to_dev_cpu_gbps / memcpy_cpu_gbps, to_sys_cpu_gbps,
-			       100 * to_sys_cpu_gbps / memcpy_cpu_gbps);
+			       100 * to_sys_cpu_gbps / memcpy_cpu_gbps, 100 * copier_share);
 		} else if (!strcmp(what, "pri")) {
 			printf("page request -> replay %.2f us\n", bench_pri_fault());
 		} else if (!strcmp(what, "faults")) {
@@ -805,14 +824,14 @@ int main(int argc, char **argv)
 		       "\"memcpy_gbps_61\": %.2f, \"memcpy_stream_gbps\": %.2f, "
 		       "\"migrate_2m_to_vram_ratio\": %.2f, \"migrate_2m_to_sys_ratio\": %.2f, "
 		       "\"migrate_2m_to_vram_ratio_61\": %.2f, \"migrate_2m_to_sys_ratio_61\": %.2f, "
-		       "\"load_avg\": %.2f}\n",
+		       "\"migrate_2m_to_sys_copier_share_61\": %.2f, \"load_avg\": %.2f}\n",
 		       f1.us, to_dev, to_sys, memcpy_gbps, fps, f2s.us, f2x.us, f3.gbps,
 		       raw_sigbus, raw_thread, to_dev2, to_sys2, single_b1, fp.us, fps_.us,
 		       fp64.gbps, fp2m.gbps, raw_mprot, f61.fault_us, f61.raw_sigbus_us,
 		       f61.fault_thread_us, f61.raw_thread_us, f61.to_dev, f61.to_sys, pri_us,
 		       f61.pri_us, f61.memcpy_gbps, stream_gbps, to_dev / memcpy_gbps,
 		       to_sys / memcpy_gbps, f61.to_dev / f61.memcpy_gbps,
-		       f61.to_sys / f61.memcpy_gbps, load[0]);
+		       f61.to_sys / f61.memcpy_gbps, f61.copier_share, load[0]);
 		return 0;
 	}
 	printf("hmm_bench: median of %d runs\n\n", RUNS);
@@ -851,6 +870,8 @@ int main(int argc, char **argv)
 	       f61.to_dev, f61.memcpy_gbps, f61.to_dev / f61.memcpy_gbps);
 	printf("%-52s %7.2f GB/s %7.2f GB/s %8.2f\n", "6.1 set: migrate 2M chunks to system, 1 thread",
 	       f61.to_sys, f61.memcpy_gbps, f61.to_sys / f61.memcpy_gbps);
+	printf("%-52s %9.0f %% %10s %8s\n", "        ... copied by hmm's copier thread",
+	       100 * f61.copier_share, "-", "-");
 	printf("%-52s %8.0f k/s %10s %8s\n", "PERF-05 device faults, batches of 256", fps / 1000,
 	       "-", "-");
 	printf("%-52s %8.0f k/s %10s %8s\n", "        device faults, batches of 1", fps1 / 1000,
