@@ -183,6 +183,9 @@ static int cmd_query_status(struct pf_daemon *d, json_object *args, bool dry, js
 	json_object_object_add(ret, "doorbells_used", json_object_new_int((int)db));
 	pf_json_add_u64(ret, "control_refused", d->ctl_refused);
 	pf_json_add_u64(ret, "rm_teardown_batches", d->teardown_batches);
+	pf_json_add_u64(ret, "resets_acknowledged", d->resets_acked);
+	pf_json_add_u64(ret, "resets_timed_out", d->resets_timed_out);
+	json_object_object_add(ret, "reset_evict_ms", json_object_new_int((int)d->cfg.reset_evict_ms));
 	json_object_object_add(ret, "sched_policy",
 			       json_object_new_string(policy_name(d->cfg.sched_policy)));
 	json_object_object_add(ret, "sched_quantum_us", json_object_new_int64(d->cfg.sched_quantum_us));

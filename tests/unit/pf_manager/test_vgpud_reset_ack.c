@@ -174,6 +174,9 @@ static void test_ack_resets_at_once(void **state)
 	next_event(&g, &ev);
 	assert_int_equal(ev.type, VF_EVT_RESET);
 	assert_int_equal(ev.arg0, before + 1);
+	assert_int_equal(t_status_u64(c, "resets_acknowledged"), 1);
+	assert_int_equal(t_status_u64(c, "resets_timed_out"), 0);
+	assert_int_equal(t_status_u64(c, "reset_evict_ms"), PF_RESET_EVICT_MS_DEFAULT);
 	t_guest_detach(&g);
 	t_client_free(c);
 }
@@ -196,6 +199,7 @@ static void test_no_ack_times_out(void **state)
 	rep = t_reply(c);
 	assert_string_equal(ret_str(rep, "guest"), "timed_out");
 	json_object_put(rep);
+	assert_int_equal(t_status_u64(c, "resets_timed_out"), 1);
 	assert_int_equal(g.hdr->reset_count, before + 1);
 	rings_again(&g);
 	next_event(&g, &ev);
