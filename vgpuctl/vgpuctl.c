@@ -264,6 +264,12 @@ static void print_result(struct vgpuctl_opts *o, json_object *ret)
 	}
 	if (jobj(ret, "duration_us"))
 		printf("  reset took %" PRIu64 " us\n", jnum(ret, "duration_us"));
+	/* An announced reset (the guest acknowledges resets): how the wait for it ended. */
+	if (jobj(ret, "guest"))
+		printf("  announced to the guest: %s after %" PRIu64 " us\n", jstr(ret, "guest"),
+		       jnum(ret, "waited_us"));
+	else if (jobj(ret, "announced") && json_object_get_boolean(jobj(ret, "announced")))
+		printf("  would be announced to the guest first\n");
 }
 
 static int simple(struct ctlc *c, struct vgpuctl_opts *o, const char *cmd, json_object *args)

@@ -47,7 +47,7 @@ static int setup(void **state)
 	(void)state;
 	dmn = t_daemon_new();
 	if (t_daemon_start(dmn, "--vram", "2G", "--max-vfs", "2", "--num-vfs", "2",
-			   "--spare-vram", "256M", NULL))
+			   "--spare-vram", "256M", "--reset-evict-ms", "100", NULL))
 		return -1;
 	if (T_CTL(dmn, "define", "-t", "vgpu-512M", "-u", SLICE) || T_CTL(dmn, "start", "-u", SLICE))
 		return -1;
@@ -176,7 +176,7 @@ static void test_ack_resets_at_once(void **state)
 	assert_int_equal(ev.arg0, before + 1);
 	assert_int_equal(t_status_u64(c, "resets_acknowledged"), 1);
 	assert_int_equal(t_status_u64(c, "resets_timed_out"), 0);
-	assert_int_equal(t_status_u64(c, "reset_evict_ms"), PF_RESET_EVICT_MS_DEFAULT);
+	assert_int_equal(t_status_u64(c, "reset_evict_ms"), 100);
 	t_guest_detach(&g);
 	t_client_free(c);
 }
@@ -204,6 +204,12 @@ static void test_no_ack_times_out(void **state)
 	rings_again(&g);
 	next_event(&g, &ev);
 	assert_int_equal(ev.type, VF_EVT_RESET);
+	/* vgpuctl: the daemon's own wait (--reset-evict-ms), and what it says of it. */
+	assert_int_equal(T_CTL(dmn, "--dry-run", "reset", "1"), 0);
+	assert_non_null(strstr(t_out.out, "would be announced to the guest first"));
+	assert_int_equal(T_CTL(dmn, "reset", "1"), 0);
+	assert_non_null(strstr(t_out.out, "announced to the guest: timed_out after"));
+	assert_int_equal(g.hdr->reset_count, before + 2);
 	t_guest_detach(&g);
 	t_client_free(c);
 }
