@@ -719,6 +719,11 @@ static void *srv_lane_main(void *arg)
 {
 	struct gsp_fw_lane *ln = arg;
 
+	/* A light function's RPC wakes this thread at nice 0 and its caller waits: the
+	 * shortest slice lets it preempt a thread running a longer one at once. At
+	 * CMN_SHARE_NICE_BUSY its deadline stays behind every nice-0 thread's. */
+	cmn_share_set_slice(CMN_SHARE_SLICE_MIN_NS, "vgpu-gsp lane");
+
 	for (;;) {
 		if (gsp_fw_hook_paused(ln)) {
 			cmn_sleep_ns(VGPU_NSEC_PER_MSEC);
