@@ -200,6 +200,11 @@ static void *svc_main(void *arg)
 	struct pf_svc *v = arg;
 	uint64_t cnt;
 
+	/* Its guest waits for the reply: at nice 0 (a light VF), woken, it preempts a thread
+	 * running a longer slice at once; at CMN_SHARE_NICE_BUSY its deadline stays behind
+	 * every nice-0 thread's. */
+	cmn_share_set_slice(CMN_SHARE_SLICE_MIN_NS, "service thread");
+
 	for (;;) {
 		struct pollfd p[2] = { { .fd = v->wake_fd, .events = POLLIN } };
 		nfds_t n = 1;
