@@ -155,7 +155,7 @@ take_commit_64k(struct pma_region *r, bool partial, size_t need, struct pma_opar
 {
 	bool plain = pma_region_plain(r);	/* no attribute: available is not allocated */
 	uint64_t *map = partial ? r->gpart : r->gfull, *sum = partial ? r->gpart_sum : r->gfull_sum;
-	uint64_t g = pma_bits_next_inl(map, sum, 0, r->nr_groups), dirty = 0, taken = 0;
+	uint64_t g = pma_bits_next_inl(map, sum, 0, r->nr_groups), dirty = 0;
 	size_t got = 0;
 
 	while (got < need && g != PMA_NONE) {
@@ -179,7 +179,6 @@ take_commit_64k(struct pma_region *r, bool partial, size_t need, struct pma_opar
 			w->alloc |= fm;
 			w->pin = (w->pin & ~fm) | (pin & fm);
 			w->persist = (w->persist & ~fm) | (persist & fm);
-			taken += nm <= left ? nm : left;
 			if (!partial || sel == m)	/* not whole any more / nothing left */
 				gone |= VGPU_BIT(gb);
 			if (!partial && sel != m)	/* a broken whole group is partial */
@@ -200,7 +199,7 @@ take_commit_64k(struct pma_region *r, bool partial, size_t need, struct pma_opar
 		if (got < need)
 			g = pma_bits_next_inl(map, sum, (gw + 1) * 64, r->nr_groups);
 	}
-	r->free_frames -= taken;
+	r->free_frames -= got;	/* one page, one frame */
 	a->dirty_seen |= dirty;
 	return got;
 }

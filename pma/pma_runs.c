@@ -57,7 +57,8 @@ static inline uint32_t runs_after_inl(const struct pma_region *r, uint64_t gw)
 }
 
 /* Longest run of whole free groups starting inside word @gw, capped. */
-static inline uint8_t runs_word_len(const struct pma_region *r, uint64_t gw)
+static inline __attribute__((always_inline)) uint8_t
+runs_word_len(const struct pma_region *r, uint64_t gw)
 {
 	uint64_t w = r->gfull[gw];
 	uint32_t suf, len;
