@@ -41,7 +41,9 @@ vm-bench: $(VM_DEPS)
 	$(Q)tests/bench/vm_launch/vm_launch.sh --json $(VM_BENCH_ARGS)
 
 # The guest kernel driver's figures as one JSON object (tests/vm/kmod-bench.sh): mailbox
-# round trip by interrupt and by polling, SVM migration GB/s against a guest memcpy.
+# round trip by interrupt and by polling, SVM migration GB/s against a guest memcpy,
+# submission through libvgpu-vf on the driver and on the polling tier, BAR2 bandwidth
+# through the driver's mmap on q35 and on pc (whose BIOS may leave BAR2 uncached).
 .PHONY: vm-kmod-bench
 vm-kmod-bench: $(VM_DEPS)
 	$(Q)tests/vm/kmod-bench.sh

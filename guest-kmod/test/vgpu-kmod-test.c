@@ -19,6 +19,9 @@
  *                                       interrupt (the MBOX ioctl, and the file's own rings
  *                                       rung by NOTIFY), SVM migration GB/s each way with a
  *                                       guest memcpy of the same size as the baseline
+ *   vgpu-kmod-test --bench-bar [DEV]    BAR2 write/read GB/s through the driver's mmap against
+ *                                       guest memory, with BAR2's MTRR and kernel memory
+ *                                       type (/proc/mtrr, debugfs PAT list), one JSON object
  *   vgpu-kmod-test --bench-poll         with the driver unloaded: the same round trip as the
  *                                       polling tier makes it (BAR2 and the doorbell through
  *                                       sysfs, spinning on the reply ring), one JSON object
@@ -26,6 +29,7 @@
  * Prints TAP and one "N passed, N failed" line; exit status 0 if nothing failed. Needs only
  * the ABI headers (include/vgpu/). */
 #include <dirent.h>
+#include <inttypes.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -38,6 +42,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -922,6 +927,130 @@ static int bench(void)
 	return 0;
 }
 
+/* BAR2's physical range from sysfs ("resource", third line), 0 on success. */
+static int bar2_range(uint64_t *start, uint64_t *end)
+{
+	char dir[300], path[340], line[128];
+	FILE *f;
+	int i, ret = -1;
+
+	if (find_sysfs(dir, sizeof(dir)))
+		return -1;
+	snprintf(path, sizeof(path), "%s/resource", dir);
+	f = fopen(path, "r");
+	for (i = 0; f && i < 3 && fgets(line, sizeof(line), f); i++)
+		if (i == 2 && sscanf(line, "%" SCNx64 " %" SCNx64, start, end) == 2)
+			ret = 0;
+	if (f)
+		fclose(f);
+	return ret;
+}
+
+/* The type of the variable MTRR that covers @phys in /proc/mtrr ("uncachable",
+ * "write-back", ...) into @out, or "default" when none does (the MTRR default type, which
+ * /proc/mtrr does not show, applies), "none" without /proc/mtrr. */
+static void bar2_mtrr(uint64_t phys, char *out, size_t len)
+{
+	FILE *f = fopen("/proc/mtrr", "r");
+	char line[256], type[64];
+	unsigned long long base, mb;
+
+	snprintf(out, len, "%s", f ? "default" : "none");
+	while (f && fgets(line, sizeof(line), f)) {
+		/* reg01: base=0x080000000 ( 2048MB), size= 2048MB, count=1: uncachable */
+		char *b = strstr(line, "base="), *s = strstr(line, "size="), *t = strrchr(line, ':');
+
+		if (!b || !s || !t || sscanf(b, "base=%llx", &base) != 1 ||
+		    sscanf(s, "size=%lluMB", &mb) != 1 || sscanf(t + 1, " %63s", type) != 1)
+			continue;
+		if (phys >= base && phys - base < (uint64_t)mb << 20)
+			snprintf(out, len, "%s", type);
+	}
+	if (f)
+		fclose(f);
+}
+
+/* The memory type the kernel's PAT code recorded for @phys (debugfs
+ * x86/pat_memtype_list: what the driver's memremap of BAR2 got, and so what its user
+ * mappings get), or "unknown". */
+static void bar2_pat(uint64_t phys, char *out, size_t len)
+{
+	const char *list = "/sys/kernel/debug/x86/pat_memtype_list";
+	char line[256], type[64];
+	unsigned long long lo, hi;
+	FILE *f;
+
+	if (access(list, R_OK))
+		mount("debugfs", "/sys/kernel/debug", "debugfs", 0, NULL);
+	f = fopen(list, "r");
+	snprintf(out, len, "unknown");
+	while (f && fgets(line, sizeof(line), f))	/* PAT: [mem 0x...-0x...] write-back */
+		if (sscanf(line, "PAT: [mem %llx-%llx] %63s", &lo, &hi, type) == 3 &&
+		    phys >= lo && phys < hi)
+			snprintf(out, len, "%s", type);
+	if (f)
+		fclose(f);
+}
+
+/* GB/s of one memset on @p (@write) or memcpy from @p into @buf; *@best keeps the best. */
+static void bar_pass(uint8_t *p, uint8_t *buf, size_t len, bool write, double *best)
+{
+	double t0 = now_us(), gbps;
+
+	if (write)
+		memset(p, 0x5a, len);
+	else
+		memcpy(buf, p, len);
+	gbps = len / (now_us() - t0) / 1e3;
+	*best = gbps > *best ? gbps : *best;
+}
+
+/* BAR2 write and read bandwidth through the driver's mmap (16 MiB of this file's VRAM),
+ * the same copies on ordinary guest memory as the baseline, and what decides BAR2's
+ * cache attributes: the MTRR over it and the kernel's memory type. One JSON object. */
+static int bench_bar(void)
+{
+	const size_t len = 16 << 20;
+	struct vgpu_vf_ioc_info in = { .size = sizeof(in) };
+	uint64_t start = 0, end = 0, off;
+	char mtrr[64], pat[64];
+	uint8_t *bar, *buf, *ram;
+	double w = 0, r = 0, rw = 0, rr = 0;
+	struct ctx c;
+	uint32_t h;
+	int fd = open_dev();
+
+	if (fd < 0 || xioctl(fd, VGPU_VF_IOC_INFO, &in) || !ctx_make(fd, &c) ||
+	    vidmem(fd, &c, len, &h, &off))
+		return fprintf(stderr, "bench-bar: no VRAM: %s\n", why), 1;
+	bar = mmap(NULL, in.bar_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	buf = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ram = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (bar == MAP_FAILED || buf == MAP_FAILED || ram == MAP_FAILED)
+		return fprintf(stderr, "bench-bar: mmap: %s\n", strerror(errno)), 1;
+	/* A first pass inserts the pages (one fault each): not part of the figures. */
+	memset(bar + off, 0, len);
+	memset(buf, 0, len);
+	memset(ram, 0, len);
+	/* Best of 5, BAR2 and guest memory in turns: a host busy for a while slows both. */
+	for (int i = 0; i < 5; i++) {
+		bar_pass(bar + off, buf, len, true, &w);
+		bar_pass(ram, buf, len, true, &rw);
+		bar_pass(bar + off, buf, len, false, &r);
+		bar_pass(ram, buf, len, false, &rr);
+	}
+	bar2_range(&start, &end);
+	bar2_mtrr(start, mtrr, sizeof(mtrr));
+	bar2_pat(start, pat, sizeof(pat));
+	printf("{\"bar2_phys\": \"0x%" PRIx64 "\", \"bar2_above_4g\": %s, \"bar2_mtrr\": \"%s\", "
+	       "\"bar2_memtype\": \"%s\", \"bar2_write_gbps\": %.3f, \"bar2_read_gbps\": %.3f, "
+	       "\"ram_write_gbps\": %.3f, \"ram_read_gbps\": %.3f, \"bar2_bench_bytes\": %zu}\n",
+	       start, start >= (1ull << 32) ? "true" : "false", mtrr, pat, w, r, rw, rr, len);
+	munmap(bar, in.bar_size);
+	close(fd);
+	return 0;
+}
+
 /* Migrate 64 pages into VRAM, let go of the device, and after SIGUSR1 check that the
  * pages kept their data (exit 0) or not (1); 2 if the migration failed. */
 static int svm_evict(bool keep_open)
@@ -962,6 +1091,7 @@ int main(int argc, char **argv)
 
 	bool hold = argc > 1 && !strcmp(argv[1], "--svm-hold");
 	bool figures = argc > 1 && !strcmp(argv[1], "--bench");
+	bool bar_figures = argc > 1 && !strcmp(argv[1], "--bench-bar");
 
 	if (argc > 1 && !strcmp(argv[1], "--bench-poll"))
 		return bench_poll();
@@ -973,7 +1103,7 @@ int main(int argc, char **argv)
 		dev = argc > 2 ? argv[2] : find_dev();
 		return dev ? svm_evict(false) : 2;
 	}
-	if (hold || figures) {
+	if (hold || figures || bar_figures) {
 		argc--;
 		argv++;
 	}
@@ -984,6 +1114,8 @@ int main(int argc, char **argv)
 	}
 	if (hold)
 		return svm_hold();
+	if (bar_figures)
+		return bench_bar();
 	if (figures) {
 		int ret = bench();
 

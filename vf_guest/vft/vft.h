@@ -57,4 +57,12 @@ int vft_vm_attack(const struct vft_vm_opts *o, FILE *out);
  * failed or why it was skipped, or on a pass what was seen. */
 int vft_managed_case(struct vgpu_vf *vf, char *why, size_t len);
 
+/* ---- figures (bench.c) ---- */
+/* Open a VF on @t (owned by the VF then; freed whatever happens) and print one JSON line on
+ * @out: @iters one-NOP submissions each, one at a time, the vgpu_submit() call and submit to
+ * fence done, waited for with vgpu_fence_wait() and by spinning; keys "<prefix>_submit_*".
+ * 0, or -errno with a message on stderr. */
+int vft_bench_submit(struct vgpu_vf_transport *t, const char *prefix, unsigned int iters,
+		     FILE *out);
+
 #endif

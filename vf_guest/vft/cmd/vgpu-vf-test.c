@@ -5,6 +5,8 @@
  *   vgpu-vf-test --vfio[=BDF] | --sysfs[=BDF] [same options]     inside a VM
  *   vgpu-vf-test --kmod[=DEV] [same options]      inside a VM, on the kernel driver vgpu_vf.ko
  *   vgpu-vf-test --attack[=BDF]                                     inside a VM: isolation
+ *   vgpu-vf-test --socket PATH | --kmod[=DEV] | --sysfs[=BDF] | --vfio[=BDF] --bench-submit N
+ *                                                                   figures, not the suite
  *
  * Prints TAP (one test point per case, "# SKIP reason" for what the host does not offer yet)
  * and ends with one "N passed, N failed" line (", N skipped" appended when some were). Exit
@@ -42,7 +44,20 @@ static void usage(FILE *f)
 		   "                 reset) or vgpud to restart, then recover\n"
 		   "  --loop S       repeat the selected cases in rounds, in one attachment,\n"
 		   "                 for S seconds (a point per case: ok if every round passed)\n"
+		   "  --bench-submit N  not the suite: N one-NOP submissions, one at a time, and\n"
+		   "                 one JSON line (keys <transport>_submit_*)\n"
 		   "  -v             print the driver's messages\n");
+}
+
+/* A count for --bench-submit: 1 to 10,000,000, or 0 for anything else. */
+static unsigned int parse_count(const char *arg)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(arg, &end, 10);
+	return errno || end == arg || *end || arg[0] == '-' || v > 10000000 ? 0 : (unsigned int)v;
 }
 
 /* One transport choice only; a second is a usage error. */
@@ -82,12 +97,14 @@ int main(int argc, char **argv)
 		{ "big", no_argument, NULL, 'b' },
 		{ "reset-wait", required_argument, NULL, 'r' },
 		{ "loop", required_argument, NULL, 'L' },
+		{ "bench-submit", required_argument, NULL, 'B' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct vft_opts o = { 0 };
 	const char *bdf = NULL;
 	int c, kind = T_LOCAL, bad = 0, ret;
+	unsigned int bench = 0;
 	bool list = false;
 
 	while ((c = getopt_long(argc, argv, "s:o:lbvh", lo, NULL)) != -1) {
@@ -102,6 +119,14 @@ int main(int argc, char **argv)
 		case 'b': o.big = true; break;
 		case 'r': o.reset_wait_s = (unsigned int)strtoul(optarg, NULL, 0); break;
 		case 'L': o.loop_s = (unsigned int)strtoul(optarg, NULL, 0); break;
+		case 'B':
+			bench = parse_count(optarg);
+			if (!bench) {
+				fprintf(stderr, "vgpu-vf-test: --bench-submit '%s': not a count "
+					"from 1 to 10000000\n", optarg);
+				return 2;
+			}
+			break;
 		case 'v': o.verbose = true; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
@@ -115,15 +140,30 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	if (bench && kind == T_ATTACK) {
+		fprintf(stderr, "vgpu-vf-test: --bench-submit and --attack: pick one\n");
+		return 2;
+	}
 	if (kind == T_ATTACK) {
 		struct vft_vm_opts vo = { .bdf = bdf, .verbose = o.verbose };
 
 		return vft_vm_attack(&vo, stdout) ? 1 : 0;
 	}
+	if (bench && kind == T_LOCAL) {
+		ret = vgpu_vf_transport_local(o.socket, &o.transport);
+		if (ret) {
+			fprintf(stderr, "vgpu-vf-test: %s: %s\n", o.socket, vgpu_vf_strerror(ret));
+			return 1;
+		}
+		return vft_bench_submit(o.transport, "local", bench, stdout) ? 1 : 0;
+	}
 	if (kind != T_LOCAL) {
 		ret = vm_transport(kind, bdf, &o.transport);
 		if (ret)
 			return 1;
+		if (bench)
+			return vft_bench_submit(o.transport, kind == T_VFIO ? "vfio" :
+						kind == T_KMOD ? "kmod" : "sysfs", bench, stdout) ? 1 : 0;
 		/* a label for messages */
 		o.socket = kind == T_VFIO ? "vfio" : kind == T_KMOD ? "kmod" : "sysfs";
 	}
