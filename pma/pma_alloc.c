@@ -8,8 +8,8 @@
 /* --- request validation and region order --- */
 
 /* Validate the caller's request and convert it to frames in @q: 0 or -EINVAL. */
-static PMA_HOT_INLINE int req_init(struct pma *pma, struct pma_req *q, size_t count, uint64_t page_size,
-		    const struct pma_alloc_opts *o)
+static PMA_HOT_INLINE int req_init(struct pma *pma, struct pma_req *q, size_t count,
+				  uint64_t page_size, const struct pma_alloc_opts *o)
 {
 	uint32_t flags = o ? o->flags : 0;
 
