@@ -71,11 +71,12 @@ int cmn_share_set_nice(int nice, const char *who);
 /* The shortest scheduler slice a thread may ask for (Linux clamps to 0.1-100 ms). */
 #define CMN_SHARE_SLICE_MIN_NS	(100 * VGPU_NSEC_PER_USEC)
 
-/* Give the calling thread a scheduler slice of @slice_ns, its nice and policy kept (the
- * host scheduler's custom slice, Linux 6.12 and later; older kernels ignore it): woken,
- * it preempts a thread running a longer slice at once instead of waiting up to that
- * slice's end. Its share of the CPU does not change. For a thread whose wake-up latency
- * is what a tenant waits for. 0 or -errno (logged at debug level, naming @who). */
+/* Give the calling thread a scheduler slice of @slice_ns (0: the host's default), its nice
+ * and policy kept (the host scheduler's custom slice, Linux 6.12 and later; older kernels
+ * ignore it): woken, it preempts a thread running a longer slice at once instead of
+ * waiting up to that slice's end. Its share of the CPU does not change. For a thread whose
+ * wake-up latency is what a tenant waits for. 0 or -errno (logged at debug level, naming
+ * @who). */
 int cmn_share_set_slice(uint64_t slice_ns, const char *who);
 
 #endif

@@ -166,6 +166,7 @@ struct gpu_engine {
 	uint64_t last_tick;		/* last clock read while busy (0: was idle) */
 	uint64_t stolen;		/* total time the host took the thread away */
 	uint64_t slot_stolen0;		/* stolen at the start of the current slice */
+	bool short_slice;		/* engine thread only: asleep on the shortest host slice */
 };
 
 struct gpu {

@@ -82,7 +82,7 @@ static void *slice_thread(void *arg)
 {
 	int *res = arg, nice = -1, r;
 	uint32_t policy = 99;
-	uint64_t got;
+	uint64_t got, def = my_slice(&nice, &policy);
 
 	/* A nice the thread already has stays: sched_setattr sets the nice as well. */
 	res[0] = setpriority(PRIO_PROCESS, 0, 5);
@@ -92,13 +92,17 @@ static void *slice_thread(void *arg)
 	res[2] = nice;
 	res[3] = (int)policy;
 	res[4] = got == CMN_SHARE_SLICE_MIN_NS;
+	/* 0 gives the host's default back. */
+	res[5] = cmn_share_set_slice(0, "test");
+	res[6] = my_slice(&nice, &policy) == def && nice == 5;
 	return NULL;
 }
 
-/* In a thread of its own: the slice and the nice change only that thread. */
+/* In a thread of its own: the slice and the nice change only that thread; 0 gives the
+ * default slice back. */
 static void test_set_slice(void **state)
 {
-	int res[5] = { -1, -1, -1, -1, -1 };
+	int res[7] = { -1, -1, -1, -1, -1, -1, -1 };
 	int major = 0, minor = 0;
 	char rel[64] = "";
 	pthread_t t;
@@ -118,8 +122,11 @@ static void test_set_slice(void **state)
 		fclose(f);
 	}
 	/* Kernels before 6.12 take the call and ignore the slice. */
-	if (major > 6 || (major == 6 && minor >= 12))
+	assert_int_equal(res[5], 0);
+	if (major > 6 || (major == 6 && minor >= 12)) {
 		assert_true(res[4]);
+		assert_true(res[6]);
+	}
 }
 
 int main(void)
