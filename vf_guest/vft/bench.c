@@ -17,6 +17,7 @@
 struct bench_lat {
 	double call_p50, call_p99, done_p50, done_p99;
 	double asleep_pct;	/* submissions that found every engine asleep: they kick */
+	double call_asleep_p50;	/* the call's median among those (0: none) */
 };
 
 static int cmp_u64(const void *a, const void *b)
@@ -56,10 +57,11 @@ static int submit_loop(struct vgpu_vf *vf, struct vgpu_channel *ch, size_t iters
 	const struct vgpu_doorbell_page *db = vgpu_vf_doorbell_page(vf);
 	size_t asleep = 0;
 	uint64_t *call = calloc(iters, sizeof(*call)), *done = calloc(iters, sizeof(*done));
+	uint64_t *kick = calloc(iters, sizeof(*kick));
 	size_t warm = iters / 10;
 	uint32_t nop[1];
 	struct vgpu_pb pb;
-	int ret = call && done ? 0 : -ENOMEM;
+	int ret = call && done && kick ? 0 : -ENOMEM;
 
 	vgpu_pb_init(&pb, nop, 1);
 	vgpu_pb_nop(&pb);
@@ -74,7 +76,8 @@ static int submit_loop(struct vgpu_vf *vf, struct vgpu_channel *ch, size_t iters
 			ret = spin ? spin_wait(&f) : vgpu_fence_wait(&f, 0);
 		t2 = cmn_now_ns();
 		if (i >= warm) {
-			asleep += slept;
+			if (slept)
+				kick[asleep++] = t1 - t0;
 			call[i - warm] = t1 - t0;
 			done[i - warm] = t2 - t0;
 		}
@@ -85,9 +88,11 @@ static int submit_loop(struct vgpu_vf *vf, struct vgpu_channel *ch, size_t iters
 		r->done_p50 = quantile_us(done, iters, 0.5);
 		r->done_p99 = quantile_us(done, iters, 0.99);
 		r->asleep_pct = 100.0 * (double)asleep / (double)iters;
+		r->call_asleep_p50 = asleep ? quantile_us(kick, asleep, 0.5) : 0;
 	}
 	free(call);
 	free(done);
+	free(kick);
 	return ret;
 }
 
@@ -140,10 +145,10 @@ int vft_bench_submit(struct vgpu_vf_transport *t, const char *prefix, unsigned i
 		fprintf(out, "{\"%s_submit_call_p50_us\": %.2f, \"%s_submit_call_p99_us\": %.2f, "
 			"\"%s_submit_done_p50_us\": %.1f, \"%s_submit_done_p99_us\": %.1f, "
 			"\"%s_submit_done_spin_p50_us\": %.1f, \"%s_submit_done_spin_p99_us\": %.1f, "
-			"\"%s_submit_engine_asleep_pct\": %.0f, "
+			"\"%s_submit_engine_asleep_pct\": %.0f, \"%s_submit_call_asleep_p50_us\": %.2f, "
 			"\"%s_submit_spin_engine_asleep_pct\": %.0f, \"%s_submits\": %u}\n",
 			prefix, d.call_p50, prefix, d.call_p99, prefix, d.done_p50, prefix, d.done_p99,
-			prefix, s.done_p50, prefix, s.done_p99, prefix, d.asleep_pct, prefix,
+			prefix, s.done_p50, prefix, s.done_p99, prefix, d.asleep_pct, prefix, d.call_asleep_p50, prefix,
 			s.asleep_pct, prefix, iters);
 		fflush(out);
 	}
