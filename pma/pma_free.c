@@ -188,47 +188,42 @@ static PMA_HOT_INLINE void groups_free_words(struct pma_region *r, const uint64_
 	}
 }
 
-/* Free the frames @mv[k] of ascending words @wv[k] (checked allocated), without scrub. The
- * group bits of all the words under one word of group bits are re-derived in registers and
- * stored once, with one summary update, one run-index update and one tree mark. */
+/* Free the frames @mv[k] of ascending words @wv[k] (checked allocated), without scrub: each
+ * word's two group bits are re-derived from its new availability and replaced, gpart and
+ * its summary without a branch; the run index moves only when a group becomes whole. */
 static PMA_HOT_INLINE void small_free_words(struct pma_region *r, const uint64_t *wv, const uint64_t *mv,
 			     int nw, bool plain)
 {
 	uint64_t freed = 0;
 
-	for (int k = 0; k < nw;) {
-		uint64_t gw = wv[k] / 32, of = r->gfull[gw], op = r->gpart[gw];
-		uint64_t touched = 0, full = 0, some = 0, nf, np;
+	/* Word by word, each word's two group bits replaced in place: grouping the words by
+	 * their word of group bits was a loop exit per group word, mispredicted about as often
+	 * as taken. Only a group becoming whole (gfull) branches, and that is rare. */
+	for (int k = 0; k < nw; k++) {
+		struct pma_word *w = &r->words[wv[k]];
+		uint64_t attrs = plain ? 0 : w->evict | w->scrub | w->black;
+		uint64_t fm = mv[k] & ~attrs, a1 = ~(w->alloc | attrs) | fm;
+		uint64_t gw = wv[k] / 32, sh = (wv[k] % 32) * 2, of = r->gfull[gw], nf, np;
+		uint32_t lo = (uint32_t)a1, hi = (uint32_t)(a1 >> 32);
+		uint64_t full = (uint64_t)(lo == UINT32_MAX) | (uint64_t)(hi == UINT32_MAX) << 1;
+		uint64_t some = (uint64_t)(lo != 0) | (uint64_t)(hi != 0) << 1;
 
-		/* The words' two group bits are gathered, then replaced in one step. */
-		for (; k < nw && wv[k] / 32 == gw; k++) {
-			struct pma_word *w = &r->words[wv[k]];
-			uint64_t attrs = plain ? 0 : w->evict | w->scrub | w->black;
-			uint64_t fm = mv[k] & ~attrs, a1 = ~(w->alloc | attrs) | fm;
-			uint64_t sh = (wv[k] % 32) * 2;
-			uint32_t lo = (uint32_t)a1, hi = (uint32_t)(a1 >> 32);
-
-			w->alloc &= ~mv[k];
-			w->pin &= ~mv[k];
-			w->persist |= mv[k];	/* free and dirty until scrubbed */
-			freed += cmn_popcount(fm);	/* every frame of mv[k] was allocated */
-			touched |= 3ull << sh;
-			full |= ((uint64_t)(lo == UINT32_MAX) | (uint64_t)(hi == UINT32_MAX) << 1) << sh;
-			some |= ((uint64_t)(lo != 0) | (uint64_t)(hi != 0) << 1) << sh;
-		}
-		nf = (of & ~touched) | full;
-		np = (op & ~touched) | (some & ~full);
-		if (np != op) {
-			r->gpart[gw] = np;
-			pma_sum_update(r->gpart_sum, r->gpart, gw);
-		}
+		w->alloc &= ~mv[k];
+		w->pin &= ~mv[k];
+		w->persist |= mv[k];	/* free and dirty until scrubbed */
+		freed += cmn_popcount(fm);	/* every frame of mv[k] was allocated */
+		np = (r->gpart[gw] & ~(3ull << sh)) | (some & ~full) << sh;
+		r->gpart[gw] = np;
+		r->gpart_sum[gw / 64] = (r->gpart_sum[gw / 64] & ~VGPU_BIT(gw % 64)) |
+					(uint64_t)(np != 0) << (gw % 64);
+		pma_tlayer_mark(&r->ftree.layer[0], (uint32_t)gw);
+		nf = (of & ~(3ull << sh)) | full << sh;
 		if (nf != of) {
 			r->gfull[gw] = nf;
 			r->free_groups += (uint64_t)cmn_popcount(nf) - cmn_popcount(of);
 			pma_sum_update(r->gfull_sum, r->gfull, gw);
 			pma_group_mark(r, (uint32_t)gw);
 		}
-		pma_tlayer_mark(&r->ftree.layer[0], (uint32_t)gw);
 	}
 	r->free_frames += freed;
 }
