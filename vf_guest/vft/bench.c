@@ -129,11 +129,12 @@ int vft_bench_submit(struct vgpu_vf_transport *t, const char *prefix, unsigned i
 	struct vgpu_vf *vf;
 	int ret;
 
-	if (!iters)
-		return -EINVAL;
-	ret = vgpu_vf_open(&vo, &vf);
+	ret = iters ? vgpu_vf_open(&vo, &vf) : -EINVAL;
 	if (ret) {
-		fprintf(stderr, "vft bench: cannot open the VF: %s\n", vgpu_vf_strerror(ret));
+		/* The transport is the VF's only once the open succeeded. */
+		t->ops->destroy(t);
+		fprintf(stderr, "vft bench: %s: %s\n", iters ? "cannot open the VF" :
+			"no submissions asked for", vgpu_vf_strerror(ret));
 		return ret;
 	}
 	ret = submit_on(vf, true, iters, &s);
