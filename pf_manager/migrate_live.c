@@ -112,6 +112,8 @@ struct lm {
 	uint64_t pass_t0, prev_t0;	/* when the last two passes began to read (worker only) */
 	uint64_t dirty_rate;		/* bytes/s the guest and engines dirtied, last round */
 	uint64_t pass0_bytes, pass0_ns;	/* the first, full pass: the stream's own rate */
+	uint64_t pass0_cpu_ns;		/* the worker's CPU time in it (either side) */
+	uint64_t pass_cpu_ns;		/* the last pass's CPU time (source worker only) */
 	char error[CMN_FAIL_MSG_MAX];
 	uint64_t gen, gen_sent;		/* record changes, and the last one sent as an event */
 	/* a request to the loop thread (L->lock) */
@@ -850,6 +852,15 @@ static bool lm_unknown(const struct lm *m)
 	return m->end_sent && !m->got_ack;
 }
 
+/* CPU time of the calling thread: what a pass costs, whatever else the machine runs. */
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
 /* One pass: a complete stream. Pass 0 waits for the destination's plan after SLICE. */
 static int src_pass(struct lm *m, struct src_pages *sp, unsigned int pass, bool final,
 		    bool dirty_only, uint64_t *sent, struct cmn_fail *f)
@@ -857,7 +868,7 @@ static int src_pass(struct lm *m, struct src_pages *sp, unsigned int pass, bool 
 	struct pf_daemon *d = m->L->d;
 	json_object *live = json_object_new_object();
 	struct mig_enc enc;
-	uint64_t t0 = cmn_now_ns();
+	uint64_t t0 = cmn_now_ns(), c0;
 	char *def;
 	int r;
 
@@ -877,6 +888,7 @@ static int src_pass(struct lm *m, struct src_pages *sp, unsigned int pass, bool 
 	if (!pass && (r = recv_ack(m, f)))
 		return r;
 	t0 = cmn_now_ns();	/* the destination's plan is not the stream's time */
+	c0 = thread_cpu_ns();
 	m->prev_t0 = m->pass_t0;
 	m->pass_t0 = t0;
 	src_collect(m, sp);
@@ -897,6 +909,7 @@ static int src_pass(struct lm *m, struct src_pages *sp, unsigned int pass, bool 
 		return r;
 	*sent = enc.tot.bytes[MIG_R_VRAM] + enc.tot.bytes[MIG_R_DMA];
 	m->pass_ns = cmn_now_ns() - t0;
+	m->pass_cpu_ns = thread_cpu_ns() - c0;
 	return 0;
 }
 
@@ -910,6 +923,7 @@ static void src_progress(struct lm *m, unsigned int round, uint64_t sent)
 	if (!round) {
 		m->pass0_bytes = sent;
 		m->pass0_ns = m->pass_ns;
+		m->pass0_cpu_ns = m->pass_cpu_ns;
 	}
 	m->round = round;
 	m->bytes += sent;
@@ -1189,7 +1203,7 @@ static int dst_pass(struct lm *m, unsigned int pass, bool *final, struct cmn_fai
 {
 	struct mig_dec dec;
 	struct mig_frame fr;
-	uint64_t got = 0;
+	uint64_t got = 0, c0 = 0;
 	int r = mig_dec_init(&dec, lm_recv, m, f);
 
 	while (!r && (r = mig_dec_next(&dec, &fr, f)) > 0) {
@@ -1202,6 +1216,7 @@ static int dst_pass(struct lm *m, unsigned int pass, bool *final, struct cmn_fai
 				if (r)
 					cmn_fail(f, r, "%s", m->req_err.f.msg);
 				send_ack(m, r, r ? f->msg : "");
+				c0 = thread_cpu_ns();	/* as the source counts pass 0 */
 			} else if (!r && (fr.u.slice.vram_bytes != m->plan.vram ||
 					  fr.u.slice.dma_bytes != m->plan.dma)) {
 				r = cmn_fail(f, -EBADMSG, "pass %u: region sizes differ from pass 0's",
@@ -1226,6 +1241,8 @@ static int dst_pass(struct lm *m, unsigned int pass, bool *final, struct cmn_fai
 	if (!r) {
 		cmn_mutex_lock(&m->L->lock);
 		m->round = pass;
+		if (!pass)
+			m->pass0_cpu_ns = thread_cpu_ns() - c0;
 		m->bytes += got;
 		m->dirty_bytes = got;
 		lm_changed(m);
@@ -1516,6 +1533,9 @@ static json_object *lm_json(struct lm *m)
 		json_object_object_add(o, "first_pass_ms", json_object_new_double(
 			(double)m->pass0_ns / 1e6));
 	}
+	if (m->pass0_cpu_ns)
+		json_object_object_add(o, "first_pass_cpu_ms", json_object_new_double(
+			(double)m->pass0_cpu_ns / 1e6));
 	if (m->error[0])
 		json_object_object_add(o, "error", json_object_new_string(m->error));
 	return o;

@@ -12,7 +12,9 @@
  *
  * Keys: migrate_downtime_ms (the slice's stop: STOP_COPY to the destination's commit),
  * vm_downtime_ms (null: no VM here), migrate_total_s, migrate_bytes, precopy_rounds,
- * stream_gbps (GB/s: the first, full pass's data bytes over its time), populated_bytes,
+ * stream_gbps (GB/s: the first, full pass's data bytes over its time), src_pass0_cpu_ms and
+ * dst_pass0_cpu_ms (the CPU time each side's worker spent in that pass), stream_cpu_gbps
+ * (its bytes over the larger of the two: the rate with a CPU per side), populated_bytes,
  * dirtied_bytes, bytes_ratio (migrate_bytes / (populated + dirtied)), verified. Targets:
  * downtime <= 100 ms, stream >= 2 GB/s, bytes_ratio <= 1.2. Exit 1 if the bytes differ. */
 #include <errno.h>
@@ -266,6 +268,7 @@ static void host_down(struct host *h)
 
 struct result {
 	json_object *rec;
+	json_object *rec_b;		/* the destination's record */
 	double total_s;
 	uint64_t populated, dirtied;
 	bool verified;
@@ -340,6 +343,7 @@ static int run(struct host *a, struct host *b, const struct opts *o, struct resu
 	res->populated = w.populated;
 	res->dirtied = w.written;
 	res->rec = json_object_get(m);
+	res->rec_b = status(b->c);
 	r = 0;
 out:
 	json_object_put(ret);
@@ -358,6 +362,11 @@ static void report(const struct opts *o, const struct result *res)
 	double p0_ms = jnum(res->rec, "first_pass_ms");
 	double gbps = p0_ms > 0 ? jnum(res->rec, "first_pass_bytes") / (p0_ms / 1e3) / 1e9 : 0;
 	double ratio = bytes / (double)(res->populated + res->dirtied);
+	/* What the first pass cost each side's worker in CPU time: the stream's rate with a
+	 * CPU per side, whatever else the machine runs. */
+	double cpu_a = jnum(res->rec, "first_pass_cpu_ms"), cpu_b = jnum(res->rec_b, "first_pass_cpu_ms");
+	double cpu_max = cpu_a > cpu_b ? cpu_a : cpu_b;
+	double cpu_gbps = cpu_max > 0 ? jnum(res->rec, "first_pass_bytes") / (cpu_max / 1e3) / 1e9 : 0;
 
 	if (o->json) {
 		bench_cpu_json_begin();
@@ -365,11 +374,12 @@ static void report(const struct opts *o, const struct result *res)
 		       "\"populated_bytes\": %" PRIu64 ", \"dirty_rate_mib_s\": %.0f, "
 		       "\"dirtied_bytes\": %" PRIu64 ", \"migrate_downtime_ms\": %.2f, "
 		       "\"vm_downtime_ms\": null, \"migrate_total_s\": %.3f, \"migrate_bytes\": %.0f, "
-		       "\"precopy_rounds\": %d, \"stream_gbps\": %.2f, \"bytes_ratio\": %.3f, "
+		       "\"precopy_rounds\": %d, \"stream_gbps\": %.2f, \"src_pass0_cpu_ms\": %.1f, "
+		       "\"dst_pass0_cpu_ms\": %.1f, \"stream_cpu_gbps\": %.2f, \"bytes_ratio\": %.3f, "
 		       "\"verified\": %s}\n", o->quick ? "true" : "false",
 		       o->unix_sock ? "unix" : "tcp-loopback", 2048ull * MiB, res->populated,
 		       o->dirty_mib_s, res->dirtied, down, res->total_s, bytes,
-		       (int)jnum(res->rec, "precopy_rounds"), gbps, ratio,
+		       (int)jnum(res->rec, "precopy_rounds"), gbps, cpu_a, cpu_b, cpu_gbps, ratio,
 		       res->verified ? "true" : "false");
 		return;
 	}
@@ -383,6 +393,8 @@ static void report(const struct opts *o, const struct result *res)
 	       "target <= 1.2)\n", "migrate_bytes", bytes, res->populated, res->dirtied, ratio);
 	printf("%-22s %12d\n", "precopy_rounds", (int)jnum(res->rec, "precopy_rounds"));
 	printf("%-22s %12.2f   GB/s, target >= 2\n", "stream_gbps", gbps);
+	printf("%-22s %12.2f   GB/s with a CPU per side (first pass: source %.1f ms, "
+	       "destination %.1f ms of CPU)\n", "stream_cpu_gbps", cpu_gbps, cpu_a, cpu_b);
 	printf("%-22s %12s\n", "verified", res->verified ? "yes" : "NO");
 }
 
@@ -427,6 +439,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "migrate_bench: failed: %s (logs in %s, %s)\n", strerror(-r),
 			a.fx.tmpdir, b.fx.tmpdir);
 	json_object_put(res.rec);
+	json_object_put(res.rec_b);
 	host_down(&a);
 	host_down(&b);
 	return r ? 1 : res.verified ? 0 : 1;
