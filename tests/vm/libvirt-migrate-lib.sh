@@ -9,6 +9,7 @@
 #	mh_host a; mh_host b		# each: virtlogd + libvirtd (tcp, auth none) + vgpud
 #	mh_slice a g			# a slice on host a for libvirt's QEMU: MH_UUID[g]
 #	mh_launch a g g migratable vfio ARGS...	# vgpu-vm launch on host a (no --wait)
+#	mh_launch_bg ...; mh_launch_end g	# the same in the background, then its result
 #	mh_migrate a b g [ARGS...]	# vgpu-vm migrate of g's domain from a to b
 #	mh_in a CMD...			# CMD in host a's network and mount namespaces
 #
@@ -44,6 +45,17 @@ mh_require() {
 		command -v "$t" >/dev/null || vm_skip_all "$t not installed"
 	done
 	ip netns list >/dev/null 2>&1 || vm_skip_all "no network namespaces here (ip netns)"
+	lv_locked mh_kvm_enter
+}
+
+# /dev/kvm as Debian's udev leaves it (root:kvm 0660), as the libvirt tier sets it for its
+# runs (lv_kvm_fix): with a root-only /dev/kvm each libvirtd re-probes QEMU several times
+# per domain start, most of a minute on a loaded machine. This run counts as one of the
+# tier's users (under its lock), so that the last one to leave puts the mode back.
+mh_kvm_enter() {
+	touch "$LV_STATE/users/$$"
+	lv_prune_users
+	lv_kvm_fix
 }
 
 # mh_net: the namespaces and the veth pair; addresses only inside them.
@@ -197,6 +209,15 @@ mh_slice() {
 # through vgpu-vm launch (a transient domain, not waited for: it may move), console to
 # $VM_TMP/NAME.console; vm_wait/vm_report follow it by its console.
 mh_launch() {
+	mh_launch_bg "$@"
+	mh_launch_end "$2"
+}
+
+# mh_launch_bg ARGS...: mh_launch's vgpu-vm launch in the background (libvirt takes a
+# while to start a domain: two can start at once); mh_launch_end NAME waits for it and
+# returns its result.
+declare -A MH_LAUNCH_PID MH_LAUNCH_VF
+mh_launch_bg() {
 	local h=$1 name=$2 slice=$3 kind=$4 mode=$5 log=$VM_TMP/$2.console dom=vgpu-t$$-$2
 	local -a extra=()
 	shift 5
@@ -206,15 +227,23 @@ mh_launch() {
 	chmod 0666 "$log"
 	MH_DOM[$name]=$dom
 	MH_DOMHOST[$name]=$h
-	if ! mh_vm "$h" --json launch --slice "${MH_UUID[$slice]}" --name "$dom" "${extra[@]}" \
+	MH_LAUNCH_VF[$name]=${MH_VF[$slice]}
+	mh_vm "$h" --json launch --slice "${MH_UUID[$slice]}" --name "$dom" "${extra[@]}" \
 		--kernel "$VM_TMP/vmlinux" --initrd "$VM_TMP/initramfs.cpio.gz" \
 		--cmdline "$(vm_cmdline q35 "$mode" "$@")" --memory "$VM_MEM" \
 		--accel "$VGPU_ACCEL" --console-log "$log" \
-		>"$VM_TMP/$name.launch.json" 2>"$VM_TMP/$name.launch.err"; then
+		>"$VM_TMP/$name.launch.json" 2>"$VM_TMP/$name.launch.err" &
+	MH_LAUNCH_PID[$name]=$!
+}
+
+mh_launch_end() {
+	local name=$1
+
+	if ! wait "${MH_LAUNCH_PID[$name]}"; then
 		vm_diag "$name: $(cat "$VM_TMP/$name.launch.err")"
 		return 1
 	fi
-	vm_register "$name" "$log" "" "${MH_VF[$slice]}"
+	vm_register "$name" "$VM_TMP/$name.console" "" "${MH_LAUNCH_VF[$name]}"
 	return 0
 }
 
@@ -271,6 +300,7 @@ mh_cleanup() {
 	for h in a b; do
 		[ -n "${MH_NS[$h]:-}" ] && ip netns del "${MH_NS[$h]}" 2>/dev/null
 	done
+	[ -e "$LV_STATE/users/$$" ] && lv_locked lv_leave
 	return 0
 }
 
