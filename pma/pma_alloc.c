@@ -172,8 +172,23 @@ take_commit_64k(struct pma_region *r, bool partial, size_t need, struct pma_opar
 			size_t left = need - got, nm = cmn_popcount(m);
 			uint64_t sel = nm <= left ? m : low_bits(m, left);
 
-			for (uint64_t t = sel; t; t &= t - 1)
-				out[got++] = addr0 + ((uint64_t)cmn_ctz(t) << PMA_FRAME_SHIFT);
+			uint64_t t = sel, *o = out + got;
+
+			got += cmn_popcount(sel);
+			/* A partial group has one or two free frames more often than not: the
+			 * first two entries are written without a loop (whose exit would
+			 * mispredict). A second entry that is not a page is overwritten by the
+			 * next group's first: got + 2 <= need leaves room, and the request is
+			 * known to fit, so more pages follow. (Bit 32 stands in when t is empty.) */
+			if (o + 2 <= out + need) {
+				o[0] = addr0 + ((uint64_t)cmn_ctz(t) << PMA_FRAME_SHIFT);
+				t &= t - 1;
+				o[1] = addr0 + ((uint64_t)cmn_ctz(t | VGPU_BIT(32)) << PMA_FRAME_SHIFT);
+				t &= t - 1;
+				o += 2;
+			}
+			for (; t; t &= t - 1)
+				*o++ = addr0 + ((uint64_t)cmn_ctz(t) << PMA_FRAME_SHIFT);
 			fm = sel << sh;
 			dirty |= w->persist & fm;
 			w->alloc |= fm;
