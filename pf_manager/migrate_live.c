@@ -820,9 +820,10 @@ static int src_state(struct lm *m, struct mig_enc *enc, struct cmn_fail *f)
 	return r ? send_failed(m, r, f) : 0;
 }
 
-/* Test builds: end the process at point @what of the hand-over ("handover": the record
- * is durable, the switchover not begun; "committed": the destination's commit
- * acknowledged, the slice not yet stopped here), as a kill -9 would. */
+/* Test builds: end the process at point @what of the hand-over, as a kill -9 would. A
+ * source: "handover" (the record is durable, the switchover not begun), "committed" (the
+ * destination's commit acknowledged, the slice not yet stopped here); a destination:
+ * "committed" (committed, the ack not sent). */
 static void lm_test_exit(const struct lm *m, const char *what)
 {
 	if (m->exit_at && !strcmp(m->exit_at, what)) {
@@ -1314,6 +1315,8 @@ static void *dst_main(void *arg)
 		r = lm_request(m, LM_REQ_COMMIT);
 		if (r)
 			cmn_fail(&f, r, "%s", m->req_err.f.msg);
+		else
+			lm_test_exit(m, "committed");	/* before the ack: the source cannot know */
 	}
 	if (r && atomic_load(&m->cancel))
 		cmn_fail(&f, r = -ECANCELED, "cancelled");
@@ -1738,8 +1741,7 @@ static struct lm *lm_new(struct pf_daemon *d, bool source, struct pf_err *e)
 #ifdef VGPU_TEST_HOOKS
 	if (source && getenv("VGPU_MIG_CORRUPT_AT"))
 		m->corrupt_at = strtoll(getenv("VGPU_MIG_CORRUPT_AT"), NULL, 0);
-	if (source)
-		m->exit_at = getenv("VGPU_MIG_SRC_EXIT_AT");
+	m->exit_at = getenv(source ? "VGPU_MIG_SRC_EXIT_AT" : "VGPU_MIG_DST_EXIT_AT");
 #endif
 	return m;
 }

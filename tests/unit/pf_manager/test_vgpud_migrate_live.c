@@ -784,16 +784,19 @@ static void test_live_bad_requests(void **state)
 
 #define CRASH_EXIT	86	/* a test build's exit at a named point (PF_CRASH_EXIT) */
 
-/* A pair whose source (the test build) ends itself at hand-over point @at. */
-static int setup_exit_at(void **state, char **wrap)
+/* A pair whose source (or, @dst, destination), the test build, ends itself at the
+ * hand-over point its @wrap names. */
+static int setup_exit_at(void **state, char **wrap, bool dst)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
+	struct tdaemon *x;
 
 	*state = f;
 	f->a = t_daemon_new();
 	f->b = t_daemon_new();
-	f->a->prog = "vgpud-test";
-	f->a->wrap = wrap;
+	x = dst ? f->b : f->a;
+	x->prog = "vgpud-test";
+	x->wrap = wrap;
 	snprintf(f->sock, sizeof(f->sock), "%s/mig.sock", f->b->root);
 	if (t_daemon_start_argv(f->a, daemon_args) || t_daemon_start_argv(f->b, daemon_args))
 		return -1;
@@ -808,43 +811,69 @@ static int setup_exit_committed(void **state)
 {
 	static char *wrap[] = { "env", "VGPU_MIG_SRC_EXIT_AT=committed", NULL };
 
-	return setup_exit_at(state, wrap);
+	return setup_exit_at(state, wrap, false);
 }
 
 static int setup_exit_handover(void **state)
 {
 	static char *wrap[] = { "env", "VGPU_MIG_SRC_EXIT_AT=handover", NULL };
 
-	return setup_exit_at(state, wrap);
+	return setup_exit_at(state, wrap, false);
 }
 
-/* A ended itself at its hand-over point; started again (without the point), it holds U1
- * defined and stopped, marked migrated-out, and refuses to start it. */
-static void source_marked(struct fixture *f)
+static int setup_dst_exit_committed(void **state)
+{
+	static char *wrap[] = { "env", "VGPU_MIG_DST_EXIT_AT=committed", NULL };
+
+	return setup_exit_at(state, wrap, true);
+}
+
+/* @d (the test build) ends itself at its hand-over point: wait for that exit. */
+static void exited_at_point(struct tdaemon *d)
 {
 	int st = 0;
 
-	t_client_free(f->ea);
-	f->ea = NULL;
-	assert_int_equal(waitpid(f->a->pid, &st, 0), f->a->pid);
-	f->a->pid = 0;
+	assert_int_equal(waitpid(d->pid, &st, 0), d->pid);
+	d->pid = 0;
 	assert_true(WIFEXITED(st));
 	assert_int_equal(WEXITSTATUS(st), CRASH_EXIT);
-	f->a->wrap = NULL;
-	for (int i = 0; i < 2; i++) {	/* the mark outlives a second restart too */
-		if (i)
-			assert_int_equal(t_daemon_stop(f->a, SIGKILL), 128 + SIGKILL);
-		assert_int_equal(t_daemon_start_argv(f->a, daemon_args), 0);
-		assert_int_equal(T_CTL(f->a, "list", "-u", U1), 0);
-		assert_non_null(strstr(t_out.out, "migrated-out (unconfirmed)"));
-		assert_null(strstr(t_out.out, "running"));
-		assert_int_equal(T_CTL(f->a, "--json", "list", "-u", U1), 0);
-		assert_non_null(strstr(t_out.out, "\"vf\": 0"));
-		assert_non_null(strstr(t_out.out, f->sock));
-		assert_int_equal(T_CTL(f->a, "start", "-u", U1), 4);
-		assert_non_null(strstr(t_out.err, "migrated out"));
-		assert_non_null(strstr(t_out.err, "vgpuctl reclaim"));
-	}
+	d->wrap = NULL;
+}
+
+/* A holds U1 defined and stopped, marked migrated-out, and refuses to start it. */
+static void marked_here(struct fixture *f)
+{
+	assert_int_equal(T_CTL(f->a, "list", "-u", U1), 0);
+	assert_non_null(strstr(t_out.out, "migrated-out (unconfirmed)"));
+	assert_null(strstr(t_out.out, "running"));
+	assert_int_equal(T_CTL(f->a, "--json", "list", "-u", U1), 0);
+	assert_non_null(strstr(t_out.out, "\"vf\": 0"));
+	assert_non_null(strstr(t_out.out, f->sock));
+	assert_int_equal(T_CTL(f->a, "start", "-u", U1), 4);
+	assert_non_null(strstr(t_out.err, "migrated out"));
+	assert_non_null(strstr(t_out.err, "vgpuctl reclaim"));
+}
+
+/* A killed (-9) and started again: the mark is in its state, not only in its memory. */
+static void restart_a(struct fixture *f)
+{
+	t_client_free(f->ea);
+	f->ea = NULL;
+	assert_int_equal(t_daemon_stop(f->a, SIGKILL), 128 + SIGKILL);
+	assert_int_equal(t_daemon_start_argv(f->a, daemon_args), 0);
+}
+
+/* A ended itself at its hand-over point; started again (without the point), and once
+ * more, it holds U1 marked. */
+static void source_marked(struct fixture *f)
+{
+	t_client_free(f->ea);
+	f->ea = NULL;
+	exited_at_point(f->a);
+	assert_int_equal(t_daemon_start_argv(f->a, daemon_args), 0);
+	marked_here(f);
+	restart_a(f);
+	marked_here(f);
 }
 
 /* Killed after B committed, before A stopped and undefined the slice: A's record keeps it
@@ -903,6 +932,41 @@ static void test_live_source_exits_handover(void **state)
 	assert_non_null(strstr(t_out.out, "running"));
 }
 
+/* The destination commits and dies before its ack: the source saw END go out and no
+ * answer, so it stops the slice and keeps the record instead of resuming it; the
+ * destination, restarted, runs the slice it committed, with every byte. */
+static void test_live_dest_exits_committed(void **state)
+{
+	struct fixture *f = *state;
+	struct image im;
+	json_object *ev;
+	int fd;
+
+	fill_source(f);
+	fd = bar_open(f->a, 1);
+	image_take(fd, &im);
+	close(fd);
+	listen_b(f);
+	assert_int_equal(T_CTL(f->a, "migrate", "-u", U1, "--to", f->sock, "--no-wait"), 0);
+	ev = wait_status(f->ea, "failed");
+	assert_non_null(strstr(jget(ev, "error"), "may have committed"));
+	json_object_put(ev);
+	t_client_free(f->eb);
+	f->eb = NULL;
+	exited_at_point(f->b);
+	marked_here(f);
+	restart_a(f);
+	marked_here(f);
+	assert_int_equal(t_daemon_start_argv(f->b, daemon_args), 0);
+	assert_int_equal(T_CTL(f->b, "list", "-u", U1), 0);
+	assert_non_null(strstr(t_out.out, "running"));
+	fd = bar_open(f->b, 1);
+	image_check(fd, &im);
+	close(fd);
+	image_free(&im);
+	assert_int_equal(T_CTL(f->a, "undefine", "-u", U1), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -922,6 +986,8 @@ int main(void)
 						setup_exit_committed, teardown),
 		cmocka_unit_test_setup_teardown(test_live_source_exits_handover,
 						setup_exit_handover, teardown),
+		cmocka_unit_test_setup_teardown(test_live_dest_exits_committed,
+						setup_dst_exit_committed, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
