@@ -816,8 +816,10 @@ static int src_state(struct lm *m, struct mig_enc *enc, struct cmn_fail *f)
 	enc->writev = lm_sendv;
 	if (r)
 		return cmn_fail(f, r, "the guest's state: %s", m->req_err.f.msg);
+	/* A failed send is explained once, by src_pass() (send_failed() reads the refusal;
+	 * a second call would find the connection closed and lose it). */
 	r = m->slen ? lm_send(m, m->sbuf, m->slen) : 0;
-	return r ? send_failed(m, r, f) : 0;
+	return r ? cmn_fail(f, r, "cannot send the guest's state: %s", cmn_strerror(r)) : 0;
 }
 
 /* Test builds: end the process at point @what of the hand-over, as a kill -9 would. A
