@@ -106,6 +106,8 @@ struct hmm_copier {
 	struct cmn_mutex user;		/* the migration using the thread; protects state */
 	enum hmm_copier_state state;	/* not started yet, running, or not to be started */
 	pthread_t thread;
+	cpu_set_t cpus;			/* where the process may run */
+	int cpu_avoided;		/* the thread runs anywhere but there (the caller) */
 	struct cmn_mutex lock;		/* protects the job below, sleeping, gen, stop */
 	pthread_cond_t wake;		/* a job, or stop, for a sleeping thread */
 	bool sleeping;
