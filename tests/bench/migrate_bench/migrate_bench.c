@@ -183,17 +183,24 @@ static double jnum(json_object *o, const char *k)
 	return json_object_object_get_ex(o, k, &v) ? json_object_get_double(v) : 0;
 }
 
-/* Poll A's record every millisecond until @pred says stop; the record. */
+/* A's record once @pred says stop: first a sleep until @ms after @t0 (no sooner can
+ * it), then a look every FOLLOW_US. Each look costs A's loop thread a request: polling the
+ * first pass every millisecond took CPU from the two vgpuds it measures. */
+#define FOLLOW_US	2000
 static json_object *follow(struct ctlc *c, bool (*pred)(json_object *m, uint64_t t0, uint64_t ms),
 			   uint64_t t0, uint64_t ms)
 {
+	uint64_t now = cmn_now_ns(), until = t0 + ms * 1000000;
+
+	if (now < until)
+		usleep((useconds_t)((until - now) / 1000));
 	for (;;) {
 		json_object *m = status(c);
 
 		if (!m || pred(m, t0, ms))
 			return m;
 		json_object_put(m);
-		usleep(1000);
+		usleep(FOLLOW_US);
 	}
 }
 
