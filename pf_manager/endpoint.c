@@ -714,8 +714,12 @@ static bool ep_client_closed(const struct pf_endpoint *ep)
 {
 	struct pollfd p = { .fd = ep->client_fd, .events = POLLIN };
 	char c;
+	int r;
 
-	if (poll(&p, 1, 0) <= 0)
+	do
+		r = poll(&p, 1, 0);
+	while (r < 0 && errno == EINTR);
+	if (r <= 0)
 		return false;
 	if (p.revents & (POLLHUP | POLLERR))
 		return true;
