@@ -2,11 +2,11 @@
 /* hmm/copier.c - a second thread for the large UFFDIO_COPY of a migration back to system
  * memory without UFFDIO_MOVE.
  *
- * There every page of the way back is one UFFDIO_COPY page: the kernel allocates,
+ * There every page of the way back goes through UFFDIO_COPY: the kernel allocates,
  * copies, charges and maps it, about twice what a memcpy of the page costs, and none of
  * it can be batched from user space. Two UFFDIO_COPY calls into one range run side by
- * side without slowing each other (the page-table lock is held only to set each PTE), so
- * a run of pages is cut into pieces that the migrating thread takes from the front and
+ * side, each about as fast as alone (the page-table lock is held only to set each PTE),
+ * so a run of pages is cut into pieces that the migrating thread takes from the front and
  * this thread from the back. The migrating thread never waits for this one to start: if
  * it is asleep or not scheduled, the caller copies every piece itself, and at the end
  * waits only for a piece this thread is in the middle of. The thread starts with the
@@ -17,7 +17,7 @@
 #include "common/log.h"
 #include "hmm/hmm_internal.h"
 
-#define COPIER_PIECE	(128 * VGPU_KiB)	/* ~40 us of work: the most a caller waits */
+#define COPIER_PIECE	(128 * VGPU_KiB)	/* ~40 us: a caller's wait while the thread runs */
 #define COPIER_MIN	(2 * COPIER_PIECE)	/* shorter runs are not worth a hand-off */
 
 /* UFFDIO_COPY all of [dst, dst + len): a partial copy goes on from where it stopped,
