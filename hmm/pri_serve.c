@@ -4,13 +4,17 @@
  * the IOMMU) links it without the IOMMU model. hmm/pri.c adds the IOMMU's handler. */
 #include <errno.h>
 
+#include "common/clock.h"
 #include "hmm/hmm_internal.h"
 
 /* hmm_range_fault gives -EBUSY when any invalidation of the process ran meanwhile (the
  * notifier covers the whole address space), and a process migrating other memory makes
- * one every few microseconds: retry until a round goes through, up to a bound that only a
- * range being torn down reaches (then the IOMMU's own retry faults as it should). */
-#define PRI_RANGE_TRIES	4096
+ * one every few microseconds: retry until a round goes through, as the kernel's drivers
+ * do, for up to a quarter of the IOMMU's default page response timeout (1 s). A count
+ * would not do: under a sanitizer or a loaded CPU one round takes long enough for every
+ * round to overlap an invalidation of a busy neighbour. Only a range being torn down
+ * outlasts it, and then the IOMMU's own retry faults as it should. */
+#define PRI_RANGE_BUDGET_NS	(250 * VGPU_NSEC_PER_MSEC)
 
 /* The request handler keeps nothing mapped, so an invalidation only moves the sequence
  * that hmm_range_fault checks. */
@@ -35,17 +39,18 @@ int hmm_pri_serve_page(struct hmm_pri *p, uintptr_t addr, bool write)
 		.hmm_pfns = &pfn,
 		.default_flags = HMM_PFN_REQ_FAULT | (write ? HMM_PFN_REQ_WRITE : 0),
 	};
-	int ret = -EBUSY;
+	uint64_t deadline = cmn_deadline_ns(PRI_RANGE_BUDGET_NS);
+	int ret;
 
 	if (!p || !p->notifier.mm || r.start > UINTPTR_MAX - HMM_PAGE_SIZE)
 		return -EINVAL;
 	r.end = r.start + HMM_PAGE_SIZE;
-	for (int i = 0; i < PRI_RANGE_TRIES && ret == -EBUSY; i++) {
+	do {
 		r.notifier_seq = hmm_interval_read_begin(&p->notifier);
 		pfn = 0;
 		ret = hmm_range_fault(&r);
 		atomic_fetch_add(&p->faulted, r.faulted);
-	}
+	} while (ret == -EBUSY && !cmn_deadline_passed(deadline));
 	return ret;
 }
 
