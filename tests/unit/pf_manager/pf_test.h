@@ -358,6 +358,33 @@ static __attribute__((unused)) json_object *t_reply(struct tclient *c)
 	}
 }
 
+/* The next MIGRATION event on @c whose status is @want (earlier ones skipped); its data. */
+static __attribute__((unused)) json_object *t_wait_migration(struct tclient *c, const char *want)
+{
+	for (;;) {
+		json_object *o = t_read_json(c, 30000), *ev, *data, *st;
+
+		if (!o)
+			fail_msg("no MIGRATION event with status %s", want);
+		if (json_object_object_get_ex(o, "event", &ev) &&
+		    !strcmp(json_object_get_string(ev), "MIGRATION") &&
+		    json_object_object_get_ex(o, "data", &data) &&
+		    json_object_object_get_ex(data, "status", &st)) {
+			const char *s = json_object_get_string(st);
+
+			if (!strcmp(s, want)) {
+				json_object_get(data);
+				json_object_put(o);
+				return data;
+			}
+			if (!strcmp(s, "completed") || !strcmp(s, "failed") || !strcmp(s, "cancelled"))
+				fail_msg("migration ended %s, not %s: %s", s, want,
+					 json_object_to_json_string(data));
+		}
+		json_object_put(o);
+	}
+}
+
 static __attribute__((unused)) json_object *t_exec(struct tclient *c, const char *cmd, json_object *args)
 {
 	json_object *req = json_object_new_object();

@@ -195,33 +195,6 @@ static void image_free(struct image *im)
 	free(im->chunk);
 }
 
-/* The next MIGRATION event on @c whose status is @want (earlier ones skipped); its data. */
-static json_object *wait_status(struct tclient *c, const char *want)
-{
-	for (;;) {
-		json_object *o = t_read_json(c, 30000), *ev, *data, *st;
-
-		if (!o)
-			fail_msg("no MIGRATION event with status %s", want);
-		if (json_object_object_get_ex(o, "event", &ev) &&
-		    !strcmp(json_object_get_string(ev), "MIGRATION") &&
-		    json_object_object_get_ex(o, "data", &data) &&
-		    json_object_object_get_ex(data, "status", &st)) {
-			const char *s = json_object_get_string(st);
-
-			if (!strcmp(s, want)) {
-				json_object_get(data);
-				json_object_put(o);
-				return data;
-			}
-			if (!strcmp(s, "completed") || !strcmp(s, "failed") || !strcmp(s, "cancelled"))
-				fail_msg("migration ended %s, not %s: %s", s, want,
-					 json_object_to_json_string(data));
-		}
-		json_object_put(o);
-	}
-}
-
 static const char *jget(json_object *o, const char *key)
 {
 	json_object *v;
@@ -274,7 +247,7 @@ static void test_live_round_trip(void **state)
 	listen_b(f);
 	assert_int_equal(T_CTL(f->a, "migrate", "-u", U1, "--to", f->sock, "--switchover",
 			       "manual", "--no-wait"), 0);
-	json_object_put(wait_status(f->ea, "waiting"));
+	json_object_put(t_wait_migration(f->ea, "waiting"));
 	/* A migrating slice takes no other change. */
 	assert_int_equal(T_CTL(f->a, "stop", "-u", U1), 4);
 	assert_non_null(strstr(t_out.err, "migrating"));
@@ -289,10 +262,10 @@ static void test_live_round_trip(void **state)
 	image_take(fd, &im);
 	close(fd);
 	assert_int_equal(T_CTL(f->a, "migrate-switchover", "-u", U1), 0);
-	ev = wait_status(f->ea, "completed");
+	ev = t_wait_migration(f->ea, "completed");
 	assert_true(t_get_u64(ev, "bytes") < 256 << 10);	/* populated pages only */
 	json_object_put(ev);
-	json_object_put(wait_status(f->eb, "completed"));
+	json_object_put(t_wait_migration(f->eb, "completed"));
 
 	assert_int_equal(T_CTL(f->b, "list", "-u", U1), 0);
 	assert_non_null(strstr(t_out.out, "running"));
@@ -425,7 +398,7 @@ static void test_live_guest(void **state)
 	listen_b(f);
 	assert_int_equal(T_CTL(f->a, "migrate", "-u", U1, "--to", f->sock, "--switchover",
 			       "manual", "--no-wait"), 0);
-	json_object_put(wait_status(f->ea, "waiting"));
+	json_object_put(t_wait_migration(f->ea, "waiting"));
 	/* Engine writes during pre-copy: FILL, COPY, semaphore releases (the fences). */
 	guest_fill(&g, 1, 1, 0x22222222);
 	guest_fill(&g, 0, 0, 0x33333333);
@@ -436,8 +409,8 @@ static void test_live_guest(void **state)
 	image_take(fd, &im);
 	close(fd);
 	assert_int_equal(T_CTL(f->a, "migrate-switchover", "-u", U1), 0);
-	json_object_put(wait_status(f->ea, "completed"));
-	json_object_put(wait_status(f->eb, "completed"));
+	json_object_put(t_wait_migration(f->ea, "completed"));
+	json_object_put(t_wait_migration(f->eb, "completed"));
 	assert_int_equal(T_CTL(f->b, "list", "-u", U1), 0);
 	assert_non_null(strstr(t_out.out, "running"));
 	assert_int_equal(rm_objects(f->b), objs);
@@ -493,7 +466,7 @@ static void test_live_reply_in_flight(void **state)
 	listen_b(f);
 	assert_int_equal(T_CTL(f->a, "migrate", "-u", U1, "--to", f->sock, "--switchover",
 			       "manual", "--no-wait"), 0);
-	json_object_put(wait_status(f->ea, "waiting"));
+	json_object_put(t_wait_migration(f->ea, "waiting"));
 	memset(slot, 0, sizeof(slot));
 	m->type = VF_MSG_PING;
 	m->seq = 0x5eed;
@@ -506,8 +479,8 @@ static void test_live_reply_in_flight(void **state)
 	assert_int_equal(cmn_ring_count(&ca.rsp), 1);
 	assert_int_equal(cmn_ring_count(&ca.req), 0);
 	assert_int_equal(T_CTL(f->a, "migrate-switchover", "-u", U1), 0);
-	json_object_put(wait_status(f->ea, "completed"));
-	json_object_put(wait_status(f->eb, "completed"));
+	json_object_put(t_wait_migration(f->ea, "completed"));
+	json_object_put(t_wait_migration(f->eb, "completed"));
 	munmap(ca.p, VF_BAR_CTRL_SIZE);
 
 	ctrl_map(f->b, &cb);
@@ -543,17 +516,17 @@ static void test_live_busy_guest(void **state)
 	listen_b(f);
 	assert_int_equal(T_CTL(f->a, "migrate", "-u", U1, "--to", f->sock, "--switchover",
 			       "manual", "--no-wait"), 0);
-	json_object_put(wait_status(f->ea, "waiting"));
+	json_object_put(t_wait_migration(f->ea, "waiting"));
 	/* Blocked on a semaphore the CPU releases only after the switchover failed. */
 	vgpu_pb_init(&pb, dw, 64);
 	vgpu_pb_sem_acquire(&pb, GVA + GBUF, 5, 0, 60000000);
 	assert_int_equal(pb.err, 0);
 	assert_int_equal(vgpu_submit(g.ch[0], pb.dw, pb.len, &g.last[0]), 0);
 	assert_int_equal(T_CTL(f->a, "migrate-switchover", "-u", U1), 0);
-	ev = wait_status(f->ea, "failed");
+	ev = t_wait_migration(f->ea, "failed");
 	assert_non_null(strstr(jget(ev, "error"), "work in flight"));
 	json_object_put(ev);
-	json_object_put(wait_status(f->eb, "failed"));
+	json_object_put(t_wait_migration(f->eb, "failed"));
 	assert_int_equal(T_CTL(f->b, "list", "-u", U1), EXIT_NOTFOUND);
 	/* The source runs: its engines take the pending work once the semaphore is released. */
 	__atomic_store_n(&g.cpu[1][0], 5, __ATOMIC_RELEASE);
@@ -595,7 +568,7 @@ static void test_live_auto(void **state)
 	listen_b(f);
 	assert_int_equal(T_CTL(f->a, "migrate", "-u", U1, "--to", f->sock), 0);
 	assert_non_null(strstr(t_out.out, "completed"));
-	json_object_put(wait_status(f->eb, "completed"));
+	json_object_put(t_wait_migration(f->eb, "completed"));
 	fd = bar_open(f->b, 1);
 	image_check(fd, &im);
 	close(fd);
@@ -619,11 +592,11 @@ static void test_live_refused(void **state)
 	assert_int_equal(T_CTL(f->b, "set-vfs", "0"), 0);
 	listen_b(f);
 	assert_int_equal(T_CTL(f->a, "migrate", "-u", U1, "--to", f->sock, "--no-wait"), 0);
-	ev = wait_status(f->ea, "failed");
+	ev = t_wait_migration(f->ea, "failed");
 	assert_non_null(strstr(jget(ev, "error"), "no free VF"));
 	assert_int_equal(t_get_u64(ev, "bytes"), 0);
 	json_object_put(ev);
-	json_object_put(wait_status(f->eb, "failed"));
+	json_object_put(t_wait_migration(f->eb, "failed"));
 	source_kept(f, &im);
 
 	/* VFs, but the VRAM is taken by another slice. */
@@ -633,7 +606,7 @@ static void test_live_refused(void **state)
 	listen_b(f);
 	assert_int_equal(T_CTL(f->a, "migrate", "-u", U1, "--to", f->sock), 1);
 	assert_non_null(strstr(t_out.out, "refused"));
-	json_object_put(wait_status(f->eb, "failed"));
+	json_object_put(t_wait_migration(f->eb, "failed"));
 	source_kept(f, &im);
 	image_free(&im);
 }
@@ -650,30 +623,30 @@ static void test_live_cancel(void **state)
 	listen_b(f);
 	assert_int_equal(T_CTL(f->a, "migrate", "-u", U1, "--to", f->sock, "--switchover",
 			       "manual", "--no-wait"), 0);
-	json_object_put(wait_status(f->ea, "waiting"));
+	json_object_put(t_wait_migration(f->ea, "waiting"));
 	fd = bar_open(f->a, 1);
 	guest_writes(fd);
 	image_take(fd, &im);
 	close(fd);
 	assert_int_equal(T_CTL(f->a, "migrate-cancel", "-u", U1), 0);
-	json_object_put(wait_status(f->ea, "cancelled"));
-	json_object_put(wait_status(f->eb, "failed"));
+	json_object_put(t_wait_migration(f->ea, "cancelled"));
+	json_object_put(t_wait_migration(f->eb, "failed"));
 	source_kept(f, &im);
 	/* A cancel of nothing names what is missing. */
 	assert_int_equal(T_CTL(f->a, "migrate-cancel", "-u", U1), EXIT_NOTFOUND);
 	/* A destination still listening can be cancelled by its address. */
 	listen_b(f);
 	assert_int_equal(T_CTL(f->b, "migrate-cancel", "--listen", f->sock), 0);
-	json_object_put(wait_status(f->eb, "cancelled"));
+	json_object_put(t_wait_migration(f->eb, "cancelled"));
 
 	/* A cancel on the destination during pre-copy: it discards, the source resumes. */
 	listen_b(f);
 	assert_int_equal(T_CTL(f->a, "migrate", "-u", U1, "--to", f->sock, "--switchover",
 			       "manual", "--no-wait"), 0);
-	json_object_put(wait_status(f->ea, "waiting"));
+	json_object_put(t_wait_migration(f->ea, "waiting"));
 	assert_int_equal(T_CTL(f->b, "migrate-cancel", "-u", U1), 0);
-	json_object_put(wait_status(f->eb, "cancelled"));
-	ev = wait_status(f->ea, "cancelled");
+	json_object_put(t_wait_migration(f->eb, "cancelled"));
+	ev = t_wait_migration(f->ea, "cancelled");
 	assert_string_equal(jget(ev, "error"), "cancelled on the destination");
 	json_object_put(ev);
 	source_kept(f, &im);
@@ -692,7 +665,7 @@ static void test_live_dest_killed(void **state)
 	listen_b(f);
 	assert_int_equal(T_CTL(f->a, "migrate", "-u", U1, "--to", f->sock, "--switchover",
 			       "manual", "--no-wait"), 0);
-	json_object_put(wait_status(f->ea, "waiting"));
+	json_object_put(t_wait_migration(f->ea, "waiting"));
 	fd = bar_open(f->a, 1);
 	image_take(fd, &im);
 	close(fd);
@@ -700,7 +673,7 @@ static void test_live_dest_killed(void **state)
 	f->eb = NULL;
 	assert_int_equal(t_daemon_stop(f->b, SIGKILL), 128 + SIGKILL);
 	/* Seen while waiting (no answer) or while a round was sending (a broken pipe). */
-	ev = wait_status(f->ea, "failed");
+	ev = t_wait_migration(f->ea, "failed");
 	assert_true(strstr(jget(ev, "error"), "closed the connection") ||
 		    strstr(jget(ev, "error"), "connection to the destination broke"));
 	json_object_put(ev);
@@ -722,14 +695,14 @@ static void test_live_source_killed(void **state)
 	listen_b(f);
 	assert_int_equal(T_CTL(f->a, "migrate", "-u", U1, "--to", f->sock, "--switchover",
 			       "manual", "--no-wait"), 0);
-	json_object_put(wait_status(f->ea, "waiting"));
+	json_object_put(t_wait_migration(f->ea, "waiting"));
 	fd = bar_open(f->a, 1);
 	image_take(fd, &im);
 	close(fd);
 	t_client_free(f->ea);
 	f->ea = NULL;
 	assert_int_equal(t_daemon_stop(f->a, SIGKILL), 128 + SIGKILL);
-	json_object_put(wait_status(f->eb, "failed"));
+	json_object_put(t_wait_migration(f->eb, "failed"));
 	assert_int_equal(t_daemon_start_argv(f->a, daemon_args), 0);
 	source_kept(f, &im);
 	image_free(&im);
@@ -750,10 +723,10 @@ static void test_live_corrupt(void **state)
 	close(fd);
 	listen_b_tcp(f);
 	assert_int_equal(T_CTL(f->a, "migrate", "-u", U1, "--to", f->sock, "--no-wait"), 0);
-	ev = wait_status(f->ea, "failed");
+	ev = t_wait_migration(f->ea, "failed");
 	assert_non_null(strstr(jget(ev, "error"), "checksum mismatch"));
 	json_object_put(ev);
-	ev = wait_status(f->eb, "failed");
+	ev = t_wait_migration(f->eb, "failed");
 	assert_non_null(strstr(jget(ev, "error"), "checksum mismatch"));
 	json_object_put(ev);
 	source_kept(f, &im);
@@ -890,7 +863,7 @@ static void test_live_source_exits_committed(void **state)
 	close(fd);
 	listen_b(f);
 	assert_int_equal(T_CTL(f->a, "migrate", "-u", U1, "--to", f->sock, "--no-wait"), 0);
-	json_object_put(wait_status(f->eb, "completed"));
+	json_object_put(t_wait_migration(f->eb, "completed"));
 	source_marked(f);
 	assert_int_equal(T_CTL(f->b, "list", "-u", U1), 0);
 	assert_non_null(strstr(t_out.out, "running"));
@@ -913,7 +886,7 @@ static void test_live_source_exits_handover(void **state)
 	fill_source(f);
 	listen_b(f);
 	assert_int_equal(T_CTL(f->a, "migrate", "-u", U1, "--to", f->sock, "--no-wait"), 0);
-	json_object_put(wait_status(f->eb, "failed"));
+	json_object_put(t_wait_migration(f->eb, "failed"));
 	source_marked(f);
 	assert_int_equal(T_CTL(f->b, "list", "-u", U1), EXIT_NOTFOUND);
 	assert_int_equal(T_CTL(f->a, "reclaim", "-u", U1, "--dry-run"), 0);
@@ -948,7 +921,7 @@ static void test_live_dest_exits_committed(void **state)
 	close(fd);
 	listen_b(f);
 	assert_int_equal(T_CTL(f->a, "migrate", "-u", U1, "--to", f->sock, "--no-wait"), 0);
-	ev = wait_status(f->ea, "failed");
+	ev = t_wait_migration(f->ea, "failed");
 	assert_non_null(strstr(jget(ev, "error"), "may have committed"));
 	json_object_put(ev);
 	t_client_free(f->eb);

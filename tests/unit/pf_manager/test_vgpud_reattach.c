@@ -152,33 +152,6 @@ static void copy01(struct fixture *f, unsigned int k)
 
 /* ---- the host side ---- */
 
-/* The next MIGRATION event on @c whose status is @want (earlier ones skipped); its data. */
-static json_object *wait_status(struct tclient *c, const char *want)
-{
-	for (;;) {
-		json_object *o = t_read_json(c, 30000), *ev, *data, *st;
-
-		if (!o)
-			fail_msg("no MIGRATION event with status %s", want);
-		if (json_object_object_get_ex(o, "event", &ev) &&
-		    !strcmp(json_object_get_string(ev), "MIGRATION") &&
-		    json_object_object_get_ex(o, "data", &data) &&
-		    json_object_object_get_ex(data, "status", &st)) {
-			const char *s = json_object_get_string(st);
-
-			if (!strcmp(s, want)) {
-				json_object_get(data);
-				json_object_put(o);
-				return data;
-			}
-			if (!strcmp(s, "completed") || !strcmp(s, "failed") || !strcmp(s, "cancelled"))
-				fail_msg("migration ended %s, not %s: %s", s, want,
-					 json_object_to_json_string(data));
-		}
-		json_object_put(o);
-	}
-}
-
 /* RM objects of VF @vf on @d (stats). */
 static uint64_t rm_objects(struct tdaemon *d, unsigned int vf)
 {
@@ -229,14 +202,14 @@ static void migrate(struct fixture *f, struct tdaemon *src, struct tclient *esrc
 	assert_int_equal(T_CTL(dst, "migrate-incoming", "--listen", addr, "-u", U1), 0);
 	assert_int_equal(T_CTL(src, "migrate", "-u", U1, "--to", addr, "--switchover", "manual",
 			       "--no-wait"), 0);
-	json_object_put(wait_status(esrc, "waiting"));
+	json_object_put(t_wait_migration(esrc, "waiting"));
 	fill(f, 1, 1, v);
 	fill(f, 0, 0, v + 1);
 	copy01(f, 1);
 	f->cpu[0][7] = v + 2;		/* a guest CPU write the stream must carry */
 	assert_int_equal(T_CTL(src, "migrate-switchover", "-u", U1), 0);
-	json_object_put(wait_status(esrc, "completed"));
-	json_object_put(wait_status(edst, "completed"));
+	json_object_put(t_wait_migration(esrc, "completed"));
+	json_object_put(t_wait_migration(edst, "completed"));
 	assert_int_equal(T_CTL(src, "list", "-u", U1), EXIT_NOTFOUND);
 	assert_int_equal(T_CTL(dst, "list", "-u", U1), 0);
 }
