@@ -5,6 +5,7 @@
  * priority by share puts a light VF's thread ahead of busy ones'. Also runs under
  * ThreadSanitizer against the TSan vgpud (pf_manager_TSAN_TESTS). */
 #include <dirent.h>
+#include <sched.h>
 
 #include "pf_test.h"
 #include "common/share.h"
@@ -142,6 +143,44 @@ static pid_t gsp_pid(pid_t daemon)
 	return found;
 }
 
+/* Whether every thread of @pid is stopped ("T" in its stat). */
+static bool all_stopped(pid_t pid)
+{
+	char path[320], buf[512];
+	struct dirent *e;
+	bool stopped = true;
+	DIR *dir;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	dir = opendir(path);
+	assert_non_null(dir);
+	while (stopped && (e = readdir(dir))) {
+		const char *st;
+		FILE *f;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/stat", (int)pid, e->d_name);
+		f = fopen(path, "r");
+		/* The state follows the command name's closing parenthesis. */
+		if (f && fgets(buf, sizeof(buf), f) && (st = strrchr(buf, ')')))
+			stopped = st[1] == ' ' && st[2] == 'T';
+		if (f)
+			fclose(f);
+	}
+	closedir(dir);
+	return stopped;
+}
+
+/* Stop @pid and wait until it is: kill() only queues the stop, and a thread of it still
+ * running could take one more RPC. */
+static void stop_process(pid_t pid)
+{
+	assert_int_equal(kill(pid, SIGSTOP), 0);
+	while (!all_stopped(pid))
+		sched_yield();
+}
+
 /* query-stats of @vf: rpc.ok, rpc.errors, doorbell invalid + disabled (DB_BAD). */
 static void vf_stats(struct tclient *c, unsigned int vf, uint64_t *ok, uint64_t *err,
 		     uint64_t *db_bad)
@@ -182,7 +221,7 @@ static void test_victim_served_while_gsp_held(void **state)
 	hc = rm_subdevice(&g1, &hsub);
 	len = rm_echo_msg(msg, hc, hsub, 256);
 	assert_int_equal(rm_call(&g1, msg, len).status, 0);	/* it works through the GSP */
-	assert_int_equal(kill(gsp, SIGSTOP), 0);	/* the gate: no RPC completes */
+	stop_process(gsp);	/* the gate: no RPC completes */
 	post(&g1, VF_MSG_RM, msg, len);
 	/* VF 1's service thread has taken the request and is in its RM call. */
 	while (cmn_ring_count(&g1.req))
