@@ -41,8 +41,12 @@ static int ctlc_fill(struct ctlc *c)
 	char tmp[65536];
 	ssize_t n;
 	char *b;
+	int r;
 
-	if (poll(&p, 1, CTLC_TIMEOUT_MS) <= 0)
+	do
+		r = poll(&p, 1, CTLC_TIMEOUT_MS);
+	while (r < 0 && errno == EINTR);
+	if (r <= 0)
 		return -ETIMEDOUT;
 	n = read(c->fd, tmp, sizeof(tmp));
 	if (n <= 0)

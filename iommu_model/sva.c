@@ -35,10 +35,15 @@ static pid_t pidfd_pid(int fd)
 bool iommu_sva_alive(const struct iommu_domain *d)
 {
 	struct pollfd p = { .fd = d->pidfd, .events = POLLIN };
+	int r;
 
 	/* A pidfd polls readable once its process has exited (zombie or reaped); an error
-	 * counts as gone: when in doubt the device reaches nothing. */
-	return poll(&p, 1, 0) == 0;
+	 * counts as gone: when in doubt the device reaches nothing. A signal cutting the poll
+	 * is no error: asked again. */
+	do
+		r = poll(&p, 1, 0);
+	while (r < 0 && errno == EINTR);
+	return r == 0;
 }
 
 int iommu_sva_init(struct iommu_domain *d, const struct iommu_domain_opts *o)

@@ -290,8 +290,13 @@ static void ep_drop_vectors(struct pf_endpoint *ep)
 static bool ep_pidfd_alive(int pidfd)
 {
 	struct pollfd p = { .fd = pidfd, .events = POLLIN };
+	int r;
 
-	return pidfd >= 0 && poll(&p, 1, 0) == 0;
+	/* A signal cuts even a poll that does not wait: it says nothing of the process. */
+	do
+		r = pidfd >= 0 ? poll(&p, 1, 0) : 1;
+	while (r < 0 && errno == EINTR);
+	return r == 0;
 }
 
 /* Now, in clock ticks since boot: the unit of /proc/PID/stat's starttime. */

@@ -59,7 +59,9 @@ static int local_recv(int sock, int64_t *val, int *fd)
 	ssize_t n;
 
 	*fd = -1;
-	n = poll(&p, 1, LOCAL_RECV_TIMEOUT_MS);
+	do
+		n = poll(&p, 1, LOCAL_RECV_TIMEOUT_MS);
+	while (n < 0 && errno == EINTR);
 	if (n == 0)
 		return -ETIMEDOUT;
 	if (n < 0)
@@ -276,10 +278,16 @@ static bool local_alive(struct vgpu_vf_transport *t)
 	struct local_transport *lt = to_local(t);
 	struct pollfd p = { .fd = lt->sock, .events = POLLIN };
 
+	int r;
+
 	if (lt->sock < 0)
 		return false;
-	/* The server never writes after the handshake: readable means EOF or an error. */
-	return poll(&p, 1, 0) == 0;
+	/* The server never writes after the handshake: readable means EOF or an error. A
+	 * signal to the application cutting the poll says nothing of the connection. */
+	do
+		r = poll(&p, 1, 0);
+	while (r < 0 && errno == EINTR);
+	return r == 0;
 }
 
 static void local_destroy(struct vgpu_vf_transport *t)
