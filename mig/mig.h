@@ -8,9 +8,10 @@
  * ranges of VRAM and DMA memory only, ascending and disjoint per region), then (version
  * 1.1) the state of a slice with a guest (SCHED, RM_TREE, IOMMU, CHANNELS, DOORBELLS:
  * records of fixed layout, a type may span several frames), (version 1.2) pieces of the
- * VF's control area (CONTROL: a live migration's final pass), and ending with END
- * (totals). The decoder is written for untrusted input: every length, count, offset
- * and sequence number is checked, and a failure names the frame by index and type.
+ * VF's control area (CONTROL: a live migration's final pass), (version 1.3) what the
+ * guest announced (GUEST: its ABI and flags), and ending with END (totals). The decoder
+ * is written for untrusted input: every length, count, offset and sequence number is
+ * checked, and a failure names the frame by index and type.
  *
  * The state machine is vfio migration v2's (RUNNING, PRE_COPY, STOP_COPY, STOPPED (vfio's
  * STOP), RESUMING, ERROR) as a table of legal arcs, with the path between any two states.
@@ -28,8 +29,9 @@
 #include "common/fail.h"
 
 #define MIG_VERSION_MAJOR	1	/* a reader refuses another major */
-#define MIG_VERSION_MINOR	2	/* a reader accepts any minor of its major; 1.1 adds
-					 * the state frames 16..20, 1.2 CONTROL (21) */
+#define MIG_VERSION_MINOR	3	/* a reader accepts any minor of its major; 1.1 adds
+					 * the state frames 16..20, 1.2 CONTROL (21), 1.3
+					 * GUEST (22) */
 #define MIG_MAGIC		"VGPU-MIG"	/* 8 bytes, first in HELLO's payload */
 #define MIG_FRAME_HDR		16u
 #define MIG_EXTENT_MAX		(1u << 20)	/* data bytes in one EXTENT frame */
@@ -49,19 +51,26 @@ enum mig_frame_type {
 	MIG_F_DOORBELLS = 19,
 	MIG_F_SCHED = 20,
 	MIG_F_CONTROL = 21,
+	MIG_F_GUEST = 22,
 };
 
 /* The state frames' order in a stream (their types are not in order): the RM tree first,
  * which re-makes its own IOMMU mappings, so IOMMU checks them and adds the rest, and the
  * channels' runtime and tokens are loaded into channels that exist. */
 #define MIG_STATE_ORDER	{ MIG_F_SCHED, MIG_F_RM_TREE, MIG_F_IOMMU, MIG_F_CHANNELS, MIG_F_DOORBELLS, \
-			  MIG_F_CONTROL }
+			  MIG_F_CONTROL, MIG_F_GUEST }
 
 /* CONTROL (version 1.2): u32 offset in the VF's control area, u32 0, then 1 B .. 128 KiB
- * of it; pieces ascend and do not overlap, inside the area's MIG_CTRL_SIZE bytes. Last of
- * the state frames: the guest's mailbox as the source left it, applied after its state. */
+ * of it; pieces ascend and do not overlap, inside the area's MIG_CTRL_SIZE bytes. After
+ * the guest's state: its mailbox as the source left it. */
 #define MIG_CTRL_SIZE		(512u << 10)
 #define MIG_CTRL_PIECE_MAX	(128u << 10)
+
+/* GUEST (version 1.3): u32 the ABI version the guest announced in GET_INFO, u32 the
+ * VF_INFO_REQ_* flags it asked for (not 0: a guest that asked for nothing sends no GUEST
+ * frame, so older readers still load its stream), u64 0. At most one, after CONTROL: the
+ * destination holds the announcement for the guest, which does not announce again. */
+#define MIG_GUEST_LEN		16u
 
 /* ---- state records (version 1.1) --------------------------------------------------------
  * Each list frame's payload is u32 count, u32 0, then count records. */
@@ -183,6 +192,9 @@ int mig_enc_doorbells(struct mig_enc *e, const struct mig_db_rec *r, size_t n,
  * previous piece; after the other state frames. */
 int mig_enc_control(struct mig_enc *e, uint32_t off, const void *data, size_t len,
 		    struct cmn_fail *f);
+/* GUEST: what the guest announced, ABI @abi and flags @flags (not 0); after the other
+ * state frames, once. */
+int mig_enc_guest(struct mig_enc *e, uint32_t abi, uint32_t flags, struct cmn_fail *f);
 /* END with the totals; nothing may follow. */
 int mig_enc_end(struct mig_enc *e, struct cmn_fail *f);
 
@@ -203,6 +215,7 @@ struct mig_frame {
 		struct { uint32_t count; const uint8_t *p; size_t len; } list;	/* 16..19 */
 		struct mig_sched_rec sched;
 		struct { uint32_t off; const uint8_t *data; size_t len; } ctrl;	/* CONTROL */
+		struct { uint32_t abi, flags; } guest;				/* GUEST */
 	} u;
 };
 

@@ -25,7 +25,7 @@ static const char *const frame_names[] = {
 	[MIG_F_HELLO] = "hello", [MIG_F_SLICE] = "slice", [MIG_F_EXTENT] = "extent",
 	[MIG_F_END] = "end", [MIG_F_CHANNELS] = "channels", [MIG_F_RM_TREE] = "rm-tree",
 	[MIG_F_IOMMU] = "iommu", [MIG_F_DOORBELLS] = "doorbells", [MIG_F_SCHED] = "sched",
-	[MIG_F_CONTROL] = "control",
+	[MIG_F_CONTROL] = "control", [MIG_F_GUEST] = "guest",
 };
 
 const char *mig_frame_name(uint32_t t)
@@ -396,6 +396,24 @@ int mig_enc_control(struct mig_enc *e, uint32_t off, const void *data, size_t le
 	return r;
 }
 
+int mig_enc_guest(struct mig_enc *e, uint32_t abi, uint32_t flags, struct cmn_fail *f)
+{
+	uint8_t p[MIG_GUEST_LEN] = { 0 };
+	int r;
+
+	/* No flags, no frame: a reader before 1.3 refuses it, and it would tell nothing. */
+	if (!flags)
+		return cmn_fail(f, -EINVAL, "migration stream: a GUEST frame without flags");
+	if (e->state_rank == state_rank(MIG_F_GUEST))
+		return cmn_fail(f, -EINVAL, "migration stream: a second GUEST frame");
+	r = enc_state_ok(e, MIG_F_GUEST, f);
+	if (r)
+		return r;
+	put32(p, abi);
+	put32(p + 4, flags);
+	return enc_frame(e, MIG_F_GUEST, p, sizeof(p), NULL, 0, f);
+}
+
 int mig_enc_rm_tree(struct mig_enc *e, const struct mig_rm_obj *o, size_t n,
 		    struct cmn_fail *f)
 {
@@ -603,8 +621,12 @@ static int dec_state_order(struct mig_dec *d, uint32_t type, struct cmn_fail *f)
 	if (type == MIG_F_CONTROL && d->minor < 2)
 		return dec_fail(d, f, -EBADMSG, "frame %u (control): a version %u.%u stream does not "
 				"carry this state", d->seq, MIG_VERSION_MAJOR, d->minor);
-	if (type == MIG_F_SCHED && d->state_rank == rank)
-		return dec_fail(d, f, -EBADMSG, "frame %u (sched): a second SCHED frame", d->seq);
+	if (type == MIG_F_GUEST && d->minor < 3)
+		return dec_fail(d, f, -EBADMSG, "frame %u (guest): a version %u.%u stream does not "
+				"carry this state", d->seq, MIG_VERSION_MAJOR, d->minor);
+	if ((type == MIG_F_SCHED || type == MIG_F_GUEST) && d->state_rank == rank)
+		return dec_fail(d, f, -EBADMSG, "frame %u (%s): a second %s frame", d->seq,
+				mig_frame_name(type), type == MIG_F_SCHED ? "SCHED" : "GUEST");
 	d->state_rank = rank;
 	return 0;
 }
@@ -802,6 +824,20 @@ static int dec_control(struct mig_dec *d, const uint8_t *p, uint32_t len, struct
 	return 1;
 }
 
+static int dec_guest(struct mig_dec *d, const uint8_t *p, uint32_t len, struct mig_frame *out,
+		     struct cmn_fail *f)
+{
+	if (len != MIG_GUEST_LEN || get64(p + 8))
+		return dec_fail(d, f, -EBADMSG, "frame %u (guest): length %u (expected %u) or "
+				"reserved word not 0", d->seq, len, MIG_GUEST_LEN);
+	out->u.guest.abi = get32(p);
+	out->u.guest.flags = get32(p + 4);
+	if (!out->u.guest.flags)
+		return dec_fail(d, f, -EBADMSG, "frame %u (guest): no flags (a guest that asked for "
+				"nothing has no GUEST frame)", d->seq);
+	return 1;
+}
+
 void mig_chan_rec_at(const struct mig_frame *fr, uint32_t i, struct mig_chan_rec *out)
 {
 	const uint8_t *p = fr->u.list.p + (size_t)i * CHAN_REC;
@@ -956,6 +992,9 @@ int mig_dec_next(struct mig_dec *d, struct mig_frame *out, struct cmn_fail *f)
 		break;
 	case MIG_F_CONTROL:
 		r = dec_control(d, h + MIG_FRAME_HDR, len, out, f);
+		break;
+	case MIG_F_GUEST:
+		r = dec_guest(d, h + MIG_FRAME_HDR, len, out, f);
 		break;
 	default:
 		r = dec_end(d, h + MIG_FRAME_HDR, len, out, f);

@@ -677,7 +677,7 @@ static void test_control(void **state)
 	assert_int_equal(mig_dec_init(&d, mbuf_read, &b, NULL), 0);
 	while ((r = mig_dec_next(&d, &fr, NULL)) > 0) {
 		if (fr.type == MIG_F_HELLO)
-			assert_int_equal(fr.u.hello.minor, 2);
+			assert_int_equal(fr.u.hello.minor, MIG_VERSION_MINOR);
 		if (fr.type != MIG_F_CONTROL)
 			continue;
 		if (!pieces++) {
@@ -729,6 +729,81 @@ static void test_control(void **state)
 	assert_non_null(strstr(f.msg, "frame 3 (doorbells): out of order (after the control"));
 	/* A good piece alone decodes (the stream then lacks END). */
 	assert_int_equal(state_case(2, (uint16_t[]){ MIG_F_CONTROL }, pp, len, 1, &f), -EBADMSG);
+	assert_non_null(strstr(f.msg, "truncated"));
+}
+
+/* GUEST (1.3): the guest's announced ABI and flags round-trip as the last state frame; the
+ * encoder and the decoder refuse no flags, a second one, one before a state frame it
+ * follows, a stream before 1.3, a wrong length and a reserved word set, by name. */
+static void test_guest(void **state)
+{
+	static uint8_t page[4096];
+	uint8_t a[MIG_GUEST_LEN], b2[64];
+	const uint8_t *pp[2] = { a, b2 };
+	uint32_t len[2] = { MIG_GUEST_LEN, MIG_GUEST_LEN };
+	struct mbuf b = { 0 };
+	struct mig_enc e;
+	struct mig_dec d;
+	struct mig_frame fr;
+	struct cmn_fail f;
+	unsigned int seen = 0;
+	int r;
+
+	(void)state;
+	assert_int_equal(mig_enc_init(&e, mbuf_write, &b, NULL), 0);
+	assert_int_equal(mig_enc_slice(&e, 1 << 20, 0, def, strlen(def), NULL), 0);
+	assert_int_equal(mig_enc_guest(&e, 0x20005, 0, NULL), -EINVAL);	/* no flags */
+	assert_int_equal(mig_enc_control(&e, 0, page, sizeof(page), NULL), 0);
+	assert_int_equal(mig_enc_guest(&e, 0x20005, 1, NULL), 0);
+	assert_int_equal(mig_enc_guest(&e, 0x20005, 1, NULL), -EINVAL);	/* a second */
+	assert_int_equal(mig_enc_control(&e, 8192, page, 16, NULL), -EINVAL);	/* after it */
+	assert_int_equal(mig_enc_end(&e, NULL), 0);
+	assert_int_equal(mig_dec_init(&d, mbuf_read, &b, NULL), 0);
+	while ((r = mig_dec_next(&d, &fr, NULL)) > 0) {
+		if (fr.type != MIG_F_GUEST)
+			continue;
+		seen++;
+		assert_int_equal(fr.u.guest.abi, 0x20005);
+		assert_int_equal(fr.u.guest.flags, 1);
+	}
+	assert_int_equal(r, 0);
+	assert_int_equal(seen, 1);
+	mig_dec_fini(&d);
+	free(b.p);
+
+	/* Hand-made frames. */
+	memset(a, 0, sizeof(a));
+	a[0] = 5, a[2] = 2;		/* ABI 2.5 */
+	a[4] = 1;			/* flags 1 */
+	memcpy(b2, a, sizeof(a));
+	/* A 1.2 stream does not carry it. */
+	assert_int_equal(state_case(2, (uint16_t[]){ MIG_F_GUEST }, pp, len, 1, &f), -EBADMSG);
+	assert_non_null(strstr(f.msg, "frame 2 (guest): a version 1.2 stream"));
+	/* A second one. */
+	assert_int_equal(state_case(3, (uint16_t[]){ MIG_F_GUEST, MIG_F_GUEST }, pp, len, 2, &f),
+			 -EBADMSG);
+	assert_non_null(strstr(f.msg, "frame 3 (guest): a second GUEST frame"));
+	/* A state frame that comes before it in the order, after it. */
+	len[1] = 8 + 16;
+	memset(b2, 0, sizeof(b2));
+	assert_int_equal(state_case(3, (uint16_t[]){ MIG_F_GUEST, MIG_F_CONTROL }, pp, len, 2, &f),
+			 -EBADMSG);
+	assert_non_null(strstr(f.msg, "frame 3 (control): out of order (after the guest"));
+	/* No flags, a wrong length, the reserved word set. */
+	a[4] = 0;
+	assert_int_equal(state_case(3, (uint16_t[]){ MIG_F_GUEST }, pp, len, 1, &f), -EBADMSG);
+	assert_non_null(strstr(f.msg, "frame 2 (guest): no flags"));
+	a[4] = 1;
+	len[0] = 8;
+	assert_int_equal(state_case(3, (uint16_t[]){ MIG_F_GUEST }, pp, len, 1, &f), -EBADMSG);
+	assert_non_null(strstr(f.msg, "frame 2 (guest): length 8 (expected 16)"));
+	len[0] = MIG_GUEST_LEN;
+	a[12] = 1;
+	assert_int_equal(state_case(3, (uint16_t[]){ MIG_F_GUEST }, pp, len, 1, &f), -EBADMSG);
+	assert_non_null(strstr(f.msg, "reserved word"));
+	/* A good one alone decodes (the stream then lacks END). */
+	a[12] = 0;
+	assert_int_equal(state_case(3, (uint16_t[]){ MIG_F_GUEST }, pp, len, 1, &f), -EBADMSG);
 	assert_non_null(strstr(f.msg, "truncated"));
 }
 
@@ -880,6 +955,7 @@ int main(void)
 		cmocka_unit_test(test_state_damage),
 		cmocka_unit_test(test_state_bad),
 		cmocka_unit_test(test_control),
+		cmocka_unit_test(test_guest),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
