@@ -89,6 +89,8 @@ struct lm {
 	pthread_t thread;
 	bool started, finished;		/* L->lock */
 	bool manual;
+	bool vmm;			/* switchover "vmm": a VMM copies the BAR to the
+					 * destination too while this side waits */
 	unsigned int max_rounds;
 	uint64_t switch_bytes;
 	int64_t corrupt_at;		/* test builds: flip this stream byte (-1 none) */
@@ -601,6 +603,9 @@ struct src_pages {
 	uint64_t *nonzero;		/* bit: the destination holds data there */
 	uint64_t *dirty;		/* bit: an engine wrote it since it was last read */
 	uint64_t *visit;		/* this pass's pages to read */
+	uint64_t *again;		/* bit: sent while a VMM may copy: send at the stop */
+	bool mark_again;		/* passes now mark what they send in again */
+	uint64_t words;			/* of each bitmap */
 	uint64_t fp_zero;
 	const uint8_t *map;		/* VRAM and DMA memory, read-only */
 	size_t map_len;
@@ -674,8 +679,10 @@ static int src_pages_init(struct src_pages *sp, const struct pf_slice *s)
 	sp->nonzero = calloc(words, 8);
 	sp->dirty = calloc(words, 8);
 	sp->visit = calloc(words, 8);
+	sp->again = calloc(words, 8);
+	sp->words = words;
 	sp->buf = malloc(LM_CHUNK);
-	if (!sp->fp || !sp->nonzero || !sp->dirty || !sp->visit || !sp->buf)
+	if (!sp->fp || !sp->nonzero || !sp->dirty || !sp->visit || !sp->again || !sp->buf)
 		return -ENOMEM;
 	/* Read in place: a compare touches every populated page, a copy only those sent. */
 	sp->map_len = sp->rbase[MIG_R_DMA] + s->dma_size;
@@ -694,6 +701,7 @@ static void src_pages_fini(struct src_pages *sp)
 	free(sp->nonzero);
 	free(sp->dirty);
 	free(sp->visit);
+	free(sp->again);
 	free(sp->buf);
 	if (sp->map)
 		munmap((void *)sp->map, sp->map_len);
@@ -739,6 +747,8 @@ static bool page_changed(struct src_pages *sp, enum mig_region region, uint64_t 
 	if (fp == sp->fp[pi] && !bit_get(sp->dirty, pi))
 		return false;
 	bit_put(sp->dirty, pi, false);
+	if (sp->mark_again)
+		bit_put(sp->again, pi, true);
 	sp->fp[pi] = fp;
 	bit_put(sp->nonzero, pi, fp != sp->fp_zero);
 	return true;
@@ -992,6 +1002,25 @@ static int src_mbox(struct lm *m, bool hold, struct cmn_fail *f)
 			    LM_IDLE_WAIT_MS) : 0;
 }
 
+/* A "vmm" switchover: every page sent while the VMM may have copied the BAR goes again.
+ * The VMM (QEMU migrating the BAR as RAM) wrote each page at the destination as it read
+ * it at the source, whenever its stream got there: a page an engine changed after the
+ * VMM's read, and that a round sent before the VMM's copy arrived, holds the VMM's older
+ * bytes there, while this side's fingerprint says it holds the round's. The switchover
+ * comes after the VMM's last write, so what it sends wins. Returns the pages marked. */
+static uint64_t src_again(struct src_pages *sp)
+{
+	uint64_t n = 0;
+
+	sp->mark_again = false;
+	for (uint64_t w = 0; w < sp->words; w++) {
+		sp->dirty[w] |= sp->again[w];
+		n += (uint64_t)__builtin_popcountll(sp->again[w]);
+		sp->again[w] = 0;
+	}
+	return n;
+}
+
 /* The switchover: the slice stopped (no engine time; its mailbox held, so that the RM
  * state, the memory and the rings agree from the full compare on), a full compare, then
  * the engines' last writes, the guest's state and the control area, and the destination's
@@ -999,7 +1028,7 @@ static int src_mbox(struct lm *m, bool hold, struct cmn_fail *f)
 static int src_switchover(struct lm *m, struct src_pages *sp, unsigned int round,
 			  struct cmn_fail *f)
 {
-	uint64_t sent = 0;
+	uint64_t sent = 0, again;
 	int r;
 
 	src_engines(m, true);
@@ -1008,6 +1037,10 @@ static int src_switchover(struct lm *m, struct src_pages *sp, unsigned int round
 		src_engines(m, false);
 		return r;
 	}
+	again = src_again(sp);
+	if (again)
+		cmn_info("slice %s: %" PRIu64 " page(s) sent while its VMM copied go again",
+			 m->uuid, again);
 	r = src_pass(m, sp, ++round, false, false, &sent, f);
 	if (!r) {
 		src_progress(m, round, sent);
@@ -1050,6 +1083,8 @@ static int src_migrate(struct lm *m, struct src_pages *sp, struct cmn_fail *f)
 			if (!waiting)
 				lm_set_status(m, LM_WAITING);
 			waiting = true;
+			/* The orchestrator starts the VMM's copy once it sees "waiting". */
+			sp->mark_again = m->vmm;
 			r = src_wait_go(m, f);
 			if (r)
 				break;
@@ -1816,10 +1851,12 @@ static int out_opts(json_object *args, struct lm *m, struct pf_err *e)
 
 	m->max_rounds = LM_DEF_ROUNDS;
 	m->switch_bytes = LM_DEF_SWITCH_BYTES;
-	if (sw && strcmp(sw, "auto") && strcmp(sw, "manual"))
-		return cmn_fail(&e->f, -EINVAL, "\"switchover\" is \"auto\" or \"manual\", not "
-				"\"%.32s\"", sw);
-	m->manual = sw && !strcmp(sw, "manual");
+	if (sw && strcmp(sw, "auto") && strcmp(sw, "manual") && strcmp(sw, "vmm"))
+		return cmn_fail(&e->f, -EINVAL, "\"switchover\" is \"auto\", \"manual\" or "
+				"\"vmm\", not \"%.32s\"", sw);
+	/* "vmm": manual, for a guest whose VMM copies the BAR to the destination as well. */
+	m->vmm = sw && !strcmp(sw, "vmm");
+	m->manual = m->vmm || (sw && !strcmp(sw, "manual"));
 	if (json_object_object_get_ex(args, "max-rounds", &v)) {
 		int64_t n = json_object_get_int64(v);
 
@@ -1891,7 +1928,7 @@ int pf_live_outgoing_cmd(struct pf_daemon *d, json_object *args, bool dry, json_
 	json_object_object_add(ret, "to", json_object_new_string(m->peer));
 	json_object_object_add(ret, "result", json_object_new_string("migrating"));
 	cmn_info("slice %s: migrating to %s (%s switchover)", s->uuid, m->peer,
-		 m->manual ? "manual" : "automatic");
+		 m->vmm ? "manual, VMM copying" : m->manual ? "manual" : "automatic");
 	return 0;
 }
 

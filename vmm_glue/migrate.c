@@ -7,13 +7,14 @@
  *      0, the only mode QEMU migrates) and announced ABI 2.3 (it reads vgpud's peer id
  *      from the header); anything else is refused before either side changes;
  *   2. the destination vgpud listens (migrate-incoming), the source sends the slice while
- *      the guest runs (migrate-outgoing, manual switchover) until it has converged;
+ *      the guest runs (migrate-outgoing, a "vmm" switchover: manual) until it has converged;
  *   3. libvirt migrates the VM live, peer to peer, into a destination that stays paused,
  *      with a destination XML naming the destination's endpoint and vgpud. QEMU copies
  *      the slice's BAR as RAM: x-ignore-shared, which would leave it to the vgpuds, needs
  *      an ignored block at the same guest-physical address on both ends, and a PCI BAR is
- *      not mapped yet on the destination when QEMU loads RAM ("Mismatched GPAs"). What
- *      the vgpuds track they send again after QEMU's last pass (step 4), so it wins;
+ *      not mapped yet on the destination when QEMU loads RAM ("Mismatched GPAs"). The
+ *      source's "vmm" switchover sends again, after QEMU's last pass (step 4), every page
+ *      it sent while QEMU copied and every page that changed since, so its bytes win;
  *   4. with the source's vCPUs stopped and the destination's not yet running, the slice
  *      switches over (migrate-switchover: its last pass), then the destination resumes.
  * Until step 4 a failure cancels the slice's migration on both vgpuds and the VM keeps
@@ -304,7 +305,7 @@ static int mig_slice_precopy(struct mig_run *m, struct cmn_fail *e)
 		snprintf(m->listen, sizeof(m->listen), "%s", json_object_get_string(v));
 	json_object_put(ret);
 	r = mig_exec(m->sc, "migrate-outgoing", m->s.uuid, "to", m->listen, "switchover",
-		     "manual", NULL, e);
+		     "vmm", NULL, e);
 	if (r)
 		return r;
 	m->outgoing = true;
