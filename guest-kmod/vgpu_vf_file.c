@@ -134,6 +134,24 @@ static void vvf_mem_add(struct vvf_file *f, u32 client, u32 handle, u64 off, u64
 	list_add(&m->node, &f->mems);
 }
 
+int vvf_file_own(struct vvf_file *f, u32 client, u32 handle, u64 off, u64 size, u32 chid)
+{
+	struct vvf_mem *m = kzalloc(sizeof(*m), GFP_KERNEL);
+
+	if (!m)
+		return -ENOMEM;
+	m->client = client;
+	m->handle = handle;
+	m->off = off;
+	m->size = size;
+	mutex_lock(&f->lock);
+	list_add(&m->node, &f->mems);
+	if (chid < VVF_MAX_CHID)
+		set_bit(chid, f->chids);
+	mutex_unlock(&f->lock);
+	return 0;
+}
+
 /* Record what a successful RM call allocated or forget what it freed. Under f->lock. */
 static void vvf_rm_record(struct file *filp, struct vvf_file *f, const void *req, u32 len,
 			  const void *rsp, u32 rsp_len)
@@ -236,6 +254,7 @@ static int vvf_open(struct inode *inode, struct file *filp)
 			VF_EVT_SLOT_SIZE);
 	f->vd = vd;
 	mutex_init(&f->lock);
+	mutex_init(&f->as_lock);
 	INIT_LIST_HEAD(&f->mems);
 	f->filp = filp;
 	kref_get(&vd->ref);
@@ -278,6 +297,7 @@ static int vvf_release(struct inode *inode, struct file *filp)
 	struct vvf_dev *vd = f->vd;
 
 	down_read(&vd->remove_sem);
+	vvf_as_release(f);
 	mutex_lock(&f->lock);
 	if (!READ_ONCE(vd->gone))
 		vvf_free_clients(filp, f);
@@ -329,6 +349,7 @@ void vvf_files_reset(struct vvf_dev *vd, bool all)
 	mutex_lock(&vd->files_mutex);
 	list_for_each_entry(f, &vd->files, node) {
 		mutex_lock(&f->lock);
+		vvf_as_reset(f);
 		vvf_mems_drop(f->filp, f, 0, 0);
 		f->nr_clients = 0;
 		bitmap_zero(f->chids, VVF_MAX_CHID);
@@ -569,7 +590,8 @@ static long vvf_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
 {
 	static const unsigned int cmds[] = { VGPU_VF_IOC_INFO, VGPU_VF_IOC_MBOX, VGPU_VF_IOC_WAIT,
 					     VGPU_VF_IOC_NOTIFY, VGPU_VF_IOC_SVM,
-					     VGPU_VF_IOC_SVM_QUERY };
+					     VGPU_VF_IOC_SVM_QUERY, VGPU_VF_IOC_AS_CREATE,
+					     VGPU_VF_IOC_AS_CHANNEL, VGPU_VF_IOC_AS_INFO };
 	struct vvf_file *f = filp->private_data;
 	struct vvf_dev *vd = f->vd;
 	unsigned int i;
@@ -603,6 +625,15 @@ static long vvf_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
 		break;
 	case VGPU_VF_IOC_SVM_QUERY:
 		ret = vvf_ioc_svm_query(f, arg);
+		break;
+	case VGPU_VF_IOC_AS_CREATE:
+		ret = vvf_ioc_as_create(f, arg);
+		break;
+	case VGPU_VF_IOC_AS_CHANNEL:
+		ret = vvf_ioc_as_channel(f, arg);
+		break;
+	case VGPU_VF_IOC_AS_INFO:
+		ret = vvf_ioc_as_info(f, arg);
 		break;
 	default:
 		ret = -ENOTTY;

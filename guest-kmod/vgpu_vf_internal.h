@@ -137,6 +137,9 @@ struct vvf_file {
 	atomic64_t replies;		/* the file's own mailbox "interrupt" count */
 	u64 dropped;			/* replies (under lock) or events (under vd->files_mutex)
 					 * lost to a full private ring */
+	struct mutex as_lock;		/* serialises the AS ioctls (making as and channels) */
+	struct vvf_as *as;		/* the kernel-owned SVM address space, or NULL; set and
+					 * cleared under vd->files_mutex (the event thread's) */
 };
 
 /* ---- vgpu_vf_main.c ---- */
@@ -171,7 +174,34 @@ void vvf_files_event(struct vvf_dev *vd, const struct vf_event *e);
  * the device goes away, unmap every page). Sleeps. */
 void vvf_files_reset(struct vvf_dev *vd, bool all);
 
+/* Let the file map BAR2 [off, off + size) (an RM memory object @handle of @client, one of
+ * the driver's own) and have the events of channel @chid. 0 or -ENOMEM. */
+int vvf_file_own(struct vvf_file *f, u32 client, u32 handle, u64 off, u64 size, u32 chid);
+
+/* ---- vgpu_vf_as.c ---- */
+struct vvf_as;
+/* A VF_EVT_MMU_FAULT of a channel of some file's address space: queued for the kernel's
+ * fault service (true), or not one of those (false). From the event thread. */
+bool vvf_as_fault_event(struct vvf_dev *vd, const struct vf_event *e);
+/* A VF reset freed the file's address space: nothing of it is touched again. Under the
+ * file's lock and vd->files_mutex. */
+void vvf_as_reset(struct vvf_file *f);
+/* Closing: stop the fault service, free the address space and its channels. */
+void vvf_as_release(struct vvf_file *f);
+/* VGPU_VF_IOC_AS_CREATE, _CHANNEL, _INFO. */
+long vvf_ioc_as_create(struct vvf_file *f, unsigned long arg);
+long vvf_ioc_as_channel(struct vvf_file *f, unsigned long arg);
+long vvf_ioc_as_info(struct vvf_file *f, unsigned long arg);
+
 /* ---- vgpu_vf_svm.c ---- */
+/* An RM call of one of the driver's own clients: @req (@len bytes, its header filled here),
+ * @out_len bytes of the reply's parameters into @out, the new handle into *@handle. The RM
+ * status or the mailbox's -errno. */
+int vvf_krm(struct vvf_dev *vd, u32 op, void *req, u32 len, void *out, u32 out_len,
+	    u32 *handle);
+/* ALLOC of class @cls under @parent; @params (@plen <= 64 bytes) in and out. As vvf_krm. */
+int vvf_krm_alloc(struct vvf_dev *vd, u32 client, u32 parent, u32 cls, void *params, u32 plen,
+		  u32 *handle);
 void vvf_svm_init(struct vvf_dev *vd);
 /* Migrate every page still in the pool back to system memory (its processes keep their
  * data) and drop the pool's struct pages. */
@@ -182,6 +212,17 @@ void vvf_svm_reset(struct vvf_dev *vd);
  * system memory while the host has not begun the reset (checked after each batch, so no
  * page is copied from scrubbed VRAM). Returns the pages left in the pool. Sleeps. */
 u64 vvf_svm_evict_for_reset(struct vvf_dev *vd, u32 seq);
+/* Make the pool if there is none yet (RM calls: not under a process's mmap lock). 0,
+ * -EIO while a reset's lost pages are still in use, or the RM's -errno. */
+int vvf_svm_ensure(struct vvf_dev *vd);
+/* Move @mm's anonymous private [addr, addr + len) into the pool (@to_vram) or back, under
+ * mmap_read_lock(@mm); @who is told by SIGBUS if a reset loses its pages. Pages that cannot
+ * move stay; *@moved counts the others. -EOPNOTSUPP (shared or file memory), -EFAULT
+ * (unmapped), -EBUSY (a reset is announced). */
+int vvf_svm_move_locked(struct vvf_dev *vd, struct mm_struct *mm, struct pid *who, u64 addr,
+			u64 len, bool to_vram, u64 *moved);
+/* Whether @page is one of this VF's pool pages (device-coherent VRAM). */
+bool vvf_svm_page_ours(struct vvf_dev *vd, struct page *page);
 /* VGPU_VF_IOC_SVM. */
 long vvf_ioc_svm(struct vvf_file *f, unsigned long arg);
 /* VGPU_VF_IOC_SVM_QUERY. */

@@ -322,8 +322,12 @@ static irqreturn_t vvf_irq_event(int irq, void *data)
 		/* Only our struct: a newer host's slot may be larger. */
 		memcpy(&e, slot, sizeof(e));
 		vvf_ring_consume_commit(&vd->evt);
-		if (e.type != VF_EVT_RESET_PENDING)	/* the driver's business alone */
-			vvf_files_event(vd, &e);
+		/* An announced reset is the driver's business alone, and so is a fault of a
+		 * channel on a kernel-owned address space (the kernel services it). */
+		if (e.type == VF_EVT_RESET_PENDING ||
+		    (e.type == VF_EVT_MMU_FAULT && vvf_as_fault_event(vd, &e)))
+			continue;
+		vvf_files_event(vd, &e);
 	}
 	vvf_reset_check(vd);
 	atomic64_inc(&vd->irq_count[VF_VEC_EVENT]);

@@ -30,8 +30,7 @@
 
 #define VVF_SVM_BATCH		64		/* pages per migrate_vma round */
 
-/* An RM call of the driver's own client; the RM status or the mailbox's -errno. */
-static int vvf_krm(struct vvf_dev *vd, u32 op, void *req, u32 len, void *out, u32 out_len,
+int vvf_krm(struct vvf_dev *vd, u32 op, void *req, u32 len, void *out, u32 out_len,
 		   u32 *handle)
 {
 	struct vgpu_rm_msg *h = req;
@@ -63,8 +62,8 @@ static int vvf_krm(struct vvf_dev *vd, u32 op, void *req, u32 len, void *out, u3
 	return 0;
 }
 
-static int vvf_krm_alloc(struct vvf_dev *vd, u32 client, u32 parent, u32 cls, void *params,
-			 u32 plen, u32 *handle)
+int vvf_krm_alloc(struct vvf_dev *vd, u32 client, u32 parent, u32 cls, void *params, u32 plen,
+		  u32 *handle)
 {
 	struct {
 		struct vgpu_rm_alloc a;
@@ -229,41 +228,39 @@ static long vvf_svm_round(struct vvf_dev *vd, struct vm_area_struct *vma, unsign
 	return moved;
 }
 
-/* Remember the calling process as one that may hold pool pages (a reset must tell it). */
-static void vvf_svm_owner(struct vvf_svm *s)
+/* Remember @who as a process that may hold pool pages (a reset must tell it). */
+static void vvf_svm_owner(struct vvf_svm *s, struct pid *who)
 {
-	struct pid *me = task_tgid(current);
 	u32 i;
 
 	spin_lock(&s->lock);
-	for (i = 0; i < s->nr_owners && s->owners[i] != me; i++)
+	for (i = 0; i < s->nr_owners && s->owners[i] != who; i++)
 		;
 	if (i == s->nr_owners && i < VVF_SVM_OWNERS)
-		s->owners[s->nr_owners++] = get_pid(me);
+		s->owners[s->nr_owners++] = get_pid(who);
 	spin_unlock(&s->lock);
 }
 
-static int vvf_svm_migrate(struct vvf_file *f, u64 addr, u64 len, bool to_vram, u64 *moved)
+int vvf_svm_ensure(struct vvf_dev *vd)
 {
-	struct vvf_dev *vd = f->vd;
-	struct mm_struct *mm = current->mm;
+	int ret = 0;
+
+	mutex_lock(&vd->svm.setup_lock);
+	if (!vd->svm.ready)
+		ret = vd->svm.broken ? -EIO : vvf_svm_setup(vd);
+	mutex_unlock(&vd->svm.setup_lock);
+	return ret;
+}
+
+int vvf_svm_move_locked(struct vvf_dev *vd, struct mm_struct *mm, struct pid *who, u64 addr,
+			u64 len, bool to_vram, u64 *moved)
+{
 	unsigned long start = addr, end = addr + len, next;
 	struct vm_area_struct *vma;
 	long got;
 	int ret = 0;
 
 	*moved = 0;
-	if (!mm || !len || (addr | len) & ~PAGE_MASK || end < start)
-		return -EINVAL;
-	mutex_lock(&vd->svm.setup_lock);
-	if (!vd->svm.ready) {
-		ret = vd->svm.broken ? -EIO : vvf_svm_setup(vd);
-		if (ret) {
-			mutex_unlock(&vd->svm.setup_lock);
-			return ret;
-		}
-	}
-	mutex_unlock(&vd->svm.setup_lock);
 	if (to_vram) {
 		down_read(&vd->svm.migrate_sem);
 		/* An announced reset the host dropped (the slice stopped or moved) ends the
@@ -273,9 +270,8 @@ static int vvf_svm_migrate(struct vvf_file *f, u64 addr, u64 len, bool to_vram, 
 			up_read(&vd->svm.migrate_sem);
 			return -EBUSY;
 		}
-		vvf_svm_owner(&vd->svm);
+		vvf_svm_owner(&vd->svm, who);
 	}
-	mmap_read_lock(mm);
 	for (; start < end; start = next) {
 		vma = vma_lookup(mm, start);
 		/* Anonymous private memory only: shared and file pages are refused. */
@@ -291,10 +287,31 @@ static int vvf_svm_migrate(struct vvf_file *f, u64 addr, u64 len, bool to_vram, 
 		}
 		*moved += got;
 	}
-	mmap_read_unlock(mm);
 	if (to_vram)
 		up_read(&vd->svm.migrate_sem);
 	return ret;
+}
+
+static int vvf_svm_migrate(struct vvf_file *f, u64 addr, u64 len, bool to_vram, u64 *moved)
+{
+	struct mm_struct *mm = current->mm;
+	int ret;
+
+	*moved = 0;
+	if (!mm || !len || (addr | len) & ~PAGE_MASK || addr + len < addr)
+		return -EINVAL;
+	ret = vvf_svm_ensure(f->vd);
+	if (ret)
+		return ret;
+	mmap_read_lock(mm);
+	ret = vvf_svm_move_locked(f->vd, mm, task_tgid(current), addr, len, to_vram, moved);
+	mmap_read_unlock(mm);
+	return ret;
+}
+
+bool vvf_svm_page_ours(struct vvf_dev *vd, struct page *page)
+{
+	return is_device_coherent_page(page) && page->pgmap == &vd->svm.pgmap;
 }
 
 long vvf_ioc_svm(struct vvf_file *f, unsigned long arg)
@@ -350,7 +367,7 @@ static u64 vvf_svm_entry(struct vvf_dev *vd, unsigned long pfn)
 		return 0;
 	page = hmm_pfn_to_page(pfn);
 	e = pfn & HMM_PFN_WRITE ? VGPU_VF_SVM_PAGE_WRITE : 0;
-	if (is_device_coherent_page(page) && page->pgmap == &vd->svm.pgmap)
+	if (vvf_svm_page_ours(vd, page))
 		return e | VGPU_VF_SVM_PAGE_VRAM | (page_to_phys(page) - vd->bar2_phys);
 	return e | VGPU_VF_SVM_PAGE_SYSTEM;
 }

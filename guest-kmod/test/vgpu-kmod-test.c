@@ -48,6 +48,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <vgpu/gpfifo.h>
 #include <vgpu/rm.h>
 #include <vgpu/vf_bar.h>
 #include <vgpu/vf_ioctl.h>
@@ -675,6 +676,298 @@ static bool t_svm(int fd)
 	return true;
 }
 
+/* ---- the kernel-owned SVM address space: GPU work on plain process memory ---- */
+
+#define SEM_OFF		256u		/* the channel's semaphore, after USERD in its memory */
+
+/* One channel of a file's kernel address space, driven by hand: methods into its
+ * pushbuffer room, a GP entry, GP_PUT into USERD, the token into the doorbell page. */
+struct gch {
+	int fd;
+	uint8_t *bar;			/* the file's mapping of BAR2 */
+	uint64_t bar_size;
+	struct vgpu_vf_ioc_as_channel c;
+	struct vgpu_doorbell_page *db;
+	uint32_t put, sem;
+};
+
+static uint8_t *gch_mem(const struct gch *g)
+{
+	return g->bar + g->c.mmap_offset;
+}
+
+static struct vgpu_userd *gch_userd(const struct gch *g)
+{
+	return (struct vgpu_userd *)(gch_mem(g) + g->c.userd_off);
+}
+
+static int as_create(int fd)
+{
+	struct vgpu_vf_ioc_as_create a = { .size = sizeof(a) };
+
+	return xioctl(fd, VGPU_VF_IOC_AS_CREATE, &a);
+}
+
+static int as_info(int fd, struct vgpu_vf_ioc_as_info *i)
+{
+	*i = (struct vgpu_vf_ioc_as_info){ .size = sizeof(*i) };
+	return xioctl(fd, VGPU_VF_IOC_AS_INFO, i);
+}
+
+/* A channel on @fd's address space (made already) and the file's mapping of BAR2. */
+static bool gch_open(int fd, struct gch *g)
+{
+	struct vgpu_vf_ioc_info in = { .size = sizeof(in) };
+	const struct vf_bar_header *h;
+	int ret;
+
+	memset(g, 0, sizeof(*g));
+	g->fd = fd;
+	g->c = (struct vgpu_vf_ioc_as_channel){ .size = sizeof(g->c), .gpfifo_entries = 64,
+						.mem_size = 64 << 10 };
+	ret = xioctl(fd, VGPU_VF_IOC_AS_CHANNEL, &g->c);
+	CHECK(!ret, "AS_CHANNEL: %s", strerror(-ret));
+	CHECK(!xioctl(fd, VGPU_VF_IOC_INFO, &in), "INFO");
+	g->bar_size = in.bar_size;
+	g->bar = mmap(NULL, in.bar_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	CHECK(g->bar != MAP_FAILED, "mmap of BAR2: %s", strerror(errno));
+	h = (const struct vf_bar_header *)(g->bar + vf_bar_header_off(in.bar_size));
+	g->db = (struct vgpu_doorbell_page *)(g->bar + h->db_off);
+	CHECK(g->c.gpu_va >= (1ull << 47) && g->c.pb_off < g->c.mem_size &&
+	      !touch(gch_mem(g), false), "the channel's memory (GPU %#llx, pushbuffer at %u)",
+	      (unsigned long long)g->c.gpu_va, g->c.pb_off);
+	return true;
+}
+
+static void gch_close(struct gch *g)
+{
+	if (g->bar && g->bar != MAP_FAILED)
+		munmap(g->bar, g->bar_size);
+	g->bar = NULL;
+}
+
+static uint32_t *pb_put64(uint32_t *p, uint64_t v)
+{
+	*p++ = (uint32_t)v;
+	*p++ = (uint32_t)(v >> 32);
+	return p;
+}
+
+/* Run @ndw dwords of methods and a semaphore release after them; wait until the GPU
+ * released it. 0, the channel's error (> 0), or -ETIMEDOUT. */
+static int gch_run(struct gch *g, const uint32_t *m, uint32_t ndw)
+{
+	uint32_t *pb = (uint32_t *)(gch_mem(g) + g->c.pb_off), *p = pb, want = ++g->sem, err;
+	volatile uint32_t *sem = (volatile uint32_t *)(gch_mem(g) + SEM_OFF);
+	uint64_t *gp = (uint64_t *)(gch_mem(g) + g->c.gpfifo_off);
+	struct vgpu_userd *u = gch_userd(g);
+	struct vgpu_vf_ioc_notify n = { .size = sizeof(n), .vector = VF_VEC_GPU };
+	int i;
+
+	memcpy(p, m, ndw * 4);
+	p += ndw;
+	*p++ = VGPU_MTHD(VGPU_M_SEM_RELEASE, 5);
+	p = pb_put64(p, g->c.gpu_va + SEM_OFF);
+	p = pb_put64(p, want);
+	*p++ = 0;
+	gp[g->put] = vgpu_gp_entry(g->c.gpu_va + g->c.pb_off, (uint32_t)(p - pb));
+	g->put = (g->put + 1) % g->c.gpfifo_entries;
+	__atomic_store_n(&u->gp_put, g->put, __ATOMIC_RELEASE);
+	if (vgpu_doorbell_write(g->db, g->c.token))
+		xioctl(g->fd, VGPU_VF_IOC_NOTIFY, &n);
+	/* TCG, and a fault serviced for every 64 KiB: generous, bounded. */
+	for (i = 0; i < 60000; i++) {
+		if (*sem == want)
+			return 0;
+		err = __atomic_load_n(&u->error, __ATOMIC_ACQUIRE);
+		if (err)
+			return (int)err;
+		usleep(500);
+	}
+	return -ETIMEDOUT;
+}
+
+static int gpu_fill(struct gch *g, void *dst, uint64_t len, uint32_t v)
+{
+	uint32_t m[6] = { VGPU_MTHD(VGPU_M_FILL, 5) };
+
+	pb_put64(pb_put64(m + 1, (uintptr_t)dst), len);
+	m[5] = v;
+	return gch_run(g, m, 6);
+}
+
+static int gpu_copy(struct gch *g, void *dst, const void *src, uint64_t len)
+{
+	uint32_t m[7] = { VGPU_MTHD(VGPU_M_COPY, 6) };
+
+	pb_put64(pb_put64(pb_put64(m + 1, (uintptr_t)src), (uintptr_t)dst), len);
+	return gch_run(g, m, 7);
+}
+
+static bool all_words(const void *p, size_t len, uint32_t v)
+{
+	const uint32_t *w = p;
+	size_t i;
+
+	for (i = 0; i < len / 4; i++)
+		CHECK(w[i] == v, "word %zu is %#x, %#x expected", i, w[i], v);
+	return true;
+}
+
+/* The bad-ioctl half: sizes, flags, one address space per file, channel geometry. */
+static bool as_refusals(int fd)
+{
+	struct vgpu_vf_ioc_as_create a = { .size = 8 };
+	struct vgpu_vf_ioc_as_channel c = { .size = sizeof(c), .gpfifo_entries = 3,
+					    .mem_size = 64 << 10 };
+	struct vgpu_vf_ioc_as_info i;
+	int ret;
+
+	ret = as_info(fd, &i);
+	CHECK(ret == -ENOENT, "AS_INFO before AS_CREATE: %d, -ENOENT expected", ret);
+	ret = xioctl(fd, VGPU_VF_IOC_AS_CHANNEL, &c);
+	CHECK(ret == -EINVAL, "AS_CHANNEL with 3 entries: %d, -EINVAL expected", ret);
+	c.gpfifo_entries = 64;
+	ret = xioctl(fd, VGPU_VF_IOC_AS_CHANNEL, &c);
+	CHECK(ret == -ENOENT, "AS_CHANNEL without an address space: %d, -ENOENT expected", ret);
+	ret = xioctl(fd, VGPU_VF_IOC_AS_CREATE, &a);
+	CHECK(ret == -EINVAL, "AS_CREATE with size field 8: %d, -EINVAL expected", ret);
+	a = (struct vgpu_vf_ioc_as_create){ .size = sizeof(a), .flags = 1 };
+	ret = xioctl(fd, VGPU_VF_IOC_AS_CREATE, &a);
+	CHECK(ret == -EINVAL, "AS_CREATE with flags 1: %d, -EINVAL expected", ret);
+	a = (struct vgpu_vf_ioc_as_create){ .size = sizeof(a), .addr = 4096, .len = 1ull << 47 };
+	ret = xioctl(fd, VGPU_VF_IOC_AS_CREATE, &a);
+	CHECK(ret == -EINVAL, "AS_CREATE past the process's addresses: %d, -EINVAL expected", ret);
+	ret = xioctl(fd, VGPU_VF_IOC_AS_CREATE, NULL);
+	CHECK(ret == -EFAULT, "AS_CREATE at NULL: %d, -EFAULT expected", ret);
+	ret = as_create(fd);
+	CHECK(!ret, "AS_CREATE: %s", strerror(-ret));
+	ret = as_create(fd);
+	CHECK(ret == -EEXIST, "a second AS_CREATE: %d, -EEXIST expected", ret);
+	c.mem_size = 4096;
+	ret = xioctl(fd, VGPU_VF_IOC_AS_CHANNEL, &c);
+	CHECK(ret == -EINVAL, "AS_CHANNEL with 4 KiB of memory: %d, -EINVAL expected", ret);
+	return true;
+}
+
+/* In a child, on a file and address space of its own: a GPU write to an unmapped address
+ * and one to read-only memory each cancel the faulting channel (USERD shows MMU_FAULT).
+ * Exit status 0 if both did. */
+static int as_bad_child(void)
+{
+	struct vgpu_vf_ioc_as_info i;
+	struct gch g1, g2;
+	void *ro, *gone;
+	int fd = open_dev(), ret;
+
+	if (fd < 0 || as_create(fd) || !gch_open(fd, &g1) || !gch_open(fd, &g2))
+		return 10;
+	gone = mmap(NULL, 64 << 10, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ro = mmap(NULL, 64 << 10, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (gone == MAP_FAILED || ro == MAP_FAILED)
+		return 11;
+	munmap(gone, 64 << 10);
+	ret = gpu_fill(&g1, gone, 4096, 1);
+	if (ret != VGPU_CHAN_ERR_MMU_FAULT)
+		return 12;
+	ret = gpu_fill(&g2, ro, 4096, 1);
+	if (ret != VGPU_CHAN_ERR_MMU_FAULT)
+		return 13;
+	if (as_info(fd, &i) || i.cancelled != 2)
+		return 14;
+	return 0;
+}
+
+/* GPU work on malloc'd and mmap'd memory with no map call: the GPU faults, the kernel
+ * services (hmm_range_fault, migration into VRAM, PTEs, replay), the CPU checks; munmap and
+ * fork's copy on write leave no stale GPU mapping; a bad address cancels only the channel
+ * of the process that made it. */
+static bool t_as(void)
+{
+	const size_t len = 64 << 10;
+	struct vgpu_vf_ioc_as_info i0, i1;
+	uint8_t *src, *dst, *p, *q;
+	int fd = open_dev(), ret, st, go[2];
+	struct gch g;
+	pid_t pid;
+	size_t k;
+
+	CHECK(fd >= 0 && as_refusals(fd), "refusals");
+	CHECK(gch_open(fd, &g), "channel");
+	/* FILL and COPY on malloc'd memory the CPU never touched / wrote. */
+	dst = malloc(4 * len);
+	src = malloc(len);
+	CHECK(dst && src, "malloc");
+	for (k = 0; k < len; k++)
+		src[k] = (uint8_t)(k * 7 + 1);
+	ret = gpu_fill(&g, dst, 4 * len, 0xa5a5a5a5u);
+	CHECK(!ret, "FILL on malloc'd memory: %d", ret);
+	CHECK(all_words(dst, 4 * len, 0xa5a5a5a5u), "FILL's result");
+	ret = gpu_copy(&g, dst + len, src, len);
+	CHECK(!ret, "COPY between malloc'd buffers: %d", ret);
+	CHECK(!memcmp(dst + len, src, len), "COPY's result");
+	CHECK(!as_info(fd, &i0), "AS_INFO");
+	CHECK(i0.channels == 1 && i0.faults && i0.mapped >= (5 * len) / 4096 && i0.migrated &&
+	      i0.replays && !i0.cancelled && !i0.lost, "after the first work: %u channels, "
+	      "%llu faults, %llu mapped, %llu migrated, %llu replays, %llu cancelled",
+	      i0.channels, (unsigned long long)i0.faults, (unsigned long long)i0.mapped,
+	      (unsigned long long)i0.migrated, (unsigned long long)i0.replays,
+	      (unsigned long long)i0.cancelled);
+	/* munmap: the GPU must see the new memory at the old address, never the old pages. */
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	CHECK(p != MAP_FAILED, "mmap");
+	ret = gpu_fill(&g, p, len, 0x11111111u);
+	CHECK(!ret && all_words(p, len, 0x11111111u), "FILL on mmap'd memory: %d", ret);
+	CHECK(!as_info(fd, &i0), "AS_INFO");
+	munmap(p, len);
+	CHECK(!as_info(fd, &i1), "AS_INFO");
+	CHECK(i1.invalidated >= i0.invalidated + len / 4096, "munmap cleared %llu GPU PTEs",
+	      (unsigned long long)(i1.invalidated - i0.invalidated));
+	q = mmap(p, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+	CHECK(q == p, "mmap at the old address");
+	memset(q, 0x77, len);
+	ret = gpu_copy(&g, dst, q, len);
+	CHECK(!ret && all_words(dst, len, 0x77777777u), "the GPU read stale pages after munmap "
+	      "(%d)", ret);
+	/* fork: the child keeps what the GPU wrote before, the parent sees what it writes now. */
+	CHECK(pipe(go) == 0, "pipe");
+	pid = fork();
+	if (pid == 0) {
+		char c;
+
+		close(go[1]);
+		_exit(read(go[0], &c, 1) == 1 && all_words(q, len, 0x77777777u) ? 0 : 1);
+	}
+	close(go[0]);
+	CHECK(pid > 0, "fork");
+	ret = gpu_fill(&g, q, len, 0x22222222u);
+	CHECK(!ret && all_words(q, len, 0x22222222u), "FILL after fork in the parent: %d", ret);
+	CHECK(write(go[1], "x", 1) == 1, "pipe write");
+	close(go[1]);
+	CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && !WEXITSTATUS(st),
+	      "the child saw the parent's GPU write (copy on write broken): %#x", st);
+	/* A bad address: another process's channels are cancelled, this one's runs on. */
+	pid = fork();
+	if (pid == 0)
+		_exit(as_bad_child());
+	CHECK(pid > 0 && waitpid(pid, &st, 0) == pid, "fork");
+	CHECK(WIFEXITED(st) && !WEXITSTATUS(st), "bad addresses in the child: status %#x", st);
+	ret = gpu_fill(&g, dst, len, 0x33333333u);
+	CHECK(!ret && all_words(dst, len, 0x33333333u), "FILL after the child's faults: %d", ret);
+	CHECK(!as_info(fd, &i1) && !i1.cancelled, "%llu channels of this process cancelled",
+	      (unsigned long long)i1.cancelled);
+	printf("# address space: %llu faults, %llu PTEs written, %llu pages moved into VRAM, "
+	       "%llu PTEs invalidated, %llu replays\n", (unsigned long long)i1.faults,
+	       (unsigned long long)i1.mapped, (unsigned long long)i1.migrated,
+	       (unsigned long long)i1.invalidated, (unsigned long long)i1.replays);
+	munmap(q, len);
+	free(src);
+	free(dst);
+	gch_close(&g);
+	close(fd);
+	return true;
+}
+
 /* Keep 64 pages in VRAM until a signal comes (a reset's SIGBUS kills us by default). */
 static int svm_hold(void)
 {
@@ -1123,7 +1416,7 @@ int main(int argc, char **argv)
 			fprintf(stderr, "vgpu-kmod-test --bench: %s\n", why[0] ? why : "failed");
 		return ret;
 	}
-	printf("1..9\n");
+	printf("1..10\n");
 	point(t_info(), "INFO: uapi, vectors, BAR2");
 	fd = open_dev();
 	point(fd >= 0 && t_sizes(fd), "wrong sizes, types and vectors are -EINVAL/-ENOTTY");
@@ -1136,12 +1429,15 @@ int main(int argc, char **argv)
 		point(false, "closing a file frees its RM clients");
 		point(false, "a process killed mid-call leaves no RM client behind");
 		point(false, "SVM: process memory into VRAM and back");
+		point(false, "SVM address space: GPU faults serviced by the kernel");
 	} else {
 		point(t_mmap(fd, &c), "a file maps only its own memory");
 		point(t_close_frees(fd, &c), "closing a file frees its RM clients");
 		point(t_killed(fd, &c), "a process killed mid-call leaves no RM client behind");
 		point(t_svm(fd), "SVM: process memory into VRAM and back in place, its HMM mirror, "
 		      "fork, munmap");
+		point(t_as(), "SVM address space: GPU work on malloc'd memory, faults serviced "
+		      "by the kernel, munmap, fork, a bad address cancels one process's channel");
 	}
 	printf("%d passed, %d failed\n", npoint - nfail, nfail);
 	return nfail ? 1 : 0;

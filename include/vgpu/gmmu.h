@@ -37,7 +37,11 @@
 #ifndef VGPU_ABI_GMMU_H
 #define VGPU_ABI_GMMU_H
 
+#ifdef __KERNEL__	/* the guest kernel driver (guest-kmod/) builds against this header too */
+#include <linux/types.h>
+#else
 #include <stdint.h>
+#endif
 
 #define VGPU_GMMU_VA_BITS	49
 #define VGPU_GMMU_VA_LIMIT	(1ull << VGPU_GMMU_VA_BITS)

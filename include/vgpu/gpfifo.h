@@ -21,9 +21,13 @@
 #ifndef VGPU_ABI_GPFIFO_H
 #define VGPU_ABI_GPFIFO_H
 
+#ifdef __KERNEL__	/* the guest kernel driver (guest-kmod/) builds against this header too */
+#include <linux/types.h>
+#else
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#endif
 
 /* ---- apertures for physical addresses (USERD) ---- */
 #define VGPU_APER_VRAM	0u
@@ -101,6 +105,7 @@ struct vgpu_doorbell_page {
 
 _Static_assert(sizeof(struct vgpu_doorbell_page) == 4096, "doorbell page is ABI");
 
+#ifndef __KERNEL__
 /* Post @token; true if the device sleeps and the function's kick eventfd must be written.
  * Call after GP_PUT was stored with release. Lock-free; any number of threads. */
 static inline bool vgpu_doorbell_write(struct vgpu_doorbell_page *db, uint32_t token)
@@ -114,6 +119,7 @@ static inline bool vgpu_doorbell_write(struct vgpu_doorbell_page *db, uint32_t t
 	 * either it sees this slot, or we see it asleep and kick. */
 	return atomic_load_explicit((_Atomic uint32_t *)&db->sleeping, memory_order_seq_cst);
 }
+#endif
 
 /* ---- pushbuffer methods --------------------------------------------------------------------
  * A method is a header dword, method id in bits 31:16 and argument count in bits 15:0,

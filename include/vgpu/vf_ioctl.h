@@ -24,6 +24,19 @@
  * (device-coherent pages it keeps using in place) and back; VGPU_VF_IOC_SVM_QUERY is the
  * kernel's HMM mirror of a range (where each page is, VRAM pages by VF-physical address).
  *
+ * SVM address space (uapi 1.1): VGPU_VF_IOC_AS_CREATE gives the file a GPU address space the
+ * kernel owns (its page tables, its RM client) that mirrors the calling process: GPU virtual
+ * address = the process's CPU virtual address. Nothing is mapped by hand: a GPU access to
+ * process memory faults, the kernel faults the page in (hmm_range_fault), moves it into the
+ * slice's VRAM (the only memory a VF reaches in a VM), maps it and replays; munmap, fork's
+ * copy on write and migration clear the GPU mapping before they complete. VGPU_VF_IOC_AS_CHANNEL
+ * makes a replayable channel on it whose USERD, GPFIFO and pushbuffer room the kernel
+ * allocates and maps at a GPU address above every process address (the kernel window); the
+ * process maps that memory through this file and submits through the doorbell page as
+ * usual. A GPU access the process could not make itself (unmapped, PROT_NONE, a write to
+ * read-only memory, outside the mirrored range) cancels the faulting channel: it stops with
+ * VGPU_CHAN_ERR_MMU_FAULT in USERD and a VF_EVT_CHAN_ERROR in this file's event ring.
+ *
  * Versioning: every argument struct starts with its own size; the driver refuses a size it
  * does not know (-EINVAL) and VGPU_VF_IOC_INFO reports VGPU_VF_UAPI_VERSION (major in the
  * high 16 bits, as VGPU_ABI_VERSION). Pointers travel as __u64. */
@@ -34,7 +47,7 @@
 #include <linux/types.h>
 
 #define VGPU_VF_UAPI_MAJOR	1
-#define VGPU_VF_UAPI_MINOR	0
+#define VGPU_VF_UAPI_MINOR	1	/* 1.1: the kernel-owned SVM address space (AS_*) */
 #define VGPU_VF_UAPI_VERSION	((__u32)VGPU_VF_UAPI_MAJOR << 16 | VGPU_VF_UAPI_MINOR)
 
 #define VGPU_VF_DEV_PREFIX	"vgpu-vf"	/* /dev/vgpu-vf<VF number> */
@@ -127,11 +140,62 @@ struct vgpu_vf_ioc_svm_query {
 	__u32 present;			/* out: pages present anywhere */
 };
 
+/* VGPU_VF_IOC_AS_CREATE: one per file (-EEXIST for a second); lives until the file closes.
+ * The mirrored range [addr, addr + len) is page aligned; len 0 mirrors the whole user address
+ * space. The kernel window [kva_base, kva_base + kva_size) holds the kernel's own mappings
+ * (channel memory) and never a process address. Only the creating process may use it
+ * (another process sharing the file gets -EACCES). */
+struct vgpu_vf_ioc_as_create {
+	__u32 size;			/* in: sizeof(struct vgpu_vf_ioc_as_create) */
+	__u32 flags;			/* in: 0 */
+	__u64 addr, len;		/* in: the mirrored range of the caller */
+	__u64 kva_base, kva_size;	/* out: the kernel window */
+};
+
+/* VGPU_VF_IOC_AS_CHANNEL: a replayable channel on this file's address space. Its memory
+ * (mem_size bytes of VRAM, a multiple of 64 KiB up to 2 MiB) holds USERD at userd_off, the
+ * GPFIFO (gpfifo_entries entries, a power of two from 2 to 512) at gpfifo_off and pushbuffer
+ * room from pb_off to the end. The process maps it with mmap(file, mmap_offset), writes GP
+ * entries and methods there, stores GP_PUT in USERD and posts token in the doorbell page;
+ * GP entries and methods use GPU addresses: gpu_va + offset for this memory, the process's
+ * own addresses for its memory. At most VGPU_VF_AS_CHANNELS per address space (-ENOSPC). */
+#define VGPU_VF_AS_CHANNELS		8
+struct vgpu_vf_ioc_as_channel {
+	__u32 size;			/* in: sizeof(struct vgpu_vf_ioc_as_channel) */
+	__u32 runlist;			/* in: the engine */
+	__u32 gpfifo_entries;		/* in */
+	__u32 flags;			/* in: 0 */
+	__u64 mem_size;			/* in */
+	__u64 mmap_offset;		/* out: the memory's offset in this file's mapping */
+	__u64 gpu_va;			/* out: its GPU address, in the kernel window */
+	__u32 userd_off, gpfifo_off;	/* out: byte offsets inside the memory */
+	__u32 pb_off;			/* out: the first byte of pushbuffer room */
+	__u32 chid, token;		/* out: the channel id (events) and work-submit token */
+	__u32 reserved;			/* out: 0 */
+};
+
+/* VGPU_VF_IOC_AS_INFO: what the kernel did for this file's address space (-ENOENT: none). */
+struct vgpu_vf_ioc_as_info {
+	__u32 size;			/* in: sizeof(struct vgpu_vf_ioc_as_info) */
+	__u32 channels;			/* out: channels made */
+	__u64 faults;			/* out: GPU fault entries taken */
+	__u64 mapped;			/* out: GPU PTEs written for process pages */
+	__u64 migrated;			/* out: pages the fault service moved into VRAM */
+	__u64 invalidated;		/* out: GPU PTEs cleared by invalidations */
+	__u64 replays;			/* out: FAULT_REPLAY calls */
+	__u64 cancelled;		/* out: channels cancelled (a fault the process could not make) */
+	__u32 lost;			/* out: 1 if a VF reset freed the address space */
+	__u32 reserved;
+};
+
 #define VGPU_VF_IOC_INFO	_IOWR(VGPU_VF_IOC_TYPE, 1, struct vgpu_vf_ioc_info)
 #define VGPU_VF_IOC_MBOX	_IOWR(VGPU_VF_IOC_TYPE, 2, struct vgpu_vf_ioc_mbox)
 #define VGPU_VF_IOC_WAIT	_IOWR(VGPU_VF_IOC_TYPE, 3, struct vgpu_vf_ioc_wait)
 #define VGPU_VF_IOC_NOTIFY	_IOW(VGPU_VF_IOC_TYPE, 4, struct vgpu_vf_ioc_notify)
 #define VGPU_VF_IOC_SVM		_IOWR(VGPU_VF_IOC_TYPE, 5, struct vgpu_vf_ioc_svm)
 #define VGPU_VF_IOC_SVM_QUERY	_IOWR(VGPU_VF_IOC_TYPE, 6, struct vgpu_vf_ioc_svm_query)
+#define VGPU_VF_IOC_AS_CREATE	_IOWR(VGPU_VF_IOC_TYPE, 7, struct vgpu_vf_ioc_as_create)
+#define VGPU_VF_IOC_AS_CHANNEL	_IOWR(VGPU_VF_IOC_TYPE, 8, struct vgpu_vf_ioc_as_channel)
+#define VGPU_VF_IOC_AS_INFO	_IOWR(VGPU_VF_IOC_TYPE, 9, struct vgpu_vf_ioc_as_info)
 
 #endif

@@ -1,0 +1,750 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/* The kernel-owned SVM address space of one open file (uapi: VGPU_VF_IOC_AS_*).
+ *
+ * The driver makes it with an RM client of its own, which the process cannot name (its RM
+ * messages may only name the clients it allocated), so the process can neither rewrite the
+ * page tables nor point a channel of its own at them. GPU virtual address = the process's
+ * CPU virtual address; the page tables (a 2 MiB VRAM allocation handed out 4 KiB table by
+ * table) start empty, and a replayable channel's first access to process memory faults.
+ *
+ * Fault service: vgpud forwards the fault buffer as VF_EVT_MMU_FAULT events; the event thread
+ * hands those of this file's channels to a work item, which for each one checks that the
+ * process could make the access itself (a vma it may read, or write for a write), faults the
+ * block around it in with hmm_range_fault, moves what is in system memory into the slice's
+ * VRAM (the only memory a VF reaches in a VM: the guest's RAM is not in the function's IOMMU
+ * domain) and, if no invalidation raced it, writes the PTEs; then one FAULT_REPLAY resumes
+ * the stalled channels. An access the process could not make cancels its channel.
+ *
+ * The mirror: one mmu_interval_notifier over the mirrored range. Its invalidation (munmap,
+ * fork's write protection, a migration, mprotect, exit) clears the GPU PTEs of the range
+ * before it returns. Every PTE is VOLATILE (vgpu/gmmu.h: never cached in an engine TLB, a
+ * change is seen by the next access), which is how this ABI invalidates a translation
+ * without a channel to send MMU_INVALIDATE on; the user-space driver's managed memory maps
+ * its pages the same way. */
+#include <linux/hmm.h>
+#include <linux/mmu_notifier.h>
+#include <linux/mm.h>
+#include <linux/sched/mm.h>
+#include <linux/slab.h>
+
+#include <vgpu/gmmu.h>
+#include <vgpu/gpfifo.h>
+
+#include "vgpu_vf_internal.h"
+
+#define VVF_AS_PT_BYTES		(2ull << 20)	/* VRAM for page tables: 512 tables */
+#define VVF_AS_USER_END		(1ull << 47)	/* process addresses the GPU may mirror */
+#define VVF_AS_KVA_BASE		(1ull << 47)	/* the kernel window: above every process */
+#define VVF_AS_KVA_SIZE		(1ull << 47)	/* ... and inside the 48 bits the tables tell */
+#define VVF_AS_CHAN_SPAN	(2ull << 20)	/* kernel window per channel */
+#define VVF_AS_BLOCK		16		/* pages serviced per fault (64 KiB) */
+#define VVF_AS_RETRIES		8		/* migrate-then-look rounds per fault */
+#define VVF_AS_FAULTS		64		/* fault entries queued between services */
+
+struct vvf_as_chan {
+	u32 handle, mem, chid, token;
+	u64 addr, size;			/* VF-physical VRAM of its memory */
+	bool cancelled;
+};
+
+struct vvf_as {
+	struct vvf_dev *vd;
+	struct vvf_file *f;
+	struct mm_struct *mm;		/* mmgrab'd: the mirrored process */
+	struct pid *pid;		/* told by SIGBUS if a reset loses pages moved for it */
+	struct mmu_interval_notifier mni;
+	u64 start, end;			/* the mirrored range */
+	u32 reset_count;		/* the VF's reset count when made */
+	u32 client, device, subdevice, vaspace, ptmem;
+	u64 pt_phys;			/* VF-physical address of the table memory */
+	u64 *pt;			/* ... its CPU view (BAR2, write-back) */
+
+	/* Protects the tables, lost and dead: taken by the invalidation, by the fault service
+	 * to write PTEs, by reset and release. Never held across an RM call but release's. */
+	struct mutex lock;
+	u32 pt_used;			/* tables handed out (the root is table 0) */
+	bool lost;			/* a VF reset freed everything: touch no VRAM */
+
+	spinlock_t qlock;		/* protects chans, nr_chans, q, qn, the counters */
+	struct vvf_as_chan chans[VGPU_VF_AS_CHANNELS];
+	u32 nr_chans;
+	struct vgpu_fault_entry q[VVF_AS_FAULTS];
+	u32 qn;
+	struct work_struct work;
+	u64 faults, mapped, migrated, invalidated, replays, cancelled;
+};
+
+/* ---- page tables ---- */
+
+static u64 *vvf_as_cpu(struct vvf_as *as, u64 phys)
+{
+	return as->pt + (phys - as->pt_phys) / sizeof(u64);
+}
+
+/* The L3 (4 KiB page) table of @va, made if @alloc; NULL if there is none (then *@span is
+ * the size of the missing level's reach, all of it without a table) or no table left. Under
+ * as->lock. */
+static u64 *vvf_as_l3(struct vvf_as *as, u64 va, bool alloc, u64 *span)
+{
+	static const unsigned int shifts[3] = { VGPU_GMMU_L0_SHIFT, VGPU_GMMU_L1_SHIFT,
+						VGPU_GMMU_L2_SHIFT };
+	u64 *t = as->pt, *e, phys;
+	int l;
+
+	for (l = 0; l < 3; l++) {
+		e = &t[(va >> shifts[l]) & (VGPU_GMMU_ENTRIES - 1)];
+		if (!(READ_ONCE(*e) & VGPU_GMMU_VALID)) {
+			*span = 1ull << shifts[l];
+			if (!alloc || as->pt_used >= VVF_AS_PT_BYTES / VGPU_GMMU_TABLE_BYTES)
+				return NULL;
+			/* The table memory was zeroed when the address space was made. */
+			phys = as->pt_phys + (u64)as->pt_used++ * VGPU_GMMU_TABLE_BYTES;
+			WRITE_ONCE(*e, vgpu_gmmu_pde(phys));
+		}
+		t = vvf_as_cpu(as, READ_ONCE(*e) & VGPU_GMMU_ADDR_MASK);
+	}
+	return t;
+}
+
+/* Clear the PTEs of [start, end): how many were valid. Under as->lock. */
+static u64 vvf_as_clear(struct vvf_as *as, u64 start, u64 end)
+{
+	u64 va = start, next, span, n = 0, *l3, *p;
+
+	while (va < end) {
+		l3 = vvf_as_l3(as, va, false, &span);
+		if (!l3) {
+			next = (va & ~(span - 1)) + span;
+		} else {
+			next = (va & ~(VGPU_GMMU_PAGE_2M - 1)) + VGPU_GMMU_PAGE_2M;
+			for (; va < min(next, end); va += PAGE_SIZE) {
+				p = &l3[(va >> VGPU_GMMU_L3_4K_SHIFT) & (VGPU_GMMU_ENTRIES - 1)];
+				if (READ_ONCE(*p)) {
+					WRITE_ONCE(*p, 0);
+					n++;
+				}
+			}
+		}
+		if (next <= va)		/* wrapped past the top */
+			break;
+		va = next;
+	}
+	return n;
+}
+
+/* Whether the VF was reset since the address space was made (its VRAM is not ours any
+ * more). Under as->lock: sets lost. */
+static bool vvf_as_gone(struct vvf_as *as)
+{
+	if (!as->lost && smp_load_acquire(&as->vd->hdr->reset_count) != as->reset_count)
+		as->lost = true;
+	return as->lost;
+}
+
+/* ---- the mirror ---- */
+
+static bool vvf_as_invalidate(struct mmu_interval_notifier *mni,
+			      const struct mmu_notifier_range *range, unsigned long cur_seq)
+{
+	struct vvf_as *as = container_of(mni, struct vvf_as, mni);
+	u64 n = 0;
+
+	if (mmu_notifier_range_blockable(range))
+		mutex_lock(&as->lock);
+	else if (!mutex_trylock(&as->lock))
+		return false;
+	mmu_interval_set_seq(mni, cur_seq);
+	if (!vvf_as_gone(as))
+		n = vvf_as_clear(as, max_t(u64, range->start, as->start),
+				 min_t(u64, range->end, as->end));
+	mutex_unlock(&as->lock);
+	if (n) {
+		spin_lock(&as->qlock);
+		as->invalidated += n;
+		spin_unlock(&as->qlock);
+	}
+	return true;
+}
+
+static const struct mmu_interval_notifier_ops vvf_as_mirror_ops = {
+	.invalidate = vvf_as_invalidate,
+};
+
+/* ---- RM calls of the address space's own client ---- */
+
+static int vvf_as_control(struct vvf_as *as, u32 obj, u32 cmd, void *params, u32 len)
+{
+	struct {
+		struct vgpu_rm_control c;
+		u8 p[16];
+	} m = { .c = { .h_client = as->client, .h_object = obj, .cmd = cmd, .params_len = len } };
+
+	memcpy(m.p, params, len);
+	return vvf_krm(as->vd, VGPU_RM_OP_CONTROL, &m, sizeof(m.c) + len, NULL, 0, NULL);
+}
+
+static int vvf_as_free(struct vvf_as *as, u32 obj)
+{
+	struct vgpu_rm_free m = { .h_client = as->client, .h_object = obj };
+
+	return vvf_krm(as->vd, VGPU_RM_OP_FREE, &m, sizeof(m), NULL, 0, NULL);
+}
+
+/* VRAM of @size bytes, physically contiguous, under the client's DEVICE. */
+static int vvf_as_vidmem(struct vvf_as *as, u64 size, u64 page, u32 *h, u64 *addr)
+{
+	struct vgpu_rm_vidmem_params p = { .size = size, .page_size = page, .alignment = page,
+					   .flags = VGPU_RM_MEM_CONTIGUOUS };
+	int ret = vvf_krm_alloc(as->vd, as->client, as->device, VGPU_RM_CLASS_MEMORY_VIDMEM, &p,
+				sizeof(p), h);
+	struct vvf_layout *l = &as->vd->lay;
+
+	if (ret)
+		return ret;
+	/* Host input: the memory must lie in the VRAM aperture before the CPU touches it. */
+	if (p.addr > l->vram_size || size > l->vram_size - p.addr) {
+		vvf_as_free(as, *h);
+		return -EPROTO;
+	}
+	*addr = p.addr;
+	return 0;
+}
+
+static void *vvf_as_vram(struct vvf_as *as, u64 addr)
+{
+	return as->vd->bar2 + as->vd->lay.vram_off + addr;
+}
+
+/* ---- cancelling a channel ---- */
+
+/* The process could not have made this access: stop the channel (disabled, so no replay
+ * resumes it), show VGPU_CHAN_ERR_MMU_FAULT in its USERD as the device shows its own
+ * errors, and post VF_EVT_CHAN_ERROR to the file that owns it. Nobody else is affected. */
+static void vvf_as_cancel(struct vvf_as *as, u32 chid, u64 va, int why)
+{
+	struct vgpu_rm_enable_params off = { .enable = 0 };
+	struct vf_event e = { .type = VF_EVT_CHAN_ERROR, .arg0 = chid,
+			      .arg1 = VGPU_CHAN_ERR_MMU_FAULT };
+	struct vgpu_userd *u;
+	struct vvf_as_chan *c = NULL;
+	u32 i, handle = 0;
+	u64 addr = 0;
+
+	spin_lock(&as->qlock);
+	for (i = 0; i < as->nr_chans; i++)
+		if (as->chans[i].chid == chid && !as->chans[i].cancelled) {
+			c = &as->chans[i];
+			c->cancelled = true;
+			handle = c->handle;
+			addr = c->addr;
+			as->cancelled++;
+		}
+	spin_unlock(&as->qlock);
+	if (!c)
+		return;
+	vvf_as_control(as, handle, VGPU_RM_CTRL_CHANNEL_ENABLE, &off, sizeof(off));
+	mutex_lock(&as->lock);
+	if (!vvf_as_gone(as)) {
+		u = vvf_as_vram(as, addr);
+		WRITE_ONCE(u->error_gp_get, READ_ONCE(u->gp_get));
+		WRITE_ONCE(u->error_method, 0xffffffffu);
+		WRITE_ONCE(u->error_time_ns, ktime_get_ns());
+		smp_store_release(&u->error, VGPU_CHAN_ERR_MMU_FAULT);
+	}
+	mutex_unlock(&as->lock);
+	vvf_files_event(as->vd, &e);
+	dev_info_ratelimited(&as->vd->pdev->dev, "channel %u cancelled: a GPU access at %#llx "
+			     "its process cannot make (%d)\n", chid, (unsigned long long)va, why);
+}
+
+/* ---- fault service ---- */
+
+/* Whether channel @chid was cancelled already: its faults are not serviced again (nor
+ * replayed: a cancelled channel that faulted anew would otherwise fault and replay for
+ * ever). */
+static bool vvf_as_chan_cancelled(struct vvf_as *as, u32 chid)
+{
+	bool ret = false;
+	u32 i;
+
+	spin_lock(&as->qlock);
+	for (i = 0; i < as->nr_chans; i++)
+		if (as->chans[i].chid == chid)
+			ret = as->chans[i].cancelled;
+	spin_unlock(&as->qlock);
+	return ret;
+}
+
+static u64 vvf_as_pte_of(struct vvf_as *as, unsigned long hmm_pfn)
+{
+	struct page *page = hmm_pfn_to_page(hmm_pfn);
+	u64 addr = page_to_phys(page) - as->vd->bar2_phys - as->vd->lay.vram_off;
+
+	return vgpu_gmmu_pte(addr, VGPU_GMMU_APER_VRAM | VGPU_GMMU_VOLATILE |
+			     (hmm_pfn & HMM_PFN_WRITE ? 0 : VGPU_GMMU_RO));
+}
+
+/* Map the block around @va for the GPU: the process's own pages, faulted in as the access
+ * needs (writable for a write), moved into VRAM. 0, or why the channel must be cancelled
+ * (-EFAULT: not an access the process could make; -EOPNOTSUPP: shared or file memory,
+ * which does not move; -ENOMEM: no room in VRAM or in the page tables) or retried. */
+static int vvf_as_service(struct vvf_as *as, u64 va, bool write)
+{
+	struct vvf_dev *vd = as->vd;
+	struct mm_struct *mm = as->mm;
+	unsigned long pfns[VVF_AS_BLOCK], timeout = jiffies + msecs_to_jiffies(1000);
+	struct hmm_range range = {
+		.notifier = &as->mni, .hmm_pfns = pfns, .dev_private_owner = vd,
+		.default_flags = HMM_PFN_REQ_FAULT | (write ? HMM_PFN_REQ_WRITE : 0),
+	};
+	struct vm_area_struct *vma;
+	u64 moved, span, *l3, n, i;
+	int ret, round = 0;
+
+	va &= PAGE_MASK;
+	if (va < as->start || va >= as->end)
+		return -EFAULT;
+	ret = vvf_svm_ensure(vd);
+	if (ret)
+		return ret;
+	for (;;) {
+		if (time_after(jiffies, timeout))
+			return -EBUSY;
+		range.notifier_seq = mmu_interval_read_begin(&as->mni);
+		mmap_read_lock(mm);
+		vma = vma_lookup(mm, va);
+		if (!vma || !(vma->vm_flags & VM_READ) || (write && !(vma->vm_flags & VM_WRITE))) {
+			mmap_read_unlock(mm);
+			return -EFAULT;
+		}
+		if (!vma_is_anonymous(vma) || (vma->vm_flags & VM_SHARED)) {
+			mmap_read_unlock(mm);
+			return -EOPNOTSUPP;
+		}
+		range.start = max3((unsigned long)as->start, vma->vm_start,
+				   (unsigned long)ALIGN_DOWN(va, VVF_AS_BLOCK * PAGE_SIZE));
+		range.end = min3((unsigned long)as->end, vma->vm_end,
+				 (unsigned long)ALIGN_DOWN(va, VVF_AS_BLOCK * PAGE_SIZE) +
+				 VVF_AS_BLOCK * PAGE_SIZE);
+		ret = hmm_range_fault(&range);
+		if (ret) {
+			mmap_read_unlock(mm);
+			if (ret == -EBUSY)
+				continue;
+			return ret;
+		}
+		n = (range.end - range.start) >> PAGE_SHIFT;
+		for (i = 0; i < n; i++)
+			if (!(pfns[i] & HMM_PFN_VALID) ||
+			    !vvf_svm_page_ours(vd, hmm_pfn_to_page(pfns[i])))
+				break;
+		if (i < n) {
+			/* In system memory (or the zero page): into VRAM, then look again. */
+			if (++round > VVF_AS_RETRIES) {
+				mmap_read_unlock(mm);
+				return -ENOMEM;
+			}
+			ret = vvf_svm_move_locked(vd, mm, as->pid, range.start,
+						  range.end - range.start, true, &moved);
+			mmap_read_unlock(mm);
+			if (ret)
+				return ret;
+			spin_lock(&as->qlock);
+			as->migrated += moved;
+			spin_unlock(&as->qlock);
+			if (!moved)
+				return -ENOMEM;	/* the pool is full or the pages are pinned */
+			continue;
+		}
+		mutex_lock(&as->lock);
+		if (mmu_interval_read_retry(&as->mni, range.notifier_seq)) {
+			mutex_unlock(&as->lock);
+			mmap_read_unlock(mm);
+			continue;
+		}
+		ret = vvf_as_gone(as) ? -ENOLINK : 0;
+		for (i = 0; i < n && !ret; i++) {
+			u64 a = range.start + i * PAGE_SIZE;
+
+			l3 = vvf_as_l3(as, a, true, &span);
+			if (!l3)
+				ret = -ENOMEM;
+			else
+				WRITE_ONCE(l3[(a >> VGPU_GMMU_L3_4K_SHIFT) & (VGPU_GMMU_ENTRIES - 1)],
+					   vvf_as_pte_of(as, pfns[i]));
+		}
+		mutex_unlock(&as->lock);
+		mmap_read_unlock(mm);
+		spin_lock(&as->qlock);
+		as->mapped += i;
+		spin_unlock(&as->qlock);
+		return ret;
+	}
+}
+
+static void vvf_as_work(struct work_struct *w)
+{
+	struct vvf_as *as = container_of(w, struct vvf_as, work);
+	struct vgpu_fault_entry *q;
+	bool alive, served = false;
+	u32 i, j, n;
+	int ret;
+
+	q = kmalloc_array(VVF_AS_FAULTS, sizeof(*q), GFP_KERNEL);
+	if (!q)
+		return;		/* the stalled channels wait for the next fault's service */
+	spin_lock(&as->qlock);
+	n = as->qn;
+	memcpy(q, as->q, n * sizeof(*q));
+	as->qn = 0;
+	spin_unlock(&as->qlock);
+	alive = mmget_not_zero(as->mm);
+	for (i = 0; i < n && !READ_ONCE(as->lost); i++) {
+		/* One service per page and access: several channels may fault on one page. */
+		for (j = 0; j < i; j++)
+			if ((q[j].va ^ q[i].va) < PAGE_SIZE && q[j].access == q[i].access)
+				break;
+		if (j < i || vvf_as_chan_cancelled(as, q[i].chid))
+			continue;
+		ret = alive ? vvf_as_service(as, q[i].va, q[i].access == VGPU_ACCESS_WRITE)
+			    : -ESRCH;
+		if (ret)
+			vvf_as_cancel(as, q[i].chid, q[i].va, ret);
+		served = true;
+	}
+	if (alive)
+		mmput(as->mm);
+	if (served && !READ_ONCE(as->lost)) {
+		/* The PTEs are in VRAM before the device is told to look again. */
+		wmb();
+		if (!vvf_as_control(as, as->subdevice, VGPU_RM_CTRL_FAULT_REPLAY, NULL, 0)) {
+			spin_lock(&as->qlock);
+			as->replays++;
+			spin_unlock(&as->qlock);
+		}
+	}
+	kfree(q);
+}
+
+bool vvf_as_fault_event(struct vvf_dev *vd, const struct vf_event *e)
+{
+	struct vvf_file *f;
+	struct vvf_as *as;
+	bool ours = false;
+	u32 i;
+
+	mutex_lock(&vd->files_mutex);
+	list_for_each_entry(f, &vd->files, node) {
+		as = f->as;
+		if (!as)
+			continue;
+		spin_lock(&as->qlock);
+		for (i = 0; i < as->nr_chans && as->chans[i].chid != e->arg0; i++)
+			;
+		ours = i < as->nr_chans;
+		if (ours) {
+			as->faults++;
+			/* A full queue loses the entry, not the fault: the replay after the
+			 * queued ones makes the channel fault again. */
+			if (as->qn < VVF_AS_FAULTS)
+				memcpy(&as->q[as->qn++], e->pad, sizeof(as->q[0]));
+		}
+		spin_unlock(&as->qlock);
+		if (ours) {
+			queue_work(system_unbound_wq, &as->work);
+			break;
+		}
+	}
+	mutex_unlock(&vd->files_mutex);
+	return ours;
+}
+
+/* ---- making it, and its channels ---- */
+
+static void vvf_as_destroy(struct vvf_as *as)
+{
+	if (as->mni.mm)
+		mmu_interval_notifier_remove(&as->mni);
+	if (as->mm)
+		mmdrop(as->mm);
+	put_pid(as->pid);
+	kfree(as);
+}
+
+/* The RM objects: a client of the driver's, its DEVICE and SUBDEVICE, the table memory
+ * (zeroed) and the VASPACE on its first table. */
+static int vvf_as_rm(struct vvf_as *as)
+{
+	struct vvf_dev *vd = as->vd;
+	struct vgpu_rm_vaspace_params vp = { 0 };
+	struct vgpu_rm_msg m = { 0 };
+	int ret;
+
+	ret = vvf_krm(vd, VGPU_RM_OP_ALLOC_CLIENT, &m, sizeof(m), NULL, 0, &as->client);
+	if (ret)
+		return ret;
+	ret = vvf_krm_alloc(vd, as->client, as->client, VGPU_RM_CLASS_DEVICE, NULL, 0, &as->device);
+	if (!ret)
+		ret = vvf_krm_alloc(vd, as->client, as->device, VGPU_RM_CLASS_SUBDEVICE, NULL, 0,
+				    &as->subdevice);
+	if (!ret)
+		ret = vvf_as_vidmem(as, VVF_AS_PT_BYTES, VVF_AS_PT_BYTES, &as->ptmem, &as->pt_phys);
+	if (!ret) {
+		as->pt = vvf_as_vram(as, as->pt_phys);
+		memset(as->pt, 0, VVF_AS_PT_BYTES);
+		as->pt_used = 1;
+		vp.pdb = as->pt_phys;
+		wmb();
+		ret = vvf_krm_alloc(vd, as->client, as->device, VGPU_RM_CLASS_VASPACE, &vp,
+				    sizeof(vp), &as->vaspace);
+	}
+	if (ret) {
+		struct vgpu_rm_free fr = { .h_client = as->client, .h_object = as->client };
+
+		vvf_krm(vd, VGPU_RM_OP_FREE, &fr, sizeof(fr), NULL, 0, NULL);
+		as->client = 0;
+	}
+	return ret;
+}
+
+long vvf_ioc_as_create(struct vvf_file *f, unsigned long arg)
+{
+	struct vvf_dev *vd = f->vd;
+	struct vgpu_vf_ioc_as_create a;
+	struct mm_struct *mm = current->mm;
+	struct vvf_as *as;
+	u64 end;
+	int ret;
+
+	if (copy_from_user(&a, (void __user *)arg, sizeof(a)))
+		return -EFAULT;
+	if (a.size != sizeof(a) || a.flags || (a.addr | a.len) & ~PAGE_MASK || !mm)
+		return -EINVAL;
+	if (!a.len) {
+		a.addr = 0;
+		a.len = min_t(u64, mm->task_size, VVF_AS_USER_END) & PAGE_MASK;
+	}
+	end = a.addr + a.len;
+	if (end < a.addr || end > VVF_AS_USER_END)
+		return -EINVAL;
+	mutex_lock(&f->as_lock);
+	if (f->as) {
+		ret = -EEXIST;
+		goto out;
+	}
+	ret = vvf_svm_ensure(vd);	/* the fault service moves pages into its pool */
+	if (ret)
+		goto out;
+	as = kzalloc(sizeof(*as), GFP_KERNEL);
+	if (!as) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	as->vd = vd;
+	as->f = f;
+	as->start = a.addr;
+	as->end = end;
+	mutex_init(&as->lock);
+	spin_lock_init(&as->qlock);
+	INIT_WORK(&as->work, vvf_as_work);
+	as->reset_count = smp_load_acquire(&vd->hdr->reset_count);
+	as->pid = get_pid(task_tgid(current));
+	mmgrab(mm);
+	as->mm = mm;
+	ret = vvf_as_rm(as);
+	if (ret) {
+		vvf_as_destroy(as);
+		goto out;
+	}
+	ret = mmu_interval_notifier_insert(&as->mni, mm, as->start, end - as->start,
+					   &vvf_as_mirror_ops);
+	if (ret) {
+		as->mni.mm = NULL;
+		vvf_as_free(as, as->client);
+		vvf_as_destroy(as);
+		goto out;
+	}
+	a.kva_base = VVF_AS_KVA_BASE;
+	a.kva_size = VVF_AS_KVA_SIZE;
+	mutex_lock(&vd->files_mutex);	/* the event thread looks for it under this */
+	f->as = as;
+	mutex_unlock(&vd->files_mutex);
+	ret = copy_to_user((void __user *)arg, &a, sizeof(a)) ? -EFAULT : 0;
+out:
+	mutex_unlock(&f->as_lock);
+	return ret;
+}
+
+/* The channel's memory into the kernel window at @va, every page VOLATILE. */
+static int vvf_as_map_kernel(struct vvf_as *as, u64 va, u64 addr, u64 size)
+{
+	u64 off, span, *l3;
+	int ret = 0;
+
+	mutex_lock(&as->lock);
+	for (off = 0; off < size && !ret; off += PAGE_SIZE) {
+		l3 = vvf_as_gone(as) ? NULL : vvf_as_l3(as, va + off, true, &span);
+		if (!l3)
+			ret = as->lost ? -ENOLINK : -ENOMEM;
+		else
+			WRITE_ONCE(l3[((va + off) >> VGPU_GMMU_L3_4K_SHIFT) &
+				      (VGPU_GMMU_ENTRIES - 1)],
+				   vgpu_gmmu_pte(addr + off, VGPU_GMMU_APER_VRAM |
+						 VGPU_GMMU_VOLATILE));
+	}
+	if (ret)
+		vvf_as_clear(as, va, va + size);
+	mutex_unlock(&as->lock);
+	wmb();
+	return ret;
+}
+
+long vvf_ioc_as_channel(struct vvf_file *f, unsigned long arg)
+{
+	struct vgpu_vf_ioc_as_channel a;
+	struct vgpu_rm_channel_params cp = { 0 };
+	struct vgpu_rm_enable_params on = { .enable = 1 };
+	struct vvf_as_chan c = { 0 };
+	struct vvf_as *as;
+	u64 va, gp_bytes;
+	int ret;
+
+	if (copy_from_user(&a, (void __user *)arg, sizeof(a)))
+		return -EFAULT;
+	gp_bytes = ALIGN((u64)a.gpfifo_entries * 8, PAGE_SIZE);
+	if (a.size != sizeof(a) || a.flags || a.gpfifo_entries < 2 || a.gpfifo_entries > 512 ||
+	    (a.gpfifo_entries & (a.gpfifo_entries - 1)) || !a.mem_size ||
+	    a.mem_size % VGPU_GMMU_PAGE_64K || a.mem_size > VVF_AS_CHAN_SPAN ||
+	    PAGE_SIZE + gp_bytes >= a.mem_size)
+		return -EINVAL;
+	mutex_lock(&f->as_lock);
+	as = f->as;
+	ret = !as ? -ENOENT : as->mm != current->mm ? -EACCES : 0;
+	if (!ret && READ_ONCE(as->lost))
+		ret = -ENOLINK;
+	if (!ret && as->nr_chans == VGPU_VF_AS_CHANNELS)
+		ret = -ENOSPC;
+	if (ret)
+		goto out;
+	ret = vvf_as_vidmem(as, a.mem_size, VGPU_GMMU_PAGE_64K, &c.mem, &c.addr);
+	if (ret)
+		goto out;
+	c.size = a.mem_size;
+	memset(vvf_as_vram(as, c.addr), 0, c.size);
+	va = VVF_AS_KVA_BASE + (u64)as->nr_chans * VVF_AS_CHAN_SPAN;
+	ret = vvf_as_map_kernel(as, va, c.addr, c.size);
+	if (ret)
+		goto free_mem;
+	cp.h_vaspace = as->vaspace;
+	cp.runlist = a.runlist;
+	cp.gpfifo_va = va + PAGE_SIZE;
+	cp.gpfifo_entries = a.gpfifo_entries;
+	cp.flags = VGPU_RM_CHAN_REPLAYABLE;
+	cp.userd_aper = VGPU_APER_VRAM;
+	cp.userd_addr = c.addr;
+	ret = vvf_krm_alloc(as->vd, as->client, as->device, VGPU_RM_CLASS_CHANNEL_GPFIFO, &cp,
+			    sizeof(cp), &c.handle);
+	if (ret)
+		goto unmap;
+	ret = vvf_as_control(as, c.handle, VGPU_RM_CTRL_CHANNEL_ENABLE, &on, sizeof(on));
+	if (ret)
+		goto free_chan;
+	c.chid = cp.chid;
+	c.token = cp.token;
+	/* The file may map this memory; channel errors reach its event ring. */
+	ret = vvf_file_own(f, as->client, c.mem, as->vd->lay.vram_off + c.addr, c.size, c.chid);
+	if (ret)
+		goto free_chan;
+	spin_lock(&as->qlock);
+	as->chans[as->nr_chans++] = c;
+	spin_unlock(&as->qlock);
+	a.mmap_offset = as->vd->lay.vram_off + c.addr;
+	a.gpu_va = va;
+	a.userd_off = 0;
+	a.gpfifo_off = PAGE_SIZE;
+	a.pb_off = PAGE_SIZE + gp_bytes;
+	a.chid = c.chid;
+	a.token = c.token;
+	a.reserved = 0;
+	mutex_unlock(&f->as_lock);
+	return copy_to_user((void __user *)arg, &a, sizeof(a)) ? -EFAULT : 0;
+free_chan:
+	vvf_as_free(as, c.handle);
+unmap:
+	mutex_lock(&as->lock);
+	if (!vvf_as_gone(as))
+		vvf_as_clear(as, va, va + c.size);
+	mutex_unlock(&as->lock);
+free_mem:
+	vvf_as_free(as, c.mem);
+out:
+	mutex_unlock(&f->as_lock);
+	return ret;
+}
+
+long vvf_ioc_as_info(struct vvf_file *f, unsigned long arg)
+{
+	struct vgpu_vf_ioc_as_info a;
+	struct vvf_as *as;
+	int ret = 0;
+
+	if (copy_from_user(&a, (void __user *)arg, sizeof(a)))
+		return -EFAULT;
+	if (a.size != sizeof(a))
+		return -EINVAL;
+	memset(&a, 0, sizeof(a));
+	a.size = sizeof(a);
+	mutex_lock(&f->as_lock);
+	as = f->as;
+	if (as) {
+		spin_lock(&as->qlock);
+		a.channels = as->nr_chans;
+		a.faults = as->faults;
+		a.mapped = as->mapped;
+		a.migrated = as->migrated;
+		a.invalidated = as->invalidated;
+		a.replays = as->replays;
+		a.cancelled = as->cancelled;
+		spin_unlock(&as->qlock);
+		a.lost = READ_ONCE(as->lost);
+	} else {
+		ret = -ENOENT;
+	}
+	mutex_unlock(&f->as_lock);
+	if (ret)
+		return ret;
+	return copy_to_user((void __user *)arg, &a, sizeof(a)) ? -EFAULT : 0;
+}
+
+void vvf_as_reset(struct vvf_file *f)
+{
+	struct vvf_as *as = f->as;
+
+	if (!as)
+		return;
+	mutex_lock(&as->lock);
+	as->lost = true;
+	mutex_unlock(&as->lock);
+}
+
+void vvf_as_release(struct vvf_file *f)
+{
+	struct vvf_dev *vd = f->vd;
+	struct vvf_as *as;
+
+	mutex_lock(&vd->files_mutex);
+	as = f->as;
+	f->as = NULL;
+	mutex_unlock(&vd->files_mutex);
+	if (!as)
+		return;
+	cancel_work_sync(&as->work);
+	/* Freeing the client stops its channels and frees the tables; under the lock so that
+	 * no invalidation writes into table memory that is no longer ours. */
+	mutex_lock(&as->lock);
+	if (!vvf_as_gone(as) && !READ_ONCE(vd->gone))
+		vvf_as_free(as, as->client);
+	as->lost = true;
+	mutex_unlock(&as->lock);
+	vvf_as_destroy(as);
+}
