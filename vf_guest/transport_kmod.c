@@ -16,6 +16,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <vgpu/gpfifo.h>
+
 #include "common/compiler.h"
 #include "common/err.h"
 #include "vf_guest/include/vgpu_vf_kmod.h"
@@ -286,4 +288,102 @@ int vgpu_kmod_svm_where(struct vgpu_vf *vf, const void *cpu, size_t n, uint64_t 
 	for (size_t i = 0; i < n; i++)
 		vram[i] = vram[i] & VGPU_VF_SVM_PAGE_VRAM ? VGPU_VF_SVM_PAGE_ADDR(vram[i]) : 0;
 	return 0;
+}
+
+/* ---- the kernel's SVM address space ---- */
+
+#define KMOD_CHAN_MEM		(64u << 10)	/* USERD page | GPFIFO | pushbuffer room */
+#define KMOD_CHAN_ENTRIES	64u
+#define KMOD_CHAN_SEM_OFF	256u		/* the fence semaphore, after USERD */
+
+int vgpu_kmod_as_create(struct vgpu_vf *vf)
+{
+	struct vgpu_vf_ioc_as_create a = { .size = sizeof(a) };
+	int fd = kmod_fd(vf);
+
+	if (fd < 0)
+		return fd;
+	if (ioctl(fd, VGPU_VF_IOC_AS_CREATE, &a) < 0)
+		return vf_error(vf, -errno, "the kernel's SVM address space: %s", strerror(errno));
+	return 0;
+}
+
+/* The channel is the kernel's (its memory, its RM client): this library only drives it,
+ * so the struct is filled here as channel.c would lay out one of its own, and the
+ * submission and fence code of channel.c runs on it unchanged. It is on no list of @vf's:
+ * recovery and close have nothing of it to free. */
+int vgpu_kmod_channel_create(struct vgpu_vf *vf, uint32_t runlist, struct vgpu_channel **out)
+{
+	struct vgpu_vf_ioc_as_channel a = { .size = sizeof(a), .runlist = runlist,
+					    .gpfifo_entries = KMOD_CHAN_ENTRIES,
+					    .mem_size = KMOD_CHAN_MEM };
+	struct vgpu_channel *ch;
+	int fd = kmod_fd(vf);
+	uint8_t *mem;
+
+	if (fd < 0)
+		return fd;
+	ch = calloc(1, sizeof(*ch));
+	if (ch)
+		ch->recs = calloc(KMOD_CHAN_ENTRIES, sizeof(*ch->recs));
+	if (!ch || !ch->recs) {
+		free(ch);
+		return -ENOMEM;
+	}
+	if (ioctl(fd, VGPU_VF_IOC_AS_CHANNEL, &a) < 0) {
+		int err = -errno;
+
+		free(ch->recs);
+		free(ch);
+		return vf_error(vf, err, "a channel on the kernel's address space: %s",
+				strerror(-err));
+	}
+	mem = vf->bar + a.mmap_offset;
+	ch->vf = vf;
+	ch->chid = a.chid;
+	ch->token = a.token;
+	ch->runlist = runlist;
+	ch->entries = a.gpfifo_entries;
+	ch->gpfifo = (uint64_t *)(mem + a.gpfifo_off);
+	ch->gpfifo_va = a.gpu_va + a.gpfifo_off;
+	ch->pb = mem + a.pb_off;
+	ch->pb_va = a.gpu_va + a.pb_off;
+	ch->pb_size = (uint32_t)(a.mem_size - a.pb_off);
+	ch->userd = (struct vgpu_userd *)(mem + a.userd_off);
+	ch->sem = (uint64_t *)(mem + a.userd_off + KMOD_CHAN_SEM_OFF);
+	ch->sem_va = a.gpu_va + a.userd_off + KMOD_CHAN_SEM_OFF;
+	ch->sem_flags = VGPU_SEM_64 | VGPU_SEM_INTR;
+	ch->userd_aper = VGPU_APER_VRAM;
+	*out = ch;
+	return 0;
+}
+
+void vgpu_kmod_channel_destroy(struct vgpu_channel *ch)
+{
+	if (!ch)
+		return;
+	free(ch->recs);
+	free(ch);
+}
+
+int vgpu_kmod_as_stats(struct vgpu_vf *vf, struct vgpu_kmod_as_stats *out)
+{
+	struct vgpu_vf_ioc_as_info a = { .size = sizeof(a) };
+	int fd = kmod_fd(vf);
+
+	if (fd < 0)
+		return fd;
+	if (ioctl(fd, VGPU_VF_IOC_AS_INFO, &a) < 0)
+		return -errno;
+	*out = (struct vgpu_kmod_as_stats){
+		.channels = a.channels, .faults = a.faults, .mapped = a.mapped,
+		.migrated = a.migrated, .invalidated = a.invalidated, .replays = a.replays,
+		.cancelled = a.cancelled, .lost = a.lost,
+	};
+	return 0;
+}
+
+const char *vgpu_kmod_device(const struct vgpu_vf *vf)
+{
+	return vf && vf_kmod_is(vf->t) ? to_kmod(vf->t)->path : NULL;
 }

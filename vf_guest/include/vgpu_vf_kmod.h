@@ -31,4 +31,42 @@ int vgpu_kmod_svm_migrate(struct vgpu_vf *vf, void *cpu, size_t len, bool to_vra
  * VGPU_MEM_VRAM, ...)) or 0 if it is not in this VF's VRAM. 0 or -errno as above. */
 int vgpu_kmod_svm_where(struct vgpu_vf *vf, const void *cpu, size_t n, uint64_t *vram);
 
+/* ---- the kernel's SVM address space (uapi 1.1) ----
+ * The driver owns a GPU address space that mirrors this process: GPU address = CPU address,
+ * so GPU work names malloc'd or mmap'd memory by its pointer with no map call. The GPU's
+ * first access to a page faults; the kernel faults it in, moves it into the VF's VRAM (the
+ * process keeps using it in place), maps it and replays. munmap, fork's copy on write and
+ * migration clear the GPU mapping first. An access the process could not make itself
+ * (unmapped, read-only for a write, PROT_NONE) cancels the channel that made it:
+ * vgpu_channel_error() then says -VGPU_ECHANERR with VGPU_CHAN_ERR_MMU_FAULT. Shared and
+ * file-backed memory cannot move into VRAM and is such an access too. */
+
+/* Counters of this process's address space (VGPU_VF_IOC_AS_INFO). */
+struct vgpu_kmod_as_stats {
+	uint32_t channels;
+	uint64_t faults;		/* GPU fault entries the kernel took */
+	uint64_t mapped;		/* GPU PTEs it wrote */
+	uint64_t migrated;		/* pages it moved into VRAM for them */
+	uint64_t invalidated;		/* GPU PTEs invalidations cleared */
+	uint64_t replays;
+	uint64_t cancelled;		/* channels cancelled */
+	bool lost;			/* a VF reset freed it */
+};
+
+/* Make the address space, mirroring all of this process (one per attachment; it lives
+ * until vgpu_vf_close()). -EOPNOTSUPP if @vf is not attached through the driver, -EEXIST if
+ * it has one, else the driver's -errno. */
+int vgpu_kmod_as_create(struct vgpu_vf *vf);
+/* A replayable channel on it (runlist @runlist), used like any channel: vgpu_submit(),
+ * vgpu_fence_wait(), vgpu_channel_error(); its methods take process pointers as GPU
+ * addresses. The kernel keeps at most 8 per address space, each until vgpu_vf_close().
+ * -ENOENT without an address space, -ENOSPC with 8, else as above. */
+int vgpu_kmod_channel_create(struct vgpu_vf *vf, uint32_t runlist, struct vgpu_channel **out);
+/* Forget a channel of vgpu_kmod_channel_create() (the kernel stops it at close). */
+void vgpu_kmod_channel_destroy(struct vgpu_channel *ch);
+/* The address space's counters. As vgpu_kmod_as_create(). */
+int vgpu_kmod_as_stats(struct vgpu_vf *vf, struct vgpu_kmod_as_stats *out);
+/* The device node @vf is attached through ("/dev/vgpu-vf1"), or NULL. */
+const char *vgpu_kmod_device(const struct vgpu_vf *vf);
+
 #endif

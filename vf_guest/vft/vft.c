@@ -737,6 +737,16 @@ static int t_kmod_svm(struct vft *t)
 	return 0;
 }
 
+/* GPU work on malloc'd memory through the kernel's own SVM address space (kmod_as.c). */
+static int t_kmod_as(struct vft *t)
+{
+	char why[512] = "";
+	int ret = vft_kmod_as_case(t->vf, why, sizeof(why));
+
+	diag(t, "kernel address space: %s", why);
+	return ret ? 1 : 0;
+}
+
 /* ---- isolation: each attack must fail on its own channel, and the VF must keep working ---- */
 
 /* Wait, bounded, for @ch to enter its error state: -VGPU_ECHANERR, or -ETIMEDOUT. */
@@ -937,6 +947,8 @@ static const struct vft_case {
 	  NEED_RM | NEED_GPU | NEED_IOVA, false, false },
 	{ "SVM: the GPU fills process memory the kernel migrated into VRAM", t_kmod_svm,
 	  NEED_RM | NEED_GPU | ONLY_KMOD, true, false },
+	{ "SVM: GPU work on malloc'd memory, faults serviced by the kernel", t_kmod_as,
+	  NEED_RM | NEED_GPU | ONLY_KMOD, false, false },
 	{ "attack: PTE past the slice", t_pte_past_slice, NEED_RM | NEED_GPU, true, false },
 	{ "attack: IOVA outside the domain", t_iova_outside, NEED_RM | NEED_GPU, true, false },
 	{ "attack: GP entry outside the DMA memory", t_gp_outside, NEED_RM | NEED_GPU, true, false },

@@ -57,6 +57,11 @@ int vft_vm_attack(const struct vft_vm_opts *o, FILE *out);
  * failed or why it was skipped, or on a pass what was seen. */
 int vft_managed_case(struct vgpu_vf *vf, char *why, size_t len);
 
+/* ---- the kernel address-space case (kmod_as.c; the kmod transport only) ---- */
+/* Run it on a VF attached through vgpu_vf.ko: 0 passed, -errno failed; @why (@len bytes)
+ * says what failed, or on a pass the kernel's fault-service counters. */
+int vft_kmod_as_case(struct vgpu_vf *vf, char *why, size_t len);
+
 /* ---- figures (bench.c) ---- */
 /* Open a VF on @t (owned by the VF then; freed whatever happens) and print one JSON line on
  * @out: @iters one-NOP submissions each, one at a time, the vgpu_submit() call and submit to

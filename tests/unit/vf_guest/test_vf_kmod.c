@@ -91,12 +91,30 @@ static void test_other_transport(void **state)
 	assert_int_equal(vgpu_kmod_svm_where(NULL, buf, 1, where), -EOPNOTSUPP);
 }
 
+/* The kernel address-space calls refuse a VF that is not attached through the driver and
+ * leave their outputs alone. */
+static void test_as_other_transport(void **state)
+{
+	struct vgpu_channel *ch = (struct vgpu_channel *)&ch;
+	struct vgpu_kmod_as_stats s = { .faults = 9 };
+
+	(void)state;
+	assert_int_equal(vgpu_kmod_as_create(NULL), -EOPNOTSUPP);
+	assert_int_equal(vgpu_kmod_channel_create(NULL, 0, &ch), -EOPNOTSUPP);
+	assert_ptr_equal(ch, (struct vgpu_channel *)&ch);
+	assert_int_equal(vgpu_kmod_as_stats(NULL, &s), -EOPNOTSUPP);
+	assert_int_equal(s.faults, 9);
+	assert_null(vgpu_kmod_device(NULL));
+	vgpu_kmod_channel_destroy(NULL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_no_device),
 		cmocka_unit_test(test_not_the_driver),
 		cmocka_unit_test(test_other_transport),
+		cmocka_unit_test(test_as_other_transport),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
