@@ -813,7 +813,9 @@ static void ep_admit(struct pf_daemon *d, struct pf_slice *s, int c, uid_t uid, 
 	 * source and does not know it moved (once: a later guest announces itself). */
 	if (peer0 && s->mig_guest_abi) {
 		atomic_store(&ep->guest_abi, s->mig_guest_abi);
+		atomic_store(&ep->guest_flags, s->mig_guest_flags);
 		s->mig_guest_abi = 0;
+		s->mig_guest_flags = 0;
 	}
 	ep->peer_pidfd = pidfd;
 	ep->peer_uid = uid;
@@ -1028,6 +1030,19 @@ uint32_t pf_endpoint_guest_abi(const struct pf_slice *s)
 uint32_t pf_endpoint_guest_flags(const struct pf_slice *s)
 {
 	return s->ep ? atomic_load(&s->ep->guest_flags) : 0;
+}
+
+void pf_endpoint_mig_guest(struct pf_slice *s, uint32_t abi, uint32_t flags)
+{
+	/* The destination's VMM attaches while the slice resumes, before the final pass that
+	 * carries this: then it is the migrated guest's, which will not announce again. */
+	if (pf_endpoint_attached(s) && s->ep->guest_peer0) {
+		atomic_store(&s->ep->guest_abi, abi);
+		atomic_store(&s->ep->guest_flags, flags);
+		return;
+	}
+	s->mig_guest_abi = abi;
+	s->mig_guest_flags = flags;
 }
 
 int pf_endpoint_mig_check(const struct pf_slice *s, char *why, size_t wlen)

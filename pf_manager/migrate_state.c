@@ -231,6 +231,9 @@ static int state_save(struct pf_daemon *d, struct pf_slice *s, struct mig_enc *e
 	}
 	if (!r && live)
 		r = enc_ctrl(enc, out.ctrl, e);
+	/* What the guest asked for, which it does not announce again on the destination. */
+	if (!r && pf_endpoint_guest_flags(s))
+		r = mig_enc_guest(enc, pf_endpoint_guest_abi(s), pf_endpoint_guest_flags(s), &e->f);
 	state_out_free(&out);
 	return r;
 }
@@ -430,6 +433,9 @@ int pf_mig_state_load(struct pf_daemon *d, struct pf_slice *s, const struct mig_
 		return r;
 	case MIG_F_CONTROL:
 		return load_ctrl(s, fr, e);
+	case MIG_F_GUEST:
+		pf_endpoint_mig_guest(s, fr->u.guest.abi, fr->u.guest.flags);
+		return 0;
 	}
 	return 0;
 }

@@ -150,6 +150,8 @@ struct pf_slice {
 					 * frame's guest_abi): the next guest to attach through
 					 * vf<N>.master.sock, which moved and does not announce
 					 * again, has announced it (endpoint.c), 0: none */
+	uint32_t mig_guest_flags;	/* the VF_INFO_REQ_* flags it asked for there (a GUEST
+					 * frame), taken with mig_guest_abi */
 	bool def_pending;		/* restored: the journal holds its definition, the file may not */
 	/* counters (the mailbox ones copied from the service thread by pf_svc_sync()) */
 	uint64_t rpc_ok, rpc_err, mbox_kicks, resets;
@@ -372,6 +374,10 @@ void pf_endpoint_event2(struct pf_slice *s, uint32_t type, uint64_t arg0, uint64
 
 /* What the attached guest asked for in GET_INFO (VF_INFO_REQ_*), 0 if nothing. */
 uint32_t pf_endpoint_guest_flags(const struct pf_slice *s);
+/* A migration's GUEST frame: what @s's guest announced on the source (ABI @abi, flags
+ * @flags). The migrated guest's VMM attached through vf<N>.master.sock has announced it
+ * now; with none attached, the next one to attach there will have (loop thread). */
+void pf_endpoint_mig_guest(struct pf_slice *s, uint32_t abi, uint32_t flags);
 
 /* ---- reset.c: reset-vf, announced to a guest that acknowledges (doc/pf_manager.md) ---- */
 /* How an announced reset stands at @now_ns. */
