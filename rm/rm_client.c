@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /* Clients: handles with the function in their prefix, lock-free lookup through an RCU hash
- * table, object-handle generation per client. A client handle is reused only after it was
- * freed, and the generator walks on from where it stopped, so a fresh handle is the one
- * freed longest ago, never one still in use. */
+ * table, object-handle generation and the object table per client. A client handle is
+ * reused only after it was freed, and the generator walks on from where it stopped, so a
+ * fresh handle is the one freed longest ago, never one still in use. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,11 +18,6 @@ static unsigned long rm_hash(uint64_t key)
 	key *= 0xff51afd7ed558ccdull;
 	key ^= key >> 33;
 	return (unsigned long)key;
-}
-
-uint64_t rm_obj_key(uint32_t h_client, uint32_t h)
-{
-	return (uint64_t)h_client << 32 | h;
 }
 
 static int client_match(struct cds_lfht_node *node, const void *key)
@@ -83,6 +78,7 @@ void rm_obj_uncharge(struct rm_client *c)
 int rm_handle_take(struct rm_client *c, uint32_t *h)
 {
 	uint32_t max = c->rm->cfg.max_objects, idx;
+	struct rm_obj_leaf **leaf;
 	long got;
 
 	if (*h) {
@@ -96,6 +92,16 @@ int rm_handle_take(struct rm_client *c, uint32_t *h)
 		if (got < 0)
 			return -ENOSPC;
 		idx = (uint32_t)got;
+	}
+	leaf = &c->objs[idx / RM_OBJ_LEAF];
+	if (!*leaf) {
+		*leaf = c->spare ? c->spare : rm_zalloc(sizeof(**leaf));
+		c->spare = NULL;
+		if (!*leaf)
+			return -ENOMEM;
+	}
+	(*leaf)->taken++;
+	if (!*h) {
 		c->cursor = (idx + 1) % max;
 		*h = VGPU_RM_HANDLE_BASE + idx;
 	}
@@ -106,8 +112,38 @@ int rm_handle_take(struct rm_client *c, uint32_t *h)
 void rm_handle_drop(struct rm_client *c, uint32_t h)
 {
 	uint32_t idx = h - VGPU_RM_HANDLE_BASE;
+	struct rm_obj_leaf **leaf = &c->objs[idx / RM_OBJ_LEAF];
 
 	c->hmap[idx / 64] &= ~(1ull << (idx % 64));
+	(*leaf)->obj[idx % RM_OBJ_LEAF] = NULL;
+	/* A client pays only for the ranges it holds handles in (and one spare): the cursor
+	 * walks the whole handle space over time, which would otherwise leave a leaf behind
+	 * everywhere. An empty leaf is all NULL again, as the spare must be. */
+	if (!--(*leaf)->taken) {
+		if (c->spare)
+			free(*leaf);
+		else
+			c->spare = *leaf;
+		*leaf = NULL;
+	}
+}
+
+void rm_obj_insert(struct rm_client *c, struct rm_res *r)
+{
+	uint32_t idx = r->handle - VGPU_RM_HANDLE_BASE;
+
+	c->objs[idx / RM_OBJ_LEAF]->obj[idx % RM_OBJ_LEAF] = r;
+}
+
+struct rm_res *rm_obj_find(struct rm_client *c, uint32_t h)
+{
+	uint32_t idx = h - VGPU_RM_HANDLE_BASE;
+	const struct rm_obj_leaf *leaf;
+
+	if (h < VGPU_RM_HANDLE_BASE || idx >= c->rm->cfg.max_objects)
+		return NULL;
+	leaf = c->objs[idx / RM_OBJ_LEAF];
+	return leaf ? leaf->obj[idx % RM_OBJ_LEAF] : NULL;
 }
 
 int rm_client_get(struct rm *rm, unsigned int fn, uint32_t h, struct rm_client **out)
@@ -146,6 +182,8 @@ static void client_free_rcu(struct rcu_head *head)
 
 	rm_rcu_cb_enter(head);
 	cmn_mutex_destroy(&c->lock);
+	free(c->spare);
+	free(c->objs);	/* its other leaves went with the last handles */
 	free(c->hmap);
 	free(c);
 }
@@ -197,7 +235,10 @@ static struct rm_client *client_new(struct rm *rm, unsigned int fn, uint32_t h)
 	if (!c)
 		return NULL;
 	c->hmap = calloc((rm->cfg.max_objects + 63) / 64, sizeof(uint64_t));
-	if (!c->hmap) {
+	c->objs = calloc((rm->cfg.max_objects + RM_OBJ_LEAF - 1) / RM_OBJ_LEAF, sizeof(*c->objs));
+	if (!c->hmap || !c->objs) {
+		free(c->hmap);
+		free(c->objs);
 		free(c);
 		return NULL;
 	}

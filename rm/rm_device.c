@@ -619,9 +619,7 @@ int rm_device_create(const struct rm_config *cfg, struct rm **out)
 	}
 	rm->clients = cds_lfht_new_flavor(256, 256, 0, CDS_LFHT_AUTO_RESIZE | CDS_LFHT_ACCOUNTING,
 					  &urcu_memb_flavor, NULL);
-	rm->objects = cds_lfht_new_flavor(1024, 1024, 0, CDS_LFHT_AUTO_RESIZE | CDS_LFHT_ACCOUNTING,
-					  &urcu_memb_flavor, NULL);
-	ret = rm->clients && rm->objects ? 0 : -ENOMEM;
+	ret = rm->clients ? 0 : -ENOMEM;
 	for (unsigned int fn = 0; fn < rm->nr_fns && !ret; fn++) {
 		cmn_list_init(&rm->fns[fn].clients);
 		rm->fns[fn].client_map = calloc((rm->cfg.max_clients + 63) / 64, sizeof(uint64_t));
@@ -653,8 +651,6 @@ free_tables:
 		free(rm->fns[fn].client_map);
 	if (rm->clients)
 		cds_lfht_destroy(rm->clients, NULL);
-	if (rm->objects)
-		cds_lfht_destroy(rm->objects, NULL);
 free_rm:
 	free(rm);
 	return ret;
@@ -674,7 +670,6 @@ void rm_device_destroy(struct rm *rm)
 	gsp_stop(rm->gsp);
 	urcu_memb_barrier();	/* every deferred free has run */
 	cds_lfht_destroy(rm->clients, NULL);
-	cds_lfht_destroy(rm->objects, NULL);
 	for (unsigned int fn = 0; fn < rm->nr_fns; fn++)
 		free(rm->fns[fn].client_map);
 	cmn_mutex_destroy(&rm->dev_lock);

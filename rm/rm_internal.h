@@ -7,6 +7,8 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include <urcu/urcu-memb.h>
 #include <urcu/rculfhash.h>
@@ -80,6 +82,21 @@ static inline void rm_rcu_cb_enter(struct rcu_head *head)
 	RM_TSAN_ACQUIRE(head);
 }
 
+/* @size zeroed bytes, for objects that the hot paths allocate and free. glibc's calloc()
+ * bypasses the per-thread cache (tcache) that malloc() and free() use, so a calloc'd
+ * object freed again by the same thread went through its arena every time (the arena's
+ * lock, and a consolidation of the heap whenever the chunk lay next to its top). The
+ * empty asm keeps the compiler from folding malloc() + memset() back into calloc(). */
+static inline void *rm_zalloc(size_t size)
+{
+	void *p = malloc(size);
+
+	__asm__("" : "+r"(p));
+	if (p)
+		memset(p, 0, size);
+	return p;
+}
+
 #define RM_MAX_FNS	64
 #define RM_MAX_CHANNELS	64	/* channel ids 0..63 per function (the device's) */
 #define RM_MAX_DEPTH	6	/* client -> device -> ... as in resserv */
@@ -109,9 +126,9 @@ struct rm_mem {
 	_Atomic unsigned int refs;	/* dups of it; the last put frees it */
 };
 
+/* An object. Found only through its client's table and freed at once (no grace period):
+ * every access is under its client's lock. */
 struct rm_res {
-	struct cds_lfht_node node;	/* rm->objects, key (client handle, handle) */
-	struct rcu_head rcu;
 	uint32_t handle, h_class;
 	struct rm_client *client;
 	struct rm_res *parent;
@@ -133,6 +150,13 @@ struct rm_res {
 	} u;
 };
 
+/* 64 slots of a client's object table; it lives while one of its handles is taken. */
+#define RM_OBJ_LEAF 64
+struct rm_obj_leaf {
+	struct rm_res *obj[RM_OBJ_LEAF];	/* NULL: taken but not yet inserted */
+	unsigned int taken;
+};
+
 struct rm_client {
 	struct cds_lfht_node node;	/* rm->clients, key handle */
 	struct rcu_head rcu;
@@ -146,6 +170,12 @@ struct rm_client {
 	struct rm_res root;		/* class CLIENT */
 	struct rm_res *device;
 	uint64_t *hmap;			/* object handle bitmap, max_objects bits */
+	/* Object table: handle index / 64 -> its leaf (NULL: none of those 64 taken). Private
+	 * to the client (its lock), so calls of different clients write no common line. */
+	struct rm_obj_leaf **objs;
+	/* The last leaf emptied, kept for the next one needed: a client with one object at a
+	 * time walks its handles from leaf to leaf and would otherwise allocate each anew. */
+	struct rm_obj_leaf *spare;
 	uint32_t cursor;
 	unsigned int nr_objects;	/* not counting root */
 	struct cmn_list fn_link;		/* rm_fn.clients, under the device lock */
@@ -204,7 +234,6 @@ struct rm {
 	unsigned int nr_fns, nr_engines;
 	struct cmn_mutex dev_lock;	/* rank DEVICE: fns[] bookkeeping and records */
 	struct cds_lfht *clients;	/* handle -> rm_client, lock-free lookup */
-	struct cds_lfht *objects;	/* (client, handle) -> rm_res */
 	struct rm_fn fns[RM_MAX_FNS];
 	bool sched_set;			/* under dev_lock: the device-wide policy record */
 	struct vgpu_rpc_sched sched;
@@ -238,12 +267,18 @@ void rm_client_put(struct rm_client *c);
 /* Free one client whose lock is held and that is marked dead; unlocks. */
 void rm_client_destroy_locked(struct rm_client *c);
 /* Charge one object to @c's function's object quota (-VGPU_EQUOTA at the limit) / give it
- * back. Takes the device lock. */
+ * back. Takes the function's accounting lock. */
 int rm_obj_charge(struct rm_client *c);
 void rm_obj_uncharge(struct rm_client *c);
+/* Take object handle *@h of @c (0: the next free one) and its table slot: -EINVAL out of
+ * range, -EEXIST taken, -ENOSPC none left, -ENOMEM. Client lock held. */
 int rm_handle_take(struct rm_client *c, uint32_t *h);
+/* Give back handle @h and empty its slot. */
 void rm_handle_drop(struct rm_client *c, uint32_t h);
-uint64_t rm_obj_key(uint32_t h_client, uint32_t h);
+/* Put @r in the slot of its handle (taken with rm_handle_take()). */
+void rm_obj_insert(struct rm_client *c, struct rm_res *r);
+/* The object @h of @c, NULL if none (the root is not in the table). */
+struct rm_res *rm_obj_find(struct rm_client *c, uint32_t h);
 
 /* ---- rm_res.c ---- */
 struct rm_res *rm_res_lookup(struct rm_client *c, uint32_t h);

@@ -8,7 +8,6 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 #include "common/log.h"
 #include "rm/rm_internal.h"
@@ -61,24 +60,11 @@ static void rcu_thread_exit(void *arg)
 	urcu_memb_unregister_thread();
 }
 
+/* Only clients are freed through call_rcu (objects are freed at once, rm_res.c), and a
+ * client's free takes the device lock anyway, so liburcu's one default queue serves. */
 static void rcu_key_init(void)
 {
-	long cpus = sysconf(_SC_NPROCESSORS_CONF);
-
 	pthread_key_create(&rcu_key, rcu_thread_exit);
-	/* Every RM object is freed through call_rcu. With the one default queue, all threads
-	 * freeing objects would enqueue on the same cache line; a queue per CPU keeps calls on
-	 * different CPUs apart. Their workers are not pinned (as liburcu's per-CPU helper
-	 * would pin them): the scheduler runs the freeing on an idle CPU rather than next to
-	 * the caller. A CPU left without a queue uses the default one. */
-	for (long cpu = 0; cpu < cpus; cpu++) {
-		struct call_rcu_data *crd = urcu_memb_create_call_rcu_data(0, -1);
-
-		if (!crd || urcu_memb_set_cpu_call_rcu_data((int)cpu, crd)) {
-			cmn_info("rm: call_rcu queues for CPUs 0..%ld only", cpu - 1);
-			break;
-		}
-	}
 }
 
 #if defined(__SANITIZE_THREAD__)

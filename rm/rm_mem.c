@@ -128,11 +128,11 @@ int rm_mem_vram_alloc(struct rm *rm, unsigned int fn, struct vgpu_rm_vidmem_para
 		return -ENODEV;
 	if (p->flags & VGPU_RM_MEM_CONTIGUOUS)
 		o.flags |= PMA_CONTIGUOUS;
-	m = calloc(1, sizeof(*m));
+	m = rm_zalloc(sizeof(*m));
 	if (!m)
 		return -ENOMEM;
 	m->nr_pages = p->size / ps;
-	m->pages = calloc(m->nr_pages, sizeof(uint64_t));
+	m->pages = rm_zalloc(m->nr_pages * sizeof(uint64_t));	/* <= 2^24: vram_check() */
 	if (!m->pages) {
 		ret = -ENOMEM;
 		goto free_m;
@@ -197,7 +197,7 @@ int rm_mem_sys_alloc(struct rm *rm, unsigned int fn, struct vgpu_rm_sysmem_param
 		return -EINVAL;
 	if (!f->dma || !f->dma_domain)
 		return -ENODEV;
-	m = calloc(1, sizeof(*m));
+	m = rm_zalloc(sizeof(*m));
 	if (!m)
 		return -ENOMEM;
 	ret = quota_charge(rm, fn, false, p->size);

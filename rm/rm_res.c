@@ -17,37 +17,10 @@
 #include "common/log.h"
 #include "rm/rm_internal.h"
 
-static unsigned long obj_hash(uint64_t key)
-{
-	key ^= key >> 33;
-	key *= 0xc4ceb9fe1a85ec53ull;
-	key ^= key >> 33;
-	return (unsigned long)key;
-}
-
-static int obj_match(struct cds_lfht_node *node, const void *key)
-{
-	const struct rm_res *r = cmn_container_of(node, struct rm_res, node);
-
-	RM_TSAN_ACQUIRE(node);	/* released before cds_lfht_add() */
-	return rm_obj_key(r->client->handle, r->handle) == *(const uint64_t *)key;
-}
-
 struct rm_res *rm_res_lookup(struct rm_client *c, uint32_t h)
 {
-	uint64_t key = rm_obj_key(c->handle, h);
-	struct cds_lfht_iter it;
-	struct cds_lfht_node *node;
-
 	cmn_mutex_assert_held(&c->lock);
-	if (h == c->handle)
-		return &c->root;
-	rm_rcu_read_lock();
-	cds_lfht_lookup(c->rm->objects, obj_hash(key), obj_match, &key, &it);
-	node = cds_lfht_iter_get_node(&it);
-	rm_rcu_read_unlock();
-	/* Stable after the read section: objects are only freed under the client lock. */
-	return node ? cmn_container_of(node, struct rm_res, node) : NULL;
+	return h == c->handle ? &c->root : rm_obj_find(c, h);
 }
 
 /* ---- entering a client ---- */
@@ -207,15 +180,9 @@ static void class_dtor(struct rm_client *c, struct rm_res *r)
 	}
 }
 
-static void res_free_rcu(struct rcu_head *head)
-{
-	rm_rcu_cb_enter(head);
-	free(cmn_container_of(head, struct rm_res, rcu));
-}
-
 static struct rm_res *res_new(struct rm_client *c, struct rm_res *parent, uint32_t h, uint32_t cls)
 {
-	struct rm_res *r = calloc(1, sizeof(*r));
+	struct rm_res *r = rm_zalloc(sizeof(*r));
 
 	if (!r)
 		return NULL;
@@ -228,20 +195,14 @@ static struct rm_res *res_new(struct rm_client *c, struct rm_res *parent, uint32
 	cmn_list_init(&r->sibling);
 	cmn_list_init(&r->dependants);
 	cmn_list_init(&r->dep_link);
-	cds_lfht_node_init(&r->node);
 	return r;
 }
 
 static void res_insert(struct rm_client *c, struct rm_res *r)
 {
-	uint64_t key = rm_obj_key(c->handle, r->handle);
-
 	r->seq = atomic_fetch_add(&c->rm->fns[c->fn].obj_seq, 1);
 	cmn_list_add(&r->parent->children, &r->sibling);
-	RM_TSAN_RELEASE(&r->node);
-	rm_rcu_read_lock();
-	cds_lfht_add(c->rm->objects, obj_hash(key), &r->node);
-	rm_rcu_read_unlock();
+	rm_obj_insert(c, r);
 	c->nr_objects++;
 	atomic_fetch_add(&c->rm->fns[c->fn].nr_objects, 1);
 }
@@ -252,14 +213,13 @@ static void res_destroy(struct rm_client *c, struct rm_res *r)
 	cmn_list_del(&r->sibling);
 	if (r->depends_on)
 		cmn_list_del(&r->dep_link);
-	rm_rcu_read_lock();
-	cds_lfht_del(c->rm->objects, &r->node);
-	rm_rcu_read_unlock();
 	rm_handle_drop(c, r->handle);
 	rm_obj_uncharge(c);
 	c->nr_objects--;
 	atomic_fetch_sub(&c->rm->fns[c->fn].nr_objects, 1);
-	rm_call_rcu(&r->rcu, res_free_rcu);
+	/* Freed at once by the thread that frees it: only this client's calls, under its lock,
+	 * ever reach the object, so no reader can be left to wait a grace period for. */
+	free(r);
 }
 
 /* A child or dependant of @r not yet on the pending-free list. */
@@ -315,12 +275,11 @@ unsigned int rm_res_free_tree(struct rm_client *c, struct rm_res *r, unsigned in
 			*done = true;
 			break;
 		}
+		*done = top == r;
 		res_destroy(c, top);
 		freed++;
-		if (top == r) {
-			*done = true;
+		if (*done)
 			break;
-		}
 	}
 	free(stack);
 	return freed;

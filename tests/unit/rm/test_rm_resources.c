@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /* Resource server: lifecycle of every class, dependency-ordered free, sharing and access
- * rights, cross-VF handles, handle exhaustion without aliasing, quotas, VF reset / guest
- * gone by handle range, and the lock-order validator. Runs against the real vgpu-gsp. */
+ * rights, cross-VF handles, handle exhaustion without aliasing, the per-client object
+ * table, quotas, VF reset / guest gone by handle range, and the lock-order validator.
+ * Runs against the real vgpu-gsp. */
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -401,6 +402,72 @@ static void test_handle_exhaustion(void **state)
 		assert_int_equal(rm_client_free(fx.rm, 1, n == 3 ? hc[8] : hc[n]), 0);
 }
 
+/* Each client's object table: handles across its 64-handle leaves, one object at a time
+ * (a leaf emptied and the next one filled on every step), leaf boundaries, the last handle,
+ * the same handle numbers in two clients naming each its own object, and a client freed
+ * with objects in several leaves. */
+static void test_object_table(void **state)
+{
+	static const uint32_t edge[] = { 63, 64, 127, 128, 4095 };
+	struct vgpu_rm_info info;
+	uint32_t a, ad, as, b, bd, bs, m, prev = 0, h, hb;
+	uint64_t addr, size, addr_b;
+	uint32_t aper;
+	size_t len;
+
+	(void)state;
+	assert_int_equal(rm_t_client(fx.rm, 1, &a, &ad, &as), 0);
+	assert_int_equal(rm_t_client(fx.rm, 2, &b, &bd, &bs), 0);
+	for (int i = 0; i < 300; i++) {
+		assert_int_equal(rm_t_vidmem(fx.rm, 1, a, ad, 64 << 10, &m), 0);
+		if (prev)
+			assert_int_equal(m, prev + 1);	/* the cursor walks on */
+		assert_int_equal(rm_map(fx.rm, 1, a, m, &addr, &size, &aper), 0);
+		assert_int_equal(size, 64 << 10);
+		assert_int_equal(rm_free(fx.rm, 1, a, m), 0);
+		assert_int_equal(rm_map(fx.rm, 1, a, m, &addr, &size, &aper), -ENOENT);
+		assert_int_equal(rm_free(fx.rm, 1, a, m), -ENOENT);
+		prev = m;
+	}
+	assert_int_equal(rm_object_count(fx.rm, 1), 3);
+	for (size_t i = 0; i < VGPU_ARRAY_SIZE(edge); i++) {
+		h = VGPU_RM_HANDLE_BASE + edge[i];
+		assert_int_equal(rm_alloc(fx.rm, 1, a, ad, &h, VGPU_RM_CLASS_SUBDEVICE, NULL, 0), 0);
+		assert_int_equal(h, VGPU_RM_HANDLE_BASE + edge[i]);
+	}
+	h = VGPU_RM_HANDLE_BASE + 4096;
+	assert_int_equal(rm_alloc(fx.rm, 1, a, ad, &h, VGPU_RM_CLASS_SUBDEVICE, NULL, 0), -EINVAL);
+	/* the neighbours across a boundary stay when one goes */
+	assert_int_equal(rm_free(fx.rm, 1, a, VGPU_RM_HANDLE_BASE + 64), 0);
+	len = 0;
+	assert_int_equal(rm_control(fx.rm, 1, a, VGPU_RM_HANDLE_BASE + 63, VGPU_RM_CTRL_GET_INFO,
+				    &info, &len, sizeof(info)), 0);
+	len = 0;
+	assert_int_equal(rm_control(fx.rm, 1, a, VGPU_RM_HANDLE_BASE + 64, VGPU_RM_CTRL_GET_INFO,
+				    &info, &len, sizeof(info)), -ENOENT);
+	len = 0;
+	assert_int_equal(rm_control(fx.rm, 1, a, VGPU_RM_HANDLE_BASE + 127, VGPU_RM_CTRL_GET_INFO,
+				    &info, &len, sizeof(info)), 0);
+	/* the same handle number in another client (of another VF) is that client's object */
+	assert_int_equal(rm_t_vidmem(fx.rm, 1, a, ad, 128 << 10, &m), 0);
+	hb = m;
+	assert_int_equal(rm_alloc(fx.rm, 2, b, bd, &hb, VGPU_RM_CLASS_MEMORY_VIDMEM,
+				  &(struct vgpu_rm_vidmem_params){ .size = 64 << 10 },
+				  sizeof(struct vgpu_rm_vidmem_params)), 0);
+	assert_int_equal(hb, m);
+	assert_int_equal(rm_map(fx.rm, 1, a, m, &addr, &size, &aper), 0);
+	assert_int_equal(size, 128 << 10);
+	assert_int_equal(rm_map(fx.rm, 2, b, m, &addr_b, &size, &aper), 0);
+	assert_int_equal(size, 64 << 10);
+	assert_int_equal(rm_free(fx.rm, 2, b, m), 0);
+	assert_int_equal(rm_map(fx.rm, 1, a, m, &addr, &size, &aper), 0);
+	/* a client freed with objects in five leaves (0, 1, 2, 4, 63) takes them all */
+	assert_int_equal(rm_object_count(fx.rm, 1), 3 + VGPU_ARRAY_SIZE(edge) - 1 + 1);
+	assert_int_equal(rm_client_free(fx.rm, 1, a), 0);
+	assert_int_equal(rm_object_count(fx.rm, 1), 0);
+	assert_int_equal(rm_client_free(fx.rm, 2, b), 0);
+}
+
 /* Quota errors are not out-of-space errors. */
 static void test_quotas(void **state)
 {
@@ -662,6 +729,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_channel_submit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_share_and_foreign, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_handle_exhaustion, setup_small, teardown),
+		cmocka_unit_test_setup_teardown(test_object_table, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_quotas, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_vf_reset, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_vf_reset_scrub, setup, teardown),
