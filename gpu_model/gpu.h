@@ -319,6 +319,11 @@ int gpu_mmu_translate(struct gpu *g, unsigned int fn, uint64_t pdb, uint64_t va,
  * the privileged region): afterwards no engine touches its GPFIFO, USERD or pushbuffers, so
  * their memory may be reused. 0, -EINVAL (bad ids) or -ETIMEDOUT after @timeout_ns. */
 int gpu_chan_quiesce(struct gpu *g, unsigned int fn, unsigned int chid, uint64_t timeout_ns);
+/* Wait until no engine executes any channel of @fn, whose scheduler entry the caller
+ * disabled (gpu_priv_sched_fn_set()): an engine gives up a disabled function's slice at its
+ * next pick, so afterwards none runs it until it is enabled again, and what its engines
+ * wrote is in memory. 0, -EINVAL (bad @fn), -EBUSY (the entry is enabled) or -ETIMEDOUT. */
+int gpu_fn_quiesce(struct gpu *g, unsigned int fn, uint64_t timeout_ns);
 /* Take the oldest fault entry of @fn. 0, or -EAGAIN if the buffer is empty. */
 int gpu_fault_pop(struct gpu *g, unsigned int fn, struct vgpu_fault_entry *out);
 /* Invalidate @fn's TLBs and resume its channels stalled on replayable faults. */

@@ -313,7 +313,9 @@ static struct gpu_chan *sched_pick_locked(struct gpu_engine *e, uint64_t now)
 	struct gpu_chan *c;
 
 	cmn_mutex_assert_held(&e->g->lock);
-	if (e->cur_fn >= 0 && now >= e->slot_end)
+	/* A function whose entry was disabled (a stop, a migration's switchover) loses the
+	 * rest of its slice: no turn of it starts after gpu_fn_quiesce() saw none running. */
+	if (e->cur_fn >= 0 && (now >= e->slot_end || !e->g->fns[e->cur_fn].cfg.sched.enabled))
 		slot_end_locked(e, now);
 	if (e->cur_fn >= 0 && now >= e->yield_at) {
 		/* Look again a minimum quantum later, not at every turn. */
@@ -644,6 +646,34 @@ int gpu_chan_quiesce(struct gpu *g, unsigned int fn, unsigned int chid, uint64_t
 		 * an engine that releases the channel does not pick it again. */
 		gpu_priv_sync_locked(g);
 		busy = g->fns[fn].chans[chid].running;
+		cmn_mutex_unlock(&g->lock);
+		if (!busy)
+			return 0;
+		if (cmn_deadline_passed(dl))
+			return -ETIMEDOUT;
+		cmn_sleep_ns(20 * VGPU_NSEC_PER_USEC);
+	}
+}
+
+int gpu_fn_quiesce(struct gpu *g, unsigned int fn, uint64_t timeout_ns)
+{
+	uint64_t dl = cmn_deadline_ns(timeout_ns);
+	bool busy;
+
+	if (fn >= g->nr_fns)
+		return -EINVAL;
+	for (;;) {
+		cmn_mutex_lock(&g->lock);
+		/* The disable as the caller wrote it: an engine that ends its turn sees it at
+		 * its next pick (sched_pick_locked()) and picks no channel of @fn again. */
+		gpu_priv_sync_locked(g);
+		if (g->fns[fn].cfg.sched.enabled) {
+			cmn_mutex_unlock(&g->lock);
+			return -EBUSY;
+		}
+		busy = false;
+		for (unsigned int c = 0; c < GPU_FN_MAX_CHANNELS && !busy; c++)
+			busy = g->fns[fn].chans[c].running;
 		cmn_mutex_unlock(&g->lock);
 		if (!busy)
 			return 0;

@@ -973,20 +973,32 @@ static int src_wait_go(struct lm *m, struct cmn_fail *f)
 	return atomic_load(&m->go) ? 1 : 0;
 }
 
-/* Take the slice's engine time away (@stop) or give it back. */
-static void src_engines(struct lm *m, bool stop)
+/* Give the slice its engine time back. */
+static void src_engines_run(struct lm *m)
 {
 	struct pf_daemon *d = m->L->d;
 	struct pf_slice *s = m->s;
 
-	if (stop) {
-		pf_rm_fn_sched_set(d, s->vf, false, 0, 0, 0);
-		return;
-	}
 	/* As the slice's start applies them (fixed share follows the VRAM share). */
 	pf_rm_fn_sched_set(d, s->vf, true, (uint64_t)s->prov.exec_quantum_us * 1000ull,
 			   (uint64_t)s->prov.preempt_timeout_us * 1000ull,
 			   s->prov.vram * 1000 / pf_usable_vram(d));
+}
+
+/* Take the slice's engine time away and wait until no engine runs it: a turn still
+ * running would write after the compare read a page, or after the final pass took the
+ * dirty bits (DMA memory has none), and that write would not move. */
+static int src_engines_stop(struct lm *m, struct cmn_fail *f)
+{
+	struct pf_daemon *d = m->L->d;
+	int r = pf_rm_fn_sched_set(d, m->s->vf, false, 0, 0, 0);
+
+	if (!r)
+		r = gpu_fn_quiesce(d->gpu, m->s->vf, LM_IDLE_WAIT_MS * VGPU_NSEC_PER_MSEC);
+	if (!r)
+		return 0;
+	src_engines_run(m);
+	return cmn_fail(f, r, "cannot stop the slice's engines: %s", cmn_strerror(r));
 }
 
 /* Hold the slice's mailbox (@hold: the request in hand answered first, then none taken
@@ -1031,10 +1043,12 @@ static int src_switchover(struct lm *m, struct src_pages *sp, unsigned int round
 	uint64_t sent = 0, again;
 	int r;
 
-	src_engines(m, true);
+	r = src_engines_stop(m, f);
+	if (r)
+		return r;
 	r = src_mbox(m, true, f);
 	if (r) {
-		src_engines(m, false);
+		src_engines_run(m);
 		return r;
 	}
 	again = src_again(sp);
@@ -1051,7 +1065,7 @@ static int src_switchover(struct lm *m, struct src_pages *sp, unsigned int round
 	if (r) {
 		if (!lm_unknown(m)) {
 			src_mbox(m, false, NULL);
-			src_engines(m, false);
+			src_engines_run(m);
 		}
 		return r;
 	}
