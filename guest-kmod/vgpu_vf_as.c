@@ -125,7 +125,7 @@ static u64 vvf_as_clear(struct vvf_as *as, u64 start, u64 end)
 				}
 			}
 		}
-		if (next <= va)		/* wrapped past the top */
+		if (!next)		/* wrapped past the top */
 			break;
 		va = next;
 	}

@@ -886,7 +886,7 @@ static bool t_as(void)
 {
 	const size_t len = 64 << 10;
 	struct vgpu_vf_ioc_as_info i0, i1;
-	uint8_t *src, *dst, *p, *q;
+	uint8_t *src, *dst, *p, *q, *res;
 	int fd = open_dev(), ret, st, go[2];
 	struct gch g;
 	pid_t pid;
@@ -913,9 +913,11 @@ static bool t_as(void)
 	      i0.channels, (unsigned long long)i0.faults, (unsigned long long)i0.mapped,
 	      (unsigned long long)i0.migrated, (unsigned long long)i0.replays,
 	      (unsigned long long)i0.cancelled);
-	/* munmap: the GPU must see the new memory at the old address, never the old pages. */
-	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	CHECK(p != MAP_FAILED, "mmap");
+	/* munmap: the GPU must see the new memory at the old address, never the old pages.
+	 * The range straddles a 2 MiB boundary (two last-level page tables). */
+	res = mmap(NULL, 4 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	CHECK(res != MAP_FAILED, "mmap");
+	p = (uint8_t *)(((uintptr_t)res + (2 << 20)) & ~(uintptr_t)((2 << 20) - 1)) - len / 2;
 	ret = gpu_fill(&g, p, len, 0x11111111u);
 	CHECK(!ret && all_words(p, len, 0x11111111u), "FILL on mmap'd memory: %d", ret);
 	CHECK(!as_info(fd, &i0), "AS_INFO");
@@ -960,7 +962,7 @@ static bool t_as(void)
 	       "%llu PTEs invalidated, %llu replays\n", (unsigned long long)i1.faults,
 	       (unsigned long long)i1.mapped, (unsigned long long)i1.migrated,
 	       (unsigned long long)i1.invalidated, (unsigned long long)i1.replays);
-	munmap(q, len);
+	munmap(res, 4 << 20);
 	free(src);
 	free(dst);
 	gch_close(&g);

@@ -4,7 +4,9 @@
 # it binds the VF's ivshmem device, takes its three MSI-X vectors and makes /dev/vgpu-vfN;
 # vgpu-vf-test then runs over the kmod transport (mailbox by interrupt, fence waits asleep
 # in the kernel). Four q35 guests at once, each on a slice of its own:
-#   solo    the full suite, one process, then its managed-memory point
+#   solo    the full suite, one process, then its managed-memory point; the suite's kmod
+#           cases include GPU work on malloc'd memory through the kernel's own SVM address
+#           space (the GPU faults, the kernel services the faults)
 #   reset   "reset recovery" alone (as qemu-vfio.sh runs it): the guest waits, this script
 #           resets its VF when it prints "# ready for reset"; vgpud announces the reset (ABI
 #           2.5), the driver moves the pages a process migrated into VRAM back to system
@@ -16,16 +18,16 @@
 #           one VF at the same time, each running the cases that do not need the whole
 #           slice to themselves (allocating to the quota, every channel, every DMA byte, a
 #           2 MiB DMA buffer out of the slice's 4 MiB cannot pass twice on one function at
-#           once)
+#           once); each has a kernel address space of its own
 # vgpud gives a guest 5 s to acknowledge (TCG is slow; an acknowledged reset does not wait
 # for it). Each guest then runs the driver's own checks (vgpu-kmod-test: bad ioctls,
-# mappings, clients freed on close and kill, SVM), unloads the module and checks that its
+# mappings, clients freed on close and kill, SVM, the kernel address space), unloads the module and checks that its
 # kernel log has no WARN, BUG or oops. Prints TAP (conventions in tests/vm/lib.sh).
 . "$(dirname "$0")/lib.sh"
 
 # The cases two processes run at once ('|' separates the names' parts; no spaces: they
 # travel on the kernel command line).
-SHARED_CASES='handshake|mailbox|FILL|REDUCE|semaphore|threads|attack'
+SHARED_CASES='handshake|mailbox|FILL|REDUCE|semaphore|threads|attack|malloc'
 
 vm_init qemu-kmod
 vm_require_qemu
