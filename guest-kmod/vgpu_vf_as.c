@@ -13,7 +13,8 @@
  * block around it in with hmm_range_fault, moves what is in system memory into the slice's
  * VRAM (the only memory a VF reaches in a VM: the guest's RAM is not in the function's IOMMU
  * domain) and, if no invalidation raced it, writes the PTEs; then one FAULT_REPLAY resumes
- * the stalled channels. An access the process could not make cancels its channel.
+ * the stalled channels. A full pool first gives back pages of the same process the GPU
+ * mapped earlier (round robin). An access the process could not make cancels its channel.
  *
  * The mirror: one mmu_interval_notifier over the mirrored range. Its invalidation (munmap,
  * fork's write protection, a migration, mprotect, exit) clears the GPU PTEs of the range
@@ -40,6 +41,7 @@
 #define VVF_AS_BLOCK		16		/* pages serviced per fault (64 KiB) */
 #define VVF_AS_RETRIES		8		/* migrate-then-look rounds per fault */
 #define VVF_AS_FAULTS		64		/* fault entries queued between services */
+#define VVF_AS_EVICT		64		/* pages a full pool gives back per round */
 
 struct vvf_as_chan {
 	u32 handle, mem, chid, token;
@@ -63,6 +65,7 @@ struct vvf_as {
 	 * to write PTEs, by reset and release. Never held across an RM call but release's. */
 	struct mutex lock;
 	u32 pt_used;			/* tables handed out (the root is table 0) */
+	u64 evict_cursor;		/* where the next eviction looks for victims */
 	bool lost;			/* a VF reset freed everything: touch no VRAM */
 
 	spinlock_t qlock;		/* protects chans, nr_chans, q, qn, the counters */
@@ -71,7 +74,7 @@ struct vvf_as {
 	struct vgpu_fault_entry q[VVF_AS_FAULTS];
 	u32 qn;
 	struct work_struct work;
-	u64 faults, mapped, migrated, invalidated, replays, cancelled;
+	u64 faults, mapped, migrated, invalidated, replays, cancelled, evicted;
 };
 
 /* ---- page tables ---- */
@@ -129,6 +132,50 @@ static u64 vvf_as_clear(struct vvf_as *as, u64 start, u64 end)
 			break;
 		va = next;
 	}
+	return n;
+}
+
+/* Up to @max process pages the GPU has mapped, outside [keep_start, keep_end), into @out,
+ * from the eviction cursor on: round robin over the mirrored range, so every mapped page
+ * takes its turn. Under as->lock. */
+static u32 vvf_as_victims(struct vvf_as *as, u64 keep_start, u64 keep_end, u64 *out, u32 max)
+{
+	u64 va = as->evict_cursor, first, next, span, *l3;
+	bool wrapped = false;
+	u32 n = 0;
+
+	if (va < as->start || va >= as->end)
+		va = as->start;
+	first = va;
+	for (;;) {
+		if (va >= as->end) {
+			if (wrapped)
+				break;
+			wrapped = true;
+			va = as->start;
+		}
+		if (wrapped && va >= first)
+			break;
+		l3 = vvf_as_l3(as, va, false, &span);
+		if (!l3) {
+			next = (va & ~(span - 1)) + span;
+		} else {
+			next = (va & ~(VGPU_GMMU_PAGE_2M - 1)) + VGPU_GMMU_PAGE_2M;
+			for (; va < min(next, as->end) && n < max; va += PAGE_SIZE)
+				if ((va < keep_start || va >= keep_end) &&
+				    READ_ONCE(l3[(va >> VGPU_GMMU_L3_4K_SHIFT) &
+						 (VGPU_GMMU_ENTRIES - 1)]))
+					out[n++] = va;
+			if (n == max) {
+				as->evict_cursor = va;
+				return n;
+			}
+		}
+		if (!next)
+			break;
+		va = next;
+	}
+	as->evict_cursor = as->start;
 	return n;
 }
 
@@ -284,6 +331,29 @@ static u64 vvf_as_pte_of(struct vvf_as *as, unsigned long hmm_pfn)
 			     (hmm_pfn & HMM_PFN_WRITE ? 0 : VGPU_GMMU_RO));
 }
 
+/* The pool is full: move up to VVF_AS_EVICT of this process's pages the GPU has mapped
+ * (outside the block being serviced) back to system memory; the migration's invalidation
+ * clears their PTEs, and the GPU faults them back in when it needs them. Under
+ * mmap_read_lock(mm). Pages moved. */
+static u64 vvf_as_evict(struct vvf_as *as, struct mm_struct *mm, u64 keep_start, u64 keep_end)
+{
+	u64 va[VVF_AS_EVICT], moved, total = 0;
+	u32 n, i, j;
+
+	mutex_lock(&as->lock);
+	n = vvf_as_gone(as) ? 0 : vvf_as_victims(as, keep_start, keep_end, va, VVF_AS_EVICT);
+	mutex_unlock(&as->lock);
+	for (i = 0; i < n; i = j + 1) {
+		for (j = i; j + 1 < n && va[j + 1] == va[j] + PAGE_SIZE; j++)
+			;
+		/* A page whose vma changed since is skipped: its PTE is gone already. */
+		if (!vvf_svm_move_locked(as->vd, mm, as->pid, va[i], (u64)(j - i + 1) * PAGE_SIZE,
+					 false, &moved))
+			total += moved;
+	}
+	return total;
+}
+
 /* Map the block around @va for the GPU: the process's own pages, faulted in as the access
  * needs (writable for a write), moved into VRAM. 0, or why the channel must be cancelled
  * (-EFAULT: not an access the process could make; -EOPNOTSUPP: shared or file memory,
@@ -352,8 +422,19 @@ static int vvf_as_service(struct vvf_as *as, u64 va, bool write)
 			spin_lock(&as->qlock);
 			as->migrated += moved;
 			spin_unlock(&as->qlock);
+			if (moved)
+				continue;
+			/* Pinned pages stay where they are; a full pool makes room. */
+			if (!vvf_svm_full(vd))
+				return -ENOMEM;
+			mmap_read_lock(mm);
+			moved = vvf_as_evict(as, mm, range.start, range.end);
+			mmap_read_unlock(mm);
 			if (!moved)
-				return -ENOMEM;	/* the pool is full or the pages are pinned */
+				return -ENOMEM;	/* nothing of ours to give back */
+			spin_lock(&as->qlock);
+			as->evicted += moved;
+			spin_unlock(&as->qlock);
 			continue;
 		}
 		mutex_lock(&as->lock);
@@ -705,6 +786,7 @@ long vvf_ioc_as_info(struct vvf_file *f, unsigned long arg)
 		a.invalidated = as->invalidated;
 		a.replays = as->replays;
 		a.cancelled = as->cancelled;
+		a.evicted = as->evicted;
 		spin_unlock(&as->qlock);
 		a.lost = READ_ONCE(as->lost);
 	} else {

@@ -221,6 +221,8 @@ int vvf_svm_ensure(struct vvf_dev *vd);
  * (unmapped), -EBUSY (a reset is announced). */
 int vvf_svm_move_locked(struct vvf_dev *vd, struct mm_struct *mm, struct pid *who, u64 addr,
 			u64 len, bool to_vram, u64 *moved);
+/* Whether the pool is there and has no free page. */
+bool vvf_svm_full(struct vvf_dev *vd);
 /* Whether @page is one of this VF's pool pages (device-coherent VRAM). */
 bool vvf_svm_page_ours(struct vvf_dev *vd, struct page *page);
 /* VGPU_VF_IOC_SVM. */

@@ -309,6 +309,16 @@ static int vvf_svm_migrate(struct vvf_file *f, u64 addr, u64 len, bool to_vram, 
 	return ret;
 }
 
+bool vvf_svm_full(struct vvf_dev *vd)
+{
+	bool full;
+
+	spin_lock(&vd->svm.lock);
+	full = vd->svm.ready && !vd->svm.free;
+	spin_unlock(&vd->svm.lock);
+	return full;
+}
+
 bool vvf_svm_page_ours(struct vvf_dev *vd, struct page *page)
 {
 	return is_device_coherent_page(page) && page->pgmap == &vd->svm.pgmap;

@@ -378,7 +378,7 @@ int vgpu_kmod_as_stats(struct vgpu_vf *vf, struct vgpu_kmod_as_stats *out)
 	*out = (struct vgpu_kmod_as_stats){
 		.channels = a.channels, .faults = a.faults, .mapped = a.mapped,
 		.migrated = a.migrated, .invalidated = a.invalidated, .replays = a.replays,
-		.cancelled = a.cancelled, .lost = a.lost,
+		.cancelled = a.cancelled, .evicted = a.evicted, .lost = a.lost,
 	};
 	return 0;
 }

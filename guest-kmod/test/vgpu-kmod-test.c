@@ -948,6 +948,17 @@ static bool t_as(void)
 	close(go[1]);
 	CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && !WEXITSTATUS(st),
 	      "the child saw the parent's GPU write (copy on write broken): %#x", st);
+	/* More than the VF's 32 MiB pool: the pool gives back pages the GPU mapped earlier. */
+	{
+		const size_t big = 48 << 20;
+		uint8_t *b = malloc(big);
+
+		CHECK(b, "malloc of %zu bytes", big);
+		ret = gpu_fill(&g, b, big, 0x44444444u);
+		CHECK(!ret && all_words(b, big, 0x44444444u), "FILL over 48 MiB: %d", ret);
+		free(b);
+		CHECK(!as_info(fd, &i1) && i1.evicted, "48 MiB with no page evicted");
+	}
 	/* A bad address: another process's channels are cancelled, this one's runs on. */
 	pid = fork();
 	if (pid == 0)
@@ -959,8 +970,9 @@ static bool t_as(void)
 	CHECK(!as_info(fd, &i1) && !i1.cancelled, "%llu channels of this process cancelled",
 	      (unsigned long long)i1.cancelled);
 	printf("# address space: %llu faults, %llu PTEs written, %llu pages moved into VRAM, "
-	       "%llu PTEs invalidated, %llu replays\n", (unsigned long long)i1.faults,
-	       (unsigned long long)i1.mapped, (unsigned long long)i1.migrated,
+	       "%llu given back by the full pool, %llu PTEs invalidated, %llu replays\n",
+	       (unsigned long long)i1.faults, (unsigned long long)i1.mapped,
+	       (unsigned long long)i1.migrated, (unsigned long long)i1.evicted,
 	       (unsigned long long)i1.invalidated, (unsigned long long)i1.replays);
 	munmap(res, 4 << 20);
 	free(src);
@@ -1439,7 +1451,8 @@ int main(int argc, char **argv)
 		point(t_svm(fd), "SVM: process memory into VRAM and back in place, its HMM mirror, "
 		      "fork, munmap");
 		point(t_as(), "SVM address space: GPU work on malloc'd memory, faults serviced "
-		      "by the kernel, munmap, fork, a bad address cancels one process's channel");
+		      "by the kernel, munmap, fork, a full pool, a bad address cancels one "
+		      "process's channel");
 	}
 	printf("%d passed, %d failed\n", npoint - nfail, nfail);
 	return nfail ? 1 : 0;

@@ -184,6 +184,7 @@ struct vgpu_vf_ioc_as_info {
 	__u64 invalidated;		/* out: GPU PTEs cleared by invalidations */
 	__u64 replays;			/* out: FAULT_REPLAY calls */
 	__u64 cancelled;		/* out: channels cancelled (a fault the process could not make) */
+	__u64 evicted;			/* out: pages a full VRAM pool gave back to system memory */
 	__u32 lost;			/* out: 1 if a VF reset freed the address space */
 	__u32 reserved;
 };

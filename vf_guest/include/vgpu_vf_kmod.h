@@ -50,6 +50,7 @@ struct vgpu_kmod_as_stats {
 	uint64_t invalidated;		/* GPU PTEs invalidations cleared */
 	uint64_t replays;
 	uint64_t cancelled;		/* channels cancelled */
+	uint64_t evicted;		/* pages a full VRAM pool gave back for it */
 	bool lost;			/* a VF reset freed it */
 };
 
