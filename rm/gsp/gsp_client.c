@@ -1124,7 +1124,11 @@ static int gsp_cfg_check(struct gsp *g, const struct gsp_config *cfg)
 	const char *path = cfg->path ? cfg->path : gsp_default_path();
 
 	g->cfg = *cfg;
-	if (!path || strlen(path) >= sizeof(g->path) || !cfg->nr_fns || cfg->nr_fns > 64)
+	if (!path) {
+		cmn_err("gsp: no %s next to this program, in ../bin or in $VGPU_GSP", GSP_PROGRAM);
+		return -ENOENT;
+	}
+	if (strlen(path) >= sizeof(g->path) || !cfg->nr_fns || cfg->nr_fns > 64)
 		return -EINVAL;
 	strcpy(g->path, path);
 	if (!g->cfg.nr_lanes)

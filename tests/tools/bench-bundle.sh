@@ -11,7 +11,7 @@ src=$1/rel/bin
 out=$2
 [ -x "$src/vgpud" ] || { echo "$0: $src/vgpud not built (make BUILD=$1 rel)" >&2; exit 1; }
 mkdir -p "$out/bin" "$out/lib"
-bins=$(ls "$src"/*_bench "$src/vgpud" "$src/vgpu-gsp" "$src/vgpuctl")
+bins=$(ls "$src"/*_bench "$src/vgpud" "$src/vgpu-gsp" "$src/vgpu-gsp-test" "$src/vgpuctl")
 cp -f $bins "$out/bin/"
 # glibc's own libraries stay the target's: its loader must match them.
 for b in $bins; do
