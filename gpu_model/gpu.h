@@ -154,6 +154,10 @@ struct gpu_config {
 	 * slices); also the time VGPU_M_TIMESTAMP stores. Called on engine threads only.
 	 * NULL: CLOCK_MONOTONIC. */
 	uint64_t (*clock_ns)(void *arg);
+	/* With clock_ns: the engine thread's CPU time on that clock (time it ran, not time the
+	 * host took from it), so a test can preempt the engine. NULL: no CPU time, only long
+	 * gaps between clock reads count as taken. Called with @clock_arg on engine threads. */
+	uint64_t (*cpu_ns)(void *arg);
 	void *clock_arg;
 };
 

@@ -377,39 +377,52 @@ static void scan_locked(struct gpu_engine *e)
 struct engine_mark {
 	uint64_t wall, cpu;	/* the engine's clock, the thread's CPU time */
 	uint64_t stolen;	/* e->stolen */
+	bool has_cpu;		/* cpu was read */
 };
 
-/* CPU time of the calling thread in ns; 0 if it cannot be read. */
-static uint64_t thread_cpu_ns(void)
+/* CPU time of the calling engine thread in ns: the test's (gpu_config.cpu_ns) on a test
+ * clock, else the thread's own. False if there is none. */
+static bool engine_cpu_ns(const struct gpu *g, uint64_t *out)
 {
 	struct timespec ts;
 
+	if (g->cfg.clock_ns) {
+		if (!g->cfg.cpu_ns)
+			return false;
+		*out = g->cfg.cpu_ns(g->cfg.clock_arg);
+		return true;
+	}
 	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts))
-		return 0;
-	return (uint64_t)ts.tv_sec * VGPU_NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
+		return false;
+	*out = (uint64_t)ts.tv_sec * VGPU_NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
+	return true;
 }
 
 /* Start measuring from @now (the engine's clock): at start and after a sleep. */
 static void mark_set(struct gpu_engine *e, struct engine_mark *m, uint64_t now)
 {
 	m->wall = now;
-	m->cpu = thread_cpu_ns();
+	m->has_cpu = engine_cpu_ns(e->g, &m->cpu);
 	m->stolen = e->stolen;
 }
 
-/* A turn ended at @now. On the real clock, what the host took from the engine thread since
- * @m is the time that passed less the CPU time the thread used: that is stolen time, not
- * charged and added to the slice, where the long gaps gpu_engine_now() guessed meanwhile
- * fall short of it. A preemption shorter than GPU_STALL_NS would otherwise be charged to
- * the running function as if it had run, and it does no work then: on a loaded host that
- * is several per cent of a small share's work in a second. */
+/* A turn ended at @now. What the host took from the engine thread since @m is the time
+ * that passed less the CPU time the thread used: that is stolen time, not charged and
+ * added to the slice, where the long gaps gpu_engine_now() guessed meanwhile fall short of
+ * it. A preemption shorter than GPU_STALL_NS would otherwise be charged to the running
+ * function as if it had run, and it does no work then: on a loaded host that is several
+ * per cent of a small share's work in a second. So a slice is charged the engine thread's
+ * CPU time: the emulated engine's GPU time. */
 static void turn_stolen_locked(struct gpu_engine *e, struct engine_mark *m, uint64_t now)
 {
-	uint64_t cpu = thread_cpu_ns(), took, guessed = e->stolen - m->stolen;
+	uint64_t cpu, took, guessed = e->stolen - m->stolen;
+	bool has_cpu = engine_cpu_ns(e->g, &cpu);
 
 	cmn_mutex_assert_held(&e->g->lock);
-	if (e->g->cfg.clock_ns || !cpu || !m->cpu)
-		return;	/* a test clock, or no CPU time: the guesses stand */
+	if (!has_cpu || !m->has_cpu) {
+		mark_set(e, m, now);	/* no CPU time: the guesses stand */
+		return;
+	}
 	took = now - m->wall > cpu - m->cpu ? now - m->wall - (cpu - m->cpu) : 0;
 	/* Add what the guesses missed. A guess too large (a gap partly spent running) stands:
 	 * taking it back could take a slice below what was already counted stolen in it. */
@@ -586,12 +599,11 @@ void *gpu_engine_main(void *arg)
 	struct gpu *g = e->g;
 
 	bool worked = false;	/* ran a channel since the last sleep */
-	bool marked = true;	/* m was set at the last wake-up: nothing to count yet */
+	bool woke = true;	/* started or back from a sleep: m is not set */
 	struct engine_mark m;
 
 	cmn_mutex_lock(&g->lock);
 	e->next_scan = gpu_clock_ns(g) + def(g->cfg.scan_period_ns, VGPU_NSEC_PER_MSEC);
-	mark_set(e, &m, gpu_clock_ns(g));
 	while (!atomic_load(&g->stop)) {
 		uint64_t now = gpu_engine_now(e), deadline;
 		struct gpu_chan *c;
@@ -599,10 +611,16 @@ void *gpu_engine_main(void *arg)
 		/* What the host took since the last turn ended belongs to the slice that turn
 		 * ran in: count it (and extend that slice) before the pick may end it. Counted
 		 * at the next turn's end instead, it would go to the next slice, which would then
-		 * run that much longer than its charge, and the last one be charged for it. */
-		if (!marked)
+		 * run that much longer than its charge, and the last one be charged for it.
+		 * After a sleep, measuring starts here: what the host took between the wake-up
+		 * and this clock read (taking g->lock included) is no slice's time. Counted at
+		 * the next turn's end, it would go to the slice the pick is about to start, after
+		 * it: that slice would run that much longer than its charge. */
+		if (woke)
+			mark_set(e, &m, now);
+		else
 			turn_stolen_locked(e, &m, now);
-		marked = false;
+		woke = false;
 		atomic_store(&e->poked, false);
 		gpu_priv_sync_locked(g);
 		gpu_doorbell_drain_locked(g, e);
@@ -625,8 +643,7 @@ void *gpu_engine_main(void *arg)
 		worked = false;
 		/* Idle gaps are not stalls: restart the stall clock. */
 		e->last_tick = 0;
-		mark_set(e, &m, gpu_clock_ns(g));
-		marked = true;
+		woke = true;
 		cmn_mutex_lock(&g->lock);
 	}
 	cmn_mutex_unlock(&g->lock);

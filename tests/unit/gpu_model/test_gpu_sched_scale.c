@@ -29,10 +29,17 @@ struct sclock {
 	struct cmn_mutex lock;
 	pthread_cond_t cv;
 	bool started, stopped;
-	uint64_t now, stop;
+	uint64_t now, stop, tick;	/* tick: what a read adds (TICK_NS unless set) */
 	uint64_t jump_at, jump_by;	/* the first read at or past jump_at leaps jump_by */
 	void (*on_stop)(void *arg);
 	void *arg;
+	/* The host preempting the engine: a read leaps preempt_by (engine CPU time stands
+	 * still) when the generator says so, one read in preempt_1_in on average. */
+	uint64_t preempt_by, taken;	/* taken: all leaps, the time the engine did not run */
+	uint32_t preempt_1_in, rng, preempts;
+	/* Every window of the clock, on_window(arg) runs at the read that reaches its end. */
+	uint64_t window, next_edge;
+	void (*on_window)(void *arg);
 };
 
 static uint64_t sclock_read(void *arg)
@@ -44,10 +51,24 @@ static uint64_t sclock_read(void *arg)
 	while (!k->started)
 		cmn_cond_wait(&k->cv, &k->lock);
 	if (k->now < k->stop)
-		k->now = cmn_min(k->now + TICK_NS, k->stop);
+		k->now = cmn_min(k->now + k->tick, k->stop);
 	if (k->jump_by && k->now >= k->jump_at) {
 		k->now = cmn_min(k->now + k->jump_by, k->stop);
 		k->jump_by = 0;
+	}
+	if (k->preempt_1_in && k->now < k->stop) {
+		k->rng = k->rng * 1103515245u + 12345u;	/* the same preemptions every run */
+		if ((k->rng >> 16) % k->preempt_1_in == 0) {
+			uint64_t by = cmn_min(k->preempt_by, k->stop - k->now);
+
+			k->now += by;
+			k->taken += by;
+			k->preempts++;
+		}
+	}
+	while (k->window && k->now >= k->next_edge && k->next_edge <= k->stop) {
+		k->on_window(k->arg);
+		k->next_edge += k->window;
 	}
 	if (k->now >= k->stop && !k->stopped) {
 		k->stopped = true;
@@ -55,6 +76,18 @@ static uint64_t sclock_read(void *arg)
 			k->on_stop(k->arg);
 	}
 	v = k->now;
+	cmn_mutex_unlock(&k->lock);
+	return v;
+}
+
+/* The engine thread's CPU time: the clock less what the preemptions took. */
+static uint64_t sclock_cpu(void *arg)
+{
+	struct sclock *k = arg;
+	uint64_t v;
+
+	cmn_mutex_lock(&k->lock);
+	v = k->now - k->taken;
 	cmn_mutex_unlock(&k->lock);
 	return v;
 }
@@ -68,6 +101,7 @@ static struct sclock *sclock_new(uint64_t stop)
 	cmn_mutex_init(&k->lock);
 	pthread_cond_init(&k->cv, NULL);
 	k->stop = stop;
+	k->tick = TICK_NS;
 	return k;
 }
 
@@ -251,6 +285,142 @@ static void test_scale_shares(void **state)
 	tgpu_free(t);
 	sclock_free(k);
 	free(r);
+}
+
+/* ---- shares in every window while the host preempts the engine --------------------- */
+
+#define WIN_TICK	(10 * VGPU_NSEC_PER_USEC)	/* a clock read: a turn's edges cost little */
+#define WIN_QUANTUM	(200 * VGPU_NSEC_PER_USEC)
+#define WIN_LEN		VGPU_NSEC_PER_SEC	/* a window: 5000 slices */
+#define WIN_COUNT	4u		/* the first one is the warm-up */
+#define WIN_PREEMPT	(300 * VGPU_NSEC_PER_USEC)	/* shorter than a stall (GPU_STALL_NS) */
+
+struct win_run {
+	struct worker w[MAX_BUSY];
+	uint32_t done[WIN_COUNT][MAX_BUSY];	/* items completed at each window's end */
+	unsigned int n, windows;
+};
+
+#define WIN_ELEMS	(4 * 4096u)	/* an item's sum: four of the engine's steps, a clock
+					 * read each, so an item is about 50 us of 200 us slices */
+
+/* Like worker_init(), each item a REDUCE_ADD_U32 of WIN_ELEMS words, then its SEM_RELEASE:
+ * a few clock reads per item, so the rings last the run. */
+static void win_worker_init(struct tgpu *t, struct worker *w, unsigned int fn, uint32_t items)
+{
+	uint64_t src = tgpu_vmem(t, fn, WIN_ELEMS * 4ull + 64, VGPU_GMMU_PAGE_64K);
+	uint64_t sum = src + WIN_ELEMS * 4ull, sem = sum + 8;
+
+	tchan_init(t, &w->c, fn, 0, 0, ENTRIES);
+	w->sem = tgpu_va(t, fn, sem, 4);
+	*w->sem = 0;
+	for (uint32_t i = 0; i < items; i++) {
+		TM(&w->c, VGPU_M_REDUCE_ADD_U32, lo32(src), hi32(src), WIN_ELEMS, lo32(sum), hi32(sum));
+		TM(&w->c, VGPU_M_SEM_RELEASE, lo32(sem), hi32(sem), i + 1, 0, 0);
+		tchan_gp(&w->c);
+	}
+	tchan_kick(t, &w->c);
+}
+
+static void win_snapshot(void *arg)
+{
+	struct win_run *r = arg;
+
+	if (r->windows >= WIN_COUNT)
+		return;
+	for (unsigned int i = 0; i < r->n; i++)
+		r->done[r->windows][i] = worker_done(&r->w[i]);
+	r->windows++;
+}
+
+/* 62 busy functions under fixed share with the bench's unequal weights (8-20 per mille,
+ * so the lightest gets about 40 slices of 200 us a window) over 1 s windows of engine
+ * clock, while the host preempts the engine thread for 300 us at one clock read in
+ * @preempt_1_in (0: never; 200: in about one slice of ten). Returns the worst share error
+ * of any function in any window after the first, in %. With @cpu, the engine reads its CPU
+ * time (gpu_config.cpu_ns); without, it sees only the clock. */
+static double windows_run(uint32_t preempt_1_in, bool cpu, uint64_t *preempts)
+{
+	const unsigned int n = MAX_BUSY;
+	const uint64_t quantum = WIN_QUANTUM, window = WIN_LEN;
+	struct win_run *r = calloc(1, sizeof(*r));
+	struct gpu_config cfg = { .nr_vfs = n, .nr_engines = 1, .spin_ns = VGPU_NSEC_PER_SEC,
+				  .clock_ns = sclock_read };
+	uint64_t wsum = 0;
+	double worst = 0;
+	struct sclock *k;
+	struct tgpu *t;
+
+	assert_non_null(r);
+	r->n = n;
+	k = sclock_new(WIN_COUNT * window);
+	k->tick = WIN_TICK;
+	k->preempt_1_in = preempt_1_in;
+	k->preempt_by = WIN_PREEMPT;
+	k->rng = 1;
+	k->window = window;
+	k->next_edge = window;
+	k->on_window = win_snapshot;
+	k->arg = r;
+	cfg.clock_arg = k;
+	cfg.cpu_ns = cpu ? sclock_cpu : NULL;
+	t = tgpu_new_cfg(cfg, 8);
+	assert_int_equal(gpu_priv_sched_set(t->p, GPU_SCHED_FIXED_SHARE, quantum, 0), 0);
+	for (unsigned int i = 0; i < n; i++) {
+		struct gpu_priv_sched_fn s = { .enabled = 1, .weight = scale_weight(i, n) };
+
+		wsum += s.weight;
+		assert_int_equal(gpu_priv_sched_fn_set(t->p, i + 1, &s), 0);
+	}
+	for (unsigned int i = 0; i < n; i++)
+		win_worker_init(t, &r->w[i], i + 1, ENTRIES - 1);
+	sclock_start(k);
+	sclock_wait_stop(k);
+	assert_int_equal(r->windows, WIN_COUNT);
+	for (unsigned int w = 1; w < WIN_COUNT; w++) {
+		uint64_t total = 0;
+
+		for (unsigned int i = 0; i < n; i++) {
+			assert_true(r->done[w][i] < ENTRIES - 1);	/* nobody ran dry */
+			total += r->done[w][i] - r->done[w - 1][i];
+		}
+		assert_true(total > 0);
+		for (unsigned int i = 0; i < n; i++) {
+			double share = (double)(r->done[w][i] - r->done[w - 1][i]) / (double)total;
+			double target = (double)scale_weight(i, n) / (double)wsum;
+			double err = (share - target) / target * 100;
+
+			worst = cmn_max(worst, err < 0 ? -err : err);
+		}
+	}
+	*preempts = k->preempts;
+	tgpu_free(t);
+	sclock_free(k);
+	free(r);
+	return worst;
+}
+
+/* Every function's share of the work in every window stays within 5 % of its weight's,
+ * with and without the host taking the engine thread. The preemptions are shorter than a
+ * stall, so only the engine's CPU time shows them: charged as slice time, they would cost
+ * the functions they hit work they never did (seen without the CPU time). */
+static void test_fixed_share_windows(void **state)
+{
+	uint64_t preempts;
+	double quiet, preempted, blind;
+
+	(void)state;
+	quiet = windows_run(0, true, &preempts);
+	print_message("fixed share, 62 busy, 1 s windows: worst share error %.2f %%\n", quiet);
+	assert_true(quiet <= 5);
+	preempted = windows_run(200, true, &preempts);
+	print_message("the same, engine preempted %lu times for 300 us: %.2f %%\n",
+		      (unsigned long)preempts, preempted);
+	assert_true(preempts > WIN_COUNT * 250);
+	assert_true(preempted <= 5);
+	blind = windows_run(200, false, &preempts);
+	print_message("the same without the engine's CPU time: %.2f %%\n", blind);
+	assert_true(blind > 5);
 }
 
 /* Items two busy fixed-share functions of weights @w0 and @w1 complete in 4000 ticks of
@@ -497,7 +667,7 @@ static void test_wait_bounded(void **state)
 
 int main(void)
 {
-	struct CMUnitTest tests[VGPU_ARRAY_SIZE(scale_cases) + VGPU_ARRAY_SIZE(wait_cases) + 3];
+	struct CMUnitTest tests[VGPU_ARRAY_SIZE(scale_cases) + VGPU_ARRAY_SIZE(wait_cases) + 4];
 	size_t n = 0;
 
 	for (size_t i = 0; i < VGPU_ARRAY_SIZE(scale_cases); i++)
@@ -505,6 +675,7 @@ int main(void)
 						  .test_func = test_scale_shares,
 						  .initial_state = (void *)&scale_cases[i] };
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_fixed_share_unreserved_idle);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_fixed_share_windows);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_oversleep_equal_share);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_oversleep_fixed_share);
 	for (size_t i = 0; i < VGPU_ARRAY_SIZE(wait_cases); i++)
