@@ -14,7 +14,10 @@
  *                                       hold their data (the unload migrated them back)
  *   vgpu-kmod-test --svm-keep [DEV]     the same with the device kept open, SIGUSR1 sent
  *                                       after a VF reset: the announced reset migrated the
- *                                       pages back before it scrubbed VRAM
+ *                                       pages back before it scrubbed VRAM; also 64 KiB the
+ *                                       GPU filled through the kernel's address space, which
+ *                                       the reset must leave intact and the address space
+ *                                       lost
  *   vgpu-kmod-test --bench [DEV]        figures, one JSON object: mailbox round trip by
  *                                       interrupt (the MBOX ioctl, and the file's own rings
  *                                       rung by NOTIFY), SVM migration GB/s each way with a
@@ -1365,19 +1368,28 @@ static int svm_evict(bool keep_open)
 	const size_t len = 64 * 4096;
 	struct vgpu_vf_ioc_svm a;
 	uint8_t *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	uint32_t *q = malloc(64 << 10);
 	int fd = open_dev(), ret, sig;
+	struct gch g;
 	sigset_t set;
 
 	sigemptyset(&set);
 	sigaddset(&set, SIGUSR1);
 	sigprocmask(SIG_BLOCK, &set, NULL);
-	if (p == MAP_FAILED || fd < 0)
+	if (p == MAP_FAILED || fd < 0 || !q)
 		return 2;
 	for (size_t i = 0; i < len; i++)
 		p[i] = (uint8_t)(i * 7 + 3);
 	ret = svm(fd, VGPU_VF_SVM_TO_VRAM, p, len, &a);
 	if (!keep_open)
 		close(fd);
+	/* Kept open: pages the GPU wrote through the kernel's address space are in the pool
+	 * too, and the reset frees the address space. */
+	if (keep_open && !ret && (as_create(fd) || !gch_open(fd, &g) ||
+				  gpu_fill(&g, q, 64 << 10, 0x55555555u))) {
+		printf("# the kernel's address space: %s\n", why);
+		return 2;
+	}
 	printf("# holding %llu pages in VRAM (%d)\n", (unsigned long long)a.migrated, ret);
 	fflush(stdout);
 	if (ret || a.migrated != 64)
@@ -1388,6 +1400,22 @@ static int svm_evict(bool keep_open)
 			printf("# byte %zu lost\n", i);
 			return 1;
 		}
+	if (keep_open) {
+		struct vgpu_vf_ioc_as_channel c = { .size = sizeof(c), .gpfifo_entries = 64,
+						    .mem_size = 64 << 10 };
+		struct vgpu_vf_ioc_as_info i;
+
+		if (!all_words(q, 64 << 10, 0x55555555u)) {
+			printf("# the GPU's write lost: %s\n", why);
+			return 1;
+		}
+		ret = xioctl(fd, VGPU_VF_IOC_AS_CHANNEL, &c);
+		if (as_info(fd, &i) || !i.lost || ret != -ENOLINK) {
+			printf("# the address space after the reset: lost %u, AS_CHANNEL %d\n",
+			       i.lost, ret);
+			return 1;
+		}
+	}
 	return 0;
 }
 
