@@ -197,24 +197,24 @@ static void slot_end_locked(struct gpu_engine *e, uint64_t now)
 }
 
 /* Is a function other than the running one owed time and has work? Owed: its virtual
- * time, plus the one slice of credit it may have, is below the running function's if that
- * were charged now. Functions that had their turn this round are not, so a busy round
- * robin keeps whole slices; one back from idle with work is. */
+ * time is below the running function's when that slice began (e->vclock, the least of all
+ * then), counting the one slice of credit a function back from idle may have: it would have
+ * been picked first had it had work then. A busy function never is (each pick takes the
+ * least virtual time), so a busy round keeps whole slices whatever the weights; one back
+ * from idle with work is. Compared with the running function's virtual time as it grows
+ * instead, a light function's slice (which adds most virtual time per µs) would be cut for
+ * every heavier busy function next in line, and the extra switches cost it work. */
 static bool owed_waiting_locked(struct gpu_engine *e, uint64_t now)
 {
 	struct gpu *g = e->g;
 	struct gpu_fn *cur = &g->fns[e->cur_fn];
-	uint64_t stolen = e->stolen - e->slot_stolen0, used = now - e->slot_start, cur_v;
 
 	cmn_mutex_assert_held(&g->lock);
-	used = used > stolen ? used - stolen : 0;
-	cur_v = cur->vtime[e->id] + used * 1024 / fn_weight_locked(e, cur, fn_slice_locked(e, cur));
 	for (unsigned int fn = 0; fn < g->nr_fns; fn++) {
 		struct gpu_fn *f = &g->fns[fn];
 		uint64_t len = fn_slice_locked(e, f);
 
-		if (f == cur || !len ||
-		    cmn_max(f->vtime[e->id] + fn_lag_locked(e, f, len), e->vclock) >= cur_v)
+		if (f == cur || !len || f->vtime[e->id] >= e->vclock)
 			continue;
 		for (unsigned int chid = 0; chid < GPU_FN_MAX_CHANNELS; chid++)
 			if ((f->cfg.runlist[e->id] & VGPU_BIT(chid)) &&

@@ -423,6 +423,63 @@ static void test_fixed_share_windows(void **state)
 	assert_true(blind > 5);
 }
 
+/* Busy functions keep whole slices, whatever their weights: a doorbell ends the running
+ * turn (it may be for a function owed time), and the pick that follows finds none, since
+ * every busy function's virtual time is at least the running one's when its slice began.
+ * Judged against the running function's virtual time as it grows instead, the lightest
+ * function's slices were cut for every heavier one next in line: more switches, each
+ * costing it work. Four busy functions of weights 100-400 on the test clock while doorbells
+ * ring all the time; not one slice is cut. */
+static void test_busy_slices_whole(void **state)
+{
+	static const uint64_t wt[] = { 100, 200, 300, 400 };
+	const unsigned int n = VGPU_ARRAY_SIZE(wt);
+	struct win_run *r = calloc(1, sizeof(*r));
+	struct gpu_config cfg = { .nr_vfs = n, .nr_engines = 1, .spin_ns = VGPU_NSEC_PER_SEC,
+				  .clock_ns = sclock_read, .cpu_ns = sclock_cpu };
+	uint64_t dl = cmn_deadline_ns(RUN_TIMEOUT);
+	struct gpu_sched_stats st;
+	struct sclock *k;
+	struct tgpu *t;
+	bool stopped = false;
+
+	(void)state;
+	assert_non_null(r);
+	k = sclock_new(1000 * WIN_QUANTUM);
+	k->tick = WIN_TICK;
+	cfg.clock_arg = k;
+	t = tgpu_new_cfg(cfg, 8);
+	assert_int_equal(gpu_priv_sched_set(t->p, GPU_SCHED_FIXED_SHARE, WIN_QUANTUM, 0), 0);
+	for (unsigned int i = 0; i < n; i++) {
+		struct gpu_priv_sched_fn s = { .enabled = 1, .weight = wt[i] };
+
+		assert_int_equal(gpu_priv_sched_fn_set(t->p, i + 1, &s), 0);
+		win_worker_init(t, &r->w[i], i + 1, ENTRIES - 1);
+	}
+	sclock_start(k);
+	while (!stopped) {
+		for (unsigned int i = 0; i < n; i++)
+			tchan_kick(t, &r->w[i].c);	/* GP_PUT unchanged: a doorbell only */
+		cmn_sleep_ns(20 * VGPU_NSEC_PER_USEC);
+		cmn_mutex_lock(&k->lock);
+		stopped = k->stopped;
+		cmn_mutex_unlock(&k->lock);
+		if (cmn_deadline_passed(dl))
+			fail_msg("the engine clock did not reach its stop");
+	}
+	for (unsigned int i = 0; i < n; i++) {
+		gpu_sched_stats(t->g, i + 1, &st);
+		print_message("weight %lu: %lu slices, %lu cut\n", (unsigned long)wt[i],
+			      (unsigned long)st.slices, (unsigned long)st.preempted);
+		assert_true(worker_done(&r->w[i]) > 0 && worker_done(&r->w[i]) < ENTRIES - 1);
+		assert_true(st.slices >= wt[i] / 2);
+		assert_int_equal(st.preempted, 0);
+	}
+	tgpu_free(t);
+	sclock_free(k);
+	free(r);
+}
+
 /* Items two busy fixed-share functions of weights @w0 and @w1 complete in 4000 ticks of
  * 1 ms slices; @done gets each one's count. */
 static void fixed_pair_run(uint64_t w0, uint64_t w1, uint32_t done[2])
@@ -667,7 +724,7 @@ static void test_wait_bounded(void **state)
 
 int main(void)
 {
-	struct CMUnitTest tests[VGPU_ARRAY_SIZE(scale_cases) + VGPU_ARRAY_SIZE(wait_cases) + 4];
+	struct CMUnitTest tests[VGPU_ARRAY_SIZE(scale_cases) + VGPU_ARRAY_SIZE(wait_cases) + 5];
 	size_t n = 0;
 
 	for (size_t i = 0; i < VGPU_ARRAY_SIZE(scale_cases); i++)
@@ -676,6 +733,7 @@ int main(void)
 						  .initial_state = (void *)&scale_cases[i] };
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_fixed_share_unreserved_idle);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_fixed_share_windows);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_busy_slices_whole);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_oversleep_equal_share);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_oversleep_fixed_share);
 	for (size_t i = 0; i < VGPU_ARRAY_SIZE(wait_cases); i++)
