@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <vgpu/rm.h>
@@ -197,8 +198,17 @@ struct ops_arg {
 	_Atomic bool *stop;
 	pthread_barrier_t *go;
 	uint64_t ops;
+	uint64_t cpu_ns;	/* the thread's CPU time in the timed loop */
 	int err;
 } __attribute__((aligned(64)));
+
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * VGPU_NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
+}
 
 static void *ops_main(void *p)
 {
@@ -215,6 +225,7 @@ static void *ops_main(void *p)
 	}
 	/* Every thread set up before the clock starts: the figure is the loop alone. */
 	pthread_barrier_wait(a->go);
+	a->cpu_ns = thread_cpu_ns();
 	while (!atomic_load_explicit(a->stop, memory_order_relaxed)) {
 		struct vgpu_rm_vidmem_params vp = { .size = 64 << 10 };
 		uint32_t hm = 0;
@@ -226,18 +237,22 @@ static void *ops_main(void *p)
 			a->err = 1;
 		a->ops += 3;
 	}
+	a->cpu_ns = thread_cpu_ns() - a->cpu_ns;
 	rm_client_free(a->rm, a->fn, hc);
 	return NULL;
 }
 
-/* One timed run of @threads threads, each its own client on VF 1 + i. */
-static double ops_run(struct rm *rm, unsigned int threads)
+/* One timed run of @threads threads, each its own client on VF 1 + i: ops/s, and in
+ * *@cpu_per_op the threads' CPU time per op (ns). Outside load takes CPUs from the threads
+ * but adds little to their CPU time, so a CPU time per op that grows with the thread count
+ * is the threads' own contention, whatever the load. */
+static double ops_run(struct rm *rm, unsigned int threads, double *cpu_per_op)
 {
 	static struct ops_arg a[MAX_OPS_THREADS];
 	pthread_t th[MAX_OPS_THREADS];
 	_Atomic bool stop = false;
 	pthread_barrier_t go;
-	uint64_t t0, total = 0;
+	uint64_t t0, total = 0, cpu = 0;
 	double secs;
 
 	pthread_barrier_init(&go, NULL, threads + 1);
@@ -253,10 +268,12 @@ static double ops_run(struct rm *rm, unsigned int threads)
 	for (unsigned int i = 0; i < threads; i++) {
 		pthread_join(th[i], NULL);
 		total += a[i].ops;
+		cpu += a[i].cpu_ns;
 		if (a[i].err)
 			fprintf(stderr, "rpc_bench: RM op failed in thread %u\n", i);
 	}
 	pthread_barrier_destroy(&go);
+	*cpu_per_op = total ? (double)cpu / total : 0;
 	return total / secs;
 }
 
@@ -269,23 +286,29 @@ static int cmp_dbl(const void *x, const void *y)
 
 #define OPS_REPS 5
 
+/* The RM ops/s figures per thread count: median of the rounds with their spread, and
+ * the median CPU time per op. */
+struct ops_res {
+	double ops[8], lo[8], hi[8], cpu[8];
+};
+
 /* Every thread count of @thr, OPS_REPS rounds, the counts interleaved within a round so
- * that outside load falls on all of them alike; the median per count in @ops, the spread
- * in @lo / @hi. */
-static void bench_ops(struct rm *rm, const unsigned int *thr, size_t n, double *ops, double *lo,
-		      double *hi)
+ * that outside load falls on all of them alike. */
+static void bench_ops(struct rm *rm, const unsigned int *thr, size_t n, struct ops_res *res)
 {
-	double v[8][OPS_REPS];
+	double v[8][OPS_REPS], c[8][OPS_REPS];
 	unsigned int reps = quick ? 1 : OPS_REPS;
 
 	for (unsigned int r = 0; r < reps; r++)
 		for (size_t i = 0; i < n; i++)
-			v[i][r] = ops_run(rm, thr[i]);
+			v[i][r] = ops_run(rm, thr[i], &c[i][r]);
 	for (size_t i = 0; i < n; i++) {
 		qsort(v[i], reps, sizeof(double), cmp_dbl);
-		ops[i] = v[i][reps / 2];
-		lo[i] = v[i][0];
-		hi[i] = v[i][reps - 1];
+		qsort(c[i], reps, sizeof(double), cmp_dbl);
+		res->ops[i] = v[i][reps / 2];
+		res->lo[i] = v[i][0];
+		res->hi[i] = v[i][reps - 1];
+		res->cpu[i] = c[i][reps / 2];
 	}
 }
 
@@ -486,23 +509,38 @@ static double bench_crash(struct dev *d)
 	return worst / 1e6;
 }
 
-static void machine(void)
+static void machine(double load)
 {
 	char cpu[160];
 
-	printf("machine: %s, %ld CPUs\n", bench_cpu_model(cpu, sizeof(cpu)), bench_cpu_cores());
+	printf("machine: %s, %ld CPUs, load average %.2f at the start\n",
+	       bench_cpu_model(cpu, sizeof(cpu)), bench_cpu_cores(), load);
 }
 
 /* The RM ops/s keys (one per thread count), without braces. */
-static void print_ops_json(const unsigned int *thr, size_t n, const double *ops, const double *lo,
-			   const double *hi)
+static void print_ops_json(const unsigned int *thr, size_t n, const struct ops_res *r)
 {
 	for (size_t i = 0; i < n; i++)
 		printf("\"rm_ops_per_s_%ut\": %.0f, \"rm_ops_per_s_%ut_min\": %.0f, "
-		       "\"rm_ops_per_s_%ut_max\": %.0f, ", thr[i], ops[i], thr[i], lo[i], thr[i],
-		       hi[i]);
-	printf("\"rm_ops_2t_vs_1t\": %.2f, \"rm_ops_16t_vs_1t\": %.2f", ops[1] / ops[0],
-	       ops[n - 1] / ops[0]);
+		       "\"rm_ops_per_s_%ut_max\": %.0f, \"rm_cpu_ns_per_op_%ut\": %.1f, ", thr[i],
+		       r->ops[i], thr[i], r->lo[i], thr[i], r->hi[i], thr[i], r->cpu[i]);
+	printf("\"rm_ops_2t_vs_1t\": %.2f, \"rm_ops_16t_vs_1t\": %.2f, "
+	       "\"rm_cpu_per_op_2t_vs_1t\": %.2f", r->ops[1] / r->ops[0], r->ops[n - 1] / r->ops[0],
+	       r->cpu[1] / r->cpu[0]);
+}
+
+/* The 1-minute load average when the run started: the share of the machine others took. */
+static double loadavg(void)
+{
+	FILE *f = fopen("/proc/loadavg", "r");
+	double l = -1;
+
+	if (f) {
+		if (fscanf(f, "%lf", &l) != 1)
+			l = -1;
+		fclose(f);
+	}
+	return l;
 }
 
 int main(int argc, char **argv)
@@ -512,7 +550,8 @@ int main(int argc, char **argv)
 	struct victim v, vi;
 	bool victim_only = false;
 	static const unsigned int thr[] = { 1, 2, 4, 8, 16 };
-	double ops[VGPU_ARRAY_SIZE(thr)], ops_lo[VGPU_ARRAY_SIZE(thr)], ops_hi[VGPU_ARRAY_SIZE(thr)];
+	struct ops_res ops;
+	double load = loadavg();
 	double crash_ms;
 	bool ops_only = false;
 	char cpu_json[256];
@@ -539,10 +578,10 @@ int main(int argc, char **argv)
 	if (ops_only) {	/* (b) alone, as JSON, for repeated measurements */
 		if (dev_up(&d, 1, 1))
 			return 1;
-		bench_ops(d.rm, thr, VGPU_ARRAY_SIZE(thr), ops, ops_lo, ops_hi);
+		bench_ops(d.rm, thr, VGPU_ARRAY_SIZE(thr), &ops);
 		dev_down(&d);
-		printf("{%s, ", cpu_json);
-		print_ops_json(thr, VGPU_ARRAY_SIZE(thr), ops, ops_lo, ops_hi);
+		printf("{%s, \"loadavg_1m\": %.2f, ", cpu_json, load);
+		print_ops_json(thr, VGPU_ARRAY_SIZE(thr), &ops);
 		printf("}\n");
 		return 0;
 	}
@@ -575,7 +614,7 @@ int main(int argc, char **argv)
 		return 1;
 	/* RM ops need no RPC: on the device whose GSP lanes do not spin, so that spinning
 	 * lanes take no CPU from the client threads. */
-	bench_ops(d.rm, thr, VGPU_ARRAY_SIZE(thr), ops, ops_lo, ops_hi);
+	bench_ops(d.rm, thr, VGPU_ARRAY_SIZE(thr), &ops);
 	for (size_t i = 0; i < VGPU_ARRAY_SIZE(sizes); i++)
 		block[i] = bench_rpc(rm_gsp(d.rm), 1, sizes[i], iters_for(sizes[i], false));
 	victim_interleaved(rm_gsp(d.rm), &vi);
@@ -583,18 +622,19 @@ int main(int argc, char **argv)
 	dev_down(&d);
 
 	if (json) {
-		printf("{%s, \"rpc_256b_p50_us\": %.2f, \"bare_ring_256b_p50_us\": %.2f, "
+		printf("{%s, \"loadavg_1m\": %.2f, \"rpc_256b_p50_us\": %.2f, "
+		       "\"bare_ring_256b_p50_us\": %.2f, "
 		       "\"victim_p99_ratio\": %.2f, \"gsp_crash_recovery_ms\": %.1f, "
 		       "\"rpc_256b_p99_us\": %.2f, \"rpc_256b_block_p50_us\": %.2f, ",
-		       cpu_json, spin[1].p50, bare.p50, victim_ratio(&vi.flood, &vi.solo), crash_ms,
+		       cpu_json, load, spin[1].p50, bare.p50, victim_ratio(&vi.flood, &vi.solo), crash_ms,
 		       spin[1].p99, block[1].p50);
-		print_ops_json(thr, VGPU_ARRAY_SIZE(thr), ops, ops_lo, ops_hi);
+		print_ops_json(thr, VGPU_ARRAY_SIZE(thr), &ops);
 		printf(", \"victim_p99_ratio_pairs\": %.2f, \"victim_p99_ratio_pairs_min\": %.2f, "
 		       "\"victim_p99_ratio_pairs_max\": %.2f}\n", victim_ratio(&v.flood, &v.solo),
 		       v.ratio_min, v.ratio_max);
 		return 0;
 	}
-	machine();
+	machine(load);
 	printf("\n(a) round trip CPU-RM -> vgpu-gsp -> reply, ECHO both ways (NOP for 0 B), us\n");
 	printf("%-10s %-9s %9s %9s %9s %9s %12s\n", "payload", "mode", "p50", "p99", "p99.9", "max",
 	       "p50/bare");
@@ -611,10 +651,11 @@ int main(int argc, char **argv)
 			       p->p50, p->p99, p->p999, p->max, p->p50 / bare.p50);
 		}
 	printf("\n(b) RM ops/s (vidmem alloc + GET_QUOTA control + free, 3 ops per loop; each "
-	       "thread its own client on its own VF; median of %d, [min-max])\n", OPS_REPS);
+	       "thread its own client on its own VF; median of %d, [min-max]; CPU time per op)\n",
+	       OPS_REPS);
 	for (size_t i = 0; i < VGPU_ARRAY_SIZE(thr); i++)
-		printf("  %2u threads: %10.0f ops/s  [%.0f-%.0f]  (%.2f x 1 thread)\n", thr[i], ops[i],
-		       ops_lo[i], ops_hi[i], ops[i] / ops[0]);
+		printf("  %2u threads: %10.0f ops/s  [%.0f-%.0f]  (%.2f x 1 thread)  %6.1f ns CPU/op\n",
+		       thr[i], ops.ops[i], ops.lo[i], ops.hi[i], ops.ops[i] / ops.ops[0], ops.cpu[i]);
 	printf("\n(c) victim VF 1 (256 B ECHO, blocking) while VF 2 floods (%d thread, 4 KiB ECHO "
 	       "back to back), fair dispatch %s\n", FLOODERS, no_fair ? "off" : "on");
 	printf("  interleaved (%d-sample blocks, pooled):\n", VICTIM_BLOCK);
