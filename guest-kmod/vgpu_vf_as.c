@@ -517,7 +517,8 @@ bool vvf_as_fault_event(struct vvf_dev *vd, const struct vf_event *e)
 	mutex_lock(&vd->files_mutex);
 	list_for_each_entry(f, &vd->files, node) {
 		as = f->as;
-		if (!as)
+		/* A reset freed a lost one's channels: their ids may be another file's now. */
+		if (!as || READ_ONCE(as->lost))
 			continue;
 		spin_lock(&as->qlock);
 		for (i = 0; i < as->nr_chans && as->chans[i].chid != e->arg0; i++)
