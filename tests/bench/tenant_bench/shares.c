@@ -26,6 +26,8 @@
 #define SH_WARMUP	(200 * VGPU_NSEC_PER_MSEC)
 #define SH_WINDOW	VGPU_NSEC_PER_SEC
 #define SH_POLL		(500 * VGPU_NSEC_PER_USEC)
+#define SH_SNAP_NS	(20 * VGPU_NSEC_PER_USEC)	/* a pass of 62 reads takes 1-3 us */
+#define SH_SNAP_TRIES	8
 #define SH_VA		0x100000000ull
 #define SH_RING_PA	(2ull << 20)		/* USERD, then the GP ring, then the pushbuffer */
 #define SH_DATA_PA	(4ull << 20)
@@ -126,6 +128,34 @@ static void sh_vf_poll(struct sh_dev *d, unsigned int fn)
 	gpu_doorbell_ring(d->g, fn, vgpu_token(0, 0));
 }
 
+/* Count what the engine completed on @fn's channel so far (no top-up). */
+static void sh_vf_count(struct sh_dev *d, unsigned int fn)
+{
+	struct sh_vf *v = &d->vf[fn];
+	uint32_t get = __atomic_load_n(&v->userd->gp_get, __ATOMIC_ACQUIRE) & (SH_ENTRIES - 1);
+
+	v->done += (get - v->last_get) & (SH_ENTRIES - 1);
+	v->last_get = get;
+}
+
+/* The items every busy VF completed so far, into @out, as at one instant: the engine runs
+ * on while the counts are read, so a pass is taken again if it lasted more than
+ * SH_SNAP_NS (this thread was preempted in it). Read over a preemption of a few ms, the
+ * VFs read after it would be counted a few of their slices into the next window. */
+static void sh_snapshot(struct sh_dev *d, unsigned int n, uint64_t *out)
+{
+	for (unsigned int pass = 0; pass < SH_SNAP_TRIES; pass++) {
+		uint64_t t0 = cmn_now_ns();
+
+		for (unsigned int fn = 1; fn <= n; fn++)
+			sh_vf_count(d, fn);
+		if (cmn_now_ns() - t0 <= SH_SNAP_NS)
+			break;
+	}
+	for (unsigned int fn = 1; fn <= n; fn++)
+		out[fn] = d->vf[fn].done;
+}
+
 /* Unequal fixed-share weights (per mille) of @n busy VFs, at most 1000 in all. */
 static uint64_t sh_weight(unsigned int i, unsigned int n)
 {
@@ -152,7 +182,7 @@ static double sh_case(enum gpu_sched_policy policy, unsigned int n, unsigned int
 	struct gpu_config cfg = { .nr_vfs = SH_VFS, .nr_engines = 1,
 				  .vram_size = (SH_VFS + 1) * SH_SLICE };
 	struct sh_dev *d = calloc(1, sizeof(*d));
-	uint64_t before[SH_VFS + 1], wsum = 0, t;
+	uint64_t prev[SH_VFS + 1], wsum = 0, t;
 	double worst = -1;
 
 	if (!d || gpu_create(&cfg, &d->g)) {
@@ -175,30 +205,28 @@ static double sh_case(enum gpu_sched_policy policy, unsigned int n, unsigned int
 	t = cmn_now_ns() + SH_WARMUP;
 	sh_run_until(d, n, t);
 	worst = 0;
+	sh_snapshot(d, n, prev);
 	for (unsigned int w = 0; w < windows; w++) {
-		uint64_t total = 0;
+		uint64_t total = 0, cur[SH_VFS + 1];
 
-		for (unsigned int fn = 1; fn <= n; fn++) {
-			sh_vf_poll(d, fn);
-			before[fn] = d->vf[fn].done;
-		}
 		t += SH_WINDOW;
 		sh_run_until(d, n, t);
-		for (unsigned int fn = 1; fn <= n; fn++) {
-			sh_vf_poll(d, fn);
-			before[fn] = d->vf[fn].done - before[fn];
-			total += before[fn];
+		sh_snapshot(d, n, cur);
+		for (unsigned int fn = 1; fn <= n; fn++)
+			total += cur[fn] - prev[fn];
+		if (!total) {
+			worst = -1;	/* the engine did nothing: not a measurement */
+			break;
 		}
-		for (unsigned int fn = 1; fn <= n && total; fn++) {
+		for (unsigned int fn = 1; fn <= n; fn++) {
 			double target = policy == GPU_SCHED_FIXED_SHARE ?
 						(double)sh_weight(fn - 1, n) / (double)wsum : 1.0 / n;
-			double err = ((double)before[fn] / (double)total - target) / target * 100;
+			double err = ((double)(cur[fn] - prev[fn]) / (double)total - target) / target * 100;
 
 			err = err < 0 ? -err : err;
 			worst = err > worst ? err : worst;
+			prev[fn] = cur[fn];
 		}
-		if (!total)
-			worst = -1;
 	}
 out:
 	gpu_destroy(d->g);

@@ -10,9 +10,10 @@
  * guests' code would run on CPUs of their own. Figures: p50 and p99 of each, flooded over solo,
  * and the flood's calls per second.
  *
- *   tenant_bench [--json] [--quick] [--bindir DIR] [--flood-nice N]
+ *   tenant_bench [--json] [--quick] [--shares] [--bindir DIR] [--flood-nice N]
  *
- * Scheduler share keys (share_err_pct_*) come from shares(): null until it measures them. */
+ * Scheduler share keys (share_err_pct_*) come from shares(): null until it measures them.
+ * --shares measures only those (no vgpud). */
 #include <errno.h>
 #include <getopt.h>
 #include <libgen.h>
@@ -336,10 +337,27 @@ static int measure(struct tb_victim *v, struct tb_shared *sh, unsigned int n,
 
 /* Scheduler shares (share_err_pct_equal_n*, share_err_pct_fixed_n*): shares.c, from the
  * work items each VF completed. */
-static void shares(bool json, bool quick)
+static int shares(bool json, bool quick)
 {
-	if (tb_shares(json, quick))
+	int r = tb_shares(json, quick);
+
+	if (r)
 		fprintf(stderr, "tenant_bench: scheduler shares not measured: device setup failed\n");
+	return r;
+}
+
+/* --shares: the share keys alone, with the machine's. */
+static int shares_only(bool json, bool quick, double load)
+{
+	int r;
+
+	if (!json)
+		return shares(false, quick) ? 1 : 0;
+	bench_cpu_json_begin();
+	printf("\"load_avg_start\": %.2f, \"quick\": %s", load, quick ? "true" : "false");
+	r = shares(true, quick);
+	printf("}\n");
+	return r ? 1 : 0;
 }
 
 static int self_dir(char *out, size_t len)
@@ -388,6 +406,7 @@ int main(int argc, char **argv)
 {
 	static const struct option lo[] = {
 		{ "json", no_argument, NULL, 'j' }, { "quick", no_argument, NULL, 'q' },
+		{ "shares", no_argument, NULL, 's' },
 		{ "bindir", required_argument, NULL, 'b' },
 		{ "flood-nice", required_argument, NULL, 'n' }, { NULL, 0, NULL, 0 },
 	};
@@ -395,7 +414,7 @@ int main(int argc, char **argv)
 	struct tb_shared *sh;
 	struct tb_victim v = { 0 };
 	const char *bindir = NULL;
-	bool json = false, quick = false;
+	bool json = false, quick = false, only_shares = false;
 	long flood_nice = TB_FLOOD_NICE;
 	char *end;
 	unsigned int blocks;
@@ -410,6 +429,8 @@ int main(int argc, char **argv)
 			json = true;
 		else if (c == 'q')
 			quick = true;
+		else if (c == 's')
+			only_shares = true;
 		else if (c == 'b')
 			bindir = optarg;
 		else if (c == 'n' && (flood_nice = strtol(optarg, &end, 10)) >= 0 &&
@@ -419,13 +440,15 @@ int main(int argc, char **argv)
 			if (c == 'n')
 				fprintf(stderr, "tenant_bench: --flood-nice %s: not a nice value "
 					"from 0 to 19\n", optarg);
-			fprintf(stderr, "usage: tenant_bench [--json] [--quick] [--bindir DIR] "
+			fprintf(stderr, "usage: tenant_bench [--json] [--quick] [--shares] [--bindir DIR] "
 				"[--flood-nice N]\n");
 			return 2;
 		}
 	}
 	if (getloadavg(&load, 1) != 1)
 		load = -1;	/* not known */
+	if (only_shares)
+		return shares_only(json, quick, load);
 	blocks = quick ? 3 : 6;
 	per = quick ? 40 : 100;
 	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
