@@ -934,6 +934,20 @@ static bool t_as(void)
 	ret = gpu_copy(&g, dst, q, len);
 	CHECK(!ret && all_words(dst, len, 0x77777777u), "the GPU read stale pages after munmap "
 	      "(%d)", ret);
+	/* Migration: pages the GPU mapped go back to system memory (SVM ioctl); the CPU
+	 * changes them there; the GPU must read the new data, not the old VRAM page. */
+	{
+		struct vgpu_vf_ioc_svm m;
+
+		ret = svm(fd, VGPU_VF_SVM_TO_SYSTEM, q, len, &m);
+		CHECK(!ret && m.migrated == len / 4096, "back to system memory: %d, %llu pages",
+		      ret, (unsigned long long)m.migrated);
+		memset(q, 0x66, len);
+		ret = gpu_copy(&g, dst, q, len);
+		CHECK(!ret && all_words(dst, len, 0x66666666u), "the GPU read stale pages after "
+		      "a migration (%d)", ret);
+	}
+	memset(q, 0x77, len);
 	/* fork: the child keeps what the GPU wrote before, the parent sees what it writes now. */
 	CHECK(pipe(go) == 0, "pipe");
 	pid = fork();
@@ -1479,8 +1493,8 @@ int main(int argc, char **argv)
 		point(t_svm(fd), "SVM: process memory into VRAM and back in place, its HMM mirror, "
 		      "fork, munmap");
 		point(t_as(), "SVM address space: GPU work on malloc'd memory, faults serviced "
-		      "by the kernel, munmap, fork, a full pool, a bad address cancels one "
-		      "process's channel");
+		      "by the kernel, munmap, migration, fork, a full pool, a bad address "
+		      "cancels one process's channel");
 	}
 	printf("%d passed, %d failed\n", npoint - nfail, nfail);
 	return nfail ? 1 : 0;
