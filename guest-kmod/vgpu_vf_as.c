@@ -264,6 +264,23 @@ static void *vvf_as_vram(struct vvf_as *as, u64 addr)
 
 /* ---- cancelling a channel ---- */
 
+/* What a fault service's error means, for the log. */
+static const char *vvf_as_why(int err)
+{
+	switch (err) {
+	case -EFAULT:
+		return "not an access its process may make";
+	case -EOPNOTSUPP:
+		return "shared or file-backed memory";
+	case -ENOMEM:
+		return "no room in VRAM or in the page tables";
+	case -ESRCH:
+		return "its process is gone";
+	default:
+		return "not serviced";
+	}
+}
+
 /* The process could not have made this access: stop the channel (disabled, so no replay
  * resumes it), show VGPU_CHAN_ERR_MMU_FAULT in its USERD as the device shows its own
  * errors, and post VF_EVT_CHAN_ERROR to the file that owns it. Nobody else is affected. */
@@ -300,8 +317,8 @@ static void vvf_as_cancel(struct vvf_as *as, u32 chid, u64 va, int why)
 	}
 	mutex_unlock(&as->lock);
 	vvf_files_event(as->vd, &e);
-	dev_info_ratelimited(&as->vd->pdev->dev, "channel %u cancelled: a GPU access at %#llx "
-			     "its process cannot make (%d)\n", chid, (unsigned long long)va, why);
+	dev_info_ratelimited(&as->vd->pdev->dev, "channel %u cancelled: GPU fault at %#llx: %s "
+			     "(%d)\n", chid, (unsigned long long)va, vvf_as_why(why), why);
 }
 
 /* ---- fault service ---- */

@@ -976,6 +976,32 @@ static bool t_as(void)
 		free(b);
 		CHECK(!as_info(fd, &i1) && i1.evicted, "48 MiB with no page evicted");
 	}
+	/* A process killed while the kernel services its GPU faults: its address space goes
+	 * with its file, and this one's runs on. */
+	CHECK(pipe(go) == 0, "pipe");
+	pid = fork();
+	if (pid == 0) {
+		struct gch k;
+		uint8_t *b = malloc(16 << 20);
+		int kfd = open_dev();
+
+		close(go[0]);
+		if (!b || kfd < 0 || as_create(kfd) || !gch_open(kfd, &k))
+			_exit(1);
+		if (write(go[1], "x", 1) != 1)
+			_exit(1);
+		gpu_fill(&k, b, 16 << 20, 1);	/* killed in here */
+		_exit(2);
+	}
+	close(go[1]);
+	{
+		char c;
+
+		CHECK(pid > 0 && read(go[0], &c, 1) == 1, "the child to be killed did not start");
+	}
+	close(go[0]);
+	kill(pid, SIGKILL);
+	CHECK(waitpid(pid, &st, 0) == pid && WIFSIGNALED(st), "the child ended with %#x", st);
 	/* A bad address: another process's channels are cancelled, this one's runs on. */
 	pid = fork();
 	if (pid == 0)
@@ -1493,8 +1519,8 @@ int main(int argc, char **argv)
 		point(t_svm(fd), "SVM: process memory into VRAM and back in place, its HMM mirror, "
 		      "fork, munmap");
 		point(t_as(), "SVM address space: GPU work on malloc'd memory, faults serviced "
-		      "by the kernel, munmap, migration, fork, a full pool, a bad address "
-		      "cancels one process's channel");
+		      "by the kernel, munmap, migration, fork, a full pool, a process killed "
+		      "mid-fault, a bad address cancels one process's channel");
 	}
 	printf("%d passed, %d failed\n", npoint - nfail, nfail);
 	return nfail ? 1 : 0;
