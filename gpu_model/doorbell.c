@@ -99,6 +99,33 @@ void gpu_engine_wake(struct gpu_engine *e)
 		cmn_dbg("gpu: wake of engine %u failed", e->id);
 }
 
+void gpu_chan_prefetch(struct gpu_chan *c)
+{
+	for (unsigned int i = 0; i < GPU_PF_NR; i++) {
+		uintptr_t l = atomic_load_explicit(&c->pf.line[i], memory_order_relaxed);
+
+		if (!l)
+			continue;
+		__builtin_prefetch((const void *)l);
+		/* A method is at most 9 dwords: its header may be near the line's end. */
+		if (i == GPU_PF_PB && (l & 63) > 64 - 36)
+			__builtin_prefetch((const void *)(l + 64));
+	}
+}
+
+/* A token is in @db's next slot (@slot, as read): start fetching what the engine reads
+ * next, the ring's head and the lines of the channel it names, so that their transfers
+ * overlap instead of each waiting for the one before. Only prefetches: a token naming no
+ * channel of the function's, or one whose lines moved, costs nothing but the transfers. */
+static void db_prefetch(struct gpu_fn *f, struct vgpu_doorbell_page *db, uint32_t slot)
+{
+	unsigned int chid = slot & 0xffff;
+
+	__builtin_prefetch(&db->head);
+	if (chid < GPU_FN_MAX_CHANNELS)
+		gpu_chan_prefetch(&f->chans[chid]);
+}
+
 /* Judge @token against @f's channel table: the verdict counter it bumps. */
 static atomic_uint_fast64_t *db_judge_locked(struct gpu *g, struct gpu_fn *f, uint32_t token)
 {
@@ -116,6 +143,8 @@ static atomic_uint_fast64_t *db_judge_locked(struct gpu *g, struct gpu_fn *f, ui
 	/* Non-resident: the bit stays set until the channel is scheduled, so it is not lost. */
 	if (!(f->cfg.runlist[rl] & VGPU_BIT(chid)))
 		atomic_fetch_add(&f->dbc.non_resident, 1);
+	else	/* a woken engine did not poll: its first look at the token is this drain */
+		gpu_chan_prefetch(&f->chans[chid]);
 	atomic_fetch_or(&f->pending, VGPU_BIT(chid));
 	gpu_engine_wake(&g->engines[rl]);
 	return &f->dbc.accepted;
@@ -203,9 +232,26 @@ bool gpu_doorbell_any(struct gpu *g)
 	for (unsigned int fn = 0; fn < g->nr_fns; fn++) {
 		struct vgpu_doorbell_page *db = g->fns[fn].db;
 		uint32_t tail = atomic_load_explicit(DB_ATOMIC(&db->tail), memory_order_relaxed);
+		uint32_t v = atomic_load_explicit(DB_ATOMIC(&db->slots[tail % VGPU_DB_SLOTS]),
+						  memory_order_seq_cst);
 
-		if (atomic_load_explicit(DB_ATOMIC(&db->slots[tail % VGPU_DB_SLOTS]),
-					 memory_order_seq_cst) & VGPU_DB_SLOT_FULL)
+		if (v & VGPU_DB_SLOT_FULL) {
+			db_prefetch(&g->fns[fn], db, v);
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Look at the doorbells after every pause, not after the whole spin: a token is seen within
+ * one pause and one look at the rings instead of up to @relax pauses later (32 pauses are
+ * 0.3 us on one x86 and 1.4 us on another). Looking costs no traffic: each slot line stays
+ * in this core's cache until a submitter writes it. */
+bool gpu_doorbell_spin(struct gpu *g, unsigned int relax)
+{
+	for (unsigned int i = 0; i < relax; i++) {
+		cmn_cpu_relax();
+		if (gpu_doorbell_any(g))
 			return true;
 	}
 	return false;

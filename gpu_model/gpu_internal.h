@@ -74,6 +74,21 @@ struct gpu_tlb {
 };
 
 /* ---- channels ---- */
+/* The lines a channel's next submission will be read from (pbdma.c keeps them, the doorbell
+ * poll prefetches them: doorbell.c). Host addresses, 0 = unknown. Only ever prefetched, so
+ * a stale one (a mapping changed) or a wrong one (the pushbuffer wrapped) costs a useless
+ * transfer, never a wrong read. */
+enum { GPU_PF_USERD, GPU_PF_GP, GPU_PF_PB, GPU_PF_NR };
+
+struct gpu_chan_pf {
+	_Atomic uintptr_t line[GPU_PF_NR];	/* read by any engine's poll */
+	/* owner engine: the page each was translated from, so most updates translate nothing */
+	uint64_t va[GPU_PF_NR];
+	uintptr_t host[GPU_PF_NR];
+	uint64_t gen;			/* cfg_gen they belong to (0: none) */
+	unsigned int uses;		/* updates since the pages were last translated */
+};
+
 enum gpu_run_result {
 	GPU_RUN_EMPTY,		/* nothing to do */
 	GPU_RUN_PROGRESS,	/* did work, may have more */
@@ -106,6 +121,7 @@ struct gpu_chan {
 	atomic_uint_fast64_t methods;
 	atomic_uint pub_gp_get;
 	struct gpu_status_chan *st;	/* this channel's words in the status region */
+	struct gpu_chan_pf pf;
 };
 
 struct gpu_db_counters {
@@ -296,6 +312,10 @@ int gpu_userd_read_put(struct gpu *g, struct gpu_fn *f, struct gpu_chan *c,
 /* doorbell.c */
 void gpu_doorbell_drain_locked(struct gpu *g, struct gpu_engine *self);
 bool gpu_doorbell_any(struct gpu *g);
+/* Pause @relax times, returning early (true) as soon as a doorbell holds a token. */
+bool gpu_doorbell_spin(struct gpu *g, unsigned int relax);
+/* Start the transfers of the lines @c's next submission is read from (see gpu_chan_pf). */
+void gpu_chan_prefetch(struct gpu_chan *c);
 void gpu_doorbell_set_sleeping(struct gpu *g, int delta);
 void gpu_engine_wake(struct gpu_engine *e);
 

@@ -10,6 +10,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "gpu_model/gpu_internal.h"
+#include "iommu_model/iommu.h"
 
 enum mres {
 	M_DONE,
@@ -38,6 +39,9 @@ void gpu_chan_reset_runtime(struct gpu_chan *c)
 	c->progress = c->acc = 0;
 	c->acq_waiting = false;
 	c->userd_dirty = false;
+	c->pf.gen = 0;
+	for (unsigned int i = 0; i < GPU_PF_NR; i++)
+		atomic_store_explicit(&c->pf.line[i], 0, memory_order_relaxed);
 	atomic_store(&c->state, GPU_CHAN_STATE_IDLE);
 	atomic_store(&c->error, VGPU_CHAN_OK);
 	atomic_store(&c->methods, 0);
@@ -535,6 +539,97 @@ static void userd_writeback(struct gpu_ctx *ctx)
 	userd_write32(ctx->g, ctx->f, c, ctx->part_base, ctx->part_size, VGPU_USERD_GP_GET, c->gp_get);
 }
 
+/* ---- prefetch hints (struct gpu_chan_pf) ----
+ * From the doorbell to the first method the engine reads USERD's GP_PUT, then the GP entry
+ * at GP_GET, then the pushbuffer: each line the submitter just wrote, so each a transfer from
+ * its core, and each read waits for the one before (the IOMMU bracket around every read
+ * opens with a locked add). Where the next submission will be is predictable: USERD does not
+ * move, the entry is the one at GP_GET, and a driver fills its pushbuffer as a ring, so the
+ * next segment starts where the last one ended. The doorbell poll prefetches those lines as
+ * soon as it sees the token: a prefetch holds up nothing after it (a locked instruction
+ * waits for earlier loads, not for prefetches), so the transfers overlap, and the reads that
+ * follow, in protocol order and deciding as before, find the lines there. A wrong guess
+ * costs a useless transfer, never a wrong read. */
+
+/* Translate the hint pages again after this many updates, so a moved mapping is followed. */
+#define PF_RETRANSLATE 256u
+
+/* Host address of IOVA @iova of function @fn, or 0. The IOMMU's plain translation: no
+ * fault logged and no page request for an address nothing is mapped at (a guess may be). */
+static uintptr_t pf_sys_host(struct gpu *g, unsigned int fn, uint64_t iova)
+{
+	struct iommu_domain *d;
+	struct iommu_xlate x;
+	uintptr_t host = 0;
+
+	if (!g->cfg.iommu)
+		return 0;
+	iommu_access_begin();
+	d = iommu_function_domain(g->cfg.iommu, fn);
+	if (d && !iommu_translate(d, iova, 1, IOMMU_READ, &x) && x.host)
+		host = (uintptr_t)x.host;
+	iommu_access_end();
+	return host;
+}
+
+/* Host address of the page at GPU VA @va (@va true) or USERD physical address @addr, or 0.
+ * A failed GMMU translation is no fault of the channel: its fault record stays as it was. */
+static uintptr_t pf_page_host(struct gpu_ctx *ctx, uint64_t addr, bool va)
+{
+	uint64_t fva = ctx->fault_va;
+	int freason = ctx->fault_reason, faccess = ctx->fault_access;
+	struct gpu_xlate x;
+	uintptr_t host = 0;
+
+	if (!va) {
+		if (ctx->c->cfg.userd_aper == VGPU_APER_SYS)
+			return pf_sys_host(ctx->g, ctx->f->id, addr);
+		return addr < ctx->part_size ? (uintptr_t)(ctx->g->vram + ctx->part_base + addr) : 0;
+	}
+	if (!gpu_ctx_xlate(ctx, addr, VGPU_ACCESS_READ, &x)) {
+		if (x.aper == VGPU_GMMU_APER_VRAM)
+			host = (uintptr_t)(ctx->g->vram + x.addr);
+		else if (x.aper == VGPU_GMMU_APER_SYS)
+			host = pf_sys_host(ctx->g, ctx->f->id, x.addr);
+	}
+	ctx->fault_va = fva;
+	ctx->fault_reason = freason;
+	ctx->fault_access = faccess;
+	return host;
+}
+
+/* Publish hint @i for @addr, translating only when it left the page translated last. */
+static void pf_set(struct gpu_ctx *ctx, unsigned int i, uint64_t addr, bool va)
+{
+	struct gpu_chan_pf *pf = &ctx->c->pf;
+	uint64_t page = addr & ~4095ull;
+
+	/* Bit 0 marks the page as translated (a failure is remembered too). */
+	if (pf->va[i] != (page | 1)) {
+		pf->va[i] = page | 1;
+		pf->host[i] = pf_page_host(ctx, page, va);
+	}
+	atomic_store_explicit(&pf->line[i], pf->host[i] ? pf->host[i] + (addr & 4095) : 0,
+			      memory_order_relaxed);
+}
+
+/* The channel ran all it knows of: say where its next submission will be read from. */
+static void pf_update(struct gpu_ctx *ctx)
+{
+	struct gpu_chan *c = ctx->c;
+	struct gpu_chan_pf *pf = &c->pf;
+
+	if (pf->gen != c->cfg_gen || ++pf->uses >= PF_RETRANSLATE) {
+		pf->gen = c->cfg_gen;
+		pf->uses = 0;
+		memset(pf->va, 0, sizeof(pf->va));
+	}
+	pf_set(ctx, GPU_PF_USERD, c->cfg.userd_addr + VGPU_USERD_GP_PUT, false);
+	pf_set(ctx, GPU_PF_GP, c->cfg.gpfifo_va + (uint64_t)c->gp_get * 8, true);
+	if (c->seg_len)
+		pf_set(ctx, GPU_PF_PB, c->seg_va + (uint64_t)c->seg_len * 4, true);
+}
+
 /* One turn of a channel: up to GPU_CHAN_BATCH GP entries or the end of the slice. */
 static enum gpu_run_result chan_turn(struct gpu_ctx *ctx)
 {
@@ -587,6 +682,9 @@ enum gpu_run_result gpu_chan_run(struct gpu_ctx *ctx)
 	struct gpu_chan *c = ctx->c;
 
 	userd_writeback(ctx);
+	/* Caught up with all it knows of: the next thing is a doorbell. */
+	if (r != GPU_RUN_STOPPED && !c->seg_active && c->gp_get == c->gp_put)
+		pf_update(ctx);
 	if (r == GPU_RUN_EMPTY)
 		atomic_store(&c->state, GPU_CHAN_STATE_IDLE);
 	else if (r != GPU_RUN_STOPPED)

@@ -547,10 +547,8 @@ static void engine_idle(struct gpu_engine *e, uint64_t now, uint64_t deadline, b
 
 	for (unsigned int polls = 0; worked && polls < SCHED_IDLE_POLLS &&
 				     (t = gpu_clock_ns(g)) < spin_end; polls++) {
-		if (engine_has_news(e))
+		if (engine_has_news(e) || gpu_doorbell_spin(g, 32))
 			return;
-		for (int i = 0; i < 32; i++)
-			cmn_cpu_relax();
 		/* On an oversubscribed host the submitter may be queued behind us on this
 		 * very core: give it the CPU now and then instead of spinning it out. */
 		if (t >= next_yield) {

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /* Access sections: a tiny per-thread counter scheme (odd = inside) so that strict unmap,
  * replace and detach can wait for device threads that translated before the change and
- * may still be copying. Readers pay one atomic add; writers scan the registered threads.
+ * may still be copying. Readers pay one atomic add to enter and a plain store to leave;
+ * writers scan the registered threads.
  * Written here rather than with liburcu because every access is a C11 atomic that
  * ThreadSanitizer understands. */
 #include <pthread.h>
@@ -88,8 +89,14 @@ void iommu_access_end(void)
 	struct sync_slot *s = sync_self;
 
 	VGPU_ASSERT(s && sync_depth > 0);
+	/* A plain store, not a locked add: only this thread changes its counter (a writer's
+	 * fetch_add of 0 writes back what it read), so nothing can come between the load and
+	 * the store, and a locked instruction here would make the engine's next access wait
+	 * for every load before it. */
 	if (--sync_depth == 0)
-		atomic_fetch_add_explicit(&s->ctr, 1, memory_order_release);
+		atomic_store_explicit(&s->ctr,
+				      atomic_load_explicit(&s->ctr, memory_order_relaxed) + 1,
+				      memory_order_release);
 }
 
 /* Wait for one slot to leave the section it is in now. */
