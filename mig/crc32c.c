@@ -22,6 +22,8 @@
 static uint32_t tab[8][256];		/* slicing-by-8: tab[k][b] = b's CRC then k zero bytes */
 static uint32_t zeros_long[4][256];	/* LONG_BLOCK zero bytes appended, per register byte */
 static uint32_t zeros_short[4][256];	/* SHORT_BLOCK zero bytes */
+static uint32_t zeros_4k[4][256];	/* 4 KiB, and 1 KiB: what mig_crc32c_combine() */
+static uint32_t zeros_1k[4][256];	/* joins most, a page and its quarters */
 static uint32_t (*impl)(uint32_t crc, const uint8_t *b, size_t len);
 
 static uint64_t load64(const uint8_t *b)
@@ -78,6 +80,21 @@ static void zeros_init(uint32_t z[4][256], size_t n)
 		}
 }
 
+uint32_t mig_crc32c_combine(uint32_t crc_a, uint32_t crc_b, size_t len_b)
+{
+	static const uint8_t zero[1024];
+	uint32_t r = crc_a;
+
+	/* crc(A||B) = zeros(crc(A), |B|) ^ crc(B): the inversions before and after cancel. */
+	for (; len_b >= 4096; len_b -= 4096)
+		r = shift(zeros_4k, r);
+	for (; len_b >= 1024; len_b -= 1024)
+		r = shift(zeros_1k, r);
+	if (len_b)
+		r = crc_sw(r, zero, len_b);
+	return r ^ crc_b;
+}
+
 #if defined(__x86_64__)
 /* Three chains over @blk-byte blocks while at least three remain. */
 #define CRC_3WAY(blk, z)							\
@@ -132,6 +149,8 @@ __attribute__((constructor)) static void crc_init(void)
 			tab[k][i] = (tab[k - 1][i] >> 8) ^ tab[0][tab[k - 1][i] & 0xff];
 	zeros_init(zeros_long, LONG_BLOCK);
 	zeros_init(zeros_short, SHORT_BLOCK);
+	zeros_init(zeros_4k, 4096);
+	zeros_init(zeros_1k, 1024);
 	impl = crc_sw;
 #if defined(__x86_64__)
 	__builtin_cpu_init();

@@ -139,6 +139,9 @@ const char *mig_frame_name(uint32_t t);
 const char *mig_region_name(uint32_t r);
 /* CRC32C (Castagnoli) of @len bytes at @p, continuing from @crc (0 to start). */
 uint32_t mig_crc32c(uint32_t crc, const void *p, size_t len);
+/* CRC32C of A||B from @crc_a (of A), @crc_b (of B) and B's length: a few table look-ups
+ * per 4 KiB of B (1 KiB and 4 KiB are the cheap cases), without reading B. */
+uint32_t mig_crc32c_combine(uint32_t crc_a, uint32_t crc_b, size_t len_b);
 
 /* ---- encoder ----------------------------------------------------------------------------- */
 
@@ -177,6 +180,12 @@ int mig_enc_slice(struct mig_enc *e, uint64_t vram_bytes, uint64_t dma_bytes, co
 /* @len bytes of @region at @off, split into EXTENT frames; above the previous extent. */
 int mig_enc_extent(struct mig_enc *e, enum mig_region region, uint64_t off, const void *data,
 		   size_t len, struct cmn_fail *f);
+/* The same for one frame's data (@len at most MIG_EXTENT_MAX) whose CRC32C the caller
+ * computed already, as it read the data (@data_crc = mig_crc32c(0, @data, @len)): the
+ * frame's CRC is joined from it instead of reading the data again. A wrong @data_crc makes
+ * a frame the decoder refuses as corrupted. */
+int mig_enc_extent_crc(struct mig_enc *e, enum mig_region region, uint64_t off, const void *data,
+		       size_t len, uint32_t data_crc, struct cmn_fail *f);
 /* State frames (after the last extent, in MIG_STATE_ORDER, each type once, split into
  * frames as needed): @n records of each. */
 int mig_enc_sched(struct mig_enc *e, const struct mig_sched_rec *r, struct cmn_fail *f);

@@ -77,9 +77,11 @@ static uint64_t get64(const uint8_t *p)
 
 /* ---- encoder ----------------------------------------------------------------------------- */
 
-/* One frame: header, @fixed bytes, then @len bytes of @data (either may be empty). */
-static int enc_frame(struct mig_enc *e, uint32_t type, const uint8_t *fixed, size_t flen,
-		     const void *data, size_t len, struct cmn_fail *f)
+/* One frame: header, @fixed bytes, then @len bytes of @data (either may be empty); the
+ * data's CRC32C is computed here unless @data_crc points to it. */
+static int enc_frame_crc(struct mig_enc *e, uint32_t type, const uint8_t *fixed, size_t flen,
+			 const void *data, size_t len, const uint32_t *data_crc,
+			 struct cmn_fail *f)
 {
 	uint8_t h[MIG_FRAME_HDR];
 	uint32_t crc;
@@ -94,7 +96,7 @@ static int enc_frame(struct mig_enc *e, uint32_t type, const uint8_t *fixed, siz
 	put32(h + 8, e->seq);
 	crc = mig_crc32c(0, h, 12);
 	crc = mig_crc32c(crc, fixed, flen);
-	crc = mig_crc32c(crc, data, len);
+	crc = data_crc ? mig_crc32c_combine(crc, *data_crc, len) : mig_crc32c(crc, data, len);
 	put32(h + 12, crc);
 	if (e->writev) {
 		struct iovec iov[3] = { { h, sizeof(h) } };
@@ -119,6 +121,12 @@ static int enc_frame(struct mig_enc *e, uint32_t type, const uint8_t *fixed, siz
 	if (type != MIG_F_END)
 		e->tot.frames++;
 	return 0;
+}
+
+static int enc_frame(struct mig_enc *e, uint32_t type, const uint8_t *fixed, size_t flen,
+		     const void *data, size_t len, struct cmn_fail *f)
+{
+	return enc_frame_crc(e, type, fixed, flen, data, len, NULL, f);
 }
 
 int mig_enc_init(struct mig_enc *e, mig_write_fn write, void *ctx, struct cmn_fail *f)
@@ -161,8 +169,10 @@ int mig_enc_slice(struct mig_enc *e, uint64_t vram_bytes, uint64_t dma_bytes, co
 	return 0;
 }
 
-int mig_enc_extent(struct mig_enc *e, enum mig_region region, uint64_t off, const void *data,
-		   size_t len, struct cmn_fail *f)
+/* mig_enc_extent() and mig_enc_extent_crc(): @data_crc (NULL: computed here) is of all
+ * @len bytes, which are then one frame. */
+static int enc_extent(struct mig_enc *e, enum mig_region region, uint64_t off, const void *data,
+		      size_t len, const uint32_t *data_crc, struct cmn_fail *f)
 {
 	const uint8_t *b = data;
 
@@ -176,6 +186,9 @@ int mig_enc_extent(struct mig_enc *e, enum mig_region region, uint64_t off, cons
 		return cmn_fail(f, -EINVAL, "migration stream: %s extent [%#" PRIx64 ", +%#zx) out "
 				"of order or past %#" PRIx64, mig_region_name(region), off, len,
 				e->size[region]);
+	if (data_crc && (!len || len > MIG_EXTENT_MAX))
+		return cmn_fail(f, -EINVAL, "migration stream: an extent of %zu bytes with its CRC "
+				"(1..%u)", len, MIG_EXTENT_MAX);
 	while (len) {
 		size_t n = cmn_min(len, (size_t)MIG_EXTENT_MAX);
 		uint8_t p[EXTENT_FIXED];
@@ -184,7 +197,7 @@ int mig_enc_extent(struct mig_enc *e, enum mig_region region, uint64_t off, cons
 		put32(p, region);
 		put32(p + 4, 0);
 		put64(p + 8, off);
-		r = enc_frame(e, MIG_F_EXTENT, p, sizeof(p), b, n, f);
+		r = enc_frame_crc(e, MIG_F_EXTENT, p, sizeof(p), b, n, data_crc, f);
 		if (r)
 			return r;
 		e->tot.extents++;
@@ -195,6 +208,18 @@ int mig_enc_extent(struct mig_enc *e, enum mig_region region, uint64_t off, cons
 		e->next[region] = off;
 	}
 	return 0;
+}
+
+int mig_enc_extent(struct mig_enc *e, enum mig_region region, uint64_t off, const void *data,
+		   size_t len, struct cmn_fail *f)
+{
+	return enc_extent(e, region, off, data, len, NULL, f);
+}
+
+int mig_enc_extent_crc(struct mig_enc *e, enum mig_region region, uint64_t off, const void *data,
+		       size_t len, uint32_t data_crc, struct cmn_fail *f)
+{
+	return enc_extent(e, region, off, data, len, &data_crc, f);
 }
 
 int mig_enc_end(struct mig_enc *e, struct cmn_fail *f)

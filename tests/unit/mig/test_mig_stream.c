@@ -939,11 +939,75 @@ static void test_writev(void **state)
 	free(vram);
 }
 
+/* Joining two CRCs equals the CRC of the joined bytes, for the lengths it has tables for
+ * and the others. */
+static void test_crc32c_combine(void **state)
+{
+	static const size_t lens[] = { 0, 1, 7, 1023, 1024, 3000, 4096, 5000, 8192 + 1024 + 5,
+				       1 << 20 };
+	uint8_t *buf = malloc((1 << 20) + 64);
+
+	(void)state;
+	for (size_t i = 0; i < (1 << 20) + 64; i++)
+		buf[i] = (uint8_t)(i * 2654435761u >> 13);
+	for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+		uint32_t a = mig_crc32c(0, buf, 37), b = mig_crc32c(0, buf + 37, lens[i]);
+
+		assert_int_equal(mig_crc32c_combine(a, b, lens[i]), mig_crc32c(0, buf, 37 + lens[i]));
+	}
+	free(buf);
+}
+
+/* An extent whose data CRC the caller gives makes the same bytes as one the encoder
+ * checksums itself; a wrong CRC makes a frame the decoder refuses as corrupted; the
+ * encoder refuses an empty one or one over a frame. */
+static void test_extent_crc(void **state)
+{
+	struct mbuf a = { 0 }, b = { 0 };
+	uint8_t *vram = malloc(VRAM_LEN);
+	struct mig_enc e;
+	struct cmn_fail f = { 0 };
+	unsigned int frames;
+
+	(void)state;
+	for (size_t i = 0; i < VRAM_LEN; i++)
+		vram[i] = (uint8_t)(i * 7 + 3);
+	assert_int_equal(mig_enc_init(&e, mbuf_write, &a, NULL), 0);
+	assert_int_equal(mig_enc_slice(&e, VRAM_LEN, 0, def, strlen(def), NULL), 0);
+	assert_int_equal(mig_enc_extent(&e, MIG_R_VRAM, 4096, vram + 4096, 12288, NULL), 0);
+	assert_int_equal(mig_enc_end(&e, NULL), 0);
+	assert_int_equal(mig_enc_init(&e, mbuf_write, &b, NULL), 0);
+	assert_int_equal(mig_enc_slice(&e, VRAM_LEN, 0, def, strlen(def), NULL), 0);
+	assert_int_equal(mig_enc_extent_crc(&e, MIG_R_VRAM, 4096, vram + 4096, 12288,
+					    mig_crc32c(0, vram + 4096, 12288), NULL), 0);
+	assert_int_equal(mig_enc_extent_crc(&e, MIG_R_VRAM, 1 << 20, vram, 0, 0, NULL), -EINVAL);
+	assert_int_equal(mig_enc_extent_crc(&e, MIG_R_VRAM, 1 << 20, vram, MIG_EXTENT_MAX + 1, 0,
+					    NULL), -EINVAL);
+	assert_int_equal(mig_enc_end(&e, NULL), 0);
+	assert_int_equal(b.len, a.len);
+	assert_memory_equal(b.p, a.p, a.len);
+	free(b.p);
+	b = (struct mbuf){ 0 };
+	assert_int_equal(mig_enc_init(&e, mbuf_write, &b, NULL), 0);
+	assert_int_equal(mig_enc_slice(&e, VRAM_LEN, 0, def, strlen(def), NULL), 0);
+	assert_int_equal(mig_enc_extent_crc(&e, MIG_R_VRAM, 4096, vram + 4096, 12288,
+					    mig_crc32c(0, vram + 4096, 12288) ^ 1, NULL), 0);
+	assert_int_equal(mig_enc_end(&e, NULL), 0);
+	assert_int_equal(decode_all(&b, &frames, NULL, 0, &f), -EBADMSG);
+	assert_non_null(strstr(f.msg, "frame 2 (extent)"));
+	assert_non_null(strstr(f.msg, "checksum mismatch"));
+	free(a.p);
+	free(b.p);
+	free(vram);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_crc32c),
 		cmocka_unit_test(test_crc32c_paths),
+		cmocka_unit_test(test_crc32c_combine),
+		cmocka_unit_test(test_extent_crc),
 		cmocka_unit_test(test_writev),
 		cmocka_unit_test(test_round_trip),
 		cmocka_unit_test(test_truncation),
