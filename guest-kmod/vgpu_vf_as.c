@@ -371,113 +371,132 @@ static u64 vvf_as_evict(struct vvf_as *as, struct mm_struct *mm, u64 keep_start,
 	return total;
 }
 
+/* The block around @va to service (VVF_AS_BLOCK pages, inside its vma and the mirrored
+ * range) into @r, if the process could make the access itself. Under mmap_read_lock.
+ * 0, -EFAULT (no vma, or not readable / writable as the access needs) or -EOPNOTSUPP
+ * (shared or file memory, which does not move into VRAM). */
+static int vvf_as_block(struct vvf_as *as, u64 va, bool write, struct hmm_range *r)
+{
+	struct vm_area_struct *vma = vma_lookup(as->mm, va);
+	u64 base = ALIGN_DOWN(va, VVF_AS_BLOCK * PAGE_SIZE);
+
+	if (!vma || !(vma->vm_flags & VM_READ) || (write && !(vma->vm_flags & VM_WRITE)))
+		return -EFAULT;
+	if (!vma_is_anonymous(vma) || (vma->vm_flags & VM_SHARED))
+		return -EOPNOTSUPP;
+	r->start = max3(as->start, (u64)vma->vm_start, base);
+	r->end = min3(as->end, (u64)vma->vm_end, base + VVF_AS_BLOCK * PAGE_SIZE);
+	return 0;
+}
+
+/* Whether every page of the snapshot @r is one of this VF's pool pages. */
+static bool vvf_as_resident(struct vvf_as *as, const struct hmm_range *r)
+{
+	u64 i, n = (r->end - r->start) >> PAGE_SHIFT;
+
+	for (i = 0; i < n; i++)
+		if (!(r->hmm_pfns[i] & HMM_PFN_VALID) ||
+		    !vvf_svm_page_ours(as->vd, hmm_pfn_to_page(r->hmm_pfns[i])))
+			return false;
+	return true;
+}
+
+/* Move the block of @r into VRAM, making room in a full pool. Called under
+ * mmap_read_lock, which it drops. 0 (look again) or -errno. */
+static int vvf_as_make_resident(struct vvf_as *as, const struct hmm_range *r)
+{
+	u64 moved, evicted = 0;
+	int ret = vvf_svm_move_locked(as->vd, as->mm, as->pid, r->start, r->end - r->start,
+				      true, &moved);
+
+	/* Pinned pages stay where they are; a full pool gives back pages of this process. */
+	if (!ret && !moved && vvf_svm_full(as->vd))
+		evicted = vvf_as_evict(as, as->mm, r->start, r->end);
+	mmap_read_unlock(as->mm);
+	spin_lock(&as->qlock);
+	as->migrated += moved;
+	as->evicted += evicted;
+	spin_unlock(&as->qlock);
+	if (ret)
+		return ret;
+	return moved || evicted ? 0 : -ENOMEM;
+}
+
+/* Write the PTEs of the snapshot @r (every page in the pool). Under as->lock. 0, -ENOLINK
+ * (a reset freed the tables) or -ENOMEM (no table left). */
+static int vvf_as_map(struct vvf_as *as, const struct hmm_range *r)
+{
+	u64 i, n = (r->end - r->start) >> PAGE_SHIFT, span, *l3;
+	int ret = vvf_as_gone(as) ? -ENOLINK : 0;
+
+	for (i = 0; i < n && !ret; i++) {
+		u64 a = r->start + i * PAGE_SIZE;
+
+		l3 = vvf_as_l3(as, a, true, &span);
+		if (!l3)
+			ret = -ENOMEM;
+		else
+			WRITE_ONCE(l3[(a >> VGPU_GMMU_L3_4K_SHIFT) & (VGPU_GMMU_ENTRIES - 1)],
+				   vvf_as_pte_of(as, r->hmm_pfns[i]));
+	}
+	spin_lock(&as->qlock);
+	as->mapped += ret ? 0 : n;
+	spin_unlock(&as->qlock);
+	return ret;
+}
+
 /* Map the block around @va for the GPU: the process's own pages, faulted in as the access
  * needs (writable for a write), moved into VRAM. 0, or why the channel must be cancelled
- * (-EFAULT: not an access the process could make; -EOPNOTSUPP: shared or file memory,
- * which does not move; -ENOMEM: no room in VRAM or in the page tables) or retried. */
+ * (-EFAULT, -EOPNOTSUPP: see vvf_as_block; -ENOMEM: no room in VRAM or in the page
+ * tables; -EBUSY: invalidations kept racing for a second). */
 static int vvf_as_service(struct vvf_as *as, u64 va, bool write)
 {
-	struct vvf_dev *vd = as->vd;
-	struct mm_struct *mm = as->mm;
 	unsigned long pfns[VVF_AS_BLOCK], timeout = jiffies + msecs_to_jiffies(1000);
 	struct hmm_range range = {
-		.notifier = &as->mni, .hmm_pfns = pfns, .dev_private_owner = vd,
+		.notifier = &as->mni, .hmm_pfns = pfns, .dev_private_owner = as->vd,
 		.default_flags = HMM_PFN_REQ_FAULT | (write ? HMM_PFN_REQ_WRITE : 0),
 	};
-	struct vm_area_struct *vma;
-	u64 moved, span, *l3, n, i;
 	int ret, round = 0;
 
 	va &= PAGE_MASK;
 	if (va < as->start || va >= as->end)
 		return -EFAULT;
-	ret = vvf_svm_ensure(vd);
-	if (ret)
-		return ret;
-	for (;;) {
+	ret = vvf_svm_ensure(as->vd);
+	while (!ret) {
 		if (time_after(jiffies, timeout))
 			return -EBUSY;
 		range.notifier_seq = mmu_interval_read_begin(&as->mni);
-		mmap_read_lock(mm);
-		vma = vma_lookup(mm, va);
-		if (!vma || !(vma->vm_flags & VM_READ) || (write && !(vma->vm_flags & VM_WRITE))) {
-			mmap_read_unlock(mm);
-			return -EFAULT;
-		}
-		if (!vma_is_anonymous(vma) || (vma->vm_flags & VM_SHARED)) {
-			mmap_read_unlock(mm);
-			return -EOPNOTSUPP;
-		}
-		range.start = max3((unsigned long)as->start, vma->vm_start,
-				   (unsigned long)ALIGN_DOWN(va, VVF_AS_BLOCK * PAGE_SIZE));
-		range.end = min3((unsigned long)as->end, vma->vm_end,
-				 (unsigned long)ALIGN_DOWN(va, VVF_AS_BLOCK * PAGE_SIZE) +
-				 VVF_AS_BLOCK * PAGE_SIZE);
-		ret = hmm_range_fault(&range);
+		mmap_read_lock(as->mm);
+		ret = vvf_as_block(as, va, write, &range);
+		if (!ret)
+			ret = hmm_range_fault(&range);
 		if (ret) {
-			mmap_read_unlock(mm);
+			mmap_read_unlock(as->mm);
 			if (ret == -EBUSY)
-				continue;
-			return ret;
+				ret = 0;	/* an invalidation raced the fault: again */
+			continue;
 		}
-		n = (range.end - range.start) >> PAGE_SHIFT;
-		for (i = 0; i < n; i++)
-			if (!(pfns[i] & HMM_PFN_VALID) ||
-			    !vvf_svm_page_ours(vd, hmm_pfn_to_page(pfns[i])))
-				break;
-		if (i < n) {
+		if (!vvf_as_resident(as, &range)) {
 			/* In system memory (or the zero page): into VRAM, then look again. */
-			if (++round > VVF_AS_RETRIES) {
-				mmap_read_unlock(mm);
-				return -ENOMEM;
-			}
-			ret = vvf_svm_move_locked(vd, mm, as->pid, range.start,
-						  range.end - range.start, true, &moved);
-			mmap_read_unlock(mm);
+			ret = ++round > VVF_AS_RETRIES ? -ENOMEM : 0;
 			if (ret)
-				return ret;
-			spin_lock(&as->qlock);
-			as->migrated += moved;
-			spin_unlock(&as->qlock);
-			if (moved)
-				continue;
-			/* Pinned pages stay where they are; a full pool makes room. */
-			if (!vvf_svm_full(vd))
-				return -ENOMEM;
-			mmap_read_lock(mm);
-			moved = vvf_as_evict(as, mm, range.start, range.end);
-			mmap_read_unlock(mm);
-			if (!moved)
-				return -ENOMEM;	/* nothing of ours to give back */
-			spin_lock(&as->qlock);
-			as->evicted += moved;
-			spin_unlock(&as->qlock);
+				mmap_read_unlock(as->mm);
+			else
+				ret = vvf_as_make_resident(as, &range);
 			continue;
 		}
 		mutex_lock(&as->lock);
 		if (mmu_interval_read_retry(&as->mni, range.notifier_seq)) {
 			mutex_unlock(&as->lock);
-			mmap_read_unlock(mm);
+			mmap_read_unlock(as->mm);
 			continue;
 		}
-		ret = vvf_as_gone(as) ? -ENOLINK : 0;
-		for (i = 0; i < n && !ret; i++) {
-			u64 a = range.start + i * PAGE_SIZE;
-
-			l3 = vvf_as_l3(as, a, true, &span);
-			if (!l3)
-				ret = -ENOMEM;
-			else
-				WRITE_ONCE(l3[(a >> VGPU_GMMU_L3_4K_SHIFT) & (VGPU_GMMU_ENTRIES - 1)],
-					   vvf_as_pte_of(as, pfns[i]));
-		}
+		ret = vvf_as_map(as, &range);
 		mutex_unlock(&as->lock);
-		mmap_read_unlock(mm);
-		spin_lock(&as->qlock);
-		as->mapped += i;
-		spin_unlock(&as->qlock);
+		mmap_read_unlock(as->mm);
 		return ret;
 	}
+	return ret;
 }
 
 static void vvf_as_work(struct work_struct *w)
@@ -698,11 +717,69 @@ static int vvf_as_map_kernel(struct vvf_as *as, u64 va, u64 addr, u64 size)
 	return ret;
 }
 
+/* The GPFIFO's bytes, page-aligned; 0 if the geometry of @a is not one the uapi allows. */
+static u64 vvf_as_chan_gp_bytes(const struct vgpu_vf_ioc_as_channel *a)
+{
+	u64 gp = ALIGN((u64)a->gpfifo_entries * 8, PAGE_SIZE);
+
+	if (a->size != sizeof(*a) || a->flags || a->gpfifo_entries < 2 ||
+	    a->gpfifo_entries > 512 || (a->gpfifo_entries & (a->gpfifo_entries - 1)) ||
+	    !a->mem_size || a->mem_size % VGPU_GMMU_PAGE_64K || a->mem_size > VVF_AS_CHAN_SPAN ||
+	    PAGE_SIZE + gp >= a->mem_size)
+		return 0;
+	return gp;
+}
+
+/* Undo what vvf_as_chan_make made of @c (handles that are 0 were not made). */
+static void vvf_as_chan_unmake(struct vvf_as *as, const struct vvf_as_chan *c, u64 va)
+{
+	if (c->handle)
+		vvf_as_free(as, c->handle);
+	mutex_lock(&as->lock);
+	if (!vvf_as_gone(as))
+		vvf_as_clear(as, va, va + c->size);
+	mutex_unlock(&as->lock);
+	vvf_as_free(as, c->mem);
+}
+
+/* The channel's memory (zeroed, mapped into the kernel window at @va) and the RM channel
+ * on it, replayable and enabled: USERD at the memory's start, the GPFIFO on the next page.
+ * 0 with @c filled, or -errno with nothing left behind. */
+static int vvf_as_chan_make(struct vvf_as *as, const struct vgpu_vf_ioc_as_channel *a, u64 va,
+			    struct vvf_as_chan *c)
+{
+	struct vgpu_rm_channel_params cp = {
+		.h_vaspace = as->vaspace, .runlist = a->runlist, .gpfifo_va = va + PAGE_SIZE,
+		.gpfifo_entries = a->gpfifo_entries, .flags = VGPU_RM_CHAN_REPLAYABLE,
+		.userd_aper = VGPU_APER_VRAM,
+	};
+	struct vgpu_rm_enable_params on = { .enable = 1 };
+	int ret = vvf_as_vidmem(as, a->mem_size, VGPU_GMMU_PAGE_64K, &c->mem, &c->addr);
+
+	if (ret)
+		return ret;
+	c->size = a->mem_size;
+	memset(vvf_as_vram(as, c->addr), 0, c->size);
+	ret = vvf_as_map_kernel(as, va, c->addr, c->size);
+	if (!ret) {
+		cp.userd_addr = c->addr;
+		ret = vvf_krm_alloc(as->vd, as->client, as->device, VGPU_RM_CLASS_CHANNEL_GPFIFO,
+				    &cp, sizeof(cp), &c->handle);
+	}
+	if (!ret)
+		ret = vvf_as_control(as, c->handle, VGPU_RM_CTRL_CHANNEL_ENABLE, &on, sizeof(on));
+	if (ret) {
+		vvf_as_chan_unmake(as, c, va);
+		return ret;
+	}
+	c->chid = cp.chid;
+	c->token = cp.token;
+	return 0;
+}
+
 long vvf_ioc_as_channel(struct vvf_file *f, unsigned long arg)
 {
 	struct vgpu_vf_ioc_as_channel a;
-	struct vgpu_rm_channel_params cp = { 0 };
-	struct vgpu_rm_enable_params on = { .enable = 1 };
 	struct vvf_as_chan c = { 0 };
 	struct vvf_as *as;
 	u64 va, gp_bytes;
@@ -710,75 +787,38 @@ long vvf_ioc_as_channel(struct vvf_file *f, unsigned long arg)
 
 	if (copy_from_user(&a, (void __user *)arg, sizeof(a)))
 		return -EFAULT;
-	gp_bytes = ALIGN((u64)a.gpfifo_entries * 8, PAGE_SIZE);
-	if (a.size != sizeof(a) || a.flags || a.gpfifo_entries < 2 || a.gpfifo_entries > 512 ||
-	    (a.gpfifo_entries & (a.gpfifo_entries - 1)) || !a.mem_size ||
-	    a.mem_size % VGPU_GMMU_PAGE_64K || a.mem_size > VVF_AS_CHAN_SPAN ||
-	    PAGE_SIZE + gp_bytes >= a.mem_size)
+	gp_bytes = vvf_as_chan_gp_bytes(&a);
+	if (!gp_bytes)
 		return -EINVAL;
 	mutex_lock(&f->as_lock);
 	as = f->as;
-	ret = !as ? -ENOENT : as->mm != current->mm ? -EACCES : 0;
-	if (!ret && READ_ONCE(as->lost))
-		ret = -ENOLINK;
-	if (!ret && as->nr_chans == VGPU_VF_AS_CHANNELS)
-		ret = -ENOSPC;
-	if (ret)
-		goto out;
-	ret = vvf_as_vidmem(as, a.mem_size, VGPU_GMMU_PAGE_64K, &c.mem, &c.addr);
-	if (ret)
-		goto out;
-	c.size = a.mem_size;
-	memset(vvf_as_vram(as, c.addr), 0, c.size);
-	va = VVF_AS_KVA_BASE + (u64)as->nr_chans * VVF_AS_CHAN_SPAN;
-	ret = vvf_as_map_kernel(as, va, c.addr, c.size);
-	if (ret)
-		goto free_mem;
-	cp.h_vaspace = as->vaspace;
-	cp.runlist = a.runlist;
-	cp.gpfifo_va = va + PAGE_SIZE;
-	cp.gpfifo_entries = a.gpfifo_entries;
-	cp.flags = VGPU_RM_CHAN_REPLAYABLE;
-	cp.userd_aper = VGPU_APER_VRAM;
-	cp.userd_addr = c.addr;
-	ret = vvf_krm_alloc(as->vd, as->client, as->device, VGPU_RM_CLASS_CHANNEL_GPFIFO, &cp,
-			    sizeof(cp), &c.handle);
-	if (ret)
-		goto unmap;
-	ret = vvf_as_control(as, c.handle, VGPU_RM_CTRL_CHANNEL_ENABLE, &on, sizeof(on));
-	if (ret)
-		goto free_chan;
-	c.chid = cp.chid;
-	c.token = cp.token;
-	/* The file may map this memory; channel errors reach its event ring. */
-	ret = vvf_file_own(f, as->client, c.mem, as->vd->lay.vram_off + c.addr, c.size, c.chid);
-	if (ret)
-		goto free_chan;
-	spin_lock(&as->qlock);
-	as->chans[as->nr_chans++] = c;
-	spin_unlock(&as->qlock);
-	a.mmap_offset = as->vd->lay.vram_off + c.addr;
-	a.gpu_va = va;
-	a.userd_off = 0;
-	a.gpfifo_off = PAGE_SIZE;
-	a.pb_off = PAGE_SIZE + gp_bytes;
-	a.chid = c.chid;
-	a.token = c.token;
-	a.reserved = 0;
+	ret = !as ? -ENOENT : as->mm != current->mm ? -EACCES : READ_ONCE(as->lost) ? -ENOLINK :
+	      as->nr_chans == VGPU_VF_AS_CHANNELS ? -ENOSPC : 0;
+	va = VVF_AS_KVA_BASE + (u64)(as ? as->nr_chans : 0) * VVF_AS_CHAN_SPAN;
+	if (!ret)
+		ret = vvf_as_chan_make(as, &a, va, &c);
+	/* The file may map the memory; the channel's errors reach its event ring. */
+	if (!ret) {
+		ret = vvf_file_own(f, as->client, c.mem, as->vd->lay.vram_off + c.addr, c.size,
+				   c.chid);
+		if (ret)
+			vvf_as_chan_unmake(as, &c, va);
+	}
+	if (!ret) {
+		spin_lock(&as->qlock);
+		as->chans[as->nr_chans++] = c;
+		spin_unlock(&as->qlock);
+		a = (struct vgpu_vf_ioc_as_channel){
+			.size = sizeof(a), .runlist = a.runlist, .gpfifo_entries = a.gpfifo_entries,
+			.mem_size = a.mem_size, .mmap_offset = as->vd->lay.vram_off + c.addr,
+			.gpu_va = va, .userd_off = 0, .gpfifo_off = PAGE_SIZE,
+			.pb_off = PAGE_SIZE + gp_bytes, .chid = c.chid, .token = c.token,
+		};
+	}
 	mutex_unlock(&f->as_lock);
+	if (ret)
+		return ret;
 	return copy_to_user((void __user *)arg, &a, sizeof(a)) ? -EFAULT : 0;
-free_chan:
-	vvf_as_free(as, c.handle);
-unmap:
-	mutex_lock(&as->lock);
-	if (!vvf_as_gone(as))
-		vvf_as_clear(as, va, va + c.size);
-	mutex_unlock(&as->lock);
-free_mem:
-	vvf_as_free(as, c.mem);
-out:
-	mutex_unlock(&f->as_lock);
-	return ret;
 }
 
 long vvf_ioc_as_info(struct vvf_file *f, unsigned long arg)
