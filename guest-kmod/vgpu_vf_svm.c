@@ -31,7 +31,7 @@
 #define VVF_SVM_BATCH		64		/* pages per migrate_vma round */
 
 int vvf_krm(struct vvf_dev *vd, u32 op, void *req, u32 len, void *out, u32 out_len,
-		   u32 *handle)
+	    u32 *handle)
 {
 	struct vgpu_rm_msg *h = req;
 	struct {
