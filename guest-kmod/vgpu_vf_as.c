@@ -51,7 +51,6 @@ struct vvf_as_chan {
 
 struct vvf_as {
 	struct vvf_dev *vd;
-	struct vvf_file *f;
 	struct mm_struct *mm;		/* mmgrab'd: the mirrored process */
 	struct pid *pid;		/* told by SIGBUS if a reset loses pages moved for it */
 	struct mmu_interval_notifier mni;
@@ -61,8 +60,9 @@ struct vvf_as {
 	u64 pt_phys;			/* VF-physical address of the table memory */
 	u64 *pt;			/* ... its CPU view (BAR2, write-back) */
 
-	/* Protects the tables, lost and dead: taken by the invalidation, by the fault service
-	 * to write PTEs, by reset and release. Never held across an RM call but release's. */
+	/* Protects the tables, pt_used, evict_cursor and lost: taken by the invalidation, by
+	 * the fault service to write PTEs, by reset and release. Never held across an RM call
+	 * but release's (so that no invalidation writes into tables being freed). */
 	struct mutex lock;
 	u32 pt_used;			/* tables handed out (the root is table 0) */
 	u64 evict_cursor;		/* where the next eviction looks for victims */
@@ -659,7 +659,6 @@ long vvf_ioc_as_create(struct vvf_file *f, unsigned long arg)
 		goto out;
 	}
 	as->vd = vd;
-	as->f = f;
 	as->start = a.addr;
 	as->end = end;
 	mutex_init(&as->lock);
