@@ -1081,9 +1081,11 @@ static uint64_t src_again(struct src_pages *sp)
 static int src_switchover(struct lm *m, struct src_pages *sp, unsigned int round,
 			  struct cmn_fail *f)
 {
-	uint64_t sent = 0, again;
+	uint64_t sent = 0, again, t[5];
 	int r;
 
+	/* Where the downtime goes, for the log: stops, compare, final pass, commit. */
+	t[0] = cmn_now_ns();
 	r = src_engines_stop(m, f);
 	if (r)
 		return r;
@@ -1092,17 +1094,24 @@ static int src_switchover(struct lm *m, struct src_pages *sp, unsigned int round
 		src_engines_run(m);
 		return r;
 	}
+	t[1] = cmn_now_ns();
 	again = src_again(sp);
-	if (again)
-		cmn_info("slice %s: %" PRIu64 " page(s) sent while its VMM copied go again",
-			 m->uuid, again);
 	r = src_pass(m, sp, ++round, false, false, &sent, f);
+	t[2] = cmn_now_ns();
 	if (!r) {
 		src_progress(m, round, sent);
 		r = src_pass(m, sp, ++round, true, true, &sent, f);
 	}
+	t[3] = cmn_now_ns();
 	if (!r)
 		r = recv_ack(m, f);
+	t[4] = cmn_now_ns();
+	if (!r)
+		cmn_info("slice %s: switchover: engines and mailbox stopped in %" PRIu64 " ms, "
+			 "compare %" PRIu64 " ms (%" PRIu64 " page(s) sent while a VMM copied "
+			 "sent again), final pass %" PRIu64 " ms, commit %" PRIu64 " ms", m->uuid,
+			 (t[1] - t[0]) / 1000000, (t[2] - t[1]) / 1000000, again,
+			 (t[3] - t[2]) / 1000000, (t[4] - t[3]) / 1000000);
 	if (r) {
 		if (!lm_unknown(m)) {
 			src_mbox(m, false, NULL);
