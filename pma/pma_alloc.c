@@ -506,6 +506,9 @@ PMA_HOT int pma_alloc_pages(struct pma *pma, size_t count, uint64_t page_size,
 	ret = req_init(pma, &q, count, page_size, opts);
 	if (ret)
 		return ret;
+	/* The caller's page array is often not in cache: fetch its first line while the lock's
+	 * atomic exchange waits, rather than on the first store after it. */
+	__builtin_prefetch(pages_out, 1);
 	for (;;) {
 		pma_lock(pma);
 		ret = alloc_locked(pma, &q, opts, pages_out, &got, &result);

@@ -289,7 +289,11 @@ static PMA_HOT_INLINE int free_fast_locked(struct pma *pma, const uint64_t *page
 	if (pf == PMA_GROUP_FRAMES) {
 		bool plain = pma_region_plain(r);
 
-		for (int k = 0; k < nw; k++)
+		/* A plain region's group bits say whether the pages are allocated. */
+		for (int k = 0; plain && k < nw; k++)
+			if (!pma_groups_unavail(r, wv[k], mv[k]))
+				return -ENOENT;
+		for (int k = 0; !plain && k < nw; k++)
 			pma_gbits_for_each_word(mv[k], wv[k], wi, m) {
 				const struct pma_word *w = &r->words[wi];
 
@@ -366,6 +370,11 @@ PMA_HOT int pma_free_pages(struct pma *pma, const uint64_t *pages, size_t count,
 
 	if (!pma || !pages || !count || !pma_page_size_valid(page_size) || (flags & ~PMA_FREE_SKIP_SCRUB))
 		return -EINVAL;
+	/* The caller's list is often not in cache: start loading its ends before the lock,
+	 * whose atomic exchange would otherwise hold those loads back until it completes. */
+	__builtin_prefetch(pages);
+	if (count <= PMA_FAST_WORDS * 2)
+		__builtin_prefetch(pages + count - 1);
 	pma_lock(pma);
 	ret = free_locked(pma, pages, count, page_size, flags);
 	pma_unlock(pma);

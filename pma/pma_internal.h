@@ -158,6 +158,10 @@ struct pma_region {
 	/* counters, protected by the pma lock */
 	uint64_t free_frames, free_groups, scrub_frames, black_frames;
 	uint64_t evict_frames;	/* frames with EVICTING set (padding included) */
+	/* Every free frame is dirty: the region started dirty (no scrub-on-free) and no scrub
+	 * has completed in it. Then an allocation is known not zero without reading the
+	 * frames' dirty bits, and whole frame words are allocated with stores alone. */
+	bool dirty_only;
 };
 
 /* True if no frame of @r is evicting, scrubbing or blacklisted: then every attribute mask
@@ -546,6 +550,7 @@ static inline void pma_word_apply(struct pma_region *r, struct pma_word *w, uint
 		w->scrub &= ~s;
 		w->persist &= ~(s & ~w->alloc);
 		r->scrub_frames -= cmn_popcount(s);
+		r->dirty_only &= !(s & ~w->alloc);
 		break;
 	case PMA_OP_EVICT_SET:
 		r->evict_frames += cmn_popcount(m & ~w->evict);
@@ -617,14 +622,16 @@ static inline struct pma_gwords pma_gwords_of(uint64_t g0, uint64_t ng)
 		notalloc |= ~(w)->alloc & (m);						\
 		attrs |= ((w)->evict | (w)->scrub | (w)->black) & (m);			\
 	} while (0)
-/* The same in a plain region, whose frames carry no attribute. */
-#define PMA_GW_CHECK_ALLOC(w, m)							\
-	do {										\
-		notalloc |= ~(w)->alloc & (m);						\
-	} while (0)
 #define PMA_GW_ALLOC_PINNED(w, m)							\
 	do {										\
 		dirty |= (w)->persist & (m);						\
+		(w)->alloc |= (m);							\
+		(w)->pin |= (m);							\
+		(w)->persist &= ~(m);							\
+	} while (0)
+/* The same where every free frame is known dirty: no load, so whole words are stores. */
+#define PMA_GW_ALLOC_PINNED_DIRTY(w, m)							\
+	do {										\
 		(w)->alloc |= (m);							\
 		(w)->pin |= (m);							\
 		(w)->persist &= ~(m);							\
@@ -636,6 +643,15 @@ static inline struct pma_gwords pma_gwords_of(uint64_t g0, uint64_t ng)
 		(w)->persist |= (m);	/* free and dirty until scrubbed */		\
 	} while (0)
 
+/* True if groups @gbits of group word @gw hold no available frame. In a plain region that
+ * means every frame of them is allocated: the free paths check a 2 MiB page there with the
+ * group bits, which are in cache, instead of loading its frame words (which are mostly not,
+ * and then only need stores). */
+static PMA_INLINE bool pma_groups_unavail(const struct pma_region *r, uint64_t gw, uint64_t gbits)
+{
+	return !((r->gfull[gw] | r->gpart[gw]) & gbits);
+}
+
 /* Check whole groups [g0, g0 + ng) for a plain free: -ENOENT if a frame is not allocated,
  * 1 if a frame carries an attribute (such groups do not become whole: the general path),
  * 0 if they can be freed as a block. */
@@ -644,10 +660,12 @@ static PMA_INLINE int pma_groups_free_check(const struct pma_region *r, uint64_t
 	struct pma_gwords x = pma_gwords_of(g0, ng);
 	uint64_t notalloc = 0, attrs = 0;
 
-	if (pma_region_plain(r))
-		pma_gwords_each(x, PMA_GW_CHECK_ALLOC);
-	else
-		pma_gwords_each(x, PMA_GW_CHECK);
+	if (pma_region_plain(r)) {
+		for (uint64_t gw = g0 / 64; gw <= (g0 + ng - 1) / 64; gw++)
+			notalloc |= !pma_groups_unavail(r, gw, pma_gword_mask(g0, ng, gw));
+		return notalloc ? -ENOENT : 0;
+	}
+	pma_gwords_each(x, PMA_GW_CHECK);
 	return notalloc ? -ENOENT : attrs ? 1 : 0;
 }
 
@@ -701,10 +719,13 @@ static PMA_INLINE bool pma_groups_apply(struct pma_region *r, uint64_t g0, uint6
 		if ((r->gfull[gw] & gm) != gm)
 			return false;
 	}
-	if (a->pin && !a->persist) {
+	if (a->pin && !a->persist && r->dirty_only) {
+		/* The common pinned allocation, without the per-word blends or loads. */
+		pma_gwords_each(x, PMA_GW_ALLOC_PINNED_DIRTY);
+		a->dirty_seen = 1;
+	} else if (a->pin && !a->persist) {
 		uint64_t dirty = 0;
 
-		/* The common pinned allocation, without the per-word blends. */
 		pma_gwords_each(x, PMA_GW_ALLOC_PINNED);
 		a->dirty_seen |= dirty;
 	} else {
@@ -738,8 +759,10 @@ static PMA_INLINE bool pma_group_apply(struct pma_region *r, uint64_t idx, enum 
 		r->gfull[g / 64] &= ~gbit;
 		r->free_frames -= PMA_GROUP_FRAMES;
 		r->free_groups--;
-	} else if (op == PMA_OP_FREE && !a->scrub && (w->alloc & m) == m &&
-		   (pma_region_plain(r) || !((w->evict | w->scrub | w->black) & m))) {
+	} else if (op == PMA_OP_FREE && !a->scrub &&
+		   (pma_region_plain(r) ? pma_groups_unavail(r, g / 64, gbit)
+					: (w->alloc & m) == m &&
+					  !((w->evict | w->scrub | w->black) & m))) {
 		r->gfull[g / 64] |= gbit;
 		r->free_frames += PMA_GROUP_FRAMES;
 		r->free_groups++;
@@ -774,7 +797,10 @@ void pma_page_apply(struct pma_region *r, uint64_t idx, uint64_t pf, enum pma_op
 /* --- lookups shared by the operations --- */
 static inline bool pma_page_size_valid(uint64_t ps)
 {
-	return ps == PMA_PAGE_64K || ps == PMA_PAGE_128K || ps == PMA_PAGE_2M || ps == PMA_PAGE_512M;
+	/* All four are powers of two: one of their bits and no other, without a branch per
+	 * size (a chain of compares mispredicts on a mix of sizes). */
+	return ((ps & (PMA_PAGE_64K | PMA_PAGE_128K | PMA_PAGE_2M | PMA_PAGE_512M)) != 0) &
+	       !(ps & (ps - 1));
 }
 
 /* Region holding all of [frame, frame + n), or NULL. */

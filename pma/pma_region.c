@@ -23,6 +23,7 @@ struct pma_region *pma_region_new(const struct pma_region_desc *desc, unsigned i
 		return NULL;
 	r->desc = *desc;
 	r->id = id;
+	r->dirty_only = !clean;
 	r->first = cmn_align_down(base_frame, PMA_BIG_FRAMES);
 	r->lo = base_frame - r->first;
 	r->hi = r->lo + nr_frames;
@@ -147,6 +148,8 @@ int pma_region_check(struct pma_region *r)
 			return region_fail(r, "padding frame not held", wi);
 		if (w->pin & ~w->alloc)
 			return region_fail(r, "pinned frame not allocated", wi);
+		if (r->dirty_only && (~w->alloc & ~w->persist & real))
+			return region_fail(r, "clean free frame in a dirty-only region", wi);
 		free_frames += cmn_popcount(a);
 		scrub += cmn_popcount(w->scrub & real);
 		black += cmn_popcount(w->black & real);

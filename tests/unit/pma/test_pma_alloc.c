@@ -548,6 +548,39 @@ static void test_fixed_null_opts(void **state)
 	pma_destroy(pma);
 }
 
+/* 2 MiB frees whose group is only partly allocated: the fast paths check whole groups with
+ * the group bits, and a group with one free frame must fail them like a wholly free one. */
+static void test_free_2m_partial_group(void **state)
+{
+	struct pma *pma = std_new();
+	struct pma_alloc_opts o = { .flags = PMA_PINNED };
+	const uint64_t list[] = { 0, 4 * MiB }, run[] = { 2 * MiB, 4 * MiB };
+	struct tp_snap s;
+
+	(void)state;
+	assert_int_equal(pma_alloc_fixed(pma, 0, 8 * MiB, &o), 0);
+	/* One 64 KiB frame of the third group freed: that group is partial. */
+	assert_int_equal(pma_free_range(pma, 4 * MiB + 3 * K64, K64, 0), 0);
+	tp_verify(pma);
+	tp_snap_take(pma, &s);
+	assert_int_equal(pma_free_pages(pma, &list[1], 1, M2, 0), -ENOENT);
+	assert_int_equal(pma_free_pages(pma, list, 2, M2, 0), -ENOENT);	/* a list */
+	assert_int_equal(pma_free_pages(pma, run, 2, M2, 0), -ENOENT);	/* a run */
+	assert_int_equal(pma_free_range(pma, 4 * MiB, 2 * MiB, 0), -ENOENT);
+	assert_int_equal(pma_free_range(pma, 2 * MiB, 6 * MiB, 0), -ENOENT);
+	tp_snap_assert_same(pma, &s);
+	tp_verify(pma);
+	/* The whole groups around it free as usual. */
+	assert_int_equal(pma_free_pages(pma, list, 1, M2, 0), 0);
+	assert_int_equal(pma_free_range(pma, 6 * MiB, 2 * MiB, 0), 0);
+	assert_int_equal(tp_state(pma, 0), PMA_STATE_FREE);
+	assert_int_equal(tp_state(pma, 6 * MiB), PMA_STATE_FREE);
+	assert_int_equal(tp_state(pma, 4 * MiB), PMA_STATE_PIN);
+	tp_verify(pma);
+	tp_snap_free(&s);
+	pma_destroy(pma);
+}
+
 /* ---- pin, unpin, free ------------------------------------------------------------------ */
 
 enum op { PIN, UNPIN, FREE, FREE_RANGE };
@@ -845,6 +878,7 @@ int main(void)
 	TP_TEST(tests, n, test_query_outside);
 	TP_TABLE_TESTS(tests, n, fixed_cases, test_fixed_case);
 	TP_TEST(tests, n, test_fixed_null_opts);
+	TP_TEST(tests, n, test_free_2m_partial_group);
 	TP_TABLE_TESTS(tests, n, state_cases, test_state_case);
 	TP_TEST(tests, n, test_free_runs);
 	TP_TEST(tests, n, test_stats_random);
