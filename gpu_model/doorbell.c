@@ -126,8 +126,10 @@ static void db_prefetch(struct gpu_fn *f, struct vgpu_doorbell_page *db, uint32_
 		gpu_chan_prefetch(&f->chans[chid]);
 }
 
-/* Judge @token against @f's channel table: the verdict counter it bumps. */
-static atomic_uint_fast64_t *db_judge_locked(struct gpu *g, struct gpu_fn *f, uint32_t token)
+/* Judge @token against @f's channel table: the verdict counter it bumps. The engine that
+ * owns the channel is woken unless it is @self, which picks right after its drain. */
+static atomic_uint_fast64_t *db_judge_locked(struct gpu *g, struct gpu_engine *self,
+					     struct gpu_fn *f, uint32_t token)
 {
 	unsigned int rl = token >> 16, chid = token & 0xffff;
 	const struct gpu_priv_chan *pc;
@@ -146,20 +148,24 @@ static atomic_uint_fast64_t *db_judge_locked(struct gpu *g, struct gpu_fn *f, ui
 	else	/* a woken engine did not poll: its first look at the token is this drain */
 		gpu_chan_prefetch(&f->chans[chid]);
 	atomic_fetch_or(&f->pending, VGPU_BIT(chid));
-	gpu_engine_wake(&g->engines[rl]);
+	/* Not ourselves: the wake is a seq_cst store, which would wait for this drain's
+	 * stores (the slot just cleared, a line the submitter wrote) to leave this core. */
+	if (&g->engines[rl] != self)
+		gpu_engine_wake(&g->engines[rl]);
 	return &f->dbc.accepted;
 }
 
 /* Validate @token and mark its channel pending. rung is counted after the verdict, so
  * whoever sees a token counted as rung also sees how it was judged. */
-static void db_token_locked(struct gpu *g, struct gpu_fn *f, uint32_t token)
+static void db_token_locked(struct gpu *g, struct gpu_engine *self, struct gpu_fn *f,
+			    uint32_t token)
 {
 	cmn_mutex_assert_held(&g->lock);
-	atomic_fetch_add(db_judge_locked(g, f, token), 1);
+	atomic_fetch_add(db_judge_locked(g, self, f, token), 1);
 	atomic_fetch_add(&f->dbc.rung, 1);
 }
 
-static void db_drain_fn_locked(struct gpu *g, struct gpu_fn *f)
+static void db_drain_fn_locked(struct gpu *g, struct gpu_engine *self, struct gpu_fn *f)
 {
 	struct vgpu_doorbell_page *db = f->db;
 	uint32_t tail = atomic_load_explicit(DB_ATOMIC(&db->tail), memory_order_relaxed);
@@ -202,7 +208,7 @@ static void db_drain_fn_locked(struct gpu *g, struct gpu_fn *f)
 		atomic_store_explicit(slot, 0, memory_order_relaxed);
 		tail++;
 		seen = true;
-		db_token_locked(g, f, v & ~VGPU_DB_SLOT_FULL);
+		db_token_locked(g, self, f, v & ~VGPU_DB_SLOT_FULL);
 	}
 	if (seen)
 		atomic_store_explicit(&f->db_seen_ns, cmn_now_ns(), memory_order_relaxed);
@@ -211,14 +217,13 @@ static void db_drain_fn_locked(struct gpu *g, struct gpu_fn *f)
 
 void gpu_doorbell_drain_locked(struct gpu *g, struct gpu_engine *self)
 {
-	(void)self;
 	cmn_mutex_assert_held(&g->lock);
 	for (unsigned int fn = 0; fn < g->nr_fns; fn++) {
 		struct vgpu_doorbell_page *db = g->fns[fn].db;
 
 		if (atomic_load_explicit(DB_ATOMIC(&db->head), memory_order_relaxed) !=
 		    atomic_load_explicit(DB_ATOMIC(&db->tail), memory_order_relaxed))
-			db_drain_fn_locked(g, &g->fns[fn]);
+			db_drain_fn_locked(g, self, &g->fns[fn]);
 	}
 }
 

@@ -163,7 +163,7 @@ static enum mres m_sem_release(struct gpu_ctx *ctx, const uint32_t *a)
 	uint64_t va = u64_of(a), flags = a[4];
 	unsigned int size = flags & VGPU_SEM_64 ? 8 : 4;
 
-	if (va % size || flags & ~(uint64_t)(VGPU_SEM_64 | VGPU_SEM_INTR))
+	if (va & (size - 1) || flags & ~(uint64_t)(VGPU_SEM_64 | VGPU_SEM_INTR))
 		return ctx_error(ctx, VGPU_CHAN_ERR_METHOD_ARGS, VGPU_M_SEM_RELEASE);
 	if (gpu_va_store(ctx, va, size, u64_of(a + 2)))
 		return M_FAULT;
@@ -179,7 +179,7 @@ static enum mres m_sem_acquire(struct gpu_ctx *ctx, const uint32_t *a)
 	unsigned int size = flags & VGPU_SEM_64 ? 8 : 4;
 	bool ok;
 
-	if (va % size || flags & ~(uint64_t)(VGPU_SEM_64 | VGPU_SEM_EQ))
+	if (va & (size - 1) || flags & ~(uint64_t)(VGPU_SEM_64 | VGPU_SEM_EQ))
 		return ctx_error(ctx, VGPU_CHAN_ERR_METHOD_ARGS, VGPU_M_SEM_ACQUIRE);
 	if (!c->acq_waiting) {
 		c->acq_deadline = cmn_now_ns() + (a[5] ? a[5] * VGPU_NSEC_PER_USEC : GPU_DEFAULT_SEM_TO);
@@ -432,7 +432,12 @@ static enum mres method_step(struct gpu_ctx *ctx)
 	if (r == M_DONE) {
 		c->seg_off += 1 + nargs;
 		c->progress = 0;
-		atomic_fetch_add_explicit(&c->methods, 1, memory_order_relaxed);
+		/* Only the engine running the channel counts: a load and a store, not a locked
+		 * add, which would wait here for the method's stores (a semaphore line the
+		 * guest is polling) to leave this core. */
+		atomic_store_explicit(&c->methods,
+				      atomic_load_explicit(&c->methods, memory_order_relaxed) + 1,
+				      memory_order_relaxed);
 	}
 	return r;
 pb_fault:

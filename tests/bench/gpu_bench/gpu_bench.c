@@ -407,10 +407,13 @@ int main(int argc, char **argv)
 		       "\"doorbell_observe_p50_us\": %.3f, \"doorbell_first_method_p99_us\": %.3f, "
 		       "\"doorbell_complete_p50_us\": %.3f, \"gp_entries_per_s_per_entry\": %.0f, "
 		       "\"sva_copy_2m_gbps\": %.2f, \"process_vm_readv_2m_gbps\": %.2f, "
-		       "\"copy_vram_2m_gbps\": %.2f}\n",
+		       "\"copy_vram_2m_gbps\": %.2f, \"doorbell_kick_first_method_p50_us\": %.3f, "
+		       "\"doorbell_busy_first_method_p50_us\": %.3f, "
+		       "\"doorbell_non_resident_first_method_p50_us\": %.3f}\n",
 		       lat[LAT_IDLE_SPIN].p50[1], rate[1], cp.vram, cp.sys, cp.memcpy_gbps,
 		       lat[LAT_IDLE_SPIN].p50[0], lat[LAT_IDLE_SPIN].p99[1], lat[LAT_IDLE_SPIN].p50[2],
-		       rate[0], cp.sva_2m, cp.pvm_2m, cp.vram_2m);
+		       rate[0], cp.sva_2m, cp.pvm_2m, cp.vram_2m, lat[LAT_IDLE_SLEEP].p50[1],
+		       lat[LAT_BUSY].p50[1], lat[LAT_NON_RESIDENT].p50[1]);
 		return 0;
 	}
 	double load[3] = { 0 };
