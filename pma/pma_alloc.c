@@ -208,7 +208,7 @@ take_commit_64k(struct pma_region *r, bool partial, size_t need, struct pma_opar
 				r->gpart[gw] |= broken;
 				r->gpart_sum[gw / 64] |= VGPU_BIT(gw % 64);
 			}
-			pma_group_mark(r, (uint32_t)gw);
+			pma_group_mark_bits(r, (uint32_t)gw, gone, false);
 		}
 		pma_tlayer_mark(&r->ftree.layer[0], (uint32_t)gw);
 		if (got < need)
@@ -297,7 +297,7 @@ static PMA_HOT_INLINE bool alloc_2m_fast(struct pma_region *r, const struct pma_
 		r->gfull[gw] &= ~take;
 		r->free_groups -= cmn_popcount(take);
 		r->free_frames -= (uint64_t)cmn_popcount(take) * PMA_GROUP_FRAMES;
-		pma_gword_changed(r, gw);
+		pma_gword_changed_bits(r, gw, take, false);
 		if (a->pin && !a->persist) {
 			pma_gbits_for_each_word(take, gw, wi, m)
 				PMA_GW_ALLOC_PINNED(&r->words[wi], m);

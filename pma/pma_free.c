@@ -184,7 +184,7 @@ static PMA_HOT_INLINE void groups_free_words(struct pma_region *r, const uint64_
 		r->gfull[gwv[k]] |= gbv[k];
 		r->free_groups += ng;
 		r->free_frames += (uint64_t)ng * PMA_GROUP_FRAMES;
-		pma_gword_changed(r, gwv[k]);
+		pma_gword_changed_bits(r, gwv[k], gbv[k], true);
 	}
 }
 
@@ -222,7 +222,7 @@ static PMA_HOT_INLINE void small_free_words(struct pma_region *r, const uint64_t
 			r->gfull[gw] = nf;
 			r->free_groups += (uint64_t)cmn_popcount(nf) - cmn_popcount(of);
 			pma_sum_update(r->gfull_sum, r->gfull, gw);
-			pma_group_mark(r, (uint32_t)gw);
+			pma_group_mark_bits(r, (uint32_t)gw, nf & ~of, true);
 		}
 	}
 	r->free_frames += freed;

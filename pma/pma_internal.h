@@ -312,6 +312,11 @@ void pma_runs_fini(struct pma_runs *x);
 uint64_t pma_runs_find(struct pma_region *r, uint64_t n);
 /* Word @gw of the group bits changed: its entry and those of the words whose runs reach it. */
 void pma_runs_word_changed(struct pma_region *r, uint64_t gw);
+/* The same when only groups @d of word @gw changed, all becoming whole and free (grew) or
+ * all ceasing to be (shrank): cheaper when @d is one run of bits, which is the common case
+ * (a 2 MiB page, a run of them). */
+void pma_runs_word_grew(struct pma_region *r, uint64_t gw, uint64_t d);
+void pma_runs_word_shrank(struct pma_region *r, uint64_t gw, uint64_t d);
 /* Compare every entry with a fresh computation; 0 or -EIO. */
 int pma_runs_check(struct pma_region *r);
 
@@ -323,6 +328,17 @@ static PMA_INLINE void pma_group_mark(struct pma_region *r, uint32_t gw)
 {
 	pma_tlayer_mark(&r->ftree.layer[1], gw);
 	pma_runs_word_changed(r, gw);
+}
+
+/* pma_group_mark() when groups @d of word @gw all became whole (@grew) or all stopped being
+ * whole. */
+static PMA_INLINE void pma_group_mark_bits(struct pma_region *r, uint32_t gw, uint64_t d, bool grew)
+{
+	pma_tlayer_mark(&r->ftree.layer[1], gw);
+	if (grew)
+		pma_runs_word_grew(r, gw, d);
+	else
+		pma_runs_word_shrank(r, gw, d);
 }
 
 /* --- pma_region.c --- */
@@ -586,6 +602,16 @@ static PMA_INLINE void pma_gword_changed(struct pma_region *r, uint64_t gw)
 	pma_group_mark(r, (uint32_t)gw);
 }
 
+/* pma_gword_changed() when groups @d of word @gw all became whole (@grew) or all stopped
+ * being whole. */
+static PMA_INLINE void pma_gword_changed_bits(struct pma_region *r, uint64_t gw, uint64_t d,
+					      bool grew)
+{
+	pma_sum_update(r->gfull_sum, r->gfull, gw);
+	pma_tlayer_mark(&r->ftree.layer[0], (uint32_t)gw);
+	pma_group_mark_bits(r, (uint32_t)gw, d, grew);
+}
+
 /* The frame words of whole groups [g0, g0 + ng) are [w0, w1]; a word holds two groups, so
  * only the two end words may hold just one of the range's (their masks m0, m1). */
 struct pma_gwords {
@@ -674,8 +700,10 @@ static PMA_INLINE int pma_groups_free_check(const struct pma_region *r, uint64_t
 static PMA_INLINE void pma_groups_flip(struct pma_region *r, uint64_t g0, uint64_t ng, bool alloc)
 {
 	for (uint64_t gw = g0 / 64; gw <= (g0 + ng - 1) / 64; gw++) {
-		r->gfull[gw] ^= pma_gword_mask(g0, ng, gw);
-		pma_gword_changed(r, gw);
+		uint64_t gm = pma_gword_mask(g0, ng, gw);
+
+		r->gfull[gw] ^= gm;
+		pma_gword_changed_bits(r, gw, gm, !alloc);
 	}
 	if (alloc) {
 		r->free_frames -= ng * PMA_GROUP_FRAMES;
@@ -770,7 +798,7 @@ static PMA_INLINE bool pma_group_apply(struct pma_region *r, uint64_t idx, enum 
 		return false;
 	}
 	pma_word_apply(r, w, m, op, a);
-	pma_gword_changed(r, g / 64);
+	pma_gword_changed_bits(r, g / 64, gbit, op == PMA_OP_FREE);
 	return true;
 }
 

@@ -120,15 +120,34 @@ static inline void runs_set(struct pma_runs *x, uint64_t gw, uint8_t v)
 	x->len[gw] = v;
 }
 
+static void runs_fix_before(struct pma_region *r, uint64_t gw);
+
 void pma_runs_word_changed(struct pma_region *r, uint64_t gw)
 {
-	struct pma_runs *x = &r->runs;
-	uint64_t j = gw;
-
-	runs_set(x, gw, runs_word_len(r, gw));
+	runs_set(&r->runs, gw, runs_word_len(r, gw));
 	/* The words before it whose top run reaches into it (a run that already counts
 	 * PMA_RUN_CAP groups before it does not change). */
-	while (j > 0 && gw - j < 4) {
+	runs_fix_before(r, gw);
+}
+
+/* The maximal run of ones of @w that holds bit @b (set in @w), as its lowest bit *@s and its
+ * length counted from there, continuing into the words after @gw when it reaches the top. */
+static inline uint32_t runs_through(const struct pma_region *r, uint64_t gw, uint64_t w,
+				    unsigned int b, unsigned int *s)
+{
+	uint64_t below = ~w & (VGPU_BIT(b) - 1), above = ~w & (~0ull << b);
+	uint32_t e = above ? cmn_ctz(above) : 64 + runs_after_inl(r, gw);
+
+	*s = below ? cmn_fls(below) + 1 : 0;
+	return e - *s;
+}
+
+/* Words before @gw whose top run reaches into it: their entries recomputed. */
+static void runs_fix_before(struct pma_region *r, uint64_t gw)
+{
+	struct pma_runs *x = &r->runs;
+
+	for (uint64_t j = gw; j > 0 && gw - j < 4;) {
 		j--;
 		if (!(r->gfull[j] >> 63))
 			break;
@@ -136,6 +155,49 @@ void pma_runs_word_changed(struct pma_region *r, uint64_t gw)
 		if (r->gfull[j] != ~0ull)
 			break;
 	}
+}
+
+void pma_runs_word_grew(struct pma_region *r, uint64_t gw, uint64_t d)
+{
+	struct pma_runs *x = &r->runs;
+	unsigned int s;
+	uint32_t n;
+	uint8_t v;
+
+	/* One run of new bits: every run it does not touch is as it was, and the one it
+	 * makes is the longest it can have joined, so the entry is the larger of the two. */
+	if (!d || (d + (d & (0 - d))) & d) {
+		pma_runs_word_changed(r, gw);
+		return;
+	}
+	n = runs_through(r, gw, r->gfull[gw], cmn_ctz(d), &s);
+	v = (uint8_t)(n < PMA_RUN_CAP ? n : PMA_RUN_CAP);
+	if (v > x->len[gw]) {
+		x->len[gw] = v;
+		if (v > x->bmax[gw / BLOCK])
+			x->bmax[gw / BLOCK] = v;
+	}
+	/* Only a run that starts at the word's first group lengthens the runs before it. */
+	if (!s)
+		runs_fix_before(r, gw);
+}
+
+void pma_runs_word_shrank(struct pma_region *r, uint64_t gw, uint64_t d)
+{
+	unsigned int s;
+	uint32_t n;
+
+	/* One run of bits cleared: it cut only the run that held it. Unless that run was the
+	 * entry's longest (or as long), the entry stands. */
+	if (!d || (d + (d & (0 - d))) & d) {
+		pma_runs_word_changed(r, gw);
+		return;
+	}
+	n = runs_through(r, gw, r->gfull[gw] | d, cmn_ctz(d), &s);
+	if (r->runs.len[gw] <= (n < PMA_RUN_CAP ? n : PMA_RUN_CAP))
+		runs_set(&r->runs, gw, runs_word_len(r, gw));
+	if (!s)
+		runs_fix_before(r, gw);
 }
 
 int pma_runs_init(struct pma_runs *x, uint64_t nr_words)
