@@ -197,13 +197,13 @@ static void slot_end_locked(struct gpu_engine *e, uint64_t now)
 }
 
 /* Is a function other than the running one owed time and has work? Owed: its virtual
- * time is below the running function's when that slice began (e->vclock, the least of all
- * then), counting the one slice of credit a function back from idle may have: it would have
- * been picked first had it had work then. A busy function never is (each pick takes the
- * least virtual time), so a busy round keeps whole slices whatever the weights; one back
- * from idle with work is. Compared with the running function's virtual time as it grows
- * instead, a light function's slice (which adds most virtual time per µs) would be cut for
- * every heavier busy function next in line, and the extra switches cost it work. */
+ * time is below e->vclock, the running function's when its slice began and then the least
+ * of all: had it had work at that pick, it would have been picked. A busy function never
+ * is, so a busy round keeps whole slices whatever the weights; one that was skipped for
+ * want of work (best effort) and has some now is. Judged against the running function's
+ * virtual time as it grows instead, a light function's slice (which adds the most virtual
+ * time per us) would be cut for every heavier busy function next in line, and each extra
+ * switch costs it work. */
 static bool owed_waiting_locked(struct gpu_engine *e, uint64_t now)
 {
 	struct gpu *g = e->g;

@@ -292,7 +292,7 @@ static void test_scale_shares(void **state)
 #define WIN_TICK	(10 * VGPU_NSEC_PER_USEC)	/* a clock read: a turn's edges cost little */
 #define WIN_QUANTUM	(200 * VGPU_NSEC_PER_USEC)
 #define WIN_LEN		VGPU_NSEC_PER_SEC	/* a window: 5000 slices */
-#define WIN_COUNT	4u		/* the first one is the warm-up */
+#define WIN_COUNT	3u		/* the first one is the warm-up */
 #define WIN_PREEMPT	(300 * VGPU_NSEC_PER_USEC)	/* shorter than a stall (GPU_STALL_NS) */
 
 struct win_run {
@@ -301,21 +301,22 @@ struct win_run {
 	unsigned int n, windows;
 };
 
-#define WIN_ELEMS	(4 * 4096u)	/* an item's sum: four of the engine's steps, a clock
-					 * read each, so an item is about 50 us of 200 us slices */
+#define WIN_FILLS	4u		/* heavy methods per item: a clock read each, so an
+					 * item is about 50 us of 200 us slices */
+#define WIN_ITEMS	2000u		/* per function: more than the heaviest completes */
 
-/* Like worker_init(), each item a REDUCE_ADD_U32 of WIN_ELEMS words, then its SEM_RELEASE:
- * a few clock reads per item, so the rings last the run. */
-static void win_worker_init(struct tgpu *t, struct worker *w, unsigned int fn, uint32_t items)
+/* Like worker_init(), each item WIN_FILLS small FILLs, then its SEM_RELEASE: a few clock
+ * reads per item, so the rings last the run, and little memory work per read. */
+static void win_worker_init(struct tgpu *t, struct worker *w, unsigned int fn)
 {
-	uint64_t src = tgpu_vmem(t, fn, WIN_ELEMS * 4ull + 64, VGPU_GMMU_PAGE_64K);
-	uint64_t sum = src + WIN_ELEMS * 4ull, sem = sum + 8;
+	uint64_t dst = tgpu_vmem(t, fn, 4096, VGPU_GMMU_PAGE_64K), sem = dst + 2048;
 
 	tchan_init(t, &w->c, fn, 0, 0, ENTRIES);
 	w->sem = tgpu_va(t, fn, sem, 4);
 	*w->sem = 0;
-	for (uint32_t i = 0; i < items; i++) {
-		TM(&w->c, VGPU_M_REDUCE_ADD_U32, lo32(src), hi32(src), WIN_ELEMS, lo32(sum), hi32(sum));
+	for (uint32_t i = 0; i < WIN_ITEMS; i++) {
+		for (unsigned int j = 0; j < WIN_FILLS; j++)
+			TM(&w->c, VGPU_M_FILL, lo32(dst), hi32(dst), 64, 0, i);
 		TM(&w->c, VGPU_M_SEM_RELEASE, lo32(sem), hi32(sem), i + 1, 0, 0);
 		tchan_gp(&w->c);
 	}
@@ -373,7 +374,7 @@ static double windows_run(uint32_t preempt_1_in, bool cpu, uint64_t *preempts)
 		assert_int_equal(gpu_priv_sched_fn_set(t->p, i + 1, &s), 0);
 	}
 	for (unsigned int i = 0; i < n; i++)
-		win_worker_init(t, &r->w[i], i + 1, ENTRIES - 1);
+		win_worker_init(t, &r->w[i], i + 1);
 	sclock_start(k);
 	sclock_wait_stop(k);
 	assert_int_equal(r->windows, WIN_COUNT);
@@ -381,7 +382,7 @@ static double windows_run(uint32_t preempt_1_in, bool cpu, uint64_t *preempts)
 		uint64_t total = 0;
 
 		for (unsigned int i = 0; i < n; i++) {
-			assert_true(r->done[w][i] < ENTRIES - 1);	/* nobody ran dry */
+			assert_true(r->done[w][i] < WIN_ITEMS);	/* nobody ran dry */
 			total += r->done[w][i] - r->done[w - 1][i];
 		}
 		assert_true(total > 0);
@@ -445,7 +446,7 @@ static void test_busy_slices_whole(void **state)
 
 	(void)state;
 	assert_non_null(r);
-	k = sclock_new(1000 * WIN_QUANTUM);
+	k = sclock_new(500 * WIN_QUANTUM);
 	k->tick = WIN_TICK;
 	cfg.clock_arg = k;
 	t = tgpu_new_cfg(cfg, 8);
@@ -454,7 +455,7 @@ static void test_busy_slices_whole(void **state)
 		struct gpu_priv_sched_fn s = { .enabled = 1, .weight = wt[i] };
 
 		assert_int_equal(gpu_priv_sched_fn_set(t->p, i + 1, &s), 0);
-		win_worker_init(t, &r->w[i], i + 1, ENTRIES - 1);
+		win_worker_init(t, &r->w[i], i + 1);
 	}
 	sclock_start(k);
 	while (!stopped) {
@@ -471,8 +472,8 @@ static void test_busy_slices_whole(void **state)
 		gpu_sched_stats(t->g, i + 1, &st);
 		print_message("weight %lu: %lu slices, %lu cut\n", (unsigned long)wt[i],
 			      (unsigned long)st.slices, (unsigned long)st.preempted);
-		assert_true(worker_done(&r->w[i]) > 0 && worker_done(&r->w[i]) < ENTRIES - 1);
-		assert_true(st.slices >= wt[i] / 2);
+		assert_true(worker_done(&r->w[i]) > 0 && worker_done(&r->w[i]) < WIN_ITEMS);
+		assert_true(st.slices >= wt[i] / 4);
 		assert_int_equal(st.preempted, 0);
 	}
 	tgpu_free(t);
