@@ -20,8 +20,8 @@
 
 #define SH_VFS		63
 #define SH_SLICE	(8ull << 20)		/* per function: tables, ring area, data */
-#define SH_ENTRIES	4096u
-#define SH_ITEM_BYTES	(64u << 10)
+#define SH_ENTRIES	65536u			/* 0.14 s of items of one VF of 8 */
+#define SH_ITEM_BYTES	(4u << 10)
 #define SH_QUANTUM	(200 * VGPU_NSEC_PER_USEC)
 #define SH_WARMUP	(200 * VGPU_NSEC_PER_MSEC)
 #define SH_WINDOW	VGPU_NSEC_PER_SEC
