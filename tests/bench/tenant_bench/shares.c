@@ -2,9 +2,10 @@
 /* tenant_bench scheduler shares (see shares.h). The device model runs in this process with
  * 63 VFs and one engine on the real clock, the same scheduler vgpud's device runs. Each busy
  * VF has one channel whose ring is kept at least half full of fixed-size work items (one
- * 64 KiB FILL per GP entry); the work a VF completed is counted from the GP_GET the engine
- * writes back to the VF's USERD after executing the entries, never from the scheduler's
- * own counters. After a warm-up, each 1 s window gives every VF a share of the items
+ * 4 KiB FILL per GP entry: small, so that all VFs' data stays in the CPU's L2 and an item
+ * costs the same however long ago its VF last ran); the work a VF completed is counted
+ * from the GP_GET the engine writes back to the VF's USERD after executing the entries,
+ * never from the scheduler's own counters. After a warm-up, each 1 s window gives every VF a share of the items
  * completed in it; its error is |share - target| / target, the target being 1/N (equal
  * share) or its weight over the weights of the busy VFs (fixed share). A case's figure is
  * the worst VF in its worst window. */
