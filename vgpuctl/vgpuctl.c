@@ -42,7 +42,7 @@ struct vgpuctl_opts {
 	bool have_owner_uid;
 	const char *to;			/* migrate: the destination's address */
 	const char *listen;		/* migrate-incoming, migrate-cancel: an address */
-	const char *switchover;		/* migrate: auto or manual */
+	const char *switchover;		/* migrate: auto, manual or vmm */
 	long max_rounds;		/* migrate: 0 = the daemon's default */
 	bool no_wait;			/* migrate: return once it started */
 	const char *verb;
@@ -966,7 +966,7 @@ static const struct vgpuctl_verb verbs[] = {
 	{ "vram-map",	cmd_vram_map,	0, 0, "", "[--svg FILE] [--no-color]: the VRAM layout" },
 	{ "save",	cmd_save,	1, 1, "FILE", "-u UUID FILE: a running slice (its definition, VRAM and DMA memory, a quiesced guest's state) to a new FILE" },
 	{ "restore",	cmd_restore,	1, 1, "FILE", "FILE: define and start the slice saved in FILE, with its contents (or refuse, changing nothing)" },
-	{ "migrate",	cmd_migrate,	0, 0, "", "-u UUID --to ADDR [--switchover auto|manual] [--max-rounds N] [--no-wait]: live-migrate a running slice to the vgpud listening at ADDR" },
+	{ "migrate",	cmd_migrate,	0, 0, "", "-u UUID --to ADDR [--switchover auto|manual|vmm] [--max-rounds N] [--no-wait]: live-migrate a running slice to the vgpud listening at ADDR" },
 	{ "migrate-incoming", cmd_migrate_incoming, 0, 0, "", "--listen ADDR [-u UUID]: wait for one incoming live migration on ADDR (a UNIX socket path or tcp:HOST:PORT)" },
 	{ "migrate-switchover", cmd_migrate_switchover, 0, 0, "", "-u UUID: a source waiting in a manual switchover stops the slice and sends the rest" },
 	{ "migrate-status", cmd_migrate_status, 0, 0, "", "[-u UUID]: live migrations here (state, round, bytes, dirty bytes, estimate)" },
@@ -997,7 +997,7 @@ static void usage(FILE *f)
 		"/run/vgpud/control.sock)\n"
 		"      --to ADDR  --listen ADDR   migrate: the destination; migrate-incoming: where\n"
 		"                         to listen (a UNIX socket path or tcp:HOST:PORT)\n"
-		"      --switchover auto|manual  --max-rounds N  --no-wait   migrate's options\n"
+		"      --switchover auto|manual|vmm  --max-rounds N  --no-wait   migrate's options\n"
 		"      --svg FILE         vram-map: also write an SVG picture\n"
 		"      --no-color         vram-map: no ANSI colours\n"
 		"  -d, --defined          list: accepted for mdevctl habits (all are listed)\n"

@@ -47,8 +47,10 @@ struct vft {
 	bool rm_ok, gpu_ok;
 	const char *rm_why, *gpu_why;
 	char skip_why[320];
-	bool hush;		/* --loop, a round before the last: no diagnostics (a failure is
-				 * reported with the driver's last error) */
+	bool hush;		/* --loop, a round before the last: diagnostics are held in
+				 * held[] and printed only if the case fails */
+	char held[1024];
+	size_t held_len;
 	/* per case */
 	struct vgpu_vaspace *as;
 	struct vgpu_channel *ch;
@@ -59,14 +61,38 @@ static void diag(struct vft *t, const char *fmt, ...) __attribute__((format(prin
 static void diag(struct vft *t, const char *fmt, ...)
 {
 	va_list ap;
+	int n;
 
-	if (t->hush)
+	if (t->hush) {	/* keep what fits: the first lines say what went wrong */
+		size_t room = sizeof(t->held) - t->held_len;
+
+		va_start(ap, fmt);
+		n = vsnprintf(t->held + t->held_len, room, fmt, ap);
+		va_end(ap);
+		if (n > 0 && (size_t)n + 1 < room) {
+			t->held_len += (size_t)n;
+			t->held[t->held_len++] = '\n';
+			t->held[t->held_len] = '\0';
+		}
 		return;
+	}
 	fputs("# ", t->out);
 	va_start(ap, fmt);
 	vfprintf(t->out, fmt, ap);
 	va_end(ap);
 	fputc('\n', t->out);
+}
+
+/* --loop: a case's first failure in a round before the last, with what it said. */
+static void diag_held(struct vft *t, unsigned int round, const char *name)
+{
+	char *line = t->held, *nl;
+
+	diag(t, "loop: round %u: %s failed: %s", round, name, vgpu_vf_last_error(t->vf));
+	for (; *line && (nl = strchr(line, '\n')); line = nl + 1) {
+		*nl = '\0';
+		diag(t, "  %s", line);
+	}
 }
 
 #define CHECK(t, cond, ...)							\
@@ -1171,14 +1197,15 @@ next_round:
 		t.skip_why[0] = 0;
 		dog_arm(&dog, n, c->name, dog_limit_s(o, c));
 		t.hush = !last;
+		t.held_len = 0;
+		t.held[0] = '\0';
 		ret = why ? VFT_SKIP : run_case(&t, c);
 		t.hush = false;
 		dog_arm(&dog, 0, NULL, 0);
 		if (ret && ret != VFT_SKIP && !failed[i]) {
 			failed[i] = o->loop_s != 0;
 			if (!last)
-				diag(&t, "loop: round %u: %s failed: %s", round, c->name,
-				     vgpu_vf_last_error(t.vf));
+				diag_held(&t, round, c->name);
 		}
 		if (!last)
 			continue;
