@@ -192,7 +192,7 @@ struct rm_chan_rec {
 struct rm_fn {
 	/* rank API: calls of this function read-hold it; rm_vf_disable() write-holds it */
 	pthread_rwlock_t api_lock;
-	/* rank ACCT (innermost): the quota and every *_used / nr_clients counter below. The
+	/* rank ACCT (innermost): the quota, every *_used / nr_clients counter and sys_map. The
 	 * hot paths (VRAM/sysmem charges, object charges, GET_QUOTA) take it alone; the writers
 	 * of quota, chans_used and nr_clients hold the device lock too, so device-locked code
 	 * may read those without it. */

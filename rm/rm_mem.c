@@ -161,7 +161,10 @@ free_m:
 	return ret;
 }
 
-/* First run of @n free chunks in the function's DMA memory; -ENOMEM if none. */
+/* First run of @n free chunks in the function's DMA memory; -ENOMEM if none. The chunk map
+ * is the function's own, under its accounting lock: sysmem allocations of different
+ * functions take no common lock (a partition change swaps the map only while the function
+ * has no client, so no memory). */
 static int sys_take(struct rm_fn *f, size_t n, size_t *first)
 {
 	size_t run = 0;
@@ -203,9 +206,9 @@ int rm_mem_sys_alloc(struct rm *rm, unsigned int fn, struct vgpu_rm_sysmem_param
 	ret = quota_charge(rm, fn, false, p->size);
 	if (ret)
 		goto free_m;
-	rm_dev_lock(rm);
+	rm_acct_lock(rm, fn);
 	ret = sys_take(f, n, &first);
-	rm_dev_unlock(rm);
+	rm_acct_unlock(rm, fn);
 	if (ret)
 		goto uncharge;
 	ret = rm_op(rm, dma_map, f->dma_domain, f->dma, first * SYS_CHUNK, p->size, &iova);
@@ -218,9 +221,9 @@ int rm_mem_sys_alloc(struct rm *rm, unsigned int fn, struct vgpu_rm_sysmem_param
 	*out = m;
 	return 0;
 drop:
-	rm_dev_lock(rm);
+	rm_acct_lock(rm, fn);
 	sys_drop(f, first, n);
-	rm_dev_unlock(rm);
+	rm_acct_unlock(rm, fn);
 uncharge:
 	quota_uncharge(rm, fn, false, p->size);
 free_m:
@@ -318,9 +321,9 @@ int rm_mem_sys_import(struct rm *rm, unsigned int fn, const struct rm_obj_rec *o
 	ret = quota_charge(rm, fn, false, o->a);
 	if (ret)
 		goto free_m;
-	rm_dev_lock(rm);
+	rm_acct_lock(rm, fn);
 	ret = sys_take_at(f, o->c / SYS_CHUNK, o->a / SYS_CHUNK);
-	rm_dev_unlock(rm);
+	rm_acct_unlock(rm, fn);
 	if (ret)
 		goto uncharge;
 	ret = rm_op(rm, dma_map, f->dma_domain, f->dma, o->c, o->a, &iova);
@@ -335,9 +338,9 @@ int rm_mem_sys_import(struct rm *rm, unsigned int fn, const struct rm_obj_rec *o
 	*out = m;
 	return 0;
 drop:
-	rm_dev_lock(rm);
+	rm_acct_lock(rm, fn);
 	sys_drop(f, o->c / SYS_CHUNK, o->a / SYS_CHUNK);
-	rm_dev_unlock(rm);
+	rm_acct_unlock(rm, fn);
 uncharge:
 	quota_uncharge(rm, fn, false, o->a);
 free_m:
@@ -365,9 +368,9 @@ void rm_mem_put(struct rm *rm, struct rm_mem *m)
 		free(m->pages);
 	} else {
 		rm_op(rm, dma_unmap, f->dma_domain, m->addr, m->size);
-		rm_dev_lock(rm);
+		rm_acct_lock(rm, m->fn);
 		sys_drop(f, m->sys_off / SYS_CHUNK, m->size / SYS_CHUNK);
-		rm_dev_unlock(rm);
+		rm_acct_unlock(rm, m->fn);
 	}
 	quota_uncharge(rm, m->fn, m->aper == VGPU_APER_VRAM, m->size);
 	free(m);
