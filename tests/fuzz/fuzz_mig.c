@@ -143,6 +143,9 @@ static void reencode(struct mig_enc *e, const struct mig_frame *fr, bool *ok)
 	case MIG_F_CONTROL:
 		*ok &= !mig_enc_control(e, fr->u.ctrl.off, fr->u.ctrl.data, fr->u.ctrl.len, NULL);
 		break;
+	case MIG_F_GUEST:
+		*ok &= !mig_enc_guest(e, fr->u.guest.abi, fr->u.guest.flags, NULL);
+		break;
 	default:
 		reencode_list(e, fr, ok);
 		break;
