@@ -21,7 +21,13 @@
  * before it returns. Every PTE is VOLATILE (vgpu/gmmu.h: never cached in an engine TLB, a
  * change is seen by the next access), which is how this ABI invalidates a translation
  * without a channel to send MMU_INVALIDATE on; the user-space driver's managed memory maps
- * its pages the same way. */
+ * its pages the same way.
+ *
+ * AS_MAP: outside the mirrored range and the channel window, a process maps memory objects
+ * it allocated through its own RM calls (VRAM, DMA memory) at GPU addresses it picks; the
+ * kernel writes those PTEs too. With strict_as this is how a process that may not build page
+ * tables of its own runs GPU work on its buffers. A FREE of such memory unmaps it first
+ * (vvf_as_unmap_mem, from the file's RM path before the host frees it). */
 #include <linux/hmm.h>
 #include <linux/mmu_notifier.h>
 #include <linux/mm.h>
@@ -42,6 +48,13 @@
 #define VVF_AS_RETRIES		8		/* migrate-then-look rounds per fault */
 #define VVF_AS_FAULTS		64		/* fault entries queued between services */
 #define VVF_AS_EVICT		64		/* pages a full pool gives back per round */
+
+/* One AS_MAP mapping: [va, va + len) onto memory object @handle of @client. */
+struct vvf_as_map {
+	struct list_head node;
+	u64 va, len;
+	u32 client, handle;
+};
 
 struct vvf_as_chan {
 	u32 handle, mem, chid, token;
@@ -67,6 +80,8 @@ struct vvf_as {
 	u32 pt_used;			/* tables handed out (the root is table 0) */
 	u64 evict_cursor;		/* where the next eviction looks for victims */
 	bool lost;			/* a VF reset freed everything: touch no VRAM */
+	struct list_head maps;		/* struct vvf_as_map (AS_MAP), also under lock */
+	u32 nr_maps;
 
 	spinlock_t qlock;		/* protects chans, nr_chans, q, qn, the counters */
 	struct vvf_as_chan chans[VGPU_VF_AS_CHANNELS];
@@ -581,6 +596,10 @@ bool vvf_as_fault_event(struct vvf_dev *vd, const struct vf_event *e)
 
 static void vvf_as_destroy(struct vvf_as *as)
 {
+	struct vvf_as_map *m, *tmp;
+
+	list_for_each_entry_safe(m, tmp, &as->maps, node)
+		kfree(m);
 	if (as->mni.mm)
 		mmu_interval_notifier_remove(&as->mni);
 	if (as->mm)
@@ -653,14 +672,18 @@ long vvf_ioc_as_create(struct vvf_file *f, unsigned long arg)
 	ret = vvf_svm_ensure(vd);	/* the fault service moves pages into its pool */
 	if (ret)
 		goto out;
+	ret = vvf_file_charge(f, VVF_AS_PT_BYTES, 0);	/* its page tables are the file's */
+	if (ret)
+		goto out;
 	as = kzalloc(sizeof(*as), GFP_KERNEL);
 	if (!as) {
 		ret = -ENOMEM;
-		goto out;
+		goto uncharge;
 	}
 	as->vd = vd;
 	as->start = a.addr;
 	as->end = end;
+	INIT_LIST_HEAD(&as->maps);
 	mutex_init(&as->lock);
 	spin_lock_init(&as->qlock);
 	INIT_WORK(&as->work, vvf_as_work);
@@ -671,7 +694,7 @@ long vvf_ioc_as_create(struct vvf_file *f, unsigned long arg)
 	ret = vvf_as_rm(as);
 	if (ret) {
 		vvf_as_destroy(as);
-		goto out;
+		goto uncharge;
 	}
 	ret = mmu_interval_notifier_insert(&as->mni, mm, as->start, end - as->start,
 					   &vvf_as_mirror_ops);
@@ -679,7 +702,7 @@ long vvf_ioc_as_create(struct vvf_file *f, unsigned long arg)
 		as->mni.mm = NULL;
 		vvf_as_free(as, as->client);
 		vvf_as_destroy(as);
-		goto out;
+		goto uncharge;
 	}
 	a.kva_base = VVF_AS_KVA_BASE;
 	a.kva_size = VVF_AS_KVA_SIZE;
@@ -687,6 +710,9 @@ long vvf_ioc_as_create(struct vvf_file *f, unsigned long arg)
 	f->as = as;
 	mutex_unlock(&vd->files_mutex);
 	ret = copy_to_user((void __user *)arg, &a, sizeof(a)) ? -EFAULT : 0;
+	goto out;
+uncharge:
+	vvf_file_uncharge(f, VVF_AS_PT_BYTES, 0);
 out:
 	mutex_unlock(&f->as_lock);
 	return ret;
@@ -795,13 +821,20 @@ long vvf_ioc_as_channel(struct vvf_file *f, unsigned long arg)
 	      as->nr_chans == VGPU_VF_AS_CHANNELS ? -ENOSPC : 0;
 	va = VVF_AS_KVA_BASE + (u64)(as ? as->nr_chans : 0) * VVF_AS_CHAN_SPAN;
 	if (!ret)
+		ret = vvf_file_charge(f, a.mem_size, 1);
+	if (!ret) {
 		ret = vvf_as_chan_make(as, &a, va, &c);
+		if (ret)
+			vvf_file_uncharge(f, a.mem_size, 1);
+	}
 	/* The file may map the memory; the channel's errors reach its event ring. */
 	if (!ret) {
 		ret = vvf_file_own(f, as->client, c.mem, as->vd->lay.vram_off + c.addr, c.size,
 				   c.chid);
-		if (ret)
+		if (ret) {
 			vvf_as_chan_unmake(as, &c, va);
+			vvf_file_uncharge(f, a.mem_size, 1);
+		}
 	}
 	if (!ret) {
 		spin_lock(&as->qlock);
@@ -853,6 +886,169 @@ long vvf_ioc_as_info(struct vvf_file *f, unsigned long arg)
 	if (ret)
 		return ret;
 	return copy_to_user((void __user *)arg, &a, sizeof(a)) ? -EFAULT : 0;
+}
+
+/* ---- AS_MAP: the process's own memory objects at GPU addresses it picks ---- */
+
+/* Whether [va, va + len) may hold an AS_MAP mapping: below 2^48, outside the mirrored range
+ * and the channel window. */
+static bool vvf_as_map_range_ok(struct vvf_as *as, u64 va, u64 len)
+{
+	u64 end = va + len;
+
+	BUILD_BUG_ON(VGPU_VF_AS_CHANNELS * VVF_AS_CHAN_SPAN != VGPU_VF_AS_CHAN_WINDOW);
+	if (!len || end < va || end > VVF_AS_KVA_BASE + VVF_AS_KVA_SIZE)
+		return false;
+	if (va < as->end && as->start < end)
+		return false;
+	return end <= VVF_AS_KVA_BASE || va >= VVF_AS_KVA_BASE + VGPU_VF_AS_CHAN_WINDOW;
+}
+
+/* The mapping that overlaps [va, va + len), or NULL. Under as->lock. */
+static struct vvf_as_map *vvf_as_map_find(struct vvf_as *as, u64 va, u64 len)
+{
+	struct vvf_as_map *m;
+
+	list_for_each_entry(m, &as->maps, node)
+		if (va < m->va + m->len && m->va < va + len)
+			return m;
+	return NULL;
+}
+
+/* Write the PTEs of [va, va + len) onto @addr in @aper (VOLATILE, read-only if @ro); on a
+ * full table memory clear what was written. Under as->lock. 0 or -ENOMEM. */
+static int vvf_as_map_ptes(struct vvf_as *as, u64 va, u64 len, u64 addr, u64 aper, bool ro)
+{
+	u64 off, span, *l3;
+
+	for (off = 0; off < len; off += PAGE_SIZE) {
+		l3 = vvf_as_l3(as, va + off, true, &span);
+		if (!l3) {
+			vvf_as_clear(as, va, va + off);
+			return -ENOMEM;
+		}
+		WRITE_ONCE(l3[((va + off) >> VGPU_GMMU_L3_4K_SHIFT) & (VGPU_GMMU_ENTRIES - 1)],
+			   vgpu_gmmu_pte(addr + off, aper | VGPU_GMMU_VOLATILE |
+					 (ro ? VGPU_GMMU_RO : 0)));
+	}
+	return 0;
+}
+
+/* Drop mapping @m: its PTEs, then the record. Under as->lock. */
+static void vvf_as_map_drop(struct vvf_as *as, struct vvf_as_map *m)
+{
+	if (!vvf_as_gone(as))
+		vvf_as_clear(as, m->va, m->va + m->len);
+	list_del(&m->node);
+	as->nr_maps--;
+	kfree(m);
+}
+
+/* Map @a (checked: flags, alignment) of memory @mem onto the address space. Under f->lock,
+ * which keeps the memory from being freed meanwhile. */
+static int vvf_as_map_locked(struct vvf_as *as, struct vgpu_vf_ioc_as_map *a,
+			     const struct vvf_mem *mem)
+{
+	u64 aper = mem->kind == VVF_MEM_DMA ? VGPU_GMMU_APER_SYS : VGPU_GMMU_APER_VRAM;
+	struct vvf_as_map *m;
+	int ret;
+
+	if (a->offset >= mem->size)
+		return -EINVAL;
+	if (!a->length)
+		a->length = mem->size - a->offset;
+	if (a->length > mem->size - a->offset || !vvf_as_map_range_ok(as, a->gpu_va, a->length))
+		return -EINVAL;
+	m = kzalloc(sizeof(*m), GFP_KERNEL);
+	if (!m)
+		return -ENOMEM;
+	mutex_lock(&as->lock);
+	ret = vvf_as_gone(as) ? -ENOLINK : vvf_as_map_find(as, a->gpu_va, a->length) ? -EEXIST :
+	      as->nr_maps >= VGPU_VF_AS_MAPS ? -ENOSPC : 0;
+	if (!ret)
+		ret = vvf_as_map_ptes(as, a->gpu_va, a->length, mem->gpu_addr + a->offset, aper,
+				      a->flags & VGPU_VF_AS_MAP_READONLY);
+	if (!ret) {
+		*m = (struct vvf_as_map){ .va = a->gpu_va, .len = a->length,
+					  .client = a->client, .handle = a->handle };
+		list_add(&m->node, &as->maps);
+		as->nr_maps++;
+	}
+	mutex_unlock(&as->lock);
+	wmb();		/* the PTEs are in VRAM before the process may submit work on them */
+	if (ret)
+		kfree(m);
+	return ret;
+}
+
+long vvf_ioc_as_map(struct vvf_file *f, unsigned long arg)
+{
+	struct vgpu_vf_ioc_as_map a;
+	struct vvf_mem mem;
+	struct vvf_as *as;
+	int ret;
+
+	if (copy_from_user(&a, (void __user *)arg, sizeof(a)))
+		return -EFAULT;
+	if (a.size != sizeof(a) || a.flags & ~VGPU_VF_AS_MAP_READONLY ||
+	    (a.gpu_va | a.offset | a.length) & ~PAGE_MASK)
+		return -EINVAL;
+	mutex_lock(&f->as_lock);
+	as = f->as;
+	ret = !as ? -ENOENT : as->mm != current->mm ? -EACCES : 0;
+	if (!ret) {
+		mutex_lock(&f->lock);
+		ret = vvf_file_mem_locked(f, a.client, a.handle, &mem);
+		if (!ret)
+			ret = vvf_as_map_locked(as, &a, &mem);
+		mutex_unlock(&f->lock);
+	}
+	mutex_unlock(&f->as_lock);
+	if (ret)
+		return ret;
+	return copy_to_user((void __user *)arg, &a, sizeof(a)) ? -EFAULT : 0;
+}
+
+long vvf_ioc_as_unmap(struct vvf_file *f, unsigned long arg)
+{
+	struct vgpu_vf_ioc_as_unmap a;
+	struct vvf_as_map *m;
+	struct vvf_as *as;
+	int ret = -ENOENT;
+
+	if (copy_from_user(&a, (void __user *)arg, sizeof(a)))
+		return -EFAULT;
+	if (a.size != sizeof(a) || a.flags)
+		return -EINVAL;
+	mutex_lock(&f->as_lock);
+	as = f->as;
+	if (as && as->mm != current->mm)
+		ret = -EACCES;
+	else if (as) {
+		mutex_lock(&as->lock);
+		m = vvf_as_map_find(as, a.gpu_va, 1);
+		if (m && m->va == a.gpu_va) {
+			vvf_as_map_drop(as, m);
+			ret = 0;
+		}
+		mutex_unlock(&as->lock);
+	}
+	mutex_unlock(&f->as_lock);
+	return ret;
+}
+
+void vvf_as_unmap_mem(struct vvf_file *f, u32 client, u32 handle)
+{
+	struct vvf_as *as = READ_ONCE(f->as);
+	struct vvf_as_map *m, *tmp;
+
+	if (!as)
+		return;
+	mutex_lock(&as->lock);
+	list_for_each_entry_safe(m, tmp, &as->maps, node)
+		if (m->client == client && (!handle || m->handle == handle))
+			vvf_as_map_drop(as, m);
+	mutex_unlock(&as->lock);
 }
 
 void vvf_as_reset(struct vvf_file *f)

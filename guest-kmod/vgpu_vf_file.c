@@ -15,14 +15,125 @@
  * (VGPU_VF_IOC_NOTIFY); the driver forwards it through the real mailbox (one call at a time
  * for the whole VF) and pushes the reply into the file's reply ring; events reach the
  * file's event ring. So a driver written for the bare device (libvgpu-vf) runs on this one
- * unchanged, and several processes share one VF without seeing each other's messages. */
+ * unchanged, and several processes share one VF without seeing each other's messages.
+ *
+ * Quotas: what a file holds (VRAM and DMA bytes of its memory objects, channels, clients)
+ * is counted against limits the module parameters set when it opened, so that one process
+ * cannot take the whole VF from the others. strict_as (also read at open) refuses the RM
+ * calls that would let a process point the GPU at memory of its choosing: its own VASPACE
+ * (whose page tables it writes) and channels on it. Both refusals are RM replies the driver
+ * makes (-EDQUOT, -EPERM); the host never sees the call. */
 #include <linux/fs.h>
 #include <linux/mm.h>
+#include <linux/moduleparam.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 #include <linux/vmalloc.h>
 
 #include "vgpu_vf_internal.h"
+
+/* ---- limits: module parameters, read when a file opens ---- */
+
+static unsigned int file_vram_pct = 100, file_dma_pct = 100, file_channels;
+static unsigned int file_clients = VVF_MAX_CLIENTS;
+static bool strict_as;
+
+/* A parameter write outside [lo, hi] is refused and changes nothing. */
+static int vvf_param_range(const char *val, const struct kernel_param *kp, unsigned int lo,
+			   unsigned int hi)
+{
+	unsigned int v;
+	int ret = kstrtouint(val, 0, &v);
+
+	if (ret)
+		return ret;
+	if (v < lo || v > hi)
+		return -EINVAL;
+	*(unsigned int *)kp->arg = v;
+	return 0;
+}
+
+static int vvf_param_pct(const char *val, const struct kernel_param *kp)
+{
+	return vvf_param_range(val, kp, 1, 100);
+}
+
+static int vvf_param_clients(const char *val, const struct kernel_param *kp)
+{
+	return vvf_param_range(val, kp, 1, VVF_MAX_CLIENTS);
+}
+
+static const struct kernel_param_ops vvf_pct_ops = { .set = vvf_param_pct, .get = param_get_uint };
+static const struct kernel_param_ops vvf_clients_ops = { .set = vvf_param_clients,
+							 .get = param_get_uint };
+module_param_cb(file_vram_pct, &vvf_pct_ops, &file_vram_pct, 0644);
+MODULE_PARM_DESC(file_vram_pct, "percent of the VF's VRAM one open file may hold (1-100, default 100: no limit of its own)");
+module_param_cb(file_dma_pct, &vvf_pct_ops, &file_dma_pct, 0644);
+MODULE_PARM_DESC(file_dma_pct, "percent of the VF's DMA memory one open file may hold (1-100, default 100: no limit of its own)");
+module_param(file_channels, uint, 0644);
+MODULE_PARM_DESC(file_channels, "channels one open file may hold (default 0: only the VF's quota)");
+module_param_cb(file_clients, &vvf_clients_ops, &file_clients, 0644);
+MODULE_PARM_DESC(file_clients, "RM clients one open file may hold (1-16, default 16)");
+module_param(strict_as, bool, 0644);
+MODULE_PARM_DESC(strict_as, "files opened while set may not make a VASPACE or channel of their own, only use the kernel's address space (default 0)");
+
+/* @pct of @size; 0 (no limit of the file's own) for 100 %: the VF's quota then answers as
+ * it does for the VF's only process, with the host's own error at its end. */
+static u64 vvf_share(u64 size, unsigned int pct)
+{
+	return pct >= 100 ? 0 : div_u64(size * pct, 100);
+}
+
+static void vvf_quota_init(struct vvf_file *f)
+{
+	const struct vvf_layout *l = &f->vd->lay;
+
+	f->quota.vram = vvf_share(l->vram_size, READ_ONCE(file_vram_pct));
+	f->quota.dma = vvf_share(l->dma_size, READ_ONCE(file_dma_pct));
+	f->quota.chans = READ_ONCE(file_channels);
+	f->quota.clients = READ_ONCE(file_clients);
+	f->strict = READ_ONCE(strict_as);
+}
+
+/* Whether @bytes more of @kind would go past the file's quota (a limit of 0: none). Under
+ * f->lock. */
+static bool vvf_over(struct vvf_file *f, enum vvf_mem_kind kind, u64 bytes)
+{
+	u64 used = kind == VVF_MEM_DMA ? f->dma_used : f->vram_used;
+	u64 limit = kind == VVF_MEM_DMA ? f->quota.dma : f->quota.vram;
+
+	return limit && (bytes > limit || used > limit - bytes);
+}
+
+/* What the file holds of @kind: its VRAM or DMA bytes. Under f->lock. */
+static u64 *vvf_used(struct vvf_file *f, enum vvf_mem_kind kind)
+{
+	return kind == VVF_MEM_DMA ? &f->dma_used : &f->vram_used;
+}
+
+int vvf_file_charge(struct vvf_file *f, u64 vram, u32 chans)
+{
+	int ret = 0;
+
+	mutex_lock(&f->lock);
+	if (vvf_over(f, VVF_MEM_VRAM, vram) ||
+	    (f->quota.chans && chans > f->quota.chans - min(f->chans_used, f->quota.chans)))
+		ret = -EDQUOT;
+	if (!ret) {
+		f->vram_used += vram;
+		f->chans_used += chans;
+	}
+	mutex_unlock(&f->lock);
+	return ret;
+}
+
+void vvf_file_uncharge(struct vvf_file *f, u64 vram, u32 chans)
+{
+	mutex_lock(&f->lock);
+	f->vram_used -= min(vram, f->vram_used);
+	f->chans_used -= min(chans, f->chans_used);
+	mutex_unlock(&f->lock);
+}
 
 /* ---- what a file holds ---- */
 
@@ -52,14 +163,36 @@ static void vvf_mems_drop(struct file *filp, struct vvf_file *f, u32 client, u32
 		if ((client && m->client != client) || (handle && m->handle != handle))
 			continue;
 		list_del(&m->node);
-		vvf_zap(filp, m->off, m->size);
+		if (m->size)
+			vvf_zap(filp, m->off, m->size);
+		if (m->kind != VVF_MEM_KERNEL)	/* charged with its address space, until close */
+			*vvf_used(f, m->kind) -= min(m->bytes, *vvf_used(f, m->kind));
 		kfree(m);
+	}
+}
+
+/* Forget the channels of @client (@handle 0: every one) or those on VASPACE @vaspace. Under
+ * f->lock. */
+static void vvf_chans_drop(struct vvf_file *f, u32 client, u32 handle, u32 vaspace)
+{
+	struct vvf_chan *c, *tmp;
+
+	list_for_each_entry_safe(c, tmp, &f->chans, node) {
+		if ((client && c->client != client) ||
+		    (handle && c->handle != handle && c->vaspace != vaspace))
+			continue;
+		list_del(&c->node);
+		if (c->chid < VVF_MAX_CHID)
+			clear_bit(c->chid, f->chids);
+		f->chans_used -= min(1u, f->chans_used);
+		kfree(c);
 	}
 }
 
 static void vvf_client_drop(struct file *filp, struct vvf_file *f, int i)
 {
 	vvf_mems_drop(filp, f, f->clients[i], 0);
+	vvf_chans_drop(f, f->clients[i], 0, 0);
 	f->nr_clients--;
 	f->clients[i] = f->clients[f->nr_clients];
 	f->devices[i] = f->devices[f->nr_clients];
@@ -85,19 +218,71 @@ static u32 vvf_rm_client_of(const void *req, u32 len)
 	}
 }
 
-/* May this file send this RM message? 0, or the RM status the host would give an unknown
- * handle (a client of this VF held by another file), or -ENOSPC (too many clients). */
+/* May this file send this RM message? 0, or -ENOSPC (its table of clients is full). */
 static int vvf_rm_check(struct vvf_file *f, const void *req, u32 len)
+{
+	const struct vgpu_rm_msg *h = req;
+
+	if (len >= sizeof(*h) && h->op == VGPU_RM_OP_ALLOC_CLIENT && f->nr_clients == VVF_MAX_CLIENTS)
+		return -ENOSPC;
+	return 0;
+}
+
+/* The size an ALLOC of memory asks for (0 if it is no memory ALLOC or too short to say). */
+static u64 vvf_alloc_bytes(const struct vgpu_rm_alloc *a, u32 len, enum vvf_mem_kind *kind)
+{
+	if (a->h_class == VGPU_RM_CLASS_MEMORY_VIDMEM &&
+	    len >= sizeof(*a) + sizeof(struct vgpu_rm_vidmem_params)) {
+		*kind = VVF_MEM_VRAM;
+		return ((const struct vgpu_rm_vidmem_params *)(a + 1))->size;
+	}
+	if (a->h_class == VGPU_RM_CLASS_MEMORY_SYSMEM &&
+	    len >= sizeof(*a) + sizeof(struct vgpu_rm_sysmem_params)) {
+		*kind = VVF_MEM_DMA;
+		return ((const struct vgpu_rm_sysmem_params *)(a + 1))->size;
+	}
+	return 0;
+}
+
+/* The RM status the driver answers an ALLOC with instead of the host: -EPERM (strict_as:
+ * no VASPACE or channel of its own), -EDQUOT (over the file's quota), or 0. Under f->lock. */
+static int vvf_alloc_refusal(struct vvf_file *f, const struct vgpu_rm_alloc *a, u32 len)
+{
+	enum vvf_mem_kind kind;
+	u64 bytes;
+
+	if (f->strict && (a->h_class == VGPU_RM_CLASS_VASPACE ||
+			  a->h_class == VGPU_RM_CLASS_CHANNEL_GPFIFO))
+		return -EPERM;
+	if (a->h_class == VGPU_RM_CLASS_CHANNEL_GPFIFO && f->quota.chans &&
+	    f->chans_used >= f->quota.chans)
+		return -EDQUOT;
+	bytes = vvf_alloc_bytes(a, len, &kind);
+	return bytes && vvf_over(f, kind, bytes) ? -EDQUOT : 0;
+}
+
+/* The RM status the driver answers this message with instead of the host, or 0 (the host
+ * hears it): a client of this VF the file did not allocate gets the status the host gives
+ * an unknown handle; over the file's quota -EDQUOT; what strict_as forbids -EPERM. */
+static int vvf_rm_refusal(struct vvf_file *f, const void *req, u32 len)
 {
 	const struct vgpu_rm_msg *h = req;
 	u32 client = vvf_rm_client_of(req, len);
 
-	if (len >= sizeof(*h) && h->op == VGPU_RM_OP_ALLOC_CLIENT && f->nr_clients == VVF_MAX_CLIENTS)
-		return -ENOSPC;
+	/* A full table (VVF_MAX_CLIENTS) stays -ENOSPC, as before the quota existed. */
+	if (len >= sizeof(*h) && h->op == VGPU_RM_OP_ALLOC_CLIENT &&
+	    f->nr_clients >= f->quota.clients && f->nr_clients < VVF_MAX_CLIENTS)
+		return -EDQUOT;
 	/* Clients of other functions go on: the host refuses them as foreign. */
-	if (!client || !VGPU_RM_IS_CLIENT(client) || VGPU_RM_CLIENT_FN(client) != f->vd->vf_id)
-		return 0;
-	return vvf_client_idx(f, client) < 0 ? VGPU_RM_ERR_NO_OBJECT : 0;
+	if (client && VGPU_RM_IS_CLIENT(client) && VGPU_RM_CLIENT_FN(client) == f->vd->vf_id &&
+	    vvf_client_idx(f, client) < 0)
+		return VGPU_RM_ERR_NO_OBJECT;
+	if (h->op == VGPU_RM_OP_ALLOC && len >= sizeof(struct vgpu_rm_alloc))
+		return vvf_alloc_refusal(f, req, len);
+	if (h->op == VGPU_RM_OP_CONTROL && len >= sizeof(struct vgpu_rm_control) && f->strict &&
+	    ((const struct vgpu_rm_control *)req)->cmd == VGPU_RM_CTRL_CHANNEL_BIND_VASPACE)
+		return -EPERM;
+	return 0;
 }
 
 /* The reply the host gives a message naming an unknown handle. */
@@ -116,22 +301,61 @@ static u32 vvf_rm_refuse(const void *req, void *rsp, s32 status)
 	return sizeof(*r);
 }
 
-static void vvf_mem_add(struct vvf_file *f, u32 client, u32 handle, u64 off, u64 size, u64 lo,
-			u64 hi)
+/* Record a memory object the file allocated and charge it to its quota. */
+static void vvf_mem_add(struct vvf_file *f, u32 client, u32 handle, enum vvf_mem_kind kind,
+			u64 off, u64 size, u64 gpu_addr)
 {
-	struct vvf_mem *m;
+	const struct vvf_layout *l = &f->vd->lay;
+	u64 lo = kind == VVF_MEM_DMA ? l->dma_off : l->vram_off;
+	u64 hi = lo + (kind == VVF_MEM_DMA ? l->dma_size : l->vram_size);
+	struct vvf_mem *m = kzalloc(sizeof(*m), GFP_KERNEL);
 
-	/* Host input: a range outside its region is not recorded (never mappable). */
-	if (!size || off < lo || off > hi || size > hi - off)
-		return;
-	m = kzalloc(sizeof(*m), GFP_KERNEL);
 	if (!m)
 		return;
 	m->client = client;
 	m->handle = handle;
-	m->off = off;
-	m->size = size;
+	m->kind = kind;
+	m->bytes = size;
+	m->gpu_addr = gpu_addr;
+	/* Host input: a range outside its region is charged but never mappable. */
+	if (size && off >= lo && off <= hi && size <= hi - off) {
+		m->off = off;
+		m->size = size;
+	}
+	*vvf_used(f, kind) += size;
 	list_add(&m->node, &f->mems);
+}
+
+/* Record a channel the file allocated and charge it. */
+static void vvf_chan_add(struct vvf_file *f, u32 client, u32 handle, u32 vaspace, u32 chid)
+{
+	struct vvf_chan *c = kzalloc(sizeof(*c), GFP_KERNEL);
+
+	if (chid < VVF_MAX_CHID)
+		set_bit(chid, f->chids);
+	if (!c)
+		return;
+	c->client = client;
+	c->handle = handle;
+	c->vaspace = vaspace;
+	c->chid = chid;
+	f->chans_used++;
+	list_add(&c->node, &f->chans);
+}
+
+int vvf_file_mem_locked(struct vvf_file *f, u32 client, u32 handle, struct vvf_mem *out)
+{
+	struct vvf_mem *m;
+
+	if (vvf_client_idx(f, client) < 0)
+		return -ENOENT;		/* the kernel's clients are not in the file's table */
+	list_for_each_entry(m, &f->mems, node)
+		if (m->client == client && m->handle == handle && m->kind != VVF_MEM_KERNEL &&
+		    m->size) {
+			*out = *m;
+			return 0;
+		}
+	return -ENOENT;
 }
 
 int vvf_file_own(struct vvf_file *f, u32 client, u32 handle, u64 off, u64 size, u32 chid)
@@ -144,6 +368,7 @@ int vvf_file_own(struct vvf_file *f, u32 client, u32 handle, u64 off, u64 size, 
 	m->handle = handle;
 	m->off = off;
 	m->size = size;
+	m->kind = VVF_MEM_KERNEL;
 	mutex_lock(&f->lock);
 	list_add(&m->node, &f->mems);
 	if (chid < VVF_MAX_CHID)
@@ -152,14 +377,75 @@ int vvf_file_own(struct vvf_file *f, u32 client, u32 handle, u64 off, u64 size, 
 	return 0;
 }
 
+/* Record what a successful ALLOC of client @i made. Under f->lock. */
+static void vvf_rm_record_alloc(struct vvf_file *f, int i, const struct vgpu_rm_alloc *a,
+				const struct vgpu_rm_reply *r)
+{
+	const struct vvf_layout *l = &f->vd->lay;
+	const void *out = r + 1;
+
+	switch (a->h_class) {
+	case VGPU_RM_CLASS_DEVICE:
+		f->devices[i] = r->handle;
+		break;
+	case VGPU_RM_CLASS_MEMORY_SYSMEM:
+		if (r->params_len >= sizeof(struct vgpu_rm_sysmem_params)) {
+			const struct vgpu_rm_sysmem_params *p = out;
+
+			vvf_mem_add(f, a->h_client, r->handle, VVF_MEM_DMA,
+				    l->dma_off + p->dma_offset, p->size, p->iova);
+		}
+		break;
+	case VGPU_RM_CLASS_MEMORY_VIDMEM:
+		if (r->params_len >= sizeof(struct vgpu_rm_vidmem_params)) {
+			const struct vgpu_rm_vidmem_params *p = out;
+
+			vvf_mem_add(f, a->h_client, r->handle, VVF_MEM_VRAM, l->vram_off + p->addr,
+				    p->size, p->addr);
+		}
+		break;
+	case VGPU_RM_CLASS_CHANNEL_GPFIFO:
+		if (r->params_len >= sizeof(struct vgpu_rm_channel_params)) {
+			const struct vgpu_rm_channel_params *p = out;
+
+			vvf_chan_add(f, a->h_client, r->handle, p->h_vaspace, p->chid);
+		}
+		break;
+	}
+}
+
+/* What a FREE of @fr would take from the file, in the order that keeps the GPU out of it:
+ * the AS_MAP mappings of the memory (before the host may hand it out again), and with
+ * @freed, after the host freed it, the records and the quota it was charged. Under f->lock. */
+static void vvf_rm_free_effects(struct file *filp, struct vvf_file *f,
+				const struct vgpu_rm_free *fr, bool freed)
+{
+	int i = vvf_client_idx(f, fr->h_client);
+	bool all = fr->h_object == fr->h_client || (i >= 0 && fr->h_object == f->devices[i]);
+
+	if (i < 0)
+		return;
+	if (!freed) {
+		vvf_as_unmap_mem(f, fr->h_client, all ? 0 : fr->h_object);
+		return;
+	}
+	if (fr->h_object == fr->h_client) {
+		vvf_client_drop(filp, f, i);
+	} else if (all) {	/* memory and channels live under the DEVICE */
+		vvf_mems_drop(filp, f, fr->h_client, 0);
+		vvf_chans_drop(f, fr->h_client, 0, 0);
+	} else {
+		vvf_mems_drop(filp, f, fr->h_client, fr->h_object);
+		vvf_chans_drop(f, fr->h_client, fr->h_object, fr->h_object);
+	}
+}
+
 /* Record what a successful RM call allocated or forget what it freed. Under f->lock. */
 static void vvf_rm_record(struct file *filp, struct vvf_file *f, const void *req, u32 len,
 			  const void *rsp, u32 rsp_len)
 {
-	const struct vvf_layout *hdr = &f->vd->lay;
 	const struct vgpu_rm_msg *h = req;
 	const struct vgpu_rm_reply *r = rsp;
-	const void *out = r + 1;
 	int i;
 
 	if (rsp_len < sizeof(*r) || r->status || r->params_len > rsp_len - sizeof(*r))
@@ -174,48 +460,10 @@ static void vvf_rm_record(struct file *filp, struct vvf_file *f, const void *req
 	i = vvf_client_idx(f, vvf_rm_client_of(req, len));
 	if (i < 0)
 		return;
-	if (h->op == VGPU_RM_OP_ALLOC && len >= sizeof(struct vgpu_rm_alloc)) {
-		const struct vgpu_rm_alloc *a = req;
-
-		switch (a->h_class) {
-		case VGPU_RM_CLASS_DEVICE:
-			f->devices[i] = r->handle;
-			break;
-		case VGPU_RM_CLASS_MEMORY_SYSMEM:
-			if (r->params_len >= sizeof(struct vgpu_rm_sysmem_params)) {
-				const struct vgpu_rm_sysmem_params *p = out;
-
-				vvf_mem_add(f, a->h_client, r->handle, hdr->dma_off + p->dma_offset,
-					    p->size, hdr->dma_off, hdr->dma_off + hdr->dma_size);
-			}
-			break;
-		case VGPU_RM_CLASS_MEMORY_VIDMEM:
-			if (r->params_len >= sizeof(struct vgpu_rm_vidmem_params)) {
-				const struct vgpu_rm_vidmem_params *p = out;
-
-				vvf_mem_add(f, a->h_client, r->handle, hdr->vram_off + p->addr,
-					    p->size, hdr->vram_off, hdr->vram_off + hdr->vram_size);
-			}
-			break;
-		case VGPU_RM_CLASS_CHANNEL_GPFIFO:
-			if (r->params_len >= sizeof(struct vgpu_rm_channel_params)) {
-				const struct vgpu_rm_channel_params *p = out;
-
-				if (p->chid < VVF_MAX_CHID)
-					set_bit(p->chid, f->chids);
-			}
-			break;
-		}
-	} else if (h->op == VGPU_RM_OP_FREE && len >= sizeof(struct vgpu_rm_free)) {
-		const struct vgpu_rm_free *fr = req;
-
-		if (fr->h_object == fr->h_client)
-			vvf_client_drop(filp, f, i);
-		else if (fr->h_object == f->devices[i])
-			vvf_mems_drop(filp, f, fr->h_client, 0);	/* memory lives under it */
-		else
-			vvf_mems_drop(filp, f, fr->h_client, fr->h_object);
-	}
+	if (h->op == VGPU_RM_OP_ALLOC && len >= sizeof(struct vgpu_rm_alloc))
+		vvf_rm_record_alloc(f, i, req, r);
+	else if (h->op == VGPU_RM_OP_FREE && len >= sizeof(struct vgpu_rm_free))
+		vvf_rm_free_effects(filp, f, req, true);
 }
 
 /* ---- open and release ---- */
@@ -256,7 +504,9 @@ static int vvf_open(struct inode *inode, struct file *filp)
 	mutex_init(&f->lock);
 	mutex_init(&f->as_lock);
 	INIT_LIST_HEAD(&f->mems);
+	INIT_LIST_HEAD(&f->chans);
 	f->filp = filp;
+	vvf_quota_init(f);
 	kref_get(&vd->ref);
 	mutex_lock(&vd->files_mutex);
 	list_add(&f->node, &vd->files);
@@ -302,6 +552,7 @@ static int vvf_release(struct inode *inode, struct file *filp)
 	if (!READ_ONCE(vd->gone))
 		vvf_free_clients(filp, f);
 	vvf_mems_drop(filp, f, 0, 0);
+	vvf_chans_drop(f, 0, 0, 0);
 	mutex_unlock(&f->lock);
 	up_read(&vd->remove_sem);
 	mutex_lock(&vd->files_mutex);
@@ -351,7 +602,10 @@ void vvf_files_reset(struct vvf_dev *vd, bool all)
 		mutex_lock(&f->lock);
 		vvf_as_reset(f);
 		vvf_mems_drop(f->filp, f, 0, 0);
+		vvf_chans_drop(f, 0, 0, 0);
 		f->nr_clients = 0;
+		f->vram_used = f->dma_used = 0;
+		f->chans_used = 0;	/* the kernel's channels went with the reset too */
 		bitmap_zero(f->chids, VVF_MAX_CHID);
 		vvf_zap(f->filp, 0, upto);
 		mutex_unlock(&f->lock);
@@ -361,6 +615,9 @@ void vvf_files_reset(struct vvf_dev *vd, bool all)
 
 /* ---- ioctls ---- */
 
+/* INFO as a caller built against uapi 1.1 encodes it (its struct was shorter). */
+#define VVF_IOC_INFO_1_1	_IOC(_IOC_READ | _IOC_WRITE, VGPU_VF_IOC_TYPE, 1, VGPU_VF_INFO_SIZE_1_1)
+
 /* Copy the argument in: its size field must be the struct's (the uapi's versioning). */
 static int vvf_arg_in(void *karg, size_t size, unsigned long arg)
 {
@@ -369,16 +626,17 @@ static int vvf_arg_in(void *karg, size_t size, unsigned long arg)
 	return *(u32 *)karg == size ? 0 : -EINVAL;
 }
 
-static long vvf_ioc_info(struct vvf_file *f, unsigned long arg)
+/* VGPU_VF_IOC_INFO of @size bytes: this uapi's, or 1.1's (filled up to its end). */
+static long vvf_ioc_info(struct vvf_file *f, unsigned long arg, u32 size)
 {
 	struct vvf_dev *vd = f->vd;
 	struct vgpu_vf_ioc_info a;
-	int ret = vvf_arg_in(&a, sizeof(a), arg), v;
+	int ret = vvf_arg_in(&a, size, arg), v;
 
 	if (ret)
 		return ret;
 	memset(&a, 0, sizeof(a));
-	a.size = sizeof(a);
+	a.size = size;
 	a.uapi_version = VGPU_VF_UAPI_VERSION;
 	a.abi_version = READ_ONCE(vd->hdr->abi_version);
 	a.vf_id = vd->vf_id;
@@ -392,9 +650,17 @@ static long vvf_ioc_info(struct vvf_file *f, unsigned long arg)
 	mutex_lock(&f->lock);
 	a.rm_clients = f->nr_clients;
 	a.dropped = f->dropped;
+	a.vram_limit = f->quota.vram;
+	a.vram_used = f->vram_used;
+	a.dma_limit = f->quota.dma;
+	a.dma_used = f->dma_used;
+	a.chan_limit = f->quota.chans;
+	a.chan_used = f->chans_used;
+	a.client_limit = f->quota.clients;
+	a.strict = f->strict;
 	mutex_unlock(&f->lock);
 	mutex_unlock(&vd->files_mutex);
-	return copy_to_user((void __user *)arg, &a, sizeof(a)) ? -EFAULT : 0;
+	return copy_to_user((void __user *)arg, &a, size) ? -EFAULT : 0;
 }
 
 /* One mailbox call of this file: RM messages are checked against its clients (a foreign
@@ -403,7 +669,10 @@ static long vvf_ioc_info(struct vvf_file *f, unsigned long arg)
 static int vvf_file_call(struct vvf_file *f, u32 type, const void *req, u32 req_len, void *rsp,
 			 u32 *rsp_len, s32 *status, u64 timeout_ns)
 {
-	int ret = type == VF_MSG_RM ? vvf_rm_check(f, req, req_len) : 0;
+	bool rm = type == VF_MSG_RM && req_len >= sizeof(struct vgpu_rm_msg);
+	int refuse = rm ? vvf_rm_refusal(f, req, req_len) : 0;
+	int ret = rm ? vvf_rm_check(f, req, req_len) : 0;
+	const struct vgpu_rm_msg *h = req;
 	struct vf_msg_info_req rq;
 
 	*status = 0;
@@ -414,12 +683,14 @@ static int vvf_file_call(struct vvf_file *f, u32 type, const void *req, u32 req_
 		req = &rq;
 		req_len = sizeof(rq);
 	}
-	if (ret == VGPU_RM_ERR_NO_OBJECT) {
-		*rsp_len = vvf_rm_refuse(req, rsp, ret);
+	if (refuse) {
+		*rsp_len = vvf_rm_refuse(req, rsp, refuse);
 		return 0;
 	}
 	if (ret)
 		return ret;
+	if (rm && h->op == VGPU_RM_OP_FREE && req_len >= sizeof(struct vgpu_rm_free))
+		vvf_rm_free_effects(f->filp, f, req, false);
 	ret = vvf_mbox_call(f->vd, type, req, req_len, rsp, rsp_len, status, timeout_ns);
 	if (!ret && !*status && type == VF_MSG_RM)
 		vvf_rm_record(f->filp, f, req, req_len, rsp, *rsp_len);
@@ -586,22 +857,36 @@ static long vvf_ioc_notify(struct vvf_file *f, unsigned long arg)
 	return 0;
 }
 
+static const unsigned int vvf_cmds[] = {
+	VGPU_VF_IOC_INFO, VVF_IOC_INFO_1_1, VGPU_VF_IOC_MBOX, VGPU_VF_IOC_WAIT, VGPU_VF_IOC_NOTIFY,
+	VGPU_VF_IOC_SVM, VGPU_VF_IOC_SVM_QUERY, VGPU_VF_IOC_AS_CREATE, VGPU_VF_IOC_AS_CHANNEL,
+	VGPU_VF_IOC_AS_INFO, VGPU_VF_IOC_AS_MAP, VGPU_VF_IOC_AS_UNMAP,
+};
+
+/* A known ioctl number with a struct size this driver does not know: a caller built against
+ * another uapi (-EINVAL, where an unknown number is -ENOTTY). */
+static bool vvf_wrong_size(unsigned int cmd)
+{
+	bool nr_known = false;
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(vvf_cmds); i++) {
+		if (cmd == vvf_cmds[i])
+			return false;
+		nr_known |= _IOC_TYPE(cmd) == _IOC_TYPE(vvf_cmds[i]) &&
+			    _IOC_NR(cmd) == _IOC_NR(vvf_cmds[i]);
+	}
+	return nr_known;
+}
+
 static long vvf_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
 {
-	static const unsigned int cmds[] = { VGPU_VF_IOC_INFO, VGPU_VF_IOC_MBOX, VGPU_VF_IOC_WAIT,
-					     VGPU_VF_IOC_NOTIFY, VGPU_VF_IOC_SVM,
-					     VGPU_VF_IOC_SVM_QUERY, VGPU_VF_IOC_AS_CREATE,
-					     VGPU_VF_IOC_AS_CHANNEL, VGPU_VF_IOC_AS_INFO };
 	struct vvf_file *f = filp->private_data;
 	struct vvf_dev *vd = f->vd;
-	unsigned int i;
 	long ret;
 
-	/* A known ioctl with another struct size is a caller built against another uapi. */
-	for (i = 0; i < ARRAY_SIZE(cmds); i++)
-		if (_IOC_TYPE(cmd) == _IOC_TYPE(cmds[i]) && _IOC_NR(cmd) == _IOC_NR(cmds[i]) &&
-		    cmd != cmds[i])
-			return -EINVAL;
+	if (vvf_wrong_size(cmd))
+		return -EINVAL;
 	down_read(&vd->remove_sem);
 	if (READ_ONCE(vd->gone)) {
 		ret = -ENODEV;
@@ -609,7 +894,10 @@ static long vvf_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
 	}
 	switch (cmd) {
 	case VGPU_VF_IOC_INFO:
-		ret = vvf_ioc_info(f, arg);
+		ret = vvf_ioc_info(f, arg, sizeof(struct vgpu_vf_ioc_info));
+		break;
+	case VVF_IOC_INFO_1_1:
+		ret = vvf_ioc_info(f, arg, VGPU_VF_INFO_SIZE_1_1);
 		break;
 	case VGPU_VF_IOC_MBOX:
 		ret = vvf_ioc_mbox(f, arg);
@@ -634,6 +922,12 @@ static long vvf_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
 		break;
 	case VGPU_VF_IOC_AS_INFO:
 		ret = vvf_ioc_as_info(f, arg);
+		break;
+	case VGPU_VF_IOC_AS_MAP:
+		ret = vvf_ioc_as_map(f, arg);
+		break;
+	case VGPU_VF_IOC_AS_UNMAP:
+		ret = vvf_ioc_as_unmap(f, arg);
 		break;
 	default:
 		ret = -ENOTTY;

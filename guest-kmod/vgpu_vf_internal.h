@@ -111,11 +111,31 @@ struct vvf_dev {
 	u32 reset_seen;			/* the last number the work was queued for */
 };
 
-/* One RM memory object a file allocated: the BAR2 range its pages may map. */
+enum vvf_mem_kind { VVF_MEM_VRAM, VVF_MEM_DMA, VVF_MEM_KERNEL };
+
+/* One RM memory object a file allocated: the BAR2 range its pages may map, what it counts
+ * against the file's quota, and where the GPU reaches it (AS_MAP). */
 struct vvf_mem {
 	struct list_head node;
 	u32 client, handle;
-	u64 off, size;			/* BAR2 offset and bytes */
+	u64 off, size;			/* BAR2 offset and bytes (size 0: not mappable) */
+	u64 bytes;			/* charged to the file's quota of its kind */
+	u64 gpu_addr;			/* VF-physical VRAM address or IOVA */
+	enum vvf_mem_kind kind;		/* KERNEL: memory of the driver's own client */
+};
+
+/* One channel a file allocated through its RM calls: what the channel quota counts, and
+ * what a FREE of the channel, its VASPACE, DEVICE or client gives back. */
+struct vvf_chan {
+	struct list_head node;
+	u32 client, handle, vaspace, chid;
+};
+
+/* What one file may hold: the module parameters when it was opened. */
+struct vvf_quota {
+	u64 vram, dma;			/* bytes (0: only the VF's quota) */
+	u32 chans;			/* 0: only the VF's quota */
+	u32 clients;			/* <= VVF_MAX_CLIENTS */
 };
 
 /* One open file: an RM context of its own, its memory, its channels, and a mailbox of its
@@ -130,6 +150,11 @@ struct vvf_file {
 	u32 devices[VVF_MAX_CLIENTS];	/* each client's DEVICE handle (0: none yet) */
 	u32 nr_clients;
 	struct list_head mems;
+	struct list_head chans;		/* struct vvf_chan */
+	struct vvf_quota quota;		/* limits, fixed at open */
+	u64 vram_used, dma_used;	/* bytes charged (under lock) */
+	u32 chans_used;			/* channels charged, the kernel's included (under lock) */
+	bool strict;			/* strict_as when opened: no VASPACE of its own */
 	unsigned long chids[BITS_TO_LONGS(VVF_MAX_CHID)];	/* channels this file allocated */
 	u64 seen[VGPU_VF_NR_VECTORS];	/* interrupt counts when this file last waited */
 	void *rings;			/* 3 x ring_region bytes: request, reply, event */
@@ -177,6 +202,14 @@ void vvf_files_reset(struct vvf_dev *vd, bool all);
 /* Let the file map BAR2 [off, off + size) (an RM memory object @handle of @client, one of
  * the driver's own) and have the events of channel @chid. 0 or -ENOMEM. */
 int vvf_file_own(struct vvf_file *f, u32 client, u32 handle, u64 off, u64 size, u32 chid);
+/* Charge @vram bytes of VRAM and @chans channels made for the file by the kernel (its
+ * address space) to its quota: 0 or -EDQUOT, nothing charged. vvf_file_uncharge gives
+ * them back. */
+int vvf_file_charge(struct vvf_file *f, u64 vram, u32 chans);
+void vvf_file_uncharge(struct vvf_file *f, u64 vram, u32 chans);
+/* The memory object @handle of @client that the file allocated through its own RM calls
+ * (not the kernel's), copied into *@out. Under f->lock. 0 or -ENOENT. */
+int vvf_file_mem_locked(struct vvf_file *f, u32 client, u32 handle, struct vvf_mem *out);
 
 /* ---- vgpu_vf_as.c ---- */
 struct vvf_as;
@@ -188,10 +221,16 @@ bool vvf_as_fault_event(struct vvf_dev *vd, const struct vf_event *e);
 void vvf_as_reset(struct vvf_file *f);
 /* Closing: stop the fault service, free the address space and its channels. */
 void vvf_as_release(struct vvf_file *f);
-/* VGPU_VF_IOC_AS_CREATE, _CHANNEL, _INFO. */
+/* VGPU_VF_IOC_AS_CREATE, _CHANNEL, _INFO, _MAP, _UNMAP. */
 long vvf_ioc_as_create(struct vvf_file *f, unsigned long arg);
 long vvf_ioc_as_channel(struct vvf_file *f, unsigned long arg);
 long vvf_ioc_as_info(struct vvf_file *f, unsigned long arg);
+long vvf_ioc_as_map(struct vvf_file *f, unsigned long arg);
+long vvf_ioc_as_unmap(struct vvf_file *f, unsigned long arg);
+/* The memory object @handle of @client (every one of the client if @handle is 0) is about
+ * to be freed: remove its AS_MAP mappings first, so the GPU never reaches it once the host
+ * may give it to someone else. Under f->lock. */
+void vvf_as_unmap_mem(struct vvf_file *f, u32 client, u32 handle);
 
 /* ---- vgpu_vf_svm.c ---- */
 /* An RM call of one of the driver's own clients: @req (@len bytes, its header filled here),

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 /* vgpu-kmod-test - what the guest suite cannot see of the kernel driver vgpu_vf.ko: bad
  * ioctls (wrong sizes, unmapped pointers, foreign handles, bad vectors), what one file may
- * map of BAR2, and that closing a file or killing its process frees the RM clients it held.
+ * map of BAR2, that closing a file or killing its process frees the RM clients it held,
+ * per-file quotas and strict_as (module parameters it sets for its own files and restores).
  * Runs in the guest image (built static by vmm_glue/guest/mkimage.sh), root, with the module
  * bound to one VF:
  *
@@ -1025,6 +1026,342 @@ static bool t_as(void)
 	return true;
 }
 
+/* ---- per-file quotas and strict address spaces (module parameters) ---- */
+
+#define PARAM_DIR	"/sys/module/vgpu_vf/parameters/"
+
+/* Write @val into module parameter @name; its value before into @old (if not NULL). 0 or
+ * -errno (the driver refuses a value out of range with -EINVAL). */
+static int param_set(const char *name, const char *val, char *old, size_t old_len)
+{
+	char path[128];
+	ssize_t n;
+	int fd, ret = 0;
+
+	snprintf(path, sizeof(path), PARAM_DIR "%s", name);
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (old) {
+		n = read(fd, old, old_len - 1);
+		old[n > 0 ? n : 0] = '\0';
+		old[strcspn(old, "\n")] = '\0';
+	}
+	if (pwrite(fd, val, strlen(val), 0) < 0)
+		ret = -errno;
+	close(fd);
+	return ret;
+}
+
+static int sysmem(int fd, const struct ctx *c, uint64_t size, uint32_t *h,
+		  struct vgpu_rm_sysmem_params *p)
+{
+	*p = (struct vgpu_rm_sysmem_params){ .size = size };
+	return rm_alloc(fd, c->client, c->device, VGPU_RM_CLASS_MEMORY_SYSMEM, p, sizeof(*p), h);
+}
+
+/* The quota half run by a file opened under small limits: VRAM, DMA memory, channels and
+ * clients each up to the limit, then -EDQUOT with nothing changed; a free gives it back. */
+static bool quota_limits(int fd)
+{
+	struct vgpu_vf_ioc_info in = { .size = sizeof(in) };
+	struct vgpu_rm_sysmem_params sp;
+	struct gch g1, g2;
+	struct ctx c;
+	uint32_t h1, h2, h3, hc;
+	uint64_t off;
+	int ret;
+
+	CHECK(!xioctl(fd, VGPU_VF_IOC_INFO, &in), "INFO");
+	CHECK(in.uapi_version >= (1u << 16 | 2) && in.vram_limit >= 50 << 20 &&
+	      in.vram_limit < 72 << 20 && in.dma_limit == 1 << 20 &&
+	      in.chan_limit == 2 && in.client_limit == 2 && !in.vram_used && !in.strict,
+	      "limits: VRAM %llu, DMA %llu, %u channels, %u clients, strict %u",
+	      (unsigned long long)in.vram_limit, (unsigned long long)in.dma_limit, in.chan_limit,
+	      in.client_limit, in.strict);
+	CHECK(ctx_make(fd, &c), "context");
+	ret = vidmem(fd, &c, 32 << 20, &h1, &off);
+	CHECK(!ret, "32 MiB of VRAM: %d", ret);
+	ret = vidmem(fd, &c, 32 << 20, &h2, &off);
+	CHECK(ret == -EDQUOT, "32 MiB more, past the file's %llu: %d, -EDQUOT expected",
+	      (unsigned long long)in.vram_limit, ret);
+	ret = vidmem(fd, &c, 8 << 20, &h2, &off);
+	CHECK(!ret, "8 MiB more: %d", ret);
+	ret = sysmem(fd, &c, 1 << 20, &h3, &sp);
+	CHECK(!ret, "the file's 1 MiB of DMA memory: %d", ret);
+	ret = sysmem(fd, &c, 64 << 10, &hc, &sp);
+	CHECK(ret == -EDQUOT, "64 KiB more DMA memory: %d, -EDQUOT expected", ret);
+	CHECK(!xioctl(fd, VGPU_VF_IOC_INFO, &in) && in.vram_used == 40 << 20 &&
+	      in.dma_used == 1 << 20, "used: VRAM %llu, DMA %llu", (unsigned long long)in.vram_used,
+	      (unsigned long long)in.dma_used);
+	CHECK(!rm_free(fd, c.client, h3), "free the DMA memory");
+	ret = sysmem(fd, &c, 64 << 10, &h3, &sp);
+	CHECK(!ret, "DMA memory after a free: %d", ret);
+	ret = rm_client(fd, &hc);
+	CHECK(!ret, "the second client: %d", ret);
+	ret = rm_client(fd, &hc);
+	CHECK(ret == -EDQUOT, "a third client: %d, -EDQUOT expected", ret);
+	/* The kernel's address space counts too: its 2 MiB of tables, each channel. */
+	CHECK(!as_create(fd) && gch_open(fd, &g1) && gch_open(fd, &g2), "two channels");
+	g1.c = (struct vgpu_vf_ioc_as_channel){ .size = sizeof(g1.c), .gpfifo_entries = 64,
+						.mem_size = 64 << 10 };
+	ret = xioctl(fd, VGPU_VF_IOC_AS_CHANNEL, &g1.c);
+	CHECK(ret == -EDQUOT, "a third channel: %d, -EDQUOT expected", ret);
+	CHECK(!xioctl(fd, VGPU_VF_IOC_INFO, &in) && in.chan_used == 2 &&
+	      in.vram_used == (40 << 20) + (2 << 20) + (128 << 10), "used: VRAM %llu, %u channels",
+	      (unsigned long long)in.vram_used, in.chan_used);
+	CHECK(!rm_free(fd, c.client, h1), "free 32 MiB");
+	ret = vidmem(fd, &c, 32 << 20, &h1, &off);
+	CHECK(!ret, "32 MiB again after the free: %d", ret);
+	gch_close(&g1);
+	gch_close(&g2);
+	return true;
+}
+
+/* In a child (another process, a file of its own under the same limits): VRAM and DMA
+ * memory while the parent's file is at its quota. Exit status 0 if both came. */
+static int quota_other(void)
+{
+	struct vgpu_rm_sysmem_params sp;
+	uint32_t hv, hs;
+	uint64_t off;
+	struct ctx c;
+	int fd = open_dev();
+
+	if (fd < 0 || !ctx_make(fd, &c))
+		return 10;
+	if (vidmem(fd, &c, 32 << 20, &hv, &off))
+		return 11;
+	return sysmem(fd, &c, 512 << 10, &hs, &sp) ? 12 : 0;
+}
+
+/* The VF's VRAM and DMA memory sizes, from its BAR2 header. */
+static bool vf_sizes(uint64_t *vram, uint64_t *dma)
+{
+	struct vgpu_vf_ioc_info in = { .size = sizeof(in) };
+	const struct vf_bar_header *h;
+	int fd = open_dev();
+	uint8_t *bar;
+
+	CHECK(fd >= 0 && !xioctl(fd, VGPU_VF_IOC_INFO, &in), "INFO");
+	bar = mmap(NULL, in.bar_size, PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	CHECK(bar != MAP_FAILED, "mmap: %s", strerror(errno));
+	h = (const struct vf_bar_header *)(bar + vf_bar_header_off(in.bar_size));
+	*vram = h->vram_size;
+	*dma = h->dma_size;
+	munmap(bar, in.bar_size);
+	return true;
+}
+
+static const char *const quota_params[] = { "file_vram_pct", "file_dma_pct", "file_channels",
+					    "file_clients" };
+
+/* Quotas: a file at its quota gets -EDQUOT, another process still allocates, closing the
+ * file returns everything, and a parameter out of range is refused. */
+static bool t_quota(void)
+{
+	struct vgpu_vf_ioc_info in = { .size = sizeof(in) };
+	char old[4][32], vals[4][32];
+	struct vgpu_vf_ioc_info v11 = { .size = VGPU_VF_INFO_SIZE_1_1, .strict = 77 };
+	uint64_t vram = 0, dma = 0;
+	int fd, ret, st, i;
+	bool ok;
+	pid_t pid;
+
+	fd = open_dev();
+	CHECK(fd >= 0 && !xioctl(fd, VGPU_VF_IOC_INFO, &in), "INFO");
+	close(fd);
+	CHECK(!in.vram_limit && !in.dma_limit && !in.chan_limit && in.client_limit == 16 &&
+	      !in.strict, "the defaults: VRAM %llu, DMA %llu, %u channels, %u clients, strict %u",
+	      (unsigned long long)in.vram_limit, (unsigned long long)in.dma_limit, in.chan_limit,
+	      in.client_limit, in.strict);
+	CHECK(vf_sizes(&vram, &dma), "the VF's sizes");
+	/* About 50 MiB of VRAM (10 % of a 512 MiB slice), 1 MiB of DMA memory, 2 channels,
+	 * 2 clients. */
+	CHECK(vram >= 128 << 20 && dma && (100ull << 20) % dma == 0, "VRAM of %llu bytes, DMA "
+	      "memory of %llu", (unsigned long long)vram, (unsigned long long)dma);
+	snprintf(vals[0], sizeof(vals[0]), "%llu",
+		 (unsigned long long)((50ull << 20) * 100 / vram + 1));
+	snprintf(vals[1], sizeof(vals[1]), "%llu", (unsigned long long)((100ull << 20) / dma));
+	snprintf(vals[2], sizeof(vals[2]), "2");
+	snprintf(vals[3], sizeof(vals[3]), "2");
+	ret = param_set("file_vram_pct", "0", NULL, 0);
+	CHECK(ret == -EINVAL, "file_vram_pct=0: %d, -EINVAL expected", ret);
+	ret = param_set("file_clients", "17", NULL, 0);
+	CHECK(ret == -EINVAL, "file_clients=17: %d, -EINVAL expected", ret);
+	for (i = 0; i < 4; i++) {
+		ret = param_set(quota_params[i], vals[i], old[i], sizeof(old[i]));
+		CHECK(!ret, "%s=%s: %d", quota_params[i], vals[i], ret);
+	}
+	fd = open_dev();
+	ok = fd >= 0 && quota_limits(fd);
+	pid = ok ? fork() : -1;
+	if (pid == 0)
+		_exit(quota_other());
+	ok = ok && pid > 0 && waitpid(pid, &st, 0) == pid;
+	if (ok && !(WIFEXITED(st) && !WEXITSTATUS(st)))
+		ok = fail("another process at the same time: status %#x", st);
+	if (fd >= 0)
+		close(fd);
+	for (i = 0; i < 4; i++)
+		param_set(quota_params[i], old[i], NULL, 0);
+	CHECK(ok, "quota");
+	/* Closing gave everything back; a caller of uapi 1.1 still gets its INFO. */
+	fd = open_dev();
+	CHECK(fd >= 0 && !xioctl(fd, VGPU_VF_IOC_INFO, &in), "INFO");
+	ret = xioctl(fd, _IOWR(VGPU_VF_IOC_TYPE, 1, uint8_t[VGPU_VF_INFO_SIZE_1_1]), &v11);
+	close(fd);
+	CHECK(!in.vram_used && !in.dma_used && !in.chan_used && !in.vram_limit &&
+	      in.client_limit == 16,
+	      "a new file: VRAM %llu, DMA %llu, %u channels used, %u clients allowed",
+	      (unsigned long long)in.vram_used, (unsigned long long)in.dma_used, in.chan_used,
+	      in.client_limit);
+	CHECK(!ret && v11.open_files >= 1 && v11.strict == 77, "INFO of uapi 1.1: %d, %u files, "
+	      "a field past its size %u", ret, v11.open_files, v11.strict);
+	return true;
+}
+
+/* AS_MAP of @client/@handle at @va on @fd: 0 or -errno. */
+static int as_map(int fd, uint32_t client, uint32_t handle, uint64_t va, uint64_t len)
+{
+	struct vgpu_vf_ioc_as_map m = { .size = sizeof(m), .client = client, .handle = handle,
+					.gpu_va = va, .length = len };
+
+	return xioctl(fd, VGPU_VF_IOC_AS_MAP, &m);
+}
+
+/* In a child: a VRAM object of its own, its client and handle sent to @wfd, then wait for
+ * @rfd to close. */
+static int strict_other(int wfd, int rfd)
+{
+	uint32_t h[2];
+	uint64_t off;
+	struct ctx c;
+	char x;
+	int fd = open_dev();
+
+	if (fd < 0 || !ctx_make(fd, &c) || vidmem(fd, &c, 64 << 10, &h[1], &off))
+		return 1;
+	h[0] = c.client;
+	if (write(wfd, h, sizeof(h)) != sizeof(h))
+		return 2;
+	return read(rfd, &x, 1) < 0 ? 3 : 0;
+}
+
+/* Refusals of a strict file: no VASPACE or channel of its own; AS_MAP's range checks and
+ * another process's handle. */
+static bool strict_refusals(int fd, const struct ctx *c, uint32_t hv, uint64_t va)
+{
+	struct vgpu_rm_vaspace_params vp = { 0 };
+	struct vgpu_rm_channel_params cp = { .gpfifo_entries = 64 };
+	uint32_t h, other[2];
+	uint64_t off;
+	int ret, go[2], back[2], st;
+	pid_t pid;
+
+	CHECK(!vidmem(fd, c, 64 << 10, &h, &off), "VRAM for page tables");
+	vp.pdb = off;
+	ret = rm_alloc(fd, c->client, c->device, VGPU_RM_CLASS_VASPACE, &vp, sizeof(vp), &h);
+	CHECK(ret == -EPERM, "a VASPACE of its own: %d, -EPERM expected", ret);
+	ret = rm_alloc(fd, c->client, c->device, VGPU_RM_CLASS_CHANNEL_GPFIFO, &cp, sizeof(cp), &h);
+	CHECK(ret == -EPERM, "a channel of its own: %d, -EPERM expected", ret);
+	ret = as_map(fd, c->client, hv, va, 0);
+	CHECK(ret == -EEXIST, "a second mapping over the first: %d, -EEXIST expected", ret);
+	ret = as_map(fd, c->client, hv, 1ull << 30, 0);
+	CHECK(ret == -EINVAL, "a mapping inside the mirrored range: %d, -EINVAL expected", ret);
+	ret = as_map(fd, c->client, hv, 1ull << 47, 0);
+	CHECK(ret == -EINVAL, "a mapping in the channel window: %d, -EINVAL expected", ret);
+	ret = as_map(fd, c->client, hv, (1ull << 48) - 4096, 0);
+	CHECK(ret == -EINVAL, "a mapping past 2^48: %d, -EINVAL expected", ret);
+	ret = as_map(fd, c->client, hv, va + (64 << 20) + 100, 0);
+	CHECK(ret == -EINVAL, "an unaligned address: %d, -EINVAL expected", ret);
+	ret = as_map(fd, c->client, 0xcaf0ffffu, va + (64 << 20), 0);
+	CHECK(ret == -ENOENT, "a handle nobody has: %d, -ENOENT expected", ret);
+	CHECK(!pipe(go) && !pipe(back), "pipe");
+	pid = fork();
+	if (pid == 0) {
+		close(go[0]);
+		close(back[1]);
+		_exit(strict_other(go[1], back[0]));
+	}
+	close(go[1]);
+	close(back[0]);
+	CHECK(pid > 0 && read(go[0], other, sizeof(other)) == sizeof(other), "the other process");
+	ret = as_map(fd, other[0], other[1], va + (64 << 20), 0);
+	close(back[1]);
+	close(go[0]);
+	CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && !WEXITSTATUS(st), "the other "
+	      "process: %#x", st);
+	CHECK(ret == -ENOENT, "another process's memory: %d, -ENOENT expected", ret);
+	return true;
+}
+
+/* strict_as: a file may not build page tables; its GPU work runs on the kernel's address
+ * space, on its own VRAM and DMA memory mapped there by AS_MAP; unmapping or freeing the
+ * memory takes it away from the GPU. */
+static bool strict_file(int fd)
+{
+	const uint64_t va = (1ull << 47) + (1ull << 30), va2 = va + (16 << 20);
+	struct vgpu_vf_ioc_info in = { .size = sizeof(in) };
+	struct vgpu_vf_ioc_as_unmap um = { .size = sizeof(um), .gpu_va = va };
+	struct vgpu_rm_sysmem_params sp;
+	struct gch g, g2, g3;
+	struct ctx c;
+	uint32_t hv, hs;
+	uint64_t off;
+	const struct vf_bar_header *h;
+	int ret;
+
+	CHECK(!xioctl(fd, VGPU_VF_IOC_INFO, &in) && in.strict == 1, "INFO: strict %u", in.strict);
+	CHECK(ctx_make(fd, &c) && !as_create(fd) && gch_open(fd, &g), "context, address space");
+	CHECK(!vidmem(fd, &c, 1 << 20, &hv, &off), "1 MiB of VRAM");
+	CHECK(!sysmem(fd, &c, 64 << 10, &hs, &sp), "64 KiB of DMA memory");
+	ret = as_map(fd, c.client, hv, va, 0);
+	CHECK(!ret, "AS_MAP of its VRAM: %s", strerror(-ret));
+	ret = as_map(fd, c.client, hs, va2, 0);
+	CHECK(!ret, "AS_MAP of its DMA memory: %s", strerror(-ret));
+	CHECK(strict_refusals(fd, &c, hv, va), "refusals");
+	ret = gpu_fill(&g, (void *)(uintptr_t)va, 1 << 20, 0x5eed5eedu);
+	CHECK(!ret, "FILL of mapped VRAM: %d", ret);
+	CHECK(all_words(g.bar + off, 1 << 20, 0x5eed5eedu), "FILL's result in VRAM");
+	ret = gpu_copy(&g, (void *)(uintptr_t)va2, (void *)(uintptr_t)va, 64 << 10);
+	CHECK(!ret, "COPY from VRAM into DMA memory: %d", ret);
+	h = (const struct vf_bar_header *)(g.bar + vf_bar_header_off(g.bar_size));
+	CHECK(all_words(g.bar + h->dma_off + sp.dma_offset, 64 << 10, 0x5eed5eedu),
+	      "COPY's result in DMA memory");
+	/* Unmapped, then freed: the GPU's next access to either cancels its channel. */
+	CHECK(!xioctl(fd, VGPU_VF_IOC_AS_UNMAP, &um), "AS_UNMAP");
+	ret = xioctl(fd, VGPU_VF_IOC_AS_UNMAP, &um);
+	CHECK(ret == -ENOENT, "AS_UNMAP again: %d, -ENOENT expected", ret);
+	CHECK(gch_open(fd, &g2) && gch_open(fd, &g3), "two more channels");
+	ret = gpu_fill(&g2, (void *)(uintptr_t)va, 4096, 1);
+	CHECK(ret == VGPU_CHAN_ERR_MMU_FAULT, "FILL after AS_UNMAP: %d, MMU_FAULT expected", ret);
+	CHECK(!rm_free(fd, c.client, hs), "free the DMA memory");
+	ret = gpu_fill(&g3, (void *)(uintptr_t)va2, 4096, 1);
+	CHECK(ret == VGPU_CHAN_ERR_MMU_FAULT, "FILL after the free: %d, MMU_FAULT expected", ret);
+	gch_close(&g);
+	gch_close(&g2);
+	gch_close(&g3);
+	return true;
+}
+
+static bool t_strict(void)
+{
+	char old[32];
+	bool ok;
+	int fd, ret;
+
+	ret = param_set("strict_as", "1", old, sizeof(old));
+	CHECK(!ret, "strict_as=1: %d", ret);
+	fd = open_dev();
+	param_set("strict_as", old, NULL, 0);	/* the file keeps what it was opened with */
+	ok = fd >= 0 && strict_file(fd);
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
 /* Keep 64 pages in VRAM until a signal comes (a reset's SIGBUS kills us by default). */
 static int svm_hold(void)
 {
@@ -1498,7 +1835,7 @@ int main(int argc, char **argv)
 			fprintf(stderr, "vgpu-kmod-test --bench: %s\n", why[0] ? why : "failed");
 		return ret;
 	}
-	printf("1..10\n");
+	printf("1..12\n");
 	point(t_info(), "INFO: uapi, vectors, BAR2");
 	fd = open_dev();
 	point(fd >= 0 && t_sizes(fd), "wrong sizes, types and vectors are -EINVAL/-ENOTTY");
@@ -1512,6 +1849,8 @@ int main(int argc, char **argv)
 		point(false, "a process killed mid-call leaves no RM client behind");
 		point(false, "SVM: process memory into VRAM and back");
 		point(false, "SVM address space: GPU faults serviced by the kernel");
+		point(false, "quotas per file");
+		point(false, "strict_as");
 	} else {
 		point(t_mmap(fd, &c), "a file maps only its own memory");
 		point(t_close_frees(fd, &c), "closing a file frees its RM clients");
@@ -1521,6 +1860,12 @@ int main(int argc, char **argv)
 		point(t_as(), "SVM address space: GPU work on malloc'd memory, faults serviced "
 		      "by the kernel, munmap, migration, fork, a full pool, a process killed "
 		      "mid-fault, a bad address cancels one process's channel");
+		point(t_quota(), "quotas per file: VRAM, DMA memory, channels and clients up to "
+		      "the file's limit, then -EDQUOT; another process still allocates; closing "
+		      "returns all");
+		point(t_strict(), "strict_as: no VASPACE or channel of a process's own; AS_MAP of "
+		      "its VRAM and DMA memory, FILL and COPY on them; overlaps, ranges and "
+		      "another process's handle refused; unmap and free take it from the GPU");
 	}
 	printf("%d passed, %d failed\n", npoint - nfail, nfail);
 	return nfail ? 1 : 0;

@@ -37,9 +37,24 @@
  * read-only memory, outside the mirrored range) cancels the faulting channel: it stops with
  * VGPU_CHAN_ERR_MMU_FAULT in USERD and a VF_EVT_CHAN_ERROR in this file's event ring.
  *
+ * Per-file quotas (uapi 1.2): a file's memory objects (VRAM and DMA memory bytes), channels
+ * and RM clients are counted against limits the module parameters set when it was opened
+ * (VGPU_VF_IOC_INFO reports them and the use). An RM call that would exceed one is answered
+ * by the driver with the RM status -EDQUOT and reaches no host; closing the file returns
+ * everything it held.
+ *
+ * Strict address spaces (uapi 1.2): a file opened while the module parameter strict_as is
+ * set may not build GPU page tables: the driver answers an RM ALLOC of a VASPACE or of a
+ * channel, and CHANNEL_BIND_VASPACE, with the RM status -EPERM. Its GPU work runs on the
+ * kernel's address space, into which VGPU_VF_IOC_AS_MAP maps memory objects the file
+ * allocated. It guards a process against strict files only: set strict_as before the first
+ * open (at module load) for every file to be strict.
+ *
  * Versioning: every argument struct starts with its own size; the driver refuses a size it
  * does not know (-EINVAL) and VGPU_VF_IOC_INFO reports VGPU_VF_UAPI_VERSION (major in the
- * high 16 bits, as VGPU_ABI_VERSION). Pointers travel as __u64. */
+ * high 16 bits, as VGPU_ABI_VERSION). A minor version only adds: new ioctls, or fields at
+ * the end of a struct whose older size the driver still accepts (and fills up to). Pointers
+ * travel as __u64. */
 #ifndef VGPU_ABI_VF_IOCTL_H
 #define VGPU_ABI_VF_IOCTL_H
 
@@ -47,7 +62,8 @@
 #include <linux/types.h>
 
 #define VGPU_VF_UAPI_MAJOR	1
-#define VGPU_VF_UAPI_MINOR	1	/* 1.1: the kernel-owned SVM address space (AS_*) */
+#define VGPU_VF_UAPI_MINOR	2	/* 1.1: the kernel-owned SVM address space (AS_*);
+					 * 1.2: per-file quotas in INFO, strict_as, AS_MAP/AS_UNMAP */
 #define VGPU_VF_UAPI_VERSION	((__u32)VGPU_VF_UAPI_MAJOR << 16 | VGPU_VF_UAPI_MINOR)
 
 #define VGPU_VF_DEV_PREFIX	"vgpu-vf"	/* /dev/vgpu-vf<VF number> */
@@ -67,7 +83,16 @@ struct vgpu_vf_ioc_info {
 	__u32 open_files;		/* files open on this VF now (this one included) */
 	__u32 rm_clients;		/* RM clients this file holds */
 	__u64 dropped;			/* replies and events lost to this file's full rings */
+	/* uapi 1.2 (a caller of 1.1 passes VGPU_VF_INFO_SIZE_1_1 and gets the fields above):
+	 * this file's limits, fixed when it was opened (0: none of its own, only the VF's
+	 * quota), and what it holds now. */
+	__u64 vram_limit, vram_used;	/* bytes of VRAM in its memory objects */
+	__u64 dma_limit, dma_used;	/* bytes of DMA memory in its memory objects */
+	__u32 chan_limit, chan_used;	/* channels */
+	__u32 client_limit;		/* RM clients (at most 16) */
+	__u32 strict;			/* 1: opened under strict_as (no VASPACE of its own) */
 };
+#define VGPU_VF_INFO_SIZE_1_1	72u	/* sizeof(struct vgpu_vf_ioc_info) in uapi 1.1 */
 
 /* VGPU_VF_IOC_MBOX: one mailbox call (enum vf_msg_type). The kernel checks RM messages
  * (VF_MSG_RM) against this file's clients and records what they allocate. */
@@ -189,6 +214,34 @@ struct vgpu_vf_ioc_as_info {
 	__u32 reserved;
 };
 
+/* VGPU_VF_IOC_AS_MAP (uapi 1.2): map [offset, offset + length) of an RM memory object this
+ * file allocated (VRAM or DMA memory; client and handle as its ALLOC returned them) into the
+ * file's kernel address space at gpu_va: VRAM by its VF-physical address, DMA memory by its
+ * IOVA, 4 KiB PTEs, every one VOLATILE. gpu_va, offset and length are page aligned (length
+ * 0: to the object's end); the range must lie below 2^48, outside the mirrored range and
+ * outside the channel window [kva_base, kva_base + VGPU_VF_AS_CHAN_WINDOW), and overlap no
+ * other mapping (-EEXIST). A handle the file did not allocate (another file's, a DUP, the
+ * kernel's) is -ENOENT. Freeing the object (or its DEVICE or client) unmaps it before the
+ * host frees it, so the GPU never reaches memory that is somebody else's next. At most
+ * VGPU_VF_AS_MAPS mappings per address space (-ENOSPC). */
+#define VGPU_VF_AS_MAP_READONLY		(1u << 0)
+#define VGPU_VF_AS_MAPS			256
+#define VGPU_VF_AS_CHAN_WINDOW		(16ull << 20)	/* 8 channels of 2 MiB */
+struct vgpu_vf_ioc_as_map {
+	__u32 size;			/* in: sizeof(struct vgpu_vf_ioc_as_map) */
+	__u32 flags;			/* in: VGPU_VF_AS_MAP_READONLY */
+	__u32 client, handle;		/* in: the memory object */
+	__u64 gpu_va;			/* in */
+	__u64 offset, length;		/* in: the part of the object (out: length as mapped) */
+};
+
+/* VGPU_VF_IOC_AS_UNMAP (uapi 1.2): remove the mapping that starts at gpu_va (-ENOENT: none). */
+struct vgpu_vf_ioc_as_unmap {
+	__u32 size;			/* in: sizeof(struct vgpu_vf_ioc_as_unmap) */
+	__u32 flags;			/* in: 0 */
+	__u64 gpu_va;			/* in */
+};
+
 #define VGPU_VF_IOC_INFO	_IOWR(VGPU_VF_IOC_TYPE, 1, struct vgpu_vf_ioc_info)
 #define VGPU_VF_IOC_MBOX	_IOWR(VGPU_VF_IOC_TYPE, 2, struct vgpu_vf_ioc_mbox)
 #define VGPU_VF_IOC_WAIT	_IOWR(VGPU_VF_IOC_TYPE, 3, struct vgpu_vf_ioc_wait)
@@ -198,5 +251,7 @@ struct vgpu_vf_ioc_as_info {
 #define VGPU_VF_IOC_AS_CREATE	_IOWR(VGPU_VF_IOC_TYPE, 7, struct vgpu_vf_ioc_as_create)
 #define VGPU_VF_IOC_AS_CHANNEL	_IOWR(VGPU_VF_IOC_TYPE, 8, struct vgpu_vf_ioc_as_channel)
 #define VGPU_VF_IOC_AS_INFO	_IOWR(VGPU_VF_IOC_TYPE, 9, struct vgpu_vf_ioc_as_info)
+#define VGPU_VF_IOC_AS_MAP	_IOWR(VGPU_VF_IOC_TYPE, 10, struct vgpu_vf_ioc_as_map)
+#define VGPU_VF_IOC_AS_UNMAP	_IOW(VGPU_VF_IOC_TYPE, 11, struct vgpu_vf_ioc_as_unmap)
 
 #endif
