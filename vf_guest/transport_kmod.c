@@ -383,6 +383,52 @@ int vgpu_kmod_as_stats(struct vgpu_vf *vf, struct vgpu_kmod_as_stats *out)
 	return 0;
 }
 
+int vgpu_kmod_quota(struct vgpu_vf *vf, struct vgpu_kmod_quota *out)
+{
+	struct vgpu_vf_ioc_info a = { .size = sizeof(a) };
+	int fd = kmod_fd(vf);
+
+	if (fd < 0)
+		return fd;
+	if (ioctl(fd, VGPU_VF_IOC_INFO, &a) < 0)
+		return -errno;
+	*out = (struct vgpu_kmod_quota){
+		.vram_limit = a.vram_limit, .vram_used = a.vram_used, .dma_limit = a.dma_limit,
+		.dma_used = a.dma_used, .chan_limit = a.chan_limit, .chan_used = a.chan_used,
+		.client_limit = a.client_limit, .strict = a.strict,
+	};
+	return 0;
+}
+
+int vgpu_kmod_as_map(struct vgpu_vf *vf, struct vgpu_mem *mem, uint64_t gpu_va, bool read_only)
+{
+	struct vgpu_vf_ioc_as_map a = { .size = sizeof(a), .gpu_va = gpu_va,
+					.flags = read_only ? VGPU_VF_AS_MAP_READONLY : 0 };
+	int fd = kmod_fd(vf);
+
+	if (fd < 0)
+		return fd;
+	if (!mem || mem->vf != vf || mem->kind != VGPU_MEM_VRAM || !mem->handle || mem->lost)
+		return vf_error(vf, -EINVAL, "AS_MAP: not a VRAM object of this VF");
+	a.client = vf->h_client;
+	a.handle = mem->handle;
+	if (ioctl(fd, VGPU_VF_IOC_AS_MAP, &a) < 0)
+		return vf_error(vf, -errno, "AS_MAP of %llu bytes at GPU %#llx: %s",
+				(unsigned long long)mem->size, (unsigned long long)gpu_va,
+				strerror(errno));
+	return 0;
+}
+
+int vgpu_kmod_as_unmap(struct vgpu_vf *vf, uint64_t gpu_va)
+{
+	struct vgpu_vf_ioc_as_unmap a = { .size = sizeof(a), .gpu_va = gpu_va };
+	int fd = kmod_fd(vf);
+
+	if (fd < 0)
+		return fd;
+	return ioctl(fd, VGPU_VF_IOC_AS_UNMAP, &a) < 0 ? -errno : 0;
+}
+
 const char *vgpu_kmod_device(const struct vgpu_vf *vf)
 {
 	return vf && vf_kmod_is(vf->t) ? to_kmod(vf->t)->path : NULL;

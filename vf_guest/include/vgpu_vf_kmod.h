@@ -67,6 +67,36 @@ int vgpu_kmod_channel_create(struct vgpu_vf *vf, uint32_t runlist, struct vgpu_c
 void vgpu_kmod_channel_destroy(struct vgpu_channel *ch);
 /* The address space's counters. As vgpu_kmod_as_create(). */
 int vgpu_kmod_as_stats(struct vgpu_vf *vf, struct vgpu_kmod_as_stats *out);
+/* ---- per-file quotas and strict_as (uapi 1.2) ----
+ * The driver counts what this attachment (one open file) holds against limits its module
+ * parameters set when the file was opened; an RM call past one fails with -EDQUOT. A file
+ * opened under strict_as may not make a VASPACE or channel of its own (-EPERM from
+ * vgpu_vaspace_create(), vgpu_channel_create()): its GPU work runs on the kernel's address
+ * space, with its own VRAM mapped there by vgpu_kmod_as_map(). */
+
+/* This attachment's limits and use (VGPU_VF_IOC_INFO). A limit of chan_limit 0: only the
+ * VF's own quota applies. */
+struct vgpu_kmod_quota {
+	uint64_t vram_limit, vram_used;	/* bytes */
+	uint64_t dma_limit, dma_used;	/* bytes */
+	uint32_t chan_limit, chan_used;
+	uint32_t client_limit;
+	bool strict;			/* opened under strict_as */
+};
+/* Read them. -EOPNOTSUPP if @vf is not attached through the driver, else the driver's -errno
+ * (-EINVAL from a driver older than uapi 1.2). */
+int vgpu_kmod_quota(struct vgpu_vf *vf, struct vgpu_kmod_quota *out);
+
+/* Map all of @mem, a VRAM object of @vf's (vgpu_mem_alloc(VGPU_MEM_VRAM)), into the kernel's
+ * address space at @gpu_va (page aligned, below 2^48, outside the mirrored process range and
+ * the kernel's channel window: e.g. 2^47 + 1 GiB), read-only for the GPU if @read_only.
+ * GPU work on the kernel's channels then names it by @gpu_va. -EINVAL for DMA memory
+ * buffers (sub-allocated: not an RM object of their own) and bad ranges, -EEXIST over
+ * another mapping, else as vgpu_kmod_as_create(). Freeing @mem unmaps it. */
+int vgpu_kmod_as_map(struct vgpu_vf *vf, struct vgpu_mem *mem, uint64_t gpu_va, bool read_only);
+/* Remove the mapping at @gpu_va. -ENOENT if there is none. */
+int vgpu_kmod_as_unmap(struct vgpu_vf *vf, uint64_t gpu_va);
+
 /* The device node @vf is attached through ("/dev/vgpu-vf1"), or NULL. */
 const char *vgpu_kmod_device(const struct vgpu_vf *vf);
 

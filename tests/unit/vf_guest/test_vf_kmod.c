@@ -108,6 +108,19 @@ static void test_as_other_transport(void **state)
 	vgpu_kmod_channel_destroy(NULL);
 }
 
+/* The quota and AS_MAP calls refuse a VF that is not attached through the driver and leave
+ * their outputs alone. */
+static void test_quota_map_other_transport(void **state)
+{
+	struct vgpu_kmod_quota q = { .vram_limit = 5 };
+
+	(void)state;
+	assert_int_equal(vgpu_kmod_quota(NULL, &q), -EOPNOTSUPP);
+	assert_int_equal(q.vram_limit, 5);
+	assert_int_equal(vgpu_kmod_as_map(NULL, NULL, 1ull << 47, false), -EOPNOTSUPP);
+	assert_int_equal(vgpu_kmod_as_unmap(NULL, 1ull << 47), -EOPNOTSUPP);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -115,6 +128,7 @@ int main(void)
 		cmocka_unit_test(test_not_the_driver),
 		cmocka_unit_test(test_other_transport),
 		cmocka_unit_test(test_as_other_transport),
+		cmocka_unit_test(test_quota_map_other_transport),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
