@@ -35,11 +35,29 @@ int gpu_doorbell_kick_fd(const struct gpu *g, unsigned int fn)
 	return fn < g->nr_fns ? g->fns[fn].kick_fd : -EINVAL;
 }
 
+#if defined(__SANITIZE_THREAD__)
+void __tsan_ignore_thread_begin(void);
+void __tsan_ignore_thread_end(void);
+static void db_tsan_ignore(bool on)
+{
+	if (on)
+		__tsan_ignore_thread_begin();
+	else
+		__tsan_ignore_thread_end();
+}
+#else
+static void db_tsan_ignore(bool on)
+{
+	(void)on;
+}
+#endif
+
 int gpu_doorbell_page_back(struct gpu *g, unsigned int fn, int fd, uint64_t off)
 {
 	uint8_t *page;
 	void *tmp;
 	uint32_t sleeping;
+	bool lost = false;
 	int r = 0;
 
 	if (fn >= g->nr_fns || (off & 4095))
@@ -62,15 +80,20 @@ int gpu_doorbell_page_back(struct gpu *g, unsigned int fn, int fd, uint64_t off)
 	memset(tmp, 0, 4096);
 	((struct vgpu_doorbell_page *)tmp)->sleeping = sleeping;
 	munmap(tmp, 4096);
-	/* MAP_FIXED swaps the page atomically: lock-free readers always see one or the other. */
+	/* MAP_FIXED swaps the page atomically: lock-free readers always see one or the other.
+	 * ThreadSanitizer takes the new mapping for a plain write racing with the pollers'
+	 * atomic loads: it is told to ignore this thread's accesses for the swap. */
+	db_tsan_ignore(true);
 	if (mmap(page, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, (off_t)off) ==
 	    MAP_FAILED) {
 		r = -errno;
 		/* The old mapping may be gone: fall back to the default page. */
-		if (mmap(page, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, g->db_fd,
-			 (off_t)fn * 4096) == MAP_FAILED)
-			cmn_err("gpu: function %u doorbell page lost: %s", fn, cmn_strerror(r));
+		lost = mmap(page, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, g->db_fd,
+			    (off_t)fn * 4096) == MAP_FAILED;
 	}
+	db_tsan_ignore(false);
+	if (lost)
+		cmn_err("gpu: function %u doorbell page lost: %s", fn, cmn_strerror(r));
 	g->fns[fn].db_stuck_since = 0;
 unlock:
 	cmn_mutex_unlock(&g->db_lock);
