@@ -435,7 +435,7 @@ static void test_busy_slices_whole(void **state)
 {
 	static const uint64_t wt[] = { 100, 200, 300, 400 };
 	const unsigned int n = VGPU_ARRAY_SIZE(wt);
-	struct win_run *r = calloc(1, sizeof(*r));
+	struct scale_run *r = calloc(1, sizeof(*r));
 	struct gpu_config cfg = { .nr_vfs = n, .nr_engines = 1, .spin_ns = VGPU_NSEC_PER_SEC,
 				  .clock_ns = sclock_read, .cpu_ns = sclock_cpu };
 	uint64_t dl = cmn_deadline_ns(RUN_TIMEOUT);
@@ -446,8 +446,11 @@ static void test_busy_slices_whole(void **state)
 
 	(void)state;
 	assert_non_null(r);
+	r->n = n;
 	k = sclock_new(500 * WIN_QUANTUM);
 	k->tick = WIN_TICK;
+	k->on_stop = scale_snapshot;	/* the engine runs on at the stop: count then */
+	k->arg = r;
 	cfg.clock_arg = k;
 	t = tgpu_new_cfg(cfg, 8);
 	assert_int_equal(gpu_priv_sched_set(t->p, GPU_SCHED_FIXED_SHARE, WIN_QUANTUM, 0), 0);
@@ -472,7 +475,7 @@ static void test_busy_slices_whole(void **state)
 		gpu_sched_stats(t->g, i + 1, &st);
 		print_message("weight %lu: %lu slices, %lu cut\n", (unsigned long)wt[i],
 			      (unsigned long)st.slices, (unsigned long)st.preempted);
-		assert_true(worker_done(&r->w[i]) > 0 && worker_done(&r->w[i]) < WIN_ITEMS);
+		assert_true(r->done[i] > 0 && r->done[i] < WIN_ITEMS);
 		assert_true(st.slices >= wt[i] / 4);
 		assert_int_equal(st.preempted, 0);
 	}
