@@ -177,9 +177,25 @@ void pma_runs_word_grew(struct pma_region *r, uint64_t gw, uint64_t d)
 		if (v > x->bmax[gw / BLOCK])
 			x->bmax[gw / BLOCK] = v;
 	}
-	/* Only a run that starts at the word's first group lengthens the runs before it. */
-	if (!s)
-		runs_fix_before(r, gw);
+	/* Only a run that starts at the word's first group lengthens the runs before it: the
+	 * top run of each word before that reaches it, by the same rule (the larger of the
+	 * entry and that run, now @n groups longer than the word's top bits). */
+	for (uint64_t j = gw; !s && j > 0 && gw - j < 4;) {
+		uint64_t w = r->gfull[--j];
+		uint32_t top = (~w ? (uint32_t)__builtin_clzll(~w) : 64) + n;
+
+		if (!(w >> 63))
+			break;
+		v = (uint8_t)(top < PMA_RUN_CAP ? top : PMA_RUN_CAP);
+		if (v > x->len[j]) {
+			x->len[j] = v;
+			if (v > x->bmax[j / BLOCK])
+				x->bmax[j / BLOCK] = v;
+		}
+		if (w != ~0ull)
+			break;
+		n += 64;
+	}
 }
 
 void pma_runs_word_shrank(struct pma_region *r, uint64_t gw, uint64_t d)
