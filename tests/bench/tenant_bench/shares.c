@@ -23,7 +23,7 @@
 #define SH_SLICE	(8ull << 20)		/* per function: tables, ring area, data */
 #define SH_ENTRIES	65536u			/* 0.14 s of items of one VF of 8 */
 #define SH_ITEM_BYTES	(4u << 10)
-#define SH_QUANTUM	(200 * VGPU_NSEC_PER_USEC)
+#define SH_QUANTUM	(100 * VGPU_NSEC_PER_USEC)	/* one is 1.25 % of a weight-8 VF's second */
 #define SH_WARMUP	(200 * VGPU_NSEC_PER_MSEC)
 #define SH_WINDOW	VGPU_NSEC_PER_SEC
 #define SH_POLL		(500 * VGPU_NSEC_PER_USEC)
