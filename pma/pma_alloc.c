@@ -506,9 +506,12 @@ PMA_HOT int pma_alloc_pages(struct pma *pma, size_t count, uint64_t page_size,
 	ret = req_init(pma, &q, count, page_size, opts);
 	if (ret)
 		return ret;
-	/* The caller's page array is often not in cache: fetch its first line while the lock's
-	 * atomic exchange waits, rather than on the first store after it. */
+	/* The caller's page array is often not in cache: fetch its first and last lines while
+	 * the lock's atomic exchange waits, rather than on the first stores after it (every
+	 * line between for a 128-page list measured no faster). */
 	__builtin_prefetch(pages_out, 1);
+	if (count <= 128)
+		__builtin_prefetch(pages_out + count - 1, 1);
 	for (;;) {
 		pma_lock(pma);
 		ret = alloc_locked(pma, &q, opts, pages_out, &got, &result);
