@@ -5,10 +5,10 @@
  * 4 KiB FILL per GP entry: small, so that all VFs' data stays in the CPU's L2 and an item
  * costs the same however long ago its VF last ran); the work a VF completed is counted
  * from the GP_GET the engine writes back to the VF's USERD after executing the entries,
- * never from the scheduler's own counters. After a warm-up, each 1 s window gives every VF a share of the items
- * completed in it; its error is |share - target| / target, the target being 1/N (equal
- * share) or its weight over the weights of the busy VFs (fixed share). A case's figure is
- * the worst VF in its worst window. */
+ * never from the scheduler's own counters. After a warm-up, each 1 s window gives every VF
+ * a share of the items completed in it; its error is |share - target| / target, the target
+ * being 1/N (equal share) or its weight over the weights of the busy VFs (fixed share). A
+ * case's figure is the worst VF in its worst window. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +23,7 @@
 #define SH_SLICE	(8ull << 20)		/* per function: tables, ring area, data */
 #define SH_ENTRIES	65536u			/* 0.14 s of items of one VF of 8 */
 #define SH_ITEM_BYTES	(4u << 10)
-#define SH_QUANTUM	(100 * VGPU_NSEC_PER_USEC)	/* one is 1.25 % of a weight-8 VF's second */
+#define SH_QUANTUM	(100 * VGPU_NSEC_PER_USEC)	/* 1.25 % of a weight-8 VF's second */
 #define SH_WARMUP	(200 * VGPU_NSEC_PER_MSEC)
 #define SH_WINDOW	VGPU_NSEC_PER_SEC
 #define SH_POLL		(500 * VGPU_NSEC_PER_USEC)
@@ -222,7 +222,8 @@ static double sh_case(enum gpu_sched_policy policy, unsigned int n, unsigned int
 		for (unsigned int fn = 1; fn <= n; fn++) {
 			double target = policy == GPU_SCHED_FIXED_SHARE ?
 						(double)sh_weight(fn - 1, n) / (double)wsum : 1.0 / n;
-			double err = ((double)(cur[fn] - prev[fn]) / (double)total - target) / target * 100;
+			double share = (double)(cur[fn] - prev[fn]) / (double)total;
+			double err = (share - target) / target * 100;
 
 			err = err < 0 ? -err : err;
 			worst = err > worst ? err : worst;

@@ -291,11 +291,11 @@ static void test_scale_shares(void **state)
 
 /* ---- shares in every window while the host preempts the engine --------------------- */
 
-#define WIN_TICK	(10 * VGPU_NSEC_PER_USEC)	/* a clock read: a turn's edges cost little */
+#define WIN_TICK	(10 * VGPU_NSEC_PER_USEC)	/* a read: a turn's edges cost little */
 #define WIN_QUANTUM	(200 * VGPU_NSEC_PER_USEC)
 #define WIN_LEN		VGPU_NSEC_PER_SEC	/* a window: 5000 slices */
 #define WIN_COUNT	3u		/* the first one is the warm-up */
-#define WIN_PREEMPT	(300 * VGPU_NSEC_PER_USEC)	/* shorter than a stall (GPU_STALL_NS) */
+#define WIN_PREEMPT	(300 * VGPU_NSEC_PER_USEC)	/* under a stall (GPU_STALL_NS) */
 
 struct win_run {
 	struct worker w[MAX_BUSY];
