@@ -4,7 +4,7 @@
  * GPU faults, the kernel services the faults (hmm_range_fault, migration into VRAM, PTEs,
  * replay) and the CPU checks the results in place; munmap and fork's copy on write must
  * leave no stale GPU mapping; a bad address in another process cancels only that process's
- * channel. */
+ * channel. A VRAM object of the library's is mapped into the address space by AS_MAP. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <vgpu/gmmu.h>
 #include <vgpu/gpfifo.h>
 
 #include "common/err.h"
@@ -24,6 +25,7 @@
 
 #define KAS_LEN		(64u << 10)
 #define KAS_TIMEOUT_NS	(60ull * 1000 * 1000 * 1000)	/* TCG, a fault per 64 KiB */
+#define KAS_MAP_VA	((1ull << 47) + (1ull << 30))	/* past the channel window */
 
 struct kas {
 	struct vgpu_vf *vf;
@@ -203,6 +205,41 @@ out:
 	return ret;
 }
 
+/* A VRAM object mapped at KAS_MAP_VA: counted in the file's use, a second mapping over it
+ * refused, after the unmap none left to remove. (GPU work on AS_MAP'd memory is
+ * vgpu-kmod-test's strict_as case.) */
+static int mapped(struct kas *c)
+{
+	struct vgpu_kmod_quota q;
+	struct vgpu_mem *m;
+	int ret = vgpu_mem_alloc(c->vf, VGPU_MEM_VRAM, KAS_LEN, VGPU_GMMU_PAGE_64K, &m);
+
+	if (ret)
+		return why(c, ret, "VRAM: %s", vgpu_vf_strerror(ret));
+	ret = vgpu_kmod_as_map(c->vf, m, KAS_MAP_VA, false);
+	if (ret) {
+		why(c, ret, "AS_MAP: %s", vgpu_vf_strerror(ret));
+		goto out;
+	}
+	ret = vgpu_kmod_as_map(c->vf, m, KAS_MAP_VA, true);
+	if (ret != -EEXIST) {
+		ret = why(c, -EIO, "a second AS_MAP at the same address: %d", ret);
+		goto out;
+	}
+	ret = vgpu_kmod_quota(c->vf, &q);
+	if (!ret && q.vram_used < KAS_LEN)
+		ret = why(c, -EIO, "the file holds %llu bytes of VRAM", (unsigned long long)q.vram_used);
+	if (!ret)
+		ret = vgpu_kmod_as_unmap(c->vf, KAS_MAP_VA);
+	if (!ret && vgpu_kmod_as_unmap(c->vf, KAS_MAP_VA) != -ENOENT)
+		ret = why(c, -EIO, "a second AS_UNMAP found a mapping");
+	if (ret && !c->why[0])
+		why(c, ret, "quota or AS_UNMAP: %s", vgpu_vf_strerror(ret));
+out:
+	vgpu_mem_free(m);	/* unmaps it if still mapped */
+	return ret;
+}
+
 int vft_kmod_as_case(struct vgpu_vf *vf, char *why_buf, size_t len)
 {
 	struct kas c = { .vf = vf, .why = why_buf, .len = len };
@@ -217,6 +254,8 @@ int vft_kmod_as_case(struct vgpu_vf *vf, char *why_buf, size_t len)
 	if (ret)
 		return why(&c, ret, "a channel on it: %s", vgpu_vf_strerror(ret));
 	ret = work(&c);
+	if (!ret)
+		ret = mapped(&c);
 	vgpu_kmod_channel_destroy(c.ch);
 	if (ret)
 		return ret;
