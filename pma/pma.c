@@ -147,9 +147,9 @@ static void region_blacklist_locked(struct pma *pma, struct pma_region *r, uint6
 	uint64_t m = VGPU_BIT(idx % 64);
 
 	pma_assert_locked(pma);
-	if (w->black & m)
+	if (PMA_ATTRS(r, w)->black & m)
 		return;
-	w->black |= m;
+	PMA_ATTRS(r, w)->black |= m;
 	r->black_frames++;
 	pma_region_refresh(r, wi, wi, old);
 }
@@ -280,11 +280,11 @@ int pma_query(struct pma *pma, uint64_t addr, uint32_t *state_out)
 	st = (w->alloc & m) ? ((w->pin & m) ? PMA_STATE_PIN : PMA_STATE_UNPIN) : PMA_STATE_FREE;
 	if ((w->alloc & m) && (w->persist & m))
 		st |= PMA_ATTR_PERSISTENT;
-	if (w->evict & m)
+	if (PMA_ATTRS(r, w)->evict & m)
 		st |= PMA_ATTR_EVICTING;
-	if (w->scrub & m)
+	if (PMA_ATTRS(r, w)->scrub & m)
 		st |= PMA_ATTR_SCRUBBING;
-	if (w->black & m)
+	if (PMA_ATTRS(r, w)->black & m)
 		st |= PMA_ATTR_BLACKLIST;
 	pma_unlock(pma);
 	*state_out = st;

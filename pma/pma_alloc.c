@@ -167,7 +167,7 @@ take_commit_64k(struct pma_region *r, bool partial, size_t need, struct pma_opar
 			struct pma_word *w = &r->words[base / 64];
 			uint64_t m = !partial ? 0xffffffffull
 				     : plain ? (~w->alloc >> sh) & 0xffffffffull
-				     : (pma_word_avail(w) >> sh) & 0xffffffffull;
+				     : (pma_word_avail(r, w) >> sh) & 0xffffffffull;
 			uint64_t addr0 = (r->first + base) << PMA_FRAME_SHIFT, fm;
 			size_t left = need - got, nm = cmn_popcount(m);
 			uint64_t sel = nm <= left ? m : low_bits(m, left);

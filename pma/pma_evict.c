@@ -38,15 +38,15 @@ void pma_evict_unregister(struct pma *pma)
 }
 
 /* Frames that are free, or allocated unpinned and otherwise idle: what eviction can yield. */
-static inline uint64_t word_evictable(const struct pma_word *w)
+static inline uint64_t word_evictable(const struct pma_region *r, const struct pma_word *w)
 {
-	return pma_word_avail(w) | (w->alloc & ~w->pin & ~w->evict & ~w->scrub & ~w->black);
+	return pma_word_avail(r, w) | (w->alloc & ~w->pin & ~pma_word_attrs(r, w));
 }
 
 static bool span_evictable(const struct pma_region *r, uint64_t s, uint64_t n)
 {
 	pma_for_each_word(s, n, wi, m)
-		if ((word_evictable(&r->words[wi]) & m) != m)
+		if ((word_evictable(r, &r->words[wi]) & m) != m)
 			return false;
 	return true;
 }

@@ -12,7 +12,7 @@ int pma_range_claimable(const struct pma_region *r, uint64_t s, uint64_t n)
 
 		if (w->alloc & m)
 			return -EEXIST;
-		if ((w->evict | w->scrub | w->black) & m)
+		if (pma_word_attrs(r, w) & m)
 			ret = -ENOMEM;
 	}
 	return ret;

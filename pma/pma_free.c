@@ -201,7 +201,7 @@ static PMA_HOT_INLINE void small_free_words(struct pma_region *r, const uint64_t
 	 * as taken. Only a group becoming whole (gfull) branches, and that is rare. */
 	for (int k = 0; k < nw; k++) {
 		struct pma_word *w = &r->words[wv[k]];
-		uint64_t attrs = plain ? 0 : w->evict | w->scrub | w->black;
+		uint64_t attrs = plain ? 0 : pma_word_attrs(r, w);
 		uint64_t fm = mv[k] & ~attrs, a1 = ~(w->alloc | attrs) | fm;
 		uint64_t gw = wv[k] / 32, sh = (wv[k] % 32) * 2, of = r->gfull[gw], nf, np;
 		uint32_t lo = (uint32_t)a1, hi = (uint32_t)(a1 >> 32);
@@ -299,7 +299,7 @@ static PMA_HOT_INLINE int free_fast_locked(struct pma *pma, const uint64_t *page
 
 				if ((w->alloc & m) != m)
 					return -ENOENT;
-				attrs |= !plain && ((w->evict | w->scrub | w->black) & m);
+				attrs |= !plain && (pma_word_attrs(r, w) & m);
 			}
 		if (attrs)
 			return 1;	/* such groups do not become whole: the general path */

@@ -18,7 +18,7 @@ static int pin_check(struct pma *pma, const uint64_t *pages, size_t count, uint6
 		pma_for_each_word(idx, pf, wi, m) {
 			const struct pma_word *w = &r->words[wi];
 
-			if (w->evict & m)
+			if (PMA_ATTRS(r, w)->evict & m)
 				return -EBUSY;
 			if ((w->alloc & m) != m)
 				ret = ret ? ret : -ENOENT;

@@ -31,11 +31,12 @@ struct pma_region *pma_region_new(const struct pma_region_desc *desc, unsigned i
 	r->nr_groups = (r->nr_words * 64) >> PMA_GROUP_SHIFT;
 	gw = group_words(r);
 	r->words = calloc(r->nr_words, sizeof(*r->words));
+	r->attrs = calloc(r->nr_words, sizeof(*r->attrs));
 	r->gfull = calloc(gw, sizeof(uint64_t));
 	r->gpart = calloc(gw, sizeof(uint64_t));
 	r->gfull_sum = calloc(VGPU_BITMAP_WORDS(gw), sizeof(uint64_t));
 	r->gpart_sum = calloc(VGPU_BITMAP_WORDS(gw), sizeof(uint64_t));
-	if (!r->words || !r->gfull || !r->gpart || !r->gfull_sum || !r->gpart_sum)
+	if (!r->words || !r->attrs || !r->gfull || !r->gpart || !r->gfull_sum || !r->gpart_sum)
 		goto fail;
 
 	/* Padding below and above the real frames is allocated+pinned for good. */
@@ -67,6 +68,7 @@ void pma_region_free(struct pma_region *r)
 	pma_tree_fini(&r->ftree);
 	pma_runs_fini(&r->runs);
 	free(r->words);
+	free(r->attrs);
 	free(r->gfull);
 	free(r->gpart);
 	free(r->gfull_sum);
@@ -79,7 +81,7 @@ uint64_t pma_region_count_avail(const struct pma_region *r, uint64_t w0, uint64_
 	uint64_t n = 0;
 
 	for (uint64_t wi = w0; wi <= w1; wi++)
-		n += cmn_popcount(pma_word_avail(&r->words[wi]));
+		n += cmn_popcount(pma_word_avail(r, &r->words[wi]));
 	return n;
 }
 
@@ -137,7 +139,7 @@ int pma_region_check(struct pma_region *r)
 
 	for (uint64_t wi = 0; wi < r->nr_words; wi++) {
 		const struct pma_word *w = &r->words[wi];
-		uint64_t a = pma_word_avail(w), real = 0, lo = wi * 64;
+		uint64_t a = pma_word_avail(r, w), real = 0, lo = wi * 64;
 
 		if (lo + 64 > r->lo && lo < r->hi) {
 			uint64_t s = cmn_max(lo, r->lo), e = cmn_min(lo + 64, r->hi);
@@ -151,9 +153,9 @@ int pma_region_check(struct pma_region *r)
 		if (r->dirty_only && (~w->alloc & ~w->persist & real))
 			return region_fail(r, "clean free frame in a dirty-only region", wi);
 		free_frames += cmn_popcount(a);
-		scrub += cmn_popcount(w->scrub & real);
-		black += cmn_popcount(w->black & real);
-		evict += cmn_popcount(w->evict);
+		scrub += cmn_popcount(PMA_ATTRS(r, w)->scrub & real);
+		black += cmn_popcount(PMA_ATTRS(r, w)->black & real);
+		evict += cmn_popcount(PMA_ATTRS(r, w)->evict);
 		for (unsigned int h = 0; h < 2; h++) {
 			uint32_t half = (uint32_t)(a >> (32 * h));
 			uint64_t g = wi * 2 + h;

@@ -59,7 +59,7 @@ static size_t take_small(const struct pma_region *r, const uint64_t *map, const 
 		else
 			glo = g + 1;
 		base = g << PMA_GROUP_SHIFT;
-		m = (pma_word_avail(&r->words[base / 64]) >> (base % 64)) & 0xffffffffull;
+		m = (pma_word_avail(r, &r->words[base / 64]) >> (base % 64)) & 0xffffffffull;
 		if (base < lo)
 			m &= ~0ull << (lo - base);
 		if (base + PMA_GROUP_FRAMES > hi)

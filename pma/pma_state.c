@@ -13,7 +13,7 @@ void pma_range_apply(struct pma_region *r, uint64_t s, uint64_t n, enum pma_op o
 				   : pma_groups_apply(r, s / PMA_GROUP_FRAMES, n / PMA_GROUP_FRAMES, op, a)))
 		return;
 	pma_for_each_word(s, n, wi, m) {
-		uint64_t old = pma_word_avail(&r->words[wi]);
+		uint64_t old = pma_word_avail(r, &r->words[wi]);
 
 		pma_word_apply(r, &r->words[wi], m, op, a);
 		pma_region_word_update(r, wi, old);
@@ -26,7 +26,7 @@ void pma_page_apply(struct pma_region *r, uint64_t idx, uint64_t pf, enum pma_op
 	if (pf == PMA_GROUP_FRAMES && !(idx % PMA_GROUP_FRAMES) && pma_group_apply(r, idx, op, a))
 		return;
 	if (pf < PMA_GROUP_FRAMES && pf <= 64 - idx % 64) {
-		uint64_t wi = idx / 64, old = pma_word_avail(&r->words[wi]);
+		uint64_t wi = idx / 64, old = pma_word_avail(r, &r->words[wi]);
 
 		pma_word_apply(r, &r->words[wi], cmn_mask(idx % 64, (unsigned int)pf), op, a);
 		pma_region_word_update(r, wi, old);

@@ -21,7 +21,7 @@ static inline uint64_t tree_unit_word(const struct pma_region *r, bool g, uint64
 {
 	if (g)
 		return wi < VGPU_BITMAP_WORDS(r->nr_groups) ? r->gfull[wi] : 0;
-	return wi < r->nr_words ? pma_word_avail(&r->words[wi]) : 0;
+	return wi < r->nr_words ? pma_word_avail(r, &r->words[wi]) : 0;
 }
 
 #define NPRE(nd, g) ((nd)->pre)
@@ -31,7 +31,7 @@ static inline uint64_t tree_unit_word(const struct pma_region *r, bool g, uint64
 /* Available frames of group @g as the low 32 bits. */
 static inline uint32_t group_avail(const struct pma_region *r, uint64_t g)
 {
-	return (uint32_t)(pma_word_avail(&r->words[g / 2]) >> (32 * (g % 2)));
+	return (uint32_t)(pma_word_avail(r, &r->words[g / 2]) >> (32 * (g % 2)));
 }
 
 /* A leaf is one word of group bits (64 groups, 2048 frames). It is summarised from the group
