@@ -200,7 +200,8 @@ static int adopt_all(struct vf_dma *d)
 
 /* Out of owned memory for @n pages aligned to @align: a chunk, else just enough, else enough
  * to align. A chunk refused for space or quota is no failure yet; what the caller gets is
- * the answer to the smallest request (-ENOMEM "no space" and -VGPU_EQUOTA stay distinct). */
+ * the answer to the smallest request (-ENOMEM "no space", -VGPU_EQUOTA the function's quota and
+ * -EDQUOT the guest kernel driver's per-file quota stay distinct). */
 static int grow_for(struct vf_dma *d, uint64_t n, uint64_t align)
 {
 	uint64_t need = (n * VF_DMA_PAGE + SYS_GRAIN - 1) / SYS_GRAIN * SYS_GRAIN;
@@ -214,7 +215,7 @@ static int grow_for(struct vf_dma *d, uint64_t n, uint64_t align)
 		ret = grow(d, tries[i]);
 		if (ret == -EOPNOTSUPP || ret == -ENODEV)
 			return adopt_all(d);
-		if (ret != -ENOMEM && ret != -VGPU_EQUOTA)
+		if (ret != -ENOMEM && ret != -VGPU_EQUOTA && ret != -EDQUOT)
 			return ret;
 		if (tries[i] == need)
 			err = ret;

@@ -501,7 +501,7 @@ static int pool_get(struct vf_managed *st, uint64_t want)
 		ret = vgpu_mem_alloc(st->vf, VGPU_MEM_VRAM, sz, VGPU_GMMU_PAGE_2M, &st->pool);
 		if (!ret)
 			break;
-		if (ret != -VGPU_EQUOTA && ret != -ENOMEM && ret != -ENOSPC)
+		if (ret != -VGPU_EQUOTA && ret != -EDQUOT && ret != -ENOMEM && ret != -ENOSPC)
 			return ret;
 	}
 	if (ret)
