@@ -205,9 +205,10 @@ out:
 	return ret;
 }
 
-/* A VRAM object mapped at KAS_MAP_VA: counted in the file's use, a second mapping over it
- * refused, after the unmap none left to remove. (GPU work on AS_MAP'd memory is
- * vgpu-kmod-test's strict_as case.) */
+/* A VRAM object mapped at KAS_MAP_VA: the GPU fills it through the kernel's channel (the CPU
+ * sees the words), it is counted in the file's use, a second mapping over it is refused,
+ * after the unmap none is left to remove. Freed afterwards with the GPU's words in it, so
+ * the channels of the later cases may be made on VRAM that held them. */
 static int mapped(struct kas *c)
 {
 	struct vgpu_kmod_quota q;
@@ -219,6 +220,12 @@ static int mapped(struct kas *c)
 	ret = vgpu_kmod_as_map(c->vf, m, KAS_MAP_VA, false);
 	if (ret) {
 		why(c, ret, "AS_MAP: %s", vgpu_vf_strerror(ret));
+		goto out;
+	}
+	ret = fill(c->ch, (void *)(uintptr_t)KAS_MAP_VA, KAS_LEN, 0x5a5a5a5au);
+	if (ret || first_not(vgpu_mem_cpu(m), KAS_LEN, 0x5a5a5a5au) >= 0) {
+		ret = why(c, ret ? ret : -EIO, "FILL on AS_MAP'd VRAM: %s",
+			  ret ? vgpu_vf_strerror(ret) : "wrong result");
 		goto out;
 	}
 	ret = vgpu_kmod_as_map(c->vf, m, KAS_MAP_VA, true);
