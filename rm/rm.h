@@ -72,7 +72,8 @@ struct rm_event {
 	uint64_t stall_ns;	/* WATCHDOG (HUNG): how long GP_GET did not move */
 	int recovery;		/* WATCHDOG (HUNG): 0 if the RM stopped the channel (a
 				 * CHAN_ERROR event follows), else -errno (-ENOENT: freed
-				 * or disabled meanwhile) */
+				 * or disabled meanwhile, or the id is another channel's
+				 * now) */
 };
 
 /* What the owner tells the RM about the device (rm_device_ops.info). */
@@ -106,6 +107,10 @@ struct rm_device_ops {
 	/* Stop @fn's quiesced channel @chid with error @err (enum vgpu_chan_error) as the
 	 * device does on its own errors; -EALREADY if it is in error already. */
 	int (*chan_error)(void *ctx, unsigned int fn, uint32_t chid, uint32_t err);
+	/* The allocation @fn's channel @chid is now (the gen of its privileged record), 0 if
+	 * it is free. Optional: without it a watchdog record is taken to be about the channel
+	 * that holds the id when the RM acts on it. */
+	uint64_t (*chan_gen)(void *ctx, unsigned int fn, uint32_t chid);
 	/* Submit for a guest as it would itself: store @gp_put (release) at @addr (USERD's
 	 * GP_PUT: a device VRAM offset for VGPU_APER_VRAM, an IOVA of @fn's domain for
 	 * VGPU_APER_SYS), then ring @fn's doorbell with @token. -EFAULT: not reachable. */

@@ -17,10 +17,22 @@
  * until vgpu/gpfifo.h has a watchdog code. */
 #define RM_WD_CHAN_ERROR	VGPU_CHAN_ERR_SEM_TIMEOUT
 
-/* Stop a hung channel: off its runlist and disabled as CHANNEL_ENABLE(0) does (the records
- * follow, so a device reset does not bring it back enabled), then, once no engine runs it,
- * in the error state: USERD tells the guest, and the GSP posts the CHAN_ERROR. */
-static int rm_chan_recover(struct rm *rm, unsigned int fn, uint32_t chid)
+/* Whether channel @chid of @fn is still allocation @gen, the one the GSP found hung. The
+ * record waited in the event queue: meanwhile its channel may have been freed and the id
+ * given to a new channel (another client's, on memory just handed out), which must not be
+ * stopped for the old one's hang. */
+static bool rm_chan_same_alloc(struct rm *rm, unsigned int fn, uint32_t chid, uint64_t gen)
+{
+	if (!gen || !rm->cfg.ops->chan_gen)
+		return true;
+	return rm->cfg.ops->chan_gen(rm->cfg.ops_ctx, fn, chid) == gen;
+}
+
+/* Stop hung channel @chid, allocation @gen: off its runlist and disabled as
+ * CHANNEL_ENABLE(0) does (the records follow, so a device reset does not bring it back
+ * enabled), then, once no engine runs it, in the error state: USERD tells the guest, and
+ * the GSP posts the CHAN_ERROR. */
+static int rm_chan_recover(struct rm *rm, unsigned int fn, uint32_t chid, uint64_t gen)
 {
 	bool on;
 	int ret;
@@ -28,7 +40,8 @@ static int rm_chan_recover(struct rm *rm, unsigned int fn, uint32_t chid)
 	rm_dev_lock(rm);
 	on = rm->fns[fn].chans[chid].live && rm->fns[fn].chans[chid].enabled;
 	rm_dev_unlock(rm);
-	if (!on)	/* freed or disabled since the GSP looked: nothing to recover */
+	/* Freed or disabled since the GSP looked, or another channel now: nothing to recover. */
+	if (!on || !rm_chan_same_alloc(rm, fn, chid, gen))
 		return -ENOENT;
 	ret = rm_chan_enable(rm, fn, chid, false);
 	if (!ret)
@@ -40,8 +53,10 @@ static int rm_chan_recover(struct rm *rm, unsigned int fn, uint32_t chid)
 	return ret;
 }
 
-/* Fill @out from a GSP record; false if the record is not believable (the GSP may lie). */
-static bool rm_event_parse(struct rm *rm, const struct vgpu_rpc_event *ev, struct rm_event *out)
+/* Fill @out (and *@gen: a watchdog record's allocation, 0 if none said) from a GSP record;
+ * false if the record is not believable (the GSP may lie). */
+static bool rm_event_parse(struct rm *rm, const struct vgpu_rpc_event *ev, struct rm_event *out,
+			   uint64_t *gen)
 {
 	*out = (struct rm_event){ .fn = ev->gfid, .chid = (uint32_t)ev->data[0],
 				  .code = (uint32_t)ev->data[1] };
@@ -62,6 +77,7 @@ static bool rm_event_parse(struct rm *rm, const struct vgpu_rpc_event *ev, struc
 		out->kind = RM_EVENT_WATCHDOG;
 		out->gp_get = (uint32_t)ev->data[2];
 		out->stall_ns = ev->data[3];
+		*gen = ev->data[4];
 		return ev->data[1] == VGPU_RPC_WD_HUNG || ev->data[1] == VGPU_RPC_WD_PREEMPT_TIMEOUT;
 	}
 	return false;
@@ -71,6 +87,7 @@ void rm_gsp_event(void *ctx, const struct vgpu_rpc_event *ev)
 {
 	struct rm *rm = ctx;
 	struct rm_event e;
+	uint64_t gen = 0;
 
 	if (rm->gsp_cfg.event_cb)
 		rm->gsp_cfg.event_cb(rm->gsp_cfg.ctx, ev);
@@ -84,14 +101,14 @@ void rm_gsp_event(void *ctx, const struct vgpu_rpc_event *ev)
 		break;
 	}
 	rm_dev_sync_acquire(rm->dev.tsan_sync);	/* the device's side, through the GSP */
-	if (!rm_event_parse(rm, ev, &e)) {
+	if (!rm_event_parse(rm, ev, &e, &gen)) {
 		if (atomic_fetch_add(&rm->events_bad, 1) < 8)
 			cmn_warn("rm: GSP event %#x for function %u ignored (bad record)", ev->type,
 				  ev->gfid);
 		return;
 	}
 	if (e.kind == RM_EVENT_WATCHDOG && e.code == VGPU_RPC_WD_HUNG) {
-		e.recovery = rm_chan_recover(rm, e.fn, e.chid);
+		e.recovery = rm_chan_recover(rm, e.fn, e.chid, gen);
 		cmn_warn("rm: watchdog: function %u channel %u stuck at GP %u for %llu ms: %s",
 			  e.fn, e.chid, e.gp_get, (unsigned long long)(e.stall_ns / VGPU_NSEC_PER_MSEC),
 			  e.recovery ? cmn_strerror(e.recovery) : "stopped");

@@ -129,7 +129,8 @@ struct vgpu_rpcq_lane_gsp {		/* GSP lane page */
  *   MMU_FAULT   data[0] chid, [1] enum vgpu_fault_reason, [2] faulting VA, [3] faults folded
  *               (>= 1), [4] 0; a FAULT_REPLAY RPC's record has [4] = VGPU_RPC_FAULT_REPLAYED
  *   WATCHDOG    data[0] chid, [1] enum vgpu_rpc_wd_reason, [2] GP_GET,
- *               [3] nanoseconds without progress (HUNG) or 0
+ *               [3] nanoseconds without progress (HUNG) or 0, [4] the allocation (HUNG:
+ *               the channel's gen in the privileged table, gpu_model/gpu.h) or 0
  * Records are folded per channel and poll, so a storm of errors costs at most one record
  * per channel per poll. A device-error record that finds the queue full is not dropped: it
  * stays in the device's counters and goes out, folded, at a later poll (evt_deferred

@@ -51,6 +51,19 @@ static int hw_chan_error(void *ctx, unsigned int fn, uint32_t chid, uint32_t err
 	return gpu_chan_error(((struct rm_hw *)ctx)->gpu, fn, chid, (enum vgpu_chan_error)err);
 }
 
+static uint64_t hw_chan_gen(void *ctx, unsigned int fn, uint32_t chid)
+{
+	const struct gpu_priv_shared *sh = gpu_priv_view(((struct rm_hw *)ctx)->gpu);
+	const struct gpu_priv_chan *pc;
+
+	if (fn >= __atomic_load_n(&sh->nr_fns, __ATOMIC_RELAXED) || chid >= GPU_FN_MAX_CHANNELS)
+		return 0;
+	pc = &sh->fns[fn].chans[chid];
+	if (!(__atomic_load_n(&pc->flags, __ATOMIC_ACQUIRE) & GPU_CHAN_ALLOCATED))
+		return 0;
+	return __atomic_load_n(&pc->gen, __ATOMIC_ACQUIRE);
+}
+
 static int hw_chan_submit(void *ctx, unsigned int fn, uint32_t aper, uint64_t addr,
 			  uint32_t gp_put, uint32_t token)
 {
@@ -108,6 +121,7 @@ const struct rm_device_ops rm_hw_ops = {
 	.vram_scrub = hw_vram_scrub,
 	.chan_quiesce = hw_chan_quiesce,
 	.chan_error = hw_chan_error,
+	.chan_gen = hw_chan_gen,
 	.chan_submit = hw_chan_submit,
 	.fault_replay = hw_fault_replay,
 	.dma_size = hw_dma_size,

@@ -847,7 +847,7 @@ static void srv_wd_chan(struct gsp_fw *s, unsigned int fn, unsigned int ch, uint
 		return;
 	/* Full queue: not fired yet, so the next poll tries again. */
 	if (!srv_event_dev(s, VGPU_RPC_EVT_WATCHDOG, fn,
-			   (const uint64_t[5]){ ch, VGPU_RPC_WD_HUNG, get, now - w->since }))
+			   (const uint64_t[5]){ ch, VGPU_RPC_WD_HUNG, get, now - w->since, gen }))
 		return;
 	w->fired = true;
 	s->wd_hung++;
