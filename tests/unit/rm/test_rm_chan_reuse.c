@@ -341,8 +341,10 @@ static void test_watchdog_record_of_freed_channel(void **state)
 	st = wd_tick(hung.chid, wd);
 	assert_true(st.fired);
 	dl = cmn_deadline_ns(T_WAIT);
-	while (!atomic_load(&rec.held))
+	while (!atomic_load(&rec.held)) {
 		assert_false(cmn_deadline_passed(dl));
+		cmn_sleep_ns(VGPU_NSEC_PER_MSEC);
+	}
 	/* The record waits; the channel goes and its id is another client's. */
 	assert_int_equal(rm_free(fx.rm, 1, a.hc, hung.h), 0);
 	client_up(&b);
