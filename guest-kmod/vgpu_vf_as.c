@@ -299,7 +299,7 @@ static const char *vvf_as_why(int err)
 /* The process could not have made this access: stop the channel (disabled, so no replay
  * resumes it), show VGPU_CHAN_ERR_MMU_FAULT in its USERD as the device shows its own
  * errors, and post VF_EVT_CHAN_ERROR to the file that owns it. Nobody else is affected. */
-static void vvf_as_cancel(struct vvf_as *as, u32 chid, u64 va, int why)
+static void vvf_as_cancel(struct vvf_as *as, u32 chid, u64 va, int why, const char *step)
 {
 	struct vgpu_rm_enable_params off = { .enable = 0 };
 	struct vf_event e = { .type = VF_EVT_CHAN_ERROR, .arg0 = chid,
@@ -332,8 +332,9 @@ static void vvf_as_cancel(struct vvf_as *as, u32 chid, u64 va, int why)
 	}
 	mutex_unlock(&as->lock);
 	vvf_files_event(as->vd, &e);
-	dev_info_ratelimited(&as->vd->pdev->dev, "channel %u cancelled: GPU fault at %#llx: %s "
-			     "(%d)\n", chid, (unsigned long long)va, vvf_as_why(why), why);
+	dev_info_ratelimited(&as->vd->pdev->dev, "channel %u of process %d cancelled: GPU fault at "
+			     "%#llx: %s (%d, %s)\n", chid, pid_nr(as->pid), (unsigned long long)va,
+			     vvf_as_why(why), why, step);
 }
 
 /* ---- fault service ---- */
@@ -389,14 +390,20 @@ static u64 vvf_as_evict(struct vvf_as *as, struct mm_struct *mm, u64 keep_start,
 /* The block around @va to service (VVF_AS_BLOCK pages, inside its vma and the mirrored
  * range) into @r, if the process could make the access itself. Under mmap_read_lock.
  * 0, -EFAULT (no vma, or not readable / writable as the access needs) or -EOPNOTSUPP
- * (shared or file memory, which does not move into VRAM). */
-static int vvf_as_block(struct vvf_as *as, u64 va, bool write, struct hmm_range *r)
+ * (shared or file memory, which does not move into VRAM); *@step names the check. */
+static int vvf_as_block(struct vvf_as *as, u64 va, bool write, struct hmm_range *r,
+			const char **step)
 {
 	struct vm_area_struct *vma = vma_lookup(as->mm, va);
 	u64 base = ALIGN_DOWN(va, VVF_AS_BLOCK * PAGE_SIZE);
 
-	if (!vma || !(vma->vm_flags & VM_READ) || (write && !(vma->vm_flags & VM_WRITE)))
+	*step = "no vma";
+	if (!vma)
 		return -EFAULT;
+	*step = "vma permissions";
+	if (!(vma->vm_flags & VM_READ) || (write && !(vma->vm_flags & VM_WRITE)))
+		return -EFAULT;
+	*step = "vma kind";
 	if (!vma_is_anonymous(vma) || (vma->vm_flags & VM_SHARED))
 		return -EOPNOTSUPP;
 	r->start = max3(as->start, (u64)vma->vm_start, base);
@@ -463,8 +470,10 @@ static int vvf_as_map(struct vvf_as *as, const struct hmm_range *r)
 /* Map the block around @va for the GPU: the process's own pages, faulted in as the access
  * needs (writable for a write), moved into VRAM. 0, or why the channel must be cancelled
  * (-EFAULT, -EOPNOTSUPP: see vvf_as_block; -ENOMEM: no room in VRAM or in the page
- * tables; -EBUSY: invalidations kept racing for a second). */
-static int vvf_as_service(struct vvf_as *as, u64 va, bool write)
+ * tables; -EBUSY: invalidations kept racing for a second). *@step names the step that
+ * failed, for the log: a cancel must say whether the process's own mapping refused the
+ * access or a step of the service did. */
+static int vvf_as_service(struct vvf_as *as, u64 va, bool write, const char **step)
 {
 	unsigned long pfns[VVF_AS_BLOCK], timeout = jiffies + msecs_to_jiffies(1000);
 	struct hmm_range range = {
@@ -474,17 +483,22 @@ static int vvf_as_service(struct vvf_as *as, u64 va, bool write)
 	int ret, round = 0;
 
 	va &= PAGE_MASK;
+	*step = "outside the mirrored range";
 	if (va < as->start || va >= as->end)
 		return -EFAULT;
+	*step = "SVM pool";
 	ret = vvf_svm_ensure(as->vd);
 	while (!ret) {
+		*step = "invalidations kept racing";
 		if (time_after(jiffies, timeout))
 			return -EBUSY;
 		range.notifier_seq = mmu_interval_read_begin(&as->mni);
 		mmap_read_lock(as->mm);
-		ret = vvf_as_block(as, va, write, &range);
-		if (!ret)
+		ret = vvf_as_block(as, va, write, &range, step);
+		if (!ret) {
+			*step = "hmm_range_fault";
 			ret = hmm_range_fault(&range);
+		}
 		if (ret) {
 			mmap_read_unlock(as->mm);
 			if (ret == -EBUSY)
@@ -493,6 +507,7 @@ static int vvf_as_service(struct vvf_as *as, u64 va, bool write)
 		}
 		if (!vvf_as_resident(as, &range)) {
 			/* In system memory (or the zero page): into VRAM, then look again. */
+			*step = "migration into VRAM";
 			ret = ++round > VVF_AS_RETRIES ? -ENOMEM : 0;
 			if (ret)
 				mmap_read_unlock(as->mm);
@@ -506,6 +521,7 @@ static int vvf_as_service(struct vvf_as *as, u64 va, bool write)
 			mmap_read_unlock(as->mm);
 			continue;
 		}
+		*step = "PTEs";
 		ret = vvf_as_map(as, &range);
 		mutex_unlock(&as->lock);
 		mmap_read_unlock(as->mm);
@@ -519,6 +535,7 @@ static void vvf_as_work(struct work_struct *w)
 	struct vvf_as *as = container_of(w, struct vvf_as, work);
 	struct vgpu_fault_entry *q;
 	bool alive, served = false;
+	const char *step = "process gone";
 	u32 i, j, n;
 	int ret;
 
@@ -538,10 +555,10 @@ static void vvf_as_work(struct work_struct *w)
 				break;
 		if (j < i || vvf_as_chan_cancelled(as, q[i].chid))
 			continue;
-		ret = alive ? vvf_as_service(as, q[i].va, q[i].access == VGPU_ACCESS_WRITE)
+		ret = alive ? vvf_as_service(as, q[i].va, q[i].access == VGPU_ACCESS_WRITE, &step)
 			    : -ESRCH;
 		if (ret)
-			vvf_as_cancel(as, q[i].chid, q[i].va, ret);
+			vvf_as_cancel(as, q[i].chid, q[i].va, ret, step);
 		served = true;
 	}
 	if (alive)
