@@ -882,6 +882,22 @@ static int as_bad_child(void)
 	return 0;
 }
 
+/* A fresh private anonymous mapping of @size bytes that starts one page below a 2 MiB
+ * boundary (the rest of a larger reservation unmapped), never touched; NULL if none. */
+static uint8_t *res_below_2m(size_t size)
+{
+	const uintptr_t huge = 2 << 20;
+	uint8_t *m = mmap(NULL, size + 2 * huge, PROT_READ | PROT_WRITE,
+			  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0), *r;
+
+	if (m == MAP_FAILED)
+		return NULL;
+	r = (uint8_t *)((((uintptr_t)m + huge - 1) & ~(huge - 1)) + huge - 4096);
+	munmap(m, r - m);
+	munmap(r + size, m + size + 2 * huge - (r + size));
+	return r;
+}
+
 /* GPU work on malloc'd and mmap'd memory with no map call: the GPU faults, the kernel
  * services (hmm_range_fault, migration into VRAM, PTEs, replay), the CPU checks; munmap and
  * fork's copy on write leave no stale GPU mapping; a bad address cancels only the channel
@@ -918,10 +934,16 @@ static bool t_as(void)
 	      (unsigned long long)i0.migrated, (unsigned long long)i0.replays,
 	      (unsigned long long)i0.cancelled);
 	/* munmap: the GPU must see the new memory at the old address, never the old pages.
-	 * The range straddles a 2 MiB boundary (two last-level page tables). */
-	res = mmap(NULL, 4 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	CHECK(res != MAP_FAILED, "mmap");
-	p = (uint8_t *)(((uintptr_t)res + (2 << 20)) & ~(uintptr_t)((2 << 20) - 1)) - len / 2;
+	 * The range straddles a 2 MiB boundary (two last-level page tables) inside a fresh
+	 * 4 MiB mapping that starts one page below a 2 MiB boundary: the boundary taken is
+	 * the first one at least len past the start, so the range lies inside the mapping
+	 * wherever the kernel put it. */
+	res = res_below_2m(4 << 20);
+	CHECK(res, "mmap");
+	p = (uint8_t *)(((uintptr_t)res + len + (2 << 20) - 1) & ~(uintptr_t)((2 << 20) - 1)) -
+	    len / 2;
+	CHECK(p >= res + len / 2 && p + len <= res + (4 << 20), "%p..+%zu outside %p..+4 MiB",
+	      (void *)p, len, (void *)res);
 	ret = gpu_fill(&g, p, len, 0x11111111u);
 	CHECK(!ret && all_words(p, len, 0x11111111u), "FILL on mmap'd memory: %d", ret);
 	CHECK(!as_info(fd, &i0), "AS_INFO");
