@@ -457,6 +457,14 @@ static void engine_run_locked(struct gpu_engine *e, struct gpu_chan *c, uint64_t
 	r = gpu_chan_run(&ctx);
 	cmn_mutex_lock(&g->lock);
 	c->running = false;
+	/* Freed while it ran: the sync marked it free, but the turn's end then wrote IDLE or
+	 * BUSY over that. It is free, and a restore takes the state the turn ended in. */
+	if (!(f->cfg.chans[ctx.chid].flags & GPU_CHAN_ALLOCATED)) {
+		int st = atomic_exchange(&c->state, GPU_CHAN_STATE_FREE);
+
+		if (st != GPU_CHAN_STATE_FREE)
+			c->state_at_free = st;
+	}
 	end = gpu_engine_now(e);
 	turn_stolen_locked(e, m, end);
 	stolen = e->stolen - stolen0;

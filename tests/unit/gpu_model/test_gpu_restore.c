@@ -150,6 +150,30 @@ static void test_restore_gen(void **state)
 	rctx_free(r);
 }
 
+/* A channel freed while an engine runs its turn reads as free once the engine let go, not
+ * as the IDLE or BUSY its turn ended in. Long FILLs keep the turn running while the free is
+ * written; the engine is seen to have started (methods counted) before it. */
+static void test_freed_during_turn(void **state)
+{
+	struct rctx *r = rctx_new();
+	struct gpu_chan_status s;
+
+	(void)state;
+	for (unsigned int i = 0; i < 4096; i++)
+		TM(&r->c, VGPU_M_FILL, lo32(VA), hi32(VA), N * 4 + N * 2, 0, i);
+	tchan_gp(&r->c);
+	tchan_kick(r->t, &r->c);
+	do
+		assert_int_equal(gpu_chan_status(r->t->g, 1, 0, &s), 0);
+	while (!s.methods);
+	assert_int_equal(gpu_priv_runlist_set(r->t->p, 1, 0, 0), 0);
+	assert_int_equal(gpu_priv_chan_free(r->t->p, 1, 0), 0);
+	state_is(r, GPU_CHAN_STATE_FREE);
+	assert_int_equal(gpu_chan_quiesce(r->t->g, 1, 0, 10 * VGPU_NSEC_PER_SEC), 0);
+	state_is(r, GPU_CHAN_STATE_FREE);
+	rctx_free(r);
+}
+
 /* The fault's replay arrives while the reset has the channel freed: the restore resumes it. */
 static void test_restore_replayed_while_freed(void **state)
 {
@@ -309,6 +333,7 @@ int main(void)
 		cmocka_unit_test(test_restore_twice),
 		cmocka_unit_test(test_restore_gen),
 		cmocka_unit_test(test_restore_replayed_while_freed),
+		cmocka_unit_test(test_freed_during_turn),
 		cmocka_unit_test(test_restore_mid_segment),
 		cmocka_unit_test(test_restore_keeps_error),
 		cmocka_unit_test(test_plain_realloc_starts_over),
