@@ -656,19 +656,27 @@ void *gpu_engine_main(void *arg)
 	return NULL;
 }
 
-int gpu_chan_quiesce(struct gpu *g, unsigned int fn, unsigned int chid, uint64_t timeout_ns)
+/* Wait until no engine runs channel @chid of @fn (every channel of it: @chid < 0, whose
+ * scheduling the caller disabled, else -EBUSY). Each look first syncs the table as the
+ * caller left it (a free or disable just written), so an engine that ends its turn does not
+ * pick the channel again (sched_pick_locked() skips a disabled function). */
+static int quiesce_wait(struct gpu *g, unsigned int fn, int chid, uint64_t timeout_ns)
 {
+	unsigned int first = chid < 0 ? 0 : (unsigned int)chid;
+	unsigned int end = chid < 0 ? GPU_FN_MAX_CHANNELS : first + 1;
 	uint64_t dl = cmn_deadline_ns(timeout_ns);
 	bool busy;
 
-	if (fn >= g->nr_fns || chid >= GPU_FN_MAX_CHANNELS)
-		return -EINVAL;
 	for (;;) {
 		cmn_mutex_lock(&g->lock);
-		/* See the table as the caller left it (a free or disable just written), so
-		 * an engine that releases the channel does not pick it again. */
 		gpu_priv_sync_locked(g);
-		busy = g->fns[fn].chans[chid].running;
+		if (chid < 0 && g->fns[fn].cfg.sched.enabled) {
+			cmn_mutex_unlock(&g->lock);
+			return -EBUSY;
+		}
+		busy = false;
+		for (unsigned int c = first; c < end && !busy; c++)
+			busy = g->fns[fn].chans[c].running;
 		cmn_mutex_unlock(&g->lock);
 		if (!busy)
 			return 0;
@@ -678,30 +686,16 @@ int gpu_chan_quiesce(struct gpu *g, unsigned int fn, unsigned int chid, uint64_t
 	}
 }
 
+int gpu_chan_quiesce(struct gpu *g, unsigned int fn, unsigned int chid, uint64_t timeout_ns)
+{
+	if (fn >= g->nr_fns || chid >= GPU_FN_MAX_CHANNELS)
+		return -EINVAL;
+	return quiesce_wait(g, fn, (int)chid, timeout_ns);
+}
+
 int gpu_fn_quiesce(struct gpu *g, unsigned int fn, uint64_t timeout_ns)
 {
-	uint64_t dl = cmn_deadline_ns(timeout_ns);
-	bool busy;
-
 	if (fn >= g->nr_fns)
 		return -EINVAL;
-	for (;;) {
-		cmn_mutex_lock(&g->lock);
-		/* The disable as the caller wrote it: an engine that ends its turn sees it at
-		 * its next pick (sched_pick_locked()) and picks no channel of @fn again. */
-		gpu_priv_sync_locked(g);
-		if (g->fns[fn].cfg.sched.enabled) {
-			cmn_mutex_unlock(&g->lock);
-			return -EBUSY;
-		}
-		busy = false;
-		for (unsigned int c = 0; c < GPU_FN_MAX_CHANNELS && !busy; c++)
-			busy = g->fns[fn].chans[c].running;
-		cmn_mutex_unlock(&g->lock);
-		if (!busy)
-			return 0;
-		if (cmn_deadline_passed(dl))
-			return -ETIMEDOUT;
-		cmn_sleep_ns(20 * VGPU_NSEC_PER_USEC);
-	}
+	return quiesce_wait(g, fn, -1, timeout_ns);
 }
