@@ -291,6 +291,18 @@ static __attribute__((unused)) struct tout t_out;	/* last vgpuctl output (large:
 #define T_CTL(d, ...) t_ctl_argv((d), &t_out, 0, (char *const[]){ __VA_ARGS__, NULL })
 #define T_CTL_AS(d, uid, ...) t_ctl_argv((d), &t_out, (uid), (char *const[]){ __VA_ARGS__, NULL })
 
+/* Two daemons started with @args, two VFs each (the tests that move a slice between
+ * them): 0, or -1 if either did not start. */
+static __attribute__((unused)) int t_daemon_pair(char *const *args, struct tdaemon **a,
+						 struct tdaemon **b)
+{
+	*a = t_daemon_new();
+	*b = t_daemon_new();
+	if (t_daemon_start_argv(*a, args) || t_daemon_start_argv(*b, args))
+		return -1;
+	return T_CTL(*a, "set-vfs", "2") || T_CTL(*b, "set-vfs", "2") ? -1 : 0;
+}
+
 /* Parse the last vgpuctl stdout as JSON (caller puts it). */
 static __attribute__((unused)) json_object *t_out_json(void)
 {

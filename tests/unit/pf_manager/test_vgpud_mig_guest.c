@@ -28,13 +28,9 @@ static int setup(void **state)
 	struct fixture *f = calloc(1, sizeof(*f));
 
 	*state = f;
-	f->a = t_daemon_new();
-	f->b = t_daemon_new();
+	if (t_daemon_pair(daemon_args, &f->a, &f->b))
+		return -1;
 	snprintf(f->sock, sizeof(f->sock), "%s/mig.sock", f->b->root);
-	if (t_daemon_start_argv(f->a, daemon_args) || t_daemon_start_argv(f->b, daemon_args))
-		return -1;
-	if (T_CTL(f->a, "set-vfs", "2") || T_CTL(f->b, "set-vfs", "2"))
-		return -1;
 	if (T_CTL(f->a, "define", "-t", "vgpu-512M", "-u", U1) || T_CTL(f->a, "start", "-u", U1))
 		return -1;
 	f->ea = t_client(f->a, true);

@@ -45,13 +45,11 @@ static int setup(void **state)
 	struct fixture *f = calloc(1, sizeof(*f));
 
 	*state = f;
-	f->a = t_daemon_new();
-	f->b = t_daemon_new();
+	if (t_daemon_pair(daemon_args, &f->a, &f->b))
+		return -1;
 	snprintf(f->file_a, sizeof(f->file_a), "%s/a.vgpumig", f->a->root);
 	snprintf(f->file_b, sizeof(f->file_b), "%s/b.vgpumig", f->b->root);
-	if (t_daemon_start_argv(f->a, daemon_args) || t_daemon_start_argv(f->b, daemon_args))
-		return -1;
-	return T_CTL(f->a, "set-vfs", "2") || T_CTL(f->b, "set-vfs", "2") ? -1 : 0;
+	return 0;
 }
 
 static int teardown(void **state)
