@@ -538,10 +538,14 @@ static __attribute__((unused)) int t_recv_msg(int sock, int64_t *val, int *fd)
 	return 0;
 }
 
-/* Attach to @path. 0 with @g filled, -1 if refused (VF_EP_REFUSED or the socket closed
- * before the greeting), or fails the test on a protocol violation. */
-static __attribute__((unused)) int t_guest_attach(const char *path, struct tguest *g)
+/* Attach to @path as a guest, or with @master as the VMM of a guest in a VM (peer 0, vgpud
+ * VF_EP_HOST_PEER; the BAR only mapped, its header may still be a resuming slice's). 0 with
+ * @g filled, -1 if refused (VF_EP_REFUSED or the socket closed before the greeting), or
+ * fails the test on a protocol violation. */
+static __attribute__((unused)) int t_guest_attach_as(const char *path, struct tguest *g,
+						     bool master)
 {
+	int64_t host_peer = master ? VF_EP_HOST_PEER : 0;
 	struct stat sb;
 	int64_t v;
 	int fd;
@@ -558,12 +562,14 @@ static __attribute__((unused)) int t_guest_attach(const char *path, struct tgues
 	assert_int_equal(fd, -1);
 	assert_int_equal(t_recv_msg(g->sock, &g->id, &fd), 0);
 	assert_int_equal(fd, -1);
+	if (master)
+		assert_int_equal(g->id, 0);
 	assert_int_equal(t_recv_msg(g->sock, &v, &g->bar_fd), 0);
 	assert_int_equal(v, -1);
 	assert_true(g->bar_fd >= 0);
-	for (int i = 0; i < VF_NR_VECTORS; i++) {	/* peer 0 (vgpud) connected */
+	for (int i = 0; i < VF_NR_VECTORS; i++) {	/* vgpud's vectors */
 		assert_int_equal(t_recv_msg(g->sock, &v, &g->to_host[i]), 0);
-		assert_int_equal(v, 0);
+		assert_int_equal(v, host_peer);
 		assert_true(g->to_host[i] >= 0);
 	}
 	for (int i = 0; i < VF_NR_VECTORS; i++) {	/* our own vectors */
@@ -578,6 +584,8 @@ static __attribute__((unused)) int t_guest_attach(const char *path, struct tgues
 		      g->bar_fd, 0);
 	assert_true(g->bar != MAP_FAILED);
 	g->hdr = (struct vf_bar_header *)(g->bar + vf_bar_header_off(g->bar_size));
+	if (master)
+		return 0;
 	assert_true(g->hdr->magic == VF_BAR_MAGIC);
 	assert_true(vgpu_abi_compatible(g->hdr->abi_version));
 	assert_int_equal(g->hdr->vf_id, (uint32_t)g->id);
@@ -586,6 +594,12 @@ static __attribute__((unused)) int t_guest_attach(const char *path, struct tgues
 	assert_int_equal(cmn_ring_attach(&g->rsp, g->bar + g->hdr->rsp_off, g->hdr->ring_region_size), 0);
 	assert_int_equal(cmn_ring_attach(&g->evt, g->bar + g->hdr->evt_off, g->hdr->ring_region_size), 0);
 	return 0;
+}
+
+/* Attach to @path as a guest (t_guest_attach_as). */
+static __attribute__((unused)) int t_guest_attach(const char *path, struct tguest *g)
+{
+	return t_guest_attach_as(path, g, false);
 }
 
 static __attribute__((unused)) void t_guest_detach(struct tguest *g)

@@ -61,43 +61,6 @@ static void rings_take(struct tguest *g)
 		;
 }
 
-/* One attempt at @path as peer 0 (vgpud VF_EP_HOST_PEER): 0, or -1 if refused. */
-static int try_master(const char *path, struct tguest *g)
-{
-	struct stat sb;
-	int64_t v;
-	int fd;
-
-	memset(g, 0, sizeof(*g));
-	g->sock = t_connect(path);
-	if (g->sock < 0)
-		return -1;
-	if (t_recv_msg(g->sock, &v, &fd) || v == VF_EP_REFUSED) {
-		close(g->sock);
-		return -1;
-	}
-	assert_int_equal(v, VF_EP_PROTO_VERSION);
-	assert_int_equal(t_recv_msg(g->sock, &g->id, &fd), 0);
-	assert_int_equal(g->id, 0);
-	assert_int_equal(t_recv_msg(g->sock, &v, &g->bar_fd), 0);
-	assert_int_equal(v, -1);
-	for (int i = 0; i < VF_NR_VECTORS; i++) {
-		assert_int_equal(t_recv_msg(g->sock, &v, &g->to_host[i]), 0);
-		assert_int_equal(v, VF_EP_HOST_PEER);
-	}
-	for (int i = 0; i < VF_NR_VECTORS; i++) {
-		assert_int_equal(t_recv_msg(g->sock, &v, &g->to_guest[i]), 0);
-		assert_int_equal(v, 0);
-	}
-	assert_int_equal(fstat(g->bar_fd, &sb), 0);
-	g->bar_size = (uint64_t)sb.st_size;
-	g->bar = mmap(NULL, g->bar_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE,
-		      g->bar_fd, 0);
-	assert_true(g->bar != MAP_FAILED);
-	g->hdr = (struct vf_bar_header *)(g->bar + vf_bar_header_off(g->bar_size));
-	return 0;
-}
-
 /* Attach to @d's vf1.master.sock as the VMM of a guest in a VM does (vgpud frees the last
  * guest's attachment asynchronously: retried), the rings mapped if @rings (on a slice
  * still resuming, the VMM's copy brings them later). */
@@ -107,7 +70,7 @@ static void attach_master(struct tdaemon *d, struct tguest *g, bool rings)
 	int i;
 
 	snprintf(path, sizeof(path), "%s/vf1.master.sock", d->run);
-	for (i = 0; i < 500 && try_master(path, g); i++)
+	for (i = 0; i < 500 && t_guest_attach_as(path, g, true); i++)
 		usleep(10000);
 	assert_true(i < 500);
 	if (rings)
