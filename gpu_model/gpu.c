@@ -390,7 +390,12 @@ int gpu_chan_status(struct gpu *g, unsigned int fn, unsigned int chid, struct gp
 	c = &g->fns[fn].chans[chid];
 	cmn_mutex_lock(&g->lock);
 	gpu_priv_sync_locked(g);
-	out->state = atomic_load(&c->state);
+	/* Freed while an engine runs its turn: the turn's end may still write its own state
+	 * over FREE until the engine takes the lock again (engine_run_locked puts it right). */
+	if (!(g->fns[fn].cfg.chans[chid].flags & GPU_CHAN_ALLOCATED))
+		out->state = GPU_CHAN_STATE_FREE;
+	else
+		out->state = atomic_load(&c->state);
 	out->error = atomic_load(&c->error);
 	out->gp_get = atomic_load(&c->pub_gp_get);
 	out->methods = atomic_load(&c->methods);

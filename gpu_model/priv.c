@@ -405,14 +405,13 @@ static void sync_fn_locked(struct gpu *g, struct gpu_fn *f)
 
 			if (st != GPU_CHAN_STATE_FREE)
 				ch->state_at_free = st;
+			ch->freed_running |= ch->running;
 			continue;
 		}
-		if (atomic_load(&ch->state) == GPU_CHAN_STATE_FREE ||
-		    ch->cfg_gen != rec.chans[c].gen) {
-			/* New allocation; a running engine re-checks cfg_gen when it releases. */
-			if (!ch->running)
-				gpu_chan_adopt(g, f, ch, &rec.chans[c]);
-		}
+		/* A new allocation; a running engine adopts it when it lets go of the channel. */
+		if (!ch->running && (atomic_load(&ch->state) == GPU_CHAN_STATE_FREE ||
+				     ch->cfg_gen != rec.chans[c].gen))
+			gpu_chan_adopt(g, f, ch, &rec.chans[c]);
 	}
 }
 

@@ -436,6 +436,27 @@ static void turn_stolen_locked(struct gpu_engine *e, struct engine_mark *m, uint
 	m->stolen = e->stolen;
 }
 
+/* The engine lets go of @c after a turn. Freed during it: the sync marked it free, but
+ * the turn's end may have written its own state over that; it is free, and a restore takes
+ * the state the turn ended in. Allocated again meanwhile: the deferred adoption runs now. */
+static void chan_release_locked(struct gpu *g, struct gpu_fn *f, struct gpu_chan *c)
+{
+	const struct gpu_priv_chan *pc = &f->cfg.chans[c - f->chans];
+
+	cmn_mutex_assert_held(&g->lock);
+	c->running = false;
+	if (c->freed_running) {
+		int st = atomic_exchange(&c->state, GPU_CHAN_STATE_FREE);
+
+		if (st != GPU_CHAN_STATE_FREE)
+			c->state_at_free = st;
+		c->freed_running = false;
+	}
+	if ((pc->flags & GPU_CHAN_ALLOCATED) &&
+	    (c->cfg_gen != pc->gen || atomic_load(&c->state) == GPU_CHAN_STATE_FREE))
+		gpu_chan_adopt(g, f, c, pc);
+}
+
 /* Run @c for one turn with g->lock dropped, then account for it. */
 static void engine_run_locked(struct gpu_engine *e, struct gpu_chan *c, uint64_t start,
 			      struct engine_mark *m)
@@ -456,15 +477,7 @@ static void engine_run_locked(struct gpu_engine *e, struct gpu_chan *c, uint64_t
 	cmn_mutex_unlock(&g->lock);
 	r = gpu_chan_run(&ctx);
 	cmn_mutex_lock(&g->lock);
-	c->running = false;
-	/* Freed while it ran: the sync marked it free, but the turn's end then wrote IDLE or
-	 * BUSY over that. It is free, and a restore takes the state the turn ended in. */
-	if (!(f->cfg.chans[ctx.chid].flags & GPU_CHAN_ALLOCATED)) {
-		int st = atomic_exchange(&c->state, GPU_CHAN_STATE_FREE);
-
-		if (st != GPU_CHAN_STATE_FREE)
-			c->state_at_free = st;
-	}
+	chan_release_locked(g, f, c);
 	end = gpu_engine_now(e);
 	turn_stolen_locked(e, m, end);
 	stolen = e->stolen - stolen0;

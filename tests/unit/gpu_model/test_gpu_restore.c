@@ -65,13 +65,16 @@ static void state_is(struct rctx *r, enum gpu_chan_state st)
 }
 
 /* What a device reset and the owner's replay do to the channel: wipe (off the runlist,
- * freed), then allocated again with @flags, enabled, resident. */
+ * freed, and, as the RM's free does, wait until no engine runs it: a turn that saw the
+ * fault may still be ending), then allocated again with @flags, enabled, resident. */
 static void reset_replay(struct rctx *r, uint64_t flags, uint64_t entries)
 {
 	struct gpu_priv_chan cfg = gpu_priv_shared(r->t->p)->fns[1].chans[0];
 
 	assert_int_equal(gpu_priv_runlist_set(r->t->p, 1, 0, 0), 0);
 	assert_int_equal(gpu_priv_chan_free(r->t->p, 1, 0), 0);
+	state_is(r, GPU_CHAN_STATE_FREE);
+	assert_int_equal(gpu_chan_quiesce(r->t->g, 1, 0, 10 * VGPU_NSEC_PER_SEC), 0);
 	state_is(r, GPU_CHAN_STATE_FREE);
 	cfg.flags = flags;
 	cfg.gpfifo_entries = entries;
