@@ -143,7 +143,7 @@ static void sh_vf_count(struct sh_dev *d, unsigned int fn)
  * on while the counts are read, so a pass is taken again if it lasted more than
  * SH_SNAP_NS (this thread was preempted in it). Read over a preemption of a few ms, the
  * VFs read after it would be counted a few of their slices into the next window. */
-static void sh_snapshot(struct sh_dev *d, unsigned int n, uint64_t *out)
+static void sh_snapshot(struct sh_dev *d, unsigned int n, uint64_t *out, uint64_t *run)
 {
 	for (unsigned int pass = 0; pass < SH_SNAP_TRIES; pass++) {
 		uint64_t t0 = cmn_now_ns();
@@ -153,8 +153,13 @@ static void sh_snapshot(struct sh_dev *d, unsigned int n, uint64_t *out)
 		if (cmn_now_ns() - t0 <= SH_SNAP_NS)
 			break;
 	}
-	for (unsigned int fn = 1; fn <= n; fn++)
+	for (unsigned int fn = 1; fn <= n; fn++) {
+		struct gpu_sched_stats st;
+
 		out[fn] = d->vf[fn].done;
+		gpu_sched_stats(d->g, fn, &st);
+		run[fn] = st.run_ns;
+	}
 }
 
 /* Unequal fixed-share weights (per mille) of @n busy VFs, at most 1000 in all. */
@@ -177,13 +182,68 @@ static void sh_run_until(struct sh_dev *d, unsigned int n, uint64_t until)
 	}
 }
 
+static double sh_abs(double v)
+{
+	return v < 0 ? -v : v;
+}
+
+static double sh_max(double a, double b)
+{
+	return a > b ? a : b;
+}
+
+/* One window's counts of the busy VFs: items completed and engine run time, since the
+ * last window. */
+struct sh_win {
+	uint64_t items[SH_VFS + 1], run[SH_VFS + 1];
+	uint64_t total_items, total_run;
+};
+
+/* The worst work-share error of window @w in %; with @detail, also print how far the
+ * scheduler's own time shares (run time) were from their targets and how much the work
+ * done per ms of run time varied between VFs: the one is the scheduler's accounting, the
+ * other the cost of an item from slice to slice. */
+static double sh_window_eval(const struct sh_win *w, enum gpu_sched_policy policy,
+			     unsigned int n, uint64_t wsum, bool detail)
+{
+	double worst = 0, worst_t = 0, worst_r = 0, mean = 0, mean_t = 0, mean_r = 0;
+
+	for (unsigned int fn = 1; fn <= n; fn++) {
+		double target = policy == GPU_SCHED_FIXED_SHARE ?
+					(double)sh_weight(fn - 1, n) / (double)wsum : 1.0 / n;
+		double share = (double)w->items[fn] / (double)w->total_items;
+		double tshare = w->total_run ? (double)w->run[fn] / (double)w->total_run : 0;
+		double err = (share - target) / target * 100;
+		double terr = (tshare - target) / target * 100;
+		/* work per run time against all busy VFs' */
+		double rate = w->run[fn] && w->total_run ?
+				      ((double)w->items[fn] / (double)w->run[fn]) /
+						      ((double)w->total_items / (double)w->total_run) * 100 -
+					      100 : 0;
+
+		worst = sh_max(worst, sh_abs(err));
+		worst_t = sh_max(worst_t, sh_abs(terr));
+		worst_r = sh_max(worst_r, sh_abs(rate));
+		mean += sh_abs(err) / n;
+		mean_t += sh_abs(terr) / n;
+		mean_r += sh_abs(rate) / n;
+	}
+	if (detail)
+		printf("    window: %llu items, run %.1f ms; |error| worst/mean: work %.2f/%.2f %%, "
+		       "run time %.2f/%.2f %%, work per run time %.2f/%.2f %%\n",
+		       (unsigned long long)w->total_items, (double)w->total_run / 1e6, worst, mean,
+		       worst_t, mean_t, worst_r, mean_r);
+	return worst;
+}
+
 /* One case: @n busy VFs under @policy; the worst error in %, or a negative value. */
-static double sh_case(enum gpu_sched_policy policy, unsigned int n, unsigned int windows)
+static double sh_case(enum gpu_sched_policy policy, unsigned int n, unsigned int windows,
+		      bool detail)
 {
 	struct gpu_config cfg = { .nr_vfs = SH_VFS, .nr_engines = 1,
 				  .vram_size = (SH_VFS + 1) * SH_SLICE };
 	struct sh_dev *d = calloc(1, sizeof(*d));
-	uint64_t prev[SH_VFS + 1], wsum = 0, t;
+	uint64_t prev[SH_VFS + 1], prev_run[SH_VFS + 1], wsum = 0, t;
 	double worst = -1;
 
 	if (!d || gpu_create(&cfg, &d->g)) {
@@ -206,29 +266,27 @@ static double sh_case(enum gpu_sched_policy policy, unsigned int n, unsigned int
 	t = cmn_now_ns() + SH_WARMUP;
 	sh_run_until(d, n, t);
 	worst = 0;
-	sh_snapshot(d, n, prev);
-	for (unsigned int w = 0; w < windows; w++) {
-		uint64_t total = 0, cur[SH_VFS + 1];
+	sh_snapshot(d, n, prev, prev_run);
+	for (unsigned int i = 0; i < windows; i++) {
+		uint64_t cur[SH_VFS + 1], cur_run[SH_VFS + 1];
+		struct sh_win w = { 0 };
 
 		t += SH_WINDOW;
 		sh_run_until(d, n, t);
-		sh_snapshot(d, n, cur);
-		for (unsigned int fn = 1; fn <= n; fn++)
-			total += cur[fn] - prev[fn];
-		if (!total) {
+		sh_snapshot(d, n, cur, cur_run);
+		for (unsigned int fn = 1; fn <= n; fn++) {
+			w.items[fn] = cur[fn] - prev[fn];
+			w.run[fn] = cur_run[fn] - prev_run[fn];
+			w.total_items += w.items[fn];
+			w.total_run += w.run[fn];
+			prev[fn] = cur[fn];
+			prev_run[fn] = cur_run[fn];
+		}
+		if (!w.total_items) {
 			worst = -1;	/* the engine did nothing: not a measurement */
 			break;
 		}
-		for (unsigned int fn = 1; fn <= n; fn++) {
-			double target = policy == GPU_SCHED_FIXED_SHARE ?
-						(double)sh_weight(fn - 1, n) / (double)wsum : 1.0 / n;
-			double share = (double)(cur[fn] - prev[fn]) / (double)total;
-			double err = (share - target) / target * 100;
-
-			err = err < 0 ? -err : err;
-			worst = err > worst ? err : worst;
-			prev[fn] = cur[fn];
-		}
+		worst = sh_max(worst, sh_window_eval(&w, policy, n, wsum, detail));
 	}
 out:
 	gpu_destroy(d->g);
@@ -236,7 +294,7 @@ out:
 	return worst;
 }
 
-int tb_shares(bool json, bool quick)
+int tb_shares(bool json, bool quick, bool detail)
 {
 	static const struct { const char *key; enum gpu_sched_policy policy; unsigned int n; }
 	cases[] = {
@@ -250,7 +308,7 @@ int tb_shares(bool json, bool quick)
 		printf("scheduler shares (%s windows of 1 s, %u us slices, work counted from GP_GET):\n",
 		       quick ? "1" : "3", (unsigned int)(SH_QUANTUM / VGPU_NSEC_PER_USEC));
 	for (size_t i = 0; i < VGPU_ARRAY_SIZE(cases); i++) {
-		double e = sh_case(cases[i].policy, cases[i].n, quick ? 1 : 3);
+		double e = sh_case(cases[i].policy, cases[i].n, quick ? 1 : 3, detail && !json);
 
 		if (e < 0)
 			ret = -1;

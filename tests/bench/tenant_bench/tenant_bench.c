@@ -10,10 +10,12 @@
  * guests' code would run on CPUs of their own. Figures: p50 and p99 of each, flooded over solo,
  * and the flood's calls per second.
  *
- *   tenant_bench [--json] [--quick] [--shares] [--bindir DIR] [--flood-nice N]
+ *   tenant_bench [--json] [--quick] [--shares] [--shares-detail] [--bindir DIR]
+ *                [--flood-nice N]
  *
  * Scheduler share keys (share_err_pct_*) come from shares(): null until it measures them.
- * --shares measures only those (no vgpud). */
+ * --shares measures only those (no vgpud); --shares-detail also prints each window's
+ * breakdown of the errors. */
 #include <errno.h>
 #include <getopt.h>
 #include <libgen.h>
@@ -335,11 +337,14 @@ static int measure(struct tb_victim *v, struct tb_shared *sh, unsigned int n,
 	return ret;
 }
 
+/* --shares-detail: print each share window's error breakdown (table only). */
+static bool shares_detail;
+
 /* Scheduler shares (share_err_pct_equal_n*, share_err_pct_fixed_n*): shares.c, from the
  * work items each VF completed. */
 static int shares(bool json, bool quick)
 {
-	int r = tb_shares(json, quick);
+	int r = tb_shares(json, quick, shares_detail);
 
 	if (r)
 		fprintf(stderr, "tenant_bench: scheduler shares not measured: device setup failed\n");
@@ -406,7 +411,7 @@ int main(int argc, char **argv)
 {
 	static const struct option lo[] = {
 		{ "json", no_argument, NULL, 'j' }, { "quick", no_argument, NULL, 'q' },
-		{ "shares", no_argument, NULL, 's' },
+		{ "shares", no_argument, NULL, 's' }, { "shares-detail", no_argument, NULL, 'd' },
 		{ "bindir", required_argument, NULL, 'b' },
 		{ "flood-nice", required_argument, NULL, 'n' }, { NULL, 0, NULL, 0 },
 	};
@@ -431,6 +436,8 @@ int main(int argc, char **argv)
 			quick = true;
 		else if (c == 's')
 			only_shares = true;
+		else if (c == 'd')
+			only_shares = shares_detail = true;
 		else if (c == 'b')
 			bindir = optarg;
 		else if (c == 'n' && (flood_nice = strtol(optarg, &end, 10)) >= 0 &&
@@ -440,8 +447,8 @@ int main(int argc, char **argv)
 			if (c == 'n')
 				fprintf(stderr, "tenant_bench: --flood-nice %s: not a nice value "
 					"from 0 to 19\n", optarg);
-			fprintf(stderr, "usage: tenant_bench [--json] [--quick] [--shares] [--bindir DIR] "
-				"[--flood-nice N]\n");
+			fprintf(stderr, "usage: tenant_bench [--json] [--quick] [--shares] [--shares-detail] "
+				"[--bindir DIR] [--flood-nice N]\n");
 			return 2;
 		}
 	}
