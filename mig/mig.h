@@ -37,6 +37,7 @@
 #define MIG_EXTENT_MAX		(1u << 20)	/* data bytes in one EXTENT frame */
 #define MIG_DEF_MAX		(64u << 10)	/* definition bytes in SLICE */
 #define MIG_PAYLOAD_MAX		(MIG_EXTENT_MAX + 16u)
+#define MIG_DEC_BUF		(MIG_FRAME_HDR + MIG_PAYLOAD_MAX)	/* a decoder's frame buffer */
 
 /* Frame types. 16..20 (version 1.1) carry the state of a slice with a guest; a 1.0 reader
  * refuses them by name, and this reader refuses them in a stream that says 1.0. */
@@ -239,7 +240,7 @@ int mig_rm_obj_next(const struct mig_frame *fr, size_t *off, struct mig_rm_obj *
 struct mig_dec {
 	mig_read_fn read;
 	void *ctx;
-	uint8_t *buf;				/* MIG_FRAME_HDR + MIG_PAYLOAD_MAX */
+	uint8_t *buf;				/* MIG_DEC_BUF bytes */
 	uint64_t pos;				/* stream bytes consumed */
 	uint32_t seq;
 	bool slice_seen, ended, failed;
@@ -260,6 +261,11 @@ int mig_dec_init(struct mig_dec *d, mig_read_fn read, void *ctx, struct cmn_fail
  * frame's index and type and the byte offset), -EPROTO (another major version, a type
  * this version does not carry), or the read's errno. After an error every call fails. */
 int mig_dec_next(struct mig_dec *d, struct mig_frame *out, struct cmn_fail *f);
+/* Hand the decoder @buf (MIG_DEC_BUF bytes from malloc()) to read the next frames into and
+ * take back the buffer that holds the frame mig_dec_next() returned last: that frame's
+ * pointers then stay valid until the caller frees it, so a loader can write one frame
+ * while the next is read and checked. */
+uint8_t *mig_dec_swap_buf(struct mig_dec *d, uint8_t *buf);
 /* Free the decoder's buffer. */
 void mig_dec_fini(struct mig_dec *d);
 

@@ -481,10 +481,18 @@ int mig_dec_init(struct mig_dec *d, mig_read_fn read, void *ctx, struct cmn_fail
 	d->state_rank = -1;
 	d->read = read;
 	d->ctx = ctx;
-	d->buf = malloc(MIG_FRAME_HDR + MIG_PAYLOAD_MAX);
+	d->buf = malloc(MIG_DEC_BUF);
 	if (!d->buf)
 		return cmn_fail(f, -ENOMEM, "out of memory");
 	return 0;
+}
+
+uint8_t *mig_dec_swap_buf(struct mig_dec *d, uint8_t *buf)
+{
+	uint8_t *last = d->buf;
+
+	d->buf = buf;
+	return last;
 }
 
 void mig_dec_fini(struct mig_dec *d)

@@ -144,6 +144,43 @@ static void test_round_trip(void **state)
 	free(dst);
 }
 
+/* Each extent's buffer taken from the decoder (another handed in) keeps its frame intact
+ * while every later frame is read, and the stream decodes as without the swaps. */
+static void test_swap_buf(void **state)
+{
+	struct mbuf b = { 0 };
+	uint8_t *src = malloc(VRAM_LEN), *dst = calloc(1, VRAM_LEN), *kept[8];
+	struct mig_frame fr, held[8];
+	struct mig_dec d;
+	unsigned int n, nk = 0, frames = 0;
+
+	(void)state;
+	n = make_stream(&b, src, VRAM_LEN);
+	assert_int_equal(mig_dec_init(&d, mbuf_read, &b, NULL), 0);
+	while (mig_dec_next(&d, &fr, NULL) > 0) {
+		frames++;
+		if (fr.type != MIG_F_EXTENT || fr.u.extent.region != MIG_R_VRAM)
+			continue;
+		assert_true(nk < 8);
+		held[nk] = fr;
+		kept[nk++] = mig_dec_swap_buf(&d, malloc(MIG_DEC_BUF));
+	}
+	assert_int_equal(frames, n);
+	assert_int_equal(nk, 4);
+	for (unsigned int i = 0; i < nk; i++) {
+		assert_true(held[i].u.extent.data >= kept[i] &&
+			    held[i].u.extent.data + held[i].u.extent.len <= kept[i] + MIG_DEC_BUF);
+		memcpy(dst + held[i].u.extent.off, held[i].u.extent.data, held[i].u.extent.len);
+		free(kept[i]);
+	}
+	assert_memory_equal(dst, src, 4096);
+	assert_memory_equal(dst + 8192, src + 8192, VRAM_LEN - 8192);
+	mig_dec_fini(&d);
+	free(b.p);
+	free(src);
+	free(dst);
+}
+
 /* Cut the stream at every frame boundary and at several points inside each frame. */
 static void test_truncation(void **state)
 {
@@ -1010,6 +1047,7 @@ int main(void)
 		cmocka_unit_test(test_extent_crc),
 		cmocka_unit_test(test_writev),
 		cmocka_unit_test(test_round_trip),
+		cmocka_unit_test(test_swap_buf),
 		cmocka_unit_test(test_truncation),
 		cmocka_unit_test(test_flipped_byte),
 		cmocka_unit_test(test_version),
