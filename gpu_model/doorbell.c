@@ -15,7 +15,8 @@
 #include "gpu_model/gpu_internal.h"
 
 /* A producer that claimed a slot but never filled it (a crashed guest) blocks the ring
- * this long before the slot is skipped; the periodic scan covers what it meant to ring. */
+ * this long before the slot is skipped; the periodic scan covers what it meant to ring,
+ * and a token written there after all is still taken (db_late_take_locked()). */
 #define DB_STUCK_NS (1 * VGPU_NSEC_PER_MSEC)
 
 #define DB_ATOMIC(p) ((_Atomic uint32_t *)(p))
@@ -95,6 +96,7 @@ int gpu_doorbell_page_back(struct gpu *g, unsigned int fn, int fd, uint64_t off)
 	if (lost)
 		cmn_err("gpu: function %u doorbell page lost: %s", fn, cmn_strerror(r));
 	g->fns[fn].db_stuck_since = 0;
+	g->fns[fn].nr_db_late = 0;
 unlock:
 	cmn_mutex_unlock(&g->db_lock);
 	cmn_mutex_unlock(&g->lock);
@@ -188,6 +190,48 @@ static void db_token_locked(struct gpu *g, struct gpu_engine *self, struct gpu_f
 	atomic_fetch_add(&f->dbc.rung, 1);
 }
 
+/* Remember @idx, a slot skipped while empty: its producer may only have been preempted
+ * between its claim and its store, and write the token behind tail. With the list full the
+ * oldest is forgotten (the periodic scan finds its work). */
+static void db_late_add_locked(struct gpu_fn *f, uint32_t idx)
+{
+	if (f->nr_db_late == GPU_DB_LATE_MAX) {
+		memmove(f->db_late, f->db_late + 1, (GPU_DB_LATE_MAX - 1) * sizeof(f->db_late[0]));
+		f->nr_db_late--;
+	}
+	f->db_late[f->nr_db_late++] = idx;
+}
+
+/* Take the tokens written late into skipped slots; true if there was one. A slot that a
+ * producer has claimed again since (@head more than a ring past it) is the ring's again. The
+ * idle poll does not look here: a late token whose producer saw no sleeper waits for the
+ * engine's next pass (at most GPU_PRIV_POLL_NS), not for the scan. */
+static bool db_late_take_locked(struct gpu *g, struct gpu_engine *self, struct gpu_fn *f,
+				uint32_t head)
+{
+	unsigned int kept = 0;
+	bool seen = false;
+
+	for (unsigned int i = 0; i < f->nr_db_late; i++) {
+		uint32_t idx = f->db_late[i];
+		_Atomic uint32_t *slot = DB_ATOMIC(&f->db->slots[idx % VGPU_DB_SLOTS]);
+		uint32_t v;
+
+		if (head - idx > VGPU_DB_SLOTS)
+			continue;
+		v = atomic_load_explicit(slot, memory_order_acquire);
+		if (!(v & VGPU_DB_SLOT_FULL)) {
+			f->db_late[kept++] = idx;
+			continue;
+		}
+		atomic_store_explicit(slot, 0, memory_order_relaxed);
+		seen = true;
+		db_token_locked(g, self, f, v & ~VGPU_DB_SLOT_FULL);
+	}
+	f->nr_db_late = kept;
+	return seen;
+}
+
 static void db_drain_fn_locked(struct gpu *g, struct gpu_engine *self, struct gpu_fn *f)
 {
 	struct vgpu_doorbell_page *db = f->db;
@@ -199,6 +243,8 @@ static void db_drain_fn_locked(struct gpu *g, struct gpu_engine *self, struct gp
 	/* Tokens are judged against the channel table as it was when they were written: the
 	 * GSP's write that allocated or freed a channel precedes the doorbell that names it. */
 	gpu_priv_sync_locked(g);
+	if (f->nr_db_late)	/* claimed before the slots at tail: judged first */
+		seen = db_late_take_locked(g, self, f, head);
 	if (head - tail > VGPU_DB_SLOTS) {
 		/* Producers lapped us: the oldest tokens are gone, the scan finds their work. */
 		uint32_t lost = head - tail - VGPU_DB_SLOTS;
@@ -225,6 +271,7 @@ static void db_drain_fn_locked(struct gpu *g, struct gpu_engine *self, struct gp
 			if (now - f->db_stuck_since < DB_STUCK_NS)
 				break;
 			f->db_stuck_since = 0;
+			db_late_add_locked(f, tail);
 			tail++;
 			continue;
 		}
@@ -245,7 +292,8 @@ void gpu_doorbell_drain_locked(struct gpu *g, struct gpu_engine *self)
 		struct vgpu_doorbell_page *db = g->fns[fn].db;
 
 		if (atomic_load_explicit(DB_ATOMIC(&db->head), memory_order_relaxed) !=
-		    atomic_load_explicit(DB_ATOMIC(&db->tail), memory_order_relaxed))
+		    atomic_load_explicit(DB_ATOMIC(&db->tail), memory_order_relaxed) ||
+		    g->fns[fn].nr_db_late)
 			db_drain_fn_locked(g, self, &g->fns[fn]);
 	}
 }

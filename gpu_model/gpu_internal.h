@@ -29,6 +29,8 @@
 #define GPU_STALL_NS		(500 * VGPU_NSEC_PER_USEC)	/* see gpu_engine_now() */
 #define GPU_SPIN_YIELD_NS	(10 * VGPU_NSEC_PER_USEC)
 #define GPU_PRIV_POLL_NS	VGPU_NSEC_PER_MSEC
+/* Doorbell slots skipped while still empty whose late tokens are still taken (doorbell.c). */
+#define GPU_DB_LATE_MAX		4u
 #define GPU_ACQ_POLL_NS		(50 * VGPU_NSEC_PER_USEC)
 
 /* ---- privileged region access (priv.c) ---- */
@@ -141,6 +143,8 @@ struct gpu_fn {
 	int kick_fd;
 	uint32_t db_stuck_tail;		/* empty slot seen at this tail... */
 	uint64_t db_stuck_since;	/* ...since then (0: none) */
+	uint32_t db_late[GPU_DB_LATE_MAX];	/* slots skipped while empty, oldest first */
+	unsigned int nr_db_late;
 	struct gpu_db_counters dbc;
 	atomic_uint_fast64_t db_seen_ns;	/* when a token was last consumed */
 	/* interrupts */

@@ -218,6 +218,37 @@ static void case_abandoned_slot(struct dctx *d)
 	assert_int_equal(sem(d), 6);
 }
 
+/* A producer that claimed a slot and stalled past the skip (a submitter preempted between
+ * its claim and its store) still has its token taken when it writes it at last: the work it
+ * announced runs without the scan. */
+static void case_late_slot(struct dctx *d)
+{
+	struct vgpu_doorbell_page *db = gpu_doorbell_page(d->t->g, 1);
+	uint32_t idx = __atomic_fetch_add(&db->head, 1, __ATOMIC_SEQ_CST);
+	uint64_t one = 1;
+
+	queue_release(d, 6);
+	tchan_kick(d->t, &d->c);	/* behind the claimed slot: taken once that is skipped */
+	assert_int_equal(tchan_wait(&d->c), 0);
+	assert_int_equal(sem(d), 6);
+	wait_rung(d, 1, 1);
+	queue_release(d, 7);
+	__atomic_store_n(&d->c.userd->gp_put, d->c.put, __ATOMIC_RELEASE);
+	__atomic_store_n(&db->slots[idx % VGPU_DB_SLOTS], vgpu_token(d->c.rl, d->c.chid) |
+			 VGPU_DB_SLOT_FULL, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&db->sleeping, __ATOMIC_SEQ_CST))
+		assert_int_equal(write(gpu_doorbell_kick_fd(d->t->g, 1), &one, 8), 8);
+	wait_rung(d, 1, 2);
+	assert_int_equal(tchan_wait(&d->c), 0);
+	assert_int_equal(sem(d), 7);
+	assert_int_equal(stats(d, 1).scan_found, 0);
+	queue_release(d, 8);				/* the ring goes on as before */
+	tchan_kick(d->t, &d->c);
+	assert_int_equal(tchan_wait(&d->c), 0);
+	assert_int_equal(sem(d), 8);
+	wait_rung(d, 1, 3);
+}
+
 /* An idle engine sleeps after spinning; a doorbell then kicks its eventfd. */
 static void case_sleep_and_kick(struct dctx *d)
 {
@@ -360,6 +391,7 @@ static const struct db_case {
 	{ "non-resident channel",	case_non_resident, LONG_SCAN, false },
 	{ "no doorbell: scan finds it",	case_missed_doorbell_scan, 0, true },
 	{ "abandoned doorbell slot",	case_abandoned_slot, LONG_SCAN, true },
+	{ "slot written after its skip", case_late_slot, LONG_SCAN, true },
 	{ "engine sleeps, kick wakes",	case_sleep_and_kick, LONG_SCAN, true },
 	{ "three submitters at once",	case_storm, LONG_SCAN, true },
 	{ "page backed by another object", case_page_back, LONG_SCAN, true },
