@@ -225,15 +225,19 @@ static void test_notifier_and_realloc(void **state)
 	assert_int_equal(c.userd->error_gp_get, 2);
 	assert_true(c.userd->error_time_ns > 0);
 	assert_int_equal(poll(&pfd, 1, 1000), 1);
-	/* The GSP frees and reallocates it: a clean channel again. */
+	/* The GSP frees and reallocates it: a clean channel again. USERD is reset between the
+	 * two, once no engine runs the channel (as the RM's free waits): reset after the
+	 * reallocation, the periodic scan may first read the old GP_PUT and run the old
+	 * entries, ILLEGAL one included, on the new channel. */
 	cfg = gpu_priv_shared(t->p)->fns[1].chans[4];
 	assert_int_equal(gpu_priv_chan_free(t->p, 1, 4), 0);
+	assert_int_equal(gpu_chan_quiesce(t->g, 1, 4, T_TIMEOUT), 0);
+	memset(c.userd, 0, sizeof(*c.userd));
+	c.put = 0;
 	cfg.flags = 0;
 	assert_int_equal(gpu_priv_chan_alloc(t->p, 1, 4, &cfg), 0);
 	assert_int_equal(gpu_priv_chan_enable(t->p, 1, 4, true), 0);
 	assert_int_equal(gpu_priv_runlist_set(t->p, 1, 0, VGPU_BIT(4)), 0);
-	memset(c.userd, 0, sizeof(*c.userd));
-	c.put = 0;
 	TM(&c, VGPU_M_SEM_RELEASE, lo32(sem), hi32(sem), 5, 0, 0);
 	tchan_gp(&c);
 	tchan_kick(t, &c);
