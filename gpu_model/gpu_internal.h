@@ -33,6 +33,17 @@
 #define GPU_DB_LATE_MAX		4u
 #define GPU_ACQ_POLL_NS		(50 * VGPU_NSEC_PER_USEC)
 
+/* The work model a slice is charged by (sched.c, slot_charge_locked()): a method costs
+ * GPU_COST_METHOD units (fetching and decoding it, its share of the GP entry and of the
+ * turn), one unit per byte it reads or writes and GPU_COST_ELEM per element it computes
+ * (pbdma.c, method_step()). An engine converts units to ns at one rate for every
+ * function: its busy time per unit over its last GPU_COST_WINDOW_NS of busy time. A
+ * function's charges over its recent slices stay within GPU_COST_CLAMP times their time. */
+#define GPU_COST_METHOD		1024u
+#define GPU_COST_ELEM		4u
+#define GPU_COST_WINDOW_NS	VGPU_NSEC_PER_SEC
+#define GPU_COST_CLAMP		2u
+
 /* ---- privileged region access (priv.c) ---- */
 struct gpu_priv {
 	struct gpu_priv_shared *sh;	/* writable mapping */
@@ -161,6 +172,8 @@ struct gpu_fn {
 	struct gpu_sched_stats tel[GPU_MAX_ENGINES];
 	unsigned int next_chan[GPU_MAX_ENGINES];
 	uint64_t vtime[GPU_MAX_ENGINES];	/* charged time / weight (g->lock) */
+	/* its recent slices' busy time and charge, decayed (sched.c, slot_charge_locked()) */
+	double cost_ns[GPU_MAX_ENGINES], cost_charged[GPU_MAX_ENGINES];
 };
 
 struct gpu_engine {
@@ -183,6 +196,12 @@ struct gpu_engine {
 	uint64_t vclock;		/* vtime of the last function given a slice */
 	uint64_t next_scan;
 	uint64_t idle_from;		/* idle inside cur_fn's reserved slice since (0: not) */
+	/* the current slice's charge (slot_charge_locked()) */
+	uint64_t slot_units;		/* work units of its turns that did work */
+	uint64_t slot_plain;		/* run time of its turns that did none */
+	uint64_t slot_idle;		/* time idle in it */
+	/* the engine's rate: busy time and work units, each decayed over GPU_COST_WINDOW_NS */
+	double rate_ns, rate_units;
 	/* host-stall accounting, engine thread only */
 	uint64_t last_tick;		/* last clock read while busy (0: was idle) */
 	uint64_t stolen;		/* total time the host took the thread away */
@@ -233,6 +252,7 @@ struct gpu_ctx {
 	struct gpu_chan *c;
 	unsigned int chid;
 	uint64_t part_base, part_size;
+	uint64_t cost;			/* work units of this turn so far (GPU_COST_METHOD) */
 	/* one-entry translation cache for VRAM pages, valid during this turn */
 	uint64_t mc_va, mc_size, mc_addr, mc_pte;
 	/* last fault */

@@ -26,6 +26,13 @@ static const int method_nargs[VGPU_M_NR] = {
 	[VGPU_M_TIMESTAMP] = 2,		[VGPU_M_REDUCE_ADD_U32] = 5,	[VGPU_M_AXPY_F32] = 6,
 };
 
+/* Work units per unit of a method's progress (bytes or elements): bytes read and written,
+ * and GPU_COST_ELEM per element computed (see GPU_COST_METHOD). */
+static const uint64_t method_cost[VGPU_M_NR] = {
+	[VGPU_M_COPY] = 2,	[VGPU_M_FILL] = 1,	[VGPU_M_REDUCE_ADD_U32] = 4 + GPU_COST_ELEM,
+	[VGPU_M_AXPY_F32] = 12 + GPU_COST_ELEM,
+};
+
 static uint64_t u64_of(const uint32_t *a)
 {
 	return (uint64_t)a[0] | (uint64_t)a[1] << 32;
@@ -413,6 +420,7 @@ static enum mres method_step(struct gpu_ctx *ctx)
 	struct gpu_chan *c = ctx->c;
 	uint64_t va = c->seg_va + (uint64_t)c->seg_off * 4;
 	uint32_t hdr, args[8], id, nargs;
+	uint64_t progress0 = c->progress;
 	enum mres r;
 
 	if (gpu_va_read(ctx, va, &hdr, 4))
@@ -426,6 +434,7 @@ static enum mres method_step(struct gpu_ctx *ctx)
 	if (id != VGPU_M_NOP && gpu_va_read(ctx, va + 4, args, nargs * 4))
 		goto pb_fault;
 	r = method_exec(ctx, id, args);
+	ctx->cost += GPU_COST_METHOD + (c->progress - progress0) * method_cost[id];
 	c->last_heavy = id >= VGPU_M_COPY && id != VGPU_M_TIMESTAMP && id != VGPU_M_MMU_INVALIDATE;
 	if (r == M_FAULT && atomic_load(&c->state) != GPU_CHAN_STATE_ERROR)
 		return ctx_fault(ctx, id);

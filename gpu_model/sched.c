@@ -8,9 +8,11 @@
  * Slices are picked by virtual time (time charged / weight). A running slice is cut short,
  * once it has run GPU_MIN_QUANTUM, when another function that has work is owed time: its
  * virtual time plus one slice is below what the running function's would be if charged
- * now. Every slice is charged what it really used, less the time the host took from the
- * engine thread (and a slice that ends idle up to its end), so cut slices and overruns
- * carry over into the next picks and shares converge. */
+ * now. Every slice is charged what it really used: the work its methods did, priced by a
+ * work model at one rate for every function, and the time it was idle (up to its end) or
+ * polled without work (slot_charge_locked()); the time the host took from the engine
+ * thread extends a slice and is charged to nobody. Cut slices and overruns carry over into
+ * the next picks and shares converge. */
 #include <errno.h>
 #include <sched.h>
 #include <sys/epoll.h>
@@ -165,17 +167,64 @@ static void idle_account_locked(struct gpu_engine *e, uint64_t now)
 
 	/* Clipped at the slice end: see slot_end_locked(). */
 	now = cmn_min(now, e->slot_end);
-	if (now > e->idle_from)
+	if (now > e->idle_from) {
 		t->idle_ns += now - e->idle_from;
+		e->slot_idle += now - e->idle_from;
+	}
 	e->idle_from = 0;
 }
 
-/* Close the current slice and charge its real length (overrun included) to the function's
- * virtual time: the next picks make up for slices the host stretched or cut short. A slice
- * that ends idle is charged up to its end only: an engine that overslept its wake-up there
- * lost that time to the host, as stolen time, not to the function; on a loaded host the
- * oversleep can be many slices long, and charged, it would hold the function off the
- * engine for as long. */
+/* Decay @a and @b by the share of GPU_COST_WINDOW_NS that @ns is, then add @ns and @v. */
+static void cost_fold(double *a, double *b, uint64_t ns, double v)
+{
+	double keep = ns >= GPU_COST_WINDOW_NS ? 0 : 1 - (double)ns / GPU_COST_WINDOW_NS;
+
+	*a = *a * keep + (double)ns;
+	*b = *b * keep + v;
+}
+
+/* What the current slice of @f, which used @used ns of the engine (host stalls taken out),
+ * is charged: the time it was idle and the run time of its turns that did no work (polls
+ * of a semaphore, a channel that faulted) as they were, and the rest, the turns that did
+ * work, by that work: its units (GPU_COST_METHOD) at the engine's rate. The engine
+ * thread's CPU time per unit of work varies from slice to slice with what the host does
+ * (steal time that the thread's CPU clock counts, other programs evicting the caches,
+ * the CPU's frequency), and charged as time it made a function that ran in a slow stretch
+ * pay for work it did not get. A GPU's time for a method is the GPU's; the rate, the
+ * engine's busy time per unit over its recent slices of all functions (this one
+ * included, so a rate of a few slices cannot be far off), keeps a slice's charge about
+ * its length, and every function pays the same for the same work. Over its recent
+ * slices, a function is charged at least 1/GPU_COST_CLAMP of their time and at most
+ * GPU_COST_CLAMP times it: work the model prices far below what it costs the emulator
+ * (a method that invalidates every TLB, copies through the IOMMU) buys a function at most
+ * GPU_COST_CLAMP squared times the engine time of another of the same weight (its own
+ * charges held up, the other's, at a rate it raised, held down), while one slice that the
+ * host slowed is charged its work alone. */
+static uint64_t slot_charge_locked(struct gpu_engine *e, struct gpu_fn *f, uint64_t used)
+{
+	uint64_t fixed = e->slot_idle + e->slot_plain, busy = used > fixed ? used - fixed : 0;
+	double *ft = &f->cost_ns[e->id], *fc = &f->cost_charged[e->id], charge;
+
+	cmn_mutex_assert_held(&e->g->lock);
+	if (!e->slot_units)
+		return fixed + busy;
+	cost_fold(&e->rate_ns, &e->rate_units, busy, (double)e->slot_units);
+	charge = (double)e->slot_units * e->rate_ns / e->rate_units;
+	cost_fold(ft, fc, busy, charge);
+	if (*fc < *ft / GPU_COST_CLAMP)
+		charge += *ft / GPU_COST_CLAMP - *fc;
+	else if (*fc > *ft * GPU_COST_CLAMP)
+		charge -= cmn_min(charge, *fc - *ft * GPU_COST_CLAMP);
+	*fc = cmn_min(cmn_max(*fc, *ft / GPU_COST_CLAMP), *ft * GPU_COST_CLAMP);
+	return fixed + (uint64_t)charge;
+}
+
+/* Close the current slice and charge it (slot_charge_locked(): the work it did, its
+ * overrun included) to the function's virtual time: the next picks make up for slices the
+ * host stretched or cut short. A slice that ends idle is charged up to its end only: an
+ * engine that overslept its wake-up there lost that time to the host, as stolen time, not
+ * to the function; on a loaded host the oversleep can be many slices long, and charged, it
+ * would hold the function off the engine for as long. */
 static void slot_end_locked(struct gpu_engine *e, uint64_t now)
 {
 	struct gpu_fn *f = &e->g->fns[e->cur_fn];
@@ -192,7 +241,7 @@ static void slot_end_locked(struct gpu_engine *e, uint64_t now)
 		f->tel[e->id].preempt_ns += now - e->slot_end;
 	f->tel[e->id].stall_ns += stolen;
 	used = used > stolen ? used - stolen : 0;
-	f->vtime[e->id] += used * 1024 / fn_weight_locked(e, f, len);
+	f->vtime[e->id] += slot_charge_locked(e, f, used) * 1024 / fn_weight_locked(e, f, len);
 	e->cur_fn = -1;
 }
 
@@ -303,6 +352,7 @@ static struct gpu_chan *slot_begin_locked(struct gpu_engine *e, uint64_t now)
 	e->slot_end = now + best_len;
 	e->yield_at = now + cmn_min(best_len, (uint64_t)GPU_MIN_QUANTUM);
 	e->slot_stolen0 = e->stolen;
+	e->slot_units = e->slot_plain = e->slot_idle = 0;
 	best->tel[e->id].slices++;
 	best->tel[e->id].target_slice_ns = best_len;
 	return best_c ? best_c : fn_pick_chan_locked(e, best, now);
@@ -409,10 +459,11 @@ static void mark_set(struct gpu_engine *e, struct engine_mark *m, uint64_t now)
 /* A turn ended at @now. What the host took from the engine thread since @m is the time
  * that passed less the CPU time the thread used: that is stolen time, not charged and
  * added to the slice, where the long gaps gpu_engine_now() guessed meanwhile fall short of
- * it. A preemption shorter than GPU_STALL_NS would otherwise be charged to the running
- * function as if it had run, and it does no work then: on a loaded host that is several
- * per cent of a small share's work in a second. So a slice is charged the engine thread's
- * CPU time: the emulated engine's GPU time. */
+ * it. A preemption shorter than GPU_STALL_NS would otherwise count as the running slice's
+ * time, and no work is done then: the slice would end that much early (its charge is its
+ * work, slot_charge_locked(), so it would not be overcharged, but it would run short and
+ * the engine's rate would rise for everyone). So a slice lasts the engine thread's CPU
+ * time. */
 static void turn_stolen_locked(struct gpu_engine *e, struct engine_mark *m, uint64_t now)
 {
 	uint64_t cpu, took, guessed = e->stolen - m->stolen;
@@ -467,7 +518,7 @@ static void engine_run_locked(struct gpu_engine *e, struct gpu_chan *c, uint64_t
 		.g = g, .e = e, .f = f, .c = c, .chid = (unsigned int)(c - f->chans),
 		.part_base = f->cfg.part_base, .part_size = f->cfg.part_size,
 	};
-	uint64_t stolen0 = e->stolen, stolen;
+	uint64_t stolen0 = e->stolen, stolen, ran;
 	enum gpu_run_result r;
 	uint64_t end, pto = def(f->cfg.sched.preempt_timeout_ns, GPU_DEFAULT_PREEMPT_TO);
 
@@ -481,7 +532,13 @@ static void engine_run_locked(struct gpu_engine *e, struct gpu_chan *c, uint64_t
 	end = gpu_engine_now(e);
 	turn_stolen_locked(e, m, end);
 	stolen = e->stolen - stolen0;
-	f->tel[e->id].run_ns += end - start > stolen ? end - start - stolen : 0;
+	ran = end - start > stolen ? end - start - stolen : 0;
+	f->tel[e->id].run_ns += ran;
+	/* The slice's charge (slot_charge_locked()): a turn that did work by its work. */
+	if (r == GPU_RUN_PROGRESS)
+		e->slot_units += ctx.cost;
+	else
+		e->slot_plain += ran;
 	if (r == GPU_RUN_BLOCKED)
 		c->retry_at = end + GPU_ACQ_POLL_NS;
 	if (r == GPU_RUN_PROGRESS && end > e->slot_end + pto) {
