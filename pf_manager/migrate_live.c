@@ -51,7 +51,9 @@
 #define LM_PAGE			4096u
 #define LM_QUARTER		(LM_PAGE / 4)	/* a fingerprint's CRC32C chains */
 #define LM_CHUNK		(1u << 20)	/* bytes read at a time */
+#define LM_WR_BUFS		3		/* destination: extents checked ahead of the write */
 #define LM_SOCK_BUF		(4 << 20)	/* socket buffers asked for, each way */
+#define LM_RCVLOWAT		(256u << 10)	/* bytes a waiting destination is woken for */
 #define LM_ACK_MAGIC		0x41474d56u	/* "VMGA" */
 #define LM_ACK_MSG_MAX		512u
 #define LM_KEEP_DONE		16		/* finished records kept for migrate-status */
@@ -87,6 +89,7 @@ struct lm {
 	char peer[PF_PATH_MAX];		/* connect to / listen on */
 	struct pf_slice *s;		/* L->lock; NULL once gone */
 	int lfd, sock, wake_fd;
+	int lowat;			/* destination: the socket's SO_RCVLOWAT (0: not set) */
 	pthread_t thread;
 	bool started, finished;		/* L->lock */
 	bool manual;
@@ -352,6 +355,19 @@ static int lm_sendv(void *ctx, const struct iovec *iov, int n)
 	return 0;
 }
 
+/* A destination about to wait for @len more bytes asks the kernel to wake it only once
+ * min(@len, LM_RCVLOWAT) are there (SO_RCVLOWAT; TCP honours it, a UNIX socket wakes at
+ * each message): an extent arrives in many segments, and a wake-up per segment costs more
+ * than its copy. Never more than asked for, which the source sends before it waits. */
+static void lm_lowat(struct lm *m, size_t len)
+{
+	int v = (int)cmn_min(len, (size_t)LM_RCVLOWAT);
+
+	if (!m->source && v != m->lowat &&
+	    !setsockopt(m->sock, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof(v)))
+		m->lowat = v;
+}
+
 static ssize_t lm_recv(void *ctx, void *buf, size_t len)
 {
 	struct lm *m = ctx;
@@ -363,6 +379,7 @@ static ssize_t lm_recv(void *ctx, void *buf, size_t len)
 			return k;
 		if (errno != EAGAIN && errno != EINTR)
 			return -errno;
+		lm_lowat(m, len);
 		k = lm_wait(m, POLLIN);
 		if (k)
 			return k;
@@ -606,6 +623,7 @@ struct src_pages {
 	uint64_t *visit;		/* this pass's pages to read */
 	uint64_t *again;		/* bit: sent while a VMM may copy: send at the stop */
 	bool mark_again;		/* passes now mark what they send in again */
+	bool mapped;			/* the first full pass mapped the populated pages */
 	uint64_t words;			/* of each bitmap */
 	uint64_t fp_zero;
 	const uint8_t *map;		/* VRAM and DMA memory, read-only */
@@ -626,10 +644,28 @@ static void bit_put(uint64_t *b, uint64_t i, bool v)
 		b[i / 64] &= ~(1ull << (i % 64));
 }
 
+/* Bitmaps cover 2 GiB of VRAM in 512 Ki bits per pass: whole words where they can. */
 static void bits_set_range(uint64_t *b, uint64_t from, uint64_t to)
 {
-	for (uint64_t i = from; i < to; i++)
-		bit_put(b, i, true);
+	while (from < to && from % 64)
+		bit_put(b, from++, true);
+	for (; from + 64 <= to; from += 64)
+		b[from / 64] = ~0ull;
+	while (from < to)
+		bit_put(b, from++, true);
+}
+
+/* The first bit in [@i, @end) of @b that is @set, or @end. */
+static uint64_t bit_find(const uint64_t *b, uint64_t i, uint64_t end, bool set)
+{
+	while (i < end) {
+		uint64_t w = (set ? b[i / 64] : ~b[i / 64]) & ~0ull << (i % 64);
+
+		if (w)
+			return cmn_min(i - i % 64 + (uint64_t)__builtin_ctzll(w), end);
+		i += 64 - i % 64;
+	}
+	return end;
 }
 
 /* Four quarters' CRC32Cs folded into a page's 64-bit fingerprint. */
@@ -817,29 +853,42 @@ static int src_run(struct src_pages *sp, struct mig_enc *enc, enum mig_region re
 	return r;
 }
 
+/* Map pages [@p0, @p1) of @region, which the pass reads next, in one call
+ * (MADV_POPULATE_READ, Linux 5.14): a fault per 16 pages costs about a third of copying
+ * them. Only pages that hold data: a read fault on a hole would allocate it. Later passes
+ * find them mapped; an older kernel faults them in as they are read. */
+static void src_map_run(struct src_pages *sp, enum mig_region region, uint64_t p0, uint64_t p1)
+{
+#ifdef MADV_POPULATE_READ
+	madvise((void *)(sp->map + sp->rbase[region] + p0 * LM_PAGE), (p1 - p0) * LM_PAGE,
+		MADV_POPULATE_READ);
+#else
+	(void)sp, (void)region, (void)p0, (void)p1;
+#endif
+}
+
 /* One region of a pass: the pages an engine dirtied, those the destination holds data
  * in, and (unless @dirty_only) every populated page. */
 static int src_region(struct lm *m, struct src_pages *sp, struct mig_enc *enc,
 		      enum mig_region region, bool dirty_only, struct cmn_fail *f)
 {
-	uint64_t a = sp->first[region], b = a + sp->pages[region];
+	uint64_t a = sp->first[region], b = a + sp->pages[region], i = a, j;
 	int r = 0;
 
-	for (uint64_t i = a; i < b; i++)
+	for (; i < b && i % 64; i++)
+		bit_put(sp->visit, i, bit_get(sp->dirty, i) || (!dirty_only && bit_get(sp->nonzero, i)));
+	for (; i + 64 <= b; i += 64)
+		sp->visit[i / 64] = sp->dirty[i / 64] | (dirty_only ? 0 : sp->nonzero[i / 64]);
+	for (; i < b; i++)
 		bit_put(sp->visit, i, bit_get(sp->dirty, i) || (!dirty_only && bit_get(sp->nonzero, i)));
 	if (!dirty_only && (r = visit_data(m->s, sp, region, f)))
 		return r;
-	for (uint64_t i = a; i < b && !r;) {
-		uint64_t j = i;
-
-		if (!bit_get(sp->visit, i)) {
-			i++;
-			continue;
-		}
-		while (j < b && bit_get(sp->visit, j))
-			j++;
+	/* Each run of pages to visit: [i, j). */
+	for (i = bit_find(sp->visit, a, b, true); i < b && !r; i = bit_find(sp->visit, j, b, true)) {
+		j = bit_find(sp->visit, i, b, false);
+		if (!sp->mapped)
+			src_map_run(sp, region, i - a, j - a);
 		r = src_run(sp, enc, region, i - a, j - a, f);
-		i = j;
 	}
 	return r;
 }
@@ -949,6 +998,8 @@ static int src_pass(struct lm *m, struct src_pages *sp, unsigned int pass, bool 
 	r = src_region(m, sp, &enc, MIG_R_VRAM, dirty_only, f);
 	if (!r)
 		r = src_region(m, sp, &enc, MIG_R_DMA, dirty_only, f);
+	if (!r && !dirty_only)
+		sp->mapped = true;
 	if (!r && final)
 		r = src_state(m, &enc, f);
 	if (!r)
@@ -1249,14 +1300,13 @@ static void *src_main(void *arg)
 
 /* ---- destination --------------------------------------------------------------------------- */
 
-/* Write an extent of a later pass: its zero pages become holes again. */
-static int dst_write(struct pf_slice *s, const struct mig_frame *fr, bool first_pass,
-		     struct cmn_fail *f)
+/* Write @len bytes of @region at @off into the slice's memory; in a later pass (not
+ * @first_pass) its zero pages become holes again. */
+static int dst_write(struct pf_slice *s, uint32_t region, uint64_t off, const uint8_t *p,
+		     size_t len, bool first_pass, struct cmn_fail *f)
 {
 	static const uint8_t zero[LM_PAGE];
-	uint64_t at = pf_mig_region_base(s, fr->u.extent.region) + fr->u.extent.off;
-	const uint8_t *p = fr->u.extent.data;
-	size_t len = fr->u.extent.len;
+	uint64_t at = pf_mig_region_base(s, region) + off;
 
 	while (len) {
 		size_t n = first_pass || at % LM_PAGE ? len : cmn_min(len, (size_t)LM_PAGE);
@@ -1275,13 +1325,171 @@ static int dst_write(struct pf_slice *s, const struct mig_frame *fr, bool first_
 	return 0;
 }
 
+/* An extent read and checked, waiting for the writer. */
+struct dst_job {
+	uint8_t *buf;			/* the decoder's buffer that holds it */
+	struct pf_slice *s;
+	uint32_t region;
+	uint64_t off;
+	const uint8_t *data;
+	size_t len;
+	bool first_pass;
+};
+
+/* A destination's writer thread: it writes the extents the worker has read and checked
+ * into the slice's memory while the worker reads and checks the next ones. The write (the
+ * kernel allocating and filling a page per 4 KiB) is the larger part of a destination's
+ * work, so the two halves run side by side where two CPUs are free. Only checked frames
+ * are queued, in stream order; the worker waits for the queue to empty before any other
+ * frame, the end of a pass, or a failure, so what follows sees every byte written. */
+struct dst_wr {
+	struct cmn_mutex lock;
+	pthread_cond_t cond;		/* a job queued or done, or quit */
+	pthread_t thread;
+	bool started, quit;
+	struct dst_job q[LM_WR_BUFS];	/* queued: q[tail % N] .. q[(head - 1) % N] */
+	unsigned int head, tail;
+	uint8_t *spare[LM_WR_BUFS];	/* decoder buffers free to hand out: nspare */
+	unsigned int nspare;
+	struct cmn_fail f;		/* the first failed write (f.err) */
+};
+
+static void *dst_wr_main(void *arg)
+{
+	struct dst_wr *w = arg;
+
+	cmn_mutex_lock(&w->lock);
+	for (;;) {
+		struct dst_job j;
+		struct cmn_fail f = { 0 };
+
+		while (w->head == w->tail && !w->quit)
+			cmn_cond_wait(&w->cond, &w->lock);
+		if (w->head == w->tail)
+			break;
+		j = w->q[w->tail % LM_WR_BUFS];
+		if (!w->f.err) {	/* after a failure the pass is lost: only drain */
+			cmn_mutex_unlock(&w->lock);
+			dst_write(j.s, j.region, j.off, j.data, j.len, j.first_pass, &f);
+			cmn_mutex_lock(&w->lock);
+			if (f.err && !w->f.err)
+				w->f = f;
+		}
+		w->spare[w->nspare++] = j.buf;
+		w->tail++;
+		pthread_cond_broadcast(&w->cond);
+	}
+	cmn_mutex_unlock(&w->lock);
+	return NULL;
+}
+
+/* Start the writer with its spare buffers; without them (no memory, no thread) the
+ * worker writes each extent itself. */
+static void dst_wr_start(struct dst_wr *w)
+{
+	memset(w, 0, sizeof(*w));
+	for (; w->nspare < LM_WR_BUFS; w->nspare++)
+		if (!(w->spare[w->nspare] = malloc(MIG_DEC_BUF)))
+			break;
+	if (w->nspare < LM_WR_BUFS) {
+		while (w->nspare)
+			free(w->spare[--w->nspare]);
+		return;
+	}
+	cmn_mutex_init(&w->lock);
+	pthread_cond_init(&w->cond, NULL);
+	w->started = !pthread_create(&w->thread, NULL, dst_wr_main, w);
+	if (!w->started) {
+		pthread_cond_destroy(&w->cond);
+		cmn_mutex_destroy(&w->lock);
+		while (w->nspare)
+			free(w->spare[--w->nspare]);
+	}
+}
+
+/* Stop the writer once its queue is written (dst_wr_drain() came first), free its buffers. */
+static void dst_wr_stop(struct dst_wr *w)
+{
+	if (!w->started)
+		return;
+	cmn_mutex_lock(&w->lock);
+	w->quit = true;
+	pthread_cond_broadcast(&w->cond);
+	cmn_mutex_unlock(&w->lock);
+	pthread_join(w->thread, NULL);
+	pthread_cond_destroy(&w->cond);
+	cmn_mutex_destroy(&w->lock);
+	while (w->nspare)
+		free(w->spare[--w->nspare]);
+	w->started = false;
+}
+
+/* The writer thread's CPU time (0 without one): a destination's pass costs both threads'. */
+static uint64_t dst_wr_cpu_ns(const struct dst_wr *w)
+{
+	clockid_t id;
+	struct timespec t;
+
+	if (!w->started || pthread_getcpuclockid(w->thread, &id) || clock_gettime(id, &t))
+		return 0;
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+/* Queue the checked extent @fr for the writer: the decoder's buffer that holds it goes
+ * with it and the decoder reads on into a spare one. Without a writer, write it here. */
+static int dst_wr_queue(struct dst_wr *w, struct mig_dec *dec, struct pf_slice *s,
+			const struct mig_frame *fr, bool first_pass, struct cmn_fail *f)
+{
+	int r = 0;
+
+	if (!w->started)
+		return dst_write(s, fr->u.extent.region, fr->u.extent.off, fr->u.extent.data,
+				 fr->u.extent.len, first_pass, f);
+	cmn_mutex_lock(&w->lock);
+	while (!w->nspare && !w->f.err)		/* the queue is full */
+		cmn_cond_wait(&w->cond, &w->lock);
+	if (w->f.err) {
+		r = cmn_fail(f, w->f.err, "%s", w->f.msg);
+	} else {
+		w->q[w->head++ % LM_WR_BUFS] = (struct dst_job){
+			.buf = mig_dec_swap_buf(dec, w->spare[--w->nspare]), .s = s,
+			.region = fr->u.extent.region, .off = fr->u.extent.off,
+			.data = fr->u.extent.data, .len = fr->u.extent.len, .first_pass = first_pass };
+		pthread_cond_broadcast(&w->cond);
+	}
+	cmn_mutex_unlock(&w->lock);
+	return r;
+}
+
+/* Wait until everything queued is written: 0, or the first failed write (its message into
+ * @f unless @f already holds a failure). The failure is reported once per pass. */
+static int dst_wr_drain(struct dst_wr *w, struct cmn_fail *f)
+{
+	int r;
+
+	if (!w->started)
+		return 0;
+	cmn_mutex_lock(&w->lock);
+	while (w->head != w->tail)
+		cmn_cond_wait(&w->cond, &w->lock);
+	r = w->f.err;
+	if (r && !f->err)
+		cmn_fail(f, r, "%s", w->f.msg);
+	w->f = (struct cmn_fail){ 0 };
+	cmn_mutex_unlock(&w->lock);
+	return r;
+}
+
 /* The "live" member of a SLICE frame: its pass and whether it is the last. */
 static int dst_live(const struct mig_frame *fr, unsigned int want, bool *final,
 		    unsigned int *vf_out, struct cmn_fail *f)
 {
-	json_object *o = json_tokener_parse(fr->u.slice.def), *live, *pass, *fin, *vf;
+	json_object *o, *live, *pass, *fin, *vf;
 	int r = 0;
 
+	/* By its length: the text is not NUL-terminated, and what follows it in the decoder's
+	 * buffer (an earlier frame's bytes) must not be read as more JSON. */
+	pf_json_parse_strict(fr->u.slice.def, fr->u.slice.def_len, &o);
 	if (!o || !json_object_object_get_ex(o, "live", &live) ||
 	    !json_object_object_get_ex(live, "pass", &pass) ||
 	    !json_object_object_get_ex(live, "final", &fin) ||
@@ -1300,16 +1508,25 @@ static int dst_live(const struct mig_frame *fr, unsigned int want, bool *final,
 	return r;
 }
 
-/* One pass; *@final once the last one is loaded. */
-static int dst_pass(struct lm *m, unsigned int pass, bool *final, struct cmn_fail *f)
+/* One pass; *@final once the last one is loaded. Extents go to the writer @w; any other
+ * frame waits until they are written. */
+static int dst_pass(struct lm *m, struct dst_wr *w, unsigned int pass, bool *final,
+		    struct cmn_fail *f)
 {
 	struct mig_dec dec;
 	struct mig_frame fr;
-	uint64_t got = 0, c0 = 0;
-	int r = mig_dec_init(&dec, lm_recv, m, f);
+	uint64_t got = 0, c0 = 0, w0 = 0;
+	int r = mig_dec_init(&dec, lm_recv, m, f), rw;
 
 	while (!r && (r = mig_dec_next(&dec, &fr, f)) > 0) {
 		r = 0;
+		if (fr.type == MIG_F_EXTENT) {
+			r = dst_wr_queue(w, &dec, m->s, &fr, !pass, f);
+			got += fr.u.extent.len;
+			continue;
+		}
+		if ((r = dst_wr_drain(w, f)))
+			break;
 		if (fr.type == MIG_F_SLICE) {
 			r = dst_live(&fr, pass, final, &m->want_vf, f);
 			if (!r && !pass) {
@@ -1319,14 +1536,12 @@ static int dst_pass(struct lm *m, unsigned int pass, bool *final, struct cmn_fai
 					cmn_fail(f, r, "%s", m->req_err.f.msg);
 				send_ack(m, r, r ? f->msg : "");
 				c0 = thread_cpu_ns();	/* as the source counts pass 0 */
+				w0 = dst_wr_cpu_ns(w);
 			} else if (!r && (fr.u.slice.vram_bytes != m->plan.vram ||
 					  fr.u.slice.dma_bytes != m->plan.dma)) {
 				r = cmn_fail(f, -EBADMSG, "pass %u: region sizes differ from pass 0's",
 					     pass);
 			}
-		} else if (fr.type == MIG_F_EXTENT) {
-			r = dst_write(m->s, &fr, !pass, f);
-			got += fr.u.extent.len;
 		} else if (fr.type == MIG_F_END) {
 			break;
 		} else if (fr.type != MIG_F_HELLO && !*final) {
@@ -1339,12 +1554,17 @@ static int dst_pass(struct lm *m, unsigned int pass, bool *final, struct cmn_fai
 				cmn_fail(f, r, "%s", m->req_err.f.msg);
 		}
 	}
+	/* Nothing of this pass may be written after it returns (a failed migration's slice
+	 * is discarded next). */
+	rw = dst_wr_drain(w, f);
+	if (!r)
+		r = rw;
 	mig_dec_fini(&dec);
 	if (!r) {
 		cmn_mutex_lock(&m->L->lock);
 		m->round = pass;
 		if (!pass)
-			m->pass0_cpu_ns = thread_cpu_ns() - c0;
+			m->pass0_cpu_ns = thread_cpu_ns() - c0 + dst_wr_cpu_ns(w) - w0;
 		m->bytes += got;
 		m->dirty_bytes = got;
 		lm_changed(m);
@@ -1390,6 +1610,7 @@ static void dst_linger(struct lm *m)
 	struct pollfd p = { .fd = m->sock, .events = POLLIN };
 	uint64_t end = cmn_now_ns() + 3 * 1000000000ull;
 
+	lm_lowat(m, 1);
 	shutdown(m->sock, SHUT_WR);
 	while (cmn_now_ns() < end && poll(&p, 1, 1000) == 1) {
 		ssize_t k = recv(m->sock, sink, sizeof(sink), MSG_DONTWAIT);
@@ -1403,14 +1624,18 @@ static void *dst_main(void *arg)
 {
 	struct lm *m = arg;
 	struct cmn_fail f = { 0 };
+	struct dst_wr w = { .started = false };
 	bool final = false;
 	unsigned int pass = 0;
 	int r = dst_accept(m, &f);
 
-	if (!r)
+	if (!r) {
+		dst_wr_start(&w);
 		lm_set_status(m, LM_PRE_COPY);
+	}
 	while (!r && !final)
-		r = dst_pass(m, pass++, &final, &f);
+		r = dst_pass(m, &w, pass++, &final, &f);
+	dst_wr_stop(&w);
 	if (!r) {
 		lm_set_status(m, LM_STOP_COPY);
 		r = lm_request(m, LM_REQ_COMMIT);
