@@ -34,15 +34,22 @@ struct fixture {
 	char sock[128];			/* B's migrate-incoming address */
 };
 
-static int start_pair(struct fixture *f, bool corrupt)
+/* @corrupt: A flips a stream byte; @writer: B writes extents on its writer thread, which
+ * it leaves out with fewer CPUs than its two threads and a local source need. */
+static int start_pair(struct fixture *f, bool corrupt, bool writer)
 {
 	static char *wrap[] = { "env", "VGPU_MIG_CORRUPT_AT=30000", NULL };
+	static char *wrap_b[] = { "env", "VGPU_MIG_WRITER=1", NULL };
 
 	f->a = t_daemon_new();
 	f->b = t_daemon_new();
 	if (corrupt) {
 		f->a->prog = "vgpud-test";
 		f->a->wrap = wrap;
+	}
+	if (writer) {
+		f->b->prog = "vgpud-test";
+		f->b->wrap = wrap_b;
 	}
 	snprintf(f->sock, sizeof(f->sock), "%s/mig.sock", f->b->root);
 	if (t_daemon_start_argv(f->a, daemon_args) || t_daemon_start_argv(f->b, daemon_args))
@@ -59,7 +66,7 @@ static int setup(void **state)
 	struct fixture *f = calloc(1, sizeof(*f));
 
 	*state = f;
-	return start_pair(f, false);
+	return start_pair(f, false, false);
 }
 
 static int setup_corrupt(void **state)
@@ -67,7 +74,15 @@ static int setup_corrupt(void **state)
 	struct fixture *f = calloc(1, sizeof(*f));
 
 	*state = f;
-	return start_pair(f, true);
+	return start_pair(f, true, false);
+}
+
+static int setup_writer(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+
+	*state = f;
+	return start_pair(f, false, true);
 }
 
 static int teardown(void **state)
@@ -238,11 +253,13 @@ static void source_kept(struct fixture *f, const struct image *im)
 
 /* The whole flow with a manual switchover: converge, guest writes while waiting, switch;
  * B has every byte, the holes stay holes, A has forgotten the slice. */
-static void test_live_round_trip(void **state)
+/* A live migration with a manual switchover; B's record says whether it wrote on its
+ * writer thread, which must be so when @writer. */
+static void round_trip(void **state, bool writer)
 {
 	struct fixture *f = *state;
 	struct image im;
-	json_object *ev;
+	json_object *ev, *v;
 	int fd;
 
 	fill_source(f);
@@ -267,7 +284,11 @@ static void test_live_round_trip(void **state)
 	ev = t_wait_migration(f->ea, "completed");
 	assert_true(t_get_u64(ev, "bytes") < 256 << 10);	/* populated pages only */
 	json_object_put(ev);
-	json_object_put(t_wait_migration(f->eb, "completed"));
+	ev = t_wait_migration(f->eb, "completed");
+	assert_true(json_object_object_get_ex(ev, "writer_thread", &v));
+	if (writer)
+		assert_true(json_object_get_boolean(v));
+	json_object_put(ev);
 
 	assert_int_equal(T_CTL(f->b, "list", "-u", U1), 0);
 	assert_non_null(strstr(t_out.out, "running"));
@@ -287,6 +308,17 @@ static void test_live_round_trip(void **state)
 	assert_int_equal(t_daemon_start_argv(f->b, daemon_args), 0);
 	assert_int_equal(T_CTL(f->b, "list", "-u", U1), 0);
 	assert_non_null(strstr(t_out.out, "running"));
+}
+
+static void test_live_round_trip(void **state)
+{
+	round_trip(state, false);
+}
+
+/* The same with B's writer thread forced on, whatever this machine's CPUs. */
+static void test_live_round_trip_writer(void **state)
+{
+	round_trip(state, true);
 }
 
 /* ---- a guest attached (libvgpu-vf, in this process) ---- */
@@ -503,14 +535,19 @@ static void test_live_reply_in_flight(void **state)
 }
 
 /* A guest with work in flight at the switchover is not carried: the switchover fails
- * naming it, and the source resumes: the engines run the pending work there. */
+ * naming it, and the source resumes: the engines run the pending work there.
+ * The GSP's watchdog stops a channel that waits 5 s while its engines may run it, so the
+ * blocked channel never waits on a step whose length load decides (a vgpuctl process, the
+ * destination's event): the switchover goes over a control connection opened before, and
+ * the semaphore is released as soon as the source's "failed" event says it resumed. */
 static void test_live_busy_guest(void **state)
 {
 	struct fixture *f = *state;
 	struct guest g = { 0 };
 	uint32_t dw[64];
 	struct vgpu_pb pb;
-	json_object *ev;
+	struct tclient *c;
+	json_object *ev, *rep;
 
 	fill_source(f);
 	guest_up(f, &g);
@@ -519,19 +556,23 @@ static void test_live_busy_guest(void **state)
 	assert_int_equal(T_CTL(f->a, "migrate", "-u", U1, "--to", f->sock, "--switchover",
 			       "manual", "--no-wait"), 0);
 	json_object_put(t_wait_migration(f->ea, "waiting"));
+	c = t_client(f->a, true);
 	/* Blocked on a semaphore the CPU releases only after the switchover failed. */
 	vgpu_pb_init(&pb, dw, 64);
 	vgpu_pb_sem_acquire(&pb, GVA + GBUF, 5, 0, 60000000);
 	assert_int_equal(pb.err, 0);
 	assert_int_equal(vgpu_submit(g.ch[0], pb.dw, pb.len, &g.last[0]), 0);
-	assert_int_equal(T_CTL(f->a, "migrate-switchover", "-u", U1), 0);
+	rep = t_exec(c, "migrate-switchover", t_args("uuid", U1));
+	assert_non_null(t_ret(rep));
+	json_object_put(rep);
 	ev = t_wait_migration(f->ea, "failed");
+	/* The source runs: its engines take the pending work once the semaphore is released. */
+	__atomic_store_n(&g.cpu[1][0], 5, __ATOMIC_RELEASE);
+	t_client_free(c);
 	assert_non_null(strstr(jget(ev, "error"), "work in flight"));
 	json_object_put(ev);
 	json_object_put(t_wait_migration(f->eb, "failed"));
 	assert_int_equal(T_CTL(f->b, "list", "-u", U1), EXIT_NOTFOUND);
-	/* The source runs: its engines take the pending work once the semaphore is released. */
-	__atomic_store_n(&g.cpu[1][0], 5, __ATOMIC_RELEASE);
 	assert_int_equal(vgpu_fence_wait(&g.last[0], 0), 0);
 	guest_fill(&g, 0, 0, 0x44444444);
 	assert_int_equal(vgpu_channel_error(g.ch[0], NULL, NULL), 0);
@@ -1022,6 +1063,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_live_round_trip, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_live_round_trip_writer, setup_writer, teardown),
 		cmocka_unit_test_setup_teardown(test_live_auto, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_live_vmm_copy, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_live_guest, setup, teardown),
