@@ -151,6 +151,16 @@ static void db_prefetch(struct gpu_fn *f, struct vgpu_doorbell_page *db, uint32_
 		gpu_chan_prefetch(&f->chans[chid]);
 }
 
+/* One more in a count only g->lock's holder changes (readers load it atomically): a load
+ * and a store, not a locked add, which would wait on the drain's path for the stores
+ * before it to leave this core. Release: a reader that sees it sees what it counts. */
+static void db_count_locked(struct gpu *g, atomic_uint_fast64_t *n, uint64_t by)
+{
+	cmn_mutex_assert_held(&g->lock);
+	atomic_store_explicit(n, atomic_load_explicit(n, memory_order_relaxed) + by,
+			      memory_order_release);
+}
+
 /* Judge @token against @f's channel table: the verdict counter it bumps. The engine that
  * owns the channel is woken unless it is @self, which picks right after its drain. */
 static atomic_uint_fast64_t *db_judge_locked(struct gpu *g, struct gpu_engine *self,
@@ -169,7 +179,7 @@ static atomic_uint_fast64_t *db_judge_locked(struct gpu *g, struct gpu_engine *s
 		return &f->dbc.disabled;
 	/* Non-resident: the bit stays set until the channel is scheduled, so it is not lost. */
 	if (!(f->cfg.runlist[rl] & VGPU_BIT(chid)))
-		atomic_fetch_add(&f->dbc.non_resident, 1);
+		db_count_locked(g, &f->dbc.non_resident, 1);
 	else	/* a woken engine did not poll: its first look at the token is this drain */
 		gpu_chan_prefetch(&f->chans[chid]);
 	atomic_fetch_or(&f->pending, VGPU_BIT(chid));
@@ -186,8 +196,8 @@ static void db_token_locked(struct gpu *g, struct gpu_engine *self, struct gpu_f
 			    uint32_t token)
 {
 	cmn_mutex_assert_held(&g->lock);
-	atomic_fetch_add(db_judge_locked(g, self, f, token), 1);
-	atomic_fetch_add(&f->dbc.rung, 1);
+	db_count_locked(g, db_judge_locked(g, self, f, token), 1);
+	db_count_locked(g, &f->dbc.rung, 1);
 }
 
 /* Remember @idx, a slot skipped while empty: its producer may only have been preempted
@@ -249,7 +259,7 @@ static void db_drain_fn_locked(struct gpu *g, struct gpu_engine *self, struct gp
 		/* Producers lapped us: the oldest tokens are gone, the scan finds their work. */
 		uint32_t lost = head - tail - VGPU_DB_SLOTS;
 
-		atomic_fetch_add(&f->dbc.overruns, lost);
+		db_count_locked(g, &f->dbc.overruns, lost);
 		atomic_fetch_add_explicit(DB_ATOMIC(&db->overruns), lost, memory_order_relaxed);
 		tail = head - VGPU_DB_SLOTS;
 		/* Do not wait for the period: every engine scans on its next pass. */
@@ -275,10 +285,12 @@ static void db_drain_fn_locked(struct gpu *g, struct gpu_engine *self, struct gp
 			tail++;
 			continue;
 		}
+		/* Judged before the slot is cleared: the clear takes the slot's line back from
+		 * the submitter's core, and the pending bitmap's locked or would wait for it. */
+		db_token_locked(g, self, f, v & ~VGPU_DB_SLOT_FULL);
 		atomic_store_explicit(slot, 0, memory_order_relaxed);
 		tail++;
 		seen = true;
-		db_token_locked(g, self, f, v & ~VGPU_DB_SLOT_FULL);
 	}
 	if (seen)
 		atomic_store_explicit(&f->db_seen_ns, cmn_now_ns(), memory_order_relaxed);
