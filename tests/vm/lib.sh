@@ -142,18 +142,18 @@ vm_require_qemu() {
 }
 
 # vm_vgpud_start [VGPUD-ARGS...]: a private vgpud on $VM_RUN; fails the suite if it won't come up.
+# vm_vgpud_up: the daemon answers on its socket, or it is gone (vm_until's test).
+vm_vgpud_up() {
+	[ -S "$VM_RUN/control.sock" ] || ! kill -0 "$VM_DAEMON_PID" 2>/dev/null
+}
+
 vm_vgpud_start() {
-	local i
 
 	"$VGPU_BIN/vgpud" --runtime-dir "$VM_RUN" --state-dir "$VM_STATE" --vram "${VM_VRAM:-4G}" \
 		--max-vfs 4 --num-vfs 4 --spare-vram 256M --log-level warn "$@" \
 		>"$VM_TMP/vgpud.log" 2>&1 &
 	VM_DAEMON_PID=$!
-	for i in $(seq 500); do
-		[ -S "$VM_RUN/control.sock" ] && return 0
-		kill -0 "$VM_DAEMON_PID" 2>/dev/null || break
-		sleep 0.02
-	done
+	vm_until vm_vgpud_up && [ -S "$VM_RUN/control.sock" ] && return 0
 	vm_point fail "$VM_NAME: vgpud starts" "vgpud did not come up: $(tail -3 "$VM_TMP/vgpud.log")"
 	VM_DAEMON_PID=
 	vm_finish
@@ -265,6 +265,17 @@ vm_on_reset() {
 
 	[ -n "$vf" ] || return 1
 	vm_ctl reset "$vf" >>"$VM_TMP/vgpuctl.log" 2>&1
+}
+
+# vm_until CMD...: poll CMD until it succeeds (0) or VM_TIMEOUT seconds pass (1). The wait
+# is for an event; the deadline only guards a hang, so a loaded machine is never a failure.
+vm_until() {
+	local deadline=$((SECONDS + VM_TIMEOUT))
+
+	until "$@"; do
+		[ "$SECONDS" -lt "$deadline" ] || return 1
+		sleep 0.05
+	done
 }
 
 # vm_elapsed T0 T1: seconds between two `date +%s.%N` stamps, two decimals.

@@ -60,11 +60,10 @@ if virsh -c "$LV_URI" create "$VM_TMP/hook.xml" >"$VM_TMP/create2.out" 2>&1; the
 	fi
 	vm_wait hook
 	vm_report hook
-	for i in $(seq 100); do
-		virsh -c "$LV_URI" domstate "$dom" >/dev/null 2>&1 || break
-		sleep 0.1
-	done
-	for i in $(seq 50); do [ -z "$(lv_owner h)" ] && break; sleep 0.1; done
+	hook_dom_gone() { ! virsh -c "$LV_URI" domstate "$dom" >/dev/null 2>&1; }
+	hook_released() { [ -z "$(lv_owner h)" ]; }
+	vm_until hook_dom_gone
+	vm_until hook_released
 	if [ -z "$(lv_owner h)" ]; then
 		vm_point ok "hook: release end gives the slice back"
 	else

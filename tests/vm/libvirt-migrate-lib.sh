@@ -123,6 +123,11 @@ mh_config() {
 	EOF
 }
 
+# mh_vgpud_up SOCKET PID: the host's vgpud answers on SOCKET, or it is gone (for vm_until).
+mh_vgpud_up() {
+	[ -S "$1" ] || ! kill -0 "$2" 2>/dev/null
+}
+
 # mh_host H: host H's directories, daemons and vgpud; the suite fails if one won't come up.
 mh_host() {
 	local h=$1 r=$VM_TMP/host-$1 i
@@ -157,10 +162,7 @@ mh_host() {
 		--state-dir "$r/vgpud/state" --vram "${VM_VRAM:-4G}" --max-vfs 4 --num-vfs 4 \
 		--spare-vram 256M --log-level info >"$r/vgpud.log" 2>&1 &
 	MH_VGPUD[$h]=$!
-	for i in $(seq 500); do
-		[ -S "$r/vgpud/run/control.sock" ] && break
-		sleep 0.02
-	done
+	vm_until mh_vgpud_up "$r/vgpud/run/control.sock" "${MH_VGPUD[$h]}"
 	[ -S "$r/vgpud/run/control.sock" ] ||
 		{ vm_point fail "$VM_NAME: host $h: vgpud starts" "$(tail -3 "$r/vgpud.log")"; vm_finish; }
 	vm_diag "host $h: libvirtd (pid $(cat "$r/libvirtd.pid")) on $uri, vgpud (pid ${MH_VGPUD[$h]})"

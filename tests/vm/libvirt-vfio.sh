@@ -29,13 +29,19 @@ fi
 lv_launch vm1 a vfio --big
 lv_launch vm2 b vfio
 
-# While they run: each slice owned by its domain, both listed with their slices.
-for i in $(seq 100); do
-	[ -n "$(lv_owner a)" ] && [ -n "$(lv_owner b)" ] && break
-	sleep 0.1
-done
-dom1=$(virsh -c "$LV_URI" domuuid "${LV_DOM[vm1]}" 2>/dev/null | head -1)
-dom2=$(virsh -c "$LV_URI" domuuid "${LV_DOM[vm2]}" 2>/dev/null | head -1)
+# While they run: each slice owned by its domain, both listed with their slices. vgpu-vm
+# sets the owner token before it defines the domain, so once libvirt knows both domains the
+# tokens must be theirs: wait for that (or for a launch to end), not for a time window.
+lv_domuuid() {
+	virsh -c "$LV_URI" domuuid "${LV_DOM[$1]}" 2>/dev/null | head -1
+}
+lv_both_defined() {
+	{ [ -n "$(lv_domuuid vm1)" ] && [ -n "$(lv_domuuid vm2)" ]; } ||
+		! kill -0 "${VM_PID[vm1]}" 2>/dev/null || ! kill -0 "${VM_PID[vm2]}" 2>/dev/null
+}
+vm_until lv_both_defined
+dom1=$(lv_domuuid vm1)
+dom2=$(lv_domuuid vm2)
 if [ -n "$dom1" ] && [ "$(lv_owner a)" = "$dom1" ] && [ "$(lv_owner b)" = "$dom2" ]; then
 	vm_point ok "host: each slice is owned by its running domain"
 else
