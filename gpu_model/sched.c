@@ -207,19 +207,25 @@ static void cost_fold(double *a, double *b, uint64_t ns, double v)
  * GPU_COST_CLAMP times it: work the model prices far below what it costs the emulator
  * (a method that invalidates every TLB, copies through the IOMMU) buys a function at most
  * GPU_COST_CLAMP squared times the engine time of another of the same weight (its own
- * charges held up, the other's, at a rate it raised, held down), while one slice that the
- * host slowed is charged its work alone. */
-static uint64_t slot_charge_locked(struct gpu_engine *e, struct gpu_fn *f, uint64_t used)
+ * charges held up, the other's, at a rate it raised, held down), while a slice that the
+ * host slowed is charged its work alone. The rate and those bounds see at most twice
+ * the slice's length (@len) of its time: a slice the host stretched many times over
+ * (it took the thread unseen, and the slice ran over its end by that much) would raise
+ * the rate for a second, or hold the function's charges up, by a long stretch that was
+ * the host's, not the work's. */
+static uint64_t slot_charge_locked(struct gpu_engine *e, struct gpu_fn *f, uint64_t used,
+				   uint64_t len)
 {
 	uint64_t fixed = e->slot_idle + e->slot_plain, busy = used > fixed ? used - fixed : 0;
+	uint64_t seen = cmn_min(busy, 2 * cmn_max(len, (uint64_t)GPU_MIN_QUANTUM));
 	double *ft = &f->cost_ns[e->id], *fc = &f->cost_charged[e->id], charge;
 
 	cmn_mutex_assert_held(&e->g->lock);
 	if (!e->slot_units)
 		return fixed + busy;
-	cost_fold(&e->rate_ns, &e->rate_units, busy, (double)e->slot_units);
+	cost_fold(&e->rate_ns, &e->rate_units, seen, (double)e->slot_units);
 	charge = (double)e->slot_units * e->rate_ns / e->rate_units;
-	cost_fold(ft, fc, busy, charge);
+	cost_fold(ft, fc, seen, charge);
 	if (*fc < *ft / GPU_COST_CLAMP)
 		charge += *ft / GPU_COST_CLAMP - *fc;
 	else if (*fc > *ft * GPU_COST_CLAMP)
@@ -250,7 +256,7 @@ static void slot_end_locked(struct gpu_engine *e, uint64_t now)
 		f->tel[e->id].preempt_ns += now - e->slot_end;
 	f->tel[e->id].stall_ns += stolen;
 	used = used > stolen ? used - stolen : 0;
-	f->vtime[e->id] += slot_charge_locked(e, f, used) * 1024 / fn_weight_locked(e, f, len);
+	f->vtime[e->id] += slot_charge_locked(e, f, used, len) * 1024 / fn_weight_locked(e, f, len);
 	e->cur_fn = -1;
 }
 

@@ -543,6 +543,7 @@ static void test_fixed_share_robbed(void **state)
 #define ROB_HEAVY	(400 * VGPU_NSEC_PER_USEC)	/* per item: 8 times its work, and under
 						 * a stall (GPU_STALL_NS): unseen */
 #define ROB_CLAMP	2u			/* GPU_COST_CLAMP */
+#define ROB_QUANTUM	VGPU_NSEC_PER_MSEC	/* a slice outlasts a leap (see below) */
 
 /* Two busy functions under equal share; the host takes the engine thread for 400 us per
  * item the second completes (8 times the item's work), unseen as before: to the engine,
@@ -551,7 +552,8 @@ static void test_fixed_share_robbed(void **state)
  * other's engine time; it gets at most GPU_COST_CLAMP squared times (its charges are
  * held at half its time at least, the other's, at the engine's rate raised by it, at
  * twice its time at most), and the other function still gets about a fifth of the
- * engine (a sixth at least). */
+ * engine (a sixth at least). Slices of 1 ms, so that a slice is not stretched to more
+ * than twice its length by a leap: such a slice would be the host's, not the work's. */
 static void test_underpriced_bounded(void **state)
 {
 	struct rob_run *r = calloc(1, sizeof(*r));
@@ -572,9 +574,9 @@ static void test_underpriced_bounded(void **state)
 	k->arg = r;
 	cfg.clock_arg = k;
 	t = tgpu_new_cfg(cfg, 8);
-	assert_int_equal(gpu_priv_sched_set(t->p, GPU_SCHED_EQUAL_SHARE, WIN_QUANTUM, 0), 0);
+	assert_int_equal(gpu_priv_sched_set(t->p, GPU_SCHED_EQUAL_SHARE, ROB_QUANTUM, 0), 0);
 	for (unsigned int i = 0; i < 2; i++) {
-		struct gpu_priv_sched_fn s = { .enabled = 1, .quantum_ns = WIN_QUANTUM };
+		struct gpu_priv_sched_fn s = { .enabled = 1, .quantum_ns = ROB_QUANTUM };
 
 		assert_int_equal(gpu_priv_sched_fn_set(t->p, i + 1, &s), 0);
 		win_worker_init(t, &r->s.w[i], i + 1);
