@@ -213,7 +213,8 @@ int mig_enc_end(struct mig_enc *e, struct cmn_fail *f);
 /* Read up to @len bytes into @p: the count (0 at the end of the stream) or -errno. */
 typedef ssize_t (*mig_read_fn)(void *ctx, void *p, size_t len);
 
-/* One decoded frame; the pointers are into the decoder's buffer, valid until the next call. */
+/* One decoded frame; the pointers are into the decoder's buffer, valid until the next call.
+ * SLICE's definition (def_len bytes) is followed by a NUL. */
 struct mig_frame {
 	uint32_t type;
 	uint32_t seq;

@@ -1004,6 +1004,11 @@ int mig_dec_next(struct mig_dec *d, struct mig_frame *out, struct cmn_fail *f)
 		break;
 	case MIG_F_SLICE:
 		r = dec_slice(d, h + MIG_FRAME_HDR, len, out, f);
+		/* The definition is text: ended by a NUL in the buffer (it has room past a
+		 * definition's 64 KiB), so what an earlier frame left after it is never read
+		 * as more of it. */
+		if (r == 1)
+			h[MIG_FRAME_HDR + len] = 0;
 		break;
 	case MIG_F_EXTENT:
 		r = dec_extent(d, h + MIG_FRAME_HDR, len, out, f);

@@ -131,6 +131,7 @@ static void test_round_trip(void **state)
 	assert_int_equal(fr.u.slice.dma_bytes, 1 << 20);
 	assert_int_equal(fr.u.slice.def_len, strlen(def));
 	assert_memory_equal(fr.u.slice.def, def, strlen(def));
+	assert_int_equal(fr.u.slice.def[fr.u.slice.def_len], 0);
 	while (mig_dec_next(&d, &fr, NULL) > 0 && fr.type != MIG_F_END)
 		;
 	assert_int_equal(fr.type, MIG_F_END);
@@ -157,8 +158,14 @@ static void test_swap_buf(void **state)
 	(void)state;
 	n = make_stream(&b, src, VRAM_LEN);
 	assert_int_equal(mig_dec_init(&d, mbuf_read, &b, NULL), 0);
+	/* A buffer an earlier frame filled: the definition still ends where it ends. */
+	kept[0] = malloc(MIG_DEC_BUF);
+	memset(kept[0], '/', MIG_DEC_BUF);
+	free(mig_dec_swap_buf(&d, kept[0]));
 	while (mig_dec_next(&d, &fr, NULL) > 0) {
 		frames++;
+		if (fr.type == MIG_F_SLICE)
+			assert_string_equal(fr.u.slice.def, def);
 		if (fr.type != MIG_F_EXTENT || fr.u.extent.region != MIG_R_VRAM)
 			continue;
 		assert_true(nk < 8);
