@@ -1527,8 +1527,8 @@ static int dst_live(const struct mig_frame *fr, unsigned int want, bool *final,
 	json_object *o, *live, *pass, *fin, *vf;
 	int r = 0;
 
-	/* By its length: the text is not NUL-terminated, and what follows it in the decoder's
-	 * buffer (an earlier frame's bytes) must not be read as more JSON. */
+	/* By its length and strictly, as the plan reads pass 0's: nothing after the text (an
+	 * earlier frame's bytes in the decoder's buffer) is read as more of it. */
 	pf_json_parse_strict(fr->u.slice.def, fr->u.slice.def_len, &o);
 	if (!o || !json_object_object_get_ex(o, "live", &live) ||
 	    !json_object_object_get_ex(live, "pass", &pass) ||
