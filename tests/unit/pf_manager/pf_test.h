@@ -283,6 +283,14 @@ static __attribute__((unused)) int t_ctl_argv(struct tdaemon *d, struct tout *o,
 	close(pe[0]);
 	waitpid(pid, &st, 0);
 	o->rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	/* Unreachable (6: no connection, or no reply in time) or killed: an assertion on the
+	 * exit code alone would not say which, so the log gets vgpuctl's own words. */
+	if (o->rc == 6 || o->rc >= 128) {
+		fprintf(stderr, "# vgpuctl");
+		for (int i = 3; argv[i]; i++)
+			fprintf(stderr, " %s", argv[i]);
+		fprintf(stderr, ": exit %d: %s\n", o->rc, o->err);
+	}
 	return o->rc;
 }
 
