@@ -32,6 +32,7 @@
 #define SH_VA		0x100000000ull
 #define SH_RING_PA	(2ull << 20)		/* USERD, then the GP ring, then the pushbuffer */
 #define SH_DATA_PA	(4ull << 20)
+#define SH_IDLE		(-2.0)			/* sh_case(): no work in a window */
 
 struct sh_vf {
 	struct vgpu_userd *userd;
@@ -236,7 +237,9 @@ static double sh_window_eval(const struct sh_win *w, enum gpu_sched_policy polic
 	return worst;
 }
 
-/* One case: @n busy VFs under @policy; the worst error in %, or a negative value. */
+/* One case: @n busy VFs under @policy; the worst error in %, SH_IDLE if the engine
+ * completed nothing in a window (the host gave its thread no CPU for a second), or -1 if
+ * the device could not be set up. */
 static double sh_case(enum gpu_sched_policy policy, unsigned int n, unsigned int windows,
 		      bool detail)
 {
@@ -283,7 +286,7 @@ static double sh_case(enum gpu_sched_policy policy, unsigned int n, unsigned int
 			prev_run[fn] = cur_run[fn];
 		}
 		if (!w.total_items) {
-			worst = -1;	/* the engine did nothing: not a measurement */
+			worst = SH_IDLE;	/* the engine did nothing: not a measurement */
 			break;
 		}
 		worst = sh_max(worst, sh_window_eval(&w, policy, n, wsum, detail));
@@ -310,14 +313,18 @@ int tb_shares(bool json, bool quick, bool detail)
 	for (size_t i = 0; i < VGPU_ARRAY_SIZE(cases); i++) {
 		double e = sh_case(cases[i].policy, cases[i].n, quick ? 1 : 3, detail && !json);
 
-		if (e < 0)
+		if (e < 0) {
 			ret = -1;
+			fprintf(stderr, "tenant_bench: %s not measured: %s\n", cases[i].key,
+				e == SH_IDLE ? "the engine completed nothing in a window"
+					     : "device setup failed");
+		}
 		if (json && e < 0)
 			printf(", \"share_err_pct_%s\": null", cases[i].key);
 		else if (json)
 			printf(", \"share_err_pct_%s\": %.2f", cases[i].key, e);
 		else if (e < 0)
-			printf("  %-10s not measured (device setup failed)\n", cases[i].key);
+			printf("  %-10s not measured\n", cases[i].key);
 		else
 			printf("  %-10s worst error %.2f %%\n", cases[i].key, e);
 	}

@@ -10,8 +10,9 @@
 /* Measure and print the share keys: as JSON members (", \"share_err_pct_equal_n8\": 1.23",
  * ...) when @json, else a table. @quick: one window per case instead of three. @detail
  * (table only): each window's errors of the work shares, of the scheduler's own time shares
- * and of the work done per ms of engine time. 0, or -1 if the device could not be set up
- * (the keys are then printed as null). */
+ * and of the work done per ms of engine time. 0, or -1 if a case was not measured (the
+ * device could not be set up, or the engine completed nothing in a window: its key is
+ * then printed as null, and why on stderr). */
 int tb_shares(bool json, bool quick, bool detail);
 
 #endif
