@@ -45,5 +45,5 @@ int main(void)
 		cmocka_unit_test(test_suite),
 	};
 
-	return vfx_run_group(tests, VFX_ONE_VF(NULL), "/tmp/vgpu-selftest", UUID, "vgpu-512M");
+	return vfx_run_group(tests, VFX_ONE_VF(NULL), "/dev/shm/vgpu-selftest", UUID, "vgpu-512M");
 }

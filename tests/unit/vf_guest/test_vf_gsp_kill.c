@@ -409,5 +409,5 @@ int main(void)
 		cmocka_unit_test_teardown(test_gsp_kill, vfx_case_teardown),
 	};
 
-	return vfx_run_group(tests, VFX_ONE_VF(NULL), "/tmp/vgpu-gspkill", UUID, "vgpu-512M");
+	return vfx_run_group(tests, VFX_ONE_VF(NULL), "/dev/shm/vgpu-gspkill", UUID, "vgpu-512M");
 }

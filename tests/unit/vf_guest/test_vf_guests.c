@@ -228,7 +228,7 @@ int main(void)
 		skip_all("vgpud is not built");
 		return 0;
 	}
-	ret = vfx_mkdirs(&vfx, "/tmp/vgpu-vfguests");
+	ret = vfx_mkdirs(&vfx, "/dev/shm/vgpu-vfguests");
 	if (ret) {
 		printf("1..1\nnot ok 1 - mkdtemp: %s\n", strerror(-ret));
 		return 1;

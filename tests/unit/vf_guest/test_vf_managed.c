@@ -428,5 +428,5 @@ int main(void)
 		cmocka_unit_test_teardown(test_vft_case, vfx_case_teardown),
 	};
 
-	return vfx_run_group(tests, VFX_ONE_VF("32M"), "/tmp/vgpu-managed", UUID, "vgpu-512M");
+	return vfx_run_group(tests, VFX_ONE_VF("32M"), "/dev/shm/vgpu-managed", UUID, "vgpu-512M");
 }

@@ -1001,5 +1001,5 @@ int main(void)
 		cmocka_unit_test_teardown(test_daemon_restart, vfx_case_teardown),
 	};
 
-	return vfx_run_group(tests, VFX_ONE_VF("32M"), "/tmp/vgpu-sva", UUID, "vgpu-512M");
+	return vfx_run_group(tests, VFX_ONE_VF("32M"), "/dev/shm/vgpu-sva", UUID, "vgpu-512M");
 }

@@ -326,5 +326,5 @@ int main(void)
 		}
 		init_proc();
 	}
-	return vfx_run_group(tests, VFX_ONE_VF("32M"), "/tmp/vgpu-sva-pid", UUID, "vgpu-512M");
+	return vfx_run_group(tests, VFX_ONE_VF("32M"), "/dev/shm/vgpu-sva-pid", UUID, "vgpu-512M");
 }

@@ -314,7 +314,7 @@ int main(void)
 					  test_unanswered, NULL, vfx_case_teardown, NULL };
 	tests[n++] = (struct CMUnitTest){ "page requests: bad input", test_bad_input, NULL,
 					  vfx_case_teardown, NULL };
-	vfx_group_init(VFX_ONE_VF("32M"), "/tmp/vgpu-sva-pri", UUID, "vgpu-512M");
+	vfx_group_init(VFX_ONE_VF("32M"), "/dev/shm/vgpu-sva-pri", UUID, "vgpu-512M");
 	return _cmocka_run_group_tests("vf_sva_pri", tests, n, vfx_group_setup,
 				       vfx_group_teardown);
 }

@@ -114,5 +114,5 @@ int main(void)
 		cmocka_unit_test_teardown(test_bad_ranges, vfx_case_teardown),
 	};
 
-	return vfx_run_group(tests, VFX_ONE_VF(NULL), "/tmp/vgpu-vamap", UUID, "vgpu-512M");
+	return vfx_run_group(tests, VFX_ONE_VF(NULL), "/dev/shm/vgpu-vamap", UUID, "vgpu-512M");
 }

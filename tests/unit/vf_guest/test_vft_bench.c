@@ -75,5 +75,5 @@ int main(void)
 		cmocka_unit_test(test_nothing_asked),
 	};
 
-	return vfx_run_group(tests, VFX_ONE_VF(NULL), "/tmp/vgpu-vftbench", UUID, "vgpu-512M");
+	return vfx_run_group(tests, VFX_ONE_VF(NULL), "/dev/shm/vgpu-vftbench", UUID, "vgpu-512M");
 }
