@@ -7,13 +7,14 @@
 #include "common/clock.h"
 #include "hmm/hmm_internal.h"
 
-/* hmm_range_fault gives -EBUSY when any invalidation of the process ran meanwhile (the
- * notifier covers the whole address space), and a process migrating other memory makes
- * one every few microseconds: retry until a round goes through, as the kernel's drivers
- * do, for up to a quarter of the IOMMU's default page response timeout (1 s). A count
- * would not do: under a sanitizer or a loaded CPU one round takes long enough for every
- * round to overlap an invalidation of a busy neighbour. Only a range being torn down
- * outlasts it, and then the IOMMU's own retry faults as it should. */
+/* hmm_range_fault gives -EBUSY when an invalidation its notifier covers ran meanwhile:
+ * retry until a round goes through, as the kernel's drivers do, for up to a quarter of the
+ * IOMMU's default page response timeout (1 s). Each request watches only its own page
+ * (pri_page_watch()): with the attach's notifier, which covers the whole address space, a
+ * process migrating other memory invalidates every few microseconds, and on a loaded host
+ * one round takes long enough for every round to overlap one of those until the budget is
+ * gone. Only the page itself being torn down outlasts it, and then the IOMMU's own retry
+ * faults as it should. */
 #define PRI_RANGE_BUDGET_NS	(250 * VGPU_NSEC_PER_MSEC)
 
 /* The request handler keeps nothing mapped, so an invalidation only moves the sequence
@@ -30,11 +31,24 @@ static const struct hmm_interval_notifier_ops pri_notifier_ops = {
 	.invalidate = pri_invalidate,
 };
 
+/* The notifier a request at [start, start + page) is checked against: @page, inserted
+ * over that page alone, or where the mm has no notifier slot left, the attach's own. */
+static struct hmm_interval_notifier *pri_page_watch(struct hmm_pri *p,
+						    struct hmm_interval_notifier *page,
+						    uintptr_t start)
+{
+	*page = (struct hmm_interval_notifier){ .mm = NULL };
+	if (hmm_interval_notifier_insert(page, p->notifier.mm, start, HMM_PAGE_SIZE, NULL,
+					 &pri_notifier_ops))
+		return &p->notifier;
+	return page;
+}
+
 int hmm_pri_serve_page(struct hmm_pri *p, uintptr_t addr, bool write)
 {
+	struct hmm_interval_notifier page;
 	uint64_t pfn = 0;
 	struct hmm_range r = {
-		.notifier = &p->notifier,
 		.start = addr & ~(uintptr_t)(HMM_PAGE_SIZE - 1),
 		.hmm_pfns = &pfn,
 		.default_flags = HMM_PFN_REQ_FAULT | (write ? HMM_PFN_REQ_WRITE : 0),
@@ -45,12 +59,15 @@ int hmm_pri_serve_page(struct hmm_pri *p, uintptr_t addr, bool write)
 	if (!p || !p->notifier.mm || r.start > UINTPTR_MAX - HMM_PAGE_SIZE)
 		return -EINVAL;
 	r.end = r.start + HMM_PAGE_SIZE;
+	r.notifier = pri_page_watch(p, &page, r.start);
 	do {
-		r.notifier_seq = hmm_interval_read_begin(&p->notifier);
+		r.notifier_seq = hmm_interval_read_begin(r.notifier);
 		pfn = 0;
 		ret = hmm_range_fault(&r);
 		atomic_fetch_add(&p->faulted, r.faulted);
 	} while (ret == -EBUSY && !cmn_deadline_passed(deadline));
+	if (r.notifier == &page)
+		hmm_interval_notifier_remove(&page);
 	return ret;
 }
 
