@@ -323,8 +323,11 @@ int hmm_range_fault(struct hmm_range *range)
 				return ret;
 			if (!w.refault)
 				break;
-			/* walk the same segment again */
-			if (cmn_deadline_passed(deadline))
+			/* Walk the same segment again. The first walk's faults always get that
+			 * look, however long a loaded host made them take: the timeout is for
+			 * pages that stay in motion (another thread's migration), and a fault
+			 * that merely took long would otherwise end in -EBUSY with its page in. */
+			if (again && cmn_deadline_passed(deadline))
 				return -EBUSY;
 			hmm_relax(&spins);
 			again = true;
