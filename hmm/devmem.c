@@ -307,18 +307,21 @@ void hmm_devmem_free_deferred(struct hmm_devmem *dm, uint64_t page)
 	atomic_fetch_add_explicit(&dm->nr_deferred, 1, memory_order_release);
 }
 
-/* Copy whole pages into device memory with streaming (non-temporal) stores: the CPU
- * does not read what it sends to the device, so the destination is not worth a read for
- * ownership nor a place in the cache (VRAM behind a BAR is write-combining anyway). On a
- * CPU whose memcpy does not stream below a threshold scaled to the last-level cache, this
- * is what keeps a migration's copy at memory speed. SSE2: every x86-64 has it. */
-static void copy_to_dev(void *dev, const void *sys, size_t len)
+/* Copy whole pages with streaming (non-temporal) stores, both ways. Into the device: the
+ * CPU does not read what it sends there, so the destination is not worth a read for
+ * ownership nor a place in the cache (VRAM behind a BAR is write-combining anyway). Back
+ * to the system: a batched migration moves 2 MiB at a time that nobody reads before the
+ * pages are moved into place, and a destination line not read for ownership halves the
+ * memory traffic of the copy (doc/bench/hmm_bench.md). On a CPU whose memcpy does not
+ * stream below a threshold scaled to the last-level cache, this is what keeps a
+ * migration's copy at memory speed. SSE2: every x86-64 has it. */
+static void copy_stream(void *dst, const void *src, size_t len)
 {
 #if defined(__x86_64__)
-	__m128i *d = dev;
-	const __m128i *s = sys;
+	__m128i *d = dst;
+	const __m128i *s = src;
 
-	if (((uintptr_t)dev | (uintptr_t)sys) % 16 == 0) {
+	if (((uintptr_t)dst | (uintptr_t)src) % 16 == 0) {
 		for (size_t i = 0; i < len / 16; i += 4) {
 			__m128i a = _mm_load_si128(s + i), b = _mm_load_si128(s + i + 1);
 			__m128i c = _mm_load_si128(s + i + 2), e = _mm_load_si128(s + i + 3);
@@ -332,7 +335,7 @@ static void copy_to_dev(void *dev, const void *sys, size_t len)
 		return;
 	}
 #endif
-	memcpy(dev, sys, len);
+	memcpy(dst, src, len);
 }
 
 int hmm_devmem_copy(struct hmm_devmem *dm, enum hmm_copy_dir dir, void *sys, uint64_t page,
@@ -344,8 +347,8 @@ int hmm_devmem_copy(struct hmm_devmem *dm, enum hmm_copy_dir dir, void *sys, uin
 	size_t len = npages << HMM_PAGE_SHIFT;
 
 	if (dir == HMM_COPY_TO_DEVICE)
-		copy_to_dev(dev, sys, len);
+		copy_stream(dev, sys, len);
 	else
-		memcpy(sys, dev, len);
+		copy_stream(sys, dev, len);
 	return 0;
 }

@@ -730,8 +730,16 @@ int hmm_migrate_to_device(struct hmm_mm *mm, struct hmm_devmem *dm, void *addr, 
 	return ret;
 }
 
+/* Copy runs of device pages into staging, each run faulted in first when it is fresh:
+ * the kernel clears a fresh huge page, and a copy that then stores into the cleared lines
+ * pays a read for ownership of each; faulted in beforehand, the copy streams past the
+ * cache (on the 2-vCPU Xeon guest, per CPU second: populate then a streaming copy
+ * 4.4 GB/s, memcpy into fresh pages 3.6-3.9). Kept pages (a spare block) exist already.
+ * Where the kernel lacks MADV_POPULATE_WRITE the copy faults them in as before. */
 static void copy_to_system(struct hmm_migrate *m)
 {
+	bool fresh = !((struct migrate_priv *)m->priv)->spare;
+
 	for (size_t i = 0; i < m->npages;) {
 		size_t k = 1;
 		uint64_t pg = hmm_migrate_pfn_page(m->src[i]);
@@ -743,6 +751,9 @@ static void copy_to_system(struct hmm_migrate *m)
 		while (i + k < m->npages && (m->src[i + k] & HMM_MIGRATE_PFN_MIGRATE) &&
 		       hmm_migrate_pfn_page(m->src[i + k]) == pg + k)
 			k++;
+		if (fresh)
+			(void)madvise(hmm_migrate_dst_ptr(m, i), k << HMM_PAGE_SHIFT,
+				      MADV_POPULATE_WRITE);
 		hmm_devmem_copy(m->devmem, HMM_COPY_TO_SYSTEM, hmm_migrate_dst_ptr(m, i), pg, k);
 		for (size_t j = i; j < i + k; j++)
 			m->dst[j] = HMM_MIGRATE_PFN_VALID;
