@@ -10,8 +10,9 @@
  * 62 fixed-share functions keep their shares in every 1 s window while the host preempts
  * the engine thread (leaps of the clock that its CPU time does not see); 8 keep their
  * shares of the work while the host robs half of them of time that the engine's CPU time
- * counts (a slice is charged its work, not its time); busy functions keep whole slices
- * while doorbells ring. Everything runs on an engine clock the test
+ * counts (a slice is charged its work, not its time); a function whose work costs far
+ * more than the work model prices it at gets at most four times another's engine time;
+ * busy functions keep whole slices while doorbells ring. Everything runs on an engine clock the test
  * drives (each read advances it by one tick; an oversleep or a preemption is a leap of it),
  * so the results count scheduler decisions and work, not host load. */
 #include <pthread.h>
