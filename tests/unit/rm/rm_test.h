@@ -35,7 +35,10 @@ struct rm_fixture {
 	struct rm *rm;
 };
 
-static inline int rm_fixture_up(struct rm_fixture *f, const struct rm_config *tweak)
+static inline void rm_fixture_down(struct rm_fixture *f);
+
+/* rm_fixture_up()'s steps; what it made before a failure stays in @f. */
+static inline int rm_fixture_build(struct rm_fixture *f, const struct rm_config *tweak)
 {
 	struct gpu_config gc = { .vram_size = 64ull << 20, .nr_vfs = 3, .nr_engines = 1 };
 	struct pma_region_desc rd = { .base = 0, .size = 64ull << 20, .performance = 1 };
@@ -76,6 +79,20 @@ static inline int rm_fixture_up(struct rm_fixture *f, const struct rm_config *tw
 			return ret;
 	}
 	return 0;
+}
+
+/* A failed set-up undoes itself: cmocka runs no teardown after it, and a device left
+ * behind would stay in this process for the tests that follow (an extra mapping of the
+ * privileged region, engines and a GSP running). */
+static inline int rm_fixture_up(struct rm_fixture *f, const struct rm_config *tweak)
+{
+	int ret = rm_fixture_build(f, tweak);
+
+	if (ret) {
+		rm_fixture_down(f);
+		memset(f, 0, sizeof(*f));
+	}
+	return ret;
 }
 
 static inline void rm_fixture_down(struct rm_fixture *f)
