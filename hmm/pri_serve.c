@@ -16,6 +16,11 @@
  * gone. Only the page itself being torn down outlasts it, and then the IOMMU's own retry
  * faults as it should. */
 #define PRI_RANGE_BUDGET_NS	(250 * VGPU_NSEC_PER_MSEC)
+/* A round that brought the page in ends in -EBUSY as well: bringing a device page back is
+ * an invalidation of that very page. The round after it finds the page there, so each such
+ * round earns one more past the budget (a loaded host can make one round take longer than
+ * the whole budget), up to this many: a page taken away again and again still ends. */
+#define PRI_FAULTED_ROUNDS	4u
 
 /* The request handler keeps nothing mapped, so an invalidation only moves the sequence
  * that hmm_range_fault checks. */
@@ -54,6 +59,7 @@ int hmm_pri_serve_page(struct hmm_pri *p, uintptr_t addr, bool write)
 		.default_flags = HMM_PFN_REQ_FAULT | (write ? HMM_PFN_REQ_WRITE : 0),
 	};
 	uint64_t deadline = cmn_deadline_ns(PRI_RANGE_BUDGET_NS);
+	unsigned int extra = 0;
 	int ret;
 
 	if (!p || !p->notifier.mm || r.start > UINTPTR_MAX - HMM_PAGE_SIZE)
@@ -65,7 +71,8 @@ int hmm_pri_serve_page(struct hmm_pri *p, uintptr_t addr, bool write)
 		pfn = 0;
 		ret = hmm_range_fault(&r);
 		atomic_fetch_add(&p->faulted, r.faulted);
-	} while (ret == -EBUSY && !cmn_deadline_passed(deadline));
+	} while (ret == -EBUSY && (!cmn_deadline_passed(deadline) ||
+				   (r.faulted && extra++ < PRI_FAULTED_ROUNDS)));
 	if (r.notifier == &page)
 		hmm_interval_notifier_remove(&page);
 	return ret;
