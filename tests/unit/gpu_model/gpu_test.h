@@ -22,7 +22,9 @@
 #define T_TABLES	(2ull << 20)		/* first 2 MiB of a slice: page tables */
 #define T_VA_BASE	0x100000000ull		/* VA = T_VA_BASE + VF-physical address */
 #define T_PB_BYTES	(256u << 10)
-#define T_TIMEOUT	(5 * VGPU_NSEC_PER_SEC)
+/* Only guards a hang: every wait ends on an event, and a loaded machine (TSan, other jobs
+ * on two CPUs) can take seconds to get there. */
+#define T_TIMEOUT	(60 * VGPU_NSEC_PER_SEC)
 
 struct tgpu {
 	struct gpu *g;
