@@ -576,8 +576,9 @@ static void engine_run_locked(struct gpu_engine *e, struct gpu_chan *c, uint64_t
 	stolen = e->stolen - stolen0;
 	ran = end - start > stolen ? end - start - stolen : 0;
 	f->tel[e->id].run_ns += ran;
-	/* The slice's charge (slot_charge_locked()): a turn that did work by its work. */
-	if (r == GPU_RUN_PROGRESS)
+	/* The slice's charge (slot_charge_locked()): a turn that did work by its work, whether
+	 * it ended with more to do or caught up, blocked or faulted after it. */
+	if (ctx.cost)
 		e->slot_units += ctx.cost;
 	else
 		e->slot_plain += ran;
