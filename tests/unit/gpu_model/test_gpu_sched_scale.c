@@ -485,6 +485,26 @@ static void rob_snapshot(void *arg)
 	scale_snapshot(&r->s);
 }
 
+/* A device of @n functions on one engine whose clock the host robs of @rob_by per item
+ * of the robbed functions (rob_robbing()), for ROB_RUN of engine time. */
+static struct tgpu *rob_gpu(struct rob_run *r, unsigned int n, uint64_t rob_by,
+			    struct sclock **kp)
+{
+	struct gpu_config cfg = { .nr_vfs = n, .nr_engines = 1, .spin_ns = VGPU_NSEC_PER_SEC,
+				  .clock_ns = sclock_read, .cpu_ns = sclock_cpu };
+	struct sclock *k = sclock_new(ROB_RUN);
+
+	r->s.n = n;
+	k->tick = WIN_TICK;
+	k->on_stop = rob_snapshot;
+	k->robbing = rob_robbing;
+	k->rob_by = rob_by;
+	k->arg = r;
+	cfg.clock_arg = k;
+	*kp = k;
+	return tgpu_new_cfg(cfg, 8);
+}
+
 /* Eight busy functions under fixed share with unequal weights (200, 150, 150, 100 x 5 per
  * mille); while every other one runs, the host takes the engine thread for 20 us per item
  * it completes (an item is about 50 us of engine work), and the engine's CPU time runs on
@@ -498,8 +518,6 @@ static void rob_snapshot(void *arg)
 static void test_fixed_share_robbed(void **state)
 {
 	struct rob_run *r = calloc(1, sizeof(*r));
-	struct gpu_config cfg = { .nr_vfs = ROB_N, .nr_engines = 1, .spin_ns = VGPU_NSEC_PER_SEC,
-				  .clock_ns = sclock_read, .cpu_ns = sclock_cpu };
 	uint64_t wsum = 0, total = 0;
 	double worst = 0;
 	struct sclock *k;
@@ -507,15 +525,7 @@ static void test_fixed_share_robbed(void **state)
 
 	(void)state;
 	assert_non_null(r);
-	r->s.n = ROB_N;
-	k = sclock_new(ROB_RUN);
-	k->tick = WIN_TICK;
-	k->on_stop = rob_snapshot;
-	k->robbing = rob_robbing;
-	k->rob_by = ROB_BY;
-	k->arg = r;
-	cfg.clock_arg = k;
-	t = tgpu_new_cfg(cfg, 8);
+	t = rob_gpu(r, ROB_N, ROB_BY, &k);
 	assert_int_equal(gpu_priv_sched_set(t->p, GPU_SCHED_FIXED_SHARE, WIN_QUANTUM, 0), 0);
 	for (unsigned int i = 0; i < ROB_N; i++) {
 		struct gpu_priv_sched_fn s = { .enabled = 1, .weight = scale_weight(i, ROB_N) };
@@ -566,23 +576,13 @@ static void test_fixed_share_robbed(void **state)
 static void test_underpriced_bounded(void **state)
 {
 	struct rob_run *r = calloc(1, sizeof(*r));
-	struct gpu_config cfg = { .nr_vfs = 2, .nr_engines = 1, .spin_ns = VGPU_NSEC_PER_SEC,
-				  .clock_ns = sclock_read, .cpu_ns = sclock_cpu };
 	struct gpu_sched_stats st[2];
 	struct sclock *k;
 	struct tgpu *t;
 
 	(void)state;
 	assert_non_null(r);
-	r->s.n = 2;
-	k = sclock_new(ROB_RUN);
-	k->tick = WIN_TICK;
-	k->on_stop = rob_snapshot;
-	k->robbing = rob_robbing;
-	k->rob_by = ROB_HEAVY;
-	k->arg = r;
-	cfg.clock_arg = k;
-	t = tgpu_new_cfg(cfg, 8);
+	t = rob_gpu(r, 2, ROB_HEAVY, &k);
 	assert_int_equal(gpu_priv_sched_set(t->p, GPU_SCHED_EQUAL_SHARE, ROB_QUANTUM, 0), 0);
 	for (unsigned int i = 0; i < 2; i++) {
 		struct gpu_priv_sched_fn s = { .enabled = 1, .quantum_ns = ROB_QUANTUM };
