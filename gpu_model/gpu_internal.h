@@ -114,7 +114,7 @@ struct gpu_chan {
 	uint64_t cfg_gen;		/* allocation the runtime below belongs to */
 	int state_at_free;		/* state when that allocation was freed (g->lock) */
 	bool running;			/* an engine executes it (g->lock) */
-	bool freed_running;		/* freed during that turn: see gpu_chan_release_locked */
+	bool freed_running;		/* freed during that turn: see chan_release_locked() */
 	/* runtime, owned by the engine while running */
 	uint32_t gp_get, gp_put;	/* gp_put: last valid GP_PUT seen */
 	uint32_t gp_cache_idx, gp_cache_n;

@@ -57,7 +57,9 @@ void __tsan_release(void *addr);
 #endif
 
 #define GSP_SLOTS	64u	/* RPCs in flight per lane; the low bits of the sequence */
-#define GSP_READY_NS	(10 * VGPU_NSEC_PER_SEC)
+/* A GSP that exits during its start is seen at once (waitpid); this only bounds one that
+ * hangs, so it leaves room for a start on a loaded host (under sanitizers it took over 10 s). */
+#define GSP_READY_NS	(30 * VGPU_NSEC_PER_SEC)
 #define GSP_HUNG_NS	(100 * VGPU_NSEC_PER_MSEC)	/* heartbeat older: "unresponsive" */
 #define GSP_PARTIAL_NS	(5 * VGPU_NSEC_PER_MSEC)	/* half-published message: then fatal */
 
