@@ -54,6 +54,10 @@
 #define LM_CHUNK		(1u << 20)	/* bytes read at a time */
 #define LM_WR_BUFS		3		/* destination: extents checked ahead of the write */
 #define LM_SOCK_BUF		(4 << 20)	/* socket buffers asked for, each way */
+/* The destination's writer thread where dst_wr_pays() finds a CPU for it: off until it is
+ * measured on a host with the CPUs to gain from it (a guest died after a libvirt migration
+ * back with it on, cause not found yet); test builds turn it on with VGPU_MIG_WRITER=1. */
+#define LM_WRITER_AUTO		0
 #define LM_RCVLOWAT		(256u << 10)	/* bytes a waiting destination is woken for */
 #define LM_ACK_MAGIC		0x41474d56u	/* "VMGA" */
 #define LM_ACK_MSG_MAX		512u
@@ -1441,6 +1445,8 @@ static bool dst_wr_pays(const struct lm *m)
 
 	if (m->writer >= 0)		/* test builds: VGPU_MIG_WRITER */
 		return m->writer;
+	if (!LM_WRITER_AUTO)
+		return false;
 	if (!local && !getsockname(m->sock, (struct sockaddr *)&a, &la) &&
 	    !getpeername(m->sock, (struct sockaddr *)&b, &lb))
 		local = same_host(&a, &b);
