@@ -29,7 +29,6 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,10 +53,6 @@
 #define LM_CHUNK		(1u << 20)	/* bytes read at a time */
 #define LM_WR_BUFS		3		/* destination: extents checked ahead of the write */
 #define LM_SOCK_BUF		(4 << 20)	/* socket buffers asked for, each way */
-/* The destination's writer thread where dst_wr_pays() finds a CPU for it: off until it is
- * measured on a host with the CPUs to gain from it (a guest died after a libvirt migration
- * back with it on, cause not found yet); test builds turn it on with VGPU_MIG_WRITER=1. */
-#define LM_WRITER_AUTO		0
 #define LM_RCVLOWAT		(256u << 10)	/* bytes a waiting destination is woken for */
 #define LM_ACK_MAGIC		0x41474d56u	/* "VMGA" */
 #define LM_ACK_MSG_MAX		512u
@@ -95,8 +90,8 @@ struct lm {
 	struct pf_slice *s;		/* L->lock; NULL once gone */
 	int lfd, sock, wake_fd;
 	int lowat;			/* destination: the socket's SO_RCVLOWAT (0: not set) */
-	int writer;			/* destination: a writer thread, 1 or 0 (test builds:
-					 * VGPU_MIG_WRITER), or -1: dst_wr_pays() decides */
+	bool writer;			/* destination: a writer thread (test builds only,
+					 * VGPU_MIG_WRITER=1: doc/migration.md, Limits) */
 	bool wr_on;			/* destination: it has one (L->lock) */
 	pthread_t thread;
 	bool started, finished;		/* L->lock */
@@ -1415,44 +1410,6 @@ static void dst_wr_start(struct dst_wr *w)
 	}
 }
 
-/* Whether @a and @b (a connection's two ends) have one address: both on this host. */
-static bool same_host(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
-{
-	const struct sockaddr_in *a4 = (const void *)a, *b4 = (const void *)b;
-	const struct sockaddr_in6 *a6 = (const void *)a, *b6 = (const void *)b;
-
-	if (a->ss_family != b->ss_family)
-		return false;
-	if (a->ss_family == AF_INET)
-		return a4->sin_addr.s_addr == b4->sin_addr.s_addr;
-	return a->ss_family == AF_INET6 &&
-	       !memcmp(&a6->sin6_addr, &b6->sin6_addr, sizeof(a6->sin6_addr));
-}
-
-/* Whether a writer thread pays here: it overlaps the write with the next extent's read
- * only where a CPU is free for it. The destination's two threads need two CPUs, three when
- * the source runs on this host too (a UNIX socket, or a TCP connection whose ends have one
- * address); with fewer, the hand-off (a second core reading each extent, two wake-ups per
- * frame) costs more than it overlaps: on 2 vCPUs with both ends there, about 15 ms more
- * CPU per 256 MiB and a slower stream (doc/bench/migrate_bench.md). */
-static bool dst_wr_pays(const struct lm *m)
-{
-	struct sockaddr_storage a, b;
-	socklen_t la = sizeof(a), lb = sizeof(b);
-	bool local = m->peer[0] == '/';
-	cpu_set_t cs;
-	int cpus = sched_getaffinity(0, sizeof(cs), &cs) ? 1 : CPU_COUNT(&cs);
-
-	if (m->writer >= 0)		/* test builds: VGPU_MIG_WRITER */
-		return m->writer;
-	if (!LM_WRITER_AUTO)
-		return false;
-	if (!local && !getsockname(m->sock, (struct sockaddr *)&a, &la) &&
-	    !getpeername(m->sock, (struct sockaddr *)&b, &lb))
-		local = same_host(&a, &b);
-	return cpus >= (local ? 3 : 2);
-}
-
 /* Stop the writer once its queue is written (dst_wr_drain() came first), free its buffers. */
 static void dst_wr_stop(struct dst_wr *w)
 {
@@ -1676,7 +1633,7 @@ static void *dst_main(void *arg)
 	int r = dst_accept(m, &f);
 
 	if (!r) {
-		if (dst_wr_pays(m))
+		if (m->writer)
 			dst_wr_start(&w);
 		cmn_mutex_lock(&m->L->lock);
 		m->wr_on = w.started;
@@ -2109,7 +2066,6 @@ static struct lm *lm_new(struct pf_daemon *d, bool source, struct pf_err *e)
 	m->source = source;
 	m->lfd = m->sock = -1;
 	m->corrupt_at = -1;
-	m->writer = -1;
 	m->t_start = cmn_now_ns();
 	m->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (m->wake_fd < 0) {
