@@ -536,6 +536,7 @@ json_object *pf_command(struct pf_daemon *d, struct pf_client *c, json_object *r
 	d->req_client = c;
 	d->req_id = id;
 	d->req_deferred = false;
+	pf_test_stop_at_cmd(name);
 	r = cmd->fn(d, args, dry, ret, &e);
 	d->req_client = NULL;
 	d->req_id = NULL;

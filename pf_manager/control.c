@@ -431,6 +431,20 @@ void pf_client_io(struct pf_daemon *d, unsigned int idx, short revents)
 		client_drop(d, idx);
 }
 
+/* Past its deadline, whether @c's input came in time but is not read yet: a loop
+ * iteration that outlasted the deadline (a slow journal fsync) has not looked at the
+ * socket since. Granted once: a client that keeps sending lines other than
+ * qmp_capabilities is closed at the next sweep all the same. */
+static bool input_waits(struct pf_client *c)
+{
+	struct pollfd p = { .fd = c->fd, .events = POLLIN };
+
+	if (c->late_input || poll(&p, 1, 0) != 1 || !(p.revents & POLLIN))
+		return false;
+	c->late_input = true;
+	return true;
+}
+
 void pf_control_sweep(struct pf_daemon *d, uint64_t now_ns)
 {
 	uint64_t limit = (uint64_t)d->cfg.negotiate_ms * VGPU_NSEC_PER_MSEC;
@@ -443,7 +457,8 @@ void pf_control_sweep(struct pf_daemon *d, uint64_t now_ns)
 			continue;
 		/* A connection that never negotiates holds a slot for nothing: it is told why
 		 * and closed, so idle connections cannot fill the table. */
-		if (!c->negotiated && !c->broken && now_ns - c->accepted_ns >= limit) {
+		if (!c->negotiated && !c->broken && now_ns - c->accepted_ns >= limit &&
+		    !input_waits(c)) {
 			json_object *rep;
 
 			snprintf(why, sizeof(why), "negotiation timeout: no qmp_capabilities within "

@@ -166,6 +166,7 @@ struct pf_client {
 	bool admin;			/* root or in the admin group */
 	bool negotiated;		/* sent qmp_capabilities */
 	uint64_t accepted_ns;		/* cmn_now_ns() at accept: the negotiation deadline's start */
+	bool late_input;		/* past the deadline with input unread: read once more */
 	bool skipping;			/* discarding the rest of an oversized line */
 	bool broken;			/* output overflowed: dropped at the next chance */
 	bool has_fd_in;			/* a descriptor came with the input (SCM_RIGHTS) */
@@ -219,10 +220,18 @@ int pf_write_file_atomic(const char *path, const char *data, size_t len);
 #define PF_CRASH_EXIT	86
 #ifdef VGPU_TEST_HOOKS
 void pf_dur_point(const char *what);
+/* Test builds: stop the process (SIGSTOP) before running control command @name when
+ * VGPU_STOP_AT_CMD names it, so a test holds the loop mid-iteration for as long as it
+ * needs; in the product it is nothing. */
+void pf_test_stop_at_cmd(const char *name);
 #else
 static inline void pf_dur_point(const char *what)
 {
 	(void)what;
+}
+static inline void pf_test_stop_at_cmd(const char *name)
+{
+	(void)name;
 }
 #endif
 /* fsync the directory holding @path, so a rename or unlink in it is durable. */

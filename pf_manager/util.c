@@ -3,6 +3,7 @@
  * UTF-8 bits. */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
@@ -91,6 +92,14 @@ void pf_dur_point(const char *what)
 		fprintf(stderr, "vgpud: crash point %ld (%s)\n", count, what);
 		_exit(PF_CRASH_EXIT);
 	}
+}
+
+void pf_test_stop_at_cmd(const char *name)
+{
+	const char *v = getenv("VGPU_STOP_AT_CMD");
+
+	if (v && !strcmp(v, name))
+		raise(SIGSTOP);
 }
 #endif
 

@@ -5,6 +5,8 @@
  * never negotiates is told so and closed. Counts and close events only; no timing. */
 #include "pf_test.h"
 
+#include "common/clock.h"
+
 #define NOBODY		65534
 #define T_TRIES		40	/* more connections than the table has */
 #define T_FOREVER	"3600000"	/* negotiation timeout that no test reaches */
@@ -202,6 +204,46 @@ static void test_negotiation_timeout(void **state)
 	t_daemon_free(d);
 }
 
+/* A client that sent qmp_capabilities in time, while vgpud's loop was held past the
+ * deadline by another client's command (here the process stops before running it:
+ * vgpud-test's VGPU_STOP_AT_CMD), is served, not closed: its input is read before the
+ * sweep judges it. The wait is for the deadline to pass; nothing is timed. */
+static void test_negotiation_late_read(void **state)
+{
+	struct tdaemon *d = t_daemon_new();
+	struct tclient *a, *b;
+	json_object *r;
+	uint64_t until;
+	int st;
+
+	(void)state;
+	d->prog = "vgpud-test";
+	setenv("VGPU_STOP_AT_CMD", "query-version", 1);
+	assert_int_equal(t_daemon_start(d, "--negotiate-timeout-ms", "2000", NULL), 0);
+	unsetenv("VGPU_STOP_AT_CMD");
+	a = t_client(d, true);
+	b = t_client(d, false);		/* greeted: its deadline runs */
+	until = cmn_now_ns() + 2000 * VGPU_NSEC_PER_MSEC;
+	t_send_raw(a, "{\"execute\": \"query-version\"}\n", 29);
+	assert_int_equal(waitpid(d->pid, &st, WUNTRACED), d->pid);
+	assert_true(WIFSTOPPED(st));
+	t_send_raw(b, "{\"execute\": \"qmp_capabilities\"}\n", 32);
+	while (cmn_now_ns() < until)
+		usleep(10000);
+	kill(d->pid, SIGCONT);
+	r = t_reply(a);
+	assert_non_null(t_ret(r));
+	json_object_put(r);
+	r = t_reply(b);
+	assert_non_null(r);
+	assert_string_equal(t_err_class(r), "");
+	assert_non_null(t_ret(r));
+	json_object_put(r);
+	t_client_free(a);
+	t_client_free(b);
+	t_daemon_free(d);
+}
+
 /* Bad limits are refused at start, naming the setting. */
 static void test_bad_limits(void **state)
 {
@@ -220,6 +262,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_per_uid_cap, t_teardown),
 		cmocka_unit_test_teardown(test_admin_slots, t_teardown),
 		cmocka_unit_test_teardown(test_negotiation_timeout, t_teardown),
+		cmocka_unit_test_teardown(test_negotiation_late_read, t_teardown),
 		cmocka_unit_test_teardown(test_bad_limits, t_teardown),
 	};
 
