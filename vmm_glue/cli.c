@@ -216,6 +216,20 @@ static int parse_opt(struct vm_opts *o, int c, const char *arg)
 	return 0;
 }
 
+/* One option @c as getopt_long() returned it: -1 after --help or --version (nothing more
+ * to do), VMM_EXIT_USAGE for one it refused, else parse_opt()'s verdict. */
+static int cli_opt(struct vm_opts *o, int c)
+{
+	if (c == 'h' || c == 'V') {
+		if (c == 'h')
+			help();
+		else
+			printf("vgpu-vm %s\n", VGPU_VERSION);
+		return -1;
+	}
+	return c == '?' ? VMM_EXIT_USAGE : parse_opt(o, c, optarg);
+}
+
 static int parse_args(int argc, char **argv, struct vm_opts *o)
 {
 	int c, r;
@@ -230,16 +244,7 @@ static int parse_args(int argc, char **argv, struct vm_opts *o)
 	optind = 1;
 	opterr = 1;
 	while ((c = getopt_long(argc, argv, "+c:hV", long_opts, NULL)) != -1) {
-		if (c == 'h' || c == 'V') {
-			if (c == 'h')
-				help();
-			else
-				printf("vgpu-vm %s\n", VGPU_VERSION);
-			return -1;
-		}
-		if (c == '?')
-			return VMM_EXIT_USAGE;
-		r = parse_opt(o, c, optarg);
+		r = cli_opt(o, c);
 		if (r)
 			return r;
 	}
@@ -255,16 +260,7 @@ static int parse_args(int argc, char **argv, struct vm_opts *o)
 			o->args[o->nargs++] = argv[optind++];
 			continue;
 		}
-		if (c == 'h' || c == 'V') {
-			if (c == 'h')
-				help();
-			else
-				printf("vgpu-vm %s\n", VGPU_VERSION);
-			return -1;
-		}
-		if (c == '?')
-			return VMM_EXIT_USAGE;
-		r = parse_opt(o, c, optarg);
+		r = cli_opt(o, c);
 		if (r)
 			return r;
 	}
