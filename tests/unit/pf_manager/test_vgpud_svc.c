@@ -44,23 +44,6 @@ static void attach(struct tdaemon *d, unsigned int vf, struct tguest *g)
 	assert_int_equal(t_guest_attach(path, g), 0);
 }
 
-/* Push one request without waiting for its reply. */
-static void post(struct tguest *g, uint32_t type, const void *payload, uint32_t len)
-{
-	uint8_t slot[VF_MBOX_SLOT_SIZE];
-	struct vf_msg *m = (struct vf_msg *)slot;
-	uint64_t one = 1;
-
-	memset(slot, 0, sizeof(slot));
-	m->type = type;
-	m->seq = ++g->seq;
-	m->length = len;
-	if (payload && len <= VF_MSG_MAX_PAYLOAD)
-		memcpy(m + 1, payload, len);
-	assert_int_equal(cmn_ring_push(&g->req, slot, sizeof(slot)), 0);
-	assert_int_equal(write(g->to_host[VF_VEC_MBOX], &one, sizeof(one)), (ssize_t)sizeof(one));
-}
-
 /* One RM call and its reply (the test fails on a mailbox-level error). */
 static struct vgpu_rm_reply rm_call(struct tguest *g, const void *req, uint32_t len)
 {
@@ -223,7 +206,7 @@ static void test_victim_served_while_gsp_held(void **state)
 	len = rm_echo_msg(msg, hc, hsub, 256);
 	assert_int_equal(rm_call(&g1, msg, len).status, 0);	/* it works through the GSP */
 	stop_process(gsp);	/* the gate: no RPC completes */
-	post(&g1, VF_MSG_RM, msg, len);
+	t_guest_post(&g1, VF_MSG_RM, msg, len);
 	/* VF 1's service thread has taken the request and is in its RM call. */
 	while (cmn_ring_count(&g1.req))
 		usleep(1000);
