@@ -89,6 +89,28 @@ static __attribute__((unused)) void t_shm_prefix(struct tdaemon *d, char *buf, s
 	snprintf(buf, len, "vgpud-%016llx-vf", (unsigned long long)h);
 }
 
+/* The path of @d's VRAM object of VF @vf (its BAR 2, as a guest maps it). */
+static __attribute__((unused)) void t_bar_path(struct tdaemon *d, unsigned int vf, char *buf,
+					       size_t len)
+{
+	char prefix[64];
+
+	t_shm_prefix(d, prefix, sizeof(prefix));
+	snprintf(buf, len, "/dev/shm/%s%u", prefix, vf);
+}
+
+/* @d's VRAM object of VF @vf, opened read/write. */
+static __attribute__((unused)) int t_bar_open(struct tdaemon *d, unsigned int vf)
+{
+	char path[128];
+	int fd;
+
+	t_bar_path(d, vf, path, sizeof(path));
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	assert_true(fd >= 0);
+	return fd;
+}
+
 static __attribute__((unused)) void t_shm_cleanup(struct tdaemon *d)
 {
 	char cmd[128], prefix[64];
@@ -303,15 +325,40 @@ static __attribute__((unused)) struct tout t_out;	/* last vgpuctl output (large:
 #define T_CTL_AS(d, uid, ...) t_ctl_argv((d), &t_out, (uid), (char *const[]){ __VA_ARGS__, NULL })
 
 /* Two daemons started with @args, two VFs each (the tests that move a slice between
- * them): 0, or -1 if either did not start. */
-static __attribute__((unused)) int t_daemon_pair(char *const *args, struct tdaemon **a,
-						 struct tdaemon **b)
+ * them); one with a @wrap_a / @wrap_b (env settings) runs the test build, vgpud-test,
+ * under it. 0, or -1 if either did not start. */
+static __attribute__((unused)) int t_daemon_pair_wrap(char *const *args, char *const *wrap_a,
+						      char *const *wrap_b, struct tdaemon **a,
+						      struct tdaemon **b)
 {
 	*a = t_daemon_new();
 	*b = t_daemon_new();
+	if (wrap_a) {
+		(*a)->prog = "vgpud-test";
+		(*a)->wrap = wrap_a;
+	}
+	if (wrap_b) {
+		(*b)->prog = "vgpud-test";
+		(*b)->wrap = wrap_b;
+	}
 	if (t_daemon_start_argv(*a, args) || t_daemon_start_argv(*b, args))
 		return -1;
 	return T_CTL(*a, "set-vfs", "2") || T_CTL(*b, "set-vfs", "2") ? -1 : 0;
+}
+
+/* The same, both daemons vgpud itself. */
+static __attribute__((unused)) int t_daemon_pair(char *const *args, struct tdaemon **a,
+						 struct tdaemon **b)
+{
+	return t_daemon_pair_wrap(args, NULL, NULL, a, b);
+}
+
+/* Define slice @uuid of @type on @d and start it. */
+static __attribute__((unused)) void t_define_start(struct tdaemon *d, const char *type,
+						   const char *uuid)
+{
+	assert_int_equal(T_CTL(d, "define", "-t", (char *)type, "-u", (char *)uuid), 0);
+	assert_int_equal(T_CTL(d, "start", "-u", (char *)uuid), 0);
 }
 
 /* Parse the last vgpuctl stdout as JSON (caller puts it). */
@@ -511,6 +558,26 @@ static __attribute__((unused)) char *t_snapshot(struct tclient *c)
 	json_object_put(a);
 	json_object_put(b);
 	return s;
+}
+
+/* The RM objects VF @vf on @d holds (vgpuctl stats). */
+static __attribute__((unused)) uint64_t t_rm_objects(struct tdaemon *d, unsigned int vf)
+{
+	json_object *o, *vfs, *rpc;
+	char arg[16];
+	uint64_t n;
+
+	snprintf(arg, sizeof(arg), "%u", vf);
+	assert_int_equal(T_CTL(d, "--json", "stats", arg), 0);
+	o = t_out_json();
+	vfs = json_object_is_type(o, json_type_array) ? o : NULL;
+	if (!vfs)
+		json_object_object_get_ex(o, "vfs", &vfs);
+	assert_non_null(vfs);
+	assert_true(json_object_object_get_ex(json_object_array_get_idx(vfs, 0), "rpc", &rpc));
+	n = t_get_u64(rpc, "rm_objects");
+	json_object_put(o);
+	return n;
 }
 
 /* ---- endpoint client (the guest) ------------------------------------------------------------ */
