@@ -12,32 +12,23 @@
  * work in flight is refused; a restore takes the VF the handles name. */
 /* pf_test.h copies paths it made itself into sun_path; gcc cannot see their length. */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
-#include "pf_test.h"
+#include "pf_mig_test.h"
 #include "common/err.h"
 #include "mig/mig.h"
-#include "vf_guest/include/vgpu_vf.h"
-#include <vgpu/gmmu.h>
 #include <vgpu/rm.h>
 
 #define U0		"5a5a5a5a-3333-4333-8333-000000000000"
 #define U1		"5a5a5a5a-3333-4333-8333-333333333333"
 #define U2		"5a5a5a5a-3333-4333-8333-222222222222"
-#define PS		VGPU_GMMU_PAGE_64K
-#define BUF		(256u << 10)
-#define WORDS		(BUF / 4)
-#define VA0		(1ull << 32)
+#define BUF		T_VF_BUF
+#define WORDS		T_VF_WORDS
 
 static char *daemon_args[] = { "--vram", "2G", "--max-vfs", "2", "--spare-vram", "256M", NULL };
 
 struct fixture {
 	struct tdaemon *a, *b;
 	char file_a[128], file_b[128];
-	struct vgpu_vf *vf;
-	struct vgpu_vaspace *as;
-	struct vgpu_mem *m[2];
-	uint32_t *cpu[2];
-	struct vgpu_channel *ch[2];
-	struct vgpu_fence last[2];
+	struct tvf g;			/* the guest */
 };
 
 static int setup(void **state)
@@ -60,67 +51,24 @@ static int teardown(void **state)
 
 /* ---- the guest's work ---- */
 
-/* FILL buffer @i with @v on channel @k; the fence in f->last[k]. */
+/* FILL buffer @i with @v on channel @k; the fence in f->g.last[k]. */
 static void fill(struct fixture *f, unsigned int k, unsigned int i, uint32_t v)
 {
-	uint32_t dw[64];
-	struct vgpu_pb pb;
-
-	vgpu_pb_init(&pb, dw, 64);
-	vgpu_pb_fill(&pb, VA0 + i * BUF, BUF, v);
-	assert_int_equal(pb.err, 0);
-	assert_int_equal(vgpu_submit(f->ch[k], pb.dw, pb.len, &f->last[k]), 0);
-}
-
-/* COPY buffer 0 to buffer 1 on channel @k. */
-static void copy01(struct fixture *f, unsigned int k)
-{
-	uint32_t dw[64];
-	struct vgpu_pb pb;
-
-	vgpu_pb_init(&pb, dw, 64);
-	vgpu_pb_copy(&pb, VA0, VA0 + BUF, BUF);
-	assert_int_equal(pb.err, 0);
-	assert_int_equal(vgpu_submit(f->ch[k], pb.dw, pb.len, &f->last[k]), 0);
-}
-
-static void all_equal(const uint32_t *p, size_t n, uint32_t v)
-{
-	for (size_t i = 0; i < n; i++)
-		if (p[i] != v)
-			fail_msg("word %zu is %#x, expected %#x", i, p[i], v);
+	t_vf_submit_fill(&f->g, k, T_VF_VA + i * BUF, v);
 }
 
 /* Attach to A's VF @vf and build the objects: a VA space, two buffers, two channels. */
 static void guest_up_on(struct fixture *f, unsigned int vf)
 {
 	char ep[200];
-	struct vgpu_vf_opts o = { .socket = ep, .quiet = true };
-	struct vgpu_channel_opts co = { .gpfifo_entries = 64, .pushbuf_bytes = 64 << 10 };
 
 	snprintf(ep, sizeof(ep), "%s/vf%u.sock", f->a->run, vf);
-	assert_int_equal(vgpu_vf_open(&o, &f->vf), 0);
-	assert_int_equal(vgpu_vaspace_create(f->vf, &f->as), 0);
-	for (unsigned int i = 0; i < 2; i++) {
-		assert_int_equal(vgpu_mem_alloc(f->vf, VGPU_MEM_VRAM, BUF, PS, &f->m[i]), 0);
-		assert_int_equal(vgpu_va_map(f->as, VA0 + i * BUF, f->m[i], 0, BUF, PS, 0), 0);
-		f->cpu[i] = vgpu_mem_cpu(f->m[i]);
-		assert_non_null(f->cpu[i]);
-	}
-	for (unsigned int k = 0; k < 2; k++)
-		assert_int_equal(vgpu_channel_create(f->vf, f->as, &co, &f->ch[k]), 0);
+	t_vf_up(&f->g, ep);
 }
 
 static void guest_up(struct fixture *f)
 {
 	guest_up_on(f, 1);
-}
-
-static void guest_down(struct fixture *f)
-{
-	for (unsigned int k = 0; k < 2; k++)
-		vgpu_channel_destroy(f->ch[k]);
-	vgpu_vf_close(f->vf);
 }
 
 /* Wait for @fence by its semaphore alone (the interrupt the library sleeps on is A's). */
@@ -211,34 +159,13 @@ static void read_stream(const char *path, struct frames *s)
 
 /* ---- moving the guest's view of its memory ---- */
 
-/* The path of @d's BAR object of VF 1. */
-static void bar_path(struct tdaemon *d, char *path, size_t plen)
-{
-	char prefix[64];
-
-	t_shm_prefix(d, prefix, sizeof(prefix));
-	snprintf(path, plen, "/dev/shm/%s1", prefix);
-}
-
-/* Where this process maps @d's BAR object of VF 1 (the library's mapping), and its size. */
+/* Where this process maps @d's BAR object of VF 1 (the library's mapping), its path and
+ * its size. */
 static uint8_t *bar_mapping(struct tdaemon *d, char *path, size_t plen, size_t *size)
 {
-	char line[512];
-	FILE *m = fopen("/proc/self/maps", "r");
-	uint8_t *at = NULL;
+	uint8_t *at = t_bar_mapped(d, 1, size);
 
-	bar_path(d, path, plen);
-	assert_non_null(m);
-	while (!at && fgets(line, sizeof(line), m)) {
-		unsigned long lo, hi;
-		char *p = strstr(line, path);
-
-		if (p && p[strlen(path)] == '\n' && sscanf(line, "%lx-%lx", &lo, &hi) == 2) {
-			at = (uint8_t *)lo;
-			*size = hi - lo;
-		}
-	}
-	fclose(m);
+	t_bar_path(d, 1, path, plen);
 	assert_non_null(at);
 	return at;
 }
@@ -266,21 +193,20 @@ static void test_guest_state_moves(void **state)
 	struct stat sb_b;
 	uint64_t sem_before[2];
 
-	assert_int_equal(T_CTL(f->a, "define", "-t", "vgpu-512M", "-u", U1), 0);
-	assert_int_equal(T_CTL(f->a, "start", "-u", U1), 0);
+	t_define_start(f->a, "vgpu-512M", U1);
 	guest_up(f);
 	/* Work on A: a fill on each channel, then a copy; all waited (quiesced). */
 	fill(f, 0, 0, 0x11111111);
 	fill(f, 1, 1, 0x22222222);
-	assert_int_equal(vgpu_fence_wait(&f->last[0], 0), 0);
-	assert_int_equal(vgpu_fence_wait(&f->last[1], 0), 0);
-	copy01(f, 1);
-	assert_int_equal(vgpu_fence_wait(&f->last[1], 0), 0);
-	all_equal(f->cpu[1], WORDS, 0x11111111);
+	assert_int_equal(vgpu_fence_wait(&f->g.last[0], 0), 0);
+	assert_int_equal(vgpu_fence_wait(&f->g.last[1], 0), 0);
+	t_vf_submit_copy01(&f->g, 1);
+	assert_int_equal(vgpu_fence_wait(&f->g.last[1], 0), 0);
+	t_all_equal(f->g.cpu[1], WORDS, 0x11111111);
 	/* A marker after the work: an entry executed twice would overwrite it. */
-	f->cpu[0][7] = 0xfeedf00d;
+	f->g.cpu[0][7] = 0xfeedf00d;
 	for (unsigned int k = 0; k < 2; k++)
-		sem_before[k] = f->last[k].value;
+		sem_before[k] = f->g.last[k].value;
 
 	/* Saved with the guest attached; B restores it (on VF 1, as on A), then saves its copy. */
 	if (T_CTL(f->a, "save", "-u", U1, f->file_a))
@@ -297,7 +223,7 @@ static void test_guest_state_moves(void **state)
 	for (unsigned int k = 0; k < 2; k++) {
 		const struct mig_chan_rec *c = &sa.chans[k];
 
-		assert_int_equal(c->chid, vgpu_channel_id(f->ch[k]));
+		assert_int_equal(c->chid, vgpu_channel_id(f->g.ch[k]));
 		assert_int_equal(c->gp_get, c->gp_put);		/* quiesced */
 		assert_int_equal(c->gp_get, k ? 2 : 1);		/* entries A ran */
 		assert_int_equal(c->state, 1);			/* idle, no error */
@@ -316,30 +242,28 @@ static void test_guest_state_moves(void **state)
 
 	/* The guest's view of its memory moves to B (no re-probe, same handles and pointers). */
 	bar = bar_mapping(f->a, path_a, sizeof(path_a), &bar_size);
-	bar_path(f->b, path_b, sizeof(path_b));
+	t_bar_path(f->b, 1, path_b, sizeof(path_b));
 	assert_int_equal(stat(path_b, &sb_b), 0);
 	assert_true(bar_size <= (size_t)sb_b.st_size);
 	remap(bar, bar_size, path_b);
-	all_equal(f->cpu[1], WORDS, 0x11111111);
+	t_all_equal(f->g.cpu[1], WORDS, 0x11111111);
 	/* More work on the same channels on B: it continues after A's last entry. */
 	fill(f, 0, 1, 0x33333333);
-	assert_int_equal(f->last[0].value, sem_before[0] + 1);
-	fence_poll(&f->last[0]);
-	all_equal(f->cpu[1], WORDS, 0x33333333);
-	copy01(f, 1);
-	fence_poll(&f->last[1]);
-	assert_int_equal(f->last[1].value, sem_before[1] + 1);
-	assert_memory_equal(f->cpu[1], f->cpu[0], BUF);
-	assert_int_equal(f->cpu[0][7], 0xfeedf00d);		/* A's fill did not run again */
-	assert_int_equal(f->cpu[0][0], 0x11111111);
+	assert_int_equal(f->g.last[0].value, sem_before[0] + 1);
+	fence_poll(&f->g.last[0]);
+	t_all_equal(f->g.cpu[1], WORDS, 0x33333333);
+	t_vf_submit_copy01(&f->g, 1);
+	fence_poll(&f->g.last[1]);
+	assert_int_equal(f->g.last[1].value, sem_before[1] + 1);
+	assert_memory_equal(f->g.cpu[1], f->g.cpu[0], BUF);
+	assert_int_equal(f->g.cpu[0][7], 0xfeedf00d);		/* A's fill did not run again */
+	assert_int_equal(f->g.cpu[0][0], 0x11111111);
 	for (unsigned int k = 0; k < 2; k++)
-		assert_int_equal(vgpu_channel_error(f->ch[k], NULL, NULL), 0);
+		assert_int_equal(vgpu_channel_error(f->g.ch[k], NULL, NULL), 0);
 	/* The guest goes back to A's memory (untouched there) and leaves cleanly. */
 	remap(bar, bar_size, path_a);
-	all_equal(f->cpu[1], WORDS, 0x11111111);
-	for (unsigned int k = 0; k < 2; k++)
-		vgpu_channel_destroy(f->ch[k]);
-	vgpu_vf_close(f->vf);
+	t_all_equal(f->g.cpu[1], WORDS, 0x11111111);
+	t_vf_down(&f->g);
 	free(sa.state);
 	free(sb.state);
 }
@@ -351,31 +275,24 @@ static void test_busy_guest_refused(void **state)
 	uint32_t dw[64];
 	struct vgpu_pb pb;
 
-	assert_int_equal(T_CTL(f->a, "define", "-t", "vgpu-512M", "-u", U1), 0);
-	assert_int_equal(T_CTL(f->a, "start", "-u", U1), 0);
+	t_define_start(f->a, "vgpu-512M", U1);
 	guest_up(f);
 	/* A channel blocked on a semaphore the CPU releases only after the save has work
 	 * pending (a 60 s acquire: far longer than a save). */
 	fill(f, 1, 1, 0);
-	assert_int_equal(vgpu_fence_wait(&f->last[1], 0), 0);
+	assert_int_equal(vgpu_fence_wait(&f->g.last[1], 0), 0);
 	vgpu_pb_init(&pb, dw, 64);
-	vgpu_pb_sem_acquire(&pb, VA0 + BUF, 5, 0, 60000000);
+	vgpu_pb_sem_acquire(&pb, T_VF_VA + BUF, 5, 0, 60000000);
 	assert_int_equal(pb.err, 0);
-	assert_int_equal(vgpu_submit(f->ch[0], pb.dw, pb.len, &f->last[0]), 0);
+	assert_int_equal(vgpu_submit(f->g.ch[0], pb.dw, pb.len, &f->g.last[0]), 0);
 	assert_int_equal(T_CTL(f->a, "save", "-u", U1, f->file_a), 4);
 	assert_non_null(strstr(t_out.err, "work in flight"));
 	assert_int_equal(access(f->file_a, F_OK), -1);
-	__atomic_store_n(&f->cpu[1][0], 5, __ATOMIC_RELEASE);
-	assert_int_equal(vgpu_fence_wait(&f->last[0], 0), 0);
+	__atomic_store_n(&f->g.cpu[1][0], 5, __ATOMIC_RELEASE);
+	assert_int_equal(vgpu_fence_wait(&f->g.last[0], 0), 0);
 	/* Quiesced again, it is carried. */
 	assert_int_equal(T_CTL(f->a, "save", "-u", U1, f->file_a), 0);
-	guest_down(f);
-}
-
-static void def_start(struct tdaemon *d, char *uuid)
-{
-	assert_int_equal(T_CTL(d, "define", "-t", "vgpu-512M", "-u", uuid), 0);
-	assert_int_equal(T_CTL(d, "start", "-u", uuid), 0);
+	t_vf_down(&f->g);
 }
 
 /* The handles name the source's VF: a restore takes that VF, not the first free one, and
@@ -385,14 +302,14 @@ static void test_same_vf(void **state)
 	struct fixture *f = *state;
 	json_object *o;
 
-	def_start(f->a, U0);
-	def_start(f->a, U1);
+	t_define_start(f->a, "vgpu-512M", U0);
+	t_define_start(f->a, "vgpu-512M", U1);
 	guest_up_on(f, 2);
 	assert_int_equal(T_CTL(f->a, "save", "-u", U1, f->file_a), 0);
-	guest_down(f);
+	t_vf_down(&f->g);
 	/* B: VF 1 free, VF 2 in use. */
-	def_start(f->b, U0);
-	def_start(f->b, U2);
+	t_define_start(f->b, "vgpu-512M", U0);
+	t_define_start(f->b, "vgpu-512M", U2);
 	assert_int_equal(T_CTL(f->b, "stop", "-u", U0), 0);
 	assert_int_equal(T_CTL(f->b, "restore", f->file_a), 4);
 	assert_non_null(strstr(t_out.err, "handles name VF 2, which is in use"));
