@@ -42,7 +42,8 @@ static __attribute__((unused)) void t_vf_up(struct tvf *g, const char *ep)
 	assert_int_equal(vgpu_vf_open(&o, &g->vf), 0);
 	assert_int_equal(vgpu_vaspace_create(g->vf, &g->as), 0);
 	for (unsigned int i = 0; i < 2; i++) {
-		assert_int_equal(vgpu_mem_alloc(g->vf, VGPU_MEM_VRAM, T_VF_BUF, T_VF_PS, &g->m[i]), 0);
+		assert_int_equal(vgpu_mem_alloc(g->vf, VGPU_MEM_VRAM, T_VF_BUF, T_VF_PS, &g->m[i]),
+				 0);
 		assert_int_equal(vgpu_va_map(g->as, T_VF_VA + i * T_VF_BUF, g->m[i], 0, T_VF_BUF,
 					     T_VF_PS, 0), 0);
 		g->cpu[i] = vgpu_mem_cpu(g->m[i]);

@@ -111,6 +111,22 @@ static __attribute__((unused)) int t_bar_open(struct tdaemon *d, unsigned int vf
 	return fd;
 }
 
+/* Where the DMA memory starts in the BAR object @fd: its last part before the control area. */
+static __attribute__((unused)) uint64_t t_bar_dma_off(int fd)
+{
+	struct stat sb;
+
+	assert_int_equal(fstat(fd, &sb), 0);
+	return (uint64_t)sb.st_size - VF_BAR_CTRL_SIZE - VF_BAR_DMA_DEFAULT;
+}
+
+/* @len bytes of the pattern numbered @seed (pages of one seed differ from each other). */
+static __attribute__((unused)) void t_pattern(uint8_t *p, size_t len, unsigned int seed)
+{
+	for (size_t i = 0; i < len; i++)
+		p[i] = (uint8_t)((i * 131 + seed) ^ (i >> 12));
+}
+
 static __attribute__((unused)) void t_shm_cleanup(struct tdaemon *d)
 {
 	char cmd[128], prefix[64];

@@ -50,45 +50,18 @@ static int teardown(void **state)
 	return t_teardown(state);
 }
 
-/* @d's VRAM object of VF @vf, opened read/write. */
-static int bar_open(struct tdaemon *d, unsigned int vf)
-{
-	char prefix[64], path[128];
-	int fd;
-
-	t_shm_prefix(d, prefix, sizeof(prefix));
-	snprintf(path, sizeof(path), "/dev/shm/%s%u", prefix, vf);
-	fd = open(path, O_RDWR | O_CLOEXEC);
-	assert_true(fd >= 0);
-	return fd;
-}
-
-static uint64_t dma_off(int fd)
-{
-	struct stat sb;
-
-	assert_int_equal(fstat(fd, &sb), 0);
-	return (uint64_t)sb.st_size - VF_BAR_CTRL_SIZE - VF_BAR_DMA_DEFAULT;
-}
-
-static void pattern(uint8_t *p, size_t len, unsigned int seed)
-{
-	for (size_t i = 0; i < len; i++)
-		p[i] = (uint8_t)((i * 131 + seed) ^ (i >> 12));
-}
-
 /* The pattern the test writes: 64 KiB at VRAM 0, 4 KiB far up, 4 KiB of DMA memory, and a
  * page of zeros (populated, but nothing to carry). */
 static void write_pattern(int fd)
 {
 	uint8_t buf[64 << 10], zero[4096] = { 0 };
 
-	pattern(buf, sizeof(buf), 1);
+	t_pattern(buf, sizeof(buf), 1);
 	assert_int_equal(pwrite(fd, buf, sizeof(buf), 0), sizeof(buf));
-	pattern(buf, 4096, 2);
+	t_pattern(buf, 4096, 2);
 	assert_int_equal(pwrite(fd, buf, 4096, FAR_OFF), 4096);
-	pattern(buf, 4096, 3);
-	assert_int_equal(pwrite(fd, buf, 4096, (off_t)(dma_off(fd) + 8192)), 4096);
+	t_pattern(buf, 4096, 3);
+	assert_int_equal(pwrite(fd, buf, 4096, (off_t)(t_bar_dma_off(fd) + 8192)), 4096);
 	assert_int_equal(pwrite(fd, zero, sizeof(zero), HOLE_OFF), sizeof(zero));
 }
 
@@ -96,22 +69,31 @@ static void check_pattern(int fd)
 {
 	uint8_t buf[64 << 10], want[64 << 10];
 
-	pattern(want, sizeof(want), 1);
+	t_pattern(want, sizeof(want), 1);
 	assert_int_equal(pread(fd, buf, sizeof(buf), 0), sizeof(buf));
 	assert_memory_equal(buf, want, sizeof(buf));
-	pattern(want, 4096, 2);
+	t_pattern(want, 4096, 2);
 	assert_int_equal(pread(fd, buf, 4096, FAR_OFF), 4096);
 	assert_memory_equal(buf, want, 4096);
-	pattern(want, 4096, 3);
-	assert_int_equal(pread(fd, buf, 4096, (off_t)(dma_off(fd) + 8192)), 4096);
+	t_pattern(want, 4096, 3);
+	assert_int_equal(pread(fd, buf, 4096, (off_t)(t_bar_dma_off(fd) + 8192)), 4096);
 	assert_memory_equal(buf, want, 4096);
+}
+
+/* VF @vf's VRAM object on @d holds the pattern. */
+static void check_bar(struct tdaemon *d, unsigned int vf)
+{
+	int fd = t_bar_open(d, vf);
+
+	check_pattern(fd);
+	close(fd);
 }
 
 /* Sparseness: between the pieces, nothing is populated (the zero page included). */
 static void check_holes(int fd)
 {
 	assert_int_equal(lseek(fd, 64 << 10, SEEK_DATA), FAR_OFF);
-	assert_int_equal(lseek(fd, FAR_OFF + 4096, SEEK_DATA), (off_t)(dma_off(fd) + 8192));
+	assert_int_equal(lseek(fd, FAR_OFF + 4096, SEEK_DATA), (off_t)(t_bar_dma_off(fd) + 8192));
 }
 
 static char *snap(struct tdaemon *d)
@@ -142,9 +124,8 @@ static void make_saved(struct fixture *f)
 {
 	int fd;
 
-	assert_int_equal(T_CTL(f->a, "define", "-t", "vgpu-512M", "-u", U1), 0);
-	assert_int_equal(T_CTL(f->a, "start", "-u", U1), 0);
-	fd = bar_open(f->a, 1);
+	t_define_start(f->a, "vgpu-512M", U1);
+	fd = t_bar_open(f->a, 1);
 	write_pattern(fd);
 	close(fd);
 	assert_int_equal(T_CTL(f->a, "--json", "save", "-u", U1, f->file), 0);
@@ -169,9 +150,7 @@ static void test_save_restore_round_trip(void **state)
 	assert_true(sb.st_size < 128 << 10);
 	assert_true((sb.st_mode & 0777) == 0600);
 	/* The source runs on, unchanged. */
-	fd = bar_open(f->a, 1);
-	check_pattern(fd);
-	close(fd);
+	check_bar(f->a, 1);
 	assert_int_equal(T_CTL(f->a, "stop", "-u", U1), 0);
 	assert_int_equal(T_CTL(f->a, "undefine", "-u", U1), 0);
 
@@ -188,7 +167,7 @@ static void test_save_restore_round_trip(void **state)
 	json_object_put(o);
 	assert_int_equal(T_CTL(f->b, "list", "-u", U1), 0);
 	assert_non_null(strstr(t_out.out, "running"));
-	fd = bar_open(f->b, (unsigned int)vf);
+	fd = t_bar_open(f->b, (unsigned int)vf);
 	check_pattern(fd);
 	check_holes(fd);
 	close(fd);
@@ -199,9 +178,7 @@ static void test_save_restore_round_trip(void **state)
 	assert_int_equal(T_CTL(f->b, "list", "-u", U1), 0);
 	assert_non_null(strstr(t_out.out, "running"));
 	assert_non_null(strstr(t_out.out, "manual"));	/* defined: its definition file exists */
-	fd = bar_open(f->b, (unsigned int)vf);
-	check_pattern(fd);
-	close(fd);
+	check_bar(f->b, (unsigned int)vf);
 	/* Restoring it again where it exists is refused. */
 	restore_refused(f->b, f->file, EXIT_CONFLICT, "already exists here");
 }
@@ -339,7 +316,7 @@ static void test_restore_crash_points(void **state)
 	static char *args[] = { "--vram", "2G", "--max-vfs", "4", "--spare-vram", "256M",
 				"--num-vfs", "2", NULL };
 	struct fixture *f = *state;
-	char n_env[32], *wrap[] = { "env", n_env, NULL }, prefix[64], obj[128], def[256];
+	char n_env[32], *wrap[] = { "env", n_env, NULL }, obj[128], def[256];
 	bool done = false;
 	unsigned int n;
 
@@ -372,14 +349,10 @@ static void test_restore_crash_points(void **state)
 		if (acked && !there)
 			fail_msg("crash point %u: an acknowledged restore is gone", n);
 		snprintf(def, sizeof(def), "%s/slices/%s.json", d->state, U1);
-		t_shm_prefix(d, prefix, sizeof(prefix));
-		snprintf(obj, sizeof(obj), "/dev/shm/%s1", prefix);
+		t_bar_path(d, 1, obj, sizeof(obj));
 		if (there) {
-			int fd = bar_open(d, 1);
-
 			assert_non_null(strstr(t_out.out, "running"));
-			check_pattern(fd);
-			close(fd);
+			check_bar(d, 1);
 			assert_int_equal(access(def, F_OK), 0);
 		} else {
 			assert_int_equal(access(def, F_OK), -1);
