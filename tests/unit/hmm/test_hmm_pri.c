@@ -6,12 +6,7 @@
  * asked for still end in the IOMMU fault they give without PRI. */
 #include <sys/stat.h>
 
-#include "tdev.h"
-#include "iommu_model/iommu.h"
-
-#ifndef MADV_PAGEOUT
-#define MADV_PAGEOUT	21
-#endif
+#include "pri_test.h"
 
 #define RID	7
 #define PASID	3
@@ -61,13 +56,7 @@ static int dev_write(struct pri_fix *f, void *addr, const void *buf, size_t len)
 /* Fault records of RID since the last call (the log drained); the last reason. */
 static size_t faults(struct pri_fix *f, unsigned int *reason)
 {
-	struct iommu_fault_rec r[64];
-	size_t n;
-
-	assert_int_equal(iommu_fault_log_read(f->mmu, RID, r, 64, &n, NULL), 0);
-	if (n && reason)
-		*reason = r[n - 1].reason;
-	return n;
+	return tpri_faults(f->mmu, RID, reason);
 }
 
 /* Pages never touched read as zeros and take writes; so do pages paged out (anonymous,
@@ -75,7 +64,6 @@ static size_t faults(struct pri_fix *f, unsigned int *reason)
 static void test_not_present(void **state)
 {
 	static uint8_t in[PG], out[PG];
-	char path[] = "/tmp/hmm-pri-XXXXXX";
 	struct pri_fix f;
 	uint8_t *anon, *file;
 	int fd;
@@ -101,16 +89,7 @@ static void test_not_present(void **state)
 	assert_int_equal(dev_write(&f, anon + 5 * PG, in, PG), 0);
 	assert_memory_equal(anon + 5 * PG, in, PG);
 	/* a file mapping whose pages were written back and dropped */
-	fd = mkstemp(path);
-	assert_true(fd >= 0);
-	unlink(path);
-	assert_int_equal(ftruncate(fd, 4 * PG), 0);
-	file = mmap(NULL, 4 * PG, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	assert_true(file != MAP_FAILED);
-	memset(file, 0x77, 4 * PG);
-	assert_int_equal(msync(file, 4 * PG, MS_SYNC), 0);
-	madvise(file, 4 * PG, MADV_PAGEOUT);
-	posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+	fd = tpri_cold_file(4, 0x77, &file);
 	assert_int_equal(dev_read(&f, file + PG, out, PG), 0);
 	for (size_t i = 0; i < PG; i++)
 		assert_int_equal(out[i], 0x77);
@@ -125,16 +104,8 @@ static void test_not_present(void **state)
 	fix_down(&f);
 }
 
-struct backend_case {
-	const char *name;
-	enum hmm_backend backend;
-};
-
-static const struct backend_case backends[] = {
-	{ "PRI: device-resident managed pages, uffd thread backend", HMM_BACKEND_UFFD_THREAD },
-	{ "PRI: device-resident managed pages, SIGBUS backend", HMM_BACKEND_UFFD_SIGBUS },
-	{ "PRI: device-resident managed pages, mprotect backend", HMM_BACKEND_MPROTECT },
-};
+static const struct backend_case backends[] =
+	TPRI_BACKEND_CASES("PRI: device-resident managed pages, ");
 
 /* Managed pages migrated to device memory: the device's read and write through the PASID
  * bring them back to system memory (a page request where the backend makes the copy
@@ -144,22 +115,13 @@ static void test_managed(void **state)
 	const struct backend_case *c = *state;
 	static int owner;
 	struct hmm_devmem *dm;
-	struct hmm_migrate_result res;
 	struct hmm_pri_stats st;
 	struct pri_fix f;
 	uint8_t in[PG], out[PG];
 	uint8_t *buf;
 
 	fix_up(&f, tmm_new(c->backend, 0), true);
-	assert_int_equal(hmm_devmem_create(&(struct hmm_devmem_desc){ .owner = &owner,
-					   .size = M2 }, &dm), 0);
-	buf = tbuf_new(M2, false);
-	assert_int_equal(hmm_region_add(f.mm, buf, 4 * PG), 0);
-	fill_ints(buf, 4 * PG, 11);
-	assert_int_equal(hmm_migrate_to_device(f.mm, dm, buf, 4 * PG, &res), 0);
-	for (size_t i = 0; i < 4; i++)
-		assert_int_equal(hmm_mm_page_where(f.mm, buf + i * PG, NULL, NULL),
-				 HMM_PAGE_DEVICE);
+	buf = tpri_managed(f.mm, &owner, 4, 11, &dm);
 	assert_int_equal(dev_read(&f, buf, out, PG), 0);
 	check_ints(out, PG, 11);
 	memset(in, 0x6b, PG);

@@ -13,14 +13,9 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-#include "tdev.h"
-#include "iommu_model/iommu.h"
+#include "pri_test.h"
 #include "tests/unit/gpu_model/gpu_test.h"
 #include <vgpu/sva.h>
-
-#ifndef MADV_PAGEOUT
-#define MADV_PAGEOUT	21
-#endif
 
 #define NR_VFS		2
 #define MAX_OUT		16
@@ -110,18 +105,6 @@ static uint64_t va(const void *p)
 	return (uint64_t)(uintptr_t)p;
 }
 
-/* Records in @fn's IOMMU fault log since the last call; the last reason. */
-static size_t iommu_faults(struct cfix *f, unsigned int fn, unsigned int *reason)
-{
-	struct iommu_fault_rec r[64];
-	size_t n;
-
-	assert_int_equal(iommu_fault_log_read(f->mmu, fn, r, 64, &n, NULL), 0);
-	if (n && reason)
-		*reason = r[n - 1].reason;
-	return n;
-}
-
 static void check_u32(const void *p, size_t bytes, uint32_t v)
 {
 	const uint32_t *w = p;
@@ -136,7 +119,6 @@ static void check_u32(const void *p, size_t bytes, uint32_t v)
  * the right bytes and no channel error or IOMMU fault. */
 static void test_not_present(void **state)
 {
-	char path[] = "/tmp/hmm-pri-chan-XXXXXX";
 	struct cfix f;
 	struct tchan c;
 	uint8_t *anon, *file, *vr;
@@ -151,16 +133,7 @@ static void test_not_present(void **state)
 	memset(vr, 0xee, 16 * PG);
 	anon = mmap(NULL, 16 * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	assert_true(anon != MAP_FAILED);
-	fd = mkstemp(path);
-	assert_true(fd >= 0);
-	unlink(path);
-	assert_int_equal(ftruncate(fd, 8 * PG), 0);
-	file = mmap(NULL, 8 * PG, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	assert_true(file != MAP_FAILED);
-	memset(file, 0x77, 8 * PG);
-	assert_int_equal(msync(file, 8 * PG, MS_SYNC), 0);
-	madvise(file, 8 * PG, MADV_PAGEOUT);	/* advice: may be refused */
-	posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+	fd = tpri_cold_file(8, 0x77, &file);
 	/* pages 8..11 written and paged out; 0..7 never touched */
 	memset(anon + 8 * PG, 0x42, 4 * PG);
 	madvise(anon + 8 * PG, 4 * PG, MADV_PAGEOUT);
@@ -190,23 +163,15 @@ static void test_not_present(void **state)
 		assert_int_equal(pread(fd, out, PG, 5 * PG), PG);
 		check_u32(out, PG, 0x77777777);
 	}
-	assert_int_equal(iommu_faults(&f, 1, NULL), 0);
+	assert_int_equal(tpri_faults(f.mmu, 1, NULL), 0);
 	munmap(file, 8 * PG);
 	close(fd);
 	munmap(anon, 16 * PG);
 	cfix_down(&f);
 }
 
-struct backend_case {
-	const char *name;
-	enum hmm_backend backend;
-};
-
-static const struct backend_case backends[] = {
-	{ "channel: device-resident managed pages, uffd thread backend", HMM_BACKEND_UFFD_THREAD },
-	{ "channel: device-resident managed pages, SIGBUS backend", HMM_BACKEND_UFFD_SIGBUS },
-	{ "channel: device-resident managed pages, mprotect backend", HMM_BACKEND_MPROTECT },
-};
+static const struct backend_case backends[] =
+	TPRI_BACKEND_CASES("channel: device-resident managed pages, ");
 
 /* Managed pages migrated to device memory: the channel's copies and fills of them bring
  * them back (a page request each where the backend makes the copy fail: SIGBUS and
@@ -216,7 +181,6 @@ static void test_managed(void **state)
 	const struct backend_case *c = *state;
 	static int owner;
 	struct hmm_devmem *dm;
-	struct hmm_migrate_result res;
 	struct hmm_pri_stats st;
 	struct cfix f;
 	struct tchan ch;
@@ -225,15 +189,7 @@ static void test_managed(void **state)
 
 	cfix_up(&f, tmm_new(c->backend, 0));
 	cfix_serve(&f, 1, MAX_OUT);
-	assert_int_equal(hmm_devmem_create(&(struct hmm_devmem_desc){ .owner = &owner,
-					   .size = M2 }, &dm), 0);
-	buf = tbuf_new(M2, false);
-	assert_int_equal(hmm_region_add(f.mm, buf, 32 * PG), 0);
-	fill_ints(buf, 32 * PG, 21);
-	assert_int_equal(hmm_migrate_to_device(f.mm, dm, buf, 32 * PG, &res), 0);
-	for (size_t i = 0; i < 32; i++)
-		assert_int_equal(hmm_mm_page_where(f.mm, buf + i * PG, NULL, NULL),
-				 HMM_PAGE_DEVICE);
+	buf = tpri_managed(f.mm, &owner, 32, 21, &dm);
 	vram = tgpu_vmem(f.t, 1, 16 * PG, VGPU_GMMU_PAGE_4K);
 	vr = tgpu_va(f.t, 1, vram, 16 * PG);
 	memset(vr, 0x3c, 16 * PG);
@@ -255,7 +211,7 @@ static void test_managed(void **state)
 	assert_int_equal(hmm_mm_page_where(f.mm, buf + 24 * PG, NULL, NULL), HMM_PAGE_DEVICE);
 	check_ints(buf + 12 * PG, 4 * PG, 21 + (int)(12 * PG / sizeof(int)));
 	check_ints(buf + 20 * PG, 12 * PG, 21 + (int)(20 * PG / sizeof(int)));
-	assert_int_equal(iommu_faults(&f, 1, NULL), 0);
+	assert_int_equal(tpri_faults(f.mmu, 1, NULL), 0);
 	hmm_pri_get_stats(&f.pri[1], &st);
 	assert_int_equal(st.invalid, 0);
 	assert_int_equal(st.served, st.requests);
@@ -289,7 +245,7 @@ static void expect_fault(struct cfix *f, uint64_t addr, bool write, unsigned int
 	assert_int_equal(fe.reason, VGPU_FAULT_IOMMU);
 	assert_true(fe.va == addr);
 	assert_int_equal(fe.access, write ? VGPU_ACCESS_WRITE : VGPU_ACCESS_READ);
-	assert_true(iommu_faults(f, 1, &reason) >= 1);
+	assert_true(tpri_faults(f->mmu, 1, &reason) >= 1);
 	assert_int_equal(reason, want_reason);
 }
 
@@ -509,8 +465,8 @@ static void test_storm(void **state)
 	hmm_pri_get_stats(&f.pri[1], &st);
 	assert_int_equal(st.invalid, 0);
 	assert_int_equal(st.served, st.requests);
-	assert_int_equal(iommu_faults(&f, 1, NULL), 0);
-	assert_int_equal(iommu_faults(&f, 2, NULL), 0);
+	assert_int_equal(tpri_faults(f.mmu, 1, NULL), 0);
+	assert_int_equal(tpri_faults(f.mmu, 2, NULL), 0);
 	for (int i = 0; i < STORM_CHANS; i++) {
 		assert_int_equal(tchan_err(&s.c[i]), 0);
 		assert_int_equal(hmm_region_remove(f.mm, s.buf[i]), 0);
