@@ -131,6 +131,30 @@ static __attribute__((unused)) uint8_t *t_bar_mapped(struct tdaemon *d, unsigned
 
 /* ---- a live migration, step by step ---- */
 
+/* A and B started as t_daemon_pair_wrap() starts them, with an event listener on each
+ * (@ea, @eb) for the MIGRATION events: 0, or -1 if a daemon did not start. */
+static __attribute__((unused)) int t_mig_pair(char *const *args, char *const *wrap_a,
+					      char *const *wrap_b, struct tdaemon **a,
+					      struct tdaemon **b, struct tclient **ea,
+					      struct tclient **eb)
+{
+	if (t_daemon_pair_wrap(args, wrap_a, wrap_b, a, b))
+		return -1;
+	*ea = t_client(*a, true);
+	*eb = t_client(*b, true);
+	return 0;
+}
+
+/* cmocka teardown of the fixture in @state, whose event listeners are @ea and @eb. */
+static __attribute__((unused)) int t_mig_teardown(void **state, struct tclient *ea,
+						  struct tclient *eb)
+{
+	t_client_free(ea);
+	t_client_free(eb);
+	free(*state);
+	return t_teardown(state);
+}
+
 /* @dst listens for slice @uuid at the UNIX socket @addr. */
 static __attribute__((unused)) void t_mig_listen(struct tdaemon *dst, char *addr, char *uuid)
 {

@@ -12,9 +12,7 @@
  * Every wait is for a MIGRATION event, never a sleep. */
 /* pf_test.h copies paths it made itself into sun_path; gcc cannot see their length. */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
-#include "pf_test.h"
-#include "vf_guest/include/vgpu_vf.h"
-#include <vgpu/gmmu.h>
+#include "pf_mig_test.h"
 
 #define U1	"6b6b6b6b-1111-4111-8111-111111111111"
 #define U2	"6b6b6b6b-2222-4222-8222-222222222222"
@@ -34,78 +32,45 @@ struct fixture {
 	char sock[128];			/* B's migrate-incoming address */
 };
 
-/* @corrupt: A flips a stream byte; @writer: B writes extents on its writer thread, which
- * it leaves out with fewer CPUs than its two threads and a local source need. */
-static int start_pair(struct fixture *f, bool corrupt, bool writer)
+/* A fixture: A and B started, two VFs each, with an event listener on each; a daemon
+ * given a @wrap_a / @wrap_b (env settings) runs the test build under it. */
+static int start_pair(void **state, char *const *wrap_a, char *const *wrap_b)
 {
-	static char *wrap[] = { "env", "VGPU_MIG_CORRUPT_AT=30000", NULL };
-	static char *wrap_b[] = { "env", "VGPU_MIG_WRITER=1", NULL };
+	struct fixture *f = calloc(1, sizeof(*f));
 
-	f->a = t_daemon_new();
-	f->b = t_daemon_new();
-	if (corrupt) {
-		f->a->prog = "vgpud-test";
-		f->a->wrap = wrap;
-	}
-	if (writer) {
-		f->b->prog = "vgpud-test";
-		f->b->wrap = wrap_b;
-	}
+	*state = f;
+	if (t_mig_pair(daemon_args, wrap_a, wrap_b, &f->a, &f->b, &f->ea, &f->eb))
+		return -1;
 	snprintf(f->sock, sizeof(f->sock), "%s/mig.sock", f->b->root);
-	if (t_daemon_start_argv(f->a, daemon_args) || t_daemon_start_argv(f->b, daemon_args))
-		return -1;
-	if (T_CTL(f->a, "set-vfs", "2") || T_CTL(f->b, "set-vfs", "2"))
-		return -1;
-	f->ea = t_client(f->a, true);
-	f->eb = t_client(f->b, true);
 	return 0;
 }
 
 static int setup(void **state)
 {
-	struct fixture *f = calloc(1, sizeof(*f));
-
-	*state = f;
-	return start_pair(f, false, false);
+	return start_pair(state, NULL, NULL);
 }
 
+/* A flips a stream byte. */
 static int setup_corrupt(void **state)
 {
-	struct fixture *f = calloc(1, sizeof(*f));
+	static char *wrap[] = { "env", "VGPU_MIG_CORRUPT_AT=30000", NULL };
 
-	*state = f;
-	return start_pair(f, true, false);
+	return start_pair(state, wrap, NULL);
 }
 
+/* B writes extents on its writer thread (an option of the test build only). */
 static int setup_writer(void **state)
 {
-	struct fixture *f = calloc(1, sizeof(*f));
+	static char *wrap[] = { "env", "VGPU_MIG_WRITER=1", NULL };
 
-	*state = f;
-	return start_pair(f, false, true);
+	return start_pair(state, NULL, wrap);
 }
 
 static int teardown(void **state)
 {
 	struct fixture *f = *state;
 
-	t_client_free(f->ea);
-	t_client_free(f->eb);
-	free(f);
-	return t_teardown(state);
-}
-
-/* @d's VRAM object of VF @vf, opened read/write. */
-static int bar_open(struct tdaemon *d, unsigned int vf)
-{
-	char prefix[64], path[128];
-	int fd;
-
-	t_shm_prefix(d, prefix, sizeof(prefix));
-	snprintf(path, sizeof(path), "/dev/shm/%s%u", prefix, vf);
-	fd = open(path, O_RDWR | O_CLOEXEC);
-	assert_true(fd >= 0);
-	return fd;
+	return t_mig_teardown(state, f->ea, f->eb);
 }
 
 /* VRAM and DMA memory: the object less its control area. */
@@ -117,24 +82,13 @@ static uint64_t data_size(int fd)
 	return (uint64_t)sb.st_size - VF_BAR_CTRL_SIZE;
 }
 
-static uint64_t dma_off(int fd)
-{
-	return data_size(fd) - VF_BAR_DMA_DEFAULT;
-}
-
-static void pattern(uint8_t *p, size_t len, unsigned int seed)
-{
-	for (size_t i = 0; i < len; i++)
-		p[i] = (uint8_t)((i * 131 + seed) ^ (i >> 12));
-}
-
 static void put(int fd, uint64_t off, size_t len, unsigned int seed)
 {
 	uint8_t *buf = malloc(len);
 
 	assert_non_null(buf);
 	if (seed)
-		pattern(buf, len, seed);
+		t_pattern(buf, len, seed);
 	else
 		memset(buf, 0, len);
 	assert_int_equal(pwrite(fd, buf, len, (off_t)off), (ssize_t)len);
@@ -146,12 +100,11 @@ static void fill_source(struct fixture *f)
 {
 	int fd;
 
-	assert_int_equal(T_CTL(f->a, "define", "-t", "vgpu-512M", "-u", U1), 0);
-	assert_int_equal(T_CTL(f->a, "start", "-u", U1), 0);
-	fd = bar_open(f->a, 1);
+	t_define_start(f->a, "vgpu-512M", U1);
+	fd = t_bar_open(f->a, 1);
 	put(fd, 0, 64 << 10, 1);
 	put(fd, FAR_OFF, 4096, 2);
-	put(fd, dma_off(fd) + 8192, 4096, 3);
+	put(fd, t_bar_dma_off(fd) + 8192, 4096, 3);
 	close(fd);
 }
 
@@ -161,8 +114,8 @@ static void guest_writes(int fd)
 	put(fd, 8192, 4096, 7);
 	put(fd, NEW_OFF, 12288, 8);
 	put(fd, FAR_OFF, 4096, 0);
-	put(fd, dma_off(fd) + 8192, 4096, 9);
-	put(fd, dma_off(fd) + 65536, 4096, 10);
+	put(fd, t_bar_dma_off(fd) + 8192, 4096, 9);
+	put(fd, t_bar_dma_off(fd) + 65536, 4096, 10);
 }
 
 /* A copy of every populated 1 MiB chunk of VRAM and DMA memory (NULL: all zero). */
@@ -212,6 +165,34 @@ static void image_free(struct image *im)
 	free(im->chunk);
 }
 
+/* @im := VF 1's VRAM and DMA memory on @d. */
+static void image_of(struct tdaemon *d, struct image *im)
+{
+	int fd = t_bar_open(d, 1);
+
+	image_take(fd, im);
+	close(fd);
+}
+
+/* VF 1 on @d holds @im, byte for byte. */
+static void image_on(struct tdaemon *d, const struct image *im)
+{
+	int fd = t_bar_open(d, 1);
+
+	image_check(fd, im);
+	close(fd);
+}
+
+/* The "guest" writes during pre-copy (guest_writes); then @im := what A holds. */
+static void guest_writes_image(struct fixture *f, struct image *im)
+{
+	int fd = t_bar_open(f->a, 1);
+
+	guest_writes(fd);
+	image_take(fd, im);
+	close(fd);
+}
+
 static const char *jget(json_object *o, const char *key)
 {
 	json_object *v;
@@ -232,20 +213,48 @@ static void listen_b_tcp(struct fixture *f)
 
 static void listen_b(struct fixture *f)
 {
-	assert_int_equal(T_CTL(f->b, "migrate-incoming", "--listen", f->sock, "-u", U1), 0);
-	assert_non_null(strstr(t_out.out, f->sock));
+	t_mig_listen(f->b, f->sock, U1);
+}
+
+/* B listens; A sends U1 with a manual switchover and waits for it (pre-copy converged). */
+static void migrate_manual(struct fixture *f)
+{
+	listen_b(f);
+	t_mig_manual(f->a, f->ea, f->sock, U1);
+}
+
+/* A sends U1 to B with an automatic switchover; vgpuctl returns at once. */
+static void migrate_no_wait(struct fixture *f)
+{
+	assert_int_equal(T_CTL(f->a, "migrate", "-u", U1, "--to", f->sock, "--no-wait"), 0);
+}
+
+/* @d runs U1. */
+static void runs_u1(struct tdaemon *d)
+{
+	assert_int_equal(T_CTL(d, "list", "-u", U1), 0);
+	assert_non_null(strstr(t_out.out, "running"));
+}
+
+/* @d killed (-9) and started again. */
+static void restart(struct tdaemon *d)
+{
+	assert_int_equal(t_daemon_stop(d, SIGKILL), 128 + SIGKILL);
+	assert_int_equal(t_daemon_start_argv(d, daemon_args), 0);
+}
+
+/* The event listener @*c closed (its daemon is about to go). */
+static void unlisten(struct tclient **c)
+{
+	t_client_free(*c);
+	*c = NULL;
 }
 
 /* A still runs U1 with @im's bytes, in migration state "running"; B has no U1. */
 static void source_kept(struct fixture *f, const struct image *im)
 {
-	int fd;
-
-	assert_int_equal(T_CTL(f->a, "list", "-u", U1), 0);
-	assert_non_null(strstr(t_out.out, "running"));
-	fd = bar_open(f->a, 1);
-	image_check(fd, im);
-	close(fd);
+	runs_u1(f->a);
+	image_on(f->a, im);
 	assert_int_equal(T_CTL(f->b, "list", "-u", U1), EXIT_NOTFOUND);
 	/* Nothing is left in a migration: the slice takes changes again. */
 	assert_int_equal(T_CTL(f->a, "modify", "-u", U1, "--channels", "8"), 0);
@@ -263,10 +272,7 @@ static void round_trip(void **state, bool writer)
 	int fd;
 
 	fill_source(f);
-	listen_b(f);
-	assert_int_equal(T_CTL(f->a, "migrate", "-u", U1, "--to", f->sock, "--switchover",
-			       "manual", "--no-wait"), 0);
-	json_object_put(t_wait_migration(f->ea, "waiting"));
+	migrate_manual(f);
 	/* A migrating slice takes no other change. */
 	assert_int_equal(T_CTL(f->a, "stop", "-u", U1), 4);
 	assert_non_null(strstr(t_out.err, "migrating"));
@@ -276,10 +282,7 @@ static void round_trip(void **state, bool writer)
 	assert_int_equal(T_CTL(f->a, "migrate-status", "-u", U1), 0);
 	assert_non_null(strstr(t_out.out, "waiting"));
 
-	fd = bar_open(f->a, 1);
-	guest_writes(fd);
-	image_take(fd, &im);
-	close(fd);
+	guest_writes_image(f, &im);
 	assert_int_equal(T_CTL(f->a, "migrate-switchover", "-u", U1), 0);
 	ev = t_wait_migration(f->ea, "completed");
 	assert_true(t_get_u64(ev, "bytes") < 256 << 10);	/* populated pages only */
@@ -290,12 +293,12 @@ static void round_trip(void **state, bool writer)
 		assert_true(json_object_get_boolean(v));
 	json_object_put(ev);
 
-	assert_int_equal(T_CTL(f->b, "list", "-u", U1), 0);
-	assert_non_null(strstr(t_out.out, "running"));
-	fd = bar_open(f->b, 1);
+	runs_u1(f->b);
+	fd = t_bar_open(f->b, 1);
 	image_check(fd, &im);
 	assert_int_equal(lseek(fd, 64 << 10, SEEK_DATA), NEW_OFF);
-	assert_int_equal(lseek(fd, NEW_OFF + 12288, SEEK_DATA), (off_t)(dma_off(fd) + 8192));
+	assert_int_equal(lseek(fd, NEW_OFF + 12288, SEEK_DATA),
+			 (off_t)(t_bar_dma_off(fd) + 8192));
 	close(fd);
 	image_free(&im);
 	assert_int_equal(T_CTL(f->a, "list", "-u", U1), EXIT_NOTFOUND);
@@ -304,10 +307,8 @@ static void round_trip(void **state, bool writer)
 	assert_non_null(strstr(t_out.out, "\"completed\""));
 	assert_non_null(strstr(t_out.out, "\"downtime_ms\""));
 	/* Committed on B: a kill -9 keeps it. */
-	assert_int_equal(t_daemon_stop(f->b, SIGKILL), 128 + SIGKILL);
-	assert_int_equal(t_daemon_start_argv(f->b, daemon_args), 0);
-	assert_int_equal(T_CTL(f->b, "list", "-u", U1), 0);
-	assert_non_null(strstr(t_out.out, "running"));
+	restart(f->b);
+	runs_u1(f->b);
 }
 
 static void test_live_round_trip(void **state)
@@ -323,97 +324,19 @@ static void test_live_round_trip_writer(void **state)
 
 /* ---- a guest attached (libvgpu-vf, in this process) ---- */
 
-#define GBUF		(256u << 10)
-#define GVA		(1ull << 32)
-
-struct guest {
-	struct vgpu_vf *vf;
-	struct vgpu_vaspace *as;
-	struct vgpu_mem *m[2];
-	uint32_t *cpu[2];
-	struct vgpu_channel *ch[2];
-	struct vgpu_fence last[2];
-};
-
-static void guest_up_at(struct fixture *f, struct guest *g, const char *sock)
+/* Attached to A's endpoint @sock (a name in its runtime dir). */
+static void guest_up_at(struct fixture *f, struct tvf *g, const char *sock)
 {
 	char ep[200];
-	struct vgpu_vf_opts o = { .socket = ep, .quiet = true };
-	struct vgpu_channel_opts co = { .gpfifo_entries = 64, .pushbuf_bytes = 64 << 10 };
 
 	snprintf(ep, sizeof(ep), "%s/%s", f->a->run, sock);
-	assert_int_equal(vgpu_vf_open(&o, &g->vf), 0);
-	assert_int_equal(vgpu_vaspace_create(g->vf, &g->as), 0);
-	for (unsigned int i = 0; i < 2; i++) {
-		assert_int_equal(vgpu_mem_alloc(g->vf, VGPU_MEM_VRAM, GBUF, VGPU_GMMU_PAGE_64K,
-						&g->m[i]), 0);
-		assert_int_equal(vgpu_va_map(g->as, GVA + i * GBUF, g->m[i], 0, GBUF,
-					     VGPU_GMMU_PAGE_64K, 0), 0);
-		g->cpu[i] = vgpu_mem_cpu(g->m[i]);
-	}
-	for (unsigned int k = 0; k < 2; k++)
-		assert_int_equal(vgpu_channel_create(g->vf, g->as, &co, &g->ch[k]), 0);
+	t_vf_up(g, ep);
 }
 
 /* As peer 0 (vf1.master.sock), the attachment a migratable VM has. */
-static void guest_up(struct fixture *f, struct guest *g)
+static void guest_up(struct fixture *f, struct tvf *g)
 {
 	guest_up_at(f, g, "vf1.master.sock");
-}
-
-static void guest_down(struct guest *g)
-{
-	for (unsigned int k = 0; k < 2; k++)
-		vgpu_channel_destroy(g->ch[k]);
-	vgpu_vf_close(g->vf);
-}
-
-/* FILL buffer @i with @v on channel @k, and wait for it. */
-static void guest_fill(struct guest *g, unsigned int k, unsigned int i, uint32_t v)
-{
-	uint32_t dw[64];
-	struct vgpu_pb pb;
-
-	vgpu_pb_init(&pb, dw, 64);
-	vgpu_pb_fill(&pb, GVA + i * GBUF, GBUF, v);
-	assert_int_equal(pb.err, 0);
-	assert_int_equal(vgpu_submit(g->ch[k], pb.dw, pb.len, &g->last[k]), 0);
-	assert_int_equal(vgpu_fence_wait(&g->last[k], 0), 0);
-	for (size_t w = 0; w < GBUF / 4; w++)
-		if (g->cpu[i][w] != v)
-			fail_msg("word %zu is %#x, expected %#x", w, g->cpu[i][w], v);
-}
-
-/* COPY buffer 0 to buffer 1 on channel @k, and wait for it. */
-static void guest_copy01(struct guest *g, unsigned int k)
-{
-	uint32_t dw[64];
-	struct vgpu_pb pb;
-
-	vgpu_pb_init(&pb, dw, 64);
-	vgpu_pb_copy(&pb, GVA, GVA + GBUF, GBUF);
-	assert_int_equal(pb.err, 0);
-	assert_int_equal(vgpu_submit(g->ch[k], pb.dw, pb.len, &g->last[k]), 0);
-	assert_int_equal(vgpu_fence_wait(&g->last[k], 0), 0);
-	assert_memory_equal(g->cpu[0], g->cpu[1], GBUF);
-}
-
-/* RM objects of VF 1 on @d (query-stats). */
-static uint64_t rm_objects(struct tdaemon *d)
-{
-	json_object *o, *vfs, *rpc;
-	uint64_t n;
-
-	assert_int_equal(T_CTL(d, "--json", "stats", "1"), 0);
-	o = t_out_json();
-	vfs = json_object_is_type(o, json_type_array) ? o : NULL;
-	if (!vfs)
-		json_object_object_get_ex(o, "vfs", &vfs);
-	assert_non_null(vfs);
-	assert_true(json_object_object_get_ex(json_object_array_get_idx(vfs, 0), "rpc", &rpc));
-	n = t_get_u64(rpc, "rm_objects");
-	json_object_put(o);
-	return n;
 }
 
 /* A guest attached on A works during pre-copy (its engine writes and its RM objects);
@@ -421,38 +344,27 @@ static uint64_t rm_objects(struct tdaemon *d)
 static void test_live_guest(void **state)
 {
 	struct fixture *f = *state;
-	struct guest g = { 0 };
+	struct tvf g = { 0 };
 	struct image im;
 	uint64_t objs;
-	int fd;
 
 	fill_source(f);
 	guest_up(f, &g);
-	guest_fill(&g, 0, 0, 0x11111111);
-	listen_b(f);
-	assert_int_equal(T_CTL(f->a, "migrate", "-u", U1, "--to", f->sock, "--switchover",
-			       "manual", "--no-wait"), 0);
-	json_object_put(t_wait_migration(f->ea, "waiting"));
+	t_vf_fill(&g, 0, 0, 0x11111111);
+	migrate_manual(f);
 	/* Engine writes during pre-copy: FILL, COPY, semaphore releases (the fences). */
-	guest_fill(&g, 1, 1, 0x22222222);
-	guest_fill(&g, 0, 0, 0x33333333);
-	guest_copy01(&g, 1);
-	objs = rm_objects(f->a);
+	t_vf_fill(&g, 1, 1, 0x22222222);
+	t_vf_fill(&g, 0, 0, 0x33333333);
+	t_vf_copy01(&g, 1);
+	objs = t_rm_objects(f->a, 1);
 	assert_true(objs > 0);
-	fd = bar_open(f->a, 1);
-	image_take(fd, &im);
-	close(fd);
-	assert_int_equal(T_CTL(f->a, "migrate-switchover", "-u", U1), 0);
-	json_object_put(t_wait_migration(f->ea, "completed"));
-	json_object_put(t_wait_migration(f->eb, "completed"));
-	assert_int_equal(T_CTL(f->b, "list", "-u", U1), 0);
-	assert_non_null(strstr(t_out.out, "running"));
-	assert_int_equal(rm_objects(f->b), objs);
-	fd = bar_open(f->b, 1);
-	image_check(fd, &im);
-	close(fd);
+	image_of(f->a, &im);
+	t_mig_switchover(f->a, f->ea, f->eb, U1);
+	runs_u1(f->b);
+	assert_int_equal(t_rm_objects(f->b, 1), objs);
+	image_on(f->b, &im);
 	image_free(&im);
-	guest_down(&g);
+	t_vf_down(&g);
 }
 
 /* The control area of @d's VF 1 (the last VF_BAR_CTRL_SIZE bytes of its BAR object),
@@ -465,7 +377,7 @@ struct ctrl_view {
 
 static void ctrl_map(struct tdaemon *d, struct ctrl_view *c)
 {
-	int fd = bar_open(d, 1);
+	int fd = t_bar_open(d, 1);
 	struct stat sb;
 
 	assert_int_equal(fstat(fd, &sb), 0);
@@ -486,7 +398,7 @@ static void ctrl_map(struct tdaemon *d, struct ctrl_view *c)
 static void test_live_reply_in_flight(void **state)
 {
 	struct fixture *f = *state;
-	struct guest g = { 0 };
+	struct tvf g = { 0 };
 	struct ctrl_view ca, cb;
 	uint8_t slot[VF_MBOX_SLOT_SIZE], got[VF_MBOX_SLOT_SIZE];
 	struct vf_msg *m = (struct vf_msg *)slot, *r = (struct vf_msg *)got;
@@ -494,27 +406,22 @@ static void test_live_reply_in_flight(void **state)
 
 	fill_source(f);
 	guest_up(f, &g);
-	guest_fill(&g, 0, 0, 0x66666666);
+	t_vf_fill(&g, 0, 0, 0x66666666);
 	ctrl_map(f->a, &ca);
 	resets = __atomic_load_n(&ca.hdr->reset_count, __ATOMIC_ACQUIRE);
-	listen_b(f);
-	assert_int_equal(T_CTL(f->a, "migrate", "-u", U1, "--to", f->sock, "--switchover",
-			       "manual", "--no-wait"), 0);
-	json_object_put(t_wait_migration(f->ea, "waiting"));
+	migrate_manual(f);
 	memset(slot, 0, sizeof(slot));
 	m->type = VF_MSG_PING;
 	m->seq = 0x5eed;
 	m->length = 64;
-	pattern((uint8_t *)(m + 1), 64, 11);
+	t_pattern((uint8_t *)(m + 1), 64, 11);
 	assert_int_equal(cmn_ring_push(&ca.req, slot, sizeof(slot)), 0);
 	/* No kick: the service thread's sweep finds it. */
 	for (int i = 0; i < 10000 && !cmn_ring_count(&ca.rsp); i++)
 		usleep(1000);
 	assert_int_equal(cmn_ring_count(&ca.rsp), 1);
 	assert_int_equal(cmn_ring_count(&ca.req), 0);
-	assert_int_equal(T_CTL(f->a, "migrate-switchover", "-u", U1), 0);
-	json_object_put(t_wait_migration(f->ea, "completed"));
-	json_object_put(t_wait_migration(f->eb, "completed"));
+	t_mig_switchover(f->a, f->ea, f->eb, U1);
 	munmap(ca.p, VF_BAR_CTRL_SIZE);
 
 	ctrl_map(f->b, &cb);
@@ -531,7 +438,7 @@ static void test_live_reply_in_flight(void **state)
 	assert_int_equal(r->length, 64);
 	assert_memory_equal(r + 1, m + 1, 64);
 	munmap(cb.p, VF_BAR_CTRL_SIZE);
-	guest_down(&g);
+	t_vf_down(&g);
 }
 
 /* A guest with work in flight at the switchover is not carried: the switchover fails
@@ -543,7 +450,7 @@ static void test_live_reply_in_flight(void **state)
 static void test_live_busy_guest(void **state)
 {
 	struct fixture *f = *state;
-	struct guest g = { 0 };
+	struct tvf g = { 0 };
 	uint32_t dw[64];
 	struct vgpu_pb pb;
 	struct tclient *c;
@@ -551,15 +458,12 @@ static void test_live_busy_guest(void **state)
 
 	fill_source(f);
 	guest_up(f, &g);
-	guest_fill(&g, 1, 1, 0);
-	listen_b(f);
-	assert_int_equal(T_CTL(f->a, "migrate", "-u", U1, "--to", f->sock, "--switchover",
-			       "manual", "--no-wait"), 0);
-	json_object_put(t_wait_migration(f->ea, "waiting"));
+	t_vf_fill(&g, 1, 1, 0);
+	migrate_manual(f);
 	c = t_client(f->a, true);
 	/* Blocked on a semaphore the CPU releases only after the switchover failed. */
 	vgpu_pb_init(&pb, dw, 64);
-	vgpu_pb_sem_acquire(&pb, GVA + GBUF, 5, 0, 60000000);
+	vgpu_pb_sem_acquire(&pb, T_VF_VA + T_VF_BUF, 5, 0, 60000000);
 	assert_int_equal(pb.err, 0);
 	assert_int_equal(vgpu_submit(g.ch[0], pb.dw, pb.len, &g.last[0]), 0);
 	rep = t_exec(c, "migrate-switchover", t_args("uuid", U1));
@@ -574,9 +478,9 @@ static void test_live_busy_guest(void **state)
 	json_object_put(t_wait_migration(f->eb, "failed"));
 	assert_int_equal(T_CTL(f->b, "list", "-u", U1), EXIT_NOTFOUND);
 	assert_int_equal(vgpu_fence_wait(&g.last[0], 0), 0);
-	guest_fill(&g, 0, 0, 0x44444444);
+	t_vf_fill(&g, 0, 0, 0x44444444);
 	assert_int_equal(vgpu_channel_error(g.ch[0], NULL, NULL), 0);
-	guest_down(&g);
+	t_vf_down(&g);
 }
 
 /* A guest attached in ivshmem peer mode (vf1.sock), which QEMU cannot migrate, makes the
@@ -584,7 +488,7 @@ static void test_live_busy_guest(void **state)
 static void test_live_peer_mode_refused(void **state)
 {
 	struct fixture *f = *state;
-	struct guest g = { 0 };
+	struct tvf g = { 0 };
 
 	fill_source(f);
 	guest_up_at(f, &g, "vf1.sock");
@@ -593,8 +497,8 @@ static void test_live_peer_mode_refused(void **state)
 	assert_non_null(strstr(t_out.err, "peer mode"));
 	assert_int_equal(T_CTL(f->a, "migrate-status"), 0);
 	assert_non_null(strstr(t_out.out, "no migrations"));
-	guest_fill(&g, 0, 0, 0x55555555);	/* it runs on */
-	guest_down(&g);
+	t_vf_fill(&g, 0, 0, 0x55555555);	/* it runs on */
+	t_vf_down(&g);
 }
 
 /* U1's round on @d: the last pass it sent (source) or received (destination). */
@@ -652,22 +556,20 @@ static void test_live_vmm_copy(void **state)
 	json_object_put(rep);
 	t_client_free(c);
 	json_object_put(t_wait_migration(f->ea, "waiting"));
-	fa = bar_open(f->a, 1);
-	fb = bar_open(f->b, 1);
+	fa = t_bar_open(f->a, 1);
+	fb = t_bar_open(f->b, 1);
 	assert_int_equal(pread(fa, vram_copy, 4096, 4096), 4096);
-	assert_int_equal(pread(fa, dma_copy, 4096, (off_t)(dma_off(fa) + 8192)), 4096);
+	assert_int_equal(pread(fa, dma_copy, 4096, (off_t)(t_bar_dma_off(fa) + 8192)), 4096);
 	put(fa, 4096, 4096, 21);
-	put(fa, dma_off(fa) + 8192, 4096, 22);
+	put(fa, t_bar_dma_off(fa) + 8192, 4096, 22);
 	/* Pass r + 1 may have read the pages before they changed; pass r + 2 began after. */
 	r = round_of(f->a);
 	wait_pass(f->eb, r + 2);
 	assert_int_equal(pwrite(fb, vram_copy, 4096, 4096), 4096);
-	assert_int_equal(pwrite(fb, dma_copy, 4096, (off_t)(dma_off(fb) + 8192)), 4096);
+	assert_int_equal(pwrite(fb, dma_copy, 4096, (off_t)(t_bar_dma_off(fb) + 8192)), 4096);
 	image_take(fa, &im);
 	close(fa);
-	assert_int_equal(T_CTL(f->a, "migrate-switchover", "-u", U1), 0);
-	json_object_put(t_wait_migration(f->ea, "completed"));
-	json_object_put(t_wait_migration(f->eb, "completed"));
+	t_mig_switchover(f->a, f->ea, f->eb, U1);
 	image_check(fb, &im);
 	close(fb);
 	image_free(&im);
@@ -678,19 +580,14 @@ static void test_live_auto(void **state)
 {
 	struct fixture *f = *state;
 	struct image im;
-	int fd;
 
 	fill_source(f);
-	fd = bar_open(f->a, 1);
-	image_take(fd, &im);
-	close(fd);
+	image_of(f->a, &im);
 	listen_b(f);
 	assert_int_equal(T_CTL(f->a, "migrate", "-u", U1, "--to", f->sock), 0);
 	assert_non_null(strstr(t_out.out, "completed"));
 	json_object_put(t_wait_migration(f->eb, "completed"));
-	fd = bar_open(f->b, 1);
-	image_check(fd, &im);
-	close(fd);
+	image_on(f->b, &im);
 	image_free(&im);
 	assert_int_equal(T_CTL(f->a, "list", "-u", U1), EXIT_NOTFOUND);
 }
@@ -702,15 +599,12 @@ static void test_live_refused(void **state)
 	struct fixture *f = *state;
 	struct image im;
 	json_object *ev;
-	int fd;
 
 	fill_source(f);
-	fd = bar_open(f->a, 1);
-	image_take(fd, &im);
-	close(fd);
+	image_of(f->a, &im);
 	assert_int_equal(T_CTL(f->b, "set-vfs", "0"), 0);
 	listen_b(f);
-	assert_int_equal(T_CTL(f->a, "migrate", "-u", U1, "--to", f->sock, "--no-wait"), 0);
+	migrate_no_wait(f);
 	ev = t_wait_migration(f->ea, "failed");
 	assert_non_null(strstr(jget(ev, "error"), "no free VF"));
 	assert_int_equal(t_get_u64(ev, "bytes"), 0);
@@ -736,17 +630,10 @@ static void test_live_cancel(void **state)
 	struct fixture *f = *state;
 	struct image im;
 	json_object *ev;
-	int fd;
 
 	fill_source(f);
-	listen_b(f);
-	assert_int_equal(T_CTL(f->a, "migrate", "-u", U1, "--to", f->sock, "--switchover",
-			       "manual", "--no-wait"), 0);
-	json_object_put(t_wait_migration(f->ea, "waiting"));
-	fd = bar_open(f->a, 1);
-	guest_writes(fd);
-	image_take(fd, &im);
-	close(fd);
+	migrate_manual(f);
+	guest_writes_image(f, &im);
 	assert_int_equal(T_CTL(f->a, "migrate-cancel", "-u", U1), 0);
 	json_object_put(t_wait_migration(f->ea, "cancelled"));
 	json_object_put(t_wait_migration(f->eb, "failed"));
@@ -759,10 +646,7 @@ static void test_live_cancel(void **state)
 	json_object_put(t_wait_migration(f->eb, "cancelled"));
 
 	/* A cancel on the destination during pre-copy: it discards, the source resumes. */
-	listen_b(f);
-	assert_int_equal(T_CTL(f->a, "migrate", "-u", U1, "--to", f->sock, "--switchover",
-			       "manual", "--no-wait"), 0);
-	json_object_put(t_wait_migration(f->ea, "waiting"));
+	migrate_manual(f);
 	assert_int_equal(T_CTL(f->b, "migrate-cancel", "-u", U1), 0);
 	json_object_put(t_wait_migration(f->eb, "cancelled"));
 	ev = t_wait_migration(f->ea, "cancelled");
@@ -778,18 +662,11 @@ static void test_live_dest_killed(void **state)
 	struct fixture *f = *state;
 	struct image im;
 	json_object *ev;
-	int fd;
 
 	fill_source(f);
-	listen_b(f);
-	assert_int_equal(T_CTL(f->a, "migrate", "-u", U1, "--to", f->sock, "--switchover",
-			       "manual", "--no-wait"), 0);
-	json_object_put(t_wait_migration(f->ea, "waiting"));
-	fd = bar_open(f->a, 1);
-	image_take(fd, &im);
-	close(fd);
-	t_client_free(f->eb);
-	f->eb = NULL;
+	migrate_manual(f);
+	image_of(f->a, &im);
+	unlisten(&f->eb);
 	assert_int_equal(t_daemon_stop(f->b, SIGKILL), 128 + SIGKILL);
 	/* Seen while waiting (no answer) or while a round was sending (a broken pipe). */
 	ev = t_wait_migration(f->ea, "failed");
@@ -808,18 +685,11 @@ static void test_live_source_killed(void **state)
 {
 	struct fixture *f = *state;
 	struct image im;
-	int fd;
 
 	fill_source(f);
-	listen_b(f);
-	assert_int_equal(T_CTL(f->a, "migrate", "-u", U1, "--to", f->sock, "--switchover",
-			       "manual", "--no-wait"), 0);
-	json_object_put(t_wait_migration(f->ea, "waiting"));
-	fd = bar_open(f->a, 1);
-	image_take(fd, &im);
-	close(fd);
-	t_client_free(f->ea);
-	f->ea = NULL;
+	migrate_manual(f);
+	image_of(f->a, &im);
+	unlisten(&f->ea);
 	assert_int_equal(t_daemon_stop(f->a, SIGKILL), 128 + SIGKILL);
 	json_object_put(t_wait_migration(f->eb, "failed"));
 	assert_int_equal(t_daemon_start_argv(f->a, daemon_args), 0);
@@ -834,14 +704,11 @@ static void test_live_corrupt(void **state)
 	struct fixture *f = *state;
 	struct image im;
 	json_object *ev;
-	int fd;
 
 	fill_source(f);
-	fd = bar_open(f->a, 1);
-	image_take(fd, &im);
-	close(fd);
+	image_of(f->a, &im);
 	listen_b_tcp(f);
-	assert_int_equal(T_CTL(f->a, "migrate", "-u", U1, "--to", f->sock, "--no-wait"), 0);
+	migrate_no_wait(f);
 	ev = t_wait_migration(f->ea, "failed");
 	assert_non_null(strstr(jget(ev, "error"), "checksum mismatch"));
 	json_object_put(ev);
@@ -880,23 +747,7 @@ static void test_live_bad_requests(void **state)
  * hand-over point its @wrap names. */
 static int setup_exit_at(void **state, char **wrap, bool dst)
 {
-	struct fixture *f = calloc(1, sizeof(*f));
-	struct tdaemon *x;
-
-	*state = f;
-	f->a = t_daemon_new();
-	f->b = t_daemon_new();
-	x = dst ? f->b : f->a;
-	x->prog = "vgpud-test";
-	x->wrap = wrap;
-	snprintf(f->sock, sizeof(f->sock), "%s/mig.sock", f->b->root);
-	if (t_daemon_start_argv(f->a, daemon_args) || t_daemon_start_argv(f->b, daemon_args))
-		return -1;
-	if (T_CTL(f->a, "set-vfs", "2") || T_CTL(f->b, "set-vfs", "2"))
-		return -1;
-	f->ea = t_client(f->a, true);
-	f->eb = t_client(f->b, true);
-	return 0;
+	return start_pair(state, dst ? NULL : wrap, dst ? wrap : NULL);
 }
 
 static int setup_exit_committed(void **state)
@@ -949,18 +800,15 @@ static void marked_here(struct fixture *f)
 /* A killed (-9) and started again: the mark is in its state, not only in its memory. */
 static void restart_a(struct fixture *f)
 {
-	t_client_free(f->ea);
-	f->ea = NULL;
-	assert_int_equal(t_daemon_stop(f->a, SIGKILL), 128 + SIGKILL);
-	assert_int_equal(t_daemon_start_argv(f->a, daemon_args), 0);
+	unlisten(&f->ea);
+	restart(f->a);
 }
 
 /* A ended itself at its hand-over point; started again (without the point), and once
  * more, it holds U1 marked. */
 static void source_marked(struct fixture *f)
 {
-	t_client_free(f->ea);
-	f->ea = NULL;
+	unlisten(&f->ea);
 	exited_at_point(f->a);
 	assert_int_equal(t_daemon_start_argv(f->a, daemon_args), 0);
 	marked_here(f);
@@ -974,21 +822,15 @@ static void test_live_source_exits_committed(void **state)
 {
 	struct fixture *f = *state;
 	struct image im;
-	int fd;
 
 	fill_source(f);
-	fd = bar_open(f->a, 1);
-	image_take(fd, &im);
-	close(fd);
+	image_of(f->a, &im);
 	listen_b(f);
-	assert_int_equal(T_CTL(f->a, "migrate", "-u", U1, "--to", f->sock, "--no-wait"), 0);
+	migrate_no_wait(f);
 	json_object_put(t_wait_migration(f->eb, "completed"));
 	source_marked(f);
-	assert_int_equal(T_CTL(f->b, "list", "-u", U1), 0);
-	assert_non_null(strstr(t_out.out, "running"));
-	fd = bar_open(f->b, 1);
-	image_check(fd, &im);
-	close(fd);
+	runs_u1(f->b);
+	image_on(f->b, &im);
 	image_free(&im);
 	/* Reclaim is for the other outcome; here the admin drops A's copy. */
 	assert_int_equal(T_CTL(f->a, "undefine", "-u", U1), 0);
@@ -1004,7 +846,7 @@ static void test_live_source_exits_handover(void **state)
 
 	fill_source(f);
 	listen_b(f);
-	assert_int_equal(T_CTL(f->a, "migrate", "-u", U1, "--to", f->sock, "--no-wait"), 0);
+	migrate_no_wait(f);
 	json_object_put(t_wait_migration(f->eb, "failed"));
 	source_marked(f);
 	assert_int_equal(T_CTL(f->b, "list", "-u", U1), EXIT_NOTFOUND);
@@ -1015,13 +857,10 @@ static void test_live_source_exits_handover(void **state)
 	assert_int_equal(T_CTL(f->a, "reclaim", "-u", U1), 2);	/* no record any more */
 	assert_non_null(strstr(t_out.err, "no hand-over record"));
 	assert_int_equal(T_CTL(f->a, "start", "-u", U1), 0);
-	assert_int_equal(T_CTL(f->a, "list", "-u", U1), 0);
-	assert_non_null(strstr(t_out.out, "running"));
+	runs_u1(f->a);
 	/* Reclaimed for good: a restart keeps it unmarked. */
-	assert_int_equal(t_daemon_stop(f->a, SIGKILL), 128 + SIGKILL);
-	assert_int_equal(t_daemon_start_argv(f->a, daemon_args), 0);
-	assert_int_equal(T_CTL(f->a, "list", "-u", U1), 0);
-	assert_non_null(strstr(t_out.out, "running"));
+	restart(f->a);
+	runs_u1(f->a);
 }
 
 /* The destination commits and dies before its ack: the source saw END go out and no
@@ -1032,29 +871,22 @@ static void test_live_dest_exits_committed(void **state)
 	struct fixture *f = *state;
 	struct image im;
 	json_object *ev;
-	int fd;
 
 	fill_source(f);
-	fd = bar_open(f->a, 1);
-	image_take(fd, &im);
-	close(fd);
+	image_of(f->a, &im);
 	listen_b(f);
-	assert_int_equal(T_CTL(f->a, "migrate", "-u", U1, "--to", f->sock, "--no-wait"), 0);
+	migrate_no_wait(f);
 	ev = t_wait_migration(f->ea, "failed");
 	assert_non_null(strstr(jget(ev, "error"), "may have committed"));
 	json_object_put(ev);
-	t_client_free(f->eb);
-	f->eb = NULL;
+	unlisten(&f->eb);
 	exited_at_point(f->b);
 	marked_here(f);
 	restart_a(f);
 	marked_here(f);
 	assert_int_equal(t_daemon_start_argv(f->b, daemon_args), 0);
-	assert_int_equal(T_CTL(f->b, "list", "-u", U1), 0);
-	assert_non_null(strstr(t_out.out, "running"));
-	fd = bar_open(f->b, 1);
-	image_check(fd, &im);
-	close(fd);
+	runs_u1(f->b);
+	image_on(f->b, &im);
 	image_free(&im);
 	assert_int_equal(T_CTL(f->a, "undefine", "-u", U1), 0);
 }

@@ -38,12 +38,10 @@ static int setup(void **state)
 	struct fixture *f = calloc(1, sizeof(*f));
 
 	*state = f;
-	if (t_daemon_pair(daemon_args, &f->a, &f->b))
+	if (t_mig_pair(daemon_args, NULL, NULL, &f->a, &f->b, &f->ea, &f->eb))
 		return -1;
 	snprintf(f->mig_a, sizeof(f->mig_a), "%s/mig.sock", f->a->root);
 	snprintf(f->mig_b, sizeof(f->mig_b), "%s/mig.sock", f->b->root);
-	f->ea = t_client(f->a, true);
-	f->eb = t_client(f->b, true);
 	return 0;
 }
 
@@ -51,10 +49,7 @@ static int teardown(void **state)
 {
 	struct fixture *f = *state;
 
-	t_client_free(f->ea);
-	t_client_free(f->eb);
-	free(f);
-	return t_teardown(state);
+	return t_mig_teardown(state, f->ea, f->eb);
 }
 
 /* @d's endpoint of VF @vf where the guest is peer 0 (what a migratable guest uses). */
