@@ -259,6 +259,17 @@ static inline int tdev_read(struct tdev *d, void *addr, size_t npages, void *buf
 	return tdev_rw(d, addr, npages, buf, false, cpages);
 }
 
+/* A device read of @npages at @addr into @buf (a write from it when @write) that copies
+ * every page and leaves the device at one fault round counted. */
+static inline void tdev_rw_all(struct tdev *d, void *addr, size_t npages, void *buf, bool write)
+{
+	size_t cpages;
+
+	assert_int_equal(tdev_rw(d, addr, npages, buf, write, &cpages), 0);
+	assert_int_equal(cpages, npages);
+	assert_int_equal(d->faults, 1);
+}
+
 static inline int tdev_write(struct tdev *d, void *addr, size_t npages, const void *buf,
 			     size_t *cpages)
 {

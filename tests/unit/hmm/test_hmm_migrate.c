@@ -8,15 +8,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 
-#include "tdev.h"
-
-struct mcase {
-	const char *name;
-	enum hmm_backend backend;
-	uint64_t granule;
-	bool thp;
-	size_t offset;			/* partial unmap / remap: offset in quarters */
-};
+#include "scenario_test.h"
 
 #define SZ	(NPAGES * PG)
 
@@ -53,6 +45,31 @@ static size_t count_where(struct hmm_mm *mm, char *p, size_t npages, enum hmm_pa
 	for (size_t i = 0; i < npages; i++)
 		n += hmm_mm_page_where(mm, p + i * PG, NULL, NULL) == w;
 	return n;
+}
+
+/* The first 4 pages of @p written to @pfd and read back, as a system call sees them: the
+ * ints from 0 that fx_init() wrote. */
+static void check_through_pipe(const int pfd[2], const char *p)
+{
+	int back[4 * PG / sizeof(int)];
+
+	assert_int_equal(write(pfd[1], p, sizeof(back)), (ssize_t)sizeof(back));
+	assert_int_equal(read(pfd[0], back, sizeof(back)), (ssize_t)sizeof(back));
+	check_ints(back, sizeof(back), 0);
+}
+
+/* Every int of the 2 MiB at @p outside the hole [@off, @off + @hole) still holds its
+ * index. */
+static void check_around_hole(const char *p, size_t off, size_t hole)
+{
+	for (size_t i = 0; i < M2 / sizeof(int); i++) {
+		size_t b = i * sizeof(int);
+
+		if (b >= off && b < off + hole)
+			continue;
+		if (((const int *)p)[i] != (int)i)
+			fail_msg("int %zu: %d", i, ((const int *)p)[i]);
+	}
 }
 
 /* HMM-11 + CPU fault back at every granule: migrate, device sees i, CPU reads i back. */
@@ -252,18 +269,14 @@ static void test_double_map(void **state)
 	fill_ints(p, 6 * PG, 0);
 	assert_int_equal(hmm_region_add(mm, p, 6 * PG), 0);
 	assert_int_equal(mprotect(p, 6 * PG, PROT_READ), 0);
-	assert_int_equal(tdev_read(d0, p, 6, mirror, &cpages), 0);
-	assert_int_equal(cpages, 6);
-	assert_int_equal(d0->faults, 1);
+	tdev_rw_all(d0, p, 6, mirror, false);
 	assert_int_equal(tdev_read(d1, p, 6, mirror, &cpages), 0);
 	assert_int_equal(d1->faults, 1);
 	assert_int_equal(tdev_migrate(d1, p, 6, mirror, NULL), 0);
 	check_ints(mirror, 6 * PG, 0);
 	memset(mirror, 0, 6 * PG);
 	d0->faults = 0;
-	assert_int_equal(tdev_read(d0, p, 6, mirror, &cpages), 0);
-	assert_int_equal(cpages, 6);
-	assert_int_equal(d0->faults, 1);
+	tdev_rw_all(d0, p, 6, mirror, false);
 	check_ints(mirror, 6 * PG, 0);
 	assert_int_equal(count_where(mm, p, 6, HMM_PAGE_SYSTEM), 6);
 	assert_int_equal(hmm_devmem_used_pages(d1->dm), 0);
@@ -292,12 +305,9 @@ static void test_pin_longterm(void **state)
 		assert_int_equal(codes[i], PROT_WRITE_);
 	/* a system call now sees the data, whatever the backend */
 	int pfd[2];
-	int back[4 * PG / sizeof(int)];
 
 	assert_int_equal(pipe(pfd), 0);
-	assert_int_equal(write(pfd[1], f.buf, sizeof(back)), (ssize_t)sizeof(back));
-	assert_int_equal(read(pfd[0], back, sizeof(back)), (ssize_t)sizeof(back));
-	check_ints(back, sizeof(back), 0);
+	check_through_pipe(pfd, f.buf);
 	close(pfd[0]);
 	close(pfd[1]);
 	fx_fini(&f);
@@ -308,14 +318,11 @@ static void test_kernel_access(void **state)
 {
 	struct fx f;
 	int pfd[2];
-	int back[4 * PG / sizeof(int)];
 
 	fx_init(&f, *state, 2 * M2, 4 * PG);
 	assert_int_equal(tdev_migrate(f.d, f.buf, 4, NULL, NULL), 0);
 	assert_int_equal(pipe(pfd), 0);
-	assert_int_equal(write(pfd[1], f.buf, sizeof(back)), (ssize_t)sizeof(back));
-	assert_int_equal(read(pfd[0], back, sizeof(back)), (ssize_t)sizeof(back));
-	check_ints(back, sizeof(back), 0);
+	check_through_pipe(pfd, f.buf);
 	assert_int_equal(count_where(f.mm, f.buf, 4, HMM_PAGE_SYSTEM), 4);
 	close(pfd[0]);
 	close(pfd[1]);
@@ -436,14 +443,7 @@ static void test_partial_unmap(void **state)
 	hmm_mm_get_stats(f.mm, &st);
 	assert_int_equal(st.events_unmap, 1);
 	assert_int_equal(hmm_devmem_used_pages(f.d->dm), (M2 - hole) / PG);
-	for (size_t i = 0; i < M2 / sizeof(int); i++) {
-		size_t b = i * sizeof(int);
-
-		if (b >= off && b < off + hole)
-			continue;
-		if (((int *)f.buf)[i] != (int)i)
-			fail_msg("int %zu: %d", i, ((int *)f.buf)[i]);
-	}
+	check_around_hole(f.buf, off, hole);
 	assert_int_equal(hmm_devmem_used_pages(f.d->dm), 0);
 	fx_fini(&f);
 }
@@ -594,18 +594,15 @@ static void test_prot_kernel_access(void **state)
 {
 	struct fx f;
 	int pfd[2];
-	int back[4 * PG / sizeof(int)];
 
 	fx_init(&f, *state, 2 * M2, 4 * PG);
 	assert_int_equal(tdev_migrate(f.d, f.buf, 4, NULL, NULL), 0);
 	assert_int_equal(pipe(pfd), 0);
-	assert_int_equal(write(pfd[1], f.buf, sizeof(back)), -1);
+	assert_int_equal(write(pfd[1], f.buf, 4 * PG), -1);
 	assert_int_equal(errno, EFAULT);
 	assert_int_equal(count_where(f.mm, f.buf, 4, HMM_PAGE_DEVICE), 4);
-	assert_int_equal(hmm_mm_make_resident(f.mm, f.buf, sizeof(back)), 4);
-	assert_int_equal(write(pfd[1], f.buf, sizeof(back)), (ssize_t)sizeof(back));
-	assert_int_equal(read(pfd[0], back, sizeof(back)), (ssize_t)sizeof(back));
-	check_ints(back, sizeof(back), 0);
+	assert_int_equal(hmm_mm_make_resident(f.mm, f.buf, 4 * PG), 4);
+	check_through_pipe(pfd, f.buf);
 	close(pfd[0]);
 	close(pfd[1]);
 	fx_fini(&f);
@@ -625,14 +622,7 @@ static void test_prot_unmap_reported(void **state)
 				       (uintptr_t)f.buf + off + hole), 0);
 	assert_int_equal(munmap(f.buf + off, hole), 0);
 	assert_int_equal(hmm_devmem_used_pages(f.d->dm), (M2 - hole) / PG);
-	for (size_t i = 0; i < M2 / sizeof(int); i++) {
-		size_t b = i * sizeof(int);
-
-		if (b >= off && b < off + hole)
-			continue;
-		if (((int *)f.buf)[i] != (int)i)
-			fail_msg("int %zu: %d", i, ((int *)f.buf)[i]);
-	}
+	check_around_hole(f.buf, off, hole);
 	assert_int_equal(hmm_devmem_used_pages(f.d->dm), 0);
 	fx_fini(&f);
 }
@@ -680,13 +670,6 @@ static void test_prot_chain(void **state)
 	munmap(p, 4 * PG);
 }
 
-#define T	HMM_BACKEND_UFFD_THREAD
-#define S	HMM_BACKEND_UFFD_SIGBUS
-#define P	HMM_BACKEND_MPROTECT
-#define CASE(fn, nm, be, ...) \
-	{ "HMM-" nm " " #fn " [" #be "]", fn, NULL, NULL, \
-	  &(struct mcase){ .name = nm, .backend = be, __VA_ARGS__ } }
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -697,22 +680,16 @@ int main(void)
 		CASE(test_migrate, "11 64K", S, .granule = 64 * 1024),
 		CASE(test_migrate, "11 2M thp", S, .granule = M2, .thp = true),
 		CASE(test_migrate_file_private, "12", T),
-		CASE(test_migrate_fault, "13", T),
-		CASE(test_migrate_fault, "13", S),
-		CASE(test_migrate_release, "14/39", T),
-		CASE(test_migrate_release, "14/39", S),
+		CASE_TS(test_migrate_fault, "13"),
+		CASE_TS(test_migrate_release, "14/39"),
 		CASE(test_migrate_shared, "15", T),
-		CASE(test_migrate_mixed, "16", T),
-		CASE(test_migrate_mixed, "16", S),
+		CASE_TS(test_migrate_mixed, "16"),
 		CASE(test_migrate_multiple, "17", T),
 		CASE(test_migrate_multiple, "17 thp", S, .thp = true),
-		CASE(test_double_map, "23", T),
-		CASE(test_double_map, "23", S),
-		CASE(test_pin_longterm, "27", T),
-		CASE(test_pin_longterm, "27", S),
+		CASE_TS(test_double_map, "23"),
+		CASE_TS(test_pin_longterm, "27"),
 		CASE(test_kernel_access, "27 kernel access", T),
-		CASE(test_cow_in_device, "28", T),
-		CASE(test_cow_in_device, "28", S),
+		CASE_TS(test_cow_in_device, "28"),
 		CASE(test_huge_empty, "29", T),
 		CASE(test_huge_empty, "30", S, .offset = 1),
 		CASE(test_huge_free, "31", T, .thp = true),

@@ -10,16 +10,18 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
-#include "tdev.h"
-
-struct mcase {
-	const char *name;
-	enum hmm_backend backend;
-	bool thp;
-};
+#include "scenario_test.h"
 
 #define MM(st)		tmm_new(((const struct mcase *)(st))->backend, 0)
 #define SZ		(NPAGES * PG)
+
+/* The end of a case: @buf (SZ bytes) unmapped, then the device and the mm destroyed. */
+static void case_done(struct hmm_mm *mm, struct tdev *d, char *buf)
+{
+	munmap(buf, SZ);
+	tdev_free(d);
+	hmm_mm_destroy(mm);
+}
 
 /* HMM-01: read-only buffer, first two pages zero, page 1 CPU-mapped as the zero page. */
 static void test_anon_read(void **state)
@@ -28,23 +30,18 @@ static void test_anon_read(void **state)
 	struct tdev *d = tdev_new(mm, 8 * M2, NULL);
 	char *buf = tbuf_new(SZ, false);
 	int *mirror = calloc(1, SZ);
-	size_t cpages;
 
 	fill_ints(buf, SZ, 0);
 	memset(buf, 0, 2 * PG);
 	madvise(buf, 2 * PG, MADV_DONTNEED);
 	assert_int_equal(mprotect(buf, SZ, PROT_READ), 0);
 	assert_int_equal(((volatile int *)buf)[PG / sizeof(int)], 0);
-	assert_int_equal(tdev_read(d, buf, NPAGES, mirror, &cpages), 0);
-	assert_int_equal(cpages, NPAGES);
-	assert_int_equal(d->faults, 1);
+	tdev_rw_all(d, buf, NPAGES, mirror, false);
 	for (size_t i = 0; i < 2 * PG / sizeof(int); i++)
 		assert_int_equal(mirror[i], 0);
 	check_ints((char *)mirror + 2 * PG, SZ - 2 * PG, 2 * PG / sizeof(int));
 	free(mirror);
-	munmap(buf, SZ);
-	tdev_free(d);
-	hmm_mm_destroy(mm);
+	case_done(mm, d, buf);
 }
 
 /* HMM-02: PROT_NONE: -EFAULT, the device buffer untouched, the data intact. */
@@ -67,9 +64,7 @@ static void test_anon_read_prot(void **state)
 	assert_int_equal(mprotect(buf, SZ, PROT_READ), 0);
 	check_ints(buf, SZ, 0);
 	free(mirror);
-	munmap(buf, SZ);
-	tdev_free(d);
-	hmm_mm_destroy(mm);
+	case_done(mm, d, buf);
 }
 
 /* HMM-03 (and HMM-07 with THP): device write into never-touched memory. */
@@ -80,17 +75,12 @@ static void test_anon_write(void **state)
 	struct tdev *d = tdev_new(mm, 8 * M2, NULL);
 	char *buf = tbuf_new(SZ, c->thp);
 	int *src = malloc(SZ);
-	size_t cpages;
 
 	fill_ints(src, SZ, 0);
-	assert_int_equal(tdev_write(d, buf, NPAGES, src, &cpages), 0);
-	assert_int_equal(cpages, NPAGES);
-	assert_int_equal(d->faults, 1);
+	tdev_rw_all(d, buf, NPAGES, src, true);
 	check_ints(buf, SZ, 0);
 	free(src);
-	munmap(buf, SZ);
-	tdev_free(d);
-	hmm_mm_destroy(mm);
+	case_done(mm, d, buf);
 }
 
 /* HMM-04: read-only: device write -EPERM and nothing changes; writable again: works. */
@@ -103,9 +93,7 @@ static void test_anon_write_prot(void **state)
 	size_t cpages;
 
 	assert_int_equal(mprotect(buf, SZ, PROT_READ), 0);
-	assert_int_equal(tdev_read(d, buf, 1, src, &cpages), 0);
-	assert_int_equal(cpages, 1);
-	assert_int_equal(d->faults, 1);
+	tdev_rw_all(d, buf, 1, src, false);
 	fill_ints(src, SZ, 0);
 	assert_int_equal(tdev_write(d, buf, NPAGES, src, &cpages), -EPERM);
 	for (size_t i = 0; i < SZ / sizeof(int); i++)
@@ -114,14 +102,10 @@ static void test_anon_write_prot(void **state)
 	assert_int_equal(hmm_mm_notify(mm, HMM_EVENT_PROTECTION, (uintptr_t)buf,
 				       (uintptr_t)buf + SZ), 0);
 	d->faults = 0;
-	assert_int_equal(tdev_write(d, buf, NPAGES, src, &cpages), 0);
-	assert_int_equal(cpages, NPAGES);
-	assert_int_equal(d->faults, 1);
+	tdev_rw_all(d, buf, NPAGES, src, true);
 	check_ints(buf, SZ, 0);
 	free(src);
-	munmap(buf, SZ);
-	tdev_free(d);
-	hmm_mm_destroy(mm);
+	case_done(mm, d, buf);
 }
 
 /* Child side of HMM-05/06: its own mm and device write -i. Exit code says what failed. */
@@ -197,9 +181,7 @@ static void test_write_child(void **state)
 	}
 	hmm_mm_get_stats(mm, &st);
 	assert_true(st.events_fork >= 2);
-	munmap(buf, SZ);
-	tdev_free(d);
-	hmm_mm_destroy(mm);
+	case_done(mm, d, buf);
 }
 
 /* HMM-06: MAP_SHARED anonymous: the parent sees the child's device write. */
@@ -262,12 +244,9 @@ static void test_write_hugetlbfs(void **state)
 	}
 	struct tdev *d = tdev_new(mm, 8 * M2, NULL);
 	int *src = malloc(M2);
-	size_t cpages;
 
 	fill_ints(src, M2, 0);
-	assert_int_equal(tdev_write(d, buf, M2 / PG, src, &cpages), 0);
-	assert_int_equal(cpages, M2 / PG);
-	assert_int_equal(d->faults, 1);
+	tdev_rw_all(d, buf, M2 / PG, src, true);
 	check_ints(buf, M2, 0);
 	free(src);
 	munmap(buf, M2);
@@ -300,12 +279,9 @@ static void test_file_read(void **state)
 	int fd = tmpfile_fd(SZ, true);
 	void *map = mmap(NULL, SZ, PROT_READ, MAP_SHARED, fd, 0);
 	int *mirror = malloc(SZ);
-	size_t cpages;
 
 	assert_true(map != MAP_FAILED);
-	assert_int_equal(tdev_read(d, map, NPAGES, mirror, &cpages), 0);
-	assert_int_equal(cpages, NPAGES);
-	assert_int_equal(d->faults, 1);
+	tdev_rw_all(d, map, NPAGES, mirror, false);
 	check_ints(mirror, SZ, 0);
 	free(mirror);
 	munmap(map, SZ);
@@ -322,13 +298,10 @@ static void test_file_write(void **state)
 	int fd = tmpfile_fd(SZ, false);
 	char *map = mmap(NULL, SZ, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	int *src = malloc(SZ), *back = malloc(SZ);
-	size_t cpages;
 
 	assert_true(map != MAP_FAILED);
 	fill_ints(src, SZ, 0);
-	assert_int_equal(tdev_write(d, map, NPAGES, src, &cpages), 0);
-	assert_int_equal(cpages, NPAGES);
-	assert_int_equal(d->faults, 1);
+	tdev_rw_all(d, map, NPAGES, src, true);
 	check_ints(map, SZ, 0);
 	assert_int_equal(pread(fd, back, SZ, 0), (ssize_t)SZ);
 	check_ints(back, SZ, 0);
@@ -349,13 +322,10 @@ static void test_read_multiple(void **state)
 
 	for (int c = 0; c < 10; c++) {
 		char *buf = tbuf_new(SZ, false);
-		size_t cpages;
 
 		fill_ints(buf, SZ, c);
 		d->faults = 0;
-		assert_int_equal(tdev_read(d, buf, NPAGES, mirror, &cpages), 0);
-		assert_int_equal(cpages, NPAGES);
-		assert_int_equal(d->faults, 1);
+		tdev_rw_all(d, buf, NPAGES, mirror, false);
 		check_ints(mirror, SZ, c);
 		munmap(buf, SZ);
 		assert_int_equal(hmm_mm_notify(mm, HMM_EVENT_UNMAP, (uintptr_t)buf,
@@ -506,7 +476,6 @@ static void test_uffd_third_party(void **state)
 	struct third_party tp = { .len = 16 * PG };
 	struct uffdio_api api = { .api = UFFD_API };
 	char *mirror = malloc(tp.len);
-	size_t cpages;
 
 	tp.base = tbuf_new(tp.len, false);
 	tp.uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC);
@@ -517,9 +486,7 @@ static void test_uffd_third_party(void **state)
 
 	assert_int_equal(ioctl(tp.uffd, UFFDIO_REGISTER, &reg), 0);
 	assert_int_equal(pthread_create(&tp.thread, NULL, third_party_thread, &tp), 0);
-	assert_int_equal(tdev_read(d, tp.base, tp.len / PG, mirror, &cpages), 0);
-	assert_int_equal(cpages, tp.len / PG);
-	assert_int_equal(d->faults, 1);
+	tdev_rw_all(d, tp.base, tp.len / PG, mirror, false);
 	for (size_t i = 0; i < tp.len; i++)
 		assert_int_equal(mirror[i], (char)(i / PG + 1));
 	pthread_join(tp.thread, NULL);
@@ -546,9 +513,7 @@ static void excl_setup(void **state, struct hmm_mm **mm, struct tdev **d, char *
 static void excl_teardown(struct hmm_mm *mm, struct tdev *d, char *buf)
 {
 	assert_int_equal(hmm_region_remove(mm, buf), 0);
-	munmap(buf, SZ);
-	tdev_free(d);
-	hmm_mm_destroy(mm);
+	case_done(mm, d, buf);
 }
 
 static size_t count_exclusive(struct hmm_mm *mm, char *p, size_t npages)
@@ -670,21 +635,12 @@ static void test_exclusive_errors(void **state)
 	excl_teardown(mm, d, buf);
 }
 
-#define T	HMM_BACKEND_UFFD_THREAD
-#define S	HMM_BACKEND_UFFD_SIGBUS
-#define P	HMM_BACKEND_MPROTECT
-#define CASE(fn, nm, be, ...) \
-	{ "HMM-" nm " " #fn " [" #be "]", fn, NULL, NULL, \
-	  &(struct mcase){ .name = nm, .backend = be, __VA_ARGS__ } }
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		CASE(test_anon_read, "01", T),
-		CASE(test_anon_read, "01", S),
+		CASE_TS(test_anon_read, "01"),
 		CASE(test_anon_read_prot, "02", T),
-		CASE(test_anon_write, "03", T),
-		CASE(test_anon_write, "03", S),
+		CASE_TS(test_anon_write, "03"),
 		CASE(test_anon_read, "01", P),
 		CASE(test_anon_write, "03", P),
 		CASE(test_snapshot, "20", P),
@@ -699,19 +655,14 @@ int main(void)
 		CASE(test_file_read, "09", T),
 		CASE(test_file_write, "10", T),
 		CASE(test_read_multiple, "18", T),
-		CASE(test_snapshot, "20", T),
-		CASE(test_snapshot, "20", S),
+		CASE_TS(test_snapshot, "20"),
 		CASE(test_mixedmap, "21", T),
 		CASE(test_compound, "22", T),
 		CASE(test_uffd_third_party, "37", T),
-		CASE(test_exclusive, "24", T),
-		CASE(test_exclusive, "24", S),
-		CASE(test_exclusive, "24", P),
+		CASE_TSP(test_exclusive, "24"),
 		CASE(test_exclusive_mprotect, "25", T),
 		CASE(test_exclusive_mprotect, "25", P),
-		CASE(test_exclusive_cow, "26", T),
-		CASE(test_exclusive_cow, "26", S),
-		CASE(test_exclusive_cow, "26", P),
+		CASE_TSP(test_exclusive_cow, "26"),
 		CASE(test_exclusive_errors, "24 errors", T),
 		CASE(test_exclusive_errors, "24 errors", P),
 	};
