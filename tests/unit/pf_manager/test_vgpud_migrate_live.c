@@ -743,32 +743,27 @@ static void test_live_bad_requests(void **state)
 
 #define CRASH_EXIT	86	/* a test build's exit at a named point (PF_CRASH_EXIT) */
 
-/* A pair whose source (or, @dst, destination), the test build, ends itself at the
- * hand-over point its @wrap names. */
-static int setup_exit_at(void **state, char **wrap, bool dst)
-{
-	return start_pair(state, dst ? NULL : wrap, dst ? wrap : NULL);
-}
-
+/* Pairs whose source (or destination), the test build, ends itself at the hand-over
+ * point its wrap names. */
 static int setup_exit_committed(void **state)
 {
 	static char *wrap[] = { "env", "VGPU_MIG_SRC_EXIT_AT=committed", NULL };
 
-	return setup_exit_at(state, wrap, false);
+	return start_pair(state, wrap, NULL);
 }
 
 static int setup_exit_handover(void **state)
 {
 	static char *wrap[] = { "env", "VGPU_MIG_SRC_EXIT_AT=handover", NULL };
 
-	return setup_exit_at(state, wrap, false);
+	return start_pair(state, wrap, NULL);
 }
 
 static int setup_dst_exit_committed(void **state)
 {
 	static char *wrap[] = { "env", "VGPU_MIG_DST_EXIT_AT=committed", NULL };
 
-	return setup_exit_at(state, wrap, true);
+	return start_pair(state, NULL, wrap);
 }
 
 /* @d (the test build) ends itself at its hand-over point: wait for that exit. */
