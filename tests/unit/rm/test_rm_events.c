@@ -3,20 +3,11 @@
  * posts channel errors, faults and watchdog records; the RM checks them, recovers a hung
  * channel and calls the owner's event callback. Each case: a fresh device, RM and GSP. */
 #include <pthread.h>
-#include <setjmp.h>
 #include <stdatomic.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <cmocka.h>
-
-#include <vgpu/gmmu.h>
 
 #include "common/compiler.h"
-#include "rm/gsp/gsp_test_rpc.h"
-#include "rm_test.h"
+#include "rm_chan_test.h"
 
-#define T_VA		0x40000000ull	/* 2 MiB page mapped to the test's VRAM block */
 #define T_WAIT		(30 * VGPU_NSEC_PER_SEC)	/* a hang guard: events come in ms */
 #define T_MAX_EVENTS	1024
 
@@ -111,113 +102,7 @@ static int teardown(void **state)
 	return 0;
 }
 
-/* A guest's view of one function: a client, a 2 MiB VRAM block mapped at T_VA (page
- * tables in its first pages), a VA space over it. */
-struct guest {
-	unsigned int fn;
-	uint32_t hc, hd, hs, hv, hmem;
-	uint64_t pa;			/* VF-physical address of the block */
-	uint8_t *host;			/* host view of it */
-};
-
-static void guest_up(struct guest *g, unsigned int fn)
-{
-	struct vgpu_rm_vidmem_params mp = { .size = VGPU_GMMU_PAGE_2M, .page_size = VGPU_GMMU_PAGE_2M,
-					    .flags = VGPU_RM_MEM_CONTIGUOUS };
-	uint64_t *l0, *l1, *l2;
-
-	memset(g, 0, sizeof(*g));
-	g->fn = fn;
-	assert_int_equal(rm_t_client(fx.rm, fn, &g->hc, &g->hd, &g->hs), 0);
-	assert_int_equal(rm_alloc(fx.rm, fn, g->hc, g->hd, &g->hmem, VGPU_RM_CLASS_MEMORY_VIDMEM,
-				  &mp, sizeof(mp)), 0);
-	g->pa = mp.addr;
-	g->host = gpu_fn_vram_ptr(fx.gpu, fn, g->pa, VGPU_GMMU_PAGE_2M);
-	assert_non_null(g->host);
-	memset(g->host, 0, 0xc0000);
-	/* L0 at +0, L1 at +4K, L2 at +8K; one 2 MiB leaf: T_VA -> the block itself. */
-	l0 = (uint64_t *)g->host;
-	l1 = (uint64_t *)(g->host + 0x1000);
-	l2 = (uint64_t *)(g->host + 0x2000);
-	l0[(T_VA >> VGPU_GMMU_L0_SHIFT) & 511] = vgpu_gmmu_pde(g->pa + 0x1000);
-	l1[(T_VA >> VGPU_GMMU_L1_SHIFT) & 511] = vgpu_gmmu_pde(g->pa + 0x2000);
-	l2[(T_VA >> VGPU_GMMU_L2_SHIFT) & 511] = vgpu_gmmu_pte2m(g->pa, 0);
-	struct vgpu_rm_vaspace_params vp = { .pdb = g->pa };
-
-	assert_int_equal(rm_alloc(fx.rm, fn, g->hc, g->hd, &g->hv, VGPU_RM_CLASS_VASPACE, &vp,
-				  sizeof(vp)), 0);
-}
-
-/* A channel of the guest; slot @k (< 64) picks its USERD (+0x3000 + k * 128), GPFIFO
- * (+0x40000 + k * 4K) and pushbuffer (+0x80000 + k * 4K) inside the block; semaphores live
- * at +0x30000. */
-struct chan {
-	uint32_t h, chid, k;
-	uint64_t *gp;
-	uint32_t *pb;
-	struct vgpu_userd *userd;
-	uint32_t put, pb_off;
-};
-
-/* A channel with @flags (VGPU_RM_CHAN_REPLAYABLE: faults stall it for replay). */
-static void chan_up_flags(struct guest *g, struct chan *c, uint32_t k, uint32_t h_vaspace,
-			  uint32_t flags)
-{
-	struct vgpu_rm_channel_params p = { .h_vaspace = h_vaspace, .gpfifo_va = T_VA + 0x40000 + k * 0x1000ull,
-		.gpfifo_entries = 64, .flags = flags, .userd_aper = VGPU_APER_VRAM,
-		.userd_addr = g->pa + 0x3000 + k * 128ull };
-	struct vgpu_rm_enable_params en = { .enable = 1 };
-	size_t len = sizeof(en);
-
-	memset(c, 0, sizeof(*c));
-	c->k = k;
-	c->gp = (uint64_t *)(g->host + 0x40000 + k * 0x1000);
-	c->pb = (uint32_t *)(g->host + 0x80000 + k * 0x1000);
-	c->userd = (struct vgpu_userd *)(g->host + 0x3000 + k * 128);
-	/* A fresh channel starts from a clean USERD and ring, as a guest driver makes it: a
-	 * stale GP_PUT would have the device run the previous channel's entries. */
-	memset(c->userd, 0, sizeof(*c->userd));
-	memset(c->gp, 0, 0x1000);
-	assert_int_equal(rm_alloc(fx.rm, g->fn, g->hc, g->hd, &c->h, VGPU_RM_CLASS_CHANNEL_GPFIFO,
-				  &p, sizeof(p)), 0);
-	c->chid = p.chid;
-	assert_int_equal(rm_control(fx.rm, g->fn, g->hc, c->h, VGPU_RM_CTRL_CHANNEL_ENABLE, &en, &len,
-				    sizeof(en)), 0);
-}
-
-static void chan_up(struct guest *g, struct chan *c, uint32_t k, uint32_t h_vaspace)
-{
-	chan_up_flags(g, c, k, h_vaspace, 0);
-}
-
-/* Append a method and close it into one GP entry. */
-static void chan_method(struct chan *c, uint32_t id, const uint32_t *args, uint32_t n)
-{
-	uint32_t start = c->pb_off;
-
-	c->pb[c->pb_off++] = VGPU_MTHD(id, n);
-	for (uint32_t i = 0; i < n; i++)
-		c->pb[c->pb_off++] = args[i];
-	c->gp[c->put++] = vgpu_gp_entry(T_VA + 0x80000 + c->k * 0x1000ull + start * 4ull, n + 1);
-}
-
-/* Submit through the RM (CHANNEL_SUBMIT: USERD GP_PUT, then the doorbell). */
-static void chan_submit(struct guest *g, struct chan *c)
-{
-	struct vgpu_rm_submit_params sp = { .gp_put = c->put };
-	size_t len = sizeof(sp);
-
-	assert_int_equal(rm_control(fx.rm, g->fn, g->hc, c->h, VGPU_RM_CTRL_CHANNEL_SUBMIT, &sp, &len,
-				    sizeof(sp)), 0);
-}
-
-/* USERD words the device writes are read atomically, as the device writes them. */
-static uint32_t userd_error(struct chan *c)
-{
-	return __atomic_load_n(&c->userd->error, __ATOMIC_ACQUIRE);
-}
-
-static int chan_wait_get(struct chan *c, uint32_t want)
+static int chan_wait_get(struct rm_t_chan *c, uint32_t want)
 {
 	uint64_t dl = cmn_deadline_ns(T_WAIT);
 
@@ -230,16 +115,16 @@ static int chan_wait_get(struct chan *c, uint32_t want)
 }
 
 /* Release a 32-bit semaphore at block offset @off with @val. */
-static void m_release(struct chan *c, uint32_t off, uint32_t val)
+static void m_release(struct rm_t_chan *c, uint32_t off, uint32_t val)
 {
-	uint64_t va = T_VA + off;
+	uint64_t va = RM_T_VA + off;
 	const uint32_t a[] = { (uint32_t)va, (uint32_t)(va >> 32), val, 0, 0 };
 
-	chan_method(c, VGPU_M_SEM_RELEASE, a, VGPU_ARRAY_SIZE(a));
+	rm_t_chan_method(c, VGPU_M_SEM_RELEASE, a, VGPU_ARRAY_SIZE(a));
 }
 
 /* A GP entry the device refuses (ILLEGAL opcode): an error, no fault. */
-static void m_illegal(struct chan *c)
+static void m_illegal(struct rm_t_chan *c)
 {
 	c->gp[c->put++] = VGPU_GP_OPCODE_ILLEGAL;
 }
@@ -248,38 +133,38 @@ static void m_illegal(struct chan *c)
  * nothing for the other channel of the function or for another function. */
 static void test_chan_error(void **state)
 {
-	struct guest g, g2;
-	struct chan bad, good, other, mark1, mark2;
+	struct rm_t_guest g, g2;
+	struct rm_t_chan bad, good, other, mark1, mark2;
 	struct rm_event e;
 
 	(void)state;
-	guest_up(&g, 1);
-	guest_up(&g2, 2);
-	chan_up(&g, &good, 0, g.hv);
-	chan_up(&g, &bad, 1, g.hv);
-	chan_up(&g2, &other, 0, g2.hv);
+	rm_t_guest_up(&fx, &g, 1, 0xc0000);
+	rm_t_guest_up(&fx, &g2, 2, 0xc0000);
+	rm_t_chan_up(&fx, &g, &good, 0, g.hv, 0);
+	rm_t_chan_up(&fx, &g, &bad, 1, g.hv, 0);
+	rm_t_chan_up(&fx, &g2, &other, 0, g2.hv, 0);
 	m_release(&good, 0x30000, 1);
 	m_release(&bad, 0x30040, 1);
 	m_illegal(&bad);
-	chan_submit(&g, &bad);
-	chan_submit(&g, &good);
+	rm_t_chan_submit(&fx, &g, &bad);
+	rm_t_chan_submit(&fx, &g, &good);
 	assert_int_equal(rec_wait(RM_EVENT_CHAN_ERROR, 1, bad.chid, &e), 0);
 	assert_int_equal(e.code, VGPU_CHAN_ERR_GP_ILLEGAL);
 	assert_int_equal(e.gp_get, 1);		/* the release ran; the second entry failed */
 	assert_int_equal(e.count, 1);
-	assert_int_equal(userd_error(&bad), VGPU_CHAN_ERR_GP_ILLEGAL);
+	assert_int_equal(rm_t_userd_error(&bad), VGPU_CHAN_ERR_GP_ILLEGAL);
 	assert_int_equal(chan_wait_get(&good, 1), 0);
 	m_release(&other, 0x30080, 2);
-	chan_submit(&g2, &other);
+	rm_t_chan_submit(&fx, &g2, &other);
 	assert_int_equal(chan_wait_get(&other, 1), 0);
 	/* a function's events arrive in order: once a later error of each function is in,
 	 * none is pending for the channels that ran before */
-	chan_up(&g, &mark1, 2, g.hv);
-	chan_up(&g2, &mark2, 1, g2.hv);
+	rm_t_chan_up(&fx, &g, &mark1, 2, g.hv, 0);
+	rm_t_chan_up(&fx, &g2, &mark2, 1, g2.hv, 0);
 	m_illegal(&mark1);
 	m_illegal(&mark2);
-	chan_submit(&g, &mark1);
-	chan_submit(&g2, &mark2);
+	rm_t_chan_submit(&fx, &g, &mark1);
+	rm_t_chan_submit(&fx, &g2, &mark2);
 	assert_int_equal(rec_wait(RM_EVENT_CHAN_ERROR, 1, mark1.chid, &e), 0);
 	assert_int_equal(rec_wait(RM_EVENT_CHAN_ERROR, 2, mark2.chid, &e), 0);
 	assert_int_equal(rec_find(RM_EVENT_CHAN_ERROR, 1, good.chid, NULL, NULL), 0);
@@ -295,15 +180,15 @@ static void test_mmu_fault(void **state)
 {
 	const uint64_t va = 0x7000000000ull;
 	const uint32_t a[] = { (uint32_t)va, (uint32_t)(va >> 32), 1, 0, 0 };
-	struct guest g;
-	struct chan c;
+	struct rm_t_guest g;
+	struct rm_t_chan c;
 	struct rm_event e;
 
 	(void)state;
-	guest_up(&g, 2);
-	chan_up(&g, &c, 0, g.hv);
-	chan_method(&c, VGPU_M_SEM_RELEASE, a, VGPU_ARRAY_SIZE(a));
-	chan_submit(&g, &c);
+	rm_t_guest_up(&fx, &g, 2, 0xc0000);
+	rm_t_chan_up(&fx, &g, &c, 0, g.hv, 0);
+	rm_t_chan_method(&c, VGPU_M_SEM_RELEASE, a, VGPU_ARRAY_SIZE(a));
+	rm_t_chan_submit(&fx, &g, &c);
 	assert_int_equal(rec_wait(RM_EVENT_MMU_FAULT, 2, c.chid, &e), 0);
 	assert_int_equal(e.va & ~0xfffull, va);
 	assert_true(e.code != 0);
@@ -318,20 +203,6 @@ static void test_mmu_fault(void **state)
  * "slow" or "hung" is then the watchdog's own accounting, the same however long this
  * thread is held up. */
 
-/* One watchdog pass, the test clock first advanced by @advance_ns; function 1's channel
- * @chid as the watchdog then accounts for it. */
-static struct vgpu_rpc_wd_state wd_tick(uint32_t chid, uint64_t advance_ns)
-{
-	struct vgpu_rpc_wd_tick t = { .fn = 1, .ch = chid, .advance_ns = advance_ns };
-	struct vgpu_rpc_wd_state st;
-	size_t len = 0;
-
-	assert_int_equal(gsp_call(rm_gsp(fx.rm), 0, VGPU_RPC_FN_WD_TICK, &t, sizeof(t), &st,
-				  sizeof(st), &len), 0);
-	assert_int_equal(len, sizeof(st));
-	return st;
-}
-
 /* Passes at an unmoved clock until the record of @chid satisfies @done: the watchdog has
  * seen the device's latest change (the device runs on its own; a bounded poll). */
 static struct vgpu_rpc_wd_state wd_wait(uint32_t chid, bool (*done)(const struct vgpu_rpc_wd_state *,
@@ -341,7 +212,7 @@ static struct vgpu_rpc_wd_state wd_wait(uint32_t chid, bool (*done)(const struct
 	struct vgpu_rpc_wd_state st;
 
 	for (;;) {
-		st = wd_tick(chid, 0);
+		st = rm_t_wd_tick(&fx, chid, 0);
 		if (done(&st, arg))
 			return st;
 		assert_false(cmn_deadline_passed(dl));
@@ -374,12 +245,12 @@ static void wd_expect_fires_at(uint32_t chid, const struct vgpu_rpc_wd_state *st
 
 	assert_true(st->stalled);
 	assert_int_equal(st->stall_ns, 0);
-	a = wd_tick(chid, wd - 1);
+	a = rm_t_wd_tick(&fx, chid, wd - 1);
 	assert_true(a.stalled);
 	assert_int_equal(a.stall_ns, wd - 1);
 	assert_false(a.fired);
 	assert_int_equal(a.hung_reports, 0);
-	b = wd_tick(chid, 1);
+	b = rm_t_wd_tick(&fx, chid, 1);
 	assert_true(b.fired);
 	assert_int_equal(b.stall_ns, wd);
 	assert_int_equal(b.hung_reports, 1);
@@ -389,7 +260,7 @@ static void wd_expect_fires_at(uint32_t chid, const struct vgpu_rpc_wd_state *st
  * its clock: the RM disables it (off its runlist, record disabled) and stops it with an
  * error its guest sees in USERD, and the CHAN_ERROR follows; however long the clock runs
  * on, it is reported once. */
-static void expect_hung_once(struct chan *c, uint64_t wd)
+static void expect_hung_once(struct rm_t_chan *c, uint64_t wd)
 {
 	const struct gpu_priv_shared *sh = gpu_priv_view(fx.gpu);
 	struct rm_event e;
@@ -399,13 +270,13 @@ static void expect_hung_once(struct chan *c, uint64_t wd)
 	assert_int_equal(e.recovery, 0);
 	assert_int_equal(e.gp_get, 0);
 	assert_int_equal(e.stall_ns, wd);
-	assert_int_equal(userd_error(c), VGPU_CHAN_ERR_SEM_TIMEOUT);
+	assert_int_equal(rm_t_userd_error(c), VGPU_CHAN_ERR_SEM_TIMEOUT);
 	assert_false(sh->fns[1].runlist[0] & (1ull << c->chid));
 	assert_false(sh->fns[1].chans[c->chid].flags & GPU_CHAN_ENABLED);
 	assert_int_equal(rec_wait(RM_EVENT_CHAN_ERROR, 1, c->chid, &e), 0);
 	assert_int_equal(e.code, VGPU_CHAN_ERR_SEM_TIMEOUT);
 	for (int i = 0; i < 4; i++) {
-		struct vgpu_rpc_wd_state st = wd_tick(c->chid, 10 * wd);
+		struct vgpu_rpc_wd_state st = rm_t_wd_tick(&fx, c->chid, 10 * wd);
 
 		assert_false(st.stalled);	/* disabled: nothing it could run */
 		assert_int_equal(st.hung_reports, 1);
@@ -419,27 +290,27 @@ static void expect_hung_once(struct chan *c, uint64_t wd)
  * then runs work, and the hung one can be freed. */
 static void test_watchdog_hung(void **state)
 {
-	const uint64_t wd = 50 * VGPU_NSEC_PER_MSEC, sem = T_VA + 0x30000;
+	const uint64_t wd = 50 * VGPU_NSEC_PER_MSEC, sem = RM_T_VA + 0x30000;
 	const uint32_t acq[] = { (uint32_t)sem, (uint32_t)(sem >> 32), 1, 0, 0, 60000000 };
 	struct vgpu_rpc_wd_state st;
-	struct guest g;
-	struct chan hung, next;
+	struct rm_t_guest g;
+	struct rm_t_chan hung, next;
 
 	(void)state;
 	assert_int_equal(rm_fn_watchdog_set(fx.rm, 1, wd), 0);
-	guest_up(&g, 1);
-	chan_up(&g, &hung, 0, g.hv);
-	st = wd_tick(hung.chid, 0);		/* the test clock from here on */
+	rm_t_guest_up(&fx, &g, 1, 0xc0000);
+	rm_t_chan_up(&fx, &g, &hung, 0, g.hv, 0);
+	st = rm_t_wd_tick(&fx, hung.chid, 0);		/* the test clock from here on */
 	assert_false(st.stalled);
-	chan_method(&hung, VGPU_M_SEM_ACQUIRE, acq, VGPU_ARRAY_SIZE(acq));
-	chan_submit(&g, &hung);
+	rm_t_chan_method(&hung, VGPU_M_SEM_ACQUIRE, acq, VGPU_ARRAY_SIZE(acq));
+	rm_t_chan_submit(&fx, &g, &hung);
 	st = wd_wait(hung.chid, wd_is_stalled, 0);
 	wd_expect_fires_at(hung.chid, &st, wd);
 	expect_hung_once(&hung, wd);
 	/* The device keeps working. */
-	chan_up(&g, &next, 1, g.hv);
+	rm_t_chan_up(&fx, &g, &next, 1, g.hv, 0);
 	m_release(&next, 0x30100, 7);
-	chan_submit(&g, &next);
+	rm_t_chan_submit(&fx, &g, &next);
 	assert_int_equal(chan_wait_get(&next, 1), 0);
 	assert_int_equal(__atomic_load_n((uint32_t *)(g.host + 0x30100), __ATOMIC_ACQUIRE), 7);
 	assert_int_equal(rm_free(fx.rm, 1, g.hc, hung.h), 0);
@@ -463,29 +334,29 @@ static void test_watchdog_args(void **state)
 static void test_watchdog_slow_not_hung(void **state)
 {
 	enum { STEPS = 30 };		/* the GP ring holds 64 entries */
-	const uint64_t wd = 600 * VGPU_NSEC_PER_MSEC, sem = T_VA + 0x30000;
+	const uint64_t wd = 600 * VGPU_NSEC_PER_MSEC, sem = RM_T_VA + 0x30000;
 	struct vgpu_rpc_wd_state st;
 	uint32_t *val;
-	struct guest g;
-	struct chan c;
+	struct rm_t_guest g;
+	struct rm_t_chan c;
 
 	(void)state;
 	assert_int_equal(rm_fn_watchdog_set(fx.rm, 1, wd), 0);
-	guest_up(&g, 1);
+	rm_t_guest_up(&fx, &g, 1, 0xc0000);
 	val = (uint32_t *)(g.host + 0x30000);
-	chan_up(&g, &c, 0, g.hv);
-	wd_tick(c.chid, 0);			/* the test clock from here on */
+	rm_t_chan_up(&fx, &g, &c, 0, g.hv, 0);
+	rm_t_wd_tick(&fx, c.chid, 0);			/* the test clock from here on */
 	for (uint32_t i = 1; i <= STEPS; i++) {
 		const uint32_t acq[] = { (uint32_t)sem, (uint32_t)(sem >> 32), i, 0, 0, 30000000 };
 
-		chan_method(&c, VGPU_M_SEM_ACQUIRE, acq, VGPU_ARRAY_SIZE(acq));
+		rm_t_chan_method(&c, VGPU_M_SEM_ACQUIRE, acq, VGPU_ARRAY_SIZE(acq));
 	}
-	chan_submit(&g, &c);
+	rm_t_chan_submit(&fx, &g, &c);
 	st = wd_wait(c.chid, wd_is_stalled, 0);
 	for (uint32_t step = 1; step < STEPS; step++) {
 		/* counted from the last move: just short of the timeout, unreported */
 		assert_int_equal(st.stall_ns, 0);
-		st = wd_tick(c.chid, wd - 1);
+		st = rm_t_wd_tick(&fx, c.chid, wd - 1);
 		assert_true(st.stalled);
 		assert_int_equal(st.stall_ns, wd - 1);
 		assert_false(st.fired);
@@ -499,10 +370,10 @@ static void test_watchdog_slow_not_hung(void **state)
 	assert_int_equal(chan_wait_get(&c, STEPS), 0);
 	st = wd_wait(c.chid, wd_get_is, STEPS);
 	assert_false(st.stalled);		/* all done: nothing pending */
-	st = wd_tick(c.chid, 10 * wd);
+	st = rm_t_wd_tick(&fx, c.chid, 10 * wd);
 	assert_int_equal(st.hung_reports, 0);
 	assert_int_equal(rec_find(RM_EVENT_WATCHDOG, 1, c.chid, NULL, NULL), 0);
-	assert_int_equal(userd_error(&c), 0);
+	assert_int_equal(rm_t_userd_error(&c), 0);
 	assert_int_equal(rm_client_free(fx.rm, 1, g.hc), 0);
 }
 
@@ -534,17 +405,17 @@ static void test_watchdog_fault_progress(void **state)
 	const uint32_t fill[] = { (uint32_t)va, (uint32_t)(va >> 32), 0x1000, 0, 0x5a5a5a5a };
 	struct vgpu_rpc_wd_state st;
 	struct vgpu_fault_entry fe;
-	struct guest g;
-	struct chan c;
+	struct rm_t_guest g;
+	struct rm_t_chan c;
 	size_t len = 0;
 
 	(void)state;
 	assert_int_equal(rm_fn_watchdog_set(fx.rm, 1, wd), 0);
-	guest_up(&g, 1);
-	chan_up_flags(&g, &c, 0, g.hv, VGPU_RM_CHAN_REPLAYABLE);
-	st = wd_tick(c.chid, 0);		/* the test clock from here on */
-	chan_method(&c, VGPU_M_FILL, fill, VGPU_ARRAY_SIZE(fill));
-	chan_submit(&g, &c);
+	rm_t_guest_up(&fx, &g, 1, 0xc0000);
+	rm_t_chan_up(&fx, &g, &c, 0, g.hv, VGPU_RM_CHAN_REPLAYABLE);
+	st = rm_t_wd_tick(&fx, c.chid, 0);		/* the test clock from here on */
+	rm_t_chan_method(&c, VGPU_M_FILL, fill, VGPU_ARRAY_SIZE(fill));
+	rm_t_chan_submit(&fx, &g, &c);
 	for (unsigned int i = 0; i < ROUNDS; i++) {
 		assert_int_equal(fault_wait(1, &fe), 0);
 		assert_int_equal(fe.chid, c.chid);
@@ -553,7 +424,7 @@ static void test_watchdog_fault_progress(void **state)
 		st = wd_wait(c.chid, wd_faults_not, st.faults);	/* the fault seen */
 		assert_true(st.stalled);
 		assert_int_equal(st.stall_ns, 0);
-		st = wd_tick(c.chid, wd - 1);	/* the driver's service: no mapping */
+		st = rm_t_wd_tick(&fx, c.chid, wd - 1);	/* the driver's service: no mapping */
 		assert_true(st.stalled);
 		assert_int_equal(st.stall_ns, wd - 1);
 		assert_false(st.fired);
@@ -565,7 +436,7 @@ static void test_watchdog_fault_progress(void **state)
 	assert_int_equal(fault_wait(1, &fe), 0);
 	assert_int_equal(fe.chid, c.chid);
 	assert_int_equal(__atomic_load_n(&c.userd->gp_get, __ATOMIC_ACQUIRE), 0);
-	assert_int_equal(userd_error(&c), 0);
+	assert_int_equal(rm_t_userd_error(&c), 0);
 	assert_int_equal(rec_find(RM_EVENT_WATCHDOG, 1, c.chid, NULL, NULL), 0);
 	assert_true(rec_find(RM_EVENT_MMU_FAULT, 1, c.chid, NULL, NULL) >= 1);
 	/* Nobody services this one: hung at the timeout, and recovered. */
@@ -585,20 +456,20 @@ static void test_watchdog_fault_progress(void **state)
 static void test_storm(void **state)
 {
 	enum { WIDE = 24, DEEP = 40 };
-	struct guest g;
-	struct chan c[WIDE], d;
+	struct rm_t_guest g;
+	struct rm_t_chan c[WIDE], d;
 	struct gsp_stats st;
 	uint64_t count, deep_chid;
 	unsigned int deep_events;
 
 	(void)state;
-	guest_up(&g, 1);
+	rm_t_guest_up(&fx, &g, 1, 0xc0000);
 	for (unsigned int i = 0; i < WIDE; i++) {
-		chan_up(&g, &c[i], i, g.hv);
+		rm_t_chan_up(&fx, &g, &c[i], i, g.hv, 0);
 		m_illegal(&c[i]);
 	}
 	for (unsigned int i = 0; i < WIDE; i++)
-		chan_submit(&g, &c[i]);
+		rm_t_chan_submit(&fx, &g, &c[i]);
 	uint64_t dl = cmn_deadline_ns(T_WAIT);
 
 	do {	/* 24 records for a 16-record queue whose reader is held: the rest waits */
@@ -607,13 +478,13 @@ static void test_storm(void **state)
 		cmn_sleep_ns(VGPU_NSEC_PER_MSEC);
 	} while (!st.events_deferred);
 	for (unsigned int i = 0; i < DEEP; i++) {
-		chan_up(&g, &d, WIDE, g.hv);
+		rm_t_chan_up(&fx, &g, &d, WIDE, g.hv, 0);
 		m_illegal(&d);
-		chan_submit(&g, &d);
+		rm_t_chan_submit(&fx, &g, &d);
 		dl = cmn_deadline_ns(T_WAIT);
-		while (!userd_error(&d) && !cmn_deadline_passed(dl))
+		while (!rm_t_userd_error(&d) && !cmn_deadline_passed(dl))
 			cmn_sleep_ns(50 * VGPU_NSEC_PER_USEC);
-		assert_int_equal(userd_error(&d), VGPU_CHAN_ERR_GP_ILLEGAL);
+		assert_int_equal(rm_t_userd_error(&d), VGPU_CHAN_ERR_GP_ILLEGAL);
 		/* An RPC in the middle of the storm is answered. */
 		assert_int_equal(rm_control(fx.rm, 1, g.hc, d.h, VGPU_RM_CTRL_GET_WORK_SUBMIT_TOKEN,
 					    &(struct vgpu_rm_token_params){ 0 }, &(size_t){ 0 },
