@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Helpers for the vgpud integration tests: a real daemon in a temporary runtime/state dir
- * (killed and removed even when a test fails), vgpuctl runs with captured output, a raw
- * control-socket client, and an ivshmem-protocol endpoint client that plays the guest. */
+ * (killed and removed even when a test fails) or a pair of them, its VFs' BAR objects,
+ * vgpuctl runs with captured output, a raw control-socket client, and an ivshmem-protocol
+ * endpoint client that plays the guest. pf_mig_test.h adds what the migration tests share. */
 #ifndef VGPU_TEST_PF_TEST_H
 #define VGPU_TEST_PF_TEST_H
 
