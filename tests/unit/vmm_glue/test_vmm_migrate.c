@@ -19,6 +19,7 @@
 
 #include "common/compiler.h"
 #include "vmm_glue/vmm_glue.h"
+#include "vmm_test.h"
 
 #define SLICE	"6a3c9dd2-0001-4b6e-9f1e-6f0c2f2b9d70"
 #define DOM	"3f1c1f4e-8d2b-4c55-9a7e-0c1d2e3f4a5b"
@@ -201,20 +202,16 @@ static void test_usage(void **state)
 		fail_msg("\"%s\" does not say \"%s\"", err, c->says);
 }
 
-#define ROWS(fn, table) \
-	for (size_t i = 0; i < VGPU_ARRAY_SIZE(table); i++) \
-		t[n++] = (struct CMUnitTest){ table[i].name, fn, NULL, NULL, (void *)&table[i] }
-
 int main(void)
 {
 	struct CMUnitTest t[VGPU_ARRAY_SIZE(check_cases) + VGPU_ARRAY_SIZE(bad_xml_cases) +
 			    VGPU_ARRAY_SIZE(listen_cases) + VGPU_ARRAY_SIZE(usage_cases) + 1];
 	size_t n = 0;
 
-	ROWS(test_check, check_cases);
+	VMM_T_ROWS(t, n, test_check, check_cases);
 	t[n++] = (struct CMUnitTest)cmocka_unit_test(test_dest_xml);
-	ROWS(test_dest_xml_bad, bad_xml_cases);
-	ROWS(test_listen, listen_cases);
-	ROWS(test_usage, usage_cases);
+	VMM_T_ROWS(t, n, test_dest_xml_bad, bad_xml_cases);
+	VMM_T_ROWS(t, n, test_listen, listen_cases);
+	VMM_T_ROWS(t, n, test_usage, usage_cases);
 	return _cmocka_run_group_tests("vmm_migrate", t, n, NULL, NULL);
 }

@@ -20,6 +20,7 @@
 #include <libvirt/virterror.h>
 
 #include "vmm_glue/vmm_glue.h"
+#include "vmm_test.h"
 
 #define SLICE	"6a3c9dd2-0001-4b6e-9f1e-6f0c2f2b9d70"
 #define DOM	"3f1c1f4e-8d2b-4c55-9a7e-0c1d2e3f4a5b"
@@ -160,40 +161,44 @@ static const char golden_mdev_dev[] =
 "      </source>\n"
 "    </hostdev>\n";
 
+/* @d's XML (malloc'd) in *@xml: it must build. */
+static void build(struct vmm_domain d, char **xml)
+{
+	struct cmn_fail e = { 0 };
+
+	assert_int_equal(vmm_xml_build(&d, xml, &e), 0);
+}
+
 /* ---- golden ----------------------------------------------------------------------------- */
+
+/* @d's XML is @want to the byte. */
+static void expect_golden(struct vmm_domain d, const char *want)
+{
+	char *xml;
+
+	build(d, &xml);
+	assert_string_equal(xml, want);
+	free(xml);
+}
 
 static void test_golden_kernel(void **state)
 {
-	struct vmm_domain d = base_domain();
-	struct cmn_fail e = { 0 };
-	char *xml;
-
 	(void)state;
-	assert_int_equal(vmm_xml_build(&d, &xml, &e), 0);
-	assert_string_equal(xml, golden_kernel);
-	free(xml);
+	expect_golden(base_domain(), golden_kernel);
 }
 
 static void test_golden_disk_kvm(void **state)
 {
-	struct vmm_domain d = disk_kvm_domain();
-	struct cmn_fail e = { 0 };
-	char *xml;
-
 	(void)state;
-	assert_int_equal(vmm_xml_build(&d, &xml, &e), 0);
-	assert_string_equal(xml, golden_disk_kvm);
-	free(xml);
+	expect_golden(disk_kvm_domain(), golden_disk_kvm);
 }
 
 static void test_golden_mdev(void **state)
 {
-	struct vmm_domain d = mdev_domain();
-	struct cmn_fail e = { 0 };
 	char *xml;
 
 	(void)state;
-	assert_int_equal(vmm_xml_build(&d, &xml, &e), 0);
+	build(mdev_domain(), &xml);
 	assert_non_null(strstr(xml, golden_mdev_dev));
 	assert_null(strstr(xml, "<shmem"));
 	assert_non_null(strstr(xml, "<iommu model='intel'/>"));
@@ -286,7 +291,7 @@ static void test_escaping(void **state)
 	(void)state;
 	d.cmdline = "vgpu_args=<a>&'b\" x";
 	snprintf(d.meta.socket, sizeof(d.meta.socket), "/run/v'g&p\"u/<c>.sock");
-	assert_int_equal(vmm_xml_build(&d, &xml, &e), 0);
+	build(d, &xml);
 	assert_non_null(strstr(xml, "<cmdline>vgpu_args=&lt;a&gt;&amp;&apos;b&quot; x</cmdline>"));
 	assert_int_equal(vmm_meta_parse(xml, &m, NULL, &e), 0);
 	assert_string_equal(m.socket, "/run/v'g&p\"u/<c>.sock");
@@ -307,7 +312,7 @@ static void validate_built(struct vmm_domain d)
 
 	if (!have_validator())
 		skip();
-	assert_int_equal(vmm_xml_build(&d, &xml, &e), 0);
+	build(d, &xml);
 	if (vmm_xml_validate(xml, &e))
 		fail_msg("%s", e.msg);
 	free(xml);
@@ -329,13 +334,12 @@ static const struct broken_case {
 static void test_validate_broken(void **state)
 {
 	const struct broken_case *c = *state;
-	struct vmm_domain d = base_domain();
 	struct cmn_fail e = { 0 };
 	char *xml, *bad, *at;
 
 	if (!have_validator())
 		skip();
-	assert_int_equal(vmm_xml_build(&d, &xml, &e), 0);
+	build(base_domain(), &xml);
 	at = strstr(xml, c->from);
 	assert_non_null(at);
 	bad = malloc(strlen(xml) + strlen(c->to) + 1);
@@ -351,13 +355,12 @@ static void test_validate_broken(void **state)
 
 static void test_meta_round_trip(void **state)
 {
-	struct vmm_domain d = disk_kvm_domain();
 	struct cmn_fail e = { 0 };
 	struct vmm_meta m;
 	char *xml, uuid[VMM_UUID_LEN];
 
 	(void)state;
-	assert_int_equal(vmm_xml_build(&d, &xml, &e), 0);
+	build(disk_kvm_domain(), &xml);
 	assert_int_equal(vmm_meta_parse(xml, &m, uuid, &e), 0);
 	assert_string_equal(m.slice, SLICE);
 	assert_string_equal(m.socket, "/run/vgpud/control.sock");
@@ -376,7 +379,6 @@ static void quiet(void *opaque, virErrorPtr err)
 /* libvirt keeps our element through define and dumpxml (its test driver, no daemon). */
 static void test_meta_through_libvirt(void **state)
 {
-	struct vmm_domain d = base_domain();
 	struct cmn_fail e = { 0 };
 	struct vmm_meta m;
 	virConnectPtr conn;
@@ -388,7 +390,7 @@ static void test_meta_through_libvirt(void **state)
 	conn = virConnectOpen("test:///default");
 	if (!conn)
 		skip();
-	assert_int_equal(vmm_xml_build(&d, &xml, &e), 0);
+	build(base_domain(), &xml);
 	dom = virDomainDefineXML(conn, xml);
 	if (!dom)
 		fail_msg("libvirt's test driver refused our XML: %s", virGetLastErrorMessage());
@@ -470,21 +472,19 @@ static char *run_capture(const char *cmd)
 	return pclose(p) == 0 ? out : NULL;
 }
 
-static void test_domxml_to_native(void **state)
+/* Whether a libvirtd answers on qemu:///system. */
+static bool have_libvirtd(void)
 {
-	struct vmm_domain d = base_domain();
-	struct cmn_fail e = { 0 };
-	char path[] = "/tmp/vmm-xml-XXXXXX", cmd[256], *xml, *argv;
-	int fd;
+	return system("virsh -c qemu:///system version >/dev/null 2>&1") == 0;
+}
+
+/* libvirt's QEMU command line for @xml (virsh domxml-to-native); NULL when virsh failed. */
+static char *to_native(const char *xml)
+{
+	char path[] = "/tmp/vmm-xml-XXXXXX", cmd[256], *argv;
+	int fd = mkstemp(path);
 	FILE *f;
 
-	(void)state;
-	if (system("virsh -c qemu:///system version >/dev/null 2>&1") != 0) {
-		printf("# SKIP reason: no libvirtd answers on qemu:///system\n");
-		skip();
-	}
-	assert_int_equal(vmm_xml_build(&d, &xml, &e), 0);
-	fd = mkstemp(path);
 	assert_true(fd >= 0);
 	f = fdopen(fd, "w");
 	fputs(xml, f);
@@ -493,6 +493,20 @@ static void test_domxml_to_native(void **state)
 		 path);
 	argv = run_capture(cmd);
 	unlink(path);
+	return argv;
+}
+
+static void test_domxml_to_native(void **state)
+{
+	char *xml, *argv;
+
+	(void)state;
+	if (!have_libvirtd()) {
+		printf("# SKIP reason: no libvirtd answers on qemu:///system\n");
+		skip();
+	}
+	build(base_domain(), &xml);
+	argv = to_native(xml);
 	free(xml);
 	assert_non_null(argv);
 	assert_non_null(strstr(argv, "-accel tcg"));
@@ -513,14 +527,12 @@ static void test_migratable(void **state)
 {
 	struct vmm_domain d = base_domain();
 	struct cmn_fail e = { 0 };
-	char path[] = "/tmp/vmm-xml-XXXXXX", cmd[256], *xml, *argv;
-	FILE *f;
-	int fd;
+	char *xml, *argv;
 
 	(void)state;
 	d.migratable = true;
 	d.endpoint = "/run/vgpud/vf1.master.sock";
-	assert_int_equal(vmm_xml_build(&d, &xml, &e), 0);
+	build(d, &xml);
 	assert_non_null(strstr(xml, "<domain type='qemu' xmlns:qemu='" VMM_QEMU_NS "'>\n"));
 	assert_non_null(strstr(xml, "<shmem name='vgpu-" SLICE "' role='master'>\n"));
 	assert_non_null(strstr(xml, "<server path='/run/vgpud/vf1.master.sock'/>"));
@@ -529,32 +541,16 @@ static void test_migratable(void **state)
 			       "    <qemu:arg value='ivshmem-doorbell.master=on'/>"));
 	if (have_validator() && vmm_xml_validate(xml, &e))
 		fail_msg("%s", e.msg);
-	if (system("virsh -c qemu:///system version >/dev/null 2>&1") != 0) {
+	if (!have_libvirtd()) {
 		free(xml);
 		return;
 	}
-	fd = mkstemp(path);
-	assert_true(fd >= 0);
-	f = fdopen(fd, "w");
-	fputs(xml, f);
-	fclose(f);
-	snprintf(cmd, sizeof(cmd), "virsh -c qemu:///system domxml-to-native qemu-argv %s 2>&1",
-		 path);
-	argv = run_capture(cmd);
-	unlink(path);
+	argv = to_native(xml);
 	free(xml);
 	assert_non_null(argv);
 	assert_non_null(strstr(argv, "-global ivshmem-doorbell.master=on"));
 	assert_non_null(strstr(argv, "path=/run/vgpud/vf1.master.sock"));
 }
-
-#define ROWS(fn, table) ({ \
-	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) { \
-		tests[n].name = table[i].name; \
-		tests[n].test_func = fn; \
-		tests[n].initial_state = (void *)&table[i]; \
-		n++; \
-	} })
 
 int main(void)
 {
@@ -574,10 +570,9 @@ int main(void)
 	static struct CMUnitTest tests[64];
 	size_t n = 0;
 
-	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
-		tests[n++] = fixed[i];
-	ROWS(test_check, check_cases);
-	ROWS(test_validate_broken, broken_cases);
-	ROWS(test_meta_parse, meta_cases);
+	vmm_t_add(tests, &n, fixed, sizeof(fixed) / sizeof(fixed[0]));
+	VMM_T_ROWS(tests, n, test_check, check_cases);
+	VMM_T_ROWS(tests, n, test_validate_broken, broken_cases);
+	VMM_T_ROWS(tests, n, test_meta_parse, meta_cases);
 	return _cmocka_run_group_tests("vmm_xml", tests, n, NULL, NULL);
 }
