@@ -6,7 +6,8 @@
  * on "release end", refuses a slice another VM owns, and leaves other domains alone. */
 /* pf_test.h copies paths it made itself into sun_path; gcc cannot see their length. */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
-#include "../pf_manager/pf_test.h"
+#include "vgpu_vm_test.h"
+#include "vmm_test.h"
 
 #include "vmm_glue/vmm_glue.h"
 
@@ -25,52 +26,18 @@ static const char *slice_uuid[S_NR] = {
 static struct tdaemon *dmn;
 static char kernel[PATH_MAX];	/* any readable file QEMU's user can reach */
 
-struct run {
-	int rc;
-	char out[65536], err[16384];
-};
-static struct run res;
+static struct vm_run res;
 
 /* vgpu-vm with @argv (after the program name), @in on stdin; the result in res. */
 static void run_vm(char *const *argv, const char *in)
 {
-	int po[2], pe[2], pi[2], st;
-	char *args[48];
-	int n = 0;
-	pid_t pid;
+	int in_fd, out_fd, err_fd;
+	pid_t pid = vm_spawn(dmn->sock, argv, &in_fd, &out_fd, &err_fd);
 
-	args[n++] = (char *)t_bin("vgpu-vm");
-	for (int i = 0; argv[i] && n < 47; i++)
-		args[n++] = argv[i];
-	args[n] = NULL;
-	assert_int_equal(pipe(po), 0);
-	assert_int_equal(pipe(pe), 0);
-	assert_int_equal(pipe(pi), 0);
-	pid = fork();
-	assert_true(pid >= 0);
-	if (!pid) {
-		dup2(pi[0], 0);
-		dup2(po[1], 1);
-		dup2(pe[1], 2);
-		close(pi[1]);
-		close(po[0]);
-		close(pe[0]);
-		setenv("VGPUD_SOCKET", dmn->sock, 1);
-		execv(args[0], args);
-		_exit(127);
-	}
-	close(pi[0]);
-	close(po[1]);
-	close(pe[1]);
-	if (in && write(pi[1], in, strlen(in)) < 0)
+	if (in && write(in_fd, in, strlen(in)) < 0)
 		fprintf(stderr, "# stdin: %s\n", strerror(errno));
-	close(pi[1]);
-	t_read_all(po[0], res.out, sizeof(res.out));
-	t_read_all(pe[0], res.err, sizeof(res.err));
-	close(po[0]);
-	close(pe[0]);
-	assert_int_equal(waitpid(pid, &st, 0), pid);
-	res.rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	close(in_fd);
+	vm_finish(pid, out_fd, err_fd, &res);
 }
 
 #define VM(...) run_vm((char *const[]){ __VA_ARGS__, NULL }, NULL)
@@ -80,6 +47,23 @@ static char *slices_snapshot(void)
 {
 	assert_int_equal(T_CTL(dmn, "--json", "list"), 0);
 	return strdup(t_out.out);
+}
+
+/* vgpud's slices are still as in @before (a slices_snapshot(), freed). */
+static void assert_slices_unchanged(char *before)
+{
+	char *after = slices_snapshot();
+
+	assert_string_equal(before, after);
+	free(before);
+	free(after);
+}
+
+/* Skip the case when vgpu-vm said it has no virt-xml-validate to check its XML with. */
+static void skip_without_validator(void)
+{
+	if (res.rc == 2 && strstr(res.err, "virt-xml-validate is not installed"))
+		skip();
 }
 
 static char *slice_owner(int s)
@@ -190,18 +174,15 @@ static const struct bad_case {
 static void test_bad(void **state)
 {
 	const struct bad_case *c = *state;
-	char *before = slices_snapshot(), *after;
+	char *before = slices_snapshot();
 
 	if (!getpwnam("libvirt-qemu") && c->rc == 7)
 		skip();
 	run_vm((char *const *)c->argv, NULL);
-	after = slices_snapshot();
 	if (res.rc != c->rc || !strstr(res.err, c->msg))
 		fail_msg("%s: exit %d (want %d), stderr: %s", c->name, res.rc, c->rc, res.err);
-	assert_string_equal(before, after);
+	assert_slices_unchanged(before);
 	assert_int_equal(res.out[0], 0);	/* nothing on stdout */
-	free(before);
-	free(after);
 }
 
 /* ---- what works without libvirt ----------------------------------------------------------- */
@@ -211,8 +192,7 @@ static void test_xml_validated(void **state)
 	(void)state;
 	VM("xml", "--slice", (char *)slice_uuid[S_RUN], "--kernel", kernel, "--name", "vm-a",
 	   "--cmdline", "console=ttyS0 vgpu_test=vfio");
-	if (res.rc == 2 && strstr(res.err, "virt-xml-validate is not installed"))
-		skip();
+	skip_without_validator();
 	assert_int_equal(res.rc, 0);
 	assert_non_null(strstr(res.out, "<name>vm-a</name>"));
 	assert_non_null(strstr(res.out, "<model type='ivshmem-doorbell'/>"));
@@ -225,8 +205,7 @@ static void test_xml_mdev_of_stopped_slice(void **state)
 {
 	(void)state;
 	VM("xml", "--mdev", "--json", "--slice", (char *)slice_uuid[S_DEF], "--kernel", kernel);
-	if (res.rc == 2 && strstr(res.err, "virt-xml-validate is not installed"))
-		skip();
+	skip_without_validator();
 	assert_int_equal(res.rc, 0);
 	assert_non_null(strstr(res.out, "\"form\": \"mdev\""));
 	assert_non_null(strstr(res.out, "type='mdev'"));
@@ -235,21 +214,17 @@ static void test_xml_mdev_of_stopped_slice(void **state)
 
 static void test_launch_dry_run(void **state)
 {
-	char *before = slices_snapshot(), *after;
+	char *before = slices_snapshot();
 
 	(void)state;
 	VM("--json", "launch", "--dry-run", "--slice", (char *)slice_uuid[S_RUN], "--kernel",
 	   kernel, "--connect", "qemu+unix:///system?socket=/nonexistent/sock");
-	after = slices_snapshot();
-	if (res.rc == 2 && strstr(res.err, "virt-xml-validate is not installed"))
-		skip();
+	skip_without_validator();
 	assert_int_equal(res.rc, 0);
 	assert_non_null(strstr(res.out, "\"result\": \"would launch\""));
 	assert_non_null(strstr(res.out, "\"dry_run\": true"));
 	assert_non_null(strstr(res.out, "\"vf\": 1"));
-	assert_string_equal(before, after);	/* libvirt not touched, no owner set */
-	free(before);
-	free(after);
+	assert_slices_unchanged(before);	/* libvirt not touched, no owner set */
 }
 
 /* libvirt's test driver (in the tool's process, no QEMU) runs the whole launch: the owner
@@ -272,8 +247,7 @@ static void test_launch_test_driver(void **state)
 				(char *)slice_uuid[S_RUN], "--kernel", kernel, "--uuid", DOMB,
 				"--name", "vm-b", c->persistent ? "--persistent" : "--json",
 				NULL }, NULL);
-	if (res.rc == 2 && strstr(res.err, "virt-xml-validate is not installed"))
-		skip();
+	skip_without_validator();
 	if (res.rc)
 		fail_msg("exit %d: %s", res.rc, res.err);
 	assert_non_null(strstr(res.out, "\"result\": \"launched\""));
@@ -292,8 +266,7 @@ static void test_launch_refused(void **state)
 	(void)state;
 	VM("--connect", "test:///default", "launch", "--slice", (char *)slice_uuid[S_RUN],
 	   "--kernel", kernel, "--name", "test");
-	if (res.rc == 2 && strstr(res.err, "virt-xml-validate is not installed"))
-		skip();
+	skip_without_validator();
 	assert_int_equal(res.rc, 1);	/* libvirt refused: a failure, not ours to classify */
 	assert_non_null(strstr(res.err, "libvirt did not start the domain"));
 	assert_non_null(strstr(res.err, "already exists"));
@@ -362,23 +335,20 @@ static const struct hook_case {
 static void test_hook_case(void **state)
 {
 	const struct hook_case *c = *state;
-	char *before = slices_snapshot(), *after;
+	char *before = slices_snapshot();
 
 	hook(c->op, c->subop, hook_xml(c->slice < 0 ? NOSLICE : slice_uuid[c->slice], c->dom,
 				       c->owner));
-	after = slices_snapshot();
 	if (res.rc != c->rc || !strstr(res.err, c->msg))
 		fail_msg("%s: exit %d (want %d), stderr: %s", c->name, res.rc, c->rc, res.err);
 	if (res.rc)
 		assert_non_null(strstr(res.err, "vgpu hook: domain hooked: "));
-	assert_string_equal(before, after);
-	free(before);
-	free(after);
+	assert_slices_unchanged(before);
 }
 
 static void test_hook_foreign_domain(void **state)
 {
-	char *before = slices_snapshot(), *after;
+	char *before = slices_snapshot();
 
 	(void)state;
 	hook("prepare", "begin", "<domain type='kvm'><name>other</name><devices/></domain>");
@@ -386,19 +356,8 @@ static void test_hook_foreign_domain(void **state)
 	hook("prepare", "begin", "");	/* not even XML: libvirt's business, not ours */
 	assert_int_equal(res.rc, 2);
 	assert_non_null(strstr(res.err, "not well-formed"));
-	after = slices_snapshot();
-	assert_string_equal(before, after);
-	free(before);
-	free(after);
+	assert_slices_unchanged(before);
 }
-
-#define ROWS(fn, table) ({ \
-	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) { \
-		tests[n].name = table[i].name; \
-		tests[n].test_func = fn; \
-		tests[n].initial_state = (void *)&table[i]; \
-		n++; \
-	} })
 
 int main(void)
 {
@@ -413,10 +372,9 @@ int main(void)
 	static struct CMUnitTest tests[64];
 	size_t n = 0;
 
-	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
-		tests[n++] = fixed[i];
-	ROWS(test_bad, bad_cases);
-	ROWS(test_hook_case, hook_cases);
-	ROWS(test_launch_test_driver, launch_cases);
+	vmm_t_add(tests, &n, fixed, sizeof(fixed) / sizeof(fixed[0]));
+	VMM_T_ROWS(tests, n, test_bad, bad_cases);
+	VMM_T_ROWS(tests, n, test_hook_case, hook_cases);
+	VMM_T_ROWS(tests, n, test_launch_test_driver, launch_cases);
 	return _cmocka_run_group_tests("vgpu_vm", tests, n, group_setup, group_teardown);
 }

@@ -7,7 +7,7 @@
  * happens, read from its stderr while it still runs. */
 /* pf_test.h copies paths it made itself into sun_path; gcc cannot see their length. */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
-#include "../pf_manager/pf_test.h"
+#include "vgpu_vm_test.h"
 
 #include "vmm_glue/vmm_glue.h"
 
@@ -21,55 +21,15 @@
 static struct tdaemon *dmn;
 static char node_uri[PATH_MAX + 16];	/* test:///<root>/node.xml */
 
-struct run {
-	int rc;
-	char out[65536], err[16384];
-};
-static struct run res;
+static struct vm_run res;
 
-/* vgpu-vm with @argv; its stdout and stderr pipes in @out_fd/@err_fd. */
-static pid_t spawn_vm(char *const *argv, int *out_fd, int *err_fd)
-{
-	int po[2], pe[2];
-	char *args[48];
-	int n = 0;
-	pid_t pid;
-
-	args[n++] = (char *)t_bin("vgpu-vm");
-	for (int i = 0; argv[i] && n < 47; i++)
-		args[n++] = argv[i];
-	args[n] = NULL;
-	assert_int_equal(pipe(po), 0);
-	assert_int_equal(pipe(pe), 0);
-	pid = fork();
-	assert_true(pid >= 0);
-	if (!pid) {
-		dup2(po[1], 1);
-		dup2(pe[1], 2);
-		close(po[0]);
-		close(pe[0]);
-		setenv("VGPUD_SOCKET", dmn->sock, 1);
-		execv(args[0], args);
-		_exit(127);
-	}
-	close(po[1]);
-	close(pe[1]);
-	*out_fd = po[0];
-	*err_fd = pe[0];
-	return pid;
-}
-
+/* vgpu-vm with @argv (its stdin ours); the result in res. */
 static void run_vm(char *const *argv)
 {
-	int of, ef, st;
-	pid_t pid = spawn_vm(argv, &of, &ef);
+	int of, ef;
+	pid_t pid = vm_spawn(dmn->sock, argv, NULL, &of, &ef);
 
-	t_read_all(of, res.out, sizeof(res.out));
-	t_read_all(ef, res.err, sizeof(res.err));
-	close(of);
-	close(ef);
-	assert_int_equal(waitpid(pid, &st, 0), pid);
-	res.rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	vm_finish(pid, of, ef, &res);
 }
 
 #define VM(...) run_vm((char *const[]){ __VA_ARGS__, NULL })
@@ -229,10 +189,10 @@ static void test_wait_stages(void **state)
 	(void)state;
 	snprintf(log, sizeof(log), "%s/console.log", dmn->root);
 	snprintf(ep, sizeof(ep), "%s/vf2.sock", dmn->run);
-	pid = spawn_vm((char *const[]){ "--connect", "test:///default", "launch", "--slice",
-					SLICE2, "--kernel", "/bin/sh", "--uuid", DOM_W, "--name",
-					"vm-w", "--console-log", log, "--wait", "--timeout", "120",
-					NULL }, &of, &ef);
+	pid = vm_spawn(dmn->sock, (char *const[]){ "--connect", "test:///default", "launch",
+				"--slice", SLICE2, "--kernel", "/bin/sh", "--uuid", DOM_W,
+				"--name", "vm-w", "--console-log", log, "--wait",
+				"--timeout", "120", NULL }, NULL, &of, &ef);
 	err = fdopen(ef, "r");
 	assert_non_null(err);
 	expect_line(err, "[booting] domain vm-w started");
