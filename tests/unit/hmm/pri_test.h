@@ -47,14 +47,13 @@ static inline int tpri_cold_file(size_t pages, int byte, uint8_t **map)
 /* The first @pages pages of a fresh 2 MiB buffer, a managed region of @mm holding
  * fill_ints(@bias), migrated to a new 2 MiB pool of @owner (*@dm): each of them is in
  * device memory. The caller removes the region, unmaps M2 and destroys the pool. */
-static inline uint8_t *tpri_managed(struct hmm_mm *mm, void *owner, size_t pages, int bias,
-				    struct hmm_devmem **dm)
+static inline uint8_t *tpri_managed(struct hmm_mm *mm, const void *owner, size_t pages,
+				    int bias, struct hmm_devmem **dm)
 {
 	struct hmm_migrate_result res;
 	uint8_t *buf;
 
-	assert_int_equal(hmm_devmem_create(&(struct hmm_devmem_desc){ .owner = owner,
-					   .size = M2 }, dm), 0);
+	*dm = tpool_new(owner, M2);
 	buf = tbuf_new(M2, false);
 	assert_int_equal(hmm_region_add(mm, buf, pages * PG), 0);
 	fill_ints(buf, pages * PG, bias);

@@ -397,6 +397,17 @@ static inline int tdev_snapshot(struct tdev *d, void *addr, size_t npages, uint8
 	return ret;
 }
 
+/* A device memory pool of @size bytes whose pages belong to @owner (an address the caller
+ * keeps for the pool's identity). */
+static inline struct hmm_devmem *tpool_new(const void *owner, uint64_t size)
+{
+	struct hmm_devmem *dm;
+
+	assert_int_equal(hmm_devmem_create(&(struct hmm_devmem_desc){ .owner = owner,
+					   .size = size }, &dm), 0);
+	return dm;
+}
+
 /* A 2 MiB aligned private anonymous buffer of @len bytes (THP when @thp). */
 static inline void *tbuf_new(size_t len, bool thp)
 {

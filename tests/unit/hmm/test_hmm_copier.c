@@ -19,6 +19,8 @@
 #define LEN	((size_t)BLOCKS * M2)
 #define PIECE	(128 * 1024)	/* the copier's piece: copier.c */
 
+static int owner;		/* the device's: its pool's owner */
+
 /* What the hook does at the first piece of a migration back. */
 static struct hmm_mm *hook_mm;
 static void (*_Atomic hook_then)(void);
@@ -76,16 +78,6 @@ static int bias_of(size_t pg, bool device)
 	return (int)(pg * 7919) + (device ? 500009 : 0);
 }
 
-static struct hmm_devmem *pool_new(void)
-{
-	static int owner;
-	struct hmm_devmem *dm;
-
-	assert_int_equal(hmm_devmem_create(&(struct hmm_devmem_desc){ .owner = &owner,
-					   .size = LEN }, &dm), 0);
-	return dm;
-}
-
 /* @len bytes of @buf filled, migrated to the device and overwritten there. */
 static void to_device(struct hmm_mm *mm, struct hmm_devmem *dm, char *buf, size_t len)
 {
@@ -113,11 +105,23 @@ struct setup {
 static struct setup setup_new(void **state)
 {
 	enum hmm_backend backend = (enum hmm_backend)(uintptr_t)*state;
-	struct setup s = { .mm = tmm_new(backend, 0), .dm = pool_new(),
+	struct setup s = { .mm = tmm_new(backend, 0), .dm = tpool_new(&owner, LEN),
 			   .buf = tbuf_new(LEN, true) };
 
 	assert_int_equal(hmm_region_add(s.mm, s.buf, LEN), 0);
 	return s;
+}
+
+/* The first @len bytes of the buffer migrated back to system memory, every page with the
+ * data to_device() left on the device. */
+static void back_checked(struct setup *s, size_t len)
+{
+	struct hmm_migrate_result r;
+
+	assert_int_equal(hmm_migrate_to_system(s->mm, s->dm, s->buf, len, &r), 0);
+	assert_int_equal(r.migrated, len / PG);
+	for (size_t pg = 0; pg < len / PG; pg++)
+		check_ints(s->buf + pg * PG, PG, bias_of(pg, true));
 }
 
 static void setup_free(struct setup *s)
@@ -135,15 +139,11 @@ static void setup_free(struct setup *s)
 static void test_thread_copies(void **state)
 {
 	struct setup s = setup_new(state);
-	struct hmm_migrate_result r;
 	uint64_t by_thread;
 
 	to_device(s.mm, s.dm, s.buf, LEN);
 	hook_arm(s.mm, NULL);
-	assert_int_equal(hmm_migrate_to_system(s.mm, s.dm, s.buf, LEN, &r), 0);
-	assert_int_equal(r.migrated, LEN / PG);
-	for (size_t pg = 0; pg < LEN / PG; pg++)
-		check_ints(s.buf + pg * PG, PG, bias_of(pg, true));
+	back_checked(&s, LEN);
 	by_thread = copier_pages(s.mm);
 	if (copier_expected()) {
 		assert_true(by_thread >= PIECE / PG);
@@ -198,15 +198,11 @@ static void test_reader_during_copy(void **state)
 static void test_short_run_alone(void **state)
 {
 	struct setup s = setup_new(state);
-	struct hmm_migrate_result r;
 	const size_t len = PIECE + PIECE / 2;
 
 	to_device(s.mm, s.dm, s.buf, len);
 	hook_arm(s.mm, NULL);
-	assert_int_equal(hmm_migrate_to_system(s.mm, s.dm, s.buf, len, &r), 0);
-	assert_int_equal(r.migrated, len / PG);
-	for (size_t pg = 0; pg < len / PG; pg++)
-		check_ints(s.buf + pg * PG, PG, bias_of(pg, true));
+	back_checked(&s, len);
 	assert_int_equal(copier_pages(s.mm), 0);
 	assert_int_equal(atomic_load(&hook_calls), 0);
 	setup_free(&s);

@@ -157,8 +157,7 @@ static void test_managed_without_pri(void **state)
 
 	(void)state;
 	fix_up(&f, tmm_new(HMM_BACKEND_MPROTECT, 0), false);
-	assert_int_equal(hmm_devmem_create(&(struct hmm_devmem_desc){ .owner = &owner,
-					   .size = M2 }, &dm), 0);
+	dm = tpool_new(&owner, M2);
 	buf = tbuf_new(M2, false);
 	assert_int_equal(hmm_region_add(f.mm, buf, PG), 0);
 	memset(buf, 1, PG);

@@ -412,8 +412,7 @@ static void test_storm(void **state)
 	cfix_serve(&f, 1, STORM_MAX);
 	cfix_serve(&f, 2, STORM_MAX);
 	s.f = &f;
-	assert_int_equal(hmm_devmem_create(&(struct hmm_devmem_desc){ .owner = &owner,
-					   .size = 2 * M2 }, &s.dm), 0);
+	s.dm = tpool_new(&owner, 2 * M2);
 	for (int i = 0; i < STORM_CHANS; i++) {
 		s.buf[i] = tbuf_new(STORM_PAGES * PG, false);
 		assert_int_equal(hmm_region_add(f.mm, s.buf[i], STORM_PAGES * PG), 0);

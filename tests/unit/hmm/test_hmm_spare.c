@@ -15,6 +15,8 @@
 #define LEN		((size_t)BLOCKS * M2)
 #define ROUNDS		3
 
+static int owner;		/* the device's: its pool's owner */
+
 /* The bias of page @pg's ints in round @round, on the CPU or written by the device. */
 static int bias_of(size_t pg, int round, bool device)
 {
@@ -52,22 +54,12 @@ static void round_trip(struct hmm_mm *mm, struct hmm_devmem *dm, char *buf, int 
 		check_ints(buf + pg * PG, PG, bias_of(pg, round, true));
 }
 
-static struct hmm_devmem *pool_new(void)
-{
-	static int owner;
-	struct hmm_devmem *dm;
-
-	assert_int_equal(hmm_devmem_create(&(struct hmm_devmem_desc){ .owner = &owner,
-					   .size = LEN }, &dm), 0);
-	return dm;
-}
-
 /* Several round trips: every page comes back with the device's data of that round. */
 static void test_round_trips(void **state)
 {
 	enum hmm_backend backend = (enum hmm_backend)(uintptr_t)*state;
 	struct hmm_mm *mm = tmm_new(backend, 0);
-	struct hmm_devmem *dm = pool_new();
+	struct hmm_devmem *dm = tpool_new(&owner, LEN);
 	char *buf = tbuf_new(LEN, true);
 
 	assert_int_equal(hmm_region_add(mm, buf, LEN), 0);
@@ -86,7 +78,7 @@ static void test_kept_pages_shared_with_child(void **state)
 {
 	enum hmm_backend backend = (enum hmm_backend)(uintptr_t)*state;
 	struct hmm_mm *mm = tmm_new(backend, 0);
-	struct hmm_devmem *dm = pool_new();
+	struct hmm_devmem *dm = tpool_new(&owner, LEN);
 	char *buf = tbuf_new(LEN, true);
 	struct hmm_migrate_result r;
 	int go[2], status;
@@ -195,7 +187,7 @@ static void test_two_threads(void **state)
 {
 	enum hmm_backend backend = (enum hmm_backend)(uintptr_t)*state;
 	struct hmm_mm *mm = tmm_new(backend, 0);
-	struct hmm_devmem *dm = pool_new();
+	struct hmm_devmem *dm = tpool_new(&owner, LEN);
 	char *buf = tbuf_new(LEN, true);
 	struct job jobs[2];
 	pthread_t th[2];
