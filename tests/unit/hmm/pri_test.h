@@ -1,29 +1,17 @@
 /* SPDX-License-Identifier: MIT */
-/* What the page-request suites (test_hmm_pri, test_hmm_pri_chan) share: a function's IOMMU
- * fault log, a file mapping whose pages left memory, managed pages resident on a device,
- * and the CPU-fault backends the managed cases run on. */
+/* What the page-request suites (test_hmm_pri, test_hmm_pri_chan) share: a file mapping
+ * whose pages left memory, managed pages resident on a device, the CPU-fault backends the
+ * managed cases run on, and iommu_test.h's reader of a function's IOMMU fault log
+ * (t_faults). */
 #ifndef VGPU_TESTS_HMM_PRI_TEST_H
 #define VGPU_TESTS_HMM_PRI_TEST_H
 
+#include "tests/unit/iommu_model/iommu_test.h"
 #include "tdev.h"
-#include "iommu_model/iommu.h"
 
 #ifndef MADV_PAGEOUT
 #define MADV_PAGEOUT	21
 #endif
-
-/* Records in @rid's IOMMU fault log since the last call (the log drained); the last
- * reason in *@reason (may be NULL). */
-static inline size_t tpri_faults(struct iommu *mmu, unsigned int rid, unsigned int *reason)
-{
-	struct iommu_fault_rec r[64];
-	size_t n;
-
-	assert_int_equal(iommu_fault_log_read(mmu, rid, r, 64, &n, NULL), 0);
-	if (n && reason)
-		*reason = r[n - 1].reason;
-	return n;
-}
 
 /* An unlinked file of @pages pages of @byte mapped shared at *@map, written back and
  * dropped from the page cache (advice: the kernel may keep some); its descriptor. */

@@ -29,7 +29,9 @@
 
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 
+#ifndef PG			/* iommu_test.h's (the same 4 KiB) may come first */
 #define PG		HMM_PAGE_SIZE
+#endif
 #define M2		HMM_BLOCK_SIZE
 #define NPAGES		1024		/* HMM_BUFFER_SIZE of hmm-tests.c: 4 MiB */
 

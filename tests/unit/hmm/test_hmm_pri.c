@@ -56,7 +56,7 @@ static int dev_write(struct pri_fix *f, void *addr, const void *buf, size_t len)
 /* Fault records of RID since the last call (the log drained); the last reason. */
 static size_t faults(struct pri_fix *f, unsigned int *reason)
 {
-	return tpri_faults(f->mmu, RID, reason);
+	return t_faults(f->mmu, RID, reason);
 }
 
 /* Pages never touched read as zeros and take writes; so do pages paged out (anonymous,

@@ -163,7 +163,7 @@ static void test_not_present(void **state)
 		assert_int_equal(pread(fd, out, PG, 5 * PG), PG);
 		check_u32(out, PG, 0x77777777);
 	}
-	assert_int_equal(tpri_faults(f.mmu, 1, NULL), 0);
+	assert_int_equal(t_faults(f.mmu, 1, NULL), 0);
 	munmap(file, 8 * PG);
 	close(fd);
 	munmap(anon, 16 * PG);
@@ -211,7 +211,7 @@ static void test_managed(void **state)
 	assert_int_equal(hmm_mm_page_where(f.mm, buf + 24 * PG, NULL, NULL), HMM_PAGE_DEVICE);
 	check_ints(buf + 12 * PG, 4 * PG, 21 + (int)(12 * PG / sizeof(int)));
 	check_ints(buf + 20 * PG, 12 * PG, 21 + (int)(20 * PG / sizeof(int)));
-	assert_int_equal(tpri_faults(f.mmu, 1, NULL), 0);
+	assert_int_equal(t_faults(f.mmu, 1, NULL), 0);
 	hmm_pri_get_stats(&f.pri[1], &st);
 	assert_int_equal(st.invalid, 0);
 	assert_int_equal(st.served, st.requests);
@@ -245,7 +245,7 @@ static void expect_fault(struct cfix *f, uint64_t addr, bool write, unsigned int
 	assert_int_equal(fe.reason, VGPU_FAULT_IOMMU);
 	assert_true(fe.va == addr);
 	assert_int_equal(fe.access, write ? VGPU_ACCESS_WRITE : VGPU_ACCESS_READ);
-	assert_true(tpri_faults(f->mmu, 1, &reason) >= 1);
+	assert_true(t_faults(f->mmu, 1, &reason) >= 1);
 	assert_int_equal(reason, want_reason);
 }
 
@@ -464,8 +464,8 @@ static void test_storm(void **state)
 	hmm_pri_get_stats(&f.pri[1], &st);
 	assert_int_equal(st.invalid, 0);
 	assert_int_equal(st.served, st.requests);
-	assert_int_equal(tpri_faults(f.mmu, 1, NULL), 0);
-	assert_int_equal(tpri_faults(f.mmu, 2, NULL), 0);
+	assert_int_equal(t_faults(f.mmu, 1, NULL), 0);
+	assert_int_equal(t_faults(f.mmu, 2, NULL), 0);
 	for (int i = 0; i < STORM_CHANS; i++) {
 		assert_int_equal(tchan_err(&s.c[i]), 0);
 		assert_int_equal(hmm_region_remove(f.mm, s.buf[i]), 0);
