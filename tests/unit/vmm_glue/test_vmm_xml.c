@@ -40,6 +40,20 @@ static struct vmm_domain base_domain(void)
 	return d;
 }
 
+/* How the XML of every shmem form ends: the ivshmem-doorbell device on the VF's socket,
+ * the vIOMMU, no USB controller, no balloon. */
+#define GOLDEN_SHMEM_END \
+"    <shmem name='vgpu-" SLICE "'>\n" \
+"      <model type='ivshmem-doorbell'/>\n" \
+"      <server path='/run/vgpud/vf1.sock'/>\n" \
+"      <msi vectors='3' ioeventfd='on'/>\n" \
+"    </shmem>\n" \
+"    <iommu model='intel'/>\n" \
+"    <controller type='usb' model='none'/>\n" \
+"    <memballoon model='none'/>\n" \
+"  </devices>\n" \
+"</domain>\n"
+
 static const char golden_kernel[] =
 "<domain type='qemu'>\n"
 "  <name>vm1</name>\n"
@@ -71,16 +85,7 @@ static const char golden_kernel[] =
 "      <source path='/tmp/vm1.console'/>\n"
 "      <target port='0'/>\n"
 "    </serial>\n"
-"    <shmem name='vgpu-" SLICE "'>\n"
-"      <model type='ivshmem-doorbell'/>\n"
-"      <server path='/run/vgpud/vf1.sock'/>\n"
-"      <msi vectors='3' ioeventfd='on'/>\n"
-"    </shmem>\n"
-"    <iommu model='intel'/>\n"
-"    <controller type='usb' model='none'/>\n"
-"    <memballoon model='none'/>\n"
-"  </devices>\n"
-"</domain>\n";
+GOLDEN_SHMEM_END;
 
 /* A disk VM on KVM, console on a pty, owner generation 7. */
 static const char golden_disk_kvm[] =
@@ -118,16 +123,7 @@ static const char golden_disk_kvm[] =
 "    <console type='pty'>\n"
 "      <target type='serial' port='0'/>\n"
 "    </console>\n"
-"    <shmem name='vgpu-" SLICE "'>\n"
-"      <model type='ivshmem-doorbell'/>\n"
-"      <server path='/run/vgpud/vf1.sock'/>\n"
-"      <msi vectors='3' ioeventfd='on'/>\n"
-"    </shmem>\n"
-"    <iommu model='intel'/>\n"
-"    <controller type='usb' model='none'/>\n"
-"    <memballoon model='none'/>\n"
-"  </devices>\n"
-"</domain>\n";
+GOLDEN_SHMEM_END;
 
 static struct vmm_domain disk_kvm_domain(void)
 {
