@@ -89,19 +89,34 @@ void vmm_virt_close(struct vmm_virt *v)
 	free(v);
 }
 
+/* Whether the call that just failed did so because libvirtd could not load its domain
+ * schema, not because of the XML: libxml2 before 2.11 (Debian 12 has 2.9) registers the
+ * RELAX NG datatype library unsafely, and the first two validations a fresh libvirtd runs
+ * side by side can fail with "Unable to parse RNG ... is not exported by type library".
+ * Nothing was defined or started; the same call again finds the schema loaded. */
+static bool virt_schema_race(void)
+{
+	virErrorPtr err = virGetLastError();
+
+	return err && err->message && strstr(err->message, "Unable to parse RNG");
+}
+
+#define VIRT_SCHEMA_TRIES	3
+
 int vmm_virt_launch(struct vmm_virt *v, const char *xml, bool persistent, struct cmn_fail *e)
 {
-	virDomainPtr dom;
+	virDomainPtr dom = NULL;
 	int r = 0;
 
+	for (int i = 0; !dom && i < VIRT_SCHEMA_TRIES && (!i || virt_schema_race()); i++)
+		dom = persistent ? virDomainDefineXMLFlags(v->conn, xml, VIR_DOMAIN_DEFINE_VALIDATE)
+				 : virDomainCreateXML(v->conn, xml, VIR_DOMAIN_START_VALIDATE);
 	if (!persistent) {
-		dom = virDomainCreateXML(v->conn, xml, VIR_DOMAIN_START_VALIDATE);
 		if (!dom)
 			return virt_fail(e, "libvirt did not start the domain");
 		virDomainFree(dom);
 		return 0;
 	}
-	dom = virDomainDefineXMLFlags(v->conn, xml, VIR_DOMAIN_DEFINE_VALIDATE);
 	if (!dom)
 		return virt_fail(e, "libvirt did not define the domain");
 	if (virDomainCreate(dom)) {
