@@ -217,14 +217,15 @@ vm_vf_stats() {
 # vm_cmdline MACHINE MODE [SUITE-ARGS...]: the guest kernel command line. no_timer_check: on
 # a loaded 2-core host a TCG guest's early IO-APIC timer check can miss its tick and, with the
 # interrupt remapping vfio needs, panic ("timer doesn't work through Interrupt-remapped
-# IO-APIC").
+# IO-APIC"). VGPU_VM_KARGS replaces "quiet" (e.g. "nokaslr" for a guest whose kernel
+# messages and fixed addresses are wanted while debugging).
 vm_cmdline() {
 	local machine=$1 mode=$2 args iommu=
 	shift 2
 
 	args=$(IFS=,; echo "$*")
 	[ "$machine" = q35 ] && iommu=" intel_iommu=on"
-	echo "console=ttyS0 panic=-1 quiet no_timer_check$iommu vgpu_test=$mode${args:+ vgpu_args=$args}"
+	echo "console=ttyS0 panic=-1 ${VGPU_VM_KARGS:-quiet} no_timer_check$iommu vgpu_test=$mode${args:+ vgpu_args=$args}"
 }
 
 # vm_register NAME CONSOLE-LOG [PID] [VF]: follow a VM started elsewhere (e.g. libvirt).

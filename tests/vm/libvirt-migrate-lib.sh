@@ -265,6 +265,24 @@ mh_migrate() {
 	return $rc
 }
 
+# mh_guest_probe H NAME: what domain NAME's vCPU does on host H, for a guest that stopped
+# making progress: its registers and the guest kernel's jiffies twice, two seconds apart (the
+# address from the "# ksym" line its init printed), then the instructions at its RIP, so
+# the log tells a spinning kernel, a guest whose clock stands still and a stuck test apart.
+mh_guest_probe() {
+	local h=$1 dom=${MH_DOM[$2]} j i l
+	j=$(grep -a '^# ksym .* jiffies_64' "${VM_CONSOLE[$2]}" 2>/dev/null | tail -1 | awk '{print $3}')
+	for i in 1 2; do
+		mh_virsh "$h" qemu-monitor-command "$dom" --hmp 'info registers' 2>&1 | tr -d '\r' |
+			grep -E '^(RIP|RSP|CS |EFL|CR0)' | while read -r l; do vm_diag "  $h: $l"; done
+		[ -n "$j" ] && vm_diag "  $h: jiffies $(mh_virsh "$h" qemu-monitor-command "$dom" \
+			--hmp "x /1gx 0x$j" 2>&1 | tr -d '\r' | awk 'NF { print $2 }')"
+		[ "$i" = 1 ] && sleep 2
+	done
+	mh_virsh "$h" qemu-monitor-command "$dom" --hmp 'x/8i $pc' 2>&1 | tr -d '\r' |
+		while read -r l; do [ -n "$l" ] && vm_diag "  $h: $l"; done
+}
+
 # mh_state H NAME: the domain's state on host H ("" if it has none there).
 mh_state() {
 	mh_virsh "$1" domstate "${MH_DOM[$2]}" 2>/dev/null | head -1

@@ -137,6 +137,9 @@ if [ -n "$went_on" ]; then
 	vm_point ok "the workload went on after the moves ($(grep '^# loop: round' "${VM_CONSOLE[g]}" | tail -1 | tr -d '\r#'))"
 else
 	vm_point fail "the workload went on after the moves" "no round line after the last move"
+	for h in a b; do
+		[ "$(mh_state "$h" g)" = running ] && mh_guest_probe "$h" g
+	done
 fi
 # The peer-mode guest ended long ago (its loop is short): its result.
 if [ -n "$old_up" ]; then
