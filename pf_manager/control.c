@@ -432,8 +432,8 @@ void pf_client_io(struct pf_daemon *d, unsigned int idx, short revents)
 }
 
 /* Past its deadline, whether @c's input came in time but is not read yet: a loop
- * iteration that outlasted the deadline (a slow journal fsync) has not looked at the
- * socket since. Granted once: a client that keeps sending lines other than
+ * iteration that outlasted the deadline (a long command, a slow fsync) has not looked
+ * at the socket since. Granted once: a client that keeps sending lines other than
  * qmp_capabilities is closed at the next sweep all the same. */
 static bool input_waits(struct pf_client *c)
 {
