@@ -443,6 +443,15 @@ static void test_storm(void **state)
 	}
 	atomic_store(&s.stop, true);
 	assert_int_equal(pthread_join(th, NULL), 0);
+	/* What the storm's requests came to, before any verdict: a failure says why. */
+	assert_int_equal(iommu_pri_get_stats(f.mmu, 1, &ist), 0);
+	hmm_pri_get_stats(&f.pri[1], &st);
+	print_message("storm: %lu rounds (error %d), %llu requests, %llu waited for a group, at "
+		      "most %u outstanding (limit %u), %llu timed out; hmm: %llu of %llu served, "
+		      "%llu invalid\n", s.rounds, s.err, (unsigned long long)ist.requests,
+		      (unsigned long long)ist.waited, ist.outstanding_max, ist.max,
+		      (unsigned long long)ist.timeouts, (unsigned long long)st.served,
+		      (unsigned long long)st.requests, (unsigned long long)st.invalid);
 
 	for (uint32_t i = 0; i < OTHER_ITEMS; i++) {
 		check_u32(obuf + i * 64, 64, i + 1);
@@ -453,9 +462,6 @@ static void test_storm(void **state)
 	assert_int_equal(s.err, 0);
 	assert_true(s.rounds >= 1);
 	assert_int_equal(iommu_pri_get_stats(f.mmu, 1, &ist), 0);
-	print_message("storm: %lu rounds, %llu requests, %llu waited for a group, at most %u "
-		      "outstanding (limit %u)\n", s.rounds, (unsigned long long)ist.requests,
-		      (unsigned long long)ist.waited, ist.outstanding_max, ist.max);
 	assert_true(ist.requests >= STORM_PAGES);
 	assert_true(ist.outstanding_max >= 1);
 	assert_true(ist.outstanding_max <= STORM_MAX);
