@@ -33,7 +33,7 @@ struct vm_opts {
 	char *args[VM_MAX_ARGS];	/* positional arguments after the verb */
 	int nargs;
 	const char *slice, *name, *uuid, *uri, *socket, *qemu_user;
-	const char *kernel, *initrd, *cmdline, *disk, *console_log;
+	const char *kernel, *initrd, *cmdline, *disk, *console_log, *emulator;
 	const char *to, *dest_socket, *listen;	/* migrate */
 	unsigned int memory_mib, vcpus, timeout_s, max_downtime_ms;
 	uint64_t generation;
@@ -42,6 +42,7 @@ struct vm_opts {
 	bool socket_given;		/* --socket or $VGPUD_SOCKET: overrides the metadata's */
 	/* absolute forms of the paths, filled by resolve_paths() */
 	char kernel_abs[PATH_MAX], initrd_abs[PATH_MAX], disk_abs[PATH_MAX], log_abs[PATH_MAX];
+	char emulator_abs[PATH_MAX];
 	char socket_abs[PATH_MAX];	/* the control socket's, for the metadata */
 };
 
@@ -67,7 +68,7 @@ static void help(void)
 	       "  launch --slice UUID (--kernel F [--initrd F] [--cmdline S] | --disk IMG)\n"
 	       "         [--name N] [--uuid U] [--memory MIB] [--vcpus N] [--accel tcg|kvm]\n"
 	       "         [--console-log F] [--persistent] [--wait [--timeout S]] [--dry-run]\n"
-	       "         [--migratable]\n"
+	       "         [--migratable] [--emulator QEMU]\n"
 	       "  xml    the same options: print the validated domain XML (--mdev: hostdev form)\n"
 	       "  stop NAME|UUID [--undefine]\n"
 	       "  migrate NAME|UUID --to URI --dest-socket PATH [--listen ADDR]\n"
@@ -125,7 +126,7 @@ static int parse_memory(const char *s, unsigned int *mib)
 enum { O_SLICE = 256, O_NAME, O_UUID, O_KERNEL, O_INITRD, O_CMDLINE, O_DISK, O_MEMORY,
        O_VCPUS, O_ACCEL, O_LOG, O_PERSIST, O_WAIT, O_TIMEOUT, O_DRY, O_JSON, O_SOCKET,
        O_QEMU_USER, O_GEN, O_MDEV, O_UNDEFINE, O_MIGRATABLE, O_TO, O_DEST_SOCKET, O_LISTEN,
-       O_MAX_DOWNTIME };
+       O_MAX_DOWNTIME, O_EMULATOR };
 
 static const struct option long_opts[] = {
 	{ "slice", required_argument, NULL, O_SLICE }, { "name", required_argument, NULL, O_NAME },
@@ -146,6 +147,7 @@ static const struct option long_opts[] = {
 	{ "dest-socket", required_argument, NULL, O_DEST_SOCKET },
 	{ "listen", required_argument, NULL, O_LISTEN },
 	{ "max-downtime", required_argument, NULL, O_MAX_DOWNTIME },
+	{ "emulator", required_argument, NULL, O_EMULATOR },
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -198,6 +200,7 @@ static int parse_opt(struct vm_opts *o, int c, const char *arg)
 	case O_CMDLINE: o->cmdline = arg; break;
 	case O_DISK: o->disk = arg; break;
 	case O_LOG: o->console_log = arg; break;
+	case O_EMULATOR: o->emulator = arg; break;
 	case O_PERSIST: o->persistent = true; break;
 	case O_WAIT: o->wait = true; break;
 	case O_DRY: o->dry = true; break;
@@ -305,6 +308,12 @@ static int resolve_paths(struct vm_opts *o, struct cmn_fail *e)
 		r = resolve("disk", o->disk, false, o->disk_abs, e);
 	if (!r && o->console_log)
 		r = resolve("console log", o->console_log, true, o->log_abs, e);
+	if (!r && o->emulator) {
+		r = resolve("emulator", o->emulator, false, o->emulator_abs, e);
+		if (!r && access(o->emulator_abs, X_OK))
+			r = cmn_fail(e, -errno, "emulator %s is not executable: %s", o->emulator,
+				     strerror(errno));
+	}
 	return r;
 }
 
@@ -360,7 +369,8 @@ static int qemu_paths_check(const struct vm_opts *o, const struct vmm_slice *s,
 {
 	const char *paths[] = { s->endpoint, o->kernel ? o->kernel_abs : NULL,
 				o->initrd ? o->initrd_abs : NULL, o->disk ? o->disk_abs : NULL,
-				o->console_log ? o->log_abs : NULL };
+				o->console_log ? o->log_abs : NULL,
+				o->emulator ? o->emulator_abs : NULL };
 	char bad[PATH_MAX];
 
 	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
@@ -429,6 +439,7 @@ static void domain_spec(struct vm_opts *o, const struct vmm_slice *s, struct vmm
 	d->disk = o->disk ? o->disk_abs : NULL;
 	d->disk_format = o->disk ? disk_format(o->disk_abs) : NULL;
 	d->console_log = o->console_log ? o->log_abs : NULL;
+	d->emulator = o->emulator ? o->emulator_abs : NULL;
 	d->migratable = o->migratable;
 	d->endpoint = o->migratable ? (s->endpoint_master[0] ? s->endpoint_master : NULL) :
 		      (s->endpoint[0] ? s->endpoint : NULL);

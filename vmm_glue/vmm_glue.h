@@ -119,6 +119,7 @@ struct vmm_domain {
 	const char *kernel, *initrd, *cmdline;
 	const char *disk;
 	const char *disk_format;		/* "raw" or "qcow2"; NULL: raw */
+	const char *emulator;			/* QEMU binary; NULL: VMM_EMULATOR */
 	const char *console_log;		/* serial to this file; NULL: a pty */
 	const char *endpoint;			/* the slice's vf<N>.sock, or vf<N>.master.sock
 						 * when @migratable (shmem form) */

@@ -118,6 +118,8 @@ static int source_check(const struct vmm_domain *d, struct cmn_fail *e)
 		r = cmn_fail(e, -EINVAL, "the kernel command line is longer than 2048 bytes");
 	if (!r && d->console_log)
 		r = path_check("console log", d->console_log, e);
+	if (!r && d->emulator)
+		r = path_check("emulator", d->emulator, e);
 	return r;
 }
 
@@ -210,7 +212,8 @@ static void xml_mdev(struct vmm_buf *b, const struct vmm_domain *d)
 
 static void xml_devices(struct vmm_buf *b, const struct vmm_domain *d)
 {
-	vmm_buf_printf(b, "  <devices>\n    <emulator>%s</emulator>\n", VMM_EMULATOR);
+	vmm_buf_printf(b, "  <devices>\n");
+	xml_elem(b, "    ", "emulator", d->emulator ? d->emulator : VMM_EMULATOR);
 	if (d->disk) {
 		vmm_buf_printf(b, "    <disk type='file' device='disk'>\n      <driver name='qemu' "
 			       "type='%s'/>\n      <source file='",

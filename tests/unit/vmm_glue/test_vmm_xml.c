@@ -228,6 +228,7 @@ static const struct check_case {
 	{ "shmem without endpoint", NULL, "endpoint" },
 	{ "relative vgpud socket", NULL, "vgpud socket" },
 	{ "cmdline over 2 KiB", NULL, "longer than 2048" },
+	{ "relative emulator", NULL, "emulator \"qemu\" must be an absolute path" },
 };
 
 static char long_cmdline[2100];
@@ -259,6 +260,7 @@ static void check_mutate(size_t i, struct vmm_domain *d)
 	case 18: snprintf(d->meta.socket, sizeof(d->meta.socket), "run/control.sock"); break;
 	case 19: memset(long_cmdline, 'x', sizeof(long_cmdline) - 1); d->cmdline = long_cmdline;
 		 break;
+	case 20: d->emulator = "qemu"; break;
 	}
 }
 
@@ -291,6 +293,23 @@ static void test_escaping(void **state)
 	assert_non_null(strstr(xml, "<cmdline>vgpu_args=&lt;a&gt;&amp;&apos;b&quot; x</cmdline>"));
 	assert_int_equal(vmm_meta_parse(xml, &m, NULL, &e), 0);
 	assert_string_equal(m.socket, "/run/v'g&p\"u/<c>.sock");
+	free(xml);
+}
+
+/* --emulator: libvirt runs that binary instead of the default, its path escaped. */
+static void test_emulator(void **state)
+{
+	struct vmm_domain d = base_domain();
+	char *xml;
+
+	(void)state;
+	build(d, &xml);
+	assert_non_null(strstr(xml, "<emulator>" VMM_EMULATOR "</emulator>"));
+	free(xml);
+	d.emulator = "/opt/q&a/qemu-system-x86_64";
+	build(d, &xml);
+	assert_non_null(strstr(xml, "<emulator>/opt/q&amp;a/qemu-system-x86_64</emulator>"));
+	assert_null(strstr(xml, VMM_EMULATOR));
 	free(xml);
 }
 
@@ -555,6 +574,7 @@ int main(void)
 		cmocka_unit_test(test_golden_disk_kvm),
 		cmocka_unit_test(test_golden_mdev),
 		cmocka_unit_test(test_escaping),
+		cmocka_unit_test(test_emulator),
 		cmocka_unit_test(test_validate_kernel),
 		cmocka_unit_test(test_validate_disk_kvm),
 		cmocka_unit_test(test_validate_mdev),
