@@ -721,7 +721,9 @@ static void mig_progress(void *ctx, const struct vmm_mig_progress *p)
 	    p->bytes == last->bytes)
 		return;
 	*last = *p;
-	if (!strcmp(p->phase, "slice"))
+	if (p->note)
+		fprintf(stderr, "%s: %s\n", p->phase, p->note);
+	else if (!strcmp(p->phase, "slice"))
 		fprintf(stderr, "slice: round %u, %.1f MiB sent, %.1f MiB dirty, %.1f MiB to go, "
 			"~%" PRIu64 " ms (+%.2f s)\n", p->round, mib(p->bytes), mib(p->dirty_bytes),
 			mib(p->remaining_bytes), p->estimate_ms, (double)p->elapsed_ms / 1000);
@@ -737,9 +739,10 @@ static void print_migrate(const struct vm_opts *o, const struct vmm_mig_report *
 	if (!o->json) {
 		printf("migrated domain %s (%s) with slice %s to %s in %.2f s: VM downtime %" PRIu64
 		       " ms (slice %" PRIu64 " ms), slice %.1f MiB in %u rounds, VM RAM %.1f MiB in "
-		       "%u passes\n", r->name, r->uuid, r->slice, o->to, (double)r->total_ms / 1000,
-		       r->vm_downtime_ms, r->slice_downtime_ms, mib(r->slice_bytes), r->rounds,
-		       mib(r->vm_bytes), r->vm_iterations);
+		       "%u passes%s\n", r->name, r->uuid, r->slice, o->to,
+		       (double)r->total_ms / 1000, r->vm_downtime_ms, r->slice_downtime_ms,
+		       mib(r->slice_bytes), r->rounds, mib(r->vm_bytes), r->vm_iterations,
+		       r->vm_live ? "" : " (vCPUs paused)");
 		return;
 	}
 	j = json_object_new_object();
@@ -756,6 +759,7 @@ static void print_migrate(const struct vm_opts *o, const struct vmm_mig_report *
 	json_object_object_add(j, "rounds", json_object_new_int((int)r->rounds));
 	json_object_object_add(j, "vm_bytes", json_object_new_uint64(r->vm_bytes));
 	json_object_object_add(j, "vm_passes", json_object_new_int((int)r->vm_iterations));
+	json_object_object_add(j, "vm_live", json_object_new_boolean(r->vm_live));
 	printf("%s\n", json_object_to_json_string_ext(j, JSON_OUT));
 	json_object_put(j);
 }

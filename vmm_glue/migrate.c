@@ -232,7 +232,8 @@ struct mig_run {
 	char *xml, *dest_xml;
 	char listen[160];
 	char mig_uri[160];		/* QEMU's stream: tcp://HOST of --to */
-	uint64_t t0;
+	uint64_t t0, t_vm;		/* vgpu-vm's start, libvirt's */
+	uint64_t t_pause;		/* when the source was first seen paused (a paused move) */
 	bool incoming, outgoing;	/* what to cancel if it fails */
 	/* the libvirt thread */
 	pthread_t thr;
@@ -352,12 +353,41 @@ static int mig_dest_endpoint(struct mig_run *m, struct vmm_slice *ds, struct cmn
 	return 0;
 }
 
+/* The value of <domain type=...> in @xml: "qemu" (TCG), "kvm", ...; "" if none. */
+static void xml_domain_type(const char *xml, char *out, size_t len)
+{
+	const char *d = strstr(xml, "<domain"), *end = d ? strchr(d, '>') : NULL;
+	const char *t = d ? strstr(d, " type=") : NULL;
+	size_t n;
+
+	out[0] = 0;
+	if (!t || t > end || (t[6] != '\'' && t[6] != '"'))
+		return;
+	n = strcspn(t + 7, t[6] == '\'' ? "'" : "\"");
+	if (t + 7 + n < end && n < len)
+		snprintf(out, len, "%.*s", (int)n, t + 7);
+}
+
+bool vmm_mig_vm_live(const char *xml, unsigned long qemu_version, char *why, size_t len)
+{
+	char type[16];
+
+	xml_domain_type(xml, type, sizeof(type));
+	if (strcmp(type, "qemu") || qemu_version >= VMM_QEMU_TCG_LIVE_OK)
+		return true;
+	snprintf(why, len, "QEMU %lu.%lu.%lu under TCG loses guest writes made while it copies "
+		 "RAM live (fixed in QEMU 9.0): the VM's RAM moves with its vCPUs paused",
+		 qemu_version / 1000000, qemu_version / 1000 % 1000, qemu_version % 1000);
+	return false;
+}
+
 static void *mig_thread(void *arg)
 {
 	struct mig_run *m = arg;
 
 	m->mig_ret = vmm_virt_migrate(m->src, m->info.uuid, m->o->dest_uri, m->mig_uri,
-				      m->dest_xml, m->o->max_downtime_ms, &m->mig_err);
+				      m->dest_xml, m->rep->vm_live, m->o->max_downtime_ms,
+				      &m->mig_err);
 	__atomic_store_n(&m->mig_done, 1, __ATOMIC_RELEASE);
 	return NULL;
 }
@@ -369,10 +399,20 @@ static int mig_vm(struct mig_run *m, struct cmn_fail *e)
 				    .socket_old = m->info.meta.socket,
 				    .socket_new = m->o->dest_socket };
 	struct vmm_slice ds;
+	unsigned long qemu_version;
+	char why[200];
 	int r = mig_dest_endpoint(m, &ds, e);
 
+	if (!r)
+		r = vmm_virt_qemu_version(m->src, &qemu_version, e);
 	if (r)
 		return r;
+	m->rep->vm_live = vmm_mig_vm_live(m->xml, qemu_version, why, sizeof(why));
+	if (!m->rep->vm_live) {
+		struct vmm_mig_progress p = { .phase = "vm", .note = why };
+
+		progress(m, &p);
+	}
 	t.endpoint_new = ds.endpoint_master;
 	r = vmm_mig_dest_xml(m->xml, m->info.uuid, &t, &m->dest_xml, e);
 	if (r)
@@ -388,6 +428,7 @@ static int mig_vm(struct mig_run *m, struct cmn_fail *e)
 		    (int)sizeof(m->mig_uri))
 			return cmn_fail(e, -ENAMETOOLONG, "destination host name too long: %s", host);
 	}
+	m->t_vm = cmn_now_ns();
 	if (pthread_create(&m->thr, NULL, mig_thread, m))
 		return cmn_fail(e, -EAGAIN, "cannot start the migration thread");
 	while (!__atomic_load_n(&m->mig_done, __ATOMIC_ACQUIRE)) {
@@ -399,6 +440,8 @@ static int mig_vm(struct mig_run *m, struct cmn_fail *e)
 						      .remaining_bytes = j.remaining };
 
 			progress(m, &p);
+			if (j.paused && !m->t_pause)
+				m->t_pause = cmn_now_ns();
 			m->rep->vm_bytes = j.processed;
 			m->rep->vm_iterations = (unsigned int)j.iteration;
 		}
@@ -447,11 +490,14 @@ static int mig_switchover(struct mig_run *m, struct cmn_fail *e)
 	r = vmm_virt_open(m->o->dest_uri, &m->dst, e);
 	if (!r)
 		r = vmm_virt_resume(m->dst, m->info.uuid, e);
-	m->rep->vm_downtime_ms = (cmn_now_ns() - t_stop) / 1000000;
+	/* A paused move: from when the source was seen paused (polled), or libvirt's start. */
+	m->rep->vm_downtime_ms = (cmn_now_ns() - (m->rep->vm_live ? t_stop :
+				  m->t_pause ? m->t_pause : m->t_vm)) / 1000000;
 	/* The destination keeps the incoming migration's figures: QEMU's own stop (before
 	 * t_stop) and the RAM it moved. */
 	if (!r && !vmm_virt_job(m->dst, m->info.uuid, true, &j)) {
-		m->rep->vm_downtime_ms += j.downtime_ms;
+		if (m->rep->vm_live)
+			m->rep->vm_downtime_ms += j.downtime_ms;
 		if (j.processed)
 			m->rep->vm_bytes = j.processed;
 		if (j.iteration)

@@ -275,16 +275,17 @@ int vmm_virt_xml(struct vmm_virt *v, const char *uuid, bool migratable, char **x
 }
 
 int vmm_virt_migrate(struct vmm_virt *v, const char *uuid, const char *dest_uri,
-		     const char *mig_uri, const char *dest_xml, unsigned int max_downtime_ms,
-		     struct cmn_fail *e)
+		     const char *mig_uri, const char *dest_xml, bool live,
+		     unsigned int max_downtime_ms, struct cmn_fail *e)
 {
 	virDomainPtr dom = virDomainLookupByUUIDString(v->conn, uuid);
 	virTypedParameterPtr par = NULL;
 	int npar = 0, maxpar = 0, r = 0;
-	/* Live, the source libvirtd talking to the destination's itself, and the destination
-	 * left paused: vgpu-vm switches the slice over while neither side's vCPUs run (what
-	 * QEMU's pause-before-switchover would give, which libvirt does not expose). */
-	unsigned int flags = VIR_MIGRATE_LIVE | VIR_MIGRATE_PEER2PEER | VIR_MIGRATE_PAUSED;
+	/* The source libvirtd talking to the destination's itself, and the destination left
+	 * paused: vgpu-vm switches the slice over while neither side's vCPUs run (what QEMU's
+	 * pause-before-switchover would give, which libvirt does not expose). */
+	unsigned int flags = (live ? VIR_MIGRATE_LIVE : 0) | VIR_MIGRATE_PEER2PEER |
+			     VIR_MIGRATE_PAUSED;
 
 	if (!dom)
 		return cmn_fail(e, -ENOENT, "no domain %s on %s", uuid, v->uri);
@@ -306,11 +307,18 @@ out:
 	return r;
 }
 
+int vmm_virt_qemu_version(struct vmm_virt *v, unsigned long *version, struct cmn_fail *e)
+{
+	if (virConnectGetVersion(v->conn, version) || !*version)
+		return virt_fail(e, "libvirt does not say which QEMU it runs");
+	return 0;
+}
+
 int vmm_virt_job(struct vmm_virt *v, const char *uuid, bool completed, struct vmm_virt_job *j)
 {
 	virDomainPtr dom = virDomainLookupByUUIDString(v->conn, uuid);
 	virTypedParameterPtr par = NULL;
-	int npar = 0, type = 0;
+	int npar = 0, type = 0, state;
 	unsigned long long u;
 
 	memset(j, 0, sizeof(*j));
@@ -332,6 +340,7 @@ int vmm_virt_job(struct vmm_virt *v, const char *uuid, bool completed, struct vm
 		j->downtime_ms = u;
 	if (virTypedParamsGetULLong(par, npar, VIR_DOMAIN_JOB_MEMORY_ITERATION, &u) == 1)
 		j->iteration = u;
+	j->paused = virDomainGetState(dom, &state, NULL, 0) == 0 && state == VIR_DOMAIN_PAUSED;
 	virTypedParamsFree(par, npar);
 	virDomainFree(dom);
 	return 0;

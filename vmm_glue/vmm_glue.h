@@ -183,11 +183,22 @@ int vmm_mig_dest_xml(const char *xml, const char *dom_uuid, const struct vmm_mig
 /* "tcp:HOST:0" for the host libvirt URI @uri names. 0 or -EINVAL (no host). */
 int vmm_mig_listen_for(const char *uri, char *out, size_t len);
 
+/* The first QEMU whose TCG keeps every guest write in a live migration's dirty bitmap
+ * (libvirt's version form): earlier ones lose writes made through the TCG TLB after a
+ * bitmap sync, fixed upstream by "physmem: Fix migration dirty bitmap coherency with TCG
+ * memory access" (9.0). */
+#define VMM_QEMU_TCG_LIVE_OK	9000000ul
+/* Whether domain @xml can move with its vCPUs running on QEMU @qemu_version (major *
+ * 1000000 + minor * 1000 + micro): yes unless it runs under TCG (type 'qemu') on a QEMU
+ * before VMM_QEMU_TCG_LIVE_OK; then why not in @why. */
+bool vmm_mig_vm_live(const char *xml, unsigned long qemu_version, char *why, size_t len);
+
 /* One progress report: @phase "slice" (the vgpuds' pre-copy: round, bytes sent, dirty
  * bytes of the last pass, bytes expected next, estimate) or "vm" (libvirt's RAM copy:
- * QEMU's pass, bytes sent, bytes left). */
+ * QEMU's pass, bytes sent, bytes left), or a one-off @note on how the VM moves. */
 struct vmm_mig_progress {
 	const char *phase;
+	const char *note;
 	unsigned int round;
 	uint64_t bytes, dirty_bytes, remaining_bytes, estimate_ms;
 	uint64_t elapsed_ms;		/* since the migration began */
@@ -208,12 +219,15 @@ struct vmm_mig_opts {
 /* What a migration did. vm_downtime_ms: QEMU's own stop of the VM (bounded by
  * max_downtime_ms, as the destination's libvirt reports it) plus the time from libvirt's
  * end of the VM's move (source stopped, destination paused) to the destination's resume,
- * the slice's switchover inside it. */
+ * the slice's switchover inside it; when the VM did not move live (!vm_live, see
+ * vmm_mig_vm_live()), from when the source was first seen paused (polled every 100 ms)
+ * to the resume. */
 struct vmm_mig_report {
 	char name[128], uuid[VMM_UUID_LEN], slice[VMM_UUID_LEN];
 	uint64_t total_ms, vm_downtime_ms, slice_downtime_ms;
 	uint64_t slice_bytes, vm_bytes;
 	unsigned int rounds, vm_iterations;
+	bool vm_live;			/* QEMU copied the RAM with the vCPUs running */
 };
 
 /* Move the running domain and its slice (the order in migrate.c). 0, or -errno with the

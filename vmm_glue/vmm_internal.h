@@ -61,18 +61,22 @@ int vmm_virt_list(struct vmm_virt *v, struct vmm_vm_info **out, size_t *n, struc
  * @migratable. */
 int vmm_virt_xml(struct vmm_virt *v, const char *uuid, bool migratable, char **xml,
 		 struct cmn_fail *e);
-/* Migrate the domain live to @dest_uri (peer to peer) as @dest_xml, QEMU's stream to
- * @mig_uri (NULL: where the destination libvirtd says), the destination left paused;
- * @max_downtime_ms (0: libvirt's default) first. Blocks until libvirt is done. */
+/* Migrate the domain to @dest_uri (peer to peer) as @dest_xml, @live or with its vCPUs
+ * paused from the start, QEMU's stream to @mig_uri (NULL: where the destination libvirtd
+ * says), the destination left paused; @max_downtime_ms (0: libvirt's default) first.
+ * Blocks until libvirt is done. */
 int vmm_virt_migrate(struct vmm_virt *v, const char *uuid, const char *dest_uri,
-		     const char *mig_uri, const char *dest_xml, unsigned int max_downtime_ms,
-		     struct cmn_fail *e);
+		     const char *mig_uri, const char *dest_xml, bool live,
+		     unsigned int max_downtime_ms, struct cmn_fail *e);
+/* The QEMU version libvirt reports for its host (major * 1000000 + minor * 1000 + micro). */
+int vmm_virt_qemu_version(struct vmm_virt *v, unsigned long *version, struct cmn_fail *e);
 /* What libvirt says of the domain's job in progress. */
 struct vmm_virt_job {
 	bool active;
 	uint64_t processed, remaining;	/* bytes of guest RAM */
 	uint64_t iteration;		/* QEMU's RAM passes */
 	uint64_t downtime_ms;		/* QEMU's stop (completed jobs) */
+	bool paused;			/* the domain's vCPUs are stopped */
 };
 /* The job in progress, or with @completed the last one that completed (a migrated
  * domain's destination keeps the incoming one's). 0, -ENOENT (no domain) or -EIO. */

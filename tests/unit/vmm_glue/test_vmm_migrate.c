@@ -152,6 +152,39 @@ static void test_listen(void **state)
 	assert_string_equal(out, c->want);
 }
 
+/* ---- live or paused: QEMU before 9.0 under TCG loses writes in a live copy ----------------- */
+
+static const struct live_case {
+	const char *name;
+	const char *xml;
+	unsigned long qemu_version;
+	bool live;
+} live_cases[] = {
+	{ "TCG on QEMU 7.2.22", "<domain type='qemu' id='3' xmlns:qemu='" VMM_QEMU_NS "'>",
+	  7002022, false },
+	{ "TCG, double quotes", "<domain type=\"qemu\">", 8002001, false },
+	{ "TCG on QEMU 9.0.0", "<domain type='qemu'>", 9000000, true },
+	{ "TCG on QEMU 10.1.2", "<domain type='qemu'>", 10001002, true },
+	{ "KVM on QEMU 7.2.22", "<domain type='kvm' id='3'>", 7002022, true },
+	{ "type 'qemuX'", "<domain type='qemuX'>", 7002022, true },
+	{ "type past the tag", "<domain id='1'><os type='qemu'/>", 7002022, true },
+	{ "no domain", "<network/>", 7002022, true },
+};
+
+static void test_vm_live(void **state)
+{
+	const struct live_case *c = *state;
+	char why[200] = "";
+
+	if (vmm_mig_vm_live(c->xml, c->qemu_version, why, sizeof(why)) != c->live)
+		fail_msg("%s: want %s", c->name, c->live ? "live" : "paused");
+	if (c->live)
+		assert_string_equal(why, "");
+	else if (!strstr(why, c->qemu_version == 7002022 ? "QEMU 7.2.22 under TCG" :
+			 "QEMU 8.2.1 under TCG") || !strstr(why, "vCPUs paused"))
+		fail_msg("%s: \"%s\" does not say why", c->name, why);
+}
+
 /* ---- the verb's usage ------------------------------------------------------------------------ */
 
 static const struct usage_case {
@@ -205,13 +238,15 @@ static void test_usage(void **state)
 int main(void)
 {
 	struct CMUnitTest t[VGPU_ARRAY_SIZE(check_cases) + VGPU_ARRAY_SIZE(bad_xml_cases) +
-			    VGPU_ARRAY_SIZE(listen_cases) + VGPU_ARRAY_SIZE(usage_cases) + 1];
+			    VGPU_ARRAY_SIZE(listen_cases) + VGPU_ARRAY_SIZE(usage_cases) +
+			    VGPU_ARRAY_SIZE(live_cases) + 1];
 	size_t n = 0;
 
 	VMM_T_ROWS(t, n, test_check, check_cases);
 	t[n++] = (struct CMUnitTest)cmocka_unit_test(test_dest_xml);
 	VMM_T_ROWS(t, n, test_dest_xml_bad, bad_xml_cases);
 	VMM_T_ROWS(t, n, test_listen, listen_cases);
+	VMM_T_ROWS(t, n, test_vm_live, live_cases);
 	VMM_T_ROWS(t, n, test_usage, usage_cases);
 	return _cmocka_run_group_tests("vmm_migrate", t, n, NULL, NULL);
 }
