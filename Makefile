@@ -191,7 +191,7 @@ tsan: $(TSAN_TESTS)
 DEB_PACKAGES := build-essential pkg-config libcmocka-dev liburcu-dev libjson-c-dev libinih-dev \
 		libxml2-dev libsystemd-dev clang libclang-rt-dev librsvg2-bin \
 		valgrind qemu-system-x86 busybox-static cpio xz-utils libelf1 libxml2-utils \
-		libvirt-dev libvirt-daemon-system libvirt-daemon-driver-qemu libvirt-clients
+		libvirt-dev libvirt-daemon-system libvirt-daemon-driver-qemu libvirt-clients iproute2
 DEB_PACKAGES_PKG := debhelper dpkg-dev fakeroot lintian mmdebstrap
 # $(call apt_need,PACKAGES): install the ones dpkg does not know as installed.
 apt_need = @missing=$$(for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
