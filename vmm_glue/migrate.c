@@ -8,8 +8,9 @@
  *      from the header); anything else is refused before either side changes;
  *   2. the destination vgpud listens (migrate-incoming), the source sends the slice while
  *      the guest runs (migrate-outgoing, a "vmm" switchover: manual) until it has converged;
- *   3. libvirt migrates the VM live, peer to peer, into a destination that stays paused,
- *      with a destination XML naming the destination's endpoint and vgpud. QEMU copies
+ *   3. libvirt migrates the VM live (with its vCPUs paused where QEMU's TCG cannot:
+ *      vmm_mig_vm_live()), peer to peer, into a destination that stays paused, with a
+ *      destination XML naming the destination's endpoint and vgpud. QEMU copies
  *      the slice's BAR as RAM: x-ignore-shared, which would leave it to the vgpuds, needs
  *      an ignored block at the same guest-physical address on both ends, and a PCI BAR is
  *      not mapped yet on the destination when QEMU loads RAM ("Mismatched GPAs"). The
