@@ -128,6 +128,9 @@ struct hmm_mm {
 	int uffd;			/* managed regions are registered here */
 	int uffd_stage;			/* the staging "in" areas are registered here */
 	int pagemap_fd, kpageflags_fd, maps_fd;
+	/* One /proc/self/maps scan at a time: the kernel keeps the file's read position and
+	 * the rest of a line once for the descriptor, not per reader (vma.c). */
+	struct cmn_mutex maps_lock;
 	int mem_fd;			/* /proc/self/mem: the write view of private prot pages */
 	uint64_t zero_pfn;		/* 0 if PFNs are hidden */
 	bool has_move;			/* isolation by UFFDIO_MOVE (Linux 6.8+) */

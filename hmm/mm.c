@@ -809,6 +809,7 @@ int hmm_mm_create(const struct hmm_mm_opts *opts, struct hmm_mm **out)
 	if (ret)
 		goto free_mm;
 	cmn_mutex_init(&mm->lock);
+	cmn_mutex_init(&mm->maps_lock);
 	cmn_mutex_init(&mm->spare.lock);
 	hmm_copier_init(&mm->copier);
 	mm->uffd = mm->stop_fd = mm->mem_fd = -1;
@@ -842,6 +843,8 @@ close_staging:
 close_fds:
 	mm_close_fds(mm);
 	hmm_copier_fini(&mm->copier);
+	cmn_mutex_destroy(&mm->maps_lock);
+	cmn_mutex_destroy(&mm->lock);
 free_mm:
 	free(mm);
 	return ret;
@@ -868,6 +871,7 @@ void hmm_mm_destroy(struct hmm_mm *mm)
 	staging_fini(mm);
 	spare_fini(mm);
 	mm_close_fds(mm);
+	cmn_mutex_destroy(&mm->maps_lock);
 	cmn_mutex_destroy(&mm->lock);
 	free(mm);
 }

@@ -160,6 +160,9 @@ static void caps_init(void)
 	unsigned int have = kernel_caps(c->why, sizeof(c->why)), mask = CAP_ALL;
 	char why[sizeof(c->why)] = "";
 
+	if (spec && !spec[0])
+		spec = NULL;	/* set empty, as a shell's VAR= leaves it: no narrowing */
+
 	if (spec && caps_parse(spec, &mask, c->why, sizeof(c->why))) {
 		c->invalid = true;
 		cmn_err("hmm: %s", c->why);

@@ -88,10 +88,15 @@ static bool maps_line(const char *l, const char *eol, struct hmm_vma *v)
 /* Before Linux 6.11: scan /proc/self/maps for the first VMA ending above @addr. Read a
  * page at a time from the descriptor the mm keeps and stop at that VMA: the kernel then
  * prints only the lines before it, and no file is opened per lookup (which was a third of
- * the cost of a lookup, and range faults look up a VMA per 2 MiB segment). */
+ * the cost of a lookup, and range faults look up a VMA per 2 MiB segment). The caller
+ * holds maps_lock: the kernel keeps one read position per descriptor, and a read at
+ * another offset than where the last one ended makes it print the file again from the
+ * start, as the VMAs are by then; two threads scanning at once would each get the other's
+ * offset, and join the first half of a line to the second half of another (a VMA with
+ * the wrong permissions, or none at the address). */
 #define MAPS_CHUNK	1024	/* a few lines: the kernel prints what a read asks for */
 
-static int vma_from_maps(struct hmm_mm *mm, uintptr_t addr, struct hmm_vma *v)
+static int maps_scan(struct hmm_mm *mm, uintptr_t addr, struct hmm_vma *v)
 {
 	char buf[4096 + 1];
 	size_t have = 0;
@@ -137,6 +142,16 @@ static int vma_from_maps(struct hmm_mm *mm, uintptr_t addr, struct hmm_vma *v)
 		}
 		memmove(buf, l, have);
 	}
+}
+
+static int vma_from_maps(struct hmm_mm *mm, uintptr_t addr, struct hmm_vma *v)
+{
+	int ret;
+
+	cmn_mutex_lock(&mm->maps_lock);
+	ret = maps_scan(mm, addr, v);
+	cmn_mutex_unlock(&mm->maps_lock);
+	return ret;
 }
 
 bool hmm_vma_query_works(int fd)

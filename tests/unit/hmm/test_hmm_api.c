@@ -373,12 +373,39 @@ static int caps_child(void)
 	return 0;
 }
 
+/* In a process started with VGPU_HMM_CAPS set empty: nothing is narrowed (as unset).
+ * Exit status 0 when so. */
+static int caps_empty_child(void)
+{
+	struct hmm_uffd_caps caps;
+
+	hmm_uffd_probe(&caps);
+	return caps.invalid || caps.overridden;
+}
+
+/* Run this test binary again as @child_arg with @env only; its exit status. */
+static int caps_run_child(const char *child_arg, const char *env)
+{
+	int status = -1;
+	pid_t pid = fork();
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		char *argv[] = { "test_hmm_api", (char *)child_arg, NULL };
+		char *envp[] = { (char *)env, NULL };
+
+		execve("/proc/self/exe", argv, envp);
+		_exit(127);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	return WEXITSTATUS(status);
+}
+
 static void test_caps(void **state)
 {
 	const char *spec = getenv("VGPU_HMM_CAPS");
 	struct hmm_uffd_caps caps;
-	int status = -1;
-	pid_t pid;
 
 	(void)state;
 	hmm_uffd_probe(&caps);
@@ -395,18 +422,8 @@ static void test_caps(void **state)
 	}
 	if (spec && !strcmp(spec, "none"))
 		assert_false(caps.available);
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		char *argv[] = { "test_hmm_api", "--caps-child", NULL };
-		char *envp[] = { "VGPU_HMM_CAPS=move,bogus", NULL };
-
-		execve("/proc/self/exe", argv, envp);
-		_exit(127);
-	}
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	assert_true(WIFEXITED(status));
-	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_int_equal(caps_run_child("--caps-child", "VGPU_HMM_CAPS=move,bogus"), 0);
+	assert_int_equal(caps_run_child("--caps-empty-child", "VGPU_HMM_CAPS="), 0);
 }
 
 #define RF_CASE(i) { "range_fault", test_range_flags, NULL, NULL, (void *)&rf_cases[i] }
@@ -429,6 +446,8 @@ int main(int argc, char **argv)
 
 	if (argc > 1 && !strcmp(argv[1], "--caps-child"))
 		return caps_child();
+	if (argc > 1 && !strcmp(argv[1], "--caps-empty-child"))
+		return caps_empty_child();
 
 	for (size_t i = 0; i < VGPU_ARRAY_SIZE(rf_cases); i++)
 		tests[i].name = rf_cases[i].name;

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /* Races (also run under ThreadSanitizer): HMM-19 munmap during a device read, CPU
- * writes racing migrations to the device (the CPU wins, no write is lost), and several
- * threads faulting the same device-resident pages back at once. */
+ * writes racing migrations to the device (the CPU wins, no write is lost), several
+ * threads faulting the same device-resident pages back at once, and VMA lookups through
+ * /proc/self/maps from several threads while the VMAs change. */
 #include <pthread.h>
 #include <time.h>
 
@@ -353,6 +354,100 @@ static void test_parallel_fault_back(void **state)
 	}
 }
 
+/* ---- VMA lookups through /proc/self/maps from several threads --------------------------- */
+
+#define MAPS_B_PAGES	512	/* the VMAs before A: one per page, their protections flipping */
+#define MAPS_A_PAGES	16
+#define MAPS_LOOKUPS	1500	/* per reader */
+
+struct maps_fix {
+	struct hmm_mm *mm;
+	char *b, *a;
+	atomic_bool stop;
+};
+
+struct maps_reader {
+	struct maps_fix *f;
+	unsigned int bad;	/* lookups that did not give the page's VMA as it must be */
+	struct hmm_vma last_bad;
+};
+
+static void *maps_flipper(void *arg)
+{
+	struct maps_fix *f = arg;
+
+	for (unsigned int k = 1; !atomic_load(&f->stop); k += 2) {
+		char *pg = f->b + (size_t)(k % MAPS_B_PAGES) * PG;
+
+		/* an odd page joins its neighbours' VMA, then splits it again */
+		mprotect(pg, PG, PROT_READ | PROT_WRITE);
+		mprotect(pg, PG, PROT_READ);
+	}
+	return NULL;
+}
+
+/* Pages of B and A by turns: each always readable, A's and B's even pages writable. */
+static void *maps_reader(void *arg)
+{
+	struct maps_reader *r = arg;
+
+	for (unsigned int i = 0; i < MAPS_LOOKUPS; i++) {
+		size_t k = (i * 7u) % MAPS_B_PAGES;
+		uintptr_t a = (uintptr_t)(i % 2 ? r->f->a + PG : r->f->b + k * PG);
+		bool write = i % 2 || !(k % 2);
+		struct hmm_vma v = { 0 };
+
+		if (hmm_vma_find(r->f->mm, a, &v) || v.start > a || v.end <= a || !v.read ||
+		    (write && !v.write)) {
+			r->bad++;
+			r->last_bad = v;
+		}
+	}
+	return NULL;
+}
+
+/* Before Linux 6.11 a VMA is looked up by reading /proc/self/maps through the one
+ * descriptor the mm keeps, whose read position the kernel keeps for the descriptor: two
+ * threads reading it at once made each other's reads start over at another offset and
+ * joined halves of different lines (a page request then saw its page's VMA read-only or
+ * missing: -EPERM, -EFAULT). Four threads look pages up while B's 512 one-page VMAs split
+ * and merge: every lookup finds the page's VMA, readable, and writable where the page
+ * always is. */
+static void test_maps_lookups(void **state)
+{
+	struct maps_fix f = { .mm = tmm_new(HMM_BACKEND_MPROTECT, 0) };
+	size_t len = (MAPS_B_PAGES + 1 + MAPS_A_PAGES) * PG;
+	char *base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct maps_reader r[4];
+	pthread_t flip, t[4];
+
+	(void)state;
+	assert_true(base != MAP_FAILED);
+	f.mm->procmap_query = false;	/* the /proc/self/maps path, whatever the kernel */
+	f.b = base;
+	f.a = base + (MAPS_B_PAGES + 1) * PG;
+	for (size_t k = 1; k < MAPS_B_PAGES; k += 2)
+		assert_int_equal(mprotect(f.b + k * PG, PG, PROT_READ), 0);
+	assert_int_equal(mprotect(f.a - PG, PG, PROT_NONE), 0);	/* A stays its own VMA */
+	assert_int_equal(pthread_create(&flip, NULL, maps_flipper, &f), 0);
+	for (int i = 0; i < 4; i++) {
+		r[i] = (struct maps_reader){ .f = &f };
+		assert_int_equal(pthread_create(&t[i], NULL, maps_reader, &r[i]), 0);
+	}
+	for (int i = 0; i < 4; i++)
+		pthread_join(t[i], NULL);
+	atomic_store(&f.stop, true);
+	pthread_join(flip, NULL);
+	for (int i = 0; i < 4; i++)
+		if (r[i].bad)
+			fail_msg("reader %d: %u of %u lookups wrong (last: %#lx-%#lx r%d w%d, A at "
+				 "%p)", i, r[i].bad, MAPS_LOOKUPS, (unsigned long)r[i].last_bad.start,
+				 (unsigned long)r[i].last_bad.end, r[i].last_bad.read,
+				 r[i].last_bad.write, (void *)f.a);
+	munmap(base, len);
+	hmm_mm_destroy(f.mm);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -360,6 +455,8 @@ int main(void)
 		{ "CPU wins against migrations", test_cpu_wins, NULL, NULL, NULL },
 		{ "zero fill against migrations", test_zero_fill_race, NULL, race_hook_reset, NULL },
 		{ "parallel fault back (4K, 64K)", test_parallel_fault_back, NULL, NULL, NULL },
+		{ "VMA lookups through /proc/self/maps from four threads", test_maps_lookups, NULL,
+		  NULL, NULL },
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
