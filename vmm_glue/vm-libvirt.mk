@@ -11,12 +11,12 @@
 PREFIX           ?= /usr/local
 LIBVIRT_HOOK_DIR ?= /etc/libvirt/hooks/qemu.d
 
-VM_SUITES += tests/vm/libvirt-vfio.sh tests/vm/libvirt-attack.sh tests/vm/libvirt-hook.sh
+VM_SUITES += tests/vm/libvirt-vfio.sh tests/vm/libvirt-attack.sh tests/vm/libvirt-hook.sh \
+	     tests/vm/libvirt-migrate.sh
 VM_DEPS   += $(BUILD)/rel/bin/vgpu-vm $(BUILD)/rel/tests/vmm_glue/test_vmm_xml
 
 # Live migration between two libvirt hosts in network namespaces (a -> b -> a with the
-# workload running): `make vm-migrate-check`. Not in `make check` while its guest can die
-# after the move back (doc/migration.md, Limits).
+# workload running) alone: `make vm-migrate-check`.
 .PHONY: vm-migrate-check
 vm-migrate-check: $(VM_DEPS)
 	$(Q)tests/run-suites --label vm tests/vm/libvirt-migrate.sh
