@@ -93,6 +93,16 @@ vm_point ok "the guest's workload runs on host a"
 mh_migrate a b g
 moved=$?
 mig_point $moved "move a -> b while the workload runs"
+# Live, unless TCG on a QEMU before 9.0 (it loses guest writes in a live RAM copy).
+qemu_major=$(qemu-system-x86_64 --version | sed -n '1s/.*version \([0-9]*\)\..*/\1/p')
+want_live=true
+[ "$VGPU_ACCEL" = tcg ] && [ "${qemu_major:-0}" -lt 9 ] && want_live=false
+if [ $moved -eq 0 ] && grep -q "\"vm_live\": $want_live" "$MH_LAST_MIGRATE.json"; then
+	vm_point ok "the VM's RAM moved live: $want_live (QEMU $qemu_major, $VGPU_ACCEL)"
+else
+	vm_point fail "the VM's RAM moved live: $want_live (QEMU $qemu_major, $VGPU_ACCEL)" \
+		"$(grep vm_live "$MH_LAST_MIGRATE.json" 2>/dev/null)"
+fi
 if [ "$(mh_state b g)" = running ] && [ -z "$(mh_state a g)" ]; then
 	vm_point ok "after a -> b the domain runs on host b only"
 else
