@@ -717,12 +717,12 @@ static void mig_progress(void *ctx, const struct vmm_mig_progress *p)
 {
 	struct vmm_mig_progress *last = ctx;
 
-	if (!strcmp(p->phase, last->phase ? last->phase : "") && p->round == last->round &&
-	    p->bytes == last->bytes)
+	if (!p->note && !strcmp(p->phase, last->phase ? last->phase : "") &&
+	    p->round == last->round && p->bytes == last->bytes)
 		return;
 	*last = *p;
 	if (p->note)
-		fprintf(stderr, "%s: %s\n", p->phase, p->note);
+		fprintf(stderr, "%s: %s (+%.2f s)\n", p->phase, p->note, (double)p->elapsed_ms / 1000);
 	else if (!strcmp(p->phase, "slice"))
 		fprintf(stderr, "slice: round %u, %.1f MiB sent, %.1f MiB dirty, %.1f MiB to go, "
 			"~%" PRIu64 " ms (+%.2f s)\n", p->round, mib(p->bytes), mib(p->dirty_bytes),

@@ -233,8 +233,7 @@ struct mig_run {
 	char *xml, *dest_xml;
 	char listen[160];
 	char mig_uri[160];		/* QEMU's stream: tcp://HOST of --to */
-	uint64_t t0, t_vm;		/* vgpu-vm's start, libvirt's */
-	uint64_t t_pause;		/* when the source was first seen paused (a paused move) */
+	uint64_t t0;
 	bool incoming, outgoing;	/* what to cancel if it fails */
 	/* the libvirt thread */
 	pthread_t thr;
@@ -429,7 +428,6 @@ static int mig_vm(struct mig_run *m, struct cmn_fail *e)
 		    (int)sizeof(m->mig_uri))
 			return cmn_fail(e, -ENAMETOOLONG, "destination host name too long: %s", host);
 	}
-	m->t_vm = cmn_now_ns();
 	if (pthread_create(&m->thr, NULL, mig_thread, m))
 		return cmn_fail(e, -EAGAIN, "cannot start the migration thread");
 	while (!__atomic_load_n(&m->mig_done, __ATOMIC_ACQUIRE)) {
@@ -441,8 +439,6 @@ static int mig_vm(struct mig_run *m, struct cmn_fail *e)
 						      .remaining_bytes = j.remaining };
 
 			progress(m, &p);
-			if (j.paused && !m->t_pause)
-				m->t_pause = cmn_now_ns();
 			m->rep->vm_bytes = j.processed;
 			m->rep->vm_iterations = (unsigned int)j.iteration;
 		}
@@ -491,14 +487,12 @@ static int mig_switchover(struct mig_run *m, struct cmn_fail *e)
 	r = vmm_virt_open(m->o->dest_uri, &m->dst, e);
 	if (!r)
 		r = vmm_virt_resume(m->dst, m->info.uuid, e);
-	/* A paused move: from when the source was seen paused (polled), or libvirt's start. */
-	m->rep->vm_downtime_ms = (cmn_now_ns() - (m->rep->vm_live ? t_stop :
-				  m->t_pause ? m->t_pause : m->t_vm)) / 1000000;
-	/* The destination keeps the incoming migration's figures: QEMU's own stop (before
-	 * t_stop) and the RAM it moved. */
+	m->rep->vm_downtime_ms = (cmn_now_ns() - t_stop) / 1000000;
+	/* The destination keeps the incoming migration's figures: the VM's stop before
+	 * t_stop (libvirt's, from the source's pause: all of a paused move) and the RAM it
+	 * moved. */
 	if (!r && !vmm_virt_job(m->dst, m->info.uuid, true, &j)) {
-		if (m->rep->vm_live)
-			m->rep->vm_downtime_ms += j.downtime_ms;
+		m->rep->vm_downtime_ms += j.downtime_ms;
 		if (j.processed)
 			m->rep->vm_bytes = j.processed;
 		if (j.iteration)

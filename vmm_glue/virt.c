@@ -318,7 +318,7 @@ int vmm_virt_job(struct vmm_virt *v, const char *uuid, bool completed, struct vm
 {
 	virDomainPtr dom = virDomainLookupByUUIDString(v->conn, uuid);
 	virTypedParameterPtr par = NULL;
-	int npar = 0, type = 0, state;
+	int npar = 0, type = 0;
 	unsigned long long u;
 
 	memset(j, 0, sizeof(*j));
@@ -340,7 +340,6 @@ int vmm_virt_job(struct vmm_virt *v, const char *uuid, bool completed, struct vm
 		j->downtime_ms = u;
 	if (virTypedParamsGetULLong(par, npar, VIR_DOMAIN_JOB_MEMORY_ITERATION, &u) == 1)
 		j->iteration = u;
-	j->paused = virDomainGetState(dom, &state, NULL, 0) == 0 && state == VIR_DOMAIN_PAUSED;
 	virTypedParamsFree(par, npar);
 	virDomainFree(dom);
 	return 0;

@@ -216,12 +216,11 @@ struct vmm_mig_opts {
 	void *ctx;
 };
 
-/* What a migration did. vm_downtime_ms: QEMU's own stop of the VM (bounded by
- * max_downtime_ms, as the destination's libvirt reports it) plus the time from libvirt's
- * end of the VM's move (source stopped, destination paused) to the destination's resume,
- * the slice's switchover inside it; when the VM did not move live (!vm_live, see
- * vmm_mig_vm_live()), from when the source was first seen paused (polled every 100 ms)
- * to the resume. */
+/* What a migration did. vm_downtime_ms: the VM's stop as the destination's libvirt
+ * reports it (from the source's pause: QEMU's last pass, bounded by max_downtime_ms, or
+ * the whole copy of a move that was not live, !vm_live: vmm_mig_vm_live()) plus the time
+ * from libvirt's end of the VM's move (source stopped, destination paused) to the
+ * destination's resume, the slice's switchover inside it. */
 struct vmm_mig_report {
 	char name[128], uuid[VMM_UUID_LEN], slice[VMM_UUID_LEN];
 	uint64_t total_ms, vm_downtime_ms, slice_downtime_ms;

@@ -76,7 +76,6 @@ struct vmm_virt_job {
 	uint64_t processed, remaining;	/* bytes of guest RAM */
 	uint64_t iteration;		/* QEMU's RAM passes */
 	uint64_t downtime_ms;		/* QEMU's stop (completed jobs) */
-	bool paused;			/* the domain's vCPUs are stopped */
 };
 /* The job in progress, or with @completed the last one that completed (a migrated
  * domain's destination keeps the incoming one's). 0, -ENOENT (no domain) or -EIO. */
