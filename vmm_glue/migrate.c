@@ -361,7 +361,7 @@ static void xml_domain_type(const char *xml, char *out, size_t len)
 	size_t n;
 
 	out[0] = 0;
-	if (!t || t > end || (t[6] != '\'' && t[6] != '"'))
+	if (!t || !end || t > end || (t[6] != '\'' && t[6] != '"'))
 		return;
 	n = strcspn(t + 7, t[6] == '\'' ? "'" : "\"");
 	if (t + 7 + n < end && n < len)
