@@ -721,8 +721,10 @@ static void mig_progress(void *ctx, const struct vmm_mig_progress *p)
 	    p->round == last->round && p->bytes == last->bytes)
 		return;
 	*last = *p;
+	last->note = NULL;	/* the caller's text: not kept past this call */
 	if (p->note)
-		fprintf(stderr, "%s: %s (+%.2f s)\n", p->phase, p->note, (double)p->elapsed_ms / 1000);
+		fprintf(stderr, "%s: %s (+%.2f s)\n", p->phase, p->note,
+			(double)p->elapsed_ms / 1000);
 	else if (!strcmp(p->phase, "slice"))
 		fprintf(stderr, "slice: round %u, %.1f MiB sent, %.1f MiB dirty, %.1f MiB to go, "
 			"~%" PRIu64 " ms (+%.2f s)\n", p->round, mib(p->bytes), mib(p->dirty_bytes),

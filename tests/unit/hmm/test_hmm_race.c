@@ -441,9 +441,9 @@ static void test_maps_lookups(void **state)
 	for (int i = 0; i < 4; i++)
 		if (r[i].bad)
 			fail_msg("reader %d: %u of %u lookups wrong (last: %#lx-%#lx r%d w%d, A at "
-				 "%p)", i, r[i].bad, MAPS_LOOKUPS, (unsigned long)r[i].last_bad.start,
-				 (unsigned long)r[i].last_bad.end, r[i].last_bad.read,
-				 r[i].last_bad.write, (void *)f.a);
+				 "%p)", i, r[i].bad, MAPS_LOOKUPS,
+				 (unsigned long)r[i].last_bad.start, (unsigned long)r[i].last_bad.end,
+				 r[i].last_bad.read, r[i].last_bad.write, (void *)f.a);
 	munmap(base, len);
 	hmm_mm_destroy(f.mm);
 }
