@@ -317,12 +317,23 @@ void gpu_doorbell_drain_locked(struct gpu *g, struct gpu_engine *self)
  * news: the drain (each engine pass, or after the kick a sleeping engine gets) sees it. */
 bool gpu_doorbell_any(struct gpu *g)
 {
+	return gpu_doorbell_any_but(g, UINT_MAX, 0);
+}
+
+bool gpu_doorbell_any_but(struct gpu *g, unsigned int own_fn, uint32_t own_token)
+{
 	for (unsigned int fn = 0; fn < g->nr_fns; fn++) {
 		struct vgpu_doorbell_page *db = g->fns[fn].db;
 		uint32_t tail = atomic_load_explicit(DB_ATOMIC(&db->tail), memory_order_relaxed);
-		uint32_t v = atomic_load_explicit(DB_ATOMIC(&db->slots[tail % VGPU_DB_SLOTS]),
-						  memory_order_seq_cst);
+		unsigned int skip = fn == own_fn ? GPU_DB_OWN_SKIP : 0;
+		uint32_t v;
 
+		for (;;) {
+			v = atomic_load_explicit(DB_ATOMIC(&db->slots[tail++ % VGPU_DB_SLOTS]),
+						 memory_order_seq_cst);
+			if (v != (own_token | VGPU_DB_SLOT_FULL) || !skip--)
+				break;
+		}
 		if (v & VGPU_DB_SLOT_FULL) {
 			db_prefetch(&g->fns[fn], db, v);
 			return true;

@@ -419,6 +419,7 @@ void gpu_sched_stats(struct gpu *g, unsigned int fn, struct gpu_sched_stats *out
 		out->preempt_timeouts += t->preempt_timeouts;
 		out->stall_ns += t->stall_ns;
 		out->preempted += t->preempted;
+		out->lingered += t->lingered;
 		out->target_slice_ns = cmn_max(out->target_slice_ns, t->target_slice_ns);
 	}
 	cmn_mutex_unlock(&g->lock);

@@ -148,6 +148,9 @@ struct gpu_config {
 	unsigned int nr_engines;	/* worker threads, 1..GPU_MAX_ENGINES; 0 = 1 */
 	uint64_t spin_ns;		/* idle engines spin this long before sleeping; 0 = 50 us */
 	uint64_t scan_period_ns;	/* GP_PUT vs GP_GET scan of resident channels; 0 = 1 ms */
+	/* A channel that caught up after work waits this long for its next submission
+	 * before its turn ends (not with clock_ns); 0 = 2 us, GPU_LINGER_NONE = not at all. */
+	uint64_t linger_ns;
 	struct iommu *iommu;		/* system aperture (requester id = function number);
 					 * NULL: every system-memory access faults */
 	/* The engines' clock in ns, for tests that must not depend on host load (shares,
@@ -160,6 +163,8 @@ struct gpu_config {
 	uint64_t (*cpu_ns)(void *arg);
 	void *clock_arg;
 };
+
+#define GPU_LINGER_NONE	UINT64_MAX
 
 /* Create a GPU: reserves the VRAM range, creates the privileged region and doorbell pages
  * and starts the engine threads. 0, -EINVAL (bad config) or -ENOMEM / -errno. */
@@ -351,6 +356,7 @@ struct gpu_sched_stats {
 	uint64_t preempt_timeouts;	/* channels errored for not yielding */
 	uint64_t stall_ns;		/* host took the engine thread away: not charged */
 	uint64_t preempted;		/* slices cut short for a function owed time */
+	uint64_t lingered;		/* submissions a caught-up channel's turn went on with */
 };
 /* Telemetry of @fn summed over engines. */
 void gpu_sched_stats(struct gpu *g, unsigned int fn, struct gpu_sched_stats *out);

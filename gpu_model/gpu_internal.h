@@ -3,6 +3,7 @@
 #ifndef VGPU_GPU_MODEL_INTERNAL_H
 #define VGPU_GPU_MODEL_INTERNAL_H
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -23,6 +24,8 @@
 /* A slice runs at least this long (or its whole length if shorter) before a function that
  * is owed time may cut it short: bounds the switching a waiting function can cause. */
 #define GPU_MIN_QUANTUM		(20 * VGPU_NSEC_PER_USEC)
+#define GPU_DEFAULT_LINGER	(2 * VGPU_NSEC_PER_USEC)
+#define GPU_DB_OWN_SKIP		16	/* tokens of its own a lingering channel looks past */
 #define GPU_DEFAULT_PERIOD	(10 * VGPU_NSEC_PER_MSEC)
 #define GPU_DEFAULT_PREEMPT_TO	(100 * VGPU_NSEC_PER_MSEC)
 #define GPU_DEFAULT_SEM_TO	VGPU_NSEC_PER_SEC
@@ -128,6 +131,7 @@ struct gpu_chan {
 	bool last_heavy;		/* the last method moved data: check the slice now */
 	uint64_t acq_deadline;
 	bool userd_dirty;		/* gp_get not yet written back */
+	bool took_early;		/* a linger ran work whose doorbell is still to come */
 	uint64_t retry_at;		/* blocked on a semaphore: poll again then (g->lock) */
 	/* read by other threads */
 	atomic_int state;		/* enum gpu_chan_state */
@@ -253,6 +257,8 @@ struct gpu_ctx {
 	unsigned int chid;
 	uint64_t part_base, part_size;
 	uint64_t cost;			/* work units of this turn so far (GPU_COST_METHOD) */
+	uint64_t linger_ns;		/* of the turn, spent waiting for more (chan_linger()) */
+	uint64_t lingered;		/* submissions those waits found */
 	/* one-entry translation cache for VRAM pages, valid during this turn */
 	uint64_t mc_va, mc_size, mc_addr, mc_pte;
 	/* last fault */
@@ -337,6 +343,9 @@ int gpu_userd_read_put(struct gpu *g, struct gpu_fn *f, struct gpu_chan *c,
 /* doorbell.c */
 void gpu_doorbell_drain_locked(struct gpu *g, struct gpu_engine *self);
 bool gpu_doorbell_any(struct gpu *g);
+/* gpu_doorbell_any(), but up to GPU_DB_OWN_SKIP tokens @own_token at the front of function
+ * @own_fn's ring are no news: a lingering channel's own (chan_linger()). */
+bool gpu_doorbell_any_but(struct gpu *g, unsigned int own_fn, uint32_t own_token);
 /* Pause @relax times, returning early (true) as soon as a doorbell holds a token. */
 bool gpu_doorbell_spin(struct gpu *g, unsigned int relax);
 /* Start the transfers of the lines @c's next submission is read from (see gpu_chan_pf). */
@@ -381,6 +390,9 @@ static inline void gpu_status_bump(struct gpu *g, uint64_t *count)
 /* sched.c */
 void *gpu_engine_main(void *arg);
 uint64_t gpu_engine_now(struct gpu_engine *e);
+/* Anything for @e (a stop, a poke, a token, a GSP change) while it runs @fn's channel
+ * whose doorbell token is @token: up to GPU_DB_OWN_SKIP of its own tokens are no news. */
+bool gpu_engine_news_but(struct gpu_engine *e, unsigned int fn, uint32_t token);
 /* The engines' time source: the configured clock, else CLOCK_MONOTONIC. */
 static inline uint64_t gpu_clock_ns(const struct gpu *g)
 {

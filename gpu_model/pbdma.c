@@ -479,7 +479,8 @@ static int gp_refresh_put(struct gpu_ctx *ctx)
 		return -EFAULT;
 	}
 	if (put == c->gp_put) {
-		if (rung)
+		/* The doorbell of work a linger already ran is not spurious. */
+		if (rung && !c->took_early)
 			atomic_fetch_add(&dbc->spurious, 1);
 	} else if (put > mask) {
 		atomic_fetch_add(&dbc->bad_put, 1);
@@ -489,6 +490,8 @@ static int gp_refresh_put(struct gpu_ctx *ctx)
 		c->gp_put = put;
 		gpu_status_put(&c->st->gp_put, put);
 	}
+	if (rung)
+		c->took_early = false;
 	return 0;
 }
 
@@ -644,6 +647,71 @@ static void pf_update(struct gpu_ctx *ctx)
 		pf_set(ctx, GPU_PF_PB, c->seg_va + (uint64_t)c->seg_len * 4, true);
 }
 
+static uint64_t def_linger(const struct gpu *g)
+{
+	return g->cfg.linger_ns ? g->cfg.linger_ns : GPU_DEFAULT_LINGER;
+}
+
+/* Has a doorbell marked any channel but @ctx's pending? Its channel may run on another
+ * engine: then this one only stops waiting for nothing. Drains set these bits under
+ * g->lock: one by another engine pokes this one, which chan_linger() sees as news. */
+static bool others_pending(const struct gpu_ctx *ctx)
+{
+	const struct gpu *g = ctx->g;
+
+	for (unsigned int fn = 0; fn < g->nr_fns; fn++) {
+		uint64_t p = atomic_load_explicit(&g->fns[fn].pending, memory_order_relaxed);
+
+		if (fn == ctx->f->id)
+			p &= ~VGPU_BIT(ctx->chid);
+		if (p)
+			return true;
+	}
+	return false;
+}
+
+/* The channel caught up after doing work, and a guest that waited for that work submits
+ * again at once. Wait up to linger_ns for its GP_PUT to move, as a GPU keeps a channel
+ * loaded while its timeslice lasts: the next submission then runs in this turn, without
+ * the turn's end, a doorbell drain and a pick before its first method (more than half of
+ * that path). Only while nothing else waits: another channel pending, any news for the
+ * engine (a token of any function but this channel's own, a poke, a GSP change, a stop)
+ * and the slice's end stop it. The wait is the slice's idle time, not its work. True if
+ * GP_PUT moved: it is read again, and checked, as after a doorbell. */
+static bool chan_linger(struct gpu_ctx *ctx)
+{
+	struct gpu *g = ctx->g;
+	struct gpu_chan *c = ctx->c;
+	uint32_t own = vgpu_token(ctx->e->id, ctx->chid), put;
+	uint64_t start, end, t;
+	bool moved = false;
+
+	if (g->cfg.clock_ns || g->cfg.linger_ns == GPU_LINGER_NONE || others_pending(ctx))
+		return false;
+	/* GP_GET is written back at the turn's end, after the wait: its line holds the
+	 * channel's error word, which vgpu_submit() reads, and written now it would be a
+	 * transfer on the next submission's path. A guest out of room has work queued, so
+	 * no turn of its channel waits. */
+	pf_update(ctx);
+	start = gpu_clock_ns(g);
+	end = cmn_min(start + def_linger(g), ctx->e->slot_end);
+	for (t = start; t < end; t = gpu_clock_ns(g)) {
+		cmn_cpu_relax();
+		if (gpu_userd_read_put(g, ctx->f, c, ctx->part_base, ctx->part_size, &put))
+			break;
+		if (put != c->gp_put) {
+			gpu_chan_prefetch(c);
+			c->took_early = moved = true;
+			ctx->lingered++;
+			break;
+		}
+		if (gpu_engine_news_but(ctx->e, ctx->f->id, own))
+			break;
+	}
+	ctx->linger_ns += gpu_clock_ns(g) - start;
+	return moved;
+}
+
 /* One turn of a channel: up to GPU_CHAN_BATCH GP entries or the end of the slice. */
 static enum gpu_run_result chan_turn(struct gpu_ctx *ctx)
 {
@@ -664,6 +732,8 @@ static enum gpu_run_result chan_turn(struct gpu_ctx *ctx)
 
 			if (r < 0)
 				return GPU_RUN_STOPPED;
+			if (!r && did && chan_linger(ctx))
+				continue;
 			if (!r)
 				return did ? GPU_RUN_PROGRESS : GPU_RUN_EMPTY;
 		}

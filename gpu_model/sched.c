@@ -575,7 +575,13 @@ static void engine_run_locked(struct gpu_engine *e, struct gpu_chan *c, uint64_t
 	turn_stolen_locked(e, m, end);
 	stolen = e->stolen - stolen0;
 	ran = end - start > stolen ? end - start - stolen : 0;
+	/* A linger's wait is the slice's idle time, not its work: kept out of the rate. */
+	ctx.linger_ns = cmn_min(ctx.linger_ns, ran);
+	ran -= ctx.linger_ns;
 	f->tel[e->id].run_ns += ran;
+	f->tel[e->id].idle_ns += ctx.linger_ns;
+	f->tel[e->id].lingered += ctx.lingered;
+	e->slot_idle += ctx.linger_ns;
 	/* The slice's charge (slot_charge_locked()): a turn that did work by its work, whether
 	 * it ended with more to do or caught up, blocked or faulted after it. */
 	if (ctx.cost)
@@ -614,13 +620,19 @@ static uint64_t idle_deadline_locked(struct gpu_engine *e, uint64_t now)
 	return d;
 }
 
-static bool engine_has_news(struct gpu_engine *e)
+bool gpu_engine_news_but(struct gpu_engine *e, unsigned int fn, uint32_t token)
 {
 	struct gpu *g = e->g;
 
-	return atomic_load(&g->stop) || atomic_load(&e->poked) || gpu_doorbell_any(g) ||
+	return atomic_load(&g->stop) || atomic_load(&e->poked) ||
+	       gpu_doorbell_any_but(g, fn, token) ||
 	       __atomic_load_n(&g->priv->gen, __ATOMIC_ACQUIRE) !=
 			atomic_load_explicit(&g->priv_gen_seen, memory_order_relaxed);
+}
+
+static bool engine_has_news(struct gpu_engine *e)
+{
+	return gpu_engine_news_but(e, UINT_MAX, 0);
 }
 
 static void engine_drain_fds(struct gpu_engine *e, const struct epoll_event *ev, int n)

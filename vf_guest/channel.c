@@ -258,6 +258,37 @@ static int ch_usable(struct vgpu_channel *ch)
 	return 0;
 }
 
+/* Ask for ownership of @p's line now, so that the stores to it do not wait for it one
+ * after the other. A hint: on x86 CPUs without PREFETCHW the opcode is a no-op. */
+static inline void ch_prefetchw(const volatile void *p)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__asm__ volatile("prefetchw %0" : : "m"(*(const volatile char *)p));
+#else
+	__builtin_prefetch((const void *)p, 1);
+#endif
+}
+
+/* Every line the doorbell path stores to was last read by the engine, so each store waits
+ * for its line to come back from the engine's core; and the doorbell's locked operations
+ * wait for all stores before them. Asked for together before the first store, the lines
+ * move side by side instead of one after the other. */
+static void ch_prefetch_lines(const struct vgpu_channel *ch, uint32_t pos, uint32_t bytes)
+{
+	struct vgpu_doorbell_page *db = ch->vf->db;
+	uint32_t head;
+
+	ch_prefetchw(ch->pb + pos);
+	ch_prefetchw(ch->pb + pos + bytes - 1);
+	ch_prefetchw(&ch->gpfifo[ch->put]);
+	ch_prefetchw(&ch->userd->gp_put);
+	if (!db)
+		return;
+	head = __atomic_load_n(&db->head, __ATOMIC_RELAXED);
+	ch_prefetchw(&db->head);
+	ch_prefetchw(&db->slots[head % VGPU_DB_SLOTS]);
+}
+
 int vgpu_submit(struct vgpu_channel *ch, const uint32_t *methods, uint32_t ndw,
 		struct vgpu_fence *fence)
 {
@@ -275,6 +306,8 @@ int vgpu_submit(struct vgpu_channel *ch, const uint32_t *methods, uint32_t ndw,
 	if (!ch_room(ch, pad, bytes))
 		return -EAGAIN;
 	pos = (uint32_t)((ch->pb_head + pad) % ch->pb_size);
+	if (!ch->rpc_submit)
+		ch_prefetch_lines(ch, pos, bytes);
 	seq = ++ch->seq;
 	vgpu_pb_init(&pb, (uint32_t *)(ch->pb + pos), total);
 	if (ndw)
