@@ -46,6 +46,7 @@ void gpu_chan_reset_runtime(struct gpu_chan *c)
 	c->progress = c->acc = 0;
 	c->acq_waiting = false;
 	c->userd_dirty = false;
+	c->took_early = false;
 	c->pf.gen = 0;
 	for (unsigned int i = 0; i < GPU_PF_NR; i++)
 		atomic_store_explicit(&c->pf.line[i], 0, memory_order_relaxed);
