@@ -674,7 +674,7 @@ static bool others_pending(const struct gpu_ctx *ctx)
 /* The channel caught up after doing work, and a guest that waited for that work submits
  * again at once. Wait up to linger_ns for its GP_PUT to move, as a GPU keeps a channel
  * loaded while its timeslice lasts: the next submission then runs in this turn, without
- * the turn's end, a doorbell drain and a pick before its first method (more than half of
+ * the turn's end, a doorbell drain and a pick before its first method (about half of
  * that path). Only while nothing else waits: another channel pending, any news for the
  * engine (a token of any function but this channel's own, a poke, a GSP change, a stop)
  * and the slice's end stop it. The wait is the slice's idle time, not its work. True if
@@ -695,7 +695,9 @@ static bool chan_linger(struct gpu_ctx *ctx)
 	 * no turn of its channel waits. */
 	pf_update(ctx);
 	start = gpu_clock_ns(g);
-	end = cmn_min(start + def_linger(g), ctx->e->slot_end);
+	end = ctx->e->slot_end;
+	if (end > start && end - start > def_linger(g))	/* no overflow for a huge linger_ns */
+		end = start + def_linger(g);
 	for (t = start; t < end; t = gpu_clock_ns(g)) {
 		cmn_cpu_relax();
 		if (gpu_userd_read_put(g, ctx->f, c, ctx->part_base, ctx->part_size, &put))

@@ -302,6 +302,32 @@ static inline uint32_t tgpu_wait_intr(struct tgpu *t, unsigned int fn, uint32_t 
 	return got;
 }
 
+/* @fn's doorbell counters now. */
+static inline struct gpu_db_stats tgpu_db_stats(struct tgpu *t, unsigned int fn)
+{
+	struct gpu_db_stats s;
+
+	gpu_db_stats(t->g, fn, &s);
+	return s;
+}
+
+#define TGPU_DB(field) offsetof(struct gpu_db_stats, field)
+
+/* Wait until @fn's doorbell counter at @off (TGPU_DB(field)) reaches @want; its value. */
+static inline uint64_t tgpu_wait_db(struct tgpu *t, unsigned int fn, size_t off, uint64_t want)
+{
+	uint64_t dl = cmn_deadline_ns(T_TIMEOUT), v;
+	struct gpu_db_stats s;
+
+	for (;;) {
+		s = tgpu_db_stats(t, fn);
+		memcpy(&v, (char *)&s + off, sizeof(v));
+		if (v >= want || cmn_deadline_passed(dl))
+			return v;
+		cmn_sleep_ns(10 * VGPU_NSEC_PER_USEC);
+	}
+}
+
 /* Wait for the channel's state to become @st. */
 static inline int tchan_wait_state(struct tgpu *t, struct tchan *c, enum gpu_chan_state st)
 {

@@ -36,20 +36,13 @@ static void dctx_free(struct dctx *d)
 
 static struct gpu_db_stats stats(struct dctx *d, unsigned int fn)
 {
-	struct gpu_db_stats s;
-
-	gpu_db_stats(d->t->g, fn, &s);
-	return s;
+	return tgpu_db_stats(d->t, fn);
 }
 
 /* Wait until @fn's doorbell counters say @n tokens were consumed. */
 static void wait_rung(struct dctx *d, unsigned int fn, uint64_t n)
 {
-	uint64_t dl = cmn_deadline_ns(T_TIMEOUT);
-
-	while (stats(d, fn).rung < n && !cmn_deadline_passed(dl))
-		cmn_sleep_ns(10 * VGPU_NSEC_PER_USEC);
-	assert_true(stats(d, fn).rung >= n);
+	assert_true(tgpu_wait_db(d->t, fn, TGPU_DB(rung), n) >= n);
 }
 
 /* Queue a semaphore release of @v (GP entry written, GP_PUT not yet published). */
@@ -122,23 +115,13 @@ static void case_put_unchanged(struct dctx *d)
 	tchan_kick(d->t, &d->c);			/* nothing new */
 	wait_rung(d, 1, 2);
 	assert_int_equal(tchan_wait(&d->c), 0);
-	uint64_t dl = cmn_deadline_ns(T_TIMEOUT);
-
-	while (stats(d, 1).spurious < 1 && !cmn_deadline_passed(dl))
-		cmn_sleep_ns(10 * VGPU_NSEC_PER_USEC);
-	assert_int_equal(stats(d, 1).spurious, 1);
+	assert_int_equal(tgpu_wait_db(d->t, 1, TGPU_DB(spurious), 1), 1);
 	assert_int_equal(tchan_err(&d->c), 0);
 }
 
 static void wait_counter(struct dctx *d, size_t off, uint64_t want)
 {
-	uint64_t dl = cmn_deadline_ns(T_TIMEOUT);
-	struct gpu_db_stats s;
-
-	do {
-		s = stats(d, 1);
-	} while (*(uint64_t *)((char *)&s + off) < want && !cmn_deadline_passed(dl));
-	assert_int_equal(*(uint64_t *)((char *)&s + off), want);
+	assert_int_equal(tgpu_wait_db(d->t, 1, off, want), want);
 }
 
 static void case_put_beyond_ring(struct dctx *d)
@@ -146,7 +129,7 @@ static void case_put_beyond_ring(struct dctx *d)
 	queue_release(d, 9);
 	__atomic_store_n(&d->c.userd->gp_put, 16 + 3, __ATOMIC_RELEASE);
 	gpu_doorbell_ring(d->t->g, 1, vgpu_token(0, 2));
-	wait_counter(d, offsetof(struct gpu_db_stats, bad_put), 1);
+	wait_counter(d, TGPU_DB(bad_put), 1);
 	assert_int_equal(sem(d), 0);
 	assert_int_equal(tchan_err(&d->c), 0);		/* ignored, channel unharmed */
 	tchan_kick(d->t, &d->c);			/* a correct GP_PUT still works */
@@ -175,7 +158,7 @@ static void case_put_backwards(struct dctx *d)
 	assert_int_equal(__atomic_load_n(gate_p + 1, __ATOMIC_ACQUIRE), 1);
 	__atomic_store_n(&d->c.userd->gp_put, 2, __ATOMIC_RELEASE);
 	gpu_doorbell_ring(d->t->g, 1, vgpu_token(0, 2));
-	wait_counter(d, offsetof(struct gpu_db_stats, backwards), 1);
+	wait_counter(d, TGPU_DB(backwards), 1);
 	__atomic_store_n(&d->c.userd->gp_put, 4, __ATOMIC_RELEASE);
 	__atomic_store_n(gate_p, 1, __ATOMIC_RELEASE);
 	assert_int_equal(tchan_wait(&d->c), 0);

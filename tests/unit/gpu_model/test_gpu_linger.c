@@ -9,11 +9,16 @@
 
 #define HOUR (3600 * VGPU_NSEC_PER_SEC)
 
+/* A function's channel and the semaphore its releases go to. */
+struct lside {
+	struct tchan c;
+	uint64_t va;
+	uint32_t *sem;
+};
+
 struct lctx {
 	struct tgpu *t;
-	struct tchan a, b;		/* function 1 channel 2, function 2 channel 5 */
-	uint32_t *sem_a, *sem_b;
-	uint64_t va_a, va_b;
+	struct lside a, b;		/* function 1 channel 2, function 2 channel 5 */
 };
 
 /* Until the engine sleeps: it has taken every poke the set-up gave it, so none is left to
@@ -28,6 +33,13 @@ static void wait_asleep(struct lctx *l)
 	assert_true(__atomic_load_n(&db->sleeping, __ATOMIC_ACQUIRE));
 }
 
+static void lside_init(struct tgpu *t, struct lside *s, unsigned int fn, unsigned int chid)
+{
+	tchan_init(t, &s->c, fn, chid, 0, 16);
+	s->va = tgpu_vmem(t, fn, 4096, VGPU_GMMU_PAGE_4K);
+	s->sem = tgpu_va(t, fn, s->va, 4096);
+}
+
 static struct lctx *lctx_new(uint64_t linger_ns)
 {
 	struct gpu_config cfg = { .nr_vfs = 2, .nr_engines = 1, .scan_period_ns = HOUR,
@@ -40,62 +52,51 @@ static struct lctx *lctx_new(uint64_t linger_ns)
 	assert_int_equal(gpu_priv_sched_set(l->t->p, GPU_SCHED_BEST_EFFORT, 0, 0), 0);
 	for (unsigned int fn = 1; fn <= 2; fn++)
 		assert_int_equal(gpu_priv_sched_fn_set(l->t->p, fn, &s), 0);
-	tchan_init(l->t, &l->a, 1, 2, 0, 16);
-	tchan_init(l->t, &l->b, 2, 5, 0, 16);
-	l->va_a = tgpu_vmem(l->t, 1, 4096, VGPU_GMMU_PAGE_4K);
-	l->va_b = tgpu_vmem(l->t, 2, 4096, VGPU_GMMU_PAGE_4K);
-	l->sem_a = tgpu_va(l->t, 1, l->va_a, 4096);
-	l->sem_b = tgpu_va(l->t, 2, l->va_b, 4096);
+	lside_init(l->t, &l->a, 1, 2);
+	lside_init(l->t, &l->b, 2, 5);
 	wait_asleep(l);
 	return l;
 }
 
-/* Queue a release of @v to @va on @c and publish GP_PUT, without a doorbell. */
-static void publish_release(struct tchan *c, uint64_t va, uint32_t v)
+static void lctx_free(struct lctx *l)
 {
-	TM(c, VGPU_M_SEM_RELEASE, lo32(va), hi32(va), v, 0, 0);
-	tchan_gp(c);
-	__atomic_store_n(&c->userd->gp_put, c->put, __ATOMIC_RELEASE);
+	tgpu_free(l->t);
+	free(l);
 }
 
-static void ring(struct lctx *l, struct tchan *c)
+/* Queue a release of @v on @s's channel and publish GP_PUT, without a doorbell. */
+static void publish(struct lside *s, uint32_t v)
 {
-	gpu_doorbell_ring(l->t->g, c->fn, vgpu_token(c->rl, c->chid));
+	TM(&s->c, VGPU_M_SEM_RELEASE, lo32(s->va), hi32(s->va), v, 0, 0);
+	tchan_gp(&s->c);
+	__atomic_store_n(&s->c.userd->gp_put, s->c.put, __ATOMIC_RELEASE);
 }
 
-static void wait_sem(const uint32_t *sem, uint32_t v)
+static void ring(struct lctx *l, struct lside *s)
+{
+	gpu_doorbell_ring(l->t->g, s->c.fn, vgpu_token(s->c.rl, s->c.chid));
+}
+
+static uint32_t sem(const struct lside *s)
+{
+	return __atomic_load_n(s->sem, __ATOMIC_ACQUIRE);
+}
+
+static void wait_sem(const struct lside *s, uint32_t v)
 {
 	uint64_t dl = cmn_deadline_ns(T_TIMEOUT);
 
-	while (__atomic_load_n(sem, __ATOMIC_ACQUIRE) != v && !cmn_deadline_passed(dl))
+	while (sem(s) != v && !cmn_deadline_passed(dl))
 		cmn_sleep_ns(10 * VGPU_NSEC_PER_USEC);
-	assert_int_equal(__atomic_load_n(sem, __ATOMIC_ACQUIRE), v);
+	assert_int_equal(sem(s), v);
 }
 
-static struct gpu_db_stats db_stats(struct lctx *l, unsigned int fn)
+/* A release of @v on @s, its doorbell, and the wait for it. */
+static void submit(struct lctx *l, struct lside *s, uint32_t v)
 {
-	struct gpu_db_stats s;
-
-	gpu_db_stats(l->t->g, fn, &s);
-	return s;
-}
-
-static void wait_rung(struct lctx *l, unsigned int fn, uint64_t n)
-{
-	uint64_t dl = cmn_deadline_ns(T_TIMEOUT);
-
-	while (db_stats(l, fn).rung < n && !cmn_deadline_passed(dl))
-		cmn_sleep_ns(10 * VGPU_NSEC_PER_USEC);
-	assert_int_equal(db_stats(l, fn).rung, n);
-}
-
-/* Counted when the channel's turn reads GP_PUT, after the drain counted the token. */
-static void wait_spurious(struct lctx *l, unsigned int fn)
-{
-	uint64_t dl = cmn_deadline_ns(T_TIMEOUT);
-
-	while (!db_stats(l, fn).spurious && !cmn_deadline_passed(dl))
-		cmn_sleep_ns(10 * VGPU_NSEC_PER_USEC);
+	publish(s, v);
+	ring(l, s);
+	wait_sem(s, v);
 }
 
 static uint64_t lingered(struct lctx *l, unsigned int fn)
@@ -114,46 +115,34 @@ static void test_linger_runs_next_submission(void **state)
 	struct lctx *l = lctx_new(HOUR);
 
 	(void)state;
-	publish_release(&l->a, l->va_a, 1);
+	submit(l, &l->a, 1);
+	publish(&l->a, 2);
+	wait_sem(&l->a, 2);
 	ring(l, &l->a);
-	wait_sem(l->sem_a, 1);
-	publish_release(&l->a, l->va_a, 2);
-	wait_sem(l->sem_a, 2);
-	ring(l, &l->a);
-	publish_release(&l->b, l->va_b, 7);
-	ring(l, &l->b);
-	wait_sem(l->sem_b, 7);
-	wait_rung(l, 1, 2);
-	assert_int_equal(db_stats(l, 1).accepted, 2);
-	assert_int_equal(db_stats(l, 1).spurious, 0);
+	submit(l, &l->b, 7);
+	assert_int_equal(tgpu_wait_db(l->t, 1, TGPU_DB(rung), 2), 2);
+	assert_int_equal(tgpu_db_stats(l->t, 1).accepted, 2);
+	assert_int_equal(tgpu_db_stats(l->t, 1).spurious, 0);
 	assert_int_equal(lingered(l, 1), 1);
-	assert_int_equal(tchan_err(&l->a), 0);
-	tgpu_free(l->t);	/* function 2's turn lingers now: the stop must end it */
-	free(l);
+	assert_int_equal(tchan_err(&l->a.c), 0);
+	lctx_free(l);	/* function 2's turn lingers now: the stop must end it */
 }
 
-/* A doorbell that really brings nothing new is still counted spurious. */
+/* A doorbell that really brings nothing new is still counted spurious (when the channel's
+ * turn reads GP_PUT, after the drain counted the token). */
 static void test_linger_spurious_still_counted(void **state)
 {
 	struct lctx *l = lctx_new(HOUR);
 
 	(void)state;
-	publish_release(&l->a, l->va_a, 1);
-	ring(l, &l->a);
-	wait_sem(l->sem_a, 1);
-	publish_release(&l->b, l->va_b, 1);
-	ring(l, &l->b);			/* ends function 1's wait */
-	wait_sem(l->sem_b, 1);
+	submit(l, &l->a, 1);
+	submit(l, &l->b, 1);		/* its token ends function 1's wait */
 	ring(l, &l->a);			/* nothing new: its own token, but no work behind it */
-	publish_release(&l->b, l->va_b, 2);
-	ring(l, &l->b);			/* ends function 2's wait, so function 1's token drains */
-	wait_sem(l->sem_b, 2);
-	wait_rung(l, 1, 2);
-	wait_spurious(l, 1);
-	assert_int_equal(db_stats(l, 1).spurious, 1);
+	submit(l, &l->b, 2);		/* ends function 2's wait, so function 1's token drains */
+	assert_int_equal(tgpu_wait_db(l->t, 1, TGPU_DB(rung), 2), 2);
+	assert_int_equal(tgpu_wait_db(l->t, 1, TGPU_DB(spurious), 1), 1);
 	assert_int_equal(lingered(l, 1), 0);
-	tgpu_free(l->t);
-	free(l);
+	lctx_free(l);
 }
 
 /* GPU_LINGER_NONE: the turn ends when the channel caught up, so a GP_PUT without a doorbell
@@ -163,20 +152,15 @@ static void test_linger_none(void **state)
 	struct lctx *l = lctx_new(GPU_LINGER_NONE);
 
 	(void)state;
-	publish_release(&l->a, l->va_a, 1);
+	submit(l, &l->a, 1);
+	publish(&l->a, 2);
+	submit(l, &l->b, 1);
+	assert_int_equal(sem(&l->a), 1);
 	ring(l, &l->a);
-	wait_sem(l->sem_a, 1);
-	publish_release(&l->a, l->va_a, 2);
-	publish_release(&l->b, l->va_b, 1);
-	ring(l, &l->b);
-	wait_sem(l->sem_b, 1);
-	assert_int_equal(__atomic_load_n(l->sem_a, __ATOMIC_ACQUIRE), 1);
-	ring(l, &l->a);
-	wait_sem(l->sem_a, 2);
+	wait_sem(&l->a, 2);
 	assert_int_equal(lingered(l, 1), 0);
 	assert_int_equal(lingered(l, 2), 0);
-	tgpu_free(l->t);
-	free(l);
+	lctx_free(l);
 }
 
 int main(void)
