@@ -14,6 +14,17 @@
 /* Domain ids are unique across units and never reused: per-thread translation caches
  * and the IOTLB tag entries with them, so a new domain can never match an old entry. */
 static _Atomic uint32_t iommu_next_domain_id = 1;
+static _Atomic uint64_t iommu_next_front_tag = 1;
+
+/* A tag for a new domain: 1 .. 2^28 - 2, so that no key is 0 or all ones. */
+static uint64_t iommu_front_tag_alloc(void)
+{
+	uint64_t n = atomic_fetch_add_explicit(&iommu_next_front_tag, 1, memory_order_relaxed);
+
+	if (n >= (1ull << (64 - IOMMU_FRONT_TAG_SHIFT)) - 1)
+		return IOMMU_FRONT_TAG_NONE;
+	return n << IOMMU_FRONT_TAG_SHIFT;
+}
 
 /* ---- invalidation ------------------------------------------------------------------ */
 
@@ -154,6 +165,7 @@ int iommu_domain_alloc(struct iommu *mmu, const struct iommu_domain_opts *opts,
 	d->s1_root = opts->s1_root;
 	cmn_mutex_lock(&mmu->lock);
 	d->id = atomic_fetch_add(&iommu_next_domain_id, 1);
+	d->front_tag = iommu_front_tag_alloc();
 	if (d->parent)
 		d->parent->nr_children++;
 	d->next = mmu->domains;

@@ -277,6 +277,13 @@ struct iommu {
 
 /* ---- domains ------------------------------------------------------------------------ */
 
+/* A domain's tag in the per-thread front of the IOTLB sits above the 36-bit page number of
+ * a 48-bit IOVA. Tags are never reused (a front entry of a destroyed domain must never
+ * answer for another), so a domain created after the 2^28 - 1 tags ran out gets
+ * IOMMU_FRONT_TAG_NONE and is translated without the front. */
+#define IOMMU_FRONT_TAG_SHIFT	(IOMMU_IOVA_BITS - 12)
+#define IOMMU_FRONT_TAG_NONE	(~0ull)
+
 struct iommu_area {
 	uint64_t iova, length;
 	struct iommu_memobj *mo;
@@ -297,6 +304,7 @@ struct iommu_domain {
 	_Atomic uint64_t inval_seq;	/* odd while an invalidation runs (iommu_inval_begin) */
 	_Atomic unsigned int classes;	/* leaf size classes ever used (lookup shortcut) */
 	_Atomic bool dirty_tracking;
+	uint64_t front_tag;		/* its key bits in the per-thread front (xlate.c) */
 
 	/* PAGING */
 	struct cmn_mutex lock;		/* table writes, areas, ranges, flush queue */

@@ -206,46 +206,47 @@ static int check_perm(const struct iommu_xc_hit *h, unsigned int access, unsigne
  * private to the thread, so a hit is a few loads from memory no other thread writes. An
  * entry is valid only while its domain's invalidation count still has the (even) value
  * read before the translation it holds was looked up, so every invalidation of the domain
- * drops them all at once, in every thread, for free. It holds 2,048 translations, twice
- * the default shared array, so that a DMA working set of hundreds of pages scattered over a
- * large domain stays in it with few conflicts.
+ * drops them all at once, in every thread, for free. It holds 4,096 translations, four
+ * times the default shared array, so that a DMA working set of hundreds of pages scattered
+ * over a large domain stays in it with few conflicts.
  *
- * A hit reads two lines whose addresses depend only on the page: the set's tag line (the
- * four keys and their generations) and, once the way is known, that way's translation,
- * stored ready to use (host address of the leaf, its offset, size mask and memobj), so no
- * pointer is followed. A key is the page number and the domain id in one word, compared
- * four at a time; the rest of an entry (the stage-2 leaf for dirty bits) is in a third
- * array only the slow path reads. */
-#define UTLB_SETS 512u
-#define UTLB_WAYS 4u
-/* Domain id bits a key holds above the 36-bit page number of a 48-bit IOVA; a domain
- * with a larger id is translated without the front. */
-#define UTLB_DID_SHIFT (IOMMU_IOVA_BITS - 12)
-#define UTLB_DID_BITS (64 - UTLB_DID_SHIFT)
+ * A set is one 64-byte line holding both of its ways, so a hit reads one line whose
+ * address depends only on the page, and a working set of 512 pages touches about 26 KiB of
+ * them: they stay in L1 next to the data the DMA moves. A key is the page number and the
+ * domain id in one word, both ways compared at once; a way's translation is its memobj
+ * and one word with the leaf's offset, size class and permission. The stage-2 leaf (for
+ * dirty bits) is in a second array only the slow path reads. */
+#define UTLB_SETS_SHIFT 11u
+#define UTLB_SETS (1u << UTLB_SETS_SHIFT)
+#define UTLB_WAYS 2u
+#define UTLB_KEY_PAGE ((1ull << IOMMU_FRONT_TAG_SHIFT) - 1)
+/* A way's leaf word: the leaf's offset in its memobj (aligned to its size, so its low 12
+ * bits are free), log2 of its size and its permission. */
+#define UTLB_LEAF_PERM		3ull
+#define UTLB_LEAF_SHIFT_SHIFT	2
+#define UTLB_LEAF_OFF		(~0xfffull)
 
-struct utlb_tags {
-	uint64_t key[UTLB_WAYS];	/* page | did << UTLB_DID_SHIFT; 0: empty (ids start at 1) */
+struct __attribute__((aligned(64))) utlb_set {
+	uint64_t key[UTLB_WAYS];	/* page | d->front_tag; 0: empty (tags are never 0) */
 	uint64_t gen[UTLB_WAYS];	/* d->inval_seq when filled */
-};
-
-struct utlb_data {
-	uint8_t *host;			/* host address of the leaf's first byte */
-	uint64_t off;			/* leaf's offset in its memobj | perm (bits 0-1) */
-	uint64_t mask;			/* leaf size - 1 */
-	struct iommu_memobj *mo;
+	struct iommu_memobj *mo[UTLB_WAYS];
+	uint64_t leaf[UTLB_WAYS];	/* offset | log2 size << UTLB_LEAF_SHIFT_SHIFT | perm */
 };
 
 struct utlb {
-	_Alignas(64) struct utlb_tags tags[UTLB_SETS];
-	struct utlb_data data[UTLB_SETS][UTLB_WAYS];
+	struct utlb_set set[UTLB_SETS];
 	_Atomic uint64_t *ptep[UTLB_SETS][UTLB_WAYS];	/* stage-2 leaf if known, for dirty bits */
 	size_t hits_off;	/* this thread's hit counter: its offset in struct iommu */
-	unsigned int clock;	/* round-robin victim when a set is full */
+	unsigned int clock;	/* victim when both ways hold live entries */
 };
 
-/* Allocated by a thread's first fill (112 KiB), freed when it exits: only the threads that
- * translate (device and DMA threads) have one. */
-static __thread struct utlb *utlb;
+_Static_assert(sizeof(struct utlb_set) == 64, "a front set is one cache line");
+
+/* Allocated by a thread's first fill (160 KiB), freed when it exits: only the threads that
+ * translate (device and DMA threads) have one. Until then a thread looks into an empty
+ * front that nothing fills (its zero keys match no page), so a hit need not test for one. */
+static const struct utlb utlb_empty;
+static __thread const struct utlb *utlb = &utlb_empty;
 static pthread_key_t utlb_exit_key;
 static pthread_once_t utlb_once = PTHREAD_ONCE_INIT;
 
@@ -280,141 +281,139 @@ static struct utlb *utlb_alloc(void)
 	return u;
 }
 
-/* False for what the front never holds: IOVAs past the 48-bit space (their page number
- * would spill into the domain id) and domains whose id does not fit a key. */
-static inline bool utlb_cacheable(uint32_t did, uint64_t iova)
+/* The front's key for @iova in @d. What the front never holds gets IOMMU_FRONT_TAG_NONE,
+ * which no filled key equals: IOVAs past the 48-bit space (their page number would spill
+ * into the tag) and domains without a tag. */
+static inline uint64_t utlb_key(const struct iommu_domain *d, uint64_t iova)
 {
-	return !((iova >> IOMMU_IOVA_BITS) | ((uint64_t)did >> UTLB_DID_BITS));
+	if (cmn_unlikely(iova >> IOMMU_IOVA_BITS))
+		return IOMMU_FRONT_TAG_NONE;
+	return iova >> 12 | d->front_tag;
 }
 
-static inline uint64_t utlb_key(uint32_t did, uint64_t iova)
-{
-	return iova >> 12 | (uint64_t)did << UTLB_DID_SHIFT;
-}
-
-static inline unsigned int utlb_set(uint64_t iova)
+static inline const struct utlb_set *utlb_set_of(const struct utlb *u, uint64_t iova)
 {
 	/* A multiplicative hash of the 4 KiB page number: DMA buffers are often aligned
 	 * alike, and the low bits alone would pile them into a few sets. */
-	return (unsigned int)(((iova >> 12) * 0x9e3779b97f4a7c15ull) >> 55) % UTLB_SETS;
+	return &u->set[((iova >> 12) * 0x9e3779b97f4a7c15ull) >> (64 - UTLB_SETS_SHIFT)];
 }
 
-/* Bit w set when way w of @t holds @key (at most one does). No branch per way: which way
+/* Bit w set when way w of @s holds @key (at most one does). No branch per way: which way
  * holds a page is random. */
-static inline unsigned int utlb_match(const struct utlb_tags *t, uint64_t key)
+static inline unsigned int utlb_match(const struct utlb_set *s, uint64_t key)
 {
 #ifdef __SSE4_1__
-	__m128i k = _mm_set1_epi64x((long long)key);
-	__m128i lo = _mm_cmpeq_epi64(_mm_load_si128((const __m128i *)&t->key[0]), k);
-	__m128i hi = _mm_cmpeq_epi64(_mm_load_si128((const __m128i *)&t->key[2]), k);
+	__m128i eq = _mm_cmpeq_epi64(_mm_load_si128((const __m128i *)s->key),
+				     _mm_set1_epi64x((long long)key));
 
-	return (unsigned int)_mm_movemask_pd(_mm_castsi128_pd(lo)) |
-	       (unsigned int)_mm_movemask_pd(_mm_castsi128_pd(hi)) << 2;
+	return (unsigned int)_mm_movemask_pd(_mm_castsi128_pd(eq));
 #else
-	unsigned int m = 0;
-
-#pragma GCC unroll 8
-	for (unsigned int w = 0; w < UTLB_WAYS; w++)
-		m |= (unsigned int)(t->key[w] == key) << w;
-	return m;
+	return (unsigned int)(s->key[0] == key) | (unsigned int)(s->key[1] == key) << 1;
 #endif
 }
 
-/* The way of @set holding @iova in @d with a current generation, or -1. */
-static inline int utlb_find(const struct utlb *u, struct iommu_domain *d, unsigned int set,
+/* The way of @s holding @iova in @d with a current generation, or -1. */
+static inline int utlb_find(const struct utlb_set *s, const struct iommu_domain *d,
 			    uint64_t iova)
 {
-	const struct utlb_tags *t = &u->tags[set];
-	unsigned int m = utlb_match(t, utlb_key(d->id, iova)), w;
+	unsigned int m = utlb_match(s, utlb_key(d, iova)), w;
 
 	if (!m)
 		return -1;
 	w = (unsigned int)__builtin_ctz(m);
-	if (t->gen[w] != atomic_load_explicit(&d->inval_seq, memory_order_acquire))
+	if (s->gen[w] != atomic_load_explicit(&d->inval_seq, memory_order_acquire))
 		return -1;
 	return (int)w;
 }
 
+static inline uint64_t utlb_leaf_size(uint64_t leaf)
+{
+	/* The shift is bits 2-7; x86 shifts use the count's low 6 bits anyway. */
+	return 1ull << ((leaf >> UTLB_LEAF_SHIFT_SHIFT) & 63);
+}
+
 static inline bool utlb_lookup(struct iommu_domain *d, uint64_t iova, struct iommu_xc_hit *h)
 {
-	struct utlb *u = utlb;
-	const struct utlb_data *e;
-	unsigned int set = utlb_set(iova);
-	int w;
+	const struct utlb *u = utlb;
+	const struct utlb_set *s = utlb_set_of(u, iova);
+	uint64_t leaf;
+	int w = utlb_find(s, d, iova);
 
-	if (!u || !utlb_cacheable(d->id, iova))
-		return false;
-	w = utlb_find(u, d, set, iova);
 	if (w < 0)
 		return false;
-	e = &u->data[set][w];
-	*h = (struct iommu_xc_hit){ .base = iova & ~e->mask, .size = e->mask + 1,
-				    .pa = (uint64_t)e->mo->id << IOMMU_PA_ID_SHIFT | (e->off & ~3ull),
-				    .mo = e->mo, .ptep = u->ptep[set][w],
-				    .perm = (unsigned int)(e->off & 3),
-				    .cls = iommu_xc_class_of(e->mask + 1) };
+	leaf = s->leaf[w];
+	h->size = utlb_leaf_size(leaf);
+	h->base = iova & ~(h->size - 1);
+	h->cls = iommu_xc_class_of(h->size);
+	h->mo = s->mo[w];
+	h->pa = (uint64_t)h->mo->id << IOMMU_PA_ID_SHIFT | (leaf & UTLB_LEAF_OFF);
+	h->ptep = u->ptep[s - u->set][w];
+	h->perm = (unsigned int)(leaf & UTLB_LEAF_PERM);
 	return true;
 }
 
 static inline void utlb_fill(struct iommu_domain *d, uint64_t iova, const struct iommu_xc_hit *h,
 			     uint64_t seq0)
 {
-	struct utlb *u = utlb;
-	unsigned int set = utlb_set(iova), m, w;
-	struct utlb_tags *t;
-	uint64_t key = utlb_key(d->id, iova);
+	struct utlb *u;
+	uint64_t key = utlb_key(d, iova);
+	struct utlb_set *s;
+	unsigned int m, w;
 
 	if (seq0 & 1)	/* an invalidation was running: nothing read now may be kept */
 		return;
-	if (!utlb_cacheable(d->id, iova) || !h->mo)
+	if (key == IOMMU_FRONT_TAG_NONE || !h->mo)
 		return;
-	if (cmn_unlikely(!u) && !(u = utlb_alloc()))
+	if (cmn_unlikely(utlb == &utlb_empty) && !utlb_alloc())
 		return;
-	t = &u->tags[set];
+	u = (struct utlb *)utlb;
+	s = &u->set[utlb_set_of(u, iova) - u->set];
 	/* The way that held this page before, else an empty or stale one, else in turn. */
-	m = utlb_match(t, key);
+	m = utlb_match(s, key);
 	if (m) {
 		w = (unsigned int)__builtin_ctz(m);
 	} else {
 		for (w = 0; w < UTLB_WAYS; w++)
-			if (!t->key[w] || (t->key[w] >> UTLB_DID_SHIFT == d->id &&
-					   t->gen[w] != seq0))
+			if (!s->key[w] || ((s->key[w] & ~UTLB_KEY_PAGE) == d->front_tag &&
+					   s->gen[w] != seq0))
 				break;
 		if (w == UTLB_WAYS)
 			w = u->clock++ % UTLB_WAYS;
 	}
-	t->key[w] = key;
-	t->gen[w] = seq0;
-	u->data[set][w] = (struct utlb_data){
-		.host = (uint8_t *)h->mo->base + iommu_pa_off(h->pa),
-		.off = iommu_pa_off(h->pa) | (h->perm & (IOMMU_READ | IOMMU_WRITE)),
-		.mask = h->size - 1, .mo = h->mo };
-	u->ptep[set][w] = h->ptep;
+	s->key[w] = key;
+	s->gen[w] = seq0;
+	s->mo[w] = h->mo;
+	s->leaf[w] = (iommu_pa_off(h->pa) & UTLB_LEAF_OFF) |
+		     (uint64_t)(12 + 9 * h->cls) << UTLB_LEAF_SHIFT_SHIFT | (h->perm & UTLB_LEAF_PERM);
+	u->ptep[s - u->set][w] = h->ptep;
+}
+
+/* READ, WRITE or both, and nothing else: what the front's hit serves. */
+static inline bool utlb_plain_access(unsigned int access)
+{
+	return access - 1u < (IOMMU_READ | IOMMU_WRITE);
 }
 
 /* The IOTLB hit with nothing else to do: the front holds @iova with the permission asked
- * for, and no dirty bit has to be set. Everything a walk or a fault needs is elsewhere, so
- * this is all a hit costs. False: take the full path (it finds the same entry again); so
- * for SVA domains, which are never filled. Callers keep IOMMU_NOCACHE away. */
+ * for (@access is READ, WRITE or both, nothing else), and no dirty bit has to be set.
+ * Everything a walk or a fault needs is elsewhere, so this is all a hit costs. False: take
+ * the full path (it finds the same entry again); so for SVA domains, which are never
+ * filled. */
 static inline __attribute__((always_inline)) bool utlb_xlate(struct iommu_domain *d,
 							     uint64_t iova, size_t len,
 							     unsigned int access,
 							     struct iommu_xlate *out)
 {
 	const struct utlb *u = utlb;
-	const struct utlb_data *e;
-	unsigned int set = utlb_set(iova), want = access & (IOMMU_READ | IOMMU_WRITE);
-	uint64_t in, off, mask;
-	int w;
+	const struct utlb_set *s = utlb_set_of(u, iova);
+	struct iommu_memobj *mo;
+	uint64_t leaf, size, in, off;
+	int w = utlb_find(s, d, iova);
 
-	if (cmn_unlikely(!u || !utlb_cacheable(d->id, iova)))
-		return false;
-	w = utlb_find(u, d, set, iova);
 	if (w < 0)
 		return false;
-	e = &u->data[set][w];
-	off = e->off;
-	if ((off & want) != want)
+	leaf = s->leaf[w];
+	if ((leaf & access) != access)
 		return false;
 	if ((access & IOMMU_WRITE) &&
 	    atomic_load_explicit(&(d->type == IOMMU_DOMAIN_NESTED ? d->parent : d)->dirty_tracking,
@@ -422,14 +421,16 @@ static inline __attribute__((always_inline)) bool utlb_xlate(struct iommu_domain
 		return false;
 	/* The entry is read before anything is stored: the stores may alias it for all the
 	 * compiler knows, and would make it read the entry again. */
-	mask = e->mask;
-	in = iova & mask;
-	out->host = e->host + in;
-	out->memobj = e->mo;
-	out->offset = (off & ~3ull) + in;
-	out->len = (size_t)cmn_min((uint64_t)len, mask + 1 - in);
-	out->perm = (unsigned int)(off & 3);
-	out->page_size = mask + 1;
+	mo = s->mo[w];
+	size = utlb_leaf_size(leaf);
+	in = iova & (size - 1);
+	off = (leaf & UTLB_LEAF_OFF) + in;
+	out->host = (uint8_t *)mo->base + off;
+	out->memobj = mo;
+	out->offset = off;
+	out->len = (size_t)cmn_min((uint64_t)len, size - in);
+	out->perm = (unsigned int)(leaf & UTLB_LEAF_PERM);
+	out->page_size = size;
 	iommu_shard_inc((_Atomic uint64_t *)((char *)d->mmu + u->hits_off));
 	return true;
 }
@@ -541,7 +542,7 @@ static inline __attribute__((always_inline)) int xlate_one(struct iommu_domain *
 							   struct iommu_xlate *out,
 							   unsigned int *reason)
 {
-	if (cmn_likely(!(access & IOMMU_NOCACHE)) && utlb_xlate(d, iova, len, access, out))
+	if (cmn_likely(utlb_plain_access(access)) && utlb_xlate(d, iova, len, access, out))
 		return 0;
 	return xlate_slow(d, iova, len, access, out, reason);
 }
@@ -560,16 +561,18 @@ static __attribute__((noinline)) int translate_slow(struct iommu_domain *d, uint
 {
 	unsigned int reason;
 
+	if (!d || !out || !len || !(access & (IOMMU_READ | IOMMU_WRITE)) ||
+	    (access & ~(IOMMU_READ | IOMMU_WRITE | IOMMU_NOCACHE)))
+		return -EINVAL;
 	return xlate_slow(d, iova, len, access, out, &reason);
 }
 
 int iommu_translate(struct iommu_domain *d, uint64_t iova, size_t len, unsigned int access,
 		    struct iommu_xlate *out)
 {
-	if (cmn_unlikely(!d || !out || !len || !(access & (IOMMU_READ | IOMMU_WRITE)) ||
-			  (access & ~(IOMMU_READ | IOMMU_WRITE | IOMMU_NOCACHE))))
-		return -EINVAL;
-	if (cmn_likely(!(access & IOMMU_NOCACHE)) && utlb_xlate(d, iova, len, access, out))
+	/* The front's hit needs checked arguments; anything unusual is checked out of line. */
+	if (cmn_likely(d && out && len && utlb_plain_access(access)) &&
+	    utlb_xlate(d, iova, len, access, out))
 		return 0;
 	return translate_slow(d, iova, len, access, out);
 }
