@@ -120,6 +120,13 @@ static void *prefaulted(struct pb_ctx *c, size_t bytes)
 	return p;
 }
 
+/* Whether the pma's mixed passes run between chunks of the baseline's (doc/bench/pma_bench.md):
+ * not with --verify, whose shadow the two would share. */
+static bool pair_wanted(const struct pb_ctx *c)
+{
+	return !c->opt.pma_only && !c->opt.verify && (c->opt.phases & PB_PHASE_MIXED);
+}
+
 static int ctx_init(struct pb_ctx *c)
 {
 	char why[200];
@@ -147,6 +154,13 @@ static int ctx_init(struct pb_ctx *c)
 	slots = cmn_max(c->trace.nr_slots, c->stress.nr_slots);
 	c->slot_pages = prefaulted(c, slots * PB_MAX_PAGES * sizeof(uint64_t));
 	c->slot_ok = prefaulted(c, slots);
+	if (pair_wanted(c)) {
+		c->pair_slot_pages = prefaulted(c, c->trace.nr_slots * PB_MAX_PAGES *
+						   sizeof(uint64_t));
+		c->pair_slot_ok = prefaulted(c, c->trace.nr_slots);
+		if (!c->pair_slot_pages || !c->pair_slot_ok)
+			return -ENOMEM;
+	}
 	c->frame_pages = prefaulted(c, c->nr_frames * sizeof(uint64_t));
 	c->odd = prefaulted(c, c->nr_frames / 2 * sizeof(uint64_t));
 	c->d2m_pages = prefaulted(c, c->nr_frames / 2 * sizeof(uint64_t));
@@ -167,6 +181,8 @@ static void ctx_release(struct pb_ctx *c)
 	free(c->d2m_pages);
 	free(c->odd);
 	free(c->frame_pages);
+	free(c->pair_slot_ok);
+	free(c->pair_slot_pages);
 	free(c->slot_ok);
 	free(c->slot_pages);
 	pb_trace_release(&c->stress);
@@ -242,8 +258,11 @@ int main(int argc, char **argv)
 	run_backend(&c, &pma, &pb_backend_pma);
 	if (c.opt.pma_only)
 		naive.be = &pb_backend_naive;	/* all figures zero: printed as "-" */
-	else
+	else {
+		c.pair = pair_wanted(&c) ? &pma : NULL;
 		run_backend(&c, &naive, &pb_backend_naive);
+		c.pair = NULL;
+	}
 	if (c.opt.json)
 		pb_report_json(&c, &pma, &naive);
 	else

@@ -240,6 +240,9 @@ struct pb_mixed_res {
 	double ops_per_s;
 	double ops_min, ops_max;	/* spread of the throughput repetitions */
 	unsigned int reps;		/* timed throughput repetitions (after one warm-up) */
+	/* The pma's passes run between chunks of the baseline's timed pass (0: none). */
+	double paired_ops_per_s, paired_min, paired_max;
+	unsigned int paired_reps;
 	bool partial;			/* --quick: a prefix of the trace */
 	uint64_t fails;
 	uint64_t fails_cls[PB_NR_CLS];
@@ -285,6 +288,12 @@ struct pb_ctx {
 	struct pb_trace stress;		/* (d): the same generator, PB_STRESS_HI_PCT cap */
 	struct pb_shadow shadow;
 	uint64_t *slot_pages;		/* trace.nr_slots x PB_MAX_PAGES */
+	/* Set while the baseline runs: the pma's result, whose mixed passes (with their own
+	 * slot buffers) run between chunks of the baseline's, so the ratio compares the two
+	 * on the same machine minutes (NULL: not paired). */
+	struct pb_result *pair;
+	uint64_t *pair_slot_pages;
+	uint8_t *pair_slot_ok;
 	uint8_t *slot_ok;		/* allocation in this slot succeeded */
 	uint64_t *frame_pages;		/* one page per allocation: fill, c0 */
 	uint64_t *odd;			/* c1: indexes into frame_pages */

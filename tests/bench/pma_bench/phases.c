@@ -49,6 +49,8 @@ struct pass {
 	bool verify;			/* and the backend's check now and then */
 	const char *what;		/* phase name for messages */
 	const struct pb_trace *trace;	/* what mixed_replay() replays */
+	uint64_t *slot_pages;		/* its page lists, by trace slot */
+	uint8_t *slot_ok;
 	int64_t *meta_peak;		/* heap samples go here */
 };
 
@@ -57,7 +59,7 @@ static bool pass_begin(struct pass *p, struct pb_ctx *c, struct pb_result *res, 
 {
 	*p = (struct pass){
 		.c = c, .res = res, .be = res->be, .what = what, .meta_peak = meta_peak,
-		.trace = &c->trace,
+		.trace = &c->trace, .slot_pages = c->slot_pages, .slot_ok = c->slot_ok,
 		.shadow = lat || c->opt.verify, .verify = c->opt.verify,
 	};
 	pb_shadow_reset(&c->shadow);
@@ -156,6 +158,11 @@ static double median(double *v, unsigned int n)
 			v[j - 1] = t;
 		}
 	return n ? v[n / 2] : 0;
+}
+
+static double per_rate(size_t ops, double secs)
+{
+	return secs > 0 ? (double)ops / secs : 0;
 }
 
 static unsigned int pass_reps(const struct pb_ctx *c, const struct pb_result *res)
@@ -258,12 +265,12 @@ static void mixed_replay(struct pass *p, size_t from, size_t to, struct pb_lat *
 	for (size_t i = from; i < to; i++) {
 		const struct pb_op *op = &ops[i];
 		struct pb_req r = pb_req_of(op->cls, op->k);
-		uint64_t *pages = p->c->slot_pages + (size_t)op->slot * PB_MAX_PAGES;
+		uint64_t *pages = p->slot_pages + (size_t)op->slot * PB_MAX_PAGES;
 
 		if (op->is_alloc) {
 			int ret = pass_alloc(p, &r, pages, lat ? &ns : NULL);
 
-			p->c->slot_ok[op->slot] = !ret;
+			p->slot_ok[op->slot] = !ret;
 			if (ret) {
 				m->fails++;
 				m->fails_cls[op->cls]++;
@@ -272,7 +279,7 @@ static void mixed_replay(struct pass *p, size_t from, size_t to, struct pb_lat *
 			}
 			if (lat)
 				pb_lat_add(&lat[PB_OP_ALLOC + op->cls], ns);
-		} else if (p->c->slot_ok[op->slot]) {
+		} else if (p->slot_ok[op->slot]) {
 			/* A failed allocation's free is skipped, as the reference replays. */
 			if (pass_free(p, &r, pages, lat ? &ns : NULL))
 				m->free_errors++;
@@ -298,6 +305,59 @@ static size_t mixed_end(const struct pb_ctx *c, const struct pb_result *res)
 	return t->nr_ops;
 }
 
+/* One timed pass of the pma (@res) with its own slot buffers, between two chunks of the
+ * baseline's pass: seconds for the main loop, 0 if it could not run. */
+static double mixed_pair_pass(struct pb_ctx *c, struct pb_result *res)
+{
+	const struct pb_trace *t = &c->trace;
+	struct pb_mixed_res m = { 0 };
+	struct pass p;
+	uint64_t t0;
+	double secs;
+
+	if (!pass_begin(&p, c, res, false, "mixed (paired)", &res->meta_mixed_peak))
+		return 0;
+	p.slot_pages = c->pair_slot_pages;
+	p.slot_ok = c->pair_slot_ok;
+	mixed_replay(&p, 0, t->nr_prefill, NULL, &m);		/* prefill: untimed */
+	t0 = cmn_now_ns();
+	mixed_replay(&p, t->nr_prefill, t->nr_ops, NULL, &m);
+	secs = pb_secs(t0, cmn_now_ns());
+	pass_end(&p);
+	return secs;
+}
+
+/* Replay the baseline's main loop [from, to) in c->opt.reps chunks with one pma pass after
+ * each, and record the pma's figures in c->pair: seconds of the baseline's replay alone.
+ * The pma's rate is its ops over its time summed over the passes, as the baseline's is. */
+static double mixed_replay_paired(struct pass *p, size_t from, size_t to, struct pb_mixed_res *m)
+{
+	struct pb_ctx *c = p->c;
+	struct pb_mixed_res *pm = &c->pair->mixed;
+	size_t ops = c->trace.nr_ops - c->trace.nr_prefill;
+	unsigned int k = c->opt.reps;
+	double secs = 0, sum = 0, lo = 0, hi = 0;
+
+	for (unsigned int i = 0; i < k; i++) {
+		uint64_t t0 = cmn_now_ns();
+		double s;
+
+		mixed_replay(p, from + (to - from) * i / k, from + (to - from) * (i + 1) / k, NULL, m);
+		secs += pb_secs(t0, cmn_now_ns());
+		s = mixed_pair_pass(c, c->pair);
+		if (s <= 0)
+			return secs;
+		sum += s;
+		lo = i && lo < s ? lo : s;
+		hi = hi > s ? hi : s;
+	}
+	pm->paired_reps = k;
+	pm->paired_ops_per_s = per_rate(ops * k, sum);
+	pm->paired_min = per_rate(ops, hi);
+	pm->paired_max = per_rate(ops, lo);
+	return secs;
+}
+
 static void mixed_pass(struct pb_ctx *c, struct pb_result *res, bool lat, double *secs)
 {
 	const struct pb_trace *t = &c->trace;
@@ -321,10 +381,14 @@ static void mixed_pass(struct pb_ctx *c, struct pb_result *res, bool lat, double
 	mixed_replay(&p, 0, t->nr_prefill, NULL, &m);		/* prefill: untimed */
 	m = (struct pb_mixed_res){ 0 };
 	pass_sample_meta(&p);
-	t0 = cmn_now_ns();
-	mixed_replay(&p, t->nr_prefill, end, lat ? l : NULL, &m);
-	t1 = cmn_now_ns();
-	*secs = pb_secs(t0, t1);
+	if (c->pair && !lat) {
+		*secs = mixed_replay_paired(&p, t->nr_prefill, end, &m);
+	} else {
+		t0 = cmn_now_ns();
+		mixed_replay(&p, t->nr_prefill, end, lat ? l : NULL, &m);
+		t1 = cmn_now_ns();
+		*secs = pb_secs(t0, t1);
+	}
 	pass_sample_meta(&p);
 	pass_end(&p);
 	m.ops = end - t->nr_prefill;

@@ -53,10 +53,18 @@ struct target {
 	bool met;
 };
 
+/* The pma's mixed figure the ratio to the baseline uses: its passes run between chunks of
+ * the baseline's when they were paired, else its own. */
+static double mixed_vs_naive(const struct pb_result *p, const struct pb_result *n)
+{
+	return ratio(p->mixed.paired_reps ? p->mixed.paired_ops_per_s : p->mixed.ops_per_s,
+		     n->mixed.ops_per_s);
+}
+
 static unsigned int targets(const struct pb_ctx *c, const struct pb_result *p,
 			    const struct pb_result *n, struct target *t)
 {
-	double r = ratio(p->mixed.ops_per_s, n->mixed.ops_per_s);
+	double r = mixed_vs_naive(p, n);
 	double meta = (double)meta_max(p) / device_gib(c);
 	uint64_t c2m = p->mixed.lat[PB_OP_ALLOC + PB_CLS_C2M].p99;
 	uint64_t c32m = p->mixed.lat[PB_OP_ALLOC + PB_CLS_C32M].p99;
@@ -209,6 +217,14 @@ static void human_mixed(const struct pb_ctx *c, const struct pb_result *p,
 		snprintf(b2, sizeof(b2), "%s", fmt_rate(pm->ops_max));
 		snprintf(title, sizeof(title), "  spread of %u reps: min / max", pm->reps);
 		row(title, b1, b2, "");
+	}
+	if (pm->paired_reps) {
+		snprintf(title, sizeof(title), "  paired with the baseline's chunks (%u passes)",
+			 pm->paired_reps);
+		row(title, fmt_rate(pm->paired_ops_per_s), "", fmt_x(mixed_vs_naive(p, n)));
+		snprintf(b1, sizeof(b1), "%s", fmt_rate(pm->paired_min));
+		snprintf(b2, sizeof(b2), "%s", fmt_rate(pm->paired_max));
+		row("    their min / max", b1, b2, "");
 	}
 	snprintf(b1, sizeof(b1), "%llu / %llu / %llu", (unsigned long long)pm->fails,
 		 (unsigned long long)pm->frag_fails, (unsigned long long)pm->missed_fits);
@@ -544,7 +560,11 @@ void pb_report_json(const struct pb_ctx *c, const struct pb_result *p,
 	jnum(&j, c->harness_ns_per_op, "harness_ns_per_op");
 	jnum(&j, (double)p->mixed.lat[PB_OP_ALLOC + PB_CLS_C2M].p99, "c2m_alloc_p99_ns");
 	jnum(&j, (double)p->mixed.lat[PB_OP_ALLOC + PB_CLS_C32M].p99, "c32m_alloc_p99_ns");
-	jnum(&j, ratio(p->mixed.ops_per_s, n->mixed.ops_per_s), "mixed_vs_naive");
+	jnum(&j, mixed_vs_naive(p, n), "mixed_vs_naive");
+	jnum(&j, p->mixed.paired_ops_per_s, "mixed_paired_ops_per_s");
+	jnum(&j, p->mixed.paired_min, "mixed_paired_ops_per_s_min");
+	jnum(&j, p->mixed.paired_max, "mixed_paired_ops_per_s_max");
+	jnum(&j, p->mixed.paired_reps, "mixed_paired_reps");
 	jnum(&j, PB_STRESS_HI_PCT, "stress_cap_pct");
 	jnum(&j, (double)p->stress.ops, "stress_ops");
 	jnum(&j, c->stress.mean_occupancy * 100, "stress_mean_nominal_occupancy_pct");
