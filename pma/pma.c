@@ -8,9 +8,23 @@
 
 __thread char pma_thread_anchor;
 
+void *pma_zalloc(size_t n, size_t size)
+{
+	size_t bytes;
+	void *p;
+
+	if (__builtin_mul_overflow(n, size, &bytes) || bytes > SIZE_MAX - VGPU_CACHELINE)
+		return NULL;
+	bytes = cmn_align_up(bytes ? bytes : 1, (size_t)VGPU_CACHELINE);
+	p = aligned_alloc(VGPU_CACHELINE, bytes);
+	if (p)
+		memset(p, 0, bytes);
+	return p;
+}
+
 struct pma *pma_create(const struct pma_config *cfg)
 {
-	struct pma *pma = calloc(1, sizeof(*pma));
+	struct pma *pma = pma_zalloc(1, sizeof(*pma));
 
 	if (!pma)
 		return NULL;

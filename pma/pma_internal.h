@@ -363,6 +363,12 @@ static PMA_INLINE void pma_group_mark_bits(struct pma_region *r, uint32_t gw, ui
 		pma_runs_word_shrank(r, gw, d);
 }
 
+/* --- pma.c --- */
+/* @n zeroed elements of @size, cache-line aligned and padded to whole lines (NULL if out of
+ * memory or the size overflows): the pmas of different functions are written by different
+ * threads, and their metadata must never share a line. Freed with free(). */
+void *pma_zalloc(size_t n, size_t size);
+
 /* --- pma_region.c --- */
 struct pma_region *pma_region_new(const struct pma_region_desc *desc, unsigned int id,
 				  bool clean);

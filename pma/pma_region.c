@@ -16,7 +16,7 @@ struct pma_region *pma_region_new(const struct pma_region_desc *desc, unsigned i
 {
 	uint64_t base_frame = desc->base >> PMA_FRAME_SHIFT;
 	uint64_t nr_frames = desc->size >> PMA_FRAME_SHIFT;
-	struct pma_region *r = calloc(1, sizeof(*r));
+	struct pma_region *r = pma_zalloc(1, sizeof(*r));
 	uint64_t gw;
 
 	if (!r)
@@ -30,12 +30,12 @@ struct pma_region *pma_region_new(const struct pma_region_desc *desc, unsigned i
 	r->nr_words = VGPU_BITMAP_WORDS(r->hi);
 	r->nr_groups = (r->nr_words * 64) >> PMA_GROUP_SHIFT;
 	gw = group_words(r);
-	r->words = calloc(r->nr_words, sizeof(*r->words));
-	r->attrs = calloc(r->nr_words, sizeof(*r->attrs));
-	r->gfull = calloc(gw, sizeof(uint64_t));
-	r->gpart = calloc(gw, sizeof(uint64_t));
-	r->gfull_sum = calloc(VGPU_BITMAP_WORDS(gw), sizeof(uint64_t));
-	r->gpart_sum = calloc(VGPU_BITMAP_WORDS(gw), sizeof(uint64_t));
+	r->words = pma_zalloc(r->nr_words, sizeof(*r->words));
+	r->attrs = pma_zalloc(r->nr_words, sizeof(*r->attrs));
+	r->gfull = pma_zalloc(gw, sizeof(uint64_t));
+	r->gpart = pma_zalloc(gw, sizeof(uint64_t));
+	r->gfull_sum = pma_zalloc(VGPU_BITMAP_WORDS(gw), sizeof(uint64_t));
+	r->gpart_sum = pma_zalloc(VGPU_BITMAP_WORDS(gw), sizeof(uint64_t));
 	if (!r->words || !r->attrs || !r->gfull || !r->gpart || !r->gfull_sum || !r->gpart_sum)
 		goto fail;
 

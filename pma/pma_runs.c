@@ -221,8 +221,8 @@ int pma_runs_init(struct pma_runs *x, uint64_t nr_words)
 	x->nr_words = (uint32_t)nr_words;
 	x->nr_blocks = (uint32_t)((nr_words + BLOCK - 1) / BLOCK);
 	/* Both arrays padded with zeros to whole 16-byte vectors. */
-	x->len = calloc((size_t)x->nr_blocks * BLOCK, 1);
-	x->bmax = calloc(cmn_align_up(x->nr_blocks, 16), 1);
+	x->len = pma_zalloc((size_t)x->nr_blocks * BLOCK, 1);
+	x->bmax = pma_zalloc(cmn_align_up(x->nr_blocks, 16), 1);
 	return x->len && x->bmax ? 0 : -ENOMEM;
 }
 

@@ -157,8 +157,8 @@ int pma_tree_init(struct pma_tree *t, struct pma_region *r)
 	for (unsigned int k = 0; k < 2; k++) {
 		struct pma_tlayer *ly = &t->layer[k];
 
-		ly->node = calloc(2 * (size_t)t->size, sizeof(*ly->node));
-		ly->dirty = calloc(VGPU_BITMAP_WORDS(t->nr_leaves), sizeof(*ly->dirty));
+		ly->node = pma_zalloc(2 * (size_t)t->size, sizeof(*ly->node));
+		ly->dirty = pma_zalloc(VGPU_BITMAP_WORDS(t->nr_leaves), sizeof(*ly->dirty));
 		if (!ly->node || !ly->dirty)
 			return -ENOMEM;
 		layer_clean(ly);
