@@ -383,6 +383,9 @@ struct hmm_mm_stats {
 	uint64_t exclusive_revoked;	/* ... and given back to the CPU */
 	uint64_t copier_pages;		/* pages of migrations back copied by the copier
 					 * thread (no UFFDIO_MOVE: doc/hmm.md) */
+	uint64_t spare_fills;		/* 2 MiB blocks of fresh pages the spare filler
+					 * made ready for migrations back (doc/hmm.md) */
+	uint64_t spare_fills_pending;	/* ... asked for and not done yet */
 };
 /* Snapshot of @mm's counters (relaxed reads). */
 void hmm_mm_get_stats(struct hmm_mm *mm, struct hmm_mm_stats *st);

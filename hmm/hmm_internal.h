@@ -85,16 +85,26 @@ struct hmm_staging {
 	bool in_dirty;			/* @in holds pages to drop */
 };
 
-/* Pages a migration to the device gave up, kept whole 2 MiB blocks at a time for the
- * migrations back: those then copy into pages that exist instead of fresh ones the
- * kernel must clear first. Only with UFFDIO_MOVE (pages move in and out whole). */
+/* Whole 2 MiB blocks of pages kept for the migrations back (spare.c): those then copy
+ * into pages that exist instead of fresh ones the kernel must clear first. Only with
+ * UFFDIO_MOVE (pages move in and out whole). */
 #define HMM_SPARE_BLOCKS	32	/* at most 64 MiB held per mm */
 
 struct hmm_spare {
-	struct cmn_mutex lock;		/* protects full, busy */
+	struct cmn_mutex lock;		/* protects everything below but fills */
 	char *base;			/* HMM_SPARE_BLOCKS x 2 MiB, registered: MOVE target */
 	uint64_t full;			/* blocks holding 512 present pages */
-	uint64_t busy;			/* blocks a migration has taken */
+	uint64_t busy;			/* blocks a migration or the filler has taken */
+	/* the filler thread */
+	pthread_cond_t wake;		/* blocks asked for, or stop */
+	pthread_t thread;
+	bool tried, running, stop, filling;
+	bool broken;			/* the kernel refused a fill: no more asked */
+	cpu_set_t cpus;			/* where the process may run */
+	int cpu_avoided;		/* the filler runs anywhere but there (the asker) */
+	unsigned int asked;		/* blocks to fill */
+	char *scratch;			/* 2 MiB plain anon: populated, then moved into a block */
+	_Atomic uint64_t fills;		/* blocks the filler filled (stats) */
 };
 
 /* The second thread of the way back without UFFDIO_MOVE (copier.c): one job at a time,
@@ -171,11 +181,26 @@ static inline _Atomic uint64_t *hmm_region_word(struct hmm_region *r, uintptr_t 
 	return &r->st[(addr - r->start) >> HMM_PAGE_SHIFT];
 }
 
+/* spare.c: the locks (at creation, before anything can fail) */
+void hmm_spare_init(struct hmm_mm *mm);
+/* The spare area itself, once the backend is known: nothing without UFFDIO_MOVE. */
+int hmm_spare_map(struct hmm_mm *mm);
+/* Stop and join the filler: before the userfaultfd it moves pages with is closed. */
+void hmm_spare_stop(struct hmm_mm *mm);
+/* Stop the filler, unmap the area, destroy the locks. */
+void hmm_spare_fini(struct hmm_mm *mm);
 /* Take a spare block that is @full (512 pages to copy into) or empty (a MOVE target);
  * NULL if there is none. */
 char *hmm_spare_take(struct hmm_mm *mm, bool full);
 /* Give a taken block back, saying whether it now holds 512 pages. */
 void hmm_spare_put(struct hmm_mm *mm, char *blk, bool full);
+/* A migration back took a full block or found none: have the filler fill one if fewer
+ * than a few are ready. */
+void hmm_spare_ask(struct hmm_mm *mm);
+/* Fills asked for and not done yet. */
+unsigned int hmm_spare_pending(struct hmm_mm *mm);
+/* mm.c: @len of anonymous memory aligned to 2 MiB, huge pages advised; NULL if none. */
+void *hmm_map_aligned(size_t len);
 
 /* Set up @c (no thread yet: the first large copy starts it). */
 void hmm_copier_init(struct hmm_copier *c);

@@ -781,11 +781,16 @@ static int migrate_batch_to_system(struct hmm_mm *mm, struct hmm_devmem *dm, uin
 			if (m.src[i] & HMM_MIGRATE_PFN_MIGRATE)
 				m.dst[i] = HMM_MIGRATE_PFN_VALID;
 	} else {
-		/* a whole block copies into pages an earlier migration gave up, if kept:
-		 * fresh ones would cost the kernel a clear of 2 MiB first */
+		/* a whole block copies into kept pages if there are some: fresh ones would
+		 * cost the kernel a clear of 2 MiB first; the filler keeps some ready for
+		 * the blocks after this one */
 		if (mm->has_move && !hmm_mm_prot(mm) && m.start == p->base &&
-		    m.npages == HMM_BLOCK_PAGES && (p->spare = hmm_spare_take(mm, true)))
-			p->out = p->spare;
+		    m.npages == HMM_BLOCK_PAGES) {
+			p->spare = hmm_spare_take(mm, true);
+			if (p->spare)
+				p->out = p->spare;
+			hmm_spare_ask(mm);
+		}
 		copy_to_system(&m);
 	}
 	hmm_migrate_pages(&m);

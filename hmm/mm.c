@@ -481,6 +481,8 @@ void hmm_mm_get_stats(struct hmm_mm *mm, struct hmm_mm_stats *st)
 	st->exclusive = atomic_load_explicit(&mm->c_excl, memory_order_relaxed);
 	st->exclusive_revoked = atomic_load_explicit(&mm->c_excl_revoked, memory_order_relaxed);
 	st->copier_pages = atomic_load_explicit(&mm->copier.pages, memory_order_relaxed);
+	st->spare_fills = atomic_load_explicit(&mm->spare.fills, memory_order_relaxed);
+	st->spare_fills_pending = hmm_spare_pending(mm);
 }
 
 /* ---- userfaultfd events (handler thread) ---------------------------------------------- */
@@ -605,7 +607,7 @@ static void atfork_register(void)
 
 /* ---- create / destroy ----------------------------------------------------------------- */
 
-static void *map_aligned(size_t len)
+void *hmm_map_aligned(size_t len)
 {
 	char *p = mmap(NULL, len + HMM_BLOCK_SIZE, PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -627,8 +629,8 @@ static int staging_init(struct hmm_mm *mm)
 		struct hmm_staging *s = &mm->staging[i];
 
 		cmn_mutex_init(&s->lock);
-		s->in = map_aligned(STAGING_SIZE);
-		s->out = map_aligned(STAGING_SIZE);
+		s->in = hmm_map_aligned(STAGING_SIZE);
+		s->out = hmm_map_aligned(STAGING_SIZE);
 		if (!s->in || !s->out)
 			return -ENOMEM;
 		if (!mm->has_move)	/* mprotect backend, write-protect isolation */
@@ -639,62 +641,6 @@ static int staging_init(struct hmm_mm *mm)
 			return ret;
 	}
 	return 0;
-}
-
-/* The spare area: address space only, populated by the pages migrations give up. */
-static int spare_init(struct hmm_mm *mm)
-{
-	const size_t len = HMM_SPARE_BLOCKS * HMM_BLOCK_SIZE;
-
-	if (!mm->has_move)
-		return 0;
-	mm->spare.base = map_aligned(len);
-	if (!mm->spare.base)
-		return -ENOMEM;
-	return hmm_uffd_register(mm->uffd, (uintptr_t)mm->spare.base, len, false);
-}
-
-static void spare_fini(struct hmm_mm *mm)
-{
-	if (mm->spare.base)
-		munmap(mm->spare.base, HMM_SPARE_BLOCKS * HMM_BLOCK_SIZE);
-	cmn_mutex_destroy(&mm->spare.lock);
-}
-
-char *hmm_spare_take(struct hmm_mm *mm, bool full)
-{
-	struct hmm_spare *sp = &mm->spare;
-	char *blk = NULL;
-
-	if (!sp->base)
-		return NULL;
-	cmn_mutex_lock(&sp->lock);
-	uint64_t cand = (full ? sp->full : ~sp->full) & ~sp->busy &
-			(VGPU_BIT(HMM_SPARE_BLOCKS) - 1);
-
-	if (cand) {
-		unsigned int b = cmn_ctz(cand);
-
-		sp->busy |= VGPU_BIT(b);
-		blk = sp->base + (size_t)b * HMM_BLOCK_SIZE;
-	}
-	cmn_mutex_unlock(&sp->lock);
-	return blk;
-}
-
-void hmm_spare_put(struct hmm_mm *mm, char *blk, bool full)
-{
-	struct hmm_spare *sp = &mm->spare;
-	unsigned int b = (unsigned int)((size_t)(blk - sp->base) / HMM_BLOCK_SIZE);
-
-	cmn_mutex_lock(&sp->lock);
-	VGPU_ASSERT(sp->busy & VGPU_BIT(b));
-	sp->busy &= ~VGPU_BIT(b);
-	if (full)
-		sp->full |= VGPU_BIT(b);
-	else
-		sp->full &= ~VGPU_BIT(b);
-	cmn_mutex_unlock(&sp->lock);
 }
 
 static void staging_fini(struct hmm_mm *mm)
@@ -810,7 +756,7 @@ int hmm_mm_create(const struct hmm_mm_opts *opts, struct hmm_mm **out)
 		goto free_mm;
 	cmn_mutex_init(&mm->lock);
 	cmn_mutex_init(&mm->maps_lock);
-	cmn_mutex_init(&mm->spare.lock);
+	hmm_spare_init(mm);
 	hmm_copier_init(&mm->copier);
 	mm->uffd = mm->stop_fd = mm->mem_fd = -1;
 	mm->procmap_query = caps.procmap_query;
@@ -827,7 +773,7 @@ int hmm_mm_create(const struct hmm_mm_opts *opts, struct hmm_mm **out)
 		goto close_fds;
 	ret = staging_init(mm);
 	if (!ret)
-		ret = spare_init(mm);
+		ret = hmm_spare_map(mm);
 	if (ret)
 		goto close_staging;
 	ret = mm_publish(mm);
@@ -837,10 +783,11 @@ int hmm_mm_create(const struct hmm_mm_opts *opts, struct hmm_mm **out)
 	*out = mm;
 	return 0;
 close_staging:
+	hmm_spare_stop(mm);
 	hmm_uffd_close(mm);
 	staging_fini(mm);
-	spare_fini(mm);
 close_fds:
+	hmm_spare_fini(mm);
 	mm_close_fds(mm);
 	hmm_copier_fini(&mm->copier);
 	cmn_mutex_destroy(&mm->maps_lock);
@@ -867,9 +814,10 @@ void hmm_mm_destroy(struct hmm_mm *mm)
 	}
 	hmm_notify_invalidate(mm, &rel);
 	hmm_copier_fini(&mm->copier);
+	hmm_spare_stop(mm);
 	hmm_uffd_close(mm);
 	staging_fini(mm);
-	spare_fini(mm);
+	hmm_spare_fini(mm);
 	mm_close_fds(mm);
 	cmn_mutex_destroy(&mm->maps_lock);
 	cmn_mutex_destroy(&mm->lock);

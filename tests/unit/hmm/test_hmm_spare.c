@@ -7,6 +7,7 @@
  * the child must keep its own view), and with two threads sharing them. Runs under any
  * capability set; without UFFDIO_MOVE nothing is kept and the same checks hold. */
 #include <pthread.h>
+#include <sched.h>
 #include <sys/wait.h>
 
 #include "tdev.h"
@@ -210,6 +211,63 @@ static void test_two_threads(void **state)
 	munmap(buf, LEN);
 }
 
+/* Whether hmm's spare filler can run here: UFFDIO_MOVE, and two CPUs for the process. */
+static bool filler_expected(void)
+{
+	struct hmm_uffd_caps caps;
+	cpu_set_t set;
+
+	hmm_uffd_probe(&caps);
+	return caps.move && !sched_getaffinity(0, sizeof(set), &set) && CPU_COUNT(&set) >= 2;
+}
+
+/* Until the filler has done what it was asked (no sleep window: it ends by its count). */
+static void wait_filler_idle(struct hmm_mm *mm, struct hmm_mm_stats *st)
+{
+	for (hmm_mm_get_stats(mm, st); st->spare_fills_pending; hmm_mm_get_stats(mm, st))
+		sched_yield();
+}
+
+/* Blocks come back from the device with no kept pages (nothing went out before, so the
+ * spare area is empty): with UFFDIO_MOVE and two CPUs the filler makes blocks of fresh
+ * pages ready, the later blocks of the same migration copy into them, and the device's
+ * data arrives on every page all the same, then in a second round too. Without
+ * UFFDIO_MOVE there is no spare area and nothing is filled. */
+static void test_filler(void **state)
+{
+	enum hmm_backend backend = (enum hmm_backend)(uintptr_t)*state;
+	struct hmm_mm *mm = tmm_new(backend, 0);
+	struct hmm_devmem *dm = tpool_new(&owner, LEN);
+	char *buf = tbuf_new(LEN, true);
+	struct hmm_migrate_result r;
+	struct hmm_mm_stats st;
+
+	assert_int_equal(hmm_region_add(mm, buf, LEN), 0);
+	for (size_t pg = 0; pg < LEN / PG; pg++)
+		fill_ints(buf + pg * PG, PG, bias_of(pg, 0, false));
+	/* page by page to the device: no whole block, so nothing is kept on the way */
+	for (size_t pg = 0; pg < LEN / PG; pg++) {
+		assert_int_equal(hmm_migrate_to_device(mm, dm, buf + pg * PG, PG, &r), 0);
+		assert_int_equal(r.migrated, 1);
+	}
+	device_write_all(mm, dm, buf, 0);
+	assert_int_equal(hmm_migrate_to_system(mm, dm, buf, LEN, &r), 0);
+	assert_int_equal(r.migrated, LEN / PG);
+	for (size_t pg = 0; pg < LEN / PG; pg++)
+		check_ints(buf + pg * PG, PG, bias_of(pg, 0, true));
+	wait_filler_idle(mm, &st);
+	if (filler_expected())
+		assert_true(st.spare_fills >= 1);
+	else
+		assert_int_equal(st.spare_fills, 0);
+	round_trip(mm, dm, buf, 1);
+	wait_filler_idle(mm, &st);
+	assert_int_equal(hmm_region_remove(mm, buf), 0);
+	assert_int_equal(hmm_devmem_destroy(dm), 0);
+	hmm_mm_destroy(mm);
+	munmap(buf, LEN);
+}
+
 #define CASE(f, b) { #f "/" #b, f, NULL, NULL, (void *)(uintptr_t)(b) }
 
 int main(void)
@@ -221,6 +279,8 @@ int main(void)
 		CASE(test_kept_pages_shared_with_child, HMM_BACKEND_UFFD_SIGBUS),
 		CASE(test_two_threads, HMM_BACKEND_UFFD_THREAD),
 		CASE(test_two_threads, HMM_BACKEND_UFFD_SIGBUS),
+		CASE(test_filler, HMM_BACKEND_UFFD_THREAD),
+		CASE(test_filler, HMM_BACKEND_UFFD_SIGBUS),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
