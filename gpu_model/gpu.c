@@ -422,5 +422,6 @@ void gpu_sched_stats(struct gpu *g, unsigned int fn, struct gpu_sched_stats *out
 		out->lingered += t->lingered;
 		out->target_slice_ns = cmn_max(out->target_slice_ns, t->target_slice_ns);
 	}
+	out->linger_waits = atomic_load_explicit(&g->fns[fn].linger_waits, memory_order_relaxed);
 	cmn_mutex_unlock(&g->lock);
 }

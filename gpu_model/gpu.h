@@ -357,6 +357,7 @@ struct gpu_sched_stats {
 	uint64_t stall_ns;		/* host took the engine thread away: not charged */
 	uint64_t preempted;		/* slices cut short for a function owed time */
 	uint64_t lingered;		/* submissions a caught-up channel's turn went on with */
+	uint64_t linger_waits;		/* waits for one begun (counted as each begins) */
 };
 /* Telemetry of @fn summed over engines. */
 void gpu_sched_stats(struct gpu *g, unsigned int fn, struct gpu_sched_stats *out);

@@ -153,6 +153,7 @@ struct gpu_fn {
 	uint64_t cfg_seq;
 	struct gpu_chan chans[GPU_FN_MAX_CHANNELS];
 	atomic_uint_fast64_t pending;	/* doorbell pending bitmap of chids */
+	_Atomic uint64_t linger_waits;	/* chan_linger() waits begun on its channels */
 	/* doorbell */
 	struct vgpu_doorbell_page *db;
 	int kick_fd;

@@ -694,6 +694,7 @@ static bool chan_linger(struct gpu_ctx *ctx)
 	 * transfer on the next submission's path. A guest out of room has work queued, so
 	 * no turn of its channel waits. */
 	pf_update(ctx);
+	atomic_fetch_add_explicit(&ctx->f->linger_waits, 1, memory_order_relaxed);
 	start = gpu_clock_ns(g);
 	end = ctx->e->slot_end;
 	if (end > start && end - start > def_linger(g))	/* no overflow for a huge linger_ns */

@@ -291,11 +291,11 @@ static inline uint64_t utlb_key(const struct iommu_domain *d, uint64_t iova)
 	return iova >> 12 | d->front_tag;
 }
 
-static inline const struct utlb_set *utlb_set_of(const struct utlb *u, uint64_t iova)
+static inline size_t utlb_set_index(uint64_t iova)
 {
 	/* A multiplicative hash of the 4 KiB page number: DMA buffers are often aligned
 	 * alike, and the low bits alone would pile them into a few sets. */
-	return &u->set[((iova >> 12) * 0x9e3779b97f4a7c15ull) >> (64 - UTLB_SETS_SHIFT)];
+	return (size_t)(((iova >> 12) * 0x9e3779b97f4a7c15ull) >> (64 - UTLB_SETS_SHIFT));
 }
 
 /* Bit w set when way w of @s holds @key (at most one does). No branch per way: which way
@@ -335,7 +335,8 @@ static inline uint64_t utlb_leaf_size(uint64_t leaf)
 static inline bool utlb_lookup(struct iommu_domain *d, uint64_t iova, struct iommu_xc_hit *h)
 {
 	const struct utlb *u = utlb;
-	const struct utlb_set *s = utlb_set_of(u, iova);
+	size_t i = utlb_set_index(iova);
+	const struct utlb_set *s = &u->set[i];
 	uint64_t leaf;
 	int w = utlb_find(s, d, iova);
 
@@ -347,7 +348,7 @@ static inline bool utlb_lookup(struct iommu_domain *d, uint64_t iova, struct iom
 	h->cls = iommu_xc_class_of(h->size);
 	h->mo = s->mo[w];
 	h->pa = (uint64_t)h->mo->id << IOMMU_PA_ID_SHIFT | (leaf & UTLB_LEAF_OFF);
-	h->ptep = u->ptep[s - u->set][w];
+	h->ptep = u->ptep[i][w];
 	h->perm = (unsigned int)(leaf & UTLB_LEAF_PERM);
 	return true;
 }
@@ -359,6 +360,7 @@ static inline void utlb_fill(struct iommu_domain *d, uint64_t iova, const struct
 	uint64_t key = utlb_key(d, iova);
 	struct utlb_set *s;
 	unsigned int m, w;
+	size_t i;
 
 	if (seq0 & 1)	/* an invalidation was running: nothing read now may be kept */
 		return;
@@ -366,8 +368,9 @@ static inline void utlb_fill(struct iommu_domain *d, uint64_t iova, const struct
 		return;
 	if (cmn_unlikely(utlb == &utlb_empty) && !utlb_alloc())
 		return;
-	u = (struct utlb *)utlb;
-	s = &u->set[utlb_set_of(u, iova) - u->set];
+	u = (struct utlb *)utlb;	/* allocated: not the empty front */
+	i = utlb_set_index(iova);
+	s = &u->set[i];
 	/* The way that held this page before, else an empty or stale one, else in turn. */
 	m = utlb_match(s, key);
 	if (m) {
@@ -385,7 +388,7 @@ static inline void utlb_fill(struct iommu_domain *d, uint64_t iova, const struct
 	s->mo[w] = h->mo;
 	s->leaf[w] = (iommu_pa_off(h->pa) & UTLB_LEAF_OFF) |
 		     (uint64_t)(12 + 9 * h->cls) << UTLB_LEAF_SHIFT_SHIFT | (h->perm & UTLB_LEAF_PERM);
-	u->ptep[s - u->set][w] = h->ptep;
+	u->ptep[i][w] = h->ptep;
 }
 
 /* READ, WRITE or both, and nothing else: what the front's hit serves. */
@@ -405,7 +408,7 @@ static inline __attribute__((always_inline)) bool utlb_xlate(struct iommu_domain
 							     struct iommu_xlate *out)
 {
 	const struct utlb *u = utlb;
-	const struct utlb_set *s = utlb_set_of(u, iova);
+	const struct utlb_set *s = &u->set[utlb_set_index(iova)];
 	struct iommu_memobj *mo;
 	uint64_t leaf, size, in, off;
 	int w = utlb_find(s, d, iova);

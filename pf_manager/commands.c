@@ -216,6 +216,7 @@ static json_object *vf_stats(struct pf_daemon *d, struct pf_slice *s)
 	pf_json_add_u64(sc, "preempt_timeouts", ss.preempt_timeouts);
 	pf_json_add_u64(sc, "stall_ns", ss.stall_ns);
 	pf_json_add_u64(sc, "lingered", ss.lingered);
+	pf_json_add_u64(sc, "linger_waits", ss.linger_waits);
 	json_object_object_add(o, "sched", sc);
 	pf_json_add_u64(db, "rung", ds.rung);
 	pf_json_add_u64(db, "accepted", ds.accepted);

@@ -107,6 +107,20 @@ static uint64_t lingered(struct lctx *l, unsigned int fn)
 	return s.lingered;
 }
 
+/* Until @fn's channels have begun @n waits: the turn that ran the last submission caught
+ * up and waits now (nothing else can end an hour's wait here). A submission published
+ * before that could still be found by the turn's own look at GP_PUT. */
+static void wait_lingering(struct lctx *l, unsigned int fn, uint64_t n)
+{
+	uint64_t dl = cmn_deadline_ns(T_TIMEOUT);
+	struct gpu_sched_stats s;
+
+	for (gpu_sched_stats(l->t->g, fn, &s); s.linger_waits < n && !cmn_deadline_passed(dl);
+	     gpu_sched_stats(l->t->g, fn, &s))
+		cmn_sleep_ns(10 * VGPU_NSEC_PER_USEC);
+	assert_true(s.linger_waits >= n);
+}
+
 /* The second submission has no doorbell and the scan is an hour away: only the lingering
  * turn can run it. Its late doorbell waits in the ring (the turn looks past its own
  * tokens) until function 2's token ends the wait; then it is judged, and not spurious. */
@@ -116,6 +130,7 @@ static void test_linger_runs_next_submission(void **state)
 
 	(void)state;
 	submit(l, &l->a, 1);
+	wait_lingering(l, 1, 1);
 	publish(&l->a, 2);
 	wait_sem(&l->a, 2);
 	ring(l, &l->a);
@@ -153,6 +168,7 @@ static void test_linger_none(void **state)
 
 	(void)state;
 	submit(l, &l->a, 1);
+	wait_asleep(l);		/* the turn is over: its own look at GP_PUT cannot find 2 */
 	publish(&l->a, 2);
 	submit(l, &l->b, 1);
 	assert_int_equal(sem(&l->a), 1);
