@@ -128,21 +128,21 @@ static bool copier_worth_it(struct hmm_copier *c)
 	return !sched_getaffinity(0, sizeof(c->cpus), &c->cpus) && CPU_COUNT(&c->cpus) >= 2;
 }
 
-/* Keep the thread off the caller's CPU. Woken on a busy machine, the scheduler would
- * place it beside its waker, and the two would take turns on one CPU instead of copying
- * at once (measured: no gain at load 3 on two CPUs until the thread ran elsewhere). One
- * system call when the caller has moved since the last job. Caller holds c->user. */
-static void copier_place(struct hmm_copier *c)
+/* Woken on a busy machine, the scheduler would place a helper thread beside its waker,
+ * and the two would take turns on one CPU instead of working at once (measured: no gain
+ * at load 3 on two CPUs until the copier ran elsewhere). One system call when the caller
+ * has moved since the last time. */
+void hmm_keep_off_caller_cpu(pthread_t th, const cpu_set_t *cpus, int *cpu_avoided)
 {
 	int cpu = sched_getcpu();
 	cpu_set_t set;
 
-	if (cpu < 0 || cpu == c->cpu_avoided || !CPU_ISSET(cpu, &c->cpus))
+	if (cpu < 0 || cpu == *cpu_avoided || !CPU_ISSET(cpu, cpus))
 		return;
-	set = c->cpus;
+	set = *cpus;
 	CPU_CLR(cpu, &set);
-	if (!pthread_setaffinity_np(c->thread, sizeof(set), &set))
-		c->cpu_avoided = cpu;
+	if (!pthread_setaffinity_np(th, sizeof(set), &set))
+		*cpu_avoided = cpu;
 }
 
 void hmm_copier_init(struct hmm_copier *c)
@@ -210,7 +210,7 @@ int hmm_copier_copy(struct hmm_mm *mm, uintptr_t dst, const void *src, size_t le
 		cmn_mutex_unlock(&c->user);
 		return copy_whole(mm->uffd, dst, src, len);
 	}
-	copier_place(c);
+	hmm_keep_off_caller_cpu(c->thread, &c->cpus, &c->cpu_avoided);	/* c->user held */
 	copier_post(c, mm->uffd, dst, src, len);
 	for (;;) {
 		hmm_race_window(HMM_RACE_COPIER_PIECE, dst);

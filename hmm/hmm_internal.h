@@ -202,6 +202,9 @@ unsigned int hmm_spare_pending(struct hmm_mm *mm);
 /* mm.c: @len of anonymous memory aligned to 2 MiB, huge pages advised; NULL if none. */
 void *hmm_map_aligned(size_t len);
 
+/* Keep helper thread @th off the calling thread's CPU, within @cpus; *@cpu_avoided is the
+ * CPU it was last kept off (-1: none yet). */
+void hmm_keep_off_caller_cpu(pthread_t th, const cpu_set_t *cpus, int *cpu_avoided);
 /* Set up @c (no thread yet: the first large copy starts it). */
 void hmm_copier_init(struct hmm_copier *c);
 /* Stop and join the thread if it runs. */

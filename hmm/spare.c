@@ -178,22 +178,6 @@ static bool spare_filler_start_locked(struct hmm_mm *mm)
 	return sp->running;
 }
 
-/* Keep the filler off the asking thread's CPU: woken there, it would take turns with
- * the migration instead of running beside it (as hmm's copier thread, copier.c). One
- * system call when the caller has moved. Caller holds sp->lock. */
-static void spare_filler_place_locked(struct hmm_spare *sp)
-{
-	int cpu = sched_getcpu();
-	cpu_set_t set;
-
-	if (cpu < 0 || cpu == sp->cpu_avoided || !CPU_ISSET(cpu, &sp->cpus))
-		return;
-	set = sp->cpus;
-	CPU_CLR(cpu, &set);
-	if (!pthread_setaffinity_np(sp->thread, sizeof(set), &set))
-		sp->cpu_avoided = cpu;
-}
-
 unsigned int hmm_spare_pending(struct hmm_mm *mm)
 {
 	struct hmm_spare *sp = &mm->spare;
@@ -216,7 +200,7 @@ void hmm_spare_ask(struct hmm_mm *mm)
 	    cmn_popcount(sp->full & ~sp->busy) + sp->asked + sp->filling <
 		    HMM_SPARE_LOW &&
 	    spare_filler_start_locked(mm)) {
-		spare_filler_place_locked(sp);
+		hmm_keep_off_caller_cpu(sp->thread, &sp->cpus, &sp->cpu_avoided);
 		sp->asked++;
 		pthread_cond_signal(&sp->wake);
 	}
