@@ -6,9 +6,9 @@
  * clear of 2 MiB first, on the migrating thread, which then writes every line again: the
  * way back ran at 65-75 % of memcpy where it found no kept block, and at the speed of the
  * way out where it did. Blocks come from migrations to the device (their pages, moved
- * whole), and from the filler: for each block a migration back took or missed, it
- * populates a plain 2 MiB area (the kernel clears it on the filler's CPU) and moves the
- * pages whole into an empty block. The area never holds more than HMM_SPARE_BLOCKS
+ * whole), and from the filler: while migrations back leave fewer than HMM_SPARE_LOW full
+ * blocks, it populates a plain 2 MiB area (the kernel clears it on the filler's CPU) and
+ * moves the pages whole into an empty block, one block per block they took or missed. The area never holds more than HMM_SPARE_BLOCKS
  * blocks, so an mm holds at most that much memory beyond its own. The filler starts with
  * the first block asked for, only where two CPUs may run the process, and sleeps while
  * nothing is asked. Only with UFFDIO_MOVE (pages move in and out whole). */
