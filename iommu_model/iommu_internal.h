@@ -279,7 +279,7 @@ struct iommu {
 
 /* A domain's tag in the per-thread front of the IOTLB sits above the 36-bit page number of
  * a 48-bit IOVA. Tags are never reused (a front entry of a destroyed domain must never
- * answer for another), so a domain created after the 2^28 - 1 tags ran out gets
+ * answer for another), so a domain created after the 2^28 - 2 tags ran out gets
  * IOMMU_FRONT_TAG_NONE and is translated without the front. */
 #define IOMMU_FRONT_TAG_SHIFT	(IOMMU_IOVA_BITS - 12)
 #define IOMMU_FRONT_TAG_NONE	(~0ull)

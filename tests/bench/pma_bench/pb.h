@@ -288,13 +288,13 @@ struct pb_ctx {
 	struct pb_trace stress;		/* (d): the same generator, PB_STRESS_HI_PCT cap */
 	struct pb_shadow shadow;
 	uint64_t *slot_pages;		/* trace.nr_slots x PB_MAX_PAGES */
+	uint8_t *slot_ok;		/* allocation in this slot succeeded */
 	/* Set while the baseline runs: the pma's result, whose mixed passes (with their own
 	 * slot buffers) run between chunks of the baseline's, so the ratio compares the two
-	 * on the same machine minutes (NULL: not paired). */
+	 * over the same seconds (NULL: not paired). */
 	struct pb_result *pair;
 	uint64_t *pair_slot_pages;
 	uint8_t *pair_slot_ok;
-	uint8_t *slot_ok;		/* allocation in this slot succeeded */
 	uint64_t *frame_pages;		/* one page per allocation: fill, c0 */
 	uint64_t *odd;			/* c1: indexes into frame_pages */
 	uint64_t *d2m_pages;		/* c3 */
