@@ -162,6 +162,7 @@ struct hmm_mm {
 	/* counters */
 	_Atomic uint64_t c_cpu_faults, c_cpu_fault_pages, c_zero_fills, c_cpu_won;
 	_Atomic uint64_t c_to_dev, c_to_sys, c_inval, c_unmap, c_remap, c_fork;
+	_Atomic uint64_t c_event_waits;
 	_Atomic uint64_t c_excl, c_excl_revoked;
 };
 
@@ -322,6 +323,8 @@ enum hmm_race_window {
 	HMM_RACE_ZERO_FILL,	/* a CPU fault found its page in system memory, before the fill */
 	HMM_RACE_COPIER_PIECE,	/* a migration back is about to take a piece of its copy
 				 * (copier.c), which the copier thread may take first */
+	HMM_RACE_REMAP,		/* a REMAP event has a region at the new address, the
+				 * device pages are not moved there yet */
 };
 /* Test only: called at each window when set (NULL in normal use: one relaxed load). It
  * runs in the fault handler's context, a signal handler included. */

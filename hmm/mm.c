@@ -478,6 +478,7 @@ void hmm_mm_get_stats(struct hmm_mm *mm, struct hmm_mm_stats *st)
 	st->events_unmap = atomic_load_explicit(&mm->c_unmap, memory_order_relaxed);
 	st->events_remap = atomic_load_explicit(&mm->c_remap, memory_order_relaxed);
 	st->events_fork = atomic_load_explicit(&mm->c_fork, memory_order_relaxed);
+	st->event_waits = atomic_load_explicit(&mm->c_event_waits, memory_order_relaxed);
 	st->exclusive = atomic_load_explicit(&mm->c_excl, memory_order_relaxed);
 	st->exclusive_revoked = atomic_load_explicit(&mm->c_excl_revoked, memory_order_relaxed);
 	st->copier_pages = atomic_load_explicit(&mm->copier.pages, memory_order_relaxed);
@@ -536,6 +537,7 @@ void hmm_uffd_event_remap(struct hmm_mm *mm, uintptr_t from, uintptr_t to, size_
 		if (!any) {
 			dst = remap_target(mm, to, to + len);
 			any = true;
+			hmm_race_window(HMM_RACE_REMAP, to);
 		}
 		atomic_store(hmm_region_word(src, from + off), HMM_PS_SYSTEM);
 		if (dst) {

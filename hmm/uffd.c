@@ -344,7 +344,22 @@ static void hmm_sigbus(int sig, siginfo_t *si, void *uc)
 	r = si->si_code == BUS_ADRERR ? hmm_region_find(addr) : NULL;
 	if (r && r->mm->opts.backend == HMM_BACKEND_UFFD_SIGBUS) {
 		/* Resolved or not, returning retries the access: an unresolved one comes
-		 * back here, a resolved one proceeds. */
+		 * back here, a resolved one proceeds. While the monitor handles events
+		 * (a REMAP moving device pages to this address, say), the page's state may
+		 * be about to change: a fault now would zero-fill a page the event is about
+		 * to mark as on the device, so wait for the events to be handled and look again. */
+		if (atomic_load(&r->mm->monitor_busy)) {
+			struct hmm_mm *mm = r->mm;
+			unsigned int spins = 0;
+
+			/* not in flight while waiting: the events may remove regions */
+			atomic_fetch_sub(&hmm_handlers_inflight, 1);
+			atomic_fetch_add_explicit(&mm->c_event_waits, 1, memory_order_relaxed);
+			while (atomic_load(&mm->monitor_busy))
+				hmm_relax(&spins);
+			errno = saved_errno;
+			return;
+		}
 		hmm_cpu_fault(r->mm, r, addr & ~(HMM_PAGE_SIZE - 1), false, false);
 		atomic_fetch_sub(&hmm_handlers_inflight, 1);
 		errno = saved_errno;

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /* Races (also run under ThreadSanitizer): HMM-19 munmap during a device read, CPU
  * writes racing migrations to the device (the CPU wins, no write is lost), several
- * threads faulting the same device-resident pages back at once, and VMA lookups through
- * /proc/self/maps from several threads while the VMAs change. */
+ * threads faulting the same device-resident pages back at once, a fault at an address an
+ * mremap is moving device pages to, and VMA lookups through /proc/self/maps from several
+ * threads while the VMAs change. */
 #include <pthread.h>
 #include <time.h>
 
@@ -354,6 +355,76 @@ static void test_parallel_fault_back(void **state)
 	}
 }
 
+/* The REMAP window held open (hmm_race_hook, in the monitor thread): the region at the
+ * new address exists, the device pages are not moved there yet. The hook lets the event
+ * go on once the faulting thread waits for it, or once that thread has read the page. */
+static struct {
+	struct hmm_mm *mm;
+	atomic_bool open, read_done;
+} remap_win;
+
+static void remap_hold(enum hmm_race_window win, uintptr_t addr)
+{
+	struct hmm_mm_stats st;
+	unsigned int spins = 0;
+
+	(void)addr;
+	if (win != HMM_RACE_REMAP)
+		return;
+	atomic_store(&remap_win.open, true);
+	for (;;) {
+		hmm_mm_get_stats(remap_win.mm, &st);
+		if (st.event_waits || atomic_load(&remap_win.read_done))
+			break;
+		hmm_relax(&spins);
+	}
+}
+
+/* CI saw it (HMM-34, SIGBUS backend, MREMAP_DONTUNMAP of device pages): the thread that
+ * called mremap resumes once its REMAP event is read, touches the new address, and its
+ * SIGBUS found the region the event had just created with the page still in system
+ * memory: it zero-filled the page and the device copy that moved there was lost. A fault
+ * now waits while the monitor handles events. Here the fault lands inside the window,
+ * every time: the page reads back its data and the wait is counted. */
+static void test_remap_fault_race(void **state)
+{
+	struct hmm_mm *mm = tmm_new(HMM_BACKEND_UFFD_SIGBUS, 0);
+	struct tdev *d = tdev_new(mm, 2 * M2, NULL);
+	char *p = tbuf_new(M2, false), *dst = tbuf_new(M2, false);
+	unsigned int spins = 0;
+	struct hmm_mm_stats st;
+	int got;
+
+	(void)state;
+	remap_win.mm = mm;
+	atomic_store(&remap_win.open, false);
+	atomic_store(&remap_win.read_done, false);
+	fill_ints(p, M2, 5);
+	assert_int_equal(hmm_region_add(mm, p, M2), 0);
+	assert_int_equal(tdev_migrate(d, p, M2 / PG, NULL, NULL), 0);
+	atomic_store(&hmm_race_hook, remap_hold);
+	assert_true(mremap(p, M2 / 2, M2 / 2, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP,
+			   dst) == dst);
+	while (!atomic_load(&remap_win.open))
+		hmm_relax(&spins);
+	got = *(volatile int *)dst;
+	atomic_store(&remap_win.read_done, true);
+	hmm_mm_sync_events(mm);
+	atomic_store(&hmm_race_hook, NULL);
+	hmm_mm_get_stats(mm, &st);
+	assert_int_equal(got, 5);
+	assert_true(st.event_waits >= 1);
+	check_ints(dst, M2 / 2, 5);
+	hmm_devmem_evict_all(mm, d->dm);
+	assert_int_equal(hmm_devmem_used_pages(d->dm), 0);
+	hmm_region_remove(mm, dst);
+	assert_int_equal(hmm_region_remove(mm, p), 0);
+	munmap(dst, M2);
+	munmap(p, M2);
+	tdev_free(d);
+	hmm_mm_destroy(mm);
+}
+
 /* ---- VMA lookups through /proc/self/maps from several threads --------------------------- */
 
 #define MAPS_B_PAGES	512	/* the VMAs before A: one per page, their protections flipping */
@@ -454,6 +525,8 @@ int main(void)
 		{ "HMM-19 teardown race", test_teardown, NULL, NULL, NULL },
 		{ "CPU wins against migrations", test_cpu_wins, NULL, NULL, NULL },
 		{ "zero fill against migrations", test_zero_fill_race, NULL, race_hook_reset, NULL },
+		{ "fault at a remapped address while its REMAP is handled", test_remap_fault_race,
+		  NULL, race_hook_reset, NULL },
 		{ "parallel fault back (4K, 64K)", test_parallel_fault_back, NULL, NULL, NULL },
 		{ "VMA lookups through /proc/self/maps from four threads", test_maps_lookups, NULL,
 		  NULL, NULL },
