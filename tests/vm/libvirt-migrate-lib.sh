@@ -294,7 +294,7 @@ mh_stop_pidfile() {
 }
 
 mh_cleanup() {
-	local h name pid
+	local h name pid log
 
 	for name in "${!MH_DOM[@]}"; do
 		for h in a b; do
@@ -316,6 +316,12 @@ mh_cleanup() {
 		mh_shm_cleanup "${MH_ROOT[$h]}/vgpud/state"
 		cp "${MH_ROOT[$h]}/vgpud.log" "${VGPU_TEST_LOGS:-build/test-logs}/vm-$VM_NAME-vgpud-$h.log" \
 			2>/dev/null
+		# each domain's QEMU log on this host: why a QEMU ended, when one did
+		for name in "${!MH_DOM[@]}"; do
+			log=${VGPU_TEST_LOGS:-build/test-logs}/vm-$VM_NAME-$name-qemu-$h.log
+			rm -f "$log"
+			cp "${MH_ROOT[$h]}/log/qemu/${MH_DOM[$name]}.log" "$log" 2>/dev/null
+		done
 	done
 	for h in a b; do
 		[ -n "${MH_NS[$h]:-}" ] && ip netns del "${MH_NS[$h]}" 2>/dev/null
