@@ -218,6 +218,34 @@ int hmm_uffd_unregister(int uffd, uintptr_t start, size_t len)
 	return ioctl(uffd, UFFDIO_UNREGISTER, &r) ? -errno : 0;
 }
 
+/* The handler thread's own state: messages it read while in the middle of another. */
+#define UFFD_LATER	64
+struct uffd_monitor {
+	struct hmm_mm *mm;
+	unsigned int nr_later;
+	struct uffd_msg later[UFFD_LATER];
+};
+static __thread struct uffd_monitor *uffd_self;	/* set in the handler thread only */
+
+/* An ioctl failed with EAGAIN: an unmap/remap/fork event waits to be read (the kernel
+ * refuses to change pages while mappings change), and only the handler thread reads
+ * events. Elsewhere, wait for it. In the handler thread waiting would be for itself:
+ * read what is there instead, handled after the message at hand, events first. */
+static void uffd_eagain(unsigned int *spins)
+{
+	struct uffd_monitor *m = uffd_self;
+	ssize_t n;
+
+	if (!m || m->nr_later == UFFD_LATER) {
+		hmm_relax(spins);
+		return;
+	}
+	n = read(m->mm->uffd, &m->later[m->nr_later],
+		 (UFFD_LATER - m->nr_later) * sizeof(m->later[0]));
+	if (n > 0)
+		m->nr_later += (unsigned int)((size_t)n / sizeof(m->later[0]));
+}
+
 long hmm_uffd_move(int uffd, uintptr_t dst, uintptr_t src, size_t len, bool allow_holes)
 {
 	struct uffdio_move mv = {
@@ -231,10 +259,10 @@ long hmm_uffd_move(int uffd, uintptr_t dst, uintptr_t src, size_t len, bool allo
 			return mv.move;
 		/* EAGAIN: an unmap/remap event is being delivered, or a partial move */
 		if (errno == EAGAIN && mv.move <= 0) {
-			mv.move = 0;
 			unsigned int spins = 0;
 
-			hmm_relax(&spins);
+			mv.move = 0;
+			uffd_eagain(&spins);
 			continue;
 		}
 		return mv.move > 0 ? mv.move : -errno;
@@ -255,7 +283,7 @@ long hmm_uffd_copy(int uffd, uintptr_t dst, const void *src, size_t len, bool wa
 			unsigned int spins = 0;
 
 			cp.copy = 0;
-			hmm_relax(&spins);
+			uffd_eagain(&spins);
 			continue;
 		}
 		return cp.copy > 0 ? cp.copy : -errno;
@@ -269,18 +297,18 @@ int hmm_uffd_zeropage(int uffd, uintptr_t dst, size_t len, bool wake)
 		.mode = wake ? 0 : UFFDIO_ZEROPAGE_MODE_DONTWAKE,
 	};
 
-	for (;;) {
-		if (!ioctl(uffd, UFFDIO_ZEROPAGE, &z))
-			return 0;
-		if (errno == EAGAIN && z.zeropage <= 0) {
-			unsigned int spins = 0;
+	if (!ioctl(uffd, UFFDIO_ZEROPAGE, &z))
+		return 0;
+	if (errno == EAGAIN && z.zeropage <= 0) {
+		/* The pending event may move a device page here (a REMAP): a zero page
+		 * filled before it is handled would take its place. The caller lets the
+		 * access retry, which finds the event handled. */
+		unsigned int spins = 0;
 
-			z.zeropage = 0;
-			hmm_relax(&spins);
-			continue;
-		}
-		return -errno;
+		uffd_eagain(&spins);
+		return -EBUSY;
 	}
+	return -errno;
 }
 
 int hmm_uffd_wp(int uffd, uintptr_t start, size_t len, bool protect, bool wake)
@@ -444,12 +472,28 @@ static void uffd_dispatch(struct hmm_mm *mm, const struct uffd_msg *msg)
 	}
 }
 
+/* @n messages read together: the events first. The kernel hands out page faults before
+ * events, but a fault read with an event may depend on it: a fault at the address a REMAP
+ * moved device pages to must find them there, not fill a zero page. */
+static void uffd_dispatch_batch(struct hmm_mm *mm, const struct uffd_msg *msgs, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (msgs[i].event != UFFD_EVENT_PAGEFAULT)
+			uffd_dispatch(mm, &msgs[i]);
+	for (size_t i = 0; i < n; i++)
+		if (msgs[i].event == UFFD_EVENT_PAGEFAULT)
+			uffd_dispatch(mm, &msgs[i]);
+}
+
 static void *uffd_thread(void *arg)
 {
 	struct hmm_mm *mm = arg;
 	struct pollfd pfd[2] = { { .fd = mm->uffd, .events = POLLIN },
 				 { .fd = mm->stop_fd, .events = POLLIN } };
-	struct uffd_msg msgs[16];
+	struct uffd_monitor self = { .mm = mm };
+	struct uffd_msg msgs[UFFD_LATER];
+
+	uffd_self = &self;
 
 	for (;;) {
 		if (poll(pfd, 2, -1) < 0) {
@@ -472,8 +516,14 @@ static void *uffd_thread(void *arg)
 			cmn_err("hmm: uffd read: %s", strerror(errno));
 			break;
 		}
-		for (size_t i = 0; i < (size_t)n / sizeof(msgs[0]); i++)
-			uffd_dispatch(mm, &msgs[i]);
+		uffd_dispatch_batch(mm, msgs, (size_t)n / sizeof(msgs[0]));
+		while (self.nr_later) {
+			size_t k = self.nr_later;
+
+			memcpy(msgs, self.later, k * sizeof(msgs[0]));
+			self.nr_later = 0;
+			uffd_dispatch_batch(mm, msgs, k);
+		}
 		atomic_store(&mm->monitor_busy, false);
 	}
 	return NULL;

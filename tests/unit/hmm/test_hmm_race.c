@@ -2,8 +2,9 @@
 /* Races (also run under ThreadSanitizer): HMM-19 munmap during a device read, CPU
  * writes racing migrations to the device (the CPU wins, no write is lost), several
  * threads faulting the same device-resident pages back at once, a fault at an address an
- * mremap is moving device pages to, and VMA lookups through /proc/self/maps from several
- * threads while the VMAs change. */
+ * mremap is moving device pages to, a fill while another thread unmaps, and VMA lookups
+ * through /proc/self/maps from several threads while the VMAs change. */
+#include <poll.h>
 #include <pthread.h>
 #include <time.h>
 
@@ -425,6 +426,73 @@ static void test_remap_fault_race(void **state)
 	hmm_mm_destroy(mm);
 }
 
+/* A zero fill held (hmm_race_hook, in the handler thread) until another thread's munmap
+ * of managed memory has queued its UNMAP event: the kernel then refuses to fill pages
+ * (EAGAIN) until the event is read, and only the handler thread reads it. */
+static struct {
+	struct hmm_mm *mm;
+	char *victim;
+	atomic_bool unmap;
+	atomic_uint held;
+} eagain_win;
+
+static void *eagain_unmapper(void *arg)
+{
+	unsigned int spins = 0;
+
+	(void)arg;
+	while (!atomic_load(&eagain_win.unmap))
+		hmm_relax(&spins);
+	munmap(eagain_win.victim + M2 / 2, M2 / 2);
+	return NULL;
+}
+
+static void eagain_hold(enum hmm_race_window win, uintptr_t addr)
+{
+	struct pollfd pfd = { .fd = eagain_win.mm->uffd, .events = POLLIN };
+
+	(void)addr;
+	if (win != HMM_RACE_ZERO_FILL || atomic_fetch_add(&eagain_win.held, 1))
+		return;
+	atomic_store(&eagain_win.unmap, true);
+	while (poll(&pfd, 1, -1) != 1)	/* the event is queued, its thread waits */
+		;
+}
+
+/* The handler thread waited for itself: its fill spun on EAGAIN while the event that
+ * caused it stayed unread (the munmap never returned, the fault never ended). It now
+ * reads the event, handles it, and the faulting thread's access retries. */
+static void test_fill_during_unmap(void **state)
+{
+	struct hmm_mm *mm = tmm_new(HMM_BACKEND_UFFD_THREAD, 0);
+	char *p = tbuf_new(M2, false), *victim = tbuf_new(M2, false);
+	struct hmm_mm_stats st;
+	pthread_t t;
+
+	(void)state;
+	eagain_win.mm = mm;
+	eagain_win.victim = victim;
+	atomic_store(&eagain_win.unmap, false);
+	atomic_store(&eagain_win.held, 0);
+	assert_int_equal(hmm_region_add(mm, p, M2), 0);
+	assert_int_equal(hmm_region_add(mm, victim, M2), 0);
+	assert_int_equal(pthread_create(&t, NULL, eagain_unmapper, NULL), 0);
+	atomic_store(&hmm_race_hook, eagain_hold);
+	assert_int_equal(*(volatile char *)p, 0);
+	pthread_join(t, NULL);
+	atomic_store(&hmm_race_hook, NULL);
+	hmm_mm_sync_events(mm);
+	hmm_mm_get_stats(mm, &st);
+	assert_true(atomic_load(&eagain_win.held) >= 2);	/* the fill was tried again */
+	assert_int_equal(st.events_unmap, 1);
+	assert_int_equal(st.zero_fills, 1);
+	assert_int_equal(hmm_region_remove(mm, p), 0);
+	hmm_region_remove(mm, victim);
+	munmap(p, M2);
+	munmap(victim, M2 / 2);
+	hmm_mm_destroy(mm);
+}
+
 /* ---- VMA lookups through /proc/self/maps from several threads --------------------------- */
 
 #define MAPS_B_PAGES	512	/* the VMAs before A: one per page, their protections flipping */
@@ -526,6 +594,8 @@ int main(void)
 		{ "CPU wins against migrations", test_cpu_wins, NULL, NULL, NULL },
 		{ "zero fill against migrations", test_zero_fill_race, NULL, race_hook_reset, NULL },
 		{ "fault at a remapped address while its REMAP is handled", test_remap_fault_race,
+		  NULL, race_hook_reset, NULL },
+		{ "zero fill while another thread unmaps (handler thread)", test_fill_during_unmap,
 		  NULL, race_hook_reset, NULL },
 		{ "parallel fault back (4K, 64K)", test_parallel_fault_back, NULL, NULL, NULL },
 		{ "VMA lookups through /proc/self/maps from four threads", test_maps_lookups, NULL,
