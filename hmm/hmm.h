@@ -379,8 +379,8 @@ struct hmm_mm_stats {
 	uint64_t migrated_to_device, migrated_to_system;	/* pages */
 	uint64_t invalidations;		/* notifier callbacks run */
 	uint64_t events_unmap, events_remap, events_fork;	/* from userfaultfd */
-	uint64_t event_waits;		/* SIGBUS faults retried while an event they may
-					 * depend on was being handled */
+	uint64_t event_waits;		/* SIGBUS faults retried while events they may
+					 * depend on were queued or being handled */
 	uint64_t exclusive;		/* pages made device-exclusive */
 	uint64_t exclusive_revoked;	/* ... and given back to the CPU */
 	uint64_t copier_pages;		/* pages of migrations back copied by the copier

@@ -314,8 +314,11 @@ static inline uint64_t hmm_mm_now(struct hmm_mm *mm)
 	return mm->opts.clock_ns ? mm->opts.clock_ns() : cmn_now_ns();
 }
 
-/* True while a monitor thread handles userfaultfd messages it has read. Signal safe. */
-bool hmm_events_pending(void);
+/* True while @mm's userfaultfd has events queued or its handler thread handles messages
+ * it read. Signal safe. */
+bool hmm_mm_events_pending(struct hmm_mm *mm);
+/* An mm whose events are pending, or NULL. Signal safe. */
+struct hmm_mm *hmm_events_pending(void);
 
 /* Race windows a test may widen (test_hmm_race): each is a point where another thread
  * may change the page, so that the code after it must re-check what it saw before. */
@@ -325,6 +328,7 @@ enum hmm_race_window {
 				 * (copier.c), which the copier thread may take first */
 	HMM_RACE_REMAP,		/* a REMAP event has a region at the new address, the
 				 * device pages are not moved there yet */
+	HMM_RACE_MONITOR_WAKE,	/* the handler thread has seen messages, not read them */
 };
 /* Test only: called at each window when set (NULL in normal use: one relaxed load). It
  * runs in the fault handler's context, a signal handler included. */

@@ -3,6 +3,7 @@
  * sequence numbers, events from userfaultfd and from the application, fork handling. */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -559,15 +560,26 @@ void hmm_uffd_event_fork(struct hmm_mm *mm)
 	hmm_notify_invalidate(mm, &r);
 }
 
-bool hmm_events_pending(void)
+bool hmm_mm_events_pending(struct hmm_mm *mm)
+{
+	struct pollfd pfd = { .fd = mm->uffd, .events = POLLIN };
+
+	if (atomic_load(&mm->monitor_busy))
+		return true;
+	/* queued and not read yet (the thread that caused one waits for the read) */
+	return mm->uffd >= 0 && mm->thread_started && poll(&pfd, 1, 0) == 1 &&
+	       (pfd.revents & POLLIN);
+}
+
+struct hmm_mm *hmm_events_pending(void)
 {
 	for (unsigned int i = 0; i < HMM_MAX_MMS; i++) {
 		struct hmm_mm *mm = atomic_load(&mms[i]);
 
-		if (mm && atomic_load(&mm->monitor_busy))
-			return true;
+		if (mm && hmm_mm_events_pending(mm))
+			return mm;
 	}
-	return false;
+	return NULL;
 }
 
 void hmm_mm_sync_events(struct hmm_mm *mm)
@@ -808,6 +820,7 @@ void hmm_mm_destroy(struct hmm_mm *mm)
 	if (!mm)
 		return;
 	mm_unpublish(mm);
+	handlers_drain();	/* a fault handler that found it there is done with it */
 	for (unsigned int i = 0; i < HMM_MAX_REGIONS; i++) {
 		struct hmm_region *r = atomic_load(&hmm_regions[i]);
 

@@ -326,7 +326,7 @@ int hmm_uffd_wp(int uffd, uintptr_t start, size_t len, bool protect, bool wake)
 		if (errno == EAGAIN) {
 			unsigned int spins = 0;
 
-			hmm_relax(&spins);
+			uffd_eagain(&spins);
 			continue;
 		}
 		return -errno;
@@ -362,45 +362,49 @@ static void sigbus_chain(int sig, siginfo_t *si, void *uc)
 	old_sigbus.sa_handler(sig);
 }
 
+/* A SIGBUS fault waits (by retrying) while @mm has events queued or being handled: it may
+ * depend on one (a REMAP moving device pages to its address, or creating its region).
+ * Still in flight, so that @mm stays: one pause, then the access comes back here. */
+static void sigbus_event_wait(struct hmm_mm *mm)
+{
+	unsigned int spins = 64;	/* hmm_relax(): yield at once */
+
+	atomic_fetch_add_explicit(&mm->c_event_waits, 1, memory_order_relaxed);
+	hmm_relax(&spins);
+}
+
 static void hmm_sigbus(int sig, siginfo_t *si, void *uc)
 {
 	int saved_errno = errno;
 	uintptr_t addr = (uintptr_t)si->si_addr;
 	struct hmm_region *r;
+	struct hmm_mm *mm = NULL;
 
 	atomic_fetch_add(&hmm_handlers_inflight, 1);
 	r = si->si_code == BUS_ADRERR ? hmm_region_find(addr) : NULL;
 	if (r && r->mm->opts.backend == HMM_BACKEND_UFFD_SIGBUS) {
 		/* Resolved or not, returning retries the access: an unresolved one comes
-		 * back here, a resolved one proceeds. While the monitor handles events
-		 * (a REMAP moving device pages to this address, say), the page's state may
-		 * be about to change: a fault now would zero-fill a page the event is about
-		 * to mark as on the device, so wait for the events to be handled and look again. */
-		if (atomic_load(&r->mm->monitor_busy)) {
-			struct hmm_mm *mm = r->mm;
-			unsigned int spins = 0;
-
-			/* not in flight while waiting: the events may remove regions */
-			atomic_fetch_sub(&hmm_handlers_inflight, 1);
-			atomic_fetch_add_explicit(&mm->c_event_waits, 1, memory_order_relaxed);
-			while (atomic_load(&mm->monitor_busy))
-				hmm_relax(&spins);
-			errno = saved_errno;
-			return;
-		}
-		hmm_cpu_fault(r->mm, r, addr & ~(HMM_PAGE_SIZE - 1), false, false);
+		 * back here, a resolved one proceeds. While events are queued or being
+		 * handled the page's state may be about to change: a fault now would
+		 * zero-fill a page a REMAP is about to mark as on the device. */
+		if (hmm_mm_events_pending(r->mm))
+			sigbus_event_wait(r->mm);
+		else
+			hmm_cpu_fault(r->mm, r, addr & ~(HMM_PAGE_SIZE - 1), false, false);
 		atomic_fetch_sub(&hmm_handlers_inflight, 1);
 		errno = saved_errno;
 		return;
 	}
-	atomic_fetch_sub(&hmm_handlers_inflight, 1);
 	/* an address an mremap just moved: its region appears once the event is handled */
-	if (!r && si->si_code == BUS_ADRERR && hmm_events_pending()) {
-		errno = saved_errno;
-		return;		/* retry the access */
+	if (!r && si->si_code == BUS_ADRERR) {
+		mm = hmm_events_pending();
+		if (mm)
+			sigbus_event_wait(mm);
 	}
+	atomic_fetch_sub(&hmm_handlers_inflight, 1);
 	errno = saved_errno;
-	sigbus_chain(sig, si, uc);
+	if (!mm)
+		sigbus_chain(sig, si, uc);
 }
 
 static int sigbus_install(void)
@@ -504,6 +508,7 @@ static void *uffd_thread(void *arg)
 		}
 		if (pfd[1].revents)
 			break;
+		hmm_race_window(HMM_RACE_MONITOR_WAKE, 0);
 		/* Busy from before the read: the thread that caused an event resumes once it
 		 * is read, and must find it handled or being handled (hmm_mm_sync_events). */
 		atomic_store(&mm->monitor_busy, true);

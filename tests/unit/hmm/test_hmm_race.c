@@ -2,8 +2,9 @@
 /* Races (also run under ThreadSanitizer): HMM-19 munmap during a device read, CPU
  * writes racing migrations to the device (the CPU wins, no write is lost), several
  * threads faulting the same device-resident pages back at once, a fault at an address an
- * mremap is moving device pages to, a fill while another thread unmaps, and VMA lookups
- * through /proc/self/maps from several threads while the VMAs change. */
+ * mremap is moving device pages to (before and after its event is read), a fill while
+ * another thread unmaps, and VMA lookups through /proc/self/maps from several threads
+ * while the VMAs change. */
 #include <poll.h>
 #include <pthread.h>
 #include <time.h>
@@ -360,7 +361,7 @@ static void test_parallel_fault_back(void **state)
  * new address exists, the device pages are not moved there yet. The hook lets the event
  * go on once the faulting thread waits for it, or once that thread has read the page. */
 static struct {
-	struct hmm_mm *mm;
+	struct hmm_mm *_Atomic mm;	/* the hooks run in the handler thread */
 	atomic_bool open, read_done;
 } remap_win;
 
@@ -374,7 +375,7 @@ static void remap_hold(enum hmm_race_window win, uintptr_t addr)
 		return;
 	atomic_store(&remap_win.open, true);
 	for (;;) {
-		hmm_mm_get_stats(remap_win.mm, &st);
+		hmm_mm_get_stats(atomic_load(&remap_win.mm), &st);
 		if (st.event_waits || atomic_load(&remap_win.read_done))
 			break;
 		hmm_relax(&spins);
@@ -397,7 +398,7 @@ static void test_remap_fault_race(void **state)
 	int got;
 
 	(void)state;
-	remap_win.mm = mm;
+	atomic_store(&remap_win.mm, mm);
 	atomic_store(&remap_win.open, false);
 	atomic_store(&remap_win.read_done, false);
 	fill_ints(p, M2, 5);
@@ -426,11 +427,90 @@ static void test_remap_fault_race(void **state)
 	hmm_mm_destroy(mm);
 }
 
+/* The handler thread held between seeing an event and reading it (hmm_race_hook): a thread
+ * that touches an mremap's new address then finds no region there yet. */
+static struct {
+	struct hmm_mm *_Atomic mm;	/* the hooks run in the handler thread */
+	const int *dst;
+	atomic_bool armed, go, done;
+	int got;
+} wake_win;
+
+static void wake_hold(enum hmm_race_window win, uintptr_t addr)
+{
+	struct hmm_mm_stats st;
+	unsigned int spins = 0;
+
+	(void)addr;
+	if (win != HMM_RACE_MONITOR_WAKE || !atomic_exchange(&wake_win.armed, false))
+		return;
+	atomic_store(&wake_win.go, true);
+	for (;;) {
+		hmm_mm_get_stats(atomic_load(&wake_win.mm), &st);
+		if (st.event_waits || atomic_load(&wake_win.done))
+			break;
+		hmm_relax(&spins);
+	}
+}
+
+static void *wake_toucher(void *arg)
+{
+	unsigned int spins = 0;
+
+	(void)arg;
+	while (!atomic_load(&wake_win.go))
+		hmm_relax(&spins);
+	wake_win.got = *(volatile const int *)wake_win.dst;
+	atomic_store(&wake_win.done, true);
+	return NULL;
+}
+
+/* SIGBUS backend: another thread touches the new address of device pages after mremap
+ * moved the page tables and before the handler thread read the REMAP event. Its SIGBUS
+ * found no region there and nothing being handled, and went to the previous handler (the
+ * process died); it now waits for the queued event, and reads the data moved there. */
+static void test_remap_unread_event(void **state)
+{
+	struct hmm_mm *mm = tmm_new(HMM_BACKEND_UFFD_SIGBUS, 0);
+	struct tdev *d = tdev_new(mm, 2 * M2, NULL);
+	char *p = tbuf_new(M2, false), *dst = tbuf_new(M2, false);
+	struct hmm_mm_stats st;
+	pthread_t t;
+
+	(void)state;
+	atomic_store(&wake_win.mm, mm);
+	wake_win.dst = (const int *)dst;
+	atomic_store(&wake_win.go, false);
+	atomic_store(&wake_win.done, false);
+	fill_ints(p, M2, 7);
+	assert_int_equal(hmm_region_add(mm, p, M2), 0);
+	assert_int_equal(tdev_migrate(d, p, M2 / PG, NULL, NULL), 0);
+	assert_int_equal(pthread_create(&t, NULL, wake_toucher, NULL), 0);
+	atomic_store(&wake_win.armed, true);
+	atomic_store(&hmm_race_hook, wake_hold);
+	assert_true(mremap(p, M2 / 2, M2 / 2, MREMAP_MAYMOVE | MREMAP_FIXED, dst) == dst);
+	pthread_join(t, NULL);
+	hmm_mm_sync_events(mm);
+	atomic_store(&hmm_race_hook, NULL);
+	hmm_mm_get_stats(mm, &st);
+	assert_int_equal(wake_win.got, 7);
+	assert_true(st.event_waits >= 1);
+	check_ints(dst, M2 / 2, 7);
+	hmm_devmem_evict_all(mm, d->dm);
+	assert_int_equal(hmm_devmem_used_pages(d->dm), 0);
+	hmm_region_remove(mm, dst);
+	hmm_region_remove(mm, p);
+	munmap(dst, M2);
+	munmap(p, M2);
+	tdev_free(d);
+	hmm_mm_destroy(mm);
+}
+
 /* A zero fill held (hmm_race_hook, in the handler thread) until another thread's munmap
  * of managed memory has queued its UNMAP event: the kernel then refuses to fill pages
  * (EAGAIN) until the event is read, and only the handler thread reads it. */
 static struct {
-	struct hmm_mm *mm;
+	struct hmm_mm *_Atomic mm;	/* the hooks run in the handler thread */
 	char *victim;
 	atomic_bool unmap;
 	atomic_uint held;
@@ -449,7 +529,7 @@ static void *eagain_unmapper(void *arg)
 
 static void eagain_hold(enum hmm_race_window win, uintptr_t addr)
 {
-	struct pollfd pfd = { .fd = eagain_win.mm->uffd, .events = POLLIN };
+	struct pollfd pfd = { .fd = atomic_load(&eagain_win.mm)->uffd, .events = POLLIN };
 
 	(void)addr;
 	if (win != HMM_RACE_ZERO_FILL || atomic_fetch_add(&eagain_win.held, 1))
@@ -470,7 +550,7 @@ static void test_fill_during_unmap(void **state)
 	pthread_t t;
 
 	(void)state;
-	eagain_win.mm = mm;
+	atomic_store(&eagain_win.mm, mm);
 	eagain_win.victim = victim;
 	atomic_store(&eagain_win.unmap, false);
 	atomic_store(&eagain_win.held, 0);
@@ -595,6 +675,8 @@ int main(void)
 		{ "zero fill against migrations", test_zero_fill_race, NULL, race_hook_reset, NULL },
 		{ "fault at a remapped address while its REMAP is handled", test_remap_fault_race,
 		  NULL, race_hook_reset, NULL },
+		{ "another thread at a remapped address before the event is read",
+		  test_remap_unread_event, NULL, race_hook_reset, NULL },
 		{ "zero fill while another thread unmaps (handler thread)", test_fill_during_unmap,
 		  NULL, race_hook_reset, NULL },
 		{ "parallel fault back (4K, 64K)", test_parallel_fault_back, NULL, NULL, NULL },
