@@ -155,7 +155,8 @@ static uint64_t wait_page_settled(struct hmm_mm *mm, _Atomic uint64_t *w)
  * data out, the zero page would then take its place and every write the page had seen
  * was lost (test_hmm_race "zero fill against migrations"). The faulting thread is woken
  * by the caller once the claim is released, so that it never sees its own page busy.
- * -EAGAIN: the word changed, look again. */
+ * -EAGAIN: the word changed, look again; -EBUSY: an unmap/remap event is pending, the
+ * access retries after it (hmm_uffd_zeropage()). */
 static int zero_fill_claimed(struct hmm_mm *mm, _Atomic uint64_t *pw, uint64_t w,
 			     uintptr_t addr)
 {

@@ -245,6 +245,7 @@ int hmm_uffd_unregister(int uffd, uintptr_t start, size_t len);
 long hmm_uffd_move(int uffd, uintptr_t dst, uintptr_t src, size_t len, bool allow_holes);
 /* UFFDIO_COPY; returns bytes copied or -errno. */
 long hmm_uffd_copy(int uffd, uintptr_t dst, const void *src, size_t len, bool wake);
+/* UFFDIO_ZEROPAGE; 0, -EBUSY while an unmap/remap/fork event is pending, or -errno. */
 int hmm_uffd_zeropage(int uffd, uintptr_t dst, size_t len, bool wake);
 void hmm_uffd_wake(int uffd, uintptr_t start, size_t len);
 /* UFFDIO_WRITEPROTECT of [start, start+len): @protect on, or off (waking with @wake). */
