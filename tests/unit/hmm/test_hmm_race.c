@@ -357,6 +357,61 @@ static void test_parallel_fault_back(void **state)
 	}
 }
 
+/* Device pages an mremap moves in the REMAP cases: half of a migrated 2 MiB buffer of
+ * ints from @bias, SIGBUS backend. */
+struct remap_fx {
+	struct hmm_mm *mm;
+	struct tdev *d;
+	char *p, *dst;
+};
+
+static void remap_fx_init(struct remap_fx *f, int bias)
+{
+	f->mm = tmm_new(HMM_BACKEND_UFFD_SIGBUS, 0);
+	f->d = tdev_new(f->mm, 2 * M2, NULL);
+	f->p = tbuf_new(M2, false);
+	f->dst = tbuf_new(M2, false);
+	fill_ints(f->p, M2, bias);
+	assert_int_equal(hmm_region_add(f->mm, f->p, M2), 0);
+	assert_int_equal(tdev_migrate(f->d, f->p, M2 / PG, NULL, NULL), 0);
+}
+
+/* The int the racing thread read, the waits counted, the data at the new address; then
+ * nothing left behind. */
+static void remap_fx_check_fini(struct remap_fx *f, int got, int bias)
+{
+	struct hmm_mm_stats st;
+
+	hmm_mm_sync_events(f->mm);
+	atomic_store(&hmm_race_hook, NULL);
+	hmm_mm_get_stats(f->mm, &st);
+	assert_int_equal(got, bias);
+	assert_true(st.event_waits >= 1);
+	check_ints(f->dst, M2 / 2, bias);
+	hmm_devmem_evict_all(f->mm, f->d->dm);
+	assert_int_equal(hmm_devmem_used_pages(f->d->dm), 0);
+	hmm_region_remove(f->mm, f->dst);
+	hmm_region_remove(f->mm, f->p);
+	munmap(f->dst, M2);
+	munmap(f->p, M2);
+	tdev_free(f->d);
+	hmm_mm_destroy(f->mm);
+}
+
+/* In a hook: hold the handler thread until a fault waited for it or @done. */
+static void hold_until_waited(struct hmm_mm *mm, atomic_bool *done)
+{
+	struct hmm_mm_stats st;
+	unsigned int spins = 0;
+
+	for (;;) {
+		hmm_mm_get_stats(mm, &st);
+		if (st.event_waits || atomic_load(done))
+			break;
+		hmm_relax(&spins);
+	}
+}
+
 /* The REMAP window held open (hmm_race_hook, in the monitor thread): the region at the
  * new address exists, the device pages are not moved there yet. The hook lets the event
  * go on once the faulting thread waits for it, or once that thread has read the page. */
@@ -367,19 +422,11 @@ static struct {
 
 static void remap_hold(enum hmm_race_window win, uintptr_t addr)
 {
-	struct hmm_mm_stats st;
-	unsigned int spins = 0;
-
 	(void)addr;
 	if (win != HMM_RACE_REMAP)
 		return;
 	atomic_store(&remap_win.open, true);
-	for (;;) {
-		hmm_mm_get_stats(atomic_load(&remap_win.mm), &st);
-		if (st.event_waits || atomic_load(&remap_win.read_done))
-			break;
-		hmm_relax(&spins);
-	}
+	hold_until_waited(atomic_load(&remap_win.mm), &remap_win.read_done);
 }
 
 /* CI saw it (HMM-34, SIGBUS backend, MREMAP_DONTUNMAP of device pages): the thread that
@@ -390,41 +437,23 @@ static void remap_hold(enum hmm_race_window win, uintptr_t addr)
  * every time: the page reads back its data and the wait is counted. */
 static void test_remap_fault_race(void **state)
 {
-	struct hmm_mm *mm = tmm_new(HMM_BACKEND_UFFD_SIGBUS, 0);
-	struct tdev *d = tdev_new(mm, 2 * M2, NULL);
-	char *p = tbuf_new(M2, false), *dst = tbuf_new(M2, false);
+	struct remap_fx f;
 	unsigned int spins = 0;
-	struct hmm_mm_stats st;
 	int got;
 
 	(void)state;
-	atomic_store(&remap_win.mm, mm);
+	remap_fx_init(&f, 5);
+	atomic_store(&remap_win.mm, f.mm);
 	atomic_store(&remap_win.open, false);
 	atomic_store(&remap_win.read_done, false);
-	fill_ints(p, M2, 5);
-	assert_int_equal(hmm_region_add(mm, p, M2), 0);
-	assert_int_equal(tdev_migrate(d, p, M2 / PG, NULL, NULL), 0);
 	atomic_store(&hmm_race_hook, remap_hold);
-	assert_true(mremap(p, M2 / 2, M2 / 2, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP,
-			   dst) == dst);
+	assert_true(mremap(f.p, M2 / 2, M2 / 2, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP,
+			   f.dst) == f.dst);
 	while (!atomic_load(&remap_win.open))
 		hmm_relax(&spins);
-	got = *(volatile int *)dst;
+	got = *(volatile int *)f.dst;
 	atomic_store(&remap_win.read_done, true);
-	hmm_mm_sync_events(mm);
-	atomic_store(&hmm_race_hook, NULL);
-	hmm_mm_get_stats(mm, &st);
-	assert_int_equal(got, 5);
-	assert_true(st.event_waits >= 1);
-	check_ints(dst, M2 / 2, 5);
-	hmm_devmem_evict_all(mm, d->dm);
-	assert_int_equal(hmm_devmem_used_pages(d->dm), 0);
-	hmm_region_remove(mm, dst);
-	assert_int_equal(hmm_region_remove(mm, p), 0);
-	munmap(dst, M2);
-	munmap(p, M2);
-	tdev_free(d);
-	hmm_mm_destroy(mm);
+	remap_fx_check_fini(&f, got, 5);
 }
 
 /* The handler thread held between seeing an event and reading it (hmm_race_hook): a thread
@@ -438,19 +467,11 @@ static struct {
 
 static void wake_hold(enum hmm_race_window win, uintptr_t addr)
 {
-	struct hmm_mm_stats st;
-	unsigned int spins = 0;
-
 	(void)addr;
 	if (win != HMM_RACE_MONITOR_WAKE || !atomic_exchange(&wake_win.armed, false))
 		return;
 	atomic_store(&wake_win.go, true);
-	for (;;) {
-		hmm_mm_get_stats(atomic_load(&wake_win.mm), &st);
-		if (st.event_waits || atomic_load(&wake_win.done))
-			break;
-		hmm_relax(&spins);
-	}
+	hold_until_waited(atomic_load(&wake_win.mm), &wake_win.done);
 }
 
 static void *wake_toucher(void *arg)
@@ -471,39 +492,21 @@ static void *wake_toucher(void *arg)
  * process died); it now waits for the queued event, and reads the data moved there. */
 static void test_remap_unread_event(void **state)
 {
-	struct hmm_mm *mm = tmm_new(HMM_BACKEND_UFFD_SIGBUS, 0);
-	struct tdev *d = tdev_new(mm, 2 * M2, NULL);
-	char *p = tbuf_new(M2, false), *dst = tbuf_new(M2, false);
-	struct hmm_mm_stats st;
+	struct remap_fx f;
 	pthread_t t;
 
 	(void)state;
-	atomic_store(&wake_win.mm, mm);
-	wake_win.dst = (const int *)dst;
+	remap_fx_init(&f, 7);
+	atomic_store(&wake_win.mm, f.mm);
+	wake_win.dst = (const int *)f.dst;
 	atomic_store(&wake_win.go, false);
 	atomic_store(&wake_win.done, false);
-	fill_ints(p, M2, 7);
-	assert_int_equal(hmm_region_add(mm, p, M2), 0);
-	assert_int_equal(tdev_migrate(d, p, M2 / PG, NULL, NULL), 0);
 	assert_int_equal(pthread_create(&t, NULL, wake_toucher, NULL), 0);
 	atomic_store(&wake_win.armed, true);
 	atomic_store(&hmm_race_hook, wake_hold);
-	assert_true(mremap(p, M2 / 2, M2 / 2, MREMAP_MAYMOVE | MREMAP_FIXED, dst) == dst);
+	assert_true(mremap(f.p, M2 / 2, M2 / 2, MREMAP_MAYMOVE | MREMAP_FIXED, f.dst) == f.dst);
 	pthread_join(t, NULL);
-	hmm_mm_sync_events(mm);
-	atomic_store(&hmm_race_hook, NULL);
-	hmm_mm_get_stats(mm, &st);
-	assert_int_equal(wake_win.got, 7);
-	assert_true(st.event_waits >= 1);
-	check_ints(dst, M2 / 2, 7);
-	hmm_devmem_evict_all(mm, d->dm);
-	assert_int_equal(hmm_devmem_used_pages(d->dm), 0);
-	hmm_region_remove(mm, dst);
-	hmm_region_remove(mm, p);
-	munmap(dst, M2);
-	munmap(p, M2);
-	tdev_free(d);
-	hmm_mm_destroy(mm);
+	remap_fx_check_fini(&f, wake_win.got, 7);
 }
 
 /* A zero fill held (hmm_race_hook, in the handler thread) until another thread's munmap
