@@ -26,6 +26,9 @@ static const int method_nargs[VGPU_M_NR] = {
 	[VGPU_M_TIMESTAMP] = 2,		[VGPU_M_REDUCE_ADD_U32] = 5,	[VGPU_M_AXPY_F32] = 6,
 };
 
+/* The most arguments a method other than NOP takes. */
+#define METHOD_ARGS_MAX 6
+
 /* Work units per unit of a method's progress (bytes or elements): bytes read and written,
  * and GPU_COST_ELEM per element computed (see GPU_COST_METHOD). */
 static const uint64_t method_cost[VGPU_M_NR] = {
@@ -420,19 +423,26 @@ static enum mres method_step(struct gpu_ctx *ctx)
 {
 	struct gpu_chan *c = ctx->c;
 	uint64_t va = c->seg_va + (uint64_t)c->seg_off * 4;
-	uint32_t hdr, args[8], id, nargs;
+	uint32_t dw[1 + METHOD_ARGS_MAX], *args = dw + 1, id, nargs, n;
 	uint64_t progress0 = c->progress;
 	enum mres r;
 
-	if (gpu_va_read(ctx, va, &hdr, 4))
+	/* The header and what follows it in the segment, up to the longest method and within
+	 * the header's page, in one read: one translation per method, not two. A fault is
+	 * then the header's page's, as when the header was read alone. */
+	n = cmn_min(cmn_min((uint32_t)VGPU_ARRAY_SIZE(dw), c->seg_len - c->seg_off),
+		    (uint32_t)(4096 - (va & 4095)) / 4);
+	if (gpu_va_read(ctx, va, dw, n * 4))
 		goto pb_fault;
-	id = VGPU_MTHD_ID(hdr);
-	nargs = VGPU_MTHD_NARGS(hdr);
+	id = VGPU_MTHD_ID(dw[0]);
+	nargs = VGPU_MTHD_NARGS(dw[0]);
 	if (id >= VGPU_M_NR || (uint64_t)c->seg_off + 1 + nargs > c->seg_len)
 		return ctx_error(ctx, VGPU_CHAN_ERR_METHOD_ILLEGAL, id);
 	if (method_nargs[id] >= 0 && nargs != (uint32_t)method_nargs[id])
 		return ctx_error(ctx, VGPU_CHAN_ERR_METHOD_ARGS, id);
-	if (id != VGPU_M_NOP && gpu_va_read(ctx, va + 4, args, nargs * 4))
+	/* Arguments on the next page. */
+	if (id != VGPU_M_NOP && 1 + nargs > n &&
+	    gpu_va_read(ctx, va + n * 4, dw + n, (1 + nargs - n) * 4))
 		goto pb_fault;
 	r = method_exec(ctx, id, args);
 	ctx->cost += GPU_COST_METHOD + (c->progress - progress0) * method_cost[id];
@@ -465,32 +475,48 @@ static void gp_advance(struct gpu_chan *c)
 	c->userd_dirty = true;
 }
 
-/* Re-read GP_PUT after a doorbell or when the known work ran out; sort out misuse. */
+/* Take @put, just read from USERD, as the channel's GP_PUT unless it is misuse (counted and
+ * ignored). True if GP_PUT moved. */
+static bool gp_take_put(struct gpu_ctx *ctx, uint32_t put)
+{
+	struct gpu_chan *c = ctx->c;
+	uint32_t mask = (uint32_t)c->cfg.gpfifo_entries - 1;
+	struct gpu_db_counters *dbc = &ctx->f->dbc;
+
+	if (put == c->gp_put)
+		return false;
+	if (put > mask) {
+		atomic_fetch_add(&dbc->bad_put, 1);
+		return false;
+	}
+	if (((put - c->gp_get) & mask) < ((c->gp_put - c->gp_get) & mask)) {
+		atomic_fetch_add(&dbc->backwards, 1);
+		return false;
+	}
+	c->gp_put = put;
+	gpu_status_put(&c->st->gp_put, put);
+	return true;
+}
+
+/* Re-read GP_PUT after a doorbell or when the known work ran out. */
 static int gp_refresh_put(struct gpu_ctx *ctx)
 {
 	struct gpu_chan *c = ctx->c;
 	uint64_t bit = VGPU_BIT(ctx->chid);
-	uint32_t mask = (uint32_t)c->cfg.gpfifo_entries - 1, put;
-	/* Clear before reading: a doorbell racing with the read sets it again. */
-	bool rung = atomic_fetch_and(&ctx->f->pending, ~bit) & bit;
-	struct gpu_db_counters *dbc = &ctx->f->dbc;
+	uint32_t put;
+	/* Clear before reading: a doorbell racing with the read sets it again. Only when set:
+	 * the locked instruction would wait for every load before it. */
+	bool rung = (atomic_load_explicit(&ctx->f->pending, memory_order_relaxed) & bit) &&
+		    (atomic_fetch_and(&ctx->f->pending, ~bit) & bit);
 
 	if (gpu_userd_read_put(ctx->g, ctx->f, c, ctx->part_base, ctx->part_size, &put)) {
 		ctx_error(ctx, VGPU_CHAN_ERR_USERD_FAULT, 0xffffffffu);
 		return -EFAULT;
 	}
-	if (put == c->gp_put) {
-		/* The doorbell of work a linger already ran is not spurious. */
-		if (rung && !c->took_early)
-			atomic_fetch_add(&dbc->spurious, 1);
-	} else if (put > mask) {
-		atomic_fetch_add(&dbc->bad_put, 1);
-	} else if (((put - c->gp_get) & mask) < ((c->gp_put - c->gp_get) & mask)) {
-		atomic_fetch_add(&dbc->backwards, 1);
-	} else {
-		c->gp_put = put;
-		gpu_status_put(&c->st->gp_put, put);
-	}
+	/* The doorbell of work a linger already ran is not spurious. */
+	if (put == c->gp_put && rung && !c->took_early)
+		atomic_fetch_add(&ctx->f->dbc.spurious, 1);
+	gp_take_put(ctx, put);
 	if (rung)
 		c->took_early = false;
 	return 0;
@@ -678,7 +704,7 @@ static bool others_pending(const struct gpu_ctx *ctx)
  * that path). Only while nothing else waits: another channel pending, any news for the
  * engine (a token of any function but this channel's own, a poke, a GSP change, a stop)
  * and the slice's end stop it. The wait is the slice's idle time, not its work. True if
- * GP_PUT moved: it is read again, and checked, as after a doorbell. */
+ * GP_PUT moved, checked as after a doorbell. */
 static bool chan_linger(struct gpu_ctx *ctx)
 {
 	struct gpu *g = ctx->g;
@@ -704,9 +730,12 @@ static bool chan_linger(struct gpu_ctx *ctx)
 		if (gpu_userd_read_put(g, ctx->f, c, ctx->part_base, ctx->part_size, &put))
 			break;
 		if (put != c->gp_put) {
+			/* Taken here, so the turn goes on to the entries without reading it
+			 * again; a value that is misuse ends the wait. */
 			gpu_chan_prefetch(c);
-			c->took_early = moved = true;
-			ctx->lingered++;
+			moved = gp_take_put(ctx, put);
+			c->took_early |= moved;
+			ctx->lingered += moved;
 			break;
 		}
 		if (gpu_engine_news_but(ctx->e, ctx->f->id, own))

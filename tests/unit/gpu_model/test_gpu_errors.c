@@ -35,6 +35,17 @@ static void bad_pb_past_slice(struct ectx *x)
 	tchan_gp_raw(&x->bad, vgpu_gp_entry(va, 4));
 }
 
+/* A method's header on the last dword of a mapped page, its arguments on an unmapped one. */
+static void bad_pb_args_unmapped(struct ectx *x)
+{
+	uint64_t va = 0x7400000000ull, pa = tgpu_alloc(x->t, 1, 4096);
+	uint32_t *pb = tgpu_ptr(x->t, 1, pa, 4096);
+
+	tgpu_map(x->t, 1, va, pa, 4096, VGPU_GMMU_PAGE_4K, 0);
+	pb[1023] = VGPU_MTHD(VGPU_M_SEM_RELEASE, 5);
+	tchan_gp_raw(&x->bad, vgpu_gp_entry(va + 4092, 6));
+}
+
 static void bad_method_unknown(struct ectx *x)
 {
 	TM(&x->bad, 0x77, 1, 2);
@@ -121,6 +132,7 @@ static const struct err_case {
 	{ "GP unknown control opcode",		bad_gp_opcode, VGPU_CHAN_ERR_GP_ILLEGAL },
 	{ "pushbuffer unmapped",		bad_pb_unmapped, VGPU_CHAN_ERR_PB_FAULT },
 	{ "pushbuffer past the slice",		bad_pb_past_slice, VGPU_CHAN_ERR_PB_FAULT },
+	{ "method arguments on an unmapped page", bad_pb_args_unmapped, VGPU_CHAN_ERR_PB_FAULT },
 	{ "unknown method",			bad_method_unknown, VGPU_CHAN_ERR_METHOD_ILLEGAL },
 	{ "method past its segment",		bad_method_past_segment, VGPU_CHAN_ERR_METHOD_ILLEGAL },
 	{ "wrong argument count",		bad_method_nargs, VGPU_CHAN_ERR_METHOD_ARGS },

@@ -2,7 +2,8 @@
 /* A channel that caught up after work keeps its turn a while (gpu_config.linger_ns) and
  * runs a submission whose GP_PUT moves meanwhile, doorbell or not; any news for the engine
  * ends the wait at once: another function's token, a stop. Its own token, which comes
- * after the work it announced already ran, is neither news nor counted spurious. With
+ * after the work it announced already ran, is neither news nor counted spurious; a GP_PUT
+ * that is misuse ends it. With
  * GPU_LINGER_NONE a turn ends as soon as the channel caught up. The waits here are an hour
  * long and the periodic scan never comes: only the behaviour under test can end them. */
 #include "gpu_test.h"
@@ -160,6 +161,25 @@ static void test_linger_spurious_still_counted(void **state)
 	lctx_free(l);
 }
 
+/* A GP_PUT beyond the ring while the turn waits is misuse: counted once and ignored, and
+ * the wait ends (the engine goes to sleep, the channel keeps working). */
+static void test_linger_bad_put_ends_wait(void **state)
+{
+	struct lctx *l = lctx_new(HOUR);
+
+	(void)state;
+	submit(l, &l->a, 1);
+	wait_lingering(l, 1, 1);
+	__atomic_store_n(&l->a.c.userd->gp_put, 1000, __ATOMIC_RELEASE);
+	assert_int_equal(tgpu_wait_db(l->t, 1, TGPU_DB(bad_put), 1), 1);
+	wait_asleep(l);
+	assert_int_equal(tgpu_db_stats(l->t, 1).bad_put, 1);
+	assert_int_equal(lingered(l, 1), 0);
+	submit(l, &l->a, 2);
+	assert_int_equal(tchan_err(&l->a.c), 0);
+	lctx_free(l);
+}
+
 /* GPU_LINGER_NONE: the turn ends when the channel caught up, so a GP_PUT without a doorbell
  * waits for one; function 2's work, which its token brings, runs meanwhile. */
 static void test_linger_none(void **state)
@@ -184,6 +204,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_linger_runs_next_submission),
 		cmocka_unit_test(test_linger_spurious_still_counted),
+		cmocka_unit_test(test_linger_bad_put_ends_wait),
 		cmocka_unit_test(test_linger_none),
 	};
 

@@ -244,6 +244,37 @@ static void test_many_entries(void **state)
 		assert_int_equal(p[i % 16], i);
 }
 
+/* A pushbuffer of two 4 KiB pages mapped the other way round from VRAM, so that the VA's
+ * next page is not the next host page: a method whose arguments continue past the first
+ * page, from every offset, reads them through a second translation. */
+static void test_method_across_pages(void **state)
+{
+	struct mctx *m = *state;
+	const uint64_t pb_va = 0x7400000000ull;
+	uint64_t pa = tgpu_alloc(m->t, 1, 8192), sem_va = m->buf_va + 4096;
+	uint32_t *page[2] = { tgpu_ptr(m->t, 1, pa + 4096, 4096), tgpu_ptr(m->t, 1, pa, 4096) };
+	uint32_t *sem = (uint32_t *)(m->buf + 4096);
+
+	tgpu_map(m->t, 1, pb_va, pa + 4096, 4096, VGPU_GMMU_PAGE_4K, 0);
+	tgpu_map(m->t, 1, pb_va + 4096, pa, 4096, VGPU_GMMU_PAGE_4K, 0);
+	memset(sem, 0, 64);
+	for (uint32_t k = 1; k <= 8; k++) {
+		/* SEM_RELEASE, then a NOP with two arguments, from k dwords before the end. */
+		const uint32_t seg[] = {
+			VGPU_MTHD(VGPU_M_SEM_RELEASE, 5), lo32(sem_va + k * 4), hi32(sem_va),
+			100 + k, 0, 0, VGPU_MTHD(VGPU_M_NOP, 2), 1, 2,
+		};
+		uint32_t first = 1024 - k;
+
+		for (uint32_t i = 0; i < VGPU_ARRAY_SIZE(seg); i++)
+			page[(first + i) / 1024][(first + i) % 1024] = seg[i];
+		tchan_gp_raw(&m->c, vgpu_gp_entry(pb_va + first * 4ull, VGPU_ARRAY_SIZE(seg)));
+		tchan_kick(m->t, &m->c);
+		assert_int_equal(tchan_wait(&m->c), 0);
+		assert_int_equal(sem[k], 100 + k);
+	}
+}
+
 int main(void)
 {
 	struct CMUnitTest tests[32];
@@ -261,5 +292,6 @@ int main(void)
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test_setup_teardown(test_reduce, setup, teardown);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test_setup_teardown(test_axpy, setup, teardown);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test_setup_teardown(test_many_entries, setup, teardown);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test_setup_teardown(test_method_across_pages, setup, teardown);
 	return _cmocka_run_group_tests("gpu_methods", tests, n, NULL, NULL);
 }
