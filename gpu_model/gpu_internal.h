@@ -123,8 +123,10 @@ struct gpu_chan {
 	uint32_t gp_cache_idx, gp_cache_n;
 	uint64_t gp_cache[GPU_GP_CACHE];
 	bool seg_active;
+	bool seg_inline;		/* the segment is USERD's inline copy, in inl[] */
 	uint64_t seg_va;
 	uint32_t seg_len, seg_off;	/* dwords */
+	uint32_t inl[VGPU_USERD_INL_DW];
 	uint64_t progress;		/* bytes or elements of the current method done */
 	uint64_t acc;			/* partial result of a resumable reduction */
 	bool acq_waiting;
@@ -306,6 +308,10 @@ int gpu_va_write(struct gpu_ctx *ctx, uint64_t va, const void *buf, uint64_t len
 int gpu_phys_rw(struct gpu *g, unsigned int fn, uint64_t part_base, uint64_t part_size,
 		uint64_t aper, uint64_t addr, void *buf, uint64_t len, bool write);
 int gpu_sys_rw(struct gpu *g, unsigned int fn, uint64_t iova, void *buf, uint64_t len, bool write);
+/* Host address of @c's USERD (its first @len bytes), or NULL; for a caller inside an
+ * iommu_access_begin() bracket, valid until the bracket ends. */
+const struct vgpu_userd *gpu_userd_host(struct gpu *g, unsigned int fn, const struct gpu_chan *c,
+					uint64_t part_base, uint64_t part_size, uint64_t len);
 /* Copy to/from a non-VRAM aperture (SYS: IOVA; SVA: address of the process bound at the
  * function's SVA PASID): 0 or -EFAULT / -EACCES (logged by the IOMMU). */
 int gpu_aper_rw(struct gpu *g, unsigned int fn, uint64_t aper, uint64_t addr, void *buf,

@@ -227,6 +227,21 @@ int gpu_va_store(struct gpu_ctx *ctx, uint64_t va, unsigned int size, uint64_t v
 }
 
 /* USERD words are shared with a submitter polling them: 4/8-byte aligned accesses are atomic. */
+const struct vgpu_userd *gpu_userd_host(struct gpu *g, unsigned int fn, const struct gpu_chan *c,
+					uint64_t part_base, uint64_t part_size, uint64_t len)
+{
+	uint64_t addr = c->cfg.userd_addr;
+	struct iommu_xlate x;
+
+	if (c->cfg.userd_aper != VGPU_APER_SYS)
+		return addr <= part_size && part_size - addr >= len ?
+		       (const struct vgpu_userd *)(g->vram + part_base + addr) : NULL;
+	if (!g->cfg.iommu || iommu_fn_translate(g->cfg.iommu, fn, IOMMU_NO_PASID, addr, len,
+						IOMMU_READ, &x) || !x.host || x.len < len)
+		return NULL;
+	return (const struct vgpu_userd *)x.host;
+}
+
 int gpu_phys_rw(struct gpu *g, unsigned int fn, uint64_t part_base, uint64_t part_size,
 		uint64_t aper, uint64_t addr, void *buf, uint64_t len, bool write)
 {

@@ -45,7 +45,7 @@ void gpu_chan_reset_runtime(struct gpu_chan *c)
 {
 	c->gp_get = c->gp_put = 0;
 	c->gp_cache_idx = c->gp_cache_n = 0;
-	c->seg_active = false;
+	c->seg_active = c->seg_inline = false;
 	c->progress = c->acc = 0;
 	c->acq_waiting = false;
 	c->userd_dirty = false;
@@ -430,10 +430,14 @@ static enum mres method_step(struct gpu_ctx *ctx)
 	/* The header and what follows it in the segment, up to the longest method and within
 	 * the header's page, in one read: one translation per method, not two. A fault is
 	 * then the header's page's, as when the header was read alone. */
-	n = cmn_min(cmn_min((uint32_t)VGPU_ARRAY_SIZE(dw), c->seg_len - c->seg_off),
-		    (uint32_t)(4096 - (va & 4095)) / 4);
-	if (gpu_va_read(ctx, va, dw, n * 4))
-		goto pb_fault;
+	n = cmn_min((uint32_t)VGPU_ARRAY_SIZE(dw), c->seg_len - c->seg_off);
+	if (c->seg_inline) {
+		memcpy(dw, c->inl + c->seg_off, n * 4);
+	} else {
+		n = cmn_min(n, (uint32_t)(4096 - (va & 4095)) / 4);
+		if (gpu_va_read(ctx, va, dw, n * 4))
+			goto pb_fault;
+	}
 	id = VGPU_MTHD_ID(dw[0]);
 	nargs = VGPU_MTHD_NARGS(dw[0]);
 	if (id >= VGPU_M_NR || (uint64_t)c->seg_off + 1 + nargs > c->seg_len)
@@ -522,6 +526,60 @@ static int gp_refresh_put(struct gpu_ctx *ctx)
 	return 0;
 }
 
+/* A GP entry is well formed: checked before its segment is read. */
+static bool gp_entry_ok(struct gpu_ctx *ctx, uint64_t e)
+{
+	uint32_t len = vgpu_gp_len(e);
+
+	if (e & VGPU_GP_RSVD_MASK || (len && (e & 3)) || (!len && (e & ~0xffull))) {
+		ctx_error(ctx, VGPU_CHAN_ERR_GP_MALFORMED, 0xffffffffu);
+		return false;
+	}
+	if (!len && (e & 0xff) != VGPU_GP_OPCODE_NOP) {
+		ctx_error(ctx, VGPU_CHAN_ERR_GP_ILLEGAL, 0xffffffffu);
+		return false;
+	}
+	return true;
+}
+
+static void seg_begin(struct gpu_chan *c, uint64_t e, bool inl)
+{
+	c->seg_active = true;
+	c->seg_inline = inl;
+	c->seg_va = vgpu_gp_va(e);
+	c->seg_len = vgpu_gp_len(e);
+	c->seg_off = 0;
+}
+
+/* Copy USERD's inline copy of the entry at GP_GET into c->inl (vgpu/gpfifo.h); returns that
+ * GP entry, or 0 if there is no usable copy. A copy is taken only for the one entry between
+ * GP_GET and GP_PUT, with inl_ctl read the same before and after it. */
+static uint64_t gp_inline_copy(struct gpu_ctx *ctx)
+{
+	struct gpu_chan *c = ctx->c;
+	const struct vgpu_userd *u;
+	uint32_t ctl, n;
+	uint64_t e = 0;
+
+	if (((c->gp_put - c->gp_get) & (uint32_t)(c->cfg.gpfifo_entries - 1)) != 1)
+		return 0;
+	iommu_access_begin();
+	u = gpu_userd_host(ctx->g, ctx->f->id, c, ctx->part_base, ctx->part_size, 64);
+	ctl = u ? __atomic_load_n(&u->inl_ctl, __ATOMIC_ACQUIRE) : 0;
+	n = ctl >> 16 & 0xff;
+	if ((ctl & VGPU_USERD_INL_VALID) && (ctl & 0xffff) == c->gp_get && n &&
+	    n <= VGPU_USERD_INL_DW) {
+		e = __atomic_load_n(&u->inl_entry, __ATOMIC_RELAXED);
+		for (uint32_t i = 0; i < n; i++)
+			c->inl[i] = __atomic_load_n(&u->inl_dw[i], __ATOMIC_RELAXED);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&u->inl_ctl, __ATOMIC_RELAXED) != ctl || vgpu_gp_len(e) != n)
+			e = 0;
+	}
+	iommu_access_end();
+	return e;
+}
+
 /* Make the next GP entry's segment current. 1: got one, 0: no work, -1: stopped. */
 static int gp_next(struct gpu_ctx *ctx)
 {
@@ -537,6 +595,14 @@ static int gp_next(struct gpu_ctx *ctx)
 				if (c->gp_get == c->gp_put)
 					return 0;
 			}
+			uint64_t inl = gp_inline_copy(ctx);
+
+			if (inl) {
+				if (!gp_entry_ok(ctx, inl))
+					return -1;
+				seg_begin(c, inl, true);
+				return 1;
+			}
 			uint32_t n = cmn_min((c->gp_put - c->gp_get) & mask, mask + 1 - c->gp_get);
 
 			n = cmn_min(n, (uint32_t)GPU_GP_CACHE);
@@ -549,24 +615,14 @@ static int gp_next(struct gpu_ctx *ctx)
 			c->gp_cache_n = n;
 		}
 		uint64_t e = c->gp_cache[c->gp_cache_idx];
-		uint32_t len = vgpu_gp_len(e);
 
-		if (e & VGPU_GP_RSVD_MASK || (len && (e & 3)) || (!len && (e & ~0xffull))) {
-			ctx_error(ctx, VGPU_CHAN_ERR_GP_MALFORMED, 0xffffffffu);
+		if (!gp_entry_ok(ctx, e))
 			return -1;
-		}
-		if (!len && (e & 0xff) != VGPU_GP_OPCODE_NOP) {
-			ctx_error(ctx, VGPU_CHAN_ERR_GP_ILLEGAL, 0xffffffffu);
-			return -1;
-		}
-		if (!len) {
+		if (!vgpu_gp_len(e)) {
 			gp_advance(c);
 			continue;
 		}
-		c->seg_active = true;
-		c->seg_va = vgpu_gp_va(e);
-		c->seg_len = len;
-		c->seg_off = 0;
+		seg_begin(c, e, false);
 		return 1;
 	}
 }

@@ -232,6 +232,25 @@ static bool ch_room(struct vgpu_channel *ch, uint32_t pad, uint32_t bytes)
 	return !ch_gp_full(ch) && ch_fits(ch, pad, bytes);
 }
 
+/* Copy the segment of @ndw dwords at @dw, whose GP entry @gp goes at ch->put, into USERD
+ * next to GP_PUT (the sequence vgpu/gpfifo.h gives), or withdraw an earlier copy: the
+ * engine then reads GP_PUT and the methods in one line. */
+static void ch_inline(struct vgpu_channel *ch, const uint32_t *dw, uint32_t ndw, uint64_t gp)
+{
+	struct vgpu_userd *u = ch->userd;
+
+	if (ch->inl_valid)
+		__atomic_store_n(&u->inl_ctl, 0, __ATOMIC_RELAXED);
+	ch->inl_valid = ndw <= VGPU_USERD_INL_DW;
+	if (!ch->inl_valid)
+		return;
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	__atomic_store_n(&u->inl_entry, gp, __ATOMIC_RELAXED);
+	for (uint32_t i = 0; i < ndw; i++)
+		__atomic_store_n(&u->inl_dw[i], dw[i], __ATOMIC_RELAXED);
+	__atomic_store_n(&u->inl_ctl, vgpu_userd_inl_ctl(ch->put, ndw), __ATOMIC_RELEASE);
+}
+
 /* Entries, then GP_PUT with release: the engine reads GP_PUT and then the entries without a
  * lock; only this order keeps it from a half-written one. Then the doorbell. */
 static int ch_publish(struct vgpu_channel *ch, uint64_t gp)
@@ -294,7 +313,7 @@ int vgpu_submit(struct vgpu_channel *ch, const uint32_t *methods, uint32_t ndw,
 {
 	uint32_t total = ndw + CH_FENCE_DW, bytes = total * 4, pos, pad;
 	struct vgpu_pb pb;
-	uint64_t seq;
+	uint64_t seq, gp;
 	int ret = ch_usable(ch);
 
 	if (ret)
@@ -316,7 +335,9 @@ int vgpu_submit(struct vgpu_channel *ch, const uint32_t *methods, uint32_t ndw,
 	vgpu_pb_sem_release(&pb, ch->sem_va, seq, ch->sem_flags);
 	ch->pb_head += pad + bytes;
 	ch->recs[ch->rec_head++ % ch->entries] = (struct vf_sub_rec){ seq, ch->pb_head };
-	ret = ch_publish(ch, vgpu_gp_entry(ch->pb_va + pos, total));
+	gp = vgpu_gp_entry(ch->pb_va + pos, total);
+	ch_inline(ch, pb.dw, total, gp);
+	ret = ch_publish(ch, gp);
 	if (fence)
 		*fence = (struct vgpu_fence){ .ch = ch, .value = seq };
 	return ret;
@@ -330,6 +351,7 @@ int vgpu_submit_gp_raw(struct vgpu_channel *ch, uint64_t gp_entry)
 		return ret;
 	if (ch_gp_full(ch))
 		return -EAGAIN;
+	ch_inline(ch, NULL, UINT32_MAX, gp_entry);
 	return ch_publish(ch, gp_entry);
 }
 

@@ -178,6 +178,7 @@ struct vgpu_channel {
 	struct vgpu_mem *mem;		/* the block, when it lives in VRAM (else DMA memory) */
 	uint64_t mem_va;
 	bool rpc_submit;		/* ring through the mailbox instead of the doorbell */
+	bool inl_valid;			/* USERD holds an inline copy (vgpu/gpfifo.h) */
 	bool lost;
 };
 

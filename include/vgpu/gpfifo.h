@@ -57,10 +57,31 @@ static inline uint64_t vgpu_gp_entry(uint64_t va, uint32_t ndw)
 static inline uint64_t vgpu_gp_va(uint64_t e) { return e & VGPU_GP_VA_MASK; }
 static inline uint32_t vgpu_gp_len(uint64_t e) { return (uint32_t)(e >> VGPU_GP_LEN_SHIFT) & VGPU_GP_LEN_MAX; }
 
-/* ---- USERD: 128 bytes, 64-byte aligned, must not cross a 4 KiB page ------------------- */
+/* ---- USERD: 128 bytes, 64-byte aligned, must not cross a 4 KiB page -------------------
+ * Inline copy (ABI 2.6, optional): a driver may copy a segment of at most VGPU_USERD_INL_DW
+ * dwords, and its GP entry, into GP_PUT's line before storing GP_PUT, so that the device
+ * reads GP_PUT and the methods in one line. Written as a sequence lock: inl_ctl = 0, the
+ * entry and the dwords, then inl_ctl = VALID | dwords << 16 | the entry's GP index (release),
+ * then GP_PUT. The device runs the copy instead of reading the GPFIFO and the pushbuffer
+ * only when it describes the one entry between GP_GET and GP_PUT, its length matches the
+ * entry's and inl_ctl reads the same before and after the copy; else it reads them as
+ * usual. The copy is trusted as that entry's segment: a driver that writes one writes the
+ * same methods to the pushbuffer (what replays and restores read), and stores inl_ctl = 0
+ * before it publishes an entry without a copy. Zero (an older driver) means no copy. */
+#define VGPU_USERD_INL_DW	12u
+#define VGPU_USERD_INL_VALID	(1u << 31)
+
+/* inl_ctl for a copy of @ndw dwords of the entry at GP index @idx. */
+static inline uint32_t vgpu_userd_inl_ctl(uint32_t idx, uint32_t ndw)
+{
+	return VGPU_USERD_INL_VALID | (ndw & 0xffu) << 16 | (idx & 0xffffu);
+}
+
 struct vgpu_userd {
 	uint32_t gp_put;	/* 0x00 driver: next GP index to write, < entries */
-	uint32_t reserved0[15];
+	uint32_t inl_ctl;	/* 0x04 driver: the inline copy, VGPU_USERD_INL_* (ABI 2.6) */
+	uint64_t inl_entry;	/* 0x08 driver: the GP entry the copy is of */
+	uint32_t inl_dw[VGPU_USERD_INL_DW]; /* 0x10 driver: that entry's segment */
 	uint32_t gp_get;	/* 0x40 device: next GP index it will fetch */
 	uint32_t error;		/* 0x44 device: enum vgpu_chan_error, the error notifier */
 	uint32_t error_gp_get;	/* 0x48 device: GP index of the failing entry */
@@ -73,6 +94,8 @@ _Static_assert(sizeof(struct vgpu_userd) == 128, "USERD is ABI");
 #define VGPU_USERD_GP_PUT	0x00u
 #define VGPU_USERD_GP_GET	0x40u
 #define VGPU_USERD_ERROR	0x44u
+_Static_assert(__builtin_offsetof(struct vgpu_userd, gp_get) == VGPU_USERD_GP_GET,
+	       "the inline copy stays in GP_PUT's line");
 
 /* ---- work-submit token -------------------------------------------------------------------
  * runlist << 16 | virtual channel id. The runlist is the engine the channel is scheduled on.

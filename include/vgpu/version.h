@@ -14,7 +14,7 @@
 #endif
 
 #define VGPU_ABI_MAJOR 2
-#define VGPU_ABI_MINOR 5	/* 2.1: GMMU aperture 2 (SVA), vgpu/sva.h;
+#define VGPU_ABI_MINOR 6	/* 2.1: GMMU aperture 2 (SVA), vgpu/sva.h;
 				 * 2.2: VGPU_CHAN_ERR_DEVICE_RESET;
 				 * 2.3: the guest as ivshmem peer 0 (vf<N>.master.sock,
 				 *      header.host_peer) and the guest's version in
@@ -22,7 +22,9 @@
 				 * 2.4: page requests on the SVA connection
 				 *      (VGPU_SVA_OP_PRI, vgpu/sva.h);
 				 * 2.5: a VF reset announced before it runs
-				 *      (VF_EVT_RESET_PENDING, header.reset_ack) */
+				 *      (VF_EVT_RESET_PENDING, header.reset_ack);
+				 * 2.6: the inline copy of a short segment in USERD
+				 *      (vgpu/gpfifo.h) */
 #define VGPU_ABI_MINOR_MIGRATE 3	/* the first minor whose guests can be migrated */
 #define VGPU_ABI_MINOR_RESET_ACK 5	/* the first minor whose guests acknowledge a reset */
 
