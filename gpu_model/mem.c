@@ -226,7 +226,6 @@ int gpu_va_store(struct gpu_ctx *ctx, uint64_t va, unsigned int size, uint64_t v
 	return 0;
 }
 
-/* USERD words are shared with a submitter polling them: 4/8-byte aligned accesses are atomic. */
 const struct vgpu_userd *gpu_userd_host(struct gpu *g, unsigned int fn, const struct gpu_chan *c,
 					uint64_t part_base, uint64_t part_size, uint64_t len)
 {
@@ -242,6 +241,7 @@ const struct vgpu_userd *gpu_userd_host(struct gpu *g, unsigned int fn, const st
 	return (const struct vgpu_userd *)x.host;
 }
 
+/* USERD words are shared with a submitter polling them: 4/8-byte aligned accesses are atomic. */
 int gpu_phys_rw(struct gpu *g, unsigned int fn, uint64_t part_base, uint64_t part_size,
 		uint64_t aper, uint64_t addr, void *buf, uint64_t len, bool write)
 {

@@ -569,10 +569,11 @@ static uint64_t gp_inline_copy(struct gpu_ctx *ctx)
 	n = ctl >> 16 & 0xff;
 	if ((ctl & VGPU_USERD_INL_VALID) && (ctl & 0xffff) == c->gp_get && n &&
 	    n <= VGPU_USERD_INL_DW) {
-		e = __atomic_load_n(&u->inl_entry, __ATOMIC_RELAXED);
+		/* Acquire loads pair with the driver's release stores: a word of a newer copy
+		 * brings its inl_ctl = 0 with it, and the second look sees the change. */
+		e = __atomic_load_n(&u->inl_entry, __ATOMIC_ACQUIRE);
 		for (uint32_t i = 0; i < n; i++)
-			c->inl[i] = __atomic_load_n(&u->inl_dw[i], __ATOMIC_RELAXED);
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+			c->inl[i] = __atomic_load_n(&u->inl_dw[i], __ATOMIC_ACQUIRE);
 		if (__atomic_load_n(&u->inl_ctl, __ATOMIC_RELAXED) != ctl || vgpu_gp_len(e) != n)
 			e = 0;
 	}

@@ -244,10 +244,10 @@ static void ch_inline(struct vgpu_channel *ch, const uint32_t *dw, uint32_t ndw,
 	ch->inl_valid = ndw <= VGPU_USERD_INL_DW;
 	if (!ch->inl_valid)
 		return;
-	__atomic_thread_fence(__ATOMIC_RELEASE);
-	__atomic_store_n(&u->inl_entry, gp, __ATOMIC_RELAXED);
+	/* Release: a device that reads one of these words also sees inl_ctl = 0 before it. */
+	__atomic_store_n(&u->inl_entry, gp, __ATOMIC_RELEASE);
 	for (uint32_t i = 0; i < ndw; i++)
-		__atomic_store_n(&u->inl_dw[i], dw[i], __ATOMIC_RELAXED);
+		__atomic_store_n(&u->inl_dw[i], dw[i], __ATOMIC_RELEASE);
 	__atomic_store_n(&u->inl_ctl, vgpu_userd_inl_ctl(ch->put, ndw), __ATOMIC_RELEASE);
 }
 

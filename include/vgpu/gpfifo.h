@@ -61,8 +61,8 @@ static inline uint32_t vgpu_gp_len(uint64_t e) { return (uint32_t)(e >> VGPU_GP_
  * Inline copy (ABI 2.6, optional): a driver may copy a segment of at most VGPU_USERD_INL_DW
  * dwords, and its GP entry, into GP_PUT's line before storing GP_PUT, so that the device
  * reads GP_PUT and the methods in one line. Written as a sequence lock: inl_ctl = 0, the
- * entry and the dwords, then inl_ctl = VALID | dwords << 16 | the entry's GP index (release),
- * then GP_PUT. The device runs the copy instead of reading the GPFIFO and the pushbuffer
+ * entry and the dwords (each with release), then inl_ctl = VALID | dwords << 16 | the
+ * entry's GP index (release), then GP_PUT. The device runs the copy instead of reading the GPFIFO and the pushbuffer
  * only when it describes the one entry between GP_GET and GP_PUT, its length matches the
  * entry's and inl_ctl reads the same before and after the copy; else it reads them as
  * usual. The copy is trusted as that entry's segment: a driver that writes one writes the

@@ -49,10 +49,9 @@ static void put_copy(struct ictx *x, const uint32_t *dw, uint32_t ndw, uint64_t 
 	struct vgpu_userd *u = x->c.userd;
 
 	__atomic_store_n(&u->inl_ctl, 0, __ATOMIC_RELAXED);
-	__atomic_thread_fence(__ATOMIC_RELEASE);
-	__atomic_store_n(&u->inl_entry, e, __ATOMIC_RELAXED);
+	__atomic_store_n(&u->inl_entry, e, __ATOMIC_RELEASE);
 	for (uint32_t i = 0; i < ndw; i++)
-		__atomic_store_n(&u->inl_dw[i], dw[i], __ATOMIC_RELAXED);
+		__atomic_store_n(&u->inl_dw[i], dw[i], __ATOMIC_RELEASE);
 	__atomic_store_n(&u->inl_ctl, ctl, __ATOMIC_RELEASE);
 }
 
