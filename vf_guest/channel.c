@@ -252,12 +252,17 @@ static void ch_inline(struct vgpu_channel *ch, const uint32_t *dw, uint32_t ndw,
 }
 
 /* Entries, then GP_PUT with release: the engine reads GP_PUT and then the entries without a
- * lock; only this order keeps it from a half-written one. Then the doorbell. */
-static int ch_publish(struct vgpu_channel *ch, uint64_t gp)
+ * lock; only this order keeps it from a half-written one. Then the doorbell. The inline
+ * copy of the segment (@dw, @ndw; none if @ndw is too long) goes after the entry, so that
+ * the stores to GP_PUT's line leave this core together, with no other line's between
+ * them: the polling engine would take the line back in such a gap, and GP_PUT's store
+ * then wait for it once more. */
+static int ch_publish(struct vgpu_channel *ch, uint64_t gp, const uint32_t *dw, uint32_t ndw)
 {
 	struct vgpu_vf *vf = ch->vf;
 
 	ch->gpfifo[ch->put] = gp;
+	ch_inline(ch, dw, ndw, gp);
 	ch->put = (ch->put + 1) % ch->entries;
 	if (ch->rpc_submit)
 		return vf_rm_channel_submit(vf, ch->handle, ch->put);
@@ -313,7 +318,7 @@ int vgpu_submit(struct vgpu_channel *ch, const uint32_t *methods, uint32_t ndw,
 {
 	uint32_t total = ndw + CH_FENCE_DW, bytes = total * 4, pos, pad;
 	struct vgpu_pb pb;
-	uint64_t seq, gp;
+	uint64_t seq;
 	int ret = ch_usable(ch);
 
 	if (ret)
@@ -335,9 +340,7 @@ int vgpu_submit(struct vgpu_channel *ch, const uint32_t *methods, uint32_t ndw,
 	vgpu_pb_sem_release(&pb, ch->sem_va, seq, ch->sem_flags);
 	ch->pb_head += pad + bytes;
 	ch->recs[ch->rec_head++ % ch->entries] = (struct vf_sub_rec){ seq, ch->pb_head };
-	gp = vgpu_gp_entry(ch->pb_va + pos, total);
-	ch_inline(ch, pb.dw, total, gp);
-	ret = ch_publish(ch, gp);
+	ret = ch_publish(ch, vgpu_gp_entry(ch->pb_va + pos, total), pb.dw, total);
 	if (fence)
 		*fence = (struct vgpu_fence){ .ch = ch, .value = seq };
 	return ret;
@@ -351,8 +354,7 @@ int vgpu_submit_gp_raw(struct vgpu_channel *ch, uint64_t gp_entry)
 		return ret;
 	if (ch_gp_full(ch))
 		return -EAGAIN;
-	ch_inline(ch, NULL, UINT32_MAX, gp_entry);
-	return ch_publish(ch, gp_entry);
+	return ch_publish(ch, gp_entry, NULL, UINT32_MAX);
 }
 
 bool vgpu_fence_done(const struct vgpu_fence *f)
