@@ -71,6 +71,18 @@ static int submit(struct ictx *x, uint32_t pb_v, uint32_t copy_v, uint32_t ctl)
 	return tchan_wait(&x->c);
 }
 
+/* Publish GP entry @e alone with a copy releasing @v, and wait: the channel's error or 0. */
+static int submit_raw(struct ictx *x, uint64_t e, uint32_t v)
+{
+	uint32_t copy[6];
+
+	release_dw(x, copy, v);
+	put_copy(x, copy, 6, e, vgpu_userd_inl_ctl(x->c.put, 6));
+	tchan_gp_raw(&x->c, e);
+	tchan_kick(x->t, &x->c);
+	return tchan_wait(&x->c);
+}
+
 static void test_copy_runs(void **state)
 {
 	struct ictx *x = *state;
@@ -85,14 +97,8 @@ static void test_copy_runs(void **state)
 static void test_copy_without_pushbuffer(void **state)
 {
 	struct ictx *x = *state;
-	uint64_t e = vgpu_gp_entry(0x7000000000ull, 6);
-	uint32_t copy[6];
 
-	release_dw(x, copy, 77);
-	put_copy(x, copy, 6, e, vgpu_userd_inl_ctl(x->c.put, 6));
-	tchan_gp_raw(&x->c, e);
-	tchan_kick(x->t, &x->c);
-	assert_int_equal(tchan_wait(&x->c), 0);
+	assert_int_equal(submit_raw(x, vgpu_gp_entry(0x7000000000ull, 6), 77), 0);
 	assert_int_equal(x->sem[0], 77);
 }
 
@@ -146,14 +152,9 @@ static void test_copy_with_two_entries_ignored(void **state)
 static void test_copy_malformed_entry(void **state)
 {
 	struct ictx *x = *state;
-	uint64_t e = vgpu_gp_entry(x->c.pb_va, 6) | VGPU_GP_RSVD_MASK;
-	uint32_t copy[6];
 
-	release_dw(x, copy, 3);
-	put_copy(x, copy, 6, e, vgpu_userd_inl_ctl(x->c.put, 6));
-	tchan_gp_raw(&x->c, e);
-	tchan_kick(x->t, &x->c);
-	assert_int_equal(tchan_wait(&x->c), VGPU_CHAN_ERR_GP_MALFORMED);
+	assert_int_equal(submit_raw(x, vgpu_gp_entry(x->c.pb_va, 6) | VGPU_GP_RSVD_MASK, 3),
+			 VGPU_CHAN_ERR_GP_MALFORMED);
 	assert_int_equal(x->sem[0], 0);
 }
 
