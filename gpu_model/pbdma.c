@@ -542,6 +542,7 @@ static bool gp_entry_ok(struct gpu_ctx *ctx, uint64_t e)
 	return true;
 }
 
+/* Make entry @e's segment current, from the pushbuffer or (@inl) from c->inl. */
 static void seg_begin(struct gpu_chan *c, uint64_t e, bool inl)
 {
 	c->seg_active = true;
