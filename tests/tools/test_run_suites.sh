@@ -3,7 +3,8 @@
 # TAP self-test of tests/run-suites: a suite that prints no plan, more results than its plan,
 # fewer results than its plan or exits non-zero after "ok" lines must fail; several cmocka
 # groups in one program sum their plans; a SKIP is never a pass; --env reaches the programs
-# after it until the next --label, and a malformed one is refused.
+# after it until the next --label, and a malformed one is refused; each program's line says
+# how long it ran.
 set -u
 here=$(cd "$(dirname "$0")/../.." && pwd)
 tmp=$(mktemp -d)
@@ -53,8 +54,9 @@ fake extra 'echo 1..1; echo ok 1; echo ok 2'
 fake short 'echo 1..3; echo ok 1'
 fake died 'echo 1..1; echo ok 1; exit 3'
 fake skip 'echo 1..2; echo ok 1; echo "ok 2 # SKIP no device"'
+fake slow 'echo 1..1; sleep 0.3; echo ok 1'
 
-echo 1..12
+echo 1..13
 expect "a clean suite passes" good "2 passed, 0 failed" 0
 expect "several groups sum their plans" groups "3 passed, 0 failed" 0
 expect "no plan fails" noplan "1 passed, 1 failed" 1
@@ -71,4 +73,16 @@ expect_args "programs before --env run without it" "1 passed, 1 failed" 1 \
 	--label e ./envcheck --env "RS_FOO=a b" ./envcheck
 expect_args "a malformed --env is refused" \
 	"run-suites: --env wants VAR=VALUE, got 'RS_FOO'" 2 --env RS_FOO ./good
+
+# The elapsed time is at least the program's own 0.3 s and printed as seconds with one decimal.
+n=$((n + 1))
+line=$(VGPU_TEST_LOGS="$tmp/logs" "$here/tests/run-suites" "$tmp/slow" 2>&1 | head -n 1)
+if [[ $line =~ ^ok\ +.*/slow:\ 1\ passed\ \(([0-9]+)\.([0-9])\ s\)$ ]] &&
+   [ $((BASH_REMATCH[1] * 10 + BASH_REMATCH[2])) -ge 3 ]; then
+	echo "ok $n - a program's line gives its elapsed time"
+else
+	echo "not ok $n - a program's line gives its elapsed time"
+	echo "# $line"
+	bad=1
+fi
 exit $bad
