@@ -799,7 +799,9 @@ static bool chan_linger(struct gpu_ctx *ctx)
 		if (gpu_engine_news_but(ctx->e, ctx->f->id, own))
 			break;
 	}
-	ctx->linger_ns += gpu_clock_ns(g) - start;
+	/* Counted up to the last look at the clock: one more read would sit between the new
+	 * GP_PUT and its first method. The last poll (uncounted) is charged to the turn. */
+	ctx->linger_ns += t - start;
 	return moved;
 }
 
