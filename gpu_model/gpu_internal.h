@@ -127,6 +127,7 @@ struct gpu_chan {
 	uint64_t seg_va;
 	uint32_t seg_len, seg_off;	/* dwords */
 	uint32_t inl[VGPU_USERD_INL_DW];
+	uint64_t inl_early;		/* GP entry at gp_get whose copy the linger took, or 0 */
 	uint64_t progress;		/* bytes or elements of the current method done */
 	uint64_t acc;			/* partial result of a resumable reduction */
 	bool acq_waiting;

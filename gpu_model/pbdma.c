@@ -552,32 +552,46 @@ static void seg_begin(struct gpu_chan *c, uint64_t e, bool inl)
 	c->seg_off = 0;
 }
 
-/* Copy USERD's inline copy of the entry at GP_GET into c->inl (vgpu/gpfifo.h); returns that
- * GP entry, or 0 if there is no usable copy. A copy is taken only for the one entry between
- * GP_GET and GP_PUT, with inl_ctl read the same before and after it. */
+/* Copy USERD @u's inline copy of the entry at GP_GET into c->inl (vgpu/gpfifo.h); returns
+ * that GP entry, or 0 if there is no usable copy. Inside an access bracket, with GP_PUT read
+ * (acquire) before: a copy is taken only for the one entry between GP_GET and @put, with
+ * inl_ctl read the same before and after it. */
+static uint64_t userd_inline_read(struct gpu_chan *c, const struct vgpu_userd *u, uint32_t put)
+{
+	uint32_t ctl, n;
+	uint64_t e;
+
+	if (((put - c->gp_get) & (uint32_t)(c->cfg.gpfifo_entries - 1)) != 1)
+		return 0;
+	ctl = __atomic_load_n(&u->inl_ctl, __ATOMIC_ACQUIRE);
+	n = ctl >> 16 & 0xff;
+	if (!(ctl & VGPU_USERD_INL_VALID) || (ctl & 0xffff) != c->gp_get || !n ||
+	    n > VGPU_USERD_INL_DW)
+		return 0;
+	/* Acquire loads pair with the driver's release stores: a word of a newer copy brings
+	 * its inl_ctl = 0 with it, and the second look sees the change. */
+	e = __atomic_load_n(&u->inl_entry, __ATOMIC_ACQUIRE);
+	for (uint32_t i = 0; i < n; i++)
+		c->inl[i] = __atomic_load_n(&u->inl_dw[i], __ATOMIC_ACQUIRE);
+	if (__atomic_load_n(&u->inl_ctl, __ATOMIC_RELAXED) != ctl || vgpu_gp_len(e) != n)
+		return 0;
+	return e;
+}
+
+/* The inline copy of the entry at GP_GET, in c->inl: the one the linger took, else read from
+ * USERD now. Returns its GP entry, or 0 if there is no usable copy. */
 static uint64_t gp_inline_copy(struct gpu_ctx *ctx)
 {
 	struct gpu_chan *c = ctx->c;
 	const struct vgpu_userd *u;
-	uint32_t ctl, n;
-	uint64_t e = 0;
+	uint64_t e = c->inl_early;
 
-	if (((c->gp_put - c->gp_get) & (uint32_t)(c->cfg.gpfifo_entries - 1)) != 1)
-		return 0;
+	c->inl_early = 0;
+	if (e)
+		return e;
 	iommu_access_begin();
 	u = gpu_userd_host(ctx->g, ctx->f->id, c, ctx->part_base, ctx->part_size, 64);
-	ctl = u ? __atomic_load_n(&u->inl_ctl, __ATOMIC_ACQUIRE) : 0;
-	n = ctl >> 16 & 0xff;
-	if ((ctl & VGPU_USERD_INL_VALID) && (ctl & 0xffff) == c->gp_get && n &&
-	    n <= VGPU_USERD_INL_DW) {
-		/* Acquire loads pair with the driver's release stores: a word of a newer copy
-		 * brings its inl_ctl = 0 with it, and the second look sees the change. */
-		e = __atomic_load_n(&u->inl_entry, __ATOMIC_ACQUIRE);
-		for (uint32_t i = 0; i < n; i++)
-			c->inl[i] = __atomic_load_n(&u->inl_dw[i], __ATOMIC_ACQUIRE);
-		if (__atomic_load_n(&u->inl_ctl, __ATOMIC_RELAXED) != ctl || vgpu_gp_len(e) != n)
-			e = 0;
-	}
+	e = u ? userd_inline_read(c, u, c->gp_put) : 0;
 	iommu_access_end();
 	return e;
 }
@@ -784,14 +798,26 @@ static bool chan_linger(struct gpu_ctx *ctx)
 	if (end > start && end - start > def_linger(g))	/* no overflow for a huge linger_ns */
 		end = start + def_linger(g);
 	for (t = start; t < end; t = gpu_clock_ns(g)) {
+		const struct vgpu_userd *u;
+		uint64_t e = 0;
+
 		cmn_cpu_relax();
-		if (gpu_userd_read_put(g, ctx->f, c, ctx->part_base, ctx->part_size, &put))
+		/* GP_PUT and, once it moved, the inline copy in the same line: one translation
+		 * and one bracket. */
+		iommu_access_begin();
+		u = gpu_userd_host(g, ctx->f->id, c, ctx->part_base, ctx->part_size, 64);
+		put = u ? __atomic_load_n(&u->gp_put, __ATOMIC_ACQUIRE) : c->gp_put;
+		if (u && put != c->gp_put)
+			e = userd_inline_read(c, u, put);
+		iommu_access_end();
+		if (!u)
 			break;
 		if (put != c->gp_put) {
 			/* Taken here, so the turn goes on to the entries without reading it
 			 * again; a value that is misuse ends the wait. */
 			gpu_chan_prefetch(c);
 			moved = gp_take_put(ctx, put);
+			c->inl_early = moved ? e : 0;
 			c->took_early |= moved;
 			ctx->lingered += moved;
 			break;
@@ -857,6 +883,8 @@ enum gpu_run_result gpu_chan_run(struct gpu_ctx *ctx)
 {
 	enum gpu_run_result r = chan_turn(ctx);
 	struct gpu_chan *c = ctx->c;
+
+	c->inl_early = 0;	/* only ever for the turn's next entry */
 
 	userd_writeback(ctx);
 	/* Caught up with all it knows of: the next thing is a doorbell. */

@@ -3,7 +3,7 @@
  * runs a submission whose GP_PUT moves meanwhile, doorbell or not; any news for the engine
  * ends the wait at once: another function's token, a stop. Its own token, which comes
  * after the work it announced already ran, is neither news nor counted spurious; a GP_PUT
- * that is misuse ends it. With
+ * that is misuse ends it; a copy in GP_PUT's line is read with it. With
  * GPU_LINGER_NONE a turn ends as soon as the channel caught up. The waits here are an hour
  * long and the periodic scan never comes: only the behaviour under test can end them. */
 #include "gpu_test.h"
@@ -180,6 +180,80 @@ static void test_linger_bad_put_ends_wait(void **state)
 	lctx_free(l);
 }
 
+/* Publish, without a doorbell, one GP entry of @n dwords whose pushbuffer is not mapped,
+ * with USERD's inline copy (ABI 2.6) of @dw: only the copy can run. */
+static void publish_copy_dw(struct lside *s, const uint32_t *dw, uint32_t n)
+{
+	struct vgpu_userd *u = s->c.userd;
+
+	__atomic_store_n(&u->inl_ctl, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&u->inl_entry, vgpu_gp_entry(0x7000000000ull, n), __ATOMIC_RELEASE);
+	for (uint32_t i = 0; i < n; i++)
+		__atomic_store_n(&u->inl_dw[i], dw[i], __ATOMIC_RELEASE);
+	__atomic_store_n(&u->inl_ctl, vgpu_userd_inl_ctl(s->c.put, n), __ATOMIC_RELEASE);
+	tchan_gp_raw(&s->c, vgpu_gp_entry(0x7000000000ull, n));
+	__atomic_store_n(&u->gp_put, s->c.put, __ATOMIC_RELEASE);
+}
+
+/* The same with a copy releasing @v on @s. */
+static void publish_copy(struct lside *s, uint32_t v)
+{
+	const uint32_t dw[] = { VGPU_MTHD(VGPU_M_SEM_RELEASE, 5), lo32(s->va), hi32(s->va), v, 0,
+				0 };
+
+	publish_copy_dw(s, dw, 6);
+}
+
+/* The waiting turn reads the inline copy with the GP_PUT that announced it and runs it; the
+ * copy is used for that entry only: the next one, with no copy, runs from the pushbuffer. */
+static void test_linger_runs_inline_copy(void **state)
+{
+	struct lctx *l = lctx_new(HOUR);
+
+	(void)state;
+	submit(l, &l->a, 1);
+	wait_lingering(l, 1, 1);
+	publish_copy(&l->a, 2);
+	wait_sem(&l->a, 2);
+	wait_lingering(l, 1, 2);
+	__atomic_store_n(&l->a.c.userd->inl_ctl, 0, __ATOMIC_RELEASE);
+	publish(&l->a, 3);
+	wait_sem(&l->a, 3);
+	submit(l, &l->b, 7);	/* ends the turn, which counts what it caught */
+	assert_int_equal(lingered(l, 1), 2);
+	assert_int_equal(tchan_err(&l->a.c), 0);
+	lctx_free(l);
+}
+
+/* The copy the wait took serves its own entry only. While that entry's long FILL runs, the
+ * next entry (no copy) is published: the turn finds it by reading GP_PUT, not by waiting,
+ * and must run it from the pushbuffer, not run the copy it took before once more. */
+static void test_linger_copy_used_once(void **state)
+{
+	struct lctx *l = lctx_new(HOUR);
+	uint64_t len = 8 * VGPU_MiB, dst = tgpu_vmem(l->t, 1, len, VGPU_GMMU_PAGE_64K);
+	volatile uint32_t *filled = tgpu_va(l->t, 1, dst, len);
+	const uint32_t dw[] = {
+		VGPU_MTHD(VGPU_M_FILL, 5), lo32(dst), hi32(dst), lo32(len), hi32(len), 0xa5a5a5a5,
+		VGPU_MTHD(VGPU_M_SEM_RELEASE, 5), lo32(l->a.va), hi32(l->a.va), 2, 0, 0,
+	};
+	uint64_t dl = cmn_deadline_ns(T_TIMEOUT);
+
+	(void)state;
+	submit(l, &l->a, 1);
+	wait_lingering(l, 1, 1);
+	publish_copy_dw(&l->a, dw, 12);
+	while (filled[0] != 0xa5a5a5a5 && !cmn_deadline_passed(dl))
+		;
+	assert_int_equal(filled[0], 0xa5a5a5a5);
+	__atomic_store_n(&l->a.c.userd->inl_ctl, 0, __ATOMIC_RELEASE);
+	publish(&l->a, 3);
+	wait_sem(&l->a, 3);
+	assert_int_equal(filled[len / 4 - 1], 0xa5a5a5a5);
+	assert_int_equal(tchan_err(&l->a.c), 0);
+	lctx_free(l);
+}
+
 /* GPU_LINGER_NONE: the turn ends when the channel caught up, so a GP_PUT without a doorbell
  * waits for one; function 2's work, which its token brings, runs meanwhile. */
 static void test_linger_none(void **state)
@@ -205,6 +279,8 @@ int main(void)
 		cmocka_unit_test(test_linger_runs_next_submission),
 		cmocka_unit_test(test_linger_spurious_still_counted),
 		cmocka_unit_test(test_linger_bad_put_ends_wait),
+		cmocka_unit_test(test_linger_runs_inline_copy),
+		cmocka_unit_test(test_linger_copy_used_once),
 		cmocka_unit_test(test_linger_none),
 	};
 
