@@ -782,8 +782,8 @@ static bool chan_linger(struct gpu_ctx *ctx)
 	struct gpu *g = ctx->g;
 	struct gpu_chan *c = ctx->c;
 	uint32_t own = vgpu_token(ctx->e->id, ctx->chid), put;
+	bool moved = false, sys = c->cfg.userd_aper == VGPU_APER_SYS;
 	uint64_t start, end, t;
-	bool moved = false;
 
 	if (g->cfg.clock_ns || g->cfg.linger_ns == GPU_LINGER_NONE || others_pending(ctx))
 		return false;
@@ -803,13 +803,15 @@ static bool chan_linger(struct gpu_ctx *ctx)
 
 		cmn_cpu_relax();
 		/* GP_PUT and, once it moved, the inline copy in the same line: one translation
-		 * and one bracket. */
-		iommu_access_begin();
+		 * and, for USERD in system memory, one access bracket. */
+		if (sys)
+			iommu_access_begin();
 		u = gpu_userd_host(g, ctx->f->id, c, ctx->part_base, ctx->part_size, 64);
 		put = u ? __atomic_load_n(&u->gp_put, __ATOMIC_ACQUIRE) : c->gp_put;
 		if (u && put != c->gp_put)
 			e = userd_inline_read(c, u, put);
-		iommu_access_end();
+		if (sys)
+			iommu_access_end();
 		if (!u)
 			break;
 		if (put != c->gp_put) {
