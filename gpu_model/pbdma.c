@@ -807,9 +807,11 @@ static bool chan_linger(struct gpu_ctx *ctx)
 		if (sys)
 			iommu_access_begin();
 		u = gpu_userd_host(g, ctx->f->id, c, ctx->part_base, ctx->part_size, 64);
-		put = u ? __atomic_load_n(&u->gp_put, __ATOMIC_ACQUIRE) : c->gp_put;
-		if (u && put != c->gp_put)
-			e = userd_inline_read(c, u, put);
+		if (u) {
+			put = __atomic_load_n(&u->gp_put, __ATOMIC_ACQUIRE);
+			if (put != c->gp_put)
+				e = userd_inline_read(c, u, put);
+		}
 		if (sys)
 			iommu_access_end();
 		if (!u)

@@ -256,6 +256,20 @@ static inline void tchan_gp_raw(struct tchan *c, uint64_t e)
 	c->put = (c->put + 1) % c->entries;
 }
 
+/* Write USERD's inline copy (vgpu/gpfifo.h, ABI 2.6) of the @ndw dwords @dw with GP entry
+ * @e under inl_ctl @ctl, in the driver's order: inl_ctl cleared first, set last. */
+static inline void tchan_inline_copy(struct tchan *c, const uint32_t *dw, uint32_t ndw,
+				     uint64_t e, uint32_t ctl)
+{
+	struct vgpu_userd *u = c->userd;
+
+	__atomic_store_n(&u->inl_ctl, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&u->inl_entry, e, __ATOMIC_RELEASE);
+	for (uint32_t i = 0; i < ndw; i++)
+		__atomic_store_n(&u->inl_dw[i], dw[i], __ATOMIC_RELEASE);
+	__atomic_store_n(&u->inl_ctl, ctl, __ATOMIC_RELEASE);
+}
+
 /* Publish GP_PUT and ring. */
 static inline void tchan_kick(struct tgpu *t, struct tchan *c)
 {

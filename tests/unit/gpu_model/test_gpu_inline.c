@@ -43,18 +43,6 @@ static void release_dw(const struct ictx *x, uint32_t *dw, uint32_t v)
 	memcpy(dw, m, sizeof(m));
 }
 
-/* Write an inline copy of @ndw dwords @dw with GP entry @e under inl_ctl @ctl. */
-static void put_copy(struct ictx *x, const uint32_t *dw, uint32_t ndw, uint64_t e, uint32_t ctl)
-{
-	struct vgpu_userd *u = x->c.userd;
-
-	__atomic_store_n(&u->inl_ctl, 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&u->inl_entry, e, __ATOMIC_RELEASE);
-	for (uint32_t i = 0; i < ndw; i++)
-		__atomic_store_n(&u->inl_dw[i], dw[i], __ATOMIC_RELEASE);
-	__atomic_store_n(&u->inl_ctl, ctl, __ATOMIC_RELEASE);
-}
-
 /* One entry whose pushbuffer releases @pb_v, with a copy releasing @copy_v under @ctl (its
  * index and length as the entry's when @ctl is 0); published and waited for. */
 static int submit(struct ictx *x, uint32_t pb_v, uint32_t copy_v, uint32_t ctl)
@@ -65,7 +53,7 @@ static int submit(struct ictx *x, uint32_t pb_v, uint32_t copy_v, uint32_t ctl)
 	TM(&x->c, VGPU_M_SEM_RELEASE, lo32(x->sem_va), hi32(x->sem_va), pb_v, 0, 0);
 	e = vgpu_gp_entry(x->c.pb_va + x->c.seg_start * 4ull, 6);
 	release_dw(x, copy, copy_v);
-	put_copy(x, copy, 6, e, ctl ? ctl : vgpu_userd_inl_ctl(x->c.put, 6));
+	tchan_inline_copy(&x->c, copy, 6, e, ctl ? ctl : vgpu_userd_inl_ctl(x->c.put, 6));
 	tchan_gp(&x->c);
 	tchan_kick(x->t, &x->c);
 	return tchan_wait(&x->c);
@@ -77,7 +65,7 @@ static int submit_raw(struct ictx *x, uint64_t e, uint32_t v)
 	uint32_t copy[6];
 
 	release_dw(x, copy, v);
-	put_copy(x, copy, 6, e, vgpu_userd_inl_ctl(x->c.put, 6));
+	tchan_inline_copy(&x->c, copy, 6, e, vgpu_userd_inl_ctl(x->c.put, 6));
 	tchan_gp_raw(&x->c, e);
 	tchan_kick(x->t, &x->c);
 	return tchan_wait(&x->c);
@@ -140,7 +128,7 @@ static void test_copy_with_two_entries_ignored(void **state)
 	TM(&x->c, VGPU_M_SEM_RELEASE, lo32(x->sem_va + 4), hi32(x->sem_va), 2, 0, 0);
 	e = vgpu_gp_entry(x->c.pb_va + x->c.seg_start * 4ull, 6);
 	release_dw(x, copy, 9);
-	put_copy(x, copy, 6, e, vgpu_userd_inl_ctl(x->c.put, 6));
+	tchan_inline_copy(&x->c, copy, 6, e, vgpu_userd_inl_ctl(x->c.put, 6));
 	tchan_gp(&x->c);
 	tchan_kick(x->t, &x->c);
 	assert_int_equal(tchan_wait(&x->c), 0);
