@@ -7,9 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
-#ifdef __SSE4_1__
-#include <smmintrin.h>
-#endif
 
 #include "common/bitops.h"
 #include "iommu_model/iommu_internal.h"
@@ -212,10 +209,11 @@ static int check_perm(const struct iommu_xc_hit *h, unsigned int access, unsigne
  *
  * A set is one 64-byte line holding both of its ways, so a hit reads one line whose
  * address depends only on the page, and a working set of 512 pages touches about 26 KiB of
- * them: they stay in L1 next to the data the DMA moves. A key is the page number and the
- * domain id in one word, both ways compared at once; a way's translation is its memobj
- * and one word with the leaf's offset, size class and permission. The stage-2 leaf (for
- * dirty bits) is in a second array only the slow path reads. */
+ * them: they stay in L1 next to the data the DMA moves. A way is 32 bytes: its key (the
+ * page number and the domain id in one word), its generation, its memobj and one word with
+ * the leaf's offset, size class and permission, so a hit addresses its way with one
+ * comparison and reads it at fixed offsets. The stage-2 leaf (for dirty bits) is in a
+ * second array only the slow path reads. */
 #define UTLB_SETS_SHIFT 11u
 #define UTLB_SETS (1u << UTLB_SETS_SHIFT)
 #define UTLB_WAYS 2u
@@ -226,11 +224,15 @@ static int check_perm(const struct iommu_xc_hit *h, unsigned int access, unsigne
 #define UTLB_LEAF_SHIFT_SHIFT	2
 #define UTLB_LEAF_OFF		(~0xfffull)
 
+struct utlb_way {
+	uint64_t key;		/* page | d->front_tag; 0: empty (tags are never 0) */
+	uint64_t gen;		/* d->inval_seq when filled */
+	struct iommu_memobj *mo;
+	uint64_t leaf;		/* offset | log2 size << UTLB_LEAF_SHIFT_SHIFT | perm */
+};
+
 struct __attribute__((aligned(64))) utlb_set {
-	uint64_t key[UTLB_WAYS];	/* page | d->front_tag; 0: empty (tags are never 0) */
-	uint64_t gen[UTLB_WAYS];	/* d->inval_seq when filled */
-	struct iommu_memobj *mo[UTLB_WAYS];
-	uint64_t leaf[UTLB_WAYS];	/* offset | log2 size << UTLB_LEAF_SHIFT_SHIFT | perm */
+	struct utlb_way way[UTLB_WAYS];
 };
 
 struct utlb {
@@ -241,6 +243,7 @@ struct utlb {
 };
 
 _Static_assert(sizeof(struct utlb_set) == 64, "a front set is one cache line");
+_Static_assert(UTLB_WAYS == 2 && sizeof(struct utlb_way) == 32, "utlb_find picks way 0 or 1");
 
 /* Allocated by a thread's first fill (160 KiB), freed when it exits: only the threads that
  * translate (device and DMA threads) have one. Until then a thread looks into an empty
@@ -298,32 +301,20 @@ static inline size_t utlb_set_index(uint64_t iova)
 	return (size_t)(((iova >> 12) * 0x9e3779b97f4a7c15ull) >> (64 - UTLB_SETS_SHIFT));
 }
 
-/* Bit w set when way w of @s holds @key (at most one does). No branch per way: which way
- * holds a page is random. */
-static inline unsigned int utlb_match(const struct utlb_set *s, uint64_t key)
+/* The way of @s that holds @iova in @d with a current generation, else NULL. The way
+ * is chosen without a branch (which way holds a page is random), then checked. */
+static inline const struct utlb_way *utlb_find(const struct utlb_set *s,
+					       const struct iommu_domain *d, uint64_t iova)
 {
-#ifdef __SSE4_1__
-	__m128i eq = _mm_cmpeq_epi64(_mm_load_si128((const __m128i *)s->key),
-				     _mm_set1_epi64x((long long)key));
+	uint64_t key = utlb_key(d, iova);
+	/* Way 1 is 32 bytes into the line: a shifted flag, not an index, addresses it. */
+	const struct utlb_way *e = (const void *)((const char *)s +
+						  ((size_t)(s->way[1].key == key) << 5));
 
-	return (unsigned int)_mm_movemask_pd(_mm_castsi128_pd(eq));
-#else
-	return (unsigned int)(s->key[0] == key) | (unsigned int)(s->key[1] == key) << 1;
-#endif
-}
-
-/* The way of @s holding @iova in @d with a current generation, or -1. */
-static inline int utlb_find(const struct utlb_set *s, const struct iommu_domain *d,
-			    uint64_t iova)
-{
-	unsigned int m = utlb_match(s, utlb_key(d, iova)), w;
-
-	if (!m)
-		return -1;
-	w = (unsigned int)__builtin_ctz(m);
-	if (s->gen[w] != atomic_load_explicit(&d->inval_seq, memory_order_acquire))
-		return -1;
-	return (int)w;
+	if (e->key != key ||
+	    e->gen != atomic_load_explicit(&d->inval_seq, memory_order_acquire))
+		return NULL;
+	return e;
 }
 
 static inline uint64_t utlb_leaf_size(uint64_t leaf)
@@ -337,18 +328,18 @@ static inline bool utlb_lookup(struct iommu_domain *d, uint64_t iova, struct iom
 	const struct utlb *u = utlb;
 	size_t i = utlb_set_index(iova);
 	const struct utlb_set *s = &u->set[i];
+	const struct utlb_way *e = utlb_find(s, d, iova);
 	uint64_t leaf;
-	int w = utlb_find(s, d, iova);
 
-	if (w < 0)
+	if (!e)
 		return false;
-	leaf = s->leaf[w];
+	leaf = e->leaf;
 	h->size = utlb_leaf_size(leaf);
 	h->base = iova & ~(h->size - 1);
 	h->cls = iommu_xc_class_of(h->size);
-	h->mo = s->mo[w];
+	h->mo = e->mo;
 	h->pa = (uint64_t)h->mo->id << IOMMU_PA_ID_SHIFT | (leaf & UTLB_LEAF_OFF);
-	h->ptep = u->ptep[i][w];
+	h->ptep = u->ptep[i][e - s->way];
 	h->perm = (unsigned int)(leaf & UTLB_LEAF_PERM);
 	return true;
 }
@@ -359,7 +350,8 @@ static inline void utlb_fill(struct iommu_domain *d, uint64_t iova, const struct
 	struct utlb *u;
 	uint64_t key = utlb_key(d, iova);
 	struct utlb_set *s;
-	unsigned int m, w;
+	struct utlb_way *e;
+	unsigned int w;
 	size_t i;
 
 	if (seq0 & 1)	/* an invalidation was running: nothing read now may be kept */
@@ -372,22 +364,23 @@ static inline void utlb_fill(struct iommu_domain *d, uint64_t iova, const struct
 	i = utlb_set_index(iova);
 	s = &u->set[i];
 	/* The way that held this page before, else an empty or stale one, else in turn. */
-	m = utlb_match(s, key);
-	if (m) {
-		w = (unsigned int)__builtin_ctz(m);
-	} else {
-		for (w = 0; w < UTLB_WAYS; w++)
-			if (!s->key[w] || ((s->key[w] & ~UTLB_KEY_PAGE) == d->front_tag &&
-					   s->gen[w] != seq0))
+	for (w = 0; w < UTLB_WAYS && s->way[w].key != key; w++)
+		;
+	if (w == UTLB_WAYS) {
+		for (w = 0; w < UTLB_WAYS; w++) {
+			e = &s->way[w];
+			if (!e->key || ((e->key & ~UTLB_KEY_PAGE) == d->front_tag && e->gen != seq0))
 				break;
+		}
 		if (w == UTLB_WAYS)
 			w = u->clock++ % UTLB_WAYS;
 	}
-	s->key[w] = key;
-	s->gen[w] = seq0;
-	s->mo[w] = h->mo;
-	s->leaf[w] = (iommu_pa_off(h->pa) & UTLB_LEAF_OFF) |
-		     (uint64_t)(12 + 9 * h->cls) << UTLB_LEAF_SHIFT_SHIFT | (h->perm & UTLB_LEAF_PERM);
+	e = &s->way[w];
+	e->key = key;
+	e->gen = seq0;
+	e->mo = h->mo;
+	e->leaf = (iommu_pa_off(h->pa) & UTLB_LEAF_OFF) |
+		  (uint64_t)(12 + 9 * h->cls) << UTLB_LEAF_SHIFT_SHIFT | (h->perm & UTLB_LEAF_PERM);
 	u->ptep[i][w] = h->ptep;
 }
 
@@ -410,13 +403,13 @@ static inline __attribute__((always_inline)) bool utlb_xlate(struct iommu_domain
 	const struct utlb *u = utlb;
 	const struct utlb_set *s = &u->set[utlb_set_index(iova)];
 	struct iommu_memobj *mo;
+	const struct utlb_way *e = utlb_find(s, d, iova);
 	uint64_t leaf, size, in, off;
-	int w = utlb_find(s, d, iova);
 
-	if (w < 0)
+	if (!e)
 		return false;
-	leaf = s->leaf[w];
-	if ((leaf & access) != access)
+	leaf = e->leaf;
+	if (~leaf & access)
 		return false;
 	if ((access & IOMMU_WRITE) &&
 	    atomic_load_explicit(&(d->type == IOMMU_DOMAIN_NESTED ? d->parent : d)->dirty_tracking,
@@ -424,7 +417,7 @@ static inline __attribute__((always_inline)) bool utlb_xlate(struct iommu_domain
 		return false;
 	/* The entry is read before anything is stored: the stores may alias it for all the
 	 * compiler knows, and would make it read the entry again. */
-	mo = s->mo[w];
+	mo = e->mo;
 	size = utlb_leaf_size(leaf);
 	in = iova & (size - 1);
 	off = (leaf & UTLB_LEAF_OFF) + in;
