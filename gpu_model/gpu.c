@@ -228,6 +228,8 @@ int gpu_create(const struct gpu_config *cfg, struct gpu **out)
 	if (!g)
 		return -ENOMEM;
 	g->cfg = *cfg;
+	if (!g->cfg.copy_stream_min)
+		g->cfg.copy_stream_min = gpu_copy_stream_default();
 	g->nr_fns = 1 + cfg->nr_vfs;
 	g->nr_engines = cfg->nr_engines ? cfg->nr_engines : 1;
 	cmn_mutex_init(&g->lock);

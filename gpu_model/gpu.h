@@ -151,6 +151,9 @@ struct gpu_config {
 	/* A channel that caught up after work waits this long for its next submission
 	 * before its turn ends (not with clock_ns); 0 = 2 us, GPU_LINGER_NONE = not at all. */
 	uint64_t linger_ns;
+	/* A COPY at least this long writes past the CPU caches (non-temporal stores), as
+	 * memcpy does for such sizes; 0 = 3/4 of the last-level cache, UINT64_MAX = never. */
+	uint64_t copy_stream_min;
 	struct iommu *iommu;		/* system aperture (requester id = function number);
 					 * NULL: every system-memory access faults */
 	/* The engines' clock in ns, for tests that must not depend on host load (shares,

@@ -323,7 +323,14 @@ int gpu_aper_rw_at(struct gpu *g, unsigned int fn, uint64_t aper, uint64_t addr,
 		   uint64_t len, bool write, uint64_t *bad_off);
 int gpu_sys_atomic(struct gpu *g, unsigned int fn, uint64_t iova, unsigned int size,
 		   uint64_t *val, bool write);
-int gpu_sys_copy(struct gpu *g, unsigned int fn, uint64_t iova, void *buf, uint64_t *n, bool write);
+/* Copy between VRAM (@buf) and the system page at @iova, at most *@n bytes, up to the page's
+ * end (*@n = bytes copied); @stream as for gpu_copy(). 0 or -EFAULT / -EACCES. */
+int gpu_sys_copy(struct gpu *g, unsigned int fn, uint64_t iova, void *buf, uint64_t *n, bool write,
+		 bool stream);
+/* memcpy(), or with @stream, stores that bypass the caches (ordered before what follows). */
+void gpu_copy(void *dst, const void *src, uint64_t n, bool stream);
+/* The default of gpu_config.copy_stream_min for this machine's caches. */
+uint64_t gpu_copy_stream_default(void);
 /* Atomic 32/64-bit load/store at a VA (semaphores, USERD): 0 or a fault reason. */
 int gpu_va_load(struct gpu_ctx *ctx, uint64_t va, unsigned int size, uint64_t *val);
 int gpu_va_store(struct gpu_ctx *ctx, uint64_t va, unsigned int size, uint64_t val);

@@ -4,6 +4,10 @@
  * enum vgpu_fault_reason with the details left in the context. */
 #include <errno.h>
 #include <string.h>
+#include <unistd.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "gpu_model/gpu_internal.h"
 #include "iommu_model/iommu.h"
@@ -61,7 +65,55 @@ int gpu_aper_rw_at(struct gpu *g, unsigned int fn, uint64_t aper, uint64_t addr,
 /* Copy between system memory at @iova and a host buffer with one IOMMU translation and
  * one memcpy for as much as is contiguous (a 2 MiB IO page at best); *n shrinks to what
  * was done. The bracket keeps a concurrent strict unmap from freeing the pages under us. */
-int gpu_sys_copy(struct gpu *g, unsigned int fn, uint64_t iova, void *buf, uint64_t *n, bool write)
+uint64_t gpu_copy_stream_default(void)
+{
+	/* glibc's memcpy streams from 3/4 of the last-level cache: a COPY of a buffer that
+	 * size moves its bytes the way one memcpy of the buffer would. */
+	long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+
+	if (llc <= 0)
+		llc = sysconf(_SC_LEVEL2_CACHE_SIZE);
+	return llc > 0 ? (uint64_t)llc / 4 * 3 : 8ull << 20;
+}
+
+void gpu_copy(void *dst, const void *src, uint64_t n, bool stream)
+{
+#ifdef __SSE2__
+	uint8_t *d = dst;
+	const uint8_t *s = src;
+	uint64_t head = -(uintptr_t)d & 15;
+
+	if (!stream || n < head + 64) {
+		memcpy(dst, src, n);
+		return;
+	}
+	memcpy(d, s, head);
+	d += head;
+	s += head;
+	n -= head;
+	for (; n >= 64; n -= 64, d += 64, s += 64) {
+		__m128i a = _mm_loadu_si128((const __m128i *)s);
+		__m128i b = _mm_loadu_si128((const __m128i *)(s + 16));
+		__m128i c = _mm_loadu_si128((const __m128i *)(s + 32));
+		__m128i e = _mm_loadu_si128((const __m128i *)(s + 48));
+
+		_mm_stream_si128((__m128i *)d, a);
+		_mm_stream_si128((__m128i *)(d + 16), b);
+		_mm_stream_si128((__m128i *)(d + 32), c);
+		_mm_stream_si128((__m128i *)(d + 48), e);
+	}
+	/* Streaming stores are weakly ordered: what follows the copy (its semaphore release)
+	 * must not be seen before them. */
+	_mm_sfence();
+	memcpy(d, s, n);
+#else
+	(void)stream;
+	memcpy(dst, src, n);
+#endif
+}
+
+int gpu_sys_copy(struct gpu *g, unsigned int fn, uint64_t iova, void *buf, uint64_t *n, bool write,
+		 bool stream)
 {
 	struct iommu_xlate x;
 	int ret;
@@ -74,9 +126,9 @@ int gpu_sys_copy(struct gpu *g, unsigned int fn, uint64_t iova, void *buf, uint6
 	if (!ret && x.host) {
 		*n = cmn_min(*n, (uint64_t)x.len);
 		if (write)
-			memcpy(x.host, buf, *n);
+			gpu_copy(x.host, buf, *n, stream);
 		else
-			memcpy(buf, x.host, *n);
+			gpu_copy(buf, x.host, *n, stream);
 	} else if (!ret) {
 		ret = -EFAULT;
 	}

@@ -213,7 +213,7 @@ static enum mres m_sem_acquire(struct gpu_ctx *ctx, const uint32_t *a)
 }
 
 /* One piece of a copy: both sides translated, at most one page of each. */
-static int copy_piece(struct gpu_ctx *ctx, uint64_t src, uint64_t dst, uint64_t *n)
+static int copy_piece(struct gpu_ctx *ctx, uint64_t src, uint64_t dst, uint64_t *n, bool stream)
 {
 	struct gpu *g = ctx->g;
 	struct gpu_xlate xs, xd;
@@ -229,14 +229,14 @@ static int copy_piece(struct gpu_ctx *ctx, uint64_t src, uint64_t dst, uint64_t 
 		return ret;
 	*n = cmn_min(cmn_min(*n, xs.avail), xd.avail);
 	if (xs.aper == VGPU_GMMU_APER_VRAM && xd.aper == VGPU_GMMU_APER_VRAM) {
-		memcpy(g->vram + xd.addr, g->vram + xs.addr, *n);
+		gpu_copy(g->vram + xd.addr, g->vram + xs.addr, *n, stream);
 		gpu_dirty_mark(g, xd.addr, *n);
 		return 0;
 	}
 	if (xd.aper == VGPU_GMMU_APER_VRAM && xs.aper == VGPU_GMMU_APER_SYS)
-		ret = gpu_sys_copy(g, ctx->f->id, xs.addr, g->vram + xd.addr, n, false);
+		ret = gpu_sys_copy(g, ctx->f->id, xs.addr, g->vram + xd.addr, n, false, stream);
 	else if (xs.aper == VGPU_GMMU_APER_VRAM && xd.aper == VGPU_GMMU_APER_SYS)
-		ret = gpu_sys_copy(g, ctx->f->id, xd.addr, g->vram + xs.addr, n, true);
+		ret = gpu_sys_copy(g, ctx->f->id, xd.addr, g->vram + xs.addr, n, true, stream);
 	else if (xd.aper == VGPU_GMMU_APER_VRAM)	/* SVA -> VRAM: no bounce */
 		ret = gpu_aper_rw_at(g, ctx->f->id, xs.aper, xs.addr, g->vram + xd.addr, *n, false,
 				     &bad);
@@ -267,11 +267,13 @@ static enum mres m_copy(struct gpu_ctx *ctx, const uint32_t *a)
 {
 	struct gpu_chan *c = ctx->c;
 	uint64_t src = u64_of(a), dst = u64_of(a + 2), len = u64_of(a + 4), since = 0;
+	/* Decided by the whole copy, as one memcpy of it would: its pieces are all small. */
+	bool stream = len >= ctx->g->cfg.copy_stream_min;
 
 	while (c->progress < len) {
 		uint64_t n = cmn_min(len - c->progress, (uint64_t)GPU_CHUNK_BYTES);
 
-		if (copy_piece(ctx, src + c->progress, dst + c->progress, &n))
+		if (copy_piece(ctx, src + c->progress, dst + c->progress, &n, stream))
 			return M_FAULT;
 		c->progress += n;
 		since += n;

@@ -14,15 +14,22 @@ struct mctx {
 
 #define BUF_BYTES (8u << 20)
 
-static int setup(void **state)
+/* A VF, one engine, a 64 MiB slice each; COPYs of @stream_min bytes or more stream. */
+static struct mctx *mctx_new(uint64_t stream_min)
 {
+	struct gpu_config cfg = { .nr_vfs = 1, .nr_engines = 1, .copy_stream_min = stream_min };
 	struct mctx *m = calloc(1, sizeof(*m));
 
-	m->t = tgpu_new(1, 1, 64);
+	m->t = tgpu_new_cfg(cfg, 64);
 	tchan_init(m->t, &m->c, 1, 3, 0, 64);
 	m->buf_va = tgpu_vmem(m->t, 1, BUF_BYTES, VGPU_GMMU_PAGE_64K);
 	m->buf = tgpu_va(m->t, 1, m->buf_va, BUF_BYTES);
-	*state = m;
+	return m;
+}
+
+static int setup(void **state)
+{
+	*state = mctx_new(0);
 	return 0;
 }
 
@@ -123,14 +130,22 @@ static void fill_pattern(uint8_t *p, size_t n, uint32_t seed)
 	}
 }
 
+/* stream: every COPY streams its stores (copy_stream_min 1), else the default (none here). */
 static const struct copy_case {
 	const char *name;
 	uint64_t src_off, dst_off, len;
+	bool stream;
 } copy_cases[] = {
-	{ "copy 1 byte", 3, 4096 + 5, 1 },
-	{ "copy unaligned 100k", 7, (1u << 20) + 3, 100000 },
-	{ "copy across 64K pages", 65536 - 100, (2u << 20) + 65536 - 7, 3 * 65536 + 11 },
-	{ "copy 3 MiB", 0, 4u << 20, 3u << 20 },
+	{ "copy 1 byte", 3, 4096 + 5, 1, false },
+	{ "copy unaligned 100k", 7, (1u << 20) + 3, 100000, false },
+	{ "copy across 64K pages", 65536 - 100, (2u << 20) + 65536 - 7, 3 * 65536 + 11, false },
+	{ "copy 3 MiB", 0, 4u << 20, 3u << 20, false },
+	{ "streamed copy 1 byte", 3, 4096 + 5, 1, true },
+	{ "streamed copy 79 bytes", 1, 4096 + 14, 79, true },
+	{ "streamed copy unaligned 100k", 7, (1u << 20) + 3, 100000, true },
+	{ "streamed copy across 64K pages", 65536 - 100, (2u << 20) + 65536 - 7, 3 * 65536 + 11,
+	  true },
+	{ "streamed copy 3 MiB", 0, 4u << 20, 3u << 20, true },
 };
 
 static void test_copy_case(void **state)
@@ -141,8 +156,7 @@ static void test_copy_case(void **state)
 	uint8_t *ref = malloc(cc->len);
 	uint64_t src, dst;
 
-	setup(&ms);
-	m = ms;
+	ms = m = mctx_new(cc->stream ? 1 : 0);
 	src = m->buf_va + cc->src_off;
 	dst = m->buf_va + cc->dst_off;
 	fill_pattern(m->buf + cc->src_off, cc->len, (uint32_t)cc->len);

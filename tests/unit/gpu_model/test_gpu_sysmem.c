@@ -21,11 +21,13 @@ struct sctx {
 	uint8_t *host;			/* the "guest DMA memory" */
 };
 
-static struct sctx *sctx_new(void)
+/* COPYs of @stream_min bytes or more stream their stores (0: the default). */
+static struct sctx *sctx_new(uint64_t stream_min)
 {
 	struct sctx *s = calloc(1, sizeof(*s));
 	struct iommu_domain_opts o = { .type = IOMMU_DOMAIN_PAGING };
-	struct gpu_config cfg = { .vram_size = 3 * 64 * VGPU_MiB, .nr_vfs = 2, .nr_engines = 1 };
+	struct gpu_config cfg = { .vram_size = 3 * 64 * VGPU_MiB, .nr_vfs = 2, .nr_engines = 1,
+				  .copy_stream_min = stream_min };
 	uint64_t iova = IOVA;
 
 	assert_int_equal(iommu_create(NULL, &s->mmu), 0);
@@ -121,16 +123,16 @@ static int schan_wait(struct schan *c)
 	return -ETIMEDOUT;
 }
 
-/* Copies both ways between guest memory and VRAM, and a semaphore in guest memory. */
+/* Copies both ways between guest memory and VRAM, and a semaphore in guest memory; with
+ * a non-NULL state every copy streams its stores. */
 static void test_sys_channel(void **state)
 {
-	struct sctx *s = sctx_new();
+	struct sctx *s = sctx_new(*state ? 1 : 0);
 	struct schan c;
 	uint64_t vram = tgpu_vmem(s->t, 1, 1u << 20, VGPU_GMMU_PAGE_64K);
 	uint64_t src = SYS_VA + (1u << 20), back = SYS_VA + (2u << 20), sem = SYS_VA + 8192;
 	uint32_t n = 300000;
 
-	(void)state;
 	for (uint32_t i = 0; i < n; i++)
 		s->host[(1u << 20) + i] = (uint8_t)(i * 7 + 1);
 	schan_init(s, &c, 0, 0);
@@ -150,7 +152,7 @@ static void test_sys_channel(void **state)
 /* A page the IOMMU does not map: an IOMMU fault, only this channel errors. */
 static void test_iommu_unmapped(void **state)
 {
-	struct sctx *s = sctx_new();
+	struct sctx *s = sctx_new(0);
 	struct schan bad, good;
 	struct vgpu_fault_entry fe;
 	uint64_t unmapped = SYS_VA + (3u << 20) + 64, sem = SYS_VA + 8192;
@@ -180,7 +182,7 @@ static void test_iommu_unmapped(void **state)
  * PASID is detached every access faults. */
 static void test_sva_aperture(void **state)
 {
-	struct sctx *s = sctx_new();
+	struct sctx *s = sctx_new(0);
 	struct iommu_domain_opts o = { .type = IOMMU_DOMAIN_SVA };
 	struct iommu_domain *sva;
 	struct vgpu_fault_entry fe;
@@ -256,6 +258,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sys_channel),
+		{ "test_sys_channel streamed", test_sys_channel, NULL, NULL, (void *)1 },
 		cmocka_unit_test(test_iommu_unmapped),
 		cmocka_unit_test(test_sva_aperture),
 	};
