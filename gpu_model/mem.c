@@ -62,9 +62,6 @@ int gpu_aper_rw_at(struct gpu *g, unsigned int fn, uint64_t aper, uint64_t addr,
 	return 0;	/* the page came back meanwhile: the access is complete */
 }
 
-/* Copy between system memory at @iova and a host buffer with one IOMMU translation and
- * one memcpy for as much as is contiguous (a 2 MiB IO page at best); *n shrinks to what
- * was done. The bracket keeps a concurrent strict unmap from freeing the pages under us. */
 uint64_t gpu_copy_stream_default(void)
 {
 	/* glibc's memcpy streams from 3/4 of the last-level cache: a COPY of a buffer that
@@ -112,6 +109,9 @@ void gpu_copy(void *dst, const void *src, uint64_t n, bool stream)
 #endif
 }
 
+/* Copy between system memory at @iova and a host buffer with one IOMMU translation and
+ * one copy for as much as is contiguous (a 2 MiB IO page at best); *n shrinks to what
+ * was done. The bracket keeps a concurrent strict unmap from freeing the pages under us. */
 int gpu_sys_copy(struct gpu *g, unsigned int fn, uint64_t iova, void *buf, uint64_t *n, bool write,
 		 bool stream)
 {
