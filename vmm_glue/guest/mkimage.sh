@@ -115,13 +115,8 @@ build_kmod() {
 			{ kmod_why="no apt-get: cannot fetch the kernel headers"; return 1; }
 		ver=$(dpkg-deb -f "$deb" Version)
 		series=$(echo "$kver" | cut -d. -f1,2)
-		# The kbuild tools are rebuilt on their own at times (6.1.192-3 beside a
-		# 6.1.192-2 kernel): any Debian revision of the kernel's upstream version will do.
 		kbver=$(apt-cache madison "linux-kbuild-$series" 2>/dev/null |
-			awk -v want="$ver" -v up="${ver%-*}-" '$3 == want { exact = 1 }
-				index($3, up) == 1 && !alt { alt = $3 }
-				END { print exact ? want : alt }')
-		[ -n "$kbver" ] || kbver=$ver
+			"$here/kbuild-version.sh" "$ver")
 		tmp=$(mktemp -d "$out/kheaders.XXXXXX")
 		echo "mkimage: downloading the headers of $kver ($ver) from the Debian archive"
 		if ! (cd "$tmp" && apt-get download "linux-headers-$kver=$ver" \
