@@ -12,6 +12,7 @@
 # The last keys compare BAR2 with guest memory in each guest, and the two guests so. Exit 1, saying why, if a guest
 # printed no figures.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../bench/bench_cpu.sh"
 
 vm_init kmod-bench
 # vm_require_qemu would print TAP and exit 0: say why there are no figures instead.
@@ -72,4 +73,4 @@ for name in q35 pc; do
 	tr -d '\r' <"${VM_CONSOLE[$name]}" | grep -a '^# \(mtrr\|.*PAT\|.*MTRR\)' |
 		sed "s/^# /kmod-bench: $name: /" >&2
 done
-echo "{$q35, $pc$ratios}"
+echo "{$(bench_cpu_json), $q35, $pc$ratios}"

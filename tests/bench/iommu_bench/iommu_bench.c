@@ -372,7 +372,7 @@ int main(int argc, char **argv)
 {
 	bool json = argc > 1 && !strcmp(argv[1], "--json");
 	struct results r = { 0 };
-	char cpu[256];
+	char cpu[320];
 
 	if (argc > 1 && !strcmp(argv[1], "--random")) {
 		bench_random(&r);	/* only the random-page pair */
@@ -413,7 +413,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	printf("iommu_bench (median of %d runs where repeated) on %s, %ld CPUs\n\n", RUNS,
-	       bench_cpu_model(cpu, sizeof(cpu)), bench_cpu_cores());
+	       bench_cpu_describe(cpu, sizeof(cpu)), bench_cpu_cores());
 	printf("%-44s %12s %12s\n", "random pages, 1 GiB domain of 4 KiB maps", "ns/op", "vs walk");
 	printf("%-44s %12.2f %12.3f   [%.2f-%.2f]\n", "baseline: plain walk, no IOTLB",
 	       r.rand_walk_ns, 1.0, r.rand_walk_min, r.rand_walk_max);

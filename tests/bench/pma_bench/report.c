@@ -375,9 +375,9 @@ void pb_report_human(const struct pb_ctx *c, const struct pb_result *p,
 	printf("generator: %zu ops (%zu prefill), trace hash 0x%016llx: matches the reference "
 	       "(counts, forced frees, occupancy, first ops, hash)\n", c->trace.nr_ops,
 	       c->trace.nr_prefill, (unsigned long long)c->trace.hash);
-	char cpu[160];
+	char cpu[200];
 
-	printf("machine: %s, %ld CPUs; %s\n", bench_cpu_model(cpu, sizeof(cpu)), bench_cpu_cores(),
+	printf("machine: %s, %ld CPUs; %s\n", bench_cpu_describe(cpu, sizeof(cpu)), bench_cpu_cores(),
 	       c->pinned_cpu >= 0 ? "pinned to one CPU" : "not pinned");
 	printf("timing: throughput = whole segments, no per-call clock (pma: one warm-up, then "
 	       "median of %u runs, naive: 1); latency = clock_gettime pair per call, which alone costs "
@@ -543,6 +543,7 @@ void pb_report_json(const struct pb_ctx *c, const struct pb_result *p,
 	struct target t[8];
 	unsigned int nt = targets(c, p, n, t), met = 0;
 	char hash[24], cpu[160];
+	int family, id;
 
 	snprintf(hash, sizeof(hash), "0x%016llx", (unsigned long long)c->trace.hash);
 	jstr(&j, hash, "mixed_trace_hash");
@@ -554,6 +555,9 @@ void pb_report_json(const struct pb_ctx *c, const struct pb_result *p,
 	jnum(&j, c->opt.reps, "reps");
 	jstr(&j, bench_cpu_model(cpu, sizeof(cpu)), "cpu_model");
 	jnum(&j, (double)bench_cpu_cores(), "cpu_cores");
+	bench_cpu_id(&family, &id);
+	jnum(&j, family, "cpu_family");
+	jnum(&j, id, "cpu_model_id");
 	jnum(&j, c->pinned_cpu, "pinned_cpu");
 	jnum(&j, (double)c->timer_p50, "timer_pair_p50_ns");
 	jnum(&j, (double)c->timer_p99, "timer_pair_p99_ns");

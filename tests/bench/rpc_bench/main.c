@@ -519,10 +519,10 @@ static double bench_crash(struct dev *d)
 
 static void machine(double load)
 {
-	char cpu[160];
+	char cpu[200];
 
 	printf("machine: %s, %ld CPUs, load average %.2f at the start\n",
-	       bench_cpu_model(cpu, sizeof(cpu)), bench_cpu_cores(), load);
+	       bench_cpu_describe(cpu, sizeof(cpu)), bench_cpu_cores(), load);
 }
 
 /* The RM ops/s keys (one per thread count), without braces. */
@@ -562,7 +562,7 @@ int main(int argc, char **argv)
 	double load = loadavg();
 	double crash_ms;
 	bool ops_only = false;
-	char cpu_json[256];
+	char cpu_json[320];
 	struct dev d;
 
 	for (int i = 1; i < argc; i++) {

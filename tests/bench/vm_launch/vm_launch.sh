@@ -27,11 +27,13 @@
 # not running) until libvirtd answers, with caps_probed saying whether it had to probe QEMU's
 # capabilities again (its cache in /var/cache/libvirt/qemu/capabilities was rewritten).
 #
-# Output: a table, or with --json one object: cpu_model, cpu_cores, the load average, the
-# medians vm_launch_direct_s, vm_launch_libvirt_s, vm_launch_ratio (libvirt / direct), every
-# run, and the median of each stage per path. Needs what the libvirt tier needs (root,
+# Output: a table, or with --json one object: cpu_model, cpu_cores, cpu_family, cpu_model_id
+# (tests/bench/bench_cpu.sh), the load average, the medians vm_launch_direct_s,
+# vm_launch_libvirt_s, vm_launch_ratio (libvirt / direct), every run, and the median of each
+# stage per path. Needs what the libvirt tier needs (root,
 # libvirtd, virtlogd, QEMU); otherwise it says why and exits 77.
 . "$(dirname "$0")/../../vm/libvirt-lib.sh"
+. "$(dirname "$0")/../bench_cpu.sh"
 
 RUNS=5
 ARGS=--only,attach
@@ -219,8 +221,7 @@ for i in $(seq "$RUNS"); do
 done
 
 LOAD=$(cut -d' ' -f1-3 /proc/loadavg)
-CPU_MODEL=$(sed -n 's/^model name[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo | head -1 | tr -d '"\\')
-CPU_CORES=$(getconf _NPROCESSORS_ONLN)
+CPU_JSON=$(bench_cpu_json)
 DIRECT=$(median $(values direct result_s))
 LIBVIRT=$(median $(values libvirt result_s))
 RATIO=$(awk -v a="$LIBVIRT" -v b="$DIRECT" 'BEGIN { printf "%.2f", a / b }')
@@ -247,7 +248,7 @@ runs_json() {
 
 if [ "$JSON" = 1 ]; then
 	cat <<EOF
-{"cpu_model": "$CPU_MODEL", "cpu_cores": $CPU_CORES, "bench": "vm_launch", "runs": $RUNS, "guest_args": "$ARGS", "loadavg": "$LOAD",
+{$CPU_JSON, "bench": "vm_launch", "runs": $RUNS, "guest_args": "$ARGS", "loadavg": "$LOAD",
  "vm_launch_direct_s": $DIRECT, "vm_launch_libvirt_s": $LIBVIRT, "vm_launch_ratio": $RATIO,
  "vm_launch_direct_runs_s": $(runs_json direct), "vm_launch_libvirt_runs_s": $(runs_json libvirt),
  "libvirtd_ready_s": $LIBVIRTD_READY, "libvirtd_started": $LIBVIRTD_STARTED, "caps_probed": $CAPS_PROBED,
@@ -255,7 +256,7 @@ if [ "$JSON" = 1 ]; then
  "stages_libvirt": $(stages_json libvirt)}
 EOF
 else
-	echo "vm_launch: $CPU_MODEL, $CPU_CORES CPUs, load $LOAD; guest args $ARGS; $RUNS runs"
+	echo "vm_launch: {$CPU_JSON}, load $LOAD; guest args $ARGS; $RUNS runs"
 	echo "libvirtd ready after $LIBVIRTD_READY s (started by this run: $LIBVIRTD_STARTED, QEMU capabilities probed: $CAPS_PROBED)"
 	printf '%-18s %-10s %s\n' "stage (median s)" direct libvirt
 	for s in $STAGES; do
