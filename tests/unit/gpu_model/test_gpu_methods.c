@@ -130,7 +130,7 @@ static void fill_pattern(uint8_t *p, size_t n, uint32_t seed)
 	}
 }
 
-/* stream: every COPY streams its stores (copy_stream_min 1), else the default (none here). */
+/* stream: every COPY streams its stores (copy_stream_min 1), else none does (UINT64_MAX). */
 static const struct copy_case {
 	const char *name;
 	uint64_t src_off, dst_off, len;
@@ -156,7 +156,7 @@ static void test_copy_case(void **state)
 	uint8_t *ref = malloc(cc->len);
 	uint64_t src, dst;
 
-	ms = m = mctx_new(cc->stream ? 1 : 0);
+	ms = m = mctx_new(cc->stream ? 1 : UINT64_MAX);
 	src = m->buf_va + cc->src_off;
 	dst = m->buf_va + cc->dst_off;
 	fill_pattern(m->buf + cc->src_off, cc->len, (uint32_t)cc->len);

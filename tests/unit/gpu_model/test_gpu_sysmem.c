@@ -124,10 +124,10 @@ static int schan_wait(struct schan *c)
 }
 
 /* Copies both ways between guest memory and VRAM, and a semaphore in guest memory; with
- * a non-NULL state every copy streams its stores. */
+ * a non-NULL state every copy streams its stores, else none does. */
 static void test_sys_channel(void **state)
 {
-	struct sctx *s = sctx_new(*state ? 1 : 0);
+	struct sctx *s = sctx_new(*state ? 1 : UINT64_MAX);
 	struct schan c;
 	uint64_t vram = tgpu_vmem(s->t, 1, 1u << 20, VGPU_GMMU_PAGE_64K);
 	uint64_t src = SYS_VA + (1u << 20), back = SYS_VA + (2u << 20), sem = SYS_VA + 8192;
