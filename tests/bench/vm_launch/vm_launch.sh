@@ -256,7 +256,7 @@ if [ "$JSON" = 1 ]; then
  "stages_libvirt": $(stages_json libvirt)}
 EOF
 else
-	echo "vm_launch: {$CPU_JSON}, load $LOAD; guest args $ARGS; $RUNS runs"
+	echo "vm_launch: $(echo "$CPU_JSON" | tr -d '"'), load $LOAD; guest args $ARGS; $RUNS runs"
 	echo "libvirtd ready after $LIBVIRTD_READY s (started by this run: $LIBVIRTD_STARTED, QEMU capabilities probed: $CAPS_PROBED)"
 	printf '%-18s %-10s %s\n' "stage (median s)" direct libvirt
 	for s in $STAGES; do
