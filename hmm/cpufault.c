@@ -148,17 +148,13 @@ static uint64_t wait_page_settled(struct hmm_mm *mm, _Atomic uint64_t *w)
 	}
 }
 
-/* Zero-fill the missing page @addr whose word @pw read @w, a system-memory state (never
- * touched, or dropped; -EEXIST from the kernel: present meanwhile, nothing to do). The
- * page is claimed for the fill as a device page is for its trip back: without the claim
- * a migration could collect it between our look at @w and UFFDIO_ZEROPAGE and move its
+/* The page is claimed for the fill as a device page is for its trip back: without the
+ * claim a migration could collect it between our look at @w and the fill and move its
  * data out, the zero page would then take its place and every write the page had seen
- * was lost (test_hmm_race "zero fill against migrations"). The faulting thread is woken
- * by the caller once the claim is released, so that it never sees its own page busy.
- * -EAGAIN: the word changed, look again; -EBUSY: an unmap/remap event is pending, the
- * access retries after it (hmm_uffd_zeropage()). */
-static int zero_fill_claimed(struct hmm_mm *mm, _Atomic uint64_t *pw, uint64_t w,
-			     uintptr_t addr)
+ * was lost (test_hmm_race "zero fill against migrations", "range fault zero fill against
+ * a migration"). A faulting thread is woken by the caller once the claim is released, so
+ * that it never sees its own page busy. */
+int hmm_zero_fill_claimed(struct hmm_mm *mm, _Atomic uint64_t *pw, uint64_t w, uintptr_t addr)
 {
 	int ret;
 
@@ -192,7 +188,7 @@ int hmm_cpu_fault(struct hmm_mm *mm, struct hmm_region *r, uintptr_t addr, bool 
 		if (hmm_ps_state(w) != HMM_PS_SYSTEM || r->prot)
 			break;
 		/* missing and not on a device (or brought back by someone else meanwhile) */
-		ret = zero_fill_claimed(mm, pw, w, addr);
+		ret = hmm_zero_fill_claimed(mm, pw, w, addr);
 	} while (ret == -EAGAIN);
 	if (hmm_ps_state(w) == HMM_PS_SYSTEM) {
 		/* filled, present, or (prot) brought back by another thread: just retry */

@@ -50,7 +50,7 @@ static int exclusive_check(struct hmm_mm *mm, uintptr_t start, uintptr_t end)
 	for (uintptr_t a = start; a < end; a += HMM_PAGE_SIZE) {
 		struct hmm_region *r = hmm_region_find(a);
 
-		if (!r || r->mm != mm)
+		if (!r || r->mm != mm || atomic_load(&r->dying))
 			return -EINVAL;
 	}
 	for (uintptr_t a = start; a < end;) {
@@ -113,18 +113,14 @@ static int exclusive_prepare(struct hmm_mm *mm, uintptr_t start, uintptr_t end)
 	return 0;
 }
 
-int hmm_make_exclusive(struct hmm_mm *mm, void *addr, size_t len, const void *owner,
-		       uint64_t *pfns)
+static int make_exclusive(struct hmm_mm *mm, uintptr_t start, uintptr_t end, const void *owner,
+			  uint64_t *pfns)
 {
-	uintptr_t start = (uintptr_t)addr, end = start + len;
+	size_t len = end - start;
 	struct hmm_notify_range nr = { .start = start, .end = end, .event = HMM_EVENT_EXCLUSIVE,
 				       .owner = owner, .flags = HMM_NOTIFY_BLOCKABLE };
-	int ret;
+	int ret = exclusive_check(mm, start, end);
 
-	if (!mm || !pfns || !len || !cmn_is_aligned(start, HMM_PAGE_SIZE) ||
-	    !cmn_is_aligned(len, HMM_PAGE_SIZE) || end < start)
-		return -EINVAL;
-	ret = exclusive_check(mm, start, end);
 	if (ret)
 		return ret;
 	ret = hmm_prot_install();
@@ -148,4 +144,19 @@ int hmm_make_exclusive(struct hmm_mm *mm, void *addr, size_t len, const void *ow
 		pfns[i] = HMM_PFN_VALID | HMM_PFN_WRITE | ((start >> HMM_PAGE_SHIFT) + i);
 	atomic_fetch_add_explicit(&mm->c_excl, len >> HMM_PAGE_SHIFT, memory_order_relaxed);
 	return 0;
+}
+
+int hmm_make_exclusive(struct hmm_mm *mm, void *addr, size_t len, const void *owner,
+		       uint64_t *pfns)
+{
+	uintptr_t start = (uintptr_t)addr, end = start + len;
+	int ret;
+
+	if (!mm || !pfns || !len || !cmn_is_aligned(start, HMM_PAGE_SIZE) ||
+	    !cmn_is_aligned(len, HMM_PAGE_SIZE) || end < start)
+		return -EINVAL;
+	hmm_mm_use(mm);		/* a region being removed is not taken */
+	ret = make_exclusive(mm, start, end, owner, pfns);
+	hmm_mm_unuse(mm);
+	return ret;
 }

@@ -76,6 +76,7 @@ struct hmm_region {
 	_Atomic uint64_t *back_ns;	/* last migration back to the CPU (thrashing) */
 	bool prot;			/* HMM_BACKEND_MPROTECT: device pages are PROT_NONE */
 	char *alias;			/* prot, shared: writable second view; NULL = private */
+	atomic_bool dying;		/* being removed: no page may be collected or taken */
 };
 
 struct hmm_staging {
@@ -151,6 +152,10 @@ struct hmm_mm {
 	bool thread_started;
 	atomic_bool monitor_busy;	/* between reading uffd messages and handling them */
 	struct cmn_mutex lock;		/* protects regions (add/remove) and notifier slots */
+	/* calls that hold region pointers outside a fault handler (migrations from setup to
+	 * finalize, range walks, exclusive access, ...): a region is freed only once they
+	 * are done (hmm_mm_users_drain) */
+	atomic_uint users;
 	/* notifiers: readers walk the slots lock-free, counted in @walkers */
 	struct hmm_interval_notifier *_Atomic subs[HMM_MAX_NOTIFIERS];
 	atomic_uint walkers;
@@ -165,6 +170,34 @@ struct hmm_mm {
 	_Atomic uint64_t c_event_waits;
 	_Atomic uint64_t c_excl, c_excl_revoked;
 };
+
+/* Enter and leave a call that keeps region pointers of @mm (not a fault handler: those
+ * count in hmm_handlers_inflight). Sequentially consistent: a caller that then reads a
+ * region's dying flag or hmm_fork_pending, and a remover that sets one and then reads
+ * @users, cannot both miss each other. */
+static inline void hmm_mm_use(struct hmm_mm *mm)
+{
+	atomic_fetch_add(&mm->users, 1);
+}
+
+static inline void hmm_mm_unuse(struct hmm_mm *mm)
+{
+	atomic_fetch_sub(&mm->users, 1);
+}
+
+/* Wait until no call holds region pointers of @mm. */
+void hmm_mm_users_drain(struct hmm_mm *mm);
+
+/* Set from fork's prepare handler until the fork returns: no page may move to a device,
+ * whose copy the child would not get. */
+extern atomic_bool hmm_fork_pending;
+
+/* True if a migration may collect pages of @r: it is not being removed and, for a
+ * migration @to_device, the process is not forking. Read inside hmm_mm_use(). */
+static inline bool hmm_region_movable(struct hmm_region *r, bool to_device)
+{
+	return !atomic_load(&r->dying) && !(to_device && atomic_load(&hmm_fork_pending));
+}
 
 /* process-wide tables read by fault handlers */
 extern struct hmm_region *_Atomic hmm_regions[HMM_MAX_REGIONS];
@@ -227,6 +260,11 @@ void hmm_devmem_free_deferred(struct hmm_devmem *dm, uint64_t page);
 int hmm_devmem_copy(struct hmm_devmem *dm, enum hmm_copy_dir dir, void *sys,
 		    uint64_t page, size_t npages);
 
+/* Zero-fill the missing page @addr of @mm whose word @pw read @w, a system-memory state,
+ * claiming the page for the fill so that no migration collects it meanwhile. Does not
+ * wake. 0 (filled, or present meanwhile), -EAGAIN (the word changed: look again), -EBUSY
+ * (an unmap/remap event is pending: the access retries after it). */
+int hmm_zero_fill_claimed(struct hmm_mm *mm, _Atomic uint64_t *pw, uint64_t w, uintptr_t addr);
 /* CPU fault service: bring the granule around @addr of @r back to system memory (or
  * zero-fill a missing page). @blockable: thread context. 0 or -errno. */
 int hmm_cpu_fault(struct hmm_mm *mm, struct hmm_region *r, uintptr_t addr, bool blockable,

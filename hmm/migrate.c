@@ -314,10 +314,12 @@ int hmm_migrate_setup(struct hmm_migrate *m)
 	p->stg = staging_get(m->mm);
 	p->out = p->stg->out;
 	m->priv = p;
+	hmm_mm_use(m->mm);	/* until finalize: p->reg[] */
 	for (size_t i = 0; i < m->npages; i++) {
 		struct hmm_region *r = hmm_region_find(page_addr(m, i));
 
-		if (!r || r->mm != m->mm || (shared[i] && !r->alias))
+		if (!r || r->mm != m->mm || (shared[i] && !r->alias) ||
+		    !hmm_region_movable(r, m->flags & HMM_MIGRATE_SELECT_SYSTEM))
 			continue;
 		p->reg[i] = r;
 		if (!collect(m, p, i))
@@ -600,6 +602,7 @@ void hmm_migrate_finalize(struct hmm_migrate *m)
 	/* CPU accesses that waited on collected pages retry now */
 	hmm_uffd_wake(m->mm->uffd, m->start, m->end - m->start);
 	staging_put(p->stg);
+	hmm_mm_unuse(m->mm);
 	free(p);
 	m->priv = NULL;
 }
@@ -826,7 +829,7 @@ static bool batch_has_pages_of(struct hmm_region *r, uintptr_t a, uintptr_t e, u
 	return false;
 }
 
-long hmm_devmem_evict_all(struct hmm_mm *mm, struct hmm_devmem *dm)
+static long evict_all(struct hmm_mm *mm, struct hmm_devmem *dm)
 {
 	unsigned int id = hmm_devmem_id(dm);
 	long total = 0;
@@ -834,16 +837,21 @@ long hmm_devmem_evict_all(struct hmm_mm *mm, struct hmm_devmem *dm)
 	for (unsigned int i = 0; i < HMM_MAX_REGIONS; i++) {
 		struct hmm_region *r = atomic_load(&hmm_regions[i]);
 
-		if (!r || r->mm != mm)
+		/* a region being removed brings its pages back itself */
+		if (!r || r->mm != mm || !hmm_region_movable(r, false))
 			continue;
 		for (uintptr_t a = r->start; a < r->end;) {
 			uintptr_t e = cmn_min(cmn_align_down(a, HMM_BLOCK_SIZE) + HMM_BLOCK_SIZE,
 					       r->end);
 			struct hmm_migrate_result res = { 0 };
 
-			/* retried until nothing of @dm is left: device memory is never pinned */
-			while (batch_has_pages_of(r, a, e, id)) {
-				if (migrate_batch_to_system(mm, dm, a, e, &res))
+			/* retried until nothing of @dm is left: device memory is never pinned;
+			 * pages a migration cannot collect (shared after the VMA changed) come
+			 * back the way a CPU fault brings them */
+			while (hmm_region_movable(r, false) && batch_has_pages_of(r, a, e, id)) {
+				size_t moved = res.migrated;
+
+				if (migrate_batch_to_system(mm, dm, a, e, &res) || res.migrated == moved)
 					total += hmm_fault_back_range(mm, r, a, e, true);
 			}
 			total += (long)res.migrated;
@@ -851,4 +859,14 @@ long hmm_devmem_evict_all(struct hmm_mm *mm, struct hmm_devmem *dm)
 		}
 	}
 	return total;
+}
+
+long hmm_devmem_evict_all(struct hmm_mm *mm, struct hmm_devmem *dm)
+{
+	long n;
+
+	hmm_mm_use(mm);
+	n = evict_all(mm, dm);
+	hmm_mm_unuse(mm);
+	return n;
 }

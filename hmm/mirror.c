@@ -188,6 +188,7 @@ static void block_thrash(struct hmm_mirror *m, struct block_work *bw)
 {
 	uint64_t now = hmm_mm_now(m->mm);
 
+	hmm_mm_use(m->mm);	/* r->back_ns below */
 	for (unsigned int pg = 0; pg < HMM_BLOCK_PAGES; pg++) {
 		uintptr_t a = bw->block + ((uintptr_t)pg << HMM_PAGE_SHIFT);
 		struct hmm_region *r;
@@ -212,6 +213,7 @@ static void block_thrash(struct hmm_mirror *m, struct block_work *bw)
 			m->stats.pinned++;
 		}
 	}
+	hmm_mm_unuse(m->mm);
 }
 
 /* Migrate the runs of pages to service that are not pinned. */

@@ -19,6 +19,7 @@
 
 struct hmm_region *_Atomic hmm_regions[HMM_MAX_REGIONS];
 atomic_uint hmm_handlers_inflight;
+atomic_bool hmm_fork_pending;
 
 static struct hmm_mm *_Atomic mms[HMM_MAX_MMS];
 static struct cmn_mutex mms_lock = CMN_MUTEX_INITIALIZER("hmm mms_lock");
@@ -71,6 +72,14 @@ static void handlers_drain(void)
 	unsigned int spins = 0;
 
 	while (atomic_load(&hmm_handlers_inflight))
+		hmm_relax(&spins);
+}
+
+void hmm_mm_users_drain(struct hmm_mm *mm)
+{
+	unsigned int spins = 0;
+
+	while (atomic_load(&mm->users))
 		hmm_relax(&spins);
 }
 
@@ -250,10 +259,12 @@ int hmm_mm_notify(struct hmm_mm *mm, enum hmm_event event, uintptr_t start, uint
 	if (!mm || start >= end || (unsigned int)event >= HMM_EVENT_NR)
 		return -EINVAL;
 	hmm_notify_invalidate(mm, &r);
+	hmm_mm_use(mm);
 	if (event == HMM_EVENT_CLEAR || event == HMM_EVENT_UNMAP)
 		drop_device_pages(mm, start, end);
 	if (event == HMM_EVENT_PROTECTION)
 		exclusive_forget(mm, start, end);
+	hmm_mm_unuse(mm);
 	return 0;
 }
 
@@ -379,11 +390,34 @@ int hmm_region_add_alias(struct hmm_mm *mm, void *addr, size_t len, void *alias)
 	return ret;
 }
 
-/* Unpublish, bring everything back, unregister and free @r. */
+/* True if every page of @r is in system memory, none claimed, exclusive or on a device. */
+static bool region_settled(struct hmm_region *r)
+{
+	for (uintptr_t a = r->start; a < r->end; a += HMM_PAGE_SIZE) {
+		if (hmm_ps_state(atomic_load(hmm_region_word(r, a))) != HMM_PS_SYSTEM)
+			return false;
+	}
+	return true;
+}
+
+/* Bring everything of @r back, unpublish, unregister and free it. Marked dying first, no
+ * migration or exclusive access takes a page of it any more; the calls that did before
+ * are waited for, so that nothing lands on the device behind the way back (a page in
+ * flight then is waited for too). Calls that found @r before the unpublish (a range walk)
+ * are waited for before the free. */
 static void region_teardown(struct hmm_mm *mm, struct hmm_region *r)
 {
-	hmm_fault_back_range(mm, r, r->start, r->end, true);
-	hmm_exclusive_revoke_range(mm, r, r->start, r->end);
+	unsigned int spins = 0;
+
+	atomic_store(&r->dying, true);
+	hmm_mm_users_drain(mm);
+	for (;;) {
+		hmm_fault_back_range(mm, r, r->start, r->end, true);
+		hmm_exclusive_revoke_range(mm, r, r->start, r->end);
+		if (region_settled(r))
+			break;
+		hmm_relax(&spins);
+	}
 	cmn_mutex_lock(&mm->lock);
 	for (unsigned int i = 0; i < HMM_MAX_REGIONS; i++) {
 		struct hmm_region *expected = r;
@@ -394,6 +428,7 @@ static void region_teardown(struct hmm_mm *mm, struct hmm_region *r)
 	if (!r->prot)
 		hmm_uffd_unregister(mm->uffd, r->start, r->end - r->start);
 	cmn_mutex_unlock(&mm->lock);
+	hmm_mm_users_drain(mm);
 	handlers_drain();
 	/* an event the handler thread read before the unpublish (the UNMAP of a munmap that
 	 * has returned) may still be walking @r: wait for it, unless we are that thread */
@@ -428,6 +463,7 @@ long hmm_mm_make_resident(struct hmm_mm *mm, void *addr, size_t len)
 
 	if (!mm || end < start)
 		return -EINVAL;
+	hmm_mm_use(mm);
 	for (unsigned int i = 0; i < HMM_MAX_REGIONS; i++) {
 		struct hmm_region *r = atomic_load(&hmm_regions[i]);
 
@@ -438,18 +474,27 @@ long hmm_mm_make_resident(struct hmm_mm *mm, void *addr, size_t len)
 		total += hmm_exclusive_revoke_range(mm, r, cmn_max(start, r->start),
 						    cmn_min(end, r->end));
 	}
+	hmm_mm_unuse(mm);
 	return total;
 }
 
 enum hmm_page_where hmm_mm_page_where(struct hmm_mm *mm, const void *addr,
 				      struct hmm_devmem **dm_out, uint64_t *page_out)
 {
-	struct hmm_region *r = hmm_region_find((uintptr_t)addr);
-	uint64_t w;
+	struct hmm_region *r;
+	bool found;
+	uint64_t w = 0;
 
-	if (!r || r->mm != mm)
+	if (!mm)
 		return HMM_PAGE_NONE;
-	w = atomic_load(hmm_region_word(r, (uintptr_t)addr));
+	hmm_mm_use(mm);
+	r = hmm_region_find((uintptr_t)addr);
+	found = r && r->mm == mm;
+	if (found)
+		w = atomic_load(hmm_region_word(r, (uintptr_t)addr));
+	hmm_mm_unuse(mm);
+	if (!found)
+		return HMM_PAGE_NONE;
 	switch (hmm_ps_state(w)) {
 	case HMM_PS_SYSTEM:
 		return HMM_PAGE_SYSTEM;
@@ -593,20 +638,32 @@ void hmm_mm_sync_events(struct hmm_mm *mm)
 /* ---- fork ----------------------------------------------------------------------------- */
 
 /* Before fork: everything back in system memory, so the child gets a private COW copy
- * of each page, device-resident or not. */
+ * of each page, device-resident or not. No migration to a device starts until the fork
+ * returns, and those under way are waited for: a page they took would be missing in the
+ * child, whose userfaultfd the parent's handler closes (the kernel's fork holds the mmap
+ * lock that migrate_vma needs for the same reason). */
 static void atfork_prepare(void)
 {
+	atomic_store(&hmm_fork_pending, true);
 	for (unsigned int i = 0; i < HMM_MAX_MMS; i++) {
 		struct hmm_mm *mm = atomic_load(&mms[i]);
 
-		if (mm)
+		if (mm) {
+			hmm_mm_users_drain(mm);
 			hmm_mm_make_resident(mm, NULL, UINTPTR_MAX - HMM_PAGE_SIZE);
+		}
 	}
+}
+
+static void atfork_parent(void)
+{
+	atomic_store(&hmm_fork_pending, false);
 }
 
 /* In the child: the parent's regions, descriptors and thread are not ours. */
 static void atfork_child(void)
 {
+	atomic_store(&hmm_fork_pending, false);
 	for (unsigned int i = 0; i < HMM_MAX_REGIONS; i++)
 		atomic_store(&hmm_regions[i], NULL);
 	for (unsigned int i = 0; i < HMM_MAX_MMS; i++)
@@ -616,7 +673,7 @@ static void atfork_child(void)
 
 static void atfork_register(void)
 {
-	pthread_atfork(atfork_prepare, NULL, atfork_child);
+	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 }
 
 /* ---- create / destroy ----------------------------------------------------------------- */

@@ -18,8 +18,6 @@
 #define SEG_PAGES	HMM_BLOCK_PAGES
 #define REQ_MASK	(HMM_PFN_REQ_FAULT | HMM_PFN_REQ_WRITE)
 
-static const char zero_page[HMM_PAGE_SIZE];
-
 struct walk {
 	struct hmm_range *range;
 	struct hmm_mm *mm;
@@ -110,12 +108,12 @@ static int walk_managed(struct walk *w, struct hmm_region *reg, uintptr_t a, uin
 	/* mprotect backend: a missing page is an ordinary one (no userfaultfd behind it) */
 	if (present || !(req & HMM_PFN_REQ_FAULT) || reg->prot)
 		return 1;	/* an ordinary page */
-	/* missing, never touched: fill it as the fault would */
-	if (req & HMM_PFN_REQ_WRITE)
-		hmm_uffd_copy(w->mm->uffd, a, zero_page, HMM_PAGE_SIZE, true);
-	else
-		hmm_uffd_zeropage(w->mm->uffd, a, HMM_PAGE_SIZE, true);
-	r->faulted++;
+	/* missing, never touched: fill it as the fault would, claimed as the fault does it;
+	 * a write breaks the zero page's COW on the walk again, and is counted there */
+	if (!hmm_zero_fill_claimed(w->mm, hmm_region_word(reg, a), st, a)) {
+		hmm_uffd_wake(w->mm->uffd, a, HMM_PAGE_SIZE);
+		r->faulted += !(req & HMM_PFN_REQ_WRITE);
+	}
 	w->refault = true;
 	return 0;
 }
@@ -296,15 +294,12 @@ static int range_check(const struct hmm_range *r)
 	return 0;
 }
 
-int hmm_range_fault(struct hmm_range *range)
+static int range_fault(struct hmm_range *range)
 {
-	struct walk w = { .range = range };
+	struct walk w = { .range = range, .mm = range->notifier->mm };
 	uint64_t deadline;
-	int ret = range_check(range);
+	int ret;
 
-	if (ret)
-		return ret;
-	w.mm = range->notifier->mm;
 	range->faulted = 0;
 	deadline = cmn_deadline_ns(range->timeout_ns ? range->timeout_ns
 						     : HMM_RANGE_DEFAULT_TIMEOUT_NS);
@@ -335,4 +330,16 @@ int hmm_range_fault(struct hmm_range *range)
 		a = next;
 	}
 	return hmm_interval_check_retry(range->notifier, range->notifier_seq) ? -EBUSY : 0;
+}
+
+int hmm_range_fault(struct hmm_range *range)
+{
+	int ret = range_check(range);
+
+	if (ret)
+		return ret;
+	hmm_mm_use(range->notifier->mm);	/* the walk keeps region pointers */
+	ret = range_fault(range);
+	hmm_mm_unuse(range->notifier->mm);
+	return ret;
 }

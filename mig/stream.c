@@ -809,7 +809,10 @@ static int dec_rm_tree(struct mig_dec *d, const uint8_t *p, uint32_t len, struct
 			uint64_t st, n;
 
 			mig_rm_run(&o, k, &st, &n);
-			if (!n || st >= d->size[MIG_R_VRAM] || n > d->size[MIG_R_VRAM] >> 12)
+			if (st & 4095)
+				bad = "a VRAM run unaligned";
+			else if (!n || st >= d->size[MIG_R_VRAM] ||
+				 n > (d->size[MIG_R_VRAM] - st) >> 12)
 				bad = "a VRAM run empty or outside the slice";
 		}
 		if (bad)

@@ -7,6 +7,7 @@
  * while the VMAs change. */
 #include <poll.h>
 #include <pthread.h>
+#include <sys/wait.h>
 #include <time.h>
 
 #include "tdev.h"
@@ -670,6 +671,224 @@ static void test_maps_lookups(void **state)
 	hmm_mm_destroy(f.mm);
 }
 
+/* ---- range walks, region removal and fork against migrations ---- */
+
+static const int walker_owner, pool_owner;
+
+static bool seq_invalidate(struct hmm_interval_notifier *sub, const struct hmm_notify_range *r,
+			   uint64_t cur_seq)
+{
+	(void)r;
+	hmm_interval_set_seq(sub, cur_seq);
+	return true;
+}
+
+static const struct hmm_interval_notifier_ops seq_ops = { .invalidate = seq_invalidate };
+
+struct race_ctx {
+	struct hmm_mm *mm;
+	struct hmm_devmem *dm;
+	char *p;
+	atomic_uint windows;
+	size_t migrated;
+	int removed;
+	pthread_t t;
+};
+
+static struct race_ctx *race;
+static __thread bool race_walker;
+
+/* Another thread writes the page and takes it to the device. */
+static void *write_and_migrate(void *arg)
+{
+	struct race_ctx *x = arg;
+	struct hmm_migrate_result res;
+
+	*(volatile int *)x->p = 0x1234;
+	if (!hmm_migrate_to_device(x->mm, x->dm, x->p, PG, &res))
+		x->migrated = res.migrated;
+	return NULL;
+}
+
+/* In the range walk's fill window, once: the write and the migration happen there. */
+static void range_fill_hook(enum hmm_race_window win, uintptr_t addr)
+{
+	pthread_t t;
+
+	if (win != HMM_RACE_ZERO_FILL || !race_walker || addr != (uintptr_t)race->p ||
+	    atomic_fetch_add(&race->windows, 1))
+		return;
+	assert_int_equal(pthread_create(&t, NULL, write_and_migrate, race), 0);
+	pthread_join(t, NULL);
+}
+
+/* hmm_range_fault() fills a missing page the way a CPU fault does, claimed: a write and a
+ * migration to the device between the walk's look at the page and its fill must not end
+ * with the zero page in place of the data (the write was lost that way, read or write
+ * walk alike). */
+static void test_range_fill_race(void **state)
+{
+	(void)state;
+	for (int write = 0; write < 2; write++) {
+		struct race_ctx x = { .mm = tmm_new(HMM_BACKEND_UFFD_THREAD, 0) };
+		struct hmm_interval_notifier sub = { 0 };
+		uint64_t pfn = 0;
+		struct hmm_range r = {
+			.notifier = &sub, .hmm_pfns = &pfn, .dev_private_owner = &walker_owner,
+			.default_flags = HMM_PFN_REQ_FAULT | (write ? HMM_PFN_REQ_WRITE : 0),
+		};
+		int ret;
+
+		x.dm = tpool_new(&pool_owner, M2);
+		x.p = tbuf_new(M2, false);
+		r.start = (uintptr_t)x.p;
+		r.end = r.start + PG;
+		assert_int_equal(hmm_region_add(x.mm, x.p, M2), 0);
+		assert_int_equal(hmm_interval_notifier_insert(&sub, x.mm, r.start, M2,
+							      &walker_owner, &seq_ops), 0);
+		race = &x;
+		race_walker = true;
+		atomic_store(&hmm_race_hook, range_fill_hook);
+		do {
+			r.notifier_seq = hmm_interval_read_begin(&sub);
+			ret = hmm_range_fault(&r);
+		} while (ret == -EBUSY);
+		atomic_store(&hmm_race_hook, NULL);
+		race_walker = false;
+		assert_int_equal(ret, 0);
+		assert_int_equal(atomic_load(&x.windows), 1);
+		assert_int_equal(x.migrated, 1);
+		assert_true(pfn & HMM_PFN_VALID);
+		assert_int_equal(*(volatile int *)x.p, 0x1234);
+		hmm_interval_notifier_remove(&sub);
+		assert_int_equal(hmm_region_remove(x.mm, x.p), 0);
+		assert_int_equal(hmm_devmem_used_pages(x.dm), 0);
+		assert_int_equal(hmm_devmem_destroy(x.dm), 0);
+		munmap(x.p, M2);
+		hmm_mm_destroy(x.mm);
+	}
+}
+
+static void *remove_region(void *arg)
+{
+	struct race_ctx *x = arg;
+
+	x->removed = hmm_region_remove(x->mm, x->p);
+	return NULL;
+}
+
+/* The device copy of a migration in flight: another thread removes the region, and the
+ * copy returns only once the removal has begun (the region is marked dying). */
+static int copy_while_removed(void *ctx, enum hmm_copy_dir dir, void *sys, uint64_t page,
+			      size_t n)
+{
+	struct race_ctx *x = ctx;
+	struct hmm_region *r = hmm_region_find((uintptr_t)x->p);
+	unsigned int spins = 0;
+
+	if (dir == HMM_COPY_TO_DEVICE && !atomic_fetch_add(&x->windows, 1)) {
+		assert_non_null(r);
+		assert_int_equal(pthread_create(&x->t, NULL, remove_region, x), 0);
+		while (!atomic_load(&r->dying))
+			hmm_relax(&spins);
+	}
+	if (dir == HMM_COPY_TO_DEVICE)
+		memcpy(hmm_devmem_page_ptr(x->dm, page), sys, n * PG);
+	else
+		memcpy(sys, hmm_devmem_page_ptr(x->dm, page), n * PG);
+	return 0;
+}
+
+/* hmm_region_remove() while a migration to the device holds pages of the region: the
+ * removal waits for it, then brings the pages back; the region was freed under the
+ * migration before (a use after free), and its pages were left on the device. */
+static void test_remove_during_migration(void **state)
+{
+	struct race_ctx x = { .mm = tmm_new(HMM_BACKEND_UFFD_THREAD, 0) };
+	struct hmm_devmem_desc desc = { .owner = &pool_owner, .size = M2,
+					.copy = copy_while_removed, .ctx = &x };
+	struct hmm_migrate_result res;
+
+	(void)state;
+	assert_int_equal(hmm_devmem_create(&desc, &x.dm), 0);
+	x.p = tbuf_new(M2, false);
+	fill_ints(x.p, 16 * PG, 7);
+	assert_int_equal(hmm_region_add(x.mm, x.p, 16 * PG), 0);
+	assert_int_equal(hmm_migrate_to_device(x.mm, x.dm, x.p, 16 * PG, &res), 0);
+	pthread_join(x.t, NULL);
+	assert_int_equal(atomic_load(&x.windows), 1);
+	assert_int_equal(res.migrated, 16);
+	assert_int_equal(x.removed, 0);
+	assert_null(hmm_region_find((uintptr_t)x.p));
+	check_ints(x.p, 16 * PG, 7);
+	assert_int_equal(hmm_devmem_used_pages(x.dm), 0);
+	assert_int_equal(hmm_devmem_destroy(x.dm), 0);
+	munmap(x.p, M2);
+	hmm_mm_destroy(x.mm);
+}
+
+static void *fork_and_check(void *arg)
+{
+	struct race_ctx *x = arg;
+	pid_t pid = fork();
+	int status = -1;
+
+	if (pid == 0)
+		_exit(*(volatile int *)x->p == 0x5678 ? 0 : 1);
+	if (pid > 0 && waitpid(pid, &status, 0) == pid)
+		x->removed = status;	/* the child's verdict */
+	return NULL;
+}
+
+/* The device copy of a migration in flight: another thread forks, and the copy returns
+ * once the fork's prepare handler has begun. */
+static int copy_while_forking(void *ctx, enum hmm_copy_dir dir, void *sys, uint64_t page,
+			      size_t n)
+{
+	struct race_ctx *x = ctx;
+	unsigned int spins = 0;
+
+	if (dir == HMM_COPY_TO_DEVICE && !atomic_fetch_add(&x->windows, 1)) {
+		assert_int_equal(pthread_create(&x->t, NULL, fork_and_check, x), 0);
+		while (!atomic_load(&hmm_fork_pending))
+			hmm_relax(&spins);
+	}
+	if (dir == HMM_COPY_TO_DEVICE)
+		memcpy(hmm_devmem_page_ptr(x->dm, page), sys, n * PG);
+	else
+		memcpy(sys, hmm_devmem_page_ptr(x->dm, page), n * PG);
+	return 0;
+}
+
+/* fork while a migration to the device is under way: the child gets the page's data.
+ * The prepare handler brought the device pages back but passed over the page in flight,
+ * which then landed on the device: the child read zeros. */
+static void test_fork_during_migration(void **state)
+{
+	struct race_ctx x = { .mm = tmm_new(HMM_BACKEND_UFFD_THREAD, 0), .removed = -1 };
+	struct hmm_devmem_desc desc = { .owner = &pool_owner, .size = M2,
+					.copy = copy_while_forking, .ctx = &x };
+	struct hmm_migrate_result res;
+
+	(void)state;
+	assert_int_equal(hmm_devmem_create(&desc, &x.dm), 0);
+	x.p = tbuf_new(M2, false);
+	*(volatile int *)x.p = 0x5678;
+	assert_int_equal(hmm_region_add(x.mm, x.p, PG), 0);
+	assert_int_equal(hmm_migrate_to_device(x.mm, x.dm, x.p, PG, &res), 0);
+	pthread_join(x.t, NULL);
+	assert_int_equal(atomic_load(&x.windows), 1);
+	assert_int_equal(res.migrated, 1);
+	assert_true(WIFEXITED(x.removed));
+	assert_int_equal(WEXITSTATUS(x.removed), 0);
+	assert_int_equal(*(volatile int *)x.p, 0x5678);
+	assert_int_equal(hmm_region_remove(x.mm, x.p), 0);
+	assert_int_equal(hmm_devmem_used_pages(x.dm), 0);
+	assert_int_equal(hmm_devmem_destroy(x.dm), 0);
+	munmap(x.p, M2);
+	hmm_mm_destroy(x.mm);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -682,6 +901,12 @@ int main(void)
 		  test_remap_unread_event, NULL, race_hook_reset, NULL },
 		{ "zero fill while another thread unmaps (handler thread)", test_fill_during_unmap,
 		  NULL, race_hook_reset, NULL },
+		{ "range fault zero fill against a migration", test_range_fill_race, NULL,
+		  race_hook_reset, NULL },
+		{ "region removed while a migration holds its pages", test_remove_during_migration,
+		  NULL, NULL, NULL },
+		{ "fork while a migration to the device is under way", test_fork_during_migration,
+		  NULL, NULL, NULL },
 		{ "parallel fault back (4K, 64K)", test_parallel_fault_back, NULL, NULL, NULL },
 		{ "VMA lookups through /proc/self/maps from four threads", test_maps_lookups, NULL,
 		  NULL, NULL },

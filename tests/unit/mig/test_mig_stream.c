@@ -675,6 +675,21 @@ static void test_state_bad(void **state)
 	len[0] = list_payload(a, 1, obj, sizeof(obj));
 	assert_int_equal(state_case(1, (uint16_t[]){ MIG_F_RM_TREE }, pp, len, 1, &f), -EBADMSG);
 	assert_non_null(strstr(f.msg, "outside the slice"));
+	/* Runs that start inside the 1 MiB slice: one that ends past it, an unaligned one;
+	 * one that ends exactly at its end is taken (the stream then ends without END). */
+	memset(obj + 80, 0, 16);
+	obj[80 + 1] = 0xf0, obj[80 + 2] = 0x0f, obj[80 + 8] = 2;	/* 1 MiB - 4 KiB, 2 pages */
+	len[0] = list_payload(a, 1, obj, sizeof(obj));
+	assert_int_equal(state_case(1, (uint16_t[]){ MIG_F_RM_TREE }, pp, len, 1, &f), -EBADMSG);
+	assert_non_null(strstr(f.msg, "outside the slice"));
+	obj[80 + 8] = 1, obj[80] = 8;					/* + 8 bytes */
+	len[0] = list_payload(a, 1, obj, sizeof(obj));
+	assert_int_equal(state_case(1, (uint16_t[]){ MIG_F_RM_TREE }, pp, len, 1, &f), -EBADMSG);
+	assert_non_null(strstr(f.msg, "unaligned"));
+	obj[80] = 0;
+	len[0] = list_payload(a, 1, obj, sizeof(obj));
+	assert_int_equal(state_case(1, (uint16_t[]){ MIG_F_RM_TREE }, pp, len, 1, &f), -EBADMSG);
+	assert_non_null(strstr(f.msg, "ends after frame 2"));	/* the run was taken */
 	/* An IOMMU mapping that is unaligned. */
 	uint8_t map[32] = { 0 };
 	map[1] = 0x10, map[8] = 1, map[24] = 3;
