@@ -691,8 +691,11 @@ struct race_ctx {
 	char *p;
 	atomic_uint windows;
 	size_t migrated;
-	int removed;
+	int result;			/* the other thread's */
 	pthread_t t;
+	/* copy_with_other(): the other thread, and the flag that says it has begun */
+	void *(*other)(void *);
+	atomic_bool *begun;
 };
 
 static struct race_ctx *race;
@@ -769,34 +772,60 @@ static void test_range_fill_race(void **state)
 	}
 }
 
+/* The device copy of a migration in flight: the first one to the device starts the other
+ * thread and returns only once that thread has begun (*x->begun). */
+static int copy_with_other(void *ctx, enum hmm_copy_dir dir, void *sys, uint64_t page,
+			   size_t n)
+{
+	struct race_ctx *x = ctx;
+	unsigned int spins = 0;
+
+	if (dir == HMM_COPY_TO_SYSTEM) {
+		memcpy(sys, hmm_devmem_page_ptr(x->dm, page), n * PG);
+		return 0;
+	}
+	if (!atomic_fetch_add(&x->windows, 1)) {
+		assert_int_equal(pthread_create(&x->t, NULL, x->other, x), 0);
+		while (!atomic_load(x->begun))
+			hmm_relax(&spins);
+	}
+	memcpy(hmm_devmem_page_ptr(x->dm, page), sys, n * PG);
+	return 0;
+}
+
+/* Migrate the first @npages of x->p, a region of their own, to a pool whose device copy
+ * runs x->other inside it (begun: x->begun, or the region marked dying); joins it. */
+static void migrate_with_other(struct race_ctx *x, size_t npages)
+{
+	struct hmm_devmem_desc desc = { .owner = &pool_owner, .size = M2,
+					.copy = copy_with_other, .ctx = x };
+	struct hmm_migrate_result res;
+
+	assert_int_equal(hmm_devmem_create(&desc, &x->dm), 0);
+	assert_int_equal(hmm_region_add(x->mm, x->p, npages * PG), 0);
+	if (!x->begun)
+		x->begun = &hmm_region_find((uintptr_t)x->p)->dying;
+	assert_int_equal(hmm_migrate_to_device(x->mm, x->dm, x->p, npages * PG, &res), 0);
+	pthread_join(x->t, NULL);
+	assert_int_equal(atomic_load(&x->windows), 1);
+	assert_int_equal(res.migrated, npages);
+}
+
+/* Nothing left on the device; everything freed. */
+static void race_ctx_fini(struct race_ctx *x)
+{
+	assert_int_equal(hmm_devmem_used_pages(x->dm), 0);
+	assert_int_equal(hmm_devmem_destroy(x->dm), 0);
+	munmap(x->p, M2);
+	hmm_mm_destroy(x->mm);
+}
+
 static void *remove_region(void *arg)
 {
 	struct race_ctx *x = arg;
 
-	x->removed = hmm_region_remove(x->mm, x->p);
+	x->result = hmm_region_remove(x->mm, x->p);
 	return NULL;
-}
-
-/* The device copy of a migration in flight: another thread removes the region, and the
- * copy returns only once the removal has begun (the region is marked dying). */
-static int copy_while_removed(void *ctx, enum hmm_copy_dir dir, void *sys, uint64_t page,
-			      size_t n)
-{
-	struct race_ctx *x = ctx;
-	struct hmm_region *r = hmm_region_find((uintptr_t)x->p);
-	unsigned int spins = 0;
-
-	if (dir == HMM_COPY_TO_DEVICE && !atomic_fetch_add(&x->windows, 1)) {
-		assert_non_null(r);
-		assert_int_equal(pthread_create(&x->t, NULL, remove_region, x), 0);
-		while (!atomic_load(&r->dying))
-			hmm_relax(&spins);
-	}
-	if (dir == HMM_COPY_TO_DEVICE)
-		memcpy(hmm_devmem_page_ptr(x->dm, page), sys, n * PG);
-	else
-		memcpy(sys, hmm_devmem_page_ptr(x->dm, page), n * PG);
-	return 0;
 }
 
 /* hmm_region_remove() while a migration to the device holds pages of the region: the
@@ -804,27 +833,16 @@ static int copy_while_removed(void *ctx, enum hmm_copy_dir dir, void *sys, uint6
  * migration before (a use after free), and its pages were left on the device. */
 static void test_remove_during_migration(void **state)
 {
-	struct race_ctx x = { .mm = tmm_new(HMM_BACKEND_UFFD_THREAD, 0) };
-	struct hmm_devmem_desc desc = { .owner = &pool_owner, .size = M2,
-					.copy = copy_while_removed, .ctx = &x };
-	struct hmm_migrate_result res;
+	struct race_ctx x = { .mm = tmm_new(HMM_BACKEND_UFFD_THREAD, 0), .other = remove_region };
 
 	(void)state;
-	assert_int_equal(hmm_devmem_create(&desc, &x.dm), 0);
 	x.p = tbuf_new(M2, false);
 	fill_ints(x.p, 16 * PG, 7);
-	assert_int_equal(hmm_region_add(x.mm, x.p, 16 * PG), 0);
-	assert_int_equal(hmm_migrate_to_device(x.mm, x.dm, x.p, 16 * PG, &res), 0);
-	pthread_join(x.t, NULL);
-	assert_int_equal(atomic_load(&x.windows), 1);
-	assert_int_equal(res.migrated, 16);
-	assert_int_equal(x.removed, 0);
+	migrate_with_other(&x, 16);
+	assert_int_equal(x.result, 0);
 	assert_null(hmm_region_find((uintptr_t)x.p));
 	check_ints(x.p, 16 * PG, 7);
-	assert_int_equal(hmm_devmem_used_pages(x.dm), 0);
-	assert_int_equal(hmm_devmem_destroy(x.dm), 0);
-	munmap(x.p, M2);
-	hmm_mm_destroy(x.mm);
+	race_ctx_fini(&x);
 }
 
 static void *fork_and_check(void *arg)
@@ -836,28 +854,8 @@ static void *fork_and_check(void *arg)
 	if (pid == 0)
 		_exit(*(volatile int *)x->p == 0x5678 ? 0 : 1);
 	if (pid > 0 && waitpid(pid, &status, 0) == pid)
-		x->removed = status;	/* the child's verdict */
+		x->result = status;	/* the child's verdict */
 	return NULL;
-}
-
-/* The device copy of a migration in flight: another thread forks, and the copy returns
- * once the fork's prepare handler has begun. */
-static int copy_while_forking(void *ctx, enum hmm_copy_dir dir, void *sys, uint64_t page,
-			      size_t n)
-{
-	struct race_ctx *x = ctx;
-	unsigned int spins = 0;
-
-	if (dir == HMM_COPY_TO_DEVICE && !atomic_fetch_add(&x->windows, 1)) {
-		assert_int_equal(pthread_create(&x->t, NULL, fork_and_check, x), 0);
-		while (!atomic_load(&hmm_fork_pending))
-			hmm_relax(&spins);
-	}
-	if (dir == HMM_COPY_TO_DEVICE)
-		memcpy(hmm_devmem_page_ptr(x->dm, page), sys, n * PG);
-	else
-		memcpy(sys, hmm_devmem_page_ptr(x->dm, page), n * PG);
-	return 0;
 }
 
 /* fork while a migration to the device is under way: the child gets the page's data.
@@ -865,28 +863,18 @@ static int copy_while_forking(void *ctx, enum hmm_copy_dir dir, void *sys, uint6
  * which then landed on the device: the child read zeros. */
 static void test_fork_during_migration(void **state)
 {
-	struct race_ctx x = { .mm = tmm_new(HMM_BACKEND_UFFD_THREAD, 0), .removed = -1 };
-	struct hmm_devmem_desc desc = { .owner = &pool_owner, .size = M2,
-					.copy = copy_while_forking, .ctx = &x };
-	struct hmm_migrate_result res;
+	struct race_ctx x = { .mm = tmm_new(HMM_BACKEND_UFFD_THREAD, 0), .result = -1,
+			      .other = fork_and_check, .begun = &hmm_fork_pending };
 
 	(void)state;
-	assert_int_equal(hmm_devmem_create(&desc, &x.dm), 0);
 	x.p = tbuf_new(M2, false);
 	*(volatile int *)x.p = 0x5678;
-	assert_int_equal(hmm_region_add(x.mm, x.p, PG), 0);
-	assert_int_equal(hmm_migrate_to_device(x.mm, x.dm, x.p, PG, &res), 0);
-	pthread_join(x.t, NULL);
-	assert_int_equal(atomic_load(&x.windows), 1);
-	assert_int_equal(res.migrated, 1);
-	assert_true(WIFEXITED(x.removed));
-	assert_int_equal(WEXITSTATUS(x.removed), 0);
+	migrate_with_other(&x, 1);
+	assert_true(WIFEXITED(x.result));
+	assert_int_equal(WEXITSTATUS(x.result), 0);
 	assert_int_equal(*(volatile int *)x.p, 0x5678);
 	assert_int_equal(hmm_region_remove(x.mm, x.p), 0);
-	assert_int_equal(hmm_devmem_used_pages(x.dm), 0);
-	assert_int_equal(hmm_devmem_destroy(x.dm), 0);
-	munmap(x.p, M2);
-	hmm_mm_destroy(x.mm);
+	race_ctx_fini(&x);
 }
 
 int main(void)
