@@ -286,6 +286,10 @@ long hmm_uffd_copy(int uffd, uintptr_t dst, const void *src, size_t len, bool wa
 /* UFFDIO_ZEROPAGE; 0, -EBUSY while an unmap/remap/fork event is pending, or -errno. */
 int hmm_uffd_zeropage(int uffd, uintptr_t dst, size_t len, bool wake);
 void hmm_uffd_wake(int uffd, uintptr_t start, size_t len);
+/* Wait a moment for another thread; the handler thread reads queued messages meanwhile
+ * (handled after the one at hand), so that a thread the kernel holds until they are read
+ * can go on. */
+void hmm_uffd_relax(unsigned int *spins);
 /* UFFDIO_WRITEPROTECT of [start, start+len): @protect on, or off (waking with @wake). */
 int hmm_uffd_wp(int uffd, uintptr_t start, size_t len, bool protect, bool wake);
 

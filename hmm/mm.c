@@ -213,7 +213,7 @@ static void drop_device_pages(struct hmm_mm *mm, uintptr_t start, uintptr_t end)
 
 			for (;;) {
 				if (hmm_ps_state(old) == HMM_PS_TO_DEVICE || hmm_ps_state(old) == HMM_PS_TO_SYSTEM) {
-					hmm_relax(&spins);
+					hmm_uffd_relax(&spins);
 					old = atomic_load(w);
 					continue;
 				}
@@ -573,11 +573,15 @@ void hmm_uffd_event_remap(struct hmm_mm *mm, uintptr_t from, uintptr_t to, size_
 	hmm_notify_invalidate(mm, &unmap);
 	for (uintptr_t off = 0; off < len; off += HMM_PAGE_SIZE) {
 		struct hmm_region *src = hmm_region_find(from + off);
+		unsigned int spins = 0;
 		uint64_t w;
 
 		if (!src || src->mm != mm)
 			continue;
-		w = atomic_load(hmm_region_word(src, from + off));
+		/* a page a migration has in flight lands where it started: wait for it */
+		while (hmm_ps_state(w = atomic_load(hmm_region_word(src, from + off))) ==
+		       HMM_PS_TO_DEVICE || hmm_ps_state(w) == HMM_PS_TO_SYSTEM)
+			hmm_uffd_relax(&spins);
 		if (hmm_ps_state(w) != HMM_PS_DEVICE)
 			continue;
 		if (!any) {

@@ -230,8 +230,10 @@ static __thread struct uffd_monitor *uffd_self;	/* set in the handler thread onl
 /* An ioctl failed with EAGAIN: an unmap/remap/fork event waits to be read (the kernel
  * refuses to change pages while mappings change), and only the handler thread reads
  * events. Elsewhere, wait for it. In the handler thread waiting would be for itself:
- * read what is there instead, handled after the message at hand, events first. */
-static void uffd_eagain(unsigned int *spins)
+ * read what is there instead, handled after the message at hand, events first. The same
+ * when the handler thread waits for a page another thread's migration has in flight: that
+ * migration may itself wait for an event queued behind the one at hand. */
+void hmm_uffd_relax(unsigned int *spins)
 {
 	struct uffd_monitor *m = uffd_self;
 	ssize_t n;
@@ -262,7 +264,7 @@ long hmm_uffd_move(int uffd, uintptr_t dst, uintptr_t src, size_t len, bool allo
 			unsigned int spins = 0;
 
 			mv.move = 0;
-			uffd_eagain(&spins);
+			hmm_uffd_relax(&spins);
 			continue;
 		}
 		return mv.move > 0 ? mv.move : -errno;
@@ -283,7 +285,7 @@ long hmm_uffd_copy(int uffd, uintptr_t dst, const void *src, size_t len, bool wa
 			unsigned int spins = 0;
 
 			cp.copy = 0;
-			uffd_eagain(&spins);
+			hmm_uffd_relax(&spins);
 			continue;
 		}
 		return cp.copy > 0 ? cp.copy : -errno;
@@ -305,7 +307,7 @@ int hmm_uffd_zeropage(int uffd, uintptr_t dst, size_t len, bool wake)
 		 * access retry, which finds the event handled. */
 		unsigned int spins = 0;
 
-		uffd_eagain(&spins);
+		hmm_uffd_relax(&spins);
 		return -EBUSY;
 	}
 	return -errno;
@@ -326,7 +328,7 @@ int hmm_uffd_wp(int uffd, uintptr_t start, size_t len, bool protect, bool wake)
 		if (errno == EAGAIN) {
 			unsigned int spins = 0;
 
-			uffd_eagain(&spins);
+			hmm_uffd_relax(&spins);
 			continue;
 		}
 		return -errno;

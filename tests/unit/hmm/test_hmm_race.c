@@ -693,9 +693,11 @@ struct race_ctx {
 	size_t migrated;
 	int result;			/* the other thread's */
 	pthread_t t;
-	/* copy_with_other(): the other thread, and the flag that says it has begun */
+	/* copy_with_other(): the other thread, and what says it has begun */
 	void *(*other)(void *);
-	atomic_bool *begun;
+	bool (*begun)(struct race_ctx *x);
+	struct hmm_region *reg;		/* migrate_with_other()'s */
+	char *to;			/* where the other thread mremaps x->p */
 };
 
 static struct race_ctx *race;
@@ -773,7 +775,7 @@ static void test_range_fill_race(void **state)
 }
 
 /* The device copy of a migration in flight: the first one to the device starts the other
- * thread and returns only once that thread has begun (*x->begun). */
+ * thread and returns only once that thread has begun (x->begun). */
 static int copy_with_other(void *ctx, enum hmm_copy_dir dir, void *sys, uint64_t page,
 			   size_t n)
 {
@@ -786,7 +788,7 @@ static int copy_with_other(void *ctx, enum hmm_copy_dir dir, void *sys, uint64_t
 	}
 	if (!atomic_fetch_add(&x->windows, 1)) {
 		assert_int_equal(pthread_create(&x->t, NULL, x->other, x), 0);
-		while (!atomic_load(x->begun))
+		while (!x->begun(x))
 			hmm_relax(&spins);
 	}
 	memcpy(hmm_devmem_page_ptr(x->dm, page), sys, n * PG);
@@ -794,7 +796,7 @@ static int copy_with_other(void *ctx, enum hmm_copy_dir dir, void *sys, uint64_t
 }
 
 /* Migrate the first @npages of x->p, a region of their own, to a pool whose device copy
- * runs x->other inside it (begun: x->begun, or the region marked dying); joins it. */
+ * runs x->other inside it; joins it. */
 static void migrate_with_other(struct race_ctx *x, size_t npages)
 {
 	struct hmm_devmem_desc desc = { .owner = &pool_owner, .size = M2,
@@ -803,8 +805,7 @@ static void migrate_with_other(struct race_ctx *x, size_t npages)
 
 	assert_int_equal(hmm_devmem_create(&desc, &x->dm), 0);
 	assert_int_equal(hmm_region_add(x->mm, x->p, npages * PG), 0);
-	if (!x->begun)
-		x->begun = &hmm_region_find((uintptr_t)x->p)->dying;
+	x->reg = hmm_region_find((uintptr_t)x->p);
 	assert_int_equal(hmm_migrate_to_device(x->mm, x->dm, x->p, npages * PG, &res), 0);
 	pthread_join(x->t, NULL);
 	assert_int_equal(atomic_load(&x->windows), 1);
@@ -828,12 +829,18 @@ static void *remove_region(void *arg)
 	return NULL;
 }
 
+static bool region_dying(struct race_ctx *x)
+{
+	return atomic_load(&x->reg->dying);
+}
+
 /* hmm_region_remove() while a migration to the device holds pages of the region: the
  * removal waits for it, then brings the pages back; the region was freed under the
  * migration before (a use after free), and its pages were left on the device. */
 static void test_remove_during_migration(void **state)
 {
-	struct race_ctx x = { .mm = tmm_new(HMM_BACKEND_UFFD_THREAD, 0), .other = remove_region };
+	struct race_ctx x = { .mm = tmm_new(HMM_BACKEND_UFFD_THREAD, 0), .other = remove_region,
+			      .begun = region_dying };
 
 	(void)state;
 	x.p = tbuf_new(M2, false);
@@ -858,13 +865,19 @@ static void *fork_and_check(void *arg)
 	return NULL;
 }
 
+static bool forking(struct race_ctx *x)
+{
+	(void)x;
+	return atomic_load(&hmm_fork_pending);
+}
+
 /* fork while a migration to the device is under way: the child gets the page's data.
  * The prepare handler brought the device pages back but passed over the page in flight,
  * which then landed on the device: the child read zeros. */
 static void test_fork_during_migration(void **state)
 {
 	struct race_ctx x = { .mm = tmm_new(HMM_BACKEND_UFFD_THREAD, 0), .result = -1,
-			      .other = fork_and_check, .begun = &hmm_fork_pending };
+			      .other = fork_and_check, .begun = forking };
 
 	(void)state;
 	x.p = tbuf_new(M2, false);
@@ -874,6 +887,52 @@ static void test_fork_during_migration(void **state)
 	assert_int_equal(WEXITSTATUS(x.result), 0);
 	assert_int_equal(*(volatile int *)x.p, 0x5678);
 	assert_int_equal(hmm_region_remove(x.mm, x.p), 0);
+	race_ctx_fini(&x);
+}
+
+static void *remap_away(void *arg)
+{
+	struct race_ctx *x = arg;
+
+	x->result = mremap(x->p, PG, PG, MREMAP_MAYMOVE | MREMAP_FIXED, x->to) == x->to ? 0 : -errno;
+	return NULL;
+}
+
+static bool remap_handled(struct race_ctx *x)
+{
+	struct hmm_mm_stats st;
+
+	hmm_mm_get_stats(x->mm, &st);
+	return st.events_remap > 0;
+}
+
+/* mremap of a page a migration to the device has in flight: the page's device copy moves
+ * to the new address with it. The REMAP event passed over pages in flight, and the new
+ * address read zeros. Only with UFFDIO_MOVE: without it the device copy reads the page in
+ * place, which the mremap has taken away (doc/hmm.md, limitations). */
+static void test_remap_during_migration(void **state)
+{
+	struct race_ctx x = { .result = -1, .other = remap_away, .begun = remap_handled };
+	struct hmm_uffd_caps caps;
+
+	(void)state;
+	hmm_uffd_probe(&caps);
+	if (!caps.move) {
+		print_message("skip: no UFFDIO_MOVE (%s)\n", caps.why);
+		skip();
+	}
+	x.mm = tmm_new(HMM_BACKEND_UFFD_THREAD, 0);
+	x.p = tbuf_new(M2, false);
+	x.to = tbuf_new(M2, false);
+	fill_ints(x.p, PG, 9);
+	migrate_with_other(&x, 1);
+	hmm_mm_sync_events(x.mm);
+	assert_int_equal(x.result, 0);
+	assert_int_equal(hmm_mm_page_where(x.mm, x.to, NULL, NULL), HMM_PAGE_DEVICE);
+	check_ints(x.to, PG, 9);
+	assert_int_equal(hmm_mm_page_where(x.mm, x.to, NULL, NULL), HMM_PAGE_SYSTEM);
+	assert_int_equal(hmm_region_remove(x.mm, x.to), 0);
+	munmap(x.to, M2);
 	race_ctx_fini(&x);
 }
 
@@ -895,6 +954,8 @@ int main(void)
 		  NULL, NULL, NULL },
 		{ "fork while a migration to the device is under way", test_fork_during_migration,
 		  NULL, NULL, NULL },
+		{ "mremap while a migration to the device is under way",
+		  test_remap_during_migration, NULL, NULL, NULL },
 		{ "parallel fault back (4K, 64K)", test_parallel_fault_back, NULL, NULL, NULL },
 		{ "VMA lookups through /proc/self/maps from four threads", test_maps_lookups, NULL,
 		  NULL, NULL },
