@@ -598,51 +598,60 @@ static uint64_t gp_inline_copy(struct gpu_ctx *ctx)
 	return e;
 }
 
-/* Make the next GP entry's segment current. 1: got one, 0: no work, -1: stopped. */
-static int gp_next(struct gpu_ctx *ctx)
+/* What gp_next() found at GP_GET. */
+enum gp_res {
+	GP_STOPPED = -1,	/* the channel is in error */
+	GP_NONE,		/* caught up with GP_PUT */
+	GP_SEGMENT,		/* a segment is current */
+	GP_CONTROL,		/* a control entry (NOP) was consumed */
+};
+
+/* Take the next GP entry: make its segment current, or consume it if it is a control entry.
+ * One entry per call, so the caller counts and times every entry: a GPFIFO of NOPs behind
+ * a GP_PUT the guest keeps moving would otherwise hold the engine inside this call. */
+static enum gp_res gp_next(struct gpu_ctx *ctx)
 {
 	struct gpu_chan *c = ctx->c;
 	uint32_t mask = (uint32_t)c->cfg.gpfifo_entries - 1;
 
-	for (;;) {
-		if (c->gp_cache_idx >= c->gp_cache_n) {
-			if (c->gp_get == c->gp_put || (atomic_load_explicit(&ctx->f->pending,
-						memory_order_relaxed) & VGPU_BIT(ctx->chid))) {
-				if (gp_refresh_put(ctx))
-					return -1;
-				if (c->gp_get == c->gp_put)
-					return 0;
-			}
-			uint64_t inl = gp_inline_copy(ctx);
-
-			if (inl) {
-				if (!gp_entry_ok(ctx, inl))
-					return -1;
-				seg_begin(c, inl, true);
-				return 1;
-			}
-			uint32_t n = cmn_min((c->gp_put - c->gp_get) & mask, mask + 1 - c->gp_get);
-
-			n = cmn_min(n, (uint32_t)GPU_GP_CACHE);
-			if (gpu_va_read(ctx, c->cfg.gpfifo_va + (uint64_t)c->gp_get * 8, c->gp_cache, n * 8)) {
-				gpu_fault_record(ctx, false);
-				ctx_error(ctx, VGPU_CHAN_ERR_GPFIFO_FAULT, 0xffffffffu);
-				return -1;
-			}
-			c->gp_cache_idx = 0;
-			c->gp_cache_n = n;
+	if (c->gp_cache_idx >= c->gp_cache_n) {
+		if (c->gp_get == c->gp_put || (atomic_load_explicit(&ctx->f->pending,
+					memory_order_relaxed) & VGPU_BIT(ctx->chid))) {
+			if (gp_refresh_put(ctx))
+				return GP_STOPPED;
+			if (c->gp_get == c->gp_put)
+				return GP_NONE;
 		}
-		uint64_t e = c->gp_cache[c->gp_cache_idx];
+		uint64_t inl = gp_inline_copy(ctx);
 
-		if (!gp_entry_ok(ctx, e))
-			return -1;
-		if (!vgpu_gp_len(e)) {
-			gp_advance(c);
-			continue;
+		if (inl) {
+			if (!gp_entry_ok(ctx, inl))
+				return GP_STOPPED;
+			seg_begin(c, inl, true);
+			return GP_SEGMENT;
 		}
-		seg_begin(c, e, false);
-		return 1;
+		uint32_t n = cmn_min((c->gp_put - c->gp_get) & mask, mask + 1 - c->gp_get);
+
+		n = cmn_min(n, (uint32_t)GPU_GP_CACHE);
+		if (gpu_va_read(ctx, c->cfg.gpfifo_va + (uint64_t)c->gp_get * 8, c->gp_cache,
+				n * 8)) {
+			gpu_fault_record(ctx, false);
+			ctx_error(ctx, VGPU_CHAN_ERR_GPFIFO_FAULT, 0xffffffffu);
+			return GP_STOPPED;
+		}
+		c->gp_cache_idx = 0;
+		c->gp_cache_n = n;
 	}
+	uint64_t e = c->gp_cache[c->gp_cache_idx];
+
+	if (!gp_entry_ok(ctx, e))
+		return GP_STOPPED;
+	if (!vgpu_gp_len(e)) {
+		gp_advance(c);
+		return GP_CONTROL;
+	}
+	seg_begin(c, e, false);
+	return GP_SEGMENT;
 }
 
 static void userd_writeback(struct gpu_ctx *ctx)
@@ -837,7 +846,19 @@ static bool chan_linger(struct gpu_ctx *ctx)
 	return moved;
 }
 
-/* One turn of a channel: up to GPU_CHAN_BATCH GP entries or the end of the slice. */
+/* A control entry was consumed: it is the turn's work as a segment is, counted toward
+ * GPU_CHAN_BATCH, charged a method's cost and followed by the same slice check, so a
+ * GPFIFO of NOPs ends its turn, is charged and meets the preemption timeout. True if the
+ * slice is over. */
+static bool gp_control_done(struct gpu_ctx *ctx, unsigned int *entries, unsigned int *methods)
+{
+	(*entries)++;
+	ctx->cost += GPU_COST_METHOD;
+	return !(++*methods % 16) && slice_over(ctx);
+}
+
+/* One turn of a channel: up to GPU_CHAN_BATCH GP entries (control entries included) or the
+ * end of the slice. */
 static enum gpu_run_result chan_turn(struct gpu_ctx *ctx)
 {
 	struct gpu_chan *c = ctx->c;
@@ -853,13 +874,19 @@ static enum gpu_run_result chan_turn(struct gpu_ctx *ctx)
 		if (!c->seg_active) {
 			if (entries >= GPU_CHAN_BATCH)
 				return GPU_RUN_PROGRESS;
-			int r = gp_next(ctx);
+			enum gp_res r = gp_next(ctx);
 
-			if (r < 0)
+			if (r == GP_STOPPED)
 				return GPU_RUN_STOPPED;
-			if (!r && did && chan_linger(ctx))
+			if (r == GP_CONTROL) {
+				did = true;
+				if (gp_control_done(ctx, &entries, &methods))
+					return GPU_RUN_PROGRESS;
 				continue;
-			if (!r)
+			}
+			if (r == GP_NONE && did && chan_linger(ctx))
+				continue;
+			if (r == GP_NONE)
 				return did ? GPU_RUN_PROGRESS : GPU_RUN_EMPTY;
 		}
 		switch (method_step(ctx)) {

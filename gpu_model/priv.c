@@ -187,9 +187,11 @@ static int chan_cfg_check(const struct gpu_priv *p, const struct gpu_priv_chan *
 {
 	if (cfg->runlist >= ld(&p->sh->nr_engines))
 		return -EINVAL;
+	/* The ring's end as a distance from the limit: an end past 2^64 wraps below it. */
 	if (!cmn_is_pow2(cfg->gpfifo_entries) || cfg->gpfifo_entries < 2 ||
 	    cfg->gpfifo_entries > 65536 || cfg->gpfifo_va % 8 ||
-	    cfg->gpfifo_va + cfg->gpfifo_entries * 8 > VGPU_GMMU_VA_LIMIT)
+	    cfg->gpfifo_va >= VGPU_GMMU_VA_LIMIT ||
+	    cfg->gpfifo_entries * 8ull > VGPU_GMMU_VA_LIMIT - cfg->gpfifo_va)
 		return -EINVAL;
 	if (cfg->userd_aper > VGPU_APER_SYS || cfg->userd_addr % 64 ||
 	    (cfg->userd_addr % 4096) + sizeof(struct vgpu_userd) > 4096)

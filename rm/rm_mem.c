@@ -128,21 +128,24 @@ int rm_mem_vram_alloc(struct rm *rm, unsigned int fn, struct vgpu_rm_vidmem_para
 		return -ENODEV;
 	if (p->flags & VGPU_RM_MEM_CONTIGUOUS)
 		o.flags |= PMA_CONTIGUOUS;
-	m = rm_zalloc(sizeof(*m));
-	if (!m)
-		return -ENOMEM;
-	m->nr_pages = p->size / ps;
-	m->pages = rm_zalloc(m->nr_pages * sizeof(uint64_t));	/* <= 2^24: vram_check() */
-	if (!m->pages) {
-		ret = -ENOMEM;
-		goto free_m;
-	}
+	/* Refused before the page list is allocated: sized by the request, it is up to
+	 * 128 MiB for one the slice could never hold. */
 	ret = quota_charge(rm, fn, true, p->size);
 	if (ret)
-		goto free_pages;
+		return ret;
+	ret = -ENOMEM;
+	if (p->size > rm->fns[fn].size)
+		goto uncharge;
+	m = rm_zalloc(sizeof(*m));
+	if (!m)
+		goto uncharge;
+	m->nr_pages = p->size / ps;
+	m->pages = rm_zalloc(m->nr_pages * sizeof(uint64_t));	/* fits the slice */
+	if (!m->pages)
+		goto free_m;
 	ret = vram_take(&rm->fns[fn], m, ps, p->alignment, &o);
 	if (ret)
-		goto uncharge;
+		goto free_pages;
 	m->fn = fn;
 	m->aper = VGPU_APER_VRAM;
 	m->addr = m->pages[0];
@@ -152,12 +155,12 @@ int rm_mem_vram_alloc(struct rm *rm, unsigned int fn, struct vgpu_rm_vidmem_para
 	p->addr = m->addr - rm->fns[fn].base;
 	*out = m;
 	return 0;
-uncharge:
-	quota_uncharge(rm, fn, true, p->size);
 free_pages:
 	free(m->pages);
 free_m:
 	free(m);
+uncharge:
+	quota_uncharge(rm, fn, true, p->size);
 	return ret;
 }
 

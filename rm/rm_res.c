@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <vgpu/gmmu.h>
 #include <vgpu/gpfifo.h>
 
 #include "common/compiler.h"
@@ -88,6 +89,14 @@ static size_t params_size(uint32_t cls)
 	return 0;
 }
 
+/* The GP ring of @p lies below the GMMU's VA limit; checked as a distance from the limit,
+ * so a ring that would wrap past 2^64 is refused here, before a channel id is reserved. */
+static bool chan_gpfifo_ok(const struct vgpu_rm_channel_params *p)
+{
+	return !(p->gpfifo_va & 7) && p->gpfifo_va < VGPU_GMMU_VA_LIMIT &&
+	       p->gpfifo_entries * 8ull <= VGPU_GMMU_VA_LIMIT - p->gpfifo_va;
+}
+
 static int chan_ctor(struct rm_client *c, struct rm_res *r, struct vgpu_rm_channel_params *p,
 		     const struct rm_obj_rec *mig)
 {
@@ -101,7 +110,7 @@ static int chan_ctor(struct rm_client *c, struct rm_res *r, struct vgpu_rm_chann
 		return p->h_vaspace && !vas ? -ENOENT : -EINVAL;
 	if (p->runlist >= rm->nr_engines || p->gpfifo_entries < 2 || p->gpfifo_entries > 65536 ||
 	    (p->gpfifo_entries & (p->gpfifo_entries - 1)) || p->userd_aper > VGPU_APER_SYS ||
-	    (p->flags & ~VGPU_RM_CHAN_REPLAYABLE) || (p->gpfifo_va & 7) || (p->userd_addr & 63))
+	    (p->flags & ~VGPU_RM_CHAN_REPLAYABLE) || !chan_gpfifo_ok(p) || (p->userd_addr & 63))
 		return -EINVAL;
 	chid = mig ? mig->x : 0;
 	ret = mig ? rm_chan_reserve_id(rm, c->fn, chid) : rm_chan_reserve(rm, c->fn, p->runlist, &chid);
@@ -158,9 +167,14 @@ static int class_ctor(struct rm_client *c, struct rm_res *r, void *params,
 	case VGPU_RM_CLASS_USERMODE:
 		((struct vgpu_rm_usermode_params *)params)->doorbell_offset = (uint64_t)c->fn * 4096;
 		return 0;
-	case VGPU_RM_CLASS_EVENT:
-		r->u.evt.notify_index = ((struct vgpu_rm_event_params *)params)->notify_index;
+	case VGPU_RM_CLASS_EVENT: {
+		struct vgpu_rm_event_params *p = params;
+
+		if (p->reserved)	/* kept zero, so a later ABI can give it a meaning */
+			return -EINVAL;
+		r->u.evt.notify_index = p->notify_index;
 		return 0;
+	}
 	}
 	return -EOPNOTSUPP;
 }

@@ -166,7 +166,7 @@ struct vgpu_rm_usermode_params {
 };
 
 struct vgpu_rm_event_params {
-	uint32_t notify_index, reserved;
+	uint32_t notify_index, reserved;	/* reserved: 0 */
 };
 
 /* ---- controls ---- */

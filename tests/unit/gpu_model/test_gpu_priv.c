@@ -27,7 +27,8 @@ static const struct priv_case {
 	const char *name;
 	enum op op;
 	unsigned int fn;
-	uint64_t a, b;			/* partition base/size, runlist id/mask, weight */
+	uint64_t a, b;			/* partition base/size, runlist id/mask, weight,
+					 * channel id/GP ring VA (64 entries) if not 0 */
 	bool bad_entries;		/* channel: 48 GP entries (not a power of two) */
 	int want;
 } priv_cases[] = {
@@ -41,6 +42,10 @@ static const struct priv_case {
 	{ "channel twice", OP_CHAN, 1, 3, 0, false, -EEXIST },
 	{ "GPFIFO not a power of two", OP_CHAN, 1, 5, 0,
 	  true, -EINVAL },
+	{ "GPFIFO ends at the VA limit", OP_CHAN, 1, 5, VGPU_GMMU_VA_LIMIT - 64 * 8, false, 0 },
+	{ "GPFIFO crosses the VA limit", OP_CHAN, 1, 5, VGPU_GMMU_VA_LIMIT - 8, false, -EINVAL },
+	{ "GPFIFO at the VA limit", OP_CHAN, 1, 5, VGPU_GMMU_VA_LIMIT, false, -EINVAL },
+	{ "GPFIFO wraps past 2^64", OP_CHAN, 1, 5, 0xfffffffffffffff8ull, false, -EINVAL },
 	{ "runlist of another engine", OP_RUNLIST, 1, 0, VGPU_BIT(3), false, -EINVAL },
 	{ "runlist with a free channel", OP_RUNLIST, 1, 1, VGPU_BIT(4), false, -EINVAL },
 	{ "runlist ok", OP_RUNLIST, 1, 1, VGPU_BIT(3), false, 0 },
@@ -72,6 +77,8 @@ static void test_priv(void **state)
 	case OP_CHAN:
 		if (c->bad_entries)
 			ch.gpfifo_entries = 48;
+		if (c->b)
+			ch.gpfifo_va = c->b;
 		ret = gpu_priv_chan_alloc(p, c->fn, (unsigned int)c->a, &ch);
 		break;
 	case OP_RUNLIST:

@@ -24,6 +24,10 @@ struct tclock {
 	pthread_cond_t cv;
 	bool started;
 	uint64_t now, stop;
+	/* If set, called at every read once started, with the lock held: what a test must
+	 * see at one point of the engine's work (it reads the clock between any two turns). */
+	void (*peek)(struct tclock *k);
+	void *peek_arg;
 };
 
 static uint64_t tclock_read(void *arg)
@@ -34,6 +38,8 @@ static uint64_t tclock_read(void *arg)
 	cmn_mutex_lock(&k->lock);
 	while (!k->started)
 		cmn_cond_wait(&k->cv, &k->lock);
+	if (k->peek)
+		k->peek(k);
 	if (k->now < k->stop)
 		k->now = cmn_min(k->now + TICK_NS, k->stop);
 	v = k->now;
@@ -302,9 +308,109 @@ static void test_preempt_timeout(void **state)
 	tgpu_free(t);
 }
 
+#define NOP_ENTRIES	4096u
+/* GP entries a function's turns may take before its slice or turn ends: two turns of 256
+ * (GPU_CHAN_BATCH). A 1 ms slice is ten clock reads; NOPs read the clock every 16. */
+#define NOP_BOUND	512u
+
+/* A flood of NOP control entries on @fn's channel 0: the whole ring but one, published. */
+static void nop_flood_init(struct tgpu *t, struct tchan *c, unsigned int fn)
+{
+	tchan_init(t, c, fn, 0, 0, NOP_ENTRIES);
+	for (uint32_t i = 0; i < NOP_ENTRIES - 1; i++)
+		tchan_gp_raw(c, VGPU_GP_OPCODE_NOP);
+}
+
+/* The flood's GP_GET when the engine first read its clock after the victim's release. */
+struct nop_watch {
+	struct tchan *flood;
+	const uint32_t *sem;
+	bool seen;
+	uint32_t flood_get;
+};
+
+static void nop_peek(struct tclock *k)
+{
+	struct nop_watch *w = k->peek_arg;
+
+	if (!w->seen && __atomic_load_n(w->sem, __ATOMIC_ACQUIRE) == 1) {
+		w->seen = true;
+		w->flood_get = tchan_get(w->flood);
+	}
+}
+
+/* A GPFIFO of NOPs is work like any other: its turns end after GPU_CHAN_BATCH entries or
+ * at the slice's end, so another function's job runs after a bounded number of them, not
+ * after the whole ring (nor ever, with a GP_PUT that keeps moving). */
+static void test_nop_flood_yields(void **state)
+{
+	struct gpu_priv_sched_fn s = { .enabled = 1, .quantum_ns = VGPU_NSEC_PER_MSEC };
+	struct tclock *k = tclock_new(10 * VGPU_NSEC_PER_SEC);
+	struct tgpu *t = tgpu_on_clock(2, k);
+	struct nop_watch w = { 0 };
+	struct tchan flood, victim;
+	uint64_t sem;
+	uint32_t get;
+	bool seen;
+
+	(void)state;
+	assert_int_equal(gpu_priv_sched_set(t->p, GPU_SCHED_BEST_EFFORT, VGPU_NSEC_PER_MSEC, 0), 0);
+	assert_int_equal(gpu_priv_sched_fn_set(t->p, 1, &s), 0);
+	assert_int_equal(gpu_priv_sched_fn_set(t->p, 2, &s), 0);
+	nop_flood_init(t, &flood, 1);
+	tchan_init(t, &victim, 2, 0, 0, 16);
+	sem = tgpu_vmem(t, 2, 4096, VGPU_GMMU_PAGE_64K);
+	w.flood = &flood;
+	w.sem = tgpu_va(t, 2, sem, 4);
+	TM(&victim, VGPU_M_SEM_RELEASE, lo32(sem), hi32(sem), 1, 0, 0);
+	tchan_gp(&victim);
+	k->peek_arg = &w;
+	k->peek = nop_peek;
+	/* The flood first: with both pending at the first pick, function 1 runs first. */
+	tchan_kick(t, &flood);
+	tchan_kick(t, &victim);
+	tclock_start(k);
+	assert_int_equal(tchan_wait(&victim), 0);
+	cmn_mutex_lock(&k->lock);
+	seen = w.seen;
+	get = w.flood_get;
+	cmn_mutex_unlock(&k->lock);
+	print_message("flood GP_GET when the victim ran: %u of %u\n", get, NOP_ENTRIES - 1);
+	assert_true(seen);
+	assert_true(get <= NOP_BOUND);
+	tgpu_free(t);
+	tclock_free(k);
+}
+
+/* A turn of NOPs is a turn that did work: one still running past its slice's end by more
+ * than the preemption timeout (1 ns: any overrun) puts the channel in error, as a turn of
+ * methods would, instead of ending as "empty" and escaping the check. */
+static void test_nop_flood_preempt_timeout(void **state)
+{
+	struct gpu_priv_sched_fn s = { .enabled = 1, .quantum_ns = VGPU_NSEC_PER_MSEC,
+				       .preempt_timeout_ns = 1 };
+	struct tclock *k = tclock_new(10 * VGPU_NSEC_PER_SEC);
+	struct tgpu *t = tgpu_on_clock(1, k);
+	struct gpu_sched_stats st;
+	struct tchan flood;
+
+	(void)state;
+	assert_int_equal(gpu_priv_sched_fn_set(t->p, 1, &s), 0);
+	nop_flood_init(t, &flood, 1);
+	tchan_kick(t, &flood);
+	tclock_start(k);
+	/* Done with the ring or in error: either ends the wait. */
+	assert_int_equal(tchan_wait(&flood), VGPU_CHAN_ERR_PREEMPT_TIMEOUT);
+	assert_true(tchan_get(&flood) <= NOP_BOUND);
+	gpu_sched_stats(t->g, 1, &st);
+	assert_true(st.preempt_timeouts >= 1);
+	tgpu_free(t);
+	tclock_free(k);
+}
+
 int main(void)
 {
-	struct CMUnitTest tests[VGPU_ARRAY_SIZE(share_cases) + 3];
+	struct CMUnitTest tests[VGPU_ARRAY_SIZE(share_cases) + 5];
 	size_t n = 0;
 
 	for (size_t i = 0; i < VGPU_ARRAY_SIZE(share_cases); i++)
@@ -313,5 +419,7 @@ int main(void)
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_fixed_share_reserves);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_best_effort_conserves);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_preempt_timeout);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_nop_flood_yields);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_nop_flood_preempt_timeout);
 	return _cmocka_run_group_tests("gpu_sched", tests, n, NULL, NULL);
 }

@@ -17,6 +17,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include <vgpu/gmmu.h>
+
 #include "common/compiler.h"
 #include "common/err.h"
 #include "common/lock.h"
@@ -333,6 +335,133 @@ static void test_bad_alloc(void **state)
 	assert_int_equal(rm_client_free(fx.rm, 1, hc), 0);
 }
 
+/* A VRAM request the slice could never hold is refused before the RM allocates its page
+ * list (for 1 TiB of 64 KiB pages 2^24 entries, 128 MiB): over quota where the function
+ * has one, out of space where it has none. The process's peak RSS, reset just before the
+ * call, counts what the call touched. */
+static const struct huge_case {
+	const char *name;
+	uint64_t quota;			/* VF 1's VRAM quota; 0: none */
+	int want;
+} huge_cases[] = {
+	{ "1 TiB over a quota", T_SLICE, -VGPU_EQUOTA },
+	{ "1 TiB without a quota", 0, -ENOMEM },
+};
+
+/* Set the process's peak RSS to its RSS now; false where the kernel cannot. */
+static bool peak_rss_reset(void)
+{
+	FILE *f = fopen("/proc/self/clear_refs", "w");
+	bool ok = f && fputs("5", f) >= 0;
+
+	if (f && fclose(f))
+		ok = false;
+	return ok;
+}
+
+/* The process's peak RSS (VmHWM) in KiB. */
+static uint64_t peak_rss_kib(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	unsigned long long v = 0;
+	char line[128];
+
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f) && sscanf(line, "VmHWM: %llu kB", &v) != 1)
+		;
+	fclose(f);
+	assert_true(v > 0);
+	return v;
+}
+
+static void test_vram_huge(void **state)
+{
+	const struct huge_case *c = *state;
+	struct rm_quota q = { .vram = c->quota };
+	struct vgpu_rm_vidmem_params p = { .size = 1ull << 40, .page_size = 64 << 10 };
+	uint32_t hc, hd, hs, h = 0;
+	uint64_t peak0, grew;
+	int ret;
+
+	assert_int_equal(rm_quota_set(fx.rm, 1, &q), 0);
+	assert_int_equal(rm_t_client(fx.rm, 1, &hc, &hd, &hs), 0);
+	if (!peak_rss_reset()) {
+		assert_int_equal(rm_client_free(fx.rm, 1, hc), 0);
+		skip();
+	}
+	peak0 = peak_rss_kib();
+	ret = rm_alloc(fx.rm, 1, hc, hd, &h, VGPU_RM_CLASS_MEMORY_VIDMEM, &p, sizeof(p));
+	grew = peak_rss_kib() - peak0;
+	print_message("peak RSS grew by %llu KiB\n", (unsigned long long)grew);
+	assert_int_equal(ret, c->want);
+	assert_int_equal(h, 0);
+	assert_true(grew < (16 << 10));		/* far below the 128 MiB page list */
+	assert_int_equal(vram_used(1, hc, hs), 0);
+	assert_int_equal(rm_client_free(fx.rm, 1, hc), 0);
+}
+
+/* An EVENT's reserved word must be zero, as every class's: refused, nothing is made. */
+static void test_event_reserved(void **state)
+{
+	struct vgpu_rm_event_params ep = { .notify_index = 1, .reserved = 1 };
+	uint32_t hc, hd, hs, h = 0;
+
+	(void)state;
+	assert_int_equal(rm_t_client(fx.rm, 1, &hc, &hd, &hs), 0);
+	assert_int_equal(rm_alloc(fx.rm, 1, hc, hs, &h, VGPU_RM_CLASS_EVENT, &ep, sizeof(ep)),
+			 -EINVAL);
+	assert_int_equal(h, 0);
+	assert_int_equal(rm_object_count(fx.rm, 1), 3);
+	ep.reserved = 0;
+	assert_int_equal(rm_alloc(fx.rm, 1, hc, hs, &h, VGPU_RM_CLASS_EVENT, &ep, sizeof(ep)), 0);
+	assert_int_equal(rm_object_count(fx.rm, 1), 4);
+	assert_int_equal(rm_client_free(fx.rm, 1, hc), 0);
+}
+
+/* A GP ring must end at or below the GMMU's VA limit, a ring whose end wraps past 2^64
+ * included; the RM refuses one before it reserves a channel or asks the GSP. */
+static const struct gpfifo_case {
+	const char *name;
+	uint64_t va;
+	int want;
+} gpfifo_cases[] = {
+	{ "GPFIFO ends at the VA limit", VGPU_GMMU_VA_LIMIT - 64 * 8, 0 },
+	{ "GPFIFO crosses the VA limit", VGPU_GMMU_VA_LIMIT - 8, -EINVAL },
+	{ "GPFIFO at the VA limit", VGPU_GMMU_VA_LIMIT, -EINVAL },
+	{ "GPFIFO wraps past 2^64", 0xfffffffffffffff8ull, -EINVAL },
+};
+
+static void test_gpfifo_range(void **state)
+{
+	const struct gpfifo_case *c = *state;
+	struct vgpu_rm_vaspace_params vp = { 0 };
+	struct vgpu_rm_channel_params cp;
+	struct vgpu_rm_quota_info qi;
+	struct gsp_stats st0, st1;
+	uint32_t hc, hd, hs, hv = 0, h = 0;
+	size_t len = 0;
+
+	assert_int_equal(rm_t_client(fx.rm, 1, &hc, &hd, &hs), 0);
+	assert_int_equal(rm_alloc(fx.rm, 1, hc, hd, &hv, VGPU_RM_CLASS_VASPACE, &vp, sizeof(vp)),
+			 0);
+	cp = (struct vgpu_rm_channel_params){ .h_vaspace = hv, .gpfifo_va = c->va,
+					      .gpfifo_entries = 64, .userd_addr = 0x2000 };
+	gsp_get_stats(rm_gsp(fx.rm), &st0);
+	assert_int_equal(rm_alloc(fx.rm, 1, hc, hd, &h, VGPU_RM_CLASS_CHANNEL_GPFIFO, &cp,
+				  sizeof(cp)), c->want);
+	gsp_get_stats(rm_gsp(fx.rm), &st1);
+	assert_int_equal(rm_control(fx.rm, 1, hc, hs, VGPU_RM_CTRL_GET_QUOTA, &qi, &len,
+				    sizeof(qi)), 0);
+	if (c->want) {		/* no channel reserved, no RPC sent */
+		assert_int_equal(h, 0);
+		assert_int_equal(qi.chan_used, 0);
+		assert_int_equal(st1.rpcs, st0.rpcs);
+	} else {
+		assert_int_equal(qi.chan_used, 1);
+	}
+	assert_int_equal(rm_client_free(fx.rm, 1, hc), 0);
+}
+
 /* Another function's handles give their own error; sharing gates dup. */
 static void test_share_and_foreign(void **state)
 {
@@ -488,7 +617,8 @@ static void test_quotas(void **state)
 	assert_int_equal(rm_t_channel(fx.rm, 1, hc, hd, hv, &c2, NULL), -VGPU_EQUOTA);
 	assert_int_equal(rm_client_alloc(fx.rm, 1, &x), 0);
 	assert_int_equal(rm_client_alloc(fx.rm, 1, &c2), -VGPU_EQUOTA);
-	assert_int_equal(rm_control(fx.rm, 1, hc, hs, VGPU_RM_CTRL_GET_QUOTA, &qi, &len, sizeof(qi)), 0);
+	assert_int_equal(rm_control(fx.rm, 1, hc, hs, VGPU_RM_CTRL_GET_QUOTA, &qi, &len,
+				    sizeof(qi)), 0);
 	assert_int_equal(qi.vram_used, 4 << 20);
 	assert_int_equal(qi.chan_used, 1);
 	q.vram = 1 << 20;
@@ -735,9 +865,11 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_vf_reset_scrub, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lock_order_real, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_priv_read_only, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_event_reserved, setup, teardown),
 	};
 	/* Sized and counted from the tables, so no case is overwritten or left out. */
 	struct CMUnitTest t[VGPU_ARRAY_SIZE(fixed) + VGPU_ARRAY_SIZE(bad_allocs) +
+			    VGPU_ARRAY_SIZE(huge_cases) + VGPU_ARRAY_SIZE(gpfifo_cases) +
 			    VGPU_ARRAY_SIZE(align_cases) + VGPU_ARRAY_SIZE(order_cases)];
 	size_t n = VGPU_ARRAY_SIZE(fixed);
 
@@ -745,6 +877,12 @@ int main(void)
 	for (size_t i = 0; i < VGPU_ARRAY_SIZE(bad_allocs); i++)
 		t[n++] = (struct CMUnitTest){ bad_allocs[i].name, test_bad_alloc, setup, teardown,
 					      (void *)&bad_allocs[i] };
+	for (size_t i = 0; i < VGPU_ARRAY_SIZE(huge_cases); i++)
+		t[n++] = (struct CMUnitTest){ huge_cases[i].name, test_vram_huge, setup, teardown,
+					      (void *)&huge_cases[i] };
+	for (size_t i = 0; i < VGPU_ARRAY_SIZE(gpfifo_cases); i++)
+		t[n++] = (struct CMUnitTest){ gpfifo_cases[i].name, test_gpfifo_range, setup,
+					      teardown, (void *)&gpfifo_cases[i] };
 	for (size_t i = 0; i < VGPU_ARRAY_SIZE(align_cases); i++)
 		t[n++] = (struct CMUnitTest){ align_cases[i].name, test_vram_alignment, setup,
 					      teardown, (void *)&align_cases[i] };
