@@ -260,12 +260,15 @@ int ctlc_reply_errno(json_object *err)
 	};
 	json_object *v;
 
-	if (json_object_object_get_ex(err, "errno", &v)) {
+	/* Strings only: a peer's null or number has no string to compare (NULL). */
+	if (json_object_object_get_ex(err, "errno", &v) &&
+	    json_object_is_type(v, json_type_string)) {
 		for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 			if (!strcmp(json_object_get_string(v), names[i].name))
 				return -names[i].err;
 	}
-	if (json_object_object_get_ex(err, "class", &v)) {
+	if (json_object_object_get_ex(err, "class", &v) &&
+	    json_object_is_type(v, json_type_string)) {
 		for (size_t i = 0; i < sizeof(classes) / sizeof(classes[0]); i++)
 			if (!strcmp(json_object_get_string(v), classes[i].cls))
 				return -classes[i].err;

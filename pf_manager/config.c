@@ -2,6 +2,7 @@
 /* Configuration: defaults, the INI file (inih) and single keys set by flags. */
 #include <errno.h>
 #include <grp.h>
+#include <stdbool.h>
 #include <ini.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +37,7 @@ void pf_config_defaults(struct pf_config *cfg)
 	cfg->reset_evict_ms = PF_RESET_EVICT_MS_DEFAULT;
 }
 
+/* A count in decimal: a leading 0 does not make it octal, as it would for strtoul base 0. */
 static int parse_uint(const char *v, unsigned int max, unsigned int *out)
 {
 	unsigned long x;
@@ -44,8 +46,24 @@ static int parse_uint(const char *v, unsigned int max, unsigned int *out)
 	if (!v || *v < '0' || *v > '9')
 		return -EINVAL;
 	errno = 0;
-	x = strtoul(v, &end, 0);
+	x = strtoul(v, &end, 10);
 	if (errno || *end || x > max)
+		return -ERANGE;
+	*out = (unsigned int)x;
+	return 0;
+}
+
+/* A file mode in octal with or without its leading 0, as chmod(1) takes it: "660" is 0660,
+ * never decimal 660 (01224) nor the 0334 that decimal 220 is. */
+static int parse_mode(const char *v, unsigned int *out)
+{
+	unsigned long x;
+
+	if (!v || !*v || strspn(v, "01234567") != strlen(v))
+		return -EINVAL;
+	errno = 0;
+	x = strtoul(v, NULL, 8);
+	if (errno || x > 0777)
 		return -ERANGE;
 	*out = (unsigned int)x;
 	return 0;
@@ -137,7 +155,7 @@ int pf_config_set(struct pf_config *c, const char *section, const char *k, const
 	if (!strcmp(section, "control") && !strcmp(k, "admin_group"))
 		return set_str(c->admin_group, sizeof(c->admin_group), v);
 	if (!strcmp(section, "control") && !strcmp(k, "socket_mode"))
-		return parse_uint(v, 0777, &c->socket_mode);
+		return parse_mode(v, &c->socket_mode);
 	if (!strcmp(section, "control") && !strcmp(k, "max_line"))
 		return parse_uint(v, 16u << 20, &c->max_line);
 	if (!strcmp(section, "control") && !strcmp(k, "admin_slots"))
@@ -149,48 +167,88 @@ int pf_config_set(struct pf_config *c, const char *section, const char *k, const
 	return -ENOENT;
 }
 
+const char *pf_config_expect(const char *section, const char *key)
+{
+	if (!strcmp(section, "control") && !strcmp(key, "socket_mode"))
+		return "an octal mode, 0 to 0777";
+	return NULL;
+}
+
+/* The INI file, read through inih's reader hook so that the handler knows its line: inih
+ * counts reads, not lines (a line longer than its buffer takes two), and goes on after an
+ * error, so neither its count nor the last handler error would name the right one. */
 struct ini_ctx {
 	struct pf_config cfg;
-	char *err;
-	size_t errlen;
-	int ret;
+	FILE *f;
+	int reads, line;		/* inih's count and the physical line */
+	bool line_start;		/* the next read starts a line */
+	int err_read, err_line;		/* the first refused key: where, and why in @why */
+	char why[256];
 };
+
+static char *ini_read(char *str, int num, void *stream)
+{
+	struct ini_ctx *x = stream;
+	char *p;
+
+	x->line += x->line_start;
+	p = fgets(str, num, x->f);
+	if (p) {
+		x->reads++;
+		x->line_start = strchr(str, '\n') != NULL;
+	}
+	return p;
+}
 
 static int ini_cb(void *user, const char *section, const char *key, const char *value)
 {
 	struct ini_ctx *x = user;
 	int ret = pf_config_set(&x->cfg, section, key, value);
 
-	if (ret) {
-		snprintf(x->err, x->errlen, "[%s] %s = %s: %s", section, key, value,
-			 ret == -ENOENT ? "unknown key" : "bad value");
-		x->ret = -EINVAL;
-		return 0;	/* inih: stop at the first error */
+	if (ret && !x->err_read) {
+		const char *expect = pf_config_expect(section, key);
+
+		snprintf(x->why, sizeof(x->why), "[%s] %s = %s: %s%s%s%s", section, key, value,
+			 ret == -ENOENT ? "unknown key" : "bad value", expect ? " (" : "",
+			 expect ? expect : "", expect ? ")" : "");
+		x->err_read = x->reads;
+		x->err_line = x->line;
 	}
-	return 1;
+	return !ret;
+}
+
+/* The physical line of inih's read number @n of @f (for a syntax error it reports). */
+static int read_line(FILE *f, int n)
+{
+	struct ini_ctx x = { .f = f, .line_start = true };
+	char buf[INI_MAX_LINE];
+
+	rewind(f);
+	while (x.reads < n && ini_read(buf, sizeof(buf), &x))
+		;
+	return x.line;
 }
 
 int pf_config_load(struct pf_config *cfg, const char *path, char *err, size_t errlen)
 {
-	struct ini_ctx x = { .cfg = *cfg, .err = err, .errlen = errlen, .ret = 0 };
-	int r = ini_parse(path, ini_cb, &x);
+	struct ini_ctx x = { .cfg = *cfg, .line_start = true };
+	int r;
 
-	if (r < 0) {
+	x.f = fopen(path, "re");
+	if (!x.f) {
 		snprintf(err, errlen, "cannot open %s", path);
 		return -ENOENT;
 	}
-	/* inih returns the line of the first error, the handler's refusal included. */
-	if (x.ret) {
-		char why[256];
-
-		snprintf(why, sizeof(why), "%s", err);
-		snprintf(err, errlen, "%s: line %d: %s", path, r, why);
-		return x.ret;
-	}
-	if (r > 0) {
-		snprintf(err, errlen, "%s: line %d: syntax error", path, r);
+	r = ini_parse_stream(ini_read, &x, ini_cb, &x);
+	/* inih returns its read number of the first error, a handler's refusal or a syntax
+	 * error, whichever came first. */
+	if (r > 0 && r == x.err_read)
+		snprintf(err, errlen, "%s: line %d: %s", path, x.err_line, x.why);
+	else if (r > 0)
+		snprintf(err, errlen, "%s: line %d: syntax error", path, read_line(x.f, r));
+	fclose(x.f);
+	if (r)
 		return -EINVAL;
-	}
 	*cfg = x.cfg;
 	return 0;
 }

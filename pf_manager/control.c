@@ -2,7 +2,8 @@
 /* The control socket: newline-delimited JSON in QMP's shape. A client gets a greeting,
  * must negotiate with qmp_capabilities, then sends {"execute", "arguments", "id"} and gets
  * {"return"} or {"error": {"class", "desc"}} with the id echoed; events arrive as
- * {"event", "data", "timestamp"}. Peer credentials decide who may mutate. */
+ * {"event", "data", "timestamp"}. Peer credentials taken at connect() (SO_PEERCRED,
+ * SO_PEERGROUPS) decide who may mutate. */
 #include <errno.h>
 #include <grp.h>
 #include <poll.h>
@@ -85,27 +86,28 @@ void pf_control_close(struct pf_daemon *d)
 	d->ctl_fd = -1;
 }
 
-/* Whether @pid's supplementary groups (from /proc) contain @gid. */
-static bool pid_in_group(pid_t pid, gid_t gid)
+/* Whether the peer of @fd had @gid among its supplementary groups when it connected.
+ * SO_PEERGROUPS (Linux 4.13) is taken at connect() like SO_PEERCRED's uid and gid, so
+ * no process that later gets the peer's pid number can lend it its groups, as reading
+ * /proc/<pid> would. Without it (an older kernel) only root and the primary group are
+ * admins: it fails closed. */
+static bool peer_in_group(int fd, gid_t gid)
 {
-	char path[64], line[1024];
+	gid_t small[64], *groups = small;
+	socklen_t len = sizeof(small);
 	bool found = false;
-	FILE *f;
 
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	f = fopen(path, "re");
-	if (!f)
-		return false;
-	while (!found && fgets(line, sizeof(line), f)) {
-		char *tok, *save;
-
-		if (strncmp(line, "Groups:", 7))
-			continue;
-		for (tok = strtok_r(line + 7, " \t\n", &save); tok; tok = strtok_r(NULL, " \t\n", &save))
-			if ((gid_t)strtoul(tok, NULL, 10) == gid)
-				found = true;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len)) {
+		/* ERANGE: more than 64 groups; the kernel put the size needed in @len. */
+		if (errno != ERANGE || !(groups = malloc(len)))
+			return false;
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len))
+			len = 0;
 	}
-	fclose(f);
+	for (size_t i = 0; i < len / sizeof(gid_t); i++)
+		found |= groups[i] == gid;
+	if (groups != small)
+		free(groups);
 	return found;
 }
 
@@ -264,7 +266,7 @@ void pf_control_accept(struct pf_daemon *d)
 		return;
 	}
 	admin = cr.uid == 0 || (d->have_admin_gid &&
-				(cr.gid == d->admin_gid || pid_in_group(cr.pid, d->admin_gid)));
+				(cr.gid == d->admin_gid || peer_in_group(fd, d->admin_gid)));
 	for (unsigned int i = 0; i < PF_MAX_CLIENTS && slot == PF_MAX_CLIENTS; i++)
 		if (!d->clients[i])
 			slot = i;

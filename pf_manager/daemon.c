@@ -4,7 +4,9 @@
  * mailbox has its own service thread (service.c), the device model's engines and the RM's
  * GSP client theirs. doc/pf_manager.md draws them. */
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -142,6 +144,74 @@ static int admin_group_resolve(struct pf_daemon *d)
 	return 0;
 }
 
+/* ---- one daemon per directory ------------------------------------------------------------ */
+
+/* Take @dir's lock file for the daemon's life. Two daemons on one state dir would adopt the
+ * same VRAM objects and overwrite each other's journal, two on one runtime dir unlink each
+ * other's socket. An OFD lock goes with the descriptor, which the kernel closes however the
+ * process dies, so a leftover file never blocks a restart; the pid in the file is only
+ * for the next one's message. @what names the directory in it. */
+static int dir_lock(const char *dir, const char *what, int *out)
+{
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+	char path[PF_PATH_MAX + 16], pid[24];
+	ssize_t n;
+	int fd, r;
+
+	snprintf(path, sizeof(path), "%s/vgpud.lock", dir);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (fd < 0) {
+		r = -errno;
+		cmn_err("cannot open %s: %s", path, cmn_strerror(r));
+		return r;
+	}
+	if (fcntl(fd, F_OFD_SETLK, &fl)) {
+		r = -errno;
+		n = pread(fd, pid, sizeof(pid) - 1, 0);
+		pid[n > 0 ? n : 0] = 0;
+		pid[strcspn(pid, "\n")] = 0;
+		if (r == -EAGAIN || r == -EACCES)
+			cmn_err("another vgpud (pid %s) serves the %s directory %s; not starting",
+				pid[0] ? pid : "unknown", what, dir);
+		else
+			cmn_err("cannot lock %s: %s", path, cmn_strerror(r));
+		close(fd);
+		return r == -EAGAIN || r == -EACCES ? -EBUSY : r;
+	}
+	if (ftruncate(fd, 0) || dprintf(fd, "%d\n", (int)getpid()) < 0)
+		cmn_warn("cannot write the pid into %s", path);
+	*out = fd;
+	return 0;
+}
+
+/* Lock the state dir, and the runtime dir unless it is the same directory. */
+static int dirs_lock(struct pf_daemon *d)
+{
+	char a[PATH_MAX], b[PATH_MAX];
+	int r;
+
+	r = dir_lock(d->cfg.state_dir, "state", &d->lock_fd[0]);
+	if (r)
+		return r;
+	r = pf_mkdir_p(d->cfg.runtime_dir, 0755);
+	if (r) {
+		cmn_err("cannot create runtime dir %s: %s", d->cfg.runtime_dir, cmn_strerror(r));
+		return r;
+	}
+	if (realpath(d->cfg.state_dir, a) && realpath(d->cfg.runtime_dir, b) && !strcmp(a, b))
+		return 0;
+	return dir_lock(d->cfg.runtime_dir, "runtime", &d->lock_fd[1]);
+}
+
+static void dirs_unlock(struct pf_daemon *d)
+{
+	for (unsigned int i = 0; i < 2; i++) {
+		if (d->lock_fd[i] >= 0)
+			close(d->lock_fd[i]);
+		d->lock_fd[i] = -1;
+	}
+}
+
 int pf_daemon_create(const struct pf_config *cfg, struct pf_daemon **out)
 {
 	struct pf_daemon *d = calloc(1, sizeof(*d));
@@ -151,7 +221,7 @@ int pf_daemon_create(const struct pf_config *cfg, struct pf_daemon **out)
 	if (!d)
 		return -ENOMEM;
 	d->cfg = *cfg;
-	d->ctl_fd = d->sig_fd = -1;
+	d->ctl_fd = d->sig_fd = d->lock_fd[0] = d->lock_fd[1] = -1;
 	d->started_ns = cmn_now_ns();
 	pf_log_setup();
 	r = pf_config_check(&d->cfg, err, sizeof(err));
@@ -169,6 +239,9 @@ int pf_daemon_create(const struct pf_config *cfg, struct pf_daemon **out)
 		cmn_err("cannot create state dir %s: %s", d->cfg.state_dir, cmn_strerror(r));
 		goto free_d;
 	}
+	r = dirs_lock(d);
+	if (r)
+		goto free_d;
 	r = pf_device_init(d);
 	if (r)
 		goto free_d;
@@ -194,6 +267,7 @@ destroy:
 fini_device:
 	pf_device_fini(d);
 free_d:
+	dirs_unlock(d);
 	free(d);
 	return r;
 }
@@ -222,6 +296,7 @@ void pf_daemon_destroy(struct pf_daemon *d)
 		pf_slice_free(d->slices[i]);
 	if (d->sig_fd >= 0)
 		close(d->sig_fd);
+	dirs_unlock(d);		/* last: the next daemon may take the dirs now */
 	free(d);
 }
 

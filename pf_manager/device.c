@@ -242,13 +242,21 @@ static unsigned int type_running(const struct pf_daemon *d, const char *name)
 	return n;
 }
 
-/* Channel and doorbell budget check for @q. */
-static int counts_fit(const struct pf_daemon *d, const struct pf_quota *q, struct pf_err *e)
+/* Channel and doorbell budget check for @q. A running slice of uuid @self (or none: NULL)
+ * would trade its counts for @q's, so its own are not counted as used. */
+static int counts_fit(const struct pf_daemon *d, const struct pf_quota *q, const char *self,
+		      struct pf_err *e)
 {
 	uint32_t ch, db;
 	unsigned int ch_free, db_free;
 
 	pf_used_counts(d, &ch, &db);
+	for (unsigned int vf = 1; self && vf <= PF_MAX_VFS; vf++) {
+		if (d->vfs[vf] && !strcmp(d->vfs[vf]->uuid, self)) {
+			ch -= d->vfs[vf]->prov.channels;
+			db -= d->vfs[vf]->prov.doorbells;
+		}
+	}
 	ch_free = d->cfg.channels - d->cfg.spare_channels - ch;
 	db_free = d->cfg.doorbells - d->cfg.spare_doorbells - db;
 	if (q->channels > ch_free)
@@ -274,7 +282,7 @@ int pf_type_creatable(struct pf_daemon *d, const struct pf_type *t, struct pf_er
 		q.vram = pf_fair_vram(pf_usable_vram(d), d->num_vfs);
 		type_counts(d, d->num_vfs, &q);
 	}
-	if (counts_fit(d, &q, e))
+	if (counts_fit(d, &q, NULL, e))
 		return -ENOSPC;
 	return pf_place(d, q.vram, &base, e);
 }
@@ -315,5 +323,5 @@ int pf_slice_quota(struct pf_daemon *d, const struct pf_slice *s, struct pf_quot
 	if (!q->vram)
 		return cmn_fail(&e->f, -ENOSPC, "slice %s: the fair share of %u VFs is below 2 MiB",
 			       s->uuid, d->num_vfs);
-	return counts_fit(d, q, e);
+	return counts_fit(d, q, s->uuid, e);
 }

@@ -295,10 +295,22 @@ static int plan_slice(struct pf_daemon *d, const struct mig_frame *fr, struct pf
 	r = pf_slice_from_json(d, def, p->s, e);
 	if (r)
 		fail_prefix(e, r, "frame 1 (slice): the definition is refused here: ");
-	else if (json_object_object_get_ex(o, "transient", &tr))
-		p->s->transient = json_object_get_boolean(tr);
-	if (!r && json_object_object_get_ex(o, "guest_abi", &ga))
-		p->s->mig_guest_abi = (uint32_t)json_object_get_uint64(ga);
+	/* Typed: a string "false" is no boolean false. */
+	if (!r && json_object_object_get_ex(o, "transient", &tr)) {
+		if (json_object_is_type(tr, json_type_boolean))
+			p->s->transient = json_object_get_boolean(tr);
+		else
+			r = cmn_fail(&e->f, -EBADMSG, "frame 1 (slice): \"transient\" is not a "
+				     "boolean");
+	}
+	if (!r && json_object_object_get_ex(o, "guest_abi", &ga)) {
+		if (json_object_is_type(ga, json_type_int) && json_object_get_int64(ga) >= 0 &&
+		    json_object_get_int64(ga) <= UINT32_MAX)
+			p->s->mig_guest_abi = (uint32_t)json_object_get_int64(ga);
+		else
+			r = cmn_fail(&e->f, -EBADMSG, "frame 1 (slice): \"guest_abi\" is not a "
+				     "32-bit unsigned integer");
+	}
 	json_object_put(o);
 	return r;
 }

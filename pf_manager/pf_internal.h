@@ -201,6 +201,7 @@ struct pf_daemon {
 	uint64_t ctl_refused;		/* control connections refused for lack of a slot */
 	uint64_t teardown_batches;	/* RM free batches run for gone guests */
 	int sig_fd;
+	int lock_fd[2];			/* vgpud.lock of the state and runtime dirs, or -1 */
 	volatile int stopping;
 	uint64_t started_ns;
 	uint64_t events_sent;
@@ -265,7 +266,9 @@ void pf_types_build(struct pf_daemon *d);
 const struct pf_type *pf_type_find(const struct pf_daemon *d, const char *name);
 /* Whether one more instance of @t could be started now: 0, or -errno with the reason. */
 int pf_type_creatable(struct pf_daemon *d, const struct pf_type *t, struct pf_err *e);
-/* The quota @s would get at start (type, fair share, custom fields; aligned). */
+/* The quota @s would get at start (type, fair share, custom fields; aligned); -ENOSPC if
+ * the channel and doorbell budget cannot take it (a running slice of @s's uuid has its
+ * own counts back for it). */
 int pf_slice_quota(struct pf_daemon *d, const struct pf_slice *s, struct pf_quota *q,
 		   struct pf_err *e);
 /* Find a place for @vram bytes of contiguous VRAM; 0 with *base, or -ENOSPC with the
@@ -323,9 +326,14 @@ int pf_state_save_journal_without(struct pf_daemon *d, const struct pf_slice *sk
 int pf_state_load(struct pf_daemon *d);
 /* Name of @vf's VRAM object for this instance. */
 void pf_shm_name(const struct pf_daemon *d, unsigned int vf, char *buf, size_t len);
-/* Parse a slice definition (the on-disk / define-slice shape) into @s. */
+/* Parse a client's slice spec (define-slice's shape) into @s; a "parent" must name this
+ * daemon's PF and "migrated_out" is refused. 0 or -errno with @e's message. */
 int pf_slice_from_json(struct pf_daemon *d, json_object *o, struct pf_slice *s,
 		       struct pf_err *e);
+/* The same for a definition vgpud wrote (a slice file, the journal, a spec it built from
+ * one), which may carry the hand-over record "migrated_out". */
+int pf_slice_from_record(struct pf_daemon *d, json_object *o, struct pf_slice *s,
+			 struct pf_err *e);
 /* The on-disk definition of @s. */
 json_object *pf_slice_def_json(const struct pf_slice *s);
 

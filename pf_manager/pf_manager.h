@@ -68,6 +68,9 @@ int pf_config_load(struct pf_config *cfg, const char *path, char *err, size_t er
 /* Apply one key of section @section; the INI loader and the flags use it. */
 int pf_config_set(struct pf_config *cfg, const char *section, const char *key,
 		  const char *value);
+/* The form @section's @key takes, for an error message, where "bad value" does not say
+ * enough (the octal socket_mode); NULL for the others. */
+const char *pf_config_expect(const char *section, const char *key);
 /* Check the whole configuration; -EINVAL with a message in @err. */
 int pf_config_check(const struct pf_config *cfg, char *err, size_t errlen);
 

@@ -852,6 +852,11 @@ static int modify_spec(struct pf_daemon *d, struct pf_slice *s, json_object *arg
 	json_object_object_foreach(args, key, val) {
 		if (!strcmp(key, "dry-run") || !strcmp(key, "release-owner"))
 			continue;
+		if (!strcmp(key, "migrated_out")) {
+			json_object_put(spec);
+			return cmn_fail(&e->f, -EINVAL, "\"migrated_out\" is vgpud's record of a "
+				       "live migration; a request cannot set it");
+		}
 		if (strcmp(key, "attrs")) {
 			json_object_object_add(spec, key, json_object_get(val));
 			continue;
@@ -863,7 +868,8 @@ static int modify_spec(struct pf_daemon *d, struct pf_slice *s, json_object *arg
 		for (size_t i = 0; i < json_object_array_length(val); i++)
 			json_object_array_add(attrs, json_object_get(json_object_array_get_idx(val, i)));
 	}
-	r = pf_slice_from_json(d, spec, n, e);
+	/* A record: the spec is @s's own definition, hand-over record included. */
+	r = pf_slice_from_record(d, spec, n, e);
 	json_object_put(spec);
 	return r;
 }
@@ -914,7 +920,7 @@ static bool modify_owner_only(const struct pf_slice *s, const struct pf_slice *n
 static int modify_running_check(struct pf_daemon *d, struct pf_slice *s, struct pf_slice *n,
 				struct pf_err *e)
 {
-	struct pf_err ignore = { 0 };	/* a quota that cannot be computed differs */
+	struct pf_err why = { 0 };
 	struct pf_quota q;
 	int r;
 
@@ -923,12 +929,16 @@ static int modify_running_check(struct pf_daemon *d, struct pf_slice *s, struct 
 	if (pf_endpoint_attached(s))
 		return cmn_fail(&e->f, -EBUSY, "slice %s is in use (a guest is attached to VF %u); quotas "
 			       "change only while it is idle", s->uuid, s->vf);
-	r = pf_slice_quota(d, n, &q, &ignore);
+	r = pf_slice_quota(d, n, &q, &why);
 	if (strcmp(n->type, s->type) || (!r && q.vram != s->prov.vram) ||
 	    (n->custom_bits & PF_Q_VRAM) != (s->custom_bits & PF_Q_VRAM) ||
 	    ((n->custom_bits & PF_Q_VRAM) && n->custom.vram != s->custom.vram))
 		return cmn_fail(&e->f, -EBUSY, "slice %s is running on VF %u; stop it to change its type "
 			       "or VRAM", s->uuid, s->vf);
+	/* The device-wide channel and doorbell budget holds for running slices too. */
+	if (r)
+		return cmn_fail(&e->f, r, "slice %s: the new quota does not fit: %s", s->uuid,
+				why.f.msg);
 	return 0;
 }
 
@@ -983,13 +993,16 @@ static int modify_commit_running(struct pf_daemon *d, struct pf_slice *s, struct
 static int modify_commit(struct pf_daemon *d, struct pf_slice *s, struct pf_slice *n,
 			 struct pf_err *e)
 {
-	struct pf_err ignore = { 0 };	/* checked by modify_running_check() */
 	struct pf_slice tmp;
 	int r;
 
 	if (s->vf) {
 		tmp = *s;
-		pf_slice_quota(d, n, &tmp.prov, &ignore);
+		/* Checked by modify_running_check() unless only the owner changes; an owner's
+		 * change keeps the counts, which the budget takes back for the slice. */
+		r = pf_slice_quota(d, n, &tmp.prov, e);
+		if (r)
+			return r;
 		tmp.prov.vram = s->prov.vram;
 		r = pf_rm_quota_set(d, &tmp);
 		if (r)

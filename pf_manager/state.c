@@ -220,8 +220,22 @@ static int parse_owner(struct pf_slice *s, json_object *o, struct pf_err *e)
 	return 0;
 }
 
+/* The parent a spec names must be the PF this daemon serves: a spec meant for another
+ * PF is refused rather than taken here. */
+static int parse_parent(struct pf_daemon *d, json_object *v, struct pf_err *e)
+{
+	const char *p = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+
+	if (!p || strcmp(p, d->cfg.pf_id))
+		return cmn_fail(&e->f, -ENOENT, "parent \"%.64s\" not found (this daemon "
+				"serves %s)", p ? p : json_object_get_string(v), d->cfg.pf_id);
+	return 0;
+}
+
+/* One key of a slice spec; @record: it comes from a state file or the journal, which alone
+ * may hold vgpud's own hand-over record. */
 static int parse_key(struct pf_daemon *d, struct pf_slice *s, const char *key, json_object *v,
-		     struct pf_err *e)
+		     bool record, struct pf_err *e)
 {
 	const char *str = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
 
@@ -250,18 +264,25 @@ static int parse_key(struct pf_daemon *d, struct pf_slice *s, const char *key, j
 			return cmn_fail(&e->f, -EINVAL, "\"owner_uid\" must be a uid");
 		s->owner_uid = (long)json_object_get_int64(v);
 	} else if (!strcmp(key, "migrated_out")) {
-		/* The hand-over record of a live migration (migrate_live.c): where it went. */
+		/* The hand-over record of a live migration (migrate_live.c): where it went.
+		 * Only vgpud writes it; a client clears it with reclaim-slice. */
+		if (!record)
+			return cmn_fail(&e->f, -EINVAL, "\"migrated_out\" is vgpud's record of a "
+				       "live migration; a request cannot set it");
 		if (!str || !str[0] || strlen(str) >= sizeof(s->migrated_to))
 			return cmn_fail(&e->f, -EINVAL, "\"migrated_out\" must be the destination's "
 				       "address (1..%zu bytes)", sizeof(s->migrated_to) - 1);
 		snprintf(s->migrated_to, sizeof(s->migrated_to), "%s", str);
-	} else if (strcmp(key, "parent") && strcmp(key, "dry-run")) {
+	} else if (!strcmp(key, "parent")) {
+		return parse_parent(d, v, e);
+	} else if (strcmp(key, "dry-run")) {
 		return cmn_fail(&e->f, -EINVAL, "unknown key \"%.64s\"", key);
 	}
 	return 0;
 }
 
-int pf_slice_from_json(struct pf_daemon *d, json_object *o, struct pf_slice *s, struct pf_err *e)
+static int slice_parse(struct pf_daemon *d, json_object *o, struct pf_slice *s, bool record,
+		       struct pf_err *e)
 {
 	memset(s, 0, sizeof(*s));
 	s->owner_uid = -1;
@@ -269,7 +290,7 @@ int pf_slice_from_json(struct pf_daemon *d, json_object *o, struct pf_slice *s, 
 	if (!o || !json_object_is_type(o, json_type_object))
 		return cmn_fail(&e->f, -EINVAL, "a slice spec must be a JSON object");
 	json_object_object_foreach(o, key, v) {
-		int r = parse_key(d, s, key, v, e);
+		int r = parse_key(d, s, key, v, record, e);
 
 		if (r)
 			return r;
@@ -281,6 +302,17 @@ int pf_slice_from_json(struct pf_daemon *d, json_object *o, struct pf_slice *s, 
 		ctlc_uuid_parse(s->uuid, NULL, s->uuid_bytes);
 	}
 	return 0;
+}
+
+int pf_slice_from_json(struct pf_daemon *d, json_object *o, struct pf_slice *s, struct pf_err *e)
+{
+	return slice_parse(d, o, s, false, e);
+}
+
+int pf_slice_from_record(struct pf_daemon *d, json_object *o, struct pf_slice *s,
+			 struct pf_err *e)
+{
+	return slice_parse(d, o, s, true, e);
 }
 
 static void slice_path(const struct pf_daemon *d, const char *uuid, char *buf, size_t len)
@@ -459,7 +491,7 @@ static int load_slice_file(struct pf_daemon *d, const char *dir, const char *nam
 		return -EBADMSG;
 	}
 	s = calloc(1, sizeof(*s));
-	r = s ? pf_slice_from_json(d, o, s, &e) : -ENOMEM;
+	r = s ? pf_slice_from_record(d, o, s, &e) : -ENOMEM;
 	json_object_put(o);
 	json_object_put(e.data);
 	if (!r) {
@@ -510,13 +542,16 @@ static int load_slices(struct pf_daemon *d)
 	return r;
 }
 
-static uint64_t jget_u64(json_object *o, const char *key, bool *ok)
+/* Member @key of @o, a non-negative JSON integer; else 0, and @key goes to *@bad unless an
+ * earlier key is there already, so the message names the first wrong one. */
+static uint64_t jget_u64(json_object *o, const char *key, const char **bad)
 {
 	json_object *v;
 
 	if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_int) ||
 	    json_object_get_int64(v) < 0) {
-		*ok = false;
+		if (!*bad)
+			*bad = key;
 		return 0;
 	}
 	return json_object_get_uint64(v);
@@ -530,6 +565,7 @@ struct jent {
 	struct pf_quota q;
 	uint64_t resets;
 	bool reset_pending;
+	bool rewrite_def;	/* the definition file is behind the journal's */
 	bool gone;		/* its VRAM object is missing: the slice comes back stopped */
 	bool write_def;		/* restored, its definition file not written yet */
 	json_object *allocs;
@@ -540,25 +576,24 @@ struct jent {
 #define PF_J_MAX_CHANNELS	(64u > GPU_FN_MAX_CHANNELS ? 64u : GPU_FN_MAX_CHANNELS)
 #define PF_J_MAX_DOORBELLS	1024u
 
-/* The RM limits of an entry; absent in older journals: the defaults for its VRAM. */
-static void rm_limits_load(json_object *o, struct pf_quota *q)
+/* The RM limits of an entry; absent in older journals: the defaults for its VRAM. One
+ * that is there but not a number is wrong, not absent. */
+static void rm_limits_load(json_object *o, struct pf_quota *q, const char **bad)
 {
-	json_object *c, *b;
-
 	pf_rm_limits_default(q);
-	if (json_object_object_get_ex(o, "rm_clients", &c) && json_object_is_type(c, json_type_int))
-		q->rm_clients = (uint32_t)cmn_min((uint64_t)json_object_get_int64(c), UINT32_MAX);
-	if (json_object_object_get_ex(o, "rm_objects", &b) && json_object_is_type(b, json_type_int))
-		q->rm_objects = (uint32_t)cmn_min((uint64_t)json_object_get_int64(b), UINT32_MAX);
+	if (json_object_object_get_ex(o, "rm_clients", NULL))
+		q->rm_clients = (uint32_t)cmn_min(jget_u64(o, "rm_clients", bad), UINT32_MAX);
+	if (json_object_object_get_ex(o, "rm_objects", NULL))
+		q->rm_objects = (uint32_t)cmn_min(jget_u64(o, "rm_objects", bad), UINT32_MAX);
 }
 
 /* A journal entry's slice length in us; an entry written in whole milliseconds
  * (exec_quantum_ms) means the same. */
-static uint64_t journal_quantum_us(json_object *o, bool *ok)
+static uint64_t journal_quantum_us(json_object *o, const char **bad)
 {
 	if (json_object_object_get_ex(o, "exec_quantum_us", NULL))
-		return jget_u64(o, "exec_quantum_us", ok);
-	return cmn_min(jget_u64(o, "exec_quantum_ms", ok), (uint64_t)UINT32_MAX) * 1000;
+		return jget_u64(o, "exec_quantum_us", bad);
+	return cmn_min(jget_u64(o, "exec_quantum_ms", bad), (uint64_t)UINT32_MAX) * 1000;
 }
 
 static int check_quota(const struct jent *je, const char *uuid, char *why, size_t wlen)
@@ -596,7 +631,7 @@ static int check_def(struct pf_daemon *d, json_object *o, struct jent *je, const
 		je->def = *je->s;
 		return 0;
 	}
-	r = pf_slice_from_json(d, def, &je->def, &e);
+	r = pf_slice_from_record(d, def, &je->def, &e);
 	json_object_put(e.data);
 	if (!r && strcmp(je->def.uuid, je->s->uuid))
 		r = cmn_fail(&e.f, -EINVAL, "its uuid is %s", je->def.uuid);
@@ -625,7 +660,7 @@ static int entry_slice(struct pf_daemon *d, json_object *o, struct jent *je, con
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return snprintf(why, wlen, "out of memory"), -ENOMEM;
-	r = pf_slice_from_json(d, def, s, &e);
+	r = pf_slice_from_record(d, def, s, &e);
 	json_object_put(e.data);
 	if (!r && strcmp(s->uuid, uuid))
 		r = cmn_fail(&e.f, -EINVAL, "its uuid is %s", s->uuid);
@@ -679,16 +714,78 @@ static int transient_entry(struct pf_daemon *d, json_object *o, struct jent *je,
 	return 0;
 }
 
+/* An entry's numbers and flags, each of its type: a wrong one names its key. */
+static int entry_fields(json_object *o, struct jent *je, const char *uuid, char *why,
+			size_t wlen)
+{
+	const char *bad = NULL;
+	uint64_t vf = jget_u64(o, "vf", &bad), ch = jget_u64(o, "channels", &bad);
+	uint64_t db = jget_u64(o, "doorbells", &bad), eq = journal_quantum_us(o, &bad);
+	uint64_t pt = jget_u64(o, "preempt_timeout_us", &bad), pr = jget_u64(o, "priority", &bad);
+
+	je->base = jget_u64(o, "vram_base", &bad);
+	je->q.vram = jget_u64(o, "vram_bytes", &bad);
+	je->resets = jget_u64(o, "resets", &bad);
+	/* Clamped so that an out-of-range value stays out of range after the narrowing. */
+	je->vf = (unsigned int)cmn_min(vf, (uint64_t)UINT_MAX);
+	je->q.channels = (uint32_t)cmn_min(ch, (uint64_t)UINT32_MAX);
+	je->q.doorbells = (uint32_t)cmn_min(db, (uint64_t)UINT32_MAX);
+	je->q.exec_quantum_us = (uint32_t)cmn_min(eq, (uint64_t)UINT32_MAX);
+	je->q.preempt_timeout_us = (uint32_t)cmn_min(pt, (uint64_t)UINT32_MAX);
+	je->q.priority = (enum pf_priority)cmn_min(pr, (uint64_t)PF_PRIO_HIGH + 1);
+	rm_limits_load(o, &je->q, &bad);
+	if (bad)
+		return snprintf(why, wlen, "slice %s: \"%s\" is missing or not a non-negative "
+				"integer", uuid, bad), -EBADMSG;
+	if (!json_object_object_get_ex(o, "allocations", &je->allocs) ||
+	    !json_object_is_type(je->allocs, json_type_array))
+		return snprintf(why, wlen, "slice %s: \"allocations\" is missing or not an array",
+				uuid), -EBADMSG;
+	return entry_flag(o, "reset_pending", uuid, &je->reset_pending, why, wlen);
+}
+
+/* The allocations inside the partition, each [base, size, state] of integers within it.
+ * They are checked, not re-created (apply_entry() says why), but checked here, before
+ * anything is applied. */
+static int check_allocs(const struct jent *je, const char *uuid, char *why, size_t wlen)
+{
+	for (size_t i = 0; i < json_object_array_length(je->allocs); i++) {
+		json_object *a = json_object_array_get_idx(je->allocs, i);
+		const char *bad = NULL;
+		uint64_t v[3];
+
+		if (!json_object_is_type(a, json_type_array) || json_object_array_length(a) != 3)
+			return snprintf(why, wlen, "slice %s: allocations[%zu] is not [base, size, "
+					"state]", uuid, i), -EBADMSG;
+		for (size_t k = 0; k < 3; k++) {
+			json_object *x = json_object_array_get_idx(a, k);
+
+			if (!json_object_is_type(x, json_type_int) || json_object_get_int64(x) < 0)
+				bad = "not a non-negative integer";
+			v[k] = json_object_get_uint64(x);
+		}
+		if (!bad && v[2] > UINT32_MAX)
+			bad = "a state out of range";
+		if (!bad && (v[0] < je->base || v[1] > je->q.vram ||
+			     v[0] - je->base > je->q.vram - v[1]))
+			bad = "outside the slice's partition";
+		if (bad)
+			return snprintf(why, wlen, "slice %s: allocations[%zu] holds %s", uuid, i,
+					bad), -EBADMSG;
+	}
+	return 0;
+}
+
 static int check_entry(struct pf_daemon *d, json_object *o, struct jent *je, unsigned int num_vfs,
 		       const struct jent *prev, size_t nprev, char *why, size_t wlen)
 {
 	json_object *u;
-	bool ok = true;
 	char norm[PF_UUID_STR];
 	int r;
 
 	memset(je, 0, sizeof(*je));
 	if (!json_object_object_get_ex(o, "uuid", &u) ||
+	    !json_object_is_type(u, json_type_string) ||
 	    ctlc_uuid_parse(json_object_get_string(u), norm, NULL))
 		return snprintf(why, wlen, "an entry has no valid uuid"), -EBADMSG;
 	je->s = pf_slice_find(d, norm);
@@ -697,27 +794,9 @@ static int check_entry(struct pf_daemon *d, json_object *o, struct jent *je, uns
 		return r;
 	if (!je->s)
 		return snprintf(why, wlen, "slice %s has no definition", norm), -EBADMSG;
-	uint64_t vf = jget_u64(o, "vf", &ok), ch = jget_u64(o, "channels", &ok);
-	uint64_t db = jget_u64(o, "doorbells", &ok), eq = journal_quantum_us(o, &ok);
-	uint64_t pt = jget_u64(o, "preempt_timeout_us", &ok), pr = jget_u64(o, "priority", &ok);
-	json_object *pend;
-
-	je->base = jget_u64(o, "vram_base", &ok);
-	je->q.vram = jget_u64(o, "vram_bytes", &ok);
-	je->resets = jget_u64(o, "resets", &ok);
-	if (!ok || !json_object_object_get_ex(o, "allocations", &je->allocs) ||
-	    !json_object_is_type(je->allocs, json_type_array))
-		return snprintf(why, wlen, "slice %s: missing or malformed fields", norm), -EBADMSG;
-	/* Clamped so that an out-of-range value stays out of range after the narrowing. */
-	je->vf = (unsigned int)cmn_min(vf, (uint64_t)UINT_MAX);
-	je->q.channels = (uint32_t)cmn_min(ch, (uint64_t)UINT32_MAX);
-	je->q.doorbells = (uint32_t)cmn_min(db, (uint64_t)UINT32_MAX);
-	je->q.exec_quantum_us = (uint32_t)cmn_min(eq, (uint64_t)UINT32_MAX);
-	je->q.preempt_timeout_us = (uint32_t)cmn_min(pt, (uint64_t)UINT32_MAX);
-	je->q.priority = (enum pf_priority)cmn_min(pr, (uint64_t)PF_PRIO_HIGH + 1);
-	rm_limits_load(o, &je->q);
-	je->reset_pending = json_object_object_get_ex(o, "reset_pending", &pend) &&
-			    json_object_get_boolean(pend);
+	r = entry_fields(o, je, norm, why, wlen);
+	if (r)
+		return r;
 	if (je->reset_pending && !je->resets)
 		return snprintf(why, wlen, "slice %s: a pending reset with no reset count", norm),
 		       -EBADMSG;
@@ -737,7 +816,7 @@ static int check_entry(struct pf_daemon *d, json_object *o, struct jent *je, uns
 		    (je->base < prev[i].base + prev[i].q.vram && prev[i].base < je->base + je->q.vram))
 			return snprintf(why, wlen, "slice %s: VF or VRAM used twice", norm), -EBADMSG;
 	}
-	return 0;
+	return check_allocs(je, norm, why, wlen);
 }
 
 static int check_object(struct pf_daemon *d, struct jent *je, char *why, size_t wlen)
@@ -767,42 +846,14 @@ static int check_object(struct pf_daemon *d, struct jent *je, char *why, size_t 
 	return 0;
 }
 
-static int parse_allocs(const struct jent *je, struct pma_range **out, size_t *nr)
-{
-	size_t n = json_object_array_length(je->allocs);
-	struct pma_range *r = calloc(n ? n : 1, sizeof(*r));
-
-	if (!r)
-		return -ENOMEM;
-	for (size_t i = 0; i < n; i++) {
-		json_object *a = json_object_array_get_idx(je->allocs, i);
-
-		if (!json_object_is_type(a, json_type_array) || json_object_array_length(a) != 3) {
-			free(r);
-			return -EBADMSG;
-		}
-		r[i].base = json_object_get_uint64(json_object_array_get_idx(a, 0));
-		r[i].size = json_object_get_uint64(json_object_array_get_idx(a, 1));
-		r[i].state = (uint32_t)json_object_get_int(json_object_array_get_idx(a, 2));
-		if (r[i].base < je->base || r[i].size > je->q.vram ||
-		    r[i].base - je->base > je->q.vram - r[i].size) {
-			free(r);
-			return -EBADMSG;
-		}
-	}
-	*out = r;
-	*nr = n;
-	return 0;
-}
-
 /* The journal's definition wins over the file: a modify of a running slice commits in the
- * journal first and rewrites the file after, so the file may be one step behind. */
-static void adopt_def(struct pf_daemon *d, struct jent *je)
+ * journal first and rewrites the file after, so the file may be one step behind. Memory
+ * only; finish_entry() rewrites the file once every entry is up. */
+static void adopt_def(struct jent *je)
 {
 	struct pf_slice *s = je->s;
 	json_object *a = pf_slice_def_json(s), *b = pf_slice_def_json(&je->def);
 	bool same = json_object_equal(a, b);
-	int r;
 
 	json_object_put(a);
 	json_object_put(b);
@@ -816,9 +867,7 @@ static void adopt_def(struct pf_daemon *d, struct jent *je)
 	s->owner_gen = je->def.owner_gen;
 	s->owner_uid = je->def.owner_uid;
 	memcpy(s->migrated_to, je->def.migrated_to, sizeof(s->migrated_to));
-	r = pf_state_save_slice(d, s);
-	cmn_warn("state: slice %s: definition file behind the journal; %s", s->uuid,
-		 r ? "not rewritten" : "rewritten");
+	je->rewrite_def = true;
 }
 
 /* A transient slice whose VRAM object is gone cannot come back stopped: it has no
@@ -839,7 +888,7 @@ static void drop_transient(struct pf_daemon *d, struct jent *je)
  * committed and run the slice, so it does not run here. It stays defined and stopped with
  * the record in its definition file (a transient one gets a file now) until an admin
  * reclaims or undefines it; its VRAM object goes with the other strays. */
-static int handed_over(struct pf_daemon *d, struct jent *je)
+static void handed_over(struct pf_daemon *d, struct jent *je)
 {
 	struct pf_slice *s = je->s;
 
@@ -849,14 +898,13 @@ static int handed_over(struct pf_daemon *d, struct jent *je)
 	cmn_warn("state: slice %s: migrated out to %s (unconfirmed): not run here; it may run "
 		 "there. `vgpuctl reclaim -u %s` runs it here again, `vgpuctl undefine -u %s` "
 		 "drops it", s->uuid, s->migrated_to, s->uuid, s->uuid);
-	return 0;
 }
 
+/* First pass over the checked entries: memory and the device only, so that a failure
+ * (memory, mmap) can still be undone without a trace. No file is written, no reset run. */
 static int apply_entry(struct pf_daemon *d, struct jent *je)
 {
 	struct pf_err e = { 0 };
-	struct pma_range *r = NULL;
-	size_t nr = 0;
 	int ret;
 
 	if (je->gone && je->s->transient && !je->s->migrated_to[0]) {
@@ -864,50 +912,62 @@ static int apply_entry(struct pf_daemon *d, struct jent *je)
 		return 0;
 	}
 	if (!je->s->transient)
-		adopt_def(d, je);
-	if (je->write_def && pf_state_save_slice(d, je->s))
-		cmn_warn("state: slice %s: restored, but its definition file cannot be written",
-			 je->s->uuid);
-	if (je->s->migrated_to[0])
-		return handed_over(d, je);
-	if (je->gone)
+		adopt_def(je);
+	if (je->s->migrated_to[0] || je->gone)
 		return 0;
-
-	ret = parse_allocs(je, &r, &nr);
-	if (ret)
-		return ret;
 	je->s->prov = je->q;
 	/* The allocations are checked but not re-created: the RM objects that owned them
 	 * died with the old process, and the guest rebuilds its objects when it reconnects. */
 	ret = pf_slice_bring_up(d, je->s, je->vf, je->base, true, &e);
-	if (!ret) {
+	if (ret) {
+		cmn_err("state: slice %s: %s", je->s->uuid,
+			e.f.msg[0] ? e.f.msg : cmn_strerror(ret));
+	} else {
 		/* The journal's count, not the header's: the guest can write the header. */
 		je->s->resets = je->resets;
 		je->s->hdr->reset_count = (uint32_t)je->resets;
 	}
-	if (!ret && je->reset_pending) {
-		/* Committed but maybe not done: do it (again); the scrub is idempotent. */
-		cmn_warn("state: slice %s: finishing the reset of VF %u", je->s->uuid, je->vf);
-		je->s->resets = je->resets - 1;
-		if (pf_vf_reset(d, je->s))
-			cmn_warn("state: slice %s: the reset failed", je->s->uuid);
-	}
-	if (ret)
-		cmn_err("state: slice %s: %s", je->s->uuid, e.f.msg[0] ? e.f.msg : cmn_strerror(ret));
 	json_object_put(e.data);
-	free(r);
 	return ret;
+}
+
+/* Second pass, once every entry is up: the definition files the journal is ahead of, the
+ * hand-over records, and the resets committed but maybe not done. */
+static void finish_entry(struct pf_daemon *d, struct jent *je)
+{
+	struct pf_slice *s = je->s;
+
+	if (!s)
+		return;		/* a dropped transient slice */
+	if (je->rewrite_def)
+		cmn_warn("state: slice %s: definition file behind the journal; %s", s->uuid,
+			 pf_state_save_slice(d, s) ? "not rewritten" : "rewritten");
+	if (je->write_def && pf_state_save_slice(d, s))
+		cmn_warn("state: slice %s: restored, but its definition file cannot be written",
+			 s->uuid);
+	if (s->migrated_to[0]) {
+		handed_over(d, je);
+		return;
+	}
+	if (je->gone || !je->reset_pending)
+		return;
+	/* Committed but maybe not done: do it (again); the scrub is idempotent. */
+	cmn_warn("state: slice %s: finishing the reset of VF %u", s->uuid, je->vf);
+	s->resets = je->resets - 1;
+	if (pf_vf_reset(d, s))
+		cmn_warn("state: slice %s: the reset failed", s->uuid);
 }
 
 static int journal_header_check(struct pf_daemon *d, json_object *j, char *why, size_t wlen)
 {
+	const char *bad = NULL;
+	uint64_t vram, spare, dma, num_vfs;
 	json_object *v;
-	bool ok = true;
 
 	/* A JSON null has no string: json_object_get_string() gives NULL for it. */
 	if (!json_object_object_get_ex(j, "kind", &v) || !json_object_is_type(v, json_type_string) ||
 	    strcmp(json_object_get_string(v), PF_JOURNAL_KIND) ||
-	    jget_u64(j, "schema", &ok) != PF_JOURNAL_SCHEMA || !ok)
+	    jget_u64(j, "schema", &bad) != PF_JOURNAL_SCHEMA || bad)
 		return snprintf(why, wlen, "not a vgpud journal of schema %d", PF_JOURNAL_SCHEMA), -EBADMSG;
 	if (!json_object_object_get_ex(j, "instance", &v) ||
 	    !json_object_is_type(v, json_type_string) ||
@@ -915,11 +975,16 @@ static int journal_header_check(struct pf_daemon *d, json_object *j, char *why, 
 		return snprintf(why, wlen, "written by another instance (%s)",
 				json_object_get_string(v) ? json_object_get_string(v) : "none"),
 		       -EBADMSG;
-	if (jget_u64(j, "vram_size", &ok) != d->cfg.vram_size ||
-	    jget_u64(j, "spare_vram", &ok) != d->cfg.spare_vram ||
-	    jget_u64(j, "dma_size", &ok) != d->cfg.dma_size || !ok)
+	vram = jget_u64(j, "vram_size", &bad);
+	spare = jget_u64(j, "spare_vram", &bad);
+	dma = jget_u64(j, "dma_size", &bad);
+	num_vfs = jget_u64(j, "num_vfs", &bad);
+	if (bad)
+		return snprintf(why, wlen, "\"%s\" is missing or not a non-negative integer", bad),
+		       -EBADMSG;
+	if (vram != d->cfg.vram_size || spare != d->cfg.spare_vram || dma != d->cfg.dma_size)
 		return snprintf(why, wlen, "written for another VRAM size, PF spare or DMA size"), -EBADMSG;
-	if (jget_u64(j, "num_vfs", &ok) > d->cfg.max_vfs || !ok)
+	if (num_vfs > d->cfg.max_vfs)
 		return snprintf(why, wlen, "num_vfs above max_vfs"), -EBADMSG;
 	return 0;
 }
@@ -967,14 +1032,25 @@ static void journal_lost(struct pf_daemon *d, const char *path, int why)
 		cmn_warn("state: %s is empty: no slice is running", path);
 }
 
+/* The entries that came back running: not those whose object was gone, nor those handed
+ * over to a live migration's destination. */
+static size_t running_entries(const struct jent *je, size_t n)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < n; i++)
+		k += je[i].s && je[i].s->vf;
+	return k;
+}
+
 static int load_journal(struct pf_daemon *d)
 {
 	char path[PF_PATH_MAX + 32], why[256] = "";
 	struct jent je[PF_MAX_VFS];
 	json_object *j, *arr;
 	size_t n = 0;
+	const char *bad = NULL;
 	unsigned int num_vfs;
-	bool ok = true;
 	int r;
 
 	snprintf(path, sizeof(path), "%s/journal.json", d->cfg.state_dir);
@@ -989,7 +1065,7 @@ static int load_journal(struct pf_daemon *d)
 		return -EBADMSG;
 	}
 	r = journal_header_check(d, j, why, sizeof(why));
-	num_vfs = (unsigned int)jget_u64(j, "num_vfs", &ok);
+	num_vfs = (unsigned int)jget_u64(j, "num_vfs", &bad);
 	if (!r && (!json_object_object_get_ex(j, "slices", &arr) ||
 		   !json_object_is_type(arr, json_type_array) ||
 		   json_object_array_length(arr) > PF_MAX_VFS)) {
@@ -1012,6 +1088,8 @@ static int load_journal(struct pf_daemon *d)
 	for (size_t i = 0; i < n; i++) {
 		r = apply_entry(d, &je[i]);
 		if (r) {
+			cmn_err("state: %s: entry %zu cannot be brought up; refusing the state "
+				"(nothing was written)", path, i);
 			for (size_t k = 0; k <= i; k++)
 				if (je[k].s && je[k].s->vf)
 					pf_slice_detach(d, je[k].s);
@@ -1019,12 +1097,15 @@ static int load_journal(struct pf_daemon *d)
 			break;
 		}
 	}
+	for (size_t i = 0; !r && i < n; i++)
+		finish_entry(d, &je[i]);
 	if (!r) {
 		char list[1024];
 
 		if (stray_objects(d, true, list, sizeof(list)))
 			cmn_info("state: dropped VRAM objects no slice runs on: %s", list);
-		cmn_info("state: restored %zu running slices, %u VFs", n, num_vfs);
+		cmn_info("state: restored %zu running slices, %u VFs", running_entries(je, n),
+			 num_vfs);
 	}
 put:
 	json_object_put(j);

@@ -48,6 +48,19 @@ struct vgpuctl_opts {
 	const char *verb;
 	char *args[VGPUCTL_MAX_ARGS];	/* positional arguments after the verb */
 	int nargs;
+	const char *given[6];		/* per VF_* group: the first flag of it given */
+	char given_buf[40];		/* a long option's name as given[] shows it */
+	int last_opt;			/* the option parse_args() is at */
+};
+
+/* Groups of flags that only some verbs take (struct vgpuctl_verb's flags). */
+enum {
+	VF_QUOTA,			/* --vram, --channels ... --rm-objects */
+	VF_TYPE,			/* -t */
+	VF_START,			/* --auto, --manual */
+	VF_OWNER_UID,			/* --owner-uid */
+	VF_RELEASE,			/* --release-owner */
+	VF_MIGRATE,			/* --to, --switchover, --max-rounds, --no-wait */
 };
 
 /* A verb: its function, how many positional arguments it takes and what they are. */
@@ -57,7 +70,10 @@ struct vgpuctl_verb {
 	int min_args, max_args;
 	const char *args;		/* the positional arguments, for messages ("N") */
 	const char *help;
+	unsigned int flags;		/* BIT(VF_*): the groups of flags it takes */
 };
+
+#define VF_BIT(g)	(1u << (g))
 
 static int __attribute__((format(printf, 1, 2))) usage_error(const char *fmt, ...)
 {
@@ -163,7 +179,27 @@ static int run(struct ctlc *c, struct vgpuctl_opts *o, const char *cmd, json_obj
 	return run_fd(c, o, cmd, args, -1, rep, ret);
 }
 
-/* --owner VMUUID[:GEN] as the protocol's owner object. */
+/* Whether @owner is VMUUID[:GEN], GEN decimal digits that fit an int64: a malformed token
+ * is refused rather than read as generation 0, which an owned slice may hold. */
+static bool owner_valid(const char *owner)
+{
+	const char *colon = strchr(owner, ':');
+	char vm[64];
+	char *end;
+
+	snprintf(vm, sizeof(vm), "%.*s", colon ? (int)(colon - owner) : 63, owner);
+	if (ctlc_uuid_parse(vm, NULL, NULL) || (!colon && strlen(owner) >= sizeof(vm)))
+		return false;
+	if (!colon)
+		return true;
+	if (!colon[1] || strspn(colon + 1, "0123456789") != strlen(colon + 1))
+		return false;
+	errno = 0;
+	strtoll(colon + 1, &end, 10);
+	return !errno;
+}
+
+/* --owner VMUUID[:GEN] as the protocol's owner object (owner_valid() checked it). */
 static json_object *owner_json(const char *owner)
 {
 	json_object *own = json_object_new_object();
@@ -951,27 +987,33 @@ static int cmd_migrate_status(struct ctlc *c, struct vgpuctl_opts *o)
 }
 
 static const struct vgpuctl_verb verbs[] = {
-	{ "types",	cmd_types,	0, 0, "", "slice types: supported, and creatable now (or why not)" },
-	{ "list",	cmd_list,	0, 0, "", "slices: defined and running [-u UUID] [-v] [--dumpjson]" },
-	{ "define",	cmd_define,	0, 0, "", "-t TYPE | --jsonfile FILE [-u UUID] [--auto|--manual] [quota flags] [--owner VM[:GEN]]" },
-	{ "undefine",	cmd_undefine,	0, 0, "", "-u UUID" },
+	{ "types",	cmd_types,	0, 0, "", "slice types: supported, and creatable now (or why not)", 0 },
+	{ "list",	cmd_list,	0, 0, "", "slices: defined and running [-u UUID] [-v] [--dumpjson]", 0 },
+	{ "define",	cmd_define,	0, 0, "", "-t TYPE | --jsonfile FILE [-u UUID] [--auto|--manual] [quota flags] [--owner VM[:GEN]]",
+	  VF_BIT(VF_QUOTA) | VF_BIT(VF_TYPE) | VF_BIT(VF_START) | VF_BIT(VF_OWNER_UID) },
+	{ "undefine",	cmd_undefine,	0, 0, "", "-u UUID", 0 },
 	{ "start",	cmd_start,	0, 0, "", "-u UUID: give the slice a VF, its VRAM partition and endpoint;"
-	  " -p PARENT -t TYPE [-u UUID] [quota flags]: a transient slice (no definition, gone when stopped)" },
-	{ "stop",	cmd_stop,	0, 0, "", "-u UUID: reset the VF and release the partition (a transient slice is removed)" },
-	{ "modify",	cmd_modify,	0, 0, "", "-u UUID [-t TYPE] [--auto|--manual] [quota flags] [--owner-uid U] [--release-owner VM[:GEN]]" },
-	{ "set-vfs",	cmd_set_vfs,	1, 1, "N", "N: enable N VFs (sriov_numvfs semantics)" },
-	{ "status",	cmd_status,	0, 0, "", "the device: VRAM, VFs, budgets" },
-	{ "reset",	cmd_reset,	0, 1, "VF", "VF | -u UUID: function-level reset of one VF" },
-	{ "stats",	cmd_stats,	0, 1, "VF", "[VF]: scheduler, doorbell and RPC counters per VF" },
-	{ "vram-map",	cmd_vram_map,	0, 0, "", "[--svg FILE] [--no-color]: the VRAM layout" },
-	{ "save",	cmd_save,	1, 1, "FILE", "-u UUID FILE: a running slice (its definition, VRAM and DMA memory, a quiesced guest's state) to a new FILE" },
-	{ "restore",	cmd_restore,	1, 1, "FILE", "FILE: define and start the slice saved in FILE, with its contents (or refuse, changing nothing)" },
-	{ "migrate",	cmd_migrate,	0, 0, "", "-u UUID --to ADDR [--switchover auto|manual|vmm] [--max-rounds N] [--no-wait]: live-migrate a running slice to the vgpud listening at ADDR" },
-	{ "migrate-incoming", cmd_migrate_incoming, 0, 0, "", "--listen ADDR [-u UUID]: wait for one incoming live migration on ADDR (a UNIX socket path or tcp:HOST:PORT)" },
-	{ "migrate-switchover", cmd_migrate_switchover, 0, 0, "", "-u UUID: a source waiting in a manual switchover stops the slice and sends the rest" },
-	{ "migrate-status", cmd_migrate_status, 0, 0, "", "[-u UUID]: live migrations here (state, round, bytes, dirty bytes, estimate)" },
-	{ "migrate-cancel", cmd_migrate_cancel, 0, 0, "", "-u UUID | --listen ADDR: cancel a live migration (a source runs on, untouched)" },
-	{ "reclaim",	cmd_reclaim,	0, 0, "", "-u UUID: drop the hand-over record of a slice that migrated out unconfirmed, so it can start here again (undefine drops the slice)" },
+	  " -p PARENT -t TYPE [-u UUID] [quota flags]: a transient slice (no definition, gone when stopped)",
+	  /* quota flags and --owner-uid only with -t (start_transient() says so) */
+	  VF_BIT(VF_QUOTA) | VF_BIT(VF_TYPE) | VF_BIT(VF_START) | VF_BIT(VF_OWNER_UID) },
+	{ "stop",	cmd_stop,	0, 0, "", "-u UUID: reset the VF and release the partition (a transient slice is removed)", 0 },
+	{ "modify",	cmd_modify,	0, 0, "", "-u UUID [-t TYPE] [--auto|--manual] [quota flags] [--owner-uid U] [--release-owner VM[:GEN]]",
+	  VF_BIT(VF_QUOTA) | VF_BIT(VF_TYPE) | VF_BIT(VF_START) | VF_BIT(VF_OWNER_UID) |
+	  VF_BIT(VF_RELEASE) },
+	{ "set-vfs",	cmd_set_vfs,	1, 1, "N", "N: enable N VFs (sriov_numvfs semantics)", 0 },
+	{ "status",	cmd_status,	0, 0, "", "the device: VRAM, VFs, budgets", 0 },
+	{ "reset",	cmd_reset,	0, 1, "VF", "VF | -u UUID: function-level reset of one VF", 0 },
+	{ "stats",	cmd_stats,	0, 1, "VF", "[VF]: scheduler, doorbell and RPC counters per VF", 0 },
+	{ "vram-map",	cmd_vram_map,	0, 0, "", "[--svg FILE] [--no-color]: the VRAM layout", 0 },
+	{ "save",	cmd_save,	1, 1, "FILE", "-u UUID FILE: a running slice (its definition, VRAM and DMA memory, a quiesced guest's state) to a new FILE", 0 },
+	{ "restore",	cmd_restore,	1, 1, "FILE", "FILE: define and start the slice saved in FILE, with its contents (or refuse, changing nothing)", 0 },
+	{ "migrate",	cmd_migrate,	0, 0, "", "-u UUID --to ADDR [--switchover auto|manual|vmm] [--max-rounds N] [--no-wait]: live-migrate a running slice to the vgpud listening at ADDR" ,
+	  VF_BIT(VF_MIGRATE) },
+	{ "migrate-incoming", cmd_migrate_incoming, 0, 0, "", "--listen ADDR [-u UUID]: wait for one incoming live migration on ADDR (a UNIX socket path or tcp:HOST:PORT)", 0 },
+	{ "migrate-switchover", cmd_migrate_switchover, 0, 0, "", "-u UUID: a source waiting in a manual switchover stops the slice and sends the rest", 0 },
+	{ "migrate-status", cmd_migrate_status, 0, 0, "", "[-u UUID]: live migrations here (state, round, bytes, dirty bytes, estimate)", 0 },
+	{ "migrate-cancel", cmd_migrate_cancel, 0, 0, "", "-u UUID | --listen ADDR: cancel a live migration (a source runs on, untouched)", 0 },
+	{ "reclaim",	cmd_reclaim,	0, 0, "", "-u UUID: drop the hand-over record of a slice that migrated out unconfirmed, so it can start here again (undefine drops the slice)", 0 },
 };
 #define VGPUCTL_NR_VERBS	(sizeof(verbs) / sizeof(verbs[0]))
 
@@ -1100,6 +1142,21 @@ static int quota_flag(struct vgpuctl_opts *o, int opt, const char *arg)
 	return VGPUCTL_USAGE;
 }
 
+/* Remember the first flag of group @g given (@name; NULL: the option getopt just read). */
+static void flag_given(struct vgpuctl_opts *o, unsigned int g, const char *name)
+{
+	if (o->given[g])
+		return;
+	if (!name) {
+		for (const struct option *l = long_opts; l->name && !name; l++)
+			if (l->val == o->last_opt)
+				name = l->name;
+		snprintf(o->given_buf, sizeof(o->given_buf), "--%s", name ? name : "?");
+		name = o->given_buf;
+	}
+	o->given[g] = name;
+}
+
 static int parse_args(int argc, char **argv, struct vgpuctl_opts *o)
 {
 	int c, r;
@@ -1115,12 +1172,13 @@ static int parse_args(int argc, char **argv, struct vgpuctl_opts *o)
 				return usage_error("%s", "too many arguments");
 			continue;
 		}
+		o->last_opt = c;
 		switch (c) {
 		case 'p': o->parent = optarg; break;
-		case 't': o->type = optarg; break;
+		case 't': o->type = optarg; flag_given(o, VF_TYPE, "-t"); break;
 		case 'u': o->uuid = optarg; break;
-		case 'a': o->start = 1; break;
-		case 'm': o->start = 0; break;
+		case 'a': o->start = 1; flag_given(o, VF_START, "--auto"); break;
+		case 'm': o->start = 0; flag_given(o, VF_START, "--manual"); break;
 		case 'v': o->verbose = true; break;
 		case 'h': usage(stdout); exit(0);
 		case 'V': puts("vgpuctl " VGPU_VERSION); exit(0);
@@ -1132,23 +1190,36 @@ static int parse_args(int argc, char **argv, struct vgpuctl_opts *o)
 		case O_SOCKET: o->socket = optarg; break;
 		case O_SVG: o->svg = optarg; break;
 		case O_NOCOLOR: o->color = false; break;
-		case O_OWNER: o->owner = optarg; break;
-		case O_TO: o->to = optarg; break;
+		case O_OWNER:
+		case O_RELEASE_OWNER:
+			if (!owner_valid(optarg))
+				return usage_error("bad --%s \"%s\": need VMUUID[:GENERATION], the "
+						   "generation in decimal digits", c == O_OWNER ?
+						   "owner" : "release-owner", optarg);
+			*(c == O_OWNER ? &o->owner : &o->release_owner) = optarg;
+			if (c == O_RELEASE_OWNER)
+				flag_given(o, VF_RELEASE, "--release-owner");
+			break;
+		case O_TO: o->to = optarg; flag_given(o, VF_MIGRATE, "--to"); break;
 		case O_LISTEN: o->listen = optarg; break;
-		case O_NO_WAIT: o->no_wait = true; break;
+		case O_NO_WAIT: o->no_wait = true; flag_given(o, VF_MIGRATE, "--no-wait"); break;
 		case O_SWITCHOVER:
-			if (strcmp(optarg, "auto") && strcmp(optarg, "manual"))
-				return usage_error("bad --switchover \"%s\" (auto, manual)", optarg);
+			if (strcmp(optarg, "auto") && strcmp(optarg, "manual") &&
+			    strcmp(optarg, "vmm"))
+				return usage_error("bad --switchover \"%s\" (auto, manual, vmm)",
+						   optarg);
 			o->switchover = optarg;
+			flag_given(o, VF_MIGRATE, "--switchover");
 			break;
 		case O_MAX_ROUNDS:
 			if (parse_count(optarg, 64, &o->max_rounds) || !o->max_rounds)
 				return usage_error("bad --max-rounds \"%s\": need a number in 1..64",
 						   optarg);
+			flag_given(o, VF_MIGRATE, "--max-rounds");
 			break;
-		case O_RELEASE_OWNER: o->release_owner = optarg; break;
 		case O_OWNER_UID:
 			o->have_owner_uid = true;
+			flag_given(o, VF_OWNER_UID, "--owner-uid");
 			if (parse_owner_uid(optarg, &o->owner_uid))
 				return usage_error("bad --owner-uid \"%s\" (a user name or a uid)",
 						   optarg);
@@ -1158,6 +1229,7 @@ static int parse_args(int argc, char **argv, struct vgpuctl_opts *o)
 			r = quota_flag(o, c, optarg);
 			if (r)
 				return r;
+			flag_given(o, VF_QUOTA, NULL);
 		}
 	}
 	return o->verb ? 0 : usage_error("%s", "no verb given");
@@ -1223,6 +1295,25 @@ static int help_verb(const struct vgpuctl_opts *o)
 	return 0;
 }
 
+/* Flags the verb does not use are refused, as its arguments are, rather than ignored: a
+ * start given --vram would start with the type's VRAM and say nothing. */
+static int check_flags(const struct vgpuctl_verb *v, const struct vgpuctl_opts *o)
+{
+	for (unsigned int g = 0; g < sizeof(o->given) / sizeof(o->given[0]); g++)
+		if (o->given[g] && !(v->flags & VF_BIT(g)))
+			return usage_error("%s does not take %s", v->name, o->given[g]);
+	/* A start of a defined slice takes the definition's quota and owner uid. */
+	if (!strcmp(v->name, "start") && !o->type) {
+		if (o->given[VF_QUOTA])
+			return usage_error("start -u UUID does not take %s (only a transient "
+					   "start, -t TYPE, does)", o->given[VF_QUOTA]);
+		if (o->given[VF_OWNER_UID])
+			return usage_error("start -u UUID does not take --owner-uid (only a "
+					   "transient start, -t TYPE, does)");
+	}
+	return 0;
+}
+
 int vgpuctl_main(int argc, char **argv)
 {
 	struct vgpuctl_opts o = { .start = -1, .color = isatty(STDOUT_FILENO) };
@@ -1245,6 +1336,8 @@ int vgpuctl_main(int argc, char **argv)
 	}
 	if (!r)
 		r = check_nargs(v, &o);
+	if (!r)
+		r = check_flags(v, &o);
 	if (!r)
 		r = connect_daemon(o.socket, &c);
 	if (!r)

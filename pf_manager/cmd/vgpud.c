@@ -29,7 +29,7 @@ static void usage(FILE *f)
 		"      --sched-quantum-us US  equal/fixed-share slice, 0..10000000 (0: 2000)\n"
 		"      --sched-quantum-ms MS  the same in milliseconds\n"
 		"      --admin-group GROUP  group allowed to change state besides root\n"
-		"      --socket-mode MODE   control socket mode (default 0660)\n"
+		"      --socket-mode MODE   control socket mode, octal (default 0660)\n"
 		"      --admin-slots N      control connections kept for root and the admin group (8)\n"
 		"      --per-uid N          control connections of one non-root user (default 4)\n"
 		"      --negotiate-timeout-ms MS  close a connection not negotiated by then (5000)\n"
@@ -95,6 +95,17 @@ static int apply_flag(struct pf_config *cfg, int opt, const char *arg)
 	return -EINVAL;
 }
 
+/* The form flag @opt's value takes, if "bad value" does not say enough; else "". */
+static const char *flag_expect(int opt)
+{
+	const char *e = NULL;
+
+	for (unsigned int i = 0; i < sizeof(flag_keys) / sizeof(flag_keys[0]); i++)
+		if (flag_keys[i].opt == opt)
+			e = pf_config_expect(flag_keys[i].section, flag_keys[i].key);
+	return e ? e : "";
+}
+
 /* The long name of option @val. */
 static const char *opt_name(int val)
 {
@@ -142,8 +153,11 @@ int main(int argc, char **argv)
 	}
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "c:hV", opts, NULL)) != -1) {
-		if (c >= 256 && apply_flag(&cfg, c, optarg)) {
-			fprintf(stderr, "vgpud: bad value \"%s\" for --%s\n", optarg, opt_name(c));
+		r = c >= 256 ? apply_flag(&cfg, c, optarg) : 0;
+		if (r) {
+			fprintf(stderr, "vgpud: bad value \"%s\" for --%s%s%s%s\n", optarg,
+				opt_name(c), *flag_expect(c) ? " (" : "", flag_expect(c),
+				*flag_expect(c) ? ")" : "");
 			return 2;
 		}
 	}

@@ -202,6 +202,29 @@ static void test_request_keeps_error(void **state)
 	fake_stop(&f);
 }
 
+/* An error of a broken peer: "errno" or "class" null or a number is no name; the other
+ * member, or -EIO, decides. */
+static const struct errno_case {
+	const char *name, *error;
+	int want;
+} errno_cases[] = {
+	{ "errno null", "{\"errno\":null,\"class\":\"NotFound\"}", -ENOENT },
+	{ "errno a number", "{\"errno\":16,\"class\":\"Conflict\"}", -EBUSY },
+	{ "class null", "{\"class\":null}", -EIO },
+	{ "both null", "{\"errno\":null,\"class\":null}", -EIO },
+	{ "errno a name", "{\"errno\":\"ENOSPC\",\"class\":null}", -ENOSPC },
+};
+
+static void test_reply_errno(void **state)
+{
+	const struct errno_case *c = *state;
+	json_object *err = json_tokener_parse(c->error);
+
+	assert_non_null(err);
+	assert_int_equal(ctlc_reply_errno(err), c->want);
+	json_object_put(err);
+}
+
 static void test_unreachable(void **state)
 {
 	char longpath[200];
@@ -268,7 +291,8 @@ static void test_size(void **state)
 
 int main(void)
 {
-	struct CMUnitTest tests[sizeof(exec_cases) / sizeof(exec_cases[0]) + 4];
+	struct CMUnitTest tests[sizeof(exec_cases) / sizeof(exec_cases[0]) +
+				sizeof(errno_cases) / sizeof(errno_cases[0]) + 4];
 	size_t n = 0;
 
 	for (size_t i = 0; i < sizeof(exec_cases) / sizeof(exec_cases[0]); i++)
@@ -276,6 +300,9 @@ int main(void)
 						  (void *)&exec_cases[i] };
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_request_keeps_error);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_unreachable);
+	for (size_t i = 0; i < sizeof(errno_cases) / sizeof(errno_cases[0]); i++)
+		tests[n++] = (struct CMUnitTest){ errno_cases[i].name, test_reply_errno, NULL, NULL,
+						  (void *)&errno_cases[i] };
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_uuid);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_size);
 	return _cmocka_run_group_tests("ctlclient", tests, n, NULL, NULL);

@@ -129,27 +129,56 @@ static void test_fair_vram(void **state)
 }
 
 /* ---- configuration ---- */
+/* An error names the line and key of the first one, a syntax error included, even when
+ * later lines hold more errors (inih goes on after one). */
 static const struct ini_case {
 	const char *name, *text;
 	int want;
 	uint64_t vram;
 	unsigned int max_vfs;
+	unsigned int mode;	/* socket_mode wanted; 0: the default 0660 */
+	const char *msg;	/* the error's text after the file name */
 } ini_cases[] = {
 	{ "full file",
 	  "[gpu]\nmodel = a100\nvram = 8G\n[pf]\nmax_vfs = 7\nspare_vram = 256M\n"
-	  "[sched]\npolicy = equal-share\n[paths]\nruntime_dir = /tmp/r\n", 0, 8 * GiB, 7 },
-	{ "empty file", "", 0, 16 * GiB, 63 },
-	{ "unknown key", "[gpu]\ncolour = red\n", -EINVAL, 0, 0 },
-	{ "bad size", "[gpu]\nvram = lots\n", -EINVAL, 0, 0 },
-	{ "max_vfs too big", "[pf]\nmax_vfs = 64\n", -EINVAL, 0, 0 },
-	{ "unknown policy", "[sched]\npolicy = lottery\n", -EINVAL, 0, 0 },
-	{ "syntax error", "[gpu\nvram = 4G\n", -EINVAL, 0, 0 },
+	  "[sched]\npolicy = equal-share\n[paths]\nruntime_dir = /tmp/r\n",
+	  0, 8 * GiB, 7, 0, NULL },
+	{ "empty file", "", 0, 16 * GiB, 63, 0, NULL },
+	{ "unknown key", "[gpu]\ncolour = red\n", -EINVAL, 0, 0, 0,
+	  "line 2: [gpu] colour = red: unknown key" },
+	{ "bad size", "[gpu]\nvram = lots\n", -EINVAL, 0, 0, 0,
+	  "line 2: [gpu] vram = lots: bad value" },
+	{ "max_vfs too big", "[pf]\nmax_vfs = 64\n", -EINVAL, 0, 0, 0,
+	  "line 2: [pf] max_vfs = 64" },
+	{ "unknown policy", "[sched]\npolicy = lottery\n", -EINVAL, 0, 0, 0,
+	  "line 2: [sched] policy" },
+	{ "syntax error", "[gpu\nvram = 4G\n", -EINVAL, 0, 0, 0, "line 1: syntax error" },
+	{ "first of two bad keys", "[gpu]\nbogus = 1\nvram = 8G\n[pf]\nmax_vfs = 99\n", -EINVAL, 0,
+	  0, 0, "line 2: [gpu] bogus = 1: unknown key" },
+	{ "syntax error before a bad key", "[gpu]\nvram 8G\n[pf]\nmax_vfs = 99\n", -EINVAL, 0, 0, 0,
+	  "line 2: syntax error" },
+	{ "bad key before a syntax error", "[pf]\nmax_vfs = 99\n[gpu]\nvram 8G\n", -EINVAL, 0, 0, 0,
+	  "line 2: [pf] max_vfs = 99: bad value" },
+	{ "a comment line is counted", "; vgpud\n\n[pf]\n; spare\nmax_vfs = 99\n", -EINVAL, 0, 0, 0,
+	  "line 5: [pf] max_vfs = 99" },
+	{ "count with a leading 0 is decimal", "[pf]\nmax_vfs = 010\n", 0, 16 * GiB, 10, 0, NULL },
+	{ "count in hex", "[pf]\nmax_vfs = 0x10\n", -EINVAL, 0, 0, 0, "line 2: [pf] max_vfs" },
+	{ "socket_mode without its 0", "[control]\nsocket_mode = 660\n", 0, 16 * GiB, 63, 0660,
+	  NULL },
+	{ "socket_mode 220", "[control]\nsocket_mode = 220\n", 0, 16 * GiB, 63, 0220, NULL },
+	{ "socket_mode 0640", "[control]\nsocket_mode = 0640\n", 0, 16 * GiB, 63, 0640, NULL },
+	{ "socket_mode with an 8", "[control]\nsocket_mode = 0680\n", -EINVAL, 0, 0, 0,
+	  "line 2: [control] socket_mode = 0680: bad value (an octal mode, 0 to 0777)" },
+	{ "socket_mode above 0777", "[control]\nsocket_mode = 1777\n", -EINVAL, 0, 0, 0,
+	  "line 2: [control] socket_mode = 1777: bad value (an octal mode, 0 to 0777)" },
+	{ "socket_mode empty", "[control]\nsocket_mode =\n", -EINVAL, 0, 0, 0,
+	  "line 2: [control] socket_mode = : bad value" },
 };
 
 static void test_ini(void **state)
 {
 	const struct ini_case *c = *state;
-	char path[] = "/tmp/pf-ini-XXXXXX", err[256] = "";
+	char path[] = "/tmp/pf-ini-XXXXXX", err[256] = "", want[300];
 	struct pf_config cfg, before;
 	int fd = mkstemp(path);
 
@@ -161,12 +190,15 @@ static void test_ini(void **state)
 	assert_int_equal(pf_config_load(&cfg, path, err, sizeof(err)), c->want);
 	unlink(path);
 	if (c->want) {
-		assert_true(err[0]);				/* says what is wrong */
+		snprintf(want, sizeof(want), "%s: %s", path, c->msg);
+		if (strncmp(err, want, strlen(want)))
+			fail_msg("%s: the error is \"%s\", not \"%s\"", c->name, err, want);
 		assert_memory_equal(&cfg, &before, sizeof(cfg));	/* and changed nothing */
 		return;
 	}
 	assert_true(cfg.vram_size == c->vram);
 	assert_int_equal(cfg.max_vfs, c->max_vfs);
+	assert_int_equal(cfg.socket_mode, c->mode ? c->mode : 0660);
 }
 
 static void test_ini_missing(void **state)

@@ -270,6 +270,94 @@ static void test_admin_group(void **state)
 	t_daemon_free(d);
 }
 
+/* Admin rights come from the groups a client had when it connected (SO_PEERGROUPS), not
+ * from /proc/<pid> when vgpud gets round to the accept: a process that gains the admin
+ * group after its connect, as a stranger that got a gone connector's pid would show in
+ * /proc, stays a user. vgpud is stopped over the connect so that the accept comes after. */
+static const struct peer_groups_case {
+	const char *name;
+	bool at_connect;	/* the admin group is the client's when it connects */
+	const char *cls;	/* set-vfs's error class, "" for done */
+} peer_groups_cases[] = {
+	{ "admin group at connect", true, "" },
+	{ "admin group gained after connect", false, "PermissionDenied" },
+};
+
+/* The child that connects @fd as nobody, with the admin group @g now or only after. */
+static void peer_groups_child(const struct peer_groups_case *c, int fd, const char *path,
+			      gid_t g, int ready, int done)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char b = 0;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		_exit(1);
+	memcpy(sa.sun_path, path, strlen(path));
+	/* Saved uid 0: the child may take the group after its connect. */
+	if (setgroups(c->at_connect, &g) || setgid(65534) || setresuid(65534, 65534, 0) ||
+	    connect(fd, (struct sockaddr *)&sa, sizeof(sa)))
+		_exit(1);
+	if (!c->at_connect && (seteuid(0) || setgroups(1, &g) || seteuid(65534)))
+		_exit(2);
+	if (write(ready, &b, 1) != 1 || read(done, &b, 1) < 0)
+		_exit(3);
+	_exit(0);
+}
+
+static void test_peer_groups(void **state)
+{
+	const struct peer_groups_case *c = *state;
+	struct tdaemon *d = t_daemon_new();
+	struct tclient *cl = calloc(1, sizeof(*cl));
+	struct group *gr = getgrnam("users");
+	int ready[2], done[2], st;
+	json_object *rep, *args;
+	pid_t pid;
+	char b;
+
+	if (geteuid() != 0 || !gr)
+		skip();	/* dropping to nobody needs root, and a group besides nogroup */
+	assert_non_null(cl);
+	assert_int_equal(t_daemon_start(d, "--vram", "2G", "--max-vfs", "2", "--admin-group",
+					"users", "--socket-mode", "0666", NULL), 0);
+	assert_int_equal(pipe(ready), 0);
+	assert_int_equal(pipe(done), 0);
+	cl->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(cl->fd >= 0);
+	kill(d->pid, SIGSTOP);
+	assert_int_equal(waitpid(d->pid, &st, WUNTRACED), d->pid);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (!pid) {
+		/* Only the parent's end: a parent that fails and exits ends the child's read. */
+		close(done[1]);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		peer_groups_child(c, cl->fd, d->sock, gr->gr_gid, ready[1], done[0]);
+	}
+	close(done[0]);
+	close(ready[1]);
+	assert_int_equal(read(ready[0], &b, 1), 1);
+	kill(d->pid, SIGCONT);
+	rep = t_read_json(cl, 20000);	/* the greeting */
+	assert_non_null(rep);
+	json_object_put(rep);
+	json_object_put(t_exec(cl, "qmp_capabilities", NULL));
+	args = json_object_new_object();
+	json_object_object_add(args, "num_vfs", json_object_new_int(1));
+	rep = t_exec(cl, "set-vfs", args);
+	assert_non_null(rep);
+	if (strcmp(t_err_class(rep), c->cls))
+		fail_msg("%s: set-vfs got %s", c->name, json_object_to_json_string(rep));
+	json_object_put(rep);
+	assert_int_equal(write(done[1], &b, 1), 1);
+	close(done[1]);
+	close(ready[0]);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	t_client_free(cl);
+	t_daemon_free(d);
+}
+
 /* Raw protocol: each bad request gets an error reply and changes nothing. */
 static const struct raw_case {
 	const char *name;
@@ -303,6 +391,12 @@ static const struct raw_case {
 	{ "stop unknown slice", "{\"execute\":\"stop-slice\",\"arguments\":{\"uuid\":\"" U3 "\"}}",
 	  "NotFound" },
 	{ "reset VF 0", "{\"execute\":\"reset-vf\",\"arguments\":{\"vf\":0}}", "InvalidArgument" },
+	{ "define for another parent", "{\"execute\":\"define-slice\",\"arguments\":{\"type\":"
+	  "\"vgpu-1G\",\"uuid\":\"" U3 "\",\"parent\":\"no-such-parent\"}}", "NotFound" },
+	{ "define with parent not a string", "{\"execute\":\"define-slice\",\"arguments\":"
+	  "{\"type\":\"vgpu-1G\",\"uuid\":\"" U3 "\",\"parent\":7}}", "NotFound" },
+	{ "define with migrated_out", "{\"execute\":\"define-slice\",\"arguments\":{\"type\":"
+	  "\"vgpu-1G\",\"uuid\":\"" U3 "\",\"migrated_out\":\"tcp:evil:1\"}}", "InvalidArgument" },
 };
 
 static void test_bad_input(void **state)
@@ -346,6 +440,25 @@ static const struct nargs_case {
 	{ "reset with two", { "reset", "1", "2" }, "reset takes at most 1 argument (VF), got 2" },
 	{ "reset with both", { "reset", "-u", "6a3c9dd2-0001-4b6e-9f1e-6f0c2f2b9d70", "1" },
 	  "reset takes -u UUID or a VF number, not both" },
+	/* Flags a verb does not use are refused the same way, naming the flag and the verb. */
+	{ "start with --vram", { "start", "-u", U1, "--vram", "1G" },
+	  "start -u UUID does not take --vram (only a transient start, -t TYPE, does)" },
+	{ "set-vfs with --vram", { "set-vfs", "4", "--vram", "2G" },
+	  "set-vfs does not take --vram" },
+	{ "stop with --priority", { "stop", "-u", U1, "--priority", "low" },
+	  "stop does not take --priority" },
+	{ "list with --to", { "list", "--to", "/tmp/x" }, "list does not take --to" },
+	{ "status with --auto", { "status", "--auto" }, "status does not take --auto" },
+	{ "define with --switchover", { "define", "-t", "vgpu-1G", "--switchover", "auto" },
+	  "define does not take --switchover" },
+	/* --owner is VMUUID[:GENERATION], the generation decimal digits. */
+	{ "owner not a uuid", { "stop", "-u", U1, "--owner", "not-a-uuid:banana" },
+	  "bad --owner \"not-a-uuid:banana\": need VMUUID[:GENERATION]" },
+	{ "owner generation 5x", { "stop", "-u", U1, "--owner", U2 ":5x" }, "bad --owner" },
+	{ "owner generation negative", { "stop", "-u", U1, "--owner", U2 ":-1" }, "bad --owner" },
+	{ "owner generation empty", { "stop", "-u", U1, "--owner", U2 ":" }, "bad --owner" },
+	{ "release-owner not a uuid", { "modify", "-u", U1, "--release-owner", "banana" },
+	  "bad --release-owner" },
 };
 
 static void test_nargs(void **state)
@@ -526,7 +639,7 @@ static void test_corrupt_state(void **state)
 	assert_non_null(f);
 	fputs(c->text, f);
 	fclose(f);
-	snprintf(path, sizeof(path), "ls -lR %s | md5sum", d->state);
+	snprintf(path, sizeof(path), "ls -lR --ignore=vgpud.lock %s | md5sum", d->state);
 	f = popen(path, "r");
 	assert_non_null(fgets(before, sizeof(before), f));
 	pclose(f);
@@ -537,6 +650,331 @@ static void test_corrupt_state(void **state)
 	pclose(f);
 	assert_string_equal(before, after);	/* and touched nothing */
 	t_daemon_free(d);
+}
+
+/* A hand-edited journal of two running slices (VF 1, VF 2): each wrong field is refused
+ * by its key, with the file's name, before anything is applied: no definition file is
+ * rewritten and no pending reset scrubs VF 1's VRAM, even when the wrong field is in a
+ * later entry. An edit sets entry @entry's @key ("definition/KEY": a key of its
+ * definition) to the JSON @val. */
+struct jedit {
+	int entry;
+	const char *key, *val;
+};
+
+static const struct journal_case {
+	const char *name;
+	struct jedit edits[5];
+	const char *msg;	/* what the refusal says besides the journal's name */
+} journal_cases[] = {
+	{ "reset_pending a string", { { 0, "resets", "1" }, { 0, "reset_pending", "\"false\"" } },
+	  "\"reset_pending\" is not a boolean" },
+	{ "vf a string", { { 0, "vf", "\"1\"" } },
+	  "\"vf\" is missing or not a non-negative integer" },
+	{ "rm_clients a string", { { 1, "rm_clients", "\"5\"" } },
+	  "\"rm_clients\" is missing or not a non-negative integer" },
+	{ "rm_objects negative", { { 1, "rm_objects", "-1" } },
+	  "\"rm_objects\" is missing or not a non-negative integer" },
+	{ "transient a number", { { 1, "transient", "0" } }, "\"transient\" is not a boolean" },
+	{ "allocations not triples after a pending reset",
+	  { { 0, "resets", "1" }, { 0, "reset_pending", "true" },
+	    { 0, "definition/start", "\"auto\"" },
+	    { 1, "allocations", "[[1,2]]" } },
+	  "allocations[0] is not [base, size, state]" },
+	{ "allocation outside its partition after a pending reset",
+	  { { 0, "resets", "1" }, { 0, "reset_pending", "true" },
+	    { 0, "definition/start", "\"auto\"" },
+	    { 1, "allocations", "[[0,65536,1]]" } },
+	  "allocations[0] holds outside the slice's partition" },
+	{ "allocation state a string", { { 1, "allocations", "[[0,65536,\"pinned\"]]" } },
+	  "allocations[0] holds not a non-negative integer" },
+};
+
+static void journal_edit(struct tdaemon *d, const struct jedit *ed)
+{
+	char path[256];
+	json_object *j, *arr, *o;
+
+	snprintf(path, sizeof(path), "%s/journal.json", d->state);
+	j = json_object_from_file(path);
+	assert_non_null(j);
+	assert_true(json_object_object_get_ex(j, "slices", &arr));
+	for (; ed->key; ed++) {
+		const char *key = ed->key;
+
+		o = json_object_array_get_idx(arr, (size_t)ed->entry);
+		assert_non_null(o);
+		if (!strncmp(key, "definition/", 11)) {
+			assert_true(json_object_object_get_ex(o, "definition", &o));
+			key += 11;
+		}
+		json_object_object_add(o, key, json_tokener_parse(ed->val));
+	}
+	assert_int_equal(json_object_to_file_ext(path, j, JSON_C_TO_STRING_PLAIN), 0);
+	json_object_put(j);
+}
+
+/* Every file under @d's state dir with its contents' digest, in one line per file. */
+static void state_digest(struct tdaemon *d, char *buf, size_t len)
+{
+	char cmd[256];
+	FILE *f;
+
+	/* Not the lock file: each daemon that takes it writes its pid there. */
+	snprintf(cmd, sizeof(cmd), "cd %s && find . -type f ! -name vgpud.lock -exec md5sum {} + "
+		 "| sort", d->state);
+	f = popen(cmd, "r");
+	assert_non_null(f);
+	t_read_all(fileno(f), buf, len);
+	pclose(f);
+}
+
+/* Start @d with @extra, its stderr in @log: the exit as t_daemon_start() returns it. */
+static int start_logged_argv(struct tdaemon *d, char *const *extra, char *log, size_t len)
+{
+	char path[] = "/tmp/vgpud-log-XXXXXX";
+	int fd = mkstemp(path), saved = dup(2), rc;
+
+	assert_true(fd >= 0 && saved >= 0);
+	unlink(path);
+	dup2(fd, 2);
+	rc = t_daemon_start_argv(d, extra);
+	dup2(saved, 2);
+	close(saved);
+	lseek(fd, 0, SEEK_SET);
+	t_read_all(fd, log, len);
+	close(fd);
+	return rc;
+}
+
+static int start_logged(struct tdaemon *d, char *log, size_t len)
+{
+	return start_logged_argv(d, (char *const[]){ "--vram", "2G", "--max-vfs", "2", NULL },
+				 log, len);
+}
+
+static void test_journal_refused(void **state)
+{
+	const struct journal_case *c = *state;
+	static char before[8192], after[8192], log[16384];
+	struct tdaemon *d = t_daemon_new();
+	char mark[16] = "";
+	int fd;
+
+	assert_int_equal(t_daemon_start(d, "--vram", "2G", "--max-vfs", "2", NULL), 0);
+	assert_int_equal(T_CTL(d, "set-vfs", "2"), 0);
+	t_define_start(d, "vgpu-512M", U1);
+	t_define_start(d, "vgpu-512M", U2);
+	assert_int_equal(t_daemon_stop(d, SIGTERM), 0);
+	journal_edit(d, c->edits);
+	fd = t_bar_open(d, 1);
+	assert_int_equal(pwrite(fd, "MARKER-VF1", 10, 4096), 10);
+	state_digest(d, before, sizeof(before));
+	assert_int_equal(start_logged(d, log, sizeof(log)), 1000 + 1);
+	if (!strstr(log, "journal.json") || !strstr(log, c->msg))
+		fail_msg("%s: the log does not name journal.json and say \"%s\":\n%s", c->name,
+			 c->msg, log);
+	state_digest(d, after, sizeof(after));
+	assert_string_equal(before, after);		/* no file rewritten */
+	assert_int_equal(pread(fd, mark, 10, 4096), 10);
+	assert_string_equal(mark, "MARKER-VF1");	/* no reset scrubbed VF 1 */
+	close(fd);
+	t_daemon_free(d);
+}
+
+/* "migrated_out" is vgpud's own record: modify-slice cannot set it, and the definition
+ * file and the slice's state stay as they were. */
+static void test_modify_migrated_out(void **state)
+{
+	struct tdaemon *d = *state;
+	static char before[8192], after[8192];
+	struct tclient *cl;
+	json_object *a, *rep;
+
+	assert_int_equal(T_CTL(d, "define", "-t", "vgpu-512M", "-u", U1), 0);
+	state_digest(d, before, sizeof(before));
+	cl = t_client(d, true);
+	a = t_args("uuid", U1);
+	json_object_object_add(a, "start", json_object_new_string("auto"));
+	json_object_object_add(a, "migrated_out", json_object_new_string("tcp:evil:1"));
+	rep = t_exec(cl, "modify-slice", a);
+	assert_string_equal(t_err_class(rep), "InvalidArgument");
+	json_object_put(rep);
+	t_client_free(cl);
+	state_digest(d, after, sizeof(after));
+	assert_string_equal(before, after);
+	assert_int_equal(t_daemon_stop(d, SIGTERM), 0);
+	assert_int_equal(t_daemon_start(d, "--vram", "4G", "--max-vfs", "8", "--spare-vram",
+					"512M", NULL), 0);
+	assert_int_equal(T_CTL(d, "list", "-u", U1), 0);
+	assert_null(strstr(t_out.out, "migrated-out"));
+}
+
+/* One daemon per directory: a second vgpud on the same state dir, or on another state dir
+ * but the same runtime dir, exits 1 naming the directory and the first one's pid, and the
+ * first one goes on serving its socket and its slice. */
+static const struct second_case {
+	const char *name;
+	bool same_state;
+	const char *dir;	/* the directory the refusal names */
+} second_cases[] = {
+	{ "same state and runtime dirs", true, "state" },
+	{ "same runtime dir only", false, "runtime" },
+};
+
+/* Run vgpud on @b's dirs and wait for it to exit (the socket there is another daemon's):
+ * its exit status, or -1 if it still runs after 20 s (then it is killed). Its stderr in @log. */
+static int run_until_exit(struct tdaemon *b, char *log, size_t len)
+{
+	char path[] = "/tmp/vgpud-log-XXXXXX";
+	int fd = mkstemp(path), st = 0, rc = -1;
+	pid_t pid;
+
+	assert_true(fd >= 0);
+	unlink(path);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (!pid) {
+		dup2(fd, 2);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		execl(t_bin("vgpud"), "vgpud", "--runtime-dir", b->run, "--state-dir", b->state,
+		      "--vram", "2G", "--max-vfs", "2", (char *)NULL);
+		_exit(127);
+	}
+	for (int i = 0; i < 2000 && rc < 0; i++) {
+		if (waitpid(pid, &st, WNOHANG) == pid)
+			rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		else
+			usleep(10000);
+	}
+	if (rc < 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &st, 0);
+	}
+	lseek(fd, 0, SEEK_SET);
+	t_read_all(fd, log, len);
+	close(fd);
+	return rc;
+}
+
+static void test_second_daemon(void **state)
+{
+	const struct second_case *c = *state;
+	struct tdaemon *a = t_daemon_new(), b;
+	static char log[16384];
+	char want[256];
+
+	assert_int_equal(t_daemon_start(a, "--vram", "2G", "--max-vfs", "2", NULL), 0);
+	assert_int_equal(T_CTL(a, "set-vfs", "1"), 0);
+	t_define_start(a, "vgpu-512M", U1);
+	b = *a;
+	if (!c->same_state)
+		snprintf(b.state, sizeof(b.state), "%.64s/state2", a->root);
+	assert_int_equal(run_until_exit(&b, log, sizeof(log)), 1);
+	snprintf(want, sizeof(want), "another vgpud (pid %d) serves the %s directory %s",
+		 (int)a->pid, c->dir, c->same_state ? a->state : a->run);
+	if (!strstr(log, want))
+		fail_msg("%s: the log does not say \"%s\":\n%s", c->name, want, log);
+	assert_int_equal(access(a->sock, F_OK), 0);	/* not unlinked */
+	assert_int_equal(T_CTL(a, "list", "-u", U1), 0);
+	assert_non_null(strstr(t_out.out, "running"));
+	/* The lock goes with the daemon: a restart takes it again. */
+	assert_int_equal(t_daemon_stop(a, SIGTERM), 0);
+	assert_int_equal(t_daemon_start(a, "--vram", "2G", "--max-vfs", "2", NULL), 0);
+	t_daemon_free(a);
+}
+
+/* --socket-mode is octal, as chmod(1) takes it, with or without the leading 0. */
+static const struct mode_case {
+	const char *name, *arg;
+	int rc;			/* t_daemon_start()'s result */
+	unsigned int mode;	/* the socket's mode when it started */
+} mode_cases[] = {
+	{ "mode 0660", "0660", 0, 0660 },
+	{ "mode 660 is octal", "660", 0, 0660 },
+	{ "mode 220 is octal", "220", 0, 0220 },
+	{ "mode with a 9", "0690", 1000 + 2, 0 },
+	{ "mode above 0777", "1000", 1000 + 2, 0 },
+};
+
+static void test_socket_mode(void **state)
+{
+	const struct mode_case *c = *state;
+	struct tdaemon *d = t_daemon_new();
+	static char log[16384];
+	char *const args[] = { "--vram", "2G", "--max-vfs", "2", "--socket-mode", (char *)c->arg,
+			       NULL };
+	char want[128];
+	struct stat sb;
+
+	assert_int_equal(start_logged_argv(d, args, log, sizeof(log)), c->rc);
+	if (c->rc) {
+		snprintf(want, sizeof(want), "bad value \"%s\" for --socket-mode (an octal mode, 0 "
+			 "to 0777)", c->arg);
+		if (!strstr(log, want))
+			fail_msg("%s: vgpud did not say \"%s\":\n%s", c->name, want, log);
+	} else {
+		assert_int_equal(stat(d->sock, &sb), 0);
+		assert_int_equal(sb.st_mode & 0777, c->mode);
+	}
+	t_daemon_free(d);
+}
+
+/* The device-wide doorbell budget holds for a modify of a running slice: 1000 doorbells,
+ * 64 kept for the PF, three slices of 300 running. A slice's own 300 come back to it, so it
+ * may grow to 336 but not to 900, and a refused modify changes nothing. */
+static const struct budget_case {
+	const char *name, *doorbells;
+	int rc;			/* vgpuctl's exit */
+	unsigned int used;	/* doorbells_used after it */
+} budget_cases[] = {
+	{ "modify above the budget", "900", 5, 900 },
+	{ "modify up to the budget", "336", 0, 936 },
+	{ "modify down", "100", 0, 700 },
+};
+
+static void test_modify_budget(void **state)
+{
+	const struct budget_case *c = *state;
+	struct tdaemon *d = t_daemon_new();
+	static const char *const u[] = { U1, U2, U3 };
+	char conf[200];
+	struct tclient *cl;
+	FILE *f;
+
+	snprintf(conf, sizeof(conf), "%s/c.ini", d->root);
+	f = fopen(conf, "w");
+	assert_non_null(f);
+	fputs("[gpu]\ndoorbells = 1000\n", f);
+	fclose(f);
+	assert_int_equal(t_daemon_start(d, "-c", conf, "--vram", "4G", "--max-vfs", "4", NULL), 0);
+	assert_int_equal(T_CTL(d, "set-vfs", "4"), 0);
+	for (unsigned int i = 0; i < 3; i++) {
+		assert_int_equal(T_CTL(d, "define", "-t", "vgpu-512M", "-u", (char *)u[i],
+				       "--doorbells", "300"), 0);
+		assert_int_equal(T_CTL(d, "start", "-u", (char *)u[i]), 0);
+	}
+	assert_int_equal(T_CTL(d, "modify", "-u", U2, "--doorbells", (char *)c->doorbells), c->rc);
+	if (c->rc)
+		assert_non_null(strstr(t_out.err, "needs 900 doorbells; 336 free"));
+	cl = t_client(d, true);
+	assert_int_equal(t_status_u64(cl, "doorbells_used"), c->used);
+	t_client_free(cl);
+	t_daemon_free(d);
+}
+
+/* vgpuctl takes every switchover vgpud does, "vmm" too (a VMM copies the VRAM): the
+ * request reaches the daemon, which answers for the unknown slice. */
+static void test_switchover_vmm(void **state)
+{
+	struct tdaemon *d = *state;
+
+	assert_int_equal(T_CTL(d, "migrate", "-u", U3, "--to", "/tmp/nowhere.sock", "--switchover",
+			       "vmm"), 3);
+	assert_null(strstr(t_out.err, "--switchover"));
+	assert_int_equal(T_CTL(d, "migrate", "-u", U3, "--to", "/tmp/nowhere.sock", "--switchover",
+			       "later"), 2);
+	assert_non_null(strstr(t_out.err, "bad --switchover \"later\" (auto, manual, vmm)"));
 }
 
 /* Auto slices start when VFs are enabled; the owner token guards stop and undefine. */
@@ -677,14 +1115,15 @@ static void test_sigterm(void **state)
 
 int main(void)
 {
-	struct CMUnitTest t[64] = {
+	struct CMUnitTest t[96] = {
 		FIX(test_every_verb), FIX(test_json_and_alignment), FIX(test_idempotence),
 		FIX(test_insufficient), cmocka_unit_test_teardown(test_permissions, t_teardown), FIX(test_protocol_edges),
 		FIX(test_events), FIX(test_sigterm), FIX(test_autostart_owner), FIX(test_fuzz_control),
 		cmocka_unit_test_teardown(test_systemd, t_teardown),
 		cmocka_unit_test_teardown(test_admin_group, t_teardown),
+		FIX(test_modify_migrated_out), FIX(test_switchover_vmm),
 	};
-	size_t n = 12;
+	size_t n = 14;
 
 	for (size_t i = 0; i < sizeof(dry_cases) / sizeof(dry_cases[0]); i++)
 		t[n++] = (struct CMUnitTest)ROW(test_dry_run, dry_cases, i);
@@ -694,5 +1133,15 @@ int main(void)
 		t[n++] = (struct CMUnitTest)ROW(test_corrupt_state, corrupt_cases, i);
 	for (size_t i = 0; i < sizeof(nargs_cases) / sizeof(nargs_cases[0]); i++)
 		t[n++] = (struct CMUnitTest)ROW(test_nargs, nargs_cases, i);
+	for (size_t i = 0; i < sizeof(mode_cases) / sizeof(mode_cases[0]); i++)
+		t[n++] = (struct CMUnitTest)ROW(test_socket_mode, mode_cases, i);
+	for (size_t i = 0; i < sizeof(budget_cases) / sizeof(budget_cases[0]); i++)
+		t[n++] = (struct CMUnitTest)ROW(test_modify_budget, budget_cases, i);
+	for (size_t i = 0; i < sizeof(second_cases) / sizeof(second_cases[0]); i++)
+		t[n++] = (struct CMUnitTest)ROW(test_second_daemon, second_cases, i);
+	for (size_t i = 0; i < sizeof(journal_cases) / sizeof(journal_cases[0]); i++)
+		t[n++] = (struct CMUnitTest)ROW(test_journal_refused, journal_cases, i);
+	for (size_t i = 0; i < sizeof(peer_groups_cases) / sizeof(peer_groups_cases[0]); i++)
+		t[n++] = (struct CMUnitTest)ROW(test_peer_groups, peer_groups_cases, i);
 	return _cmocka_run_group_tests("vgpud_cli", t, n, NULL, NULL);
 }
