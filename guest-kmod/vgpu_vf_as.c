@@ -94,32 +94,53 @@ struct vvf_as {
 
 /* ---- page tables ---- */
 
-static u64 *vvf_as_cpu(struct vvf_as *as, u64 phys)
+/* The CPU view of the table a PDE points at, or NULL if it points at none of the tables
+ * handed out. The tables are VRAM that GPU work of any non-strict process of the VF can
+ * write, so a PDE read back from them is untrusted: only one the kernel could have written
+ * (VALID, no 64 KiB table, no leaf, a table it handed out) becomes a kernel pointer. */
+static u64 *vvf_as_table(struct vvf_as *as, u64 pde)
 {
+	u64 phys = pde & VGPU_GMMU_ADDR_MASK;
+
+	if ((pde & (VGPU_GMMU_VALID | VGPU_GMMU_PT64K | VGPU_GMMU_LEAF)) != VGPU_GMMU_VALID ||
+	    phys < as->pt_phys ||
+	    phys - as->pt_phys >= (u64)as->pt_used * VGPU_GMMU_TABLE_BYTES)
+		return NULL;
 	return as->pt + (phys - as->pt_phys) / sizeof(u64);
 }
 
 /* The L3 (4 KiB page) table of @va, made if @alloc; NULL if there is none (then *@span is
- * the size of the missing level's reach, all of it without a table) or no table left. Under
- * as->lock. */
+ * the size of the missing level's reach, all of it without a table), no table left, or a PDE
+ * that points outside the tables (then the address space is lost: someone else wrote its
+ * tables, and nothing of them is followed again). Under as->lock. */
 static u64 *vvf_as_l3(struct vvf_as *as, u64 va, bool alloc, u64 *span)
 {
 	static const unsigned int shifts[3] = { VGPU_GMMU_L0_SHIFT, VGPU_GMMU_L1_SHIFT,
 						VGPU_GMMU_L2_SHIFT };
-	u64 *t = as->pt, *e, phys;
+	u64 *t = as->pt, *e, pde, phys;
 	int l;
 
 	for (l = 0; l < 3; l++) {
+		*span = 1ull << shifts[l];
+		if (as->lost)
+			return NULL;
 		e = &t[(va >> shifts[l]) & (VGPU_GMMU_ENTRIES - 1)];
-		if (!(READ_ONCE(*e) & VGPU_GMMU_VALID)) {
-			*span = 1ull << shifts[l];
+		pde = READ_ONCE(*e);	/* once: the check and the walk must see one value */
+		if (!(pde & VGPU_GMMU_VALID)) {
 			if (!alloc || as->pt_used >= VVF_AS_PT_BYTES / VGPU_GMMU_TABLE_BYTES)
 				return NULL;
 			/* The table memory was zeroed when the address space was made. */
 			phys = as->pt_phys + (u64)as->pt_used++ * VGPU_GMMU_TABLE_BYTES;
-			WRITE_ONCE(*e, vgpu_gmmu_pde(phys));
+			pde = vgpu_gmmu_pde(phys);
+			WRITE_ONCE(*e, pde);
 		}
-		t = vvf_as_cpu(as, READ_ONCE(*e) & VGPU_GMMU_ADDR_MASK);
+		t = vvf_as_table(as, pde);
+		if (!t) {
+			dev_warn_ratelimited(&as->vd->pdev->dev,
+					     "SVM: a PDE points outside the tables: AS lost\n");
+			as->lost = true;
+			return NULL;
+		}
 	}
 	return t;
 }
@@ -846,8 +867,8 @@ long vvf_ioc_as_channel(struct vvf_file *f, unsigned long arg)
 	}
 	/* The file may map the memory; the channel's errors reach its event ring. */
 	if (!ret) {
-		ret = vvf_file_own(f, as->client, c.mem, as->vd->lay.vram_off + c.addr, c.size,
-				   c.chid);
+		ret = vvf_file_own(f, as->reset_count, as->client, c.mem,
+				   as->vd->lay.vram_off + c.addr, c.size, c.chid);
 		if (ret) {
 			vvf_as_chan_unmake(as, &c, va);
 			vvf_file_uncharge(f, a.mem_size, 1);
@@ -942,7 +963,7 @@ static int vvf_as_map_ptes(struct vvf_as *as, u64 va, u64 len, u64 addr, u64 ape
 		l3 = vvf_as_l3(as, va + off, true, &span);
 		if (!l3) {
 			vvf_as_clear(as, va, va + off);
-			return -ENOMEM;
+			return as->lost ? -ENOLINK : -ENOMEM;
 		}
 		WRITE_ONCE(l3[((va + off) >> VGPU_GMMU_L3_4K_SHIFT) & (VGPU_GMMU_ENTRIES - 1)],
 			   vgpu_gmmu_pte(addr + off, aper | VGPU_GMMU_VOLATILE |

@@ -26,6 +26,7 @@
 #include <linux/fs.h>
 #include <linux/mm.h>
 #include <linux/moduleparam.h>
+#include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 #include <linux/vmalloc.h>
@@ -154,13 +155,31 @@ static void vvf_zap(struct file *filp, u64 off, u64 size)
 		unmap_mapping_range(filp->f_mapping, off, size, 1);
 }
 
+/* Whether memory object @m is one of @client's (every client if 0), @handle (any if 0). */
+static bool vvf_mem_is(const struct vvf_mem *m, u32 client, u32 handle)
+{
+	return (!client || m->client == client) && (!handle || m->handle == handle);
+}
+
+/* Unmap the memory objects of @client (every one if @handle is 0) from every process, but
+ * keep them: a fault needs f->lock, held until the caller is done, so nothing maps them
+ * again meanwhile. Under f->lock. */
+static void vvf_mems_zap(struct file *filp, struct vvf_file *f, u32 client, u32 handle)
+{
+	struct vvf_mem *m;
+
+	list_for_each_entry(m, &f->mems, node)
+		if (vvf_mem_is(m, client, handle) && m->size)
+			vvf_zap(filp, m->off, m->size);
+}
+
 /* Forget the memory objects of @client (every one if @handle is 0). Under f->lock. */
 static void vvf_mems_drop(struct file *filp, struct vvf_file *f, u32 client, u32 handle)
 {
 	struct vvf_mem *m, *tmp;
 
 	list_for_each_entry_safe(m, tmp, &f->mems, node) {
-		if ((client && m->client != client) || (handle && m->handle != handle))
+		if (!vvf_mem_is(m, client, handle))
 			continue;
 		list_del(&m->node);
 		if (m->size)
@@ -196,6 +215,33 @@ static void vvf_client_drop(struct file *filp, struct vvf_file *f, int i)
 	f->nr_clients--;
 	f->clients[i] = f->clients[f->nr_clients];
 	f->devices[i] = f->devices[f->nr_clients];
+}
+
+/* Reset @rc freed every RM object the file held: forget them, and unmap BAR2 below @upto
+ * (every memory object; the control pages are the same after a reset). Under f->lock. */
+static void vvf_file_forget(struct vvf_file *f, u32 rc, u64 upto)
+{
+	vvf_mems_drop(f->filp, f, 0, 0);
+	vvf_chans_drop(f, 0, 0, 0);
+	f->nr_clients = 0;
+	f->vram_used = f->dma_used = 0;
+	f->chans_used = 0;	/* the kernel's channels went with the reset too */
+	bitmap_zero(f->chids, VVF_MAX_CHID);
+	vvf_zap(f->filp, 0, upto);
+	f->epoch = rc;
+}
+
+/* The file's records belong to the VF's current reset count: if a reset came since, forget
+ * them now rather than when the event thread gets to it, so that none of them names an
+ * object the host may already have given to another file, and nothing made after the
+ * reset is wiped with them later. Under f->lock. The reset count the records belong to. */
+static u32 vvf_file_sync(struct vvf_file *f)
+{
+	u32 rc = smp_load_acquire(&f->vd->hdr->reset_count);
+
+	if (rc != f->epoch)
+		vvf_file_forget(f, rc, f->vd->lay.ctrl_off);
+	return rc;
 }
 
 static u32 vvf_rm_client_of(const void *req, u32 len)
@@ -358,7 +404,8 @@ int vvf_file_mem_locked(struct vvf_file *f, u32 client, u32 handle, struct vvf_m
 	return -ENOENT;
 }
 
-int vvf_file_own(struct vvf_file *f, u32 client, u32 handle, u64 off, u64 size, u32 chid)
+int vvf_file_own(struct vvf_file *f, u32 epoch, u32 client, u32 handle, u64 off, u64 size,
+		 u32 chid)
 {
 	struct vvf_mem *m = kzalloc(sizeof(*m), GFP_KERNEL);
 
@@ -370,6 +417,12 @@ int vvf_file_own(struct vvf_file *f, u32 client, u32 handle, u64 off, u64 size, 
 	m->size = size;
 	m->kind = VVF_MEM_KERNEL;
 	mutex_lock(&f->lock);
+	/* Made before a reset the records have forgotten (or will): the host freed it. */
+	if (vvf_file_sync(f) != epoch) {
+		mutex_unlock(&f->lock);
+		kfree(m);
+		return -ENOLINK;
+	}
 	list_add(&m->node, &f->mems);
 	if (chid < VVF_MAX_CHID)
 		set_bit(chid, f->chids);
@@ -414,9 +467,10 @@ static void vvf_rm_record_alloc(struct vvf_file *f, int i, const struct vgpu_rm_
 	}
 }
 
-/* What a FREE of @fr would take from the file, in the order that keeps the GPU out of it:
- * the AS_MAP mappings of the memory (before the host may hand it out again), and with
- * @freed, after the host freed it, the records and the quota it was charged. Under f->lock. */
+/* What a FREE of @fr would take from the file, in the order that keeps the GPU and the CPU
+ * out of it: the AS_MAP mappings and the CPU mappings of the memory (before the host may
+ * hand it out again), and with @freed, once the host may have freed it, the records and the
+ * quota it was charged. Under f->lock. */
 static void vvf_rm_free_effects(struct file *filp, struct vvf_file *f,
 				const struct vgpu_rm_free *fr, bool freed)
 {
@@ -427,6 +481,7 @@ static void vvf_rm_free_effects(struct file *filp, struct vvf_file *f,
 		return;
 	if (!freed) {
 		vvf_as_unmap_mem(f, fr->h_client, all ? 0 : fr->h_object);
+		vvf_mems_zap(filp, f, fr->h_client, all ? 0 : fr->h_object);
 		return;
 	}
 	if (fr->h_object == fr->h_client) {
@@ -440,9 +495,9 @@ static void vvf_rm_free_effects(struct file *filp, struct vvf_file *f,
 	}
 }
 
-/* Record what a successful RM call allocated or forget what it freed. Under f->lock. */
-static void vvf_rm_record(struct file *filp, struct vvf_file *f, const void *req, u32 len,
-			  const void *rsp, u32 rsp_len)
+/* Record what a successful RM call allocated. Under f->lock. */
+static void vvf_rm_record(struct vvf_file *f, const void *req, u32 len, const void *rsp,
+			  u32 rsp_len)
 {
 	const struct vgpu_rm_msg *h = req;
 	const struct vgpu_rm_reply *r = rsp;
@@ -458,12 +513,22 @@ static void vvf_rm_record(struct file *filp, struct vvf_file *f, const void *req
 		return;
 	}
 	i = vvf_client_idx(f, vvf_rm_client_of(req, len));
-	if (i < 0)
-		return;
-	if (h->op == VGPU_RM_OP_ALLOC && len >= sizeof(struct vgpu_rm_alloc))
+	if (i >= 0 && h->op == VGPU_RM_OP_ALLOC && len >= sizeof(struct vgpu_rm_alloc))
 		vvf_rm_record_alloc(f, i, req, r);
-	else if (h->op == VGPU_RM_OP_FREE && len >= sizeof(struct vgpu_rm_free))
-		vvf_rm_free_effects(filp, f, req, true);
+}
+
+/* Whether the host may have carried out a FREE: unless it never reached the host or the
+ * host answered it with an error, it counts as done. A FREE that timed out may still run,
+ * and the handle or memory then goes to someone else: records kept for it would grant this
+ * file another's object. What an unanswered FREE did not free stays on the host under the
+ * file's client (freed with it) or, for a client, until the next reset. */
+static bool vvf_rm_maybe_freed(int ret, bool sent, s32 status, const void *rsp, u32 rsp_len)
+{
+	const struct vgpu_rm_reply *r = rsp;
+
+	if (ret)
+		return sent;
+	return !status && (rsp_len < sizeof(*r) || !r->status);
 }
 
 /* ---- open and release ---- */
@@ -506,6 +571,8 @@ static int vvf_open(struct inode *inode, struct file *filp)
 	INIT_LIST_HEAD(&f->mems);
 	INIT_LIST_HEAD(&f->chans);
 	f->filp = filp;
+	/* Nothing held yet: whatever reset the event thread has still to handle is not ours. */
+	f->epoch = smp_load_acquire(&vd->hdr->reset_count);
 	vvf_quota_init(f);
 	kref_get(&vd->ref);
 	mutex_lock(&vd->files_mutex);
@@ -522,8 +589,9 @@ static void vvf_free_clients(struct file *filp, struct vvf_file *f)
 	struct vvf_dev *vd = f->vd;
 	struct vgpu_rm_free req;
 	struct vgpu_rm_reply rsp;
-	u32 rsp_len;
+	u32 rsp_len, epoch = vvf_file_sync(f);	/* a reset freed the older ones */
 	s32 status;
+	bool sent;
 
 	while (f->nr_clients) {
 		memset(&req, 0, sizeof(req));
@@ -533,8 +601,8 @@ static void vvf_free_clients(struct file *filp, struct vvf_file *f)
 		req.hdr.length = sizeof(req);
 		req.h_client = req.h_object = f->clients[0];
 		rsp_len = sizeof(rsp);
-		if (vvf_mbox_call(vd, VF_MSG_RM, &req, sizeof(req), &rsp, &rsp_len, &status,
-				  VVF_DEFAULT_TIMEOUT_NS) == -ETIMEDOUT)
+		if (vvf_mbox_file_call(vd, epoch, VF_MSG_RM, &req, sizeof(req), &rsp, &rsp_len,
+				       &status, VVF_DEFAULT_TIMEOUT_NS, &sent) == -ETIMEDOUT)
 			dev_warn(&vd->pdev->dev, "RM client %#x of a closed file not freed\n",
 				 f->clients[0]);
 		vvf_client_drop(filp, f, 0);
@@ -590,24 +658,21 @@ void vvf_files_event(struct vvf_dev *vd, const struct vf_event *e)
 	mutex_unlock(&vd->files_mutex);
 }
 
-void vvf_files_reset(struct vvf_dev *vd, bool all)
+void vvf_files_reset(struct vvf_dev *vd, u32 rc, bool all)
 {
-	/* Memory first: every user mapping of it goes; the control pages stay (they are the
-	 * same after a reset) unless the device is going away. */
-	u64 upto = all ? vd->bar2_size : vd->lay.ctrl_off;
 	struct vvf_file *f;
 
 	mutex_lock(&vd->files_mutex);
 	list_for_each_entry(f, &vd->files, node) {
 		mutex_lock(&f->lock);
 		vvf_as_reset(f);
-		vvf_mems_drop(f->filp, f, 0, 0);
-		vvf_chans_drop(f, 0, 0, 0);
-		f->nr_clients = 0;
-		f->vram_used = f->dma_used = 0;
-		f->chans_used = 0;	/* the kernel's channels went with the reset too */
-		bitmap_zero(f->chids, VVF_MAX_CHID);
-		vvf_zap(f->filp, 0, upto);
+		/* Memory first: every user mapping of it goes; the control pages stay unless
+		 * the device is going away. A file that already forgot for this reset (or a
+		 * later one) keeps what it made since. */
+		if (all)
+			vvf_file_forget(f, rc, vd->bar2_size);
+		else if ((s32)(rc - f->epoch) > 0)
+			vvf_file_forget(f, rc, vd->lay.ctrl_off);
 		mutex_unlock(&f->lock);
 	}
 	mutex_unlock(&vd->files_mutex);
@@ -670,12 +735,19 @@ static int vvf_file_call(struct vvf_file *f, u32 type, const void *req, u32 req_
 			 u32 *rsp_len, s32 *status, u64 timeout_ns)
 {
 	bool rm = type == VF_MSG_RM && req_len >= sizeof(struct vgpu_rm_msg);
+	u32 epoch = vvf_file_sync(f);	/* before the records are consulted */
 	int refuse = rm ? vvf_rm_refusal(f, req, req_len) : 0;
 	int ret = rm ? vvf_rm_check(f, req, req_len) : 0;
 	const struct vgpu_rm_msg *h = req;
+	bool is_free = rm && h->op == VGPU_RM_OP_FREE && req_len >= sizeof(struct vgpu_rm_free);
 	struct vf_msg_info_req rq;
+	bool sent;
 
 	*status = 0;
+	/* An RM call the caller cut short would still run on the host, out of step with the
+	 * records: its timeout may be longer than the default, never shorter. */
+	if (type == VF_MSG_RM)
+		timeout_ns = max_t(u64, timeout_ns, VVF_DEFAULT_TIMEOUT_NS);
 	/* The host hears this driver's ABI and flags, not the process's: the driver is what
 	 * speaks to it (and what acknowledges resets). */
 	if (type == VF_MSG_GET_INFO) {
@@ -689,11 +761,14 @@ static int vvf_file_call(struct vvf_file *f, u32 type, const void *req, u32 req_
 	}
 	if (ret)
 		return ret;
-	if (rm && h->op == VGPU_RM_OP_FREE && req_len >= sizeof(struct vgpu_rm_free))
+	if (is_free)
 		vvf_rm_free_effects(f->filp, f, req, false);
-	ret = vvf_mbox_call(f->vd, type, req, req_len, rsp, rsp_len, status, timeout_ns);
-	if (!ret && !*status && type == VF_MSG_RM)
-		vvf_rm_record(f->filp, f, req, req_len, rsp, *rsp_len);
+	ret = vvf_mbox_file_call(f->vd, epoch, type, req, req_len, rsp, rsp_len, status,
+				 timeout_ns, &sent);
+	if (is_free && vvf_rm_maybe_freed(ret, sent, *status, rsp, *rsp_len))
+		vvf_rm_free_effects(f->filp, f, req, true);
+	else if (rm && !ret && !*status)
+		vvf_rm_record(f, req, req_len, rsp, *rsp_len);
 	return ret;
 }
 
@@ -745,12 +820,14 @@ out:
 
 /* Serve the file's request ring: each request through the real mailbox, its reply (or the
  * driver's error as its status) into the file's reply ring, then the file's mailbox
- * "interrupt". The slots are the process's memory: each is copied before it is read. */
+ * "interrupt". The slots are the process's memory: each is copied before it is read. At
+ * most a ring's worth per call, and none once the process is being killed: another thread
+ * of it refilling the ring must not keep f->lock (which a reset needs) held for ever. */
 static int vvf_serve(struct vvf_file *f)
 {
 	struct vf_msg *slot, m;
 	void *req, *rsp;
-	u32 rsp_len;
+	u32 rsp_len, n;
 	s32 status;
 	bool big;
 	int ret;
@@ -763,7 +840,7 @@ static int vvf_serve(struct vvf_file *f)
 		return -ENOMEM;
 	}
 	mutex_lock(&f->lock);
-	for (;;) {
+	for (n = 0; n < f->preq.nr_elems && !fatal_signal_pending(current); n++) {
 		slot = vvf_ring_consume_slot(&f->preq);
 		if (IS_ERR(slot))	/* the process broke its own ring: start it over */
 			vvf_ring_skip(&f->preq);
@@ -962,11 +1039,15 @@ static enum vvf_page vvf_page_access(struct vvf_file *f, u64 off, unsigned long 
 	if ((l->db_off && off == l->db_off) || (l->intr_off && off == l->intr_off))
 		return VVF_PAGE_RW;
 	mutex_lock(&f->lock);
+	/* Records of an earlier reset name memory the host may have given to another file. */
+	if (smp_load_acquire(&f->vd->hdr->reset_count) != f->epoch)
+		goto unlock;
 	list_for_each_entry(m, &f->mems, node)
 		if (off >= m->off && off - m->off < m->size) {
 			ret = VVF_PAGE_RW;
 			break;
 		}
+unlock:
 	mutex_unlock(&f->lock);
 	return ret;
 }

@@ -27,6 +27,11 @@
 #define VVF_MAX_CHID		4096	/* channel ids a file's event filter knows */
 #define VVF_DEFAULT_TIMEOUT_NS	(5ull * NSEC_PER_SEC)
 #define VVF_MAX_TIMEOUT_NS	(60ull * NSEC_PER_SEC)
+/* The ring region a host must offer: each file's three rings are formatted in that much of
+ * its own memory with the ABI's default geometry (vgpu_vf_file.c), whatever the host's use. */
+#define VVF_RING_REGION_MIN	(sizeof(struct vgpu_ring_hdr) + \
+				 max(VF_MBOX_SLOTS * VF_MBOX_SLOT_SIZE, \
+				     VF_EVT_SLOTS * VF_EVT_SLOT_SIZE))
 
 /* A view of one SPSC ring of vgpu/ring.h. Geometry is the driver's own copy, taken once:
  * only the counters are read from the shared header, and the other side's counter is
@@ -149,6 +154,7 @@ struct vvf_file {
 	u32 clients[VVF_MAX_CLIENTS];
 	u32 devices[VVF_MAX_CLIENTS];	/* each client's DEVICE handle (0: none yet) */
 	u32 nr_clients;
+	u32 epoch;			/* the reset count the records belong to */
 	struct list_head mems;
 	struct list_head chans;		/* struct vvf_chan */
 	struct vvf_quota quota;		/* limits, fixed at open */
@@ -182,6 +188,12 @@ void vvf_ring_skip(struct vvf_ring *r);
  * (-ETIMEDOUT, -ENOLINK while the VF resets, -EMSGSIZE, -EPROTO for a broken ring). */
 int vvf_mbox_call(struct vvf_dev *vd, u32 type, const void *req, u32 req_len, void *rsp,
 		  u32 *rsp_len, s32 *status, u64 timeout_ns);
+/* A mailbox call on behalf of an open file whose records belong to reset count @epoch: as
+ * vvf_mbox_call, but -ENOLINK without sending once the rings are of another reset count, so
+ * nothing a call makes is recorded against a reset the file has not forgotten. *@sent: the
+ * request reached the host (whatever the outcome: a timed-out call may still run). */
+int vvf_mbox_file_call(struct vvf_dev *vd, u32 epoch, u32 type, const void *req, u32 req_len,
+		       void *rsp, u32 *rsp_len, s32 *status, u64 timeout_ns, bool *sent);
 /* Ring the host on vector @v. */
 void vvf_notify(struct vvf_dev *vd, unsigned int v);
 /* Whether the VF's mailbox is served (header state READY). */
@@ -195,13 +207,16 @@ extern const struct file_operations vvf_fops;
 /* Push @e into the event ring of every file it concerns (channel events: the file owning
  * the channel). Called from the event thread. */
 void vvf_files_event(struct vvf_dev *vd, const struct vf_event *e);
-/* A reset freed every RM object: forget what every file held and unmap its memory (@all:
- * the device goes away, unmap every page). Sleeps. */
-void vvf_files_reset(struct vvf_dev *vd, bool all);
+/* Reset @rc freed every RM object: every file whose records are older forgets what it held
+ * and loses its memory mappings (@all: the device goes away, every file, every page).
+ * Sleeps. */
+void vvf_files_reset(struct vvf_dev *vd, u32 rc, bool all);
 
 /* Let the file map BAR2 [off, off + size) (an RM memory object @handle of @client, one of
- * the driver's own) and have the events of channel @chid. 0 or -ENOMEM. */
-int vvf_file_own(struct vvf_file *f, u32 client, u32 handle, u64 off, u64 size, u32 chid);
+ * the driver's own, made under reset count @epoch) and have the events of channel @chid.
+ * 0, -ENOMEM, or -ENOLINK (a reset since freed it). */
+int vvf_file_own(struct vvf_file *f, u32 epoch, u32 client, u32 handle, u64 off, u64 size,
+		 u32 chid);
 /* Charge @vram bytes of VRAM and @chans channels made for the file by the kernel (its
  * address space) to its quota: 0 or -EDQUOT, nothing charged. vvf_file_uncharge gives
  * them back. */

@@ -143,14 +143,19 @@ static int vvf_mbox_take(struct vvf_dev *vd, u32 seq, u32 type, void *rsp, u32 *
 	return 1;
 }
 
-int vvf_mbox_call(struct vvf_dev *vd, u32 type, const void *req, u32 req_len, void *rsp,
-		  u32 *rsp_len, s32 *status, u64 timeout_ns)
+/* One mailbox call (vvf_mbox_call); with @epoch, only while the rings are those of reset
+ * count *@epoch (-ENOLINK otherwise: the caller's records are of another reset). *@sent
+ * says whether the request reached the host's ring, whatever the outcome. */
+static int vvf_mbox_xfer(struct vvf_dev *vd, const u32 *epoch, u32 type, const void *req,
+			 u32 req_len, void *rsp, u32 *rsp_len, s32 *status, u64 timeout_ns,
+			 bool *sent)
 {
 	unsigned long deadline = jiffies + nsecs_to_jiffies(timeout_ns) + 1;
 	struct vf_msg *m;
 	int ret = 0, got;
 	u32 seq;
 
+	*sent = false;
 	mutex_lock(&vd->mbox_lock);
 	if (!vvf_ready(vd)) {
 		ret = READ_ONCE(vd->gone) ? -ENODEV : -ENOLINK;
@@ -159,6 +164,10 @@ int vvf_mbox_call(struct vvf_dev *vd, u32 type, const void *req, u32 req_len, vo
 	ret = vvf_mbox_reattach(vd);
 	if (ret)
 		goto out;
+	if (epoch && *epoch != vd->seen_reset_count) {
+		ret = -ENOLINK;
+		goto out;
+	}
 	if (req_len > VF_MSG_MAX_PAYLOAD || req_len > vd->req.elem_size - sizeof(*m)) {
 		ret = -EMSGSIZE;
 		goto out;
@@ -179,6 +188,7 @@ int vvf_mbox_call(struct vvf_dev *vd, u32 type, const void *req, u32 req_len, vo
 	m->length = req_len;
 	memcpy(m + 1, req, req_len);
 	vvf_ring_produce_commit(&vd->req);
+	*sent = true;
 	vvf_notify(vd, VF_VEC_MBOX);
 	/* Uninterruptible but bounded: a caller killed mid-call still takes its reply, so an
 	 * object the host made for it is known (and freed when its file closes). */
@@ -207,6 +217,22 @@ int vvf_mbox_call(struct vvf_dev *vd, u32 type, const void *req, u32 req_len, vo
 out:
 	mutex_unlock(&vd->mbox_lock);
 	return ret;
+}
+
+int vvf_mbox_call(struct vvf_dev *vd, u32 type, const void *req, u32 req_len, void *rsp,
+		  u32 *rsp_len, s32 *status, u64 timeout_ns)
+{
+	bool sent;
+
+	return vvf_mbox_xfer(vd, NULL, type, req, req_len, rsp, rsp_len, status, timeout_ns,
+			     &sent);
+}
+
+int vvf_mbox_file_call(struct vvf_dev *vd, u32 epoch, u32 type, const void *req, u32 req_len,
+		       void *rsp, u32 *rsp_len, s32 *status, u64 timeout_ns, bool *sent)
+{
+	return vvf_mbox_xfer(vd, &epoch, type, req, req_len, rsp, rsp_len, status, timeout_ns,
+			     sent);
 }
 
 /* ---- an announced reset (ABI 2.5: vgpu/vf_bar.h, RESET ANNOUNCEMENT) ---- */
@@ -304,7 +330,7 @@ static irqreturn_t vvf_irq_event(int irq, void *data)
 			vd->evt.hdr = NULL;
 		if (rc != READ_ONCE(vd->evt_reset_count)) {
 			WRITE_ONCE(vd->evt_reset_count, rc);
-			vvf_files_reset(vd, false);
+			vvf_files_reset(vd, rc, false);
 			vvf_svm_reset(vd);
 			dev_info(&vd->pdev->dev, "VF reset (count %u): RM objects of every file freed\n",
 				 rc);
@@ -435,7 +461,7 @@ static int vvf_check_layout(struct vvf_dev *vd)
 	    (l.db_off && !vvf_inside(l.db_off, PAGE_SIZE, sz)) ||
 	    (l.intr_off && !vvf_inside(l.intr_off, PAGE_SIZE, sz)) ||
 	    (l.ctrl_off | l.db_off | l.intr_off | l.vram_off | l.dma_off | l.req_off | l.rsp_off |
-	     l.evt_off | l.ring_region) % PAGE_SIZE || !l.ring_region ||
+	     l.evt_off | l.ring_region) % PAGE_SIZE || l.ring_region < VVF_RING_REGION_MIN ||
 	    h->nr_vectors < VGPU_VF_NR_VECTORS) {
 		dev_err(&vd->pdev->dev, "BAR2 header describes a layout this driver cannot use\n");
 		return -EPROTO;
@@ -550,7 +576,7 @@ static void vvf_remove(struct pci_dev *pdev)
 	for (v = 0; v < VGPU_VF_NR_VECTORS; v++)
 		wake_up_all(&vd->wq[v]);
 	down_write(&vd->remove_sem);
-	vvf_files_reset(vd, true);
+	vvf_files_reset(vd, READ_ONCE(vd->evt_reset_count), true);
 	vvf_irqs_free(vd);
 	cancel_work_sync(&vd->reset_work);	/* after the irqs: nothing queues it again */
 	vvf_svm_fini(vd);

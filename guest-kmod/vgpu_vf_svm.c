@@ -102,6 +102,15 @@ static const struct dev_pagemap_ops vvf_svm_pgmap_ops = {
 	.page_free = vvf_svm_page_free,
 };
 
+/* Free the pool's client and with it everything under it. Under setup_lock. */
+static void vvf_svm_free_client(struct vvf_dev *vd)
+{
+	struct vgpu_rm_free fr = { .h_client = vd->svm.client, .h_object = vd->svm.client };
+
+	vvf_krm(vd, VGPU_RM_OP_FREE, &fr, sizeof(fr), NULL, 0, NULL);
+	vd->svm.client = vd->svm.device = vd->svm.mem = 0;
+}
+
 /* The pool: VRAM of the driver's own client, as device-coherent pages. Under setup_lock. */
 static int vvf_svm_setup(struct vvf_dev *vd)
 {
@@ -115,19 +124,24 @@ static int vvf_svm_setup(struct vvf_dev *vd)
 	int ret;
 
 	ret = vvf_krm(vd, VGPU_RM_OP_ALLOC_CLIENT, &m, sizeof(m), NULL, 0, &s->client);
-	if (!ret)
-		ret = vvf_krm_alloc(vd, s->client, s->client, VGPU_RM_CLASS_DEVICE, NULL, 0,
-				    &s->device);
+	if (ret) {
+		dev_warn(&vd->pdev->dev, "SVM: no RM client for the VRAM pool: %d\n", ret);
+		return ret < 0 && ret > -4096 ? ret : -ENOMEM;
+	}
+	ret = vvf_krm_alloc(vd, s->client, s->client, VGPU_RM_CLASS_DEVICE, NULL, 0, &s->device);
 	if (!ret)
 		ret = vvf_krm_alloc(vd, s->client, s->device, VGPU_RM_CLASS_MEMORY_VIDMEM, &p,
 				    sizeof(p), &s->mem);
 	if (ret) {
 		dev_warn(&vd->pdev->dev, "SVM: no VRAM pool from the RM: %d\n", ret);
-		return ret < 0 && ret > -4096 ? ret : -ENOMEM;
+		ret = ret < 0 && ret > -4096 ? ret : -ENOMEM;
+		goto free_client;
 	}
 	if (p.addr < vd->lay.vram_off || p.addr - vd->lay.vram_off > vd->lay.vram_size ||
-	    p.size > vd->lay.vram_size - (p.addr - vd->lay.vram_off) || p.addr % (2 << 20))
-		return -EPROTO;
+	    p.size > vd->lay.vram_size - (p.addr - vd->lay.vram_off) || p.addr % (2 << 20)) {
+		ret = -EPROTO;
+		goto free_client;
+	}
 	if (s->mapped && (p.addr != s->off || p.size != s->size)) {
 		/* A new pool elsewhere (after a reset): every old page is free by now. */
 		memunmap_pages(&s->pgmap);
@@ -147,7 +161,8 @@ static int vvf_svm_setup(struct vvf_dev *vd)
 		if (IS_ERR(addr)) {
 			dev_warn(&vd->pdev->dev, "SVM: memremap_pages of VRAM: %ld\n",
 				 PTR_ERR(addr));
-			return PTR_ERR(addr);
+			ret = PTR_ERR(addr);
+			goto free_client;
 		}
 		s->mapped = true;
 	}
@@ -165,6 +180,11 @@ static int vvf_svm_setup(struct vvf_dev *vd)
 	dev_info(&vd->pdev->dev, "SVM: %llu MiB of VRAM as device-coherent pages\n",
 		 (unsigned long long)(s->size >> 20));
 	return 0;
+free_client:
+	/* Every failure is retried (each SVM ioctl, AS_CREATE, fault service): a client left
+	 * behind each time would use up the VF's client quota. The host frees what is under it. */
+	vvf_svm_free_client(vd);
+	return ret;
 }
 
 static struct page *vvf_svm_get(struct vvf_svm *s)

@@ -233,6 +233,19 @@ static int cli_opt(struct vm_opts *o, int c)
 	return c == '?' ? VMM_EXIT_USAGE : parse_opt(o, c, optarg);
 }
 
+/* Everything after the hook verb is an argument (a leading "--" is skipped). */
+static int hook_args(int argc, char **argv, struct vm_opts *o)
+{
+	if (optind < argc && !strcmp(argv[optind], "--"))
+		optind++;
+	while (optind < argc) {
+		if (o->nargs == VM_MAX_ARGS)
+			return usage("too many arguments (\"%s\")", argv[optind]);
+		o->args[o->nargs++] = argv[optind++];
+	}
+	return 0;
+}
+
 static int parse_args(int argc, char **argv, struct vm_opts *o)
 {
 	int c, r;
@@ -254,6 +267,10 @@ static int parse_args(int argc, char **argv, struct vm_opts *o)
 	if (optind >= argc)
 		return usage("%s", "no verb given");
 	o->verb = argv[optind++];
+	/* libvirt's hook arguments are a domain name, which may be any text ("--help",
+	 * "-cfoo"), and words of libvirt's: none of them is an option. */
+	if (!strcmp(o->verb, "hook"))
+		return hook_args(argc, argv, o);
 	/* Options may also follow the verb, before, between or after its arguments. */
 	while (optind < argc) {
 		c = getopt_long(argc, argv, "+c:hV", long_opts, NULL);

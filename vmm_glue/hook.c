@@ -12,10 +12,26 @@
 #include "ctlclient/ctlclient.h"
 #include "vmm_glue/vmm_internal.h"
 
-/* The slice must be running, owned by @m's token (taken here if unowned) and free. */
+/* Running slice @s must be free; take it with @m's token unless it is owned already. */
+static int hook_take(struct ctlc *c, const struct vmm_meta *m, const struct vmm_slice *s,
+		     struct cmn_fail *e)
+{
+	if (s->attached)
+		return cmn_fail(e, -EBUSY, "slice %s is in use: a guest is attached to VF %u",
+				s->uuid, s->vf);
+	if (!s->owner_vm[0])
+		return vmm_slice_set_owner(c, m->slice, m->vm, m->generation, e);
+	return 0;
+}
+
+/* The slice must be running, owned by @m's token (taken here if unowned) and free. A slice
+ * this started is stopped again if the rest fails: libvirt does not start the domain then,
+ * and a running slice without an owner or a VM is what the hook must not leave behind. Not
+ * when another VM took it meanwhile (vgpud checks the token) or a guest is attached. */
 static int hook_prepare(struct ctlc *c, const char *name, const struct vmm_meta *m,
 			struct cmn_fail *e)
 {
+	struct cmn_fail ignore;
 	struct vmm_slice s;
 	int r = vmm_slice_query(c, m->slice, &s, e);
 
@@ -25,20 +41,17 @@ static int hook_prepare(struct ctlc *c, const char *name, const struct vmm_meta 
 		return cmn_fail(e, -EBUSY, "slice %s is owned by VM %s generation %" PRIu64 ", not "
 				"by domain %s (%s generation %" PRIu64 ")", s.uuid, s.owner_vm,
 				s.owner_gen, name, m->vm, m->generation);
-	if (!s.running) {
-		r = vmm_slice_start(c, m->slice, e);
-		if (r)
-			return r;
-		r = vmm_slice_query(c, m->slice, &s, e);
-		if (r)
-			return r;
-	}
-	if (s.attached)
-		return cmn_fail(e, -EBUSY, "slice %s is in use: a guest is attached to VF %u",
-				s.uuid, s.vf);
-	if (!s.owner_vm[0])
-		return vmm_slice_set_owner(c, m->slice, m->vm, m->generation, e);
-	return 0;
+	if (s.running)
+		return hook_take(c, m, &s, e);
+	r = vmm_slice_start(c, m->slice, e);
+	if (r)
+		return r;
+	r = vmm_slice_query(c, m->slice, &s, e);
+	if (!r)
+		r = hook_take(c, m, &s, e);
+	if (r && !s.attached)
+		vmm_slice_stop(c, m->slice, m->vm, m->generation, &ignore);
+	return r;
 }
 
 int vmm_hook_run(const char *name, const char *op, const char *subop, const char *xml,

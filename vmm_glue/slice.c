@@ -102,6 +102,16 @@ static json_object *owner_json(const char *vm, uint64_t gen)
 	return o;
 }
 
+int vmm_slice_stop(struct ctlc *c, const char *uuid, const char *vm, uint64_t gen,
+		   struct cmn_fail *e)
+{
+	json_object *a = uuid_args(uuid);
+
+	/* vgpud stops it only if the token matches or the slice is unowned. */
+	json_object_object_add(a, "owner", owner_json(vm, gen));
+	return ctlc_exec(c, "stop-slice", a, NULL, e);
+}
+
 int vmm_slice_set_owner(struct ctlc *c, const char *uuid, const char *vm, uint64_t gen,
 			struct cmn_fail *e)
 {

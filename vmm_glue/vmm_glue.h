@@ -77,6 +77,11 @@ int vmm_slice_query(struct ctlc *c, const char *uuid, struct vmm_slice *s,
 /* Start a defined slice (start-slice; a running one is "unchanged"). */
 int vmm_slice_start(struct ctlc *c, const char *uuid, struct cmn_fail *e);
 
+/* Stop a running slice (stop-slice) on behalf of VM @vm generation @gen: -EBUSY (nothing
+ * changes) when another VM owns it. */
+int vmm_slice_stop(struct ctlc *c, const char *uuid, const char *vm, uint64_t gen,
+		   struct cmn_fail *e);
+
 /* Make VM @vm (generation @gen) the slice's owner: modify-slice with the owner token.
  * vgpud refuses with -EBUSY when another VM owns it. */
 int vmm_slice_set_owner(struct ctlc *c, const char *uuid, const char *vm, uint64_t gen,

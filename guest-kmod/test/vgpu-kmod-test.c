@@ -109,15 +109,18 @@ struct rm_rsp {
 	uint8_t params[256];
 };
 
-/* Send RM message @req (@len bytes; its header is filled here) and return the RM status,
- * or the ioctl's -errno; the reply lands in *@rsp. */
-static int rm_call(int fd, uint32_t op, void *req, uint32_t len, struct rm_rsp *rsp)
+/* Send RM message @req (@len bytes; its header is filled here) with the MBOX ioctl's
+ * @timeout_ns (0: the driver's default) and return the RM status, or the ioctl's -errno;
+ * the reply lands in *@rsp. */
+static int rm_call_to(int fd, uint32_t op, void *req, uint32_t len, struct rm_rsp *rsp,
+		      uint64_t timeout_ns)
 {
 	static uint64_t cookie;
 	struct vgpu_rm_msg *h = req;
 	struct vgpu_vf_ioc_mbox a = { .size = sizeof(a), .type = VF_MSG_RM,
 				      .req_ptr = (uintptr_t)req, .req_len = len,
-				      .rsp_ptr = (uintptr_t)rsp, .rsp_cap = sizeof(*rsp) };
+				      .rsp_ptr = (uintptr_t)rsp, .rsp_cap = sizeof(*rsp),
+				      .timeout_ns = timeout_ns };
 	int ret;
 
 	*h = (struct vgpu_rm_msg){ .magic = (uint32_t)VGPU_RM_MSG_MAGIC,
@@ -132,6 +135,11 @@ static int rm_call(int fd, uint32_t op, void *req, uint32_t len, struct rm_rsp *
 	if (a.rsp_len < sizeof(rsp->r) || rsp->r.cookie != h->cookie)
 		return -EBADMSG;
 	return rsp->r.status;
+}
+
+static int rm_call(int fd, uint32_t op, void *req, uint32_t len, struct rm_rsp *rsp)
+{
+	return rm_call_to(fd, op, req, len, rsp, 0);
 }
 
 static int rm_client(int fd, uint32_t *h)
@@ -536,6 +544,54 @@ static bool t_killed(int fd, const struct ctx *c)
 	CHECK(WIFSIGNALED(st), "the child was not killed");
 	CHECK(during == before + 1 && after == before, "clients %d, %d with the child, %d after "
 	      "it was killed", before, during, after);
+	return true;
+}
+
+/* A child that keeps the VF's mailbox busy with PINGs on a file of its own (until killed, at
+ * most 100,000 of them): the pid, or -1. */
+static pid_t pinger(void)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		struct vgpu_vf_ioc_mbox p = { .size = sizeof(p), .type = VF_MSG_PING };
+		int k = open_dev();
+
+		for (int i = 0; k >= 0 && i < 100000; i++)
+			ioctl(k, VGPU_VF_IOC_MBOX, &p);
+		_exit(0);
+	}
+	return pid;
+}
+
+/* An RM call's timeout is never shorter than the driver's default, whatever the caller
+ * asks: a call cut short still runs on the host, and what it made or freed would be out of
+ * step with the file's records (a freed client still "owned", a made one never freed).
+ * Clients made and freed with a 1 ns timeout while another process keeps the mailbox busy:
+ * each call must get its answer, and none may be left behind. */
+static bool t_rm_timeout(int fd, const struct ctx *c)
+{
+	int before = clients_used(fd, c), after, ret = 0, i = 0, st;
+	struct vgpu_rm_free fr;
+	struct vgpu_rm_msg m;
+	struct rm_rsp r;
+	pid_t pid;
+
+	CHECK(before > 0, "quota: %d", before);
+	pid = pinger();
+	CHECK(pid > 0, "fork: %s", strerror(errno));
+	for (i = 0; i < 500 && !ret; i++) {
+		ret = rm_call_to(fd, VGPU_RM_OP_ALLOC_CLIENT, &m, sizeof(m), &r, 1);
+		if (ret)
+			break;
+		fr = (struct vgpu_rm_free){ .h_client = r.r.handle, .h_object = r.r.handle };
+		ret = rm_call_to(fd, VGPU_RM_OP_FREE, &fr, sizeof(fr), &r, 1);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	after = clients_used(fd, c);
+	CHECK(!ret, "call %d with a 1 ns timeout: %d", i, ret);
+	CHECK(after == before, "clients %d before, %d after", before, after);
 	return true;
 }
 
@@ -1857,7 +1913,7 @@ int main(int argc, char **argv)
 			fprintf(stderr, "vgpu-kmod-test --bench: %s\n", why[0] ? why : "failed");
 		return ret;
 	}
-	printf("1..12\n");
+	printf("1..13\n");
 	point(t_info(), "INFO: uapi, vectors, BAR2");
 	fd = open_dev();
 	point(fd >= 0 && t_sizes(fd), "wrong sizes, types and vectors are -EINVAL/-ENOTTY");
@@ -1869,6 +1925,7 @@ int main(int argc, char **argv)
 		point(false, "a file maps only its own memory");
 		point(false, "closing a file frees its RM clients");
 		point(false, "a process killed mid-call leaves no RM client behind");
+		point(false, "an RM call's timeout is never the caller's 1 ns");
 		point(false, "SVM: process memory into VRAM and back");
 		point(false, "SVM address space: GPU faults serviced by the kernel");
 		point(false, "quotas per file");
@@ -1877,6 +1934,8 @@ int main(int argc, char **argv)
 		point(t_mmap(fd, &c), "a file maps only its own memory");
 		point(t_close_frees(fd, &c), "closing a file frees its RM clients");
 		point(t_killed(fd, &c), "a process killed mid-call leaves no RM client behind");
+		point(t_rm_timeout(fd, &c), "an RM call's timeout is never the caller's 1 ns: "
+		      "every call answered, no client left behind");
 		point(t_svm(fd), "SVM: process memory into VRAM and back in place, its HMM mirror, "
 		      "fork, munmap");
 		point(t_as(), "SVM address space: GPU work on malloc'd memory, faults serviced "

@@ -352,6 +352,35 @@ static void test_hook_case(void **state)
 	assert_slices_unchanged(before);
 }
 
+/* libvirt passes the domain name first, and a name may look like an option: everything
+ * after "hook" (a leading "--" aside, which the hook script passes) is an argument, so the
+ * hook still refuses another VM's slice instead of printing help and passing. */
+static const struct hook_name_case {
+	const char *name, *dom;
+	bool dashes;			/* the script's form: hook -- NAME ... */
+} hook_name_cases[] = {
+	{ "hook: a domain named --help", "--help", false },
+	{ "hook: a domain named -V", "-V", false },
+	{ "hook: a domain named --json", "--json", false },
+	{ "hook: a domain named -cfoo", "-cfoo", false },
+	{ "hook -- (the script's form): a domain named --dry-run", "--dry-run", true },
+	{ "hook -- (the script's form): a domain named -h", "-h", true },
+};
+
+static void test_hook_name_like_option(void **state)
+{
+	const struct hook_name_case *c = *state;
+	char *before = slices_snapshot(), want[128];
+	char *const plain[] = { "hook", (char *)c->dom, "prepare", "begin", "-", NULL };
+	char *const dashed[] = { "hook", "--", (char *)c->dom, "prepare", "begin", "-", NULL };
+
+	run_vm(c->dashes ? dashed : plain, hook_xml(slice_uuid[S_OWNED], DOMA, DOMA));
+	snprintf(want, sizeof(want), "vgpu hook: domain %s: ", c->dom);
+	if (res.rc != 4 || !strstr(res.err, want) || !strstr(res.err, "is owned by VM " OTHERVM))
+		fail_msg("domain \"%s\": exit %d (want 4), stderr: %s", c->dom, res.rc, res.err);
+	assert_slices_unchanged(before);
+}
+
 static void test_hook_foreign_domain(void **state)
 {
 	char *before = slices_snapshot();
@@ -381,6 +410,7 @@ int main(void)
 	vmm_t_add(tests, &n, fixed, sizeof(fixed) / sizeof(fixed[0]));
 	VMM_T_ROWS(tests, n, test_bad, bad_cases);
 	VMM_T_ROWS(tests, n, test_hook_case, hook_cases);
+	VMM_T_ROWS(tests, n, test_hook_name_like_option, hook_name_cases);
 	VMM_T_ROWS(tests, n, test_launch_test_driver, launch_cases);
 	return _cmocka_run_group_tests("vgpu_vm", tests, n, group_setup, group_teardown);
 }
