@@ -1007,7 +1007,7 @@ static const struct vgpuctl_verb verbs[] = {
 	{ "vram-map",	cmd_vram_map,	0, 0, "", "[--svg FILE] [--no-color]: the VRAM layout", 0 },
 	{ "save",	cmd_save,	1, 1, "FILE", "-u UUID FILE: a running slice (its definition, VRAM and DMA memory, a quiesced guest's state) to a new FILE", 0 },
 	{ "restore",	cmd_restore,	1, 1, "FILE", "FILE: define and start the slice saved in FILE, with its contents (or refuse, changing nothing)", 0 },
-	{ "migrate",	cmd_migrate,	0, 0, "", "-u UUID --to ADDR [--switchover auto|manual|vmm] [--max-rounds N] [--no-wait]: live-migrate a running slice to the vgpud listening at ADDR" ,
+	{ "migrate",	cmd_migrate,	0, 0, "", "-u UUID --to ADDR [--switchover auto|manual|vmm] [--max-rounds N] [--no-wait]: live-migrate a running slice to the vgpud listening at ADDR",
 	  VF_BIT(VF_MIGRATE) },
 	{ "migrate-incoming", cmd_migrate_incoming, 0, 0, "", "--listen ADDR [-u UUID]: wait for one incoming live migration on ADDR (a UNIX socket path or tcp:HOST:PORT)", 0 },
 	{ "migrate-switchover", cmd_migrate_switchover, 0, 0, "", "-u UUID: a source waiting in a manual switchover stops the slice and sends the rest", 0 },
