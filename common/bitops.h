@@ -37,6 +37,7 @@ static inline uint64_t cmn_roundup_pow2(uint64_t x)
 	return x <= 1 ? 1 : VGPU_BIT(cmn_fls(x - 1) + 1);
 }
 
+/* Bit @n of the bitmap @map: test, set, clear (not atomic). */
 static inline bool cmn_test_bit(const uint64_t *map, uint64_t n)
 {
 	return map[n / 64] >> (n % 64) & 1;

@@ -70,11 +70,13 @@ static inline void cmn_mutex_init_class(struct cmn_mutex *mx, struct cmn_lock_cl
 #define cmn_lockdep_on(mx) false
 #endif
 
+/* Destroy @mx, which nobody holds. */
 static inline void cmn_mutex_destroy(struct cmn_mutex *mx)
 {
 	pthread_mutex_destroy(&mx->m);
 }
 
+/* Take @mx, checked against the lock order when it has a class; records the owner. */
 static inline void cmn_mutex_lock(struct cmn_mutex *mx)
 {
 	if (cmn_lockdep_on(mx))
@@ -95,6 +97,7 @@ static inline bool cmn_mutex_trylock(struct cmn_mutex *mx)
 	return true;
 }
 
+/* Release @mx, held by this thread. */
 static inline void cmn_mutex_unlock(struct cmn_mutex *mx)
 {
 	atomic_store_explicit(&mx->owner, (pthread_t)0, memory_order_relaxed);
@@ -137,6 +140,7 @@ struct cmn_spinlock {
 	atomic_bool locked;
 };
 
+/* Spin until @s is taken (acquire). */
 static inline void cmn_spin_lock(struct cmn_spinlock *s)
 {
 	for (;;) {
@@ -147,6 +151,7 @@ static inline void cmn_spin_lock(struct cmn_spinlock *s)
 	}
 }
 
+/* Release @s (release order). */
 static inline void cmn_spin_unlock(struct cmn_spinlock *s)
 {
 	atomic_store_explicit(&s->locked, false, memory_order_release);

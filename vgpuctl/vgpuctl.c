@@ -597,13 +597,13 @@ static int cmd_modify(struct ctlc *c, struct vgpuctl_opts *o)
 	return simple(c, o, "modify-slice", a);
 }
 
-static int parse_count(const char *s, long max, long *out)
+static int parse_count(const char *s, long min, long max, long *out)
 {
 	char *end;
 
 	errno = 0;
 	*out = strtol(s, &end, 10);
-	return !*s || *end || errno || *out < 0 || *out > max ? -EINVAL : 0;
+	return !*s || *end || errno || *out < min || *out > max ? -EINVAL : 0;
 }
 
 static int cmd_set_vfs(struct ctlc *c, struct vgpuctl_opts *o)
@@ -611,7 +611,7 @@ static int cmd_set_vfs(struct ctlc *c, struct vgpuctl_opts *o)
 	json_object *a;
 	long n;
 
-	if (parse_count(o->args[0], 1000, &n))
+	if (parse_count(o->args[0], 0, 1000, &n))
 		return usage_error("%s: \"%s\" is not a number of VFs (0..1000)", o->verb,
 				   o->args[0]);
 	a = json_object_new_object();
@@ -630,7 +630,7 @@ static int cmd_reset(struct ctlc *c, struct vgpuctl_opts *o)
 		return uuid_verb(c, o, "reset-vf");
 	if (!o->nargs)
 		return usage_error("%s needs -u UUID or a VF number (1..63)", o->verb);
-	if (parse_count(o->args[0], 63, &vf) || !vf)
+	if (parse_count(o->args[0], 1, 63, &vf))
 		return usage_error("%s: \"%s\" is not a VF number (1..63)", o->verb, o->args[0]);
 	a = json_object_new_object();
 	json_object_object_add(a, "vf", json_object_new_int((int)vf));
@@ -674,7 +674,7 @@ static int cmd_stats(struct ctlc *c, struct vgpuctl_opts *o)
 	int r;
 
 	if (o->nargs == 1) {
-		if (parse_count(o->args[0], 63, &vf) || !vf)
+		if (parse_count(o->args[0], 1, 63, &vf))
 			return usage_error("\"%s\" is not a VF number (1..63)", o->args[0]);
 		a = json_object_new_object();
 		json_object_object_add(a, "vf", json_object_new_int((int)vf));
@@ -1086,7 +1086,7 @@ static int parse_owner_uid(const char *arg, long *uid)
 	struct passwd pw, *res = NULL;
 	char buf[4096];
 
-	if (!parse_count(arg, 2147483647L, uid))
+	if (!parse_count(arg, 0, 2147483647L, uid))
 		return 0;
 	if (getpwnam_r(arg, &pw, buf, sizeof(buf), &res) || !res)
 		return -EINVAL;
@@ -1106,14 +1106,14 @@ static int add_attr(struct vgpuctl_opts *o, const char *key, json_object *v)
 static int quota_flag(struct vgpuctl_opts *o, int opt, const char *arg)
 {
 	/* The daemon checks the same ranges; checked here too so the message names the flag. */
-	static const struct { int opt; const char *key, *flag; long max; } nums[] = {
-		{ O_CHANNELS, "channels", "--channels", 64 },
-		{ O_DOORBELLS, "doorbells", "--doorbells", 1024 },
-		{ O_EXEC, "exec_quantum_ms", "--exec-quantum-ms", 100000 },
-		{ O_EXEC_US, "exec_quantum_us", "--exec-quantum-us", 100000000 },
-		{ O_PREEMPT, "preempt_timeout_us", "--preempt-timeout-us", 10000000 },
-		{ O_RM_CLIENTS, "rm_clients", "--rm-clients", 1023 },
-		{ O_RM_OBJECTS, "rm_objects", "--rm-objects", 1 << 20 },
+	static const struct { int opt; const char *key, *flag; long min, max; } nums[] = {
+		{ O_CHANNELS, "channels", "--channels", 1, 64 },
+		{ O_DOORBELLS, "doorbells", "--doorbells", 1, 1024 },
+		{ O_EXEC, "exec_quantum_ms", "--exec-quantum-ms", 0, 100000 },
+		{ O_EXEC_US, "exec_quantum_us", "--exec-quantum-us", 0, 100000000 },
+		{ O_PREEMPT, "preempt_timeout_us", "--preempt-timeout-us", 0, 10000000 },
+		{ O_RM_CLIENTS, "rm_clients", "--rm-clients", 1, 1023 },
+		{ O_RM_OBJECTS, "rm_objects", "--rm-objects", 1, 1 << 20 },
 	};
 	static const char *const prios[] = { "low", "normal" };	/* "high" is the PF's */
 	uint64_t size;
@@ -1134,9 +1134,9 @@ static int quota_flag(struct vgpuctl_opts *o, int opt, const char *arg)
 	for (unsigned int i = 0; i < sizeof(nums) / sizeof(nums[0]); i++) {
 		if (nums[i].opt != opt)
 			continue;
-		if (parse_count(arg, nums[i].max, &n))
-			return usage_error("bad %s \"%s\": need a number in 0..%ld", nums[i].flag, arg,
-					   nums[i].max);
+		if (parse_count(arg, nums[i].min, nums[i].max, &n))
+			return usage_error("bad %s \"%s\": need a number in %ld..%ld", nums[i].flag,
+					   arg, nums[i].min, nums[i].max);
 		return add_attr(o, nums[i].key, json_object_new_int((int)n));
 	}
 	return VGPUCTL_USAGE;
@@ -1212,7 +1212,7 @@ static int parse_args(int argc, char **argv, struct vgpuctl_opts *o)
 			flag_given(o, VF_MIGRATE, "--switchover");
 			break;
 		case O_MAX_ROUNDS:
-			if (parse_count(optarg, 64, &o->max_rounds) || !o->max_rounds)
+			if (parse_count(optarg, 1, 64, &o->max_rounds))
 				return usage_error("bad --max-rounds \"%s\": need a number in 1..64",
 						   optarg);
 			flag_given(o, VF_MIGRATE, "--max-rounds");

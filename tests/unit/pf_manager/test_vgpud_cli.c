@@ -380,6 +380,10 @@ static const struct raw_case {
 	  "InvalidArgument" },
 	{ "unknown attribute", "{\"execute\":\"define-slice\",\"arguments\":{\"type\":\"vgpu-1G\","
 	  "\"attrs\":[{\"colour\":\"red\"}]}}", "InvalidArgument" },
+	{ "channels 0", "{\"execute\":\"define-slice\",\"arguments\":{\"type\":\"vgpu-1G\","
+	  "\"attrs\":[{\"channels\":0}]}}", "InvalidArgument" },
+	{ "rm_objects 0", "{\"execute\":\"define-slice\",\"arguments\":{\"type\":\"vgpu-1G\","
+	  "\"attrs\":[{\"rm_objects\":0}]}}", "InvalidArgument" },
 	{ "priority high", "{\"execute\":\"define-slice\",\"arguments\":{\"type\":\"vgpu-1G\","
 	  "\"attrs\":[{\"priority\":\"high\"}]}}", "InvalidArgument" },
 	{ "set-vfs negative", "{\"execute\":\"set-vfs\",\"arguments\":{\"num_vfs\":-1}}",

@@ -115,9 +115,13 @@ static void test_limits_provisioned(void **state)
 	assert_int_equal(t_get_u64(p, "rm_clients"), 64);
 	assert_int_equal(t_get_u64(p, "rm_objects"), 4096);	/* the floor for 512 MiB */
 	json_object_put(p);
-	assert_true(T_CTL(d, "define", "-t", "vgpu-512M", "-u", U3, "--rm-objects", "0") != 0);
-	assert_non_null(strstr(t_out.err, "rm_objects"));
-	assert_true(T_CTL(d, "define", "-t", "vgpu-512M", "-u", U3, "--rm-clients", "5000") != 0);
+	/* Out of range: a usage error naming the flag and its range, vgpud not asked. */
+	assert_int_equal(T_CTL(d, "define", "-t", "vgpu-512M", "-u", U3, "--rm-objects", "0"), 2);
+	assert_non_null(strstr(t_out.err, "--rm-objects \"0\": need a number in 1..1048576"));
+	assert_int_equal(T_CTL(d, "define", "-t", "vgpu-512M", "-u", U3, "--channels", "0"), 2);
+	assert_non_null(strstr(t_out.err, "--channels \"0\": need a number in 1..64"));
+	assert_int_equal(T_CTL(d, "define", "-t", "vgpu-512M", "-u", U3, "--rm-clients", "5000"),
+			 2);
 	assert_int_equal(T_CTL(d, "list", "-u", U3), 3);	/* nothing was defined */
 }
 
