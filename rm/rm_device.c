@@ -98,35 +98,80 @@ int rm_chan_program(struct rm *rm, unsigned int fn, const struct vgpu_rpc_chan *
 	return 0;
 }
 
-/* Put @chid on or off its runlist and record it; the new bitmap goes to the GSP. */
+/* Set @chid's runlist bit and enabled flag in @f's records (device lock held). */
+static void runlist_record(struct rm *rm, struct rm_fn *f, uint32_t rl, uint32_t chid, bool on,
+			   bool enabled)
+{
+	rm_dev_assert_held(rm);
+	if (on)
+		f->runlist[rl] |= 1ull << chid;
+	else
+		f->runlist[rl] &= ~(1ull << chid);
+	f->chans[chid].enabled = enabled;
+}
+
+/* Put @chid on or off its runlist and tell the GSP the new bitmap. The record changes
+ * first, under the device lock, so that an update of another channel of the runlist made
+ * meanwhile sends a bitmap that has this change in it. If the GSP refuses, the channel's
+ * bit and enabled flag go back to what they were: the records (which a device reset
+ * replays) keep saying what the GSP has. A channel freed or reset meanwhile is left as
+ * that left it. */
 static int runlist_update(struct rm *rm, unsigned int fn, uint32_t chid, bool on)
 {
 	struct rm_fn *f = &rm->fns[fn];
 	struct vgpu_rpc_runlist rl = { .fn = fn };
+	bool was_on, was_enabled;
+	int ret;
 
 	rm_dev_lock(rm);
 	rl.runlist = (uint32_t)f->chans[chid].cfg.runlist;
-	if (on)
-		f->runlist[rl.runlist] |= 1ull << chid;
-	else
-		f->runlist[rl.runlist] &= ~(1ull << chid);
+	was_on = f->runlist[rl.runlist] & (1ull << chid);
+	was_enabled = f->chans[chid].enabled;
+	runlist_record(rm, f, rl.runlist, chid, on, on);
 	rl.chans = f->runlist[rl.runlist];
-	f->chans[chid].enabled = on;
 	rm_dev_unlock(rm);
-	return rpc(rm, fn, VGPU_RPC_FN_RUNLIST_SET, &rl, sizeof(rl));
+	ret = rpc(rm, fn, VGPU_RPC_FN_RUNLIST_SET, &rl, sizeof(rl));
+	if (!ret)
+		return 0;
+	rm_dev_lock(rm);
+	if (f->chans[chid].live)
+		runlist_record(rm, f, rl.runlist, chid, was_on, was_enabled);
+	rm_dev_unlock(rm);
+	return ret;
+}
+
+/* Undo a CHAN_BIND(1) whose runlist update failed: the record says disabled, so must the
+ * GSP, or a device reset would differ from what ran before it. */
+static void chan_unbind(struct rm *rm, unsigned int fn, uint32_t chid)
+{
+	struct vgpu_rpc_chan_enable en = { .fn = fn, .chid = chid, .enable = 0 };
+	int ret = rpc(rm, fn, VGPU_RPC_FN_CHAN_BIND, &en, sizeof(en));
+
+	if (ret)
+		cmn_warn("rm: fn %u channel %u left enabled off its runlist in the GSP: %s", fn,
+			 chid, cmn_strerror(ret));
 }
 
 int rm_chan_enable(struct rm *rm, unsigned int fn, uint32_t chid, bool on)
 {
 	struct vgpu_rpc_chan_enable en = { .fn = fn, .chid = chid, .enable = on };
+	bool was_enabled;
 	int ret;
 
 	if (!on) {	/* off the runlist first: the scheduler must not pick a disabled channel */
 		ret = runlist_update(rm, fn, chid, false);
 		return ret ? ret : rpc(rm, fn, VGPU_RPC_FN_CHAN_BIND, &en, sizeof(en));
 	}
+	rm_dev_lock(rm);
+	was_enabled = rm->fns[fn].chans[chid].enabled;
+	rm_dev_unlock(rm);
 	ret = rpc(rm, fn, VGPU_RPC_FN_CHAN_BIND, &en, sizeof(en));
-	return ret ? ret : runlist_update(rm, fn, chid, true);
+	if (ret)
+		return ret;
+	ret = runlist_update(rm, fn, chid, true);
+	if (ret && !was_enabled)
+		chan_unbind(rm, fn, chid);
+	return ret;
 }
 
 int rm_chan_bind_vaspace(struct rm *rm, unsigned int fn, uint32_t chid, uint64_t pdb)

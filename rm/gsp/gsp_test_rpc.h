@@ -3,9 +3,9 @@
  *
  * They exist only in test builds (-DVGPU_TEST_HOOKS: the -th libraries and vgpu-gsp-test,
  * see the Makefile): fault injection, so tests can make the real GSP process hang, crawl,
- * answer late, die mid-reply, corrupt a reply or flood events; BLOB, a reply of any
- * size for the transport tests; and WD_TICK, which puts the channel watchdog on a clock
- * the test drives. A release vgpu-gsp answers both numbers -EOPNOTSUPP, like
+ * answer late, die mid-reply, corrupt a reply, flood events or fail one RPC; BLOB, a
+ * reply of any size for the transport tests; and WD_TICK, which puts the channel watchdog
+ * on a clock the test drives. A release vgpu-gsp answers the three numbers -EOPNOTSUPP, like
  * any function it does not know, and a release client refuses INJECT and WD_TICK (above
  * VGPU_RPC_FN_MAX) with -EINVAL. Numbers and layouts follow include/vgpu/rpc.h. */
 #ifndef VGPU_RM_GSP_TEST_RPC_H
@@ -46,6 +46,8 @@ enum vgpu_rpc_inject_mode {
 					 * VGPU_INJ_UNTIL_CLEAR: until VGPU_INJ_CLEAR */
 	VGPU_INJ_EVENT_STORM = 7,	/* emit @arg VGPU_RPC_EVT_TEST events now */
 	VGPU_INJ_CRASH = 8,		/* exit at once */
+	VGPU_INJ_FAIL = 9,		/* the next RPC @arg (function number) of gfid @fn
+					 * is not run and fails with -EREMOTEIO */
 };
 
 #define VGPU_INJ_UNTIL_CLEAR	UINT64_MAX

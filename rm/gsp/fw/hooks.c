@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 /* The firmware's test hooks: fault injection (INJECT), BLOB and the watchdog's test clock
  * (WD_TICK), the test-only RPCs of rm/gsp/gsp_test_rpc.h, so tests can make the real GSP
- * process hang, crawl, answer late, die mid-reply, corrupt a reply or flood events, and
- * decide what the watchdog sees by counts instead of by the time their threads take. Compiled only with VGPU_TEST_HOOKS (the
- * -th build behind vgpu-gsp-test): the release vgpu-gsp holds none of it. */
+ * process hang, crawl, answer late, die mid-reply, corrupt a reply, flood events or fail
+ * one RPC, and decide what the watchdog sees by counts instead of by the time their
+ * threads take. Compiled only with VGPU_TEST_HOOKS (the -th build behind vgpu-gsp-test):
+ * the release vgpu-gsp holds none of it. */
 #ifdef VGPU_TEST_HOOKS
 
 #include <errno.h>
@@ -70,8 +71,10 @@ static int storm_start(struct gsp_fw *s, uint64_t n, uint32_t gfid)
 
 static void faults_clear(struct gsp_fw *s)
 {
-	for (unsigned int i = 0; i < 64; i++)
+	for (unsigned int i = 0; i < 64; i++) {
 		atomic_store(&s->faults.slow_ns[i], 0);
+		atomic_store(&s->faults.fail_fn[i], 0);
+	}
 	for (unsigned int i = 0; i < s->l.nr_lanes; i++) {
 		struct gsp_fw_lane_faults *f = &s->lanes[i].faults;
 
@@ -123,6 +126,11 @@ int gsp_fw_rpc_inject(struct gsp_fw_lane *ln, const void *req, size_t len,
 		return storm_start(s, in->arg, in->fn);
 	case VGPU_INJ_CRASH:
 		gsp_fw_die(2);
+	case VGPU_INJ_FAIL:
+		if (in->arg >= UINT32_MAX)
+			return -EINVAL;
+		atomic_store(&s->faults.fail_fn[in->fn], in->arg + 1);
+		return 0;
 	}
 	return -EINVAL;
 }
@@ -214,12 +222,17 @@ bool gsp_fw_hook_hung(struct gsp_fw *s)
 	return atomic_load_explicit(&s->faults.hang, memory_order_relaxed);
 }
 
-void gsp_fw_hook_before_rpc(struct gsp_fw *s, uint32_t gfid)
+int gsp_fw_hook_before_rpc(struct gsp_fw *s, uint32_t gfid, uint32_t fn)
 {
 	uint64_t slow = gfid < 64 ? atomic_load(&s->faults.slow_ns[gfid]) : 0;
+	uint64_t armed = (uint64_t)fn + 1;
 
 	if (slow)
 		cmn_sleep_ns(slow);
+	/* Taken by exchange: of two RPCs of that number racing here, exactly one fails. */
+	if (gfid < 64 && atomic_compare_exchange_strong(&s->faults.fail_fn[gfid], &armed, 0))
+		return -EREMOTEIO;
+	return 0;
 }
 
 void gsp_fw_hook_reply_begin(struct gsp_fw_lane *ln)

@@ -514,7 +514,9 @@ static int srv_handle(struct gsp_fw_lane *ln, uint32_t fn, uint32_t gfid,
 	int ret;
 
 	*out = (struct gsp_fw_reply){ 0 };
-	gsp_fw_hook_before_rpc(ln->s, gfid);
+	ret = gsp_fw_hook_before_rpc(ln->s, gfid, fn);
+	if (ret)
+		return ret;
 	if (!d)
 		return -EOPNOTSUPP;
 	ret = srv_validate(ln->s, d, req, len);
