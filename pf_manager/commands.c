@@ -455,6 +455,32 @@ static int migrating_check(struct pf_daemon *d, const char *name, json_object *a
 			"migrate-cancel it first", name, s->uuid);
 }
 
+/* Since a state directory failed to sync, the daemon takes no change: its files and its
+ * memory agree, but the next change could be lost with the previous one, unseen. */
+static int read_only_check(struct pf_daemon *d, const char *name, struct pf_err *e)
+{
+	if (!d->state_sync_err)
+		return 0;
+	return cmn_fail(&e->f, -EROFS, "%s: refused: vgpud takes no changes until it is "
+			"restarted, since syncing its state directory %s failed (%s)", name,
+			d->state_sync_dir, cmn_strerror(d->state_sync_err));
+}
+
+/* A change whose state file was written but whose directory then failed to sync: it is
+ * in effect and in its file, so the reply says so and why it is not durable. @name: the
+ * command, or NULL (a deferred reply, which does not know it). */
+static json_object *reply_unsynced(struct pf_daemon *d, json_object *id, const char *name)
+{
+	struct pf_err e = { 0 };
+
+	cmn_fail(&e.f, d->state_sync_err, "%s%sdone, but not durable: syncing the state "
+		 "directory %s failed (%s); the change is in effect and in its file, but a "
+		 "crash may undo it; vgpud takes no further changes until it is restarted",
+		 name ? name : "", name ? ": " : "", d->state_sync_dir,
+		 cmn_strerror(d->state_sync_err));
+	return reply_error(id, err_class(e.f.err), &e);
+}
+
 static const struct pf_cmd *cmd_find(const char *name)
 {
 	for (unsigned int i = 0; i < VGPU_ARRAY_SIZE(pf_cmds); i++)
@@ -504,7 +530,7 @@ json_object *pf_command(struct pf_daemon *d, struct pf_client *c, json_object *r
 	const struct pf_cmd *cmd;
 	const char *name = NULL, *cls;
 	json_object *args, *id = NULL, *ret, *rep;
-	bool dry;
+	bool dry, synced;
 	int r;
 
 	if (json_object_is_type(req, json_type_object))
@@ -528,8 +554,9 @@ json_object *pf_command(struct pf_daemon *d, struct pf_client *c, json_object *r
 			"group", name, (int)c->uid);
 		return reply_error(id, "PermissionDenied", &e);
 	}
-	if (cmd->mutating && migrating_check(d, name, args, &e))
+	if (cmd->mutating && (read_only_check(d, name, &e) || migrating_check(d, name, args, &e)))
 		return reply_error(id, err_class(e.f.err), &e);
+	synced = !d->state_sync_err;
 	ret = json_object_new_object();
 	log_scope_from(d, args);
 	/* A descriptor the client sent is this request's (or nobody's: closed after it). */
@@ -559,6 +586,11 @@ json_object *pf_command(struct pf_daemon *d, struct pf_client *c, json_object *r
 			cmn_info("control: %s refused: %s", name, e.f.msg);
 		return reply_error(id, err_class(r), &e);
 	}
+	if (synced && d->state_sync_err) {
+		json_object_put(ret);
+		json_object_put(e.data);
+		return reply_unsynced(d, id, name);
+	}
 	rep = json_object_new_object();
 	json_object_object_add(rep, "return", ret);
 add_id:
@@ -582,6 +614,11 @@ void pf_command_reply_later(struct pf_daemon *d, struct pf_client *c, json_objec
 	if (r) {
 		json_object_put(ret);
 		rep = reply_error(id, err_class(r), e);
+	} else if (d->state_sync_err) {
+		/* Taken while the state was sound (changes are refused since), so the failure
+		 * came while it ran: maybe its own commit. */
+		json_object_put(ret);
+		rep = reply_unsynced(d, id, NULL);
 	} else {
 		rep = json_object_new_object();
 		json_object_object_add(rep, "return", ret);

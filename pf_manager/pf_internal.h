@@ -118,7 +118,8 @@ struct pf_slice {
 					 * it is not run here until reclaimed; "" = none */
 	/* running state (vf != 0) */
 	unsigned int vf;
-	struct pf_quota prov;		/* as provisioned (aligned) */
+	struct pf_quota prov;		/* as provisioned (aligned); set with pf_svc_set_prov()
+					 * while a service thread runs */
 	uint64_t base;			/* device VRAM offset */
 	struct pma *child;		/* allocations inside the partition */
 	int bar_fd;
@@ -210,11 +211,19 @@ struct pf_daemon {
 	json_object *req_id;		/* ... and its id (borrowed), or NULL */
 	bool req_deferred;		/* the command answers later (pf_command_reply_later) */
 	uint64_t resets_acked, resets_timed_out;	/* announced resets, by how they ended */
+	/* A state file was replaced (or removed) but its directory's fsync failed: memory and
+	 * the file agree, a crash may not keep them. From then on no change is taken until a
+	 * restart (pf_command). 0: the state directory is sound. */
+	int state_sync_err;
+	char state_sync_dir[PF_PATH_MAX];	/* the directory that failed */
 };
 
 /* ---- util.c ---- */
-/* Write @data to @path atomically: temp file, fsync, rename, fsync the directory. */
-int pf_write_file_atomic(const char *path, const char *data, size_t len);
+/* Write @data to @path atomically: temp file, fsync, rename, fsync the directory. 0 once
+ * @path holds @data, with *@dir_err 0, or the -errno of the directory's fsync: the rename
+ * is then seen by every reader (a restart too) but may not survive a crash. -errno (and
+ * *@dir_err 0) if @path is as it was. */
+int pf_write_file_atomic(const char *path, const char *data, size_t len, int *dir_err);
 /* A durability point (@what: "write", "fsync", "rename", "unlink"...): in a test build
  * (VGPU_TEST_HOOKS, vgpud-test) with VGPU_CRASH_AT=N in the environment the Nth one exits
  * with PF_CRASH_EXIT before doing it; in the product it is nothing. */
@@ -225,6 +234,9 @@ void pf_dur_point(const char *what);
  * VGPU_STOP_AT_CMD names it, so a test holds the loop mid-iteration for as long as it
  * needs; in the product it is nothing. */
 void pf_test_stop_at_cmd(const char *name);
+/* Test builds: the fault pf_test_dir_fsync_err holds, taken (reset to 0) by the next
+ * directory fsync; in the product it is 0. */
+int pf_test_dir_fsync_fault(void);
 #else
 static inline void pf_dur_point(const char *what)
 {
@@ -234,7 +246,14 @@ static inline void pf_test_stop_at_cmd(const char *name)
 {
 	(void)name;
 }
+static inline int pf_test_dir_fsync_fault(void)
+{
+	return 0;
+}
 #endif
+/* Defined only in test builds (the -th library the unit tests link): a test sets it to
+ * -errno and the next directory fsync (pf_fsync_dir_of()) fails with it, once. */
+extern int pf_test_dir_fsync_err;
 /* fsync the directory holding @path, so a rename or unlink in it is durable. */
 int pf_fsync_dir_of(const char *path);
 /* Parse exactly one JSON value filling @buf (trailing whitespace only, no NUL byte). */
@@ -324,6 +343,9 @@ int pf_state_save_journal(struct pf_daemon *d);
 int pf_state_save_journal_without(struct pf_daemon *d, const struct pf_slice *skip);
 /* Load definitions and the journal; all or nothing. */
 int pf_state_load(struct pf_daemon *d);
+/* Each of the writes above returns 0 once the file holds the new state, even when the
+ * directory's fsync then failed: the change stands (a restart reads it), the failure is
+ * logged, and d->state_sync_err and state_sync_dir say the daemon is read-only. */
 /* Name of @vf's VRAM object for this instance. */
 void pf_shm_name(const struct pf_daemon *d, unsigned int vf, char *buf, size_t len);
 /* Parse a client's slice spec (define-slice's shape) into @s; a "parent" must name this
@@ -429,7 +451,8 @@ void pf_reset_client_gone(struct pf_daemon *d, const struct pf_client *c);
 
 /* ---- service.c: one service thread per VF serves its mailbox (doc/pf_manager.md) ---- */
 /* Answer one mailbox request @req of @s into @rsp (a whole slot), as the VF's service
- * thread does; true if it failed (for the counters). */
+ * thread does; true if it failed (for the counters). It reads s->prov unlocked: for a
+ * caller that is the only thread of @s (the mailbox fuzz harness). */
 bool pf_svc_handle(struct pf_daemon *d, struct pf_slice *s, const struct vf_msg *req,
 		   struct vf_msg *rsp, uint32_t resets);
 /* Start @s's service thread (with its endpoint). 0 or -errno. */
@@ -449,6 +472,9 @@ void pf_svc_resume(struct pf_slice *s);
 int pf_svc_pause_idle(struct pf_slice *s, unsigned int timeout_ms);
 /* Copy the thread's mailbox counters into @s (loop thread, before it reads them). */
 void pf_svc_sync(struct pf_slice *s);
+/* Set @s's provisioned quota (loop thread, not paused): under the service lock, where the
+ * thread reads it, when @s has a service thread. */
+void pf_svc_set_prov(struct pf_slice *s, const struct pf_quota *prov);
 
 /* ---- rm_glue.c ---- */
 int pf_rm_init(struct pf_daemon *d);
@@ -475,8 +501,8 @@ int pf_rm_sched_set(struct pf_daemon *d, int policy, uint64_t quantum_ns);
 /* @vf's scheduling settings, through the GSP. */
 int pf_rm_fn_sched_set(struct pf_daemon *d, unsigned int vf, bool enabled, uint64_t quantum_ns,
 		       uint64_t preempt_timeout_ns, uint64_t weight);
-/* @s's provisioned quota as the RM's limits for its VF. */
-int pf_rm_quota_set(struct pf_daemon *d, const struct pf_slice *s);
+/* Provisioned quota @prov as the RM's limits for @vf. */
+int pf_rm_quota_set(struct pf_daemon *d, unsigned int vf, const struct pf_quota *prov);
 /* RM clients plus objects of @vf. */
 uint64_t pf_rm_objects(struct pf_daemon *d, unsigned int vf);
 /* Post the channel errors the GSP reported for @s's VF as VF_EVT_CHAN_ERROR (loop thread). */
@@ -530,7 +556,8 @@ json_object *pf_command(struct pf_daemon *d, struct pf_client *c, json_object *r
  * for pf_command_reply_later(). */
 void pf_command_defer(struct pf_daemon *d, struct pf_client **client, json_object **id);
 /* The reply to a deferred request @id (taken) as pf_command would have built it: @ret
- * (taken) when @r is 0, else @e's error; sent to @c unless @c is NULL. */
+ * (taken) when @r is 0, else @e's error; the "not durable" error instead of @ret once a
+ * state directory failed to sync (d->state_sync_err); sent to @c unless @c is NULL. */
 void pf_command_reply_later(struct pf_daemon *d, struct pf_client *c, json_object *id, int r,
 			    json_object *ret, struct pf_err *e);
 

@@ -271,10 +271,10 @@ int pf_rm_fn_sched_set(struct pf_daemon *d, unsigned int vf, bool enabled, uint6
 	return rm_fn_sched_set(d->rm, vf, enabled, quantum_ns, preempt_timeout_ns, weight);
 }
 
-int pf_rm_quota_set(struct pf_daemon *d, const struct pf_slice *s)
+int pf_rm_quota_set(struct pf_daemon *d, unsigned int vf, const struct pf_quota *prov)
 {
-	struct rm_quota q = { .vram = s->prov.vram, .channels = s->prov.channels,
-			      .clients = s->prov.rm_clients, .objects = s->prov.rm_objects };
+	struct rm_quota q = { .vram = prov->vram, .channels = prov->channels,
+			      .clients = prov->rm_clients, .objects = prov->rm_objects };
 
-	return rm_quota_set(d->rm, s->vf, &q);
+	return rm_quota_set(d->rm, vf, &q);
 }

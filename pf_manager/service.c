@@ -6,9 +6,12 @@
  *
  * The thread's state is shared with the loop thread through svc->lock, which guards the
  * mailbox rings' host views (s->req, s->rsp), s->mbox_broken, the guest's mailbox vectors
- * (kick_fd, reply_fd), the ring generation and the reset count the guest is told. The lock
- * is never held across a request's handling: an RM call through the GSP runs unlocked, and
- * its reply is written back only if the rings were not formatted again meanwhile (gen).
+ * (kick_fd, reply_fd), the ring generation, the reset count the guest is told and the
+ * provisioned quota s->prov (the loop changes it with pf_svc_set_prov() while the thread
+ * runs: an owner-only modify is allowed with a guest attached). The lock is never held
+ * across a request's handling: what a request needs of it is copied when the request is
+ * taken, an RM call through the GSP runs unlocked, and its reply is written back only if
+ * the rings were not formatted again meanwhile (gen).
  *
  * CPU priority by share (common/share.h, the rule the GSP's lanes follow too): every
  * thread counts the requests it serves in windows of CMN_SHARE_WINDOW_NS; a thread whose
@@ -50,7 +53,7 @@ struct pf_svc {
 	int kick_fd;			/* the guest's mailbox vector to us; -1: no guest */
 	int reply_fd;			/* our mailbox vector to the guest; -1: no guest */
 	uint64_t gen;			/* bumped whenever the rings are formatted again */
-	uint32_t resets;		/* what GET_INFO reports */
+	uint32_t resets;		/* what GET_INFO reports, with s->prov */
 	bool busy;			/* a request taken, its reply not yet in the ring */
 	pthread_cond_t idle;		/* busy went false */
 	/* counters, written by the thread, copied into the slice by pf_svc_sync() */
@@ -74,8 +77,10 @@ static void svc_account(struct pf_svc *v)
 
 /* ---- one request -------------------------------------------------------------------------- */
 
-bool pf_svc_handle(struct pf_daemon *d, struct pf_slice *s, const struct vf_msg *req,
-		   struct vf_msg *rsp, uint32_t resets)
+/* Answer @req as pf_svc_handle() does, GET_INFO from @prov, the quota as it was when the
+ * request was taken. */
+static bool svc_handle(struct pf_daemon *d, struct pf_slice *s, const struct vf_msg *req,
+		       struct vf_msg *rsp, const struct pf_quota *prov, uint32_t resets)
 {
 	const uint8_t *payload = (const uint8_t *)(req + 1);
 	uint8_t *out = (uint8_t *)(rsp + 1);
@@ -95,8 +100,8 @@ bool pf_svc_handle(struct pf_daemon *d, struct pf_slice *s, const struct vf_msg 
 		break;
 	case VF_MSG_GET_INFO: {
 		struct vf_msg_info info = {
-			.vf_id = s->vf, .abi_version = VGPU_ABI_VERSION, .vram_size = s->prov.vram,
-			.channels = s->prov.channels, .doorbells = s->prov.doorbells,
+			.vf_id = s->vf, .abi_version = VGPU_ABI_VERSION, .vram_size = prov->vram,
+			.channels = prov->channels, .doorbells = prov->doorbells,
 			.reset_count = resets,
 		};
 
@@ -122,6 +127,12 @@ bool pf_svc_handle(struct pf_daemon *d, struct pf_slice *s, const struct vf_msg 
 		break;
 	}
 	return rsp->status != 0;
+}
+
+bool pf_svc_handle(struct pf_daemon *d, struct pf_slice *s, const struct vf_msg *req,
+		   struct vf_msg *rsp, uint32_t resets)
+{
+	return svc_handle(d, s, req, rsp, &s->prov, resets);
 }
 
 /* Take the next request out of the ring into @req (lock held). 1: got one; 0: nothing to
@@ -160,6 +171,7 @@ static int svc_take(struct pf_svc *v, uint8_t *req)
 static void svc_serve(struct pf_svc *v)
 {
 	uint8_t req[VF_MBOX_SLOT_SIZE], rsp[VF_MBOX_SLOT_SIZE];
+	struct pf_quota prov;
 	uint64_t one = 1, gen;
 	uint32_t resets;
 	bool failed;
@@ -172,11 +184,12 @@ static void svc_serve(struct pf_svc *v)
 		}
 		gen = v->gen;
 		resets = v->resets;
+		prov = v->s->prov;
 		cmn_mutex_unlock(&v->lock);
 		svc_account(v);	/* its nice first: it runs the request at it */
 		memset(rsp, 0, sizeof(rsp));
-		failed = pf_svc_handle(v->d, v->s, (const struct vf_msg *)req, (struct vf_msg *)rsp,
-				       resets);
+		failed = svc_handle(v->d, v->s, (const struct vf_msg *)req, (struct vf_msg *)rsp,
+				    &prov, resets);
 		atomic_fetch_add(failed ? &v->rpc_err : &v->rpc_ok, 1);
 		cmn_mutex_lock(&v->lock);
 		/* A reset formatted the rings meanwhile: the request died with them. */
@@ -363,6 +376,17 @@ void pf_svc_resume(struct pf_slice *s)
 	v->resets = (uint32_t)s->resets;
 	cmn_mutex_unlock(&v->lock);
 	svc_wake(v);	/* requests may already wait in the fresh rings */
+}
+
+void pf_svc_set_prov(struct pf_slice *s, const struct pf_quota *prov)
+{
+	struct pf_svc *v = s->svc;
+
+	if (v)
+		cmn_mutex_lock(&v->lock);
+	s->prov = *prov;
+	if (v)
+		cmn_mutex_unlock(&v->lock);
 }
 
 void pf_svc_sync(struct pf_slice *s)

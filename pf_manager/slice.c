@@ -956,27 +956,38 @@ static void slice_give_to(struct pf_daemon *d, struct pf_slice *s, long uid)
 			  cmn_strerror(-errno));
 }
 
+/* Give @s the definition of @src: type, start mode, custom quota and owner. */
+static void spec_copy(struct pf_slice *s, const struct pf_slice *src)
+{
+	memcpy(s->type, src->type, sizeof(s->type));
+	s->autostart = src->autostart;
+	s->custom = src->custom;
+	s->custom_bits = src->custom_bits;
+	memcpy(s->owner_vm, src->owner_vm, sizeof(s->owner_vm));
+	s->owner_gen = src->owner_gen;
+	s->owner_uid = src->owner_uid;
+}
+
 /* A running slice's commit point is the journal, which carries its definition and its
  * provisioned quota together; the definition file follows (a loader repairs it if a crash
- * came between). On failure @s and the RM's limits are as before. */
+ * came between). On failure @s and the RM's limits are as before. Only the definition and
+ * the quota are saved and put back: the rest of @s belongs to its service thread and its
+ * endpoint meanwhile, and the quota is published under the service lock. */
 static int modify_commit_running(struct pf_daemon *d, struct pf_slice *s, struct pf_slice *n,
 				 const struct pf_quota *prov, struct pf_err *e)
 {
-	struct pf_slice old = *s;
+	struct pf_slice old = { 0 };
 	int r;
 
-	memcpy(s->type, n->type, sizeof(s->type));
-	s->autostart = n->autostart;
-	s->custom = n->custom;
-	s->custom_bits = n->custom_bits;
-	memcpy(s->owner_vm, n->owner_vm, sizeof(s->owner_vm));
-	s->owner_gen = n->owner_gen;
-	s->owner_uid = n->owner_uid;
-	s->prov = *prov;
+	spec_copy(&old, s);
+	old.prov = s->prov;
+	spec_copy(s, n);
+	pf_svc_set_prov(s, prov);
 	r = pf_state_save_journal(d);
 	if (r) {
-		*s = old;
-		pf_rm_quota_set(d, s);
+		spec_copy(s, &old);
+		pf_svc_set_prov(s, &old.prov);
+		pf_rm_quota_set(d, s->vf, &s->prov);
 		return cmn_fail(&e->f, r, "slice %s: cannot write the journal: %s", s->uuid,
 			       cmn_strerror(r));
 	}
@@ -993,39 +1004,31 @@ static int modify_commit_running(struct pf_daemon *d, struct pf_slice *s, struct
 static int modify_commit(struct pf_daemon *d, struct pf_slice *s, struct pf_slice *n,
 			 struct pf_err *e)
 {
-	struct pf_slice tmp;
+	struct pf_quota prov;
 	int r;
 
 	if (s->vf) {
-		tmp = *s;
 		/* Checked by modify_running_check() unless only the owner changes; an owner's
 		 * change keeps the counts, which the budget takes back for the slice. */
-		r = pf_slice_quota(d, n, &tmp.prov, e);
+		r = pf_slice_quota(d, n, &prov, e);
 		if (r)
 			return r;
-		tmp.prov.vram = s->prov.vram;
-		r = pf_rm_quota_set(d, &tmp);
+		prov.vram = s->prov.vram;
+		r = pf_rm_quota_set(d, s->vf, &prov);
 		if (r)
 			return cmn_fail(&e->f, r, "slice %s: the RM refused the new quota: %s", s->uuid,
 				       cmn_strerror(r));
 	}
-	r = s->vf ? modify_commit_running(d, s, n, &tmp.prov, e) : pf_state_save_slice(d, n);
+	r = s->vf ? modify_commit_running(d, s, n, &prov, e) : pf_state_save_slice(d, n);
 	if (r && !s->vf)
 		cmn_fail(&e->f, r, "slice %s: cannot write its definition: %s", s->uuid,
 			 cmn_strerror(r));
 	if (r)
 		return r;
-	memcpy(s->type, n->type, sizeof(s->type));
-	s->autostart = n->autostart;
-	s->custom = n->custom;
-	s->custom_bits = n->custom_bits;
-	memcpy(s->owner_vm, n->owner_vm, sizeof(s->owner_vm));
-	s->owner_gen = n->owner_gen;
 	if (s->vf && s->owner_uid != n->owner_uid)
 		slice_give_to(d, s, n->owner_uid);
-	s->owner_uid = n->owner_uid;
+	spec_copy(s, n);
 	if (s->vf) {
-		s->prov = tmp.prov;
 		s->hdr->channels = s->prov.channels;
 		s->hdr->doorbells = s->prov.doorbells;
 		s->hdr->exec_quantum_ms = pf_quantum_ms(s->prov.exec_quantum_us);

@@ -320,17 +320,36 @@ static void slice_path(const struct pf_daemon *d, const char *uuid, char *buf, s
 	snprintf(buf, len, "%s/slices/%s.json", d->cfg.state_dir, uuid);
 }
 
-static int write_json(const char *path, json_object *o)
+/* @path was replaced or removed, but syncing its directory failed with @err: the change
+ * is what a restart reads, so it stands in memory too, yet a crash may undo it. The
+ * daemon takes no further change until it is restarted (pf_command refuses them). */
+static void state_unsynced(struct pf_daemon *d, const char *path, int err)
+{
+	const char *slash = strrchr(path, '/');
+	int len = slash ? (int)(slash - path) : (int)strlen(path);
+
+	cmn_err("syncing the state directory %.*s failed: %s; the change to %s stands (a "
+		"restart reads it) but may not survive a crash; no change is taken until vgpud "
+		"is restarted", len, path, cmn_strerror(err), path);
+	if (d->state_sync_err)
+		return;		/* the first failure is the one reported */
+	d->state_sync_err = err;
+	snprintf(d->state_sync_dir, sizeof(d->state_sync_dir), "%.*s", len, path);
+}
+
+static int write_json(struct pf_daemon *d, const char *path, json_object *o)
 {
 	const char *txt = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
 							 JSON_C_TO_STRING_NOSLASHESCAPE);
 	char *buf;
-	int r;
+	int r, dir_err;
 
 	if (asprintf(&buf, "%s\n", txt) < 0)
 		return -ENOMEM;
-	r = pf_write_file_atomic(path, buf, strlen(buf));
+	r = pf_write_file_atomic(path, buf, strlen(buf), &dir_err);
 	free(buf);
+	if (dir_err)
+		state_unsynced(d, path, dir_err);
 	return r;
 }
 
@@ -341,7 +360,7 @@ int pf_state_save_slice(struct pf_daemon *d, const struct pf_slice *s)
 	int r;
 
 	slice_path(d, s->uuid, path, sizeof(path));
-	r = write_json(path, o);
+	r = write_json(d, path, o);
 	json_object_put(o);
 	return r;
 }
@@ -349,13 +368,17 @@ int pf_state_save_slice(struct pf_daemon *d, const struct pf_slice *s)
 int pf_state_remove_slice(struct pf_daemon *d, const struct pf_slice *s)
 {
 	char path[PF_PATH_MAX + 64];
+	int r;
 
 	slice_path(d, s->uuid, path, sizeof(path));
 	pf_dur_point("unlink");
 	if (unlink(path))
 		return -errno;
 	pf_dur_point("fsync dir");
-	return pf_fsync_dir_of(path);
+	r = pf_fsync_dir_of(path);
+	if (r)
+		state_unsynced(d, path, r);	/* gone all the same: a restart misses it */
+	return 0;
 }
 
 /* ---- journal ------------------------------------------------------------------------------ */
@@ -433,7 +456,7 @@ int pf_state_save_journal_without(struct pf_daemon *d, const struct pf_slice *sk
 			json_object_array_add(arr, journal_entry(d->vfs[vf]));
 	json_object_object_add(o, "slices", arr);
 	snprintf(path, sizeof(path), "%s/journal.json", d->cfg.state_dir);
-	r = write_json(path, o);
+	r = write_json(d, path, o);
 	json_object_put(o);
 	if (r)
 		cmn_err("cannot write %s: %s", path, cmn_strerror(r));

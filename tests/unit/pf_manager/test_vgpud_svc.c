@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 /* vgpud's service plane, by counts: each VF's mailbox has its own service thread, so a VF
  * whose RM call is stuck in the GSP holds up nobody else, and a VF flooding malformed
- * requests and doorbells gets its errors while only its own counters move; the CPU
- * priority by share puts a light VF's thread ahead of busy ones'. Also runs under
- * ThreadSanitizer against the TSan vgpud (pf_manager_TSAN_TESTS). */
+ * requests and doorbells gets its errors while only its own counters move; an owner's
+ * modify-slice does not race with the thread it serves; the CPU priority by share puts a
+ * light VF's thread ahead of busy ones'. Also runs under ThreadSanitizer against the TSan
+ * vgpud (pf_manager_TSAN_TESTS). */
 #include <dirent.h>
 #include <sched.h>
 
@@ -19,6 +20,7 @@ static char U3[] = "33333333-3333-4333-8333-333333333333";
 #define VICTIM_CALLS	32
 #define FLOOD_BAD	40	/* malformed requests of each kind */
 #define FLOOD_DB	16	/* doorbells with no channel behind them */
+#define OWNER_ROUNDS	8	/* owner-only modifies, each between two GET_INFOs */
 
 static int setup(void **state)
 {
@@ -296,6 +298,41 @@ static void test_malformed_flood_isolated(void **state)
 	t_client_free(c);
 }
 
+/* An owner-only modify-slice, taken with a guest attached, sets the quota that the VF's
+ * service thread reads for GET_INFO: it does so under the service lock, where the thread
+ * copies it, so the TSan vgpud sees no race (ThreadSanitizer ends a process that reported
+ * one with status 66), and every GET_INFO answers the provisioned quota. */
+static void test_owner_modify_while_served(void **state)
+{
+	struct tdaemon *d = *state;
+	struct tclient *c = t_client(d, true);
+	struct vf_msg_info first, info;
+	struct tguest g;
+	uint32_t got;
+
+	attach(d, 1, &g);
+	assert_int_equal(t_guest_call(&g, VF_MSG_GET_INFO, NULL, 0, &first, sizeof(first), &got),
+			 0);
+	assert_int_equal(first.vf_id, 1);
+	for (unsigned int i = 0; i < OWNER_ROUNDS; i++) {
+		json_object *a = t_args("uuid", U1), *rep;
+
+		json_object_object_add(a, "owner_uid", json_object_new_int64(60000 + i));
+		rep = t_exec(c, "modify-slice", a);
+		assert_non_null(t_ret(rep));
+		json_object_put(rep);
+		assert_int_equal(t_guest_call(&g, VF_MSG_GET_INFO, NULL, 0, &info, sizeof(info),
+					      &got), 0);
+		assert_int_equal(got, sizeof(info));
+		assert_true(info.vram_size == first.vram_size);
+		assert_int_equal(info.channels, first.channels);
+		assert_int_equal(info.doorbells, first.doorbells);
+	}
+	t_guest_detach(&g);
+	t_client_free(c);
+	assert_int_equal(t_daemon_stop(d, SIGTERM), 0);
+}
+
 /* Priority by share, by counts of one window: a VF served at most 3/4 of a fair share
  * keeps nice 0, any other gets CMN_SHARE_NICE_BUSY; alone it is never lowered. */
 static void test_share_nice(void **state)
@@ -366,6 +403,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_victim_served_while_gsp_held, setup,
 						t_teardown),
 		cmocka_unit_test_setup_teardown(test_malformed_flood_isolated, setup, t_teardown),
+		cmocka_unit_test_setup_teardown(test_owner_modify_while_served, setup, t_teardown),
 		cmocka_unit_test(test_share_nice),
 		cmocka_unit_test(test_light_vf_ahead_of_flood),
 		cmocka_unit_test(test_share_windows),
