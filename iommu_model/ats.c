@@ -61,6 +61,14 @@ static void ats_process_locked(struct iommu_fn *fn, unsigned int i)
 	pthread_cond_broadcast(&fn->ats.cond);
 }
 
+/* Drop every ATC entry; the bump first voids fills by walks that began before it. */
+static void ats_drop_all_locked(struct iommu_fn *fn)
+{
+	cmn_mutex_assert_held(&fn->ats.lock);
+	atomic_fetch_add_explicit(&fn->ats.inval_seq, 1, memory_order_seq_cst);
+	iommu_xcache_inval(&fn->ats.atc, 0, IOMMU_XC_MATCH_ALL, 0, 0, IOMMU_XC_CLASS_MASK_ALL);
+}
+
 /* Post a request naming the entries @match selects by @ctx; blocks for a free ITag if
  * @block (until the timeout), else -EBUSY. */
 static int ats_post_locked(struct iommu *mmu, unsigned int rid, uint64_t ctx,
@@ -130,8 +138,7 @@ static void ats_stuck_locked(struct iommu *mmu, unsigned int rid, uint32_t pasid
 	cmn_mutex_assert_held(&fn->ats.lock);
 	cmn_warn("iommu: function %u: no ITag completed in time, ATC dropped", rid);
 	iommu_fault_log(mmu, rid, pasid, iova, 0, IOMMU_FAULT_ATS_TIMEOUT);
-	atomic_fetch_add_explicit(&fn->ats.inval_seq, 1, memory_order_seq_cst);
-	iommu_xcache_inval(&fn->ats.atc, 0, IOMMU_XC_MATCH_ALL, 0, 0, IOMMU_XC_CLASS_MASK_ALL);
+	ats_drop_all_locked(fn);
 }
 
 /* Post an invalidation for one (rid, pasid) user of @d, or drop the whole ATC. */
@@ -186,10 +193,8 @@ void iommu_ats_flush_fn(struct iommu *mmu, unsigned int rid)
 	struct iommu_fn *fn = &mmu->fn[rid];
 
 	cmn_mutex_lock(&fn->ats.lock);
-	if (fn->ats.atc.e) {
-		atomic_fetch_add_explicit(&fn->ats.inval_seq, 1, memory_order_seq_cst);
-		iommu_xcache_inval(&fn->ats.atc, 0, IOMMU_XC_MATCH_ALL, 0, 0, IOMMU_XC_CLASS_MASK_ALL);
-	}
+	if (fn->ats.atc.e)
+		ats_drop_all_locked(fn);
 	cmn_mutex_unlock(&fn->ats.lock);
 }
 
@@ -206,6 +211,11 @@ int iommu_ats_enable(struct iommu *mmu, unsigned int rid, unsigned int flags)
 		unsigned int ways = mmu->cfg.atc_entries >= 4 ? 4 : mmu->cfg.atc_entries;
 
 		ret = iommu_xcache_init(mmu, &fn->ats.atc, mmu->cfg.atc_entries / ways, ways);
+	} else if (!fn->ats.enabled) {
+		/* A disable still waiting out DMA left the cache in place. Unmaps made while
+		 * ATS was off skipped it, so nothing it holds may be used again. The bump also
+		 * voids fills by translations that looked at it before the disable. */
+		ats_drop_all_locked(fn);
 	}
 	if (!ret) {
 		fn->ats.enabled = true;
@@ -233,8 +243,11 @@ int iommu_ats_disable(struct iommu *mmu, unsigned int rid)
 	/* DMA that looked at the ATC before 'on' dropped finishes before the flush. */
 	iommu_sync_wait();
 	cmn_mutex_lock(&fn->ats.lock);
-	atomic_fetch_add_explicit(&fn->ats.inval_seq, 1, memory_order_seq_cst);
-	if (!fn->ats.enabled)	/* nobody re-enabled it meanwhile */
+	/* Re-enabled meanwhile: the cache stays, but not what was filled before 'on' dropped
+	 * (an unmap in between did not reach it). */
+	if (fn->ats.atc.e)
+		ats_drop_all_locked(fn);
+	if (!fn->ats.enabled)
 		iommu_xcache_fini(mmu, &fn->ats.atc);
 	cmn_mutex_unlock(&fn->ats.lock);
 	return 0;

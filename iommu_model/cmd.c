@@ -28,17 +28,13 @@ static int cmd_destroy(struct iommu *mmu, void *arg)
 
 	if (c->reserved)
 		return -EINVAL;
+	/* By id under the lock: a pointer looked up first could be freed by a racing
+	 * destroy before we use it. */
 	switch (c->obj) {
-	case IOMMU_OBJ_DOMAIN: {
-		struct iommu_domain *d = cmd_domain(mmu, c->id);
-
-		return d ? iommu_domain_free(d) : -ENOENT;
-	}
-	case IOMMU_OBJ_MEMOBJ: {
-		struct iommu_memobj *mo = cmd_memobj(mmu, c->id);
-
-		return mo ? iommu_memobj_unregister(mo) : -ENOENT;
-	}
+	case IOMMU_OBJ_DOMAIN:
+		return iommu_domain_free_id(mmu, c->id);
+	case IOMMU_OBJ_MEMOBJ:
+		return iommu_memobj_unregister_id(mmu, c->id);
 	}
 	return -EINVAL;
 }

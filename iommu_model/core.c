@@ -277,22 +277,40 @@ int iommu_memobj_register_fd(struct iommu *mmu, int fd, uint64_t offset, size_t 
 	return ret;
 }
 
+/* Unregister the object registered as @id if it is @mo (any object if @mo is NULL). The
+ * table slot is checked and cleared in one step, so of two racing unregisters only one
+ * releases the object. */
+static int iommu_memobj_remove(struct iommu *mmu, uint32_t id, struct iommu_memobj *mo)
+{
+	struct iommu_memobj *cur;
+	int ret = 0;
+
+	if (!id || id >= IOMMU_MAX_MEMOBJS)
+		return -ENOENT;
+	cmn_mutex_lock(&mmu->lock);
+	cur = atomic_load(&mmu->memobjs[id]);
+	if (!cur || (mo && cur != mo))
+		ret = -ENOENT;
+	else if (atomic_load(&cur->nr_maps))
+		ret = -EBUSY;
+	else
+		atomic_store(&mmu->memobjs[id], NULL);
+	cmn_mutex_unlock(&mmu->lock);
+	if (!ret)
+		iommu_memobj_release(cur);
+	return ret;
+}
+
 int iommu_memobj_unregister(struct iommu_memobj *mo)
 {
-	struct iommu *mmu;
-
 	if (!mo)
 		return -EINVAL;
-	mmu = mo->mmu;
-	cmn_mutex_lock(&mmu->lock);
-	if (atomic_load(&mo->nr_maps)) {
-		cmn_mutex_unlock(&mmu->lock);
-		return -EBUSY;
-	}
-	atomic_store(&mmu->memobjs[mo->id], NULL);
-	cmn_mutex_unlock(&mmu->lock);
-	iommu_memobj_release(mo);
-	return 0;
+	return iommu_memobj_remove(mo->mmu, mo->id, mo);
+}
+
+int iommu_memobj_unregister_id(struct iommu *mmu, uint32_t id)
+{
+	return iommu_memobj_remove(mmu, id, NULL);
 }
 
 void *iommu_memobj_base(const struct iommu_memobj *mo)

@@ -42,7 +42,7 @@ void iommu_domain_inval(struct iommu_domain *d, uint64_t iova, uint64_t len)
 			   atomic_load_explicit(&d->classes, memory_order_acquire));
 	iommu_ats_inval_domain(mmu, d, iova, len);
 	iommu_inval_end(d);
-	if (!d->nr_children)
+	if (!atomic_load(&d->nr_children))
 		return;
 	/* A stage-2 change reaches stage-1 translations we cannot name by IOVA. */
 	cmn_mutex_lock(&mmu->lock);
@@ -167,7 +167,7 @@ int iommu_domain_alloc(struct iommu *mmu, const struct iommu_domain_opts *opts,
 	d->id = atomic_fetch_add(&iommu_next_domain_id, 1);
 	d->front_tag = iommu_front_tag_alloc();
 	if (d->parent)
-		d->parent->nr_children++;
+		atomic_fetch_add(&d->parent->nr_children, 1);
 	d->next = mmu->domains;
 	mmu->domains = d;
 	cmn_mutex_unlock(&mmu->lock);
@@ -188,23 +188,23 @@ static void domain_unlink_locked(struct iommu_domain *d)
 		pp = &(*pp)->next;
 	*pp = d->next;
 	if (d->parent)
-		d->parent->nr_children--;
+		atomic_fetch_sub(&d->parent->nr_children, 1);
 }
 
-int iommu_domain_free(struct iommu_domain *d)
+/* Take @d off the list unless something still uses it. */
+static int domain_remove_locked(struct iommu_domain *d)
 {
-	struct iommu *mmu;
-
-	if (!d)
-		return -EINVAL;
-	mmu = d->mmu;
-	cmn_mutex_lock(&mmu->lock);
-	if (d->attach_count || d->nr_children) {
-		cmn_mutex_unlock(&mmu->lock);
+	cmn_mutex_assert_held(&d->mmu->lock);
+	if (d->attach_count || atomic_load(&d->nr_children))
 		return -EBUSY;
-	}
 	domain_unlink_locked(d);
-	cmn_mutex_unlock(&mmu->lock);
+	return 0;
+}
+
+/* Free @d, already off the list: nobody can look it up any more. */
+static void domain_destroy(struct iommu_domain *d)
+{
+	struct iommu *mmu = d->mmu;
 
 	cmn_mutex_lock(&d->lock);
 	iommu_drain_fq_locked(d);
@@ -228,7 +228,47 @@ int iommu_domain_free(struct iommu_domain *d)
 	iommu_sva_fini(d);
 	cmn_mutex_destroy(&d->lock);
 	iommu_free(mmu, d);
-	return 0;
+}
+
+int iommu_domain_free(struct iommu_domain *d)
+{
+	int ret;
+
+	if (!d)
+		return -EINVAL;
+	cmn_mutex_lock(&d->mmu->lock);
+	ret = domain_remove_locked(d);
+	cmn_mutex_unlock(&d->mmu->lock);
+	if (!ret)
+		domain_destroy(d);
+	return ret;
+}
+
+static struct iommu_domain *domain_lookup_locked(struct iommu *mmu, uint32_t id)
+{
+	struct iommu_domain *d;
+
+	cmn_mutex_assert_held(&mmu->lock);
+	for (d = mmu->domains; d && d->id != id; d = d->next)
+		;
+	return d;
+}
+
+/* Find and take the domain off the list in one step: of two racing destroys of the same
+ * id, only one gets it. */
+int iommu_domain_free_id(struct iommu *mmu, uint32_t id)
+{
+	struct iommu_domain *d;
+	int ret = -ENOENT;
+
+	cmn_mutex_lock(&mmu->lock);
+	d = id ? domain_lookup_locked(mmu, id) : NULL;
+	if (d)
+		ret = domain_remove_locked(d);
+	cmn_mutex_unlock(&mmu->lock);
+	if (!ret)
+		domain_destroy(d);
+	return ret;
 }
 
 uint32_t iommu_domain_id(const struct iommu_domain *d)
@@ -246,8 +286,7 @@ struct iommu_domain *iommu_domain_lookup(struct iommu *mmu, uint32_t id)
 	struct iommu_domain *d;
 
 	cmn_mutex_lock(&mmu->lock);
-	for (d = mmu->domains; d && d->id != id; d = d->next)
-		;
+	d = domain_lookup_locked(mmu, id);
 	cmn_mutex_unlock(&mmu->lock);
 	return d;
 }

@@ -76,7 +76,8 @@ int iommu_memobj_register(struct iommu *mmu, void *base, size_t size, struct iom
  * and unmaps it at unregister; @fd may be closed afterwards. Errors as above, -EBADF. */
 int iommu_memobj_register_fd(struct iommu *mmu, int fd, uint64_t offset, size_t size,
 			     struct iommu_memobj **out);
-/* Unregister. -EBUSY while any domain maps it (including unmaps still in a lazy flush queue). */
+/* Unregister. -EBUSY while any domain maps it (including unmaps still in a lazy flush queue);
+ * -ENOENT if its id no longer names it (a DESTROY command took it first). */
 int iommu_memobj_unregister(struct iommu_memobj *mo);
 /* Host address of @mo (where DMA through it lands). */
 void *iommu_memobj_base(const struct iommu_memobj *mo);
@@ -328,7 +329,9 @@ int iommu_fault_log_read(struct iommu *mmu, unsigned int rid, struct iommu_fault
 /* Enable the function's ATC. Without POLLED, invalidation requests are processed inline
  * (a device that answers at once). -EINVAL bad rid/flags. */
 int iommu_ats_enable(struct iommu *mmu, unsigned int rid, unsigned int flags);
-/* Disable and drop the ATC (pending invalidations complete). */
+/* Disable and drop the ATC (pending invalidations complete) once DMA that used it is over.
+ * An enable meanwhile starts from an empty cache: nothing cached before the disable is
+ * used after it. */
 int iommu_ats_disable(struct iommu *mmu, unsigned int rid);
 
 struct iommu_ats_result {

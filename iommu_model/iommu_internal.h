@@ -300,7 +300,7 @@ struct iommu_domain {
 	enum iommu_domain_type type;
 	unsigned int flags;
 	unsigned int attach_count;	/* RID + PASID attachments, under mmu->lock */
-	unsigned int nr_children;	/* nested domains over this one, under mmu->lock */
+	_Atomic unsigned int nr_children; /* nested domains over it; changed under mmu->lock */
 	_Atomic uint64_t inval_seq;	/* odd while an invalidation runs (iommu_inval_begin) */
 	_Atomic unsigned int classes;	/* leaf size classes ever used (lookup shortcut) */
 	_Atomic bool dirty_tracking;
@@ -335,6 +335,8 @@ bool iommu_alloc_should_fail(struct iommu *mmu);
 void *iommu_zalloc(struct iommu *mmu, size_t size);
 void *iommu_realloc_array(struct iommu *mmu, void *p, size_t n, size_t size);
 void iommu_free(struct iommu *mmu, void *p);
+/* Unregister by id (the command interface), checked and cleared under mmu->lock. */
+int iommu_memobj_unregister_id(struct iommu *mmu, uint32_t id);
 /* Owner-only increments: a plain load + store is enough when each thread has its own
  * shard, and costs far less than a locked add on the translation fast path. Threads
  * that share a shard (more than IOMMU_NR_SHARDS) may lose a count. */
@@ -404,6 +406,9 @@ static inline void iommu_inval_end(struct iommu_domain *d)
 
 void iommu_domain_inval(struct iommu_domain *d, uint64_t iova, uint64_t len);
 void iommu_drain_fq_locked(struct iommu_domain *d);
+/* Destroy by id (the command interface): lookup and removal are one step under mmu->lock.
+ * -ENOENT: no such id (or another destroy took it); -EBUSY: still in use. */
+int iommu_domain_free_id(struct iommu *mmu, uint32_t id);
 
 /* xlate.c */
 int iommu_xlate(struct iommu_domain *d, uint32_t pasid, uint64_t iova, size_t len,

@@ -275,8 +275,11 @@ static PMA_HOT_INLINE int free_fast_locked(struct pma *pma, const uint64_t *page
 	int nw;
 
 	pma_assert_locked(pma);
+	/* The first page whole inside too, not only its start: a "consecutive" list that wraps
+	 * past 2^64 starts above the region and ends inside it. With both ends inside, a run
+	 * cannot wrap (that would take more pages than memory holds). */
 	if (scrub || pf > PMA_GROUP_FRAMES || !r || f0 < r->first + r->lo ||
-	    fl + pf > r->first + r->hi)
+	    f0 + pf > r->first + r->hi || fl + pf > r->first + r->hi)
 		return 1;
 	if (pf == PMA_GROUP_FRAMES && pages_consecutive(pages, count, pf << PMA_FRAME_SHIFT))
 		return groups_free_run(r, f0 - r->first, count);

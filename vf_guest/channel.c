@@ -167,15 +167,20 @@ free_ch:
 	return ret;
 }
 
-void vgpu_channel_destroy(struct vgpu_channel *ch)
+int vf_channel_destroy(struct vgpu_channel *ch, bool force)
 {
 	struct vgpu_vf *vf;
 
 	if (!ch)
-		return;
+		return 0;
 	vf = ch->vf;
 	if (!ch->lost) {
-		vf_rm_free(vf, ch->handle);
+		int ret = vf_rm_free(vf, ch->handle);
+
+		/* Without a completed FREE an engine may still use the GPFIFO and USERD:
+		 * they cannot go to the next channel. */
+		if (!force && !vf_rm_free_done(ret))
+			return ret;
 		ch_put_memory(ch);
 	}
 	cmn_mutex_lock(&vf->obj_lock);
@@ -183,6 +188,12 @@ void vgpu_channel_destroy(struct vgpu_channel *ch)
 	cmn_mutex_unlock(&vf->obj_lock);
 	free(ch->recs);
 	free(ch);
+	return 0;
+}
+
+int vgpu_channel_destroy(struct vgpu_channel *ch)
+{
+	return vf_channel_destroy(ch, false);
 }
 
 /* Give back the pushbuffer space of completed submissions. */

@@ -212,14 +212,15 @@ void vgpu_vf_close(struct vgpu_vf *vf)
 	if (vf->managed.close)
 		vf->managed.close(vf);
 	while (!cmn_list_empty(&vf->channels))
-		vgpu_channel_destroy(cmn_container_of(vf->channels.next, struct vgpu_channel, node));
+		vf_channel_destroy(cmn_container_of(vf->channels.next, struct vgpu_channel, node),
+				   true);
 	while (!cmn_list_empty(&vf->vaspaces))
 		vgpu_vaspace_destroy(cmn_container_of(vf->vaspaces.next, struct vgpu_vaspace, node));
 	while (!cmn_list_empty(&vf->mems)) {
 		struct vgpu_mem *m = cmn_container_of(vf->mems.next, struct vgpu_mem, node);
 
 		atomic_store(&m->maps, 0);	/* their address spaces are gone */
-		vgpu_mem_free(m);
+		vf_mem_free(m, true);
 	}
 	if (vf->bar && !atomic_load(&vf->reset_pending))
 		vf_rm_teardown(vf);

@@ -41,12 +41,13 @@
 
 /* ---- GPU page-table entries ----------------------------------------------------------- */
 
-/* The allocation holding CPU address @a, or NULL. Lock-free: slots change only with no
- * fault possible on them (before the region exists, after it is gone). */
+/* The allocation holding CPU address @a, or NULL. Slots change only with no fault
+ * possible on them (before the region exists, after it is gone); the allocation stays
+ * while the caller holds svc_lock or is in a read section. */
 static struct vgpu_managed *alloc_of_cpu(struct vf_managed *st, uintptr_t a)
 {
 	for (unsigned int i = 0; i < MANAGED_MAX_ALLOCS; i++) {
-		struct vgpu_managed *m = atomic_load_explicit(&st->allocs[i], memory_order_acquire);
+		struct vgpu_managed *m = atomic_load(&st->allocs[i]);
 
 		if (m && a >= (uintptr_t)m->cpu && a < (uintptr_t)m->cpu + m->size)
 			return m;
@@ -54,10 +55,12 @@ static struct vgpu_managed *alloc_of_cpu(struct vf_managed *st, uintptr_t a)
 	return NULL;
 }
 
+/* The allocation mapped at GPU VA @va, or NULL. Under svc_lock. */
 static struct vgpu_managed *alloc_of_va(struct vf_managed *st, uint64_t va)
 {
+	cmn_mutex_assert_held(&st->svc_lock);
 	for (unsigned int i = 0; i < MANAGED_MAX_ALLOCS; i++) {
-		struct vgpu_managed *m = atomic_load_explicit(&st->allocs[i], memory_order_acquire);
+		struct vgpu_managed *m = atomic_load(&st->allocs[i]);
 
 		if (m && va >= m->va && va < m->va + m->size)
 			return m;
@@ -70,9 +73,10 @@ static struct vgpu_managed *alloc_of_va(struct vf_managed *st, uint64_t va)
 static void mirror_invalidate(struct hmm_mirror *mi, const struct hmm_notify_range *r)
 {
 	struct vf_managed *st = mi->priv;
+	unsigned int rd = managed_read_begin(st);
 
 	for (unsigned int i = 0; i < MANAGED_MAX_ALLOCS; i++) {
-		struct vgpu_managed *m = atomic_load_explicit(&st->allocs[i], memory_order_acquire);
+		struct vgpu_managed *m = atomic_load(&st->allocs[i]);
 		uintptr_t s, e;
 
 		if (!m)
@@ -83,6 +87,7 @@ static void mirror_invalidate(struct hmm_mirror *mi, const struct hmm_notify_ran
 			atomic_store_explicit(m->ptes[(a - (uintptr_t)m->cpu) >> HMM_PAGE_SHIFT], 0,
 					      memory_order_release);
 	}
+	managed_read_end(st, rd);
 }
 
 /* The PTE word for one hmm_range_fault output word @pfn of page @a in @m. */
@@ -97,11 +102,13 @@ static uint64_t pte_of(struct vf_managed *st, struct vgpu_managed *m, uintptr_t 
 	return vgpu_gmmu_pte(m->iova + (a - (uintptr_t)m->cpu), VGPU_GMMU_APER_SYS | flags);
 }
 
-/* Mirror callback: program PTEs of [start, end) from range-fault words, under update. */
+/* Mirror callback: program PTEs of [start, end) from range-fault words, under update.
+ * In a read section: a prefetch maps without svc_lock. */
 static int mirror_map(struct hmm_mirror *mi, uintptr_t start, uintptr_t end,
 		      const uint64_t *pfns)
 {
 	struct vf_managed *st = mi->priv;
+	unsigned int rd = managed_read_begin(st);
 
 	for (uintptr_t a = start; a < end; a += HMM_PAGE_SIZE) {
 		uint64_t pfn = pfns[(a - start) >> HMM_PAGE_SHIFT];
@@ -114,6 +121,7 @@ static int mirror_map(struct hmm_mirror *mi, uintptr_t start, uintptr_t end,
 		atomic_store_explicit(m->ptes[(a - (uintptr_t)m->cpu) >> HMM_PAGE_SHIFT],
 				      pte_of(st, m, a, pfn), memory_order_release);
 	}
+	managed_read_end(st, rd);
 	return 0;
 }
 

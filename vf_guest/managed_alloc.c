@@ -2,6 +2,7 @@
 /* Managed allocations (vgpu_vf_managed.h): DMA memory registered with the VF's hmm mm,
  * mapped for the GPU with every PTE remembered; prefetch and advice. */
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -31,6 +32,23 @@ static _Atomic uint64_t *pte_find(struct vgpu_vf *vf, uint64_t pdb, uint64_t va)
 	return (_Atomic uint64_t *)(vram + table) + ((va >> VGPU_GMMU_L3_4K_SHIFT) & 511);
 }
 
+/* Whether [va, va + size) of @as overlaps a managed allocation. Under alloc_lock: no
+ * allocation in a slot can be freed meanwhile. */
+static bool overlaps_managed(struct vf_managed *st, struct vgpu_vaspace *as, uint64_t va,
+			     uint64_t size)
+{
+	bool hit = false;
+
+	cmn_mutex_lock(&st->alloc_lock);
+	for (unsigned int i = 0; i < MANAGED_MAX_ALLOCS && !hit; i++) {
+		struct vgpu_managed *o = atomic_load(&st->allocs[i]);
+
+		hit = o && o->as == as && va < o->va + o->size && o->va < va + size;
+	}
+	cmn_mutex_unlock(&st->alloc_lock);
+	return hit;
+}
+
 static int slot_get(struct vf_managed *st, struct vgpu_managed *m)
 {
 	int ret = -ENOSPC;
@@ -48,10 +66,30 @@ static int slot_get(struct vf_managed *st, struct vgpu_managed *m)
 	return ret;
 }
 
+/* Wait until every read section that may have seen a slot before it was emptied has
+ * ended. Readers count themselves under the epoch's parity; flipping it sends new readers
+ * to the other count, so the old one only drains. Both counts are drained in turn: a
+ * reader may take the epoch just before a flip and count itself just after the wait on
+ * that count ended. Under alloc_lock: one grace period at a time. */
+static void slot_grace(struct vf_managed *st)
+{
+	cmn_mutex_assert_held(&st->alloc_lock);
+	for (int k = 0; k < 2; k++) {
+		unsigned int old = atomic_fetch_add(&st->rd_epoch, 1) & 1;
+
+		while (atomic_load(&st->rd_count[old]))
+			sched_yield();
+	}
+}
+
+/* Empty @m's slot; on return no reader still uses @m. The caller holds svc_lock, so no
+ * service pass holds @m either. */
 static void slot_put(struct vf_managed *st, struct vgpu_managed *m)
 {
+	cmn_mutex_assert_held(&st->svc_lock);
 	cmn_mutex_lock(&st->alloc_lock);
 	atomic_store(&st->allocs[m->slot], NULL);
+	slot_grace(st);
 	cmn_mutex_unlock(&st->alloc_lock);
 }
 
@@ -244,13 +282,10 @@ int vgpu_mem_alloc_managed(struct vgpu_vaspace *as, uint64_t va, uint64_t size,
 			return ret;
 	}
 	st = as->vf->managed.ctx;
-	/* the driver sees invalidated PTEs as free VA: refuse overlaps here */
-	for (unsigned int i = 0; i < MANAGED_MAX_ALLOCS; i++) {
-		struct vgpu_managed *o = atomic_load(&st->allocs[i]);
-
-		if (o && o->as == as && va < o->va + o->size && o->va < va + size)
-			return -EEXIST;
-	}
+	/* An early answer, before any DMA memory is taken; the GPU mapping is what claims
+	 * the VA (atomically, in the address space's record of mappings). */
+	if (overlaps_managed(st, as, va, size))
+		return -EEXIST;
 	m = managed_new(st, as, va, size);
 	if (!m)
 		return -ENOMEM;
@@ -272,7 +307,9 @@ int vgpu_mem_alloc_managed(struct vgpu_vaspace *as, uint64_t va, uint64_t size,
 	*out = m;
 	return 0;
 put_slot:
+	cmn_mutex_lock(&st->svc_lock);
 	slot_put(st, m);
+	cmn_mutex_unlock(&st->svc_lock);
 unmap:
 	gpu_unmap(m);
 put_dma:

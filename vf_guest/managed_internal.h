@@ -41,6 +41,11 @@ struct vf_managed {
 	/* allocations: published for lock-free readers (fault handlers, callbacks) */
 	struct vgpu_managed *_Atomic allocs[MANAGED_MAX_ALLOCS];
 	struct cmn_mutex alloc_lock;	/* serialises changes to allocs[] */
+	/* readers of allocs[] outside svc_lock, in sections (managed_read_begin()) counted
+	 * by the epoch's parity; a slot's allocation is freed only once both counts drained
+	 * after it was emptied (managed_alloc.c: slot_put()) */
+	_Atomic unsigned int rd_epoch;
+	_Atomic unsigned long rd_count[2];
 	/* fault queue, filled by the driver's hook */
 	struct cmn_mutex qlock;		/* protects queue, qn, dropped */
 	pthread_cond_t qcond;
@@ -57,6 +62,24 @@ struct vf_managed {
 	bool thread_started;
 	atomic_bool stop;
 };
+
+/* A section in which allocations read from allocs[] stay allocated; returns the token for
+ * managed_read_end(). No lock, no allocation: the SIGSEGV handler's invalidations use it.
+ * seq_cst: the count must be visible before the slots are read, and the slots are read
+ * seq_cst too, so a writer that empties a slot and then finds the count zero knows every
+ * later reader sees the slot empty. */
+static inline unsigned int managed_read_begin(struct vf_managed *st)
+{
+	unsigned int idx = atomic_load(&st->rd_epoch) & 1;
+
+	atomic_fetch_add(&st->rd_count[idx], 1);
+	return idx;
+}
+
+static inline void managed_read_end(struct vf_managed *st, unsigned int idx)
+{
+	atomic_fetch_sub_explicit(&st->rd_count[idx], 1, memory_order_release);
+}
 
 /* Map what is present of [addr, addr+len) for the GPU: a snapshot range fault with the
  * seq check, then the PTEs (managed.c). */

@@ -68,10 +68,9 @@ int vgpu_mem_alloc(struct vgpu_vf *vf, enum vgpu_mem_kind kind, uint64_t size,
 	return 0;
 }
 
-int vgpu_mem_free(struct vgpu_mem *m)
+int vf_mem_free(struct vgpu_mem *m, bool force)
 {
 	struct vgpu_vf *vf;
-	int ret = 0;
 
 	if (!m)
 		return 0;
@@ -79,17 +78,26 @@ int vgpu_mem_free(struct vgpu_mem *m)
 		return -EBUSY;
 	vf = m->vf;
 	if (!m->lost) {
-		if (m->kind == VGPU_MEM_VRAM)
-			ret = vf_rm_free(vf, m->handle);
-		else
+		if (m->kind == VGPU_MEM_VRAM) {
+			int ret = vf_rm_free(vf, m->handle);
+
+			/* The host may still hold the VRAM: keep the handle for a retry. */
+			if (!force && !vf_rm_free_done(ret))
+				return ret;
+		} else {
 			vf_dma_free(&vf->dma, m->dma_off, m->size);
+		}
 	}
 	cmn_mutex_lock(&vf->obj_lock);
 	cmn_list_del(&m->node);
 	cmn_mutex_unlock(&vf->obj_lock);
 	free(m);
-	/* A reset between our check and the call frees the object too: nothing is left. */
-	return ret == -ENOLINK ? 0 : ret;
+	return 0;
+}
+
+int vgpu_mem_free(struct vgpu_mem *m)
+{
+	return vf_mem_free(m, false);
 }
 
 void *vgpu_mem_cpu(const struct vgpu_mem *m)

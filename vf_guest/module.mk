@@ -6,6 +6,6 @@ MODULES += vf_guest
 vf_guest_DIR := vf_guest
 vf_guest_DEPS := hmm common
 vf_guest_LDLIBS :=
-vf_guest_TSAN_TESTS := test_vf_transport test_vf_reattach
+vf_guest_TSAN_TESTS := test_vf_transport test_vf_reattach test_vf_managed_free
 # Some suites run the guest suite's cases (vft_run, vft_managed_case) against their hosts.
 vf_guest_TEST_DEPS := vft

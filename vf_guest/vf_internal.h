@@ -238,6 +238,12 @@ const char *vf_local_path(struct vgpu_vf_transport *t);
  * -errno with both unchanged. */
 int vf_local_take_over(struct vgpu_vf_transport *t, struct vgpu_vf_transport *nt);
 
+/* ---- mem.c, channel.c ---- */
+/* vgpu_mem_free() and vgpu_channel_destroy(); @force drops the object whatever the RM's
+ * FREE says (the close, whose client free takes every host object with it). */
+int vf_mem_free(struct vgpu_mem *m, bool force);
+int vf_channel_destroy(struct vgpu_channel *ch, bool force);
+
 /* ---- vaspace.c ---- */
 /* Map raw @aper (VGPU_GMMU_APER_*) addresses with no memory object. */
 int vf_va_map_aper(struct vgpu_vaspace *as, uint64_t va, uint64_t aper, uint64_t addr,
@@ -277,6 +283,13 @@ int vf_rm_free_as(struct vgpu_vf *vf, uint32_t client, uint32_t handle);
 int vf_rm_vidmem_alloc(struct vgpu_vf *vf, uint64_t size, uint64_t page_size,
 		       uint32_t *handle, uint64_t *pa);
 int vf_rm_free(struct vgpu_vf *vf, uint32_t handle);
+/* Whether a FREE's result lets the driver drop its object: done (0), or nothing left to
+ * free (-ENOENT: the host has no such object, e.g. a timed-out earlier FREE went through;
+ * -ENOLINK: the device is gone). Any other error may leave the host's object allocated. */
+static inline bool vf_rm_free_done(int ret)
+{
+	return !ret || ret == -ENOENT || ret == -ENOLINK;
+}
 /* MEMORY_SYSMEM of @size bytes: its handle, IOVA and offset in DMA memory (checked to lie
  * inside it). */
 int vf_rm_sysmem_alloc(struct vgpu_vf *vf, uint64_t size, uint32_t *handle, uint64_t *iova,

@@ -95,7 +95,10 @@ enum vgpu_mem_kind {
  * -VGPU_EQUOTA; DMA memory exhausted: -ENOMEM. */
 int vgpu_mem_alloc(struct vgpu_vf *vf, enum vgpu_mem_kind kind, uint64_t size,
 		   uint64_t page_size, struct vgpu_mem **out);
-/* Free @mem (it must not be mapped: -EBUSY). NULL is a no-op (0). */
+/* Free @mem (it must not be mapped: -EBUSY). NULL is a no-op (0). When the host's RM does
+ * not confirm the free (-ETIMEDOUT, -EIO, ...: it may still hold the VRAM) @mem stays, with
+ * its handle, and the error comes back: call again. A host that no longer has the object or
+ * a device that is gone (reset, unplug) lets @mem go (0). */
 int vgpu_mem_free(struct vgpu_mem *mem);
 /* CPU pointer to the memory (through the VRAM aperture or into DMA memory). */
 void *vgpu_mem_cpu(const struct vgpu_mem *mem);
@@ -230,8 +233,12 @@ struct vgpu_fence {
  * memory (mapped into @as), the channel object through the RM, and its work-submit token. */
 int vgpu_channel_create(struct vgpu_vf *vf, struct vgpu_vaspace *as,
 			const struct vgpu_channel_opts *opts, struct vgpu_channel **out);
-/* Free the channel (after its work, if it still makes progress). NULL is a no-op. */
-void vgpu_channel_destroy(struct vgpu_channel *ch);
+/* Free the channel (after its work, if it still makes progress). NULL is a no-op (0). When
+ * the host's RM does not confirm the free (-ETIMEDOUT, -EIO, ...: an engine may still use
+ * the channel) the channel stays, GPFIFO and USERD memory included, and the error comes
+ * back: call again. A host that no longer has the channel or a device that is gone lets it
+ * go (0). vgpu_vf_close() frees what is left either way. */
+int vgpu_channel_destroy(struct vgpu_channel *ch);
 /* Submit @ndw dwords of methods: copied into the pushbuffer ring, followed by a release of the
  * channel's semaphore; one GP entry, GP_PUT with release, the token to the doorbell, a kick
  * only if the engines sleep. *@fence (may be NULL) completes when the work has executed.

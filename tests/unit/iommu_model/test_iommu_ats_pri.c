@@ -2,6 +2,7 @@
 /* ATS/ATC (IOMMU-09), PRI / IO page faults (IOMMU-10) and the per-function fault log. */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 
 #include "iommu_test.h"
@@ -120,6 +121,49 @@ static void test_atc_replace(void **state)
 		assert_int_equal(b, 0x10 + 40);	/* d2's page */
 		assert_int_equal(iommu_replace(f.mmu, RID, f.d), 0);
 	}
+	iommu_destroy(f.mmu);
+}
+
+struct disabler {
+	struct iommu *mmu;
+	int ret;
+};
+
+static void *disable_thread(void *arg)
+{
+	struct disabler *dis = arg;
+
+	dis->ret = iommu_ats_disable(dis->mmu, RID);
+	return NULL;
+}
+
+/* A re-enable while a disable waits out DMA keeps no entry that an unmap in between
+ * skipped (ATS was off, so the unmap did not reach the ATC). */
+static void test_atc_reenable_during_disable(void **state)
+{
+	struct disabler dis = { 0 };
+	struct iommu_ats_result r;
+	struct iommu_xlate x;
+	struct fx f;
+	pthread_t th;
+
+	(void)state;
+	fx_setup(&f, NULL);
+	assert_int_equal(iommu_ats_enable(f.mmu, RID, 0), 0);
+	assert_int_equal(iommu_fn_translate(f.mmu, RID, 0, IOVA0, 8, IOMMU_READ, &x), 0);
+	/* We are a device thread in a section: the disable cannot get past its sync wait. */
+	iommu_access_begin();
+	dis.mmu = f.mmu;
+	assert_int_equal(pthread_create(&th, NULL, disable_thread, &dis), 0);
+	/* ATS reads as off once the disable dropped 'on'; from then on it waits for us. */
+	while (iommu_ats_translate(f.mmu, RID, 0, IOVA0, IOMMU_READ, &r) != -ENODEV)
+		sched_yield();
+	assert_int_equal(iommu_unmap(f.d, IOVA0, 8 * PG, NULL), 0);
+	assert_int_equal(iommu_ats_enable(f.mmu, RID, 0), 0);
+	iommu_access_end();
+	pthread_join(th, NULL);
+	assert_int_equal(dis.ret, 0);
+	assert_int_equal(iommu_fn_translate(f.mmu, RID, 0, IOVA0, 8, IOMMU_READ, &x), -EFAULT);
 	iommu_destroy(f.mmu);
 }
 
@@ -456,6 +500,8 @@ int main(void)
 					  test_unmap_waits_for_atc, NULL, NULL, NULL };
 	tests[n++] = (struct CMUnitTest){ "IOMMU-09 ATC after replace", test_atc_replace, NULL,
 					  NULL, NULL };
+	tests[n++] = (struct CMUnitTest){ "IOMMU-09 re-enable during disable drops the ATC",
+					  test_atc_reenable_during_disable, NULL, NULL, NULL };
 	tests[n++] = (struct CMUnitTest){ "IOMMU-09 32 ITags outstanding, then EBUSY",
 					  test_itag_limit, NULL, NULL, NULL };
 	T_CASES(tests, n, gi_cases, test_gi);

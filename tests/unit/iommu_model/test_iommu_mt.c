@@ -209,6 +209,75 @@ static void test_mt(void **state)
 	iommu_destroy(mt.mmu);
 }
 
+/* ---- racing destroys through the command interface --------------------------------- */
+
+#define DESTROY_ROUNDS 2000
+
+struct destroy_race {
+	struct iommu *mmu;
+	pthread_barrier_t go, done;
+	atomic_uint arrived;		/* the two destroyers meet here, spinning, each round */
+	uint32_t did, moid;		/* this round's objects */
+	int ret[2][2];			/* [thread][domain, memobj] */
+};
+
+static int cmd_destroy(struct iommu *mmu, uint32_t obj, uint32_t id)
+{
+	struct iommu_cmd_destroy c = { sizeof(c), obj, id, 0 };
+
+	return iommu_cmd(mmu, IOMMU_CMD_DESTROY, &c);
+}
+
+static void *destroy_thread(void *arg)
+{
+	struct destroy_race *r = arg;
+	static atomic_uint next;
+	unsigned int me = atomic_fetch_add(&next, 1) & 1;
+
+	for (unsigned int i = 0; i < DESTROY_ROUNDS; i++) {
+		pthread_barrier_wait(&r->go);
+		/* Waking from the barrier takes far longer than a destroy: meet again,
+		 * spinning, so that both destroys start together. */
+		atomic_fetch_add(&r->arrived, 1);
+		while (atomic_load(&r->arrived) < 2 * (i + 1))
+			;
+		r->ret[me][0] = cmd_destroy(r->mmu, IOMMU_OBJ_DOMAIN, r->did);
+		r->ret[me][1] = cmd_destroy(r->mmu, IOMMU_OBJ_MEMOBJ, r->moid);
+		pthread_barrier_wait(&r->done);
+	}
+	return NULL;
+}
+
+/* Two destroys of one id: exactly one frees the object, the other finds nothing. */
+static void test_destroy_race(void **state)
+{
+	struct destroy_race r = { 0 };
+	pthread_t th[2];
+
+	(void)state;
+	r.mmu = t_iommu();
+	pthread_barrier_init(&r.go, NULL, 3);
+	pthread_barrier_init(&r.done, NULL, 3);
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, destroy_thread, &r), 0);
+	for (int i = 0; i < DESTROY_ROUNDS; i++) {
+		r.did = iommu_domain_id(t_paging(r.mmu, 0));
+		r.moid = iommu_memobj_id(t_memobj(r.mmu, PG, 0));
+		pthread_barrier_wait(&r.go);
+		pthread_barrier_wait(&r.done);
+		for (int k = 0; k < 2; k++) {
+			int a = r.ret[0][k], b = r.ret[1][k];
+
+			assert_true((a == 0 && b == -ENOENT) || (a == -ENOENT && b == 0));
+		}
+	}
+	for (int i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	pthread_barrier_destroy(&r.go);
+	pthread_barrier_destroy(&r.done);
+	iommu_destroy(r.mmu);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -218,6 +287,8 @@ int main(void)
 		  (void *)MT_LAZY },
 		{ "nested: device threads vs stage-2 unmap: never poison", test_mt, NULL, NULL,
 		  (void *)MT_NESTED },
+		{ "two destroys of one id: one frees, the other gets ENOENT", test_destroy_race,
+		  NULL, NULL, NULL },
 	};
 
 	return cmocka_run_group_tests_name("iommu_mt", tests, NULL, NULL);

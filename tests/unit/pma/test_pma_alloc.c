@@ -581,6 +581,26 @@ static void test_free_2m_partial_group(void **state)
 	pma_destroy(pma);
 }
 
+/* A run of 2 MiB pages whose addresses wrap past 2^64 to an allocated page is malformed:
+ * -EINVAL, nothing changes. */
+static void test_free_wrapping_run(void **state)
+{
+	struct pma *pma = std_new();
+	struct pma_alloc_opts o = { .flags = PMA_PINNED };
+	const uint64_t wrap[] = { 0 - M2, 0 };
+	struct tp_snap s;
+
+	(void)state;
+	assert_int_equal(pma_alloc_fixed(pma, 0, 2 * MiB, &o), 0);
+	tp_snap_take(pma, &s);
+	assert_int_equal(pma_free_pages(pma, wrap, 2, M2, 0), -EINVAL);
+	tp_snap_assert_same(pma, &s);
+	tp_verify(pma);
+	assert_int_equal(pma_free_pages(pma, &wrap[1], 1, M2, 0), 0);
+	tp_snap_free(&s);
+	pma_destroy(pma);
+}
+
 /* ---- pin, unpin, free ------------------------------------------------------------------ */
 
 enum op { PIN, UNPIN, FREE, FREE_RANGE };
@@ -879,6 +899,7 @@ int main(void)
 	TP_TABLE_TESTS(tests, n, fixed_cases, test_fixed_case);
 	TP_TEST(tests, n, test_fixed_null_opts);
 	TP_TEST(tests, n, test_free_2m_partial_group);
+	TP_TEST(tests, n, test_free_wrapping_run);
 	TP_TABLE_TESTS(tests, n, state_cases, test_state_case);
 	TP_TEST(tests, n, test_free_runs);
 	TP_TEST(tests, n, test_stats_random);

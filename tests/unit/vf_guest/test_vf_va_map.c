@@ -3,8 +3,8 @@
  * 512 MiB slice): a zero size, a range past the GPU VA space or wrapping around it, bad
  * alignment, an unknown page size or flag, and any range that is not inside the memory
  * object. Each refusal is -EINVAL and leaves the address space as it was: no page mapped,
- * no page table allocated, nothing recorded against the memory object. Skipped with the
- * reason when vgpud is not built. */
+ * no page table allocated, nothing recorded against the memory object. A map over a managed
+ * allocation's range is -EEXIST. Skipped with the reason when vgpud is not built. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +16,7 @@
 
 #include "common/compiler.h"
 #include "vf_guest/include/vgpu_vf.h"
+#include "vf_guest/include/vgpu_vf_managed.h"
 #include <vgpu/gmmu.h>
 #include "tests/unit/vf_guest/vgpud_fixture.h"
 
@@ -23,6 +24,7 @@
 #define PS	(64ull << 10)		/* the memory object's page size */
 #define MEMSZ	(16 * PS)		/* its size */
 #define VA0	(1ull << 40)		/* where the good mapping goes */
+#define MANAGED_SZ (2ull << 20)		/* a managed allocation's size */
 
 static const struct bad_map {
 	const char *name;
@@ -108,10 +110,45 @@ static void test_bad_ranges(void **state)
 	vfx_vf_close(vf);
 }
 
+/* A managed allocation keeps its range mapped with invalid PTEs until the GPU faults pages
+ * in: a map over that range is -EEXIST like a map over any mapped page, and afterwards
+ * both are freed and the page tables are back to what they were. */
+static void test_map_over_managed(void **state)
+{
+	struct vgpu_vf_opts vo = { .socket = vfx_group.sock, .quiet = true };
+	struct vgpu_managed *m, *m2;
+	struct vgpu_vaspace *as;
+	struct vgpu_mem *mem;
+	struct vgpu_vf *vf;
+	uint64_t tables;
+
+	(void)state;
+	vfx_skip_if_down();
+	assert_int_equal(vfx_vf_open(&vo, &vf), 0);
+	assert_int_equal(vgpu_vaspace_create(vf, &as), 0);
+	assert_int_equal(vgpu_mem_alloc(vf, VGPU_MEM_VRAM, MEMSZ, PS, &mem), 0);
+	tables = vgpu_vaspace_table_bytes(as);
+	assert_int_equal(vgpu_mem_alloc_managed(as, VA0, MANAGED_SZ, &m), 0);
+	assert_int_equal(vgpu_va_map(as, VA0 + 4096, mem, 0, 4096, 4096, 0), -EEXIST);
+	assert_int_equal(vgpu_va_map_raw(as, VA0 + MANAGED_SZ - 4096, VGPU_MEM_VRAM,
+					 vgpu_mem_addr(mem), 4096, 4096, 0), -EEXIST);
+	assert_int_equal(vgpu_mem_alloc_managed(as, VA0 - MANAGED_SZ, 2 * MANAGED_SZ, &m2),
+			 -EEXIST);
+	/* Next to it is free. */
+	assert_int_equal(vgpu_va_map(as, VA0 + MANAGED_SZ, mem, 0, PS, PS, 0), 0);
+	assert_int_equal(vgpu_va_unmap(as, VA0 + MANAGED_SZ, PS), 0);
+	assert_int_equal(vgpu_mem_free(mem), 0);
+	assert_int_equal(vgpu_mem_free_managed(m), 0);
+	assert_int_equal(vgpu_vaspace_table_bytes(as), tables);
+	vgpu_vaspace_destroy(as);
+	vfx_vf_close(vf);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_bad_ranges, vfx_case_teardown),
+		cmocka_unit_test_teardown(test_map_over_managed, vfx_case_teardown),
 	};
 
 	return vfx_run_group(tests, VFX_ONE_VF(NULL), "/dev/shm/vgpu-vamap", UUID, "vgpu-512M");
