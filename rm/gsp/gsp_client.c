@@ -338,6 +338,7 @@ static void credit_wait_locked(struct gsp_lane *ln)
 {
 	struct timespec ts;
 
+	cmn_mutex_assert_held(&ln->slots_lock);
 	clock_gettime(CLOCK_REALTIME, &ts);
 	ts.tv_nsec += 2 * VGPU_NSEC_PER_MSEC;
 	if (ts.tv_nsec >= (long)VGPU_NSEC_PER_SEC) {
@@ -684,20 +685,6 @@ static void gsp_timeout(struct gsp *g, uint32_t function, uint32_t seq)
 		gsp_mark_fatal(g, "repeated RPC timeouts");
 }
 
-/* Become the lane's drainer if nobody is: try the rx lock (a waiter never blocks on it). */
-static bool rx_trylock(struct gsp_lane *ln)
-{
-	struct cmn_mutex *mx = &ln->rx_lock;
-
-	if (pthread_mutex_trylock(&mx->m))
-		return false;
-	/* Held now: tell the order validator and the owner word what cmn_mutex_lock would. */
-	if (cmn_lockdep_on(mx))
-		cmn_lockdep_acquire(mx->cls);
-	atomic_store_explicit(&mx->owner, pthread_self(), memory_order_relaxed);
-	return true;
-}
-
 static int gsp_wait(struct gsp_lane *ln, struct gsp_slot *s, uint32_t function, uint64_t deadline,
 		    size_t *len)
 {
@@ -721,7 +708,8 @@ static int gsp_wait(struct gsp_lane *ln, struct gsp_slot *s, uint32_t function, 
 			/* FILLING: a drainer is copying the reply in; it completes or aborts. */
 			cmn_mutex_unlock(&ln->slots_lock);
 		}
-		if (rx_trylock(ln)) {
+		/* Become the lane's drainer if nobody is (a waiter never blocks on rx_lock). */
+		if (cmn_mutex_trylock(&ln->rx_lock)) {
 			drainer(ln, s, deadline, spin_until);
 			cmn_mutex_unlock(&ln->rx_lock);
 			handoff(ln);
