@@ -203,8 +203,9 @@ static void db_token_locked(struct gpu *g, struct gpu_engine *self, struct gpu_f
 /* Remember @idx, a slot skipped while empty: its producer may only have been preempted
  * between its claim and its store, and write the token behind tail. With the list full the
  * oldest is forgotten (the periodic scan finds its work). */
-static void db_late_add_locked(struct gpu_fn *f, uint32_t idx)
+static void db_late_add_locked(struct gpu *g, struct gpu_fn *f, uint32_t idx)
 {
+	cmn_mutex_assert_held(&g->lock);
 	if (f->nr_db_late == GPU_DB_LATE_MAX) {
 		memmove(f->db_late, f->db_late + 1, (GPU_DB_LATE_MAX - 1) * sizeof(f->db_late[0]));
 		f->nr_db_late--;
@@ -215,13 +216,14 @@ static void db_late_add_locked(struct gpu_fn *f, uint32_t idx)
 /* Take the tokens written late into skipped slots; true if there was one. A slot that a
  * producer has claimed again since (@head more than a ring past it) is the ring's again. The
  * idle poll does not look here: a late token whose producer saw no sleeper waits for the
- * engine's next pass (at most GPU_PRIV_POLL_NS), not for the scan. */
+ * engine's next pass (at most gpu_config.priv_poll_ns), not for the scan. */
 static bool db_late_take_locked(struct gpu *g, struct gpu_engine *self, struct gpu_fn *f,
 				uint32_t head)
 {
 	unsigned int kept = 0;
 	bool seen = false;
 
+	cmn_mutex_assert_held(&g->lock);
 	for (unsigned int i = 0; i < f->nr_db_late; i++) {
 		uint32_t idx = f->db_late[i];
 		_Atomic uint32_t *slot = DB_ATOMIC(&f->db->slots[idx % VGPU_DB_SLOTS]);
@@ -281,7 +283,7 @@ static void db_drain_fn_locked(struct gpu *g, struct gpu_engine *self, struct gp
 			if (now - f->db_stuck_since < DB_STUCK_NS)
 				break;
 			f->db_stuck_since = 0;
-			db_late_add_locked(f, tail);
+			db_late_add_locked(g, f, tail);
 			tail++;
 			continue;
 		}

@@ -148,6 +148,9 @@ struct gpu_config {
 	unsigned int nr_engines;	/* worker threads, 1..GPU_MAX_ENGINES; 0 = 1 */
 	uint64_t spin_ns;		/* idle engines spin this long before sleeping; 0 = 50 us */
 	uint64_t scan_period_ns;	/* GP_PUT vs GP_GET scan of resident channels; 0 = 1 ms */
+	/* Idle engines re-read the privileged region this often, for a GSP in another process
+	 * that writes it without a kick; 0 = 1 ms. */
+	uint64_t priv_poll_ns;
 	/* A channel that caught up after work waits this long for its next submission
 	 * before its turn ends (not with clock_ns); 0 = 2 us, GPU_LINGER_NONE = not at all. */
 	uint64_t linger_ns;

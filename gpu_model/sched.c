@@ -602,7 +602,7 @@ static uint64_t idle_deadline_locked(struct gpu_engine *e, uint64_t now)
 {
 	struct gpu *g = e->g;
 	/* The GSP may live in another process and cannot kick us: poll its generation. */
-	uint64_t d = cmn_min(e->next_scan, now + GPU_PRIV_POLL_NS);
+	uint64_t d = cmn_min(e->next_scan, now + def(g->cfg.priv_poll_ns, GPU_PRIV_POLL_NS));
 
 	cmn_mutex_assert_held(&e->g->lock);
 	if (e->cur_fn >= 0)

@@ -165,6 +165,7 @@ static bool spare_filler_start_locked(struct hmm_mm *mm)
 {
 	struct hmm_spare *sp = &mm->spare;
 
+	cmn_mutex_assert_held(&sp->lock);
 	if (sp->tried)
 		return sp->running;
 	sp->tried = true;

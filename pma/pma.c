@@ -263,6 +263,7 @@ void pma_get_stats(const struct pma *pma, struct pma_stats *out)
 	out->largest_free_bytes = largest_read(pma);
 	out->scrubbing_bytes = atomic_load_explicit(&pma->st_scrub, memory_order_relaxed);
 	out->blacklisted_bytes = atomic_load_explicit(&pma->st_black, memory_order_relaxed);
+	out->unregister_waits = atomic_load_explicit(&pma->st_unreg_waits, memory_order_relaxed);
 }
 
 uint64_t pma_free_bytes(const struct pma *pma)
@@ -372,7 +373,8 @@ int pma_export(struct pma *pma, struct pma_range *out, size_t max, size_t *nr)
 	return 0;
 }
 
-/* The published counters as they stand (lock held, so no reader flush is involved). */
+/* The published memory figures as they stand (lock held, so no reader flush is involved);
+ * the other fields of @out are left as they are. */
 static void stats_snapshot_locked(const struct pma *pma, struct pma_stats *out, bool *stale)
 {
 	pma_assert_locked(pma);
@@ -387,7 +389,7 @@ static void stats_snapshot_locked(const struct pma *pma, struct pma_stats *out, 
 
 int pma_check(struct pma *pma)
 {
-	struct pma_stats before, after;
+	struct pma_stats before = { 0 }, after = { 0 };
 	bool stale, stale_after, dirty = false;
 	int ret = 0;
 

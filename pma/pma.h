@@ -116,6 +116,8 @@ struct pma_stats {
 	uint64_t largest_free_bytes;	/* largest allocatable contiguous extent */
 	uint64_t scrubbing_bytes;	/* freed, waiting for the scrubber */
 	uint64_t blacklisted_bytes;
+	uint64_t unregister_waits;	/* pma_evict_unregister() calls that found an eviction in
+					 * flight and waited for it */
 };
 
 /* An allocated range for export / import (persistence, migration). */

@@ -31,6 +31,8 @@ void pma_evict_unregister(struct pma *pma)
 	cmn_mutex_lock(&pma->wait_lock);
 	pma->evict_registered = false;
 	atomic_store_explicit(&pma->evict_armed, false, memory_order_relaxed);
+	if (pma->evictions_in_flight)
+		atomic_fetch_add_explicit(&pma->st_unreg_waits, 1, memory_order_relaxed);
 	while (pma->evictions_in_flight)
 		cmn_cond_wait(&pma->wait_cond, &pma->wait_lock);
 	memset(&pma->evict, 0, sizeof(pma->evict));

@@ -224,6 +224,7 @@ struct pma {
 	bool evict_registered;
 	atomic_bool evict_armed;		/* lock-free copy: skip eviction when unset */
 	unsigned int evictions_in_flight;
+	_Atomic uint64_t st_unreg_waits;	/* written under wait_lock, read without it */
 
 	/* scrubber worker: queue protected by wait_lock */
 	pthread_t scrub_thread;

@@ -2,9 +2,11 @@
 # SPDX-License-Identifier: MIT
 # TAP self-test of tests/run-suites: a suite that prints no plan, more results than its plan,
 # fewer results than its plan or exits non-zero after "ok" lines must fail; several cmocka
-# groups in one program sum their plans; a SKIP is never a pass; --env reaches the programs
-# after it until the next --label, and a malformed one is refused; each program's line says
-# how long it ran.
+# groups in one program sum their plans; a SKIP is never a pass, in either form (cmocka 1.1
+# prints "not ok N # SKIP name") nor a failure; a program killed by a signal, or by the
+# runner's timeout (VGPU_TEST_TIMEOUT) after reporting all its tests, fails; --env reaches the
+# programs after it until the next --label, and a malformed one is refused; each program's
+# line says how long it ran.
 set -u
 here=$(cd "$(dirname "$0")/../.." && pwd)
 tmp=$(mktemp -d)
@@ -54,9 +56,12 @@ fake extra 'echo 1..1; echo ok 1; echo ok 2'
 fake short 'echo 1..3; echo ok 1'
 fake died 'echo 1..1; echo ok 1; exit 3'
 fake skip 'echo 1..2; echo ok 1; echo "ok 2 # SKIP no device"'
+fake cmskip 'echo 1..2; echo ok 1 - a; echo "not ok 2 # SKIP x"'
+fake segv 'ulimit -c 0; echo 1..1; echo ok 1; kill -SEGV $$'
+fake hang 'echo 1..1; echo ok 1; exec sleep 3600'
 fake slow 'echo 1..1; sleep 0.3; echo ok 1'
 
-echo 1..13
+echo 1..16
 expect "a clean suite passes" good "2 passed, 0 failed" 0
 expect "several groups sum their plans" groups "3 passed, 0 failed" 0
 expect "no plan fails" noplan "1 passed, 1 failed" 1
@@ -65,6 +70,10 @@ expect "results beyond the plan fail" extra "2 passed, 1 failed" 1
 expect "planned tests never reported fail" short "1 passed, 2 failed" 1
 expect "a non-zero exit fails" died "1 passed, 1 failed" 1
 expect "a skip is counted as skipped" skip "1 passed, 0 failed, 1 skipped" 0
+expect "cmocka's 'not ok # SKIP' is a skip" cmskip "1 passed, 0 failed, 1 skipped" 0
+expect "a program killed by a signal fails" segv "1 passed, 1 failed" 1
+# Only the runner's timeout ends this program: its kill is a failure.
+VGPU_TEST_TIMEOUT=1 expect "a hang killed by the runner's timeout fails" hang "1 passed, 1 failed" 1
 expect_args "--env reaches the programs after it" "2 passed, 0 failed" 0 \
 	--label e --env "RS_FOO=a b" ./envcheck ./envcheck
 expect_args "--label starts without the earlier --env" "1 passed, 1 failed" 1 \

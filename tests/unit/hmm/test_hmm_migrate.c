@@ -329,27 +329,36 @@ static void test_kernel_access(void **state)
 	fx_fini(&f);
 }
 
-/* HMM-28: fork with device-resident pages; the parent writes and owns private copies. */
+/* HMM-28: fork with device-resident pages; the parent writes and owns private copies. The
+ * child looks only after the parent's writes (told through a pipe): they must not show. */
 static void test_cow_in_device(void **state)
 {
 	struct fx f;
 	uint8_t codes[4];
+	int go[2], status;
 	pid_t pid;
-	int status;
 
 	fx_init(&f, *state, 2 * M2, 4 * PG);
 	assert_int_equal(tdev_migrate(f.d, f.buf, 4, NULL, NULL), 0);
+	assert_int_equal(pipe(go), 0);
 	pid = fork();
 	assert_true(pid >= 0);
 	if (!pid) {
+		char c;
+
+		close(go[1]);
+		if (read(go[0], &c, 1) != 1)
+			_exit(2);
 		for (size_t i = 0; i < 4 * PG / sizeof(int); i++)
 			if (((int *)f.buf)[i] != (int)i)
 				_exit(1);
-		usleep(20000);
 		_exit(0);
 	}
+	close(go[0]);
 	for (size_t i = 0; i < 4 * PG / sizeof(int); i++)
 		((int *)f.buf)[i] += 1;
+	assert_int_equal(write(go[1], "x", 1), 1);
+	close(go[1]);
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	assert_int_equal(tdev_snapshot(f.d, f.buf, 4, codes), 0);

@@ -6,6 +6,7 @@
 #include <linux/userfaultfd.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -435,23 +436,33 @@ out:
 
 struct third_party {
 	int uffd;
+	int stop;			/* eventfd: the test is done with the region */
 	char *base;
 	size_t len;
 	pthread_t thread;
 	unsigned int served;
 };
 
+/* Serves faults until told to stop: the test's accesses wait on it however late they come. */
 static void *third_party_thread(void *arg)
 {
 	struct third_party *tp = arg;
 	char *page = aligned_alloc(PG, PG);
 
-	while (tp->served < tp->len / PG) {
-		struct pollfd pfd = { .fd = tp->uffd, .events = POLLIN };
+	for (;;) {
+		struct pollfd pfd[2] = { { .fd = tp->uffd, .events = POLLIN },
+					 { .fd = tp->stop, .events = POLLIN } };
 		struct uffd_msg msg;
 
-		if (poll(&pfd, 1, 2000) <= 0)
+		if (poll(pfd, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
 			break;
+		}
+		if (pfd[1].revents)
+			break;
+		if (!(pfd[0].revents & POLLIN))
+			continue;
 		if (read(tp->uffd, &msg, sizeof(msg)) != sizeof(msg) ||
 		    msg.event != UFFD_EVENT_PAGEFAULT)
 			continue;
@@ -478,8 +489,11 @@ static void test_uffd_third_party(void **state)
 	char *mirror = malloc(tp.len);
 
 	tp.base = tbuf_new(tp.len, false);
-	tp.uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC);
+	/* Non-blocking: poll() reports a blocking userfaultfd as an error, never as readable. */
+	tp.uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
 	assert_true(tp.uffd >= 0);
+	tp.stop = eventfd(0, EFD_CLOEXEC);
+	assert_true(tp.stop >= 0);
 	assert_int_equal(ioctl(tp.uffd, UFFDIO_API, &api), 0);
 	struct uffdio_register reg = { .range = { (uintptr_t)tp.base, tp.len },
 				       .mode = UFFDIO_REGISTER_MODE_MISSING };
@@ -489,8 +503,10 @@ static void test_uffd_third_party(void **state)
 	tdev_rw_all(d, tp.base, tp.len / PG, mirror, false);
 	for (size_t i = 0; i < tp.len; i++)
 		assert_int_equal(mirror[i], (char)(i / PG + 1));
+	assert_int_equal(eventfd_write(tp.stop, 1), 0);
 	pthread_join(tp.thread, NULL);
 	assert_int_equal(tp.served, tp.len / PG);
+	close(tp.stop);
 	close(tp.uffd);
 	munmap(tp.base, tp.len);
 	free(mirror);

@@ -759,6 +759,14 @@ static void *unregister_thread(void *arg)
 	return NULL;
 }
 
+static uint64_t unregister_waits(struct pma *pma)
+{
+	struct pma_stats st;
+
+	pma_get_stats(pma, &st);
+	return st.unregister_waits;
+}
+
 /* pma_evict_unregister() returns only once the eviction in flight has finished. */
 static void test_unregister_waits(void **state)
 {
@@ -776,13 +784,16 @@ static void test_unregister_waits(void **state)
 	while (!atomic_load(&c.in_cb))
 		usleep(1000);
 	assert_int_equal(pthread_create(&tu, NULL, unregister_thread, &u), 0);
-	usleep(100000);		/* give a wrong unregister the chance to return early */
+	/* Once the unregister has seen the eviction in flight, only its end may let it return. */
+	while (unregister_waits(pma) < 1)
+		usleep(1000);
 	assert_false(atomic_load(&u.returned));
 	atomic_store(&c.released, true);
 	pthread_join(ta, NULL);
 	pthread_join(tu, NULL);
 	assert_int_equal(u.alloc_ret, 0);
 	assert_true(u.cb_done_at_return);
+	assert_int_equal(unregister_waits(pma), 1);
 	assert_no_evicting(pma);
 	tp_verify(pma);
 	pma_destroy(pma);

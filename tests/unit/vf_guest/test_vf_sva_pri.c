@@ -148,9 +148,10 @@ static uint32_t gpu_copy(struct fx *f, const void *src, void *dst, uint64_t len,
 		return 0;
 	assert_int_equal(ret, -VGPU_ECHANERR);
 	assert_int_equal(vgpu_channel_error(f->ch, &code, &va), -VGPU_ECHANERR);
-	/* the fault event may trail the channel's error word a little */
-	for (int i = 0; i < 200 && fault_va && !va; i++) {
-		usleep(5 * 1000);
+	/* A fault's event, which carries its VA, may trail the channel's error word. */
+	while (fault_va && !va &&
+	       (code == VGPU_CHAN_ERR_IOMMU_FAULT || code == VGPU_CHAN_ERR_MMU_FAULT)) {
+		usleep(1000);
 		vgpu_channel_error(f->ch, &code, &va);
 	}
 	if (fault_va)
