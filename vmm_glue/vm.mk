@@ -30,7 +30,7 @@ guest-image: $(VM_GUEST_BIN)
 VM_SUITES += $(sort $(wildcard tests/vm/qemu-*.sh))
 VM_DEPS   += guest-image $(VM_HOST_BINS)
 
-# Part B's libvirt tier appends its own suites and deps.
+# The libvirt tier appends its own suites and deps.
 -include vmm_glue/vm-libvirt.mk
 
 vm-check: $(VM_DEPS)
