@@ -419,6 +419,7 @@ int pf_mig_bring_up(struct pf_daemon *d, struct pf_mig_plan *p, struct pf_slice 
 
 	d->slices[d->nr_slices++] = s;
 	p->s = NULL;
+	s->incoming = true;
 	mig_sm_init(&s->mig, MIG_S_RESUMING);
 	r = pf_slice_bring_up(d, s, p->vf, p->base, false, e);
 	if (r) {
@@ -455,10 +456,15 @@ int pf_mig_commit(struct pf_daemon *d, struct pf_slice *s, struct pf_err *e)
 	/* The commit point: the journal naming the slice, its definition inside and marked
 	 * restored, so a loader that finds no definition file writes it from there. */
 	s->def_pending = !s->transient;
+	s->incoming = false;
 	r = pf_state_save_journal(d);
-	if (r)
+	if (r) {
+		/* Still the source's: the next journal write must not name it either. */
+		s->incoming = true;
+		s->def_pending = false;
 		return cmn_fail(&e->f, r, "slice %s: cannot write the journal: %s", s->uuid,
 				cmn_strerror(r));
+	}
 	if (!s->transient && pf_state_save_slice(d, s))
 		cmn_warn("slice %s: restored, but its definition file is not written yet (the "
 			 "journal holds it: the next start of vgpud writes it)", s->uuid);

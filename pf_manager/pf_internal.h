@@ -154,6 +154,8 @@ struct pf_slice {
 	uint32_t mig_guest_flags;	/* the VF_INFO_REQ_* flags it asked for there (a GUEST
 					 * frame), taken with mig_guest_abi */
 	bool def_pending;		/* restored: the journal holds its definition, the file may not */
+	bool incoming;			/* migrating in, not committed: the source owns it, so no
+					 * journal names it (pf_mig_commit() clears it) */
 	/* counters (the mailbox ones copied from the service thread by pf_svc_sync()) */
 	uint64_t rpc_ok, rpc_err, mbox_kicks, resets;
 };
@@ -483,6 +485,9 @@ void pf_rm_fini(struct pf_daemon *d);
 int pf_rm_partition_set(struct pf_daemon *d, struct pf_slice *s, unsigned int vf, uint64_t base);
 /* Reset @vf's RM state and take its partition back. */
 int pf_rm_partition_clear(struct pf_daemon *d, unsigned int vf);
+/* Take @vf's partition back without the reset's scrub: its VRAM is an adopted object the
+ * state still owns. -EBUSY while it has clients. */
+int pf_rm_partition_drop(struct pf_daemon *d, unsigned int vf);
 /* The RM's child allocator of @vf's partition, or NULL. */
 struct pma *pf_rm_vf_pma(struct pf_daemon *d, unsigned int vf);
 /* FLR: clients disabled, channels reset, objects freed in batches, VRAM scrubbed. */

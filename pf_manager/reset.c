@@ -163,6 +163,29 @@ static void finish(struct pf_daemon *d, struct pf_slice *s, enum pf_reset_verdic
 	pf_command_reply_later(d, w.client, w.id, r, ret, &e);
 }
 
+/* Cancel @s's announced reset and record that before the requester hears of it: a reply
+ * that says "did not run" must not be followed by a restart that runs it. A journal that
+ * cannot be written still holds the reset pending, and the reply says so. */
+static void cancel_journaled(struct pf_daemon *d, struct pf_slice *s, const char *why)
+{
+	struct pf_reset_wait w = s->rst;
+	struct pf_err e = { 0 };
+	int r;
+
+	s->rst = (struct pf_reset_wait){ 0 };
+	atomic_store((_Atomic uint32_t *)&s->hdr->reset_pending, 0);
+	s->reset_pending = false;
+	r = pf_state_save_journal(d);
+	if (r)
+		cmn_fail(&e.f, -ECANCELED, "VF %u: the announced reset did not run: %s; the "
+			 "journal cannot be written (%s) and still holds it pending: a restart of "
+			 "vgpud runs it", s->vf, why, cmn_strerror(r));
+	else
+		cmn_fail(&e.f, -ECANCELED, "VF %u: the announced reset did not run: %s", s->vf,
+			 why);
+	pf_command_reply_later(d, w.client, w.id, -ECANCELED, NULL, &e);
+}
+
 void pf_reset_tick(struct pf_daemon *d, uint64_t now_ns)
 {
 	for (unsigned int vf = 1; vf <= PF_MAX_VFS; vf++) {
@@ -173,10 +196,7 @@ void pf_reset_tick(struct pf_daemon *d, uint64_t now_ns)
 			continue;
 		/* A live migration that started meanwhile reads the VF: no reset under it. */
 		if (pf_live_busy(d, s)) {
-			pf_reset_cancel(d, s, "a live migration of the slice started");
-			if (pf_state_save_journal(d))
-				cmn_warn("VF %u: the cancelled reset stays pending in the journal",
-					 s->vf);
+			cancel_journaled(d, s, "a live migration of the slice started");
 			continue;
 		}
 		v = pf_reset_verdict(&s->rst, atomic_load((_Atomic uint32_t *)&s->hdr->reset_ack),

@@ -128,6 +128,20 @@ static const char *pf_gsp_path(void)
 	return p;
 }
 
+#ifdef VGPU_TEST_HOOKS
+/* VGPU_GSP_DEADLINE_MS=N: every RPC class waits N ms for the GSP. A test that holds the GSP
+ * stopped keeps a call in flight for as long as it decides, not until the class's deadline.
+ * Test builds only (vgpud-test): the product keeps the GSP client's deadlines. */
+static void pf_test_gsp_deadline(struct gsp_config *gc)
+{
+	const char *v = getenv("VGPU_GSP_DEADLINE_MS");
+	unsigned long long ms = v ? strtoull(v, NULL, 10) : 0;
+
+	for (int c = 0; ms && c < GSP_CLASS_NR; c++)
+		gc->deadline_ns[c] = ms * VGPU_NSEC_PER_MSEC;
+}
+#endif
+
 int pf_rm_init(struct pf_daemon *d)
 {
 	struct gsp_config gc = { .path = pf_gsp_path() };
@@ -142,6 +156,9 @@ int pf_rm_init(struct pf_daemon *d)
 	struct pf_rm_glue *g;
 	int r;
 
+#ifdef VGPU_TEST_HOOKS
+	pf_test_gsp_deadline(&gc);
+#endif
 	if (!gc.path) {
 		cmn_err("cannot find vgpu-gsp (in " VGPU_GSP_DIR ", next to vgpud, or named by "
 			"$VGPU_GSP)");
@@ -197,6 +214,11 @@ int pf_rm_partition_clear(struct pf_daemon *d, unsigned int vf)
 
 	if (r)
 		cmn_warn("VF %u: RM reset before release: %s", vf, cmn_strerror(r));
+	return rm_vf_partition_clear(d->rm, vf);
+}
+
+int pf_rm_partition_drop(struct pf_daemon *d, unsigned int vf)
+{
 	return rm_vf_partition_clear(d->rm, vf);
 }
 

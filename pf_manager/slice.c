@@ -528,7 +528,12 @@ clear_partition:
 	d->vfs[vf] = NULL;
 	s->vf = 0;
 	s->child = NULL;
-	pf_rm_partition_clear(d, vf);
+	/* An adopted object holds the guest's VRAM, which the state still names: the RM reset's
+	 * scrub would zero it through the partition, so only the partition goes. */
+	if (!adopt)
+		pf_rm_partition_clear(d, vf);
+	else if (pf_rm_partition_drop(d, vf))
+		cmn_warn("VF %u: its partition stays programmed", vf);
 unmap_vram:
 	/* Unmapping scrubs: only right for an object we created. */
 	if (!adopt)

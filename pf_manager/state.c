@@ -451,8 +451,10 @@ int pf_state_save_journal_without(struct pf_daemon *d, const struct pf_slice *sk
 	pf_json_add_u64(o, "spare_vram", d->cfg.spare_vram);
 	pf_json_add_u64(o, "dma_size", d->cfg.dma_size);
 	json_object_object_add(o, "num_vfs", json_object_new_int((int)d->num_vfs));
+	/* An incoming slice not committed yet is the source's: a restart here must not run it
+	 * (the source resumes it), nor refuse a state that names it without a definition. */
 	for (unsigned int vf = 1; vf <= PF_MAX_VFS; vf++)
-		if (d->vfs[vf] && d->vfs[vf] != skip)
+		if (d->vfs[vf] && d->vfs[vf] != skip && !d->vfs[vf]->incoming)
 			json_object_array_add(arr, journal_entry(d->vfs[vf]));
 	json_object_object_add(o, "slices", arr);
 	snprintf(path, sizeof(path), "%s/journal.json", d->cfg.state_dir);
@@ -712,6 +714,20 @@ static int entry_flag(json_object *o, const char *key, const char *uuid, bool *o
 	return 0;
 }
 
+/* Whether transient entry @o and the definition file's slice @s carry the same hand-over
+ * record: the source wrote the file when the migration left it unconfirmed (req_hold(),
+ * handed_over()), and crashed before the journal dropped the transient mark. */
+static bool handed_over_entry(json_object *o, const struct pf_slice *s)
+{
+	json_object *def, *to;
+
+	return !s->transient && s->migrated_to[0] &&
+	       json_object_object_get_ex(o, "definition", &def) &&
+	       json_object_object_get_ex(def, "migrated_out", &to) &&
+	       json_object_is_type(to, json_type_string) &&
+	       !strcmp(json_object_get_string(to), s->migrated_to);
+}
+
 /* A transient entry ("transient": true) is the slice's only record. A restored entry
  * ("restored": true) is committed before the definition file is written: without the
  * file it is the record too, and the file is written when it is applied. */
@@ -725,6 +741,9 @@ static int transient_entry(struct pf_daemon *d, json_object *o, struct jent *je,
 		r = entry_flag(o, "restored", uuid, &restored, why, wlen);
 	if (r)
 		return r;
+	/* Handed over, the slice is defined by its file: the entry is one write behind. */
+	if (transient && je->s && handed_over_entry(o, je->s))
+		return 0;
 	if (transient && je->s)
 		return snprintf(why, wlen, "slice %s: transient, but a definition file or an earlier "
 				"entry has it too", uuid), -EBADMSG;
