@@ -24,6 +24,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -211,8 +212,12 @@ static void svc_serve(struct pf_svc *v)
 static void *svc_main(void *arg)
 {
 	struct pf_svc *v = arg;
+	char name[16];
 	uint64_t cnt;
 
+	/* Named by its VF: ps -L, top and the tests tell the service threads apart. */
+	snprintf(name, sizeof(name), "vgpud-vf%u", v->s->vf);
+	pthread_setname_np(pthread_self(), name);
 	/* Its guest waits for the reply: at nice 0 (a light VF), woken, it preempts a thread
 	 * running a longer slice at once; at CMN_SHARE_NICE_BUSY its deadline stays behind
 	 * every nice-0 thread's. */
