@@ -154,8 +154,8 @@ struct pf_slice {
 	uint32_t mig_guest_flags;	/* the VF_INFO_REQ_* flags it asked for there (a GUEST
 					 * frame), taken with mig_guest_abi */
 	bool def_pending;		/* restored: the journal holds its definition, the file may not */
-	bool incoming;			/* migrating in, not committed: the source owns it, so no
-					 * journal names it (pf_mig_commit() clears it) */
+	bool incoming;			/* migrating in, not committed: the source owns it,
+					 * no journal names it (pf_mig_commit() clears it) */
 	/* counters (the mailbox ones copied from the service thread by pf_svc_sync()) */
 	uint64_t rpc_ok, rpc_err, mbox_kicks, resets;
 };
