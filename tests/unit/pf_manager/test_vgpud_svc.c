@@ -125,29 +125,57 @@ static uint32_t rm_echo_msg(uint8_t *buf, uint32_t hc, uint32_t hsub, uint32_t p
 	return m->hdr.length;
 }
 
+/* The next thread id of the /proc/<pid>/task listing @dir, or NULL at its end. */
+static const char *task_next(DIR *dir)
+{
+	struct dirent *e;
+
+	while ((e = readdir(dir)))
+		if (e->d_name[0] != '.')
+			return e->d_name;
+	return NULL;
+}
+
+/* The threads of @pid, for task_next(); closedir() when done. */
+static DIR *tasks_open(pid_t pid)
+{
+	char path[64];
+	DIR *dir;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	dir = opendir(path);
+	assert_non_null(dir);
+	return dir;
+}
+
+/* The first line of /proc/@pid/task/@tid/@file in @buf; false if there is none (a thread
+ * that has just ended, an empty file). */
+static bool task_line(pid_t pid, const char *tid, const char *file, char *buf, int len)
+{
+	char path[320];
+	bool got;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%s/%s", (int)pid, tid, file);
+	f = fopen(path, "r");
+	if (!f)
+		return false;
+	got = fgets(buf, len, f) != NULL;
+	fclose(f);
+	return got;
+}
+
 /* The pid of @daemon's child vgpu-gsp (any of its threads may have spawned it). */
 static pid_t gsp_pid(pid_t daemon)
 {
-	char path[320], buf[256];
-	struct dirent *e;
+	DIR *dir = tasks_open(daemon);
+	const char *tid;
 	pid_t found = 0;
-	DIR *dir;
+	char buf[256];
 
-	snprintf(path, sizeof(path), "/proc/%d/task", (int)daemon);
-	dir = opendir(path);
-	assert_non_null(dir);
-	while (!found && (e = readdir(dir))) {
-		FILE *f;
-
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "/proc/%d/task/%s/children", (int)daemon, e->d_name);
-		f = fopen(path, "r");
-		if (f && fgets(buf, sizeof(buf), f))
+	while (!found && (tid = task_next(dir)))
+		if (task_line(daemon, tid, "children", buf, sizeof(buf)))
 			found = (pid_t)atoi(buf);
-		if (f)
-			fclose(f);
-	}
 	closedir(dir);
 	assert_true(found > 0);
 	return found;
@@ -156,28 +184,15 @@ static pid_t gsp_pid(pid_t daemon)
 /* Whether every thread of @pid is stopped ("T" in its stat). */
 static bool all_stopped(pid_t pid)
 {
-	char path[320], buf[512];
-	struct dirent *e;
+	DIR *dir = tasks_open(pid);
+	const char *tid, *st;
 	bool stopped = true;
-	DIR *dir;
+	char buf[512];
 
-	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-	dir = opendir(path);
-	assert_non_null(dir);
-	while (stopped && (e = readdir(dir))) {
-		const char *st;
-		FILE *f;
-
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "/proc/%d/task/%s/stat", (int)pid, e->d_name);
-		f = fopen(path, "r");
+	while (stopped && (tid = task_next(dir)))
 		/* The state follows the command name's closing parenthesis. */
-		if (f && fgets(buf, sizeof(buf), f) && (st = strrchr(buf, ')')))
+		if (task_line(pid, tid, "stat", buf, sizeof(buf)) && (st = strrchr(buf, ')')))
 			stopped = st[1] == ' ' && st[2] == 'T';
-		if (f)
-			fclose(f);
-	}
 	closedir(dir);
 	return stopped;
 }
@@ -388,47 +403,29 @@ static void test_share_nice(void **state)
 /* The nice of @daemon's thread named @comm, read from /proc; fails if there is none. */
 static int thread_nice(pid_t daemon, const char *comm)
 {
-	char path[320], buf[512], *st;
-	struct dirent *e;
-	int nice = 0;
-	bool found = false;
-	DIR *dir;
+	DIR *dir = tasks_open(daemon);
+	size_t n = strlen(comm);
+	const char *tid;
+	char buf[512], *st;
 
-	snprintf(path, sizeof(path), "/proc/%d/task", (int)daemon);
-	dir = opendir(path);
-	assert_non_null(dir);
-	while (!found && (e = readdir(dir))) {
-		FILE *f;
-
-		if (e->d_name[0] == '.')
+	while ((tid = task_next(dir))) {
+		if (!task_line(daemon, tid, "comm", buf, sizeof(buf)) || strncmp(buf, comm, n) ||
+		    (buf[n] != '\n' && buf[n]))
 			continue;
-		snprintf(path, sizeof(path), "/proc/%d/task/%s/comm", (int)daemon, e->d_name);
-		f = fopen(path, "r");
-		if (!f)
-			continue;	/* a thread that has just ended */
-		found = fgets(buf, sizeof(buf), f) && !strncmp(buf, comm, strlen(comm)) &&
-			(buf[strlen(comm)] == '\n' || !buf[strlen(comm)]);
-		fclose(f);
-		if (!found)
-			continue;
-		snprintf(path, sizeof(path), "/proc/%d/task/%s/stat", (int)daemon, e->d_name);
-		f = fopen(path, "r");
-		assert_non_null(f);
+		assert_true(task_line(daemon, tid, "stat", buf, sizeof(buf)));
+		closedir(dir);
 		/* Past the command's closing parenthesis: state is field 3, nice field 19. */
-		assert_non_null(fgets(buf, sizeof(buf), f));
-		fclose(f);
 		st = strrchr(buf, ')');
 		assert_non_null(st);
 		st = strtok(st + 1, " ");
 		for (int i = 3; st && i < 19; i++)
 			st = strtok(NULL, " ");
 		assert_non_null(st);
-		nice = atoi(st);
+		return atoi(st);
 	}
 	closedir(dir);
-	if (!found)
-		fail_msg("vgpud has no thread named %s", comm);
-	return nice;
+	fail_msg("vgpud has no thread named %s", comm);
+	return 0;
 }
 
 static uint64_t share_window_now(void)
