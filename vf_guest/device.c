@@ -215,7 +215,8 @@ void vgpu_vf_close(struct vgpu_vf *vf)
 		vf_channel_destroy(cmn_container_of(vf->channels.next, struct vgpu_channel, node),
 				   true);
 	while (!cmn_list_empty(&vf->vaspaces))
-		vgpu_vaspace_destroy(cmn_container_of(vf->vaspaces.next, struct vgpu_vaspace, node));
+		vf_vaspace_destroy(cmn_container_of(vf->vaspaces.next, struct vgpu_vaspace, node),
+				   true);
 	while (!cmn_list_empty(&vf->mems)) {
 		struct vgpu_mem *m = cmn_container_of(vf->mems.next, struct vgpu_mem, node);
 

@@ -87,6 +87,7 @@ static uint64_t dma_page_size(uint64_t iova, uint64_t size)
 	return VGPU_GMMU_PAGE_4K;
 }
 
+/* A chunk whose FREE the RM does not confirm stays on vf->mems, for vgpu_vf_close(). */
 static void as_free_chunks(struct vgpu_vaspace *as)
 {
 	for (uint32_t i = 0; i < as->nr_chunks; i++)
@@ -141,32 +142,45 @@ static struct vf_maps *as_maps(struct vgpu_vaspace *as)
 	return (struct vf_maps *)(as + 1);
 }
 
-void vgpu_vaspace_destroy(struct vgpu_vaspace *as)
+int vf_vaspace_destroy(struct vgpu_vaspace *as, bool force)
 {
 	struct vf_maps *mp;
 	struct vgpu_vf *vf;
+	bool gone;
 
 	if (!as)
-		return;
+		return 0;
 	vf = as->vf;
+	gone = as->lost || !vf->bar;	/* the tables went with the slice */
+	if (!gone && as->handle) {
+		int ret = vf_rm_free(vf, as->handle);
+
+		/* Until the FREE is confirmed the host may still walk these page tables: they
+		 * cannot go to the next allocation, and the handle is what a retry frees. */
+		if (!force && !vf_rm_free_done(ret))
+			return ret;
+	}
 	mp = as_maps(as);
 	for (uint32_t i = 0; i < mp->n; i++)
 		if (mp->v[i].mem)
 			atomic_fetch_sub(&mp->v[i].mem->maps, 1);
 	free(mp->v);
-	if (as->lost || !vf->bar) {
-		vf_gmmu_forget(&as->gmmu);	/* the tables were scrubbed with the slice */
-	} else {
-		if (as->handle)
-			vf_rm_free(vf, as->handle);
+	if (gone)
+		vf_gmmu_forget(&as->gmmu);
+	else
 		vf_gmmu_fini(&as->gmmu);
-	}
 	as_free_chunks(as);
 	cmn_mutex_lock(&vf->obj_lock);
 	cmn_list_del(&as->node);
 	cmn_mutex_unlock(&vf->obj_lock);
 	cmn_mutex_destroy(&as->lock);
 	free(as);
+	return 0;
+}
+
+int vgpu_vaspace_destroy(struct vgpu_vaspace *as)
+{
+	return vf_vaspace_destroy(as, false);
 }
 
 static int as_record(struct vgpu_vaspace *as, uint64_t va, uint64_t size, struct vgpu_mem *mem)

@@ -238,11 +238,13 @@ const char *vf_local_path(struct vgpu_vf_transport *t);
  * -errno with both unchanged. */
 int vf_local_take_over(struct vgpu_vf_transport *t, struct vgpu_vf_transport *nt);
 
-/* ---- mem.c, channel.c ---- */
-/* vgpu_mem_free() and vgpu_channel_destroy(); @force drops the object whatever the RM's
- * FREE says (the close, whose client free takes every host object with it). */
+/* ---- mem.c, channel.c, vaspace.c ---- */
+/* vgpu_mem_free(), vgpu_channel_destroy() and vgpu_vaspace_destroy(); @force drops the
+ * object whatever the RM's FREE says (the close, whose client free takes every host object
+ * with it). */
 int vf_mem_free(struct vgpu_mem *m, bool force);
 int vf_channel_destroy(struct vgpu_channel *ch, bool force);
+int vf_vaspace_destroy(struct vgpu_vaspace *as, bool force);
 
 /* ---- vaspace.c ---- */
 /* Map raw @aper (VGPU_GMMU_APER_*) addresses with no memory object. */

@@ -71,6 +71,7 @@ int main(int argc, char **argv)
 	printf("GPU filled and copied %u MiB: verified\n", SIZE >> 20);
 	rc = 0;
 out:
+	/* Teardown: an object whose free the host does not confirm goes with vgpu_vf_close(). */
 	vgpu_channel_destroy(ch);
 	if (as)
 		vgpu_va_unmap(as, VA, SIZE);

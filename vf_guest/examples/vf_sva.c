@@ -74,6 +74,7 @@ int main(int argc, char **argv)
 	printf("GPU copied and filled %u MiB of malloc'd memory in place: verified\n", SIZE >> 20);
 	rc = 0;
 out:
+	/* Teardown: an object whose free the host does not confirm goes with vgpu_vf_close(). */
 	vgpu_channel_destroy(ch);
 	vgpu_vaspace_destroy(as);
 	vgpu_vf_close(vf);

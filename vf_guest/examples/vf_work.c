@@ -164,6 +164,7 @@ static int run_round(struct work *w, unsigned int r)
 
 static void teardown(struct work *w)
 {
+	/* Teardown: an object whose free the host does not confirm goes with vgpu_vf_close(). */
 	vgpu_channel_destroy(w->ch);
 	if (w->as && w->buf)
 		vgpu_va_unmap(w->as, VA, buf_size(w));

@@ -117,8 +117,12 @@ enum vgpu_mem_kind vgpu_mem_kind(const struct vgpu_mem *mem);
 /* A new, empty GPU VA space: its level-0 table is allocated in VRAM through the RM and the
  * host is told its page directory base. */
 int vgpu_vaspace_create(struct vgpu_vf *vf, struct vgpu_vaspace **out);
-/* Unmap everything, free the page tables. NULL is a no-op. */
-void vgpu_vaspace_destroy(struct vgpu_vaspace *as);
+/* Unmap everything, free the page tables. NULL is a no-op (0). When the host's RM does not
+ * confirm the free (-ETIMEDOUT, -EIO, ...: the host may still walk the page tables) @as
+ * stays, mappings, page tables and handle included, and the error comes back: call again.
+ * A host that no longer has the object or a device that is gone lets it go (0).
+ * vgpu_vf_close() frees what is left either way. */
+int vgpu_vaspace_destroy(struct vgpu_vaspace *as);
 /* Map [va, va+size) to @mem at byte offset @off with pages of @page_size (4 KiB, 64 KiB or
  * 2 MiB; va, off and size aligned to it). Page tables are allocated as needed. -EEXIST if any
  * page is already mapped (nothing changes), -EINVAL for bad alignment or range. */

@@ -243,7 +243,7 @@ static int a_foreign_tokens(struct vft_vm *a)
 	struct vgpu_channel *ch = NULL;
 	struct vgpu_fence f;
 	uint32_t nop = 0, code = 0;
-	int ret;
+	int ret, err;
 
 	if (!vgpu_vf_rm_available(vf) || !db) {
 		snprintf(a->skip_why, sizeof(a->skip_why), "%s",
@@ -270,9 +270,10 @@ static int a_foreign_tokens(struct vft_vm *a)
 		ret = vgpu_channel_error(ch, &code, NULL);
 out:
 	vgpu_channel_destroy(ch);
-	vgpu_vaspace_destroy(as);
+	err = vgpu_vaspace_destroy(as);
 	VM_CHECK(a, ret == 0, "our channel after foreign tokens: %d (%s), error %u (%s)", ret,
 		 vgpu_vf_strerror(ret), code, vgpu_vf_last_error(vf));
+	VM_CHECK(a, err == 0, "our VA space no longer frees: %d (%s)", err, vgpu_vf_strerror(err));
 	return still_own(a);
 }
 

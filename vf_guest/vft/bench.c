@@ -96,14 +96,16 @@ static int submit_loop(struct vgpu_vf *vf, struct vgpu_channel *ch, size_t iters
 	return ret;
 }
 
-/* One channel on a fresh VA space of @vf, the loop, the channel checked and freed. */
+/* One channel on a fresh VA space of @vf, the loop, the channel checked and freed, the VA
+ * space freed (an unconfirmed free is an error: each run takes a fresh one). */
 static int submit_on(struct vgpu_vf *vf, bool spin, size_t iters, struct bench_lat *r)
 {
 	/* Spinning waiters ask for no interrupt: nobody would take it. */
 	const struct vgpu_channel_opts co = { .no_intr = spin };
-	struct vgpu_vaspace *as;
+	struct vgpu_vaspace *as = NULL;
 	struct vgpu_channel *ch = NULL;
 	int ret = vgpu_vaspace_create(vf, &as);
+	int err;
 
 	if (!ret)
 		ret = vgpu_channel_create(vf, as, &co, &ch);
@@ -112,9 +114,8 @@ static int submit_on(struct vgpu_vf *vf, bool spin, size_t iters, struct bench_l
 	if (!ret)
 		ret = vgpu_channel_error(ch, NULL, NULL);
 	vgpu_channel_destroy(ch);
-	if (as)
-		vgpu_vaspace_destroy(as);
-	return ret;
+	err = vgpu_vaspace_destroy(as);
+	return ret ? ret : err;
 }
 
 int vft_bench_submit(struct vgpu_vf_transport *t, const char *prefix, unsigned int iters,

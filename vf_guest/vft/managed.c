@@ -178,7 +178,7 @@ int vft_managed_case(struct vgpu_vf *vf, char *whybuf, size_t len)
 {
 	struct vgpu_channel_opts co = { .replayable = true };
 	struct mcase c = { .vf = vf, .why = whybuf, .len = len };
-	int ret;
+	int ret, err;
 
 	ret = vgpu_managed_init(vf, NULL);
 	if (ret == -ENOSYS || ret == -EOPNOTSUPP)
@@ -202,7 +202,11 @@ int vft_managed_case(struct vgpu_vf *vf, char *whybuf, size_t len)
 		ret = managed_run(&c);
 	vgpu_mem_free_managed(c.m);
 	vgpu_channel_destroy(c.ch);
-	vgpu_vaspace_destroy(c.as);
+	err = vgpu_vaspace_destroy(c.as);
+	/* The VF outlives the case (and a loop makes a VA space per round): a VA space the
+	 * host does not free is a failure. */
+	if (err && ret >= 0)
+		ret = why(&c, -1, "VA space free: %s", vgpu_vf_strerror(err));
 	vgpu_managed_fini(vf);
 	return ret;
 }

@@ -1231,7 +1231,7 @@ next_round:
 		fprintf(out, "# loop: %u rounds\n", round);
 	if (dog_on)
 		dog_stop(&dog, dog_thr);
-	vgpu_vaspace_destroy(t.as);
+	vgpu_vaspace_destroy(t.as);	/* a free the host does not confirm: the close takes it */
 	vgpu_vf_close(t.vf);
 	if (skip)
 		fprintf(out, "%u passed, %u failed, %u skipped\n", pass, fail, skip);
