@@ -455,29 +455,26 @@ static int migrating_check(struct pf_daemon *d, const char *name, json_object *a
 			"migrate-cancel it first", name, s->uuid);
 }
 
-/* Since a state directory failed to sync, the daemon takes no change: its files and its
- * memory agree, but the next change could be lost with the previous one, unseen. */
+/* Since the state on disk became unsound, the daemon takes no change: the next one could
+ * be lost with the previous one, unseen, or build on a state a restart does not find. */
 static int read_only_check(struct pf_daemon *d, const char *name, struct pf_err *e)
 {
 	if (!d->state_sync_err)
 		return 0;
 	return cmn_fail(&e->f, -EROFS, "%s: refused: vgpud takes no changes until it is "
-			"restarted, since syncing its state directory %s failed (%s)", name,
-			d->state_sync_dir, cmn_strerror(d->state_sync_err));
+			"restarted, since %s", name, d->state_sync_why);
 }
 
-/* A change whose state file was written but whose directory then failed to sync: it is
- * in effect and in its file, so the reply says so and why it is not durable. @name: the
- * command, or NULL (a deferred reply, which does not know it). */
+/* A change in effect whose state is not durable (d->state_sync_why says how): the reply
+ * says so and why. @name: the command, or NULL (a deferred reply, which does not know
+ * it). */
 static json_object *reply_unsynced(struct pf_daemon *d, json_object *id, const char *name)
 {
 	struct pf_err e = { 0 };
 
-	cmn_fail(&e.f, d->state_sync_err, "%s%sdone, but not durable: syncing the state "
-		 "directory %s failed (%s); the change is in effect and in its file, but a "
-		 "crash may undo it; vgpud takes no further changes until it is restarted",
-		 name ? name : "", name ? ": " : "", d->state_sync_dir,
-		 cmn_strerror(d->state_sync_err));
+	cmn_fail(&e.f, d->state_sync_err, "%s%sdone, but not durable: %s; vgpud takes no "
+		 "further changes until it is restarted", name ? name : "", name ? ": " : "",
+		 d->state_sync_why);
 	return reply_error(id, err_class(e.f.err), &e);
 }
 

@@ -109,6 +109,12 @@ struct lm {
 	bool end_sent;			/* source: the final pass's END went out: the
 					 * destination may commit */
 	const char *exit_at;		/* test builds: end the process at this point */
+	const char *sync_fail_at;	/* test builds: the state directory's fsync fails
+					 * at this point ("handover", "commit") */
+	const char *write_fail_at;	/* ... or the first state file write ("unmark",
+					 * "commit") */
+	bool commit_unsynced;		/* destination: committed, but the state on
+					 * disk is unsound (d->state_sync_err) */
 	atomic_bool cancel, go;
 	/* the record (L->lock) */
 	enum lm_status status;
@@ -1653,8 +1659,17 @@ static void *dst_main(void *arg)
 	}
 	if (r && atomic_load(&m->cancel))
 		cmn_fail(&f, r = -ECANCELED, "cancelled");
-	if (m->sock >= 0 && !send_ack(m, r, r ? f.msg : "") && r)
+	if (!r && m->commit_unsynced) {
+		/* Running here, but a crash may lose it: the source must not let it go. No
+		 * answer is what it takes as "may have committed": it holds the slice stopped,
+		 * with its hand-over record, until an administrator decides. */
+		cmn_err("slice %s: committed, but not durable (%s): the source is not told, and "
+			"holds it stopped (migrated-out, unconfirmed)", m->uuid,
+			m->L->d->state_sync_why);
+		shutdown(m->sock, SHUT_RDWR);
+	} else if (m->sock >= 0 && !send_ack(m, r, r ? f.msg : "") && r) {
 		dst_linger(m);
+	}
 	if (m->lfd >= 0) {		/* cancelled while listening: the address is free again */
 		close(m->lfd);
 		m->lfd = -1;
@@ -1723,34 +1738,73 @@ static void req_forget(struct pf_daemon *d, struct lm *m)
 	json_object_put(ret);
 }
 
+/* Test builds: the next directory fsync (state file write) fails if @m's sync (write)
+ * test point is @what. */
+static void lm_test_fault(const struct lm *m, const char *what)
+{
+#ifdef VGPU_TEST_HOOKS
+	if (m->sync_fail_at && !strcmp(m->sync_fail_at, what))
+		pf_test_dir_fsync_err = -EIO;
+	if (m->write_fail_at && !strcmp(m->write_fail_at, what))
+		pf_test_write_err = -EIO;
+#else
+	(void)m;
+	(void)what;
+#endif
+}
+
+/* Write the slice's definition file (unless transient), then the journal, or the reverse
+ * (@journal_first). */
+static int mark_write(struct pf_daemon *d, struct pf_slice *s, bool journal_first)
+{
+	int r = 0;
+
+	if (!journal_first && !s->transient)
+		r = pf_state_save_slice(d, s);
+	if (!r)
+		r = pf_state_save_journal(d);
+	if (!r && journal_first && !s->transient)
+		r = pf_state_save_slice(d, s);
+	return r;
+}
+
 /* Set (@on) or drop the source's hand-over record. Set: the definition file first, the
  * journal last (a restart believes the journal's copy of the definition, state.c); drop:
- * the reverse. Either way a crash between the two leaves the journal deciding. */
+ * the reverse. Either way a crash between the two leaves the journal deciding. A record
+ * on an unsound state directory (a failed fsync) may vanish in a crash, so it is not set:
+ * the switchover, after which the destination may run the slice, must not begin. */
 static int req_mark(struct pf_daemon *d, struct lm *m, bool on, struct pf_err *e)
 {
 	struct pf_slice *s = m->s;
-	int r = 0;
+	int r;
 
 	if (on)
 		snprintf(s->migrated_to, sizeof(s->migrated_to), "%.*s",
 			 (int)sizeof(s->migrated_to) - 1, m->peer);
 	else
 		s->migrated_to[0] = 0;
-	if (on && !s->transient)
-		r = pf_state_save_slice(d, s);
-	if (!r)
-		r = pf_state_save_journal(d);
-	if (!r && !on && !s->transient)
-		r = pf_state_save_slice(d, s);
-	if (r && on) {
-		/* Not recorded: the journal still says running here, and so must the file. */
-		s->migrated_to[0] = 0;
-		if (!s->transient)
-			pf_state_save_slice(d, s);
+	lm_test_fault(m, on ? "handover" : "unmark");
+	r = mark_write(d, s, !on);
+	if (!r && on && d->state_sync_err) {
+		r = d->state_sync_err;
+		cmn_fail(&e->f, r, "slice %s: the record is not durable: %s", s->uuid,
+			 d->state_sync_why);
+	} else if (r) {
+		cmn_fail(&e->f, r, "slice %s: %s", s->uuid, cmn_strerror(r));
 	}
+	if (r && on) {
+		/* Not recorded: the slice runs on here, and the state must say so. */
+		s->migrated_to[0] = 0;
+		r = mark_write(d, s, true);
+	}
+	/* The slice resumes here all the same (the destination did not commit); a next start
+	 * that holds it stopped is the safe side. */
 	if (r)
-		return cmn_fail(&e->f, r, "slice %s: %s", s->uuid, cmn_strerror(r));
-	return 0;
+		pf_state_behind(d, r, "slice %s's migration failed and it runs here, but its state "
+				"may still hold its hand-over record: if vgpud ends before it "
+				"writes it again (it does when it stops), its next start holds the "
+				"slice stopped until reclaim-slice", s->uuid);
+	return e->f.err;
 }
 
 /* The final END went out and no answer came: the destination may run the slice now, so it
@@ -1787,9 +1841,11 @@ static void req_run(struct pf_daemon *d, struct lm *m)
 		r = req_plan(d, m, &e);
 		break;
 	case LM_REQ_COMMIT:
+		lm_test_fault(m, "commit");
 		r = pf_mig_commit(d, m->s, &e);
 		if (!r)
 			pf_event(d, "SLICE_STARTED", pf_slice_json(d, m->s));
+		m->commit_unsynced = !r && d->state_sync_err;
 		break;
 	case LM_REQ_DISCARD:
 		pf_mig_discard(d, m->s);
@@ -2077,6 +2133,9 @@ static struct lm *lm_new(struct pf_daemon *d, bool source, struct pf_err *e)
 	if (source && getenv("VGPU_MIG_CORRUPT_AT"))
 		m->corrupt_at = strtoll(getenv("VGPU_MIG_CORRUPT_AT"), NULL, 0);
 	m->exit_at = getenv(source ? "VGPU_MIG_SRC_EXIT_AT" : "VGPU_MIG_DST_EXIT_AT");
+	m->sync_fail_at = getenv(source ? "VGPU_MIG_SRC_SYNC_FAIL_AT" : "VGPU_MIG_DST_SYNC_FAIL_AT");
+	m->write_fail_at = getenv(source ? "VGPU_MIG_SRC_WRITE_FAIL_AT" :
+				  "VGPU_MIG_DST_WRITE_FAIL_AT");
 	if (!source && getenv("VGPU_MIG_WRITER"))
 		m->writer = atoi(getenv("VGPU_MIG_WRITER")) != 0;
 #endif

@@ -213,11 +213,12 @@ struct pf_daemon {
 	json_object *req_id;		/* ... and its id (borrowed), or NULL */
 	bool req_deferred;		/* the command answers later (pf_command_reply_later) */
 	uint64_t resets_acked, resets_timed_out;	/* announced resets, by how they ended */
-	/* A state file was replaced (or removed) but its directory's fsync failed: memory and
-	 * the file agree, a crash may not keep them. From then on no change is taken until a
-	 * restart (pf_command). 0: the state directory is sound. */
+	/* The state on disk may not be what a restart should find: a directory's fsync failed
+	 * after a state file was replaced (a crash may undo the change), or the journal could
+	 * not be written after an effect that cannot be undone (it holds the state before
+	 * it). From then on no change is taken until a restart (pf_command). 0: sound. */
 	int state_sync_err;
-	char state_sync_dir[PF_PATH_MAX];	/* the directory that failed */
+	char state_sync_why[PF_PATH_MAX + 384];	/* what failed and what a restart finds */
 };
 
 /* ---- util.c ---- */
@@ -236,9 +237,10 @@ void pf_dur_point(const char *what);
  * VGPU_STOP_AT_CMD names it, so a test holds the loop mid-iteration for as long as it
  * needs; in the product it is nothing. */
 void pf_test_stop_at_cmd(const char *name);
-/* Test builds: the fault pf_test_dir_fsync_err holds, taken (reset to 0) by the next
- * directory fsync; in the product it is 0. */
+/* Test builds: the fault pf_test_dir_fsync_err (pf_test_write_err) holds, taken (reset
+ * to 0) by the next directory fsync (state file write); in the product it is 0. */
 int pf_test_dir_fsync_fault(void);
+int pf_test_write_fault(void);
 #else
 static inline void pf_dur_point(const char *what)
 {
@@ -252,10 +254,15 @@ static inline int pf_test_dir_fsync_fault(void)
 {
 	return 0;
 }
+static inline int pf_test_write_fault(void)
+{
+	return 0;
+}
 #endif
-/* Defined only in test builds (the -th library the unit tests link): a test sets it to
- * -errno and the next directory fsync (pf_fsync_dir_of()) fails with it, once. */
-extern int pf_test_dir_fsync_err;
+/* Defined only in test builds (the -th library the unit tests link): a test sets one to
+ * -errno and the next directory fsync (pf_fsync_dir_of()), or the next state file write
+ * (pf_write_file_atomic(), before it touches anything), fails with it, once. */
+extern int pf_test_dir_fsync_err, pf_test_write_err;
 /* fsync the directory holding @path, so a rename or unlink in it is durable. */
 int pf_fsync_dir_of(const char *path);
 /* Parse exactly one JSON value filling @buf (trailing whitespace only, no NUL byte). */
@@ -347,7 +354,12 @@ int pf_state_save_journal_without(struct pf_daemon *d, const struct pf_slice *sk
 int pf_state_load(struct pf_daemon *d);
 /* Each of the writes above returns 0 once the file holds the new state, even when the
  * directory's fsync then failed: the change stands (a restart reads it), the failure is
- * logged, and d->state_sync_err and state_sync_dir say the daemon is read-only. */
+ * logged, and d->state_sync_err and state_sync_why say the daemon is read-only. */
+/* The journal could not be written (@err) after an effect that cannot be undone: log it
+ * and make the daemon read-only; @fmt says what the journal still holds and what a
+ * restart does with it. The first such failure is the one kept. */
+void pf_state_behind(struct pf_daemon *d, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 /* Name of @vf's VRAM object for this instance. */
 void pf_shm_name(const struct pf_daemon *d, unsigned int vf, char *buf, size_t len);
 /* Parse a client's slice spec (define-slice's shape) into @s; a "parent" must name this
@@ -561,8 +573,8 @@ json_object *pf_command(struct pf_daemon *d, struct pf_client *c, json_object *r
  * for pf_command_reply_later(). */
 void pf_command_defer(struct pf_daemon *d, struct pf_client **client, json_object **id);
 /* The reply to a deferred request @id (taken) as pf_command would have built it: @ret
- * (taken) when @r is 0, else @e's error; the "not durable" error instead of @ret once a
- * state directory failed to sync (d->state_sync_err); sent to @c unless @c is NULL. */
+ * (taken) when @r is 0, else @e's error; the "not durable" error instead of @ret once the
+ * state on disk is unsound (d->state_sync_err); sent to @c unless @c is NULL. */
 void pf_command_reply_later(struct pf_daemon *d, struct pf_client *c, json_object *id, int r,
 			    json_object *ret, struct pf_err *e);
 

@@ -50,8 +50,11 @@ static int reset_now(struct pf_daemon *d, struct pf_slice *s, json_object *ret, 
 		return cmn_fail(&e->f, r, "VF %u: reset failed: %s", s->vf, cmn_strerror(r));
 	json_object_object_add(ret, "duration_us",
 			       json_object_new_int64((int64_t)((cmn_now_ns() - t0) / 1000)));
-	if (pf_state_save_journal(d))
-		cmn_warn("VF %u: reset done but still pending in the journal", s->vf);
+	r = pf_state_save_journal(d);
+	if (r)
+		pf_state_behind(d, r, "VF %u's reset ran, but the journal still holds it pending: "
+				"if vgpud ends before it writes the journal again (it does when "
+				"it stops), its next start runs the reset again", s->vf);
 	cmn_info("VF %u (slice %s) reset", s->vf, s->uuid);
 	v = json_object_new_object();
 	json_object_object_add(v, "vf", json_object_new_int((int)s->vf));
@@ -176,11 +179,15 @@ static void cancel_journaled(struct pf_daemon *d, struct pf_slice *s, const char
 	atomic_store((_Atomic uint32_t *)&s->hdr->reset_pending, 0);
 	s->reset_pending = false;
 	r = pf_state_save_journal(d);
-	if (r)
+	if (r) {
 		cmn_fail(&e.f, -ECANCELED, "VF %u: the announced reset did not run: %s; the "
 			 "journal cannot be written (%s) and still holds it pending: a restart of "
 			 "vgpud runs it", s->vf, why, cmn_strerror(r));
-	else
+		pf_state_behind(d, r, "VF %u's announced reset was cancelled, but the journal "
+				"still holds it pending: if vgpud ends before it writes the "
+				"journal again (it does when it stops), its next start runs it",
+				s->vf);
+	} else
 		cmn_fail(&e.f, -ECANCELED, "VF %u: the announced reset did not run: %s", s->vf,
 			 why);
 	pf_command_reply_later(d, w.client, w.id, -ECANCELED, NULL, &e);

@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -334,7 +335,26 @@ static void state_unsynced(struct pf_daemon *d, const char *path, int err)
 	if (d->state_sync_err)
 		return;		/* the first failure is the one reported */
 	d->state_sync_err = err;
-	snprintf(d->state_sync_dir, sizeof(d->state_sync_dir), "%.*s", len, path);
+	snprintf(d->state_sync_why, sizeof(d->state_sync_why), "syncing the state directory "
+		 "%.*s failed (%s): the change is in effect and in its file, but a crash may "
+		 "undo it", len, path, cmn_strerror(err));
+}
+
+void pf_state_behind(struct pf_daemon *d, int err, const char *fmt, ...)
+{
+	char what[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	cmn_err("writing the journal in %s failed (%s): %s; no change is taken until vgpud is "
+		"restarted", d->cfg.state_dir, cmn_strerror(err), what);
+	if (d->state_sync_err)
+		return;
+	d->state_sync_err = err;
+	snprintf(d->state_sync_why, sizeof(d->state_sync_why), "writing the journal in %s "
+		 "failed (%s): %s", d->cfg.state_dir, cmn_strerror(err), what);
 }
 
 static int write_json(struct pf_daemon *d, const char *path, json_object *o)

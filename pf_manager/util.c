@@ -102,13 +102,21 @@ void pf_test_stop_at_cmd(const char *name)
 		raise(SIGSTOP);
 }
 
-int pf_test_dir_fsync_err;
+int pf_test_dir_fsync_err, pf_test_write_err;
 
 int pf_test_dir_fsync_fault(void)
 {
 	int err = pf_test_dir_fsync_err;
 
 	pf_test_dir_fsync_err = 0;
+	return err;
+}
+
+int pf_test_write_fault(void)
+{
+	int err = pf_test_write_err;
+
+	pf_test_write_err = 0;
 	return err;
 }
 #endif
@@ -141,6 +149,9 @@ int pf_write_file_atomic(const char *path, const char *data, size_t len, int *di
 	*dir_err = 0;
 	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
 		return -ENAMETOOLONG;
+	ret = pf_test_write_fault();
+	if (ret)
+		return ret;
 	pf_dur_point("write");
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
 	if (fd < 0)

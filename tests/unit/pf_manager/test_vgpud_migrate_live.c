@@ -887,6 +887,186 @@ static void test_live_dest_exits_committed(void **state)
 	assert_int_equal(T_CTL(f->a, "undefine", "-u", U1), 0);
 }
 
+/* Pairs whose source (or destination) sees the state directory's fsync fail at the
+ * hand-over record (or the commit). */
+static int setup_src_sync_fail(void **state)
+{
+	static char *wrap[] = { "env", "VGPU_MIG_SRC_SYNC_FAIL_AT=handover", NULL };
+
+	return start_pair(state, wrap, NULL);
+}
+
+static int setup_dst_sync_fail(void **state)
+{
+	static char *wrap[] = { "env", "VGPU_MIG_DST_SYNC_FAIL_AT=commit", NULL };
+
+	return start_pair(state, NULL, wrap);
+}
+
+/* B's commit cannot write its journal; and A's drop of its hand-over record too. */
+static int setup_dst_write_fail(void **state)
+{
+	static char *wrap[] = { "env", "VGPU_MIG_DST_WRITE_FAIL_AT=commit", NULL };
+
+	return start_pair(state, NULL, wrap);
+}
+
+static int setup_both_write_fail(void **state)
+{
+	static char *wrap_a[] = { "env", "VGPU_MIG_SRC_WRITE_FAIL_AT=unmark", NULL };
+	static char *wrap_b[] = { "env", "VGPU_MIG_DST_WRITE_FAIL_AT=commit", NULL };
+
+	return start_pair(state, wrap_a, wrap_b);
+}
+
+/* @d refuses a change, naming why (@why): its state on disk is unsound. */
+static void read_only(struct tdaemon *d, const char *why)
+{
+	assert_int_not_equal(T_CTL(d, "modify", "-u", U1, "--channels", "8"), 0);
+	assert_non_null(strstr(t_out.err, "no changes until it is restarted"));
+	assert_non_null(strstr(t_out.err, why));
+}
+
+/* B cannot write its journal at the commit: it refuses, and A, told so, resumes U1 with
+ * every byte and without its hand-over record, in memory as after a restart. */
+static void test_live_commit_write_fails(void **state)
+{
+	struct fixture *f = *state;
+	struct image im;
+	json_object *ev;
+
+	fill_source(f);
+	image_of(f->a, &im);
+	listen_b(f);
+	migrate_no_wait(f);
+	ev = t_wait_migration(f->ea, "failed");
+	assert_non_null(strstr(jget(ev, "error"), "cannot write the journal"));
+	assert_null(strstr(jget(ev, "error"), "may have committed"));
+	json_object_put(ev);
+	json_object_put(t_wait_migration(f->eb, "failed"));
+	assert_int_equal(T_CTL(f->a, "list", "-u", U1), 0);
+	assert_null(strstr(t_out.out, "migrated-out"));
+	source_kept(f, &im);
+	restart_a(f);
+	runs_u1(f->a);
+	assert_null(strstr(t_out.out, "migrated-out"));
+	image_free(&im);
+}
+
+/* ... and A cannot write the drop of its hand-over record either: U1 runs on there (B did
+ * not commit), A's journal still holds the record and A takes no change until restarted.
+ * Killed (-9), A comes back holding U1 stopped and marked (its VRAM gone, as after any
+ * held hand-over), which reclaim ends; stopped (@clean), it writes its journal first and
+ * comes back running U1 unmarked, every byte kept. */
+static void unmark_write_fails(void **state, bool clean)
+{
+	struct fixture *f = *state;
+	struct image im;
+	json_object *ev;
+
+	fill_source(f);
+	image_of(f->a, &im);
+	listen_b(f);
+	migrate_no_wait(f);
+	ev = t_wait_migration(f->ea, "failed");
+	assert_non_null(strstr(jget(ev, "error"), "cannot write the journal"));
+	json_object_put(ev);
+	json_object_put(t_wait_migration(f->eb, "failed"));
+	runs_u1(f->a);
+	image_on(f->a, &im);
+	read_only(f->a, "still hold its hand-over record");
+	unlisten(&f->ea);
+	if (clean) {
+		assert_int_equal(t_daemon_stop(f->a, SIGTERM), 0);
+		assert_int_equal(t_daemon_start_argv(f->a, daemon_args), 0);
+		runs_u1(f->a);
+		assert_null(strstr(t_out.out, "migrated-out"));
+	} else {
+		restart(f->a);
+		marked_here(f);
+		assert_int_equal(T_CTL(f->a, "reclaim", "-u", U1), 0);
+		assert_int_equal(T_CTL(f->a, "start", "-u", U1), 0);
+		runs_u1(f->a);
+	}
+	if (clean)
+		image_on(f->a, &im);
+	image_free(&im);
+}
+
+static void test_live_unmark_write_fails_crash(void **state)
+{
+	unmark_write_fails(state, false);
+}
+
+static void test_live_unmark_write_fails_clean(void **state)
+{
+	unmark_write_fails(state, true);
+}
+
+/* A's hand-over record may vanish in a crash (its directory's fsync fails): the
+ * switchover does not begin. The migration fails naming why, A runs U1 on with every byte
+ * and no record, B keeps nothing, and A takes no change until restarted, after which U1
+ * runs there unmarked. */
+static void test_live_handover_not_durable(void **state)
+{
+	struct fixture *f = *state;
+	struct image im;
+	json_object *ev;
+
+	fill_source(f);
+	image_of(f->a, &im);
+	listen_b(f);
+	migrate_no_wait(f);
+	ev = t_wait_migration(f->ea, "failed");
+	assert_non_null(strstr(jget(ev, "error"), "hand-over record"));
+	assert_non_null(strstr(jget(ev, "error"), "not durable"));
+	assert_null(strstr(jget(ev, "error"), "may have committed"));
+	json_object_put(ev);
+	json_object_put(t_wait_migration(f->eb, "failed"));
+	runs_u1(f->a);
+	assert_null(strstr(t_out.out, "migrated-out"));
+	image_on(f->a, &im);
+	assert_int_equal(T_CTL(f->b, "list", "-u", U1), EXIT_NOTFOUND);
+	read_only(f->a, "syncing the state directory");
+	restart_a(f);
+	runs_u1(f->a);
+	assert_null(strstr(t_out.out, "migrated-out"));
+	image_on(f->a, &im);
+	assert_int_equal(T_CTL(f->a, "modify", "-u", U1, "--channels", "8"), 0);
+	image_free(&im);
+}
+
+/* B commits, but its journal's directory fails to sync: U1 runs there and may vanish in a
+ * crash, so B does not answer, and A (END sent, no answer) holds U1 stopped with its
+ * record, as when B dies before its answer. B takes no change until restarted; then it
+ * runs U1 with every byte, and the admin drops A's copy. */
+static void test_live_commit_not_durable(void **state)
+{
+	struct fixture *f = *state;
+	struct image im;
+	json_object *ev;
+
+	fill_source(f);
+	image_of(f->a, &im);
+	listen_b(f);
+	migrate_no_wait(f);
+	ev = t_wait_migration(f->ea, "failed");
+	assert_non_null(strstr(jget(ev, "error"), "may have committed"));
+	json_object_put(ev);
+	json_object_put(t_wait_migration(f->eb, "completed"));
+	marked_here(f);
+	runs_u1(f->b);
+	image_on(f->b, &im);
+	read_only(f->b, "syncing the state directory");
+	unlisten(&f->eb);
+	restart(f->b);
+	runs_u1(f->b);
+	image_on(f->b, &im);
+	assert_int_equal(T_CTL(f->b, "modify", "-u", U1, "--channels", "8"), 0);
+	assert_int_equal(T_CTL(f->a, "undefine", "-u", U1), 0);
+	image_free(&im);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -908,6 +1088,16 @@ int main(void)
 						setup_exit_committed, teardown),
 		cmocka_unit_test_setup_teardown(test_live_source_exits_handover,
 						setup_exit_handover, teardown),
+		cmocka_unit_test_setup_teardown(test_live_handover_not_durable, setup_src_sync_fail,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_live_commit_not_durable, setup_dst_sync_fail,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_live_commit_write_fails, setup_dst_write_fail,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_live_unmark_write_fails_crash,
+						setup_both_write_fail, teardown),
+		cmocka_unit_test_setup_teardown(test_live_unmark_write_fails_clean,
+						setup_both_write_fail, teardown),
 		cmocka_unit_test_setup_teardown(test_live_dest_exits_committed,
 						setup_dst_exit_committed, teardown),
 	};

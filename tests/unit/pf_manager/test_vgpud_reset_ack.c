@@ -13,6 +13,8 @@
 
 #define SLICE	"5d0c3a1e-25a0-4c5b-9f57-1b7e3c2e9a41"
 #define ABI_2_4	((uint32_t)VGPU_ABI_MAJOR << 16 | 4)
+#define MARK	"GUESTDATA-GUESTDATA"
+#define MARK_OFF	4096
 #define LONG_MS	10000		/* longer than any test waits: only an ack ends it early */
 
 /* ---- the decision, on the test's clock ------------------------------------------------- */
@@ -362,6 +364,103 @@ static void test_bad_evict_ms(void **state)
 	t_client_free(c);
 }
 
+/* The error reply @rep's text. */
+static const char *err_desc(json_object *rep)
+{
+	json_object *e, *v;
+
+	assert_true(json_object_object_get_ex(rep, "error", &e));
+	assert_true(json_object_object_get_ex(e, "desc", &v));
+	return json_object_get_string(v);
+}
+
+/* @uuid's reset_count as query-slices reports it. */
+static int slice_resets(struct tclient *c, const char *uuid)
+{
+	json_object *rep = t_exec(c, "query-slices", NULL), *arr;
+	int n = -1;
+
+	assert_non_null(t_ret(rep));
+	assert_true(json_object_object_get_ex(t_ret(rep), "slices", &arr));
+	for (size_t i = 0; i < json_object_array_length(arr); i++) {
+		json_object *s = json_object_array_get_idx(arr, i);
+
+		if (!strcmp(json_object_get_string(json_object_object_get(s, "uuid")), uuid))
+			n = json_object_get_int(json_object_object_get(s, "reset_count"));
+	}
+	json_object_put(rep);
+	assert_int_not_equal(n, -1);
+	return n;
+}
+
+/* The journal cannot be written once the announced reset ran (its temporary file's name
+ * is taken by a directory): the reset stands, the reply says it is not durable and that
+ * a crash makes the next start run it again, and vgpud takes no change until restarted.
+ * Killed (-9), vgpud then finds the reset pending in the journal and runs it again (what
+ * the guest wrote since is scrubbed). Last: it restarts the daemon. */
+static void test_journal_unwritable_after_reset(void **state)
+{
+	struct tclient *c = t_client(dmn, true);
+	static char buf[65536];
+	char tmp[320], journal[300];
+	struct tguest g;
+	struct vf_event ev;
+	json_object *rep;
+	uint32_t before;
+	int fd;
+
+	(void)state;
+	snprintf(journal, sizeof(journal), "%s/journal.json", dmn->state);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", journal);
+	attach(&g, VGPU_ABI_VERSION, VF_INFO_REQ_RESET_ACK);
+	before = g.hdr->reset_count;
+	assert_int_equal(slice_resets(c, SLICE), (int)before);
+	send_reset(c, LONG_MS);
+	next_event(&g, &ev);
+	assert_int_equal(ev.type, VF_EVT_RESET_PENDING);
+	assert_int_equal(mkdir(tmp, 0700), 0);
+	ack(&g, (uint32_t)ev.arg0);
+	rep = t_reply(c);
+	assert_null(t_ret(rep));
+	assert_non_null(strstr(err_desc(rep), "not durable"));
+	assert_non_null(strstr(err_desc(rep), "its next start runs the reset again"));
+	assert_non_null(strstr(err_desc(rep), "Is a directory"));
+	json_object_put(rep);
+	assert_int_equal(g.hdr->reset_count, before + 1);
+	assert_int_equal(slice_resets(c, SLICE), (int)before + 1);
+	/* The journal on disk still holds the reset pending. */
+	fd = open(journal, O_RDONLY);
+	assert_true(fd >= 0);
+	t_read_all(fd, buf, sizeof(buf));
+	close(fd);
+	assert_non_null(strstr(buf, "\"reset_pending\"")); /* written only when true */
+	/* Read-only: a change is refused naming why, a query still answered. */
+	assert_int_not_equal(T_CTL(dmn, "set-vfs", "1"), 0);
+	assert_non_null(strstr(t_out.err, "no changes until it is restarted"));
+	assert_non_null(strstr(t_out.err, "runs the reset again"));
+	assert_int_equal(T_CTL(dmn, "status"), 0);
+	t_guest_detach(&g);
+	t_client_free(c);
+	/* What the guest wrote after the reset, for the restart's reset to scrub. */
+	fd = t_bar_open(dmn, 1);
+	assert_int_equal(pwrite(fd, MARK, sizeof(MARK), MARK_OFF), (ssize_t)sizeof(MARK));
+	close(fd);
+
+	assert_int_equal(rmdir(tmp), 0);
+	assert_int_equal(t_daemon_stop(dmn, SIGKILL), 128 + SIGKILL);
+	assert_int_equal(t_daemon_start(dmn, "--vram", "2G", "--max-vfs", "2", "--num-vfs", "2",
+					"--spare-vram", "256M", "--reset-evict-ms", "100", NULL), 0);
+	/* The count already held the pending reset; its scrub ran again. */
+	c = t_client(dmn, true);
+	assert_int_equal(slice_resets(c, SLICE), (int)before + 1);
+	fd = t_bar_open(dmn, 1);
+	assert_int_equal(pread(fd, buf, sizeof(MARK), MARK_OFF), (ssize_t)sizeof(MARK));
+	close(fd);
+	assert_memory_not_equal(buf, MARK, sizeof(MARK));
+	assert_int_equal(T_CTL(dmn, "set-vfs", "2"), 0);	/* changes taken again */
+	t_client_free(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -375,6 +474,7 @@ int main(void)
 		{ old_cases[3].name, test_old_guest_no_wait, NULL, NULL, (void *)&old_cases[3] },
 		cmocka_unit_test(test_busy_and_gone),
 		cmocka_unit_test(test_bad_evict_ms),
+		cmocka_unit_test(test_journal_unwritable_after_reset),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
