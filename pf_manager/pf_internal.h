@@ -214,7 +214,7 @@ struct pf_daemon {
 	bool req_deferred;		/* the command answers later (pf_command_reply_later) */
 	uint64_t resets_acked, resets_timed_out;	/* announced resets, by how they ended */
 	/* The state on disk may not be what a restart should find: a directory's fsync failed
-	 * after a state file was replaced (a crash may undo the change), or the journal could
+	 * after a state file was replaced (a crash may undo the change), or a state file could
 	 * not be written after an effect that cannot be undone (it holds the state before
 	 * it). From then on no change is taken until a restart (pf_command). 0: sound. */
 	int state_sync_err;
@@ -355,9 +355,9 @@ int pf_state_load(struct pf_daemon *d);
 /* Each of the writes above returns 0 once the file holds the new state, even when the
  * directory's fsync then failed: the change stands (a restart reads it), the failure is
  * logged, and d->state_sync_err and state_sync_why say the daemon is read-only. */
-/* The journal could not be written (@err) after an effect that cannot be undone: log it
- * and make the daemon read-only; @fmt says what the journal still holds and what a
- * restart does with it. The first such failure is the one kept. */
+/* A state file (the journal) could not be written (@err) after an effect that cannot be
+ * undone: log it and make the daemon read-only; @fmt says what the state still holds and
+ * what a start from it does. The first such failure is the one kept. */
 void pf_state_behind(struct pf_daemon *d, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 /* Name of @vf's VRAM object for this instance. */

@@ -187,9 +187,10 @@ static void cancel_journaled(struct pf_daemon *d, struct pf_slice *s, const char
 				"still holds it pending: if vgpud ends before it writes the "
 				"journal again (it does when it stops), its next start runs it",
 				s->vf);
-	} else
+	} else {
 		cmn_fail(&e.f, -ECANCELED, "VF %u: the announced reset did not run: %s", s->vf,
 			 why);
+	}
 	pf_command_reply_later(d, w.client, w.id, -ECANCELED, NULL, &e);
 }
 

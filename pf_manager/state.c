@@ -348,12 +348,12 @@ void pf_state_behind(struct pf_daemon *d, int err, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(what, sizeof(what), fmt, ap);
 	va_end(ap);
-	cmn_err("writing the journal in %s failed (%s): %s; no change is taken until vgpud is "
+	cmn_err("writing the state in %s failed (%s): %s; no change is taken until vgpud is "
 		"restarted", d->cfg.state_dir, cmn_strerror(err), what);
 	if (d->state_sync_err)
 		return;
 	d->state_sync_err = err;
-	snprintf(d->state_sync_why, sizeof(d->state_sync_why), "writing the journal in %s "
+	snprintf(d->state_sync_why, sizeof(d->state_sync_why), "writing the state in %s "
 		 "failed (%s): %s", d->cfg.state_dir, cmn_strerror(err), what);
 }
 
