@@ -6,12 +6,14 @@
  * Only populated memory moves: the VRAM object's data ranges (SEEK_DATA / SEEK_HOLE) less
  * the all-zero pages in them, so the file and the restored object stay as sparse as the
  * original. A restore reads the stream twice: once to check every frame and every limit of
- * this daemon (type, VRAM, VF, DMA size, UUID) before anything changes, then to load it.
+ * this daemon (type, VRAM, VF, DMA size, UUID) before anything changes, then to load it,
+ * refusing a file that changed in between (struct restore_read).
  * Its commit point is the journal naming the slice, written after the VRAM is loaded and
  * before the reply; the definition file follows (the journal's definition wins at load). */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -344,38 +346,149 @@ static int plan_check(struct pf_daemon *d, struct pf_mig_plan *p, struct pf_err 
 	return pf_place(d, s->prov.vram, &p->base, e);
 }
 
-/* One pass over the stream: the checks (and the plan) on the first, the VRAM object
+/* The stream as restore-slice reads it, twice. The client keeps the file and may change it
+ * between the reads, so the second read is held to the first: the SLICE frame exactly (the
+ * plan and the slice were made from it), and the bytes up to each frame that is not an
+ * extent by their running CRC32C, compared before that frame is used. A changed extent is
+ * found at the next such frame (END at the latest), before the commit; restore_extent()
+ * keeps its write inside the slice meanwhile. The CRC finds a change, not a forgery: the
+ * guarantees are the SLICE comparison and that bound. */
+struct restore_read {
+	int fd;
+	uint32_t crc;			/* CRC32C of the bytes read so far in this read */
+	char *def;			/* the first read's SLICE definition */
+	size_t def_len;
+	struct restore_mark {
+		uint32_t seq, crc;	/* a frame that is not an extent; @crc through it */
+	} *marks;
+	size_t nr_marks, cap_marks;
+	size_t next;			/* second read: the mark to compare next */
+};
+
+static ssize_t read_crc(void *ctx, void *p, size_t len)
+{
+	struct restore_read *rd = ctx;
+	ssize_t n = read_some(&rd->fd, p, len);
+
+	if (n > 0)
+		rd->crc = mig_crc32c(rd->crc, p, (size_t)n);
+	return n;
+}
+
+static void restore_read_free(struct restore_read *rd)
+{
+	free(rd->def);
+	free(rd->marks);
+}
+
+/* First read: what the second must find again. */
+static int first_read_mark(struct restore_read *rd, const struct mig_frame *fr, struct pf_err *e)
+{
+	if (fr->type == MIG_F_EXTENT)
+		return 0;
+	if (fr->type == MIG_F_SLICE) {
+		rd->def = malloc(fr->u.slice.def_len);
+		if (!rd->def)
+			return cmn_fail(&e->f, -ENOMEM, "out of memory");
+		memcpy(rd->def, fr->u.slice.def, fr->u.slice.def_len);
+		rd->def_len = fr->u.slice.def_len;
+	}
+	if (rd->nr_marks == rd->cap_marks) {
+		size_t cap = rd->cap_marks ? 2 * rd->cap_marks : 16;
+		struct restore_mark *m = realloc(rd->marks, cap * sizeof(*m));
+
+		if (!m)
+			return cmn_fail(&e->f, -ENOMEM, "out of memory");
+		rd->marks = m;
+		rd->cap_marks = cap;
+	}
+	rd->marks[rd->nr_marks++] = (struct restore_mark){ fr->seq, rd->crc };
+	return 0;
+}
+
+/* Second read: @fr as the first read found it, before it is used. */
+static int second_read_same(struct restore_read *rd, const struct pf_mig_plan *p,
+			    const struct mig_frame *fr, struct pf_err *e)
+{
+	const struct restore_mark *m = rd->next < rd->nr_marks ? &rd->marks[rd->next] : NULL;
+	uint32_t from = rd->next ? rd->marks[rd->next - 1].seq + 1 : 0;
+
+	if (fr->type == MIG_F_SLICE &&
+	    (fr->u.slice.vram_bytes != p->vram || fr->u.slice.dma_bytes != p->dma))
+		return cmn_fail(&e->f, -EBADMSG, "the file changed after restore-slice checked it: "
+				"frame 1 (slice) declares %" PRIu64 " MiB of VRAM and %" PRIu64
+				" MiB of DMA memory, %" PRIu64 " MiB and %" PRIu64 " MiB when "
+				"checked", fr->u.slice.vram_bytes >> 20,
+				fr->u.slice.dma_bytes >> 20, p->vram >> 20, p->dma >> 20);
+	if (fr->type == MIG_F_SLICE &&
+	    (fr->u.slice.def_len != rd->def_len || memcmp(fr->u.slice.def, rd->def, rd->def_len)))
+		return cmn_fail(&e->f, -EBADMSG, "the file changed after restore-slice checked it: "
+				"frame 1 (slice) holds another definition");
+	if (fr->type == MIG_F_EXTENT)
+		return 0;
+	if (m && m->seq == fr->seq && m->crc == rd->crc) {
+		rd->next++;
+		return 0;
+	}
+	if (from == fr->seq)
+		return cmn_fail(&e->f, -EBADMSG, "the file changed after restore-slice checked it: "
+				"frame %u (%s) differs", fr->seq, mig_frame_name(fr->type));
+	return cmn_fail(&e->f, -EBADMSG, "the file changed after restore-slice checked it: "
+			"frames %u to %u (%s) differ", from, fr->seq, mig_frame_name(fr->type));
+}
+
+/* An extent into @s, never outside its region: the decoder bounds it by the sizes SLICE
+ * declares, which only second_read_same() ties to the slice's. */
+static int restore_extent(struct pf_slice *s, const struct mig_frame *fr, struct pf_err *e)
+{
+	uint32_t region = fr->u.extent.region;
+	uint64_t off = fr->u.extent.off, size = region == MIG_R_VRAM ? s->prov.vram : s->dma_size;
+	uint64_t at = pf_mig_region_base(s, region) + off;
+	ssize_t n;
+
+	if (off > size || fr->u.extent.len > size - off)
+		return cmn_fail(&e->f, -EBADMSG, "frame %u (extent): [%#" PRIx64 ", +%#zx) lies "
+				"outside the slice's %s (%" PRIu64 " MiB): not written", fr->seq,
+				off, fr->u.extent.len, region == MIG_R_VRAM ? "VRAM" : "DMA memory",
+				size >> 20);
+	n = pwrite(s->bar_fd, fr->u.extent.data, fr->u.extent.len, (off_t)at);
+	if (n != (ssize_t)fr->u.extent.len)
+		return cmn_fail(&e->f, n < 0 ? -errno : -EIO, "cannot write the VRAM object at %#"
+				PRIx64, at);
+	return 0;
+}
+
+/* One read of the stream: the checks (and the plan) on the first, the VRAM object
  * filled on the second (@s running). */
-static int restore_pass(struct pf_daemon *d, int fd, struct pf_mig_plan *p,
+static int restore_pass(struct pf_daemon *d, struct restore_read *rd, struct pf_mig_plan *p,
 			struct pf_slice *s, struct pf_err *e)
 {
 	struct mig_dec dec;
 	struct mig_frame fr;
 	int r;
 
-	if (lseek(fd, 0, SEEK_SET))
+	if (lseek(rd->fd, 0, SEEK_SET))
 		return cmn_fail(&e->f, -ESPIPE, "restore-slice reads its stream twice (check, then "
 			       "load): pass a regular file");
-	r = mig_dec_init(&dec, read_some, &fd, &e->f);
+	rd->crc = 0;
+	rd->next = 0;
+	r = mig_dec_init(&dec, read_crc, rd, &e->f);
 	if (r)
 		return r;
 	while ((r = mig_dec_next(&dec, &fr, &e->f)) > 0) {
-		if (fr.type == MIG_F_SLICE && !s) {
+		r = s ? second_read_same(rd, p, &fr, e) : first_read_mark(rd, &fr, e);
+		if (r)
+			break;
+		if (fr.type == MIG_F_SLICE && !s)
 			r = pf_mig_plan(d, &fr, p, e);
-		} else if (fr.type == MIG_F_EXTENT && s) {
-			uint64_t at = pf_mig_region_base(s, fr.u.extent.region) + fr.u.extent.off;
-			ssize_t n = pwrite(s->bar_fd, fr.u.extent.data, fr.u.extent.len, (off_t)at);
-
-			if (n != (ssize_t)fr.u.extent.len)
-				r = cmn_fail(&e->f, n < 0 ? -errno : -EIO, "cannot write the VRAM "
-					     "object at %#" PRIx64, at);
-		} else if (fr.type == MIG_F_END) {
+		else if (fr.type == MIG_F_EXTENT && s)
+			r = restore_extent(s, &fr, e);
+		else if (fr.type == MIG_F_END)
 			p->tot = fr.u.end;
-		} else if (s) {
+		else if (s)
 			r = pf_mig_state_load(d, s, &fr, e);
-		} else if (p->s) {
+		else if (p->s)
 			r = pf_mig_state_vf(d, &fr, &p->vf, e);
-		}
 		if (r < 0)
 			break;
 	}
@@ -481,37 +594,61 @@ void pf_mig_discard(struct pf_daemon *d, struct pf_slice *s)
 	slice_forget(d, s);
 }
 
+#ifdef VGPU_TEST_HOOKS
+/* Test builds: VGPU_MIG_RESTORE_STOP_AT=load stops vgpud (SIGSTOP) once a restore's first
+ * read is checked and its slice is up, before the second read, so that a test changes the
+ * file in between; in the product it is nothing. */
+static void restore_test_stop(const char *at)
+{
+	const char *v = getenv("VGPU_MIG_RESTORE_STOP_AT");
+
+	if (v && !strcmp(v, at))
+		raise(SIGSTOP);
+}
+#else
+static inline void restore_test_stop(const char *at)
+{
+	(void)at;
+}
+#endif
+
 /* Bring the planned slice up, load the stream into it and commit; on failure everything
  * is undone (the object unlinked, the slice forgotten). */
-static int restore_apply(struct pf_daemon *d, int fd, struct pf_mig_plan *p, struct pf_err *e)
+static int restore_apply(struct pf_daemon *d, struct restore_read *rd, struct pf_mig_plan *p,
+			 struct pf_err *e)
 {
 	struct pf_slice *s;
 	int r = pf_mig_bring_up(d, p, &s, e);
 
 	if (r)
 		return r;
-	r = restore_pass(d, fd, p, s, e);
+	restore_test_stop("load");
+	r = restore_pass(d, rd, p, s, e);
 	if (!r)
 		r = pf_mig_commit(d, s, e);
-	if (r)
+	if (r) {
 		pf_mig_discard(d, s);
-	return r;
+		return fail_prefix(e, r, "restore failed, nothing kept: ");
+	}
+	return 0;
 }
 
 int pf_slice_restore_cmd(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
 			 struct pf_err *e)
 {
 	struct pf_mig_plan p = { 0 };
-	int fd = req_fd(d, "restore-slice", O_RDONLY, e), r;
+	struct restore_read rd = { .fd = req_fd(d, "restore-slice", O_RDONLY, e) };
+	int r;
 
 	(void)args;
-	if (fd < 0)
-		return fd;
-	r = restore_pass(d, fd, &p, NULL, e);
+	if (rd.fd < 0)
+		return rd.fd;
+	r = restore_pass(d, &rd, &p, NULL, e);
 	if (!r && !p.s)
 		r = cmn_fail(&e->f, -EBADMSG, "the stream holds no slice");
 	if (r) {
 		free(p.s);
+		restore_read_free(&rd);
 		return fail_prefix(e, r, "restore refused, nothing changed: ");
 	}
 	json_object_object_add(ret, "uuid", json_object_new_string(p.s->uuid));
@@ -526,10 +663,12 @@ int pf_slice_restore_cmd(struct pf_daemon *d, json_object *args, bool dry, json_
 		json_object_object_add(ret, "transient", json_object_new_boolean(true));
 	if (dry) {
 		free(p.s);
+		restore_read_free(&rd);
 		return 0;
 	}
 	cmn_log_scope_set(p.vf, p.s->uuid);
-	r = restore_apply(d, fd, &p, e);
+	r = restore_apply(d, &rd, &p, e);
+	restore_read_free(&rd);
 	if (r)
 		return r;
 	cmn_log_vf(VGPU_LOG_INFO, p.vf, d->vfs[p.vf]->uuid, "slice %s restored on VF %u: %" PRIu64

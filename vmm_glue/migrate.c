@@ -136,31 +136,62 @@ fail:
 	return r;
 }
 
-/* "tcp:HOST:0" for the host of libvirt URI @uri ("qemu+tcp://HOST/system",
- * "qemu+tcp://user@HOST:16509/system"): the destination vgpud listens where libvirt
- * reaches. -EINVAL when the URI names no host. */
-int vmm_mig_listen_for(const char *uri, char *out, size_t len)
+/* The host of libvirt URI @uri ("qemu+tcp://HOST/system", "qemu+tcp://user@HOST:16509/system",
+ * "qemu+tcp://[v6]:16509/system"): *@h and its length *@n, an IPv6 address with its
+ * brackets. -EINVAL when the URI names none ("qemu:///system", "qemu+unix:///system"). */
+static int uri_host(const char *uri, const char **h, size_t *n)
 {
-	const char *h = strstr(uri, "://"), *end;
+	const char *p = strstr(uri, "://"), *end, *at;
 
-	if (!h)
+	if (!p)
 		return -EINVAL;
-	h += 3;
-	end = h + strcspn(h, "/?");
-	if (memchr(h, '@', (size_t)(end - h)))
-		h = (const char *)memchr(h, '@', (size_t)(end - h)) + 1;
-	if (*h == '[') {		/* [v6]:port */
-		const char *c = memchr(h, ']', (size_t)(end - h));
+	p += 3;
+	end = p + strcspn(p, "/?");
+	at = memchr(p, '@', (size_t)(end - p));
+	if (at)
+		p = at + 1;
+	if (*p == '[') {		/* [v6]:port */
+		const char *c = memchr(p, ']', (size_t)(end - p));
 
 		if (!c)
 			return -EINVAL;
 		end = c + 1;
-	} else if (memchr(h, ':', (size_t)(end - h))) {
-		end = memchr(h, ':', (size_t)(end - h));
+	} else if (memchr(p, ':', (size_t)(end - p))) {
+		end = memchr(p, ':', (size_t)(end - p));
 	}
-	if (end == h)
+	if (end == p)
 		return -EINVAL;
-	snprintf(out, len, "tcp:%.*s:0", (int)(end - h), h);
+	*h = p;
+	*n = (size_t)(end - p);
+	return 0;
+}
+
+/* The destination vgpud listens where libvirt reaches. */
+int vmm_mig_listen_for(const char *uri, char *out, size_t len)
+{
+	const char *h;
+	size_t n;
+	int r = uri_host(uri, &h, &n);
+
+	if (r)
+		return r;
+	if ((size_t)snprintf(out, len, "tcp:%.*s:0", (int)n, h) >= len)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+/* QEMU's stream goes where libvirt reached the destination: the destination's own idea of
+ * its host name may resolve to something else (or to this host). */
+int vmm_mig_stream_uri(const char *uri, char *out, size_t len)
+{
+	const char *h;
+	size_t n;
+	int r = uri_host(uri, &h, &n);
+
+	if (r)
+		return r;
+	if ((size_t)snprintf(out, len, "tcp://%.*s", (int)n, h) >= len)
+		return -ENAMETOOLONG;
 	return 0;
 }
 
@@ -231,8 +262,8 @@ struct mig_run {
 	struct vmm_vm_info info;
 	struct vmm_slice s;
 	char *xml, *dest_xml;
-	char listen[160];
-	char mig_uri[160];		/* QEMU's stream: tcp://HOST of --to */
+	char listen[VMM_MIG_ADDR_MAX];
+	char mig_uri[VMM_MIG_ADDR_MAX];	/* QEMU's stream: tcp://HOST of --to, "": libvirt's */
 	uint64_t t0;
 	bool incoming, outgoing;	/* what to cancel if it fails */
 	/* the libvirt thread */
@@ -283,7 +314,17 @@ static int mig_preflight(struct mig_run *m, struct cmn_fail *e)
 		r = cmn_fail(e, -EOPNOTSUPP, "domain %s does not give QEMU %s: it was not "
 			     "launched with vgpu-vm launch --migratable", m->info.name,
 			     VMM_MIG_QEMU_GLOBAL);
-	return r;
+	if (r)
+		return r;
+	/* A URI without a host (qemu+unix://) leaves QEMU's stream to the destination
+	 * libvirtd: mig_uri "" goes to libvirt as NULL. */
+	r = vmm_mig_stream_uri(o->dest_uri, m->mig_uri, sizeof(m->mig_uri));
+	if (r == -ENAMETOOLONG)
+		return cmn_fail(e, r, "--to %s: its host is too long for QEMU's stream URI (%zu "
+				"bytes at most)", o->dest_uri, sizeof(m->mig_uri) - 1);
+	if (r)
+		m->mig_uri[0] = 0;
+	return 0;
 }
 
 /* Step 2: the slice's pre-copy, until the source waits for its switchover. */
@@ -294,17 +335,34 @@ static int mig_slice_precopy(struct mig_run *m, struct cmn_fail *e)
 	json_object *ret = NULL, *v;
 	int r;
 
-	if (o->listen)
-		snprintf(m->listen, sizeof(m->listen), "%s", o->listen);
-	else if (vmm_mig_listen_for(o->dest_uri, m->listen, sizeof(m->listen)))
-		return cmn_fail(e, -EINVAL, "--to %s names no host: give --listen ADDR", o->dest_uri);
+	if (o->listen) {
+		if ((size_t)snprintf(m->listen, sizeof(m->listen), "%s", o->listen) >=
+		    sizeof(m->listen))
+			return cmn_fail(e, -ENAMETOOLONG, "--listen %.64s...: longer than %zu "
+					"bytes", o->listen, sizeof(m->listen) - 1);
+	} else {
+		r = vmm_mig_listen_for(o->dest_uri, m->listen, sizeof(m->listen));
+		if (r == -ENAMETOOLONG)
+			return cmn_fail(e, r, "--to %s: its host is too long for a listen address "
+					"(%zu bytes at most): give --listen ADDR", o->dest_uri,
+					sizeof(m->listen) - 1);
+		if (r)
+			return cmn_fail(e, r, "--to %s names no host: give --listen ADDR",
+					o->dest_uri);
+	}
 	r = mig_exec(m->dc, "migrate-incoming", m->s.uuid, "listen", m->listen, NULL, NULL, &ret, e);
 	if (r)
 		return r;
 	m->incoming = true;
-	if (json_object_object_get_ex(ret, "listen", &v))
-		snprintf(m->listen, sizeof(m->listen), "%s", json_object_get_string(v));
+	/* The source connects to the address bound: a cut one would be another. */
+	if (json_object_object_get_ex(ret, "listen", &v) &&
+	    (size_t)snprintf(m->listen, sizeof(m->listen), "%s", json_object_get_string(v)) >=
+	    sizeof(m->listen))
+		r = cmn_fail(e, -ENAMETOOLONG, "the destination vgpud listens on %.64s...: longer "
+			     "than %zu bytes", json_object_get_string(v), sizeof(m->listen) - 1);
 	json_object_put(ret);
+	if (r)
+		return r;
 	r = mig_exec(m->sc, "migrate-outgoing", m->s.uuid, "to", m->listen, "switchover",
 		     "vmm", NULL, e);
 	if (r)
@@ -385,9 +443,9 @@ static void *mig_thread(void *arg)
 {
 	struct mig_run *m = arg;
 
-	m->mig_ret = vmm_virt_migrate(m->src, m->info.uuid, m->o->dest_uri, m->mig_uri,
-				      m->dest_xml, m->rep->vm_live, m->o->max_downtime_ms,
-				      &m->mig_err);
+	m->mig_ret = vmm_virt_migrate(m->src, m->info.uuid, m->o->dest_uri,
+				      m->mig_uri[0] ? m->mig_uri : NULL, m->dest_xml,
+				      m->rep->vm_live, m->o->max_downtime_ms, &m->mig_err);
 	__atomic_store_n(&m->mig_done, 1, __ATOMIC_RELEASE);
 	return NULL;
 }
@@ -417,17 +475,6 @@ static int mig_vm(struct mig_run *m, struct cmn_fail *e)
 	r = vmm_mig_dest_xml(m->xml, m->info.uuid, &t, &m->dest_xml, e);
 	if (r)
 		return r;
-	/* QEMU's stream goes where libvirt reached the destination: the destination's own
-	 * idea of its host name may resolve to something else (or to this host). */
-	if (!vmm_mig_listen_for(m->o->dest_uri, m->mig_uri, sizeof(m->mig_uri))) {
-		char host[160];
-
-		snprintf(host, sizeof(host), "%s", m->mig_uri + 4);
-		host[strlen(host) - 2] = 0;	/* "tcp:" HOST ":0" */
-		if (snprintf(m->mig_uri, sizeof(m->mig_uri), "tcp://%s", host) >=
-		    (int)sizeof(m->mig_uri))
-			return cmn_fail(e, -ENAMETOOLONG, "destination host name too long: %s", host);
-	}
 	if (pthread_create(&m->thr, NULL, mig_thread, m))
 		return cmn_fail(e, -EAGAIN, "cannot start the migration thread");
 	while (!__atomic_load_n(&m->mig_done, __ATOMIC_ACQUIRE)) {

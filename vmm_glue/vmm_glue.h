@@ -185,8 +185,14 @@ struct vmm_mig_target {
  * missing. */
 int vmm_mig_dest_xml(const char *xml, const char *dom_uuid, const struct vmm_mig_target *t,
 		     char **out, struct cmn_fail *e);
-/* "tcp:HOST:0" for the host libvirt URI @uri names. 0 or -EINVAL (no host). */
+/* "tcp:HOST:0" for the host libvirt URI @uri names (user and port left out, an IPv6
+ * address in brackets): where the destination vgpud listens. 0, -EINVAL (no host:
+ * "qemu:///system", "qemu+unix:///system") or -ENAMETOOLONG (it does not fit @len). */
 int vmm_mig_listen_for(const char *uri, char *out, size_t len);
+/* "tcp://HOST" for the same host: where QEMU's stream goes. The same returns. */
+int vmm_mig_stream_uri(const char *uri, char *out, size_t len);
+/* Room for either, and for a vgpud's "tcp:HOST:PORT" (a host name of up to 255 bytes). */
+#define VMM_MIG_ADDR_MAX	272
 
 /* The first QEMU whose TCG keeps every guest write in a live migration's dirty bitmap
  * (libvirt's version form): earlier ones lose writes made through the TCG TLB after a

@@ -4,9 +4,12 @@
  * and a second vgpud restores it with the same bytes, the holes still holes (SEEK_DATA),
  * durable across a kill -9. Refusals (a guest not quiesced, not running, existing file, the
  * UUID already here, no VRAM, no VF, a corrupted byte, a cut file, another version) name
- * the reason and change nothing. */
+ * the reason and change nothing; a file changed between the restore's two reads is
+ * refused, nothing written outside the slice and nothing kept. */
 /* pf_test.h copies paths it made itself into sun_path; gcc cannot see their length. */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
+#include <pthread.h>
+
 #include "pf_test.h"
 #include "mig/mig.h"
 
@@ -307,6 +310,183 @@ static void test_restore_refusals(void **state)
 	restore_refused(f->b, f->file, EXIT_NOSPACE, "no free VF");
 }
 
+/* ---- a file changed between the restore's two reads ---------------------------------------- */
+
+static ssize_t fd_read(void *ctx, void *p, size_t len)
+{
+	return read(*(int *)ctx, p, len);
+}
+
+static int fd_write(void *ctx, const void *p, size_t len)
+{
+	return write(*(int *)ctx, p, len) == (ssize_t)len ? 0 : -EIO;
+}
+
+/* What a change does to the stream: SLICE's VRAM size, and the VRAM extent at FAR_OFF
+ * moved to @far_to or its first byte flipped; the CRCs stay right. */
+struct change {
+	uint64_t vram;			/* 0: as it was */
+	uint64_t far_to;		/* 0: where it was */
+	bool flip;
+};
+
+/* Rewrite @dst in place (the same file, which vgpud holds open) as @src with @c applied. */
+static void rewrite_with(const char *src, const char *dst, const struct change *c)
+{
+	static uint8_t data[MIG_EXTENT_MAX];
+	struct mig_dec dec;
+	struct mig_enc enc;
+	struct mig_frame fr;
+	int in = open(src, O_RDONLY), out = open(dst, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+	assert_true(in >= 0 && out >= 0);
+	assert_int_equal(mig_dec_init(&dec, fd_read, &in, NULL), 0);
+	assert_int_equal(mig_enc_init(&enc, fd_write, &out, NULL), 0);
+	while (mig_dec_next(&dec, &fr, NULL) > 0) {
+		switch (fr.type) {
+		case MIG_F_HELLO:
+			break;
+		case MIG_F_SLICE: {
+			uint64_t vram = c->vram ? c->vram : fr.u.slice.vram_bytes;
+
+			assert_int_equal(mig_enc_slice(&enc, vram, fr.u.slice.dma_bytes,
+						       fr.u.slice.def, fr.u.slice.def_len, NULL),
+					 0);
+			break;
+		}
+		case MIG_F_EXTENT: {
+			uint64_t off = fr.u.extent.off;
+
+			memcpy(data, fr.u.extent.data, fr.u.extent.len);
+			if (fr.u.extent.region == MIG_R_VRAM && off == FAR_OFF) {
+				off = c->far_to ? c->far_to : off;
+				data[0] ^= c->flip ? 0xff : 0;
+			}
+			assert_int_equal(mig_enc_extent(&enc, fr.u.extent.region, off, data,
+							fr.u.extent.len, NULL), 0);
+			break;
+		}
+		case MIG_F_END:
+			assert_int_equal(mig_enc_end(&enc, NULL), 0);
+			break;
+		default:	/* a saved slice without a guest has no state frames */
+			fail_msg("frame %u: unexpected type %u", fr.seq, fr.type);
+		}
+	}
+	assert_true(enc.ended);
+	mig_dec_fini(&dec);
+	close(in);
+	close(out);
+}
+
+static void copy_file(const char *src, const char *dst)
+{
+	const struct change none = { 0 };
+
+	rewrite_with(src, dst, &none);
+}
+
+struct bg_ctl {
+	struct tdaemon *d;
+	const char *file;
+	struct tout out;
+};
+
+static void *bg_restore(void *arg)
+{
+	struct bg_ctl *b = arg;
+
+	t_ctl_argv(b->d, &b->out, 0, (char *const[]){ "restore", (char *)b->file, NULL });
+	return NULL;
+}
+
+/* restore-slice reads its file twice: the first read checks every frame and makes the
+ * plan, the second loads. A client keeps the file and changes it between the two (here
+ * while the test build stops vgpud there: VGPU_MIG_RESTORE_STOP_AT=load): SLICE then
+ * says 1 TiB of VRAM and an extent lies 64 MiB past the slice's BAR object; or an extent's
+ * byte differs. The restore is refused naming the change, nothing is written outside the
+ * slice, nothing is kept, and vgpud restarts with its state whole. */
+static void test_restore_file_changed(void **state)
+{
+	static char *args[] = { "--vram", "2G", "--max-vfs", "4", "--spare-vram", "256M",
+				"--num-vfs", "2", NULL };
+	static char env[] = "VGPU_MIG_RESTORE_STOP_AT=load";
+	struct fixture *f = *state;
+	char *wrap[] = { "env", env, NULL }, chg[160], obj[128];
+	struct tdaemon *c = t_daemon_new();
+	static struct bg_ctl bg;
+	struct change cases[2] = { { .vram = 1ull << 40 }, { .flip = true } };
+	const char *says[2] = { "frame 1 (slice) declares 1048576 MiB of VRAM",
+				"frames 2 to 5 (end) differ" };
+	int vf;
+
+	make_saved(f);
+	snprintf(chg, sizeof(chg), "%s/changed.vgpumig", f->dir);
+	c->prog = "vgpud-test";
+	c->wrap = wrap;
+	assert_int_equal(t_daemon_start_argv(c, args), 0);
+	t_bar_path(c, 1, obj, sizeof(obj));
+	for (unsigned int i = 0; i < 2; i++) {
+		char *before = snap(c), *after;
+		pthread_t th;
+		struct stat sb;
+		uint8_t byte;
+		int st, bar;
+
+		copy_file(f->file, chg);
+		bg = (struct bg_ctl){ .d = c, .file = chg };
+		assert_int_equal(pthread_create(&th, NULL, bg_restore, &bg), 0);
+		/* Stopped after the first read, the slice up on VF 1 with its empty object. */
+		assert_int_equal(waitpid(c->pid, &st, WUNTRACED), c->pid);
+		assert_true(WIFSTOPPED(st));
+		bar = open(obj, O_RDONLY);
+		assert_true(bar >= 0);
+		assert_int_equal(fstat(bar, &sb), 0);
+		if (cases[i].vram)
+			cases[i].far_to = (uint64_t)sb.st_size + 64 * MiB;
+		rewrite_with(f->file, chg, &cases[i]);
+		assert_int_equal(kill(c->pid, SIGCONT), 0);
+		assert_int_equal(pthread_join(th, NULL), 0);
+		if (bg.out.rc != EXIT_FAIL || !strstr(bg.out.err, says[i]) ||
+		    !strstr(bg.out.err, "nothing kept"))
+			fail_msg("case %u: restore exit %d, expected %d naming \"%s\": %s%s", i,
+				 bg.out.rc, EXIT_FAIL, says[i], bg.out.out, bg.out.err);
+		/* Nothing written outside: the object (unlinked now) has its size; a refusal at
+		 * SLICE wrote nothing at all (the first data is the control area bring-up
+		 * formatted). */
+		{
+			struct stat now;
+
+			assert_int_equal(fstat(bar, &now), 0);
+			assert_int_equal(now.st_size, sb.st_size);
+		}
+		assert_int_equal(pread(bar, &byte, 1, sb.st_size + (off_t)(64 * MiB)), 0);
+		if (cases[i].vram)
+			assert_int_equal(lseek(bar, 0, SEEK_DATA), sb.st_size - VF_BAR_CTRL_SIZE);
+		close(bar);
+		/* Nothing kept. */
+		assert_int_equal(access(obj, F_OK), -1);
+		assert_int_equal(T_CTL(c, "list", "-u", U1), EXIT_NOTFOUND);
+		after = snap(c);
+		assert_string_equal(before, after);
+		free(before);
+		free(after);
+	}
+	/* A restart finds its state whole, and the file as saved restores. */
+	assert_int_equal(t_daemon_stop(c, SIGTERM), 0);
+	c->wrap = NULL;
+	assert_int_equal(t_daemon_start_argv(c, args), 0);
+	assert_int_equal(T_CTL(c, "list", "-u", U1), EXIT_NOTFOUND);
+	assert_int_equal(T_CTL(c, "--json", "restore", f->file), 0);
+	{
+		json_object *o = t_out_json();
+
+		vf = (int)t_get_u64(o, "vf");
+		json_object_put(o);
+	}
+	check_bar(c, (unsigned int)vf);
+}
+
 /* Durability: the test build of vgpud exits at its Nth durability point (VGPU_CRASH_AT=N);
  * a restore cut at any point comes back either wholly absent (no slice, no definition, no
  * VRAM object) or wholly there, running with its bytes, and an acknowledged one always
@@ -369,6 +549,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_save_restore_round_trip, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_save_refusals, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_restore_refusals, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_restore_file_changed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_restore_crash_points, setup, teardown),
 	};
 

@@ -2,8 +2,8 @@
 /* vgpu-vm migrate's decisions that need no libvirt or vgpud: which slices can move (and
  * the reason named for each that cannot), the destination's domain XML (endpoint and vgpud
  * socket replaced, in libvirt's quoting, and refused when a piece is missing or the domain
- * was not launched --migratable), the destination vgpud's listen address from a libvirt
- * URI, and the verb's usage errors. */
+ * was not launched --migratable), the destination vgpud's listen address and QEMU's stream
+ * URI from a libvirt URI (refused, not cut, when too long), and the verb's usage errors. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -125,31 +125,59 @@ static void test_dest_xml_bad(void **state)
 		fail_msg("\"%s\" does not say \"%s\"", e.msg, c->says);
 }
 
-/* ---- where the destination vgpud listens ----------------------------------------------------- */
+/* ---- where the destination vgpud listens, where QEMU's stream goes ------------------------- */
+
+#define H10	"hhhhhhhhh."
+#define H50	H10 H10 H10 H10 H10
+#define H200	H50 H50 H50 H50
+/* 253 bytes: the longest DNS name. */
+#define H253	H200 H50 "org"
 
 static const struct listen_case {
-	const char *name, *uri, *want;		/* want NULL: -EINVAL */
+	const char *name, *uri;
+	const char *listen, *stream;	/* NULL: refused with @err */
+	int err;
 } listen_cases[] = {
-	{ "host", "qemu+tcp://10.77.0.2/system", "tcp:10.77.0.2:0" },
-	{ "user and port", "qemu+tcp://root@hostb:16509/system", "tcp:hostb:0" },
-	{ "IPv6", "qemu+tcp://[fd00::2]:16509/system", "tcp:[fd00::2]:0" },
-	{ "query", "qemu+ssh://b.example?keyfile=/k", "tcp:b.example:0" },
-	{ "local URI", "qemu:///system", NULL },
-	{ "no scheme", "hostb", NULL },
+	{ "host", "qemu+tcp://10.77.0.2/system", "tcp:10.77.0.2:0", "tcp://10.77.0.2", 0 },
+	{ "user and port", "qemu+tcp://root@hostb:16509/system", "tcp:hostb:0", "tcp://hostb", 0 },
+	{ "IPv6", "qemu+tcp://[fd00::2]:16509/system", "tcp:[fd00::2]:0", "tcp://[fd00::2]", 0 },
+	{ "query", "qemu+ssh://b.example?keyfile=/k", "tcp:b.example:0", "tcp://b.example", 0 },
+	{ "a 200-character host", "qemu+tcp://" H200 "/system", "tcp:" H200 ":0",
+	  "tcp://" H200, 0 },
+	{ "a 253-character host", "qemu+tcp://" H253 ":16509/system", "tcp:" H253 ":0",
+	  "tcp://" H253, 0 },
+	{ "a host longer than any DNS name", "qemu+tcp://" H253 H50 "/system", NULL, NULL,
+	  -ENAMETOOLONG },
+	{ "local URI", "qemu:///system", NULL, NULL, -EINVAL },
+	{ "qemu+unix", "qemu+unix:///system?socket=/run/libvirt-b/libvirt-sock", NULL, NULL,
+	  -EINVAL },
+	{ "no scheme", "hostb", NULL, NULL, -EINVAL },
 };
+
+/* @fn's answer for @c: in VMM_MIG_ADDR_MAX bytes, and in one byte too few (refused, not
+ * cut). */
+static void check_addr(const struct listen_case *c, const char *want,
+		       int (*fn)(const char *uri, char *out, size_t len))
+{
+	char out[VMM_MIG_ADDR_MAX];
+
+	if (!want) {
+		assert_int_equal(fn(c->uri, out, sizeof(out)), c->err);
+		return;
+	}
+	assert_int_equal(fn(c->uri, out, sizeof(out)), 0);
+	assert_string_equal(out, want);
+	assert_int_equal(fn(c->uri, out, strlen(want)), -ENAMETOOLONG);
+	assert_int_equal(fn(c->uri, out, strlen(want) + 1), 0);
+	assert_string_equal(out, want);
+}
 
 static void test_listen(void **state)
 {
 	const struct listen_case *c = *state;
-	char out[128];
-	int r = vmm_mig_listen_for(c->uri, out, sizeof(out));
 
-	if (!c->want) {
-		assert_int_equal(r, -EINVAL);
-		return;
-	}
-	assert_int_equal(r, 0);
-	assert_string_equal(out, c->want);
+	check_addr(c, c->listen, vmm_mig_listen_for);
+	check_addr(c, c->stream, vmm_mig_stream_uri);
 }
 
 /* ---- live or paused: QEMU before 9.0 under TCG loses writes in a live copy ----------------- */
