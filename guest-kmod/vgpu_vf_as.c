@@ -510,6 +510,11 @@ static int vvf_as_service(struct vvf_as *as, u64 va, bool write, const char **st
 	*step = "SVM pool";
 	ret = vvf_svm_ensure(as->vd);
 	while (!ret) {
+		/* A reset freed the address space (or the device is going): none of its VRAM,
+		 * the pool's included, is ours to move pages into or to map. */
+		*step = "address space lost";
+		if (READ_ONCE(as->lost))
+			return -ENOLINK;
 		*step = "invalidations kept racing";
 		if (time_after(jiffies, timeout))
 			return -EBUSY;
@@ -578,7 +583,9 @@ static void vvf_as_work(struct work_struct *w)
 			continue;
 		ret = alive ? vvf_as_service(as, q[i].va, q[i].access == VGPU_ACCESS_WRITE, &step)
 			    : -ESRCH;
-		if (ret)
+		/* A lost address space's channels are gone with the reset; their ids may be
+		 * another file's by now, so nothing is posted for them. */
+		if (ret && !READ_ONCE(as->lost))
 			vvf_as_cancel(as, q[i].chid, q[i].va, ret, step);
 		served = true;
 	}
@@ -622,7 +629,7 @@ bool vvf_as_fault_event(struct vvf_dev *vd, const struct vf_event *e)
 		}
 		spin_unlock(&as->qlock);
 		if (ours) {
-			queue_work(system_unbound_wq, &as->work);
+			queue_work(vd->as_wq, &as->work);
 			break;
 		}
 	}

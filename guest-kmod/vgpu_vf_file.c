@@ -23,6 +23,7 @@
  * calls that would let a process point the GPU at memory of its choosing: its own VASPACE
  * (whose page tables it writes) and channels on it. Both refusals are RM replies the driver
  * makes (-EDQUOT, -EPERM); the host never sees the call. */
+#include <linux/delay.h>
 #include <linux/fs.h>
 #include <linux/mm.h>
 #include <linux/moduleparam.h>
@@ -307,6 +308,28 @@ static int vvf_alloc_refusal(struct vvf_file *f, const struct vgpu_rm_alloc *a, 
 	return bytes && vvf_over(f, kind, bytes) ? -EDQUOT : 0;
 }
 
+/* The memory object @handle of @client the file holds (allocated, or reached through a DUP
+ * of its own), the kernel's excepted; NULL if none. Under f->lock. */
+static struct vvf_mem *vvf_mem_find(struct vvf_file *f, u32 client, u32 handle)
+{
+	struct vvf_mem *m;
+
+	list_for_each_entry(m, &f->mems, node)
+		if (m->client == client && m->handle == handle && m->kind != VVF_MEM_KERNEL)
+			return m;
+	return NULL;
+}
+
+/* A DUP of memory the file holds keeps that memory alive on the host after the original
+ * is freed, so it is charged like the original: -EDQUOT if that goes past the file's
+ * quota, else 0. Under f->lock. */
+static int vvf_dup_refusal(struct vvf_file *f, const struct vgpu_rm_dup *d)
+{
+	struct vvf_mem *src = vvf_mem_find(f, d->h_client_src, d->h_object_src);
+
+	return src && vvf_over(f, src->kind, src->bytes) ? -EDQUOT : 0;
+}
+
 /* The RM status the driver answers this message with instead of the host, or 0 (the host
  * hears it): a client of this VF the file did not allocate gets the status the host gives
  * an unknown handle; over the file's quota -EDQUOT; what strict_as forbids -EPERM. */
@@ -325,6 +348,8 @@ static int vvf_rm_refusal(struct vvf_file *f, const void *req, u32 len)
 		return VGPU_RM_ERR_NO_OBJECT;
 	if (h->op == VGPU_RM_OP_ALLOC && len >= sizeof(struct vgpu_rm_alloc))
 		return vvf_alloc_refusal(f, req, len);
+	if (h->op == VGPU_RM_OP_DUP && len >= sizeof(struct vgpu_rm_dup))
+		return vvf_dup_refusal(f, req);
 	if (h->op == VGPU_RM_OP_CONTROL && len >= sizeof(struct vgpu_rm_control) && f->strict &&
 	    ((const struct vgpu_rm_control *)req)->cmd == VGPU_RM_CTRL_CHANNEL_BIND_VASPACE)
 		return -EPERM;
@@ -347,9 +372,10 @@ static u32 vvf_rm_refuse(const void *req, void *rsp, s32 status)
 	return sizeof(*r);
 }
 
-/* Record a memory object the file allocated and charge it to its quota. */
+/* Record a memory object the file allocated (or a DUP of one: @bytes charged, @size 0: not
+ * mappable) and charge it to its quota. */
 static void vvf_mem_add(struct vvf_file *f, u32 client, u32 handle, enum vvf_mem_kind kind,
-			u64 off, u64 size, u64 gpu_addr)
+			u64 off, u64 size, u64 bytes, u64 gpu_addr)
 {
 	const struct vvf_layout *l = &f->vd->lay;
 	u64 lo = kind == VVF_MEM_DMA ? l->dma_off : l->vram_off;
@@ -361,14 +387,14 @@ static void vvf_mem_add(struct vvf_file *f, u32 client, u32 handle, enum vvf_mem
 	m->client = client;
 	m->handle = handle;
 	m->kind = kind;
-	m->bytes = size;
+	m->bytes = bytes;
 	m->gpu_addr = gpu_addr;
 	/* Host input: a range outside its region is charged but never mappable. */
 	if (size && off >= lo && off <= hi && size <= hi - off) {
 		m->off = off;
 		m->size = size;
 	}
-	*vvf_used(f, kind) += size;
+	*vvf_used(f, kind) += bytes;
 	list_add(&m->node, &f->mems);
 }
 
@@ -446,7 +472,7 @@ static void vvf_rm_record_alloc(struct vvf_file *f, int i, const struct vgpu_rm_
 			const struct vgpu_rm_sysmem_params *p = out;
 
 			vvf_mem_add(f, a->h_client, r->handle, VVF_MEM_DMA,
-				    l->dma_off + p->dma_offset, p->size, p->iova);
+				    l->dma_off + p->dma_offset, p->size, p->size, p->iova);
 		}
 		break;
 	case VGPU_RM_CLASS_MEMORY_VIDMEM:
@@ -454,7 +480,7 @@ static void vvf_rm_record_alloc(struct vvf_file *f, int i, const struct vgpu_rm_
 			const struct vgpu_rm_vidmem_params *p = out;
 
 			vvf_mem_add(f, a->h_client, r->handle, VVF_MEM_VRAM, l->vram_off + p->addr,
-				    p->size, p->addr);
+				    p->size, p->size, p->addr);
 		}
 		break;
 	case VGPU_RM_CLASS_CHANNEL_GPFIFO:
@@ -465,6 +491,35 @@ static void vvf_rm_record_alloc(struct vvf_file *f, int i, const struct vgpu_rm_
 		}
 		break;
 	}
+}
+
+/* A successful DUP of memory the file holds: an entry that cannot be mapped (the CPU and
+ * AS_MAP reach only what the file allocated), charged with the source's kind and size,
+ * since the host keeps the memory until the DUP is freed too. Under f->lock. */
+static void vvf_rm_record_dup(struct vvf_file *f, const struct vgpu_rm_dup *d,
+			      const struct vgpu_rm_reply *r)
+{
+	struct vvf_mem *src = vvf_mem_find(f, d->h_client_src, d->h_object_src);
+
+	if (src)
+		vvf_mem_add(f, d->h_client, r->handle, src->kind, 0, 0, src->bytes, 0);
+}
+
+/* A successful CHANNEL_BIND_VASPACE moves the host's dependency of the channel to the new
+ * VASPACE: a FREE of that one frees the channel, one of the old VASPACE no longer does. The
+ * record follows, so the channel stays charged and its events stay this file's for as
+ * long as the host keeps it. Under f->lock. */
+static void vvf_rm_record_control(struct vvf_file *f, const struct vgpu_rm_control *c, u32 len)
+{
+	const struct vgpu_rm_bind_params *b = (const void *)(c + 1);
+	struct vvf_chan *ch;
+
+	if (c->cmd != VGPU_RM_CTRL_CHANNEL_BIND_VASPACE || c->params_len < sizeof(*b) ||
+	    len - sizeof(*c) < sizeof(*b))
+		return;
+	list_for_each_entry(ch, &f->chans, node)
+		if (ch->client == c->h_client && ch->handle == c->h_object)
+			ch->vaspace = b->h_vaspace;
 }
 
 /* What a FREE of @fr would take from the file, in the order that keeps the GPU and the CPU
@@ -513,8 +568,14 @@ static void vvf_rm_record(struct vvf_file *f, const void *req, u32 len, const vo
 		return;
 	}
 	i = vvf_client_idx(f, vvf_rm_client_of(req, len));
-	if (i >= 0 && h->op == VGPU_RM_OP_ALLOC && len >= sizeof(struct vgpu_rm_alloc))
+	if (i < 0)
+		return;
+	if (h->op == VGPU_RM_OP_ALLOC && len >= sizeof(struct vgpu_rm_alloc))
 		vvf_rm_record_alloc(f, i, req, r);
+	else if (h->op == VGPU_RM_OP_DUP && len >= sizeof(struct vgpu_rm_dup))
+		vvf_rm_record_dup(f, req, r);
+	else if (h->op == VGPU_RM_OP_CONTROL && len >= sizeof(struct vgpu_rm_control))
+		vvf_rm_record_control(f, req, len);
 }
 
 /* Whether the host may have carried out a FREE: unless it never reached the host or the
@@ -1016,16 +1077,25 @@ out:
 
 /* ---- mmap: file offset = BAR2 offset, pages inserted on first touch ---- */
 
-enum vvf_page { VVF_PAGE_NONE, VVF_PAGE_RO, VVF_PAGE_RW };
+/* For tests: milliseconds a fault on a memory object's page waits between deciding that the
+ * file may map it and inserting the page, with the file's lock held as always, so a test
+ * can make a FREE race that window deterministically (the FREE must find the page mapped
+ * and zap it). 0 in use. */
+static unsigned int mmap_fault_delay_ms;
+module_param(mmap_fault_delay_ms, uint, 0644);
+MODULE_PARM_DESC(mmap_fault_delay_ms, "test only: ms a memory fault waits before its insert (0)");
 
-/* What this file may do with the BAR2 page at @off; *@pfn: the page to show there (the
+/* VVF_PAGE_MEM: a page only a memory object of the file's makes accessible. */
+enum vvf_page { VVF_PAGE_NONE, VVF_PAGE_RO, VVF_PAGE_RW, VVF_PAGE_MEM };
+
+/* What this file may do with the BAR2 page at @off if it is one of the pages whose access
+ * never changes (the header and control pages, the doorbell and interrupt pages, the
+ * file's own rings); VVF_PAGE_MEM for any other page. *@pfn: the page to show there (the
  * file's own for the ring pages). */
 static enum vvf_page vvf_page_access(struct vvf_file *f, u64 off, unsigned long *pfn)
 {
 	const struct vvf_layout *l = &f->vd->lay;
 	u64 ring[3] = { l->req_off, l->rsp_off, l->evt_off };
-	enum vvf_page ret = VVF_PAGE_NONE;
-	struct vvf_mem *m;
 	int i;
 
 	*pfn = (f->vd->bar2_phys + off) >> PAGE_SHIFT;
@@ -1038,16 +1108,44 @@ static enum vvf_page vvf_page_access(struct vvf_file *f, u64 off, unsigned long 
 		return VVF_PAGE_RO;
 	if ((l->db_off && off == l->db_off) || (l->intr_off && off == l->intr_off))
 		return VVF_PAGE_RW;
-	mutex_lock(&f->lock);
+	return VVF_PAGE_MEM;
+}
+
+/* Whether the file holds a memory object over the BAR2 page at @off: VVF_PAGE_RW or
+ * VVF_PAGE_NONE. Under f->lock, which a fault holds until the page is inserted: a FREE or a
+ * reset zaps the object's pages under the same lock, so the page is either inserted before
+ * the zap (which removes it) or refused after it, never inserted once the host may have
+ * given the memory to another file. */
+static enum vvf_page vvf_page_mem_locked(struct vvf_file *f, u64 off)
+{
+	struct vvf_mem *m;
+
+	lockdep_assert_held(&f->lock);
 	/* Records of an earlier reset name memory the host may have given to another file. */
 	if (smp_load_acquire(&f->vd->hdr->reset_count) != f->epoch)
-		goto unlock;
+		return VVF_PAGE_NONE;
 	list_for_each_entry(m, &f->mems, node)
-		if (off >= m->off && off - m->off < m->size) {
-			ret = VVF_PAGE_RW;
-			break;
-		}
-unlock:
+		if (off >= m->off && off - m->off < m->size)
+			return VVF_PAGE_RW;
+	return VVF_PAGE_NONE;
+}
+
+/* Insert the memory object page at @off for a fault, if the file holds it. The lock order
+ * is mmap_lock (the fault's), f->lock, then the page table lock; a zap takes f->lock,
+ * i_mmap_rwsem, then the page table lock, and no holder of f->lock takes mmap_lock (the
+ * ioctls copy user memory outside it). */
+static vm_fault_t vvf_fault_mem(struct vm_fault *vmf, struct vvf_file *f, u64 off,
+				unsigned long pfn)
+{
+	unsigned int delay = READ_ONCE(mmap_fault_delay_ms);
+	vm_fault_t ret = VM_FAULT_SIGBUS;
+
+	mutex_lock(&f->lock);
+	if (vvf_page_mem_locked(f, off) == VVF_PAGE_RW) {
+		if (unlikely(delay))
+			msleep(delay);
+		ret = vmf_insert_pfn(vmf->vma, vmf->address, pfn);
+	}
 	mutex_unlock(&f->lock);
 	return ret;
 }
@@ -1069,26 +1167,46 @@ static vm_fault_t vvf_fault(struct vm_fault *vmf)
 	if (READ_ONCE(vd->gone) || off >= vd->bar2_size)
 		goto out;
 	acc = vvf_page_access(f, off, &pfn);
-	if (acc == VVF_PAGE_NONE || (acc == VVF_PAGE_RO && (vmf->flags & FAULT_FLAG_WRITE)))
-		goto out;
-	if (acc == VVF_PAGE_RO)
+	if (acc == VVF_PAGE_MEM)
+		ret = vvf_fault_mem(vmf, f, off, pfn);
+	else if (acc == VVF_PAGE_RW)
+		ret = vmf_insert_pfn(vma, vmf->address, pfn);
+	else if (acc == VVF_PAGE_RO && !(vmf->flags & FAULT_FLAG_WRITE))
 		ret = vmf_insert_pfn_prot(vma, vmf->address, pfn,
 					  vm_get_page_prot(vma->vm_flags & ~VM_WRITE));
-	else
-		ret = vmf_insert_pfn(vma, vmf->address, pfn);
 out:
 	up_read(&vd->remove_sem);
 	return ret;
 }
 
-/* A write to a page inserted read-only: allowed only where the file may write. */
+/* A write to a page inserted read-only (every page: the mapping write-notifies): allowed
+ * only where the file may write. It only makes a present PTE writable, and the core checks
+ * under the page table lock that the PTE is still the one it faulted on, so a zap racing
+ * it leaves nothing behind; the check itself needs the device (its header) still there. */
 static vm_fault_t vvf_pfn_mkwrite(struct vm_fault *vmf)
 {
 	struct vvf_file *f = vmf->vma->vm_private_data;
+	struct vvf_dev *vd = f->vd;
+	u64 off = (u64)vmf->pgoff << PAGE_SHIFT;
+	vm_fault_t ret = VM_FAULT_SIGBUS;
 	unsigned long pfn;
+	enum vvf_page acc;
 
-	return vvf_page_access(f, (u64)vmf->pgoff << PAGE_SHIFT, &pfn) == VVF_PAGE_RW ? 0 :
-	       VM_FAULT_SIGBUS;
+	if (!down_read_trylock(&vd->remove_sem))
+		return VM_FAULT_SIGBUS;
+	if (READ_ONCE(vd->gone) || off >= vd->bar2_size)
+		goto out;
+	acc = vvf_page_access(f, off, &pfn);
+	if (acc == VVF_PAGE_MEM) {
+		mutex_lock(&f->lock);
+		acc = vvf_page_mem_locked(f, off);
+		mutex_unlock(&f->lock);
+	}
+	if (acc == VVF_PAGE_RW)
+		ret = 0;
+out:
+	up_read(&vd->remove_sem);
+	return ret;
 }
 
 static const struct vm_operations_struct vvf_vm_ops = {

@@ -114,6 +114,10 @@ struct vvf_dev {
 	 * thread; the work evicts the SVM pool and acknowledges it. */
 	struct work_struct reset_work;
 	u32 reset_seen;			/* the last number the work was queued for */
+
+	/* The fault service of the files' address spaces (vgpu_vf_as.c) runs here, so that
+	 * remove can wait for all of it before BAR2 and the SVM pool go away. */
+	struct workqueue_struct *as_wq;
 };
 
 enum vvf_mem_kind { VVF_MEM_VRAM, VVF_MEM_DMA, VVF_MEM_KERNEL };

@@ -470,9 +470,15 @@ static int vvf_check_layout(struct vvf_dev *vd)
 	return 0;
 }
 
+/* The last reference: remove ran and every file is closed, so no address space's work is
+ * queued or running any more. */
 static void vvf_dev_release(struct kref *ref)
 {
-	kfree(container_of(ref, struct vvf_dev, ref));
+	struct vvf_dev *vd = container_of(ref, struct vvf_dev, ref);
+
+	if (vd->as_wq)
+		destroy_workqueue(vd->as_wq);
+	kfree(vd);
 }
 
 void vvf_dev_put(struct vvf_dev *vd)
@@ -517,6 +523,11 @@ static int vvf_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	init_rwsem(&vd->remove_sem);
 	for (v = 0; v < VGPU_VF_NR_VECTORS; v++)
 		init_waitqueue_head(&vd->wq[v]);
+	vd->as_wq = alloc_workqueue("vgpu_vf_as", WQ_UNBOUND, 0);
+	if (!vd->as_wq) {
+		ret = -ENOMEM;
+		goto err_free;
+	}
 	/* BAR2 is the slice's shared memory: write-back, as the host maps it. The mapping
 	 * also records the range as write-back for the user mappings of vgpu_vf_file.c. */
 	vd->bar2 = memremap(vd->bar2_phys, vd->bar2_size, MEMREMAP_WB);
@@ -579,6 +590,10 @@ static void vvf_remove(struct pci_dev *pdev)
 	vvf_files_reset(vd, READ_ONCE(vd->evt_reset_count), true);
 	vvf_irqs_free(vd);
 	cancel_work_sync(&vd->reset_work);	/* after the irqs: nothing queues it again */
+	/* The address spaces are lost (files reset above) and no event queues their fault
+	 * service again: what still runs of it writes tables in BAR2 and takes pool pages,
+	 * so it ends before either goes. */
+	flush_workqueue(vd->as_wq);
 	vvf_svm_fini(vd);
 	memunmap(vd->bar2);
 	vd->bar2 = NULL;

@@ -266,7 +266,10 @@ int vvf_svm_ensure(struct vvf_dev *vd)
 	int ret = 0;
 
 	mutex_lock(&vd->svm.setup_lock);
-	if (!vd->svm.ready)
+	/* No pool once the device is going: vvf_svm_fini took it for good. */
+	if (READ_ONCE(vd->gone))
+		ret = -ENODEV;
+	else if (!vd->svm.ready)
 		ret = vd->svm.broken ? -EIO : vvf_svm_setup(vd);
 	mutex_unlock(&vd->svm.setup_lock);
 	return ret;
@@ -293,6 +296,13 @@ int vvf_svm_move_locked(struct vvf_dev *vd, struct mm_struct *mm, struct pid *wh
 		vvf_svm_owner(&vd->svm, who);
 	}
 	for (; start < end; start = next) {
+		/* A range may be as large as the address space: a killed caller stops here
+		 * rather than after every round of it. */
+		if (fatal_signal_pending(current)) {
+			ret = -EINTR;
+			break;
+		}
+		cond_resched();
 		vma = vma_lookup(mm, start);
 		/* Anonymous private memory only: shared and file pages are refused. */
 		if (!vma || !vma_is_anonymous(vma) || (vma->vm_flags & VM_SHARED)) {
@@ -306,6 +316,10 @@ int vvf_svm_move_locked(struct vvf_dev *vd, struct mm_struct *mm, struct pid *wh
 			break;
 		}
 		*moved += got;
+		/* Once the pool is full no later round moves anything into it: stop, and
+		 * the count says how much of the range moved. */
+		if (to_vram && vvf_svm_full(vd))
+			break;
 	}
 	if (to_vram)
 		up_read(&vd->svm.migrate_sem);
@@ -609,7 +623,11 @@ void vvf_svm_fini(struct vvf_dev *vd)
 
 	if (!s->mapped)
 		return;
+	/* No page leaves the pool from here on: the pages freed by the eviction below go back
+	 * onto the free list, whose struct pages memunmap_pages tears down. */
 	spin_lock(&s->lock);
+	s->ready = false;
+	s->free = NULL;
 	in_use = s->in_use;
 	spin_unlock(&s->lock);
 	if (in_use && !s->broken) {
@@ -624,6 +642,10 @@ void vvf_svm_fini(struct vvf_dev *vd)
 	/* Waits until every page is free (after a reset's loss: until their processes are
 	 * gone, which SIGBUS sees to). */
 	memunmap_pages(&s->pgmap);
+	spin_lock(&s->lock);
+	s->free = NULL;
+	spin_unlock(&s->lock);
+	s->mapped = false;
 }
 
 void vvf_svm_init(struct vvf_dev *vd)

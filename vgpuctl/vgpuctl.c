@@ -103,9 +103,7 @@ static int class_exit(const char *cls)
 
 static const char *jstr(json_object *o, const char *key)
 {
-	json_object *v;
-
-	return o && json_object_object_get_ex(o, key, &v) ? json_object_get_string(v) : "";
+	return vgpuctl_jstr(o, key);
 }
 
 static uint64_t jnum(json_object *o, const char *key)
@@ -133,13 +131,18 @@ static void print_json(json_object *o)
 /* Report an error reply; print a conflict's differences. Returns the exit code. */
 static int report_error(struct vgpuctl_opts *o, json_object *rep)
 {
-	json_object *e = jobj(rep, "error"), *diff = jobj(jobj(e, "data"), "diff");
+	json_object *e = jobj(rep, "error"), *diff;
 
 	if (o->json)
 		print_json(rep);
+	if (!json_object_is_type(e, json_type_object)) {
+		vgpuctl_reply_bad("neither a \"return\" nor an \"error\" object");
+		return VGPUCTL_FAIL;
+	}
+	diff = vgpuctl_jarr(jobj(e, "data"), "diff", false);
 	fprintf(stderr, "vgpuctl: %s\n", jstr(e, "desc"));
-	for (size_t i = 0; diff && i < json_object_array_length(diff); i++) {
-		json_object *d = json_object_array_get_idx(diff, i);
+	for (size_t i = 0; i < vgpuctl_jlen(diff); i++) {
+		json_object *d = vgpuctl_jat(diff, i, "diff");
 
 		fprintf(stderr, "  %s: current %s, requested %s\n", jstr(d, "field"),
 			json_object_to_json_string(jobj(d, "current")),
@@ -161,7 +164,13 @@ static int run_fd(struct ctlc *c, struct vgpuctl_opts *o, const char *cmd, json_
 		fprintf(stderr, "vgpuctl: %s\n", f.msg);
 		return VGPUCTL_UNREACHABLE;
 	}
-	*ret = jobj(*rep, "return");
+	vgpuctl_reply_begin(cmd);
+	*ret = NULL;
+	if (json_object_object_get_ex(*rep, "return", ret) &&
+	    !json_object_is_type(*ret, json_type_object)) {
+		vgpuctl_reply_bad("\"return\" is not an object");
+		*ret = NULL;
+	}
 	if (!*ret) {
 		int code = report_error(o, *rep);
 
@@ -288,10 +297,10 @@ static void print_result(struct vgpuctl_opts *o, json_object *ret)
 	if (jobj(ret, "file"))
 		printf("  would write %s\n", jstr(ret, "file"));
 	if (jobj(ret, "diff")) {
-		json_object *diff = jobj(ret, "diff");
+		json_object *diff = vgpuctl_jarr(ret, "diff", false);
 
-		for (size_t i = 0; i < json_object_array_length(diff); i++) {
-			json_object *d = json_object_array_get_idx(diff, i);
+		for (size_t i = 0; i < vgpuctl_jlen(diff); i++) {
+			json_object *d = vgpuctl_jat(diff, i, "diff");
 
 			printf("  %s: %s -> %s\n", jstr(d, "field"),
 			       json_object_to_json_string(jobj(d, "current")),
@@ -360,12 +369,14 @@ static int cmd_types(struct ctlc *c, struct vgpuctl_opts *o)
 	if (o->json)
 		print_json(ret);
 	else {
-		types = jobj(ret, "types");
+		types = vgpuctl_jarr(ret, "types", true);
 		printf("%s\n", jstr(ret, "parent"));
-		for (size_t i = 0; i < json_object_array_length(types); i++) {
-			json_object *t = json_object_array_get_idx(types, i);
+		for (size_t i = 0; i < vgpuctl_jlen(types); i++) {
+			json_object *t = vgpuctl_jat(types, i, "types");
 			bool ok = json_object_get_boolean(jobj(t, "creatable"));
 
+			if (!t)
+				continue;
 			printf("  %s\n", jstr(t, "name"));
 			print_type_counts(t);
 			printf("    Max instances: %d\n    Available instances: %d\n    Running: %d\n"
@@ -382,13 +393,17 @@ static int cmd_types(struct ctlc *c, struct vgpuctl_opts *o)
  * which mdevctl define --jsonfile (and vgpuctl's) reads back. */
 static void print_dumpjson(json_object *ret)
 {
-	json_object *top = json_object_new_object(), *arr = jobj(ret, "slices");
+	json_object *top = json_object_new_object(), *arr = vgpuctl_jarr(ret, "slices", true);
 
-	for (size_t i = 0; i < json_object_array_length(arr); i++) {
-		json_object *s = json_object_array_get_idx(arr, i), *dev = json_object_new_object();
-		json_object *one = json_object_new_object(), *list = jobj(top, jstr(s, "parent"));
-		json_object *attrs = jobj(s, "attrs");
+	for (size_t i = 0; i < vgpuctl_jlen(arr); i++) {
+		json_object *s = vgpuctl_jat(arr, i, "slices"), *dev, *one, *list;
+		json_object *attrs = vgpuctl_jarr(s, "attrs", false);
 
+		if (!s)
+			continue;
+		dev = json_object_new_object();
+		one = json_object_new_object();
+		list = jobj(top, jstr(s, "parent"));
 		json_object_object_add(dev, "mdev_type", json_object_new_string(jstr(s, "mdev_type")));
 		json_object_object_add(dev, "start", json_object_new_string(jstr(s, "start")));
 		json_object_object_add(dev, "attrs", attrs ? json_object_get(attrs) :
@@ -431,10 +446,12 @@ static int cmd_list(struct ctlc *c, struct vgpuctl_opts *o)
 		json_object_put(rep);
 		return 0;
 	}
-	arr = jobj(ret, "slices");
-	for (size_t i = 0; i < json_object_array_length(arr); i++) {
-		json_object *s = json_object_array_get_idx(arr, i), *p = jobj(s, "provisioned");
+	arr = vgpuctl_jarr(ret, "slices", true);
+	for (size_t i = 0; i < vgpuctl_jlen(arr); i++) {
+		json_object *s = vgpuctl_jat(arr, i, "slices"), *p = jobj(s, "provisioned");
 
+		if (!s)
+			continue;
 		printf("%s %s %s %s %s", jstr(s, "uuid"), jstr(s, "parent"), jstr(s, "mdev_type"),
 		       json_object_get_boolean(jobj(s, "transient")) ? "transient" : jstr(s, "start"),
 		       jstr(s, "state"));
@@ -689,11 +706,13 @@ static int cmd_stats(struct ctlc *c, struct vgpuctl_opts *o)
 	}
 	printf("%-3s %-36s %10s %8s %8s %8s %8s %7s %7s %6s %10s\n", "VF", "UUID", "RUN_MS", "SLICES",
 	       "PREEMPT", "DB_RUNG", "DB_BAD", "RPC_OK", "RPC_ERR", "RESETS", "VRAM_USED");
-	arr = jobj(ret, "vfs");
-	for (size_t i = 0; i < json_object_array_length(arr); i++) {
-		json_object *s = json_object_array_get_idx(arr, i), *sc = jobj(s, "sched");
+	arr = vgpuctl_jarr(ret, "vfs", true);
+	for (size_t i = 0; i < vgpuctl_jlen(arr); i++) {
+		json_object *s = vgpuctl_jat(arr, i, "vfs"), *sc = jobj(s, "sched");
 		json_object *db = jobj(s, "doorbell"), *rpc = jobj(s, "rpc");
 
+		if (!s)
+			continue;
 		printf("%-3d %-36s %10.1f %8" PRIu64 " %8" PRIu64 " %8" PRIu64 " %8" PRIu64 " %7" PRIu64
 		       " %7" PRIu64 " %6" PRIu64 " %10s\n", (int)jnum(s, "vf"), jstr(s, "uuid"),
 		       (double)jnum(sc, "run_ns") / 1e6, jnum(sc, "slices"), jnum(sc, "preempt_timeouts"),
@@ -715,10 +734,10 @@ static int cmd_vram_map(struct ctlc *c, struct vgpuctl_opts *o)
 	if (o->json)
 		print_json(ret);
 	r = vgpuctl_vram_map_draw(ret, o->json ? stderr : stdout, o->color, o->svg);
-	if (r)
+	if (r && !vgpuctl_reply_problem())
 		fprintf(stderr, "vgpuctl: cannot draw the map%s%s: %s\n", o->svg ? " to " : "",
 			o->svg ? o->svg : "", strerror(-r));
-	else if (o->svg && !o->json)
+	else if (!r && o->svg && !o->json && !vgpuctl_reply_problem())
 		printf("SVG written to %s\n", o->svg);
 	json_object_put(rep);
 	return r ? VGPUCTL_FAIL : 0;
@@ -832,18 +851,29 @@ static bool migration_done(json_object *m)
 	return !strcmp(st, "completed") || !strcmp(st, "failed") || !strcmp(st, "cancelled");
 }
 
-/* The record of @uuid's migration (owned by *@rep), or an exit code. */
+/* The record of @uuid's migration (owned by *@rep), or an exit code. A reply without the
+ * record, or with one that is not an object, is malformed (vgpud answers NotFound for a
+ * slice it has no migration of): the caller's loop must not wait on it. */
 static int migration_get(struct ctlc *c, struct vgpuctl_opts *o, json_object **rep,
 			 json_object **m)
 {
-	json_object *a = json_object_new_object(), *ret;
+	json_object *a = json_object_new_object(), *ret, *arr;
 	int r;
 
 	json_object_object_add(a, "uuid", json_object_new_string(o->uuid));
 	r = run(c, o, "migrate-status", a, rep, &ret);
-	if (!r)
-		*m = json_object_array_get_idx(jobj(ret, "migrations"), 0);
-	return r;
+	if (r)
+		return r;
+	arr = vgpuctl_jarr(ret, "migrations", true);
+	if (arr && !vgpuctl_jlen(arr))
+		vgpuctl_reply_bad("\"migrations\" is empty");
+	*m = vgpuctl_jat(arr, 0, "migrations");
+	if (!*m || vgpuctl_reply_problem()) {
+		json_object_put(*rep);
+		*rep = NULL;
+		return VGPUCTL_FAIL;
+	}
+	return 0;
 }
 
 /* migrate -u UUID --to ADDR: start it, then follow it until it ends (or waits for a
@@ -884,7 +914,9 @@ static int cmd_migrate(struct ctlc *c, struct vgpuctl_opts *o)
 		if (!o->json && strcmp(now, last))
 			migration_line(m);
 		snprintf(last, sizeof(last), "%s", now);
-		if (migration_done(m) || !strcmp(jstr(m, "status"), "waiting"))
+		/* A record it cannot read never ends: stop following it (main says why). */
+		if (migration_done(m) || !strcmp(jstr(m, "status"), "waiting") ||
+		    vgpuctl_reply_problem())
 			break;
 		json_object_put(rep);
 		usleep(100000);		/* a human's progress display, not a test's wait */
@@ -975,13 +1007,17 @@ static int cmd_migrate_status(struct ctlc *c, struct vgpuctl_opts *o)
 	r = run(c, o, "migrate-status", a, &rep, &ret);
 	if (r)
 		return r;
-	arr = jobj(ret, "migrations");
+	arr = o->json ? NULL : vgpuctl_jarr(ret, "migrations", true);
 	if (o->json)
 		print_json(ret);
-	else if (!json_object_array_length(arr))
+	else if (!vgpuctl_jlen(arr) && !vgpuctl_reply_problem())
 		printf("no migrations\n");
-	for (size_t i = 0; !o->json && i < json_object_array_length(arr); i++)
-		migration_line(json_object_array_get_idx(arr, i));
+	for (size_t i = 0; i < vgpuctl_jlen(arr); i++) {
+		json_object *m = vgpuctl_jat(arr, i, "migrations");
+
+		if (m)
+			migration_line(m);
+	}
 	json_object_put(rep);
 	return 0;
 }
@@ -1321,6 +1357,7 @@ int vgpuctl_main(int argc, char **argv)
 	struct ctlc *c = NULL;
 	int r;
 
+	vgpuctl_reply_reset();
 	o.attrs = json_object_new_array();
 	o.socket = getenv("VGPUD_SOCKET") ? getenv("VGPUD_SOCKET") : CTLC_DEFAULT_SOCKET;
 	r = parse_args(argc, argv, &o);
@@ -1342,6 +1379,10 @@ int vgpuctl_main(int argc, char **argv)
 		r = connect_daemon(o.socket, &c);
 	if (!r)
 		r = v->fn(c, &o);
+	if (vgpuctl_reply_problem()) {
+		fprintf(stderr, "vgpuctl: %s\n", vgpuctl_reply_problem());
+		r = VGPUCTL_FAIL;
+	}
 	ctlc_close(c);
 	json_object_put(o.attrs);
 	free(o.type_buf);

@@ -26,9 +26,7 @@ static uint64_t jget(json_object *o, const char *key)
 
 static const char *jstr(json_object *o, const char *key)
 {
-	json_object *v;
-
-	return json_object_object_get_ex(o, key, &v) ? json_object_get_string(v) : "";
+	return vgpuctl_jstr(o, key);
 }
 
 /* Which segment covers column @col of @cols over [0, total). */
@@ -36,7 +34,7 @@ static json_object *seg_at(json_object *segs, uint64_t total, unsigned int col, 
 {
 	uint64_t mid = total / cols * col + total / cols / 2;
 
-	for (size_t i = 0; i < json_object_array_length(segs); i++) {
+	for (size_t i = 0; i < vgpuctl_jlen(segs); i++) {
 		json_object *s = json_object_array_get_idx(segs, i);
 		uint64_t b = jget(s, "base"), z = jget(s, "size");
 
@@ -75,7 +73,7 @@ static void draw_terminal(json_object *map, json_object *segs, FILE *out, bool c
 		draw_cell(out, seg_at(segs, total, col, BAR_COLS), color);
 	fprintf(out, "]\n  # PF spare   . free   N slice on VF N (one cell = %s)\n",
 		ctlc_size_format(total / BAR_COLS, a, sizeof(a)));
-	for (size_t i = 0; i < json_object_array_length(segs); i++) {
+	for (size_t i = 0; i < vgpuctl_jlen(segs); i++) {
 		json_object *s = json_object_array_get_idx(segs, i);
 		uint64_t size = jget(s, "size"), used = jget(s, "used_bytes");
 
@@ -141,6 +139,22 @@ static void svg_inner_label(FILE *f, unsigned int vf, const char *size, double x
 		SVG_BAR_Y + 16, SVG_FONT, label);
 }
 
+/* Whether @r is [base, size], two integers that lie inside [@sb, @sb + @sz). */
+static bool alloc_pair(json_object *r, uint64_t sb, uint64_t sz, uint64_t *b, uint64_t *z)
+{
+	json_object *jb, *jz;
+
+	if (!json_object_is_type(r, json_type_array) || json_object_array_length(r) != 2)
+		return false;
+	jb = json_object_array_get_idx(r, 0);
+	jz = json_object_array_get_idx(r, 1);
+	if (!json_object_is_type(jb, json_type_int) || !json_object_is_type(jz, json_type_int))
+		return false;
+	*b = json_object_get_uint64(jb);
+	*z = json_object_get_uint64(jz);
+	return *b >= sb && *z <= sz && *b - sb <= sz - *z;
+}
+
 static void svg_slice(FILE *f, json_object *s, uint64_t total)
 {
 	unsigned int vf = (unsigned int)jget(s, "vf");
@@ -154,12 +168,16 @@ static void svg_slice(FILE *f, json_object *s, uint64_t total)
 	svg_text(f, jstr(s, "uuid"));
 	fprintf(f, " %s</title></rect>\n", a);
 	/* Allocated runs inside the partition, darker, in the lower half. */
-	json_object_object_get_ex(s, "allocations", &al);
-	for (size_t i = 0; al && i < json_object_array_length(al); i++) {
+	al = vgpuctl_jarr(s, "allocations", false);
+	for (size_t i = 0; i < vgpuctl_jlen(al); i++) {
 		json_object *r = json_object_array_get_idx(al, i);
-		uint64_t b = json_object_get_uint64(json_object_array_get_idx(r, 0));
-		uint64_t z = json_object_get_uint64(json_object_array_get_idx(r, 1));
+		uint64_t b, z;
 
+		if (!alloc_pair(r, jget(s, "base"), jget(s, "size"), &b, &z)) {
+			vgpuctl_reply_bad("\"allocations\"[%zu] of VF %u is not a [base, size] "
+					  "pair inside the slice", i, vf);
+			continue;
+		}
 		fprintf(f, "<rect x='%.2f' y='%d' width='%.2f' height='%d' fill='#000' "
 			"fill-opacity='0.45'/>\n", SVG_PAD + px(b, total), SVG_BAR_Y + SVG_BAR_H / 2,
 			px(z, total) < 0.5 ? 0.5 : px(z, total), SVG_BAR_H / 2);
@@ -213,7 +231,7 @@ static void svg_legend(FILE *f, json_object *segs)
 	svg_legend_entry(f, n++, "#fff", "free");
 	svg_legend_entry(f, n++, "#555", "allocated (dark)");
 	n = LEG_COLS;			/* slices start on their own row */
-	for (size_t i = 0; i < json_object_array_length(segs); i++) {
+	for (size_t i = 0; i < vgpuctl_jlen(segs); i++) {
 		json_object *s = json_object_array_get_idx(segs, i);
 		unsigned int vf = (unsigned int)jget(s, "vf");
 
@@ -234,7 +252,7 @@ static int draw_svg(json_object *map, json_object *segs, const char *path)
 
 	if (!f)
 		return -errno;
-	for (size_t i = 0; i < json_object_array_length(segs); i++)
+	for (size_t i = 0; i < vgpuctl_jlen(segs); i++)
 		slices += !strcmp(jstr(json_object_array_get_idx(segs, i), "kind"), "slice");
 	rows = 1 + (slices + LEG_COLS - 1) / LEG_COLS;
 	fprintf(f, "<?xml version='1.0' encoding='UTF-8'?>\n"
@@ -244,7 +262,7 @@ static int draw_svg(json_object *map, json_object *segs, const char *path)
 		"<text x='%d' y='24' font-size='14'>VRAM %s: %u slice%s</text>\n", SVG_W,
 		LEG_Y + (int)rows * LEG_ROW_H, SVG_PAD, ctlc_size_format(total, a, sizeof(a)),
 		slices, slices == 1 ? "" : "s");
-	for (size_t i = 0; i < json_object_array_length(segs); i++) {
+	for (size_t i = 0; i < vgpuctl_jlen(segs); i++) {
 		json_object *s = json_object_array_get_idx(segs, i);
 		const char *kind = jstr(s, "kind");
 
@@ -265,12 +283,30 @@ static int draw_svg(json_object *map, json_object *segs, const char *path)
 	return fclose(f) ? -errno : 0;
 }
 
+/* Every segment an object that lies inside the VRAM; else a problem with the reply. */
+static int segs_check(json_object *segs, uint64_t total)
+{
+	for (size_t i = 0; i < vgpuctl_jlen(segs); i++) {
+		json_object *s = vgpuctl_jat(segs, i, "segments");
+		uint64_t b = jget(s, "base"), z = jget(s, "size");
+
+		if (!s)
+			return -EPROTO;
+		if (b > total || z > total - b) {
+			vgpuctl_reply_bad("\"segments\"[%zu] (base %#" PRIx64 ", size %#" PRIx64
+					  ") lies outside the VRAM (%#" PRIx64 " bytes)", i, b, z,
+					  total);
+			return -EPROTO;
+		}
+	}
+	return 0;
+}
+
 int vgpuctl_vram_map_draw(json_object *map, FILE *out, bool color, const char *svg_path)
 {
-	json_object *segs;
+	json_object *segs = vgpuctl_jarr(map, "segments", true);
 
-	if (!json_object_object_get_ex(map, "segments", &segs) ||
-	    !json_object_is_type(segs, json_type_array))
+	if (!segs || segs_check(segs, jget(map, "vram_bytes")))
 		return -EPROTO;
 	draw_terminal(map, segs, out, color);
 	return svg_path ? draw_svg(map, segs, svg_path) : 0;

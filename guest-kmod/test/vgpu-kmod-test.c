@@ -186,6 +186,21 @@ static int rm_free(int fd, uint32_t client, uint32_t obj)
 	return rm_call(fd, VGPU_RM_OP_FREE, &m, sizeof(m), &r);
 }
 
+/* A DUP of @src_client's memory @src under @client's DEVICE @parent: the RM status, the new
+ * handle in *@h. */
+static int rm_dup(int fd, uint32_t client, uint32_t parent, uint32_t src_client, uint32_t src,
+		  uint32_t *h)
+{
+	struct vgpu_rm_dup m = { .h_client = client, .h_parent = parent,
+				 .h_client_src = src_client, .h_object_src = src };
+	struct rm_rsp r;
+	int ret = rm_call(fd, VGPU_RM_OP_DUP, &m, sizeof(m), &r);
+
+	if (!ret)
+		*h = r.r.handle;
+	return ret;
+}
+
 /* A client with a DEVICE and a SUBDEVICE: what quota controls and memory need. */
 struct ctx {
 	uint32_t client, device, subdevice;
@@ -422,6 +437,96 @@ static bool t_mmap(int fd, const struct ctx *c)
 	munmap((void *)bar, in.bar_size);
 	close(other);
 	return true;
+}
+
+static int param_set(const char *name, const char *val, char *old, size_t old_len);
+
+/* Whether process @pid sleeps in the driver's mmap_fault_delay_ms window (its wchan), waiting
+ * for it at most 10 s and no longer than the process lives. */
+static bool in_fault_delay(pid_t pid)
+{
+	char path[64], buf[64];
+	int i, st;
+
+	snprintf(path, sizeof(path), "/proc/%d/wchan", (int)pid);
+	for (i = 0; i < 10000; i++) {
+		FILE *f = fopen(path, "r");
+		size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+
+		if (f)
+			fclose(f);
+		buf[n] = '\0';
+		if (strstr(buf, "msleep") || strstr(buf, "vvf_fault"))
+			return true;
+		if (waitpid(pid, &st, WNOHANG) == pid)
+			return false;
+		usleep(1000);
+	}
+	return false;
+}
+
+/* One round of t_mmap_race: a forked child (the same file, its own mapping) takes the first
+ * touch of 64 KiB of VRAM, for a read or a write (@wr); once it sleeps between the driver's check
+ * and its insert, this process frees the memory; then the child reads the page again. */
+static bool mmap_race_once(int fd, const struct ctx *c, uint64_t bar_size, bool wr)
+{
+	uint8_t *bar = mmap(NULL, bar_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	int go[2], st = 0, ret;
+	bool in_window;
+	uint64_t off;
+	uint32_t h;
+	pid_t pid;
+	char ch;
+
+	CHECK(bar != MAP_FAILED, "mmap of BAR2: %s", strerror(errno));
+	ret = vidmem(fd, c, 64 << 10, &h, &off);
+	CHECK(!ret && !pipe(go), "VRAM: %d", ret);
+	pid = fork();
+	if (pid == 0) {
+		close(go[1]);
+		touch(bar + off, wr);	/* in or refused: the FREE decides which */
+		if (read(go[0], &ch, 1) != 1)
+			_exit(3);
+		_exit(touch(bar + off, false) ? 0 : 1);
+	}
+	close(go[0]);
+	in_window = pid > 0 && in_fault_delay(pid);
+	ret = rm_free(fd, c->client, h);
+	if (pid > 0) {
+		if (write(go[1], "f", 1) != 1)
+			kill(pid, SIGKILL);
+		waitpid(pid, &st, 0);
+	}
+	close(go[1]);
+	munmap(bar, bar_size);
+	CHECK(pid > 0, "fork: %s", strerror(errno));
+	CHECK(in_window, "the child's %s fault never reached the driver's delay",
+	      wr ? "write" : "read");
+	CHECK(!ret, "FREE during the child's fault: %d", ret);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "after the FREE the page the child's %s "
+	      "faulted in was still %s (status %#x)", wr ? "write" : "read",
+	      WIFEXITED(st) && WEXITSTATUS(st) == 1 ? "readable" : "there", st);
+	return true;
+}
+
+/* A first touch of a memory object's page racing its FREE. The driver holds the file's lock
+ * from its check to the insert (the test parameter mmap_fault_delay_ms widens that window
+ * to a second), and the FREE zaps the object's pages under the same lock: either the page
+ * is mapped before the zap and taken away, or the fault comes after and is refused. A page
+ * inserted after the FREE would be memory the host may have given to another process. */
+static bool t_mmap_race(int fd, const struct ctx *c)
+{
+	struct vgpu_vf_ioc_info in = { .size = sizeof(in) };
+	char old[32];
+	bool ok;
+	int ret;
+
+	CHECK(!xioctl(fd, VGPU_VF_IOC_INFO, &in), "INFO");
+	ret = param_set("mmap_fault_delay_ms", "1000", old, sizeof(old));
+	CHECK(!ret, "mmap_fault_delay_ms=1000: %d", ret);
+	ok = mmap_race_once(fd, c, in.bar_size, false) && mmap_race_once(fd, c, in.bar_size, true);
+	param_set("mmap_fault_delay_ms", old, NULL, 0);
+	return ok;
 }
 
 /* A file that breaks its own rings (counters out of range, a request longer than its slot,
@@ -733,6 +838,20 @@ static bool t_svm(int fd)
 	CHECK(ret == -EOPNOTSUPP, "shared memory: %d, -EOPNOTSUPP expected", ret);
 	ret = svm(fd, VGPU_VF_SVM_TO_VRAM, (void *)4096, 4096, &a);
 	CHECK(ret == -EFAULT, "unmapped: %d, -EFAULT expected", ret);
+	/* 1 TiB, reserved and never touched: the call ends once the pool is full instead of
+	 * walking the rest 64 pages at a time (about 4 million rounds), and munmap gives
+	 * every page back. */
+	sh = mmap(NULL, 1ull << 40, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	CHECK(sh != MAP_FAILED, "mmap of 1 TiB: %s", strerror(errno));
+	ret = svm(fd, VGPU_VF_SVM_TO_VRAM, sh, 1ull << 40, &a);
+	munmap(sh, 1ull << 40);
+	CHECK(!ret && a.migrated && a.migrated + base == a.vram_pages &&
+	      a.vram_pages <= (32 << 20) / 4096, "1 TiB into VRAM: %d, %llu pages moved, %llu "
+	      "in use, %llu before", ret, (unsigned long long)a.migrated,
+	      (unsigned long long)a.vram_pages, (unsigned long long)base);
+	ret = svm(fd, VGPU_VF_SVM_TO_SYSTEM, p, 4096, &a);
+	CHECK(a.vram_pages == base, "munmap of the 1 TiB left %llu pages in VRAM, %llu before",
+	      (unsigned long long)a.vram_pages, (unsigned long long)base);
 	return true;
 }
 
@@ -1213,6 +1332,184 @@ static int quota_other(void)
 	return sysmem(fd, &c, 512 << 10, &hs, &sp) ? 12 : 0;
 }
 
+/* VRAM this file's quota counts now (INFO), or -1. */
+static long long vram_used(int fd)
+{
+	struct vgpu_vf_ioc_info in = { .size = sizeof(in) };
+
+	return xioctl(fd, VGPU_VF_IOC_INFO, &in) ? -1 : (long long)in.vram_used;
+}
+
+/* A DUP of the file's own memory keeps it alive on the host after the original is freed,
+ * so it counts like the original: a FREE of the original leaves the DUP charged, a DUP
+ * past the file's quota is -EDQUOT. On a file of its own under t_quota's limits. */
+static bool quota_dup(void)
+{
+	uint32_t a, b, d;
+	uint64_t off;
+	struct ctx c;
+	int fd = open_dev(), ret;
+	bool ok = false;
+
+	if (fd < 0 || !ctx_make(fd, &c))
+		return fail("a file for the DUP case");
+	ret = vidmem(fd, &c, 16 << 20, &a, &off);
+	if (ret) {
+		fail("16 MiB of VRAM: %d", ret);
+		goto out;
+	}
+	ret = rm_dup(fd, c.client, c.device, c.client, a, &d);
+	if (ret || vram_used(fd) != 32 << 20) {
+		fail("a DUP of 16 MiB: %d, %lld bytes counted, 32 MiB expected", ret,
+		     vram_used(fd));
+		goto out;
+	}
+	ret = rm_free(fd, c.client, a);
+	if (ret || vram_used(fd) != 16 << 20) {
+		fail("the original freed: %d, %lld bytes counted, the DUP's 16 MiB expected", ret,
+		     vram_used(fd));
+		goto out;
+	}
+	ret = rm_free(fd, c.client, d);
+	if (ret || vram_used(fd) != 0) {
+		fail("the DUP freed: %d, %lld bytes still counted", ret, vram_used(fd));
+		goto out;
+	}
+	ret = vidmem(fd, &c, 40 << 20, &b, &off);
+	if (ret) {
+		fail("40 MiB of VRAM: %d", ret);
+		goto out;
+	}
+	ret = rm_dup(fd, c.client, c.device, c.client, b, &d);
+	if (ret != -EDQUOT || vram_used(fd) != 40 << 20) {
+		fail("a DUP of 40 MiB past the file's quota: %d, -EDQUOT expected; %lld bytes "
+		     "counted", ret, vram_used(fd));
+		goto out;
+	}
+	ok = true;
+out:
+	close(fd);
+	return ok;
+}
+
+/* A channel of the file's own on VASPACE @hv, its USERD at VF-physical @userd. */
+static int own_channel(int fd, const struct ctx *c, uint32_t hv, uint64_t userd, uint32_t *h)
+{
+	struct vgpu_rm_channel_params cp = { .h_vaspace = hv, .gpfifo_va = 1 << 20,
+					     .gpfifo_entries = 64, .userd_aper = VGPU_APER_VRAM,
+					     .userd_addr = userd };
+
+	return rm_alloc(fd, c->client, c->device, VGPU_RM_CLASS_CHANNEL_GPFIFO, &cp, sizeof(cp),
+			h);
+}
+
+/* Channels used by the file (INFO), or -1. */
+static int chans_used(int fd)
+{
+	struct vgpu_vf_ioc_info in = { .size = sizeof(in) };
+
+	return xioctl(fd, VGPU_VF_IOC_INFO, &in) ? -1 : (int)in.chan_used;
+}
+
+/* CHANNEL_BIND_VASPACE moves a channel to another VASPACE on the host: freeing the old one
+ * no longer frees the channel, freeing the new one does. The file's channel count (and
+ * with it file_channels=1) follows: the channel stays counted after the old VASPACE's
+ * FREE, so a second channel is -EDQUOT, and it is given back with the new one's. */
+static bool quota_rebind(void)
+{
+	struct {
+		struct vgpu_rm_control c;
+		struct vgpu_rm_bind_params b;
+	} bind;
+	struct {
+		struct vgpu_rm_control c;
+		struct vgpu_rm_token_params t;
+	} tok;
+	struct vgpu_rm_vaspace_params vp;
+	uint32_t hm, v1, v2, v3, ch, ch2;
+	struct rm_rsp r;
+	char old[32];
+	uint64_t pt;
+	struct ctx c;
+	int fd, ret;
+	bool ok = false;
+
+	ret = param_set("file_channels", "1", old, sizeof(old));
+	CHECK(!ret, "file_channels=1: %d", ret);
+	fd = open_dev();
+	if (fd < 0 || !ctx_make(fd, &c)) {
+		fail("a file for the rebind case");
+		goto out_param;
+	}
+	/* Room for three root tables and a USERD; nothing runs on them. */
+	ret = vidmem(fd, &c, 64 << 10, &hm, &pt);
+	vp = (struct vgpu_rm_vaspace_params){ .pdb = pt };
+	if (!ret)
+		ret = rm_alloc(fd, c.client, c.device, VGPU_RM_CLASS_VASPACE, &vp, sizeof(vp), &v1);
+	vp = (struct vgpu_rm_vaspace_params){ .pdb = pt + 4096 };
+	if (!ret)
+		ret = rm_alloc(fd, c.client, c.device, VGPU_RM_CLASS_VASPACE, &vp, sizeof(vp), &v2);
+	if (!ret)
+		ret = own_channel(fd, &c, v1, pt + 3 * 4096, &ch);
+	if (ret || chans_used(fd) != 1) {
+		fail("two VASPACEs and a channel on the first: %d, %d channels counted", ret,
+		     chans_used(fd));
+		goto out;
+	}
+	memset(&bind, 0, sizeof(bind));
+	bind.c = (struct vgpu_rm_control){ .h_client = c.client, .h_object = ch,
+					   .cmd = VGPU_RM_CTRL_CHANNEL_BIND_VASPACE,
+					   .params_len = sizeof(bind.b) };
+	bind.b.h_vaspace = v2;
+	ret = rm_call(fd, VGPU_RM_OP_CONTROL, &bind, sizeof(bind), &r);
+	if (ret) {
+		fail("CHANNEL_BIND_VASPACE to the second VASPACE: %d", ret);
+		goto out;
+	}
+	ret = rm_free(fd, c.client, v1);
+	if (ret || chans_used(fd) != 1) {
+		fail("the first VASPACE freed after the bind: %d, %d channels counted, the bound "
+		     "channel's 1 expected", ret, chans_used(fd));
+		goto out;
+	}
+	ret = own_channel(fd, &c, v2, pt + 4 * 4096, &ch2);
+	if (ret != -EDQUOT) {
+		fail("a second channel with the bound one alive: %d, -EDQUOT expected", ret);
+		goto out;
+	}
+	ret = rm_free(fd, c.client, v2);
+	if (ret || chans_used(fd) != 0) {
+		fail("the second VASPACE freed: %d, %d channels still counted", ret,
+		     chans_used(fd));
+		goto out;
+	}
+	/* The host freed the channel with it: the handle is gone there too. */
+	memset(&tok, 0, sizeof(tok));
+	tok.c = (struct vgpu_rm_control){ .h_client = c.client, .h_object = ch,
+					  .cmd = VGPU_RM_CTRL_GET_WORK_SUBMIT_TOKEN,
+					  .params_len = sizeof(tok.t) };
+	ret = rm_call(fd, VGPU_RM_OP_CONTROL, &tok, sizeof(tok), &r);
+	if (ret != VGPU_RM_ERR_NO_OBJECT) {
+		fail("the channel's token after its VASPACE was freed: %d, -ENOENT expected", ret);
+		goto out;
+	}
+	vp = (struct vgpu_rm_vaspace_params){ .pdb = pt + 2 * 4096 };
+	ret = rm_alloc(fd, c.client, c.device, VGPU_RM_CLASS_VASPACE, &vp, sizeof(vp), &v3);
+	if (!ret)
+		ret = own_channel(fd, &c, v3, pt + 3 * 4096, &ch);
+	if (ret || chans_used(fd) != 1) {
+		fail("a channel again: %d, %d counted", ret, chans_used(fd));
+		goto out;
+	}
+	ok = true;
+out:
+	if (fd >= 0)
+		close(fd);
+out_param:
+	param_set("file_channels", old, NULL, 0);
+	return ok;
+}
+
 /* The VF's VRAM and DMA memory sizes, from its BAR2 header. */
 static bool vf_sizes(uint64_t *vram, uint64_t *dma)
 {
@@ -1236,7 +1533,9 @@ static const char *const quota_params[] = { "file_vram_pct", "file_dma_pct", "fi
 					    "file_clients" };
 
 /* Quotas: a file at its quota gets -EDQUOT, another process still allocates, closing the
- * file returns everything, and a parameter out of range is refused. */
+ * file returns everything, and a parameter out of range is refused; DUPs of the file's
+ * memory count, and a channel bound to another VASPACE stays counted until the host
+ * frees it. */
 static bool t_quota(void)
 {
 	struct vgpu_vf_ioc_info in = { .size = sizeof(in) };
@@ -1280,11 +1579,13 @@ static bool t_quota(void)
 	ok = ok && pid > 0 && waitpid(pid, &st, 0) == pid;
 	if (ok && !(WIFEXITED(st) && !WEXITSTATUS(st)))
 		ok = fail("another process at the same time: status %#x", st);
+	ok = ok && quota_dup();
 	if (fd >= 0)
 		close(fd);
 	for (i = 0; i < 4; i++)
 		param_set(quota_params[i], old[i], NULL, 0);
 	CHECK(ok, "quota");
+	CHECK(quota_rebind(), "quota after CHANNEL_BIND_VASPACE");
 	/* Closing gave everything back; a caller of uapi 1.1 still gets its INFO. */
 	fd = open_dev();
 	CHECK(fd >= 0 && !xioctl(fd, VGPU_VF_IOC_INFO, &in), "INFO");
@@ -1913,7 +2214,7 @@ int main(int argc, char **argv)
 			fprintf(stderr, "vgpu-kmod-test --bench: %s\n", why[0] ? why : "failed");
 		return ret;
 	}
-	printf("1..13\n");
+	printf("1..14\n");
 	point(t_info(), "INFO: uapi, vectors, BAR2");
 	fd = open_dev();
 	point(fd >= 0 && t_sizes(fd), "wrong sizes, types and vectors are -EINVAL/-ENOTTY");
@@ -1923,6 +2224,7 @@ int main(int argc, char **argv)
 	      "the VF serves every file");
 	if (fd < 0 || !ctx_make(fd, &c)) {
 		point(false, "a file maps only its own memory");
+		point(false, "a first touch racing a FREE never maps the freed memory");
 		point(false, "closing a file frees its RM clients");
 		point(false, "a process killed mid-call leaves no RM client behind");
 		point(false, "an RM call's timeout is never the caller's 1 ns");
@@ -1932,6 +2234,8 @@ int main(int argc, char **argv)
 		point(false, "strict_as");
 	} else {
 		point(t_mmap(fd, &c), "a file maps only its own memory");
+		point(t_mmap_race(fd, &c), "a first touch racing a FREE never maps the freed "
+		      "memory: a touch after the FREE is SIGBUS");
 		point(t_close_frees(fd, &c), "closing a file frees its RM clients");
 		point(t_killed(fd, &c), "a process killed mid-call leaves no RM client behind");
 		point(t_rm_timeout(fd, &c), "an RM call's timeout is never the caller's 1 ns: "
@@ -1943,7 +2247,7 @@ int main(int argc, char **argv)
 		      "mid-fault, a bad address cancels one process's channel");
 		point(t_quota(), "quotas per file: VRAM, DMA memory, channels and clients up to "
 		      "the file's limit, then -EDQUOT; another process still allocates; closing "
-		      "returns all");
+		      "returns all; DUPs count; a rebound channel stays counted");
 		point(t_strict(), "strict_as: no VASPACE or channel of a process's own; AS_MAP of "
 		      "its VRAM and DMA memory, FILL and COPY on them; overlaps, ranges and "
 		      "another process's handle refused; unmap and free take it from the GPU");
