@@ -332,7 +332,8 @@ int gpu_mmu_translate(struct gpu *g, unsigned int fn, uint64_t pdb, uint64_t va,
 		      uint64_t *aper, uint64_t *addr, uint64_t *page_size);
 /* Wait until no engine executes @fn's channel @chid (call after freeing or disabling it in
  * the privileged region): afterwards no engine touches its GPFIFO, USERD or pushbuffers, so
- * their memory may be reused. 0, -EINVAL (bad ids) or -ETIMEDOUT after @timeout_ns. */
+ * their memory may be reused. A freed channel's turn stops at its next method or chunk,
+ * whatever is left of its slice. 0, -EINVAL (bad ids) or -ETIMEDOUT after @timeout_ns. */
 int gpu_chan_quiesce(struct gpu *g, unsigned int fn, unsigned int chid, uint64_t timeout_ns);
 /* Wait until no engine executes any channel of @fn, whose scheduler entry the caller
  * disabled (gpu_priv_sched_fn_set()): an engine gives up a disabled function's slice at its

@@ -61,6 +61,14 @@ bool gpu_priv_snapshot_fn(const struct gpu_priv_shared *sh, unsigned int fn, str
 /* Consistent copy of the scheduler words. */
 void gpu_priv_snapshot_sched(const struct gpu_priv_shared *sh, uint64_t *policy,
 			     uint64_t *quantum, uint64_t *period);
+/* The words of function @fn's record a running turn of its channel @chid depends on. */
+struct gpu_priv_turn {
+	uint64_t part_base, part_size;
+	uint64_t chan_flags, chan_gen;
+};
+/* Consistent copy of those words (a turn's check, without g->lock). */
+void gpu_priv_snapshot_turn(const struct gpu_priv_shared *sh, unsigned int fn, unsigned int chid,
+			    struct gpu_priv_turn *out);
 /* Write the initial layout into a fresh region. */
 void gpu_priv_format(struct gpu_priv_shared *sh, unsigned int nr_fns, unsigned int nr_engines,
 		     uint64_t vram_size);
@@ -83,11 +91,15 @@ struct gpu_inval {
 struct gpu_tlb {
 	struct gpu_tlb_entry e[3][GPU_TLB_WAYS];	/* 4K, 64K, 2M */
 	atomic_uint pending;		/* invalidations queued by other threads */
-	struct cmn_spinlock qlock;	/* protects q[], nq, overflow */
+	struct cmn_spinlock qlock;	/* protects q[], nq, lost */
 	struct gpu_inval q[GPU_INVAL_QUEUE];
 	unsigned int nq;
-	bool overflow;
+	/* Functions whose invalidation found the queue full: all their entries go, and only
+	 * theirs, so one function's flood of invalidations costs no other function its
+	 * translations. */
+	uint64_t lost;
 };
+_Static_assert(GPU_MAX_FNS <= 64, "gpu_tlb.lost has a bit per function");
 
 /* ---- channels ---- */
 /* The lines a channel's next submission will be read from (pbdma.c keeps them, the doorbell
@@ -260,6 +272,8 @@ struct gpu_ctx {
 	struct gpu_chan *c;
 	unsigned int chid;
 	uint64_t part_base, part_size;
+	uint64_t priv_gen;		/* privileged generation the turn last checked against */
+	bool gone;			/* the channel's allocation or partition changed: stop */
 	uint64_t cost;			/* work units of this turn so far (GPU_COST_METHOD) */
 	uint64_t linger_ns;		/* of the turn, spent waiting for more (chan_linger()) */
 	uint64_t lingered;		/* submissions those waits found */
@@ -293,6 +307,8 @@ int gpu_ctx_xlate(struct gpu_ctx *ctx, uint64_t va, int access, struct gpu_xlate
 void gpu_tlb_process(struct gpu_ctx *ctx);
 void gpu_fault_record(struct gpu_ctx *ctx, bool replayable);
 void gpu_tlb_invalidate_from(struct gpu_ctx *ctx, uint64_t va, uint64_t size);
+/* Drop every entry of the turn's function from its own engine's TLB. */
+void gpu_tlb_drop_fn(struct gpu_ctx *ctx);
 
 /* dirty.c: set the dirty bits of device VRAM [off, off+len) after an engine wrote it. */
 void gpu_dirty_mark_slow(struct gpu *g, uint64_t off, uint64_t len);

@@ -166,26 +166,36 @@ static void tlb_drop(struct gpu_tlb *t, unsigned int fn, uint64_t va, uint64_t s
 	}
 }
 
+/* Drop every entry of the functions in bitmap @fns from this TLB. */
+static void tlb_drop_fns(struct gpu_tlb *t, uint64_t fns)
+{
+	for (int s = 0; s < 3; s++)
+		for (unsigned int i = 0; i < GPU_TLB_WAYS; i++)
+			if (t->e[s][i].size && (fns & VGPU_BIT(t->e[s][i].fn)))
+				t->e[s][i].size = 0;
+}
+
 /* Run the invalidations other threads queued for this engine. */
 void gpu_tlb_process(struct gpu_ctx *ctx)
 {
 	struct gpu_tlb *t = &ctx->e->tlb;
 	struct gpu_inval q[GPU_INVAL_QUEUE];
 	unsigned int n;
-	bool all;
+	uint64_t lost;
 
 	cmn_spin_lock(&t->qlock);
 	atomic_store_explicit(&t->pending, 0, memory_order_relaxed);
 	n = t->nq;
-	all = t->overflow;
+	lost = t->lost;
 	memcpy(q, t->q, n * sizeof(q[0]));
 	t->nq = 0;
-	t->overflow = false;
+	t->lost = 0;
 	cmn_spin_unlock(&t->qlock);
-	if (all)
-		memset(t->e, 0, sizeof(t->e));
-	for (unsigned int i = 0; !all && i < n; i++)
-		tlb_drop(t, q[i].fn, q[i].va, q[i].size);
+	if (lost)
+		tlb_drop_fns(t, lost);
+	for (unsigned int i = 0; i < n; i++)
+		if (!(lost & VGPU_BIT(q[i].fn)))
+			tlb_drop(t, q[i].fn, q[i].va, q[i].size);
 	ctx->mc_size = 0;
 }
 
@@ -197,7 +207,7 @@ static void tlb_queue(struct gpu_engine *e, unsigned int fn, uint64_t va, uint64
 	if (t->nq < GPU_INVAL_QUEUE)
 		t->q[t->nq++] = (struct gpu_inval){ .fn = fn, .va = va, .size = size };
 	else
-		t->overflow = true;
+		t->lost |= VGPU_BIT(fn);
 	/* Release: the engine that sees pending also sees the queued range. */
 	atomic_store_explicit(&t->pending, 1, memory_order_release);
 	cmn_spin_unlock(&t->qlock);
@@ -216,6 +226,12 @@ void gpu_tlb_invalidate_from(struct gpu_ctx *ctx, uint64_t va, uint64_t size)
 		if (&ctx->g->engines[i] != ctx->e)
 			tlb_queue(&ctx->g->engines[i], ctx->f->id, va, size);
 	tlb_drop(&ctx->e->tlb, ctx->f->id, va, size);
+	ctx->mc_size = 0;
+}
+
+void gpu_tlb_drop_fn(struct gpu_ctx *ctx)
+{
+	tlb_drop(&ctx->e->tlb, ctx->f->id, 0, 0);
 	ctx->mc_size = 0;
 }
 

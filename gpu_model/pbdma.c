@@ -158,12 +158,42 @@ static enum mres ctx_fault(struct gpu_ctx *ctx, uint32_t method)
 								   : VGPU_CHAN_ERR_MMU_FAULT, method);
 }
 
-/* End the turn: the slice is over, or it ran its minimum quantum and a doorbell came in
- * (it may be a function owed time: the scheduler decides). */
+/* Has the turn's channel lost its allocation (freed by the GSP: its own free, a VF reset,
+ * a device reset's wipe; or allocated anew) or its function's partition changed since the
+ * turn began? Such a turn stops at its next method or chunk, with its progress kept (a
+ * restore continues it): what it wrote from then on would land in memory the guest reuses,
+ * in a slice being scrubbed or, once the range is handed on, in another function's VRAM.
+ * gpu_chan_quiesce() waits for it to stop, however long the slice. One load while nothing
+ * changed; the record's words only when the privileged generation moved. Entries the turn
+ * put in its engine's TLB from an old partition go too: the invalidation the change queued
+ * (sync_fn_locked()) may have run before them. */
+static bool chan_gone(struct gpu_ctx *ctx)
+{
+	uint64_t gen = __atomic_load_n(&ctx->g->priv->gen, __ATOMIC_ACQUIRE);
+	struct gpu_priv_turn r;
+
+	if (ctx->gone || gen == ctx->priv_gen)
+		return ctx->gone;
+	ctx->priv_gen = gen;
+	gpu_priv_snapshot_turn(ctx->g->priv, ctx->f->id, ctx->chid, &r);
+	if (r.part_base != ctx->part_base || r.part_size != ctx->part_size) {
+		gpu_tlb_drop_fn(ctx);
+		ctx->gone = true;
+	}
+	if (!(r.chan_flags & GPU_CHAN_ALLOCATED) || r.chan_gen != ctx->c->cfg_gen)
+		ctx->gone = true;
+	return ctx->gone;
+}
+
+/* End the turn: the channel is gone, the slice is over, or it ran its minimum quantum and
+ * a doorbell came in (it may be a function owed time: the scheduler decides). */
 static bool slice_over(struct gpu_ctx *ctx)
 {
-	uint64_t now = gpu_engine_now(ctx->e);
+	uint64_t now;
 
+	if (chan_gone(ctx))
+		return true;
+	now = gpu_engine_now(ctx->e);
 	return now >= ctx->e->slot_end || (now >= ctx->e->yield_at && gpu_doorbell_any(ctx->g));
 }
 
@@ -868,9 +898,13 @@ static enum gpu_run_result chan_turn(struct gpu_ctx *ctx)
 	/* A doorbell while mid-segment (e.g. blocked on a semaphore): look at GP_PUT now, so
 	 * misuse is seen and new work is known. */
 	if (c->seg_active && (atomic_load_explicit(&ctx->f->pending, memory_order_relaxed) &
-			      VGPU_BIT(ctx->chid)) && gp_refresh_put(ctx))
+			      VGPU_BIT(ctx->chid)) && !chan_gone(ctx) && gp_refresh_put(ctx))
 		return GPU_RUN_STOPPED;
 	for (;;) {
+		/* Before every entry and method (a chunked one looks again between chunks): a
+		 * turn that began just before its channel's free runs nothing of it. */
+		if (chan_gone(ctx))
+			return GPU_RUN_PROGRESS;
 		if (!c->seg_active) {
 			if (entries >= GPU_CHAN_BATCH)
 				return GPU_RUN_PROGRESS;
@@ -918,6 +952,11 @@ enum gpu_run_result gpu_chan_run(struct gpu_ctx *ctx)
 	struct gpu_chan *c = ctx->c;
 
 	c->inl_early = 0;	/* only ever for the turn's next entry */
+	/* Gone, it writes nothing more, not even GP_GET to USERD (that stays dirty for a
+	 * restore's next turn); a turn that ended on its own looks once more, for the TLB
+	 * entries it may have made from a partition that went meanwhile. */
+	if (chan_gone(ctx))
+		return r;
 
 	userd_writeback(ctx);
 	/* Caught up with all it knows of: the next thing is a doorbell. */

@@ -59,6 +59,23 @@ bool gpu_priv_snapshot_fn(const struct gpu_priv_shared *sh, unsigned int fn, str
 	return true;
 }
 
+void gpu_priv_snapshot_turn(const struct gpu_priv_shared *sh, unsigned int fn, unsigned int chid,
+			    struct gpu_priv_turn *out)
+{
+	const struct gpu_priv_fn *src = &sh->fns[fn];
+	uint64_t s1, s2;
+
+	do {
+		while ((s1 = __atomic_load_n(&src->seq, __ATOMIC_ACQUIRE)) & 1)
+			cmn_cpu_relax();
+		out->part_base = ld(&src->part_base);
+		out->part_size = ld(&src->part_size);
+		out->chan_flags = ld(&src->chans[chid].flags);
+		out->chan_gen = ld(&src->chans[chid].gen);
+		s2 = __atomic_load_n(&src->seq, __ATOMIC_RELAXED);
+	} while (s1 != s2);
+}
+
 void gpu_priv_snapshot_sched(const struct gpu_priv_shared *sh, uint64_t *policy,
 			     uint64_t *quantum, uint64_t *period)
 {
@@ -397,6 +414,12 @@ static void sync_fn_locked(struct gpu *g, struct gpu_fn *f)
 	gpu_priv_snapshot_fn(g->priv, f->id, &rec);
 	if (rec.seq == f->cfg_seq)
 		return;
+	/* TLB entries hold device addresses made from the partition: once it moved or went,
+	 * the old range may be another function's, and no engine may reach it through them.
+	 * (A turn that began before this fills its TLB from the old partition until it
+	 * stops: it drops those entries itself, pbdma.c chan_gone().) */
+	if (rec.part_base != f->cfg.part_base || rec.part_size != f->cfg.part_size)
+		gpu_tlb_invalidate(g, f->id, 0, 0);
 	f->cfg = rec;
 	f->cfg_seq = rec.seq;
 	for (unsigned int c = 0; c < GPU_FN_MAX_CHANNELS; c++) {

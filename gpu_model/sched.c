@@ -559,6 +559,8 @@ static void engine_run_locked(struct gpu_engine *e, struct gpu_chan *c, uint64_t
 	struct gpu_ctx ctx = {
 		.g = g, .e = e, .f = f, .c = c, .chid = (unsigned int)(c - f->chans),
 		.part_base = f->cfg.part_base, .part_size = f->cfg.part_size,
+		/* f->cfg is at least as new as this generation: gpu_priv_sync_locked() */
+		.priv_gen = atomic_load_explicit(&g->priv_gen_seen, memory_order_relaxed),
 	};
 	uint64_t stolen0 = e->stolen, stolen, ran;
 	enum gpu_run_result r;
@@ -590,7 +592,9 @@ static void engine_run_locked(struct gpu_engine *e, struct gpu_chan *c, uint64_t
 		e->slot_plain += ran;
 	if (r == GPU_RUN_BLOCKED)
 		c->retry_at = end + GPU_ACQ_POLL_NS;
-	if (r == GPU_RUN_PROGRESS && end > e->slot_end + pto) {
+	/* A channel gone mid-turn (pbdma.c chan_gone()) is no one's to put in error: its USERD
+	 * may be in a range that is not its function's any more. */
+	if (r == GPU_RUN_PROGRESS && !ctx.gone && end > e->slot_end + pto) {
 		f->tel[e->id].preempt_timeouts++;
 		gpu_chan_set_error(g, f, c, ctx.part_base, ctx.part_size,
 				   VGPU_CHAN_ERR_PREEMPT_TIMEOUT, 0xffffffffu);

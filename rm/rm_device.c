@@ -193,6 +193,22 @@ int rm_chan_bind_vaspace(struct rm *rm, unsigned int fn, uint32_t chid, uint64_t
 	return 0;
 }
 
+/* Wait until no engine runs any of @fn's channels in the bitmap @chans, which the GSP freed
+ * (or, for a partition, lost the range of). As real RMs do (preempt + wait): what follows
+ * reuses the memory those channels wrote (the guest, a scrub, another function's
+ * partition), and a turn still in progress would write into it. */
+static void chans_quiesce(struct rm *rm, unsigned int fn, uint64_t chans, const char *why)
+{
+	for (; chans; chans &= chans - 1) {
+		uint32_t chid = cmn_ctz(chans);
+		int ret = rm_op(rm, chan_quiesce, fn, chid, VGPU_NSEC_PER_SEC);
+
+		if (ret)
+			cmn_warn("rm: fn %u channel %u still running after %s: %s", fn, chid, why,
+				  cmn_strerror(ret));
+	}
+}
+
 void rm_chan_release(struct rm *rm, unsigned int fn, uint32_t chid)
 {
 	struct vgpu_rpc_chan ch = { .fn = fn, .chid = chid };
@@ -203,17 +219,14 @@ void rm_chan_release(struct rm *rm, unsigned int fn, uint32_t chid)
 	live = rm->fns[fn].chans[chid].live;
 	rm_dev_unlock(rm);
 	/* Freeing drops it from its runlist in the hardware too. A failed RPC (the GSP is
-	 * being reset) is fine: the record goes, so the replay does not bring it back. */
+	 * being reset) is fine: the record goes, so the replay does not bring it back. The
+	 * free returns once no engine can touch the channel, so the guest may reuse its
+	 * memory at once. */
 	if (live) {
 		ret = rpc(rm, fn, VGPU_RPC_FN_CHAN_FREE, &ch, sizeof(ch));
 		if (ret)
 			cmn_warn("rm: fn %u channel %u free: %s", fn, chid, cmn_strerror(ret));
-		/* As real RMs do (preempt + wait): the free returns once no engine can touch
-		 * the channel, so the guest may reuse its memory at once. */
-		ret = rm_op(rm, chan_quiesce, fn, chid, VGPU_NSEC_PER_SEC);
-		if (ret)
-			cmn_warn("rm: fn %u channel %u still running after free: %s", fn, chid,
-				  cmn_strerror(ret));
+		chans_quiesce(rm, fn, 1ull << chid, "free");
 	}
 	chan_unreserve(rm, fn, chid);
 }
@@ -457,6 +470,12 @@ int rm_vf_partition_clear(struct rm *rm, unsigned int fn)
 	ret = rpc(rm, 0, VGPU_RPC_FN_PARTITION_CLEAR, &fa, sizeof(fa));
 	if (ret)
 		cmn_warn("rm: clearing fn %u's partition in the GSP: %s", fn, cmn_strerror(ret));
+	/* The range goes back to the device allocator, for another function's partition: no
+	 * channel of this one may still be in a turn then. A reset quiesced the channels it
+	 * freed; every id is waited for here, as one that outran that wait (or that the RM no
+	 * longer has a record of) writes there as well. A channel that is not running costs
+	 * one look. */
+	chans_quiesce(rm, fn, ~0ull, "partition clear");
 	pma_child_destroy(f->pma);
 	free(f->sys_map);
 	rm_dev_lock(rm);
@@ -498,6 +517,7 @@ int rm_vf_disable(struct rm *rm, unsigned int fn)
 {
 	struct vgpu_rpc_fnarg fa = { .fn = fn };
 	struct rm_client **list = NULL;
+	uint64_t live = 0;
 	struct rm_fn *f;
 	size_t n = 0;
 	int ret;
@@ -532,12 +552,18 @@ int rm_vf_disable(struct rm *rm, unsigned int fn)
 	ret = fn ? rpc(rm, 0, VGPU_RPC_FN_VF_RESET, &fa, sizeof(fa)) : 0;
 	rm_dev_lock(rm);
 	for (unsigned int i = 0; i < RM_MAX_CHANNELS && fn; i++) {
+		if (f->chans[i].live)
+			live |= 1ull << i;
 		f->chans[i].live = false;
 		f->chans[i].enabled = false;
 	}
 	if (fn)
 		memset(f->runlist, 0, sizeof(f->runlist));
 	rm_dev_unlock(rm);
+	/* Not live any more, so freeing the objects does not quiesce them (rm_chan_release()):
+	 * the engines are waited for here, before the caller frees their memory and scrubs the
+	 * slice. Also when the RPC failed: a GSP being reset frees them in its wipe. */
+	chans_quiesce(rm, fn, live, "VF reset");
 	return ret;
 }
 

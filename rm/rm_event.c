@@ -2,7 +2,8 @@
 /* Device events from the GSP: channel errors, MMU faults and the watchdog. The GSP observes
  * them (it reads the device's status region); the RM checks each record, recovers a hung
  * channel through the normal channel-enable path, and hands the owner an rm_event. Runs on
- * the GSP's event worker, which is never inside an RPC wait, so recovery may make RPCs. */
+ * the GSP's event worker, which is never inside an RPC wait and holds no lock, so recovery
+ * may make RPCs and take the channel owner's client lock as a call of that client does. */
 #include <errno.h>
 
 #include <vgpu/gpfifo.h>
@@ -28,28 +29,69 @@ static bool rm_chan_same_alloc(struct rm *rm, unsigned int fn, uint32_t chid, ui
 	return rm->cfg.ops->chan_gen(rm->cfg.ops_ctx, fn, chid) == gen;
 }
 
+/* Lock client @h of @fn as a call does (rm_res.c's rm_enter()): looked up under the
+ * function's API lock for reading, so that a VF reset or a migration's export, which take
+ * it for writing, never find this thread between lookup and lock. NULL if the client is
+ * gone or disabled (a VF reset is dropping its channels). */
+static struct rm_client *rm_owner_lock(struct rm *rm, unsigned int fn, uint32_t h)
+{
+	struct rm_client *c;
+
+	rm_rcu_enter();
+	rm_api_read(rm, fn);
+	if (rm_client_get(rm, fn, h, &c)) {
+		rm_api_unlock(rm, fn);
+		return NULL;
+	}
+	rm_client_lock(c);
+	rm_api_unlock(rm, fn);
+	if (c->dead || c->disabled) {
+		rm_client_unlock(c);
+		rm_client_put(c);
+		return NULL;
+	}
+	return c;
+}
+
 /* Stop hung channel @chid, allocation @gen: off its runlist and disabled as
  * CHANNEL_ENABLE(0) does (the records follow, so a device reset does not bring it back
  * enabled), then, once no engine runs it, in the error state: USERD tells the guest, and
- * the GSP posts the CHAN_ERROR. */
+ * the GSP posts the CHAN_ERROR.
+ *
+ * Every step acts on the bare id, so the whole recovery holds the lock of the client that
+ * owns the channel: only that client frees its channel or changes its state, and a VF reset
+ * waits for the lock to mark it disabled. So the id is checked once under that lock and
+ * stays the same allocation to the end; without it the owner could free the channel
+ * between two steps and another client's new channel take the id and be stopped. */
 static int rm_chan_recover(struct rm *rm, unsigned int fn, uint32_t chid, uint64_t gen)
 {
+	struct rm_chan_rec *ch = &rm->fns[fn].chans[chid];
+	struct rm_client *c;
+	uint32_t owner;
 	bool on;
 	int ret;
 
 	rm_dev_lock(rm);
-	on = rm->fns[fn].chans[chid].live && rm->fns[fn].chans[chid].enabled;
+	owner = ch->live ? ch->owner : 0;
+	rm_dev_unlock(rm);
+	c = owner ? rm_owner_lock(rm, fn, owner) : NULL;
+	if (!c)
+		return -ENOENT;
+	rm_dev_lock(rm);
+	on = ch->live && ch->enabled && ch->owner == owner;
 	rm_dev_unlock(rm);
 	/* Freed or disabled since the GSP looked, or another channel now: nothing to recover. */
-	if (!on || !rm_chan_same_alloc(rm, fn, chid, gen))
-		return -ENOENT;
-	ret = rm_chan_enable(rm, fn, chid, false);
+	ret = on && rm_chan_same_alloc(rm, fn, chid, gen) ? 0 : -ENOENT;
+	if (!ret)
+		ret = rm_chan_enable(rm, fn, chid, false);
 	if (!ret)
 		ret = rm_op(rm, chan_quiesce, fn, chid, VGPU_NSEC_PER_SEC);
 	if (!ret)
 		ret = rm_op(rm, chan_error, fn, chid, RM_WD_CHAN_ERROR);
 	if (ret == -EALREADY)	/* it errored on its own meanwhile: stopped all the same */
 		ret = 0;
+	rm_client_unlock(c);
+	rm_client_put(c);
 	return ret;
 }
 

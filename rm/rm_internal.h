@@ -184,6 +184,7 @@ struct rm_client {
 /* Hardware records: what the GSP was told, replayed after a device reset. */
 struct rm_chan_rec {
 	bool used, live, enabled;	/* used: reserved or allocated; live: the GSP has it */
+	uint32_t owner;			/* handle of the client whose channel it is */
 	struct vgpu_rpc_chan cfg;
 };
 

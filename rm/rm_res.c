@@ -116,6 +116,10 @@ static int chan_ctor(struct rm_client *c, struct rm_res *r, struct vgpu_rm_chann
 	ret = mig ? rm_chan_reserve_id(rm, c->fn, chid) : rm_chan_reserve(rm, c->fn, p->runlist, &chid);
 	if (ret)
 		return ret;
+	/* The watchdog's recovery locks the owner to keep the id from changing hands. */
+	rm_dev_lock(rm);
+	rm->fns[c->fn].chans[chid].owner = c->handle;
+	rm_dev_unlock(rm);
 	cfg = (struct vgpu_rpc_chan){ .fn = c->fn, .chid = chid,
 		.flags = p->flags & VGPU_RM_CHAN_REPLAYABLE ? RM_CHAN_REPLAYABLE : 0,
 		.runlist = p->runlist, .pdb = vas->u.vas.pdb, .gpfifo_va = p->gpfifo_va,

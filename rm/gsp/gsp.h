@@ -255,6 +255,10 @@ enum gsp_rx {
  * count, length, checksum, signature and transport seq. Consumes it unless EMPTY or
  * PARTIAL. On a seq gap the expected seq resynchronises past it (returns GAP). */
 enum gsp_rx gsp_q_read(struct gsp_q *q, void *buf);
+/* Test builds only (librm_gsp-th.a): when set, gsp_q_read() calls it between its copy of
+ * a message's header and its copy of the rest, the moment a peer rewriting the shared ring
+ * would pick, so that a test plays that peer deterministically. */
+extern void (*gsp_q_read_hook)(struct gsp_q *q);
 
 /* Wait while *@addr == @val, at most @timeout_ns (shared futex). */
 void gsp_futex_wait(_Atomic uint32_t *addr, uint32_t val, uint64_t timeout_ns);

@@ -75,11 +75,13 @@ uint32_t gsp_checksum(const void *buf, size_t len)
 	return (uint32_t)(x >> 32) ^ (uint32_t)x;
 }
 
-/* Copy between a flat buffer and the ring starting at element @idx, wrapping once. */
-static void ring_copy(struct gsp_q *q, uint32_t idx, void *flat, size_t bytes, bool to_ring)
+/* Copy @bytes between a flat buffer and the ring, from byte @skip (< one element) of the
+ * message at element @idx on, wrapping once. */
+static void ring_copy(struct gsp_q *q, uint32_t idx, size_t skip, void *flat, size_t bytes,
+		      bool to_ring)
 {
 	size_t ring_bytes = (size_t)q->nr * VGPU_RPC_ELEM_SIZE;
-	size_t off = (size_t)(idx & (q->nr - 1)) * VGPU_RPC_ELEM_SIZE;
+	size_t off = (size_t)(idx & (q->nr - 1)) * VGPU_RPC_ELEM_SIZE + skip;
 	size_t first = cmn_min(bytes, ring_bytes - off);
 
 	if (to_ring) {
@@ -113,7 +115,7 @@ void gsp_q_write(struct gsp_q *q, const void *msg, size_t bytes, uint32_t elems,
 {
 	uint32_t put = atomic_load_explicit(q->put, memory_order_relaxed);
 
-	ring_copy(q, put, (void *)msg, bytes, true);
+	ring_copy(q, put, 0, (void *)msg, bytes, true);
 	(void)elems;
 	/* Elements first, then put with release: the reader loads put with acquire and only
 	 * then copies, so it never sees a half-written message it was told is there. */
@@ -123,6 +125,10 @@ void gsp_q_write(struct gsp_q *q, const void *msg, size_t bytes, uint32_t elems,
 	if (atomic_load_explicit(q->reader_waiting, memory_order_seq_cst))
 		gsp_futex_wake(q->put);
 }
+
+#ifdef VGPU_TEST_HOOKS
+void (*gsp_q_read_hook)(struct gsp_q *q);	/* gsp.h: a test's peer rewriting the ring */
+#endif
 
 enum gsp_rx gsp_q_read(struct gsp_q *q, void *buf)
 {
@@ -138,23 +144,31 @@ enum gsp_rx gsp_q_read(struct gsp_q *q, void *buf)
 		return GSP_RX_EMPTY;
 	if (avail > q->nr)		/* the peer's counter is garbage: skip nothing, fail */
 		return GSP_RX_CORRUPT;
-	ring_copy(q, get, buf, VGPU_RPC_MSG_HDR_SIZE, false);
+	/* The header is copied once and every value of it used is one checked on that copy:
+	 * the peer may rewrite the ring at any time, and a second look at the header could
+	 * see a message longer than the buffer or than was published. */
+	ring_copy(q, get, 0, buf, VGPU_RPC_MSG_HDR_SIZE, false);
 	count = e->elem_count;
 	if (!count || count > VGPU_RPC_MAX_ELEMS)
 		goto bad_one;
 	if (avail < count)
 		return GSP_RX_PARTIAL;
 	if (rh->length > (size_t)count * VGPU_RPC_ELEM_SIZE - VGPU_RPC_MSG_HDR_SIZE ||
-	    gsp_msg_elems(rh->length) != count)
+	    gsp_msg_elems(rh->length) != count || rh->signature != VGPU_RPC_SIGNATURE ||
+	    rh->version != VGPU_RPC_HDR_VERSION)
 		goto bad;
 	bytes = (VGPU_RPC_MSG_HDR_SIZE + rh->length + 7) & ~(size_t)7;
-	ring_copy(q, get, buf, bytes, false);
-	/* Only the copy is checked and used: the peer may still be scribbling on the ring. */
-	count = e->elem_count;
+#ifdef VGPU_TEST_HOOKS
+	if (gsp_q_read_hook)
+		gsp_q_read_hook(q);
+#endif
+	/* Then the payload alone, next to the checked header. Only the copy is checked and
+	 * used: the peer may still be scribbling on the ring. */
+	ring_copy(q, get, VGPU_RPC_MSG_HDR_SIZE, (uint8_t *)buf + VGPU_RPC_MSG_HDR_SIZE,
+		  bytes - VGPU_RPC_MSG_HDR_SIZE, false);
 	sum = e->checksum;
 	e->checksum = 0;
-	if (gsp_checksum(buf, bytes) != sum || count != gsp_msg_elems(rh->length) ||
-	    rh->signature != VGPU_RPC_SIGNATURE || rh->version != VGPU_RPC_HDR_VERSION)
+	if (gsp_checksum(buf, bytes) != sum)
 		goto bad;
 	gap = (int32_t)(e->seq - q->seq);
 	atomic_store_explicit(q->get, get + count, memory_order_release);

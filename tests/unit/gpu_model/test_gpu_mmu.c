@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* GMMU: walks for every page size, every fault reason, partition isolation, the TLB and
- * its invalidation, replayable faults; VRAM slices, scrub and a 141 GiB device. */
+ * its invalidation (a full queue costing only its functions their entries), replayable
+ * faults; VRAM slices, scrub and a 141 GiB device. */
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -218,6 +219,67 @@ static void test_tlb_invalidate(void **state)
 	ectx_free(x);
 }
 
+/* Copy the word at @va to @r (mapped by tgpu_vmem()) on @c and return it. */
+static uint32_t chan_read(struct tgpu *t, struct tchan *c, uint64_t va, uint64_t r)
+{
+	TM(c, VGPU_M_COPY, lo32(va), hi32(va), lo32(r), hi32(r), 4, 0);
+	tchan_gp(c);
+	tchan_kick(t, c);
+	assert_int_equal(tchan_wait(c), 0);
+	return __atomic_load_n((uint32_t *)tgpu_va(t, c->fn, r, 4), __ATOMIC_ACQUIRE);
+}
+
+/* Point @fn's @va at @pa (4 KiB), without invalidating. */
+static void remap(struct tgpu *t, unsigned int fn, uint64_t va, uint64_t pa)
+{
+	tgpu_map(t, fn, va, pa, 4096, VGPU_GMMU_PAGE_4K, 0);
+}
+
+/* Function 1 issues more invalidations than engine 1's queue holds (17, from engine 0)
+ * while engine 1 is idle. Engine 1 then drops all of function 1's entries, the one whose
+ * invalidation found the queue full included, and none of function 2's: function 2's
+ * translation, left stale on purpose (its PTE changed, not invalidated: the ABI lets the
+ * old page be used), still reads the old page, where dropping the whole TLB read the new. */
+static void test_tlb_overflow_per_fn(void **state)
+{
+	struct tgpu *t = tgpu_new(2, 2, 64);
+	uint64_t a1 = tgpu_alloc(t, 1, 4096), b1 = tgpu_alloc(t, 1, 4096);
+	uint64_t a2 = tgpu_alloc(t, 2, 4096), b2 = tgpu_alloc(t, 2, 4096);
+	uint64_t r1 = tgpu_vmem(t, 1, 4096, VGPU_GMMU_PAGE_4K);
+	uint64_t r2 = tgpu_vmem(t, 2, 4096, VGPU_GMMU_PAGE_4K);
+	uint64_t own = tgpu_vmem(t, 1, 4096, VGPU_GMMU_PAGE_4K);
+	struct tchan c1, c1e1, c2;
+
+	(void)state;
+	*(uint32_t *)tgpu_ptr(t, 1, a1, 4) = 0x1a;
+	*(uint32_t *)tgpu_ptr(t, 1, b1, 4) = 0x1b;
+	*(uint32_t *)tgpu_ptr(t, 2, a2, 4) = 0x2a;
+	*(uint32_t *)tgpu_ptr(t, 2, b2, 4) = 0x2b;
+	tchan_init(t, &c1, 1, 0, 0, 64);	/* engine 0: the flood */
+	tchan_init(t, &c1e1, 1, 1, 1, 64);	/* engine 1: function 1's entry there */
+	tchan_init(t, &c2, 2, 0, 1, 64);	/* engine 1: function 2's */
+	remap(t, 1, VA, a1);
+	remap(t, 2, VA, a2);
+	assert_int_equal(chan_read(t, &c1e1, VA, r1), 0x1a);
+	assert_int_equal(chan_read(t, &c2, VA, r2), 0x2a);
+	remap(t, 1, VA, b1);
+	remap(t, 2, VA, b2);
+	assert_int_equal(chan_read(t, &c1e1, VA, r1), 0x1a);	/* cached */
+	assert_int_equal(chan_read(t, &c2, VA, r2), 0x2a);
+
+	/* 16 of another page of function 1's fill engine 1's queue; the 17th, of VA, is
+	 * lost from it. */
+	for (unsigned int i = 0; i < 16; i++)
+		TM(&c1, VGPU_M_MMU_INVALIDATE, lo32(own), hi32(own), 4096, 0, 0);
+	TM(&c1, VGPU_M_MMU_INVALIDATE, lo32(VA), hi32(VA), 4096, 0, 0);
+	tchan_gp(&c1);
+	tchan_kick(t, &c1);
+	assert_int_equal(tchan_wait(&c1), 0);
+	assert_int_equal(chan_read(t, &c2, VA, r2), 0x2a);	/* kept */
+	assert_int_equal(chan_read(t, &c1e1, VA, r1), 0x1b);	/* dropped */
+	tgpu_free(t);
+}
+
 /* A replayable channel stalls on the fault; the handler maps the page and replays. */
 static void test_fault_replay(void **state)
 {
@@ -341,7 +403,7 @@ static void test_vram_large_sparse(void **state)
 
 int main(void)
 {
-	struct CMUnitTest tests[VGPU_ARRAY_SIZE(walk_cases) + 8];
+	struct CMUnitTest tests[VGPU_ARRAY_SIZE(walk_cases) + 9];
 	size_t n = 0;
 
 	for (size_t i = 0; i < VGPU_ARRAY_SIZE(walk_cases); i++)
@@ -349,6 +411,7 @@ int main(void)
 						  .initial_state = (void *)&walk_cases[i] };
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_partition_isolation);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_tlb_invalidate);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_tlb_overflow_per_fn);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_fault_replay);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_fault_cancel);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_iommu_fault);

@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 
 #include "common/compiler.h"
+#include "rm/rm_internal.h"	/* the race case looks at a client's lock */
 #include "rm_chan_test.h"
 
 #define T_WAIT		(30 * VGPU_NSEC_PER_SEC)	/* a hang guard: events come in ms */
@@ -69,10 +70,11 @@ static int rec_wait(enum rm_event_kind kind, unsigned int fn, uint32_t chid, str
 	return 0;
 }
 
-static int setup_cfg(unsigned int nr_events, bool gate_closed)
+static int setup_cfg(unsigned int nr_events, bool gate_closed, const struct rm_device_ops *ops)
 {
 	struct gsp_config gc = { .nr_events = nr_events };
-	struct rm_config c = { .event = on_event, .gsp = &gc };
+	struct rm_config c = { .event = on_event, .gsp = &gc, .ops = ops,
+			       .ops_ctx = ops ? &fx.hw : NULL };
 
 	pthread_mutex_lock(&rec.lock);
 	rec.n = 0;
@@ -84,14 +86,14 @@ static int setup_cfg(unsigned int nr_events, bool gate_closed)
 static int setup(void **state)
 {
 	(void)state;
-	return setup_cfg(0, false);
+	return setup_cfg(0, false, NULL);
 }
 
 /* A 16-record event queue and a handler held at its gate: the queue fills for sure. */
 static int setup_storm(void **state)
 {
 	(void)state;
-	return setup_cfg(16, true);
+	return setup_cfg(16, true, NULL);
 }
 
 static int teardown(void **state)
@@ -448,6 +450,160 @@ static void test_watchdog_fault_progress(void **state)
 	assert_int_equal(rm_client_free(fx.rm, 1, g.hc), 0);
 }
 
+/* ---- recovery while the hung channel's id changes hands ----
+ * The window: recovery has checked that the reported channel is still the allocation the
+ * GSP found hung and goes on to stop it through its id. If meanwhile the owner (client A)
+ * frees the channel and another client of the function (B) allocates one, B's channel
+ * takes the lowest free id, the hung one's, and must not be stopped for A's hang. The
+ * device op chan_quiesce, which recovery calls between disabling the channel and erroring
+ * it, opens that window: it starts a thread that does the free and the allocation, and
+ * goes on once that thread is done, or at once if recovery holds client A's lock (then
+ * A's free waits for the recovery: the id cannot change hands inside it). */
+static struct rm_device_ops race_ops;
+static struct {
+	_Atomic bool armed;		/* the next quiesce of chid is the recovery's */
+	uint32_t chid;
+	struct rm_client *owner;	/* client A (a reference held by the case) */
+	struct rm_t_guest a, b;		/* the two clients' guests */
+	struct rm_t_chan hung, fresh;	/* A's channel; B's, made by the racing thread */
+	struct vgpu_rm_channel_params p;	/* B's channel */
+	pthread_t th;
+	bool started, joined;
+	_Atomic bool done;
+	int free_ret, alloc_ret, enable_ret;
+} race;
+
+static void *race_main(void *arg)
+{
+	struct vgpu_rm_enable_params en = { .enable = 1 };
+	size_t len = sizeof(en);
+
+	(void)arg;
+	race.free_ret = rm_free(fx.rm, 1, race.a.hc, race.hung.h);
+	race.alloc_ret = rm_alloc(fx.rm, 1, race.b.hc, race.b.hd, &race.fresh.h,
+				  VGPU_RM_CLASS_CHANNEL_GPFIFO, &race.p, sizeof(race.p));
+	if (!race.alloc_ret)
+		race.enable_ret = rm_control(fx.rm, 1, race.b.hc, race.fresh.h,
+					     VGPU_RM_CTRL_CHANNEL_ENABLE, &en, &len, sizeof(en));
+	atomic_store(&race.done, true);
+	return NULL;
+}
+
+static int race_quiesce(void *ctx, unsigned int fn, uint32_t chid, uint64_t timeout_ns)
+{
+	/* armed first: its load orders the case's writes of race before they are read */
+	if (atomic_load(&race.armed) && fn == 1 && chid == race.chid &&
+	    atomic_exchange(&race.armed, false)) {
+		uint64_t dl = cmn_deadline_ns(T_WAIT);
+
+		race.started = !pthread_create(&race.th, NULL, race_main, NULL);
+		while (race.started && !atomic_load(&race.done) &&
+		       !cmn_mutex_held(&race.owner->lock) && !cmn_deadline_passed(dl))
+			cmn_sleep_ns(100 * VGPU_NSEC_PER_USEC);
+	}
+	return rm_hw_ops.chan_quiesce(ctx, fn, chid, timeout_ns);
+}
+
+static int setup_race(void **state)
+{
+	(void)state;
+	memset(&race, 0, sizeof(race));
+	race_ops = rm_hw_ops;
+	race_ops.chan_quiesce = race_quiesce;
+	return setup_cfg(0, false, &race_ops);
+}
+
+/* The racing thread is gone before the device is (also when the case failed). */
+static void race_join(void)
+{
+	if (race.started && !race.joined) {
+		pthread_join(race.th, NULL);
+		race.joined = true;
+	}
+}
+
+static int teardown_race(void **state)
+{
+	race_join();
+	if (race.owner)
+		rm_client_put(race.owner);
+	race.owner = NULL;
+	return teardown(state);
+}
+
+/* The channel of slot @k of @g as rm_t_chan_up() makes it, allocated by the racing thread:
+ * its parameters in race.p. */
+static void race_chan_prepare(struct rm_t_guest *g, struct rm_t_chan *c, uint32_t k)
+{
+	memset(c, 0, sizeof(*c));
+	c->k = k;
+	c->gp = (uint64_t *)(g->host + 0x40000 + k * 0x1000);
+	c->pb = (uint32_t *)(g->host + 0x80000 + k * 0x1000);
+	c->userd = (struct vgpu_userd *)(g->host + 0x3000 + k * 128);
+	memset(c->userd, 0, sizeof(*c->userd));
+	memset(c->gp, 0, 0x1000);
+	race.p = (struct vgpu_rm_channel_params){
+		.h_vaspace = g->hv, .gpfifo_va = RM_T_VA + 0x40000 + k * 0x1000ull,
+		.gpfifo_entries = 64, .userd_aper = VGPU_APER_VRAM,
+		.userd_addr = g->pa + 0x3000 + k * 128ull,
+	};
+}
+
+/* Client A's channel hangs and is reported; inside the recovery A frees it and client B
+ * allocates a channel, which gets the same id. A's hung channel is stopped (its USERD shows
+ * the error, recovery 0); B's channel is left as B made it: no error, enabled, on its
+ * runlist, and it runs work. */
+static void test_watchdog_recover_reuse(void **state)
+{
+	const uint64_t wd = 50 * VGPU_NSEC_PER_MSEC, sem = RM_T_VA + 0x30000;
+	const uint32_t acq[] = { (uint32_t)sem, (uint32_t)(sem >> 32), 1, 0, 0, 60000000 };
+	const struct gpu_priv_shared *sh = gpu_priv_view(fx.gpu);
+	struct rm_t_guest *a = &race.a, *b = &race.b;
+	struct rm_t_chan *hung = &race.hung, *fresh = &race.fresh;
+	struct vgpu_rpc_wd_state st;
+	struct rm_event e;
+
+	(void)state;
+	assert_int_equal(rm_fn_watchdog_set(fx.rm, 1, wd), 0);
+	rm_t_guest_up(&fx, a, 1, 0xc0000);
+	rm_t_guest_up(&fx, b, 1, 0xc0000);
+	rm_rcu_enter();
+	assert_int_equal(rm_client_get(fx.rm, 1, a->hc, &race.owner), 0);
+	rm_t_chan_up(&fx, a, hung, 0, a->hv, 0);
+	race_chan_prepare(b, fresh, 0);
+	race.chid = hung->chid;
+	st = rm_t_wd_tick(&fx, hung->chid, 0);		/* the test clock from here on */
+	assert_false(st.stalled);
+	rm_t_chan_method(hung, VGPU_M_SEM_ACQUIRE, acq, VGPU_ARRAY_SIZE(acq));
+	rm_t_chan_submit(&fx, a, hung);
+	st = wd_wait(hung->chid, wd_is_stalled, 0);
+	atomic_store(&race.armed, true);
+	wd_expect_fires_at(hung->chid, &st, wd);
+	assert_int_equal(rec_wait(RM_EVENT_WATCHDOG, 1, hung->chid, &e), 0);
+	assert_true(race.started);
+	race_join();
+	assert_int_equal(race.free_ret, 0);
+	assert_int_equal(race.alloc_ret, 0);
+	assert_int_equal(race.enable_ret, 0);
+	fresh->chid = race.p.chid;
+	assert_int_equal(fresh->chid, hung->chid);	/* B's channel has the hung one's id */
+	/* B's channel is untouched by A's recovery. */
+	assert_int_equal(rm_t_userd_error(fresh), 0);
+	assert_true(sh->fns[1].runlist[0] & (1ull << fresh->chid));
+	assert_true(sh->fns[1].chans[fresh->chid].flags & GPU_CHAN_ENABLED);
+	m_release(fresh, 0x30100, 9);
+	rm_t_chan_submit(&fx, b, fresh);
+	assert_int_equal(chan_wait_get(fresh, 1), 0);
+	assert_int_equal(__atomic_load_n((uint32_t *)(b->host + 0x30100), __ATOMIC_ACQUIRE), 9);
+	/* A's hung channel was the one stopped. */
+	assert_int_equal(e.recovery, 0);
+	assert_int_equal(rm_t_userd_error(hung), VGPU_CHAN_ERR_SEM_TIMEOUT);
+	rm_client_put(race.owner);
+	race.owner = NULL;
+	assert_int_equal(rm_client_free(fx.rm, 1, a->hc), 0);
+	assert_int_equal(rm_client_free(fx.rm, 1, b->hc), 0);
+}
+
 /* Storm: 24 channels error at once, then one channel errors 40 times (freed and
  * reallocated), while the handler is held and the queue has 16 records: the GSP defers
  * what does not fit (counted) instead of losing it, RPCs keep completing, and once the
@@ -524,6 +680,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_watchdog_args, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_watchdog_slow_not_hung, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_watchdog_fault_progress, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_watchdog_recover_reuse, setup_race,
+						teardown_race),
 		cmocka_unit_test_setup_teardown(test_storm, setup_storm, teardown),
 	};
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* The device ops: the RM reaches the device only through struct rm_device_ops. A counting
- * wrapper over rm_hw_ops checks which op each RM call makes, with which arguments, and
- * that a table missing any op is refused. Runs against the real vgpu-gsp. */
+ * wrapper over rm_hw_ops checks which op each RM call makes, with which arguments and in
+ * which order, and that a table missing any op is refused. Runs against the real vgpu-gsp. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,7 +10,8 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "rm_test.h"
+#include "common/compiler.h"
+#include "rm_chan_test.h"
 
 static struct rm_fixture fx;
 
@@ -20,6 +21,12 @@ static struct {
 	unsigned int last_fn;
 	uint32_t aper, gp_put, token;
 	uint64_t addr;
+	/* chan_quiesce: channel ids per function, ids seen twice, calls that failed */
+	uint64_t quiesced[4], quiesced_twice[4];
+	unsigned int quiesce_failed;
+	/* vram_scrub: calls, the last range, function 1's quiesced ids then */
+	unsigned int scrubs;
+	uint64_t scrub_base, scrub_size, quiesced_at_scrub;
 } seen;
 
 static void w_fault_replay(void *ctx, unsigned int fn)
@@ -43,8 +50,24 @@ static int w_chan_submit(void *ctx, unsigned int fn, uint32_t aper, uint64_t add
 
 static int w_chan_quiesce(void *ctx, unsigned int fn, uint32_t chid, uint64_t timeout_ns)
 {
+	int ret = rm_hw_ops.chan_quiesce(ctx, fn, chid, timeout_ns);
+
 	seen.chan_quiesce++;
-	return rm_hw_ops.chan_quiesce(ctx, fn, chid, timeout_ns);
+	if (fn < VGPU_ARRAY_SIZE(seen.quiesced) && chid < 64) {
+		seen.quiesced_twice[fn] |= seen.quiesced[fn] & (1ull << chid);
+		seen.quiesced[fn] |= 1ull << chid;
+	}
+	seen.quiesce_failed += ret != 0;
+	return ret;
+}
+
+static int w_vram_scrub(void *ctx, uint64_t base, uint64_t size)
+{
+	seen.scrubs++;
+	seen.scrub_base = base;
+	seen.scrub_size = size;
+	seen.quiesced_at_scrub = seen.quiesced[1];
+	return rm_hw_ops.vram_scrub(ctx, base, size);
 }
 
 static int w_dma_map(void *ctx, struct iommu_domain *dom, struct iommu_memobj *mo,
@@ -72,6 +95,7 @@ static int setup(void **state)
 	wrap.fault_replay = w_fault_replay;
 	wrap.chan_submit = w_chan_submit;
 	wrap.chan_quiesce = w_chan_quiesce;
+	wrap.vram_scrub = w_vram_scrub;
 	wrap.dma_map = w_dma_map;
 	wrap.dma_unmap = w_dma_unmap;
 	return rm_fixture_up(&fx, &c);
@@ -168,6 +192,114 @@ static void test_submit_op(void **state)
 	assert_int_equal(seen.chan_quiesce, 2);
 }
 
+/* A FILL that never ends in a test: 32 TiB of VA from RM_T_ALIAS_VA, every 2 MiB of it the
+ * guest's second block, through tables at +0x10000 (level 2) and +0x11000 (level 1) of its
+ * first block, named by 64 level-0 entries. */
+#define RM_T_ALIAS_VA	(1ull << VGPU_GMMU_L0_SHIFT)
+#define RM_T_ALIAS_L0	64u
+#define RM_T_SEM	0x1f0000u	/* offset of a semaphore in the first block */
+
+static uint64_t alias_map(struct rm_t_guest *g, uint64_t pa2)
+{
+	uint64_t *l0 = (uint64_t *)g->host, *l1 = (uint64_t *)(g->host + 0x11000);
+	uint64_t *l2 = (uint64_t *)(g->host + 0x10000);
+	unsigned int i0 = (RM_T_ALIAS_VA >> VGPU_GMMU_L0_SHIFT) & 511;
+
+	for (unsigned int i = 0; i < 512; i++) {
+		l2[i] = vgpu_gmmu_pte2m(pa2, 0);
+		l1[i] = vgpu_gmmu_pde(g->pa + 0x10000);
+	}
+	for (unsigned int i = 0; i < RM_T_ALIAS_L0; i++)
+		l0[i0 + i] = vgpu_gmmu_pde(g->pa + 0x11000);
+	return (uint64_t)RM_T_ALIAS_L0 << VGPU_GMMU_L0_SHIFT;
+}
+
+/* Wait for @c's GP_GET to reach its GP_PUT (a hang guard only). */
+static void chan_wait(const struct rm_t_chan *c)
+{
+	uint64_t dl = cmn_deadline_ns(RM_T_HANG_GUARD);
+
+	while (__atomic_load_n(&c->userd->gp_get, __ATOMIC_ACQUIRE) != c->put &&
+	       !cmn_deadline_passed(dl))
+		cmn_sleep_ns(20 * VGPU_NSEC_PER_USEC);
+	assert_int_equal(__atomic_load_n(&c->userd->gp_get, __ATOMIC_ACQUIRE), c->put);
+}
+
+/* A VF reset frees the VF's channels in the GSP (VF_RESET), so freeing their objects after
+ * it sends no CHAN_FREE and quiesces nothing: the reset waits for the engines itself, once
+ * per channel the GSP had, before the slice is scrubbed. One of the two channels is in a
+ * FILL with minutes left, in a 100 s slice: its quiesce succeeds (the engine stops the turn
+ * at the free), and the scrubbed slice stays clean while function 2's work runs on the same
+ * engine after it. Clearing the partition then waits for every channel id of the function
+ * before its range goes back to the allocator. */
+static void test_reset_quiesce(void **state)
+{
+	struct vgpu_rm_vidmem_params mp = { .size = VGPU_GMMU_PAGE_2M,
+					    .page_size = VGPU_GMMU_PAGE_2M,
+					    .flags = VGPU_RM_MEM_CONTIGUOUS };
+	static const uint8_t zero[4096];
+	struct rm_t_chan busy, idle, c2;
+	struct rm_t_guest g1, g2;
+	uint32_t hm2 = 0, args[5];
+	uint64_t len, want, dl;
+	const uint8_t *slice;
+
+	(void)state;
+	assert_int_equal(rm_fn_sched_set(fx.rm, 1, true, 100 * VGPU_NSEC_PER_SEC,
+					 100 * VGPU_NSEC_PER_SEC, 0), 0);
+	rm_t_guest_up(&fx, &g1, 1, 0x20000);
+	assert_int_equal(rm_alloc(fx.rm, 1, g1.hc, g1.hd, &hm2, VGPU_RM_CLASS_MEMORY_VIDMEM, &mp,
+				  sizeof(mp)), 0);
+	len = alias_map(&g1, mp.addr);
+	rm_t_chan_up(&fx, &g1, &busy, 0, g1.hv, 0);
+	rm_t_chan_up(&fx, &g1, &idle, 1, g1.hv, 0);
+	rm_t_guest_up(&fx, &g2, 2, 0x3000);
+	rm_t_chan_up(&fx, &g2, &c2, 0, g2.hv, 0);
+
+	/* A semaphore, then the FILL: once the semaphore is out, the turn is under way. */
+	memcpy(args, (uint32_t[]){ (uint32_t)(RM_T_VA + RM_T_SEM), 0, 1, 0, 0 }, 5 * 4);
+	rm_t_chan_method(&busy, VGPU_M_SEM_RELEASE, args, 5);
+	memcpy(args, (uint32_t[]){ (uint32_t)RM_T_ALIAS_VA, (uint32_t)(RM_T_ALIAS_VA >> 32),
+				   (uint32_t)len, (uint32_t)(len >> 32), 0x5a5a5a5au }, 5 * 4);
+	rm_t_chan_method(&busy, VGPU_M_FILL, args, 5);
+	rm_t_chan_submit(&fx, &g1, &busy);
+	dl = cmn_deadline_ns(RM_T_HANG_GUARD);
+	while (!__atomic_load_n((uint32_t *)(g1.host + RM_T_SEM), __ATOMIC_ACQUIRE) &&
+	       !cmn_deadline_passed(dl))
+		cmn_sleep_ns(20 * VGPU_NSEC_PER_USEC);
+	assert_int_equal(__atomic_load_n((uint32_t *)(g1.host + RM_T_SEM), __ATOMIC_ACQUIRE), 1);
+
+	memset(&seen, 0, sizeof(seen));
+	assert_int_equal(rm_vf_reset(fx.rm, 1), 0);
+	want = 1ull << busy.chid | 1ull << idle.chid;
+	/* The fixture gives the GSP no slice memfd: the scrub is the vram_scrub op. */
+	assert_int_equal(seen.scrubs, 1);
+	assert_int_equal(seen.scrub_base, T_SLICE);
+	assert_int_equal(seen.scrub_size, T_SLICE);
+	assert_int_equal(seen.quiesced_at_scrub, want);
+	assert_int_equal(seen.quiesced[1], want);
+	assert_int_equal(seen.quiesced_twice[1], 0);
+	assert_int_equal(seen.quiesced[2], 0);
+	assert_int_equal(seen.quiesce_failed, 0);
+
+	/* Function 2's FILL runs on the engine after function 1's turn; then function 1's
+	 * slice is still all zero. */
+	memcpy(args, (uint32_t[]){ (uint32_t)(RM_T_VA + 0x100000), 0, 4096, 0, 7 }, 5 * 4);
+	rm_t_chan_method(&c2, VGPU_M_FILL, args, 5);
+	rm_t_chan_submit(&fx, &g2, &c2);
+	chan_wait(&c2);
+	slice = gpu_vram_ptr(fx.gpu, T_SLICE, T_SLICE);
+	assert_non_null(slice);
+	for (uint64_t off = 0; off < T_SLICE; off += sizeof(zero))
+		assert_memory_equal(slice + off, zero, sizeof(zero));
+
+	memset(&seen, 0, sizeof(seen));
+	assert_int_equal(rm_vf_partition_clear(fx.rm, 1), 0);
+	assert_int_equal(seen.quiesced[1], ~0ull);
+	assert_int_equal(seen.quiesced_twice[1], 0);
+	assert_int_equal(seen.quiesce_failed, 0);
+}
+
 /* System memory: mapped into the VF's domain at alloc, unmapped when the last reference
  * (the dup's) goes. */
 static void test_dma_ops(void **state)
@@ -197,6 +329,7 @@ int main(void)
 		OPS_CASE(6), OPS_CASE(7), OPS_CASE(8), OPS_CASE(9), OPS_CASE(10),
 		cmocka_unit_test_setup_teardown(test_fault_replay_op, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_submit_op, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reset_quiesce, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dma_ops, setup, teardown),
 	};
 

@@ -176,6 +176,95 @@ static void test_rx(void **state)
 	qpair_free(p);
 }
 
+/* ---- a peer that rewrites a header while the reader copies the message ----
+ * The ring is shared with the GSP, which may lie: between the reader's copy of a message's
+ * header and its copy of the rest (gsp_q_read_hook, the one moment that matters) the peer
+ * puts another header there, self-consistent (element count for its length, checksum over
+ * the bytes the reader copies) but claiming more than was published or than the reader's
+ * buffer holds. Every case runs on a fresh queue, the message starting at each element of
+ * the ring in turn. Whatever the reader returns, nothing it accepts was left unchecked: the
+ * length fits its buffer and the elements published, and get moves no further than put. */
+static struct {
+	uint8_t hdr[VGPU_RPC_MSG_HDR_SIZE];	/* what the peer writes over the header */
+	unsigned int calls;
+} swap;
+
+static void swap_header(struct gsp_q *q)
+{
+	uint32_t get = atomic_load(q->get);
+
+	memcpy(q->ring + (size_t)(get & (q->nr - 1)) * VGPU_RPC_ELEM_SIZE, swap.hdr,
+	       sizeof(swap.hdr));
+	swap.calls++;
+}
+
+/* The header of message @msg (@bytes copied by the reader) claiming @len bytes instead. */
+static void forge_header(const uint8_t *msg, size_t bytes, uint32_t len)
+{
+	uint8_t m[VGPU_RPC_MAX_ELEMS * VGPU_RPC_ELEM_SIZE];
+	struct vgpu_rpc_elem *e = (void *)m;
+	struct vgpu_rpc_hdr *rh = (void *)(m + sizeof(*e));
+
+	memcpy(m, msg, bytes);
+	rh->length = len;
+	rh->total_length = len;
+	e->elem_count = gsp_msg_elems(len);
+	e->checksum = 0;
+	e->checksum = gsp_checksum(m, bytes);
+	memcpy(swap.hdr, m, sizeof(swap.hdr));
+}
+
+/* One message of @sent bytes published at element @at of a fresh ring, its header
+ * rewritten to claim @forged bytes while the reader reads it. */
+static void read_rewritten(size_t sent, uint32_t forged, uint32_t at)
+{
+	struct qpair *p = qpair_new();
+	const struct vgpu_rpc_hdr *rh = (void *)(p->in + sizeof(struct vgpu_rpc_elem));
+	uint32_t elems = gsp_msg_elems(sent), moved;
+	size_t bytes;
+	enum gsp_rx rx;
+
+	atomic_store(p->w.put, at);
+	atomic_store(p->w.get, at);
+	bytes = build(p, sent, 1);
+	gsp_q_write(&p->w, p->msg, bytes, elems, elems);
+	forge_header(p->msg, bytes, forged);
+	swap.calls = 0;
+	rx = gsp_q_read(&p->r, p->in);
+	moved = atomic_load(p->r.get) - at;
+	assert_int_equal(swap.calls, 1);	/* the peer did act */
+	assert_true(moved <= elems);
+	if (rx == GSP_RX_OK || rx == GSP_RX_GAP) {
+		assert_true(rh->length <= VGPU_RPC_MSG_MAX_PAYLOAD);
+		assert_true(gsp_msg_elems(rh->length) <= elems);
+		assert_int_equal(moved, gsp_msg_elems(rh->length));
+	}
+	qpair_free(p);
+}
+
+static void test_rx_header_rewritten(void **state)
+{
+	/* Published: one element, three elements. Claimed: 49 elements (past the buffer),
+	 * the largest message (16), 4 and 2 elements, 1 element a few bytes short, 8 bytes. */
+	const size_t sent[] = { 100, 2 * VGPU_RPC_ELEM_SIZE + 1 };
+	const uint32_t forged[] = { 200000, VGPU_RPC_MSG_MAX_PAYLOAD, 3 * VGPU_RPC_ELEM_SIZE,
+				    VGPU_RPC_ELEM_SIZE, 92, 8 };
+
+	(void)state;
+	gsp_q_read_hook = swap_header;
+	for (size_t s = 0; s < VGPU_ARRAY_SIZE(sent); s++)
+		for (size_t f = 0; f < VGPU_ARRAY_SIZE(forged); f++)
+			for (uint32_t at = 0; at < VGPU_RPC_MIN_QUEUE; at++)
+				read_rewritten(sent[s], forged[f], at);
+}
+
+static int hook_off(void **state)
+{
+	(void)state;
+	gsp_q_read_hook = NULL;
+	return 0;
+}
+
 /* Whole RPCs: elements over every chunk. */
 static void test_rpc_elems(void **state)
 {
@@ -190,7 +279,7 @@ static void test_rpc_elems(void **state)
 
 int main(void)
 {
-	struct CMUnitTest tests[VGPU_ARRAY_SIZE(layout_cases) + VGPU_ARRAY_SIZE(rx_cases) + 1];
+	struct CMUnitTest tests[VGPU_ARRAY_SIZE(layout_cases) + VGPU_ARRAY_SIZE(rx_cases) + 2];
 	size_t n = 0;
 
 	for (size_t i = 0; i < VGPU_ARRAY_SIZE(layout_cases); i++)
@@ -199,6 +288,8 @@ int main(void)
 	for (size_t i = 0; i < VGPU_ARRAY_SIZE(rx_cases); i++)
 		tests[n++] = (struct CMUnitTest){ .name = rx_cases[i].name,
 			.test_func = test_rx, .initial_state = (void *)&rx_cases[i] };
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test_teardown(test_rx_header_rewritten,
+										  hook_off);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_rpc_elems);
 	return _cmocka_run_group_tests("gsp_msgq", tests, n, NULL, NULL);
 }
