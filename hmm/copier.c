@@ -20,17 +20,15 @@
 #define COPIER_PIECE	(128 * VGPU_KiB)	/* ~40 us: a caller's wait while the thread runs */
 #define COPIER_MIN	(2 * COPIER_PIECE)	/* shorter runs are not worth a hand-off */
 
-/* UFFDIO_COPY all of [dst, dst + len): a partial copy goes on from where it stopped,
- * a page already there (no other path maps a page coming back) is stepped over.
- * 0 or the first -errno. */
+/* UFFDIO_COPY all of [dst, dst + len) (hmm_uffd_copy steps over a page already there);
+ * after a page the kernel refused, once more from it, for the reason. 0 or -errno: the
+ * caller finds the pages that got in in the page tables. */
 static int copy_whole(int uffd, uintptr_t dst, const char *src, size_t len)
 {
 	while (len) {
 		long done = hmm_uffd_copy(uffd, dst, src, len, false);
 
-		if (done == -EEXIST)
-			done = HMM_PAGE_SIZE;
-		else if (done < 0)
+		if (done < 0)
 			return (int)done;
 		dst += (size_t)done;
 		src += done;

@@ -5,6 +5,7 @@
  * through the write view, then unprotect), free the device pages.
  * Async-signal-safe: atomics, system calls and the notifier callbacks only. */
 #include <errno.h>
+#include <sys/mman.h>
 
 #include "common/bitops.h"
 #include "hmm/hmm_internal.h"
@@ -37,33 +38,52 @@ static size_t claim_device_pages(struct hmm_region *r, uintptr_t start, uintptr_
 	return n;
 }
 
-/* Copy a run of claimed pages [a, a + npages) whose device pages are contiguous. */
+/* Copy a run of claimed pages [a, a + npages) whose device pages are contiguous, the run
+ * starting at page @i of its batch; sets the bit of each page it could not put back in
+ * @left (indexed from the batch's start). */
 static void copy_back_run(struct hmm_mm *mm, struct hmm_region *r, uintptr_t a, uint64_t w,
-			  size_t npages)
+			  size_t npages, size_t i, uint64_t *left)
 {
 	struct hmm_devmem *dm = atomic_load(&hmm_devmems[hmm_ps_dm(w)]);
-	size_t len = npages << HMM_PAGE_SHIFT;
+	const char *src = hmm_devmem_page_ptr(dm, hmm_ps_page(w));
+	size_t len = npages << HMM_PAGE_SHIFT, done = 0;
 	long ret;
 
 	if (r->prot) {
-		/* data first, through the write view; only then may the page be read */
-		if (!hmm_prot_write(mm, r, a, hmm_devmem_page_ptr(dm, hmm_ps_page(w)), len))
-			hmm_prot_set(a, len, true);
+		uint64_t refused[HMM_BLOCK_PAGES / 64];
+
+		/* data first, through the write view; only then may the page be read. A page
+		 * the kernel keeps PROT_NONE stays on the device, its data there too: in
+		 * system state its next faults would pass for the application's PROT_NONE. */
+		if (hmm_prot_write(mm, r, a, src, len)) {
+			for (size_t k = 0; k < npages; k++)
+				cmn_set_bit(left, i + k);
+			return;
+		}
+		if (hmm_prot_pages(a, npages, PROT_READ | PROT_WRITE, refused)) {
+			for (size_t k = 0; k < npages; k++) {
+				if (cmn_test_bit(refused, k))
+					cmn_set_bit(left, i + k);
+			}
+		}
 		return;
 	}
-	ret = hmm_uffd_copy(mm->uffd, a, hmm_devmem_page_ptr(dm, hmm_ps_page(w)), len, false);
-	/* -EEXIST: the application mapped something there meanwhile (it wins); anything
-	 * else cannot be fixed from here and leaves the pages as they are */
-	(void)ret;
+	/* a page the application mapped there meanwhile counts as copied (it wins); the
+	 * pages from one the kernel refused (no memory) on stay on the device */
+	ret = hmm_uffd_copy(mm->uffd, a, src, len, false);
+	if (ret > 0)
+		done = (size_t)ret >> HMM_PAGE_SHIFT;
+	for (size_t k = done; k < npages; k++)
+		cmn_set_bit(left, i + k);
 }
 
 /* Process one batch of at most 2 MiB. */
 static long fault_back_batch(struct hmm_mm *mm, struct hmm_region *r, uintptr_t start,
 			     uintptr_t end, bool blockable)
 {
-	uint64_t words[HMM_BLOCK_PAGES];
+	uint64_t words[HMM_BLOCK_PAGES], left[HMM_BLOCK_PAGES / 64] = { 0 };
 	uintptr_t first = 0, last = 0;
-	size_t n = claim_device_pages(r, start, end, words, &first, &last);
+	size_t n = claim_device_pages(r, start, end, words, &first, &last), back = 0;
 	struct hmm_notify_range nr = { .start = first, .end = last, .event = HMM_EVENT_MIGRATE,
 				       .flags = blockable ? HMM_NOTIFY_BLOCKABLE : 0 };
 	uint64_t now;
@@ -84,7 +104,7 @@ static long fault_back_batch(struct hmm_mm *mm, struct hmm_region *r, uintptr_t 
 		       hmm_ps_dm(words[i + k]) == hmm_ps_dm(words[i]) &&
 		       hmm_ps_page(words[i + k]) == hmm_ps_page(words[i]) + k)
 			k++;
-		copy_back_run(mm, r, a, words[i], k);
+		copy_back_run(mm, r, a, words[i], k, i, left);
 		a += k << HMM_PAGE_SHIFT;
 	}
 	now = hmm_mm_now(mm);
@@ -93,13 +113,23 @@ static long fault_back_batch(struct hmm_mm *mm, struct hmm_region *r, uintptr_t 
 
 		if (!words[i])
 			continue;
+		/* Left out: still on the device, for the next fault to try again. Unless
+		 * its page is gone (mprotect backend: an munmap nobody reported), where the
+		 * data has nowhere to go and the device page would never be freed. With
+		 * userfaultfd the unmap's event drops it (a REMAP moves it) instead. */
+		if (cmn_test_bit(left, i) && !(r->prot && blockable && hmm_vma_gone(mm, a))) {
+			atomic_store_explicit(hmm_region_word(r, a), words[i],
+					      memory_order_release);
+			continue;
+		}
 		atomic_store(&r->back_ns[(a - r->start) >> HMM_PAGE_SHIFT], now);
 		atomic_store_explicit(hmm_region_word(r, a), HMM_PS_SYSTEM, memory_order_release);
 		hmm_devmem_free_deferred(atomic_load(&hmm_devmems[hmm_ps_dm(words[i])]),
 					 hmm_ps_page(words[i]));
+		back++;
 	}
-	atomic_fetch_add_explicit(&mm->c_to_sys, n, memory_order_relaxed);
-	return (long)n;
+	atomic_fetch_add_explicit(&mm->c_to_sys, back, memory_order_relaxed);
+	return (long)back;
 }
 
 long hmm_fault_back_range(struct hmm_mm *mm, struct hmm_region *r, uintptr_t start,
@@ -121,7 +151,7 @@ long hmm_fault_back_range(struct hmm_mm *mm, struct hmm_region *r, uintptr_t sta
  * is set by compare-and-swap on the collected word itself: an OR after the migration has
  * finished would leave the bit on a settled word, and collect() would skip that page for
  * good. */
-static uint64_t wait_page_settled(struct hmm_mm *mm, _Atomic uint64_t *w)
+static uint64_t wait_page_settled(struct hmm_mm *mm, _Atomic uint64_t *w, uintptr_t addr)
 {
 	unsigned int spins = 0;
 	bool won = false;
@@ -143,6 +173,8 @@ static uint64_t wait_page_settled(struct hmm_mm *mm, _Atomic uint64_t *w)
 		default:
 			return old;
 		}
+		if (!spins)
+			hmm_race_window(HMM_RACE_FAULT_WAIT, addr);
 		hmm_relax(&spins);
 		old = atomic_load(w);
 	}
@@ -184,7 +216,7 @@ int hmm_cpu_fault(struct hmm_mm *mm, struct hmm_region *r, uintptr_t addr, bool 
 	int ret = 0;
 
 	do {
-		w = wait_page_settled(mm, pw);
+		w = wait_page_settled(mm, pw, addr);
 		if (hmm_ps_state(w) != HMM_PS_SYSTEM || r->prot)
 			break;
 		/* missing and not on a device (or brought back by someone else meanwhile) */
@@ -198,6 +230,9 @@ int hmm_cpu_fault(struct hmm_mm *mm, struct hmm_region *r, uintptr_t addr, bool 
 		atomic_fetch_add_explicit(&mm->c_cpu_faults, 1, memory_order_relaxed);
 		atomic_fetch_add_explicit(&mm->c_cpu_fault_pages, (uint64_t)(n > 0 ? n : 0),
 					  memory_order_relaxed);
+		/* the kernel refused to put the page back: the access faults again */
+		if (hmm_ps_state(atomic_load(pw)) == HMM_PS_DEVICE)
+			ret = -ENOMEM;
 	}
 	if (wake && !r->prot)
 		hmm_uffd_wake(mm->uffd, addr, HMM_PAGE_SIZE);

@@ -11,23 +11,32 @@
 #include "common/bitops.h"
 #include "hmm/hmm_internal.h"
 
-void hmm_exclusive_revoke(struct hmm_mm *mm, struct hmm_region *r, uintptr_t a,
-			  bool blockable)
+int hmm_exclusive_revoke(struct hmm_mm *mm, struct hmm_region *r, uintptr_t a,
+			 bool blockable)
 {
 	_Atomic uint64_t *w = hmm_region_word(r, a);
 	uint64_t old = atomic_load(w);
 	struct hmm_notify_range nr = { .start = a, .end = a + HMM_PAGE_SIZE,
 				       .event = HMM_EVENT_EXCLUSIVE,
 				       .flags = blockable ? HMM_NOTIFY_BLOCKABLE : 0 };
+	int ret;
 
 	if (hmm_ps_state(old) != HMM_PS_EXCLUSIVE ||
 	    !atomic_compare_exchange_strong(w, &old, (old & ~HMM_PS_STATE_MASK) | HMM_PS_TO_SYSTEM))
-		return;		/* someone else gives it back */
+		return 0;	/* someone else gives it back */
 	/* owner NULL: the device holding it drops its atomic mapping before the CPU goes on */
 	hmm_notify_invalidate(mm, &nr);
-	hmm_prot_set(a, HMM_PAGE_SIZE, true);
+	ret = hmm_prot_set(a, HMM_PAGE_SIZE, true);
+	/* Still PROT_NONE: "system" would have the next faults end at the previous handler;
+	 * exclusive (its device mapping gone) has the next access try again. Unless the
+	 * page is gone (an munmap), where nothing would ever give it back. */
+	if (ret && !(blockable && hmm_vma_gone(mm, a))) {
+		atomic_store_explicit(w, old, memory_order_release);
+		return ret;
+	}
 	atomic_store_explicit(w, HMM_PS_SYSTEM, memory_order_release);
 	atomic_fetch_add_explicit(&mm->c_excl_revoked, 1, memory_order_relaxed);
+	return 0;
 }
 
 long hmm_exclusive_revoke_range(struct hmm_mm *mm, struct hmm_region *r, uintptr_t start,
@@ -38,8 +47,8 @@ long hmm_exclusive_revoke_range(struct hmm_mm *mm, struct hmm_region *r, uintptr
 	for (uintptr_t a = start; a < end; a += HMM_PAGE_SIZE) {
 		if (hmm_ps_state(atomic_load(hmm_region_word(r, a))) != HMM_PS_EXCLUSIVE)
 			continue;
-		hmm_exclusive_revoke(mm, r, a, true);
-		n++;
+		if (!hmm_exclusive_revoke(mm, r, a, true))
+			n++;
 	}
 	return n;
 }

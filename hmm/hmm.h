@@ -89,8 +89,11 @@ int hmm_region_add(struct hmm_mm *mm, void *addr, size_t len);
  * through /proc/self/mem). 0, -EINVAL (not shared, not writable, wrong backend),
  * -EEXIST, -ENOSPC. */
 int hmm_region_add_alias(struct hmm_mm *mm, void *addr, size_t len, void *alias);
-/* Migrate the region's device pages back and stop managing it. -ENOENT if no region
- * starts at @addr. */
+/* Migrate the region's device pages back and stop managing it. The region is the one
+ * added at @addr: an mremap that moves part of it away (userfaultfd backends) leaves its
+ * other parts under that address, and what it moves, if it needs a region there, gets
+ * one under its new start. -ENOENT if no region was added at @addr, or none of it is
+ * left. */
 int hmm_region_remove(struct hmm_mm *mm, void *addr);
 
 /* Bring every device-resident page of [addr, addr+len) back to system memory (the
@@ -341,7 +344,8 @@ void *hmm_migrate_src_ptr(struct hmm_migrate *m, size_t i);
 /* SELECT_DEVICE_PRIVATE: where to put entry @i's data (system staging memory); the
  * driver then sets dst[i] = HMM_MIGRATE_PFN_VALID. */
 void *hmm_migrate_dst_ptr(struct hmm_migrate *m, size_t i);
-/* Commit: entries lost to a racing CPU fault drop HMM_MIGRATE_PFN_MIGRATE. */
+/* Commit: entries lost to a racing CPU fault, or whose page the kernel refused to move
+ * (see hmm_migrate_result.failed), drop HMM_MIGRATE_PFN_MIGRATE. */
 void hmm_migrate_pages(struct hmm_migrate *m);
 /* Install the new state, restore what did not migrate, free unused destination pages
  * and wake waiting CPU accesses. */
@@ -356,6 +360,9 @@ struct hmm_migrate_result {
 	size_t alloc_failed;	/* no device memory (quota): left in system memory */
 	size_t chunks;		/* 2 MiB chunks used whole (compound) */
 	size_t skipped;		/* pinned by the thrashing policy */
+	size_t failed;		/* collected, but the kernel refused to move them (mprotect
+				 * backend: a protection change at vm.max_map_count; a copy
+				 * into place without memory): left where they were */
 };
 
 /* Migrate [addr, addr+len) to @dm in batches of at most 2 MiB, copying with @dm's copy

@@ -69,14 +69,26 @@ static inline uint64_t hmm_ps_make_device(unsigned int dm, uint64_t page, bool w
 	       (page << HMM_PS_PAGE_SHIFT);
 }
 
+/* The per-page words of a managed region, shared by the pieces an mremap leaves of it
+ * (mm.c): a call that found the region before the split keeps using the same words. */
+struct hmm_region_words {
+	atomic_uint refs;		/* regions using them */
+	_Atomic uint64_t *st;
+	_Atomic uint64_t *back_ns;
+};
+
 struct hmm_region {
 	uintptr_t start, end;
+	uintptr_t key;			/* where the application added it: hmm_region_remove()
+					 * takes every piece an mremap left of it */
 	struct hmm_mm *mm;
-	_Atomic uint64_t *st;		/* one state word per page */
+	_Atomic uint64_t *st;		/* one state word per page (in @words) */
 	_Atomic uint64_t *back_ns;	/* last migration back to the CPU (thrashing) */
+	struct hmm_region_words *words;
 	bool prot;			/* HMM_BACKEND_MPROTECT: device pages are PROT_NONE */
 	char *alias;			/* prot, shared: writable second view; NULL = private */
 	atomic_bool dying;		/* being removed: no page may be collected or taken */
+	struct hmm_region *retired_next;	/* on the mm's list of retired regions */
 };
 
 struct hmm_staging {
@@ -156,6 +168,10 @@ struct hmm_mm {
 	 * finalize, range walks, exclusive access, ...): a region is freed only once they
 	 * are done (hmm_mm_users_drain) */
 	atomic_uint users;
+	/* regions an mremap took out of the table, freed once nothing can hold them
+	 * (hmm_regions_reap); under @lock */
+	struct hmm_region *retired;
+	atomic_uint nr_retired;
 	/* notifiers: readers walk the slots lock-free, counted in @walkers */
 	struct hmm_interval_notifier *_Atomic subs[HMM_MAX_NOTIFIERS];
 	atomic_uint walkers;
@@ -281,7 +297,9 @@ int hmm_uffd_register(int uffd, uintptr_t start, size_t len, bool wp);
 int hmm_uffd_unregister(int uffd, uintptr_t start, size_t len);
 /* UFFDIO_MOVE of @len from @src to @dst through @uffd; returns bytes moved or -errno. */
 long hmm_uffd_move(int uffd, uintptr_t dst, uintptr_t src, size_t len, bool allow_holes);
-/* UFFDIO_COPY; returns bytes copied or -errno. */
+/* UFFDIO_COPY of all of [dst, dst + len): goes on where a partial copy stopped, steps over
+ * a page already there (it counts as copied). Returns @len, or the bytes copied before a
+ * page the kernel refused (the rest is not copied), or -errno if that was the first. */
 long hmm_uffd_copy(int uffd, uintptr_t dst, const void *src, size_t len, bool wake);
 /* UFFDIO_ZEROPAGE; 0, -EBUSY while an unmap/remap/fork event is pending, or -errno. */
 int hmm_uffd_zeropage(int uffd, uintptr_t dst, size_t len, bool wake);
@@ -302,6 +320,8 @@ struct hmm_vma {
 bool hmm_vma_query_works(int fd);
 /* VMA covering @addr, or the next one above it (@covering false); -ENOENT if none. */
 int hmm_vma_find(struct hmm_mm *mm, uintptr_t addr, struct hmm_vma *vma);
+/* True if no VMA holds @addr any more. Thread context. */
+bool hmm_vma_gone(struct hmm_mm *mm, uintptr_t addr);
 /* Read pagemap words for [start, start + n pages). 0 or -errno. */
 int hmm_pagemap_read(struct hmm_mm *mm, uintptr_t start, size_t n, uint64_t *out);
 /* Bits of a pagemap word (Documentation/admin-guide/mm/pagemap.rst in Linux). */
@@ -324,10 +344,17 @@ int hmm_prot_install(void);
  * write view (alias or /proc/self/mem), whatever the protection. Signal context safe. */
 int hmm_prot_write(struct hmm_mm *mm, struct hmm_region *r, uintptr_t dst, const void *src,
 		   size_t len);
-/* mprotect() of [start, start+len): PROT_NONE (@access false) or read-write. */
+/* mprotect() of [start, start+len): PROT_NONE (@access false) or read-write. 0 or -errno:
+ * the kernel refuses (ENOMEM) when the change would split a VMA at vm.max_map_count. */
 int hmm_prot_set(uintptr_t start, size_t len, bool access);
 /* ... or read-only: pages collected for a device (writes wait, reads proceed). */
 int hmm_prot_readonly(uintptr_t start, size_t len);
+/* The protection @prot (PROT_NONE, PROT_READ or PROT_READ | PROT_WRITE) for the @n <= 512
+ * pages at @start: the run at once, and where the kernel refuses that, page by page, so
+ * that each page's protection is known afterwards (a refused run may have changed part
+ * of itself). Sets bit k of @failed (cleared first) for each page left without it;
+ * returns how many those are. Signal context safe. */
+size_t hmm_prot_pages(uintptr_t start, size_t n, int prot, uint64_t *failed);
 
 /* True if the PROT_NONE of the page at @a is the library's: a device page of the
  * mprotect backend (or one on its way), or a device-exclusive page of any backend. */
@@ -344,9 +371,10 @@ static inline bool hmm_page_prot_ours(struct hmm_mm *mm, uintptr_t a)
 
 /* device-exclusive (exclusive.c) */
 /* Give the CPU back the exclusive page at @a of @r (a CPU access, a range fault, fork).
- * @blockable: thread context. Signal context safe otherwise. */
-void hmm_exclusive_revoke(struct hmm_mm *mm, struct hmm_region *r, uintptr_t a,
-			  bool blockable);
+ * @blockable: thread context. Signal context safe otherwise. 0, or -errno when the kernel
+ * refuses to restore the access: the page stays exclusive. */
+int hmm_exclusive_revoke(struct hmm_mm *mm, struct hmm_region *r, uintptr_t a,
+			 bool blockable);
 /* ... every exclusive page of [start, end) in @r; returns how many. */
 long hmm_exclusive_revoke_range(struct hmm_mm *mm, struct hmm_region *r, uintptr_t start,
 				uintptr_t end);
@@ -362,6 +390,11 @@ static inline uint64_t hmm_mm_now(struct hmm_mm *mm)
 bool hmm_mm_events_pending(struct hmm_mm *mm);
 /* An mm whose events are pending, or NULL. Signal safe. */
 struct hmm_mm *hmm_events_pending(void);
+/* SIGBUS backend: zero-fill the missing page @addr of a VMA registered with an mm's
+ * userfaultfd but in none of its regions (an mremap grew the mapping, or moved pages no
+ * region could take), as the handler thread fills such a page for the thread backend.
+ * True if the access may retry. Signal safe. */
+bool hmm_sigbus_fill_unmanaged(uintptr_t addr);
 
 /* Race windows a test may widen (test_hmm_race): each is a point where another thread
  * may change the page, so that the code after it must re-check what it saw before. */
@@ -372,6 +405,9 @@ enum hmm_race_window {
 	HMM_RACE_REMAP,		/* a REMAP event has a region at the new address, the
 				 * device pages are not moved there yet */
 	HMM_RACE_MONITOR_WAKE,	/* the handler thread has seen messages, not read them */
+	HMM_RACE_PROT_DROP,	/* a CLEAR or UNMAP claimed a device or exclusive page; its
+				 * access (mprotect backend, exclusive) is not back yet */
+	HMM_RACE_FAULT_WAIT,	/* a CPU fault waits for its page, collected or on its way */
 };
 /* Test only: called at each window when set (NULL in normal use: one relaxed load). It
  * runs in the fault handler's context, a signal handler included. */
@@ -384,6 +420,32 @@ static inline void hmm_race_window(enum hmm_race_window win, uintptr_t addr)
 	if (fn)
 		fn(win, addr);
 }
+
+/* Kernel calls a test may make fail (hmm_fail_hook), as the kernel makes them fail at
+ * vm.max_map_count or under memory pressure. */
+enum hmm_fail_call {
+	HMM_FAIL_PROT_READ,	/* hmm_prot_readonly(): isolation for a migration */
+	HMM_FAIL_PROT_NONE,	/* hmm_prot_set() without access: pages going to a device */
+	HMM_FAIL_PROT_RW,	/* hmm_prot_set() read-write: pages coming back */
+	HMM_FAIL_UFFD_COPY,	/* one UFFDIO_COPY of hmm_uffd_copy() */
+};
+/* Test only: called before each such call when set (NULL in normal use: one relaxed
+ * load). Returns 0 to let the call run, -errno to fail it before it changes anything, or
+ * (HMM_FAIL_UFFD_COPY) a byte count below @len to end the ioctl there, as the kernel's
+ * copy ends when something stops it partway. Runs in the caller's context, a signal
+ * handler included. */
+extern long (*_Atomic hmm_fail_hook)(enum hmm_fail_call call, uintptr_t addr, size_t len);
+static inline long hmm_fail_check(enum hmm_fail_call call, uintptr_t addr, size_t len)
+{
+	long (*fn)(enum hmm_fail_call, uintptr_t, size_t) =
+		atomic_load_explicit(&hmm_fail_hook, memory_order_relaxed);
+
+	return fn ? fn(call, addr, len) : 0;
+}
+
+/* Free the regions an mremap retired when nothing can hold them any more (mm.c). Not
+ * from a fault handler or the handler thread. */
+void hmm_regions_reap(struct hmm_mm *mm);
 
 /* Thread yield usable in signal context. */
 void hmm_relax(unsigned int *spins);

@@ -38,6 +38,10 @@ struct migrate_priv {
 					 * block of pages to reuse */
 	char *spare;			/* that spare block, or NULL */
 	bool recycle;			/* to device: keep the pages given up (batched) */
+	/* pages the kernel refused to move (a protection change, a copy into place):
+	 * left where they were */
+	uint64_t failed[HMM_MIGRATE_MAX_PAGES / 64];
+	size_t refused;			/* ... of those, the ones setup gave up (not in cpages) */
 };
 
 static uintptr_t page_addr(const struct hmm_migrate *m, size_t i)
@@ -243,7 +247,9 @@ static size_t run_len(const struct hmm_migrate *m, const struct migrate_priv *p,
 }
 
 /* mprotect backend: collected pages become read-only, so a CPU write waits (and wins)
- * while reads go on; the data is copied from the page itself. */
+ * while reads go on; the data is copied from the page itself. A page the kernel keeps
+ * writable (vm.max_map_count: the change would split a VMA) is not collected: a write
+ * could land after the copy. */
 static void setup_system_prot(struct hmm_migrate *m, struct migrate_priv *p)
 {
 	for (size_t i = 0; i < m->npages; i++) {
@@ -254,9 +260,17 @@ static void setup_system_prot(struct hmm_migrate *m, struct migrate_priv *p)
 	}
 	for (size_t i = 0; i < m->npages;) {
 		size_t k = run_len(m, p, i, K_PROT, true);
+		uint64_t refused[HMM_MIGRATE_MAX_PAGES / 64];
 
-		if (k)
-			hmm_prot_readonly(page_addr(m, i), k << HMM_PAGE_SHIFT);
+		if (k && hmm_prot_pages(page_addr(m, i), k, PROT_READ, refused)) {
+			for (size_t j = 0; j < k; j++) {
+				if (!cmn_test_bit(refused, j))
+					continue;
+				uncollect(m, p, i + j);
+				cmn_set_bit(p->failed, i + j);
+				p->refused++;
+			}
+		}
 		i += k ? k : 1;
 	}
 }
@@ -368,46 +382,105 @@ void *hmm_migrate_dst_ptr(struct hmm_migrate *m, size_t i)
 	return stage_out(m, m->priv, i);
 }
 
-/* Put system pages [i, i+n) from staging "out" into their (missing) places. */
+/* Mark pages [i, i + n) whose bit is set in @left (indexed from @i) as not moved: their
+ * state goes back to what it was at finalize. */
+static void fail_pages(struct hmm_migrate *m, struct migrate_priv *p, size_t i, size_t n,
+		       const uint64_t *left)
+{
+	for (size_t k = 0; k < n; k++) {
+		if (!cmn_test_bit(left, k))
+			continue;
+		m->src[i + k] &= ~HMM_MIGRATE_PFN_MIGRATE;
+		cmn_set_bit(p->failed, i + k);
+	}
+}
+
+/* After a copy into place that failed partway, set in @left (indexed from @i) the pages
+ * of [i, i + n) that did not get a page: they were all missing before. */
+static void left_by_pagemap(struct hmm_migrate *m, size_t i, size_t n, uint64_t *left)
+{
+	uint64_t pm[HMM_MIGRATE_MAX_PAGES];
+	bool known = !hmm_pagemap_read(m->mm, page_addr(m, i), n, pm);
+
+	for (size_t k = 0; k < n; k++) {
+		if (!known || !(pm[k] & (HMM_PM_PRESENT | HMM_PM_SWAP)))
+			cmn_set_bit(left, k);
+	}
+}
+
+/* Put system pages [i, i+n) from staging "out" into their (missing) places. Pages the
+ * kernel refuses to take (no memory; mprotect backend: vm.max_map_count) stay on the
+ * device: they are not migrated. */
 static void install_system_run(struct hmm_migrate *m, struct migrate_priv *p, size_t i,
 			       size_t n)
 {
-	long moved = 0;
+	uint64_t left[HMM_MIGRATE_MAX_PAGES / 64] = { 0 };
+	size_t len = n << HMM_PAGE_SHIFT, done = 0;
+	long moved = 0, copied;
 
 	if (p->reg[i]->prot) {
 		/* data through the write view first, then the page is accessible */
-		size_t len = n << HMM_PAGE_SHIFT;
-
-		if (!hmm_prot_write(m->mm, p->reg[i], page_addr(m, i), stage_out(m, p, i), len))
-			hmm_prot_set(page_addr(m, i), len, true);
+		if (hmm_prot_write(m->mm, p->reg[i], page_addr(m, i), stage_out(m, p, i), len))
+			memset(left, 0xff, sizeof(left));
+		else
+			hmm_prot_pages(page_addr(m, i), n, PROT_READ | PROT_WRITE, left);
+		fail_pages(m, p, i, n, left);
 		return;
 	}
 	if (p->direct) {
+		bool failed = false;
+
 		/* one copy instead of two: runs of contiguous device pages, a long run
 		 * shared with the copier thread */
 		for (size_t j = 0; j < n;) {
 			uint64_t pg = hmm_migrate_pfn_page(m->src[i + j]);
+			const char *src = hmm_devmem_page_ptr(m->devmem, pg);
 			size_t k = 1;
 
 			while (j + k < n && hmm_migrate_pfn_page(m->src[i + j + k]) == pg + k)
 				k++;
-			hmm_copier_copy(m->mm, page_addr(m, i + j),
-					hmm_devmem_page_ptr(m->devmem, pg), k << HMM_PAGE_SHIFT);
+			if (hmm_copier_copy(m->mm, page_addr(m, i + j), src, k << HMM_PAGE_SHIFT))
+				failed = true;
 			j += k;
+		}
+		/* the copier's pieces end where each failed: ask the page tables */
+		if (failed) {
+			left_by_pagemap(m, i, n, left);
+			fail_pages(m, p, i, n, left);
 		}
 		return;
 	}
 	if (p->vma_write[i] && m->mm->has_move)
 		moved = hmm_uffd_move(m->mm->uffd, page_addr(m, i), (uintptr_t)stage_out(m, p, i),
-				      n << HMM_PAGE_SHIFT, false);
-	if (moved < 0)
-		moved = 0;
+				      len, false);
+	if (moved > 0)
+		done = (size_t)moved >> HMM_PAGE_SHIFT;
 	/* read-only mappings cannot be MOVE targets: copy the rest */
-	size_t done = (size_t)moved >> HMM_PAGE_SHIFT;
+	if (done < n) {
+		copied = hmm_uffd_copy(m->mm->uffd, page_addr(m, i + done),
+				       stage_out(m, p, i + done), (n - done) << HMM_PAGE_SHIFT,
+				       false);
+		if (copied > 0)
+			done += (size_t)copied >> HMM_PAGE_SHIFT;
+	}
+	for (size_t k = done; k < n; k++)
+		cmn_set_bit(left, k);
+	fail_pages(m, p, i, n, left);
+}
 
-	if (done < n)
-		hmm_uffd_copy(m->mm->uffd, page_addr(m, i + done), stage_out(m, p, i + done),
-			      (n - done) << HMM_PAGE_SHIFT, false);
+/* mprotect backend: migrated pages lose all access before their state can say "device"
+ * (a CPU access from now on waits, and then faults them back). A page the kernel leaves
+ * accessible (vm.max_map_count) does not migrate: a CPU write to it would go unseen. */
+static void protect_migrated(struct hmm_migrate *m, struct migrate_priv *p)
+{
+	for (size_t i = 0; i < m->npages;) {
+		size_t k = run_len(m, p, i, K_PROT, true);
+		uint64_t left[HMM_MIGRATE_MAX_PAGES / 64];
+
+		if (k && hmm_prot_pages(page_addr(m, i), k, PROT_NONE, left))
+			fail_pages(m, p, i, k, left);
+		i += k ? k : 1;
+	}
 }
 
 void hmm_migrate_pages(struct hmm_migrate *m)
@@ -428,8 +501,10 @@ void hmm_migrate_pages(struct hmm_migrate *m)
 				m->src[i] &= ~HMM_MIGRATE_PFN_MIGRATE;
 		}
 	}
-	if (m->flags & HMM_MIGRATE_SELECT_SYSTEM)
+	if (m->flags & HMM_MIGRATE_SELECT_SYSTEM) {
+		protect_migrated(m, p);
 		return;
+	}
 	for (size_t i = 0; i < m->npages;) {
 		size_t k = 0;
 
@@ -477,17 +552,18 @@ static void unprotect_kept(struct hmm_migrate *m, struct migrate_priv *p)
 	}
 }
 
-/* mprotect backend: migrated pages lose all access before their state says "device"
- * (a CPU access in between waits and then faults them back); the others get it back
- * before their state says "system" (an access waiting on them then proceeds). */
-static void protect_collected(struct hmm_migrate *m, struct migrate_priv *p)
+/* mprotect backend: the pages that stay get their access back before their state says
+ * "system" (an access waiting on them then proceeds). Each run is exactly a read-only VMA
+ * setup made (the migrated pages around it are PROT_NONE already), so no VMA splits. */
+static void unprotect_kept_prot(struct hmm_migrate *m, struct migrate_priv *p)
 {
 	for (size_t i = 0; i < m->npages;) {
-		bool mig = m->src[i] & HMM_MIGRATE_PFN_MIGRATE;
-		size_t k = run_len(m, p, i, K_PROT, mig);
+		size_t k = run_len(m, p, i, K_PROT, false);
+		uint64_t left[HMM_MIGRATE_MAX_PAGES / 64];
 
-		if (k)
-			hmm_prot_set(page_addr(m, i), k << HMM_PAGE_SHIFT, !mig);
+		if (k && hmm_prot_pages(page_addr(m, i), k, PROT_READ | PROT_WRITE, left))
+			cmn_warn("hmm: %#lx: the kernel keeps pages read-only after a migration",
+				 (unsigned long)page_addr(m, i));
 		i += k ? k : 1;
 	}
 }
@@ -526,7 +602,7 @@ static void finalize_system(struct hmm_migrate *m, struct migrate_priv *p)
 	size_t done = 0;
 
 	zap_inplace(m, p);
-	protect_collected(m, p);
+	unprotect_kept_prot(m, p);
 	unprotect_kept(m, p);
 	for (size_t i = 0; i < m->npages; i++) {
 		_Atomic uint64_t *w;
@@ -540,8 +616,12 @@ static void finalize_system(struct hmm_migrate *m, struct migrate_priv *p)
 			done++;
 			continue;
 		}
-		if (p->kind[i] == K_STAGED)
-			hmm_uffd_move(m->mm->uffd, page_addr(m, i), (uintptr_t)stage_in(m, p, i),
+		/* back into place; a copy where the move is refused, before staging is
+		 * dropped with the only copy of the page */
+		if (p->kind[i] == K_STAGED &&
+		    hmm_uffd_move(m->mm->uffd, page_addr(m, i), (uintptr_t)stage_in(m, p, i),
+				  HMM_PAGE_SIZE, false) != (long)HMM_PAGE_SIZE)
+			hmm_uffd_copy(m->mm->uffd, page_addr(m, i), stage_in(m, p, i),
 				      HMM_PAGE_SIZE, false);
 		if (m->dst[i] & HMM_MIGRATE_PFN_VALID) {
 			uint64_t pg = hmm_migrate_pfn_page(m->dst[i]);
@@ -677,10 +757,16 @@ static void copy_to_device(struct hmm_migrate *m)
 
 static void count_result(const struct hmm_migrate *m, struct hmm_migrate_result *res)
 {
-	res->cpages += m->cpages;
+	const struct migrate_priv *p = m->priv;
+
+	/* the pages setup gave up were collected too: the counts add up to cpages */
+	res->cpages += m->cpages + p->refused;
+	res->failed += p->refused;
 	for (size_t i = 0; i < m->npages; i++) {
 		if (m->src[i] & HMM_MIGRATE_PFN_MIGRATE)
 			res->migrated++;
+		else if (p->kind[i] != K_NONE && cmn_test_bit(p->failed, i))
+			res->failed++;
 		else if (m->dst[i] & HMM_MIGRATE_PFN_VALID)
 			res->cpu_won++;
 	}

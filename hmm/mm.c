@@ -188,17 +188,66 @@ void hmm_notify_invalidate(struct hmm_mm *mm, const struct hmm_notify_range *r)
 }
 
 /* mprotect backend: a dropped device page reads as zero, like a zapped one, and is
- * accessible again. Before an unmap this is wasted but harmless. */
-static void prot_drop_page(struct hmm_mm *mm, struct hmm_region *r, uintptr_t a)
+ * accessible again. Before an unmap this is wasted but harmless. 0 or -errno. */
+static int prot_drop_page(struct hmm_mm *mm, struct hmm_region *r, uintptr_t a)
 {
 	static const char zero[HMM_PAGE_SIZE];
+	int ret = hmm_prot_write(mm, r, a, zero, HMM_PAGE_SIZE);
 
-	hmm_prot_write(mm, r, a, zero, HMM_PAGE_SIZE);
-	hmm_prot_set(a, HMM_PAGE_SIZE, true);
+	return ret ? ret : hmm_prot_set(a, HMM_PAGE_SIZE, true);
+}
+
+/* Drop the device copy, or the exclusive grant, of page @a of @r (@unmap: the page goes
+ * away). The page is claimed first, as a CPU fault claims it, and its access restored
+ * before its state says "system": a CPU access in between waits for it, where a system
+ * page that still faulted would be taken for the application's own PROT_NONE and, after
+ * a few faults, handed to the previous SIGSEGV handler. */
+static void drop_page(struct hmm_mm *mm, struct hmm_region *r, uintptr_t a, bool unmap)
+{
+	_Atomic uint64_t *w = hmm_region_word(r, a);
+	uint64_t old = atomic_load(w);
+	unsigned int spins = 0;
+	int ret = 0;
+
+	for (;;) {
+		unsigned int st = hmm_ps_state(old);
+
+		if (st == HMM_PS_SYSTEM)
+			return;
+		if (st == HMM_PS_TO_DEVICE || st == HMM_PS_TO_SYSTEM) {
+			hmm_uffd_relax(&spins);
+			old = atomic_load(w);
+			continue;
+		}
+		if (atomic_compare_exchange_weak(w, &old,
+						 (old & ~HMM_PS_STATE_MASK) | HMM_PS_TO_SYSTEM))
+			break;
+	}
+	hmm_race_window(HMM_RACE_PROT_DROP, a);
+	if (hmm_ps_state(old) == HMM_PS_EXCLUSIVE)
+		ret = hmm_prot_set(a, HMM_PAGE_SIZE, true);
+	else if (r->prot)
+		ret = prot_drop_page(mm, r, a);
+	if (ret && !unmap) {
+		/* Still PROT_NONE: the page stays what it was, so that the next access faults
+		 * it back; a device copy reads as zero from now on, as the clear asks. */
+		if (hmm_ps_state(old) == HMM_PS_DEVICE) {
+			static const char zero[HMM_PAGE_SIZE];
+
+			hmm_devmem_copy(atomic_load(&hmm_devmems[hmm_ps_dm(old)]),
+					HMM_COPY_TO_DEVICE, (void *)zero, hmm_ps_page(old), 1);
+		}
+		atomic_store_explicit(w, old, memory_order_release);
+		return;
+	}
+	atomic_store_explicit(w, HMM_PS_SYSTEM, memory_order_release);
+	if (hmm_ps_state(old) == HMM_PS_DEVICE)
+		hmm_devmem_free_deferred(atomic_load(&hmm_devmems[hmm_ps_dm(old)]),
+					 hmm_ps_page(old));
 }
 
 /* Drop the device copies of [start, end) in every region of @mm (unmap, clear). */
-static void drop_device_pages(struct hmm_mm *mm, uintptr_t start, uintptr_t end)
+static void drop_device_pages(struct hmm_mm *mm, uintptr_t start, uintptr_t end, bool unmap)
 {
 	for (unsigned int i = 0; i < HMM_MAX_REGIONS; i++) {
 		struct hmm_region *r = atomic_load(&hmm_regions[i]);
@@ -206,29 +255,8 @@ static void drop_device_pages(struct hmm_mm *mm, uintptr_t start, uintptr_t end)
 		if (!r || r->mm != mm || end <= r->start || start >= r->end)
 			continue;
 		for (uintptr_t a = cmn_max(start, r->start); a < cmn_min(end, r->end);
-		     a += HMM_PAGE_SIZE) {
-			_Atomic uint64_t *w = hmm_region_word(r, a);
-			uint64_t old = atomic_load(w);
-			unsigned int spins = 0;
-
-			for (;;) {
-				if (hmm_ps_state(old) == HMM_PS_TO_DEVICE || hmm_ps_state(old) == HMM_PS_TO_SYSTEM) {
-					hmm_uffd_relax(&spins);
-					old = atomic_load(w);
-					continue;
-				}
-				if (atomic_compare_exchange_weak(w, &old, HMM_PS_SYSTEM))
-					break;
-			}
-			if (hmm_ps_state(old) == HMM_PS_EXCLUSIVE)	/* its access back */
-				hmm_prot_set(a, HMM_PAGE_SIZE, true);
-			if (hmm_ps_state(old) != HMM_PS_DEVICE)
-				continue;
-			hmm_devmem_free_deferred(atomic_load(&hmm_devmems[hmm_ps_dm(old)]),
-						 hmm_ps_page(old));
-			if (r->prot)
-				prot_drop_page(mm, r, a);
-		}
+		     a += HMM_PAGE_SIZE)
+			drop_page(mm, r, a, unmap);
 	}
 }
 
@@ -261,7 +289,7 @@ int hmm_mm_notify(struct hmm_mm *mm, enum hmm_event event, uintptr_t start, uint
 	hmm_notify_invalidate(mm, &r);
 	hmm_mm_use(mm);
 	if (event == HMM_EVENT_CLEAR || event == HMM_EVENT_UNMAP)
-		drop_device_pages(mm, start, end);
+		drop_device_pages(mm, start, end, event == HMM_EVENT_UNMAP);
 	if (event == HMM_EVENT_PROTECTION)
 		exclusive_forget(mm, start, end);
 	hmm_mm_unuse(mm);
@@ -272,8 +300,13 @@ int hmm_mm_notify(struct hmm_mm *mm, enum hmm_event event, uintptr_t start, uint
 
 static void region_free(struct hmm_region *r)
 {
-	free((void *)r->st);
-	free((void *)r->back_ns);
+	struct hmm_region_words *w = r->words;
+
+	if (w && atomic_fetch_sub(&w->refs, 1) == 1) {
+		free((void *)w->st);
+		free((void *)w->back_ns);
+		free(w);
+	}
 	free(r);
 }
 
@@ -284,16 +317,43 @@ static struct hmm_region *region_new(struct hmm_mm *mm, uintptr_t start, uintptr
 
 	if (!r)
 		return NULL;
-	r->start = start;
+	r->start = r->key = start;
 	r->end = end;
 	r->mm = mm;
-	r->st = calloc(n, sizeof(*r->st));
-	r->back_ns = calloc(n, sizeof(*r->back_ns));
+	r->words = calloc(1, sizeof(*r->words));
+	if (!r->words) {
+		free(r);
+		return NULL;
+	}
+	atomic_init(&r->words->refs, 1);
+	r->st = r->words->st = calloc(n, sizeof(*r->st));
+	r->back_ns = r->words->back_ns = calloc(n, sizeof(*r->back_ns));
 	if (!r->st || !r->back_ns) {
 		region_free(r);
 		return NULL;
 	}
 	return r;
+}
+
+/* [start, end) of @r as a region of its own, on @r's words. */
+static struct hmm_region *region_piece(struct hmm_region *r, uintptr_t start, uintptr_t end)
+{
+	struct hmm_region *p = calloc(1, sizeof(*p));
+	size_t off = (start - r->start) >> HMM_PAGE_SHIFT;
+
+	if (!p)
+		return NULL;
+	p->start = start;
+	p->end = end;
+	p->key = r->key;
+	p->mm = r->mm;
+	p->st = r->st + off;
+	p->back_ns = r->back_ns + off;
+	p->words = r->words;
+	atomic_fetch_add(&p->words->refs, 1);
+	p->prot = r->prot;
+	p->alias = r->alias ? r->alias + (start - r->start) : NULL;
+	return p;
 }
 
 /* Publish @r in a free slot; caller holds mm->lock. */
@@ -340,6 +400,7 @@ static int region_add(struct hmm_mm *mm, uintptr_t start, size_t len, char *alia
 	if (!mm || !len || !cmn_is_aligned(start, HMM_PAGE_SIZE) ||
 	    !cmn_is_aligned(len, HMM_PAGE_SIZE) || end < start)
 		return -EINVAL;
+	hmm_regions_reap(mm);
 	ret = region_check_vmas(mm, start, end, alias != NULL);
 	if (!ret && alias)
 		ret = region_check_vmas(mm, (uintptr_t)alias, (uintptr_t)alias + len, true);
@@ -408,6 +469,7 @@ static bool region_settled(struct hmm_region *r)
 static void region_teardown(struct hmm_mm *mm, struct hmm_region *r)
 {
 	unsigned int spins = 0;
+	bool owned = false;
 
 	atomic_store(&r->dying, true);
 	hmm_mm_users_drain(mm);
@@ -422,10 +484,11 @@ static void region_teardown(struct hmm_mm *mm, struct hmm_region *r)
 	for (unsigned int i = 0; i < HMM_MAX_REGIONS; i++) {
 		struct hmm_region *expected = r;
 
-		atomic_compare_exchange_strong(&hmm_regions[i], &expected, NULL);
+		owned |= atomic_compare_exchange_strong(&hmm_regions[i], &expected, NULL);
 	}
-	/* the VMA may be gone (unmapped, remapped): nothing to unregister then */
-	if (!r->prot)
+	/* the VMA may be gone (unmapped, remapped): nothing to unregister then; an mremap
+	 * that took @r out of the table meanwhile owns it (its pieces are removed next) */
+	if (owned && !r->prot)
 		hmm_uffd_unregister(mm->uffd, r->start, r->end - r->start);
 	cmn_mutex_unlock(&mm->lock);
 	hmm_mm_users_drain(mm);
@@ -434,25 +497,35 @@ static void region_teardown(struct hmm_mm *mm, struct hmm_region *r)
 	 * has returned) may still be walking @r: wait for it, unless we are that thread */
 	if (!mm->thread_started || !pthread_equal(pthread_self(), mm->thread))
 		hmm_mm_sync_events(mm);
-	region_free(r);
+	if (owned)
+		region_free(r);
+}
+
+/* The region, or a piece an mremap left of it, that the application added at @key. */
+static struct hmm_region *region_by_key(struct hmm_mm *mm, uintptr_t key)
+{
+	for (unsigned int i = 0; i < HMM_MAX_REGIONS; i++) {
+		struct hmm_region *o = atomic_load(&hmm_regions[i]);
+
+		if (o && o->mm == mm && o->key == key)
+			return o;
+	}
+	return NULL;
 }
 
 int hmm_region_remove(struct hmm_mm *mm, void *addr)
 {
-	struct hmm_region *r = NULL;
+	struct hmm_region *r;
+	int ret = -ENOENT;
 
 	if (!mm)
 		return -EINVAL;
-	for (unsigned int i = 0; i < HMM_MAX_REGIONS && !r; i++) {
-		struct hmm_region *o = atomic_load(&hmm_regions[i]);
-
-		if (o && o->mm == mm && o->start == (uintptr_t)addr)
-			r = o;
+	hmm_regions_reap(mm);
+	while ((r = region_by_key(mm, (uintptr_t)addr))) {
+		region_teardown(mm, r);
+		ret = 0;
 	}
-	if (!r)
-		return -ENOENT;
-	region_teardown(mm, r);
-	return 0;
+	return ret;
 }
 
 long hmm_mm_make_resident(struct hmm_mm *mm, void *addr, size_t len)
@@ -540,64 +613,196 @@ void hmm_uffd_event_unmap(struct hmm_mm *mm, uintptr_t start, uintptr_t end)
 	atomic_fetch_add(&mm->c_unmap, 1);
 }
 
-/* Region that covers all of [start, end), a new one over it if none overlaps, or NULL. */
-static struct hmm_region *remap_target(struct hmm_mm *mm, uintptr_t start, uintptr_t end)
+/* Take @r out of the table for an mremap that moved [a, b) of it away: the pieces of @r
+ * outside that range take its place (none when it moved whole), and @r is retired. A
+ * call that found @r before keeps using it, on the words the pieces share, until the
+ * reaper frees it. False (@r stays whole) if a piece finds no room. */
+static bool region_cut_locked(struct hmm_mm *mm, struct hmm_region *r, uintptr_t a,
+			      uintptr_t b)
 {
-	struct hmm_region *r = hmm_region_find(start);
+	unsigned int slot = HMM_MAX_REGIONS, spare = HMM_MAX_REGIONS;
+	struct hmm_region *lo = NULL, *hi = NULL;
+
+	cmn_mutex_assert_held(&mm->lock);
+	for (unsigned int i = 0; i < HMM_MAX_REGIONS; i++) {
+		struct hmm_region *o = atomic_load(&hmm_regions[i]);
+
+		if (o == r)
+			slot = i;
+		else if (!o && spare == HMM_MAX_REGIONS)
+			spare = i;
+	}
+	if (slot == HMM_MAX_REGIONS)
+		return false;		/* being removed */
+	if (a > r->start)
+		lo = region_piece(r, r->start, a);
+	if (b < r->end)
+		hi = region_piece(r, b, r->end);
+	if ((a > r->start && !lo) || (b < r->end && !hi) ||
+	    (lo && hi && spare == HMM_MAX_REGIONS)) {
+		if (lo)
+			region_free(lo);
+		if (hi)
+			region_free(hi);
+		return false;
+	}
+	/* the upper piece first: a lookup meanwhile finds @r or a piece, never a hole */
+	if (lo && hi)
+		atomic_store_explicit(&hmm_regions[spare], hi, memory_order_release);
+	atomic_store_explicit(&hmm_regions[slot], lo ? lo : hi, memory_order_release);
+	atomic_store(&r->dying, true);
+	r->retired_next = mm->retired;
+	mm->retired = r;
+	atomic_fetch_add(&mm->nr_retired, 1);
+	return true;
+}
+
+void hmm_regions_reap(struct hmm_mm *mm)
+{
+	struct hmm_region *list, *next;
+
+	if (!atomic_load(&mm->nr_retired))
+		return;
+	cmn_mutex_lock(&mm->lock);
+	list = mm->retired;
+	mm->retired = NULL;
+	cmn_mutex_unlock(&mm->lock);
+	/* A call that found one of them before it left the table is a user of @mm, a fault
+	 * handler, or the handler thread amid its messages; one that starts now cannot. */
+	if (atomic_load(&mm->users) || atomic_load(&hmm_handlers_inflight) ||
+	    atomic_load(&mm->monitor_busy)) {
+		cmn_mutex_lock(&mm->lock);
+		for (; list; list = next) {
+			next = list->retired_next;
+			list->retired_next = mm->retired;
+			mm->retired = list;
+		}
+		cmn_mutex_unlock(&mm->lock);
+		return;
+	}
+	for (; list; list = next) {
+		next = list->retired_next;
+		atomic_fetch_sub(&mm->nr_retired, 1);
+		region_free(list);
+	}
+}
+
+/* Region of @mm for device pages moved to @x, an address of the moved managed range
+ * [lo, hi): the one there, else a new one over the range, or over what of it is free
+ * from @x on. NULL if none can be had (a region of another mm, the table full); *@failed
+ * then saves the next pages the attempt. */
+static struct hmm_region *remap_dst(struct hmm_mm *mm, uintptr_t x, uintptr_t lo,
+				    uintptr_t hi, bool *failed)
+{
+	struct hmm_region *r = hmm_region_find(x);
+	uintptr_t span_end;
+	int ret;
 
 	if (r)
-		return end <= r->end ? r : NULL;
-	r = region_new(mm, start, end);
-	if (!r)
+		return r->mm == mm ? r : NULL;
+	if (*failed)
 		return NULL;
 	cmn_mutex_lock(&mm->lock);
-	if (region_publish_locked(mm, r)) {
-		cmn_mutex_unlock(&mm->lock);
+	for (int tries = 0; tries < 2; tries++) {
+		r = region_new(mm, lo, hi);
+		if (!r)
+			break;
+		ret = region_publish_locked(mm, r);
+		if (!ret)
+			break;
 		region_free(r);
-		return NULL;
+		r = NULL;
+		if (ret != -EEXIST || lo == x)
+			break;
+		/* another region of ours covers part of the range */
+		hmm_region_find_span(x, &span_end);
+		lo = x;
+		hi = cmn_min(hi, span_end);
 	}
 	cmn_mutex_unlock(&mm->lock);
+	*failed = !r;
 	return r;
 }
 
-/* mremap moved [from, from+len) to @to: device pages move with it, as device-private
- * swap entries move with their page tables in the kernel. */
+/* No region can take the device page @w that moved to @x: its data goes into place there
+ * (the VMA took the registration along, so UFFDIO_COPY fills it), where it lives on in
+ * system memory, unmanaged. */
+static void remap_unmanaged(struct hmm_mm *mm, uintptr_t x, uint64_t w)
+{
+	struct hmm_devmem *dm = atomic_load(&hmm_devmems[hmm_ps_dm(w)]);
+	long ret = hmm_uffd_copy(mm->uffd, x, hmm_devmem_page_ptr(dm, hmm_ps_page(w)),
+				 HMM_PAGE_SIZE, true);
+
+	if (ret != (long)HMM_PAGE_SIZE)
+		cmn_warn("hmm: mremap to %#lx: no region there and the copy failed (%ld): "
+			 "page lost", (unsigned long)x, ret);
+	hmm_devmem_free_deferred(dm, hmm_ps_page(w));
+}
+
+/* [a, b) of @src, moved from @from to @to: its device pages move along, as device-private
+ * entries move with their page tables. The range leaves @src unless it is still mapped
+ * (MREMAP_DONTUNMAP): an unmapped range would keep the table slot and block regions at
+ * the address. *@window: the race window was opened. */
+static void remap_region(struct hmm_mm *mm, struct hmm_region *src, uintptr_t a, uintptr_t b,
+			 uintptr_t from, uintptr_t to, bool *window)
+{
+	uintptr_t lo = to + (a - from), hi = to + (b - from);
+	struct hmm_region *dst = NULL;
+	bool failed = false;
+
+	/* out of the table first: its slot may be what the new region needs */
+	if (hmm_vma_gone(mm, a)) {
+		cmn_mutex_lock(&mm->lock);
+		region_cut_locked(mm, src, a, b);
+		cmn_mutex_unlock(&mm->lock);
+	}
+	for (uintptr_t x = a; x < b; x += HMM_PAGE_SIZE) {
+		_Atomic uint64_t *ws = hmm_region_word(src, x);
+		uintptr_t y = lo + (x - a);
+		unsigned int spins = 0;
+		uint64_t w;
+
+		/* a page a migration has in flight lands where it started: wait for it */
+		while (hmm_ps_state(w = atomic_load(ws)) == HMM_PS_TO_DEVICE ||
+		       hmm_ps_state(w) == HMM_PS_TO_SYSTEM)
+			hmm_uffd_relax(&spins);
+		if (hmm_ps_state(w) != HMM_PS_DEVICE)
+			continue;
+		if (!dst || y < dst->start || y >= dst->end)
+			dst = remap_dst(mm, y, lo, hi, &failed);
+		if (!*window) {
+			*window = true;
+			hmm_race_window(HMM_RACE_REMAP, to);
+		}
+		atomic_store(ws, HMM_PS_SYSTEM);
+		if (dst)
+			atomic_store(hmm_region_word(dst, y), w);
+		else
+			remap_unmanaged(mm, y, w);
+	}
+}
+
+/* mremap moved [from, from+len) to @to. */
 void hmm_uffd_event_remap(struct hmm_mm *mm, uintptr_t from, uintptr_t to, size_t len)
 {
 	struct hmm_notify_range unmap = { .start = from, .end = from + len,
 					  .event = HMM_EVENT_UNMAP, .flags = HMM_NOTIFY_BLOCKABLE };
-	struct hmm_region *dst = NULL;
-	bool any = false;
+	struct hmm_region *src[HMM_MAX_REGIONS];
+	unsigned int n = 0;
+	bool window = false;
 
 	atomic_fetch_add(&mm->c_remap, 1);
 	hmm_notify_invalidate(mm, &unmap);
-	for (uintptr_t off = 0; off < len; off += HMM_PAGE_SIZE) {
-		struct hmm_region *src = hmm_region_find(from + off);
-		unsigned int spins = 0;
-		uint64_t w;
+	/* the regions first: moving pages changes the table */
+	for (unsigned int i = 0; i < HMM_MAX_REGIONS; i++) {
+		struct hmm_region *r = atomic_load(&hmm_regions[i]);
 
-		if (!src || src->mm != mm)
-			continue;
-		/* a page a migration has in flight lands where it started: wait for it */
-		while (hmm_ps_state(w = atomic_load(hmm_region_word(src, from + off))) ==
-		       HMM_PS_TO_DEVICE || hmm_ps_state(w) == HMM_PS_TO_SYSTEM)
-			hmm_uffd_relax(&spins);
-		if (hmm_ps_state(w) != HMM_PS_DEVICE)
-			continue;
-		if (!any) {
-			dst = remap_target(mm, to, to + len);
-			any = true;
-			hmm_race_window(HMM_RACE_REMAP, to);
-		}
-		atomic_store(hmm_region_word(src, from + off), HMM_PS_SYSTEM);
-		if (dst) {
-			atomic_store(hmm_region_word(dst, to + off), w);
-		} else {
-			cmn_warn("hmm: mremap to %#lx straddles a region: page dropped",
-				  (unsigned long)(to + off));
-			hmm_devmem_free_deferred(atomic_load(&hmm_devmems[hmm_ps_dm(w)]), hmm_ps_page(w));
-		}
+		if (r && r->mm == mm && r->start < from + len && from < r->end)
+			src[n++] = r;
 	}
+	for (unsigned int i = 0; i < n; i++)
+		remap_region(mm, src[i], cmn_max(from, src[i]->start),
+			     cmn_min(from + len, src[i]->end), from, to, &window);
 }
 
 void hmm_uffd_event_fork(struct hmm_mm *mm)
@@ -631,12 +836,30 @@ struct hmm_mm *hmm_events_pending(void)
 	return NULL;
 }
 
+bool hmm_sigbus_fill_unmanaged(uintptr_t addr)
+{
+	for (unsigned int i = 0; i < HMM_MAX_MMS; i++) {
+		struct hmm_mm *mm = atomic_load(&mms[i]);
+		int ret;
+
+		if (!mm || mm->opts.backend != HMM_BACKEND_UFFD_SIGBUS)
+			continue;
+		/* only the descriptor the VMA is registered with takes it; -EBUSY: an event
+		 * is queued meanwhile, the access retries after it */
+		ret = hmm_uffd_zeropage(mm->uffd, addr, HMM_PAGE_SIZE, true);
+		if (!ret || ret == -EEXIST || ret == -EBUSY)
+			return true;
+	}
+	return false;
+}
+
 void hmm_mm_sync_events(struct hmm_mm *mm)
 {
 	unsigned int spins = 0;
 
 	while (atomic_load(&mm->monitor_busy))
 		hmm_relax(&spins);
+	hmm_regions_reap(mm);
 }
 
 /* ---- fork ----------------------------------------------------------------------------- */
@@ -892,6 +1115,12 @@ void hmm_mm_destroy(struct hmm_mm *mm)
 	hmm_copier_fini(&mm->copier);
 	hmm_spare_stop(mm);
 	hmm_uffd_close(mm);
+	/* no handler thread, no region of @mm left: nothing holds a retired one */
+	hmm_mm_users_drain(mm);
+	for (struct hmm_region *r = mm->retired, *next; r; r = next) {
+		next = r->retired_next;
+		region_free(r);
+	}
 	staging_fini(mm);
 	hmm_spare_fini(mm);
 	mm_close_fds(mm);

@@ -17,23 +17,55 @@
 #include "hmm/hmm_internal.h"
 
 /* A fault on a page in system state that repeats this often on one address is not ours
- * (the application's own PROT_NONE, a bug): hand it on instead of looping. */
+ * (the application's own PROT_NONE, a bug), nor is one whose page the kernel refuses to
+ * give back as often (vm.max_map_count reached for good): hand it on instead of looping,
+ * as the kernel's fault ends in a signal when it cannot get the page. */
 #define PROT_REFAULT_LIMIT	64
 
 static struct sigaction old_sigsegv;
 static struct cmn_mutex sigsegv_lock = CMN_MUTEX_INITIALIZER("hmm sigsegv_lock");
 static __thread uintptr_t last_fault;
 static __thread unsigned int same_faults;
+static __thread bool last_failed;	/* serving the fault at @last_fault failed */
+
+long (*_Atomic hmm_fail_hook)(enum hmm_fail_call call, uintptr_t addr, size_t len);
+
+static int prot_change(uintptr_t start, size_t len, int prot)
+{
+	enum hmm_fail_call call = prot == PROT_NONE ? HMM_FAIL_PROT_NONE :
+				  prot == PROT_READ ? HMM_FAIL_PROT_READ : HMM_FAIL_PROT_RW;
+	long fail = hmm_fail_check(call, start, len);
+
+	if (fail < 0)
+		return (int)fail;
+	return mprotect((void *)start, len, prot) ? -errno : 0;
+}
 
 int hmm_prot_set(uintptr_t start, size_t len, bool access)
 {
-	return mprotect((void *)start, len, access ? PROT_READ | PROT_WRITE : PROT_NONE) ?
-	       -errno : 0;
+	return prot_change(start, len, access ? PROT_READ | PROT_WRITE : PROT_NONE);
 }
 
 int hmm_prot_readonly(uintptr_t start, size_t len)
 {
-	return mprotect((void *)start, len, PROT_READ) ? -errno : 0;
+	return prot_change(start, len, PROT_READ);
+}
+
+size_t hmm_prot_pages(uintptr_t start, size_t n, int prot, uint64_t *failed)
+{
+	size_t nfailed = 0;
+
+	memset(failed, 0, ((n + 63) / 64) * sizeof(*failed));
+	if (!prot_change(start, n << HMM_PAGE_SHIFT, prot))
+		return 0;
+	/* a page already changed before the refusal changes again at no cost */
+	for (size_t k = 0; k < n; k++) {
+		if (prot_change(start + (k << HMM_PAGE_SHIFT), HMM_PAGE_SIZE, prot)) {
+			failed[k / 64] |= 1ull << (k % 64);
+			nfailed++;
+		}
+	}
+	return nfailed;
 }
 
 int hmm_prot_write(struct hmm_mm *mm, struct hmm_region *r, uintptr_t dst, const void *src,
@@ -75,12 +107,14 @@ static void sigsegv_chain(int sig, siginfo_t *si, void *uc)
 	old_sigsegv.sa_handler(sig);
 }
 
-/* True if this thread keeps faulting on a system page at @addr: not ours. */
+/* True if this thread keeps faulting on @addr without progress: on a system page (not
+ * ours), or on one whose way back failed each time. */
 static bool refault_loop(uintptr_t addr, uint64_t w)
 {
-	if (hmm_ps_state(w) != HMM_PS_SYSTEM || addr != last_fault) {
+	if ((hmm_ps_state(w) != HMM_PS_SYSTEM && !last_failed) || addr != last_fault) {
 		last_fault = addr;
 		same_faults = 0;
+		last_failed = false;
 		return false;
 	}
 	return ++same_faults >= PROT_REFAULT_LIMIT;
@@ -95,7 +129,7 @@ static bool sigsegv_serve(struct hmm_region *r, uintptr_t addr)
 		return false;
 	switch (hmm_ps_state(w)) {
 	case HMM_PS_EXCLUSIVE:
-		hmm_exclusive_revoke(r->mm, r, addr, false);
+		last_failed = hmm_exclusive_revoke(r->mm, r, addr, false) != 0;
 		return true;
 	case HMM_PS_SYSTEM:
 		return true;	/* given back between the fault and now: retry */
@@ -103,14 +137,14 @@ static bool sigsegv_serve(struct hmm_region *r, uintptr_t addr)
 	case HMM_PS_TO_SYSTEM:
 		if (!r->prot)
 			return true;	/* an exclusive page on its way back: retry */
-		hmm_cpu_fault(r->mm, r, addr, false, false);
+		last_failed = hmm_cpu_fault(r->mm, r, addr, false, false) != 0;
 		return true;
 	default:
 		/* a device page: ours with this backend; with userfaultfd it is missing, not
 		 * protected, so the application protected it itself */
 		if (!r->prot)
 			return false;
-		hmm_cpu_fault(r->mm, r, addr, false, false);
+		last_failed = hmm_cpu_fault(r->mm, r, addr, false, false) != 0;
 		return true;
 	}
 }
@@ -131,6 +165,7 @@ static void hmm_sigsegv(int sig, siginfo_t *si, void *uc)
 	}
 	atomic_fetch_sub(&hmm_handlers_inflight, 1);
 	last_fault = 0;
+	last_failed = false;
 	errno = saved_errno;
 	sigsegv_chain(sig, si, uc);
 }

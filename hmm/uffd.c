@@ -273,23 +273,46 @@ long hmm_uffd_move(int uffd, uintptr_t dst, uintptr_t src, size_t len, bool allo
 
 long hmm_uffd_copy(int uffd, uintptr_t dst, const void *src, size_t len, bool wake)
 {
-	struct uffdio_copy cp = {
-		.dst = dst, .src = (uintptr_t)src, .len = len,
-		.mode = wake ? 0 : UFFDIO_COPY_MODE_DONTWAKE,
-	};
+	size_t done = 0;
 
-	for (;;) {
-		if (!ioctl(uffd, UFFDIO_COPY, &cp))
-			return cp.copy;
-		if (errno == EAGAIN && cp.copy <= 0) {
+	while (done < len) {
+		struct uffdio_copy cp = {
+			.dst = dst + done, .src = (uintptr_t)src + done, .len = len - done,
+			.mode = wake ? 0 : UFFDIO_COPY_MODE_DONTWAKE,
+		};
+		long cut = hmm_fail_check(HMM_FAIL_UFFD_COPY, cp.dst, cp.len);
+		int err;
+
+		if (cut < 0)
+			return done ? (long)done : cut;
+		if (cut > 0 && (uint64_t)cut < cp.len)
+			cp.len = (uint64_t)cut;
+		if (!ioctl(uffd, UFFDIO_COPY, &cp)) {
+			done += cp.len;
+			continue;
+		}
+		err = errno;
+		/* Stopped partway (the kernel says EAGAIN whatever stopped it): go on from
+		 * there, which reports the reason if it persists. */
+		if (cp.copy > 0) {
+			done += (size_t)cp.copy;
+			continue;
+		}
+		if (err == EAGAIN) {	/* an unmap/remap event is being delivered */
 			unsigned int spins = 0;
 
-			cp.copy = 0;
 			hmm_uffd_relax(&spins);
 			continue;
 		}
-		return cp.copy > 0 ? cp.copy : -errno;
+		/* a page there already: no path maps a page coming back but the application
+		 * itself (it wins) */
+		if (err == EEXIST) {
+			done += HMM_PAGE_SIZE;
+			continue;
+		}
+		return done ? (long)done : -err;
 	}
+	return (long)len;
 }
 
 int hmm_uffd_zeropage(int uffd, uintptr_t dst, size_t len, bool wake)
@@ -381,6 +404,7 @@ static void hmm_sigbus(int sig, siginfo_t *si, void *uc)
 	uintptr_t addr = (uintptr_t)si->si_addr;
 	struct hmm_region *r;
 	struct hmm_mm *mm = NULL;
+	bool ours = false;
 
 	atomic_fetch_add(&hmm_handlers_inflight, 1);
 	r = si->si_code == BUS_ADRERR ? hmm_region_find(addr) : NULL;
@@ -397,15 +421,18 @@ static void hmm_sigbus(int sig, siginfo_t *si, void *uc)
 		errno = saved_errno;
 		return;
 	}
-	/* an address an mremap just moved: its region appears once the event is handled */
+	/* an address an mremap just moved: its region appears once the event is handled;
+	 * with no event to wait for, a registered page outside every region */
 	if (!r && si->si_code == BUS_ADRERR) {
 		mm = hmm_events_pending();
 		if (mm)
 			sigbus_event_wait(mm);
+		else
+			ours = hmm_sigbus_fill_unmanaged(addr & ~(HMM_PAGE_SIZE - 1));
 	}
 	atomic_fetch_sub(&hmm_handlers_inflight, 1);
 	errno = saved_errno;
-	if (!mm)
+	if (!mm && !ours)
 		sigbus_chain(sig, si, uc);
 }
 

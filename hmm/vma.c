@@ -176,6 +176,14 @@ int hmm_vma_find(struct hmm_mm *mm, uintptr_t addr, struct hmm_vma *v)
 	return ret;
 }
 
+bool hmm_vma_gone(struct hmm_mm *mm, uintptr_t addr)
+{
+	struct hmm_vma v;
+	int ret = hmm_vma_find(mm, addr, &v);
+
+	return ret == -ENOENT || (!ret && v.start > addr);
+}
+
 int hmm_pagemap_read(struct hmm_mm *mm, uintptr_t start, size_t n, uint64_t *out)
 {
 	off_t off = (off_t)(start >> HMM_PAGE_SHIFT) * 8;

@@ -372,7 +372,7 @@ int vgpu_mem_prefetch(struct vgpu_managed *m, uint64_t off, uint64_t len, enum v
 	res->pages = len >> HMM_PAGE_SHIFT;
 	res->moved = r.migrated;
 	res->no_room = r.alloc_failed;
-	res->busy = r.cpu_won;
+	res->busy = r.cpu_won + r.failed;
 	if (to == VGPU_LOC_DEVICE) {
 		/* our own migration is not notified to us: map what is now in VRAM */
 		ret = vf_managed_map_present(st, (uintptr_t)m->cpu + off, len);

@@ -74,7 +74,8 @@ struct vgpu_prefetch_result {
 	uint64_t pages;			/* pages in the range */
 	uint64_t moved;			/* migrated by this call */
 	uint64_t no_room;		/* left in system memory: the VRAM pool is full */
-	uint64_t busy;			/* kept where they were by a racing CPU access */
+	uint64_t busy;			/* kept where they were by a racing CPU access, or
+					 * by a protection change the kernel refused */
 };
 
 /* Migrate [off, off+len) of @m to @to (cudaMemPrefetchAsync, synchronous). To the device

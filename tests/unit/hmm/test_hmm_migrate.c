@@ -2,13 +2,15 @@
 /* Migration scenarios (doc/scenarios.md HMM-11..17, 23, 27, 29..36, 38, 39): managed regions
  * migrated to a test device's pool and back, by explicit calls, by CPU faults (every
  * backend and fault granule) and by eviction. Each case checks data, per-page placement,
- * counters, and that no device page leaks. */
+ * counters, and that no device page leaks. The kernel refusing a step (a protection
+ * change, a copy into place) is made certain with a test hook (hmm_fail_hook). */
 #include <fcntl.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <sys/wait.h>
 
 #include "scenario_test.h"
+#include "hmm/hmm_internal.h"	/* hmm_fail_hook, HMM_MAX_REGIONS */
 
 #define SZ	(NPAGES * PG)
 
@@ -70,6 +72,55 @@ static void check_around_hole(const char *p, size_t off, size_t hole)
 		if (((const int *)p)[i] != (int)i)
 			fail_msg("int %zu: %d", i, ((const int *)p)[i]);
 	}
+}
+
+static enum hmm_page_where where(struct hmm_mm *mm, const void *p)
+{
+	return hmm_mm_page_where(mm, p, NULL, NULL);
+}
+
+/* The kernel refusing calls of one kind on one page (hmm_fail_hook): the page, the call,
+ * the refusals still to come (< 0: every one) and those made. A UFFDIO_COPY reaching the
+ * page from below stops at it, as the kernel's copy stops at a page it cannot fill. */
+static struct {
+	_Atomic uintptr_t page;
+	atomic_int call;
+	atomic_int left;
+	atomic_uint refused;
+} refuse;
+
+static long refuse_hook(enum hmm_fail_call call, uintptr_t addr, size_t len)
+{
+	uintptr_t pg = atomic_load(&refuse.page);
+	int left;
+
+	if ((int)call != atomic_load(&refuse.call) || pg < addr || pg >= addr + len)
+		return 0;
+	if (call == HMM_FAIL_UFFD_COPY && addr < pg)
+		return (long)(pg - addr);
+	do {
+		left = atomic_load(&refuse.left);
+		if (!left)
+			return 0;
+	} while (left > 0 && !atomic_compare_exchange_weak(&refuse.left, &left, left - 1));
+	atomic_fetch_add(&refuse.refused, 1);
+	return -ENOMEM;
+}
+
+static void refuse_set(const void *page, enum hmm_fail_call call, int times)
+{
+	atomic_store(&refuse.page, (uintptr_t)page);
+	atomic_store(&refuse.call, (int)call);
+	atomic_store(&refuse.left, times);
+	atomic_store(&refuse.refused, 0);
+	atomic_store(&hmm_fail_hook, refuse_hook);
+}
+
+static int refuse_off(void **state)
+{
+	(void)state;
+	atomic_store(&hmm_fail_hook, NULL);
+	return 0;
 }
 
 /* HMM-11 + CPU fault back at every granule: migrate, device sees i, CPU reads i back. */
@@ -476,6 +527,11 @@ static void test_remap(void **state)
 				       MREMAP_MAYMOVE | MREMAP_FIXED |
 				       (dontunmap ? MREMAP_DONTUNMAP : 0), dst);
 			assert_true(moved == dst);
+			hmm_mm_sync_events(f.mm);
+			/* an unmapped range leaves its region; MREMAP_DONTUNMAP keeps it mapped
+			 * (and registered), empty */
+			assert_int_equal(where(f.mm, f.buf + off),
+					 dontunmap ? HMM_PAGE_SYSTEM : HMM_PAGE_NONE);
 			if (before) {
 				/* the moved VMA keeps its registration; manage it there */
 				assert_int_equal(hmm_region_add(f.mm, dst, len), 0);
@@ -495,6 +551,138 @@ static void test_remap(void **state)
 			fx_fini(&f);
 		}
 	}
+}
+
+/* HMM-34, a buffer grown by mremap again and again (realloc of a large block), its pages
+ * on the device each time, moving to where an earlier move left: the data follows every
+ * move and the old range leaves the table, so no move runs into a stale region there, and
+ * more moves than the table has slots leave it as it was. */
+static void test_remap_grow(void **state)
+{
+	const struct mcase *c = *state;
+	struct hmm_mm *mm = tmm_new(c->backend, 0);
+	struct tdev *d = tdev_new(mm, 2 * M2, NULL);
+	/* two places to move to in turns, kept free of other mappings */
+	char *area = mmap(NULL, 2 * M2, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	size_t len = 4 * PG, managed = 4;
+	char *buf, *spare;
+	struct hmm_migrate_result res;
+
+	assert_true(area != MAP_FAILED);
+	buf = mmap(area, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
+		   -1, 0);
+	assert_true(buf == area);
+	assert_int_equal(hmm_region_add(mm, buf, len), 0);
+	for (int i = 0; i < HMM_MAX_REGIONS + 8; i++) {
+		char *dst = area + (size_t)((i + 1) % 2) * M2;
+
+		fill_ints(buf, len, i);
+		assert_int_equal(hmm_migrate_to_device(mm, d->dm, buf, len, &res), 0);
+		assert_int_equal(res.migrated, managed);
+		assert_true(mremap(buf, len, len + PG, MREMAP_MAYMOVE | MREMAP_FIXED, dst) == dst);
+		hmm_mm_sync_events(mm);
+		assert_int_equal(where(mm, buf), HMM_PAGE_NONE);
+		assert_int_equal(count_where(mm, dst, managed, HMM_PAGE_DEVICE), managed);
+		len += PG;
+		check_ints(dst, len - PG, i);
+		buf = dst;
+	}
+	assert_int_equal(hmm_devmem_used_pages(d->dm), 0);
+	/* nothing of the moves stayed in the table */
+	spare = tbuf_new(PG, false);
+	assert_int_equal(hmm_region_add(mm, spare, PG), 0);
+	assert_int_equal(hmm_region_remove(mm, spare), 0);
+	assert_int_equal(hmm_region_remove(mm, buf), 0);
+	assert_int_equal(hmm_region_remove(mm, buf), -ENOENT);
+	munmap(spare, PG);
+	munmap(area, 2 * M2);
+	tdev_free(d);
+	hmm_mm_destroy(mm);
+}
+
+/* HMM-34 with the region table full: the part of a region an mremap moves gets no region
+ * at its new address, so its device pages come back into place there, with their data, in
+ * system memory and unmanaged; the rest of the region, moved whole, takes its slot along
+ * and stays on the device. */
+static void test_remap_full(void **state)
+{
+	const struct mcase *c = *state;
+	struct hmm_mm *mm = tmm_new(c->backend, 0);
+	struct tdev *d = tdev_new(mm, 2 * M2, NULL);
+	char *src = tbuf_new(M2, false), *dst1 = tbuf_new(M2, false), *dst2 = tbuf_new(M2, false);
+	char *fill = tbuf_new(HMM_MAX_REGIONS * PG, false);
+	struct hmm_migrate_result res;
+	int nfill = 0, ret;
+
+	fill_ints(src, 8 * PG, 3);
+	assert_int_equal(hmm_region_add(mm, src, 8 * PG), 0);
+	assert_int_equal(hmm_migrate_to_device(mm, d->dm, src, 8 * PG, &res), 0);
+	assert_int_equal(res.migrated, 8);
+	while (!(ret = hmm_region_add(mm, fill + (size_t)nfill * PG, PG)))
+		nfill++;
+	assert_int_equal(ret, -ENOSPC);
+	assert_true(mremap(src, 4 * PG, 4 * PG, MREMAP_MAYMOVE | MREMAP_FIXED, dst1) == dst1);
+	hmm_mm_sync_events(mm);
+	assert_int_equal(where(mm, src), HMM_PAGE_NONE);
+	assert_int_equal(count_where(mm, dst1, 4, HMM_PAGE_NONE), 4);
+	assert_int_equal(hmm_devmem_used_pages(d->dm), 4);
+	check_ints(dst1, 4 * PG, 3);
+	assert_true(mremap(src + 4 * PG, 4 * PG, 4 * PG, MREMAP_MAYMOVE | MREMAP_FIXED, dst2) ==
+		    dst2);
+	hmm_mm_sync_events(mm);
+	assert_int_equal(count_where(mm, dst2, 4, HMM_PAGE_DEVICE), 4);
+	check_ints(dst2, 4 * PG, 3 + (int)(4 * PG / sizeof(int)));
+	assert_int_equal(hmm_devmem_used_pages(d->dm), 0);
+	/* the region added at @src has no piece left; the one at @dst2 is the mremap's */
+	assert_int_equal(hmm_region_remove(mm, src), -ENOENT);
+	assert_int_equal(hmm_region_remove(mm, dst2), 0);
+	for (int i = 0; i < nfill; i++)
+		assert_int_equal(hmm_region_remove(mm, fill + (size_t)i * PG), 0);
+	munmap(fill, HMM_MAX_REGIONS * PG);
+	munmap(src, M2);
+	munmap(dst1, M2);
+	munmap(dst2, M2);
+	tdev_free(d);
+	hmm_mm_destroy(mm);
+}
+
+/* The kernel's copy into place stops partway (no memory): the pages before the stop come
+ * back, the rest stay on the device with their data and come back at the next fault.
+ * Without UFFDIO_MOVE a migration back copies into place too: it moves the same pages
+ * and counts the rest as failed. */
+static void test_copy_refused(void **state)
+{
+	const struct mcase *c = *state;
+	struct hmm_uffd_caps caps;
+	struct hmm_migrate_result res;
+	struct fx f;
+	char *t;
+
+	hmm_uffd_probe(&caps);
+	fx_init(&f, c, 2 * M2, 16 * PG);
+	t = f.buf + 5 * PG;
+	assert_int_equal(hmm_migrate_to_device(f.mm, f.d->dm, f.buf, 16 * PG, &res), 0);
+	assert_int_equal(res.migrated, 16);
+	refuse_set(t, HMM_FAIL_UFFD_COPY, 1);
+	assert_int_equal(((volatile int *)f.buf)[0], 0);	/* its 64 KiB granule back */
+	assert_int_equal(atomic_load(&refuse.refused), 1);
+	assert_int_equal(count_where(f.mm, f.buf, 5, HMM_PAGE_SYSTEM), 5);
+	assert_int_equal(count_where(f.mm, t, 11, HMM_PAGE_DEVICE), 11);
+	assert_int_equal(hmm_devmem_used_pages(f.d->dm), 11);
+	check_ints(f.buf, 16 * PG, 0);
+	assert_int_equal(hmm_devmem_used_pages(f.d->dm), 0);
+
+	assert_int_equal(hmm_migrate_to_device(f.mm, f.d->dm, f.buf, 16 * PG, &res), 0);
+	refuse_set(t, HMM_FAIL_UFFD_COPY, -1);
+	assert_int_equal(hmm_migrate_to_system(f.mm, f.d->dm, f.buf, 16 * PG, &res), 0);
+	refuse_off(NULL);
+	assert_int_equal(res.cpages, 16);
+	assert_int_equal(res.migrated, caps.move ? 16 : 5);
+	assert_int_equal(res.failed, caps.move ? 0 : 11);
+	assert_int_equal(hmm_devmem_used_pages(f.d->dm), caps.move ? 0 : 11);
+	check_ints(f.buf, 16 * PG, 0);
+	assert_int_equal(hmm_devmem_used_pages(f.d->dm), 0);
+	fx_fini(&f);
 }
 
 /* HMM-35/36: the pool cannot give a 2 MiB chunk: 4 KiB pages, data intact both ways. */
@@ -636,6 +824,86 @@ static void test_prot_unmap_reported(void **state)
 	fx_fini(&f);
 }
 
+/* The kernel refuses a protection change of one page (at vm.max_map_count, where the
+ * change splits a VMA; made certain by hmm_fail_hook). The page stays where it was, with
+ * the protection its state says (a writable "device" page would take CPU writes that the
+ * way back then overwrites), and is counted; the other pages of the batch move. */
+static void test_prot_refused(void **state)
+{
+	struct hmm_migrate_result res;
+	struct hmm_mm_stats st0, st1;
+	struct fx f;
+	int *t;
+
+	fx_init(&f, *state, 2 * M2, 8 * PG);
+	t = (int *)(f.buf + 2 * PG);
+
+	/* read-only at setup: the page is not collected */
+	refuse_set(t, HMM_FAIL_PROT_READ, -1);
+	assert_int_equal(hmm_migrate_to_device(f.mm, f.d->dm, f.buf, 8 * PG, &res), 0);
+	refuse_off(NULL);
+	assert_int_equal(res.cpages, 8);
+	assert_int_equal(res.migrated, 7);
+	assert_int_equal(res.failed, 1);
+	assert_int_equal(where(f.mm, t), HMM_PAGE_SYSTEM);
+	assert_int_equal(hmm_devmem_used_pages(f.d->dm), 7);
+	check_ints(f.buf, 8 * PG, 0);
+
+	/* PROT_NONE at commit: not migrated, its device page freed, writable */
+	refuse_set(t, HMM_FAIL_PROT_NONE, -1);
+	assert_int_equal(hmm_migrate_to_device(f.mm, f.d->dm, f.buf, 8 * PG, &res), 0);
+	refuse_off(NULL);
+	assert_int_equal(res.migrated, 7);
+	assert_int_equal(res.failed, 1);
+	assert_int_equal(res.cpu_won, 0);
+	assert_int_equal(where(f.mm, t), HMM_PAGE_SYSTEM);
+	assert_int_equal(hmm_devmem_used_pages(f.d->dm), 7);
+	hmm_mm_get_stats(f.mm, &st0);
+	t[0] = -1;				/* no fault, and not lost */
+	hmm_mm_get_stats(f.mm, &st1);
+	assert_int_equal(st1.cpu_faults, st0.cpu_faults);
+	assert_int_equal(hmm_mm_make_resident(f.mm, f.buf, 8 * PG), 7);
+	assert_int_equal(t[0], -1);
+	t[0] = (int)(2 * PG / sizeof(int));
+	check_ints(f.buf, 8 * PG, 0);
+
+	/* read-write on the way back: the page stays on the device, with its data */
+	assert_int_equal(hmm_migrate_to_device(f.mm, f.d->dm, f.buf, 8 * PG, &res), 0);
+	assert_int_equal(res.migrated, 8);
+	refuse_set(t, HMM_FAIL_PROT_RW, -1);
+	assert_int_equal(hmm_mm_make_resident(f.mm, f.buf, 8 * PG), 7);
+	assert_int_equal(where(f.mm, t), HMM_PAGE_DEVICE);
+	assert_int_equal(hmm_migrate_to_system(f.mm, f.d->dm, f.buf, 8 * PG, &res), 0);
+	assert_int_equal(res.cpages, 1);
+	assert_int_equal(res.migrated, 0);
+	assert_int_equal(res.failed, 1);
+	assert_int_equal(where(f.mm, t), HMM_PAGE_DEVICE);
+	assert_int_equal(hmm_devmem_used_pages(f.d->dm), 1);
+	/* a CPU access faults again until the kernel gives in: two faults here (each tries
+	 * the run, then the page) */
+	refuse_set(t, HMM_FAIL_PROT_RW, 3);
+	hmm_mm_get_stats(f.mm, &st0);
+	assert_int_equal(t[0], (int)(2 * PG / sizeof(int)));
+	hmm_mm_get_stats(f.mm, &st1);
+	refuse_off(NULL);
+	assert_int_equal(atomic_load(&refuse.refused), 3);
+	assert_int_equal(st1.cpu_faults - st0.cpu_faults, 2);
+	assert_int_equal(where(f.mm, t), HMM_PAGE_SYSTEM);
+	assert_int_equal(hmm_devmem_used_pages(f.d->dm), 0);
+	check_ints(f.buf, 8 * PG, 0);
+
+	/* a device-exclusive page the kernel keeps PROT_NONE stays exclusive */
+	assert_int_equal(tdev_exclusive(f.d, t, 1, NULL), 0);
+	refuse_set(t, HMM_FAIL_PROT_RW, -1);
+	assert_int_equal(hmm_mm_make_resident(f.mm, t, PG), 0);
+	assert_int_equal(where(f.mm, t), HMM_PAGE_EXCLUSIVE);
+	refuse_off(NULL);
+	assert_int_equal(hmm_mm_make_resident(f.mm, t, PG), 1);
+	assert_int_equal(where(f.mm, t), HMM_PAGE_SYSTEM);
+	check_ints(f.buf, 8 * PG, 0);
+	fx_fini(&f);
+}
+
 static sigjmp_buf chain_jmp;
 static volatile sig_atomic_t chain_hits;
 
@@ -679,6 +947,37 @@ static void test_prot_chain(void **state)
 	munmap(p, 4 * PG);
 }
 
+/* The way back refused for good: a CPU access does not fault forever, it goes to the
+ * previous SIGSEGV handler after a bounded number of tries (as the kernel's fault ends in
+ * a signal when it cannot get the page), with the page still on the device. */
+static void test_prot_refused_chain(void **state)
+{
+	const struct mcase *c = *state;
+	struct sigaction sa = { .sa_sigaction = chain_handler, .sa_flags = SA_SIGINFO }, old;
+	struct fx f;
+
+	sigemptyset(&sa.sa_mask);
+	assert_int_equal(sigaction(SIGSEGV, &sa, &old), 0);
+	fx_init(&f, c, 2 * M2, 4 * PG);
+	assert_int_equal(tdev_migrate(f.d, f.buf, 4, NULL, NULL), 0);
+	refuse_set(f.buf, HMM_FAIL_PROT_RW, -1);
+	chain_hits = 0;
+	if (!sigsetjmp(chain_jmp, 1))
+		(void)((volatile char *)f.buf)[0];
+	refuse_off(NULL);
+	assert_int_equal(chain_hits, 1);
+	assert_true(atomic_load(&refuse.refused) > 1);
+	assert_int_equal(where(f.mm, f.buf), HMM_PAGE_DEVICE);
+	check_ints(f.buf, 4 * PG, 0);
+	fx_fini(&f);
+	sigaction(SIGSEGV, &old, NULL);
+}
+
+/* A case that sets hmm_fail_hook: taken away again whatever the case's end. */
+#define REFUSE(fn, nm, be, ...) \
+	{ "HMM-" nm " " #fn " [" #be "]", fn, NULL, refuse_off, \
+	  &(struct mcase){ .name = nm, .backend = be, __VA_ARGS__ } }
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -714,9 +1013,13 @@ int main(void)
 		CASE(test_remap, "34 off 0 thp", S, .offset = 0, .thp = true),
 		CASE(test_remap, "34 off 1/4", S, .offset = 1),
 		CASE(test_remap, "34 off 1/2 thp", S, .offset = 2, .thp = true),
+		CASE_TS(test_remap_grow, "34 grown again and again"),
+		CASE_TS(test_remap_full, "34 region table full"),
 		CASE(test_alloc_fallback, "35", T, .thp = true),
 		CASE(test_alloc_fallback, "36 zero", S, .thp = true, .offset = 1),
 		CASE(test_quota, "38", T),
+		REFUSE(test_copy_refused, "copy into place refused", T, .granule = 64 * 1024),
+		REFUSE(test_copy_refused, "copy into place refused", S, .granule = 64 * 1024),
 		/* the mprotect+SIGSEGV backend */
 		CASE(test_migrate, "11", P),
 		CASE(test_migrate, "11 64K", P, .granule = 64 * 1024),
@@ -736,6 +1039,8 @@ int main(void)
 		CASE(test_prot_shared, "15 memfd+alias", P),
 		CASE(test_prot_shared, "15 memfd+alias 64K", P, .granule = 64 * 1024),
 		CASE(test_prot_shared, "15 memfd+alias 2M", P, .granule = M2),
+		REFUSE(test_prot_refused, "protection change refused", P),
+		REFUSE(test_prot_refused_chain, "way back refused for good: chained", P),
 		CASE(test_prot_chain, "not ours: chained", P),
 	};
 

@@ -3,10 +3,12 @@
  * writes racing migrations to the device (the CPU wins, no write is lost), several
  * threads faulting the same device-resident pages back at once, a fault at an address an
  * mremap is moving device pages to (before and after its event is read), a fill while
- * another thread unmaps, and VMA lookups through /proc/self/maps from several threads
- * while the VMAs change. */
+ * another thread unmaps, VMA lookups through /proc/self/maps from several threads
+ * while the VMAs change, and a CPU read of a page a CLEAR is dropping (mprotect). */
 #include <poll.h>
 #include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
 
@@ -936,6 +938,99 @@ static void test_remap_during_migration(void **state)
 	race_ctx_fini(&x);
 }
 
+/* A CLEAR (hmm_mm_notify) held (hmm_race_hook) after it claimed a page, before the page's
+ * access is back, until a reader's fault waits for the page or has gone to the previous
+ * SIGSEGV handler (this test's). */
+static struct {
+	char *page;
+	atomic_bool go, waiting, done;
+	atomic_uint chained;
+	sigjmp_buf jmp;
+	int got;
+} clear_win;
+
+static void clear_chain(int sig, siginfo_t *si, void *uc)
+{
+	(void)sig;
+	(void)si;
+	(void)uc;
+	atomic_fetch_add(&clear_win.chained, 1);
+	siglongjmp(clear_win.jmp, 1);
+}
+
+static void *clear_reader(void *arg)
+{
+	unsigned int spins = 0;
+
+	(void)arg;
+	while (!atomic_load(&clear_win.go))
+		hmm_relax(&spins);
+	if (!sigsetjmp(clear_win.jmp, 1))
+		clear_win.got = *(volatile int *)clear_win.page;
+	atomic_store(&clear_win.done, true);
+	return NULL;
+}
+
+static void clear_hold(enum hmm_race_window win, uintptr_t addr)
+{
+	unsigned int spins = 0;
+
+	if (win == HMM_RACE_FAULT_WAIT && addr == (uintptr_t)clear_win.page)
+		atomic_store(&clear_win.waiting, true);	/* the reader, in its handler */
+	if (win != HMM_RACE_PROT_DROP || addr != (uintptr_t)clear_win.page)
+		return;
+	atomic_store(&clear_win.go, true);
+	while (!atomic_load(&clear_win.waiting) && !atomic_load(&clear_win.done))
+		hmm_relax(&spins);
+}
+
+/* mprotect backend: a CLEAR published "system" for a device page (and an exclusive one)
+ * before giving the page its access back; a reader faulting in between found a system
+ * page that still faulted, took it for the application's own PROT_NONE and, after 64
+ * faults, went to the previous SIGSEGV handler (the process died). The clear now claims
+ * the page first: the reader waits, then reads what the clear left (zeros for a device
+ * page, the data for an exclusive one). @state: the exclusive case. */
+static void test_prot_clear_reader(void **state)
+{
+	bool excl = *state != NULL;
+	struct sigaction sa = { .sa_sigaction = clear_chain, .sa_flags = SA_SIGINFO }, old;
+	struct hmm_mm *mm;
+	struct tdev *d;
+	char *p = tbuf_new(4 * PG, false);
+	pthread_t t;
+
+	sigemptyset(&sa.sa_mask);
+	assert_int_equal(sigaction(SIGSEGV, &sa, &old), 0);
+	mm = tmm_new(HMM_BACKEND_MPROTECT, 0);
+	d = tdev_new(mm, M2, NULL);
+	fill_ints(p, 4 * PG, 1);
+	assert_int_equal(hmm_region_add(mm, p, 4 * PG), 0);
+	if (excl)
+		assert_int_equal(tdev_exclusive(d, p, 1, NULL), 0);
+	else
+		assert_int_equal(tdev_migrate(d, p, 1, NULL, NULL), 0);
+	clear_win.page = p;
+	atomic_store(&clear_win.go, false);
+	atomic_store(&clear_win.waiting, false);
+	atomic_store(&clear_win.done, false);
+	atomic_store(&clear_win.chained, 0);
+	assert_int_equal(pthread_create(&t, NULL, clear_reader, NULL), 0);
+	atomic_store(&hmm_race_hook, clear_hold);
+	assert_int_equal(hmm_mm_notify(mm, HMM_EVENT_CLEAR, (uintptr_t)p, (uintptr_t)p + PG), 0);
+	atomic_store(&hmm_race_hook, NULL);
+	pthread_join(t, NULL);
+	assert_int_equal(atomic_load(&clear_win.chained), 0);
+	assert_true(atomic_load(&clear_win.waiting));
+	assert_int_equal(clear_win.got, excl ? 1 : 0);
+	assert_int_equal(hmm_mm_page_where(mm, p, NULL, NULL), HMM_PAGE_SYSTEM);
+	assert_int_equal(hmm_devmem_used_pages(d->dm), 0);
+	assert_int_equal(hmm_region_remove(mm, p), 0);
+	munmap(p, 4 * PG);
+	tdev_free(d);
+	hmm_mm_destroy(mm);
+	sigaction(SIGSEGV, &old, NULL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -959,6 +1054,11 @@ int main(void)
 		{ "parallel fault back (4K, 64K)", test_parallel_fault_back, NULL, NULL, NULL },
 		{ "VMA lookups through /proc/self/maps from four threads", test_maps_lookups, NULL,
 		  NULL, NULL },
+		/* last: hmm chains foreign SIGSEGVs to this test's handler from then on */
+		{ "a CPU read of a device page a CLEAR drops (mprotect)", test_prot_clear_reader,
+		  NULL, race_hook_reset, NULL },
+		{ "a CPU read of an exclusive page a CLEAR gives back (mprotect)",
+		  test_prot_clear_reader, NULL, race_hook_reset, (void *)1 },
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
