@@ -50,21 +50,21 @@ static int setup(void **state)
 	return start_pair(state, NULL, NULL);
 }
 
-/* A flips a stream byte. */
-static int setup_corrupt(void **state)
-{
-	static char *wrap[] = { "env", "VGPU_MIG_CORRUPT_AT=30000", NULL };
-
-	return start_pair(state, wrap, NULL);
+/* A setup whose A (B) runs the test build with the setting @env_a (@env_b) in its
+ * environment, NULL for none. */
+#define SETUP_ENV(name, env_a, env_b)							\
+static int name(void **state)								\
+{											\
+	static char *wrap_a[] = { "env", env_a, NULL }, *wrap_b[] = { "env", env_b, NULL };	\
+											\
+	return start_pair(state, env_a ? wrap_a : NULL, env_b ? wrap_b : NULL);		\
 }
+
+/* A flips a stream byte. */
+SETUP_ENV(setup_corrupt, "VGPU_MIG_CORRUPT_AT=30000", NULL)
 
 /* B writes extents on its writer thread (an option of the test build only). */
-static int setup_writer(void **state)
-{
-	static char *wrap[] = { "env", "VGPU_MIG_WRITER=1", NULL };
-
-	return start_pair(state, NULL, wrap);
-}
+SETUP_ENV(setup_writer, NULL, "VGPU_MIG_WRITER=1")
 
 static int teardown(void **state)
 {
@@ -746,26 +746,11 @@ static void test_live_bad_requests(void **state)
 
 /* Pairs whose source (or destination), the test build, ends itself at the hand-over
  * point its wrap names. */
-static int setup_exit_committed(void **state)
-{
-	static char *wrap[] = { "env", "VGPU_MIG_SRC_EXIT_AT=committed", NULL };
+SETUP_ENV(setup_exit_committed, "VGPU_MIG_SRC_EXIT_AT=committed", NULL)
 
-	return start_pair(state, wrap, NULL);
-}
+SETUP_ENV(setup_exit_handover, "VGPU_MIG_SRC_EXIT_AT=handover", NULL)
 
-static int setup_exit_handover(void **state)
-{
-	static char *wrap[] = { "env", "VGPU_MIG_SRC_EXIT_AT=handover", NULL };
-
-	return start_pair(state, wrap, NULL);
-}
-
-static int setup_dst_exit_committed(void **state)
-{
-	static char *wrap[] = { "env", "VGPU_MIG_DST_EXIT_AT=committed", NULL };
-
-	return start_pair(state, NULL, wrap);
-}
+SETUP_ENV(setup_dst_exit_committed, NULL, "VGPU_MIG_DST_EXIT_AT=committed")
 
 /* @d (the test build) ends itself at its hand-over point: wait for that exit. */
 static void exited_at_point(struct tdaemon *d)
@@ -889,35 +874,15 @@ static void test_live_dest_exits_committed(void **state)
 
 /* Pairs whose source (or destination) sees the state directory's fsync fail at the
  * hand-over record (or the commit). */
-static int setup_src_sync_fail(void **state)
-{
-	static char *wrap[] = { "env", "VGPU_MIG_SRC_SYNC_FAIL_AT=handover", NULL };
+SETUP_ENV(setup_src_sync_fail, "VGPU_MIG_SRC_SYNC_FAIL_AT=handover", NULL)
 
-	return start_pair(state, wrap, NULL);
-}
-
-static int setup_dst_sync_fail(void **state)
-{
-	static char *wrap[] = { "env", "VGPU_MIG_DST_SYNC_FAIL_AT=commit", NULL };
-
-	return start_pair(state, NULL, wrap);
-}
+SETUP_ENV(setup_dst_sync_fail, NULL, "VGPU_MIG_DST_SYNC_FAIL_AT=commit")
 
 /* B's commit cannot write its journal; and A's drop of its hand-over record too. */
-static int setup_dst_write_fail(void **state)
-{
-	static char *wrap[] = { "env", "VGPU_MIG_DST_WRITE_FAIL_AT=commit", NULL };
+SETUP_ENV(setup_dst_write_fail, NULL, "VGPU_MIG_DST_WRITE_FAIL_AT=commit")
 
-	return start_pair(state, NULL, wrap);
-}
-
-static int setup_both_write_fail(void **state)
-{
-	static char *wrap_a[] = { "env", "VGPU_MIG_SRC_WRITE_FAIL_AT=unmark", NULL };
-	static char *wrap_b[] = { "env", "VGPU_MIG_DST_WRITE_FAIL_AT=commit", NULL };
-
-	return start_pair(state, wrap_a, wrap_b);
-}
+SETUP_ENV(setup_both_write_fail, "VGPU_MIG_SRC_WRITE_FAIL_AT=unmark",
+	  "VGPU_MIG_DST_WRITE_FAIL_AT=commit")
 
 /* @d refuses a change, naming why (@why): its state on disk is unsound. */
 static void read_only(struct tdaemon *d, const char *why)
