@@ -229,6 +229,17 @@ static void migrate_no_wait(struct fixture *f)
 	assert_int_equal(T_CTL(f->a, "migrate", "-u", U1, "--to", f->sock, "--no-wait"), 0);
 }
 
+/* A sends U1 (as fill_source() leaves it, its bytes in @im) to B, automatic switchover;
+ * the source's MIGRATION event that says it failed (the caller puts it). */
+static json_object *migrate_fails(struct fixture *f, struct image *im)
+{
+	fill_source(f);
+	image_of(f->a, im);
+	listen_b(f);
+	migrate_no_wait(f);
+	return t_wait_migration(f->ea, "failed");
+}
+
 /* @d runs U1. */
 static void runs_u1(struct tdaemon *d)
 {
@@ -853,11 +864,7 @@ static void test_live_dest_exits_committed(void **state)
 	struct image im;
 	json_object *ev;
 
-	fill_source(f);
-	image_of(f->a, &im);
-	listen_b(f);
-	migrate_no_wait(f);
-	ev = t_wait_migration(f->ea, "failed");
+	ev = migrate_fails(f, &im);
 	assert_non_null(strstr(jget(ev, "error"), "may have committed"));
 	json_object_put(ev);
 	unlisten(&f->eb);
@@ -900,11 +907,7 @@ static void test_live_commit_write_fails(void **state)
 	struct image im;
 	json_object *ev;
 
-	fill_source(f);
-	image_of(f->a, &im);
-	listen_b(f);
-	migrate_no_wait(f);
-	ev = t_wait_migration(f->ea, "failed");
+	ev = migrate_fails(f, &im);
 	assert_non_null(strstr(jget(ev, "error"), "cannot write the journal"));
 	assert_null(strstr(jget(ev, "error"), "may have committed"));
 	json_object_put(ev);
@@ -929,11 +932,7 @@ static void unmark_write_fails(void **state, bool clean)
 	struct image im;
 	json_object *ev;
 
-	fill_source(f);
-	image_of(f->a, &im);
-	listen_b(f);
-	migrate_no_wait(f);
-	ev = t_wait_migration(f->ea, "failed");
+	ev = migrate_fails(f, &im);
 	assert_non_null(strstr(jget(ev, "error"), "cannot write the journal"));
 	json_object_put(ev);
 	json_object_put(t_wait_migration(f->eb, "failed"));
@@ -978,11 +977,7 @@ static void test_live_handover_not_durable(void **state)
 	struct image im;
 	json_object *ev;
 
-	fill_source(f);
-	image_of(f->a, &im);
-	listen_b(f);
-	migrate_no_wait(f);
-	ev = t_wait_migration(f->ea, "failed");
+	ev = migrate_fails(f, &im);
 	assert_non_null(strstr(jget(ev, "error"), "hand-over record"));
 	assert_non_null(strstr(jget(ev, "error"), "not durable"));
 	assert_null(strstr(jget(ev, "error"), "may have committed"));
@@ -1011,11 +1006,7 @@ static void test_live_commit_not_durable(void **state)
 	struct image im;
 	json_object *ev;
 
-	fill_source(f);
-	image_of(f->a, &im);
-	listen_b(f);
-	migrate_no_wait(f);
-	ev = t_wait_migration(f->ea, "failed");
+	ev = migrate_fails(f, &im);
 	assert_non_null(strstr(jget(ev, "error"), "may have committed"));
 	json_object_put(ev);
 	json_object_put(t_wait_migration(f->eb, "completed"));
