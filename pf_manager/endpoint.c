@@ -755,7 +755,13 @@ static void ep_accept(struct pf_daemon *d, struct pf_slice *s, int lfd, bool pee
 
 	if (c < 0)
 		return;
-	if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cr, &len) || !ep_peer_allowed(s, cr.uid)) {
+	if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cr, &len)) {
+		cmn_warn("VF %u: attach refused: the peer's credentials cannot be read: %s", s->vf,
+			 cmn_strerror(-errno));
+		ep_refuse(c);
+		return;
+	}
+	if (!ep_peer_allowed(s, cr.uid)) {
 		cmn_warn("VF %u: attach refused: uid %d is not the slice's owner", s->vf, (int)cr.uid);
 		ep_refuse(c);
 		return;
