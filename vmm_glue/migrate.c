@@ -166,8 +166,9 @@ static int uri_host(const char *uri, const char **h, size_t *n)
 	return 0;
 }
 
-/* The destination vgpud listens where libvirt reaches. */
-int vmm_mig_listen_for(const char *uri, char *out, size_t len)
+/* @pre, @uri's host and @post into @out: -ENAMETOOLONG rather than a cut host. */
+static int host_between(const char *uri, const char *pre, const char *post, char *out,
+			size_t len)
 {
 	const char *h;
 	size_t n;
@@ -175,24 +176,22 @@ int vmm_mig_listen_for(const char *uri, char *out, size_t len)
 
 	if (r)
 		return r;
-	if ((size_t)snprintf(out, len, "tcp:%.*s:0", (int)n, h) >= len)
+	if ((size_t)snprintf(out, len, "%s%.*s%s", pre, (int)n, h, post) >= len)
 		return -ENAMETOOLONG;
 	return 0;
+}
+
+/* The destination vgpud listens where libvirt reaches. */
+int vmm_mig_listen_for(const char *uri, char *out, size_t len)
+{
+	return host_between(uri, "tcp:", ":0", out, len);
 }
 
 /* QEMU's stream goes where libvirt reached the destination: the destination's own idea of
  * its host name may resolve to something else (or to this host). */
 int vmm_mig_stream_uri(const char *uri, char *out, size_t len)
 {
-	const char *h;
-	size_t n;
-	int r = uri_host(uri, &h, &n);
-
-	if (r)
-		return r;
-	if ((size_t)snprintf(out, len, "tcp://%.*s", (int)n, h) >= len)
-		return -ENAMETOOLONG;
-	return 0;
+	return host_between(uri, "tcp://", "", out, len);
 }
 
 /* ---- the two vgpuds ------------------------------------------------------------------------ */

@@ -19,6 +19,7 @@
 #include <json-c/json.h>
 
 #include "ctlclient/ctlclient.h"
+#include "tests/unit/ctlclient/fake_line_io.h"
 
 #define GREETING	"{\"VGPUD\":{\"version\":1}}\n"
 #define CAPS_OK		"{\"return\":{}}\n"
@@ -36,30 +37,6 @@ struct fake {
 	int lfd;
 	pthread_t thr;
 };
-
-static void send_all(int fd, const char *s, size_t len)
-{
-	while (len) {
-		ssize_t n = send(fd, s, len, MSG_NOSIGNAL);
-
-		if (n <= 0)
-			return;
-		s += n;
-		len -= (size_t)n;
-	}
-}
-
-/* Read up to and including the next newline; false on EOF. */
-static bool read_request(int fd)
-{
-	char ch;
-
-	while (read(fd, &ch, 1) == 1) {
-		if (ch == '\n')
-			return true;
-	}
-	return false;
-}
 
 static void send_big(int fd)
 {

@@ -69,6 +69,20 @@ struct rm_t_chan {
 	uint32_t put, pb_off;
 };
 
+/* Slot @k of @g's rings for @c, cleared: a fresh channel starts from a clean USERD and
+ * ring, as a guest driver makes it (a stale GP_PUT would have the device run the previous
+ * channel's entries). */
+static inline void rm_t_chan_slot(struct rm_t_guest *g, struct rm_t_chan *c, uint32_t k)
+{
+	memset(c, 0, sizeof(*c));
+	c->k = k;
+	c->gp = (uint64_t *)(g->host + 0x40000 + k * 0x1000);
+	c->pb = (uint32_t *)(g->host + 0x80000 + k * 0x1000);
+	c->userd = (struct vgpu_userd *)(g->host + 0x3000 + k * 128);
+	memset(c->userd, 0, sizeof(*c->userd));
+	memset(c->gp, 0, 0x1000);
+}
+
 /* A channel on VA space @h_vaspace with @flags (VGPU_RM_CHAN_REPLAYABLE: faults stall it
  * for replay), allocated and enabled. */
 static inline void rm_t_chan_up(struct rm_fixture *f, struct rm_t_guest *g, struct rm_t_chan *c,
@@ -82,15 +96,7 @@ static inline void rm_t_chan_up(struct rm_fixture *f, struct rm_t_guest *g, stru
 	struct vgpu_rm_enable_params en = { .enable = 1 };
 	size_t len = sizeof(en);
 
-	memset(c, 0, sizeof(*c));
-	c->k = k;
-	c->gp = (uint64_t *)(g->host + 0x40000 + k * 0x1000);
-	c->pb = (uint32_t *)(g->host + 0x80000 + k * 0x1000);
-	c->userd = (struct vgpu_userd *)(g->host + 0x3000 + k * 128);
-	/* A fresh channel starts from a clean USERD and ring, as a guest driver makes it: a
-	 * stale GP_PUT would have the device run the previous channel's entries. */
-	memset(c->userd, 0, sizeof(*c->userd));
-	memset(c->gp, 0, 0x1000);
+	rm_t_chan_slot(g, c, k);
 	assert_int_equal(rm_alloc(f->rm, g->fn, g->hc, g->hd, &c->h, VGPU_RM_CLASS_CHANNEL_GPFIFO,
 				  &p, sizeof(p)), 0);
 	c->chid = p.chid;

@@ -535,13 +535,7 @@ static int teardown_race(void **state)
  * its parameters in race.p. */
 static void race_chan_prepare(struct rm_t_guest *g, struct rm_t_chan *c, uint32_t k)
 {
-	memset(c, 0, sizeof(*c));
-	c->k = k;
-	c->gp = (uint64_t *)(g->host + 0x40000 + k * 0x1000);
-	c->pb = (uint32_t *)(g->host + 0x80000 + k * 0x1000);
-	c->userd = (struct vgpu_userd *)(g->host + 0x3000 + k * 128);
-	memset(c->userd, 0, sizeof(*c->userd));
-	memset(c->gp, 0, 0x1000);
+	rm_t_chan_slot(g, c, k);
 	race.p = (struct vgpu_rm_channel_params){
 		.h_vaspace = g->hv, .gpfifo_va = RM_T_VA + 0x40000 + k * 0x1000ull,
 		.gpfifo_entries = 64, .userd_aper = VGPU_APER_VRAM,
