@@ -407,49 +407,66 @@ static json_object *reply_error(json_object *id, const char *cls, struct pf_err 
 	return r;
 }
 
-/* The log fields of a command about one slice or VF ("uuid" or "vf" in its arguments):
- * the journal gets them as VGPU_UUID / VGPU_VF on every line the command logs. A start
- * names its VF itself once it has one. */
-static void log_scope_from(struct pf_daemon *d, json_object *args)
+/* The slice a request names by "uuid" or "vf", or NULL. */
+static struct pf_slice *arg_slice_of(struct pf_daemon *d, json_object *args)
 {
 	char norm[PF_UUID_STR];
-	const struct pf_slice *s = NULL;
-	json_object *v;
-	unsigned int vf = 0;
-
-	if (json_object_object_get_ex(args, "uuid", &v) && json_object_is_type(v, json_type_string) &&
-	    !ctlc_uuid_parse(json_object_get_string(v), norm, NULL))
-		s = pf_slice_find(d, norm);
-	if (json_object_object_get_ex(args, "vf", &v) && json_object_is_type(v, json_type_int) &&
-	    json_object_get_int(v) > 0 && json_object_get_int(v) <= PF_MAX_VFS)
-		vf = (unsigned int)json_object_get_int(v);
-	if (s)
-		cmn_log_scope_set(s->vf, s->uuid);
-	else if (vf)
-		cmn_log_scope_set(vf, d->vfs[vf] ? d->vfs[vf]->uuid : NULL);
-}
-
-/* A slice in a live migration takes no other change (stop, undefine, modify, reset, save)
- * until it completes or is cancelled: the worker reads and the destination writes it. */
-static int migrating_check(struct pf_daemon *d, const char *name, json_object *args,
-			   struct pf_err *e)
-{
-	char norm[PF_UUID_STR];
-	const struct pf_slice *s = NULL;
+	struct pf_slice *s = NULL;
 	json_object *v;
 
-	if (!strncmp(name, "migrate-", 8))
-		return 0;
-	if (!strcmp(name, "set-vfs") && pf_live_active(d))
-		return cmn_fail(&e->f, -EBUSY, "set-vfs: a live migration is in progress here "
-				"(migrate-status): wait for it or migrate-cancel it first");
 	if (json_object_object_get_ex(args, "uuid", &v) && json_object_is_type(v, json_type_string) &&
 	    !ctlc_uuid_parse(json_object_get_string(v), norm, NULL))
 		s = pf_slice_find(d, norm);
 	if (!s && json_object_object_get_ex(args, "vf", &v) && json_object_is_type(v, json_type_int) &&
 	    json_object_get_int(v) > 0 && json_object_get_int(v) <= PF_MAX_VFS)
 		s = d->vfs[json_object_get_int(v)];
-	if (!s || !pf_live_busy(d, s))
+	return s;
+}
+
+/* The log fields of a command about one slice or VF ("uuid" or "vf" in its arguments):
+ * the journal gets them as VGPU_UUID / VGPU_VF on every line the command logs. A start
+ * names its VF itself once it has one. */
+static void log_scope_from(struct pf_daemon *d, json_object *args)
+{
+	const struct pf_slice *s = arg_slice_of(d, args);
+	json_object *v;
+
+	if (s)
+		cmn_log_scope_set(s->vf, s->uuid);
+	else if (json_object_object_get_ex(args, "vf", &v) &&
+		 json_object_is_type(v, json_type_int) && json_object_get_int(v) > 0 &&
+		 json_object_get_int(v) <= PF_MAX_VFS)
+		cmn_log_scope_set((unsigned int)json_object_get_int(v), NULL);
+}
+
+/* What a held slice (pf_slice_held()) takes: its end (reclaim, undefine, stop). Anything
+ * that would run, change or read it out (reset, modify, save, migrate) waits for that. */
+static bool held_allows(const char *name)
+{
+	static const char *const ok[] = { "reclaim-slice", "undefine-slice", "stop-slice",
+					  "define-slice", "migrate-cancel" };
+
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
+		if (!strcmp(name, ok[i]))
+			return true;
+	return false;
+}
+
+/* A slice in a live migration takes no other change (stop, undefine, modify, reset, save)
+ * until it completes or is cancelled: the worker reads and the destination writes it. A
+ * held one takes only what ends the hold. */
+static int migrating_check(struct pf_daemon *d, const char *name, json_object *args,
+			   struct pf_err *e)
+{
+	const struct pf_slice *s;
+
+	if (!strcmp(name, "set-vfs") && pf_live_active(d))
+		return cmn_fail(&e->f, -EBUSY, "set-vfs: a live migration is in progress here "
+				"(migrate-status): wait for it or migrate-cancel it first");
+	s = arg_slice_of(d, args);
+	if (s && pf_slice_held(s) && !held_allows(name))
+		return pf_slice_held_fail(s, name, e);
+	if (!s || !strncmp(name, "migrate-", 8) || !pf_live_busy(d, s))
 		return 0;
 	return cmn_fail(&e->f, -EBUSY, "%s: slice %s is migrating: wait for it or "
 			"migrate-cancel it first", name, s->uuid);

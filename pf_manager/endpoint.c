@@ -646,16 +646,69 @@ static void ep_sva_accept(struct pf_slice *s, int c)
 	cmn_info("VF %u: SVA connection from the guest (pid %d)", s->vf, (int)ep->peer_pid);
 }
 
+/* How long a detach waits for the request the guest's mailbox has in hand: an RM call may
+ * wait for the GSP, whose slowest class answers within 10 s. */
+#define EP_DETACH_IDLE_MS	10000u
+
+/* The mailbox's side of a guest leaving. The rings are the slice's (BAR2), not the
+ * attachment's, and the service thread serves them again as soon as the next guest
+ * attaches: what this guest asked must not outlive it there. Wait for the request in hand
+ * (its reply is dropped: the guest's vector is gone, pf_svc_detach()), drop the requests it
+ * left queued, and start a new ring generation, which drops the reply of a request still
+ * in hand after the wait. Then nothing the guest asked runs or is answered once the next
+ * guest is attached (that one skips only the replies queued before it attached), and no
+ * GET_INFO of it announces an ABI for the next one. @moves: the guest migrates out and
+ * its queued requests go with the control area; so they do while the mailbox is held (an
+ * incoming slice: the VMM may be writing the rings). */
+static void ep_mbox_forget(struct pf_slice *s, bool moves)
+{
+	unsigned int dropped = 0;
+	int err;
+
+	if (!s->svc)
+		return;		/* the endpoint harness serves the rings itself */
+	if (pf_svc_pause_idle(s, EP_DETACH_IDLE_MS))
+		cmn_warn("VF %u: a mailbox request of the guest that left is still in hand after "
+			 "%u ms: its reply is dropped", s->vf, EP_DETACH_IDLE_MS);
+	/* At most a ring's worth: a process that keeps the BAR mapped may still be pushing. */
+	for (uint32_t n = cmn_ring_capacity(&s->req); !moves && !s->mbox_held && n; n--) {
+		if (!cmn_ring_consume_slot(&s->req, &err))
+			break;
+		cmn_ring_consume_commit(&s->req);
+		dropped++;
+	}
+	pf_svc_resume(s);	/* the new generation */
+	if (dropped)
+		cmn_info("VF %u: %u mailbox requests of the guest that left dropped", s->vf,
+			 dropped);
+}
+
+void pf_endpoint_guest_left(struct pf_daemon *d, struct pf_slice *s)
+{
+	if (pf_endpoint_attached(s))
+		return;
+	ep_mbox_forget(s, false);
+	if (d->rm_glue)
+		pf_rm_guest_gone(d, s->vf);
+}
+
 static void ep_detach(struct pf_daemon *d, struct pf_slice *s)
 {
 	struct pf_endpoint *ep = s->ep;
+	bool moves;
 
 	/* First of all: the device must not reach the process (or a process that reuses its
 	 * pid) once the guest is gone. */
 	ep_sva_close(s, "guest detached");
 	if (ep->client_fd < 0)
 		return;
+	/* A daemon without an RM: the endpoint harness. A guest that migrates out: its RM
+	 * state and its mailbox go with the slice. Closing (d NULL) is not a guest leaving:
+	 * the service thread is stopped, the rings stay for the next daemon. */
+	moves = d && pf_live_keep_guest(d, s);
 	pf_svc_detach(s);	/* before the vectors it uses are closed */
+	if (d)
+		ep_mbox_forget(s, moves);	/* before the guest's announcement is reset */
 	close(ep->client_fd);
 	ep->client_fd = -1;
 	if (ep->peer_pidfd >= 0)
@@ -665,9 +718,7 @@ static void ep_detach(struct pf_daemon *d, struct pf_slice *s)
 	ep->guest_peer0 = false;
 	atomic_store(&ep->guest_abi, 0);
 	atomic_store(&ep->guest_flags, 0);
-	/* A daemon without an RM: the endpoint harness. A guest that migrates out: its RM
-	 * state goes with the slice. */
-	if (d && d->rm_glue && !pf_live_keep_guest(d, s))
+	if (d && d->rm_glue && !moves)
 		pf_rm_guest_gone(d, s->vf);
 	cmn_info("VF %u: guest detached", s->vf);
 }
@@ -801,6 +852,14 @@ static void ep_admit(struct pf_daemon *d, struct pf_slice *s, int c, uid_t uid, 
 		close(pidfd);
 		cmn_warn("VF %u: attach refused: a guest (uid %d) is already attached", s->vf,
 			  (int)ep->peer_uid);
+		ep_refuse(c);
+		return;
+	}
+	/* Held after an unconfirmed migration: the slice may run at the destination. */
+	if (pf_slice_held(s)) {
+		close(pidfd);
+		cmn_warn("VF %u: attach refused: slice %s migrated out to %s (unconfirmed) and is "
+			 "held here until reclaimed", s->vf, s->uuid, s->migrated_to);
 		ep_refuse(c);
 		return;
 	}

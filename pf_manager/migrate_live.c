@@ -1661,10 +1661,10 @@ static void *dst_main(void *arg)
 		cmn_fail(&f, r = -ECANCELED, "cancelled");
 	if (!r && m->commit_unsynced) {
 		/* Running here, but a crash may lose it: the source must not let it go. No
-		 * answer is what it takes as "may have committed": it holds the slice stopped,
-		 * with its hand-over record, until an administrator decides. */
+		 * answer is what it takes as "may have committed": it holds the slice, with
+		 * its hand-over record, until an administrator decides. */
 		cmn_err("slice %s: committed, but not durable (%s): the source is not told, and "
-			"holds it stopped (migrated-out, unconfirmed)", m->uuid,
+			"holds it (migrated-out, unconfirmed)", m->uuid,
 			m->L->d->state_sync_why);
 		shutdown(m->sock, SHUT_RDWR);
 	} else if (m->sock >= 0 && !send_ack(m, r, r ? f.msg : "") && r) {
@@ -1798,37 +1798,35 @@ static int req_mark(struct pf_daemon *d, struct lm *m, bool on, struct pf_err *e
 		r = mark_write(d, s, true);
 	}
 	/* The slice resumes here all the same (the destination did not commit); a next start
-	 * that holds it stopped is the safe side. */
+	 * that holds it is the safe side. */
 	if (r)
 		pf_state_behind(d, r, "slice %s's migration failed and it runs here, but its state "
 				"may still hold its hand-over record: if vgpud ends before it "
 				"writes it again (it does when it stops), its next start holds the "
-				"slice stopped until reclaim-slice", s->uuid);
+				"slice until reclaim-slice", s->uuid);
 	return e->f.err;
 }
 
-/* The final END went out and no answer came: the destination may run the slice now, so it
- * stops here and keeps its record, defined (a transient one gets a definition file), as a
- * restart after a crash at this point leaves it (state.c handed_over()). */
+/* The final END went out and no answer came: the destination may run the slice now, so
+ * nothing of it runs here, but it keeps its VF and VRAM, as a paused source VM keeps its
+ * memory: held, defined (a transient one gets a definition file), its record kept, as a
+ * restart after a crash at this point holds it (state.c handed_over()). The switchover
+ * left its engines stopped, its mailbox held and its state STOPPED. */
 static void req_hold(struct pf_daemon *d, struct lm *m)
 {
-	json_object *args = json_object_new_object(), *ret = json_object_new_object();
 	struct pf_slice *s = m->s;
-	struct pf_err e = { 0 };
 
 	s->transient = false;
-	if (pf_state_save_slice(d, s))
-		cmn_warn("slice %s: its definition file cannot be written", s->uuid);
-	json_object_object_add(args, "uuid", json_object_new_string(m->uuid));
+	if (mark_write(d, s, false))
+		cmn_warn("slice %s: its definition file or journal cannot be written; the journal "
+			 "holds its record all the same", s->uuid);
 	cmn_mutex_lock(&m->L->lock);
 	m->s = NULL;		/* pf_live_busy() no longer holds it */
 	cmn_mutex_unlock(&m->L->lock);
-	if (pf_slice_stop_cmd(d, args, false, ret, &e))
-		cmn_warn("slice %s: cannot stop it after an unconfirmed migration: %s", m->uuid,
-			 e.f.msg);
-	json_object_put(e.data);
-	json_object_put(args);
-	json_object_put(ret);
+	cmn_warn("slice %s: held after an unconfirmed migration to %s: VF %u and its VRAM kept, "
+		 "nothing of it runs; `vgpuctl reclaim -u %s` runs it here again, `vgpuctl "
+		 "undefine -u %s` drops it", s->uuid, s->migrated_to, s->vf, s->uuid, s->uuid);
+	pf_event(d, "SLICE_HELD", pf_slice_json(d, s));
 }
 
 static void req_run(struct pf_daemon *d, struct lm *m)
@@ -1862,9 +1860,9 @@ static void req_run(struct pf_daemon *d, struct lm *m)
 		break;
 	case LM_REQ_RESUME:
 		/* The slice stays here: a guest that left meanwhile lets go of its RM state
-		 * now, as its detach would have (pf_live_keep_guest()). */
-		if (m->guest_left && !pf_endpoint_attached(m->s) && d->rm_glue)
-			pf_rm_guest_gone(d, m->s->vf);
+		 * and its queued requests now, as its detach would have. */
+		if (m->guest_left)
+			pf_endpoint_guest_left(d, m->s);
 		break;
 	case LM_REQ_HOLD:
 		req_hold(d, m);
@@ -2021,6 +2019,8 @@ bool pf_live_keep_guest(struct pf_daemon *d, const struct pf_slice *s)
 	struct lm_ctx *L = s ? ctx_of(d, false) : NULL;
 	bool keep = false;
 
+	if (s && pf_slice_held(s))
+		return true;	/* its guest's RM state waits for a reclaim (pf_slice_unhold()) */
 	if (!L)
 		return false;
 	cmn_mutex_lock(&L->lock);
@@ -2368,6 +2368,22 @@ static int find_arg(struct pf_daemon *d, json_object *args, const char *cmd, boo
 	return 0;
 }
 
+/* The state without @s's record. A held slice's journal names it: the journal first (what
+ * a restart believes), the file after, whose failure only leaves it one step behind (the
+ * next start rewrites it). A stopped one has only its file. */
+static int reclaim_write(struct pf_daemon *d, struct pf_slice *s)
+{
+	int r;
+
+	if (!s->vf)
+		return pf_state_save_slice(d, s);
+	r = pf_state_save_journal(d);
+	if (!r && pf_state_save_slice(d, s))
+		cmn_warn("slice %s: its definition file is behind the journal until the next start",
+			 s->uuid);
+	return r;
+}
+
 int pf_live_reclaim_cmd(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
 			struct pf_err *e)
 {
@@ -2384,18 +2400,23 @@ int pf_live_reclaim_cmd(struct pf_daemon *d, json_object *args, bool dry, json_o
 	json_object_object_add(ret, "migrated_to", json_object_new_string(s->migrated_to));
 	json_object_object_add(ret, "result", json_object_new_string(dry ? "would reclaim" :
 								      "reclaimed"));
+	/* A held slice runs on with its VRAM; a stopped one may start, with empty VRAM. */
+	json_object_object_add(ret, "state", json_object_new_string(s->vf ? "running" :
+								     "defined"));
 	if (dry)
 		return 0;
 	memcpy(was, s->migrated_to, sizeof(was));
 	s->migrated_to[0] = 0;
-	r = pf_state_save_slice(d, s);
+	r = reclaim_write(d, s);
 	if (r) {
 		memcpy(s->migrated_to, was, sizeof(was));
-		return cmn_fail(&e->f, r, "slice %s: cannot rewrite its definition: %s", s->uuid,
-				cmn_strerror(r));
+		return cmn_fail(&e->f, r, "slice %s: cannot write the %s without its record: %s",
+				s->uuid, s->vf ? "journal" : "definition file", cmn_strerror(r));
 	}
-	cmn_info("slice %s reclaimed: its hand-over record to %s is dropped, it may start here",
-		 s->uuid, was);
+	if (s->vf)
+		pf_slice_unhold(d, s);
+	cmn_info("slice %s reclaimed: its hand-over record to %s is dropped, it %s here", s->uuid,
+		 was, s->vf ? "runs on with its VRAM" : "may start");
 	pf_event(d, "SLICE_RECLAIMED", pf_slice_json(d, s));
 	return 0;
 }

@@ -160,6 +160,13 @@ struct pf_slice {
 	uint64_t rpc_ok, rpc_err, mbox_kicks, resets;
 };
 
+/* Whether @s is held: its hand-over record set while it keeps its VF and VRAM (a
+ * migration that ended unconfirmed, doc/migration.md). */
+static inline bool pf_slice_held(const struct pf_slice *s)
+{
+	return s->vf && s->migrated_to[0];
+}
+
 /* A control-socket connection. */
 struct pf_client {
 	int fd;
@@ -329,6 +336,14 @@ int pf_set_vfs(struct pf_daemon *d, json_object *args, bool dry, json_object *re
 int pf_slice_start(struct pf_daemon *d, struct pf_slice *s, struct pf_err *e);
 /* Stop: reset the VF, release partition and objects. */
 void pf_slice_stop(struct pf_daemon *d, struct pf_slice *s);
+/* Refuse @what on @s, which has a hand-over record: where it may run, how to end it. */
+int pf_slice_held_fail(const struct pf_slice *s, const char *what, struct pf_err *e);
+/* Keep @s's VF and VRAM but run nothing of it (a held hand-over): no engine time, no
+ * mailbox request taken, migration state STOPPED. */
+void pf_slice_hold(struct pf_daemon *d, struct pf_slice *s);
+/* Run a held @s again (its record dropped); a guest that left meanwhile lets go of its RM
+ * state now. */
+void pf_slice_unhold(struct pf_daemon *d, struct pf_slice *s);
 /* FLR of a running slice's VF, at once (the announcement is reset.c's). */
 int pf_vf_reset(struct pf_daemon *d, struct pf_slice *s);
 /* Drop the daemon's view of a running slice without touching its persistent objects. */
@@ -386,6 +401,10 @@ void pf_endpoint_admit(struct pf_daemon *d, struct pf_slice *s, int c, uid_t uid
 		       int pidfd);
 /* Whether a guest is attached. */
 bool pf_endpoint_attached(const struct pf_slice *s);
+/* The guest whose RM state and queued requests were kept (it was migrating out, or its
+ * slice held) is gone: drop its requests and free its RM state. Nothing while a guest is
+ * attached; the mailbox must not be held. */
+void pf_endpoint_guest_left(struct pf_daemon *d, struct pf_slice *s);
 /* poll() set contribution and dispatch: at most PF_EP_MAX_POLLFDS entries per slice
  * (two listening sockets, interrupt, guest, SVA connection, the bound process's pidfd,
  * the vectors but the kick one). */

@@ -101,8 +101,11 @@ json_object *pf_slice_json(const struct pf_daemon *d, const struct pf_slice *s)
 	char path[PF_PATH_MAX + 16];
 
 	json_object_object_add(o, "parent", json_object_new_string(d->cfg.pf_id));
-	json_object_object_add(o, "state", json_object_new_string(s->vf ? "running" :
-				s->migrated_to[0] ? "migrated-out (unconfirmed)" : "defined"));
+	json_object_object_add(o, "state", json_object_new_string(
+				s->migrated_to[0] ? "migrated-out (unconfirmed)" :
+				s->vf ? "running" : "defined"));
+	if (s->migrated_to[0])
+		json_object_object_add(o, "held", json_object_new_boolean(s->vf));
 	if (s->transient)
 		json_object_object_add(o, "transient", json_object_new_boolean(true));
 	json_object_object_add(o, "vf", json_object_new_int((int)s->vf));
@@ -300,6 +303,37 @@ static int owner_check(const struct pf_slice *s, json_object *args, struct pf_er
 	return 0;
 }
 
+int pf_slice_held_fail(const struct pf_slice *s, const char *what, struct pf_err *e)
+{
+	char held[64] = "";
+
+	if (s->vf)
+		snprintf(held, sizeof(held), "held here with its VRAM on VF %u, nothing of it runs; ",
+			 s->vf);
+	return cmn_fail(&e->f, -EBUSY, "%s: slice %s migrated out to %s (unconfirmed) and may run "
+			"there; %s`vgpuctl reclaim -u %s` runs it here, `vgpuctl undefine -u %s` "
+			"drops it", what, s->uuid, s->migrated_to, held, s->uuid, s->uuid);
+}
+
+/* An undefine of a held slice lets go of its VF and VRAM first: the journal without it,
+ * then the scrub (a crash in between leaves it defined, marked and stopped). */
+static int held_drop(struct pf_daemon *d, struct pf_slice *s, struct pf_err *e)
+{
+	unsigned int vf = s->vf;
+	int r;
+
+	if (!vf)
+		return 0;
+	r = pf_state_save_journal_without(d, s);
+	if (r)
+		return cmn_fail(&e->f, r, "slice %s: cannot write the journal: %s", s->uuid,
+				cmn_strerror(r));
+	pf_slice_stop(d, s);
+	cmn_log_vf(VGPU_LOG_INFO, vf, s->uuid, "slice %s: held copy dropped (VF %u released)",
+		   s->uuid, vf);
+	return 0;
+}
+
 int pf_slice_undefine(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
 		      struct pf_err *e)
 {
@@ -314,11 +348,16 @@ int pf_slice_undefine(struct pf_daemon *d, json_object *args, bool dry, json_obj
 	if (s->transient)
 		return cmn_fail(&e->f, -EBUSY, "slice %s is transient (running on VF %u, no "
 			       "definition): stop removes it", s->uuid, s->vf);
-	if (s->vf)
+	if (s->vf && !pf_slice_held(s))
 		return cmn_fail(&e->f, -EBUSY, "slice %s is running on VF %u; stop it first", s->uuid, s->vf);
 	add_result(ret, s, dry ? "would undefine" : "undefined", dry);
+	if (s->vf)
+		pf_json_add_u64(ret, "releases_vram_bytes", s->prov.vram);
 	if (dry)
 		return 0;
+	r = held_drop(d, s, e);
+	if (r)
+		return r;
 	r = pf_state_remove_slice(d, s);
 	if (r && r != -ENOENT)
 		return cmn_fail(&e->f, r, "slice %s: cannot remove its definition: %s", s->uuid,
@@ -552,9 +591,7 @@ int pf_slice_start(struct pf_daemon *d, struct pf_slice *s, struct pf_err *e)
 	int r;
 
 	if (s->migrated_to[0])
-		return cmn_fail(&e->f, -EBUSY, "slice %s migrated out to %s (unconfirmed): it may run "
-			       "there; `vgpuctl reclaim -u %s` to run it here, `vgpuctl undefine -u %s` "
-			       "to drop it", s->uuid, s->migrated_to, s->uuid, s->uuid);
+		return pf_slice_held_fail(s, "start-slice", e);
 	if (!vf)
 		return cmn_fail(&e->f, -ENOSPC, "slice %s: no free VF: %u of %u enabled VFs in use%s",
 			       s->uuid, d->num_vfs, d->num_vfs, d->num_vfs ? "" : " (set-vfs first)");
@@ -778,6 +815,30 @@ void pf_slice_stop(struct pf_daemon *d, struct pf_slice *s)
 	d->vfs[vf] = NULL;
 	s->vf = 0;
 	s->base = 0;
+	/* A held or migrated slice starts again as any other: mailbox served, RUNNING. */
+	s->mbox_held = false;
+	mig_sm_reset(&s->mig);
+}
+
+void pf_slice_hold(struct pf_daemon *d, struct pf_slice *s)
+{
+	if (pf_rm_fn_sched_set(d, s->vf, false, 0, 0, 0))
+		cmn_warn("VF %u: its engine time cannot be taken away", s->vf);
+	pf_svc_pause(s);
+	s->mbox_held = true;
+	pf_svc_resume(s);
+	mig_sm_set(&s->mig, MIG_S_STOPPED, NULL);
+}
+
+void pf_slice_unhold(struct pf_daemon *d, struct pf_slice *s)
+{
+	mig_sm_set(&s->mig, MIG_S_RUNNING, NULL);
+	pf_svc_pause(s);
+	s->mbox_held = false;
+	pf_svc_resume(s);
+	/* What a guest that left meanwhile asked and made waited for it (pf_live_keep_guest()). */
+	pf_endpoint_guest_left(d, s);
+	sched_apply(d, s);
 }
 
 void pf_slice_detach(struct pf_daemon *d, struct pf_slice *s)

@@ -947,9 +947,10 @@ static void drop_transient(struct pf_daemon *d, struct jent *je)
 }
 
 /* A live migration's source died after its hand-over record: the destination may have
- * committed and run the slice, so it does not run here. It stays defined and stopped with
- * the record in its definition file (a transient one gets a file now) until an admin
- * reclaims or undefines it; its VRAM object goes with the other strays. */
+ * committed and run the slice, so it does not run here. It is held (its VF and VRAM kept,
+ * nothing of it run) with the record in its definition file (a transient one gets a file
+ * now) until an admin reclaims or undefines it; one whose VRAM object is gone stays
+ * defined and stopped. */
 static void handed_over(struct pf_daemon *d, struct jent *je)
 {
 	struct pf_slice *s = je->s;
@@ -958,8 +959,9 @@ static void handed_over(struct pf_daemon *d, struct jent *je)
 	if (pf_state_save_slice(d, s))
 		cmn_warn("state: slice %s: its definition file cannot be written", s->uuid);
 	cmn_warn("state: slice %s: migrated out to %s (unconfirmed): not run here; it may run "
-		 "there. `vgpuctl reclaim -u %s` runs it here again, `vgpuctl undefine -u %s` "
-		 "drops it", s->uuid, s->migrated_to, s->uuid, s->uuid);
+		 "there. %s; `vgpuctl reclaim -u %s` runs it here again, `vgpuctl undefine -u %s` "
+		 "drops it", s->uuid, s->migrated_to, s->vf ? "Held with its VRAM" :
+		 "Stopped, its VRAM gone", s->uuid, s->uuid);
 }
 
 /* First pass over the checked entries: memory and the device only, so that a failure
@@ -975,7 +977,7 @@ static int apply_entry(struct pf_daemon *d, struct jent *je)
 	}
 	if (!je->s->transient)
 		adopt_def(je);
-	if (je->s->migrated_to[0] || je->gone)
+	if (je->gone)
 		return 0;
 	je->s->prov = je->q;
 	/* The allocations are checked but not re-created: the RM objects that owned them
@@ -988,6 +990,8 @@ static int apply_entry(struct pf_daemon *d, struct jent *je)
 		/* The journal's count, not the header's: the guest can write the header. */
 		je->s->resets = je->resets;
 		je->s->hdr->reset_count = (uint32_t)je->resets;
+		if (je->s->migrated_to[0])
+			pf_slice_hold(d, je->s);
 	}
 	json_object_put(e.data);
 	return ret;

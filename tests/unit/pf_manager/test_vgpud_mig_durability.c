@@ -3,7 +3,7 @@
  * killed during pre-copy after another slice's journal write comes back without the
  * incoming slice (the source still owns it); a load refused because an endpoint cannot open
  * leaves the adopted VRAM object as it was; a transient slice handed over by a source that
- * died, whose restart then crashed at any durability point, loads (stopped, migrated out). */
+ * died, whose restart then crashed at any durability point, loads (held, migrated out). */
 /* pf_test.h copies paths it made itself into sun_path; gcc cannot see their length. */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 #include "pf_test.h"
@@ -158,7 +158,8 @@ static void test_refused_load_keeps_vram(void **state)
 
 /* A (vgpud-test) sends transient U1 to B and ends at the hand-over record. A's restart
  * crashes at durability point @n: 0 if it did, 1 if it started (past its last point).
- * Either way a plain restart then loads A's state with U1 stopped, migrated out. */
+ * Either way a plain restart then loads A's state with U1 held (its VF and VRAM kept),
+ * migrated out. */
 static int handed_over_crash_at(unsigned int n)
 {
 	static char *wrap_ho[] = { "env", "VGPU_MIG_SRC_EXIT_AT=handover", NULL };
@@ -196,6 +197,8 @@ static int handed_over_crash_at(unsigned int n)
 	assert_int_equal(t_daemon_start_argv(a, daemon_args), 0);
 	assert_int_equal(T_CTL(a, "list", "-u", U1), 0);
 	assert_non_null(strstr(t_out.out, "migrated-out"));
+	assert_int_equal(T_CTL(a, "--json", "list", "-u", U1), 0);
+	assert_non_null(strstr(t_out.out, "\"held\": true"));
 	t_daemon_free(a);
 	t_daemon_free(b);
 	return ret;

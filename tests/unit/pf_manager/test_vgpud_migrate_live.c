@@ -775,18 +775,25 @@ static void exited_at_point(struct tdaemon *d)
 	d->wrap = NULL;
 }
 
-/* A holds U1 defined and stopped, marked migrated-out, and refuses to start it. */
-static void marked_here(struct fixture *f)
+/* A holds U1 after an unconfirmed hand-over: VF 1 and its VRAM kept, nothing of it run,
+ * every verb but those that end the hold refused, naming the way out. */
+static void held_here(struct fixture *f)
 {
 	assert_int_equal(T_CTL(f->a, "list", "-u", U1), 0);
 	assert_non_null(strstr(t_out.out, "migrated-out (unconfirmed)"));
 	assert_null(strstr(t_out.out, "running"));
 	assert_int_equal(T_CTL(f->a, "--json", "list", "-u", U1), 0);
-	assert_non_null(strstr(t_out.out, "\"vf\": 0"));
+	assert_non_null(strstr(t_out.out, "\"vf\": 1"));
+	assert_non_null(strstr(t_out.out, "\"held\": true"));
 	assert_non_null(strstr(t_out.out, f->sock));
 	assert_int_equal(T_CTL(f->a, "start", "-u", U1), 4);
 	assert_non_null(strstr(t_out.err, "migrated out"));
+	assert_non_null(strstr(t_out.err, "held here with its VRAM on VF 1"));
 	assert_non_null(strstr(t_out.err, "vgpuctl reclaim"));
+	assert_int_equal(T_CTL(f->a, "modify", "-u", U1, "--channels", "8"), 4);
+	assert_int_equal(T_CTL(f->a, "reset", "-u", U1), 4);
+	assert_int_equal(T_CTL(f->a, "migrate", "-u", U1, "--to", f->sock), 4);
+	assert_non_null(strstr(t_out.err, "migrate-outgoing: slice " U1 " migrated out"));
 }
 
 /* A killed (-9) and started again: the mark is in its state, not only in its memory. */
@@ -797,19 +804,21 @@ static void restart_a(struct fixture *f)
 }
 
 /* A ended itself at its hand-over point; started again (without the point), and once
- * more, it holds U1 marked. */
-static void source_marked(struct fixture *f)
+ * more, it holds U1 with @im's bytes. */
+static void source_held(struct fixture *f, const struct image *im)
 {
 	unlisten(&f->ea);
 	exited_at_point(f->a);
 	assert_int_equal(t_daemon_start_argv(f->a, daemon_args), 0);
-	marked_here(f);
+	held_here(f);
+	image_on(f->a, im);
 	restart_a(f);
-	marked_here(f);
+	held_here(f);
+	image_on(f->a, im);
 }
 
 /* Killed after B committed, before A stopped and undefined the slice: A's record keeps it
- * from running U1 again, B runs it; undefine drops A's copy. */
+ * from running U1 again, B runs it; undefine drops A's copy and lets go of VF 1. */
 static void test_live_source_exits_committed(void **state)
 {
 	struct fixture *f = *state;
@@ -820,27 +829,35 @@ static void test_live_source_exits_committed(void **state)
 	listen_b(f);
 	migrate_no_wait(f);
 	json_object_put(t_wait_migration(f->eb, "completed"));
-	source_marked(f);
+	source_held(f, &im);
 	runs_u1(f->b);
 	image_on(f->b, &im);
 	image_free(&im);
 	/* Reclaim is for the other outcome; here the admin drops A's copy. */
+	assert_int_equal(T_CTL(f->a, "undefine", "-u", U1, "--dry-run"), 0);
+	assert_int_equal(T_CTL(f->a, "list", "-u", U1), 0);
+	assert_non_null(strstr(t_out.out, "migrated-out"));
 	assert_int_equal(T_CTL(f->a, "undefine", "-u", U1), 0);
 	assert_int_equal(T_CTL(f->a, "list", "-u", U1), EXIT_NOTFOUND);
 	assert_int_equal(T_CTL(f->a, "reclaim", "-u", U1), EXIT_NOTFOUND);
+	t_define_start(f->a, "vgpu-512M", U2);
+	assert_int_equal(T_CTL(f->a, "--json", "list", "-u", U2), 0);
+	assert_non_null(strstr(t_out.out, "\"vf\": 1"));
 }
 
 /* Killed with the record durable but the final END not sent: B never commits, A does not
- * run the slice by itself either; reclaim makes it an ordinary stopped slice that starts. */
+ * run the slice by itself either; reclaim runs it on with every byte. */
 static void test_live_source_exits_handover(void **state)
 {
 	struct fixture *f = *state;
+	struct image im;
 
 	fill_source(f);
+	image_of(f->a, &im);
 	listen_b(f);
 	migrate_no_wait(f);
 	json_object_put(t_wait_migration(f->eb, "failed"));
-	source_marked(f);
+	source_held(f, &im);
 	assert_int_equal(T_CTL(f->b, "list", "-u", U1), EXIT_NOTFOUND);
 	assert_int_equal(T_CTL(f->a, "reclaim", "-u", U1, "--dry-run"), 0);
 	assert_int_equal(T_CTL(f->a, "list", "-u", U1), 0);
@@ -848,16 +865,19 @@ static void test_live_source_exits_handover(void **state)
 	assert_int_equal(T_CTL(f->a, "reclaim", "-u", U1), 0);
 	assert_int_equal(T_CTL(f->a, "reclaim", "-u", U1), 2);	/* no record any more */
 	assert_non_null(strstr(t_out.err, "no hand-over record"));
-	assert_int_equal(T_CTL(f->a, "start", "-u", U1), 0);
 	runs_u1(f->a);
-	/* Reclaimed for good: a restart keeps it unmarked. */
+	image_on(f->a, &im);
+	/* Reclaimed for good: a restart keeps it running, unmarked, every byte kept. */
 	restart(f->a);
 	runs_u1(f->a);
+	assert_null(strstr(t_out.out, "migrated-out"));
+	image_on(f->a, &im);
+	image_free(&im);
 }
 
 /* The destination commits and dies before its ack: the source saw END go out and no
- * answer, so it stops the slice and keeps the record instead of resuming it; the
- * destination, restarted, runs the slice it committed, with every byte. */
+ * answer, so it holds the slice (its VRAM kept) and its record instead of resuming it;
+ * the destination, restarted, runs the slice it committed, with every byte. */
 static void test_live_dest_exits_committed(void **state)
 {
 	struct fixture *f = *state;
@@ -869,14 +889,67 @@ static void test_live_dest_exits_committed(void **state)
 	json_object_put(ev);
 	unlisten(&f->eb);
 	exited_at_point(f->b);
-	marked_here(f);
+	held_here(f);
+	image_on(f->a, &im);
 	restart_a(f);
-	marked_here(f);
+	held_here(f);
+	image_on(f->a, &im);
 	assert_int_equal(t_daemon_start_argv(f->b, daemon_args), 0);
 	runs_u1(f->b);
 	image_on(f->b, &im);
 	image_free(&im);
 	assert_int_equal(T_CTL(f->a, "undefine", "-u", U1), 0);
+}
+
+/* Held (the destination died at its commit), A refuses a guest; reclaimed, it runs U1 on
+ * with every byte, a guest works on it (mailbox served, engines run) and it may migrate
+ * again. Stopped instead, it drops its VRAM and keeps its record: reclaim then leaves it
+ * defined, to start. */
+static void held_then(void **state, bool stop)
+{
+	struct fixture *f = *state;
+	char ep[200];
+	struct vgpu_vf_opts o = { .socket = ep, .quiet = true };
+	struct vgpu_vf *vf;
+	struct tvf g = { 0 };
+	struct image im;
+	json_object *ev;
+
+	ev = migrate_fails(f, &im);
+	json_object_put(ev);
+	unlisten(&f->eb);
+	exited_at_point(f->b);
+	held_here(f);
+	snprintf(ep, sizeof(ep), "%s/vf1.master.sock", f->a->run);
+	assert_int_not_equal(vgpu_vf_open(&o, &vf), 0);
+	if (stop) {
+		assert_int_equal(T_CTL(f->a, "stop", "-u", U1), 0);
+		assert_int_equal(T_CTL(f->a, "--json", "list", "-u", U1), 0);
+		assert_non_null(strstr(t_out.out, "\"held\": false"));
+		assert_int_equal(T_CTL(f->a, "reclaim", "-u", U1), 0);
+		assert_int_equal(T_CTL(f->a, "list", "-u", U1), 0);
+		assert_null(strstr(t_out.out, "running"));
+		assert_int_equal(T_CTL(f->a, "start", "-u", U1), 0);
+	} else {
+		assert_int_equal(T_CTL(f->a, "reclaim", "-u", U1), 0);
+		image_on(f->a, &im);
+	}
+	image_free(&im);
+	runs_u1(f->a);
+	guest_up(f, &g);
+	t_vf_fill(&g, 0, 0, 0x5a5a5a5a);
+	t_vf_down(&g);
+	assert_int_equal(T_CTL(f->a, "--dry-run", "migrate", "-u", U1, "--to", f->sock), 0);
+}
+
+static void test_live_held_reclaimed(void **state)
+{
+	held_then(state, false);
+}
+
+static void test_live_held_stopped(void **state)
+{
+	held_then(state, true);
 }
 
 /* Pairs whose source (or destination) sees the state directory's fsync fail at the
@@ -923,9 +996,9 @@ static void test_live_commit_write_fails(void **state)
 
 /* ... and A cannot write the drop of its hand-over record either: U1 runs on there (B did
  * not commit), A's journal still holds the record and A takes no change until restarted.
- * Killed (-9), A comes back holding U1 stopped and marked (its VRAM gone, as after any
- * held hand-over), which reclaim ends; stopped (@clean), it writes its journal first and
- * comes back running U1 unmarked, every byte kept. */
+ * Killed (-9), A comes back holding U1 marked (its VRAM kept), which reclaim ends;
+ * stopped (@clean), it writes its journal first and comes back running U1 unmarked. Every
+ * byte is kept either way. */
 static void unmark_write_fails(void **state, bool clean)
 {
 	struct fixture *f = *state;
@@ -947,13 +1020,11 @@ static void unmark_write_fails(void **state, bool clean)
 		assert_null(strstr(t_out.out, "migrated-out"));
 	} else {
 		restart(f->a);
-		marked_here(f);
+		held_here(f);
 		assert_int_equal(T_CTL(f->a, "reclaim", "-u", U1), 0);
-		assert_int_equal(T_CTL(f->a, "start", "-u", U1), 0);
 		runs_u1(f->a);
 	}
-	if (clean)
-		image_on(f->a, &im);
+	image_on(f->a, &im);
 	image_free(&im);
 }
 
@@ -997,7 +1068,7 @@ static void test_live_handover_not_durable(void **state)
 }
 
 /* B commits, but its journal's directory fails to sync: U1 runs there and may vanish in a
- * crash, so B does not answer, and A (END sent, no answer) holds U1 stopped with its
+ * crash, so B does not answer, and A (END sent, no answer) holds U1 with its VRAM and its
  * record, as when B dies before its answer. B takes no change until restarted; then it
  * runs U1 with every byte, and the admin drops A's copy. */
 static void test_live_commit_not_durable(void **state)
@@ -1010,7 +1081,8 @@ static void test_live_commit_not_durable(void **state)
 	assert_non_null(strstr(jget(ev, "error"), "may have committed"));
 	json_object_put(ev);
 	json_object_put(t_wait_migration(f->eb, "completed"));
-	marked_here(f);
+	held_here(f);
+	image_on(f->a, &im);
 	runs_u1(f->b);
 	image_on(f->b, &im);
 	read_only(f->b, "syncing the state directory");
@@ -1055,6 +1127,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_live_unmark_write_fails_clean,
 						setup_both_write_fail, teardown),
 		cmocka_unit_test_setup_teardown(test_live_dest_exits_committed,
+						setup_dst_exit_committed, teardown),
+		cmocka_unit_test_setup_teardown(test_live_held_reclaimed,
+						setup_dst_exit_committed, teardown),
+		cmocka_unit_test_setup_teardown(test_live_held_stopped,
 						setup_dst_exit_committed, teardown),
 	};
 
