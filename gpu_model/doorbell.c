@@ -173,7 +173,8 @@ static atomic_uint_fast64_t *db_judge_locked(struct gpu *g, struct gpu_engine *s
 	if (rl >= g->nr_engines || chid >= GPU_FN_MAX_CHANNELS)
 		return &f->dbc.invalid;
 	pc = &f->cfg.chans[chid];
-	if (!(pc->flags & GPU_CHAN_ALLOCATED) || pc->runlist != rl)
+	if (!(pc->flags & GPU_CHAN_ALLOCATED) || pc->runlist != rl ||
+	    gpu_chan_fenced(f, chid, pc->gen))
 		return &f->dbc.invalid;
 	if (!(pc->flags & GPU_CHAN_ENABLED))
 		return &f->dbc.disabled;

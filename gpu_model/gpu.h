@@ -279,7 +279,7 @@ void gpu_doorbell_ring(struct gpu *g, unsigned int fn, uint32_t token);
 struct gpu_db_stats {
 	uint64_t rung;		/* tokens consumed */
 	uint64_t accepted;	/* tokens that named a usable channel */
-	uint64_t invalid;	/* bad runlist or chid, free channel, or another runlist */
+	uint64_t invalid;	/* bad runlist or chid, free or fenced channel, another runlist */
 	uint64_t disabled;	/* channel allocated but disabled */
 	uint64_t non_resident;	/* accepted while not resident: left pending */
 	uint64_t spurious;	/* GP_PUT unchanged */
@@ -335,6 +335,13 @@ int gpu_mmu_translate(struct gpu *g, unsigned int fn, uint64_t pdb, uint64_t va,
  * their memory may be reused. A freed channel's turn stops at its next method or chunk,
  * whatever is left of its slice. 0, -EINVAL (bad ids) or -ETIMEDOUT after @timeout_ns. */
 int gpu_chan_quiesce(struct gpu *g, unsigned int fn, unsigned int chid, uint64_t timeout_ns);
+/* Fence off @fn's channel @chid as the privileged region has it (its gen, allocated or
+ * freed), for the owner when the GSP failed to free a channel it may still hold: no engine
+ * picks that allocation again, its doorbells count as invalid and a turn of it in progress
+ * stops at its next method or chunk (wait for that with gpu_chan_quiesce()). A restore of it
+ * (GPU_CHAN_RESTORE, same gen) stays fenced; the next allocation of the id, made once the
+ * GSP freed it (a device reset's wipe, a VF reset that went through), is not. 0 or -EINVAL. */
+int gpu_chan_fence(struct gpu *g, unsigned int fn, unsigned int chid);
 /* Wait until no engine executes any channel of @fn, whose scheduler entry the caller
  * disabled (gpu_priv_sched_fn_set()): an engine gives up a disabled function's slice at its
  * next pick, so afterwards none runs it until it is enabled again, and what its engines

@@ -168,6 +168,9 @@ struct gpu_fn {
 	uint64_t cfg_seq;
 	struct gpu_chan chans[GPU_FN_MAX_CHANNELS];
 	atomic_uint_fast64_t pending;	/* doorbell pending bitmap of chids */
+	/* Per channel id the allocation (gen) the owner fenced off, 0: none (gpu_chan_fence();
+	 * written under g->lock, read by turns without it). */
+	_Atomic uint64_t fence_gen[GPU_FN_MAX_CHANNELS];
 	_Atomic uint64_t linger_waits;	/* chan_linger() waits begun on its channels */
 	/* doorbell */
 	struct vgpu_doorbell_page *db;
@@ -250,6 +253,7 @@ struct gpu {
 	const struct gpu_priv_shared *priv;
 	struct gpu_priv *priv_writer;
 	atomic_uint_fast64_t priv_gen_seen;	/* written under g->lock */
+	atomic_uint_fast64_t fences;	/* bumped by every gpu_chan_fence(): turns look again */
 	uint64_t sched_policy, sched_quantum, sched_period;	/* g->lock */
 	/* doorbell pages */
 	int db_fd;
@@ -273,6 +277,7 @@ struct gpu_ctx {
 	unsigned int chid;
 	uint64_t part_base, part_size;
 	uint64_t priv_gen;		/* privileged generation the turn last checked against */
+	uint64_t fences;		/* g->fences then */
 	bool gone;			/* the channel's allocation or partition changed: stop */
 	uint64_t cost;			/* work units of this turn so far (GPU_COST_METHOD) */
 	uint64_t linger_ns;		/* of the turn, spent waiting for more (chan_linger()) */
@@ -365,6 +370,13 @@ static inline bool gpu_chan_same_geometry(const struct gpu_priv_chan *a,
 }
 void gpu_chan_adopt(struct gpu *g, struct gpu_fn *f, struct gpu_chan *c,
 		    const struct gpu_priv_chan *pc);
+/* Is allocation @gen of @f's channel @chid fenced off (gpu_chan_fence())? A fenced channel
+ * is never picked, its doorbells are invalid and a turn of it stops; the next allocation of
+ * the id (the next gen) is not fenced. */
+static inline bool gpu_chan_fenced(struct gpu_fn *f, unsigned int chid, uint64_t gen)
+{
+	return gen && atomic_load_explicit(&f->fence_gen[chid], memory_order_acquire) == gen;
+}
 void gpu_chan_set_error(struct gpu *g, struct gpu_fn *f, struct gpu_chan *c,
 			uint64_t part_base, uint64_t part_size, enum vgpu_chan_error err,
 			uint32_t method);

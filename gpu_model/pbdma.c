@@ -159,20 +159,26 @@ static enum mres ctx_fault(struct gpu_ctx *ctx, uint32_t method)
 }
 
 /* Has the turn's channel lost its allocation (freed by the GSP: its own free, a VF reset,
- * a device reset's wipe; or allocated anew) or its function's partition changed since the
- * turn began? Such a turn stops at its next method or chunk, with its progress kept (a
- * restore continues it): what it wrote from then on would land in memory the guest reuses,
- * in a slice being scrubbed or, once the range is handed on, in another function's VRAM.
- * gpu_chan_quiesce() waits for it to stop, however long the slice. One load while nothing
- * changed; the record's words only when the privileged generation moved. Entries the turn
- * put in its engine's TLB from an old partition go too: the invalidation the change queued
- * (sync_fn_locked()) may have run before them. */
+ * a device reset's wipe; or allocated anew), been fenced off by the owner (gpu_chan_fence())
+ * or its function's partition changed since the turn began? Such a turn stops at its next
+ * method or chunk, with its progress kept (a restore continues it): what it wrote from then
+ * on would land in memory the guest reuses, in a slice being scrubbed or, once the range is
+ * handed on, in another function's VRAM. gpu_chan_quiesce() waits for it to stop, however
+ * long the slice. Two loads while nothing changed; the record's words only when the
+ * privileged generation moved. Entries the turn put in its engine's TLB from an old
+ * partition go too: the invalidation the change queued (sync_fn_locked()) may have run
+ * before them. */
 static bool chan_gone(struct gpu_ctx *ctx)
 {
 	uint64_t gen = __atomic_load_n(&ctx->g->priv->gen, __ATOMIC_ACQUIRE);
+	uint64_t fences = atomic_load_explicit(&ctx->g->fences, memory_order_acquire);
 	struct gpu_priv_turn r;
 
-	if (ctx->gone || gen == ctx->priv_gen)
+	if (ctx->gone || (gen == ctx->priv_gen && fences == ctx->fences))
+		return ctx->gone;
+	ctx->fences = fences;
+	ctx->gone = gpu_chan_fenced(ctx->f, ctx->chid, ctx->c->cfg_gen);
+	if (gen == ctx->priv_gen)
 		return ctx->gone;
 	ctx->priv_gen = gen;
 	gpu_priv_snapshot_turn(ctx->g->priv, ctx->f->id, ctx->chid, &r);

@@ -67,7 +67,7 @@ static bool chan_runnable_locked(struct gpu_engine *e, struct gpu_fn *f, unsigne
 
 	cmn_mutex_assert_held(&e->g->lock);
 	if (!(f->cfg.runlist[e->id] & VGPU_BIT(chid)) || !(pc->flags & GPU_CHAN_ENABLED) ||
-	    pc->runlist != e->id || c->running)
+	    pc->runlist != e->id || c->running || gpu_chan_fenced(f, chid, pc->gen))
 		return false;
 	/* A new allocation, or a restore whose adoption waited for the engine to let go. */
 	if (c->cfg_gen != pc->gen || atomic_load(&c->state) == GPU_CHAN_STATE_FREE)
@@ -106,9 +106,14 @@ static struct gpu_chan *fn_pick_chan_locked(struct gpu_engine *e, struct gpu_fn 
 static bool fn_has_chans_locked(struct gpu_engine *e, struct gpu_fn *f)
 {
 	cmn_mutex_assert_held(&e->g->lock);
-	for (unsigned int c = 0; c < GPU_FN_MAX_CHANNELS; c++)
-		if ((f->cfg.chans[c].flags & GPU_CHAN_ALLOCATED) && f->cfg.chans[c].runlist == e->id)
+	for (unsigned int c = 0; c < GPU_FN_MAX_CHANNELS; c++) {
+		const struct gpu_priv_chan *pc = &f->cfg.chans[c];
+
+		/* A fenced channel is not the function's to run: it reserves no slice. */
+		if ((pc->flags & GPU_CHAN_ALLOCATED) && pc->runlist == e->id &&
+		    !gpu_chan_fenced(f, c, pc->gen))
 			return true;
+	}
 	return false;
 }
 
@@ -424,7 +429,8 @@ static void scan_locked(struct gpu_engine *e)
 			/* Any state that would run it when pending: a BUSY channel whose turn ended
 			 * at the batch limit needs the scan as much as an IDLE one. */
 			if (!(rl & VGPU_BIT(chid)) || c->running || c->cfg_gen != f->cfg.chans[chid].gen ||
-			    !(f->cfg.chans[chid].flags & GPU_CHAN_ENABLED) || st == GPU_CHAN_STATE_ERROR ||
+			    !(f->cfg.chans[chid].flags & GPU_CHAN_ENABLED) ||
+			    gpu_chan_fenced(f, chid, c->cfg_gen) || st == GPU_CHAN_STATE_ERROR ||
 			    st == GPU_CHAN_STATE_FAULTED || st == GPU_CHAN_STATE_FREE ||
 			    (atomic_load(&f->pending) & VGPU_BIT(chid)))
 				continue;
@@ -561,6 +567,8 @@ static void engine_run_locked(struct gpu_engine *e, struct gpu_chan *c, uint64_t
 		.part_base = f->cfg.part_base, .part_size = f->cfg.part_size,
 		/* f->cfg is at least as new as this generation: gpu_priv_sync_locked() */
 		.priv_gen = atomic_load_explicit(&g->priv_gen_seen, memory_order_relaxed),
+		/* and the pick saw every fence up to this count (both under g->lock) */
+		.fences = atomic_load_explicit(&g->fences, memory_order_relaxed),
 	};
 	uint64_t stolen0 = e->stolen, stolen, ran;
 	enum gpu_run_result r;
@@ -617,9 +625,14 @@ static uint64_t idle_deadline_locked(struct gpu_engine *e, uint64_t now)
 		struct gpu_fn *f = &g->fns[fn];
 		uint64_t rl = f->cfg.runlist[e->id];
 
-		for (unsigned int chid = 0; rl && chid < GPU_FN_MAX_CHANNELS; chid++)
-			if ((rl & VGPU_BIT(chid)) && !f->chans[chid].running && f->chans[chid].acq_waiting)
-				d = cmn_min(d, cmn_max(f->chans[chid].retry_at, now));
+		/* A fenced channel's wait is never retried: it would wake the engine in vain. */
+		for (unsigned int chid = 0; rl && chid < GPU_FN_MAX_CHANNELS; chid++) {
+			const struct gpu_chan *c = &f->chans[chid];
+
+			if ((rl & VGPU_BIT(chid)) && !c->running && c->acq_waiting &&
+			    !gpu_chan_fenced(f, chid, c->cfg_gen))
+				d = cmn_min(d, cmn_max(c->retry_at, now));
+		}
 	}
 	return d;
 }
@@ -830,6 +843,23 @@ int gpu_chan_quiesce(struct gpu *g, unsigned int fn, unsigned int chid, uint64_t
 	if (fn >= g->nr_fns || chid >= GPU_FN_MAX_CHANNELS)
 		return -EINVAL;
 	return quiesce_wait(g, fn, (int)chid, timeout_ns);
+}
+
+int gpu_chan_fence(struct gpu *g, unsigned int fn, unsigned int chid)
+{
+	struct gpu_fn *f;
+
+	if (fn >= g->nr_fns || chid >= GPU_FN_MAX_CHANNELS)
+		return -EINVAL;
+	f = &g->fns[fn];
+	cmn_mutex_lock(&g->lock);
+	/* The record as the GSP left it: a freed one keeps its gen, which a restore takes. */
+	gpu_priv_sync_locked(g);
+	atomic_store_explicit(&f->fence_gen[chid], f->cfg.chans[chid].gen, memory_order_release);
+	/* After the gen: a turn that sees the count sees the fence (chan_gone()). */
+	atomic_fetch_add_explicit(&g->fences, 1, memory_order_release);
+	cmn_mutex_unlock(&g->lock);
+	return 0;
 }
 
 int gpu_fn_quiesce(struct gpu *g, unsigned int fn, uint64_t timeout_ns)

@@ -104,6 +104,11 @@ struct rm_device_ops {
 	int (*vram_scrub)(void *ctx, uint64_t base, uint64_t size);
 	/* Wait until no engine runs @fn's channel @chid (disabled or freed by the GSP). */
 	int (*chan_quiesce)(void *ctx, unsigned int fn, uint32_t chid, uint64_t timeout_ns);
+	/* Fence off @fn's channel @chid, which the GSP failed to free and may still hold, as
+	 * the device has it at the call: no engine runs that allocation (a turn in progress
+	 * stops; wait with chan_quiesce) and its doorbells are ignored. The next allocation
+	 * of the id, made once the GSP freed it, is not fenced. */
+	int (*chan_fence)(void *ctx, unsigned int fn, uint32_t chid);
 	/* Stop @fn's quiesced channel @chid with error @err (enum vgpu_chan_error) as the
 	 * device does on its own errors; -EALREADY if it is in error already. */
 	int (*chan_error)(void *ctx, unsigned int fn, uint32_t chid, uint32_t err);
@@ -178,7 +183,9 @@ int rm_quota_set(struct rm *rm, unsigned int fn, const struct rm_quota *q);
 /* VF reset / guest gone: disable every client of @fn (no new calls), reset its channels
  * in the GSP, free its objects in bounded batches, scrub its VRAM. The partition stays. */
 int rm_vf_reset(struct rm *rm, unsigned int fn);
-/* Phase 1 alone: disable @fn's clients and revoke their channels and doorbells. */
+/* Phase 1 alone: disable @fn's clients and revoke their channels and doorbells. Should the
+ * GSP fail the reset, the channels it may still hold are fenced off in the device (the
+ * chan_fence op) and the GSP's error is returned. */
 int rm_vf_disable(struct rm *rm, unsigned int fn);
 /* Phase 2: free at most @budget objects of disabled clients; -EINPROGRESS if more remain. */
 int rm_vf_free_disabled(struct rm *rm, unsigned int fn, unsigned int budget);

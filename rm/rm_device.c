@@ -209,6 +209,24 @@ static void chans_quiesce(struct rm *rm, unsigned int fn, uint64_t chans, const 
 	}
 }
 
+/* Fence off @fn's channels in the bitmap @chans, which the GSP failed to free (@why's RPC
+ * failed) and may still hold, enabled and on their runlists, until a device reset wipes
+ * them or a later free or VF reset goes through; a reset's replay may even restore them
+ * from records read before they went. Their memory is reused meanwhile (by the guest, a
+ * scrub, the next tenant), so the device runs none of them again; the next allocation of
+ * an id, which the GSP makes only once it freed the old one, is not fenced. */
+static void chans_fence(struct rm *rm, unsigned int fn, uint64_t chans, const char *why)
+{
+	for (; chans; chans &= chans - 1) {
+		uint32_t chid = cmn_ctz(chans);
+		int ret = rm_op(rm, chan_fence, fn, chid);
+
+		if (ret)
+			cmn_warn("rm: fn %u channel %u not fenced after a failed %s: %s", fn, chid,
+				 why, cmn_strerror(ret));
+	}
+}
+
 void rm_chan_release(struct rm *rm, unsigned int fn, uint32_t chid)
 {
 	struct vgpu_rpc_chan ch = { .fn = fn, .chid = chid };
@@ -218,14 +236,16 @@ void rm_chan_release(struct rm *rm, unsigned int fn, uint32_t chid)
 	rm_dev_lock(rm);
 	live = rm->fns[fn].chans[chid].live;
 	rm_dev_unlock(rm);
-	/* Freeing drops it from its runlist in the hardware too. A failed RPC (the GSP is
-	 * being reset) is fine: the record goes, so the replay does not bring it back. The
-	 * free returns once no engine can touch the channel, so the guest may reuse its
-	 * memory at once. */
+	/* Freeing drops it from its runlist in the hardware too. After a failed RPC the
+	 * channel is fenced off (chans_fence()) and the record goes all the same. The free
+	 * returns once no engine can touch the channel, so the guest may reuse its memory at
+	 * once. */
 	if (live) {
 		ret = rpc(rm, fn, VGPU_RPC_FN_CHAN_FREE, &ch, sizeof(ch));
-		if (ret)
+		if (ret) {
 			cmn_warn("rm: fn %u channel %u free: %s", fn, chid, cmn_strerror(ret));
+			chans_fence(rm, fn, 1ull << chid, "free");
+		}
 		chans_quiesce(rm, fn, 1ull << chid, "free");
 	}
 	chan_unreserve(rm, fn, chid);
@@ -560,9 +580,11 @@ int rm_vf_disable(struct rm *rm, unsigned int fn)
 	if (fn)
 		memset(f->runlist, 0, sizeof(f->runlist));
 	rm_dev_unlock(rm);
+	if (ret)
+		chans_fence(rm, fn, live, "VF reset");
 	/* Not live any more, so freeing the objects does not quiesce them (rm_chan_release()):
 	 * the engines are waited for here, before the caller frees their memory and scrubs the
-	 * slice. Also when the RPC failed: a GSP being reset frees them in its wipe. */
+	 * slice. Fenced after a failed RPC, none of them runs again once stopped. */
 	chans_quiesce(rm, fn, live, "VF reset");
 	return ret;
 }
@@ -639,8 +661,8 @@ int rm_vf_reset(struct rm *rm, unsigned int fn)
 static bool ops_complete(const struct rm_device_ops *o)
 {
 	return o && o->info && o->priv_handover && o->slice_fd && o->vram_scrub &&
-	       o->chan_quiesce && o->chan_error && o->chan_submit && o->fault_replay &&
-	       o->dma_size && o->dma_map && o->dma_unmap;
+	       o->chan_quiesce && o->chan_fence && o->chan_error && o->chan_submit &&
+	       o->fault_replay && o->dma_size && o->dma_map && o->dma_unmap;
 }
 
 static int rm_cfg_fill(struct rm *rm, const struct rm_config *cfg)

@@ -46,6 +46,11 @@ static int hw_chan_quiesce(void *ctx, unsigned int fn, uint32_t chid, uint64_t t
 	return gpu_chan_quiesce(((struct rm_hw *)ctx)->gpu, fn, chid, timeout_ns);
 }
 
+static int hw_chan_fence(void *ctx, unsigned int fn, uint32_t chid)
+{
+	return gpu_chan_fence(((struct rm_hw *)ctx)->gpu, fn, chid);
+}
+
 static int hw_chan_error(void *ctx, unsigned int fn, uint32_t chid, uint32_t err)
 {
 	return gpu_chan_error(((struct rm_hw *)ctx)->gpu, fn, chid, (enum vgpu_chan_error)err);
@@ -120,6 +125,7 @@ const struct rm_device_ops rm_hw_ops = {
 	.slice_fd = hw_slice_fd,
 	.vram_scrub = hw_vram_scrub,
 	.chan_quiesce = hw_chan_quiesce,
+	.chan_fence = hw_chan_fence,
 	.chan_error = hw_chan_error,
 	.chan_gen = hw_chan_gen,
 	.chan_submit = hw_chan_submit,

@@ -2,8 +2,9 @@
 /* A channel freed in the middle of a method that would run far longer than the quiesce
  * timeout, in a slice longer still (what a VF reset meets): the turn stops at the free,
  * gpu_chan_quiesce() returns, and once the range is scrubbed nothing of the method lands
- * there. A partition moved to another range takes the function's cached translations with
- * it. Every wait is for an event (a semaphore the engine writes, GP_GET); the quiesce
+ * there; one fenced off instead (what a failed VF reset leaves) stops the same way and runs
+ * no more. A partition moved to another range takes the function's cached translations
+ * with it. Every wait is for an event (a semaphore the engine writes, GP_GET); the quiesce
  * timeout only guards a hang, and the slice outlasts it, so a turn that runs on fails it. */
 #include "gpu_test.h"
 
@@ -89,6 +90,82 @@ static void test_freed_mid_method(void **state)
 	tgpu_free(t);
 }
 
+/* Ring @c again and wait for the device to judge the token; whether it accepted it. */
+static bool kick_judged(struct tgpu *t, struct tchan *c)
+{
+	struct gpu_db_stats s = tgpu_db_stats(t, c->fn);
+
+	tchan_kick(t, c);
+	assert_int_equal(tgpu_wait_db(t, c->fn, TGPU_DB(rung), s.rung + 1), s.rung + 1);
+	return tgpu_db_stats(t, c->fn).accepted != s.accepted;
+}
+
+/* The owner fences off what a failed VF reset left in the GSP (gpu_chan_fence()): VF 1's
+ * channel in a FILL with minutes left, in a 100 s slice, and an idle one, both still
+ * allocated, enabled and resident. The FILL's turn stops (the quiesce returns) and its page
+ * stays clean while VF 2's work runs on the engine; the idle channel's doorbell is invalid,
+ * also after its allocation is restored (the same gen, as a device reset's replay from old
+ * records makes it). Freed and allocated anew (the next gen), it runs. */
+static void test_fenced(void **state)
+{
+	struct gpu_priv_sched_fn long_slice = { .enabled = 1, .quantum_ns = 100 * VGPU_NSEC_PER_SEC,
+						.preempt_timeout_ns = 100 * VGPU_NSEC_PER_SEC };
+	struct tgpu *t = tgpu_new(2, 1, 16);
+	uint64_t pa = tgpu_alloc(t, 1, VGPU_GMMU_PAGE_2M), len = alias_map(t, 1, pa);
+	uint64_t sem = tgpu_vmem(t, 1, 4096, VGPU_GMMU_PAGE_4K);
+	uint64_t dst2 = tgpu_vmem(t, 2, 4096, VGPU_GMMU_PAGE_4K), dl;
+	uint32_t *sems = tgpu_va(t, 1, sem, 8);
+	struct gpu_priv_chan cfg;
+	struct tchan a, c, b;
+
+	(void)state;
+	assert_int_equal(gpu_priv_sched_fn_set(t->p, 1, &long_slice), 0);
+	tchan_init(t, &a, 1, 0, 0, 16);
+	tchan_init(t, &c, 1, 1, 0, 16);
+	tchan_init(t, &b, 2, 0, 0, 16);
+	TM(&a, VGPU_M_SEM_RELEASE, lo32(sem), hi32(sem), 1, 0, 0);
+	TM(&a, VGPU_M_FILL, lo32(ALIAS_VA), hi32(ALIAS_VA), lo32(len), hi32(len), PATTERN);
+	tchan_gp(&a);
+	tchan_kick(t, &a);
+	dl = cmn_deadline_ns(T_TIMEOUT);
+	while (!__atomic_load_n(&sems[0], __ATOMIC_ACQUIRE) && !cmn_deadline_passed(dl))
+		cmn_sleep_ns(20 * VGPU_NSEC_PER_USEC);
+	assert_int_equal(__atomic_load_n(&sems[0], __ATOMIC_ACQUIRE), 1);
+
+	assert_int_equal(gpu_chan_fence(t->g, 1, 0), 0);
+	assert_int_equal(gpu_chan_fence(t->g, 1, 1), 0);
+	assert_int_equal(gpu_chan_fence(t->g, 1, GPU_FN_MAX_CHANNELS), -EINVAL);
+	assert_int_equal(gpu_chan_quiesce(t->g, 1, 0, T_TIMEOUT), 0);
+	memset(gpu_vram_ptr(t->g, t->slice + pa, VGPU_GMMU_PAGE_2M), 0, VGPU_GMMU_PAGE_2M);
+	TM(&b, VGPU_M_FILL, lo32(dst2), hi32(dst2), 4096, 0, 1);
+	tchan_gp(&b);
+	tchan_kick(t, &b);
+	assert_int_equal(tchan_wait(&b), 0);
+	assert_int_equal(dirty_pages(t, t->slice + pa, VGPU_GMMU_PAGE_2M), 0);
+
+	TM(&c, VGPU_M_SEM_RELEASE, lo32(sem + 4), hi32(sem + 4), 2, 0, 0);
+	tchan_gp(&c);
+	assert_false(kick_judged(t, &c));
+	cfg = gpu_priv_shared(t->p)->fns[1].chans[1];
+	cfg.flags = GPU_CHAN_RESTORE;
+	assert_int_equal(gpu_priv_chan_free(t->p, 1, 1), 0);
+	assert_int_equal(gpu_priv_chan_alloc(t->p, 1, 1, &cfg), 0);
+	assert_int_equal(gpu_priv_chan_enable(t->p, 1, 1, true), 0);
+	assert_int_equal(gpu_priv_runlist_set(t->p, 1, 0, VGPU_BIT(0) | VGPU_BIT(1)), 0);
+	assert_false(kick_judged(t, &c));
+	assert_int_equal(__atomic_load_n(&sems[1], __ATOMIC_ACQUIRE), 0);
+
+	cfg.flags = 0;
+	assert_int_equal(gpu_priv_chan_free(t->p, 1, 1), 0);
+	assert_int_equal(gpu_priv_chan_alloc(t->p, 1, 1, &cfg), 0);
+	assert_int_equal(gpu_priv_chan_enable(t->p, 1, 1, true), 0);
+	assert_int_equal(gpu_priv_runlist_set(t->p, 1, 0, VGPU_BIT(0) | VGPU_BIT(1)), 0);
+	assert_true(kick_judged(t, &c));
+	assert_int_equal(tchan_wait(&c), 0);
+	assert_int_equal(__atomic_load_n(&sems[1], __ATOMIC_ACQUIRE), 2);
+	tgpu_free(t);
+}
+
 /* Function 1's partition moves from its range to function 3's (cleared first), the
  * contents copied there but for one word. The next work reads and writes the new range
  * only: the translations its engine cached from the old one went with the move (without
@@ -138,6 +215,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_freed_mid_method),
 		cmocka_unit_test(test_partition_move_drops_tlb),
+		cmocka_unit_test(test_fenced),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

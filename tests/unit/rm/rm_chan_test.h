@@ -27,6 +27,18 @@ struct rm_t_guest {
 	uint8_t *host;			/* host view of it */
 };
 
+/* @g's page tables in its block: L0 at +0, L1 at +4K, L2 at +8K; one 2 MiB leaf, RM_T_VA ->
+ * the block itself. */
+static inline void rm_t_guest_tables(struct rm_t_guest *g)
+{
+	uint64_t *l0 = (uint64_t *)g->host, *l1 = (uint64_t *)(g->host + 0x1000);
+	uint64_t *l2 = (uint64_t *)(g->host + 0x2000);
+
+	l0[(RM_T_VA >> VGPU_GMMU_L0_SHIFT) & 511] = vgpu_gmmu_pde(g->pa + 0x1000);
+	l1[(RM_T_VA >> VGPU_GMMU_L1_SHIFT) & 511] = vgpu_gmmu_pde(g->pa + 0x2000);
+	l2[(RM_T_VA >> VGPU_GMMU_L2_SHIFT) & 511] = vgpu_gmmu_pte2m(g->pa, 0);
+}
+
 /* The guest of function @fn. The first @clear bytes of its block are zeroed (at least the
  * tables, 0x3000): the rest keeps whatever the block held before. */
 static inline void rm_t_guest_up(struct rm_fixture *f, struct rm_t_guest *g, unsigned int fn,
@@ -36,7 +48,6 @@ static inline void rm_t_guest_up(struct rm_fixture *f, struct rm_t_guest *g, uns
 					    .page_size = VGPU_GMMU_PAGE_2M,
 					    .flags = VGPU_RM_MEM_CONTIGUOUS };
 	struct vgpu_rm_vaspace_params vp;
-	uint64_t *l0, *l1, *l2;
 
 	memset(g, 0, sizeof(*g));
 	g->fn = fn;
@@ -47,13 +58,7 @@ static inline void rm_t_guest_up(struct rm_fixture *f, struct rm_t_guest *g, uns
 	g->host = gpu_fn_vram_ptr(f->gpu, fn, g->pa, VGPU_GMMU_PAGE_2M);
 	assert_non_null(g->host);
 	memset(g->host, 0, clear);
-	/* L0 at +0, L1 at +4K, L2 at +8K; one 2 MiB leaf: RM_T_VA -> the block itself. */
-	l0 = (uint64_t *)g->host;
-	l1 = (uint64_t *)(g->host + 0x1000);
-	l2 = (uint64_t *)(g->host + 0x2000);
-	l0[(RM_T_VA >> VGPU_GMMU_L0_SHIFT) & 511] = vgpu_gmmu_pde(g->pa + 0x1000);
-	l1[(RM_T_VA >> VGPU_GMMU_L1_SHIFT) & 511] = vgpu_gmmu_pde(g->pa + 0x2000);
-	l2[(RM_T_VA >> VGPU_GMMU_L2_SHIFT) & 511] = vgpu_gmmu_pte2m(g->pa, 0);
+	rm_t_guest_tables(g);
 	vp = (struct vgpu_rm_vaspace_params){ .pdb = g->pa };
 	assert_int_equal(rm_alloc(f->rm, fn, g->hc, g->hd, &g->hv, VGPU_RM_CLASS_VASPACE, &vp,
 				  sizeof(vp)), 0);

@@ -4,6 +4,7 @@
  * which order, and that a table missing any op is refused. Runs against the real vgpu-gsp. */
 #include <errno.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -101,6 +102,21 @@ static int setup(void **state)
 	return rm_fixture_up(&fx, &c);
 }
 
+/* The same, with a GSP that the watchdog only marks for reset when it dies: nothing wipes
+ * the hardware until the test calls gsp_reset(). */
+static int setup_manual_reset(void **state)
+{
+	struct gsp_config gc = { .no_auto_reset = true };
+	struct rm_config c = { .ops = &wrap, .ops_ctx = &fx.hw, .gsp = &gc };
+
+	(void)state;
+	memset(&seen, 0, sizeof(seen));
+	wrap = rm_hw_ops;
+	wrap.chan_quiesce = w_chan_quiesce;
+	wrap.vram_scrub = w_vram_scrub;
+	return rm_fixture_up(&fx, &c);
+}
+
 static int teardown(void **state)
 {
 	(void)state;
@@ -118,6 +134,7 @@ static const struct ops_case {
 	{ "no slice_fd", offsetof(struct rm_device_ops, slice_fd) },
 	{ "no vram_scrub", offsetof(struct rm_device_ops, vram_scrub) },
 	{ "no chan_quiesce", offsetof(struct rm_device_ops, chan_quiesce) },
+	{ "no chan_fence", offsetof(struct rm_device_ops, chan_fence) },
 	{ "no chan_error", offsetof(struct rm_device_ops, chan_error) },
 	{ "no chan_submit", offsetof(struct rm_device_ops, chan_submit) },
 	{ "no fault_replay", offsetof(struct rm_device_ops, fault_replay) },
@@ -214,6 +231,33 @@ static uint64_t alias_map(struct rm_t_guest *g, uint64_t pa2)
 	return (uint64_t)RM_T_ALIAS_L0 << VGPU_GMMU_L0_SHIFT;
 }
 
+/* Wait until the 32-bit word at @p holds @want (a hang guard only). */
+static void word_wait(const void *p, uint32_t want)
+{
+	uint64_t dl = cmn_deadline_ns(RM_T_HANG_GUARD);
+
+	while (__atomic_load_n((const uint32_t *)p, __ATOMIC_ACQUIRE) != want &&
+	       !cmn_deadline_passed(dl))
+		cmn_sleep_ns(20 * VGPU_NSEC_PER_USEC);
+	assert_int_equal(__atomic_load_n((const uint32_t *)p, __ATOMIC_ACQUIRE), want);
+}
+
+/* Submit on @c a semaphore release of 1 at RM_T_VA + RM_T_SEM, then a FILL of @len bytes of
+ * the alias (alias_map()) that runs for minutes; return once the semaphore is out: the
+ * channel's turn is then in the FILL. */
+static void fill_start(struct rm_t_guest *g, struct rm_t_chan *c, uint64_t len)
+{
+	uint32_t args[5];
+
+	memcpy(args, (uint32_t[]){ (uint32_t)(RM_T_VA + RM_T_SEM), 0, 1, 0, 0 }, 5 * 4);
+	rm_t_chan_method(c, VGPU_M_SEM_RELEASE, args, 5);
+	memcpy(args, (uint32_t[]){ (uint32_t)RM_T_ALIAS_VA, (uint32_t)(RM_T_ALIAS_VA >> 32),
+				   (uint32_t)len, (uint32_t)(len >> 32), 0x5a5a5a5au }, 5 * 4);
+	rm_t_chan_method(c, VGPU_M_FILL, args, 5);
+	rm_t_chan_submit(&fx, g, c);
+	word_wait(g->host + RM_T_SEM, 1);
+}
+
 /* Wait for @c's GP_GET to reach its GP_PUT (a hang guard only). */
 static void chan_wait(const struct rm_t_chan *c)
 {
@@ -241,7 +285,7 @@ static void test_reset_quiesce(void **state)
 	struct rm_t_chan busy, idle, c2;
 	struct rm_t_guest g1, g2;
 	uint32_t hm2 = 0, args[5];
-	uint64_t len, want, dl;
+	uint64_t len, want;
 	const uint8_t *slice;
 
 	(void)state;
@@ -256,18 +300,7 @@ static void test_reset_quiesce(void **state)
 	rm_t_guest_up(&fx, &g2, 2, 0x3000);
 	rm_t_chan_up(&fx, &g2, &c2, 0, g2.hv, 0);
 
-	/* A semaphore, then the FILL: once the semaphore is out, the turn is under way. */
-	memcpy(args, (uint32_t[]){ (uint32_t)(RM_T_VA + RM_T_SEM), 0, 1, 0, 0 }, 5 * 4);
-	rm_t_chan_method(&busy, VGPU_M_SEM_RELEASE, args, 5);
-	memcpy(args, (uint32_t[]){ (uint32_t)RM_T_ALIAS_VA, (uint32_t)(RM_T_ALIAS_VA >> 32),
-				   (uint32_t)len, (uint32_t)(len >> 32), 0x5a5a5a5au }, 5 * 4);
-	rm_t_chan_method(&busy, VGPU_M_FILL, args, 5);
-	rm_t_chan_submit(&fx, &g1, &busy);
-	dl = cmn_deadline_ns(RM_T_HANG_GUARD);
-	while (!__atomic_load_n((uint32_t *)(g1.host + RM_T_SEM), __ATOMIC_ACQUIRE) &&
-	       !cmn_deadline_passed(dl))
-		cmn_sleep_ns(20 * VGPU_NSEC_PER_USEC);
-	assert_int_equal(__atomic_load_n((uint32_t *)(g1.host + RM_T_SEM), __ATOMIC_ACQUIRE), 1);
+	fill_start(&g1, &busy, len);
 
 	memset(&seen, 0, sizeof(seen));
 	assert_int_equal(rm_vf_reset(fx.rm, 1), 0);
@@ -300,6 +333,193 @@ static void test_reset_quiesce(void **state)
 	assert_int_equal(seen.quiesce_failed, 0);
 }
 
+#define RM_T_SEM2	0x1f8000u	/* a second semaphore there */
+
+/* @c's ring at its slot, written again by whoever has the memory now (the function's next
+ * guest, or the guest itself once the RM dropped the channel) with a semaphore release of
+ * @value at RM_T_VA + @off, and submitted as a guest does without the RM: GP_PUT into
+ * USERD, then the function's doorbell with the channel's token. Returns once the device
+ * has judged the token, with the function's doorbell counters from before it in @before
+ * and after it in @after. */
+static void ring_bare(struct rm_t_guest *g, struct rm_t_chan *c, uint32_t off, uint32_t value,
+		      struct gpu_db_stats *before, struct gpu_db_stats *after)
+{
+	uint32_t chid = c->chid, args[5] = { (uint32_t)(RM_T_VA + off), 0, value, 0, 0 };
+	uint64_t dl = cmn_deadline_ns(RM_T_HANG_GUARD);
+
+	rm_t_chan_slot(g, c, c->k);
+	c->chid = chid;
+	rm_t_chan_method(c, VGPU_M_SEM_RELEASE, args, 5);
+	gpu_db_stats(fx.gpu, g->fn, before);
+	__atomic_store_n(&c->userd->gp_put, c->put, __ATOMIC_RELEASE);
+	gpu_doorbell_ring(fx.gpu, g->fn, vgpu_token(0, chid));
+	gpu_db_stats(fx.gpu, g->fn, after);
+	while (after->rung == before->rung && !cmn_deadline_passed(dl)) {
+		cmn_sleep_ns(20 * VGPU_NSEC_PER_USEC);
+		gpu_db_stats(fx.gpu, g->fn, after);
+	}
+	assert_int_equal(after->rung, before->rung + 1);
+}
+
+/* Run a semaphore release of @value at RM_T_VA + @off on @c through the RM, to its end. */
+static void run_sem(struct rm_t_guest *g, struct rm_t_chan *c, uint32_t off, uint32_t value)
+{
+	uint32_t args[5] = { (uint32_t)(RM_T_VA + off), 0, value, 0, 0 };
+
+	rm_t_chan_method(c, VGPU_M_SEM_RELEASE, args, 5);
+	rm_t_chan_submit(&fx, g, c);
+	chan_wait(c);
+	assert_int_equal(__atomic_load_n((uint32_t *)(g->host + off), __ATOMIC_ACQUIRE), value);
+}
+
+/* Channel @chid of function 1 is allocated in the hardware (the GSP holds it). */
+static bool hw_allocated(uint32_t chid)
+{
+	const struct gpu_priv_fn *p = &gpu_priv_view(fx.gpu)->fns[1];
+
+	return __atomic_load_n(&p->chans[chid].flags, __ATOMIC_ACQUIRE) & GPU_CHAN_ALLOCATED;
+}
+
+/* A VF reset whose VF_RESET the GSP cannot run (killed; with no_auto_reset nothing wipes
+ * the hardware until gsp_reset()): rm_vf_reset() fails with -ENOTRECOVERABLE and tears the
+ * function down all the same, while the hardware still has its two channels enabled and
+ * on their runlist. Both are fenced off: the one in a FILL with minutes left in a 100 s
+ * slice stops (its quiesce succeeds, and the scrubbed slice stays zero), and the idle one,
+ * its ring written again in the scrubbed block and rung, is not accepted and runs nothing.
+ * After the device reset, channels allocated on the same ids run. */
+static void test_reset_gsp_gone(void **state)
+{
+	struct vgpu_rm_vidmem_params mp = { .size = VGPU_GMMU_PAGE_2M,
+					    .page_size = VGPU_GMMU_PAGE_2M,
+					    .flags = VGPU_RM_MEM_CONTIGUOUS };
+	struct rm_t_chan busy, idle, c0, c1;
+	struct gpu_db_stats before, after;
+	struct rm_t_guest g1, n1;
+	uint64_t len, dl, quiesced, dirty = 0;
+	unsigned int failed, scrubs;
+	const uint64_t *slice;
+	uint32_t hm2 = 0, sem;
+	int ret;
+
+	(void)state;
+	assert_int_equal(rm_fn_sched_set(fx.rm, 1, true, 100 * VGPU_NSEC_PER_SEC,
+					 100 * VGPU_NSEC_PER_SEC, 0), 0);
+	rm_t_guest_up(&fx, &g1, 1, 0x20000);
+	assert_int_equal(rm_alloc(fx.rm, 1, g1.hc, g1.hd, &hm2, VGPU_RM_CLASS_MEMORY_VIDMEM, &mp,
+				  sizeof(mp)), 0);
+	len = alias_map(&g1, mp.addr);
+	rm_t_chan_up(&fx, &g1, &busy, 0, g1.hv, 0);
+	rm_t_chan_up(&fx, &g1, &idle, 1, g1.hv, 0);
+	fill_start(&g1, &busy, len);
+	/* Killed outright, with no RPC in flight: the watchdog reaps it and marks the device. */
+	assert_int_equal(kill(gsp_pid(rm_gsp(fx.rm)), SIGKILL), 0);
+	dl = cmn_deadline_ns(RM_T_HANG_GUARD);
+	while (!gsp_needs_reset(rm_gsp(fx.rm)) && !cmn_deadline_passed(dl))
+		cmn_sleep_ns(20 * VGPU_NSEC_PER_USEC);
+	assert_true(gsp_needs_reset(rm_gsp(fx.rm)));
+
+	memset(&seen, 0, sizeof(seen));
+	ret = rm_vf_reset(fx.rm, 1);
+	failed = seen.quiesce_failed;
+	quiesced = seen.quiesced[1];
+	scrubs = seen.scrubs;
+	slice = gpu_vram_ptr(fx.gpu, T_SLICE, T_SLICE);
+	assert_non_null(slice);
+	for (uint64_t i = 0; i < T_SLICE / 8; i++)
+		dirty |= slice[i];
+	rm_t_guest_tables(&g1);
+	ring_bare(&g1, &idle, RM_T_SEM2, 2, &before, &after);
+	sem = __atomic_load_n((uint32_t *)(g1.host + RM_T_SEM2), __ATOMIC_ACQUIRE);
+	/* Before any check: the wipe ends whatever still runs, so a failure ends the case. */
+	assert_int_equal(gsp_reset(rm_gsp(fx.rm)), 0);
+
+	assert_int_equal(ret, -ENOTRECOVERABLE);
+	assert_int_equal(scrubs, 1);
+	assert_int_equal(quiesced, 1ull << busy.chid | 1ull << idle.chid);
+	assert_int_equal(failed, 0);
+	assert_int_equal(dirty, 0);
+	assert_int_equal(after.accepted, before.accepted);
+	assert_int_equal(after.invalid, before.invalid + 1);
+	assert_int_equal(sem, 0);
+
+	/* Wiped by the reset: the next allocations of the ids are not fenced. */
+	assert_false(hw_allocated(busy.chid) || hw_allocated(idle.chid));
+	rm_t_guest_up(&fx, &n1, 1, 0x3000);
+	rm_t_chan_up(&fx, &n1, &c0, 0, n1.hv, 0);
+	rm_t_chan_up(&fx, &n1, &c1, 1, n1.hv, 0);
+	assert_int_equal(c0.chid, busy.chid);
+	assert_int_equal(c1.chid, idle.chid);
+	run_sem(&n1, &c0, RM_T_SEM, 3);
+	run_sem(&n1, &c1, RM_T_SEM2, 4);
+}
+
+/* The GSP refuses a VF reset (FAIL: -EREMOTEIO, VF_RESET not run): rm_vf_reset() fails,
+ * the function's channel gone from the RM's records and still enabled and on its runlist
+ * in the hardware. It is fenced off: the guest's own submission on it (its ring and
+ * doorbell, which it still maps) is not accepted, and its semaphore stays 0 while function
+ * 2's work runs on the engine. The next VF reset goes through, and a channel allocated on
+ * the same id runs. */
+static void test_reset_refused(void **state)
+{
+	struct vgpu_rpc_inject fail = { .mode = VGPU_INJ_FAIL, .fn = 0,
+					.arg = VGPU_RPC_FN_VF_RESET };
+	struct gpu_db_stats before, after;
+	struct rm_t_guest g1, g2, n1;
+	struct rm_t_chan c1, c2, n;
+
+	(void)state;
+	rm_t_guest_up(&fx, &g1, 1, 0x3000);
+	rm_t_chan_up(&fx, &g1, &c1, 0, g1.hv, 0);
+	rm_t_guest_up(&fx, &g2, 2, 0x3000);
+	rm_t_chan_up(&fx, &g2, &c2, 0, g2.hv, 0);
+	assert_int_equal(gsp_call(rm_gsp(fx.rm), 0, VGPU_RPC_FN_INJECT, &fail, sizeof(fail), NULL,
+				  0, NULL), 0);
+	assert_int_equal(rm_vf_reset(fx.rm, 1), -EREMOTEIO);
+	assert_true(hw_allocated(c1.chid));
+
+	ring_bare(&g1, &c1, RM_T_SEM, 1, &before, &after);
+	run_sem(&g2, &c2, RM_T_SEM, 5);
+	assert_int_equal(__atomic_load_n((uint32_t *)(g1.host + RM_T_SEM), __ATOMIC_ACQUIRE), 0);
+	assert_int_equal(after.accepted, before.accepted);
+	assert_int_equal(after.invalid, before.invalid + 1);
+
+	assert_int_equal(rm_vf_reset(fx.rm, 1), 0);
+	assert_false(hw_allocated(c1.chid));
+	rm_t_guest_up(&fx, &n1, 1, 0x3000);
+	rm_t_chan_up(&fx, &n1, &n, 0, n1.hv, 0);
+	assert_int_equal(n.chid, c1.chid);
+	run_sem(&n1, &n, RM_T_SEM, 6);
+}
+
+/* The GSP refuses a channel's free (FAIL: -EREMOTEIO, CHAN_FREE not run): the RM frees the
+ * object and its record all the same, and the channel, still enabled and on its runlist in
+ * the hardware, is fenced off: the guest's submission on it is not accepted and runs
+ * nothing, while function 2's work runs. */
+static void test_free_refused(void **state)
+{
+	struct vgpu_rpc_inject fail = { .mode = VGPU_INJ_FAIL, .fn = 1,
+					.arg = VGPU_RPC_FN_CHAN_FREE };
+	struct gpu_db_stats before, after;
+	struct rm_t_guest g1, g2;
+	struct rm_t_chan c1, c2;
+
+	(void)state;
+	rm_t_guest_up(&fx, &g1, 1, 0x3000);
+	rm_t_chan_up(&fx, &g1, &c1, 0, g1.hv, 0);
+	rm_t_guest_up(&fx, &g2, 2, 0x3000);
+	rm_t_chan_up(&fx, &g2, &c2, 0, g2.hv, 0);
+	assert_int_equal(gsp_call(rm_gsp(fx.rm), 0, VGPU_RPC_FN_INJECT, &fail, sizeof(fail), NULL,
+				  0, NULL), 0);
+	assert_int_equal(rm_free(fx.rm, 1, g1.hc, c1.h), 0);
+	assert_true(hw_allocated(c1.chid));
+
+	ring_bare(&g1, &c1, RM_T_SEM, 1, &before, &after);
+	run_sem(&g2, &c2, RM_T_SEM, 5);
+	assert_int_equal(__atomic_load_n((uint32_t *)(g1.host + RM_T_SEM), __ATOMIC_ACQUIRE), 0);
+	assert_int_equal(after.accepted, before.accepted);
+	assert_int_equal(after.invalid, before.invalid + 1);
+}
+
 /* System memory: mapped into the VF's domain at alloc, unmapped when the last reference
  * (the dup's) goes. */
 static void test_dma_ops(void **state)
@@ -326,10 +546,13 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		OPS_CASE(0), OPS_CASE(1), OPS_CASE(2), OPS_CASE(3), OPS_CASE(4), OPS_CASE(5),
-		OPS_CASE(6), OPS_CASE(7), OPS_CASE(8), OPS_CASE(9), OPS_CASE(10),
+		OPS_CASE(6), OPS_CASE(7), OPS_CASE(8), OPS_CASE(9), OPS_CASE(10), OPS_CASE(11),
 		cmocka_unit_test_setup_teardown(test_fault_replay_op, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_submit_op, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reset_quiesce, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reset_gsp_gone, setup_manual_reset, teardown),
+		cmocka_unit_test_setup_teardown(test_reset_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_free_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dma_ops, setup, teardown),
 	};
 
