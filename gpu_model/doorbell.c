@@ -7,11 +7,13 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/bitops.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/mapguard.h"
 #include "gpu_model/gpu_internal.h"
 
 /* A producer that claimed a slot but never filled it (a crashed guest) blocks the ring
@@ -59,11 +61,21 @@ int gpu_doorbell_page_back(struct gpu *g, unsigned int fn, int fd, uint64_t off)
 	void *tmp;
 	uint32_t sleeping;
 	bool lost = false;
-	int r = 0;
+	struct stat st;
+	int r = 0, guard = -1;
 
 	if (fn >= g->nr_fns || (off & 4095))
 		return -EINVAL;
-	if (fd < 0) {
+	/* Another holder of the object (the guest) may shrink it under the page: the guard
+	 * repairs the pollers' faulting access instead of the process dying. */
+	if (fd >= 0) {
+		if (fstat(fd, &st))
+			return -errno;
+		guard = cmn_mapguard_add(g->db_pages + (size_t)fn * 4096, 4096, fd,
+					 (uint64_t)st.st_size, fn);
+		if (guard < 0)
+			return guard;
+	} else {
 		fd = g->db_fd;
 		off = (uint64_t)fn * 4096;
 	}
@@ -95,9 +107,14 @@ int gpu_doorbell_page_back(struct gpu *g, unsigned int fn, int fd, uint64_t off)
 	db_tsan_ignore(false);
 	if (lost)
 		cmn_err("gpu: function %u doorbell page lost: %s", fn, cmn_strerror(r));
+	/* The page in place is the new one, the default one or none: the old guard goes. */
+	cmn_mapguard_del(g->fns[fn].db_guard);
+	g->fns[fn].db_guard = r ? -1 : guard;
 	g->fns[fn].db_stuck_since = 0;
 	g->fns[fn].nr_db_late = 0;
 unlock:
+	if (r)
+		cmn_mapguard_del(guard);
 	cmn_mutex_unlock(&g->db_lock);
 	cmn_mutex_unlock(&g->lock);
 	return r;

@@ -124,6 +124,7 @@ static int fns_init(struct gpu *g)
 
 		f->id = fn;
 		f->db = (struct vgpu_doorbell_page *)(g->db_pages + (size_t)fn * 4096);
+		f->db_guard = -1;
 		f->kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 		f->intr_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 		if (f->kick_fd < 0 || f->intr_fd < 0)

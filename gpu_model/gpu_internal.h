@@ -177,6 +177,7 @@ struct gpu_fn {
 	int kick_fd;
 	uint32_t db_stuck_tail;		/* empty slot seen at this tail... */
 	uint64_t db_stuck_since;	/* ...since then (0: none) */
+	int db_guard;			/* the doorbell page's mapguard slot; -1: none */
 	uint32_t db_late[GPU_DB_LATE_MAX];	/* slots skipped while empty, oldest first */
 	unsigned int nr_db_late;
 	struct gpu_db_counters dbc;
@@ -190,6 +191,7 @@ struct gpu_fn {
 	unsigned int fhead, fcount;
 	/* VRAM slice backing (vram_lock) */
 	int slice_fd;
+	int slice_guard;		/* its common/mapguard.h slot; -1: none */
 	uint64_t slice_off, slice_size;
 	/* telemetry per engine (g->lock) */
 	struct gpu_sched_stats tel[GPU_MAX_ENGINES];

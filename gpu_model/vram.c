@@ -12,6 +12,7 @@
 
 #include "common/bitops.h"
 #include "common/log.h"
+#include "common/mapguard.h"
 #include "gpu_model/gpu_internal.h"
 
 int gpu_vram_init(struct gpu *g, uint64_t size)
@@ -42,8 +43,10 @@ int gpu_vram_init(struct gpu *g, uint64_t size)
 	g->vram = p;
 	g->vram_size = size;
 	cmn_mutex_init(&g->vram_lock);
-	for (unsigned int f = 0; f < GPU_MAX_FNS; f++)
+	for (unsigned int f = 0; f < GPU_MAX_FNS; f++) {
 		g->fns[f].slice_fd = -1;
+		g->fns[f].slice_guard = -1;
+	}
 	return 0;
 close_fd:
 	close(g->vram_fd);
@@ -116,10 +119,16 @@ static int slice_map_locked(struct gpu *g, struct gpu_fn *f, uint64_t off, uint6
 		ret = -EINVAL;
 		goto close_own;
 	}
+	/* The object's other holder (the guest) may shrink it: an engine's access past its
+	 * end then faults, and the guard repairs it instead of the process dying. */
+	ret = cmn_mapguard_add(g->vram + off, size, own, (uint64_t)sb.st_size, f->id);
+	if (ret < 0)
+		goto close_own;
+	f->slice_guard = ret;
 	if (mmap(g->vram + off, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_NORESERVE,
 		 own, 0) == MAP_FAILED) {
 		ret = -errno;
-		goto close_own;
+		goto unguard;
 	}
 	/* The device memfd's pages under the slice are never seen again: free them. */
 	fallocate(g->vram_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)size);
@@ -127,6 +136,9 @@ static int slice_map_locked(struct gpu *g, struct gpu_fn *f, uint64_t off, uint6
 	f->slice_off = off;
 	f->slice_size = size;
 	return 0;
+unguard:
+	cmn_mapguard_del(f->slice_guard);
+	f->slice_guard = -1;
 close_own:
 	close(own);
 	return ret;
@@ -173,6 +185,8 @@ int gpu_vram_slice_unmap(struct gpu *g, unsigned int fn)
 			 cmn_strerror(ret));
 		goto unlock;
 	}
+	cmn_mapguard_del(f->slice_guard);
+	f->slice_guard = -1;
 	close(f->slice_fd);
 	f->slice_fd = -1;
 	f->slice_off = f->slice_size = 0;

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -24,10 +25,11 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/mapguard.h"
 #include "pf_manager/migrate_internal.h"
 
 #define PF_POLL_MS	100	/* the control socket's sweep (negotiation deadlines) */
-#define PF_MAX_POLL	(3 + PF_MAX_CLIENTS + PF_MAX_VFS * PF_EP_MAX_POLLFDS)
+#define PF_MAX_POLL	(4 + PF_MAX_CLIENTS + PF_MAX_VFS * PF_EP_MAX_POLLFDS)
 
 /* ---- systemd: readiness (its datagram), the journal (libsystemd) ------------------------- */
 
@@ -117,6 +119,23 @@ static int signals_block(void)
 	signals_set(&set);
 	signal(SIGPIPE, SIG_IGN);
 	return pthread_sigmask(SIG_BLOCK, &set, NULL) ? -EINVAL : 0;
+}
+
+/* The eventfd a guarded BAR mapping's fault wakes (common/mapguard.h); installed before
+ * any slice maps its object. */
+static int guard_open(struct pf_daemon *d)
+{
+	d->bus_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	return d->bus_fd < 0 ? -errno : cmn_mapguard_init(d->bus_fd);
+}
+
+static void guard_close(struct pf_daemon *d)
+{
+	if (d->bus_fd < 0)
+		return;
+	cmn_mapguard_init(-1);
+	close(d->bus_fd);
+	d->bus_fd = -1;
 }
 
 static int signals_open(struct pf_daemon *d)
@@ -221,7 +240,7 @@ int pf_daemon_create(const struct pf_config *cfg, struct pf_daemon **out)
 	if (!d)
 		return -ENOMEM;
 	d->cfg = *cfg;
-	d->ctl_fd = d->sig_fd = d->lock_fd[0] = d->lock_fd[1] = -1;
+	d->ctl_fd = d->sig_fd = d->bus_fd = d->lock_fd[0] = d->lock_fd[1] = -1;
 	d->started_ns = cmn_now_ns();
 	pf_log_setup();
 	r = pf_config_check(&d->cfg, err, sizeof(err));
@@ -232,6 +251,8 @@ int pf_daemon_create(const struct pf_config *cfg, struct pf_daemon **out)
 	r = admin_group_resolve(d);
 	if (!r)
 		r = signals_block();
+	if (!r)
+		r = guard_open(d);
 	if (r)
 		goto free_d;
 	r = pf_mkdir_p(d->cfg.state_dir, 0750);
@@ -267,6 +288,7 @@ destroy:
 fini_device:
 	pf_device_fini(d);
 free_d:
+	guard_close(d);
 	dirs_unlock(d);
 	free(d);
 	return r;
@@ -296,6 +318,7 @@ void pf_daemon_destroy(struct pf_daemon *d)
 		pf_slice_free(d->slices[i]);
 	if (d->sig_fd >= 0)
 		close(d->sig_fd);
+	guard_close(d);
 	dirs_unlock(d);		/* last: the next daemon may take the dirs now */
 	free(d);
 }
@@ -304,7 +327,7 @@ void pf_daemon_destroy(struct pf_daemon *d)
 
 /* What each pollfd belongs to. */
 struct pf_pollref {
-	enum { REF_CTL, REF_SIG, REF_CLIENT, REF_EP, REF_MIG } kind;
+	enum { REF_CTL, REF_SIG, REF_BUS, REF_CLIENT, REF_EP, REF_MIG } kind;
 	unsigned int idx;		/* client slot or VF number */
 	int first, count;		/* REF_EP: its range in the pollfd array */
 };
@@ -317,6 +340,8 @@ static int build_poll(struct pf_daemon *d, struct pollfd *p, struct pf_pollref *
 	ref[n++] = (struct pf_pollref){ .kind = REF_CTL };
 	p[n] = (struct pollfd){ .fd = d->sig_fd, .events = POLLIN };
 	ref[n++] = (struct pf_pollref){ .kind = REF_SIG };
+	p[n] = (struct pollfd){ .fd = d->bus_fd, .events = POLLIN };
+	ref[n++] = (struct pf_pollref){ .kind = REF_BUS };
 	if (pf_live_pollfd(d) >= 0) {
 		p[n] = (struct pollfd){ .fd = pf_live_pollfd(d), .events = POLLIN };
 		ref[n++] = (struct pf_pollref){ .kind = REF_MIG };
@@ -371,6 +396,8 @@ static void dispatch(struct pf_daemon *d, struct pollfd *p, struct pf_pollref *r
 			pf_client_io(d, ref[i].idx, p[i].revents);
 		else if (ref[i].kind == REF_SIG)
 			handle_signal(d);
+		else if (ref[i].kind == REF_BUS)
+			pf_slice_bar_faults(d);
 		else if (ref[i].kind == REF_MIG)
 			pf_live_handle(d);
 	}
@@ -435,6 +462,7 @@ int pf_daemon_run(struct pf_daemon *d, void (*ready_fn)(void))
 			dispatch(d, ps->p, ps->ref, n);
 		/* After the dispatch: a guest's acknowledgement rang its event vector. */
 		pf_reset_tick(d, cmn_now_ns());
+		pf_slice_stop_broken(d);
 		pf_control_sweep(d, cmn_now_ns());
 		device_reset_events(d);
 	}

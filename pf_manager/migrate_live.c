@@ -45,6 +45,7 @@
 #include "common/list.h"
 #include "common/lock.h"
 #include "common/log.h"
+#include "common/mapguard.h"
 #include "gpu_model/gpu.h"
 #include "pf_manager/migrate_internal.h"
 
@@ -637,6 +638,7 @@ struct src_pages {
 	uint64_t fp_zero;
 	const uint8_t *map;		/* VRAM and DMA memory, read-only */
 	size_t map_len;
+	int guard;			/* map's mapguard slot */
 	uint8_t *buf;			/* an extent being sent: a copy, so its CRC holds */
 };
 
@@ -771,6 +773,12 @@ static int src_pages_init(struct src_pages *sp, const struct pf_slice *s)
 	map = mmap(NULL, sp->map_len, PROT_READ, MAP_SHARED | MAP_NORESERVE, s->bar_fd, 0);
 	if (map == MAP_FAILED)
 		return -errno;
+	/* The guest may shrink the object under the reads (slice.c pf_slice_bar_faults()). */
+	sp->guard = cmn_mapguard_add(map, sp->map_len, s->bar_fd, s->bar_size, s->vf);
+	if (sp->guard < 0) {
+		munmap(map, sp->map_len);
+		return sp->guard;
+	}
 	sp->map = map;
 	for (uint64_t i = 0; i < n; i++)
 		sp->fp[i] = sp->fp_zero;
@@ -785,8 +793,10 @@ static void src_pages_fini(struct src_pages *sp)
 	free(sp->visit);
 	free(sp->again);
 	free(sp->buf);
-	if (sp->map)
+	if (sp->map) {
+		cmn_mapguard_del(sp->guard);
 		munmap((void *)sp->map, sp->map_len);
+	}
 }
 
 /* Mark the populated pages of @region (SEEK_DATA / SEEK_HOLE) in sp->visit. */

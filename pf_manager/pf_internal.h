@@ -124,6 +124,9 @@ struct pf_slice {
 	struct pma *child;		/* allocations inside the partition */
 	int bar_fd;
 	uint8_t *bar;
+	int bar_guard;			/* the control area's mapguard slot (while bar is set) */
+	int dma_guard;			/* DMA memory's mapguard slot (while dma_mo is set) */
+	bool bar_broken;		/* a holder shrank the BAR object: the slice is stopped */
 	uint64_t bar_size;
 	uint64_t dma_size;		/* DMA memory, just below the control area */
 	uint64_t dma_iova;		/* where the device sees it (VF's IOMMU domain); 0: nowhere */
@@ -211,6 +214,7 @@ struct pf_daemon {
 	uint64_t ctl_refused;		/* control connections refused for lack of a slot */
 	uint64_t teardown_batches;	/* RM free batches run for gone guests */
 	int sig_fd;
+	int bus_fd;			/* eventfd: a guarded BAR mapping faulted (mapguard.h) */
 	int lock_fd[2];			/* vgpud.lock of the state and runtime dirs, or -1 */
 	volatile int stopping;
 	uint64_t started_ns;
@@ -338,6 +342,11 @@ int pf_slice_start(struct pf_daemon *d, struct pf_slice *s, struct pf_err *e);
 void pf_slice_stop(struct pf_daemon *d, struct pf_slice *s);
 /* Refuse @what on @s, which has a hand-over record: where it may run, how to end it. */
 int pf_slice_held_fail(const struct pf_slice *s, const char *what, struct pf_err *e);
+/* A guarded BAR mapping faulted (d->bus_fd): mark the slices whose objects were cut and
+ * take their engine time away. */
+void pf_slice_bar_faults(struct pf_daemon *d);
+/* Stop the marked slices that no migration holds (the loop, each iteration). */
+void pf_slice_stop_broken(struct pf_daemon *d);
 /* Keep @s's VF and VRAM but run nothing of it (a held hand-over): no engine time, no
  * mailbox request taken, migration state STOPPED. */
 void pf_slice_hold(struct pf_daemon *d, struct pf_slice *s);

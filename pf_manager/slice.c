@@ -17,10 +17,11 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/mapguard.h"
 #include "gpu_model/gpu.h"
 #include "iommu_model/iommu.h"
 #include "pma/pma.h"
-#include "pf_manager/pf_internal.h"
+#include "pf_manager/migrate_internal.h"
 
 struct pf_slice *pf_slice_find(struct pf_daemon *d, const char *uuid)
 {
@@ -440,9 +441,15 @@ static int dma_domain_open(struct pf_daemon *d, struct pf_slice *s, unsigned int
 				     s->dma_size, &s->dma_mo);
 	if (r)
 		return r;
+	s->dma_guard = cmn_mapguard_add(iommu_memobj_base(s->dma_mo), s->dma_size, s->bar_fd,
+					s->bar_size, vf);
+	if (s->dma_guard < 0) {
+		r = s->dma_guard;
+		goto unregister;
+	}
 	r = iommu_domain_alloc(d->iommu, &o, &s->dma_domain);
 	if (r)
-		goto unregister;
+		goto unguard;
 	r = iommu_allow_iovas(s->dma_domain, &auto_r, 1);
 	if (!r)
 		r = iommu_map(s->dma_domain, s->dma_mo, 0, s->dma_size, IOMMU_READ | IOMMU_WRITE,
@@ -456,6 +463,8 @@ static int dma_domain_open(struct pf_daemon *d, struct pf_slice *s, unsigned int
 free_domain:
 	iommu_domain_free(s->dma_domain);
 	s->dma_domain = NULL;
+unguard:
+	cmn_mapguard_del(s->dma_guard);
 unregister:
 	iommu_memobj_unregister(s->dma_mo);
 	s->dma_mo = NULL;
@@ -470,6 +479,8 @@ static void dma_domain_close(struct pf_daemon *d, struct pf_slice *s)
 		if (iommu_domain_free(s->dma_domain))
 			cmn_warn("VF %u: IOMMU domain still busy", s->vf);
 	}
+	if (s->dma_mo)
+		cmn_mapguard_del(s->dma_guard);
 	if (s->dma_mo && iommu_memobj_unregister(s->dma_mo))
 		cmn_warn("VF %u: DMA memory object still mapped", s->vf);
 	s->dma_domain = NULL;
@@ -485,8 +496,10 @@ static void bar_object_close(struct pf_daemon *d, struct pf_slice *s, bool unlin
 	/* Give the device its own doorbell page back before the BAR object goes. */
 	if (s->bar && gpu_doorbell_page_back(d->gpu, s->vf, -1, 0))
 		cmn_warn("VF %u: doorbell page not restored", s->vf);
-	if (s->bar)
+	if (s->bar) {
+		cmn_mapguard_del(s->bar_guard);
 		munmap(s->bar, VF_BAR_CTRL_SIZE);
+	}
 	s->bar = NULL;
 	s->hdr = NULL;
 	if (s->bar_fd >= 0)
@@ -517,6 +530,15 @@ int pf_slice_bring_up(struct pf_daemon *d, struct pf_slice *s, unsigned int vf, 
 	if (s->bar == MAP_FAILED) {
 		s->bar = NULL;
 		r = cmn_fail(&e->f, -errno, "VF %u: cannot map its BAR: %s", vf, cmn_strerror(-errno));
+		goto close_bar;
+	}
+	/* The guest holds the object and may shrink it: vgpud's accesses must not die of it. */
+	s->bar_guard = cmn_mapguard_add(s->bar, VF_BAR_CTRL_SIZE, s->bar_fd, s->bar_size, vf);
+	if (s->bar_guard < 0) {
+		r = cmn_fail(&e->f, s->bar_guard, "VF %u: cannot guard its BAR mapping: %s", vf,
+			     cmn_strerror(s->bar_guard));
+		munmap(s->bar, VF_BAR_CTRL_SIZE);
+		s->bar = NULL;
 		goto close_bar;
 	}
 	s->hdr = (struct vf_bar_header *)(s->bar + VF_BAR_HDR_CTRL_OFF);	/* BAR2's last page */
@@ -815,8 +837,10 @@ void pf_slice_stop(struct pf_daemon *d, struct pf_slice *s)
 	d->vfs[vf] = NULL;
 	s->vf = 0;
 	s->base = 0;
-	/* A held or migrated slice starts again as any other: mailbox served, RUNNING. */
+	/* A held, migrated or broken slice starts again as any other: mailbox served,
+	 * RUNNING. */
 	s->mbox_held = false;
+	s->bar_broken = false;
 	mig_sm_reset(&s->mig);
 }
 
@@ -839,6 +863,53 @@ void pf_slice_unhold(struct pf_daemon *d, struct pf_slice *s)
 	/* What a guest that left meanwhile asked and made waited for it (pf_live_keep_guest()). */
 	pf_endpoint_guest_left(d, s);
 	sched_apply(d, s);
+}
+
+void pf_slice_bar_faults(struct pf_daemon *d)
+{
+	uint64_t n;
+
+	if (read(d->bus_fd, &n, sizeof(n)) != sizeof(n))
+		return;
+	for (unsigned int vf = 1; vf <= PF_MAX_VFS; vf++) {
+		uint64_t hits = cmn_mapguard_take(vf);
+		struct pf_slice *s = d->vfs[vf];
+
+		if (!hits || !s)
+			continue;
+		if (!s->bar_broken)
+			cmn_log_vf(VGPU_LOG_ERR, vf, s->uuid, "VF %u: slice %s: a page of its BAR "
+				   "object could not be reached (a process that holds the object, its "
+				   "guest, shrank it, or its file system is full): %" PRIu64 " of "
+				   "vgpud's accesses faulted; the slice is stopped", vf, s->uuid, hits);
+		s->bar_broken = true;
+		/* Until the stop: no engine works on memory that is no longer the guest's. */
+		pf_rm_fn_sched_set(d, vf, false, 0, 0, 0);
+	}
+}
+
+void pf_slice_stop_broken(struct pf_daemon *d)
+{
+	for (unsigned int vf = 1; vf <= PF_MAX_VFS; vf++) {
+		struct pf_slice *s = d->vfs[vf];
+		json_object *args, *ret;
+		struct pf_err e = { 0 };
+
+		if (!s || !s->bar_broken || pf_live_busy(d, s))
+			continue;
+		args = json_object_new_object();
+		ret = json_object_new_object();
+		json_object_object_add(args, "uuid", json_object_new_string(s->uuid));
+		if (pf_slice_stop_cmd(d, args, false, ret, &e)) {
+			/* Once: the engines stay off, and an admin's stop tries again. */
+			cmn_log_vf(VGPU_LOG_ERR, vf, s->uuid, "VF %u: slice %s cannot be stopped: %s",
+				   vf, s->uuid, e.f.msg);
+			s->bar_broken = false;
+		}
+		json_object_put(e.data);
+		json_object_put(args);
+		json_object_put(ret);
+	}
 }
 
 void pf_slice_detach(struct pf_daemon *d, struct pf_slice *s)
