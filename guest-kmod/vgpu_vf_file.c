@@ -32,6 +32,8 @@
 #include <linux/uaccess.h>
 #include <linux/vmalloc.h>
 
+#include <vgpu/gpfifo.h>
+
 #include "vgpu_vf_internal.h"
 
 /* ---- limits: module parameters, read when a file opens ---- */
@@ -505,6 +507,78 @@ static void vvf_rm_record_dup(struct vvf_file *f, const struct vgpu_rm_dup *d,
 		vvf_mem_add(f, d->h_client, r->handle, src->kind, 0, 0, src->bytes, 0);
 }
 
+/* Whether @req is a DUP of memory the file does not hold itself (another file's that its
+ * owner SHAREd): its size is known only to the host. Under f->lock. */
+static bool vvf_rm_dup_foreign(struct vvf_file *f, const void *req, u32 len)
+{
+	const struct vgpu_rm_dup *d = req;
+
+	return len >= sizeof(*d) && d->hdr.op == VGPU_RM_OP_DUP &&
+	       !vvf_mem_find(f, d->h_client_src, d->h_object_src);
+}
+
+/* An RM call the driver makes for the file on object @obj of its client @client (MAP, FREE:
+ * struct vgpu_rm_free), on its records' reset count @epoch; @out_len bytes of the reply's
+ * parameters into @out. The RM status or the mailbox's -errno. Under f->lock. */
+static int vvf_file_rm(struct vvf_file *f, u32 epoch, u32 op, u32 client, u32 obj, void *out,
+		       u32 out_len)
+{
+	struct vgpu_rm_free m = {
+		.hdr = { .magic = (u32)VGPU_RM_MSG_MAGIC, .abi_version = VGPU_ABI_VERSION,
+			 .op = op, .length = sizeof(m) },
+		.h_client = client, .h_object = obj,
+	};
+	struct {
+		struct vgpu_rm_reply r;
+		u8 params[64];
+	} rsp;
+	u32 rsp_len = sizeof(rsp);
+	s32 status;
+	bool sent;
+	int ret;
+
+	ret = vvf_mbox_file_call(f->vd, epoch, VF_MSG_RM, &m, sizeof(m), &rsp, &rsp_len, &status,
+				 VVF_DEFAULT_TIMEOUT_NS, &sent);
+	if (ret || status)
+		return ret ? ret : status;
+	if (rsp_len < sizeof(rsp.r))
+		return -EPROTO;
+	if (rsp.r.status)
+		return rsp.r.status;
+	if (rsp.r.params_len < out_len || rsp_len - sizeof(rsp.r) < out_len)
+		return -EPROTO;
+	memcpy(out, rsp.params, out_len);
+	return 0;
+}
+
+/* A DUP of another file's memory keeps that memory alive on the host for as long as the DUP
+ * lives, whatever its owner frees: it counts against this file's quota too, with the size
+ * and kind the host reports for the new handle (MAP), or one file could pin without bound
+ * what others allocate and free. Past the quota (or when the host does not say) the DUP is
+ * freed again and the reply becomes -EDQUOT (or the error). Under f->lock. The reply's new
+ * length. */
+static u32 vvf_rm_charge_dup(struct vvf_file *f, u32 epoch, const struct vgpu_rm_dup *d,
+			     void *rsp, u32 rsp_len)
+{
+	const struct vgpu_rm_reply *r = rsp;
+	struct vgpu_rm_map_info mi = { 0 };
+	enum vvf_mem_kind kind;
+	u32 handle;
+	int ret;
+
+	if (rsp_len < sizeof(*r) || r->status || vvf_client_idx(f, d->h_client) < 0)
+		return rsp_len;
+	handle = r->handle;
+	ret = vvf_file_rm(f, epoch, VGPU_RM_OP_MAP, d->h_client, handle, &mi, sizeof(mi));
+	kind = mi.aperture == VGPU_APER_SYS ? VVF_MEM_DMA : VVF_MEM_VRAM;
+	if (!ret && !vvf_over(f, kind, mi.size)) {
+		vvf_mem_add(f, d->h_client, handle, kind, 0, 0, mi.size, 0);
+		return rsp_len;
+	}
+	vvf_file_rm(f, epoch, VGPU_RM_OP_FREE, d->h_client, handle, NULL, 0);
+	return vvf_rm_refuse(d, rsp, ret ? ret : -EDQUOT);
+}
+
 /* A successful CHANNEL_BIND_VASPACE moves the host's dependency of the channel to the new
  * VASPACE: a FREE of that one frees the channel, one of the old VASPACE no longer does. The
  * record follows, so the channel stays charged and its events stay this file's for as
@@ -826,8 +900,16 @@ static int vvf_file_call(struct vvf_file *f, u32 type, const void *req, u32 req_
 		vvf_rm_free_effects(f->filp, f, req, false);
 	ret = vvf_mbox_file_call(f->vd, epoch, type, req, req_len, rsp, rsp_len, status,
 				 timeout_ns, &sent);
+	/* An ALLOC of VRAM while the VRAM of pages a reset lost cannot be held (svm.c): no
+	 * VRAM is handed out until those pages are freed. */
+	if (rm && ret == -EAGAIN) {
+		*rsp_len = vvf_rm_refuse(req, rsp, VGPU_RM_ERR_AGAIN);
+		return 0;
+	}
 	if (is_free && vvf_rm_maybe_freed(ret, sent, *status, rsp, *rsp_len))
 		vvf_rm_free_effects(f->filp, f, req, true);
+	else if (rm && !ret && !*status && vvf_rm_dup_foreign(f, req, req_len))
+		*rsp_len = vvf_rm_charge_dup(f, epoch, req, rsp, *rsp_len);
 	else if (rm && !ret && !*status)
 		vvf_rm_record(f, req, req_len, rsp, *rsp_len);
 	return ret;

@@ -50,13 +50,16 @@ struct vvf_layout {
 };
 
 #define VVF_SVM_POOL		(32ull << 20)	/* VRAM the driver takes for migrated pages */
+#define VVF_SVM_ALIGN		(2ull << 20)	/* ... aligned to this, and taken in pieces of it */
 #define VVF_SVM_OWNERS		64		/* processes tracked as holding pool pages */
 
 /* The pool of device-coherent VRAM pages that process memory migrates into (svm.c). */
 struct vvf_svm {
-	struct mutex setup_lock;	/* protects everything but ready, free and in_use */
+	struct mutex setup_lock;	/* protects everything but the fields under lock or
+					 * vd->mbox_lock below */
 	bool ready;			/* the pool is there and hands out pages (under lock) */
-	bool broken;			/* a reset lost pages still in use: no new pool yet */
+	bool broken;			/* a reset lost pages still in use: no new pool yet
+					 * (under lock) */
 	bool mapped;			/* pgmap holds struct pages for [off, off + size) */
 	u32 client, device, mem;	/* the driver's own RM objects behind the pool */
 	u64 off, size;			/* BAR2 range of the pool */
@@ -74,6 +77,15 @@ struct vvf_svm {
 	 * ones a reset must tell, whether or not they still have the device open. */
 	struct pid *owners[VVF_SVM_OWNERS];
 	u32 nr_owners;
+	/* The pool's VRAM under pages a reset lost, which their processes may still map: from
+	 * the first mailbox call after the reset until the last of them is freed, a client of
+	 * the driver's own holds it, so the host gives it to no one else (under vd->mbox_lock).
+	 */
+	struct {
+		bool need;		/* [off, off + size) must be held */
+		u64 off, size;
+		u32 client;		/* the client holding all of it (0: not held) */
+	} lost;
 };
 
 /* One bound VF. Freed when the device is gone and the last file is closed. */
@@ -198,6 +210,10 @@ int vvf_mbox_call(struct vvf_dev *vd, u32 type, const void *req, u32 req_len, vo
  * request reached the host (whatever the outcome: a timed-out call may still run). */
 int vvf_mbox_file_call(struct vvf_dev *vd, u32 epoch, u32 type, const void *req, u32 req_len,
 		       void *rsp, u32 *rsp_len, s32 *status, u64 timeout_ns, bool *sent);
+/* One call on the mailbox the caller holds (vd->mbox_lock, the rings attached), for what
+ * must reach the host before anyone else's call: no reattach, no fence. As vvf_mbox_xfer. */
+int vvf_mbox_send_locked(struct vvf_dev *vd, u32 type, const void *req, u32 req_len, void *rsp,
+			 u32 *rsp_len, s32 *status, u64 timeout_ns, bool *sent);
 /* Ring the host on vector @v. */
 void vvf_notify(struct vvf_dev *vd, unsigned int v);
 /* Whether the VF's mailbox is served (header state READY). */
@@ -266,6 +282,12 @@ void vvf_svm_init(struct vvf_dev *vd);
 void vvf_svm_fini(struct vvf_dev *vd);
 /* A reset took the pool: SIGBUS to the processes whose pages it held. From the event thread. */
 void vvf_svm_reset(struct vvf_dev *vd);
+/* Before a mailbox call, under vd->mbox_lock (@reset: the first call on the rings of a new
+ * reset count, so nothing has reached the host since the reset; @vram: the call is an ALLOC
+ * of VRAM): the reset took the pool, and the VRAM under pages it lost is held until they
+ * are all freed. 0, or -EAGAIN while that VRAM is not held: then no ALLOC of VRAM may reach
+ * the host. */
+int vvf_svm_fence_locked(struct vvf_dev *vd, bool reset, bool vram);
 /* Reset @seq is announced: no page enters the pool any more, every page in it goes back to
  * system memory while the host has not begun the reset (checked after each batch, so no
  * page is copied from scrubbed VRAM). Returns the pages left in the pool. Sleeps. */

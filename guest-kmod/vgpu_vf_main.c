@@ -90,13 +90,15 @@ void vvf_notify(struct vvf_dev *vd, unsigned int v)
 	writel(READ_ONCE(vd->hdr->host_peer) << 16 | v, vd->bar0 + VVF_REG_DOORBELL);
 }
 
-/* After a reset the host re-formatted the rings: attach them again. Under mbox_lock. */
-static int vvf_mbox_reattach(struct vvf_dev *vd)
+/* After a reset the host re-formatted the rings: attach them again. Under mbox_lock.
+ * *@reset: the rings are those of a reset count the driver has not sent anything on. */
+static int vvf_mbox_reattach(struct vvf_dev *vd, bool *reset)
 {
 	u32 rc = smp_load_acquire(&vd->hdr->reset_count);
 	u64 region = vd->lay.ring_region;
 	int ret;
 
+	*reset = false;
 	if (rc == vd->seen_reset_count && vd->req.hdr)
 		return 0;
 	ret = vvf_ring_attach(vd, &vd->req, vd->lay.req_off, region);
@@ -108,6 +110,7 @@ static int vvf_mbox_reattach(struct vvf_dev *vd)
 		return -EPROTO;
 	}
 	vvf_ring_skip(&vd->rsp);
+	*reset = rc != vd->seen_reset_count;
 	vd->seen_reset_count = rc;
 	return 0;
 }
@@ -143,44 +146,36 @@ static int vvf_mbox_take(struct vvf_dev *vd, u32 seq, u32 type, void *rsp, u32 *
 	return 1;
 }
 
-/* One mailbox call (vvf_mbox_call); with @epoch, only while the rings are those of reset
- * count *@epoch (-ENOLINK otherwise: the caller's records are of another reset). *@sent
- * says whether the request reached the host's ring, whatever the outcome. */
-static int vvf_mbox_xfer(struct vvf_dev *vd, const u32 *epoch, u32 type, const void *req,
-			 u32 req_len, void *rsp, u32 *rsp_len, s32 *status, u64 timeout_ns,
-			 bool *sent)
+/* Whether @req is an RM ALLOC of VRAM: the one message that makes the host hand out VRAM. */
+static bool vvf_msg_takes_vram(u32 type, const void *req, u32 len)
+{
+	const struct vgpu_rm_alloc *a = req;
+
+	return type == VF_MSG_RM && len >= sizeof(*a) && a->hdr.op == VGPU_RM_OP_ALLOC &&
+	       a->h_class == VGPU_RM_CLASS_MEMORY_VIDMEM;
+}
+
+int vvf_mbox_send_locked(struct vvf_dev *vd, u32 type, const void *req, u32 req_len, void *rsp,
+			 u32 *rsp_len, s32 *status, u64 timeout_ns, bool *sent)
 {
 	unsigned long deadline = jiffies + nsecs_to_jiffies(timeout_ns) + 1;
 	struct vf_msg *m;
-	int ret = 0, got;
+	int ret, got;
 	u32 seq;
 
+	lockdep_assert_held(&vd->mbox_lock);
 	*sent = false;
-	mutex_lock(&vd->mbox_lock);
-	if (!vvf_ready(vd)) {
-		ret = READ_ONCE(vd->gone) ? -ENODEV : -ENOLINK;
-		goto out;
-	}
-	ret = vvf_mbox_reattach(vd);
-	if (ret)
-		goto out;
-	if (epoch && *epoch != vd->seen_reset_count) {
-		ret = -ENOLINK;
-		goto out;
-	}
-	if (req_len > VF_MSG_MAX_PAYLOAD || req_len > vd->req.elem_size - sizeof(*m)) {
-		ret = -EMSGSIZE;
-		goto out;
-	}
+	if (!vvf_ready(vd))
+		return READ_ONCE(vd->gone) ? -ENODEV : -ENOLINK;
+	if (req_len > VF_MSG_MAX_PAYLOAD || req_len > vd->req.elem_size - sizeof(*m))
+		return -EMSGSIZE;
 	/* The host consumes requests as it serves them: a full ring empties. */
 	wait_event_timeout(vd->wq[VF_VEC_MBOX],
 			   vvf_ring_produce_slot(&vd->req) || !vvf_ready(vd),
 			   max_t(long, (long)(deadline - jiffies), 1));
 	m = vvf_ring_produce_slot(&vd->req);
-	if (IS_ERR_OR_NULL(m)) {
-		ret = m ? PTR_ERR(m) : vvf_ready(vd) ? -ETIMEDOUT : -ENOLINK;
-		goto out;
-	}
+	if (IS_ERR_OR_NULL(m))
+		return m ? PTR_ERR(m) : vvf_ready(vd) ? -ETIMEDOUT : -ENOLINK;
 	seq = ++vd->seq;
 	memset(m, 0, sizeof(*m));
 	m->type = type;
@@ -214,6 +209,42 @@ static int vvf_mbox_xfer(struct vvf_dev *vd, const u32 *epoch, u32 type, const v
 	ret = got < 0 ? got : 0;
 	if (got == -ETIMEDOUT)
 		dev_warn_ratelimited(&vd->pdev->dev, "no mailbox reply to request %u\n", seq);
+	return ret;
+}
+
+/* One mailbox call (vvf_mbox_call); with @epoch, only while the rings are those of reset
+ * count *@epoch (-ENOLINK otherwise: the caller's records are of another reset). *@sent
+ * says whether the request reached the host's ring, whatever the outcome. The first call
+ * on the rings of a new reset count lets the SVM pool fence off the VRAM of pages the
+ * reset lost before anything else reaches the host; while it cannot, an ALLOC of VRAM is
+ * -EAGAIN without sending. */
+static int vvf_mbox_xfer(struct vvf_dev *vd, const u32 *epoch, u32 type, const void *req,
+			 u32 req_len, void *rsp, u32 *rsp_len, s32 *status, u64 timeout_ns,
+			 bool *sent)
+{
+	bool reset, vram;
+	int ret;
+
+	*sent = false;
+	mutex_lock(&vd->mbox_lock);
+	if (!vvf_ready(vd)) {
+		ret = READ_ONCE(vd->gone) ? -ENODEV : -ENOLINK;
+		goto out;
+	}
+	ret = vvf_mbox_reattach(vd, &reset);
+	if (ret)
+		goto out;
+	vram = vvf_msg_takes_vram(type, req, req_len);
+	if (vvf_svm_fence_locked(vd, reset, vram) && vram) {
+		ret = -EAGAIN;
+		goto out;
+	}
+	if (epoch && *epoch != vd->seen_reset_count) {
+		ret = -ENOLINK;
+		goto out;
+	}
+	ret = vvf_mbox_send_locked(vd, type, req, req_len, rsp, rsp_len, status, timeout_ns,
+				   sent);
 out:
 	mutex_unlock(&vd->mbox_lock);
 	return ret;

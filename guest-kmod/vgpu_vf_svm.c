@@ -13,7 +13,10 @@
  * then the driver acknowledges (vgpu_vf_main.c). Pages still in the pool when the reset
  * runs (the host's wait ran out, a page could not move) have lost their contents: every
  * process that migrated pages gets SIGBUS (never a silent loss) and the pool takes no new
- * pages until the old ones are all freed.
+ * pages until the old ones are all freed. Those processes may still map the lost pages, so
+ * the VRAM under them must go to no other process meanwhile: the first mailbox call after
+ * the reset, before anything else reaches the host, takes it again for a client of the
+ * driver's own and holds it until the last lost page is freed (vvf_svm_fence_locked).
  *
  * Where a process's pages are now is the kernel's HMM mirror: hmm_range_fault under an
  * mmu_interval_notifier, retried until no invalidation raced it. */
@@ -30,8 +33,16 @@
 
 #define VVF_SVM_BATCH		64		/* pages per migrate_vma round */
 
-int vvf_krm(struct vvf_dev *vd, u32 op, void *req, u32 len, void *out, u32 out_len,
-	    u32 *handle)
+/* For tests: a VGPU_VF_IOC_SVM call waits before its round number svm_pause_round (rounds
+ * of VVF_SVM_BATCH pages, counted from 1; 0: never) until its process is killed, so that a
+ * test kills it at a known point of a range and counts how many rounds ran. 0 in use. */
+static unsigned int svm_pause_round;
+module_param(svm_pause_round, uint, 0644);
+MODULE_PARM_DESC(svm_pause_round, "test only: the round of 64 pages before which an SVM call waits to be killed (0)");
+
+/* An RM call of the driver's own; @locked: on the mailbox the caller holds. */
+static int vvf_krm_send(struct vvf_dev *vd, bool locked, u32 op, void *req, u32 len, void *out,
+			u32 out_len, u32 *handle)
 {
 	struct vgpu_rm_msg *h = req;
 	struct {
@@ -40,14 +51,19 @@ int vvf_krm(struct vvf_dev *vd, u32 op, void *req, u32 len, void *out, u32 out_l
 	} rsp;
 	u32 rsp_len = sizeof(rsp);
 	s32 status;
+	bool sent;
 	int ret;
 
 	h->magic = (u32)VGPU_RM_MSG_MAGIC;
 	h->abi_version = VGPU_ABI_VERSION;
 	h->op = op;
 	h->length = len;
-	ret = vvf_mbox_call(vd, VF_MSG_RM, req, len, &rsp, &rsp_len, &status,
-			    VVF_DEFAULT_TIMEOUT_NS);
+	if (locked)
+		ret = vvf_mbox_send_locked(vd, VF_MSG_RM, req, len, &rsp, &rsp_len, &status,
+					   VVF_DEFAULT_TIMEOUT_NS, &sent);
+	else
+		ret = vvf_mbox_call(vd, VF_MSG_RM, req, len, &rsp, &rsp_len, &status,
+				    VVF_DEFAULT_TIMEOUT_NS);
 	if (ret || status)
 		return ret ? ret : status;
 	if (rsp_len < sizeof(rsp.r))
@@ -62,8 +78,14 @@ int vvf_krm(struct vvf_dev *vd, u32 op, void *req, u32 len, void *out, u32 out_l
 	return 0;
 }
 
-int vvf_krm_alloc(struct vvf_dev *vd, u32 client, u32 parent, u32 cls, void *params, u32 plen,
-		  u32 *handle)
+int vvf_krm(struct vvf_dev *vd, u32 op, void *req, u32 len, void *out, u32 out_len,
+	    u32 *handle)
+{
+	return vvf_krm_send(vd, false, op, req, len, out, out_len, handle);
+}
+
+static int vvf_krm_alloc_send(struct vvf_dev *vd, bool locked, u32 client, u32 parent, u32 cls,
+			      void *params, u32 plen, u32 *handle)
 {
 	struct {
 		struct vgpu_rm_alloc a;
@@ -72,7 +94,22 @@ int vvf_krm_alloc(struct vvf_dev *vd, u32 client, u32 parent, u32 cls, void *par
 		       .params_len = plen } };
 
 	memcpy(m.p, params, plen);
-	return vvf_krm(vd, VGPU_RM_OP_ALLOC, &m, sizeof(m.a) + plen, params, plen, handle);
+	return vvf_krm_send(vd, locked, VGPU_RM_OP_ALLOC, &m, sizeof(m.a) + plen, params, plen,
+			    handle);
+}
+
+int vvf_krm_alloc(struct vvf_dev *vd, u32 client, u32 parent, u32 cls, void *params, u32 plen,
+		  u32 *handle)
+{
+	return vvf_krm_alloc_send(vd, false, client, parent, cls, params, plen, handle);
+}
+
+/* FREE of @obj of the driver's client @client (the client itself if @obj is @client). */
+static void vvf_krm_free(struct vvf_dev *vd, bool locked, u32 client, u32 obj)
+{
+	struct vgpu_rm_free fr = { .h_client = client, .h_object = obj };
+
+	vvf_krm_send(vd, locked, VGPU_RM_OP_FREE, &fr, sizeof(fr), NULL, 0, NULL);
 }
 
 static void vvf_svm_page_free(struct page *page)
@@ -105,9 +142,7 @@ static const struct dev_pagemap_ops vvf_svm_pgmap_ops = {
 /* Free the pool's client and with it everything under it. Under setup_lock. */
 static void vvf_svm_free_client(struct vvf_dev *vd)
 {
-	struct vgpu_rm_free fr = { .h_client = vd->svm.client, .h_object = vd->svm.client };
-
-	vvf_krm(vd, VGPU_RM_OP_FREE, &fr, sizeof(fr), NULL, 0, NULL);
+	vvf_krm_free(vd, false, vd->svm.client, vd->svm.client);
 	vd->svm.client = vd->svm.device = vd->svm.mem = 0;
 }
 
@@ -115,9 +150,10 @@ static void vvf_svm_free_client(struct vvf_dev *vd)
 static int vvf_svm_setup(struct vvf_dev *vd)
 {
 	struct vvf_svm *s = &vd->svm;
-	struct vgpu_rm_vidmem_params p = { .size = VVF_SVM_POOL, .page_size = 2 << 20,
-					   .alignment = 2 << 20,
+	struct vgpu_rm_vidmem_params p = { .size = VVF_SVM_POOL, .page_size = VVF_SVM_ALIGN,
+					   .alignment = VVF_SVM_ALIGN,
 					   .flags = VGPU_RM_MEM_CONTIGUOUS };
+	u32 rc = smp_load_acquire(&vd->hdr->reset_count);
 	struct vgpu_rm_msg m = { 0 };
 	unsigned long pfn, i;
 	void *addr;
@@ -138,7 +174,8 @@ static int vvf_svm_setup(struct vvf_dev *vd)
 		goto free_client;
 	}
 	if (p.addr < vd->lay.vram_off || p.addr - vd->lay.vram_off > vd->lay.vram_size ||
-	    p.size > vd->lay.vram_size - (p.addr - vd->lay.vram_off) || p.addr % (2 << 20)) {
+	    p.size != VVF_SVM_POOL || p.size > vd->lay.vram_size - (p.addr - vd->lay.vram_off) ||
+	    p.addr % VVF_SVM_ALIGN) {
 		ret = -EPROTO;
 		goto free_client;
 	}
@@ -167,6 +204,14 @@ static int vvf_svm_setup(struct vvf_dev *vd)
 		s->mapped = true;
 	}
 	spin_lock(&s->lock);
+	/* A reset since the allocation freed it, and the first mailbox call after that reset
+	 * (vvf_svm_fence_locked: the pool out of use, under this lock) found it not ready yet:
+	 * it must not start now, or its pages would lie in VRAM nobody holds. */
+	if (smp_load_acquire(&vd->hdr->reset_count) != rc) {
+		spin_unlock(&s->lock);
+		s->client = s->device = s->mem = 0;	/* the host freed them */
+		return -ENOLINK;
+	}
 	s->free = NULL;
 	for (i = 0, pfn = PHYS_PFN(s->pgmap.range.start); i < s->size >> PAGE_SHIFT; i++, pfn++) {
 		struct page *page = pfn_to_page(pfn);
@@ -261,23 +306,38 @@ static void vvf_svm_owner(struct vvf_svm *s, struct pid *who)
 	spin_unlock(&s->lock);
 }
 
+/* svm_pause_round's wait: until the caller is killed or the parameter is 0 again. Its own
+ * function, so that a test finds the caller here by its wchan. */
+static noinline void vvf_svm_test_pause(void)
+{
+	while (READ_ONCE(svm_pause_round) && !fatal_signal_pending(current))
+		schedule_timeout_killable(HZ / 10);
+}
+
 int vvf_svm_ensure(struct vvf_dev *vd)
 {
+	struct vvf_svm *s = &vd->svm;
+	bool ready, broken;
 	int ret = 0;
 
-	mutex_lock(&vd->svm.setup_lock);
+	mutex_lock(&s->setup_lock);
+	spin_lock(&s->lock);
+	ready = s->ready;
+	broken = s->broken;
+	spin_unlock(&s->lock);
 	/* No pool once the device is going: vvf_svm_fini took it for good. */
 	if (READ_ONCE(vd->gone))
 		ret = -ENODEV;
-	else if (!vd->svm.ready)
-		ret = vd->svm.broken ? -EIO : vvf_svm_setup(vd);
-	mutex_unlock(&vd->svm.setup_lock);
+	else if (!ready)
+		ret = broken ? -EIO : vvf_svm_setup(vd);
+	mutex_unlock(&s->setup_lock);
 	return ret;
 }
 
 int vvf_svm_move_locked(struct vvf_dev *vd, struct mm_struct *mm, struct pid *who, u64 addr,
 			u64 len, bool to_vram, u64 *moved)
 {
+	unsigned int pause = READ_ONCE(svm_pause_round), round;
 	unsigned long start = addr, end = addr + len, next;
 	struct vm_area_struct *vma;
 	long got;
@@ -295,7 +355,9 @@ int vvf_svm_move_locked(struct vvf_dev *vd, struct mm_struct *mm, struct pid *wh
 		}
 		vvf_svm_owner(&vd->svm, who);
 	}
-	for (; start < end; start = next) {
+	for (round = 1; start < end; start = next, round++) {
+		if (unlikely(round == pause) && !(current->flags & PF_KTHREAD))
+			vvf_svm_test_pause();
 		/* A range may be as large as the address space: a killed caller stops here
 		 * rather than after every round of it. */
 		if (fatal_signal_pending(current)) {
@@ -498,31 +560,200 @@ long vvf_ioc_svm_query(struct vvf_file *f, unsigned long arg)
 	return ret;
 }
 
-void vvf_svm_reset(struct vvf_dev *vd)
+/* The reset took the pool's client and its VRAM: no page leaves the pool any more, and the
+ * pages in use lost their contents, so the processes that migrated them get SIGBUS (never
+ * a read of zeros as data) and no new pool is made until those pages are freed. Whichever
+ * comes first after the reset, the event thread or the first mailbox call, does it. The
+ * pages in use. */
+static u64 vvf_svm_lose(struct vvf_dev *vd)
 {
 	struct vvf_svm *s = &vd->svm;
-	bool was_ready;
+	bool lost;
 	u64 in_use;
 	u32 i;
 
-	mutex_lock(&s->setup_lock);
 	spin_lock(&s->lock);
 	in_use = s->in_use;
-	was_ready = s->ready;
-	s->ready = false;	/* the client and the pool's VRAM are gone with the reset */
-	spin_unlock(&s->lock);
-	s->resetting = false;	/* a new pool may be made (after the lost pages are freed) */
-	if (was_ready && in_use) {
-		/* The pages' contents are gone: their processes must not read zeros as data. */
-		spin_lock(&s->lock);
+	lost = s->ready && in_use;
+	s->ready = false;
+	if (lost) {
+		s->broken = true;
 		for (i = 0; i < s->nr_owners; i++)
 			kill_pid(s->owners[i], SIGBUS, 1);
-		spin_unlock(&s->lock);
+	}
+	spin_unlock(&s->lock);
+	if (lost)
 		dev_warn(&vd->pdev->dev, "SVM: a reset lost %llu migrated pages: their processes "
 			 "got SIGBUS\n", (unsigned long long)in_use);
-		s->broken = true;
-	}
+	return in_use;
+}
+
+void vvf_svm_reset(struct vvf_dev *vd)
+{
+	struct vvf_svm *s = &vd->svm;
+
+	mutex_lock(&s->setup_lock);
+	vvf_svm_lose(vd);
+	s->resetting = false;	/* a new pool may be made (after the lost pages are freed) */
 	mutex_unlock(&s->setup_lock);
+}
+
+/* Taking back a lost range [off, off + size) of VRAM, under vd->mbox_lock. The allocator's
+ * placement is the host's: what lands elsewhere is a filler, kept until every piece of the
+ * range is held, so that the allocator must hand out the range next. */
+struct vvf_hold {
+	u32 client, device;
+	u64 off, size;
+	u64 held;			/* the range's VVF_SVM_ALIGN pieces held (bitmap) */
+	u32 *fillers;			/* objects elsewhere, freed at the end */
+	u32 nr_fillers, max_fillers;
+	u32 calls;			/* ALLOCs sent */
+};
+
+enum { VVF_HOLD_IN, VVF_HOLD_OUT, VVF_HOLD_ACROSS };
+
+#define VVF_HOLD_MAX		(1ull << 30)	/* the largest filler asked for */
+
+/* @size bytes of contiguous VRAM for @h: VVF_HOLD_IN (inside the range: kept), _OUT
+ * (elsewhere: a filler), _ACROSS (over its edge: freed again, the range is taken in pieces
+ * instead), or the RM's or the mailbox's error. */
+static int vvf_hold_take(struct vvf_dev *vd, struct vvf_hold *h, u64 size)
+{
+	struct vgpu_rm_vidmem_params p = { .size = size, .page_size = VVF_SVM_ALIGN,
+					   .alignment = VVF_SVM_ALIGN,
+					   .flags = VGPU_RM_MEM_CONTIGUOUS };
+	bool across;
+	u32 mem;
+	int ret;
+
+	h->calls++;
+	ret = vvf_krm_alloc_send(vd, true, h->client, h->device, VGPU_RM_CLASS_MEMORY_VIDMEM, &p,
+				 sizeof(p), &mem);
+	if (ret)
+		return ret;
+	if (p.size != size || p.addr % VVF_SVM_ALIGN) {
+		vvf_krm_free(vd, true, h->client, mem);
+		return -EPROTO;
+	}
+	if (p.addr >= h->off && p.addr - h->off < h->size && size <= h->size - (p.addr - h->off)) {
+		h->held |= GENMASK_ULL((p.addr - h->off + size) / VVF_SVM_ALIGN - 1,
+				       (p.addr - h->off) / VVF_SVM_ALIGN);
+		return VVF_HOLD_IN;
+	}
+	across = p.addr < h->off + h->size && p.addr + size > h->off;
+	if (!across && h->nr_fillers < h->max_fillers) {
+		h->fillers[h->nr_fillers++] = mem;
+		return VVF_HOLD_OUT;
+	}
+	vvf_krm_free(vd, true, h->client, mem);
+	return across ? VVF_HOLD_ACROSS : -ENOSPC;
+}
+
+/* Allocate until every piece of the range is held. The first try is the range's size (on an
+ * empty VRAM a first fit lands on it at once, or right below it); fillers double while they
+ * land elsewhere, so a range far from where the allocator starts is reached in about
+ * log(distance) calls, and anything over the range's edge makes the next tries single
+ * pieces. Each call holds a new piece of VRAM or is followed by one that does, so this ends
+ * once the range is held or the VF's VRAM (or quota) is used up. */
+static int vvf_hold_fill(struct vvf_dev *vd, struct vvf_hold *h)
+{
+	u64 all = GENMASK_ULL(h->size / VVF_SVM_ALIGN - 1, 0), chunk = h->size;
+	int ret;
+
+	BUILD_BUG_ON(VVF_SVM_POOL / VVF_SVM_ALIGN > 64 || VVF_SVM_POOL % VVF_SVM_ALIGN);
+	while (h->held != all) {
+		ret = vvf_hold_take(vd, h, chunk);
+		if ((ret == VGPU_RM_ERR_NO_MEMORY || ret == VGPU_RM_ERR_QUOTA) &&
+		    chunk > VVF_SVM_ALIGN) {
+			chunk = VVF_SVM_ALIGN;	/* no room that large: pieces */
+			continue;
+		}
+		if (ret < 0)
+			return ret;
+		chunk = ret == VVF_HOLD_OUT ? min(chunk * 2, VVF_HOLD_MAX) : VVF_SVM_ALIGN;
+	}
+	return 0;
+}
+
+/* Hold the lost range for a new client of the driver's own: 0, or the error (nothing held).
+ * The ALLOCs it took into *@calls. */
+static int vvf_svm_hold_lost(struct vvf_dev *vd, u32 *calls)
+{
+	struct vvf_svm *s = &vd->svm;
+	struct vvf_hold h = { .off = s->lost.off, .size = s->lost.size };
+	struct vgpu_rm_msg m = { 0 };
+	int ret;
+	u32 i;
+
+	h.max_fillers = div64_u64(vd->lay.vram_size, VVF_SVM_ALIGN) + 1;
+	h.fillers = kvmalloc_array(h.max_fillers, sizeof(*h.fillers), GFP_KERNEL);
+	if (!h.fillers)
+		return -ENOMEM;
+	ret = vvf_krm_send(vd, true, VGPU_RM_OP_ALLOC_CLIENT, &m, sizeof(m), NULL, 0, &h.client);
+	if (!ret)
+		ret = vvf_krm_alloc_send(vd, true, h.client, h.client, VGPU_RM_CLASS_DEVICE, NULL,
+					 0, &h.device);
+	if (!ret)
+		ret = vvf_hold_fill(vd, &h);
+	for (i = 0; i < h.nr_fillers; i++)
+		vvf_krm_free(vd, true, h.client, h.fillers[i]);
+	kvfree(h.fillers);
+	*calls = h.calls;
+	if (ret && h.client)
+		vvf_krm_free(vd, true, h.client, h.client);
+	if (!ret)
+		s->lost.client = h.client;
+	return ret;
+}
+
+int vvf_svm_fence_locked(struct vvf_dev *vd, bool reset, bool vram)
+{
+	struct vvf_svm *s = &vd->svm;
+	u32 calls = 0;
+	u64 in_use;
+	int ret;
+
+	lockdep_assert_held(&vd->mbox_lock);
+	if (reset) {
+		s->lost.client = 0;	/* the reset freed whatever held a range before */
+		in_use = vvf_svm_lose(vd);
+		/* Pages in use keep the pool's range where it was (a new pool is made only
+		 * once they are all free): read after the lock that counted them. */
+		if (in_use) {
+			s->lost.need = true;
+			s->lost.off = s->off;
+			s->lost.size = s->size;
+		}
+	}
+	if (!s->lost.need)
+		return 0;
+	spin_lock(&s->lock);
+	in_use = s->in_use;
+	spin_unlock(&s->lock);
+	if (!in_use) {
+		/* The last lost page is freed: nobody maps the range any more. */
+		if (s->lost.client)
+			vvf_krm_free(vd, true, s->lost.client, s->lost.client);
+		s->lost.client = 0;
+		s->lost.need = false;
+		dev_info(&vd->pdev->dev, "SVM: the VRAM of the lost pages is free again\n");
+		return 0;
+	}
+	/* Tried on the first call after the reset and again by each ALLOC of VRAM while it
+	 * fails: the other calls cannot give the range to anyone. */
+	if (s->lost.client || (!reset && !vram))
+		return 0;
+	ret = vvf_svm_hold_lost(vd, &calls);
+	if (ret)
+		dev_warn_ratelimited(&vd->pdev->dev, "SVM: cannot hold the VRAM of %llu lost pages "
+				     "(%d): no VRAM is allocated until they are freed\n",
+				     (unsigned long long)in_use, ret);
+	else
+		dev_info(&vd->pdev->dev, "SVM: the VRAM of %llu lost pages (%llu MiB at %#llx) is "
+			 "held until they are freed (%u ALLOCs)\n", (unsigned long long)in_use,
+			 (unsigned long long)(s->lost.size >> 20),
+			 (unsigned long long)s->lost.off, calls);
+	return ret ? -EAGAIN : 0;
 }
 
 /* Whether the host has not begun a reset since reset count @rc: the VRAM just read was

@@ -19,6 +19,12 @@
  *                                       GPU filled through the kernel's address space, which
  *                                       the reset must leave intact and the address space
  *                                       lost
+ *   vgpu-kmod-test --svm-lossy [DEV]    migrate 64 pages into VRAM (6 MiB of VRAM of its own
+ *                                       below the pool), print "# holding", catch the SIGBUS
+ *                                       of a reset that loses them; after SIGUSR1 a child
+ *                                       takes all the VRAM it can and writes a pattern where
+ *                                       the lost pages are: exit 0 only if it got none of
+ *                                       them and the pages do not show the pattern
  *   vgpu-kmod-test --bench [DEV]        figures, one JSON object: mailbox round trip by
  *                                       interrupt (the MBOX ioctl, and the file's own rings
  *                                       rung by NOTIFY), SVM migration GB/s each way with a
@@ -837,21 +843,162 @@ static bool t_svm(int fd)
 	CHECK(ret == -EOPNOTSUPP, "shared memory: %d, -EOPNOTSUPP expected", ret);
 	ret = svm(fd, VGPU_VF_SVM_TO_VRAM, (void *)4096, 4096, &a);
 	CHECK(ret == -EFAULT, "unmapped: %d, -EFAULT expected", ret);
-	/* 1 TiB, reserved and never touched: the call ends once the pool is full instead of
-	 * walking the rest 64 pages at a time (about 4 million rounds), and munmap gives
-	 * every page back. */
-	sh = mmap(NULL, 1ull << 40, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	CHECK(sh != MAP_FAILED, "mmap of 1 TiB: %s", strerror(errno));
-	ret = svm(fd, VGPU_VF_SVM_TO_VRAM, sh, 1ull << 40, &a);
-	munmap(sh, 1ull << 40);
-	CHECK(!ret && a.migrated && a.migrated + base == a.vram_pages &&
-	      a.vram_pages <= (32 << 20) / 4096, "1 TiB into VRAM: %d, %llu pages moved, %llu "
-	      "in use, %llu before", ret, (unsigned long long)a.migrated,
-	      (unsigned long long)a.vram_pages, (unsigned long long)base);
-	ret = svm(fd, VGPU_VF_SVM_TO_SYSTEM, p, 4096, &a);
-	CHECK(a.vram_pages == base, "munmap of the 1 TiB left %llu pages in VRAM, %llu before",
+	CHECK(a.vram_pages == base, "%llu pages left in VRAM, %llu before",
 	      (unsigned long long)a.vram_pages, (unsigned long long)base);
 	return true;
+}
+
+/* The driver's function an SVM call waits in while svm_pause_round holds it (its wchan). */
+#define SVM_PAUSE_FN	"vvf_svm_test_pause"
+
+/* Wait until process @pid sleeps in kernel function @fn (its wchan): 1; or until it exits:
+ * 0, its status in *@st. As long as either takes (the suite's own timeout bounds a hang). */
+static int wchan_or_exit(pid_t pid, const char *fn, int *st)
+{
+	char path[64], buf[128];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/wchan", (int)pid);
+	for (;;) {
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : 0;
+		if (fd >= 0)
+			close(fd);
+		buf[n > 0 ? n : 0] = '\0';
+		if (strstr(buf, fn))
+			return 1;
+		if (waitpid(pid, st, WNOHANG) == pid)
+			return 0;
+		usleep(1000);
+	}
+}
+
+/* The pool's pages in use (what an SVM call reports), or -1. */
+static long long pool_in_use(int fd)
+{
+	struct vgpu_vf_ioc_svm a;
+	int ret = svm(fd, VGPU_VF_SVM_TO_SYSTEM, (void *)4096, 4096, &a);
+
+	return ret == -EFAULT ? (long long)a.vram_pages : -1;
+}
+
+/* How many of the @n pages at @p are in VRAM (the mirror), or -1. */
+static long long in_vram(int fd, uint8_t *p, size_t n)
+{
+	uint64_t e[VGPU_VF_SVM_QUERY_MAX];
+	long long got = 0;
+	size_t i, k;
+
+	for (i = 0; i < n; i += k) {
+		struct vgpu_vf_ioc_svm_query q = { .size = sizeof(q), .out_ptr = (uintptr_t)e };
+
+		k = n - i < VGPU_VF_SVM_QUERY_MAX ? n - i : VGPU_VF_SVM_QUERY_MAX;
+		q.addr = (uintptr_t)p + i * 4096;
+		q.len = k * 4096;
+		if (xioctl(fd, VGPU_VF_IOC_SVM_QUERY, &q))
+			return -1;
+		got += q.in_vram;
+	}
+	return got;
+}
+
+/* A call that is killed stops before its next round of 64 pages. A forked child moves
+ * 1,024 pages into VRAM that it shares copy on write with this process, which keeps them
+ * mapped after the child is gone; svm_pause_round holds the call before its second round
+ * until the child is SIGKILLed. Only the first round's pages may have moved: a call that
+ * went on would move all 16 rounds' worth before it returned to die. */
+static bool svm_killed(int fd)
+{
+	const size_t n = 1024, len = n * 4096;
+	uint8_t *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct vgpu_vf_ioc_svm a;
+	long long moved;
+	int ret, in = -1, st = 0;
+	size_t i, bad = 0;
+	char old[32];
+	pid_t pid;
+
+	CHECK(p != MAP_FAILED, "mmap");
+	memset(p, 0x6b, len);
+	ret = param_set("svm_pause_round", "2", old, sizeof(old));
+	CHECK(!ret, "svm_pause_round=2: %d", ret);
+	pid = fork();
+	if (pid == 0)
+		_exit(svm(fd, VGPU_VF_SVM_TO_VRAM, p, len, &a) ? 1 : 0);
+	if (pid > 0)
+		in = wchan_or_exit(pid, SVM_PAUSE_FN, &st);
+	if (in == 1) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &st, 0);
+	}
+	param_set("svm_pause_round", old, NULL, 0);
+	moved = in_vram(fd, p, n);
+	ret = svm(fd, VGPU_VF_SVM_TO_SYSTEM, p, len, &a);
+	for (i = 0; i < len; i++)
+		bad += p[i] != 0x6b;
+	munmap(p, len);
+	CHECK(pid > 0, "fork: %s", strerror(errno));
+	CHECK(in == 1, "the child's call never waited before its second round (status %#x)", st);
+	CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "the child ended with %#x", st);
+	CHECK(moved == 64, "the killed call moved %lld pages into VRAM: only its first round's "
+	      "64 may move", moved);
+	CHECK(!ret && !bad, "back to system memory: %d, %zu bytes changed", ret, bad);
+	return true;
+}
+
+/* A call into VRAM ends once the pool is full. A forked child moves 1 TiB, reserved and
+ * never touched, into VRAM; the pool takes at most 128 rounds of 64 pages, and
+ * svm_pause_round holds a call that reaches round 256 (instead of walking the rest, about
+ * 4 million rounds of nothing). munmap (the child's exit) gives every page back. */
+static bool svm_full_stops(int fd)
+{
+	struct vgpu_vf_ioc_svm *r = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+					 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	long long base = pool_in_use(fd), after;
+	int ret, in = -1, st = 0;
+	char old[32];
+	pid_t pid;
+
+	CHECK(r != MAP_FAILED && base >= 0, "mmap, the pool: %lld", base);
+	ret = param_set("svm_pause_round", "256", old, sizeof(old));
+	CHECK(!ret, "svm_pause_round=256: %d", ret);
+	pid = fork();
+	if (pid == 0) {
+		void *big = mmap(NULL, 1ull << 40, PROT_NONE,
+				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+
+		if (big == MAP_FAILED)
+			_exit(2);
+		_exit(svm(fd, VGPU_VF_SVM_TO_VRAM, big, 1ull << 40, r) ? 1 : 0);
+	}
+	if (pid > 0)
+		in = wchan_or_exit(pid, SVM_PAUSE_FN, &st);
+	if (in == 1) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &st, 0);
+	}
+	param_set("svm_pause_round", old, NULL, 0);
+	after = pool_in_use(fd);
+	CHECK(pid > 0, "fork: %s", strerror(errno));
+	CHECK(in == 0, "the call went on past the full pool: it reached round 256");
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "1 TiB into VRAM: the child ended with %#x",
+	      st);
+	CHECK(r->migrated && r->migrated + base == r->vram_pages &&
+	      r->vram_pages <= (32 << 20) / 4096, "1 TiB into VRAM: %llu pages moved, %llu in "
+	      "use, %lld before", (unsigned long long)r->migrated,
+	      (unsigned long long)r->vram_pages, base);
+	CHECK(after == base, "munmap of the 1 TiB left %lld pages in VRAM, %lld before", after,
+	      base);
+	munmap(r, 4096);
+	return true;
+}
+
+/* A huge range never keeps a process in the SVM ioctl: it stops at a fatal signal and at a
+ * full pool, each checked by the rounds it ran (svm_pause_round), not by time. */
+static bool t_svm_stops(int fd)
+{
+	return svm_killed(fd) && svm_full_stops(fd);
 }
 
 /* ---- the kernel-owned SVM address space: GPU work on plain process memory ---- */
@@ -1391,6 +1538,86 @@ out:
 	return ok;
 }
 
+/* SHARE @client's memory @obj with every client of the VF for DUP: the RM status. */
+static int rm_share(int fd, uint32_t client, uint32_t obj)
+{
+	struct vgpu_rm_share m = { .h_client = client, .h_object = obj,
+				   .access = VGPU_RM_ACCESS_DUP };
+	struct rm_rsp r;
+
+	return rm_call(fd, VGPU_RM_OP_SHARE, &m, sizeof(m), &r);
+}
+
+/* A DUP of another file's memory keeps it alive on the host whatever its owner frees, so it
+ * counts for the file that holds the DUP too; else one file could pin without bound what
+ * another allocates and frees. Two files under t_quota's limits (about 50 MiB of VRAM
+ * each): the owner allocates 40 MiB and SHAREs it, the importer DUPs it (40 MiB counted),
+ * the owner frees it (still counted), allocates and SHAREs 40 MiB again; a DUP of that too
+ * would hold 80 MiB: -EDQUOT, until the importer frees the first DUP. */
+static bool quota_dup_foreign(void)
+{
+	int o = open_dev(), i = open_dev(), ret;
+	uint32_t a, b, d1, d2;
+	struct ctx co, ci;
+	uint64_t off;
+	bool ok = false;
+
+	if (o < 0 || i < 0 || !ctx_make(o, &co) || !ctx_make(i, &ci)) {
+		fail("two files for the DUP case");
+		goto out;
+	}
+	ret = vidmem(o, &co, 40 << 20, &a, &off);
+	if (!ret)
+		ret = rm_share(o, co.client, a);
+	if (ret) {
+		fail("the owner's 40 MiB of VRAM, shared: %d", ret);
+		goto out;
+	}
+	ret = rm_dup(i, ci.client, ci.device, co.client, a, &d1);
+	if (ret || vram_used(i) != 40 << 20) {
+		fail("a DUP of another file's 40 MiB: %d, %lld bytes counted for it, 40 MiB "
+		     "expected", ret, vram_used(i));
+		goto out;
+	}
+	ret = rm_free(o, co.client, a);
+	if (ret || vram_used(i) != 40 << 20 || vram_used(o) != 0) {
+		fail("the owner freed it: %d, %lld bytes counted for the DUP, %lld for the owner",
+		     ret, vram_used(i), vram_used(o));
+		goto out;
+	}
+	ret = vidmem(o, &co, 40 << 20, &b, &off);
+	if (!ret)
+		ret = rm_share(o, co.client, b);
+	if (ret) {
+		fail("the owner's next 40 MiB, shared: %d", ret);
+		goto out;
+	}
+	ret = rm_dup(i, ci.client, ci.device, co.client, b, &d2);
+	if (ret != -EDQUOT || vram_used(i) != 40 << 20) {
+		fail("a second DUP, 80 MiB held on a quota of about 50: %d, -EDQUOT expected; "
+		     "%lld bytes counted", ret, vram_used(i));
+		goto out;
+	}
+	ret = rm_free(i, ci.client, d1);
+	if (ret || vram_used(i) != 0) {
+		fail("the first DUP freed: %d, %lld bytes still counted", ret, vram_used(i));
+		goto out;
+	}
+	ret = rm_dup(i, ci.client, ci.device, co.client, b, &d2);
+	if (ret || vram_used(i) != 40 << 20) {
+		fail("the second DUP after the first one's FREE: %d, %lld bytes counted", ret,
+		     vram_used(i));
+		goto out;
+	}
+	ok = true;
+out:
+	if (o >= 0)
+		close(o);
+	if (i >= 0)
+		close(i);
+	return ok;
+}
+
 /* A channel of the file's own on VASPACE @hv, its USERD at VF-physical @userd. */
 static int own_channel(int fd, const struct ctx *c, uint32_t hv, uint64_t userd, uint32_t *h)
 {
@@ -1532,9 +1759,9 @@ static const char *const quota_params[] = { "file_vram_pct", "file_dma_pct", "fi
 					    "file_clients" };
 
 /* Quotas: a file at its quota gets -EDQUOT, another process still allocates, closing the
- * file returns everything, and a parameter out of range is refused; DUPs of the file's
- * memory count, and a channel bound to another VASPACE stays counted until the host
- * frees it. */
+ * file returns everything, and a parameter out of range is refused; DUPs count, of the
+ * file's own memory and of another file's, and a channel bound to another VASPACE stays
+ * counted until the host frees it. */
 static bool t_quota(void)
 {
 	struct vgpu_vf_ioc_info in = { .size = sizeof(in) };
@@ -1578,7 +1805,7 @@ static bool t_quota(void)
 	ok = ok && pid > 0 && waitpid(pid, &st, 0) == pid;
 	if (ok && !(WIFEXITED(st) && !WEXITSTATUS(st)))
 		ok = fail("another process at the same time: status %#x", st);
-	ok = ok && quota_dup();
+	ok = ok && quota_dup() && quota_dup_foreign();
 	if (fd >= 0)
 		close(fd);
 	for (i = 0; i < 4; i++)
@@ -1758,6 +1985,137 @@ static int svm_hold(void)
 		return 2;
 	for (;;)
 		pause();
+}
+
+/* ---- a reset that loses pages: their VRAM goes to no one else ---- */
+
+#define LOSSY_PAGES	64
+#define LOSSY_WORD	0xb0b5b0b5u	/* what the other process writes into its VRAM */
+
+static volatile sig_atomic_t lossy_bus;
+
+static void on_lossy_bus(int sig)
+{
+	(void)sig;
+	lossy_bus = 1;
+}
+
+/* The VF-physical addresses of the @n pages at @p that are in VRAM into @addr: how many. */
+static int vram_addrs(int fd, uint8_t *p, size_t n, uint64_t *addr)
+{
+	uint64_t e[LOSSY_PAGES];
+	struct vgpu_vf_ioc_svm_query q = { .size = sizeof(q), .addr = (uintptr_t)p,
+					   .len = n * 4096, .out_ptr = (uintptr_t)e };
+	size_t i;
+	int k = 0;
+
+	if (n > LOSSY_PAGES || xioctl(fd, VGPU_VF_IOC_SVM_QUERY, &q))
+		return -1;
+	for (i = 0; i < n; i++)
+		if (e[i] & VGPU_VF_SVM_PAGE_VRAM)
+			addr[k++] = VGPU_VF_SVM_PAGE_ADDR(e[i]);
+	return k;
+}
+
+/* Another process, after the reset: every byte of VRAM its own file can get (2 MiB pieces,
+ * then 64 KiB ones), and LOSSY_WORD over each page of it that is at one of @addr (the lost
+ * pages the holder still maps). How many such pages it got, or -1. */
+static int lossy_other(const uint64_t *addr, int n)
+{
+	struct vgpu_vf_ioc_info in = { .size = sizeof(in) };
+	static const uint64_t piece[2] = { 2 << 20, 64 << 10 };
+	int fd = open_dev(), got = 0, k, j;
+	uint8_t *bar;
+	struct ctx c;
+
+	if (fd < 0 || xioctl(fd, VGPU_VF_IOC_INFO, &in) || !ctx_make(fd, &c))
+		return -1;
+	bar = mmap(NULL, in.bar_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (bar == MAP_FAILED)
+		return -1;
+	for (k = 0; k < 2; k++) {
+		for (;;) {
+			struct vgpu_rm_vidmem_params p = { .size = piece[k], .page_size = piece[k],
+							   .flags = VGPU_RM_MEM_CONTIGUOUS };
+			uint32_t h;
+
+			if (rm_alloc(fd, c.client, c.device, VGPU_RM_CLASS_MEMORY_VIDMEM, &p,
+				     sizeof(p), &h))
+				break;
+			for (j = 0; j < n; j++) {
+				if (addr[j] < p.addr || addr[j] - p.addr >= p.size)
+					continue;
+				for (size_t w = 0; w < 4096 / 4; w++)
+					((volatile uint32_t *)(bar + addr[j]))[w] = LOSSY_WORD;
+				got++;
+			}
+		}
+	}
+	return got;	/* kept until the process exits: the holder reads meanwhile */
+}
+
+/* --svm-lossy: 64 pages migrated into VRAM through a reset that loses them (reset_evict=0).
+ * The reset's SIGBUS is caught, so this process keeps mapping the lost pages; after SIGUSR1
+ * a child (another process, a file of its own) takes all the VRAM it can get and writes
+ * LOSSY_WORD over every page of it where a lost page is: it must get none of them, and the
+ * lost pages must not show its words (zeros, the old bytes or a SIGBUS, never another
+ * process's data). 6 MiB of VRAM of this file's below the pool make the pool lie away from
+ * where a first fit starts, so the driver must take that very range back after the reset.
+ * Exit 0 if so, 1 if not, 2 if the setup failed. */
+static int svm_lossy(void)
+{
+	struct sigaction sa = { .sa_handler = on_lossy_bus };
+	const size_t len = LOSSY_PAGES * 4096;
+	uint64_t addr[LOSSY_PAGES];
+	int fd = open_dev(), sig, n, got = -1, st, go[2], done[2];
+	struct vgpu_vf_ioc_svm a;
+	size_t i, words = 0;
+	uint8_t *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct ctx c;
+	sigset_t set;
+	uint64_t off;
+	uint32_t h;
+	pid_t pid;
+
+	sigaction(SIGBUS, &sa, NULL);
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR1);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+	if (p == MAP_FAILED || fd < 0 || !ctx_make(fd, &c) || vidmem(fd, &c, 6 << 20, &h, &off))
+		return 2;
+	memset(p, 0x3c, len);
+	if (svm(fd, VGPU_VF_SVM_TO_VRAM, p, len, &a) || a.migrated != LOSSY_PAGES ||
+	    vram_addrs(fd, p, LOSSY_PAGES, addr) != LOSSY_PAGES)
+		return 2;
+	printf("# holding %d pages in VRAM from %#llx, 6 MiB of VRAM at %#llx\n", LOSSY_PAGES,
+	       (unsigned long long)addr[0], (unsigned long long)off);
+	fflush(stdout);
+	sigwait(&set, &sig);
+	if (!lossy_bus) {
+		printf("# no SIGBUS: the reset lost no page\n");
+		return 1;
+	}
+	n = vram_addrs(fd, p, LOSSY_PAGES, addr);
+	if (n < 0 || pipe(go) || pipe(done))
+		return 2;
+	pid = fork();
+	if (pid == 0) {
+		char ch;
+
+		got = lossy_other(addr, n);
+		if (write(done[1], &got, sizeof(got)) != sizeof(got) || read(go[0], &ch, 1) != 1)
+			_exit(3);
+		_exit(0);
+	}
+	if (pid < 0 || read(done[0], &got, sizeof(got)) != sizeof(got))
+		got = -1;
+	for (i = 0; i < len / 4; i++)
+		words += ((volatile uint32_t *)p)[i] == LOSSY_WORD;
+	if (pid > 0 && write(go[1], "g", 1) == 1)
+		waitpid(pid, &st, 0);
+	printf("# %d lost pages still in VRAM; the other process got %d of them; %zu words of "
+	       "its pattern in the lost pages\n", n, got, words);
+	return got == 0 && words == 0 ? 0 : 1;
 }
 
 /* ---- figures (not a test: nothing here is asserted) ---- */
@@ -2189,6 +2547,10 @@ int main(int argc, char **argv)
 		dev = argc > 2 ? argv[2] : find_dev();
 		return dev ? svm_evict(true) : 2;
 	}
+	if (argc > 1 && !strcmp(argv[1], "--svm-lossy")) {
+		dev = argc > 2 ? argv[2] : find_dev();
+		return dev ? svm_lossy() : 2;
+	}
 	if (argc > 1 && !strcmp(argv[1], "--svm-evict")) {
 		dev = argc > 2 ? argv[2] : find_dev();
 		return dev ? svm_evict(false) : 2;
@@ -2213,7 +2575,7 @@ int main(int argc, char **argv)
 			fprintf(stderr, "vgpu-kmod-test --bench: %s\n", why[0] ? why : "failed");
 		return ret;
 	}
-	printf("1..14\n");
+	printf("1..15\n");
 	point(t_info(), "INFO: uapi, vectors, BAR2");
 	fd = open_dev();
 	point(fd >= 0 && t_sizes(fd), "wrong sizes, types and vectors are -EINVAL/-ENOTTY");
@@ -2228,6 +2590,7 @@ int main(int argc, char **argv)
 		point(false, "a process killed mid-call leaves no RM client behind");
 		point(false, "an RM call's timeout is never the caller's 1 ns");
 		point(false, "SVM: process memory into VRAM and back");
+		point(false, "SVM: a call stops once killed and once the pool is full");
 		point(false, "SVM address space: GPU faults serviced by the kernel");
 		point(false, "quotas per file");
 		point(false, "strict_as");
@@ -2241,6 +2604,8 @@ int main(int argc, char **argv)
 		      "every call answered, no client left behind");
 		point(t_svm(fd), "SVM: process memory into VRAM and back in place, its HMM mirror, "
 		      "fork, munmap");
+		point(t_svm_stops(fd), "SVM: a call stops at its next round once killed, and "
+		      "once the pool is full");
 		point(t_as(), "SVM address space: GPU work on malloc'd memory, faults serviced "
 		      "by the kernel, munmap, migration, fork, a full pool, a process killed "
 		      "mid-fault, a bad address cancels one process's channel");

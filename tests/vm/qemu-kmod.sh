@@ -13,7 +13,9 @@
 #           memory and acknowledges, the reset runs: the driver forgets every file's
 #           objects, the process recovers, and the one holding pages keeps their data
 #   noack   the same with the driver told not to evict or acknowledge (reset_evict=0):
-#           vgpud's wait runs out, the reset scrubs the pages, their process ends by SIGBUS
+#           vgpud's wait runs out, the reset scrubs the pages, their process ends by SIGBUS;
+#           a second one catches its SIGBUS and keeps mapping its lost pages, and another
+#           process that takes all the VRAM it can after the reset must get none of theirs
 #   shared  a process SIGKILLed in the middle of its GPU work, then two processes on the
 #           one VF at the same time, each running the cases that do not need the whole
 #           slice to themselves (allocating to the quota, every channel, every DMA byte, a
