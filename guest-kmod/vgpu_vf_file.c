@@ -528,10 +528,7 @@ static int vvf_file_rm(struct vvf_file *f, u32 epoch, u32 op, u32 client, u32 ob
 			 .op = op, .length = sizeof(m) },
 		.h_client = client, .h_object = obj,
 	};
-	struct {
-		struct vgpu_rm_reply r;
-		u8 params[64];
-	} rsp;
+	struct vvf_rm_rsp rsp;
 	u32 rsp_len = sizeof(rsp);
 	s32 status;
 	bool sent;
@@ -541,14 +538,7 @@ static int vvf_file_rm(struct vvf_file *f, u32 epoch, u32 op, u32 client, u32 ob
 				 VVF_DEFAULT_TIMEOUT_NS, &sent);
 	if (ret || status)
 		return ret ? ret : status;
-	if (rsp_len < sizeof(rsp.r))
-		return -EPROTO;
-	if (rsp.r.status)
-		return rsp.r.status;
-	if (rsp.r.params_len < out_len || rsp_len - sizeof(rsp.r) < out_len)
-		return -EPROTO;
-	memcpy(out, rsp.params, out_len);
-	return 0;
+	return vvf_rm_rsp_take(&rsp, rsp_len, out, out_len, NULL);
 }
 
 /* A DUP of another file's memory keeps that memory alive on the host for as long as the DUP

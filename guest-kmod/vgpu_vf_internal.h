@@ -268,6 +268,15 @@ long vvf_ioc_as_unmap(struct vvf_file *f, unsigned long arg);
 void vvf_as_unmap_mem(struct vvf_file *f, u32 client, u32 handle);
 
 /* ---- vgpu_vf_svm.c ---- */
+/* An RM call's reply as the mailbox returns it: its header and up to 64 parameter bytes. */
+struct vvf_rm_rsp {
+	struct vgpu_rm_reply r;
+	u8 params[64];
+};
+/* Of @rsp (@len bytes received): the RM's status, or -EPROTO if it is short, else its first
+ * @out_len parameter bytes into @out and its new handle into *@handle (if not NULL). */
+int vvf_rm_rsp_take(const struct vvf_rm_rsp *rsp, u32 len, void *out, u32 out_len,
+		    u32 *handle);
 /* An RM call of one of the driver's own clients: @req (@len bytes, its header filled here),
  * @out_len bytes of the reply's parameters into @out, the new handle into *@handle. The RM
  * status or the mailbox's -errno. */

@@ -45,10 +45,7 @@ static int vvf_krm_send(struct vvf_dev *vd, bool locked, u32 op, void *req, u32 
 			u32 out_len, u32 *handle)
 {
 	struct vgpu_rm_msg *h = req;
-	struct {
-		struct vgpu_rm_reply r;
-		u8 params[64];
-	} rsp;
+	struct vvf_rm_rsp rsp;
 	u32 rsp_len = sizeof(rsp);
 	s32 status;
 	bool sent;
@@ -66,15 +63,21 @@ static int vvf_krm_send(struct vvf_dev *vd, bool locked, u32 op, void *req, u32 
 				    VVF_DEFAULT_TIMEOUT_NS);
 	if (ret || status)
 		return ret ? ret : status;
-	if (rsp_len < sizeof(rsp.r))
+	return vvf_rm_rsp_take(&rsp, rsp_len, out, out_len, handle);
+}
+
+int vvf_rm_rsp_take(const struct vvf_rm_rsp *rsp, u32 len, void *out, u32 out_len,
+		    u32 *handle)
+{
+	if (len < sizeof(rsp->r))
 		return -EPROTO;
-	if (rsp.r.status)
-		return rsp.r.status;
-	if (rsp.r.params_len < out_len)
+	if (rsp->r.status)
+		return rsp->r.status;
+	if (rsp->r.params_len < out_len || len - sizeof(rsp->r) < out_len)
 		return -EPROTO;
-	memcpy(out, rsp.params, out_len);
+	memcpy(out, rsp->params, out_len);
 	if (handle)
-		*handle = rsp.r.handle;
+		*handle = rsp->r.handle;
 	return 0;
 }
 

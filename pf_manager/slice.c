@@ -316,23 +316,30 @@ int pf_slice_held_fail(const struct pf_slice *s, const char *what, struct pf_err
 			"drops it", what, s->uuid, s->migrated_to, held, s->uuid, s->uuid);
 }
 
-/* An undefine of a held slice lets go of its VF and VRAM first: the journal without it,
- * then the scrub (a crash in between leaves it defined, marked and stopped). */
-static int held_drop(struct pf_daemon *d, struct pf_slice *s, struct pf_err *e)
+/* Stop @s for good: commit first (the journal without it), since the scrub and the unlink
+ * cannot be taken back. */
+static int commit_stop(struct pf_daemon *d, struct pf_slice *s, struct pf_err *e)
 {
-	unsigned int vf = s->vf;
-	int r;
+	int r = pf_state_save_journal_without(d, s);
 
-	if (!vf)
-		return 0;
-	r = pf_state_save_journal_without(d, s);
 	if (r)
 		return cmn_fail(&e->f, r, "slice %s: cannot write the journal: %s", s->uuid,
 				cmn_strerror(r));
 	pf_slice_stop(d, s);
-	cmn_log_vf(VGPU_LOG_INFO, vf, s->uuid, "slice %s: held copy dropped (VF %u released)",
-		   s->uuid, vf);
 	return 0;
+}
+
+/* An undefine of a held slice lets go of its VF and VRAM first (a crash before its
+ * definition goes leaves it defined, marked and stopped). */
+static int held_drop(struct pf_daemon *d, struct pf_slice *s, struct pf_err *e)
+{
+	unsigned int vf = s->vf;
+	int r = vf ? commit_stop(d, s, e) : 0;
+
+	if (!r && vf)
+		cmn_log_vf(VGPU_LOG_INFO, vf, s->uuid, "slice %s: held copy dropped (VF %u "
+			   "released)", s->uuid, vf);
+	return r;
 }
 
 int pf_slice_undefine(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
@@ -946,12 +953,9 @@ int pf_slice_stop_cmd(struct pf_daemon *d, json_object *args, bool dry, json_obj
 		pf_json_add_u64(ret, "vram_base", s->base);
 		return 0;
 	}
-	/* Commit first: the scrub and the unlink cannot be taken back. */
-	r = pf_state_save_journal_without(d, s);
+	r = commit_stop(d, s, e);
 	if (r)
-		return cmn_fail(&e->f, r, "slice %s: cannot write the journal: %s", s->uuid,
-			       cmn_strerror(r));
-	pf_slice_stop(d, s);
+		return r;
 	cmn_log_vf(VGPU_LOG_INFO, vf, s->uuid, "slice %s stopped (VF %u released%s)", s->uuid, vf,
 		   s->transient ? "; transient: removed" : "");
 	pf_event(d, "SLICE_STOPPED", pf_slice_json(d, s));

@@ -378,6 +378,23 @@ static __attribute__((unused)) void t_define_start(struct tdaemon *d, const char
 	assert_int_equal(T_CTL(d, "start", "-u", (char *)uuid), 0);
 }
 
+/* A vgpud with 2 GiB of VRAM and two VFs, running the vgpu-512M slices @u1 and, unless
+ * NULL, @u2: a cmocka setup's (NULL if anything failed; t_teardown() frees it). */
+static __attribute__((unused)) struct tdaemon *t_daemon_two_vfs(const char *u1, const char *u2)
+{
+	struct tdaemon *d = t_daemon_new();
+	const char *u[2] = { u1, u2 };
+
+	if (t_daemon_start(d, "--vram", "2G", "--max-vfs", "2", "--num-vfs", "2",
+			   "--spare-vram", "256M", NULL))
+		return NULL;
+	for (unsigned int i = 0; i < 2 && u[i]; i++)
+		if (T_CTL(d, "define", "-t", "vgpu-512M", "-u", (char *)u[i]) ||
+		    T_CTL(d, "start", "-u", (char *)u[i]))
+			return NULL;
+	return d;
+}
+
 /* Parse the last vgpuctl stdout as JSON (caller puts it). */
 static __attribute__((unused)) json_object *t_out_json(void)
 {

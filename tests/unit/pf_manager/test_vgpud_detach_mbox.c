@@ -23,18 +23,12 @@ static struct tdaemon *dmn;
 static int setup(void **state)
 {
 	(void)state;
-	dmn = t_daemon_new();
-	if (t_daemon_start(dmn, "--vram", "2G", "--max-vfs", "2", "--num-vfs", "2",
-			   "--spare-vram", "256M", NULL))
-		return -1;
-	if (T_CTL(dmn, "define", "-t", "vgpu-512M", "-u", SLICE) || T_CTL(dmn, "start", "-u", SLICE))
-		return -1;
-	return 0;
+	dmn = t_daemon_two_vfs(SLICE, NULL);
+	return dmn ? 0 : -1;
 }
 
 static int teardown(void **state)
 {
-	t_daemon_free(dmn);
 	dmn = NULL;
 	return t_teardown(state);
 }

@@ -269,6 +269,28 @@ static void chan_wait(const struct rm_t_chan *c)
 	assert_int_equal(__atomic_load_n(&c->userd->gp_get, __ATOMIC_ACQUIRE), c->put);
 }
 
+/* Function 1's guest with a 100 s slice, 2 MiB of VRAM aliased over a huge VA range and
+ * two channels, @busy and @idle; the aliased length (fill_start()'s). */
+static uint64_t busy_idle_up(struct rm_t_guest *g1, struct rm_t_chan *busy,
+			     struct rm_t_chan *idle)
+{
+	struct vgpu_rm_vidmem_params mp = { .size = VGPU_GMMU_PAGE_2M,
+					    .page_size = VGPU_GMMU_PAGE_2M,
+					    .flags = VGPU_RM_MEM_CONTIGUOUS };
+	uint32_t hm = 0;
+	uint64_t len;
+
+	assert_int_equal(rm_fn_sched_set(fx.rm, 1, true, 100 * VGPU_NSEC_PER_SEC,
+					 100 * VGPU_NSEC_PER_SEC, 0), 0);
+	rm_t_guest_up(&fx, g1, 1, 0x20000);
+	assert_int_equal(rm_alloc(fx.rm, 1, g1->hc, g1->hd, &hm, VGPU_RM_CLASS_MEMORY_VIDMEM, &mp,
+				  sizeof(mp)), 0);
+	len = alias_map(g1, mp.addr);
+	rm_t_chan_up(&fx, g1, busy, 0, g1->hv, 0);
+	rm_t_chan_up(&fx, g1, idle, 1, g1->hv, 0);
+	return len;
+}
+
 /* A VF reset frees the VF's channels in the GSP (VF_RESET), so freeing their objects after
  * it sends no CHAN_FREE and quiesces nothing: the reset waits for the engines itself, once
  * per channel the GSP had, before the slice is scrubbed. One of the two channels is in a
@@ -278,25 +300,15 @@ static void chan_wait(const struct rm_t_chan *c)
  * before its range goes back to the allocator. */
 static void test_reset_quiesce(void **state)
 {
-	struct vgpu_rm_vidmem_params mp = { .size = VGPU_GMMU_PAGE_2M,
-					    .page_size = VGPU_GMMU_PAGE_2M,
-					    .flags = VGPU_RM_MEM_CONTIGUOUS };
 	static const uint8_t zero[4096];
 	struct rm_t_chan busy, idle, c2;
 	struct rm_t_guest g1, g2;
-	uint32_t hm2 = 0, args[5];
+	uint32_t args[5];
 	uint64_t len, want;
 	const uint8_t *slice;
 
 	(void)state;
-	assert_int_equal(rm_fn_sched_set(fx.rm, 1, true, 100 * VGPU_NSEC_PER_SEC,
-					 100 * VGPU_NSEC_PER_SEC, 0), 0);
-	rm_t_guest_up(&fx, &g1, 1, 0x20000);
-	assert_int_equal(rm_alloc(fx.rm, 1, g1.hc, g1.hd, &hm2, VGPU_RM_CLASS_MEMORY_VIDMEM, &mp,
-				  sizeof(mp)), 0);
-	len = alias_map(&g1, mp.addr);
-	rm_t_chan_up(&fx, &g1, &busy, 0, g1.hv, 0);
-	rm_t_chan_up(&fx, &g1, &idle, 1, g1.hv, 0);
+	len = busy_idle_up(&g1, &busy, &idle);
 	rm_t_guest_up(&fx, &g2, 2, 0x3000);
 	rm_t_chan_up(&fx, &g2, &c2, 0, g2.hv, 0);
 
@@ -389,27 +401,17 @@ static bool hw_allocated(uint32_t chid)
  * After the device reset, channels allocated on the same ids run. */
 static void test_reset_gsp_gone(void **state)
 {
-	struct vgpu_rm_vidmem_params mp = { .size = VGPU_GMMU_PAGE_2M,
-					    .page_size = VGPU_GMMU_PAGE_2M,
-					    .flags = VGPU_RM_MEM_CONTIGUOUS };
 	struct rm_t_chan busy, idle, c0, c1;
 	struct gpu_db_stats before, after;
 	struct rm_t_guest g1, n1;
 	uint64_t len, dl, quiesced, dirty = 0;
 	unsigned int failed, scrubs;
 	const uint64_t *slice;
-	uint32_t hm2 = 0, sem;
+	uint32_t sem;
 	int ret;
 
 	(void)state;
-	assert_int_equal(rm_fn_sched_set(fx.rm, 1, true, 100 * VGPU_NSEC_PER_SEC,
-					 100 * VGPU_NSEC_PER_SEC, 0), 0);
-	rm_t_guest_up(&fx, &g1, 1, 0x20000);
-	assert_int_equal(rm_alloc(fx.rm, 1, g1.hc, g1.hd, &hm2, VGPU_RM_CLASS_MEMORY_VIDMEM, &mp,
-				  sizeof(mp)), 0);
-	len = alias_map(&g1, mp.addr);
-	rm_t_chan_up(&fx, &g1, &busy, 0, g1.hv, 0);
-	rm_t_chan_up(&fx, &g1, &idle, 1, g1.hv, 0);
+	len = busy_idle_up(&g1, &busy, &idle);
 	fill_start(&g1, &busy, len);
 	/* Killed outright, with no RPC in flight: the watchdog reaps it and marks the device. */
 	assert_int_equal(kill(gsp_pid(rm_gsp(fx.rm)), SIGKILL), 0);
@@ -453,6 +455,19 @@ static void test_reset_gsp_gone(void **state)
 	run_sem(&n1, &c1, RM_T_SEM2, 4);
 }
 
+/* Guests of functions 1 and 2 with a channel each (@c1, @c2), and the GSP told to refuse
+ * as @fail says. */
+static void refused_up(struct vgpu_rpc_inject *fail, struct rm_t_guest *g1, struct rm_t_chan *c1,
+		       struct rm_t_guest *g2, struct rm_t_chan *c2)
+{
+	rm_t_guest_up(&fx, g1, 1, 0x3000);
+	rm_t_chan_up(&fx, g1, c1, 0, g1->hv, 0);
+	rm_t_guest_up(&fx, g2, 2, 0x3000);
+	rm_t_chan_up(&fx, g2, c2, 0, g2->hv, 0);
+	assert_int_equal(gsp_call(rm_gsp(fx.rm), 0, VGPU_RPC_FN_INJECT, fail, sizeof(*fail), NULL,
+				  0, NULL), 0);
+}
+
 /* The GSP refuses a VF reset (FAIL: -EREMOTEIO, VF_RESET not run): rm_vf_reset() fails,
  * the function's channel gone from the RM's records and still enabled and on its runlist
  * in the hardware. It is fenced off: the guest's own submission on it (its ring and
@@ -468,12 +483,7 @@ static void test_reset_refused(void **state)
 	struct rm_t_chan c1, c2, n;
 
 	(void)state;
-	rm_t_guest_up(&fx, &g1, 1, 0x3000);
-	rm_t_chan_up(&fx, &g1, &c1, 0, g1.hv, 0);
-	rm_t_guest_up(&fx, &g2, 2, 0x3000);
-	rm_t_chan_up(&fx, &g2, &c2, 0, g2.hv, 0);
-	assert_int_equal(gsp_call(rm_gsp(fx.rm), 0, VGPU_RPC_FN_INJECT, &fail, sizeof(fail), NULL,
-				  0, NULL), 0);
+	refused_up(&fail, &g1, &c1, &g2, &c2);
 	assert_int_equal(rm_vf_reset(fx.rm, 1), -EREMOTEIO);
 	assert_true(hw_allocated(c1.chid));
 
@@ -504,12 +514,7 @@ static void test_free_refused(void **state)
 	struct rm_t_chan c1, c2;
 
 	(void)state;
-	rm_t_guest_up(&fx, &g1, 1, 0x3000);
-	rm_t_chan_up(&fx, &g1, &c1, 0, g1.hv, 0);
-	rm_t_guest_up(&fx, &g2, 2, 0x3000);
-	rm_t_chan_up(&fx, &g2, &c2, 0, g2.hv, 0);
-	assert_int_equal(gsp_call(rm_gsp(fx.rm), 0, VGPU_RPC_FN_INJECT, &fail, sizeof(fail), NULL,
-				  0, NULL), 0);
+	refused_up(&fail, &g1, &c1, &g2, &c2);
 	assert_int_equal(rm_free(fx.rm, 1, g1.hc, c1.h), 0);
 	assert_true(hw_allocated(c1.chid));
 
