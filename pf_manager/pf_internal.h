@@ -357,9 +357,19 @@ void pf_slice_unhold(struct pf_daemon *d, struct pf_slice *s);
 int pf_vf_reset(struct pf_daemon *d, struct pf_slice *s);
 /* Drop the daemon's view of a running slice without touching its persistent objects. */
 void pf_slice_detach(struct pf_daemon *d, struct pf_slice *s);
-/* Bring up the BAR2 object for @s on @vf at @base; @adopt: the object must exist. */
+/* Bring up the BAR2 object for @s on @vf at @base; @adopt: the existing object, which the
+ * caller opened and vetted with pf_bar_object_adopt() and put in s->bar_fd (closed here on
+ * failure). */
 int pf_slice_bring_up(struct pf_daemon *d, struct pf_slice *s, unsigned int vf, uint64_t base,
 		      bool adopt, struct pf_err *e);
+/* Open VF @vf's existing BAR object by name for a slice of owner uid @uid (-1: root only)
+ * and BAR size @size, without waiting on what a tenant put there: 0 with the object in
+ * *@out (one grown past @size cut back; the bring-up gives it to the owner, mode 0600), or
+ * -errno with *@out -1 and @why completing "VRAM object NAME ...": missing (-ENOENT), a
+ * lease on it (-EWOULDBLOCK), not a regular file, owned by another uid or too small
+ * (-EBADMSG). */
+int pf_bar_object_adopt(struct pf_daemon *d, unsigned int vf, long uid, uint64_t size, int *out,
+			char *why, size_t wlen);
 /* JSON description of @s (list, state file). */
 json_object *pf_slice_json(const struct pf_daemon *d, const struct pf_slice *s);
 /* Autostart every auto slice that is not running (logs what cannot start). */
@@ -386,6 +396,8 @@ void pf_state_behind(struct pf_daemon *d, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 /* Name of @vf's VRAM object for this instance. */
 void pf_shm_name(const struct pf_daemon *d, unsigned int vf, char *buf, size_t len);
+/* What a file of mode @mode is, for messages: "a regular file", "a FIFO", ... */
+const char *pf_file_kind(mode_t mode);
 /* Parse a client's slice spec (define-slice's shape) into @s; a "parent" must name this
  * daemon's PF and "migrated_out" is refused. 0 or -errno with @e's message. */
 int pf_slice_from_json(struct pf_daemon *d, json_object *o, struct pf_slice *s,

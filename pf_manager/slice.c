@@ -389,43 +389,126 @@ static void sched_apply(struct pf_daemon *d, const struct pf_slice *s)
 		cmn_warn("VF %u: scheduler settings refused: %s", s->vf, cmn_strerror(r));
 }
 
+/* A BAR object is its owner's alone (and root's): the owner's VMM gets it through the
+ * endpoint's fd, never by name, so no group (kvm holds every QEMU of libvirt) opens it. */
+#define PF_BAR_MODE	0600
+
+/* Give @fd, VF @vf's BAR object @name, to owner uid @uid (-1: root) and its primary group,
+ * mode PF_BAR_MODE: the owner and its group as libvirt's DAC model expects of what its
+ * QEMU uses, the mode so that the group gets nothing of it. */
+static void bar_object_give(int fd, unsigned int vf, const char *name, long uid)
+{
+	uid_t u = uid >= 0 ? (uid_t)uid : 0;
+	gid_t g = uid >= 0 ? pf_owner_gid(uid) : 0;
+
+	if (fchown(fd, u, g) || fchmod(fd, PF_BAR_MODE))
+		cmn_warn("VF %u: cannot give %s to uid %ld: %s", vf, name, uid,
+			 cmn_strerror(-errno));
+}
+
+/* Whether @name, open at @fd, can be adopted for an owner uid @uid (-1: root only) with a
+ * BAR of @size bytes; @why says what is wrong with it otherwise. An object grown past its
+ * BAR (its guest can ftruncate() it) is cut back: only bytes no mapping reaches are lost. */
+static int bar_object_vet(int fd, const char *name, long uid, uint64_t size, char *why,
+			  size_t wlen)
+{
+	struct stat sb;
+	int r;
+
+	if (fstat(fd, &sb)) {
+		r = -errno;
+		return snprintf(why, wlen, "cannot be examined: %s", cmn_strerror(r)), r;
+	}
+	if (!S_ISREG(sb.st_mode))
+		return snprintf(why, wlen, "is not a regular file but %s", pf_file_kind(sb.st_mode)),
+		       -EBADMSG;
+	if (sb.st_uid != 0 && (uid < 0 || sb.st_uid != (uid_t)uid))
+		return snprintf(why, wlen, "is owned by uid %u, neither root nor the slice's owner",
+				(unsigned int)sb.st_uid), -EBADMSG;
+	if ((uint64_t)sb.st_size < size)
+		return snprintf(why, wlen, "has %lld bytes, less than its BAR's %" PRIu64,
+				(long long)sb.st_size, size), -EBADMSG;
+	if ((uint64_t)sb.st_size == size)
+		return 0;
+	if (ftruncate(fd, (off_t)size)) {
+		r = -errno;
+		return snprintf(why, wlen, "has %lld bytes and cannot be cut back to %" PRIu64
+				": %s", (long long)sb.st_size, size, cmn_strerror(r)), -EBADMSG;
+	}
+	cmn_warn("VRAM object %s had grown to %lld bytes; cut back to its BAR's %" PRIu64, name,
+		 (long long)sb.st_size, size);
+	return 0;
+}
+
+int pf_bar_object_adopt(struct pf_daemon *d, unsigned int vf, long uid, uint64_t size, int *out,
+			char *why, size_t wlen)
+{
+	char name[96];
+	int fd, r;
+
+	*out = -1;
+	pf_shm_name(d, vf, name, sizeof(name));
+	/* Its guest (or any local user, in its place) may have put a FIFO there, whose open
+	 * waits for a writer, or taken a lease, whose open waits 45 s for the break: neither
+	 * may hold up the daemon. */
+	fd = shm_open(name, O_RDWR | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC, 0);
+	if (fd < 0) {
+		r = -errno;
+		if (r == -ENOENT)
+			snprintf(why, wlen, "is missing");
+		else if (r == -EWOULDBLOCK)
+			snprintf(why, wlen, "is held by a lease");
+		else
+			snprintf(why, wlen, "cannot be opened: %s", cmn_strerror(r));
+		return r;
+	}
+	r = bar_object_vet(fd, name, uid, size, why, wlen);
+	/* Non-blocking was for the open only: the guest gets this file description. */
+	if (!r && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)) {
+		r = -errno;
+		snprintf(why, wlen, "cannot be made blocking: %s", cmn_strerror(r));
+	}
+	if (r) {
+		close(fd);
+		return r;
+	}
+	*out = fd;
+	return 0;
+}
+
+/* VF @vf's BAR object for @s: with @adopt the one the loader opened and vetted
+ * (pf_bar_object_adopt(), already in s->bar_fd, so that what it checked is what is
+ * mapped), else a new one. */
 static int bar_object_open(struct pf_daemon *d, struct pf_slice *s, unsigned int vf, bool adopt,
 			   struct pf_err *e)
 {
 	char name[96];
-	struct stat sb;
 	int fd;
 
 	pf_shm_name(d, vf, name, sizeof(name));
 	if (adopt) {
-		fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
-		if (fd < 0)
-			return cmn_fail(&e->f, -errno, "VF %u: VRAM object %s is gone: %s", vf, name,
-				       cmn_strerror(-errno));
-		if (fstat(fd, &sb) || (uint64_t)sb.st_size != s->bar_size) {
-			close(fd);
-			return cmn_fail(&e->f, -EBADMSG, "VF %u: VRAM object %s has the wrong size", vf, name);
-		}
-	} else {
-		/* A leftover of this instance that the journal did not name: stale, drop it. */
-		shm_unlink(name);
-		fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-		if (fd < 0)
-			return cmn_fail(&e->f, -errno, "VF %u: cannot create %s: %s", vf, name,
-				       cmn_strerror(-errno));
-		/* The owner's VMM opens the BAR through the endpoint's fd, never by name; the
-		 * object still belongs to it and its primary group (libvirt-qemu:kvm), as
-		 * libvirt's DAC model expects of what its QEMU uses. */
-		if (s->owner_uid >= 0 && (fchown(fd, (uid_t)s->owner_uid,
-						 pf_owner_gid(s->owner_uid)) || fchmod(fd, 0660)))
-			cmn_warn("VF %u: cannot give %s to uid %ld", vf, name, s->owner_uid);
-		if (ftruncate(fd, (off_t)s->bar_size)) {
-			int r = -errno;
+		if (s->bar_fd < 0)
+			return cmn_fail(&e->f, -EBADF, "VF %u: no VRAM object %s to adopt", vf,
+					name);
+		/* Owner and mode as a start gives them: an object of an older vgpud (mode
+		 * 0660), or one a crash left root's after the journal gave the slice an owner. */
+		bar_object_give(s->bar_fd, vf, name, s->owner_uid);
+		return 0;
+	}
+	/* A leftover of this instance that the journal did not name: stale, drop it. */
+	shm_unlink(name);
+	fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, PF_BAR_MODE);
+	if (fd < 0)
+		return cmn_fail(&e->f, -errno, "VF %u: cannot create %s: %s", vf, name,
+			       cmn_strerror(-errno));
+	if (s->owner_uid >= 0)
+		bar_object_give(fd, vf, name, s->owner_uid);
+	if (ftruncate(fd, (off_t)s->bar_size)) {
+		int r = -errno;
 
-			close(fd);
-			shm_unlink(name);
-			return cmn_fail(&e->f, r, "VF %u: cannot size %s: %s", vf, name, cmn_strerror(r));
-		}
+		close(fd);
+		shm_unlink(name);
+		return cmn_fail(&e->f, r, "VF %u: cannot size %s: %s", vf, name, cmn_strerror(r));
 	}
 	s->bar_fd = fd;
 	return 0;
@@ -526,7 +609,8 @@ int pf_slice_bring_up(struct pf_daemon *d, struct pf_slice *s, unsigned int vf, 
 
 	s->bar_size = vf_bar_size(s->prov.vram, d->cfg.dma_size);
 	s->dma_size = d->cfg.dma_size;
-	s->bar_fd = -1;
+	if (!adopt)
+		s->bar_fd = -1;
 	r = bar_object_open(d, s, vf, adopt, e);
 	if (r)
 		return r;
@@ -1055,9 +1139,24 @@ static bool modify_owner_only(const struct pf_slice *s, const struct pf_slice *n
 	return !strcmp(n->type, s->type) && n->autostart == s->autostart && quota_equal(s, n);
 }
 
+/* A running slice's owner uid may hold its BAR object (an fd, a mapping) and so its VRAM
+ * and DMA memory: a chown takes none of that away, so the slice changes hands from such a
+ * uid only stopped (the stop unlinks the object, the next start makes a new one). From
+ * root (-1 or 0) it may: root holds everything anyway. */
+static int owner_uid_check(const struct pf_slice *s, const struct pf_slice *n,
+			   struct pf_err *e)
+{
+	if (n->owner_uid == s->owner_uid || s->owner_uid <= 0)
+		return 0;
+	return cmn_fail(&e->f, -EBUSY, "slice %s is running on VF %u; stop the slice first: the "
+			"previous owner uid %ld may still map its BAR", s->uuid, s->vf,
+			s->owner_uid);
+}
+
 /* A running slice takes new quotas only while idle, and never a new type or VRAM; its
- * ownership may change any time (a VMM takes it before its guest attaches and gives it
- * back when the guest is gone, whether or not vgpud has seen the detach yet). */
+ * owner token may change any time (a VMM takes it before its guest attaches and gives it
+ * back when the guest is gone, whether or not vgpud has seen the detach yet), its owner
+ * uid as owner_uid_check() says. */
 static int modify_running_check(struct pf_daemon *d, struct pf_slice *s, struct pf_slice *n,
 				struct pf_err *e)
 {
@@ -1065,6 +1164,9 @@ static int modify_running_check(struct pf_daemon *d, struct pf_slice *s, struct 
 	struct pf_quota q;
 	int r;
 
+	r = owner_uid_check(s, n, e);
+	if (r)
+		return r;
 	if (modify_owner_only(s, n))
 		return 0;
 	if (pf_endpoint_attached(s))
@@ -1083,18 +1185,25 @@ static int modify_running_check(struct pf_daemon *d, struct pf_slice *s, struct 
 	return 0;
 }
 
-/* A running slice's endpoint socket and BAR object change hands with its owner uid (-1:
- * back to root), so a new owner uid takes effect without a restart of the slice. */
+/* A running slice's endpoint sockets and BAR object change hands with its owner uid (only
+ * from root: owner_uid_check()), so a new owner uid takes effect without a restart of the
+ * slice. */
 static void slice_give_to(struct pf_daemon *d, struct pf_slice *s, long uid)
 {
-	char path[PATH_MAX];
+	static const char *const socks[] = { "sock", "master.sock" };
+	char path[PATH_MAX], name[96];
 	uid_t u = uid >= 0 ? (uid_t)uid : 0;
 	gid_t g = uid >= 0 ? pf_owner_gid(uid) : 0;
 
-	snprintf(path, sizeof(path), "%s/vf%u.sock", d->cfg.runtime_dir, s->vf);
-	if (chown(path, u, g) || (s->bar_fd >= 0 && fchown(s->bar_fd, u, g)))
-		cmn_warn("VF %u: cannot give its endpoint and BAR to uid %ld: %s", s->vf, uid,
-			  cmn_strerror(-errno));
+	for (size_t i = 0; i < sizeof(socks) / sizeof(socks[0]); i++) {
+		snprintf(path, sizeof(path), "%s/vf%u.%s", d->cfg.runtime_dir, s->vf, socks[i]);
+		if (lchown(path, u, g))
+			cmn_warn("VF %u: cannot give %s to uid %ld: %s", s->vf, path, uid,
+				 cmn_strerror(-errno));
+	}
+	pf_shm_name(d, s->vf, name, sizeof(name));
+	if (s->bar_fd >= 0)
+		bar_object_give(s->bar_fd, s->vf, name, uid);
 }
 
 /* Give @s the definition of @src: type, start mode, custom quota and owner. */

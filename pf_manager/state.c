@@ -37,6 +37,24 @@ void pf_shm_name(const struct pf_daemon *d, unsigned int vf, char *buf, size_t l
 	snprintf(buf, len, "/%s-vf%u", d->shm_prefix, vf);
 }
 
+const char *pf_file_kind(mode_t mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFREG:
+		return "a regular file";
+	case S_IFIFO:
+		return "a FIFO";
+	case S_IFLNK:
+		return "a symbolic link";
+	case S_IFDIR:
+		return "a directory";
+	case S_IFSOCK:
+		return "a socket";
+	default:
+		return "a device node";
+	}
+}
+
 /* ---- slice definitions ------------------------------------------------------------------ */
 
 static void attr_add(json_object *attrs, const char *key, json_object *v)
@@ -611,7 +629,8 @@ struct jent {
 	uint64_t resets;
 	bool reset_pending;
 	bool rewrite_def;	/* the definition file is behind the journal's */
-	bool gone;		/* its VRAM object is missing: the slice comes back stopped */
+	bool gone;		/* its VRAM object is missing or unusable: it comes back stopped */
+	int bar_fd;		/* its VRAM object, opened and vetted; -1 if none or handed on */
 	bool write_def;		/* restored, its definition file not written yet */
 	json_object *allocs;
 	struct pf_slice def;	/* the definition the journal committed */
@@ -846,6 +865,7 @@ static int check_entry(struct pf_daemon *d, json_object *o, struct jent *je, uns
 	int r;
 
 	memset(je, 0, sizeof(*je));
+	je->bar_fd = -1;
 	if (!json_object_object_get_ex(o, "uuid", &u) ||
 	    !json_object_is_type(u, json_type_string) ||
 	    ctlc_uuid_parse(json_object_get_string(u), norm, NULL))
@@ -881,31 +901,47 @@ static int check_entry(struct pf_daemon *d, json_object *o, struct jent *je, uns
 	return check_allocs(je, norm, why, wlen);
 }
 
+/* Errors of the system rather than of the object: the object may be fine, and a slice
+ * stopped for them would lose its VRAM to the stray object sweep. */
+static bool system_error(int r)
+{
+	return r == -ENOMEM || r == -EMFILE || r == -ENFILE;
+}
+
+/* The entry's VRAM object, opened (kept in je->bar_fd for apply_entry()) and vetted with
+ * the owner uid the journal committed. Whatever is wrong with it is that slice's alone,
+ * and its guest (or a local user who put a file in its place) may have done it: the slice
+ * comes back stopped, the rest of the state loads. A missing one was removed by an outside
+ * hand: a stop commits before it unlinks. */
 static int check_object(struct pf_daemon *d, struct jent *je, char *why, size_t wlen)
 {
-	char name[96];
-	struct stat sb;
-	int fd;
+	uint64_t size = vf_bar_size(je->q.vram, d->cfg.dma_size);
+	char name[96], bad[160];
+	int r;
 
 	pf_shm_name(d, je->vf, name, sizeof(name));
-	fd = shm_open(name, O_RDONLY | O_CLOEXEC, 0);
-	if (fd < 0 && errno == ENOENT) {
-		/* A stop that committed nothing yet never unlinks: only an outside hand did. */
-		cmn_warn("state: VRAM object %s of slice %s is missing; %s", name, je->s->uuid,
-			 je->s->transient ? "the transient slice is dropped" :
-			 "the slice comes back stopped");
-		je->gone = true;
+	r = pf_bar_object_adopt(d, je->vf, je->def.owner_uid, size, &je->bar_fd, bad, sizeof(bad));
+	if (!r)
 		return 0;
-	}
-	if (fd < 0)
-		return snprintf(why, wlen, "VRAM object %s of slice %s: %s", name, je->s->uuid,
-				cmn_strerror(-errno)), -EBADMSG;
-	if (fstat(fd, &sb) || (uint64_t)sb.st_size != vf_bar_size(je->q.vram, d->cfg.dma_size)) {
-		close(fd);
-		return snprintf(why, wlen, "VRAM object %s has the wrong size", name), -EBADMSG;
-	}
-	close(fd);
+	if (system_error(r))
+		return snprintf(why, wlen, "VRAM object %.48s of slice %s %.140s", name,
+				je->s->uuid, bad), r;
+	cmn_warn("state: VRAM object %s of slice %s %s; %s", name, je->s->uuid, bad,
+		 je->s->transient ? "the transient slice is dropped" :
+		 "the slice comes back stopped");
+	je->gone = true;
 	return 0;
+}
+
+/* The VRAM objects of entries not brought up (a refused state, an entry after the one
+ * that failed). */
+static void close_objects(struct jent *je, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (je[i].bar_fd >= 0)
+			close(je[i].bar_fd);
+		je[i].bar_fd = -1;
+	}
 }
 
 /* The journal's definition wins over the file: a modify of a running slice commits in the
@@ -980,6 +1016,8 @@ static int apply_entry(struct pf_daemon *d, struct jent *je)
 	if (je->gone)
 		return 0;
 	je->s->prov = je->q;
+	je->s->bar_fd = je->bar_fd;	/* the bring-up owns it from here */
+	je->bar_fd = -1;
 	/* The allocations are checked but not re-created: the RM objects that owned them
 	 * died with the old process, and the guest rebuilds its objects when it reconnects. */
 	ret = pf_slice_bring_up(d, je->s, je->vf, je->base, true, &e);
@@ -1055,24 +1093,47 @@ static int journal_header_check(struct pf_daemon *d, json_object *j, char *why, 
 	return 0;
 }
 
+/* Where shm_open() keeps its objects (glibc's): the sweep looks at them without opening. */
+#define PF_SHM_DIR	"/dev/shm"
+
+/* Whether @sb may be a VRAM object vgpud made: a regular file of root's or of an owner uid
+ * of a slice it knows. Anything else is someone else's file under one of its names. */
+static bool own_object(const struct pf_daemon *d, const struct stat *sb)
+{
+	if (!S_ISREG(sb->st_mode))
+		return false;
+	if (sb->st_uid == 0)
+		return true;
+	for (unsigned int i = 0; i < d->nr_slices; i++)
+		if (d->slices[i]->owner_uid >= 0 && sb->st_uid == (uid_t)d->slices[i]->owner_uid)
+			return true;
+	return false;
+}
+
 /* This instance's VRAM objects that no running slice names, as "name name ..." in @list;
- * with @drop they are unlinked (a start or stop that a crash cut short left them). */
+ * with @drop they are unlinked (a start or stop that a crash cut short left them). They
+ * are looked at, never opened: a FIFO in their place would hold the open until a writer
+ * came, a lease until it is broken. What vgpud did not make is left where it is. */
 static unsigned int stray_objects(struct pf_daemon *d, bool drop, char *list, size_t len)
 {
+	char name[96], path[sizeof(PF_SHM_DIR) + 96];
 	unsigned int n = 0;
-	char name[96];
+	struct stat sb;
 	size_t off = 0;
-	int fd;
 
 	list[0] = 0;
 	for (unsigned int vf = 1; vf <= PF_MAX_VFS; vf++) {
 		if (d->vfs[vf])
 			continue;
 		pf_shm_name(d, vf, name, sizeof(name));
-		fd = shm_open(name, O_RDONLY | O_CLOEXEC, 0);
-		if (fd < 0)
+		snprintf(path, sizeof(path), PF_SHM_DIR "%s", name);
+		if (fstatat(AT_FDCWD, path, &sb, AT_SYMLINK_NOFOLLOW))
 			continue;
-		close(fd);
+		if (!own_object(d, &sb)) {
+			cmn_warn("state: %s is not a VRAM object of vgpud's (%s of uid %u); left "
+				 "alone", path, pf_file_kind(sb.st_mode), (unsigned int)sb.st_uid);
+			continue;
+		}
 		n++;
 		if (off < len)
 			off += (size_t)snprintf(list + off, len - off, "%s%s", off ? " " : "", name);
@@ -1146,6 +1207,7 @@ static int load_journal(struct pf_daemon *d)
 	}
 	if (r) {
 		cmn_err("state: %s: %s; refusing the state (nothing was applied)", path, why);
+		close_objects(je, n);
 		goto put;
 	}
 	/* Everything checked: apply. A failure now is the system's (memory, mmap), and
@@ -1159,6 +1221,7 @@ static int load_journal(struct pf_daemon *d)
 			for (size_t k = 0; k <= i; k++)
 				if (je[k].s && je[k].s->vf)
 					pf_slice_detach(d, je[k].s);
+			close_objects(je + i + 1, n - i - 1);
 			d->num_vfs = 0;
 			break;
 		}

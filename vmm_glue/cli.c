@@ -417,14 +417,22 @@ static int slice_usable(const struct vm_opts *o, const struct vmm_slice *s, cons
 	/* The endpoint admits root and the slice's owner uid: QEMU must be one of them. */
 	pw = strstr(o->uri, "system") ? getpwnam(o->qemu_user) : NULL;
 	if (pw && pw->pw_uid != 0 && (long)pw->pw_uid != s->owner_uid) {
-		char who[32] = "only root";
+		char who[32] = "only root", how[320];
 
 		if (s->owner_uid >= 0)
 			snprintf(who, sizeof(who), "uid %ld", s->owner_uid);
+		/* vgpud hands a running slice from one uid to another only through a stop: the
+		 * previous uid may still map its BAR. */
+		if (s->owner_uid > 0 && s->vf)
+			snprintf(how, sizeof(how), "vgpuctl stop -u %s, vgpuctl modify -u %s "
+				 "--owner-uid %s, vgpuctl start -u %s", s->uuid, s->uuid,
+				 o->qemu_user, s->uuid);
+		else
+			snprintf(how, sizeof(how), "vgpuctl modify -u %s --owner-uid %s", s->uuid,
+				 o->qemu_user);
 		return cmn_fail(e, -EACCES, "slice %s admits %s to its endpoint, but libvirt runs "
-				"QEMU as %s (uid %u): vgpuctl modify -u %s --owner-uid %s",
-				s->uuid, who, o->qemu_user, (unsigned int)pw->pw_uid, s->uuid,
-				o->qemu_user);
+				"QEMU as %s (uid %u): %s", s->uuid, who, o->qemu_user,
+				(unsigned int)pw->pw_uid, how);
 	}
 	return pw && pw->pw_uid != 0 ? qemu_paths_check(o, s, pw, e) : 0;
 }

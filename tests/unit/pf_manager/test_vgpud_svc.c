@@ -22,6 +22,7 @@ static char U3[] = "33333333-3333-4333-8333-333333333333";
 #define FLOOD_BAD	40	/* malformed requests of each kind */
 #define FLOOD_DB	16	/* doorbells with no channel behind them */
 #define OWNER_ROUNDS	8	/* owner-only modifies, each between two GET_INFOs */
+#define OWNER_VM	"0a0e0000-1111-4111-8111-111111111111"
 #define FLOOD_PINGS	3	/* VF 1's share of a window against VF 2's one: busy, and VF 2
 				 * light (3 of 4 over 2 VFs is above 3/4 of a share, 1 of 4 not) */
 
@@ -340,7 +341,8 @@ static void test_malformed_flood_isolated(void **state)
 /* An owner-only modify-slice, taken with a guest attached, sets the quota that the VF's
  * service thread reads for GET_INFO: it does so under the service lock, where the thread
  * copies it, so the TSan vgpud sees no race (ThreadSanitizer ends a process that reported
- * one with status 66), and every GET_INFO answers the provisioned quota. */
+ * one with status 66), and every GET_INFO answers the provisioned quota. The owner token
+ * changes (taken, released): a running slice's owner uid changes only away from root. */
 static void test_owner_modify_while_served(void **state)
 {
 	struct tdaemon *d = *state;
@@ -354,9 +356,10 @@ static void test_owner_modify_while_served(void **state)
 			 0);
 	assert_int_equal(first.vf_id, 1);
 	for (unsigned int i = 0; i < OWNER_ROUNDS; i++) {
-		json_object *a = t_args("uuid", U1), *rep;
+		json_object *a = t_args("uuid", U1), *rep, *tok = t_args("vm", OWNER_VM);
 
-		json_object_object_add(a, "owner_uid", json_object_new_int64(60000 + i));
+		json_object_object_add(tok, "generation", json_object_new_int64(i / 2));
+		json_object_object_add(a, i % 2 ? "release-owner" : "owner", tok);
 		rep = t_exec(c, "modify-slice", a);
 		assert_non_null(t_ret(rep));
 		json_object_put(rep);
