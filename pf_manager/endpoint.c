@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/efd.h"
 #include "common/lock.h"
 #include "common/log.h"
 #include "gpu_model/gpu.h"
@@ -49,6 +50,8 @@ struct pf_endpoint {
 	_Atomic uint32_t guest_flags;	/* VF_INFO_REQ_* it asked for (minor 5), likewise */
 	int to_host[VF_NR_VECTORS];	/* guest rings us: we read */
 	int to_guest[VF_NR_VECTORS];	/* we interrupt the guest: we write */
+	uint32_t to_guest_cut;		/* bit v: the guest keeps to_guest[v] full and blocking,
+					 * left alone until it attaches again (ep_signal) */
 	uid_t peer_uid;
 	pid_t peer_pid;			/* SO_PEERCRED of the attached guest (QEMU for a VM) */
 	int peer_pidfd;			/* that process itself (its number may be reused), or -1 */
@@ -184,12 +187,26 @@ int pf_bar_adopt_ctrl(struct pf_slice *s)
 
 /* ---- notification ---------------------------------------------------------------------- */
 
+/* Interrupt the guest on @vec. The guest holds the eventfd too (the same open file
+ * description) and can clear O_NONBLOCK and fill the counter, which would keep this write,
+ * and the loop thread with it, waiting for the guest: it is cut after CMN_EFD_BOUND_MS
+ * (common/efd.h), and a vector cut once is not written again until the guest attaches
+ * again, so a guest costs the loop that bound at most once per vector and attachment. */
 static void ep_signal(struct pf_slice *s, unsigned int vec)
 {
-	uint64_t one = 1;
+	struct pf_endpoint *ep = s->ep;
+	int r;
 
-	if (s->ep && s->ep->client_fd >= 0 && write(s->ep->to_guest[vec], &one, sizeof(one)) < 0)
-		cmn_dbg("VF %u: vector %u not signalled: %s", s->vf, vec, cmn_strerror(-errno));
+	if (!ep || ep->client_fd < 0 || (ep->to_guest_cut & (1u << vec)))
+		return;
+	r = cmn_efd_write(ep->to_guest[vec], 1);
+	if (r == -EINTR) {
+		ep->to_guest_cut |= 1u << vec;
+		cmn_warn("VF %u: the guest keeps vector %u full and blocking: not signalled "
+			 "until it attaches again", s->vf, vec);
+	} else if (r) {
+		cmn_dbg("VF %u: vector %u not signalled: %s", s->vf, vec, cmn_strerror(r));
+	}
 }
 
 /* The device interrupted the VF: forward the status bits to the interrupt page and the
@@ -200,9 +217,12 @@ static void ep_forward_intr(struct pf_daemon *d, struct pf_slice *s)
 	struct vgpu_fault_entry f;
 	uint32_t st = gpu_intr_ack(d->gpu, s->vf, ~0u);
 	uint64_t cnt;
+	int r;
 
-	if (read(s->intr_fd, &cnt, sizeof(cnt)) < 0 && errno != EAGAIN)
-		cmn_dbg("VF %u: interrupt read: %s", s->vf, cmn_strerror(-errno));
+	/* The device's own eventfd (no guest holds it), read as the vectors are. */
+	r = cmn_efd_read(s->intr_fd, &cnt);
+	if (r && r != -EAGAIN)
+		cmn_dbg("VF %u: interrupt read: %s", s->vf, cmn_strerror(r));
 	/* Bits raised after the ack signal the eventfd again: nothing is lost. */
 	st |= gpu_intr_ack(d->gpu, s->vf, ~0u);
 	while (gpu_fault_pop(d->gpu, s->vf, &f) == 0) {
@@ -278,6 +298,7 @@ static void ep_drop_vectors(struct pf_endpoint *ep)
 			close(ep->to_guest[v]);
 		ep->to_host[v] = ep->to_guest[v] = -1;
 	}
+	ep->to_guest_cut = 0;
 }
 
 /* ---- the peer process: a pidfd, never just a pid number ----------------------------------- */
@@ -1043,10 +1064,21 @@ int pf_endpoint_pollfds(struct pf_slice *s, struct pollfd *p, int max)
 	return n;
 }
 
+/* Drain a vector the guest rang. Never waits: the guest holds the eventfd too and may have
+ * made it blocking and drained it after the poll. A full counter is drained like any
+ * other, so the level-triggered poll never finds it readable again by itself. */
+static void ep_vector_read(struct pf_slice *s, int fd)
+{
+	uint64_t cnt;
+	int r = cmn_efd_read(fd, &cnt);
+
+	if (r && r != -EAGAIN)
+		cmn_dbg("VF %u: vector read: %s", s->vf, cmn_strerror(r));
+}
+
 void pf_endpoint_handle(struct pf_daemon *d, struct pf_slice *s, const struct pollfd *p, int n)
 {
 	struct pf_endpoint *ep = s->ep;
-	uint64_t cnt;
 	char junk[64];
 
 	for (int i = 0; i < n && s->ep; i++) {
@@ -1068,8 +1100,8 @@ void pf_endpoint_handle(struct pf_daemon *d, struct pf_slice *s, const struct po
 			ep_sva_request(d, s);
 		} else if (p[i].fd == ep->peer_pidfd) {
 			pf_endpoint_sva_unbind(s, "the bound process exited");
-		} else if (read(p[i].fd, &cnt, sizeof(cnt)) < 0) {
-			cmn_dbg("VF %u: vector read: %s", s->vf, cmn_strerror(-errno));
+		} else {
+			ep_vector_read(s, p[i].fd);
 		}
 	}
 }

@@ -11,7 +11,11 @@
  * runs: an owner-only modify is allowed with a guest attached). The lock is never held
  * across a request's handling: what a request needs of it is copied when the request is
  * taken, an RM call through the GSP runs unlocked, and its reply is written back only if
- * the rings were not formatted again meanwhile (gen).
+ * the rings were not formatted again meanwhile (gen). The guest holds the open file
+ * descriptions of both mailbox vectors too and may clear their O_NONBLOCK: under the lock
+ * the kick is read without ever waiting and the reply vector written for a bounded time
+ * (common/efd.h), so no guest can keep the lock, and with it the loop thread's detach or
+ * reset of the VF, waiting.
  *
  * CPU priority by share (common/share.h, the rule the GSP's lanes follow too): every
  * thread counts the requests it serves in windows of CMN_SHARE_WINDOW_NS; a thread whose
@@ -31,6 +35,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/efd.h"
 #include "common/lock.h"
 #include "common/log.h"
 #include "common/share.h"
@@ -53,6 +58,8 @@ struct pf_svc {
 	bool stop;
 	int kick_fd;			/* the guest's mailbox vector to us; -1: no guest */
 	int reply_fd;			/* our mailbox vector to the guest; -1: no guest */
+	bool reply_cut;			/* the guest keeps reply_fd full and blocking: not
+					 * written again until the next attach */
 	uint64_t gen;			/* bumped whenever the rings are formatted again */
 	uint32_t resets;		/* what GET_INFO reports, with s->prov */
 	bool busy;			/* a request taken, its reply not yet in the ring */
@@ -168,12 +175,33 @@ static int svc_take(struct pf_svc *v, uint8_t *req)
 	return 1;
 }
 
+/* Signal the guest's mailbox vector (lock held). The guest holds the eventfd too and can
+ * keep it full and blocking: the write is cut after CMN_EFD_BOUND_MS (common/efd.h), and
+ * after one cut the vector is left alone until the next attach, so the lock is held that
+ * long once, not on every reply. The reply is in the ring either way. */
+static void svc_notify(struct pf_svc *v)
+{
+	int r;
+
+	cmn_mutex_assert_held(&v->lock);
+	if (v->reply_cut)
+		return;
+	r = cmn_efd_write(v->reply_fd, 1);
+	if (r == -EINTR) {
+		v->reply_cut = true;
+		cmn_warn("VF %u: the guest keeps its mailbox vector full and blocking: replies "
+			 "go to the ring unsignalled until it attaches again", v->s->vf);
+	} else if (r) {
+		cmn_dbg("VF %u: mailbox vector not signalled: %s", v->s->vf, cmn_strerror(r));
+	}
+}
+
 /* Serve every pending request, one at a time, the lock dropped while each is handled. */
 static void svc_serve(struct pf_svc *v)
 {
 	uint8_t req[VF_MBOX_SLOT_SIZE], rsp[VF_MBOX_SLOT_SIZE];
 	struct pf_quota prov;
-	uint64_t one = 1, gen;
+	uint64_t gen;
 	uint32_t resets;
 	bool failed;
 
@@ -197,9 +225,7 @@ static void svc_serve(struct pf_svc *v)
 		if (gen == v->gen && v->reply_fd >= 0) {
 			memcpy(cmn_ring_produce_slot(&v->s->rsp), rsp, sizeof(rsp));
 			cmn_ring_produce_commit(&v->s->rsp);
-			if (write(v->reply_fd, &one, sizeof(one)) < 0)
-				cmn_dbg("VF %u: mailbox vector not signalled: %s", v->s->vf,
-					 cmn_strerror(-errno));
+			svc_notify(v);
 		}
 		v->busy = false;
 		pthread_cond_broadcast(&v->idle);
@@ -241,7 +267,8 @@ static void *svc_main(void *arg)
 		if (read(v->wake_fd, &cnt, sizeof(cnt)) < 0 && errno != EAGAIN)
 			cmn_dbg("VF %u: service wake read: %s", v->s->vf, cmn_strerror(-errno));
 		cmn_mutex_lock(&v->lock);
-		if (v->kick_fd >= 0 && read(v->kick_fd, &cnt, sizeof(cnt)) == sizeof(cnt))
+		/* Never waits: the guest may have made its end blocking and drained it. */
+		if (v->kick_fd >= 0 && !cmn_efd_read(v->kick_fd, &cnt))
 			atomic_fetch_add(&v->kicks, 1);
 		cmn_mutex_unlock(&v->lock);
 		svc_serve(v);
@@ -324,6 +351,7 @@ void pf_svc_attach(struct pf_slice *s, int kick_fd, int reply_fd)
 	cmn_mutex_lock(&v->lock);
 	v->kick_fd = kick_fd;
 	v->reply_fd = reply_fd;
+	v->reply_cut = false;	/* a new guest's own eventfd */
 	cmn_mutex_unlock(&v->lock);
 	svc_wake(v);
 }
