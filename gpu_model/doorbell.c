@@ -12,6 +12,7 @@
 
 #include "common/bitops.h"
 #include "common/clock.h"
+#include "common/efd.h"
 #include "common/log.h"
 #include "common/mapguard.h"
 #include "gpu_model/gpu_internal.h"
@@ -122,12 +123,11 @@ unlock:
 
 void gpu_doorbell_ring(struct gpu *g, unsigned int fn, uint32_t token)
 {
-	uint64_t one = 1;
-
 	if (fn >= g->nr_fns)
 		return;
-	if (vgpu_doorbell_write(g->fns[fn].db, token) &&
-	    write(g->fns[fn].kick_fd, &one, sizeof(one)) < 0)
+	/* Bounded: the function's guest holds the kick eventfd too and may keep it full and
+	 * blocking (common/efd.h); the doorbell is in the page either way. */
+	if (vgpu_doorbell_write(g->fns[fn].db, token) && cmn_efd_write(g->fns[fn].kick_fd, 1) < 0)
 		cmn_dbg("gpu: kick of function %u failed", fn);
 }
 
@@ -262,6 +262,23 @@ static bool db_late_take_locked(struct gpu *g, struct gpu_engine *self, struct g
 	return seen;
 }
 
+/* @f's ring was lapped: every engine scans on its next pass instead of waiting for the
+ * period, at most once a scan period for the function. The guest writes head and tail and
+ * laps its ring at will: each scan reads every resident channel's GP_PUT under g->lock. */
+static void db_overrun_scan_locked(struct gpu *g, struct gpu_fn *f)
+{
+	uint64_t now = gpu_clock_ns(g);
+
+	cmn_mutex_assert_held(&g->lock);
+	if (now < f->db_overrun_scan_at)
+		return;
+	f->db_overrun_scan_at = now + (g->cfg.scan_period_ns ? g->cfg.scan_period_ns
+							     : VGPU_NSEC_PER_MSEC);
+	db_count_locked(g, &f->dbc.overrun_scans, 1);
+	for (unsigned int i = 0; i < g->nr_engines; i++)
+		g->engines[i].next_scan = 0;
+}
+
 static void db_drain_fn_locked(struct gpu *g, struct gpu_engine *self, struct gpu_fn *f)
 {
 	struct vgpu_doorbell_page *db = f->db;
@@ -282,9 +299,7 @@ static void db_drain_fn_locked(struct gpu *g, struct gpu_engine *self, struct gp
 		db_count_locked(g, &f->dbc.overruns, lost);
 		atomic_fetch_add_explicit(DB_ATOMIC(&db->overruns), lost, memory_order_relaxed);
 		tail = head - VGPU_DB_SLOTS;
-		/* Do not wait for the period: every engine scans on its next pass. */
-		for (unsigned int i = 0; i < g->nr_engines; i++)
-			g->engines[i].next_scan = 0;
+		db_overrun_scan_locked(g, f);
 	}
 	while (tail != head) {
 		_Atomic uint32_t *slot = DB_ATOMIC(&db->slots[tail % VGPU_DB_SLOTS]);
@@ -404,6 +419,7 @@ void gpu_db_stats(struct gpu *g, unsigned int fn, struct gpu_db_stats *out)
 		.backwards = atomic_load(&c->backwards),
 		.scan_found = atomic_load(&c->scan_found),
 		.overruns = atomic_load(&c->overruns),
+		.overrun_scans = atomic_load(&c->overrun_scans),
 		.last_seen_ns = atomic_load(&g->fns[fn].db_seen_ns),
 	};
 }

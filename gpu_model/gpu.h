@@ -287,6 +287,8 @@ struct gpu_db_stats {
 	uint64_t backwards;	/* GP_PUT moved backwards */
 	uint64_t scan_found;	/* work found by the periodic scan, not by a doorbell */
 	uint64_t overruns;	/* tokens lost to a lapped doorbell ring */
+	uint64_t overrun_scans;	/* overruns that brought the engines' GP_PUT scans forward
+				 * (at most one per scan period) */
 	uint64_t last_seen_ns;	/* when the device last consumed a token (cmn_now_ns) */
 };
 /* Doorbell counters of @fn. */

@@ -35,6 +35,7 @@
 /* Doorbell slots skipped while still empty whose late tokens are still taken (doorbell.c). */
 #define GPU_DB_LATE_MAX		4u
 #define GPU_ACQ_POLL_NS		(50 * VGPU_NSEC_PER_USEC)
+#define GPU_METHOD_ARGS_MAX	6	/* the most arguments a method other than NOP takes */
 
 /* The work model a slice is charged by (sched.c, slot_charge_locked()): a method costs
  * GPU_COST_METHOD units (fetching and decoding it, its share of the GP entry and of the
@@ -140,6 +141,11 @@ struct gpu_chan {
 	uint32_t seg_len, seg_off;	/* dwords */
 	uint32_t inl[VGPU_USERD_INL_DW];
 	uint64_t inl_early;		/* GP entry at gp_get whose copy the linger took, or 0 */
+	/* The method in progress, its header first, as fetched when it began (mthd_held): a
+	 * method resumed after a preemption, a semaphore wait or a replayed fault runs with
+	 * what was fetched, whatever the guest has written over its pushbuffer since. */
+	uint32_t mthd[1 + GPU_METHOD_ARGS_MAX];
+	bool mthd_held;
 	uint64_t progress;		/* bytes or elements of the current method done */
 	uint64_t acc;			/* partial result of a resumable reduction */
 	bool acq_waiting;
@@ -159,7 +165,7 @@ struct gpu_chan {
 
 struct gpu_db_counters {
 	atomic_uint_fast64_t rung, accepted, invalid, disabled, non_resident, spurious, bad_put,
-		backwards, scan_found, overruns;
+		backwards, scan_found, overruns, overrun_scans;
 };
 
 struct gpu_fn {
@@ -168,6 +174,10 @@ struct gpu_fn {
 	uint64_t cfg_seq;
 	struct gpu_chan chans[GPU_FN_MAX_CHANNELS];
 	atomic_uint_fast64_t pending;	/* doorbell pending bitmap of chids */
+	/* The chids a pending bit gets run: allocated, enabled, resident on their runlist and
+	 * not fenced, of a function whose scheduling is enabled (gpu_fn_schedulable_locked();
+	 * read without g->lock by others_pending(), pbdma.c). */
+	_Atomic uint64_t schedulable;
 	/* Per channel id the allocation (gen) the owner fenced off, 0: none (gpu_chan_fence();
 	 * written under g->lock, read by turns without it). */
 	_Atomic uint64_t fence_gen[GPU_FN_MAX_CHANNELS];
@@ -180,6 +190,8 @@ struct gpu_fn {
 	int db_guard;			/* the doorbell page's mapguard slot; -1: none */
 	uint32_t db_late[GPU_DB_LATE_MAX];	/* slots skipped while empty, oldest first */
 	unsigned int nr_db_late;
+	uint64_t db_overrun_scan_at;	/* engine clock from which an overrun of its ring
+					 * brings the scans forward again (g->lock) */
 	struct gpu_db_counters dbc;
 	atomic_uint_fast64_t db_seen_ns;	/* when a token was last consumed */
 	/* interrupts */
@@ -229,6 +241,8 @@ struct gpu_engine {
 	double rate_ns, rate_units;
 	/* host-stall accounting, engine thread only */
 	uint64_t last_tick;		/* last clock read while busy (0: was idle) */
+	uint64_t last_waits;		/* iommu_thread_waits() then */
+	uint64_t waited;		/* total time of the gaps that waited in the IOMMU */
 	uint64_t stolen;		/* total time the host took the thread away */
 	uint64_t slot_stolen0;		/* stolen at the start of the current slice */
 	bool short_slice;		/* engine thread only: asleep on the shortest host slice */
@@ -312,6 +326,8 @@ int gpu_mmu_walk(struct gpu *g, uint64_t part_base, uint64_t part_size, uint64_t
 		 uint64_t va, int access, struct gpu_xlate *x, uint64_t *page_size);
 int gpu_ctx_xlate(struct gpu_ctx *ctx, uint64_t va, int access, struct gpu_xlate *x);
 void gpu_tlb_process(struct gpu_ctx *ctx);
+/* Record the turn's fault (ctx->fault_*) in its function's buffer, the status region and an
+ * interrupt; @replayable: the channel stalls (FAULTED) once the entry is in. */
 void gpu_fault_record(struct gpu_ctx *ctx, bool replayable);
 void gpu_tlb_invalidate_from(struct gpu_ctx *ctx, uint64_t va, uint64_t size);
 /* Drop every entry of the turn's function from its own engine's TLB. */
@@ -340,17 +356,20 @@ const struct vgpu_userd *gpu_userd_host(struct gpu *g, unsigned int fn, const st
  * function's SVA PASID): 0 or -EFAULT / -EACCES (logged by the IOMMU). */
 int gpu_aper_rw(struct gpu *g, unsigned int fn, uint64_t aper, uint64_t addr, void *buf,
 		uint64_t len, bool write);
-/* gpu_aper_rw(), and on a fault *@bad_off = offset of the first failing 4 KiB page (SVA;
- * 0 for SYS), so a fault inside a large GMMU page names its page. */
+/* gpu_aper_rw() of *@n bytes that stops after a page whose access waited for a page
+ * response: 0 with *@n = the bytes moved; or the fault with *@bad_off = the offset of the
+ * failing page, so a fault inside a large GMMU page names its page (*@n as it was: a part
+ * of the failing page may have been written too). */
 int gpu_aper_rw_at(struct gpu *g, unsigned int fn, uint64_t aper, uint64_t addr, void *buf,
-		   uint64_t len, bool write, uint64_t *bad_off);
+		   uint64_t *n, bool write, uint64_t *bad_off);
 int gpu_sys_atomic(struct gpu *g, unsigned int fn, uint64_t iova, unsigned int size,
 		   uint64_t *val, bool write);
 /* Copy between VRAM (@buf) and the system page at @iova, at most *@n bytes, up to the page's
  * end (*@n = bytes copied); @stream as for gpu_copy(). 0 or -EFAULT / -EACCES. */
 int gpu_sys_copy(struct gpu *g, unsigned int fn, uint64_t iova, void *buf, uint64_t *n, bool write,
 		 bool stream);
-/* memcpy(), or with @stream, stores that bypass the caches (ordered before what follows). */
+/* memcpy(), or with @stream, stores that bypass the caches (ordered before what follows);
+ * memmove() where the ranges overlap. */
 void gpu_copy(void *dst, const void *src, uint64_t n, bool stream);
 /* The default of gpu_config.copy_stream_min for this machine's caches. */
 uint64_t gpu_copy_stream_default(void);
@@ -434,6 +453,8 @@ static inline void gpu_status_bump(struct gpu *g, uint64_t *count)
 
 /* sched.c */
 void *gpu_engine_main(void *arg);
+/* Work out @f->schedulable again after its record or a fence of it changed (g->lock). */
+void gpu_fn_schedulable_locked(struct gpu *g, struct gpu_fn *f);
 uint64_t gpu_engine_now(struct gpu_engine *e);
 /* Anything for @e (a stop, a poke, a token, a GSP change) while it runs @fn's channel
  * whose doorbell token is @token: up to GPU_DB_OWN_SKIP of its own tokens are no news. */

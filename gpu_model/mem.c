@@ -37,29 +37,22 @@ int gpu_aper_rw(struct gpu *g, unsigned int fn, uint64_t aper, uint64_t addr, vo
 		     : iommu_dma_read_pasid(g->cfg.iommu, fn, VGPU_SVA_PASID, addr, buf, len);
 }
 
+/* A page the guest answers the page request of late holds the engine for as long (up to
+ * the IOMMU's pri_timeout_ns): the access stops after it, so the engine's next look at its
+ * slice is before the next page, not after all the access's pages. */
 int gpu_aper_rw_at(struct gpu *g, unsigned int fn, uint64_t aper, uint64_t addr, void *buf,
-		   uint64_t len, bool write, uint64_t *bad_off)
+		   uint64_t *n, bool write, uint64_t *bad_off)
 {
-	uint8_t *p = buf;
-	uint64_t off = 0;
-	int ret = gpu_aper_rw(g, fn, aper, addr, buf, len, write);
+	uint32_t pasid = aper == VGPU_GMMU_APER_SVA ? VGPU_SVA_PASID : IOMMU_NO_PASID;
+	size_t done = 0;
+	int ret = g->cfg.iommu ? iommu_dma_rw_some(g->cfg.iommu, fn, pasid, addr, buf, *n, write,
+						   &done)
+			       : -EFAULT;
 
-	*bad_off = 0;
-	if (!ret || aper != VGPU_GMMU_APER_SVA || len <= VGPU_GMMU_PAGE_4K)
-		return ret;
-	/* The IOMMU already moved the bytes before the failing page; moving them again is
-	 * harmless, and this runs only on a fault. */
-	while (off < len) {
-		uint64_t k = cmn_min(len - off, VGPU_GMMU_PAGE_4K - ((addr + off) & 4095));
-
-		ret = gpu_aper_rw(g, fn, aper, addr + off, p + off, k, write);
-		if (ret) {
-			*bad_off = off;
-			return ret;
-		}
-		off += k;
-	}
-	return 0;	/* the page came back meanwhile: the access is complete */
+	*bad_off = done;
+	if (!ret)
+		*n = done;
+	return ret;
 }
 
 uint64_t gpu_copy_stream_default(void)
@@ -75,6 +68,12 @@ uint64_t gpu_copy_stream_default(void)
 
 void gpu_copy(void *dst, const void *src, uint64_t n, bool stream)
 {
+	/* A guest's COPY within one buffer, or through two VAs of the same pages, overlaps:
+	 * memcpy() and the forward streaming loop are undefined or wrong there. */
+	if ((uintptr_t)dst - (uintptr_t)src < n || (uintptr_t)src - (uintptr_t)dst < n) {
+		memmove(dst, src, n);
+		return;
+	}
 #ifdef __SSE2__
 	uint8_t *d = dst;
 	const uint8_t *s = src;
@@ -201,7 +200,7 @@ static int gpu_va_copy(struct gpu_ctx *ctx, uint64_t va, uint8_t *p, uint64_t le
 				gpu_dirty_mark(ctx->g, x.addr, n);
 			} else
 				memcpy(p, ctx->g->vram + x.addr, n);
-		} else if (gpu_aper_rw_at(ctx->g, ctx->f->id, x.aper, x.addr, p, n, write, &bad)) {
+		} else if (gpu_aper_rw_at(ctx->g, ctx->f->id, x.aper, x.addr, p, &n, write, &bad)) {
 			ctx->fault_va = va + bad;
 			ctx->fault_access = access;
 			ctx->fault_reason = VGPU_FAULT_IOMMU;

@@ -60,12 +60,14 @@ int gpu_chan_mig_save(struct gpu *g, unsigned int fn, unsigned int chid, struct 
 	return r;
 }
 
-/* Whether @in fits channel configuration @pc. */
+/* Whether @in fits channel configuration @pc. Its error is one the device raises, as
+ * gpu_chan_error() takes: the status region and the owner's events pass it on as it is. */
 static bool mig_chan_ok(const struct gpu_priv_chan *pc, const struct gpu_chan_mig *in)
 {
 	return in->gp_get < pc->gpfifo_entries && in->gp_put < pc->gpfifo_entries &&
 	       (in->state == GPU_CHAN_STATE_IDLE || in->state == GPU_CHAN_STATE_ERROR) &&
-	       (in->state == GPU_CHAN_STATE_ERROR) == (in->error != VGPU_CHAN_OK);
+	       (in->state == GPU_CHAN_STATE_ERROR) == (in->error != VGPU_CHAN_OK) &&
+	       (unsigned int)in->error < VGPU_CHAN_ERR_NR;
 }
 
 int gpu_chan_mig_load(struct gpu *g, unsigned int fn, unsigned int chid,

@@ -317,6 +317,11 @@ void gpu_fault_record(struct gpu_ctx *ctx, bool replayable)
 	full = f->fcount == GPU_FAULT_BUF;
 	if (!full)
 		f->faults[(f->fhead + f->fcount++) % GPU_FAULT_BUF] = ent;
+	/* A replayable fault stalls the channel after its entry is in, so one that reads
+	 * FAULTED finds the entry, and before the lock is dropped, so a handler that popped
+	 * the entry (under the lock) and replays finds the channel to resume. */
+	if (replayable)
+		atomic_store(&ctx->c->state, GPU_CHAN_STATE_FAULTED);
 	cmn_spin_unlock(&f->fault_lock);
 	fault_status(ctx->g, f->id, &ent);
 	gpu_intr_raise(ctx->g, f, full ? VGPU_INTR_FAULT_OVERFLOW : VGPU_INTR_FAULT);

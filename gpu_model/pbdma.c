@@ -26,9 +26,6 @@ static const int method_nargs[VGPU_M_NR] = {
 	[VGPU_M_TIMESTAMP] = 2,		[VGPU_M_REDUCE_ADD_U32] = 5,	[VGPU_M_AXPY_F32] = 6,
 };
 
-/* The most arguments a method other than NOP takes. */
-#define METHOD_ARGS_MAX 6
-
 /* Work units per unit of a method's progress (bytes or elements): bytes read and written,
  * and GPU_COST_ELEM per element computed (see GPU_COST_METHOD). */
 static const uint64_t method_cost[VGPU_M_NR] = {
@@ -46,6 +43,7 @@ void gpu_chan_reset_runtime(struct gpu_chan *c)
 	c->gp_get = c->gp_put = 0;
 	c->gp_cache_idx = c->gp_cache_n = 0;
 	c->seg_active = c->seg_inline = false;
+	c->mthd_held = false;
 	c->progress = c->acc = 0;
 	c->acq_waiting = false;
 	c->userd_dirty = false;
@@ -147,10 +145,7 @@ static enum mres ctx_fault(struct gpu_ctx *ctx, uint32_t method)
 	bool replayable = ctx->c->cfg.flags & GPU_CHAN_REPLAYABLE;
 
 	if (replayable) {
-		/* Stalled before the fault is visible: a replay sent by a handler that saw the
-		 * entry always finds the channel to resume. */
-		atomic_store(&ctx->c->state, GPU_CHAN_STATE_FAULTED);
-		gpu_fault_record(ctx, true);
+		gpu_fault_record(ctx, true);	/* stalls the channel: see there */
 		return M_FAULT;
 	}
 	gpu_fault_record(ctx, false);
@@ -248,7 +243,16 @@ static enum mres m_sem_acquire(struct gpu_ctx *ctx, const uint32_t *a)
 	return M_BLOCKED;
 }
 
-/* One piece of a copy: both sides translated, at most one page of each. */
+/* Did the engine thread wait in the IOMMU since it read iommu_thread_waits() = @waits? A
+ * page request or an SVA copy takes as long as the guest makes it: a chunked method looks
+ * at its slice after one, not only every GPU_CHUNK_BYTES. */
+static bool waited_since(uint64_t waits)
+{
+	return iommu_thread_waits() != waits;
+}
+
+/* One piece of a copy: both sides translated, at most one page of each; a piece through the
+ * IOMMU ends after a page that waited for a page request (gpu_aper_rw_at()). */
 static int copy_piece(struct gpu_ctx *ctx, uint64_t src, uint64_t dst, uint64_t *n, bool stream)
 {
 	struct gpu *g = ctx->g;
@@ -274,17 +278,18 @@ static int copy_piece(struct gpu_ctx *ctx, uint64_t src, uint64_t dst, uint64_t 
 	else if (xs.aper == VGPU_GMMU_APER_VRAM && xd.aper == VGPU_GMMU_APER_SYS)
 		ret = gpu_sys_copy(g, ctx->f->id, xd.addr, g->vram + xs.addr, n, true, stream);
 	else if (xd.aper == VGPU_GMMU_APER_VRAM)	/* SVA -> VRAM: no bounce */
-		ret = gpu_aper_rw_at(g, ctx->f->id, xs.aper, xs.addr, g->vram + xd.addr, *n, false,
+		ret = gpu_aper_rw_at(g, ctx->f->id, xs.aper, xs.addr, g->vram + xd.addr, n, false,
 				     &bad);
 	else if (xs.aper == VGPU_GMMU_APER_VRAM)	/* VRAM -> SVA */
-		ret = gpu_aper_rw_at(g, ctx->f->id, xd.aper, xd.addr, g->vram + xs.addr, *n, true,
+		ret = gpu_aper_rw_at(g, ctx->f->id, xd.aper, xd.addr, g->vram + xs.addr, n, true,
 				     &bad);
 	else {
 		*n = cmn_min(*n, sizeof(bounce));
-		ret = gpu_aper_rw_at(g, ctx->f->id, xs.aper, xs.addr, bounce, *n, false, &bad);
+		ret = gpu_aper_rw_at(g, ctx->f->id, xs.aper, xs.addr, bounce, n, false, &bad);
 		read_failed = ret != 0;
 		if (!ret)
-			ret = gpu_aper_rw_at(g, ctx->f->id, xd.aper, xd.addr, bounce, *n, true, &bad);
+			ret = gpu_aper_rw_at(g, ctx->f->id, xd.aper, xd.addr, bounce, n, true,
+					     &bad);
 	}
 	/* After the write (a fault may have left part of it): a collection that raced it
 	 * either read the bytes or leaves the bit for the next round. */
@@ -308,12 +313,13 @@ static enum mres m_copy(struct gpu_ctx *ctx, const uint32_t *a)
 
 	while (c->progress < len) {
 		uint64_t n = cmn_min(len - c->progress, (uint64_t)GPU_CHUNK_BYTES);
+		uint64_t waits = iommu_thread_waits();
 
 		if (copy_piece(ctx, src + c->progress, dst + c->progress, &n, stream))
 			return M_FAULT;
 		c->progress += n;
 		since += n;
-		if (since >= GPU_CHUNK_BYTES && c->progress < len) {
+		if ((since >= GPU_CHUNK_BYTES || waited_since(waits)) && c->progress < len) {
 			since = 0;
 			if (slice_over(ctx))
 				return M_YIELD;
@@ -343,6 +349,7 @@ static enum mres m_fill(struct gpu_ctx *ctx, const uint32_t *a)
 		return ctx_error(ctx, VGPU_CHAN_ERR_METHOD_ARGS, VGPU_M_FILL);
 	while (c->progress < len) {
 		uint64_t va = dst + c->progress, n = cmn_min(len - c->progress, (uint64_t)GPU_CHUNK_BYTES);
+		uint64_t waits = iommu_thread_waits();
 
 		if (gpu_ctx_xlate(ctx, va, VGPU_ACCESS_WRITE, &x))
 			return M_FAULT;
@@ -358,7 +365,7 @@ static enum mres m_fill(struct gpu_ctx *ctx, const uint32_t *a)
 		}
 		c->progress += n;
 		since += n;
-		if (since >= GPU_CHUNK_BYTES && c->progress < len) {
+		if ((since >= GPU_CHUNK_BYTES || waited_since(waits)) && c->progress < len) {
 			since = 0;
 			if (slice_over(ctx))
 				return M_YIELD;
@@ -456,19 +463,18 @@ static enum mres method_exec(struct gpu_ctx *ctx, uint32_t id, const uint32_t *a
 	return ctx_error(ctx, VGPU_CHAN_ERR_METHOD_ILLEGAL, id);
 }
 
-/* Fetch, check and run the method at the segment's current offset. */
-static enum mres method_step(struct gpu_ctx *ctx)
+/* Fetch and check the method at the segment's current offset into c->mthd: M_DONE, or
+ * M_ERROR with the channel in error. */
+static enum mres method_fetch(struct gpu_ctx *ctx)
 {
 	struct gpu_chan *c = ctx->c;
 	uint64_t va = c->seg_va + (uint64_t)c->seg_off * 4;
-	uint32_t dw[1 + METHOD_ARGS_MAX], *args = dw + 1, id, nargs, n;
-	uint64_t progress0 = c->progress;
-	enum mres r;
+	uint32_t *dw = c->mthd, id, nargs, n;
 
 	/* The header and what follows it in the segment, up to the longest method and within
 	 * the header's page, in one read: one translation per method, not two. A fault is
 	 * then the header's page's, as when the header was read alone. */
-	n = cmn_min((uint32_t)VGPU_ARRAY_SIZE(dw), c->seg_len - c->seg_off);
+	n = cmn_min((uint32_t)VGPU_ARRAY_SIZE(c->mthd), c->seg_len - c->seg_off);
 	if (c->seg_inline) {
 		memcpy(dw, c->inl + c->seg_off, n * 4);
 	} else {
@@ -486,11 +492,35 @@ static enum mres method_step(struct gpu_ctx *ctx)
 	if (id != VGPU_M_NOP && 1 + nargs > n &&
 	    gpu_va_read(ctx, va + n * 4, dw + n, (1 + nargs - n) * 4))
 		goto pb_fault;
-	r = method_exec(ctx, id, args);
+	return M_DONE;
+pb_fault:
+	/* The pushbuffer itself is outside the function's memory: never replayable. */
+	gpu_fault_record(ctx, false);
+	return ctx_error(ctx, VGPU_CHAN_ERR_PB_FAULT, 0xffffffffu);
+}
+
+/* Run the method at the segment's current offset: the one in progress (c->mthd), else the
+ * next one, fetched. */
+static enum mres method_step(struct gpu_ctx *ctx)
+{
+	struct gpu_chan *c = ctx->c;
+	uint64_t progress0 = c->progress;
+	uint32_t id, nargs;
+	enum mres r;
+
+	if (!c->mthd_held && method_fetch(ctx) != M_DONE)
+		return M_ERROR;
+	id = VGPU_MTHD_ID(c->mthd[0]);
+	nargs = VGPU_MTHD_NARGS(c->mthd[0]);
+	r = method_exec(ctx, id, c->mthd + 1);
 	ctx->cost += GPU_COST_METHOD + (c->progress - progress0) * method_cost[id];
 	c->last_heavy = id >= VGPU_M_COPY && id != VGPU_M_TIMESTAMP && id != VGPU_M_MMU_INVALIDATE;
-	if (r == M_FAULT && atomic_load(&c->state) != GPU_CHAN_STATE_ERROR)
-		return ctx_fault(ctx, id);
+	if (r == M_FAULT)
+		r = atomic_load(&c->state) == GPU_CHAN_STATE_ERROR ? M_ERROR : ctx_fault(ctx, id);
+	/* Kept while it is to resume: a wait, the slice's end, a stall for replay (M_FAULT
+	 * after ctx_fault()). A SEM_ACQUIRE the guest rewrote meanwhile is still the acquire
+	 * its wait (acq_waiting) belongs to. */
+	c->mthd_held = r == M_YIELD || r == M_BLOCKED || r == M_FAULT;
 	if (r == M_DONE) {
 		c->seg_off += 1 + nargs;
 		c->progress = 0;
@@ -502,10 +532,6 @@ static enum mres method_step(struct gpu_ctx *ctx)
 				      memory_order_relaxed);
 	}
 	return r;
-pb_fault:
-	/* The pushbuffer itself is outside the function's memory: never replayable. */
-	gpu_fault_record(ctx, false);
-	return ctx_error(ctx, VGPU_CHAN_ERR_PB_FAULT, 0xffffffffu);
 }
 
 /* ---- GPFIFO ---- */
@@ -663,6 +689,10 @@ static enum gp_res gp_next(struct gpu_ctx *ctx)
 		if (inl) {
 			if (!gp_entry_ok(ctx, inl))
 				return GP_STOPPED;
+			/* Run without the cache, which is used up: emptied, so gp_advance()'s
+			 * step past its end cannot wrap, 2^32 such entries on, back onto
+			 * entries already run. */
+			c->gp_cache_idx = c->gp_cache_n = 0;
 			seg_begin(c, inl, true);
 			return GP_SEGMENT;
 		}
@@ -798,20 +828,30 @@ static uint64_t def_linger(const struct gpu *g)
 	return g->cfg.linger_ns ? g->cfg.linger_ns : GPU_DEFAULT_LINGER;
 }
 
-/* Has a doorbell marked any channel but @ctx's pending? Its channel may run on another
- * engine: then this one only stops waiting for nothing. Drains set these bits under
- * g->lock: one by another engine pokes this one, which chan_linger() sees as news. */
+/* Has a doorbell marked any channel but @ctx's pending that an engine will run? Its
+ * channel may run on another engine: then this one only stops waiting for nothing. Drains
+ * set these bits under g->lock: one by another engine pokes this one, which chan_linger()
+ * sees as news. A bit no engine takes soon (a channel not on its runlist, disabled, fenced,
+ * in error or stalled on a fault: a guest rings such a channel at will) is not waiting
+ * work, and would otherwise end every function's lingering for as long as it stays. */
 static bool others_pending(const struct gpu_ctx *ctx)
 {
 	const struct gpu *g = ctx->g;
 
 	for (unsigned int fn = 0; fn < g->nr_fns; fn++) {
-		uint64_t p = atomic_load_explicit(&g->fns[fn].pending, memory_order_relaxed);
+		const struct gpu_fn *f = &g->fns[fn];
+		uint64_t p = atomic_load_explicit(&f->pending, memory_order_relaxed) &
+			     atomic_load_explicit(&f->schedulable, memory_order_relaxed);
 
 		if (fn == ctx->f->id)
 			p &= ~VGPU_BIT(ctx->chid);
-		if (p)
-			return true;
+		for (; p; p &= p - 1) {
+			int st = atomic_load_explicit(&f->chans[cmn_ctz(p)].state,
+						      memory_order_relaxed);
+
+			if (st == GPU_CHAN_STATE_IDLE || st == GPU_CHAN_STATE_BUSY)
+				return true;
+		}
 	}
 	return false;
 }
@@ -965,9 +1005,14 @@ enum gpu_run_result gpu_chan_run(struct gpu_ctx *ctx)
 		return r;
 
 	userd_writeback(ctx);
-	/* Caught up with all it knows of: the next thing is a doorbell. */
-	if (r != GPU_RUN_STOPPED && !c->seg_active && c->gp_get == c->gp_put)
+	/* Caught up with all it knows of: the next thing is a doorbell. The hints translate
+	 * with the turn's partition, which may have gone since the look above (the write-back
+	 * can wait on a page request): a look after them drops what they put in the TLB. */
+	if (r != GPU_RUN_STOPPED && !c->seg_active && c->gp_get == c->gp_put) {
 		pf_update(ctx);
+		if (chan_gone(ctx))
+			return r;
+	}
 	if (r == GPU_RUN_EMPTY)
 		atomic_store(&c->state, GPU_CHAN_STATE_IDLE);
 	else if (r != GPU_RUN_STOPPED)

@@ -438,6 +438,7 @@ static void sync_fn_locked(struct gpu *g, struct gpu_fn *f)
 				     ch->cfg_gen != rec.chans[c].gen))
 			gpu_chan_adopt(g, f, ch, &rec.chans[c]);
 	}
+	gpu_fn_schedulable_locked(g, f);
 }
 
 void gpu_priv_sync_locked(struct gpu *g)

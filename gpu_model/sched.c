@@ -20,9 +20,11 @@
 
 #include "common/bitops.h"
 #include "common/clock.h"
+#include "common/efd.h"
 #include "common/log.h"
 #include "common/share.h"
 #include "gpu_model/gpu_internal.h"
+#include "iommu_model/iommu.h"
 
 /* Doorbell polls of an engine that just ran work, before it sleeps (engine_idle()). */
 #define SCHED_IDLE_POLLS	64
@@ -43,18 +45,34 @@ static uint64_t def(uint64_t v, uint64_t d)
 /* The engine's clock. A busy engine reads it at least every few tens of microseconds
  * (each bounded work chunk, each turn); a longer gap means the host descheduled the
  * thread. That time is not the function's: it is not charged, and the slice is extended
- * by it, so shares stay right on a loaded host (as a VM's steal time). */
+ * by it, so shares stay right on a loaded host (as a VM's steal time). Unless the thread
+ * waited in the IOMMU in it, for a page response or an SVA copy: the guest decides how long
+ * those take, and that time is the slice's, so the slice and the preemption timeout hold.
+ * A host stall in such a gap goes to the function with it. */
 uint64_t gpu_engine_now(struct gpu_engine *e)
 {
-	uint64_t now = gpu_clock_ns(e->g);
+	uint64_t now = gpu_clock_ns(e->g), waits = iommu_thread_waits();
 
-	if (e->last_tick && now - e->last_tick > GPU_STALL_NS) {
+	if (e->last_tick && waits != e->last_waits) {
+		e->waited += now - e->last_tick;
+	} else if (e->last_tick && now - e->last_tick > GPU_STALL_NS) {
 		e->stolen += now - e->last_tick;
 		if (e->cur_fn >= 0)
 			e->slot_end += now - e->last_tick;
 	}
+	e->last_waits = waits;
 	e->last_tick = now;
 	return now;
+}
+
+/* Is @c stopped (in error, stalled on a fault, freed)? Nothing runs it until that changes:
+ * neither its doorbells nor a semaphore wait it was in. */
+static bool chan_stopped(const struct gpu_chan *c)
+{
+	int st = atomic_load(&c->state);
+
+	return st == GPU_CHAN_STATE_ERROR || st == GPU_CHAN_STATE_FAULTED ||
+	       st == GPU_CHAN_STATE_FREE;
 }
 
 /* Can channel @chid of @f run on @e now? Refreshes its config snapshot. */
@@ -63,7 +81,6 @@ static bool chan_runnable_locked(struct gpu_engine *e, struct gpu_fn *f, unsigne
 {
 	const struct gpu_priv_chan *pc = &f->cfg.chans[chid];
 	struct gpu_chan *c = &f->chans[chid];
-	int st;
 
 	cmn_mutex_assert_held(&e->g->lock);
 	if (!(f->cfg.runlist[e->id] & VGPU_BIT(chid)) || !(pc->flags & GPU_CHAN_ENABLED) ||
@@ -73,8 +90,7 @@ static bool chan_runnable_locked(struct gpu_engine *e, struct gpu_fn *f, unsigne
 	if (c->cfg_gen != pc->gen || atomic_load(&c->state) == GPU_CHAN_STATE_FREE)
 		gpu_chan_adopt(e->g, f, c, pc);
 	c->cfg = *pc;
-	st = atomic_load(&c->state);
-	if (st == GPU_CHAN_STATE_ERROR || st == GPU_CHAN_STATE_FAULTED || st == GPU_CHAN_STATE_FREE)
+	if (chan_stopped(c))
 		return false;
 	if (c->acq_waiting)
 		return now >= c->retry_at ||
@@ -448,6 +464,7 @@ static void scan_locked(struct gpu_engine *e)
 struct engine_mark {
 	uint64_t wall, cpu;	/* the engine's clock, the thread's CPU time */
 	uint64_t stolen;	/* e->stolen */
+	uint64_t waited;	/* e->waited */
 	bool has_cpu;		/* cpu was read */
 };
 
@@ -475,6 +492,7 @@ static void mark_set(struct gpu_engine *e, struct engine_mark *m, uint64_t now)
 	m->wall = now;
 	m->has_cpu = engine_cpu_ns(e->g, &m->cpu);
 	m->stolen = e->stolen;
+	m->waited = e->waited;
 }
 
 /* Back from engine_idle() at @now: start measuring from @now. When the spin saw the news
@@ -489,6 +507,7 @@ static void mark_woke(struct gpu_engine *e, struct engine_mark *m, uint64_t now,
 		m->cpu += now - m->wall;
 		m->wall = now;
 		m->stolen = e->stolen;
+		m->waited = e->waited;
 		return;
 	}
 	mark_set(e, m, now);
@@ -501,10 +520,11 @@ static void mark_woke(struct gpu_engine *e, struct engine_mark *m, uint64_t now,
  * time, and no work is done then: the slice would end that much early (its charge is its
  * work, slot_charge_locked(), so it would not be overcharged, but it would run short and
  * the engine's rate would rise for everyone). So a slice lasts the engine thread's CPU
- * time. */
+ * time, but for the gaps it waited in the IOMMU (gpu_engine_now()): the thread used no CPU
+ * there, and the time was the guest's to decide. */
 static void turn_stolen_locked(struct gpu_engine *e, struct engine_mark *m, uint64_t now)
 {
-	uint64_t cpu, took, guessed = e->stolen - m->stolen;
+	uint64_t cpu, took, guessed = e->stolen - m->stolen, waited = e->waited - m->waited;
 	bool has_cpu = engine_cpu_ns(e->g, &cpu);
 
 	cmn_mutex_assert_held(&e->g->lock);
@@ -513,6 +533,7 @@ static void turn_stolen_locked(struct gpu_engine *e, struct engine_mark *m, uint
 		return;
 	}
 	took = now - m->wall > cpu - m->cpu ? now - m->wall - (cpu - m->cpu) : 0;
+	took = took > waited ? took - waited : 0;
 	/* Add what the guesses missed. A guess too large (a gap partly spent running) stands:
 	 * taking it back could take a slice below what was already counted stolen in it. */
 	if (took > guessed) {
@@ -523,6 +544,7 @@ static void turn_stolen_locked(struct gpu_engine *e, struct engine_mark *m, uint
 	m->wall = now;
 	m->cpu = cpu;
 	m->stolen = e->stolen;
+	m->waited = e->waited;
 }
 
 /* turn_stolen_locked(), unless @m is at most MARK_FRESH_NS old: the host took at most that
@@ -625,12 +647,14 @@ static uint64_t idle_deadline_locked(struct gpu_engine *e, uint64_t now)
 		struct gpu_fn *f = &g->fns[fn];
 		uint64_t rl = f->cfg.runlist[e->id];
 
-		/* A fenced channel's wait is never retried: it would wake the engine in vain. */
+		/* A fenced or stopped channel's wait is never retried (a SEM_ACQUIRE that
+		 * faulted leaves acq_waiting set): it would wake the engine in vain, at once
+		 * and for ever once its retry time passed. */
 		for (unsigned int chid = 0; rl && chid < GPU_FN_MAX_CHANNELS; chid++) {
 			const struct gpu_chan *c = &f->chans[chid];
 
 			if ((rl & VGPU_BIT(chid)) && !c->running && c->acq_waiting &&
-			    !gpu_chan_fenced(f, chid, c->cfg_gen))
+			    !gpu_chan_fenced(f, chid, c->cfg_gen) && !chan_stopped(c))
 				d = cmn_min(d, cmn_max(c->retry_at, now));
 		}
 	}
@@ -652,13 +676,16 @@ static bool engine_has_news(struct gpu_engine *e)
 	return gpu_engine_news_but(e, UINT_MAX, 0);
 }
 
+/* Never waits: a guest holds a copy of each function's kick eventfd (its vector 2) and may
+ * clear O_NONBLOCK and drain it between the epoll and this read (common/efd.h). */
 static void engine_drain_fds(struct gpu_engine *e, const struct epoll_event *ev, int n)
 {
 	uint64_t v;
+	int r;
 
 	for (int i = 0; i < n; i++)
-		if (read(ev[i].data.fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-			cmn_dbg("gpu: engine %u: eventfd read: %d", e->id, errno);
+		if ((r = cmn_efd_read(ev[i].data.fd, &v)) && r != -EAGAIN)
+			cmn_dbg("gpu: engine %u: eventfd read: %d", e->id, -r);
 }
 
 /* Wait up to @wait_ns for @epfd: epoll_pwait2's nanoseconds where the kernel has it (5.11),
@@ -845,6 +872,23 @@ int gpu_chan_quiesce(struct gpu *g, unsigned int fn, unsigned int chid, uint64_t
 	return quiesce_wait(g, fn, (int)chid, timeout_ns);
 }
 
+void gpu_fn_schedulable_locked(struct gpu *g, struct gpu_fn *f)
+{
+	uint64_t m = 0;
+
+	cmn_mutex_assert_held(&g->lock);
+	for (unsigned int chid = 0; f->cfg.sched.enabled && chid < GPU_FN_MAX_CHANNELS; chid++) {
+		const struct gpu_priv_chan *pc = &f->cfg.chans[chid];
+		uint64_t on = GPU_CHAN_ALLOCATED | GPU_CHAN_ENABLED;
+
+		if ((pc->flags & on) == on && pc->runlist < g->nr_engines &&
+		    (f->cfg.runlist[pc->runlist] & VGPU_BIT(chid)) &&
+		    !gpu_chan_fenced(f, chid, pc->gen))
+			m |= VGPU_BIT(chid);
+	}
+	atomic_store_explicit(&f->schedulable, m, memory_order_relaxed);
+}
+
 int gpu_chan_fence(struct gpu *g, unsigned int fn, unsigned int chid)
 {
 	struct gpu_fn *f;
@@ -858,6 +902,10 @@ int gpu_chan_fence(struct gpu *g, unsigned int fn, unsigned int chid)
 	atomic_store_explicit(&f->fence_gen[chid], f->cfg.chans[chid].gen, memory_order_release);
 	/* After the gen: a turn that sees the count sees the fence (chan_gone()). */
 	atomic_fetch_add_explicit(&g->fences, 1, memory_order_release);
+	/* Its doorbells are invalid from now on and no engine picks it: a bit it has pending
+	 * would stay for good. */
+	atomic_fetch_and(&f->pending, ~VGPU_BIT(chid));
+	gpu_fn_schedulable_locked(g, f);
 	cmn_mutex_unlock(&g->lock);
 	return 0;
 }

@@ -244,6 +244,19 @@ int iommu_dma_read_pasid(struct iommu *mmu, unsigned int rid, uint32_t pasid, ui
 int iommu_dma_write_pasid(struct iommu *mmu, unsigned int rid, uint32_t pasid, uint64_t iova,
 			  const void *buf, size_t len);
 
+/* A DMA of @len bytes as iommu_dma_read_pasid() (iommu_dma_write_pasid() if @write) by a
+ * device that looks at its preemption timer between pages: it stops after the first page
+ * whose access waited for a page response, once that page is moved. 0 with *@done the
+ * bytes moved (@len unless a page waited), or the fault of the first page that failed with
+ * *@done the bytes before it. -EINVAL without @done. */
+int iommu_dma_rw_some(struct iommu *mmu, unsigned int rid, uint32_t pasid, uint64_t iova,
+		      void *buf, size_t len, bool write, size_t *done);
+/* How many times the calling thread has waited in the IOMMU on something its client
+ * controls: a page response (a handler may answer as late as pri_timeout_ns), or an SVA
+ * copy (the bound process's pages, which it may back by what it likes). A device model
+ * takes a gap in its clock that includes one for its own time, not the host's. */
+uint64_t iommu_thread_waits(void);
+
 /* Bracket translate + use of the host pointer when the host may unmap concurrently;
  * strict unmap, replace and detach wait for brackets begun before them. Nestable,
  * per thread, cheap (one atomic). Do not block on other threads' progress inside one. */

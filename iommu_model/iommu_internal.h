@@ -186,6 +186,10 @@ static inline unsigned int iommu_thread_index_fast(void)
 	return cmn_likely(i) ? i - 1 : iommu_thread_index();
 }
 
+/* What this thread waited in that its client controls (iommu_thread_waits()): page
+ * responses (pri.c iommu_pri_fault()) and SVA copies (xlate.c sva_copy()). */
+extern __thread uint64_t iommu_tls_pri_waits, iommu_tls_sva_copies;
+
 /* ---- the unit ----------------------------------------------------------------------- */
 
 #define IOMMU_NR_SHARDS		16

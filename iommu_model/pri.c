@@ -273,6 +273,13 @@ int iommu_page_request_wait(struct iommu *mmu, unsigned int rid, uint16_t prg,
 	return ret;
 }
 
+__thread uint64_t iommu_tls_pri_waits, iommu_tls_sva_copies;
+
+uint64_t iommu_thread_waits(void)
+{
+	return iommu_tls_pri_waits + iommu_tls_sva_copies;
+}
+
 int iommu_pri_fault(struct iommu *mmu, unsigned int rid, uint32_t pasid, uint64_t iova,
 		    unsigned int access)
 {
@@ -282,6 +289,11 @@ int iommu_pri_fault(struct iommu *mmu, unsigned int rid, uint32_t pasid, uint64_
 	int ret;
 
 	ret = pri_issue(mmu, rid, pasid, iova, access & (IOMMU_READ | IOMMU_WRITE), true, &prg);
+	/* The wait for a free group and the handler's call are the client's time as the wait
+	 * for the answer is, a wait that timed out included; PRI off or stopped refuses at
+	 * once. */
+	if (ret != -ENODEV && ret != -EPERM)
+		iommu_tls_pri_waits++;
 	if (ret)
 		return ret;
 	cmn_mutex_lock(&p->lock);

@@ -723,6 +723,7 @@ static int sva_copy(struct iommu_domain *d, uint64_t addr, void *buf, size_t len
 
 	if (!iommu_sva_alive(d))
 		return -ESRCH;
+	iommu_tls_sva_copies++;
 	n = write ? process_vm_writev(d->pid, &local, 1, &remote, 1, 0)
 		  : process_vm_readv(d->pid, &local, 1, &remote, 1, 0);
 	if (!iommu_sva_alive(d)) {
@@ -766,44 +767,57 @@ static int dma_sva_page(struct iommu *mmu, unsigned int rid, uint32_t pasid,
 }
 
 /* SVA chunk (up to 2 MiB): one copy; if it fails, page by page, so the bytes before the
- * fault are transferred and the fault (and any page request) names its page. */
+ * fault are transferred and the fault (and any page request) names its page. With @stop
+ * it returns after a page that waited for a page response. *@moved = the bytes moved (on
+ * a fault, those before its page). */
 static int dma_sva_chunk(struct iommu *mmu, unsigned int rid, uint32_t pasid,
-			 struct iommu_domain *d, uint64_t iova, uint8_t *p, size_t n, bool write)
+			 struct iommu_domain *d, uint64_t iova, uint8_t *p, size_t n, bool write,
+			 bool stop, size_t *moved)
 {
 	int first = sva_copy(d, iova, p, n, write);
 
-	if (!first)
+	*moved = 0;
+	if (!first) {
+		*moved = n;
 		return 0;
+	}
 	if (first == -ESRCH) {
 		iommu_fault_log(mmu, rid, pasid, iova, write ? IOMMU_WRITE : IOMMU_READ,
 				IOMMU_FAULT_SVA_GONE);
 		return -EFAULT;
 	}
-	while (n) {
-		size_t k = (size_t)cmn_min((uint64_t)n, IOMMU_PAGE_SIZE - (iova & (IOMMU_PAGE_SIZE - 1)));
-		int ret = dma_sva_page(mmu, rid, pasid, d, iova, p, k, write);
+	while (*moved < n) {
+		uint64_t at = iova + *moved, waits = iommu_tls_pri_waits;
+		size_t k = (size_t)cmn_min((uint64_t)(n - *moved),
+					   IOMMU_PAGE_SIZE - (at & (IOMMU_PAGE_SIZE - 1)));
+		int ret = dma_sva_page(mmu, rid, pasid, d, at, p + *moved, k, write);
 
 		if (ret)
 			return ret;
-		iova += k;
-		p += k;
-		n -= k;
+		*moved += k;
+		if (stop && iommu_tls_pri_waits != waits)
+			break;
 	}
 	return 0;
 }
 
+/* With @done: stops after the first page (SVA) or translation (other domains) that waited
+ * for a page response, *@done = the bytes moved (iommu_dma_rw_some()). */
 static int dma_rw(struct iommu *mmu, unsigned int rid, uint32_t pasid, uint64_t iova,
-		  uint8_t *buf, size_t len, bool write)
+		  uint8_t *buf, size_t len, bool write, size_t *done)
 {
 	unsigned int access = write ? IOMMU_WRITE : IOMMU_READ;
+	size_t moved = 0;
 	int ret = 0;
 
 	if (!mmu || rid >= IOMMU_MAX_FUNCS || pasid > IOMMU_PASID_MAX || (len && !buf))
 		return -EINVAL;
 	iommu_access_begin();
 	while (len) {
+		uint64_t waits = iommu_tls_pri_waits;
 		struct iommu_xlate x;
 		struct iommu_domain *d;
+		size_t k;
 
 		if (len - 1 > UINT64_MAX - iova) {
 			ret = -EFAULT;
@@ -814,42 +828,55 @@ static int dma_rw(struct iommu *mmu, unsigned int rid, uint32_t pasid, uint64_t 
 		if (ret)
 			break;
 		d = x.host ? NULL : iommu_pasid_domain(mmu, rid, pasid);
-		if (d) {
-			ret = dma_sva_chunk(mmu, rid, pasid, d, iova, buf, x.len, write);
-			if (ret)
-				break;
-		} else if (write) {
+		k = x.len;
+		if (d)
+			ret = dma_sva_chunk(mmu, rid, pasid, d, iova, buf, x.len, write,
+					    done != NULL, &k);
+		else if (write)
 			memcpy(x.host, buf, x.len);
-		} else {
+		else
 			memcpy(buf, x.host, x.len);
-		}
-		iova += x.len;
-		buf += x.len;
-		len -= x.len;
+		moved += k;
+		if (ret || (done && iommu_tls_pri_waits != waits))
+			break;
+		iova += k;
+		buf += k;
+		len -= k;
 	}
 	iommu_access_end();
+	if (done)
+		*done = moved;
 	return ret;
+}
+
+int iommu_dma_rw_some(struct iommu *mmu, unsigned int rid, uint32_t pasid, uint64_t iova,
+		      void *buf, size_t len, bool write, size_t *done)
+{
+	if (!done)
+		return -EINVAL;
+	*done = 0;
+	return dma_rw(mmu, rid, pasid, iova, buf, len, write, done);
 }
 
 int iommu_dma_read(struct iommu *mmu, unsigned int rid, uint64_t iova, void *buf, size_t len)
 {
-	return dma_rw(mmu, rid, IOMMU_NO_PASID, iova, buf, len, false);
+	return dma_rw(mmu, rid, IOMMU_NO_PASID, iova, buf, len, false, NULL);
 }
 
 int iommu_dma_write(struct iommu *mmu, unsigned int rid, uint64_t iova, const void *buf,
 		    size_t len)
 {
-	return dma_rw(mmu, rid, IOMMU_NO_PASID, iova, (uint8_t *)(uintptr_t)buf, len, true);
+	return dma_rw(mmu, rid, IOMMU_NO_PASID, iova, (uint8_t *)(uintptr_t)buf, len, true, NULL);
 }
 
 int iommu_dma_read_pasid(struct iommu *mmu, unsigned int rid, uint32_t pasid, uint64_t iova,
 			 void *buf, size_t len)
 {
-	return dma_rw(mmu, rid, pasid, iova, buf, len, false);
+	return dma_rw(mmu, rid, pasid, iova, buf, len, false, NULL);
 }
 
 int iommu_dma_write_pasid(struct iommu *mmu, unsigned int rid, uint32_t pasid, uint64_t iova,
 			  const void *buf, size_t len)
 {
-	return dma_rw(mmu, rid, pasid, iova, (uint8_t *)(uintptr_t)buf, len, true);
+	return dma_rw(mmu, rid, pasid, iova, (uint8_t *)(uintptr_t)buf, len, true, NULL);
 }

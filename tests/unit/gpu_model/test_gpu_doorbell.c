@@ -385,6 +385,49 @@ static const struct db_case {
 	{ "quiesce a channel",		case_quiesce, LONG_SCAN, 0, true },
 };
 
+/* The engine clock of test_overrun_scans_limited(): it stands where the test puts it. */
+static uint64_t still_clock(void *arg)
+{
+	return __atomic_load_n((uint64_t *)arg, __ATOMIC_ACQUIRE);
+}
+
+/* Lap function 1's ring (the guest writes head at will) and wait for the drain to see it. */
+static void lap_ring(struct tgpu *t)
+{
+	struct vgpu_doorbell_page *db = gpu_doorbell_page(t->g, 1);
+	uint64_t before = tgpu_db_stats(t, 1).overruns, one = 1;
+
+	__atomic_fetch_add(&db->head, VGPU_DB_SLOTS + 1, __ATOMIC_SEQ_CST);
+	assert_int_equal(write(gpu_doorbell_kick_fd(t->g, 1), &one, sizeof(one)), sizeof(one));
+	assert_true(tgpu_wait_db(t, 1, TGPU_DB(overruns), before + 1) > before);
+}
+
+/* A guest lapping its own doorbell ring again and again brings the engines' GP_PUT scans
+ * (every function's channels, under the model lock) forward once per scan period, not once
+ * per lap: ten laps at one engine time, one; a period later, one more. */
+static void test_overrun_scans_limited(void **state)
+{
+	uint64_t *clock = calloc(1, sizeof(*clock));
+	struct gpu_config cfg = { .nr_vfs = 1, .nr_engines = 1,
+				  .scan_period_ns = 5 * VGPU_NSEC_PER_MSEC,
+				  .clock_ns = still_clock, .clock_arg = clock };
+	struct tgpu *t;
+
+	(void)state;
+	assert_non_null(clock);
+	*clock = VGPU_NSEC_PER_SEC;
+	t = tgpu_new_cfg(cfg, 16);
+	for (int lap = 0; lap < 10; lap++)
+		lap_ring(t);
+	assert_int_equal(tgpu_db_stats(t, 1).overrun_scans, 1);
+	__atomic_store_n(clock, VGPU_NSEC_PER_SEC + 5 * VGPU_NSEC_PER_MSEC, __ATOMIC_RELEASE);
+	lap_ring(t);
+	lap_ring(t);
+	assert_int_equal(tgpu_db_stats(t, 1).overrun_scans, 2);
+	tgpu_free(t);
+	free(clock);
+}
+
 static void test_db_case(void **state)
 {
 	const struct db_case *c = *state;
@@ -396,10 +439,13 @@ static void test_db_case(void **state)
 
 int main(void)
 {
-	struct CMUnitTest tests[VGPU_ARRAY_SIZE(db_cases)];
+	struct CMUnitTest tests[VGPU_ARRAY_SIZE(db_cases) + 1];
+	size_t n = 0;
 
 	for (size_t i = 0; i < VGPU_ARRAY_SIZE(db_cases); i++)
-		tests[i] = (struct CMUnitTest){ .name = db_cases[i].name, .test_func = test_db_case,
-						.initial_state = (void *)&db_cases[i] };
-	return _cmocka_run_group_tests("gpu_doorbell", tests, VGPU_ARRAY_SIZE(db_cases), NULL, NULL);
+		tests[n++] = (struct CMUnitTest){ .name = db_cases[i].name,
+						  .test_func = test_db_case,
+						  .initial_state = (void *)&db_cases[i] };
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_overrun_scans_limited);
+	return _cmocka_run_group_tests("gpu_doorbell", tests, n, NULL, NULL);
 }

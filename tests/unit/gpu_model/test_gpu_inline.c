@@ -4,6 +4,7 @@
  * GP_GET and GP_PUT, and ignores it otherwise. The pushbuffer here holds other methods
  * than the copy, so each case shows which of the two ran. */
 #include "gpu_test.h"
+#include "gpu_model/gpu_internal.h"	/* test_copy_drops_gp_cache() */
 
 struct ictx {
 	struct tgpu *t;
@@ -146,6 +147,46 @@ static void test_copy_malformed_entry(void **state)
 	assert_int_equal(x->sem[0], 0);
 }
 
+/* Set the channel's index into its cache of fetched GP entries to @idx between two of its
+ * turns (white box: the index would take 2^32 inline entries to get there). */
+static void gp_cache_idx_set(struct ictx *x, uint32_t idx)
+{
+	struct gpu *g = x->t->g;
+	struct gpu_chan *c = &g->fns[x->c.fn].chans[x->c.chid];
+	uint64_t dl = cmn_deadline_ns(T_TIMEOUT);
+	bool idle;
+
+	cmn_mutex_lock(&g->lock);
+	while (c->running && !cmn_deadline_passed(dl)) {
+		cmn_mutex_unlock(&g->lock);
+		cmn_sleep_ns(20 * VGPU_NSEC_PER_USEC);
+		cmn_mutex_lock(&g->lock);
+	}
+	idle = !c->running;
+	if (idle)
+		c->gp_cache_idx = idx;
+	cmn_mutex_unlock(&g->lock);
+	assert_true(idle);
+}
+
+/* An entry fetched from the GPFIFO stays in the engine's cache of fetched entries; an inline
+ * copy runs without that cache and drops it. Were the index into the cache only advanced
+ * past it, 2^32 inline entries later it would wrap onto the entry already run, and run it
+ * again. */
+static void test_copy_drops_gp_cache(void **state)
+{
+	struct ictx *x = *state;
+
+	/* A copy of another index: the entry is fetched from the GPFIFO. */
+	assert_int_equal(submit(x, 1, 2, vgpu_userd_inl_ctl(x->c.put + 1, 6)), 0);
+	assert_int_equal(x->sem[0], 1);
+	x->sem[0] = 0;
+	gp_cache_idx_set(x, UINT32_MAX);
+	assert_int_equal(submit(x, 5, 6, 0), 0);
+	assert_int_equal(x->sem[0], 6);
+	assert_int_equal(tchan_get(&x->c), x->c.put);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -156,6 +197,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_copy_of_other_length_ignored, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_copy_with_two_entries_ignored, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_copy_malformed_entry, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_copy_drops_gp_cache, setup, teardown),
 	};
 
 	return cmocka_run_group_tests_name("gpu_inline", tests, NULL, NULL);

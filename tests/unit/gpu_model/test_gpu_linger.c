@@ -274,6 +274,50 @@ static void test_linger_none(void **state)
 	lctx_free(l);
 }
 
+/* Pending bits of channels no engine runs do not keep a caught-up turn from waiting: the
+ * token of a channel not on its runlist (its bit stays for when it is), the token of a
+ * channel in error, and the bit a restore sets on a channel its owner fenced off. Each
+ * submission's turn then begins its wait. */
+static void test_linger_past_unrunnable(void **state)
+{
+	struct lctx *l = lctx_new(0);
+	struct tchan off, bad, fenced;
+	struct gpu_priv_chan cfg;
+	uint64_t rl;
+
+	(void)state;
+	tchan_init_flags(l->t, &off, 2, 7, 0, 16, 0, false);
+	gpu_doorbell_ring(l->t->g, 2, vgpu_token(0, 7));
+	assert_int_equal(tgpu_wait_db(l->t, 2, TGPU_DB(non_resident), 1), 1);
+	submit(l, &l->a, 1);
+	wait_lingering(l, 1, 1);
+
+	tchan_init(l->t, &bad, 2, 8, 0, 16);
+	tchan_gp_raw(&bad, VGPU_GP_RSVD_MASK);
+	tchan_kick(l->t, &bad);
+	assert_int_equal(tchan_wait(&bad), VGPU_CHAN_ERR_GP_MALFORMED);
+	gpu_doorbell_ring(l->t->g, 2, vgpu_token(0, 8));
+	assert_int_equal(tgpu_wait_db(l->t, 2, TGPU_DB(accepted), 3), 3);
+	submit(l, &l->a, 2);
+	wait_lingering(l, 1, 2);
+
+	/* Freed (and seen freed) and restored as the same allocation: the restore marks it
+	 * pending, to read its GP_PUT again, but it stays fenced. */
+	tchan_init(l->t, &fenced, 2, 9, 0, 16);
+	assert_int_equal(gpu_chan_fence(l->t->g, 2, 9), 0);
+	cfg = gpu_priv_shared(l->t->p)->fns[2].chans[9];
+	rl = gpu_priv_shared(l->t->p)->fns[2].runlist[0];
+	assert_int_equal(gpu_priv_chan_free(l->t->p, 2, 9), 0);
+	assert_int_equal(gpu_chan_quiesce(l->t->g, 2, 9, T_TIMEOUT), 0);
+	cfg.flags = GPU_CHAN_RESTORE;
+	assert_int_equal(gpu_priv_chan_alloc(l->t->p, 2, 9, &cfg), 0);
+	assert_int_equal(gpu_priv_chan_enable(l->t->p, 2, 9, true), 0);
+	assert_int_equal(gpu_priv_runlist_set(l->t->p, 2, 0, rl), 0);
+	submit(l, &l->a, 3);
+	wait_lingering(l, 1, 3);
+	lctx_free(l);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -283,6 +327,7 @@ int main(void)
 		cmocka_unit_test(test_linger_runs_inline_copy),
 		cmocka_unit_test(test_linger_copy_used_once),
 		cmocka_unit_test(test_linger_none),
+		cmocka_unit_test(test_linger_past_unrunnable),
 	};
 
 	return cmocka_run_group_tests_name("gpu_linger", tests, NULL, NULL);

@@ -122,6 +122,23 @@ static void test_sem_acquire_timeout(void **state)
 	assert_int_equal(run(m), VGPU_CHAN_ERR_SEM_TIMEOUT);
 }
 
+/* A SEM_ACQUIRE whose semaphore is not mapped puts the channel (not replayable) in error:
+ * its wait is over, and the engine, with nothing left to run, goes to sleep instead of
+ * retrying it at every pass. */
+static void test_sem_acquire_fault(void **state)
+{
+	struct mctx *m = *state;
+	struct vgpu_doorbell_page *db = gpu_doorbell_page(m->t->g, 1);
+	uint64_t unmapped = 0x7000000000ull, dl;
+
+	TM(&m->c, VGPU_M_SEM_ACQUIRE, lo32(unmapped), hi32(unmapped), 1, 0, 0, 0);
+	assert_int_equal(run(m), VGPU_CHAN_ERR_MMU_FAULT);
+	dl = cmn_deadline_ns(T_TIMEOUT);
+	while (!__atomic_load_n(&db->sleeping, __ATOMIC_ACQUIRE) && !cmn_deadline_passed(dl))
+		cmn_sleep_ns(10 * VGPU_NSEC_PER_USEC);
+	assert_true(__atomic_load_n(&db->sleeping, __ATOMIC_ACQUIRE));
+}
+
 static void fill_pattern(uint8_t *p, size_t n, uint32_t seed)
 {
 	for (size_t i = 0; i < n; i++) {
@@ -169,6 +186,35 @@ static void test_copy_case(void **state)
 	assert_int_equal(m->buf[cc->dst_off + cc->len], 0xee);
 	free(ref);
 	teardown(&ms);
+}
+
+/* A COPY whose source and destination overlap within a page, either way and by less than
+ * a store's width or more, streamed or not, leaves what memmove() leaves. */
+static void test_copy_overlap(void **state)
+{
+	static const int shifts[] = { 16, -16, 1, -1, 200, -200 };
+	const uint64_t at = 8192, len = 2048;
+	uint8_t *ref = malloc(len + 512);
+
+	(void)state;
+	for (int stream = 0; stream < 2; stream++) {
+		struct mctx *m = mctx_new(stream ? 1 : UINT64_MAX);
+		void *ms = m;
+
+		for (size_t i = 0; i < VGPU_ARRAY_SIZE(shifts); i++) {
+			uint64_t src = m->buf_va + at, dst = src + (uint64_t)(int64_t)shifts[i];
+
+			fill_pattern(m->buf + at - 256, len + 512, (uint32_t)i + 1);
+			memcpy(ref, m->buf + at - 256, len + 512);
+			memmove(ref + 256 + shifts[i], ref + 256, len);
+			TM(&m->c, VGPU_M_COPY, lo32(src), hi32(src), lo32(dst), hi32(dst),
+			   lo32(len), 0);
+			assert_int_equal(run(m), 0);
+			assert_memory_equal(m->buf + at - 256, ref, len + 512);
+		}
+		teardown(&ms);
+	}
+	free(ref);
 }
 
 static void test_fill(void **state)
@@ -298,9 +344,12 @@ int main(void)
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test_setup_teardown(test_sem_release, setup, teardown);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test_setup_teardown(test_sem_acquire, setup, teardown);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test_setup_teardown(test_sem_acquire_timeout, setup, teardown);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test_setup_teardown(test_sem_acquire_fault,
+									 setup, teardown);
 	for (size_t i = 0; i < VGPU_ARRAY_SIZE(copy_cases); i++)
 		tests[n++] = (struct CMUnitTest){ .name = copy_cases[i].name, .test_func = test_copy_case,
 						  .initial_state = (void *)&copy_cases[i] };
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_copy_overlap);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test_setup_teardown(test_fill, setup, teardown);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test_setup_teardown(test_timestamp, setup, teardown);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test_setup_teardown(test_reduce, setup, teardown);

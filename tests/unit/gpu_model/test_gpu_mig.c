@@ -105,6 +105,13 @@ static void test_save_load_continues(void **state)
 	bad.error = VGPU_CHAN_ERR_SEM_TIMEOUT;		/* an error on an idle channel */
 	assert_int_equal(gpu_chan_mig_load(m->t->g, 1, 1, &s), -ENOENT);
 	assert_int_equal(gpu_chan_mig_load(m->t->g, 1, 0, &bad), -EINVAL);
+	/* An error the device does not know (a stream from elsewhere is not trusted). */
+	bad = s;
+	bad.state = GPU_CHAN_STATE_ERROR;
+	bad.error = VGPU_CHAN_ERR_NR;
+	assert_int_equal(gpu_chan_mig_load(m->t->g, 1, 0, &bad), -EINVAL);
+	bad.error = (enum vgpu_chan_error)-1;
+	assert_int_equal(gpu_chan_mig_load(m->t->g, 1, 0, &bad), -EINVAL);
 	assert_int_equal(gpu_chan_mig_load(m->t->g, 1, 64, &s), -EINVAL);
 	assert_int_equal(gpu_chan_mig_load(m->t->g, 1, 0, &s), 0);
 	enable(m);

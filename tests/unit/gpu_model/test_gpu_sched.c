@@ -87,6 +87,30 @@ static void tclock_wait_stop(struct tclock *k)
 	}
 }
 
+/* The clock as the engine last read it (a look that does not move it). */
+static uint64_t tclock_now(struct tclock *k)
+{
+	uint64_t now;
+
+	cmn_mutex_lock(&k->lock);
+	now = k->now;
+	cmn_mutex_unlock(&k->lock);
+	return now;
+}
+
+/* Wait (bounded, in real time) until the engine has read the clock up to @t: it reads it
+ * between any two turns, so every turn due before @t has run. */
+static void tclock_wait_until(struct tclock *k, uint64_t t)
+{
+	uint64_t dl = cmn_deadline_ns(RUN_TIMEOUT);
+
+	while (tclock_now(k) < t) {
+		if (cmn_deadline_passed(dl))
+			fail_msg("the engine clock did not reach %llu ns", (unsigned long long)t);
+		cmn_sleep_ns(100 * VGPU_NSEC_PER_USEC);
+	}
+}
+
 /* After the device that read it is gone. */
 static void tclock_free(struct tclock *k)
 {
@@ -408,9 +432,53 @@ static void test_nop_flood_preempt_timeout(void **state)
 	tclock_free(k);
 }
 
+/* A SEM_ACQUIRE the guest rewrites into a NOP while the channel waits in it stays the
+ * acquire the channel fetched: the release after it runs only once the semaphore is
+ * released, however many times the wait was retried after the rewrite. Then the channel has
+ * nothing to do and gets no more turns: over a second of the engine's clock its function
+ * is given no slice (a wait that outlived its method once made the channel runnable at
+ * every pick). */
+static void test_acquire_rewritten(void **state)
+{
+	/* A wait retried every 50 us runs through the clock fast: no stop in sight. */
+	struct tclock *k = tclock_new(UINT64_MAX / 2);
+	struct tgpu *t = tgpu_on_clock(1, k);
+	uint64_t sem = tgpu_vmem(t, 1, 4096, VGPU_GMMU_PAGE_64K);
+	uint32_t *s = tgpu_va(t, 1, sem, 16), acq;
+	struct gpu_sched_stats before, after;
+	struct tchan c;
+
+	(void)state;
+	tchan_init(t, &c, 1, 0, 0, 16);
+	acq = c.pb_off;
+	/* Its timeout (in us, on the host's clock) is not what ends the wait here. */
+	TM(&c, VGPU_M_SEM_ACQUIRE, lo32(sem), hi32(sem), 1, 0, 0, UINT32_MAX);
+	TM(&c, VGPU_M_SEM_RELEASE, lo32(sem + 8), hi32(sem + 8), 7, 0, 0);
+	tchan_gp(&c);
+	tchan_kick(t, &c);
+	tclock_start(k);
+	tclock_wait_until(k, 10 * VGPU_NSEC_PER_MSEC);	/* retried every 50 us meanwhile */
+	assert_int_equal(__atomic_load_n(&s[2], __ATOMIC_ACQUIRE), 0);
+	__atomic_store_n(&c.pb[acq], VGPU_MTHD(VGPU_M_NOP, 6), __ATOMIC_RELEASE);
+	/* Every turn that reads the clock past this look sees the rewrite. */
+	tclock_wait_until(k, tclock_now(k) + 10 * VGPU_NSEC_PER_MSEC);
+	assert_int_equal(__atomic_load_n(&s[2], __ATOMIC_ACQUIRE), 0);
+	__atomic_store_n(&s[0], 1, __ATOMIC_RELEASE);
+	assert_int_equal(tchan_wait(&c), 0);
+	assert_int_equal(__atomic_load_n(&s[2], __ATOMIC_ACQUIRE), 7);
+	tclock_wait_until(k, tclock_now(k) + 10 * VGPU_NSEC_PER_MSEC);
+	gpu_sched_stats(t->g, 1, &before);
+	tclock_wait_until(k, tclock_now(k) + VGPU_NSEC_PER_SEC);
+	gpu_sched_stats(t->g, 1, &after);
+	print_message("slices in a second after the work: %lu\n", after.slices - before.slices);
+	assert_int_equal(after.slices, before.slices);
+	tgpu_free(t);
+	tclock_free(k);
+}
+
 int main(void)
 {
-	struct CMUnitTest tests[VGPU_ARRAY_SIZE(share_cases) + 5];
+	struct CMUnitTest tests[VGPU_ARRAY_SIZE(share_cases) + 6];
 	size_t n = 0;
 
 	for (size_t i = 0; i < VGPU_ARRAY_SIZE(share_cases); i++)
@@ -421,5 +489,6 @@ int main(void)
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_preempt_timeout);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_nop_flood_yields);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_nop_flood_preempt_timeout);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_acquire_rewritten);
 	return _cmocka_run_group_tests("gpu_sched", tests, n, NULL, NULL);
 }

@@ -1,7 +1,11 @@
 // SPDX-License-Identifier: MIT
 /* The system aperture: a channel living entirely in the guest's DMA memory (USERD by IOVA,
  * GPFIFO and pushbuffer mapped through SYS PTEs) reached through the function's IOMMU
- * domain; copies between system memory and VRAM; IOMMU faults confined to the channel. */
+ * domain; copies between system memory and VRAM; IOMMU faults confined to the channel.
+ * Page requests the guest answers late hold no engine past its slice and preemption
+ * timeout; a partition moved while a page request holds a turn's end leaves no translation
+ * of the old range behind. */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 
@@ -254,6 +258,254 @@ static void test_sva_aperture(void **state)
 	sctx_free(s);
 }
 
+/* ---- page requests the guest answers late ---- */
+
+/* What an engine clock read adds; how late the guest answers a page request (past the
+ * default preemption timeout, 100 ms). */
+#define PR_TICK		(10 * VGPU_NSEC_PER_USEC)
+#define PR_LEAP		(150 * VGPU_NSEC_PER_MSEC)
+
+/* The guest's page-request service, answering in the faulting engine's thread: it moves
+ * the engine's clock on by PR_LEAP (the time it took), makes the page present and answers.
+ * The engine clock is this test's: PR_TICK more at every read. */
+struct slow_pri {
+	struct iommu *mmu;
+	_Atomic uint64_t now;
+	atomic_uint answered;
+};
+
+static uint64_t slow_clock(void *arg)
+{
+	struct slow_pri *p = arg;
+
+	return atomic_fetch_add(&p->now, PR_TICK) + PR_TICK;
+}
+
+static void slow_answer(void *ctx, const struct iommu_page_request *req)
+{
+	struct slow_pri *p = ctx;
+
+	atomic_fetch_add(&p->now, PR_LEAP);
+	assert_int_equal(mprotect((void *)(uintptr_t)req->addr, 4096, PROT_READ | PROT_WRITE), 0);
+	assert_int_equal(iommu_page_response(p->mmu, req->rid, req->prg_index, IOMMU_PRG_SUCCESS),
+			 0);
+	atomic_fetch_add(&p->answered, 1);
+}
+
+/* A COPY from SVA memory none of whose pages is present, in one 64 KiB GMMU page: the
+ * guest answers the first page request PR_LEAP late. That wait is the function's time, not
+ * the host's: the COPY stops after the page (not after the piece or 256 KiB) to check its
+ * slice, the turn is far past it and the channel is put in error for not yielding within
+ * the preemption timeout; no more page is requested, no stall is booked, and the other
+ * function's FILL on the same engine runs. */
+static void test_sva_late_page_request(void **state)
+{
+	const uint64_t len = 64u << 10;
+	struct iommu_domain_opts po = { .type = IOMMU_DOMAIN_PAGING };
+	struct iommu_domain_opts so = { .type = IOMMU_DOMAIN_SVA };
+	struct slow_pri *p = calloc(1, sizeof(*p));
+	struct iommu_domain *pg, *sva;
+	struct gpu_sched_stats st;
+	struct tchan a, b;
+	struct tgpu *t;
+	uint8_t *raw, *mem;
+	uint64_t vram, dst2;
+
+	(void)state;
+	assert_non_null(p);
+	atomic_store(&p->now, VGPU_NSEC_PER_SEC);
+	assert_int_equal(iommu_create(NULL, &p->mmu), 0);
+	assert_int_equal(iommu_domain_alloc(p->mmu, &po, &pg), 0);
+	assert_int_equal(iommu_attach(p->mmu, 1, pg), 0);
+	assert_int_equal(iommu_domain_alloc(p->mmu, &so, &sva), 0);
+	assert_int_equal(iommu_pasid_attach(p->mmu, 1, VGPU_SVA_PASID, sva), 0);
+	assert_int_equal(iommu_pri_enable(p->mmu, 1, 32, slow_answer, p), 0);
+	raw = mmap(NULL, 2 * len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	assert_true(raw != MAP_FAILED);
+	mem = (uint8_t *)cmn_align_up((uintptr_t)raw, len);
+	t = tgpu_new_cfg((struct gpu_config){ .nr_vfs = 2, .nr_engines = 1, .iommu = p->mmu,
+					      .spin_ns = VGPU_NSEC_PER_SEC,
+					      .clock_ns = slow_clock, .clock_arg = p }, 16);
+	tgpu_map(t, 1, SVA_VA, (uint64_t)(uintptr_t)mem, len, VGPU_GMMU_PAGE_64K,
+		 VGPU_GMMU_APER_SVA);
+	vram = tgpu_vmem(t, 1, len, VGPU_GMMU_PAGE_64K);
+	dst2 = tgpu_vmem(t, 2, 4096, VGPU_GMMU_PAGE_4K);
+	tchan_init(t, &a, 1, 0, 0, 16);
+	tchan_init(t, &b, 2, 0, 0, 16);
+	TM(&a, VGPU_M_COPY, lo32(SVA_VA), hi32(SVA_VA), lo32(vram), hi32(vram), lo32(len), 0);
+	tchan_gp(&a);
+	TM(&b, VGPU_M_FILL, lo32(dst2), hi32(dst2), 4096, 0, 0x77);
+	tchan_gp(&b);
+	tchan_kick(t, &a);
+	tchan_kick(t, &b);
+	assert_int_equal(tchan_wait(&a), VGPU_CHAN_ERR_PREEMPT_TIMEOUT);
+	assert_int_equal(tchan_wait(&b), 0);
+	assert_int_equal(*(uint32_t *)tgpu_va(t, 2, dst2, 4), 0x77);
+	gpu_sched_stats(t->g, 1, &st);
+	print_message("page requests %u, preempt timeouts %lu, stall %lu ns\n",
+		      atomic_load(&p->answered), st.preempt_timeouts, st.stall_ns);
+	assert_int_equal(atomic_load(&p->answered), 1);
+	assert_int_equal(st.preempt_timeouts, 1);
+	assert_true(st.stall_ns < PR_LEAP);
+	tgpu_free(t);
+	iommu_pri_disable(p->mmu, 1);
+	iommu_pasid_detach(p->mmu, 1, VGPU_SVA_PASID);
+	iommu_detach(p->mmu, 1);
+	iommu_domain_free(sva);
+	iommu_domain_free(pg);
+	iommu_destroy(p->mmu);
+	munmap(raw, 2 * len);
+	free(p);
+}
+
+/* ---- a partition moved at a turn's end ---- */
+
+#define MV_USERD	IOVA			/* USERD's page */
+#define MV_SEM		(IOVA + (1u << 20))	/* a semaphore page, mapped on demand */
+#define MV_ENTRIES	512u
+#define MV_PB		(64u << 10)		/* the pushbuffer, in the channel's area */
+
+/* The guest's page-request service of test_partition_move_at_turn_end(), answering in the
+ * engine's thread. The semaphore's request (the turn's last method) maps that page and
+ * unmaps USERD's, so the write-back of GP_GET that ends the turn makes a request too; at
+ * that one the GSP moves function 1's partition to @to, the contents copied, and an engine
+ * look at the privileged region (a quiesce) queues the invalidation of its translations. */
+struct mv_pri {
+	struct tgpu *t;
+	struct iommu *mmu;
+	struct iommu_domain *dom;
+	struct iommu_memobj *mo;
+	uint64_t from, to, pb_pa;
+	atomic_uint requests;
+	bool moved;
+};
+
+static void mv_map(struct mv_pri *m, uint64_t iova)
+{
+	uint64_t at = iova;
+
+	assert_int_equal(iommu_map(m->dom, m->mo, iova - IOVA, 4096, IOMMU_READ | IOMMU_WRITE,
+				   IOMMU_MAP_FIXED_IOVA, &at), 0);
+}
+
+static void mv_answer(void *ctx, const struct iommu_page_request *req)
+{
+	struct mv_pri *m = ctx;
+	uint64_t n;
+
+	atomic_fetch_add(&m->requests, 1);
+	if (req->addr == MV_SEM) {
+		mv_map(m, MV_SEM);
+		assert_int_equal(iommu_unmap(m->dom, MV_USERD, 4096, &n), 0);
+	} else if (req->addr == MV_USERD && !m->moved) {
+		struct tgpu *t = m->t;
+
+		assert_int_equal(gpu_priv_partition_set(t->p, 1, 0, 0), 0);
+		memcpy(gpu_vram_ptr(t->g, m->to, t->slice), gpu_vram_ptr(t->g, m->from, t->slice),
+		       t->slice);
+		assert_int_equal(gpu_priv_partition_set(t->p, 1, m->to, t->slice), 0);
+		/* The next segment differs in the new range: a release of 222, not 111. */
+		((uint32_t *)gpu_vram_ptr(t->g, m->to + m->pb_pa, 32))[3] = 222;
+		assert_int_equal(gpu_chan_quiesce(t->g, 2, 0, T_TIMEOUT), 0);
+		m->moved = true;
+		mv_map(m, MV_USERD);
+	}
+	assert_int_equal(iommu_page_response(m->mmu, req->rid, req->prg_index, IOMMU_PRG_SUCCESS),
+			 0);
+}
+
+/* A turn that ends after exactly GPU_CHAN_BATCH (256) entries writes GP_GET back and then
+ * translates the pages its next submission will be read from (prefetch hints), with the
+ * partition it began with. The partition moves between the two (mv_answer()): the
+ * translation of the ring's page from the old range must not stay in the engine's TLB, or
+ * the channel's next entry is read from the range the function left (a release of 111
+ * instead of 222). */
+static void test_partition_move_at_turn_end(void **state)
+{
+	struct iommu_domain_opts o = { .type = IOMMU_DOMAIN_PAGING };
+	struct gpu_config cfg = { .nr_vfs = 3, .nr_engines = 1 };
+	struct gpu_priv_sched_fn sched = { .enabled = 1, .quantum_ns = 100 * VGPU_NSEC_PER_SEC,
+					   .preempt_timeout_ns = 100 * VGPU_NSEC_PER_SEC };
+	struct mv_pri *m = calloc(1, sizeof(*m));
+	uint8_t *host = aligned_alloc(2u << 20, SYS_BYTES);
+	struct vgpu_userd *u = (struct vgpu_userd *)host;
+	struct gpu_priv_chan pc;
+	uint64_t area, va, sem, sys_sem = 0x3800000000ull, *gp;
+	uint32_t *pb;
+	struct tgpu *t;
+
+	(void)state;
+	assert_non_null(m);
+	assert_non_null(host);
+	memset(host, 0, SYS_BYTES);
+	assert_int_equal(iommu_create(NULL, &m->mmu), 0);
+	assert_int_equal(iommu_domain_alloc(m->mmu, &o, &m->dom), 0);
+	assert_int_equal(iommu_attach(m->mmu, 1, m->dom), 0);
+	assert_int_equal(iommu_memobj_register(m->mmu, host, SYS_BYTES, &m->mo), 0);
+	mv_map(m, MV_USERD);
+	assert_int_equal(iommu_pri_enable(m->mmu, 1, 32, mv_answer, m), 0);
+	cfg.iommu = m->mmu;
+	t = m->t = tgpu_new_cfg(cfg, 64);
+	m->from = t->slice;
+	m->to = 3 * t->slice;		/* function 3's range, which it gives up */
+	assert_int_equal(gpu_priv_partition_set(t->p, 3, 0, 0), 0);
+	assert_int_equal(gpu_priv_sched_fn_set(t->p, 1, &sched), 0);
+	/* GPFIFO and pushbuffer in VRAM, one 2 MiB page; USERD in system memory. */
+	area = tgpu_alloc(t, 1, 2u << 20);
+	va = T_VA_BASE + area;
+	tgpu_map(t, 1, va, area, 2u << 20, VGPU_GMMU_PAGE_2M, 0);
+	tgpu_map(t, 1, sys_sem, MV_SEM, 4096, VGPU_GMMU_PAGE_4K, VGPU_GMMU_APER_SYS);
+	sem = tgpu_vmem(t, 1, 4096, VGPU_GMMU_PAGE_4K);
+	gp = tgpu_va(t, 1, va, MV_ENTRIES * 8);
+	pb = tgpu_va(t, 1, va + MV_PB, 64);
+	m->pb_pa = area + MV_PB + 32;
+	pc = (struct gpu_priv_chan){ .runlist = 0, .pdb = t->pdb[1], .gpfifo_va = va,
+				     .gpfifo_entries = MV_ENTRIES, .userd_aper = VGPU_APER_SYS,
+				     .userd_addr = MV_USERD };
+	assert_int_equal(gpu_priv_chan_alloc(t->p, 1, 0, &pc), 0);
+	assert_int_equal(gpu_priv_chan_enable(t->p, 1, 0, true), 0);
+	assert_int_equal(gpu_priv_runlist_set(t->p, 1, 0, 1), 0);
+	/* 255 control entries, then the release into the page not yet mapped. */
+	const uint32_t last[] = { VGPU_MTHD(VGPU_M_SEM_RELEASE, 5), lo32(sys_sem), hi32(sys_sem),
+				  1, 0, 0 };
+	const uint32_t next[] = { VGPU_MTHD(VGPU_M_SEM_RELEASE, 5), lo32(sem), hi32(sem), 111, 0,
+				  0 };
+
+	memcpy(pb, last, sizeof(last));
+	memcpy(pb + 8, next, sizeof(next));
+	for (unsigned int i = 0; i < 255; i++)
+		gp[i] = VGPU_GP_OPCODE_NOP;
+	gp[255] = vgpu_gp_entry(va + MV_PB, 6);
+	gp[256] = vgpu_gp_entry(va + MV_PB + 32, 6);
+	__atomic_store_n(&u->gp_put, 256, __ATOMIC_RELEASE);
+	gpu_doorbell_ring(t->g, 1, vgpu_token(0, 0));
+	uint64_t dl = cmn_deadline_ns(T_TIMEOUT);
+
+	while (__atomic_load_n(&u->gp_get, __ATOMIC_ACQUIRE) != 256 && !cmn_deadline_passed(dl))
+		cmn_sleep_ns(20 * VGPU_NSEC_PER_USEC);
+	assert_int_equal(__atomic_load_n(&u->gp_get, __ATOMIC_ACQUIRE), 256);
+	assert_true(m->moved);
+	assert_int_equal(atomic_load(&m->requests), 2);
+	assert_int_equal(__atomic_load_n(&u->error, __ATOMIC_ACQUIRE), 0);
+	/* The next entry, published now, is read from the new range. */
+	__atomic_store_n(&u->gp_put, 257, __ATOMIC_RELEASE);
+	gpu_doorbell_ring(t->g, 1, vgpu_token(0, 0));
+	while (__atomic_load_n(&u->gp_get, __ATOMIC_ACQUIRE) != 257 && !cmn_deadline_passed(dl))
+		cmn_sleep_ns(20 * VGPU_NSEC_PER_USEC);
+	assert_int_equal(__atomic_load_n(&u->gp_get, __ATOMIC_ACQUIRE), 257);
+	assert_int_equal(__atomic_load_n((uint32_t *)tgpu_va(t, 1, sem, 4), __ATOMIC_ACQUIRE), 222);
+	assert_int_equal(*(uint32_t *)gpu_vram_ptr(t->g, m->from + sem - T_VA_BASE, 4), 0);
+	tgpu_free(t);
+	iommu_pri_disable(m->mmu, 1);
+	iommu_unmap(m->dom, 0, UINT64_MAX, NULL);
+	iommu_detach(m->mmu, 1);
+	iommu_domain_free(m->dom);
+	iommu_memobj_unregister(m->mo);
+	iommu_destroy(m->mmu);
+	free(host);
+	free(m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -261,6 +513,8 @@ int main(void)
 		{ "test_sys_channel streamed", test_sys_channel, NULL, NULL, (void *)1 },
 		cmocka_unit_test(test_iommu_unmapped),
 		cmocka_unit_test(test_sva_aperture),
+		cmocka_unit_test(test_sva_late_page_request),
+		cmocka_unit_test(test_partition_move_at_turn_end),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -338,6 +338,70 @@ static void test_pri(void **state)
 	iommu_destroy(f.mmu);
 }
 
+/* The page-request service of test_dma_some(): a page below IOVA0 + 12 pages is mapped
+ * (from the same offset of the memory object) and answered Success, one above Invalid. */
+static void some_handler(void *arg, const struct iommu_page_request *req)
+{
+	struct pri_ctx *c = arg;
+	uint64_t iova = req->addr;
+	bool ok = req->addr < IOVA0 + 12 * PG;
+
+	c->calls++;
+	if (ok)
+		assert_int_equal(iommu_map(c->f->d, c->f->mo, req->addr - IOVA0, PG,
+					   IOMMU_READ | IOMMU_WRITE, IOMMU_MAP_FIXED_IOVA, &iova), 0);
+	assert_int_equal(iommu_page_response(c->f->mmu, req->rid, req->prg_index,
+					     ok ? IOMMU_PRG_SUCCESS : IOMMU_PRG_INVALID), 0);
+}
+
+/* iommu_dma_rw_some() moves what needs no page request in one go and stops after a page
+ * that waited for one (a device looks at its preemption timer there); on a fault it says
+ * how much came before it. iommu_thread_waits() counts the waits. */
+static void test_dma_some(void **state)
+{
+	struct fx f;
+	struct pri_ctx pc = { .f = &f };
+	uint8_t buf[6 * PG];
+	uint64_t w0;
+	size_t done;
+
+	(void)state;
+	fx_setup(&f, NULL);
+	assert_int_equal(iommu_pri_enable(f.mmu, RID, 4, some_handler, &pc), 0);
+	assert_int_equal(iommu_dma_rw_some(f.mmu, RID, IOMMU_NO_PASID, IOVA0, buf, 6 * PG, false,
+					   NULL), -EINVAL);
+	w0 = iommu_thread_waits();
+	/* Mapped: all of it, no wait. */
+	assert_int_equal(iommu_dma_rw_some(f.mmu, RID, IOMMU_NO_PASID, IOVA0 + 2 * PG, buf,
+					   6 * PG, false, &done), 0);
+	assert_int_equal(done, 6 * PG);
+	assert_int_equal(iommu_thread_waits(), w0);
+	/* Pages 6 and 7 mapped, 8 and 9 not: up to the end of 8, which waited. */
+	assert_int_equal(iommu_dma_rw_some(f.mmu, RID, IOMMU_NO_PASID, IOVA0 + 6 * PG, buf,
+					   4 * PG, false, &done), 0);
+	assert_int_equal(done, 3 * PG);
+	assert_int_equal(pc.calls, 1);
+	assert_int_equal(iommu_thread_waits(), w0 + 1);
+	for (unsigned int i = 0; i < 3; i++)
+		assert_int_equal(buf[i * PG], 0x10 + 6 + i);
+	/* A write from page 9 on: 9 waits; then 10 and 11 one at a time; 12 is refused. */
+	assert_int_equal(iommu_dma_rw_some(f.mmu, RID, IOMMU_NO_PASID, IOVA0 + 9 * PG, buf,
+					   4 * PG, true, &done), 0);
+	assert_int_equal(done, PG);
+	assert_int_equal(iommu_dma_rw_some(f.mmu, RID, IOMMU_NO_PASID, IOVA0 + 10 * PG, buf,
+					   3 * PG, true, &done), 0);
+	assert_int_equal(done, PG);
+	assert_int_equal(iommu_dma_rw_some(f.mmu, RID, IOMMU_NO_PASID, IOVA0 + 11 * PG, buf,
+					   2 * PG, true, &done), 0);
+	assert_int_equal(done, PG);
+	assert_int_equal(iommu_dma_rw_some(f.mmu, RID, IOMMU_NO_PASID, IOVA0 + 8 * PG, buf,
+					   5 * PG, true, &done), -EFAULT);
+	assert_int_equal(done, 4 * PG);
+	assert_int_equal(pc.calls, 5);
+	assert_int_equal(iommu_thread_waits(), w0 + 5);
+	iommu_destroy(f.mmu);
+}
+
 static void test_pri_outstanding_and_once(void **state)
 {
 	struct fx f;
@@ -511,6 +575,8 @@ int main(void)
 	tests[n++] = (struct CMUnitTest){ "IOMMU-10 outstanding limit, answered once",
 					  test_pri_outstanding_and_once, NULL, NULL, NULL };
 	tests[n++] = (struct CMUnitTest){ "IOMMU-10 answer from another thread", test_pri_async,
+					  NULL, NULL, NULL };
+	tests[n++] = (struct CMUnitTest){ "IOMMU-10 DMA up to a page that waited", test_dma_some,
 					  NULL, NULL, NULL };
 	T_CASES(tests, n, log_cases, test_fault_log);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_fault_log_overflow);
