@@ -378,6 +378,37 @@ static __attribute__((unused)) void t_define_start(struct tdaemon *d, const char
 	assert_int_equal(T_CTL(d, "start", "-u", (char *)uuid), 0);
 }
 
+/* Start @d with @args and its stderr appended to <root>/log, whose path goes to @log:
+ * t_daemon_start_argv()'s result. */
+static __attribute__((unused)) int t_daemon_start_logged(struct tdaemon *d, char *const *args,
+							  char *log, size_t len)
+{
+	char sh[300];
+	char *wrap[] = { "sh", "-c", sh, NULL };
+	int r;
+
+	snprintf(log, len, "%s/log", d->root);
+	snprintf(sh, sizeof(sh), "exec \"$0\" \"$@\" 2>>%s", log);
+	d->wrap = wrap;
+	r = t_daemon_start_argv(d, args);
+	d->wrap = NULL;
+	return r;
+}
+
+/* Whether the file @log (its first 16 KiB) holds @what. */
+static __attribute__((unused)) bool t_log_has(const char *log, const char *what)
+{
+	char buf[1 << 14] = "";
+	FILE *f = fopen(log, "r");
+
+	if (f) {
+		if (fread(buf, 1, sizeof(buf) - 1, f) == 0)
+			buf[0] = 0;
+		fclose(f);
+	}
+	return strstr(buf, what) != NULL;
+}
+
 /* A vgpud with 2 GiB of VRAM and two VFs, running the vgpu-512M slices @u1 and, unless
  * NULL, @u2: a cmocka setup's (NULL if anything failed; t_teardown() frees it). */
 static __attribute__((unused)) struct tdaemon *t_daemon_two_vfs(const char *u1, const char *u2)

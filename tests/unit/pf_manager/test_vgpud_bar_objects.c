@@ -16,32 +16,10 @@
 static char *daemon_args[] = { "--vram", "2G", "--max-vfs", "4", "--num-vfs", "2",
 			       "--spare-vram", "256M", NULL };
 
-/* Start @d with its stderr in <root>/log (@log): t_daemon_start's result. */
+/* Start @d with its stderr in <root>/log (@log). */
 static int start_logged(struct tdaemon *d, char *log, size_t len)
 {
-	char sh[300];
-	char *wrap[] = { "sh", "-c", sh, NULL };
-	int r;
-
-	snprintf(log, len, "%s/log", d->root);
-	snprintf(sh, sizeof(sh), "exec \"$0\" \"$@\" 2>>%s", log);
-	d->wrap = wrap;
-	r = t_daemon_start_argv(d, daemon_args);
-	d->wrap = NULL;
-	return r;
-}
-
-static bool log_has(const char *log, const char *what)
-{
-	char buf[1 << 14] = "";
-	FILE *f = fopen(log, "r");
-
-	if (f) {
-		if (fread(buf, 1, sizeof(buf) - 1, f) == 0)
-			buf[0] = 0;
-		fclose(f);
-	}
-	return strstr(buf, what) != NULL;
+	return t_daemon_start_logged(d, daemon_args, log, len);
 }
 
 /* A daemon with U1 running on VF 1 (its VRAM marked) and U2 on VF 2, stopped again: the
@@ -155,8 +133,8 @@ static void test_grown(void **state)
 	assert_int_equal(slice_vf(d, U1), 1);
 	assert_int_equal(slice_vf(d, U2), 2);
 	t_bar_path(d, 1, path, sizeof(path));
-	assert_true(log_has(log, path + strlen("/dev/shm")));
-	assert_true(log_has(log, "had grown"));
+	assert_true(t_log_has(log, path + strlen("/dev/shm")));
+	assert_true(t_log_has(log, "had grown"));
 	fd = t_bar_open(d, 1);
 	assert_int_equal(fstat(fd, &sb), 0);
 	assert_int_equal(sb.st_size, size);
@@ -179,8 +157,8 @@ static void test_cut(void **state)
 	assert_int_equal(ftruncate(fd, 4096), 0);
 	close(fd);
 	assert_int_equal(start_logged(d, log, sizeof(log)), 0);
-	assert_true(log_has(log, "has 4096 bytes, less than its BAR's"));
-	assert_true(log_has(log, "the slice comes back stopped"));
+	assert_true(t_log_has(log, "has 4096 bytes, less than its BAR's"));
+	assert_true(t_log_has(log, "the slice comes back stopped"));
 	only_u1_stopped(d);
 	t_daemon_free(d);
 }
@@ -198,9 +176,9 @@ static void test_fifo_for_object(void **state)
 	assert_int_equal(unlink(path), 0);
 	as_nobody(make_fifo, path);
 	assert_int_equal(start_logged(d, log, sizeof(log)), 0);
-	assert_true(log_has(log, "is not a regular file but a FIFO; the slice comes back "
+	assert_true(t_log_has(log, "is not a regular file but a FIFO; the slice comes back "
 			    "stopped"));
-	assert_true(log_has(log, "left alone"));
+	assert_true(t_log_has(log, "left alone"));
 	assert_true(is_fifo(path));
 	assert_int_equal(slice_vf(d, U1), 0);
 	assert_int_equal(slice_vf(d, U2), 2);
@@ -225,7 +203,7 @@ static void test_fifo_stray(void **state)
 	assert_int_equal(slice_vf(d, U1), 1);
 	assert_int_equal(slice_vf(d, U2), 2);
 	assert_true(is_fifo(path));
-	assert_true(log_has(log, "a FIFO of uid 65534); left alone"));
+	assert_true(t_log_has(log, "a FIFO of uid 65534); left alone"));
 	t_daemon_free(d);
 }
 
@@ -242,7 +220,7 @@ static void test_foreign_owner(void **state)
 	assert_int_equal(unlink(path), 0);
 	as_nobody(make_file, path);
 	assert_int_equal(start_logged(d, log, sizeof(log)), 0);
-	assert_true(log_has(log, "is owned by uid 65534"));
+	assert_true(t_log_has(log, "is owned by uid 65534"));
 	assert_int_equal(slice_vf(d, U1), 0);
 	assert_int_equal(slice_vf(d, U2), 2);
 	assert_int_equal(lstat(path, &sb), 0);
@@ -265,7 +243,7 @@ static void test_lease(void **state)
 	fd = t_bar_open(d, 1);
 	assert_int_equal(fcntl(fd, F_SETLEASE, F_WRLCK), 0);
 	assert_int_equal(start_logged(d, log, sizeof(log)), 0);
-	assert_true(log_has(log, "is held by a lease"));
+	assert_true(t_log_has(log, "is held by a lease"));
 	assert_int_equal(slice_vf(d, U1), 0);
 	assert_int_equal(slice_vf(d, U2), 2);
 	close(fd);

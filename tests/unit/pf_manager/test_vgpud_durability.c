@@ -444,29 +444,7 @@ static char *file_get(struct tdaemon *d, const char *rel)
 /* Start vgpud with its stderr in <root>/log; returns t_daemon_start's result. */
 static int start_logged(struct tdaemon *d, char *log, size_t len)
 {
-	char sh[300];
-	char *wrap[] = { "sh", "-c", sh, NULL };
-	int r;
-
-	snprintf(log, len, "%s/log", d->root);
-	snprintf(sh, sizeof(sh), "exec \"$0\" \"$@\" 2>>%s", log);
-	d->wrap = wrap;
-	r = t_daemon_start_argv(d, daemon_args);
-	d->wrap = NULL;
-	return r;
-}
-
-static bool log_has(const char *log, const char *what)
-{
-	char buf[1 << 14] = "";
-	FILE *f = fopen(log, "r");
-
-	if (f) {
-		if (fread(buf, 1, sizeof(buf) - 1, f) == 0)
-			buf[0] = 0;
-		fclose(f);
-	}
-	return strstr(buf, what) != NULL;
+	return t_daemon_start_logged(d, daemon_args, log, len);
 }
 
 /* A journal entry's field replaced by @val: the loader refuses it and changes nothing. */
@@ -482,7 +460,7 @@ static void journal_bad(struct tdaemon *d, const char *orig, const char *field, 
 	assert_true(asprintf(&txt, "%.*s%s%s", (int)(p - j), j, val, end) > 0);
 	file_put(d, "journal.json", txt);
 	assert_true(start_logged(d, log, sizeof(log)) >= 1000);
-	assert_true(log_has(log, field) || log_has(log, "journal.json"));
+	assert_true(t_log_has(log, field) || t_log_has(log, "journal.json"));
 	free(txt);
 	free(j);
 }
@@ -504,7 +482,7 @@ static void test_loader(void **state)
 	file_put(d, "journal.json", txt);
 	free(txt);
 	assert_true(start_logged(d, log, sizeof(log)) >= 1000);
-	assert_true(log_has(log, "journal.json: not one valid JSON value"));
+	assert_true(t_log_has(log, "journal.json: not one valid JSON value"));
 	/* The original is fine. */
 	file_put(d, "journal.json", orig);
 	assert_int_equal(t_daemon_start_argv(d, daemon_args), 0);
@@ -515,15 +493,15 @@ static void test_loader(void **state)
 	file_put(d, "journal.json", "");
 	assert_int_equal(start_logged(d, log, sizeof(log)), 0);
 	t_shm_prefix(d, prefix, sizeof(prefix));
-	assert_true(log_has(log, "journal.json is empty"));
-	assert_true(log_has(log, prefix));
+	assert_true(t_log_has(log, "journal.json is empty"));
+	assert_true(t_log_has(log, prefix));
 	t_daemon_stop(d, SIGKILL);
 	/* A journal naming a missing object: that slice comes back stopped, not a refusal. */
 	file_put(d, "journal.json", orig);
 	snprintf(path, sizeof(path), "/dev/shm/%s1", prefix);
 	assert_int_equal(unlink(path), 0);
 	assert_int_equal(start_logged(d, log, sizeof(log)), 0);
-	assert_true(log_has(log, "is missing; the slice comes back stopped"));
+	assert_true(t_log_has(log, "is missing; the slice comes back stopped"));
 	snapshot(d, now, sizeof(now));
 	assert_non_null(strstr(now, "U1=defined"));
 	free(orig);
@@ -549,7 +527,7 @@ static void test_loader_transient(void **state)
 	file_put(d, "slices/" U3 ".json", def);
 	file_put(d, "journal.json", orig);
 	assert_true(start_logged(d, log, sizeof(log)) >= 1000);
-	assert_true(log_has(log, "slice " U3 ": transient, but a definition file"));
+	assert_true(t_log_has(log, "slice " U3 ": transient, but a definition file"));
 	assert_true(asprintf(&txt, "%s/slices/" U3 ".json", d->state) > 0);
 	assert_int_equal(unlink(txt), 0);
 	free(txt);

@@ -468,6 +468,20 @@ static void refused_up(struct vgpu_rpc_inject *fail, struct rm_t_guest *g1, stru
 				  0, NULL), 0);
 }
 
+/* @c1, fenced off, its ring written again and rung by its guest: the token is invalid and
+ * its semaphore stays 0, while @g2's @c2 runs on the engine. */
+static void fenced_runs_nothing(struct rm_t_guest *g1, struct rm_t_chan *c1,
+				struct rm_t_guest *g2, struct rm_t_chan *c2)
+{
+	struct gpu_db_stats before, after;
+
+	ring_bare(g1, c1, RM_T_SEM, 1, &before, &after);
+	run_sem(g2, c2, RM_T_SEM, 5);
+	assert_int_equal(__atomic_load_n((uint32_t *)(g1->host + RM_T_SEM), __ATOMIC_ACQUIRE), 0);
+	assert_int_equal(after.accepted, before.accepted);
+	assert_int_equal(after.invalid, before.invalid + 1);
+}
+
 /* The GSP refuses a VF reset (FAIL: -EREMOTEIO, VF_RESET not run): rm_vf_reset() fails,
  * the function's channel gone from the RM's records and still enabled and on its runlist
  * in the hardware. It is fenced off: the guest's own submission on it (its ring and
@@ -478,7 +492,6 @@ static void test_reset_refused(void **state)
 {
 	struct vgpu_rpc_inject fail = { .mode = VGPU_INJ_FAIL, .fn = 0,
 					.arg = VGPU_RPC_FN_VF_RESET };
-	struct gpu_db_stats before, after;
 	struct rm_t_guest g1, g2, n1;
 	struct rm_t_chan c1, c2, n;
 
@@ -487,11 +500,7 @@ static void test_reset_refused(void **state)
 	assert_int_equal(rm_vf_reset(fx.rm, 1), -EREMOTEIO);
 	assert_true(hw_allocated(c1.chid));
 
-	ring_bare(&g1, &c1, RM_T_SEM, 1, &before, &after);
-	run_sem(&g2, &c2, RM_T_SEM, 5);
-	assert_int_equal(__atomic_load_n((uint32_t *)(g1.host + RM_T_SEM), __ATOMIC_ACQUIRE), 0);
-	assert_int_equal(after.accepted, before.accepted);
-	assert_int_equal(after.invalid, before.invalid + 1);
+	fenced_runs_nothing(&g1, &c1, &g2, &c2);
 
 	assert_int_equal(rm_vf_reset(fx.rm, 1), 0);
 	assert_false(hw_allocated(c1.chid));
@@ -509,7 +518,6 @@ static void test_free_refused(void **state)
 {
 	struct vgpu_rpc_inject fail = { .mode = VGPU_INJ_FAIL, .fn = 1,
 					.arg = VGPU_RPC_FN_CHAN_FREE };
-	struct gpu_db_stats before, after;
 	struct rm_t_guest g1, g2;
 	struct rm_t_chan c1, c2;
 
@@ -518,11 +526,7 @@ static void test_free_refused(void **state)
 	assert_int_equal(rm_free(fx.rm, 1, g1.hc, c1.h), 0);
 	assert_true(hw_allocated(c1.chid));
 
-	ring_bare(&g1, &c1, RM_T_SEM, 1, &before, &after);
-	run_sem(&g2, &c2, RM_T_SEM, 5);
-	assert_int_equal(__atomic_load_n((uint32_t *)(g1.host + RM_T_SEM), __ATOMIC_ACQUIRE), 0);
-	assert_int_equal(after.accepted, before.accepted);
-	assert_int_equal(after.invalid, before.invalid + 1);
+	fenced_runs_nothing(&g1, &c1, &g2, &c2);
 }
 
 /* System memory: mapped into the VF's domain at alloc, unmapped when the last reference
