@@ -5,6 +5,8 @@
  * what the attached guest announced of its ABI. Layout and protocol are ABI:
  * include/vgpu/vf_bar.h. */
 #include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
 #include <poll.h>
 #include <pwd.h>
 #include <stdatomic.h>
@@ -52,6 +54,8 @@ struct pf_endpoint {
 	int to_guest[VF_NR_VECTORS];	/* we interrupt the guest: we write */
 	uint32_t to_guest_cut;		/* bit v: the guest keeps to_guest[v] full and blocking,
 					 * left alone until it attaches again (ep_signal) */
+	uint64_t refusals;		/* attaches refused, SVA requests refused (ep_warn_limited) */
+	uint64_t sva_refusals;
 	uid_t peer_uid;
 	pid_t peer_pid;			/* SO_PEERCRED of the attached guest (QEMU for a VM) */
 	int peer_pidfd;			/* that process itself (its number may be reused), or -1 */
@@ -62,6 +66,27 @@ struct pf_endpoint {
 	char path[PF_PATH_MAX + 16];
 	char master_path[PF_PATH_MAX + 16];
 };
+
+#define EP_WARN_FIRST	8	/* guest-driven warnings logged before the doubling rule */
+
+/* A warning a guest can repeat at will (a refused attach or SVA request), counted in *@n:
+ * the first EP_WARN_FIRST go to the log, then each power of two with its count, so that a
+ * flood costs a line per doubling and leaves other tenants' lines their share of the log. */
+static void __attribute__((format(printf, 4, 5)))
+ep_warn_limited(const struct pf_slice *s, uint64_t *n, const char *what, const char *fmt, ...)
+{
+	char why[256];
+	va_list ap;
+
+	++*n;
+	if (*n > EP_WARN_FIRST && (*n & (*n - 1)))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	cmn_warn("VF %u: %s: %s (%" PRIu64 " so far%s)", s->vf, what, why, *n,
+		 *n > EP_WARN_FIRST ? "; logged at each doubling" : "");
+}
 
 /* ---- BAR2 control area ------------------------------------------------------------------ */
 /* The whole BAR is shared with the guest, header included: vgpud writes the header but
@@ -645,7 +670,7 @@ static void ep_sva_request(struct pf_daemon *d, struct pf_slice *s)
 		pf_endpoint_sva_unbind(s, "guest request");
 	}
 	if (rp.status)
-		cmn_warn("VF %u: SVA request refused: %s", s->vf, rp.why);
+		ep_warn_limited(s, &ep->sva_refusals, "SVA request refused", "%s", rp.why);
 	cmn_mutex_lock(&ep->pri.lock);	/* page requests go out on it too */
 	sent = send(ep->sva_fd, &rp, sizeof(rp), MSG_DONTWAIT | MSG_NOSIGNAL) ==
 	       (ssize_t)sizeof(rp);
@@ -828,21 +853,22 @@ static void ep_accept(struct pf_daemon *d, struct pf_slice *s, int lfd, bool pee
 	if (c < 0)
 		return;
 	if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cr, &len)) {
-		cmn_warn("VF %u: attach refused: the peer's credentials cannot be read: %s", s->vf,
-			 cmn_strerror(-errno));
+		ep_warn_limited(s, &s->ep->refusals, "attach refused",
+				"the peer's credentials cannot be read: %s", cmn_strerror(-errno));
 		ep_refuse(c);
 		return;
 	}
 	if (!ep_peer_allowed(s, cr.uid)) {
-		cmn_warn("VF %u: attach refused: uid %d is not the slice's owner", s->vf, (int)cr.uid);
+		ep_warn_limited(s, &s->ep->refusals, "attach refused",
+				"uid %d is not the slice's owner", (int)cr.uid);
 		ep_refuse(c);
 		return;
 	}
 	/* The process, now: later its number may be another's. */
 	pidfd = ep_peer_pidfd(c, cr.pid, accepted);
 	if (pidfd < 0) {
-		cmn_warn("VF %u: attach refused: no pidfd for pid %d: %s", s->vf, (int)cr.pid,
-			 cmn_strerror(pidfd));
+		ep_warn_limited(s, &s->ep->refusals, "attach refused", "no pidfd for pid %d: %s",
+				(int)cr.pid, cmn_strerror(pidfd));
 		ep_refuse(c);
 		return;
 	}
@@ -871,16 +897,17 @@ static void ep_admit(struct pf_daemon *d, struct pf_slice *s, int c, uid_t uid, 
 	}
 	if (ep->client_fd >= 0) {
 		close(pidfd);
-		cmn_warn("VF %u: attach refused: a guest (uid %d) is already attached", s->vf,
-			  (int)ep->peer_uid);
+		ep_warn_limited(s, &ep->refusals, "attach refused",
+				"a guest (uid %d) is already attached", (int)ep->peer_uid);
 		ep_refuse(c);
 		return;
 	}
 	/* Held after an unconfirmed migration: the slice may run at the destination. */
 	if (pf_slice_held(s)) {
 		close(pidfd);
-		cmn_warn("VF %u: attach refused: slice %s migrated out to %s (unconfirmed) and is "
-			 "held here until reclaimed", s->vf, s->uuid, s->migrated_to);
+		ep_warn_limited(s, &ep->refusals, "attach refused", "slice %s migrated out to %s "
+				"(unconfirmed) and is held here until reclaimed", s->uuid,
+				s->migrated_to);
 		ep_refuse(c);
 		return;
 	}
