@@ -43,36 +43,45 @@ static uint64_t dirty_pages(struct tgpu *t, uint64_t off, uint64_t len)
 	return n;
 }
 
+/* Function 1 gets a 100 s slice, and @a a semaphore release at @sem (@started there) then
+ * a FILL of @len bytes at ALIAS_VA, in one segment: returns once the semaphore is out, so
+ * the turn that runs the FILL (minutes of it) is under way. */
+static void fill_underway(struct tgpu *t, struct tchan *a, uint64_t sem, uint32_t *started,
+			  uint64_t len)
+{
+	struct gpu_priv_sched_fn long_slice = { .enabled = 1, .quantum_ns = 100 * VGPU_NSEC_PER_SEC,
+						.preempt_timeout_ns = 100 * VGPU_NSEC_PER_SEC };
+	uint64_t dl;
+
+	assert_int_equal(gpu_priv_sched_fn_set(t->p, 1, &long_slice), 0);
+	TM(a, VGPU_M_SEM_RELEASE, lo32(sem), hi32(sem), 1, 0, 0);
+	TM(a, VGPU_M_FILL, lo32(ALIAS_VA), hi32(ALIAS_VA), lo32(len), hi32(len), PATTERN);
+	tchan_gp(a);
+	tchan_kick(t, a);
+	dl = cmn_deadline_ns(T_TIMEOUT);
+	while (!__atomic_load_n(started, __ATOMIC_ACQUIRE) && !cmn_deadline_passed(dl))
+		cmn_sleep_ns(20 * VGPU_NSEC_PER_USEC);
+	assert_int_equal(__atomic_load_n(started, __ATOMIC_ACQUIRE), 1);
+}
+
 /* What the GSP does for a VF reset (srv_vf_reset()) while VF 1's channel is in a FILL that
  * has minutes left, in a 100 s slice: runlist emptied, channel freed. The quiesce returns,
  * the slice is scrubbed and stays clean: VF 2's work runs on the same engine after it (so
  * the engine has gone on from VF 1's turn), and VF 1's slice is still all zero. */
 static void test_freed_mid_method(void **state)
 {
-	struct gpu_priv_sched_fn long_slice = { .enabled = 1, .quantum_ns = 100 * VGPU_NSEC_PER_SEC,
-						.preempt_timeout_ns = 100 * VGPU_NSEC_PER_SEC };
 	struct tgpu *t = tgpu_new(2, 1, 16);
 	uint64_t pa = tgpu_alloc(t, 1, VGPU_GMMU_PAGE_2M), len = alias_map(t, 1, pa);
 	uint64_t sem = tgpu_vmem(t, 1, 4096, VGPU_GMMU_PAGE_4K);
-	uint64_t dst2 = tgpu_vmem(t, 2, 4096, VGPU_GMMU_PAGE_4K), dl;
+	uint64_t dst2 = tgpu_vmem(t, 2, 4096, VGPU_GMMU_PAGE_4K);
 	uint32_t *started = tgpu_va(t, 1, sem, 4);
 	struct gpu_chan_status st;
 	struct tchan a, b;
 
 	(void)state;
-	assert_int_equal(gpu_priv_sched_fn_set(t->p, 1, &long_slice), 0);
 	tchan_init(t, &a, 1, 0, 0, 16);
 	tchan_init(t, &b, 2, 0, 0, 16);
-	/* The semaphore, then the FILL, in one segment: once the semaphore is out, the turn
-	 * that runs the FILL is under way. */
-	TM(&a, VGPU_M_SEM_RELEASE, lo32(sem), hi32(sem), 1, 0, 0);
-	TM(&a, VGPU_M_FILL, lo32(ALIAS_VA), hi32(ALIAS_VA), lo32(len), hi32(len), PATTERN);
-	tchan_gp(&a);
-	tchan_kick(t, &a);
-	dl = cmn_deadline_ns(T_TIMEOUT);
-	while (!__atomic_load_n(started, __ATOMIC_ACQUIRE) && !cmn_deadline_passed(dl))
-		cmn_sleep_ns(20 * VGPU_NSEC_PER_USEC);
-	assert_int_equal(__atomic_load_n(started, __ATOMIC_ACQUIRE), 1);
+	fill_underway(t, &a, sem, started, len);
 
 	assert_int_equal(gpu_priv_runlist_set(t->p, 1, 0, 0), 0);
 	assert_int_equal(gpu_priv_chan_free(t->p, 1, 0), 0);
@@ -108,29 +117,19 @@ static bool kick_judged(struct tgpu *t, struct tchan *c)
  * records makes it). Freed and allocated anew (the next gen), it runs. */
 static void test_fenced(void **state)
 {
-	struct gpu_priv_sched_fn long_slice = { .enabled = 1, .quantum_ns = 100 * VGPU_NSEC_PER_SEC,
-						.preempt_timeout_ns = 100 * VGPU_NSEC_PER_SEC };
 	struct tgpu *t = tgpu_new(2, 1, 16);
 	uint64_t pa = tgpu_alloc(t, 1, VGPU_GMMU_PAGE_2M), len = alias_map(t, 1, pa);
 	uint64_t sem = tgpu_vmem(t, 1, 4096, VGPU_GMMU_PAGE_4K);
-	uint64_t dst2 = tgpu_vmem(t, 2, 4096, VGPU_GMMU_PAGE_4K), dl;
+	uint64_t dst2 = tgpu_vmem(t, 2, 4096, VGPU_GMMU_PAGE_4K);
 	uint32_t *sems = tgpu_va(t, 1, sem, 8);
 	struct gpu_priv_chan cfg;
 	struct tchan a, c, b;
 
 	(void)state;
-	assert_int_equal(gpu_priv_sched_fn_set(t->p, 1, &long_slice), 0);
 	tchan_init(t, &a, 1, 0, 0, 16);
 	tchan_init(t, &c, 1, 1, 0, 16);
 	tchan_init(t, &b, 2, 0, 0, 16);
-	TM(&a, VGPU_M_SEM_RELEASE, lo32(sem), hi32(sem), 1, 0, 0);
-	TM(&a, VGPU_M_FILL, lo32(ALIAS_VA), hi32(ALIAS_VA), lo32(len), hi32(len), PATTERN);
-	tchan_gp(&a);
-	tchan_kick(t, &a);
-	dl = cmn_deadline_ns(T_TIMEOUT);
-	while (!__atomic_load_n(&sems[0], __ATOMIC_ACQUIRE) && !cmn_deadline_passed(dl))
-		cmn_sleep_ns(20 * VGPU_NSEC_PER_USEC);
-	assert_int_equal(__atomic_load_n(&sems[0], __ATOMIC_ACQUIRE), 1);
+	fill_underway(t, &a, sem, &sems[0], len);
 
 	assert_int_equal(gpu_chan_fence(t->g, 1, 0), 0);
 	assert_int_equal(gpu_chan_fence(t->g, 1, 1), 0);
