@@ -734,13 +734,26 @@ static int sva_copy(struct iommu_domain *d, uint64_t addr, void *buf, size_t len
 	return n == (ssize_t)len ? 0 : -EFAULT;
 }
 
+/* After a wait outside the access section: whether @pasid still names the domain whose
+ * id is @id. @d may have been freed meanwhile, so only its id (never reused) is compared.
+ * A page answered for one binding is never copied through the next one. */
+static int sva_still_bound(struct iommu *mmu, unsigned int rid, uint32_t pasid, uint32_t id)
+{
+	struct iommu_domain *now = iommu_pasid_domain(mmu, rid, pasid);
+
+	if (!now)
+		return IOMMU_FAULT_NO_DOMAIN;
+	return now->id == id ? 0 : IOMMU_FAULT_SVA_GONE;
+}
+
 /* SVA page: a failed copy is the unmapped fault of an SVA domain; a process that has
  * exited is a fault of its own, with no page request (nothing could make it present). */
 static int dma_sva_page(struct iommu *mmu, unsigned int rid, uint32_t pasid,
 			struct iommu_domain *d, uint64_t iova, uint8_t *p, size_t n, bool write)
 {
 	unsigned int access = write ? IOMMU_WRITE : IOMMU_READ;
-	int ret = sva_copy(d, iova, p, n, write);
+	uint32_t id = d->id;
+	int ret = sva_copy(d, iova, p, n, write), gone;
 
 	if (!ret)
 		return 0;
@@ -751,6 +764,11 @@ static int dma_sva_page(struct iommu *mmu, unsigned int rid, uint32_t pasid,
 	iommu_access_end();
 	ret = iommu_pri_fault(mmu, rid, pasid, iova, access);
 	iommu_access_begin();
+	gone = sva_still_bound(mmu, rid, pasid, id);
+	if (gone) {
+		iommu_fault_log(mmu, rid, pasid, iova, access, (unsigned int)gone);
+		return -EFAULT;
+	}
 	if (!ret) {
 		ret = sva_copy(d, iova, p, n, write);
 		if (!ret)

@@ -2,7 +2,8 @@
 /* SVA domains follow a process, not its pid number: a domain bound to a child reaches the
  * child's memory while it lives; once it has exited every access is an SVA_GONE fault,
  * and a new process that gets the same pid (forced with ns_last_pid when this runs as root)
- * is never read or written. Domain options naming the process by pidfd are checked. */
+ * is never read or written. Domain options naming the process by pidfd are checked. A page
+ * request answered after the binding went away copies nothing. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -197,11 +198,90 @@ static void test_pidfd_opts(void **state)
 	iommu_destroy(mmu);
 }
 
+/* The page-request service of test_unbound_in_wait(): makes the page present, then, before
+ * answering Success, takes the PASID's binding away: detached and freed, or replaced by a
+ * domain bound to another process (@child) that holds 0xc3 at the same address. */
+struct unbind_ctx {
+	struct iommu *mmu;
+	struct iommu_domain *sva;
+	uint8_t *page;
+	pid_t child;
+	int calls;
+};
+
+static void unbind_handler(void *arg, const struct iommu_page_request *req)
+{
+	struct unbind_ctx *c = arg;
+
+	c->calls++;
+	assert_int_equal(mprotect(c->page, PG, PROT_READ | PROT_WRITE), 0);
+	memset(c->page, 0x5a, PG);
+	assert_int_equal(iommu_pasid_detach(c->mmu, RID, PASID), 0);
+	assert_int_equal(iommu_domain_free(c->sva), 0);
+	c->sva = NULL;
+	if (c->child > 0) {
+		assert_int_equal(iommu_domain_alloc(c->mmu, &(struct iommu_domain_opts){
+				.type = IOMMU_DOMAIN_SVA, .pid = c->child }, &c->sva), 0);
+		assert_int_equal(iommu_pasid_attach(c->mmu, RID, PASID, c->sva), 0);
+	}
+	assert_int_equal(iommu_page_response(c->mmu, req->rid, req->prg_index,
+					     IOMMU_PRG_SUCCESS), 0);
+}
+
+/* A page request answered after the PASID's binding went away (the access waits for the
+ * answer outside its access section, so unbinding does not wait for it): the access
+ * faults and copies nothing, neither through the freed domain nor through the one bound
+ * since, to another process. */
+static void test_unbound_in_wait(void **state)
+{
+	static const unsigned int want[2] = { IOMMU_FAULT_NO_DOMAIN, IOMMU_FAULT_SVA_GONE };
+
+	(void)state;
+	for (int rebind = 0; rebind < 2; rebind++) {
+		struct iommu *mmu = t_iommu();
+		struct iommu_domain *d0 = t_paging(mmu, 0);
+		uint8_t *buf = mmap(NULL, LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+				    -1, 0);
+		struct unbind_ctx c = { .mmu = mmu, .page = buf, .child = -1 };
+		uint8_t out[64];
+		unsigned int reason = 0;
+		int go[2], ready[2];
+
+		assert_true(buf != MAP_FAILED);
+		if (rebind)
+			c.child = child_holding(buf, 0xc3, go, ready);
+		assert_int_equal(mprotect(buf, PG, PROT_NONE), 0);	/* ours only */
+		assert_int_equal(iommu_domain_alloc(mmu, &(struct iommu_domain_opts){
+				.type = IOMMU_DOMAIN_SVA }, &c.sva), 0);
+		assert_int_equal(iommu_attach(mmu, RID, d0), 0);
+		assert_int_equal(iommu_pasid_attach(mmu, RID, PASID, c.sva), 0);
+		assert_int_equal(iommu_pri_enable(mmu, RID, 4, unbind_handler, &c), 0);
+		memset(out, 0x11, sizeof(out));
+		assert_int_equal(iommu_dma_read_pasid(mmu, RID, PASID, (uintptr_t)buf, out,
+						      sizeof(out)), -EFAULT);
+		assert_int_equal(c.calls, 1);
+		for (size_t i = 0; i < sizeof(out); i++)
+			assert_int_equal(out[i], 0x11);
+		assert_int_equal(t_faults(mmu, RID, &reason), 1);
+		assert_int_equal(reason, want[rebind]);
+		if (rebind) {
+			assert_int_equal(iommu_dma_write_pasid(mmu, RID, PASID, (uintptr_t)buf,
+							       out, sizeof(out)), 0);
+			assert_int_equal(child_finish(c.child, go), 1);	/* reached: it saw 0x11 */
+			assert_int_equal(iommu_pasid_detach(mmu, RID, PASID), 0);
+			assert_int_equal(iommu_domain_free(c.sva), 0);
+		}
+		munmap(buf, LEN);
+		iommu_destroy(mmu);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_follows_process),
 		cmocka_unit_test(test_pidfd_opts),
+		cmocka_unit_test(test_unbound_in_wait),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
