@@ -153,13 +153,20 @@ static int cmd_query_status(struct pf_daemon *d, json_object *args, bool dry, js
 {
 	struct pma_stats st;
 	unsigned int running = 0, transient = 0;
+	uint64_t reserved = 0;
 	uint32_t ch, db;
 
 	(void)args; (void)dry; (void)e;
 	pma_get_stats(d->pma, &st);
 	pf_used_counts(d, &ch, &db);
-	for (unsigned int vf = 1; vf <= PF_MAX_VFS; vf++)
-		running += d->vfs[vf] != NULL;
+	for (unsigned int vf = 1; vf <= PF_MAX_VFS; vf++) {
+		const struct pf_slice *s = d->vfs[vf];
+
+		running += s != NULL;
+		/* What /dev/shm holds for the slices that are reserved (vram_prealloc). */
+		if (s && s->vram_reserved)
+			reserved += s->prov.vram + s->dma_size + VF_BAR_CTRL_SIZE;
+	}
 	for (unsigned int i = 0; i < d->nr_slices; i++)
 		transient += d->slices[i]->transient;
 	json_object_object_add(ret, "schema", json_object_new_int(1));
@@ -186,6 +193,8 @@ static int cmd_query_status(struct pf_daemon *d, json_object *args, bool dry, js
 	pf_json_add_u64(ret, "resets_acknowledged", d->resets_acked);
 	pf_json_add_u64(ret, "resets_timed_out", d->resets_timed_out);
 	json_object_object_add(ret, "reset_evict_ms", json_object_new_int((int)d->cfg.reset_evict_ms));
+	json_object_object_add(ret, "vram_prealloc", json_object_new_boolean(d->cfg.vram_prealloc));
+	pf_json_add_u64(ret, "shm_reserved_bytes", reserved);
 	json_object_object_add(ret, "sched_policy",
 			       json_object_new_string(policy_name(d->cfg.sched_policy)));
 	json_object_object_add(ret, "sched_quantum_us", json_object_new_int64(d->cfg.sched_quantum_us));

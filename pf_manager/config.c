@@ -86,6 +86,22 @@ static int parse_policy(const char *v, int *out)
 	return -EINVAL;
 }
 
+/* A switch: true/false, yes/no, on/off or 1/0, in any case. Anything else is refused
+ * rather than read as off: a mistyped "ture" must not leave a reservation silently off. */
+static int parse_bool(const char *v, bool *out)
+{
+	static const char *const on[] = { "true", "yes", "on", "1" };
+	static const char *const off[] = { "false", "no", "off", "0" };
+
+	for (unsigned int i = 0; v && i < 4; i++) {
+		if (!strcasecmp(v, on[i]) || !strcasecmp(v, off[i])) {
+			*out = !strcasecmp(v, on[i]);
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
 static int set_str(char *dst, size_t len, const char *v)
 {
 	if (strlen(v) >= len)
@@ -127,6 +143,8 @@ static int set_pf(struct pf_config *c, const char *k, const char *v)
 		return ctlc_size_parse(v, &c->dma_size);
 	if (!strcmp(k, "reset_evict_ms"))
 		return parse_uint(v, PF_RESET_EVICT_MS_MAX, &c->reset_evict_ms);
+	if (!strcmp(k, "vram_prealloc"))
+		return parse_bool(v, &c->vram_prealloc);
 	return -ENOENT;
 }
 
@@ -171,6 +189,8 @@ const char *pf_config_expect(const char *section, const char *key)
 {
 	if (!strcmp(section, "control") && !strcmp(key, "socket_mode"))
 		return "an octal mode, 0 to 0777";
+	if (!strcmp(section, "pf") && !strcmp(key, "vram_prealloc"))
+		return "true or false; yes/no, on/off and 1/0 also do";
 	return NULL;
 }
 

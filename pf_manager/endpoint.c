@@ -63,6 +63,11 @@ struct pf_endpoint {
 	struct iommu *sva_mmu;		/* set while the guest's address space is bound */
 	struct iommu_domain *sva_dom;
 	struct ep_pri pri;
+	/* A guest's leaving whose mailbox request in hand is not done yet (ep_mbox_forget()):
+	 * no guest attaches until it is; what is left to do then. Loop thread only. */
+	bool detaching;
+	bool forget_moves;		/* its queued requests stay: they move with the slice */
+	bool forget_rm;			/* its RM state goes (pf_rm_guest_gone()) */
 	char path[PF_PATH_MAX + 16];
 	char master_path[PF_PATH_MAX + 16];
 };
@@ -473,8 +478,9 @@ static int ep_sva_probe(pid_t pid, char *why, size_t wlen)
 		snprintf(why, wlen, "pid %d is gone", (int)pid);
 		return -ESRCH;
 	}
-	snprintf(why, wlen, "vgpud may not access pid %d's memory (%s): run it as root or as "
-		 "the guest's user", (int)pid, cmn_strerror(-errno));
+	snprintf(why, wlen, "vgpud may not access pid %d's memory (%s): SVA reaches only "
+		 "processes of vgpud's own user (uid %u)", (int)pid, cmn_strerror(-errno),
+		 (unsigned int)getuid());
 	return -EPERM;
 }
 
@@ -692,50 +698,100 @@ static void ep_sva_accept(struct pf_slice *s, int c)
 	cmn_info("VF %u: SVA connection from the guest (pid %d)", s->vf, (int)ep->peer_pid);
 }
 
-/* How long a detach waits for the request the guest's mailbox has in hand: an RM call may
- * wait for the GSP, whose slowest class answers within 10 s. */
-#define EP_DETACH_IDLE_MS	10000u
-
-/* The mailbox's side of a guest leaving. The rings are the slice's (BAR2), not the
- * attachment's, and the service thread serves them again as soon as the next guest
- * attaches: what this guest asked must not outlive it there. Wait for the request in hand
- * (its reply is dropped: the guest's vector is gone, pf_svc_detach()), drop the requests it
- * left queued, and start a new ring generation, which drops the reply of a request still
- * in hand after the wait. Then nothing the guest asked runs or is answered once the next
- * guest is attached (that one skips only the replies queued before it attached), and no
- * GET_INFO of it announces an ABI for the next one. @moves: the guest migrates out and
- * its queued requests go with the control area; so they do while the mailbox is held (an
- * incoming slice: the VMM may be writing the rings). */
-static void ep_mbox_forget(struct pf_slice *s, bool moves)
+/* Drop the requests the guest that left queued, unless they move with the slice (@moves,
+ * or the mailbox held: an incoming slice's VMM may be writing the rings). At most a ring's
+ * worth: a process that keeps the BAR mapped may still be pushing. The service thread is
+ * kept out (paused) or gone. */
+static void ep_drop_queued(struct pf_slice *s, bool moves)
 {
 	unsigned int dropped = 0;
 	int err;
 
-	if (!s->svc)
-		return;		/* the endpoint harness serves the rings itself */
-	if (pf_svc_pause_idle(s, EP_DETACH_IDLE_MS))
-		cmn_warn("VF %u: a mailbox request of the guest that left is still in hand after "
-			 "%u ms: its reply is dropped", s->vf, EP_DETACH_IDLE_MS);
-	/* At most a ring's worth: a process that keeps the BAR mapped may still be pushing. */
 	for (uint32_t n = cmn_ring_capacity(&s->req); !moves && !s->mbox_held && n; n--) {
 		if (!cmn_ring_consume_slot(&s->req, &err))
 			break;
 		cmn_ring_consume_commit(&s->req);
 		dropped++;
 	}
-	pf_svc_resume(s);	/* the new generation */
 	if (dropped)
 		cmn_info("VF %u: %u mailbox requests of the guest that left dropped", s->vf,
 			 dropped);
+}
+
+/* The rest of a guest's leaving, once no request of it is in hand (the service thread
+ * paused, when there is one): its queued requests dropped, a new ring generation, its
+ * announcement forgotten (a GET_INFO that was in hand may have made one after it left),
+ * its RM state freed. The endpoint takes guests again. */
+static void ep_forget_finish(struct pf_daemon *d, struct pf_slice *s)
+{
+	struct pf_endpoint *ep = s->ep;
+
+	if (s->svc) {		/* the endpoint harness serves the rings itself */
+		ep_drop_queued(s, ep->forget_moves);
+		pf_svc_resume(s);	/* the new generation */
+	}
+	atomic_store(&ep->guest_abi, 0);
+	atomic_store(&ep->guest_flags, 0);
+	if (ep->forget_rm && d->rm_glue)
+		pf_rm_guest_gone(d, s->vf);
+	ep->detaching = ep->forget_moves = ep->forget_rm = false;
+}
+
+/* The mailbox's side of a guest leaving. The rings are the slice's (BAR2), not the
+ * attachment's, and the service thread serves them again as soon as the next guest
+ * attaches: what this guest asked must not outlive it there. The request in hand is let
+ * finish (its reply is dropped: the guest's vector is gone, pf_svc_detach()), the requests
+ * the guest left queued are dropped and a new ring generation starts. Then nothing the
+ * guest asked runs or is answered once the next guest is attached (that one skips only the
+ * replies queued before it attached), and no GET_INFO of it announces an ABI for the next
+ * one. The request in hand may be an RM call the GSP takes seconds on, and a guest can
+ * leave with one in hand again and again: the loop serves every other socket meanwhile
+ * and never waits for it. The endpoint is detaching until the service thread says the
+ * request is done (its idle eventfd, which the loop polls: ep_forget_done()), and takes no
+ * guest before, so the rings never pass to the next guest with a request of this one in
+ * hand. @moves: the guest migrates out and its queued requests go with the control area;
+ * so they do while the mailbox is held (an incoming slice: the VMM may be writing the
+ * rings). @rm: its RM state goes too, after the request (the disable would wait for the
+ * call in hand). A second leaving while one waits (the slice stays after a migration, or
+ * a held slice is reclaimed) joins it. */
+static void ep_mbox_forget(struct pf_daemon *d, struct pf_slice *s, bool moves, bool rm)
+{
+	struct pf_endpoint *ep = s->ep;
+
+	ep->forget_moves = ep->detaching ? ep->forget_moves && moves : moves;
+	ep->forget_rm |= rm;
+	if (pf_svc_pause_or_notify(s)) {
+		if (!ep->detaching)
+			cmn_info("VF %u: the guest that left has a mailbox request in hand: no "
+				 "guest attaches until it is done", s->vf);
+		ep->detaching = true;
+		return;
+	}
+	ep_forget_finish(d, s);
+}
+
+/* The service thread signalled its idle eventfd: the request in hand may be done. */
+static void ep_forget_done(struct pf_daemon *d, struct pf_slice *s)
+{
+	if (!s->ep->detaching || pf_svc_pause_or_notify(s))
+		return;		/* still in hand: the thread signals again */
+	ep_forget_finish(d, s);
+	cmn_info("VF %u: the request in hand of the guest that left is done: detached", s->vf);
 }
 
 void pf_endpoint_guest_left(struct pf_daemon *d, struct pf_slice *s)
 {
 	if (pf_endpoint_attached(s))
 		return;
-	ep_mbox_forget(s, false);
-	if (d->rm_glue)
+	if (s->ep)
+		ep_mbox_forget(d, s, false, true);
+	else if (d->rm_glue)
 		pf_rm_guest_gone(d, s->vf);
+}
+
+bool pf_endpoint_detaching(const struct pf_slice *s)
+{
+	return s->ep && s->ep->detaching;
 }
 
 static void ep_detach(struct pf_daemon *d, struct pf_slice *s)
@@ -752,9 +808,7 @@ static void ep_detach(struct pf_daemon *d, struct pf_slice *s)
 	 * state and its mailbox go with the slice. Closing (d NULL) is not a guest leaving:
 	 * the service thread is stopped, the rings stay for the next daemon. */
 	moves = d && pf_live_keep_guest(d, s);
-	pf_svc_detach(s);	/* before the vectors it uses are closed */
-	if (d)
-		ep_mbox_forget(s, moves);	/* before the guest's announcement is reset */
+	pf_svc_detach(s);	/* it takes no request after, and lets go of the vectors */
 	close(ep->client_fd);
 	ep->client_fd = -1;
 	if (ep->peer_pidfd >= 0)
@@ -764,9 +818,9 @@ static void ep_detach(struct pf_daemon *d, struct pf_slice *s)
 	ep->guest_peer0 = false;
 	atomic_store(&ep->guest_abi, 0);
 	atomic_store(&ep->guest_flags, 0);
-	if (d && d->rm_glue && !moves)
-		pf_rm_guest_gone(d, s->vf);
 	cmn_info("VF %u: guest detached", s->vf);
+	if (d)
+		ep_mbox_forget(d, s, moves, !moves);
 }
 
 /* Greeting of the ivshmem-server protocol, in QEMU's order (see vgpu/vf_bar.h); @peer0:
@@ -899,6 +953,15 @@ static void ep_admit(struct pf_daemon *d, struct pf_slice *s, int c, uid_t uid, 
 		close(pidfd);
 		ep_warn_limited(s, &ep->refusals, "attach refused",
 				"a guest (uid %d) is already attached", (int)ep->peer_uid);
+		ep_refuse(c);
+		return;
+	}
+	/* The rings pass to a guest only once no request of the previous one is in hand. */
+	if (ep->detaching) {
+		close(pidfd);
+		ep_warn_limited(s, &ep->refusals, "attach refused", "the previous guest's mailbox "
+				"request (an RM call) is still in hand; the VF takes a guest again "
+				"once it is done (query-slices: \"detaching\")");
 		ep_refuse(c);
 		return;
 	}
@@ -1048,7 +1111,10 @@ void pf_endpoint_close(struct pf_daemon *d, struct pf_slice *s)
 {
 	if (!s->ep)
 		return;
-	pf_svc_stop(s);
+	pf_svc_stop(s);		/* waits for a request in hand */
+	/* A guest that left before: what it queued goes now that nothing is in hand. */
+	if (s->ep->detaching)
+		ep_drop_queued(s, s->ep->forget_moves);
 	/* Closing (stop, shutdown) is not a guest leaving: the RM side is handled by the
 	 * caller (reset and release, or left to the next daemon). */
 	ep_detach(NULL, s);
@@ -1075,8 +1141,12 @@ int pf_endpoint_pollfds(struct pf_slice *s, struct pollfd *p, int max)
 		p[n++] = (struct pollfd){ .fd = ep->master_fd, .events = POLLIN };
 	/* Interrupts are acknowledged even with no guest, so the eventfd does not stay hot. */
 	p[n++] = (struct pollfd){ .fd = s->intr_fd, .events = POLLIN };
-	if (ep->client_fd < 0)
+	if (ep->client_fd < 0) {
+		/* No guest while detaching: the thread says when the request in hand is done. */
+		if (ep->detaching)
+			p[n++] = (struct pollfd){ .fd = pf_svc_idle_fd(s), .events = POLLIN };
 		return n;
+	}
 	p[n++] = (struct pollfd){ .fd = ep->client_fd, .events = POLLIN };
 	if (ep->sva_fd >= 0)
 		p[n++] = (struct pollfd){ .fd = ep->sva_fd, .events = POLLIN };
@@ -1127,6 +1197,8 @@ void pf_endpoint_handle(struct pf_daemon *d, struct pf_slice *s, const struct po
 			ep_sva_request(d, s);
 		} else if (p[i].fd == ep->peer_pidfd) {
 			pf_endpoint_sva_unbind(s, "the bound process exited");
+		} else if (ep->detaching && p[i].fd == pf_svc_idle_fd(s)) {
+			ep_forget_done(d, s);
 		} else {
 			ep_vector_read(s, p[i].fd);
 		}
@@ -1204,6 +1276,7 @@ void pf_endpoint_json(const struct pf_slice *s, json_object *o)
 	if (!ep)
 		return;
 	json_object_object_add(o, "endpoint_master", json_object_new_string(ep->master_path));
+	json_object_object_add(o, "detaching", json_object_new_boolean(ep->detaching));
 	if (ep->client_fd < 0)
 		return;
 	json_object_object_add(o, "guest_peer", json_object_new_string(ep->guest_peer0 ?

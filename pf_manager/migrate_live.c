@@ -1320,7 +1320,8 @@ static void *src_main(void *arg)
 /* ---- destination --------------------------------------------------------------------------- */
 
 /* Write @len bytes of @region at @off into the slice's memory; in a later pass (not
- * @first_pass) its zero pages become holes again. */
+ * @first_pass) its zero pages become holes again, unless the slice's memory is reserved
+ * (vram_prealloc): a hole would give its page back to /dev/shm, so zeros are written. */
 static int dst_write(struct pf_slice *s, uint32_t region, uint64_t off, const uint8_t *p,
 		     size_t len, bool first_pass, struct cmn_fail *f)
 {
@@ -1330,7 +1331,7 @@ static int dst_write(struct pf_slice *s, uint32_t region, uint64_t off, const ui
 	while (len) {
 		size_t n = first_pass || at % LM_PAGE ? len : cmn_min(len, (size_t)LM_PAGE);
 
-		if (!first_pass && n == LM_PAGE && !memcmp(p, zero, LM_PAGE)) {
+		if (!first_pass && n == LM_PAGE && !s->vram_reserved && !memcmp(p, zero, LM_PAGE)) {
 			if (fallocate(s->bar_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 				      (off_t)at, LM_PAGE))
 				return cmn_fail(f, -errno, "cannot punch the VRAM object at %#" PRIx64, at);

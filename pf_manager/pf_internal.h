@@ -127,6 +127,13 @@ struct pf_slice {
 	int bar_guard;			/* the control area's mapguard slot (while bar is set) */
 	int dma_guard;			/* DMA memory's mapguard slot (while dma_mo is set) */
 	bool bar_broken;		/* a holder shrank the BAR object: the slice is stopped */
+	bool vram_reserved;		/* its BAR object's VRAM, DMA memory and control area are
+					 * allocated in /dev/shm ([pf] vram_prealloc) */
+	/* why a slice of a vram_prealloc daemon runs unreserved (a reset's scrub gave the
+	 * pages back and they could not be taken again); "" otherwise */
+	char reserve_why[192];
+	char stopped_why[288];		/* why the start of this vgpud brought it back stopped
+					 * (its VRAM object was not adoptable); "" once started */
 	uint64_t bar_size;
 	uint64_t dma_size;		/* DMA memory, just below the control area */
 	uint64_t dma_iova;		/* where the device sees it (VF's IOMMU domain); 0: nowhere */
@@ -362,14 +369,16 @@ void pf_slice_detach(struct pf_daemon *d, struct pf_slice *s);
  * failure). */
 int pf_slice_bring_up(struct pf_daemon *d, struct pf_slice *s, unsigned int vf, uint64_t base,
 		      bool adopt, struct pf_err *e);
-/* Open VF @vf's existing BAR object by name for a slice of owner uid @uid (-1: root only)
- * and BAR size @size, without waiting on what a tenant put there: 0 with the object in
- * *@out (one grown past @size cut back; the bring-up gives it to the owner, mode 0600), or
- * -errno with *@out -1 and @why completing "VRAM object NAME ...": missing (-ENOENT), a
- * lease on it (-EWOULDBLOCK), not a regular file, owned by another uid or too small
- * (-EBADMSG). */
-int pf_bar_object_adopt(struct pf_daemon *d, unsigned int vf, long uid, uint64_t size, int *out,
-			char *why, size_t wlen);
+/* Open VF @vf's existing BAR object by name for a slice of owner uid @uid (-1: root only),
+ * @vram bytes of VRAM and BAR size @size, without waiting on what a tenant put there: 0
+ * with the object in *@out (one grown past @size cut back; with vram_prealloc its VRAM,
+ * DMA memory and control area allocated; the bring-up gives it to the owner, mode 0600),
+ * or -errno with *@out -1 and @why completing "VRAM object NAME ...": missing (-ENOENT),
+ * a lease on it (-EWOULDBLOCK), not a regular file, owned by another uid or too small
+ * (-EBADMSG), its memory not to be had in /dev/shm (-ENOSPC, whatever fallocate() said:
+ * the slice's alone, never the system's). */
+int pf_bar_object_adopt(struct pf_daemon *d, unsigned int vf, long uid, uint64_t vram,
+			uint64_t size, int *out, char *why, size_t wlen);
 /* JSON description of @s (list, state file). */
 json_object *pf_slice_json(const struct pf_daemon *d, const struct pf_slice *s);
 /* Autostart every auto slice that is not running (logs what cannot start). */
@@ -422,13 +431,18 @@ void pf_endpoint_admit(struct pf_daemon *d, struct pf_slice *s, int c, uid_t uid
 		       int pidfd);
 /* Whether a guest is attached. */
 bool pf_endpoint_attached(const struct pf_slice *s);
+/* Whether a guest's leaving still waits for the mailbox request it left in hand (an RM
+ * call, perhaps in the GSP): no guest attaches meanwhile. */
+bool pf_endpoint_detaching(const struct pf_slice *s);
 /* The guest whose RM state and queued requests were kept (it was migrating out, or its
- * slice held) is gone: drop its requests and free its RM state. Nothing while a guest is
- * attached; the mailbox must not be held. */
+ * slice held) is gone: drop its requests and free its RM state, once the request in hand
+ * (if any) is done, which the loop does not wait for (pf_endpoint_detaching() until then).
+ * Nothing while a guest is attached; the mailbox must not be held. */
 void pf_endpoint_guest_left(struct pf_daemon *d, struct pf_slice *s);
 /* poll() set contribution and dispatch: at most PF_EP_MAX_POLLFDS entries per slice
  * (two listening sockets, interrupt, guest, SVA connection, the bound process's pidfd,
- * the vectors but the kick one). */
+ * the vectors but the kick one; while detaching, with no guest, the service thread's idle
+ * eventfd). */
 #define PF_EP_MAX_POLLFDS	(5 + VF_NR_VECTORS)
 int pf_endpoint_pollfds(struct pf_slice *s, struct pollfd *p, int max);
 void pf_endpoint_handle(struct pf_daemon *d, struct pf_slice *s, const struct pollfd *p, int n);
@@ -446,8 +460,9 @@ uint32_t pf_endpoint_guest_abi(const struct pf_slice *s);
 /* Whether @s's guest can move with a migration: 0 (also with no guest), or -EOPNOTSUPP
  * with the reason in @why (attached in peer mode, a driver before ABI 2.3). */
 int pf_endpoint_mig_check(const struct pf_slice *s, char *why, size_t wlen);
-/* query-slices' endpoint fields of a running @s: endpoint_master, and with a guest
- * guest_peer ("peer0" or "peer_mode") and guest_abi ("2.3", null: not announced). */
+/* query-slices' endpoint fields of a running @s: endpoint_master, detaching (true while
+ * pf_endpoint_detaching()), and with a guest guest_peer ("peer0" or "peer_mode") and
+ * guest_abi ("2.3", null: not announced). */
 void pf_endpoint_json(const struct pf_slice *s, json_object *o);
 /* Format the header and rings of @s's BAR2 (fresh or after a reset). */
 void pf_bar_format(struct pf_slice *s);
@@ -524,6 +539,14 @@ void pf_svc_resume(struct pf_slice *s);
 /* pf_svc_pause() once the request in hand (if any) is answered into the ring, waiting at
  * most @timeout_ms: 0, or -EBUSY with one still in hand. Held either way (resume after). */
 int pf_svc_pause_idle(struct pf_slice *s, unsigned int timeout_ms);
+/* pf_svc_pause() if no request is in hand: 0, held (resume after). Never waits: with one
+ * in hand, -EBUSY and not held; the thread then signals pf_svc_idle_fd() once that request
+ * is done, and the caller asks again (loop thread, the guest's vectors taken away first,
+ * so that the thread takes no further request). */
+int pf_svc_pause_or_notify(struct pf_slice *s);
+/* The eventfd pf_svc_pause_or_notify() has signalled (poll it; that call drains it), or
+ * -1 without a service thread. Open as long as the thread runs. */
+int pf_svc_idle_fd(const struct pf_slice *s);
 /* Copy the thread's mailbox counters into @s (loop thread, before it reads them). */
 void pf_svc_sync(struct pf_slice *s);
 /* Set @s's provisioned quota (loop thread, not paused): under the service lock, where the

@@ -55,6 +55,8 @@ struct pf_config {
 	unsigned int negotiate_ms;	/* a connection that has not negotiated by then is closed */
 	unsigned int reset_evict_ms;	/* a guest's time to evict before an announced reset
 					 * (0: never announce), at most PF_RESET_EVICT_MS_MAX */
+	bool vram_prealloc;		/* allocate each slice's BAR object in /dev/shm up
+					 * front instead of overcommitting it (default off) */
 };
 
 #define PF_RESET_EVICT_MS_DEFAULT	2000u
@@ -69,7 +71,7 @@ int pf_config_load(struct pf_config *cfg, const char *path, char *err, size_t er
 int pf_config_set(struct pf_config *cfg, const char *section, const char *key,
 		  const char *value);
 /* The form @section's @key takes, for an error message, where "bad value" does not say
- * enough (the octal socket_mode); NULL for the others. */
+ * enough (the octal socket_mode, the switch vram_prealloc); NULL for the others. */
 const char *pf_config_expect(const char *section, const char *key);
 /* Check the whole configuration; -EINVAL with a message in @err. */
 int pf_config_check(const struct pf_config *cfg, char *err, size_t errlen);

@@ -15,7 +15,9 @@
  * descriptions of both mailbox vectors too and may clear their O_NONBLOCK: under the lock
  * the kick is read without ever waiting and the reply vector written for a bounded time
  * (common/efd.h), so no guest can keep the lock, and with it the loop thread's detach or
- * reset of the VF, waiting.
+ * reset of the VF, waiting. Nor does the loop wait for the request in hand when a guest
+ * leaves (an RM call may be in the GSP for seconds): it asks to be told, and the thread
+ * signals its idle eventfd once the request is done (pf_svc_pause_or_notify()).
  *
  * CPU priority by share (common/share.h, the rule the GSP's lanes follow too): every
  * thread counts the requests it serves in windows of CMN_SHARE_WINDOW_NS; a thread whose
@@ -64,6 +66,10 @@ struct pf_svc {
 	uint32_t resets;		/* what GET_INFO reports, with s->prov */
 	bool busy;			/* a request taken, its reply not yet in the ring */
 	pthread_cond_t idle;		/* busy went false */
+	bool idle_wanted;		/* signal idle_fd when busy goes false */
+	/* the thread wakes the loop: the request in hand is done (pf_svc_pause_or_notify());
+	 * the loop's to read */
+	int idle_fd;
 	/* counters, written by the thread, copied into the slice by pf_svc_sync() */
 	_Atomic uint64_t rpc_ok, rpc_err, kicks;
 	/* the thread's own: its VF's counts for the priority by share, the nice it runs at */
@@ -196,6 +202,19 @@ static void svc_notify(struct pf_svc *v)
 	}
 }
 
+/* The loop waits for the request in hand to be done (lock held): wake it. The eventfd is
+ * the thread's own, which no guest holds, so the write never waits. */
+static void svc_idle_signal(struct pf_svc *v)
+{
+	uint64_t one = 1;
+
+	cmn_mutex_assert_held(&v->lock);
+	v->idle_wanted = false;
+	if (write(v->idle_fd, &one, sizeof(one)) < 0)
+		cmn_warn("VF %u: the loop is not told that the request in hand is done: %s",
+			 v->s->vf, cmn_strerror(-errno));
+}
+
 /* Serve every pending request, one at a time, the lock dropped while each is handled. */
 static void svc_serve(struct pf_svc *v)
 {
@@ -229,6 +248,8 @@ static void svc_serve(struct pf_svc *v)
 		}
 		v->busy = false;
 		pthread_cond_broadcast(&v->idle);
+		if (v->idle_wanted)
+			svc_idle_signal(v);
 		cmn_mutex_unlock(&v->lock);
 	}
 }
@@ -308,12 +329,19 @@ int pf_svc_start(struct pf_daemon *d, struct pf_slice *s)
 		r = -errno;
 		goto free_v;
 	}
+	v->idle_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (v->idle_fd < 0) {
+		r = -errno;
+		goto close_wake;
+	}
 	r = -pthread_create(&v->th, NULL, svc_main, v);
 	if (r)
-		goto close_fd;
+		goto close_idle;
 	s->svc = v;
 	return 0;
-close_fd:
+close_idle:
+	close(v->idle_fd);
+close_wake:
 	close(v->wake_fd);
 free_v:
 	pthread_cond_destroy(&v->idle);
@@ -336,6 +364,7 @@ void pf_svc_stop(struct pf_slice *s)
 	pthread_join(v->th, NULL);
 	pf_svc_sync(s);
 	close(v->wake_fd);
+	close(v->idle_fd);	/* the thread, which writes it, has ended */
 	pthread_cond_destroy(&v->idle);
 	cmn_mutex_destroy(&v->lock);
 	free(v);
@@ -396,6 +425,31 @@ int pf_svc_pause_idle(struct pf_slice *s, unsigned int timeout_ms)
 	while (v->busy && !cmn_cond_timedwait(&v->idle, &v->lock, &until))
 		;
 	return v->busy ? -EBUSY : 0;
+}
+
+int pf_svc_pause_or_notify(struct pf_slice *s)
+{
+	struct pf_svc *v = s->svc;
+	uint64_t cnt;
+
+	if (!v)
+		return 0;
+	cmn_mutex_lock(&v->lock);
+	/* A signal of an earlier wait is stale: drained under the lock, where it is sent. */
+	if (read(v->idle_fd, &cnt, sizeof(cnt)) < 0 && errno != EAGAIN)
+		cmn_dbg("VF %u: idle eventfd read: %s", s->vf, cmn_strerror(-errno));
+	if (!v->busy) {
+		v->idle_wanted = false;
+		return 0;	/* held: pf_svc_resume() */
+	}
+	v->idle_wanted = true;
+	cmn_mutex_unlock(&v->lock);
+	return -EBUSY;
+}
+
+int pf_svc_idle_fd(const struct pf_slice *s)
+{
+	return s->svc ? s->svc->idle_fd : -1;
 }
 
 void pf_svc_resume(struct pf_slice *s)

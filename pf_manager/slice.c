@@ -13,6 +13,7 @@
 #include <pwd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "common/clock.h"
@@ -110,6 +111,13 @@ json_object *pf_slice_json(const struct pf_daemon *d, const struct pf_slice *s)
 	if (s->transient)
 		json_object_object_add(o, "transient", json_object_new_boolean(true));
 	json_object_object_add(o, "vf", json_object_new_int((int)s->vf));
+	json_object_object_add(o, "vram_reserved", json_object_new_boolean(s->vf &&
+										 s->vram_reserved));
+	if (s->vf && s->reserve_why[0])
+		json_object_object_add(o, "vram_reserve_error",
+				       json_object_new_string(s->reserve_why));
+	if (!s->vf && s->stopped_why[0])
+		json_object_object_add(o, "stopped_reason", json_object_new_string(s->stopped_why));
 	if (s->vf) {
 		json_object *p = quota_json(&s->prov);
 
@@ -440,8 +448,94 @@ static int bar_object_vet(int fd, const char *name, long uid, uint64_t size, cha
 	return 0;
 }
 
-int pf_bar_object_adopt(struct pf_daemon *d, unsigned int vf, long uid, uint64_t size, int *out,
-			char *why, size_t wlen)
+/* ---- VRAM reservation ([pf] vram_prealloc) ------------------------------------------------ */
+
+/* Allocate [@off, +@len) of @fd now; the size stays (the BAR's). tmpfs gives back what a
+ * failed call allocated, so a failure leaves the object as it was; a call cut short by a
+ * signal is made again. */
+static int falloc_range(int fd, uint64_t off, uint64_t len)
+{
+	while (fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)len))
+		if (errno != EINTR)
+			return -errno;
+	return 0;
+}
+
+/* Allocate what a BAR object of size @bar with @vram bytes of VRAM and @dma bytes of DMA
+ * memory holds, so that no other holder of /dev/shm can take its pages away: the VRAM
+ * aperture at 0, then the DMA memory and the control area at the end. The hole between
+ * them (a power-of-two BAR is up to twice what it holds) stays sparse: nothing uses it. */
+static int bar_reserve(int fd, uint64_t vram, uint64_t dma, uint64_t bar)
+{
+	uint64_t tail = dma + VF_BAR_CTRL_SIZE;
+	int r = falloc_range(fd, 0, vram);
+
+	return r ? r : falloc_range(fd, bar - tail, tail);
+}
+
+/* "512 MiB of VRAM in /dev/shm (516.5 MiB with its DMA memory and control area; 200 MiB
+ * free there)": what a reservation of @vram and @dma bytes needed, and what @fd's file
+ * system had left after it failed. */
+static void reserve_what(char *buf, size_t len, int fd, uint64_t vram, uint64_t dma)
+{
+	char v[32], all[32], fr[32];
+	struct statvfs sv;
+
+	ctlc_size_format(vram, v, sizeof(v));
+	ctlc_size_format(vram + dma + VF_BAR_CTRL_SIZE, all, sizeof(all));
+	if (fstatvfs(fd, &sv))
+		snprintf(fr, sizeof(fr), "?");
+	else
+		ctlc_size_format((uint64_t)sv.f_bavail * sv.f_frsize, fr, sizeof(fr));
+	snprintf(buf, len, "%s of VRAM in /dev/shm (%s with its DMA memory and control area; "
+		 "%s free there)", v, all, fr);
+}
+
+/* A running slice's VRAM after a reset's scrub, which punched it (the GSP, or gpu_model
+ * where the GSP holds no slice memfd) and so gave its pages back to /dev/shm: taken again
+ * at once. Another holder of /dev/shm that takes them in between leaves the slice
+ * unreserved, in the log and its JSON, until its next reset or start. */
+static void vram_rereserve(struct pf_daemon *d, struct pf_slice *s)
+{
+	char what[192];
+	int r;
+
+	if (!d->cfg.vram_prealloc)
+		return;
+	r = falloc_range(s->bar_fd, 0, s->prov.vram);
+	if (!r) {
+		if (!s->vram_reserved)
+			cmn_log_vf(VGPU_LOG_INFO, s->vf, s->uuid, "VF %u: slice %s: its VRAM is "
+				   "reserved again", s->vf, s->uuid);
+		s->vram_reserved = true;
+		s->reserve_why[0] = 0;
+		return;
+	}
+	reserve_what(what, sizeof(what), s->bar_fd, s->prov.vram, s->dma_size);
+	snprintf(s->reserve_why, sizeof(s->reserve_why), "the reset's scrub gave its pages back "
+		 "and %.120s cannot be had again: %s", what, cmn_strerror(r));
+	s->vram_reserved = false;
+	cmn_log_vf(VGPU_LOG_WARN, s->vf, s->uuid, "VF %u: slice %s runs unreserved until its next "
+		   "reset or start: %s", s->vf, s->uuid, s->reserve_why);
+}
+
+/* An adopted object reserved as a new one is: a failure is the slice's alone (@why says
+ * what), whatever fallocate() said, so that the loader stops only that slice. */
+static int adopt_reserve(int fd, uint64_t vram, uint64_t dma, uint64_t size, char *why,
+			 size_t wlen)
+{
+	char what[192];
+	int r = bar_reserve(fd, vram, dma, size);
+
+	if (!r)
+		return 0;
+	reserve_what(what, sizeof(what), fd, vram, dma);
+	snprintf(why, wlen, "cannot be reserved: %s: %s", what, cmn_strerror(r));
+	return -ENOSPC;
+}
+
+int pf_bar_object_adopt(struct pf_daemon *d, unsigned int vf, long uid, uint64_t vram,
+			uint64_t size, int *out, char *why, size_t wlen)
 {
 	char name[96];
 	int fd, r;
@@ -463,6 +557,8 @@ int pf_bar_object_adopt(struct pf_daemon *d, unsigned int vf, long uid, uint64_t
 		return r;
 	}
 	r = bar_object_vet(fd, name, uid, size, why, wlen);
+	if (!r && d->cfg.vram_prealloc)
+		r = adopt_reserve(fd, vram, d->cfg.dma_size, size, why, wlen);
 	/* Non-blocking was for the open only: the guest gets this file description. */
 	if (!r && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)) {
 		r = -errno;
@@ -482,8 +578,8 @@ int pf_bar_object_adopt(struct pf_daemon *d, unsigned int vf, long uid, uint64_t
 static int bar_object_open(struct pf_daemon *d, struct pf_slice *s, unsigned int vf, bool adopt,
 			   struct pf_err *e)
 {
-	char name[96];
-	int fd;
+	char name[96], what[192];
+	int fd, r;
 
 	pf_shm_name(d, vf, name, sizeof(name));
 	if (adopt) {
@@ -504,11 +600,23 @@ static int bar_object_open(struct pf_daemon *d, struct pf_slice *s, unsigned int
 	if (s->owner_uid >= 0)
 		bar_object_give(fd, vf, name, s->owner_uid);
 	if (ftruncate(fd, (off_t)s->bar_size)) {
-		int r = -errno;
-
+		r = -errno;
 		close(fd);
 		shm_unlink(name);
 		return cmn_fail(&e->f, r, "VF %u: cannot size %s: %s", vf, name, cmn_strerror(r));
+	}
+	r = d->cfg.vram_prealloc ? bar_reserve(fd, s->prov.vram, s->dma_size, s->bar_size) : 0;
+	if (r) {
+		reserve_what(what, sizeof(what), fd, s->prov.vram, s->dma_size);
+		close(fd);
+		shm_unlink(name);
+		cmn_fail(&e->f, r, "slice %s: cannot reserve %s for VF %u: %s", s->uuid, what, vf,
+			 cmn_strerror(r));
+		e->data = json_object_new_object();
+		json_object_object_add(e->data, "resource", json_object_new_string("shm"));
+		pf_json_add_u64(e->data, "needed_bytes", s->prov.vram + s->dma_size +
+				VF_BAR_CTRL_SIZE);
+		return r;
 	}
 	s->bar_fd = fd;
 	return 0;
@@ -675,6 +783,10 @@ int pf_slice_bring_up(struct pf_daemon *d, struct pf_slice *s, unsigned int vf, 
 		goto clear_partition;
 	}
 	s->started_ns = cmn_now_ns();
+	/* A new object was reserved above, an adopted one by pf_bar_object_adopt(). */
+	s->vram_reserved = d->cfg.vram_prealloc;
+	s->reserve_why[0] = 0;
+	s->stopped_why[0] = 0;
 	return 0;
 clear_partition:
 	d->vfs[vf] = NULL;
@@ -877,6 +989,7 @@ int pf_vf_reset(struct pf_daemon *d, struct pf_slice *s)
 	/* The RM disables the VF's clients (no new calls), resets its channels through the
 	 * GSP, frees its objects in bounded batches and scrubs its VRAM. */
 	r = pf_rm_vf_reset(d, s->vf);
+	vram_rereserve(d, s);
 	gpu_tlb_invalidate(d->gpu, s->vf, 0, 0);
 	s->resets++;
 	pf_bar_format(s);
@@ -932,6 +1045,8 @@ void pf_slice_stop(struct pf_daemon *d, struct pf_slice *s)
 	 * RUNNING. */
 	s->mbox_held = false;
 	s->bar_broken = false;
+	s->vram_reserved = false;
+	s->reserve_why[0] = 0;
 	mig_sm_reset(&s->mig);
 }
 

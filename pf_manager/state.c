@@ -920,7 +920,8 @@ static int check_object(struct pf_daemon *d, struct jent *je, char *why, size_t 
 	int r;
 
 	pf_shm_name(d, je->vf, name, sizeof(name));
-	r = pf_bar_object_adopt(d, je->vf, je->def.owner_uid, size, &je->bar_fd, bad, sizeof(bad));
+	r = pf_bar_object_adopt(d, je->vf, je->def.owner_uid, je->q.vram, size, &je->bar_fd, bad,
+				sizeof(bad));
 	if (!r)
 		return 0;
 	if (system_error(r))
@@ -929,6 +930,7 @@ static int check_object(struct pf_daemon *d, struct jent *je, char *why, size_t 
 	cmn_warn("state: VRAM object %s of slice %s %s; %s", name, je->s->uuid, bad,
 		 je->s->transient ? "the transient slice is dropped" :
 		 "the slice comes back stopped");
+	snprintf(je->s->stopped_why, sizeof(je->s->stopped_why), "VRAM object %s %s", name, bad);
 	je->gone = true;
 	return 0;
 }

@@ -2,9 +2,13 @@
 /* vgpud - the PF manager daemon of one emulated GPU. See doc/vgpud.8. */
 #include <errno.h>
 #include <getopt.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <linux/capability.h>
 
 #include "common/err.h"
 #include "common/log.h"
@@ -34,6 +38,7 @@ static void usage(FILE *f)
 		"      --per-uid N          control connections of one non-root user (default 4)\n"
 		"      --negotiate-timeout-ms MS  close a connection not negotiated by then (5000)\n"
 		"      --reset-evict-ms MS  a guest's time to evict before a reset, 0..10000 (2000)\n"
+		"      --vram-prealloc BOOL reserve each slice's VRAM in /dev/shm (false)\n"
 		"      --log-level LEVEL    error | warn | info | debug (default info)\n"
 		"  -h, --help               this text\n"
 		"  -V, --version            print the version\n");
@@ -41,7 +46,7 @@ static void usage(FILE *f)
 
 enum { O_RUNTIME = 256, O_STATE, O_VRAM, O_MAXVFS, O_NUMVFS, O_SPARE, O_MODEL, O_POLICY,
        O_GROUP, O_MODE, O_LOGLEVEL, O_ADMIN_SLOTS, O_PER_UID, O_NEGOTIATE, O_QUANTUM_US,
-       O_QUANTUM_MS, O_EVICT };
+       O_QUANTUM_MS, O_EVICT, O_PREALLOC };
 
 static const struct option opts[] = {
 	{ "config", required_argument, NULL, 'c' },
@@ -62,6 +67,7 @@ static const struct option opts[] = {
 	{ "per-uid", required_argument, NULL, O_PER_UID },
 	{ "negotiate-timeout-ms", required_argument, NULL, O_NEGOTIATE },
 	{ "reset-evict-ms", required_argument, NULL, O_EVICT },
+	{ "vram-prealloc", required_argument, NULL, O_PREALLOC },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
@@ -76,7 +82,7 @@ static const struct { int opt; const char *section, *key; } flag_keys[] = {
 	{ O_QUANTUM_MS, "sched", "quantum_ms" }, { O_GROUP, "control", "admin_group" },
 	{ O_MODE, "control", "socket_mode" }, { O_ADMIN_SLOTS, "control", "admin_slots" },
 	{ O_PER_UID, "control", "per_uid" }, { O_NEGOTIATE, "control", "negotiate_timeout_ms" },
-	{ O_EVICT, "pf", "reset_evict_ms" },
+	{ O_EVICT, "pf", "reset_evict_ms" }, { O_PREALLOC, "pf", "vram_prealloc" },
 };
 
 static int apply_flag(struct pf_config *cfg, int opt, const char *arg)
@@ -120,6 +126,30 @@ static void ready(void)
 	fflush(stderr);
 }
 
+/* SVA copies are process_vm_readv/writev, which the kernel allows on a process this
+ * daemon may trace, checked at each copy under the target's exec lock. With
+ * CAP_SYS_PTRACE effective that is every process, so a binding would follow its guest
+ * through an exec of a set-user-ID program; without it, only processes of this daemon's
+ * uid that are still dumpable (an exec that changes credentials clears that) and whose
+ * permitted capabilities are within this daemon's. It stays permitted, for that last
+ * check: a root guest keeps all of root's. Dropped before any thread starts
+ * (capabilities are per thread). */
+static int drop_ptrace(void)
+{
+	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct c[_LINUX_CAPABILITY_U32S_3];
+	const uint32_t bit = CAP_TO_MASK(CAP_SYS_PTRACE);
+	const unsigned int w = CAP_TO_INDEX(CAP_SYS_PTRACE);
+
+	if (syscall(SYS_capget, &h, c))
+		return -errno;
+	c[w].effective &= ~bit;
+	c[w].inheritable &= ~bit;
+	if (syscall(SYS_capset, &h, c))
+		return -errno;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct pf_config cfg;
@@ -128,6 +158,11 @@ int main(int argc, char **argv)
 	char err[512];
 	int c, r;
 
+	r = drop_ptrace();
+	if (r) {
+		fprintf(stderr, "vgpud: cannot drop CAP_SYS_PTRACE: %s\n", cmn_strerror(r));
+		return 1;
+	}
 	pf_config_defaults(&cfg);
 	if (!getenv("VGPU_LOG"))
 		cmn_log_set_level(VGPU_LOG_INFO);

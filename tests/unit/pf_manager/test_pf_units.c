@@ -199,6 +199,53 @@ static void test_ini(void **state)
 	assert_true(cfg.vram_size == c->vram);
 	assert_int_equal(cfg.max_vfs, c->max_vfs);
 	assert_int_equal(cfg.socket_mode, c->mode ? c->mode : 0660);
+	assert_false(cfg.vram_prealloc);	/* off unless set */
+}
+
+/* [pf] vram_prealloc: a switch in any of its spellings; anything else is refused naming the
+ * key and what it takes, and changes nothing. */
+static const struct prealloc_case {
+	const char *name, *value;
+	int want;
+	bool on;
+} prealloc_cases[] = {
+	{ "vram_prealloc true", "true", 0, true },
+	{ "vram_prealloc On", "On", 0, true },
+	{ "vram_prealloc 1", "1", 0, true },
+	{ "vram_prealloc YES", "YES", 0, true },
+	{ "vram_prealloc no", "no", 0, false },
+	{ "vram_prealloc off", "off", 0, false },
+	{ "vram_prealloc 0", "0", 0, false },
+	{ "vram_prealloc maybe", "maybe", -EINVAL, false },
+	{ "vram_prealloc empty", "", -EINVAL, false },
+	{ "vram_prealloc truer", "truer", -EINVAL, false },
+	{ "vram_prealloc 2", "2", -EINVAL, false },
+};
+
+static void test_prealloc(void **state)
+{
+	const struct prealloc_case *c = *state;
+	char path[] = "/tmp/pf-ini-XXXXXX", err[256] = "", text[64], want[300];
+	struct pf_config cfg, before;
+	int fd = mkstemp(path);
+
+	assert_true(fd >= 0);
+	snprintf(text, sizeof(text), "[pf]\nvram_prealloc = %s\n", c->value);
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+	pf_config_defaults(&cfg);
+	before = cfg;
+	assert_int_equal(pf_config_load(&cfg, path, err, sizeof(err)), c->want);
+	unlink(path);
+	if (c->want) {
+		snprintf(want, sizeof(want), "%s: line 2: [pf] vram_prealloc = %s: bad value (true "
+			 "or false; yes/no, on/off and 1/0 also do)", path, c->value);
+		assert_string_equal(err, want);
+		assert_memory_equal(&cfg, &before, sizeof(cfg));
+		assert_int_equal(pf_config_set(&cfg, "pf", "vram_prealloc", c->value), -EINVAL);
+		return;
+	}
+	assert_int_equal(cfg.vram_prealloc, c->on);
 }
 
 static void test_ini_missing(void **state)
@@ -241,7 +288,7 @@ static void test_check(void **state)
 
 int main(void)
 {
-	struct CMUnitTest t[64];
+	struct CMUnitTest t[80];
 	size_t n = 0;
 
 	for (size_t i = 0; i < sizeof(size_cases) / sizeof(size_cases[0]); i++)
@@ -252,6 +299,8 @@ int main(void)
 		t[n++] = (struct CMUnitTest)CASE(test_ini, ini_cases, i);
 	for (size_t i = 0; i < sizeof(check_cases) / sizeof(check_cases[0]); i++)
 		t[n++] = (struct CMUnitTest)CASE(test_check, check_cases, i);
+	for (size_t i = 0; i < sizeof(prealloc_cases) / sizeof(prealloc_cases[0]); i++)
+		t[n++] = (struct CMUnitTest)CASE(test_prealloc, prealloc_cases, i);
 	t[n++] = (struct CMUnitTest)cmocka_unit_test(test_format_size);
 	t[n++] = (struct CMUnitTest)cmocka_unit_test(test_uuid_generate);
 	t[n++] = (struct CMUnitTest)cmocka_unit_test(test_fair_vram);

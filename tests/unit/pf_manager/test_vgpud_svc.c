@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* vgpud's service plane, by counts: each VF's mailbox has its own service thread, so a VF
- * whose RM call is stuck in the GSP holds up nobody else, and a VF flooding malformed
+ * whose RM call is stuck in the GSP holds up nobody else, nor does its guest leaving with
+ * that call in hand hold up the loop thread, and a VF flooding malformed
  * requests and doorbells gets its errors while only its own counters move; an owner's
  * modify-slice does not race with the thread it serves; the CPU priority by share puts a
  * light VF's thread ahead of busy ones'. Also runs under ThreadSanitizer against the TSan
@@ -42,10 +43,14 @@ static int setup(void **state)
 	return 0;
 }
 
+static char held_log[256];	/* the stderr of setup_held()'s vgpud */
+
 /* setup() with vgpud-test under a GSP deadline far beyond the suite's timeout: a call the
- * test holds in a stopped GSP stays in flight until the test lets the GSP go. */
+ * test holds in a stopped GSP stays in flight until the test lets the GSP go. Its log goes
+ * to held_log. */
 static int setup_held(void **state)
 {
+	char *args[] = { "--vram", "2G", "--max-vfs", "4", "--spare-vram", "256M", NULL };
 	struct tdaemon *d = t_daemon_new();
 	int r;
 
@@ -53,7 +58,7 @@ static int setup_held(void **state)
 	d->prog = "vgpud-test";
 	if (setenv("VGPU_GSP_DEADLINE_MS", "3600000", 1))
 		return -1;
-	r = t_daemon_start(d, "--vram", "2G", "--max-vfs", "4", "--spare-vram", "256M", NULL);
+	r = t_daemon_start_logged(d, args, held_log, sizeof(held_log));
 	unsetenv("VGPU_GSP_DEADLINE_MS");
 	if (r || T_CTL(d, "set-vfs", "3") || T_CTL(d, "define", "-t", "vgpu-256M", "-u", U1) ||
 	    T_CTL(d, "define", "-t", "vgpu-256M", "-u", U2) ||
@@ -278,6 +283,78 @@ static void test_victim_served_while_gsp_held(void **state)
 	t_guest_detach(&g1);
 	t_guest_detach(&g2);
 	t_guest_detach(&g3);
+	/* A clean exit: the TSan vgpud ends with 66 once it reported a race. */
+	assert_int_equal(t_daemon_stop(d, SIGTERM), 0);
+}
+
+/* Whether vgpud reports slice @uuid detaching (query-slices' "detaching"; absent: no). */
+static bool slice_detaching(struct tdaemon *d, const char *uuid)
+{
+	json_object *all, *arr, *v;
+	bool det = false;
+
+	assert_int_equal(T_CTL(d, "--json", "list", "-u", (char *)uuid), 0);
+	all = t_out_json();
+	arr = all;
+	if (!json_object_is_type(all, json_type_array))
+		assert_true(json_object_object_get_ex(all, "slices", &arr));
+	if (json_object_object_get_ex(json_object_array_get_idx(arr, 0), "detaching", &v))
+		det = json_object_get_boolean(v);
+	json_object_put(all);
+	return det;
+}
+
+/* VF 1's guest leaves while its RM call is held in a stopped GSP (setup_held): the loop
+ * thread does not wait for the call. While it is held, vgpud answers its control socket
+ * (status, and the slice list, which shows VF 1 detaching and no longer attached), refuses
+ * a new guest on VF 1 saying why, and takes VF 2's guest, whose RM calls (a client, device
+ * and subdevice: CPU-RM only) are answered. Once the GSP runs again the call ends, VF 1's
+ * detach completes (no longer detaching, its RM state freed) and a new guest attaches to
+ * VF 1, finds no reply of the old guest's call in its ring, and is served. With the loop
+ * waiting for the call in hand, the first command after the guest left got no reply
+ * while the GSP was held (vgpuctl gives up: exit 6). */
+static void test_detach_with_call_held(void **state)
+{
+	struct tdaemon *d = *state;
+	struct vgpu_rm_msg c = rm_hdr(VGPU_RM_OP_ALLOC_CLIENT, sizeof(c));
+	uint8_t msg[VF_MSG_MAX_PAYLOAD];
+	struct tguest g1, g2, again;
+	uint32_t hc, hsub, len;
+	pid_t gsp = gsp_pid(d->pid);
+	char path[256];
+
+	attach(d, 1, &g1);
+	hc = rm_subdevice(&g1, &hsub);
+	len = rm_echo_msg(msg, hc, hsub, 256);
+	stop_process(gsp);	/* the gate: no RPC completes */
+	t_guest_post(&g1, VF_MSG_RM, msg, len);
+	/* VF 1's service thread has taken the request and is in its RM call. */
+	while (cmn_ring_count(&g1.req))
+		usleep(1000);
+	t_guest_detach(&g1);
+	/* The loop saw the guest go; the call stays in the stopped GSP through all of this. */
+	while (!slice_detaching(d, U1))
+		usleep(1000);
+	assert_false(t_slice_attached(d, U1));
+	assert_int_equal(T_CTL(d, "status"), 0);
+	snprintf(path, sizeof(path), "%s/vf1.sock", d->run);
+	assert_int_equal(t_guest_attach(path, &again), -1);
+	assert_true(t_log_has(held_log, "the previous guest's mailbox request (an RM call) is "
+			      "still in hand"));
+	attach(d, 2, &g2);
+	rm_subdevice(&g2, &hsub);
+	assert_true(slice_detaching(d, U1));
+	assert_int_equal(kill(gsp, SIGCONT), 0);
+	while (slice_detaching(d, U1))
+		usleep(1000);
+	/* Its RM state goes in batches from the loop, after the detach. */
+	while (t_rm_objects(d, 1))
+		usleep(1000);
+	attach(d, 1, &again);
+	assert_int_equal(cmn_ring_count(&again.rsp), 0);	/* the held call's reply dropped */
+	assert_int_equal(rm_call(&again, &c, sizeof(c)).status, 0);
+	t_guest_detach(&again);
+	t_guest_detach(&g2);
 	/* A clean exit: the TSan vgpud ends with 66 once it reported a race. */
 	assert_int_equal(t_daemon_stop(d, SIGTERM), 0);
 }
@@ -528,6 +605,8 @@ int main(void)
 {
 	const struct CMUnitTest t[] = {
 		cmocka_unit_test_setup_teardown(test_victim_served_while_gsp_held, setup_held,
+						t_teardown),
+		cmocka_unit_test_setup_teardown(test_detach_with_call_held, setup_held,
 						t_teardown),
 		cmocka_unit_test_setup_teardown(test_malformed_flood_isolated, setup, t_teardown),
 		cmocka_unit_test_setup_teardown(test_owner_modify_while_served, setup, t_teardown),

@@ -283,6 +283,40 @@ static void test_attach_owner(void **state)
 	assert_int_equal(WEXITSTATUS(st), 0);
 }
 
+/* A capability set of /proc/@pid/status ("CapEff", "CapPrm", ...). */
+static uint64_t proc_caps(pid_t pid, const char *set)
+{
+	char path[64], line[256], key[16];
+	unsigned long long v = 0;
+	bool seen = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	snprintf(key, sizeof(key), "%s:\t%%llx", set);
+	f = fopen(path, "re");
+	assert_non_null(f);
+	while (!seen && fgets(line, sizeof(line), f))
+		seen = sscanf(line, key, &v) == 1;
+	fclose(f);
+	assert_true(seen);
+	return v;
+}
+
+/* vgpud has no CAP_SYS_PTRACE in effect, even started by root: the kernel then lets its
+ * SVA copies reach only processes of its own uid that are still dumpable, checked at each
+ * copy, so a binding cannot follow its guest through an exec of a set-user-ID program.
+ * What it needs of root (chown of sockets to slice owners) it keeps. */
+static void test_no_ptrace(void **state)
+{
+	const uint64_t ptrace = 1ull << 19, chown = 1ull << 0;	/* CAP_SYS_PTRACE, CAP_CHOWN */
+	struct tdaemon *d = *state;
+
+	assert_int_equal(proc_caps(d->pid, "CapEff") & ptrace, 0);
+	assert_int_equal(proc_caps(d->pid, "CapInh") & ptrace, 0);
+	if (proc_caps(getpid(), "CapEff") & chown)
+		assert_true(proc_caps(d->pid, "CapEff") & chown);
+}
+
 /* A VF reset scrubs that VF's VRAM, re-formats its mailbox and tells its guest; the other
  * VF's VRAM, mailbox and guest are untouched. */
 static void test_reset_isolation(void **state)
@@ -584,6 +618,7 @@ int main(void)
 	const struct CMUnitTest t[] = {
 		cmocka_unit_test_setup_teardown(test_attach_and_mailbox, setup, t_teardown),
 		cmocka_unit_test_setup_teardown(test_attach_owner, setup, t_teardown),
+		cmocka_unit_test_setup_teardown(test_no_ptrace, setup, t_teardown),
 		cmocka_unit_test_setup_teardown(test_reset_isolation, setup, t_teardown),
 		cmocka_unit_test_setup_teardown(test_rm_allocations, setup, t_teardown),
 		cmocka_unit_test_setup_teardown(test_hostile_guest, setup, t_teardown),

@@ -20,6 +20,7 @@
 #include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -778,6 +779,36 @@ static void test_mprotect(void **state)
 	munmap(out, len);
 }
 
+/* A bound guest that stops being dumpable, as an exec of a set-user-ID program makes it,
+ * is no longer reached: its pages fault for the GPU both ways, untouched, while it stays
+ * so (vgpud has no CAP_SYS_PTRACE in effect; the kernel checks every copy). */
+static void test_not_dumpable(void **state)
+{
+	const uint64_t len = 64 << 10;
+	uint8_t *p = anon(len, MAP_PRIVATE), *out = anon(len, MAP_PRIVATE);
+	uint64_t fva = 0;
+	struct fx f;
+
+	(void)state;
+	fx_open_copy(&f, p, out, len, 6);
+	assert_int_equal(gpu_copy(&f, p, out, len, NULL), 0);
+	assert_true(pat_ok(out, len, 6));
+	memset(out, 0, len);
+	assert_int_equal(prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), 0);
+	assert_int_equal(gpu_copy(&f, p, out, len, &fva), VGPU_CHAN_ERR_IOMMU_FAULT);
+	fx_new_channel(&f);
+	assert_int_equal(gpu_fill(&f, p, len, 0xdeadbeefu, &fva), VGPU_CHAN_ERR_IOMMU_FAULT);
+	assert_int_equal(prctl(PR_SET_DUMPABLE, 1, 0, 0, 0), 0);
+	assert_true(all_bytes(out, len, 0));
+	assert_true(pat_ok(p, len, 6));
+	fx_new_channel(&f);
+	assert_int_equal(gpu_copy(&f, p, out, len, NULL), 0);
+	assert_true(pat_ok(out, len, 6));
+	fx_close(&f);
+	munmap(p, len);
+	munmap(out, len);
+}
+
 /* Without a binding (never bound, unbound, or after a VF reset) SVA accesses fault; binding
  * again brings them back. */
 static void test_unbind_reset(void **state)
@@ -990,6 +1021,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_unmap_race, vfx_case_teardown),
 		cmocka_unit_test_teardown(test_mremap, vfx_case_teardown),
 		cmocka_unit_test_teardown(test_mprotect, vfx_case_teardown),
+		cmocka_unit_test_teardown(test_not_dumpable, vfx_case_teardown),
 		cmocka_unit_test_teardown(test_uffd_region, vfx_case_teardown),
 		cmocka_unit_test_teardown(test_unbind_reset, vfx_case_teardown),
 		cmocka_unit_test_teardown(test_other_process, vfx_case_teardown),
