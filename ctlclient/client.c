@@ -1,24 +1,65 @@
 // SPDX-License-Identifier: MIT
 /* The connection: connect, negotiate, one request and its reply at a time. */
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <json-c/json.h>
 
+#include "common/clock.h"
 #include "ctlclient/ctlclient.h"
 
 struct ctlc {
 	int fd;
 	char *buf;		/* received, not yet parsed */
-	size_t len;
+	size_t len, cap;
+	size_t scanned;		/* bytes of buf known to hold no newline */
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	/* One deadline for the whole open, then one for each request: a peer that trickles
+	 * a byte now and then must not hold the caller (libvirtd's domain start) forever. */
+	unsigned int timeout_ms;
+	uint64_t deadline;	/* on clock_ns()'s clock */
+	uint64_t (*clock_ns)(void *arg);
+	void *clock_arg;
 };
+
+static uint64_t ctlc_now(const struct ctlc *c)
+{
+	return c->clock_ns ? c->clock_ns(c->clock_arg) : cmn_now_ns();
+}
+
+/* Start the deadline of an open or a request. */
+static void ctlc_arm(struct ctlc *c)
+{
+	uint64_t now = ctlc_now(c), t = (uint64_t)c->timeout_ms * VGPU_NSEC_PER_MSEC;
+
+	c->deadline = t > UINT64_MAX - now ? UINT64_MAX : now + t;
+}
+
+/* Wait until the socket is ready for @events, within the deadline. 0 or -ETIMEDOUT. */
+static int ctlc_wait(struct ctlc *c, short events)
+{
+	struct pollfd p = { .fd = c->fd, .events = events };
+	uint64_t now, left;
+	int r;
+
+	do {
+		now = ctlc_now(c);
+		if (now >= c->deadline)
+			return -ETIMEDOUT;
+		left = (c->deadline - now + VGPU_NSEC_PER_MSEC - 1) / VGPU_NSEC_PER_MSEC;
+		r = poll(&p, 1, left > INT_MAX ? INT_MAX : (int)left);
+	} while (r < 0 && errno == EINTR);
+	/* A poll that ran out is checked against the clock again on the next call. */
+	return r < 0 ? -errno : 0;
+}
 
 /* Parse and drop the first line of the buffer. */
 static json_object *ctlc_take_line(struct ctlc *c, char *nl)
@@ -30,67 +71,105 @@ static json_object *ctlc_take_line(struct ctlc *c, char *nl)
 	o = json_tokener_parse(c->buf);
 	memmove(c->buf, nl + 1, c->len - l - 1);
 	c->len -= l + 1;
+	c->scanned = 0;
 	return o;
 }
 
-/* Append what the socket has to the buffer. -ECONNRESET on EOF, -ETIMEDOUT, -EMSGSIZE
- * past CTLC_MAX_REPLY. */
+/* Append what the socket has to the buffer. -ECONNRESET on EOF, -ETIMEDOUT past the
+ * deadline, -EMSGSIZE past CTLC_MAX_REPLY. */
 static int ctlc_fill(struct ctlc *c)
 {
-	struct pollfd p = { .fd = c->fd, .events = POLLIN };
 	char tmp[65536];
 	ssize_t n;
 	char *b;
-	int r;
+	int r = ctlc_wait(c, POLLIN);
 
-	do
-		r = poll(&p, 1, CTLC_TIMEOUT_MS);
-	while (r < 0 && errno == EINTR);
-	if (r <= 0)
-		return -ETIMEDOUT;
-	n = read(c->fd, tmp, sizeof(tmp));
+	if (r)
+		return r;
+	n = recv(c->fd, tmp, sizeof(tmp), MSG_DONTWAIT);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return 0;
 	if (n <= 0)
 		return -ECONNRESET;
 	if (c->len + (size_t)n > CTLC_MAX_REPLY)
 		return -EMSGSIZE;
-	b = realloc(c->buf, c->len + (size_t)n + 1);
-	if (!b)
-		return -ENOMEM;
-	c->buf = b;
+	/* Doubling: a 64 MiB reply is copied a few times, not once per read, so it arrives
+	 * well within the deadline. */
+	if (c->len + (size_t)n + 1 > c->cap) {
+		size_t cap = c->cap ? c->cap : sizeof(tmp);
+
+		while (cap < c->len + (size_t)n + 1)
+			cap *= 2;
+		b = realloc(c->buf, cap);
+		if (!b)
+			return -ENOMEM;
+		c->buf = b;
+		c->cap = cap;
+	}
 	memcpy(c->buf + c->len, tmp, (size_t)n);
 	c->len += (size_t)n;
 	return 0;
 }
 
-/* The next JSON line, events included; NULL on EOF, timeout, garbage or an oversized line. */
-static json_object *ctlc_read_line(struct ctlc *c)
+/* The next JSON line, events included, in *@o (NULL: the line is not JSON). 0, or
+ * ctlc_fill()'s error. */
+static int ctlc_read_line(struct ctlc *c, json_object **o)
 {
+	*o = NULL;
 	for (;;) {
-		char *nl = c->len ? memchr(c->buf, '\n', c->len) : NULL;
+		char *nl = c->len > c->scanned ?
+			   memchr(c->buf + c->scanned, '\n', c->len - c->scanned) : NULL;
+		int r;
 
-		if (nl)
-			return ctlc_take_line(c, nl);
-		if (ctlc_fill(c))
-			return NULL;
+		if (nl) {
+			*o = ctlc_take_line(c, nl);
+			return 0;
+		}
+		c->scanned = c->len;
+		r = ctlc_fill(c);
+		if (r)
+			return r;
 	}
 }
 
-/* The reply to the request just sent: events in between are skipped. */
-static json_object *ctlc_reply(struct ctlc *c)
+/* The reply to the request just sent in *@o, events in between skipped: 0 (*@o NULL for a
+ * line that is not JSON) or ctlc_fill()'s error. */
+static int ctlc_reply(struct ctlc *c, json_object **o)
 {
 	for (;;) {
-		json_object *o = ctlc_read_line(c);
+		int r = ctlc_read_line(c, o);
 
-		if (!o || !json_object_is_type(o, json_type_object) ||
-		    !json_object_object_get_ex(o, "event", NULL))
-			return o;
-		json_object_put(o);
+		if (r || !*o || !json_object_is_type(*o, json_type_object) ||
+		    !json_object_object_get_ex(*o, "event", NULL))
+			return r;
+		json_object_put(*o);
 	}
+}
+
+/* The failure for I/O error @r while @doing ("waiting for its greeting", "sending X"):
+ * -ECONNREFUSED, the connection being unusable, with a message naming the socket. */
+static int ctlc_io_fail(const struct ctlc *c, int r, const char *doing, struct cmn_fail *f)
+{
+	switch (r) {
+	case -ETIMEDOUT:
+		return cmn_fail(f, -ECONNREFUSED, "vgpud at %s: timed out after %u ms %s "
+				"(the limit of the whole exchange)", c->path, c->timeout_ms, doing);
+	case -EMSGSIZE:
+		return cmn_fail(f, -ECONNREFUSED, "vgpud at %s sent a line over %u MiB (%s)",
+				c->path, CTLC_MAX_REPLY >> 20, doing);
+	case -ENOMEM:
+		return cmn_fail(f, -ENOMEM, "out of memory %s (vgpud at %s)", doing, c->path);
+	case -EPIPE:
+	case -ECONNRESET:
+		return cmn_fail(f, -ECONNREFUSED, "vgpud at %s closed the connection (%s)",
+				c->path, doing);
+	}
+	return cmn_fail(f, -ECONNREFUSED, "vgpud at %s: %s (%s)", c->path, strerror(-r), doing);
 }
 
 /* @o as one line: the whole line in one buffer, so a short send never splits a request
  * from its newline across a peer's read. @fd (if >= 0) goes with the line's first bytes
- * (SCM_RIGHTS), so vgpud gives it to this request. */
+ * (SCM_RIGHTS), so vgpud gives it to this request. 0, -EPIPE, -ETIMEDOUT or -ENOMEM. */
 static int ctlc_send(struct ctlc *c, json_object *o, int fd)
 {
 	const char *s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
@@ -117,8 +196,14 @@ static int ctlc_send(struct ctlc *c, json_object *o, int fd)
 			CMSG_FIRSTHDR(&mh)->cmsg_len = CMSG_LEN(sizeof(int));
 			memcpy(CMSG_DATA(CMSG_FIRSTHDR(&mh)), &fd, sizeof(int));
 		}
-		n = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
-
+		n = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+			/* A peer that reads nothing fills the socket: wait, within the deadline. */
+			r = ctlc_wait(c, POLLOUT);
+			if (r)
+				break;
+			continue;
+		}
 		if (n <= 0) {
 			r = -EPIPE;
 			break;
@@ -129,9 +214,13 @@ static int ctlc_send(struct ctlc *c, json_object *o, int fd)
 	return r;
 }
 
+/* connect() waits for room in a full listen queue: bounded by the deadline too. */
 static int ctlc_connect(struct ctlc *c, const char *path, struct cmn_fail *f)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	uint64_t now = ctlc_now(c), left = now < c->deadline ? c->deadline - now : 1;
+	struct timeval tv = { .tv_sec = (time_t)(left / VGPU_NSEC_PER_SEC),
+			      .tv_usec = (suseconds_t)(left % VGPU_NSEC_PER_SEC / 1000) };
 	int r;
 
 	if (strlen(path) >= sizeof(sa.sun_path))
@@ -140,9 +229,14 @@ static int ctlc_connect(struct ctlc *c, const char *path, struct cmn_fail *f)
 	c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (c->fd < 0)
 		return cmn_fail(f, -errno, "socket: %s", strerror(errno));
+	if (!tv.tv_sec && !tv.tv_usec)
+		tv.tv_usec = 1;		/* 0 would mean no limit at all */
+	setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	if (!connect(c->fd, (struct sockaddr *)&sa, sizeof(sa)))
 		return 0;
 	r = -errno;
+	if (r == -EAGAIN)
+		return ctlc_io_fail(c, -ETIMEDOUT, "connecting (its listen queue is full)", f);
 	if (r == -EACCES || r == -EPERM)
 		return cmn_fail(f, -EACCES, "cannot open vgpud's socket %s: %s (root or vgpud's "
 				"admin group only)", path, strerror(-r));
@@ -151,11 +245,14 @@ static int ctlc_connect(struct ctlc *c, const char *path, struct cmn_fail *f)
 			"--socket or $VGPUD_SOCKET name another)", path, strerror(-r));
 }
 
-static int ctlc_negotiate(struct ctlc *c, struct cmn_fail *f)
+/* The greeting: a vgpud's, or its refusal for want of a connection slot. */
+static int ctlc_greeting(struct ctlc *c, struct cmn_fail *f)
 {
-	json_object *g = ctlc_read_line(c), *req, *rep, *err, *desc;
-	int r = 0;
+	json_object *g, *err, *desc;
+	int r = ctlc_read_line(c, &g);
 
+	if (r == -ETIMEDOUT || r == -ENOMEM)
+		return ctlc_io_fail(c, r, "waiting for its greeting", f);
 	/* vgpud refuses a connection it has no slot for with one GenericError line. */
 	if (g && json_object_is_type(g, json_type_object) &&
 	    json_object_object_get_ex(g, "error", &err) &&
@@ -167,6 +264,14 @@ static int ctlc_negotiate(struct ctlc *c, struct cmn_fail *f)
 		r = cmn_fail(f, -EPROTO, "%s is not a vgpud control socket: no vgpud greeting",
 			     c->path);
 	json_object_put(g);
+	return r;
+}
+
+static int ctlc_negotiate(struct ctlc *c, struct cmn_fail *f)
+{
+	json_object *req, *rep;
+	int r = ctlc_greeting(c, f);
+
 	if (r)
 		return r;
 	req = json_object_new_object();
@@ -174,15 +279,18 @@ static int ctlc_negotiate(struct ctlc *c, struct cmn_fail *f)
 	r = ctlc_send(c, req, -1);
 	json_object_put(req);
 	if (r)
-		return cmn_fail(f, -ECONNREFUSED, "vgpud at %s closed the connection", c->path);
-	rep = ctlc_reply(c);
-	if (!rep || !json_object_object_get_ex(rep, "return", NULL))
+		return ctlc_io_fail(c, r, "sending qmp_capabilities", f);
+	r = ctlc_reply(c, &rep);
+	if (r == -ETIMEDOUT || r == -ENOMEM)
+		r = ctlc_io_fail(c, r, "waiting for the reply to qmp_capabilities", f);
+	else if (r || !rep || !json_object_object_get_ex(rep, "return", NULL))
 		r = cmn_fail(f, -EPROTO, "vgpud at %s refused the negotiation", c->path);
 	json_object_put(rep);
 	return r;
 }
 
-int ctlc_open(const char *path, struct ctlc **out, struct cmn_fail *f)
+int ctlc_open_opts(const char *path, const struct ctlc_opts *o, struct ctlc **out,
+		   struct cmn_fail *f)
 {
 	struct ctlc *c = calloc(1, sizeof(*c));
 	int r;
@@ -191,7 +299,11 @@ int ctlc_open(const char *path, struct ctlc **out, struct cmn_fail *f)
 	if (!c)
 		return cmn_fail(f, -ENOMEM, "out of memory");
 	c->fd = -1;
+	c->timeout_ms = o && o->timeout_ms ? o->timeout_ms : CTLC_TIMEOUT_MS;
+	c->clock_ns = o ? o->clock_ns : NULL;
+	c->clock_arg = o ? o->clock_arg : NULL;
 	snprintf(c->path, sizeof(c->path), "%s", path);
+	ctlc_arm(c);
 	r = ctlc_connect(c, path, f);
 	if (!r)
 		r = ctlc_negotiate(c, f);
@@ -201,6 +313,11 @@ int ctlc_open(const char *path, struct ctlc **out, struct cmn_fail *f)
 	}
 	*out = c;
 	return 0;
+}
+
+int ctlc_open(const char *path, struct ctlc **out, struct cmn_fail *f)
+{
+	return ctlc_open_opts(path, NULL, out, f);
 }
 
 void ctlc_close(struct ctlc *c)
@@ -228,20 +345,28 @@ int ctlc_request_fd(struct ctlc *c, const char *cmd, json_object *args, int fd,
 		    json_object **reply, struct cmn_fail *f)
 {
 	json_object *req = json_object_new_object();
+	char doing[96];
 	int r;
 
 	*reply = NULL;
+	ctlc_arm(c);
 	json_object_object_add(req, "execute", json_object_new_string(cmd));
 	if (args)
 		json_object_object_add(req, "arguments", args);
 	r = ctlc_send(c, req, fd);
 	json_object_put(req);
-	if (r)
-		return cmn_fail(f, -ECONNREFUSED, "vgpud at %s closed the connection", c->path);
-	*reply = ctlc_reply(c);
+	if (r) {
+		snprintf(doing, sizeof(doing), "sending %s", cmd);
+		return ctlc_io_fail(c, r, doing, f);
+	}
+	r = ctlc_reply(c, reply);
+	if (r) {
+		snprintf(doing, sizeof(doing), "waiting for the reply to %s", cmd);
+		return ctlc_io_fail(c, r, doing, f);
+	}
 	if (!*reply)
-		return cmn_fail(f, -ECONNREFUSED, "vgpud at %s did not answer %s (closed, timed "
-				"out, or a reply over %u MiB)", c->path, cmd, CTLC_MAX_REPLY >> 20);
+		return cmn_fail(f, -ECONNREFUSED, "vgpud at %s answered %s with a line that is "
+				"not JSON", c->path, cmd);
 	return 0;
 }
 

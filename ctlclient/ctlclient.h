@@ -6,7 +6,9 @@
  * {"VGPUD": ...}, the client's "qmp_capabilities", then one request {"execute", "arguments"}
  * at a time, answered by {"return": ...} or {"error": {"class", "desc", "errno", "data"}};
  * {"event": ...} lines may arrive in between and are skipped here. A reply line longer than
- * CTLC_MAX_REPLY, or no reply within CTLC_TIMEOUT_MS, ends the connection as unreachable.
+ * CTLC_MAX_REPLY ends the connection as unreachable, and so does a deadline: an open
+ * (connect, greeting, negotiation) and each request (send and reply, events included) has
+ * CTLC_TIMEOUT_MS in all, however the peer spaces its bytes (ctlc_opts sets another).
  *
  * Calls return 0 or a negative errno and leave one message naming the object in the
  * struct cmn_fail they take (which may be NULL). One connection is used by one thread. */
@@ -22,18 +24,31 @@ struct json_object;
 struct ctlc;
 
 #define CTLC_MAX_REPLY		(64u << 20)	/* longest reply line: a full vram-map fits */
-#define CTLC_TIMEOUT_MS		30000		/* longest wait for one reply */
+#define CTLC_TIMEOUT_MS		30000		/* longest open, longest request */
 #define CTLC_UUID_STR		37		/* 36 characters and the NUL */
 #define CTLC_DEFAULT_SOCKET	"/run/vgpud/control.sock"
 
 /* ---- the connection ------------------------------------------------------------------- */
 
 /* Connect to vgpud's control socket @path and negotiate capabilities. -EACCES (the socket's
- * permissions), -ECONNREFUSED (no socket or nobody listening: vgpud is not running),
- * -EPROTO (the peer is not vgpud or refused the negotiation), -EBUSY (vgpud had no
- * connection slot for this user: "too many clients", its reason in @f), -ENAMETOOLONG,
- * -ENOMEM. */
+ * permissions), -ECONNREFUSED (no socket or nobody listening: vgpud is not running; or the
+ * deadline passed, the message naming the socket and what it waited for), -EPROTO (the
+ * peer is not vgpud or refused the negotiation), -EBUSY (vgpud had no connection slot for
+ * this user: "too many clients", its reason in @f), -ENAMETOOLONG, -ENOMEM. */
 int ctlc_open(const char *path, struct ctlc **out, struct cmn_fail *f);
+
+/* How a connection waits; all zero (or a NULL pointer) is what ctlc_open() does. */
+struct ctlc_opts {
+	unsigned int timeout_ms;	/* the most the open, and then each request, may take
+					 * in all; 0: CTLC_TIMEOUT_MS */
+	uint64_t (*clock_ns)(void *arg);	/* the deadlines' clock in ns, read before each
+						 * wait (tests); NULL: CLOCK_MONOTONIC */
+	void *clock_arg;
+};
+
+/* ctlc_open() with @o's deadline and clock (@o may be NULL). */
+int ctlc_open_opts(const char *path, const struct ctlc_opts *o, struct ctlc **out,
+		   struct cmn_fail *f);
 
 /* Close the connection; NULL is fine. */
 void ctlc_close(struct ctlc *c);
@@ -42,9 +57,11 @@ void ctlc_close(struct ctlc *c);
 const char *ctlc_path(const struct ctlc *c);
 
 /* Send @cmd with @args (ownership taken; NULL for none) and wait for its reply, events
- * skipped. 0 with *@reply the whole reply object (a "return" or an "error"; the caller puts
- * it), or -ECONNREFUSED when vgpud closed the connection, timed out or sent an oversized
- * or malformed line (the connection is unusable then). */
+ * skipped, all within the connection's deadline (CTLC_TIMEOUT_MS unless ctlc_opts set
+ * another), which starts again with each request. 0 with *@reply the whole reply object
+ * (a "return" or an "error"; the caller puts it), or -ECONNREFUSED when vgpud closed the
+ * connection, the deadline passed (the message says while doing what) or it sent an
+ * oversized or malformed line (the connection is unusable then). */
 int ctlc_request(struct ctlc *c, const char *cmd, struct json_object *args,
 		 struct json_object **reply, struct cmn_fail *f);
 

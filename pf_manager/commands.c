@@ -123,6 +123,11 @@ static int cmd_query_slices(struct pf_daemon *d, json_object *args, bool dry, js
 
 	(void)dry;
 	if (args && json_object_object_get_ex(args, "uuid", &v)) {
+		if (!pf_json_str_clean(v)) {
+			json_object_put(arr);
+			return cmn_fail(&e->f, -EINVAL, "\"uuid\" must be a string (a slice's "
+					"UUID), not %s", pf_json_kind(v));
+		}
 		if (ctlc_uuid_parse(json_object_get_string(v), norm, NULL)) {
 			json_object_put(arr);
 			return cmn_fail(&e->f, -EINVAL, "\"%.64s\" is not a UUID", json_object_get_string(v));
@@ -255,10 +260,14 @@ static int cmd_query_stats(struct pf_daemon *d, json_object *args, bool dry, jso
 	(void)dry;
 	if (args && json_object_object_get_ex(args, "vf", &v)) {
 		only = json_object_get_int(v);
-		if (!json_object_is_type(v, json_type_int) || only < 1 || only > PF_MAX_VFS ||
-		    !d->vfs[only]) {
+		if (!json_object_is_type(v, json_type_int)) {
 			json_object_put(arr);
-			return cmn_fail(&e->f, -ENOENT, "VF %.16s has no running slice",
+			return cmn_fail(&e->f, -EINVAL, "\"vf\" must be an integer 1..%d, not %s",
+					PF_MAX_VFS, pf_json_kind(v));
+		}
+		if (only < 1 || only > PF_MAX_VFS || !d->vfs[only]) {
+			json_object_put(arr);
+			return cmn_fail(&e->f, -ENOENT, "VF %.24s has no running slice",
 				       json_object_get_string(v));
 		}
 	}
@@ -349,33 +358,140 @@ static int cmd_query_version(struct pf_daemon *d, json_object *args, bool dry, j
 	return 0;
 }
 
+/* The argument keys of each command; every command also takes "dry-run" (a query changes
+ * nothing either way), and refuses any other key by name (args_check()). */
+static const char *const k_none[] = { NULL };
+static const char *const k_uuid[] = { "uuid", NULL };
+static const char *const k_vf[] = { "vf", NULL };
+static const char *const k_owned[] = { "uuid", "owner", NULL };
+static const char *const k_define[] = { "uuid", "type", "mdev_type", "start", "attrs", "owner",
+					"owner_uid", "parent", NULL };
+/* A defined slice's start takes "uuid" and "owner"; a transient one (with "type") a spec. */
+static const char *const k_start[] = { "uuid", "owner", "type", "parent", "attrs", "owner_uid",
+				       NULL };
+static const char *const k_modify[] = { "uuid", "owner", "release-owner", "type", "mdev_type",
+					"start", "attrs", "owner_uid", "parent", NULL };
+static const char *const k_set_vfs[] = { "num_vfs", NULL };
+static const char *const k_reset[] = { "uuid", "vf", "evict_ms", NULL };
+static const char *const k_incoming[] = { "listen", "uuid", NULL };
+static const char *const k_outgoing[] = { "uuid", "to", "switchover", "max-rounds",
+					  "switchover-bytes", NULL };
+static const char *const k_cancel[] = { "uuid", "listen", NULL };
+
 static const struct pf_cmd {
 	const char *name;
 	pf_cmd_fn fn;
 	bool mutating;
+	const char *const *keys;	/* its argument keys, NULL-terminated */
 } pf_cmds[] = {
-	{ "query-version",	cmd_query_version,	false },
-	{ "query-types",	cmd_query_types,	false },
-	{ "query-slices",	cmd_query_slices,	false },
-	{ "query-status",	cmd_query_status,	false },
-	{ "query-stats",	cmd_query_stats,	false },
-	{ "query-vram-map",	cmd_query_vram_map,	false },
-	{ "define-slice",	pf_slice_define,	true },
-	{ "undefine-slice",	pf_slice_undefine,	true },
-	{ "start-slice",	pf_slice_start_cmd,	true },
-	{ "stop-slice",		pf_slice_stop_cmd,	true },
-	{ "modify-slice",	pf_slice_modify,	true },
-	{ "set-vfs",		pf_set_vfs,		true },
-	{ "reset-vf",		pf_vf_reset_cmd,	true },
-	{ "save-slice",		pf_slice_save_cmd,	true },
-	{ "restore-slice",	pf_slice_restore_cmd,	true },
-	{ "migrate-incoming",	pf_live_incoming_cmd,	true },
-	{ "migrate-outgoing",	pf_live_outgoing_cmd,	true },
-	{ "migrate-switchover",	pf_live_switchover_cmd,	true },
-	{ "migrate-cancel",	pf_live_cancel_cmd,	true },
-	{ "migrate-status",	pf_live_status_cmd,	false },
-	{ "reclaim-slice",	pf_live_reclaim_cmd,	true },
+	{ "query-version",	cmd_query_version,	false,	k_none },
+	{ "query-types",	cmd_query_types,	false,	k_none },
+	{ "query-slices",	cmd_query_slices,	false,	k_uuid },
+	{ "query-status",	cmd_query_status,	false,	k_none },
+	{ "query-stats",	cmd_query_stats,	false,	k_vf },
+	{ "query-vram-map",	cmd_query_vram_map,	false,	k_none },
+	{ "define-slice",	pf_slice_define,	true,	k_define },
+	{ "undefine-slice",	pf_slice_undefine,	true,	k_owned },
+	{ "start-slice",	pf_slice_start_cmd,	true,	k_start },
+	{ "stop-slice",		pf_slice_stop_cmd,	true,	k_owned },
+	{ "modify-slice",	pf_slice_modify,	true,	k_modify },
+	{ "set-vfs",		pf_set_vfs,		true,	k_set_vfs },
+	{ "reset-vf",		pf_vf_reset_cmd,	true,	k_reset },
+	{ "save-slice",		pf_slice_save_cmd,	true,	k_uuid },
+	{ "restore-slice",	pf_slice_restore_cmd,	true,	k_none },
+	{ "migrate-incoming",	pf_live_incoming_cmd,	true,	k_incoming },
+	{ "migrate-outgoing",	pf_live_outgoing_cmd,	true,	k_outgoing },
+	{ "migrate-switchover",	pf_live_switchover_cmd,	true,	k_uuid },
+	{ "migrate-cancel",	pf_live_cancel_cmd,	true,	k_cancel },
+	{ "migrate-status",	pf_live_status_cmd,	false,	k_uuid },
+	{ "reclaim-slice",	pf_live_reclaim_cmd,	true,	k_uuid },
 };
+
+#define PF_TOKEN_SHAPE	"an object {\"vm\": UUID, \"generation\": N}"
+
+/* Keys whose JSON type is the same in every command that takes them, checked before the
+ * command runs: a handler that reads a value of another type as absent would run without
+ * it (a "switchover" of 5 read as the default), or name the wrong fault. */
+static const struct arg_type {
+	const char *key;
+	json_type type;
+	const char *what;	/* what it must be, for the message */
+} arg_types[] = {
+	{ "uuid",		json_type_string,	"a string (a slice's UUID)" },
+	{ "vf",			json_type_int,		"an integer" },
+	{ "owner",		json_type_object,	PF_TOKEN_SHAPE },
+	{ "release-owner",	json_type_object,	PF_TOKEN_SHAPE },
+	{ "listen",		json_type_string,	"a string" },
+	{ "to",			json_type_string,	"a string" },
+	{ "switchover",		json_type_string,	"a string" },
+};
+
+/* Keys no request may hold, with why: more use to its sender than "unknown". */
+static const struct arg_refused {
+	const char *key;
+	const char *why;
+} arg_refused[] = {
+	{ "migrated_out", "is vgpud's record of a live migration; a request cannot set it "
+	  "(reclaim-slice drops it)" },
+};
+
+static bool cmd_takes(const struct pf_cmd *cmd, const char *key)
+{
+	for (const char *const *k = cmd->keys; *k; k++)
+		if (!strcmp(*k, key))
+			return true;
+	return !strcmp(key, "dry-run");
+}
+
+/* @key of a request for @cmd that is not one of its keys: refused naming it and the keys
+ * the command takes. */
+static int arg_unknown(const struct pf_cmd *cmd, const char *key, struct pf_err *e)
+{
+	char list[160] = "";
+	size_t n = 0;
+
+	for (unsigned int i = 0; i < VGPU_ARRAY_SIZE(arg_refused); i++)
+		if (!strcmp(key, arg_refused[i].key))
+			return cmn_fail(&e->f, -EINVAL, "\"%s\" %s", key, arg_refused[i].why);
+	for (const char *const *k = cmd->keys; *k && n < sizeof(list); k++)
+		n += (size_t)snprintf(list + n, sizeof(list) - n, "%s%s", n ? ", " : "", *k);
+	return cmn_fail(&e->f, -EINVAL, "unknown argument \"%.64s\" for %s (it takes %s%s)", key,
+			cmd->name, n ? "" : "none", list);
+}
+
+static int arg_type_check(const char *key, json_object *v, struct pf_err *e)
+{
+	for (unsigned int i = 0; i < VGPU_ARRAY_SIZE(arg_types); i++) {
+		const struct arg_type *t = &arg_types[i];
+
+		if (strcmp(key, t->key) || (json_object_is_type(v, t->type) &&
+					    (t->type != json_type_string || pf_json_str_clean(v))))
+			continue;
+		return cmn_fail(&e->f, -EINVAL, "\"%s\" must be %s, not %s", key, t->what,
+				pf_json_kind(v));
+	}
+	return 0;
+}
+
+/* The arguments of a request for @cmd, before anything looks at them: only its keys, each
+ * of its type; a slice named one way only ("uuid" or "vf"), so that every check and the
+ * command itself find the same slice. */
+static int args_check(const struct pf_cmd *cmd, json_object *args, struct pf_err *e)
+{
+	if (!args)
+		return 0;
+	json_object_object_foreach(args, key, val) {
+		int r = cmd_takes(cmd, key) ? arg_type_check(key, val, e)
+					    : arg_unknown(cmd, key, e);
+
+		if (r)
+			return r;
+	}
+	if (json_object_object_get_ex(args, "uuid", NULL) &&
+	    json_object_object_get_ex(args, "vf", NULL))
+		return cmn_fail(&e->f, -EINVAL, "%s takes \"uuid\" or \"vf\", not both", cmd->name);
+	return 0;
+}
 
 static const char *err_class(int code)
 {
@@ -416,7 +532,7 @@ static json_object *reply_error(json_object *id, const char *cls, struct pf_err 
 	return r;
 }
 
-/* The slice a request names by "uuid" or "vf", or NULL. */
+/* The slice a request names by "uuid" or "vf" (never both: args_check()), or NULL. */
 static struct pf_slice *arg_slice_of(struct pf_daemon *d, json_object *args)
 {
 	char norm[PF_UUID_STR];
@@ -547,6 +663,34 @@ static const char *envelope_check(struct pf_client *c, json_object *req, const c
 	return NULL;
 }
 
+/* The longest string "id" echoed: an id is the client's tag for its reply, not a payload. */
+#define PF_ID_MAX	128
+/* The largest integer "id" in magnitude, 2^53: what every JSON reader holds exactly. */
+#define PF_ID_INT_MAX	(1ll << 53)
+
+/* Whether a request's "id" may be echoed in its reply: a clean string of at most
+ * PF_ID_MAX bytes or an integer of at most PF_ID_INT_MAX in magnitude. Any other (invalid
+ * UTF-8, 1e999, an integer json-c saturated) would make the reply invalid JSON or tag it
+ * with something other than what was sent. */
+static int id_check(json_object *id, struct pf_err *e)
+{
+	int64_t i = json_object_get_int64(id);
+
+	if (json_object_is_type(id, json_type_string) && !pf_json_str_clean(id))
+		return cmn_fail(&e->f, -EINVAL, "\"id\" holds a NUL byte or invalid UTF-8");
+	if (json_object_is_type(id, json_type_string) &&
+	    json_object_get_string_len(id) > PF_ID_MAX)
+		return cmn_fail(&e->f, -EINVAL, "\"id\" has %d bytes; a string id has at most "
+				"%d bytes", json_object_get_string_len(id), PF_ID_MAX);
+	if (json_object_is_type(id, json_type_int) && (i < -PF_ID_INT_MAX || i > PF_ID_INT_MAX))
+		return cmn_fail(&e->f, -EINVAL, "\"id\" is an integer past 2^53 in magnitude, "
+				"which not every reader holds exactly");
+	if (json_object_is_type(id, json_type_string) || json_object_is_type(id, json_type_int))
+		return 0;
+	return cmn_fail(&e->f, -EINVAL, "\"id\" must be a string (valid UTF-8, at most %d bytes) "
+			"or an integer, not %s", PF_ID_MAX, pf_json_kind(id));
+}
+
 json_object *pf_command(struct pf_daemon *d, struct pf_client *c, json_object *req)
 {
 	struct pf_err e = { 0 };
@@ -556,8 +700,10 @@ json_object *pf_command(struct pf_daemon *d, struct pf_client *c, json_object *r
 	bool dry, synced;
 	int r;
 
-	if (json_object_is_type(req, json_type_object))
-		json_object_object_get_ex(req, "id", &id);
+	/* Checked first: an error reply echoes the id too. A null id reads as NULL here. */
+	if (json_object_is_type(req, json_type_object) &&
+	    json_object_object_get_ex(req, "id", &id) && id_check(id, &e))
+		return reply_error(NULL, "GenericError", &e);
 	cls = envelope_check(c, req, &name, &args, &dry, &e);
 	if (cls)
 		return reply_error(id, cls, &e);
@@ -577,7 +723,8 @@ json_object *pf_command(struct pf_daemon *d, struct pf_client *c, json_object *r
 			"group", name, (int)c->uid);
 		return reply_error(id, "PermissionDenied", &e);
 	}
-	if (cmd->mutating && (read_only_check(d, name, &e) || migrating_check(d, name, args, &e)))
+	if (args_check(cmd, args, &e) ||
+	    (cmd->mutating && (read_only_check(d, name, &e) || migrating_check(d, name, args, &e))))
 		return reply_error(id, err_class(e.f.err), &e);
 	synced = !d->state_sync_err;
 	ret = json_object_new_object();

@@ -290,6 +290,9 @@ bool pf_utf8_valid(const char *s, size_t len);
 void pf_utf8_scrub(char *s);
 /* A JSON string with no embedded NUL and valid UTF-8 (names, verbs, uuids). */
 bool pf_json_str_clean(json_object *v);
+/* What @v is, for a message that names what a value should have been: "null", "an
+ * integer", "a string holding a NUL byte or invalid UTF-8" ... (NULL reads as null). */
+const char *pf_json_kind(json_object *v);
 /* mkdir -p with @mode. */
 int pf_mkdir_p(const char *path, mode_t mode);
 /* FNV-1a 64 of @s. */

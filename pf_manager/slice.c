@@ -61,9 +61,13 @@ static int slice_from_args(struct pf_daemon *d, json_object *args, struct pf_sli
 {
 	const char *u = arg_str(args, "uuid");
 	char norm[PF_UUID_STR];
+	json_object *v;
 
+	if (!args || !json_object_object_get_ex(args, "uuid", &v))
+		return cmn_fail(&e->f, -EINVAL, "missing \"uuid\" (a slice's UUID)");
 	if (!u)
-		return cmn_fail(&e->f, -EINVAL, "missing \"uuid\" (a string with no NUL byte)");
+		return cmn_fail(&e->f, -EINVAL, "\"uuid\" must be a string (a slice's UUID), "
+				"not %s", pf_json_kind(v));
 	if (ctlc_uuid_parse(u, norm, NULL))
 		return cmn_fail(&e->f, -EINVAL, "\"%.64s\" is not a UUID", u);
 	*out = pf_slice_find(d, norm);
@@ -291,20 +295,57 @@ static void slice_remove(struct pf_daemon *d, struct pf_slice *s)
 	pf_slice_free(s);
 }
 
+/* An owner token, args.@key: {"vm": UUID, "generation": N >= 0 (0 if absent)}, into @vm
+ * (normalised) and @gen; -EINVAL naming the member that is wrong and how otherwise. */
+static int owner_token(json_object *o, const char *key, char *vm, uint64_t *gen,
+		       struct pf_err *e)
+{
+	json_object *v;
+
+	if (!json_object_is_type(o, json_type_object))
+		return cmn_fail(&e->f, -EINVAL, "\"%s\" must be an object {\"vm\": UUID, "
+				"\"generation\": N}, not %s", key, pf_json_kind(o));
+	json_object_object_foreach(o, k, val) {
+		(void)val;
+		if (strcmp(k, "vm") && strcmp(k, "generation"))
+			return cmn_fail(&e->f, -EINVAL, "unknown member \"%.64s\" in \"%s\" "
+					"(it has \"vm\" and \"generation\")", k, key);
+	}
+	if (!json_object_object_get_ex(o, "vm", &v))
+		return cmn_fail(&e->f, -EINVAL, "%s.vm is missing (the owning VM's UUID)", key);
+	if (!pf_json_str_clean(v))
+		return cmn_fail(&e->f, -EINVAL, "%s.vm must be a string (a VM's UUID), not %s", key,
+				pf_json_kind(v));
+	if (ctlc_uuid_parse(json_object_get_string(v), vm, NULL))
+		return cmn_fail(&e->f, -EINVAL, "%s.vm \"%.64s\" is not a UUID", key,
+				json_object_get_string(v));
+	*gen = 0;
+	if (!json_object_object_get_ex(o, "generation", &v))
+		return 0;
+	if (!json_object_is_type(v, json_type_int))
+		return cmn_fail(&e->f, -EINVAL, "%s.generation must be a non-negative integer, "
+				"not %s", key, pf_json_kind(v));
+	if (json_object_get_int64(v) < 0)
+		return cmn_fail(&e->f, -EINVAL, "%s.generation must be a non-negative integer, "
+				"not %" PRId64, key, json_object_get_int64(v));
+	*gen = (uint64_t)json_object_get_int64(v);
+	return 0;
+}
+
 /* The caller's owner token (args.owner) must match the slice's when both exist. */
 static int owner_check(const struct pf_slice *s, json_object *args, struct pf_err *e)
 {
-	json_object *o, *vm, *gen;
-	int64_t g;
+	char vm[PF_UUID_STR];
+	json_object *o;
+	uint64_t g;
+	int r;
 
 	if (!json_object_object_get_ex(args, "owner", &o))
 		return 0;
-	if (!json_object_object_get_ex(o, "vm", &vm) || !json_object_is_type(vm, json_type_string))
-		return cmn_fail(&e->f, -EINVAL, "owner.vm missing");
-	g = json_object_object_get_ex(o, "generation", &gen) ? json_object_get_int64(gen) : 0;
-	if (!s->owner_vm[0])
-		return 0;
-	if (strcasecmp(json_object_get_string(vm), s->owner_vm) || (uint64_t)g != s->owner_gen)
+	r = owner_token(o, "owner", vm, &g, e);
+	if (r || !s->owner_vm[0])
+		return r;
+	if (strcasecmp(vm, s->owner_vm) || g != s->owner_gen)
 		return cmn_fail(&e->f, -EBUSY,
 			       "slice %s is owned by VM %s generation %" PRIu64
 			       "; the request's owner token does not match", s->uuid, s->owner_vm,
@@ -953,6 +994,22 @@ static int start_transient(struct pf_daemon *d, json_object *args, bool dry, jso
 	return 0;
 }
 
+/* A defined slice starts as its definition says: a key of a transient start's spec would
+ * be ignored, so it is refused. */
+static int start_keys_check(json_object *args, struct pf_err *e)
+{
+	if (!args)
+		return 0;
+	json_object_object_foreach(args, key, val) {
+		(void)val;
+		if (strcmp(key, "uuid") && strcmp(key, "owner") && strcmp(key, "dry-run"))
+			return cmn_fail(&e->f, -EINVAL, "\"%.64s\" is for a transient start-slice "
+					"(with \"type\" and \"parent\"); a defined slice starts as "
+					"its definition says (modify-slice changes it)", key);
+	}
+	return 0;
+}
+
 int pf_slice_start_cmd(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
 		       struct pf_err *e)
 {
@@ -961,7 +1018,9 @@ int pf_slice_start_cmd(struct pf_daemon *d, json_object *args, bool dry, json_ob
 
 	if (args && json_object_object_get_ex(args, "type", NULL))
 		return start_transient(d, args, dry, ret, e);
-	r = slice_from_args(d, args, &s, e);
+	r = start_keys_check(args, e);
+	if (!r)
+		r = slice_from_args(d, args, &s, e);
 	if (r)
 		return r;
 	r = owner_check(s, args, e);
@@ -1004,6 +1063,12 @@ int pf_vf_reset_cmd(struct pf_daemon *d, json_object *args, bool dry, json_objec
 	json_object *v;
 	int r;
 
+	/* One of the two; pf_command() refuses both before its checks look for the slice, so
+	 * that they and this command find the same one. */
+	if (!json_object_object_get_ex(args, "vf", NULL) &&
+	    !json_object_object_get_ex(args, "uuid", NULL))
+		return cmn_fail(&e->f, -EINVAL, "reset-vf needs \"uuid\" (a slice's UUID) or "
+				"\"vf\" (1..%d)", PF_MAX_VFS);
 	if (json_object_object_get_ex(args, "vf", &v)) {
 		int vf = json_object_get_int(v);
 
@@ -1220,29 +1285,24 @@ static int modify_spec(struct pf_daemon *d, struct pf_slice *s, json_object *arg
 static int modify_release_owner(const struct pf_slice *s, json_object *args,
 				struct pf_slice *n, struct pf_err *e)
 {
-	json_object *o, *vm, *gen;
-	int64_t g = 0;
+	char vm[PF_UUID_STR];
+	json_object *o;
+	uint64_t g;
+	int r;
 
 	if (!json_object_object_get_ex(args, "release-owner", &o))
 		return 0;
-	if (!json_object_is_type(o, json_type_object) || !json_object_object_get_ex(o, "vm", &vm) ||
-	    !json_object_is_type(vm, json_type_string))
-		return cmn_fail(&e->f, -EINVAL, "\"release-owner\" must be {\"vm\": UUID, "
-			       "\"generation\": N}");
-	if (json_object_object_get_ex(o, "generation", &gen)) {
-		if (!json_object_is_type(gen, json_type_int) || json_object_get_int64(gen) < 0)
-			return cmn_fail(&e->f, -EINVAL, "release-owner.generation must be a "
-				       "non-negative integer");
-		g = json_object_get_int64(gen);
-	}
+	r = owner_token(o, "release-owner", vm, &g, e);
+	if (r)
+		return r;
 	if (json_object_object_get_ex(args, "owner", NULL))
 		return cmn_fail(&e->f, -EINVAL, "give either \"owner\" or \"release-owner\"");
 	if (!s->owner_vm[0])
 		return 0;
-	if (strcasecmp(json_object_get_string(vm), s->owner_vm) || (uint64_t)g != s->owner_gen)
+	if (strcasecmp(vm, s->owner_vm) || g != s->owner_gen)
 		return cmn_fail(&e->f, -EBUSY, "slice %s is owned by VM %s generation %" PRIu64
-			       ", not by VM %.40s generation %" PRId64 "; not released", s->uuid,
-			       s->owner_vm, s->owner_gen, json_object_get_string(vm), g);
+			       ", not by VM %s generation %" PRIu64 "; not released", s->uuid,
+			       s->owner_vm, s->owner_gen, vm, g);
 	n->owner_vm[0] = 0;
 	n->owner_gen = 0;
 	return 0;
@@ -1450,8 +1510,12 @@ int pf_set_vfs(struct pf_daemon *d, json_object *args, bool dry, json_object *re
 	int64_t n;
 	unsigned int running = 0;
 
-	if (!json_object_object_get_ex(args, "num_vfs", &v) || !json_object_is_type(v, json_type_int))
-		return cmn_fail(&e->f, -EINVAL, "missing integer \"num_vfs\"");
+	if (!json_object_object_get_ex(args, "num_vfs", &v))
+		return cmn_fail(&e->f, -EINVAL, "set-vfs needs \"num_vfs\", an integer 0..%u",
+				d->cfg.max_vfs);
+	if (!json_object_is_type(v, json_type_int))
+		return cmn_fail(&e->f, -EINVAL, "\"num_vfs\" must be an integer 0..%u, not %s",
+				d->cfg.max_vfs, pf_json_kind(v));
 	n = json_object_get_int64(v);
 	if (n < 0 || n > d->cfg.max_vfs)
 		return cmn_fail(&e->f, -ERANGE, "%" PRId64 " VFs requested; the maximum is %u", n,

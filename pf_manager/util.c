@@ -291,3 +291,25 @@ bool pf_json_str_clean(json_object *v)
 	return json_object_is_type(v, json_type_string) && strlen(s) == len &&
 	       pf_utf8_valid(s, len);
 }
+
+const char *pf_json_kind(json_object *v)
+{
+	switch (json_object_get_type(v)) {
+	case json_type_null:
+		return "null";
+	case json_type_boolean:
+		return "a boolean";
+	case json_type_double:
+		return "a number with a fraction or an exponent";
+	case json_type_int:
+		return "an integer";
+	case json_type_object:
+		return "an object";
+	case json_type_array:
+		return "an array";
+	case json_type_string:
+		return pf_json_str_clean(v) ? "a string" :
+		       "a string holding a NUL byte or invalid UTF-8";
+	}
+	return "a value of no JSON type";
+}

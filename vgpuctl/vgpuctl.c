@@ -23,6 +23,18 @@
 /* The package version; the build may pass its own. */
 #include "common/version.h"
 
+/* Groups of flags that only some verbs take (struct vgpuctl_verb's flags). */
+enum {
+	VF_QUOTA,			/* --vram, --channels ... --rm-objects */
+	VF_TYPE,			/* -t */
+	VF_START,			/* --auto, --manual */
+	VF_OWNER_UID,			/* --owner-uid */
+	VF_RELEASE,			/* --release-owner */
+	VF_MIGRATE,			/* --to, --switchover, --max-rounds, --no-wait */
+	VF_OWNER,			/* --owner: the verbs whose command checks the token */
+	VF_NR_GROUPS
+};
+
 /* The command line, parsed. */
 struct vgpuctl_opts {
 	const char *socket;
@@ -48,19 +60,9 @@ struct vgpuctl_opts {
 	const char *verb;
 	char *args[VGPUCTL_MAX_ARGS];	/* positional arguments after the verb */
 	int nargs;
-	const char *given[6];		/* per VF_* group: the first flag of it given */
+	const char *given[VF_NR_GROUPS];	/* per VF_* group: the first flag of it given */
 	char given_buf[40];		/* a long option's name as given[] shows it */
 	int last_opt;			/* the option parse_args() is at */
-};
-
-/* Groups of flags that only some verbs take (struct vgpuctl_verb's flags). */
-enum {
-	VF_QUOTA,			/* --vram, --channels ... --rm-objects */
-	VF_TYPE,			/* -t */
-	VF_START,			/* --auto, --manual */
-	VF_OWNER_UID,			/* --owner-uid */
-	VF_RELEASE,			/* --release-owner */
-	VF_MIGRATE,			/* --to, --switchover, --max-rounds, --no-wait */
 };
 
 /* A verb: its function, how many positional arguments it takes and what they are. */
@@ -222,13 +224,14 @@ static json_object *owner_json(const char *owner)
 	return own;
 }
 
-/* {"uuid"} plus the owner token if one was given (stop, start, modify, undefine). */
+/* {"uuid"} plus the owner token if one was given (only the verbs that take --owner: stop,
+ * start, modify, undefine; check_flags() refuses it elsewhere). */
 static json_object *uuid_args(struct vgpuctl_opts *o)
 {
 	json_object *a = json_object_new_object();
 
 	json_object_object_add(a, "uuid", json_object_new_string(o->uuid));
-	if (o->owner && strcmp(o->verb, "list") && strcmp(o->verb, "reset"))
+	if (o->owner)
 		json_object_object_add(a, "owner", owner_json(o->owner));
 	return a;
 }
@@ -735,12 +738,14 @@ static int cmd_vram_map(struct ctlc *c, struct vgpuctl_opts *o)
 		print_json(ret);
 	r = vgpuctl_vram_map_draw(ret, o->json ? stderr : stdout, o->color, o->svg);
 	if (r && !vgpuctl_reply_problem())
-		fprintf(stderr, "vgpuctl: cannot draw the map%s%s: %s\n", o->svg ? " to " : "",
-			o->svg ? o->svg : "", strerror(-r));
+		fprintf(stderr, "vgpuctl: cannot draw the map%s%s: %s%s\n", o->svg ? " to " : "",
+			o->svg ? o->svg : "", strerror(-r),
+			r == -EEXIST ? " (vram-map never overwrites a file, nor follows a link)" :
+			"");
 	else if (!r && o->svg && !o->json && !vgpuctl_reply_problem())
 		printf("SVG written to %s\n", o->svg);
 	json_object_put(rep);
-	return r ? VGPUCTL_FAIL : 0;
+	return r == -EEXIST ? VGPUCTL_CONFLICT : r ? VGPUCTL_FAIL : 0;
 }
 
 /* save -u UUID FILE: vgpud writes the slice's migration stream into FILE, which vgpuctl
@@ -1026,16 +1031,19 @@ static const struct vgpuctl_verb verbs[] = {
 	{ "types",	cmd_types,	0, 0, "", "slice types: supported, and creatable now (or why not)", 0 },
 	{ "list",	cmd_list,	0, 0, "", "slices: defined and running [-u UUID] [-v] [--dumpjson]", 0 },
 	{ "define",	cmd_define,	0, 0, "", "-t TYPE | --jsonfile FILE [-u UUID] [--auto|--manual] [quota flags] [--owner VM[:GEN]]",
-	  VF_BIT(VF_QUOTA) | VF_BIT(VF_TYPE) | VF_BIT(VF_START) | VF_BIT(VF_OWNER_UID) },
-	{ "undefine",	cmd_undefine,	0, 0, "", "-u UUID", 0 },
+	  VF_BIT(VF_QUOTA) | VF_BIT(VF_TYPE) | VF_BIT(VF_START) | VF_BIT(VF_OWNER_UID) |
+	  VF_BIT(VF_OWNER) },
+	{ "undefine",	cmd_undefine,	0, 0, "", "-u UUID [--owner VM[:GEN]]", VF_BIT(VF_OWNER) },
 	{ "start",	cmd_start,	0, 0, "", "-u UUID: give the slice a VF, its VRAM partition and endpoint;"
 	  " -p PARENT -t TYPE [-u UUID] [quota flags]: a transient slice (no definition, gone when stopped)",
 	  /* quota flags and --owner-uid only with -t (start_transient() says so) */
-	  VF_BIT(VF_QUOTA) | VF_BIT(VF_TYPE) | VF_BIT(VF_START) | VF_BIT(VF_OWNER_UID) },
-	{ "stop",	cmd_stop,	0, 0, "", "-u UUID: reset the VF and release the partition (a transient slice is removed)", 0 },
+	  VF_BIT(VF_QUOTA) | VF_BIT(VF_TYPE) | VF_BIT(VF_START) | VF_BIT(VF_OWNER_UID) |
+	  VF_BIT(VF_OWNER) },
+	{ "stop",	cmd_stop,	0, 0, "", "-u UUID [--owner VM[:GEN]]: reset the VF and release the partition (a transient slice is removed)",
+	  VF_BIT(VF_OWNER) },
 	{ "modify",	cmd_modify,	0, 0, "", "-u UUID [-t TYPE] [--auto|--manual] [quota flags] [--owner-uid U] [--release-owner VM[:GEN]]",
 	  VF_BIT(VF_QUOTA) | VF_BIT(VF_TYPE) | VF_BIT(VF_START) | VF_BIT(VF_OWNER_UID) |
-	  VF_BIT(VF_RELEASE) },
+	  VF_BIT(VF_RELEASE) | VF_BIT(VF_OWNER) },
 	{ "set-vfs",	cmd_set_vfs,	1, 1, "N", "N: enable N VFs (sriov_numvfs semantics)", 0 },
 	{ "status",	cmd_status,	0, 0, "", "the device: VRAM, VFs, budgets", 0 },
 	{ "reset",	cmd_reset,	0, 1, "VF", "VF | -u UUID: function-level reset of one VF", 0 },
@@ -1233,8 +1241,8 @@ static int parse_args(int argc, char **argv, struct vgpuctl_opts *o)
 						   "generation in decimal digits", c == O_OWNER ?
 						   "owner" : "release-owner", optarg);
 			*(c == O_OWNER ? &o->owner : &o->release_owner) = optarg;
-			if (c == O_RELEASE_OWNER)
-				flag_given(o, VF_RELEASE, "--release-owner");
+			flag_given(o, c == O_OWNER ? VF_OWNER : VF_RELEASE,
+				   c == O_OWNER ? "--owner" : "--release-owner");
 			break;
 		case O_TO: o->to = optarg; flag_given(o, VF_MIGRATE, "--to"); break;
 		case O_LISTEN: o->listen = optarg; break;

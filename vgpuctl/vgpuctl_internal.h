@@ -38,7 +38,7 @@ size_t vgpuctl_jlen(json_object *arr);
 json_object *vgpuctl_jat(json_object *arr, size_t i, const char *key);
 
 /* Draw the VRAM map reply @map on @out (ANSI colours if @color) and, if @svg_path is not
- * NULL, as an SVG file. 0 or -errno. */
+ * NULL, as a new SVG file there. 0 or -errno: -EEXIST if @svg_path exists (a link too). */
 int vgpuctl_vram_map_draw(json_object *map, FILE *out, bool color, const char *svg_path);
 
 #endif

@@ -2,9 +2,11 @@
 /* vgpuctl vram-map: the VRAM layout (PF spare, each slice with its allocated density,
  * free extents) as a coloured terminal bar and as an SVG picture. */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ctlclient/ctlclient.h"
 #include "vgpuctl/vgpuctl_internal.h"
@@ -243,11 +245,29 @@ static void svg_legend(FILE *f, json_object *segs)
 	}
 }
 
+/* @path, a new file: never one that exists, nor what a link there points to (vgpuctl runs
+ * as root, and a link planted in a shared directory would have it truncate any file). */
+static FILE *svg_create(const char *path)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644), err;
+	FILE *f;
+
+	if (fd < 0)
+		return NULL;
+	f = fdopen(fd, "w");
+	if (!f) {
+		err = errno;
+		close(fd);
+		errno = err;
+	}
+	return f;
+}
+
 static int draw_svg(json_object *map, json_object *segs, const char *path)
 {
 	uint64_t total = jget(map, "vram_bytes");
 	unsigned int slices = 0, rows;
-	FILE *f = fopen(path, "we");
+	FILE *f = svg_create(path);
 	char a[32];
 
 	if (!f)

@@ -18,6 +18,7 @@
 #include <json-c/json.h>
 
 #include "common/clock.h"
+#include "common/log.h"
 #include "ctlclient/ctlclient.h"
 #include "vmm_glue/vmm_internal.h"
 
@@ -840,12 +841,38 @@ static void print_stop(const struct vm_opts *o, const struct vmm_vm_info *info)
 	json_object_put(j);
 }
 
-static int cmd_stop(struct vm_opts *o)
+/* The hook releases the slice on "release end"; without it, this does: the token of the
+ * domain's own metadata only (a clone's names the VM it was made from, which may run), on
+ * a vgpud socket vmm_meta_socket() accepts. */
+static void stop_release(const struct vm_opts *o, const struct vmm_vm_info *info)
 {
 	struct cmn_fail e = { 0 }, ignore;
+	const char *sock;
+	struct ctlc *c;
+
+	if (strcasecmp(info->meta.vm, info->uuid)) {
+		cmn_info("vgpu-vm: domain %s (UUID %s) carries the owner token of VM %s: slice %s "
+			 "is not released (the token is that VM's)", info->name, info->uuid,
+			 info->meta.vm, info->meta.slice);
+		return;
+	}
+	if (vmm_meta_socket(&info->meta, o->socket_given ? o->socket : NULL, &sock, &e)) {
+		fprintf(stderr, "vgpu-vm: domain %s: slice %s not released: %s\n", info->name,
+			info->meta.slice, e.msg);
+		return;
+	}
+	if (!ctlc_open(sock, &c, &ignore)) {
+		vmm_slice_release(c, info->meta.slice, info->meta.vm, info->meta.generation,
+				  &ignore);
+		ctlc_close(c);
+	}
+}
+
+static int cmd_stop(struct vm_opts *o)
+{
+	struct cmn_fail e = { 0 };
 	struct vmm_virt *v = NULL;
 	struct vmm_vm_info info;
-	struct ctlc *c;
 	int r;
 
 	if (o->nargs != 1)
@@ -857,12 +884,8 @@ static int cmd_stop(struct vm_opts *o)
 		goto out;
 	if (!r)
 		r = vmm_virt_stop(v, info.uuid, o->undefine, &e);
-	/* The hook releases the slice on "release end"; without it, this does. */
-	if (!r && info.has_meta &&
-	    !ctlc_open(o->socket_given ? o->socket : info.meta.socket, &c, &ignore)) {
-		vmm_slice_release(c, info.meta.slice, info.meta.vm, info.meta.generation, &ignore);
-		ctlc_close(c);
-	}
+	if (!r && info.has_meta)
+		stop_release(o, &info);
 out:
 	if (!r && o->json)
 		print_stop(o, &info);
@@ -886,9 +909,16 @@ static const char *slice_state(const struct vmm_slice *s, bool known)
 static json_object *list_entry(const struct vmm_vm_info *i, struct vmm_slice *s, bool *known)
 {
 	json_object *j = json_object_new_object(), *own = json_object_new_object();
+	struct cmn_fail e = { 0 };
+	const char *sock;
 	struct ctlc *c;
 
-	*known = !ctlc_open(i->meta.socket, &c, NULL);
+	/* The socket is whatever the domain's definer wrote: only a vgpud's is used. */
+	*known = !vmm_meta_socket(&i->meta, NULL, &sock, &e);
+	if (!*known && e.err != -ECONNREFUSED)
+		fprintf(stderr, "vgpu-vm: domain %s: %s\n", i->name, e.msg);
+	if (*known)
+		*known = !ctlc_open(sock, &c, NULL);
 	if (*known) {
 		*known = !vmm_slice_query(c, i->meta.slice, s, NULL);
 		ctlc_close(c);
@@ -969,28 +999,38 @@ static int cmd_list(struct vm_opts *o)
 
 /* ---- hook -------------------------------------------------------------------------------- */
 
-static char *read_stdin(void)
+/* The domain XML on stdin, all of it read (libvirtd writes it all). Past HOOK_MAX_XML it
+ * is not kept: *@over is set, and *@ours says whether it names our metadata's namespace. */
+static char *read_stdin(bool *over, bool *ours)
 {
-	size_t len = 0, cap = 65536;
+	size_t len = 0, cap = 65536, keep = sizeof(VMM_NS_URI) - 2;
 	char *buf = malloc(cap + 1), *n;
 	ssize_t got;
 
+	*over = *ours = false;
 	while (buf && (got = read(0, buf + len, cap - len)) > 0) {
 		len += (size_t)got;
-		if (len == cap) {
-			if (cap >= HOOK_MAX_XML) {
-				free(buf);
-				return NULL;
-			}
+		if (len < cap)
+			continue;
+		if (cap < HOOK_MAX_XML) {
 			cap *= 2;
 			n = realloc(buf, cap + 1);
 			if (!n)
 				free(buf);
 			buf = n;
+			continue;
 		}
+		/* Over the limit: look for the namespace, the tail kept for one that straddles
+		 * two reads. */
+		*over = true;
+		*ours = *ours || memmem(buf, len, VMM_NS_URI, keep + 1);
+		memmove(buf, buf + len - keep, keep);
+		len = keep;
 	}
-	if (buf)
-		buf[len] = 0;
+	if (!buf)
+		return NULL;
+	buf[len] = 0;
+	*ours = *ours || (*over && memmem(buf, len, VMM_NS_URI, keep + 1));
 	return buf;
 }
 
@@ -998,15 +1038,26 @@ static int cmd_hook(struct vm_opts *o)
 {
 	struct cmn_fail e = { 0 };
 	const char *sock = o->socket_given ? o->socket : NULL;
+	bool over, ours;
 	char *xml;
 	int r;
 
 	if (o->nargs < 3 || o->nargs > 4)
 		return usage("%s", "hook needs NAME OP SUBOP [EXTRA] (libvirt's qemu hook arguments)");
-	xml = read_stdin();
+	xml = read_stdin(&over, &ours);
 	if (!xml) {
-		fprintf(stderr, "vgpu hook: domain %s: cannot read the domain XML on stdin\n",
+		fprintf(stderr, "vgpu hook: domain %s: out of memory reading the domain XML\n",
 			o->args[0]);
+		return VMM_EXIT_FAIL;
+	}
+	if (over) {
+		free(xml);
+		/* A domain without our metadata is none of the hook's business, however big. */
+		if (!ours || !vmm_hook_acts(o->args[1], o->args[2]))
+			return 0;
+		fprintf(stderr, "vgpu hook: domain %s: the domain XML is over the hook's limit "
+			"(it must be under %u MiB) and has vGPU metadata (%s): refused\n",
+			o->args[0], HOOK_MAX_XML >> 20, VMM_NS_URI);
 		return VMM_EXIT_FAIL;
 	}
 	r = vmm_hook_run(o->args[0], o->args[1], o->args[2], xml, sock, &e);

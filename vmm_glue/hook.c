@@ -2,13 +2,18 @@
 /* The libvirt qemu hook: libvirtd runs "qemu NAME OP SUBOP EXTRA" with the domain XML on
  * stdin. On "prepare begin" the slice named in our metadata must end up started and owned
  * by this domain, or the start fails here, early, with a message libvirt shows the user; on
- * "release end" the domain's owner token is released. The hook talks only to vgpud: calling
- * back into libvirt from a hook deadlocks libvirtd. */
+ * "release end" the domain's owner token is released. Only a domain whose UUID is the
+ * metadata's owner VM acts: a clone (virt-clone, dumpxml | define) carries the metadata of
+ * the VM it was made from, and libvirt runs "release end" for its failed start too, which
+ * must not take the slice from that VM while it runs. The hook runs as root and reaches
+ * vgpud through the socket vmm_meta_socket() accepts; it talks only to vgpud: calling back
+ * into libvirt from a hook deadlocks libvirtd. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "common/log.h"
 #include "ctlclient/ctlclient.h"
 #include "vmm_glue/vmm_internal.h"
 
@@ -54,13 +59,20 @@ static int hook_prepare(struct ctlc *c, const char *name, const struct vmm_meta 
 	return r;
 }
 
+bool vmm_hook_acts(const char *op, const char *subop)
+{
+	return (!strcmp(op, "prepare") && !strcmp(subop, "begin")) ||
+	       (!strcmp(op, "release") && !strcmp(subop, "end"));
+}
+
 int vmm_hook_run(const char *name, const char *op, const char *subop, const char *xml,
 		 const char *socket_override, struct cmn_fail *e)
 {
 	bool prepare = !strcmp(op, "prepare") && !strcmp(subop, "begin");
-	bool release = !strcmp(op, "release") && !strcmp(subop, "end");
+	bool release = vmm_hook_acts(op, subop) && !prepare;
 	char dom_uuid[VMM_UUID_LEN];
 	struct vmm_meta m;
+	const char *sock;
 	struct ctlc *c;
 	int r;
 
@@ -75,7 +87,15 @@ int vmm_hook_run(const char *name, const char *op, const char *subop, const char
 		return cmn_fail(e, -EINVAL, "domain %s (UUID %s) carries the owner token of VM %s: "
 				"its vGPU metadata belongs to another domain (regenerate it with "
 				"vgpu-vm xml)", name, dom_uuid, m.vm);
-	r = ctlc_open(socket_override ? socket_override : m.socket, &c, e);
+	if (release && strcasecmp(dom_uuid, m.vm)) {
+		cmn_info("vgpu hook: domain %s (UUID %s) carries the owner token of VM %s: slice "
+			 "%s is not released (the token is that VM's)", name, dom_uuid, m.vm,
+			 m.slice);
+		return 0;
+	}
+	r = vmm_meta_socket(&m, socket_override, &sock, e);
+	if (!r)
+		r = ctlc_open(sock, &c, e);
 	if (r)
 		return r;
 	if (prepare)

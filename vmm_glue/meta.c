@@ -1,9 +1,13 @@
 // SPDX-License-Identifier: MIT
-/* Our <metadata> element read back from a domain XML (libvirt's, or the hook's stdin). */
+/* Our <metadata> element read back from a domain XML (libvirt's, or the hook's stdin), and
+ * whether the vgpud socket it names may be trusted. */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <libxml/parser.h>
 #include <libxml/tree.h>
@@ -100,4 +104,91 @@ int vmm_meta_parse(const char *xml, struct vmm_meta *m, char *dom_uuid, struct c
 free_doc:
 	xmlFreeDoc(doc);
 	return r;
+}
+
+/* ---- the metadata's socket -------------------------------------------------------------- */
+
+#define SOCK_NAME	"control.sock"		/* vgpud's, in its runtime directory */
+#define LOCK_NAME	"vgpud.lock"		/* vgpud's lock there while it runs */
+
+static bool owner_ok(const struct stat *st, uid_t uid)
+{
+	return st->st_uid == 0 || st->st_uid == uid;
+}
+
+/* "root", or "root or uid N" for a caller that is not root. */
+static const char *owners(uid_t uid, char *buf, size_t len)
+{
+	if (!uid)
+		return "root";
+	snprintf(buf, len, "root or uid %u", (unsigned int)uid);
+	return buf;
+}
+
+/* @dir and every directory above it: owned by root or @uid, and writable by no one else
+ * unless sticky (/tmp), so no one else can put another socket in the path's place. */
+static int socket_dirs_check(const char *path, char *dir, uid_t uid, struct cmn_fail *e)
+{
+	struct stat st;
+	char who[32];
+
+	for (;;) {
+		if (lstat(dir, &st) || !S_ISDIR(st.st_mode))
+			return cmn_fail(e, -EPERM, "vgpud socket %s refused: %s is not a directory",
+					path, dir);
+		if (!owner_ok(&st, uid))
+			return cmn_fail(e, -EPERM, "vgpud socket %s refused: directory %s belongs "
+					"to uid %u, not to %s", path, dir, (unsigned int)st.st_uid,
+					owners(uid, who, sizeof(who)));
+		if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))
+			return cmn_fail(e, -EPERM, "vgpud socket %s refused: directory %s is "
+					"writable by others (mode %04o)", path, dir,
+					(unsigned int)(st.st_mode & 07777));
+		if (!strcmp(dir, "/"))
+			return 0;
+		*strrchr(dir, '/') = 0;
+		if (!dir[0])
+			strcpy(dir, "/");
+	}
+}
+
+int vmm_meta_socket_check(const char *path, uid_t uid, struct cmn_fail *e)
+{
+	char real[PATH_MAX], dir[PATH_MAX], who[32];
+	const char *base = strrchr(path, '/');
+	struct stat st;
+
+	if (path[0] != '/' || !base)
+		return cmn_fail(e, -EPERM, "vgpud socket %s refused: not an absolute path", path);
+	if (!realpath(path, real))
+		return cmn_fail(e, -ECONNREFUSED, "vgpud is not reachable at %s: %s", path,
+				strerror(errno));
+	if (strcmp(real, path))
+		return cmn_fail(e, -EPERM, "vgpud socket %s refused: the path goes through a "
+				"symbolic link or is not canonical (it is %s)", path, real);
+	if (strcmp(base + 1, SOCK_NAME))
+		return cmn_fail(e, -EPERM, "vgpud socket %s refused: vgpud's control socket is "
+				"named %s", path, SOCK_NAME);
+	if (lstat(path, &st) || !S_ISSOCK(st.st_mode))
+		return cmn_fail(e, -EPERM, "vgpud socket %s refused: not a socket", path);
+	if (!owner_ok(&st, uid))
+		return cmn_fail(e, -EPERM, "vgpud socket %s refused: it belongs to uid %u, not "
+				"to %s", path, (unsigned int)st.st_uid,
+				owners(uid, who, sizeof(who)));
+	snprintf(dir, sizeof(dir), "%.*s", (int)(base - path), path);
+	if (!dir[0])
+		strcpy(dir, "/");
+	if (snprintf(real, sizeof(real), "%s/%s", dir, LOCK_NAME) >= (int)sizeof(real) ||
+	    lstat(real, &st) || !S_ISREG(st.st_mode) || !owner_ok(&st, uid))
+		return cmn_fail(e, -EPERM, "vgpud socket %s refused: %s is not a vgpud runtime "
+				"directory (no %s of %s there)", path, dir, LOCK_NAME,
+				owners(uid, who, sizeof(who)));
+	return socket_dirs_check(path, dir, uid, e);
+}
+
+int vmm_meta_socket(const struct vmm_meta *m, const char *override, const char **sock,
+		    struct cmn_fail *e)
+{
+	*sock = override ? override : m->socket;
+	return override ? 0 : vmm_meta_socket_check(m->socket, geteuid(), e);
 }

@@ -296,7 +296,9 @@ static int mig_preflight(struct mig_run *m, struct cmn_fail *e)
 	if (strcmp(m->info.state, "running"))
 		return cmn_fail(e, -EBUSY, "domain %s is %s: only a running domain migrates live",
 				m->info.name, m->info.state);
-	ssock = o->src_socket ? o->src_socket : m->info.meta.socket;
+	r = vmm_meta_socket(&m->info.meta, o->src_socket, &ssock, e);
+	if (r)
+		return r;
 	if (!strcmp(ssock, o->dest_socket))
 		return cmn_fail(e, -EINVAL, "--dest-socket %s is the source's vgpud: name the "
 				"destination host's vgpud control socket", o->dest_socket);

@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "common/fail.h"
 
@@ -150,6 +151,22 @@ int vmm_xml_build(const struct vmm_domain *d, char **xml, struct cmn_fail *e);
  * it gets the domain's <uuid> ("" if absent). */
 int vmm_meta_parse(const char *xml, struct vmm_meta *m, char *dom_uuid, struct cmn_fail *e);
 
+/* Whether a process of @uid (root for the hook) may talk to the vgpud socket @path that a
+ * domain's metadata names: anyone who can define a domain writes that path, and the hook
+ * connects as root. Accepted: vgpud's control socket, named control.sock, a socket of root
+ * (or @uid) in a vgpud runtime directory (one holding the vgpud.lock of a vgpud of root or
+ * @uid: /run/vgpud, /run/vgpud-NAME, or any --runtime-dir), reached without a symbolic
+ * link, '.' or '..', through directories of root (or @uid) that no one else may write
+ * (sticky ones aside). 0, -ECONNREFUSED (no such file) or -EPERM, each naming the path and
+ * why. */
+int vmm_meta_socket_check(const char *path, uid_t uid, struct cmn_fail *e);
+
+/* The vgpud socket for @m in *@sock: @override when given (--socket, $VGPUD_SOCKET: the
+ * caller's own choice), else @m's, which vmm_meta_socket_check() must accept for this
+ * process's user: 0, or its error. */
+int vmm_meta_socket(const struct vmm_meta *m, const char *override, const char **sock,
+		    struct cmn_fail *e);
+
 /* The <metadata> child element for @m (malloc'd), as vmm_xml_build() writes it. */
 char *vmm_meta_xml(const struct vmm_meta *m);
 
@@ -162,10 +179,15 @@ int vmm_xml_validate(const char *xml, struct cmn_fail *e);
 /* The hook's work for libvirt's "qemu NAME OP SUBOP EXTRA" with the domain XML @xml:
  * "prepare begin" makes sure the slice in the metadata is started and owned by the domain
  * (failing the start with a message otherwise); "release end" releases the owner token;
- * anything else, and a domain without our metadata, is 0. @socket_override (NULL: the
- * metadata's) names vgpud's socket. Never calls libvirt. */
+ * anything else, and a domain without our metadata, is 0. Both act only for metadata whose
+ * owner VM is the domain's own UUID (a clone carries another domain's): prepare fails
+ * then, release does nothing (saying why at info). @socket_override (NULL: the metadata's,
+ * if vmm_meta_socket() accepts it) names vgpud's socket. Never calls libvirt. */
 int vmm_hook_run(const char *name, const char *op, const char *subop, const char *xml,
 		 const char *socket_override, struct cmn_fail *e);
+
+/* Whether the hook acts on libvirt's @op @subop at all: "prepare begin", "release end". */
+bool vmm_hook_acts(const char *op, const char *subop);
 
 /* ---- migration (vgpu-vm migrate, migrate.c) ----------------------------------------------- */
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* ctlclient against a scripted fake vgpud: negotiation, replies and events, error replies
- * as errnos, the reply limit, unreachable sockets; and the value formats. */
+ * as errnos, the reply limit, unreachable sockets, the deadlines against a peer that
+ * trickles its bytes (on a clock the test drives); and the value formats. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -18,6 +19,7 @@
 #include <cmocka.h>
 #include <json-c/json.h>
 
+#include "common/clock.h"
 #include "ctlclient/ctlclient.h"
 #include "tests/unit/ctlclient/fake_line_io.h"
 
@@ -36,7 +38,36 @@ struct fake {
 	char dir[32], path[64];
 	int lfd;
 	pthread_t thr;
+	/* Trickling: message @trickle (0 the greeting, i the answer to request i) goes out
+	 * after @trickle_pad spaces, one byte per token read from @token_fd (the test's
+	 * clock writes one per reading); EOF there ends the fake. */
+	int token_fd;			/* -1: no trickling */
+	unsigned int trickle, trickle_pad;
+	unsigned int sent;		/* bytes of that message (pad included) sent */
 };
+
+static bool fake_token(struct fake *f)
+{
+	char t;
+
+	return read(f->token_fd, &t, 1) == 1;
+}
+
+/* Message @idx of the script: at once, or one byte per token. */
+static void fake_say(struct fake *f, int fd, unsigned int idx, const char *msg)
+{
+	if (f->token_fd < 0 || idx != f->trickle) {
+		send_all(fd, msg, strlen(msg));
+		return;
+	}
+	for (; f->sent < f->trickle_pad; f->sent++)
+		if (!fake_token(f) || send(fd, " ", 1, MSG_NOSIGNAL) != 1)
+			return;
+	if (fake_token(f)) {
+		send_all(fd, msg, strlen(msg));
+		f->sent += (unsigned int)strlen(msg);
+	}
+}
 
 static void send_big(int fd)
 {
@@ -56,22 +87,29 @@ static void *fake_serve(void *arg)
 
 	if (fd < 0)
 		return NULL;
-	send_all(fd, f->s->greeting, strlen(f->s->greeting));
+	fake_say(f, fd, 0, f->s->greeting);
 	for (unsigned int i = 0; f->s->answers[i] && read_request(fd); i++) {
 		if (f->s->answers[i] == BIG)
 			send_big(fd);
 		else
-			send_all(fd, f->s->answers[i], strlen(f->s->answers[i]));
+			fake_say(f, fd, i + 1, f->s->answers[i]);
 	}
 	close(fd);
 	return NULL;
 }
 
-static void fake_start(struct fake *f, const struct script *s)
+/* The fake on a socket of its own, its thread started; @token_fd >= 0: it trickles message
+ * @trickle after @pad spaces (struct fake). */
+static void fake_start_trickle(struct fake *f, const struct script *s, int token_fd,
+			       unsigned int trickle, unsigned int pad)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 
 	f->s = s;
+	f->token_fd = token_fd;
+	f->trickle = trickle;
+	f->trickle_pad = pad;
+	f->sent = 0;
 	snprintf(f->dir, sizeof(f->dir), "/tmp/ctlc-test-XXXXXX");
 	assert_non_null(mkdtemp(f->dir));
 	snprintf(f->path, sizeof(f->path), "%s/control.sock", f->dir);
@@ -81,6 +119,11 @@ static void fake_start(struct fake *f, const struct script *s)
 	assert_int_equal(bind(f->lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
 	assert_int_equal(listen(f->lfd, 1), 0);
 	assert_int_equal(pthread_create(&f->thr, NULL, fake_serve, f), 0);
+}
+
+static void fake_start(struct fake *f, const struct script *s)
+{
+	fake_start_trickle(f, s, -1, 0, 0);
 }
 
 static void fake_stop(struct fake *f)
@@ -220,6 +263,113 @@ static void test_unreachable(void **state)
 	ctlc_close(NULL);
 }
 
+/* ---- deadlines ------------------------------------------------------------------------- */
+
+/* The clock ctlclient reads its deadlines on: @step_ns later at each reading, and each
+ * reading lets a trickling fake send one more byte (the peer sends a byte per @step_ns). */
+struct tclock {
+	uint64_t now, step_ns;
+	unsigned int reads;
+	int token_fd;			/* -1: no trickling fake */
+};
+
+static uint64_t tclock_ns(void *arg)
+{
+	struct tclock *k = arg;
+
+	k->now += k->step_ns;
+	k->reads++;
+	if (k->token_fd >= 0 && write(k->token_fd, "t", 1) != 1)
+		fail_msg("token pipe: %s", strerror(errno));
+	return k->now;
+}
+
+#define PAD	1000		/* spaces before a trickled line: far past any deadline */
+
+static const struct trickle_case {
+	const char *name;
+	unsigned int trickle;		/* 0: the greeting, 1: the reply to qmp_capabilities,
+					 * 2: the reply to query-x */
+	unsigned int timeout_ms;	/* ctlc_opts; 0: the default */
+	const char *want;		/* in the failure's message, after the socket's path */
+} trickle_cases[] = {
+	{ "a greeting trickled a byte each 2 s ends at the open's deadline", 0, 0,
+	  ": timed out after 30000 ms waiting for its greeting" },
+	{ "a negotiation trickled a byte each 2 s ends at the open's deadline", 1, 0,
+	  ": timed out after 30000 ms waiting for the reply to qmp_capabilities" },
+	{ "a reply trickled a byte each 2 s ends at the request's deadline", 2, 0,
+	  ": timed out after 30000 ms waiting for the reply to query-x" },
+	{ "a trickled reply against a deadline of 7 s", 2, 7000,
+	  ": timed out after 7000 ms waiting for the reply to query-x" },
+};
+
+static void test_trickle(void **state)
+{
+	static const struct script s = { GREETING, { CAPS_OK, "{\"return\":{\"x\":1}}\n" } };
+	const struct trickle_case *c = *state;
+	struct tclock k = { .now = 1000 * VGPU_NSEC_PER_SEC };
+	struct ctlc_opts o = { .timeout_ms = c->timeout_ms, .clock_ns = tclock_ns,
+			       .clock_arg = &k };
+	struct cmn_fail e = { 0 };
+	struct ctlc *cl = NULL;
+	json_object *ret = NULL;
+	char want[256];
+	int tokens[2], r;
+	struct fake f;
+
+	assert_int_equal(pipe(tokens), 0);
+	fake_start_trickle(&f, &s, tokens[0], c->trickle, PAD);
+	k.token_fd = tokens[1];
+	/* The clock runs from the exchange that trickles on. */
+	k.step_ns = c->trickle < 2 ? 2 * VGPU_NSEC_PER_SEC : 0;
+	r = ctlc_open_opts(f.path, &o, &cl, &e);
+	if (c->trickle == 2) {
+		if (r)
+			fail_msg("open: %s", e.msg);
+		k.step_ns = 2 * VGPU_NSEC_PER_SEC;
+		k.reads = 0;
+		r = ctlc_exec(cl, "query-x", NULL, &ret, &e);
+	}
+	assert_int_equal(r, -ECONNREFUSED);
+	assert_null(ret);
+	snprintf(want, sizeof(want), "vgpud at %s%s", f.path, c->want);
+	if (!strstr(e.msg, want))
+		fail_msg("%s: message \"%s\" does not say \"%s\"", c->name, e.msg, want);
+	ctlc_close(cl);
+	close(tokens[1]);		/* the fake stops at its next token */
+	fake_stop(&f);
+	close(tokens[0]);
+	/* Given up long before the line was complete: a byte per reading of the clock. */
+	assert_true(f.sent < PAD);
+	assert_true(k.reads <= 4 + (c->timeout_ms ? c->timeout_ms : CTLC_TIMEOUT_MS) / 2000);
+}
+
+/* The deadline belongs to each request, not to the connection: requests far apart on the
+ * clock are each answered. */
+static void test_deadline_per_request(void **state)
+{
+	static const struct script s = { GREETING, { CAPS_OK, "{\"return\":{\"x\":1}}\n",
+						     "{\"return\":{\"x\":2}}\n" } };
+	struct tclock k = { .now = 1, .token_fd = -1 };
+	struct ctlc_opts o = { .timeout_ms = 5000, .clock_ns = tclock_ns, .clock_arg = &k };
+	struct ctlc *cl;
+	json_object *ret;
+	struct fake f;
+
+	(void)state;
+	fake_start(&f, &s);
+	assert_int_equal(ctlc_open_opts(f.path, &o, &cl, NULL), 0);
+	for (int i = 0; i < 2; i++) {
+		k.now += 60 * VGPU_NSEC_PER_SEC;	/* idle between requests */
+		assert_int_equal(ctlc_exec(cl, "query-x", NULL, &ret, NULL), 0);
+		assert_true(json_object_object_get_ex(ret, "x", NULL));
+		json_object_put(ret);
+	}
+	assert_true(k.reads >= 2);		/* both waited on the test's clock */
+	ctlc_close(cl);
+	fake_stop(&f);
+}
+
 /* ---- values ---------------------------------------------------------------------------- */
 
 static const struct uuid_case {
@@ -269,7 +419,8 @@ static void test_size(void **state)
 int main(void)
 {
 	struct CMUnitTest tests[sizeof(exec_cases) / sizeof(exec_cases[0]) +
-				sizeof(errno_cases) / sizeof(errno_cases[0]) + 4];
+				sizeof(errno_cases) / sizeof(errno_cases[0]) +
+				sizeof(trickle_cases) / sizeof(trickle_cases[0]) + 5];
 	size_t n = 0;
 
 	for (size_t i = 0; i < sizeof(exec_cases) / sizeof(exec_cases[0]); i++)
@@ -280,6 +431,10 @@ int main(void)
 	for (size_t i = 0; i < sizeof(errno_cases) / sizeof(errno_cases[0]); i++)
 		tests[n++] = (struct CMUnitTest){ errno_cases[i].name, test_reply_errno, NULL, NULL,
 						  (void *)&errno_cases[i] };
+	for (size_t i = 0; i < sizeof(trickle_cases) / sizeof(trickle_cases[0]); i++)
+		tests[n++] = (struct CMUnitTest){ trickle_cases[i].name, test_trickle, NULL, NULL,
+						  (void *)&trickle_cases[i] };
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_deadline_per_request);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_uuid);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_size);
 	return _cmocka_run_group_tests("ctlclient", tests, n, NULL, NULL);

@@ -64,6 +64,9 @@ static void test_every_verb(void **state)
 		fclose(f);
 		assert_non_null(strstr(head, "<svg xmlns='http://www.w3.org/2000/svg'"));
 	}
+	/* never over a file (a link planted there included): Conflict, the file kept */
+	assert_int_equal(T_CTL(d, "vram-map", "--svg", svg, "--no-color"), 4);
+	assert_non_null(strstr(t_out.err, "never overwrites a file"));
 	assert_int_equal(T_CTL(d, "stop", "-u", U1), 0);
 	assert_int_equal(T_CTL(d, "undefine", "-u", U1), 0);
 	assert_int_equal(T_CTL(d, "list", "--json"), 0);
@@ -455,6 +458,11 @@ static const struct nargs_case {
 	{ "status with --auto", { "status", "--auto" }, "status does not take --auto" },
 	{ "define with --switchover", { "define", "-t", "vgpu-1G", "--switchover", "auto" },
 	  "define does not take --switchover" },
+	/* --owner only where vgpud checks or sets the token: elsewhere it would be refused
+	 * as an unknown argument, or dropped. */
+	{ "reset with --owner", { "reset", "1", "--owner", U2 }, "reset does not take --owner" },
+	{ "reclaim with --owner", { "reclaim", "-u", U1, "--owner", U2 ":1" },
+	  "reclaim does not take --owner" },
 	/* --owner is VMUUID[:GENERATION], the generation decimal digits. */
 	{ "owner not a uuid", { "stop", "-u", U1, "--owner", "not-a-uuid:banana" },
 	  "bad --owner \"not-a-uuid:banana\": need VMUUID[:GENERATION]" },

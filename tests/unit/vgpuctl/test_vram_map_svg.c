@@ -272,6 +272,43 @@ static void test_63_slices(void **state)
 	json_object_put(m);
 }
 
+/* The SVG goes only to a new file: an existing file, a link to one (planted where root
+ * writes) and a dangling link are refused with -EEXIST, and the file stays as it was. */
+static void test_no_overwrite(void **state)
+{
+	static const unsigned int sizes[] = { 1024 };
+	json_object *m = map_of(4096 * MIB, sizes, 1);
+	FILE *devnull = fopen("/dev/null", "w");
+	char victim[128], link[128], dangling[128], fresh[128], buf[64] = "";
+	FILE *f;
+
+	(void)state;
+	snprintf(victim, sizeof(victim), "%s/victim", dir);
+	snprintf(link, sizeof(link), "%s/link.svg", dir);
+	snprintf(dangling, sizeof(dangling), "%s/dangling.svg", dir);
+	snprintf(fresh, sizeof(fresh), "%s/fresh.svg", dir);
+	f = fopen(victim, "w");
+	assert_non_null(f);
+	fputs("keep me", f);
+	fclose(f);
+	assert_int_equal(symlink(victim, link), 0);
+	assert_int_equal(symlink("nowhere", dangling), 0);
+	assert_int_equal(vgpuctl_vram_map_draw(m, devnull, false, link), -EEXIST);
+	assert_int_equal(vgpuctl_vram_map_draw(m, devnull, false, victim), -EEXIST);
+	assert_int_equal(vgpuctl_vram_map_draw(m, devnull, false, dangling), -EEXIST);
+	f = fopen(victim, "r");
+	assert_non_null(f);
+	assert_non_null(fgets(buf, sizeof(buf), f));
+	fclose(f);
+	assert_string_equal(buf, "keep me");
+	snprintf(buf, sizeof(buf), "%s/nowhere", dir);	/* the dangling link's target */
+	assert_int_equal(access(buf, F_OK), -1);
+	assert_int_equal(vgpuctl_vram_map_draw(m, devnull, false, fresh), 0);
+	assert_int_equal(access(fresh, R_OK), 0);
+	fclose(devnull);
+	json_object_put(m);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -292,6 +329,7 @@ int main(void)
 	static const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_three_slices),
 		cmocka_unit_test(test_63_slices),
+		cmocka_unit_test(test_no_overwrite),
 	};
 
 	return cmocka_run_group_tests_name("vram_map_svg", tests, setup, teardown);

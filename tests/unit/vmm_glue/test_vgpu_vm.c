@@ -3,7 +3,9 @@
  * argument or unusable slice gives a clear message and its exit code and changes nothing
  * (vgpud's slice list is compared before and after); dry-run and xml; and the libvirt hook
  * fed domain XML on stdin: it starts and takes a slice on "prepare begin", gives it back
- * on "release end", refuses a slice another VM owns, and leaves other domains alone. */
+ * on "release end", refuses a slice another VM owns, leaves a slice alone for a clone's
+ * metadata, uses the metadata's socket only when it is a vgpud's, and leaves other
+ * domains (of any size) alone. */
 /* pf_test.h copies paths it made itself into sun_path; gcc cannot see their length. */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 #include "vgpu_vm_test.h"
@@ -27,17 +29,26 @@ static struct tdaemon *dmn;
 static char kernel[PATH_MAX];	/* any readable file QEMU's user can reach */
 
 static struct vm_run res;
+static char sock_dir[PATH_MAX];	/* links to the daemon's socket, beside its runtime dir */
 
-/* vgpu-vm with @argv (after the program name), @in on stdin; the result in res. */
-static void run_vm(char *const *argv, const char *in)
+/* vgpu-vm with @argv (after the program name), @in on stdin, $VGPUD_SOCKET @sock (NULL:
+ * unset); the result in res. */
+static void run_vm_at(const char *sock, char *const *argv, const char *in)
 {
 	int in_fd, out_fd, err_fd;
-	pid_t pid = vm_spawn(dmn->sock, argv, &in_fd, &out_fd, &err_fd);
+	pid_t pid = vm_spawn(sock, argv, &in_fd, &out_fd, &err_fd);
 
+	/* A vgpu-vm that stops reading early must fail its case, not kill the suite. */
+	signal(SIGPIPE, SIG_IGN);
 	if (in && write(in_fd, in, strlen(in)) < 0)
 		fprintf(stderr, "# stdin: %s\n", strerror(errno));
 	close(in_fd);
 	vm_finish(pid, out_fd, err_fd, &res);
+}
+
+static void run_vm(char *const *argv, const char *in)
+{
+	run_vm_at(dmn->sock, argv, in);
 }
 
 #define VM(...) run_vm((char *const[]){ __VA_ARGS__, NULL }, NULL)
@@ -103,6 +114,18 @@ static int group_setup(void **state)
 
 static int group_teardown(void **state)
 {
+	char path[PATH_MAX];
+
+	if (sock_dir[0]) {
+		for (int i = 0; i < 2; i++) {
+			snprintf(path, sizeof(path), "%s/%s/control.sock", sock_dir,
+				 i ? "sym" : "hard");
+			unlink(path);
+			*strrchr(path, '/') = 0;
+			rmdir(path);
+		}
+		rmdir(sock_dir);
+	}
 	t_daemon_free(dmn);
 	return t_teardown(state);
 }
@@ -281,16 +304,23 @@ static void test_launch_refused(void **state)
 
 /* ---- the hook ----------------------------------------------------------------------------- */
 
-static char *hook_xml(const char *slice, const char *dom, const char *owner_vm)
+/* Domain @dom's XML with metadata for @slice on vgpud socket @sock, owner @owner_vm:@gen. */
+static char *hook_xml_at(const char *slice, const char *dom, const char *owner_vm,
+			 unsigned int gen, const char *sock)
 {
 	static char xml[2048];
 
 	snprintf(xml, sizeof(xml),
 		 "<domain type='qemu'><name>hooked</name><uuid>%s</uuid><metadata>"
 		 "<vgpu:vm xmlns:vgpu='urn:vgpu:vm:1'><vgpu:slice uuid='%s' socket='%s'/>"
-		 "<vgpu:owner vm='%s' generation='1'/></vgpu:vm></metadata></domain>",
-		 dom, slice, dmn->sock, owner_vm);
+		 "<vgpu:owner vm='%s' generation='%u'/></vgpu:vm></metadata></domain>",
+		 dom, slice, sock, owner_vm, gen);
 	return xml;
+}
+
+static char *hook_xml(const char *slice, const char *dom, const char *owner_vm)
+{
+	return hook_xml_at(slice, dom, owner_vm, 1, dmn->sock);
 }
 
 #define DOMA	"11111111-2222-4333-8444-555555555555"
@@ -323,28 +353,158 @@ static void test_hook_prepare_release(void **state)
 static const struct hook_case {
 	const char *name, *op, *subop;
 	int slice;			/* -1: NOSLICE */
-	const char *dom, *owner;
+	const char *dom, *owner;	/* the domain's UUID, the metadata's owner VM */
+	unsigned int gen;		/* the metadata's owner generation */
 	int rc;
-	const char *msg;
+	const char *msg;		/* in stderr (info messages included) */
 } hook_cases[] = {
-	{ "prepare: slice owned by another VM", "prepare", "begin", S_OWNED, DOMA, DOMA, 4,
+	{ "prepare: slice owned by another VM", "prepare", "begin", S_OWNED, DOMA, DOMA, 1, 4,
 	  "is owned by VM " OTHERVM " generation 2, not by domain hooked" },
-	{ "prepare: unknown slice", "prepare", "begin", -1, DOMA, DOMA, 3, "is not defined" },
-	{ "prepare: metadata of another domain", "prepare", "begin", S_RUN, DOMA, OTHERVM, 2,
+	{ "prepare: unknown slice", "prepare", "begin", -1, DOMA, DOMA, 1, 3, "is not defined" },
+	{ "prepare: metadata of another domain", "prepare", "begin", S_RUN, DOMA, OTHERVM, 1, 2,
 	  "carries the owner token of VM " OTHERVM },
-	{ "release: another VM's slice stays its", "release", "end", S_OWNED, DOMA, DOMA, 4,
+	{ "release: another VM's slice stays its", "release", "end", S_OWNED, DOMA, DOMA, 1, 4,
 	  "not released" },
-	{ "start begin: not the hook's business", "start", "begin", S_OWNED, DOMA, DOMA, 0, "" },
-	{ "migrate begin: not the hook's business", "migrate", "begin", -1, DOMA, DOMA, 0, "" },
+	/* A clone of OTHERVM (its metadata, token and all) whose start failed: libvirt still
+	 * runs release end, which must leave OTHERVM's slice to OTHERVM. */
+	{ "release: a clone's metadata leaves its VM's slice owned", "release", "end", S_OWNED,
+	  DOMA, OTHERVM, 2, 0, "carries the owner token of VM " OTHERVM ": slice "
+	  "6a3c9dd2-0003-4b6e-9f1e-6f0c2f2b9d70 is not released" },
+	{ "start begin: not the hook's business", "start", "begin", S_OWNED, DOMA, DOMA, 1, 0,
+	  "" },
+	{ "migrate begin: not the hook's business", "migrate", "begin", -1, DOMA, DOMA, 1, 0,
+	  "" },
 };
 
 static void test_hook_case(void **state)
 {
 	const struct hook_case *c = *state;
-	char *before = slices_snapshot();
+	char *before = slices_snapshot(), owner[64];
 
-	hook(c->op, c->subop, hook_xml(c->slice < 0 ? NOSLICE : slice_uuid[c->slice], c->dom,
-				       c->owner));
+	snprintf(owner, sizeof(owner), "%s", slice_owner(S_OWNED));
+	setenv("VGPU_LOG", "info", 1);		/* the hook's reasons for doing nothing */
+	hook(c->op, c->subop, hook_xml_at(c->slice < 0 ? NOSLICE : slice_uuid[c->slice], c->dom,
+					  c->owner, c->gen, dmn->sock));
+	unsetenv("VGPU_LOG");
+	if (res.rc != c->rc || !strstr(res.err, c->msg))
+		fail_msg("%s: exit %d (want %d), stderr: %s", c->name, res.rc, c->rc, res.err);
+	if (res.rc)
+		assert_non_null(strstr(res.err, "vgpu hook: domain hooked: "));
+	assert_string_equal(slice_owner(S_OWNED), owner);
+	assert_slices_unchanged(before);
+}
+
+/* ---- the hook's vgpud socket ---------------------------------------------------------- */
+
+enum sock_kind { SOCK_DAEMON, SOCK_HARDLINK, SOCK_SYMLINK, SOCK_DOTDOT };
+
+/* The metadata's socket for @k: the daemon's own, or a path to it that the hook must not
+ * trust (in a directory no vgpud runs in, through a symbolic link, not canonical). */
+static const char *sock_path(enum sock_kind k)
+{
+	static char path[PATH_MAX];
+
+	switch (k) {
+	case SOCK_DAEMON:
+		return dmn->sock;
+	case SOCK_DOTDOT:
+		snprintf(path, sizeof(path), "%s/../run/control.sock", dmn->run);
+		return path;
+	case SOCK_HARDLINK:
+	case SOCK_SYMLINK:
+		break;
+	}
+	if (!sock_dir[0]) {
+		/* On the socket's file system: a hard link cannot leave it. */
+		snprintf(sock_dir, sizeof(sock_dir), "%s/links", dmn->root);
+		assert_int_equal(mkdir(sock_dir, 0755), 0);
+	}
+	snprintf(path, sizeof(path), "%s/%s", sock_dir, k == SOCK_HARDLINK ? "hard" : "sym");
+	mkdir(path, 0755);
+	snprintf(path + strlen(path), sizeof(path) - strlen(path), "/control.sock");
+	unlink(path);
+	if (k == SOCK_HARDLINK)
+		assert_int_equal(link(dmn->sock, path), 0);
+	else
+		assert_int_equal(symlink(dmn->sock, path), 0);
+	return path;
+}
+
+static const struct sock_case {
+	const char *name;
+	enum sock_kind kind;
+	int rc;			/* prepare begin of a stopped slice, no $VGPUD_SOCKET */
+	const char *msg;
+} sock_cases[] = {
+	{ "hook: a metadata socket outside a vgpud runtime directory is refused", SOCK_HARDLINK,
+	  7, "is not a vgpud runtime directory (no vgpud.lock of root" },
+	{ "hook: a metadata socket through a symbolic link is refused", SOCK_SYMLINK, 7,
+	  "the path goes through a symbolic link or is not canonical" },
+	{ "hook: a metadata socket with '..' is refused", SOCK_DOTDOT, 7,
+	  "the path goes through a symbolic link or is not canonical" },
+	{ "hook: the metadata's socket of a vgpud is used", SOCK_DAEMON, 0, "" },
+};
+
+static void test_hook_socket(void **state)
+{
+	const struct sock_case *c = *state;
+	char *before = slices_snapshot(), want[PATH_MAX + 32];
+	const char *sock = sock_path(c->kind);
+	char *const argv[] = { "hook", "hooked", "prepare", "begin", "-", NULL };
+
+	run_vm_at(NULL, argv, hook_xml_at(slice_uuid[S_DEF], DOMA, DOMA, 1, sock));
+	if (res.rc != c->rc || !strstr(res.err, c->msg))
+		fail_msg("%s: exit %d (want %d), stderr: %s", c->name, res.rc, c->rc, res.err);
+	if (c->rc) {
+		snprintf(want, sizeof(want), "vgpu hook: domain hooked: vgpud socket %s refused: ",
+			 sock);
+		assert_non_null(strstr(res.err, want));
+		assert_slices_unchanged(before);
+		return;
+	}
+	free(before);
+	assert_string_equal(slice_owner(S_DEF), DOMA);
+	run_vm_at(NULL, (char *const[]){ "hook", "hooked", "release", "end", "-", NULL },
+		  hook_xml_at(slice_uuid[S_DEF], DOMA, DOMA, 1, sock));
+	assert_int_equal(res.rc, 0);
+	assert_string_equal(slice_owner(S_DEF), "");
+	assert_int_equal(T_CTL(dmn, "stop", "-u", (char *)slice_uuid[S_DEF]), 0);
+}
+
+/* ---- XML over the hook's limit -------------------------------------------------------- */
+
+static const struct big_case {
+	const char *name, *op, *subop;
+	bool meta;			/* our metadata, after the limit */
+	int rc;
+	const char *msg;
+} big_cases[] = {
+	{ "hook: a domain XML of 5 MiB without vGPU metadata passes", "prepare", "begin", false,
+	  0, "" },
+	{ "hook: a domain XML of 5 MiB with vGPU metadata is refused, naming the limit",
+	  "prepare", "begin", true, 1, "the domain XML is over the hook's limit (it must be "
+	  "under 4 MiB) and has vGPU metadata (urn:vgpu:vm:1): refused" },
+	{ "hook: start begin of a domain XML of 5 MiB with vGPU metadata passes", "start",
+	  "begin", true, 0, "" },
+};
+
+static void test_hook_big(void **state)
+{
+	const struct big_case *c = *state;
+	size_t pad = 5u << 20, len = pad + 4096;
+	char *before = slices_snapshot(), *xml = malloc(len);
+	int n;
+
+	assert_non_null(xml);
+	n = snprintf(xml, len, "<domain type='qemu'><name>hooked</name><uuid>" DOMA "</uuid>"
+		     "<description>");
+	memset(xml + n, 'x', pad);
+	snprintf(xml + n + pad, len - n - pad, "</description>%s</domain>", !c->meta ? "" :
+		 "<metadata><vgpu:vm xmlns:vgpu='urn:vgpu:vm:1'><vgpu:slice uuid='"
+		 "6a3c9dd2-0002-4b6e-9f1e-6f0c2f2b9d70' socket='/run/vgpud/control.sock'/>"
+		 "<vgpu:owner vm='" DOMA "'/></vgpu:vm></metadata>");
+	hook(c->op, c->subop, xml);
+	free(xml);
 	if (res.rc != c->rc || !strstr(res.err, c->msg))
 		fail_msg("%s: exit %d (want %d), stderr: %s", c->name, res.rc, c->rc, res.err);
 	if (res.rc)
@@ -404,13 +564,15 @@ int main(void)
 		cmocka_unit_test(test_hook_prepare_release),
 		cmocka_unit_test(test_hook_foreign_domain),
 	};
-	static struct CMUnitTest tests[64];
+	static struct CMUnitTest tests[96];
 	size_t n = 0;
 
 	vmm_t_add(tests, &n, fixed, sizeof(fixed) / sizeof(fixed[0]));
 	VMM_T_ROWS(tests, n, test_bad, bad_cases);
 	VMM_T_ROWS(tests, n, test_hook_case, hook_cases);
 	VMM_T_ROWS(tests, n, test_hook_name_like_option, hook_name_cases);
+	VMM_T_ROWS(tests, n, test_hook_socket, sock_cases);
+	VMM_T_ROWS(tests, n, test_hook_big, big_cases);
 	VMM_T_ROWS(tests, n, test_launch_test_driver, launch_cases);
 	return _cmocka_run_group_tests("vgpu_vm", tests, n, group_setup, group_teardown);
 }

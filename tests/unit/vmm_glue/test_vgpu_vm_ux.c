@@ -2,7 +2,9 @@
 /* vgpu-vm as a user reads it, against a real vgpud and libvirt's test driver loaded from
  * a node file: list shows the domain's state, the slice's VF and the slice's own state in
  * separate columns (a shut-off domain whose slice has a guest says "shut off" and
- * "attached"); stop --json escapes a domain name with quotes and backslashes; --version;
+ * "attached"), and no slice state for a domain whose metadata names a socket that is no
+ * vgpud's; stop --json escapes a domain name with quotes and backslashes, and stop of a
+ * clone (another domain's metadata) leaves that domain's slice owned; --version;
  * launch --wait reports booting, attached, running the suite and the result as each
  * happens, read from its stderr while it still runs. */
 /* pf_test.h copies paths it made itself into sun_path; gcc cannot see their length. */
@@ -16,10 +18,13 @@
 #define DOM_OFF	"33333333-4444-4555-8666-777777777777"
 #define DOM_Q	"33333333-4444-4555-8666-888888888888"
 #define DOM_W	"33333333-4444-4555-8666-999999999999"
+#define DOM_CLONE	"33333333-4444-4555-8666-aaaaaaaaaaaa"	/* a clone of vm-off */
+#define DOM_ELSE	"33333333-4444-4555-8666-bbbbbbbbbbbb"
 #define QNAME	"vm \"q\" \\ x"
 
 static struct tdaemon *dmn;
 static char node_uri[PATH_MAX + 16];	/* test:///<root>/node.xml */
+static char else_sock[PATH_MAX];	/* a hard link to vgpud's socket, elsewhere */
 
 static struct vm_run res;
 
@@ -34,14 +39,16 @@ static void run_vm(char *const *argv)
 
 #define VM(...) run_vm((char *const[]){ __VA_ARGS__, NULL })
 
-/* A test-driver domain carrying vgpu-vm's metadata for SLICE; @shutoff: runstate 5. */
-static void node_domain(FILE *f, const char *name, const char *uuid, bool shutoff)
+/* A test-driver domain carrying vgpu-vm's metadata for SLICE on vgpud socket @sock, owner
+ * VM @owner; @shutoff: runstate 5. */
+static void node_domain(FILE *f, const char *name, const char *uuid, const char *owner,
+			const char *sock, bool shutoff)
 {
 	fprintf(f, "<domain type='test' xmlns:test='http://libvirt.org/schemas/domain/test/1.0'>"
 		"<name>%s</name><uuid>%s</uuid><memory>65536</memory><os><type>hvm</type></os>"
 		"<metadata><vgpu:vm xmlns:vgpu='urn:vgpu:vm:1'><vgpu:slice uuid='" SLICE "' "
 		"socket='%s'/><vgpu:owner vm='%s' generation='0'/></vgpu:vm></metadata>%s"
-		"</domain>\n", name, uuid, dmn->sock, uuid,
+		"</domain>\n", name, uuid, sock, owner,
 		shutoff ? "<test:runstate>5</test:runstate>" : "");
 }
 
@@ -60,13 +67,20 @@ static int group_setup(void **state)
 	    T_CTL(dmn, "define", "-t", "vgpu-512M", "-u", SLICE2, "--owner-uid", "0") ||
 	    T_CTL(dmn, "start", "-u", SLICE2))
 		return -1;
+	/* The same socket in a directory no vgpud runs in: no vgpud.lock there. */
+	snprintf(path, sizeof(path), "%s/elsewhere", dmn->root);
+	snprintf(else_sock, sizeof(else_sock), "%s/control.sock", path);
+	if (mkdir(path, 0755) || link(dmn->sock, else_sock))
+		return -1;
 	snprintf(path, sizeof(path), "%s/node.xml", dmn->root);
 	f = fopen(path, "w");
 	if (!f)
 		return -1;
 	fprintf(f, "<node>\n");
-	node_domain(f, "vm-off", DOM_OFF, true);
-	node_domain(f, "vm &quot;q&quot; \\ x", DOM_Q, false);
+	node_domain(f, "vm-off", DOM_OFF, DOM_OFF, dmn->sock, true);
+	node_domain(f, "vm &quot;q&quot; \\ x", DOM_Q, DOM_Q, dmn->sock, false);
+	node_domain(f, "vm-clone", DOM_CLONE, DOM_OFF, dmn->sock, false);
+	node_domain(f, "vm-elsewhere", DOM_ELSE, DOM_ELSE, else_sock, false);
 	fprintf(f, "</node>\n");
 	fclose(f);
 	snprintf(node_uri, sizeof(node_uri), "test://%s", path);
@@ -75,6 +89,14 @@ static int group_setup(void **state)
 
 static int group_teardown(void **state)
 {
+	char dir[PATH_MAX];
+
+	if (else_sock[0]) {
+		unlink(else_sock);
+		snprintf(dir, sizeof(dir), "%s", else_sock);
+		*strrchr(dir, '/') = 0;
+		rmdir(dir);
+	}
 	t_daemon_free(dmn);
 	return t_teardown(state);
 }
@@ -147,6 +169,41 @@ static void test_stop_json_escapes(void **state)
 	json_object_put(j);
 }
 
+/* A domain whose metadata names a socket that is no vgpud's (the one socket, linked into a
+ * directory no vgpud runs in): list does not connect, says why, and knows no slice state. */
+static void test_list_foreign_socket(void **state)
+{
+	char f[8][64], want[PATH_MAX + 64];
+
+	(void)state;
+	VM("--connect", node_uri, "list");
+	if (res.rc)
+		fail_msg("exit %d: %s", res.rc, res.err);
+	assert_int_equal(row_fields("vm-elsewhere", f), 5);
+	assert_string_equal(f[0], DOM_ELSE);
+	assert_string_equal(f[2], "-");
+	assert_string_equal(f[4], "unknown");
+	snprintf(want, sizeof(want), "vgpu-vm: domain vm-elsewhere: vgpud socket %s refused: ",
+		 else_sock);
+	if (!strstr(res.err, want))
+		fail_msg("stderr does not say \"%s\": %s", want, res.err);
+}
+
+/* vm-clone carries vm-off's metadata, token and all: stopping it leaves vm-off's slice to
+ * vm-off. */
+static void test_stop_clone(void **state)
+{
+	(void)state;
+	assert_int_equal(T_CTL(dmn, "modify", "-u", SLICE, "--owner", DOM_OFF ":0"), 0);
+	VM("--connect", node_uri, "stop", "vm-clone");
+	if (res.rc)
+		fail_msg("exit %d: %s", res.rc, res.err);
+	assert_non_null(strstr(res.out, "stopped domain vm-clone (" DOM_CLONE ")"));
+	assert_int_equal(T_CTL(dmn, "--json", "list", "-u", SLICE), 0);
+	assert_non_null(strstr(t_out.out, "\"vm\": \"" DOM_OFF "\""));
+	assert_int_equal(T_CTL(dmn, "modify", "-u", SLICE, "--release-owner", DOM_OFF), 0);
+}
+
 static void test_version(void **state)
 {
 	(void)state;
@@ -217,7 +274,9 @@ int main(void)
 	static const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_version),
 		cmocka_unit_test(test_list_columns),
+		cmocka_unit_test(test_list_foreign_socket),
 		cmocka_unit_test(test_stop_json_escapes),
+		cmocka_unit_test(test_stop_clone),
 		cmocka_unit_test(test_wait_stages),
 	};
 

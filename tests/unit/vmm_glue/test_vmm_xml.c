@@ -1,12 +1,17 @@
 // SPDX-License-Identifier: MIT
 /* vmm_glue's domain XML: golden output of every form, the checks of what goes in, schema
  * validation (virt-xml-validate accepts ours and rejects a broken one), the metadata round
- * trip (through our parser and through libvirt's test driver), and libvirt's QEMU command
- * line for it (virsh domxml-to-native, when a libvirtd answers). */
+ * trip (through our parser and through libvirt's test driver), which vgpud sockets named
+ * there are trusted, and libvirt's QEMU command line for it (virsh domxml-to-native, when
+ * a libvirtd answers). */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -472,6 +477,152 @@ static void test_meta_parse(void **state)
 		assert_int_equal(m.generation, 3);
 }
 
+/* ---- the metadata's socket --------------------------------------------------------------- */
+
+static char sock_root[64];	/* mkdtemp: the tree sock_tree() builds */
+
+/* A socket file at @rel under sock_root (its listener closed: only the file matters). */
+static int tree_sock(const char *rel)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0), r;
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", sock_root, rel);
+	r = fd < 0 ? -1 : bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+	close(fd);
+	return r;
+}
+
+static int tree_file(const char *rel)
+{
+	char p[PATH_MAX];
+	FILE *f;
+
+	snprintf(p, sizeof(p), "%s/%s", sock_root, rel);
+	f = fopen(p, "w");
+	return f ? fclose(f) : -1;
+}
+
+static int tree_op(int (*fn)(const char *, mode_t), const char *rel, mode_t mode)
+{
+	char p[PATH_MAX];
+
+	snprintf(p, sizeof(p), "%s/%s", sock_root, rel);
+	return fn(p, mode);
+}
+
+static int tree_chown(const char *rel)
+{
+	char p[PATH_MAX];
+
+	snprintf(p, sizeof(p), "%s/%s", sock_root, rel);
+	return lchown(p, 65534, 65534);
+}
+
+static int tree_link(const char *target, const char *rel)
+{
+	char p[PATH_MAX];
+
+	snprintf(p, sizeof(p), "%s/%s", sock_root, rel);
+	return symlink(target, p);
+}
+
+/* vgpud runtime directories and imitations of one. */
+static int sock_tree(void **state)
+{
+	static const char *const dirs[] = { "ok", "nolock", "file", "ww", "ok2", "other",
+					    "otherdir", "otherlock" };
+	int r = 0;
+
+	(void)state;
+	snprintf(sock_root, sizeof(sock_root), "/tmp/vmm-sock-XXXXXX");
+	if (!mkdtemp(sock_root))
+		return -1;
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++)
+		r |= tree_op(mkdir, dirs[i], 0755);
+	r |= tree_sock("ok/control.sock") | tree_file("ok/vgpud.lock") | tree_sock("ok/vf1.sock");
+	r |= tree_sock("nolock/control.sock");
+	r |= tree_file("file/control.sock") | tree_file("file/vgpud.lock");
+	r |= tree_sock("ww/control.sock") | tree_file("ww/vgpud.lock") | tree_op(chmod, "ww", 0777);
+	r |= tree_link("ok", "link");
+	r |= tree_file("ok2/vgpud.lock") | tree_link("../ok/control.sock", "ok2/control.sock");
+	r |= tree_sock("other/control.sock") | tree_file("other/vgpud.lock");
+	r |= tree_sock("otherdir/control.sock") | tree_file("otherdir/vgpud.lock");
+	r |= tree_sock("otherlock/control.sock") | tree_file("otherlock/vgpud.lock");
+	if (!r && !geteuid())
+		r = tree_chown("other/control.sock") | tree_chown("otherdir") |
+		    tree_chown("otherlock/vgpud.lock");
+	return r ? -1 : 0;
+}
+
+static int sock_tree_free(void **state)
+{
+	char cmd[128];
+
+	(void)state;
+	if (!sock_root[0])
+		return 0;
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", sock_root);
+	return system(cmd) ? -1 : 0;
+}
+
+static const struct sock_case {
+	const char *name;
+	const char *rel;		/* under sock_root; NULL: @abs */
+	const char *abs;
+	int want;
+	const char *msg;		/* in the message, which starts "vgpud socket PATH
+					 * refused: " (-EPERM) */
+	bool root_only;			/* needs files of another user: chown */
+} sock_cases[] = {
+	{ "socket: vgpud's control socket in its runtime directory", "ok/control.sock", NULL, 0,
+	  NULL, false },
+	{ "socket: missing", "gone/control.sock", NULL, -ECONNREFUSED, NULL, false },
+	{ "socket: relative", NULL, "control.sock", -EPERM, "not an absolute path", false },
+	{ "socket: an endpoint, not the control socket", "ok/vf1.sock", NULL, -EPERM,
+	  "vgpud's control socket is named control.sock", false },
+	{ "socket: no vgpud.lock beside it", "nolock/control.sock", NULL, -EPERM,
+	  "is not a vgpud runtime directory (no vgpud.lock of ", false },
+	{ "socket: a regular file", "file/control.sock", NULL, -EPERM, "not a socket", false },
+	{ "socket: its directory writable by anyone", "ww/control.sock", NULL, -EPERM,
+	  "is writable by others (mode 0777)", false },
+	{ "socket: through a symbolic link to its directory", "link/control.sock", NULL, -EPERM,
+	  "the path goes through a symbolic link or is not canonical", false },
+	{ "socket: itself a symbolic link", "ok2/control.sock", NULL, -EPERM,
+	  "the path goes through a symbolic link or is not canonical", false },
+	{ "socket: a path with ..", "ok/../ok/control.sock", NULL, -EPERM,
+	  "the path goes through a symbolic link or is not canonical", false },
+	{ "socket: another user's", "other/control.sock", NULL, -EPERM,
+	  "it belongs to uid 65534, not to root", true },
+	{ "socket: in another user's directory", "otherdir/control.sock", NULL, -EPERM,
+	  "otherdir belongs to uid 65534, not to root", true },
+	{ "socket: beside another user's vgpud.lock", "otherlock/control.sock", NULL, -EPERM,
+	  "is not a vgpud runtime directory (no vgpud.lock of root there)", true },
+};
+
+static void test_meta_socket(void **state)
+{
+	const struct sock_case *c = *state;
+	struct cmn_fail e = { 0 };
+	char path[PATH_MAX], want[PATH_MAX + 256];
+
+	if (c->root_only && geteuid())
+		skip();
+	if (c->rel)
+		snprintf(path, sizeof(path), "%s/%s", sock_root, c->rel);
+	else
+		snprintf(path, sizeof(path), "%s", c->abs);
+	assert_int_equal(vmm_meta_socket_check(path, geteuid(), &e), c->want);
+	if (!c->want)
+		return;
+	assert_int_equal(e.err, c->want);
+	snprintf(want, sizeof(want), c->want == -EPERM ? "vgpud socket %s refused: " :
+		 "vgpud is not reachable at %s", path);
+	if (strncmp(e.msg, want, strlen(want)) || (c->msg && !strstr(e.msg, c->msg)))
+		fail_msg("%s: message \"%s\" is not \"%s...%s\"", c->name, e.msg, want,
+			 c->msg ? c->msg : "");
+}
+
 /* ---- libvirt's QEMU command line --------------------------------------------------------- */
 
 static char *run_capture(const char *cmd)
@@ -583,12 +734,13 @@ int main(void)
 		cmocka_unit_test(test_domxml_to_native),
 		cmocka_unit_test(test_migratable),
 	};
-	static struct CMUnitTest tests[64];
+	static struct CMUnitTest tests[96];
 	size_t n = 0;
 
 	vmm_t_add(tests, &n, fixed, sizeof(fixed) / sizeof(fixed[0]));
 	VMM_T_ROWS(tests, n, test_check, check_cases);
 	VMM_T_ROWS(tests, n, test_validate_broken, broken_cases);
 	VMM_T_ROWS(tests, n, test_meta_parse, meta_cases);
-	return _cmocka_run_group_tests("vmm_xml", tests, n, NULL, NULL);
+	VMM_T_ROWS(tests, n, test_meta_socket, sock_cases);
+	return _cmocka_run_group_tests("vmm_xml", tests, n, sock_tree, sock_tree_free);
 }

@@ -12,9 +12,9 @@ struct vm_run {
 	char out[65536], err[16384];
 };
 
-/* vgpu-vm with @argv (after the program name) talking to the vgpud at @sock; its stdout
- * and stderr pipes in *@out_fd and *@err_fd, and its stdin a pipe in *@in_fd (NULL: it
- * keeps ours). */
+/* vgpu-vm with @argv (after the program name) talking to the vgpud at @sock ($VGPUD_SOCKET;
+ * NULL: unset, so the domain metadata's socket is the one); its stdout and stderr pipes in
+ * *@out_fd and *@err_fd, and its stdin a pipe in *@in_fd (NULL: it keeps ours). */
 static inline pid_t vm_spawn(const char *sock, char *const *argv, int *in_fd, int *out_fd,
 			     int *err_fd)
 {
@@ -42,7 +42,10 @@ static inline pid_t vm_spawn(const char *sock, char *const *argv, int *in_fd, in
 		dup2(pe[1], 2);
 		close(po[0]);
 		close(pe[0]);
-		setenv("VGPUD_SOCKET", sock, 1);
+		if (sock)
+			setenv("VGPUD_SOCKET", sock, 1);
+		else
+			unsetenv("VGPUD_SOCKET");
 		execv(args[0], args);
 		_exit(127);
 	}
