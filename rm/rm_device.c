@@ -21,9 +21,72 @@ static int rpc(struct rm *rm, unsigned int fn, uint32_t function, const void *re
 }
 
 /* ---- channels ---- */
+/* Whether a failed CHAN_ALLOC may have left the channel in the GSP: it timed out (the GSP
+ * may run it later), a reset cancelled it after it was sent, its reply was malformed, or
+ * the GSP holds an allocation of the id the RM has no record of. */
+static bool chan_alloc_doubtful(int ret)
+{
+	return ret == -ETIMEDOUT || ret == -EIO || ret == -EBADMSG || ret == -EMSGSIZE ||
+	       ret == -EEXIST;
+}
+
+/* Take free id @chid of @fn (device lock held); true if it is doubtful, so that the GSP
+ * must free it first. */
+static bool chan_take_locked(struct rm *rm, unsigned int fn, uint32_t chid)
+{
+	struct rm_fn *f = &rm->fns[fn];
+	bool doubtful = f->chans[chid].doubtful;
+
+	rm_dev_assert_held(rm);
+	f->chans[chid] = (struct rm_chan_rec){ .used = true, .doubtful = doubtful };
+	rm_acct_lock(rm, fn);
+	f->chans_used++;
+	rm_acct_unlock(rm, fn);
+	return doubtful;
+}
+
+/* Give id @chid of @fn back; @doubtful: the GSP may hold an allocation of it (so may it
+ * if the record says so already: a VF reset the GSP failed). */
+static void chan_unreserve(struct rm *rm, unsigned int fn, uint32_t chid, bool doubtful)
+{
+	struct rm_fn *f = &rm->fns[fn];
+
+	rm_dev_lock(rm);
+	for (unsigned int rl = 0; rl < VGPU_ARRAY_SIZE(f->runlist); rl++)
+		f->runlist[rl] &= ~(1ull << chid);
+	f->chans[chid] = (struct rm_chan_rec){ .doubtful = doubtful || f->chans[chid].doubtful };
+	rm_acct_lock(rm, fn);
+	f->chans_used--;
+	rm_acct_unlock(rm, fn);
+	rm_dev_unlock(rm);
+}
+
+/* @chid, just reserved, is doubtful: free it in the GSP before it is allocated again, or
+ * the GSP refuses every later allocation of it (-EEXIST). The CHAN_FREE goes on the lane
+ * of the CHAN_ALLOC it undoes, so the GSP runs it after that one. A channel the RM never
+ * bound has never run: nothing to quiesce. -ENOENT: the GSP never made it (or a reset
+ * wiped it). On any other error the id is given back, still doubtful. */
+static int chan_settle(struct rm *rm, unsigned int fn, uint32_t chid)
+{
+	struct vgpu_rpc_chan ch = { .fn = fn, .chid = chid };
+	int ret = rpc(rm, fn, VGPU_RPC_FN_CHAN_FREE, &ch, sizeof(ch));
+
+	if (ret && ret != -ENOENT) {
+		cmn_warn("rm: fn %u channel %u, left by an allocation of unknown outcome, not "
+			 "freed in the GSP: %s", fn, chid, cmn_strerror(ret));
+		chan_unreserve(rm, fn, chid, true);
+		return ret;
+	}
+	rm_dev_lock(rm);
+	rm->fns[fn].chans[chid].doubtful = false;
+	rm_dev_unlock(rm);
+	return 0;
+}
+
 int rm_chan_reserve(struct rm *rm, unsigned int fn, uint32_t runlist, uint32_t *chid)
 {
 	struct rm_fn *f = &rm->fns[fn];
+	bool doubtful = false;
 	int ret = -ENOSPC;
 
 	(void)runlist;
@@ -34,22 +97,20 @@ int rm_chan_reserve(struct rm *rm, unsigned int fn, uint32_t runlist, uint32_t *
 		for (uint32_t i = 0; i < RM_MAX_CHANNELS; i++) {
 			if (f->chans[i].used)
 				continue;
-			f->chans[i] = (struct rm_chan_rec){ .used = true };
-			rm_acct_lock(rm, fn);
-			f->chans_used++;
-			rm_acct_unlock(rm, fn);
+			doubtful = chan_take_locked(rm, fn, i);
 			*chid = i;
 			ret = 0;
 			break;
 		}
 	}
 	rm_dev_unlock(rm);
-	return ret;
+	return !ret && doubtful ? chan_settle(rm, fn, *chid) : ret;
 }
 
 int rm_chan_reserve_id(struct rm *rm, unsigned int fn, uint32_t chid)
 {
 	struct rm_fn *f = &rm->fns[fn];
+	bool doubtful = false;
 	int ret = 0;
 
 	if (chid >= RM_MAX_CHANNELS)
@@ -59,28 +120,10 @@ int rm_chan_reserve_id(struct rm *rm, unsigned int fn, uint32_t chid)
 		ret = -VGPU_EQUOTA;
 	else if (f->chans[chid].used)
 		ret = -EEXIST;
-	if (!ret) {
-		f->chans[chid] = (struct rm_chan_rec){ .used = true };
-		rm_acct_lock(rm, fn);
-		f->chans_used++;
-		rm_acct_unlock(rm, fn);
-	}
+	if (!ret)
+		doubtful = chan_take_locked(rm, fn, chid);
 	rm_dev_unlock(rm);
-	return ret;
-}
-
-static void chan_unreserve(struct rm *rm, unsigned int fn, uint32_t chid)
-{
-	struct rm_fn *f = &rm->fns[fn];
-
-	rm_dev_lock(rm);
-	for (unsigned int rl = 0; rl < VGPU_ARRAY_SIZE(f->runlist); rl++)
-		f->runlist[rl] &= ~(1ull << chid);
-	f->chans[chid] = (struct rm_chan_rec){ 0 };
-	rm_acct_lock(rm, fn);
-	f->chans_used--;
-	rm_acct_unlock(rm, fn);
-	rm_dev_unlock(rm);
+	return !ret && doubtful ? chan_settle(rm, fn, chid) : ret;
 }
 
 int rm_chan_program(struct rm *rm, unsigned int fn, const struct vgpu_rpc_chan *cfg)
@@ -88,7 +131,7 @@ int rm_chan_program(struct rm *rm, unsigned int fn, const struct vgpu_rpc_chan *
 	int ret = rpc(rm, fn, VGPU_RPC_FN_CHAN_ALLOC, cfg, sizeof(*cfg));
 
 	if (ret) {
-		chan_unreserve(rm, fn, cfg->chid);
+		chan_unreserve(rm, fn, cfg->chid, chan_alloc_doubtful(ret));
 		return ret;
 	}
 	rm_dev_lock(rm);
@@ -107,20 +150,52 @@ static void runlist_record(struct rm *rm, struct rm_fn *f, uint32_t rl, uint32_t
 		f->runlist[rl] |= 1ull << chid;
 	else
 		f->runlist[rl] &= ~(1ull << chid);
+	f->runlist_gen[rl]++;
 	f->chans[chid].enabled = enabled;
+}
+
+/* @rl->chans reached the GSP (@force: the GSP may hold anything). Two updates of one
+ * runlist compute their bitmaps in turn under the device lock but send them unlocked, so
+ * the older bitmap may reach the GSP last (a channel enabled but off its runlist there):
+ * while the record differs from what this update last sent, the record is sent again.
+ * Whichever RPC the GSP runs last, its sender compares after it ran, so the GSP ends with
+ * the record. A resend's failure is logged; the caller's own change went through. */
+static void runlist_settle(struct rm *rm, unsigned int fn, struct vgpu_rpc_runlist *rl,
+			   bool force)
+{
+	for (;; force = false) {
+		uint64_t now;
+		int ret;
+
+		rm_dev_lock(rm);
+		now = rm->fns[fn].runlist[rl->runlist];
+		rm_dev_unlock(rm);
+		if (now == rl->chans && !force)
+			return;
+		rl->chans = now;
+		ret = rpc(rm, fn, VGPU_RPC_FN_RUNLIST_SET, rl, sizeof(*rl));
+		if (ret) {
+			cmn_warn("rm: fn %u runlist %u not brought up to date in the GSP: %s", fn,
+				 rl->runlist, cmn_strerror(ret));
+			return;
+		}
+	}
 }
 
 /* Put @chid on or off its runlist and tell the GSP the new bitmap. The record changes
  * first, under the device lock, so that an update of another channel of the runlist made
- * meanwhile sends a bitmap that has this change in it. If the GSP refuses, the channel's
- * bit and enabled flag go back to what they were: the records (which a device reset
- * replays) keep saying what the GSP has. A channel freed or reset meanwhile is left as
- * that left it. */
+ * meanwhile sends a bitmap that has this change in it (and runlist_settle() puts the
+ * record in the GSP whichever RPC arrives last). If the GSP refuses, the channel's bit and
+ * enabled flag go back to what they were: the records (which a device reset replays) keep
+ * saying what the GSP has; an update made since this one's record change may have sent
+ * the change, so the record is then sent again. A channel freed or reset meanwhile is
+ * left as that left it. */
 static int runlist_update(struct rm *rm, unsigned int fn, uint32_t chid, bool on)
 {
 	struct rm_fn *f = &rm->fns[fn];
 	struct vgpu_rpc_runlist rl = { .fn = fn };
-	bool was_on, was_enabled;
+	bool was_on, was_enabled, others;
+	uint64_t gen;
 	int ret;
 
 	rm_dev_lock(rm);
@@ -128,15 +203,21 @@ static int runlist_update(struct rm *rm, unsigned int fn, uint32_t chid, bool on
 	was_on = f->runlist[rl.runlist] & (1ull << chid);
 	was_enabled = f->chans[chid].enabled;
 	runlist_record(rm, f, rl.runlist, chid, on, on);
+	gen = f->runlist_gen[rl.runlist];
 	rl.chans = f->runlist[rl.runlist];
 	rm_dev_unlock(rm);
 	ret = rpc(rm, fn, VGPU_RPC_FN_RUNLIST_SET, &rl, sizeof(rl));
-	if (!ret)
+	if (!ret) {
+		runlist_settle(rm, fn, &rl, false);
 		return 0;
+	}
 	rm_dev_lock(rm);
+	others = f->runlist_gen[rl.runlist] != gen;
 	if (f->chans[chid].live)
 		runlist_record(rm, f, rl.runlist, chid, was_on, was_enabled);
 	rm_dev_unlock(rm);
+	if (others)
+		runlist_settle(rm, fn, &rl, true);
 	return ret;
 }
 
@@ -231,15 +312,15 @@ void rm_chan_release(struct rm *rm, unsigned int fn, uint32_t chid)
 {
 	struct vgpu_rpc_chan ch = { .fn = fn, .chid = chid };
 	bool live;
-	int ret;
+	int ret = 0;
 
 	rm_dev_lock(rm);
 	live = rm->fns[fn].chans[chid].live;
 	rm_dev_unlock(rm);
 	/* Freeing drops it from its runlist in the hardware too. After a failed RPC the
-	 * channel is fenced off (chans_fence()) and the record goes all the same. The free
-	 * returns once no engine can touch the channel, so the guest may reuse its memory at
-	 * once. */
+	 * channel is fenced off (chans_fence()) and the record goes all the same, the id
+	 * doubtful (freed in the GSP before its reuse). The free returns once no engine can
+	 * touch the channel, so the guest may reuse its memory at once. */
 	if (live) {
 		ret = rpc(rm, fn, VGPU_RPC_FN_CHAN_FREE, &ch, sizeof(ch));
 		if (ret) {
@@ -248,7 +329,7 @@ void rm_chan_release(struct rm *rm, unsigned int fn, uint32_t chid)
 		}
 		chans_quiesce(rm, fn, 1ull << chid, "free");
 	}
-	chan_unreserve(rm, fn, chid);
+	chan_unreserve(rm, fn, chid, ret && ret != -ENOENT);
 }
 
 /* ---- VRAM slices: the GSP maps and scrubs them ---- */
@@ -265,13 +346,23 @@ static void slice_send(struct rm *rm, struct gsp *g, unsigned int fn, uint64_t s
 }
 
 /* Scrub @fn's slice: by the GSP where it holds the slice memfd, else the owner zeroes the
- * range in the device memfd, which the GSP does not map. */
+ * range in the device memfd, which the GSP does not map. The GSP punches at about 200 ms a
+ * GiB and serves a lane's RPCs one at a time, so the slice goes in RM_SCRUB_CHUNK RPCs:
+ * the other functions on the lane have theirs served between two (one RPC for 16 GiB would
+ * hold them for seconds, past their deadlines). What a failed chunk leaves, the owner zeroes. */
 static void slice_scrub(struct rm *rm, unsigned int fn)
 {
-	struct vgpu_rpc_scrub sc = { .fn = fn, .offset = 0, .size = rm->fns[fn].size };
+	uint64_t size = rm->fns[fn].size, off;
 
-	if (rpc(rm, fn, VGPU_RPC_FN_SCRUB, &sc, sizeof(sc)))
-		rm_op(rm, vram_scrub, rm->fns[fn].base, rm->fns[fn].size);
+	for (off = 0; off < size; off += RM_SCRUB_CHUNK) {
+		struct vgpu_rpc_scrub sc = { .fn = fn, .offset = off,
+			.size = cmn_min(size - off, RM_SCRUB_CHUNK) };
+
+		if (rpc(rm, fn, VGPU_RPC_FN_SCRUB, &sc, sizeof(sc)))
+			break;
+	}
+	if (off < size)
+		rm_op(rm, vram_scrub, rm->fns[fn].base + off, size - off);
 }
 
 /* ---- scheduler ---- */
@@ -574,6 +665,8 @@ int rm_vf_disable(struct rm *rm, unsigned int fn)
 	for (unsigned int i = 0; i < RM_MAX_CHANNELS && fn; i++) {
 		if (f->chans[i].live)
 			live |= 1ull << i;
+		/* The GSP may still hold them after a failed RPC: freed there before reuse. */
+		f->chans[i].doubtful |= ret && f->chans[i].live;
 		f->chans[i].live = false;
 		f->chans[i].enabled = false;
 	}

@@ -101,6 +101,7 @@ static inline void *rm_zalloc(size_t size)
 #define RM_MAX_CHANNELS	64	/* channel ids 0..63 per function (the device's) */
 #define RM_MAX_DEPTH	6	/* client -> device -> ... as in resserv */
 #define RM_VRAM_ALIGN	(2ull << 20)	/* partition granularity of the device */
+#define RM_SCRUB_CHUNK	(256ull << 20)	/* bytes of a slice one SCRUB RPC punches */
 /* Values the GSP passes on to the device unchanged (vgpu_rpc_chan.flags,
  * vgpu_rpc_sched.policy): the device's GPU_CHAN_REPLAYABLE and GPU_SCHED_* numbers. */
 #define RM_CHAN_REPLAYABLE	(1ull << 2)
@@ -184,6 +185,10 @@ struct rm_client {
 /* Hardware records: what the GSP was told, replayed after a device reset. */
 struct rm_chan_rec {
 	bool used, live, enabled;	/* used: reserved or allocated; live: the GSP has it */
+	/* A CHAN_ALLOC of the id ended with its outcome unknown (timed out, cancelled by a
+	 * reset, a malformed reply) or refused as taken: the GSP may hold it, so the next
+	 * reservation frees it there first (rm_device.c, chan_settle()). Kept while unused. */
+	bool doubtful;
 	uint32_t owner;			/* handle of the client whose channel it is */
 	struct vgpu_rpc_chan cfg;
 };
@@ -214,6 +219,7 @@ struct rm_fn {
 	size_t sys_chunks;
 	struct rm_chan_rec chans[RM_MAX_CHANNELS];
 	uint64_t runlist[4];
+	uint64_t runlist_gen[4];	/* changes of runlist[i] (device lock) */
 	bool sched_set;			/* sched holds what the GSP was told */
 	struct vgpu_rpc_sched_fn sched;
 	_Atomic uint64_t nr_objects;	/* clients + objects: the leak check */

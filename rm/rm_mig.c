@@ -76,24 +76,63 @@ static struct mig_item *find(struct mig_walk *w, const struct rm_res *r)
 	return r ? bsearch(&k, w->it, w->n, sizeof(k), item_by_res) : NULL;
 }
 
-/* Raise each key above what the object needs until nothing changes (chains are short). */
-static void order(struct mig_walk *w)
+static bool is_mem(const struct mig_item *a)
 {
-	if (!w->n)
-		return;
-	qsort(w->it, w->n, sizeof(*w->it), item_by_res);
-	for (size_t i = 0; i < w->n; i++) {	/* a dup's source: the oldest holder */
-		struct mig_item *a = &w->it[i];
+	return a->r->h_class == VGPU_RM_CLASS_MEMORY_VIDMEM ||
+	       a->r->h_class == VGPU_RM_CLASS_MEMORY_SYSMEM;
+}
 
-		if (a->r->h_class != VGPU_RM_CLASS_MEMORY_VIDMEM &&
-		    a->r->h_class != VGPU_RM_CLASS_MEMORY_SYSMEM)
-			continue;
-		for (size_t j = 0; j < w->n; j++)
-			if (w->it[j].r != a->r && w->it[j].r->h_class == a->r->h_class &&
-			    w->it[j].r->u.mem == a->r->u.mem && w->it[j].r->seq < a->r->seq &&
-			    (!a->src || w->it[j].r->seq < a->src->seq))
-				a->src = w->it[j].r;
+/* Memory items grouped by the rm_mem they hold, oldest first within a group. */
+static int mem_by_source(const void *a, const void *b)
+{
+	const struct rm_res *x = (*(const struct mig_item *const *)a)->r;
+	const struct rm_res *y = (*(const struct mig_item *const *)b)->r;
+
+	if (x->h_class != y->h_class)
+		return x->h_class < y->h_class ? -1 : 1;
+	if (x->u.mem != y->u.mem)
+		return (uintptr_t)x->u.mem < (uintptr_t)y->u.mem ? -1 : 1;
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* Give each memory item but the oldest of its rm_mem that oldest holder as its source: one
+ * sort, so a guest's many dups of one object cost O(n log n), not a scan of every item per
+ * dup. */
+static int find_sources(struct mig_walk *w)
+{
+	struct mig_item **m = malloc(w->n * sizeof(*m));
+	size_t nm = 0;
+
+	if (!m)
+		return -ENOMEM;
+	for (size_t i = 0; i < w->n; i++)
+		if (is_mem(&w->it[i]))
+			m[nm++] = &w->it[i];
+	qsort(m, nm, sizeof(*m), mem_by_source);
+	for (size_t i = 1, first = 0; i < nm; i++) {
+		const struct rm_res *a = m[first]->r, *b = m[i]->r;
+
+		if (a->h_class == b->h_class && a->u.mem == b->u.mem)
+			m[i]->src = m[first]->r;
+		else
+			first = i;
 	}
+	free(m);
+	return 0;
+}
+
+/* Raise each key above what the object needs until nothing changes (chains are short:
+ * depth, a channel's VA space, a dup's source). */
+static int order(struct mig_walk *w)
+{
+	int ret;
+
+	if (!w->n)
+		return 0;
+	qsort(w->it, w->n, sizeof(*w->it), item_by_res);
+	ret = find_sources(w);
+	if (ret)
+		return ret;
 	for (bool changed = true; changed;) {
 		changed = false;
 		for (size_t i = 0; i < w->n; i++) {
@@ -111,6 +150,7 @@ static void order(struct mig_walk *w)
 		}
 	}
 	qsort(w->it, w->n, sizeof(*w->it), item_by_key);
+	return 0;
 }
 
 /* VRAM pages as runs of VF-physical addresses. */
@@ -220,8 +260,9 @@ int rm_vf_export(struct rm *rm, unsigned int fn, struct rm_obj_rec **out, size_t
 		list[nc++] = cmn_container_of(l, struct rm_client, fn_link);
 	rm_dev_unlock(rm);
 	ret = list ? walk_clients(&w, list, nc) : -ENOMEM;
+	if (!ret)
+		ret = order(&w);
 	if (!ret) {
-		order(&w);
 		for (size_t i = 0; !ret && i < w.n; i++)
 			ret = fill(rm, &w.it[i]);
 	}

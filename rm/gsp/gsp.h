@@ -260,6 +260,11 @@ enum gsp_rx gsp_q_read(struct gsp_q *q, void *buf);
  * would pick, so that a test plays that peer deterministically. */
 extern void (*gsp_q_read_hook)(struct gsp_q *q);
 
+/* Test builds only (librm_gsp-th.a): when set, gsp_call() calls it on the caller's thread
+ * once the RPC holds its slot and before anything of it is sent, so that a test can put an
+ * event there (a reset, another function's RPC) deterministically. */
+extern void (*gsp_send_hook)(struct gsp *g, unsigned int gfid, uint32_t function);
+
 /* Wait while *@addr == @val, at most @timeout_ns (shared futex). */
 void gsp_futex_wait(_Atomic uint32_t *addr, uint32_t val, uint64_t timeout_ns);
 /* Wake every waiter on @addr. */

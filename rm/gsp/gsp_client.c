@@ -143,6 +143,10 @@ struct gsp {
 
 static __thread struct gsp *tls_replaying;	/* this thread replays after a reset */
 
+#ifdef VGPU_TEST_HOOKS
+void (*gsp_send_hook)(struct gsp *g, unsigned int gfid, uint32_t function);	/* gsp.h */
+#endif
+
 #define STAT_INC(g, f) __atomic_fetch_add(&(g)->st.f, 1, __ATOMIC_RELAXED)
 
 static const uint64_t default_deadline[GSP_CLASS_NR] = {
@@ -424,6 +428,17 @@ static void slot_put(struct gsp_lane *ln, struct gsp_slot *s)
 }
 
 /* ---- send ---- */
+/* Whether @s still waits for its reply: not cancelled by a reset. */
+static bool slot_waiting(struct gsp_lane *ln, struct gsp_slot *s)
+{
+	bool waiting;
+
+	cmn_mutex_lock(&ln->slots_lock);
+	waiting = s->state == SLOT_WAITING;
+	cmn_mutex_unlock(&ln->slots_lock);
+	return waiting;
+}
+
 static void gsp_mark_fatal(struct gsp *g, const char *why)
 {
 	int exp = GSP_RUNNING;
@@ -479,6 +494,14 @@ static int gsp_send(struct gsp_lane *ln, struct gsp_slot *s, uint32_t gfid, uint
 		}
 		if (!gsp_call_allowed(g)) {
 			ret = -ENOTRECOVERABLE;
+			goto out;
+		}
+		/* A reset that cancelled the slot (its caller gets -EIO) may have restarted the
+		 * GSP since: nothing of it is sent to the new one. Checked under tx_lock, which
+		 * the reset takes after cancelling to re-format the queues, so a slot seen
+		 * waiting here has whatever is written now wiped by that re-format. */
+		if (!slot_waiting(ln, s)) {
+			ret = -EIO;
 			goto out;
 		}
 		/* An empty request has no buffer: NULL + 0 is undefined behaviour in C. */
@@ -867,6 +890,10 @@ static int gsp_call_lane(struct gsp *g, struct gsp_lane *ln, unsigned int gfid, 
 	ret = slot_get(ln, gfid, reply, reply_cap, &s);
 	if (ret)
 		return ret;
+#ifdef VGPU_TEST_HOOKS
+	if (gsp_send_hook)
+		gsp_send_hook(g, gfid, function);
+#endif
 	ret = gsp_send(ln, s, gfid, function, req, req_len, deadline);
 	if (ret) {
 		slot_put(ln, s);

@@ -48,6 +48,9 @@ enum vgpu_rpc_inject_mode {
 	VGPU_INJ_CRASH = 8,		/* exit at once */
 	VGPU_INJ_FAIL = 9,		/* the next RPC @arg (function number) of gfid @fn
 					 * is not run and fails with -EREMOTEIO */
+	VGPU_INJ_SCRUB_HOLD = 10,	/* the next SCRUB, about to punch, posts a
+					 * VGPU_RPC_EVT_TEST event (gfid: the scrubbed function,
+					 * data[0]: VGPU_INJ_SCRUB_HOLD) and waits for CLEAR */
 };
 
 #define VGPU_INJ_UNTIL_CLEAR	UINT64_MAX

@@ -49,6 +49,7 @@ struct gsp_fw_faults {
 	_Atomic bool hang;
 	_Atomic uint64_t slow_ns[64];	/* per gfid */
 	_Atomic uint64_t fail_fn[64];	/* per gfid: RPC number + 1 that FAIL fails; 0: none */
+	_Atomic uint32_t scrub_hold;	/* SCRUB_HOLD: 1 armed, 2 a scrub is held; 0: off */
 	struct gsp_fw_wd_clock wd_clock;
 };
 #endif
@@ -155,6 +156,8 @@ bool gsp_fw_hook_hung(struct gsp_fw *s);
 /* SLOW: delay an RPC of @gfid before it runs. 0, or -EREMOTEIO if FAIL was armed for
  * RPC number @fn of @gfid: that one is answered so and not run. */
 int gsp_fw_hook_before_rpc(struct gsp_fw *s, uint32_t gfid, uint32_t fn);
+/* SCRUB_HOLD: a scrub of @fn about to punch (no lock held) reports it and waits. */
+void gsp_fw_hook_scrub(struct gsp_fw *s, uint32_t fn);
 /* Take @ln's one-shot reply faults for the reply about to be written; LATE sleeps here. */
 void gsp_fw_hook_reply_begin(struct gsp_fw_lane *ln);
 /* Publish one reply message (@bytes in ln->tx, @elems elements) with the armed fault
@@ -174,6 +177,11 @@ static inline int gsp_fw_hook_before_rpc(struct gsp_fw *s, uint32_t gfid, uint32
 	(void)gfid;
 	(void)fn;
 	return 0;
+}
+static inline void gsp_fw_hook_scrub(struct gsp_fw *s, uint32_t fn)
+{
+	(void)s;
+	(void)fn;
 }
 static inline void gsp_fw_hook_reply_begin(struct gsp_fw_lane *ln) { (void)ln; }
 static inline bool gsp_fw_hook_reply_write(struct gsp_fw_lane *ln, size_t bytes, uint32_t elems)

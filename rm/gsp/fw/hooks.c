@@ -75,6 +75,7 @@ static void faults_clear(struct gsp_fw *s)
 		atomic_store(&s->faults.slow_ns[i], 0);
 		atomic_store(&s->faults.fail_fn[i], 0);
 	}
+	atomic_store(&s->faults.scrub_hold, 0);
 	for (unsigned int i = 0; i < s->l.nr_lanes; i++) {
 		struct gsp_fw_lane_faults *f = &s->lanes[i].faults;
 
@@ -130,6 +131,9 @@ int gsp_fw_rpc_inject(struct gsp_fw_lane *ln, const void *req, size_t len,
 		if (in->arg >= UINT32_MAX)
 			return -EINVAL;
 		atomic_store(&s->faults.fail_fn[in->fn], in->arg + 1);
+		return 0;
+	case VGPU_INJ_SCRUB_HOLD:
+		atomic_store(&s->faults.scrub_hold, 1);
 		return 0;
 	}
 	return -EINVAL;
@@ -233,6 +237,17 @@ int gsp_fw_hook_before_rpc(struct gsp_fw *s, uint32_t gfid, uint32_t fn)
 	if (gfid < 64 && atomic_compare_exchange_strong(&s->faults.fail_fn[gfid], &armed, 0))
 		return -EREMOTEIO;
 	return 0;
+}
+
+void gsp_fw_hook_scrub(struct gsp_fw *s, uint32_t fn)
+{
+	uint32_t armed = 1;
+
+	if (!atomic_compare_exchange_strong(&s->faults.scrub_hold, &armed, 2))
+		return;
+	gsp_fw_event(s, VGPU_RPC_EVT_TEST, fn, VGPU_INJ_SCRUB_HOLD);
+	while (atomic_load(&s->faults.scrub_hold) == 2)
+		cmn_sleep_ns(VGPU_NSEC_PER_MSEC);
 }
 
 void gsp_fw_hook_reply_begin(struct gsp_fw_lane *ln)

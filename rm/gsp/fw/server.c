@@ -153,9 +153,12 @@ static void srv_slices_poll(struct gsp_fw *s)
 	cmn_mutex_unlock(&s->slice_lock);
 }
 
+/* Punch @sc's range of its function's slice. The punch runs on a copy of the memfd, out
+ * of slice_lock, which every lane takes to look at the slices: one function's scrub holds
+ * up no other lane (a slice dropped meanwhile stays alive until the copy is closed). */
 static int srv_scrub(struct gsp_fw *s, const struct vgpu_rpc_scrub *sc)
 {
-	int ret;
+	int ret = 0, fd = -1;
 
 	if (sc->fn >= s->glob->nr_fns || (sc->offset | sc->size) & 4095 || !sc->size)
 		return -EINVAL;
@@ -165,12 +168,16 @@ static int srv_scrub(struct gsp_fw *s, const struct vgpu_rpc_scrub *sc)
 		ret = -EOPNOTSUPP;
 	else if (sc->offset + sc->size > s->slices[sc->fn].size || sc->offset + sc->size < sc->offset)
 		ret = -EINVAL;
-	else if (fallocate(s->slices[sc->fn].fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-			   (off_t)sc->offset, (off_t)sc->size))
+	else if ((fd = fcntl(s->slices[sc->fn].fd, F_DUPFD_CLOEXEC, 0)) < 0)
 		ret = -errno;
-	else
-		ret = 0;
 	cmn_mutex_unlock(&s->slice_lock);
+	if (ret)
+		return ret;
+	gsp_fw_hook_scrub(s, sc->fn);
+	if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)sc->offset,
+		      (off_t)sc->size))
+		ret = -errno;
+	close(fd);
 	if (!ret)
 		atomic_fetch_add(&s->scrubs, 1);
 	return ret;

@@ -206,6 +206,75 @@ static void test_slice_scrub(void **state)
 	assert_int_equal(gpu_vram_slice_unmap(fx.gpu, 3), 0);
 }
 
+/* Events of a scrub held by VGPU_INJ_SCRUB_HOLD, and the scrub's own thread. */
+static _Atomic unsigned int scrub_held;
+
+static void on_scrub_event(void *ctx, const struct vgpu_rpc_event *ev)
+{
+	(void)ctx;
+	if (ev->type == VGPU_RPC_EVT_TEST && ev->gfid == 3 && ev->data[0] == VGPU_INJ_SCRUB_HOLD)
+		atomic_fetch_add(&scrub_held, 1);
+}
+
+struct scrub_arg {
+	struct gsp *g;
+	uint64_t size;
+	int ret;
+};
+
+static void *scrub_main(void *p)
+{
+	struct scrub_arg *a = p;
+	struct vgpu_rpc_scrub sc = { .fn = 3, .offset = 0, .size = a->size };
+
+	a->ret = gsp_call(a->g, 3, VGPU_RPC_FN_SCRUB, &sc, sizeof(sc), NULL, 0, NULL);
+	return NULL;
+}
+
+/* A scrub in progress (held just before its punch) holds no lock another lane needs:
+ * GET_INFO on lane 0, which looks at every slice, is answered meanwhile (a punch under the
+ * slices' lock would keep it waiting for the whole punch). */
+static void test_scrub_unlocked(void **state)
+{
+	struct gsp_config cfg = { .event_cb = on_scrub_event };
+	uint64_t base = 48ull << 20, size = 8ull << 20;
+	struct scrub_arg a = { .size = size };
+	struct vgpu_rpc_info info;
+	struct gsp_fixture f2;
+	pthread_t th;
+	uint8_t *v;
+	int ret;
+
+	(void)state;
+	atomic_store(&scrub_held, 0);
+	assert_int_equal(gsp_fixture_up(&f2, &cfg), 0);
+	assert_int_equal(gpu_vram_slice_map(f2.gpu, 3, base, size, -1), 0);
+	v = gpu_vram_ptr(f2.gpu, base, size);
+	assert_non_null(v);
+	memset(v, 0xa5, size);
+	assert_int_equal(gsp_slice_send(f2.gsp, 3, gpu_vram_slice_fd(f2.gpu, 3), size), 0);
+	assert_int_equal(gsp_inject(f2.gsp, 0, VGPU_INJ_SCRUB_HOLD, 0, 3, 0), 0);
+	a.g = f2.gsp;
+	assert_int_equal(pthread_create(&th, NULL, scrub_main, &a), 0);
+	while (!atomic_load(&scrub_held))
+		cmn_sleep_ns(VGPU_NSEC_PER_MSEC);
+	ret = gsp_call(f2.gsp, 0, VGPU_RPC_FN_GET_INFO, NULL, 0, &info, sizeof(info), NULL);
+	/* Let the scrub go on (through lane 2, whatever lane 0 is doing), then check. */
+	assert_int_equal(gsp_inject(f2.gsp, 2, VGPU_INJ_CLEAR, 0, 0, 0), 0);
+	pthread_join(th, NULL);
+	assert_int_equal(ret, 0);
+	assert_int_equal(info.scrubs, 0);	/* answered while the scrub was held */
+	assert_int_equal(info.slices, 1);
+	assert_int_equal(a.ret, 0);
+	assert_int_equal(v[0], 0);
+	assert_int_equal(v[size - 1], 0);
+	assert_int_equal(gsp_call(f2.gsp, 0, VGPU_RPC_FN_GET_INFO, NULL, 0, &info, sizeof(info),
+				  NULL), 0);
+	assert_int_equal(info.scrubs, 1);
+	assert_int_equal(atomic_load(&scrub_held), 1);
+	gsp_fixture_down(&f2);
+}
+
 struct mt_arg {
 	unsigned int gfid;
 	int iters, fails;
@@ -334,8 +403,8 @@ static void test_fair_dispatch(void **state)
 
 int main(void)
 {
-	/* Sized from the tables (3 per split case, the argument cases, 5 more). */
-	struct CMUnitTest t[3 * VGPU_ARRAY_SIZE(split_cases) + VGPU_ARRAY_SIZE(arg_cases) + 5];
+	/* Sized from the tables (3 per split case, the argument cases, 6 more). */
+	struct CMUnitTest t[3 * VGPU_ARRAY_SIZE(split_cases) + VGPU_ARRAY_SIZE(arg_cases) + 6];
 	size_t n = 0;
 	static char names[3][VGPU_ARRAY_SIZE(split_cases)][64];
 
@@ -351,6 +420,7 @@ int main(void)
 	t[n++] = (struct CMUnitTest)cmocka_unit_test(test_reply_too_big);
 	t[n++] = (struct CMUnitTest)cmocka_unit_test(test_hw_programming);
 	t[n++] = (struct CMUnitTest)cmocka_unit_test(test_slice_scrub);
+	t[n++] = (struct CMUnitTest)cmocka_unit_test(test_scrub_unlocked);
 	t[n++] = (struct CMUnitTest)cmocka_unit_test(test_concurrent);
 	t[n++] = (struct CMUnitTest)cmocka_unit_test(test_fair_dispatch);
 	if (n != VGPU_ARRAY_SIZE(t)) {

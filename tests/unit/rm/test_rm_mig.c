@@ -112,15 +112,45 @@ static size_t index_of(const struct rm_obj_rec *r, size_t n, uint32_t hc, uint32
 	return n;
 }
 
-/* Every record follows what it needs. */
+struct rec_key {
+	uint64_t key;			/* client << 32 | handle */
+	size_t at;
+};
+
+static int rec_key_cmp(const void *a, const void *b)
+{
+	const struct rec_key *x = a, *y = b;
+
+	return x->key < y->key ? -1 : x->key > y->key;
+}
+
+/* The position of (@hc, @h) in @idx (sorted, @n entries); fails the test if missing. */
+static size_t rec_at(const struct rec_key *idx, size_t n, uint32_t hc, uint32_t h)
+{
+	struct rec_key k = { .key = (uint64_t)hc << 32 | h };
+	const struct rec_key *f = bsearch(&k, idx, n, sizeof(k), rec_key_cmp);
+
+	if (!f)
+		fail_msg("handle %#x of client %#x not exported", h, hc);
+	return f ? f->at : n;
+}
+
+/* Every record follows what it needs (an index, as a list may hold 65536 dups). */
 static void check_order(const struct rm_obj_rec *r, size_t n)
 {
+	struct rec_key *idx = malloc((n + 1) * sizeof(*idx));
+
+	assert_non_null(idx);
+	for (size_t i = 0; i < n; i++)
+		idx[i] = (struct rec_key){ (uint64_t)r[i].h_client << 32 | r[i].handle, i };
+	qsort(idx, n, sizeof(*idx), rec_key_cmp);
 	for (size_t i = 0; i < n; i++) {
 		if (r[i].h_class)
-			assert_true(index_of(r, n, r[i].h_client, r[i].h_parent) < i);
+			assert_true(rec_at(idx, n, r[i].h_client, r[i].h_parent) < i);
 		if (r[i].dep_handle)
-			assert_true(index_of(r, n, r[i].dep_client, r[i].dep_handle) < i);
+			assert_true(rec_at(idx, n, r[i].dep_client, r[i].dep_handle) < i);
 	}
+	free(idx);
 }
 
 static void check_same(const struct rm_obj_rec *a, size_t na, const struct rm_obj_rec *b,
@@ -235,11 +265,70 @@ static void test_refusals(void **state)
 	assert_int_equal(rm_vf_reset(fx.rm, 1), 0);
 }
 
+/* 65536 dups of one 64 KiB object (what a 16 GiB slice's object quota allows), spread over
+ * clients of 4000 objects each: the export lists the source once, before every dup, each
+ * dup naming it, in creation order; emptied and imported back, the function exports the
+ * same list. A scan of every item per dup's source takes minutes here (the hang guard). */
+#define MANY_DUPS 65536u
+static void test_many_dups(void **state)
+{
+	uint32_t hc0, hd0, hs0, hmem, hc = 0, hd = 0, hs;
+	struct rm_obj_rec *r, *r2;
+	size_t n, n2, isrc, last = 0;
+	unsigned int made = 0, dups = 0;
+	uint64_t objs;
+
+	(void)state;
+	assert_int_equal(rm_t_client(fx.rm, 1, &hc0, &hd0, &hs0), 0);
+	assert_int_equal(rm_t_vidmem(fx.rm, 1, hc0, hd0, 64 << 10, &hmem), 0);
+	assert_int_equal(rm_share(fx.rm, 1, hc0, hmem, 0, VGPU_RM_ACCESS_DUP), 0);
+	for (; made < MANY_DUPS; made++) {
+		uint32_t h = 0;
+
+		if (made % 4000 == 0)
+			assert_int_equal(rm_t_client(fx.rm, 1, &hc, &hd, &hs), 0);
+		assert_int_equal(rm_dup(fx.rm, 1, hc, hd, &h, hc0, hmem), 0);
+	}
+	objs = rm_object_count(fx.rm, 1);
+	assert_int_equal(rm_vf_export(fx.rm, 1, &r, &n), 0);
+	assert_int_equal(n, objs);
+	check_order(r, n);
+	isrc = index_of(r, n, hc0, hmem);
+	assert_int_equal(r[isrc].dep_handle, 0);
+	assert_int_equal(r[isrc].nr_runs, 1);
+	for (size_t i = 0; i < n; i++) {
+		if (r[i].h_class != VGPU_RM_CLASS_MEMORY_VIDMEM || i == isrc)
+			continue;
+		/* Each dup names the source and follows the one made before it (clients and
+		 * handles are handed out in increasing order here). */
+		assert_true(i > isrc);
+		assert_int_equal(r[i].dep_client, hc0);
+		assert_int_equal(r[i].dep_handle, hmem);
+		assert_int_equal(r[i].nr_runs, 0);
+		if (dups)
+			assert_true(((uint64_t)r[i].h_client << 32 | r[i].handle) >
+				    ((uint64_t)r[last].h_client << 32 | r[last].handle));
+		last = i;
+		dups++;
+	}
+	assert_int_equal(dups, MANY_DUPS);
+	assert_int_equal(rm_vf_reset(fx.rm, 1), 0);
+	assert_int_equal(rm_object_count(fx.rm, 1), 0);
+	import_all(r, n);
+	assert_int_equal(rm_object_count(fx.rm, 1), objs);
+	assert_int_equal(rm_vf_export(fx.rm, 1, &r2, &n2), 0);
+	check_same(r, n, r2, n2);
+	rm_obj_recs_free(r, n);
+	rm_obj_recs_free(r2, n2);
+	assert_int_equal(rm_vf_reset(fx.rm, 1), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_many_dups, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -3,10 +3,13 @@
  * CHANNEL_ENABLE call fails, and the RM's records (what rm_vf_export() reports and what a
  * device reset replays) stay what the GSP has, so the hardware after a reset is what it
  * was before it. The GSP's refusal is real: vgpu-gsp-test answers the one RPC so
- * (VGPU_INJ_FAIL, rm/gsp/gsp_test_rpc.h) instead of running it. */
+ * (VGPU_INJ_FAIL, rm/gsp/gsp_test_rpc.h) instead of running it. And two updates of one
+ * runlist whose RPCs reach the GSP in the opposite order still leave the record there. */
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
@@ -38,6 +41,7 @@ static int teardown(void **state)
 	int leak = (int)(rm_object_count(fx.rm, 1) + rm_t_inflight(&fx));
 
 	(void)state;
+	gsp_send_hook = NULL;
 	rm_fixture_down(&fx);
 	return leak ? -1 : 0;
 }
@@ -118,12 +122,90 @@ static void test_runlist_refused(void **state)
 	assert_int_equal(rm_client_free(fx.rm, 1, hc), 0);
 }
 
+/* Two channels of one runlist enabled at once, the first one's RUNLIST_SET held between
+ * its record change and its send (gsp_send_hook) until the second's has gone through: the
+ * first's bitmap (without the second channel) reaches the GSP last. The RM sends the
+ * record again, so both channels end enabled and on the runlist, in the hardware and in
+ * the records; without the resend the second stays enabled but off its runlist. */
+static struct {
+	_Atomic unsigned int sends;	/* function 1's RUNLIST_SETs about to be sent */
+	_Atomic bool held, release;
+	uint32_t hc, hch;
+	int ret;
+} race;
+
+static void hold_first_runlist(struct gsp *g, unsigned int gfid, uint32_t function)
+{
+	(void)g;
+	if (gfid != 1 || function != VGPU_RPC_FN_RUNLIST_SET || atomic_fetch_add(&race.sends, 1))
+		return;
+	atomic_store(&race.held, true);
+	while (!atomic_load(&race.release))
+		cmn_sleep_ns(100 * VGPU_NSEC_PER_USEC);
+}
+
+static void *enable_first(void *arg)
+{
+	(void)arg;
+	race.ret = chan_enable(race.hc, race.hch, true);
+	return NULL;
+}
+
+/* A client of function 1 with a VA space and a channel on runlist 0. */
+static void client_channel(uint32_t *hc, uint32_t *hch, uint32_t *chid)
+{
+	struct vgpu_rm_vaspace_params vp = { .pdb = 0 };
+	struct vgpu_rm_channel_params cp;
+	uint32_t hd, hs, hv = 0;
+
+	assert_int_equal(rm_t_client(fx.rm, 1, hc, &hd, &hs), 0);
+	assert_int_equal(rm_alloc(fx.rm, 1, *hc, hd, &hv, VGPU_RM_CLASS_VASPACE, &vp, sizeof(vp)),
+			 0);
+	assert_int_equal(rm_t_channel(fx.rm, 1, *hc, hd, hv, hch, &cp), 0);
+	*chid = cp.chid;
+}
+
+static void test_runlist_race(void **state)
+{
+	uint32_t hc2, hch2, a, b;
+	pthread_t th;
+
+	(void)state;
+	memset(&race, 0, sizeof(race));
+	client_channel(&race.hc, &race.hch, &a);
+	client_channel(&hc2, &hch2, &b);
+	assert_int_not_equal(a, b);
+	gsp_send_hook = hold_first_runlist;
+	assert_int_equal(pthread_create(&th, NULL, enable_first, NULL), 0);
+	while (!atomic_load(&race.held))
+		cmn_sleep_ns(100 * VGPU_NSEC_PER_USEC);
+	/* The first channel is on the runlist in the records, not yet in the GSP. */
+	assert_int_equal(chan_enable(hc2, hch2, true), 0);
+	assert_hw(b, true);
+	atomic_store(&race.release, true);
+	pthread_join(th, NULL);
+	gsp_send_hook = NULL;
+	assert_int_equal(race.ret, 0);
+	assert_hw(a, true);
+	assert_hw(b, true);
+	assert_record(race.hc, race.hch, true);
+	assert_record(hc2, hch2, true);
+	/* The same after a device reset's replay of the records. */
+	assert_int_equal(gsp_reset(rm_gsp(fx.rm)), 0);
+	assert_hw(a, true);
+	assert_hw(b, true);
+	assert_int_equal(rm_client_free(fx.rm, 1, race.hc), 0);
+	assert_int_equal(rm_client_free(fx.rm, 1, hc2), 0);
+}
+
 int main(void)
 {
-	struct CMUnitTest t[VGPU_ARRAY_SIZE(runlist_cases)];
+	struct CMUnitTest t[VGPU_ARRAY_SIZE(runlist_cases) + 1];
 
 	for (size_t i = 0; i < VGPU_ARRAY_SIZE(runlist_cases); i++)
 		t[i] = (struct CMUnitTest){ runlist_cases[i].name, test_runlist_refused, setup,
 					    teardown, (void *)&runlist_cases[i] };
+	t[VGPU_ARRAY_SIZE(runlist_cases)] = (struct CMUnitTest){ "two updates race",
+		test_runlist_race, setup, teardown, NULL };
 	return _cmocka_run_group_tests("rm_runlist", t, VGPU_ARRAY_SIZE(t), NULL, NULL);
 }
