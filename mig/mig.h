@@ -243,6 +243,7 @@ struct mig_dec {
 	void *ctx;
 	uint8_t *buf;				/* MIG_DEC_BUF bytes */
 	uint64_t pos;				/* stream bytes consumed */
+	uint64_t frame_at;			/* the byte where the frame being read starts */
 	uint32_t seq;
 	bool slice_seen, ended, failed;
 	uint64_t size[MIG_NR_REGIONS];

@@ -523,23 +523,29 @@ static ssize_t read_full(struct mig_dec *d, uint8_t *p, size_t len)
 
 /* A decode error: the decoder refuses everything after it. */
 #define dec_fail(d, f, err, ...) ((d)->failed = true, cmn_fail(f, err, __VA_ARGS__))
+/* A frame (of type @type) the decoder refuses: the message names it by index, type and
+ * the stream byte where it starts, as doc/migration.md promises. */
+#define dec_bad(d, f, err, type, fmt, ...)						\
+	dec_fail(d, f, err, "frame %u (%s) at byte %" PRIu64 ": " fmt, (d)->seq,		\
+		 mig_frame_name(type), (d)->frame_at, ##__VA_ARGS__)
 
 static int dec_hello(struct mig_dec *d, const uint8_t *p, uint32_t len, struct mig_frame *out,
 		     struct cmn_fail *f)
 {
 	if (len != HELLO_LEN || memcmp(p, MIG_MAGIC, 8))
-		return dec_fail(d, f, -EBADMSG, "frame 0 (hello): not a vgpu migration stream (bad "
-				"magic or length %u)", len);
+		return dec_bad(d, f, -EBADMSG, MIG_F_HELLO, "not a vgpu migration stream (bad "
+			       "magic or length %u)", len);
 	out->u.hello.major = get16(p + 8);
 	out->u.hello.minor = get16(p + 10);
 	d->minor = out->u.hello.minor;
 	if (out->u.hello.major != MIG_VERSION_MAJOR)
-		return dec_fail(d, f, -EPROTO, "frame 0 (hello): stream version %u.%u; this vgpud "
-				"reads version %u.x only", out->u.hello.major, out->u.hello.minor,
-				MIG_VERSION_MAJOR);
+		return dec_bad(d, f, -EPROTO, MIG_F_HELLO, "stream version %u.%u; this vgpud "
+			       "reads version %u.x only", out->u.hello.major, out->u.hello.minor,
+			       MIG_VERSION_MAJOR);
 	if (get32(p + 12))
-		return dec_fail(d, f, -EPROTO, "frame 0 (hello): flags %#x not understood by "
-				"version %u.%u", get32(p + 12), MIG_VERSION_MAJOR, MIG_VERSION_MINOR);
+		return dec_bad(d, f, -EPROTO, MIG_F_HELLO, "flags %#x not understood by "
+			       "version %u.%u", get32(p + 12), MIG_VERSION_MAJOR,
+			       MIG_VERSION_MINOR);
 	return 1;
 }
 
@@ -549,15 +555,15 @@ static int dec_slice(struct mig_dec *d, const uint8_t *p, uint32_t len, struct m
 	uint64_t v, m;
 
 	if (d->slice_seen)
-		return dec_fail(d, f, -EBADMSG, "frame %u (slice): a second SLICE frame", d->seq);
+		return dec_bad(d, f, -EBADMSG, MIG_F_SLICE, "a second SLICE frame");
 	if (len <= SLICE_FIXED || len - SLICE_FIXED > MIG_DEF_MAX)
-		return dec_fail(d, f, -EBADMSG, "frame %u (slice): definition of %u bytes (1..%u)",
-				d->seq, len < SLICE_FIXED ? 0 : len - SLICE_FIXED, MIG_DEF_MAX);
+		return dec_bad(d, f, -EBADMSG, MIG_F_SLICE, "definition of %u bytes (1..%u)",
+			       len < SLICE_FIXED ? 0 : len - SLICE_FIXED, MIG_DEF_MAX);
 	v = get64(p);
 	m = get64(p + 8);
 	if (!v || v > REGION_MAX || m > REGION_MAX)
-		return dec_fail(d, f, -EBADMSG, "frame %u (slice): region sizes vram %" PRIu64
-				" dma %" PRIu64 " out of range", d->seq, v, m);
+		return dec_bad(d, f, -EBADMSG, MIG_F_SLICE, "region sizes vram %" PRIu64 " dma %"
+			       PRIu64 " out of range", v, m);
 	d->slice_seen = true;
 	d->size[MIG_R_VRAM] = v;
 	d->size[MIG_R_DMA] = m;
@@ -575,21 +581,25 @@ static int dec_extent(struct mig_dec *d, const uint8_t *p, uint32_t len, struct 
 	uint64_t off, n;
 
 	if (len <= EXTENT_FIXED || len - EXTENT_FIXED > MIG_EXTENT_MAX)
-		return dec_fail(d, f, -EBADMSG, "frame %u (extent): %u data bytes (1..%u)", d->seq,
-				len < EXTENT_FIXED ? 0 : len - EXTENT_FIXED, MIG_EXTENT_MAX);
+		return dec_bad(d, f, -EBADMSG, MIG_F_EXTENT, "%u data bytes (1..%u)",
+			       len < EXTENT_FIXED ? 0 : len - EXTENT_FIXED, MIG_EXTENT_MAX);
 	rg = get32(p);
 	off = get64(p + 8);
 	n = len - EXTENT_FIXED;
-	if (rg >= MIG_NR_REGIONS || get32(p + 4))
-		return dec_fail(d, f, -EBADMSG, "frame %u (extent): region %u unknown", d->seq, rg);
+	if (rg >= MIG_NR_REGIONS)
+		return dec_bad(d, f, -EBADMSG, MIG_F_EXTENT, "region %u unknown (0 VRAM, 1 DMA)",
+			       rg);
+	if (get32(p + 4))
+		return dec_bad(d, f, -EBADMSG, MIG_F_EXTENT, "reserved word %#x not 0",
+			       get32(p + 4));
 	if (off < d->next[rg])
-		return dec_fail(d, f, -EBADMSG, "frame %u (extent): %s offset %#" PRIx64 " below the "
-				"previous extent's end %#" PRIx64, d->seq, mig_region_name(rg), off,
-				d->next[rg]);
+		return dec_bad(d, f, -EBADMSG, MIG_F_EXTENT, "%s offset %#" PRIx64 " below the "
+			       "previous extent's end %#" PRIx64, mig_region_name(rg), off,
+			       d->next[rg]);
 	if (off > d->size[rg] || n > d->size[rg] - off)
-		return dec_fail(d, f, -EBADMSG, "frame %u (extent): %s [%#" PRIx64 ", +%#" PRIx64
-				") past the region's %#" PRIx64 " bytes", d->seq, mig_region_name(rg),
-				off, n, d->size[rg]);
+		return dec_bad(d, f, -EBADMSG, MIG_F_EXTENT, "%s [%#" PRIx64 ", +%#" PRIx64
+			       ") past the region's %#" PRIx64 " bytes", mig_region_name(rg), off,
+			       n, d->size[rg]);
 	d->next[rg] = off + n;
 	d->tot.extents++;
 	d->tot.bytes[rg] += n;
@@ -606,8 +616,8 @@ static int dec_end(struct mig_dec *d, const uint8_t *p, uint32_t len, struct mig
 	struct mig_totals *t = &out->u.end;
 
 	if (len != END_LEN)
-		return dec_fail(d, f, -EBADMSG, "frame %u (end): length %u (expected %u)", d->seq,
-				len, END_LEN);
+		return dec_bad(d, f, -EBADMSG, MIG_F_END, "length %u (expected %u)", len,
+			       END_LEN);
 	t->frames = get64(p);
 	t->extents = get64(p + 8);
 	t->bytes[MIG_R_VRAM] = get64(p + 16);
@@ -615,11 +625,11 @@ static int dec_end(struct mig_dec *d, const uint8_t *p, uint32_t len, struct mig
 	if (t->frames != d->seq || t->extents != d->tot.extents ||
 	    t->bytes[MIG_R_VRAM] != d->tot.bytes[MIG_R_VRAM] ||
 	    t->bytes[MIG_R_DMA] != d->tot.bytes[MIG_R_DMA])
-		return dec_fail(d, f, -EBADMSG, "frame %u (end): totals (%" PRIu64 " frames, %" PRIu64
-				" extents, %" PRIu64 "+%" PRIu64 " bytes) differ from the stream's "
-				"(%u, %" PRIu64 ", %" PRIu64 "+%" PRIu64 ")", d->seq, t->frames,
-				t->extents, t->bytes[0], t->bytes[1], d->seq, d->tot.extents,
-				d->tot.bytes[0], d->tot.bytes[1]);
+		return dec_bad(d, f, -EBADMSG, MIG_F_END, "totals (%" PRIu64 " frames, %" PRIu64
+			       " extents, %" PRIu64 "+%" PRIu64 " bytes) differ from the stream's "
+			       "(%u, %" PRIu64 ", %" PRIu64 "+%" PRIu64 ")", t->frames,
+			       t->extents, t->bytes[0], t->bytes[1], d->seq, d->tot.extents,
+			       d->tot.bytes[0], d->tot.bytes[1]);
 	d->ended = true;
 	return 1;
 }
@@ -644,22 +654,16 @@ static int dec_state_order(struct mig_dec *d, uint32_t type, struct cmn_fail *f)
 {
 	int rank = state_rank(type);
 
-	if (d->minor < 1)
-		return dec_fail(d, f, -EBADMSG, "frame %u (%s): a version %u.%u stream does not "
-				"carry this state", d->seq, mig_frame_name(type), MIG_VERSION_MAJOR,
-				d->minor);
+	if (d->minor < 1 || (type == MIG_F_CONTROL && d->minor < 2) ||
+	    (type == MIG_F_GUEST && d->minor < 3))
+		return dec_bad(d, f, -EBADMSG, type, "a version %u.%u stream does not carry this "
+			       "state", MIG_VERSION_MAJOR, d->minor);
 	if (rank < d->state_rank)
-		return dec_fail(d, f, -EBADMSG, "frame %u (%s): out of order (after the %s frame)",
-				d->seq, mig_frame_name(type), mig_frame_name(state_order[d->state_rank]));
-	if (type == MIG_F_CONTROL && d->minor < 2)
-		return dec_fail(d, f, -EBADMSG, "frame %u (control): a version %u.%u stream does not "
-				"carry this state", d->seq, MIG_VERSION_MAJOR, d->minor);
-	if (type == MIG_F_GUEST && d->minor < 3)
-		return dec_fail(d, f, -EBADMSG, "frame %u (guest): a version %u.%u stream does not "
-				"carry this state", d->seq, MIG_VERSION_MAJOR, d->minor);
+		return dec_bad(d, f, -EBADMSG, type, "out of order (after the %s frame)",
+			       mig_frame_name(state_order[d->state_rank]));
 	if ((type == MIG_F_SCHED || type == MIG_F_GUEST) && d->state_rank == rank)
-		return dec_fail(d, f, -EBADMSG, "frame %u (%s): a second %s frame", d->seq,
-				mig_frame_name(type), type == MIG_F_SCHED ? "SCHED" : "GUEST");
+		return dec_bad(d, f, -EBADMSG, type, "a second %s frame",
+			       type == MIG_F_SCHED ? "SCHED" : "GUEST");
 	d->state_rank = rank;
 	return 0;
 }
@@ -671,16 +675,14 @@ static int dec_list_head(struct mig_dec *d, const uint8_t *p, uint32_t len, uint
 	uint64_t n;
 
 	if (len < LIST_FIXED)
-		return dec_fail(d, f, -EBADMSG, "frame %u (%s): length %u below its %u-byte head",
-				d->seq, mig_frame_name(type), len, LIST_FIXED);
+		return dec_bad(d, f, -EBADMSG, type, "length %u below its %u-byte head", len,
+			       LIST_FIXED);
 	n = get32(p);
 	if (get32(p + 4))
-		return dec_fail(d, f, -EBADMSG, "frame %u (%s): reserved word %#x not 0", d->seq,
-				mig_frame_name(type), get32(p + 4));
+		return dec_bad(d, f, -EBADMSG, type, "reserved word %#x not 0", get32(p + 4));
 	if (rs && n * rs != len - LIST_FIXED)
-		return dec_fail(d, f, -EBADMSG, "frame %u (%s): %" PRIu64 " records of %zu bytes "
-				"do not fill its %u payload bytes", d->seq, mig_frame_name(type), n,
-				rs, len - LIST_FIXED);
+		return dec_bad(d, f, -EBADMSG, type, "%" PRIu64 " records of %zu bytes do not "
+			       "fill its %u payload bytes", n, rs, len - LIST_FIXED);
 	out->u.list.count = (uint32_t)n;
 	out->u.list.p = p + LIST_FIXED;
 	out->u.list.len = len - LIST_FIXED;
@@ -726,8 +728,8 @@ static int dec_channels(struct mig_dec *d, const uint8_t *p, uint32_t len, struc
 		mig_chan_rec_at(out, i, &c);
 		bad = chan_bad(d, &c);
 		if (bad)
-			return dec_fail(d, f, -EBADMSG, "frame %u (channels): record %u (channel %u): "
-					"%s out of range", d->seq, i, c.chid, bad);
+			return dec_bad(d, f, -EBADMSG, MIG_F_CHANNELS, "record %u (channel %u): "
+				       "%s out of range", i, c.chid, bad);
 		d->chans_seen |= 1ull << c.chid;
 	}
 	return r ? r : 1;
@@ -743,8 +745,8 @@ static int dec_doorbells(struct mig_dec *d, const uint8_t *p, uint32_t len, stru
 
 		mig_db_rec_at(out, i, &b);
 		if (b.chid >= MIG_MAX_CHANS || !b.h_client || !b.h_chan)
-			return dec_fail(d, f, -EBADMSG, "frame %u (doorbells): record %u: channel %u "
-					"or handle out of range", d->seq, i, b.chid);
+			return dec_bad(d, f, -EBADMSG, MIG_F_DOORBELLS, "record %u: channel %u "
+				       "or handle out of range", i, b.chid);
 	}
 	return r ? r : 1;
 }
@@ -762,10 +764,10 @@ static int dec_iommu(struct mig_dec *d, const uint8_t *p, uint32_t len, struct m
 		    m.iova + m.length < m.iova || m.offset + m.length < m.offset ||
 		    m.offset + m.length > d->size[MIG_R_DMA] || !m.prot || m.prot > 3 ||
 		    get32(out->u.list.p + (size_t)i * IOMMU_REC + 28))
-			return dec_fail(d, f, -EBADMSG, "frame %u (iommu): record %u: mapping [%#"
-					PRIx64 ", +%#" PRIx64 ") at DMA offset %#" PRIx64 " prot %u "
-					"unaligned, out of order, past the DMA memory or bad", d->seq, i,
-					m.iova, m.length, m.offset, m.prot);
+			return dec_bad(d, f, -EBADMSG, MIG_F_IOMMU, "record %u: mapping [%#"
+				       PRIx64 ", +%#" PRIx64 ") at DMA offset %#" PRIx64 " prot %u "
+				       "unaligned, out of order, past the DMA memory or bad", i,
+				       m.iova, m.length, m.offset, m.prot);
 		d->iova_next = m.iova + m.length;
 	}
 	return r ? r : 1;
@@ -797,12 +799,12 @@ static int dec_rm_tree(struct mig_dec *d, const uint8_t *p, uint32_t len, struct
 		const char *bad;
 
 		if (left < MIG_RM_OBJ_FIXED)
-			return dec_fail(d, f, -EBADMSG, "frame %u (rm-tree): record %u of %u truncated "
-					"at record byte %zu", d->seq, i, out->u.list.count, off);
+			return dec_bad(d, f, -EBADMSG, MIG_F_RM_TREE, "record %u of %u truncated "
+				       "at record byte %zu", i, out->u.list.count, off);
 		need = MIG_RM_OBJ_FIXED + (size_t)get32(q + 72) * RUN_LEN;
 		if (need > left)
-			return dec_fail(d, f, -EBADMSG, "frame %u (rm-tree): record %u: %u runs past "
-					"the frame's end", d->seq, i, get32(q + 72));
+			return dec_bad(d, f, -EBADMSG, MIG_F_RM_TREE, "record %u: %u runs past "
+				       "the frame's end", i, get32(q + 72));
 		mig_rm_obj_next(out, &off, &o);
 		bad = rm_obj_bad(&o, q);
 		for (uint32_t k = 0; !bad && k < o.nr_runs; k++) {
@@ -816,12 +818,12 @@ static int dec_rm_tree(struct mig_dec *d, const uint8_t *p, uint32_t len, struct
 				bad = "a VRAM run empty or outside the slice";
 		}
 		if (bad)
-			return dec_fail(d, f, -EBADMSG, "frame %u (rm-tree): record %u (handle %#x): %s",
-					d->seq, i, o.handle, bad);
+			return dec_bad(d, f, -EBADMSG, MIG_F_RM_TREE, "record %u (handle %#x): %s",
+				       i, o.handle, bad);
 	}
 	if (!r && off != out->u.list.len)
-		return dec_fail(d, f, -EBADMSG, "frame %u (rm-tree): %zu bytes after its %u records",
-				d->seq, out->u.list.len - off, out->u.list.count);
+		return dec_bad(d, f, -EBADMSG, MIG_F_RM_TREE, "%zu bytes after its %u records",
+			       out->u.list.len - off, out->u.list.count);
 	return r ? r : 1;
 }
 
@@ -831,8 +833,8 @@ static int dec_sched(struct mig_dec *d, const uint8_t *p, uint32_t len, struct m
 	struct mig_sched_rec *s = &out->u.sched;
 
 	if (len != SCHED_LEN || get64(p + 56))
-		return dec_fail(d, f, -EBADMSG, "frame %u (sched): length %u (expected %u) or "
-				"reserved word not 0", d->seq, len, SCHED_LEN);
+		return dec_bad(d, f, -EBADMSG, MIG_F_SCHED, "length %u (expected %u) or "
+			       "reserved word not 0", len, SCHED_LEN);
 	*s = (struct mig_sched_rec){ get64(p), get64(p + 8), get64(p + 16), get64(p + 24),
 				     get64(p + 32), get64(p + 40), get64(p + 48) };
 	return 1;
@@ -844,15 +846,15 @@ static int dec_control(struct mig_dec *d, const uint8_t *p, uint32_t len, struct
 	uint32_t off, n;
 
 	if (len <= LIST_FIXED || len - LIST_FIXED > MIG_CTRL_PIECE_MAX || get32(p + 4))
-		return dec_fail(d, f, -EBADMSG, "frame %u (control): %u data bytes (1..%u) or "
-				"reserved word not 0", d->seq, len < LIST_FIXED ? 0 : len - LIST_FIXED,
-				MIG_CTRL_PIECE_MAX);
+		return dec_bad(d, f, -EBADMSG, MIG_F_CONTROL, "%u data bytes (1..%u) or "
+			       "reserved word not 0", len < LIST_FIXED ? 0 : len - LIST_FIXED,
+			       MIG_CTRL_PIECE_MAX);
 	off = get32(p);
 	n = len - LIST_FIXED;
 	if (off < d->ctrl_next || off > MIG_CTRL_SIZE || n > MIG_CTRL_SIZE - off)
-		return dec_fail(d, f, -EBADMSG, "frame %u (control): piece [%#x, +%#x) below the "
-				"previous one's end %#x or past the %#x-byte control area", d->seq, off,
-				n, d->ctrl_next, MIG_CTRL_SIZE);
+		return dec_bad(d, f, -EBADMSG, MIG_F_CONTROL, "piece [%#x, +%#x) below the "
+			       "previous one's end %#x or past the %#x-byte control area", off, n,
+			       d->ctrl_next, MIG_CTRL_SIZE);
 	d->ctrl_next = off + n;
 	out->u.ctrl.off = off;
 	out->u.ctrl.data = p + LIST_FIXED;
@@ -864,13 +866,13 @@ static int dec_guest(struct mig_dec *d, const uint8_t *p, uint32_t len, struct m
 		     struct cmn_fail *f)
 {
 	if (len != MIG_GUEST_LEN || get64(p + 8))
-		return dec_fail(d, f, -EBADMSG, "frame %u (guest): length %u (expected %u) or "
-				"reserved word not 0", d->seq, len, MIG_GUEST_LEN);
+		return dec_bad(d, f, -EBADMSG, MIG_F_GUEST, "length %u (expected %u) or "
+			       "reserved word not 0", len, MIG_GUEST_LEN);
 	out->u.guest.abi = get32(p);
 	out->u.guest.flags = get32(p + 4);
 	if (!out->u.guest.flags)
-		return dec_fail(d, f, -EBADMSG, "frame %u (guest): no flags (a guest that asked for "
-				"nothing has no GUEST frame)", d->seq);
+		return dec_bad(d, f, -EBADMSG, MIG_F_GUEST, "no flags (a guest that asked for "
+			       "nothing has no GUEST frame)");
 	return 1;
 }
 
@@ -927,22 +929,20 @@ void mig_rm_run(const struct mig_rm_obj *o, uint32_t i, uint64_t *start, uint64_
 /* The frame's order: HELLO first, SLICE second, then extents, END last. */
 static int dec_order(struct mig_dec *d, uint32_t type, struct cmn_fail *f)
 {
-	const char *nm = mig_frame_name(type);
-
 	if (d->seq == 0 && type != MIG_F_HELLO)
-		return dec_fail(d, f, -EBADMSG, "frame 0 (%s): not a vgpu migration stream (no "
-				"HELLO frame first)", nm);
+		return dec_bad(d, f, -EBADMSG, type, "not a vgpu migration stream (no HELLO frame "
+			       "first)");
 	if (d->seq && type == MIG_F_HELLO)
-		return dec_fail(d, f, -EBADMSG, "frame %u (hello): a second HELLO", d->seq);
+		return dec_bad(d, f, -EBADMSG, type, "a second HELLO");
 	if (d->seq && !d->slice_seen && type != MIG_F_SLICE)
-		return dec_fail(d, f, -EBADMSG, "frame %u (%s): expected the SLICE frame", d->seq, nm);
+		return dec_bad(d, f, -EBADMSG, type, "expected the SLICE frame");
 	if (state_rank(type) >= 0)
 		return dec_state_order(d, type, f);
 	if (type < MIG_F_HELLO || type > MIG_F_END)
-		return dec_fail(d, f, -EBADMSG, "frame %u: unknown type %u", d->seq, type);
+		return dec_fail(d, f, -EBADMSG, "frame %u at byte %" PRIu64 ": unknown type %u",
+				d->seq, d->frame_at, type);
 	if (type == MIG_F_EXTENT && d->state_rank >= 0)
-		return dec_fail(d, f, -EBADMSG, "frame %u (extent): an extent after the state frames",
-				d->seq);
+		return dec_bad(d, f, -EBADMSG, type, "an extent after the state frames");
 	return 0;
 }
 
@@ -958,6 +958,7 @@ int mig_dec_next(struct mig_dec *d, struct mig_frame *out, struct cmn_fail *f)
 		return cmn_fail(f, -EBADMSG, "migration stream: the decoder already failed");
 	if (d->ended)
 		return dec_after_end(d, f);
+	d->frame_at = at;
 	n = read_full(d, h, MIG_FRAME_HDR);
 	if (n < 0)
 		return dec_fail(d, f, (int)n, "migration stream: read of frame %u: %s", d->seq,
@@ -968,8 +969,8 @@ int mig_dec_next(struct mig_dec *d, struct mig_frame *out, struct cmn_fail *f)
 		return dec_fail(d, f, -EBADMSG, "migration stream truncated: it ends after frame %u "
 				"at byte %" PRIu64 " with no END frame", d->seq - 1, at);
 	if (n < MIG_FRAME_HDR)
-		return dec_fail(d, f, -EBADMSG, "frame %u: truncated inside its header at byte %"
-				PRIu64, d->seq, d->pos);
+		return dec_fail(d, f, -EBADMSG, "frame %u at byte %" PRIu64 ": truncated inside "
+				"its header (%zd of %u bytes)", d->seq, at, n, MIG_FRAME_HDR);
 	type = get16(h);
 	len = get32(h + 4);
 	seq = get32(h + 8);

@@ -452,14 +452,39 @@ static int restore_extent(struct pf_slice *s, const struct mig_frame *fr, struct
 				off, fr->u.extent.len, region == MIG_R_VRAM ? "VRAM" : "DMA memory",
 				size >> 20);
 	n = pwrite(s->bar_fd, fr->u.extent.data, fr->u.extent.len, (off_t)at);
-	if (n != (ssize_t)fr->u.extent.len)
-		return cmn_fail(&e->f, n < 0 ? -errno : -EIO, "cannot write the VRAM object at %#"
-				PRIx64, at);
+	if (n != (ssize_t)fr->u.extent.len) {
+		int err = n < 0 ? -errno : -EIO;
+
+		return cmn_fail(&e->f, err, "frame %u (extent): cannot write the slice's %s at "
+				"%#" PRIx64 " (BAR object byte %#" PRIx64 "): %s", fr->seq,
+				region == MIG_R_VRAM ? "VRAM" : "DMA memory", off, at,
+				n < 0 ? cmn_strerror(err) : "short write");
+	}
 	return 0;
 }
 
+/* First read: the IOMMU records so far against what the planned slice's guest could map
+ * (pf_mig_state_map_limit()), so that a stream with more is refused before anything
+ * changes. */
+static int restore_maps_count(struct pf_mig_plan *p, const struct mig_frame *fr,
+			      struct pf_err *e)
+{
+	struct pf_mig_maps lim;
+
+	for (uint32_t i = 0; i < fr->u.list.count; i++) {
+		struct mig_iommu_rec m;
+
+		mig_iommu_rec_at(fr, i, &m);
+		p->maps.count++;
+		p->maps.bytes += m.length;
+	}
+	pf_mig_state_map_limit(p->s->prov.rm_objects, p->dma, &lim);
+	return pf_mig_state_maps_check(&lim, &p->maps, fr->seq, e);
+}
+
 /* One read of the stream: the checks (and the plan) on the first, the VRAM object
- * filled on the second (@s running). */
+ * filled on the second (@s running). An offline stream carries no control area (a
+ * restore formats it fresh): a CONTROL frame, a live migration's, is refused. */
 static int restore_pass(struct pf_daemon *d, struct restore_read *rd, struct pf_mig_plan *p,
 			struct pf_slice *s, struct pf_err *e)
 {
@@ -479,14 +504,20 @@ static int restore_pass(struct pf_daemon *d, struct restore_read *rd, struct pf_
 		r = s ? second_read_same(rd, p, &fr, e) : first_read_mark(rd, &fr, e);
 		if (r)
 			break;
-		if (fr.type == MIG_F_SLICE && !s)
+		if (fr.type == MIG_F_CONTROL)
+			r = cmn_fail(&e->f, -EBADMSG, "frame %u (control): a restore formats "
+				     "the VF's control area fresh; only a live migration carries "
+				     "it", fr.seq);
+		else if (fr.type == MIG_F_SLICE && !s)
 			r = pf_mig_plan(d, &fr, p, e);
 		else if (fr.type == MIG_F_EXTENT && s)
 			r = restore_extent(s, &fr, e);
 		else if (fr.type == MIG_F_END)
 			p->tot = fr.u.end;
 		else if (s)
-			r = pf_mig_state_load(d, s, &fr, e);
+			r = pf_mig_load_frame(d, p, s, &fr, e);
+		else if (p->s && fr.type == MIG_F_IOMMU)
+			r = restore_maps_count(p, &fr, e);
 		else if (p->s)
 			r = pf_mig_state_vf(d, &fr, &p->vf, e);
 		if (r < 0)
@@ -562,7 +593,21 @@ static void mig_adopt_mailbox(struct pf_slice *s)
 	pf_svc_resume(s);
 }
 
-int pf_mig_commit(struct pf_daemon *d, struct pf_slice *s, struct pf_err *e)
+int pf_mig_load_frame(struct pf_daemon *d, struct pf_mig_plan *p, struct pf_slice *s,
+		      const struct mig_frame *fr, struct pf_err *e)
+{
+	/* The counters go to the VF only with the commit: a failed load must not leave
+	 * them for the VF's next slice. */
+	if (fr->type == MIG_F_SCHED) {
+		p->sched = fr->u.sched;
+		p->has_sched = true;
+		return 0;
+	}
+	return pf_mig_state_load(d, s, fr, e);
+}
+
+int pf_mig_commit(struct pf_daemon *d, struct pf_slice *s, const struct pf_mig_plan *p,
+		  struct pf_err *e)
 {
 	int r;
 
@@ -583,6 +628,8 @@ int pf_mig_commit(struct pf_daemon *d, struct pf_slice *s, struct pf_err *e)
 			 "journal holds it: the next start of vgpud writes it)", s->uuid);
 	else
 		s->def_pending = false;	/* the next journal write drops the mark */
+	if (p->has_sched)
+		pf_mig_state_sched(d, s, &p->sched);
 	mig_adopt_mailbox(s);
 	mig_sm_set(&s->mig, MIG_S_RUNNING, NULL);
 	return 0;
@@ -625,7 +672,7 @@ static int restore_apply(struct pf_daemon *d, struct restore_read *rd, struct pf
 	restore_test_stop("load");
 	r = restore_pass(d, rd, p, s, e);
 	if (!r)
-		r = pf_mig_commit(d, s, e);
+		r = pf_mig_commit(d, s, p, e);
 	if (r) {
 		pf_mig_discard(d, s);
 		return fail_prefix(e, r, "restore failed, nothing kept: ");

@@ -15,13 +15,22 @@ uint64_t pf_mig_region_base(const struct pf_slice *s, enum mig_region region);
  * not NULL, is added as member "live" (taken over). */
 char *pf_mig_def(struct pf_daemon *d, const struct pf_slice *s, json_object *extra);
 
-/* A destination's plan: what the SLICE frame says, checked against this daemon. */
+/* IOMMU mappings: how many, and their bytes together. */
+struct pf_mig_maps {
+	uint64_t count, bytes;
+};
+
+/* A destination's plan: what the SLICE frame says, checked against this daemon, and what
+ * the load keeps aside until the commit. */
 struct pf_mig_plan {
 	struct pf_slice *s;		/* the slice to add (not yet in the table) */
 	uint64_t vram, dma;
 	unsigned int vf;
 	uint64_t base;
 	struct mig_totals tot;
+	struct mig_sched_rec sched;	/* SCHED, applied at the commit (has_sched) */
+	bool has_sched;
+	struct pf_mig_maps maps;	/* a restore's check: the IOMMU records seen */
 };
 
 /* Parse the SLICE frame @fr and check this daemon's limits (no such UUID, type, VRAM,
@@ -34,10 +43,28 @@ void pf_mig_plan_free(struct pf_mig_plan *p);
  * is in the table (returned), or nothing changed. */
 int pf_mig_bring_up(struct pf_daemon *d, struct pf_mig_plan *p, struct pf_slice **out,
 		    struct pf_err *e);
-/* Commit a loaded slice (the journal, then its definition file) and take it RUNNING. */
-int pf_mig_commit(struct pf_daemon *d, struct pf_slice *s, struct pf_err *e);
+/* Load state frame @fr of @p's stream into @s: SCHED is kept in @p for the commit, any
+ * other goes to pf_mig_state_load(). */
+int pf_mig_load_frame(struct pf_daemon *d, struct pf_mig_plan *p, struct pf_slice *s,
+		      const struct mig_frame *fr, struct pf_err *e);
+/* Commit a loaded slice (the journal, then its definition file), give it the scheduler
+ * counters @p kept, and take it RUNNING. */
+int pf_mig_commit(struct pf_daemon *d, struct pf_slice *s, const struct pf_mig_plan *p,
+		  struct pf_err *e);
 /* Undo pf_mig_bring_up(): stop the slice (its object unlinked) and forget it. */
 void pf_mig_discard(struct pf_daemon *d, struct pf_slice *s);
+
+/* ---- migrate_state.c ---- */
+
+/* The most IOMMU mappings a slice's domain takes from a stream: what its guest could make,
+ * the DMA window and one mapping per RM object (@rm_objects), of twice its @dma_size
+ * bytes of DMA memory at most. */
+void pf_mig_state_map_limit(uint32_t rm_objects, uint64_t dma_size, struct pf_mig_maps *lim);
+/* 0 if @have is within @lim, else -E2BIG naming IOMMU frame @seq and the limit. */
+int pf_mig_state_maps_check(const struct pf_mig_maps *lim, const struct pf_mig_maps *have,
+			    uint32_t seq, struct pf_err *e);
+/* Give @s's VF the scheduler counters of SCHED record @c (a commit). */
+void pf_mig_state_sched(struct pf_daemon *d, struct pf_slice *s, const struct mig_sched_rec *c);
 
 /* ---- migrate_live.c (doc/migration.md "Live migration") ---- */
 

@@ -57,6 +57,7 @@
 #define LM_RCVLOWAT		(256u << 10)	/* bytes a waiting destination is woken for */
 #define LM_ACK_MAGIC		0x41474d56u	/* "VMGA" */
 #define LM_ACK_MSG_MAX		512u
+#define LM_ACK_STATUS_MAX	4096u		/* a status is 0 or an errno below it */
 #define LM_KEEP_DONE		16		/* finished records kept for migrate-status */
 #define LM_MAX_ROUNDS		64
 #define LM_DEF_ROUNDS		8
@@ -431,18 +432,37 @@ static int sbuf_write(void *ctx, const void *p, size_t len)
 	return 0;
 }
 
+/* The wire's status for @err: a positive errno below LM_ACK_STATUS_MAX. vgpu's own codes
+ * (-VGPU_E*, above it) and anything else a refusal may carry go as EPROTO: still a
+ * refusal, whose reason is the message (which names the code). */
+static uint32_t ack_status(int err)
+{
+	return !err ? 0 : err < 0 && (uint32_t)-err < LM_ACK_STATUS_MAX ? (uint32_t)-err : EPROTO;
+}
+
 /* An ack record: u32 magic, u32 status (0 or a positive errno), u32 length, message. */
 static int send_ack(struct lm *m, int err, const char *msg)
 {
-	uint32_t len = (uint32_t)cmn_min(strlen(msg), (size_t)LM_ACK_MSG_MAX);
-	uint32_t h[3] = { htole32(LM_ACK_MAGIC), htole32((uint32_t)-err), htole32(len) };
+	char buf[LM_ACK_MSG_MAX + 1];
+	const char *code = cmn_errname(err);
+	uint32_t len, st = ack_status(err);
+	uint32_t h[3];
 	int64_t keep = m->corrupt_at;
 	int r;
 
+	if (err && st != (uint32_t)-err)
+		snprintf(buf, sizeof(buf), "%.*s (%s)", (int)(LM_ACK_MSG_MAX - 3 - strlen(code)),
+			 msg, code);
+	else
+		snprintf(buf, sizeof(buf), "%s", msg);
+	len = (uint32_t)strlen(buf);
+	h[0] = htole32(LM_ACK_MAGIC);
+	h[1] = htole32(st);
+	h[2] = htole32(len);
 	m->corrupt_at = -1;
 	r = lm_send(m, h, sizeof(h));
 	if (!r && len)
-		r = lm_send(m, msg, len);
+		r = lm_send(m, buf, len);
 	m->corrupt_at = keep;
 	return r;
 }
@@ -460,8 +480,16 @@ static int recv_ack(struct lm *m, struct cmn_fail *f)
 		return cmn_fail(f, r, "the destination closed the connection without an answer "
 				"(%s)", cmn_strerror(r));
 	len = le32toh(h[2]);
-	if (le32toh(h[0]) != LM_ACK_MAGIC || len > LM_ACK_MSG_MAX || le32toh(h[1]) > 4095)
-		return cmn_fail(f, -EPROTO, "the destination's answer is not a vgpu migration ack");
+	if (le32toh(h[0]) != LM_ACK_MAGIC)
+		return cmn_fail(f, -EPROTO, "the destination's answer is not a vgpu migration ack: "
+				"magic %#x, not %#x", le32toh(h[0]), LM_ACK_MAGIC);
+	if (le32toh(h[1]) >= LM_ACK_STATUS_MAX)
+		return cmn_fail(f, -EPROTO, "the destination's answer is not a vgpu migration ack: "
+				"status %u, not 0 or an errno below %u", le32toh(h[1]),
+				LM_ACK_STATUS_MAX);
+	if (len > LM_ACK_MSG_MAX)
+		return cmn_fail(f, -EPROTO, "the destination's answer is not a vgpu migration ack: "
+				"a message of %u bytes, more than %u", len, LM_ACK_MSG_MAX);
 	r = recv_all(m, msg, len);
 	if (r)
 		return cmn_fail(f, r, "the destination's answer was cut short");
@@ -1330,13 +1358,18 @@ static int dst_write(struct pf_slice *s, uint32_t region, uint64_t off, const ui
 
 	while (len) {
 		size_t n = first_pass || at % LM_PAGE ? len : cmn_min(len, (size_t)LM_PAGE);
+		ssize_t k;
 
 		if (!first_pass && n == LM_PAGE && !s->vram_reserved && !memcmp(p, zero, LM_PAGE)) {
 			if (fallocate(s->bar_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 				      (off_t)at, LM_PAGE))
 				return cmn_fail(f, -errno, "cannot punch the VRAM object at %#" PRIx64, at);
-		} else if (pwrite(s->bar_fd, p, n, (off_t)at) != (ssize_t)n) {
-			return cmn_fail(f, -EIO, "cannot write the VRAM object at %#" PRIx64, at);
+		} else if ((k = pwrite(s->bar_fd, p, n, (off_t)at)) != (ssize_t)n) {
+			int err = k < 0 ? -errno : -EIO;
+
+			return cmn_fail(f, err, "cannot write the slice's %s at BAR object byte %#"
+					PRIx64 ": %s", region == MIG_R_VRAM ? "VRAM" : "DMA memory",
+					at, k < 0 ? cmn_strerror(err) : "short write");
 		}
 		at += n;
 		p += n;
@@ -1715,9 +1748,19 @@ static int req_plan(struct pf_daemon *d, struct lm *m, struct pf_err *e)
 		pf_mig_plan_free(&m->plan);
 		return r;
 	}
-	/* The guest's handles name the source's VF: the same one here if it is free. */
-	if (m->want_vf && m->want_vf <= d->num_vfs && !d->vfs[m->want_vf])
+	/* The guest's handles name the source's VF: the same one here if it is free. A
+	 * slice whose guest announced itself (guest_abi) carries its state in the final
+	 * pass, which loads only on that VF: refused here, before the source stops its guest,
+	 * as a restore's plan refuses it (pf_mig_state_vf()). */
+	if (m->want_vf && m->want_vf <= d->num_vfs && !d->vfs[m->want_vf]) {
 		m->plan.vf = m->want_vf;
+	} else if (m->want_vf && m->plan.s->mig_guest_abi) {
+		r = cmn_fail(&e->f, -EBUSY, "slice %s: its guest's handles name VF %u, which is %s "
+			     "here (its state moves only to the same VF)", m->plan.s->uuid,
+			     m->want_vf, m->want_vf <= d->num_vfs ? "in use" : "not enabled");
+		pf_mig_plan_free(&m->plan);
+		return r;
+	}
 	snprintf(m->uuid, sizeof(m->uuid), "%s", m->plan.s->uuid);
 	cmn_log_scope_set(m->plan.vf, m->uuid);
 	r = pf_mig_bring_up(d, &m->plan, &s, e);
@@ -1851,7 +1894,7 @@ static void req_run(struct pf_daemon *d, struct lm *m)
 		break;
 	case LM_REQ_COMMIT:
 		lm_test_fault(m, "commit");
-		r = pf_mig_commit(d, m->s, &e);
+		r = pf_mig_commit(d, m->s, &m->plan, &e);
 		if (!r)
 			pf_event(d, "SLICE_STARTED", pf_slice_json(d, m->s));
 		m->commit_unsynced = !r && d->state_sync_err;
@@ -1887,7 +1930,7 @@ static void req_run(struct pf_daemon *d, struct lm *m)
 			r = pf_mig_state_save_live(d, m->s, m->req_enc, &e);
 		break;
 	case LM_REQ_STATE_LOAD:
-		r = pf_mig_state_load(d, m->s, m->req_frame, &e);
+		r = pf_mig_load_frame(d, &m->plan, m->s, m->req_frame, &e);
 		break;
 	case LM_REQ_NONE:
 		break;

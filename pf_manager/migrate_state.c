@@ -18,9 +18,13 @@
  * handles name it): the tree is re-made with channels disabled, the IOMMU frame checks the
  * mappings the tree re-made and adds the rest, each channel gets its GP_GET and GP_PUT
  * before it is enabled again, and the tokens are checked. Any failure is the restore's
- * failure; restore_apply() then undoes the slice as a whole. */
+ * failure; restore_apply() then undoes the slice as a whole. The scheduler counters are
+ * not the load's: the caller keeps SCHED aside and applies it at the commit
+ * (pf_mig_commit()), so a failed migration leaves none on the VF. The stream's IOMMU
+ * mappings are held to what the guest could have made itself (pf_mig_state_map_limit()). */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,7 +34,7 @@
 #include <vgpu/vf_bar.h>
 #include "gpu_model/gpu.h"
 #include "iommu_model/iommu.h"
-#include "pf_manager/pf_internal.h"
+#include "pf_manager/migrate_internal.h"
 #include "rm/rm.h"
 
 /* What a save collects before it writes anything. */
@@ -305,6 +309,29 @@ static int load_rm_tree(struct pf_daemon *d, struct pf_slice *s, const struct mi
 	return r;
 }
 
+void pf_mig_state_map_limit(uint32_t rm_objects, uint64_t dma_size, struct pf_mig_maps *lim)
+{
+	/* A guest maps DMA memory only through an RM object of its own (one mapping each,
+	 * never two over the same DMA pages) besides the window bring-up makes. */
+	lim->count = (uint64_t)(rm_objects ? rm_objects : PF_RM_OBJECTS_MAX) + 1;
+	lim->bytes = 2 * dma_size;
+}
+
+int pf_mig_state_maps_check(const struct pf_mig_maps *lim, const struct pf_mig_maps *have,
+			    uint32_t seq, struct pf_err *e)
+{
+	if (have->count > lim->count)
+		return cmn_fail(&e->f, -E2BIG, "frame %u (iommu): %" PRIu64 " mappings, more "
+			       "than the slice's limit %" PRIu64 " (its DMA window and one per RM "
+			       "object, rm_objects %" PRIu64 ")", seq, have->count, lim->count,
+			       lim->count - 1);
+	if (have->bytes > lim->bytes)
+		return cmn_fail(&e->f, -E2BIG, "frame %u (iommu): mappings of %" PRIu64 " bytes, "
+			       "more than the slice's limit %" PRIu64 " (its DMA memory twice: the "
+			       "window and its RM objects)", seq, have->bytes, lim->bytes);
+	return 0;
+}
+
 /* One mapping: the one the tree re-made (or the DMA window), or mapped now at its IOVA. */
 static int load_map(struct pf_slice *s, const struct mig_iommu_rec *m, uint32_t seq,
 		    struct pf_err *e)
@@ -326,6 +353,44 @@ static int load_map(struct pf_slice *s, const struct mig_iommu_rec *m, uint32_t 
 			       "of DMA offset %#" PRIx64 ": %s", seq, m->iova, m->length, m->offset,
 			       r == -EEXIST ? "another mapping is there" : cmn_strerror(r));
 	return 0;
+}
+
+/* The domain's mappings with the new ones of frame @fr, held to the slice's limit before
+ * any of them is made. */
+static int load_maps_count(struct pf_slice *s, const struct mig_frame *fr, struct pf_err *e)
+{
+	struct pf_mig_maps have = { 0 }, lim;
+	struct iommu_mapping *cur;
+	size_t n = 0;
+	int r = iommu_mappings(s->dma_domain, NULL, &n);
+
+	if (r && r != -EMSGSIZE)
+		return cmn_fail(&e->f, r, "frame %u (iommu): the slice's IOMMU mappings: %s",
+			       fr->seq, cmn_strerror(r));
+	cur = calloc(n + 1, sizeof(*cur));
+	if (!cur)
+		return cmn_fail(&e->f, -ENOMEM, "out of memory");
+	r = iommu_mappings(s->dma_domain, cur, &n);
+	for (size_t i = 0; !r && i < n; i++) {
+		have.count++;
+		have.bytes += cur[i].length;
+	}
+	free(cur);
+	if (r)
+		return cmn_fail(&e->f, r, "frame %u (iommu): the slice's IOMMU mappings: %s",
+			       fr->seq, cmn_strerror(r));
+	for (uint32_t i = 0; i < fr->u.list.count; i++) {
+		struct iommu_mapping m;
+		struct mig_iommu_rec rec;
+
+		mig_iommu_rec_at(fr, i, &rec);
+		if (iommu_query(s->dma_domain, rec.iova, &m) == -ENOENT) {
+			have.count++;
+			have.bytes += rec.length;
+		}
+	}
+	pf_mig_state_map_limit(s->prov.rm_objects, s->dma_size, &lim);
+	return pf_mig_state_maps_check(&lim, &have, fr->seq, e);
 }
 
 /* A channel's runtime, then its enable state. */
@@ -365,6 +430,52 @@ static int load_db(struct pf_daemon *d, struct pf_slice *s, const struct mig_db_
 	return 0;
 }
 
+/* Why the control area the CONTROL frames left does not fit @s (pf_bar_adopt_ctrl()
+ * refused it, with the service paused): its first check that fails, in its order. */
+static void ctrl_why(const struct pf_slice *s, char *why, size_t len)
+{
+	static const struct { uint32_t off, elem; const char *name; } rings[] = {
+		{ VF_BAR_REQ_OFF, VF_MBOX_SLOT_SIZE, "request" },
+		{ VF_BAR_RSP_OFF, VF_MBOX_SLOT_SIZE, "reply" },
+		{ VF_BAR_EVT_OFF, VF_EVT_SLOT_SIZE, "event" },
+	};
+	const struct vf_bar_header *h = s->hdr;
+
+	if (h->magic != VF_BAR_MAGIC) {
+		snprintf(why, len, "its header's magic is %#" PRIx64 ", not %#" PRIx64,
+			 (uint64_t)h->magic, (uint64_t)VF_BAR_MAGIC);
+		return;
+	}
+	if (!vgpu_abi_compatible(h->abi_version)) {
+		snprintf(why, len, "its header says ABI %#x, which this vgpud does not speak",
+			 h->abi_version);
+		return;
+	}
+	if (h->bar_size != s->bar_size || h->vram_size != s->prov.vram) {
+		snprintf(why, len, "its header says a BAR of %#" PRIx64 " bytes with %#" PRIx64
+			 " of VRAM, this slice has %#" PRIx64 " and %#" PRIx64,
+			 (uint64_t)h->bar_size, (uint64_t)h->vram_size, s->bar_size, s->prov.vram);
+		return;
+	}
+	for (size_t i = 0; i < VGPU_ARRAY_SIZE(rings); i++) {
+		struct cmn_ring r;
+
+		const char *nm = rings[i].name;
+
+		if (cmn_ring_attach(&r, s->bar + rings[i].off, VF_BAR_RING_REGION)) {
+			snprintf(why, len, "its %s ring's header is not a ring of the %u-byte "
+				 "region (magic, element count or size)", nm, VF_BAR_RING_REGION);
+			return;
+		}
+		if (r.elem_size != rings[i].elem) {
+			snprintf(why, len, "its %s ring's elements are %u bytes, not %u", nm,
+				 r.elem_size, rings[i].elem);
+			return;
+		}
+	}
+	snprintf(why, len, "its header or rings");
+}
+
 /* A CONTROL piece into the control area (the mailbox is held until the commit); the
  * header, last, is adopted at once: the rings as it names them, this VF's fields. */
 static int load_ctrl(struct pf_slice *s, const struct mig_frame *fr, struct pf_err *e)
@@ -382,9 +493,13 @@ static int load_ctrl(struct pf_slice *s, const struct mig_frame *fr, struct pf_e
 			       "of the control area a migration carries", fr->seq, off, len);
 	pf_svc_pause(s);
 	memcpy(s->bar + off, fr->u.ctrl.data, len);
-	if (off + len == VF_BAR_HDR_CTRL_OFF + VF_BAR_HDR_SIZE && pf_bar_adopt_ctrl(s))
-		r = cmn_fail(&e->f, -EPROTO, "frame %u (control): the source's VF header does not "
-			     "fit this slice (magic, ABI or sizes)", fr->seq);
+	if (off + len == VF_BAR_HDR_CTRL_OFF + VF_BAR_HDR_SIZE && pf_bar_adopt_ctrl(s)) {
+		char why[200];
+
+		ctrl_why(s, why, sizeof(why));
+		r = cmn_fail(&e->f, -EPROTO, "frame %u (control): the source's control area does "
+			     "not fit this slice: %s", fr->seq, why);
+	}
 	pf_svc_resume(s);
 	return r;
 }
@@ -395,19 +510,12 @@ int pf_mig_state_load(struct pf_daemon *d, struct pf_slice *s, const struct mig_
 	int r = 0;
 
 	switch (fr->type) {
-	case MIG_F_SCHED: {
-		const struct mig_sched_rec *c = &fr->u.sched;
-		struct gpu_sched_stats st = { .run_ns = c->run_ns, .preempt_ns = c->preempt_ns,
-			.idle_ns = c->idle_ns, .slices = c->slices,
-			.preempt_timeouts = c->preempt_timeouts, .stall_ns = c->stall_ns,
-			.preempted = c->preempted };
-
-		gpu_sched_stats_set(d->gpu, s->vf, &st);
-		return 0;
-	}
+	case MIG_F_SCHED:
+		return 0;	/* the caller's until the commit: pf_mig_state_sched() */
 	case MIG_F_RM_TREE:
 		return load_rm_tree(d, s, fr, e);
 	case MIG_F_IOMMU:
+		r = load_maps_count(s, fr, e);
 		for (uint32_t i = 0; !r && i < fr->u.list.count; i++) {
 			struct mig_iommu_rec m;
 
@@ -438,4 +546,13 @@ int pf_mig_state_load(struct pf_daemon *d, struct pf_slice *s, const struct mig_
 		return 0;
 	}
 	return 0;
+}
+
+void pf_mig_state_sched(struct pf_daemon *d, struct pf_slice *s, const struct mig_sched_rec *c)
+{
+	struct gpu_sched_stats st = { .run_ns = c->run_ns, .preempt_ns = c->preempt_ns,
+		.idle_ns = c->idle_ns, .slices = c->slices, .preempt_timeouts = c->preempt_timeouts,
+		.stall_ns = c->stall_ns, .preempted = c->preempted };
+
+	gpu_sched_stats_set(d->gpu, s->vf, &st);
 }

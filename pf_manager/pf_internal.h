@@ -627,7 +627,8 @@ int pf_mig_state_save_live(struct pf_daemon *d, struct pf_slice *s, struct mig_e
 int pf_mig_state_vf(struct pf_daemon *d, const struct mig_frame *fr, unsigned int *vf,
 		    struct pf_err *e);
 /* Load state frame @fr into @s (brought up on the VF the stream's handles name, before it
- * runs); other frames are ignored. 0, or the error naming the frame and what failed. */
+ * runs); SCHED is left to the caller, for the commit (pf_mig_state_sched()), other frames
+ * are ignored. 0, or the error naming the frame and what failed. */
 int pf_mig_state_load(struct pf_daemon *d, struct pf_slice *s, const struct mig_frame *fr,
 		      struct pf_err *e);
 

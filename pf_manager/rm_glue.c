@@ -203,8 +203,12 @@ int pf_rm_partition_set(struct pf_daemon *d, struct pf_slice *s, unsigned int vf
 		.dma_domain = s->dma_domain,
 		.dma = s->dma_mo,
 	};
+	static const struct gpu_sched_stats zero;
 
 	glue_clear(d->rm_glue, vf);
+	/* The VF's scheduler counters are its slice's: the one before (a failed migration's
+	 * included) leaves none to this one. */
+	gpu_sched_stats_set(d->gpu, vf, &zero);
 	return rm_vf_partition_set(d->rm, vf, &p);
 }
 

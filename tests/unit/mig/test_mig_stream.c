@@ -362,6 +362,7 @@ static void test_bad_fields(void **state)
 	memcpy(sl + 16, "{}      ", 8);
 	raw_frame(&b, MIG_F_SLICE, 1, sl, sizeof(sl), sizeof(sl));
 	assert_int_equal(decode_all(&b, &frames, NULL, 0, &f), -EBADMSG);
+	assert_non_null(strstr(f.msg, "frame 1 (slice) at byte 32: region sizes"));
 	assert_non_null(strstr(f.msg, "out of range"));
 	b.len = base;
 	put64le(sl, 0);
@@ -373,22 +374,27 @@ static void test_bad_fields(void **state)
 	put64le(sl + 8, 4096);
 	raw_frame(&b, MIG_F_SLICE, 1, sl, sizeof(sl), sizeof(sl));
 	base = b.len;
-	static const struct { uint32_t region; uint64_t off; const char *what; } bad[] = {
-		{ 0, (1 << 20) - 2, "past the region" },
-		{ 0, UINT64_MAX - 1, "past the region" },
-		{ 1, 4093, "past the region" },
-		{ 7, 0, "region 7 unknown" },
+	static const struct {
+		uint32_t region, reserved; uint64_t off; const char *what;
+	} bad[] = {
+		{ 0, 0, (1 << 20) - 2, "past the region" },
+		{ 0, 0, UINT64_MAX - 1, "past the region" },
+		{ 1, 0, 4093, "past the region" },
+		{ 7, 0, 0, "region 7 unknown" },
+		{ 0, 9, 0, "reserved word 0x9 not 0" },
 	};
 	for (unsigned int i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		b.len = base;
 		memset(ext, 0, sizeof(ext));
 		ext[0] = (uint8_t)bad[i].region;
+		ext[4] = (uint8_t)bad[i].reserved;
 		put64le(ext + 8, bad[i].off);
 		raw_frame(&b, MIG_F_EXTENT, 2, ext, sizeof(ext), sizeof(ext));
 		memset(&f, 0, sizeof(f));
 		assert_int_equal(decode_all(&b, &frames, NULL, 0, &f), -EBADMSG);
 		assert_non_null(strstr(f.msg, bad[i].what));
-		assert_non_null(strstr(f.msg, "frame 2 (extent)"));
+		/* Named by index, type and the byte it starts at: HELLO 32, SLICE 40. */
+		assert_non_null(strstr(f.msg, "frame 2 (extent) at byte 72: "));
 	}
 	b.len = base;
 	memset(ext, 0, sizeof(ext));
@@ -625,7 +631,7 @@ static void test_state_bad(void **state)
 	assert_non_null(strstr(f.msg, "truncated"));	/* good frame, no END */
 	/* A 1.0 stream carries no state: refused by name. */
 	assert_int_equal(state_case(0, (uint16_t[]){ MIG_F_CHANNELS }, pp, len, 1, &f), -EBADMSG);
-	assert_non_null(strstr(f.msg, "frame 2 (channels): a version 1.0 stream"));
+	assert_non_null(strstr(f.msg, "frame 2 (channels) at byte 66: a version 1.0 stream"));
 	/* Count and length disagree. */
 	len[0] = list_payload(a, 2, chan, 48);
 	assert_int_equal(state_case(1, (uint16_t[]){ MIG_F_CHANNELS }, pp, len, 1, &f), -EBADMSG);
@@ -651,7 +657,7 @@ static void test_state_bad(void **state)
 	len[1] = list_payload(c, 0, NULL, 0);
 	assert_int_equal(state_case(1, (uint16_t[]){ MIG_F_CHANNELS, MIG_F_RM_TREE }, pp, len, 2,
 				    &f), -EBADMSG);
-	assert_non_null(strstr(f.msg, "frame 3 (rm-tree): out of order"));
+	assert_non_null(strstr(f.msg, "frame 3 (rm-tree) at byte 138: out of order"));
 	len[0] = len[1] = 64;
 	pp[0] = pp[1] = sch;
 	assert_int_equal(state_case(1, (uint16_t[]){ MIG_F_SCHED, MIG_F_SCHED }, pp, len, 2, &f),
@@ -762,11 +768,11 @@ static void test_control(void **state)
 	len[1] = 8 + 16;
 	/* A 1.1 stream does not carry it. */
 	assert_int_equal(state_case(1, (uint16_t[]){ MIG_F_CONTROL }, pp, len, 1, &f), -EBADMSG);
-	assert_non_null(strstr(f.msg, "frame 2 (control): a version 1.1 stream"));
+	assert_non_null(strstr(f.msg, "frame 2 (control) at byte 66: a version 1.1 stream"));
 	/* A piece below the previous one's end. */
 	assert_int_equal(state_case(2, (uint16_t[]){ MIG_F_CONTROL, MIG_F_CONTROL }, pp, len, 2,
 				    &f), -EBADMSG);
-	assert_non_null(strstr(f.msg, "frame 3 (control): piece [0, +0x10) below"));
+	assert_non_null(strstr(f.msg, "frame 3 (control) at byte 106: piece [0, +0x10) below"));
 	/* Past the area. */
 	b2[0] = 0xf8, b2[1] = 0xff, b2[2] = 0x07;	/* 0x7fff8 + 16 > 512 KiB */
 	assert_int_equal(state_case(2, (uint16_t[]){ MIG_F_CONTROL, MIG_F_CONTROL }, pp, len, 2,
@@ -775,7 +781,7 @@ static void test_control(void **state)
 	/* No data, or the reserved word set. */
 	len[0] = 8;
 	assert_int_equal(state_case(2, (uint16_t[]){ MIG_F_CONTROL }, pp, len, 1, &f), -EBADMSG);
-	assert_non_null(strstr(f.msg, "frame 2 (control): 0 data bytes"));
+	assert_non_null(strstr(f.msg, "frame 2 (control) at byte 66: 0 data bytes"));
 	len[0] = 8 + 16;
 	a[4] = 1;
 	assert_int_equal(state_case(2, (uint16_t[]){ MIG_F_CONTROL }, pp, len, 1, &f), -EBADMSG);
@@ -785,7 +791,8 @@ static void test_control(void **state)
 	len[1] = list_payload(b2, 0, NULL, 0);
 	assert_int_equal(state_case(2, (uint16_t[]){ MIG_F_CONTROL, MIG_F_DOORBELLS }, pp, len, 2,
 				    &f), -EBADMSG);
-	assert_non_null(strstr(f.msg, "frame 3 (doorbells): out of order (after the control"));
+	assert_non_null(strstr(f.msg, "frame 3 (doorbells) at byte 106: out of order (after "
+			       "the control"));
 	/* A good piece alone decodes (the stream then lacks END). */
 	assert_int_equal(state_case(2, (uint16_t[]){ MIG_F_CONTROL }, pp, len, 1, &f), -EBADMSG);
 	assert_non_null(strstr(f.msg, "truncated"));
@@ -837,25 +844,26 @@ static void test_guest(void **state)
 	memcpy(b2, a, sizeof(a));
 	/* A 1.2 stream does not carry it. */
 	assert_int_equal(state_case(2, (uint16_t[]){ MIG_F_GUEST }, pp, len, 1, &f), -EBADMSG);
-	assert_non_null(strstr(f.msg, "frame 2 (guest): a version 1.2 stream"));
+	assert_non_null(strstr(f.msg, "frame 2 (guest) at byte 66: a version 1.2 stream"));
 	/* A second one. */
 	assert_int_equal(state_case(3, (uint16_t[]){ MIG_F_GUEST, MIG_F_GUEST }, pp, len, 2, &f),
 			 -EBADMSG);
-	assert_non_null(strstr(f.msg, "frame 3 (guest): a second GUEST frame"));
+	assert_non_null(strstr(f.msg, "frame 3 (guest) at byte 98: a second GUEST frame"));
 	/* A state frame that comes before it in the order, after it. */
 	len[1] = 8 + 16;
 	memset(b2, 0, sizeof(b2));
 	assert_int_equal(state_case(3, (uint16_t[]){ MIG_F_GUEST, MIG_F_CONTROL }, pp, len, 2, &f),
 			 -EBADMSG);
-	assert_non_null(strstr(f.msg, "frame 3 (control): out of order (after the guest"));
+	assert_non_null(strstr(f.msg, "frame 3 (control) at byte 98: out of order (after the "
+			       "guest"));
 	/* No flags, a wrong length, the reserved word set. */
 	a[4] = 0;
 	assert_int_equal(state_case(3, (uint16_t[]){ MIG_F_GUEST }, pp, len, 1, &f), -EBADMSG);
-	assert_non_null(strstr(f.msg, "frame 2 (guest): no flags"));
+	assert_non_null(strstr(f.msg, "frame 2 (guest) at byte 66: no flags"));
 	a[4] = 1;
 	len[0] = 8;
 	assert_int_equal(state_case(3, (uint16_t[]){ MIG_F_GUEST }, pp, len, 1, &f), -EBADMSG);
-	assert_non_null(strstr(f.msg, "frame 2 (guest): length 8 (expected 16)"));
+	assert_non_null(strstr(f.msg, "frame 2 (guest) at byte 66: length 8 (expected 16)"));
 	len[0] = MIG_GUEST_LEN;
 	a[12] = 1;
 	assert_int_equal(state_case(3, (uint16_t[]){ MIG_F_GUEST }, pp, len, 1, &f), -EBADMSG);

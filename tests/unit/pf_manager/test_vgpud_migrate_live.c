@@ -9,10 +9,18 @@
  * corrupted stream byte (the test build of vgpud flips it) that B refuses; a guest with
  * work in flight at the switchover; a guest attached in peer mode. A VMM's late copy of
  * the BAR (QEMU's) on the destination does not win over what a "vmm" switchover sends.
- * Every wait is for a MIGRATION event, never a sleep. */
+ * Hostile or odd peers: a forged source whose IOMMU mappings, control area or END B
+ * refuses by name (keeping no SCHED counters on the VF), a relay that lowers B's RM
+ * object limit so B refuses with VGPU_EQUOTA, a fake destination whose answer is no ack,
+ * a busy VF that B refuses at the plan. Every wait is for a MIGRATION event, never a
+ * sleep. */
 /* pf_test.h copies paths it made itself into sun_path; gcc cannot see their length. */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
+#include <endian.h>
+#include <pthread.h>
+
 #include "pf_mig_test.h"
+#include "mig/mig.h"
 
 #define U1	"6b6b6b6b-1111-4111-8111-111111111111"
 #define U2	"6b6b6b6b-2222-4222-8222-222222222222"
@@ -1095,6 +1103,467 @@ static void test_live_commit_not_durable(void **state)
 	image_free(&im);
 }
 
+/* ---- hostile peers: a forged source, a relay that changes what A sends ---- */
+
+static int fd_write(int fd, const void *p, size_t len)
+{
+	const uint8_t *b = p;
+
+	while (len) {
+		ssize_t n = send(fd, b, len, MSG_NOSIGNAL);
+
+		if (n <= 0)
+			return -EPIPE;
+		b += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static bool fd_read(int fd, void *p, size_t len)
+{
+	uint8_t *b = p;
+
+	while (len) {
+		ssize_t n = read(fd, b, len);
+
+		if (n <= 0)
+			return false;
+		b += n;
+		len -= (size_t)n;
+	}
+	return true;
+}
+
+static int enc_write(void *ctx, const void *p, size_t len)
+{
+	return fd_write(*(int *)ctx, p, len);
+}
+
+/* A destination's ack record on @fd (doc/migration.md "Live passes"): its status, the
+ * message into @msg (600 bytes). */
+static uint32_t ack_read(int fd, char *msg)
+{
+	uint32_t h[3];
+
+	assert_true(fd_read(fd, h, sizeof(h)));
+	assert_int_equal(le32toh(h[0]), 0x41474d56u);
+	assert_true(le32toh(h[2]) < 600);
+	assert_true(fd_read(fd, msg, le32toh(h[2])));
+	msg[le32toh(h[2])] = 0;
+	return le32toh(h[1]);
+}
+
+/* A forged source: connected to B, which listens for U1. */
+struct forge {
+	int fd;
+	struct mig_enc enc;
+};
+
+/* HELLO and the SLICE of a final pass 0: U1 as a vgpu-512M slice of VF 1 whose RM object
+ * limit is 16; B's plan is accepted. */
+static void forge_start(struct fixture *f, struct forge *g)
+{
+	static const char def[] = "{\"definition\":{\"uuid\":\"" U1 "\",\"mdev_type\":"
+		"\"vgpu-512M\",\"attrs\":[{\"rm_objects\":16}]},\"transient\":false,"
+		"\"live\":{\"pass\":0,\"final\":true,\"vf\":1}}";
+	char msg[600];
+
+	listen_b(f);
+	g->fd = t_connect(f->sock);
+	assert_true(g->fd >= 0);
+	assert_int_equal(mig_enc_init(&g->enc, enc_write, &g->fd, NULL), 0);
+	assert_int_equal(mig_enc_slice(&g->enc, 512 * MiB, 4 * MiB, def, strlen(def), NULL), 0);
+	assert_int_equal(ack_read(g->fd, msg), 0);
+}
+
+/* IOMMU records: @n mappings of @len bytes of DMA offset 0, one per 8 MiB from 8 GiB. */
+static void forge_maps(struct forge *g, size_t n, uint64_t len)
+{
+	struct mig_iommu_rec *r = calloc(n, sizeof(*r));
+
+	assert_non_null(r);
+	for (size_t i = 0; i < n; i++)
+		r[i] = (struct mig_iommu_rec){ (8ull << 30) + i * 8 * MiB, len, 0, 3 };
+	assert_int_equal(mig_enc_iommu(&g->enc, r, n, NULL), 0);
+	free(r);
+}
+
+/* END, then B's answer: its status, the message in @msg; the connection closed. */
+static uint32_t forge_end(struct forge *g, char *msg)
+{
+	uint32_t st;
+
+	assert_int_equal(mig_enc_end(&g->enc, NULL), 0);
+	st = ack_read(g->fd, msg);
+	close(g->fd);
+	return st;
+}
+
+/* A stream's IOMMU mappings are held to what the slice's guest could make itself: its DMA
+ * window and one per RM object (16 here), of twice its DMA memory at most. One mapping
+ * more, or more bytes, is refused before any is made and the slice discarded; at the
+ * limit the slice commits. */
+static void test_live_iommu_bounded(void **state)
+{
+	struct fixture *f = *state;
+	struct forge g;
+	char msg[600];
+
+	forge_start(f, &g);
+	forge_maps(&g, 17, 4096);
+	assert_int_equal(forge_end(&g, msg), E2BIG);
+	if (!strstr(msg, "frame 2 (iommu): 18 mappings, more than the slice's limit 17"))
+		fail_msg("refusal: %s", msg);
+	json_object_put(t_wait_migration(f->eb, "failed"));
+	assert_int_equal(T_CTL(f->b, "list", "-u", U1), EXIT_NOTFOUND);
+
+	forge_start(f, &g);
+	forge_maps(&g, 2, 4 * MiB);
+	assert_int_equal(forge_end(&g, msg), E2BIG);
+	if (!strstr(msg, "frame 2 (iommu): mappings of 12582912 bytes, more than the slice's "
+		    "limit 8388608"))
+		fail_msg("refusal: %s", msg);
+	json_object_put(t_wait_migration(f->eb, "failed"));
+	assert_int_equal(T_CTL(f->b, "list", "-u", U1), EXIT_NOTFOUND);
+
+	forge_start(f, &g);
+	forge_maps(&g, 16, 4096);
+	assert_int_equal(forge_end(&g, msg), 0);
+	json_object_put(t_wait_migration(f->eb, "completed"));
+	runs_u1(f->b);
+}
+
+/* A control area whose header fits but whose request ring does not (zeroed) is refused
+ * naming the ring, not the header. */
+static void test_live_control_refused(void **state)
+{
+	struct fixture *f = *state;
+	static uint8_t ring[VF_BAR_RING_REGION];
+	uint8_t hdr[VF_BAR_HDR_SIZE];
+	struct forge g;
+	struct stat sb;
+	char msg[600];
+	int fd;
+
+	forge_start(f, &g);
+	/* B's own header, as it formatted it for the incoming slice. */
+	fd = t_bar_open(f->b, 1);
+	assert_int_equal(fstat(fd, &sb), 0);
+	assert_int_equal(pread(fd, hdr, sizeof(hdr),
+			       sb.st_size - VF_BAR_CTRL_SIZE + VF_BAR_HDR_CTRL_OFF), sizeof(hdr));
+	close(fd);
+	assert_int_equal(mig_enc_control(&g.enc, VF_BAR_REQ_OFF, ring, sizeof(ring), NULL), 0);
+	assert_int_equal(mig_enc_control(&g.enc, VF_BAR_HDR_CTRL_OFF, hdr, sizeof(hdr), NULL), 0);
+	assert_int_equal(forge_end(&g, msg), EPROTO);
+	if (!strstr(msg, "frame 3 (control): the source's control area does not fit this "
+		    "slice: its request ring's header is not a ring"))
+		fail_msg("refusal: %s", msg);
+	json_object_put(t_wait_migration(f->eb, "failed"));
+	assert_int_equal(T_CTL(f->b, "list", "-u", U1), EXIT_NOTFOUND);
+}
+
+/* VF @vf's scheduler counter @key on @d (vgpuctl stats). */
+static uint64_t sched_stat(struct tdaemon *d, unsigned int vf, const char *key)
+{
+	json_object *o, *vfs, *sc;
+	char arg[16];
+	uint64_t n;
+
+	snprintf(arg, sizeof(arg), "%u", vf);
+	assert_int_equal(T_CTL(d, "--json", "stats", arg), 0);
+	o = t_out_json();
+	vfs = json_object_is_type(o, json_type_array) ? o : NULL;
+	if (!vfs)
+		json_object_object_get_ex(o, "vfs", &vfs);
+	assert_non_null(vfs);
+	assert_true(json_object_object_get_ex(json_object_array_get_idx(vfs, 0), "sched", &sc));
+	n = t_get_u64(sc, key);
+	json_object_put(o);
+	return n;
+}
+
+/* SCHED reaches the VF only with the commit: a migration that fails after it leaves the
+ * next slice on that VF no counters, and one that commits gives them to its slice. */
+static void test_live_sched_at_commit(void **state)
+{
+	struct fixture *f = *state;
+	const struct mig_sched_rec sr = { 123456789012345ull, 1, 2, 3, 4444, 5, 6 };
+	struct forge g;
+	char msg[600];
+
+	forge_start(f, &g);
+	assert_int_equal(mig_enc_sched(&g.enc, &sr, NULL), 0);
+	g.enc.tot.frames += 5;		/* END's totals wrong: refused after SCHED was read */
+	assert_int_equal(forge_end(&g, msg), EBADMSG);
+	assert_non_null(strstr(msg, "totals"));
+	json_object_put(t_wait_migration(f->eb, "failed"));
+	t_define_start(f->b, "vgpu-512M", U2);
+	assert_int_equal(sched_stat(f->b, 1, "preempt_timeouts"), 0);
+	assert_true(sched_stat(f->b, 1, "run_ns") < sr.run_ns);
+	assert_int_equal(T_CTL(f->b, "stop", "-u", U2), 0);
+	assert_int_equal(T_CTL(f->b, "undefine", "-u", U2), 0);
+
+	forge_start(f, &g);
+	assert_int_equal(mig_enc_sched(&g.enc, &sr, NULL), 0);
+	assert_int_equal(forge_end(&g, msg), 0);
+	json_object_put(t_wait_migration(f->eb, "completed"));
+	assert_int_equal(sched_stat(f->b, 1, "preempt_timeouts"), sr.preempt_timeouts);
+	assert_true(sched_stat(f->b, 1, "run_ns") >= sr.run_ns);
+}
+
+/* A slice brought up on a VF starts with its scheduler counters at zero, whatever the
+ * slice before it there ran. */
+static void test_live_sched_fresh_vf(void **state)
+{
+	struct fixture *f = *state;
+	struct tvf g = { 0 };
+
+	fill_source(f);
+	guest_up(f, &g);
+	t_vf_fill(&g, 0, 0, 0x12121212);
+	/* Counted when the engine picked the VF, before the work it fenced. A turn's run
+	 * time is booked when it ends: the channels' free waits for that. */
+	assert_true(sched_stat(f->a, 1, "slices") > 0);
+	t_vf_down(&g);
+	assert_int_equal(T_CTL(f->a, "stop", "-u", U1), 0);
+	assert_int_equal(T_CTL(f->a, "undefine", "-u", U1), 0);
+	t_define_start(f->a, "vgpu-512M", U2);
+	assert_int_equal(sched_stat(f->a, 1, "run_ns"), 0);
+	assert_int_equal(sched_stat(f->a, 1, "slices"), 0);
+}
+
+/* A relay from A to B that gives pass 0's definition an RM object limit of @rm_objects
+ * (less than A's guest holds, as if B's type gave less): frames go on whole, the SLICE
+ * frame's length and CRC made again; B's answers go back as they come. */
+struct relay {
+	int lfd, a, b;
+	int rm_objects;
+	pthread_t up, down;
+};
+
+/* Pass 0's definition in the SLICE frame @fr (header included, payload @len) with the
+ * limit added to its attributes: the new payload length. */
+static uint32_t relay_def(const struct relay *r, uint8_t *fr, uint32_t len)
+{
+	json_object *o = json_tokener_parse((const char *)fr + 32), *def, *attrs, *a;
+	const char *txt;
+	uint32_t crc, n;
+
+	if (!json_object_object_get_ex(o, "definition", &def) ||
+	    !json_object_object_get_ex(def, "attrs", &attrs)) {
+		json_object_put(o);
+		return len;
+	}
+	a = json_object_new_object();
+	json_object_object_add(a, "rm_objects", json_object_new_int(r->rm_objects));
+	json_object_array_add(attrs, a);
+	txt = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
+	n = (uint32_t)(16 + strlen(txt));
+	memcpy(fr + 32, txt, strlen(txt));
+	json_object_put(o);
+	fr[4] = (uint8_t)n, fr[5] = (uint8_t)(n >> 8), fr[6] = (uint8_t)(n >> 16), fr[7] = 0;
+	crc = mig_crc32c(mig_crc32c(0, fr, 12), fr + 16, n);
+	for (int i = 0; i < 4; i++)
+		fr[12 + i] = (uint8_t)(crc >> (8 * i));
+	return n;
+}
+
+static void *relay_up(void *arg)
+{
+	struct relay *r = arg;
+	uint8_t *fr = malloc(MIG_DEC_BUF + (64 << 10));
+	bool first = true;
+
+	while (fr && fd_read(r->a, fr, MIG_FRAME_HDR)) {
+		uint32_t len = (uint32_t)fr[4] | (uint32_t)fr[5] << 8 | (uint32_t)fr[6] << 16 |
+			       (uint32_t)fr[7] << 24;
+
+		if (len > MIG_PAYLOAD_MAX || !fd_read(r->a, fr + MIG_FRAME_HDR, len))
+			break;
+		if (first && fr[0] == MIG_F_SLICE && !fr[1]) {
+			fr[MIG_FRAME_HDR + len] = 0;
+			len = relay_def(r, fr, len);
+			first = false;
+		}
+		if (fd_write(r->b, fr, MIG_FRAME_HDR + len))
+			break;
+	}
+	free(fr);
+	shutdown(r->b, SHUT_WR);
+	return NULL;
+}
+
+static void *relay_down(void *arg)
+{
+	struct relay *r = arg;
+	uint8_t buf[4096];
+	ssize_t n;
+
+	while ((n = read(r->b, buf, sizeof(buf))) > 0)
+		if (fd_write(r->a, buf, (size_t)n))
+			break;
+	shutdown(r->a, SHUT_WR);
+	return NULL;
+}
+
+/* The relay listens at @path (A's --to). */
+static void relay_listen(struct relay *r, const char *path, int rm_objects)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+
+	r->rm_objects = rm_objects;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	r->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(r->lfd >= 0);
+	assert_int_equal(bind(r->lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(r->lfd, 1), 0);
+}
+
+/* A connected: connect to B at @to and relay both ways. */
+static void relay_run(struct relay *r, const char *to)
+{
+	r->a = accept(r->lfd, NULL, NULL);
+	assert_true(r->a >= 0);
+	r->b = t_connect(to);
+	assert_true(r->b >= 0);
+	assert_int_equal(pthread_create(&r->up, NULL, relay_up, r), 0);
+	assert_int_equal(pthread_create(&r->down, NULL, relay_down, r), 0);
+}
+
+static void relay_stop(struct relay *r)
+{
+	pthread_join(r->up, NULL);
+	pthread_join(r->down, NULL);
+	close(r->a);
+	close(r->b);
+	close(r->lfd);
+}
+
+/* B refuses the final pass with one of vgpu's own codes (VGPU_EQUOTA: its RM object limit
+ * is below what A's guest holds): the refusal reaches A as a refusal with its reason, so
+ * A drops its record and resumes the slice (not held), and its guest works on there. */
+static void test_live_refused_vgpu_code(void **state)
+{
+	struct fixture *f = *state;
+	struct tvf g = { 0 };
+	struct relay r;
+	char relay_sock[160];
+	json_object *ev;
+
+	fill_source(f);
+	guest_up(f, &g);
+	t_vf_fill(&g, 0, 0, 0x77777777);
+	listen_b(f);
+	snprintf(relay_sock, sizeof(relay_sock), "%s/relay.sock", f->a->root);
+	relay_listen(&r, relay_sock, 2);
+	assert_int_equal(T_CTL(f->a, "migrate", "-u", U1, "--to", relay_sock, "--no-wait"), 0);
+	relay_run(&r, f->sock);
+	ev = t_wait_migration(f->ea, "failed");
+	relay_stop(&r);
+	if (!strstr(jget(ev, "error"), "the destination refused: frame") ||
+	    !strstr(jget(ev, "error"), "(rm-tree)") || !strstr(jget(ev, "error"), "VGPU_EQUOTA") ||
+	    strstr(jget(ev, "error"), "may have committed"))
+		fail_msg("A's error: %s", jget(ev, "error"));
+	json_object_put(ev);
+	json_object_put(t_wait_migration(f->eb, "failed"));
+	runs_u1(f->a);
+	assert_null(strstr(t_out.out, "migrated-out"));
+	assert_int_equal(T_CTL(f->b, "list", "-u", U1), EXIT_NOTFOUND);
+	t_vf_fill(&g, 1, 1, 0x78787878);
+	t_vf_down(&g);
+}
+
+static ssize_t fd_read_some(void *ctx, void *p, size_t len)
+{
+	ssize_t n = read(*(int *)ctx, p, len);
+
+	return n < 0 ? -errno : n;
+}
+
+/* A fake destination: it takes every pass A sends over @fd (the plan accepted) and
+ * answers the final END with the ack header @h and no message. */
+static void fake_dest_answer(int fd, const uint32_t h[3])
+{
+	bool final = false;
+
+	for (unsigned int pass = 0; !final; pass++) {
+		struct mig_dec dec;
+		struct mig_frame fr;
+		int r;
+
+		assert_int_equal(mig_dec_init(&dec, fd_read_some, &fd, NULL), 0);
+		while ((r = mig_dec_next(&dec, &fr, NULL)) > 0 && fr.type != MIG_F_END) {
+			uint32_t ok[3] = { htole32(0x41474d56u), 0, 0 };
+
+			if (fr.type != MIG_F_SLICE)
+				continue;
+			final = strstr(fr.u.slice.def, "\"final\":true") != NULL;
+			if (!pass)
+				assert_int_equal(fd_write(fd, ok, sizeof(ok)), 0);
+		}
+		assert_int_equal(r, 1);
+		mig_dec_fini(&dec);
+	}
+	assert_int_equal(fd_write(fd, h, 12), 0);
+}
+
+/* An answer to END that is not an ack record is refused naming the field that is wrong;
+ * A, which cannot know whether the destination committed, holds the slice. */
+static void test_live_bad_ack(void **state)
+{
+	struct fixture *f = *state;
+	const uint32_t h[3] = { htole32(0x41474d56u), htole32(4097), 0 };
+	struct relay r;
+	char sock[160];
+	json_object *ev;
+	int fd;
+
+	fill_source(f);
+	snprintf(sock, sizeof(sock), "%s/fake.sock", f->a->root);
+	relay_listen(&r, sock, 0);
+	assert_int_equal(T_CTL(f->a, "migrate", "-u", U1, "--to", sock, "--no-wait"), 0);
+	fd = accept(r.lfd, NULL, NULL);
+	assert_true(fd >= 0);
+	fake_dest_answer(fd, h);
+	ev = t_wait_migration(f->ea, "failed");
+	if (!strstr(jget(ev, "error"), "not a vgpu migration ack: status 4097, not 0 or an "
+		    "errno below 4096") || !strstr(jget(ev, "error"), "may have committed"))
+		fail_msg("A's error: %s", jget(ev, "error"));
+	json_object_put(ev);
+	close(fd);
+	close(r.lfd);
+	assert_int_equal(T_CTL(f->a, "list", "-u", U1), 0);
+	assert_non_null(strstr(t_out.out, "migrated-out (unconfirmed)"));
+	assert_int_equal(T_CTL(f->a, "undefine", "-u", U1), 0);
+}
+
+/* A slice whose guest announced itself carries its state, which loads only on the VF its
+ * handles name: with that VF busy on B the plan refuses, before anything is copied and
+ * before A stops its guest. */
+static void test_live_vf_busy_refused(void **state)
+{
+	struct fixture *f = *state;
+	struct tvf g = { 0 };
+	json_object *ev;
+
+	fill_source(f);
+	guest_up(f, &g);
+	t_vf_fill(&g, 0, 0, 0x31313131);
+	t_define_start(f->b, "vgpu-512M", U2);	/* VF 1 on B */
+	listen_b(f);
+	migrate_no_wait(f);
+	ev = t_wait_migration(f->ea, "failed");
+	if (!strstr(jget(ev, "error"), "name VF 1, which is in use here"))
+		fail_msg("A's error: %s", jget(ev, "error"));
+	assert_int_equal(t_get_u64(ev, "bytes"), 0);
+	json_object_put(ev);
+	json_object_put(t_wait_migration(f->eb, "failed"));
+	runs_u1(f->a);
+	t_vf_fill(&g, 1, 1, 0x32323232);
+	t_vf_down(&g);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1107,6 +1576,13 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_live_busy_guest, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_live_peer_mode_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_live_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_live_vf_busy_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_live_refused_vgpu_code, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_live_bad_ack, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_live_iommu_bounded, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_live_control_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_live_sched_at_commit, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_live_sched_fresh_vf, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_live_cancel, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_live_dest_killed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_live_source_killed, setup, teardown),

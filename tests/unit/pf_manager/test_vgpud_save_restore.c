@@ -5,7 +5,9 @@
  * durable across a kill -9. Refusals (a guest not quiesced, not running, existing file, the
  * UUID already here, no VRAM, no VF, a corrupted byte, a cut file, another version) name
  * the reason and change nothing; a file changed between the restore's two reads is
- * refused, nothing written outside the slice and nothing kept. */
+ * refused, nothing written outside the slice and nothing kept. Hand-made files with more
+ * IOMMU mappings than the slice's guest could make, or with a control area, are refused
+ * at the check. */
 /* pf_test.h copies paths it made itself into sun_path; gcc cannot see their length. */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 #include <pthread.h>
@@ -543,12 +545,66 @@ static void test_restore_crash_points(void **state)
 	assert_true(done);
 }
 
+static int file_write(void *ctx, const void *p, size_t len)
+{
+	return write(*(int *)ctx, p, len) == (ssize_t)len ? 0 : -EIO;
+}
+
+/* A hand-made stream in @path: U1 as a vgpu-512M slice whose RM object limit is 16 and no
+ * memory, then @n IOMMU mappings of 4 KiB (one per 8 MiB from 8 GiB) or, with @ctrl, a
+ * CONTROL piece (the interrupt page), then END. */
+static void forged_file(const char *path, size_t n, bool ctrl)
+{
+	static const char def[] = "{\"definition\":{\"uuid\":\"" U1 "\",\"mdev_type\":"
+		"\"vgpu-512M\",\"attrs\":[{\"rm_objects\":16}]},\"transient\":false}";
+	static uint8_t page[4096];
+	struct mig_iommu_rec *r = calloc(n + 1, sizeof(*r));
+	struct mig_enc enc;
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+	assert_true(fd >= 0);
+	assert_non_null(r);
+	assert_int_equal(mig_enc_init(&enc, file_write, &fd, NULL), 0);
+	assert_int_equal(mig_enc_slice(&enc, 512 * MiB, 4 * MiB, def, strlen(def), NULL), 0);
+	for (size_t i = 0; i < n; i++)
+		r[i] = (struct mig_iommu_rec){ (8ull << 30) + i * 8 * MiB, 4096, 0, 3 };
+	if (n)
+		assert_int_equal(mig_enc_iommu(&enc, r, n, NULL), 0);
+	if (ctrl)
+		assert_int_equal(mig_enc_control(&enc, VF_BAR_INTR_OFF, page, sizeof(page), NULL),
+				 0);
+	assert_int_equal(mig_enc_end(&enc, NULL), 0);
+	close(fd);
+	free(r);
+}
+
+/* A file whose IOMMU mappings are more than the slice's guest could make (its DMA window
+ * and one per RM object) is refused at the check, naming the frame and the limit; at the
+ * limit it is restored. A file with a control area (a live migration's) is refused
+ * naming the frame. */
+static void test_restore_forged_state(void **state)
+{
+	struct fixture *f = *state;
+
+	forged_file(f->file, 18, false);
+	restore_refused(f->b, f->file, EXIT_FAIL, "restore refused, nothing changed: frame 2 "
+			"(iommu): 18 mappings, more than the slice's limit 17");
+	forged_file(f->file, 0, true);
+	restore_refused(f->b, f->file, EXIT_FAIL, "frame 2 (control): a restore formats the VF's "
+			"control area fresh");
+	forged_file(f->file, 16, false);
+	assert_int_equal(T_CTL(f->b, "restore", f->file), 0);
+	assert_int_equal(T_CTL(f->b, "list", "-u", U1), 0);
+	assert_non_null(strstr(t_out.out, "running"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_save_restore_round_trip, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_save_refusals, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_restore_refusals, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_restore_forged_state, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_restore_file_changed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_restore_crash_points, setup, teardown),
 	};
