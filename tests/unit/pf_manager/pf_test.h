@@ -128,6 +128,20 @@ static __attribute__((unused)) void t_pattern(uint8_t *p, size_t len, unsigned i
 		p[i] = (uint8_t)((i * 131 + seed) ^ (i >> 12));
 }
 
+/* Write @len bytes of pattern @seed (zeros for seed 0) at @off of @fd. */
+static __attribute__((unused)) void t_put(int fd, uint64_t off, size_t len, unsigned int seed)
+{
+	uint8_t *buf = malloc(len);
+
+	assert_non_null(buf);
+	if (seed)
+		t_pattern(buf, len, seed);
+	else
+		memset(buf, 0, len);
+	assert_int_equal(pwrite(fd, buf, len, (off_t)off), (ssize_t)len);
+	free(buf);
+}
+
 static __attribute__((unused)) void t_shm_cleanup(struct tdaemon *d)
 {
 	char cmd[128], prefix[64];
@@ -631,10 +645,11 @@ static __attribute__((unused)) char *t_snapshot(struct tclient *c)
 	return s;
 }
 
-/* The RM objects VF @vf on @d holds (vgpuctl stats). */
-static __attribute__((unused)) uint64_t t_rm_objects(struct tdaemon *d, unsigned int vf)
+/* Counter @key of group @group ("rpc", "sched", ...) of VF @vf on @d (vgpuctl stats). */
+static __attribute__((unused)) uint64_t t_vf_stat(struct tdaemon *d, unsigned int vf,
+						  const char *group, const char *key)
 {
-	json_object *o, *vfs, *rpc;
+	json_object *o, *vfs, *g;
 	char arg[16];
 	uint64_t n;
 
@@ -645,10 +660,16 @@ static __attribute__((unused)) uint64_t t_rm_objects(struct tdaemon *d, unsigned
 	if (!vfs)
 		json_object_object_get_ex(o, "vfs", &vfs);
 	assert_non_null(vfs);
-	assert_true(json_object_object_get_ex(json_object_array_get_idx(vfs, 0), "rpc", &rpc));
-	n = t_get_u64(rpc, "rm_objects");
+	assert_true(json_object_object_get_ex(json_object_array_get_idx(vfs, 0), group, &g));
+	n = t_get_u64(g, key);
 	json_object_put(o);
 	return n;
+}
+
+/* The RM objects VF @vf on @d holds (vgpuctl stats). */
+static __attribute__((unused)) uint64_t t_rm_objects(struct tdaemon *d, unsigned int vf)
+{
+	return t_vf_stat(d, vf, "rpc", "rm_objects");
 }
 
 /* Whether slice @uuid on @d has a guest attached ("attached" in vgpuctl's JSON list). */

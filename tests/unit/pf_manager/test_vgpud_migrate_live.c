@@ -90,19 +90,6 @@ static uint64_t data_size(int fd)
 	return (uint64_t)sb.st_size - VF_BAR_CTRL_SIZE;
 }
 
-static void put(int fd, uint64_t off, size_t len, unsigned int seed)
-{
-	uint8_t *buf = malloc(len);
-
-	assert_non_null(buf);
-	if (seed)
-		t_pattern(buf, len, seed);
-	else
-		memset(buf, 0, len);
-	assert_int_equal(pwrite(fd, buf, len, (off_t)off), (ssize_t)len);
-	free(buf);
-}
-
 /* What A holds before the migration: 64 KiB at 0, 4 KiB far up, 4 KiB of DMA memory. */
 static void fill_source(struct fixture *f)
 {
@@ -110,20 +97,20 @@ static void fill_source(struct fixture *f)
 
 	t_define_start(f->a, "vgpu-512M", U1);
 	fd = t_bar_open(f->a, 1);
-	put(fd, 0, 64 << 10, 1);
-	put(fd, FAR_OFF, 4096, 2);
-	put(fd, t_bar_dma_off(fd) + 8192, 4096, 3);
+	t_put(fd, 0, 64 << 10, 1);
+	t_put(fd, FAR_OFF, 4096, 2);
+	t_put(fd, t_bar_dma_off(fd) + 8192, 4096, 3);
 	close(fd);
 }
 
 /* The "guest" writes during pre-copy: pages changed, added, zeroed, in both regions. */
 static void guest_writes(int fd)
 {
-	put(fd, 8192, 4096, 7);
-	put(fd, NEW_OFF, 12288, 8);
-	put(fd, FAR_OFF, 4096, 0);
-	put(fd, t_bar_dma_off(fd) + 8192, 4096, 9);
-	put(fd, t_bar_dma_off(fd) + 65536, 4096, 10);
+	t_put(fd, 8192, 4096, 7);
+	t_put(fd, NEW_OFF, 12288, 8);
+	t_put(fd, FAR_OFF, 4096, 0);
+	t_put(fd, t_bar_dma_off(fd) + 8192, 4096, 9);
+	t_put(fd, t_bar_dma_off(fd) + 65536, 4096, 10);
 }
 
 /* A copy of every populated 1 MiB chunk of VRAM and DMA memory (NULL: all zero). */
@@ -580,8 +567,8 @@ static void test_live_vmm_copy(void **state)
 	fb = t_bar_open(f->b, 1);
 	assert_int_equal(pread(fa, vram_copy, 4096, 4096), 4096);
 	assert_int_equal(pread(fa, dma_copy, 4096, (off_t)(t_bar_dma_off(fa) + 8192)), 4096);
-	put(fa, 4096, 4096, 21);
-	put(fa, t_bar_dma_off(fa) + 8192, 4096, 22);
+	t_put(fa, 4096, 4096, 21);
+	t_put(fa, t_bar_dma_off(fa) + 8192, 4096, 22);
 	/* Pass r + 1 may have read the pages before they changed; pass r + 2 began after. */
 	r = round_of(f->a);
 	wait_pass(f->eb, r + 2);
@@ -1263,26 +1250,6 @@ static void test_live_control_refused(void **state)
 	assert_int_equal(T_CTL(f->b, "list", "-u", U1), EXIT_NOTFOUND);
 }
 
-/* VF @vf's scheduler counter @key on @d (vgpuctl stats). */
-static uint64_t sched_stat(struct tdaemon *d, unsigned int vf, const char *key)
-{
-	json_object *o, *vfs, *sc;
-	char arg[16];
-	uint64_t n;
-
-	snprintf(arg, sizeof(arg), "%u", vf);
-	assert_int_equal(T_CTL(d, "--json", "stats", arg), 0);
-	o = t_out_json();
-	vfs = json_object_is_type(o, json_type_array) ? o : NULL;
-	if (!vfs)
-		json_object_object_get_ex(o, "vfs", &vfs);
-	assert_non_null(vfs);
-	assert_true(json_object_object_get_ex(json_object_array_get_idx(vfs, 0), "sched", &sc));
-	n = t_get_u64(sc, key);
-	json_object_put(o);
-	return n;
-}
-
 /* SCHED reaches the VF only with the commit: a migration that fails after it leaves the
  * next slice on that VF no counters, and one that commits gives them to its slice. */
 static void test_live_sched_at_commit(void **state)
@@ -1299,8 +1266,8 @@ static void test_live_sched_at_commit(void **state)
 	assert_non_null(strstr(msg, "totals"));
 	json_object_put(t_wait_migration(f->eb, "failed"));
 	t_define_start(f->b, "vgpu-512M", U2);
-	assert_int_equal(sched_stat(f->b, 1, "preempt_timeouts"), 0);
-	assert_true(sched_stat(f->b, 1, "run_ns") < sr.run_ns);
+	assert_int_equal(t_vf_stat(f->b, 1, "sched", "preempt_timeouts"), 0);
+	assert_true(t_vf_stat(f->b, 1, "sched", "run_ns") < sr.run_ns);
 	assert_int_equal(T_CTL(f->b, "stop", "-u", U2), 0);
 	assert_int_equal(T_CTL(f->b, "undefine", "-u", U2), 0);
 
@@ -1308,8 +1275,8 @@ static void test_live_sched_at_commit(void **state)
 	assert_int_equal(mig_enc_sched(&g.enc, &sr, NULL), 0);
 	assert_int_equal(forge_end(&g, msg), 0);
 	json_object_put(t_wait_migration(f->eb, "completed"));
-	assert_int_equal(sched_stat(f->b, 1, "preempt_timeouts"), sr.preempt_timeouts);
-	assert_true(sched_stat(f->b, 1, "run_ns") >= sr.run_ns);
+	assert_int_equal(t_vf_stat(f->b, 1, "sched", "preempt_timeouts"), sr.preempt_timeouts);
+	assert_true(t_vf_stat(f->b, 1, "sched", "run_ns") >= sr.run_ns);
 }
 
 /* A slice brought up on a VF starts with its scheduler counters at zero, whatever the
@@ -1324,13 +1291,13 @@ static void test_live_sched_fresh_vf(void **state)
 	t_vf_fill(&g, 0, 0, 0x12121212);
 	/* Counted when the engine picked the VF, before the work it fenced. A turn's run
 	 * time is booked when it ends: the channels' free waits for that. */
-	assert_true(sched_stat(f->a, 1, "slices") > 0);
+	assert_true(t_vf_stat(f->a, 1, "sched", "slices") > 0);
 	t_vf_down(&g);
 	assert_int_equal(T_CTL(f->a, "stop", "-u", U1), 0);
 	assert_int_equal(T_CTL(f->a, "undefine", "-u", U1), 0);
 	t_define_start(f->a, "vgpu-512M", U2);
-	assert_int_equal(sched_stat(f->a, 1, "run_ns"), 0);
-	assert_int_equal(sched_stat(f->a, 1, "slices"), 0);
+	assert_int_equal(t_vf_stat(f->a, 1, "sched", "run_ns"), 0);
+	assert_int_equal(t_vf_stat(f->a, 1, "sched", "slices"), 0);
 }
 
 /* A relay from A to B that gives pass 0's definition an RM object limit of @rm_objects

@@ -132,19 +132,6 @@ static bool status_prealloc(struct tdaemon *d, uint64_t *bytes)
 	return on;
 }
 
-static void put(int fd, uint64_t off, size_t len, unsigned int seed)
-{
-	uint8_t *buf = malloc(len);
-
-	assert_non_null(buf);
-	if (seed)
-		t_pattern(buf, len, seed);
-	else
-		memset(buf, 0, len);
-	assert_int_equal(pwrite(fd, buf, len, (off_t)off), (ssize_t)len);
-	free(buf);
-}
-
 /* Whether [@off, +@len) of @fd reads as zeros. */
 static bool zeros(int fd, uint64_t off, size_t len)
 {
@@ -191,7 +178,7 @@ static void test_reserved_start_reset(void **state)
 	assert_true(obj_allocated(d, 1) < obj_size(d, 1));
 
 	fd = t_bar_open(d, 1);
-	put(fd, 1 * MiB, 64 << 10, 5);
+	t_put(fd, 1 * MiB, 64 << 10, 5);
 	assert_false(zeros(fd, 1 * MiB, 64 << 10));
 	reset(d, U1);
 	assert_true(zeros(fd, 1 * MiB, 64 << 10));	/* scrubbed */
@@ -488,11 +475,11 @@ static void test_migrate_zero_page(void **state)
 	snprintf(sock, sizeof(sock), "%s/mig.sock", b->root);
 	t_define_start(a, "vgpu-512M", U1);
 	fd = t_bar_open(a, 1);
-	put(fd, 0, 64 << 10, 1);
-	put(fd, FAR_OFF, 4096, 2);
+	t_put(fd, 0, 64 << 10, 1);
+	t_put(fd, FAR_OFF, 4096, 2);
 	t_mig_listen(b, sock, U1);
 	t_mig_manual(a, ea, sock, U1);
-	put(fd, FAR_OFF, 4096, 0);		/* zeroed during pre-copy */
+	t_put(fd, FAR_OFF, 4096, 0);		/* zeroed during pre-copy */
 	close(fd);
 	t_mig_switchover(a, ea, eb, U1);
 
