@@ -401,6 +401,28 @@ void gpu_doorbell_set_sleeping(struct gpu *g, int delta)
 	cmn_mutex_unlock(&g->db_lock);
 }
 
+void gpu_db_stats_reset(struct gpu *g, unsigned int fn)
+{
+	struct gpu_fn *f;
+
+	if (fn >= g->nr_fns)
+		return;
+	f = &g->fns[fn];
+	/* Each counter alone: a doorbell consumed meanwhile is the new tenant's anyway. */
+	atomic_store(&f->dbc.rung, 0);
+	atomic_store(&f->dbc.accepted, 0);
+	atomic_store(&f->dbc.invalid, 0);
+	atomic_store(&f->dbc.disabled, 0);
+	atomic_store(&f->dbc.non_resident, 0);
+	atomic_store(&f->dbc.spurious, 0);
+	atomic_store(&f->dbc.bad_put, 0);
+	atomic_store(&f->dbc.backwards, 0);
+	atomic_store(&f->dbc.scan_found, 0);
+	atomic_store(&f->dbc.overruns, 0);
+	atomic_store(&f->dbc.overrun_scans, 0);
+	atomic_store(&f->db_seen_ns, 0);
+}
+
 void gpu_db_stats(struct gpu *g, unsigned int fn, struct gpu_db_stats *out)
 {
 	struct gpu_db_counters *c;

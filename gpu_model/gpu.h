@@ -293,6 +293,8 @@ struct gpu_db_stats {
 };
 /* Doorbell counters of @fn. */
 void gpu_db_stats(struct gpu *g, unsigned int fn, struct gpu_db_stats *out);
+/* Zero @fn's doorbell counters (a new tenant of the function). */
+void gpu_db_stats_reset(struct gpu *g, unsigned int fn);
 
 /* ---- channels ---- */
 enum gpu_chan_state {

@@ -206,9 +206,10 @@ int pf_rm_partition_set(struct pf_daemon *d, struct pf_slice *s, unsigned int vf
 	static const struct gpu_sched_stats zero;
 
 	glue_clear(d->rm_glue, vf);
-	/* The VF's scheduler counters are its slice's: the one before (a failed migration's
-	 * included) leaves none to this one. */
+	/* The VF's scheduler and doorbell counters are its slice's: the one before (a failed
+	 * migration's included) leaves none to this one. */
 	gpu_sched_stats_set(d->gpu, vf, &zero);
+	gpu_db_stats_reset(d->gpu, vf);
 	return rm_vf_partition_set(d->rm, vf, &p);
 }
 

@@ -1279,8 +1279,8 @@ static void test_live_sched_at_commit(void **state)
 	assert_true(t_vf_stat(f->b, 1, "sched", "run_ns") >= sr.run_ns);
 }
 
-/* A slice brought up on a VF starts with its scheduler counters at zero, whatever the
- * slice before it there ran. */
+/* A slice brought up on a VF starts with its scheduler and doorbell counters at zero,
+ * whatever the slice before it there ran. */
 static void test_live_sched_fresh_vf(void **state)
 {
 	struct fixture *f = *state;
@@ -1292,12 +1292,15 @@ static void test_live_sched_fresh_vf(void **state)
 	/* Counted when the engine picked the VF, before the work it fenced. A turn's run
 	 * time is booked when it ends: the channels' free waits for that. */
 	assert_true(t_vf_stat(f->a, 1, "sched", "slices") > 0);
+	assert_true(t_vf_stat(f->a, 1, "doorbell", "rung") > 0);
 	t_vf_down(&g);
 	assert_int_equal(T_CTL(f->a, "stop", "-u", U1), 0);
 	assert_int_equal(T_CTL(f->a, "undefine", "-u", U1), 0);
 	t_define_start(f->a, "vgpu-512M", U2);
 	assert_int_equal(t_vf_stat(f->a, 1, "sched", "run_ns"), 0);
 	assert_int_equal(t_vf_stat(f->a, 1, "sched", "slices"), 0);
+	assert_int_equal(t_vf_stat(f->a, 1, "doorbell", "rung"), 0);
+	assert_int_equal(t_vf_stat(f->a, 1, "doorbell", "accepted"), 0);
 }
 
 /* A relay from A to B that gives pass 0's definition an RM object limit of @rm_objects
