@@ -44,7 +44,9 @@ _Noreturn void gsp_fw_die(int code)
 }
 
 /* ---- events ---- */
-/* Post one record, waiting up to @wait_ns for space. False if the queue stayed full. */
+/* Post one record, waiting up to @wait_ns for space. False if the queue stayed full. The
+ * wait is outside evt_lock: a lane waiting for room must not hold up the heartbeat's
+ * records (which never wait) nor the other lanes' posts for its whole wait. */
 static bool srv_event_wait(struct gsp_fw *s, uint32_t type, uint32_t gfid, const uint64_t d[5],
 			   uint64_t wait_ns)
 {
@@ -53,13 +55,14 @@ static bool srv_event_wait(struct gsp_fw *s, uint32_t type, uint32_t gfid, const
 	uint64_t give_up = cmn_deadline_ns(wait_ns);
 	uint32_t p;
 
-	cmn_mutex_lock(&s->evt_lock);
-	p = atomic_load_explicit(put, memory_order_relaxed);
-	while (p - atomic_load_explicit(get, memory_order_acquire) >= s->l.nr_events) {
-		if (cmn_deadline_passed(give_up)) {
-			cmn_mutex_unlock(&s->evt_lock);
+	for (;;) {
+		cmn_mutex_lock(&s->evt_lock);
+		p = atomic_load_explicit(put, memory_order_relaxed);
+		if (p - atomic_load_explicit(get, memory_order_acquire) < s->l.nr_events)
+			break;
+		cmn_mutex_unlock(&s->evt_lock);
+		if (cmn_deadline_passed(give_up))
 			return false;
-		}
 		cmn_sleep_ns(20 * VGPU_NSEC_PER_USEC);
 	}
 	s->evts[p & (s->l.nr_events - 1)] = (struct vgpu_rpc_event){
