@@ -91,7 +91,9 @@ int rm_chan_reserve(struct rm *rm, unsigned int fn, uint32_t runlist, uint32_t *
 
 	(void)runlist;
 	rm_dev_lock(rm);
-	if (f->quota.channels && f->chans_used >= f->quota.channels) {
+	if (f->resetting) {
+		ret = -EBUSY;
+	} else if (f->quota.channels && f->chans_used >= f->quota.channels) {
 		ret = -VGPU_EQUOTA;
 	} else {
 		for (uint32_t i = 0; i < RM_MAX_CHANNELS; i++) {
@@ -116,7 +118,9 @@ int rm_chan_reserve_id(struct rm *rm, unsigned int fn, uint32_t chid)
 	if (chid >= RM_MAX_CHANNELS)
 		return -EINVAL;
 	rm_dev_lock(rm);
-	if (f->quota.channels && f->chans_used >= f->quota.channels)
+	if (f->resetting)
+		ret = -EBUSY;
+	else if (f->quota.channels && f->chans_used >= f->quota.channels)
 		ret = -VGPU_EQUOTA;
 	else if (f->chans[chid].used)
 		ret = -EEXIST;
@@ -640,6 +644,9 @@ int rm_vf_disable(struct rm *rm, unsigned int fn)
 	rm_api_write(rm, fn);
 	rm_dev_lock(rm);
 	list = calloc(f->nr_clients + 1, sizeof(*list));
+	/* A client made once the API lock is let go is not disabled: a channel of it the
+	 * GSP's VF_RESET might or might not drop would be marked not live below. */
+	f->resetting = list != NULL;
 	if (list)
 		for (struct cmn_list *l = f->clients.next; l != &f->clients; l = l->next) {
 			list[n] = cmn_container_of(l, struct rm_client, fn_link);
@@ -672,6 +679,7 @@ int rm_vf_disable(struct rm *rm, unsigned int fn)
 	}
 	if (fn)
 		memset(f->runlist, 0, sizeof(f->runlist));
+	f->resetting = false;
 	rm_dev_unlock(rm);
 	if (ret)
 		chans_fence(rm, fn, live, "VF reset");

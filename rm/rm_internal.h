@@ -205,6 +205,8 @@ struct rm_fn {
 	struct cmn_mutex acct_lock;
 	bool active;			/* has a partition (the PF always) */
 	bool busy;			/* a partition change is in progress */
+	bool resetting;			/* rm_vf_disable() between its clients and its
+					 * channels: no channel may be reserved */
 	uint64_t base, size;
 	struct pma *pma;		/* VF: a child over the slice; PF: the device pma */
 	struct rm_quota quota;

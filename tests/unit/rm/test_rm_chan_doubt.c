@@ -166,11 +166,50 @@ static void test_reset_before_send(void **state)
 	assert_false(hw_allocated(0));
 }
 
+/* A client made while a VF reset is under way (after its clients were disabled, before
+ * the GSP's VF_RESET: gsp_send_hook) is not disabled, but its channel would be marked not
+ * live once the reset returns, whether the GSP ran its CHAN_ALLOC before the VF_RESET or
+ * after: refused until the reset has settled the VF's channels. */
+static int during_reset_ret = 1;
+static uint32_t during_reset_client;
+
+static void alloc_during_reset(struct gsp *g, unsigned int gfid, uint32_t function)
+{
+	uint32_t hd, hv, hch, chid;
+
+	(void)g;
+	if (gfid != 0 || function != VGPU_RPC_FN_VF_RESET)
+		return;
+	gsp_send_hook = NULL;
+	vaspace(&during_reset_client, &hd, &hv);
+	during_reset_ret = channel(during_reset_client, hd, hv, 0x2000, &hch, &chid);
+}
+
+static void test_alloc_during_reset(void **state)
+{
+	uint32_t hc, hd, hv, hch, chid;
+
+	(void)state;
+	gsp_send_hook = alloc_during_reset;
+	assert_int_equal(rm_vf_reset(fx.rm, 1), 0);
+	assert_int_equal(during_reset_ret, -EBUSY);
+	lane1_drained();
+	assert_false(hw_allocated(0));
+	assert_int_equal(rm_client_free(fx.rm, 1, during_reset_client), 0);
+	/* Once the reset is done, the same kind of client gets its channel. */
+	vaspace(&hc, &hd, &hv);
+	assert_int_equal(channel(hc, hd, hv, 0x3000, &hch, &chid), 0);
+	assert_true(hw_allocated(chid));
+	assert_int_equal(rm_client_free(fx.rm, 1, hc), 0);
+	assert_false(hw_allocated(chid));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_late_alloc, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reset_before_send, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_alloc_during_reset, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
