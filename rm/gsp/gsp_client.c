@@ -907,7 +907,9 @@ static int gsp_call_lane(struct gsp *g, struct gsp_lane *ln, unsigned int gfid, 
 	if (reply_len)
 		*reply_len = len;
 	took = cmn_now_ns() - start;
-	if (ret != -EIO)
+	/* Stored only when there is something to clear: every lane's RPCs would otherwise
+	 * write the one line all of them read. */
+	if (ret != -EIO && atomic_load_explicit(&g->strikes, memory_order_relaxed))
 		atomic_store(&g->strikes, 0);
 	STAT_INC(g, rpcs);
 	if (took > g->cfg.slow_ns) {
