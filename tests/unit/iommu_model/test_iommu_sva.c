@@ -267,7 +267,8 @@ static void test_unbound_in_wait(void **state)
 		if (rebind) {
 			assert_int_equal(iommu_dma_write_pasid(mmu, RID, PASID, (uintptr_t)buf,
 							       out, sizeof(out)), 0);
-			assert_int_equal(child_finish(c.child, go), 1);	/* reached: it saw 0x11 */
+			/* reached: it saw 0x11 */
+			assert_int_equal(child_finish(c.child, go), 1);
 			assert_int_equal(iommu_pasid_detach(mmu, RID, PASID), 0);
 			assert_int_equal(iommu_domain_free(c.sva), 0);
 		}

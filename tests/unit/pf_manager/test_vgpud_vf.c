@@ -308,7 +308,8 @@ static uint64_t proc_caps(pid_t pid, const char *set)
  * What it needs of root (chown of sockets to slice owners) it keeps. */
 static void test_no_ptrace(void **state)
 {
-	const uint64_t ptrace = 1ull << 19, chown = 1ull << 0;	/* CAP_SYS_PTRACE, CAP_CHOWN */
+	/* CAP_SYS_PTRACE, CAP_CHOWN */
+	const uint64_t ptrace = 1ull << 19, chown = 1ull << 0;
 	struct tdaemon *d = *state;
 
 	assert_int_equal(proc_caps(d->pid, "CapEff") & ptrace, 0);

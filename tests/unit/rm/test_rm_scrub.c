@@ -59,7 +59,8 @@ static int sx_build(void)
 {
 	struct gpu_config gc = { .vram_size = S_VRAM, .nr_vfs = 3, .nr_engines = 1 };
 	struct pma_region_desc rd = { .base = 0, .size = S_VRAM, .performance = 1 };
-	static const struct gsp_config gsp = { .nr_lanes = 2 };	/* fn % 2: VF 1 and 3 share */
+	/* fn % 2: VF 1 and 3 share a lane */
+	static const struct gsp_config gsp = { .nr_lanes = 2 };
 	struct rm_config rc = { .ops = &rm_hw_ops, .ops_ctx = &sx.hw, .gsp = &gsp };
 	struct rm_partition p1 = { .base = S1_BASE, .size = S1_SIZE };
 	struct rm_partition p3 = { .base = S3_BASE, .size = S3_SIZE };
