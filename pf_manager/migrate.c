@@ -16,6 +16,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/compiler.h"
@@ -28,6 +29,28 @@
 uint64_t pf_mig_region_base(const struct pf_slice *s, enum mig_region region)
 {
 	return region == MIG_R_VRAM ? 0 : s->bar_size - VF_BAR_CTRL_SIZE - s->dma_size;
+}
+
+const char *pf_mig_file_kind(mode_t mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFREG:
+		return "a regular file";
+	case S_IFDIR:
+		return "a directory";
+	case S_IFLNK:
+		return "a symbolic link";
+	case S_IFIFO:
+		return "a FIFO (pipe)";
+	case S_IFSOCK:
+		return "a socket";
+	case S_IFCHR:
+		return "a character device";
+	case S_IFBLK:
+		return "a block device";
+	default:
+		return "a file of unknown type";
+	}
 }
 
 static int write_all(void *ctx, const void *p, size_t len)
@@ -194,14 +217,23 @@ out:
 	return r;
 }
 
-/* The descriptor of this request, open for @want (O_RDONLY / O_WRONLY), or an error. */
+/* The descriptor of this request, open for @want (O_RDONLY / O_WRONLY), or an error. It
+ * must be a regular file: the loop thread reads and writes it, and a pipe, socket or
+ * device nobody drains would block it, every guest and the control socket with it. */
 static int req_fd(struct pf_daemon *d, const char *cmd, int want, struct pf_err *e)
 {
+	struct stat st;
 	int fl;
 
 	if (d->req_fd < 0)
 		return cmn_fail(&e->f, -EINVAL, "%s needs the stream's file as a descriptor sent with "
 			       "the request (SCM_RIGHTS), as vgpuctl sends it", cmd);
+	if (fstat(d->req_fd, &st))
+		return cmn_fail(&e->f, -errno, "%s: the descriptor passed: %s", cmd,
+			       cmn_strerror(-errno));
+	if (!S_ISREG(st.st_mode))
+		return cmn_fail(&e->f, -EINVAL, "%s: the descriptor passed is %s, not a regular "
+			       "file", cmd, pf_mig_file_kind(st.st_mode));
 	fl = fcntl(d->req_fd, F_GETFL);
 	if (fl < 0 || ((fl & O_ACCMODE) != O_RDWR && (fl & O_ACCMODE) != want))
 		return cmn_fail(&e->f, -EBADF, "%s: the descriptor passed is not open for %s", cmd,

@@ -54,6 +54,13 @@
 #define LM_CHUNK		(1u << 20)	/* bytes read at a time */
 #define LM_WR_BUFS		3		/* destination: extents checked ahead of the write */
 #define LM_SOCK_BUF		(4 << 20)	/* socket buffers asked for, each way */
+/* A TCP peer gone (its host died after END, say: the source waits in stop_copy, its guest
+ * stopped) is given up on within LM_TCP_DEAD_MS: keepalive probes on an idle connection,
+ * TCP_USER_TIMEOUT for data it does not acknowledge (a zero window included). */
+#define LM_TCP_KEEPIDLE_S	10
+#define LM_TCP_KEEPINTVL_S	5
+#define LM_TCP_KEEPCNT		4	/* 10 s + 4 probes 5 s apart: 30 s */
+#define LM_TCP_DEAD_MS		30000u
 #define LM_RCVLOWAT		(256u << 10)	/* bytes a waiting destination is woken for */
 #define LM_ACK_MAGIC		0x41474d56u	/* "VMGA" */
 #define LM_ACK_MSG_MAX		512u
@@ -91,6 +98,7 @@ struct lm {
 	char peer[PF_PATH_MAX];		/* connect to / listen on */
 	struct pf_slice *s;		/* L->lock; NULL once gone */
 	int lfd, sock, wake_fd;
+	struct stat lst;		/* destination: the UNIX socket file lfd is bound to */
 	int lowat;			/* destination: the socket's SO_RCVLOWAT (0: not set) */
 	bool writer;			/* destination: a writer thread (test builds only,
 					 * VGPU_MIG_WRITER=1: doc/migration.md, Limits) */
@@ -550,18 +558,90 @@ static int addr_check(const char *addr, const char *key, struct pf_err *e)
 			"107 bytes) or tcp:HOST:PORT, not \"%.128s\"", key, addr);
 }
 
-/* A UNIX socket at @sa that nobody listens on any more (its owner closed or died without
- * unlinking it): removed, so that a bind can take the path. True if it was. */
-static bool unlink_stale(const struct sockaddr_un *sa)
+/* @sa's path is taken (bind said so): a UNIX socket of vgpud's own user that nobody listens
+ * on any more (its owner closed or died without unlinking it) is removed, so that a bind
+ * can take the path; 0 then. vgpud runs as root and the path is a client's: anything else
+ * stays, a file, a symbolic link (never followed) or another user's socket refused with
+ * -EINVAL, a socket still listened on with -EADDRINUSE. */
+static int unlink_stale(const struct sockaddr_un *sa, struct pf_err *e)
 {
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	bool stale;
+	const char *path = sa->sun_path;
+	struct stat st;
+	int fd, r;
 
+	if (lstat(path, &st))
+		return errno == ENOENT ? 0 : cmn_fail(&e->f, -errno, "cannot listen on %s: %s",
+						      path, cmn_strerror(-errno));
+	if (!S_ISSOCK(st.st_mode))
+		return cmn_fail(&e->f, -EINVAL, "cannot listen on %s: it exists and is %s, not a "
+				"socket (only a stale socket of vgpud's own is replaced)", path,
+				pf_mig_file_kind(st.st_mode));
+	if (st.st_uid != geteuid())
+		return cmn_fail(&e->f, -EINVAL, "cannot listen on %s: it is a socket of uid %u, "
+				"not of vgpud's uid %u (only a stale socket of vgpud's own is "
+				"replaced)", path, (unsigned int)st.st_uid,
+				(unsigned int)geteuid());
+	/* Non-blocking: a listener with a full backlog answers EAGAIN, in use, at once. */
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
-		return false;
-	stale = connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) && errno == ECONNREFUSED;
+		return cmn_fail(&e->f, -errno, "socket: %s", cmn_strerror(-errno));
+	r = connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) ? -errno : 0;
 	close(fd);
-	return stale && !unlink(sa->sun_path);
+	if (r != -ECONNREFUSED)
+		return cmn_fail(&e->f, -EADDRINUSE, "cannot listen on %s: a socket there is in use",
+				path);
+	if (unlink(path) && errno != ENOENT)
+		return cmn_fail(&e->f, -errno, "cannot listen on %s: removing its stale socket: %s",
+				path, cmn_strerror(-errno));
+	return 0;
+}
+
+/* Bind @fd to @sa as a socket of mode 0600. The mode comes from the umask around bind,
+ * not a chmod of the path after it, which by then may name another file. The umask is
+ * the process's: a file another thread creates meanwhile gets no more than 0600 either. */
+static int bind_0600(int fd, const struct sockaddr_un *sa)
+{
+	mode_t old = umask(0177);
+	int r = bind(fd, (const struct sockaddr *)sa, sizeof(*sa)) ? -errno : 0;
+
+	umask(old);
+	return r;
+}
+
+/* Listen on UNIX socket @fd at @sa, replacing a stale socket of vgpud's own there; *@own
+ * is the socket file bound, which only is removed when the listen ends (lm_unlink_own). */
+static int unix_listen(int fd, const struct sockaddr_un *sa, struct stat *own,
+		       struct pf_err *e)
+{
+	int r = bind_0600(fd, sa);
+
+	if (r == -EADDRINUSE) {
+		r = unlink_stale(sa, e);
+		if (r)
+			return r;
+		r = bind_0600(fd, sa);
+	}
+	if (!r && (lstat(sa->sun_path, own) || listen(fd, 1)))
+		r = -errno;
+	if (r)
+		return cmn_fail(&e->f, r, "cannot listen on %s: %s", sa->sun_path,
+				cmn_strerror(r));
+	return 0;
+}
+
+/* A TCP migration socket's options: no Nagle delay on a frame's tail, and a peer that stops
+ * answering is an error after LM_TCP_DEAD_MS, not the kernel's hours. Set on the
+ * connecting socket, and on the listening one and the accepted one (which inherits them,
+ * set again to depend on nothing); a refusal only keeps the kernel's defaults. */
+static void tcp_opts(int fd)
+{
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int){ 1 }, sizeof(int));
+	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &(int){ 1 }, sizeof(int));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &(int){ LM_TCP_KEEPIDLE_S }, sizeof(int));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &(int){ LM_TCP_KEEPINTVL_S }, sizeof(int));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &(int){ LM_TCP_KEEPCNT }, sizeof(int));
+	setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &(unsigned int){ LM_TCP_DEAD_MS },
+		   sizeof(unsigned int));
 }
 
 /* Socket buffers of LM_SOCK_BUF each way (the kernel caps them at its rmem_max and
@@ -576,8 +656,11 @@ static void sock_bufs(int fd)
 	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &n, sizeof(n));
 }
 
+/* A migration's socket for @addr: connected (@listen_on false) or listening, its address
+ * (the port chosen, for tcp:HOST:0) into @bound; *@own, for a listen on a UNIX socket, is
+ * its socket file. */
 static int open_sock(const char *addr, bool listen_on, char *bound, size_t blen, int *out,
-		     struct pf_err *e)
+		     struct stat *own, struct pf_err *e)
 {
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *ai = NULL;
 	char host[256];
@@ -592,17 +675,19 @@ static int open_sock(const char *addr, bool listen_on, char *bound, size_t blen,
 		if (fd < 0)
 			return cmn_fail(&e->f, -errno, "socket: %s", cmn_strerror(-errno));
 		sock_bufs(fd);
-		r = listen_on ? bind(fd, (struct sockaddr *)&sa, sizeof(sa)) :
-				connect(fd, (struct sockaddr *)&sa, sizeof(sa));
-		if (r && listen_on && errno == EADDRINUSE && unlink_stale(&sa))
-			r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
-		if (!r && listen_on && (chmod(addr, 0600) || listen(fd, 1)))
-			r = -1;
-		if (r && errno != EINPROGRESS) {
-			r = -errno;
+		if (listen_on) {
+			r = unix_listen(fd, &sa, own, e);
+		} else {
+			r = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) ? -errno : 0;
+			if (r == -EINPROGRESS)
+				r = 0;
+			if (r)
+				cmn_fail(&e->f, -ECONNREFUSED, "cannot connect to %s: %s", addr,
+					 cmn_strerror(r));
+		}
+		if (r) {
 			close(fd);
-			return cmn_fail(&e->f, listen_on ? r : -ECONNREFUSED, "cannot %s %s: %s",
-					listen_on ? "listen on" : "connect to", addr, cmn_strerror(r));
+			return e->f.err;
 		}
 		snprintf(bound, blen, "%s", addr);
 		*out = fd;
@@ -635,7 +720,7 @@ static int open_sock(const char *addr, bool listen_on, char *bound, size_t blen,
 		snprintf(bound, blen, "%s", addr);
 	}
 	if (!r)
-		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int){ 1 }, sizeof(int));
+		tcp_opts(fd);
 out:
 	freeaddrinfo(ai);
 	if (r) {
@@ -646,6 +731,17 @@ out:
 	}
 	*out = fd;
 	return 0;
+}
+
+/* The UNIX socket file a destination bound (m->lst) removed when its listen ends; a file
+ * that took the path since, not that socket, stays. */
+static void lm_unlink_own(struct lm *m)
+{
+	struct stat st;
+
+	if (m->peer[0] == '/' && !lstat(m->peer, &st) && S_ISSOCK(st.st_mode) &&
+	    st.st_dev == m->lst.st_dev && st.st_ino == m->lst.st_ino)
+		unlink(m->peer);
 }
 
 /* ---- source ------------------------------------------------------------------------------- */
@@ -1645,11 +1741,12 @@ static int dst_accept(struct lm *m, struct cmn_fail *f)
 		if (errno != EAGAIN && errno != EINTR)
 			return cmn_fail(f, -errno, "accept: %s", cmn_strerror(-errno));
 	}
+	if (m->peer[0] != '/')
+		tcp_opts(m->sock);
 	/* One migration per listen: the socket goes away at once. */
 	close(m->lfd);
 	m->lfd = -1;
-	if (m->peer[0] == '/')
-		unlink(m->peer);
+	lm_unlink_own(m);
 	return 0;
 }
 
@@ -1717,8 +1814,7 @@ static void *dst_main(void *arg)
 	if (m->lfd >= 0) {		/* cancelled while listening: the address is free again */
 		close(m->lfd);
 		m->lfd = -1;
-		if (m->peer[0] == '/')
-			unlink(m->peer);
+		lm_unlink_own(m);
 	}
 	if (r && m->s)
 		lm_request(m, LM_REQ_DISCARD);
@@ -1991,8 +2087,7 @@ static void lm_free(struct lm *m)
 {
 	if (m->lfd >= 0) {
 		close(m->lfd);
-		if (m->peer[0] == '/')
-			unlink(m->peer);
+		lm_unlink_own(m);
 	}
 	if (m->sock >= 0)
 		close(m->sock);
@@ -2319,7 +2414,7 @@ int pf_live_outgoing_cmd(struct pf_daemon *d, json_object *args, bool dry, json_
 		return 0;
 	}
 	if (!r)
-		r = open_sock(to, false, m->peer, sizeof(m->peer), &m->sock, e);
+		r = open_sock(to, false, m->peer, sizeof(m->peer), &m->sock, NULL, e);
 	if (r) {
 		lm_free(m);
 		return r;
@@ -2372,7 +2467,7 @@ int pf_live_incoming_cmd(struct pf_daemon *d, json_object *args, bool dry, json_
 	snprintf(m->want, sizeof(m->want), "%s", norm);
 	snprintf(m->uuid, sizeof(m->uuid), "%s", norm);
 	m->status = LM_LISTENING;
-	r = open_sock(addr, true, m->peer, sizeof(m->peer), &m->lfd, e);
+	r = open_sock(addr, true, m->peer, sizeof(m->peer), &m->lfd, &m->lst, e);
 	if (!r)
 		r = lm_start(m, dst_main, e);
 	if (r) {

@@ -12,12 +12,18 @@
  * Hostile or odd peers: a forged source whose IOMMU mappings, control area or END B
  * refuses by name (keeping no SCHED counters on the VF), a relay that lowers B's RM
  * object limit so B refuses with VGPU_EQUOTA, a fake destination whose answer is no ack,
- * a busy VF that B refuses at the plan. Every wait is for a MIGRATION event, never a
- * sleep. */
+ * a busy VF that B refuses at the plan. A listen path that holds a file or a symbolic
+ * link is refused and left as it was, a stale socket of vgpud's own replaced; a TCP
+ * migration's sockets on both ends carry keepalive and a user timeout (read through
+ * pidfd_getfd()). Every wait is for a MIGRATION event, never a sleep. */
 /* pf_test.h copies paths it made itself into sun_path; gcc cannot see their length. */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
+#include <dirent.h>
 #include <endian.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
+#include <sys/syscall.h>
 
 #include "pf_mig_test.h"
 #include "mig/mig.h"
@@ -726,6 +732,81 @@ static void test_live_corrupt(void **state)
 	image_free(&im);
 }
 
+/* An int option of socket @fd. */
+static int sockopt(int fd, int level, int name)
+{
+	int v = -1;
+	socklen_t len = sizeof(v);
+
+	assert_int_equal(getsockopt(fd, level, name, &v, &len), 0);
+	return v;
+}
+
+/* @fd is a connected TCP socket (not a listening one). */
+static bool sock_is_tcp(int fd)
+{
+	int dom = -1, type = -1;
+	socklen_t len = sizeof(dom);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &len) ||
+	    (dom != AF_INET && dom != AF_INET6))
+		return false;
+	len = sizeof(type);
+	return !getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) && type == SOCK_STREAM &&
+	       !sockopt(fd, SOL_SOCKET, SO_ACCEPTCONN);
+}
+
+/* @d's connected TCP sockets, each taken through pidfd_getfd(): one, with the keepalive
+ * and user timeout doc/migration.md names (30 s to give up on a silent peer). */
+static void tcp_opts_on(struct tdaemon *d)
+{
+	int pidfd = (int)syscall(SYS_pidfd_open, d->pid, 0), n = 0;
+	char dir[64];
+	struct dirent *de;
+	DIR *dp;
+
+	assert_true(pidfd >= 0);
+	snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)d->pid);
+	dp = opendir(dir);
+	assert_non_null(dp);
+	while ((de = readdir(dp))) {
+		int fd = de->d_name[0] == '.' ? -1 :
+			 (int)syscall(SYS_pidfd_getfd, pidfd, atoi(de->d_name), 0);
+
+		if (fd < 0)
+			continue;
+		if (sock_is_tcp(fd)) {
+			assert_int_equal(sockopt(fd, SOL_SOCKET, SO_KEEPALIVE), 1);
+			assert_int_equal(sockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE), 10);
+			assert_int_equal(sockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL), 5);
+			assert_int_equal(sockopt(fd, IPPROTO_TCP, TCP_KEEPCNT), 4);
+			assert_int_equal(sockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT), 30000);
+			assert_int_equal(sockopt(fd, IPPROTO_TCP, TCP_NODELAY), 1);
+			n++;
+		}
+		close(fd);
+	}
+	closedir(dp);
+	close(pidfd);
+	assert_int_equal(n, 1);
+}
+
+/* A TCP migration waiting for its switchover: both ends' sockets give up on a peer that
+ * stops answering (its host gone) within 30 s, not the kernel's hours. */
+static void test_live_tcp_keepalive(void **state)
+{
+	struct fixture *f = *state;
+
+	fill_source(f);
+	listen_b_tcp(f);
+	t_mig_manual(f->a, f->ea, f->sock, U1);
+	tcp_opts_on(f->a);
+	tcp_opts_on(f->b);
+	assert_int_equal(T_CTL(f->a, "migrate-cancel", "-u", U1), 0);
+	json_object_put(t_wait_migration(f->ea, "cancelled"));
+	json_object_put(t_wait_migration(f->eb, "failed"));
+}
+
 /* Bad requests are refused naming what is wrong, changing nothing. */
 static void test_live_bad_requests(void **state)
 {
@@ -744,6 +825,84 @@ static void test_live_bad_requests(void **state)
 	assert_non_null(strstr(t_out.err, "already exists"));
 	assert_int_equal(T_CTL(f->a, "migrate-status"), 0);
 	assert_non_null(strstr(t_out.out, "no migrations"));
+}
+
+/* A file at @path holding @text, written by the test. */
+static void put_file(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+}
+
+/* @path is still a regular file holding @text. */
+static void file_is(const char *path, const char *text)
+{
+	char buf[64] = { 0 };
+	struct stat sb;
+	int fd;
+
+	assert_int_equal(lstat(path, &sb), 0);
+	assert_true(S_ISREG(sb.st_mode));
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_int_equal(read(fd, buf, sizeof(buf) - 1), (ssize_t)strlen(text));
+	close(fd);
+	assert_string_equal(buf, text);
+}
+
+/* migrate-incoming on @path is refused as invalid, the error naming @path and @what. */
+static void listen_refused(struct fixture *f, const char *path, const char *what)
+{
+	assert_int_equal(T_CTL(f->b, "migrate-incoming", "--listen", (char *)path, "-u", U1), 2);
+	if (!strstr(t_out.err, path) || !strstr(t_out.err, what))
+		fail_msg("listen on %s: expected \"%s\" in: %s", path, what, t_out.err);
+}
+
+/* The listen address is a client's path and vgpud runs as root: a regular file there, or a
+ * symbolic link to one, is refused by name and left as it was; a stale socket of vgpud's
+ * own user is replaced by a listening socket of mode 0600; a file that took the listening
+ * socket's path since is left when the listen ends. */
+static void test_live_listen_path(void **state)
+{
+	struct fixture *f = *state;
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char link[160];
+	struct stat sb;
+	int fd;
+
+	put_file(f->sock, "keep");
+	listen_refused(f, f->sock, "is a regular file, not a socket");
+	file_is(f->sock, "keep");
+	snprintf(link, sizeof(link), "%s/link.sock", f->b->root);
+	assert_int_equal(symlink(f->sock, link), 0);
+	listen_refused(f, link, "is a symbolic link, not a socket");
+	assert_int_equal(lstat(link, &sb), 0);
+	assert_true(S_ISLNK(sb.st_mode));
+	file_is(f->sock, "keep");
+	assert_int_equal(T_CTL(f->b, "migrate-status"), 0);
+	assert_non_null(strstr(t_out.out, "no migrations"));
+
+	/* A stale socket: bound, closed, never unlinked. */
+	assert_int_equal(unlink(f->sock), 0);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", f->sock);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	close(fd);
+	t_mig_listen(f->b, f->sock, U1);
+	assert_int_equal(lstat(f->sock, &sb), 0);
+	assert_true(S_ISSOCK(sb.st_mode));
+	assert_int_equal(sb.st_mode & 0777, 0600);
+
+	/* Its socket replaced by a file while B listens: the cancel leaves the file. */
+	assert_int_equal(unlink(f->sock), 0);
+	put_file(f->sock, "mine");
+	assert_int_equal(T_CTL(f->b, "migrate-cancel", "--listen", f->sock), 0);
+	json_object_put(t_wait_migration(f->eb, "cancelled"));
+	file_is(f->sock, "mine");
 }
 
 /* ---- the hand-over record: the source dies after the destination may have committed ---- */
@@ -1557,7 +1716,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_live_dest_killed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_live_source_killed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_live_corrupt, setup_corrupt, teardown),
+		cmocka_unit_test_setup_teardown(test_live_tcp_keepalive, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_live_bad_requests, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_live_listen_path, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_live_source_exits_committed,
 						setup_exit_committed, teardown),
 		cmocka_unit_test_setup_teardown(test_live_source_exits_handover,

@@ -4,14 +4,16 @@
  * and a second vgpud restores it with the same bytes, the holes still holes (SEEK_DATA),
  * durable across a kill -9. Refusals (a guest not quiesced, not running, existing file, the
  * UUID already here, no VRAM, no VF, a corrupted byte, a cut file, another version) name
- * the reason and change nothing; a file changed between the restore's two reads is
- * refused, nothing written outside the slice and nothing kept. Hand-made files with more
- * IOMMU mappings than the slice's guest could make, or with a control area, are refused
- * at the check. */
+ * the reason and change nothing, and so does a descriptor that is no regular file (a pipe
+ * nobody reads: the daemon answers right after); a file changed between the restore's two
+ * reads is refused, nothing written outside the slice and nothing kept. Hand-made files
+ * with more IOMMU mappings than the slice's guest could make, or with a control area, are
+ * refused at the check. */
 /* pf_test.h copies paths it made itself into sun_path; gcc cannot see their length. */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 #include <pthread.h>
 
+#include "ctlclient/ctlclient.h"
 #include "pf_test.h"
 #include "mig/mig.h"
 
@@ -222,6 +224,60 @@ static void test_save_refusals(void **state)
 	assert_int_equal(sb.st_size, 4);
 	assert_int_equal(T_CTL(f->a, "save", "-u", UX, f->file), 2);
 	assert_int_equal(T_CTL(f->a, "save", "-u", U1), 2);
+}
+
+/* save-slice on @c with descriptor @fd: the reply (the caller puts it). */
+static json_object *save_fd(struct ctlc *c, int fd)
+{
+	json_object *args = json_object_new_object(), *rep = NULL;
+
+	json_object_object_add(args, "uuid", json_object_new_string(U1));
+	assert_int_equal(ctlc_request_fd(c, "save-slice", args, fd, &rep, NULL), 0);
+	return rep;
+}
+
+/* The loop thread writes a save's stream: a descriptor that is not a regular file (a pipe
+ * nobody reads, here) is refused before a byte is written, and the daemon answers at once;
+ * a regular file passed the same way is saved. */
+static void test_save_not_regular(void **state)
+{
+	struct fixture *f = *state;
+	json_object *rep, *err, *v;
+	struct ctlc *c;
+	int p[2], fd;
+
+	t_define_start(f->a, "vgpu-512M", U1);
+	fd = t_bar_open(f->a, 1);
+	write_pattern(fd);
+	close(fd);
+	assert_int_equal(ctlc_open(f->a->sock, &c, NULL), 0);
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	rep = save_fd(c, p[1]);
+	assert_true(json_object_object_get_ex(rep, "error", &err));
+	assert_true(json_object_object_get_ex(err, "class", &v));
+	assert_string_equal(json_object_get_string(v), "InvalidArgument");
+	assert_true(json_object_object_get_ex(err, "desc", &v));
+	if (!strstr(json_object_get_string(v), "a FIFO (pipe), not a regular file"))
+		fail_msg("save to a pipe: %s", json_object_get_string(v));
+	json_object_put(rep);
+	assert_int_equal(ctlc_exec(c, "query-version", NULL, NULL, NULL), 0);
+	close(p[1]);
+	/* Nothing was written: the read end sees EOF at once. */
+	assert_int_equal(read(p[0], &(char){ 0 }, 1), 0);
+	close(p[0]);
+
+	fd = open(f->file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	rep = save_fd(c, fd);
+	close(fd);
+	assert_true(json_object_object_get_ex(rep, "return", &v));
+	assert_int_equal(t_get_u64(v, "vram_bytes_saved"), (64 << 10) + 4096);
+	json_object_put(rep);
+	ctlc_close(c);
+	assert_int_equal(T_CTL(f->a, "stop", "-u", U1), 0);
+	assert_int_equal(T_CTL(f->a, "undefine", "-u", U1), 0);
+	assert_int_equal(T_CTL(f->b, "restore", f->file), 0);
+	check_bar(f->b, 1);
 }
 
 /* A copy of @src with @fn applied, at @dst. */
@@ -603,6 +659,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_save_restore_round_trip, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_save_refusals, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_save_not_regular, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_restore_refusals, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_restore_forged_state, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_restore_file_changed, setup, teardown),
