@@ -31,28 +31,6 @@ uint64_t pf_mig_region_base(const struct pf_slice *s, enum mig_region region)
 	return region == MIG_R_VRAM ? 0 : s->bar_size - VF_BAR_CTRL_SIZE - s->dma_size;
 }
 
-const char *pf_mig_file_kind(mode_t mode)
-{
-	switch (mode & S_IFMT) {
-	case S_IFREG:
-		return "a regular file";
-	case S_IFDIR:
-		return "a directory";
-	case S_IFLNK:
-		return "a symbolic link";
-	case S_IFIFO:
-		return "a FIFO (pipe)";
-	case S_IFSOCK:
-		return "a socket";
-	case S_IFCHR:
-		return "a character device";
-	case S_IFBLK:
-		return "a block device";
-	default:
-		return "a file of unknown type";
-	}
-}
-
 static int write_all(void *ctx, const void *p, size_t len)
 {
 	int fd = *(int *)ctx;
@@ -233,7 +211,7 @@ static int req_fd(struct pf_daemon *d, const char *cmd, int want, struct pf_err 
 			       cmn_strerror(-errno));
 	if (!S_ISREG(st.st_mode))
 		return cmn_fail(&e->f, -EINVAL, "%s: the descriptor passed is %s, not a regular "
-			       "file", cmd, pf_mig_file_kind(st.st_mode));
+			       "file", cmd, pf_file_kind(st.st_mode));
 	fl = fcntl(d->req_fd, F_GETFL);
 	if (fl < 0 || ((fl & O_ACCMODE) != O_RDWR && (fl & O_ACCMODE) != want))
 		return cmn_fail(&e->f, -EBADF, "%s: the descriptor passed is not open for %s", cmd,

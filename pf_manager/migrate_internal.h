@@ -14,8 +14,6 @@ uint64_t pf_mig_region_base(const struct pf_slice *s, enum mig_region region);
 /* The SLICE frame's definition text of @s (malloc'ed; NULL without memory); @extra, if
  * not NULL, is added as member "live" (taken over). */
 char *pf_mig_def(struct pf_daemon *d, const struct pf_slice *s, json_object *extra);
-/* What a file of mode @mode is ("a regular file", "a FIFO"), for a refusal's message. */
-const char *pf_mig_file_kind(mode_t mode);
 
 /* IOMMU mappings: how many, and their bytes together. */
 struct pf_mig_maps {

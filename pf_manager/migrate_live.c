@@ -575,7 +575,7 @@ static int unlink_stale(const struct sockaddr_un *sa, struct pf_err *e)
 	if (!S_ISSOCK(st.st_mode))
 		return cmn_fail(&e->f, -EINVAL, "cannot listen on %s: it exists and is %s, not a "
 				"socket (only a stale socket of vgpud's own is replaced)", path,
-				pf_mig_file_kind(st.st_mode));
+				pf_file_kind(st.st_mode));
 	if (st.st_uid != geteuid())
 		return cmn_fail(&e->f, -EINVAL, "cannot listen on %s: it is a socket of uid %u, "
 				"not of vgpud's uid %u (only a stale socket of vgpud's own is "

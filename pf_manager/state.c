@@ -50,8 +50,12 @@ const char *pf_file_kind(mode_t mode)
 		return "a directory";
 	case S_IFSOCK:
 		return "a socket";
+	case S_IFCHR:
+		return "a character device";
+	case S_IFBLK:
+		return "a block device";
 	default:
-		return "a device node";
+		return "a file of unknown type";
 	}
 }
 

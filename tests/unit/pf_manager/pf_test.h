@@ -440,6 +440,14 @@ static __attribute__((unused)) struct tdaemon *t_daemon_two_vfs(const char *u1, 
 	return d;
 }
 
+/* A cmocka setup's body: t_daemon_two_vfs(@u1, @u2) into *@d; 0, or -1 if it failed. */
+static __attribute__((unused)) int t_setup_two_vfs(struct tdaemon **d, const char *u1,
+						   const char *u2)
+{
+	*d = t_daemon_two_vfs(u1, u2);
+	return *d ? 0 : -1;
+}
+
 /* Parse the last vgpuctl stdout as JSON (caller puts it). */
 static __attribute__((unused)) json_object *t_out_json(void)
 {

@@ -17,14 +17,7 @@ static struct tdaemon *dmn;
 static int setup(void **state)
 {
 	(void)state;
-	dmn = t_daemon_two_vfs(SLICE, NULL);
-	return dmn ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-	dmn = NULL;
-	return t_teardown(state);
+	return t_setup_two_vfs(&dmn, SLICE, NULL);
 }
 
 /* The slice's entry in vgpuctl's JSON list of @d (owned by the caller). */
@@ -266,5 +259,5 @@ int main(void)
 	t[n++] = (struct CMUnitTest)cmocka_unit_test(test_both_sockets);
 	t[n++] = (struct CMUnitTest)cmocka_unit_test(test_one_guest);
 	t[n++] = (struct CMUnitTest)cmocka_unit_test(test_moved_guest);
-	return _cmocka_run_group_tests("endpoint_abi", t, n, setup, teardown);
+	return _cmocka_run_group_tests("endpoint_abi", t, n, setup, t_teardown);
 }

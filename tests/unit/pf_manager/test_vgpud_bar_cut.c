@@ -16,14 +16,7 @@ static struct tdaemon *dmn;
 static int setup(void **state)
 {
 	(void)state;
-	dmn = t_daemon_two_vfs(U1, U2);
-	return dmn ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-	dmn = NULL;
-	return t_teardown(state);
+	return t_setup_two_vfs(&dmn, U1, U2);
 }
 
 /* The next SLICE_STOPPED event on @c; it names @uuid. */
@@ -115,8 +108,8 @@ static void test_cut_under_engine(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_cut_under_reset, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_cut_under_engine, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_cut_under_reset, setup, t_teardown),
+		cmocka_unit_test_setup_teardown(test_cut_under_engine, setup, t_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

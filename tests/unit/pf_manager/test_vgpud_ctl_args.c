@@ -32,11 +32,6 @@ static int setup(void **state)
 	return 0;
 }
 
-static int teardown(void **state)
-{
-	return t_teardown(state);
-}
-
 /* The next line from vgpud that is not an event, parsed strictly (valid UTF-8, JSON's
  * own grammar): NULL if it is not valid JSON. */
 static json_object *strict_reply(struct tclient *c)
@@ -312,7 +307,7 @@ int main(void)
 	for (size_t i = 0; i < sizeof(req_cases) / sizeof(req_cases[0]); i++)
 		t[n++] = (struct CMUnitTest){ req_cases[i].name, test_request, NULL, NULL,
 					      (void *)&req_cases[i] };
-	r = _cmocka_run_group_tests("vgpud_ctl_args", t, n, setup, teardown);
+	r = _cmocka_run_group_tests("vgpud_ctl_args", t, n, setup, t_teardown);
 	{
 		const struct CMUnitTest mig[] = {
 			cmocka_unit_test_teardown(test_reset_migrating, t_teardown),

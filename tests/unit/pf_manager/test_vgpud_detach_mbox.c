@@ -23,14 +23,7 @@ static struct tdaemon *dmn;
 static int setup(void **state)
 {
 	(void)state;
-	dmn = t_daemon_two_vfs(SLICE, NULL);
-	return dmn ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-	dmn = NULL;
-	return t_teardown(state);
+	return t_setup_two_vfs(&dmn, SLICE, NULL);
 }
 
 static void attach(struct tguest *g)
@@ -170,5 +163,5 @@ int main(void)
 		cmocka_unit_test(test_queued_requests_die_with_their_guest),
 	};
 
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return cmocka_run_group_tests(tests, setup, t_teardown);
 }

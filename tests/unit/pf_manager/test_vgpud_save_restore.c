@@ -257,7 +257,7 @@ static void test_save_not_regular(void **state)
 	assert_true(json_object_object_get_ex(err, "class", &v));
 	assert_string_equal(json_object_get_string(v), "InvalidArgument");
 	assert_true(json_object_object_get_ex(err, "desc", &v));
-	if (!strstr(json_object_get_string(v), "a FIFO (pipe), not a regular file"))
+	if (!strstr(json_object_get_string(v), "a FIFO, not a regular file"))
 		fail_msg("save to a pipe: %s", json_object_get_string(v));
 	json_object_put(rep);
 	assert_int_equal(ctlc_exec(c, "query-version", NULL, NULL, NULL), 0);

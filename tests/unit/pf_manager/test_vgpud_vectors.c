@@ -30,14 +30,7 @@ static struct tdaemon *dmn;
 static int setup(void **state)
 {
 	(void)state;
-	dmn = t_daemon_two_vfs(U1, U2);
-	return dmn ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-	dmn = NULL;
-	return t_teardown(state);
+	return t_setup_two_vfs(&dmn, U1, U2);
 }
 
 static void attach(unsigned int vf, struct tguest *g)
@@ -275,12 +268,12 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_blocking_kick_vector_then_detach, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_full_reply_vector, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_full_event_vector, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_drained_event_vector, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_drained_kick_vector, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_full_host_vectors, setup, teardown),
+						t_teardown),
+		cmocka_unit_test_setup_teardown(test_full_reply_vector, setup, t_teardown),
+		cmocka_unit_test_setup_teardown(test_full_event_vector, setup, t_teardown),
+		cmocka_unit_test_setup_teardown(test_drained_event_vector, setup, t_teardown),
+		cmocka_unit_test_setup_teardown(test_drained_kick_vector, setup, t_teardown),
+		cmocka_unit_test_setup_teardown(test_full_host_vectors, setup, t_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

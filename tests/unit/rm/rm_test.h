@@ -122,6 +122,17 @@ static inline unsigned int rm_t_inflight(struct rm_fixture *f)
 	return n;
 }
 
+/* A cmocka teardown's body: @f down; -1 if functions 1 and 2 still held RM objects or an
+ * RPC slot was in flight (every test frees what it made), else 0. */
+static inline int rm_fixture_down_checked(struct rm_fixture *f)
+{
+	uint64_t leak = rm_object_count(f->rm, 1) + rm_object_count(f->rm, 2) +
+			rm_t_inflight(f);
+
+	rm_fixture_down(f);
+	return leak ? -1 : 0;
+}
+
 /* A client with a device and a subdevice; handles out. */
 static inline int rm_t_client(struct rm *rm, unsigned int fn, uint32_t *hc, uint32_t *hd, uint32_t *hs)
 {

@@ -32,12 +32,8 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-	int leak = (int)(rm_object_count(fx.rm, 1) + rm_object_count(fx.rm, 2) +
-			 rm_t_inflight(&fx));
-
 	(void)state;
-	rm_fixture_down(&fx);
-	return leak ? -1 : 0;
+	return rm_fixture_down_checked(&fx);
 }
 
 /* What the test made, to check the re-made tree against. */

@@ -44,12 +44,8 @@ static int setup_small(void **state)
 
 static int teardown(void **state)
 {
-	int leak = (int)(rm_object_count(fx.rm, 1) + rm_object_count(fx.rm, 2) +
-			 rm_t_inflight(&fx));
-
 	(void)state;
-	rm_fixture_down(&fx);
-	return leak ? -1 : 0;	/* every test frees what it made */
+	return rm_fixture_down_checked(&fx);
 }
 
 /* Every class: allocate, use, free; the function's object count returns to zero. */

@@ -38,12 +38,9 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-	int leak = (int)(rm_object_count(fx.rm, 1) + rm_t_inflight(&fx));
-
 	(void)state;
 	gsp_send_hook = NULL;
-	rm_fixture_down(&fx);
-	return leak ? -1 : 0;
+	return rm_fixture_down_checked(&fx);
 }
 
 static int chan_enable(uint32_t hc, uint32_t hch, bool on)
