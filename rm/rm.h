@@ -73,7 +73,9 @@ struct rm_event {
 	int recovery;		/* WATCHDOG (HUNG): 0 if the RM stopped the channel (a
 				 * CHAN_ERROR event follows), else -errno (-ENOENT: freed
 				 * or disabled meanwhile, or the id is another channel's
-				 * now) */
+				 * now; -EINPROGRESS: the owner's lock was busy, the RM
+				 * retries and logs the outcome, a CHAN_ERROR follows
+				 * the stop) */
 };
 
 /* What the owner tells the RM about the device (rm_device_ops.info). */

@@ -830,6 +830,7 @@ int rm_device_create(const struct rm_config *cfg, struct rm **out)
 	gc.status_fd = rm->dev.status_fd;
 	gc.nr_fns = rm->nr_fns;
 	gc.event_cb = rm_gsp_event;
+	gc.idle_cb = rm_gsp_idle;
 	gc.reset_cb = rm_replay;
 	gc.ctx = rm;
 	ret = gsp_start(&gc, &rm->gsp);

@@ -179,6 +179,9 @@ struct rm_client {
 	struct rm_obj_leaf *spare;
 	uint32_t cursor;
 	unsigned int nr_objects;	/* not counting root */
+	/* A hung channel's recovery found this lock busy: its unlock wakes the event worker
+	 * to retry (rm_event.c). */
+	_Atomic bool wd_kick;
 	struct cmn_list fn_link;		/* rm_fn.clients, under the device lock */
 };
 
@@ -233,6 +236,10 @@ struct rm_fn {
 	bool obj_limit_logged, client_limit_logged;	/* a refusal was logged since the
 							 * last time below the limit */
 	uint64_t wd_ns;			/* watchdog timeout told to the GSP; 0: its default */
+	/* Hung channels whose recovery waits for their owner's lock (rm_event.c; device
+	 * lock): a bit per channel id, the owner's handle and the allocation reported. */
+	uint64_t wd_pending;
+	struct rm_wd_job { uint32_t owner; uint64_t gen; } wd_job[RM_MAX_CHANNELS];
 } __attribute__((aligned(64)));
 
 struct rm {
@@ -248,6 +255,7 @@ struct rm {
 	struct vgpu_rpc_sched sched;
 	_Atomic uint64_t gsp_resets;
 	_Atomic uint64_t events_bad;	/* GSP event records that failed the checks */
+	_Atomic unsigned int wd_pending;	/* bits set in every fns[].wd_pending */
 };
 
 /* ---- rm_lock.c ---- */
@@ -260,6 +268,10 @@ void rm_acct_lock(struct rm *rm, unsigned int fn);
 void rm_acct_unlock(struct rm *rm, unsigned int fn);
 void rm_client_lock(struct rm_client *c);
 void rm_client_unlock(struct rm_client *c);
+/* Take the lock only if it is free (true): for the event worker, which must not wait on one
+ * client. Recorded by the validator as held, its order unchecked (a try cannot deadlock). */
+bool rm_client_trylock(struct rm_client *c);
+bool rm_api_tryread(struct rm *rm, unsigned int fn);
 void rm_dev_lock(struct rm *rm);
 void rm_dev_unlock(struct rm *rm);
 /* The _locked functions open with these: abort unless the calling thread holds it. */
@@ -312,6 +324,13 @@ void rm_mem_get(struct rm *rm, struct rm_mem *m);
 /* ---- rm_event.c ---- */
 /* The GSP's event callback (gsp_config.event_cb, ctx = the rm). */
 void rm_gsp_event(void *ctx, const struct vgpu_rpc_event *ev);
+/* The event worker's idle callback (gsp_config.idle_cb): retries deferred recoveries. */
+void rm_gsp_idle(void *ctx);
+
+/* ---- rm_mig.c ---- */
+/* Comparisons and lookups of the calling thread's last rm_vf_export() (tests: the export
+ * sorts, so they grow as n log n in its objects, not n^2). */
+uint64_t rm_mig_last_steps(void);
 
 /* ---- rm_device.c ---- */
 int rm_chan_program(struct rm *rm, unsigned int fn, const struct vgpu_rpc_chan *cfg);

@@ -16,6 +16,16 @@
 
 static __thread struct { enum rm_lock_rank rank; uint32_t key; } held[RM_LOCKDEP_DEPTH];
 static __thread unsigned int nr_held;
+/* Record a lock of @rank and @key as held by this thread. */
+static void lockdep_push(enum rm_lock_rank rank, uint32_t key)
+{
+	if (nr_held < RM_LOCKDEP_DEPTH) {
+		held[nr_held].rank = rank;
+		held[nr_held].key = key;
+	}
+	nr_held++;
+}
+
 void rm_lockdep_acquire(enum rm_lock_rank rank, uint32_t key)
 {
 	for (unsigned int i = 0; i < nr_held; i++) {
@@ -27,11 +37,7 @@ void rm_lockdep_acquire(enum rm_lock_rank rank, uint32_t key)
 			cmn_lockdep_report(rank == RM_RANK_CLIENT ? "client locks out of handle order" :
 				       "lock taken twice");
 	}
-	if (nr_held < RM_LOCKDEP_DEPTH) {
-		held[nr_held].rank = rank;
-		held[nr_held].key = key;
-	}
-	nr_held++;
+	lockdep_push(rank, key);
 }
 
 void rm_lockdep_release(enum rm_lock_rank rank, uint32_t key)
@@ -88,6 +94,15 @@ void rm_api_read(struct rm *rm, unsigned int fn)
 	pthread_rwlock_rdlock(&rm->fns[fn].api_lock);
 }
 
+/* A try never waits, so it cannot close a cycle: recorded as held, its order unchecked. */
+bool rm_api_tryread(struct rm *rm, unsigned int fn)
+{
+	if (pthread_rwlock_tryrdlock(&rm->fns[fn].api_lock))
+		return false;
+	lockdep_push(RM_RANK_API, fn);
+	return true;
+}
+
 void rm_api_write(struct rm *rm, unsigned int fn)
 {
 	rm_lockdep_acquire(RM_RANK_API, fn);
@@ -118,10 +133,23 @@ void rm_client_lock(struct rm_client *c)
 	cmn_mutex_lock(&c->lock);
 }
 
+bool rm_client_trylock(struct rm_client *c)
+{
+	if (!cmn_mutex_trylock(&c->lock))
+		return false;
+	lockdep_push(RM_RANK_CLIENT, c->handle);
+	return true;
+}
+
+/* A recovery that found the lock busy (rm_event.c) asked to be woken: the event worker
+ * retries it at once instead of at its next idle pass. */
 void rm_client_unlock(struct rm_client *c)
 {
 	cmn_mutex_unlock(&c->lock);
 	rm_lockdep_release(RM_RANK_CLIENT, c->handle);
+	if (atomic_load_explicit(&c->wd_kick, memory_order_relaxed) &&
+	    atomic_exchange(&c->wd_kick, false))
+		gsp_events_kick(c->rm->gsp);
 }
 
 void rm_dev_lock(struct rm *rm)

@@ -77,6 +77,10 @@ struct gsp_config {
 	unsigned int fn_credits;
 	/* Called on the event worker for every GSP event. */
 	void (*event_cb)(void *ctx, const struct vgpu_rpc_event *ev);
+	/* Called on the event worker whenever the event queue is empty: at least every 10 ms
+	 * while it stays empty, and soon after gsp_events_kick(). For work the owner put off
+	 * (it may make RPCs, as event_cb may). */
+	void (*idle_cb)(void *ctx);
 	/* Called on the resetting thread after a restart; replay hardware state with gsp_call(). */
 	int (*reset_cb)(void *ctx, struct gsp *g);
 	void *ctx;
@@ -129,6 +133,9 @@ int gsp_call_deadline(struct gsp *g, unsigned int gfid, uint32_t function, const
  * GSP restart: the owner sends it again from its reset_cb. 0 or -errno. */
 int gsp_slice_send(struct gsp *g, unsigned int fn, int fd, uint64_t size);
 
+/* Wake the event worker for an idle_cb call, without waiting for it. NULL is a no-op. */
+void gsp_events_kick(struct gsp *g);
+
 /* Reset the device now (see above). 0 or -errno (the GSP could not be restarted). */
 int gsp_reset(struct gsp *g);
 /* True while the GSP is marked for reset or resetting. */
@@ -159,8 +166,8 @@ enum gsp_class gsp_fn_class(uint32_t function);
 int gsp_start_detached(const struct gsp_config *cfg, struct gsp **out);
 /* The queue memory of @g. */
 uint8_t *gsp_queue_mem(struct gsp *g);
-/* Hand every pending event record to cfg.event_cb on the caller's thread, as the event
- * worker does. Returns how many. */
+/* Hand every pending event record to cfg.event_cb on the caller's thread, then call
+ * cfg.idle_cb, as the event worker does. Returns how many records. */
 unsigned int gsp_events_poll(struct gsp *g);
 
 /* ---- the message queues: framing and counters both ends share (the GSP firmware,

@@ -131,6 +131,7 @@ struct gsp {
 	struct cmn_mutex reset_lock;	/* process lifetime, reaping, queue re-format */
 	struct cmn_mutex evt_lock;	/* the event queue's get side */
 	pthread_t evt_th, wd_th;
+	_Atomic uint32_t evt_kicks;	/* gsp_events_kick() calls: the worker sleeps on none */
 	_Atomic bool stop;
 	uint64_t fair_at;		/* watchdog thread: start of the fairness window */
 	struct cmn_mutex fair_lock;	/* fair_list */
@@ -995,13 +996,29 @@ static void *evt_main(void *arg)
 	while (!atomic_load(&g->stop)) {
 		if (evt_one(g))
 			continue;
+		uint32_t kicks = atomic_load(&g->evt_kicks);
+
+		if (g->cfg.idle_cb)
+			g->cfg.idle_cb(g->cfg.ctx);
 		uint32_t seen = atomic_load_explicit(put, memory_order_acquire);
 		atomic_store(waiting, 1);	/* seq_cst, and evt_one() loads put seq_cst */
-		if (!evt_one(g))
+		/* A kick during idle_cb is served by the next pass, not after a sleep. */
+		if (!evt_one(g) && atomic_load(&g->evt_kicks) == kicks)
 			gsp_futex_wait(put, seen, 10 * VGPU_NSEC_PER_MSEC);
 		atomic_store(waiting, 0);
 	}
 	return NULL;
+}
+
+/* The worker sleeps on the event queue's put counter: a wake there ends its sleep early,
+ * and it finds no record and calls idle_cb. A kick between its check of evt_kicks and its
+ * sleep waits for the 10 ms timeout, which bounds it. */
+void gsp_events_kick(struct gsp *g)
+{
+	if (!g || !g->gp)
+		return;
+	atomic_fetch_add(&g->evt_kicks, 1);
+	gsp_futex_wake((_Atomic uint32_t *)&g->gp->evt_put);
 }
 
 /* ---- VRAM slices ---- */
@@ -1316,6 +1333,8 @@ unsigned int gsp_events_poll(struct gsp *g)
 
 	while (evt_one(g))
 		n++;
+	if (g->cfg.idle_cb)
+		g->cfg.idle_cb(g->cfg.ctx);
 	return n;
 }
 

@@ -4,9 +4,11 @@
  * channel and calls the owner's event callback. Each case: a fresh device, RM and GSP. */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 
 #include "common/compiler.h"
-#include "rm/rm_internal.h"	/* the race case looks at a client's lock */
+#include "common/log.h"
+#include "rm/rm_internal.h"	/* the race and busy-owner cases take a client's lock */
 #include "rm_chan_test.h"
 
 #define T_WAIT		(30 * VGPU_NSEC_PER_SEC)	/* a hang guard: events come in ms */
@@ -598,6 +600,217 @@ static void test_watchdog_recover_reuse(void **state)
 	assert_int_equal(rm_client_free(fx.rm, 1, b->hc), 0);
 }
 
+/* ---- recovery while the hung channel's owner holds its lock ----
+ * A call of the owner may hold its client lock up to its RPC deadline, and the one event
+ * worker serves every function: it must not wait for that lock. A thread of the case holds
+ * client A's lock as such a call would, until the case lets it go; a log sink counts the
+ * RM's watchdog lines. */
+static struct {
+	struct rm_client *c;		/* client A (a reference held by the case) */
+	pthread_t th;
+	bool started, joined;
+	_Atomic bool held, release;
+	/* log lines "recovery deferred" and "deferred recovery" (its outcome) */
+	_Atomic unsigned int deferred, retried;
+	enum cmn_log_level level;
+} busy;
+
+static void busy_log(enum cmn_log_level level, const char *msg, void *ctx)
+{
+	(void)ctx;
+	if (strstr(msg, "recovery deferred"))
+		atomic_fetch_add(&busy.deferred, 1);
+	if (strstr(msg, "deferred recovery"))
+		atomic_fetch_add(&busy.retried, 1);
+	fprintf(stderr, "%s: %s\n", level == VGPU_LOG_WARN ? "warn" : "log", msg);
+}
+
+static void *busy_main(void *arg)
+{
+	(void)arg;
+	rm_client_lock(busy.c);
+	atomic_store(&busy.held, true);
+	while (!atomic_load(&busy.release))
+		cmn_sleep_ns(100 * VGPU_NSEC_PER_USEC);
+	rm_client_unlock(busy.c);
+	return NULL;
+}
+
+/* Client @hc of function 1 locked by the holder thread once this returns. */
+static void busy_hold(uint32_t hc)
+{
+	uint64_t dl = cmn_deadline_ns(T_WAIT);
+
+	rm_rcu_enter();
+	assert_int_equal(rm_client_get(fx.rm, 1, hc, &busy.c), 0);
+	busy.started = !pthread_create(&busy.th, NULL, busy_main, NULL);
+	assert_true(busy.started);
+	while (!atomic_load(&busy.held)) {
+		assert_false(cmn_deadline_passed(dl));
+		cmn_sleep_ns(100 * VGPU_NSEC_PER_USEC);
+	}
+}
+
+/* The holder lets the lock go and is gone (also when the case failed: the worker waits
+ * for the lock in a build that blocks on it). */
+static void busy_let_go(void)
+{
+	atomic_store(&busy.release, true);
+	if (busy.started && !busy.joined) {
+		pthread_join(busy.th, NULL);
+		busy.joined = true;
+	}
+}
+
+static int setup_busy(void **state)
+{
+	memset(&busy, 0, sizeof(busy));
+	busy.level = cmn_log_get_level();
+	if (busy.level < VGPU_LOG_WARN)
+		cmn_log_set_level(VGPU_LOG_WARN);
+	cmn_log_set_sink(busy_log, NULL);
+	return setup(state);
+}
+
+static int teardown_busy(void **state)
+{
+	busy_let_go();
+	if (busy.c)
+		rm_client_put(busy.c);
+	busy.c = NULL;
+	atomic_store(&rec.gate_closed, false);
+	rm_fixture_down(&fx);
+	cmn_log_set_sink(NULL, NULL);
+	cmn_log_set_level(busy.level);
+	(void)state;
+	return 0;
+}
+
+/* Wait until no recovery is pending in the RM; 0 or -ETIMEDOUT. */
+static int busy_wait_settled(void)
+{
+	uint64_t dl = cmn_deadline_ns(T_WAIT);
+
+	while (atomic_load(&fx.rm->wd_pending)) {
+		if (cmn_deadline_passed(dl))
+			return -ETIMEDOUT;
+		cmn_sleep_ns(VGPU_NSEC_PER_MSEC);
+	}
+	return 0;
+}
+
+/* Function 1's channel @hung of guest @a, stuck in a 60 s acquire, reported by a 50 ms
+ * watchdog while client A's lock is held: the WATCHDOG event comes at once with its
+ * recovery deferred, and the channel is still enabled, on its runlist, without error. */
+static void busy_hang(struct rm_t_guest *a, struct rm_t_chan *hung)
+{
+	const uint64_t wd = 50 * VGPU_NSEC_PER_MSEC, sem = RM_T_VA + 0x30000;
+	const uint32_t acq[] = { (uint32_t)sem, (uint32_t)(sem >> 32), 1, 0, 0, 60000000 };
+	const struct gpu_priv_shared *sh = gpu_priv_view(fx.gpu);
+	struct vgpu_rpc_wd_state st;
+	struct rm_event e;
+
+	assert_int_equal(rm_fn_watchdog_set(fx.rm, 1, wd), 0);
+	rm_t_chan_up(&fx, a, hung, 0, a->hv, 0);
+	st = rm_t_wd_tick(&fx, hung->chid, 0);		/* the test clock from here on */
+	rm_t_chan_method(hung, VGPU_M_SEM_ACQUIRE, acq, VGPU_ARRAY_SIZE(acq));
+	rm_t_chan_submit(&fx, a, hung);
+	st = wd_wait(hung->chid, wd_is_stalled, 0);
+	busy_hold(a->hc);
+	wd_expect_fires_at(hung->chid, &st, wd);
+	assert_int_equal(rec_wait(RM_EVENT_WATCHDOG, 1, hung->chid, &e), 0);
+	assert_int_equal(e.recovery, -EINPROGRESS);
+	assert_int_equal(atomic_load(&busy.deferred), 1);
+	assert_int_equal(atomic_load(&fx.rm->wd_pending), 1);
+	assert_int_equal(rm_t_userd_error(hung), 0);
+	assert_true(sh->fns[1].runlist[0] & (1ull << hung->chid));
+	assert_true(sh->fns[1].chans[hung->chid].flags & GPU_CHAN_ENABLED);
+}
+
+/* Client A holds its lock (as a call waiting in the GSP would) when its channel is reported
+ * hung: the event worker goes on, function 2's channel error is delivered while the lock is
+ * held, and the hung channel is left as it is. Once A lets the lock go, the RM's retry stops
+ * it as test_watchdog_hung's recovery does: disabled, off its runlist, SEM_TIMEOUT in
+ * USERD, the CHAN_ERROR after; one WATCHDOG event, one log line for the deferral and one
+ * for its outcome. */
+static void test_watchdog_owner_busy(void **state)
+{
+	const struct gpu_priv_shared *sh = gpu_priv_view(fx.gpu);
+	struct rm_t_guest a, g2;
+	struct rm_t_chan hung, other;
+	struct rm_event e;
+
+	(void)state;
+	rm_t_guest_up(&fx, &a, 1, 0xc0000);
+	rm_t_guest_up(&fx, &g2, 2, 0xc0000);
+	rm_t_chan_up(&fx, &g2, &other, 0, g2.hv, 0);
+	busy_hang(&a, &hung);
+	m_illegal(&other);
+	rm_t_chan_submit(&fx, &g2, &other);
+	assert_int_equal(rec_wait(RM_EVENT_CHAN_ERROR, 2, other.chid, &e), 0);
+	assert_int_equal(e.code, VGPU_CHAN_ERR_GP_ILLEGAL);
+	assert_int_equal(rm_t_userd_error(&hung), 0);	/* still waiting for A's lock */
+	assert_int_equal(rec_find(RM_EVENT_CHAN_ERROR, 1, hung.chid, NULL, NULL), 0);
+	busy_let_go();
+	assert_int_equal(rec_wait(RM_EVENT_CHAN_ERROR, 1, hung.chid, &e), 0);
+	assert_int_equal(e.code, VGPU_CHAN_ERR_SEM_TIMEOUT);
+	assert_int_equal(rm_t_userd_error(&hung), VGPU_CHAN_ERR_SEM_TIMEOUT);
+	assert_false(sh->fns[1].runlist[0] & (1ull << hung.chid));
+	assert_false(sh->fns[1].chans[hung.chid].flags & GPU_CHAN_ENABLED);
+	assert_int_equal(busy_wait_settled(), 0);
+	assert_int_equal(atomic_load(&busy.retried), 1);
+	assert_int_equal(atomic_load(&busy.deferred), 1);
+	assert_int_equal(rec_find(RM_EVENT_WATCHDOG, 1, hung.chid, NULL, NULL), 1);
+	assert_int_equal(rm_t_wd_tick(&fx, hung.chid, VGPU_NSEC_PER_SEC).hung_reports, 1);
+	rm_client_put(busy.c);
+	busy.c = NULL;
+	assert_int_equal(rm_client_free(fx.rm, 1, a.hc), 0);
+	assert_int_equal(rm_client_free(fx.rm, 2, g2.hc), 0);
+}
+
+/* A deferred recovery whose channel is freed before the retry, and its id given to a new
+ * channel of the same client: the retry stops nothing. The event handler is held at its
+ * gate (on function 2's error) while the case lets A's lock go, frees the hung channel and
+ * allocates the new one, so no retry runs in between; once the gate opens the pending
+ * entry goes, logged once, and the new channel is enabled, on its runlist, without error,
+ * and runs work. */
+static void test_watchdog_deferred_freed(void **state)
+{
+	const struct gpu_priv_shared *sh = gpu_priv_view(fx.gpu);
+	struct rm_t_guest a, g2;
+	struct rm_t_chan hung, fresh, other;
+
+	(void)state;
+	rm_t_guest_up(&fx, &a, 1, 0xc0000);
+	rm_t_guest_up(&fx, &g2, 2, 0xc0000);
+	rm_t_chan_up(&fx, &g2, &other, 0, g2.hv, 0);
+	busy_hang(&a, &hung);
+	atomic_store(&rec.gate_closed, true);
+	m_illegal(&other);
+	rm_t_chan_submit(&fx, &g2, &other);
+	assert_int_equal(rec_wait(RM_EVENT_CHAN_ERROR, 2, other.chid, NULL), 0);
+	busy_let_go();				/* the worker is at the gate: no retry yet */
+	assert_int_equal(rm_free(fx.rm, 1, a.hc, hung.h), 0);
+	rm_t_chan_up(&fx, &a, &fresh, 1, a.hv, 0);
+	assert_int_equal(fresh.chid, hung.chid);
+	assert_int_equal(atomic_load(&fx.rm->wd_pending), 1);
+	atomic_store(&rec.gate_closed, false);
+	assert_int_equal(busy_wait_settled(), 0);
+	assert_int_equal(atomic_load(&busy.retried), 1);
+	assert_int_equal(rm_t_userd_error(&fresh), 0);
+	assert_true(sh->fns[1].runlist[0] & (1ull << fresh.chid));
+	assert_true(sh->fns[1].chans[fresh.chid].flags & GPU_CHAN_ENABLED);
+	m_release(&fresh, 0x30100, 5);
+	rm_t_chan_submit(&fx, &a, &fresh);
+	assert_int_equal(chan_wait_get(&fresh, 1), 0);
+	assert_int_equal(__atomic_load_n((uint32_t *)(a.host + 0x30100), __ATOMIC_ACQUIRE), 5);
+	assert_int_equal(rec_find(RM_EVENT_CHAN_ERROR, 1, fresh.chid, NULL, NULL), 0);
+	rm_client_put(busy.c);
+	busy.c = NULL;
+	assert_int_equal(rm_client_free(fx.rm, 1, a.hc), 0);
+	assert_int_equal(rm_client_free(fx.rm, 2, g2.hc), 0);
+}
+
 /* Storm: 24 channels error at once, then one channel errors 40 times (freed and
  * reallocated), while the handler is held and the queue has 16 records: the GSP defers
  * what does not fit (counted) instead of losing it, RPCs keep completing, and once the
@@ -676,6 +889,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_watchdog_fault_progress, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_watchdog_recover_reuse, setup_race,
 						teardown_race),
+		cmocka_unit_test_setup_teardown(test_watchdog_owner_busy, setup_busy,
+						teardown_busy),
+		cmocka_unit_test_setup_teardown(test_watchdog_deferred_freed, setup_busy,
+						teardown_busy),
 		cmocka_unit_test_setup_teardown(test_storm, setup_storm, teardown),
 	};
 
