@@ -298,6 +298,7 @@ void pf_control_accept(struct pf_daemon *d)
 
 static void client_line(struct pf_daemon *d, struct pf_client *c, const char *line, size_t len)
 {
+	char why[160], desc[176];
 	struct json_tokener *tok;
 	json_object *req, *rep;
 
@@ -315,6 +316,11 @@ static void client_line(struct pf_daemon *d, struct pf_client *c, const char *li
 	json_tokener_free(tok);
 	if (!req) {
 		rep = error_reply("GenericError", "malformed JSON", NULL);
+	} else if (pf_json_dup_check(line, len, req, why, sizeof(why))) {
+		/* Not run: which of a repeated key's values counts depends on the reader. */
+		snprintf(desc, sizeof(desc), "request: %s", why);
+		rep = error_reply("GenericError", desc, NULL);
+		json_object_put(req);
 	} else {
 		rep = pf_command(d, c, req);
 		json_object_put(req);

@@ -283,8 +283,19 @@ static inline int pf_test_write_fault(void)
 extern int pf_test_dir_fsync_err, pf_test_write_err;
 /* fsync the directory holding @path, so a rename or unlink in it is durable. */
 int pf_fsync_dir_of(const char *path);
-/* Parse exactly one JSON value filling @buf (trailing whitespace only, no NUL byte). */
+/* Parse exactly one JSON value filling @buf (trailing whitespace only, no NUL byte), whose
+ * objects repeat no key. */
 int pf_json_parse_strict(const char *buf, size_t len, json_object **out);
+/* pf_json_parse_strict(), and on -EBADMSG @why (@why_len bytes) says what is wrong: "not one
+ * valid JSON value" or the key that repeats and where, as pf_json_dup_check() says it. */
+int pf_json_parse_checked(const char *buf, size_t len, json_object **out, char *why,
+			  size_t why_len);
+/* -EBADMSG if an object in @buf, the text json-c parsed into @root, has a key twice (keys
+ * compared as json-c decodes them): json-c keeps the last value where another reader may
+ * take the first. @why (may be NULL) then says 'key "uuid" appears twice in "arguments"'.
+ * Linear in @len; -ENOMEM if a key with escapes cannot be decoded for want of memory. */
+int pf_json_dup_check(const char *buf, size_t len, json_object *root, char *why,
+		      size_t why_len);
 /* Whether @s[0..len) is well-formed UTF-8; pf_utf8_scrub() turns each bad byte into '?'. */
 bool pf_utf8_valid(const char *s, size_t len);
 void pf_utf8_scrub(char *s);

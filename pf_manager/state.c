@@ -510,8 +510,8 @@ int pf_state_save_journal_without(struct pf_daemon *d, const struct pf_slice *sk
 /* ---- loading ------------------------------------------------------------------------------ */
 
 /* Read and parse a JSON file; -ENOENT if absent, -ENODATA if empty, -EBADMSG if not
- * exactly one JSON value. */
-static int read_json(const char *path, json_object **out)
+ * exactly one JSON value or if a key repeats, and then @why says which. */
+static int read_json(const char *path, json_object **out, char *why, size_t why_len)
 {
 	char *buf;
 	ssize_t n;
@@ -536,25 +536,24 @@ static int read_json(const char *path, json_object **out)
 		return -EIO;
 	}
 	buf[n] = 0;
-	r = n ? pf_json_parse_strict(buf, (size_t)n, out) : -ENODATA;
+	r = n ? pf_json_parse_checked(buf, (size_t)n, out, why, why_len) : -ENODATA;
 	free(buf);
 	return r;
 }
 
 static int load_slice_file(struct pf_daemon *d, const char *dir, const char *name)
 {
-	char path[PF_PATH_MAX + 300], want[PF_UUID_STR + 8];
+	char path[PF_PATH_MAX + 300], want[PF_UUID_STR + 8], why[160];
 	struct pf_err e = { 0 };
 	struct pf_slice *s;
 	json_object *o;
 	int r;
 
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	r = read_json(path, &o);
+	r = read_json(path, &o, why, sizeof(why));
 	if (r) {
 		cmn_err("state: %s: %s; refusing the state (fix or remove the file)", path,
-			 r == -EBADMSG ? "not one valid JSON value" : r == -ENODATA ? "empty" :
-			 cmn_strerror(r));
+			 r == -EBADMSG ? why : r == -ENODATA ? "empty" : cmn_strerror(r));
 		return -EBADMSG;
 	}
 	s = calloc(1, sizeof(*s));
@@ -1187,14 +1186,14 @@ static int load_journal(struct pf_daemon *d)
 	int r;
 
 	snprintf(path, sizeof(path), "%s/journal.json", d->cfg.state_dir);
-	r = read_json(path, &j);
+	r = read_json(path, &j, why, sizeof(why));
 	if (r == -ENOENT || r == -ENODATA) {
 		journal_lost(d, path, r);
 		return 0;
 	}
 	if (r) {
 		cmn_err("state: %s: %s; refusing the state", path,
-			 r == -EBADMSG ? "not one valid JSON value" : cmn_strerror(r));
+			 r == -EBADMSG ? why : cmn_strerror(r));
 		return -EBADMSG;
 	}
 	r = journal_header_check(d, j, why, sizeof(why));

@@ -102,7 +102,9 @@ static void fuzz_dispatch(struct pf_client *c, const char *p, size_t n)
 		struct json_tokener *tok = json_tokener_new();
 		json_object *req = json_tokener_parse_ex(tok, p, (int)len);
 
-		if (req && json_tokener_get_parse_end(tok) == len) {
+		/* As client_line() takes a line: one value, no object repeating a key. */
+		if (req && json_tokener_get_parse_end(tok) == len &&
+		    !pf_json_dup_check(p, len, req, NULL, 0)) {
 			force_dry(req);
 			json_object_put(pf_command(fz_d, c, req));
 		}

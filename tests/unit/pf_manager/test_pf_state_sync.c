@@ -200,9 +200,115 @@ static void test_dir_sync_ok(void **state)
 	assert_int_equal(journal_num_vfs(), 0);
 }
 
+/* ---- a state file whose object repeats a key ------------------------------------------- */
+
+static char logbuf[4096];
+
+static void log_keep(enum cmn_log_level level, const char *msg, void *ctx)
+{
+	size_t n = strlen(logbuf);
+
+	(void)level; (void)ctx;
+	snprintf(logbuf + n, sizeof(logbuf) - n, "%s\n", msg);
+}
+
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char *buf = calloc(1, 65536);
+
+	assert_non_null(f);
+	assert_non_null(buf);
+	assert_true(fread(buf, 1, 65535, f) > 0);
+	fclose(f);
+	return buf;
+}
+
+/* @path's text with @ins put after the first @after in it. */
+static void insert_after(const char *path, const char *after, const char *ins)
+{
+	char *text = slurp(path), *at = strstr(text, after);
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(at);
+	assert_non_null(f);
+	at += strlen(after);
+	fprintf(f, "%.*s%s%s", (int)(at - text), text, ins, at);
+	fclose(f);
+	free(text);
+}
+
+static const struct dupfile_case {
+	const char *name;
+	const char *file;	/* under the state dir */
+	const char *after;	/* where the repeat goes in it */
+	const char *ins;
+	const char *why;	/* in the log line naming the file */
+} dupfile_cases[] = {
+	{ "a definition file repeats \"mdev_type\"", "slices/" U1 ".json", "{",
+	  "\"mdev_type\":\"vgpu-512M\",",
+	  "key \"mdev_type\" appears twice in the top-level object" },
+	{ "a definition's attrs entry repeats \"channels\"", "slices/" U1 ".json",
+	  "\"channels\"", ":8, \"channels\"", "key \"channels\" appears twice in \"attrs[0]\"" },
+	{ "the journal repeats \"num_vfs\", escaped", "journal.json", "{",
+	  "\"num_\\u0076fs\":0,", "key \"num_vfs\" appears twice in the top-level object" },
+};
+
+/* A state file with a repeated key is refused at load, naming the file and the key; nothing
+ * of the state is taken and no file is changed. */
+static void test_dup_key_refused(void **state)
+{
+	const struct dupfile_case *c = *state;
+	char path[256], slice[256], journal[256], want[512];
+	char *before_slice, *before_journal, *after;
+	struct pf_daemon *d = calloc(1, sizeof(*d));
+	json_object *rep;
+
+	assert_non_null(d);
+	rep = run("{\"execute\":\"define-slice\",\"arguments\":{\"uuid\":\"" U1 "\","
+		  "\"type\":\"vgpu-auto\",\"attrs\":[{\"channels\":4}]}}");
+	assert_ok(rep);
+	json_object_put(rep);
+	rep = run("{\"execute\":\"set-vfs\",\"arguments\":{\"num_vfs\":2}}");
+	assert_ok(rep);
+	json_object_put(rep);
+	snprintf(path, sizeof(path), "%s/state/%s", root, c->file);
+	snprintf(slice, sizeof(slice), "%s/state/slices/" U1 ".json", root);
+	snprintf(journal, sizeof(journal), "%s/state/journal.json", root);
+	insert_after(path, c->after, c->ins);
+	before_slice = slurp(slice);
+	before_journal = slurp(journal);
+
+	pf_config_defaults(&d->cfg);
+	snprintf(d->cfg.model, sizeof(d->cfg.model), "vgpu");
+	snprintf(d->cfg.state_dir, sizeof(d->cfg.state_dir), "%s/state", root);
+	d->cfg.vram_size = 4ull << 30;
+	d->cfg.spare_vram = 256ull << 20;
+	d->cfg.max_vfs = 4;
+	pf_types_build(d);
+	logbuf[0] = 0;
+	cmn_log_set_sink(log_keep, NULL);
+	assert_int_not_equal(pf_state_load(d), 0);
+	cmn_log_set_sink(NULL, NULL);
+	snprintf(want, sizeof(want), "%s: %s", path, c->why);
+	if (!strstr(logbuf, want))
+		fail_msg("the log does not say \"%s\":\n%s", want, logbuf);
+	assert_int_equal(d->nr_slices, 0);
+	assert_int_equal(d->num_vfs, 0);
+	after = slurp(slice);
+	assert_string_equal(after, before_slice);
+	free(after);
+	after = slurp(journal);
+	assert_string_equal(after, before_journal);
+	free(after);
+	free(before_slice);
+	free(before_journal);
+	daemon_free(d);
+}
+
 int main(void)
 {
-	struct CMUnitTest t[VGPU_ARRAY_SIZE(sync_cases) + 1];
+	struct CMUnitTest t[VGPU_ARRAY_SIZE(sync_cases) + VGPU_ARRAY_SIZE(dupfile_cases) + 1];
 	size_t n = 0;
 
 	cmn_log_set_level(VGPU_LOG_ERR);
@@ -211,5 +317,8 @@ int main(void)
 					      teardown, (void *)&sync_cases[i] };
 	t[n++] = (struct CMUnitTest)cmocka_unit_test_setup_teardown(test_dir_sync_ok, setup,
 								    teardown);
+	for (size_t i = 0; i < VGPU_ARRAY_SIZE(dupfile_cases); i++)
+		t[n++] = (struct CMUnitTest){ dupfile_cases[i].name, test_dup_key_refused, setup,
+					      teardown, (void *)&dupfile_cases[i] };
 	return _cmocka_run_group_tests("pf_state_sync", t, n, NULL, NULL);
 }

@@ -5,8 +5,10 @@
  * owner token is checked member by member; reset-vf takes "uuid" or "vf", never both, so
  * a migrating slice cannot be reset through another slice's UUID and its own VF; an "id"
  * is echoed only if it is a clean string of at most 128 bytes or an integer of at most
- * 2^53 in magnitude, any other is refused naming "id" and not echoed. Every reply is a
- * line of valid JSON and UTF-8, and a refused request changes nothing. */
+ * 2^53 in magnitude, any other is refused naming "id" and not echoed. A key twice in one
+ * object (however spelled, at any depth) is refused naming the key and its object, the
+ * request unread; the same key in sibling objects is no repeat. Every reply is a line of
+ * valid JSON and UTF-8, and a refused request changes nothing. */
 /* pf_test.h copies paths it made itself into sun_path; gcc cannot see their length. */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 #include "pf_mig_test.h"
@@ -170,6 +172,24 @@ static const struct req_case {
 	{ "migrate switchover 5", REQ("migrate-outgoing", "{\"uuid\":\"" U_RUN "\",\"to\":"
 				      "\"/nonexistent.sock\",\"switchover\":5,\"dry-run\":true}"),
 	  "InvalidArgument", "\"switchover\" must be a string, not an integer", NULL },
+	/* ---- a key twice in one object: refused unread, naming the key and its object ---- */
+	{ "key twice at the top level", "{\"execute\":\"query-version\",\"execute\":\"set-vfs\"}",
+	  "GenericError", "request: key \"execute\" appears twice in the top-level object", NULL },
+	{ "key twice in arguments",
+	  REQ("reset-vf", "{\"uuid\":\"" U_DEF "\",\"uuid\":\"" U_RUN "\"}"),
+	  "GenericError", "request: key \"uuid\" appears twice in \"arguments\"", NULL },
+	{ "key twice, once escaped", REQ("reset-vf", "{\"vf\":2,\"\\u0076f\":1}"),
+	  "GenericError", "request: key \"vf\" appears twice in \"arguments\"", NULL },
+	{ "key twice in an array's object",
+	  REQ("define-slice", "{\"type\":\"vgpu-512M\",\"attrs\":[{\"channels\":2},"
+	      "{\"priority\":\"low\",\"priority\":\"high\"}]}"),
+	  "GenericError", "request: key \"priority\" appears twice in \"arguments.attrs[1]\"",
+	  NULL },
+	{ "key twice, the id not echoed", "{\"execute\":\"query-version\",\"id\":1,\"id\":2}",
+	  "GenericError", "request: key \"id\" appears twice in the top-level object", NULL },
+	{ "a key again in sibling objects",
+	  REQ("define-slice", "{\"type\":\"vgpu-512M\",\"attrs\":[{\"channels\":2},"
+	      "{\"channels\":4}],\"dry-run\":true}"), "", "", NULL },
 	/* ---- the id ---- */
 	{ "id invalid UTF-8", "{\"execute\":\"query-version\",\"id\":\"\xff\xfe\"}",
 	  "GenericError", "\"id\"", NULL },
