@@ -373,7 +373,7 @@ static const char *const k_modify[] = { "uuid", "owner", "release-owner", "type"
 					"start", "attrs", "owner_uid", "parent", NULL };
 static const char *const k_set_vfs[] = { "num_vfs", NULL };
 static const char *const k_reset[] = { "uuid", "vf", "evict_ms", NULL };
-static const char *const k_incoming[] = { "listen", "uuid", NULL };
+static const char *const k_incoming[] = { "listen", "uuid", "type", "owner_uid", NULL };
 static const char *const k_outgoing[] = { "uuid", "to", "switchover", "max-rounds",
 					  "switchover-bytes", NULL };
 static const char *const k_cancel[] = { "uuid", "listen", NULL };

@@ -68,6 +68,8 @@ void pf_mig_state_sched(struct pf_daemon *d, struct pf_slice *s, const struct mi
 
 /* ---- migrate_live.c (doc/migration.md "Live migration") ---- */
 
+/* migrate-incoming {listen, uuid, type, owner_uid}: wait for one slice on "listen"; the
+ * destination may hold it to a type's sizes and give it an owner uid of its own. */
 int pf_live_incoming_cmd(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
 			 struct pf_err *e);
 int pf_live_outgoing_cmd(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
@@ -76,6 +78,8 @@ int pf_live_switchover_cmd(struct pf_daemon *d, json_object *args, bool dry, jso
 			   struct pf_err *e);
 int pf_live_status_cmd(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
 		       struct pf_err *e);
+/* migrate-cancel {uuid | listen}: a source resumes unless its final END went out (then it
+ * holds the slice); a destination discards. Taken in stop_copy too. */
 int pf_live_cancel_cmd(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
 		       struct pf_err *e);
 /* reclaim-slice {uuid}: drop the hand-over record of a slice that migrated out

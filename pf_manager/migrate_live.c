@@ -95,6 +95,11 @@ struct lm {
 	bool source;
 	char uuid[PF_UUID_STR];		/* "" on a destination until the SLICE frame */
 	char want[PF_UUID_STR];		/* destination: the only slice it accepts ("" any) */
+	char want_type[PF_NAME_MAX];	/* destination: the type whose sizes the slice must
+					 * have ("" any) */
+	long owner_uid;			/* destination: the slice's owner uid here, in place
+					 * of the stream's when set_owner */
+	bool set_owner;
 	char peer[PF_PATH_MAX];		/* connect to / listen on */
 	struct pf_slice *s;		/* L->lock; NULL once gone */
 	int lfd, sock, wake_fd;
@@ -273,12 +278,19 @@ static int lm_wait(struct lm *m, short ev)
 }
 
 /* Nothing comes back during a pass but a refusal (or the end of the connection): a source
- * looks before each data payload of @len bytes, so it stops within a frame. */
+ * looks before each data payload of @len bytes, so it stops within a frame. It also stops
+ * at a cancel before each piece it writes, whether or not the socket would take it: a
+ * cancel that comes before the final END is sent keeps END from going out, so the
+ * destination cannot commit and the source resumes. */
 static int src_refused(struct lm *m, size_t len)
 {
 	struct pollfd p = { .fd = m->sock, .events = POLLIN };
 
-	if (m->source && len >= LM_PAGE && poll(&p, 1, 0) == 1)
+	if (!m->source)
+		return 0;
+	if (atomic_load(&m->cancel))
+		return -ECANCELED;
+	if (len >= LM_PAGE && poll(&p, 1, 0) == 1)
 		return m->sock_err = -ECONNABORTED;
 	return 0;
 }
@@ -288,9 +300,10 @@ static int lm_send(void *ctx, const void *buf, size_t len)
 	struct lm *m = ctx;
 	const uint8_t *b = buf;
 	uint8_t flip[1];
+	int r = src_refused(m, len);
 
-	if (src_refused(m, len))
-		return m->sock_err;
+	if (r)
+		return r;
 	while (len) {
 		size_t n = len;
 		const void *from = b;
@@ -333,12 +346,11 @@ static int lm_sendv(void *ctx, const struct iovec *iov, int n)
 	struct lm *m = ctx;
 	struct iovec v[4];
 	size_t total = 0;
-	int k = 0;
+	int k = 0, r;
 
 	if (m->corrupt_at >= 0 || n > (int)VGPU_ARRAY_SIZE(v)) {
 		for (int i = 0; i < n; i++) {
-			int r = lm_send(m, iov[i].iov_base, iov[i].iov_len);
-
+			r = lm_send(m, iov[i].iov_base, iov[i].iov_len);
 			if (r)
 				return r;
 		}
@@ -348,15 +360,15 @@ static int lm_sendv(void *ctx, const struct iovec *iov, int n)
 		v[i] = iov[i];
 		total += iov[i].iov_len;
 	}
-	if (src_refused(m, total))
-		return m->sock_err;
+	r = src_refused(m, total);
+	if (r)
+		return r;
 	while (k < n) {
 		struct msghdr mh = { .msg_iov = v + k, .msg_iovlen = (size_t)(n - k) };
 		ssize_t got = sendmsg(m->sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
 
 		if (got < 0 && (errno == EAGAIN || errno == EINTR)) {
-			int r = lm_wait(m, POLLOUT);
-
+			r = lm_wait(m, POLLOUT);
 			if (r)
 				return r;
 			continue;
@@ -1829,6 +1841,56 @@ static void *dst_main(void *arg)
 
 /* ---- the loop thread's side ----------------------------------------------------------------- */
 
+/* 0 if the planned slice @s has exactly @q, what the destination's type @type gives here,
+ * else -EPERM naming the first field that differs and both values. */
+static int type_fits(const struct pf_slice *s, const struct pf_quota *q, const char *type,
+		     struct pf_err *e)
+{
+	const struct pf_quota *h = &s->prov;
+	const struct { const char *name; uint64_t have, want; } f[] = {
+		{ "vram_bytes", h->vram, q->vram },
+		{ "channels", h->channels, q->channels },
+		{ "doorbells", h->doorbells, q->doorbells },
+		{ "exec_quantum_us", h->exec_quantum_us, q->exec_quantum_us },
+		{ "preempt_timeout_us", h->preempt_timeout_us, q->preempt_timeout_us },
+		{ "rm_clients", h->rm_clients, q->rm_clients },
+		{ "rm_objects", h->rm_objects, q->rm_objects },
+	};
+
+	for (unsigned int i = 0; i < VGPU_ARRAY_SIZE(f); i++)
+		if (f[i].have != f[i].want)
+			return cmn_fail(&e->f, -EPERM, "slice %s is not what this vgpud takes: "
+					"\"type\" %s gives %s %" PRIu64 " here, the stream's slice "
+					"(type %s) has %" PRIu64, s->uuid, type, f[i].name,
+					f[i].want, s->type, f[i].have);
+	if (h->priority != q->priority)
+		return cmn_fail(&e->f, -EPERM, "slice %s is not what this vgpud takes: \"type\" %s "
+				"gives priority %s here, the stream's slice (type %s) has %s",
+				s->uuid, type, pf_priority_name(q->priority), s->type,
+				pf_priority_name(h->priority));
+	return 0;
+}
+
+/* A destination given "type": the stream's slice must have exactly what a slice of that
+ * type, with nothing custom, gets here at its start (the stream's definition, custom sizes
+ * included, as the plan computed it), or it is refused before anything is copied or the
+ * source stops its guest. The definition is kept as it came: the type is the destination's
+ * check, not a new type for the slice. */
+static int plan_type_check(struct pf_daemon *d, struct lm *m, struct pf_err *e)
+{
+	struct pf_slice *t = calloc(1, sizeof(*t));
+	struct pf_quota q;
+	int r;
+
+	if (!t)
+		return cmn_fail(&e->f, -ENOMEM, "out of memory");
+	snprintf(t->type, sizeof(t->type), "%s", m->want_type);
+	memcpy(t->uuid, m->plan.s->uuid, sizeof(t->uuid));
+	r = pf_slice_quota(d, t, &q, e);
+	free(t);
+	return r ? r : type_fits(m->plan.s, &q, m->want_type, e);
+}
+
 /* A destination's plan: the SLICE frame checked here, the slice brought up RESUMING. */
 static int req_plan(struct pf_daemon *d, struct lm *m, struct pf_err *e)
 {
@@ -1838,6 +1900,8 @@ static int req_plan(struct pf_daemon *d, struct lm *m, struct pf_err *e)
 	if (!r && m->want[0] && strcmp(m->want, m->plan.s->uuid))
 		r = cmn_fail(&e->f, -EPERM, "this vgpud expects slice %s, the stream holds %s",
 			     m->want, m->plan.s->uuid);
+	if (!r && m->want_type[0])
+		r = plan_type_check(d, m, e);
 	if (!r && pf_live_busy(d, pf_slice_find(d, m->plan.s->uuid)))
 		r = cmn_fail(&e->f, -EBUSY, "slice %s is migrating here already", m->plan.s->uuid);
 	if (r) {
@@ -1859,6 +1923,13 @@ static int req_plan(struct pf_daemon *d, struct lm *m, struct pf_err *e)
 	}
 	snprintf(m->uuid, sizeof(m->uuid), "%s", m->plan.s->uuid);
 	cmn_log_scope_set(m->plan.vf, m->uuid);
+	/* Before the bring-up, which gives the BAR object and endpoints to the owner; the
+	 * commit writes it into the journal and the definition file. */
+	if (m->set_owner && m->plan.s->owner_uid != m->owner_uid) {
+		cmn_info("slice %s: owner uid %ld here (the stream's: %ld)", m->uuid, m->owner_uid,
+			 m->plan.s->owner_uid);
+		m->plan.s->owner_uid = m->owner_uid;
+	}
 	r = pf_mig_bring_up(d, &m->plan, &s, e);
 	cmn_log_scope_clear();
 	if (!r) {
@@ -2440,11 +2511,49 @@ int pf_live_outgoing_cmd(struct pf_daemon *d, json_object *args, bool dry, json_
 	return 0;
 }
 
+/* The destination's say over the slice it takes (migrate-incoming): "type", whose sizes
+ * the stream's slice must have (checked at the plan), and "owner_uid", its owner here. */
+struct in_opts {
+	const char *type;		/* NULL: any */
+	long owner_uid;
+	bool set_owner;
+};
+
+static int in_opts_parse(struct pf_daemon *d, json_object *args, struct in_opts *o,
+			 struct pf_err *e)
+{
+	json_object *v;
+
+	if (args && json_object_object_get_ex(args, "type", &v)) {
+		if (!json_object_is_type(v, json_type_string) || !pf_json_str_clean(v))
+			return cmn_fail(&e->f, -EINVAL, "\"type\" must be a string (a slice type), "
+					"not %s", pf_json_kind(v));
+		o->type = json_object_get_string(v);
+		if (!pf_type_find(d, o->type))
+			return cmn_fail(&e->f, -EINVAL, "type \"%.64s\" is not supported (see "
+					"types)", o->type);
+	}
+	if (args && json_object_object_get_ex(args, "owner_uid", &v)) {
+		/* As define takes it: a uid, or -1 for root alone. */
+		if (!json_object_is_type(v, json_type_int))
+			return cmn_fail(&e->f, -EINVAL, "\"owner_uid\" must be an integer (a uid, "
+					"or -1: root only), not %s", pf_json_kind(v));
+		if (json_object_get_int64(v) < -1 || json_object_get_int64(v) > INT32_MAX)
+			return cmn_fail(&e->f, -EINVAL, "\"owner_uid\" must be a uid (0..%d, or -1: "
+					"root only), not %" PRId64, INT32_MAX,
+					json_object_get_int64(v));
+		o->owner_uid = (long)json_object_get_int64(v);
+		o->set_owner = true;
+	}
+	return 0;
+}
+
 int pf_live_incoming_cmd(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
 			 struct pf_err *e)
 {
 	const char *addr = arg_str(args, "listen"), *u = arg_str(args, "uuid");
 	char norm[PF_UUID_STR] = "";
+	struct in_opts o = { .owner_uid = -1 };
 	struct lm *m;
 	int r;
 
@@ -2455,6 +2564,8 @@ int pf_live_incoming_cmd(struct pf_daemon *d, json_object *args, bool dry, json_
 		return r;
 	if (u && ctlc_uuid_parse(u, norm, NULL))
 		return cmn_fail(&e->f, -EINVAL, "\"uuid\" is not a UUID: \"%.64s\"", u);
+	if ((r = in_opts_parse(d, args, &o, e)))
+		return r;
 	if (norm[0] && pf_slice_find(d, norm))
 		return cmn_fail(&e->f, -EEXIST, "slice %s already exists here", norm);
 	if (dry) {
@@ -2466,6 +2577,9 @@ int pf_live_incoming_cmd(struct pf_daemon *d, json_object *args, bool dry, json_
 		return e->f.err;
 	snprintf(m->want, sizeof(m->want), "%s", norm);
 	snprintf(m->uuid, sizeof(m->uuid), "%s", norm);
+	snprintf(m->want_type, sizeof(m->want_type), "%s", o.type ? o.type : "");
+	m->owner_uid = o.owner_uid;
+	m->set_owner = o.set_owner;
 	m->status = LM_LISTENING;
 	r = open_sock(addr, true, m->peer, sizeof(m->peer), &m->lfd, &m->lst, e);
 	if (!r)
@@ -2589,21 +2703,19 @@ int pf_live_switchover_cmd(struct pf_daemon *d, json_object *args, bool dry, jso
 	return 0;
 }
 
+/* A cancel reaches a worker wherever it waits (the wake descriptor beside its socket) and
+ * before each write: a source in pre-copy, or in its switchover before the final END went
+ * out, resumes; after END, with no answer yet, the destination may have committed, so the
+ * source holds the slice as when the connection breaks there (src_main()). Over a UNIX
+ * socket, whose living peer may stop reading for ever, this is what ends a stuck stop_copy. */
 int pf_live_cancel_cmd(struct pf_daemon *d, json_object *args, bool dry, json_object *ret,
 		       struct pf_err *e)
 {
 	struct lm *m;
-	bool late;
 	int r = find_arg(d, args, "migrate-cancel", true, &m, e);
 
 	if (r)
 		return r;
-	cmn_mutex_lock(&m->L->lock);
-	late = m->source && m->status == LM_STOP_COPY;
-	cmn_mutex_unlock(&m->L->lock);
-	if (late)
-		return cmn_fail(&e->f, -EBUSY, "slice %s is in its switchover (stop_copy): it "
-				"completes or fails on its own", m->uuid);
 	json_object_object_add(ret, "uuid", json_object_new_string(m->uuid));
 	json_object_object_add(ret, "result", json_object_new_string(dry ? "would cancel" :
 								      "cancelling"));

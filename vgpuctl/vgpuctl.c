@@ -948,6 +948,10 @@ static int cmd_migrate_incoming(struct ctlc *c, struct vgpuctl_opts *o)
 	json_object_object_add(a, "listen", json_object_new_string(o->listen));
 	if (o->uuid)
 		json_object_object_add(a, "uuid", json_object_new_string(o->uuid));
+	if (o->type)
+		json_object_object_add(a, "type", json_object_new_string(o->type));
+	if (o->have_owner_uid)
+		json_object_object_add(a, "owner_uid", json_object_new_int64(o->owner_uid));
 	r = run(c, o, "migrate-incoming", a, &rep, &ret);
 	if (r)
 		return r;
@@ -1053,10 +1057,14 @@ static const struct vgpuctl_verb verbs[] = {
 	{ "restore",	cmd_restore,	1, 1, "FILE", "FILE: define and start the slice saved in FILE, with its contents (or refuse, changing nothing)", 0 },
 	{ "migrate",	cmd_migrate,	0, 0, "", "-u UUID --to ADDR [--switchover auto|manual|vmm] [--max-rounds N] [--no-wait]: live-migrate a running slice to the vgpud listening at ADDR",
 	  VF_BIT(VF_MIGRATE) },
-	{ "migrate-incoming", cmd_migrate_incoming, 0, 0, "", "--listen ADDR [-u UUID]: wait for one incoming live migration on ADDR (a UNIX socket path or tcp:HOST:PORT)", 0 },
+	{ "migrate-incoming", cmd_migrate_incoming, 0, 0, "",
+	  "--listen ADDR [-u UUID] [-t TYPE] [--owner-uid U]: wait for one incoming live "
+	  "migration on ADDR (a UNIX socket path or tcp:HOST:PORT); -t: only a slice with TYPE's "
+	  "sizes; --owner-uid: its owner here", VF_BIT(VF_TYPE) | VF_BIT(VF_OWNER_UID) },
 	{ "migrate-switchover", cmd_migrate_switchover, 0, 0, "", "-u UUID: a source waiting in a manual switchover stops the slice and sends the rest", 0 },
 	{ "migrate-status", cmd_migrate_status, 0, 0, "", "[-u UUID]: live migrations here (state, round, bytes, dirty bytes, estimate)", 0 },
-	{ "migrate-cancel", cmd_migrate_cancel, 0, 0, "", "-u UUID | --listen ADDR: cancel a live migration (a source runs on, untouched)", 0 },
+	{ "migrate-cancel", cmd_migrate_cancel, 0, 0, "", "-u UUID | --listen ADDR: cancel a "
+	  "live migration (a source runs on, untouched, unless its final END went out: held)", 0 },
 	{ "reclaim",	cmd_reclaim,	0, 0, "", "-u UUID: drop the hand-over record of a slice that migrated out unconfirmed, so it can start here again (undefine drops the slice)", 0 },
 };
 #define VGPUCTL_NR_VERBS	(sizeof(verbs) / sizeof(verbs[0]))

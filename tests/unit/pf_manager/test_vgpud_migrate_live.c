@@ -5,15 +5,18 @@
  * A held at the switchover, holes kept) and the guest's RM objects, while A forgets the
  * slice. The failure cases leave the source running with its contents untouched: B
  * without a free VF or without the VRAM refuses before anything is copied; a cancel during
- * pre-copy; B killed mid-stream; A killed (-9) during pre-copy and restarted; one
- * corrupted stream byte (the test build of vgpud flips it) that B refuses; a guest with
+ * pre-copy, and in stop_copy with B no longer reading (before END: A resumes; after END
+ * unanswered: A holds); B killed mid-stream; A killed (-9) during pre-copy and restarted;
+ * one corrupted stream byte (the test build of vgpud flips it) that B refuses; a guest with
  * work in flight at the switchover; a guest attached in peer mode. A VMM's late copy of
  * the BAR (QEMU's) on the destination does not win over what a "vmm" switchover sends.
  * Hostile or odd peers: a forged source whose IOMMU mappings, control area or END B
  * refuses by name (keeping no SCHED counters on the VF), a relay that lowers B's RM
  * object limit so B refuses with VGPU_EQUOTA, a fake destination whose answer is no ack,
- * a busy VF that B refuses at the plan. A listen path that holds a file or a symbolic
- * link is refused and left as it was, a stale socket of vgpud's own replaced; a TCP
+ * a busy VF that B refuses at the plan. B's own say: an owner uid that replaces A's, a type
+ * whose sizes the slice must have (refused naming the field). A listen path that holds a
+ * file or a symbolic link is refused and left as it was, a stale socket of vgpud's own
+ * replaced; a TCP
  * migration's sockets on both ends carry keepalive and a user timeout (read through
  * pidfd_getfd()). Every wait is for a MIGRATION event, never a sleep. */
 /* pf_test.h copies paths it made itself into sun_path; gcc cannot see their length. */
@@ -1610,9 +1613,9 @@ static ssize_t fd_read_some(void *ctx, void *p, size_t len)
 	return n < 0 ? -errno : n;
 }
 
-/* A fake destination: it takes every pass A sends over @fd (the plan accepted) and
- * answers the final END with the ack header @h and no message. */
-static void fake_dest_answer(int fd, const uint32_t h[3])
+/* A fake destination: it takes every pass A sends over @fd (the plan accepted) up to the
+ * final END, and answers nothing. */
+static void fake_dest_take(int fd)
 {
 	bool final = false;
 
@@ -1634,6 +1637,12 @@ static void fake_dest_answer(int fd, const uint32_t h[3])
 		assert_int_equal(r, 1);
 		mig_dec_fini(&dec);
 	}
+}
+
+/* ... and answers the final END with the ack header @h and no message. */
+static void fake_dest_answer(int fd, const uint32_t h[3])
+{
+	fake_dest_take(fd);
 	assert_int_equal(fd_write(fd, h, 12), 0);
 }
 
@@ -1665,6 +1674,246 @@ static void test_live_bad_ack(void **state)
 	assert_int_equal(T_CTL(f->a, "list", "-u", U1), 0);
 	assert_non_null(strstr(t_out.out, "migrated-out (unconfirmed)"));
 	assert_int_equal(T_CTL(f->a, "undefine", "-u", U1), 0);
+}
+
+/* ---- the destination's say: owner uid and type ---- */
+
+/* U1 on @d has owner uid @uid: in query-slices, in its definition file, and (running) its
+ * BAR object belongs to that uid. */
+static void owner_is(struct tdaemon *d, long uid)
+{
+	char want[48], path[256], buf[4096] = { 0 }, *to = buf;
+	struct stat sb;
+	int fd;
+
+	snprintf(want, sizeof(want), "\"owner_uid\": %ld", uid);
+	assert_int_equal(T_CTL(d, "--json", "list", "-u", U1), 0);
+	if (!strstr(t_out.out, want))
+		fail_msg("no %s in: %s", want, t_out.out);
+	snprintf(path, sizeof(path), "%s/slices/%s.json", d->state, U1);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_true(read(fd, buf, sizeof(buf) - 1) > 0);
+	close(fd);
+	for (const char *from = buf; *from; from++)	/* as compact JSON */
+		if (*from != ' ' && *from != '\n' && *from != '\t')
+			*to++ = *from;
+	*to = 0;
+	snprintf(want, sizeof(want), "\"owner_uid\":%ld", uid);
+	if (!strstr(buf, want))
+		fail_msg("no %s in %s: %s", want, path, buf);
+	t_bar_path(d, 1, path, sizeof(path));
+	assert_int_equal(stat(path, &sb), 0);
+	assert_int_equal(sb.st_uid, (uid_t)uid);
+}
+
+/* B takes U1 only with the sizes of the type it names, and gives it an owner uid of its
+ * own in place of A's: the slice runs on B as B's uid's, with every byte, and keeps that
+ * owner across a kill -9 of B. */
+static void test_live_incoming_owner_type(void **state)
+{
+	struct fixture *f = *state;
+	struct image im;
+	int fd;
+
+	assert_int_equal(T_CTL(f->a, "define", "-t", "vgpu-512M", "-u", U1, "--owner-uid",
+			       "4242"), 0);
+	assert_int_equal(T_CTL(f->a, "start", "-u", U1), 0);
+	fd = t_bar_open(f->a, 1);
+	t_put(fd, 0, 64 << 10, 1);
+	close(fd);
+	image_of(f->a, &im);
+	assert_int_equal(T_CTL(f->b, "migrate-incoming", "--listen", f->sock, "-u", U1, "-t",
+			       "vgpu-512M", "--owner-uid", "4343"), 0);
+	assert_int_equal(T_CTL(f->a, "migrate", "-u", U1, "--to", f->sock), 0);
+	json_object_put(t_wait_migration(f->eb, "completed"));
+	runs_u1(f->b);
+	owner_is(f->b, 4343);
+	image_on(f->b, &im);
+	image_free(&im);
+	unlisten(&f->eb);
+	restart(f->b);
+	runs_u1(f->b);
+	owner_is(f->b, 4343);
+}
+
+/* B names a type whose sizes U1 does not have: refused at the plan naming the field and
+ * both values, before anything is copied, while A's guest runs on; B keeps nothing. The
+ * same with the VRAM equal but the channels not (A's slice has 8 of its own). */
+static void test_live_incoming_type_refused(void **state)
+{
+	static const struct { const char *type, *why; } rows[] = {
+		{ "vgpu-1G", "\"type\" vgpu-1G gives vram_bytes 1073741824 here, the stream's "
+		  "slice (type vgpu-512M) has 536870912" },
+		{ "vgpu-512M", "\"type\" vgpu-512M gives channels " },
+	};
+	struct fixture *f = *state;
+	struct tvf g = { 0 };
+	json_object *ev;
+
+	fill_source(f);
+	for (unsigned int i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		if (i)
+			assert_int_equal(T_CTL(f->a, "modify", "-u", U1, "--channels", "8"), 0);
+		guest_up(f, &g);
+		t_vf_fill(&g, 0, 0, 0x41414141 + i);
+		assert_int_equal(T_CTL(f->b, "migrate-incoming", "--listen", f->sock, "-t",
+				       (char *)rows[i].type), 0);
+		migrate_no_wait(f);
+		ev = t_wait_migration(f->ea, "failed");
+		if (!strstr(jget(ev, "error"), "the destination refused") ||
+		    !strstr(jget(ev, "error"), rows[i].why))
+			fail_msg("%s: A's error: %s", rows[i].type, jget(ev, "error"));
+		assert_int_equal(t_get_u64(ev, "bytes"), 0);
+		json_object_put(ev);
+		ev = t_wait_migration(f->eb, "failed");
+		assert_non_null(strstr(jget(ev, "error"), rows[i].why));
+		json_object_put(ev);
+		assert_int_equal(T_CTL(f->b, "list", "-u", U1), EXIT_NOTFOUND);
+		runs_u1(f->a);
+		assert_null(strstr(t_out.out, "migrated-out"));
+		t_vf_fill(&g, 1, 1, 0x42424242 + i);	/* the guest never stopped */
+		t_vf_down(&g);
+	}
+}
+
+/* migrate-incoming's "type" and "owner_uid" of the wrong kind are refused by name, and
+ * nothing listens. */
+static void test_live_incoming_bad_args(void **state)
+{
+	static const struct { const char *name, *args, *msg; } rows[] = {
+		{ "owner_uid a string", "\"owner_uid\":\"4343\"",
+		  "\"owner_uid\" must be an integer (a uid, or -1: root only), not a string" },
+		{ "owner_uid 1.5", "\"owner_uid\":1.5", "\"owner_uid\" must be an integer" },
+		{ "owner_uid -2", "\"owner_uid\":-2", "\"owner_uid\" must be a uid (0..2147483647, "
+		  "or -1: root only), not -2" },
+		{ "owner_uid 2^31", "\"owner_uid\":2147483648", "not 2147483648" },
+		{ "type an integer", "\"type\":512", "\"type\" must be a string (a slice type), "
+		  "not an integer" },
+		{ "type unknown", "\"type\":\"vgpu-3M\"", "type \"vgpu-3M\" is not supported" },
+		{ "owner, not owner_uid", "\"owner\":5", "unknown argument \"owner\" for "
+		  "migrate-incoming" },
+	};
+	struct fixture *f = *state;
+	struct tclient *c = t_client(f->b, true);
+
+	for (unsigned int i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		char line[512];
+		json_object *rep, *err, *desc;
+
+		snprintf(line, sizeof(line), "{\"execute\":\"migrate-incoming\",\"arguments\":"
+			 "{\"listen\":\"%s\",%s}}\n", f->sock, rows[i].args);
+		t_send_raw(c, line, strlen(line));
+		rep = t_reply(c);
+		assert_string_equal(t_err_class(rep), "InvalidArgument");
+		assert_true(json_object_object_get_ex(rep, "error", &err));
+		assert_true(json_object_object_get_ex(err, "desc", &desc));
+		if (!strstr(json_object_get_string(desc), rows[i].msg))
+			fail_msg("%s: %s", rows[i].name, json_object_get_string(desc));
+		json_object_put(rep);
+	}
+	t_client_free(c);
+	assert_int_equal(T_CTL(f->b, "migrate-incoming", "--listen", f->sock, "--owner-uid",
+			       "no-such-user-here"), 2);
+	assert_int_equal(T_CTL(f->b, "migrate-status"), 0);
+	assert_non_null(strstr(t_out.out, "no migrations"));
+}
+
+/* ---- migrate-cancel in stop_copy ---- */
+
+/* B stops reading (SIGSTOP) with A in its switchover and more to send than the socket
+ * holds: A cannot get its final END out. A cancel there ends the wait: A resumes, its
+ * guest works on with every byte, its hand-over record dropped; B, let go on, finds the
+ * stream cut and keeps nothing. A "vmm" switchover makes the stop send again the 24 MiB
+ * its rounds sent while waiting (B read them), more than the socket's 8 MiB. */
+static void test_live_cancel_stop_copy(void **state)
+{
+	struct fixture *f = *state;
+	struct tvf g = { 0 };
+	struct image im;
+	json_object *args, *rep, *ev;
+	struct tclient *c;
+	int fd, rc;
+
+	fill_source(f);
+	guest_up(f, &g);
+	t_vf_fill(&g, 0, 0, 0x51515151);
+	listen_b(f);
+	c = t_client(f->a, true);
+	args = t_args("uuid", U1);
+	json_object_object_add(args, "to", json_object_new_string(f->sock));
+	json_object_object_add(args, "switchover", json_object_new_string("vmm"));
+	rep = t_exec(c, "migrate-outgoing", args);
+	assert_non_null(t_ret(rep));
+	json_object_put(rep);
+	t_client_free(c);
+	json_object_put(t_wait_migration(f->ea, "waiting"));
+	fd = t_bar_open(f->a, 1);
+	t_put(fd, 400 * MiB, 24 * MiB, 5);
+	image_take(fd, &im);
+	close(fd);
+	/* A round that began after the writes reached B: A marked them to send again. */
+	wait_pass(f->eb, round_of(f->a) + 2);
+	assert_int_equal(kill(f->b->pid, SIGSTOP), 0);
+	assert_int_equal(T_CTL(f->a, "migrate-switchover", "-u", U1), 0);
+	json_object_put(t_wait_migration(f->ea, "stop_copy"));
+	rc = T_CTL(f->a, "migrate-cancel", "-u", U1);
+	assert_int_equal(kill(f->b->pid, SIGCONT), 0);
+	assert_int_equal(rc, 0);
+	ev = t_wait_migration(f->ea, "cancelled");
+	assert_string_equal(jget(ev, "error"), "cancelled");
+	json_object_put(ev);
+	json_object_put(t_wait_migration(f->eb, "failed"));
+	assert_int_equal(T_CTL(f->b, "list", "-u", U1), EXIT_NOTFOUND);
+	runs_u1(f->a);
+	assert_null(strstr(t_out.out, "migrated-out"));
+	image_on(f->a, &im);
+	image_free(&im);
+	t_vf_fill(&g, 1, 1, 0x52525252);
+	t_vf_copy01(&g, 0);
+	t_vf_down(&g);
+	/* Nothing of the migration is left, here or in A's state. */
+	restart_a(f);
+	runs_u1(f->a);
+	assert_null(strstr(t_out.out, "migrated-out"));
+}
+
+/* A destination that read the final END and does not answer (here a fake one that stays
+ * silent on its UNIX socket): a cancel then cannot know whether it committed, so A holds
+ * U1 with its VRAM and its record, as when the connection breaks after END, and keeps it
+ * held across a restart. */
+static void test_live_cancel_after_end(void **state)
+{
+	struct fixture *f = *state;
+	struct relay r;
+	struct image im;
+	json_object *ev;
+	int fd, rc;
+
+	fill_source(f);
+	image_of(f->a, &im);
+	snprintf(f->sock, sizeof(f->sock), "%s/fake.sock", f->a->root);
+	relay_listen(&r, f->sock, 0);
+	migrate_no_wait(f);
+	fd = accept(r.lfd, NULL, NULL);
+	assert_true(fd >= 0);
+	fake_dest_take(fd);
+	rc = T_CTL(f->a, "migrate-cancel", "-u", U1);
+	assert_int_equal(rc, 0);
+	ev = t_wait_migration(f->ea, "cancelled");
+	if (!strstr(jget(ev, "error"), "may have committed"))
+		fail_msg("A's error: %s", jget(ev, "error"));
+	json_object_put(ev);
+	close(fd);
+	close(r.lfd);
+	held_here(f);
+	image_on(f->a, &im);
+	restart_a(f);
+	held_here(f);
+	image_on(f->a, &im);
+	image_free(&im);
+	assert_int_equal(T_CTL(f->a, "reclaim", "-u", U1), 0);
+	runs_u1(f->a);
 }
 
 /* A slice whose guest announced itself carries its state, which loads only on the VF its
@@ -1713,6 +1962,11 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_live_sched_at_commit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_live_sched_fresh_vf, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_live_cancel, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_live_cancel_stop_copy, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_live_cancel_after_end, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_live_incoming_owner_type, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_live_incoming_type_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_live_incoming_bad_args, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_live_dest_killed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_live_source_killed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_live_corrupt, setup_corrupt, teardown),
