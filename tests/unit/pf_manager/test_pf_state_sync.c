@@ -49,8 +49,8 @@ static char root[64];
 static struct pf_daemon *dmn;
 static struct pf_client admin = { .fd = -1, .admin = true, .negotiated = true };
 
-/* A daemon struct over the state dir, loaded as vgpud loads it at start. */
-static struct pf_daemon *daemon_load(void)
+/* A daemon struct over the state dir, configured as the test's vgpud, not loaded yet. */
+static struct pf_daemon *daemon_new(void)
 {
 	struct pf_daemon *d = calloc(1, sizeof(*d));
 
@@ -63,6 +63,14 @@ static struct pf_daemon *daemon_load(void)
 	d->cfg.max_vfs = 4;
 	d->cfg.num_vfs = 0;
 	pf_types_build(d);
+	return d;
+}
+
+/* A daemon struct over the state dir, loaded as vgpud loads it at start. */
+static struct pf_daemon *daemon_load(void)
+{
+	struct pf_daemon *d = daemon_new();
+
 	assert_int_equal(pf_state_load(d), 0);
 	return d;
 }
@@ -261,10 +269,9 @@ static void test_dup_key_refused(void **state)
 	const struct dupfile_case *c = *state;
 	char path[256], slice[256], journal[256], want[512];
 	char *before_slice, *before_journal, *after;
-	struct pf_daemon *d = calloc(1, sizeof(*d));
+	struct pf_daemon *d;
 	json_object *rep;
 
-	assert_non_null(d);
 	rep = run("{\"execute\":\"define-slice\",\"arguments\":{\"uuid\":\"" U1 "\","
 		  "\"type\":\"vgpu-auto\",\"attrs\":[{\"channels\":4}]}}");
 	assert_ok(rep);
@@ -279,13 +286,7 @@ static void test_dup_key_refused(void **state)
 	before_slice = slurp(slice);
 	before_journal = slurp(journal);
 
-	pf_config_defaults(&d->cfg);
-	snprintf(d->cfg.model, sizeof(d->cfg.model), "vgpu");
-	snprintf(d->cfg.state_dir, sizeof(d->cfg.state_dir), "%s/state", root);
-	d->cfg.vram_size = 4ull << 30;
-	d->cfg.spare_vram = 256ull << 20;
-	d->cfg.max_vfs = 4;
-	pf_types_build(d);
+	d = daemon_new();
 	logbuf[0] = 0;
 	cmn_log_set_sink(log_keep, NULL);
 	assert_int_not_equal(pf_state_load(d), 0);

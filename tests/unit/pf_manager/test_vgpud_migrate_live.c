@@ -227,6 +227,22 @@ static void migrate_manual(struct fixture *f)
 	t_mig_manual(f->a, f->ea, f->sock, U1);
 }
 
+/* A sends U1 to B with the VMM's switchover (as vgpu-vm asks for it; vgpuctl offers auto
+ * and manual only) and waits until it waits for the VMM. */
+static void migrate_vmm_waiting(struct fixture *f)
+{
+	struct tclient *c = t_client(f->a, true);
+	json_object *args = t_args("uuid", U1), *rep;
+
+	json_object_object_add(args, "to", json_object_new_string(f->sock));
+	json_object_object_add(args, "switchover", json_object_new_string("vmm"));
+	rep = t_exec(c, "migrate-outgoing", args);
+	assert_non_null(t_ret(rep));
+	json_object_put(rep);
+	t_client_free(c);
+	json_object_put(t_wait_migration(f->ea, "waiting"));
+}
+
 /* A sends U1 to B with an automatic switchover; vgpuctl returns at once. */
 static void migrate_no_wait(struct fixture *f)
 {
@@ -554,24 +570,13 @@ static void test_live_vmm_copy(void **state)
 {
 	struct fixture *f = *state;
 	uint8_t vram_copy[4096], dma_copy[4096];
-	json_object *args, *rep;
-	struct tclient *c;
 	struct image im;
 	unsigned int r;
 	int fa, fb;
 
 	fill_source(f);
 	listen_b(f);
-	/* As vgpu-vm asks for it (vgpuctl offers auto and manual only). */
-	c = t_client(f->a, true);
-	args = t_args("uuid", U1);
-	json_object_object_add(args, "to", json_object_new_string(f->sock));
-	json_object_object_add(args, "switchover", json_object_new_string("vmm"));
-	rep = t_exec(c, "migrate-outgoing", args);
-	assert_non_null(t_ret(rep));
-	json_object_put(rep);
-	t_client_free(c);
-	json_object_put(t_wait_migration(f->ea, "waiting"));
+	migrate_vmm_waiting(f);
 	fa = t_bar_open(f->a, 1);
 	fb = t_bar_open(f->b, 1);
 	assert_int_equal(pread(fa, vram_copy, 4096, 4096), 4096);
@@ -1831,23 +1836,14 @@ static void test_live_cancel_stop_copy(void **state)
 	struct fixture *f = *state;
 	struct tvf g = { 0 };
 	struct image im;
-	json_object *args, *rep, *ev;
-	struct tclient *c;
+	json_object *ev;
 	int fd, rc;
 
 	fill_source(f);
 	guest_up(f, &g);
 	t_vf_fill(&g, 0, 0, 0x51515151);
 	listen_b(f);
-	c = t_client(f->a, true);
-	args = t_args("uuid", U1);
-	json_object_object_add(args, "to", json_object_new_string(f->sock));
-	json_object_object_add(args, "switchover", json_object_new_string("vmm"));
-	rep = t_exec(c, "migrate-outgoing", args);
-	assert_non_null(t_ret(rep));
-	json_object_put(rep);
-	t_client_free(c);
-	json_object_put(t_wait_migration(f->ea, "waiting"));
+	migrate_vmm_waiting(f);
 	fd = t_bar_open(f->a, 1);
 	t_put(fd, 400 * MiB, 24 * MiB, 5);
 	image_take(fd, &im);
