@@ -245,7 +245,29 @@ static int ctlc_connect(struct ctlc *c, const char *path, struct cmn_fail *f)
 			"--socket or $VGPUD_SOCKET name another)", path, strerror(-r));
 }
 
-/* The greeting: a vgpud's, or its refusal for want of a connection slot. */
+/* The greeting's control protocol (version.protocol) against CTLC_PROTOCOL: a vgpud of
+ * another protocol may read this client's requests otherwise, so the open stops here. */
+static int ctlc_protocol_check(const struct ctlc *c, json_object *g, struct cmn_fail *f)
+{
+	json_object *top, *ver, *v;
+
+	/* A member missing on the way (or a parent that is no object) leaves NULL. */
+	json_object_object_get_ex(g, "VGPUD", &top);
+	json_object_object_get_ex(top, "version", &ver);
+	json_object_object_get_ex(ver, "protocol", &v);
+	if (!json_object_is_type(v, json_type_int))
+		return cmn_fail(f, -EPROTO, "vgpud at %s names no control protocol (an integer "
+				"version.protocol); this client speaks protocol %d", c->path,
+				CTLC_PROTOCOL);
+	if (json_object_get_int64(v) != CTLC_PROTOCOL)
+		return cmn_fail(f, -EPROTO, "vgpud at %s speaks control protocol %s; this client "
+				"speaks protocol %d (use the vgpuctl and vgpu-vm of that vgpud's "
+				"release)", c->path, json_object_to_json_string(v), CTLC_PROTOCOL);
+	return 0;
+}
+
+/* The greeting: a vgpud's of the protocol this client speaks, or its refusal for want of
+ * a connection slot. */
 static int ctlc_greeting(struct ctlc *c, struct cmn_fail *f)
 {
 	json_object *g, *err, *desc;
@@ -263,6 +285,8 @@ static int ctlc_greeting(struct ctlc *c, struct cmn_fail *f)
 		 !json_object_object_get_ex(g, "VGPUD", NULL))
 		r = cmn_fail(f, -EPROTO, "%s is not a vgpud control socket: no vgpud greeting",
 			     c->path);
+	else
+		r = ctlc_protocol_check(c, g, f);
 	json_object_put(g);
 	return r;
 }

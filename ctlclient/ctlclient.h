@@ -27,6 +27,10 @@ struct ctlc;
 #define CTLC_TIMEOUT_MS		30000		/* longest open, longest request */
 #define CTLC_UUID_STR		37		/* 36 characters and the NUL */
 #define CTLC_DEFAULT_SOCKET	"/run/vgpud/control.sock"
+/* The control protocol's major version: vgpud's greeting says it as version.protocol,
+ * and a client refuses a greeting that names another (what it would send may mean
+ * something else there). */
+#define CTLC_PROTOCOL		1
 
 /* ---- the connection ------------------------------------------------------------------- */
 

@@ -355,6 +355,7 @@ static int cmd_query_version(struct pf_daemon *d, json_object *args, bool dry, j
 	json_object_object_add(ret, "package", json_object_new_string("vgpud " VGPU_VERSION));
 	json_object_object_add(ret, "abi_major", json_object_new_int(VGPU_ABI_MAJOR));
 	json_object_object_add(ret, "abi_minor", json_object_new_int(VGPU_ABI_MINOR));
+	json_object_object_add(ret, "protocol", json_object_new_int(CTLC_PROTOCOL));
 	return 0;
 }
 
@@ -691,6 +692,37 @@ static int id_check(json_object *id, struct pf_err *e)
 			"or an integer, not %s", PF_ID_MAX, pf_json_kind(id));
 }
 
+/* qmp_capabilities' arguments: "enable" lists capabilities to turn on, and vgpud offers
+ * none (its greeting's "capabilities" is empty), so any name there is refused rather than
+ * taken as on. */
+static int caps_check(json_object *args, struct pf_err *e)
+{
+	json_object *en, *cap;
+
+	if (!args)
+		return 0;
+	json_object_object_foreach(args, key, val) {
+		(void)val;
+		if (strcmp(key, "enable") && strcmp(key, "dry-run"))
+			return cmn_fail(&e->f, -EINVAL, "unknown argument \"%.64s\" for "
+					"qmp_capabilities (it takes enable)", key);
+	}
+	if (!json_object_object_get_ex(args, "enable", &en))
+		return 0;
+	if (!json_object_is_type(en, json_type_array))
+		return cmn_fail(&e->f, -EINVAL, "\"enable\" must be an array of capability names, "
+				"not %s", pf_json_kind(en));
+	if (!json_object_array_length(en))
+		return 0;
+	/* With none offered, the first name is the one refused. */
+	cap = json_object_array_get_idx(en, 0);
+	if (!pf_json_str_clean(cap))
+		return cmn_fail(&e->f, -EINVAL, "\"enable\"[0] must be a capability name, not %s",
+				pf_json_kind(cap));
+	return cmn_fail(&e->f, -EINVAL, "capability \"%.64s\" is not offered (vgpud offers none)",
+			json_object_get_string(cap));
+}
+
 json_object *pf_command(struct pf_daemon *d, struct pf_client *c, json_object *req)
 {
 	struct pf_err e = { 0 };
@@ -708,6 +740,8 @@ json_object *pf_command(struct pf_daemon *d, struct pf_client *c, json_object *r
 	if (cls)
 		return reply_error(id, cls, &e);
 	if (!strcmp(name, "qmp_capabilities")) {
+		if (caps_check(args, &e))
+			return reply_error(id, err_class(e.f.err), &e);
 		c->negotiated = true;
 		rep = json_object_new_object();
 		json_object_object_add(rep, "return", json_object_new_object());

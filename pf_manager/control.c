@@ -183,7 +183,7 @@ static json_object *greeting(void)
 	json_object_object_add(abi, "minor", json_object_new_int(VGPU_ABI_MINOR));
 	json_object_object_add(v, "abi", abi);
 	json_object_object_add(v, "package", json_object_new_string("vgpud " VGPU_VERSION));
-	json_object_object_add(v, "protocol", json_object_new_int(1));
+	json_object_object_add(v, "protocol", json_object_new_int(CTLC_PROTOCOL));
 	json_object_object_add(inner, "version", v);
 	json_object_object_add(inner, "capabilities", json_object_new_array());
 	json_object_object_add(g, "VGPUD", inner);

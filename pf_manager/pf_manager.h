@@ -21,6 +21,9 @@
 #define PF_UUID_STR		37	/* 36 characters and the NUL */
 #define PF_MAX_VFS		63
 #define PF_SCHED_QUANTUM_US_MAX	10000000u	/* the device slice: at most 10 s */
+#define PF_MODEL_MAX		20	/* a model name's characters: type names carry it whole */
+#define PF_RUNTIME_DIR_MAX	90	/* "<dir>/vf63.master.sock" fits a socket address */
+#define PF_CONFIG_KEYS		32	/* settings whose line a configuration records */
 
 /* Scheduling priority of a slice (xe's sched_priority; high is for the PF only). */
 enum pf_priority {
@@ -57,6 +60,10 @@ struct pf_config {
 					 * (0: never announce), at most PF_RESET_EVICT_MS_MAX */
 	bool vram_prealloc;		/* allocate each slice's BAR object in /dev/shm up
 					 * front instead of overcommitting it (default off) */
+	/* Where pf_config_load() found each setting, so that pf_config_check() names it: the
+	 * file, and per setting its line there (0: a default or a flag). */
+	char file[PF_PATH_MAX];
+	unsigned int line[PF_CONFIG_KEYS];
 };
 
 #define PF_RESET_EVICT_MS_DEFAULT	2000u
@@ -64,16 +71,19 @@ struct pf_config {
 
 /* Fill @cfg with the built-in defaults. */
 void pf_config_defaults(struct pf_config *cfg);
-/* Apply the INI file @path ([gpu], [pf], [sched], [paths], [control] sections). 0, or
- * -EINVAL with @err (size @errlen) naming the line and key; @cfg is unchanged on error. */
+/* Apply the INI file @path ([gpu], [pf], [sched], [paths], [control] sections). 0, or with
+ * @err (size @errlen) naming the file, and the line and key where one is at fault: -errno
+ * of an open that failed, else -EINVAL. @cfg is unchanged on error. */
 int pf_config_load(struct pf_config *cfg, const char *path, char *err, size_t errlen);
-/* Apply one key of section @section; the INI loader and the flags use it. */
+/* Apply one key of section @section; the INI loader and the flags use it. 0, -ENOENT for
+ * an unknown key, else -EINVAL or -ERANGE and @cfg unchanged. */
 int pf_config_set(struct pf_config *cfg, const char *section, const char *key,
 		  const char *value);
-/* The form @section's @key takes, for an error message, where "bad value" does not say
- * enough (the octal socket_mode, the switch vram_prealloc); NULL for the others. */
+/* The form @section's @key takes (its range, its spellings), for an error message; NULL
+ * for an unknown key. */
 const char *pf_config_expect(const char *section, const char *key);
-/* Check the whole configuration; -EINVAL with a message in @err. */
+/* Check the whole configuration; -EINVAL with a message in @err that names the setting at
+ * fault, with its file and line when pf_config_load() read it. */
 int pf_config_check(const struct pf_config *cfg, char *err, size_t errlen);
 
 /* Parse "low" / "normal" / "high". */
@@ -88,8 +98,9 @@ uint64_t pf_fair_vram(uint64_t usable, unsigned int nr_vfs);
 struct pf_daemon;
 
 /* Create the daemon from @cfg: device, allocator, state (restored from the state dir),
- * control socket and endpoints. A corrupt or foreign state file fails with -EINVAL /
- * -EBADMSG and a logged message naming it, and nothing is applied. */
+ * control socket and endpoints. A state file refused for what it holds (corrupt, foreign,
+ * of a newer vgpud) fails with -EBADMSG, and only that does, with a logged message naming
+ * it; nothing is applied. */
 int pf_daemon_create(const struct pf_config *cfg, struct pf_daemon **out);
 /* Serve until pf_daemon_stop() or SIGTERM/SIGINT; @ready_fn (may be NULL) is called once
  * the sockets are listening. 0 or -errno. */

@@ -541,6 +541,14 @@ static int read_json(const char *path, json_object **out, char *why, size_t why_
 	return r;
 }
 
+/* What a file that cannot be taken returns: -EBADMSG, a refused state (vgpud exits 3 and
+ * is not restarted), when it is what the file holds; the system's error when reading it
+ * failed, which may pass. */
+static int refused(int r)
+{
+	return r == -EBADMSG || r == -ENODATA || r == -EFBIG ? -EBADMSG : r;
+}
+
 static int load_slice_file(struct pf_daemon *d, const char *dir, const char *name)
 {
 	char path[PF_PATH_MAX + 300], want[PF_UUID_STR + 8], why[160];
@@ -552,9 +560,10 @@ static int load_slice_file(struct pf_daemon *d, const char *dir, const char *nam
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
 	r = read_json(path, &o, why, sizeof(why));
 	if (r) {
-		cmn_err("state: %s: %s; refusing the state (fix or remove the file)", path,
-			 r == -EBADMSG ? why : r == -ENODATA ? "empty" : cmn_strerror(r));
-		return -EBADMSG;
+		cmn_err("state: %s: %s; refusing the state (fix the file; removing it drops the "
+			"definition of slice %.*s)", path, r == -EBADMSG ? why : r == -ENODATA ?
+			"empty" : cmn_strerror(r), (int)(strlen(name) - 5), name);
+		return refused(r);
 	}
 	s = calloc(1, sizeof(*s));
 	r = s ? pf_slice_from_record(d, o, s, &e) : -ENOMEM;
@@ -571,9 +580,17 @@ static int load_slice_file(struct pf_daemon *d, const char *dir, const char *nam
 		r = -EEXIST;
 	if (!r && d->nr_slices >= PF_MAX_SLICES)
 		r = -ENOSPC;
+	if (r == -ENOMEM) {
+		cmn_err("state: %s: out of memory; refusing the state", path);
+		free(s);
+		return r;
+	}
 	if (r) {
-		cmn_err("state: %s: %s; refusing the state (fix or remove the file)", path,
-			 e.f.msg[0] ? e.f.msg : cmn_strerror(r));
+		/* A definition file carries no format version: what this vgpud does not know
+		 * may be what a newer one wrote. */
+		cmn_err("state: %s: %s; refusing the state (the file may come from a newer vgpud; "
+			"removing it drops the definition of slice %.*s)", path,
+			e.f.msg[0] ? e.f.msg : cmn_strerror(r), (int)(strlen(name) - 5), name);
 		free(s);
 		return -EBADMSG;
 	}
@@ -1067,17 +1084,44 @@ static void finish_entry(struct pf_daemon *d, struct jent *je)
 		cmn_warn("state: slice %s: the reset failed", s->uuid);
 }
 
+/* The journal's "schema" against the one this vgpud reads: a higher one is a newer
+ * vgpud's, whose entries may mean what this one cannot tell; refused all the same, but
+ * named, so that the way out (that vgpud, or moving the file) is plain. */
+static int journal_schema_check(json_object *j, char *why, size_t wlen)
+{
+	json_object *v;
+	int64_t n;
+
+	if (!json_object_object_get_ex(j, "schema", &v) || !json_object_is_type(v, json_type_int))
+		return snprintf(why, wlen, "journal schema %.64s is unknown (this vgpud reads "
+				"schema %d)", v ? json_object_to_json_string(v) : "(none)",
+				PF_JOURNAL_SCHEMA), -EBADMSG;
+	n = json_object_get_int64(v);
+	if (n > PF_JOURNAL_SCHEMA)
+		return snprintf(why, wlen, "journal schema %" PRId64 ", written by a newer vgpud "
+				"(this one reads schema %d)", n, PF_JOURNAL_SCHEMA), -EBADMSG;
+	if (n != PF_JOURNAL_SCHEMA)
+		return snprintf(why, wlen, "journal schema %" PRId64 " is unknown (this vgpud "
+				"reads schema %d)", n, PF_JOURNAL_SCHEMA), -EBADMSG;
+	return 0;
+}
+
 static int journal_header_check(struct pf_daemon *d, json_object *j, char *why, size_t wlen)
 {
 	const char *bad = NULL;
 	uint64_t vram, spare, dma, num_vfs;
 	json_object *v;
+	int r;
 
 	/* A JSON null has no string: json_object_get_string() gives NULL for it. */
 	if (!json_object_object_get_ex(j, "kind", &v) || !json_object_is_type(v, json_type_string) ||
-	    strcmp(json_object_get_string(v), PF_JOURNAL_KIND) ||
-	    jget_u64(j, "schema", &bad) != PF_JOURNAL_SCHEMA || bad)
-		return snprintf(why, wlen, "not a vgpud journal of schema %d", PF_JOURNAL_SCHEMA), -EBADMSG;
+	    strcmp(json_object_get_string(v), PF_JOURNAL_KIND))
+		return snprintf(why, wlen, "not a vgpud journal (its \"kind\" is %.64s, not "
+				"\"%s\")", v ? json_object_to_json_string(v) : "(none)",
+				PF_JOURNAL_KIND), -EBADMSG;
+	r = journal_schema_check(j, why, wlen);
+	if (r)
+		return r;
 	if (!json_object_object_get_ex(j, "instance", &v) ||
 	    !json_object_is_type(v, json_type_string) ||
 	    strcmp(json_object_get_string(v), d->shm_prefix))
@@ -1194,7 +1238,7 @@ static int load_journal(struct pf_daemon *d)
 	if (r) {
 		cmn_err("state: %s: %s; refusing the state", path,
 			 r == -EBADMSG ? why : cmn_strerror(r));
-		return -EBADMSG;
+		return refused(r);
 	}
 	r = journal_header_check(d, j, why, sizeof(why));
 	num_vfs = (unsigned int)jget_u64(j, "num_vfs", &bad);

@@ -17,6 +17,11 @@
 /* The release (the Makefile passes debian/changelog's version). */
 #include "common/version.h"
 
+/* The exit status of a state file refused for what it holds. Like 2 (a bad option or
+ * configuration) it does not get better by a restart: the units list both in
+ * RestartPreventExitStatus=, while 1 (cannot start otherwise) is restarted. */
+#define VGPUD_EXIT_STATE	3
+
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -201,6 +206,11 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	r = pf_daemon_create(&cfg, &d);
+	if (r == -EBADMSG) {
+		fprintf(stderr, "vgpud: cannot start: the state in %s is refused (exit %d: a "
+			"restart refuses it again)\n", cfg.state_dir, VGPUD_EXIT_STATE);
+		return VGPUD_EXIT_STATE;
+	}
 	if (r) {
 		fprintf(stderr, "vgpud: cannot start: %s\n", cmn_strerror(r));
 		return 1;

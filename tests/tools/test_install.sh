@@ -7,8 +7,10 @@
 # installed paths; the vgpud.service ExecStart line starts vgpud with the shipped
 # configuration and vgpud finds vgpu-gsp in libexec (nothing beside it); the installed
 # vgpuctl defines and starts a slice; the configuration example in doc/vgpud.8 is accepted
-# as written; a bad value exits 2 naming its line; vgpuctl --version is the package's;
-# uninstall removes every file. Binaries: $VGPU_BIN (make check sets it), else build/rel/bin.
+# as written; a bad value exits 2 naming its line; a state file of a newer vgpud exits 3
+# naming it; the units allow the socket families live migration uses and do not restart
+# exit 2 or 3; vgpuctl --version is the package's; uninstall removes every file.
+# Binaries: $VGPU_BIN (make check sets it), else build/rel/bin.
 set -u
 here=$(cd "$(dirname "$0")/../.." && pwd)
 bin=${VGPU_BIN:-$here/build/rel/bin}
@@ -40,7 +42,7 @@ cleanup() {
 }
 trap cleanup EXIT
 n=0 bad=0
-echo "1..10"
+echo "1..12"
 
 check() {	# check DESCRIPTION COMMAND...: one TAP line, the output as comments on failure
 	local out
@@ -170,6 +172,47 @@ missing_config_is_2() {
 	[ $? -eq 2 ]
 }
 
+# The units' list of a key (KEY=A B C), with a space either side.
+unit_list() {
+	echo " $(sed -n "s/^$2=//p" "$1" | tr '\n' ' ') "
+}
+
+# vgpud opens live migration's sockets itself: tcp:HOST:PORT is AF_INET or AF_INET6.
+units_allow_migration_families() {
+	local u f fam
+	for u in /usr/local/lib/systemd/system/*.service; do
+		fam=$(unit_list "$u" RestrictAddressFamilies)
+		for f in AF_UNIX AF_INET AF_INET6; do
+			[[ $fam == *" $f "* ]] && continue
+			echo "$u: RestrictAddressFamilies=$fam lacks $f"
+			return 1
+		done
+	done
+}
+
+# A journal of a newer schema is refused by name with an exit status that, as a
+# configuration error's, the units do not restart (a restart would refuse it again).
+refused_state_not_restarted() {
+	local rc u s prevent
+	mkdir -p "$tmp/state-newer"
+	echo '{"kind":"vgpud-journal","schema":2,"slices":[]}' >"$tmp/state-newer/journal.json"
+	/usr/local/sbin/vgpud --runtime-dir "$tmp/run-newer" --state-dir "$tmp/state-newer" \
+		2>"$tmp/newer.err"
+	rc=$?
+	cat "$tmp/newer.err"
+	[ "$rc" -eq 3 ] || { echo "exit $rc, not 3"; return 1; }
+	grep -q "journal.json: journal schema 2, written by a newer vgpud" "$tmp/newer.err" ||
+		return 1
+	for u in /usr/local/lib/systemd/system/*.service; do
+		prevent=$(unit_list "$u" RestartPreventExitStatus)
+		for s in 2 $rc; do
+			[[ $prevent == *" $s "* ]] && continue
+			echo "$u: RestartPreventExitStatus=$prevent lacks $s"
+			return 1
+		done
+	done
+}
+
 version_is_the_package() {
 	local want
 	want=$(sed -n '1s/^[^(]*(\([^)]*\)).*/\1/p' "$here/debian/changelog")
@@ -192,6 +235,10 @@ check "vgpud.service's ExecStart serves slices with the shipped config; completi
 check "vgpud(8)'s example is the shipped file and is accepted as written" manpage_example_accepted
 check "a bad config value exits 2 naming file, line and key" bad_value_names_line
 check "a missing config file exits 2" missing_config_is_2
+check "the units allow AF_INET and AF_INET6 (live migration over TCP)" \
+	units_allow_migration_families
+check "a journal of a newer schema exits 3, which the units do not restart" \
+	refused_state_not_restarted
 check "vgpud and vgpuctl --version are debian/changelog's version" version_is_the_package
 check "make uninstall removes every installed file" uninstall_removes_all
 exit $bad

@@ -23,7 +23,7 @@
 #include "ctlclient/ctlclient.h"
 #include "tests/unit/ctlclient/fake_line_io.h"
 
-#define GREETING	"{\"VGPUD\":{\"version\":1}}\n"
+#define GREETING	"{\"VGPUD\":{\"version\":{\"protocol\":1},\"capabilities\":[]}}\n"
 #define CAPS_OK		"{\"return\":{}}\n"
 #define BIG		((const char *)1)	/* a reply line one byte over CTLC_MAX_REPLY */
 
@@ -168,6 +168,19 @@ static const struct exec_case {
 	  "is not a vgpud control socket", NULL },
 	{ "negotiation refused", { GREETING, { "{\"error\":{\"class\":\"GenericError\"}}\n" } },
 	  -EPROTO, 0, "refused the negotiation", NULL },
+	{ "a newer protocol", { "{\"VGPUD\":{\"version\":{\"protocol\":2}}}\n", { CAPS_OK } },
+	  -EPROTO, 0, "speaks control protocol 2; this client speaks protocol 1", NULL },
+	{ "an older protocol", { "{\"VGPUD\":{\"version\":{\"protocol\":0}}}\n", { CAPS_OK } },
+	  -EPROTO, 0, "speaks control protocol 0; this client speaks protocol 1", NULL },
+	{ "no protocol", { "{\"VGPUD\":{\"version\":1}}\n", { CAPS_OK } }, -EPROTO, 0,
+	  "names no control protocol (an integer version.protocol); this client speaks "
+	  "protocol 1", NULL },
+	{ "a protocol that is not an integer",
+	  { "{\"VGPUD\":{\"version\":{\"protocol\":\"1\"}}}\n", { CAPS_OK } }, -EPROTO, 0,
+	  "names no control protocol", NULL },
+	{ "a protocol past any int", { "{\"VGPUD\":{\"version\":{\"protocol\":4294967297}}}\n",
+				       { CAPS_OK } },
+	  -EPROTO, 0, "speaks control protocol 4294967297;", NULL },
 };
 
 static void test_exec(void **state)

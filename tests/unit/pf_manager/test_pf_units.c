@@ -258,16 +258,18 @@ static void test_ini_missing(void **state)
 	assert_int_equal(pf_config_load(&cfg, "/nonexistent/vgpud.conf", err, sizeof(err)), -ENOENT);
 }
 
+/* A value wrong in itself is refused when it is set (-ERANGE), one wrong beside the others
+ * by the check (-EINVAL). */
 static const struct check_case {
 	const char *name, *section, *key, *value;
-	int want;
+	int set, want;
 } check_cases[] = {
-	{ "defaults", NULL, NULL, NULL, 0 },
-	{ "vram not 2M aligned", "gpu", "vram", "3M", -EINVAL },
-	{ "spare above vram", "pf", "spare_vram", "32G", -EINVAL },
-	{ "num_vfs above max", "pf", "num_vfs", "63", 0 },
-	{ "no such admin group", "control", "admin_group", "no-such-group-xyz", -EINVAL },
-	{ "dma not aligned", "pf", "dma_size", "1M", -EINVAL },
+	{ "defaults", NULL, NULL, NULL, 0, 0 },
+	{ "vram not 2M aligned", "gpu", "vram", "3M", -ERANGE, 0 },
+	{ "spare above vram", "pf", "spare_vram", "32G", 0, -EINVAL },
+	{ "num_vfs above max", "pf", "num_vfs", "63", 0, 0 },
+	{ "no such admin group", "control", "admin_group", "no-such-group-xyz", 0, -EINVAL },
+	{ "dma not aligned", "pf", "dma_size", "1M", -ERANGE, 0 },
 };
 
 static void test_check(void **state)
@@ -278,7 +280,7 @@ static void test_check(void **state)
 
 	pf_config_defaults(&cfg);
 	if (c->section)
-		assert_int_equal(pf_config_set(&cfg, c->section, c->key, c->value), 0);
+		assert_int_equal(pf_config_set(&cfg, c->section, c->key, c->value), c->set);
 	assert_int_equal(pf_config_check(&cfg, err, sizeof(err)), c->want);
 	if (c->want)
 		assert_true(err[0]);

@@ -3,6 +3,7 @@
  * and state files, against a real daemon in a temporary runtime/state dir. */
 #include "pf_test.h"
 #include "common/version.h"
+#include "ctlclient/ctlclient.h"
 
 #define U1 "11111111-1111-4111-8111-111111111111"
 #define U2 "22222222-2222-4222-8222-222222222222"
@@ -589,6 +590,66 @@ static void test_protocol_edges(void **state)
 	assert_int_equal(T_CTL(d, "types", "-p", "0000:99:00.0"), 3);
 }
 
+/* The greeting names control protocol CTLC_PROTOCOL (what ctlclient speaks) and offers no
+ * capability; qmp_capabilities refuses to enable one, or an argument it does not take,
+ * and leaves the connection unnegotiated; query-version names the same protocol. */
+static const struct caps_case {
+	const char *args;	/* qmp_capabilities' arguments */
+	const char *desc;	/* NULL: negotiated */
+} caps_cases[] = {
+	{ "{\"enable\":[\"oob\"]}", "capability \"oob\" is not offered (vgpud offers none)" },
+	{ "{\"enable\":[]}", NULL },
+	{ "{\"enable\":\"oob\"}", "\"enable\" must be an array of capability names, not a string" },
+	{ "{\"enable\":[7]}", "\"enable\"[0] must be a capability name, not an integer" },
+	{ "{\"oob\":true}", "unknown argument \"oob\" for qmp_capabilities (it takes enable)" },
+	{ "{}", NULL },
+};
+
+static void test_negotiation(void **state)
+{
+	struct tdaemon *d = *state;
+	json_object *g, *v, *rep, *err, *desc;
+
+	for (size_t i = 0; i < sizeof(caps_cases) / sizeof(caps_cases[0]); i++) {
+		const struct caps_case *c = &caps_cases[i];
+		struct tclient *cl = calloc(1, sizeof(*cl));
+
+		assert_non_null(cl);
+		cl->fd = t_connect(d->sock);
+		assert_true(cl->fd >= 0);
+		g = t_read_json(cl, -1);
+		assert_true(json_object_object_get_ex(g, "VGPUD", &v));
+		assert_true(json_object_object_get_ex(v, "capabilities", &err));
+		assert_int_equal(json_object_array_length(err), 0);
+		assert_true(json_object_object_get_ex(v, "version", &v));
+		assert_true(json_object_object_get_ex(v, "protocol", &v));
+		assert_true(json_object_is_type(v, json_type_int));
+		assert_int_equal(json_object_get_int(v), CTLC_PROTOCOL);
+		json_object_put(g);
+		rep = t_exec(cl, "qmp_capabilities", json_tokener_parse(c->args));
+		if (!c->desc) {
+			assert_non_null(t_ret(rep));
+		} else {
+			assert_string_equal(t_err_class(rep), "InvalidArgument");
+			assert_true(json_object_object_get_ex(rep, "error", &err));
+			assert_true(json_object_object_get_ex(err, "desc", &desc));
+			assert_string_equal(json_object_get_string(desc), c->desc);
+		}
+		json_object_put(rep);
+		/* Refused: not negotiated, so only qmp_capabilities is taken. */
+		rep = t_exec(cl, "query-version", NULL);
+		if (c->desc) {
+			assert_string_equal(t_err_class(rep), "CommandNotFound");
+		} else {
+			assert_true(json_object_object_get_ex(t_ret(rep), "protocol", &v));
+			assert_true(json_object_is_type(v, json_type_int));
+			assert_int_equal(json_object_get_int(v), CTLC_PROTOCOL);
+		}
+		json_object_put(rep);
+		t_client_free(cl);
+	}
+}
+
 /* Events: a second client sees SLICE_STARTED and VF_RESET. */
 static void test_events(void **state)
 {
@@ -614,23 +675,47 @@ static void test_events(void **state)
 	t_client_free(watch);
 }
 
-/* A corrupt or foreign state file is reported and refused; nothing is half-applied. */
+static int start_logged_argv(struct tdaemon *d, char *const *extra, char *log, size_t len);
+
+/* A corrupt or foreign state file is reported and refused with exit 3, which the units do
+ * not restart; nothing is half-applied. */
 static const struct corrupt_case {
 	const char *name;
 	const char *file;	/* under the state dir */
 	const char *text;
+	const char *msg;	/* what the refusal says besides the file's name */
 } corrupt_cases[] = {
-	{ "slice file not JSON", "slices/" U2 ".json", "{\"mdev_type\": \"vgpu-1G\"" },
+	{ "slice file not JSON", "slices/" U2 ".json", "{\"mdev_type\": \"vgpu-1G\"",
+	  "removing it drops the definition of slice " U2 },
 	{ "slice file unknown type", "slices/" U2 ".json",
-	  "{\"uuid\":\"" U2 "\",\"mdev_type\":\"h100\",\"start\":\"auto\",\"attrs\":[]}" },
+	  "{\"uuid\":\"" U2 "\",\"mdev_type\":\"h100\",\"start\":\"auto\",\"attrs\":[]}",
+	  "type \"h100\" is not supported" },
+	{ "slice file unknown key", "slices/" U2 ".json",
+	  "{\"uuid\":\"" U2 "\",\"mdev_type\":\"vgpu-1G\",\"start\":\"auto\",\"attrs\":[],"
+	  "\"numa_node\":0}",
+	  "unknown key \"numa_node\"; refusing the state (the file may come from a newer vgpud; "
+	  "removing it drops the definition of slice " U2 ")" },
 	{ "slice file name mismatch", "slices/" U3 ".json",
-	  "{\"uuid\":\"" U2 "\",\"mdev_type\":\"vgpu-1G\",\"start\":\"auto\",\"attrs\":[]}" },
-	{ "journal not JSON", "journal.json", "\x01\x02garbage" },
+	  "{\"uuid\":\"" U2 "\",\"mdev_type\":\"vgpu-1G\",\"start\":\"auto\",\"attrs\":[]}",
+	  "does not match the file name" },
+	{ "journal not JSON", "journal.json", "\x01\x02garbage", "refusing the state" },
 	{ "journal foreign", "journal.json",
 	  "{\"kind\":\"vgpud-journal\",\"schema\":1,\"instance\":\"vgpud-0000000000000000\","
 	  "\"vram_size\":2147483648,\"spare_vram\":536870912,\"dma_size\":4194304,\"num_vfs\":1,"
-	  "\"slices\":[]}" },
-	{ "journal other kind", "journal.json", "{\"kind\":\"something-else\",\"schema\":1}" },
+	  "\"slices\":[]}", "written by another instance (vgpud-0000000000000000)" },
+	{ "journal other kind", "journal.json", "{\"kind\":\"something-else\",\"schema\":1}",
+	  "not a vgpud journal (its \"kind\" is \"something-else\", not \"vgpud-journal\")" },
+	{ "journal of a newer schema", "journal.json",
+	  "{\"kind\":\"vgpud-journal\",\"schema\":2,\"slices\":[]}",
+	  "journal schema 2, written by a newer vgpud (this one reads schema 1)" },
+	{ "journal of schema 0", "journal.json",
+	  "{\"kind\":\"vgpud-journal\",\"schema\":0,\"slices\":[]}",
+	  "journal schema 0 is unknown (this vgpud reads schema 1)" },
+	{ "journal schema a string", "journal.json",
+	  "{\"kind\":\"vgpud-journal\",\"schema\":\"2\",\"slices\":[]}",
+	  "journal schema \"2\" is unknown (this vgpud reads schema 1)" },
+	{ "journal without a schema", "journal.json", "{\"kind\":\"vgpud-journal\",\"slices\":[]}",
+	  "journal schema (none) is unknown (this vgpud reads schema 1)" },
 };
 
 static void test_corrupt_state(void **state)
@@ -638,6 +723,7 @@ static void test_corrupt_state(void **state)
 	const struct corrupt_case *c = *state;
 	struct tdaemon *d = t_daemon_new();
 	char path[256], before[4096], after[4096];
+	static char log[16384];
 	FILE *f;
 	int rc;
 
@@ -655,8 +741,13 @@ static void test_corrupt_state(void **state)
 	f = popen(path, "r");
 	assert_non_null(fgets(before, sizeof(before), f));
 	pclose(f);
-	rc = t_daemon_start(d, "--vram", "2G", "--max-vfs", "2", NULL);
-	assert_int_equal(rc, 1000 + 1);		/* refused to start, exit 1 */
+	rc = start_logged_argv(d, (char *const[]){ "--vram", "2G", "--max-vfs", "2", NULL }, log,
+			       sizeof(log));
+	if (rc != 1000 + 3 || !strstr(log, c->file) || !strstr(log, c->msg) ||
+	    !strstr(log, "vgpud: cannot start: the state in ") ||
+	    !strstr(log, "is refused (exit 3: a restart refuses it again)"))
+		fail_msg("%s: exit %d (want 3), the log does not name %s and say \"%s\":\n%s",
+			 c->name, rc - 1000, c->file, c->msg, log);
 	f = popen(path, "r");
 	assert_non_null(fgets(after, sizeof(after), f));
 	pclose(f);
@@ -782,7 +873,7 @@ static void test_journal_refused(void **state)
 	fd = t_bar_open(d, 1);
 	assert_int_equal(pwrite(fd, "MARKER-VF1", 10, 4096), 10);
 	state_digest(d, before, sizeof(before));
-	assert_int_equal(start_logged(d, log, sizeof(log)), 1000 + 1);
+	assert_int_equal(start_logged(d, log, sizeof(log)), 1000 + 3);
 	if (!strstr(log, "journal.json") || !strstr(log, c->msg))
 		fail_msg("%s: the log does not name journal.json and say \"%s\":\n%s", c->name,
 			 c->msg, log);
@@ -1114,15 +1205,15 @@ static void test_sigterm(void **state)
 
 int main(void)
 {
-	struct CMUnitTest t[96] = {
+	struct CMUnitTest t[112] = {
 		FIX(test_every_verb), FIX(test_json_and_alignment), FIX(test_idempotence),
 		FIX(test_insufficient), cmocka_unit_test_teardown(test_permissions, t_teardown), FIX(test_protocol_edges),
 		FIX(test_events), FIX(test_sigterm), FIX(test_autostart_owner), FIX(test_fuzz_control),
 		cmocka_unit_test_teardown(test_systemd, t_teardown),
 		cmocka_unit_test_teardown(test_admin_group, t_teardown),
-		FIX(test_modify_migrated_out), FIX(test_switchover_vmm),
+		FIX(test_modify_migrated_out), FIX(test_switchover_vmm), FIX(test_negotiation),
 	};
-	size_t n = 14;
+	size_t n = 15;
 
 	for (size_t i = 0; i < sizeof(dry_cases) / sizeof(dry_cases[0]); i++)
 		t[n++] = (struct CMUnitTest)ROW(test_dry_run, dry_cases, i);

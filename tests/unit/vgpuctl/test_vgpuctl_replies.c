@@ -27,7 +27,7 @@
 #include "vgpuctl/vgpuctl.h"
 #include "tests/unit/ctlclient/fake_line_io.h"
 
-#define GREETING	"{\"VGPUD\":{\"version\":1}}\n"
+#define GREETING	"{\"VGPUD\":{\"version\":{\"protocol\":1},\"capabilities\":[]}}\n"
 #define CAPS_OK		"{\"return\":{}}\n"
 #define UUID		"12345678-1234-1234-1234-123456789abc"
 #define MAX_ARGS	8
