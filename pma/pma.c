@@ -292,8 +292,9 @@ int pma_query(struct pma *pma, uint64_t addr, uint32_t *state_out)
 	idx = frame - r->first;
 	w = &r->words[idx / 64];
 	m = VGPU_BIT(idx % 64);
-	st = (w->alloc & m) ? ((w->pin & m) ? PMA_STATE_PIN : PMA_STATE_UNPIN) : PMA_STATE_FREE;
-	if ((w->alloc & m) && (w->persist & m))
+	st = (w->alloc & m) ? ((PMA_ATTRS(r, w)->unpin & m) ? PMA_STATE_UNPIN : PMA_STATE_PIN)
+			    : PMA_STATE_FREE;
+	if ((w->alloc & m) && (PMA_ATTRS(r, w)->pzero & m))
 		st |= PMA_ATTR_PERSISTENT;
 	if (PMA_ATTRS(r, w)->evict & m)
 		st |= PMA_ATTR_EVICTING;
@@ -319,13 +320,16 @@ int pma_region_get(const struct pma *pma, unsigned int id, struct pma_region_des
 	return 0;
 }
 
-/* State of one real frame as exported: 0 when free. */
-static uint32_t frame_export_state(const struct pma_word *w, uint64_t m)
+/* State of one real frame of word @w of @r as exported: 0 when free. */
+static uint32_t frame_export_state(const struct pma_region *r, const struct pma_word *w,
+				   uint64_t m)
 {
+	const struct pma_attrs *x = PMA_ATTRS(r, w);
+
 	if (!(w->alloc & m))
 		return 0;
-	return ((w->pin & m) ? PMA_STATE_PIN : PMA_STATE_UNPIN) |
-	       ((w->persist & m) ? PMA_ATTR_PERSISTENT : 0);
+	return ((x->unpin & m) ? PMA_STATE_UNPIN : PMA_STATE_PIN) |
+	       ((x->pzero & m) ? PMA_ATTR_PERSISTENT : 0);
 }
 
 int pma_export(struct pma *pma, struct pma_range *out, size_t max, size_t *nr)
@@ -351,7 +355,7 @@ int pma_export(struct pma *pma, struct pma_range *out, size_t max, size_t *nr)
 					f += 63;
 					continue;
 				}
-				st = frame_export_state(w, VGPU_BIT(f % 64));
+				st = frame_export_state(r, w, VGPU_BIT(f % 64));
 			}
 			if (st == cur)
 				continue;

@@ -148,12 +148,14 @@ static inline uint64_t low_bits(uint64_t m, size_t k)
  * is known from where the group came from: a partial group stays partial or becomes empty
  * (never whole), a whole group (all 32 frames available) stops being whole. The group bits,
  * their summaries and the tree marks move once per word of group bits, the counters once.
- * Returns the pages taken. */
+ * @simple (a constant): the allocation is lean (pma_alloc_lean()) and the region plain, so
+ * no attribute is read and the allocated masks alone change. Returns the pages taken. */
 static inline __attribute__((always_inline)) size_t
 take_commit_64k(struct pma_region *r, bool partial, size_t need, struct pma_opargs *a,
-		uint64_t pin, uint64_t persist, uint64_t *out)
+		bool simple, uint64_t *out)
 {
-	bool plain = pma_region_plain(r);	/* no attribute: available is not allocated */
+	/* No attribute: available is not allocated. */
+	bool plain = simple || pma_region_plain(r);
 	uint64_t *map = partial ? r->gpart : r->gfull, *sum = partial ? r->gpart_sum : r->gfull_sum;
 	uint64_t g = pma_bits_next_inl(map, sum, 0, r->nr_groups), dirty = 0;
 	size_t got = 0;
@@ -190,10 +192,10 @@ take_commit_64k(struct pma_region *r, bool partial, size_t need, struct pma_opar
 			for (; t; t &= t - 1)
 				*o++ = addr0 + ((uint64_t)cmn_ctz(t) << PMA_FRAME_SHIFT);
 			fm = sel << sh;
-			dirty |= w->persist & fm;
-			w->alloc |= fm;
-			w->pin = (w->pin & ~fm) | (pin & fm);
-			w->persist = (w->persist & ~fm) | (persist & fm);
+			if (simple)
+				w->alloc |= fm;
+			else
+				pma_frames_alloc(r, w, fm, a->pin, a->persist, &dirty);
 			if (!partial || sel == m)	/* not whole any more / nothing left */
 				gone |= VGPU_BIT(gb);
 			if (!partial && sel != m)	/* a broken whole group is partial */
@@ -215,20 +217,20 @@ take_commit_64k(struct pma_region *r, bool partial, size_t need, struct pma_opar
 			g = pma_bits_next_inl(map, sum, (gw + 1) * 64, r->nr_groups);
 	}
 	r->free_frames -= got;	/* one page, one frame */
-	a->dirty_seen |= dirty;
+	/* Lean: every free frame was dirty. */
+	a->dirty_seen |= simple ? got : dirty;
 	return got;
 }
 
-/* Partial groups first, then whole ones; @pin and @persist are the masks the pages get
- * (constants in the common pinned case, so the blends fold away). */
+/* Partial groups first, then whole ones; @simple as take_commit_64k() has it. */
 static inline __attribute__((always_inline)) void
-take_commit_64k_all(struct pma_region *r, size_t count, struct pma_opargs *a, uint64_t pin,
-		    uint64_t persist, uint64_t *pages)
+take_commit_64k_all(struct pma_region *r, size_t count, struct pma_opargs *a, bool simple,
+		    uint64_t *pages)
 {
-	size_t got = take_commit_64k(r, true, count, a, pin, persist, pages);
+	size_t got = take_commit_64k(r, true, count, a, simple, pages);
 
 	if (got < count)
-		got += take_commit_64k(r, false, count - got, a, pin, persist, pages + got);
+		got += take_commit_64k(r, false, count - got, a, simple, pages + got);
 	VGPU_ASSERT(got == count);
 }
 
@@ -241,10 +243,10 @@ static PMA_HOT_INLINE bool alloc_64k_fast(struct pma_region *r, const struct pma
 {
 	if (q->pf != 1 || (q->flags & (PMA_RANGE | PMA_REVERSE)) || r->free_frames < q->count)
 		return false;
-	if (a->pin && !a->persist)
-		take_commit_64k_all(r, q->count, a, ~0ull, 0, pages);
+	if (pma_alloc_lean(r, a->pin, a->persist) && pma_region_plain(r))
+		take_commit_64k_all(r, q->count, a, true, pages);
 	else
-		take_commit_64k_all(r, q->count, a, a->pin ? ~0ull : 0, a->persist ? ~0ull : 0, pages);
+		take_commit_64k_all(r, q->count, a, false, pages);
 	return true;
 }
 
@@ -255,7 +257,7 @@ static PMA_HOT_INLINE bool alloc_64k_fast(struct pma_region *r, const struct pma
 static PMA_HOT_INLINE bool alloc_2m_fast(struct pma_region *r, const struct pma_req *q, struct pma_opargs *a,
 			  uint64_t *pages)
 {
-	uint64_t g = 0, pin = a->pin ? ~0ull : 0, persist = a->persist ? ~0ull : 0;
+	uint64_t g = 0;
 	size_t got = 0;
 
 	if (q->pf != PMA_GROUP_FRAMES || (q->flags & (PMA_RANGE | PMA_REVERSE)) ||
@@ -298,18 +300,16 @@ static PMA_HOT_INLINE bool alloc_2m_fast(struct pma_region *r, const struct pma_
 		r->free_groups -= cmn_popcount(take);
 		r->free_frames -= (uint64_t)cmn_popcount(take) * PMA_GROUP_FRAMES;
 		pma_gword_changed_bits(r, gw, take, false);
-		if (a->pin && !a->persist) {
+		if (pma_alloc_lean(r, a->pin, a->persist)) {
+			pma_gbits_for_each_word(take, gw, wi, m)
+				PMA_GW_ALLOC_LEAN(&r->words[wi], m);
+			dirty = 1;	/* every free frame was dirty */
+		} else if (a->pin && !a->persist) {
 			pma_gbits_for_each_word(take, gw, wi, m)
 				PMA_GW_ALLOC_PINNED(&r->words[wi], m);
 		} else {
-			pma_gbits_for_each_word(take, gw, wi, m) {
-				struct pma_word *w = &r->words[wi];
-
-				dirty |= w->persist & m;
-				w->alloc |= m;
-				w->pin = (w->pin & ~m) | (pin & m);
-				w->persist = (w->persist & ~m) | (persist & m);
-			}
+			pma_gbits_for_each_word(take, gw, wi, m)
+				pma_frames_alloc(r, &r->words[wi], m, a->pin, a->persist, &dirty);
 		}
 		a->dirty_seen |= dirty;
 		for (uint64_t t = take; t; t &= t - 1)

@@ -42,7 +42,7 @@ void pma_evict_unregister(struct pma *pma)
 /* Frames that are free, or allocated unpinned and otherwise idle: what eviction can yield. */
 static inline uint64_t word_evictable(const struct pma_region *r, const struct pma_word *w)
 {
-	return pma_word_avail(r, w) | (w->alloc & ~w->pin & ~pma_word_attrs(r, w));
+	return pma_word_avail(r, w) | (w->alloc & PMA_ATTRS(r, w)->unpin & ~pma_word_attrs(r, w));
 }
 
 static bool span_evictable(const struct pma_region *r, uint64_t s, uint64_t n)

@@ -167,20 +167,15 @@ static PMA_HOT_INLINE int pages_collect(const struct pma_region *r, const uint64
 /* Free the 2 MiB pages given as group bits per group word. Every page is allocated with no
  * attribute (checked), so each becomes a whole free group: gfull and the counters move by
  * group words, and gpart does not move (a group wholly allocated or wholly free is never
- * partial). */
-static PMA_HOT_INLINE void groups_free_words(struct pma_region *r, const uint64_t *gwv, const uint64_t *gbv,
-			      int nw)
+ * partial). @lean: pma_region_lean() (a constant). */
+static PMA_HOT_INLINE void groups_free_words(struct pma_region *r, const uint64_t *gwv,
+					     const uint64_t *gbv, int nw, bool lean)
 {
 	for (int k = 0; k < nw; k++) {
 		unsigned int ng = cmn_popcount(gbv[k]);
 
-		pma_gbits_for_each_word(gbv[k], gwv[k], wi, m) {
-			struct pma_word *w = &r->words[wi];
-
-			w->alloc &= ~m;
-			w->pin &= ~m;
-			w->persist |= m;	/* free and dirty until scrubbed */
-		}
+		pma_gbits_for_each_word(gbv[k], gwv[k], wi, m)
+			pma_frames_free(r, &r->words[wi], m, lean);
 		r->gfull[gwv[k]] |= gbv[k];
 		r->free_groups += ng;
 		r->free_frames += (uint64_t)ng * PMA_GROUP_FRAMES;
@@ -190,9 +185,11 @@ static PMA_HOT_INLINE void groups_free_words(struct pma_region *r, const uint64_
 
 /* Free the frames @mv[k] of ascending words @wv[k] (checked allocated), without scrub: each
  * word's two group bits are re-derived from its new availability and replaced, gpart and
- * its summary without a branch; the run index moves only when a group becomes whole. */
-static PMA_HOT_INLINE void small_free_words(struct pma_region *r, const uint64_t *wv, const uint64_t *mv,
-			     int nw, bool plain)
+ * its summary without a branch; the run index moves only when a group becomes whole.
+ * @simple (a constant): the region is plain and lean, so no attribute is read and only the
+ * allocated masks change. */
+static PMA_HOT_INLINE void small_free_words(struct pma_region *r, const uint64_t *wv,
+					    const uint64_t *mv, int nw, bool simple)
 {
 	uint64_t freed = 0;
 
@@ -201,16 +198,14 @@ static PMA_HOT_INLINE void small_free_words(struct pma_region *r, const uint64_t
 	 * as taken. Only a group becoming whole (gfull) branches, and that is rare. */
 	for (int k = 0; k < nw; k++) {
 		struct pma_word *w = &r->words[wv[k]];
-		uint64_t attrs = plain ? 0 : pma_word_attrs(r, w);
+		uint64_t attrs = simple ? 0 : pma_word_attrs(r, w);
 		uint64_t fm = mv[k] & ~attrs, a1 = ~(w->alloc | attrs) | fm;
 		uint64_t gw = wv[k] / 32, sh = (wv[k] % 32) * 2, of = r->gfull[gw], nf, np;
 		uint32_t lo = (uint32_t)a1, hi = (uint32_t)(a1 >> 32);
 		uint64_t full = (uint64_t)(lo == UINT32_MAX) | (uint64_t)(hi == UINT32_MAX) << 1;
 		uint64_t some = (uint64_t)(lo != 0) | (uint64_t)(hi != 0) << 1;
 
-		w->alloc &= ~mv[k];
-		w->pin &= ~mv[k];
-		w->persist |= mv[k];	/* free and dirty until scrubbed */
+		pma_frames_free(r, w, mv[k], simple || pma_region_lean(r));
 		freed += cmn_popcount(fm);	/* every frame of mv[k] was allocated */
 		np = (r->gpart[gw] & ~(3ull << sh)) | (some & ~full) << sh;
 		r->gpart[gw] = np;
@@ -226,6 +221,76 @@ static PMA_HOT_INLINE void small_free_words(struct pma_region *r, const uint64_t
 		}
 	}
 	r->free_frames += freed;
+}
+
+/* The group of bit @gbit of group word @gw, in a plain region, became wholly free: partial
+ * no more, whole, and the run index follows. Rare in a free of 64 KiB pages, so out of the
+ * loop's way. */
+static __attribute__((noinline)) void group_became_whole(struct pma_region *r, uint64_t gw,
+							 uint64_t gbit)
+{
+	r->gpart[gw] &= ~gbit;
+	pma_sum_update(r->gpart_sum, r->gpart, gw);
+	r->gfull[gw] |= gbit;
+	r->gfull_sum[gw / 64] |= VGPU_BIT(gw % 64);
+	r->free_groups++;
+	pma_group_mark_bits(r, (uint32_t)gw, gbit, true);
+}
+
+/* Free a list of 64 KiB pages in a plain, lean region (pma_region_plain(),
+ * pma_region_lean()) a page at a time, after one pass that checks them all: ascending (so
+ * distinct, and inside the region when the first and last are), aligned and allocated. Each
+ * page clears its frame's bit, and its group's bits follow at once: a group with a free frame
+ * is partial, or whole when all 32 are free. Neither pass branches on where one word or
+ * group ends and the next begins (the pages of a list change word every two or so, as
+ * unpredictably); only a group that becomes whole does. 0, -EINVAL, -ENOENT, or 1 when the
+ * list is not ascending (the general path takes it). */
+static PMA_HOT_INLINE int small_free_pages(struct pma_region *r, const uint64_t *pages,
+					    size_t count)
+{
+	/* The arrays in locals: the stores below cannot then make the compiler reload them. */
+	struct pma_word *words = r->words;
+	uint64_t *gpart = r->gpart, *gpart_sum = r->gpart_sum, *marks = r->ftree.layer[0].dirty;
+	uint64_t base = r->first << PMA_FRAME_SHIFT, last = r->nr_words - 1;
+	uint64_t prev = pages[0], any = prev, i = (prev - base) >> PMA_FRAME_SHIFT;
+	uint64_t bad = ~words[i / 64].alloc >> (i % 64), desc = 0;
+
+	for (size_t p = 1; p < count; p++) {
+		uint64_t x = pages[p], wi;
+
+		i = (x - base) >> PMA_FRAME_SHIFT;
+		/* A list that is not ascending may point anywhere: its word is read in bounds,
+		 * and the list goes to the general path whatever it holds. */
+		wi = i / 64 <= last ? i / 64 : last;
+		bad |= ~words[wi].alloc >> (i % 64);
+		desc |= x <= prev;
+		any |= x;
+		prev = x;
+	}
+	if (desc)
+		return 1;
+	if (any & (PMA_FRAME_SIZE - 1))
+		return -EINVAL;
+	if (bad & 1)
+		return -ENOENT;
+	for (size_t p = 0; p < count; p++) {
+		uint64_t g, gw, gbit, a;
+
+		i = (pages[p] - base) >> PMA_FRAME_SHIFT;
+		g = i / PMA_GROUP_FRAMES;
+		gw = g / 64;
+		gbit = VGPU_BIT(g % 64);
+		a = words[i / 64].alloc & ~VGPU_BIT(i % 64);
+		words[i / 64].alloc = a;
+		gpart[gw] |= gbit;
+		gpart_sum[gw / 64] |= VGPU_BIT(gw % 64);
+		marks[gw / 64] |= VGPU_BIT(gw % 64);
+		if (!(uint32_t)(a >> (i & 32)))
+			group_became_whole(r, gw, gbit);
+	}
+	r->ftree.layer[0].marked = true;
+	r->free_frames += count;
+	return 0;
 }
 
 /* True if @pages are one run of consecutive, aligned pages of @page_size. */
@@ -283,6 +348,8 @@ static PMA_HOT_INLINE int free_fast_locked(struct pma *pma, const uint64_t *page
 		return 1;
 	if (pf == PMA_GROUP_FRAMES && pages_consecutive(pages, count, pf << PMA_FRAME_SHIFT))
 		return groups_free_run(r, f0 - r->first, count);
+	if (pf == 1 && pma_region_plain(r) && pma_region_lean(r))
+		return small_free_pages(r, pages, count);
 	/* Ascending (checked) proves the pages distinct and, pages being aligned to their size
 	 * in a region aligned to 512 MiB, never straddling a word; first and last inside the
 	 * region then put every page there. */
@@ -306,13 +373,16 @@ static PMA_HOT_INLINE int free_fast_locked(struct pma *pma, const uint64_t *page
 			}
 		if (attrs)
 			return 1;	/* such groups do not become whole: the general path */
-		groups_free_words(r, wv, mv, nw);
+		if (pma_region_lean(r))
+			groups_free_words(r, wv, mv, nw, true);
+		else
+			groups_free_words(r, wv, mv, nw, false);
 		return 0;
 	}
 	for (int k = 0; k < nw; k++)
 		if ((r->words[wv[k]].alloc & mv[k]) != mv[k])
 			return -ENOENT;
-	if (pma_region_plain(r))
+	if (pma_region_plain(r) && pma_region_lean(r))
 		small_free_words(r, wv, mv, nw, true);
 	else
 		small_free_words(r, wv, mv, nw, false);

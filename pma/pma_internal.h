@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* pma internals: per-region frame state, the 2 MiB group indexes and the extent trees.
  *
- * Frame state lives in one struct pma_word (allocated, pinned, persistent-or-dirty) and one
- * struct pma_attrs (evicting, scrubbing, blacklisted) per 64 frames, in two arrays: 6 bits a
- * frame. A frame is *available* (allocatable) iff it is not allocated, not evicting, not
+ * Frame state lives in one struct pma_word (allocated) and one struct pma_attrs (evicting,
+ * scrubbing, blacklisted, unpinned, persistent-or-clean) per 64 frames, in two arrays: 6 bits
+ * a frame. A frame is *available* (allocatable) iff it is not allocated, not evicting, not
  * scrubbing and not blacklisted. Two indexes are kept exactly in step with the words, under the lock:
  *  - 2 MiB groups (32 frames, naturally aligned): gfull (all 32 available) and gpart (some,
  *    not all), each with a one-bit-per-word summary, so the first full or partial group is
@@ -41,21 +41,24 @@
 #define PMA_LEAF_FRAMES		2048u		/* extent-tree leaf: one word of group bits */
 #define PMA_BIG_FRAMES		8192u		/* frames in a 512 MiB page */
 
-/* State of 64 frames; bit i is frame (word index * 64 + i) of the region's bitmap. The
- * masks every allocation and free touches; the attributes are in struct pma_attrs, in an
- * array of their own, so that the frame words the fast paths walk are half the size (24
- * bytes: a 32 MiB run's words are three cache lines, not six) and more of them stay cached. */
+/* State of 64 frames; bit i is frame (word index * 64 + i) of the region's bitmap. The one
+ * mask every allocation and free reads and writes, in an array of its own: 8 bytes per 64
+ * frames, so the words the fast paths walk are dense (a 32 MiB run's are one or two cache
+ * lines, the whole array of 80 GiB 160 KiB) and most of them stay cached. */
 struct pma_word {
 	uint64_t alloc;		/* UNPIN or PIN */
-	uint64_t pin;		/* PIN (implies alloc) */
-	uint64_t persist;	/* allocated: PERSISTENT; free: dirty (not known zero) */
 };
 
-/* The attributes of the same 64 frames: all zero in a plain region (pma_region_plain()). */
+/* The other masks of the same 64 frames. The attributes are all zero in a plain region
+ * (pma_region_plain()); unpin and pzero are zero for a pinned, non-persistent allocation
+ * and for a dirty free frame, so the common allocation and free (pma_region_lean()) write
+ * neither. */
 struct pma_attrs {
 	uint64_t evict;		/* EVICTING */
 	uint64_t scrub;		/* SCRUBBING */
 	uint64_t black;		/* BLACKLIST */
+	uint64_t unpin;		/* allocated and UNPIN (an allocated frame without it is PIN) */
+	uint64_t pzero;		/* allocated: PERSISTENT; free: known zero (clear: dirty) */
 };
 
 /* Visit bitmap indexes [s, s + n) a word at a time: @wi is the word, @m the mask of the
@@ -163,9 +166,12 @@ struct pma_region {
 	/* counters, protected by the pma lock */
 	uint64_t free_frames, free_groups, scrub_frames, black_frames;
 	uint64_t evict_frames;	/* frames with EVICTING set (padding included) */
+	uint64_t unpin_frames;	/* allocated UNPIN frames */
+	uint64_t persist_frames;	/* allocated PERSISTENT frames */
 	/* Every free frame is dirty: the region started dirty (no scrub-on-free) and no scrub
-	 * has completed in it. Then an allocation is known not zero without reading the
-	 * frames' dirty bits, and whole frame words are allocated with stores alone. */
+	 * has completed in it. Then every free frame's pzero bit is clear, an allocation is
+	 * known not zero without reading them, and a pinned, non-persistent one changes the
+	 * allocated masks alone. */
 	bool dirty_only;
 };
 
@@ -192,6 +198,60 @@ static inline uint64_t pma_word_avail(const struct pma_region *r, const struct p
 static inline bool pma_region_plain(const struct pma_region *r)
 {
 	return !(r->evict_frames | r->scrub_frames | r->black_frames);
+}
+
+/* True if no allocated frame of @r is unpinned or persistent: then every unpin and pzero bit
+ * of an allocated frame is clear, and a free changes the allocated masks alone. */
+static inline bool pma_region_lean(const struct pma_region *r)
+{
+	return !(r->unpin_frames | r->persist_frames);
+}
+
+/* True if an allocation with @pin and @persist in @r changes the allocated masks alone: it
+ * is pinned and not persistent, and every free frame is dirty (unpin and pzero clear). */
+static inline bool pma_alloc_lean(const struct pma_region *r, bool pin, bool persist)
+{
+	return pin && !persist && r->dirty_only;
+}
+
+/* Frames @m of word @w, all allocated, become free and dirty. @lean (pma_region_lean()):
+ * only the allocated mask changes; otherwise their unpin and pzero bits are cleared and the
+ * counters follow. */
+static PMA_INLINE void pma_frames_free(struct pma_region *r, struct pma_word *w, uint64_t m,
+				       bool lean)
+{
+	struct pma_attrs *x;
+
+	w->alloc &= ~m;
+	if (lean)
+		return;
+	x = PMA_ATTRS(r, w);
+	r->unpin_frames -= cmn_popcount(x->unpin & m);
+	r->persist_frames -= cmn_popcount(x->pzero & m);
+	x->unpin &= ~m;
+	x->pzero &= ~m;
+}
+
+/* Frames @m of word @w, all free and available, become allocated, unpinned unless @pin,
+ * persistent if @persist (the counters follow). The frames that were not known zero are
+ * added to *@dirty. */
+static PMA_INLINE void pma_frames_alloc(struct pma_region *r, struct pma_word *w, uint64_t m,
+					bool pin, bool persist, uint64_t *dirty)
+{
+	struct pma_attrs *x = PMA_ATTRS(r, w);
+
+	*dirty |= m & ~x->pzero;
+	w->alloc |= m;
+	if (!pin) {
+		x->unpin |= m;
+		r->unpin_frames += cmn_popcount(m);
+	}
+	if (persist) {
+		x->pzero |= m;
+		r->persist_frames += cmn_popcount(m);
+	} else {
+		x->pzero &= ~m;
+	}
 }
 
 struct pma_scrub_req {
@@ -576,15 +636,15 @@ static inline void pma_word_apply(struct pma_region *r, struct pma_word *w, uint
 
 	switch (op) {
 	case PMA_OP_ALLOC:
-		a->dirty_seen |= w->persist & m;
-		w->alloc |= m;
-		w->pin = a->pin ? w->pin | m : w->pin & ~m;
-		w->persist = a->persist ? w->persist | m : w->persist & ~m;
+		if (pma_alloc_lean(r, a->pin, a->persist)) {
+			w->alloc |= m;
+			a->dirty_seen |= m;
+		} else {
+			pma_frames_alloc(r, w, m, a->pin, a->persist, &a->dirty_seen);
+		}
 		break;
 	case PMA_OP_FREE:
-		w->alloc &= ~m;
-		w->pin &= ~m;
-		w->persist |= m;	/* free and dirty until scrubbed */
+		pma_frames_free(r, w, m, pma_region_lean(r));
 		if (a->scrub) {
 			s = m & ~x->scrub & ~x->black;
 			x->scrub |= s;
@@ -594,7 +654,7 @@ static inline void pma_word_apply(struct pma_region *r, struct pma_word *w, uint
 	case PMA_OP_SCRUBBED:
 		s = x->scrub & m;
 		x->scrub &= ~s;
-		w->persist &= ~(s & ~w->alloc);
+		x->pzero |= s & ~w->alloc;	/* free and known zero */
 		r->scrub_frames -= cmn_popcount(s);
 		r->dirty_only &= !(s & ~w->alloc);
 		break;
@@ -607,10 +667,12 @@ static inline void pma_word_apply(struct pma_region *r, struct pma_word *w, uint
 		x->evict &= ~m;
 		break;
 	case PMA_OP_PIN:
-		w->pin |= m;
+		r->unpin_frames -= cmn_popcount(x->unpin & m);
+		x->unpin &= ~m;
 		break;
 	case PMA_OP_UNPIN:
-		w->pin &= ~m;
+		r->unpin_frames += cmn_popcount(m & ~x->unpin);
+		x->unpin |= m;
 		break;
 	}
 }
@@ -678,26 +740,19 @@ static inline struct pma_gwords pma_gwords_of(uint64_t g0, uint64_t ng)
 		notalloc |= ~(w)->alloc & (m);						\
 		attrs |= pma_word_attrs(r, (w)) & (m);					\
 	} while (0)
+/* A pinned, non-persistent allocation where free frames may be known zero: those lose it. */
 #define PMA_GW_ALLOC_PINNED(w, m)							\
 	do {										\
-		dirty |= (w)->persist & (m);						\
+		dirty |= (m) & ~PMA_ATTRS(r, (w))->pzero;				\
 		(w)->alloc |= (m);							\
-		(w)->pin |= (m);							\
-		(w)->persist &= ~(m);							\
+		PMA_ATTRS(r, (w))->pzero &= ~(m);					\
 	} while (0)
-/* The same where every free frame is known dirty: no load, so whole words are stores. */
-#define PMA_GW_ALLOC_PINNED_DIRTY(w, m)							\
-	do {										\
-		(w)->alloc |= (m);							\
-		(w)->pin |= (m);							\
-		(w)->persist &= ~(m);							\
-	} while (0)
-#define PMA_GW_FREE(w, m)								\
-	do {										\
-		(w)->alloc &= ~(m);							\
-		(w)->pin &= ~(m);							\
-		(w)->persist |= (m);	/* free and dirty until scrubbed */		\
-	} while (0)
+/* The same where every free frame is known dirty (pma_alloc_lean()): the allocated masks
+ * alone, with stores for the whole words. */
+#define PMA_GW_ALLOC_LEAN(w, m)	((w)->alloc |= (m))
+/* A free in a lean region (pma_region_lean(): the allocated masks alone), and in any other. */
+#define PMA_GW_FREE_LEAN(w, m)	pma_frames_free(r, (w), (m), true)
+#define PMA_GW_FREE(w, m)	pma_frames_free(r, (w), (m), false)
 
 /* True if groups @gbits of group word @gw hold no available frame. In a plain region that
  * means every frame of them is allocated: the free paths check a 2 MiB page there with the
@@ -749,7 +804,10 @@ static PMA_INLINE void pma_groups_free_checked(struct pma_region *r, uint64_t g0
 {
 	struct pma_gwords x = pma_gwords_of(g0, ng);
 
-	pma_gwords_each(x, PMA_GW_FREE);
+	if (pma_region_lean(r))
+		pma_gwords_each(x, PMA_GW_FREE_LEAN);
+	else
+		pma_gwords_each(x, PMA_GW_FREE);
 	pma_groups_flip(r, g0, ng, false);
 }
 
@@ -777,9 +835,9 @@ static PMA_INLINE bool pma_groups_apply(struct pma_region *r, uint64_t g0, uint6
 		if ((r->gfull[gw] & gm) != gm)
 			return false;
 	}
-	if (a->pin && !a->persist && r->dirty_only) {
-		/* The common pinned allocation, without the per-word blends or loads. */
-		pma_gwords_each(x, PMA_GW_ALLOC_PINNED_DIRTY);
+	if (pma_alloc_lean(r, a->pin, a->persist)) {
+		/* The common pinned allocation: the allocated masks alone, no loads. */
+		pma_gwords_each(x, PMA_GW_ALLOC_LEAN);
 		a->dirty_seen = 1;
 	} else if (a->pin && !a->persist) {
 		uint64_t dirty = 0;
@@ -787,16 +845,8 @@ static PMA_INLINE bool pma_groups_apply(struct pma_region *r, uint64_t g0, uint6
 		pma_gwords_each(x, PMA_GW_ALLOC_PINNED);
 		a->dirty_seen |= dirty;
 	} else {
-		uint64_t pin = a->pin ? ~0ull : 0, persist = a->persist ? ~0ull : 0;
-
-		pma_for_each_word(g0 * PMA_GROUP_FRAMES, ng * PMA_GROUP_FRAMES, wi, m) {
-			struct pma_word *w = &r->words[wi];
-
-			a->dirty_seen |= w->persist & m;
-			w->alloc |= m;
-			w->pin = (w->pin & ~m) | (pin & m);
-			w->persist = (w->persist & ~m) | (persist & m);
-		}
+		pma_for_each_word(g0 * PMA_GROUP_FRAMES, ng * PMA_GROUP_FRAMES, wi, m)
+			pma_frames_alloc(r, &r->words[wi], m, a->pin, a->persist, &a->dirty_seen);
 	}
 	pma_groups_flip(r, g0, ng, true);
 	return true;

@@ -22,7 +22,7 @@ static int pin_check(struct pma *pma, const uint64_t *pages, size_t count, uint6
 				return -EBUSY;
 			if ((w->alloc & m) != m)
 				ret = ret ? ret : -ENOENT;
-			else if (pin ? (w->pin & m) : (~w->pin & m))
+			else if (pin ? (~PMA_ATTRS(r, w)->unpin & m) : (PMA_ATTRS(r, w)->unpin & m))
 				ret = ret ? ret : -EPERM;
 		}
 	}

@@ -48,8 +48,8 @@ struct pma_region *pma_region_new(const struct pma_region_desc *desc, unsigned i
 
 			real = cmn_mask((unsigned int)(s - lo), (unsigned int)(e - s));
 		}
-		r->words[wi].alloc = r->words[wi].pin = ~real;
-		r->words[wi].persist = clean ? 0 : real;
+		r->words[wi].alloc = ~real;
+		r->attrs[wi].pzero = clean ? real : 0;
 	}
 	if (pma_tree_init(&r->ftree, r) || pma_runs_init(&r->runs, gw))
 		goto fail;
@@ -136,9 +136,11 @@ static int region_fail(const struct pma_region *r, const char *what, uint64_t at
 int pma_region_check(struct pma_region *r)
 {
 	uint64_t free_frames = 0, free_groups = 0, scrub = 0, black = 0, evict = 0;
+	uint64_t unpin = 0, persist = 0;
 
 	for (uint64_t wi = 0; wi < r->nr_words; wi++) {
 		const struct pma_word *w = &r->words[wi];
+		const struct pma_attrs *x = PMA_ATTRS(r, w);
 		uint64_t a = pma_word_avail(r, w), real = 0, lo = wi * 64;
 
 		if (lo + 64 > r->lo && lo < r->hi) {
@@ -146,16 +148,18 @@ int pma_region_check(struct pma_region *r)
 
 			real = cmn_mask((unsigned int)(s - lo), (unsigned int)(e - s));
 		}
-		if ((w->alloc & ~real) != ~real || (w->pin & ~real) != ~real)
-			return region_fail(r, "padding frame not held", wi);
-		if (w->pin & ~w->alloc)
-			return region_fail(r, "pinned frame not allocated", wi);
-		if (r->dirty_only && (~w->alloc & ~w->persist & real))
+		if ((w->alloc & ~real) != ~real || ((x->unpin | x->pzero) & ~real))
+			return region_fail(r, "padding frame not held pinned", wi);
+		if (x->unpin & ~w->alloc)
+			return region_fail(r, "unpinned frame not allocated", wi);
+		if (r->dirty_only && (~w->alloc & x->pzero & real))
 			return region_fail(r, "clean free frame in a dirty-only region", wi);
 		free_frames += cmn_popcount(a);
-		scrub += cmn_popcount(PMA_ATTRS(r, w)->scrub & real);
-		black += cmn_popcount(PMA_ATTRS(r, w)->black & real);
-		evict += cmn_popcount(PMA_ATTRS(r, w)->evict);
+		scrub += cmn_popcount(x->scrub & real);
+		black += cmn_popcount(x->black & real);
+		evict += cmn_popcount(x->evict);
+		unpin += cmn_popcount(x->unpin);
+		persist += cmn_popcount(x->pzero & w->alloc);
 		for (unsigned int h = 0; h < 2; h++) {
 			uint32_t half = (uint32_t)(a >> (32 * h));
 			uint64_t g = wi * 2 + h;
@@ -183,6 +187,10 @@ int pma_region_check(struct pma_region *r)
 		return region_fail(r, "blacklist counter wrong", r->black_frames);
 	if (evict != r->evict_frames)
 		return region_fail(r, "evicting counter wrong", r->evict_frames);
+	if (unpin != r->unpin_frames)
+		return region_fail(r, "unpinned counter wrong", r->unpin_frames);
+	if (persist != r->persist_frames)
+		return region_fail(r, "persistent counter wrong", r->persist_frames);
 	if (pma_tree_check(&r->ftree, r))
 		return region_fail(r, "extent tree wrong", 0);
 	if (pma_runs_check(r))

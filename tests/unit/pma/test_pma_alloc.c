@@ -581,6 +581,56 @@ static void test_free_2m_partial_group(void **state)
 	pma_destroy(pma);
 }
 
+/* Lists of 64 KiB pages in a region holding only pinned, non-persistent allocations, which
+ * the allocator frees a page at a time after one checking pass: a page already free, a page
+ * named twice, a page outside every region in the middle of a list that is not ascending, or
+ * one that is not aligned fails the whole call and changes nothing; a descending list frees;
+ * an ascending list that frees the last frames of a 2 MiB group makes the group whole. */
+static void test_free_64k_lists(void **state)
+{
+	struct pma *pma = std_new();
+	struct pma_alloc_opts o = { .flags = PMA_PINNED };
+	const uint64_t one_free[] = { K64, 3 * K64, 5 * K64 }, twice[] = { 6 * K64, 6 * K64 };
+	const uint64_t outside[] = { 7 * K64, 100 * GiB, 8 * K64 };
+	const uint64_t unaligned[] = { 9 * K64, 10 * K64 + 4096 }, down[] = { 12 * K64, 11 * K64 };
+	uint64_t group[32];
+	struct pma_stats st, before;
+	struct tp_snap s;
+
+	(void)state;
+	assert_int_equal(pma_alloc_fixed(pma, 0, 4 * MiB, &o), 0);
+	assert_int_equal(pma_free_pages(pma, &one_free[1], 1, K64, 0), 0);
+	tp_verify(pma);
+	tp_snap_take(pma, &s);
+	assert_int_equal(pma_free_pages(pma, one_free, 3, K64, 0), -ENOENT);
+	assert_int_equal(pma_free_pages(pma, twice, 2, K64, 0), -ENOENT);
+	assert_int_equal(pma_free_pages(pma, outside, 3, K64, 0), -EINVAL);
+	assert_int_equal(pma_free_pages(pma, unaligned, 2, K64, 0), -EINVAL);
+	tp_snap_assert_same(pma, &s);
+	tp_verify(pma);
+	assert_int_equal(pma_free_pages(pma, down, 2, K64, 0), 0);
+	assert_int_equal(tp_state(pma, 11 * K64), PMA_STATE_FREE);
+	assert_int_equal(tp_state(pma, 12 * K64), PMA_STATE_FREE);
+	assert_int_equal(tp_state(pma, 13 * K64), PMA_STATE_PIN);
+	tp_verify(pma);
+	/* The second group: its first frame alone, then the other 31 in one list. */
+	for (size_t i = 0; i < 32; i++)
+		group[i] = 2 * MiB + i * K64;
+	pma_get_stats(pma, &before);
+	assert_int_equal(pma_free_pages(pma, group, 1, K64, 0), 0);
+	pma_get_stats(pma, &st);
+	assert_int_equal(st.free_bytes, before.free_bytes + K64);
+	assert_int_equal(st.free_2m_pages, before.free_2m_pages);
+	tp_verify(pma);
+	assert_int_equal(pma_free_pages(pma, &group[1], 31, K64, 0), 0);
+	pma_get_stats(pma, &st);
+	assert_int_equal(st.free_bytes, before.free_bytes + 2 * MiB);
+	assert_int_equal(st.free_2m_pages, before.free_2m_pages + 1);
+	tp_verify(pma);
+	tp_snap_free(&s);
+	pma_destroy(pma);
+}
+
 /* A run of 2 MiB pages whose addresses wrap past 2^64 to an allocated page is malformed:
  * -EINVAL, nothing changes. */
 static void test_free_wrapping_run(void **state)
@@ -900,6 +950,7 @@ int main(void)
 	TP_TEST(tests, n, test_fixed_null_opts);
 	TP_TEST(tests, n, test_free_2m_partial_group);
 	TP_TEST(tests, n, test_free_wrapping_run);
+	TP_TEST(tests, n, test_free_64k_lists);
 	TP_TABLE_TESTS(tests, n, state_cases, test_state_case);
 	TP_TEST(tests, n, test_free_runs);
 	TP_TEST(tests, n, test_stats_random);
