@@ -1,54 +1,50 @@
 // SPDX-License-Identifier: MIT
-/* fuzz_config: vgpud's INI configuration (pf_manager/config.c) from memory. The file is the
- * admin's, but it is read as root at every start, so a typo must never crash the daemon:
- * inih's ini_parse_string() feeds each key to pf_config_set() exactly as pf_config_load()'s
- * callback does (stop at the first bad key), then pf_config_check() judges the result.
- * A configuration the check accepts must be usable: the fair share of every VF count is
- * computed from it. */
-#include <ini.h>
+/* fuzz_config: vgpud's INI configuration (pf_manager/config.c). The file is the admin's, but
+ * it is read as root at every start, so a typo must never crash the daemon: each input is
+ * written to a memfd and read through pf_config_load() by its /proc/self/fd path, exactly as
+ * vgpud reads --config (its own line reader, the per-line and repeated-key checks, then the
+ * keys), and pf_config_check() judges the result. A refused file must leave the
+ * configuration as it was; one the check accepts must be usable: the fair share of every VF
+ * count is computed from it. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "pf_manager/pf_manager.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-struct fz_ctx {
-	struct pf_config cfg;
-	int bad;
-};
-
-static int fz_cb(void *user, const char *section, const char *key, const char *value)
-{
-	struct fz_ctx *x = user;
-
-	if (pf_config_set(&x->cfg, section, key, value)) {
-		x->bad = 1;
-		return 0;
-	}
-	return 1;
-}
+static int fz_fd = -1;
+static char fz_path[64];
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct fz_ctx x = { .bad = 0 };
-	char err[256];
-	char *text;
+	struct pf_config cfg, before;
+	char err[512];
 
 	if (size > (64u << 10))
 		return 0;
-	text = malloc(size + 1);
-	if (!text)
-		return 0;
-	memcpy(text, data, size);
-	text[size] = 0;
-	memset(&x.cfg, 0, sizeof(x.cfg));
-	pf_config_defaults(&x.cfg);
-	if (ini_parse_string(text, fz_cb, &x) == 0 && !x.bad &&
-	    pf_config_check(&x.cfg, err, sizeof(err)) == 0) {
-		for (unsigned int n = 1; n <= x.cfg.max_vfs; n++)
-			(void)pf_fair_vram(x.cfg.vram_size - x.cfg.spare_vram, n);
+	if (fz_fd < 0) {
+		fz_fd = memfd_create("fuzz_config.ini", MFD_CLOEXEC);
+		if (fz_fd < 0)
+			abort();
+		snprintf(fz_path, sizeof(fz_path), "/proc/self/fd/%d", fz_fd);
 	}
-	free(text);
+	if (ftruncate(fz_fd, 0) || (size && pwrite(fz_fd, data, size, 0) != (ssize_t)size))
+		abort();
+	memset(&cfg, 0, sizeof(cfg));
+	pf_config_defaults(&cfg);
+	before = cfg;
+	if (pf_config_load(&cfg, fz_path, err, sizeof(err))) {
+		if (memcmp(&cfg, &before, sizeof(cfg)))
+			abort();	/* a refused file changed the configuration */
+		return 0;
+	}
+	if (pf_config_check(&cfg, err, sizeof(err)) == 0) {
+		for (unsigned int n = 1; n <= cfg.max_vfs; n++)
+			(void)pf_fair_vram(cfg.vram_size - cfg.spare_vram, n);
+	}
 	return 0;
 }
