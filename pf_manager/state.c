@@ -640,6 +640,35 @@ static uint64_t jget_u64(json_object *o, const char *key, const char **bad)
 	return json_object_get_uint64(v);
 }
 
+/* The keys the journal may hold, top-level and per entry: every key the writer emits
+ * (pf_state_save_journal_without(), journal_entry()) and those of older journals
+ * (exec_quantum_ms). Any other may carry what a newer vgpud wrote, and a clean stop would
+ * write the journal again without it: the state is refused instead. */
+static const char *const journal_keys[] = {
+	"kind", "schema", "instance", "parent", "vram_size", "spare_vram", "dma_size", "num_vfs",
+	"slices", NULL
+};
+static const char *const journal_entry_keys[] = {
+	"uuid", "vf", "vram_base", "vram_bytes", "channels", "doorbells", "exec_quantum_us",
+	"exec_quantum_ms", "preempt_timeout_us", "priority", "rm_clients", "rm_objects", "resets",
+	"reset_pending", "definition", "transient", "restored", "allocations", NULL
+};
+
+/* The first key of object @o that is not in @known, or NULL if every key is. */
+static const char *journal_unknown_key(json_object *o, const char *const *known)
+{
+	json_object_object_foreach(o, key, v) {
+		size_t i = 0;
+
+		(void)v;
+		while (known[i] && strcmp(known[i], key))
+			i++;
+		if (!known[i])
+			return key;
+	}
+	return NULL;
+}
+
 /* One journal entry checked against the definitions, the device and the entries before it. */
 struct jent {
 	struct pf_slice *s;
@@ -882,6 +911,7 @@ static int check_entry(struct pf_daemon *d, json_object *o, struct jent *je, uns
 {
 	json_object *u;
 	char norm[PF_UUID_STR];
+	const char *unknown;
 	int r;
 
 	memset(je, 0, sizeof(*je));
@@ -890,6 +920,11 @@ static int check_entry(struct pf_daemon *d, json_object *o, struct jent *je, uns
 	    !json_object_is_type(u, json_type_string) ||
 	    ctlc_uuid_parse(json_object_get_string(u), norm, NULL))
 		return snprintf(why, wlen, "an entry has no valid uuid"), -EBADMSG;
+	/* Before any slice is made of it; @nprev entries precede it: it is slices[nprev]. */
+	unknown = journal_unknown_key(o, journal_entry_keys);
+	if (unknown)
+		return snprintf(why, wlen, "slices[%zu] (slice %s): unknown key \"%.64s\" (the file "
+				"may come from a newer vgpud)", nprev, norm, unknown), -EBADMSG;
 	je->s = pf_slice_find(d, norm);
 	r = transient_entry(d, o, je, norm, why, wlen);
 	if (r)
@@ -1108,7 +1143,7 @@ static int journal_schema_check(json_object *j, char *why, size_t wlen)
 
 static int journal_header_check(struct pf_daemon *d, json_object *j, char *why, size_t wlen)
 {
-	const char *bad = NULL;
+	const char *bad = NULL, *unknown;
 	uint64_t vram, spare, dma, num_vfs;
 	json_object *v;
 	int r;
@@ -1122,6 +1157,10 @@ static int journal_header_check(struct pf_daemon *d, json_object *j, char *why, 
 	r = journal_schema_check(j, why, wlen);
 	if (r)
 		return r;
+	unknown = journal_unknown_key(j, journal_keys);
+	if (unknown)
+		return snprintf(why, wlen, "unknown key \"%.64s\" (the file may come from a newer "
+				"vgpud)", unknown), -EBADMSG;
 	if (!json_object_object_get_ex(j, "instance", &v) ||
 	    !json_object_is_type(v, json_type_string) ||
 	    strcmp(json_object_get_string(v), d->shm_prefix))

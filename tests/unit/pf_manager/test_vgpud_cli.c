@@ -759,7 +759,7 @@ static void test_corrupt_state(void **state)
  * by its key, with the file's name, before anything is applied: no definition file is
  * rewritten and no pending reset scrubs VF 1's VRAM, even when the wrong field is in a
  * later entry. An edit sets entry @entry's @key ("definition/KEY": a key of its
- * definition) to the JSON @val. */
+ * definition; entry -1: the journal's own) to the JSON @val. */
 struct jedit {
 	int entry;
 	const char *key, *val;
@@ -791,6 +791,13 @@ static const struct journal_case {
 	  "allocations[0] holds outside the slice's partition" },
 	{ "allocation state a string", { { 1, "allocations", "[[0,65536,\"pinned\"]]" } },
 	  "allocations[0] holds not a non-negative integer" },
+	{ "an unknown key in the journal", { { -1, "future_key", "5" } },
+	  "journal.json: unknown key \"future_key\" (the file may come from a newer vgpud); "
+	  "refusing the state" },
+	{ "an unknown key in an entry after a pending reset",
+	  { { 0, "resets", "1" }, { 0, "reset_pending", "true" }, { 1, "future_key", "5" } },
+	  "journal.json: slices[1] (slice " U2 "): unknown key \"future_key\" (the file may come "
+	  "from a newer vgpud); refusing the state" },
 };
 
 static void journal_edit(struct tdaemon *d, const struct jedit *ed)
@@ -805,7 +812,7 @@ static void journal_edit(struct tdaemon *d, const struct jedit *ed)
 	for (; ed->key; ed++) {
 		const char *key = ed->key;
 
-		o = json_object_array_get_idx(arr, (size_t)ed->entry);
+		o = ed->entry < 0 ? j : json_object_array_get_idx(arr, (size_t)ed->entry);
 		assert_non_null(o);
 		if (!strncmp(key, "definition/", 11)) {
 			assert_true(json_object_object_get_ex(o, "definition", &o));
