@@ -393,6 +393,20 @@ static void jd_pop(struct jdup *j, size_t old)
 
 static void jd_value(struct jdup *j, json_object *v, bool paired);
 
+/* Past whitespace and separating commas to the next member or element: false at @close
+ * or at the end of the text. */
+static bool jd_next(struct jdup *j, char close)
+{
+	for (;;) {
+		jd_ws(j);
+		if (j->p >= j->end || *j->p == close)
+			return false;
+		if (*j->p != ',')
+			return true;
+		j->p++;
+	}
+}
+
 /* The object at j->p beside @o (NULL: walked, paired with no value). */
 static void jd_object(struct jdup *j, json_object *o)
 {
@@ -404,18 +418,11 @@ static void jd_object(struct jdup *j, json_object *o)
 		end = json_object_iter_end(o);
 	}
 	j->p++;
-	for (;;) {
+	while (jd_next(j, '}')) {
 		const char *ks, *k, *name = NULL;
 		bool pair = o && !own && !j->err;
 		size_t n, old = 0;
 
-		jd_ws(j);
-		if (j->p >= j->end || *j->p == '}')
-			break;
-		if (*j->p == ',') {
-			j->p++;
-			continue;
-		}
 		if (*j->p != '"' && *j->p != '\'') {
 			j->p = j->end;	/* not a text json-c took: nothing more to learn */
 			return;
@@ -455,18 +462,11 @@ static void jd_array(struct jdup *j, json_object *a)
 	size_t idx = 0;
 
 	j->p++;
-	for (;;) {
+	while (jd_next(j, ']')) {
 		const char *at;
 		bool pair = a && !j->found && !j->err && idx < json_object_array_length(a);
 		size_t old = 0;
 
-		jd_ws(j);
-		if (j->p >= j->end || *j->p == ']')
-			break;
-		if (*j->p == ',') {
-			j->p++;
-			continue;
-		}
 		if (pair)
 			old = jd_push(j, NULL, 0, idx);
 		at = j->p;

@@ -12,12 +12,14 @@
 
 #include "pf_manager/pf_manager.h"
 
-/* Write @len bytes of @text to a new file; its path in @path (size 32). */
+#define TMP_PATH	32	/* "/tmp/pf-config-XXXXXX" and its NUL */
+
+/* Write @len bytes of @text to a new file; its path in @path (TMP_PATH bytes). */
 static void file_new(char *path, const char *text, size_t len)
 {
 	int fd;
 
-	snprintf(path, 32, "/tmp/pf-config-XXXXXX");
+	snprintf(path, TMP_PATH, "/tmp/pf-config-XXXXXX");
 	fd = mkstemp(path);
 	assert_true(fd >= 0);
 	assert_int_equal(write(fd, text, len), (ssize_t)len);
@@ -29,7 +31,7 @@ static void file_new(char *path, const char *text, size_t len)
 static int load_text(const char *text, size_t len, struct pf_config *cfg, char *msg,
 		     size_t msglen)
 {
-	char path[32], err[600] = "";
+	char path[TMP_PATH], err[600] = "";
 	struct pf_config before;
 	size_t n;
 	int r;
@@ -289,7 +291,7 @@ static void test_read_error(void **state)
  * to nobody in a child for it. */
 static void test_no_permission(void **state)
 {
-	char path[32], want[128];
+	char path[TMP_PATH], want[128];
 	bool root = geteuid() == 0;
 	int st;
 	pid_t pid;
@@ -359,7 +361,7 @@ static const struct check_case {
 static void test_check(void **state)
 {
 	const struct check_case *c = *state;
-	char path[32], err[600] = "", want[600];
+	char path[TMP_PATH], err[600] = "", want[600];
 	struct pf_config cfg;
 	const char *m;
 

@@ -1354,6 +1354,18 @@ static uint32_t forge_end(struct forge *g, char *msg)
 	return st;
 }
 
+/* END, then B refuses with status @want and a message holding @why, and keeps nothing. */
+static void forge_refused(struct fixture *f, struct forge *g, uint32_t want, const char *why)
+{
+	char msg[600];
+
+	assert_int_equal(forge_end(g, msg), want);
+	if (!strstr(msg, why))
+		fail_msg("refusal: %s", msg);
+	json_object_put(t_wait_migration(f->eb, "failed"));
+	assert_int_equal(T_CTL(f->b, "list", "-u", U1), EXIT_NOTFOUND);
+}
+
 /* A stream's IOMMU mappings are held to what the slice's guest could make itself: its DMA
  * window and one per RM object (16 here), of twice its DMA memory at most. One mapping
  * more, or more bytes, is refused before any is made and the slice discarded; at the
@@ -1366,20 +1378,12 @@ static void test_live_iommu_bounded(void **state)
 
 	forge_start(f, &g);
 	forge_maps(&g, 17, 4096);
-	assert_int_equal(forge_end(&g, msg), E2BIG);
-	if (!strstr(msg, "frame 2 (iommu): 18 mappings, more than the slice's limit 17"))
-		fail_msg("refusal: %s", msg);
-	json_object_put(t_wait_migration(f->eb, "failed"));
-	assert_int_equal(T_CTL(f->b, "list", "-u", U1), EXIT_NOTFOUND);
+	forge_refused(f, &g, E2BIG, "frame 2 (iommu): 18 mappings, more than the slice's limit 17");
 
 	forge_start(f, &g);
 	forge_maps(&g, 2, 4 * MiB);
-	assert_int_equal(forge_end(&g, msg), E2BIG);
-	if (!strstr(msg, "frame 2 (iommu): mappings of 12582912 bytes, more than the slice's "
-		    "limit 8388608"))
-		fail_msg("refusal: %s", msg);
-	json_object_put(t_wait_migration(f->eb, "failed"));
-	assert_int_equal(T_CTL(f->b, "list", "-u", U1), EXIT_NOTFOUND);
+	forge_refused(f, &g, E2BIG, "frame 2 (iommu): mappings of 12582912 bytes, more than the "
+		      "slice's limit 8388608");
 
 	forge_start(f, &g);
 	forge_maps(&g, 16, 4096);
@@ -1397,7 +1401,6 @@ static void test_live_control_refused(void **state)
 	uint8_t hdr[VF_BAR_HDR_SIZE];
 	struct forge g;
 	struct stat sb;
-	char msg[600];
 	int fd;
 
 	forge_start(f, &g);
@@ -1409,12 +1412,8 @@ static void test_live_control_refused(void **state)
 	close(fd);
 	assert_int_equal(mig_enc_control(&g.enc, VF_BAR_REQ_OFF, ring, sizeof(ring), NULL), 0);
 	assert_int_equal(mig_enc_control(&g.enc, VF_BAR_HDR_CTRL_OFF, hdr, sizeof(hdr), NULL), 0);
-	assert_int_equal(forge_end(&g, msg), EPROTO);
-	if (!strstr(msg, "frame 3 (control): the source's control area does not fit this "
-		    "slice: its request ring's header is not a ring"))
-		fail_msg("refusal: %s", msg);
-	json_object_put(t_wait_migration(f->eb, "failed"));
-	assert_int_equal(T_CTL(f->b, "list", "-u", U1), EXIT_NOTFOUND);
+	forge_refused(f, &g, EPROTO, "frame 3 (control): the source's control area does not fit "
+		      "this slice: its request ring's header is not a ring");
 }
 
 /* SCHED reaches the VF only with the commit: a migration that fails after it leaves the
