@@ -177,23 +177,29 @@ unit_list() {
 	echo " $(sed -n "s/^$2=//p" "$1" | tr '\n' ' ') "
 }
 
-# vgpud opens live migration's sockets itself: tcp:HOST:PORT is AF_INET or AF_INET6.
-units_allow_migration_families() {
-	local u f fam
+# Every installed unit's setting KEY lists each of VALUES.
+units_have() {	# units_have KEY VALUES...
+	local key=$1 u v have
+	shift
 	for u in /usr/local/lib/systemd/system/*.service; do
-		fam=$(unit_list "$u" RestrictAddressFamilies)
-		for f in AF_UNIX AF_INET AF_INET6; do
-			[[ $fam == *" $f "* ]] && continue
-			echo "$u: RestrictAddressFamilies=$fam lacks $f"
+		have=$(unit_list "$u" "$key")
+		for v in "$@"; do
+			[[ $have == *" $v "* ]] && continue
+			echo "$u: $key=$have lacks $v"
 			return 1
 		done
 	done
 }
 
+# vgpud opens live migration's sockets itself: tcp:HOST:PORT is AF_INET or AF_INET6.
+units_allow_migration_families() {
+	units_have RestrictAddressFamilies AF_UNIX AF_INET AF_INET6
+}
+
 # A journal of a newer schema is refused by name with an exit status that, as a
 # configuration error's, the units do not restart (a restart would refuse it again).
 refused_state_not_restarted() {
-	local rc u s prevent
+	local rc
 	mkdir -p "$tmp/state-newer"
 	echo '{"kind":"vgpud-journal","schema":2,"slices":[]}' >"$tmp/state-newer/journal.json"
 	/usr/local/sbin/vgpud --runtime-dir "$tmp/run-newer" --state-dir "$tmp/state-newer" \
@@ -203,14 +209,7 @@ refused_state_not_restarted() {
 	[ "$rc" -eq 3 ] || { echo "exit $rc, not 3"; return 1; }
 	grep -q "journal.json: journal schema 2, written by a newer vgpud" "$tmp/newer.err" ||
 		return 1
-	for u in /usr/local/lib/systemd/system/*.service; do
-		prevent=$(unit_list "$u" RestartPreventExitStatus)
-		for s in 2 $rc; do
-			[[ $prevent == *" $s "* ]] && continue
-			echo "$u: RestartPreventExitStatus=$prevent lacks $s"
-			return 1
-		done
-	done
+	units_have RestartPreventExitStatus 2 "$rc"
 }
 
 version_is_the_package() {
