@@ -223,8 +223,21 @@ SUBST_PATHS = sed -e 's|@SBINDIR@|$(sbindir)|g' -e 's|@SYSCONFDIR@|$(sysconfdir)
 		  -e 's|@GSPDIR@|$(gspdir)|g' -e 's|@VGPU_VM@|$(bindir)/vgpu-vm|g'
 progs: $(foreach p,$(INSTALL_PROGS),$(BUILD)/rel/bin/$(firstword $(subst :, ,$(p))))
 
-# The configuration is never overwritten; as root without DESTDIR the group vgpu (named in
-# it) is created the way the package does (systemd-sysusers, else groupadd).
+# The configuration: the live file, and the shipped default it was installed from (recorded
+# so that a later install or uninstall tells an unedited file of any version from an edited one).
+CONF          = $(DESTDIR)$(sysconfdir)/vgpud/vgpud.conf
+CONF_DIST     = $(DESTDIR)$(datadir)/vgpu/vgpud.conf.dist
+# True as root without DESTDIR where systemd is PID 1: the units are the machine's own then.
+SYSTEMD_LIVE  = [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && [ -d /run/systemd/system ] && \
+		command -v systemctl >/dev/null
+# The instances of vgpud@.service that systemctl enabled (their symlinks in /etc).
+VGPUD_ENABLED = $$(for l in /etc/systemd/system/*.wants/vgpud@*.service; do \
+		[ -L "$$l" ] && echo "$${l\#\#*/}"; done | sort -u)
+
+# A live configuration that still is the recorded default of the previous install is replaced
+# by this one's; an edited one is kept. As root without DESTDIR the group vgpu (named in the
+# configuration) is created the way the package does (systemd-sysusers, else groupadd), and
+# systemd reloads the units where it runs.
 .PHONY: progs install uninstall deb
 install: progs
 	$(call say,INSTALL,$(DESTDIR)$(PREFIX))set -e; \
@@ -243,26 +256,35 @@ install: progs
 	install -d $(DESTDIR)$(LIBVIRT_HOOK_DIR); \
 	$(SUBST_PATHS) vmm_glue/hook/qemu-hook.in >$(DESTDIR)$(LIBVIRT_HOOK_DIR)/vgpu; \
 	chmod 0755 $(DESTDIR)$(LIBVIRT_HOOK_DIR)/vgpu; \
-	if [ -e $(DESTDIR)$(sysconfdir)/vgpud/vgpud.conf ]; then \
-		echo "  kept $(DESTDIR)$(sysconfdir)/vgpud/vgpud.conf"; \
-	else install -D -m 0644 dist/vgpud.conf $(DESTDIR)$(sysconfdir)/vgpud/vgpud.conf; fi; \
+	if [ ! -e $(CONF) ] || cmp -s $(CONF) $(CONF_DIST); then \
+		install -D -m 0644 dist/vgpud.conf $(CONF); \
+	else echo "  kept $(CONF) (changed)"; fi; \
+	install -D -m 0644 dist/vgpud.conf $(CONF_DIST); \
 	if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && ! getent group vgpu >/dev/null; then \
-		systemd-sysusers $(sysusersdir)/vgpu.conf 2>/dev/null || groupadd --system vgpu; fi
+		systemd-sysusers $(sysusersdir)/vgpu.conf 2>/dev/null || groupadd --system vgpu; fi; \
+	if $(SYSTEMD_LIVE); then systemctl daemon-reload || true; fi
 
-# Removes what install put there; the configuration only if it is still the shipped one.
+# Removes what install put there; the configuration only while it is the recorded default.
+# As root without DESTDIR, where systemd runs, the units are stopped and disabled first.
 uninstall:
 	$(call say,UNINST,$(DESTDIR)$(PREFIX))\
+	if $(SYSTEMD_LIVE); then \
+		systemctl stop 'vgpud@*.service' || true; \
+		systemctl disable --now vgpud.service $(VGPUD_ENABLED) || true; fi; \
 	for pd in $(INSTALL_PROGS); do rm -f $(DESTDIR)$${pd#*:}/$${pd%%:*}; done; \
 	for m in $(INSTALL_MAN); do rm -f $(DESTDIR)$(mandir)/man$${m##*.}/$${m##*/}; done; \
 	rm -f $(DESTDIR)$(bashcompdir)/vgpuctl $(DESTDIR)$(bashcompdir)/vgpu-vm; \
 	for u in $(INSTALL_UNITS); do rm -f $(DESTDIR)$(systemdunitdir)/$$u; done; \
 	rm -f $(DESTDIR)$(sysusersdir)/vgpu.conf $(DESTDIR)$(tmpfilesdir)/vgpu.conf \
 		$(DESTDIR)$(LIBVIRT_HOOK_DIR)/vgpu; \
-	if cmp -s dist/vgpud.conf $(DESTDIR)$(sysconfdir)/vgpud/vgpud.conf; then \
-		rm -f $(DESTDIR)$(sysconfdir)/vgpud/vgpud.conf; \
-	elif [ -e $(DESTDIR)$(sysconfdir)/vgpud/vgpud.conf ]; then \
-		echo "  kept $(DESTDIR)$(sysconfdir)/vgpud/vgpud.conf (changed)"; fi; \
-	rmdir $(DESTDIR)$(gspdir) $(DESTDIR)$(sysconfdir)/vgpud 2>/dev/null; true
+	if [ -e $(CONF) ] && cmp -s $(CONF) $(CONF_DIST); then \
+		rm -f $(CONF); \
+	elif [ -e $(CONF) ]; then \
+		echo "  kept $(CONF) (changed)"; fi; \
+	rm -f $(CONF_DIST); \
+	rmdir $(DESTDIR)$(gspdir) $(DESTDIR)$(sysconfdir)/vgpud $(DESTDIR)$(datadir)/vgpu \
+		2>/dev/null; \
+	if $(SYSTEMD_LIVE); then systemctl daemon-reload || true; fi; true
 
 # vgpu_$(VERSION)_amd64.deb in $(BUILD)/deb/, built by dpkg-buildpackage (debian/) from a
 # copy of the files git tracks (as they are in the working tree: `git add` a new file to

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* CPU priority by share (see share.h). */
 #include <errno.h>
+#include <linux/capability.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -54,6 +55,20 @@ int cmn_share_count(struct cmn_share_plane *p, struct cmn_share_user *u, uint64_
 	return u->nice;
 }
 
+/* Whether the calling thread's effective set holds CAP_SYS_NICE. Tested, not inferred from
+ * the uid: root under a unit whose CapabilityBoundingSet= lacks it may raise a nice but never
+ * lower it again. */
+static bool share_cap_sys_nice(void)
+{
+	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
+	struct __user_cap_data_struct c[_LINUX_CAPABILITY_U32S_3];
+
+	memset(c, 0, sizeof(c));
+	if (syscall(SYS_capget, &h, c))
+		return false;
+	return c[CAP_TO_INDEX(CAP_SYS_NICE)].effective & CAP_TO_MASK(CAP_SYS_NICE);
+}
+
 bool cmn_share_may_renice(struct cmn_share_plane *p, const char *who)
 {
 	int r = atomic_load_explicit(&p->renice, memory_order_relaxed);
@@ -61,7 +76,7 @@ bool cmn_share_may_renice(struct cmn_share_plane *p, const char *who)
 
 	if (r)
 		return r > 0;
-	r = geteuid() == 0 || (!getrlimit(RLIMIT_NICE, &rl) && rl.rlim_cur >= 20) ? 1 : -1;
+	r = share_cap_sys_nice() || (!getrlimit(RLIMIT_NICE, &rl) && rl.rlim_cur >= 20) ? 1 : -1;
 	if (r < 0)
 		cmn_info("%s: no CAP_SYS_NICE or RLIMIT_NICE: all run at nice 0 (no CPU priority "
 			 "by share)", who);
@@ -69,12 +84,20 @@ bool cmn_share_may_renice(struct cmn_share_plane *p, const char *who)
 	return r > 0;
 }
 
+/* A refused lowering (EACCES) was logged: once per process is enough to say why. */
+static atomic_bool share_lower_warned;
+
 int cmn_share_set_nice(int nice, const char *who)
 {
 	/* PRIO_PROCESS with 0 is the calling thread on Linux. */
 	int r = setpriority(PRIO_PROCESS, 0, nice) ? -errno : 0;
 
-	if (r)
+	/* Only a lowering is refused with EACCES: that thread now stays behind the others
+	 * until its nice can be lowered, so say it where it is seen. */
+	if (r == -EACCES && !atomic_exchange(&share_lower_warned, true))
+		cmn_warn("%s: nice %d: %s (lowering a nice needs CAP_SYS_NICE or RLIMIT_NICE "
+			 "of 20; logged once)", who, nice, cmn_strerror(r));
+	else if (r)
 		cmn_dbg("%s: nice %d: %s", who, nice, cmn_strerror(r));
 	return r;
 }

@@ -65,7 +65,8 @@ static inline uint64_t cmn_share_window(uint64_t now_ns)
  * CAP_SYS_NICE or RLIMIT_NICE of 20); the first "no" is logged once, naming @who. */
 bool cmn_share_may_renice(struct cmn_share_plane *p, const char *who);
 
-/* Run the calling thread at @nice. 0 or -errno (logged at debug level, naming @who). */
+/* Run the calling thread at @nice. 0 or -errno (a refused lowering warned once, others at
+ * debug level, naming @who). */
 int cmn_share_set_nice(int nice, const char *who);
 
 /* The shortest scheduler slice a thread may ask for (Linux clamps to 0.1-100 ms). */

@@ -15,8 +15,12 @@
 #    systemd), then systemd and man-db; the ExecStart lines of vgpud.service and of
 #    vgpud@gpu1.service run vgpud from the installed paths (systemd is not PID 1 here),
 #    the installed vgpuctl defines and starts a slice, systemd-analyze verify accepts the
-#    units, man -w vgpuctl resolves, vgpuctl --version is the package's version, and a
-#    purge removes the programs.
+#    units, man -w vgpuctl resolves, vgpuctl --version is the package's version. With
+#    systemd taken as running (/run/systemd/system and a systemctl that logs), a reinstall
+#    (an upgrade) try-restarts the vgpud@ instances and a remove stops them; the remove
+#    keeps the state, the slice's VRAM object and the configuration; a purge removes the
+#    programs, the state, the runtime directories, the VRAM objects and the instances'
+#    enablement links, and keeps the group vgpu.
 # Everything runs in a private mount namespace; the roots are under /var/tmp and removed at
 # the end (kept with their logs if a step fails: the path is printed). Prints one TAP line
 # per step with its time; any failure prints the log's tail and exits 1.
@@ -244,12 +248,69 @@ man_and_version() {
 		test -x /usr/libexec/vgpu/vgpu-gsp && test ! -e /usr/sbin/vgpu-gsp'
 }
 
-purge() {
-	in_root "$r2" 'apt-get purge -y vgpu && ! test -e /usr/sbin/vgpud &&
-		! test -e /etc/vgpud/vgpud.conf'
+# What the served slice left: the state of both units, the slice's VRAM object (a clean
+# stop keeps it), the runtime directories. The purge must remove each of these.
+left_behind() {
+	in_root "$r2" 'test -f /var/lib/vgpud/journal.json && test -d /var/lib/vgpud-gpu1 &&
+		test -d /run/vgpud && test -d /run/vgpud-gpu1 && ls -l /dev/shm/vgpud-*-vf1'
 }
 
-echo "1..14"
+# systemctl as a running systemd would be asked, logged to /tmp/systemctl.log: two loaded
+# vgpud@ instances (one failed: its line starts with a bullet). It goes in /usr/sbin, ahead
+# of the real one in apt's PATH for dpkg (DPkg::Path). The policy-rc.d that keeps daemons
+# from starting in the chroot would stop deb-systemd-invoke before systemctl.
+fake_systemd() {
+	mkdir -p "$r2/run/systemd/system"
+	mv "$r2/usr/sbin/policy-rc.d" "$r2/usr/sbin/policy-rc.d.off"
+	cat >"$r2/usr/sbin/systemctl" <<-'EOF'
+	#!/bin/sh
+	echo "$*" >>/tmp/systemctl.log
+	case "$*" in
+	*list-units*)
+		echo 'vgpud@gpu1.service loaded active running vGPU PF manager daemon'
+		printf '\342\227\217 vgpud@gpu2.service loaded failed failed vGPU PF manager\n' ;;
+	esac
+	EOF
+	chmod 0755 "$r2/usr/sbin/systemctl"
+}
+
+unfake_systemd() {
+	rm -f "$r2/usr/sbin/systemctl"
+	rmdir "$r2/run/systemd/system"
+	mv "$r2/usr/sbin/policy-rc.d.off" "$r2/usr/sbin/policy-rc.d"
+}
+
+upgrade_and_remove() {
+	left_behind
+	# an instance enabled as an administrator does (in a chroot systemctl edits links only)
+	in_root "$r2" 'systemctl enable vgpud@gpu1.service &&
+		test -L /etc/systemd/system/multi-user.target.wants/vgpud@gpu1.service'
+	fake_systemd
+	in_root "$r2" 'apt-get install -y --reinstall /tmp/vgpu_*_amd64.deb &&
+		cat /tmp/systemctl.log &&
+		grep -qx "try-restart vgpud@gpu1.service vgpud@gpu2.service" /tmp/systemctl.log &&
+		! grep -q "^stop vgpud@" /tmp/systemctl.log && rm /tmp/systemctl.log'
+	in_root "$r2" 'apt-get remove -y vgpu && cat /tmp/systemctl.log &&
+		grep -qx "stop vgpud@gpu1.service vgpud@gpu2.service" /tmp/systemctl.log'
+	unfake_systemd
+}
+
+remove_keeps_state() {
+	in_root "$r2" '! test -e /usr/sbin/vgpud && test -f /etc/vgpud/vgpud.conf &&
+		test -f /var/lib/vgpud/journal.json && test -d /var/lib/vgpud-gpu1 &&
+		ls -l /dev/shm/vgpud-*-vf1'
+}
+
+purge() {
+	in_root "$r2" 'apt-get purge -y vgpu && ! test -e /usr/sbin/vgpud &&
+		! test -e /etc/vgpud/vgpud.conf && getent group vgpu &&
+		for p in /var/lib/vgpud* /run/vgpud* /dev/shm/vgpud-* \
+			/etc/systemd/system/*.wants/vgpud@*; do
+			if [ -e "$p" ] || [ -L "$p" ]; then echo "left: $p"; exit 1; fi
+		done'
+}
+
+echo "1..16"
 step "host tools (mmdebstrap, lintian, git)" host-tools host_tools
 step "cached bookworm minbase root" base build_base
 step "fresh root 1 from the cache" root1 new_root root1
@@ -265,6 +326,10 @@ step "units' ExecStart run vgpud; installed vgpuctl starts a slice" serve \
 	installed_vgpud_serves
 step "systemd-analyze verify the units" verify units_verify
 step "man -w; --version is the package's; vgpu-gsp in libexec" man man_and_version
-step "apt-get purge removes it" purge purge
+step "systemd running: an upgrade restarts vgpud@ instances, a remove stops them" \
+	remove upgrade_and_remove
+step "apt-get remove keeps the state, the VRAM object and the configuration" kept \
+	remove_keeps_state
+step "apt-get purge removes it, its state, runtime dirs and VRAM objects" purge purge
 ok=1
 echo "# clean-machine: all passed in $((SECONDS - step_start)) s"

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
-/* pf_manager unit tests: size and UUID parsing, fair-share provisioning, configuration. */
+/* pf_manager unit tests: size and UUID parsing, fair-share provisioning, configuration, and
+ * the capabilities the systemd units leave vgpud. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -286,6 +288,61 @@ static void test_check(void **state)
 		assert_true(err[0]);
 }
 
+/* ---- the systemd units ---- */
+/* @buf: the path of dist/@name, from this file's (the build and the tests run at the tree's
+ * root, where a relative __FILE__ starts). */
+static void dist_path(char *buf, size_t len, const char *name)
+{
+	const char *slash = strrchr(__FILE__, '/');
+	int dir = slash ? (int)(slash - __FILE__) : 1;
+
+	snprintf(buf, len, "%.*s/../../../dist/%s", dir, slash ? __FILE__ : ".", name);
+}
+
+/* Whether the setting @key of unit file @path lists @want (every @key= line counts, as systemd
+ * adds them up; an empty assignment resets the list). */
+static bool unit_lists(const char *path, const char *key, const char *want)
+{
+	char line[1024], *tok, *save, *v;
+	size_t klen = strlen(key);
+	bool found = false;
+	FILE *f = fopen(path, "r");
+
+	if (!f)
+		fail_msg("%s: %s", path, strerror(errno));
+	while (fgets(line, sizeof(line), f)) {
+		if (strncmp(line, key, klen) || line[klen] != '=')
+			continue;
+		v = line + klen + 1;
+		if (!v[strspn(v, " \t\n")])
+			found = false;
+		for (tok = strtok_r(v, " \t\n", &save); tok; tok = strtok_r(NULL, " \t\n", &save))
+			found |= !strcmp(tok, want);
+	}
+	fclose(f);
+	return found;
+}
+
+/* vgpud runs as root inside the units' capability bounding set; its service threads go back to
+ * nice 0 from CMN_SHARE_NICE_BUSY, which needs CAP_SYS_NICE (common/share.c). Without it a VF
+ * once served busy would stay behind the others for good. */
+static void test_units_capabilities(void **state)
+{
+	static const char *const units[] = { "vgpud.service.in", "vgpud@.service.in" };
+	static const char *const caps[] = {
+		"CAP_CHOWN", "CAP_FOWNER", "CAP_DAC_OVERRIDE", "CAP_KILL", "CAP_SYS_NICE",
+	};
+	char path[512];
+
+	(void)state;
+	for (size_t u = 0; u < sizeof(units) / sizeof(units[0]); u++) {
+		dist_path(path, sizeof(path), units[u]);
+		for (size_t c = 0; c < sizeof(caps) / sizeof(caps[0]); c++)
+			if (!unit_lists(path, "CapabilityBoundingSet", caps[c]))
+				fail_msg("%s: CapabilityBoundingSet lacks %s", units[u], caps[c]);
+	}
+}
+
 #define CASE(fn, arr, i) { arr[i].name, fn, NULL, NULL, (void *)&arr[i] }
 
 int main(void)
@@ -307,5 +364,6 @@ int main(void)
 	t[n++] = (struct CMUnitTest)cmocka_unit_test(test_uuid_generate);
 	t[n++] = (struct CMUnitTest)cmocka_unit_test(test_fair_vram);
 	t[n++] = (struct CMUnitTest)cmocka_unit_test(test_ini_missing);
+	t[n++] = (struct CMUnitTest)cmocka_unit_test(test_units_capabilities);
 	return _cmocka_run_group_tests("pf_units", t, n, NULL, NULL);
 }
