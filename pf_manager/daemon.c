@@ -17,6 +17,7 @@
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -165,6 +166,35 @@ static int admin_group_resolve(struct pf_daemon *d)
 
 /* ---- one daemon per directory ------------------------------------------------------------ */
 
+/* vgpud opens its files in @dir (@what: "state" or "runtime") by name as they are: only a
+ * directory that no one else can write is safe for that, one of its own (euid) that is
+ * neither group- nor world-writable. -EPERM, naming the directory, owner and mode,
+ * otherwise. */
+static int dir_check(const char *dir, const char *what)
+{
+	struct stat sb;
+	int r;
+
+	if (stat(dir, &sb)) {
+		r = -errno;
+		cmn_err("cannot examine the %s directory %s: %s", what, dir, cmn_strerror(r));
+		return r;
+	}
+	if (!S_ISDIR(sb.st_mode)) {
+		cmn_err("the %s directory %s is %s; not starting", what, dir,
+			pf_file_kind(sb.st_mode));
+		return -ENOTDIR;
+	}
+	if (sb.st_uid == geteuid() && !(sb.st_mode & (S_IWGRP | S_IWOTH)))
+		return 0;
+	cmn_err("the %s directory %s is owned by uid %u with mode %04o: vgpud (uid %u) opens "
+		"its files there by name and needs it its own and writable by no one else; not "
+		"starting (chown it to uid %u, chmod go-w)", what, dir, (unsigned int)sb.st_uid,
+		(unsigned int)(sb.st_mode & 07777), (unsigned int)geteuid(),
+		(unsigned int)geteuid());
+	return -EPERM;
+}
+
 /* Take @dir's lock file for the daemon's life. Two daemons on one state dir would adopt the
  * same VRAM objects and overwrite each other's journal, two on one runtime dir unlink each
  * other's socket. An OFD lock goes with the descriptor, which the kernel closes however the
@@ -217,6 +247,9 @@ static int dirs_lock(struct pf_daemon *d)
 		cmn_err("cannot create runtime dir %s: %s", d->cfg.runtime_dir, cmn_strerror(r));
 		return r;
 	}
+	r = dir_check(d->cfg.runtime_dir, "runtime");
+	if (r)
+		return r;
 	if (realpath(d->cfg.state_dir, a) && realpath(d->cfg.runtime_dir, b) && !strcmp(a, b))
 		return 0;
 	return dir_lock(d->cfg.runtime_dir, "runtime", &d->lock_fd[1]);
@@ -260,7 +293,9 @@ int pf_daemon_create(const struct pf_config *cfg, struct pf_daemon **out)
 		cmn_err("cannot create state dir %s: %s", d->cfg.state_dir, cmn_strerror(r));
 		goto free_d;
 	}
-	r = dirs_lock(d);
+	r = dir_check(d->cfg.state_dir, "state");
+	if (!r)
+		r = dirs_lock(d);
 	if (r)
 		goto free_d;
 	r = pf_device_init(d);
@@ -279,7 +314,14 @@ int pf_daemon_create(const struct pf_config *cfg, struct pf_daemon **out)
 		goto destroy;
 	}
 	pf_autostart(d);
-	pf_state_save_journal(d);
+	/* The loader finished committed resets and rewrote definitions: a journal that
+	 * still holds them pending has the next start after a crash run them again. */
+	r = pf_state_save_journal(d);
+	if (r)
+		pf_state_behind(d, r, "the journal still holds the state this start found (with "
+				"any reset it finished still pending): if vgpud ends before it "
+				"writes the journal again (it does when it stops), its next start "
+				"runs those resets again");
 	*out = d;
 	return 0;
 destroy:
@@ -306,8 +348,8 @@ void pf_daemon_destroy(struct pf_daemon *d)
 	sd_notify_str("STOPPING=1");
 	pf_live_fini(d);	/* sources resume, destinations let go of what they loaded */
 	pf_control_close(d);
-	/* Journal first (it holds the allocations inside each partition), then let go of
-	 * the objects without scrubbing them: the next daemon adopts them. */
+	/* Journal first (each running slice's VF, partition and quota), then let go of the
+	 * objects without scrubbing them: the next daemon adopts them. */
 	if (d->pma)
 		pf_state_save_journal(d);
 	for (unsigned int vf = 1; vf <= PF_MAX_VFS; vf++)

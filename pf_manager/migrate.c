@@ -633,11 +633,8 @@ int pf_mig_commit(struct pf_daemon *d, struct pf_slice *s, const struct pf_mig_p
 		return cmn_fail(&e->f, r, "slice %s: cannot write the journal: %s", s->uuid,
 				cmn_strerror(r));
 	}
-	if (!s->transient && pf_state_save_slice(d, s))
-		cmn_warn("slice %s: restored, but its definition file is not written yet (the "
-			 "journal holds it: the next start of vgpud writes it)", s->uuid);
-	else
-		s->def_pending = false;	/* the next journal write drops the mark */
+	/* Written, the next journal write drops the mark; else a stop writes it first. */
+	pf_slice_def_follow(d, s, "restored");
 	if (p->has_sched)
 		pf_mig_state_sched(d, s, &p->sched);
 	mig_adopt_mailbox(s);

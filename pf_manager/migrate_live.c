@@ -1980,12 +1980,12 @@ static int mark_write(struct pf_daemon *d, struct pf_slice *s, bool journal_firs
 {
 	int r = 0;
 
-	if (!journal_first && !s->transient)
-		r = pf_state_save_slice(d, s);
+	if (!journal_first)
+		r = pf_slice_def_write(d, s);
 	if (!r)
 		r = pf_state_save_journal(d);
-	if (!r && journal_first && !s->transient)
-		r = pf_state_save_slice(d, s);
+	if (!r && journal_first)
+		r = pf_slice_def_write(d, s);
 	return r;
 }
 
@@ -2632,8 +2632,8 @@ static int find_arg(struct pf_daemon *d, json_object *args, const char *cmd, boo
 }
 
 /* The state without @s's record. A held slice's journal names it: the journal first (what
- * a restart believes), the file after, whose failure only leaves it one step behind (the
- * next start rewrites it). A stopped one has only its file. */
+ * a restart believes), the file after, whose failure leaves it behind the journal (a stop
+ * writes it first, a start of vgpud rewrites it). A stopped one has only its file. */
 static int reclaim_write(struct pf_daemon *d, struct pf_slice *s)
 {
 	int r;
@@ -2641,9 +2641,8 @@ static int reclaim_write(struct pf_daemon *d, struct pf_slice *s)
 	if (!s->vf)
 		return pf_state_save_slice(d, s);
 	r = pf_state_save_journal(d);
-	if (!r && pf_state_save_slice(d, s))
-		cmn_warn("slice %s: its definition file is behind the journal until the next start",
-			 s->uuid);
+	if (!r)
+		pf_slice_def_follow(d, s, "reclaimed");
 	return r;
 }
 

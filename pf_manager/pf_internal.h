@@ -163,7 +163,10 @@ struct pf_slice {
 					 * again, has announced it (endpoint.c), 0: none */
 	uint32_t mig_guest_flags;	/* the VF_INFO_REQ_* flags it asked for there (a GUEST
 					 * frame), taken with mig_guest_abi */
-	bool def_pending;		/* restored: the journal holds its definition, the file may not */
+	bool def_pending;		/* its definition file is behind the journal (a restore
+					 * before its file, a file write that failed after a
+					 * commit): the journal marks it "restored", a stop
+					 * writes the file first */
 	bool incoming;			/* migrating in, not committed: the source owns it,
 					 * no journal names it (pf_mig_commit() clears it) */
 	/* counters (the mailbox ones copied from the service thread by pf_svc_sync()) */
@@ -237,6 +240,12 @@ struct pf_daemon {
 	 * it). From then on no change is taken until a restart (pf_command). 0: sound. */
 	int state_sync_err;
 	char state_sync_why[PF_PATH_MAX + 384];	/* what failed and what a restart finds */
+	/* The BAR object adopted for each VF (pf_bar_object_adopt()) while it is held; 0: none.
+	 * One object is adopted for one VF only. */
+	struct pf_bar_ino {
+		dev_t dev;
+		ino_t ino;
+	} bar_ino[PF_MAX_VFS + 1];
 };
 
 /* ---- util.c ---- */
@@ -380,19 +389,25 @@ int pf_vf_reset(struct pf_daemon *d, struct pf_slice *s);
 void pf_slice_detach(struct pf_daemon *d, struct pf_slice *s);
 /* Bring up the BAR2 object for @s on @vf at @base; @adopt: the existing object, which the
  * caller opened and vetted with pf_bar_object_adopt() and put in s->bar_fd (closed here on
- * failure). */
+ * failure), reserved here with vram_prealloc: one that cannot be runs unreserved, saying
+ * why. */
 int pf_slice_bring_up(struct pf_daemon *d, struct pf_slice *s, unsigned int vf, uint64_t base,
 		      bool adopt, struct pf_err *e);
 /* Open VF @vf's existing BAR object by name for a slice of owner uid @uid (-1: root only),
  * @vram bytes of VRAM and BAR size @size, without waiting on what a tenant put there: 0
- * with the object in *@out (one grown past @size cut back; with vram_prealloc its VRAM,
- * DMA memory and control area allocated; the bring-up gives it to the owner, mode 0600),
- * or -errno with *@out -1 and @why completing "VRAM object NAME ...": missing (-ENOENT),
- * a lease on it (-EWOULDBLOCK), not a regular file, owned by another uid or too small
- * (-EBADMSG), its memory not to be had in /dev/shm (-ENOSPC, whatever fallocate() said:
- * the slice's alone, never the system's). */
+ * with the object in *@out (one grown past @size cut back; the bring-up reserves it with
+ * vram_prealloc and gives it to the owner, mode 0600), or -errno with *@out -1 and @why
+ * completing "VRAM object NAME ...": missing (-ENOENT), a lease on it (-EWOULDBLOCK), not
+ * a regular file, owned by another uid, with more than one link, the object adopted for
+ * another VF or too small (-EBADMSG). */
 int pf_bar_object_adopt(struct pf_daemon *d, unsigned int vf, long uid, uint64_t vram,
 			uint64_t size, int *out, char *why, size_t wlen);
+/* Write @s's definition file (none for a transient slice): 0, or -errno with the file
+ * marked behind the journal (s->def_pending), which the stop then writes first. */
+int pf_slice_def_write(struct pf_daemon *d, struct pf_slice *s);
+/* pf_slice_def_write() after a journal commit of @s's definition (@what: "modified"...):
+ * a failure leaves the commit standing and is logged. */
+int pf_slice_def_follow(struct pf_daemon *d, struct pf_slice *s, const char *what);
 /* JSON description of @s (list, state file). */
 json_object *pf_slice_json(const struct pf_daemon *d, const struct pf_slice *s);
 /* Autostart every auto slice that is not running (logs what cannot start). */

@@ -365,12 +365,38 @@ int pf_slice_held_fail(const struct pf_slice *s, const char *what, struct pf_err
 			"drops it", what, s->uuid, s->migrated_to, held, s->uuid, s->uuid);
 }
 
+int pf_slice_def_write(struct pf_daemon *d, struct pf_slice *s)
+{
+	int r = s->transient ? 0 : pf_state_save_slice(d, s);
+
+	s->def_pending = r != 0;
+	return r;
+}
+
+int pf_slice_def_follow(struct pf_daemon *d, struct pf_slice *s, const char *what)
+{
+	int r = pf_slice_def_write(d, s);
+
+	if (r)
+		cmn_warn("slice %s: %s, but its definition file cannot be written: %s; the "
+			 "journal holds the definition, and a stop writes the file first (or "
+			 "fails)", s->uuid, what, cmn_strerror(r));
+	return r;
+}
+
 /* Stop @s for good: commit first (the journal without it), since the scrub and the unlink
- * cannot be taken back. */
+ * cannot be taken back. A definition file behind the journal is written before: once the
+ * journal no longer names the slice, the file is all a restart finds of it. */
 static int commit_stop(struct pf_daemon *d, struct pf_slice *s, struct pf_err *e)
 {
-	int r = pf_state_save_journal_without(d, s);
+	int r = s->def_pending ? pf_slice_def_write(d, s) : 0;
 
+	if (r)
+		return cmn_fail(&e->f, r, "slice %s: cannot write its definition file, which is "
+				"behind the journal: %s; nothing was stopped (once the journal no "
+				"longer names the slice, the file is what the next start of vgpud "
+				"finds)", s->uuid, cmn_strerror(r));
+	r = pf_state_save_journal_without(d, s);
 	if (r)
 		return cmn_fail(&e->f, r, "slice %s: cannot write the journal: %s", s->uuid,
 				cmn_strerror(r));
@@ -455,37 +481,43 @@ static void bar_object_give(int fd, unsigned int vf, const char *name, long uid)
 			 cmn_strerror(-errno));
 }
 
-/* Whether @name, open at @fd, can be adopted for an owner uid @uid (-1: root only) with a
- * BAR of @size bytes; @why says what is wrong with it otherwise. An object grown past its
- * BAR (its guest can ftruncate() it) is cut back: only bytes no mapping reaches are lost. */
-static int bar_object_vet(int fd, const char *name, long uid, uint64_t size, char *why,
-			  size_t wlen)
+/* Whether @name, open at @fd (its status in *@sb), can be adopted for an owner uid @uid
+ * (-1: root only) with a BAR of @size bytes; @why says what is wrong with it otherwise. An
+ * object grown past its BAR (its guest can ftruncate() it) is cut back: only bytes no
+ * mapping reaches are lost. */
+static int bar_object_vet(int fd, const char *name, long uid, uint64_t size, struct stat *sb,
+			  char *why, size_t wlen)
 {
-	struct stat sb;
 	int r;
 
-	if (fstat(fd, &sb)) {
+	if (fstat(fd, sb)) {
 		r = -errno;
 		return snprintf(why, wlen, "cannot be examined: %s", cmn_strerror(r)), r;
 	}
-	if (!S_ISREG(sb.st_mode))
-		return snprintf(why, wlen, "is not a regular file but %s", pf_file_kind(sb.st_mode)),
-		       -EBADMSG;
-	if (sb.st_uid != 0 && (uid < 0 || sb.st_uid != (uid_t)uid))
+	if (!S_ISREG(sb->st_mode))
+		return snprintf(why, wlen, "is not a regular file but %s",
+				pf_file_kind(sb->st_mode)), -EBADMSG;
+	if (sb->st_uid != 0 && (uid < 0 || sb->st_uid != (uid_t)uid))
 		return snprintf(why, wlen, "is owned by uid %u, neither root nor the slice's owner",
-				(unsigned int)sb.st_uid), -EBADMSG;
-	if ((uint64_t)sb.st_size < size)
+				(unsigned int)sb->st_uid), -EBADMSG;
+	/* Its name only: with fs.protected_hardlinks=0 a guest that owns its object can put a
+	 * hard link to another slice's root-owned object in its place, and any user can link
+	 * one elsewhere. Which name is the slice's own cannot be told from the file. */
+	if (sb->st_nlink != 1)
+		return snprintf(why, wlen, "has %ju links, not 1 (another name may make it another "
+				"slice's object)", (uintmax_t)sb->st_nlink), -EBADMSG;
+	if ((uint64_t)sb->st_size < size)
 		return snprintf(why, wlen, "has %lld bytes, less than its BAR's %" PRIu64,
-				(long long)sb.st_size, size), -EBADMSG;
-	if ((uint64_t)sb.st_size == size)
+				(long long)sb->st_size, size), -EBADMSG;
+	if ((uint64_t)sb->st_size == size)
 		return 0;
 	if (ftruncate(fd, (off_t)size)) {
 		r = -errno;
 		return snprintf(why, wlen, "has %lld bytes and cannot be cut back to %" PRIu64
-				": %s", (long long)sb.st_size, size, cmn_strerror(r)), -EBADMSG;
+				": %s", (long long)sb->st_size, size, cmn_strerror(r)), -EBADMSG;
 	}
 	cmn_warn("VRAM object %s had grown to %lld bytes; cut back to its BAR's %" PRIu64, name,
-		 (long long)sb.st_size, size);
+		 (long long)sb->st_size, size);
 	return 0;
 }
 
@@ -535,7 +567,9 @@ static void reserve_what(char *buf, size_t len, int fd, uint64_t vram, uint64_t 
 /* A running slice's VRAM after a reset's scrub, which punched it (the GSP, or gpu_model
  * where the GSP holds no slice memfd) and so gave its pages back to /dev/shm: taken again
  * at once. Another holder of /dev/shm that takes them in between leaves the slice
- * unreserved, in the log and its JSON, until its next reset or start. */
+ * unreserved, in the log and its JSON, until its next reset or start. All of the object
+ * is taken, not only the VRAM: one adopted unreserved (adopt_reserve()) may lack the
+ * rest, which costs nothing where it is allocated already. */
 static void vram_rereserve(struct pf_daemon *d, struct pf_slice *s)
 {
 	char what[192];
@@ -543,7 +577,7 @@ static void vram_rereserve(struct pf_daemon *d, struct pf_slice *s)
 
 	if (!d->cfg.vram_prealloc)
 		return;
-	r = falloc_range(s->bar_fd, 0, s->prov.vram);
+	r = bar_reserve(s->bar_fd, s->prov.vram, s->dma_size, s->bar_size);
 	if (!r) {
 		if (!s->vram_reserved)
 			cmn_log_vf(VGPU_LOG_INFO, s->vf, s->uuid, "VF %u: slice %s: its VRAM is "
@@ -560,27 +594,49 @@ static void vram_rereserve(struct pf_daemon *d, struct pf_slice *s)
 		   "reset or start: %s", s->vf, s->uuid, s->reserve_why);
 }
 
-/* An adopted object reserved as a new one is: a failure is the slice's alone (@why says
- * what), whatever fallocate() said, so that the loader stops only that slice. */
-static int adopt_reserve(int fd, uint64_t vram, uint64_t dma, uint64_t size, char *why,
-			 size_t wlen)
+/* An adopted object, once up, reserved as a new one is. One that cannot be (/dev/shm short
+ * now, the setting newly on) runs unreserved, in the log and its JSON, as after a reset
+ * (vram_rereserve()): it holds the guest's VRAM, which a slice brought back stopped
+ * would lose to the sweep of stray objects. */
+static void adopt_reserve(struct pf_daemon *d, struct pf_slice *s)
 {
 	char what[192];
-	int r = bar_reserve(fd, vram, dma, size);
+	int r;
 
+	if (!d->cfg.vram_prealloc)
+		return;
+	r = bar_reserve(s->bar_fd, s->prov.vram, s->dma_size, s->bar_size);
 	if (!r)
-		return 0;
-	reserve_what(what, sizeof(what), fd, vram, dma);
-	snprintf(why, wlen, "cannot be reserved: %s: %s", what, cmn_strerror(r));
-	return -ENOSPC;
+		return;
+	reserve_what(what, sizeof(what), s->bar_fd, s->prov.vram, s->dma_size);
+	snprintf(s->reserve_why, sizeof(s->reserve_why), "adopted at vgpud's start, %.120s "
+		 "cannot be had: %s", what, cmn_strerror(r));
+	s->vram_reserved = false;
+	cmn_log_vf(VGPU_LOG_WARN, s->vf, s->uuid, "VF %u: slice %s runs unreserved until its next "
+		   "reset or start: %s", s->vf, s->uuid, s->reserve_why);
+}
+
+/* Whether the object @sb is the one adopted for another VF than @vf: under two names at
+ * once it has two links, but a name can be moved from one VF's to another's between two
+ * adoptions. */
+static int adopted_twice(struct pf_daemon *d, unsigned int vf, const struct stat *sb,
+			 char *why, size_t wlen)
+{
+	for (unsigned int v = 1; v <= PF_MAX_VFS; v++)
+		if (v != vf && d->bar_ino[v].ino == sb->st_ino && d->bar_ino[v].dev == sb->st_dev)
+			return snprintf(why, wlen, "is the object adopted for VF %u too", v),
+			       -EBADMSG;
+	return 0;
 }
 
 int pf_bar_object_adopt(struct pf_daemon *d, unsigned int vf, long uid, uint64_t vram,
 			uint64_t size, int *out, char *why, size_t wlen)
 {
+	struct stat sb;
 	char name[96];
 	int fd, r;
 
+	(void)vram;	/* reserved once the slice is up (adopt_reserve()) */
 	*out = -1;
 	pf_shm_name(d, vf, name, sizeof(name));
 	/* Its guest (or any local user, in its place) may have put a FIFO there, whose open
@@ -597,9 +653,9 @@ int pf_bar_object_adopt(struct pf_daemon *d, unsigned int vf, long uid, uint64_t
 			snprintf(why, wlen, "cannot be opened: %s", cmn_strerror(r));
 		return r;
 	}
-	r = bar_object_vet(fd, name, uid, size, why, wlen);
-	if (!r && d->cfg.vram_prealloc)
-		r = adopt_reserve(fd, vram, d->cfg.dma_size, size, why, wlen);
+	r = bar_object_vet(fd, name, uid, size, &sb, why, wlen);
+	if (!r)
+		r = adopted_twice(d, vf, &sb, why, wlen);
 	/* Non-blocking was for the open only: the guest gets this file description. */
 	if (!r && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)) {
 		r = -errno;
@@ -609,6 +665,8 @@ int pf_bar_object_adopt(struct pf_daemon *d, unsigned int vf, long uid, uint64_t
 		close(fd);
 		return r;
 	}
+	d->bar_ino[vf].dev = sb.st_dev;
+	d->bar_ino[vf].ino = sb.st_ino;
 	*out = fd;
 	return 0;
 }
@@ -744,6 +802,8 @@ static void bar_object_close(struct pf_daemon *d, struct pf_slice *s, bool unlin
 	if (s->bar_fd >= 0)
 		close(s->bar_fd);
 	s->bar_fd = -1;
+	if (s->vf && s->vf <= PF_MAX_VFS)
+		d->bar_ino[s->vf] = (struct pf_bar_ino){ 0 };
 	if (unlink_it) {
 		pf_shm_name(d, s->vf, name, sizeof(name));
 		pf_dur_point("unlink");
@@ -824,10 +884,12 @@ int pf_slice_bring_up(struct pf_daemon *d, struct pf_slice *s, unsigned int vf, 
 		goto clear_partition;
 	}
 	s->started_ns = cmn_now_ns();
-	/* A new object was reserved above, an adopted one by pf_bar_object_adopt(). */
+	/* A new object was reserved above, an adopted one is now. */
 	s->vram_reserved = d->cfg.vram_prealloc;
 	s->reserve_why[0] = 0;
 	s->stopped_why[0] = 0;
+	if (adopt)
+		adopt_reserve(d, s);
 	return 0;
 clear_partition:
 	d->vfs[vf] = NULL;
@@ -1416,9 +1478,7 @@ static int modify_commit_running(struct pf_daemon *d, struct pf_slice *s, struct
 		return cmn_fail(&e->f, r, "slice %s: cannot write the journal: %s", s->uuid,
 			       cmn_strerror(r));
 	}
-	if (!s->transient && pf_state_save_slice(d, s))
-		cmn_warn("slice %s: definition file not rewritten; the next start takes the "
-			 "journal's", s->uuid);
+	pf_slice_def_follow(d, s, "modified");	/* the journal's commit stands */
 	s->owner_uid = old.owner_uid;	/* slice_give_to() below compares */
 	return 0;
 }
@@ -1450,6 +1510,8 @@ static int modify_commit(struct pf_daemon *d, struct pf_slice *s, struct pf_slic
 			 cmn_strerror(r));
 	if (r)
 		return r;
+	if (!s->vf)
+		s->def_pending = false;		/* the file is the definition now */
 	if (s->vf && s->owner_uid != n->owner_uid)
 		slice_give_to(d, s, n->owner_uid);
 	spec_copy(s, n);

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* Persistence. Declared slices: one JSON file each, <state>/slices/<uuid>.json, in
- * mdevctl's shape. Running slices: the allocation journal <state>/journal.json (VF, VRAM
- * partition, provisioned quota and the allocations inside it), rewritten atomically after
+ * mdevctl's shape. Running slices: the journal <state>/journal.json (VF, VRAM partition
+ * and provisioned quota of each; not the allocations inside it), rewritten atomically after
  * every change. A transient slice has no file: its journal entry, definition included, is
  * its only record, so it comes back running (and still transient) after a restart. VRAM contents live in one shm object per VF named from the state dir, so a
  * restarted daemon (even after kill -9) maps the same bytes at the same offsets.
@@ -25,7 +25,6 @@
 #include "common/bitops.h"
 #include "gpu_model/gpu.h"
 #include "common/log.h"
-#include "pma/pma.h"
 #include "pf_manager/pf_internal.h"
 
 #define PF_JOURNAL_KIND		"vgpud-journal"
@@ -379,6 +378,15 @@ void pf_state_behind(struct pf_daemon *d, int err, const char *fmt, ...)
 		 "failed (%s): %s", d->cfg.state_dir, cmn_strerror(err), what);
 }
 
+#ifdef VGPU_TEST_HOOKS
+/* Test builds: the largest state file the writers write; a test lowers it (declaring it
+ * itself) to reach the refusal with the files vgpud makes, which stay far below PF_MAX_FILE. */
+size_t pf_test_state_max = PF_MAX_FILE;
+#define STATE_MAX_FILE	pf_test_state_max
+#else
+#define STATE_MAX_FILE	PF_MAX_FILE
+#endif
+
 static int write_json(struct pf_daemon *d, const char *path, json_object *o)
 {
 	const char *txt = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
@@ -386,6 +394,13 @@ static int write_json(struct pf_daemon *d, const char *path, json_object *o)
 	char *buf;
 	int r, dir_err;
 
+	/* A file the loader would refuse (read_json()) is not written: the next start would
+	 * exit 3 on it, every slice down. */
+	if (strlen(txt) + 1 > STATE_MAX_FILE) {
+		cmn_err("state: %s would hold %zu bytes, more than the %zu a start reads; not "
+			"written", path, strlen(txt) + 1, (size_t)STATE_MAX_FILE);
+		return -EFBIG;
+	}
 	if (asprintf(&buf, "%s\n", txt) < 0)
 		return -ENOMEM;
 	r = pf_write_file_atomic(path, buf, strlen(buf), &dir_err);
@@ -427,9 +442,7 @@ int pf_state_remove_slice(struct pf_daemon *d, const struct pf_slice *s)
 
 static json_object *journal_entry(const struct pf_slice *s)
 {
-	json_object *o = json_object_new_object(), *allocs = json_object_new_array();
-	struct pma_range *r = NULL;
-	size_t nr = 0;
+	json_object *o = json_object_new_object();
 
 	json_object_object_add(o, "uuid", json_object_new_string(s->uuid));
 	json_object_object_add(o, "vf", json_object_new_int((int)s->vf));
@@ -456,21 +469,9 @@ static json_object *journal_entry(const struct pf_slice *s)
 	/* A restore commits here before it writes the definition file. */
 	if (s->def_pending)
 		json_object_object_add(o, "restored", json_object_new_boolean(true));
-	if (s->child && !pma_export(s->child, NULL, 0, &nr) && nr) {
-		r = calloc(nr, sizeof(*r));
-		if (r && !pma_export(s->child, r, nr, &nr)) {
-			for (size_t i = 0; i < nr; i++) {
-				json_object *a = json_object_new_array();
-
-				json_object_array_add(a, json_object_new_uint64(r[i].base));
-				json_object_array_add(a, json_object_new_uint64(r[i].size));
-				json_object_array_add(a, json_object_new_int((int)r[i].state));
-				json_object_array_add(allocs, a);
-			}
-		}
-		free(r);
-	}
-	json_object_object_add(o, "allocations", allocs);
+	/* No allocations inside the partition: a start does not re-create them (the RM
+	 * objects that owned them die with the process, apply_entry()), and a guest making
+	 * many would grow the journal past what a start reads. */
 	return o;
 }
 
@@ -509,18 +510,45 @@ int pf_state_save_journal_without(struct pf_daemon *d, const struct pf_slice *sk
 
 /* ---- loading ------------------------------------------------------------------------------ */
 
-/* Read and parse a JSON file; -ENOENT if absent, -ENODATA if empty, -EBADMSG if not
- * exactly one JSON value or if a key repeats, and then @why says which. */
+/* @path, which is not a regular file, refused: -EBADMSG with @why naming what it is
+ * (@sb, or an lstat() of it when the open met a symbolic link, @fd < 0). */
+static int not_regular(const char *path, int fd, const struct stat *sb, char *why,
+		       size_t why_len)
+{
+	struct stat lsb;
+	mode_t mode = sb ? sb->st_mode : S_IFLNK;
+
+	if (fd < 0 && !lstat(path, &lsb))
+		mode = lsb.st_mode;
+	snprintf(why, why_len, "it is %s, not a regular file", pf_file_kind(mode));
+	if (fd >= 0)
+		close(fd);
+	return -EBADMSG;
+}
+
+/* Read and parse a JSON file; -ENOENT if absent, -ENODATA if empty, -EBADMSG if not a
+ * regular file, not exactly one JSON value or if a key repeats, and then @why says which.
+ * Opened without following a link or waiting (a FIFO in its place): what stands at the
+ * name is what is read. */
 static int read_json(const char *path, json_object **out, char *why, size_t why_len)
 {
 	char *buf;
 	ssize_t n;
-	int fd = open(path, O_RDONLY | O_CLOEXEC), r;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK), r;
 	struct stat sb;
 
+	if (fd < 0 && errno == ELOOP)
+		return not_regular(path, fd, NULL, why, why_len);
 	if (fd < 0)
 		return -errno;
-	if (fstat(fd, &sb) || sb.st_size > PF_MAX_FILE) {
+	if (fstat(fd, &sb)) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	if (!S_ISREG(sb.st_mode))
+		return not_regular(path, fd, &sb, why, why_len);
+	if (sb.st_size > PF_MAX_FILE) {
 		close(fd);
 		return -EFBIG;
 	}
@@ -681,7 +709,7 @@ struct jent {
 	bool gone;		/* its VRAM object is missing or unusable: it comes back stopped */
 	int bar_fd;		/* its VRAM object, opened and vetted; -1 if none or handed on */
 	bool write_def;		/* restored, its definition file not written yet */
-	json_object *allocs;
+	json_object *allocs;	/* an older vgpud's "allocations", or NULL */
 	struct pf_slice def;	/* the definition the journal committed */
 };
 
@@ -867,19 +895,22 @@ static int entry_fields(json_object *o, struct jent *je, const char *uuid, char 
 	if (bad)
 		return snprintf(why, wlen, "slice %s: \"%s\" is missing or not a non-negative "
 				"integer", uuid, bad), -EBADMSG;
-	if (!json_object_object_get_ex(o, "allocations", &je->allocs) ||
+	/* Written by older vgpuds only: checked when there, never needed. */
+	if (json_object_object_get_ex(o, "allocations", &je->allocs) &&
 	    !json_object_is_type(je->allocs, json_type_array))
-		return snprintf(why, wlen, "slice %s: \"allocations\" is missing or not an array",
-				uuid), -EBADMSG;
+		return snprintf(why, wlen, "slice %s: \"allocations\" is not an array", uuid),
+		       -EBADMSG;
 	return entry_flag(o, "reset_pending", uuid, &je->reset_pending, why, wlen);
 }
 
-/* The allocations inside the partition, each [base, size, state] of integers within it.
- * They are checked, not re-created (apply_entry() says why), but checked here, before
- * anything is applied. */
+/* The allocations inside the partition an older vgpud's entry lists, each [base, size,
+ * state] of integers within it. They are checked, not re-created (apply_entry() says why),
+ * but checked here, before anything is applied. An entry may have none. */
 static int check_allocs(const struct jent *je, const char *uuid, char *why, size_t wlen)
 {
-	for (size_t i = 0; i < json_object_array_length(je->allocs); i++) {
+	size_t n = je->allocs ? json_object_array_length(je->allocs) : 0;
+
+	for (size_t i = 0; i < n; i++) {
 		json_object *a = json_object_array_get_idx(je->allocs, i);
 		const char *bad = NULL;
 		uint64_t v[3];
@@ -1103,9 +1134,13 @@ static void finish_entry(struct pf_daemon *d, struct jent *je)
 	if (je->rewrite_def)
 		cmn_warn("state: slice %s: definition file behind the journal; %s", s->uuid,
 			 pf_state_save_slice(d, s) ? "not rewritten" : "rewritten");
-	if (je->write_def && pf_state_save_slice(d, s))
-		cmn_warn("state: slice %s: restored, but its definition file cannot be written",
-			 s->uuid);
+	/* The file is still missing: the journal keeps the entry marked restored, its only
+	 * record of the definition (a loader that finds the file ignores the mark). */
+	if (je->write_def && pf_state_save_slice(d, s)) {
+		cmn_warn("state: slice %s: restored, but its definition file cannot be written; "
+			 "the journal keeps its definition", s->uuid);
+		s->def_pending = true;
+	}
 	if (s->migrated_to[0]) {
 		handed_over(d, je);
 		return;
@@ -1233,18 +1268,30 @@ static unsigned int stray_objects(struct pf_daemon *d, bool drop, char *list, si
 	return n;
 }
 
-/* No journal, or an empty one: nothing runs. Say so when VRAM objects say otherwise. */
-static void journal_lost(struct pf_daemon *d, const char *path, int why)
+/* No journal, or an empty one: nothing runs. A missing one (removed by hand, or never
+ * written) is taken, with a warning naming the VRAM objects that say otherwise. vgpud never
+ * writes an empty one: with VRAM objects of this instance there, it is damage that hides
+ * running slices (a transient one's only record), and starting would write over it and
+ * sweep their objects; the state is refused (-EBADMSG) with nothing changed. */
+static int journal_lost(struct pf_daemon *d, const char *path, int why)
 {
 	char list[1024];
 	unsigned int n = stray_objects(d, false, list, sizeof(list));
 
+	if (n && why == -ENODATA) {
+		cmn_err("state: %s is empty, but %u VRAM objects of this instance exist (%s): "
+			"slices may have run on them; refusing the state (restore the journal, or "
+			"remove %s to start without them: their slices come back stopped and a "
+			"start replaces each object)", path, n, list, path);
+		return -EBADMSG;
+	}
 	if (n)
-		cmn_warn("state: %s is %s but %u VRAM objects of this instance exist (%s): their "
-			 "slices come back stopped and a start replaces each object", path,
-			 why == -ENOENT ? "missing" : "empty", n, list);
+		cmn_warn("state: %s is missing but %u VRAM objects of this instance exist (%s): "
+			 "their slices come back stopped and a start replaces each object", path, n,
+			 list);
 	else if (why == -ENODATA)
 		cmn_warn("state: %s is empty: no slice is running", path);
+	return 0;
 }
 
 /* The entries that came back running: not those whose object was gone, nor those handed
@@ -1270,10 +1317,8 @@ static int load_journal(struct pf_daemon *d)
 
 	snprintf(path, sizeof(path), "%s/journal.json", d->cfg.state_dir);
 	r = read_json(path, &j, why, sizeof(why));
-	if (r == -ENOENT || r == -ENODATA) {
-		journal_lost(d, path, r);
-		return 0;
-	}
+	if (r == -ENOENT || r == -ENODATA)
+		return journal_lost(d, path, r);
 	if (r) {
 		cmn_err("state: %s: %s; refusing the state", path,
 			 r == -EBADMSG ? why : cmn_strerror(r));
@@ -1287,12 +1332,13 @@ static int load_journal(struct pf_daemon *d)
 		snprintf(why, sizeof(why), "no valid \"slices\" array");
 		r = -EBADMSG;
 	}
-	for (size_t i = 0; !r && i < json_object_array_length(arr); i++, n++) {
+	for (size_t i = 0; !r && i < json_object_array_length(arr); i++, n++)
 		r = check_entry(d, json_object_array_get_idx(arr, i), &je[n], num_vfs, je, n, why,
 				sizeof(why));
-		if (!r)
-			r = check_object(d, &je[n], why, sizeof(why));
-	}
+	/* The objects once every entry passed: vetting one may cut it back to its BAR or
+	 * reserve its pages, which a state refused for a later entry must not have done. */
+	for (size_t i = 0; !r && i < n; i++)
+		r = check_object(d, &je[i], why, sizeof(why));
 	if (r) {
 		cmn_err("state: %s: %s; refusing the state (nothing was applied)", path, why);
 		close_objects(je, n);

@@ -52,10 +52,20 @@ uint64_t pf_fair_vram(uint64_t usable, unsigned int nr_vfs)
 	return 1ull << cmn_fls(each);
 }
 
+/* mkdir @dir; a directory it makes is synced into its parent, so that a file renamed into
+ * it later is not lost with it in a crash. 0 if it is there (made now or before). */
+static int mkdir_synced(const char *dir, mode_t mode)
+{
+	if (mkdir(dir, mode))
+		return errno == EEXIST ? 0 : -errno;
+	return pf_fsync_dir_of(dir);
+}
+
 int pf_mkdir_p(const char *path, mode_t mode)
 {
 	char buf[PF_PATH_MAX];
 	size_t n = strlen(path);
+	int r;
 
 	if (n == 0 || n >= sizeof(buf))
 		return -ENAMETOOLONG;
@@ -64,13 +74,12 @@ int pf_mkdir_p(const char *path, mode_t mode)
 		if (*p != '/')
 			continue;
 		*p = 0;
-		if (mkdir(buf, mode) && errno != EEXIST)
-			return -errno;
+		r = mkdir_synced(buf, mode);
+		if (r)
+			return r;
 		*p = '/';
 	}
-	if (mkdir(buf, mode) && errno != EEXIST)
-		return -errno;
-	return 0;
+	return mkdir_synced(buf, mode);
 }
 
 #ifdef VGPU_TEST_HOOKS
@@ -128,9 +137,8 @@ int pf_fsync_dir_of(const char *path)
 	const char *slash = strrchr(path, '/');
 	int fd, ret = 0;
 
-	if (!slash)
-		return 0;
-	snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+	/* A bare name lives in the working directory. */
+	snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
 	fd = open(dir[0] ? dir : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
@@ -154,7 +162,13 @@ int pf_write_file_atomic(const char *path, const char *data, size_t len, int *di
 	if (ret)
 		return ret;
 	pf_dur_point("write");
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+	/* The temp file is made anew, never opened through what stands at its name: a link
+	 * planted there would have the write land in the file it names. A leftover is ours by
+	 * name (a crash between the write and the rename); what cannot be removed (a
+	 * directory) fails the write. */
+	if (unlink(tmp) && errno != ENOENT)
+		return -errno;
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0640);
 	if (fd < 0)
 		return -errno;
 	while (off < len) {

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -748,14 +749,55 @@ static int cmd_vram_map(struct ctlc *c, struct vgpuctl_opts *o)
 	return r == -EEXIST ? VGPUCTL_CONFLICT : r ? VGPUCTL_FAIL : 0;
 }
 
+/* fsync the directory holding @path, so that a name made in it survives a crash: 0 or an
+ * errno. */
+static int sync_dir_of(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	char dir[PATH_MAX];
+	int fd, err = 0;
+
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else if (slash == path)
+		snprintf(dir, sizeof(dir), "/");
+	else if (snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path) >= (int)sizeof(dir))
+		return ENAMETOOLONG;
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return errno;
+	if (fsync(fd))
+		err = errno;
+	close(fd);
+	return err;
+}
+
+/* Make what vgpud wrote to @fd, the new file @path, durable, and its name: 0, or an errno
+ * with *@what the step that failed. @fd is closed either way. */
+static int save_sync(int fd, const char *path, const char **what)
+{
+	int err = fsync(fd) ? errno : 0;
+
+	if (close(fd) && !err)
+		err = errno;
+	*what = "write";
+	if (!err) {
+		*what = "sync the directory of";
+		err = sync_dir_of(path);
+	}
+	return err;
+}
+
 /* save -u UUID FILE: vgpud writes the slice's migration stream into FILE, which vgpuctl
  * creates with the caller's rights (never over an existing file) and passes as a
- * descriptor; a failed save leaves no file. */
+ * descriptor; "saved" once the file and its name are durable (fsync of both); a failed
+ * save leaves no file. */
 static int cmd_save(struct ctlc *c, struct vgpuctl_opts *o)
 {
 	json_object *rep, *ret;
 	char a[32], b[32];
-	int r = need_uuid(o), fd = -1;
+	const char *what;
+	int r = need_uuid(o), fd = -1, err;
 
 	if (!r)
 		r = parent_check(c, o);
@@ -770,8 +812,10 @@ static int cmd_save(struct ctlc *c, struct vgpuctl_opts *o)
 		}
 	}
 	r = run_fd(c, o, "save-slice", uuid_args(o), fd, &rep, &ret);
-	if (fd >= 0 && close(fd) && !r) {
-		fprintf(stderr, "vgpuctl: cannot write %s: %s\n", o->args[0], strerror(errno));
+	if (fd >= 0 && r) {
+		close(fd);
+	} else if (fd >= 0 && (err = save_sync(fd, o->args[0], &what))) {
+		fprintf(stderr, "vgpuctl: cannot %s %s: %s\n", what, o->args[0], strerror(err));
 		json_object_put(rep);
 		r = VGPUCTL_FAIL;
 	}

@@ -4,8 +4,12 @@
  * error naming the directory and the cause; every later change is refused, queries are
  * still answered. In-process, through pf_command(), with no device: the commands here
  * touch only the state directory. The fsync failure is the test hook of the -th library
- * (pf_test_dir_fsync_err), taken by the real pf_fsync_dir_of(). */
+ * (pf_test_dir_fsync_err), taken by the real pf_fsync_dir_of(). Then the state files
+ * themselves: a repeated key, the journal's size (no allocations; a file over the bound
+ * not written), its temporary name holding a link, a file that is not a regular one, and
+ * the sync of a new slices/ directory. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +24,7 @@
 #include "common/compiler.h"
 #include "common/log.h"
 #include "pf_manager/pf_internal.h"
+#include "pma/pma.h"
 
 #define U1	"11111111-1111-4111-8111-111111111111"
 
@@ -307,9 +312,300 @@ static void test_dup_key_refused(void **state)
 	daemon_free(d);
 }
 
+/* ---- the journal's size and the files' kind --------------------------------------------- */
+
+/* The writers' bound (state.c, test builds): lowered to reach the refusal. */
+extern size_t pf_test_state_max;
+
+#define J_BASE		(1ull << 30)
+#define J_VRAM		(2ull << 30)
+#define J_RANGES	(J_VRAM / PMA_FRAME_SIZE)
+
+/* U1 defined, and in memory running on VF 1 over [1 GiB, 3 GiB) with a child PMA of
+ * J_RANGES 64 KiB allocations, pinned and evictable in turn (each its own range), as the
+ * RM keeps a guest's allocations. No device: only the journal sees it. */
+static struct pma *fake_running(void)
+{
+	struct pma_region_desc rd = { .base = J_BASE, .size = J_VRAM };
+	struct pma_alloc_opts pin = { .flags = PMA_PINNED }, unpin = { 0 };
+	struct pma *pma = pma_create(NULL);
+	struct pf_slice *s;
+	json_object *rep;
+
+	rep = run("{\"execute\":\"define-slice\",\"arguments\":{\"uuid\":\"" U1 "\","
+		  "\"type\":\"vgpu-auto\"}}");
+	assert_ok(rep);
+	json_object_put(rep);
+	s = pf_slice_find(dmn, U1);
+	assert_non_null(s);
+	assert_non_null(pma);
+	assert_int_equal(pma_region_add(pma, &rd, NULL, 0), 0);
+	for (uint64_t i = 0; i < J_RANGES; i++)
+		assert_int_equal(pma_alloc_fixed(pma, J_BASE + i * PMA_FRAME_SIZE, PMA_FRAME_SIZE,
+						 i % 2 ? &unpin : &pin), 0);
+	pf_rm_limits_default(&s->prov);
+	s->prov.vram = J_VRAM;
+	s->prov.channels = 8;
+	s->prov.doorbells = 8;
+	s->prov.priority = PF_PRIO_NORMAL;
+	s->vf = 1;
+	s->base = J_BASE;
+	s->child = pma;
+	dmn->vfs[1] = s;
+	dmn->num_vfs = 1;
+	return pma;
+}
+
+static void fake_stop(struct pma *pma)
+{
+	struct pf_slice *s = dmn->vfs[1];
+
+	s->child = NULL;
+	s->vf = 0;
+	dmn->vfs[1] = NULL;
+	pma_destroy(pma);
+}
+
+static off_t file_size(const char *path)
+{
+	struct stat sb;
+
+	assert_int_equal(stat(path, &sb), 0);
+	return sb.st_size;
+}
+
+/* A slice with 32768 allocations: the journal lists none of them (an older vgpud's grew
+ * past the 1 MiB a start reads, and the next start refused it), and it loads. */
+static void test_journal_without_allocations(void **state)
+{
+	char path[256];
+	struct pf_daemon *d;
+	struct pma *pma;
+	char *text;
+
+	(void)state;
+	pma = fake_running();
+	assert_int_equal(pf_state_save_journal(dmn), 0);
+	fake_stop(pma);
+	snprintf(path, sizeof(path), "%s/state/journal.json", root);
+	text = slurp(path);
+	assert_non_null(strstr(text, "\"vram_base\":1073741824"));
+	assert_null(strstr(text, "allocations"));
+	free(text);
+	assert_true(file_size(path) < 16384);
+	/* It loads: the slice comes back (stopped, as it has no VRAM object here). */
+	d = daemon_new();
+	assert_int_equal(pf_state_load(d), 0);
+	assert_non_null(pf_slice_find(d, U1));
+	assert_int_equal(d->num_vfs, 1);
+	daemon_free(d);
+}
+
+static const struct oldalloc_case {
+	const char *name;
+	const char *allocs;	/* the value of "allocations" put into the entry */
+	const char *why;	/* the refusal in the log; NULL: it loads */
+} oldalloc_cases[] = {
+	{ "an older journal's allocations load", "[[1073741824,65536,2],[1073807360,65536,1]]",
+	  NULL },
+	{ "an older journal's allocation outside the partition",
+	  "[[1073741824,65536,2],[0,65536,2]]", "allocations[1] holds outside the slice's" },
+	{ "an older journal's allocations not an array", "5", "\"allocations\" is not an array" },
+	{ "an older journal's allocation of 2 members", "[[1073741824,65536]]",
+	  "allocations[0] is not [base, size, state]" },
+};
+
+/* A journal an older vgpud wrote, with "allocations" in its entry: taken when they are
+ * sound, refused naming the bad one otherwise, with no file changed. */
+static void test_journal_old_allocations(void **state)
+{
+	const struct oldalloc_case *c = *state;
+	char path[256], ins[256], *before, *after;
+	struct pf_daemon *d;
+	struct pma *pma;
+	int r;
+
+	pma = fake_running();
+	assert_int_equal(pf_state_save_journal(dmn), 0);
+	fake_stop(pma);
+	snprintf(path, sizeof(path), "%s/state/journal.json", root);
+	snprintf(ins, sizeof(ins), "\"allocations\":%s,", c->allocs);
+	insert_after(path, "\"vf\":1,", ins);
+	before = slurp(path);
+	d = daemon_new();
+	logbuf[0] = 0;
+	cmn_log_set_sink(log_keep, NULL);
+	r = pf_state_load(d);
+	cmn_log_set_sink(NULL, NULL);
+	if (!c->why) {
+		assert_int_equal(r, 0);
+		assert_non_null(pf_slice_find(d, U1));
+	} else {
+		assert_int_equal(r, -EBADMSG);
+		assert_int_equal(d->nr_slices, 0);
+		if (!strstr(logbuf, c->why) || !strstr(logbuf, path))
+			fail_msg("the log does not name \"%s\" in %s:\n%s", c->why, path, logbuf);
+	}
+	after = slurp(path);
+	assert_string_equal(after, before);
+	free(after);
+	free(before);
+	daemon_free(d);
+}
+
+/* A state file the loader would refuse for its size is not written: the change fails
+ * (its errno EFBIG), the log names the file and the size, the old file stays. */
+static void test_state_file_too_large(void **state)
+{
+	char path[256], *before, *after;
+	json_object *rep;
+
+	(void)state;
+	rep = run("{\"execute\":\"set-vfs\",\"arguments\":{\"num_vfs\":1}}");
+	assert_ok(rep);
+	json_object_put(rep);
+	snprintf(path, sizeof(path), "%s/state/journal.json", root);
+	before = slurp(path);
+	pf_test_state_max = 64;
+	logbuf[0] = 0;
+	cmn_log_set_sink(log_keep, NULL);
+	rep = run("{\"execute\":\"set-vfs\",\"arguments\":{\"num_vfs\":0}}");
+	cmn_log_set_sink(NULL, NULL);
+	pf_test_state_max = 1u << 20;
+	assert_error(rep, "EIO", "cannot write the journal", "VFs unchanged");
+	json_object_put(rep);
+	if (!strstr(logbuf, path) || !strstr(logbuf, "more than the 64 a start reads"))
+		fail_msg("the log does not name %s and its size:\n%s", path, logbuf);
+	after = slurp(path);
+	assert_string_equal(after, before);
+	free(after);
+	free(before);
+	assert_int_equal(journal_num_vfs(), 1);
+}
+
+/* A symbolic link planted at the journal's temporary name: the write replaces the link,
+ * never writes through it; the file it names is untouched. */
+static void test_tmp_link_not_followed(void **state)
+{
+	char victim[256], tmp[300], journal[256], *text;
+	struct stat sb;
+	json_object *rep;
+	FILE *f;
+
+	(void)state;
+	snprintf(victim, sizeof(victim), "%s/victim", root);
+	snprintf(journal, sizeof(journal), "%s/state/journal.json", root);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", journal);
+	f = fopen(victim, "w");
+	assert_non_null(f);
+	fputs("not vgpud's\n", f);
+	fclose(f);
+	assert_int_equal(symlink(victim, tmp), 0);
+	rep = run("{\"execute\":\"set-vfs\",\"arguments\":{\"num_vfs\":2}}");
+	assert_ok(rep);
+	json_object_put(rep);
+	text = slurp(victim);
+	assert_string_equal(text, "not vgpud's\n");
+	free(text);
+	assert_int_equal(lstat(journal, &sb), 0);
+	assert_true(S_ISREG(sb.st_mode));
+	assert_int_equal(lstat(tmp, &sb), -1);
+	assert_int_equal(journal_num_vfs(), 2);
+}
+
+/* What stands at a state file's name and is not a regular file is refused naming it and
+ * what it is, without waiting on it (a FIFO with a writer would read as empty, one without
+ * would hold the open) and without following a link. */
+static const struct kind_case {
+	const char *name;
+	const char *file;	/* under the state dir */
+	const char *kind;	/* as the log names it */
+} kind_cases[] = {
+	{ "the journal a FIFO", "journal.json", "it is a FIFO, not a regular file" },
+	{ "the journal a symbolic link", "journal.json",
+	  "it is a symbolic link, not a regular file" },
+	{ "the journal a directory", "journal.json", "it is a directory, not a regular file" },
+	{ "a definition file a FIFO", "slices/" U1 ".json", "it is a FIFO, not a regular file" },
+	{ "a definition file a symbolic link", "slices/" U1 ".json",
+	  "it is a symbolic link, not a regular file" },
+};
+
+static void test_state_file_kind(void **state)
+{
+	const struct kind_case *c = *state;
+	char path[256], real[300], want[400];
+	struct pf_daemon *d;
+	json_object *rep;
+	int fd = -1, r;
+
+	rep = run("{\"execute\":\"define-slice\",\"arguments\":{\"uuid\":\"" U1 "\","
+		  "\"type\":\"vgpu-auto\"}}");
+	assert_ok(rep);
+	json_object_put(rep);
+	rep = run("{\"execute\":\"set-vfs\",\"arguments\":{\"num_vfs\":1}}");
+	assert_ok(rep);
+	json_object_put(rep);
+	snprintf(path, sizeof(path), "%s/state/%s", root, c->file);
+	snprintf(real, sizeof(real), "%s/real.json", root);
+	if (strstr(c->kind, "link")) {
+		assert_int_equal(rename(path, real), 0);	/* a sound file, behind a link */
+		assert_int_equal(symlink(real, path), 0);
+	} else if (strstr(c->kind, "FIFO")) {
+		assert_int_equal(unlink(path), 0);
+		assert_int_equal(mkfifo(path, 0600), 0);
+		/* Held open for writing: an open that follows it returns, and reads nothing. */
+		fd = open(path, O_RDWR | O_NONBLOCK);
+		assert_true(fd >= 0);
+	} else {
+		assert_int_equal(unlink(path), 0);
+		assert_int_equal(mkdir(path, 0700), 0);
+	}
+	d = daemon_new();
+	logbuf[0] = 0;
+	cmn_log_set_sink(log_keep, NULL);
+	r = pf_state_load(d);
+	cmn_log_set_sink(NULL, NULL);
+	if (fd >= 0)
+		close(fd);
+	assert_int_equal(r, -EBADMSG);
+	assert_int_equal(d->nr_slices, 0);
+	snprintf(want, sizeof(want), "%s: %s", path, c->kind);
+	if (!strstr(logbuf, want))
+		fail_msg("the log does not say \"%s\":\n%s", want, logbuf);
+	daemon_free(d);
+}
+
+/* A slices/ directory the load makes is synced into the state directory (the first
+ * directory fsync, made to fail here, fails the load); one already there is not. */
+static void test_slices_dir_synced(void **state)
+{
+	char dir[256], slices[300];
+	struct pf_daemon *d;
+
+	(void)state;
+	snprintf(dir, sizeof(dir), "%s/fresh", root);
+	snprintf(slices, sizeof(slices), "%s/slices", dir);
+	assert_int_equal(mkdir(dir, 0750), 0);
+	d = daemon_new();
+	snprintf(d->cfg.state_dir, sizeof(d->cfg.state_dir), "%s", dir);
+	pf_test_dir_fsync_err = -EIO;
+	assert_int_equal(pf_state_load(d), -EIO);
+	assert_int_equal(pf_test_dir_fsync_err, 0);	/* taken */
+	assert_int_equal(access(slices, F_OK), 0);
+	daemon_free(d);
+	d = daemon_new();
+	snprintf(d->cfg.state_dir, sizeof(d->cfg.state_dir), "%s", dir);
+	pf_test_dir_fsync_err = -EIO;
+	assert_int_equal(pf_state_load(d), 0);
+	assert_int_equal(pf_test_dir_fsync_err, -EIO);	/* nothing made, nothing synced */
+	pf_test_dir_fsync_err = 0;
+	daemon_free(d);
+}
+
 int main(void)
 {
-	struct CMUnitTest t[VGPU_ARRAY_SIZE(sync_cases) + VGPU_ARRAY_SIZE(dupfile_cases) + 1];
+	struct CMUnitTest t[VGPU_ARRAY_SIZE(sync_cases) + VGPU_ARRAY_SIZE(dupfile_cases) +
+			    VGPU_ARRAY_SIZE(oldalloc_cases) + VGPU_ARRAY_SIZE(kind_cases) + 5];
 	size_t n = 0;
 
 	cmn_log_set_level(VGPU_LOG_ERR);
@@ -321,5 +617,19 @@ int main(void)
 	for (size_t i = 0; i < VGPU_ARRAY_SIZE(dupfile_cases); i++)
 		t[n++] = (struct CMUnitTest){ dupfile_cases[i].name, test_dup_key_refused, setup,
 					      teardown, (void *)&dupfile_cases[i] };
+	t[n++] = (struct CMUnitTest)cmocka_unit_test_setup_teardown(
+		test_journal_without_allocations, setup, teardown);
+	for (size_t i = 0; i < VGPU_ARRAY_SIZE(oldalloc_cases); i++)
+		t[n++] = (struct CMUnitTest){ oldalloc_cases[i].name, test_journal_old_allocations,
+					      setup, teardown, (void *)&oldalloc_cases[i] };
+	t[n++] = (struct CMUnitTest)cmocka_unit_test_setup_teardown(test_state_file_too_large,
+								    setup, teardown);
+	t[n++] = (struct CMUnitTest)cmocka_unit_test_setup_teardown(test_tmp_link_not_followed,
+								    setup, teardown);
+	for (size_t i = 0; i < VGPU_ARRAY_SIZE(kind_cases); i++)
+		t[n++] = (struct CMUnitTest){ kind_cases[i].name, test_state_file_kind, setup,
+					      teardown, (void *)&kind_cases[i] };
+	t[n++] = (struct CMUnitTest)cmocka_unit_test_setup_teardown(test_slices_dir_synced,
+								    setup, teardown);
 	return _cmocka_run_group_tests("pf_state_sync", t, n, NULL, NULL);
 }

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /* The BAR objects a restarted vgpud adopts by name belong to tenants meanwhile: a guest
- * holds its own (it may grow it, cut it, lease it) and any local user may put a file under
- * one of the names, which are public. Whatever is there, the restart completes (the start
+ * holds its own (it may grow it, cut it, lease it, link another name to it or link another
+ * object under its name) and any local user may put a file under one of the names, which
+ * are public. Whatever is there, the restart completes (the start
  * returning is the proof: none of these waits on a clock) and only the slice whose object
  * is wrong comes back stopped, with a warning naming the object and why; the other slice
  * runs on. A grown object is cut back and adopted with its VRAM; what vgpud did not make
@@ -250,6 +251,62 @@ static void test_lease(void **state)
 	t_daemon_free(d);
 }
 
+/* Whether the object at @path holds U1's marker. */
+static bool has_mark(const char *path)
+{
+	char buf[sizeof(MARK)] = "";
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	bool r;
+
+	assert_true(fd >= 0);
+	r = pread(fd, buf, sizeof(buf), 0) == (ssize_t)sizeof(buf) &&
+	    !memcmp(buf, MARK, sizeof(MARK));
+	close(fd);
+	return r;
+}
+
+/* A second name linked to a running slice's object (by root here; any user may with
+ * fs.protected_hardlinks=0): a name that is not the slice's own may hold another tenant's
+ * object, so one with more than one link is not adopted. That slice comes back stopped
+ * naming the link count; the other runs on, and the second name keeps the VRAM. */
+static void test_extra_link(void **state)
+{
+	struct tdaemon *d = ran_two();
+	char log[200], path[128], link2[140];
+
+	(void)state;
+	t_bar_path(d, 1, path, sizeof(path));
+	snprintf(link2, sizeof(link2), "%s-link", path);
+	assert_int_equal(link(path, link2), 0);
+	assert_int_equal(start_logged(d, log, sizeof(log)), 0);
+	assert_true(t_log_has(log, "has 2 links, not 1"));
+	assert_true(t_log_has(log, "the slice comes back stopped"));
+	assert_true(has_mark(link2));
+	only_u1_stopped(d);
+	assert_true(has_mark(link2));
+	t_daemon_free(d);		/* the prefix's sweep removes link2 */
+}
+
+/* U1's guest, the owner of its object, unlinks it and links U2's root-owned object under
+ * its name: never adopted as U1's VRAM. Which name is the slice's own cannot be told from
+ * the object, so neither slice adopts it: both come back stopped. */
+static void test_other_object_linked(void **state)
+{
+	struct tdaemon *d = ran_two();
+	char log[200], p1[128], p2[128];
+
+	(void)state;
+	t_bar_path(d, 1, p1, sizeof(p1));
+	t_bar_path(d, 2, p2, sizeof(p2));
+	assert_int_equal(unlink(p1), 0);
+	assert_int_equal(link(p2, p1), 0);
+	assert_int_equal(start_logged(d, log, sizeof(log)), 0);
+	assert_true(t_log_has(log, "has 2 links, not 1"));
+	assert_int_equal(slice_vf(d, U1), 0);
+	assert_int_equal(slice_vf(d, U2), 0);
+	t_daemon_free(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -259,6 +316,8 @@ int main(void)
 		cmocka_unit_test_teardown(test_fifo_stray, t_teardown),
 		cmocka_unit_test_teardown(test_foreign_owner, t_teardown),
 		cmocka_unit_test_teardown(test_lease, t_teardown),
+		cmocka_unit_test_teardown(test_extra_link, t_teardown),
+		cmocka_unit_test_teardown(test_other_object_linked, t_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

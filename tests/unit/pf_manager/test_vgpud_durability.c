@@ -441,6 +441,22 @@ static char *file_get(struct tdaemon *d, const char *rel)
 	return buf;
 }
 
+/* @rel's contents, empty or not. */
+static char *file_get_raw(struct tdaemon *d, const char *rel)
+{
+	char path[256], *buf = calloc(1, 1 << 16);
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", d->state, rel);
+	f = fopen(path, "r");
+	assert_non_null(f);
+	assert_non_null(buf);
+	if (fread(buf, 1, (1 << 16) - 1, f) == 0)
+		buf[0] = 0;
+	fclose(f);
+	return buf;
+}
+
 /* Start vgpud with its stderr in <root>/log; returns t_daemon_start's result. */
 static int start_logged(struct tdaemon *d, char *log, size_t len)
 {
@@ -468,7 +484,7 @@ static void journal_bad(struct tdaemon *d, const char *orig, const char *field, 
 static void test_loader(void **state)
 {
 	struct tdaemon *d = t_daemon_new();
-	char *orig, *txt, log[200], prefix[64], path[200], now[256];
+	char *orig, *txt, *vram, log[200], prefix[64], path[200], now[256];
 
 	(void)state;
 	setup(d, V_START);
@@ -489,12 +505,30 @@ static void test_loader(void **state)
 	snapshot(d, now, sizeof(now));
 	assert_non_null(strstr(now, "U1=running/1/0/0"));
 	t_daemon_stop(d, SIGKILL);
-	/* An emptied journal, VRAM object present: started, and the object is named. */
+	/* An emptied journal (vgpud never writes one), VRAM object present: refused (exit 3)
+	 * naming the object and the way out; the file and the object as they were. */
 	file_put(d, "journal.json", "");
-	assert_int_equal(start_logged(d, log, sizeof(log)), 0);
+	assert_true(truncate(log, 0) == 0);
+	assert_int_equal(start_logged(d, log, sizeof(log)), 1000 + 3);
 	t_shm_prefix(d, prefix, sizeof(prefix));
-	assert_true(t_log_has(log, "journal.json is empty"));
+	assert_true(t_log_has(log, "journal.json is empty, but 1 VRAM objects of this instance "
+			      "exist ("));
 	assert_true(t_log_has(log, prefix));
+	assert_true(t_log_has(log, "refusing the state (restore the journal, or remove "));
+	txt = file_get_raw(d, "journal.json");
+	assert_string_equal(txt, "");
+	free(txt);
+	vram = vram_map(d, 1);
+	assert_non_null(vram);
+	assert_memory_equal(vram, MARK, sizeof(MARK));
+	munmap(vram, 4096);
+	/* Removed: started without it, the object named (a later start replaces it). */
+	snprintf(path, sizeof(path), "%s/journal.json", d->state);
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(start_logged(d, log, sizeof(log)), 0);
+	assert_true(t_log_has(log, "journal.json is missing but 1 VRAM objects"));
+	snapshot(d, now, sizeof(now));
+	assert_non_null(strstr(now, "U1=defined"));
 	t_daemon_stop(d, SIGKILL);
 	/* A journal naming a missing object: that slice comes back stopped, not a refusal. */
 	file_put(d, "journal.json", orig);

@@ -8,7 +8,8 @@
  * nobody reads: the daemon answers right after); a file changed between the restore's two
  * reads is refused, nothing written outside the slice and nothing kept. Hand-made files
  * with more IOMMU mappings than the slice's guest could make, or with a control area, are
- * refused at the check. */
+ * refused at the check. A restore whose definition file cannot be written makes the
+ * slice's stop write it first. */
 /* pf_test.h copies paths it made itself into sun_path; gcc cannot see their length. */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 #include <pthread.h>
@@ -601,6 +602,38 @@ static void test_restore_crash_points(void **state)
 	assert_true(done);
 }
 
+/* A restore whose definition file cannot be written after its commit (a directory takes
+ * the name of the file's temporary one) is acknowledged, the journal holding the
+ * definition; a stop, after which the journal no longer names the slice, writes the file
+ * first: refused while it cannot, naming the file, the slice running on; once it can, the
+ * slice stays defined across a restart. */
+static void test_restore_def_write_fails(void **state)
+{
+	struct fixture *f = *state;
+	char def[256], tmp[260];
+
+	make_saved(f);
+	assert_int_equal(T_CTL(f->a, "stop", "-u", U1), 0);
+	assert_int_equal(T_CTL(f->a, "undefine", "-u", U1), 0);
+	snprintf(def, sizeof(def), "%s/slices/%s.json", f->b->state, U1);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", def);
+	assert_int_equal(mkdir(tmp, 0700), 0);
+	assert_int_equal(T_CTL(f->b, "restore", f->file), 0);
+	assert_int_equal(access(def, F_OK), -1);
+	assert_int_not_equal(T_CTL(f->b, "stop", "-u", U1), 0);
+	if (!strstr(t_out.err, "definition file") || !strstr(t_out.err, "nothing was stopped"))
+		fail_msg("stop: %s", t_out.err);
+	assert_int_equal(T_CTL(f->b, "list", "-u", U1), 0);
+	assert_non_null(strstr(t_out.out, "running"));
+	assert_int_equal(rmdir(tmp), 0);
+	assert_int_equal(T_CTL(f->b, "stop", "-u", U1), 0);
+	assert_int_equal(access(def, F_OK), 0);
+	assert_int_equal(t_daemon_stop(f->b, SIGTERM), 0);
+	assert_int_equal(t_daemon_start_argv(f->b, daemon_args), 0);
+	assert_int_equal(T_CTL(f->b, "list", "-u", U1), 0);
+	assert_non_null(strstr(t_out.out, "defined"));
+}
+
 static int file_write(void *ctx, const void *p, size_t len)
 {
 	return write(*(int *)ctx, p, len) == (ssize_t)len ? 0 : -EIO;
@@ -664,6 +697,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_restore_forged_state, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_restore_file_changed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_restore_crash_points, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_restore_def_write_fails, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

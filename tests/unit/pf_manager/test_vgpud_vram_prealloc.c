@@ -7,8 +7,8 @@
  * when it takes them again leaves the slice unreserved, saying so, until the next one; a
  * slice larger than the whole of /dev/shm is refused naming it, the bytes and the reason,
  * and nothing of the daemon's state changes, while the same start without the setting
- * succeeds (sparse) and a restart with it brings only that slice back stopped, saying why.
- * Bad values of the key are refused naming it.
+ * succeeds (sparse) and a restart with it adopts that slice's object with its VRAM,
+ * running unreserved, saying why. Bad values of the key are refused naming it.
  *
  * As root the program runs in a mount namespace of its own with a 1 GiB tmpfs on
  * /dev/shm, which its daemons share: a test fills it without touching the host's. */
@@ -316,8 +316,9 @@ static void start_with(struct tdaemon *d, char **args, char *log, size_t len)
  * allocating nothing): with the setting its start is refused naming the slice, the bytes
  * and the reason, and the slice list, the status (free VRAM), the journal and the objects
  * in /dev/shm are as before. Without it the same start succeeds (sparse). A restart with
- * the setting then cannot reserve that running slice's object: only that slice comes back
- * stopped, the reason in the log and in its JSON; the other runs on, reserved. */
+ * the setting then cannot reserve that running slice's object: it is adopted with its
+ * VRAM and runs unreserved, the reason in the log and in its JSON; the other runs on,
+ * reserved. */
 static void test_larger_than_shm(void **state)
 {
 	struct tdaemon *d;
@@ -327,9 +328,9 @@ static void test_larger_than_shm(void **state)
 	char vram[32], big_s[32], big_fmt[32], log[200], want[160], conf[200];
 	char *snap, *journal, *objs, *snap2, *journal2, *objs2;
 	char *pre[24], *plain[16];
-	uint64_t shm, big, dev;
+	uint64_t shm, big, dev, bytes;
 	const char *desc;
-	int n;
+	int n, fd;
 
 	(void)state;
 	assert_int_equal(statfs("/dev/shm", &sf), 0);
@@ -391,20 +392,29 @@ static void test_larger_than_shm(void **state)
 	assert_false(reserved(d, U1));
 	assert_true(obj_allocated(d, 2) < big);
 
-	/* With it again: U1's object cannot be reserved at adoption. */
+	/* With it again: U1's object cannot be reserved at adoption. It is adopted all the
+	 * same, with the guest's VRAM (the marker), running unreserved and saying why. */
+	fd = t_bar_open(d, 2);
+	t_put(fd, 4096, 4096, 7);
+	close(fd);
 	assert_int_equal(t_daemon_stop(d, SIGTERM), 0);
 	start_with(d, pre, log, sizeof(log));
 	s = slice_of(d, U1);
-	assert_string_equal(jstr(s, "state"), "defined");
+	assert_string_equal(jstr(s, "state"), "running");
 	assert_false(jbool(s, "vram_reserved"));
-	if (!strstr(jstr(s, "stopped_reason"), "cannot be reserved: ") ||
-	    !strstr(jstr(s, "stopped_reason"), "No space left on device"))
-		fail_msg("stopped_reason is \"%s\"", jstr(s, "stopped_reason"));
+	if (!strstr(jstr(s, "vram_reserve_error"), "adopted at vgpud's start") ||
+	    !strstr(jstr(s, "vram_reserve_error"), "No space left on device"))
+		fail_msg("vram_reserve_error is \"%s\"", jstr(s, "vram_reserve_error"));
 	json_object_put(s);
-	assert_true(t_log_has(log, "cannot be reserved: "));
-	assert_true(t_log_has(log, "the slice comes back stopped"));
+	assert_true(t_log_has(log, "runs unreserved until its next reset or start"));
+	assert_false(t_log_has(log, "the slice comes back stopped"));
 	assert_true(reserved(d, U2));
 	assert_true(obj_allocated(d, 1) >= RESERVED);
+	fd = t_bar_open(d, 2);
+	assert_false(zeros(fd, 4096, 4096));
+	close(fd);
+	assert_true(status_prealloc(d, &bytes));
+	assert_true(bytes == RESERVED);		/* U2's only */
 	free(snap);
 	free(journal);
 	free(objs);
