@@ -74,8 +74,8 @@ struct vvf_as {
 	u64 *pt;			/* ... its CPU view (BAR2, write-back) */
 
 	/* Protects the tables, pt_used, evict_cursor and lost: taken by the invalidation, by
-	 * the fault service to write PTEs, by reset and release. Never held across an RM call
-	 * but release's (so that no invalidation writes into tables being freed). */
+	 * the fault service to write PTEs, by reset and release. Never held across an RM call:
+	 * the invalidation runs in direct reclaim too, and the mailbox must not wait for it. */
 	struct mutex lock;
 	u32 pt_used;			/* tables handed out (the root is table 0) */
 	u64 evict_cursor;		/* where the next eviction looks for victims */
@@ -284,8 +284,13 @@ static int vvf_as_vidmem(struct vvf_as *as, u64 size, u64 page, u32 *h, u64 *add
 
 	if (ret)
 		return ret;
-	/* Host input: the memory must lie in the VRAM aperture before the CPU touches it. */
-	if (p.addr > l->vram_size || size > l->vram_size - p.addr) {
+	/* Host input: the memory must lie in the VRAM aperture before the CPU touches it, and
+	 * be aligned as asked: page tables and PDEs name tables by their aligned addresses,
+	 * so a misaligned one would point the GPU at VRAM beside it. */
+	if (p.addr > l->vram_size || size > l->vram_size - p.addr || (page && p.addr % page)) {
+		dev_err_ratelimited(&as->vd->pdev->dev, "SVM: the RM gave VRAM at %#llx, "
+				    "%#llx bytes, for %#llx aligned to %#llx: refused\n", p.addr,
+				    p.size, size, page);
 		vvf_as_free(as, *h);
 		return -EPROTO;
 	}
@@ -312,6 +317,8 @@ static const char *vvf_as_why(int err)
 		return "no room in VRAM or in the page tables";
 	case -ESRCH:
 		return "its process is gone";
+	case -EBUSY:
+		return "a reset is announced, or the SVM pool tracks as many processes as it can";
 	default:
 		return "not serviced";
 	}
@@ -1111,6 +1118,7 @@ void vvf_as_release(struct vvf_file *f)
 {
 	struct vvf_dev *vd = f->vd;
 	struct vvf_as *as;
+	bool free;
 
 	mutex_lock(&vd->files_mutex);
 	as = f->as;
@@ -1119,12 +1127,15 @@ void vvf_as_release(struct vvf_file *f)
 	if (!as)
 		return;
 	cancel_work_sync(&as->work);
-	/* Freeing the client stops its channels and frees the tables; under the lock so that
-	 * no invalidation writes into table memory that is no longer ours. */
+	/* Freeing the client stops its channels and frees the tables. Marked lost first, under
+	 * the lock, so that no invalidation writes into table memory that is no longer ours;
+	 * the FREE itself runs without it: an invalidation may come from direct reclaim while
+	 * the mailbox's holder allocates, and must not wait behind the mailbox. */
 	mutex_lock(&as->lock);
-	if (!vvf_as_gone(as) && !READ_ONCE(vd->gone))
-		vvf_as_free(as, as->client);
+	free = !vvf_as_gone(as) && !READ_ONCE(vd->gone);
 	as->lost = true;
 	mutex_unlock(&as->lock);
+	if (free)
+		vvf_as_free(as, as->client);
 	vvf_as_destroy(as);
 }

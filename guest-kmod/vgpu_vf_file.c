@@ -23,11 +23,11 @@
  * calls that would let a process point the GPU at memory of its choosing: its own VASPACE
  * (whose page tables it writes) and channels on it. Both refusals are RM replies the driver
  * makes (-EDQUOT, -EPERM); the host never sees the call. */
-#include <linux/delay.h>
 #include <linux/fs.h>
 #include <linux/mm.h>
 #include <linux/moduleparam.h>
 #include <linux/sched/signal.h>
+#include <linux/sizes.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 #include <linux/vmalloc.h>
@@ -374,16 +374,40 @@ static u32 vvf_rm_refuse(const void *req, void *rsp, s32 status)
 	return sizeof(*r);
 }
 
+/* Zero BAR2 [off, off + size). The host gives memory freed inside the slice to the next
+ * ALLOC as it is (only a VF reset scrubs), so a new object would show what another process
+ * left there. BAR2 is mapped write-back (memremap): ordinary memory, written with memset. */
+static void vvf_mem_clear(struct vvf_dev *vd, u64 off, u64 size)
+{
+	u64 n;
+
+	while (size) {
+		n = min_t(u64, size, SZ_2M);
+		memset(vd->bar2 + off, 0, n);
+		off += n;
+		size -= n;
+		cond_resched();
+	}
+}
+
 /* Record a memory object the file allocated (or a DUP of one: @bytes charged, @size 0: not
- * mappable) and charge it to its quota. */
+ * mappable) and charge it to its quota. A mappable range is new memory: it is zeroed here,
+ * under f->lock, before any fault of the file can map it or the reply names its handle. */
 static void vvf_mem_add(struct vvf_file *f, u32 client, u32 handle, enum vvf_mem_kind kind,
 			u64 off, u64 size, u64 bytes, u64 gpu_addr)
 {
 	const struct vvf_layout *l = &f->vd->lay;
 	u64 lo = kind == VVF_MEM_DMA ? l->dma_off : l->vram_off;
 	u64 hi = lo + (kind == VVF_MEM_DMA ? l->dma_size : l->vram_size);
-	struct vvf_mem *m = kzalloc(sizeof(*m), GFP_KERNEL);
+	struct vvf_mem *m;
 
+	lockdep_assert_held(&f->lock);
+	/* Host input: a range outside its region is charged but never mappable. */
+	if (!(size && off >= lo && off <= hi && size <= hi - off))
+		size = 0;
+	if (size)
+		vvf_mem_clear(f->vd, off, size);
+	m = kzalloc(sizeof(*m), GFP_KERNEL);
 	if (!m)
 		return;
 	m->client = client;
@@ -391,8 +415,7 @@ static void vvf_mem_add(struct vvf_file *f, u32 client, u32 handle, enum vvf_mem
 	m->kind = kind;
 	m->bytes = bytes;
 	m->gpu_addr = gpu_addr;
-	/* Host input: a range outside its region is charged but never mappable. */
-	if (size && off >= lo && off <= hi && size <= hi - off) {
+	if (size) {
 		m->off = off;
 		m->size = size;
 	}
@@ -458,9 +481,22 @@ int vvf_file_own(struct vvf_file *f, u32 epoch, u32 client, u32 handle, u64 off,
 	return 0;
 }
 
-/* Record what a successful ALLOC of client @i made. Under f->lock. */
+/* Whether the VRAM an ALLOC (@len bytes) asked for is one range from the address the reply
+ * gives: asked contiguous, or a single page. The RM takes the pages of any other one where
+ * it finds them, so [addr, addr + size) may hold other objects, which the file must neither
+ * map (CPU or AS_MAP) nor have zeroed for it. */
+static bool vvf_vidmem_contiguous(const struct vgpu_rm_alloc *a, u32 len, u64 size)
+{
+	const struct vgpu_rm_vidmem_params *p = (const void *)(a + 1);
+
+	if (len < sizeof(*a) + sizeof(*p))
+		return false;
+	return (p->flags & VGPU_RM_MEM_CONTIGUOUS) || size <= (p->page_size ?: SZ_64K);
+}
+
+/* Record what a successful ALLOC (@len bytes) of client @i made. Under f->lock. */
 static void vvf_rm_record_alloc(struct vvf_file *f, int i, const struct vgpu_rm_alloc *a,
-				const struct vgpu_rm_reply *r)
+				u32 len, const struct vgpu_rm_reply *r)
 {
 	const struct vvf_layout *l = &f->vd->lay;
 	const void *out = r + 1;
@@ -482,7 +518,8 @@ static void vvf_rm_record_alloc(struct vvf_file *f, int i, const struct vgpu_rm_
 			const struct vgpu_rm_vidmem_params *p = out;
 
 			vvf_mem_add(f, a->h_client, r->handle, VVF_MEM_VRAM, l->vram_off + p->addr,
-				    p->size, p->size, p->addr);
+				    vvf_vidmem_contiguous(a, len, p->size) ? p->size : 0, p->size,
+				    p->addr);
 		}
 		break;
 	case VGPU_RM_CLASS_CHANNEL_GPFIFO:
@@ -635,7 +672,7 @@ static void vvf_rm_record(struct vvf_file *f, const void *req, u32 len, const vo
 	if (i < 0)
 		return;
 	if (h->op == VGPU_RM_OP_ALLOC && len >= sizeof(struct vgpu_rm_alloc))
-		vvf_rm_record_alloc(f, i, req, r);
+		vvf_rm_record_alloc(f, i, req, len, r);
 	else if (h->op == VGPU_RM_OP_DUP && len >= sizeof(struct vgpu_rm_dup))
 		vvf_rm_record_dup(f, req, r);
 	else if (h->op == VGPU_RM_OP_CONTROL && len >= sizeof(struct vgpu_rm_control))
@@ -774,7 +811,7 @@ void vvf_files_event(struct vvf_dev *vd, const struct vf_event *e)
 		if (IS_ERR(slot))	/* the process broke its own ring: start it over */
 			vvf_ring_skip(&f->pevt);
 		if (IS_ERR_OR_NULL(slot)) {
-			f->dropped++;
+			atomic64_inc(&f->dropped);
 			continue;
 		}
 		memcpy(slot, e, sizeof(*e));
@@ -836,10 +873,12 @@ static long vvf_ioc_info(struct vvf_file *f, unsigned long arg, u32 size)
 	for (v = 0; v < VGPU_VF_NR_VECTORS; v++)
 		a.irq_count[v] = atomic64_read(&vd->irq_count[v]);
 	a.open_files = READ_ONCE(vd->nr_files);
-	mutex_lock(&vd->files_mutex);	/* the event thread counts under it */
+	a.dropped = atomic64_read(&f->dropped);
+	/* Only the file's own lock, never inside vd->files_mutex: a mailbox call holds it for
+	 * as long as the call takes, and the event thread, every open and every close take
+	 * files_mutex. */
 	mutex_lock(&f->lock);
 	a.rm_clients = f->nr_clients;
-	a.dropped = f->dropped;
 	a.vram_limit = f->quota.vram;
 	a.vram_used = f->vram_used;
 	a.dma_limit = f->quota.dma;
@@ -849,7 +888,6 @@ static long vvf_ioc_info(struct vvf_file *f, unsigned long arg, u32 size)
 	a.client_limit = f->quota.clients;
 	a.strict = f->strict;
 	mutex_unlock(&f->lock);
-	mutex_unlock(&vd->files_mutex);
 	return copy_to_user((void __user *)arg, &a, size) ? -EFAULT : 0;
 }
 
@@ -965,8 +1003,9 @@ static int vvf_serve(struct vvf_file *f)
 	bool big;
 	int ret;
 
+	/* Zeroed: whatever of @rsp a reply names goes to the file's ring, never kernel heap. */
 	req = kmalloc(VF_MSG_MAX_PAYLOAD, GFP_KERNEL);
-	rsp = kmalloc(VF_MSG_MAX_PAYLOAD, GFP_KERNEL);
+	rsp = kzalloc(VF_MSG_MAX_PAYLOAD, GFP_KERNEL);
 	if (!req || !rsp) {
 		kfree(req);
 		kfree(rsp);
@@ -1000,7 +1039,7 @@ static int vvf_serve(struct vvf_file *f)
 		if (IS_ERR(slot))
 			vvf_ring_skip(&f->prsp);
 		if (IS_ERR_OR_NULL(slot)) {
-			f->dropped++;
+			atomic64_inc(&f->dropped);
 			continue;
 		}
 		memset(slot, 0, sizeof(*slot));
@@ -1152,10 +1191,22 @@ out:
 /* For tests: milliseconds a fault on a memory object's page waits between deciding that the
  * file may map it and inserting the page, with the file's lock held as always, so a test
  * can make a FREE race that window deterministically (the FREE must find the page mapped
- * and zap it). 0 in use. */
+ * and zap it), or hold the file's lock while it checks who waits for it. Setting it to 0
+ * ends the waits under way. 0 in use. */
 static unsigned int mmap_fault_delay_ms;
 module_param(mmap_fault_delay_ms, uint, 0644);
-MODULE_PARM_DESC(mmap_fault_delay_ms, "test only: ms a memory fault waits before its insert (0)");
+MODULE_PARM_DESC(mmap_fault_delay_ms,
+		 "test only: ms a memory fault waits before its insert, until set to 0 (0)");
+
+/* mmap_fault_delay_ms's wait: @ms, or until the parameter is 0 again. Its own function, so
+ * that a test finds the fault here by its wchan. */
+static noinline void vvf_fault_test_delay(unsigned int ms)
+{
+	unsigned long end = jiffies + msecs_to_jiffies(ms);
+
+	while (READ_ONCE(mmap_fault_delay_ms) && time_before(jiffies, end))
+		schedule_timeout_uninterruptible(msecs_to_jiffies(10));
+}
 
 /* VVF_PAGE_MEM: a page only a memory object of the file's makes accessible. */
 enum vvf_page { VVF_PAGE_NONE, VVF_PAGE_RO, VVF_PAGE_RW, VVF_PAGE_MEM };
@@ -1215,7 +1266,7 @@ static vm_fault_t vvf_fault_mem(struct vm_fault *vmf, struct vvf_file *f, u64 of
 	mutex_lock(&f->lock);
 	if (vvf_page_mem_locked(f, off) == VVF_PAGE_RW) {
 		if (unlikely(delay))
-			msleep(delay);
+			vvf_fault_test_delay(delay);
 		ret = vmf_insert_pfn(vmf->vma, vmf->address, pfn);
 	}
 	mutex_unlock(&f->lock);

@@ -85,6 +85,10 @@ struct vvf_svm {
 		bool need;		/* [off, off + size) must be held */
 		u64 off, size;
 		u32 client;		/* the client holding all of it (0: not held) */
+		/* Room for the objects taking it back puts elsewhere, made at probe: the
+		 * mailbox's holder allocates nothing (reclaim may wait for a mailbox call). */
+		u32 *fillers;
+		u32 max_fillers;
 	} lost;
 };
 
@@ -182,8 +186,7 @@ struct vvf_file {
 	void *rings;			/* 3 x ring_region bytes: request, reply, event */
 	struct vvf_ring preq, prsp, pevt;	/* pevt: the event thread's, under files_mutex */
 	atomic64_t replies;		/* the file's own mailbox "interrupt" count */
-	u64 dropped;			/* replies (under lock) or events (under vd->files_mutex)
-					 * lost to a full private ring */
+	atomic64_t dropped;		/* replies or events lost to a full private ring */
 	struct mutex as_lock;		/* serialises the AS ioctls (making as and channels) */
 	struct vvf_as *as;		/* the kernel-owned SVM address space, or NULL; set and
 					 * cleared under vd->files_mutex (the event thread's) */
@@ -286,6 +289,10 @@ int vvf_krm(struct vvf_dev *vd, u32 op, void *req, u32 len, void *out, u32 out_l
 int vvf_krm_alloc(struct vvf_dev *vd, u32 client, u32 parent, u32 cls, void *params, u32 plen,
 		  u32 *handle);
 void vvf_svm_init(struct vvf_dev *vd);
+/* What the pool needs of the layout, made at probe once it is checked: 0 or -ENOMEM.
+ * vvf_svm_free gives it back (with the device). */
+int vvf_svm_prepare(struct vvf_dev *vd);
+void vvf_svm_free(struct vvf_dev *vd);
 /* Migrate every page still in the pool back to system memory (its processes keep their
  * data) and drop the pool's struct pages. */
 void vvf_svm_fini(struct vvf_dev *vd);

@@ -133,10 +133,14 @@ static int vvf_mbox_take(struct vvf_dev *vd, u32 seq, u32 type, void *rsp, u32 *
 		vvf_ring_consume_commit(&vd->rsp);
 	}
 	len = READ_ONCE(m->length);
+	/* A reply that cannot be taken has no payload: *rsp_len says how much of @rsp holds
+	 * the reply, and the callers copy that much on (to user space, to a file's ring). */
 	if (len > VF_MSG_MAX_PAYLOAD || len > vd->rsp.elem_size - sizeof(*m)) {
 		*status = -EPROTO;
+		*rsp_len = 0;
 	} else if (len > *rsp_len) {
 		*status = -EMSGSIZE;
+		*rsp_len = 0;
 	} else {
 		*status = READ_ONCE(m->status);
 		memcpy(rsp, m + 1, len);
@@ -470,8 +474,48 @@ static int vvf_identify(struct pci_dev *pdev, resource_size_t phys, resource_siz
 	return ret;
 }
 
-/* The header's layout must lie inside BAR2, page-aligned where user space maps it, before
- * any offset in it is used; the driver keeps its own copy from then on. */
+/* Whether [a, a + alen) and [b, b + blen) share a byte (both inside BAR2). */
+static bool vvf_overlap(u64 a, u64 alen, u64 b, u64 blen)
+{
+	return alen && blen && a < b + blen && b < a + alen;
+}
+
+/* The pages every file sees whatever it allocated (the header, control, doorbell and
+ * interrupt pages, the rings) must lie outside VRAM and DMA memory, and those two apart:
+ * a control page over VRAM would make that VRAM readable or writable by every process,
+ * and a memory object's range is checked only against its own region. 0 or -EPROTO. */
+static int vvf_check_overlaps(struct vvf_dev *vd, const struct vvf_layout *l)
+{
+	const struct { const char *what; u64 off, len; } ctl[] = {
+		{ "header", l->hdr_off, PAGE_SIZE }, { "control", l->ctrl_off, PAGE_SIZE },
+		{ "doorbell", l->db_off, l->db_off ? PAGE_SIZE : 0 },
+		{ "interrupt", l->intr_off, l->intr_off ? PAGE_SIZE : 0 },
+		{ "request ring", l->req_off, l->ring_region },
+		{ "reply ring", l->rsp_off, l->ring_region },
+		{ "event ring", l->evt_off, l->ring_region },
+	};
+	unsigned int i;
+
+	if (vvf_overlap(l->vram_off, l->vram_size, l->dma_off, l->dma_size)) {
+		dev_err(&vd->pdev->dev, "BAR2 header: VRAM [%#llx, +%#llx) overlaps DMA memory "
+			"[%#llx, +%#llx): not bound\n", l->vram_off, l->vram_size, l->dma_off,
+			l->dma_size);
+		return -EPROTO;
+	}
+	for (i = 0; i < ARRAY_SIZE(ctl); i++) {
+		if (!vvf_overlap(ctl[i].off, ctl[i].len, l->vram_off, l->vram_size) &&
+		    !vvf_overlap(ctl[i].off, ctl[i].len, l->dma_off, l->dma_size))
+			continue;
+		dev_err(&vd->pdev->dev, "BAR2 header: the %s page(s) at %#llx overlap VRAM or DMA "
+			"memory: not bound\n", ctl[i].what, ctl[i].off);
+		return -EPROTO;
+	}
+	return 0;
+}
+
+/* The header's layout must lie inside BAR2, page-aligned where user space maps it, with
+ * its control pages apart from VRAM and DMA memory, before any offset in it is used; the
+ * driver keeps its own copy from then on. */
 static int vvf_check_layout(struct vvf_dev *vd)
 {
 	const struct vf_bar_header *h = vd->hdr;
@@ -497,6 +541,8 @@ static int vvf_check_layout(struct vvf_dev *vd)
 		dev_err(&vd->pdev->dev, "BAR2 header describes a layout this driver cannot use\n");
 		return -EPROTO;
 	}
+	if (vvf_check_overlaps(vd, &l))
+		return -EPROTO;
 	vd->lay = l;
 	return 0;
 }
@@ -509,6 +555,7 @@ static void vvf_dev_release(struct kref *ref)
 
 	if (vd->as_wq)
 		destroy_workqueue(vd->as_wq);
+	vvf_svm_free(vd);
 	kfree(vd);
 }
 
@@ -568,6 +615,8 @@ static int vvf_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	}
 	vd->hdr = (struct vf_bar_header *)(vd->bar2 + vf_bar_header_off(vd->bar2_size));
 	ret = vvf_check_layout(vd);
+	if (!ret)
+		ret = vvf_svm_prepare(vd);
 	if (ret)
 		goto err_unmap;
 	vd->vf_id = vd->hdr->vf_id;
@@ -598,6 +647,8 @@ static int vvf_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	return 0;
 err_irqs:
 	vvf_irqs_free(vd);
+	/* The event thread may have queued it (a reset announced meanwhile): it uses vd. */
+	cancel_work_sync(&vd->reset_work);
 err_unmap:
 	memunmap(vd->bar2);
 err_free:
@@ -625,10 +676,15 @@ static void vvf_remove(struct pci_dev *pdev)
 	 * service again: what still runs of it writes tables in BAR2 and takes pool pages,
 	 * so it ends before either goes. */
 	flush_workqueue(vd->as_wq);
-	vvf_svm_fini(vd);
 	memunmap(vd->bar2);
 	vd->bar2 = NULL;
+	/* Every call from here on sees gone and touches neither BAR2 nor a file's records,
+	 * which the reset above emptied: let them through before waiting for the SVM pool,
+	 * whose last page goes only when its process lets go of it (one that cannot move
+	 * stays mapped until then), maybe only once its ioctl or close has returned. The pool
+	 * reaches its pages through their own mapping (memremap_pages), not BAR2's. */
 	up_write(&vd->remove_sem);
+	vvf_svm_fini(vd);
 	pci_clear_master(pdev);
 	pci_release_region(pdev, 2);
 	vvf_dev_put(vd);

@@ -296,17 +296,49 @@ static long vvf_svm_round(struct vvf_dev *vd, struct vm_area_struct *vma, unsign
 	return moved;
 }
 
-/* Remember @who as a process that may hold pool pages (a reset must tell it). */
-static void vvf_svm_owner(struct vvf_svm *s, struct pid *who)
+/* Forget the processes of the owners table that are gone (their pages went with their
+ * memory) into @gone, for put_pid outside the lock: how many. Under s->lock. */
+static u32 vvf_svm_owners_prune(struct vvf_svm *s, struct pid **gone)
 {
-	u32 i;
+	u32 i = 0, n = 0;
+
+	rcu_read_lock();
+	while (i < s->nr_owners) {
+		if (pid_task(s->owners[i], PIDTYPE_TGID)) {
+			i++;
+			continue;
+		}
+		gone[n++] = s->owners[i];
+		s->owners[i] = s->owners[--s->nr_owners];
+	}
+	rcu_read_unlock();
+	return n;
+}
+
+/* Remember @who as a process that may hold pool pages (a reset must tell it). A full table
+ * first drops the processes that are gone. 0, or -EBUSY: every entry is a live process,
+ * and one that a reset could not tell must put no page into the pool. */
+static int vvf_svm_owner(struct vvf_svm *s, struct pid *who)
+{
+	struct pid *gone[VVF_SVM_OWNERS];
+	u32 i, n = 0;
+	bool known;
+	int ret = 0;
 
 	spin_lock(&s->lock);
 	for (i = 0; i < s->nr_owners && s->owners[i] != who; i++)
 		;
-	if (i == s->nr_owners && i < VVF_SVM_OWNERS)
+	known = i < s->nr_owners;
+	if (!known && s->nr_owners == VVF_SVM_OWNERS)
+		n = vvf_svm_owners_prune(s, gone);
+	if (!known && s->nr_owners < VVF_SVM_OWNERS)
 		s->owners[s->nr_owners++] = get_pid(who);
+	else if (!known)
+		ret = -EBUSY;
 	spin_unlock(&s->lock);
+	for (i = 0; i < n; i++)
+		put_pid(gone[i]);
+	return ret;
 }
 
 /* svm_pause_round's wait: until the caller is killed or the parameter is 0 again. Its own
@@ -351,20 +383,25 @@ int vvf_svm_move_locked(struct vvf_dev *vd, struct mm_struct *mm, struct pid *wh
 		down_read(&vd->svm.migrate_sem);
 		/* An announced reset the host dropped (the slice stopped or moved) ends the
 		 * wait here: the header no longer names it. */
-		if (vd->svm.resetting &&
-		    READ_ONCE(vd->hdr->reset_pending) == vd->svm.resetting_seq) {
+		if ((vd->svm.resetting &&
+		     READ_ONCE(vd->hdr->reset_pending) == vd->svm.resetting_seq) ||
+		    vvf_svm_owner(&vd->svm, who)) {
 			up_read(&vd->svm.migrate_sem);
 			return -EBUSY;
 		}
-		vvf_svm_owner(&vd->svm, who);
 	}
 	for (round = 1; start < end; start = next, round++) {
 		if (unlikely(round == pause) && !(current->flags & PF_KTHREAD))
 			vvf_svm_test_pause();
 		/* A range may be as large as the address space: a killed caller stops here
-		 * rather than after every round of it. */
+		 * rather than after every round of it, and so does every caller once the device
+		 * is going (remove waits for the calls in flight). */
 		if (fatal_signal_pending(current)) {
 			ret = -EINTR;
+			break;
+		}
+		if (READ_ONCE(vd->gone)) {
+			ret = -ENODEV;
 			break;
 		}
 		cond_resched();
@@ -683,15 +720,12 @@ static int vvf_hold_fill(struct vvf_dev *vd, struct vvf_hold *h)
 static int vvf_svm_hold_lost(struct vvf_dev *vd, u32 *calls)
 {
 	struct vvf_svm *s = &vd->svm;
-	struct vvf_hold h = { .off = s->lost.off, .size = s->lost.size };
+	struct vvf_hold h = { .off = s->lost.off, .size = s->lost.size,
+			      .fillers = s->lost.fillers, .max_fillers = s->lost.max_fillers };
 	struct vgpu_rm_msg m = { 0 };
 	int ret;
 	u32 i;
 
-	h.max_fillers = div64_u64(vd->lay.vram_size, VVF_SVM_ALIGN) + 1;
-	h.fillers = kvmalloc_array(h.max_fillers, sizeof(*h.fillers), GFP_KERNEL);
-	if (!h.fillers)
-		return -ENOMEM;
 	ret = vvf_krm_send(vd, true, VGPU_RM_OP_ALLOC_CLIENT, &m, sizeof(m), NULL, 0, &h.client);
 	if (!ret)
 		ret = vvf_krm_alloc_send(vd, true, h.client, h.client, VGPU_RM_CLASS_DEVICE, NULL,
@@ -700,7 +734,6 @@ static int vvf_svm_hold_lost(struct vvf_dev *vd, u32 *calls)
 		ret = vvf_hold_fill(vd, &h);
 	for (i = 0; i < h.nr_fillers; i++)
 		vvf_krm_free(vd, true, h.client, h.fillers[i]);
-	kvfree(h.fillers);
 	*calls = h.calls;
 	if (ret && h.client)
 		vvf_krm_free(vd, true, h.client, h.client);
@@ -880,6 +913,23 @@ void vvf_svm_fini(struct vvf_dev *vd)
 	s->free = NULL;
 	spin_unlock(&s->lock);
 	s->mapped = false;
+}
+
+int vvf_svm_prepare(struct vvf_dev *vd)
+{
+	struct vvf_svm *s = &vd->svm;
+
+	/* Every 2 MiB of the VF's VRAM a filler at worst, one more for a piece over its end. */
+	s->lost.max_fillers = div64_u64(vd->lay.vram_size, VVF_SVM_ALIGN) + 1;
+	s->lost.fillers = kvmalloc_array(s->lost.max_fillers, sizeof(*s->lost.fillers),
+					 GFP_KERNEL);
+	return s->lost.fillers ? 0 : -ENOMEM;
+}
+
+void vvf_svm_free(struct vvf_dev *vd)
+{
+	kvfree(vd->svm.lost.fillers);
+	vd->svm.lost.fillers = NULL;
 }
 
 void vvf_svm_init(struct vvf_dev *vd)

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 /* vgpu-kmod-test - what the guest suite cannot see of the kernel driver vgpu_vf.ko: bad
  * ioctls (wrong sizes, unmapped pointers, foreign handles, bad vectors), what one file may
- * map of BAR2, that closing a file or killing its process frees the RM clients it held,
- * per-file quotas and strict_as (module parameters it sets for its own files and restores).
+ * map of BAR2, that memory another process freed reads as zeros, that closing a file or
+ * killing its process frees the RM clients it held, SVM, per-file quotas and strict_as
+ * (module parameters it sets for its own files and restores); last it unbinds the VF
+ * through sysfs while a pool page cannot move, and binds it again.
  * Runs in the guest image (built static by vmm_glue/guest/mkimage.sh), root, with the module
  * bound to one VF:
  *
@@ -38,6 +40,7 @@
  *
  * Prints TAP and one "N passed, N failed" line; exit status 0 if nothing failed. Needs only
  * the ABI headers (include/vgpu/). */
+#define _GNU_SOURCE
 #include <dirent.h>
 #include <inttypes.h>
 #include <errno.h>
@@ -54,6 +57,7 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -246,14 +250,24 @@ static int clients_used(int fd, const struct ctx *c)
 	return (int)((struct vgpu_rm_quota_info *)r.params)->client_used;
 }
 
-/* VRAM of @size bytes under @c: its handle and VF-physical (= BAR2) offset. */
+/* VRAM of @size bytes under @c, contiguous (the driver maps nothing else larger than a page):
+ * its handle and VF-physical (= BAR2) offset. */
 static int vidmem(int fd, const struct ctx *c, uint64_t size, uint32_t *h, uint64_t *off)
 {
-	struct vgpu_rm_vidmem_params p = { .size = size, .page_size = 64 << 10 };
+	struct vgpu_rm_vidmem_params p = { .size = size, .page_size = 64 << 10,
+					   .flags = VGPU_RM_MEM_CONTIGUOUS };
 	int ret = rm_alloc(fd, c->client, c->device, VGPU_RM_CLASS_MEMORY_VIDMEM, &p, sizeof(p), h);
 
 	*off = p.addr;
 	return ret;
+}
+
+/* DMA memory of @size bytes under @c: its handle, its parameters (offset) in *@p. */
+static int sysmem(int fd, const struct ctx *c, uint64_t size, uint32_t *h,
+		  struct vgpu_rm_sysmem_params *p)
+{
+	*p = (struct vgpu_rm_sysmem_params){ .size = size };
+	return rm_alloc(fd, c->client, c->device, VGPU_RM_CLASS_MEMORY_SYSMEM, p, sizeof(*p), h);
 }
 
 /* ---- touching pages: SIGBUS is the answer for a page the file may not see ---- */
@@ -531,6 +545,234 @@ static bool t_mmap_race(int fd, const struct ctx *c)
 	CHECK(!ret, "mmap_fault_delay_ms=1000: %d", ret);
 	ok = mmap_race_once(fd, c, in.bar_size, false) && mmap_race_once(fd, c, in.bar_size, true);
 	param_set("mmap_fault_delay_ms", old, NULL, 0);
+	return ok;
+}
+
+/* Whether process @pid sleeps in kernel function @fn now (its wchan). */
+static bool wchan_is(pid_t pid, const char *fn)
+{
+	char path[64], buf[128];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/wchan", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : 0;
+	if (fd >= 0)
+		close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	return strstr(buf, fn) != NULL;
+}
+
+/* Until process @pid exits (true, its status in *@st) or sleeps in @fn on 100 looks in a
+ * row (false): what a waiter that never gets its lock looks like. */
+static bool exits_or_sleeps_in(pid_t pid, const char *fn, int *st)
+{
+	int seen = 0;
+
+	while (seen < 100) {
+		if (waitpid(pid, st, WNOHANG) == pid)
+			return true;
+		seen = wchan_is(pid, fn) ? seen + 1 : 0;
+		usleep(1000);
+	}
+	return false;
+}
+
+/* A file's lock can be held for as long as its mailbox call takes; nothing that every file
+ * needs may wait behind it. A forked child holds the shared file's lock (a first touch in
+ * mmap_fault_delay_ms's window, which lasts until the parameter is set to 0), a second one
+ * asks INFO of that file and waits for its lock; meanwhile a third process must open and
+ * close the device, which takes the VF's list of files: INFO must not hold that list while
+ * it waits. Only then does this process end the window. */
+static bool t_info_unnested(int fd, const struct ctx *c)
+{
+	struct vgpu_vf_ioc_info in = { .size = sizeof(in) };
+	pid_t holder = -1, info = -1, opener = -1;
+	int st_h = -1, st_i = -1, st_o = -1;
+	bool held = false, waits = false, opened = false;
+	uint8_t *bar = MAP_FAILED;
+	uint64_t off;
+	char old[32];
+	uint32_t h;
+	int ret;
+
+	CHECK(!xioctl(fd, VGPU_VF_IOC_INFO, &in), "INFO");
+	CHECK(!vidmem(fd, c, 64 << 10, &h, &off), "VRAM");
+	bar = mmap(NULL, in.bar_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	CHECK(bar != MAP_FAILED, "mmap: %s", strerror(errno));
+	ret = param_set("mmap_fault_delay_ms", "600000", old, sizeof(old));
+	CHECK(!ret, "mmap_fault_delay_ms=600000: %d", ret);
+	holder = fork();
+	if (holder == 0)
+		_exit(touch(bar + off, false));
+	held = holder > 0 && in_fault_delay(holder);
+	if (held)
+		info = fork();
+	if (info == 0) {
+		struct vgpu_vf_ioc_info i2 = { .size = sizeof(i2) };
+
+		_exit(xioctl(fd, VGPU_VF_IOC_INFO, &i2) ? 1 : 0);
+	}
+	if (info > 0) {
+		while (!wchan_is(info, "vvf_ioc_info") && waitpid(info, &st_i, WNOHANG) != info)
+			usleep(1000);
+		waits = wchan_is(info, "vvf_ioc_info");
+	}
+	if (waits)
+		opener = fork();
+	if (opener == 0) {
+		int k = open(dev, O_RDWR | O_CLOEXEC);
+
+		_exit(k >= 0 && !close(k) ? 0 : 1);
+	}
+	/* The holder cannot end before the window does: the open went through meanwhile. */
+	if (opener > 0)
+		opened = exits_or_sleeps_in(opener, "vvf_open", &st_o) &&
+			 waitpid(holder, &st_h, WNOHANG) == 0;
+	param_set("mmap_fault_delay_ms", old, NULL, 0);
+	if (holder > 0 && st_h == -1)
+		waitpid(holder, &st_h, 0);
+	if (info > 0 && st_i == -1)
+		waitpid(info, &st_i, 0);
+	if (opener > 0 && st_o == -1)
+		waitpid(opener, &st_o, 0);
+	munmap(bar, in.bar_size);
+	rm_free(fd, c->client, h);
+	CHECK(held, "the first child's fault never reached the driver's delay (status %#x)", st_h);
+	CHECK(waits, "the second child's INFO never waited for the file's lock (status %#x)",
+	      st_i);
+	CHECK(opened, "an open of the device waited for a file's lock held by its INFO");
+	CHECK(WIFEXITED(st_o) && WEXITSTATUS(st_o) == 0, "open and close: status %#x", st_o);
+	CHECK(WIFEXITED(st_i) && WEXITSTATUS(st_i) == 0, "the INFO: status %#x", st_i);
+	CHECK(WIFEXITED(st_h) && WEXITSTATUS(st_h) == 0, "the first touch: status %#x", st_h);
+	return true;
+}
+
+/* ---- memory another process freed ---- */
+
+#define REUSE_SIZE	(1u << 20)
+#define REUSE_WORD	0xa5c3e1f0u
+
+/* Whether the @len bytes at @p are all zero. */
+static bool all_zero(const volatile uint8_t *p, size_t len)
+{
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		if (p[i])
+			return false;
+	return true;
+}
+
+/* The first process: on a file of its own, REUSE_SIZE bytes of VRAM and of DMA memory filled
+ * with REUSE_WORD through its mapping; it frees the VRAM, and its exit (the file's close)
+ * the DMA memory. Their BAR2 offsets through @wfd; exit 0 if all went so. */
+static int reuse_writer(int wfd)
+{
+	struct vgpu_vf_ioc_info in = { .size = sizeof(in) };
+	struct vgpu_rm_sysmem_params sp;
+	const struct vf_bar_header *hdr;
+	uint64_t off[2];
+	uint32_t hv, hs;
+	uint8_t *bar;
+	struct ctx c;
+	size_t i;
+	int fd = open_dev();
+
+	if (fd < 0 || xioctl(fd, VGPU_VF_IOC_INFO, &in) || !ctx_make(fd, &c) ||
+	    vidmem(fd, &c, REUSE_SIZE, &hv, &off[0]) || sysmem(fd, &c, REUSE_SIZE, &hs, &sp))
+		return 2;
+	bar = mmap(NULL, in.bar_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (bar == MAP_FAILED)
+		return 2;
+	hdr = (const struct vf_bar_header *)(bar + vf_bar_header_off(in.bar_size));
+	off[1] = hdr->dma_off + sp.dma_offset;
+	for (i = 0; i < REUSE_SIZE / 4; i++) {
+		((volatile uint32_t *)(bar + off[0]))[i] = REUSE_WORD;
+		((volatile uint32_t *)(bar + off[1]))[i] = REUSE_WORD;
+	}
+	if (rm_free(fd, c.client, hv) || write(wfd, off, sizeof(off)) != sizeof(off))
+		return 2;
+	return 0;
+}
+
+/* Allocations of REUSE_SIZE bytes of VRAM (@dma false) or DMA memory under @c until one
+ * covers BAR2 offset @want (at most as many as the VF has room for), each read through
+ * @bar: whether one covered it and all of them read zeros. Each is freed again. */
+static bool reuse_reader(int fd, const struct ctx *c, uint8_t *bar, uint64_t dma_off,
+			 bool dma, uint64_t want)
+{
+	struct vgpu_rm_sysmem_params sp;
+	uint32_t h[512];
+	bool hit = false, zero = true;
+	uint64_t off;
+	int n = 0, i;
+
+	while (!hit && n < 512) {
+		if (dma ? sysmem(fd, c, REUSE_SIZE, &h[n], &sp) :
+			  vidmem(fd, c, REUSE_SIZE, &h[n], &off))
+			break;
+		if (dma)
+			off = dma_off + sp.dma_offset;
+		hit = want >= off && want - off < REUSE_SIZE;
+		zero &= all_zero(bar + off, REUSE_SIZE);
+		n++;
+	}
+	for (i = 0; i < n; i++)
+		rm_free(fd, c->client, h[i]);
+	CHECK(hit, "%s: no ALLOC of %d got the first process's range back", dma ? "DMA" : "VRAM",
+	      n);
+	CHECK(zero, "%s: a new object showed what another process left in it",
+	      dma ? "DMA memory" : "VRAM");
+	return true;
+}
+
+/* The host hands memory a FREE gave back inside the slice to the next ALLOC unscrubbed (only
+ * a VF reset scrubs), so the driver zeroes every object a file allocates before the file
+ * may map it. A first process fills VRAM and DMA memory with a pattern, frees the VRAM and
+ * exits (so the DMA memory goes with its file); this process allocates the same sizes until
+ * it gets those ranges back: it must read zeros, never the pattern. VRAM that is neither
+ * contiguous nor a single page is not mappable (its pages need not follow its address). */
+static bool t_reuse(void)
+{
+	struct vgpu_vf_ioc_info in = { .size = sizeof(in) };
+	struct vgpu_rm_vidmem_params p = { .size = 128 << 10, .page_size = 64 << 10 };
+	const struct vf_bar_header *hdr;
+	uint64_t off[2] = { 0, 0 };
+	int pfd[2], st = -1, fd;
+	uint8_t *bar;
+	struct ctx c;
+	uint32_t h;
+	pid_t pid;
+	bool ok;
+
+	CHECK(!pipe(pfd), "pipe");
+	pid = fork();
+	if (pid == 0) {
+		close(pfd[0]);
+		_exit(reuse_writer(pfd[1]));
+	}
+	close(pfd[1]);
+	if (pid > 0 && read(pfd[0], off, sizeof(off)) != sizeof(off))
+		off[0] = off[1] = 0;
+	close(pfd[0]);
+	if (pid > 0)
+		waitpid(pid, &st, 0);
+	CHECK(pid > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "the first process: %#x", st);
+	fd = open_dev();
+	CHECK(fd >= 0 && !xioctl(fd, VGPU_VF_IOC_INFO, &in) && ctx_make(fd, &c), "a new file");
+	bar = mmap(NULL, in.bar_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	CHECK(bar != MAP_FAILED, "mmap: %s", strerror(errno));
+	hdr = (const struct vf_bar_header *)(bar + vf_bar_header_off(in.bar_size));
+	ok = reuse_reader(fd, &c, bar, hdr->dma_off, false, off[0]);
+	ok = reuse_reader(fd, &c, bar, hdr->dma_off, true, off[1]) && ok;
+	if (ok && rm_alloc(fd, c.client, c.device, VGPU_RM_CLASS_MEMORY_VIDMEM, &p, sizeof(p), &h))
+		ok = fail("128 KiB of VRAM in 64 KiB pages");
+	else if (ok && !touch(bar + p.addr, false))
+		ok = fail("VRAM not asked contiguous was mappable");
+	munmap(bar, in.bar_size);
+	close(fd);
 	return ok;
 }
 
@@ -1001,6 +1243,95 @@ static bool t_svm_stops(int fd)
 	return svm_killed(fd) && svm_full_stops(fd);
 }
 
+#define OWNERS_MAX	64		/* processes the driver tracks as holding pool pages */
+
+/* One process of t_svm_owners: a page of its own into VRAM through @fd, the result through
+ * @res, then it lives until @hold reaches its end. */
+static void owner_child(int fd, int res, int hold)
+{
+	uint8_t *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct vgpu_vf_ioc_svm a;
+	int ret = -ENOMEM;
+	char ch;
+
+	if (p != MAP_FAILED) {
+		p[0] = 1;
+		ret = svm(fd, VGPU_VF_SVM_TO_VRAM, p, 4096, &a);
+		if (!ret && a.migrated != 1)
+			ret = -EIO;
+	}
+	if (write(res, &ret, sizeof(ret)) != sizeof(ret) || read(hold, &ch, 1) < 0)
+		_exit(1);
+	_exit(0);
+}
+
+/* Fork one owner_child: its pid (-1 if none) and its result in *@ret. */
+static pid_t owner_fork(int fd, const int *res, const int *hold, int *ret)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		close(res[0]);
+		close(hold[1]);
+		owner_child(fd, res[1], hold[0]);
+	}
+	if (pid < 0 || read(res[0], ret, sizeof(*ret)) != sizeof(*ret))
+		*ret = -ECHILD;
+	return pid;
+}
+
+/* A reset must tell every process whose pages the pool holds, and the driver tracks at most
+ * OWNERS_MAX of them: a process past that may not put pages into the pool (-EBUSY), and
+ * one that is gone makes room. While this process keeps a page in the pool (so the table
+ * is not emptied), processes each move one page of their own in until one is refused; one
+ * of them exits, and the next process's page goes in. */
+static bool t_svm_owners(int fd)
+{
+	uint8_t *mine = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+			     -1, 0);
+	pid_t kids[OWNERS_MAX + 8], extra = -1;
+	int res[2], hold[2], n, m = 0, ok = 0, busy = -1, ret = 0, again = -1, st;
+	struct vgpu_vf_ioc_svm a;
+
+	CHECK(mine != MAP_FAILED && !pipe(res) && !pipe(hold), "mmap, pipes");
+	mine[0] = 1;
+	ret = svm(fd, VGPU_VF_SVM_TO_VRAM, mine, 4096, &a);
+	CHECK(!ret, "a page of this process into VRAM: %d", ret);
+	while (m < OWNERS_MAX + 8 && busy < 0) {
+		kids[m] = owner_fork(fd, res, hold, &ret);
+		if (kids[m] < 0)
+			break;
+		if (ret && ret != -EBUSY)
+			busy = -2;
+		else if (ret)
+			busy = m;
+		else
+			ok++;
+		m++;
+	}
+	/* One that holds a page exits: its entry may go. */
+	if (busy > 0 && !kill(kids[0], SIGKILL) && waitpid(kids[0], &st, 0) == kids[0]) {
+		kids[0] = -1;
+		extra = owner_fork(fd, res, hold, &again);
+	}
+	close(hold[1]);
+	for (n = 0; n < m; n++)
+		if (kids[n] > 0)
+			waitpid(kids[n], &st, 0);
+	if (extra > 0)
+		waitpid(extra, &st, 0);
+	close(hold[0]);
+	close(res[0]);
+	close(res[1]);
+	svm(fd, VGPU_VF_SVM_TO_SYSTEM, mine, 4096, &a);
+	munmap(mine, 4096);
+	CHECK(busy >= 0, "%d processes put pages into the pool (last result %d): at most %d may",
+	      ok, ret, OWNERS_MAX);
+	CHECK(ok < OWNERS_MAX, "%d processes besides this one hold pool pages", ok);
+	CHECK(!again, "after one of them exited, a new process's page: %d", again);
+	return true;
+}
+
 /* ---- the kernel-owned SVM address space: GPU work on plain process memory ---- */
 
 #define SEM_OFF		256u		/* the channel's semaphore, after USERD in its memory */
@@ -1394,13 +1725,6 @@ static int param_set(const char *name, const char *val, char *old, size_t old_le
 		ret = -errno;
 	close(fd);
 	return ret;
-}
-
-static int sysmem(int fd, const struct ctx *c, uint64_t size, uint32_t *h,
-		  struct vgpu_rm_sysmem_params *p)
-{
-	*p = (struct vgpu_rm_sysmem_params){ .size = size };
-	return rm_alloc(fd, c->client, c->device, VGPU_RM_CLASS_MEMORY_SYSMEM, p, sizeof(*p), h);
 }
 
 /* The quota half run by a file opened under small limits: VRAM, DMA memory, channels and
@@ -2118,6 +2442,129 @@ static int svm_lossy(void)
 	return got == 0 && words == 0 ? 0 : 1;
 }
 
+/* ---- removing the device while a page cannot leave the pool ---- */
+
+#define DRV_DIR		"/sys/bus/pci/drivers/vgpu_vf/"
+
+/* The PCI address of the VF behind the device node ("0000:00:01.0") into @bdf. */
+static bool dev_bdf(char *bdf, size_t len)
+{
+	const char *name = strrchr(dev, '/');
+	char path[128], link[256];
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/sys/class/misc/%s/device", name ? name + 1 : dev);
+	n = readlink(path, link, sizeof(link) - 1);
+	if (n <= 0)
+		return false;
+	link[n] = '\0';
+	name = strrchr(link, '/');
+	snprintf(bdf, len, "%s", name ? name + 1 : link);
+	return true;
+}
+
+/* Write @val into the sysfs file @path: 0 or -errno. */
+static int sysfs_write(const char *path, const char *val)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC), ret = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (write(fd, val, strlen(val)) < 0)
+		ret = -errno;
+	close(fd);
+	return ret;
+}
+
+/* The holder: 64 pages into VRAM through a file of its own, the first one spliced into the
+ * pipe @spl (whose reference keeps the page from migrating until the pipe is read), "r" on
+ * @ready, then it waits to be killed. */
+static int remove_holder(int spl, int ready)
+{
+	const size_t len = 64 * 4096;
+	uint8_t *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct vgpu_vf_ioc_svm a;
+	struct iovec iov = { .iov_base = p, .iov_len = 4096 };
+	int fd = open_dev();
+
+	if (p == MAP_FAILED || fd < 0)
+		return 2;
+	memset(p, 0x77, len);
+	if (svm(fd, VGPU_VF_SVM_TO_VRAM, p, len, &a) || a.migrated != 64 ||
+	    vmsplice(spl, &iov, 1, 0) != 4096 || write(ready, "r", 1) != 1)
+		return 2;
+	for (;;)
+		pause();
+}
+
+/* Removing the VF waits until every page of the SVM pool is free, and a page that cannot
+ * migrate is freed only when its process lets go of it, maybe only after its next ioctl or
+ * its close: remove must not keep the calls out meanwhile. A child holds a pool page that a
+ * pipe references; the VF is unbound (remove), and while remove waits for that page, an
+ * ioctl on this process's file must return -ENODEV. Then the page goes (the pipe read, its
+ * process killed), remove ends, and the VF is bound again for what runs after. This
+ * process's file (@fd) is dead afterwards. */
+static bool t_remove(int fd)
+{
+	int spl[2], rdy[2], st_c = -1, st_u = -1, st_d = -1, bound;
+	pid_t holder = -1, unbind = -1, call = -1;
+	bool waits = false, through = false;
+	char bdf[256], ch, buf[4096];
+
+	CHECK(dev_bdf(bdf, sizeof(bdf)), "the VF's PCI address");
+	CHECK(!pipe(spl) && !pipe(rdy), "pipes");
+	holder = fork();
+	if (holder == 0) {
+		close(rdy[0]);
+		close(spl[0]);
+		_exit(remove_holder(spl[1], rdy[1]));
+	}
+	close(rdy[1]);
+	close(spl[1]);
+	if (holder > 0 && read(rdy[0], &ch, 1) == 1)
+		unbind = fork();
+	if (unbind == 0)
+		_exit(sysfs_write(DRV_DIR "unbind", bdf) ? 1 : 0);
+	if (unbind > 0)
+		waits = wchan_or_exit(unbind, "memunmap_pages", &st_u) == 1;
+	if (waits)
+		call = fork();
+	if (call == 0) {
+		struct vgpu_vf_ioc_info in = { .size = sizeof(in) };
+
+		_exit(xioctl(fd, VGPU_VF_IOC_INFO, &in) == -ENODEV ? 0 : 1);
+	}
+	/* Remove cannot end before the page goes: the call went through meanwhile. */
+	if (call > 0)
+		through = exits_or_sleeps_in(call, "vvf_ioctl", &st_d) &&
+			  waitpid(unbind, &st_u, WNOHANG) == 0;
+	/* Let the page go: the pipe's reference, then its process's mapping. */
+	if (read(spl[0], buf, sizeof(buf)) != sizeof(buf))
+		fail("reading the spliced page back");
+	if (holder > 0) {
+		kill(holder, SIGKILL);
+		waitpid(holder, &st_c, 0);
+	}
+	if (unbind > 0 && st_u == -1)
+		waitpid(unbind, &st_u, 0);
+	if (call > 0 && st_d == -1)
+		waitpid(call, &st_d, 0);
+	close(spl[0]);
+	close(rdy[0]);
+	bound = sysfs_write(DRV_DIR "bind", bdf);
+	if (!bound && access(dev, F_OK))
+		bound = -ENOENT;
+	CHECK(holder > 0 && unbind > 0, "the holder (status %#x) or the unbind never started",
+	      st_c);
+	CHECK(waits, "remove did not wait for the pool page (unbind: status %#x)", st_u);
+	CHECK(through, "an ioctl waited while remove waited for a pool page");
+	CHECK(WIFEXITED(st_d) && WEXITSTATUS(st_d) == 0, "the ioctl during remove was not "
+	      "-ENODEV (status %#x)", st_d);
+	CHECK(WIFEXITED(st_u) && WEXITSTATUS(st_u) == 0, "unbind: status %#x", st_u);
+	CHECK(!bound, "binding the VF again: %s", strerror(-bound));
+	return true;
+}
+
 /* ---- figures (not a test: nothing here is asserted) ---- */
 
 static double now_us(void)
@@ -2575,29 +3022,36 @@ int main(int argc, char **argv)
 			fprintf(stderr, "vgpu-kmod-test --bench: %s\n", why[0] ? why : "failed");
 		return ret;
 	}
-	printf("1..15\n");
+	printf("1..19\n");
 	point(t_info(), "INFO: uapi, vectors, BAR2");
 	fd = open_dev();
 	point(fd >= 0 && t_sizes(fd), "wrong sizes, types and vectors are -EINVAL/-ENOTTY");
 	point(fd >= 0 && t_pointers(fd), "unmapped pointers are -EFAULT and change nothing");
 	point(t_foreign(), "another file's RM client is -ENOENT, its owner keeps it");
+	point(t_reuse(), "VRAM and DMA memory another process freed read as zeros in a new "
+	      "object; VRAM not contiguous is not mappable");
 	point(fd >= 0 && t_broken_rings(fd), "a file that breaks its own rings gets errors, "
 	      "the VF serves every file");
 	if (fd < 0 || !ctx_make(fd, &c)) {
 		point(false, "a file maps only its own memory");
 		point(false, "a first touch racing a FREE never maps the freed memory");
+		point(false, "INFO waiting for a file's lock keeps no other file waiting");
 		point(false, "closing a file frees its RM clients");
 		point(false, "a process killed mid-call leaves no RM client behind");
 		point(false, "an RM call's timeout is never the caller's 1 ns");
 		point(false, "SVM: process memory into VRAM and back");
 		point(false, "SVM: a call stops once killed and once the pool is full");
+		point(false, "SVM: at most 64 live processes hold pool pages");
 		point(false, "SVM address space: GPU faults serviced by the kernel");
 		point(false, "quotas per file");
 		point(false, "strict_as");
+		point(false, "remove waiting for a pool page lets the calls through");
 	} else {
 		point(t_mmap(fd, &c), "a file maps only its own memory");
 		point(t_mmap_race(fd, &c), "a first touch racing a FREE never maps the freed "
 		      "memory: a touch after the FREE is SIGBUS");
+		point(t_info_unnested(fd, &c), "INFO waiting for a file's lock keeps no other "
+		      "file waiting: open and close go on");
 		point(t_close_frees(fd, &c), "closing a file frees its RM clients");
 		point(t_killed(fd, &c), "a process killed mid-call leaves no RM client behind");
 		point(t_rm_timeout(fd, &c), "an RM call's timeout is never the caller's 1 ns: "
@@ -2606,6 +3060,8 @@ int main(int argc, char **argv)
 		      "fork, munmap");
 		point(t_svm_stops(fd), "SVM: a call stops at its next round once killed, and "
 		      "once the pool is full");
+		point(t_svm_owners(fd), "SVM: at most 64 live processes hold pool pages, the "
+		      "next gets -EBUSY; one that exited makes room");
 		point(t_as(), "SVM address space: GPU work on malloc'd memory, faults serviced "
 		      "by the kernel, munmap, migration, fork, a full pool, a process killed "
 		      "mid-fault, a bad address cancels one process's channel");
@@ -2615,7 +3071,11 @@ int main(int argc, char **argv)
 		point(t_strict(), "strict_as: no VASPACE or channel of a process's own; AS_MAP of "
 		      "its VRAM and DMA memory, FILL and COPY on them; overlaps, ranges and "
 		      "another process's handle refused; unmap and free take it from the GPU");
+		point(t_remove(fd), "remove waiting for a pool page that cannot move lets the "
+		      "calls through (-ENODEV); the VF bound again");
 	}
+	if (fd >= 0)
+		close(fd);
 	printf("%d passed, %d failed\n", npoint - nfail, nfail);
 	return nfail ? 1 : 0;
 }

@@ -23,9 +23,11 @@
 #           once); each has a kernel address space of its own
 # vgpud gives a guest 5 s to acknowledge (TCG is slow; an acknowledged reset does not wait
 # for it). Each guest then runs the driver's own checks (vgpu-kmod-test: bad ioctls,
-# mappings, clients freed on close and kill, SVM, the kernel address space), unloads the
-# module and checks that its kernel log has no WARN, BUG or oops. Prints TAP (conventions
-# in tests/vm/lib.sh).
+# mappings, memory another process freed reads as zeros, a file's lock holding up no other
+# file, clients freed on close and kill, SVM and its 64 tracked processes, the kernel
+# address space, the VF unbound while a pool page cannot move and bound again), unloads
+# the module and checks that its kernel log has no WARN, BUG or oops. Prints TAP
+# (conventions in tests/vm/lib.sh).
 . "$(dirname "$0")/lib.sh"
 
 # The cases two processes run at once ('|' separates the names' parts; no spaces: they
