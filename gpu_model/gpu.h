@@ -351,6 +351,9 @@ int gpu_chan_fence(struct gpu *g, unsigned int fn, unsigned int chid);
  * next pick, so afterwards none runs it until it is enabled again, and what its engines
  * wrote is in memory. 0, -EINVAL (bad @fn), -EBUSY (the entry is enabled) or -ETIMEDOUT. */
 int gpu_fn_quiesce(struct gpu *g, unsigned int fn, uint64_t timeout_ns);
+/* Entries of a function's fault buffer: an overflow drops the fault's entry and raises
+ * VGPU_INTR_FAULT_OVERFLOW. */
+#define GPU_FAULT_BUF_ENTRIES	256u
 /* Take the oldest fault entry of @fn. 0, or -EAGAIN if the buffer is empty. */
 int gpu_fault_pop(struct gpu *g, unsigned int fn, struct vgpu_fault_entry *out);
 /* Invalidate @fn's TLBs and resume its channels stalled on replayable faults. */

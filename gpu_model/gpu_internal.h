@@ -16,7 +16,7 @@
 
 #define GPU_TLB_WAYS		128	/* direct-mapped entries per page size */
 #define GPU_INVAL_QUEUE		16
-#define GPU_FAULT_BUF		256
+#define GPU_FAULT_BUF		GPU_FAULT_BUF_ENTRIES
 #define GPU_GP_CACHE		16	/* GP entries fetched at once */
 #define GPU_CHAN_BATCH		256	/* GP entries per turn before re-polling doorbells */
 #define GPU_CHUNK_BYTES		(256u << 10)	/* copy/fill work between preemption checks */
@@ -344,12 +344,14 @@ static inline void gpu_dirty_mark(struct gpu *g, uint64_t off, uint64_t len)
 /* mem.c: 0 or a positive enum vgpu_fault_reason (fault details left in ctx) */
 int gpu_va_read(struct gpu_ctx *ctx, uint64_t va, void *buf, uint64_t len);
 int gpu_va_write(struct gpu_ctx *ctx, uint64_t va, const void *buf, uint64_t len);
-/* Physical access for USERD: 0 or -EFAULT. */
+/* Physical access for USERD: 0 or -EFAULT. Called with g->lock held, an unmapped USERD in
+ * system memory faults at once: no page request (mem.c, userd_access()). */
 int gpu_phys_rw(struct gpu *g, unsigned int fn, uint64_t part_base, uint64_t part_size,
 		uint64_t aper, uint64_t addr, void *buf, uint64_t len, bool write);
 int gpu_sys_rw(struct gpu *g, unsigned int fn, uint64_t iova, void *buf, uint64_t len, bool write);
 /* Host address of @c's USERD (its first @len bytes), or NULL; for a caller inside an
- * iommu_access_begin() bracket, valid until the bracket ends. */
+ * iommu_access_begin() bracket, valid until the bracket ends. No page request under
+ * g->lock, as gpu_phys_rw(). */
 const struct vgpu_userd *gpu_userd_host(struct gpu *g, unsigned int fn, const struct gpu_chan *c,
 					uint64_t part_base, uint64_t part_size, uint64_t len);
 /* Copy to/from a non-VRAM aperture (SYS: IOVA; SVA: address of the process bound at the

@@ -135,19 +135,19 @@ int gpu_sys_copy(struct gpu *g, unsigned int fn, uint64_t iova, void *buf, uint6
 	return ret;
 }
 
-/* A naturally aligned 4/8-byte access to system memory as one atomic load (acquire) or
- * store (release): USERD words and semaphores are shared with a CPU polling them. */
-int gpu_sys_atomic(struct gpu *g, unsigned int fn, uint64_t iova, unsigned int size,
-		   uint64_t *val, bool write)
+/* gpu_sys_atomic() with the IOMMU access flags @access (IOMMU_READ or IOMMU_WRITE, which
+ * says the direction, and optionally IOMMU_NOPRI). */
+static int sys_atomic(struct gpu *g, unsigned int fn, uint64_t iova, unsigned int size,
+		      uint64_t *val, unsigned int access)
 {
+	bool write = access & IOMMU_WRITE;
 	struct iommu_xlate x;
 	int ret;
 
 	if (!g->cfg.iommu)
 		return -EFAULT;
 	iommu_access_begin();
-	ret = iommu_fn_translate(g->cfg.iommu, fn, IOMMU_NO_PASID, iova, size,
-				 write ? IOMMU_WRITE : IOMMU_READ, &x);
+	ret = iommu_fn_translate(g->cfg.iommu, fn, IOMMU_NO_PASID, iova, size, access, &x);
 	if (!ret && (!x.host || x.len < size))
 		ret = -EFAULT;
 	if (!ret && size == 8) {
@@ -163,6 +163,14 @@ int gpu_sys_atomic(struct gpu *g, unsigned int fn, uint64_t iova, unsigned int s
 	}
 	iommu_access_end();
 	return ret;
+}
+
+/* A naturally aligned 4/8-byte access to system memory as one atomic load (acquire) or
+ * store (release): USERD words and semaphores are shared with a CPU polling them. */
+int gpu_sys_atomic(struct gpu *g, unsigned int fn, uint64_t iova, unsigned int size,
+		   uint64_t *val, bool write)
+{
+	return sys_atomic(g, fn, iova, size, val, write ? IOMMU_WRITE : IOMMU_READ);
 }
 
 /* A 4/8-byte semaphore word in SVA memory. process_vm_readv/writev copy it in one piece but
@@ -277,6 +285,18 @@ int gpu_va_store(struct gpu_ctx *ctx, uint64_t va, unsigned int size, uint64_t v
 	return 0;
 }
 
+/* IOMMU access flags for USERD in system memory. With g->lock held (the GP_PUT scan, a
+ * channel put in error by the scheduler, the host or a device reset's replay, a
+ * migration's look at a channel) an unmapped USERD faults at once instead of raising a
+ * page request: the function answers those when it likes (the IOMMU waits up to its
+ * pri_timeout_ns for each, and once the function's groups are used up for a free one too),
+ * and every engine of every function waits for g->lock meanwhile. A channel's own turn,
+ * which runs without the lock, keeps them. */
+static unsigned int userd_access(struct gpu *g, bool write)
+{
+	return (write ? IOMMU_WRITE : IOMMU_READ) | (cmn_mutex_held(&g->lock) ? IOMMU_NOPRI : 0);
+}
+
 const struct vgpu_userd *gpu_userd_host(struct gpu *g, unsigned int fn, const struct gpu_chan *c,
 					uint64_t part_base, uint64_t part_size, uint64_t len)
 {
@@ -287,12 +307,14 @@ const struct vgpu_userd *gpu_userd_host(struct gpu *g, unsigned int fn, const st
 		return addr <= part_size && part_size - addr >= len ?
 		       (const struct vgpu_userd *)(g->vram + part_base + addr) : NULL;
 	if (!g->cfg.iommu || iommu_fn_translate(g->cfg.iommu, fn, IOMMU_NO_PASID, addr, len,
-						IOMMU_READ, &x) || !x.host || x.len < len)
+						userd_access(g, false), &x) ||
+	    !x.host || x.len < len)
 		return NULL;
 	return (const struct vgpu_userd *)x.host;
 }
 
-/* USERD words are shared with a submitter polling them: 4/8-byte aligned accesses are atomic. */
+/* USERD words are shared with a submitter polling them: 4/8-byte aligned accesses are atomic.
+ * USERD is 64-byte aligned within one page and its words are 4 bytes: always that path. */
 int gpu_phys_rw(struct gpu *g, unsigned int fn, uint64_t part_base, uint64_t part_size,
 		uint64_t aper, uint64_t addr, void *buf, uint64_t len, bool write)
 {
@@ -300,7 +322,7 @@ int gpu_phys_rw(struct gpu *g, unsigned int fn, uint64_t part_base, uint64_t par
 
 	if (aper == VGPU_APER_SYS && (len == 4 || len == 8) && !(addr % len)) {
 		uint64_t v = len == 8 ? *(uint64_t *)buf : *(uint32_t *)buf;
-		int ret = gpu_sys_atomic(g, fn, addr, (unsigned int)len, &v, write);
+		int ret = sys_atomic(g, fn, addr, (unsigned int)len, &v, userd_access(g, write));
 
 		if (!ret && !write && len == 8)
 			*(uint64_t *)buf = v;

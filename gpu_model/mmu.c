@@ -152,6 +152,13 @@ static void tlb_insert(struct gpu_tlb *t, unsigned int fn, uint64_t pdb, uint64_
 	e->pte = x->pte;
 }
 
+/* Whether [a, a+an) and [b, b+bn) overlap, as distances from the lower start: a range that
+ * would wrap past 2^64 (a guest's MMU_INVALIDATE may name one) reaches to the end. */
+static bool range_overlap(uint64_t a, uint64_t an, uint64_t b, uint64_t bn)
+{
+	return a <= b ? b - a < an : a - b < bn;
+}
+
 /* Drop @fn's entries overlapping [va, va+size) (size 0: all of fn's) from this TLB. */
 static void tlb_drop(struct gpu_tlb *t, unsigned int fn, uint64_t va, uint64_t size)
 {
@@ -160,7 +167,7 @@ static void tlb_drop(struct gpu_tlb *t, unsigned int fn, uint64_t va, uint64_t s
 			struct gpu_tlb_entry *e = &t->e[s][i];
 
 			if (e->size && e->fn == fn &&
-			    (!size || (e->va < va + size && va < e->va + e->size)))
+			    (!size || range_overlap(va, size, e->va, e->size)))
 				e->size = 0;
 		}
 	}

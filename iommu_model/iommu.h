@@ -51,6 +51,10 @@ struct iommu_memobj;
 #define IOMMU_WRITE		(1u << 1)
 /* translate access flag: bypass the IOTLB and walk the tables (benchmarks, tests). */
 #define IOMMU_NOCACHE		(1u << 8)
+/* iommu_fn_translate access flag: an unmapped IOVA faults at once, with no page request even
+ * when PRI is on; for a caller that must not wait on the function (it holds a lock others
+ * need), since the function answers its page requests when it likes. */
+#define IOMMU_NOPRI		(1u << 9)
 
 /* ---- the unit -------------------------------------------------------------------- */
 
@@ -226,7 +230,8 @@ int iommu_translate(struct iommu_domain *d, uint64_t iova, size_t len, unsigned 
 		    struct iommu_xlate *out);
 /* Translate as function @rid with @pasid: picks the attached domain, uses the function's
  * ATC when ATS is enabled, logs faults, and turns an unmapped fault into a page request
- * when PRI is enabled (waits for the response, retries once on Success). */
+ * when PRI is enabled (waits for the response, retries once on Success) unless @access has
+ * IOMMU_NOPRI. @access: IOMMU_READ|IOMMU_WRITE[|IOMMU_NOCACHE][|IOMMU_NOPRI]. */
 int iommu_fn_translate(struct iommu *mmu, unsigned int rid, uint32_t pasid, uint64_t iova,
 		       size_t len, unsigned int access, struct iommu_xlate *out);
 

@@ -663,17 +663,21 @@ static int fn_xlate_once(struct iommu *mmu, unsigned int rid, uint32_t pasid, ui
 	return iommu_xlate(d, pasid, iova, len, access, out, reason);
 }
 
-/* Translate, turning an unmapped fault into a page request when PRI is on; logs faults.
- * Called inside an access section; leaves it while waiting for the page response. */
+/* Translate, turning an unmapped fault into a page request when PRI is on and @access
+ * has no IOMMU_NOPRI; logs faults. Called inside an access section; leaves it while
+ * waiting for the page response. */
 static int fn_xlate(struct iommu *mmu, unsigned int rid, uint32_t pasid, uint64_t iova,
 		    size_t len, unsigned int access, struct iommu_xlate *out)
 {
+	bool pri = !(access & IOMMU_NOPRI);
 	unsigned int reason = 0;
-	int ret = fn_xlate_once(mmu, rid, pasid, iova, len, access, out, &reason);
+	int ret;
 
+	access &= ~IOMMU_NOPRI;
+	ret = fn_xlate_once(mmu, rid, pasid, iova, len, access, out, &reason);
 	if (cmn_likely(!ret))
 		return 0;
-	if (reason == IOMMU_FAULT_UNMAPPED) {
+	if (reason == IOMMU_FAULT_UNMAPPED && pri) {
 		int pr;
 
 		iommu_access_end();
@@ -698,7 +702,7 @@ int iommu_fn_translate(struct iommu *mmu, unsigned int rid, uint32_t pasid, uint
 
 	if (!mmu || rid >= IOMMU_MAX_FUNCS || pasid > IOMMU_PASID_MAX || !out || !len ||
 	    !(access & (IOMMU_READ | IOMMU_WRITE)) ||
-	    (access & ~(IOMMU_READ | IOMMU_WRITE | IOMMU_NOCACHE)))
+	    (access & ~(IOMMU_READ | IOMMU_WRITE | IOMMU_NOCACHE | IOMMU_NOPRI)))
 		return -EINVAL;
 	iommu_access_begin();
 	ret = fn_xlate(mmu, rid, pasid, iova, len, access, out);

@@ -240,12 +240,19 @@ static void ep_signal(struct pf_slice *s, unsigned int vec)
 }
 
 /* The device interrupted the VF: forward the status bits to the interrupt page and the
- * fault buffer's entries to the event ring, then interrupt the guest on VF_VEC_GPU. */
+ * fault buffer's entries to the event ring, then interrupt the guest on VF_VEC_GPU. At most
+ * a buffer's worth of entries per call, with one signal of the event vector for them: a
+ * guest whose channels fault again as fast as it replays them would otherwise keep the
+ * loop thread here. What is left waits for the next call, which the interrupt eventfd
+ * brings: the buffer held at most a buffer's worth at the second ack, so an entry left
+ * after that many were popped came in after it, and the first fault after an ack raises
+ * its bit again and writes the eventfd. */
 static void ep_forward_intr(struct pf_daemon *d, struct pf_slice *s)
 {
 	struct vf_intr_page *ip = (struct vf_intr_page *)(s->bar + VF_BAR_INTR_OFF);
 	struct vgpu_fault_entry f;
 	uint32_t st = gpu_intr_ack(d->gpu, s->vf, ~0u);
+	unsigned int popped = 0;
 	uint64_t cnt;
 	int r;
 
@@ -255,7 +262,7 @@ static void ep_forward_intr(struct pf_daemon *d, struct pf_slice *s)
 		cmn_dbg("VF %u: interrupt read: %s", s->vf, cmn_strerror(r));
 	/* Bits raised after the ack signal the eventfd again: nothing is lost. */
 	st |= gpu_intr_ack(d->gpu, s->vf, ~0u);
-	while (gpu_fault_pop(d->gpu, s->vf, &f) == 0) {
+	while (popped < GPU_FAULT_BUF_ENTRIES && gpu_fault_pop(d->gpu, s->vf, &f) == 0) {
 		struct vf_event ev = { .type = VF_EVT_MMU_FAULT, .arg0 = f.chid, .arg1 = f.reason,
 				       .timestamp_ns = cmn_now_ns() };
 
@@ -263,8 +270,10 @@ static void ep_forward_intr(struct pf_daemon *d, struct pf_slice *s)
 		if (cmn_ring_push(&s->evt, &ev, sizeof(ev)))
 			cmn_dbg("VF %u: fault event dropped (ring full)", s->vf);
 		s->faults++;
-		ep_signal(s, VF_VEC_EVENT);
+		popped++;
 	}
+	if (popped)
+		ep_signal(s, VF_VEC_EVENT);
 	/* Channel errors come from the GSP through the RM, whose event wakes this eventfd. */
 	pf_rm_chan_events(d, s);
 	if (!st)

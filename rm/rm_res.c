@@ -110,7 +110,8 @@ static int chan_ctor(struct rm_client *c, struct rm_res *r, struct vgpu_rm_chann
 		return p->h_vaspace && !vas ? -ENOENT : -EINVAL;
 	if (p->runlist >= rm->nr_engines || p->gpfifo_entries < 2 || p->gpfifo_entries > 65536 ||
 	    (p->gpfifo_entries & (p->gpfifo_entries - 1)) || p->userd_aper > VGPU_APER_SYS ||
-	    (p->flags & ~VGPU_RM_CHAN_REPLAYABLE) || !chan_gpfifo_ok(p) || (p->userd_addr & 63))
+	    (p->flags & ~VGPU_RM_CHAN_REPLAYABLE) || !chan_gpfifo_ok(p) || (p->userd_addr & 63) ||
+	    p->reserved)	/* kept zero, so a later ABI can give it a meaning */
 		return -EINVAL;
 	chid = mig ? mig->x : 0;
 	ret = mig ? rm_chan_reserve_id(rm, c->fn, chid) : rm_chan_reserve(rm, c->fn, p->runlist, &chid);
@@ -155,7 +156,7 @@ static int class_ctor(struct rm_client *c, struct rm_res *r, void *params,
 		return 0;
 	case VGPU_RM_CLASS_VASPACE: {
 		struct vgpu_rm_vaspace_params *p = params;
-		if ((p->pdb & 4095) || p->pdb >= f->size || p->flags)
+		if ((p->pdb & 4095) || p->pdb >= f->size || p->flags || p->reserved)
 			return -EINVAL;
 		r->u.vas.pdb = p->pdb;
 		return 0;

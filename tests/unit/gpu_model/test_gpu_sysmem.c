@@ -4,7 +4,8 @@
  * domain; copies between system memory and VRAM; IOMMU faults confined to the channel.
  * Page requests the guest answers late hold no engine past its slice and preemption
  * timeout; a partition moved while a page request holds a turn's end leaves no translation
- * of the old range behind. */
+ * of the old range behind; USERD read or written under the model lock raises no page
+ * request. */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -506,6 +507,129 @@ static void test_partition_move_at_turn_end(void **state)
 	free(m);
 }
 
+/* ---- USERD under the model lock: no page request ---- */
+
+#define NP_USERD	0x40000000ull	/* an IOVA function 1's domain does not map */
+
+/* The page-request service of a guest that enables PRI and never answers; it only counts,
+ * unless told to answer Invalid (@answer). */
+struct never_pri {
+	struct iommu *mmu;
+	atomic_uint calls;
+	atomic_bool answer;
+};
+
+static void never_answer(void *ctx, const struct iommu_page_request *req)
+{
+	struct never_pri *p = ctx;
+
+	atomic_fetch_add(&p->calls, 1);
+	if (atomic_load(&p->answer))
+		assert_int_equal(iommu_page_response(p->mmu, req->rid, req->prg_index,
+						     IOMMU_PRG_INVALID), 0);
+}
+
+/* Wait until @rid's IOMMU fault log has taken @want more records, each @reason. */
+static void wait_iommu_faults(struct iommu *mmu, unsigned int rid, size_t want,
+			      unsigned int reason)
+{
+	uint64_t dl = cmn_deadline_ns(T_TIMEOUT);
+	struct iommu_fault_rec r[64];
+	size_t got = 0, n;
+
+	while (got < want && !cmn_deadline_passed(dl)) {
+		assert_int_equal(iommu_fault_log_read(mmu, rid, r, 64, &n, NULL), 0);
+		for (size_t i = 0; i < n; i++)
+			assert_int_equal(r[i].reason, reason);
+		got += n;
+		if (got < want)
+			cmn_sleep_ns(50 * VGPU_NSEC_PER_USEC);
+	}
+	assert_true(got >= want);
+}
+
+/* Function 1's channel @chid, resident and enabled, its USERD at unmapped NP_USERD. */
+static void np_chan(struct tgpu *t, unsigned int chid)
+{
+	uint64_t ring = tgpu_vmem(t, 1, 4096, VGPU_GMMU_PAGE_4K);
+	struct gpu_priv_chan pc = { .runlist = 0, .pdb = t->pdb[1], .gpfifo_va = ring,
+				    .gpfifo_entries = 16, .userd_aper = VGPU_APER_SYS,
+				    .userd_addr = NP_USERD + chid * 4096ull };
+	uint64_t rl = gpu_priv_shared(t->p)->fns[1].runlist[0];
+
+	assert_int_equal(gpu_priv_chan_alloc(t->p, 1, chid, &pc), 0);
+	assert_int_equal(gpu_priv_chan_enable(t->p, 1, chid, true), 0);
+	assert_int_equal(gpu_priv_runlist_set(t->p, 1, 0, rl | VGPU_BIT(chid)), 0);
+}
+
+/* A guest enables PRI, never answers, and has a resident, enabled channel whose USERD in
+ * system memory is unmapped. The GP_PUT scan reads that USERD every period with the model
+ * lock held, which every engine needs: the read faults at once (UNMAPPED), with no page
+ * request, else each scan would hold the lock for the IOMMU's wait (1 s). Function 2's
+ * channel on the same engine completes its work meanwhile, and an error the host puts the
+ * faulty channel in (under the lock too) writes its notifier with no request either. The
+ * channel's own turn, run without the lock, still asks. */
+static void test_userd_scan_no_page_request(void **state)
+{
+	struct iommu_domain_opts o = { .type = IOMMU_DOMAIN_PAGING };
+	struct never_pri *p = calloc(1, sizeof(*p));
+	struct iommu_pri_stats st;
+	struct iommu_domain *dom;
+	struct gpu_chan_status cs;
+	struct tchan b;
+	struct tgpu *t;
+	uint64_t dst;
+
+	(void)state;
+	assert_non_null(p);
+	assert_int_equal(iommu_create(NULL, &p->mmu), 0);
+	assert_int_equal(iommu_domain_alloc(p->mmu, &o, &dom), 0);
+	assert_int_equal(iommu_attach(p->mmu, 1, dom), 0);
+	assert_int_equal(iommu_pri_enable(p->mmu, 1, 16, never_answer, p), 0);
+	t = tgpu_new_cfg((struct gpu_config){ .nr_vfs = 2, .nr_engines = 1, .iommu = p->mmu,
+					      .scan_period_ns = 100 * VGPU_NSEC_PER_USEC }, 16);
+	np_chan(t, 0);
+	wait_iommu_faults(p->mmu, 1, 3, IOMMU_FAULT_UNMAPPED);	/* three scans passed it */
+	dst = tgpu_vmem(t, 2, 4096, VGPU_GMMU_PAGE_4K);
+	tchan_init(t, &b, 2, 0, 0, 16);
+	for (unsigned int i = 0; i < 8; i++) {
+		TM(&b, VGPU_M_FILL, lo32(dst), hi32(dst), 4096, 0, 0x100 + i);
+		tchan_gp(&b);
+		tchan_kick(t, &b);
+		assert_int_equal(tchan_wait(&b), 0);
+		assert_int_equal(*(uint32_t *)tgpu_va(t, 2, dst, 4), 0x100 + i);
+	}
+	wait_iommu_faults(p->mmu, 1, 3, IOMMU_FAULT_UNMAPPED);
+	/* The host's error: the notifier's five words, each a fault at once. */
+	assert_int_equal(gpu_chan_error(t->g, 1, 0, VGPU_CHAN_ERR_PREEMPT_TIMEOUT), 0);
+	assert_int_equal(gpu_chan_status(t->g, 1, 0, &cs), 0);
+	assert_int_equal(cs.state, GPU_CHAN_STATE_ERROR);
+	assert_int_equal(atomic_load(&p->calls), 0);
+	assert_int_equal(iommu_pri_get_stats(p->mmu, 1, &st), 0);
+	assert_int_equal(st.requests, 0);
+	assert_int_equal(st.timeouts, 0);
+	/* A turn of another such channel, rung: its own read asks (answered Invalid now). */
+	atomic_store(&p->answer, true);
+	np_chan(t, 1);
+	gpu_doorbell_ring(t->g, 1, vgpu_token(0, 1));
+	uint64_t dl = cmn_deadline_ns(T_TIMEOUT);
+
+	do {
+		assert_int_equal(gpu_chan_status(t->g, 1, 1, &cs), 0);
+		if (cs.state != GPU_CHAN_STATE_ERROR)
+			cmn_sleep_ns(50 * VGPU_NSEC_PER_USEC);
+	} while (cs.state != GPU_CHAN_STATE_ERROR && !cmn_deadline_passed(dl));
+	assert_int_equal(cs.state, GPU_CHAN_STATE_ERROR);
+	assert_int_equal(cs.error, VGPU_CHAN_ERR_USERD_FAULT);
+	assert_true(atomic_load(&p->calls) >= 1);
+	tgpu_free(t);
+	iommu_pri_disable(p->mmu, 1);
+	iommu_detach(p->mmu, 1);
+	iommu_domain_free(dom);
+	iommu_destroy(p->mmu);
+	free(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -515,6 +639,7 @@ int main(void)
 		cmocka_unit_test(test_sva_aperture),
 		cmocka_unit_test(test_sva_late_page_request),
 		cmocka_unit_test(test_partition_move_at_turn_end),
+		cmocka_unit_test(test_userd_scan_no_page_request),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -434,6 +434,54 @@ static void test_pri_outstanding_and_once(void **state)
 	iommu_destroy(f.mmu);
 }
 
+/* IOMMU_NOPRI (a caller that holds a lock others need): an unmapped IOVA faults at once as
+ * UNMAPPED, with no page request, though PRI is on, its handler never answers and the one
+ * group allowed is taken by an abandoned request; with ATS on too. A mapped IOVA translates.
+ * Only iommu_fn_translate() takes the flag. */
+static void test_pri_nopri(void **state)
+{
+	struct iommu_config cfg = { .pri_timeout_ns = 1000000 };	/* the abandoned one */
+	struct fx f;
+	struct pri_ctx pc = { .f = &f, .mode = PRI_HOLD };
+	const uint64_t hole = IOVA0 + 16 * PG;
+	struct iommu_pri_stats st;
+	struct iommu_xlate x;
+	unsigned int reason = 0;
+
+	(void)state;
+	fx_setup(&f, &cfg);
+	assert_int_equal(iommu_pri_enable(f.mmu, RID, 1, pri_handler, &pc), 0);
+	/* Without the flag: a request, never answered, so the group stays taken. */
+	assert_int_equal(iommu_fn_translate(f.mmu, RID, IOMMU_NO_PASID, hole, 8, IOMMU_READ, &x),
+			 -EFAULT);
+	assert_int_equal(pc.calls, 1);
+	assert_int_equal(t_faults(f.mmu, RID, &reason), 1);
+	assert_int_equal(reason, IOMMU_FAULT_PRI_INVALID);
+	for (unsigned int ats = 0; ats < 2; ats++) {
+		if (ats)
+			assert_int_equal(iommu_ats_enable(f.mmu, RID, 0), 0);
+		for (uint64_t at = hole; at < hole + 3 * PG; at += PG)
+			assert_int_equal(iommu_fn_translate(f.mmu, RID, IOMMU_NO_PASID, at, 8,
+							    IOMMU_WRITE | IOMMU_NOPRI, &x),
+					 -EFAULT);
+		assert_int_equal(t_faults(f.mmu, RID, &reason), 3);
+		assert_int_equal(reason, IOMMU_FAULT_UNMAPPED);
+		assert_int_equal(iommu_fn_translate(f.mmu, RID, IOMMU_NO_PASID, IOVA0 + 8, 8,
+						    IOMMU_READ | IOMMU_WRITE | IOMMU_NOPRI, &x), 0);
+		assert_int_equal(*(uint8_t *)x.host, 0x10);
+	}
+	assert_int_equal(pc.calls, 1);
+	assert_int_equal(iommu_pri_get_stats(f.mmu, RID, &st), 0);
+	assert_int_equal(st.requests, 1);
+	assert_int_equal(st.waited, 0);
+	assert_int_equal(st.timeouts, 1);
+	assert_int_equal(st.outstanding, 1);
+	assert_int_equal(iommu_translate(f.d, IOVA0, 8, IOMMU_READ | IOMMU_NOPRI, &x), -EINVAL);
+	assert_int_equal(iommu_fn_translate(f.mmu, RID, IOMMU_NO_PASID, IOVA0, 8, IOMMU_NOPRI, &x),
+			 -EINVAL);
+	iommu_destroy(f.mmu);
+}
+
 /* The answer comes from another thread, as the HMM layer's worker would give it. */
 struct async_ctx {
 	struct fx *f;
@@ -578,6 +626,8 @@ int main(void)
 					  NULL, NULL, NULL };
 	tests[n++] = (struct CMUnitTest){ "IOMMU-10 DMA up to a page that waited", test_dma_some,
 					  NULL, NULL, NULL };
+	tests[n++] = (struct CMUnitTest){ "IOMMU-10 NOPRI: a fault at once, no page request",
+					  test_pri_nopri, NULL, NULL, NULL };
 	T_CASES(tests, n, log_cases, test_fault_log);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_fault_log_overflow);
 	return _cmocka_run_group_tests("iommu_ats_pri", tests, n, NULL, NULL);

@@ -414,6 +414,46 @@ static void test_event_reserved(void **state)
 	assert_int_equal(rm_client_free(fx.rm, 1, hc), 0);
 }
 
+/* A VASPACE's and a CHANNEL_GPFIFO's reserved words must be zero too: refused before a
+ * channel is reserved or the GSP asked, nothing is made; the same with zero is made. */
+static void test_vas_chan_reserved(void **state)
+{
+	struct vgpu_rm_vaspace_params vp = { .pdb = 0, .reserved = 1 };
+	struct vgpu_rm_channel_params cp;
+	struct vgpu_rm_quota_info qi;
+	struct gsp_stats st0, st1;
+	uint32_t hc, hd, hs, hv = 0, h = 0;
+	size_t len = 0;
+
+	(void)state;
+	assert_int_equal(rm_t_client(fx.rm, 1, &hc, &hd, &hs), 0);
+	assert_int_equal(rm_alloc(fx.rm, 1, hc, hd, &hv, VGPU_RM_CLASS_VASPACE, &vp, sizeof(vp)),
+			 -EINVAL);
+	assert_int_equal(hv, 0);
+	assert_int_equal(rm_object_count(fx.rm, 1), 3);
+	vp.reserved = 0;
+	assert_int_equal(rm_alloc(fx.rm, 1, hc, hd, &hv, VGPU_RM_CLASS_VASPACE, &vp, sizeof(vp)),
+			 0);
+	cp = (struct vgpu_rm_channel_params){ .h_vaspace = hv, .gpfifo_va = 0x100000,
+					      .gpfifo_entries = 64, .userd_addr = 0x2000,
+					      .reserved = 0x80000000u };
+	gsp_get_stats(rm_gsp(fx.rm), &st0);
+	assert_int_equal(rm_alloc(fx.rm, 1, hc, hd, &h, VGPU_RM_CLASS_CHANNEL_GPFIFO, &cp,
+				  sizeof(cp)), -EINVAL);
+	gsp_get_stats(rm_gsp(fx.rm), &st1);
+	assert_int_equal(h, 0);
+	assert_int_equal(st1.rpcs, st0.rpcs);
+	assert_int_equal(rm_control(fx.rm, 1, hc, hs, VGPU_RM_CTRL_GET_QUOTA, &qi, &len,
+				    sizeof(qi)), 0);
+	assert_int_equal(qi.chan_used, 0);
+	assert_int_equal(rm_object_count(fx.rm, 1), 4);
+	cp.reserved = 0;
+	assert_int_equal(rm_alloc(fx.rm, 1, hc, hd, &h, VGPU_RM_CLASS_CHANNEL_GPFIFO, &cp,
+				  sizeof(cp)), 0);
+	assert_int_equal(rm_object_count(fx.rm, 1), 5);
+	assert_int_equal(rm_client_free(fx.rm, 1, hc), 0);
+}
+
 /* A GP ring must end at or below the GMMU's VA limit, a ring whose end wraps past 2^64
  * included; the RM refuses one before it reserves a channel or asks the GSP. */
 static const struct gpfifo_case {
@@ -862,6 +902,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_lock_order_real, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_priv_read_only, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_event_reserved, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_vas_chan_reserved, setup, teardown),
 	};
 	/* Sized and counted from the tables, so no case is overwritten or left out. */
 	struct CMUnitTest t[VGPU_ARRAY_SIZE(fixed) + VGPU_ARRAY_SIZE(bad_allocs) +
