@@ -308,20 +308,21 @@ int pf_daemon_create(const struct pf_config *cfg, struct pf_daemon **out)
 	r = signals_open(d);
 	if (r)
 		goto destroy;
-	r = pf_control_open(d);
-	if (r) {
-		cmn_err("cannot listen on %s/control.sock: %s", d->cfg.runtime_dir, cmn_strerror(r));
-		goto destroy;
-	}
-	pf_autostart(d);
 	/* The loader finished committed resets and rewrote definitions: a journal that
-	 * still holds them pending has the next start after a crash run them again. */
+	 * still holds them pending has the next start after a crash run them again. Written
+	 * before the socket listens, so that a client that can connect finds it done. */
 	r = pf_state_save_journal(d);
 	if (r)
 		pf_state_behind(d, r, "the journal still holds the state this start found (with "
 				"any reset it finished still pending): if vgpud ends before it "
 				"writes the journal again (it does when it stops), its next start "
 				"runs those resets again");
+	r = pf_control_open(d);
+	if (r) {
+		cmn_err("cannot listen on %s/control.sock: %s", d->cfg.runtime_dir, cmn_strerror(r));
+		goto destroy;
+	}
+	pf_autostart(d);
 	*out = d;
 	return 0;
 destroy:

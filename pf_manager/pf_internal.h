@@ -240,8 +240,9 @@ struct pf_daemon {
 	 * it). From then on no change is taken until a restart (pf_command). 0: sound. */
 	int state_sync_err;
 	char state_sync_why[PF_PATH_MAX + 384];	/* what failed and what a restart finds */
-	/* The BAR object adopted for each VF (pf_bar_object_adopt()) while it is held; 0: none.
-	 * One object is adopted for one VF only. */
+	/* The BAR object of each VF while a slice holds it (made by a start, or adopted:
+	 * pf_bar_object_adopt()), which the journal records as the slice's; 0: none. One
+	 * object is adopted for one VF only. */
 	struct pf_bar_ino {
 		dev_t dev;
 		ino_t ino;
@@ -290,6 +291,9 @@ static inline int pf_test_write_fault(void)
  * -errno and the next directory fsync (pf_fsync_dir_of()), or the next state file write
  * (pf_write_file_atomic(), before it touches anything), fails with it, once. */
 extern int pf_test_dir_fsync_err, pf_test_write_err;
+/* Defined only in test builds (state.c): the largest state file the writers write
+ * (PF_MAX_FILE); a test lowers it to reach the refusal with the small files vgpud makes. */
+extern size_t pf_test_state_max;
 /* fsync the directory holding @path, so a rename or unlink in it is durable. */
 int pf_fsync_dir_of(const char *path);
 /* Parse exactly one JSON value filling @buf (trailing whitespace only, no NUL byte), whose
@@ -393,15 +397,22 @@ void pf_slice_detach(struct pf_daemon *d, struct pf_slice *s);
  * why. */
 int pf_slice_bring_up(struct pf_daemon *d, struct pf_slice *s, unsigned int vf, uint64_t base,
 		      bool adopt, struct pf_err *e);
-/* Open VF @vf's existing BAR object by name for a slice of owner uid @uid (-1: root only),
- * @vram bytes of VRAM and BAR size @size, without waiting on what a tenant put there: 0
- * with the object in *@out (one grown past @size cut back; the bring-up reserves it with
- * vram_prealloc and gives it to the owner, mode 0600), or -errno with *@out -1 and @why
- * completing "VRAM object NAME ...": missing (-ENOENT), a lease on it (-EWOULDBLOCK), not
- * a regular file, owned by another uid, with more than one link, the object adopted for
- * another VF or too small (-EBADMSG). */
-int pf_bar_object_adopt(struct pf_daemon *d, unsigned int vf, long uid, uint64_t vram,
-			uint64_t size, int *out, char *why, size_t wlen);
+/* Open VF @vf's existing BAR object by name for a slice of owner uid @uid (-1: root only)
+ * and BAR size @size, the object @id the journal recorded for it (NULL: none recorded),
+ * without waiting on what a tenant put there and without changing it: 0 with the object
+ * in *@out (pf_bar_object_settle() cuts one grown past @size back; the bring-up reserves
+ * it with vram_prealloc and gives it to the owner, mode 0600), or -errno with *@out -1 and
+ * @why completing "VRAM object NAME ...": missing (-ENOENT), a lease on it (-EWOULDBLOCK),
+ * not a regular file, owned by another uid, another object than @id (with no @id: one with
+ * more than one link), the object adopted for another VF or too small (-EBADMSG). */
+int pf_bar_object_adopt(struct pf_daemon *d, unsigned int vf, long uid, uint64_t size,
+			const struct pf_bar_ino *id, int *out, char *why, size_t wlen);
+/* Make VF @vf's adopted object @fd fit a BAR of @size bytes before its bring-up, once the
+ * whole state has been checked: one its guest grew is cut back (only bytes no mapping
+ * reaches are lost, with a warning). 0, or -errno with @why completing "VRAM object NAME
+ * ...": -EBADMSG if it is smaller now, the system's error if it cannot be examined or cut. */
+int pf_bar_object_settle(struct pf_daemon *d, unsigned int vf, int fd, uint64_t size,
+			 char *why, size_t wlen);
 /* Write @s's definition file (none for a transient slice): 0, or -errno with the file
  * marked behind the journal (s->def_pending), which the stop then writes first. */
 int pf_slice_def_write(struct pf_daemon *d, struct pf_slice *s);
@@ -418,8 +429,9 @@ void pf_slice_free(struct pf_slice *s);
 /* Persist @s's definition (<state>/slices/<uuid>.json) or remove it. */
 int pf_state_save_slice(struct pf_daemon *d, const struct pf_slice *s);
 int pf_state_remove_slice(struct pf_daemon *d, const struct pf_slice *s);
-/* Rewrite the allocation journal (running slices, their partitions and allocations);
- * _without leaves @skip out (a stop commits before it scrubs). */
+/* Rewrite the journal (running slices: their partitions, quotas, definitions and the
+ * identity of their BAR objects); _without leaves @skip out (a stop commits before it
+ * scrubs). */
 int pf_state_save_journal(struct pf_daemon *d);
 int pf_state_save_journal_without(struct pf_daemon *d, const struct pf_slice *skip);
 /* Load definitions and the journal; all or nothing. */

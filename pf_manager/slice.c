@@ -481,12 +481,13 @@ static void bar_object_give(int fd, unsigned int vf, const char *name, long uid)
 			 cmn_strerror(-errno));
 }
 
-/* Whether @name, open at @fd (its status in *@sb), can be adopted for an owner uid @uid
- * (-1: root only) with a BAR of @size bytes; @why says what is wrong with it otherwise. An
- * object grown past its BAR (its guest can ftruncate() it) is cut back: only bytes no
- * mapping reaches are lost. */
-static int bar_object_vet(int fd, const char *name, long uid, uint64_t size, struct stat *sb,
-			  char *why, size_t wlen)
+/* Whether the object open at @fd (its status in *@sb) can be adopted for an owner uid
+ * @uid (-1: root only) with a BAR of @size bytes, as the object @id the journal recorded
+ * (NULL: an older journal, with no record); @why says what is wrong with it otherwise. It
+ * is looked at, not changed: one grown past its BAR is cut back once the whole state has
+ * been checked (pf_bar_object_settle()). */
+static int bar_object_vet(int fd, long uid, uint64_t size, const struct pf_bar_ino *id,
+			  struct stat *sb, char *why, size_t wlen)
 {
 	int r;
 
@@ -500,24 +501,49 @@ static int bar_object_vet(int fd, const char *name, long uid, uint64_t size, str
 	if (sb->st_uid != 0 && (uid < 0 || sb->st_uid != (uid_t)uid))
 		return snprintf(why, wlen, "is owned by uid %u, neither root nor the slice's owner",
 				(unsigned int)sb->st_uid), -EBADMSG;
-	/* Its name only: with fs.protected_hardlinks=0 a guest that owns its object can put a
-	 * hard link to another slice's root-owned object in its place, and any user can link
-	 * one elsewhere. Which name is the slice's own cannot be told from the file. */
-	if (sb->st_nlink != 1)
+	/* With fs.protected_hardlinks=0 a guest that owns its object can unlink it and link
+	 * another slice's root-owned object under its name: that object then has two names,
+	 * and only the inode the journal recorded tells whose it is. An extra link to the
+	 * recorded object is harmless (a name grants nothing the mode does not). */
+	if (id && (sb->st_ino != id->ino || sb->st_dev != id->dev))
+		return snprintf(why, wlen, "is not the object this slice ran with (inode %ju, "
+				"not %ju)", (uintmax_t)sb->st_ino, (uintmax_t)id->ino), -EBADMSG;
+	/* No record: which of two names is the slice's own cannot be told from the file. */
+	if (!id && sb->st_nlink != 1)
 		return snprintf(why, wlen, "has %ju links, not 1 (another name may make it another "
 				"slice's object)", (uintmax_t)sb->st_nlink), -EBADMSG;
 	if ((uint64_t)sb->st_size < size)
 		return snprintf(why, wlen, "has %lld bytes, less than its BAR's %" PRIu64,
 				(long long)sb->st_size, size), -EBADMSG;
-	if ((uint64_t)sb->st_size == size)
+	return 0;
+}
+
+int pf_bar_object_settle(struct pf_daemon *d, unsigned int vf, int fd, uint64_t size,
+			 char *why, size_t wlen)
+{
+	struct stat sb;
+	char name[96];
+	int r;
+
+	pf_shm_name(d, vf, name, sizeof(name));
+	if (fstat(fd, &sb)) {
+		r = -errno;
+		return snprintf(why, wlen, "cannot be examined: %s", cmn_strerror(r)), r;
+	}
+	/* Its guest may have cut it since it was vetted. */
+	if ((uint64_t)sb.st_size < size)
+		return snprintf(why, wlen, "has %lld bytes, less than its BAR's %" PRIu64,
+				(long long)sb.st_size, size), -EBADMSG;
+	if ((uint64_t)sb.st_size == size)
 		return 0;
+	/* Only bytes past the BAR go, which no mapping reaches. */
 	if (ftruncate(fd, (off_t)size)) {
 		r = -errno;
 		return snprintf(why, wlen, "has %lld bytes and cannot be cut back to %" PRIu64
-				": %s", (long long)sb->st_size, size, cmn_strerror(r)), -EBADMSG;
+				": %s", (long long)sb.st_size, size, cmn_strerror(r)), r;
 	}
 	cmn_warn("VRAM object %s had grown to %lld bytes; cut back to its BAR's %" PRIu64, name,
-		 (long long)sb->st_size, size);
+		 (long long)sb.st_size, size);
 	return 0;
 }
 
@@ -616,9 +642,9 @@ static void adopt_reserve(struct pf_daemon *d, struct pf_slice *s)
 		   "reset or start: %s", s->vf, s->uuid, s->reserve_why);
 }
 
-/* Whether the object @sb is the one adopted for another VF than @vf: under two names at
- * once it has two links, but a name can be moved from one VF's to another's between two
- * adoptions. */
+/* Whether the object @sb is the one adopted for another VF than @vf: one object never
+ * backs two slices, whatever the journal recorded (an older journal records nothing, and a
+ * name can be moved from one VF's to another's between two adoptions). */
 static int adopted_twice(struct pf_daemon *d, unsigned int vf, const struct stat *sb,
 			 char *why, size_t wlen)
 {
@@ -629,14 +655,13 @@ static int adopted_twice(struct pf_daemon *d, unsigned int vf, const struct stat
 	return 0;
 }
 
-int pf_bar_object_adopt(struct pf_daemon *d, unsigned int vf, long uid, uint64_t vram,
-			uint64_t size, int *out, char *why, size_t wlen)
+int pf_bar_object_adopt(struct pf_daemon *d, unsigned int vf, long uid, uint64_t size,
+			const struct pf_bar_ino *id, int *out, char *why, size_t wlen)
 {
 	struct stat sb;
 	char name[96];
 	int fd, r;
 
-	(void)vram;	/* reserved once the slice is up (adopt_reserve()) */
 	*out = -1;
 	pf_shm_name(d, vf, name, sizeof(name));
 	/* Its guest (or any local user, in its place) may have put a FIFO there, whose open
@@ -653,7 +678,7 @@ int pf_bar_object_adopt(struct pf_daemon *d, unsigned int vf, long uid, uint64_t
 			snprintf(why, wlen, "cannot be opened: %s", cmn_strerror(r));
 		return r;
 	}
-	r = bar_object_vet(fd, name, uid, size, &sb, why, wlen);
+	r = bar_object_vet(fd, uid, size, id, &sb, why, wlen);
 	if (!r)
 		r = adopted_twice(d, vf, &sb, why, wlen);
 	/* Non-blocking was for the open only: the guest gets this file description. */
@@ -678,6 +703,7 @@ static int bar_object_open(struct pf_daemon *d, struct pf_slice *s, unsigned int
 			   struct pf_err *e)
 {
 	char name[96], what[192];
+	struct stat sb;
 	int fd, r;
 
 	pf_shm_name(d, vf, name, sizeof(name));
@@ -717,6 +743,16 @@ static int bar_object_open(struct pf_daemon *d, struct pf_slice *s, unsigned int
 				VF_BAR_CTRL_SIZE);
 		return r;
 	}
+	/* Its identity, which the journal records: a restart adopts this object only. */
+	if (fstat(fd, &sb)) {
+		r = -errno;
+		close(fd);
+		shm_unlink(name);
+		return cmn_fail(&e->f, r, "VF %u: cannot examine %s: %s", vf, name,
+				cmn_strerror(r));
+	}
+	d->bar_ino[vf].dev = sb.st_dev;
+	d->bar_ino[vf].ino = sb.st_ino;
 	s->bar_fd = fd;
 	return 0;
 }

@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: MIT
 /* Persistence. Declared slices: one JSON file each, <state>/slices/<uuid>.json, in
- * mdevctl's shape. Running slices: the journal <state>/journal.json (VF, VRAM partition
- * and provisioned quota of each; not the allocations inside it), rewritten atomically after
- * every change. A transient slice has no file: its journal entry, definition included, is
- * its only record, so it comes back running (and still transient) after a restart. VRAM contents live in one shm object per VF named from the state dir, so a
- * restarted daemon (even after kill -9) maps the same bytes at the same offsets.
+ * mdevctl's shape. Running slices: the journal <state>/journal.json (VF, VRAM partition,
+ * provisioned quota and BAR object identity of each; not the allocations inside the
+ * partition), rewritten atomically after every change. A transient slice has no file: its
+ * journal entry, definition included, is its only record, so it comes back running (and
+ * still transient) after a restart. VRAM contents live in one shm object per VF named from
+ * the state dir, so a restarted daemon (even after kill -9) maps the same bytes at the
+ * same offsets.
  * Loading validates everything before applying anything. Every verb commits its record
  * (the definition file or the journal) before an effect it cannot take back and before
  * its reply: doc/pf_manager.md, "Durability". */
@@ -379,8 +381,8 @@ void pf_state_behind(struct pf_daemon *d, int err, const char *fmt, ...)
 }
 
 #ifdef VGPU_TEST_HOOKS
-/* Test builds: the largest state file the writers write; a test lowers it (declaring it
- * itself) to reach the refusal with the files vgpud makes, which stay far below PF_MAX_FILE. */
+/* Test builds: the largest state file the writers write; a test lowers it (pf_internal.h)
+ * to reach the refusal with the files vgpud makes, which stay far below PF_MAX_FILE. */
 size_t pf_test_state_max = PF_MAX_FILE;
 #define STATE_MAX_FILE	pf_test_state_max
 #else
@@ -440,8 +442,9 @@ int pf_state_remove_slice(struct pf_daemon *d, const struct pf_slice *s)
 
 /* ---- journal ------------------------------------------------------------------------------ */
 
-static json_object *journal_entry(const struct pf_slice *s)
+static json_object *journal_entry(const struct pf_daemon *d, const struct pf_slice *s)
 {
+	const struct pf_bar_ino *id = &d->bar_ino[s->vf];
 	json_object *o = json_object_new_object();
 
 	json_object_object_add(o, "uuid", json_object_new_string(s->uuid));
@@ -469,6 +472,12 @@ static json_object *journal_entry(const struct pf_slice *s)
 	/* A restore commits here before it writes the definition file. */
 	if (s->def_pending)
 		json_object_object_add(o, "restored", json_object_new_boolean(true));
+	/* The object the slice runs on: a restart adopts that one only, whatever name it
+	 * finds it under or another object it finds under the slice's name (check_object()). */
+	if (id->ino) {
+		pf_json_add_u64(o, "bar_dev", (uint64_t)id->dev);
+		pf_json_add_u64(o, "bar_ino", (uint64_t)id->ino);
+	}
 	/* No allocations inside the partition: a start does not re-create them (the RM
 	 * objects that owned them die with the process, apply_entry()), and a guest making
 	 * many would grow the journal past what a start reads. */
@@ -498,7 +507,7 @@ int pf_state_save_journal_without(struct pf_daemon *d, const struct pf_slice *sk
 	 * (the source resumes it), nor refuse a state that names it without a definition. */
 	for (unsigned int vf = 1; vf <= PF_MAX_VFS; vf++)
 		if (d->vfs[vf] && d->vfs[vf] != skip && !d->vfs[vf]->incoming)
-			json_object_array_add(arr, journal_entry(d->vfs[vf]));
+			json_object_array_add(arr, journal_entry(d, d->vfs[vf]));
 	json_object_object_add(o, "slices", arr);
 	snprintf(path, sizeof(path), "%s/journal.json", d->cfg.state_dir);
 	r = write_json(d, path, o);
@@ -679,7 +688,8 @@ static const char *const journal_keys[] = {
 static const char *const journal_entry_keys[] = {
 	"uuid", "vf", "vram_base", "vram_bytes", "channels", "doorbells", "exec_quantum_us",
 	"exec_quantum_ms", "preempt_timeout_us", "priority", "rm_clients", "rm_objects", "resets",
-	"reset_pending", "definition", "transient", "restored", "allocations", NULL
+	"reset_pending", "definition", "transient", "restored", "bar_dev", "bar_ino",
+	"allocations", NULL
 };
 
 /* The first key of object @o that is not in @known, or NULL if every key is. */
@@ -709,6 +719,9 @@ struct jent {
 	bool gone;		/* its VRAM object is missing or unusable: it comes back stopped */
 	int bar_fd;		/* its VRAM object, opened and vetted; -1 if none or handed on */
 	bool write_def;		/* restored, its definition file not written yet */
+	bool bar_known;		/* bar_id holds the object the slice ran with (an older
+				 * journal has no record) */
+	struct pf_bar_ino bar_id;
 	json_object *allocs;	/* an older vgpud's "allocations", or NULL */
 	struct pf_slice def;	/* the definition the journal committed */
 };
@@ -892,6 +905,13 @@ static int entry_fields(json_object *o, struct jent *je, const char *uuid, char 
 	je->q.preempt_timeout_us = (uint32_t)cmn_min(pt, (uint64_t)UINT32_MAX);
 	je->q.priority = (enum pf_priority)cmn_min(pr, (uint64_t)PF_PRIO_HIGH + 1);
 	rm_limits_load(o, &je->q, &bad);
+	/* The BAR object's identity; an older vgpud recorded none. */
+	je->bar_known = json_object_object_get_ex(o, "bar_dev", NULL) ||
+			json_object_object_get_ex(o, "bar_ino", NULL);
+	if (je->bar_known) {
+		je->bar_id.dev = (dev_t)jget_u64(o, "bar_dev", &bad);
+		je->bar_id.ino = (ino_t)jget_u64(o, "bar_ino", &bad);
+	}
 	if (bad)
 		return snprintf(why, wlen, "slice %s: \"%s\" is missing or not a non-negative "
 				"integer", uuid, bad), -EBADMSG;
@@ -994,11 +1014,22 @@ static bool system_error(int r)
 	return r == -ENOMEM || r == -EMFILE || r == -ENFILE;
 }
 
+/* Entry @je's VRAM object @name cannot be used (@bad says why): the slice comes back
+ * stopped, a transient one is dropped. */
+static void object_unusable(struct jent *je, const char *name, const char *bad)
+{
+	cmn_warn("state: VRAM object %s of slice %s %s; %s", name, je->s->uuid, bad,
+		 je->s->transient ? "the transient slice is dropped" :
+		 "the slice comes back stopped");
+	snprintf(je->s->stopped_why, sizeof(je->s->stopped_why), "VRAM object %s %s", name, bad);
+	je->gone = true;
+}
+
 /* The entry's VRAM object, opened (kept in je->bar_fd for apply_entry()) and vetted with
- * the owner uid the journal committed. Whatever is wrong with it is that slice's alone,
- * and its guest (or a local user who put a file in its place) may have done it: the slice
- * comes back stopped, the rest of the state loads. A missing one was removed by an outside
- * hand: a stop commits before it unlinks. */
+ * the owner uid and the object identity the journal committed; not changed. Whatever is
+ * wrong with it is that slice's alone, and its guest (or a local user who put a file in
+ * its place) may have done it: the slice comes back stopped, the rest of the state loads.
+ * A missing one was removed by an outside hand: a stop commits before it unlinks. */
 static int check_object(struct pf_daemon *d, struct jent *je, char *why, size_t wlen)
 {
 	uint64_t size = vf_bar_size(je->q.vram, d->cfg.dma_size);
@@ -1006,18 +1037,41 @@ static int check_object(struct pf_daemon *d, struct jent *je, char *why, size_t 
 	int r;
 
 	pf_shm_name(d, je->vf, name, sizeof(name));
-	r = pf_bar_object_adopt(d, je->vf, je->def.owner_uid, je->q.vram, size, &je->bar_fd, bad,
-				sizeof(bad));
+	r = pf_bar_object_adopt(d, je->vf, je->def.owner_uid, size,
+				je->bar_known ? &je->bar_id : NULL, &je->bar_fd, bad, sizeof(bad));
 	if (!r)
 		return 0;
 	if (system_error(r))
 		return snprintf(why, wlen, "VRAM object %.48s of slice %s %.140s", name,
 				je->s->uuid, bad), r;
-	cmn_warn("state: VRAM object %s of slice %s %s; %s", name, je->s->uuid, bad,
-		 je->s->transient ? "the transient slice is dropped" :
-		 "the slice comes back stopped");
-	snprintf(je->s->stopped_why, sizeof(je->s->stopped_why), "VRAM object %s %s", name, bad);
-	je->gone = true;
+	object_unusable(je, name, bad);
+	return 0;
+}
+
+/* The entry's vetted object made to fit its BAR (a grown one cut back): the first change
+ * to an object, made once the whole state was checked, so that a refused state changed
+ * none. A failure stops the slice as check_object() does; the system's refuses the state
+ * (-errno, the object closed). */
+static int settle_object(struct pf_daemon *d, struct jent *je)
+{
+	uint64_t size = vf_bar_size(je->q.vram, d->cfg.dma_size);
+	char name[96], bad[160];
+	int r;
+
+	if (je->gone)
+		return 0;
+	r = pf_bar_object_settle(d, je->vf, je->bar_fd, size, bad, sizeof(bad));
+	if (!r)
+		return 0;
+	pf_shm_name(d, je->vf, name, sizeof(name));
+	close(je->bar_fd);
+	je->bar_fd = -1;
+	d->bar_ino[je->vf] = (struct pf_bar_ino){ 0 };
+	if (system_error(r)) {
+		cmn_err("state: VRAM object %s of slice %s %s", name, je->s->uuid, bad);
+		return r;
+	}
+	object_unusable(je, name, bad);
 	return 0;
 }
 
@@ -1080,8 +1134,11 @@ static void handed_over(struct pf_daemon *d, struct jent *je)
 	struct pf_slice *s = je->s;
 
 	s->transient = false;
-	if (pf_state_save_slice(d, s))
-		cmn_warn("state: slice %s: its definition file cannot be written", s->uuid);
+	/* One that cannot be written is behind: the journal keeps the definition (a transient
+	 * slice's only record) marked restored. */
+	if (pf_slice_def_write(d, s))
+		cmn_warn("state: slice %s: its definition file cannot be written; the journal "
+			 "keeps its definition", s->uuid);
 	cmn_warn("state: slice %s: migrated out to %s (unconfirmed): not run here; it may run "
 		 "there. %s; `vgpuctl reclaim -u %s` runs it here again, `vgpuctl undefine -u %s` "
 		 "drops it", s->uuid, s->migrated_to, s->vf ? "Held with its VRAM" :
@@ -1089,12 +1146,16 @@ static void handed_over(struct pf_daemon *d, struct jent *je)
 }
 
 /* First pass over the checked entries: memory and the device only, so that a failure
- * (memory, mmap) can still be undone without a trace. No file is written, no reset run. */
+ * (memory, mmap) can still be undone; of the objects, only bytes a grown one holds past its
+ * BAR are cut (settle_object()), which no mapping reaches. No file is written, no reset
+ * run. */
 static int apply_entry(struct pf_daemon *d, struct jent *je)
 {
 	struct pf_err e = { 0 };
-	int ret;
+	int ret = settle_object(d, je);
 
+	if (ret)
+		return ret;
 	if (je->gone && je->s->transient && !je->s->migrated_to[0]) {
 		drop_transient(d, je);
 		return 0;
@@ -1131,16 +1192,16 @@ static void finish_entry(struct pf_daemon *d, struct jent *je)
 
 	if (!s)
 		return;		/* a dropped transient slice */
+	/* A file that cannot be written stays behind (s->def_pending): the journal keeps the
+	 * entry marked restored, with the definition a stop writes first (a loader that finds
+	 * a file ignores the mark). */
 	if (je->rewrite_def)
 		cmn_warn("state: slice %s: definition file behind the journal; %s", s->uuid,
-			 pf_state_save_slice(d, s) ? "not rewritten" : "rewritten");
-	/* The file is still missing: the journal keeps the entry marked restored, its only
-	 * record of the definition (a loader that finds the file ignores the mark). */
-	if (je->write_def && pf_state_save_slice(d, s)) {
+			 pf_slice_def_write(d, s) ? "not rewritten, the journal keeps the "
+			 "definition" : "rewritten");
+	if (je->write_def && pf_slice_def_write(d, s))
 		cmn_warn("state: slice %s: restored, but its definition file cannot be written; "
 			 "the journal keeps its definition", s->uuid);
-		s->def_pending = true;
-	}
 	if (s->migrated_to[0]) {
 		handed_over(d, je);
 		return;
@@ -1335,8 +1396,8 @@ static int load_journal(struct pf_daemon *d)
 	for (size_t i = 0; !r && i < json_object_array_length(arr); i++, n++)
 		r = check_entry(d, json_object_array_get_idx(arr, i), &je[n], num_vfs, je, n, why,
 				sizeof(why));
-	/* The objects once every entry passed: vetting one may cut it back to its BAR or
-	 * reserve its pages, which a state refused for a later entry must not have done. */
+	/* The objects once every entry passed. Vetting changes none: a grown one is cut back
+	 * when it is applied (settle_object()), a reservation made at its bring-up. */
 	for (size_t i = 0; !r && i < n; i++)
 		r = check_object(d, &je[i], why, sizeof(why));
 	if (r) {

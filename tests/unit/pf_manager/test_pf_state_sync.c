@@ -6,13 +6,16 @@
  * touch only the state directory. The fsync failure is the test hook of the -th library
  * (pf_test_dir_fsync_err), taken by the real pf_fsync_dir_of(). Then the state files
  * themselves: a repeated key, the journal's size (no allocations; a file over the bound
- * not written), its temporary name holding a link, a file that is not a regular one, and
- * the sync of a new slices/ directory. */
+ * not written), its temporary name holding a link, a file that is not a regular one, the
+ * sync of a new slices/ directory, and a state refused for a system error on a later VRAM
+ * object, which leaves an earlier object as it was. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -27,6 +30,8 @@
 #include "pma/pma.h"
 
 #define U1	"11111111-1111-4111-8111-111111111111"
+#define U2	"22222222-2222-4222-8222-222222222222"
+#define U3	"33333333-3333-4333-8333-333333333333"
 
 static const struct sync_case {
 	const char *name;
@@ -100,9 +105,14 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-	char cmd[128];
+	char cmd[128], name[96];
 
 	(void)state;
+	/* The VRAM objects a test made for the private state dir, also when it failed. */
+	for (unsigned int vf = 1; vf <= dmn->cfg.max_vfs; vf++) {
+		pf_shm_name(dmn, vf, name, sizeof(name));
+		shm_unlink(name);
+	}
 	daemon_free(dmn);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
 	return system(cmd) ? -1 : 0;
@@ -313,9 +323,6 @@ static void test_dup_key_refused(void **state)
 }
 
 /* ---- the journal's size and the files' kind --------------------------------------------- */
-
-/* The writers' bound (state.c, test builds): lowered to reach the refusal. */
-extern size_t pf_test_state_max;
 
 #define J_BASE		(1ull << 30)
 #define J_VRAM		(2ull << 30)
@@ -602,10 +609,118 @@ static void test_slices_dir_synced(void **state)
 	daemon_free(d);
 }
 
+/* ---- a refused state changes no VRAM object ------------------------------------------- */
+
+#define O_VRAM		(64ull << 20)
+
+/* Slice @uuid defined, and in memory running on VF @vf at @base (no device), its VRAM
+ * object made in /dev/shm as a start makes it (@extra bytes longer: its guest grew it),
+ * recorded for the journal. */
+static void fake_object(const char *uuid, unsigned int vf, uint64_t base, off_t extra)
+{
+	uint64_t size = vf_bar_size(O_VRAM, dmn->cfg.dma_size);
+	char req[256], name[96];
+	struct pf_slice *s;
+	json_object *rep;
+	struct stat sb;
+	int fd;
+
+	snprintf(req, sizeof(req), "{\"execute\":\"define-slice\",\"arguments\":{\"uuid\":"
+		 "\"%s\",\"type\":\"vgpu-auto\",\"owner_uid\":%u}}", uuid,
+		 (unsigned int)getuid());
+	rep = run(req);
+	assert_ok(rep);
+	json_object_put(rep);
+	s = pf_slice_find(dmn, uuid);
+	assert_non_null(s);
+	pf_rm_limits_default(&s->prov);
+	s->prov.vram = O_VRAM;
+	s->prov.channels = 8;
+	s->prov.doorbells = 8;
+	s->prov.priority = PF_PRIO_NORMAL;
+	s->vf = vf;
+	s->base = base;
+	dmn->vfs[vf] = s;
+	pf_shm_name(dmn, vf, name, sizeof(name));
+	shm_unlink(name);
+	fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, (off_t)size + extra), 0);
+	assert_int_equal(fstat(fd, &sb), 0);
+	close(fd);
+	dmn->bar_ino[vf].dev = sb.st_dev;
+	dmn->bar_ino[vf].ino = sb.st_ino;
+}
+
+/* The size of VF @vf's object. */
+static off_t object_size(unsigned int vf)
+{
+	char name[96], path[128];
+
+	pf_shm_name(dmn, vf, name, sizeof(name));
+	snprintf(path, sizeof(path), "/dev/shm%s", name);
+	return file_size(path);
+}
+
+/* The second free descriptor number: a file limit one above it leaves two descriptors. */
+static int second_free_fd(void)
+{
+	int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);	/* the lowest free one */
+
+	assert_true(fd >= 0);
+	close(fd);
+	do
+		fd++;
+	while (fcntl(fd, F_GETFD) >= 0);
+	return fd;
+}
+
+/* U1's object grown by its guest, then the state refused for a system error on U3's
+ * object (EMFILE here: the file limit leaves two descriptors, which the objects of U1 and
+ * U2 take; the load needs two at once before, the slices/ directory and a file in it): U1's
+ * object is still as its guest left it. Vetting changes nothing; the cut-back comes once
+ * the state is applied. */
+static void test_refused_state_keeps_objects(void **state)
+{
+	off_t grown = (off_t)vf_bar_size(O_VRAM, dmn->cfg.dma_size) + (1 << 20);
+	struct rlimit lim, low;
+	struct pf_daemon *d;
+	char name[96];
+	int r;
+
+	(void)state;
+	fake_object(U1, 1, 256ull << 20, 1 << 20);
+	fake_object(U2, 2, 512ull << 20, 0);
+	fake_object(U3, 3, 768ull << 20, 0);
+	dmn->num_vfs = 3;
+	assert_int_equal(pf_state_save_journal(dmn), 0);
+	for (unsigned int vf = 1; vf <= 3; vf++) {
+		dmn->vfs[vf]->vf = 0;
+		dmn->vfs[vf] = NULL;
+	}
+	d = daemon_new();
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &lim), 0);
+	low = lim;
+	low.rlim_cur = (rlim_t)second_free_fd() + 1;
+	logbuf[0] = 0;
+	cmn_log_set_sink(log_keep, NULL);
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+	r = pf_state_load(d);
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &lim), 0);
+	cmn_log_set_sink(NULL, NULL);
+	assert_int_equal(r, -EMFILE);
+	pf_shm_name(dmn, 3, name, sizeof(name));
+	if (!strstr(logbuf, name) || !strstr(logbuf, "refusing the state"))
+		fail_msg("the log does not refuse the state for %s:\n%s", name, logbuf);
+	assert_int_equal(d->nr_slices, 0);
+	assert_int_equal(object_size(1), grown);
+	daemon_free(d);
+}
+
 int main(void)
 {
 	struct CMUnitTest t[VGPU_ARRAY_SIZE(sync_cases) + VGPU_ARRAY_SIZE(dupfile_cases) +
-			    VGPU_ARRAY_SIZE(oldalloc_cases) + VGPU_ARRAY_SIZE(kind_cases) + 5];
+			    VGPU_ARRAY_SIZE(oldalloc_cases) + VGPU_ARRAY_SIZE(kind_cases) + 6];
 	size_t n = 0;
 
 	cmn_log_set_level(VGPU_LOG_ERR);
@@ -631,5 +746,7 @@ int main(void)
 					      teardown, (void *)&kind_cases[i] };
 	t[n++] = (struct CMUnitTest)cmocka_unit_test_setup_teardown(test_slices_dir_synced,
 								    setup, teardown);
+	t[n++] = (struct CMUnitTest)cmocka_unit_test_setup_teardown(
+		test_refused_state_keeps_objects, setup, teardown);
 	return _cmocka_run_group_tests("pf_state_sync", t, n, NULL, NULL);
 }

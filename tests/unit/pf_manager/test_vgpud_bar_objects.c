@@ -6,13 +6,16 @@
  * returning is the proof: none of these waits on a clock) and only the slice whose object
  * is wrong comes back stopped, with a warning naming the object and why; the other slice
  * runs on. A grown object is cut back and adopted with its VRAM; what vgpud did not make
- * is left where it is. */
+ * is left where it is. The journal records each object's inode: another object under a
+ * slice's name is refused, the recorded one adopted whatever other names it has; a journal
+ * of an older vgpud, without the record, refuses an object with more than one link. */
 #include "pf_test.h"
 
 #define U1	"ba40b1ec-1111-4111-8111-111111111111"
 #define U2	"ba40b1ec-2222-4222-8222-222222222222"
 #define NOBODY	65534
 #define MARK	"bar-objects-marker"
+#define MARK2	"bar-objects-marker-of-u2"
 
 static char *daemon_args[] = { "--vram", "2G", "--max-vfs", "4", "--num-vfs", "2",
 			       "--spare-vram", "256M", NULL };
@@ -42,6 +45,28 @@ static struct tdaemon *ran_two(void)
 	close(fd);
 	assert_int_equal(t_daemon_stop(d, SIGTERM), 0);
 	return d;
+}
+
+/* The journal of @d as an older vgpud wrote it: no entry records its object's inode. */
+static void journal_unrecorded(struct tdaemon *d)
+{
+	char path[256];
+	json_object *j, *arr;
+
+	snprintf(path, sizeof(path), "%s/journal.json", d->state);
+	j = json_object_from_file(path);
+	assert_non_null(j);
+	assert_true(json_object_object_get_ex(j, "slices", &arr));
+	for (size_t i = 0; i < json_object_array_length(arr); i++) {
+		json_object *e = json_object_array_get_idx(arr, i);
+
+		assert_true(json_object_object_get_ex(e, "bar_ino", NULL));
+		assert_true(json_object_object_get_ex(e, "bar_dev", NULL));
+		json_object_object_del(e, "bar_ino");
+		json_object_object_del(e, "bar_dev");
+	}
+	assert_int_equal(json_object_to_file_ext(path, j, JSON_C_TO_STRING_PLAIN), 0);
+	json_object_put(j);
 }
 
 /* The VF slice @uuid runs on, 0 if it is not running. */
@@ -251,24 +276,24 @@ static void test_lease(void **state)
 	t_daemon_free(d);
 }
 
-/* Whether the object at @path holds U1's marker. */
-static bool has_mark(const char *path)
+/* Whether the object at @path holds @mark at offset 0. */
+static bool holds(const char *path, const char *mark)
 {
-	char buf[sizeof(MARK)] = "";
+	char buf[64] = "";
+	size_t len = strlen(mark) + 1;
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	bool r;
 
 	assert_true(fd >= 0);
-	r = pread(fd, buf, sizeof(buf), 0) == (ssize_t)sizeof(buf) &&
-	    !memcmp(buf, MARK, sizeof(MARK));
+	r = pread(fd, buf, len, 0) == (ssize_t)len && !memcmp(buf, mark, len);
 	close(fd);
 	return r;
 }
 
 /* A second name linked to a running slice's object (by root here; any user may with
- * fs.protected_hardlinks=0): a name that is not the slice's own may hold another tenant's
- * object, so one with more than one link is not adopted. That slice comes back stopped
- * naming the link count; the other runs on, and the second name keeps the VRAM. */
+ * fs.protected_hardlinks=0): the journal recorded the object, so it is that slice's
+ * whatever names it has, and it is adopted with its VRAM. The second name is not one of
+ * vgpud's and stays. */
 static void test_extra_link(void **state)
 {
 	struct tdaemon *d = ran_two();
@@ -279,27 +304,96 @@ static void test_extra_link(void **state)
 	snprintf(link2, sizeof(link2), "%s-link", path);
 	assert_int_equal(link(path, link2), 0);
 	assert_int_equal(start_logged(d, log, sizeof(log)), 0);
-	assert_true(t_log_has(log, "has 2 links, not 1"));
-	assert_true(t_log_has(log, "the slice comes back stopped"));
-	assert_true(has_mark(link2));
-	only_u1_stopped(d);
-	assert_true(has_mark(link2));
+	assert_false(t_log_has(log, "links"));
+	assert_int_equal(slice_vf(d, U1), 1);
+	assert_int_equal(slice_vf(d, U2), 2);
+	assert_true(holds(path, MARK));
+	assert_true(holds(link2, MARK));
 	t_daemon_free(d);		/* the prefix's sweep removes link2 */
 }
 
-/* U1's guest, the owner of its object, unlinks it and links U2's root-owned object under
- * its name: never adopted as U1's VRAM. Which name is the slice's own cannot be told from
- * the object, so neither slice adopts it: both come back stopped. */
+/* The same with a journal of an older vgpud, which recorded no object: a name that is not
+ * the slice's own may hold another tenant's object, so one with more than one link is not
+ * adopted. That slice comes back stopped naming the link count; the other runs on, and the
+ * second name keeps the VRAM. */
+static void test_extra_link_unrecorded(void **state)
+{
+	struct tdaemon *d = ran_two();
+	char log[200], path[128], link2[140];
+
+	(void)state;
+	journal_unrecorded(d);
+	t_bar_path(d, 1, path, sizeof(path));
+	snprintf(link2, sizeof(link2), "%s-link", path);
+	assert_int_equal(link(path, link2), 0);
+	assert_int_equal(start_logged(d, log, sizeof(log)), 0);
+	assert_true(t_log_has(log, "has 2 links, not 1"));
+	assert_true(t_log_has(log, "the slice comes back stopped"));
+	assert_true(holds(link2, MARK));
+	only_u1_stopped(d);
+	assert_true(holds(link2, MARK));
+	t_daemon_free(d);
+}
+
+/* U2's VRAM marked, then U1's guest, the owner of its object, unlinks it and links U2's
+ * root-owned object under U1's name. @path2: U2's object. */
+static void link_attack(struct tdaemon *d, char *path2, size_t len)
+{
+	char p1[128];
+	int fd;
+
+	t_bar_path(d, 1, p1, sizeof(p1));
+	t_bar_path(d, 2, path2, len);
+	fd = t_bar_open(d, 2);
+	assert_int_equal(pwrite(fd, MARK2, sizeof(MARK2), 0), (ssize_t)sizeof(MARK2));
+	close(fd);
+	assert_int_equal(unlink(p1), 0);
+	assert_int_equal(link(path2, p1), 0);
+}
+
+/* The attack above: U1's name now holds U2's object, with two links, which is not the
+ * object the journal recorded for U1: U1 comes back stopped. U2 finds the object it ran
+ * with and runs on with its VRAM; the sweep then unlinks the name U1's entry left (a
+ * name, not the data U2 maps), and a second restart adopts U2's object again. */
 static void test_other_object_linked(void **state)
 {
 	struct tdaemon *d = ran_two();
 	char log[200], p1[128], p2[128];
+	struct stat sb;
 
 	(void)state;
+	link_attack(d, p2, sizeof(p2));
 	t_bar_path(d, 1, p1, sizeof(p1));
-	t_bar_path(d, 2, p2, sizeof(p2));
-	assert_int_equal(unlink(p1), 0);
-	assert_int_equal(link(p2, p1), 0);
+	assert_int_equal(start_logged(d, log, sizeof(log)), 0);
+	assert_true(t_log_has(log, "is not the object this slice ran with"));
+	assert_false(t_log_has(log, "links"));
+	assert_int_equal(slice_vf(d, U1), 0);
+	assert_int_equal(slice_vf(d, U2), 2);
+	assert_int_equal(lstat(p1, &sb), -1);		/* swept */
+	assert_int_equal(lstat(p2, &sb), 0);
+	assert_int_equal(sb.st_nlink, 1);
+	assert_true(holds(p2, MARK2));
+	assert_int_equal(t_daemon_stop(d, SIGTERM), 0);
+	assert_int_equal(start_logged(d, log, sizeof(log)), 0);
+	assert_int_equal(slice_vf(d, U2), 2);
+	assert_true(holds(p2, MARK2));
+	assert_int_equal(T_CTL(d, "start", "-u", U1), 0);
+	assert_int_equal(slice_vf(d, U1), 1);
+	assert_true(holds(p2, MARK2));
+	t_daemon_free(d);
+}
+
+/* The attack with a journal of an older vgpud, which recorded no object: which name is
+ * the slice's own cannot be told from the object, so neither slice adopts it: both come
+ * back stopped. */
+static void test_other_object_linked_unrecorded(void **state)
+{
+	struct tdaemon *d = ran_two();
+	char log[200], p2[128];
+
+	(void)state;
+	journal_unrecorded(d);
+	link_attack(d, p2, sizeof(p2));
 	assert_int_equal(start_logged(d, log, sizeof(log)), 0);
 	assert_true(t_log_has(log, "has 2 links, not 1"));
 	assert_int_equal(slice_vf(d, U1), 0);
@@ -317,7 +411,9 @@ int main(void)
 		cmocka_unit_test_teardown(test_foreign_owner, t_teardown),
 		cmocka_unit_test_teardown(test_lease, t_teardown),
 		cmocka_unit_test_teardown(test_extra_link, t_teardown),
+		cmocka_unit_test_teardown(test_extra_link_unrecorded, t_teardown),
 		cmocka_unit_test_teardown(test_other_object_linked, t_teardown),
+		cmocka_unit_test_teardown(test_other_object_linked_unrecorded, t_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -5,13 +5,16 @@
  * the slice, writes the file first: while it cannot, the stop is refused naming the file
  * and nothing changes; once it can, the stop goes through and a restart finds the new
  * definition. A later definition write that succeeds catches the file up, and a stop then
- * has nothing to write. The write fails for real: a directory takes the name of the
- * definition file's temporary file. */
+ * has nothing to write. The same holds for a file a restart finds behind its journal and
+ * cannot rewrite, and for a held transient slice whose file a restart cannot write (its
+ * journal entry stays its record). The write fails for real: a directory takes the name of
+ * the definition file's temporary file. */
 /* pf_test.h copies paths it made itself into sun_path; gcc cannot see their length. */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 #include "pf_test.h"
 
 #define U1	"de7b0b0d-1111-4111-8111-111111111111"
+#define PARENT	"0000:00:00.0"		/* vgpud's default parent */
 
 static char *daemon_args[] = { "--vram", "2G", "--max-vfs", "2", "--num-vfs", "2",
 			       "--spare-vram", "256M", NULL };
@@ -112,6 +115,30 @@ static void test_modify_then_stop(void **state)
 	t_daemon_free(d);
 }
 
+/* A file behind the journal that the restart cannot rewrite either: it stays behind, the
+ * journal written at start keeps the definition, and the stop waits for the file as
+ * before the restart. */
+static void test_restart_behind_then_stop(void **state)
+{
+	struct tdaemon *d = t_daemon_new();
+
+	(void)state;
+	assert_int_equal(t_daemon_start_argv(d, daemon_args), 0);
+	t_define_start(d, "vgpu-512M", U1);
+	def_blocked(d, true);
+	assert_int_equal(T_CTL(d, "modify", "-u", U1, "--channels", "8"), 0);
+	restart(d);
+	assert_true(u1_is(d, "running"));
+	assert_int_not_equal(def_attr(d, "channels"), 8);
+	stop_refused(d);
+	def_blocked(d, false);
+	assert_int_equal(T_CTL(d, "stop", "-u", U1), 0);
+	restart(d);
+	assert_true(u1_is(d, "defined"));
+	assert_int_equal(def_attr(d, "channels"), 8);
+	t_daemon_free(d);
+}
+
 /* Add a hand-over record to @def, a slice's definition. */
 static void add_record(json_object *def)
 {
@@ -167,11 +194,50 @@ static void test_reclaim_then_stop(void **state)
 	t_daemon_free(d);
 }
 
+/* A transient slice held after a live migration (the record in its journal entry's
+ * definition): the loader makes it defined and writes its file. When that write fails the
+ * journal keeps its definition, so the next start, with the file still unwritable, holds it
+ * again; once the file can be written, a start writes it. */
+static void test_held_transient_unwritable(void **state)
+{
+	struct tdaemon *d = t_daemon_new();
+	char path[256];
+	json_object *j, *arr, *def;
+
+	(void)state;
+	assert_int_equal(t_daemon_start_argv(d, daemon_args), 0);
+	assert_int_equal(T_CTL(d, "start", "-p", PARENT, "-t", "vgpu-512M", "-u", U1), 0);
+	assert_int_equal(t_daemon_stop(d, SIGTERM), 0);
+	snprintf(path, sizeof(path), "%s/journal.json", d->state);
+	j = json_object_from_file(path);
+	assert_non_null(j);
+	assert_true(json_object_object_get_ex(j, "slices", &arr));
+	assert_true(json_object_object_get_ex(json_object_array_get_idx(arr, 0), "definition",
+					      &def));
+	add_record(def);
+	assert_int_equal(json_object_to_file_ext(path, j, JSON_C_TO_STRING_PRETTY), 0);
+	json_object_put(j);
+	def_blocked(d, true);
+	assert_int_equal(t_daemon_start_argv(d, daemon_args), 0);
+	assert_true(u1_is(d, "migrated-out"));
+	restart(d);
+	assert_true(u1_is(d, "migrated-out"));
+	def_path(d, path, sizeof(path));
+	assert_int_equal(access(path, F_OK), -1);
+	def_blocked(d, false);
+	restart(d);
+	assert_true(u1_is(d, "migrated-out"));
+	assert_int_equal(access(path, F_OK), 0);
+	t_daemon_free(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_modify_then_stop, t_teardown),
 		cmocka_unit_test_teardown(test_reclaim_then_stop, t_teardown),
+		cmocka_unit_test_teardown(test_restart_behind_then_stop, t_teardown),
+		cmocka_unit_test_teardown(test_held_transient_unwritable, t_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -3,7 +3,8 @@
  * cannot be written (the loader's finished resets still pending in it: read-only until a
  * restart), a restored slice whose definition file cannot be written (the journal keeps
  * its definition), an empty journal with no VRAM object (taken), a state refused for a
- * later entry with an earlier entry's grown object (left as it was), and state and runtime
+ * later entry with an earlier entry's grown object (left as it was), an entry's record of
+ * its VRAM object (written, and refused when it is not a number), and state and runtime
  * directories others could write or that are not vgpud's (refused, naming them). */
 #include "pf_test.h"
 
@@ -234,6 +235,39 @@ static void test_refused_state_cuts_nothing(void **state)
 	t_daemon_free(d);
 }
 
+/* The journal records the VRAM object each running slice runs on (its device and inode);
+ * a record that is not a number refuses the state, naming the key, and changes nothing. */
+static void test_bar_record(void **state)
+{
+	struct tdaemon *d = t_daemon_new();
+	char journal[200], obj[128], log[200], num[32], *text, *before, *after;
+	struct stat sb;
+
+	(void)state;
+	assert_int_equal(t_daemon_start_argv(d, daemon_args), 0);
+	t_define_start(d, "vgpu-512M", U1);
+	t_daemon_stop(d, SIGKILL);
+	snprintf(journal, sizeof(journal), "%s/journal.json", d->state);
+	t_bar_path(d, 1, obj, sizeof(obj));
+	assert_int_equal(stat(obj, &sb), 0);
+	text = file_get(journal);
+	snprintf(num, sizeof(num), "\"bar_ino\":%ju", (uintmax_t)sb.st_ino);
+	assert_non_null(strstr(text, num));
+	snprintf(num, sizeof(num), "\"bar_dev\":%ju", (uintmax_t)sb.st_dev);
+	assert_non_null(strstr(text, num));
+	free(text);
+	field_set(journal, "\"vf\":1,", "bar_ino", "\"x\"");
+	before = file_get(journal);
+	assert_true(t_daemon_start_logged(d, daemon_args, log, sizeof(log)) == 1003);
+	assert_true(t_log_has(log, "\"bar_ino\" is missing or not a non-negative integer"));
+	after = file_get(journal);
+	assert_string_equal(after, before);
+	free(after);
+	free(before);
+	assert_int_equal(access(obj, F_OK), 0);
+	t_daemon_free(d);
+}
+
 static const struct dir_case {
 	const char *name;
 	bool runtime;		/* the runtime dir (else the state dir) */
@@ -288,13 +322,14 @@ static void test_dir_refused(void **state)
 
 int main(void)
 {
-	struct CMUnitTest t[4 + sizeof(dir_cases) / sizeof(dir_cases[0])] = {
+	struct CMUnitTest t[5 + sizeof(dir_cases) / sizeof(dir_cases[0])] = {
 		cmocka_unit_test_teardown(test_startup_journal_unwritable, t_teardown),
 		cmocka_unit_test_teardown(test_restored_definition_unwritable, t_teardown),
 		cmocka_unit_test_teardown(test_empty_journal_no_objects, t_teardown),
 		cmocka_unit_test_teardown(test_refused_state_cuts_nothing, t_teardown),
+		cmocka_unit_test_teardown(test_bar_record, t_teardown),
 	};
-	size_t n = 4;
+	size_t n = 5;
 
 	for (size_t i = 0; i < sizeof(dir_cases) / sizeof(dir_cases[0]); i++)
 		t[n++] = (struct CMUnitTest){ dir_cases[i].name, test_dir_refused, NULL,
