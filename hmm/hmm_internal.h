@@ -155,7 +155,7 @@ struct hmm_mm {
 	 * the rest of a line once for the descriptor, not per reader (vma.c). */
 	struct cmn_mutex maps_lock;
 	int mem_fd;			/* /proc/self/mem: the write view of private prot pages */
-	uint64_t zero_pfn;		/* 0 if PFNs are hidden */
+	uint64_t zero_pfn;		/* 0: PFNs hidden, or no zero page mapped */
 	bool has_move;			/* isolation by UFFDIO_MOVE (Linux 6.8+) */
 	bool has_wp;			/* ... else by write-protect: regions registered WP */
 	bool procmap_query;		/* VMA lookups by PROCMAP_QUERY (Linux 6.11+) */

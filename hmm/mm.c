@@ -954,20 +954,28 @@ static void staging_fini(struct hmm_mm *mm)
 	}
 }
 
-/* PFN of the shared zero page, 0 if pagemap hides PFNs from us. */
+/* PFN of the shared zero page; 0 if pagemap hides PFNs from us, or if the kernel gives a
+ * read fault of private anonymous memory a page of its own (some builds never map the
+ * zero page there). Two mappings read once each must show the same PFN: one page read
+ * alone could be any free page, which the next allocation may take and which would then
+ * be taken for the zero page. */
 static uint64_t probe_zero_pfn(struct hmm_mm *mm)
 {
-	volatile char *p = mmap(NULL, HMM_PAGE_SIZE, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS,
+	volatile char *p = mmap(NULL, 2 * HMM_PAGE_SIZE, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS,
 				-1, 0);
-	uint64_t pm = 0;
+	uint64_t pm[2] = { 0, 0 };
 
 	if (p == MAP_FAILED)
 		return 0;
 	(void)p[0];
-	if (hmm_pagemap_read(mm, (uintptr_t)p, 1, &pm))
-		pm = 0;
-	munmap((void *)p, HMM_PAGE_SIZE);
-	return (pm & HMM_PM_PRESENT) ? (pm & HMM_PM_PFN_MASK) : 0;
+	(void)p[HMM_PAGE_SIZE];
+	if (hmm_pagemap_read(mm, (uintptr_t)p, 2, pm))
+		pm[0] = pm[1] = 0;
+	munmap((void *)p, 2 * HMM_PAGE_SIZE);
+	if (!(pm[0] & pm[1] & HMM_PM_PRESENT) ||
+	    (pm[0] & HMM_PM_PFN_MASK) != (pm[1] & HMM_PM_PFN_MASK))
+		return 0;
+	return pm[0] & HMM_PM_PFN_MASK;
 }
 
 static int mm_publish(struct hmm_mm *mm)

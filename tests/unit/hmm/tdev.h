@@ -45,6 +45,29 @@
 #define PROT_DEV_PRIVATE_LOCAL	0x20
 #define PROT_DEV_PRIVATE_REMOTE	0x30
 
+/* Whether this kernel maps the shared zero page on a read fault of private anonymous
+ * memory: two pages read once each show one PFN. Some builds give each its own page, and
+ * hmm_range_fault() then reports a read-faulted page as an ordinary, writable one (what
+ * the kernel's HMM reports there too). */
+static inline bool tdev_kernel_zero_page(void)
+{
+	volatile char *p = mmap(NULL, 2 * PG, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	uint64_t pm[2] = { 0, 0 };
+	int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+	bool zero;
+
+	assert_true(p != MAP_FAILED && fd >= 0);
+	(void)p[0];
+	(void)p[PG];
+	assert_int_equal(pread(fd, pm, sizeof(pm), (off_t)((uintptr_t)p / PG * 8)),
+			 (ssize_t)sizeof(pm));
+	close(fd);
+	munmap((void *)p, 2 * PG);
+	/* bit 63: present; bits 0-54: the PFN */
+	zero = (pm[0] & pm[1]) >> 63 && !((pm[0] ^ pm[1]) & ((1ull << 55) - 1));
+	return zero;
+}
+
 struct tdev_pte {
 	uintptr_t va;			/* 0 = empty */
 	uint64_t pfn;			/* hmm_range_fault word */

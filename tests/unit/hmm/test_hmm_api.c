@@ -102,11 +102,14 @@ static void test_range_flags(void **state)
 	r.notifier_seq = hmm_interval_read_begin(&d->mirror.notifier);
 	assert_int_equal(hmm_range_fault(&r), c->want);
 	for (int i = 0; !c->want && i < 4; i++) {
-		uint64_t got = pfns[i] & (V | W | Z | E);
+		uint64_t got = pfns[i] & (V | W | Z | E), want = c->want_flags[i];
 
-		if (got != c->want_flags[i])
+		/* Without the zero page a read fault gives the page a page of its own. */
+		if ((want & Z) && !tdev_kernel_zero_page())
+			want = (want & ~Z) | (c->prot & PROT_WRITE ? W : 0);
+		if (got != want)
 			fail_msg("page %d: %#llx, want %#llx", i, (unsigned long long)got,
-				 (unsigned long long)c->want_flags[i]);
+				 (unsigned long long)want);
 		if (got & V)
 			assert_int_equal(pfns[i] & HMM_PFN_VALUE_MASK,
 					 ((uintptr_t)p >> HMM_PAGE_SHIFT) + i);
