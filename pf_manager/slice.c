@@ -590,13 +590,14 @@ static void reserve_what(char *buf, size_t len, int fd, uint64_t vram, uint64_t 
 		 "%s free there)", v, all, fr);
 }
 
-/* A running slice's VRAM after a reset's scrub, which punched it (the GSP, or gpu_model
- * where the GSP holds no slice memfd) and so gave its pages back to /dev/shm: taken again
- * at once. Another holder of /dev/shm that takes them in between leaves the slice
- * unreserved, in the log and its JSON, until its next reset or start. All of the object
- * is taken, not only the VRAM: one adopted unreserved (adopt_reserve()) may lack the
- * rest, which costs nothing where it is allocated already. */
-static void vram_rereserve(struct pf_daemon *d, struct pf_slice *s)
+/* Take all of @s's object in /dev/shm ([pf] vram_prealloc), not only the VRAM: one adopted
+ * unreserved may lack the rest, which costs nothing where it is allocated already. Called
+ * after a reset's scrub, which punched the VRAM (the GSP, or gpu_model where the GSP holds no
+ * slice memfd) and so gave its pages back, and when an object is adopted at vgpud's start.
+ * One that cannot be had (@when says why it was not) runs unreserved, in the log and its
+ * JSON, until its next reset or start: an adopted slice brought back stopped instead would
+ * lose its guest's VRAM to the sweep of stray objects. */
+static void vram_rereserve(struct pf_daemon *d, struct pf_slice *s, const char *when)
 {
 	char what[192];
 	int r;
@@ -613,30 +614,8 @@ static void vram_rereserve(struct pf_daemon *d, struct pf_slice *s)
 		return;
 	}
 	reserve_what(what, sizeof(what), s->bar_fd, s->prov.vram, s->dma_size);
-	snprintf(s->reserve_why, sizeof(s->reserve_why), "the reset's scrub gave its pages back "
-		 "and %.120s cannot be had again: %s", what, cmn_strerror(r));
-	s->vram_reserved = false;
-	cmn_log_vf(VGPU_LOG_WARN, s->vf, s->uuid, "VF %u: slice %s runs unreserved until its next "
-		   "reset or start: %s", s->vf, s->uuid, s->reserve_why);
-}
-
-/* An adopted object, once up, reserved as a new one is. One that cannot be (/dev/shm short
- * now, the setting newly on) runs unreserved, in the log and its JSON, as after a reset
- * (vram_rereserve()): it holds the guest's VRAM, which a slice brought back stopped
- * would lose to the sweep of stray objects. */
-static void adopt_reserve(struct pf_daemon *d, struct pf_slice *s)
-{
-	char what[192];
-	int r;
-
-	if (!d->cfg.vram_prealloc)
-		return;
-	r = bar_reserve(s->bar_fd, s->prov.vram, s->dma_size, s->bar_size);
-	if (!r)
-		return;
-	reserve_what(what, sizeof(what), s->bar_fd, s->prov.vram, s->dma_size);
-	snprintf(s->reserve_why, sizeof(s->reserve_why), "adopted at vgpud's start, %.120s "
-		 "cannot be had: %s", what, cmn_strerror(r));
+	snprintf(s->reserve_why, sizeof(s->reserve_why), "%s, %.120s cannot be had: %s", when,
+		 what, cmn_strerror(r));
 	s->vram_reserved = false;
 	cmn_log_vf(VGPU_LOG_WARN, s->vf, s->uuid, "VF %u: slice %s runs unreserved until its next "
 		   "reset or start: %s", s->vf, s->uuid, s->reserve_why);
@@ -925,7 +904,7 @@ int pf_slice_bring_up(struct pf_daemon *d, struct pf_slice *s, unsigned int vf, 
 	s->reserve_why[0] = 0;
 	s->stopped_why[0] = 0;
 	if (adopt)
-		adopt_reserve(d, s);
+		vram_rereserve(d, s, "adopted at vgpud's start");
 	return 0;
 clear_partition:
 	d->vfs[vf] = NULL;
@@ -1146,7 +1125,7 @@ int pf_vf_reset(struct pf_daemon *d, struct pf_slice *s)
 	/* The RM disables the VF's clients (no new calls), resets its channels through the
 	 * GSP, frees its objects in bounded batches and scrubs its VRAM. */
 	r = pf_rm_vf_reset(d, s->vf);
-	vram_rereserve(d, s);
+	vram_rereserve(d, s, "the reset's scrub gave its pages back");
 	gpu_tlb_invalidate(d->gpu, s->vf, 0, 0);
 	s->resets++;
 	pf_bar_format(s);
