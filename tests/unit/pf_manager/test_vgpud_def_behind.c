@@ -78,17 +78,26 @@ static void restart(struct tdaemon *d)
 	assert_int_equal(t_daemon_start_argv(d, daemon_args), 0);
 }
 
-/* Modify of a running slice whose file write fails: acknowledged; the stop waits for the
- * file; a second modify that writes it lets a stop through without writing. */
-static void test_modify_then_stop(void **state)
+/* A daemon running U1 whose modify to 8 channels was acknowledged while its definition
+ * file could not be written: the file is behind the journal. */
+static struct tdaemon *u1_modified_behind(void)
 {
 	struct tdaemon *d = t_daemon_new();
 
-	(void)state;
 	assert_int_equal(t_daemon_start_argv(d, daemon_args), 0);
 	t_define_start(d, "vgpu-512M", U1);
 	def_blocked(d, true);
 	assert_int_equal(T_CTL(d, "modify", "-u", U1, "--channels", "8"), 0);
+	return d;
+}
+
+/* Modify of a running slice whose file write fails: acknowledged; the stop waits for the
+ * file; a second modify that writes it lets a stop through without writing. */
+static void test_modify_then_stop(void **state)
+{
+	struct tdaemon *d = u1_modified_behind();
+
+	(void)state;
 	assert_int_not_equal(def_attr(d, "channels"), 8);
 	stop_refused(d);
 	def_blocked(d, false);
@@ -120,13 +129,9 @@ static void test_modify_then_stop(void **state)
  * before the restart. */
 static void test_restart_behind_then_stop(void **state)
 {
-	struct tdaemon *d = t_daemon_new();
+	struct tdaemon *d = u1_modified_behind();
 
 	(void)state;
-	assert_int_equal(t_daemon_start_argv(d, daemon_args), 0);
-	t_define_start(d, "vgpu-512M", U1);
-	def_blocked(d, true);
-	assert_int_equal(T_CTL(d, "modify", "-u", U1, "--channels", "8"), 0);
 	restart(d);
 	assert_true(u1_is(d, "running"));
 	assert_int_not_equal(def_attr(d, "channels"), 8);
